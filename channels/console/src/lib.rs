@@ -1,0 +1,2 @@
+//! Console channel.
+#![doc = include_str!("../README.md")]

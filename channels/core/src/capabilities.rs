@@ -1,0 +1,85 @@
+//! What a channel can show, declared once by each adapter.
+//!
+//! The manager never names a platform: it asks these capabilities whether partial updates
+//! are worth streaming, and the delivery engine reads them to throttle, split and route.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// How a channel can show a reply that is still being written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateMode {
+    /// Send one message, then edit it in place (Telegram, Discord, the console on a TTY).
+    EditInPlace,
+    /// Patch a card in place (Feishu, DingTalk AI cards).
+    Card,
+    /// The platform streams natively.
+    NativeStream,
+    /// Only finals can be shown; partial updates are dropped (QQ, the console on a pipe).
+    FinalOnly,
+}
+
+/// The unit a platform's message length limit is counted in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LengthUnit {
+    /// UTF-16 code units (Telegram).
+    Utf16,
+    /// UTF-8 bytes (QQ).
+    Bytes,
+    /// Unicode scalar values.
+    Chars,
+}
+
+/// Passive-reply rules of platforms that only let a bot answer a recent message (QQ).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ReplyWindow {
+    /// How long after a group message a reply is accepted.
+    pub group: Duration,
+    /// How long after a private message a reply is accepted.
+    pub private: Duration,
+    /// How many replies one source message allows.
+    pub max_replies_per_source: u32,
+}
+
+/// Everything the manager and the delivery engine may know about a channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Capabilities {
+    /// How partial updates can be shown.
+    pub updates: UpdateMode,
+    /// The unit of [`Capabilities::max_message_len`].
+    pub length_unit: LengthUnit,
+    /// Longest message the platform accepts, in `length_unit`s.
+    pub max_message_len: usize,
+    /// Minimum time between two edits of one message in a private chat.
+    pub min_edit_interval_private: Duration,
+    /// Minimum time between two edits of one message in a group chat.
+    pub min_edit_interval_group: Duration,
+    /// Passive-reply rules, for platforms that have them.
+    pub reply_window: Option<ReplyWindow>,
+    /// Same-thread turns queue behind each other instead of getting the busy reply.
+    pub serialize_thread_runs: bool,
+}
+
+impl Capabilities {
+    /// A channel that can only show finals, with the given length limit in characters.
+    pub const fn final_only(max_message_len: usize) -> Self {
+        Self {
+            updates: UpdateMode::FinalOnly,
+            length_unit: LengthUnit::Chars,
+            max_message_len,
+            min_edit_interval_private: Duration::ZERO,
+            min_edit_interval_group: Duration::ZERO,
+            reply_window: None,
+            serialize_thread_runs: false,
+        }
+    }
+
+    /// Whether non-final updates can be shown at all; if not, the manager waits for the
+    /// whole answer instead of streaming it.
+    pub const fn shows_partial_updates(&self) -> bool {
+        !matches!(self.updates, UpdateMode::FinalOnly)
+    }
+}

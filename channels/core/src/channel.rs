@@ -1,0 +1,115 @@
+//! The `Channel` trait: what an adapter implements.
+//!
+//! An adapter owns its transport (polling, WebSocket, webhook) and a handful of primitive
+//! send operations. It does not throttle, split or retry: the [`Delivery`](crate::Delivery)
+//! engine composes those over the primitives, driven by [`Capabilities`].
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::capabilities::Capabilities;
+use crate::error::ChannelError;
+use crate::ids::{ChatId, MessageId};
+use crate::inbound::InboundSink;
+use crate::message::{ChatKind, OutboundMessage, ResolvedAttachment};
+
+/// Where a primitive send goes: the conversation, the message to reply under, and the
+/// routing hints the adapter left in the inbound metadata.
+#[derive(Clone, Copy, Debug)]
+pub struct SendTarget<'a> {
+    /// The conversation.
+    pub chat_id: &'a ChatId,
+    /// Private or group.
+    pub chat_kind: ChatKind,
+    /// The source message to reply under, if any.
+    pub reply_to: Option<&'a MessageId>,
+    /// Inbound metadata copied onto the outbound message.
+    pub metadata: &'a Map<String, Value>,
+}
+
+impl<'a> From<&'a OutboundMessage> for SendTarget<'a> {
+    fn from(msg: &'a OutboundMessage) -> Self {
+        Self {
+            chat_id: &msg.chat_id,
+            chat_kind: msg.chat_kind,
+            reply_to: msg.thread_ts.as_ref(),
+            metadata: &msg.metadata,
+        }
+    }
+}
+
+/// A message the platform accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SentMessage {
+    /// Its platform id, used to edit it later.
+    pub id: MessageId,
+}
+
+/// Why a channel's transport stopped running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChannelExit {
+    /// The shutdown token was cancelled.
+    Stopped,
+    /// The input ended for good (the console reached end of file). The daemon finishes the
+    /// work already admitted, delivers every reply, then exits.
+    InputEnded,
+}
+
+/// A chat platform adapter.
+#[async_trait]
+pub trait Channel: Send + Sync + 'static {
+    /// The provider key (`telegram`, `console`, …), equal to `InboundMessage::channel_name`.
+    fn name(&self) -> &'static str;
+
+    /// What this channel can show.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Whether the transport is connected right now (for `/readyz`).
+    fn is_connected(&self) -> bool {
+        true
+    }
+
+    /// Runs the transport until `shutdown` is cancelled or the input ends, admitting every
+    /// inbound message through `sink`.
+    async fn run(
+        &self,
+        sink: InboundSink,
+        shutdown: CancellationToken,
+    ) -> Result<ChannelExit, ChannelError>;
+
+    /// Sends a new text message.
+    async fn send_text(&self, target: SendTarget<'_>, text: &str) -> Result<SentMessage, ChannelError>;
+
+    /// Replaces the text of a message this channel sent.
+    async fn edit_text(
+        &self,
+        target: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        let _ = (target, message, text);
+        Err(ChannelError::Unsupported("editing messages"))
+    }
+
+    /// Ends a streamed message with its final text. Defaults to an edit; channels that
+    /// render streams differently (cards, terminals) override it.
+    async fn finish_stream(
+        &self,
+        target: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        self.edit_text(target, message, text).await
+    }
+
+    /// Uploads a file after a reply's text.
+    async fn send_file(
+        &self,
+        target: SendTarget<'_>,
+        file: &ResolvedAttachment,
+    ) -> Result<(), ChannelError> {
+        let _ = (target, file);
+        Err(ChannelError::Unsupported("files"))
+    }
+}

@@ -1,0 +1,50 @@
+//! Errors an adapter's primitive operations report.
+//!
+//! Platform throttling is always [`ChannelError::RetryAfter`], whatever the platform calls
+//! it, and is read through [`RetryAfterHint`] so the delivery engine has one rule for it.
+
+use std::time::Duration;
+
+/// Why a channel operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    /// The platform asked us to slow down.
+    #[error("the platform asked to retry after {0:?}")]
+    RetryAfter(Duration),
+    /// The platform refused the request for good (bad chat, message too long, …).
+    #[error("the platform rejected the request: {reason}")]
+    Rejected {
+        /// A short, log-safe reason (never message text or tokens).
+        reason: String,
+    },
+    /// The message to edit no longer exists or can no longer be edited.
+    #[error("the message can no longer be edited")]
+    NotEditable,
+    /// The operation is not supported by this channel.
+    #[error("the channel does not support {0}")]
+    Unsupported(&'static str),
+    /// Network or protocol trouble talking to the platform.
+    #[error("transport error: {0}")]
+    Transport(String),
+    /// Local I/O (the console's terminal, a staged file).
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The channel is stopped.
+    #[error("the channel is stopped")]
+    Stopped,
+}
+
+/// Reads a platform's request to slow down out of an error.
+pub trait RetryAfterHint {
+    /// How long to wait before the next call, if the platform said so.
+    fn retry_after(&self) -> Option<Duration>;
+}
+
+impl RetryAfterHint for ChannelError {
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ChannelError::RetryAfter(d) => Some(*d),
+            _ => None,
+        }
+    }
+}

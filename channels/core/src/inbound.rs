@@ -1,0 +1,242 @@
+//! Bounded inbound admission with reserve/commit (spec manager §2.3).
+//!
+//! A transport reserves a slot *before* any platform side effect (placeholder, reaction,
+//! ack) and commits the message into it afterwards. Reservations count against the
+//! capacity, so a full queue is known before anything is promised to the platform, and a
+//! provider with a retry contract can refuse (not ack) what cannot be admitted.
+//!
+//! The bound is the queue capacity given to [`inbound_queue`]: `queued + reserved` never
+//! exceeds it. At the bound [`InboundSink::reserve`] fails at once with
+//! [`AdmitError::QueueFull`]; transports that can apply backpressure instead (polling,
+//! the console) use [`InboundSink::reserve_wait`].
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use tokio::sync::mpsc;
+
+use crate::message::InboundMessage;
+
+/// Why a message was not admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AdmitError {
+    /// `queued + reserved` reached the capacity.
+    #[error("the inbound queue is full")]
+    QueueFull,
+    /// Admission is closed (the daemon is shutting down).
+    #[error("inbound admission is closed")]
+    Closed,
+}
+
+#[derive(Debug)]
+struct Shared {
+    closed: AtomicBool,
+    rejected_full: AtomicU64,
+    /// Reservations handed out and neither committed nor released yet.
+    outstanding: AtomicUsize,
+}
+
+/// Creates the bounded inbound queue: a cloneable sink for transports and the single
+/// receiving end for the daemon.
+pub fn inbound_queue(capacity: NonZeroUsize) -> (InboundSink, InboundQueue) {
+    let (tx, rx) = mpsc::channel(capacity.get());
+    let shared = Arc::new(Shared {
+        closed: AtomicBool::new(false),
+        rejected_full: AtomicU64::new(0),
+        outstanding: AtomicUsize::new(0),
+    });
+    (
+        InboundSink { tx, shared: shared.clone() },
+        InboundQueue { rx, shared },
+    )
+}
+
+/// The transports' end of the inbound queue. Cheap to clone.
+#[derive(Clone)]
+pub struct InboundSink {
+    tx: mpsc::Sender<InboundMessage>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for InboundSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InboundSink").field("free", &self.tx.capacity()).finish()
+    }
+}
+
+impl InboundSink {
+    /// Reserves a slot, failing at once when the queue is full or closed.
+    pub fn reserve(&self) -> Result<Reservation, AdmitError> {
+        if self.shared.closed.load(Ordering::Acquire) {
+            return Err(AdmitError::Closed);
+        }
+        match self.tx.clone().try_reserve_owned() {
+            Ok(permit) => Ok(Reservation::new(permit, &self.shared)),
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.shared.rejected_full.fetch_add(1, Ordering::Relaxed);
+                Err(AdmitError::QueueFull)
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(AdmitError::Closed),
+        }
+    }
+
+    /// Reserves a slot, waiting for one while the queue is full. For transports that can
+    /// hold their input back (long polling, the console) instead of dropping it.
+    pub async fn reserve_wait(&self) -> Result<Reservation, AdmitError> {
+        if self.shared.closed.load(Ordering::Acquire) {
+            return Err(AdmitError::Closed);
+        }
+        match self.tx.clone().reserve_owned().await {
+            Ok(permit) => Ok(Reservation::new(permit, &self.shared)),
+            Err(_) => Err(AdmitError::Closed),
+        }
+    }
+
+    /// Reserve and commit in one step.
+    pub fn try_send(&self, msg: InboundMessage) -> Result<(), AdmitError> {
+        self.reserve()?.commit(msg)
+    }
+
+    /// Whether admission has been closed.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+    }
+}
+
+/// A reserved slot. Dropping it releases the slot.
+pub struct Reservation {
+    permit: Option<mpsc::OwnedPermit<InboundMessage>>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation").finish_non_exhaustive()
+    }
+}
+
+impl Reservation {
+    fn new(permit: mpsc::OwnedPermit<InboundMessage>, shared: &Arc<Shared>) -> Self {
+        shared.outstanding.fetch_add(1, Ordering::AcqRel);
+        Self { permit: Some(permit), shared: shared.clone() }
+    }
+
+    /// Enqueues the message into the reserved slot. Fails with [`AdmitError::Closed`] when
+    /// admission closed after the reservation was made.
+    pub fn commit(mut self, msg: InboundMessage) -> Result<(), AdmitError> {
+        if self.shared.closed.load(Ordering::Acquire) {
+            return Err(AdmitError::Closed);
+        }
+        match self.permit.take() {
+            Some(permit) => {
+                permit.send(msg);
+                Ok(())
+            }
+            None => Err(AdmitError::Closed),
+        }
+    }
+
+    /// Gives the slot back without sending. Same as dropping it.
+    pub fn release(self) {}
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.shared.outstanding.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The daemon's end of the inbound queue.
+#[derive(Debug)]
+pub struct InboundQueue {
+    rx: mpsc::Receiver<InboundMessage>,
+    shared: Arc<Shared>,
+}
+
+impl InboundQueue {
+    /// The next admitted message; `None` once admission is closed and the queue is empty.
+    pub async fn recv(&mut self) -> Option<InboundMessage> {
+        self.rx.recv().await
+    }
+
+    /// Closes admission: later reservations fail and outstanding ones can no longer commit.
+    /// Returns how many outstanding reservations were invalidated. Queued messages stay
+    /// receivable so accepted work can drain.
+    pub fn close(&mut self) -> usize {
+        self.shared.closed.store(true, Ordering::Release);
+        self.rx.close();
+        self.shared.outstanding.load(Ordering::Acquire)
+    }
+
+    /// Drops every queued, not-started message and returns how many there were.
+    pub fn discard_pending(&mut self) -> usize {
+        let mut n = 0;
+        while self.rx.try_recv().is_ok() {
+            n += 1;
+        }
+        n
+    }
+
+    /// Messages queued and not yet received.
+    pub fn len(&self) -> usize {
+        self.rx.len()
+    }
+
+    /// Whether no message is queued.
+    pub fn is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
+
+    /// How many admissions were refused because the queue was full, since start.
+    pub fn rejected_full(&self) -> u64 {
+        self.shared.rejected_full.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(text: &str) -> InboundMessage {
+        InboundMessage::new("console", "c", "u", text)
+    }
+
+    #[tokio::test]
+    async fn reservations_count_against_capacity() {
+        let (sink, mut queue) = inbound_queue(NonZeroUsize::new(2).unwrap());
+        let r1 = sink.reserve().unwrap();
+        sink.try_send(msg("a")).unwrap();
+        assert_eq!(sink.reserve().unwrap_err(), AdmitError::QueueFull);
+        assert_eq!(queue.rejected_full(), 1);
+        r1.release();
+        sink.try_send(msg("b")).unwrap();
+        assert_eq!(queue.recv().await.unwrap().text, "a");
+        assert_eq!(queue.recv().await.unwrap().text, "b");
+    }
+
+    #[tokio::test]
+    async fn close_refuses_new_and_outstanding_but_drains_queued() {
+        let (sink, mut queue) = inbound_queue(NonZeroUsize::new(4).unwrap());
+        sink.try_send(msg("queued")).unwrap();
+        let late = sink.reserve().unwrap();
+        assert_eq!(queue.close(), 1);
+        assert_eq!(late.commit(msg("late")).unwrap_err(), AdmitError::Closed);
+        assert_eq!(sink.try_send(msg("after")).unwrap_err(), AdmitError::Closed);
+        assert_eq!(queue.recv().await.unwrap().text, "queued");
+        assert!(queue.recv().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn reserve_wait_waits_for_space() {
+        let (sink, mut queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
+        sink.try_send(msg("first")).unwrap();
+        let waiter = {
+            let sink = sink.clone();
+            tokio::spawn(async move { sink.reserve_wait().await.unwrap().commit(msg("second")) })
+        };
+        assert_eq!(queue.recv().await.unwrap().text, "first");
+        waiter.await.unwrap().unwrap();
+        assert_eq!(queue.recv().await.unwrap().text, "second");
+    }
+}

@@ -1,0 +1,304 @@
+//! The normalized message model every adapter produces and consumes (spec manager §2).
+//!
+//! Inbound messages are what an adapter hands to the daemon; outbound messages are what the
+//! daemon publishes back. Attachments carry bytes or an opaque fetch handle, never a
+//! token-bearing URL, so a message can be logged by shape and persisted without leaking.
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::ids::{ChatId, MessageId, ThreadId, UserId};
+
+/// Whether the adapter classified the text as a known slash command.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MsgType {
+    /// Ordinary text for the agent.
+    #[default]
+    Chat,
+    /// A known command such as `/goal` or `/new`.
+    Command,
+}
+
+/// Whether a conversation is one-to-one or has several members. Delivery uses it to pick
+/// the minimum edit interval; `/lang` uses it to decide who may change the chat's language.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatKind {
+    /// A direct message / private chat.
+    #[default]
+    Private,
+    /// A group, channel or guild conversation.
+    Group,
+}
+
+/// The broad kind of an inbound attachment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileKind {
+    /// A picture.
+    Image,
+    /// Any document.
+    File,
+    /// A voice note or audio file.
+    Audio,
+    /// A video.
+    Video,
+}
+
+/// Where an inbound attachment's bytes come from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FileSource {
+    /// Bytes already read by the adapter. Never serialized: bytes are not persisted or echoed.
+    Inline {
+        /// The content.
+        #[serde(skip)]
+        bytes: Bytes,
+    },
+    /// An opaque platform handle (e.g. a Telegram `file_id`) the adapter can resolve later.
+    Handle {
+        /// The handle.
+        id: String,
+    },
+    /// A file already staged on local disk by the adapter.
+    Path {
+        /// The local path.
+        path: PathBuf,
+    },
+}
+
+/// An attachment descriptor on an inbound message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboundFile {
+    /// The broad kind.
+    pub kind: FileKind,
+    /// The file name as the sender gave it, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    /// Declared MIME type, if the platform reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Declared size in bytes, if the platform reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Where the bytes are.
+    pub source: FileSource,
+}
+
+/// A message from a platform, normalized by its adapter (spec manager §2.1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InboundMessage {
+    /// Provider key (`telegram`, `feishu`, `dingtalk`, `qq`, `discord`, `console`, …).
+    pub channel_name: String,
+    /// Platform conversation id.
+    pub chat_id: ChatId,
+    /// Raw platform sender id.
+    pub user_id: UserId,
+    /// Message text (adapters may strip leading bot mentions).
+    pub text: String,
+    /// Chat or known command.
+    #[serde(default)]
+    pub msg_type: MsgType,
+    /// Private or group conversation.
+    #[serde(default)]
+    pub chat_kind: ChatKind,
+    /// Platform message id replies thread under (the source message).
+    #[serde(default)]
+    pub thread_ts: Option<MessageId>,
+    /// Sub-conversation key inside the chat; selects the DeerFlow thread.
+    #[serde(default)]
+    pub topic_id: Option<String>,
+    /// DeerFlow user-owned connection row id, set by an adapter after lookup.
+    #[serde(default)]
+    pub connection_id: Option<String>,
+    /// DeerFlow user owning that connection.
+    #[serde(default)]
+    pub owner_user_id: Option<String>,
+    /// External workspace / team / guild / tenant scope.
+    #[serde(default)]
+    pub workspace_id: Option<String>,
+    /// Attachments.
+    #[serde(default)]
+    pub files: Vec<InboundFile>,
+    /// Provider extras (`message_id`, `event_id`, `msg_id`, `team_id`, …).
+    #[serde(default)]
+    pub metadata: Map<String, Value>,
+    /// The sender's platform language when the platform reports one (BCP 47-ish tag).
+    #[serde(default)]
+    pub locale_hint: Option<String>,
+    /// Unix seconds at which the adapter received it.
+    #[serde(default = "now_unix")]
+    pub created_at: f64,
+}
+
+impl InboundMessage {
+    /// A chat message with every optional field empty and `created_at` = now.
+    pub fn new(
+        channel_name: impl Into<String>,
+        chat_id: impl Into<ChatId>,
+        user_id: impl Into<UserId>,
+        text: impl Into<String>,
+    ) -> Self {
+        Self {
+            channel_name: channel_name.into(),
+            chat_id: chat_id.into(),
+            user_id: user_id.into(),
+            text: text.into(),
+            msg_type: MsgType::Chat,
+            chat_kind: ChatKind::Private,
+            thread_ts: None,
+            topic_id: None,
+            connection_id: None,
+            owner_user_id: None,
+            workspace_id: None,
+            files: Vec::new(),
+            metadata: Map::new(),
+            locale_hint: None,
+            created_at: now_unix(),
+        }
+    }
+
+    /// A reply to this message: routing fields and slimmed metadata copied over, as the
+    /// spec requires (metadata minus `raw_message` and `ref_msg`).
+    pub fn reply(&self, thread_id: Option<ThreadId>, text: impl Into<String>, is_final: bool) -> OutboundMessage {
+        let mut metadata = self.metadata.clone();
+        metadata.remove("raw_message");
+        metadata.remove("ref_msg");
+        OutboundMessage {
+            channel_name: self.channel_name.clone(),
+            chat_id: self.chat_id.clone(),
+            chat_kind: self.chat_kind,
+            thread_id,
+            text: text.into(),
+            artifacts: Vec::new(),
+            attachments: Vec::new(),
+            is_final,
+            thread_ts: self.thread_ts.clone(),
+            connection_id: self.connection_id.clone(),
+            owner_user_id: self.owner_user_id.clone(),
+            metadata,
+            created_at: now_unix(),
+        }
+    }
+}
+
+/// A file the agent presented, fetched and ready to upload (spec manager §2.2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedAttachment {
+    /// The agent's virtual path (`/mnt/user-data/outputs/…`).
+    pub virtual_path: String,
+    /// Where the bytes are on this host.
+    pub actual_path: PathBuf,
+    /// Base name shown to the user.
+    pub filename: String,
+    /// Guessed MIME type (default `application/octet-stream`).
+    pub mime_type: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Whether the MIME type starts with `image/`.
+    pub is_image: bool,
+}
+
+/// A reply the daemon publishes to a channel (spec manager §2.2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutboundMessage {
+    /// Routing: the provider key.
+    pub channel_name: String,
+    /// Routing: the conversation.
+    pub chat_id: ChatId,
+    /// Private or group conversation (copied from the inbound message).
+    #[serde(default)]
+    pub chat_kind: ChatKind,
+    /// The DeerFlow thread that produced it; `None` for rejections and unbound replies.
+    #[serde(default)]
+    pub thread_id: Option<ThreadId>,
+    /// The reply text (already localized).
+    pub text: String,
+    /// Virtual paths of files the agent presented this turn.
+    #[serde(default)]
+    pub artifacts: Vec<String>,
+    /// Resolved files to upload after the text.
+    #[serde(default)]
+    pub attachments: Vec<ResolvedAttachment>,
+    /// `false` = a streaming/progress update that a channel may fold or drop.
+    #[serde(default = "default_true")]
+    pub is_final: bool,
+    /// The source message id: reply threading and stream keying.
+    #[serde(default)]
+    pub thread_ts: Option<MessageId>,
+    /// Copied from the inbound message.
+    #[serde(default)]
+    pub connection_id: Option<String>,
+    /// Copied from the inbound message.
+    #[serde(default)]
+    pub owner_user_id: Option<String>,
+    /// Inbound metadata (slimmed); a final may add `pending_clarification: true`.
+    #[serde(default)]
+    pub metadata: Map<String, Value>,
+    /// Unix seconds.
+    #[serde(default = "now_unix")]
+    pub created_at: f64,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Current time as unix seconds.
+pub(crate) fn now_unix() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inbound_round_trips_and_never_serializes_bytes() {
+        let mut msg = InboundMessage::new("telegram", "42", "7", "hello");
+        msg.files.push(InboundFile {
+            kind: FileKind::Image,
+            filename: Some("a.png".into()),
+            mime_type: None,
+            size: Some(3),
+            source: FileSource::Inline { bytes: Bytes::from_static(b"abc") },
+        });
+        msg.metadata.insert("message_id".into(), Value::from(9));
+        let json = serde_json::to_string(&msg).unwrap();
+        assert!(!json.contains("abc\""), "inline bytes must not be serialized: {json}");
+        assert!(json.contains("\"msg_type\":\"chat\""));
+        let back: InboundMessage = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.chat_id, msg.chat_id);
+        assert_eq!(back.metadata, msg.metadata);
+    }
+
+    #[test]
+    fn minimal_outbound_defaults_to_final() {
+        let out: OutboundMessage =
+            serde_json::from_str(r#"{"channel_name":"qq","chat_id":"c2c:1","text":"hi"}"#).unwrap();
+        assert!(out.is_final);
+        assert!(out.thread_id.is_none());
+    }
+
+    #[test]
+    fn reply_slims_metadata_and_copies_routing() {
+        let mut msg = InboundMessage::new("feishu", "oc_1", "ou_1", "x");
+        msg.thread_ts = Some(MessageId::new("om_1"));
+        msg.metadata.insert("raw_message".into(), Value::from("{}"));
+        msg.metadata.insert("ref_msg".into(), Value::from("{}"));
+        msg.metadata.insert("message_id".into(), Value::from("om_1"));
+        let out = msg.reply(Some(ThreadId::new("t1")), "ok", false);
+        assert_eq!(out.thread_ts, msg.thread_ts);
+        assert!(!out.is_final);
+        assert_eq!(out.metadata.len(), 1);
+        assert!(out.metadata.contains_key("message_id"));
+    }
+}

@@ -1,0 +1,111 @@
+//! The raw configuration: serde structs that mirror `config.yaml` as an operator writes it.
+//!
+//! Types are deliberately permissive (signed integers, floats, optional everything) so that
+//! [`validate`](super::validate) can refuse a bad value with the key path and a sentence
+//! saying what was expected, instead of a bare serde type error. DeerFlow's own top-level
+//! sections (`models`, `sandbox`, …) are not modelled and are ignored.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_yaml_ng::{Mapping, Value};
+
+/// The whole file. Only the three sections im-bridge reads are modelled.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawConfig {
+    /// DeerFlow's `channels:` section: Gateway URLs, intake limits, session defaults and
+    /// one block per platform.
+    #[serde(default)]
+    pub channels: RawChannels,
+    /// DeerFlow's `channel_connections:` section.
+    #[serde(default)]
+    pub channel_connections: RawChannelConnections,
+    /// im-bridge's own section. Unknown keys here are errors.
+    #[serde(default)]
+    pub bridge: RawBridge,
+}
+
+/// DeerFlow's `channels:` section.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawChannels {
+    /// LangGraph-compatible API base (threads, runs). Default `http://localhost:8001/api`.
+    pub langgraph_url: Option<String>,
+    /// Gateway base for goal, models, memory. Default `http://localhost:8001`.
+    pub gateway_url: Option<String>,
+    /// Capacity of the inbound queue (queued + reserved). Default 1000.
+    pub inbound_queue_maxsize: Option<i64>,
+    /// Messages handled at once. Default 64.
+    pub max_concurrency: Option<i64>,
+    /// How long shutdown waits for admitted work to drain. Default 3 s.
+    pub shutdown_grace_period_seconds: Option<f64>,
+    /// Session defaults for every channel's runs.
+    pub session: Option<RawSession>,
+    /// One block per platform (`telegram:`, `feishu:`, …), keyed by provider name.
+    #[serde(flatten)]
+    pub blocks: BTreeMap<String, Value>,
+}
+
+/// The keys every platform block shares; the rest belongs to the adapter.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawChannelBlock {
+    /// Whether the channel starts.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Platform user ids allowed to talk to the bot: a list, or one id as a string. Empty
+    /// or absent means everyone.
+    pub allowed_users: Option<Value>,
+    /// Platform user ids allowed to change group-chat settings such as `/lang`.
+    pub admin_users: Option<Value>,
+    /// Session overrides for this channel's runs.
+    pub session: Option<RawSession>,
+    /// Default reply language for this channel.
+    pub locale: Option<String>,
+    /// Everything else: the adapter's own keys.
+    #[serde(flatten)]
+    pub platform: Mapping,
+}
+
+/// A session layer: run defaults at the global, channel or user level.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct RawSession {
+    /// Agent to run (`lead_agent` or a custom agent name).
+    pub assistant_id: Option<Value>,
+    /// Merged into the run's `config`.
+    pub config: Option<Mapping>,
+    /// Merged into the run's `context`.
+    pub context: Option<Mapping>,
+    /// Per-user overrides, keyed by raw platform user id.
+    pub users: Option<BTreeMap<String, RawSession>>,
+}
+
+/// DeerFlow's `channel_connections:` section.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawChannelConnections {
+    /// User-owned channel connections (identity binding).
+    #[serde(default)]
+    pub enabled: bool,
+    /// Whether unbound senders are refused when connections are enabled. Default true.
+    pub require_bound_identity: Option<bool>,
+    /// The admins' default language for bot replies. Default `en-US`.
+    pub notification_locale: Option<String>,
+    /// Per-provider connection settings (DeerFlow's; read by DeerFlow, not by us).
+    #[serde(flatten)]
+    pub providers: BTreeMap<String, Value>,
+}
+
+/// im-bridge's own `bridge:` section.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBridge {
+    /// `sqlite://PATH` (default `sqlite://./im-bridge.db`) or `postgres://…`.
+    pub store: Option<String>,
+    /// Address of `/healthz`, `/readyz`, `/metrics`. Default `127.0.0.1:9464`.
+    pub admin_listen: Option<String>,
+    /// Token sent as `X-DeerFlow-Internal-Token`; falls back to
+    /// `DEER_FLOW_INTERNAL_AUTH_TOKEN`.
+    pub internal_token: Option<String>,
+    /// Read timeout of `/goal from-chat` and `/compact`, which call a model. Default 120 s.
+    pub goal_from_chat_timeout_seconds: Option<f64>,
+    /// Directory of extra or overriding `<locale>/bridge.ftl` catalogs.
+    pub locales_dir: Option<String>,
+}

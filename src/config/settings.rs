@@ -1,0 +1,399 @@
+//! Validated settings: what the daemon actually runs with.
+//!
+//! [`validate`] is pure: it reads the parsed file and the environment's `DEER_FLOW_*`
+//! fallbacks, and opens no file or socket, so `check-config` can run it anywhere.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use im_bridge_channel::{AllowedUsers, Secret};
+use serde::Serialize;
+use serde_json::{Map, Value as Json};
+use serde_yaml_ng::{Mapping, Value};
+
+use super::raw::{RawChannelBlock, RawSession};
+use super::{ConfigError, Env, Parsed};
+
+const DEFAULT_LANGGRAPH_URL: &str = "http://localhost:8001/api";
+const DEFAULT_GATEWAY_URL: &str = "http://localhost:8001";
+const DEFAULT_QUEUE: usize = 1000;
+const DEFAULT_CONCURRENCY: usize = 64;
+const DEFAULT_GRACE_SECONDS: f64 = 3.0;
+const DEFAULT_FROM_CHAT_SECONDS: f64 = 120.0;
+const DEFAULT_STORE: &str = "sqlite://./im-bridge.db";
+const DEFAULT_ADMIN: &str = "127.0.0.1:9464";
+const DEFAULT_LOCALE: &str = "en-US";
+
+/// Platforms im-bridge intends to serve. Enabling one whose adapter this build lacks is
+/// an error, not a silent no-op.
+const PLANNED_PLATFORMS: &[&str] = &["telegram", "feishu", "dingtalk", "qq", "discord"];
+
+/// Everything the daemon needs, validated.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    /// How to reach the DeerFlow Gateway.
+    pub gateway: GatewaySettings,
+    /// Intake bounds and shutdown timing.
+    pub intake: IntakeSettings,
+    /// Session defaults for every channel (`channels.session`).
+    pub session: SessionLayer,
+    /// The channels that will start, in name order.
+    pub channels: Vec<ChannelSettings>,
+    /// User-owned channel connections (identity binding) are enabled.
+    pub connections_enabled: bool,
+    /// The admins' default reply language.
+    pub notification_locale: String,
+    /// Where bindings, dedupe keys and chat settings live.
+    pub store: StoreLocation,
+    /// Address of the admin endpoints.
+    pub admin_listen: SocketAddr,
+    /// Directory of extra or overriding catalogs.
+    pub locales_dir: Option<PathBuf>,
+}
+
+/// How to reach the DeerFlow Gateway.
+#[derive(Clone, Debug, Serialize)]
+pub struct GatewaySettings {
+    /// LangGraph-compatible API base (threads, runs).
+    pub langgraph_url: String,
+    /// Gateway base (goal, models, memory).
+    pub gateway_url: String,
+    /// `X-DeerFlow-Internal-Token`.
+    pub internal_token: Option<Secret>,
+    /// Read timeout of calls that wait for a model (`/goal from-chat`, `/compact`).
+    #[serde(with = "secs")]
+    pub goal_from_chat_timeout: Duration,
+}
+
+/// Intake bounds.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct IntakeSettings {
+    /// Inbound queue capacity (queued + reserved); a full queue refuses new messages.
+    pub inbound_queue_maxsize: NonZeroUsize,
+    /// Messages handled at once.
+    pub max_concurrency: NonZeroUsize,
+    /// How long shutdown waits for admitted work before cancelling it.
+    #[serde(with = "secs")]
+    pub shutdown_grace: Duration,
+}
+
+/// One session layer, converted to the JSON the run body carries.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SessionLayer {
+    /// Agent name, if this layer sets one.
+    pub assistant_id: Option<String>,
+    /// Merged into the run `config`.
+    pub config: Map<String, Json>,
+    /// Merged into the run `context`.
+    pub context: Map<String, Json>,
+    /// Per-user layers, keyed by raw platform user id.
+    pub users: std::collections::BTreeMap<String, SessionLayer>,
+}
+
+/// One enabled channel.
+#[derive(Clone, Debug, Serialize)]
+pub struct ChannelSettings {
+    /// Provider name (`console`, `telegram`, …).
+    pub name: String,
+    /// Who may talk to the bot.
+    pub allowed_users: AllowedUsers,
+    /// Who may change group-chat settings.
+    pub admin_users: AllowedUsers,
+    /// Session overrides.
+    pub session: SessionLayer,
+    /// Default reply language of this channel.
+    pub locale: Option<String>,
+    /// The adapter's own settings.
+    pub platform: PlatformSettings,
+}
+
+/// Adapter-specific settings, one variant per adapter compiled in.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlatformSettings {
+    /// The terminal channel has no settings of its own.
+    Console,
+}
+
+/// Where state is stored.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreLocation {
+    /// An embedded SQLite file.
+    Sqlite(PathBuf),
+    /// A shared Postgres database (the URL may carry a password, so it is a secret).
+    Postgres(Secret),
+}
+
+mod secs {
+    use std::time::Duration;
+
+    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+}
+
+/// Turns a parsed file into settings, or lists every problem. Returns warnings too.
+pub fn validate(parsed: Parsed, env: &dyn Env) -> Result<(Settings, Vec<String>), Vec<ConfigError>> {
+    let Parsed { mut raw, unset, ignored } = parsed;
+    let mut errors = Vec::new();
+    let mut warnings: Vec<String> =
+        ignored.iter().map(|p| format!("{p}: unknown key, ignored")).collect();
+
+    // Parse channel blocks first: whether a block is enabled decides whether an unset
+    // variable inside it matters.
+    let mut blocks = Vec::new();
+    for (name, value) in std::mem::take(&mut raw.channels.blocks) {
+        let path = format!("channels.{name}");
+        let value = if value.is_null() { Value::Mapping(Mapping::new()) } else { value };
+        match serde_path_to_error::deserialize::<_, RawChannelBlock>(value) {
+            Ok(block) => blocks.push((name, block)),
+            Err(e) => errors.push(ConfigError::new(join(&path, &e.path().to_string()), e.into_inner().to_string())),
+        }
+    }
+    let enabled = |name: &str| blocks.iter().any(|(n, b)| n == name && b.enabled);
+    for var in &unset {
+        let mut parts = var.path.splitn(3, '.');
+        let (section, key) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let key = key.split('[').next().unwrap_or(key);
+        let matters = match section {
+            "bridge" => true,
+            "channels" => !is_channel_block(key) || enabled(key),
+            "channel_connections" => !key.is_empty() && !raw.channel_connections.providers.contains_key(key),
+            _ => false,
+        };
+        if matters {
+            errors.push(ConfigError::new(
+                &var.path,
+                format!("environment variable ${} is not set", var.name),
+            ));
+        }
+    }
+
+    let ch = &raw.channels;
+    let langgraph_url = url_setting(ch.langgraph_url.as_deref(), env.var("DEER_FLOW_CHANNELS_LANGGRAPH_URL"), DEFAULT_LANGGRAPH_URL, "channels.langgraph_url", &mut errors);
+    let gateway_url = url_setting(ch.gateway_url.as_deref(), env.var("DEER_FLOW_CHANNELS_GATEWAY_URL"), DEFAULT_GATEWAY_URL, "channels.gateway_url", &mut errors);
+    let inbound_queue_maxsize = positive("channels.inbound_queue_maxsize", ch.inbound_queue_maxsize, DEFAULT_QUEUE, 1_000_000, &mut errors);
+    let max_concurrency = positive("channels.max_concurrency", ch.max_concurrency, DEFAULT_CONCURRENCY, 10_000, &mut errors);
+    let shutdown_grace = seconds("channels.shutdown_grace_period_seconds", ch.shutdown_grace_period_seconds, DEFAULT_GRACE_SECONDS, true, &mut errors);
+    let session = ch.session.as_ref().map(|s| session_layer(s, "channels.session", &mut errors)).unwrap_or_default();
+
+    let b = &raw.bridge;
+    let goal_from_chat_timeout = seconds("bridge.goal_from_chat_timeout_seconds", b.goal_from_chat_timeout_seconds, DEFAULT_FROM_CHAT_SECONDS, false, &mut errors);
+    let internal_token = b
+        .internal_token
+        .clone()
+        .filter(|t| !t.is_empty())
+        .or_else(|| env.var("DEER_FLOW_INTERNAL_AUTH_TOKEN").filter(|t| !t.is_empty()))
+        .map(Secret::new);
+    if internal_token.is_none() {
+        warnings.push("bridge.internal_token: not set and DEER_FLOW_INTERNAL_AUTH_TOKEN is empty; the Gateway will refuse our calls unless its auth is disabled".into());
+    }
+    let store = store_location(b.store.as_deref().unwrap_or(DEFAULT_STORE), &mut errors);
+    let admin_text = b.admin_listen.as_deref().unwrap_or(DEFAULT_ADMIN);
+    let admin_listen = admin_text.parse::<SocketAddr>().unwrap_or_else(|_| {
+        errors.push(ConfigError::new("bridge.admin_listen", format!("expected an address such as 127.0.0.1:9464, got {admin_text:?}")));
+        SocketAddr::from(([127, 0, 0, 1], 9464))
+    });
+    let locales_dir = b.locales_dir.as_ref().filter(|d| !d.is_empty()).map(PathBuf::from);
+
+    let cc = &raw.channel_connections;
+    let notification_locale = cc.notification_locale.clone().unwrap_or_else(|| DEFAULT_LOCALE.into());
+    check_locale_tag("channel_connections.notification_locale", &notification_locale, &mut errors);
+    if cc.enabled && cc.require_bound_identity.unwrap_or(true) {
+        errors.push(ConfigError::new(
+            "channel_connections.enabled",
+            "user-owned connections with require_bound_identity are not supported by im-bridge yet; set enabled: false (or require_bound_identity: false) until the identity gate lands",
+        ));
+    }
+
+    let mut channels = Vec::new();
+    for (name, block) in blocks {
+        if !block.enabled {
+            continue;
+        }
+        let path = format!("channels.{name}");
+        let platform = match name.as_str() {
+            "console" => {
+                for key in block.platform.keys() {
+                    warnings.push(format!("{path}.{}: unknown key, ignored", key_text(key)));
+                }
+                PlatformSettings::Console
+            }
+            other if PLANNED_PLATFORMS.contains(&other) => {
+                errors.push(ConfigError::new(&path, format!("this build of im-bridge has no {other} adapter yet; set enabled: false")));
+                continue;
+            }
+            other => {
+                warnings.push(format!("{path}: enabled, but im-bridge has no {other} adapter; it will not start here"));
+                continue;
+            }
+        };
+        if let Some(locale) = &block.locale {
+            check_locale_tag(&format!("{path}.locale"), locale, &mut errors);
+        }
+        channels.push(ChannelSettings {
+            allowed_users: user_list(&format!("{path}.allowed_users"), block.allowed_users.as_ref(), &mut warnings),
+            admin_users: user_list(&format!("{path}.admin_users"), block.admin_users.as_ref(), &mut warnings),
+            session: block.session.as_ref().map(|s| session_layer(s, &format!("{path}.session"), &mut errors)).unwrap_or_default(),
+            locale: block.locale.clone(),
+            name,
+            platform,
+        });
+    }
+    if channels.is_empty() {
+        errors.push(ConfigError::new("channels", "no channel is enabled, so nothing would start; enable at least one (e.g. telegram: {enabled: true, bot_token: ...})"));
+    }
+
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let settings = Settings {
+        gateway: GatewaySettings { langgraph_url, gateway_url, internal_token, goal_from_chat_timeout },
+        intake: IntakeSettings { inbound_queue_maxsize, max_concurrency, shutdown_grace },
+        session,
+        channels,
+        connections_enabled: cc.enabled,
+        notification_locale,
+        store,
+        admin_listen,
+        locales_dir,
+    };
+    Ok((settings, warnings))
+}
+
+fn join(base: &str, rest: &str) -> String {
+    if rest.is_empty() || rest == "." { base.to_owned() } else { format!("{base}.{rest}") }
+}
+
+fn key_text(key: &Value) -> String {
+    key.as_str().map(str::to_owned).unwrap_or_else(|| format!("{key:?}"))
+}
+
+fn is_channel_block(key: &str) -> bool {
+    !matches!(
+        key,
+        "langgraph_url" | "gateway_url" | "inbound_queue_maxsize" | "max_concurrency" | "shutdown_grace_period_seconds" | "session"
+    )
+}
+
+/// Config value wins, then the environment fallback, then the default (spec gateway §1.1).
+fn url_setting(config: Option<&str>, env: Option<String>, default: &str, path: &str, errors: &mut Vec<ConfigError>) -> String {
+    let value = config
+        .filter(|v| !v.trim().is_empty())
+        .map(str::to_owned)
+        .or(env.filter(|v| !v.trim().is_empty()))
+        .unwrap_or_else(|| default.to_owned());
+    let value = value.trim().trim_end_matches('/').to_owned();
+    let ok = reqwest::Url::parse(&value)
+        .map(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+        .unwrap_or(false);
+    if !ok {
+        errors.push(ConfigError::new(path, format!("expected an http:// or https:// URL, got {value:?}")));
+    }
+    value
+}
+
+fn positive(path: &str, value: Option<i64>, default: usize, max: usize, errors: &mut Vec<ConfigError>) -> NonZeroUsize {
+    let fallback = NonZeroUsize::new(default).unwrap_or(NonZeroUsize::MIN);
+    match value {
+        None => fallback,
+        Some(v) => match usize::try_from(v).ok().and_then(NonZeroUsize::new).filter(|n| n.get() <= max) {
+            Some(n) => n,
+            None => {
+                errors.push(ConfigError::new(path, format!("expected a positive integer no larger than {max}, got {v}")));
+                fallback
+            }
+        },
+    }
+}
+
+fn seconds(path: &str, value: Option<f64>, default: f64, zero_ok: bool, errors: &mut Vec<ConfigError>) -> Duration {
+    let v = value.unwrap_or(default);
+    let valid = v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0)) && v <= 86_400.0;
+    if valid {
+        Duration::from_secs_f64(v)
+    } else {
+        let expected = if zero_ok { "a number of seconds from 0 to 86400" } else { "a number of seconds above 0 and at most 86400" };
+        errors.push(ConfigError::new(path, format!("expected {expected}, got {v}")));
+        Duration::from_secs_f64(default)
+    }
+}
+
+fn store_location(text: &str, errors: &mut Vec<ConfigError>) -> StoreLocation {
+    if let Some(path) = text.strip_prefix("sqlite://") {
+        if path.is_empty() {
+            errors.push(ConfigError::new("bridge.store", "expected sqlite://PATH with a file path"));
+        }
+        return StoreLocation::Sqlite(PathBuf::from(path));
+    }
+    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+        return StoreLocation::Postgres(Secret::new(text));
+    }
+    // Never echo the value: a mistyped Postgres URL may carry a password.
+    errors.push(ConfigError::new("bridge.store", "expected sqlite://PATH or postgres://USER@HOST/DB"));
+    StoreLocation::Sqlite(PathBuf::from("./im-bridge.db"))
+}
+
+fn check_locale_tag(path: &str, tag: &str, errors: &mut Vec<ConfigError>) {
+    let mut parts = tag.split(['-', '_']);
+    let lang_ok = parts.next().is_some_and(|l| (2..=3).contains(&l.len()) && l.chars().all(|c| c.is_ascii_alphabetic()));
+    let rest_ok = parts.all(|p| (1..=8).contains(&p.len()) && p.chars().all(|c| c.is_ascii_alphanumeric()));
+    if !(lang_ok && rest_ok) {
+        errors.push(ConfigError::new(path, format!("expected a language tag such as en-US or zh-CN, got {tag:?}")));
+    }
+}
+
+/// `allowed_users` may be a list or one id; numbers are ids too (Telegram).
+fn user_list(path: &str, value: Option<&Value>, warnings: &mut Vec<String>) -> AllowedUsers {
+    let entry = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
+    let entries = match value {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.trim().is_empty() => None,
+        Some(Value::Sequence(items)) => Some(items.iter().map(entry).collect::<Vec<_>>()),
+        Some(other) => Some(vec![entry(other)]),
+    };
+    let allowed = AllowedUsers::from_entries(entries);
+    if let AllowedUsers::Only(ids) = &allowed
+        && ids.is_empty()
+    {
+        warnings.push(format!("{path}: no valid user id listed, so nobody may use this channel"));
+    }
+    allowed
+}
+
+fn session_layer(raw: &RawSession, path: &str, errors: &mut Vec<ConfigError>) -> SessionLayer {
+    let assistant_id = match &raw.assistant_id {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            errors.push(ConfigError::new(format!("{path}.assistant_id"), "expected an agent name (a string)"));
+            None
+        }
+    };
+    let mut to_json = |m: &Option<Mapping>, key: &str| -> Map<String, Json> {
+        match m.as_ref().map(serde_json::to_value) {
+            None => Map::new(),
+            Some(Ok(Json::Object(map))) => map,
+            Some(_) => {
+                errors.push(ConfigError::new(format!("{path}.{key}"), "expected a mapping with string keys"));
+                Map::new()
+            }
+        }
+    };
+    let config = to_json(&raw.config, "config");
+    let context = to_json(&raw.context, "context");
+    let users = raw
+        .users
+        .iter()
+        .flatten()
+        .map(|(id, layer)| (id.clone(), session_layer(layer, &format!("{path}.users.{id}"), errors)))
+        .collect();
+    SessionLayer { assistant_id, config, context, users }
+}

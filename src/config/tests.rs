@@ -1,0 +1,143 @@
+//! Unit tests of configuration loading: DeerFlow compatibility, `$NAME` expansion,
+//! environment fallbacks, validation messages and redaction.
+
+use std::collections::HashMap;
+
+use super::*;
+
+const DEERFLOW: &str = include_str!("../../tests/fixtures/deerflow-channels.yaml");
+
+fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+fn with_console(text: &str) -> String {
+    text.replace("channels:\n", "channels:\n  console:\n    enabled: true\n")
+}
+
+fn errors_of(text: &str, env: &HashMap<String, String>) -> Vec<String> {
+    match load_str(text, env) {
+        Ok(_) => Vec::new(),
+        Err(e) => e.errors(),
+    }
+}
+
+#[test]
+fn deerflow_example_block_parses_unchanged() {
+    let parsed = parse(DEERFLOW, &env(&[])).unwrap();
+    assert!(parsed.ignored.is_empty(), "nothing in DeerFlow's own blocks is unknown at parse level: {:?}", parsed.ignored);
+    assert_eq!(parsed.raw.channels.langgraph_url.as_deref(), Some("http://localhost:8001/api"));
+    assert_eq!(parsed.raw.channels.blocks.len(), 7);
+    // Every channel is disabled, so the file is valid but has nothing to start.
+    let errors = errors_of(DEERFLOW, &env(&[]));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].starts_with("channels: no channel is enabled"), "{errors:?}");
+}
+
+#[test]
+fn deerflow_example_with_a_channel_enabled_is_valid() {
+    let (settings, warnings) = load_str(&with_console(DEERFLOW), &env(&[("DEER_FLOW_INTERNAL_AUTH_TOKEN", "tok")])).unwrap();
+    assert_eq!(settings.channels.len(), 1);
+    assert_eq!(settings.channels[0].name, "console");
+    assert_eq!(settings.session.assistant_id.as_deref(), Some("lead_agent"));
+    assert_eq!(settings.session.config["recursion_limit"], 100);
+    assert_eq!(settings.intake.inbound_queue_maxsize.get(), 1000);
+    assert_eq!(settings.intake.max_concurrency.get(), 64);
+    assert_eq!(settings.notification_locale, "en-US");
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+#[test]
+fn dollar_names_expand_and_unset_ones_matter_only_where_used() {
+    let text = "channels:\n  gateway_url: ${GW}\n  console:\n    enabled: true\n    locale: $LOC\n  telegram:\n    enabled: false\n    bot_token: $NOT_SET\nbridge:\n  internal_token: $TOKEN\n";
+    let (settings, _) = load_str(text, &env(&[("GW", "http://gw:8001/"), ("LOC", "zh-CN"), ("TOKEN", "s3cret")])).unwrap();
+    assert_eq!(settings.gateway.gateway_url, "http://gw:8001");
+    assert_eq!(settings.channels[0].locale.as_deref(), Some("zh-CN"));
+    assert_eq!(settings.gateway.internal_token.as_ref().map(|t| t.expose()), Some("s3cret"));
+
+    let errors = errors_of(text, &env(&[("GW", "http://gw:8001")]));
+    assert!(errors.contains(&"channels.console.locale: environment variable $LOC is not set".to_owned()), "{errors:?}");
+    assert!(errors.contains(&"bridge.internal_token: environment variable $TOKEN is not set".to_owned()), "{errors:?}");
+    assert!(!errors.iter().any(|e| e.contains("NOT_SET")), "a disabled channel's variable does not matter: {errors:?}");
+}
+
+#[test]
+fn a_literal_dollar_inside_a_value_is_not_a_reference() {
+    let text = "channels:\n  console:\n    enabled: true\nbridge:\n  internal_token: pa$$word\n";
+    let (settings, _) = load_str(text, &env(&[])).unwrap();
+    assert_eq!(settings.gateway.internal_token.unwrap().expose(), "pa$$word");
+}
+
+#[test]
+fn config_beats_env_and_env_beats_defaults() {
+    let text = "channels:\n  langgraph_url: http://config:1/api\n  console:\n    enabled: true\n";
+    let e = env(&[
+        ("DEER_FLOW_CHANNELS_LANGGRAPH_URL", "http://env:2/api"),
+        ("DEER_FLOW_CHANNELS_GATEWAY_URL", "http://env:2"),
+        ("DEER_FLOW_INTERNAL_AUTH_TOKEN", "from-env"),
+    ]);
+    let (s, warnings) = load_str(text, &e).unwrap();
+    assert_eq!(s.gateway.langgraph_url, "http://config:1/api");
+    assert_eq!(s.gateway.gateway_url, "http://env:2");
+    assert_eq!(s.gateway.internal_token.unwrap().expose(), "from-env");
+    assert!(warnings.is_empty());
+    let (s, warnings) = load_str("channels:\n  console: {enabled: true}\n", &env(&[])).unwrap();
+    assert_eq!(s.gateway.gateway_url, "http://localhost:8001");
+    assert!(s.gateway.internal_token.is_none());
+    assert!(warnings.iter().any(|w| w.starts_with("bridge.internal_token")), "{warnings:?}");
+}
+
+#[test]
+fn unknown_keys_warn_in_deerflow_blocks_and_fail_in_ours() {
+    let text = "channels:\n  console:\n    enabled: true\n    colour: blue\n  session:\n    assistnt_id: x\n";
+    let (_, warnings) = load_str(text, &env(&[])).unwrap();
+    assert!(warnings.contains(&"channels.console.colour: unknown key, ignored".to_owned()), "{warnings:?}");
+    assert!(warnings.contains(&"channels.session.assistnt_id: unknown key, ignored".to_owned()), "{warnings:?}");
+    let errors = errors_of("channels:\n  console: {enabled: true}\nbridge:\n  stor: x\n", &env(&[]));
+    assert!(errors[0].starts_with("bridge.stor: unknown field `stor`, expected one of `store`"), "{errors:?}");
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let text = "channels:\n  inbound_queue_maxsize: -3\n  max_concurrency: 0\n  console: {enabled: true}\nbridge:\n  admin_listen: nowhere\n";
+    let errors = errors_of(text, &env(&[]));
+    assert_eq!(
+        errors,
+        vec![
+            "channels.inbound_queue_maxsize: expected a positive integer no larger than 1000000, got -3",
+            "channels.max_concurrency: expected a positive integer no larger than 10000, got 0",
+            "bridge.admin_listen: expected an address such as 127.0.0.1:9464, got \"nowhere\"",
+        ]
+    );
+}
+
+#[test]
+fn allowed_users_fail_closed() {
+    let text = "channels:\n  console:\n    enabled: true\n    allowed_users: [{id: 1}]\n";
+    let (s, warnings) = load_str(text, &env(&[])).unwrap();
+    assert!(!s.channels[0].allowed_users.allows("1"));
+    assert!(warnings.iter().any(|w| w.contains("nobody may use")), "{warnings:?}");
+    let text = "channels:\n  console:\n    enabled: true\n    allowed_users: 12345\n";
+    let (s, _) = load_str(text, &env(&[])).unwrap();
+    assert!(s.channels[0].allowed_users.allows("12345"));
+    assert!(!s.channels[0].allowed_users.allows("1"));
+}
+
+#[test]
+fn secrets_never_appear_in_debug_or_printed_config() {
+    let text = "channels:\n  console: {enabled: true}\nbridge:\n  internal_token: TOPSECRET-123\n  store: postgres://user:PGPASS@db/x\n";
+    let (settings, _) = load_str(text, &env(&[])).unwrap();
+    let debug = format!("{settings:?}");
+    let printed = serde_yaml_ng::to_string(&settings).unwrap();
+    for out in [&debug, &printed] {
+        assert!(!out.contains("TOPSECRET"), "{out}");
+        assert!(!out.contains("PGPASS"), "{out}");
+        assert!(out.contains("<redacted>"), "{out}");
+    }
+}
+
+#[test]
+fn an_empty_or_null_section_is_empty() {
+    let (s, _) = load_str("channels:\n  console: {enabled: true}\nbridge:\nchannel_connections:\n", &env(&[])).unwrap();
+    assert_eq!(s.admin_listen.to_string(), "127.0.0.1:9464");
+}

@@ -1,0 +1,13 @@
+//! The im-bridge daemon as a library: configuration, the inbound bus, the DeerFlow Gateway
+//! client and simulator, the admin endpoints and the daemon that wires them together.
+//!
+//! `main.rs` is only the command-line edge; everything it runs lives here so end-to-end
+//! tests can drive the real daemon in-process.
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod config;
+pub mod gateway;
+pub mod simulator;
