@@ -8,6 +8,11 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod bus;
 pub mod config;
+pub mod daemon;
 pub mod gateway;
+pub mod i18n;
+pub mod manager;
 pub mod simulator;
+pub mod store;

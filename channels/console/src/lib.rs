@@ -1,2 +1,250 @@
-//! Console channel.
+//! The console channel: stdin lines in, replies out, for `im-bridge demo` and local trials.
+//!
+//! It follows the adapter skeleton in miniature: this file is the adapter (transport and
+//! primitives), `render.rs` draws on the terminal. There is no platform API, so no
+//! `api.rs`/`model.rs`, and no settings beyond the process environment.
 #![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod render;
+
+use std::io::IsTerminal;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use im_bridge_channel::{
+    Capabilities, Channel, ChannelError, ChannelExit, InboundMessage, InboundSink, LengthUnit,
+    MessageId, SendTarget, SentMessage, UpdateMode, commands,
+};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, BufReader};
+use tokio_util::sync::CancellationToken;
+
+use render::Renderer;
+
+/// The provider key of this channel.
+pub const NAME: &str = "console";
+/// The one chat the console has.
+pub const CHAT_ID: &str = "local";
+/// Longest line accepted from the terminal, in bytes; a longer line is cut there so a
+/// runaway paste cannot exhaust memory.
+const MAX_LINE_BYTES: usize = 64 * 1024;
+
+type Input = Box<dyn AsyncBufRead + Send + Unpin>;
+
+/// The console channel.
+pub struct ConsoleChannel {
+    input: Mutex<Option<Input>>,
+    renderer: Renderer,
+    tty: bool,
+    user_id: String,
+    locale_hint: Option<String>,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for ConsoleChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsoleChannel")
+            .field("tty", &self.tty)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConsoleChannel {
+    /// A console over the process's stdin and stdout; live updates only when stdout is a
+    /// terminal. The sender is `$USER` and the language hint comes from the locale variables.
+    pub fn stdio() -> Self {
+        let tty = std::io::stdout().is_terminal();
+        let user = std::env::var("USER")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| "local-user".into());
+        let locale = ["LC_ALL", "LC_MESSAGES", "LANG"]
+            .iter()
+            .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+            .and_then(|v| locale_hint_from_posix(&v));
+        Self::with_io(
+            BufReader::new(tokio::io::stdin()),
+            tokio::io::stdout(),
+            tty,
+            user,
+            locale,
+        )
+    }
+
+    /// A console over any reader and writer (tests, embedding).
+    pub fn with_io(
+        input: impl AsyncBufRead + Send + Unpin + 'static,
+        output: impl AsyncWrite + Send + Unpin + 'static,
+        tty: bool,
+        user_id: impl Into<String>,
+        locale_hint: Option<String>,
+    ) -> Self {
+        Self {
+            input: Mutex::new(Some(Box::new(input))),
+            renderer: Renderer::new(Box::new(output), tty),
+            tty,
+            user_id: user_id.into(),
+            locale_hint,
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    fn message(&self, text: String) -> InboundMessage {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed).to_string();
+        let mut msg = InboundMessage::new(NAME, CHAT_ID, self.user_id.as_str(), text);
+        msg.msg_type = commands::classify(&msg.text);
+        msg.thread_ts = Some(MessageId::new(id.clone()));
+        msg.metadata.insert("message_id".into(), id.into());
+        msg.locale_hint.clone_from(&self.locale_hint);
+        msg
+    }
+}
+
+#[async_trait]
+impl Channel for ConsoleChannel {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let updates = if self.tty {
+            UpdateMode::EditInPlace
+        } else {
+            UpdateMode::FinalOnly
+        };
+        // A terminal user types ahead; replies must come back in the order asked.
+        Capabilities {
+            updates,
+            length_unit: LengthUnit::Chars,
+            serialize_conversations: true,
+            ..Capabilities::final_only(usize::MAX)
+        }
+    }
+
+    async fn run(
+        &self,
+        sink: InboundSink,
+        shutdown: CancellationToken,
+    ) -> Result<ChannelExit, ChannelError> {
+        let taken = self
+            .input
+            .lock()
+            .map(|mut guard| guard.take())
+            .unwrap_or(None);
+        let Some(mut input) = taken else {
+            return Err(ChannelError::Rejected {
+                reason: "the console input was already consumed".into(),
+            });
+        };
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let read = tokio::select! {
+                () = shutdown.cancelled() => return Ok(ChannelExit::Stopped),
+                read = read_line(&mut input, &mut line) => read?,
+            };
+            if read == 0 {
+                return Ok(ChannelExit::InputEnded);
+            }
+            let text = String::from_utf8_lossy(&line);
+            let text = text.trim_end_matches(['\n', '\r']);
+            if text.trim().is_empty() {
+                continue;
+            }
+            let msg = self.message(text.to_owned());
+            // A local user can wait: hold the input back while the queue is full.
+            let reservation = tokio::select! {
+                () = shutdown.cancelled() => return Ok(ChannelExit::Stopped),
+                r = sink.reserve_wait() => r,
+            };
+            match reservation.and_then(|r| r.commit(msg)) {
+                Ok(()) => {}
+                Err(error) => {
+                    tracing::warn!(channel = NAME, %error, "Console input was not admitted.");
+                    return Ok(ChannelExit::Stopped);
+                }
+            }
+        }
+    }
+
+    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> Result<SentMessage, ChannelError> {
+        let id = self.renderer.print(text).await?;
+        Ok(SentMessage {
+            id: MessageId::new(id.to_string()),
+        })
+    }
+
+    async fn start_stream(
+        &self,
+        _: SendTarget<'_>,
+        text: &str,
+    ) -> Result<SentMessage, ChannelError> {
+        let id = self.renderer.status(None, text).await?;
+        Ok(SentMessage {
+            id: MessageId::new(id.to_string()),
+        })
+    }
+
+    async fn edit_text(
+        &self,
+        _: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        let id = message
+            .as_str()
+            .parse()
+            .map_err(|_| ChannelError::NotEditable)?;
+        self.renderer.status(Some(id), text).await.map(drop)
+    }
+
+    async fn finish_stream(
+        &self,
+        _: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        let id = message
+            .as_str()
+            .parse()
+            .map_err(|_| ChannelError::NotEditable)?;
+        self.renderer.finish(id, text).await
+    }
+}
+
+/// Reads one line into `buf` (without decoding), at most [`MAX_LINE_BYTES`] of it; the rest
+/// of an over-long line is discarded. Returns the bytes consumed, 0 at end of input.
+async fn read_line(input: &mut Input, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    let mut consumed = 0;
+    loop {
+        let chunk = input.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(consumed);
+        }
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = MAX_LINE_BYTES.saturating_sub(buf.len());
+        buf.extend_from_slice(&chunk[..take.min(room)]);
+        input.consume(take);
+        consumed += take;
+        if done {
+            return Ok(consumed);
+        }
+    }
+}
+
+/// `zh_CN.UTF-8` → `zh-CN`; `C` and `POSIX` carry no language.
+fn locale_hint_from_posix(value: &str) -> Option<String> {
+    let tag = value.split(['.', '@']).next()?.replace('_', "-");
+    if tag.is_empty() || tag == "C" || tag == "POSIX" {
+        return None;
+    }
+    Some(tag)
+}
+
+#[cfg(test)]
+mod tests;

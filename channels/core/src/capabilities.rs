@@ -59,8 +59,10 @@ pub struct Capabilities {
     pub min_edit_interval_group: Duration,
     /// Passive-reply rules, for platforms that have them.
     pub reply_window: Option<ReplyWindow>,
-    /// Same-thread turns queue behind each other instead of getting the busy reply.
-    pub serialize_thread_runs: bool,
+    /// Messages of one conversation are handled one after another, in arrival order: a chat
+    /// message that must wait is told it is queued instead of getting the busy reply.
+    /// (Feishu's policy, and the console's, whose scripted input expects ordered replies.)
+    pub serialize_conversations: bool,
 }
 
 impl Capabilities {
@@ -73,7 +75,7 @@ impl Capabilities {
             min_edit_interval_private: Duration::ZERO,
             min_edit_interval_group: Duration::ZERO,
             reply_window: None,
-            serialize_thread_runs: false,
+            serialize_conversations: false,
         }
     }
 

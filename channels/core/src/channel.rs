@@ -79,7 +79,22 @@ pub trait Channel: Send + Sync + 'static {
     ) -> Result<ChannelExit, ChannelError>;
 
     /// Sends a new text message.
-    async fn send_text(&self, target: SendTarget<'_>, text: &str) -> Result<SentMessage, ChannelError>;
+    async fn send_text(
+        &self,
+        target: SendTarget<'_>,
+        text: &str,
+    ) -> Result<SentMessage, ChannelError>;
+
+    /// Shows the first partial text of a reply still being written; later partials edit
+    /// it and [`Channel::finish_stream`] ends it. Defaults to a plain send; channels that
+    /// draw live text differently (the console's status line) override it.
+    async fn start_stream(
+        &self,
+        target: SendTarget<'_>,
+        text: &str,
+    ) -> Result<SentMessage, ChannelError> {
+        self.send_text(target, text).await
+    }
 
     /// Replaces the text of a message this channel sent.
     async fn edit_text(

@@ -7,8 +7,18 @@
 use crate::message::MsgType;
 
 /// The commands the daemon handles, without their slash, sorted.
-pub const KNOWN_COMMANDS: &[&str] =
-    &["bootstrap", "compact", "context", "goal", "help", "lang", "memory", "models", "new", "status"];
+pub const KNOWN_COMMANDS: &[&str] = &[
+    "bootstrap",
+    "compact",
+    "context",
+    "goal",
+    "help",
+    "lang",
+    "memory",
+    "models",
+    "new",
+    "status",
+];
 
 /// Classifies a message text: a known command at position 0, or chat.
 pub fn classify(text: &str) -> MsgType {

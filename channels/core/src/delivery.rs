@@ -41,14 +41,19 @@ pub struct Delivery {
 
 impl std::fmt::Debug for Delivery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Delivery").field("channel", &self.channel.name()).finish()
+        f.debug_struct("Delivery")
+            .field("channel", &self.channel.name())
+            .finish()
     }
 }
 
 impl Delivery {
     /// A delivery engine over `channel`.
     pub fn new(channel: Arc<dyn Channel>) -> Self {
-        Self { channel, streams: Mutex::new(HashMap::new()) }
+        Self {
+            channel,
+            streams: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The channel this engine delivers to.
@@ -73,24 +78,34 @@ impl Delivery {
         }
         let existing = {
             let streams = self.lock();
-            streams.get(&key).map(|s| (s.message.clone(), s.last_text == msg.text))
+            streams
+                .get(&key)
+                .map(|s| (s.message.clone(), s.last_text == msg.text))
         };
         let target = SendTarget::from(msg);
         match existing {
             Some((_, true)) => {}
-            Some((message, false)) => match self.channel.edit_text(target, &message, &msg.text).await {
-                Ok(()) => {
-                    if let Some(state) = self.lock().get_mut(&key) {
-                        state.last_text.clone_from(&msg.text);
+            Some((message, false)) => {
+                match self.channel.edit_text(target, &message, &msg.text).await {
+                    Ok(()) => {
+                        if let Some(state) = self.lock().get_mut(&key) {
+                            state.last_text.clone_from(&msg.text);
+                        }
+                    }
+                    Err(error) => {
+                        tracing::debug!(channel = self.channel.name(), %error, "Dropped a partial update.");
                     }
                 }
-                Err(error) => {
-                    tracing::debug!(channel = self.channel.name(), %error, "Dropped a partial update.");
-                }
-            },
-            None => match self.channel.send_text(target, &msg.text).await {
+            }
+            None => match self.channel.start_stream(target, &msg.text).await {
                 Ok(SentMessage { id }) => {
-                    self.lock().insert(key, StreamState { message: id, last_text: msg.text.clone() });
+                    self.lock().insert(
+                        key,
+                        StreamState {
+                            message: id,
+                            last_text: msg.text.clone(),
+                        },
+                    );
                 }
                 Err(error) => {
                     tracing::debug!(channel = self.channel.name(), %error, "Dropped a partial update.");
@@ -99,12 +114,21 @@ impl Delivery {
         }
     }
 
-    async fn deliver_final(&self, key: StreamKey, msg: &OutboundMessage) -> Result<(), ChannelError> {
+    async fn deliver_final(
+        &self,
+        key: StreamKey,
+        msg: &OutboundMessage,
+    ) -> Result<(), ChannelError> {
         let stream = self.lock().remove(&key);
         let target = SendTarget::from(msg);
         let mut finished = false;
         if let Some(state) = stream {
-            match with_retry_after(|| self.channel.finish_stream(target, &state.message, &msg.text)).await {
+            match with_retry_after(|| {
+                self.channel
+                    .finish_stream(target, &state.message, &msg.text)
+            })
+            .await
+            {
                 Ok(()) => finished = true,
                 Err(error) => {
                     tracing::warn!(channel = self.channel.name(), %error, "Finishing a streamed message failed; sending the final as a new message.");
@@ -125,7 +149,9 @@ impl Delivery {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<StreamKey, StreamState>> {
         // A poisoned map only means another delivery panicked mid-update; the state is
         // still a valid map, so keep serving.
-        self.streams.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.streams
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -176,7 +202,12 @@ mod tests {
 
     impl Recorder {
         fn new(caps: Capabilities) -> Arc<Self> {
-            Arc::new(Self { caps, calls: Mutex::new(Vec::new()), fail_finish: false, retry_after_once: Mutex::new(false) })
+            Arc::new(Self {
+                caps,
+                calls: Mutex::new(Vec::new()),
+                fail_finish: false,
+                retry_after_once: Mutex::new(false),
+            })
         }
         fn calls(&self) -> Vec<Call> {
             self.calls.lock().unwrap().clone()
@@ -191,10 +222,18 @@ mod tests {
         fn capabilities(&self) -> Capabilities {
             self.caps
         }
-        async fn run(&self, _: InboundSink, _: CancellationToken) -> Result<ChannelExit, ChannelError> {
+        async fn run(
+            &self,
+            _: InboundSink,
+            _: CancellationToken,
+        ) -> Result<ChannelExit, ChannelError> {
             Ok(ChannelExit::Stopped)
         }
-        async fn send_text(&self, _: SendTarget<'_>, text: &str) -> Result<SentMessage, ChannelError> {
+        async fn send_text(
+            &self,
+            _: SendTarget<'_>,
+            text: &str,
+        ) -> Result<SentMessage, ChannelError> {
             {
                 let mut once = self.retry_after_once.lock().unwrap();
                 if *once {
@@ -204,23 +243,44 @@ mod tests {
             }
             let mut calls = self.calls.lock().unwrap();
             calls.push(Call::Send(text.into()));
-            Ok(SentMessage { id: MessageId::new(format!("m{}", calls.len())) })
+            Ok(SentMessage {
+                id: MessageId::new(format!("m{}", calls.len())),
+            })
         }
-        async fn edit_text(&self, _: SendTarget<'_>, m: &MessageId, text: &str) -> Result<(), ChannelError> {
-            self.calls.lock().unwrap().push(Call::Edit(m.to_string(), text.into()));
+        async fn edit_text(
+            &self,
+            _: SendTarget<'_>,
+            m: &MessageId,
+            text: &str,
+        ) -> Result<(), ChannelError> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(Call::Edit(m.to_string(), text.into()));
             Ok(())
         }
-        async fn finish_stream(&self, _: SendTarget<'_>, m: &MessageId, text: &str) -> Result<(), ChannelError> {
+        async fn finish_stream(
+            &self,
+            _: SendTarget<'_>,
+            m: &MessageId,
+            text: &str,
+        ) -> Result<(), ChannelError> {
             if self.fail_finish {
                 return Err(ChannelError::NotEditable);
             }
-            self.calls.lock().unwrap().push(Call::Finish(m.to_string(), text.into()));
+            self.calls
+                .lock()
+                .unwrap()
+                .push(Call::Finish(m.to_string(), text.into()));
             Ok(())
         }
     }
 
     fn editable() -> Capabilities {
-        Capabilities { updates: crate::UpdateMode::EditInPlace, ..Capabilities::final_only(4096) }
+        Capabilities {
+            updates: crate::UpdateMode::EditInPlace,
+            ..Capabilities::final_only(4096)
+        }
     }
 
     fn out(text: &str, is_final: bool) -> OutboundMessage {
@@ -268,7 +328,10 @@ mod tests {
         let d = Delivery::new(rec.clone());
         d.deliver(&out("x ▉", false)).await.unwrap();
         d.deliver(&out("xyz", true)).await.unwrap();
-        assert_eq!(rec.calls(), vec![Call::Send("x ▉".into()), Call::Send("xyz".into())]);
+        assert_eq!(
+            rec.calls(),
+            vec![Call::Send("x ▉".into()), Call::Send("xyz".into())]
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -29,6 +29,9 @@ pub enum AdmitError {
     Closed,
 }
 
+/// Refused messages waiting for their "too busy" reply.
+pub const REFUSALS_CAPACITY: usize = 64;
+
 #[derive(Debug)]
 struct Shared {
     closed: AtomicBool,
@@ -41,14 +44,23 @@ struct Shared {
 /// receiving end for the daemon.
 pub fn inbound_queue(capacity: NonZeroUsize) -> (InboundSink, InboundQueue) {
     let (tx, rx) = mpsc::channel(capacity.get());
+    let (refusals_tx, refusals_rx) = mpsc::channel(REFUSALS_CAPACITY);
     let shared = Arc::new(Shared {
         closed: AtomicBool::new(false),
         rejected_full: AtomicU64::new(0),
         outstanding: AtomicUsize::new(0),
     });
     (
-        InboundSink { tx, shared: shared.clone() },
-        InboundQueue { rx, shared },
+        InboundSink {
+            tx,
+            refusals: refusals_tx,
+            shared: shared.clone(),
+        },
+        InboundQueue {
+            rx,
+            refusals: Some(refusals_rx),
+            shared,
+        },
     )
 }
 
@@ -56,12 +68,15 @@ pub fn inbound_queue(capacity: NonZeroUsize) -> (InboundSink, InboundQueue) {
 #[derive(Clone)]
 pub struct InboundSink {
     tx: mpsc::Sender<InboundMessage>,
+    refusals: mpsc::Sender<InboundMessage>,
     shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for InboundSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InboundSink").field("free", &self.tx.capacity()).finish()
+        f.debug_struct("InboundSink")
+            .field("free", &self.tx.capacity())
+            .finish()
     }
 }
 
@@ -98,6 +113,33 @@ impl InboundSink {
         self.reserve()?.commit(msg)
     }
 
+    /// Reserve and commit in one step; a message refused because the queue is full is
+    /// handed to [`InboundSink::refuse`] so its sender hears back.
+    pub fn offer(&self, msg: InboundMessage) -> Result<(), AdmitError> {
+        match self.reserve() {
+            Ok(reservation) => reservation.commit(msg),
+            Err(AdmitError::QueueFull) => {
+                self.refuse(msg);
+                Err(AdmitError::QueueFull)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reports a message that could not be admitted, so the daemon can tell its sender to
+    /// try again. Returns `false` when even the refusal side channel is full.
+    pub fn refuse(&self, msg: InboundMessage) -> bool {
+        match self.refusals.try_send(msg) {
+            Ok(()) => true,
+            Err(_) => {
+                tracing::warn!(
+                    "Too many refused messages waiting for a reply; dropping one refusal notice."
+                );
+                false
+            }
+        }
+    }
+
     /// Whether admission has been closed.
     pub fn is_closed(&self) -> bool {
         self.shared.closed.load(Ordering::Acquire)
@@ -119,7 +161,10 @@ impl std::fmt::Debug for Reservation {
 impl Reservation {
     fn new(permit: mpsc::OwnedPermit<InboundMessage>, shared: &Arc<Shared>) -> Self {
         shared.outstanding.fetch_add(1, Ordering::AcqRel);
-        Self { permit: Some(permit), shared: shared.clone() }
+        Self {
+            permit: Some(permit),
+            shared: shared.clone(),
+        }
     }
 
     /// Enqueues the message into the reserved slot. Fails with [`AdmitError::Closed`] when
@@ -151,6 +196,7 @@ impl Drop for Reservation {
 #[derive(Debug)]
 pub struct InboundQueue {
     rx: mpsc::Receiver<InboundMessage>,
+    refusals: Option<mpsc::Receiver<InboundMessage>>,
     shared: Arc<Shared>,
 }
 
@@ -186,6 +232,11 @@ impl InboundQueue {
     /// Whether no message is queued.
     pub fn is_empty(&self) -> bool {
         self.rx.is_empty()
+    }
+
+    /// The refused messages awaiting a "too busy" reply. Can be taken once.
+    pub fn take_refusals(&mut self) -> Option<mpsc::Receiver<InboundMessage>> {
+        self.refusals.take()
     }
 
     /// How many admissions were refused because the queue was full, since start.
@@ -225,6 +276,20 @@ mod tests {
         assert_eq!(sink.try_send(msg("after")).unwrap_err(), AdmitError::Closed);
         assert_eq!(queue.recv().await.unwrap().text, "queued");
         assert!(queue.recv().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_refused_offer_reaches_the_refusal_channel() {
+        let (sink, mut queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
+        let mut refusals = queue.take_refusals().unwrap();
+        sink.offer(msg("admitted")).unwrap();
+        assert_eq!(
+            sink.offer(msg("refused")).unwrap_err(),
+            AdmitError::QueueFull
+        );
+        assert_eq!(refusals.recv().await.unwrap().text, "refused");
+        assert_eq!(queue.recv().await.unwrap().text, "admitted");
+        assert!(queue.take_refusals().is_none());
     }
 
     #[tokio::test]

@@ -23,7 +23,9 @@ pub use channel::{Channel, ChannelExit, SendTarget, SentMessage};
 pub use delivery::Delivery;
 pub use error::{ChannelError, RetryAfterHint};
 pub use ids::{ChatId, MessageId, ThreadId, UserId};
-pub use inbound::{AdmitError, InboundQueue, InboundSink, Reservation, inbound_queue};
+pub use inbound::{
+    AdmitError, InboundQueue, InboundSink, REFUSALS_CAPACITY, Reservation, inbound_queue,
+};
 pub use message::{
     ChatKind, FileKind, FileSource, InboundFile, InboundMessage, MsgType, OutboundMessage,
     ResolvedAttachment,

@@ -165,7 +165,12 @@ impl InboundMessage {
 
     /// A reply to this message: routing fields and slimmed metadata copied over, as the
     /// spec requires (metadata minus `raw_message` and `ref_msg`).
-    pub fn reply(&self, thread_id: Option<ThreadId>, text: impl Into<String>, is_final: bool) -> OutboundMessage {
+    pub fn reply(
+        &self,
+        thread_id: Option<ThreadId>,
+        text: impl Into<String>,
+        is_final: bool,
+    ) -> OutboundMessage {
         let mut metadata = self.metadata.clone();
         metadata.remove("raw_message");
         metadata.remove("ref_msg");
@@ -269,11 +274,16 @@ mod tests {
             filename: Some("a.png".into()),
             mime_type: None,
             size: Some(3),
-            source: FileSource::Inline { bytes: Bytes::from_static(b"abc") },
+            source: FileSource::Inline {
+                bytes: Bytes::from_static(b"abc"),
+            },
         });
         msg.metadata.insert("message_id".into(), Value::from(9));
         let json = serde_json::to_string(&msg).unwrap();
-        assert!(!json.contains("abc\""), "inline bytes must not be serialized: {json}");
+        assert!(
+            !json.contains("abc\""),
+            "inline bytes must not be serialized: {json}"
+        );
         assert!(json.contains("\"msg_type\":\"chat\""));
         let back: InboundMessage = serde_json::from_str(&json).unwrap();
         assert_eq!(back.chat_id, msg.chat_id);
@@ -294,7 +304,8 @@ mod tests {
         msg.thread_ts = Some(MessageId::new("om_1"));
         msg.metadata.insert("raw_message".into(), Value::from("{}"));
         msg.metadata.insert("ref_msg".into(), Value::from("{}"));
-        msg.metadata.insert("message_id".into(), Value::from("om_1"));
+        msg.metadata
+            .insert("message_id".into(), Value::from("om_1"));
         let out = msg.reply(Some(ThreadId::new("t1")), "ok", false);
         assert_eq!(out.thread_ts, msg.thread_ts);
         assert!(!out.is_final);

@@ -1,0 +1,159 @@
+//! Tests of the console channel over in-memory pipes: admission, end-of-input behaviour,
+//! and what a terminal and a pipe each show.
+
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use im_bridge_channel::{Delivery, MsgType, inbound_queue};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
+
+use super::*;
+
+const DEADLINE: Duration = Duration::from_secs(5);
+
+#[tokio::test]
+async fn lines_become_messages_and_eof_ends_input() {
+    let (mut user, input) = duplex(1024);
+    let (output, _screen) = duplex(1024);
+    let console = ConsoleChannel::with_io(
+        BufReader::new(input),
+        output,
+        false,
+        "alice",
+        Some("zh-CN".into()),
+    );
+    let (sink, mut queue) = inbound_queue(NonZeroUsize::new(8).unwrap());
+    user.write_all(b"hello\n\n   \n/GOAL ship it\r\nno newline at end")
+        .await
+        .unwrap();
+    drop(user);
+    let exit = tokio::time::timeout(DEADLINE, console.run(sink, CancellationToken::new()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit, ChannelExit::InputEnded);
+    let first = queue.recv().await.unwrap();
+    assert_eq!(
+        (first.text.as_str(), first.msg_type),
+        ("hello", MsgType::Chat)
+    );
+    assert_eq!(first.user_id.as_str(), "alice");
+    assert_eq!(first.locale_hint.as_deref(), Some("zh-CN"));
+    assert_eq!(first.thread_ts.as_ref().map(MessageId::as_str), Some("1"));
+    let second = queue.recv().await.unwrap();
+    assert_eq!(
+        (second.text.as_str(), second.msg_type),
+        ("/GOAL ship it", MsgType::Command)
+    );
+    assert_eq!(queue.recv().await.unwrap().text, "no newline at end");
+    assert!(queue.is_empty());
+}
+
+#[tokio::test]
+async fn shutdown_stops_a_console_waiting_for_input() {
+    let (_user, input) = duplex(64);
+    let (output, _screen) = duplex(64);
+    let console = ConsoleChannel::with_io(BufReader::new(input), output, false, "u", None);
+    let (sink, _queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
+    let token = CancellationToken::new();
+    token.cancel();
+    let exit = tokio::time::timeout(DEADLINE, console.run(sink, token))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit, ChannelExit::Stopped);
+}
+
+#[tokio::test]
+async fn an_overlong_line_is_cut_not_buffered_whole() {
+    let (mut user, input) = duplex(1 << 16);
+    let (output, _screen) = duplex(64);
+    let console = ConsoleChannel::with_io(BufReader::new(input), output, false, "u", None);
+    let (sink, mut queue) = inbound_queue(NonZeroUsize::new(4).unwrap());
+    let writer = tokio::spawn(async move {
+        user.write_all(&vec![b'a'; MAX_LINE_BYTES * 3])
+            .await
+            .unwrap();
+        user.write_all(b"\nnext\n").await.unwrap();
+    });
+    let run = tokio::spawn(async move { console.run(sink, CancellationToken::new()).await });
+    let long = tokio::time::timeout(DEADLINE, queue.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(long.text.len(), MAX_LINE_BYTES);
+    assert_eq!(queue.recv().await.unwrap().text, "next");
+    writer.await.unwrap();
+    assert_eq!(run.await.unwrap().unwrap(), ChannelExit::InputEnded);
+}
+
+async fn screen_after(tty: bool, outbound: &[(&str, bool)]) -> String {
+    let (_user, input) = duplex(64);
+    let (output, mut screen) = duplex(1 << 16);
+    let console = std::sync::Arc::new(ConsoleChannel::with_io(
+        BufReader::new(input),
+        output,
+        tty,
+        "u",
+        None,
+    ));
+    let delivery = Delivery::new(console.clone());
+    let source = InboundMessage::new(NAME, CHAT_ID, "u", "q");
+    for (text, is_final) in outbound {
+        delivery
+            .deliver(&source.reply(None, *text, *is_final))
+            .await
+            .unwrap();
+    }
+    drop(delivery);
+    drop(console);
+    let mut out = String::new();
+    screen.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+#[tokio::test]
+async fn a_pipe_shows_only_finished_replies() {
+    let out = screen_after(
+        false,
+        &[
+            ("Hel ▉", false),
+            ("Hello wor ▉", false),
+            ("Hello world", true),
+            ("Bye", true),
+        ],
+    )
+    .await;
+    assert_eq!(out, "Hello world\nBye\n");
+}
+
+#[tokio::test]
+async fn a_terminal_overwrites_the_status_line_then_prints_the_final() {
+    let out = screen_after(
+        true,
+        &[
+            ("Hel ▉", false),
+            ("Hello wor ▉", false),
+            ("Hello world", true),
+        ],
+    )
+    .await;
+    assert_eq!(
+        out,
+        "\r\x1b[2K\x1b[2mHel ▉\x1b[0m\r\x1b[2K\x1b[2mHello wor ▉\x1b[0m\r\x1b[2KHello world\n"
+    );
+}
+
+#[test]
+fn posix_locales_become_hints() {
+    assert_eq!(
+        locale_hint_from_posix("zh_CN.UTF-8").as_deref(),
+        Some("zh-CN")
+    );
+    assert_eq!(
+        locale_hint_from_posix("en_GB@euro").as_deref(),
+        Some("en-GB")
+    );
+    assert_eq!(locale_hint_from_posix("C.UTF-8"), None);
+    assert_eq!(locale_hint_from_posix("POSIX"), None);
+}

@@ -1,0 +1,136 @@
+# im-bridge — 简体中文。机器人说的每一句话都在这里。
+# 消息 id 按前缀分组：run-（智能体运行）、err-（故障）、cmd-（命令）、
+# goal-（/goal 系列）、lang-（/lang）、compact-（/compact）。
+# 各消息可用的变量见 src/i18n/msg.rs。
+
+## 智能体运行
+
+run-busy = 这个对话还在处理上一个请求，请等它完成后再发一次。
+run-no-response = 智能体已经完成，但没有写下回复。
+run-failed = 处理这个请求时出了问题，请再试一次。
+run-queued = 这个对话里还有一个请求在进行，它一结束我就开始处理你的消息。
+run-thinking = 正在处理…
+run-files-created = 已创建 { $count } 个文件：📎 { $names }
+
+## 故障
+
+err-internal = 抱歉，我这边出了点问题，请再试一次。
+err-gateway-unavailable = 暂时连不上智能体，请稍后再试。
+err-too-busy = 现在消息太多，忙不过来，请过一分钟再试。
+err-invalid-agent = 这个聊天配置的智能体名称无效，所以无法运行。请联系管理员检查机器人的配置。
+
+## 命令
+
+cmd-new-done = 已开始新的对话，之前的消息不会带过来。
+cmd-new-failed = 没能开始新的对话，请再试一次。
+cmd-status-active = 这个聊天当前所在的对话是 { $thread }。
+cmd-status-none = 这个聊天还没有对话。给我发条消息就能开始。
+cmd-help =
+    我能听懂这些命令：
+    /new — 开始一个新的对话
+    /status — 查看这个聊天当前所在的对话
+    /goal <条件> — 设定一个目标，我会一直做到达成为止
+    /goal — 查看当前目标和进展
+    /goal from-chat [提示] — 根据目前的对话内容生成目标
+    /goal clear — 清除目标
+    /compact [keep N] — 压缩较早的上下文，聊天记录保持不变
+    /models — 列出可用的模型
+    /memory — 查看我记住了多少关于你的信息
+    /lang [语言 | auto] — 查看或更改我回复用的语言
+    /bootstrap [内容] — 初始化你的工作区
+    /<技能> <任务> — 使用已安装的技能
+    /help — 显示这份列表
+cmd-unknown = 我不认识 { $command } 这个命令。我能处理的命令有：{ $commands }
+cmd-unknown-empty = 这是一个空命令。我能处理的命令有：{ $commands }
+cmd-models-list =
+    可用的模型：
+    { $models }
+cmd-models-none = 还没有配置任何模型。
+cmd-models-failed = 没能获取模型列表，请再试一次。
+cmd-memory-facts =
+    { $count ->
+        [0] 我还没有记住关于你的任何信息。
+       *[other] 我记住了 { $count } 条关于你的信息。
+    }
+cmd-memory-failed = 暂时读不到我的记忆，请再试一次。
+cmd-skill-disabled = 技能 { $command } 已安装但处于关闭状态，请先启用再试。
+cmd-skill-lookup-failed = 暂时查不到已安装的技能，请再试一次。
+
+## /goal 系列
+
+goal-status-none = 这个对话目前没有目标。
+goal-status-active = 当前目标：{ $objective }
+goal-status-progress =
+    当前目标：{ $objective }
+    仍在推进中（已自动跟进 { $n }/{ $max } 次）。
+goal-status-stopped =
+    当前目标：{ $objective }
+    自动跟进 { $n }/{ $max } 次后已停止，原因是{ $reason ->
+        [missing_evidence] 找不到足够的证据证明目标已完成。
+        [needs_user_input] 需要你提供信息才能继续。
+        [run_failed] 上一次尝试失败了。
+        [external_wait] 正在等待我无法控制的外部条件。
+        [goal_not_met_yet] 目标还没有达成。
+        [no_verdict] 无法判断目标是否达成。
+        [max_continuations_reached] 自动跟进的次数已经用完。
+        [no_progress_detected] 已经没有进展了。
+        [token_capped] 这个任务的用量达到了上限。
+        [evaluator_failed] 检查目标时出错了。
+        [no_durable_end_of_turn] 上一轮没有正常结束。
+        [thread_changed] 检查期间对话发生了变化。
+       *[unknown] 没有记录具体原因。
+    }
+    发条消息我就继续，或者发送 /goal clear 放弃这个目标。
+goal-status-met = 目标已达成：{ $objective }
+goal-status-failed = 暂时查不到目标，请再试一次。
+goal-cleared = 目标已清除。
+goal-clear-failed = 没能清除目标，请再试一次。
+goal-busy-unchanged = 这个对话里还有任务在进行，所以目标没有改动。请等任务完成后再试。
+goal-set-failed = 没能设定目标，所以还没有开始。请再试一次。
+goal-too-long = 这个目标太长了，请控制在 { $max } 个字符以内。
+goal-hint-too-long = 这个提示太长了，请控制在 { $max } 个字符以内。
+goal-continuing =
+    { $max ->
+        [0] ↻ 继续朝目标推进（第 { $n } 次跟进）
+       *[other] ↻ 继续朝目标推进（第 { $n } 次跟进，共 { $max } 次）
+    }
+goal-from-chat-saved = 已根据对话设定目标：{ $objective }
+goal-from-chat-busy = 这个对话里还有任务在进行，请等它完成后再发送 /goal from-chat。
+goal-from-chat-pending-input = 我还在等你回答上一个问题，请先回答，再发送 /goal from-chat。
+goal-from-chat-pending-approval = 有一个操作在等你批准，请先批准或拒绝，再发送 /goal from-chat。
+goal-from-chat-goal-changed = 我在整理目标时，目标被改动了，所以我没有覆盖它。发送 /goal 可以查看当前目标。
+goal-from-chat-no-context = 这个对话里还没有内容可以用来生成目标。先告诉我你在做什么，或者直接用 /goal <条件> 设定目标。
+goal-from-chat-unclear = 我没能从对话中找出明确的目标。可以在 /goal from-chat 后面加一句提示，或者直接用 /goal <条件> 设定。
+goal-from-chat-synthesis-failed = 这次没能根据对话整理出目标。请再试一次，或者直接用 /goal <条件> 设定。
+goal-from-chat-forbidden = 你没有权限在这个对话里设定目标。
+goal-from-chat-timeout = 整理目标花的时间比预想的长，它可能稍后仍会保存成功。再试之前，先发送 /goal 看看。
+goal-from-chat-failed = 没能根据对话设定目标。请再试一次，或者直接用 /goal <条件> 设定。
+goal-from-chat-binding-changed = 我整理目标期间，这个聊天换到了新的对话，所以目标保存在了之前的对话里：{ $objective }。在这里还没有开始执行。
+goal-from-chat-run-not-started = 目标已保存：{ $objective }。但暂时没能开始执行。等当前任务完成后发条消息，我就接着做。
+
+## /lang
+
+lang-current =
+    我现在用 { $locale } 回复，{ $source ->
+        [chat] 因为这个聊天用 /lang 选择了它。
+        [owner] 因为这是你在 DeerFlow 设置里选的语言。
+        [sender] 因为这是你的应用所用的语言。
+        [channel] 因为这是这个机器人的语言设置。
+        [admin] 因为这是管理员设定的默认语言。
+       *[default] 因为这是内置的默认语言。
+    }
+lang-set = 好的，在这个聊天里我会用 { $locale } 回复。
+lang-auto = 这个聊天不再单独指定语言，我会用 { $locale } 回复。
+lang-not-allowed = 在群聊里，只有这个机器人的管理员可以更改语言。
+lang-unsupported = 我暂时还不能用 { $tag } 回复。可用的语言有：{ $supported }
+
+## /compact
+
+compact-usage = 压缩这个对话请发送 /compact；发送 /compact keep N 可以保留最近 N 条消息不变（N 为 1 到 { $max }）。
+compact-nothing = 还没有可以压缩的对话。
+compact-done = 已压缩这个对话较早的部分：{ $removed } 条消息被整理成摘要，最近的 { $kept } 条保持原样。聊天记录本身没有变化。
+compact-not-needed = 这个对话的内容还不多，暂时不需要压缩。
+compact-disabled = 这台 DeerFlow 服务器关闭了对话压缩功能。
+compact-busy = 这个对话里还有任务在进行，请等它完成后再发送 /compact。
+compact-timeout = 压缩花的时间比预想的长，它可能稍后会自行完成，过一会儿再看看。
+compact-failed = 没能压缩这个对话，内容没有任何改动。请稍后再试。

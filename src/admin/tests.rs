@@ -1,0 +1,96 @@
+//! Tests of the admin endpoints over real loopback HTTP.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use im_bridge_channel::{
+    Capabilities, ChannelError, ChannelExit, InboundSink, SendTarget, SentMessage,
+};
+
+use super::*;
+
+struct FakeChannel {
+    connected: AtomicBool,
+}
+
+#[async_trait]
+impl Channel for FakeChannel {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::final_only(100)
+    }
+    fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::SeqCst)
+    }
+    async fn run(&self, _: InboundSink, _: CancellationToken) -> Result<ChannelExit, ChannelError> {
+        Ok(ChannelExit::Stopped)
+    }
+    async fn send_text(&self, _: SendTarget<'_>, _: &str) -> Result<SentMessage, ChannelError> {
+        Err(ChannelError::Stopped)
+    }
+}
+
+struct FakeProbe {
+    up: AtomicBool,
+    calls: AtomicUsize,
+}
+
+impl GatewayProbe for FakeProbe {
+    fn probe(&self) -> BoxFuture<'_, bool> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let up = self.up.load(Ordering::SeqCst);
+        Box::pin(async move { up })
+    }
+}
+
+async fn start(state: AdminState) -> (String, CancellationToken) {
+    let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let token = CancellationToken::new();
+    tokio::spawn(serve(listener, state, token.clone()));
+    (base, token)
+}
+
+#[tokio::test]
+async fn healthz_readyz_and_metrics() {
+    let channel = Arc::new(FakeChannel { connected: AtomicBool::new(false) });
+    let probe = Arc::new(FakeProbe { up: AtomicBool::new(true), calls: AtomicUsize::new(0) });
+    let (base, token) = start(AdminState::new(vec![channel.clone()], probe.clone())).await;
+    let http = reqwest::Client::new();
+
+    let health = http.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+
+    // A disconnected channel makes the daemon not ready, and says which.
+    let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let body: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(body["not_ready"], serde_json::json!(["channel:fake"]));
+
+    channel.connected.store(true, Ordering::SeqCst);
+    let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    // The probe result is cached: two readiness checks, one probe.
+    assert_eq!(probe.calls.load(Ordering::SeqCst), 1);
+
+    metrics::counter!(names::INBOUND, "channel" => "fake").increment(3);
+    let page = http.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let text = page.text().await.unwrap();
+    assert!(text.contains("im_bridge_inbound_messages_total{channel=\"fake\"} 3"), "{text}");
+    token.cancel();
+}
+
+#[tokio::test]
+async fn an_unreachable_gateway_is_not_ready() {
+    let channel = Arc::new(FakeChannel { connected: AtomicBool::new(true) });
+    let probe = Arc::new(FakeProbe { up: AtomicBool::new(false), calls: AtomicUsize::new(0) });
+    let (base, token) = start(AdminState::new(vec![channel], probe)).await;
+    let ready = reqwest::get(format!("{base}/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let body: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(body["not_ready"], serde_json::json!(["gateway"]));
+    token.cancel();
+}

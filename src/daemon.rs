@@ -1,0 +1,253 @@
+//! The daemon: builds every part from validated settings, runs them, and stops them in
+//! order.
+//!
+//! Start: catalogs → store → Gateway client → bounded inbound queue → manager → admin
+//! endpoints → channel transports. Stop (on a signal, or when the console's input ended):
+//! the manager drains first (admission closes, admitted work finishes within the grace
+//! period), *then* the transports stop, so a reply already under way still lands; the
+//! admin endpoints go last and the store is closed.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use im_bridge_channel::{Channel, ChannelExit, InboundMessage, inbound_queue};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::admin::{self, AdminState, GatewayProbe, names};
+use crate::bus::Outbound;
+use crate::config::{IntakeSettings, StoreLocation};
+use crate::gateway::{GatewayClient, GatewayConfig, GatewayError};
+use crate::i18n::{Catalogs, I18nError, msg};
+use crate::manager::{DrainReport, Manager, ManagerConfig, Replier};
+use crate::store::{SqliteStore, Store, StoreError};
+
+/// Everything the daemon is built from.
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    /// Intake bounds and the shutdown grace period.
+    pub intake: IntakeSettings,
+    /// What the manager needs.
+    pub manager: ManagerConfig,
+    /// How to reach the Gateway.
+    pub gateway: GatewayConfig,
+    /// Where state lives.
+    pub store: StoreLocation,
+    /// Where the admin endpoints listen; `None` = no admin endpoints (the demo).
+    pub admin_listen: Option<SocketAddr>,
+    /// Extra catalogs.
+    pub locales_dir: Option<PathBuf>,
+}
+
+/// Why the daemon could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The catalogs could not be loaded.
+    #[error("loading the message catalogs failed: {0}")]
+    Catalogs(#[from] I18nError),
+    /// The store could not be opened.
+    #[error("opening the store failed: {0}")]
+    Store(#[from] StoreError),
+    /// The configured store backend is not available in this build.
+    #[error("bridge.store: {0}")]
+    StoreUnsupported(&'static str),
+    /// The Gateway client could not be built.
+    #[error("building the Gateway client failed: {0}")]
+    Gateway(#[from] GatewayError),
+    /// The admin address could not be bound.
+    #[error("binding the admin endpoints on {addr} failed: {source}")]
+    AdminBind {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A channel's transport failed for good.
+    #[error("the {channel} channel stopped: {reason}")]
+    Channel {
+        /// The channel.
+        channel: &'static str,
+        /// What went wrong (log-safe).
+        reason: String,
+    },
+}
+
+/// Why the daemon stopped normally.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DaemonExit {
+    /// The shutdown token was cancelled (a signal).
+    Stopped,
+    /// A channel's input ended and every admitted message was answered.
+    InputEnded,
+}
+
+/// Opens the configured store.
+pub async fn open_store(location: &StoreLocation) -> Result<Arc<dyn Store>, DaemonError> {
+    match location {
+        StoreLocation::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
+        StoreLocation::Postgres(_) => Err(DaemonError::StoreUnsupported(
+            "the shared Postgres store is not available in this build yet; use sqlite://PATH",
+        )),
+    }
+}
+
+/// Runs the daemon with `channels` until `shutdown` is cancelled or a channel's input ends.
+pub async fn run(
+    config: DaemonConfig,
+    channels: Vec<Arc<dyn Channel>>,
+    shutdown: CancellationToken,
+) -> Result<DaemonExit, DaemonError> {
+    let catalogs = Arc::new(Catalogs::load(config.locales_dir.as_deref())?);
+    let store = open_store(&config.store).await?;
+    tracing::info!(store = %store.describe(), "Opened the store.");
+    let gateway = GatewayClient::new(config.gateway.clone())?;
+    let (sink, mut queue) = inbound_queue(config.intake.inbound_queue_maxsize);
+    let refusals = queue.take_refusals();
+    let outbound = Arc::new(Outbound::new(&channels));
+    let manager = Manager::new(config.manager.clone(), gateway.clone(), store.clone(), catalogs.clone(), outbound.clone());
+
+    let admin_token = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    if let Some(addr) = config.admin_listen {
+        let listener = admin::bind(addr).await.map_err(|source| DaemonError::AdminBind { addr, source })?;
+        let probe = Arc::new(HttpProbe::new(&config.gateway));
+        let state = AdminState::new(channels.clone(), probe);
+        let token = admin_token.clone();
+        tasks.spawn(async move {
+            if let Err(error) = admin::serve(listener, state, token).await {
+                tracing::error!(%error, "The admin endpoints stopped.");
+            }
+        });
+        tracing::info!(%addr, "Serving /healthz, /readyz and /metrics.");
+    }
+
+    // Refused messages hear "too busy" through the normal reply path.
+    if let Some(mut refusals) = refusals {
+        let replier = Replier::new(
+            catalogs.clone(),
+            store.clone(),
+            gateway.clone(),
+            outbound.clone(),
+            config.manager.channel_locales.clone(),
+            config.manager.notification_locale.clone(),
+        );
+        tasks.spawn(async move {
+            while let Some(refused) = refusals.recv().await {
+                tell_too_busy(&replier, &refused).await;
+            }
+        });
+    }
+
+    let closing = CancellationToken::new();
+    let (grace_tx, grace_rx) = tokio::sync::watch::channel(config.intake.shutdown_grace);
+    let manager_task = {
+        let closing = closing.clone();
+        tokio::spawn(async move { manager.run(queue, closing, grace_rx).await })
+    };
+
+    // Transports run under their own token: they stop only after the manager drained.
+    let transport_token = CancellationToken::new();
+    let (exit_tx, mut exit_rx) = mpsc::channel(channels.len().max(1));
+    for channel in &channels {
+        let channel = channel.clone();
+        let sink = sink.clone();
+        let token = transport_token.clone();
+        let exit_tx = exit_tx.clone();
+        tasks.spawn(async move {
+            let name = channel.name();
+            let exit = channel.run(sink, token).await;
+            let _ = exit_tx.send((name, exit)).await;
+        });
+    }
+    drop(exit_tx);
+    drop(sink);
+    tracing::info!(channels = channels.len(), "im-bridge is running.");
+
+    let mut running = channels.len();
+    let outcome = loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break Ok(DaemonExit::Stopped),
+            exit = exit_rx.recv() => match exit {
+                None => break Ok(DaemonExit::Stopped),
+                Some((_, Ok(ChannelExit::InputEnded))) => {
+                    // Finish everything admitted, however long the agent takes.
+                    let _ = grace_tx.send(UNBOUNDED_GRACE);
+                    break Ok(DaemonExit::InputEnded);
+                }
+                Some((name, Ok(ChannelExit::Stopped))) => {
+                    running -= 1;
+                    tracing::info!(channel = name, "A channel stopped.");
+                    if running == 0 {
+                        break Ok(DaemonExit::Stopped);
+                    }
+                }
+                Some((name, Err(error))) => {
+                    tracing::error!(channel = name, %error, "A channel failed; shutting down.");
+                    break Err(DaemonError::Channel { channel: name, reason: error.to_string() });
+                }
+            },
+        }
+    };
+
+    tracing::info!("Shutting down: draining admitted messages.");
+    closing.cancel();
+    let report: DrainReport = manager_task.await.unwrap_or_default();
+    tracing::info!(
+        invalidated_reservations = report.invalidated_reservations,
+        cancelled = report.cancelled,
+        discarded = report.discarded,
+        "The manager stopped."
+    );
+    transport_token.cancel();
+    admin_token.cancel();
+    tasks.close();
+    tasks.wait().await;
+    if let Err(error) = store.close().await {
+        tracing::warn!(%error, "Closing the store failed.");
+    }
+    outcome
+}
+
+/// How long the drain may take after the input ended: in practice, until done.
+const UNBOUNDED_GRACE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+async fn tell_too_busy(replier: &Replier, refused: &InboundMessage) {
+    metrics::counter!(names::INBOUND_REFUSED, "channel" => refused.channel_name.clone(), "reason" => "queue_full").increment(1);
+    tracing::warn!(channel = %refused.channel_name, "The inbound queue is full; told the sender to retry.");
+    replier.reply(refused, None, msg::ERR_TOO_BUSY, &[]).await;
+}
+
+/// Readiness probe: the Gateway answered an HTTP request (any status) recently.
+struct HttpProbe {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl HttpProbe {
+    fn new(config: &GatewayConfig) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap_or_default();
+        Self { http, url: format!("{}/health", config.gateway_url.trim_end_matches('/')) }
+    }
+}
+
+impl GatewayProbe for HttpProbe {
+    fn probe(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            match self.http.get(&self.url).send().await {
+                Ok(_) => true,
+                Err(error) => {
+                    tracing::debug!(error = %error.without_url(), "The Gateway readiness probe failed.");
+                    false
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,37 @@
+//! The DeerFlow Gateway client: one typed async function per Gateway call the channel layer
+//! makes (threads, runs, goal, compaction, models, memory, skills, preferences), with
+//! errors as a closed enum that never carries server- or model-written text.
+//!
+//! The wire contract is `spec/gateway.md`; this module knows nothing about chat platforms.
+//! A [`GatewayClient`] is cheap to clone and shares one connection pool; every call takes
+//! the binding's [`Owner`] (or `None`) and sends the identity and CSRF headers itself.
+//!
+//! Children:
+//! - `client`: configuration, headers, status mapping entry point, thread calls;
+//! - `runs`: run bodies, `/runs/stream` as a [`RunStream`], `/runs/wait`, `/runs`;
+//! - `goal`: goal routes, `goal/from-chat`, compaction, goal views of state values;
+//! - `info`: models, memory, skills, owner language;
+//! - [`event`]: decoding SSE frames into [`RunEvent`]s;
+//! - [`sse`]: the incremental SSE parser (public for the `sse_parse` bench);
+//! - `error`: [`GatewayError`] and the `(call, status, detail)` tables.
+
+mod client;
+mod error;
+pub mod event;
+mod goal;
+mod info;
+mod runs;
+pub mod sse;
+
+pub use client::{GatewayClient, GatewayConfig, Owner, ThreadInfo};
+pub use error::{GatewayError, TransportKind};
+pub use event::RunEvent;
+pub use goal::{
+    CompactOutcome, CompactRequest, GoalEvaluation, GoalOutcome, GoalState, MAX_HINT_CHARS,
+    ThreadState,
+};
+pub use info::SkillInfo;
+pub use runs::{HumanMessage, RunMode, RunRequest, RunStream};
+
+#[cfg(test)]
+mod tests;

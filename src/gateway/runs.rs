@@ -1,0 +1,435 @@
+//! Runs (gateway.md §3): the request body, `/runs/stream` as a [`RunStream`] of
+//! [`RunEvent`]s, `/runs/wait` and `/runs`.
+//!
+//! The Gateway's run model forbids unknown keys (422), so each call serializes exactly the
+//! keys the LangGraph SDK puts on the wire for it (§3.2), and never `on_disconnect`,
+//! `durability` and the like. Busy (409, or the LangGraph Platform's `already running a
+//! task`) always arrives before any event, as `Err(GatewayError::Busy)` from the call
+//! itself; a started stream never reports busy.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::Stream;
+use im_bridge_channel::ThreadId;
+use reqwest::Method;
+use reqwest::header::{ACCEPT, CONTENT_LOCATION, CONTENT_TYPE};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::time::{Instant, Sleep};
+
+use super::client::{Base, GatewayClient, Owner, read_json};
+use super::error::{CallFamily, GatewayError};
+use super::event::RunEvent;
+use super::sse::SseParser;
+
+/// One run's parameters. `config` and `context` are the maps the manager resolved
+/// (manager.md §6); they are sent as given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRequest {
+    /// Always `lead_agent` on the wire today; a custom agent goes in `context.agent_name`.
+    pub assistant_id: String,
+    /// The single human message of `input.messages`.
+    pub message: HumanMessage,
+    /// `config` (`recursion_limit`, `configurable`).
+    pub config: Value,
+    /// `context` (flags and identity keys).
+    pub context: Value,
+    /// Run `metadata` (e.g. `deerflow_origin`); the key is omitted when `None`.
+    pub metadata: Option<Value>,
+}
+
+/// `{"role": "human", "content": …, "additional_kwargs"?: …}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HumanMessage {
+    /// The text.
+    pub content: String,
+    /// `original_user_content`, `files`; the key is omitted when `None`.
+    pub additional_kwargs: Option<Value>,
+}
+
+impl RunRequest {
+    /// A `lead_agent` run of `content` with empty `config` and `context` maps.
+    pub fn new(content: impl Into<String>) -> Self {
+        Self {
+            assistant_id: "lead_agent".to_owned(),
+            message: HumanMessage {
+                content: content.into(),
+                additional_kwargs: None,
+            },
+            config: Value::Object(Default::default()),
+            context: Value::Object(Default::default()),
+            metadata: None,
+        }
+    }
+
+    /// The JSON body for `mode`, with exactly the keys §3.2 lists for it.
+    pub fn body(&self, mode: RunMode) -> Value {
+        serde_json::to_value(self.wire(mode)).unwrap_or(Value::Null)
+    }
+
+    /// The body as sent, borrowing from `self` (no copy of `config`/`context`).
+    fn wire(&self, mode: RunMode) -> RunBody<'_> {
+        let (stream_mode, stream_flags) = match mode {
+            RunMode::Stream => (
+                Some(StreamMode::Many(&["messages-tuple", "values"])),
+                Some(false),
+            ),
+            RunMode::Wait => (None, None),
+            RunMode::Create => (Some(StreamMode::One("values")), Some(false)),
+        };
+        RunBody {
+            assistant_id: &self.assistant_id,
+            input: Input {
+                messages: [WireMessage {
+                    role: "human",
+                    content: &self.message.content,
+                    additional_kwargs: self.message.additional_kwargs.as_ref(),
+                }],
+            },
+            config: &self.config,
+            context: &self.context,
+            metadata: self.metadata.as_ref(),
+            stream_mode,
+            stream_subgraphs: stream_flags,
+            stream_resumable: stream_flags,
+            multitask_strategy: "reject",
+        }
+    }
+}
+
+/// Which run call a body is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunMode {
+    /// `POST …/runs/stream`.
+    Stream,
+    /// `POST …/runs/wait`.
+    Wait,
+    /// `POST …/runs`.
+    Create,
+}
+
+#[derive(Serialize)]
+struct RunBody<'a> {
+    assistant_id: &'a str,
+    input: Input<'a>,
+    config: &'a Value,
+    context: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_mode: Option<StreamMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_subgraphs: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_resumable: Option<bool>,
+    multitask_strategy: &'static str,
+}
+
+#[derive(Serialize)]
+struct Input<'a> {
+    messages: [WireMessage<'a>; 1],
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: &'static str,
+    content: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    additional_kwargs: Option<&'a Value>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum StreamMode {
+    Many(&'static [&'static str]),
+    One(&'static str),
+}
+
+impl GatewayClient {
+    /// `POST {langgraph_url}/threads/{id}/runs/stream`. Resolves once the response headers
+    /// arrive (bounded by the idle timeout); busy and other refusals are errors here.
+    /// Dropping the returned stream closes the connection, which cancels the run.
+    pub async fn stream_run(
+        &self,
+        owner: Option<&Owner>,
+        thread: &ThreadId,
+        run: &RunRequest,
+    ) -> Result<RunStream, GatewayError> {
+        let url = self.thread_url(Base::LangGraph, thread, "/runs/stream")?;
+        let request = self
+            .request(Method::POST, &url, owner)?
+            .header(ACCEPT, "text/event-stream")
+            .json(&run.wire(RunMode::Stream));
+        let idle = self.config().stream_idle_timeout;
+        let response =
+            tokio::time::timeout(idle, self.send("stream_run", CallFamily::Run, request))
+                .await
+                .map_err(|_| GatewayError::Timeout)??;
+        let is_event_stream = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("text/event-stream")
+            });
+        if !is_event_stream {
+            tracing::debug!("Run stream response is not an event stream.");
+            return Err(GatewayError::Decode {
+                what: "run stream content type",
+            });
+        }
+        let run_id = response
+            .headers()
+            .get(CONTENT_LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit_once("/runs/"))
+            .map(|(_, id)| id.trim_end_matches('/').to_owned())
+            .filter(|id| !id.is_empty() && !id.contains('/'));
+        Ok(RunStream::new(
+            Box::pin(response.bytes_stream()),
+            idle,
+            run_id,
+        ))
+    }
+
+    /// `POST {langgraph_url}/threads/{id}/runs/wait`: the final values dict (or the
+    /// `{"status", "error"}` body when the run left no checkpoint), bounded by the wait
+    /// timeout.
+    pub async fn wait_run(
+        &self,
+        owner: Option<&Owner>,
+        thread: &ThreadId,
+        run: &RunRequest,
+    ) -> Result<Value, GatewayError> {
+        let url = self.thread_url(Base::LangGraph, thread, "/runs/wait")?;
+        let request = self
+            .request(Method::POST, &url, owner)?
+            .timeout(self.config().wait_timeout)
+            .json(&run.wire(RunMode::Wait));
+        let response = self.send("wait_run", CallFamily::Run, request).await?;
+        read_json(response, "wait_run").await
+    }
+
+    /// `POST {langgraph_url}/threads/{id}/runs`: starts a run in the background and returns
+    /// its id once it is pending.
+    pub async fn create_run(
+        &self,
+        owner: Option<&Owner>,
+        thread: &ThreadId,
+        run: &RunRequest,
+    ) -> Result<String, GatewayError> {
+        #[derive(Deserialize)]
+        struct Created {
+            run_id: String,
+        }
+        let url = self.thread_url(Base::LangGraph, thread, "/runs")?;
+        let request = self
+            .request(Method::POST, &url, owner)?
+            .timeout(self.config().request_timeout)
+            .json(&run.wire(RunMode::Create));
+        let response = self.send("create_run", CallFamily::Run, request).await?;
+        Ok(read_json::<Created>(response, "create_run").await?.run_id)
+    }
+}
+
+type Body = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+/// The events of one streamed run, ending with [`RunEvent::End`] and then `None`.
+///
+/// It ends early with exactly one error: `StreamClosed` when the connection ends (cleanly
+/// or not) before `end`, `Timeout` after [`super::GatewayConfig::stream_idle_timeout`] of
+/// silence (heartbeats count as activity), `Decode` when a frame breaks the parser's size
+/// bound. Use it as a `Stream` or through [`RunStream::next`]; both are cancel-safe.
+pub struct RunStream {
+    body: Body,
+    parser: SseParser,
+    idle: Duration,
+    last_activity: Instant,
+    sleep: Pin<Box<Sleep>>,
+    eof: bool,
+    done: bool,
+    run_id: Option<String>,
+}
+
+impl std::fmt::Debug for RunStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunStream")
+            .field("run_id", &self.run_id)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunStream {
+    fn new(body: Body, idle: Duration, run_id: Option<String>) -> Self {
+        let now = Instant::now();
+        Self {
+            body,
+            parser: SseParser::new(),
+            idle,
+            last_activity: now,
+            sleep: Box::pin(tokio::time::sleep_until(now + idle)),
+            eof: false,
+            done: false,
+            run_id,
+        }
+    }
+
+    /// The run id from the `Content-Location` header, known before the first event.
+    pub fn run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
+    }
+
+    /// The next event; `None` after `end` or after the one terminal error.
+    pub async fn next(&mut self) -> Option<Result<RunEvent, GatewayError>> {
+        futures_util::StreamExt::next(self).await
+    }
+
+    fn finish(&mut self, error: GatewayError) -> Poll<Option<Result<RunEvent, GatewayError>>> {
+        self.done = true;
+        Poll::Ready(Some(Err(error)))
+    }
+}
+
+impl Stream for RunStream {
+    type Item = Result<RunEvent, GatewayError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match this.parser.next_frame() {
+                Ok(Some(frame)) => {
+                    if let Some(event) = RunEvent::from_frame(&frame) {
+                        this.done = event == RunEvent::End;
+                        return Poll::Ready(Some(Ok(event)));
+                    }
+                    continue;
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::debug!(%error, "Run stream broke the frame bound.");
+                    return this.finish(GatewayError::Decode {
+                        what: "run stream frame",
+                    });
+                }
+            }
+            if this.eof {
+                tracing::debug!(run_id = ?this.run_id, "Run stream ended before its end event.");
+                return this.finish(GatewayError::StreamClosed);
+            }
+            match this.body.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(chunk))) => {
+                    this.parser.push(&chunk);
+                    this.last_activity = Instant::now();
+                }
+                Poll::Ready(Some(Err(error))) => {
+                    let error = error.without_url();
+                    tracing::debug!(%error, run_id = ?this.run_id, "Run stream connection failed.");
+                    return this.finish(GatewayError::StreamClosed);
+                }
+                Poll::Ready(None) => {
+                    this.parser.finish();
+                    this.eof = true;
+                }
+                Poll::Pending => {
+                    // The timer is moved only when it fires, not on every chunk.
+                    let deadline = this.last_activity + this.idle;
+                    if this.sleep.deadline() != deadline {
+                        this.sleep.as_mut().reset(deadline);
+                    }
+                    return match this.sleep.as_mut().poll(cx) {
+                        Poll::Ready(()) => {
+                            tracing::debug!(run_id = ?this.run_id, "Run stream went idle.");
+                            this.finish(GatewayError::Timeout)
+                        }
+                        Poll::Pending => Poll::Pending,
+                    };
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn keys(body: &Value) -> Vec<&str> {
+        let mut keys: Vec<&str> = body
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    #[test]
+    fn bodies_have_exactly_the_section_3_2_keys() {
+        let run = RunRequest::new("hi");
+        let stream = run.body(RunMode::Stream);
+        assert_eq!(
+            keys(&stream),
+            [
+                "assistant_id",
+                "config",
+                "context",
+                "input",
+                "multitask_strategy",
+                "stream_mode",
+                "stream_resumable",
+                "stream_subgraphs"
+            ]
+        );
+        assert_eq!(stream["stream_mode"], json!(["messages-tuple", "values"]));
+        assert_eq!(stream["stream_subgraphs"], json!(false));
+        assert_eq!(stream["stream_resumable"], json!(false));
+        assert_eq!(stream["multitask_strategy"], "reject");
+        let wait = run.body(RunMode::Wait);
+        assert_eq!(
+            keys(&wait),
+            [
+                "assistant_id",
+                "config",
+                "context",
+                "input",
+                "multitask_strategy"
+            ]
+        );
+        let create = run.body(RunMode::Create);
+        assert_eq!(keys(&create), keys(&stream));
+        assert_eq!(create["stream_mode"], "values");
+        assert_eq!(
+            wait["input"],
+            json!({"messages": [{"role": "human", "content": "hi"}]})
+        );
+    }
+
+    #[test]
+    fn optional_parts_appear_only_when_set() {
+        let mut run = RunRequest::new("summarise");
+        run.message.additional_kwargs = Some(json!({"original_user_content": "summarise this"}));
+        run.metadata =
+            Some(json!({"deerflow_origin": {"kind": "im_channel", "provider": "telegram"}}));
+        run.context = json!({"thinking_enabled": true, "agent_name": "coder"});
+        let body = run.body(RunMode::Wait);
+        assert_eq!(body["metadata"]["deerflow_origin"]["provider"], "telegram");
+        assert_eq!(
+            body["input"]["messages"][0]["additional_kwargs"]["original_user_content"],
+            "summarise this"
+        );
+        assert_eq!(body["context"]["agent_name"], "coder");
+        assert_eq!(body["assistant_id"], "lead_agent");
+    }
+}

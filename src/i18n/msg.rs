@@ -1,0 +1,149 @@
+//! The message ids of the catalogs, grouped by prefix: `run-` (agent runs), `err-`
+//! (failures), `cmd-` (commands), `goal-` (the `/goal` family), `lang-` (`/lang`),
+//! `compact-` (`/compact`).
+//!
+//! Code refers to messages only through these constants, so a typo is a compile error and
+//! the catalog tests can check every id exists in every shipped locale with the same
+//! placeables. The placeables each message takes are listed in its doc.
+
+macro_rules! ids {
+    ($($(#[$doc:meta])* $name:ident = $id:literal;)*) => {
+        $($(#[$doc])* pub const $name: &str = $id;)*
+        /// Every id above, for catalog checks.
+        pub const ALL: &[&str] = &[$($id),*];
+    };
+}
+
+ids! {
+    /// The thread already has a run in flight.
+    RUN_BUSY = "run-busy";
+    /// The agent finished without any visible text.
+    RUN_NO_RESPONSE = "run-no-response";
+    /// The run failed after it started (error event, dropped stream).
+    RUN_FAILED = "run-failed";
+    /// A same-thread request waits behind another.
+    RUN_QUEUED = "run-queued";
+    /// The queued request started.
+    RUN_THINKING = "run-thinking";
+    /// Files the agent created. `$count`, `$names`
+    RUN_FILES_CREATED = "run-files-created";
+
+    /// Something failed inside the bridge.
+    ERR_INTERNAL = "err-internal";
+    /// The Gateway could not be reached or answered with a server error.
+    ERR_GATEWAY_UNAVAILABLE = "err-gateway-unavailable";
+    /// The inbound queue is full.
+    ERR_TOO_BUSY = "err-too-busy";
+    /// The configured agent name is invalid.
+    ERR_INVALID_AGENT = "err-invalid-agent";
+
+    /// `/new` worked.
+    CMD_NEW_DONE = "cmd-new-done";
+    /// `/new` failed.
+    CMD_NEW_FAILED = "cmd-new-failed";
+    /// `/status` with a binding. `$thread`
+    CMD_STATUS_ACTIVE = "cmd-status-active";
+    /// `/status` without one.
+    CMD_STATUS_NONE = "cmd-status-none";
+    /// `/help`.
+    CMD_HELP = "cmd-help";
+    /// An unknown command. `$command`, `$commands`
+    CMD_UNKNOWN = "cmd-unknown";
+    /// A blank command. `$commands`
+    CMD_UNKNOWN_EMPTY = "cmd-unknown-empty";
+    /// `/models`. `$models` (one `• name` line each)
+    CMD_MODELS_LIST = "cmd-models-list";
+    /// `/models` with none configured.
+    CMD_MODELS_NONE = "cmd-models-none";
+    /// `/models` failed.
+    CMD_MODELS_FAILED = "cmd-models-failed";
+    /// `/memory`. `$count`
+    CMD_MEMORY_FACTS = "cmd-memory-facts";
+    /// `/memory` failed.
+    CMD_MEMORY_FAILED = "cmd-memory-failed";
+    /// A slash skill that is installed but disabled. `$command`
+    CMD_SKILL_DISABLED = "cmd-skill-disabled";
+    /// The skill list could not be read.
+    CMD_SKILL_LOOKUP_FAILED = "cmd-skill-lookup-failed";
+
+    /// No goal (or no conversation yet).
+    GOAL_STATUS_NONE = "goal-status-none";
+    /// A goal without continuations yet. `$objective`
+    GOAL_STATUS_ACTIVE = "goal-status-active";
+    /// A goal being worked on. `$objective`, `$n`, `$max`
+    GOAL_STATUS_PROGRESS = "goal-status-progress";
+    /// Auto-continue stopped. `$objective`, `$reason` (a code), `$n`, `$max`
+    GOAL_STATUS_STOPPED = "goal-status-stopped";
+    /// The last goal was met. `$objective`
+    GOAL_STATUS_MET = "goal-status-met";
+    /// Reading the goal failed.
+    GOAL_STATUS_FAILED = "goal-status-failed";
+    /// The goal was cleared (or there was none).
+    GOAL_CLEARED = "goal-cleared";
+    /// Clearing failed.
+    GOAL_CLEAR_FAILED = "goal-clear-failed";
+    /// A run is in flight, so the goal was left unchanged.
+    GOAL_BUSY_UNCHANGED = "goal-busy-unchanged";
+    /// Setting failed; no run started.
+    GOAL_SET_FAILED = "goal-set-failed";
+    /// The objective is too long. `$max`
+    GOAL_TOO_LONG = "goal-too-long";
+    /// The from-chat hint is too long. `$max`
+    GOAL_HINT_TOO_LONG = "goal-hint-too-long";
+    /// Opening line of a goal continuation's message. `$n`, `$max` (0 = unknown)
+    GOAL_CONTINUING = "goal-continuing";
+    /// from-chat saved a goal. `$objective`
+    GOAL_FROM_CHAT_SAVED = "goal-from-chat-saved";
+    /// from-chat: a run is in flight.
+    GOAL_FROM_CHAT_BUSY = "goal-from-chat-busy";
+    /// from-chat: a question waits for the user's answer.
+    GOAL_FROM_CHAT_PENDING_INPUT = "goal-from-chat-pending-input";
+    /// from-chat: an action waits for approval.
+    GOAL_FROM_CHAT_PENDING_APPROVAL = "goal-from-chat-pending-approval";
+    /// from-chat: the goal changed while composing.
+    GOAL_FROM_CHAT_GOAL_CHANGED = "goal-from-chat-goal-changed";
+    /// from-chat: nothing to compose from.
+    GOAL_FROM_CHAT_NO_CONTEXT = "goal-from-chat-no-context";
+    /// from-chat: no clear goal in the conversation.
+    GOAL_FROM_CHAT_UNCLEAR = "goal-from-chat-unclear";
+    /// from-chat: the composing model failed.
+    GOAL_FROM_CHAT_SYNTHESIS_FAILED = "goal-from-chat-synthesis-failed";
+    /// from-chat: not permitted.
+    GOAL_FROM_CHAT_FORBIDDEN = "goal-from-chat-forbidden";
+    /// from-chat: no answer in time; it may still be saved.
+    GOAL_FROM_CHAT_TIMEOUT = "goal-from-chat-timeout";
+    /// from-chat: any other failure.
+    GOAL_FROM_CHAT_FAILED = "goal-from-chat-failed";
+    /// from-chat saved the goal in the previous conversation. `$objective`
+    GOAL_FROM_CHAT_BINDING_CHANGED = "goal-from-chat-binding-changed";
+    /// from-chat saved the goal but the task did not start. `$objective`
+    GOAL_FROM_CHAT_RUN_NOT_STARTED = "goal-from-chat-run-not-started";
+
+    /// `/lang`. `$locale`, `$source` (chat, owner, sender, channel, admin, default)
+    LANG_CURRENT = "lang-current";
+    /// `/lang <tag>` worked. `$locale`
+    LANG_SET = "lang-set";
+    /// `/lang auto` worked. `$locale` (now in effect)
+    LANG_AUTO = "lang-auto";
+    /// Only admins may change the language here.
+    LANG_NOT_ALLOWED = "lang-not-allowed";
+    /// An unsupported tag. `$tag`, `$supported`
+    LANG_UNSUPPORTED = "lang-unsupported";
+
+    /// `/compact` with bad arguments. `$max`
+    COMPACT_USAGE = "compact-usage";
+    /// No conversation to compact.
+    COMPACT_NOTHING = "compact-nothing";
+    /// Compacted. `$removed`, `$kept`
+    COMPACT_DONE = "compact-done";
+    /// Nothing needed compacting.
+    COMPACT_NOT_NEEDED = "compact-not-needed";
+    /// Compaction is disabled on the server.
+    COMPACT_DISABLED = "compact-disabled";
+    /// A run is in flight.
+    COMPACT_BUSY = "compact-busy";
+    /// No answer in time; it may still complete.
+    COMPACT_TIMEOUT = "compact-timeout";
+    /// Compaction failed; nothing changed.
+    COMPACT_FAILED = "compact-failed";
+}

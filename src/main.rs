@@ -1,0 +1,319 @@
+//! The `im-bridge` command line: the binary edge, and the only place `anyhow` is used.
+//!
+//! - `run --config FILE`: production.
+//! - `demo`: the whole pipeline on one machine with no credentials — the console channel,
+//!   the manager, an SQLite store in a temporary directory, and the Gateway simulator.
+//! - `simulate --listen ADDR`: the Gateway simulator alone.
+//! - `check-config --config FILE`: validate only; prints the effective settings with secrets
+//!   redacted and which channels would start. Exit status 2 on an invalid file. It opens no
+//!   socket and touches no store.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use im_bridge::config::{self, PlatformSettings, ProcessEnv, Settings, StoreLocation};
+use im_bridge::daemon::{self, DaemonConfig, DaemonExit};
+use im_bridge::gateway::GatewayConfig;
+use im_bridge::manager::ManagerConfig;
+use im_bridge::simulator::{Simulator, SimulatorConfig};
+use im_bridge_channel::Channel;
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+/// Exit status for an invalid configuration (also clap's usage-error status).
+const EXIT_INVALID_CONFIG: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "im-bridge",
+    version,
+    about = "Talk to a DeerFlow agent from Telegram, Feishu/Lark, DingTalk, QQ and Discord."
+)]
+struct Cli {
+    /// Log line format on standard error.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the bridge with a configuration file (DeerFlow's config.yaml works as is).
+    Run {
+        /// The configuration file.
+        #[arg(
+            long,
+            short,
+            default_value = "config.yaml",
+            env = "DEER_FLOW_CONFIG_PATH"
+        )]
+        config: PathBuf,
+    },
+    /// Chat with a simulated DeerFlow agent in this terminal; no credentials needed.
+    Demo,
+    /// Serve the DeerFlow Gateway simulator alone, e.g. to try a bot before deploying DeerFlow.
+    Simulate {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8001")]
+        listen: SocketAddr,
+        /// Require this X-DeerFlow-Internal-Token on every request.
+        #[arg(long, env = "DEER_FLOW_INTERNAL_AUTH_TOKEN")]
+        internal_token: Option<String>,
+    },
+    /// Validate a configuration file and print the effective settings (secrets redacted).
+    CheckConfig {
+        /// The configuration file.
+        #[arg(
+            long,
+            short,
+            default_value = "config.yaml",
+            env = "DEER_FLOW_CONFIG_PATH"
+        )]
+        config: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let default_level = match cli.command {
+        Command::Demo => "warn",
+        _ => "info",
+    };
+    init_logging(cli.log_format, default_level);
+    match cli.command {
+        Command::CheckConfig { config } => check_config(&config),
+        command => match runtime().and_then(|rt| rt.block_on(serve(command))) {
+            Ok(code) => code,
+            Err(error) => {
+                eprintln!("im-bridge: {error:#}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn init_logging(format: LogFormat, default_level: &str) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+fn check_config(path: &std::path::Path) -> ExitCode {
+    match config::load_file(path, &ProcessEnv) {
+        Ok((settings, warnings)) => {
+            for warning in &warnings {
+                eprintln!("warning: {warning}");
+            }
+            let names: Vec<&str> = settings.channels.iter().map(|c| c.name.as_str()).collect();
+            println!(
+                "# {} is valid. Channels that would start: {}",
+                path.display(),
+                names.join(", ")
+            );
+            match serde_yaml_ng::to_string(&settings) {
+                Ok(text) => print!("{text}"),
+                Err(error) => eprintln!("warning: cannot print the effective settings: {error}"),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("{} is not a valid configuration:", path.display());
+            for line in error.errors() {
+                eprintln!("  {line}");
+            }
+            ExitCode::from(EXIT_INVALID_CONFIG)
+        }
+    }
+}
+
+async fn serve(command: Command) -> anyhow::Result<ExitCode> {
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    match command {
+        Command::Run { config } => {
+            let (settings, warnings) = match config::load_file(&config, &ProcessEnv) {
+                Ok(loaded) => loaded,
+                Err(error) => {
+                    eprintln!("{} is not a valid configuration:", config.display());
+                    for line in error.errors() {
+                        eprintln!("  {line}");
+                    }
+                    return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
+                }
+            };
+            for warning in &warnings {
+                tracing::warn!(warning = %warning, "Configuration warning.");
+            }
+            let channels = build_channels(&settings)?;
+            let exit = daemon::run(daemon_config(&settings), channels, shutdown).await?;
+            tracing::info!(?exit, "im-bridge stopped.");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo => demo(shutdown).await,
+        Command::Simulate {
+            listen,
+            internal_token,
+        } => {
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("binding {listen}"))?;
+            let config = SimulatorConfig {
+                internal_token,
+                ..SimulatorConfig::demo()
+            };
+            eprintln!(
+                "DeerFlow Gateway simulator on http://{listen} (langgraph_url: http://{listen}/api). Ctrl-C stops it."
+            );
+            Simulator::new(config)
+                .serve(listener, shutdown)
+                .await
+                .context("serving the simulator")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::CheckConfig { .. } => Ok(ExitCode::SUCCESS),
+    }
+}
+
+async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
+    let simulator = Simulator::start(SimulatorConfig::demo())
+        .await
+        .context("starting the Gateway simulator")?;
+    let state =
+        tempfile::tempdir().context("creating a temporary directory for the demo's state")?;
+    let console: Arc<dyn Channel> = Arc::new(im_bridge_console::ConsoleChannel::stdio());
+    let config = DaemonConfig {
+        intake: config::IntakeSettings {
+            inbound_queue_maxsize: std::num::NonZeroUsize::new(100)
+                .unwrap_or(std::num::NonZeroUsize::MIN),
+            max_concurrency: std::num::NonZeroUsize::new(4).unwrap_or(std::num::NonZeroUsize::MIN),
+            shutdown_grace: Duration::from_secs(3),
+        },
+        manager: ManagerConfig {
+            max_concurrency: 4,
+            notification_locale: "en-US".into(),
+            ..ManagerConfig::default()
+        },
+        gateway: GatewayConfig {
+            langgraph_url: simulator.langgraph_url(),
+            gateway_url: simulator.gateway_url(),
+            ..GatewayConfig::default()
+        },
+        store: StoreLocation::Sqlite(state.path().join("demo.db")),
+        admin_listen: None,
+        locales_dir: None,
+    };
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        eprintln!(
+            "im-bridge demo: type a message and press Enter (/help lists commands, Ctrl-D quits)."
+        );
+    }
+    let exit = daemon::run(config, vec![console], shutdown).await?;
+    if let Err(error) = simulator.shutdown().await {
+        tracing::debug!(%error, "Stopping the simulator failed.");
+    }
+    Ok(match exit {
+        DaemonExit::InputEnded | DaemonExit::Stopped => ExitCode::SUCCESS,
+    })
+}
+
+fn daemon_config(settings: &Settings) -> DaemonConfig {
+    let mut channel_sessions = HashMap::new();
+    let mut channel_locales = HashMap::new();
+    let mut channel_admins = HashMap::new();
+    for channel in &settings.channels {
+        channel_sessions.insert(channel.name.clone(), channel.session.clone());
+        if let Some(locale) = &channel.locale {
+            channel_locales.insert(channel.name.clone(), locale.clone());
+        }
+        channel_admins.insert(channel.name.clone(), channel.admin_users.clone());
+    }
+    DaemonConfig {
+        intake: settings.intake,
+        manager: ManagerConfig {
+            session: settings.session.clone(),
+            channel_sessions,
+            channel_locales,
+            channel_admins,
+            notification_locale: settings.notification_locale.clone(),
+            max_concurrency: settings.intake.max_concurrency.get(),
+        },
+        gateway: GatewayConfig {
+            langgraph_url: settings.gateway.langgraph_url.clone(),
+            gateway_url: settings.gateway.gateway_url.clone(),
+            internal_token: settings.gateway.internal_token.clone(),
+            from_chat_timeout: settings.gateway.goal_from_chat_timeout,
+            ..GatewayConfig::default()
+        },
+        store: settings.store.clone(),
+        admin_listen: Some(settings.admin_listen),
+        locales_dir: settings.locales_dir.clone(),
+    }
+}
+
+/// One line per adapter: adding a platform adds a `PlatformSettings` variant and its arm.
+fn build_channels(settings: &Settings) -> anyhow::Result<Vec<Arc<dyn Channel>>> {
+    let mut channels: Vec<Arc<dyn Channel>> = Vec::new();
+    for channel in &settings.channels {
+        match &channel.platform {
+            PlatformSettings::Console => {
+                channels.push(Arc::new(im_bridge_console::ConsoleChannel::stdio()))
+            }
+        }
+    }
+    Ok(channels)
+}
+
+async fn cancel_on_signal(token: CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(error) => {
+                    tracing::warn!(%error, "Cannot listen for SIGTERM.");
+                    let _ = ctrl_c.await;
+                    token.cancel();
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+    tracing::info!("Shutdown requested.");
+    token.cancel();
+}

@@ -1,0 +1,289 @@
+//! The channel manager: from an admitted inbound message to its replies.
+//!
+//! One dispatcher owns the inbound queue. It takes a worker slot (at most
+//! `channels.max_concurrency` messages are handled at once; the rest wait in the bounded
+//! queue), then the next message, and handles it in a tracked task:
+//!
+//! 1. **dedupe** — a redelivered message (same channel, workspace, chat and platform
+//!    message id within the TTL, persisted across restarts) is dropped silently;
+//! 2. **command or chat** — known commands are answered here (`commands`), everything else
+//!    becomes an agent run on the conversation's thread (`run`);
+//! 3. **disposition** — the dedupe key is kept on success and released when the provider
+//!    should be able to retry (a failed run, a busy thread, a cancelled message), always
+//!    after the final reply was published.
+//!
+//! Shutdown order (spec manager §3.4), driven by [`Manager::run`]'s `closing` token: close
+//! admission → let the queue drain for the grace period → cancel unfinished handlers
+//! (releasing their dedupe keys) → discard never-started messages → wait for every task.
+//! Transports are stopped by the daemon only after this returns, so a reply already under
+//! way can still land.
+
+mod bindings;
+mod commands;
+mod compact;
+mod dedupe;
+mod goal;
+mod lang;
+mod order;
+pub mod params;
+mod reply;
+mod run;
+pub mod stream;
+pub mod turn;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use im_bridge_channel::{InboundMessage, InboundQueue, MsgType};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::admin::names;
+use crate::bus::Outbound;
+use crate::config::SessionLayer;
+use crate::gateway::GatewayClient;
+use crate::i18n::Catalogs;
+use crate::store::Store;
+
+pub use bindings::{BindError, Bindings, channel_source, conversation_key};
+pub use reply::{LocaleSource, Replier};
+
+/// How long a platform message id is remembered for dedupe.
+pub const DEDUPE_TTL: Duration = Duration::from_secs(600);
+
+/// What the manager needs from the configuration.
+#[derive(Clone, Debug, Default)]
+pub struct ManagerConfig {
+    /// `channels.session`.
+    pub session: SessionLayer,
+    /// `channels.<channel>.session`, by channel name.
+    pub channel_sessions: HashMap<String, SessionLayer>,
+    /// `channels.<channel>.locale`, by channel name.
+    pub channel_locales: HashMap<String, String>,
+    /// `channels.<channel>.admin_users`, by channel name: who may change group settings.
+    pub channel_admins: HashMap<String, im_bridge_channel::AllowedUsers>,
+    /// `channel_connections.notification_locale`.
+    pub notification_locale: String,
+    /// Messages handled at once.
+    pub max_concurrency: usize,
+}
+
+/// What became of a message, for the dedupe key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Disposition {
+    /// Handled: a redelivery must not run again.
+    Keep,
+    /// Not handled for good: a redelivery may retry.
+    Release,
+}
+
+/// Counts from a drain, for the shutdown log line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrainReport {
+    /// Reservations invalidated when admission closed.
+    pub invalidated_reservations: usize,
+    /// Handlers cancelled because the grace period ran out.
+    pub cancelled: usize,
+    /// Queued messages that never started.
+    pub discarded: usize,
+}
+
+/// The channel manager. Cheap to clone.
+#[derive(Clone)]
+pub struct Manager {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) gateway: GatewayClient,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) bindings: Bindings,
+    pub(crate) replier: Replier,
+    pub(crate) config: ManagerConfig,
+    turnstile: order::Turnstile,
+}
+
+impl Manager {
+    /// A manager over its collaborators.
+    pub fn new(
+        config: ManagerConfig,
+        gateway: GatewayClient,
+        store: Arc<dyn Store>,
+        catalogs: Arc<Catalogs>,
+        outbound: Arc<Outbound>,
+    ) -> Self {
+        let replier = Replier::new(
+            catalogs,
+            store.clone(),
+            gateway.clone(),
+            outbound,
+            config.channel_locales.clone(),
+            config.notification_locale.clone(),
+        );
+        let bindings = Bindings::new(store.clone(), gateway.clone());
+        Self { inner: Arc::new(Inner { gateway, store, bindings, replier, config, turnstile: order::Turnstile::default() }) }
+    }
+
+    /// Handles admitted messages until `closing` is cancelled and the queue is drained
+    /// (or the grace period ran out after `closing`), then returns what the drain did.
+    /// The grace period is read from `grace` when `closing` fires, so the daemon can pick
+    /// it by the reason for stopping (a signal, or the console's input ending).
+    pub async fn run(
+        &self,
+        mut queue: InboundQueue,
+        closing: CancellationToken,
+        grace: tokio::sync::watch::Receiver<Duration>,
+    ) -> DrainReport {
+        let slots = Arc::new(Semaphore::new(self.inner.config.max_concurrency.max(1)));
+        let tasks = TaskTracker::new();
+        let cancel_handlers = CancellationToken::new();
+        let mut report = DrainReport::default();
+        let mut closed = false;
+        let deadline = tokio::time::sleep(Duration::MAX);
+        tokio::pin!(deadline);
+        loop {
+            let permit = tokio::select! {
+                biased;
+                () = closing.cancelled(), if !closed => {
+                    closed = true;
+                    report.invalidated_reservations = queue.close();
+                    deadline.as_mut().reset(grace_deadline(*grace.borrow()));
+                    continue;
+                }
+                () = &mut deadline, if closed => break,
+                permit = slots.clone().acquire_owned() => match permit {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            };
+            let msg = tokio::select! {
+                biased;
+                () = closing.cancelled(), if !closed => {
+                    closed = true;
+                    report.invalidated_reservations = queue.close();
+                    deadline.as_mut().reset(grace_deadline(*grace.borrow()));
+                    continue;
+                }
+                () = &mut deadline, if closed => break,
+                msg = queue.recv() => msg,
+            };
+            let Some(msg) = msg else {
+                // Closed and drained: wait for the running handlers within the grace.
+                tasks.close();
+                tokio::select! {
+                    () = tasks.wait() => return report,
+                    () = &mut deadline => break,
+                }
+            };
+            metrics::gauge!(names::QUEUE_DEPTH).set(queue.len() as f64);
+            metrics::counter!(names::INBOUND, "channel" => msg.channel_name.clone()).increment(1);
+            let serialized = self.inner.replier.outbound().capabilities(&msg.channel_name).is_some_and(|c| c.serialize_conversations);
+            let ticket = serialized.then(|| self.inner.turnstile.enter(conversation_key(&msg).storage_key()));
+            let manager = self.clone();
+            let cancel = cancel_handlers.clone();
+            let span = tracing::info_span!("message", channel = %msg.channel_name, chat = %msg.chat_id, message = msg.thread_ts.as_ref().map(|m| m.as_str()).unwrap_or(""));
+            tasks.spawn(
+                async move {
+                    manager.handle(msg, cancel, ticket).await;
+                    drop(permit);
+                }
+                .instrument(span),
+            );
+        }
+        // The grace period ran out: cancel what still runs, drop what never started.
+        report.cancelled = tasks.len();
+        cancel_handlers.cancel();
+        report.discarded = queue.discard_pending();
+        tasks.close();
+        tasks.wait().await;
+        if report.cancelled > 0 || report.discarded > 0 {
+            tracing::warn!(cancelled = report.cancelled, discarded = report.discarded, "Shutdown grace period ran out.");
+        }
+        report
+    }
+
+    /// Handles one message end to end; with a ticket, only after the conversation's earlier
+    /// messages were handled.
+    pub(crate) async fn handle(&self, msg: InboundMessage, cancel: CancellationToken, ticket: Option<order::Ticket>) {
+        let key = dedupe::dedupe_key(&msg);
+        if let Some(key) = &key {
+            match self.inner.store.dedupe_admit(key, DEDUPE_TTL).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::info!("Dropped a redelivered message.");
+                    return;
+                }
+                // Fail open: a store hiccup must not lose a message.
+                Err(error) => tracing::warn!(%error, "Dedupe lookup failed; handling the message anyway."),
+            }
+        }
+        let mut ticket = ticket;
+        if let Some(ticket) = &mut ticket
+            && ticket.must_wait()
+        {
+            let chat = msg.msg_type == MsgType::Chat;
+            let thread = self.inner.bindings.current(&msg).await.ok().flatten();
+            if chat {
+                let (locale, _) = self.inner.replier.locale_for(&msg).await;
+                let text = self.inner.replier.text(&locale, crate::i18n::msg::RUN_QUEUED, &[]);
+                self.inner.replier.publish(msg.reply(thread.clone(), text, false)).await;
+            }
+            tokio::select! {
+                () = ticket.wait_turn() => {}
+                () = cancel.cancelled() => {
+                    self.release(key.as_ref()).await;
+                    return;
+                }
+            }
+            if chat {
+                let (locale, _) = self.inner.replier.locale_for(&msg).await;
+                let text = self.inner.replier.text(&locale, crate::i18n::msg::RUN_THINKING, &[]);
+                self.inner.replier.publish(msg.reply(thread, text, false)).await;
+            }
+        }
+        tracing::debug!(text_len = msg.text.len(), files = msg.files.len(), "Handling a message.");
+        let disposition = tokio::select! {
+            d = self.dispatch(&msg) => d,
+            () = cancel.cancelled() => {
+                tracing::warn!("Cancelled a message at shutdown.");
+                Disposition::Release
+            }
+        };
+        if disposition == Disposition::Release {
+            self.release(key.as_ref()).await;
+        }
+        drop(ticket);
+    }
+
+    async fn release(&self, key: Option<&crate::store::DedupeKey>) {
+        if let Some(key) = key
+            && let Err(error) = self.inner.store.dedupe_release(key).await
+        {
+            tracing::warn!(%error, "Releasing a dedupe key failed.");
+        }
+    }
+
+    async fn dispatch(&self, msg: &InboundMessage) -> Disposition {
+        match msg.msg_type {
+            MsgType::Command => commands::handle(&self.inner, msg).await,
+            MsgType::Chat => {
+                if let Some(disposition) = commands::slash_skill(&self.inner, msg).await {
+                    return disposition;
+                }
+                run::chat_turn(&self.inner, msg, &msg.text, run::TurnOptions::default()).await.0
+            }
+        }
+    }
+}
+
+/// `now + grace`, clamped so an "unbounded" grace cannot overflow the clock.
+fn grace_deadline(grace: Duration) -> tokio::time::Instant {
+    const LONGEST: Duration = Duration::from_secs(30 * 24 * 3600);
+    tokio::time::Instant::now() + grace.min(LONGEST)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,175 @@
+//! Conversation → thread bindings (spec manager §4.2).
+//!
+//! A conversation is `channel:chat[:topic]`. Its first chat message creates a Gateway
+//! thread under a per-conversation lock, so concurrent first messages create exactly one
+//! thread; the rest wait on the lock and reuse it. `/new` always creates a fresh thread and
+//! overwrites the binding. A reused thread gets one best-effort `channel_source` metadata
+//! update per manager lifetime.
+//!
+//! Bounds: the lock table holds an entry only while someone holds or waits for that
+//! conversation's lock; the metadata-sync set holds at most [`MAX_SYNCED`] thread ids and is
+//! cleared when full (the worst case is one extra best-effort PATCH per thread).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use im_bridge_channel::{InboundMessage, ThreadId};
+use serde_json::{Map, Value, json};
+
+use crate::gateway::{GatewayClient, GatewayError, Owner};
+use crate::store::{ConversationKey, Store, StoreError};
+
+/// Thread ids remembered as already synced before the set is cleared.
+pub const MAX_SYNCED: usize = 4096;
+
+/// Why a binding could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The Gateway refused to create the thread.
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+}
+
+/// The conversation key of a message.
+pub fn conversation_key(msg: &InboundMessage) -> ConversationKey {
+    ConversationKey {
+        channel: msg.channel_name.clone(),
+        chat_id: msg.chat_id.clone(),
+        topic_id: msg.topic_id.clone().filter(|t| !t.is_empty()),
+    }
+}
+
+/// Resolves and creates bindings.
+pub struct Bindings {
+    store: Arc<dyn Store>,
+    gateway: GatewayClient,
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    synced: Mutex<HashSet<ThreadId>>,
+}
+
+impl Bindings {
+    /// Bindings over a store and a Gateway.
+    pub fn new(store: Arc<dyn Store>, gateway: GatewayClient) -> Self {
+        Self { store, gateway, locks: Mutex::new(HashMap::new()), synced: Mutex::new(HashSet::new()) }
+    }
+
+    /// The thread bound to the message's conversation, without creating one.
+    pub async fn current(&self, msg: &InboundMessage) -> Result<Option<ThreadId>, StoreError> {
+        Ok(self.store.get_binding(&conversation_key(msg)).await?.map(|b| b.thread_id))
+    }
+
+    /// The bound thread, created (once, under the conversation's lock) when missing.
+    pub async fn get_or_create(&self, msg: &InboundMessage, owner: Option<&Owner>) -> Result<ThreadId, BindError> {
+        let key = conversation_key(msg);
+        if let Some(binding) = self.store.get_binding(&key).await? {
+            self.sync_metadata(msg, owner, &binding.thread_id).await;
+            return Ok(binding.thread_id);
+        }
+        let storage_key = key.storage_key();
+        let lock = self.lock_for(&storage_key);
+        let result = async {
+            let _guard = lock.lock().await;
+            if let Some(binding) = self.store.get_binding(&key).await? {
+                return Ok(binding.thread_id);
+            }
+            self.create_and_bind(msg, owner, &key).await
+        }
+        .await;
+        self.release_lock(&storage_key, lock);
+        result
+    }
+
+    /// `/new`: a fresh thread bound to the conversation, whatever was bound before.
+    pub async fn rebind_new(&self, msg: &InboundMessage, owner: Option<&Owner>) -> Result<ThreadId, BindError> {
+        let key = conversation_key(msg);
+        let storage_key = key.storage_key();
+        let lock = self.lock_for(&storage_key);
+        let result = async {
+            let _guard = lock.lock().await;
+            self.create_and_bind(msg, owner, &key).await
+        }
+        .await;
+        self.release_lock(&storage_key, lock);
+        result
+    }
+
+    async fn create_and_bind(&self, msg: &InboundMessage, owner: Option<&Owner>, key: &ConversationKey) -> Result<ThreadId, BindError> {
+        let metadata = json!({ "channel_source": channel_source(msg) });
+        let preferred = msg.metadata.get("preferred_thread_id").and_then(Value::as_str).map(ThreadId::new);
+        let thread = match self.gateway.create_thread(owner, &metadata, preferred.as_ref()).await {
+            Ok(info) => info.thread_id,
+            // Another creator won a race on the preferred id: reuse it once verified.
+            Err(GatewayError::Conflict) if preferred.is_some() => {
+                let id = preferred.unwrap_or_default();
+                self.gateway.get_thread(owner, &id).await?.thread_id
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.store.set_binding(key, &thread, msg.user_id.as_str()).await?;
+        self.mark_synced(&thread);
+        tracing::info!(channel = %msg.channel_name, thread = %thread, "Bound a conversation to a new thread.");
+        Ok(thread)
+    }
+
+    async fn sync_metadata(&self, msg: &InboundMessage, owner: Option<&Owner>, thread: &ThreadId) {
+        if !self.mark_synced(thread) {
+            return;
+        }
+        let metadata = json!({ "channel_source": channel_source(msg) });
+        if let Err(error) = self.gateway.update_thread_metadata(owner, thread, &metadata).await {
+            tracing::debug!(thread = %thread, %error, "Best-effort thread metadata update failed.");
+        }
+    }
+
+    /// Records `thread` as synced; `true` when it was not yet.
+    fn mark_synced(&self, thread: &ThreadId) -> bool {
+        let mut synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+        if synced.contains(thread) {
+            return false;
+        }
+        if synced.len() >= MAX_SYNCED {
+            synced.clear();
+        }
+        synced.insert(thread.clone())
+    }
+
+    fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        locks.entry(key.to_owned()).or_default().clone()
+    }
+
+    /// Drops the table entry when nobody else holds or waits for it.
+    fn release_lock(&self, key: &str, lock: Arc<tokio::sync::Mutex<()>>) {
+        let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        drop(lock);
+        if locks.get(key).is_some_and(|l| Arc::strong_count(l) == 1) {
+            locks.remove(key);
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn lock_table_len(&self) -> usize {
+        self.locks.lock().map(|l| l.len()).unwrap_or(0)
+    }
+}
+
+/// `{"type": "im_channel", "provider", "chat_id", "topic_id"?, "thread_ts"?, "connection_id"?}`.
+pub fn channel_source(msg: &InboundMessage) -> Value {
+    let mut source = Map::new();
+    source.insert("type".into(), json!("im_channel"));
+    source.insert("provider".into(), json!(msg.channel_name));
+    source.insert("chat_id".into(), json!(msg.chat_id.as_str()));
+    if let Some(topic) = msg.topic_id.as_deref().filter(|t| !t.is_empty()) {
+        source.insert("topic_id".into(), json!(topic));
+    }
+    if let Some(ts) = &msg.thread_ts {
+        source.insert("thread_ts".into(), json!(ts.as_str()));
+    }
+    if let Some(conn) = msg.connection_id.as_deref().filter(|c| !c.is_empty()) {
+        source.insert("connection_id".into(), json!(conn));
+    }
+    Value::Object(source)
+}

@@ -1,0 +1,92 @@
+//! `/compact` (and `/context compact`): summarize a long conversation's older context so
+//! future model calls use the summary plus recent messages, while the chat history stays
+//! (spec gateway §4.7).
+//!
+//! `/compact keep N` keeps the last N messages verbatim. Nothing is created for a chat
+//! without a conversation; every outcome is its own final reply, and the Gateway's own
+//! texts never reach the user.
+
+use im_bridge_channel::InboundMessage;
+
+use super::params::{self, Layers};
+use super::{Disposition, Inner};
+use crate::gateway::{CompactRequest, GatewayError, Owner};
+use crate::i18n::{Arg, msg as m};
+
+/// The largest `keep N` accepted.
+pub const MAX_KEEP: u32 = 10_000;
+
+/// Parses the arguments: empty, or `keep N` with 1 ≤ N ≤ [`MAX_KEEP`].
+pub fn parse_keep(args: &str) -> Result<Option<u32>, ()> {
+    let mut words = args.split_whitespace();
+    match (words.next(), words.next(), words.next()) {
+        (None, _, _) => Ok(None),
+        (Some(k), Some(n), None) if k.eq_ignore_ascii_case("keep") => match n.parse::<u32>() {
+            Ok(n) if (1..=MAX_KEEP).contains(&n) => Ok(Some(n)),
+            _ => Err(()),
+        },
+        _ => Err(()),
+    }
+}
+
+/// Handles `/compact <args>`.
+pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition {
+    let Ok(keep) = parse_keep(args) else {
+        let max = i64::from(MAX_KEEP);
+        inner.replier.reply(msg, None, m::COMPACT_USAGE, &[("max", Arg::Num(max))]).await;
+        return Disposition::Keep;
+    };
+    let thread = match inner.bindings.current(msg).await {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            inner.replier.reply(msg, None, m::COMPACT_NOTHING, &[]).await;
+            return Disposition::Keep;
+        }
+        Err(error) => {
+            tracing::warn!(%error, "Reading the binding failed.");
+            inner.replier.reply(msg, None, m::ERR_INTERNAL, &[]).await;
+            return Disposition::Keep;
+        }
+    };
+    let layers = Layers { global: &inner.config.session, channel: inner.config.channel_sessions.get(&msg.channel_name) };
+    let Ok(agent_name) = params::agent_for(msg, layers) else {
+        inner.replier.reply(msg, Some(&thread), m::ERR_INVALID_AGENT, &[]).await;
+        return Disposition::Keep;
+    };
+    let owner = msg.owner_user_id.as_deref().filter(|o| !o.is_empty()).map(Owner::new);
+    let request = CompactRequest { keep_messages: keep, agent_name };
+    match inner.gateway.compact_thread(owner.as_ref(), &thread, &request).await {
+        Ok(outcome) if outcome.compacted => {
+            let removed = i64::try_from(outcome.removed_message_count).unwrap_or(i64::MAX);
+            let kept = i64::try_from(outcome.preserved_message_count).unwrap_or(i64::MAX);
+            inner.replier.reply(msg, Some(&thread), m::COMPACT_DONE, &[("removed", Arg::Num(removed)), ("kept", Arg::Num(kept))]).await;
+        }
+        Ok(_) => inner.replier.reply(msg, Some(&thread), m::COMPACT_NOT_NEEDED, &[]).await,
+        Err(error) => {
+            tracing::info!(%error, "Compaction did not happen.");
+            let id = match error {
+                GatewayError::Disabled => m::COMPACT_DISABLED,
+                GatewayError::Busy => m::COMPACT_BUSY,
+                GatewayError::Timeout => m::COMPACT_TIMEOUT,
+                _ => m::COMPACT_FAILED,
+            };
+            inner.replier.reply(msg, Some(&thread), id, &[]).await;
+        }
+    }
+    Disposition::Keep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keep_argument() {
+        assert_eq!(parse_keep(""), Ok(None));
+        assert_eq!(parse_keep("keep 20"), Ok(Some(20)));
+        assert_eq!(parse_keep("KEEP 1"), Ok(Some(1)));
+        for bad in ["keep", "keep 0", "keep -1", "keep x", "keep 20 more", "20", "keep 10001", "keep 1.5"] {
+            assert_eq!(parse_keep(bad), Err(()), "{bad}");
+        }
+    }
+}

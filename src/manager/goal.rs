@@ -1,0 +1,285 @@
+//! The `/goal` family (spec manager §10, gateway §4): attach a completion condition to the
+//! conversation's thread and let the agent keep working toward it.
+//!
+//! Every reply here is a final, localized message, and none repeats text the Gateway or a
+//! model wrote — except the saved objective, which the user needs to see. Stand-down
+//! reasons become fixed phrases selected by code in the catalogs; the evaluator's free-text
+//! `reason` and `evidence_summary` are never read (the client does not even decode them).
+//!
+//! `/goal from-chat` ordering (§10.5, §14): POST → binding re-check → objective final →
+//! exactly one run call. When the conversation was rebound while the model composed the
+//! goal (`/new`), the goal stays on the old thread and no run starts; when the run cannot
+//! start, the user hears that the goal *is* saved but the task did not start.
+
+use im_bridge_channel::{InboundMessage, ThreadId};
+
+use super::run::{self, RunStart, TurnOptions};
+use super::{Disposition, Inner};
+use crate::gateway::{GatewayError, GoalState, MAX_HINT_CHARS, Owner};
+use crate::i18n::{Arg, msg as m};
+
+/// Longest objective accepted (the Gateway's own limit); longer is refused locally.
+pub const MAX_OBJECTIVE_CHARS: usize = 4000;
+
+/// What `/goal <args>` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GoalCommand<'a> {
+    /// `/goal`: show the goal.
+    Status,
+    /// `/goal clear|reset|off|stop|cancel|none`.
+    Clear,
+    /// `/goal from-chat [hint]`: let the model compose the goal from the conversation.
+    FromChat(&'a str),
+    /// `/goal <objective>`.
+    Set(&'a str),
+}
+
+/// Parses the arguments of `/goal`.
+pub fn parse(args: &str) -> GoalCommand<'_> {
+    let args = args.trim();
+    if args.is_empty() {
+        return GoalCommand::Status;
+    }
+    if ["clear", "reset", "off", "stop", "cancel", "none"].iter().any(|w| args.eq_ignore_ascii_case(w)) {
+        return GoalCommand::Clear;
+    }
+    let (first, rest) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
+    if first.eq_ignore_ascii_case("from-chat") {
+        return GoalCommand::FromChat(rest.trim());
+    }
+    GoalCommand::Set(args)
+}
+
+/// The catalog selector for a stand-down reason code: `blocked:<blocker>` selects the
+/// blocker's phrase; both `thread_changed_*` codes share one; anything unknown is `unknown`.
+pub fn reason_code(stand_down_reason: &str) -> &'static str {
+    let code = stand_down_reason.strip_prefix("blocked:").unwrap_or(stand_down_reason);
+    match code {
+        "missing_evidence" => "missing_evidence",
+        "needs_user_input" => "needs_user_input",
+        "run_failed" => "run_failed",
+        "external_wait" => "external_wait",
+        "goal_not_met_yet" => "goal_not_met_yet",
+        "no_verdict" => "no_verdict",
+        "max_continuations_reached" => "max_continuations_reached",
+        "no_progress_detected" => "no_progress_detected",
+        "token_capped" => "token_capped",
+        "evaluator_failed" => "evaluator_failed",
+        "no_durable_end_of_turn" => "no_durable_end_of_turn",
+        "thread_changed_after_evaluation" | "thread_changed_before_continuation" => "thread_changed",
+        _ => "unknown",
+    }
+}
+
+fn owner_of(msg: &InboundMessage) -> Option<Owner> {
+    msg.owner_user_id.as_deref().filter(|o| !o.is_empty()).map(Owner::new)
+}
+
+/// Handles `/goal <args>`.
+pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition {
+    match parse(args) {
+        GoalCommand::Status => status(inner, msg).await,
+        GoalCommand::Clear => clear(inner, msg).await,
+        GoalCommand::Set(objective) => set(inner, msg, objective).await,
+        GoalCommand::FromChat(hint) => from_chat(inner, msg, hint).await,
+    }
+}
+
+/// The thread bound now, or `None` (replying with the error when the store fails).
+async fn bound_thread(inner: &Inner, msg: &InboundMessage) -> Result<Option<ThreadId>, ()> {
+    match inner.bindings.current(msg).await {
+        Ok(t) => Ok(t),
+        Err(error) => {
+            tracing::warn!(%error, "Reading the binding failed.");
+            inner.replier.reply(msg, None, m::ERR_INTERNAL, &[]).await;
+            Err(())
+        }
+    }
+}
+
+async fn status(inner: &Inner, msg: &InboundMessage) -> Disposition {
+    let Ok(thread) = bound_thread(inner, msg).await else { return Disposition::Keep };
+    let Some(thread) = thread else {
+        inner.replier.reply(msg, None, m::GOAL_STATUS_NONE, &[]).await;
+        return Disposition::Keep;
+    };
+    let owner = owner_of(msg);
+    match inner.gateway.get_goal(owner.as_ref(), &thread).await {
+        Ok(Some(goal)) => reply_goal(inner, msg, &thread, &goal).await,
+        Ok(None) => {
+            // A met goal is deleted; newer Gateways leave a `goal_outcome` until the next
+            // goal write, so "met" is reported only for the latest goal.
+            let met = match inner.gateway.get_thread_state(owner.as_ref(), &thread).await {
+                Ok(state) => state.goal_outcome().filter(|o| o.status == "achieved" && !o.objective.is_empty()),
+                Err(error) => {
+                    tracing::debug!(%error, "Reading the goal outcome failed.");
+                    None
+                }
+            };
+            match met {
+                Some(outcome) => {
+                    inner.replier.reply(msg, Some(&thread), m::GOAL_STATUS_MET, &[("objective", Arg::Str(&outcome.objective))]).await;
+                }
+                None => inner.replier.reply(msg, Some(&thread), m::GOAL_STATUS_NONE, &[]).await,
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "Reading the goal failed.");
+            inner.replier.reply(msg, Some(&thread), m::GOAL_STATUS_FAILED, &[]).await;
+        }
+    }
+    Disposition::Keep
+}
+
+async fn reply_goal(inner: &Inner, msg: &InboundMessage, thread: &ThreadId, goal: &GoalState) {
+    let objective = Arg::Str(&goal.objective);
+    let n = Arg::Num(i64::from(goal.continuation_count));
+    let max = Arg::Num(i64::from(goal.max_continuations));
+    let stopped = goal.last_evaluation.as_ref().and_then(|e| e.stand_down_reason.as_deref());
+    match stopped {
+        Some(reason) => {
+            let code = Arg::Str(reason_code(reason));
+            inner.replier.reply(msg, Some(thread), m::GOAL_STATUS_STOPPED, &[("objective", objective), ("reason", code), ("n", n), ("max", max)]).await;
+        }
+        None if goal.continuation_count > 0 => {
+            inner.replier.reply(msg, Some(thread), m::GOAL_STATUS_PROGRESS, &[("objective", objective), ("n", n), ("max", max)]).await;
+        }
+        None => inner.replier.reply(msg, Some(thread), m::GOAL_STATUS_ACTIVE, &[("objective", objective)]).await,
+    }
+}
+
+async fn clear(inner: &Inner, msg: &InboundMessage) -> Disposition {
+    let Ok(thread) = bound_thread(inner, msg).await else { return Disposition::Keep };
+    let Some(thread) = thread else {
+        inner.replier.reply(msg, None, m::GOAL_CLEARED, &[]).await;
+        return Disposition::Keep;
+    };
+    match inner.gateway.delete_goal(owner_of(msg).as_ref(), &thread).await {
+        Ok(()) => inner.replier.reply(msg, Some(&thread), m::GOAL_CLEARED, &[]).await,
+        Err(GatewayError::Busy) => inner.replier.reply(msg, Some(&thread), m::GOAL_BUSY_UNCHANGED, &[]).await,
+        Err(error) => {
+            tracing::warn!(%error, "Clearing the goal failed.");
+            inner.replier.reply(msg, Some(&thread), m::GOAL_CLEAR_FAILED, &[]).await;
+        }
+    }
+    Disposition::Keep
+}
+
+async fn set(inner: &Inner, msg: &InboundMessage, objective: &str) -> Disposition {
+    if objective.chars().count() > MAX_OBJECTIVE_CHARS {
+        let max = i64::try_from(MAX_OBJECTIVE_CHARS).unwrap_or(i64::MAX);
+        inner.replier.reply(msg, None, m::GOAL_TOO_LONG, &[("max", Arg::Num(max))]).await;
+        return Disposition::Keep;
+    }
+    let owner = owner_of(msg);
+    let thread = match inner.bindings.get_or_create(msg, owner.as_ref()).await {
+        Ok(t) => t,
+        Err(error) => {
+            tracing::warn!(%error, "Resolving the thread for a goal failed.");
+            inner.replier.reply(msg, None, m::GOAL_SET_FAILED, &[]).await;
+            return Disposition::Release;
+        }
+    };
+    match inner.gateway.put_goal(owner.as_ref(), &thread, objective).await {
+        Ok(_) => {}
+        Err(GatewayError::Busy) => {
+            inner.replier.reply(msg, Some(&thread), m::GOAL_BUSY_UNCHANGED, &[]).await;
+            return Disposition::Keep;
+        }
+        Err(error) => {
+            tracing::warn!(%error, "Setting the goal failed.");
+            inner.replier.reply(msg, Some(&thread), m::GOAL_SET_FAILED, &[]).await;
+            return Disposition::Keep;
+        }
+    }
+    // The goal is saved; the user sees the run's output as the answer.
+    run::chat_turn(inner, msg, objective, TurnOptions { thread: Some(thread), ..TurnOptions::default() }).await.0
+}
+
+async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Disposition {
+    if hint.chars().count() > MAX_HINT_CHARS {
+        let max = i64::try_from(MAX_HINT_CHARS).unwrap_or(i64::MAX);
+        inner.replier.reply(msg, None, m::GOAL_HINT_TOO_LONG, &[("max", Arg::Num(max))]).await;
+        return Disposition::Keep;
+    }
+    let Ok(before) = bound_thread(inner, msg).await else { return Disposition::Keep };
+    let Some(thread) = before else {
+        inner.replier.reply(msg, None, m::GOAL_FROM_CHAT_NO_CONTEXT, &[]).await;
+        return Disposition::Keep;
+    };
+    let owner = owner_of(msg);
+    let hint = (!hint.is_empty()).then_some(hint);
+    let goal = match inner.gateway.goal_from_chat(owner.as_ref(), &thread, hint).await {
+        Ok(goal) => goal,
+        Err(error) => {
+            tracing::info!(%error, "Composing a goal from the chat did not save one.");
+            let id = match error {
+                GatewayError::Busy => m::GOAL_FROM_CHAT_BUSY,
+                GatewayError::PendingInput => m::GOAL_FROM_CHAT_PENDING_INPUT,
+                GatewayError::PendingApproval => m::GOAL_FROM_CHAT_PENDING_APPROVAL,
+                GatewayError::GoalChanged => m::GOAL_FROM_CHAT_GOAL_CHANGED,
+                GatewayError::NoContext | GatewayError::NotFound => m::GOAL_FROM_CHAT_NO_CONTEXT,
+                GatewayError::Unclear => m::GOAL_FROM_CHAT_UNCLEAR,
+                GatewayError::SynthesisFailed => m::GOAL_FROM_CHAT_SYNTHESIS_FAILED,
+                GatewayError::Forbidden => m::GOAL_FROM_CHAT_FORBIDDEN,
+                // The Gateway may still finish and save: never claim nothing was saved.
+                GatewayError::Timeout => m::GOAL_FROM_CHAT_TIMEOUT,
+                _ => m::GOAL_FROM_CHAT_FAILED,
+            };
+            inner.replier.reply(msg, Some(&thread), id, &[]).await;
+            return Disposition::Keep;
+        }
+    };
+    let objective = Arg::Str(&goal.objective);
+    // `/new` may have run while the model was composing: then the goal belongs to the
+    // previous conversation and starting its task here would be wrong.
+    let after = match inner.bindings.current(msg).await {
+        Ok(t) => t,
+        Err(error) => {
+            tracing::warn!(%error, "Re-reading the binding after from-chat failed.");
+            None
+        }
+    };
+    if after.as_ref() != Some(&thread) {
+        inner.replier.reply(msg, after.as_ref(), m::GOAL_FROM_CHAT_BINDING_CHANGED, &[("objective", objective)]).await;
+        return Disposition::Keep;
+    }
+    inner.replier.reply(msg, Some(&thread), m::GOAL_FROM_CHAT_SAVED, &[("objective", objective)]).await;
+    let options = TurnOptions { thread: Some(thread.clone()), caller_reports_not_started: true, ..TurnOptions::default() };
+    let (disposition, start) = run::chat_turn(inner, msg, &goal.objective, options).await;
+    if start != RunStart::Started {
+        inner.replier.reply(msg, Some(&thread), m::GOAL_FROM_CHAT_RUN_NOT_STARTED, &[("objective", objective)]).await;
+        // The goal is saved; retrying the command would compose it again.
+        return Disposition::Keep;
+    }
+    disposition
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parsing() {
+        assert_eq!(parse(""), GoalCommand::Status);
+        assert_eq!(parse("   "), GoalCommand::Status);
+        for w in ["clear", "CLEAR", "reset", "Off", "stop", "cancel", "none"] {
+            assert_eq!(parse(w), GoalCommand::Clear, "{w}");
+        }
+        assert_eq!(parse("clear the build cache"), GoalCommand::Set("clear the build cache"));
+        assert_eq!(parse("from-chat"), GoalCommand::FromChat(""));
+        assert_eq!(parse("FROM-CHAT  focus on the report "), GoalCommand::FromChat("focus on the report"));
+        assert_eq!(parse("from-chatter"), GoalCommand::Set("from-chatter"));
+        assert_eq!(parse("  ship the report  "), GoalCommand::Set("ship the report"));
+    }
+
+    #[test]
+    fn reason_codes() {
+        assert_eq!(reason_code("blocked:needs_user_input"), "needs_user_input");
+        assert_eq!(reason_code("max_continuations_reached"), "max_continuations_reached");
+        assert_eq!(reason_code("thread_changed_before_continuation"), "thread_changed");
+        assert_eq!(reason_code("thread_changed_after_evaluation"), "thread_changed");
+        assert_eq!(reason_code("blocked:something_new"), "unknown");
+        assert_eq!(reason_code(""), "unknown");
+    }
+}

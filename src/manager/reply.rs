@@ -1,0 +1,143 @@
+//! Localized replies: picking each reply's locale and publishing finals and partials.
+//!
+//! The locale chain (DESIGN.md "Locale negotiation"): the chat's own override → the binding
+//! owner's language preference from the Gateway (cached) → the sender's platform language
+//! → the channel's `locale` → `channel_connections.notification_locale` → `en-US`. Every
+//! step matches tags by language; a failing lookup never fails the reply, it falls through.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use im_bridge_channel::{InboundMessage, OutboundMessage, ThreadId};
+use tokio::time::Instant;
+
+use crate::bus::Outbound;
+use crate::gateway::{GatewayClient, Owner};
+use crate::i18n::{Arg, Catalogs, Locale};
+use crate::store::Store;
+
+/// How long an owner's language preference is reused.
+pub const OWNER_LOCALE_TTL: Duration = Duration::from_secs(300);
+/// Owners whose preference is cached; at the bound the cache is cleared.
+pub const MAX_CACHED_OWNERS: usize = 4096;
+
+/// Which step of the chain chose a locale (shown by `/lang`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LocaleSource {
+    /// The chat's override, set with `/lang`.
+    ChatOverride,
+    /// The binding owner's preference on the Gateway.
+    Owner,
+    /// The sender's platform language.
+    Sender,
+    /// The channel's `locale` setting.
+    Channel,
+    /// `channel_connections.notification_locale`.
+    Admin,
+    /// The built-in default.
+    Default,
+}
+
+/// Picks locales and publishes localized replies.
+pub struct Replier {
+    catalogs: Arc<Catalogs>,
+    store: Arc<dyn Store>,
+    gateway: GatewayClient,
+    outbound: Arc<Outbound>,
+    channel_locales: HashMap<String, String>,
+    notification_locale: String,
+    owner_cache: Mutex<HashMap<String, (Instant, Option<Locale>)>>,
+}
+
+impl Replier {
+    /// A replier. `channel_locales` maps channel name → its configured `locale`.
+    pub fn new(
+        catalogs: Arc<Catalogs>,
+        store: Arc<dyn Store>,
+        gateway: GatewayClient,
+        outbound: Arc<Outbound>,
+        channel_locales: HashMap<String, String>,
+        notification_locale: String,
+    ) -> Self {
+        Self { catalogs, store, gateway, outbound, channel_locales, notification_locale, owner_cache: Mutex::new(HashMap::new()) }
+    }
+
+    /// The catalogs.
+    pub fn catalogs(&self) -> &Catalogs {
+        &self.catalogs
+    }
+
+    /// The outbound router.
+    pub fn outbound(&self) -> &Outbound {
+        &self.outbound
+    }
+
+    /// The locale for replies to `msg`, and which step chose it.
+    pub async fn locale_for(&self, msg: &InboundMessage) -> (Locale, LocaleSource) {
+        match self.store.get_chat_locale(&msg.channel_name, &msg.chat_id).await {
+            Ok(Some(tag)) => {
+                if let Some(l) = self.catalogs.negotiate(&tag) {
+                    return (l, LocaleSource::ChatOverride);
+                }
+            }
+            Ok(None) => {}
+            Err(error) => tracing::debug!(%error, "Reading the chat's language failed; falling through."),
+        }
+        if let Some(owner) = msg.owner_user_id.as_deref().filter(|o| !o.is_empty())
+            && let Some(l) = self.owner_locale(owner).await
+        {
+            return (l, LocaleSource::Owner);
+        }
+        let steps = [
+            (msg.locale_hint.as_deref(), LocaleSource::Sender),
+            (self.channel_locales.get(&msg.channel_name).map(String::as_str), LocaleSource::Channel),
+            (Some(self.notification_locale.as_str()), LocaleSource::Admin),
+        ];
+        for (tag, source) in steps {
+            if let Some(l) = tag.and_then(|t| self.catalogs.negotiate(t)) {
+                return (l, source);
+            }
+        }
+        (self.catalogs.default_locale(), LocaleSource::Default)
+    }
+
+    async fn owner_locale(&self, owner: &str) -> Option<Locale> {
+        let now = Instant::now();
+        if let Some((at, cached)) = self.owner_cache.lock().unwrap_or_else(|p| p.into_inner()).get(owner)
+            && now.duration_since(*at) < OWNER_LOCALE_TTL
+        {
+            return cached.clone();
+        }
+        let found = match self.gateway.owner_locale(Some(&Owner::new(owner))).await {
+            Ok(tag) => tag.and_then(|t| self.catalogs.negotiate(&t)),
+            Err(error) => {
+                tracing::debug!(%error, "Owner language lookup failed; falling through.");
+                None
+            }
+        };
+        let mut cache = self.owner_cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= MAX_CACHED_OWNERS {
+            cache.clear();
+        }
+        cache.insert(owner.to_owned(), (now, found.clone()));
+        found
+    }
+
+    /// Formats message `id` in `locale`.
+    pub fn text(&self, locale: &Locale, id: &str, args: &[(&str, Arg<'_>)]) -> String {
+        self.catalogs.text(locale, id, args)
+    }
+
+    /// Publishes a final reply to `msg` with message `id`, in the message's locale.
+    pub async fn reply(&self, msg: &InboundMessage, thread: Option<&ThreadId>, id: &str, args: &[(&str, Arg<'_>)]) {
+        let (locale, _) = self.locale_for(msg).await;
+        let text = self.text(&locale, id, args);
+        self.publish(msg.reply(thread.cloned(), text, true)).await;
+    }
+
+    /// Publishes an outbound message.
+    pub async fn publish(&self, out: OutboundMessage) {
+        self.outbound.publish(out).await;
+    }
+}

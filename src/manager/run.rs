@@ -1,0 +1,258 @@
+//! One chat turn: resolve the thread, start the run, publish what the agent says
+//! (spec manager §7).
+//!
+//! Channels that can show partial updates get a streamed run (`/runs/stream`): throttled
+//! cumulative texts with a cursor, then exactly one final — on success and on every failure
+//! path. Other channels get `/runs/wait` and one final. A busy thread (409) gets the busy
+//! reply and is not retried. The caller learns whether the run started, which
+//! `/goal from-chat` needs to tell "saved but not started" apart.
+
+use im_bridge_channel::{InboundMessage, ThreadId};
+use tokio::time::Instant;
+
+use super::params::{self, Layers, TurnFlags};
+use super::stream::{Accumulator, Throttle};
+use super::turn::Turn;
+use super::{BindError, Disposition, Inner};
+use crate::admin::names;
+use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest};
+use crate::i18n::{Arg, msg as m};
+
+/// Shown after text that is still being written.
+pub const CURSOR: &str = " ▉";
+
+/// Extra options of a turn.
+#[derive(Clone, Debug, Default)]
+pub struct TurnOptions {
+    /// Run `/bootstrap`.
+    pub bootstrap: bool,
+    /// Use this thread instead of resolving the binding (goal flows already hold one).
+    pub thread: Option<ThreadId>,
+    /// Leave the reply to a run that could not start to the caller (`/goal from-chat`
+    /// says "saved, but the task did not start" instead of the plain busy reply).
+    pub caller_reports_not_started: bool,
+}
+
+/// Whether the run was accepted by the Gateway.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunStart {
+    /// The Gateway accepted the run (its outcome was published).
+    Started,
+    /// The thread was busy; the busy reply was published.
+    Busy,
+    /// The run could not be started; an error reply was published.
+    Failed,
+}
+
+/// Runs `text` as a chat turn for `msg`. Publishes every reply itself.
+pub async fn chat_turn(inner: &Inner, msg: &InboundMessage, text: &str, opts: TurnOptions) -> (Disposition, RunStart) {
+    let owner = msg.owner_user_id.as_deref().filter(|o| !o.is_empty()).map(Owner::new);
+    let thread = match opts.thread.clone() {
+        Some(t) => t,
+        None => match inner.bindings.get_or_create(msg, owner.as_ref()).await {
+            Ok(t) => t,
+            Err(error) => {
+                tracing::warn!(%error, "Resolving the conversation's thread failed.");
+                let id = match error {
+                    BindError::Gateway(ref e) if is_unavailable(e) => m::ERR_GATEWAY_UNAVAILABLE,
+                    _ => m::ERR_INTERNAL,
+                };
+                inner.replier.reply(msg, None, id, &[]).await;
+                return (Disposition::Release, RunStart::Failed);
+            }
+        },
+    };
+    let layers = Layers { global: &inner.config.session, channel: inner.config.channel_sessions.get(&msg.channel_name) };
+    let request = match params::build_request(msg, text, &thread, layers, TurnFlags { bootstrap: opts.bootstrap }) {
+        Ok(r) => r,
+        Err(_) => {
+            inner.replier.reply(msg, Some(&thread), m::ERR_INVALID_AGENT, &[]).await;
+            return (Disposition::Keep, RunStart::Failed);
+        }
+    };
+    let streaming = inner.replier.outbound().capabilities(&msg.channel_name).is_some_and(|c| c.shows_partial_updates());
+    let quiet = opts.caller_reports_not_started;
+    if streaming {
+        stream_turn(inner, msg, owner.as_ref(), &thread, &request, quiet).await
+    } else {
+        wait_turn(inner, msg, owner.as_ref(), &thread, &request, quiet).await
+    }
+}
+
+async fn stream_turn(
+    inner: &Inner,
+    msg: &InboundMessage,
+    owner: Option<&Owner>,
+    thread: &ThreadId,
+    request: &RunRequest,
+    quiet: bool,
+) -> (Disposition, RunStart) {
+    let mut stream = match inner.gateway.stream_run(owner, thread, request).await {
+        Ok(s) => s,
+        Err(error) => return not_started(inner, msg, thread, &error, quiet).await,
+    };
+    let mut acc = Accumulator::new();
+    let mut throttle = Throttle::default();
+    let mut failure = None;
+    // The opening line of a goal continuation's messages, once one started.
+    let mut marker: Option<String> = None;
+    while let Some(event) = stream.next().await {
+        let changed = match event {
+            Ok(RunEvent::Messages { message, metadata }) => acc.on_message(&message, &metadata),
+            Ok(RunEvent::Values(values)) => acc.on_values(values),
+            Ok(RunEvent::Error { name }) => {
+                tracing::warn!(error_name = %name, "The run reported an error.");
+                acc.on_error();
+                false
+            }
+            Ok(RunEvent::End) => break,
+            Ok(RunEvent::Metadata { .. } | RunEvent::Other(_)) => false,
+            Err(error) => {
+                tracing::warn!(%error, "The run stream failed.");
+                failure = Some(error);
+                break;
+            }
+        };
+        if acc.continuation_pending() {
+            // The agent keeps working toward the goal in the same run: finish the message
+            // so far, and show the continuation as a new one that says why it appears.
+            let previous = acc.next_segment();
+            publish_final(inner, msg, thread, previous, None, marker.as_deref()).await;
+            throttle = Throttle::default();
+            let n = i64::try_from(acc.segment()).unwrap_or(i64::MAX);
+            let max = acc.goal_progress().map_or(0, |(_, max)| i64::from(max));
+            marker = Some(continuation_marker(inner, msg, n, max).await);
+            continue;
+        }
+        if changed && throttle.should_publish(acc.visible_text(), Instant::now()) {
+            let partial = match &marker {
+                Some(line) => format!("{line}\n\n{}{CURSOR}", acc.visible_text()),
+                None => format!("{}{CURSOR}", acc.visible_text()),
+            };
+            inner.replier.publish(msg.reply(Some(thread.clone()), partial, false)).await;
+        }
+    }
+    let failed = failure.is_some() || acc.failed();
+    let turn = acc.finish();
+    let error_id = if failed { Some(m::RUN_FAILED) } else { None };
+    publish_final(inner, msg, thread, turn, error_id, marker.as_deref()).await;
+    metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" }).increment(1);
+    (if failed { Disposition::Release } else { Disposition::Keep }, RunStart::Started)
+}
+
+async fn wait_turn(
+    inner: &Inner,
+    msg: &InboundMessage,
+    owner: Option<&Owner>,
+    thread: &ThreadId,
+    request: &RunRequest,
+    quiet: bool,
+) -> (Disposition, RunStart) {
+    match inner.gateway.wait_run(owner, thread, request).await {
+        Ok(values) => {
+            let failed = values.get("status").and_then(|s| s.as_str()) == Some("error");
+            // Each goal continuation ends in its own final, even where partial updates
+            // cannot be shown.
+            let segments = super::turn::segments(&values);
+            let last = segments.len().saturating_sub(1);
+            let max = super::turn::goal_progress(&values).map_or(0, |(_, max)| i64::from(max));
+            for (i, turn) in segments.into_iter().enumerate() {
+                let marker = match i {
+                    0 => None,
+                    n => Some(continuation_marker(inner, msg, i64::try_from(n).unwrap_or(i64::MAX), max).await),
+                };
+                let error_id = (failed && i == last).then_some(m::RUN_FAILED);
+                publish_final(inner, msg, thread, turn, error_id, marker.as_deref()).await;
+            }
+            metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" }).increment(1);
+            (if failed { Disposition::Release } else { Disposition::Keep }, RunStart::Started)
+        }
+        // The wait timed out or the connection dropped after the run was accepted; the
+        // Gateway cancels the run (on_disconnect=cancel), so nothing was answered.
+        Err(error @ (GatewayError::Timeout | GatewayError::StreamClosed)) => {
+            tracing::warn!(%error, "Waiting for the run failed.");
+            inner.replier.reply(msg, Some(thread), m::RUN_FAILED, &[]).await;
+            metrics::counter!(names::RUNS, "outcome" => "failed").increment(1);
+            (Disposition::Release, RunStart::Started)
+        }
+        Err(error) => not_started(inner, msg, thread, &error, quiet).await,
+    }
+}
+
+/// The run never started: busy, or refused. Replies unless `quiet`.
+async fn not_started(
+    inner: &Inner,
+    msg: &InboundMessage,
+    thread: &ThreadId,
+    error: &GatewayError,
+    quiet: bool,
+) -> (Disposition, RunStart) {
+    if *error == GatewayError::Busy {
+        tracing::info!("The thread is busy; not starting a run.");
+        if !quiet {
+            inner.replier.reply(msg, Some(thread), m::RUN_BUSY, &[]).await;
+        }
+        metrics::counter!(names::RUNS, "outcome" => "busy").increment(1);
+        return (Disposition::Release, RunStart::Busy);
+    }
+    tracing::warn!(%error, "The Gateway refused to start a run.");
+    if !quiet {
+        let id = if is_unavailable(error) { m::ERR_GATEWAY_UNAVAILABLE } else { m::RUN_FAILED };
+        inner.replier.reply(msg, Some(thread), id, &[]).await;
+    }
+    metrics::counter!(names::RUNS, "outcome" => "not_started").increment(1);
+    (Disposition::Release, RunStart::Failed)
+}
+
+/// Whether an error means the Gateway is down or unreachable rather than refusing us.
+pub fn is_unavailable(error: &GatewayError) -> bool {
+    matches!(error, GatewayError::Transport { .. } | GatewayError::Timeout | GatewayError::Server { .. })
+}
+
+/// The opening line of a goal continuation's message: `n` of `max` (0 = unknown).
+async fn continuation_marker(inner: &Inner, msg: &InboundMessage, n: i64, max: i64) -> String {
+    let (locale, _) = inner.replier.locale_for(msg).await;
+    inner.replier.text(&locale, m::GOAL_CONTINUING, &[("n", Arg::Num(n)), ("max", Arg::Num(max))])
+}
+
+/// Publishes the final of a turn (or of one goal-continuation segment): its text (or the
+/// files line, or the failure or no-response sentence) under the segment's marker line,
+/// artifacts, and the clarification flag.
+async fn publish_final(
+    inner: &Inner,
+    msg: &InboundMessage,
+    thread: &ThreadId,
+    turn: Turn,
+    error_id: Option<&str>,
+    marker: Option<&str>,
+) {
+    let (locale, _) = inner.replier.locale_for(msg).await;
+    let files_line = (!turn.artifacts.is_empty()).then(|| {
+        let names: Vec<&str> = turn.artifacts.iter().map(|p| p.rsplit('/').next().unwrap_or(p)).collect();
+        inner.replier.text(
+            &locale,
+            m::RUN_FILES_CREATED,
+            &[("count", Arg::Num(names.len() as i64)), ("names", Arg::Str(&names.join("、")))],
+        )
+    });
+    let text = if !turn.text.trim().is_empty() {
+        match &files_line {
+            Some(line) => format!("{}\n\n{line}", turn.text),
+            None => turn.text,
+        }
+    } else if let Some(line) = files_line {
+        line
+    } else {
+        inner.replier.text(&locale, error_id.unwrap_or(m::RUN_NO_RESPONSE), &[])
+    };
+    let text = match marker {
+        Some(line) => format!("{line}\n\n{text}"),
+        None => text,
+    };
+    let mut out = msg.reply(Some(thread.clone()), text, true);
+    out.artifacts = turn.artifacts;
+    if turn.pending_clarification {
+        out.metadata.insert("pending_clarification".into(), true.into());
+    }
+    inner.replier.publish(out).await;
+}

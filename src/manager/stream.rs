@@ -1,0 +1,357 @@
+//! Accumulating a streamed run into the text a chat shows (spec manager §7.5).
+//!
+//! - Only assistant-typed `messages` payloads are shown; human, system and tool frames
+//!   (memory injections, goal-continuation prompts, tool output) never are.
+//! - Text is kept per message id with the merge rules of §7.5: an empty chunk changes
+//!   nothing; into an empty buffer the chunk goes as is; a chunk strictly longer than the
+//!   buffer that starts with it replaces it (cumulative delivery); anything else is
+//!   appended (delta delivery), even when it equals the buffer.
+//! - The visible text is the buffer of the latest message id, so a new AI message restarts
+//!   it; a `values` snapshot whose turn ends in a clarification shows the question.
+//! - [`Throttle`] decides when a partial update is worth publishing: the first text at
+//!   once, later ones after [`MIN_INTERVAL`] or [`MIN_NEW_CHARS`] new characters, never the
+//!   same text twice.
+//!
+//! - A goal continuation (a hidden human prompt marked `deerflow_goal_continuation`, seen
+//!   as a `messages` frame or in a `values` snapshot) starts a new *segment*: the caller
+//!   finishes the current message and shows the continuation's output as a new one.
+//!
+//! Memory: buffers are kept for at most [`MAX_TRACKED_IDS`] message ids per run; at the
+//! bound the oldest id's buffer is dropped (its text is no longer visible anyway).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::turn::{self, Turn};
+
+/// Partial updates are published at most this often …
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+/// … unless at least this many new characters arrived.
+pub const MIN_NEW_CHARS: usize = 60;
+/// Message ids whose buffers a run keeps.
+pub const MAX_TRACKED_IDS: usize = 64;
+/// The key of chunks that carry no id at all.
+const DEFAULT_ID: &str = "__default__";
+
+/// Merges one chunk into a buffer (the §7.5 rule table).
+pub fn merge_chunk(buffer: &mut String, chunk: &str) {
+    if chunk.is_empty() {
+        return;
+    }
+    if buffer.is_empty() || (chunk.len() > buffer.len() && chunk.starts_with(buffer.as_str())) {
+        buffer.clear();
+        buffer.push_str(chunk);
+    } else {
+        buffer.push_str(chunk);
+    }
+}
+
+/// The state of one streamed run.
+#[derive(Debug, Default)]
+pub struct Accumulator {
+    /// (message id, text), oldest first; the last one is the latest.
+    buffers: VecDeque<(String, String)>,
+    snapshot: Option<Value>,
+    clarification: Option<String>,
+    failed: bool,
+    /// Segments finished so far (= continuations already shown).
+    segment: usize,
+    /// Ids of continuation prompts seen as `messages` frames (at most
+    /// [`MAX_TRACKED_IDS`]).
+    continuation_ids: Vec<String>,
+    /// Continuations counted in the latest snapshot.
+    snapshot_continuations: usize,
+}
+
+impl Accumulator {
+    /// An empty accumulator.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds one `messages` payload. Returns whether the visible text may have changed.
+    pub fn on_message(&mut self, message: &Value, metadata: &Value) -> bool {
+        let Some(kind) = turn::message_type(message) else { return false };
+        if turn::is_goal_continuation(message) {
+            let id = message_id(message, metadata).unwrap_or(DEFAULT_ID).to_owned();
+            if !self.continuation_ids.contains(&id) && self.continuation_ids.len() < MAX_TRACKED_IDS {
+                self.continuation_ids.push(id);
+            }
+            return false;
+        }
+        if !turn::is_assistant_type(kind) {
+            return false;
+        }
+        let chunk = turn::content_text(turn::message_field(message, "content"));
+        let id = message_id(message, metadata);
+        let index = match (id, self.buffers.back()) {
+            (Some(id), _) => self.buffers.iter().position(|(k, _)| k == id),
+            (None, Some(_)) => Some(self.buffers.len() - 1),
+            (None, None) => None,
+        };
+        let index = match index {
+            Some(i) => {
+                // A chunk for an earlier id makes that id the latest again.
+                if i + 1 != self.buffers.len()
+                    && let Some(entry) = self.buffers.remove(i)
+                {
+                    self.buffers.push_back(entry);
+                }
+                self.buffers.len() - 1
+            }
+            None => {
+                if self.buffers.len() == MAX_TRACKED_IDS {
+                    self.buffers.pop_front();
+                }
+                self.buffers.push_back((id.unwrap_or(DEFAULT_ID).to_owned(), String::new()));
+                self.buffers.len() - 1
+            }
+        };
+        if let Some((_, buffer)) = self.buffers.get_mut(index) {
+            merge_chunk(buffer, &chunk);
+        }
+        self.clarification = None;
+        !chunk.is_empty()
+    }
+
+    /// Feeds a `values` snapshot. Returns whether the visible text may have changed.
+    pub fn on_values(&mut self, values: Value) -> bool {
+        let current = turn::current_turn(&values);
+        self.snapshot_continuations = turn::continuations(&values);
+        self.snapshot = Some(values);
+        if current.pending_clarification && !current.text.is_empty() {
+            self.clarification = Some(current.text);
+            return true;
+        }
+        false
+    }
+
+    /// Records that the run reported an error (it keeps streaming until `end`).
+    pub fn on_error(&mut self) {
+        self.failed = true;
+    }
+
+    /// Whether an error was reported.
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+
+    /// The text a chat should show now.
+    pub fn visible_text(&self) -> &str {
+        if let Some(q) = &self.clarification {
+            return q;
+        }
+        self.buffers.back().map_or("", |(_, t)| t.as_str())
+    }
+
+    /// Whether a goal continuation started that the current segment has not yet ended for.
+    pub fn continuation_pending(&self) -> bool {
+        self.continuation_ids.len().max(self.snapshot_continuations) > self.segment
+    }
+
+    /// Ends the current segment at a continuation: returns its result and starts the next.
+    pub fn next_segment(&mut self) -> Turn {
+        let result = self.segment_result();
+        self.segment += 1;
+        self.buffers.clear();
+        self.clarification = None;
+        result
+    }
+
+    /// Continuations shown so far.
+    pub fn segment(&self) -> usize {
+        self.segment
+    }
+
+    /// `(continuation_count, max_continuations)` from the latest snapshot's goal.
+    pub fn goal_progress(&self) -> Option<(u32, u32)> {
+        self.snapshot.as_ref().and_then(turn::goal_progress)
+    }
+
+    /// The final result of the last segment: the last snapshot's turn when it describes
+    /// this segment (falling back to the streamed text when it has none), else the
+    /// streamed text.
+    pub fn finish(&self) -> Turn {
+        self.segment_result()
+    }
+
+    /// The current segment as the latest snapshot shows it, text falling back to the stream.
+    fn segment_result(&self) -> Turn {
+        let mut result = self
+            .snapshot
+            .as_ref()
+            .and_then(|values| turn::segments(values).into_iter().nth(self.segment))
+            .unwrap_or_default();
+        if result.text.trim().is_empty() {
+            result.text = self.visible_text().to_owned();
+        }
+        result
+    }
+}
+
+/// Message id of a chunk: payload `id` / `message_id`, then metadata id, then kwargs id.
+fn message_id<'a>(message: &'a Value, metadata: &'a Value) -> Option<&'a str> {
+    let direct = |v: &'a Value, k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+    // In the constructor form `id` is the class path (an array), so `as_str` skips it.
+    direct(message, "id")
+        .or_else(|| direct(message, "message_id"))
+        .or_else(|| direct(metadata, "id"))
+        .or_else(|| direct(metadata, "message_id"))
+        .or_else(|| message.get("kwargs").and_then(|k| direct(k, "id")))
+}
+
+/// When to publish a partial update.
+#[derive(Debug, Default)]
+pub struct Throttle {
+    last: Option<(Instant, usize)>,
+    last_text: String,
+}
+
+impl Throttle {
+    /// Whether `text` should be published now; records it when so.
+    pub fn should_publish(&mut self, text: &str, now: Instant) -> bool {
+        if text.is_empty() || text == self.last_text {
+            return false;
+        }
+        let chars = text.chars().count();
+        let due = match self.last {
+            None => true,
+            Some((at, published_chars)) => {
+                now.duration_since(at) >= MIN_INTERVAL || chars.saturating_sub(published_chars) >= MIN_NEW_CHARS
+            }
+        };
+        if due {
+            self.last = Some((now, chars));
+            self.last_text.clear();
+            self.last_text.push_str(text);
+        }
+        due
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn merge_rule_table() {
+        // (buffer, chunk, expected) — spec manager §7.5.
+        let table = [
+            ("", "", ""),
+            ("abc", "", "abc"),
+            ("", "abc", "abc"),
+            ("Hel", "Hello", "Hello"),
+            ("Hello", "Hello", "HelloHello"),
+            ("Hello", "lo", "Hellolo"),
+            ("Hello", " world", "Hello world"),
+            ("Hello", "Help", "HelloHelp"),
+            ("你好", "你好，世界", "你好，世界"),
+        ];
+        for (buffer, chunk, expected) in table {
+            let mut b = buffer.to_owned();
+            merge_chunk(&mut b, chunk);
+            assert_eq!(b, expected, "buffer {buffer:?} + chunk {chunk:?}");
+        }
+    }
+
+    fn ai(id: &str, text: &str) -> Value {
+        json!({"type": "AIMessageChunk", "id": id, "content": text})
+    }
+
+    #[test]
+    fn hidden_frames_never_become_visible() {
+        let mut acc = Accumulator::new();
+        let meta = json!({});
+        assert!(!acc.on_message(&json!({"type": "human", "id": "h", "content": "<memory>secret</memory>"}), &meta));
+        assert!(!acc.on_message(&json!({"type": "tool", "id": "t", "content": "tool output"}), &meta));
+        assert!(!acc.on_message(&json!({"type": "system", "content": "system prompt"}), &meta));
+        assert!(!acc.on_message(&json!("bare string"), &meta));
+        assert!(!acc.on_message(&json!({"type": "constructor", "id": ["x", "HumanMessage"], "kwargs": {"content": "hidden"}}), &meta));
+        assert_eq!(acc.visible_text(), "");
+        acc.on_message(&ai("a1", "Hi"), &meta);
+        assert_eq!(acc.visible_text(), "Hi");
+    }
+
+    #[test]
+    fn delta_and_cumulative_streams_and_a_new_id_restarts_text() {
+        let mut acc = Accumulator::new();
+        let meta = json!({});
+        for chunk in ["Hel", "lo", " there"] {
+            acc.on_message(&ai("a1", chunk), &meta);
+        }
+        assert_eq!(acc.visible_text(), "Hello there");
+        for chunk in ["Sec", "Second", "Second answer"] {
+            acc.on_message(&ai("a2", chunk), &meta);
+        }
+        assert_eq!(acc.visible_text(), "Second answer");
+        // Chunks without ids continue the latest message; metadata ids are honoured.
+        acc.on_message(&json!({"type": "ai", "content": "!"}), &meta);
+        assert_eq!(acc.visible_text(), "Second answer!");
+        acc.on_message(&json!({"type": "ai", "content": "third"}), &json!({"id": "a3"}));
+        assert_eq!(acc.visible_text(), "third");
+    }
+
+    #[test]
+    fn tracked_ids_are_bounded() {
+        let mut acc = Accumulator::new();
+        for i in 0..(MAX_TRACKED_IDS * 3) {
+            acc.on_message(&ai(&format!("id{i}"), "x"), &json!({}));
+        }
+        assert_eq!(acc.buffers.len(), MAX_TRACKED_IDS);
+    }
+
+    #[test]
+    fn final_prefers_the_snapshot_and_shows_clarifications() {
+        let mut acc = Accumulator::new();
+        acc.on_message(&ai("a1", "partial"), &json!({}));
+        acc.on_values(json!({"messages": [{"type": "human", "content": "q"}, {"type": "ai", "content": "The full answer."}]}));
+        assert_eq!(acc.finish().text, "The full answer.");
+        let mut acc = Accumulator::new();
+        acc.on_message(&ai("a1", "streamed only"), &json!({}));
+        acc.on_values(json!({"messages": [{"type": "human", "content": "q"}]}));
+        assert_eq!(acc.finish().text, "streamed only");
+        let mut acc = Accumulator::new();
+        assert!(acc.on_values(json!({"messages": [{"type": "human", "content": "q"}, {"type": "tool", "name": "ask_clarification", "content": "Which one?"}]})));
+        assert_eq!(acc.visible_text(), "Which one?");
+        assert!(acc.finish().pending_clarification);
+    }
+
+    #[test]
+    fn continuations_start_new_segments() {
+        let cont = json!({"type": "human", "id": "c1", "content": "<goal_continuation/>", "additional_kwargs": {"hide_from_ui": true, "deerflow_goal_continuation": true}});
+        let mut acc = Accumulator::new();
+        acc.on_message(&ai("a1", "first answer"), &json!({}));
+        assert!(!acc.continuation_pending());
+        assert!(!acc.on_message(&cont, &json!({})), "the continuation prompt is never shown");
+        assert!(acc.continuation_pending());
+        assert_eq!(acc.next_segment().text, "first answer");
+        assert!(!acc.continuation_pending());
+        // The same continuation, seen again in a snapshot, is not a second boundary.
+        acc.on_values(json!({"messages": [{"type": "human", "content": "q"}, {"type": "ai", "content": "first answer"}, cont], "goal": {"continuation_count": 1, "max_continuations": 8}}));
+        assert!(!acc.continuation_pending());
+        assert_eq!(acc.goal_progress(), Some((1, 8)));
+        acc.on_message(&ai("a2", "second"), &json!({}));
+        assert_eq!(acc.visible_text(), "second");
+        // The snapshot's turn ends in the first answer: the stream is the better source.
+        assert_eq!(acc.finish().text, "second");
+    }
+
+    #[test]
+    fn throttle_publishes_first_then_by_time_or_size() {
+        let start = Instant::now();
+        let mut t = Throttle::default();
+        assert!(!t.should_publish("", start));
+        assert!(t.should_publish("a", start));
+        assert!(!t.should_publish("a", start + Duration::from_secs(5)), "identical text is never republished");
+        assert!(!t.should_publish("ab", start + Duration::from_millis(500)));
+        assert!(t.should_publish("ab", start + Duration::from_millis(1000)));
+        let long = format!("ab{}", "x".repeat(59));
+        assert!(!t.should_publish(&long, start + Duration::from_millis(1100)));
+        let longer = format!("ab{}", "x".repeat(60));
+        assert!(t.should_publish(&longer, start + Duration::from_millis(1100)));
+    }
+}

@@ -1,0 +1,388 @@
+//! A scriptable simulator of the DeerFlow Gateway HTTP API (`spec/gateway.md`), used by
+//! `im-bridge demo`, `im-bridge simulate` and the tests.
+//!
+//! It is a real axum server speaking the Gateway's wire format: threads, LangGraph-style runs
+//! with SSE, the goal resource (including from-chat), compaction, models, memory, skills and
+//! user preferences, with the internal-token and CSRF checks of §1. With no scripting it plays
+//! a friendly deterministic agent (no model); tests script runs ([`Script`]) and other routes
+//! ([`Fault`]), and read back every request ([`RecordedRequest`]). It deliberately shares no
+//! code with the gateway client, so it checks the wire format independently.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use im_bridge::simulator::{Script, Simulator, SimulatorConfig};
+//! let sim = Simulator::start(SimulatorConfig::default()).await?;
+//! sim.script_next_run(Script::with_answer("Hello!").chunks(2));
+//! println!("LangGraph URL: {}", sim.langgraph_url());
+//! sim.shutdown().await
+//! # }
+//! ```
+//!
+//! Children:
+//! - `agent`: plays a [`Script`] as a run: frames, history, goal continuations.
+//! - `conn`: a listener whose connections handlers can cut.
+//! - `control`: the Rust API tests use: scripting, inspection, request log, waiting.
+//! - `goal`: the goal resource, from-chat and the goal state types.
+//! - `record`: the bounded request log.
+//! - `routes`: the router, the auth/CSRF/recording middleware and the small GET routes.
+//! - `runs`: run request validation and the stream / wait / create handlers.
+//! - `script`: the scripting vocabulary.
+//! - `sse`: the event-stream encoder.
+//! - `state`: threads, runs and queues behind one lock.
+//! - `threads`: thread create/get/patch/state and compaction.
+//! - `wire`: ids, timestamps, message dumps and error bodies.
+
+// Validation helpers return `Err(Response)` so handlers can answer early, the usual axum
+// shape; boxing a response on this test server's refusal paths buys nothing.
+#![allow(clippy::result_large_err)]
+
+mod agent;
+mod conn;
+mod control;
+mod goal;
+mod record;
+mod routes;
+mod runs;
+mod script;
+mod sse;
+mod state;
+mod threads;
+mod wire;
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use control::{RunInfo, WaitTimeout};
+pub use goal::{GoalEvaluation, GoalOutcome, GoalState};
+pub use record::{MAX_RECORDED_REQUESTS, RecordedBody, RecordedRequest};
+pub use script::{
+    Delivery, ExtraFrame, Failure, Fault, FaultAction, GoalEnd, GoalPlan, Hold, Reply, ReplyBody,
+    Route, Script, WaitBody,
+};
+pub use state::{MAX_FINISHED_RUNS, RunStatus};
+
+/// A model listed by `GET /api/models` and accepted as `context.model_name`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimModel {
+    /// `name` (and `model`).
+    pub name: String,
+    /// `display_name`.
+    pub display_name: String,
+    /// `supports_thinking`.
+    pub supports_thinking: bool,
+}
+
+impl SimModel {
+    /// A model called `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        let name = name.into();
+        Self {
+            display_name: name.clone(),
+            name,
+            supports_thinking: false,
+        }
+    }
+}
+
+/// A skill listed by `GET /api/skills`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimSkill {
+    /// Skill name (the `/<skill>` command).
+    pub name: String,
+    /// One-line description.
+    pub description: String,
+    /// Whether it is enabled.
+    pub enabled: bool,
+}
+
+impl SimSkill {
+    /// An enabled skill.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            enabled: true,
+        }
+    }
+}
+
+/// How the simulator behaves; change it at run time with [`Simulator::configure`].
+#[derive(Clone)]
+pub struct SimulatorConfig {
+    /// When set, every request must carry `X-DeerFlow-Internal-Token` with this value (else
+    /// 401 `not_authenticated`), and only then is the owner header honoured. When unset, no
+    /// token is checked and the owner header is always honoured.
+    pub internal_token: Option<String>,
+    /// Enforce the CSRF double-submit pair on POST/PUT/PATCH/DELETE (403 otherwise).
+    pub enforce_csrf: bool,
+    /// Keep-alive comment interval on idle streams (the Gateway's is 15 s; zero disables).
+    pub heartbeat_interval: Duration,
+    /// Added before every response.
+    pub latency: Duration,
+    /// When set (e.g. 502 or 503), every route answers this status with an HTML page.
+    pub failure_status: Option<u16>,
+    /// `GET /api/models`, and the `context.model_name` allowlist.
+    pub models: Vec<SimModel>,
+    /// Fact texts of `GET /api/memory`.
+    pub memory_facts: Vec<String>,
+    /// `GET /api/skills`.
+    pub skills: Vec<SimSkill>,
+    /// `settings.locale` of `GET /api/user-preferences` for owners without their own.
+    pub default_locale: Option<String>,
+    /// `summarization.enabled`: when false, compaction answers 409.
+    pub compaction_enabled: bool,
+    /// Threads with fewer messages are not compacted (`not_enough_messages`).
+    pub compact_min_messages: usize,
+    /// The script of runs nobody scripted.
+    pub default_script: Script,
+}
+
+impl Default for SimulatorConfig {
+    fn default() -> Self {
+        Self {
+            internal_token: None,
+            enforce_csrf: false,
+            heartbeat_interval: Duration::from_secs(15),
+            latency: Duration::ZERO,
+            failure_status: None,
+            models: vec![SimModel::new("sim-fast"), SimModel::new("sim-thinking")],
+            memory_facts: vec![
+                "Prefers concise answers.".to_owned(),
+                "Is trying out im-bridge with the simulator.".to_owned(),
+            ],
+            skills: vec![
+                SimSkill::new("deep-research", "Research a topic across many sources."),
+                SimSkill::new("summarize", "Summarise a document or a conversation."),
+            ],
+            default_locale: None,
+            compaction_enabled: true,
+            compact_min_messages: 4,
+            default_script: Script::default(),
+        }
+    }
+}
+
+impl SimulatorConfig {
+    /// The configuration of `im-bridge demo`: the default agent, paced for a person.
+    pub fn demo() -> Self {
+        Self {
+            default_script: Script::demo(),
+            ..Self::default()
+        }
+    }
+}
+
+impl fmt::Debug for SimulatorConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimulatorConfig")
+            .field(
+                "internal_token",
+                &self.internal_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("enforce_csrf", &self.enforce_csrf)
+            .field("heartbeat_interval", &self.heartbeat_interval)
+            .field("latency", &self.latency)
+            .field("failure_status", &self.failure_status)
+            .field("models", &self.models)
+            .field("compaction_enabled", &self.compaction_enabled)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    state: Mutex<state::State>,
+    recorder: Mutex<record::Recorder>,
+    /// Bumped on every state change and recorded request; waiters re-check on change.
+    changed: watch::Sender<u64>,
+    /// Cancelled when a `serve` call is told to shut down: runs end, sleeps return early.
+    stop: CancellationToken,
+    /// Run executors; `serve` waits for them after shutdown.
+    tasks: TaskTracker,
+}
+
+/// A handle on one simulated Gateway; cheap to clone, all clones share the state.
+#[derive(Clone)]
+pub struct Simulator {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Simulator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Simulator").finish_non_exhaustive()
+    }
+}
+
+impl Default for Simulator {
+    fn default() -> Self {
+        Self::new(SimulatorConfig::default())
+    }
+}
+
+impl Simulator {
+    /// A simulator with no threads.
+    pub fn new(config: SimulatorConfig) -> Self {
+        let (changed, _) = watch::channel(0);
+        Self {
+            shared: Arc::new(Shared {
+                state: Mutex::new(state::State::new(config)),
+                recorder: Mutex::new(record::Recorder::default()),
+                changed,
+                stop: CancellationToken::new(),
+                tasks: TaskTracker::new(),
+            }),
+        }
+    }
+
+    /// The Gateway's routes, with recording, latency, failure, CSRF and auth middleware.
+    pub fn router(&self) -> axum::Router {
+        routes::router(self.clone())
+    }
+
+    /// Serves the router on `listener` until `shutdown` is cancelled. On shutdown, runs in
+    /// progress end (streams close without `end`) so the graceful shutdown completes; a
+    /// simulator whose `serve` was shut down is not meant to be served again.
+    pub async fn serve(&self, listener: TcpListener, shutdown: CancellationToken) -> io::Result<()> {
+        let stop = self.shared.stop.clone();
+        let service = self
+            .router()
+            .into_make_service_with_connect_info::<conn::ConnKill>();
+        let served = axum::serve(conn::KillableListener(listener), service)
+            .with_graceful_shutdown(async move {
+                shutdown.cancelled().await;
+                stop.cancel();
+            })
+            .await;
+        self.shared.stop.cancel();
+        self.shared.tasks.close();
+        self.shared.tasks.wait().await;
+        served
+    }
+
+    /// Binds `127.0.0.1:0` and serves `config` in a background task.
+    pub async fn start(config: SimulatorConfig) -> io::Result<RunningSimulator> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        Self::new(config).spawn(listener)
+    }
+
+    /// Serves this simulator on `listener` in a background task.
+    pub fn spawn(&self, listener: TcpListener) -> io::Result<RunningSimulator> {
+        let addr = listener.local_addr()?;
+        let shutdown = CancellationToken::new();
+        let sim = self.clone();
+        let token = shutdown.clone();
+        let task = tokio::spawn(async move { sim.serve(listener, token).await });
+        Ok(RunningSimulator {
+            addr,
+            simulator: self.clone(),
+            shutdown,
+            task: Some(task),
+        })
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, state::State> {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn recorder(&self) -> MutexGuard<'_, record::Recorder> {
+        self.shared
+            .recorder
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tells waiters that something changed.
+    pub(crate) fn bump(&self) {
+        self.shared.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.shared.changed.subscribe()
+    }
+
+    pub(crate) fn tasks(&self) -> &TaskTracker {
+        &self.shared.tasks
+    }
+
+    pub(crate) fn stop_token(&self) -> &CancellationToken {
+        &self.shared.stop
+    }
+
+    /// Sleeps `delay`; false when the simulator stopped meanwhile.
+    pub(crate) async fn sleep(&self, delay: Duration) -> bool {
+        if delay.is_zero() {
+            return !self.shared.stop.is_cancelled();
+        }
+        tokio::select! {
+            () = tokio::time::sleep(delay) => true,
+            () = self.shared.stop.cancelled() => false,
+        }
+    }
+}
+
+/// A simulator serving on a loopback port. Dereferences to its [`Simulator`]; dropping it
+/// stops the server.
+#[derive(Debug)]
+pub struct RunningSimulator {
+    addr: SocketAddr,
+    simulator: Simulator,
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl RunningSimulator {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `channels.langgraph_url`: `http://ADDR/api`.
+    pub fn langgraph_url(&self) -> String {
+        format!("http://{}/api", self.addr)
+    }
+
+    /// `channels.gateway_url`: `http://ADDR`.
+    pub fn gateway_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The simulator handle.
+    pub fn simulator(&self) -> &Simulator {
+        &self.simulator
+    }
+
+    /// Stops serving (runs in progress end) and waits for the server task.
+    pub async fn shutdown(mut self) -> io::Result<()> {
+        self.shutdown.cancel();
+        match self.task.take() {
+            Some(task) => task.await.map_err(io::Error::other)?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Deref for RunningSimulator {
+    type Target = Simulator;
+
+    fn deref(&self) -> &Simulator {
+        &self.simulator
+    }
+}
+
+impl Drop for RunningSimulator {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}

@@ -1,0 +1,486 @@
+//! The run executor: plays a [`Script`] as one run, writing the thread's history as it goes
+//! and sending frames for the stream to encode.
+//!
+//! Order of a run (`spec/gateway.md` §3.3, §4.4): `metadata` → the initial `values` → extra
+//! frames → `present_files` call and result → answer chunks → `values` → goal evaluation
+//! (continuations, each a hidden `<goal_continuation>` human message, a `values`, another AI
+//! message and a `values`; then met or stand-down and a `values`) → hold → the run is freed →
+//! `end`. The thread is freed before `end` goes out, so a client may start its next run the
+//! moment it reads `end`.
+//!
+//! Cancellation: unless the run is detached (`runs.create`, or `on_disconnect: continue`),
+//! the receiver going away (client disconnected) cancels the run at its next frame or pause,
+//! like the Gateway's `on_disconnect=cancel`. Stopping the simulator cancels every run.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::goal::{GoalEvaluation, GoalOutcome};
+use super::script::{Delivery, ExtraFrame, Failure, GoalEnd, Hold, Script};
+use super::sse::Event;
+use super::state::{RunGuard, RunStatus, Thread};
+use super::{Simulator, wire};
+
+/// What the run needs besides its script.
+#[derive(Debug)]
+pub(crate) struct RunSpec {
+    pub run_id: String,
+    pub thread_id: String,
+    /// The text of the newest human input message (for the default answer and title).
+    pub input_text: String,
+    /// Send `messages` frames (`messages-tuple` requested).
+    pub messages_mode: bool,
+    /// Send `values` frames.
+    pub values_mode: bool,
+    /// Keep running when the receiver goes away.
+    pub detached: bool,
+}
+
+/// The run was cancelled.
+struct Cancelled;
+
+/// How the script ended.
+enum Ending {
+    Done,
+    Failed(Failure),
+}
+
+/// The sending side of a run.
+struct Out {
+    sim: Simulator,
+    tx: Option<mpsc::Sender<Event>>,
+    detached: bool,
+    step: u64,
+    spec: RunSpec,
+}
+
+impl Out {
+    async fn send(&mut self, event: Event) -> Result<(), Cancelled> {
+        if self.sim.stop_token().is_cancelled() {
+            return Err(Cancelled);
+        }
+        let Some(tx) = &self.tx else { return Ok(()) };
+        if tx.send(event).await.is_err() {
+            if !self.detached {
+                return Err(Cancelled);
+            }
+            self.tx = None;
+        }
+        Ok(())
+    }
+
+    async fn frame(&mut self, name: &str, data: Value) -> Result<(), Cancelled> {
+        self.send(Event::Frame {
+            name: name.to_owned(),
+            data,
+        })
+        .await
+    }
+
+    async fn message(&mut self, event: &str, payload: Value) -> Result<(), Cancelled> {
+        if !self.spec.messages_mode {
+            return Ok(());
+        }
+        self.step += 1;
+        let meta = wire::chunk_metadata(&self.spec.thread_id, &self.spec.run_id, self.step);
+        self.frame(event, json!([payload, meta])).await
+    }
+
+    async fn values(&mut self) -> Result<(), Cancelled> {
+        if !self.spec.values_mode {
+            return Ok(());
+        }
+        let values = self.sim.state().threads.get(&self.spec.thread_id).map(Thread::values);
+        self.frame("values", values.unwrap_or_else(|| json!({}))).await
+    }
+
+    /// Waits `delay`, or fails when the run is cancelled meanwhile.
+    async fn pause(&mut self, delay: Duration) -> Result<(), Cancelled> {
+        if delay.is_zero() {
+            return Ok(());
+        }
+        self.until(tokio::time::sleep(delay)).await
+    }
+
+    /// Awaits `future`, or fails when the run is cancelled first.
+    async fn until<F: Future>(&self, future: F) -> Result<F::Output, Cancelled> {
+        let watched = self.tx.clone().filter(|_| !self.detached);
+        let receiver_gone = async move {
+            match watched {
+                Some(tx) => tx.closed().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            output = future => Ok(output),
+            () = receiver_gone => Err(Cancelled),
+            () = self.sim.stop_token().cancelled() => Err(Cancelled),
+        }
+    }
+
+    /// Changes the thread and tells waiters.
+    fn update(&self, f: impl FnOnce(&mut Thread)) {
+        if let Some(thread) = self.sim.state().threads.get_mut(&self.spec.thread_id) {
+            f(thread);
+            thread.touch();
+        }
+        self.sim.bump();
+    }
+}
+
+/// Plays `script` as the run of `spec`, then frees the thread and ends the stream.
+pub(crate) async fn execute(
+    sim: Simulator,
+    spec: RunSpec,
+    script: Script,
+    mut guard: RunGuard,
+    tx: Option<mpsc::Sender<Event>>,
+) {
+    if let Some(run) = sim.state().runs.get_mut(&spec.run_id) {
+        run.status = RunStatus::Running;
+    }
+    let detached = spec.detached;
+    let mut out = Out {
+        sim: sim.clone(),
+        tx,
+        detached,
+        step: 0,
+        spec,
+    };
+    let ending = match play(&mut out, &script).await {
+        Ok(ending) => ending,
+        // Dropping the guard records the run as interrupted.
+        Err(Cancelled) => return,
+    };
+    let (status, last) = match ending {
+        Ending::Done => {
+            if hold(&mut out, &guard, script.hold).await.is_err() {
+                return;
+            }
+            (RunStatus::Success, Event::End)
+        }
+        Ending::Failed(Failure::Error { message, name }) => {
+            let error = json!({"message": message, "name": name});
+            if out.frame("error", error).await.is_err() {
+                guard.finish(RunStatus::Error);
+                return;
+            }
+            (RunStatus::Error, Event::End)
+        }
+        Ending::Failed(Failure::DropConnection) => (RunStatus::Error, Event::Abort),
+        Ending::Failed(Failure::CloseWithoutEnd) => (RunStatus::Success, Event::Close),
+    };
+    guard.finish(status);
+    drop(guard);
+    // The receiver may be gone already; nothing is left to cancel.
+    let _ = out.send(last).await;
+}
+
+async fn hold(out: &mut Out, guard: &RunGuard, hold: Hold) -> Result<(), Cancelled> {
+    match hold {
+        Hold::Natural => Ok(()),
+        Hold::For(delay) => out.pause(delay).await,
+        Hold::UntilFinished => {
+            let finish = out.sim.state().runs.get(&guard.run_id).map(|r| r.finish.clone());
+            match finish {
+                Some(finish) => out.until(finish.notified()).await,
+                None => Ok(()),
+            }
+        }
+    }
+}
+
+/// The answer of the default agent: friendly, quoting the user, pointing at `/goal`.
+fn default_answer(input: &str, goal: Option<&str>) -> String {
+    let said = wire::normalize_whitespace(input);
+    let quoted = if said.is_empty() {
+        "You sent an empty message.".to_owned()
+    } else if said.chars().count() > 200 {
+        format!("You said: “{}…”", said.chars().take(200).collect::<String>())
+    } else {
+        format!("You said: “{said}”")
+    };
+    let goal = goal.map_or_else(String::new, |g| {
+        format!("I am working toward your goal: “{g}”.\n\n")
+    });
+    format!(
+        "Hello! I am the DeerFlow Gateway simulator, a scripted stand-in for the agent; no \
+         model is involved.\n\n{quoted}\n\n{goal}Try `/goal <objective>` to give me a goal to \
+         keep working on, or `/goal from-chat` to compose one from this conversation."
+    )
+}
+
+fn default_title(input: &str) -> Option<String> {
+    let words: Vec<&str> = input.split_whitespace().take(6).collect();
+    let title: String = words.join(" ").chars().take(50).collect();
+    (!title.is_empty()).then_some(title)
+}
+
+/// Splits `text` into at most `n` pieces on character boundaries.
+fn split(text: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.is_empty() {
+        return Vec::new();
+    }
+    let size = chars.len().div_ceil(n.max(1));
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+/// Streams one AI message's text, honouring the script's pauses and failure.
+async fn stream_text(
+    out: &mut Out,
+    script: &Script,
+    id: &str,
+    text: &str,
+    scripted: bool,
+) -> Result<Option<Failure>, Cancelled> {
+    let event = script.messages_event.clone();
+    let pieces = match script.delivery {
+        Delivery::Whole if !text.is_empty() => vec![text.to_owned()],
+        _ => split(text, script.chunks),
+    };
+    let mut sent = String::new();
+    for k in 0..=pieces.len() {
+        if scripted {
+            for (_, delay) in script.pauses.iter().filter(|(at, _)| *at == k) {
+                out.pause(*delay).await?;
+            }
+            if let Some((at, failure)) = &script.failure
+                && (*at == k || (k == pieces.len() && *at > k))
+            {
+                return Ok(Some(failure.clone()));
+            }
+        }
+        let Some(piece) = pieces.get(k) else { break };
+        if k > 0 {
+            out.pause(script.chunk_delay).await?;
+        }
+        sent.push_str(piece);
+        let (payload, class) = match script.delivery {
+            Delivery::Whole => (wire::ai_message(id, text, Vec::new()), "AIMessage"),
+            Delivery::Delta => (wire::ai_chunk(id, piece, false), "AIMessageChunk"),
+            Delivery::Cumulative => (wire::ai_chunk(id, &sent, false), "AIMessageChunk"),
+        };
+        let payload = if script.constructor_form {
+            wire::constructor_form(&payload, class)
+        } else {
+            payload
+        };
+        out.message(&event, payload).await?;
+    }
+    if script.delivery != Delivery::Whole && !pieces.is_empty() {
+        out.message(&event, wire::ai_chunk(id, "", true)).await?;
+    }
+    Ok(None)
+}
+
+async fn play(out: &mut Out, script: &Script) -> Result<Ending, Cancelled> {
+    let (run_id, thread_id) = (out.spec.run_id.clone(), out.spec.thread_id.clone());
+    out.frame("metadata", json!({"run_id": run_id, "thread_id": thread_id}))
+        .await?;
+    if script.initial_values {
+        out.values().await?;
+    }
+    let event = script.messages_event.clone();
+    for frame in &script.extra_frames {
+        let id = wire::new_uuid();
+        match frame {
+            ExtraFrame::Tool { name, content } => {
+                let msg = wire::tool_message(&id, name, content, &format!("call_{id}"));
+                out.message(&event, msg).await?;
+            }
+            ExtraFrame::HiddenHuman(text) => {
+                let msg = wire::human_message(&id, json!(text), json!({"hide_from_ui": true}));
+                out.message(&event, msg).await?;
+            }
+            ExtraFrame::System(text) => {
+                out.message(&event, wire::system_message(&id, text)).await?;
+            }
+            ExtraFrame::ConstructorTool(text) => {
+                let msg = wire::tool_message(&id, "web_search", text, &format!("call_{id}"));
+                out.message(&event, wire::constructor_form(&msg, "ToolMessage"))
+                    .await?;
+            }
+            ExtraFrame::Raw { event, data } => out.frame(event, data.clone()).await?,
+        }
+    }
+    if !script.present_files.is_empty() {
+        let (ai_id, tool_id) = (format!("lc_run--{}", wire::new_uuid()), wire::new_uuid());
+        let call_id = format!("call_{}", wire::new_uuid());
+        let args = json!({"filepaths": script.present_files});
+        let ai = wire::ai_message(&ai_id, "", vec![wire::tool_call("present_files", args, &call_id)]);
+        let tool = wire::tool_message(&tool_id, "present_files", "Successfully presented files", &call_id);
+        out.message(&event, ai.clone()).await?;
+        out.message(&event, tool.clone()).await?;
+        let paths = script.present_files.clone();
+        out.update(|t| {
+            t.messages.extend([ai, tool]);
+            t.artifacts.extend(paths);
+        });
+    }
+    let goal = out.sim.state().threads.get(&thread_id).and_then(|t| t.goal.clone());
+    let text = script.answer.clone().unwrap_or_else(|| {
+        default_answer(&out.spec.input_text, goal.as_ref().map(|g| g.objective.as_str()))
+    });
+    let ai_id = script
+        .message_id
+        .clone()
+        .unwrap_or_else(|| format!("lc_run--{}", wire::new_uuid()));
+    if let Some(failure) = stream_text(out, script, &ai_id, &text, true).await? {
+        return Ok(Ending::Failed(failure));
+    }
+    let mut tool_calls = Vec::new();
+    let mut extra = Vec::new();
+    if let Some(question) = &script.clarification {
+        let call_id = format!("call_{}", wire::new_uuid());
+        let args = json!({"question": question, "clarification_type": "missing_info"});
+        tool_calls.push(wire::tool_call("ask_clarification", args, &call_id));
+        extra.push(wire::tool_message(&wire::new_uuid(), "ask_clarification", question, &call_id));
+    }
+    let title = script.title.clone().or_else(|| default_title(&out.spec.input_text));
+    out.update(|t| {
+        t.messages.push(wire::ai_message(&ai_id, &text, tool_calls));
+        t.messages.extend(extra);
+        if script.title.is_some() || t.title.is_none() {
+            t.title = title.or(t.title.take());
+        }
+    });
+    out.values().await?;
+    pursue_goal(out, script, ai_id).await?;
+    Ok(Ending::Done)
+}
+
+/// The evaluation loop of §4.4, when the thread has a goal.
+async fn pursue_goal(out: &mut Out, script: &Script, mut last_ai: String) -> Result<(), Cancelled> {
+    let plan = &script.goal;
+    let mut done = 0;
+    loop {
+        let thread_id = out.spec.thread_id.clone();
+        let Some(goal) = out.sim.state().threads.get(&thread_id).and_then(|t| t.goal.clone()) else {
+            return Ok(());
+        };
+        let verdict = if script.clarification.is_some() {
+            GoalEnd::StandDown("blocked:needs_user_input".to_owned())
+        } else if done < plan.continuations {
+            if goal.continuation_count >= goal.max_continuations {
+                GoalEnd::StandDown("max_continuations_reached".to_owned())
+            } else {
+                // Not met yet: continue.
+                let count = goal.continuation_count + 1;
+                let evaluation = evaluation(out, plan, "goal_not_met_yet", None, count);
+                let hidden = wire::human_message(
+                    &wire::new_uuid(),
+                    json!(format!(
+                        "<goal_continuation>\nContinue working toward the goal: {}\n</goal_continuation>",
+                        goal.objective
+                    )),
+                    json!({"hide_from_ui": true, "deerflow_goal_continuation": true}),
+                );
+                out.update(|t| {
+                    if let Some(g) = t.goal.as_mut() {
+                        g.continuation_count = count;
+                        g.updated_at = wire::now_iso();
+                        g.last_evaluation = Some(evaluation);
+                    }
+                    t.messages.push(hidden);
+                });
+                out.values().await?;
+                let text = plan.continuation_text.clone().unwrap_or_else(|| {
+                    format!(
+                        "Still on it: continuing toward “{}” (continuation {count} of {}).",
+                        goal.objective, goal.max_continuations
+                    )
+                });
+                let id = format!("lc_run--{}", wire::new_uuid());
+                stream_text(out, script, &id, &text, false).await?;
+                let message = wire::ai_message(&id, &text, Vec::new());
+                out.update(|t| t.messages.push(message));
+                out.values().await?;
+                last_ai = id;
+                done += 1;
+                continue;
+            }
+        } else {
+            plan.end.clone()
+        };
+        match verdict {
+            GoalEnd::Met => {
+                let outcome = GoalOutcome {
+                    status: "achieved".to_owned(),
+                    objective: goal.objective.clone(),
+                    goal_created_at: goal.created_at.clone(),
+                    achieved_at: wire::now_iso(),
+                    continuation_count: goal.continuation_count,
+                    max_continuations: goal.max_continuations,
+                    reason: plan.reason.clone(),
+                    relied_on_assumption: false,
+                    reply_message_id: Some(last_ai.clone()),
+                };
+                out.update(|t| {
+                    t.goal = None;
+                    t.goal_touched = true;
+                    t.goal_outcome = Some(outcome);
+                });
+            }
+            GoalEnd::StandDown(code) => {
+                let blocker = code.strip_prefix("blocked:").unwrap_or("goal_not_met_yet");
+                let e = evaluation(out, plan, blocker, Some(code.clone()), goal.continuation_count);
+                out.update(|t| {
+                    if let Some(g) = t.goal.as_mut() {
+                        g.updated_at = wire::now_iso();
+                        g.last_evaluation = Some(e);
+                    }
+                });
+            }
+        }
+        return out.values().await;
+    }
+}
+
+fn evaluation(
+    out: &Out,
+    plan: &super::script::GoalPlan,
+    blocker: &str,
+    stand_down_reason: Option<String>,
+    count: u32,
+) -> GoalEvaluation {
+    GoalEvaluation {
+        satisfied: false,
+        blocker: blocker.to_owned(),
+        reason: plan.reason.clone(),
+        evidence_summary: plan.evidence_summary.clone(),
+        relied_on_assumption: false,
+        run_id: out.spec.run_id.clone(),
+        evaluated_at: wire::now_iso(),
+        progress_key: json!({"continuation": count}).to_string(),
+        stand_down_reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_keeps_characters_whole() {
+        assert_eq!(split("héllo wörld", 3), ["héll", "o wö", "rld"]);
+        assert_eq!(split("ab", 5), ["a", "b"]);
+        assert!(split("", 3).is_empty());
+        assert_eq!(split("你好", 1), ["你好"]);
+    }
+
+    #[test]
+    fn the_default_answer_quotes_and_mentions_goal() {
+        let a = default_answer("  hi   there ", None);
+        assert!(a.contains("“hi there”"));
+        assert!(a.contains("/goal"));
+        assert!(a.contains("simulator"));
+        let g = default_answer(&"x".repeat(300), Some("ship it"));
+        assert!(g.contains("…”"));
+        assert!(g.contains("“ship it”"));
+        assert_eq!(default_title("one two three four five six seven").as_deref(), Some("one two three four five six"));
+        assert_eq!(default_title("  "), None);
+    }
+}

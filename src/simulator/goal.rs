@@ -1,0 +1,563 @@
+//! The goal resource (`spec/gateway.md` §4.1, §4.3) and `goal/from-chat` (§4.5), with the
+//! goal state types stored in thread values.
+//!
+//! from-chat composes deterministically instead of calling a model: the objective is the last
+//! substantive visible human message (whitespace-normalised), with the hint appended as a
+//! focus when one is given. Messages of fewer than three words, or made only of greeting
+//! words, are not substantive. Every other outcome is scripted with a
+//! [`Fault`](super::Fault) on [`Route::GoalFromChat`], or arises from the thread's state
+//! (a run in flight, a pending clarification, a goal written while a slow synthesis waited).
+
+use axum::body::Bytes;
+use axum::extract::{Extension, Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::conn::Conn;
+use super::routes::fault;
+use super::script::Route;
+use super::state::{Caller, Lookup};
+use super::{Simulator, wire};
+
+/// Longest objective (and from-chat hint), in characters.
+pub const MAX_OBJECTIVE_CHARS: usize = 4000;
+/// Highest `max_continuations`, and its default.
+pub const MAX_CONTINUATIONS: u32 = 8;
+
+/// A goal as returned by the goal routes and stored in `values.goal`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoalState {
+    /// The normalised objective.
+    pub objective: String,
+    /// Always `active` while a goal exists.
+    pub status: String,
+    /// ISO 8601.
+    pub created_at: String,
+    /// ISO 8601.
+    pub updated_at: String,
+    /// Continuations run so far.
+    pub continuation_count: u32,
+    /// 0..=8.
+    pub max_continuations: u32,
+    /// Continuations without progress so far.
+    pub no_progress_count: u32,
+    /// Default 2.
+    pub max_no_progress_continuations: u32,
+    /// The latest evaluation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_evaluation: Option<GoalEvaluation>,
+}
+
+impl GoalState {
+    /// A fresh goal.
+    pub fn new(objective: impl Into<String>, max_continuations: u32) -> Self {
+        let now = wire::now_iso();
+        Self {
+            objective: objective.into(),
+            status: "active".to_owned(),
+            created_at: now.clone(),
+            updated_at: now,
+            continuation_count: 0,
+            max_continuations,
+            no_progress_count: 0,
+            max_no_progress_continuations: 2,
+            last_evaluation: None,
+        }
+    }
+}
+
+/// The evaluator's verdict on one turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoalEvaluation {
+    /// Whether the goal is met.
+    pub satisfied: bool,
+    /// `none`, `missing_evidence`, `needs_user_input`, `run_failed`, `external_wait` or
+    /// `goal_not_met_yet`.
+    pub blocker: String,
+    /// Free evaluator text (never shown to users).
+    pub reason: String,
+    /// Free evaluator text (never shown to users).
+    pub evidence_summary: String,
+    /// [N] only.
+    pub relied_on_assumption: bool,
+    /// The evaluated run.
+    pub run_id: String,
+    /// ISO 8601.
+    pub evaluated_at: String,
+    /// A JSON string.
+    pub progress_key: String,
+    /// Present when auto-continuation stopped, e.g. `max_continuations_reached`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stand_down_reason: Option<String>,
+}
+
+/// `values.goal_outcome`, written when a goal is met.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoalOutcome {
+    /// Always `achieved`.
+    pub status: String,
+    /// The met objective.
+    pub objective: String,
+    /// When the goal was set.
+    pub goal_created_at: String,
+    /// When it was met.
+    pub achieved_at: String,
+    /// Continuations it took.
+    pub continuation_count: u32,
+    /// Its limit.
+    pub max_continuations: u32,
+    /// Free evaluator text (never shown to users).
+    pub reason: String,
+    /// [N] only.
+    pub relied_on_assumption: bool,
+    /// The AI message that met it.
+    pub reply_message_id: Option<String>,
+}
+
+/// Id check, then the owner check (another owner's thread is 404).
+fn check_access(sim: &Simulator, thread_id: &str, caller: &Caller) -> Result<bool, Response> {
+    if !wire::valid_thread_id(thread_id) {
+        return Err(wire::bad_path_thread_id(thread_id));
+    }
+    match sim.state().visible(thread_id, caller) {
+        Lookup::Denied => Err(wire::thread_not_found(thread_id)),
+        Lookup::Missing => Ok(false),
+        Lookup::Found(_) => Ok(true),
+    }
+}
+
+fn goal_body(goal: Option<&GoalState>) -> Response {
+    wire::json_response(StatusCode::OK, json!({"goal": goal}))
+}
+
+/// `GET …/goal`.
+pub(crate) async fn get(
+    State(sim): State<Simulator>,
+    Path(thread_id): Path<String>,
+    Extension(caller): Extension<Caller>,
+    Extension(conn): Extension<Conn>,
+) -> Response {
+    if let Err(r) = check_access(&sim, &thread_id, &caller) {
+        return r;
+    }
+    if let Some(r) = fault(&sim, Route::GoalGet, Some(&thread_id), &conn).await {
+        return r;
+    }
+    let state = sim.state();
+    goal_body(state.threads.get(&thread_id).and_then(|t| t.goal.as_ref()))
+}
+
+/// Validates a PUT body into `(normalised objective, max_continuations)`.
+fn parse_put(body: &[u8]) -> Result<(String, u32), Response> {
+    let entry = |kind: &str, field: &str, msg: &str, input: Value, ctx: Option<Value>| {
+        wire::validation_entry(kind, json!(["body", field]), msg, input, ctx)
+    };
+    let obj = match wire::parse_body(body)? {
+        Some(Value::Object(obj)) => obj,
+        None => {
+            return Err(wire::validation(vec![wire::validation_entry(
+                "missing",
+                json!(["body"]),
+                "Field required",
+                Value::Null,
+                None,
+            )]));
+        }
+        Some(other) => {
+            return Err(wire::validation(vec![wire::validation_entry(
+                "model_attributes_type",
+                json!(["body"]),
+                "Input should be a valid dictionary or object to extract fields from",
+                other,
+                None,
+            )]));
+        }
+    };
+    let mut errors = Vec::new();
+    let objective = match obj.get("objective") {
+        None => {
+            errors.push(entry("missing", "objective", "Field required", Value::Null, None));
+            None
+        }
+        Some(Value::String(s)) if s.is_empty() => {
+            errors.push(entry(
+                "string_too_short",
+                "objective",
+                "String should have at least 1 character",
+                json!(s),
+                Some(json!({"min_length": 1})),
+            ));
+            None
+        }
+        Some(Value::String(s)) if s.chars().count() > MAX_OBJECTIVE_CHARS => {
+            errors.push(entry(
+                "string_too_long",
+                "objective",
+                "String should have at most 4000 characters",
+                json!(s),
+                Some(json!({"max_length": MAX_OBJECTIVE_CHARS})),
+            ));
+            None
+        }
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            errors.push(entry(
+                "string_type",
+                "objective",
+                "Input should be a valid string",
+                other.clone(),
+                None,
+            ));
+            None
+        }
+    };
+    let max = match obj.get("max_continuations") {
+        None => Some(MAX_CONTINUATIONS),
+        Some(v) => match v.as_f64().filter(|f| f.fract() == 0.0 && !v.is_boolean()) {
+            None => {
+                errors.push(entry(
+                    "int_type",
+                    "max_continuations",
+                    "Input should be a valid integer",
+                    v.clone(),
+                    None,
+                ));
+                None
+            }
+            Some(n) if n < 0.0 => {
+                errors.push(entry(
+                    "greater_than_equal",
+                    "max_continuations",
+                    "Input should be greater than or equal to 0",
+                    v.clone(),
+                    Some(json!({"ge": 0})),
+                ));
+                None
+            }
+            Some(n) if n > f64::from(MAX_CONTINUATIONS) => {
+                errors.push(entry(
+                    "less_than_equal",
+                    "max_continuations",
+                    "Input should be less than or equal to 8",
+                    v.clone(),
+                    Some(json!({"le": MAX_CONTINUATIONS})),
+                ));
+                None
+            }
+            // In range 0..=8 and integral, so the conversion is exact.
+            Some(n) => Some(n as u32),
+        },
+    };
+    let (Some(objective), Some(max), true) = (objective, max, errors.is_empty()) else {
+        return Err(wire::validation(errors));
+    };
+    let objective = wire::normalize_whitespace(&objective);
+    if objective.is_empty() {
+        return Err(wire::detail(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Goal objective must not be empty.",
+        ));
+    }
+    if objective.chars().count() > MAX_OBJECTIVE_CHARS {
+        return Err(wire::detail(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Goal objective must be at most 4000 characters.",
+        ));
+    }
+    Ok((objective, max))
+}
+
+/// `PUT …/goal`: replaces the goal (creating the thread if needed).
+pub(crate) async fn put(
+    State(sim): State<Simulator>,
+    Path(thread_id): Path<String>,
+    Extension(caller): Extension<Caller>,
+    Extension(conn): Extension<Conn>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = check_access(&sim, &thread_id, &caller) {
+        return r;
+    }
+    if let Some(r) = fault(&sim, Route::GoalPut, Some(&thread_id), &conn).await {
+        return r;
+    }
+    let (objective, max) = match parse_put(&body) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let goal = {
+        let mut state = sim.state();
+        let Some(thread) = state.thread_for_write(&thread_id, &caller) else {
+            return wire::thread_not_found(&thread_id);
+        };
+        if !thread.active_runs.is_empty() || thread.writers > 0 {
+            return wire::detail(
+                StatusCode::CONFLICT,
+                "Thread has a run in flight. Set the goal after the run finishes.",
+            );
+        }
+        let goal = GoalState::new(objective, max);
+        write_goal(thread, Some(goal.clone()));
+        goal
+    };
+    sim.bump();
+    goal_body(Some(&goal))
+}
+
+/// Every HTTP goal write: sets the goal, drops `goal_outcome`, bumps the revision.
+fn write_goal(thread: &mut super::state::Thread, goal: Option<GoalState>) {
+    thread.goal = goal;
+    thread.goal_touched = true;
+    thread.goal_outcome = None;
+    thread.goal_revision += 1;
+    thread.touch();
+}
+
+/// `DELETE …/goal`.
+pub(crate) async fn delete(
+    State(sim): State<Simulator>,
+    Path(thread_id): Path<String>,
+    Extension(caller): Extension<Caller>,
+    Extension(conn): Extension<Conn>,
+) -> Response {
+    if let Err(r) = check_access(&sim, &thread_id, &caller) {
+        return r;
+    }
+    if let Some(r) = fault(&sim, Route::GoalDelete, Some(&thread_id), &conn).await {
+        return r;
+    }
+    {
+        let mut state = sim.state();
+        if let Some(thread) = state.threads.get_mut(&thread_id) {
+            if !thread.active_runs.is_empty() || thread.writers > 0 {
+                return wire::detail(
+                    StatusCode::CONFLICT,
+                    "Thread has a run in flight. Clear the goal after the run finishes.",
+                );
+            }
+            write_goal(thread, None);
+        }
+    }
+    sim.bump();
+    goal_body(None)
+}
+
+/// Words that make a message small talk rather than a task.
+const SMALL_TALK: &[&str] = &[
+    "hi", "hello", "hey", "there", "thanks", "thank", "you", "ok", "okay", "yes", "no", "sure",
+    "great", "cool", "good", "morning", "evening", "night", "bye", "please", "very", "much",
+    "你好", "谢谢", "好的", "嗯",
+];
+
+fn substantive(text: &str) -> bool {
+    let words: Vec<String> = text
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    if words.iter().all(|w| SMALL_TALK.contains(&w.as_str())) {
+        return false;
+    }
+    let wide = text.chars().filter(|c| !c.is_ascii()).count();
+    words.len() >= 3 || wide >= 4
+}
+
+/// The deterministic composer of the module doc: `Err(code)` for `no_context` / `unclear`.
+pub(crate) fn compose(messages: &[Value], hint: Option<&str>) -> Result<String, &'static str> {
+    let visible: Vec<String> = messages
+        .iter()
+        .filter(|m| m["type"] == "human" && !wire::is_hidden(m))
+        .map(|m| wire::normalize_whitespace(&wire::content_text(&m["content"])))
+        .filter(|t| !t.is_empty())
+        .collect();
+    if visible.is_empty() {
+        return Err("no_context");
+    }
+    let hint = hint
+        .map(wire::normalize_whitespace)
+        .filter(|h| !h.is_empty());
+    let last = visible.iter().rev().find(|t| substantive(t));
+    let objective = match (last, hint) {
+        (Some(text), Some(hint)) => format!("{text} (focus: {hint})"),
+        (Some(text), None) => text.clone(),
+        (None, Some(hint)) if substantive(&hint) => hint,
+        _ => return Err("unclear"),
+    };
+    Ok(objective.chars().take(MAX_OBJECTIVE_CHARS).collect())
+}
+
+fn from_chat_error(status: StatusCode, code: &str) -> Response {
+    let message = match code {
+        "thread_busy" => "A run is in flight on this thread; no goal was composed.",
+        "pending_human_input" => "The assistant is waiting for an answer to its question.",
+        "goal_changed" => "The goal changed while it was being composed; nothing was saved.",
+        "no_context" => "The thread has no visible conversation to compose a goal from.",
+        _ => "The conversation does not state a clear goal to pursue.",
+    };
+    wire::coded(status, code, message)
+}
+
+/// Reads `{"hint"?: str}`.
+fn parse_hint(body: &[u8]) -> Result<Option<String>, Response> {
+    let hint = match wire::parse_body(body)? {
+        Some(Value::Object(obj)) => obj.get("hint").cloned().unwrap_or(Value::Null),
+        _ => Value::Null,
+    };
+    match hint {
+        Value::Null => Ok(None),
+        Value::String(h) if h.chars().count() > MAX_OBJECTIVE_CHARS => {
+            Err(wire::validation(vec![wire::validation_entry(
+                "string_too_long",
+                json!(["body", "hint"]),
+                "String should have at most 4000 characters",
+                json!(h),
+                Some(json!({"max_length": MAX_OBJECTIVE_CHARS})),
+            )]))
+        }
+        Value::String(h) => Ok(Some(h)),
+        other => Err(wire::validation(vec![wire::validation_entry(
+            "string_type",
+            json!(["body", "hint"]),
+            "Input should be a valid string",
+            other,
+            None,
+        )])),
+    }
+}
+
+/// `POST …/goal/from-chat` (PROVISIONAL contract of §4.5).
+pub(crate) async fn from_chat(
+    State(sim): State<Simulator>,
+    Path(thread_id): Path<String>,
+    Extension(caller): Extension<Caller>,
+    Extension(conn): Extension<Conn>,
+    body: Bytes,
+) -> Response {
+    match check_access(&sim, &thread_id, &caller) {
+        Err(r) => return r,
+        Ok(false) => return wire::thread_not_found(&thread_id),
+        Ok(true) => {}
+    }
+    let hint = match parse_hint(&body) {
+        Ok(h) => h,
+        Err(r) => return r,
+    };
+    // State checks before the (possibly slow) synthesis, then again after it.
+    let revision = {
+        let state = sim.state();
+        let Some(thread) = state.threads.get(&thread_id) else {
+            return wire::thread_not_found(&thread_id);
+        };
+        if !thread.active_runs.is_empty() || thread.writers > 0 {
+            return from_chat_error(StatusCode::CONFLICT, "thread_busy");
+        }
+        if thread.awaits_clarification() {
+            return from_chat_error(StatusCode::CONFLICT, "pending_human_input");
+        }
+        thread.goal_revision
+    };
+    if let Some(r) = fault(&sim, Route::GoalFromChat, Some(&thread_id), &conn).await {
+        return r;
+    }
+    let goal = {
+        let mut state = sim.state();
+        let Some(thread) = state.threads.get_mut(&thread_id) else {
+            return wire::thread_not_found(&thread_id);
+        };
+        if !thread.active_runs.is_empty() || thread.writers > 0 {
+            return from_chat_error(StatusCode::CONFLICT, "thread_busy");
+        }
+        if thread.goal_revision != revision {
+            return from_chat_error(StatusCode::CONFLICT, "goal_changed");
+        }
+        let objective = match compose(&thread.messages, hint.as_deref()) {
+            Ok(o) => o,
+            Err(code) => return from_chat_error(StatusCode::UNPROCESSABLE_ENTITY, code),
+        };
+        let goal = GoalState::new(objective, MAX_CONTINUATIONS);
+        write_goal(thread, Some(goal.clone()));
+        goal
+    };
+    sim.bump();
+    wire::json_response(StatusCode::OK, json!({"goal": goal, "source": "chat"}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn human(text: &str, hidden: bool) -> Value {
+        let kwargs = if hidden {
+            json!({"hide_from_ui": true})
+        } else {
+            json!({})
+        };
+        wire::human_message("h", json!(text), kwargs)
+    }
+
+    #[test]
+    fn compose_uses_the_last_substantive_visible_message() {
+        let msgs = vec![
+            human("Please   write the quarterly\nreport", false),
+            wire::ai_message("a", "Sure", vec![]),
+            human("thanks!", false),
+            human("<goal_continuation>x y z</goal_continuation>", true),
+        ];
+        assert_eq!(
+            compose(&msgs, None),
+            Ok("Please write the quarterly report".to_owned())
+        );
+        assert_eq!(
+            compose(&msgs, Some(" the  numbers ")),
+            Ok("Please write the quarterly report (focus: the numbers)".to_owned())
+        );
+    }
+
+    #[test]
+    fn compose_refuses_empty_and_trivial_chats() {
+        assert_eq!(compose(&[], None), Err("no_context"));
+        assert_eq!(compose(&[human("hidden task here", true)], None), Err("no_context"));
+        let trivial = vec![human("hi", false), human("Thank you very much!", false)];
+        assert_eq!(compose(&trivial, None), Err("unclear"));
+        assert_eq!(compose(&trivial, Some("ok")), Err("unclear"));
+        assert_eq!(
+            compose(&trivial, Some("plan the launch party")),
+            Ok("plan the launch party".to_owned())
+        );
+        assert_eq!(
+            compose(&[human("帮我写一份周报", false)], None),
+            Ok("帮我写一份周报".to_owned())
+        );
+    }
+
+    #[test]
+    fn put_bodies_are_validated_like_the_gateway() {
+        let status = |b: &str| parse_put(b.as_bytes()).err().map(|r| r.status().as_u16());
+        assert_eq!(
+            parse_put(br#"{"objective":"  ship \n it ","max_continuations":3}"#).ok(),
+            Some(("ship it".to_owned(), 3))
+        );
+        assert_eq!(parse_put(br#"{"objective":"x"}"#).ok().map(|p| p.1), Some(8));
+        assert_eq!(status(r#"{"objective":"   "}"#), Some(422));
+        assert_eq!(status(r#"{"objective":""}"#), Some(422));
+        assert_eq!(status(r#"{}"#), Some(422));
+        assert_eq!(status(r#"{"objective":"x","max_continuations":9}"#), Some(422));
+        assert_eq!(status(r#"{"objective":"x","max_continuations":-1}"#), Some(422));
+        assert_eq!(status(r#"{"objective":"x","max_continuations":true}"#), Some(422));
+        assert_eq!(status("not json"), Some(422));
+        let long = format!(r#"{{"objective":"{}"}}"#, "a".repeat(4001));
+        assert_eq!(status(&long), Some(422));
+    }
+
+    #[test]
+    fn goal_state_serializes_without_empty_evaluation() {
+        let v = json!(GoalState::new("x", 8));
+        assert_eq!(v["status"], "active");
+        assert!(v.get("last_evaluation").is_none());
+    }
+}

@@ -1,0 +1,605 @@
+//! The scripting vocabulary: what a run does ([`Script`]) and how any other route misbehaves
+//! ([`Fault`]), plus the canned HTTP answers both use ([`Reply`]).
+//!
+//! A script is plain data with builder methods, so a test reads like the behaviour table of
+//! `spec/gateway.md` §8: `Script::with_answer("hi").chunks(3).cumulative().error_mid_stream(..)`.
+//! Scripts are consumed one per run (per-thread queue, then the global queue, then the
+//! configured default); faults are consumed one per matching request unless made sticky.
+
+use std::time::Duration;
+
+use axum::{http::StatusCode, response::Response};
+use serde_json::{Value, json};
+
+use super::wire;
+
+/// How the answer text is spread over `messages` frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Delivery {
+    /// Each `AIMessageChunk` carries only the new text (DeerFlow's behaviour).
+    #[default]
+    Delta,
+    /// Each chunk carries the whole text so far (what some LangGraph servers send).
+    Cumulative,
+    /// One whole `ai` message instead of chunks.
+    Whole,
+}
+
+/// A `messages` frame a client must drop (or, for [`ExtraFrame::Raw`], anything at all).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExtraFrame {
+    /// A `tool` message with this tool name and content.
+    Tool {
+        /// Tool name.
+        name: String,
+        /// Tool output.
+        content: String,
+    },
+    /// A `human` message with `additional_kwargs.hide_from_ui: true` (a memory injection).
+    HiddenHuman(String),
+    /// A `system` message.
+    System(String),
+    /// A `tool` message in LangChain's constructor form.
+    ConstructorTool(String),
+    /// Any frame: `event: <event>` with `data: <data>`.
+    Raw {
+        /// Event name, e.g. `messages-tuple` or `values|sub`.
+        event: String,
+        /// The data line.
+        data: Value,
+    },
+}
+
+/// How a stream stops early.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// An `error` frame `{message, name}` followed by `end` (the run failed).
+    Error {
+        /// `str(exc)` on the real server; tests plant markers here.
+        message: String,
+        /// The exception class name.
+        name: String,
+    },
+    /// The TCP connection is cut with no `end` and no clean end of the chunked body.
+    DropConnection,
+    /// The body ends cleanly but without an `end` frame.
+    CloseWithoutEnd,
+}
+
+/// When a run is over, once its frames are out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Hold {
+    /// As soon as the script has played.
+    #[default]
+    Natural,
+    /// This long after the script has played (heartbeats flow meanwhile).
+    For(Duration),
+    /// Only when the test calls `Simulator::finish_run` (or the simulator stops).
+    UntilFinished,
+}
+
+/// How goal evaluation ends after the scripted continuations.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GoalEnd {
+    /// The goal is met: `goal` becomes null and `goal_outcome` is written.
+    Met,
+    /// Auto-continuation stops with this `stand_down_reason`, e.g. `blocked:needs_user_input`.
+    StandDown(String),
+}
+
+/// What the simulated goal evaluator decides when a goal is active at the end of a turn
+/// (`spec/gateway.md` §4.4). Ignored when the thread has no goal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GoalPlan {
+    /// Continuations to run before [`GoalPlan::end`]; capped by the goal's
+    /// `max_continuations` (reaching it stands down with `max_continuations_reached`).
+    pub continuations: u32,
+    /// The final verdict.
+    pub end: GoalEnd,
+    /// Evaluator `reason` written into every evaluation (never to be shown by clients).
+    pub reason: String,
+    /// Evaluator `evidence_summary` (never to be shown by clients).
+    pub evidence_summary: String,
+    /// Text of each continuation turn; `None` = a generated sentence naming the objective.
+    pub continuation_text: Option<String>,
+}
+
+impl Default for GoalPlan {
+    fn default() -> Self {
+        Self {
+            continuations: 1,
+            end: GoalEnd::Met,
+            reason: "The simulated evaluator accepted the latest reply as meeting the goal."
+                .to_owned(),
+            evidence_summary: "The scripted agent replied to every turn.".to_owned(),
+            continuation_text: None,
+        }
+    }
+}
+
+/// The body `POST …/runs/wait` answers with.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum WaitBody {
+    /// The thread's channel values after the run (the normal case, also after a failure).
+    #[default]
+    Values,
+    /// `{"status": <status>, "error": <error>}` (no checkpoint / run status body).
+    Status {
+        /// Run status, e.g. `error`.
+        status: String,
+        /// The error text, if any.
+        error: Option<String>,
+    },
+}
+
+/// What one run does. [`Script::default`] is the friendly scripted agent of `im-bridge demo`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Script {
+    /// Answer the run request with this instead of running (busy variants, 5xx, HTML 502).
+    pub reject: Option<Reply>,
+    /// Delay before the response headers (the thread is already busy meanwhile).
+    pub response_delay: Duration,
+    /// The answer text; `None` = a generated answer that quotes the user's message.
+    pub answer: Option<String>,
+    /// Number of text chunks (at least one when the answer is not empty).
+    pub chunks: usize,
+    /// Delta, cumulative or whole-message delivery.
+    pub delivery: Delivery,
+    /// Pause before each chunk after the first.
+    pub chunk_delay: Duration,
+    /// The answer's message id; `None` = `lc_run--<uuid>`.
+    pub message_id: Option<String>,
+    /// Event name for message frames (`messages`, or `messages-tuple` as LangGraph may send).
+    pub messages_event: String,
+    /// Send AI chunks in LangChain's constructor form.
+    pub constructor_form: bool,
+    /// Send a `values` snapshot (with the new human message) right after `metadata`, as
+    /// LangGraph's values mode does.
+    pub initial_values: bool,
+    /// Frames sent before the answer.
+    pub extra_frames: Vec<ExtraFrame>,
+    /// Thread title to set; `None` keeps it, or derives one from the first message.
+    pub title: Option<String>,
+    /// Ends the turn with an `ask_clarification` tool message carrying this question.
+    pub clarification: Option<String>,
+    /// Paths for a `present_files` tool call made before the answer.
+    pub present_files: Vec<String>,
+    /// `(k, d)`: pause `d` after the k-th chunk (0 = before the first); heartbeats flow.
+    pub pauses: Vec<(usize, Duration)>,
+    /// `(k, f)`: fail after the k-th chunk.
+    pub failure: Option<(usize, Failure)>,
+    /// When the run is over.
+    pub hold: Hold,
+    /// Goal evaluation after the turn.
+    pub goal: GoalPlan,
+    /// The `/runs/wait` body.
+    pub wait_body: WaitBody,
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Self {
+            reject: None,
+            response_delay: Duration::ZERO,
+            answer: None,
+            chunks: 4,
+            delivery: Delivery::Delta,
+            chunk_delay: Duration::ZERO,
+            message_id: None,
+            messages_event: "messages".to_owned(),
+            constructor_form: false,
+            initial_values: true,
+            extra_frames: Vec::new(),
+            title: None,
+            clarification: None,
+            present_files: Vec::new(),
+            pauses: Vec::new(),
+            failure: None,
+            hold: Hold::Natural,
+            goal: GoalPlan::default(),
+            wait_body: WaitBody::Values,
+        }
+    }
+}
+
+impl Script {
+    /// A run that answers with exactly `text`.
+    pub fn with_answer(text: impl Into<String>) -> Self {
+        Self {
+            answer: Some(text.into()),
+            ..Self::default()
+        }
+    }
+
+    /// A run request refused with `reply` before any SSE (busy, 5xx, …).
+    pub fn rejected(reply: Reply) -> Self {
+        Self {
+            reject: Some(reply),
+            ..Self::default()
+        }
+    }
+
+    /// The default agent, tuned for a person watching: more chunks, paced.
+    pub fn demo() -> Self {
+        Self::default()
+            .chunks(12)
+            .chunk_delay(Duration::from_millis(120))
+    }
+
+    /// Split the answer into `n` chunks.
+    pub fn chunks(mut self, n: usize) -> Self {
+        self.chunks = n.max(1);
+        self
+    }
+
+    /// Send cumulative chunks.
+    pub fn cumulative(mut self) -> Self {
+        self.delivery = Delivery::Cumulative;
+        self
+    }
+
+    /// Choose the delivery.
+    pub fn delivery(mut self, delivery: Delivery) -> Self {
+        self.delivery = delivery;
+        self
+    }
+
+    /// Pause between chunks.
+    pub fn chunk_delay(mut self, delay: Duration) -> Self {
+        self.chunk_delay = delay;
+        self
+    }
+
+    /// Use this message id for the answer.
+    pub fn message_id(mut self, id: impl Into<String>) -> Self {
+        self.message_id = Some(id.into());
+        self
+    }
+
+    /// Name message frames `event` (e.g. `messages-tuple`).
+    pub fn messages_event(mut self, event: impl Into<String>) -> Self {
+        self.messages_event = event.into();
+        self
+    }
+
+    /// Send AI chunks in constructor form.
+    pub fn constructor_form(mut self) -> Self {
+        self.constructor_form = true;
+        self
+    }
+
+    /// Whether to send the initial `values` snapshot.
+    pub fn initial_values(mut self, on: bool) -> Self {
+        self.initial_values = on;
+        self
+    }
+
+    /// Add a frame before the answer.
+    pub fn extra_frame(mut self, frame: ExtraFrame) -> Self {
+        self.extra_frames.push(frame);
+        self
+    }
+
+    /// Add one of each frame a client must filter: tool, hidden human, system, constructor
+    /// tool.
+    pub fn hidden_frames(self) -> Self {
+        self.extra_frame(ExtraFrame::Tool {
+            name: "web_search".to_owned(),
+            content: "HIDDEN-TOOL-OUTPUT".to_owned(),
+        })
+        .extra_frame(ExtraFrame::HiddenHuman("HIDDEN-MEMORY-INJECTION".to_owned()))
+        .extra_frame(ExtraFrame::System("HIDDEN-SYSTEM-PROMPT".to_owned()))
+        .extra_frame(ExtraFrame::ConstructorTool("HIDDEN-CONSTRUCTOR-TOOL".to_owned()))
+    }
+
+    /// Set the thread title.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// End the turn asking this clarification question.
+    pub fn ask_clarification(mut self, question: impl Into<String>) -> Self {
+        self.clarification = Some(question.into());
+        self
+    }
+
+    /// Present these files (e.g. `/mnt/user-data/outputs/report.md`) before answering.
+    pub fn present_files<I, S>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.present_files = paths.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Pause `delay` after chunk `k` (a long value gives an idle gap with heartbeats).
+    pub fn pause_after_chunk(mut self, k: usize, delay: Duration) -> Self {
+        self.pauses.push((k, delay));
+        self
+    }
+
+    /// Fail after chunk `k`.
+    pub fn fail_after_chunk(mut self, k: usize, failure: Failure) -> Self {
+        self.failure = Some((k, failure));
+        self
+    }
+
+    /// `error {message, name}` then `end`, halfway through the chunks.
+    pub fn error_mid_stream(self, message: impl Into<String>, name: impl Into<String>) -> Self {
+        let k = self.chunks.div_ceil(2);
+        self.fail_after_chunk(
+            k,
+            Failure::Error {
+                message: message.into(),
+                name: name.into(),
+            },
+        )
+    }
+
+    /// Cut the connection halfway through the chunks.
+    pub fn drop_mid_stream(self) -> Self {
+        let k = self.chunks.div_ceil(2);
+        self.fail_after_chunk(k, Failure::DropConnection)
+    }
+
+    /// Delay the response headers.
+    pub fn response_delay(mut self, delay: Duration) -> Self {
+        self.response_delay = delay;
+        self
+    }
+
+    /// Decide when the run is over.
+    pub fn hold(mut self, hold: Hold) -> Self {
+        self.hold = hold;
+        self
+    }
+
+    /// Run `n` goal continuations before the verdict.
+    pub fn goal_continuations(mut self, n: u32) -> Self {
+        self.goal.continuations = n;
+        self
+    }
+
+    /// End goal evaluation with "met".
+    pub fn goal_met(mut self) -> Self {
+        self.goal.end = GoalEnd::Met;
+        self
+    }
+
+    /// End goal evaluation by standing down with `stand_down_reason`.
+    pub fn goal_stand_down(mut self, stand_down_reason: impl Into<String>) -> Self {
+        self.goal.end = GoalEnd::StandDown(stand_down_reason.into());
+        self
+    }
+
+    /// Set the evaluator's free text (clients must never echo it).
+    pub fn goal_evaluation(
+        mut self,
+        reason: impl Into<String>,
+        evidence_summary: impl Into<String>,
+    ) -> Self {
+        self.goal.reason = reason.into();
+        self.goal.evidence_summary = evidence_summary.into();
+        self
+    }
+
+    /// Set the `/runs/wait` body.
+    pub fn wait_body(mut self, body: WaitBody) -> Self {
+        self.wait_body = body;
+        self
+    }
+}
+
+/// A canned HTTP answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// HTTP status (an invalid code is sent as 500).
+    pub status: u16,
+    /// Body.
+    pub body: ReplyBody,
+}
+
+/// The body of a [`Reply`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplyBody {
+    /// `application/json`.
+    Json(Value),
+    /// `text/html`.
+    Html(String),
+    /// `text/plain`.
+    Text(String),
+}
+
+impl Reply {
+    /// A JSON reply.
+    pub fn json(status: u16, body: Value) -> Self {
+        Self {
+            status,
+            body: ReplyBody::Json(body),
+        }
+    }
+
+    /// `{"detail": <detail>}`.
+    pub fn detail(status: u16, detail: impl Into<Value>) -> Self {
+        Self::json(status, json!({"detail": detail.into()}))
+    }
+
+    /// `{"detail": {"code", "message"}}` (from-chat and auth errors).
+    pub fn coded(status: u16, code: &str, message: &str) -> Self {
+        Self::json(
+            status,
+            json!({"detail": {"code": code, "message": message}}),
+        )
+    }
+
+    /// An nginx-style HTML error page.
+    pub fn html(status: u16) -> Self {
+        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        Self {
+            status,
+            body: ReplyBody::Html(wire::html_page(code)),
+        }
+    }
+
+    /// 409 `Thread <id> already has an active run`.
+    pub fn run_busy(thread_id: &str) -> Self {
+        Self::detail(409, format!("Thread {thread_id} already has an active run"))
+    }
+
+    /// The LangGraph Platform busy wording (`already running a task`) with this status.
+    pub fn already_running_task(status: u16) -> Self {
+        Self::detail(
+            status,
+            "Thread is already running a task. Wait for it to finish or choose a different \
+             multitask strategy.",
+        )
+    }
+
+    /// The HTTP response.
+    pub(crate) fn to_response(&self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        match &self.body {
+            ReplyBody::Json(v) => wire::json_response(status, v.clone()),
+            ReplyBody::Html(h) => wire::html_response(status, h.clone()),
+            ReplyBody::Text(t) => axum::response::IntoResponse::into_response((status, t.clone())),
+        }
+    }
+}
+
+/// Routes a [`Fault`] can target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// `POST /api/threads`.
+    CreateThread,
+    /// `GET /api/threads/{id}`.
+    GetThread,
+    /// `PATCH /api/threads/{id}`.
+    PatchThread,
+    /// `GET /api/threads/{id}/state`.
+    ThreadState,
+    /// `POST …/runs/stream`.
+    RunStream,
+    /// `POST …/runs/wait`.
+    RunWait,
+    /// `POST …/runs`.
+    RunCreate,
+    /// `GET …/goal`.
+    GoalGet,
+    /// `PUT …/goal`.
+    GoalPut,
+    /// `DELETE …/goal`.
+    GoalDelete,
+    /// `POST …/goal/from-chat`.
+    GoalFromChat,
+    /// `POST …/compact`.
+    Compact,
+    /// `GET /api/models`.
+    Models,
+    /// `GET /api/memory`.
+    Memory,
+    /// `GET /api/skills`.
+    Skills,
+    /// `GET /api/user-preferences`.
+    UserPreferences,
+}
+
+/// What a fault does once its delay has passed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum FaultAction {
+    /// Carry on normally (a pure delay).
+    #[default]
+    Proceed,
+    /// Answer with this.
+    Reply(Reply),
+    /// Close the connection without any response.
+    DropConnection,
+}
+
+/// A scripted misbehaviour of one route, applied after auth, thread-id validation and the
+/// owner check, before the route's own logic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fault {
+    /// The route.
+    pub route: Route,
+    /// Only requests for this thread (`None` = any).
+    pub thread_id: Option<String>,
+    /// Delay first (for goal writes and compaction the thread holds a checkpoint write
+    /// meanwhile, so runs get 409).
+    pub delay: Duration,
+    /// Then this.
+    pub action: FaultAction,
+    /// Keep applying instead of being consumed by the first match.
+    pub sticky: bool,
+}
+
+impl Fault {
+    /// A fault on `route` that, until refined, does nothing.
+    pub fn on(route: Route) -> Self {
+        Self {
+            route,
+            thread_id: None,
+            delay: Duration::ZERO,
+            action: FaultAction::Proceed,
+            sticky: false,
+        }
+    }
+
+    /// Only for this thread.
+    pub fn thread(mut self, thread_id: impl Into<String>) -> Self {
+        self.thread_id = Some(thread_id.into());
+        self
+    }
+
+    /// Delay first.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// Answer with `reply`.
+    pub fn reply(mut self, reply: Reply) -> Self {
+        self.action = FaultAction::Reply(reply);
+        self
+    }
+
+    /// Close the connection without a response.
+    pub fn drop_connection(mut self) -> Self {
+        self.action = FaultAction::DropConnection;
+        self
+    }
+
+    /// Apply to every matching request until cleared.
+    pub fn sticky(mut self) -> Self {
+        self.sticky = true;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mid_stream_failures_land_halfway() {
+        let s = Script::with_answer("abcdef").chunks(5).error_mid_stream("m", "E");
+        assert_eq!(s.failure.map(|f| f.0), Some(3));
+        let s = Script::default().chunks(0);
+        assert_eq!(s.chunks, 1);
+    }
+
+    #[test]
+    fn replies_have_the_documented_bodies() {
+        assert_eq!(
+            Reply::run_busy("t1").body,
+            ReplyBody::Json(json!({"detail": "Thread t1 already has an active run"}))
+        );
+        let ReplyBody::Html(page) = Reply::html(502).body else {
+            panic!("html expected");
+        };
+        assert!(page.contains("502 Bad Gateway"));
+        assert_eq!(Reply::html(502).to_response().status(), 502);
+        assert_eq!(Reply::json(1000, json!({})).to_response().status(), 500);
+    }
+}

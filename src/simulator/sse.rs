@@ -1,0 +1,183 @@
+//! The SSE encoder of `spec/gateway.md` §3.3: frames, ids, the `end` frame, heartbeats and
+//! the response headers.
+//!
+//! A run's executor sends [`Event`]s into a bounded channel; [`response`] turns the receiving
+//! end into the `text/event-stream` body. Heartbeats are produced here, whenever no event
+//! arrived for one heartbeat interval, so scripts only say how long they stay idle.
+
+use std::io;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::wire;
+
+/// Capacity of a run's event channel: the executor waits when the client reads slowly.
+pub(crate) const EVENT_BUFFER: usize = 32;
+
+/// What a run's executor asks the stream to do.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// `event: <name>` / `data: <json>` / `id: <ms>-<seq>`.
+    Frame { name: String, data: Value },
+    /// `event: end` / `data: null`, then the body ends.
+    End,
+    /// Cut the connection (the body fails).
+    Abort,
+    /// End the body cleanly without `end`.
+    Close,
+}
+
+/// One frame; `id` is omitted when `None`.
+pub(crate) fn encode_frame(name: &str, data: &Value, id: Option<&str>) -> String {
+    // serde_json writes compact single-line JSON with non-ASCII left as UTF-8.
+    let json = data.to_string();
+    match id {
+        Some(id) => format!("event: {name}\ndata: {json}\nid: {id}\n\n"),
+        None => format!("event: {name}\ndata: {json}\n\n"),
+    }
+}
+
+/// The `end` frame.
+pub(crate) const END_FRAME: &str = "event: end\ndata: null\n\n";
+
+/// The keep-alive comment.
+pub(crate) const HEARTBEAT: &str = ": heartbeat\n\n";
+
+struct BodyState {
+    rx: mpsc::Receiver<Event>,
+    heartbeat: Option<Duration>,
+    seq: u64,
+    done: bool,
+}
+
+impl BodyState {
+    async fn next(&mut self) -> Option<Result<Bytes, io::Error>> {
+        if self.done {
+            return None;
+        }
+        let event = match self.heartbeat {
+            Some(every) => match tokio::time::timeout(every, self.rx.recv()).await {
+                Ok(event) => event,
+                Err(_) => return Some(Ok(Bytes::from_static(HEARTBEAT.as_bytes()))),
+            },
+            None => self.rx.recv().await,
+        };
+        match event {
+            Some(Event::Frame { name, data }) => {
+                let id = format!("{}-{}", wire::unix_millis(), self.seq);
+                self.seq += 1;
+                Some(Ok(Bytes::from(encode_frame(&name, &data, Some(&id)))))
+            }
+            Some(Event::End) => {
+                self.done = true;
+                Some(Ok(Bytes::from_static(END_FRAME.as_bytes())))
+            }
+            Some(Event::Abort) => {
+                self.done = true;
+                Some(Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "simulated connection drop",
+                )))
+            }
+            // The executor stopped without `end` (scripted, or the simulator shut down).
+            Some(Event::Close) | None => None,
+        }
+    }
+}
+
+/// The streaming response for run `run_id` on `thread_id`. A zero `heartbeat` disables
+/// heartbeats.
+pub(crate) fn response(
+    rx: mpsc::Receiver<Event>,
+    heartbeat: Duration,
+    thread_id: &str,
+    run_id: &str,
+) -> Response {
+    let state = BodyState {
+        rx,
+        heartbeat: (!heartbeat.is_zero()).then_some(heartbeat),
+        seq: 0,
+        done: false,
+    };
+    let stream = futures_util::stream::unfold(state, |mut state| async move {
+        let item = state.next().await?;
+        Some((item, state))
+    });
+    let mut response = Response::new(Body::from_stream(stream));
+    *response.status_mut() = StatusCode::OK;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream; charset=utf-8"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    if let Ok(location) = HeaderValue::from_str(&format!("/api/threads/{thread_id}/runs/{run_id}")) {
+        headers.insert(header::CONTENT_LOCATION, location);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn frames_are_single_line_with_raw_utf8() {
+        let frame = encode_frame("values", &json!({"title": "你好\nworld"}), Some("1-0"));
+        assert_eq!(
+            frame,
+            "event: values\ndata: {\"title\":\"你好\\nworld\"}\nid: 1-0\n\n"
+        );
+        assert_eq!(
+            encode_frame("metadata", &json!(null), None),
+            "event: metadata\ndata: null\n\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn idle_streams_send_heartbeats_and_end_last() {
+        let (tx, rx) = mpsc::channel(4);
+        let response = response(rx, Duration::from_millis(20), "t", "r");
+        assert_eq!(
+            response.headers()["content-location"],
+            "/api/threads/t/runs/r"
+        );
+        let mut body = response.into_body().into_data_stream();
+        tx.send(Event::Frame {
+            name: "metadata".into(),
+            data: json!({}),
+        })
+        .await
+        .unwrap();
+        let first = body.next().await.unwrap().unwrap();
+        assert!(first.starts_with(b"event: metadata\ndata: {}\nid: "));
+        assert!(first.ends_with(b"-0\n\n"));
+        // Nothing for one interval: a heartbeat.
+        let beat = body.next().await.unwrap().unwrap();
+        assert_eq!(&beat[..], HEARTBEAT.as_bytes());
+        tx.send(Event::End).await.unwrap();
+        assert_eq!(&body.next().await.unwrap().unwrap()[..], END_FRAME.as_bytes());
+        assert!(body.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn abort_fails_the_body() {
+        let (tx, rx) = mpsc::channel(4);
+        let mut body = response(rx, Duration::ZERO, "t", "r")
+            .into_body()
+            .into_data_stream();
+        tx.send(Event::Abort).await.unwrap();
+        assert!(body.next().await.unwrap().is_err());
+    }
+}

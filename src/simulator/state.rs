@@ -1,0 +1,448 @@
+//! The simulator's in-memory Gateway: threads with their history and goal, runs, queued
+//! scripts and faults.
+//!
+//! One `std::sync::Mutex` guards it all; it is never held across an `.await`, and every
+//! change bumps the simulator's change counter so waiters re-check (see `control.rs`).
+//! Threads and their histories live as long as the simulator (a test or a demo session);
+//! finished run records are pruned beyond [`MAX_FINISHED_RUNS`].
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::Notify;
+
+use super::goal::{GoalOutcome, GoalState};
+use super::script::{Fault, Route, Script};
+use super::{Simulator, SimulatorConfig, wire};
+
+/// Finished run records kept for `GET …/runs/{run_id}` and inspection; older ones are
+/// forgotten first. Active runs are never pruned.
+pub const MAX_FINISHED_RUNS: usize = 1_000;
+
+/// The caller as the auth middleware resolved it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Caller {
+    /// The raw `X-DeerFlow-Owner-User-Id`, when honoured (valid token or no token enforced).
+    pub owner: Option<String>,
+}
+
+/// Everything behind the lock.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub config: SimulatorConfig,
+    pub threads: HashMap<String, Thread>,
+    pub thread_scripts: HashMap<String, VecDeque<Script>>,
+    pub next_scripts: VecDeque<Script>,
+    pub faults: Vec<Fault>,
+    pub runs: HashMap<String, RunEntry>,
+    /// Runs started so far (orders run records).
+    pub run_counter: u64,
+    /// Per raw owner id: the locale `GET /api/user-preferences` reports (`None` = no field).
+    pub locales: HashMap<String, Option<String>>,
+}
+
+impl State {
+    pub(crate) fn new(config: SimulatorConfig) -> Self {
+        Self {
+            config,
+            threads: HashMap::new(),
+            thread_scripts: HashMap::new(),
+            next_scripts: VecDeque::new(),
+            faults: Vec::new(),
+            runs: HashMap::new(),
+            run_counter: 0,
+            locales: HashMap::new(),
+        }
+    }
+
+    /// The script for the next run on `thread_id`: its queue, the global queue, the default.
+    pub(crate) fn take_script(&mut self, thread_id: &str) -> Script {
+        self.thread_scripts
+            .get_mut(thread_id)
+            .and_then(VecDeque::pop_front)
+            .or_else(|| self.next_scripts.pop_front())
+            .unwrap_or_else(|| self.config.default_script.clone())
+    }
+
+    /// The first fault matching `route` and `thread_id`; consumed unless sticky.
+    pub(crate) fn take_fault(&mut self, route: Route, thread_id: Option<&str>) -> Option<Fault> {
+        let index = self.faults.iter().position(|f| {
+            f.route == route
+                && f.thread_id
+                    .as_deref()
+                    .is_none_or(|t| Some(t) == thread_id)
+        })?;
+        if self.faults[index].sticky {
+            Some(self.faults[index].clone())
+        } else {
+            Some(self.faults.remove(index))
+        }
+    }
+
+    /// The thread if it exists and `caller` may see it.
+    pub(crate) fn visible(&self, thread_id: &str, caller: &Caller) -> Lookup<'_> {
+        match self.threads.get(thread_id) {
+            None => Lookup::Missing,
+            Some(t) if !t.visible_to(caller) => Lookup::Denied,
+            Some(t) => Lookup::Found(t),
+        }
+    }
+
+    /// The thread, created for `caller` when missing; `None` when another owner has it.
+    pub(crate) fn thread_for_write(&mut self, thread_id: &str, caller: &Caller) -> Option<&mut Thread> {
+        let thread = self
+            .threads
+            .entry(thread_id.to_owned())
+            .or_insert_with(|| Thread::new(thread_id, caller.owner.clone()));
+        if !thread.visible_to(caller) {
+            return None;
+        }
+        if thread.owner.is_none() {
+            thread.owner.clone_from(&caller.owner);
+        }
+        Some(thread)
+    }
+
+    /// Forgets the oldest finished runs beyond [`MAX_FINISHED_RUNS`].
+    pub(crate) fn prune_runs(&mut self) {
+        let mut finished: Vec<(u64, String)> = self
+            .runs
+            .values()
+            .filter(|r| !r.status.is_active())
+            .map(|r| (r.order, r.run_id.clone()))
+            .collect();
+        if finished.len() <= MAX_FINISHED_RUNS {
+            return;
+        }
+        finished.sort_unstable();
+        let excess = finished.len() - MAX_FINISHED_RUNS;
+        for (_, id) in finished.into_iter().take(excess) {
+            self.runs.remove(&id);
+        }
+    }
+}
+
+/// Result of [`State::visible`].
+pub(crate) enum Lookup<'a> {
+    Missing,
+    Denied,
+    Found(&'a Thread),
+}
+
+/// One thread: the row, its checkpointed channel values and its busy markers.
+#[derive(Debug, Clone)]
+pub(crate) struct Thread {
+    pub id: String,
+    /// Raw owner id (we compare raw ids; the Gateway's `make_safe_user_id` is injective
+    /// enough that this gives the same answers).
+    pub owner: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub metadata: Map<String, Value>,
+    pub messages: Vec<Value>,
+    pub title: Option<String>,
+    pub artifacts: Vec<String>,
+    pub goal: Option<GoalState>,
+    /// Whether `goal` was ever written (then `values.goal` is present, possibly null).
+    pub goal_touched: bool,
+    pub goal_outcome: Option<GoalOutcome>,
+    /// Bumped by every goal write over HTTP (PUT, DELETE, from-chat).
+    pub goal_revision: u64,
+    /// Whether a run wrote channel values (before that, `values` is `{}`).
+    pub values_written: bool,
+    pub active_runs: BTreeSet<String>,
+    /// Checkpoint writes in progress (slow goal writes, compaction).
+    pub writers: u32,
+    pub last_status: &'static str,
+    pub checkpoint_id: String,
+    pub parent_checkpoint_id: Option<String>,
+}
+
+impl Thread {
+    pub(crate) fn new(id: &str, owner: Option<String>) -> Self {
+        let now = wire::now_iso();
+        Self {
+            id: id.to_owned(),
+            owner,
+            created_at: now.clone(),
+            updated_at: now,
+            metadata: Map::new(),
+            messages: Vec::new(),
+            title: None,
+            artifacts: Vec::new(),
+            goal: None,
+            goal_touched: false,
+            goal_outcome: None,
+            goal_revision: 0,
+            values_written: false,
+            active_runs: BTreeSet::new(),
+            writers: 0,
+            last_status: "idle",
+            checkpoint_id: wire::new_uuid(),
+            parent_checkpoint_id: None,
+        }
+    }
+
+    pub(crate) fn visible_to(&self, caller: &Caller) -> bool {
+        match (&self.owner, &caller.owner) {
+            (Some(owner), Some(who)) => owner == who,
+            _ => true,
+        }
+    }
+
+    /// Records a new checkpoint.
+    pub(crate) fn touch(&mut self) {
+        self.updated_at = wire::now_iso();
+        let previous = std::mem::replace(&mut self.checkpoint_id, wire::new_uuid());
+        self.parent_checkpoint_id = Some(previous);
+    }
+
+    pub(crate) fn status(&self) -> &'static str {
+        if self.active_runs.is_empty() {
+            self.last_status
+        } else {
+            "busy"
+        }
+    }
+
+    /// The channel values, serialized like a `values` event.
+    pub(crate) fn values(&self) -> Value {
+        let mut values = Map::new();
+        if self.values_written {
+            values.insert("messages".into(), Value::Array(self.messages.clone()));
+            values.insert(
+                "thread_data".into(),
+                json!({
+                    "workspace_path": "/mnt/user-data/workspace",
+                    "uploads_path": "/mnt/user-data/uploads",
+                    "outputs_path": "/mnt/user-data/outputs",
+                }),
+            );
+            values.insert("sandbox".into(), json!({"sandbox_id": "local"}));
+        }
+        if let Some(title) = &self.title {
+            values.insert("title".into(), json!(title));
+        }
+        if !self.artifacts.is_empty() {
+            values.insert("artifacts".into(), json!(self.artifacts));
+        }
+        if self.goal_touched || self.goal.is_some() {
+            values.insert("goal".into(), json!(self.goal));
+        }
+        if let Some(outcome) = &self.goal_outcome {
+            values.insert("goal_outcome".into(), json!(outcome));
+        }
+        Value::Object(values)
+    }
+
+    /// A `ThreadResponse`.
+    pub(crate) fn response(&self, with_values: bool) -> Value {
+        let mut body = json!({
+            "thread_id": self.id, "status": self.status(), "created_at": self.created_at,
+            "updated_at": self.updated_at, "metadata": self.metadata, "interrupts": {},
+        });
+        if let (true, Some(obj)) = (with_values, body.as_object_mut()) {
+            obj.insert("values".into(), self.values());
+        }
+        body
+    }
+
+    /// Whether the current turn ends in an `ask_clarification` tool message.
+    pub(crate) fn awaits_clarification(&self) -> bool {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| {
+                let empty_ai = m["type"] == "ai"
+                    && wire::content_text(&m["content"]).is_empty()
+                    && m["tool_calls"].as_array().is_none_or(Vec::is_empty);
+                !empty_ai
+            })
+            .is_some_and(|m| m["type"] == "tool" && m["name"] == "ask_clarification")
+    }
+}
+
+/// A run's lifecycle status (`pending` … `interrupted`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Accepted, not started.
+    Pending,
+    /// Playing its script or held.
+    Running,
+    /// Finished normally.
+    Success,
+    /// Failed (an `error` frame, a dropped connection).
+    Error,
+    /// Cancelled (client went away, simulator stopped).
+    Interrupted,
+}
+
+impl RunStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Success => "success",
+            Self::Error => "error",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    /// Pending or running.
+    pub fn is_active(self) -> bool {
+        matches!(self, Self::Pending | Self::Running)
+    }
+}
+
+/// A run record.
+#[derive(Debug, Clone)]
+pub(crate) struct RunEntry {
+    pub run_id: String,
+    pub thread_id: String,
+    pub order: u64,
+    pub status: RunStatus,
+    pub created_at: String,
+    pub updated_at: String,
+    pub assistant_id: Value,
+    pub kwargs: Value,
+    /// Wakes a run held with `Hold::UntilFinished`.
+    pub finish: Arc<Notify>,
+}
+
+impl RunEntry {
+    /// A `RunResponse` (`spec/gateway.md` §3.5).
+    pub(crate) fn response(&self) -> Value {
+        json!({
+            "run_id": self.run_id, "thread_id": self.thread_id, "assistant_id": self.assistant_id,
+            "status": self.status.as_str(), "metadata": {}, "kwargs": self.kwargs,
+            "multitask_strategy": "reject", "created_at": self.created_at,
+            "updated_at": self.updated_at, "total_input_tokens": 0, "total_output_tokens": 0,
+            "total_tokens": 0, "llm_call_count": 0, "lead_agent_tokens": 0, "subagent_tokens": 0,
+            "middleware_tokens": 0, "message_count": 0, "stop_reason": null,
+        })
+    }
+}
+
+/// Holds a run's place on its thread; dropping it ends the run (cancelled unless
+/// [`RunGuard::finish`] set another status) and frees the thread.
+#[derive(Debug)]
+pub(crate) struct RunGuard {
+    sim: Simulator,
+    pub run_id: String,
+    pub thread_id: String,
+    outcome: RunStatus,
+}
+
+impl RunGuard {
+    pub(crate) fn new(sim: Simulator, run_id: String, thread_id: String) -> Self {
+        Self {
+            sim,
+            run_id,
+            thread_id,
+            outcome: RunStatus::Interrupted,
+        }
+    }
+
+    /// Sets the status recorded when the guard drops.
+    pub(crate) fn finish(&mut self, status: RunStatus) {
+        self.outcome = status;
+    }
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        {
+            let mut state = self.sim.state();
+            if let Some(thread) = state.threads.get_mut(&self.thread_id) {
+                thread.active_runs.remove(&self.run_id);
+                thread.last_status = match self.outcome {
+                    RunStatus::Error => "error",
+                    RunStatus::Interrupted => "interrupted",
+                    _ => "idle",
+                };
+            }
+            if let Some(run) = state.runs.get_mut(&self.run_id) {
+                run.status = self.outcome;
+                run.updated_at = wire::now_iso();
+            }
+            state.prune_runs();
+        }
+        self.sim.bump();
+    }
+}
+
+/// Marks a checkpoint write on a thread while alive (runs meanwhile get 409).
+pub(crate) struct WriteGuard {
+    sim: Simulator,
+    thread_id: String,
+}
+
+impl WriteGuard {
+    pub(crate) fn new(sim: &Simulator, thread_id: &str) -> Self {
+        if let Some(t) = sim.state().threads.get_mut(thread_id) {
+            t.writers += 1;
+        }
+        Self {
+            sim: sim.clone(),
+            thread_id: thread_id.to_owned(),
+        }
+    }
+}
+
+impl Drop for WriteGuard {
+    fn drop(&mut self) {
+        if let Some(t) = self.sim.state().threads.get_mut(&self.thread_id) {
+            t.writers = t.writers.saturating_sub(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owners_see_only_their_threads() {
+        let t = Thread::new("t", Some("alice".into()));
+        assert!(t.visible_to(&Caller { owner: Some("alice".into()) }));
+        assert!(!t.visible_to(&Caller { owner: Some("bob".into()) }));
+        assert!(t.visible_to(&Caller::default()));
+        assert!(Thread::new("u", None).visible_to(&Caller { owner: Some("bob".into()) }));
+    }
+
+    #[test]
+    fn fresh_threads_have_empty_values() {
+        let mut t = Thread::new("t", None);
+        assert_eq!(t.values(), json!({}));
+        t.values_written = true;
+        t.goal_touched = true;
+        let v = t.values();
+        assert_eq!(v["messages"], json!([]));
+        assert_eq!(v["goal"], Value::Null);
+        assert!(v.get("goal_outcome").is_none());
+    }
+
+    #[test]
+    fn clarification_is_detected_at_the_end_of_the_turn() {
+        let mut t = Thread::new("t", None);
+        t.messages.push(wire::human_message("h", json!("hi"), json!({})));
+        t.messages.push(wire::ai_message("a", "", vec![]));
+        t.messages.push(wire::tool_message("x", "ask_clarification", "Which?", "c"));
+        assert!(t.awaits_clarification());
+        t.messages.push(wire::ai_message("b", "fine", vec![]));
+        assert!(!t.awaits_clarification());
+    }
+
+    #[test]
+    fn faults_match_route_and_thread() {
+        let mut s = State::new(SimulatorConfig::default());
+        s.faults.push(Fault::on(Route::GoalGet).thread("a"));
+        s.faults.push(Fault::on(Route::GoalGet).sticky());
+        assert_eq!(s.take_fault(Route::GoalGet, Some("b")).map(|f| f.sticky), Some(true));
+        assert_eq!(s.take_fault(Route::GoalGet, Some("a")).map(|f| f.sticky), Some(false));
+        assert!(s.take_fault(Route::GoalGet, Some("a")).is_some());
+        assert!(s.take_fault(Route::Models, None).is_none());
+    }
+}

@@ -1,0 +1,181 @@
+//! The persistent store: conversation → thread bindings, inbound dedupe records and per-chat
+//! settings, behind one [`Store`] trait.
+//!
+//! The manager holds an `Arc<dyn Store>` and never knows which backend it talks to. SQLite
+//! ([`SqliteStore`], one file, the embedded default) serves a single replica; a Postgres
+//! backend will serve several replicas sharing state (DESIGN.md "Scale-out"). Both must pass
+//! the one body in [`conformance`], so behaviour cannot drift between them.
+//!
+//! Keys are typed ([`ConversationKey`], [`DedupeKey`]) so a chat id can never be passed where
+//! a thread id is expected. Bindings keep the Python JSON store's key shape
+//! ([`ConversationKey::storage_key`]) and record fields (manager.md §4.1); dedupe follows
+//! manager.md §3.3.
+//!
+//! Children:
+//! - [`error`]: [`StoreError`], typed failures with the file or operation they concern.
+//! - [`sqlite`]: [`SqliteStore`], the embedded single-file backend.
+//! - `cache`: the bounded read-through cache the SQLite backend keeps in front of the file.
+//! - [`conformance`]: the shared contract test body every backend runs.
+
+mod cache;
+#[doc(hidden)]
+pub mod conformance;
+pub mod error;
+pub mod sqlite;
+
+use std::time::Duration;
+
+use im_bridge_channel::{ChatId, ThreadId};
+
+pub use error::StoreError;
+pub use sqlite::{SqliteOptions, SqliteStore};
+
+/// Where one conversation's binding lives: a chat on a channel, optionally a topic in it
+/// (manager.md §4.3: what a topic is depends on the platform; the store treats it opaquely).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConversationKey {
+    /// The channel name, e.g. `telegram`.
+    pub channel: String,
+    /// The platform chat.
+    pub chat_id: ChatId,
+    /// The topic inside the chat. `None` and `Some("")` are the same key: the chat itself.
+    pub topic_id: Option<String>,
+}
+
+impl ConversationKey {
+    /// Builds a key; an empty topic means no topic.
+    pub fn new(channel: impl Into<String>, chat_id: ChatId, topic_id: Option<String>) -> Self {
+        Self {
+            channel: channel.into(),
+            chat_id,
+            topic_id,
+        }
+    }
+
+    /// The topic, or `""` for the chat itself (the form stored in the topic column).
+    pub fn topic(&self) -> &str {
+        self.topic_id.as_deref().unwrap_or("")
+    }
+
+    /// The Python JSON store's key: `"<channel>:<chat_id>"`, or `"<channel>:<chat_id>:<topic>"`
+    /// when the topic is non-empty. For logs and for importing that store; backends keep the
+    /// three parts apart, because a chat id may itself contain `:` (QQ `group:<openid>`).
+    pub fn storage_key(&self) -> String {
+        match self.topic() {
+            "" => format!("{}:{}", self.channel, self.chat_id),
+            topic => format!("{}:{}:{topic}", self.channel, self.chat_id),
+        }
+    }
+}
+
+/// A conversation's DeerFlow thread and who bound it (manager.md §4.1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Binding {
+    /// The Gateway thread the conversation runs in.
+    pub thread_id: ThreadId,
+    /// The raw platform user who last bound it (PII: kept here only, never in run config).
+    pub user_id: String,
+    /// When the key was first bound, unix seconds. Kept when the binding is overwritten.
+    pub created_at: f64,
+    /// When the binding was last written, unix seconds.
+    pub updated_at: f64,
+}
+
+/// One inbound delivery as a provider identifies it (manager.md §3.3). The manager builds it
+/// only when both a workspace scope and a provider message id exist; otherwise it does not
+/// dedupe at all (fail closed: two workspaces are never collapsed).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DedupeKey {
+    /// The channel name.
+    pub channel: String,
+    /// The workspace scope (team, guild, app, or the chat id on single-tenant platforms).
+    pub workspace: String,
+    /// The platform chat.
+    pub chat_id: ChatId,
+    /// The provider's event or message id.
+    pub message_id: String,
+}
+
+/// Persistent state shared by the manager's workers.
+///
+/// Every method is atomic on its own. Errors are returned, not swallowed: the caller owns the
+/// policy (the manager treats a failed `dedupe_admit` as "new", manager.md §3.3 fail-open).
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The conversation's binding, if any.
+    async fn get_binding(&self, key: &ConversationKey) -> Result<Option<Binding>, StoreError>;
+
+    /// Binds the conversation to `thread_id` (insert or overwrite). On overwrite `created_at`
+    /// is kept and `updated_at` becomes now. Returns the stored binding.
+    async fn set_binding(
+        &self,
+        key: &ConversationKey,
+        thread_id: &ThreadId,
+        user_id: &str,
+    ) -> Result<Binding, StoreError>;
+
+    /// Removes bindings and returns how many went. With a non-empty `topic`, only that
+    /// topic's binding; without one (`None` or `""`), the chat's own binding and every topic
+    /// binding in that chat.
+    async fn remove_binding(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+        topic: Option<&str>,
+    ) -> Result<usize, StoreError>;
+
+    /// Records a delivery, atomically: `true` if it is new (recorded now, live for `ttl`),
+    /// `false` if a live record of it exists. A record whose TTL has run out counts as absent:
+    /// it is replaced and admitted. `Duration::ZERO` records a delivery that is expired at
+    /// once (tests use it to exercise expiry without sleeping).
+    ///
+    /// Expired records are deleted lazily. The number of records is bounded by the backend
+    /// (e.g. [`SqliteOptions::dedupe_cap`]); at the bound the oldest records are dropped
+    /// first, so a redelivery older than the bound's worth of traffic is admitted again.
+    async fn dedupe_admit(&self, key: &DedupeKey, ttl: Duration) -> Result<bool, StoreError>;
+
+    /// Forgets a delivery so a provider retry is processed again. Idempotent.
+    async fn dedupe_release(&self, key: &DedupeKey) -> Result<(), StoreError>;
+
+    /// The chat's locale override, if an admin set one.
+    async fn get_chat_locale(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+    ) -> Result<Option<String>, StoreError>;
+
+    /// Sets the chat's locale override; `None` removes it. Idempotent.
+    async fn set_chat_locale(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+        locale: Option<&str>,
+    ) -> Result<(), StoreError>;
+
+    /// Flushes and releases the backend (file lock, connections). Later calls fail with
+    /// [`StoreError::Closed`]. Idempotent. Dropping the store without closing is safe but
+    /// finishes in the background.
+    async fn close(&self) -> Result<(), StoreError>;
+
+    /// The backend and its location for logs, e.g. `sqlite:/var/lib/im-bridge/bridge.store`.
+    /// Never includes a password.
+    fn describe(&self) -> String;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_key_matches_the_python_json_store() {
+        let chat = ChatId::new("group:abc");
+        let base = ConversationKey::new("qq", chat.clone(), None);
+        assert_eq!(base.storage_key(), "qq:group:abc");
+        let empty = ConversationKey::new("qq", chat.clone(), Some(String::new()));
+        assert_eq!(empty.storage_key(), "qq:group:abc");
+        assert_eq!(empty.topic(), "");
+        let topic = ConversationKey::new("qq", chat, Some("42".into()));
+        assert_eq!(topic.storage_key(), "qq:group:abc:42");
+        assert_eq!(topic.topic(), "42");
+    }
+}

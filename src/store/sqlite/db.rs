@@ -1,0 +1,423 @@
+//! The blocking side of [`SqliteStore`](super::SqliteStore): opening and checking the file,
+//! and one method per store operation. Runs only on the store thread.
+//!
+//! Every operation is one statement or one short transaction on cached prepared statements,
+//! and updates the read-through [`Caches`] right after its write (or read) succeeds. Because
+//! only this thread writes the caches, and it runs operations one at a time in queue order,
+//! a cached value is always the file's value as of the last finished operation: the cache is
+//! exact, not "eventually" right. That holds because the lock file keeps every other
+//! im-bridge process out; editing the file by hand while the daemon runs is not supported.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use im_bridge_channel::ThreadId;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+
+use super::schema::{APPLICATION_ID, LATEST, MIGRATIONS};
+use super::SqliteOptions;
+use crate::store::cache::BoundedCache;
+use crate::store::{Binding, DedupeKey, StoreError};
+
+/// How long a statement waits for a lock held by an outside reader (e.g. the `sqlite3` shell
+/// inspecting the file) before failing with "database is locked".
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Prepared statements kept per connection; above the dozen this module uses.
+const STATEMENT_CACHE: usize = 32;
+
+/// Most expired dedupe records one admission deletes, so a backlog after an idle spell is
+/// drained a little per call instead of in one long write.
+const EXPIRED_PER_ADMIT: i64 = 32;
+
+/// `(channel, chat_id, topic)`, topic `""` for the chat itself.
+pub(super) type BindingKey = (String, String, String);
+
+/// `(channel, chat_id)`.
+pub(super) type ChatKey = (String, String);
+
+/// The read-through caches in front of the file. Written only by the store thread; read by
+/// callers without a round trip. Each holds at most `SqliteOptions::cache_capacity` entries
+/// (absent rows are cached too) and forgets its oldest insertion at the bound.
+#[derive(Debug)]
+pub(super) struct Caches {
+    /// Conversation bindings.
+    bindings: Mutex<BoundedCache<BindingKey, Option<Binding>>>,
+    /// Chat locale overrides.
+    locales: Mutex<BoundedCache<ChatKey, Option<String>>>,
+}
+
+impl Caches {
+    /// Empty caches of `capacity` entries each.
+    pub(super) fn new(capacity: usize) -> Self {
+        Self {
+            bindings: Mutex::new(BoundedCache::new(capacity)),
+            locales: Mutex::new(BoundedCache::new(capacity)),
+        }
+    }
+
+    /// The cached binding: `Some(None)` means "known absent", `None` means "not cached".
+    pub(super) fn binding(&self, key: &BindingKey) -> Option<Option<Binding>> {
+        relock(&self.bindings).get(key).cloned()
+    }
+
+    /// The cached locale override, in the same shape as [`Caches::binding`].
+    pub(super) fn locale(&self, key: &ChatKey) -> Option<Option<String>> {
+        relock(&self.locales).get(key).cloned()
+    }
+}
+
+/// Locks a cache. No code panics while holding one, so a poisoned lock still guards a whole
+/// map and is safe to keep using.
+fn relock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// An open, checked and migrated store file.
+pub(super) struct Db {
+    /// The connection. Declared before `_lock` so it closes before the lock is released.
+    conn: Connection,
+    /// The process-exclusive lock on `<file>.lock`, held while the connection is open.
+    _lock: File,
+    /// Most dedupe records kept (≥ 1).
+    dedupe_cap: i64,
+    /// Shared with the async side.
+    caches: Arc<Caches>,
+}
+
+impl Db {
+    /// Locks, opens, checks and migrates the file. Every failure names `path`.
+    pub(super) fn open(
+        path: &Path,
+        options: &SqliteOptions,
+        caches: Arc<Caches>,
+    ) -> Result<Self, StoreError> {
+        let fail = |reason: String| StoreError::Open {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let lock = lock(path)?;
+        create_private(path).map_err(|e| fail(e.to_string()))?;
+        // No SQLITE_OPEN_URI: a configured path is a path, even if it starts with `file:`.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(|e| fail(e.to_string()))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| fail(e.to_string()))?;
+
+        // The first read of the header: garbage or a foreign format fails here, before
+        // anything is written to the file.
+        let version = pragma_i64(&conn, "user_version").map_err(|e| fail(e.to_string()))?;
+        let app_id = pragma_i64(&conn, "application_id").map_err(|e| fail(e.to_string()))?;
+        if version > LATEST {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                supported: LATEST,
+            });
+        }
+        if version < 0 {
+            return Err(fail(format!("unknown schema version {version}")));
+        }
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
+            .map_err(|e| fail(e.to_string()))?;
+        let ours = app_id == APPLICATION_ID || (app_id == 0 && version == 0 && tables == 0);
+        if !ours {
+            return Err(fail(
+                "it is a SQLite database of another application, not an im-bridge store".into(),
+            ));
+        }
+        integrity_check(&conn).map_err(fail)?;
+
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(|e| fail(e.to_string()))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(fail(format!("cannot switch to WAL (journal mode is {mode})")));
+        }
+        // WAL + NORMAL: a commit is durable against a process crash, and an OS crash can
+        // lose only the last commits before the next checkpoint, never corrupt the file.
+        conn.execute_batch("PRAGMA synchronous = NORMAL")
+            .map_err(|e| fail(e.to_string()))?;
+        migrate(&mut conn, path, version)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+
+        Ok(Self {
+            conn,
+            _lock: lock,
+            dedupe_cap: i64::try_from(options.dedupe_cap.max(1)).unwrap_or(i64::MAX),
+            caches,
+        })
+    }
+
+    /// Closes the connection (checkpointing the WAL into the file), then releases the lock.
+    pub(super) fn close(self) -> rusqlite::Result<()> {
+        let Self { conn, _lock, .. } = self;
+        conn.close().map_err(|(_, error)| error)
+    }
+
+    /// Reads a binding and caches the answer.
+    pub(super) fn get_binding(&self, key: BindingKey) -> rusqlite::Result<Option<Binding>> {
+        let binding = self
+            .conn
+            .prepare_cached(
+                "SELECT thread_id, user_id, created_at, updated_at FROM bindings
+                 WHERE channel = ?1 AND chat_id = ?2 AND topic = ?3",
+            )?
+            .query_row(params![key.0, key.1, key.2], |row| {
+                Ok(Binding {
+                    thread_id: ThreadId::new(row.get::<_, String>(0)?),
+                    user_id: row.get(1)?,
+                    created_at: row.get(2)?,
+                    updated_at: row.get(3)?,
+                })
+            })
+            .optional()?;
+        relock(&self.caches.bindings).insert(key, binding.clone());
+        Ok(binding)
+    }
+
+    /// Upserts a binding, keeping `created_at`, and caches it.
+    pub(super) fn set_binding(
+        &self,
+        key: BindingKey,
+        thread_id: &ThreadId,
+        user_id: &str,
+        now: f64,
+    ) -> rusqlite::Result<Binding> {
+        let (created_at, updated_at) = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO bindings (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+                 ON CONFLICT (channel, chat_id, topic) DO UPDATE SET
+                     thread_id = excluded.thread_id,
+                     user_id = excluded.user_id,
+                     updated_at = excluded.updated_at
+                 RETURNING created_at, updated_at",
+            )?
+            .query_row(
+                params![key.0, key.1, key.2, thread_id.as_str(), user_id, now],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )?;
+        let binding = Binding {
+            thread_id: thread_id.clone(),
+            user_id: user_id.to_owned(),
+            created_at,
+            updated_at,
+        };
+        relock(&self.caches.bindings).insert(key, Some(binding.clone()));
+        Ok(binding)
+    }
+
+    /// Deletes one topic's binding, or (topic `""`) the chat's and all its topics'.
+    pub(super) fn remove_binding(
+        &self,
+        channel: &str,
+        chat_id: &str,
+        topic: &str,
+    ) -> rusqlite::Result<usize> {
+        let key = (channel.to_owned(), chat_id.to_owned(), topic.to_owned());
+        if !topic.is_empty() {
+            let removed = self
+                .conn
+                .prepare_cached(
+                    "DELETE FROM bindings WHERE channel = ?1 AND chat_id = ?2 AND topic = ?3",
+                )?
+                .execute(params![channel, chat_id, topic])?;
+            relock(&self.caches.bindings).insert(key, None);
+            return Ok(removed);
+        }
+        let removed = self
+            .conn
+            .prepare_cached("DELETE FROM bindings WHERE channel = ?1 AND chat_id = ?2")?
+            .execute(params![channel, chat_id])?;
+        let mut cache = relock(&self.caches.bindings);
+        cache.retain(|(c, chat, _)| c != channel || chat != chat_id);
+        cache.insert(key, None);
+        Ok(removed)
+    }
+
+    /// Records a delivery unless a live record exists; see `Store::dedupe_admit`.
+    pub(super) fn dedupe_admit(
+        &mut self,
+        key: &DedupeKey,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> rusqlite::Result<bool> {
+        let expires_at = now_ms.saturating_add(ttl_ms);
+        let tx = self.conn.transaction()?;
+        // An expired record of this key goes, so its re-admission takes a fresh (newest) seq.
+        tx.prepare_cached(
+            "DELETE FROM dedupe WHERE channel = ?1 AND workspace = ?2 AND chat_id = ?3
+             AND message_id = ?4 AND expires_at <= ?5",
+        )?
+        .execute(params![
+            key.channel,
+            key.workspace,
+            key.chat_id.as_str(),
+            key.message_id,
+            now_ms
+        ])?;
+        let admitted = tx
+            .prepare_cached(
+                "INSERT INTO dedupe (channel, workspace, chat_id, message_id, seen_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![
+                key.channel,
+                key.workspace,
+                key.chat_id.as_str(),
+                key.message_id,
+                now_ms,
+                expires_at
+            ])?
+            == 1;
+        if admitted {
+            // The new row holds the highest seq; keeping only seqs within the last
+            // `dedupe_cap` bounds the table at `dedupe_cap` rows, dropping the oldest first.
+            let newest = tx.last_insert_rowid();
+            tx.prepare_cached("DELETE FROM dedupe WHERE seq <= ?1")?
+                .execute([newest.saturating_sub(self.dedupe_cap)])?;
+            tx.prepare_cached(
+                "DELETE FROM dedupe WHERE seq IN
+                 (SELECT seq FROM dedupe WHERE expires_at <= ?1 LIMIT ?2)",
+            )?
+            .execute([now_ms, EXPIRED_PER_ADMIT])?;
+        }
+        tx.commit()?;
+        Ok(admitted)
+    }
+
+    /// Forgets a delivery.
+    pub(super) fn dedupe_release(&self, key: &DedupeKey) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached(
+                "DELETE FROM dedupe WHERE channel = ?1 AND workspace = ?2 AND chat_id = ?3
+                 AND message_id = ?4",
+            )?
+            .execute(params![
+                key.channel,
+                key.workspace,
+                key.chat_id.as_str(),
+                key.message_id
+            ])?;
+        Ok(())
+    }
+
+    /// Reads a chat's locale override and caches the answer.
+    pub(super) fn get_chat_locale(&self, key: ChatKey) -> rusqlite::Result<Option<String>> {
+        let locale = self
+            .conn
+            .prepare_cached("SELECT locale FROM chat_settings WHERE channel = ?1 AND chat_id = ?2")?
+            .query_row(params![key.0, key.1], |row| row.get::<_, Option<String>>(0))
+            .optional()?
+            .flatten();
+        relock(&self.caches.locales).insert(key, locale.clone());
+        Ok(locale)
+    }
+
+    /// Sets or clears a chat's locale override and caches it.
+    pub(super) fn set_chat_locale(
+        &self,
+        key: ChatKey,
+        locale: Option<&str>,
+        now: f64,
+    ) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO chat_settings (channel, chat_id, locale, updated_at)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (channel, chat_id) DO UPDATE SET
+                     locale = excluded.locale, updated_at = excluded.updated_at",
+            )?
+            .execute(params![key.0, key.1, locale, now])?;
+        relock(&self.caches.locales).insert(key, locale.map(str::to_owned));
+        Ok(())
+    }
+}
+
+/// Takes the process-exclusive lock on `<path>.lock`, so a second daemon on the same file
+/// fails at start instead of double-admitting deliveries and staling the caches. The OS
+/// releases the lock when the holder exits, even on a crash; the empty file stays.
+fn lock(path: &Path) -> Result<File, StoreError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = PathBuf::from(name);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| StoreError::Open {
+            path: path.to_path_buf(),
+            reason: format!("cannot create the lock file {}: {e}", lock_path.display()),
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(StoreError::Locked {
+            path: path.to_path_buf(),
+        }),
+        Err(TryLockError::Error(e)) => Err(StoreError::Open {
+            path: path.to_path_buf(),
+            reason: format!("cannot lock {}: {e}", lock_path.display()),
+        }),
+    }
+}
+
+/// Creates a missing store file readable by its owner only: it holds platform user ids.
+/// SQLite gives the `-wal` and `-shm` files the same permissions.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads an integer pragma.
+fn pragma_i64(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
+    conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
+}
+
+/// Runs `PRAGMA quick_check` so damage inside the file is a startup error, not a surprise on
+/// the first unlucky read. It reads every page: a few milliseconds for a full dedupe table.
+fn integrity_check(conn: &Connection) -> Result<(), String> {
+    let verdict: String = conn
+        .query_row("PRAGMA quick_check(1)", [], |row| row.get(0))
+        .map_err(|e| e.to_string())?;
+    if verdict == "ok" {
+        Ok(())
+    } else {
+        Err(format!("integrity check failed: {verdict}"))
+    }
+}
+
+/// Applies the migrations after `from`, each in its own transaction with its version bump.
+fn migrate(conn: &mut Connection, path: &Path, from: i64) -> Result<(), StoreError> {
+    let applied = usize::try_from(from).unwrap_or(usize::MAX);
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
+        let version = i64::try_from(index + 1).unwrap_or(i64::MAX);
+        let fail = |source| StoreError::Migration {
+            path: path.to_path_buf(),
+            version,
+            source,
+        };
+        let tx = conn.transaction().map_err(fail)?;
+        tx.execute_batch(sql).map_err(fail)?;
+        tx.execute_batch(&format!(
+            "PRAGMA user_version = {version}; PRAGMA application_id = {APPLICATION_ID};"
+        ))
+        .map_err(fail)?;
+        tx.commit().map_err(fail)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! The SQLite schema, as embedded migrations applied in order at open.
+//!
+//! The file's `PRAGMA user_version` is the number of migrations applied. Each migration runs
+//! in its own transaction together with the version bump, so a failed upgrade leaves the file
+//! at its previous version. A file whose version is above [`LATEST`] was written by a newer
+//! build and is refused. Never edit a released migration; append a new one.
+//!
+//! `PRAGMA application_id` marks the file as an im-bridge store, so pointing `bridge.store` at
+//! some other SQLite database is refused instead of adding tables to it.
+
+/// `PRAGMA application_id` of an im-bridge store: ASCII `IMBR`.
+pub(super) const APPLICATION_ID: i64 = 0x494D_4252;
+
+/// The schema version this build writes and the newest it can read.
+pub(super) const LATEST: i64 = MIGRATIONS.len() as i64;
+
+/// Migration `i` takes the file from version `i` to version `i + 1`.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 1: bindings, dedupe records, per-chat settings.
+    "
+    -- manager.md §4.1. `topic` is '' for the chat itself, so (channel, chat_id, topic) is the
+    -- key and a chat id containing ':' stays unambiguous.
+    CREATE TABLE bindings (
+        channel    TEXT NOT NULL,
+        chat_id    TEXT NOT NULL,
+        topic      TEXT NOT NULL,
+        thread_id  TEXT NOT NULL,
+        user_id    TEXT NOT NULL,
+        created_at REAL NOT NULL,   -- unix seconds
+        updated_at REAL NOT NULL,   -- unix seconds
+        PRIMARY KEY (channel, chat_id, topic)
+    ) STRICT, WITHOUT ROWID;
+
+    -- manager.md §3.3. `seq` grows with every admission, so the oldest records are the lowest
+    -- seq and the cap is one range delete. Times are unix milliseconds.
+    CREATE TABLE dedupe (
+        seq        INTEGER PRIMARY KEY,
+        channel    TEXT NOT NULL,
+        workspace  TEXT NOT NULL,
+        chat_id    TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        seen_at    INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        UNIQUE (channel, workspace, chat_id, message_id)
+    ) STRICT;
+    CREATE INDEX dedupe_expires_at ON dedupe (expires_at);
+
+    -- Per-chat settings set by admin commands; a NULL column means no override.
+    CREATE TABLE chat_settings (
+        channel    TEXT NOT NULL,
+        chat_id    TEXT NOT NULL,
+        locale     TEXT,
+        updated_at REAL NOT NULL,   -- unix seconds
+        PRIMARY KEY (channel, chat_id)
+    ) STRICT, WITHOUT ROWID;
+    ",
+];
