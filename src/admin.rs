@@ -75,7 +75,12 @@ pub struct AdminState {
 impl AdminState {
     /// State over the running channels and a Gateway probe.
     pub fn new(channels: Vec<Arc<dyn Channel>>, probe: Arc<dyn GatewayProbe>) -> Self {
-        Self { channels, probe, last_probe: Arc::new(Mutex::new(None)), metrics: metrics_handle() }
+        Self {
+            channels,
+            probe,
+            last_probe: Arc::new(Mutex::new(None)),
+            metrics: metrics_handle(),
+        }
     }
 
     async fn gateway_ready(&self) -> bool {
@@ -101,8 +106,14 @@ pub fn router(state: AdminState) -> Router {
 }
 
 /// Serves the admin endpoints on `listener` until `shutdown` is cancelled.
-pub async fn serve(listener: tokio::net::TcpListener, state: AdminState, shutdown: CancellationToken) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AdminState,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
 }
 
 /// Binds the admin address.
@@ -115,22 +126,36 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(state): State<AdminState>) -> Response {
-    let mut not_ready: Vec<String> =
-        state.channels.iter().filter(|c| !c.is_connected()).map(|c| format!("channel:{}", c.name())).collect();
+    let mut not_ready: Vec<String> = state
+        .channels
+        .iter()
+        .filter(|c| !c.is_connected())
+        .map(|c| format!("channel:{}", c.name()))
+        .collect();
     if !state.gateway_ready().await {
         not_ready.push("gateway".into());
     }
     if not_ready.is_empty() {
-        (StatusCode::OK, axum::Json(serde_json::json!({"ready": true}))).into_response()
+        (
+            StatusCode::OK,
+            axum::Json(serde_json::json!({"ready": true})),
+        )
+            .into_response()
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({"ready": false, "not_ready": not_ready})))
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(serde_json::json!({"ready": false, "not_ready": not_ready})),
+        )
             .into_response()
     }
 }
 
 async fn metrics_page(State(state): State<AdminState>) -> Response {
     (
-        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         state.metrics.render(),
     )
         .into_response()

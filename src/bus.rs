@@ -19,37 +19,49 @@ pub struct Outbound {
 
 impl std::fmt::Debug for Outbound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Outbound").field("channels", &self.deliveries.keys().collect::<Vec<_>>()).finish()
+        f.debug_struct("Outbound")
+            .field("channels", &self.deliveries.keys().collect::<Vec<_>>())
+            .finish()
     }
 }
 
 impl Outbound {
     /// A router over `channels`, each behind its own delivery engine.
     pub fn new(channels: &[Arc<dyn Channel>]) -> Self {
-        Self { deliveries: channels.iter().map(|c| (c.name(), Delivery::new(c.clone()))).collect() }
+        Self {
+            deliveries: channels
+                .iter()
+                .map(|c| (c.name(), Delivery::new(c.clone())))
+                .collect(),
+        }
     }
 
     /// What the named channel can show, if it is running.
     pub fn capabilities(&self, channel: &str) -> Option<Capabilities> {
-        self.deliveries.get(channel).map(|d| d.channel().capabilities())
+        self.deliveries
+            .get(channel)
+            .map(|d| d.channel().capabilities())
     }
 
     /// Delivers `msg` to its channel and waits until the channel took it.
     pub async fn publish(&self, msg: OutboundMessage) {
         let Some(delivery) = self.deliveries.get(msg.channel_name.as_str()) else {
             tracing::warn!(channel = %msg.channel_name, "Dropped a reply for a channel that is not running.");
-            metrics::counter!(names::OUTBOUND, "channel" => "unknown", "result" => "no_channel").increment(1);
+            metrics::counter!(names::OUTBOUND, "channel" => "unknown", "result" => "no_channel")
+                .increment(1);
             return;
         };
         let channel = delivery.channel().name();
         match delivery.deliver(&msg).await {
             Ok(()) => {
                 let kind = if msg.is_final { "final" } else { "partial" };
-                metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => kind).increment(1);
+                metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => kind)
+                    .increment(1);
             }
             Err(error) => {
                 tracing::warn!(channel, %error, is_final = msg.is_final, "Delivering a reply failed.");
-                metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "error").increment(1);
+                metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "error")
+                    .increment(1);
             }
         }
     }

@@ -18,7 +18,9 @@ use std::path::Path;
 
 use serde_yaml_ng::Value;
 
-pub use raw::{RawBridge, RawChannelBlock, RawChannelConnections, RawChannels, RawConfig, RawSession};
+pub use raw::{
+    RawBridge, RawChannelBlock, RawChannelConnections, RawChannels, RawConfig, RawSession,
+};
 pub use settings::{
     ChannelSettings, GatewaySettings, IntakeSettings, PlatformSettings, SessionLayer, Settings,
     StoreLocation, validate,
@@ -35,7 +37,10 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { path: path.into(), message: message.into() }
+        Self {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -75,7 +80,11 @@ impl LoadError {
 }
 
 fn display_all(errors: &[ConfigError]) -> String {
-    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A variable referenced as `$NAME` that the environment does not define, and where.
@@ -123,8 +132,10 @@ impl<S: std::hash::BuildHasher> Env for std::collections::HashMap<String, String
 
 /// Reads, parses and validates the file at `path`.
 pub fn load_file(path: &Path, env: &dyn Env) -> Result<(Settings, Vec<String>), LoadError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| LoadError::Io { path: path.display().to_string(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
     load_str(&text, env)
 }
 
@@ -140,7 +151,9 @@ pub fn parse(text: &str, env: &dyn Env) -> Result<Parsed, LoadError> {
         Value::Mapping(Default::default())
     } else {
         serde_yaml_ng::from_str(text).map_err(|e| {
-            let at = e.location().map(|l| format!("line {}, column {}", l.line(), l.column()));
+            let at = e
+                .location()
+                .map(|l| format!("line {}, column {}", l.line(), l.column()));
             LoadError::Syntax(ConfigError::new(
                 at.unwrap_or_else(|| "(file)".into()),
                 format!("not valid YAML: {}", strip_location(&e.to_string())),
@@ -148,7 +161,10 @@ pub fn parse(text: &str, env: &dyn Env) -> Result<Parsed, LoadError> {
         })?
     };
     let Value::Mapping(root) = &mut value else {
-        return Err(LoadError::Syntax(ConfigError::new("(root)", "expected a mapping of sections")));
+        return Err(LoadError::Syntax(ConfigError::new(
+            "(root)",
+            "expected a mapping of sections",
+        )));
     };
     // A section whose every key is commented out reads as null: treat it as empty.
     for key in ["channels", "channel_connections", "bridge"] {
@@ -177,7 +193,11 @@ pub fn parse(text: &str, env: &dyn Env) -> Result<Parsed, LoadError> {
             LoadError::Syntax(ConfigError::new(path, e.into_inner().to_string()))
         })?
     };
-    Ok(Parsed { raw, unset, ignored })
+    Ok(Parsed {
+        raw,
+        unset,
+        ignored,
+    })
 }
 
 fn strip_location(message: &str) -> String {
@@ -196,7 +216,10 @@ fn expand_env(value: &mut Value, path: String, env: &dyn Env, unset: &mut Vec<Un
                 match env.var(name) {
                     Some(v) => *s = v,
                     None => {
-                        unset.push(UnsetVar { path, name: name.to_owned() });
+                        unset.push(UnsetVar {
+                            path,
+                            name: name.to_owned(),
+                        });
                         *value = Value::Null;
                     }
                 }
@@ -211,7 +234,10 @@ fn expand_env(value: &mut Value, path: String, env: &dyn Env, unset: &mut Vec<Un
             for (k, v) in map.iter_mut() {
                 let key = match k {
                     Value::String(s) => s.clone(),
-                    other => serde_yaml_ng::to_string(other).unwrap_or_default().trim().to_owned(),
+                    other => serde_yaml_ng::to_string(other)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned(),
                 };
                 expand_env(v, format!("{path}.{key}"), env, unset);
             }

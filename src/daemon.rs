@@ -108,12 +108,20 @@ pub async fn run(
     let (sink, mut queue) = inbound_queue(config.intake.inbound_queue_maxsize);
     let refusals = queue.take_refusals();
     let outbound = Arc::new(Outbound::new(&channels));
-    let manager = Manager::new(config.manager.clone(), gateway.clone(), store.clone(), catalogs.clone(), outbound.clone());
+    let manager = Manager::new(
+        config.manager.clone(),
+        gateway.clone(),
+        store.clone(),
+        catalogs.clone(),
+        outbound.clone(),
+    );
 
     let admin_token = CancellationToken::new();
     let tasks = TaskTracker::new();
     if let Some(addr) = config.admin_listen {
-        let listener = admin::bind(addr).await.map_err(|source| DaemonError::AdminBind { addr, source })?;
+        let listener = admin::bind(addr)
+            .await
+            .map_err(|source| DaemonError::AdminBind { addr, source })?;
         let probe = Arc::new(HttpProbe::new(&config.gateway));
         let state = AdminState::new(channels.clone(), probe);
         let token = admin_token.clone();
@@ -234,7 +242,10 @@ impl HttpProbe {
             .connect_timeout(Duration::from_secs(2))
             .build()
             .unwrap_or_default();
-        Self { http, url: format!("{}/health", config.gateway_url.trim_end_matches('/')) }
+        Self {
+            http,
+            url: format!("{}/health", config.gateway_url.trim_end_matches('/')),
+        }
     }
 }
 

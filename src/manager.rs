@@ -124,7 +124,16 @@ impl Manager {
             config.notification_locale.clone(),
         );
         let bindings = Bindings::new(store.clone(), gateway.clone());
-        Self { inner: Arc::new(Inner { gateway, store, bindings, replier, config, turnstile: order::Turnstile::default() }) }
+        Self {
+            inner: Arc::new(Inner {
+                gateway,
+                store,
+                bindings,
+                replier,
+                config,
+                turnstile: order::Turnstile::default(),
+            }),
+        }
     }
 
     /// Handles admitted messages until `closing` is cancelled and the queue is drained
@@ -180,8 +189,17 @@ impl Manager {
             };
             metrics::gauge!(names::QUEUE_DEPTH).set(queue.len() as f64);
             metrics::counter!(names::INBOUND, "channel" => msg.channel_name.clone()).increment(1);
-            let serialized = self.inner.replier.outbound().capabilities(&msg.channel_name).is_some_and(|c| c.serialize_conversations);
-            let ticket = serialized.then(|| self.inner.turnstile.enter(conversation_key(&msg).storage_key()));
+            let serialized = self
+                .inner
+                .replier
+                .outbound()
+                .capabilities(&msg.channel_name)
+                .is_some_and(|c| c.serialize_conversations);
+            let ticket = serialized.then(|| {
+                self.inner
+                    .turnstile
+                    .enter(conversation_key(&msg).storage_key())
+            });
             let manager = self.clone();
             let cancel = cancel_handlers.clone();
             let span = tracing::info_span!("message", channel = %msg.channel_name, chat = %msg.chat_id, message = msg.thread_ts.as_ref().map(|m| m.as_str()).unwrap_or(""));
@@ -200,14 +218,23 @@ impl Manager {
         tasks.close();
         tasks.wait().await;
         if report.cancelled > 0 || report.discarded > 0 {
-            tracing::warn!(cancelled = report.cancelled, discarded = report.discarded, "Shutdown grace period ran out.");
+            tracing::warn!(
+                cancelled = report.cancelled,
+                discarded = report.discarded,
+                "Shutdown grace period ran out."
+            );
         }
         report
     }
 
     /// Handles one message end to end; with a ticket, only after the conversation's earlier
     /// messages were handled.
-    pub(crate) async fn handle(&self, msg: InboundMessage, cancel: CancellationToken, ticket: Option<order::Ticket>) {
+    pub(crate) async fn handle(
+        &self,
+        msg: InboundMessage,
+        cancel: CancellationToken,
+        ticket: Option<order::Ticket>,
+    ) {
         let key = dedupe::dedupe_key(&msg);
         if let Some(key) = &key {
             match self.inner.store.dedupe_admit(key, DEDUPE_TTL).await {
@@ -217,7 +244,9 @@ impl Manager {
                     return;
                 }
                 // Fail open: a store hiccup must not lose a message.
-                Err(error) => tracing::warn!(%error, "Dedupe lookup failed; handling the message anyway."),
+                Err(error) => {
+                    tracing::warn!(%error, "Dedupe lookup failed; handling the message anyway.")
+                }
             }
         }
         let mut ticket = ticket;
@@ -228,8 +257,14 @@ impl Manager {
             let thread = self.inner.bindings.current(&msg).await.ok().flatten();
             if chat {
                 let (locale, _) = self.inner.replier.locale_for(&msg).await;
-                let text = self.inner.replier.text(&locale, crate::i18n::msg::RUN_QUEUED, &[]);
-                self.inner.replier.publish(msg.reply(thread.clone(), text, false)).await;
+                let text = self
+                    .inner
+                    .replier
+                    .text(&locale, crate::i18n::msg::RUN_QUEUED, &[]);
+                self.inner
+                    .replier
+                    .publish(msg.reply(thread.clone(), text, false))
+                    .await;
             }
             tokio::select! {
                 () = ticket.wait_turn() => {}
@@ -240,11 +275,21 @@ impl Manager {
             }
             if chat {
                 let (locale, _) = self.inner.replier.locale_for(&msg).await;
-                let text = self.inner.replier.text(&locale, crate::i18n::msg::RUN_THINKING, &[]);
-                self.inner.replier.publish(msg.reply(thread, text, false)).await;
+                let text = self
+                    .inner
+                    .replier
+                    .text(&locale, crate::i18n::msg::RUN_THINKING, &[]);
+                self.inner
+                    .replier
+                    .publish(msg.reply(thread, text, false))
+                    .await;
             }
         }
-        tracing::debug!(text_len = msg.text.len(), files = msg.files.len(), "Handling a message.");
+        tracing::debug!(
+            text_len = msg.text.len(),
+            files = msg.files.len(),
+            "Handling a message."
+        );
         let disposition = tokio::select! {
             d = self.dispatch(&msg) => d,
             () = cancel.cancelled() => {
@@ -273,7 +318,9 @@ impl Manager {
                 if let Some(disposition) = commands::slash_skill(&self.inner, msg).await {
                     return disposition;
                 }
-                run::chat_turn(&self.inner, msg, &msg.text, run::TurnOptions::default()).await.0
+                run::chat_turn(&self.inner, msg, &msg.text, run::TurnOptions::default())
+                    .await
+                    .0
             }
         }
     }
@@ -284,6 +331,3 @@ fn grace_deadline(grace: Duration) -> tokio::time::Instant {
     const LONGEST: Duration = Duration::from_secs(30 * 24 * 3600);
     tokio::time::Instant::now() + grace.min(LONGEST)
 }
-
-#[cfg(test)]
-mod tests;

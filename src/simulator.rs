@@ -251,7 +251,11 @@ impl Simulator {
     /// Serves the router on `listener` until `shutdown` is cancelled. On shutdown, runs in
     /// progress end (streams close without `end`) so the graceful shutdown completes; a
     /// simulator whose `serve` was shut down is not meant to be served again.
-    pub async fn serve(&self, listener: TcpListener, shutdown: CancellationToken) -> io::Result<()> {
+    pub async fn serve(
+        &self,
+        listener: TcpListener,
+        shutdown: CancellationToken,
+    ) -> io::Result<()> {
         let stop = self.shared.stop.clone();
         let service = self
             .router()

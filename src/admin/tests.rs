@@ -55,8 +55,13 @@ async fn start(state: AdminState) -> (String, CancellationToken) {
 
 #[tokio::test]
 async fn healthz_readyz_and_metrics() {
-    let channel = Arc::new(FakeChannel { connected: AtomicBool::new(false) });
-    let probe = Arc::new(FakeProbe { up: AtomicBool::new(true), calls: AtomicUsize::new(0) });
+    let channel = Arc::new(FakeChannel {
+        connected: AtomicBool::new(false),
+    });
+    let probe = Arc::new(FakeProbe {
+        up: AtomicBool::new(true),
+        calls: AtomicUsize::new(0),
+    });
     let (base, token) = start(AdminState::new(vec![channel.clone()], probe.clone())).await;
     let http = reqwest::Client::new();
 
@@ -79,14 +84,22 @@ async fn healthz_readyz_and_metrics() {
     let page = http.get(format!("{base}/metrics")).send().await.unwrap();
     assert_eq!(page.status(), 200);
     let text = page.text().await.unwrap();
-    assert!(text.contains("im_bridge_inbound_messages_total{channel=\"fake\"} 3"), "{text}");
+    assert!(
+        text.contains("im_bridge_inbound_messages_total{channel=\"fake\"} 3"),
+        "{text}"
+    );
     token.cancel();
 }
 
 #[tokio::test]
 async fn an_unreachable_gateway_is_not_ready() {
-    let channel = Arc::new(FakeChannel { connected: AtomicBool::new(true) });
-    let probe = Arc::new(FakeProbe { up: AtomicBool::new(false), calls: AtomicUsize::new(0) });
+    let channel = Arc::new(FakeChannel {
+        connected: AtomicBool::new(true),
+    });
+    let probe = Arc::new(FakeProbe {
+        up: AtomicBool::new(false),
+        calls: AtomicUsize::new(0),
+    });
     let (base, token) = start(AdminState::new(vec![channel], probe)).await;
     let ready = reqwest::get(format!("{base}/readyz")).await.unwrap();
     assert_eq!(ready.status(), 503);

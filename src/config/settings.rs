@@ -136,21 +136,37 @@ mod secs {
 }
 
 /// Turns a parsed file into settings, or lists every problem. Returns warnings too.
-pub fn validate(parsed: Parsed, env: &dyn Env) -> Result<(Settings, Vec<String>), Vec<ConfigError>> {
-    let Parsed { mut raw, unset, ignored } = parsed;
+pub fn validate(
+    parsed: Parsed,
+    env: &dyn Env,
+) -> Result<(Settings, Vec<String>), Vec<ConfigError>> {
+    let Parsed {
+        mut raw,
+        unset,
+        ignored,
+    } = parsed;
     let mut errors = Vec::new();
-    let mut warnings: Vec<String> =
-        ignored.iter().map(|p| format!("{p}: unknown key, ignored")).collect();
+    let mut warnings: Vec<String> = ignored
+        .iter()
+        .map(|p| format!("{p}: unknown key, ignored"))
+        .collect();
 
     // Parse channel blocks first: whether a block is enabled decides whether an unset
     // variable inside it matters.
     let mut blocks = Vec::new();
     for (name, value) in std::mem::take(&mut raw.channels.blocks) {
         let path = format!("channels.{name}");
-        let value = if value.is_null() { Value::Mapping(Mapping::new()) } else { value };
+        let value = if value.is_null() {
+            Value::Mapping(Mapping::new())
+        } else {
+            value
+        };
         match serde_path_to_error::deserialize::<_, RawChannelBlock>(value) {
             Ok(block) => blocks.push((name, block)),
-            Err(e) => errors.push(ConfigError::new(join(&path, &e.path().to_string()), e.into_inner().to_string())),
+            Err(e) => errors.push(ConfigError::new(
+                join(&path, &e.path().to_string()),
+                e.into_inner().to_string(),
+            )),
         }
     }
     let enabled = |name: &str| blocks.iter().any(|(n, b)| n == name && b.enabled);
@@ -161,7 +177,9 @@ pub fn validate(parsed: Parsed, env: &dyn Env) -> Result<(Settings, Vec<String>)
         let matters = match section {
             "bridge" => true,
             "channels" => !is_channel_block(key) || enabled(key),
-            "channel_connections" => !key.is_empty() && !raw.channel_connections.providers.contains_key(key),
+            "channel_connections" => {
+                !key.is_empty() && !raw.channel_connections.providers.contains_key(key)
+            }
             _ => false,
         };
         if matters {
@@ -173,20 +191,63 @@ pub fn validate(parsed: Parsed, env: &dyn Env) -> Result<(Settings, Vec<String>)
     }
 
     let ch = &raw.channels;
-    let langgraph_url = url_setting(ch.langgraph_url.as_deref(), env.var("DEER_FLOW_CHANNELS_LANGGRAPH_URL"), DEFAULT_LANGGRAPH_URL, "channels.langgraph_url", &mut errors);
-    let gateway_url = url_setting(ch.gateway_url.as_deref(), env.var("DEER_FLOW_CHANNELS_GATEWAY_URL"), DEFAULT_GATEWAY_URL, "channels.gateway_url", &mut errors);
-    let inbound_queue_maxsize = positive("channels.inbound_queue_maxsize", ch.inbound_queue_maxsize, DEFAULT_QUEUE, 1_000_000, &mut errors);
-    let max_concurrency = positive("channels.max_concurrency", ch.max_concurrency, DEFAULT_CONCURRENCY, 10_000, &mut errors);
-    let shutdown_grace = seconds("channels.shutdown_grace_period_seconds", ch.shutdown_grace_period_seconds, DEFAULT_GRACE_SECONDS, true, &mut errors);
-    let session = ch.session.as_ref().map(|s| session_layer(s, "channels.session", &mut errors)).unwrap_or_default();
+    let langgraph_url = url_setting(
+        ch.langgraph_url.as_deref(),
+        env.var("DEER_FLOW_CHANNELS_LANGGRAPH_URL"),
+        DEFAULT_LANGGRAPH_URL,
+        "channels.langgraph_url",
+        &mut errors,
+    );
+    let gateway_url = url_setting(
+        ch.gateway_url.as_deref(),
+        env.var("DEER_FLOW_CHANNELS_GATEWAY_URL"),
+        DEFAULT_GATEWAY_URL,
+        "channels.gateway_url",
+        &mut errors,
+    );
+    let inbound_queue_maxsize = positive(
+        "channels.inbound_queue_maxsize",
+        ch.inbound_queue_maxsize,
+        DEFAULT_QUEUE,
+        1_000_000,
+        &mut errors,
+    );
+    let max_concurrency = positive(
+        "channels.max_concurrency",
+        ch.max_concurrency,
+        DEFAULT_CONCURRENCY,
+        10_000,
+        &mut errors,
+    );
+    let shutdown_grace = seconds(
+        "channels.shutdown_grace_period_seconds",
+        ch.shutdown_grace_period_seconds,
+        DEFAULT_GRACE_SECONDS,
+        true,
+        &mut errors,
+    );
+    let session = ch
+        .session
+        .as_ref()
+        .map(|s| session_layer(s, "channels.session", &mut errors))
+        .unwrap_or_default();
 
     let b = &raw.bridge;
-    let goal_from_chat_timeout = seconds("bridge.goal_from_chat_timeout_seconds", b.goal_from_chat_timeout_seconds, DEFAULT_FROM_CHAT_SECONDS, false, &mut errors);
+    let goal_from_chat_timeout = seconds(
+        "bridge.goal_from_chat_timeout_seconds",
+        b.goal_from_chat_timeout_seconds,
+        DEFAULT_FROM_CHAT_SECONDS,
+        false,
+        &mut errors,
+    );
     let internal_token = b
         .internal_token
         .clone()
         .filter(|t| !t.is_empty())
-        .or_else(|| env.var("DEER_FLOW_INTERNAL_AUTH_TOKEN").filter(|t| !t.is_empty()))
+        .or_else(|| {
+            env.var("DEER_FLOW_INTERNAL_AUTH_TOKEN")
+                .filter(|t| !t.is_empty())
+        })
         .map(Secret::new);
     if internal_token.is_none() {
         warnings.push("bridge.internal_token: not set and DEER_FLOW_INTERNAL_AUTH_TOKEN is empty; the Gateway will refuse our calls unless its auth is disabled".into());
@@ -194,14 +255,28 @@ pub fn validate(parsed: Parsed, env: &dyn Env) -> Result<(Settings, Vec<String>)
     let store = store_location(b.store.as_deref().unwrap_or(DEFAULT_STORE), &mut errors);
     let admin_text = b.admin_listen.as_deref().unwrap_or(DEFAULT_ADMIN);
     let admin_listen = admin_text.parse::<SocketAddr>().unwrap_or_else(|_| {
-        errors.push(ConfigError::new("bridge.admin_listen", format!("expected an address such as 127.0.0.1:9464, got {admin_text:?}")));
+        errors.push(ConfigError::new(
+            "bridge.admin_listen",
+            format!("expected an address such as 127.0.0.1:9464, got {admin_text:?}"),
+        ));
         SocketAddr::from(([127, 0, 0, 1], 9464))
     });
-    let locales_dir = b.locales_dir.as_ref().filter(|d| !d.is_empty()).map(PathBuf::from);
+    let locales_dir = b
+        .locales_dir
+        .as_ref()
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from);
 
     let cc = &raw.channel_connections;
-    let notification_locale = cc.notification_locale.clone().unwrap_or_else(|| DEFAULT_LOCALE.into());
-    check_locale_tag("channel_connections.notification_locale", &notification_locale, &mut errors);
+    let notification_locale = cc
+        .notification_locale
+        .clone()
+        .unwrap_or_else(|| DEFAULT_LOCALE.into());
+    check_locale_tag(
+        "channel_connections.notification_locale",
+        &notification_locale,
+        &mut errors,
+    );
     if cc.enabled && cc.require_bound_identity.unwrap_or(true) {
         errors.push(ConfigError::new(
             "channel_connections.enabled",
@@ -223,11 +298,18 @@ pub fn validate(parsed: Parsed, env: &dyn Env) -> Result<(Settings, Vec<String>)
                 PlatformSettings::Console
             }
             other if PLANNED_PLATFORMS.contains(&other) => {
-                errors.push(ConfigError::new(&path, format!("this build of im-bridge has no {other} adapter yet; set enabled: false")));
+                errors.push(ConfigError::new(
+                    &path,
+                    format!(
+                        "this build of im-bridge has no {other} adapter yet; set enabled: false"
+                    ),
+                ));
                 continue;
             }
             other => {
-                warnings.push(format!("{path}: enabled, but im-bridge has no {other} adapter; it will not start here"));
+                warnings.push(format!(
+                    "{path}: enabled, but im-bridge has no {other} adapter; it will not start here"
+                ));
                 continue;
             }
         };
@@ -235,9 +317,21 @@ pub fn validate(parsed: Parsed, env: &dyn Env) -> Result<(Settings, Vec<String>)
             check_locale_tag(&format!("{path}.locale"), locale, &mut errors);
         }
         channels.push(ChannelSettings {
-            allowed_users: user_list(&format!("{path}.allowed_users"), block.allowed_users.as_ref(), &mut warnings),
-            admin_users: user_list(&format!("{path}.admin_users"), block.admin_users.as_ref(), &mut warnings),
-            session: block.session.as_ref().map(|s| session_layer(s, &format!("{path}.session"), &mut errors)).unwrap_or_default(),
+            allowed_users: user_list(
+                &format!("{path}.allowed_users"),
+                block.allowed_users.as_ref(),
+                &mut warnings,
+            ),
+            admin_users: user_list(
+                &format!("{path}.admin_users"),
+                block.admin_users.as_ref(),
+                &mut warnings,
+            ),
+            session: block
+                .session
+                .as_ref()
+                .map(|s| session_layer(s, &format!("{path}.session"), &mut errors))
+                .unwrap_or_default(),
             locale: block.locale.clone(),
             name,
             platform,
@@ -251,8 +345,17 @@ pub fn validate(parsed: Parsed, env: &dyn Env) -> Result<(Settings, Vec<String>)
         return Err(errors);
     }
     let settings = Settings {
-        gateway: GatewaySettings { langgraph_url, gateway_url, internal_token, goal_from_chat_timeout },
-        intake: IntakeSettings { inbound_queue_maxsize, max_concurrency, shutdown_grace },
+        gateway: GatewaySettings {
+            langgraph_url,
+            gateway_url,
+            internal_token,
+            goal_from_chat_timeout,
+        },
+        intake: IntakeSettings {
+            inbound_queue_maxsize,
+            max_concurrency,
+            shutdown_grace,
+        },
         session,
         channels,
         connections_enabled: cc.enabled,
@@ -265,22 +368,39 @@ pub fn validate(parsed: Parsed, env: &dyn Env) -> Result<(Settings, Vec<String>)
 }
 
 fn join(base: &str, rest: &str) -> String {
-    if rest.is_empty() || rest == "." { base.to_owned() } else { format!("{base}.{rest}") }
+    if rest.is_empty() || rest == "." {
+        base.to_owned()
+    } else {
+        format!("{base}.{rest}")
+    }
 }
 
 fn key_text(key: &Value) -> String {
-    key.as_str().map(str::to_owned).unwrap_or_else(|| format!("{key:?}"))
+    key.as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("{key:?}"))
 }
 
 fn is_channel_block(key: &str) -> bool {
     !matches!(
         key,
-        "langgraph_url" | "gateway_url" | "inbound_queue_maxsize" | "max_concurrency" | "shutdown_grace_period_seconds" | "session"
+        "langgraph_url"
+            | "gateway_url"
+            | "inbound_queue_maxsize"
+            | "max_concurrency"
+            | "shutdown_grace_period_seconds"
+            | "session"
     )
 }
 
 /// Config value wins, then the environment fallback, then the default (spec gateway §1.1).
-fn url_setting(config: Option<&str>, env: Option<String>, default: &str, path: &str, errors: &mut Vec<ConfigError>) -> String {
+fn url_setting(
+    config: Option<&str>,
+    env: Option<String>,
+    default: &str,
+    path: &str,
+    errors: &mut Vec<ConfigError>,
+) -> String {
     let value = config
         .filter(|v| !v.trim().is_empty())
         .map(str::to_owned)
@@ -291,33 +411,62 @@ fn url_setting(config: Option<&str>, env: Option<String>, default: &str, path: &
         .map(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
         .unwrap_or(false);
     if !ok {
-        errors.push(ConfigError::new(path, format!("expected an http:// or https:// URL, got {value:?}")));
+        errors.push(ConfigError::new(
+            path,
+            format!("expected an http:// or https:// URL, got {value:?}"),
+        ));
     }
     value
 }
 
-fn positive(path: &str, value: Option<i64>, default: usize, max: usize, errors: &mut Vec<ConfigError>) -> NonZeroUsize {
+fn positive(
+    path: &str,
+    value: Option<i64>,
+    default: usize,
+    max: usize,
+    errors: &mut Vec<ConfigError>,
+) -> NonZeroUsize {
     let fallback = NonZeroUsize::new(default).unwrap_or(NonZeroUsize::MIN);
     match value {
         None => fallback,
-        Some(v) => match usize::try_from(v).ok().and_then(NonZeroUsize::new).filter(|n| n.get() <= max) {
+        Some(v) => match usize::try_from(v)
+            .ok()
+            .and_then(NonZeroUsize::new)
+            .filter(|n| n.get() <= max)
+        {
             Some(n) => n,
             None => {
-                errors.push(ConfigError::new(path, format!("expected a positive integer no larger than {max}, got {v}")));
+                errors.push(ConfigError::new(
+                    path,
+                    format!("expected a positive integer no larger than {max}, got {v}"),
+                ));
                 fallback
             }
         },
     }
 }
 
-fn seconds(path: &str, value: Option<f64>, default: f64, zero_ok: bool, errors: &mut Vec<ConfigError>) -> Duration {
+fn seconds(
+    path: &str,
+    value: Option<f64>,
+    default: f64,
+    zero_ok: bool,
+    errors: &mut Vec<ConfigError>,
+) -> Duration {
     let v = value.unwrap_or(default);
     let valid = v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0)) && v <= 86_400.0;
     if valid {
         Duration::from_secs_f64(v)
     } else {
-        let expected = if zero_ok { "a number of seconds from 0 to 86400" } else { "a number of seconds above 0 and at most 86400" };
-        errors.push(ConfigError::new(path, format!("expected {expected}, got {v}")));
+        let expected = if zero_ok {
+            "a number of seconds from 0 to 86400"
+        } else {
+            "a number of seconds above 0 and at most 86400"
+        };
+        errors.push(ConfigError::new(
+            path,
+            format!("expected {expected}, got {v}"),
+        ));
         Duration::from_secs_f64(default)
     }
 }
@@ -325,7 +474,10 @@ fn seconds(path: &str, value: Option<f64>, default: f64, zero_ok: bool, errors: 
 fn store_location(text: &str, errors: &mut Vec<ConfigError>) -> StoreLocation {
     if let Some(path) = text.strip_prefix("sqlite://") {
         if path.is_empty() {
-            errors.push(ConfigError::new("bridge.store", "expected sqlite://PATH with a file path"));
+            errors.push(ConfigError::new(
+                "bridge.store",
+                "expected sqlite://PATH with a file path",
+            ));
         }
         return StoreLocation::Sqlite(PathBuf::from(path));
     }
@@ -333,16 +485,25 @@ fn store_location(text: &str, errors: &mut Vec<ConfigError>) -> StoreLocation {
         return StoreLocation::Postgres(Secret::new(text));
     }
     // Never echo the value: a mistyped Postgres URL may carry a password.
-    errors.push(ConfigError::new("bridge.store", "expected sqlite://PATH or postgres://USER@HOST/DB"));
+    errors.push(ConfigError::new(
+        "bridge.store",
+        "expected sqlite://PATH or postgres://USER@HOST/DB",
+    ));
     StoreLocation::Sqlite(PathBuf::from("./im-bridge.db"))
 }
 
 fn check_locale_tag(path: &str, tag: &str, errors: &mut Vec<ConfigError>) {
     let mut parts = tag.split(['-', '_']);
-    let lang_ok = parts.next().is_some_and(|l| (2..=3).contains(&l.len()) && l.chars().all(|c| c.is_ascii_alphabetic()));
-    let rest_ok = parts.all(|p| (1..=8).contains(&p.len()) && p.chars().all(|c| c.is_ascii_alphanumeric()));
+    let lang_ok = parts
+        .next()
+        .is_some_and(|l| (2..=3).contains(&l.len()) && l.chars().all(|c| c.is_ascii_alphabetic()));
+    let rest_ok =
+        parts.all(|p| (1..=8).contains(&p.len()) && p.chars().all(|c| c.is_ascii_alphanumeric()));
     if !(lang_ok && rest_ok) {
-        errors.push(ConfigError::new(path, format!("expected a language tag such as en-US or zh-CN, got {tag:?}")));
+        errors.push(ConfigError::new(
+            path,
+            format!("expected a language tag such as en-US or zh-CN, got {tag:?}"),
+        ));
     }
 }
 
@@ -363,7 +524,9 @@ fn user_list(path: &str, value: Option<&Value>, warnings: &mut Vec<String>) -> A
     if let AllowedUsers::Only(ids) = &allowed
         && ids.is_empty()
     {
-        warnings.push(format!("{path}: no valid user id listed, so nobody may use this channel"));
+        warnings.push(format!(
+            "{path}: no valid user id listed, so nobody may use this channel"
+        ));
     }
     allowed
 }
@@ -373,7 +536,10 @@ fn session_layer(raw: &RawSession, path: &str, errors: &mut Vec<ConfigError>) ->
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => {
-            errors.push(ConfigError::new(format!("{path}.assistant_id"), "expected an agent name (a string)"));
+            errors.push(ConfigError::new(
+                format!("{path}.assistant_id"),
+                "expected an agent name (a string)",
+            ));
             None
         }
     };
@@ -382,7 +548,10 @@ fn session_layer(raw: &RawSession, path: &str, errors: &mut Vec<ConfigError>) ->
             None => Map::new(),
             Some(Ok(Json::Object(map))) => map,
             Some(_) => {
-                errors.push(ConfigError::new(format!("{path}.{key}"), "expected a mapping with string keys"));
+                errors.push(ConfigError::new(
+                    format!("{path}.{key}"),
+                    "expected a mapping with string keys",
+                ));
                 Map::new()
             }
         }
@@ -393,7 +562,17 @@ fn session_layer(raw: &RawSession, path: &str, errors: &mut Vec<ConfigError>) ->
         .users
         .iter()
         .flatten()
-        .map(|(id, layer)| (id.clone(), session_layer(layer, &format!("{path}.users.{id}"), errors)))
+        .map(|(id, layer)| {
+            (
+                id.clone(),
+                session_layer(layer, &format!("{path}.users.{id}"), errors),
+            )
+        })
         .collect();
-    SessionLayer { assistant_id, config, context, users }
+    SessionLayer {
+        assistant_id,
+        config,
+        context,
+        users,
+    }
 }

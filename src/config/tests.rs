@@ -8,7 +8,10 @@ use super::*;
 const DEERFLOW: &str = include_str!("../../tests/fixtures/deerflow-channels.yaml");
 
 fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
 }
 
 fn with_console(text: &str) -> String {
@@ -25,18 +28,32 @@ fn errors_of(text: &str, env: &HashMap<String, String>) -> Vec<String> {
 #[test]
 fn deerflow_example_block_parses_unchanged() {
     let parsed = parse(DEERFLOW, &env(&[])).unwrap();
-    assert!(parsed.ignored.is_empty(), "nothing in DeerFlow's own blocks is unknown at parse level: {:?}", parsed.ignored);
-    assert_eq!(parsed.raw.channels.langgraph_url.as_deref(), Some("http://localhost:8001/api"));
+    assert!(
+        parsed.ignored.is_empty(),
+        "nothing in DeerFlow's own blocks is unknown at parse level: {:?}",
+        parsed.ignored
+    );
+    assert_eq!(
+        parsed.raw.channels.langgraph_url.as_deref(),
+        Some("http://localhost:8001/api")
+    );
     assert_eq!(parsed.raw.channels.blocks.len(), 7);
     // Every channel is disabled, so the file is valid but has nothing to start.
     let errors = errors_of(DEERFLOW, &env(&[]));
     assert_eq!(errors.len(), 1, "{errors:?}");
-    assert!(errors[0].starts_with("channels: no channel is enabled"), "{errors:?}");
+    assert!(
+        errors[0].starts_with("channels: no channel is enabled"),
+        "{errors:?}"
+    );
 }
 
 #[test]
 fn deerflow_example_with_a_channel_enabled_is_valid() {
-    let (settings, warnings) = load_str(&with_console(DEERFLOW), &env(&[("DEER_FLOW_INTERNAL_AUTH_TOKEN", "tok")])).unwrap();
+    let (settings, warnings) = load_str(
+        &with_console(DEERFLOW),
+        &env(&[("DEER_FLOW_INTERNAL_AUTH_TOKEN", "tok")]),
+    )
+    .unwrap();
     assert_eq!(settings.channels.len(), 1);
     assert_eq!(settings.channels[0].name, "console");
     assert_eq!(settings.session.assistant_id.as_deref(), Some("lead_agent"));
@@ -50,22 +67,47 @@ fn deerflow_example_with_a_channel_enabled_is_valid() {
 #[test]
 fn dollar_names_expand_and_unset_ones_matter_only_where_used() {
     let text = "channels:\n  gateway_url: ${GW}\n  console:\n    enabled: true\n    locale: $LOC\n  telegram:\n    enabled: false\n    bot_token: $NOT_SET\nbridge:\n  internal_token: $TOKEN\n";
-    let (settings, _) = load_str(text, &env(&[("GW", "http://gw:8001/"), ("LOC", "zh-CN"), ("TOKEN", "s3cret")])).unwrap();
+    let (settings, _) = load_str(
+        text,
+        &env(&[
+            ("GW", "http://gw:8001/"),
+            ("LOC", "zh-CN"),
+            ("TOKEN", "s3cret"),
+        ]),
+    )
+    .unwrap();
     assert_eq!(settings.gateway.gateway_url, "http://gw:8001");
     assert_eq!(settings.channels[0].locale.as_deref(), Some("zh-CN"));
-    assert_eq!(settings.gateway.internal_token.as_ref().map(|t| t.expose()), Some("s3cret"));
+    assert_eq!(
+        settings.gateway.internal_token.as_ref().map(|t| t.expose()),
+        Some("s3cret")
+    );
 
     let errors = errors_of(text, &env(&[("GW", "http://gw:8001")]));
-    assert!(errors.contains(&"channels.console.locale: environment variable $LOC is not set".to_owned()), "{errors:?}");
-    assert!(errors.contains(&"bridge.internal_token: environment variable $TOKEN is not set".to_owned()), "{errors:?}");
-    assert!(!errors.iter().any(|e| e.contains("NOT_SET")), "a disabled channel's variable does not matter: {errors:?}");
+    assert!(
+        errors
+            .contains(&"channels.console.locale: environment variable $LOC is not set".to_owned()),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .contains(&"bridge.internal_token: environment variable $TOKEN is not set".to_owned()),
+        "{errors:?}"
+    );
+    assert!(
+        !errors.iter().any(|e| e.contains("NOT_SET")),
+        "a disabled channel's variable does not matter: {errors:?}"
+    );
 }
 
 #[test]
 fn a_literal_dollar_inside_a_value_is_not_a_reference() {
     let text = "channels:\n  console:\n    enabled: true\nbridge:\n  internal_token: pa$$word\n";
     let (settings, _) = load_str(text, &env(&[])).unwrap();
-    assert_eq!(settings.gateway.internal_token.unwrap().expose(), "pa$$word");
+    assert_eq!(
+        settings.gateway.internal_token.unwrap().expose(),
+        "pa$$word"
+    );
 }
 
 #[test]
@@ -84,17 +126,34 @@ fn config_beats_env_and_env_beats_defaults() {
     let (s, warnings) = load_str("channels:\n  console: {enabled: true}\n", &env(&[])).unwrap();
     assert_eq!(s.gateway.gateway_url, "http://localhost:8001");
     assert!(s.gateway.internal_token.is_none());
-    assert!(warnings.iter().any(|w| w.starts_with("bridge.internal_token")), "{warnings:?}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("bridge.internal_token")),
+        "{warnings:?}"
+    );
 }
 
 #[test]
 fn unknown_keys_warn_in_deerflow_blocks_and_fail_in_ours() {
     let text = "channels:\n  console:\n    enabled: true\n    colour: blue\n  session:\n    assistnt_id: x\n";
     let (_, warnings) = load_str(text, &env(&[])).unwrap();
-    assert!(warnings.contains(&"channels.console.colour: unknown key, ignored".to_owned()), "{warnings:?}");
-    assert!(warnings.contains(&"channels.session.assistnt_id: unknown key, ignored".to_owned()), "{warnings:?}");
-    let errors = errors_of("channels:\n  console: {enabled: true}\nbridge:\n  stor: x\n", &env(&[]));
-    assert!(errors[0].starts_with("bridge.stor: unknown field `stor`, expected one of `store`"), "{errors:?}");
+    assert!(
+        warnings.contains(&"channels.console.colour: unknown key, ignored".to_owned()),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.contains(&"channels.session.assistnt_id: unknown key, ignored".to_owned()),
+        "{warnings:?}"
+    );
+    let errors = errors_of(
+        "channels:\n  console: {enabled: true}\nbridge:\n  stor: x\n",
+        &env(&[]),
+    );
+    assert!(
+        errors[0].starts_with("bridge.stor: unknown field `stor`, expected one of `store`"),
+        "{errors:?}"
+    );
 }
 
 #[test]
@@ -116,7 +175,10 @@ fn allowed_users_fail_closed() {
     let text = "channels:\n  console:\n    enabled: true\n    allowed_users: [{id: 1}]\n";
     let (s, warnings) = load_str(text, &env(&[])).unwrap();
     assert!(!s.channels[0].allowed_users.allows("1"));
-    assert!(warnings.iter().any(|w| w.contains("nobody may use")), "{warnings:?}");
+    assert!(
+        warnings.iter().any(|w| w.contains("nobody may use")),
+        "{warnings:?}"
+    );
     let text = "channels:\n  console:\n    enabled: true\n    allowed_users: 12345\n";
     let (s, _) = load_str(text, &env(&[])).unwrap();
     assert!(s.channels[0].allowed_users.allows("12345"));
@@ -138,6 +200,10 @@ fn secrets_never_appear_in_debug_or_printed_config() {
 
 #[test]
 fn an_empty_or_null_section_is_empty() {
-    let (s, _) = load_str("channels:\n  console: {enabled: true}\nbridge:\nchannel_connections:\n", &env(&[])).unwrap();
+    let (s, _) = load_str(
+        "channels:\n  console: {enabled: true}\nbridge:\nchannel_connections:\n",
+        &env(&[]),
+    )
+    .unwrap();
     assert_eq!(s.admin_listen.to_string(), "127.0.0.1:9464");
 }

@@ -86,7 +86,9 @@ pub struct Catalogs {
 
 impl fmt::Debug for Catalogs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Catalogs").field("locales", &self.locales).finish()
+        f.debug_struct("Catalogs")
+            .field("locales", &self.locales)
+            .finish()
     }
 }
 
@@ -99,14 +101,27 @@ impl Catalogs {
     /// The embedded catalogs plus `<dir>/<tag>/*.ftl`: new tags add locales, messages in
     /// known tags override the embedded ones.
     pub fn load(dir: Option<&Path>) -> Result<Self, I18nError> {
-        let mut catalogs = Self { locales: Vec::new(), bundles: HashMap::new(), reported: Mutex::new(HashSet::new()) };
+        let mut catalogs = Self {
+            locales: Vec::new(),
+            bundles: HashMap::new(),
+            reported: Mutex::new(HashSet::new()),
+        };
         for (tag, source) in EMBEDDED {
-            let locale = parse_tag(tag).ok_or_else(|| I18nError::BadTag { path: PathBuf::from(tag) })?;
-            catalogs.add(locale, source, Path::new(&format!("locales/{tag}/bridge.ftl")))?;
+            let locale = parse_tag(tag).ok_or_else(|| I18nError::BadTag {
+                path: PathBuf::from(tag),
+            })?;
+            catalogs.add(
+                locale,
+                source,
+                Path::new(&format!("locales/{tag}/bridge.ftl")),
+            )?;
         }
         if let Some(dir) = dir {
             for (locale, file) in catalog_files(dir)? {
-                let source = std::fs::read_to_string(&file).map_err(|source| I18nError::Io { path: file.clone(), source })?;
+                let source = std::fs::read_to_string(&file).map_err(|source| I18nError::Io {
+                    path: file.clone(),
+                    source,
+                })?;
                 catalogs.add(locale, &source, &file)?;
             }
         }
@@ -147,7 +162,10 @@ impl Catalogs {
         if self.locales.contains(&wanted) {
             return Some(wanted);
         }
-        self.locales.iter().find(|l| l.0.language == wanted.0.language).cloned()
+        self.locales
+            .iter()
+            .find(|l| l.0.language == wanted.0.language)
+            .cloned()
     }
 
     /// Whether the locale's own catalog (not the fallback) has message `id`.
@@ -162,7 +180,11 @@ impl Catalogs {
             Some(b) => b,
             None => {
                 self.report_missing(locale, id);
-                match self.bundles.get(&self.default_locale()).filter(|b| b.has_message(id)) {
+                match self
+                    .bundles
+                    .get(&self.default_locale())
+                    .filter(|b| b.has_message(id))
+                {
                     Some(b) => b,
                     None => return id.to_owned(),
                 }
@@ -198,18 +220,27 @@ impl Catalogs {
 fn parse_tag(tag: &str) -> Option<Locale> {
     let normalized = tag.trim().replace('_', "-");
     let normalized = normalized.split(['.', '@']).next()?;
-    normalized.parse::<LanguageIdentifier>().ok().filter(|l| l.language.as_str() != "und").map(Locale)
+    normalized
+        .parse::<LanguageIdentifier>()
+        .ok()
+        .filter(|l| l.language.as_str() != "und")
+        .map(Locale)
 }
 
 fn parse_resource(source: &str, path: &Path) -> Result<FluentResource, I18nError> {
     FluentResource::try_new(source.to_owned()).map_err(|(_, errors)| {
         let first = errors.first();
         let offset = first.map(|e| e.pos.start).unwrap_or(0);
-        let line = source.get(..offset).map(|s| s.matches('\n').count() + 1).unwrap_or(1);
+        let line = source
+            .get(..offset)
+            .map(|s| s.matches('\n').count() + 1)
+            .unwrap_or(1);
         I18nError::Syntax {
             path: path.to_owned(),
             line,
-            message: first.map(|e| e.kind.to_string()).unwrap_or_else(|| "unknown error".into()),
+            message: first
+                .map(|e| e.kind.to_string())
+                .unwrap_or_else(|| "unknown error".into()),
         }
     })
 }
@@ -217,7 +248,10 @@ fn parse_resource(source: &str, path: &Path) -> Result<FluentResource, I18nError
 /// `<dir>/<tag>/*.ftl`, sorted for a stable override order.
 fn catalog_files(dir: &Path) -> Result<Vec<(Locale, PathBuf)>, I18nError> {
     fn io(path: &Path) -> impl Fn(std::io::Error) -> I18nError + '_ {
-        move |source| I18nError::Io { path: path.to_owned(), source }
+        move |source| I18nError::Io {
+            path: path.to_owned(),
+            source,
+        }
     }
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io(dir))? {

@@ -53,16 +53,29 @@ pub struct Bindings {
 impl Bindings {
     /// Bindings over a store and a Gateway.
     pub fn new(store: Arc<dyn Store>, gateway: GatewayClient) -> Self {
-        Self { store, gateway, locks: Mutex::new(HashMap::new()), synced: Mutex::new(HashSet::new()) }
+        Self {
+            store,
+            gateway,
+            locks: Mutex::new(HashMap::new()),
+            synced: Mutex::new(HashSet::new()),
+        }
     }
 
     /// The thread bound to the message's conversation, without creating one.
     pub async fn current(&self, msg: &InboundMessage) -> Result<Option<ThreadId>, StoreError> {
-        Ok(self.store.get_binding(&conversation_key(msg)).await?.map(|b| b.thread_id))
+        Ok(self
+            .store
+            .get_binding(&conversation_key(msg))
+            .await?
+            .map(|b| b.thread_id))
     }
 
     /// The bound thread, created (once, under the conversation's lock) when missing.
-    pub async fn get_or_create(&self, msg: &InboundMessage, owner: Option<&Owner>) -> Result<ThreadId, BindError> {
+    pub async fn get_or_create(
+        &self,
+        msg: &InboundMessage,
+        owner: Option<&Owner>,
+    ) -> Result<ThreadId, BindError> {
         let key = conversation_key(msg);
         if let Some(binding) = self.store.get_binding(&key).await? {
             self.sync_metadata(msg, owner, &binding.thread_id).await;
@@ -83,7 +96,11 @@ impl Bindings {
     }
 
     /// `/new`: a fresh thread bound to the conversation, whatever was bound before.
-    pub async fn rebind_new(&self, msg: &InboundMessage, owner: Option<&Owner>) -> Result<ThreadId, BindError> {
+    pub async fn rebind_new(
+        &self,
+        msg: &InboundMessage,
+        owner: Option<&Owner>,
+    ) -> Result<ThreadId, BindError> {
         let key = conversation_key(msg);
         let storage_key = key.storage_key();
         let lock = self.lock_for(&storage_key);
@@ -96,10 +113,23 @@ impl Bindings {
         result
     }
 
-    async fn create_and_bind(&self, msg: &InboundMessage, owner: Option<&Owner>, key: &ConversationKey) -> Result<ThreadId, BindError> {
+    async fn create_and_bind(
+        &self,
+        msg: &InboundMessage,
+        owner: Option<&Owner>,
+        key: &ConversationKey,
+    ) -> Result<ThreadId, BindError> {
         let metadata = json!({ "channel_source": channel_source(msg) });
-        let preferred = msg.metadata.get("preferred_thread_id").and_then(Value::as_str).map(ThreadId::new);
-        let thread = match self.gateway.create_thread(owner, &metadata, preferred.as_ref()).await {
+        let preferred = msg
+            .metadata
+            .get("preferred_thread_id")
+            .and_then(Value::as_str)
+            .map(ThreadId::new);
+        let thread = match self
+            .gateway
+            .create_thread(owner, &metadata, preferred.as_ref())
+            .await
+        {
             Ok(info) => info.thread_id,
             // Another creator won a race on the preferred id: reuse it once verified.
             Err(GatewayError::Conflict) if preferred.is_some() => {
@@ -108,7 +138,9 @@ impl Bindings {
             }
             Err(e) => return Err(e.into()),
         };
-        self.store.set_binding(key, &thread, msg.user_id.as_str()).await?;
+        self.store
+            .set_binding(key, &thread, msg.user_id.as_str())
+            .await?;
         self.mark_synced(&thread);
         tracing::info!(channel = %msg.channel_name, thread = %thread, "Bound a conversation to a new thread.");
         Ok(thread)
@@ -119,7 +151,11 @@ impl Bindings {
             return;
         }
         let metadata = json!({ "channel_source": channel_source(msg) });
-        if let Err(error) = self.gateway.update_thread_metadata(owner, thread, &metadata).await {
+        if let Err(error) = self
+            .gateway
+            .update_thread_metadata(owner, thread, &metadata)
+            .await
+        {
             tracing::debug!(thread = %thread, %error, "Best-effort thread metadata update failed.");
         }
     }

@@ -37,20 +37,40 @@ pub fn parse(text: &str) -> Parsed<'_> {
     };
     let lower = head.to_lowercase();
     let name = lower.strip_prefix('/').unwrap_or(&lower).to_owned();
-    Parsed { name, args, slash: text.starts_with('/') }
+    Parsed {
+        name,
+        args,
+        slash: text.starts_with('/'),
+    }
 }
 
 /// The command list shown in unknown-command replies: `/a | /b | …`, sorted.
 fn command_list() -> String {
-    KNOWN_COMMANDS.iter().map(|c| format!("/{c}")).collect::<Vec<_>>().join(" | ")
+    KNOWN_COMMANDS
+        .iter()
+        .map(|c| format!("/{c}"))
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 /// Handles a message the adapter classified as a command.
 pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     let parsed = parse(&msg.text);
-    let owner = msg.owner_user_id.as_deref().filter(|o| !o.is_empty()).map(Owner::new);
+    let owner = msg
+        .owner_user_id
+        .as_deref()
+        .filter(|o| !o.is_empty())
+        .map(Owner::new);
     if parsed.name.is_empty() {
-        inner.replier.reply(msg, None, m::CMD_UNKNOWN_EMPTY, &[("commands", Arg::Str(&command_list()))]).await;
+        inner
+            .replier
+            .reply(
+                msg,
+                None,
+                m::CMD_UNKNOWN_EMPTY,
+                &[("commands", Arg::Str(&command_list()))],
+            )
+            .await;
         return Disposition::Keep;
     }
     if !parsed.slash {
@@ -59,7 +79,10 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     match parsed.name.as_str() {
         "new" => match inner.bindings.rebind_new(msg, owner.as_ref()).await {
             Ok(thread) => {
-                inner.replier.reply(msg, Some(&thread), m::CMD_NEW_DONE, &[]).await;
+                inner
+                    .replier
+                    .reply(msg, Some(&thread), m::CMD_NEW_DONE, &[])
+                    .await;
                 Disposition::Keep
             }
             Err(error) => {
@@ -71,9 +94,22 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
         "status" => {
             match inner.bindings.current(msg).await {
                 Ok(Some(thread)) => {
-                    inner.replier.reply(msg, Some(&thread), m::CMD_STATUS_ACTIVE, &[("thread", Arg::Str(thread.as_str()))]).await;
+                    inner
+                        .replier
+                        .reply(
+                            msg,
+                            Some(&thread),
+                            m::CMD_STATUS_ACTIVE,
+                            &[("thread", Arg::Str(thread.as_str()))],
+                        )
+                        .await;
                 }
-                Ok(None) => inner.replier.reply(msg, None, m::CMD_STATUS_NONE, &[]).await,
+                Ok(None) => {
+                    inner
+                        .replier
+                        .reply(msg, None, m::CMD_STATUS_NONE, &[])
+                        .await
+                }
                 Err(error) => {
                     tracing::warn!(%error, "Reading the binding failed.");
                     inner.replier.reply(msg, None, m::ERR_INTERNAL, &[]).await;
@@ -87,14 +123,34 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
         }
         "models" => {
             match inner.gateway.list_models(owner.as_ref()).await {
-                Ok(models) if models.is_empty() => inner.replier.reply(msg, None, m::CMD_MODELS_NONE, &[]).await,
+                Ok(models) if models.is_empty() => {
+                    inner
+                        .replier
+                        .reply(msg, None, m::CMD_MODELS_NONE, &[])
+                        .await
+                }
                 Ok(models) => {
-                    let list = models.iter().map(|n| format!("• {n}")).collect::<Vec<_>>().join("\n");
-                    inner.replier.reply(msg, None, m::CMD_MODELS_LIST, &[("models", Arg::Str(&list))]).await;
+                    let list = models
+                        .iter()
+                        .map(|n| format!("• {n}"))
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    inner
+                        .replier
+                        .reply(
+                            msg,
+                            None,
+                            m::CMD_MODELS_LIST,
+                            &[("models", Arg::Str(&list))],
+                        )
+                        .await;
                 }
                 Err(error) => {
                     tracing::warn!(%error, "Listing models failed.");
-                    inner.replier.reply(msg, None, m::CMD_MODELS_FAILED, &[]).await;
+                    inner
+                        .replier
+                        .reply(msg, None, m::CMD_MODELS_FAILED, &[])
+                        .await;
                 }
             }
             Disposition::Keep
@@ -103,24 +159,58 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
             match inner.gateway.get_memory(owner.as_ref()).await {
                 Ok(count) => {
                     let count = i64::try_from(count).unwrap_or(i64::MAX);
-                    inner.replier.reply(msg, None, m::CMD_MEMORY_FACTS, &[("count", Arg::Num(count))]).await;
+                    inner
+                        .replier
+                        .reply(
+                            msg,
+                            None,
+                            m::CMD_MEMORY_FACTS,
+                            &[("count", Arg::Num(count))],
+                        )
+                        .await;
                 }
                 Err(error) => {
                     tracing::warn!(%error, "Reading memory failed.");
-                    inner.replier.reply(msg, None, m::CMD_MEMORY_FAILED, &[]).await;
+                    inner
+                        .replier
+                        .reply(msg, None, m::CMD_MEMORY_FAILED, &[])
+                        .await;
                 }
             }
             Disposition::Keep
         }
         "bootstrap" => {
-            let text = if parsed.args.is_empty() { BOOTSTRAP_DEFAULT } else { parsed.args };
-            run::chat_turn(inner, msg, text, TurnOptions { bootstrap: true, ..TurnOptions::default() }).await.0
+            let text = if parsed.args.is_empty() {
+                BOOTSTRAP_DEFAULT
+            } else {
+                parsed.args
+            };
+            run::chat_turn(
+                inner,
+                msg,
+                text,
+                TurnOptions {
+                    bootstrap: true,
+                    ..TurnOptions::default()
+                },
+            )
+            .await
+            .0
         }
         "goal" => super::goal::handle(inner, msg, parsed.args).await,
         "lang" => super::lang::handle(inner, msg, parsed.args).await,
         "compact" => super::compact::handle(inner, msg, parsed.args).await,
-        "context" if parsed.args.split_whitespace().next().is_some_and(|a| a.eq_ignore_ascii_case("compact")) => {
-            let rest = parsed.args.split_once(char::is_whitespace).map_or("", |(_, r)| r.trim());
+        "context"
+            if parsed
+                .args
+                .split_whitespace()
+                .next()
+                .is_some_and(|a| a.eq_ignore_ascii_case("compact")) =>
+        {
+            let rest = parsed
+                .args
+                .split_once(char::is_whitespace)
+                .map_or("", |(_, r)| r.trim());
             super::compact::handle(inner, msg, rest).await
         }
         other => unknown(inner, msg, other).await,
@@ -131,7 +221,15 @@ async fn unknown(inner: &Inner, msg: &InboundMessage, name: &str) -> Disposition
     let shown = format!("/{name}");
     inner
         .replier
-        .reply(msg, None, m::CMD_UNKNOWN, &[("command", Arg::Str(&shown)), ("commands", Arg::Str(&command_list()))])
+        .reply(
+            msg,
+            None,
+            m::CMD_UNKNOWN,
+            &[
+                ("command", Arg::Str(&shown)),
+                ("commands", Arg::Str(&command_list())),
+            ],
+        )
         .await;
     Disposition::Keep
 }
@@ -140,12 +238,19 @@ async fn unknown(inner: &Inner, msg: &InboundMessage, name: &str) -> Disposition
 /// the skill as enabled; otherwise answered here. `None` = not skill-shaped, run as chat.
 pub(crate) async fn slash_skill(inner: &Inner, msg: &InboundMessage) -> Option<Disposition> {
     let name = skill_name(&msg.text)?;
-    let owner = msg.owner_user_id.as_deref().filter(|o| !o.is_empty()).map(Owner::new);
+    let owner = msg
+        .owner_user_id
+        .as_deref()
+        .filter(|o| !o.is_empty())
+        .map(Owner::new);
     let skills = match inner.gateway.list_skills(owner.as_ref()).await {
         Ok(s) => s,
         Err(error) => {
             tracing::warn!(%error, "Listing skills failed.");
-            inner.replier.reply(msg, None, m::CMD_SKILL_LOOKUP_FAILED, &[]).await;
+            inner
+                .replier
+                .reply(msg, None, m::CMD_SKILL_LOOKUP_FAILED, &[])
+                .await;
             return Some(Disposition::Release);
         }
     };
@@ -153,7 +258,15 @@ pub(crate) async fn slash_skill(inner: &Inner, msg: &InboundMessage) -> Option<D
     match skills.iter().find(|s| s.name == name) {
         Some(skill) if skill.enabled => None,
         Some(_) => {
-            inner.replier.reply(msg, None, m::CMD_SKILL_DISABLED, &[("command", Arg::Str(&shown))]).await;
+            inner
+                .replier
+                .reply(
+                    msg,
+                    None,
+                    m::CMD_SKILL_DISABLED,
+                    &[("command", Arg::Str(&shown))],
+                )
+                .await;
             Some(Disposition::Keep)
         }
         None => Some(unknown(inner, msg, name).await),
@@ -166,7 +279,12 @@ fn skill_name(text: &str) -> Option<&str> {
     let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
     let name = &rest[..end];
     let valid = !name.is_empty()
-        && name.split('-').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+        && name.split('-').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        });
     (valid && !KNOWN_COMMANDS.contains(&name)).then_some(name)
 }
 

@@ -33,13 +33,19 @@ pub fn parse_keep(args: &str) -> Result<Option<u32>, ()> {
 pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition {
     let Ok(keep) = parse_keep(args) else {
         let max = i64::from(MAX_KEEP);
-        inner.replier.reply(msg, None, m::COMPACT_USAGE, &[("max", Arg::Num(max))]).await;
+        inner
+            .replier
+            .reply(msg, None, m::COMPACT_USAGE, &[("max", Arg::Num(max))])
+            .await;
         return Disposition::Keep;
     };
     let thread = match inner.bindings.current(msg).await {
         Ok(Some(t)) => t,
         Ok(None) => {
-            inner.replier.reply(msg, None, m::COMPACT_NOTHING, &[]).await;
+            inner
+                .replier
+                .reply(msg, None, m::COMPACT_NOTHING, &[])
+                .await;
             return Disposition::Keep;
         }
         Err(error) => {
@@ -48,20 +54,50 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> D
             return Disposition::Keep;
         }
     };
-    let layers = Layers { global: &inner.config.session, channel: inner.config.channel_sessions.get(&msg.channel_name) };
+    let layers = Layers {
+        global: &inner.config.session,
+        channel: inner.config.channel_sessions.get(&msg.channel_name),
+    };
     let Ok(agent_name) = params::agent_for(msg, layers) else {
-        inner.replier.reply(msg, Some(&thread), m::ERR_INVALID_AGENT, &[]).await;
+        inner
+            .replier
+            .reply(msg, Some(&thread), m::ERR_INVALID_AGENT, &[])
+            .await;
         return Disposition::Keep;
     };
-    let owner = msg.owner_user_id.as_deref().filter(|o| !o.is_empty()).map(Owner::new);
-    let request = CompactRequest { keep_messages: keep, agent_name };
-    match inner.gateway.compact_thread(owner.as_ref(), &thread, &request).await {
+    let owner = msg
+        .owner_user_id
+        .as_deref()
+        .filter(|o| !o.is_empty())
+        .map(Owner::new);
+    let request = CompactRequest {
+        keep_messages: keep,
+        agent_name,
+    };
+    match inner
+        .gateway
+        .compact_thread(owner.as_ref(), &thread, &request)
+        .await
+    {
         Ok(outcome) if outcome.compacted => {
             let removed = i64::try_from(outcome.removed_message_count).unwrap_or(i64::MAX);
             let kept = i64::try_from(outcome.preserved_message_count).unwrap_or(i64::MAX);
-            inner.replier.reply(msg, Some(&thread), m::COMPACT_DONE, &[("removed", Arg::Num(removed)), ("kept", Arg::Num(kept))]).await;
+            inner
+                .replier
+                .reply(
+                    msg,
+                    Some(&thread),
+                    m::COMPACT_DONE,
+                    &[("removed", Arg::Num(removed)), ("kept", Arg::Num(kept))],
+                )
+                .await;
         }
-        Ok(_) => inner.replier.reply(msg, Some(&thread), m::COMPACT_NOT_NEEDED, &[]).await,
+        Ok(_) => {
+            inner
+                .replier
+                .reply(msg, Some(&thread), m::COMPACT_NOT_NEEDED, &[])
+                .await
+        }
         Err(error) => {
             tracing::info!(%error, "Compaction did not happen.");
             let id = match error {
@@ -85,7 +121,16 @@ mod tests {
         assert_eq!(parse_keep(""), Ok(None));
         assert_eq!(parse_keep("keep 20"), Ok(Some(20)));
         assert_eq!(parse_keep("KEEP 1"), Ok(Some(1)));
-        for bad in ["keep", "keep 0", "keep -1", "keep x", "keep 20 more", "20", "keep 10001", "keep 1.5"] {
+        for bad in [
+            "keep",
+            "keep 0",
+            "keep -1",
+            "keep x",
+            "keep 20 more",
+            "20",
+            "keep 10001",
+            "keep 1.5",
+        ] {
             assert_eq!(parse_keep(bad), Err(()), "{bad}");
         }
     }

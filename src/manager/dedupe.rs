@@ -13,21 +13,39 @@ use serde_json::{Map, Value};
 use crate::store::DedupeKey;
 
 const ID_KEYS: &[&str] = &["event_id", "message_id", "msg_id"];
-const WORKSPACE_KEYS: &[&str] = &["workspace_id", "team_id", "guild_id", "aibotid", "conversation_id"];
+const WORKSPACE_KEYS: &[&str] = &[
+    "workspace_id",
+    "team_id",
+    "guild_id",
+    "aibotid",
+    "conversation_id",
+];
 const CHAT_SCOPED_CHANNELS: &[&str] = &["telegram", "feishu", "wechat"];
 
 /// The dedupe key of `msg`, or `None` when it must not be deduplicated.
 pub fn dedupe_key(msg: &InboundMessage) -> Option<DedupeKey> {
     let message_id = first_id(&msg.metadata, ID_KEYS).or_else(|| {
-        msg.metadata.get("raw_message").and_then(Value::as_object).and_then(|raw| first_id(raw, ID_KEYS))
+        msg.metadata
+            .get("raw_message")
+            .and_then(Value::as_object)
+            .and_then(|raw| first_id(raw, ID_KEYS))
     })?;
     let workspace = msg
         .workspace_id
         .clone()
         .filter(|w| !w.is_empty())
         .or_else(|| first_id(&msg.metadata, WORKSPACE_KEYS))
-        .or_else(|| CHAT_SCOPED_CHANNELS.contains(&msg.channel_name.as_str()).then(|| msg.chat_id.to_string()))?;
-    Some(DedupeKey { channel: msg.channel_name.clone(), workspace, chat_id: msg.chat_id.clone(), message_id })
+        .or_else(|| {
+            CHAT_SCOPED_CHANNELS
+                .contains(&msg.channel_name.as_str())
+                .then(|| msg.chat_id.to_string())
+        })?;
+    Some(DedupeKey {
+        channel: msg.channel_name.clone(),
+        workspace,
+        chat_id: msg.chat_id.clone(),
+        message_id,
+    })
 }
 
 /// The first truthy value among `keys`, stringified (numbers too).
@@ -53,10 +71,21 @@ mod tests {
     #[test]
     fn id_and_workspace_resolution() {
         let k = dedupe_key(&msg("telegram", json!({"message_id": 42}))).unwrap();
-        assert_eq!((k.workspace.as_str(), k.message_id.as_str()), ("chat1", "42"));
-        let k = dedupe_key(&msg("slack", json!({"event_id": "Ev1", "message_id": "m", "team_id": "T1"}))).unwrap();
+        assert_eq!(
+            (k.workspace.as_str(), k.message_id.as_str()),
+            ("chat1", "42")
+        );
+        let k = dedupe_key(&msg(
+            "slack",
+            json!({"event_id": "Ev1", "message_id": "m", "team_id": "T1"}),
+        ))
+        .unwrap();
         assert_eq!((k.workspace.as_str(), k.message_id.as_str()), ("T1", "Ev1"));
-        let k = dedupe_key(&msg("dingtalk", json!({"raw_message": {"msg_id": "r1"}, "conversation_id": "cid"}))).unwrap();
+        let k = dedupe_key(&msg(
+            "dingtalk",
+            json!({"raw_message": {"msg_id": "r1"}, "conversation_id": "cid"}),
+        ))
+        .unwrap();
         assert_eq!((k.workspace.as_str(), k.message_id.as_str()), ("cid", "r1"));
     }
 

@@ -40,7 +40,10 @@ pub fn parse(args: &str) -> GoalCommand<'_> {
     if args.is_empty() {
         return GoalCommand::Status;
     }
-    if ["clear", "reset", "off", "stop", "cancel", "none"].iter().any(|w| args.eq_ignore_ascii_case(w)) {
+    if ["clear", "reset", "off", "stop", "cancel", "none"]
+        .iter()
+        .any(|w| args.eq_ignore_ascii_case(w))
+    {
         return GoalCommand::Clear;
     }
     let (first, rest) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
@@ -53,7 +56,9 @@ pub fn parse(args: &str) -> GoalCommand<'_> {
 /// The catalog selector for a stand-down reason code: `blocked:<blocker>` selects the
 /// blocker's phrase; both `thread_changed_*` codes share one; anything unknown is `unknown`.
 pub fn reason_code(stand_down_reason: &str) -> &'static str {
-    let code = stand_down_reason.strip_prefix("blocked:").unwrap_or(stand_down_reason);
+    let code = stand_down_reason
+        .strip_prefix("blocked:")
+        .unwrap_or(stand_down_reason);
     match code {
         "missing_evidence" => "missing_evidence",
         "needs_user_input" => "needs_user_input",
@@ -66,13 +71,18 @@ pub fn reason_code(stand_down_reason: &str) -> &'static str {
         "token_capped" => "token_capped",
         "evaluator_failed" => "evaluator_failed",
         "no_durable_end_of_turn" => "no_durable_end_of_turn",
-        "thread_changed_after_evaluation" | "thread_changed_before_continuation" => "thread_changed",
+        "thread_changed_after_evaluation" | "thread_changed_before_continuation" => {
+            "thread_changed"
+        }
         _ => "unknown",
     }
 }
 
 fn owner_of(msg: &InboundMessage) -> Option<Owner> {
-    msg.owner_user_id.as_deref().filter(|o| !o.is_empty()).map(Owner::new)
+    msg.owner_user_id
+        .as_deref()
+        .filter(|o| !o.is_empty())
+        .map(Owner::new)
 }
 
 /// Handles `/goal <args>`.
@@ -98,9 +108,14 @@ async fn bound_thread(inner: &Inner, msg: &InboundMessage) -> Result<Option<Thre
 }
 
 async fn status(inner: &Inner, msg: &InboundMessage) -> Disposition {
-    let Ok(thread) = bound_thread(inner, msg).await else { return Disposition::Keep };
+    let Ok(thread) = bound_thread(inner, msg).await else {
+        return Disposition::Keep;
+    };
     let Some(thread) = thread else {
-        inner.replier.reply(msg, None, m::GOAL_STATUS_NONE, &[]).await;
+        inner
+            .replier
+            .reply(msg, None, m::GOAL_STATUS_NONE, &[])
+            .await;
         return Disposition::Keep;
     };
     let owner = owner_of(msg);
@@ -109,8 +124,14 @@ async fn status(inner: &Inner, msg: &InboundMessage) -> Disposition {
         Ok(None) => {
             // A met goal is deleted; newer Gateways leave a `goal_outcome` until the next
             // goal write, so "met" is reported only for the latest goal.
-            let met = match inner.gateway.get_thread_state(owner.as_ref(), &thread).await {
-                Ok(state) => state.goal_outcome().filter(|o| o.status == "achieved" && !o.objective.is_empty()),
+            let met = match inner
+                .gateway
+                .get_thread_state(owner.as_ref(), &thread)
+                .await
+            {
+                Ok(state) => state
+                    .goal_outcome()
+                    .filter(|o| o.status == "achieved" && !o.objective.is_empty()),
                 Err(error) => {
                     tracing::debug!(%error, "Reading the goal outcome failed.");
                     None
@@ -118,14 +139,30 @@ async fn status(inner: &Inner, msg: &InboundMessage) -> Disposition {
             };
             match met {
                 Some(outcome) => {
-                    inner.replier.reply(msg, Some(&thread), m::GOAL_STATUS_MET, &[("objective", Arg::Str(&outcome.objective))]).await;
+                    inner
+                        .replier
+                        .reply(
+                            msg,
+                            Some(&thread),
+                            m::GOAL_STATUS_MET,
+                            &[("objective", Arg::Str(&outcome.objective))],
+                        )
+                        .await;
                 }
-                None => inner.replier.reply(msg, Some(&thread), m::GOAL_STATUS_NONE, &[]).await,
+                None => {
+                    inner
+                        .replier
+                        .reply(msg, Some(&thread), m::GOAL_STATUS_NONE, &[])
+                        .await
+                }
             }
         }
         Err(error) => {
             tracing::warn!(%error, "Reading the goal failed.");
-            inner.replier.reply(msg, Some(&thread), m::GOAL_STATUS_FAILED, &[]).await;
+            inner
+                .replier
+                .reply(msg, Some(&thread), m::GOAL_STATUS_FAILED, &[])
+                .await;
         }
     }
     Disposition::Keep
@@ -135,31 +172,84 @@ async fn reply_goal(inner: &Inner, msg: &InboundMessage, thread: &ThreadId, goal
     let objective = Arg::Str(&goal.objective);
     let n = Arg::Num(i64::from(goal.continuation_count));
     let max = Arg::Num(i64::from(goal.max_continuations));
-    let stopped = goal.last_evaluation.as_ref().and_then(|e| e.stand_down_reason.as_deref());
+    let stopped = goal
+        .last_evaluation
+        .as_ref()
+        .and_then(|e| e.stand_down_reason.as_deref());
     match stopped {
         Some(reason) => {
             let code = Arg::Str(reason_code(reason));
-            inner.replier.reply(msg, Some(thread), m::GOAL_STATUS_STOPPED, &[("objective", objective), ("reason", code), ("n", n), ("max", max)]).await;
+            inner
+                .replier
+                .reply(
+                    msg,
+                    Some(thread),
+                    m::GOAL_STATUS_STOPPED,
+                    &[
+                        ("objective", objective),
+                        ("reason", code),
+                        ("n", n),
+                        ("max", max),
+                    ],
+                )
+                .await;
         }
         None if goal.continuation_count > 0 => {
-            inner.replier.reply(msg, Some(thread), m::GOAL_STATUS_PROGRESS, &[("objective", objective), ("n", n), ("max", max)]).await;
+            inner
+                .replier
+                .reply(
+                    msg,
+                    Some(thread),
+                    m::GOAL_STATUS_PROGRESS,
+                    &[("objective", objective), ("n", n), ("max", max)],
+                )
+                .await;
         }
-        None => inner.replier.reply(msg, Some(thread), m::GOAL_STATUS_ACTIVE, &[("objective", objective)]).await,
+        None => {
+            inner
+                .replier
+                .reply(
+                    msg,
+                    Some(thread),
+                    m::GOAL_STATUS_ACTIVE,
+                    &[("objective", objective)],
+                )
+                .await
+        }
     }
 }
 
 async fn clear(inner: &Inner, msg: &InboundMessage) -> Disposition {
-    let Ok(thread) = bound_thread(inner, msg).await else { return Disposition::Keep };
+    let Ok(thread) = bound_thread(inner, msg).await else {
+        return Disposition::Keep;
+    };
     let Some(thread) = thread else {
         inner.replier.reply(msg, None, m::GOAL_CLEARED, &[]).await;
         return Disposition::Keep;
     };
-    match inner.gateway.delete_goal(owner_of(msg).as_ref(), &thread).await {
-        Ok(()) => inner.replier.reply(msg, Some(&thread), m::GOAL_CLEARED, &[]).await,
-        Err(GatewayError::Busy) => inner.replier.reply(msg, Some(&thread), m::GOAL_BUSY_UNCHANGED, &[]).await,
+    match inner
+        .gateway
+        .delete_goal(owner_of(msg).as_ref(), &thread)
+        .await
+    {
+        Ok(()) => {
+            inner
+                .replier
+                .reply(msg, Some(&thread), m::GOAL_CLEARED, &[])
+                .await
+        }
+        Err(GatewayError::Busy) => {
+            inner
+                .replier
+                .reply(msg, Some(&thread), m::GOAL_BUSY_UNCHANGED, &[])
+                .await
+        }
         Err(error) => {
             tracing::warn!(%error, "Clearing the goal failed.");
-            inner.replier.reply(msg, Some(&thread), m::GOAL_CLEAR_FAILED, &[]).await;
+            inner
+                .replier
+                .reply(msg, Some(&thread), m::GOAL_CLEAR_FAILED, &[])
+                .await;
         }
     }
     Disposition::Keep
@@ -168,7 +258,10 @@ async fn clear(inner: &Inner, msg: &InboundMessage) -> Disposition {
 async fn set(inner: &Inner, msg: &InboundMessage, objective: &str) -> Disposition {
     if objective.chars().count() > MAX_OBJECTIVE_CHARS {
         let max = i64::try_from(MAX_OBJECTIVE_CHARS).unwrap_or(i64::MAX);
-        inner.replier.reply(msg, None, m::GOAL_TOO_LONG, &[("max", Arg::Num(max))]).await;
+        inner
+            .replier
+            .reply(msg, None, m::GOAL_TOO_LONG, &[("max", Arg::Num(max))])
+            .await;
         return Disposition::Keep;
     }
     let owner = owner_of(msg);
@@ -176,40 +269,75 @@ async fn set(inner: &Inner, msg: &InboundMessage, objective: &str) -> Dispositio
         Ok(t) => t,
         Err(error) => {
             tracing::warn!(%error, "Resolving the thread for a goal failed.");
-            inner.replier.reply(msg, None, m::GOAL_SET_FAILED, &[]).await;
+            inner
+                .replier
+                .reply(msg, None, m::GOAL_SET_FAILED, &[])
+                .await;
             return Disposition::Release;
         }
     };
-    match inner.gateway.put_goal(owner.as_ref(), &thread, objective).await {
+    match inner
+        .gateway
+        .put_goal(owner.as_ref(), &thread, objective)
+        .await
+    {
         Ok(_) => {}
         Err(GatewayError::Busy) => {
-            inner.replier.reply(msg, Some(&thread), m::GOAL_BUSY_UNCHANGED, &[]).await;
+            inner
+                .replier
+                .reply(msg, Some(&thread), m::GOAL_BUSY_UNCHANGED, &[])
+                .await;
             return Disposition::Keep;
         }
         Err(error) => {
             tracing::warn!(%error, "Setting the goal failed.");
-            inner.replier.reply(msg, Some(&thread), m::GOAL_SET_FAILED, &[]).await;
+            inner
+                .replier
+                .reply(msg, Some(&thread), m::GOAL_SET_FAILED, &[])
+                .await;
             return Disposition::Keep;
         }
     }
     // The goal is saved; the user sees the run's output as the answer.
-    run::chat_turn(inner, msg, objective, TurnOptions { thread: Some(thread), ..TurnOptions::default() }).await.0
+    run::chat_turn(
+        inner,
+        msg,
+        objective,
+        TurnOptions {
+            thread: Some(thread),
+            ..TurnOptions::default()
+        },
+    )
+    .await
+    .0
 }
 
 async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Disposition {
     if hint.chars().count() > MAX_HINT_CHARS {
         let max = i64::try_from(MAX_HINT_CHARS).unwrap_or(i64::MAX);
-        inner.replier.reply(msg, None, m::GOAL_HINT_TOO_LONG, &[("max", Arg::Num(max))]).await;
+        inner
+            .replier
+            .reply(msg, None, m::GOAL_HINT_TOO_LONG, &[("max", Arg::Num(max))])
+            .await;
         return Disposition::Keep;
     }
-    let Ok(before) = bound_thread(inner, msg).await else { return Disposition::Keep };
+    let Ok(before) = bound_thread(inner, msg).await else {
+        return Disposition::Keep;
+    };
     let Some(thread) = before else {
-        inner.replier.reply(msg, None, m::GOAL_FROM_CHAT_NO_CONTEXT, &[]).await;
+        inner
+            .replier
+            .reply(msg, None, m::GOAL_FROM_CHAT_NO_CONTEXT, &[])
+            .await;
         return Disposition::Keep;
     };
     let owner = owner_of(msg);
     let hint = (!hint.is_empty()).then_some(hint);
-    let goal = match inner.gateway.goal_from_chat(owner.as_ref(), &thread, hint).await {
+    let goal = match inner
+        .gateway
+        .goal_from_chat(owner.as_ref(), &thread, hint)
+        .await
+    {
         Ok(goal) => goal,
         Err(error) => {
             tracing::info!(%error, "Composing a goal from the chat did not save one.");
@@ -241,14 +369,42 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
         }
     };
     if after.as_ref() != Some(&thread) {
-        inner.replier.reply(msg, after.as_ref(), m::GOAL_FROM_CHAT_BINDING_CHANGED, &[("objective", objective)]).await;
+        inner
+            .replier
+            .reply(
+                msg,
+                after.as_ref(),
+                m::GOAL_FROM_CHAT_BINDING_CHANGED,
+                &[("objective", objective)],
+            )
+            .await;
         return Disposition::Keep;
     }
-    inner.replier.reply(msg, Some(&thread), m::GOAL_FROM_CHAT_SAVED, &[("objective", objective)]).await;
-    let options = TurnOptions { thread: Some(thread.clone()), caller_reports_not_started: true, ..TurnOptions::default() };
+    inner
+        .replier
+        .reply(
+            msg,
+            Some(&thread),
+            m::GOAL_FROM_CHAT_SAVED,
+            &[("objective", objective)],
+        )
+        .await;
+    let options = TurnOptions {
+        thread: Some(thread.clone()),
+        caller_reports_not_started: true,
+        ..TurnOptions::default()
+    };
     let (disposition, start) = run::chat_turn(inner, msg, &goal.objective, options).await;
     if start != RunStart::Started {
-        inner.replier.reply(msg, Some(&thread), m::GOAL_FROM_CHAT_RUN_NOT_STARTED, &[("objective", objective)]).await;
+        inner
+            .replier
+            .reply(
+                msg,
+                Some(&thread),
+                m::GOAL_FROM_CHAT_RUN_NOT_STARTED,
+                &[("objective", objective)],
+            )
+            .await;
         // The goal is saved; retrying the command would compose it again.
         return Disposition::Keep;
     }
@@ -266,19 +422,37 @@ mod tests {
         for w in ["clear", "CLEAR", "reset", "Off", "stop", "cancel", "none"] {
             assert_eq!(parse(w), GoalCommand::Clear, "{w}");
         }
-        assert_eq!(parse("clear the build cache"), GoalCommand::Set("clear the build cache"));
+        assert_eq!(
+            parse("clear the build cache"),
+            GoalCommand::Set("clear the build cache")
+        );
         assert_eq!(parse("from-chat"), GoalCommand::FromChat(""));
-        assert_eq!(parse("FROM-CHAT  focus on the report "), GoalCommand::FromChat("focus on the report"));
+        assert_eq!(
+            parse("FROM-CHAT  focus on the report "),
+            GoalCommand::FromChat("focus on the report")
+        );
         assert_eq!(parse("from-chatter"), GoalCommand::Set("from-chatter"));
-        assert_eq!(parse("  ship the report  "), GoalCommand::Set("ship the report"));
+        assert_eq!(
+            parse("  ship the report  "),
+            GoalCommand::Set("ship the report")
+        );
     }
 
     #[test]
     fn reason_codes() {
         assert_eq!(reason_code("blocked:needs_user_input"), "needs_user_input");
-        assert_eq!(reason_code("max_continuations_reached"), "max_continuations_reached");
-        assert_eq!(reason_code("thread_changed_before_continuation"), "thread_changed");
-        assert_eq!(reason_code("thread_changed_after_evaluation"), "thread_changed");
+        assert_eq!(
+            reason_code("max_continuations_reached"),
+            "max_continuations_reached"
+        );
+        assert_eq!(
+            reason_code("thread_changed_before_continuation"),
+            "thread_changed"
+        );
+        assert_eq!(
+            reason_code("thread_changed_after_evaluation"),
+            "thread_changed"
+        );
         assert_eq!(reason_code("blocked:something_new"), "unknown");
         assert_eq!(reason_code(""), "unknown");
     }

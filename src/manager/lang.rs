@@ -31,14 +31,28 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> D
     if arg.is_empty() {
         let (locale, source) = inner.replier.locale_for(msg).await;
         let tag = locale.to_string();
-        inner.replier.reply(msg, None, m::LANG_CURRENT, &[("locale", Arg::Str(&tag)), ("source", Arg::Str(source_code(source)))]).await;
+        inner
+            .replier
+            .reply(
+                msg,
+                None,
+                m::LANG_CURRENT,
+                &[
+                    ("locale", Arg::Str(&tag)),
+                    ("source", Arg::Str(source_code(source))),
+                ],
+            )
+            .await;
         return Disposition::Keep;
     }
     if msg.chat_kind == ChatKind::Group
         && let Some(admins) = inner.config.channel_admins.get(&msg.channel_name)
         && !admins.allows(msg.user_id.as_str())
     {
-        inner.replier.reply(msg, None, m::LANG_NOT_ALLOWED, &[]).await;
+        inner
+            .replier
+            .reply(msg, None, m::LANG_NOT_ALLOWED, &[])
+            .await;
         return Disposition::Keep;
     }
     let catalogs = inner.replier.catalogs();
@@ -48,14 +62,31 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> D
         match catalogs.negotiate(arg) {
             Some(locale) => Some(locale),
             None => {
-                let supported = catalogs.supported().iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
-                inner.replier.reply(msg, None, m::LANG_UNSUPPORTED, &[("tag", Arg::Str(arg)), ("supported", Arg::Str(&supported))]).await;
+                let supported = catalogs
+                    .supported()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                inner
+                    .replier
+                    .reply(
+                        msg,
+                        None,
+                        m::LANG_UNSUPPORTED,
+                        &[("tag", Arg::Str(arg)), ("supported", Arg::Str(&supported))],
+                    )
+                    .await;
                 return Disposition::Keep;
             }
         }
     };
     let tag = chosen.as_ref().map(ToString::to_string);
-    if let Err(error) = inner.store.set_chat_locale(&msg.channel_name, &msg.chat_id, tag.as_deref()).await {
+    if let Err(error) = inner
+        .store
+        .set_chat_locale(&msg.channel_name, &msg.chat_id, tag.as_deref())
+        .await
+    {
         tracing::warn!(%error, "Saving the chat's language failed.");
         inner.replier.reply(msg, None, m::ERR_INTERNAL, &[]).await;
         return Disposition::Keep;
@@ -63,7 +94,14 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> D
     // Confirm in the language now in effect.
     let (locale, _) = inner.replier.locale_for(msg).await;
     let shown = locale.to_string();
-    let id = if chosen.is_some() { m::LANG_SET } else { m::LANG_AUTO };
-    inner.replier.reply(msg, None, id, &[("locale", Arg::Str(&shown))]).await;
+    let id = if chosen.is_some() {
+        m::LANG_SET
+    } else {
+        m::LANG_AUTO
+    };
+    inner
+        .replier
+        .reply(msg, None, id, &[("locale", Arg::Str(&shown))])
+        .await;
     Disposition::Keep
 }

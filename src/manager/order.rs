@@ -40,8 +40,19 @@ impl Turnstile {
             *next
         };
         let (done, waiter) = oneshot::channel();
-        let previous = self.tails.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), (id, waiter)).map(|(_, rx)| rx);
-        Ticket { key, id, previous, _done: done, tails: self.tails.clone() }
+        let previous = self
+            .tails
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone(), (id, waiter))
+            .map(|(_, rx)| rx);
+        Ticket {
+            key,
+            id,
+            previous,
+            _done: done,
+            tails: self.tails.clone(),
+        }
     }
 
     #[cfg(test)]
@@ -98,7 +109,9 @@ mod tests {
         let waiting = tokio::time::timeout(Duration::from_millis(20), second.wait_turn()).await;
         assert!(waiting.is_err());
         drop(first);
-        tokio::time::timeout(Duration::from_secs(5), second.wait_turn()).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), second.wait_turn())
+            .await
+            .unwrap();
         drop(second);
         drop(other);
         assert_eq!(turnstile.len(), 0);

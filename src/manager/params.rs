@@ -40,14 +40,25 @@ pub struct TurnFlags {
 }
 
 /// The custom agent that runs for `msg` (`None` = the lead agent).
-pub fn agent_for(msg: &InboundMessage, layers: Layers<'_>) -> Result<Option<String>, InvalidAgentName> {
-    let user_layer = layers.channel.and_then(|c| c.users.get(msg.user_id.as_str()));
+pub fn agent_for(
+    msg: &InboundMessage,
+    layers: Layers<'_>,
+) -> Result<Option<String>, InvalidAgentName> {
+    let user_layer = layers
+        .channel
+        .and_then(|c| c.users.get(msg.user_id.as_str()));
     let stack = [Some(layers.global), layers.channel, user_layer];
     let explicit = ["assistant_id", "agent_name"]
         .iter()
         .find_map(|k| msg.metadata.get(*k))
         .map(|v| v.as_str().unwrap_or_default().to_owned());
-    let chosen = explicit.or_else(|| stack.iter().rev().flatten().find_map(|l| l.assistant_id.clone()));
+    let chosen = explicit.or_else(|| {
+        stack
+            .iter()
+            .rev()
+            .flatten()
+            .find_map(|l| l.assistant_id.clone())
+    });
     match chosen.as_deref().map(str::trim) {
         None | Some("") | Some(LEAD_AGENT) => Ok(None),
         Some(name) => normalize_agent_name(name).map(Some),
@@ -62,8 +73,13 @@ pub fn build_request(
     layers: Layers<'_>,
     flags: TurnFlags,
 ) -> Result<RunRequest, InvalidAgentName> {
-    let user_layer = layers.channel.and_then(|c| c.users.get(msg.user_id.as_str()));
-    let stack: Vec<&SessionLayer> = [Some(layers.global), layers.channel, user_layer].into_iter().flatten().collect();
+    let user_layer = layers
+        .channel
+        .and_then(|c| c.users.get(msg.user_id.as_str()));
+    let stack: Vec<&SessionLayer> = [Some(layers.global), layers.channel, user_layer]
+        .into_iter()
+        .flatten()
+        .collect();
 
     let agent_name = agent_for(msg, layers)?;
 
@@ -77,7 +93,9 @@ pub fn build_request(
         deep_merge(&mut config, &layer.config);
         deep_merge(&mut context, &layer.context);
     }
-    let configurable = config.entry("configurable").or_insert_with(|| Value::Object(Map::new()));
+    let configurable = config
+        .entry("configurable")
+        .or_insert_with(|| Value::Object(Map::new()));
     if !configurable.is_object() {
         *configurable = Value::Object(Map::new());
     }
@@ -110,14 +128,19 @@ pub fn build_request(
     request.assistant_id = LEAD_AGENT.to_owned();
     request.config = Value::Object(config);
     request.context = Value::Object(context);
-    request.metadata = Some(json!({"deerflow_origin": {"kind": "im_channel", "provider": msg.channel_name}}));
+    request.metadata =
+        Some(json!({"deerflow_origin": {"kind": "im_channel", "provider": msg.channel_name}}));
     Ok(request)
 }
 
 /// Trim, lower-case, `_` → `-`; must then be non-empty ASCII letters, digits and hyphens.
 pub fn normalize_agent_name(name: &str) -> Result<String, InvalidAgentName> {
     let normalized = name.trim().to_lowercase().replace('_', "-");
-    if normalized.is_empty() || !normalized.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+    if normalized.is_empty()
+        || !normalized
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
         return Err(InvalidAgentName);
     }
     Ok(normalized)
@@ -126,8 +149,16 @@ pub fn normalize_agent_name(name: &str) -> Result<String, InvalidAgentName> {
 /// The Gateway's `make_safe_user_id`: characters outside `[A-Za-z0-9_-]` become `-`, and if
 /// anything changed, `-` plus the first 16 hex digits of SHA-256(raw) are appended.
 pub fn sanitize_user_id(raw: &str) -> String {
-    let safe: String =
-        raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '-' }).collect();
+    let safe: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
     if safe == raw {
         return safe;
     }
@@ -167,13 +198,41 @@ mod tests {
 
     #[test]
     fn layers_stack_and_identity_wins() {
-        let global = layer(Some("lead_agent"), json!({"recursion_limit": 120}), json!({"thinking_enabled": false, "user_id": "spoofed"}));
-        let mut channel = layer(Some("Mobile_Agent"), json!({"configurable": {"x": 1}}), json!({"is_plan_mode": true}));
-        channel.users.insert("u 1".into(), layer(None, json!({"recursion_limit": 150}), json!({"subagent_enabled": true})));
+        let global = layer(
+            Some("lead_agent"),
+            json!({"recursion_limit": 120}),
+            json!({"thinking_enabled": false, "user_id": "spoofed"}),
+        );
+        let mut channel = layer(
+            Some("Mobile_Agent"),
+            json!({"configurable": {"x": 1}}),
+            json!({"is_plan_mode": true}),
+        );
+        channel.users.insert(
+            "u 1".into(),
+            layer(
+                None,
+                json!({"recursion_limit": 150}),
+                json!({"subagent_enabled": true}),
+            ),
+        );
         let msg = InboundMessage::new("telegram", "42", "u 1", "hi");
-        let req = build_request(&msg, "hi", &ThreadId::new("t1"), Layers { global: &global, channel: Some(&channel) }, TurnFlags { bootstrap: true }).unwrap();
+        let req = build_request(
+            &msg,
+            "hi",
+            &ThreadId::new("t1"),
+            Layers {
+                global: &global,
+                channel: Some(&channel),
+            },
+            TurnFlags { bootstrap: true },
+        )
+        .unwrap();
         assert_eq!(req.assistant_id, "lead_agent");
-        assert_eq!(req.config, json!({"recursion_limit": 150, "configurable": {"x": 1, "checkpoint_ns": "", "thread_id": "t1"}}));
+        assert_eq!(
+            req.config,
+            json!({"recursion_limit": 150, "configurable": {"x": 1, "checkpoint_ns": "", "thread_id": "t1"}})
+        );
         let ctx = req.context.as_object().unwrap();
         assert_eq!(ctx["agent_name"], "mobile-agent");
         assert_eq!(ctx["thinking_enabled"], false);
@@ -184,20 +243,56 @@ mod tests {
         assert_eq!(ctx["user_id"], sanitize_user_id("u 1"));
         assert_eq!(ctx["thread_id"], "t1");
         assert_eq!(ctx["channel_name"], "telegram");
-        assert_eq!(req.metadata, Some(json!({"deerflow_origin": {"kind": "im_channel", "provider": "telegram"}})));
+        assert_eq!(
+            req.metadata,
+            Some(json!({"deerflow_origin": {"kind": "im_channel", "provider": "telegram"}}))
+        );
     }
 
     #[test]
     fn message_metadata_picks_the_agent_and_lead_agent_removes_it() {
         let global = layer(Some("coder"), json!({}), json!({"agent_name": "stale"}));
         let mut msg = InboundMessage::new("discord", "c", "u", "hi");
-        let req = build_request(&msg, "hi", &ThreadId::new("t"), Layers { global: &global, channel: None }, TurnFlags::default()).unwrap();
+        let req = build_request(
+            &msg,
+            "hi",
+            &ThreadId::new("t"),
+            Layers {
+                global: &global,
+                channel: None,
+            },
+            TurnFlags::default(),
+        )
+        .unwrap();
         assert_eq!(req.context["agent_name"], "coder");
-        msg.metadata.insert("agent_name".into(), json!("lead_agent"));
-        let req = build_request(&msg, "hi", &ThreadId::new("t"), Layers { global: &global, channel: None }, TurnFlags::default()).unwrap();
+        msg.metadata
+            .insert("agent_name".into(), json!("lead_agent"));
+        let req = build_request(
+            &msg,
+            "hi",
+            &ThreadId::new("t"),
+            Layers {
+                global: &global,
+                channel: None,
+            },
+            TurnFlags::default(),
+        )
+        .unwrap();
         assert!(req.context.get("agent_name").is_none());
         msg.metadata.insert("agent_name".into(), json!("bad name!"));
-        assert!(build_request(&msg, "hi", &ThreadId::new("t"), Layers { global: &global, channel: None }, TurnFlags::default()).is_err());
+        assert!(
+            build_request(
+                &msg,
+                "hi",
+                &ThreadId::new("t"),
+                Layers {
+                    global: &global,
+                    channel: None
+                },
+                TurnFlags::default()
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -60,7 +60,15 @@ impl Replier {
         channel_locales: HashMap<String, String>,
         notification_locale: String,
     ) -> Self {
-        Self { catalogs, store, gateway, outbound, channel_locales, notification_locale, owner_cache: Mutex::new(HashMap::new()) }
+        Self {
+            catalogs,
+            store,
+            gateway,
+            outbound,
+            channel_locales,
+            notification_locale,
+            owner_cache: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The catalogs.
@@ -75,14 +83,20 @@ impl Replier {
 
     /// The locale for replies to `msg`, and which step chose it.
     pub async fn locale_for(&self, msg: &InboundMessage) -> (Locale, LocaleSource) {
-        match self.store.get_chat_locale(&msg.channel_name, &msg.chat_id).await {
+        match self
+            .store
+            .get_chat_locale(&msg.channel_name, &msg.chat_id)
+            .await
+        {
             Ok(Some(tag)) => {
                 if let Some(l) = self.catalogs.negotiate(&tag) {
                     return (l, LocaleSource::ChatOverride);
                 }
             }
             Ok(None) => {}
-            Err(error) => tracing::debug!(%error, "Reading the chat's language failed; falling through."),
+            Err(error) => {
+                tracing::debug!(%error, "Reading the chat's language failed; falling through.")
+            }
         }
         if let Some(owner) = msg.owner_user_id.as_deref().filter(|o| !o.is_empty())
             && let Some(l) = self.owner_locale(owner).await
@@ -91,7 +105,12 @@ impl Replier {
         }
         let steps = [
             (msg.locale_hint.as_deref(), LocaleSource::Sender),
-            (self.channel_locales.get(&msg.channel_name).map(String::as_str), LocaleSource::Channel),
+            (
+                self.channel_locales
+                    .get(&msg.channel_name)
+                    .map(String::as_str),
+                LocaleSource::Channel,
+            ),
             (Some(self.notification_locale.as_str()), LocaleSource::Admin),
         ];
         for (tag, source) in steps {
@@ -104,7 +123,11 @@ impl Replier {
 
     async fn owner_locale(&self, owner: &str) -> Option<Locale> {
         let now = Instant::now();
-        if let Some((at, cached)) = self.owner_cache.lock().unwrap_or_else(|p| p.into_inner()).get(owner)
+        if let Some((at, cached)) = self
+            .owner_cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(owner)
             && now.duration_since(*at) < OWNER_LOCALE_TTL
         {
             return cached.clone();
@@ -130,7 +153,13 @@ impl Replier {
     }
 
     /// Publishes a final reply to `msg` with message `id`, in the message's locale.
-    pub async fn reply(&self, msg: &InboundMessage, thread: Option<&ThreadId>, id: &str, args: &[(&str, Arg<'_>)]) {
+    pub async fn reply(
+        &self,
+        msg: &InboundMessage,
+        thread: Option<&ThreadId>,
+        id: &str,
+        args: &[(&str, Arg<'_>)],
+    ) {
         let (locale, _) = self.locale_for(msg).await;
         let text = self.text(&locale, id, args);
         self.publish(msg.reply(thread.cloned(), text, true)).await;

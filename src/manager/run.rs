@@ -45,8 +45,17 @@ pub enum RunStart {
 }
 
 /// Runs `text` as a chat turn for `msg`. Publishes every reply itself.
-pub async fn chat_turn(inner: &Inner, msg: &InboundMessage, text: &str, opts: TurnOptions) -> (Disposition, RunStart) {
-    let owner = msg.owner_user_id.as_deref().filter(|o| !o.is_empty()).map(Owner::new);
+pub async fn chat_turn(
+    inner: &Inner,
+    msg: &InboundMessage,
+    text: &str,
+    opts: TurnOptions,
+) -> (Disposition, RunStart) {
+    let owner = msg
+        .owner_user_id
+        .as_deref()
+        .filter(|o| !o.is_empty())
+        .map(Owner::new);
     let thread = match opts.thread.clone() {
         Some(t) => t,
         None => match inner.bindings.get_or_create(msg, owner.as_ref()).await {
@@ -62,15 +71,33 @@ pub async fn chat_turn(inner: &Inner, msg: &InboundMessage, text: &str, opts: Tu
             }
         },
     };
-    let layers = Layers { global: &inner.config.session, channel: inner.config.channel_sessions.get(&msg.channel_name) };
-    let request = match params::build_request(msg, text, &thread, layers, TurnFlags { bootstrap: opts.bootstrap }) {
+    let layers = Layers {
+        global: &inner.config.session,
+        channel: inner.config.channel_sessions.get(&msg.channel_name),
+    };
+    let request = match params::build_request(
+        msg,
+        text,
+        &thread,
+        layers,
+        TurnFlags {
+            bootstrap: opts.bootstrap,
+        },
+    ) {
         Ok(r) => r,
         Err(_) => {
-            inner.replier.reply(msg, Some(&thread), m::ERR_INVALID_AGENT, &[]).await;
+            inner
+                .replier
+                .reply(msg, Some(&thread), m::ERR_INVALID_AGENT, &[])
+                .await;
             return (Disposition::Keep, RunStart::Failed);
         }
     };
-    let streaming = inner.replier.outbound().capabilities(&msg.channel_name).is_some_and(|c| c.shows_partial_updates());
+    let streaming = inner
+        .replier
+        .outbound()
+        .capabilities(&msg.channel_name)
+        .is_some_and(|c| c.shows_partial_updates());
     let quiet = opts.caller_reports_not_started;
     if streaming {
         stream_turn(inner, msg, owner.as_ref(), &thread, &request, quiet).await
@@ -129,15 +156,26 @@ async fn stream_turn(
                 Some(line) => format!("{line}\n\n{}{CURSOR}", acc.visible_text()),
                 None => format!("{}{CURSOR}", acc.visible_text()),
             };
-            inner.replier.publish(msg.reply(Some(thread.clone()), partial, false)).await;
+            inner
+                .replier
+                .publish(msg.reply(Some(thread.clone()), partial, false))
+                .await;
         }
     }
     let failed = failure.is_some() || acc.failed();
     let turn = acc.finish();
     let error_id = if failed { Some(m::RUN_FAILED) } else { None };
     publish_final(inner, msg, thread, turn, error_id, marker.as_deref()).await;
-    metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" }).increment(1);
-    (if failed { Disposition::Release } else { Disposition::Keep }, RunStart::Started)
+    metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" })
+        .increment(1);
+    (
+        if failed {
+            Disposition::Release
+        } else {
+            Disposition::Keep
+        },
+        RunStart::Started,
+    )
 }
 
 async fn wait_turn(
@@ -159,19 +197,32 @@ async fn wait_turn(
             for (i, turn) in segments.into_iter().enumerate() {
                 let marker = match i {
                     0 => None,
-                    n => Some(continuation_marker(inner, msg, i64::try_from(n).unwrap_or(i64::MAX), max).await),
+                    n => Some(
+                        continuation_marker(inner, msg, i64::try_from(n).unwrap_or(i64::MAX), max)
+                            .await,
+                    ),
                 };
                 let error_id = (failed && i == last).then_some(m::RUN_FAILED);
                 publish_final(inner, msg, thread, turn, error_id, marker.as_deref()).await;
             }
             metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" }).increment(1);
-            (if failed { Disposition::Release } else { Disposition::Keep }, RunStart::Started)
+            (
+                if failed {
+                    Disposition::Release
+                } else {
+                    Disposition::Keep
+                },
+                RunStart::Started,
+            )
         }
         // The wait timed out or the connection dropped after the run was accepted; the
         // Gateway cancels the run (on_disconnect=cancel), so nothing was answered.
         Err(error @ (GatewayError::Timeout | GatewayError::StreamClosed)) => {
             tracing::warn!(%error, "Waiting for the run failed.");
-            inner.replier.reply(msg, Some(thread), m::RUN_FAILED, &[]).await;
+            inner
+                .replier
+                .reply(msg, Some(thread), m::RUN_FAILED, &[])
+                .await;
             metrics::counter!(names::RUNS, "outcome" => "failed").increment(1);
             (Disposition::Release, RunStart::Started)
         }
@@ -190,14 +241,21 @@ async fn not_started(
     if *error == GatewayError::Busy {
         tracing::info!("The thread is busy; not starting a run.");
         if !quiet {
-            inner.replier.reply(msg, Some(thread), m::RUN_BUSY, &[]).await;
+            inner
+                .replier
+                .reply(msg, Some(thread), m::RUN_BUSY, &[])
+                .await;
         }
         metrics::counter!(names::RUNS, "outcome" => "busy").increment(1);
         return (Disposition::Release, RunStart::Busy);
     }
     tracing::warn!(%error, "The Gateway refused to start a run.");
     if !quiet {
-        let id = if is_unavailable(error) { m::ERR_GATEWAY_UNAVAILABLE } else { m::RUN_FAILED };
+        let id = if is_unavailable(error) {
+            m::ERR_GATEWAY_UNAVAILABLE
+        } else {
+            m::RUN_FAILED
+        };
         inner.replier.reply(msg, Some(thread), id, &[]).await;
     }
     metrics::counter!(names::RUNS, "outcome" => "not_started").increment(1);
@@ -206,13 +264,20 @@ async fn not_started(
 
 /// Whether an error means the Gateway is down or unreachable rather than refusing us.
 pub fn is_unavailable(error: &GatewayError) -> bool {
-    matches!(error, GatewayError::Transport { .. } | GatewayError::Timeout | GatewayError::Server { .. })
+    matches!(
+        error,
+        GatewayError::Transport { .. } | GatewayError::Timeout | GatewayError::Server { .. }
+    )
 }
 
 /// The opening line of a goal continuation's message: `n` of `max` (0 = unknown).
 async fn continuation_marker(inner: &Inner, msg: &InboundMessage, n: i64, max: i64) -> String {
     let (locale, _) = inner.replier.locale_for(msg).await;
-    inner.replier.text(&locale, m::GOAL_CONTINUING, &[("n", Arg::Num(n)), ("max", Arg::Num(max))])
+    inner.replier.text(
+        &locale,
+        m::GOAL_CONTINUING,
+        &[("n", Arg::Num(n)), ("max", Arg::Num(max))],
+    )
 }
 
 /// Publishes the final of a turn (or of one goal-continuation segment): its text (or the
@@ -228,11 +293,18 @@ async fn publish_final(
 ) {
     let (locale, _) = inner.replier.locale_for(msg).await;
     let files_line = (!turn.artifacts.is_empty()).then(|| {
-        let names: Vec<&str> = turn.artifacts.iter().map(|p| p.rsplit('/').next().unwrap_or(p)).collect();
+        let names: Vec<&str> = turn
+            .artifacts
+            .iter()
+            .map(|p| p.rsplit('/').next().unwrap_or(p))
+            .collect();
         inner.replier.text(
             &locale,
             m::RUN_FILES_CREATED,
-            &[("count", Arg::Num(names.len() as i64)), ("names", Arg::Str(&names.join("、")))],
+            &[
+                ("count", Arg::Num(names.len() as i64)),
+                ("names", Arg::Str(&names.join("、"))),
+            ],
         )
     });
     let text = if !turn.text.trim().is_empty() {
@@ -243,7 +315,9 @@ async fn publish_final(
     } else if let Some(line) = files_line {
         line
     } else {
-        inner.replier.text(&locale, error_id.unwrap_or(m::RUN_NO_RESPONSE), &[])
+        inner
+            .replier
+            .text(&locale, error_id.unwrap_or(m::RUN_NO_RESPONSE), &[])
     };
     let text = match marker {
         Some(line) => format!("{line}\n\n{text}"),
@@ -252,7 +326,8 @@ async fn publish_final(
     let mut out = msg.reply(Some(thread.clone()), text, true);
     out.artifacts = turn.artifacts;
     if turn.pending_clarification {
-        out.metadata.insert("pending_clarification".into(), true.into());
+        out.metadata
+            .insert("pending_clarification".into(), true.into());
     }
     inner.replier.publish(out).await;
 }

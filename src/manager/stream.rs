@@ -74,10 +74,15 @@ impl Accumulator {
 
     /// Feeds one `messages` payload. Returns whether the visible text may have changed.
     pub fn on_message(&mut self, message: &Value, metadata: &Value) -> bool {
-        let Some(kind) = turn::message_type(message) else { return false };
+        let Some(kind) = turn::message_type(message) else {
+            return false;
+        };
         if turn::is_goal_continuation(message) {
-            let id = message_id(message, metadata).unwrap_or(DEFAULT_ID).to_owned();
-            if !self.continuation_ids.contains(&id) && self.continuation_ids.len() < MAX_TRACKED_IDS {
+            let id = message_id(message, metadata)
+                .unwrap_or(DEFAULT_ID)
+                .to_owned();
+            if !self.continuation_ids.contains(&id) && self.continuation_ids.len() < MAX_TRACKED_IDS
+            {
                 self.continuation_ids.push(id);
             }
             return false;
@@ -106,7 +111,8 @@ impl Accumulator {
                 if self.buffers.len() == MAX_TRACKED_IDS {
                     self.buffers.pop_front();
                 }
-                self.buffers.push_back((id.unwrap_or(DEFAULT_ID).to_owned(), String::new()));
+                self.buffers
+                    .push_back((id.unwrap_or(DEFAULT_ID).to_owned(), String::new()));
                 self.buffers.len() - 1
             }
         };
@@ -220,7 +226,8 @@ impl Throttle {
         let due = match self.last {
             None => true,
             Some((at, published_chars)) => {
-                now.duration_since(at) >= MIN_INTERVAL || chars.saturating_sub(published_chars) >= MIN_NEW_CHARS
+                now.duration_since(at) >= MIN_INTERVAL
+                    || chars.saturating_sub(published_chars) >= MIN_NEW_CHARS
             }
         };
         if due {
@@ -266,9 +273,18 @@ mod tests {
     fn hidden_frames_never_become_visible() {
         let mut acc = Accumulator::new();
         let meta = json!({});
-        assert!(!acc.on_message(&json!({"type": "human", "id": "h", "content": "<memory>secret</memory>"}), &meta));
-        assert!(!acc.on_message(&json!({"type": "tool", "id": "t", "content": "tool output"}), &meta));
-        assert!(!acc.on_message(&json!({"type": "system", "content": "system prompt"}), &meta));
+        assert!(!acc.on_message(
+            &json!({"type": "human", "id": "h", "content": "<memory>secret</memory>"}),
+            &meta
+        ));
+        assert!(!acc.on_message(
+            &json!({"type": "tool", "id": "t", "content": "tool output"}),
+            &meta
+        ));
+        assert!(!acc.on_message(
+            &json!({"type": "system", "content": "system prompt"}),
+            &meta
+        ));
         assert!(!acc.on_message(&json!("bare string"), &meta));
         assert!(!acc.on_message(&json!({"type": "constructor", "id": ["x", "HumanMessage"], "kwargs": {"content": "hidden"}}), &meta));
         assert_eq!(acc.visible_text(), "");
@@ -291,7 +307,10 @@ mod tests {
         // Chunks without ids continue the latest message; metadata ids are honoured.
         acc.on_message(&json!({"type": "ai", "content": "!"}), &meta);
         assert_eq!(acc.visible_text(), "Second answer!");
-        acc.on_message(&json!({"type": "ai", "content": "third"}), &json!({"id": "a3"}));
+        acc.on_message(
+            &json!({"type": "ai", "content": "third"}),
+            &json!({"id": "a3"}),
+        );
         assert_eq!(acc.visible_text(), "third");
     }
 
@@ -326,7 +345,10 @@ mod tests {
         let mut acc = Accumulator::new();
         acc.on_message(&ai("a1", "first answer"), &json!({}));
         assert!(!acc.continuation_pending());
-        assert!(!acc.on_message(&cont, &json!({})), "the continuation prompt is never shown");
+        assert!(
+            !acc.on_message(&cont, &json!({})),
+            "the continuation prompt is never shown"
+        );
         assert!(acc.continuation_pending());
         assert_eq!(acc.next_segment().text, "first answer");
         assert!(!acc.continuation_pending());
@@ -346,7 +368,10 @@ mod tests {
         let mut t = Throttle::default();
         assert!(!t.should_publish("", start));
         assert!(t.should_publish("a", start));
-        assert!(!t.should_publish("a", start + Duration::from_secs(5)), "identical text is never republished");
+        assert!(
+            !t.should_publish("a", start + Duration::from_secs(5)),
+            "identical text is never republished"
+        );
         assert!(!t.should_publish("ab", start + Duration::from_millis(500)));
         assert!(t.should_publish("ab", start + Duration::from_millis(1000)));
         let long = format!("ab{}", "x".repeat(59));

@@ -39,7 +39,9 @@ pub fn current_turn(values: &Value) -> Turn {
 fn turn_of(turn: &[Value]) -> Turn {
     let mut out = Turn::default();
     for message in turn {
-        let Some(kind) = message_type(message) else { continue };
+        let Some(kind) = message_type(message) else {
+            continue;
+        };
         if is_assistant_type(kind) {
             let text = content_text(message_field(message, "content"));
             let has_tool_calls = message_field(message, "tool_calls")
@@ -56,7 +58,9 @@ fn turn_of(turn: &[Value]) -> Turn {
             } else if has_tool_calls {
                 out.pending_clarification = false;
             }
-        } else if kind == "tool" && message_field(message, "name").and_then(Value::as_str) == Some("ask_clarification") {
+        } else if kind == "tool"
+            && message_field(message, "name").and_then(Value::as_str) == Some("ask_clarification")
+        {
             let text = content_text(message_field(message, "content"));
             if !text.trim().is_empty() {
                 out.text = text;
@@ -77,7 +81,10 @@ pub fn continuations(values: &Value) -> usize {
         .iter()
         .rposition(|m| message_type(m).is_some_and(|t| t == "human") && !is_hidden(m))
         .map_or(0, |i| i + 1);
-    messages[start..].iter().filter(|m| is_goal_continuation(m)).count()
+    messages[start..]
+        .iter()
+        .filter(|m| is_goal_continuation(m))
+        .count()
 }
 
 /// `(continuation_count, max_continuations)` of the snapshot's active goal, if any; after
@@ -92,7 +99,12 @@ pub fn goal_progress(values: &Value) -> Option<(u32, u32)> {
         .get("goal")
         .filter(|g| g.is_object())
         .and_then(read)
-        .or_else(|| values.get("goal_outcome").filter(|g| g.is_object()).and_then(read))
+        .or_else(|| {
+            values
+                .get("goal_outcome")
+                .filter(|g| g.is_object())
+                .and_then(read)
+        })
 }
 
 /// Whether a message is the hidden prompt of a goal continuation.
@@ -136,7 +148,13 @@ pub fn message_type(message: &Value) -> Option<&str> {
             .get("kwargs")
             .and_then(|k| k.get("type"))
             .and_then(Value::as_str)
-            .or_else(|| message.get("id").and_then(Value::as_array).and_then(|p| p.last()).and_then(Value::as_str)),
+            .or_else(|| {
+                message
+                    .get("id")
+                    .and_then(Value::as_array)
+                    .and_then(|p| p.last())
+                    .and_then(Value::as_str)
+            }),
         other => other,
     }
 }
@@ -145,7 +163,9 @@ pub fn message_type(message: &Value) -> Option<&str> {
 /// `assistant` (`ai`, `AIMessageChunk`, `assistant`).
 pub fn is_assistant_type(kind: &str) -> bool {
     let bytes = kind.as_bytes();
-    let starts = |prefix: &[u8]| bytes.len() >= prefix.len() && bytes[..prefix.len()].eq_ignore_ascii_case(prefix);
+    let starts = |prefix: &[u8]| {
+        bytes.len() >= prefix.len() && bytes[..prefix.len()].eq_ignore_ascii_case(prefix)
+    };
     starts(b"ai") || starts(b"assistant")
 }
 
@@ -174,7 +194,11 @@ pub fn content_text(content: Option<&Value>) -> String {
             for block in blocks {
                 match block {
                     Value::String(s) => out.push_str(s),
-                    Value::Object(o) if o.get("type").and_then(Value::as_str).is_none_or(|t| t == "text") => {
+                    Value::Object(o)
+                        if o.get("type")
+                            .and_then(Value::as_str)
+                            .is_none_or(|t| t == "text") =>
+                    {
                         if let Some(t) = o.get("text").and_then(Value::as_str) {
                             out.push_str(t);
                         }
@@ -195,7 +219,11 @@ fn presented_files(message: &Value) -> Vec<String> {
     calls
         .iter()
         .filter(|c| c.get("name").and_then(Value::as_str) == Some("present_files"))
-        .filter_map(|c| c.get("args").and_then(|a| a.get("filepaths")).and_then(Value::as_array))
+        .filter_map(|c| {
+            c.get("args")
+                .and_then(|a| a.get("filepaths"))
+                .and_then(Value::as_array)
+        })
         .flatten()
         .filter_map(Value::as_str)
         .filter(|p| p.starts_with(OUTPUTS_PREFIX) && !p.contains("/../"))
@@ -230,7 +258,10 @@ mod tests {
     fn a_turn_without_ai_text_is_empty() {
         let values = json!({"messages": [{"type": "ai", "content": "old"}, human("question")]});
         assert_eq!(current_turn(&values), Turn::default());
-        assert_eq!(current_turn(&json!({"status": "error", "error": "boom"})), Turn::default());
+        assert_eq!(
+            current_turn(&json!({"status": "error", "error": "boom"})),
+            Turn::default()
+        );
     }
 
     #[test]
@@ -252,7 +283,10 @@ mod tests {
             {"name": "present_files", "args": {"filepaths": ["/mnt/user-data/outputs/a.pdf", "/mnt/user-data/uploads/secret.txt", "/mnt/user-data/outputs/../x", "/mnt/user-data/outputs/a.pdf"]}},
             {"name": "web_search", "args": {"filepaths": ["/mnt/user-data/outputs/no.txt"]}}
         ]}]});
-        assert_eq!(current_turn(&values).artifacts, vec!["/mnt/user-data/outputs/a.pdf"]);
+        assert_eq!(
+            current_turn(&values).artifacts,
+            vec!["/mnt/user-data/outputs/a.pdf"]
+        );
     }
 
     #[test]
@@ -281,7 +315,17 @@ mod tests {
         assert_eq!(content_text(message_field(&m, "content")), "hi");
         let m = json!({"type": "constructor", "id": ["x", "HumanMessage"], "kwargs": {"type": "human"}});
         assert_eq!(message_type(&m), Some("human"));
-        for (t, ok) in [("ai", true), ("AIMessageChunk", true), ("assistant", true), ("Assistant", true), ("human", false), ("tool", false), ("system", false), ("a", false), ("", false)] {
+        for (t, ok) in [
+            ("ai", true),
+            ("AIMessageChunk", true),
+            ("assistant", true),
+            ("Assistant", true),
+            ("human", false),
+            ("tool", false),
+            ("system", false),
+            ("a", false),
+            ("", false),
+        ] {
             assert_eq!(is_assistant_type(t), ok, "{t}");
         }
     }

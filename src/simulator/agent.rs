@@ -92,8 +92,14 @@ impl Out {
         if !self.spec.values_mode {
             return Ok(());
         }
-        let values = self.sim.state().threads.get(&self.spec.thread_id).map(Thread::values);
-        self.frame("values", values.unwrap_or_else(|| json!({}))).await
+        let values = self
+            .sim
+            .state()
+            .threads
+            .get(&self.spec.thread_id)
+            .map(Thread::values);
+        self.frame("values", values.unwrap_or_else(|| json!({})))
+            .await
     }
 
     /// Waits `delay`, or fails when the run is cancelled meanwhile.
@@ -183,7 +189,12 @@ async fn hold(out: &mut Out, guard: &RunGuard, hold: Hold) -> Result<(), Cancell
         Hold::Natural => Ok(()),
         Hold::For(delay) => out.pause(delay).await,
         Hold::UntilFinished => {
-            let finish = out.sim.state().runs.get(&guard.run_id).map(|r| r.finish.clone());
+            let finish = out
+                .sim
+                .state()
+                .runs
+                .get(&guard.run_id)
+                .map(|r| r.finish.clone());
             match finish {
                 Some(finish) => out.until(finish.notified()).await,
                 None => Ok(()),
@@ -198,7 +209,10 @@ fn default_answer(input: &str, goal: Option<&str>) -> String {
     let quoted = if said.is_empty() {
         "You sent an empty message.".to_owned()
     } else if said.chars().count() > 200 {
-        format!("You said: “{}…”", said.chars().take(200).collect::<String>())
+        format!(
+            "You said: “{}…”",
+            said.chars().take(200).collect::<String>()
+        )
     } else {
         format!("You said: “{said}”")
     };
@@ -278,8 +292,11 @@ async fn stream_text(
 
 async fn play(out: &mut Out, script: &Script) -> Result<Ending, Cancelled> {
     let (run_id, thread_id) = (out.spec.run_id.clone(), out.spec.thread_id.clone());
-    out.frame("metadata", json!({"run_id": run_id, "thread_id": thread_id}))
-        .await?;
+    out.frame(
+        "metadata",
+        json!({"run_id": run_id, "thread_id": thread_id}),
+    )
+    .await?;
     if script.initial_values {
         out.values().await?;
     }
@@ -310,8 +327,17 @@ async fn play(out: &mut Out, script: &Script) -> Result<Ending, Cancelled> {
         let (ai_id, tool_id) = (format!("lc_run--{}", wire::new_uuid()), wire::new_uuid());
         let call_id = format!("call_{}", wire::new_uuid());
         let args = json!({"filepaths": script.present_files});
-        let ai = wire::ai_message(&ai_id, "", vec![wire::tool_call("present_files", args, &call_id)]);
-        let tool = wire::tool_message(&tool_id, "present_files", "Successfully presented files", &call_id);
+        let ai = wire::ai_message(
+            &ai_id,
+            "",
+            vec![wire::tool_call("present_files", args, &call_id)],
+        );
+        let tool = wire::tool_message(
+            &tool_id,
+            "present_files",
+            "Successfully presented files",
+            &call_id,
+        );
         out.message(&event, ai.clone()).await?;
         out.message(&event, tool.clone()).await?;
         let paths = script.present_files.clone();
@@ -320,9 +346,17 @@ async fn play(out: &mut Out, script: &Script) -> Result<Ending, Cancelled> {
             t.artifacts.extend(paths);
         });
     }
-    let goal = out.sim.state().threads.get(&thread_id).and_then(|t| t.goal.clone());
+    let goal = out
+        .sim
+        .state()
+        .threads
+        .get(&thread_id)
+        .and_then(|t| t.goal.clone());
     let text = script.answer.clone().unwrap_or_else(|| {
-        default_answer(&out.spec.input_text, goal.as_ref().map(|g| g.objective.as_str()))
+        default_answer(
+            &out.spec.input_text,
+            goal.as_ref().map(|g| g.objective.as_str()),
+        )
     });
     let ai_id = script
         .message_id
@@ -337,9 +371,17 @@ async fn play(out: &mut Out, script: &Script) -> Result<Ending, Cancelled> {
         let call_id = format!("call_{}", wire::new_uuid());
         let args = json!({"question": question, "clarification_type": "missing_info"});
         tool_calls.push(wire::tool_call("ask_clarification", args, &call_id));
-        extra.push(wire::tool_message(&wire::new_uuid(), "ask_clarification", question, &call_id));
+        extra.push(wire::tool_message(
+            &wire::new_uuid(),
+            "ask_clarification",
+            question,
+            &call_id,
+        ));
     }
-    let title = script.title.clone().or_else(|| default_title(&out.spec.input_text));
+    let title = script
+        .title
+        .clone()
+        .or_else(|| default_title(&out.spec.input_text));
     out.update(|t| {
         t.messages.push(wire::ai_message(&ai_id, &text, tool_calls));
         t.messages.extend(extra);
@@ -358,7 +400,13 @@ async fn pursue_goal(out: &mut Out, script: &Script, mut last_ai: String) -> Res
     let mut done = 0;
     loop {
         let thread_id = out.spec.thread_id.clone();
-        let Some(goal) = out.sim.state().threads.get(&thread_id).and_then(|t| t.goal.clone()) else {
+        let Some(goal) = out
+            .sim
+            .state()
+            .threads
+            .get(&thread_id)
+            .and_then(|t| t.goal.clone())
+        else {
             return Ok(());
         };
         let verdict = if script.clarification.is_some() {
@@ -426,7 +474,13 @@ async fn pursue_goal(out: &mut Out, script: &Script, mut last_ai: String) -> Res
             }
             GoalEnd::StandDown(code) => {
                 let blocker = code.strip_prefix("blocked:").unwrap_or("goal_not_met_yet");
-                let e = evaluation(out, plan, blocker, Some(code.clone()), goal.continuation_count);
+                let e = evaluation(
+                    out,
+                    plan,
+                    blocker,
+                    Some(code.clone()),
+                    goal.continuation_count,
+                );
                 out.update(|t| {
                     if let Some(g) = t.goal.as_mut() {
                         g.updated_at = wire::now_iso();
@@ -480,7 +534,10 @@ mod tests {
         let g = default_answer(&"x".repeat(300), Some("ship it"));
         assert!(g.contains("…”"));
         assert!(g.contains("“ship it”"));
-        assert_eq!(default_title("one two three four five six seven").as_deref(), Some("one two three four five six"));
+        assert_eq!(
+            default_title("one two three four five six seven").as_deref(),
+            Some("one two three four five six")
+        );
         assert_eq!(default_title("  "), None);
     }
 }

@@ -116,7 +116,10 @@ pub(crate) struct KillableStream {
 }
 
 fn killed_error() -> io::Error {
-    io::Error::new(io::ErrorKind::ConnectionAborted, "simulated connection drop")
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "simulated connection drop",
+    )
 }
 
 impl AsyncRead for KillableStream {

@@ -66,6 +66,12 @@ impl Simulator {
         self.state().faults.push(fault);
     }
 
+    /// Faults not yet consumed (sticky ones count until cleared). A fault is consumed when a
+    /// matching request reaches it, before its delay starts.
+    pub fn pending_faults(&self) -> usize {
+        self.state().faults.len()
+    }
+
     /// Removes every fault, sticky or not.
     pub fn clear_faults(&self) {
         self.state().faults.clear();
@@ -110,7 +116,9 @@ impl Simulator {
     /// The thread's metadata object.
     pub fn thread_metadata(&self, thread_id: &str) -> Option<Value> {
         let state = self.state();
-        Some(Value::Object(state.threads.get(thread_id)?.metadata.clone()))
+        Some(Value::Object(
+            state.threads.get(thread_id)?.metadata.clone(),
+        ))
     }
 
     /// The thread's channel values, as `/state` would report them.
@@ -316,7 +324,12 @@ mod tests {
         let result = sim
             .wait_until(Duration::from_millis(20), |s| s.goal("t").is_some())
             .await;
-        assert_eq!(result, Err(WaitTimeout { after: Duration::from_millis(20) }));
+        assert_eq!(
+            result,
+            Err(WaitTimeout {
+                after: Duration::from_millis(20)
+            })
+        );
     }
 
     #[test]

@@ -178,7 +178,13 @@ fn parse_put(body: &[u8]) -> Result<(String, u32), Response> {
     let mut errors = Vec::new();
     let objective = match obj.get("objective") {
         None => {
-            errors.push(entry("missing", "objective", "Field required", Value::Null, None));
+            errors.push(entry(
+                "missing",
+                "objective",
+                "Field required",
+                Value::Null,
+                None,
+            ));
             None
         }
         Some(Value::String(s)) if s.is_empty() => {
@@ -521,7 +527,10 @@ mod tests {
     #[test]
     fn compose_refuses_empty_and_trivial_chats() {
         assert_eq!(compose(&[], None), Err("no_context"));
-        assert_eq!(compose(&[human("hidden task here", true)], None), Err("no_context"));
+        assert_eq!(
+            compose(&[human("hidden task here", true)], None),
+            Err("no_context")
+        );
         let trivial = vec![human("hi", false), human("Thank you very much!", false)];
         assert_eq!(compose(&trivial, None), Err("unclear"));
         assert_eq!(compose(&trivial, Some("ok")), Err("unclear"));
@@ -542,13 +551,25 @@ mod tests {
             parse_put(br#"{"objective":"  ship \n it ","max_continuations":3}"#).ok(),
             Some(("ship it".to_owned(), 3))
         );
-        assert_eq!(parse_put(br#"{"objective":"x"}"#).ok().map(|p| p.1), Some(8));
+        assert_eq!(
+            parse_put(br#"{"objective":"x"}"#).ok().map(|p| p.1),
+            Some(8)
+        );
         assert_eq!(status(r#"{"objective":"   "}"#), Some(422));
         assert_eq!(status(r#"{"objective":""}"#), Some(422));
         assert_eq!(status(r#"{}"#), Some(422));
-        assert_eq!(status(r#"{"objective":"x","max_continuations":9}"#), Some(422));
-        assert_eq!(status(r#"{"objective":"x","max_continuations":-1}"#), Some(422));
-        assert_eq!(status(r#"{"objective":"x","max_continuations":true}"#), Some(422));
+        assert_eq!(
+            status(r#"{"objective":"x","max_continuations":9}"#),
+            Some(422)
+        );
+        assert_eq!(
+            status(r#"{"objective":"x","max_continuations":-1}"#),
+            Some(422)
+        );
+        assert_eq!(
+            status(r#"{"objective":"x","max_continuations":true}"#),
+            Some(422)
+        );
         assert_eq!(status("not json"), Some(422));
         let long = format!(r#"{{"objective":"{}"}}"#, "a".repeat(4001));
         assert_eq!(status(&long), Some(422));

@@ -85,7 +85,10 @@ async fn gate(State(sim): State<Simulator>, request: Request, next: Next) -> Res
             } else if let Some(status) = failure {
                 let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
                 wire::html_response(status, wire::html_page(status))
-            } else if let Some(refusal) = csrf.then(|| csrf_failure(&parts.method, &parts.headers)).flatten() {
+            } else if let Some(refusal) = csrf
+                .then(|| csrf_failure(&parts.method, &parts.headers))
+                .flatten()
+            {
                 refusal
             } else if token
                 .as_deref()
@@ -106,7 +109,8 @@ async fn gate(State(sim): State<Simulator>, request: Request, next: Next) -> Res
                     .map(|info| info.0.clone());
                 parts.extensions.insert(Caller { owner });
                 parts.extensions.insert(Conn(kill));
-                next.run(Request::from_parts(parts, Body::from(bytes))).await
+                next.run(Request::from_parts(parts, Body::from(bytes)))
+                    .await
             }
         }
     };
@@ -148,7 +152,10 @@ fn csrf_failure(method: &Method, headers: &HeaderMap) -> Option<Response> {
 
 /// 503 for requests caught by the simulator shutting down.
 pub(crate) fn unavailable() -> Response {
-    wire::detail(StatusCode::SERVICE_UNAVAILABLE, "Simulator is shutting down")
+    wire::detail(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Simulator is shutting down",
+    )
 }
 
 /// Applies the first queued fault for `route` (and `thread_id`): waits its delay, then
@@ -160,17 +167,24 @@ pub(crate) async fn fault(
     thread_id: Option<&str>,
     conn: &Conn,
 ) -> Option<Response> {
-    let fault = sim.state().take_fault(route, thread_id)?;
-    if !fault.delay.is_zero() {
-        let _write = match (route, thread_id) {
-            (Route::GoalPut | Route::GoalDelete | Route::Compact, Some(t)) => {
-                Some(WriteGuard::new(sim, t))
+    let (fault, _write) = {
+        let mut state = sim.state();
+        let fault = state.take_fault(route, thread_id)?;
+        // Marked under the same lock that consumed the fault, so a test that saw the fault
+        // consumed also sees the write in progress.
+        let write = match (route, thread_id) {
+            (Route::GoalPut | Route::GoalDelete | Route::Compact, Some(t))
+                if !fault.delay.is_zero() =>
+            {
+                Some(WriteGuard::new(sim, &mut state, t))
             }
             _ => None,
         };
-        if !sim.sleep(fault.delay).await {
-            return Some(unavailable());
-        }
+        (fault, write)
+    };
+    sim.bump();
+    if !sim.sleep(fault.delay).await {
+        return Some(unavailable());
     }
     match fault.action {
         FaultAction::Proceed => None,
@@ -270,10 +284,7 @@ async fn user_preferences(
     if let (Some(locale), Some(obj)) = (locale, settings.as_object_mut()) {
         obj.insert("locale".into(), json!(locale));
     }
-    wire::json_response(
-        StatusCode::OK,
-        json!({"settings": settings, "revision": 1}),
-    )
+    wire::json_response(StatusCode::OK, json!({"settings": settings, "revision": 1}))
 }
 
 #[cfg(test)]

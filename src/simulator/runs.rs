@@ -398,7 +398,13 @@ pub(crate) async fn stream(
     let (tx, rx) = mpsc::channel(sse::EVENT_BUFFER);
     let heartbeat = sim.state().config.heartbeat_interval;
     let run_id = started.spec.run_id.clone();
-    let run = agent::execute(sim.clone(), started.spec, started.script, started.guard, Some(tx));
+    let run = agent::execute(
+        sim.clone(),
+        started.spec,
+        started.script,
+        started.guard,
+        Some(tx),
+    );
     sim.tasks().spawn(run);
     sse::response(rx, heartbeat, &thread_id, &run_id)
 }
@@ -420,7 +426,13 @@ pub(crate) async fn wait(
     }
     let wait_body = started.script.wait_body.clone();
     let (tx, mut rx) = mpsc::channel(sse::EVENT_BUFFER);
-    let run = agent::execute(sim.clone(), started.spec, started.script, started.guard, Some(tx));
+    let run = agent::execute(
+        sim.clone(),
+        started.spec,
+        started.script,
+        started.guard,
+        Some(tx),
+    );
     sim.tasks().spawn(run);
     // Dropping this future (the client went away) drops `rx`, which cancels the run.
     while let Some(event) = rx.recv().await {
@@ -462,7 +474,13 @@ pub(crate) async fn create(
         .runs
         .get(&started.spec.run_id)
         .map(RunEntry::response);
-    let run = agent::execute(sim.clone(), started.spec, started.script, started.guard, None);
+    let run = agent::execute(
+        sim.clone(),
+        started.spec,
+        started.script,
+        started.guard,
+        None,
+    );
     sim.tasks().spawn(run);
     match response {
         Some(body) => wire::json_response(StatusCode::OK, body),
@@ -513,7 +531,10 @@ mod tests {
 
     #[test]
     fn bad_bodies_are_refused() {
-        assert_eq!(status(r#"{"durability":"sync","checkpoint_during":true}"#), Some(422));
+        assert_eq!(
+            status(r#"{"durability":"sync","checkpoint_during":true}"#),
+            Some(422)
+        );
         assert_eq!(status(r#"{"webhook":"http://x"}"#), Some(422));
         assert_eq!(status(r#"{"webhook":null}"#), None);
         assert_eq!(status(r#"{"stream_mode":"messages"}"#), Some(422));
@@ -523,8 +544,14 @@ mod tests {
         assert_eq!(status(r#"{"multitask_strategy":"queue"}"#), Some(422));
         assert_eq!(status(""), Some(422));
         assert_eq!(status("[]"), Some(422));
-        assert_eq!(status(r#"{"input":{"messages":[{"role":"robot","content":"x"}]}}"#), Some(400));
-        assert_eq!(status(r#"{"input":{"messages":[{"role":"human"}]}}"#), Some(400));
+        assert_eq!(
+            status(r#"{"input":{"messages":[{"role":"robot","content":"x"}]}}"#),
+            Some(400)
+        );
+        assert_eq!(
+            status(r#"{"input":{"messages":[{"role":"human"}]}}"#),
+            Some(400)
+        );
         assert_eq!(status(r#"{"input":{"messages":[7]}}"#), Some(400));
     }
 

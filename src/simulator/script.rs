@@ -287,9 +287,13 @@ impl Script {
             name: "web_search".to_owned(),
             content: "HIDDEN-TOOL-OUTPUT".to_owned(),
         })
-        .extra_frame(ExtraFrame::HiddenHuman("HIDDEN-MEMORY-INJECTION".to_owned()))
+        .extra_frame(ExtraFrame::HiddenHuman(
+            "HIDDEN-MEMORY-INJECTION".to_owned(),
+        ))
         .extra_frame(ExtraFrame::System("HIDDEN-SYSTEM-PROMPT".to_owned()))
-        .extra_frame(ExtraFrame::ConstructorTool("HIDDEN-CONSTRUCTOR-TOOL".to_owned()))
+        .extra_frame(ExtraFrame::ConstructorTool(
+            "HIDDEN-CONSTRUCTOR-TOOL".to_owned(),
+        ))
     }
 
     /// Set the thread title.
@@ -583,7 +587,9 @@ mod tests {
 
     #[test]
     fn mid_stream_failures_land_halfway() {
-        let s = Script::with_answer("abcdef").chunks(5).error_mid_stream("m", "E");
+        let s = Script::with_answer("abcdef")
+            .chunks(5)
+            .error_mid_stream("m", "E");
         assert_eq!(s.failure.map(|f| f.0), Some(3));
         let s = Script::default().chunks(0);
         assert_eq!(s.chunks, 1);

@@ -20,6 +20,9 @@ use super::wire;
 /// Capacity of a run's event channel: the executor waits when the client reads slowly.
 pub(crate) const EVENT_BUFFER: usize = 32;
 
+/// How long a cut waits for earlier frames to reach the socket.
+const ABORT_GRACE: Duration = Duration::from_millis(20);
+
 /// What a run's executor asks the stream to do.
 #[derive(Debug)]
 pub(crate) enum Event {
@@ -80,6 +83,9 @@ impl BodyState {
             }
             Some(Event::Abort) => {
                 self.done = true;
+                // Let hyper flush the frames already handed over: the connection should
+                // drop after them, not swallow them.
+                tokio::time::sleep(ABORT_GRACE).await;
                 Some(Err(io::Error::new(
                     io::ErrorKind::ConnectionAborted,
                     "simulated connection drop",
@@ -119,7 +125,8 @@ pub(crate) fn response(
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    if let Ok(location) = HeaderValue::from_str(&format!("/api/threads/{thread_id}/runs/{run_id}")) {
+    if let Ok(location) = HeaderValue::from_str(&format!("/api/threads/{thread_id}/runs/{run_id}"))
+    {
         headers.insert(header::CONTENT_LOCATION, location);
     }
     response
@@ -167,7 +174,10 @@ mod tests {
         let beat = body.next().await.unwrap().unwrap();
         assert_eq!(&beat[..], HEARTBEAT.as_bytes());
         tx.send(Event::End).await.unwrap();
-        assert_eq!(&body.next().await.unwrap().unwrap()[..], END_FRAME.as_bytes());
+        assert_eq!(
+            &body.next().await.unwrap().unwrap()[..],
+            END_FRAME.as_bytes()
+        );
         assert!(body.next().await.is_none());
     }
 

@@ -68,10 +68,7 @@ impl State {
     /// The first fault matching `route` and `thread_id`; consumed unless sticky.
     pub(crate) fn take_fault(&mut self, route: Route, thread_id: Option<&str>) -> Option<Fault> {
         let index = self.faults.iter().position(|f| {
-            f.route == route
-                && f.thread_id
-                    .as_deref()
-                    .is_none_or(|t| Some(t) == thread_id)
+            f.route == route && f.thread_id.as_deref().is_none_or(|t| Some(t) == thread_id)
         })?;
         if self.faults[index].sticky {
             Some(self.faults[index].clone())
@@ -90,7 +87,11 @@ impl State {
     }
 
     /// The thread, created for `caller` when missing; `None` when another owner has it.
-    pub(crate) fn thread_for_write(&mut self, thread_id: &str, caller: &Caller) -> Option<&mut Thread> {
+    pub(crate) fn thread_for_write(
+        &mut self,
+        thread_id: &str,
+        caller: &Caller,
+    ) -> Option<&mut Thread> {
         let thread = self
             .threads
             .entry(thread_id.to_owned())
@@ -380,8 +381,9 @@ pub(crate) struct WriteGuard {
 }
 
 impl WriteGuard {
-    pub(crate) fn new(sim: &Simulator, thread_id: &str) -> Self {
-        if let Some(t) = sim.state().threads.get_mut(thread_id) {
+    /// Marks the write; `state` is the simulator's locked state.
+    pub(crate) fn new(sim: &Simulator, state: &mut State, thread_id: &str) -> Self {
+        if let Some(t) = state.threads.get_mut(thread_id) {
             t.writers += 1;
         }
         Self {
@@ -406,10 +408,16 @@ mod tests {
     #[test]
     fn owners_see_only_their_threads() {
         let t = Thread::new("t", Some("alice".into()));
-        assert!(t.visible_to(&Caller { owner: Some("alice".into()) }));
-        assert!(!t.visible_to(&Caller { owner: Some("bob".into()) }));
+        assert!(t.visible_to(&Caller {
+            owner: Some("alice".into())
+        }));
+        assert!(!t.visible_to(&Caller {
+            owner: Some("bob".into())
+        }));
         assert!(t.visible_to(&Caller::default()));
-        assert!(Thread::new("u", None).visible_to(&Caller { owner: Some("bob".into()) }));
+        assert!(Thread::new("u", None).visible_to(&Caller {
+            owner: Some("bob".into())
+        }));
     }
 
     #[test]
@@ -427,9 +435,11 @@ mod tests {
     #[test]
     fn clarification_is_detected_at_the_end_of_the_turn() {
         let mut t = Thread::new("t", None);
-        t.messages.push(wire::human_message("h", json!("hi"), json!({})));
+        t.messages
+            .push(wire::human_message("h", json!("hi"), json!({})));
         t.messages.push(wire::ai_message("a", "", vec![]));
-        t.messages.push(wire::tool_message("x", "ask_clarification", "Which?", "c"));
+        t.messages
+            .push(wire::tool_message("x", "ask_clarification", "Which?", "c"));
         assert!(t.awaits_clarification());
         t.messages.push(wire::ai_message("b", "fine", vec![]));
         assert!(!t.awaits_clarification());
@@ -440,8 +450,14 @@ mod tests {
         let mut s = State::new(SimulatorConfig::default());
         s.faults.push(Fault::on(Route::GoalGet).thread("a"));
         s.faults.push(Fault::on(Route::GoalGet).sticky());
-        assert_eq!(s.take_fault(Route::GoalGet, Some("b")).map(|f| f.sticky), Some(true));
-        assert_eq!(s.take_fault(Route::GoalGet, Some("a")).map(|f| f.sticky), Some(false));
+        assert_eq!(
+            s.take_fault(Route::GoalGet, Some("b")).map(|f| f.sticky),
+            Some(true)
+        );
+        assert_eq!(
+            s.take_fault(Route::GoalGet, Some("a")).map(|f| f.sticky),
+            Some(false)
+        );
         assert!(s.take_fault(Route::GoalGet, Some("a")).is_some());
         assert!(s.take_fault(Route::Models, None).is_none());
     }

@@ -102,13 +102,10 @@ pub(crate) async fn create(
     let id = requested.unwrap_or_else(wire::new_uuid);
     let response = {
         let mut state = sim.state();
-        let thread = state
-            .threads
-            .entry(id.clone())
-            .or_insert_with(|| Thread {
-                metadata,
-                ..Thread::new(&id, caller.owner.clone())
-            });
+        let thread = state.threads.entry(id.clone()).or_insert_with(|| Thread {
+            metadata,
+            ..Thread::new(&id, caller.owner.clone())
+        });
         if !thread.visible_to(&caller) {
             return wire::detail(StatusCode::NOT_FOUND, "Thread not found");
         }
@@ -331,10 +328,22 @@ mod tests {
 
     #[test]
     fn keep_is_read_like_the_request_model() {
-        assert_eq!(keep_count(&Value::Null, 10).ok(), Some(DEFAULT_KEEP_MESSAGES));
-        assert_eq!(keep_count(&json!({"type": "messages", "value": 3}), 10).ok(), Some(3));
-        assert_eq!(keep_count(&json!({"type": "fraction", "value": 0.25}), 10).ok(), Some(3));
-        assert_eq!(keep_count(&json!({"type": "tokens", "value": 10}), 10).ok(), Some(1));
+        assert_eq!(
+            keep_count(&Value::Null, 10).ok(),
+            Some(DEFAULT_KEEP_MESSAGES)
+        );
+        assert_eq!(
+            keep_count(&json!({"type": "messages", "value": 3}), 10).ok(),
+            Some(3)
+        );
+        assert_eq!(
+            keep_count(&json!({"type": "fraction", "value": 0.25}), 10).ok(),
+            Some(3)
+        );
+        assert_eq!(
+            keep_count(&json!({"type": "tokens", "value": 10}), 10).ok(),
+            Some(1)
+        );
         assert!(keep_count(&json!({"type": "fraction", "value": 2}), 10).is_err());
         assert!(keep_count(&json!({"type": "pages", "value": 2}), 10).is_err());
         assert!(keep_count(&json!({"type": "messages"}), 10).is_err());
@@ -343,7 +352,10 @@ mod tests {
     #[test]
     fn reserved_metadata_is_stripped() {
         let body = json!({"metadata": {"owner_id": "x", "user_id": "y", "channel_source": {}}});
-        let m = metadata_of(body.as_object().unwrap()).ok().flatten().unwrap();
+        let m = metadata_of(body.as_object().unwrap())
+            .ok()
+            .flatten()
+            .unwrap();
         assert_eq!(Value::Object(m), json!({"channel_source": {}}));
     }
 }

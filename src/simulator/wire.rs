@@ -210,7 +210,13 @@ pub fn coded(status: StatusCode, code: &str, message: &str) -> Response {
 }
 
 /// One entry of a FastAPI/pydantic validation list.
-pub fn validation_entry(kind: &str, loc: Value, msg: &str, input: Value, ctx: Option<Value>) -> Value {
+pub fn validation_entry(
+    kind: &str,
+    loc: Value,
+    msg: &str,
+    input: Value,
+    ctx: Option<Value>,
+) -> Value {
     let mut entry = json!({"type": kind, "loc": loc, "msg": msg, "input": input});
     if let (Some(ctx), Some(obj)) = (ctx, entry.as_object_mut()) {
         obj.insert("ctx".to_owned(), ctx);
@@ -220,10 +226,7 @@ pub fn validation_entry(kind: &str, loc: Value, msg: &str, input: Value, ctx: Op
 
 /// A 422 with a FastAPI validation list as `detail`.
 pub fn validation(entries: Vec<Value>) -> Response {
-    json_response(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        json!({"detail": entries}),
-    )
+    json_response(StatusCode::UNPROCESSABLE_ENTITY, json!({"detail": entries}))
 }
 
 /// The 422 for a path thread id that does not match [`THREAD_ID_PATTERN`].

@@ -150,7 +150,10 @@ async fn binding_removal(store: &dyn Store) {
     let group = ChatId::new("group");
     let removed = store.remove_binding("qq", &group, Some("")).await;
     assert_eq!(must(removed, "remove_binding empty topic"), 2);
-    assert_eq!(must(store.get_binding(&lookalike).await, "get_binding"), None);
+    assert_eq!(
+        must(store.get_binding(&lookalike).await, "get_binding"),
+        None
+    );
 
     // Bound again after removal: a fresh binding.
     let again = must(
@@ -216,7 +219,10 @@ async fn dedupe(store: &dyn Store) {
 /// An expired record is replaced and admitted; the fresh record is live.
 async fn dedupe_expiry(store: &dyn Store) {
     let key = delivery("telegram", "200", "u-1");
-    assert!(must(store.dedupe_admit(&key, Duration::ZERO).await, "admit"));
+    assert!(must(
+        store.dedupe_admit(&key, Duration::ZERO).await,
+        "admit"
+    ));
     assert!(
         must(store.dedupe_admit(&key, Duration::ZERO).await, "admit"),
         "a zero-TTL record is expired at once"
@@ -270,25 +276,23 @@ async fn chat_locale(store: &dyn Store) {
     assert_eq!(locale(store, &chat).await, None);
 
     must(
-        store.set_chat_locale("telegram", &chat, Some("zh-CN")).await,
+        store
+            .set_chat_locale("telegram", &chat, Some("zh-CN"))
+            .await,
         "set_chat_locale",
     );
-    assert_eq!(
-        locale(store, &chat).await.as_deref(),
-        Some("zh-CN")
-    );
+    assert_eq!(locale(store, &chat).await.as_deref(), Some("zh-CN"));
     assert_eq!(locale(store, &other).await, None);
     let elsewhere = store.get_chat_locale("discord", &chat).await;
     assert_eq!(must(elsewhere, "get_chat_locale"), None);
 
     must(
-        store.set_chat_locale("telegram", &chat, Some("en-US")).await,
+        store
+            .set_chat_locale("telegram", &chat, Some("en-US"))
+            .await,
         "set_chat_locale overwrite",
     );
-    assert_eq!(
-        locale(store, &chat).await.as_deref(),
-        Some("en-US")
-    );
+    assert_eq!(locale(store, &chat).await.as_deref(), Some("en-US"));
 
     must(
         store.set_chat_locale("telegram", &chat, None).await,

@@ -108,16 +108,18 @@ impl SqliteStore {
         let thread_caches = Arc::clone(&caches);
         std::thread::Builder::new()
             .name("im-bridge-store".into())
-            .spawn(move || match Db::open(&thread_path, &options, thread_caches) {
-                Ok(db) => {
-                    // The opener may have given up waiting; then `queue` ends at once.
-                    let _ = ready_tx.send(Ok(()));
-                    serve(db, queue);
-                }
-                Err(error) => {
-                    let _ = ready_tx.send(Err(error));
-                }
-            })
+            .spawn(
+                move || match Db::open(&thread_path, &options, thread_caches) {
+                    Ok(db) => {
+                        // The opener may have given up waiting; then `queue` ends at once.
+                        let _ = ready_tx.send(Ok(()));
+                        serve(db, queue);
+                    }
+                    Err(error) => {
+                        let _ = ready_tx.send(Err(error));
+                    }
+                },
+            )
             .map_err(|e| StoreError::Open {
                 path: path.clone(),
                 reason: format!("cannot start the store thread: {e}"),
@@ -200,7 +202,9 @@ fn unix_seconds() -> f64 {
 fn unix_millis() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        })
 }
 
 /// `(channel, chat_id, topic)` with `""` for no topic: the binding's row key.
@@ -219,7 +223,8 @@ impl Store for SqliteStore {
         if let Some(hit) = self.caches.binding(&key) {
             return self.unless_closed(hit);
         }
-        self.call("get_binding", move |db| db.get_binding(key)).await
+        self.call("get_binding", move |db| db.get_binding(key))
+            .await
     }
 
     async fn set_binding(

@@ -64,7 +64,10 @@ fn every_id_exists_in_every_shipped_locale_with_the_same_placeables() {
     let base = placeables(base_source);
     let code_ids: BTreeSet<&str> = msg::ALL.iter().copied().collect();
     let catalog_ids: BTreeSet<&str> = base.keys().map(String::as_str).collect();
-    assert_eq!(code_ids, catalog_ids, "en-US and the ids in code must list the same messages");
+    assert_eq!(
+        code_ids, catalog_ids,
+        "en-US and the ids in code must list the same messages"
+    );
     for (tag, source) in EMBEDDED {
         let other = placeables(source);
         for (id, vars) in &base {
@@ -88,7 +91,11 @@ fn negotiation_matches_by_language() {
         ("en", "en-US"),
         ("EN-us", "en-US"),
     ] {
-        assert_eq!(c.negotiate(tag).map(|l| l.to_string()).as_deref(), Some(want), "{tag}");
+        assert_eq!(
+            c.negotiate(tag).map(|l| l.to_string()).as_deref(),
+            Some(want),
+            "{tag}"
+        );
     }
     assert!(c.negotiate("fr-FR").is_none());
     assert!(c.negotiate("").is_none());
@@ -99,22 +106,45 @@ fn negotiation_matches_by_language() {
 fn formatting_has_no_isolation_marks_and_selects_plurals() {
     let c = catalogs();
     let en = loc(&c, "en-US");
-    let one = c.text(&en, msg::RUN_FILES_CREATED, &[("count", Arg::Num(1)), ("names", Arg::Str("a.pdf"))]);
+    let one = c.text(
+        &en,
+        msg::RUN_FILES_CREATED,
+        &[("count", Arg::Num(1)), ("names", Arg::Str("a.pdf"))],
+    );
     assert_eq!(one, "Created a file: 📎 a.pdf");
-    let two = c.text(&en, msg::RUN_FILES_CREATED, &[("count", Arg::Num(2)), ("names", Arg::Str("a、b"))]);
+    let two = c.text(
+        &en,
+        msg::RUN_FILES_CREATED,
+        &[("count", Arg::Num(2)), ("names", Arg::Str("a、b"))],
+    );
     assert_eq!(two, "Created 2 files: 📎 a、b");
     assert!(!two.contains('\u{2068}') && !two.contains('\u{2069}'));
     let zh = loc(&c, "zh-CN");
-    assert_eq!(c.text(&zh, msg::RUN_FILES_CREATED, &[("count", Arg::Num(2)), ("names", Arg::Str("a、b"))]), "已创建 2 个文件：📎 a、b");
+    assert_eq!(
+        c.text(
+            &zh,
+            msg::RUN_FILES_CREATED,
+            &[("count", Arg::Num(2)), ("names", Arg::Str("a、b"))]
+        ),
+        "已创建 2 个文件：📎 a、b"
+    );
 }
 
 #[test]
 fn an_override_directory_adds_locales_and_overrides_messages() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("ja-JP")).unwrap();
-    std::fs::write(dir.path().join("ja-JP/bridge.ftl"), "run-busy = 会話はまだ処理中です。\n").unwrap();
+    std::fs::write(
+        dir.path().join("ja-JP/bridge.ftl"),
+        "run-busy = 会話はまだ処理中です。\n",
+    )
+    .unwrap();
     std::fs::create_dir_all(dir.path().join("en-US")).unwrap();
-    std::fs::write(dir.path().join("en-US/bridge.ftl"), "err-internal = Our own wording.\n").unwrap();
+    std::fs::write(
+        dir.path().join("en-US/bridge.ftl"),
+        "err-internal = Our own wording.\n",
+    )
+    .unwrap();
     let c = Catalogs::load(Some(dir.path())).unwrap();
     let ja = loc(&c, "ja");
     assert_eq!(c.text(&ja, msg::RUN_BUSY, &[]), "会話はまだ処理中です。");
@@ -122,14 +152,21 @@ fn an_override_directory_adds_locales_and_overrides_messages() {
     assert_eq!(c.text(&ja, msg::ERR_INTERNAL, &[]), "Our own wording.");
     assert!(!c.has_message(&ja, msg::ERR_INTERNAL));
     let en = loc(&c, "en-US");
-    assert_eq!(c.text(&en, msg::RUN_NO_RESPONSE, &[]), "The agent finished without writing a reply.");
+    assert_eq!(
+        c.text(&en, msg::RUN_NO_RESPONSE, &[]),
+        "The agent finished without writing a reply."
+    );
 }
 
 #[test]
 fn a_syntax_error_names_the_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("de-DE")).unwrap();
-    std::fs::write(dir.path().join("de-DE/bridge.ftl"), "run-busy = ok\n\nthis is not fluent\n").unwrap();
+    std::fs::write(
+        dir.path().join("de-DE/bridge.ftl"),
+        "run-busy = ok\n\nthis is not fluent\n",
+    )
+    .unwrap();
     let err = Catalogs::load(Some(dir.path())).unwrap_err();
     match err {
         I18nError::Syntax { path, line, .. } => {
@@ -144,5 +181,8 @@ fn a_syntax_error_names_the_file_and_line() {
 fn a_directory_that_is_not_a_tag_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("not a tag")).unwrap();
-    assert!(matches!(Catalogs::load(Some(dir.path())), Err(I18nError::BadTag { .. })));
+    assert!(matches!(
+        Catalogs::load(Some(dir.path())),
+        Err(I18nError::BadTag { .. })
+    ));
 }

@@ -16,8 +16,8 @@ use std::time::Duration;
 use im_bridge_channel::ThreadId;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
-use super::schema::{APPLICATION_ID, LATEST, MIGRATIONS};
 use super::SqliteOptions;
+use super::schema::{APPLICATION_ID, LATEST, MIGRATIONS};
 use crate::store::cache::BoundedCache;
 use crate::store::{Binding, DedupeKey, StoreError};
 
@@ -137,7 +137,9 @@ impl Db {
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
             .map_err(|e| fail(e.to_string()))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(fail(format!("cannot switch to WAL (journal mode is {mode})")));
+            return Err(fail(format!(
+                "cannot switch to WAL (journal mode is {mode})"
+            )));
         }
         // WAL + NORMAL: a commit is durable against a process crash, and an OS crash can
         // lose only the last commits before the next checkpoint, never corrupt the file.
@@ -263,8 +265,8 @@ impl Db {
             key.message_id,
             now_ms
         ])?;
-        let admitted = tx
-            .prepare_cached(
+        let admitted =
+            tx.prepare_cached(
                 "INSERT INTO dedupe (channel, workspace, chat_id, message_id, seen_at, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
             )?
@@ -275,8 +277,7 @@ impl Db {
                 key.message_id,
                 now_ms,
                 expires_at
-            ])?
-            == 1;
+            ])? == 1;
         if admitted {
             // The new row holds the highest seq; keeping only seqs within the last
             // `dedupe_cap` bounds the table at `dedupe_cap` rows, dropping the oldest first.

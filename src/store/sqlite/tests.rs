@@ -114,7 +114,12 @@ async fn concurrent_admission_of_one_key_admits_it_once() {
         let store = Arc::clone(&store);
         tasks.spawn(async move { store.dedupe_admit(&delivery("same"), TTL).await.unwrap() });
     }
-    let admitted = tasks.join_all().await.into_iter().filter(|new| *new).count();
+    let admitted = tasks
+        .join_all()
+        .await
+        .into_iter()
+        .filter(|new| *new)
+        .count();
     assert_eq!(admitted, 1);
 }
 
@@ -196,7 +201,11 @@ async fn assert_refused(path: &Path) -> String {
 async fn a_garbage_file_is_a_clear_startup_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
-    std::fs::write(&path, b"this is not a database, just some bytes".repeat(200)).unwrap();
+    std::fs::write(
+        &path,
+        b"this is not a database, just some bytes".repeat(200),
+    )
+    .unwrap();
     let text = assert_refused(&path).await;
     assert!(text.contains("not a database"), "{text}");
 }
@@ -230,7 +239,8 @@ async fn another_applications_database_is_refused() {
     let path = store_path(&dir);
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch("CREATE TABLE notes (body TEXT)").unwrap();
+        conn.execute_batch("CREATE TABLE notes (body TEXT)")
+            .unwrap();
     }
     let text = assert_refused(&path).await;
     assert!(text.contains("another application"), "{text}");

@@ -1,0 +1,20 @@
+//! The Gateway simulator driven over real loopback HTTP with `reqwest`, as an independent
+//! check of the wire format in `spec/gateway.md` (it never uses the im-bridge gateway
+//! client). Each test starts its own simulator on `127.0.0.1:0`; no test sleeps to wait for
+//! an outcome: waits are on observable events, under deadlines.
+//!
+//! - `support`: the harness, request bodies as the client sends them, an SSE parser.
+//! - `runs`: SSE framing and order, delivery modes, hidden frames, failures, busy, wait,
+//!   create, body validation.
+//! - `goals`: the goal resource, continuations, from-chat, compaction.
+//! - `routes`: threads, auth, CSRF, models/memory/skills/preferences, global switches, the
+//!   request log, shutdown.
+
+#[path = "simulator/goals.rs"]
+mod goals;
+#[path = "simulator/routes.rs"]
+mod routes;
+#[path = "simulator/runs.rs"]
+mod runs;
+#[path = "simulator/support.rs"]
+mod support;

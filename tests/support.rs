@@ -1,0 +1,445 @@
+//! Shared test support: an in-process test channel that records every primitive call, and
+//! a harness running the real daemon (manager, SQLite store, Gateway client) against the
+//! Gateway simulator over loopback.
+//!
+//! Tests wait on observable events with deadlines ([`TestChannel::wait_for`]), never on
+//! sleeps.
+
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use im_bridge::config::{IntakeSettings, StoreLocation};
+use im_bridge::daemon::{self, DaemonConfig, DaemonError, DaemonExit};
+use im_bridge::gateway::GatewayConfig;
+use im_bridge::manager::ManagerConfig;
+use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
+use im_bridge_channel::{
+    AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, ChatKind, InboundMessage,
+    InboundSink, LengthUnit, MessageId, MsgType, SendTarget, SentMessage, UpdateMode, commands,
+};
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Platform message ids, unique across harnesses (a restarted daemon must not see a new
+/// message reuse an old id, which it would rightly drop as a redelivery).
+static NEXT_MESSAGE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// How long any single wait in a test may take before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+/// One primitive call a channel received.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Call {
+    /// `send_text` (finals without a stream, and `start_stream`).
+    Send {
+        /// The sent message's id.
+        id: String,
+        /// Its text.
+        text: String,
+        /// Whether it started a stream.
+        stream: bool,
+    },
+    /// `edit_text`.
+    Edit {
+        /// The edited message.
+        id: String,
+        /// The new text.
+        text: String,
+    },
+    /// `finish_stream`.
+    Finish {
+        /// The finished message.
+        id: String,
+        /// Its final text.
+        text: String,
+    },
+}
+
+impl Call {
+    /// The text of the call.
+    pub fn text(&self) -> &str {
+        match self {
+            Call::Send { text, .. } | Call::Edit { text, .. } | Call::Finish { text, .. } => text,
+        }
+    }
+
+    /// Whether the call delivered a final (a plain send or a stream finish).
+    pub fn is_final(&self) -> bool {
+        matches!(self, Call::Send { stream: false, .. } | Call::Finish { .. })
+    }
+}
+
+/// An in-process channel for tests.
+pub struct TestChannel {
+    name: &'static str,
+    caps: Capabilities,
+    feed: Mutex<Option<mpsc::Receiver<InboundMessage>>>,
+    calls: Mutex<Vec<(Instant, Call)>>,
+    changed: Notify,
+    next_id: AtomicU64,
+}
+
+impl TestChannel {
+    /// A channel with the given name and capabilities, and the sender that feeds it.
+    pub fn new(
+        name: &'static str,
+        caps: Capabilities,
+    ) -> (Arc<Self>, mpsc::Sender<InboundMessage>) {
+        let (tx, rx) = mpsc::channel(1024);
+        let channel = Arc::new(Self {
+            name,
+            caps,
+            feed: Mutex::new(Some(rx)),
+            calls: Mutex::new(Vec::new()),
+            changed: Notify::new(),
+            next_id: AtomicU64::new(1),
+        });
+        (channel, tx)
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, c)| c.clone())
+            .collect()
+    }
+
+    /// Every call so far with the time it arrived.
+    pub fn timed_calls(&self) -> Vec<(Instant, Call)> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// The texts of every final delivered so far.
+    pub fn finals(&self) -> Vec<String> {
+        self.calls()
+            .into_iter()
+            .filter(Call::is_final)
+            .map(|c| c.text().to_owned())
+            .collect()
+    }
+
+    /// Waits until `condition` holds over the calls, or fails the test at the deadline.
+    pub async fn wait_for(&self, what: &str, condition: impl Fn(&[Call]) -> bool) -> Vec<Call> {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let notified = self.changed.notified();
+            let calls = self.calls();
+            if condition(&calls) {
+                return calls;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                panic!("timed out waiting for {what}; calls so far: {calls:#?}");
+            }
+        }
+    }
+
+    /// Waits until at least `n` finals arrived and returns all final texts.
+    pub async fn wait_finals(&self, n: usize) -> Vec<String> {
+        self.wait_for(&format!("{n} finals"), |calls| {
+            calls.iter().filter(|c| c.is_final()).count() >= n
+        })
+        .await;
+        self.finals()
+    }
+
+    fn record(&self, call: Call) {
+        self.calls.lock().unwrap().push((Instant::now(), call));
+        self.changed.notify_waiters();
+    }
+
+    fn new_id(&self) -> String {
+        format!("m{}", self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+#[async_trait]
+impl Channel for TestChannel {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    async fn run(
+        &self,
+        sink: InboundSink,
+        shutdown: CancellationToken,
+    ) -> Result<ChannelExit, ChannelError> {
+        let Some(mut feed) = self.feed.lock().unwrap().take() else {
+            return Err(ChannelError::Stopped);
+        };
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(ChannelExit::Stopped),
+                msg = feed.recv() => match msg {
+                    Some(msg) => { let _ = sink.offer(msg); }
+                    None => return Ok(ChannelExit::InputEnded),
+                },
+            }
+        }
+    }
+
+    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> Result<SentMessage, ChannelError> {
+        let id = self.new_id();
+        self.record(Call::Send {
+            id: id.clone(),
+            text: text.to_owned(),
+            stream: false,
+        });
+        Ok(SentMessage {
+            id: MessageId::new(id),
+        })
+    }
+
+    async fn start_stream(
+        &self,
+        _: SendTarget<'_>,
+        text: &str,
+    ) -> Result<SentMessage, ChannelError> {
+        let id = self.new_id();
+        self.record(Call::Send {
+            id: id.clone(),
+            text: text.to_owned(),
+            stream: true,
+        });
+        Ok(SentMessage {
+            id: MessageId::new(id),
+        })
+    }
+
+    async fn edit_text(
+        &self,
+        _: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        self.record(Call::Edit {
+            id: message.to_string(),
+            text: text.to_owned(),
+        });
+        Ok(())
+    }
+
+    async fn finish_stream(
+        &self,
+        _: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        self.record(Call::Finish {
+            id: message.to_string(),
+            text: text.to_owned(),
+        });
+        Ok(())
+    }
+}
+
+/// Capabilities of a streaming channel (edits in place).
+pub fn streaming() -> Capabilities {
+    Capabilities {
+        updates: UpdateMode::EditInPlace,
+        length_unit: LengthUnit::Chars,
+        ..Capabilities::final_only(100_000)
+    }
+}
+
+/// Capabilities of a channel that only shows finals.
+pub fn final_only() -> Capabilities {
+    Capabilities::final_only(100_000)
+}
+
+/// How to build a harness.
+#[derive(Clone)]
+pub struct Options {
+    /// The test channel's name (its provider key).
+    pub channel: &'static str,
+    /// The test channel's capabilities.
+    pub caps: Capabilities,
+    /// Simulator configuration.
+    pub sim: SimulatorConfig,
+    /// Manager configuration (session layers, locales, admins).
+    pub manager: ManagerConfig,
+    /// Inbound queue capacity.
+    pub queue: usize,
+    /// Concurrent messages.
+    pub concurrency: usize,
+    /// Shutdown grace.
+    pub grace: Duration,
+    /// `from_chat_timeout` of the Gateway client.
+    pub from_chat_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            channel: "telegram",
+            caps: streaming(),
+            sim: SimulatorConfig::default(),
+            manager: ManagerConfig {
+                notification_locale: "en-US".into(),
+                max_concurrency: 16,
+                ..ManagerConfig::default()
+            },
+            queue: 64,
+            concurrency: 16,
+            grace: Duration::from_secs(3),
+            from_chat_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The real daemon, a test channel and the simulator.
+pub struct Harness {
+    /// The Gateway simulator.
+    pub sim: RunningSimulator,
+    /// The test channel.
+    pub channel: Arc<TestChannel>,
+    feed: Option<mpsc::Sender<InboundMessage>>,
+    shutdown: CancellationToken,
+    daemon: Option<JoinHandle<Result<DaemonExit, DaemonError>>>,
+    /// Holds the store file.
+    pub dir: tempfile::TempDir,
+    options: Options,
+}
+
+impl Harness {
+    /// Starts everything with default options.
+    pub async fn start() -> Self {
+        Self::with(Options::default()).await
+    }
+
+    /// Starts everything.
+    pub async fn with(options: Options) -> Self {
+        let sim = Simulator::start(options.sim.clone()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        Self::start_daemon(sim, dir, options).await
+    }
+
+    async fn start_daemon(sim: RunningSimulator, dir: tempfile::TempDir, options: Options) -> Self {
+        let (channel, feed) = TestChannel::new(options.channel, options.caps);
+        let config = DaemonConfig {
+            intake: IntakeSettings {
+                inbound_queue_maxsize: NonZeroUsize::new(options.queue).unwrap(),
+                max_concurrency: NonZeroUsize::new(options.concurrency).unwrap(),
+                shutdown_grace: options.grace,
+            },
+            manager: ManagerConfig {
+                max_concurrency: options.concurrency,
+                ..options.manager.clone()
+            },
+            gateway: GatewayConfig {
+                langgraph_url: sim.langgraph_url(),
+                gateway_url: sim.gateway_url(),
+                internal_token: sim
+                    .config()
+                    .internal_token
+                    .map(im_bridge_channel::Secret::new),
+                from_chat_timeout: options.from_chat_timeout,
+                ..GatewayConfig::default()
+            },
+            store: StoreLocation::Sqlite(dir.path().join("bridge.db")),
+            admin_listen: None,
+            locales_dir: None,
+        };
+        let shutdown = CancellationToken::new();
+        let daemon = tokio::spawn(daemon::run(
+            config,
+            vec![channel.clone() as Arc<dyn Channel>],
+            shutdown.clone(),
+        ));
+        Self {
+            sim,
+            channel,
+            feed: Some(feed),
+            shutdown,
+            daemon: Some(daemon),
+            dir,
+            options,
+        }
+    }
+
+    /// A chat message from user `u1` in chat `c1`, with a fresh platform message id.
+    pub fn message(&self, text: &str) -> InboundMessage {
+        let id = NEXT_MESSAGE_ID.fetch_add(1, Ordering::Relaxed);
+        let mut msg = InboundMessage::new(self.options.channel, "c1", "u1", text);
+        msg.msg_type = commands::classify(text);
+        msg.thread_ts = Some(MessageId::new(id.to_string()));
+        msg.metadata.insert("message_id".into(), id.into());
+        msg
+    }
+
+    /// Feeds a message to the daemon.
+    pub async fn send(&self, msg: InboundMessage) {
+        self.feed.as_ref().unwrap().send(msg).await.unwrap();
+    }
+
+    /// Feeds a text from `u1` in `c1`.
+    pub async fn say(&self, text: &str) -> InboundMessage {
+        let msg = self.message(text);
+        self.send(msg.clone()).await;
+        msg
+    }
+
+    /// Stops the daemon (as a signal would) and waits for it.
+    pub async fn stop(mut self) -> (RunningSimulator, tempfile::TempDir, Options) {
+        self.shutdown.cancel();
+        let exit = tokio::time::timeout(DEADLINE, self.daemon.take().unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(exit.is_ok(), "daemon failed: {exit:?}");
+        (self.sim, self.dir, self.options)
+    }
+
+    /// Stops the daemon and starts a new one on the same store and simulator.
+    pub async fn restart(self) -> Self {
+        let (sim, dir, options) = self.stop().await;
+        Self::start_daemon(sim, dir, options).await
+    }
+
+    /// Ends the channel's input; the daemon finishes the admitted work and exits.
+    pub async fn end_input(&mut self) -> DaemonExit {
+        self.feed.take();
+        tokio::time::timeout(DEADLINE, self.daemon.take().unwrap())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+    }
+
+    /// The only thread the simulator has.
+    pub fn only_thread(&self) -> String {
+        let threads = self.sim.thread_ids();
+        assert_eq!(threads.len(), 1, "{threads:?}");
+        threads[0].clone()
+    }
+}
+
+/// A group-chat message helper.
+pub fn in_group(mut msg: InboundMessage, topic: Option<&str>) -> InboundMessage {
+    msg.chat_kind = ChatKind::Group;
+    msg.topic_id = topic.map(str::to_owned);
+    msg
+}
+
+/// Admins for `/lang` in group chats, by channel.
+pub fn admins(channel: &str, ids: &[&str]) -> HashMap<String, AllowedUsers> {
+    let list = ids.iter().map(|s| Some((*s).to_owned())).collect();
+    HashMap::from([(channel.to_owned(), AllowedUsers::from_entries(Some(list)))])
+}
+
+/// Whether `msg` is a command.
+pub fn is_command(msg: &InboundMessage) -> bool {
+    msg.msg_type == MsgType::Command
+}

@@ -1,0 +1,7 @@
+//! Integration tests, built as one binary (one link, one process):
+//!
+//! - `support`: the test channel and the daemon + simulator harness;
+//! - `manager`: the channel manager end to end (issue 4).
+
+mod manager;
+mod support;
