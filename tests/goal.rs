@@ -1,0 +1,520 @@
+//! The `/goal` family in chat (issue 5): every outcome, through the real daemon and the
+//! Gateway simulator.
+
+use std::time::Duration;
+
+use im_bridge::simulator::{Fault, GoalEvaluation, GoalState, Hold, Reply, Route, Script};
+
+use crate::support::{Harness, Options, final_only};
+
+/// A harness on a final-only channel, so every reply is one final.
+async fn harness() -> Harness {
+    Harness::with(Options {
+        caps: final_only(),
+        ..Options::default()
+    })
+    .await
+}
+
+/// Sends one chat message so the conversation has a thread, and returns it.
+async fn bind(h: &Harness, finals_before: usize) -> String {
+    h.sim.script_next_run(
+        Script::with_answer("Sure, let's plan the quarterly report together.").chunks(1),
+    );
+    h.say("Please help me write the quarterly report").await;
+    h.channel.wait_finals(finals_before + 1).await;
+    h.only_thread()
+}
+
+fn goal_calls(h: &Harness) -> usize {
+    h.sim
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("/goal"))
+        .count()
+}
+
+fn run_calls(h: &Harness) -> usize {
+    h.sim
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("/runs"))
+        .count()
+}
+
+#[tokio::test]
+async fn status_and_clear_without_a_conversation_make_no_call() {
+    let h = harness().await;
+    h.say("/goal").await;
+    assert_eq!(
+        h.channel.wait_finals(1).await[0],
+        "There's no active goal in this conversation."
+    );
+    h.say("/goal clear").await;
+    assert_eq!(h.channel.wait_finals(2).await[1], "The goal is cleared.");
+    h.say("/goal from-chat").await;
+    assert!(
+        h.channel.wait_finals(3).await[2]
+            .starts_with("There's nothing in this conversation yet to build a goal from.")
+    );
+    assert!(h.sim.requests().is_empty(), "{:?}", h.sim.requests());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn set_saves_then_starts_exactly_one_run() {
+    let h = harness().await;
+    h.sim.script_next_run(
+        Script::with_answer("On it.")
+            .chunks(1)
+            .goal_continuations(0)
+            .goal_met(),
+    );
+    h.say("/goal ship the quarterly report").await;
+    assert_eq!(h.channel.wait_finals(1).await, ["On it."]);
+    let requests = h.sim.requests();
+    let put = requests
+        .iter()
+        .position(|r| r.method == "PUT" && r.path.ends_with("/goal"))
+        .expect("PUT");
+    let run = requests
+        .iter()
+        .position(|r| r.path.ends_with("/runs/wait"))
+        .expect("run");
+    assert!(put < run, "the goal is saved before the run starts");
+    assert_eq!(
+        requests[put].json().unwrap(),
+        &serde_json::json!({"objective": "ship the quarterly report"})
+    );
+    assert_eq!(
+        requests[run].json().unwrap()["input"]["messages"][0]["content"],
+        "ship the quarterly report"
+    );
+    assert_eq!(run_calls(&h), 1);
+    // The goal is met: status says so, with the objective.
+    h.say("/goal").await;
+    assert_eq!(
+        h.channel.wait_finals(2).await[1],
+        "Goal met: ship the quarterly report"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn clear_the_build_cache_is_an_objective() {
+    let h = harness().await;
+    h.sim.script_next_run(
+        Script::with_answer("ok")
+            .chunks(1)
+            .goal_continuations(0)
+            .goal_met(),
+    );
+    h.say("/goal clear the build cache").await;
+    h.channel.wait_finals(1).await;
+    let put = h
+        .sim
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "PUT")
+        .expect("a set, not a clear");
+    assert_eq!(put.json().unwrap()["objective"], "clear the build cache");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn set_refusals_start_no_run() {
+    let h = harness().await;
+    let thread = bind(&h, 0).await;
+    h.sim
+        .push_fault(Fault::on(Route::GoalPut).reply(Reply::detail(
+            409,
+            "Thread has a run in flight. Set the goal after the run finishes.",
+        )));
+    h.say("/goal finish it").await;
+    assert_eq!(
+        h.channel.wait_finals(2).await[1],
+        "A task is still running in this conversation, so I left the goal as it was. Please wait for the task to finish, then try again."
+    );
+    h.sim.push_fault(
+        Fault::on(Route::GoalPut).reply(Reply::detail(500, "Failed to set thread goal")),
+    );
+    h.say("/goal finish it").await;
+    assert_eq!(
+        h.channel.wait_finals(3).await[2],
+        "I couldn't set the goal, so I haven't started on it. Please try again."
+    );
+    assert_eq!(run_calls(&h), 1, "only the binding run");
+    assert!(h.sim.goal(&thread).is_none());
+    let long = "x".repeat(4001);
+    let before = goal_calls(&h);
+    h.say(&format!("/goal {long}")).await;
+    assert_eq!(
+        h.channel.wait_finals(4).await[3],
+        "That goal is too long. Please keep it under 4000 characters."
+    );
+    assert_eq!(goal_calls(&h), before, "nothing sent");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn status_reports_progress_stand_down_and_never_the_evaluator_text() {
+    let h = harness().await;
+    let thread = bind(&h, 0).await;
+    let mut goal = GoalState::new("ship the report", 8);
+    h.sim.set_goal(&thread, Some(goal.clone()));
+    h.say("/goal").await;
+    assert_eq!(
+        h.channel.wait_finals(2).await[1],
+        "Current goal: ship the report"
+    );
+    goal.continuation_count = 3;
+    h.sim.set_goal(&thread, Some(goal.clone()));
+    h.say("/goal").await;
+    assert_eq!(
+        h.channel.wait_finals(3).await[2],
+        "Current goal: ship the report\nStill working on it (3/8 automatic follow-ups used)."
+    );
+    goal.last_evaluation = Some(GoalEvaluation {
+        satisfied: false,
+        blocker: "needs_user_input".into(),
+        reason: "MARKER-REASON the evaluator thinks".into(),
+        evidence_summary: "MARKER-EVIDENCE".into(),
+        relied_on_assumption: false,
+        run_id: "r".into(),
+        evaluated_at: "2026-01-01T00:00:00Z".into(),
+        progress_key: "{}".into(),
+        stand_down_reason: Some("blocked:needs_user_input".into()),
+    });
+    h.sim.set_goal(&thread, Some(goal.clone()));
+    h.say("/goal").await;
+    let stopped = &h.channel.wait_finals(4).await[3];
+    assert_eq!(
+        stopped,
+        "Current goal: ship the report\nI stopped following up on my own after 3/8 attempts: I need your input to go on.\nSend a message to keep going, or /goal clear to drop it."
+    );
+    goal.last_evaluation.as_mut().unwrap().stand_down_reason = Some("something_new".into());
+    h.sim.set_goal(&thread, Some(goal));
+    h.say("/goal").await;
+    assert!(h.channel.wait_finals(5).await[4].contains("no reason was recorded"));
+    h.sim
+        .push_fault(Fault::on(Route::GoalGet).reply(Reply::html(502)));
+    h.say("/goal").await;
+    assert_eq!(
+        h.channel.wait_finals(6).await[5],
+        "I couldn't look up the goal right now. Please try again."
+    );
+    for call in h.channel.calls() {
+        assert!(!call.text().contains("MARKER"), "{call:?}");
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn clear_outcomes() {
+    let h = harness().await;
+    let thread = bind(&h, 0).await;
+    h.sim.set_goal(&thread, Some(GoalState::new("x", 8)));
+    h.sim
+        .push_fault(Fault::on(Route::GoalDelete).reply(Reply::detail(
+            409,
+            "Thread has a run in flight. Clear the goal after the run finishes.",
+        )));
+    h.say("/goal CANCEL").await;
+    assert!(h.channel.wait_finals(2).await[1].starts_with(
+        "A task is still running in this conversation, so I left the goal as it was."
+    ));
+    assert!(h.sim.goal(&thread).is_some(), "unchanged");
+    h.sim.push_fault(
+        Fault::on(Route::GoalDelete).reply(Reply::detail(500, "Failed to clear thread goal")),
+    );
+    h.say("/goal off").await;
+    assert_eq!(
+        h.channel.wait_finals(3).await[2],
+        "I couldn't clear the goal. Please try again."
+    );
+    h.say("/goal reset").await;
+    assert_eq!(h.channel.wait_finals(4).await[3], "The goal is cleared.");
+    assert!(h.sim.goal(&thread).is_none());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn from_chat_saves_then_publishes_the_objective_then_runs_once() {
+    let h = harness().await;
+    let thread = bind(&h, 0).await;
+    h.sim.script_next_run(
+        Script::with_answer("Working on the report now.")
+            .chunks(1)
+            .goal_continuations(0)
+            .goal_met(),
+    );
+    h.say("/goal from-chat").await;
+    let finals = h.channel.wait_finals(3).await;
+    assert_eq!(
+        finals[1],
+        "Goal set from our conversation: Please help me write the quarterly report"
+    );
+    assert_eq!(finals[2], "Working on the report now.");
+    let requests = h.sim.requests();
+    let post = requests
+        .iter()
+        .position(|r| r.path.ends_with("/goal/from-chat"))
+        .unwrap();
+    assert_eq!(
+        requests[post].json(),
+        Some(&serde_json::json!({})),
+        "no hint key without a hint"
+    );
+    let runs: Vec<_> = requests
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.path.contains("/runs"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(runs.len(), 2, "the binding run and exactly one goal run");
+    assert!(runs[1] > post);
+    assert!(requests.iter().all(|r| r.method != "PUT"), "no second PUT");
+    assert_eq!(
+        h.sim.goal_outcome(&thread).map(|o| o.objective),
+        Some("Please help me write the quarterly report".into())
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn from_chat_sends_the_hint_and_refuses_a_long_one() {
+    let h = harness().await;
+    bind(&h, 0).await;
+    h.sim.script_next_run(
+        Script::with_answer("ok")
+            .chunks(1)
+            .goal_continuations(0)
+            .goal_met(),
+    );
+    h.say("/goal from-chat  focus on Q3  ").await;
+    h.channel.wait_finals(3).await;
+    let post = h
+        .sim
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/goal/from-chat"))
+        .unwrap();
+    assert_eq!(post.json().unwrap()["hint"], "focus on Q3");
+    let before = goal_calls(&h);
+    h.say(&format!("/goal from-chat {}", "y".repeat(4001)))
+        .await;
+    assert_eq!(
+        h.channel.wait_finals(4).await[3],
+        "That hint is too long. Please keep it under 4000 characters."
+    );
+    assert_eq!(goal_calls(&h), before);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn from_chat_outcomes_each_get_their_own_reply() {
+    let cases: Vec<(Reply, &str)> = vec![
+        (
+            Reply::coded(409, "thread_busy", "MARKER"),
+            "A task is still running in this conversation. Please try /goal from-chat again once it has finished.",
+        ),
+        (
+            Reply::detail(409, "MARKER plain string detail"),
+            "A task is still running in this conversation. Please try /goal from-chat again once it has finished.",
+        ),
+        (
+            Reply::coded(409, "pending_human_input", "MARKER"),
+            "I'm still waiting for your answer to my last question. Please answer it first, then try /goal from-chat again.",
+        ),
+        (
+            Reply::coded(409, "pending_tool_approval", "MARKER"),
+            "An action is waiting for your approval. Please approve or reject it first, then try /goal from-chat again.",
+        ),
+        (
+            Reply::coded(409, "goal_changed", "MARKER"),
+            "The goal changed while I was working one out, so I left it as it is. Send /goal to see the current goal.",
+        ),
+        (
+            Reply::coded(422, "no_context", "MARKER"),
+            "There's nothing in this conversation yet to build a goal from. Tell me what you're working on first, or set one directly with /goal <condition>.",
+        ),
+        (
+            Reply::coded(422, "unclear", "MARKER"),
+            "I couldn't find a clear goal in our conversation. Try /goal from-chat with a short hint, or set one directly with /goal <condition>.",
+        ),
+        (
+            Reply::coded(502, "synthesis_failed", "MARKER the model refused because"),
+            "I couldn't work out a goal from our conversation this time. Please try again, or set one directly with /goal <condition>.",
+        ),
+        (
+            Reply::coded(403, "forbidden", "MARKER"),
+            "You don't have permission to set a goal in this conversation.",
+        ),
+        (
+            Reply::coded(404, "not_found", "MARKER"),
+            "There's nothing in this conversation yet to build a goal from. Tell me what you're working on first, or set one directly with /goal <condition>.",
+        ),
+        (
+            Reply::coded(418, "teapot", "MARKER"),
+            "I couldn't set a goal from our conversation. Please try again, or set one directly with /goal <condition>.",
+        ),
+        (
+            Reply::html(500),
+            "I couldn't set a goal from our conversation. Please try again, or set one directly with /goal <condition>.",
+        ),
+    ];
+    let h = harness().await;
+    bind(&h, 0).await;
+    for (i, (reply, expected)) in cases.into_iter().enumerate() {
+        h.sim
+            .push_fault(Fault::on(Route::GoalFromChat).reply(reply));
+        h.say("/goal from-chat").await;
+        let finals = h.channel.wait_finals(i + 2).await;
+        assert_eq!(finals[i + 1], expected, "case {i}");
+    }
+    assert_eq!(run_calls(&h), 1, "no outcome but saved starts a run");
+    assert!(
+        h.channel
+            .calls()
+            .iter()
+            .all(|c| !c.text().contains("MARKER"))
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn from_chat_timeout_does_not_claim_nothing_was_saved() {
+    let h = Harness::with(Options {
+        caps: final_only(),
+        from_chat_timeout: Duration::from_millis(200),
+        ..Options::default()
+    })
+    .await;
+    bind(&h, 0).await;
+    h.sim
+        .push_fault(Fault::on(Route::GoalFromChat).delay(Duration::from_millis(800)));
+    h.say("/goal from-chat").await;
+    let reply = &h.channel.wait_finals(2).await[1];
+    assert_eq!(
+        reply,
+        "Working out the goal is taking longer than expected. It may still be saved in a moment — send /goal to check before trying again."
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn new_during_a_slow_synthesis_keeps_the_goal_on_the_old_thread_and_starts_nothing() {
+    // Conversation messages are handled concurrently here, so /new can land while the
+    // model composes.
+    let h = harness().await;
+    let old = bind(&h, 0).await;
+    h.sim
+        .push_fault(Fault::on(Route::GoalFromChat).delay(Duration::from_millis(400)));
+    h.say("/goal from-chat").await;
+    h.sim
+        .wait_for_requests(1, crate::support::DEADLINE, |r| {
+            r.path.ends_with("/goal/from-chat")
+        })
+        .await
+        .unwrap();
+    h.say("/new").await;
+    let finals = h.channel.wait_finals(3).await;
+    assert!(
+        finals
+            .contains(&"Started a new conversation. Earlier messages won't carry over.".to_owned()),
+        "{finals:?}"
+    );
+    let moved = finals
+        .iter()
+        .find(|f| f.starts_with("I saved this goal in the previous conversation"))
+        .expect("binding-changed reply");
+    assert!(moved.contains("Please help me write the quarterly report"));
+    assert_eq!(run_calls(&h), 1, "no run for the moved goal");
+    assert!(
+        h.sim.goal(&old).is_some(),
+        "the goal stays on the old thread"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn from_chat_saved_but_the_run_is_busy_says_so_honestly() {
+    let h = harness().await;
+    bind(&h, 0).await;
+    h.sim
+        .script_next_run(Script::rejected(Reply::run_busy("x")));
+    h.say("/goal from-chat").await;
+    let finals = h.channel.wait_finals(3).await;
+    assert_eq!(
+        finals[1],
+        "Goal set from our conversation: Please help me write the quarterly report"
+    );
+    assert_eq!(
+        finals[2],
+        "The goal is saved: Please help me write the quarterly report. But I couldn't start working on it yet. Send a message when the current task is done and I'll pick it up."
+    );
+    assert!(
+        !finals
+            .iter()
+            .any(|f| f.starts_with("This conversation is still busy")),
+        "distinct from the plain busy reply"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn two_continuations_render_three_messages_when_streaming() {
+    let h = Harness::start().await;
+    h.sim.script_next_run(
+        Script::with_answer("First answer.")
+            .chunks(2)
+            .goal_continuations(2)
+            .goal_stand_down("max_continuations_reached")
+            .goal_evaluation("MARKER-REASON", "MARKER-EVIDENCE"),
+    );
+    h.say("/goal ship it").await;
+    let finals = h.channel.wait_finals(3).await;
+    assert_eq!(finals[0], "First answer.");
+    assert!(
+        finals[1].starts_with("↻ Still working toward the goal (follow-up 1 of 8)\n\n"),
+        "{finals:?}"
+    );
+    assert!(
+        finals[2].starts_with("↻ Still working toward the goal (follow-up 2 of 8)\n\n"),
+        "{finals:?}"
+    );
+    // The partials of a continuation carry the marker too, and nothing leaks.
+    for call in h.channel.calls() {
+        assert!(!call.text().contains("MARKER"), "{call:?}");
+        assert!(!call.text().contains("goal_continuation"), "{call:?}");
+    }
+    h.say("/goal").await;
+    let finals = h.channel.wait_finals(4).await;
+    assert!(finals[3].contains("I stopped following up on my own after 2/8 attempts: I used all my automatic follow-ups."), "{finals:?}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn continuations_end_in_finals_on_final_only_channels() {
+    let h = harness().await;
+    h.sim.script_next_run(
+        Script::with_answer("First answer.")
+            .chunks(1)
+            .goal_continuations(2)
+            .goal_met()
+            .hold(Hold::Natural),
+    );
+    h.say("/goal ship it").await;
+    let finals = h.channel.wait_finals(3).await;
+    assert_eq!(finals.len(), 3, "{finals:?}");
+    assert_eq!(finals[0], "First answer.");
+    assert!(
+        finals[1].starts_with("↻ Still working toward the goal (follow-up 1"),
+        "{finals:?}"
+    );
+    assert!(
+        finals[2].starts_with("↻ Still working toward the goal (follow-up 2"),
+        "{finals:?}"
+    );
+    h.stop().await;
+}
