@@ -15,4 +15,4 @@
 mod catalog;
 pub mod msg;
 
-pub use catalog::{Arg, Catalogs, I18nError, Locale};
+pub use catalog::{Arg, Catalogs, I18nError, Locale, check_dir};

@@ -22,6 +22,7 @@
 //! - `agent`: plays a [`Script`] as a run: frames, history, goal continuations.
 //! - `conn`: a listener whose connections handlers can cut.
 //! - `control`: the Rust API tests use: scripting, inspection, request log, waiting.
+//! - `fault`: route faults and canned replies.
 //! - `goal`: the goal resource, from-chat and the goal state types.
 //! - `record`: the bounded request log.
 //! - `routes`: the router, the auth/CSRF/recording middleware and the small GET routes.
@@ -39,6 +40,7 @@
 mod agent;
 mod conn;
 mod control;
+mod fault;
 mod goal;
 mod record;
 mod routes;
@@ -63,12 +65,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use control::{RunInfo, WaitTimeout};
+pub use fault::{Fault, FaultAction, Reply, ReplyBody, Route};
 pub use goal::{GoalEvaluation, GoalOutcome, GoalState};
 pub use record::{MAX_RECORDED_REQUESTS, RecordedBody, RecordedRequest};
-pub use script::{
-    Delivery, ExtraFrame, Failure, Fault, FaultAction, GoalEnd, GoalPlan, Hold, Reply, ReplyBody,
-    Route, Script, WaitBody,
-};
+pub use script::{Delivery, ExtraFrame, Failure, GoalEnd, GoalPlan, Hold, Script, WaitBody};
 pub use state::{MAX_FINISHED_RUNS, RunStatus};
 
 /// A model listed by `GET /api/models` and accepted as `context.model_name`.

@@ -4,16 +4,20 @@
 //! an outcome: waits are on observable events, under deadlines.
 //!
 //! - `support`: the harness, request bodies as the client sends them, an SSE parser.
-//! - `runs`: SSE framing and order, delivery modes, hidden frames, failures, busy, wait,
-//!   create, body validation.
+//! - `runs`: SSE framing and order, delivery modes, hidden frames, failures, heartbeats.
+//! - `run_control`: busy threads, refusals, wait, create, body validation, cancellation.
 //! - `goals`: the goal resource, continuations, from-chat, compaction.
 //! - `routes`: threads, auth, CSRF, models/memory/skills/preferences, global switches, the
 //!   request log, shutdown.
+// Harness helpers outside `#[test]` functions fail the test by panicking, like the tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "simulator/goals.rs"]
 mod goals;
 #[path = "simulator/routes.rs"]
 mod routes;
+#[path = "simulator/run_control.rs"]
+mod run_control;
 #[path = "simulator/runs.rs"]
 mod runs;
 #[path = "simulator/support.rs"]

@@ -2,8 +2,10 @@
 //!
 //! - `support`: the test channel and the daemon + simulator harness;
 //! - `manager`: the channel manager end to end (issue 4);
-//! - `goal`: the `/goal` family (issue 5).
+//! - `goal`: the `/goal` family (issue 5);
+//! - `lang`: localization and `/lang` (issue 6).
 
 mod goal;
+mod lang;
 mod manager;
 mod support;

@@ -337,6 +337,53 @@ pub fn validate(
             platform,
         });
     }
+    // Locales must name a catalog im-bridge has (embedded, or from locales_dir).
+    let catalogs = match &locales_dir {
+        None => crate::i18n::Catalogs::embedded().ok(),
+        Some(dir) => match crate::i18n::check_dir(dir) {
+            Ok(catalog_warnings) => {
+                warnings.extend(
+                    catalog_warnings
+                        .into_iter()
+                        .map(|w| format!("bridge.locales_dir: {w}")),
+                );
+                crate::i18n::Catalogs::load(Some(dir)).ok()
+            }
+            Err(catalog_errors) => {
+                errors.extend(
+                    catalog_errors
+                        .into_iter()
+                        .map(|e| ConfigError::new("bridge.locales_dir", e)),
+                );
+                None
+            }
+        },
+    };
+    if let Some(catalogs) = &catalogs {
+        let supported = catalogs
+            .supported()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut check = |path: String, tag: &str| {
+            if catalogs.negotiate(tag).is_none() && !errors.iter().any(|e| e.path == path) {
+                errors.push(ConfigError::new(
+                    path,
+                    format!("there is no catalog for {tag:?}; supported: {supported}"),
+                ));
+            }
+        };
+        check(
+            "channel_connections.notification_locale".into(),
+            &notification_locale,
+        );
+        for channel in &channels {
+            if let Some(locale) = &channel.locale {
+                check(format!("channels.{}.locale", channel.name), locale);
+            }
+        }
+    }
     if channels.is_empty() {
         errors.push(ConfigError::new("channels", "no channel is enabled, so nothing would start; enable at least one (e.g. telegram: {enabled: true, bot_token: ...})"));
     }

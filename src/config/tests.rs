@@ -207,3 +207,42 @@ fn an_empty_or_null_section_is_empty() {
     .unwrap();
     assert_eq!(s.admin_listen.to_string(), "127.0.0.1:9464");
 }
+
+#[test]
+fn locales_must_have_a_catalog_and_a_catalog_directory_is_checked() {
+    let errors = errors_of(
+        "channels:\n  console: {enabled: true, locale: fr-FR}\nchannel_connections:\n  notification_locale: de-DE\n",
+        &env(&[]),
+    );
+    assert!(errors.contains(&"channel_connections.notification_locale: there is no catalog for \"de-DE\"; supported: en-US, zh-CN".to_owned()), "{errors:?}");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("channels.console.locale: there is no catalog for \"fr-FR\"")),
+        "{errors:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("de-DE")).unwrap();
+    std::fs::write(
+        dir.path().join("de-DE/bridge.ftl"),
+        "run-busy = Beschäftigt.\n",
+    )
+    .unwrap();
+    let text = format!(
+        "channels:\n  console: {{enabled: true}}\nchannel_connections:\n  notification_locale: de\nbridge:\n  locales_dir: {}\n",
+        dir.path().display()
+    );
+    let (settings, warnings) = load_str(&text, &env(&[])).unwrap();
+    assert_eq!(settings.notification_locale, "de");
+    assert!(
+        warnings.iter().any(|w| w.contains("missing in de-DE")),
+        "{warnings:?}"
+    );
+    std::fs::write(dir.path().join("de-DE/bridge.ftl"), "run-busy = {\n").unwrap();
+    let errors = errors_of(&text, &env(&[]));
+    assert!(
+        errors.iter().any(|e| e.starts_with("bridge.locales_dir: ")
+            && e.contains("de-DE/bridge.ftl:2: Fluent syntax error")),
+        "{errors:?}"
+    );
+}

@@ -216,6 +216,119 @@ impl Catalogs {
     }
 }
 
+/// Checks an operator's catalog directory the way `check-config` reports it: syntax errors
+/// (with file and line) and placeables that differ from `en-US` are errors; ids `en-US`
+/// does not have, and messages an added locale lacks (they fall back to `en-US`), are
+/// warnings.
+pub fn check_dir(dir: &Path) -> Result<Vec<String>, Vec<String>> {
+    if let Err(error) = Catalogs::load(Some(dir)) {
+        return Err(vec![error.to_string()]);
+    }
+    let base = placeables(EMBEDDED[0].1);
+    let files = catalog_files(dir).map_err(|e| vec![e.to_string()])?;
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    let mut seen: HashMap<Locale, HashSet<String>> = HashMap::new();
+    for (locale, file) in &files {
+        let source = std::fs::read_to_string(file)
+            .map_err(|e| vec![format!("cannot read {}: {e}", file.display())])?;
+        for (id, vars) in placeables(&source) {
+            match base.get(&id) {
+                None => warnings.push(format!(
+                    "{}: message {id} is not one im-bridge uses; it is ignored",
+                    file.display()
+                )),
+                Some(expected) if *expected != vars => errors.push(format!(
+                    "{}: message {id} uses the placeables {{{}}} but en-US uses {{{}}}",
+                    file.display(),
+                    vars.iter()
+                        .map(|v| format!("${v}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    expected
+                        .iter()
+                        .map(|v| format!("${v}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                )),
+                Some(_) => {}
+            }
+            seen.entry(locale.clone()).or_default().insert(id);
+        }
+    }
+    let embedded: HashSet<Locale> = EMBEDDED
+        .iter()
+        .filter_map(|(tag, _)| parse_tag(tag))
+        .collect();
+    for (locale, ids) in &seen {
+        if embedded.contains(locale) {
+            continue;
+        }
+        let missing = base.keys().filter(|id| !ids.contains(*id)).count();
+        if missing > 0 {
+            warnings.push(format!(
+                "{}: {missing} messages are missing in {locale}; they will be sent in en-US",
+                dir.display()
+            ));
+        }
+    }
+    if errors.is_empty() {
+        Ok(warnings)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Message id → the variables it references, for one catalog source. Unparsable entries
+/// are skipped (loading reports them).
+pub(crate) fn placeables(
+    source: &str,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    use fluent_syntax::ast;
+    fn pattern(p: &ast::Pattern<&str>, vars: &mut std::collections::BTreeSet<String>) {
+        for element in &p.elements {
+            if let ast::PatternElement::Placeable { expression } = element {
+                expr(expression, vars);
+            }
+        }
+    }
+    fn expr(e: &ast::Expression<&str>, vars: &mut std::collections::BTreeSet<String>) {
+        match e {
+            ast::Expression::Select { selector, variants } => {
+                inline(selector, vars);
+                for v in variants {
+                    pattern(&v.value, vars);
+                }
+            }
+            ast::Expression::Inline(i) => inline(i, vars),
+        }
+    }
+    fn inline(i: &ast::InlineExpression<&str>, vars: &mut std::collections::BTreeSet<String>) {
+        match i {
+            ast::InlineExpression::VariableReference { id } => {
+                vars.insert(id.name.to_owned());
+            }
+            ast::InlineExpression::Placeable { expression } => expr(expression, vars),
+            _ => {}
+        }
+    }
+    let resource = match fluent_syntax::parser::parse(source) {
+        Ok(r) => r,
+        Err((r, _)) => r,
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for entry in resource.body {
+        if let ast::Entry::Message(m) = entry {
+            let mut vars = std::collections::BTreeSet::new();
+            if let Some(value) = &m.value {
+                pattern(value, &mut vars);
+            }
+            out.insert(m.id.name.to_owned(), vars);
+        }
+    }
+    out
+}
+
 /// Parses `zh_CN`, `zh-Hans`, `en-us` into a language identifier.
 fn parse_tag(tag: &str) -> Option<Locale> {
     let normalized = tag.trim().replace('_', "-");

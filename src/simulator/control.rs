@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::fault::Fault;
 use super::goal::{GoalOutcome, GoalState};
 use super::record::RecordedRequest;
-use super::script::{Fault, Script};
+use super::script::Script;
 use super::state::{RunStatus, Thread};
 use super::{Simulator, SimulatorConfig, wire};
 

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::conn::Conn;
+use super::fault::Route;
 use super::routes::fault;
-use super::script::Route;
 use super::state::{Caller, Lookup};
 use super::{Simulator, wire};
 

@@ -18,8 +18,8 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::conn::{Conn, ConnKill, Dropped};
+use super::fault::{FaultAction, Route};
 use super::record::cookie_value;
-use super::script::{FaultAction, Route};
 use super::state::{Caller, WriteGuard};
 use super::{Simulator, goal, runs, threads, wire};
 

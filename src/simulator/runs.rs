@@ -16,8 +16,9 @@ use tokio::sync::mpsc;
 
 use super::agent::{self, RunSpec};
 use super::conn::Conn;
+use super::fault::Route;
 use super::routes::{fault, unavailable};
-use super::script::{Route, Script, WaitBody};
+use super::script::{Script, WaitBody};
 use super::sse::{self, Event};
 use super::state::{Caller, Lookup, RunEntry, RunGuard, RunStatus};
 use super::{Simulator, wire};

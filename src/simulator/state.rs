@@ -12,8 +12,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
+use super::fault::{Fault, Route};
 use super::goal::{GoalOutcome, GoalState};
-use super::script::{Fault, Route, Script};
+use super::script::Script;
 use super::{Simulator, SimulatorConfig, wire};
 
 /// Finished run records kept for `GET …/runs/{run_id}` and inspection; older ones are

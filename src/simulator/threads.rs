@@ -12,8 +12,8 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use super::conn::Conn;
+use super::fault::Route;
 use super::routes::fault;
-use super::script::Route;
 use super::state::{Caller, Lookup, Thread};
 use super::{Simulator, wire};
 

@@ -72,6 +72,12 @@ impl<K: Clone + Eq + Hash, V> BoundedCache<K, V> {
         self.compact();
     }
 
+    /// Forgets everything.
+    pub(super) fn clear(&mut self) {
+        self.map.clear();
+        self.order.clear();
+    }
+
     /// The number of cached entries.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {

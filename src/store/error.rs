@@ -6,6 +6,7 @@
 //! message text (the store never sees one) and never a credential.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// A failed store open or store call.
 #[derive(Debug, thiserror::Error)]
@@ -53,14 +54,15 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
     /// A store operation failed after a successful open (disk full, I/O error, corruption
-    /// found on a page read at run time).
+    /// found on a page read at run time), or the transaction it shared with other operations
+    /// failed to commit; either way it had no effect.
     #[error("Store operation {op} failed: {source}.")]
     Query {
         /// The trait method that failed, e.g. `dedupe_admit`.
         op: &'static str,
-        /// SQLite's error.
+        /// SQLite's error; shared because one failed commit fails every operation in it.
         #[source]
-        source: rusqlite::Error,
+        source: Arc<rusqlite::Error>,
     },
     /// The store was closed (or its worker stopped); no further calls are served.
     #[error("The store is closed.")]

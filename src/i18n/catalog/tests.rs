@@ -3,8 +3,6 @@
 
 use std::collections::BTreeSet;
 
-use fluent_syntax::ast;
-
 use super::*;
 use crate::i18n::msg;
 
@@ -14,48 +12,6 @@ fn catalogs() -> Catalogs {
 
 fn loc(c: &Catalogs, tag: &str) -> Locale {
     c.negotiate(tag).unwrap()
-}
-
-/// Message id → the variables it references, for one shipped catalog.
-fn placeables(source: &str) -> std::collections::BTreeMap<String, BTreeSet<String>> {
-    let resource = fluent_syntax::parser::parse(source).unwrap();
-    let mut out = std::collections::BTreeMap::new();
-    for entry in resource.body {
-        if let ast::Entry::Message(m) = entry {
-            let mut vars = BTreeSet::new();
-            if let Some(value) = &m.value {
-                collect_pattern(value, &mut vars);
-            }
-            out.insert(m.id.name.to_owned(), vars);
-        }
-    }
-    out
-}
-
-fn collect_pattern(pattern: &ast::Pattern<&str>, vars: &mut BTreeSet<String>) {
-    for element in &pattern.elements {
-        if let ast::PatternElement::Placeable { expression } = element {
-            collect_expression(expression, vars);
-        }
-    }
-}
-
-fn collect_expression(expression: &ast::Expression<&str>, vars: &mut BTreeSet<String>) {
-    match expression {
-        ast::Expression::Select { selector, variants } => {
-            collect_inline(selector, vars);
-            for v in variants {
-                collect_pattern(&v.value, vars);
-            }
-        }
-        ast::Expression::Inline(inline) => collect_inline(inline, vars),
-    }
-}
-
-fn collect_inline(inline: &ast::InlineExpression<&str>, vars: &mut BTreeSet<String>) {
-    if let ast::InlineExpression::VariableReference { id } = inline {
-        vars.insert(id.name.to_owned());
-    }
 }
 
 #[test]
@@ -175,6 +131,39 @@ fn a_syntax_error_names_the_file_and_line() {
         }
         other => panic!("unexpected {other}"),
     }
+}
+
+#[test]
+fn checking_a_directory_reports_placeable_drift_and_missing_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("ja-JP")).unwrap();
+    std::fs::write(
+        dir.path().join("ja-JP/bridge.ftl"),
+        "run-busy = 処理中です。\nno-such-id = x\n",
+    )
+    .unwrap();
+    let warnings = check_dir(dir.path()).unwrap();
+    assert!(
+        warnings.iter().any(|w| w.contains("no-such-id")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("messages are missing in ja-JP")),
+        "{warnings:?}"
+    );
+    std::fs::write(
+        dir.path().join("ja-JP/bridge.ftl"),
+        "goal-status-active = 目標: { $goal }\n",
+    )
+    .unwrap();
+    let errors = check_dir(dir.path()).unwrap_err();
+    assert!(
+        errors[0]
+            .contains("goal-status-active uses the placeables {$goal} but en-US uses {$objective}"),
+        "{errors:?}"
+    );
 }
 
 #[test]

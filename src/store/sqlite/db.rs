@@ -1,16 +1,18 @@
 //! The blocking side of [`SqliteStore`](super::SqliteStore): opening and checking the file,
-//! and one method per store operation. Runs only on the store thread.
+//! one method per store operation, and the read-through [`Caches`]. Runs on the store thread.
 //!
-//! Every operation is one statement or one short transaction on cached prepared statements,
-//! and updates the read-through [`Caches`] right after its write (or read) succeeds. Because
-//! only this thread writes the caches, and it runs operations one at a time in queue order,
-//! a cached value is always the file's value as of the last finished operation: the cache is
-//! exact, not "eventually" right. That holds because the lock file keeps every other
-//! im-bridge process out; editing the file by hand while the daemon runs is not supported.
+//! Each operation is one statement (or, for `dedupe_admit`, one savepoint) on cached prepared
+//! statements; the store thread wraps a batch of them in one transaction (see `sqlite.rs`).
+//!
+//! Why the caches are exact: only the store thread writes them, it runs operations one at a
+//! time in queue order, and it records each result only after the transaction holding it
+//! committed. So a cached value is always the file's committed value. That needs every writer
+//! to go through this thread, which the lock file guarantees for im-bridge processes; editing
+//! the file by hand while the daemon runs is not supported.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use im_bridge_channel::ThreadId;
@@ -38,9 +40,10 @@ pub(super) type BindingKey = (String, String, String);
 /// `(channel, chat_id)`.
 pub(super) type ChatKey = (String, String);
 
-/// The read-through caches in front of the file. Written only by the store thread; read by
-/// callers without a round trip. Each holds at most `SqliteOptions::cache_capacity` entries
-/// (absent rows are cached too) and forgets its oldest insertion at the bound.
+/// The read-through caches in front of the file. Written only by the store thread, after a
+/// commit; read by callers without a round trip. Each holds at most
+/// `SqliteOptions::cache_capacity` entries (absent rows are cached too) and forgets its
+/// oldest insertion at the bound.
 #[derive(Debug)]
 pub(super) struct Caches {
     /// Conversation bindings.
@@ -67,6 +70,32 @@ impl Caches {
     pub(super) fn locale(&self, key: &ChatKey) -> Option<Option<String>> {
         relock(&self.locales).get(key).cloned()
     }
+
+    /// Records a committed binding (or its committed absence).
+    pub(super) fn put_binding(&self, key: BindingKey, binding: Option<Binding>) {
+        relock(&self.bindings).insert(key, binding);
+    }
+
+    /// Records that a chat's own binding and all its topic bindings were removed.
+    pub(super) fn remove_chat_bindings(&self, channel: &str, chat_id: &str) {
+        let mut cache = relock(&self.bindings);
+        cache.retain(|(c, chat, _)| c != channel || chat != chat_id);
+        cache.insert(
+            (channel.to_owned(), chat_id.to_owned(), String::new()),
+            None,
+        );
+    }
+
+    /// Records a committed locale override (or its committed absence).
+    pub(super) fn put_locale(&self, key: ChatKey, locale: Option<String>) {
+        relock(&self.locales).insert(key, locale);
+    }
+
+    /// Forgets everything, after a failed transaction: later reads reload from the file.
+    pub(super) fn clear(&self) {
+        relock(&self.bindings).clear();
+        relock(&self.locales).clear();
+    }
 }
 
 /// Locks a cache. No code panics while holding one, so a poisoned lock still guards a whole
@@ -83,17 +112,11 @@ pub(super) struct Db {
     _lock: File,
     /// Most dedupe records kept (≥ 1).
     dedupe_cap: i64,
-    /// Shared with the async side.
-    caches: Arc<Caches>,
 }
 
 impl Db {
     /// Locks, opens, checks and migrates the file. Every failure names `path`.
-    pub(super) fn open(
-        path: &Path,
-        options: &SqliteOptions,
-        caches: Arc<Caches>,
-    ) -> Result<Self, StoreError> {
+    pub(super) fn open(path: &Path, options: &SqliteOptions) -> Result<Self, StoreError> {
         let fail = |reason: String| StoreError::Open {
             path: path.to_path_buf(),
             reason,
@@ -152,8 +175,31 @@ impl Db {
             conn,
             _lock: lock,
             dedupe_cap: i64::try_from(options.dedupe_cap.max(1)).unwrap_or(i64::MAX),
-            caches,
         })
+    }
+
+    /// Opens the transaction a batch of operations shares.
+    pub(super) fn begin(&self) -> rusqlite::Result<()> {
+        self.conn.prepare_cached("BEGIN")?.execute([])?;
+        Ok(())
+    }
+
+    /// Commits the batch's transaction.
+    pub(super) fn commit(&self) -> rusqlite::Result<()> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        Ok(())
+    }
+
+    /// Abandons the batch's transaction, if SQLite has not already.
+    pub(super) fn rollback(&self) {
+        // Fails only when no transaction is open, which is the state wanted.
+        let _ = self.conn.execute_batch("ROLLBACK");
+    }
+
+    /// Whether a transaction is open. SQLite rolls one back by itself after some errors
+    /// (I/O, disk full), which the store thread detects with this.
+    pub(super) fn in_transaction(&self) -> bool {
+        !self.conn.is_autocommit()
     }
 
     /// Closes the connection (checkpointing the WAL into the file), then releases the lock.
@@ -162,10 +208,9 @@ impl Db {
         conn.close().map_err(|(_, error)| error)
     }
 
-    /// Reads a binding and caches the answer.
-    pub(super) fn get_binding(&self, key: BindingKey) -> rusqlite::Result<Option<Binding>> {
-        let binding = self
-            .conn
+    /// Reads a binding.
+    pub(super) fn get_binding(&self, key: &BindingKey) -> rusqlite::Result<Option<Binding>> {
+        self.conn
             .prepare_cached(
                 "SELECT thread_id, user_id, created_at, updated_at FROM bindings
                  WHERE channel = ?1 AND chat_id = ?2 AND topic = ?3",
@@ -178,15 +223,13 @@ impl Db {
                     updated_at: row.get(3)?,
                 })
             })
-            .optional()?;
-        relock(&self.caches.bindings).insert(key, binding.clone());
-        Ok(binding)
+            .optional()
     }
 
-    /// Upserts a binding, keeping `created_at`, and caches it.
+    /// Upserts a binding, keeping `created_at`.
     pub(super) fn set_binding(
         &self,
-        key: BindingKey,
+        key: &BindingKey,
         thread_id: &ThreadId,
         user_id: &str,
         now: f64,
@@ -206,14 +249,12 @@ impl Db {
                 params![key.0, key.1, key.2, thread_id.as_str(), user_id, now],
                 |row| Ok((row.get(0)?, row.get(1)?)),
             )?;
-        let binding = Binding {
+        Ok(Binding {
             thread_id: thread_id.clone(),
             user_id: user_id.to_owned(),
             created_at,
             updated_at,
-        };
-        relock(&self.caches.bindings).insert(key, Some(binding.clone()));
-        Ok(binding)
+        })
     }
 
     /// Deletes one topic's binding, or (topic `""`) the chat's and all its topics'.
@@ -223,25 +264,17 @@ impl Db {
         chat_id: &str,
         topic: &str,
     ) -> rusqlite::Result<usize> {
-        let key = (channel.to_owned(), chat_id.to_owned(), topic.to_owned());
-        if !topic.is_empty() {
-            let removed = self
-                .conn
+        if topic.is_empty() {
+            self.conn
+                .prepare_cached("DELETE FROM bindings WHERE channel = ?1 AND chat_id = ?2")?
+                .execute(params![channel, chat_id])
+        } else {
+            self.conn
                 .prepare_cached(
                     "DELETE FROM bindings WHERE channel = ?1 AND chat_id = ?2 AND topic = ?3",
                 )?
-                .execute(params![channel, chat_id, topic])?;
-            relock(&self.caches.bindings).insert(key, None);
-            return Ok(removed);
+                .execute(params![channel, chat_id, topic])
         }
-        let removed = self
-            .conn
-            .prepare_cached("DELETE FROM bindings WHERE channel = ?1 AND chat_id = ?2")?
-            .execute(params![channel, chat_id])?;
-        let mut cache = relock(&self.caches.bindings);
-        cache.retain(|(c, chat, _)| c != channel || chat != chat_id);
-        cache.insert(key, None);
-        Ok(removed)
     }
 
     /// Records a delivery unless a live record exists; see `Store::dedupe_admit`.
@@ -252,7 +285,8 @@ impl Db {
         ttl_ms: i64,
     ) -> rusqlite::Result<bool> {
         let expires_at = now_ms.saturating_add(ttl_ms);
-        let tx = self.conn.transaction()?;
+        // A savepoint: all or nothing, inside the batch's transaction or on its own.
+        let tx = self.conn.savepoint()?;
         // An expired record of this key goes, so its re-admission takes a fresh (newest) seq.
         tx.prepare_cached(
             "DELETE FROM dedupe WHERE channel = ?1 AND workspace = ?2 AND chat_id = ?3
@@ -310,22 +344,20 @@ impl Db {
         Ok(())
     }
 
-    /// Reads a chat's locale override and caches the answer.
-    pub(super) fn get_chat_locale(&self, key: ChatKey) -> rusqlite::Result<Option<String>> {
-        let locale = self
+    /// Reads a chat's locale override.
+    pub(super) fn get_chat_locale(&self, key: &ChatKey) -> rusqlite::Result<Option<String>> {
+        Ok(self
             .conn
             .prepare_cached("SELECT locale FROM chat_settings WHERE channel = ?1 AND chat_id = ?2")?
             .query_row(params![key.0, key.1], |row| row.get::<_, Option<String>>(0))
             .optional()?
-            .flatten();
-        relock(&self.caches.locales).insert(key, locale.clone());
-        Ok(locale)
+            .flatten())
     }
 
-    /// Sets or clears a chat's locale override and caches it.
+    /// Sets or clears a chat's locale override.
     pub(super) fn set_chat_locale(
         &self,
-        key: ChatKey,
+        key: &ChatKey,
         locale: Option<&str>,
         now: f64,
     ) -> rusqlite::Result<()> {
@@ -337,7 +369,6 @@ impl Db {
                      locale = excluded.locale, updated_at = excluded.updated_at",
             )?
             .execute(params![key.0, key.1, locale, now])?;
-        relock(&self.caches.locales).insert(key, locale.map(str::to_owned));
         Ok(())
     }
 }

@@ -1,0 +1,119 @@
+//! The store thread: runs queued jobs against the one connection, with group commit.
+//!
+//! The thread waits for a job, then takes whatever else is already queued (up to
+//! [`MAX_BATCH`]) and runs the lot in one transaction. Under load a commit, the expensive
+//! part (WAL append, and every ~1000 pages a checkpoint with fsync), is paid once per batch
+//! instead of once per call; when idle a batch is a single job, so nothing waits for a batch
+//! to fill. No answer is sent and no cache is updated before the batch's commit, so callers
+//! see exactly the durability of one transaction per call.
+//!
+//! A failing job rolls back only itself (single statements are atomic; `dedupe_admit` uses a
+//! savepoint). If SQLite rolls the whole transaction back (I/O error, disk full) or the
+//! commit fails, every job of that transaction gets the error, the caches are dropped, and
+//! the jobs not yet run go on in a fresh transaction.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::db::{Caches, Db};
+use crate::store::StoreError;
+
+/// Most jobs run in one transaction; bounds how long one commit holds back the answers of
+/// the jobs in it (about a millisecond of work).
+pub(super) const MAX_BATCH: usize = 64;
+
+/// A queued unit of work for the store thread.
+pub(super) type Job = Box<dyn FnOnce(&mut Db) -> Step + Send>;
+
+/// Settles a job once its transaction ended: with `Ok` after a commit, it records its result
+/// in the caches and answers; with `Err` it answers with the transaction's error.
+pub(super) type Finish = Box<dyn FnOnce(&Caches, Result<(), Arc<rusqlite::Error>>) + Send>;
+
+/// Where a close request reports that the file is closed.
+pub(super) type Closer = oneshot::Sender<Result<(), StoreError>>;
+
+/// What a job asks of the store thread after running.
+pub(super) enum Step {
+    /// It ran inside the current transaction; settle it once that ends.
+    Ran(Finish),
+    /// Close the store: commit what ran before, close the file, then answer.
+    Stop(Closer),
+}
+
+/// The store thread's loop: serves batches until a close request or until every handle is
+/// dropped, then closes the file and releases the lock.
+pub(super) fn serve(mut db: Db, caches: &Caches, mut queue: mpsc::Receiver<Job>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    let mut closer = None;
+    while closer.is_none() && queue.blocking_recv_many(&mut batch, MAX_BATCH) > 0 {
+        closer = run_batch(&mut db, caches, &mut batch);
+    }
+    // Refuse new jobs, close the file, and only then drop the jobs left unrun (their callers
+    // get `StoreError::Closed`), so a racing `close` returns after the file is closed.
+    queue.close();
+    let closed = db.close().map_err(|source| StoreError::Query {
+        op: "close",
+        source: Arc::new(source),
+    });
+    drop(batch);
+    drop(queue);
+    if let Some(closer) = closer {
+        let _ = closer.send(closed);
+    }
+}
+
+/// Runs and settles the jobs of `batch`, normally in one transaction. Returns a close
+/// request if one came up; the jobs queued after it stay in `batch`, unrun.
+fn run_batch(db: &mut Db, caches: &Caches, batch: &mut Vec<Job>) -> Option<Closer> {
+    let mut jobs = std::mem::take(batch).into_iter();
+    while jobs.len() > 0 {
+        // If BEGIN fails the jobs run (and commit) one by one, which is still correct.
+        let in_transaction = db.begin().is_ok();
+        let mut finishes = Vec::new();
+        let mut stop = None;
+        let mut aborted = false;
+        for job in jobs.by_ref() {
+            match job(db) {
+                Step::Ran(finish) => finishes.push(finish),
+                Step::Stop(closer) => {
+                    stop = Some(closer);
+                    break;
+                }
+            }
+            if in_transaction && !db.in_transaction() {
+                aborted = true;
+                break;
+            }
+        }
+        let outcome = if !in_transaction {
+            Ok(())
+        } else if aborted {
+            Err(Arc::new(rolled_back()))
+        } else {
+            db.commit().map_err(Arc::new)
+        };
+        if outcome.is_err() {
+            db.rollback();
+            // The caches only ever hold committed values, but after a failed transaction
+            // re-reading the file is the cheap way to be sure.
+            caches.clear();
+        }
+        for finish in finishes {
+            finish(caches, outcome.clone());
+        }
+        if stop.is_some() {
+            batch.extend(jobs);
+            return stop;
+        }
+    }
+    None
+}
+
+/// The error given to jobs whose transaction SQLite rolled back because of a later job.
+fn rolled_back() -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+        Some("the transaction was rolled back by a failure in the same batch".into()),
+    )
+}

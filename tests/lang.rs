@@ -1,0 +1,315 @@
+//! Localization end to end (issue 6): the locale chain with its fall-through, `/lang` in
+//! private and group chats, and the `/goal` outcomes in both shipped locales.
+
+use im_bridge::i18n::{Arg, Catalogs, msg};
+use im_bridge::simulator::{Fault, GoalState, Reply, Route, Script};
+
+use crate::support::{Harness, Options, admins, final_only, in_group};
+
+const EN_NONE: &str = "There's no active goal in this conversation.";
+const ZH_NONE: &str = "这个对话目前没有目标。";
+
+fn options() -> Options {
+    Options {
+        caps: final_only(),
+        ..Options::default()
+    }
+}
+
+#[tokio::test]
+async fn each_step_of_the_chain_and_its_fall_through() {
+    // 6. Nothing configured: en-US.
+    let mut o = options();
+    o.manager.notification_locale = "fr-FR".into();
+    let h = Harness::with(o).await;
+    h.say("/goal").await;
+    assert_eq!(h.channel.wait_finals(1).await[0], EN_NONE);
+    h.stop().await;
+
+    // 5. The admin's notification_locale.
+    let mut o = options();
+    o.manager.notification_locale = "zh-CN".into();
+    let h = Harness::with(o).await;
+    h.say("/goal").await;
+    assert_eq!(h.channel.wait_finals(1).await[0], ZH_NONE);
+    h.stop().await;
+
+    // 4. The channel's locale beats the admin default.
+    let mut o = options();
+    o.manager.notification_locale = "en-US".into();
+    o.manager
+        .channel_locales
+        .insert("telegram".into(), "zh".into());
+    let h = Harness::with(o).await;
+    h.say("/goal").await;
+    assert_eq!(h.channel.wait_finals(1).await[0], ZH_NONE);
+    // 3. The sender's platform language beats the channel's.
+    let mut m = h.message("/goal");
+    m.locale_hint = Some("en-GB".into());
+    h.send(m).await;
+    assert_eq!(h.channel.wait_finals(2).await[1], EN_NONE);
+    h.stop().await;
+
+    // 2. The owner's preference beats the sender's language; a failing lookup falls through.
+    let h = Harness::with(options()).await;
+    h.sim.set_user_locale("owner-1", Some("zh-CN"));
+    let mut m = h.message("/goal");
+    m.owner_user_id = Some("owner-1".into());
+    m.locale_hint = Some("en-US".into());
+    h.send(m.clone()).await;
+    assert_eq!(h.channel.wait_finals(1).await[0], ZH_NONE);
+    let mut other = m.clone();
+    other.owner_user_id = Some("owner-2".into());
+    other.metadata.insert("message_id".into(), "fresh-1".into());
+    h.sim.push_fault(
+        Fault::on(Route::UserPreferences)
+            .reply(Reply::html(500))
+            .sticky(),
+    );
+    other.locale_hint = Some("zh-Hans-SG".into());
+    h.send(other).await;
+    assert_eq!(
+        h.channel.wait_finals(2).await[1],
+        ZH_NONE,
+        "a failed lookup falls through to the sender's language"
+    );
+    h.sim.clear_faults();
+
+    // 1. The chat's override beats everything.
+    h.say("/lang en").await;
+    assert_eq!(
+        h.channel.wait_finals(3).await[2],
+        "Okay, I'll reply in en-US in this chat."
+    );
+    let mut m2 = m.clone();
+    m2.metadata.insert("message_id".into(), "fresh-2".into());
+    h.send(m2).await;
+    assert_eq!(h.channel.wait_finals(4).await[3], EN_NONE);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn lang_reports_its_source_and_switches_both_ways() {
+    let mut o = options();
+    o.manager.notification_locale = "zh-CN".into();
+    let h = Harness::with(o).await;
+    h.say("/lang").await;
+    assert_eq!(
+        h.channel.wait_finals(1).await[0],
+        "我现在用 zh-CN 回复，因为这是管理员设定的默认语言。"
+    );
+    h.say("/lang en-US").await;
+    assert_eq!(
+        h.channel.wait_finals(2).await[1],
+        "Okay, I'll reply in en-US in this chat."
+    );
+    h.say("/lang").await;
+    assert_eq!(
+        h.channel.wait_finals(3).await[2],
+        "I'm replying in en-US because this chat chose it with /lang."
+    );
+    h.say("/lang auto").await;
+    assert_eq!(
+        h.channel.wait_finals(4).await[3],
+        "这个聊天不再单独指定语言，我会用 zh-CN 回复。"
+    );
+    h.say("/lang klingon").await;
+    assert_eq!(
+        h.channel.wait_finals(5).await[4],
+        "我暂时还不能用 klingon 回复。可用的语言有：en-US, zh-CN"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn in_groups_only_admins_change_the_language() {
+    let mut o = options();
+    o.manager.channel_admins = admins("telegram", &["boss"]);
+    let h = Harness::with(o).await;
+    h.send(in_group(h.message("/lang zh-CN"), None)).await;
+    assert_eq!(
+        h.channel.wait_finals(1).await[0],
+        "Only this bot's admins can change the language in a group chat."
+    );
+    let mut boss = in_group(h.message("/lang zh-CN"), None);
+    boss.user_id = "boss".into();
+    h.send(boss).await;
+    assert_eq!(
+        h.channel.wait_finals(2).await[1],
+        "好的，在这个聊天里我会用 zh-CN 回复。"
+    );
+    // Anyone may look; and in a private chat anyone may change it.
+    h.send(in_group(h.message("/lang"), None)).await;
+    assert!(h.channel.wait_finals(3).await[2].starts_with("我现在用 zh-CN 回复"));
+    let mut private = h.message("/lang en");
+    private.chat_id = "dm".into();
+    h.send(private).await;
+    assert_eq!(
+        h.channel.wait_finals(4).await[3],
+        "Okay, I'll reply in en-US in this chat."
+    );
+    h.stop().await;
+}
+
+/// Every `/goal` outcome, in zh-CN: each reply is the zh-CN catalog text, not English.
+#[tokio::test]
+async fn every_goal_outcome_in_both_locales() {
+    for tag in ["en-US", "zh-CN"] {
+        let catalogs = Catalogs::embedded().unwrap();
+        let locale = catalogs.negotiate(tag).unwrap();
+        let text = |id: &str, args: &[(&str, Arg<'_>)]| catalogs.text(&locale, id, args);
+        let mut o = options();
+        o.manager.notification_locale = tag.into();
+        o.from_chat_timeout = std::time::Duration::from_millis(300);
+        let h = Harness::with(o).await;
+        let mut expected: Vec<String> = Vec::new();
+        let mut check = async |h: &Harness, command: &str, want: String| {
+            h.say(command).await;
+            expected.push(want);
+            let finals = h.channel.wait_finals(expected.len()).await;
+            assert_eq!(
+                finals.last().unwrap(),
+                expected.last().unwrap(),
+                "{tag} {command}"
+            );
+        };
+        check(&h, "/goal", text(msg::GOAL_STATUS_NONE, &[])).await;
+        check(&h, "/goal clear", text(msg::GOAL_CLEARED, &[])).await;
+        check(
+            &h,
+            "/goal from-chat",
+            text(msg::GOAL_FROM_CHAT_NO_CONTEXT, &[]),
+        )
+        .await;
+        h.sim.script_next_run(
+            Script::with_answer("ok")
+                .chunks(1)
+                .goal_continuations(0)
+                .goal_met(),
+        );
+        check(&h, "Please draft the launch plan", "ok".into()).await;
+        let thread = h.only_thread();
+        h.sim.set_goal(&thread, Some(GoalState::new("launch", 8)));
+        check(
+            &h,
+            "/goal",
+            text(
+                msg::GOAL_STATUS_ACTIVE,
+                &[("objective", Arg::Str("launch"))],
+            ),
+        )
+        .await;
+        let mut g = GoalState::new("launch", 8);
+        g.continuation_count = 2;
+        h.sim.set_goal(&thread, Some(g));
+        check(
+            &h,
+            "/goal",
+            text(
+                msg::GOAL_STATUS_PROGRESS,
+                &[
+                    ("objective", Arg::Str("launch")),
+                    ("n", Arg::Num(2)),
+                    ("max", Arg::Num(8)),
+                ],
+            ),
+        )
+        .await;
+        h.sim
+            .push_fault(Fault::on(Route::GoalGet).reply(Reply::html(502)));
+        check(&h, "/goal", text(msg::GOAL_STATUS_FAILED, &[])).await;
+        h.sim
+            .push_fault(Fault::on(Route::GoalDelete).reply(Reply::detail(409, "busy")));
+        check(&h, "/goal clear", text(msg::GOAL_BUSY_UNCHANGED, &[])).await;
+        h.sim
+            .push_fault(Fault::on(Route::GoalDelete).reply(Reply::detail(500, "x")));
+        check(&h, "/goal clear", text(msg::GOAL_CLEAR_FAILED, &[])).await;
+        h.sim
+            .push_fault(Fault::on(Route::GoalPut).reply(Reply::detail(500, "x")));
+        check(&h, "/goal launch it", text(msg::GOAL_SET_FAILED, &[])).await;
+        check(
+            &h,
+            &format!("/goal {}", "x".repeat(4001)),
+            text(msg::GOAL_TOO_LONG, &[("max", Arg::Num(4000))]),
+        )
+        .await;
+        check(
+            &h,
+            &format!("/goal from-chat {}", "x".repeat(4001)),
+            text(msg::GOAL_HINT_TOO_LONG, &[("max", Arg::Num(4000))]),
+        )
+        .await;
+        for (reply, id) in [
+            (
+                Reply::coded(409, "thread_busy", "m"),
+                msg::GOAL_FROM_CHAT_BUSY,
+            ),
+            (
+                Reply::coded(409, "pending_human_input", "m"),
+                msg::GOAL_FROM_CHAT_PENDING_INPUT,
+            ),
+            (
+                Reply::coded(409, "pending_tool_approval", "m"),
+                msg::GOAL_FROM_CHAT_PENDING_APPROVAL,
+            ),
+            (
+                Reply::coded(409, "goal_changed", "m"),
+                msg::GOAL_FROM_CHAT_GOAL_CHANGED,
+            ),
+            (
+                Reply::coded(422, "unclear", "m"),
+                msg::GOAL_FROM_CHAT_UNCLEAR,
+            ),
+            (
+                Reply::coded(502, "synthesis_failed", "m"),
+                msg::GOAL_FROM_CHAT_SYNTHESIS_FAILED,
+            ),
+            (
+                Reply::coded(403, "forbidden", "m"),
+                msg::GOAL_FROM_CHAT_FORBIDDEN,
+            ),
+            (Reply::html(500), msg::GOAL_FROM_CHAT_FAILED),
+        ] {
+            h.sim
+                .push_fault(Fault::on(Route::GoalFromChat).reply(reply));
+            check(&h, "/goal from-chat", text(id, &[])).await;
+        }
+        h.sim
+            .push_fault(Fault::on(Route::GoalFromChat).delay(std::time::Duration::from_secs(2)));
+        check(
+            &h,
+            "/goal from-chat",
+            text(msg::GOAL_FROM_CHAT_TIMEOUT, &[]),
+        )
+        .await;
+        // Saved, then the run is refused: the objective, then "saved but not started".
+        h.sim
+            .wait_idle(&thread, crate::support::DEADLINE)
+            .await
+            .unwrap();
+        h.sim.set_goal(&thread, None);
+        h.sim
+            .script_next_run(Script::rejected(Reply::run_busy("x")));
+        h.say("/goal from-chat").await;
+        let objective = "Please draft the launch plan";
+        expected.push(text(
+            msg::GOAL_FROM_CHAT_SAVED,
+            &[("objective", Arg::Str(objective))],
+        ));
+        expected.push(text(
+            msg::GOAL_FROM_CHAT_RUN_NOT_STARTED,
+            &[("objective", Arg::Str(objective))],
+        ));
+        let finals = h.channel.wait_finals(expected.len()).await;
+        assert_eq!(finals, expected, "{tag}");
+        if tag == "zh-CN" {
+            for f in &finals[..3] {
+                assert!(
+                    f.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+                    "{f}"
+                );
+            }
+        }
+        h.stop().await;
+    }
+}
