@@ -3,8 +3,10 @@
 //! - `support`: the test channel and the daemon + simulator harness;
 //! - `manager`: the channel manager end to end (issue 4);
 //! - `goal`: the `/goal` family (issue 5);
-//! - `lang`: localization and `/lang` (issue 6).
+//! - `lang`: localization and `/lang` (issue 6);
+//! - `compact`: `/compact` in chat (issue 8).
 
+mod compact;
 mod goal;
 mod lang;
 mod manager;

@@ -256,13 +256,16 @@ async fn stream_text(
         _ => split(text, script.chunks),
     };
     let mut sent = String::new();
-    for k in 0..=pieces.len() {
+    let last = pieces.len();
+    // Positions past the last chunk mean "after the last chunk".
+    let due = |at: usize, k: usize| at == k || (k == last && at > k);
+    for k in 0..=last {
         if scripted {
-            for (_, delay) in script.pauses.iter().filter(|(at, _)| *at == k) {
+            for (_, delay) in script.pauses.iter().filter(|(at, _)| due(*at, k)) {
                 out.pause(*delay).await?;
             }
             if let Some((at, failure)) = &script.failure
-                && (*at == k || (k == pieces.len() && *at > k))
+                && due(*at, k)
             {
                 return Ok(Some(failure.clone()));
             }

@@ -162,9 +162,11 @@ pub struct Script {
     pub clarification: Option<String>,
     /// Paths for a `present_files` tool call made before the answer.
     pub present_files: Vec<String>,
-    /// `(k, d)`: pause `d` after the k-th chunk (0 = before the first); heartbeats flow.
+    /// `(k, d)`: pause `d` after the k-th chunk (0 = before the first, past the end = after
+    /// the last); heartbeats flow meanwhile.
     pub pauses: Vec<(usize, Duration)>,
-    /// `(k, f)`: fail after the k-th chunk.
+    /// `(k, f)`: fail after the k-th chunk (past the end = after the last, before the final
+    /// `values`).
     pub failure: Option<(usize, Failure)>,
     /// When the run is over.
     pub hold: Hold,

@@ -1,8 +1,8 @@
 //! The blocking side of [`SqliteStore`](super::SqliteStore): opening and checking the file,
 //! one method per store operation, and the read-through [`Caches`]. Runs on the store thread.
 //!
-//! Each operation is one statement (or, for `dedupe_admit`, one savepoint) on cached prepared
-//! statements; the store thread wraps a batch of them in one transaction (see `sqlite.rs`).
+//! Each operation is a few statements on cached prepared statements; the store thread wraps a
+//! batch of operations in one transaction (see `worker.rs`).
 //!
 //! Why the caches are exact: only the store thread writes them, it runs operations one at a
 //! time in queue order, and it records each result only after the transaction holding it
@@ -30,9 +30,12 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Prepared statements kept per connection; above the dozen this module uses.
 const STATEMENT_CACHE: usize = 32;
 
-/// Most expired dedupe records one admission deletes, so a backlog after an idle spell is
-/// drained a little per call instead of in one long write.
-const EXPIRED_PER_ADMIT: i64 = 32;
+/// Expired dedupe records are swept on every `SWEEP_EVERY`-th admission, at most
+/// `SWEEP_LIMIT` at a time: up to 8 per admission on average, so a backlog left by an idle
+/// spell drains faster than traffic adds to it, and no single write grows long.
+const SWEEP_EVERY: u64 = 32;
+/// See [`SWEEP_EVERY`].
+const SWEEP_LIMIT: i64 = 256;
 
 /// `(channel, chat_id, topic)`, topic `""` for the chat itself.
 pub(super) type BindingKey = (String, String, String);
@@ -112,6 +115,8 @@ pub(super) struct Db {
     _lock: File,
     /// Most dedupe records kept (≥ 1).
     dedupe_cap: i64,
+    /// Admissions so far, to pace the sweep of expired records.
+    admissions: u64,
 }
 
 impl Db {
@@ -175,6 +180,7 @@ impl Db {
             conn,
             _lock: lock,
             dedupe_cap: i64::try_from(options.dedupe_cap.max(1)).unwrap_or(i64::MAX),
+            admissions: 0,
         })
     }
 
@@ -278,31 +284,49 @@ impl Db {
     }
 
     /// Records a delivery unless a live record exists; see `Store::dedupe_admit`.
+    ///
+    /// Check-then-write is atomic because this thread is the only writer. Each write step is
+    /// harmless on its own if a later one fails (an expired record gone, a cap trim or sweep
+    /// deferred to the next admission), so no savepoint is needed.
     pub(super) fn dedupe_admit(
         &mut self,
         key: &DedupeKey,
         now_ms: i64,
         ttl_ms: i64,
     ) -> rusqlite::Result<bool> {
-        let expires_at = now_ms.saturating_add(ttl_ms);
-        // A savepoint: all or nothing, inside the batch's transaction or on its own.
-        let tx = self.conn.savepoint()?;
-        // An expired record of this key goes, so its re-admission takes a fresh (newest) seq.
-        tx.prepare_cached(
-            "DELETE FROM dedupe WHERE channel = ?1 AND workspace = ?2 AND chat_id = ?3
-             AND message_id = ?4 AND expires_at <= ?5",
-        )?
-        .execute(params![
+        let fields = params![
             key.channel,
             key.workspace,
             key.chat_id.as_str(),
-            key.message_id,
-            now_ms
-        ])?;
-        let admitted =
-            tx.prepare_cached(
+            key.message_id
+        ];
+        // Equality lookups only: a range on a bound parameter would make SQLite re-plan
+        // the statement on every call.
+        let existing: Option<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT expires_at FROM dedupe WHERE channel = ?1 AND workspace = ?2
+                 AND chat_id = ?3 AND message_id = ?4",
+            )?
+            .query_row(fields, |row| row.get(0))
+            .optional()?;
+        match existing {
+            Some(expires_at) if expires_at > now_ms => return Ok(false),
+            Some(_) => {
+                // Expired: replaced by a new record, which takes the newest seq.
+                self.conn
+                    .prepare_cached(
+                        "DELETE FROM dedupe WHERE channel = ?1 AND workspace = ?2
+                         AND chat_id = ?3 AND message_id = ?4",
+                    )?
+                    .execute(fields)?;
+            }
+            None => {}
+        }
+        self.conn
+            .prepare_cached(
                 "INSERT INTO dedupe (channel, workspace, chat_id, message_id, seen_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
             .execute(params![
                 key.channel,
@@ -310,22 +334,24 @@ impl Db {
                 key.chat_id.as_str(),
                 key.message_id,
                 now_ms,
-                expires_at
-            ])? == 1;
-        if admitted {
-            // The new row holds the highest seq; keeping only seqs within the last
-            // `dedupe_cap` bounds the table at `dedupe_cap` rows, dropping the oldest first.
-            let newest = tx.last_insert_rowid();
-            tx.prepare_cached("DELETE FROM dedupe WHERE seq <= ?1")?
-                .execute([newest.saturating_sub(self.dedupe_cap)])?;
-            tx.prepare_cached(
-                "DELETE FROM dedupe WHERE seq IN
-                 (SELECT seq FROM dedupe WHERE expires_at <= ?1 LIMIT ?2)",
-            )?
-            .execute([now_ms, EXPIRED_PER_ADMIT])?;
+                now_ms.saturating_add(ttl_ms)
+            ])?;
+        // The new row holds the highest seq; keeping only the seqs within the last
+        // `dedupe_cap` bounds the table at `dedupe_cap` rows, dropping the oldest first.
+        let newest = self.conn.last_insert_rowid();
+        self.conn
+            .prepare_cached("DELETE FROM dedupe WHERE seq <= ?1")?
+            .execute([newest.saturating_sub(self.dedupe_cap)])?;
+        self.admissions = self.admissions.wrapping_add(1);
+        if self.admissions % SWEEP_EVERY == 0 {
+            self.conn
+                .prepare_cached(
+                    "DELETE FROM dedupe WHERE seq IN
+                     (SELECT seq FROM dedupe WHERE expires_at <= ?1 LIMIT ?2)",
+                )?
+                .execute([now_ms, SWEEP_LIMIT])?;
         }
-        tx.commit()?;
-        Ok(admitted)
+        Ok(true)
     }
 
     /// Forgets a delivery.

@@ -7,8 +7,8 @@
 //! to fill. No answer is sent and no cache is updated before the batch's commit, so callers
 //! see exactly the durability of one transaction per call.
 //!
-//! A failing job rolls back only itself (single statements are atomic; `dedupe_admit` uses a
-//! savepoint). If SQLite rolls the whole transaction back (I/O error, disk full) or the
+//! A failing statement rolls back only itself, and every operation is safe to stop after any
+//! of its statements (`db.rs`), so one failing job does not fail its batch. If SQLite rolls the whole transaction back (I/O error, disk full) or the
 //! commit fails, every job of that transaction gets the error, the caches are dropped, and
 //! the jobs not yet run go on in a fresh transaction.
 

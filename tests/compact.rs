@@ -1,0 +1,212 @@
+//! `/compact` in chat (issue 8): every outcome in both locales, the no-binding path, the
+//! `keep` argument, and a `/compact` while a run streams.
+
+use std::time::Duration;
+
+use im_bridge::i18n::{Arg, Catalogs, msg};
+use im_bridge::simulator::{Fault, Hold, Reply, Route, Script};
+
+use crate::support::{Harness, Options, final_only};
+
+fn options(tag: &str) -> Options {
+    let mut o = Options {
+        caps: final_only(),
+        from_chat_timeout: Duration::from_millis(300),
+        ..Options::default()
+    };
+    o.manager.notification_locale = tag.into();
+    o
+}
+
+async fn chat(h: &Harness, n: usize, finals_before: usize) {
+    for i in 0..n {
+        h.sim
+            .script_next_run(Script::with_answer(format!("answer {i}")).chunks(1));
+        h.say(&format!("question {i}")).await;
+        h.channel.wait_finals(finals_before + i + 1).await;
+    }
+}
+
+#[tokio::test]
+async fn no_conversation_means_nothing_to_compact_and_no_call() {
+    let h = Harness::with(options("en-US")).await;
+    h.say("/compact").await;
+    assert_eq!(
+        h.channel.wait_finals(1).await[0],
+        "There's no conversation to condense yet."
+    );
+    assert!(h.sim.requests().is_empty());
+    assert!(h.sim.thread_ids().is_empty());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn every_outcome_in_both_locales() {
+    for tag in ["en-US", "zh-CN"] {
+        let catalogs = Catalogs::embedded().unwrap();
+        let locale = catalogs.negotiate(tag).unwrap();
+        let text = |id: &str, args: &[(&str, Arg<'_>)]| catalogs.text(&locale, id, args);
+        let h = Harness::with(options(tag)).await;
+        chat(&h, 1, 0).await;
+        // Two messages: under the simulator's threshold of four.
+        h.say("/compact").await;
+        assert_eq!(
+            h.channel.wait_finals(2).await[1],
+            text(msg::COMPACT_NOT_NEEDED, &[]),
+            "{tag}"
+        );
+        chat(&h, 2, 2).await;
+        h.say("/compact").await;
+        let done = &h.channel.wait_finals(5).await[4];
+        assert_eq!(
+            done,
+            &text(
+                msg::COMPACT_DONE,
+                &[("removed", Arg::Num(4)), ("kept", Arg::Num(2))]
+            ),
+            "{tag}"
+        );
+        let body = h
+            .sim
+            .requests()
+            .into_iter()
+            .rfind(|r| r.path.ends_with("/compact"))
+            .unwrap();
+        assert_eq!(body.json().unwrap()["force"], true);
+        h.sim.configure(|c| c.compaction_enabled = false);
+        h.say("/compact").await;
+        assert_eq!(
+            h.channel.wait_finals(6).await[5],
+            text(msg::COMPACT_DISABLED, &[]),
+            "{tag}"
+        );
+        h.sim.configure(|c| c.compaction_enabled = true);
+        h.sim.push_fault(
+            Fault::on(Route::Compact)
+                .reply(Reply::detail(500, "Failed to compact thread context.")),
+        );
+        h.say("/compact").await;
+        assert_eq!(
+            h.channel.wait_finals(7).await[6],
+            text(msg::COMPACT_FAILED, &[]),
+            "{tag}"
+        );
+        h.sim
+            .push_fault(Fault::on(Route::Compact).delay(Duration::from_secs(2)));
+        h.say("/compact").await;
+        assert_eq!(
+            h.channel.wait_finals(8).await[7],
+            text(msg::COMPACT_TIMEOUT, &[]),
+            "{tag}"
+        );
+        h.sim
+            .push_fault(Fault::on(Route::Compact).reply(Reply::detail(
+                409,
+                "Thread has a run in flight. Compact after the run finishes.",
+            )));
+        h.say("/context compact").await;
+        assert_eq!(
+            h.channel.wait_finals(9).await[8],
+            text(msg::COMPACT_BUSY, &[]),
+            "{tag}"
+        );
+        for f in h.channel.finals() {
+            assert!(
+                !f.contains("Failed to compact"),
+                "the Gateway's text never reaches users: {f}"
+            );
+        }
+        h.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn keep_argument_and_its_bad_input() {
+    let h = Harness::with(options("en-US")).await;
+    chat(&h, 3, 0).await;
+    h.say("/compact keep 3").await;
+    let done = &h.channel.wait_finals(4).await[3];
+    assert!(done.contains("the latest 3 were kept"), "{done}");
+    let body = h
+        .sim
+        .requests()
+        .into_iter()
+        .rfind(|r| r.path.ends_with("/compact"))
+        .unwrap();
+    assert_eq!(
+        body.json().unwrap()["keep"],
+        serde_json::json!({"type": "messages", "value": 3})
+    );
+    let before = h.sim.requests().len();
+    for (i, bad) in [
+        "/compact keep",
+        "/compact keep 0",
+        "/compact keep lots",
+        "/compact everything",
+    ]
+    .iter()
+    .enumerate()
+    {
+        h.say(bad).await;
+        let finals = h.channel.wait_finals(5 + i).await;
+        assert!(
+            finals[4 + i].starts_with("To condense this conversation, send /compact"),
+            "{bad}: {finals:?}"
+        );
+    }
+    assert_eq!(h.sim.requests().len(), before, "bad input sends nothing");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_configured_agent_summarizes() {
+    let mut o = options("en-US");
+    o.manager.session.assistant_id = Some("Report_Writer".into());
+    let h = Harness::with(o).await;
+    chat(&h, 2, 0).await;
+    h.say("/compact").await;
+    h.channel.wait_finals(3).await;
+    let body = h
+        .sim
+        .requests()
+        .into_iter()
+        .rfind(|r| r.path.ends_with("/compact"))
+        .unwrap();
+    assert_eq!(body.json().unwrap()["agent_name"], "report-writer");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn compact_during_a_streaming_run_is_busy_and_the_run_still_finishes() {
+    let h = Harness::with(Options {
+        from_chat_timeout: Duration::from_secs(5),
+        ..Options::default()
+    })
+    .await;
+    chat(&h, 2, 0).await;
+    h.sim.script_next_run(
+        Script::with_answer("the long answer")
+            .chunks(2)
+            .hold(Hold::UntilFinished),
+    );
+    h.say("a long task").await;
+    h.sim
+        .wait_for_requests(3, crate::support::DEADLINE, |r| {
+            r.path.ends_with("/runs/stream")
+        })
+        .await
+        .unwrap();
+    h.say("/compact").await;
+    let finals = h.channel.wait_finals(3).await;
+    assert_eq!(
+        finals[2],
+        "A task is still running in this conversation. Please send /compact again once it has finished."
+    );
+    let thread = h.only_thread();
+    for run in h.sim.active_runs(&thread) {
+        h.sim.finish_run(&run);
+    }
+    let finals = h.channel.wait_finals(4).await;
+    assert_eq!(finals[3], "the long answer");
+    h.stop().await;
+}
