@@ -4,8 +4,10 @@
 //! - `manager`: the channel manager end to end (issue 4);
 //! - `goal`: the `/goal` family (issue 5);
 //! - `lang`: localization and `/lang` (issue 6);
-//! - `compact`: `/compact` in chat (issue 8).
+//! - `compact`: `/compact` in chat (issue 8);
+//! - `cli`: the binary: check-config, run, demo (issue 2).
 
+mod cli;
 mod compact;
 mod goal;
 mod lang;

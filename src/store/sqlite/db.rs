@@ -343,7 +343,7 @@ impl Db {
             .prepare_cached("DELETE FROM dedupe WHERE seq <= ?1")?
             .execute([newest.saturating_sub(self.dedupe_cap)])?;
         self.admissions = self.admissions.wrapping_add(1);
-        if self.admissions % SWEEP_EVERY == 0 {
+        if self.admissions.is_multiple_of(SWEEP_EVERY) {
             self.conn
                 .prepare_cached(
                     "DELETE FROM dedupe WHERE seq IN

@@ -1,0 +1,286 @@
+//! The `im-bridge` binary (issue 2): `check-config` on good and bad files, `run` with the
+//! console channel against the simulator, and the scriptable `demo`.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use im_bridge::simulator::{Simulator, SimulatorConfig};
+
+fn bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_im-bridge"));
+    cmd.env_remove("DEER_FLOW_INTERNAL_AUTH_TOKEN")
+        .env_remove("DEER_FLOW_CHANNELS_LANGGRAPH_URL")
+        .env_remove("DEER_FLOW_CHANNELS_GATEWAY_URL")
+        .env_remove("DEER_FLOW_CONFIG_PATH")
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
+fn write_config(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// (config text, a substring the error must contain: the key path and what was expected)
+const BAD_CONFIGS: &[(&str, &str)] = &[
+    (
+        "channels:\n  console: {enabled: true}\n  inbound_queue_maxsize: -3\n",
+        "channels.inbound_queue_maxsize: expected a positive integer",
+    ),
+    (
+        "channels:\n  console: {enabled: true}\n  max_concurrency: 0\n",
+        "channels.max_concurrency: expected a positive integer",
+    ),
+    (
+        "channels:\n  console: {enabled: true}\n  max_concurrency: lots\n",
+        "channels.max_concurrency: invalid type: string \"lots\"",
+    ),
+    (
+        "channels:\n  console: {enabled: true}\n  shutdown_grace_period_seconds: -1\n",
+        "channels.shutdown_grace_period_seconds: expected a number of seconds",
+    ),
+    (
+        "channels:\n  console: {enabled: true}\n  gateway_url: ftp://files\n",
+        "channels.gateway_url: expected an http:// or https:// URL",
+    ),
+    (
+        "channels:\n  console: {enabled: true}\n  langgraph_url: not a url\n",
+        "channels.langgraph_url: expected an http:// or https:// URL",
+    ),
+    (
+        "channels:\n  console: {enabled: true}\nbridge:\n  admin_listen: everywhere\n",
+        "bridge.admin_listen: expected an address",
+    ),
+    (
+        "channels:\n  console: {enabled: true}\nbridge:\n  store: mysql://db\n",
+        "bridge.store: expected sqlite://PATH or postgres://",
+    ),
+    (
+        "channels:\n  console: {enabled: true}\nbridge:\n  goal_from_chat_timeout_seconds: 0\n",
+        "bridge.goal_from_chat_timeout_seconds: expected a number of seconds above 0",
+    ),
+    (
+        "channels:\n  console: {enabled: true}\nbridge:\n  surprise: 1\n",
+        "bridge.surprise: unknown field `surprise`",
+    ),
+    (
+        "channels:\n  console: {enabled: true}\nchannel_connections:\n  notification_locale: fr-FR\n",
+        "channel_connections.notification_locale: there is no catalog for \"fr-FR\"",
+    ),
+    (
+        "channels:\n  console: {enabled: true, locale: \"12\"}\n",
+        "channels.console.locale: expected a language tag",
+    ),
+    (
+        "channels:\n  console: {enabled: true}\n  telegram: {enabled: true, bot_token: $IM_BRIDGE_TEST_UNSET_TOKEN}\n",
+        "channels.telegram.bot_token: environment variable $IM_BRIDGE_TEST_UNSET_TOKEN is not set",
+    ),
+    (
+        "channels:\n  console: {enabled: false}\n",
+        "channels: no channel is enabled",
+    ),
+    (
+        "channels:\n  console: {enabled: true}\nchannel_connections:\n  enabled: true\n",
+        "channel_connections.enabled: user-owned connections with require_bound_identity are not supported",
+    ),
+    (
+        "channels:\n  console: {enabled: yes please}\n",
+        "channels.console.enabled: invalid type",
+    ),
+    ("channels: [1, 2]\n", "channels: invalid type: sequence"),
+    ("channels:\n  console: {enabled: true\n", "not valid YAML"),
+];
+
+#[test]
+fn check_config_rejects_bad_files_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (text, expected)) in BAD_CONFIGS.iter().enumerate() {
+        let path = write_config(&dir, &format!("bad{i}.yaml"), text);
+        let out = bin()
+            .args(["check-config", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "case {i} ({text:?}) should be refused: {stderr}"
+        );
+        assert!(
+            stderr.contains(expected),
+            "case {i}: expected {expected:?} in:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn check_config_prints_the_effective_settings_without_secrets_and_opens_no_socket() {
+    // A "Gateway" that counts connections, and an admin address already taken: a
+    // check-config that connected or bound anything would be caught.
+    let gateway = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    gateway.set_nonblocking(true).unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "models: [{{name: x}}]\nchannels:\n  gateway_url: http://{}\n  console: {{enabled: true}}\n  telegram: {{enabled: false, bot_token: $TG}}\nbridge:\n  internal_token: $TOKEN\n  admin_listen: {}\n  store: postgres://im:DBPASSWORD@db/im\n",
+        gateway.local_addr().unwrap(),
+        taken.local_addr().unwrap()
+    );
+    let path = write_config(&dir, "good.yaml", &text);
+    let out = bin()
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .env("TOKEN", "SUPERSECRET-TOKEN")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("Channels that would start: console"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("<redacted>"), "{stdout}");
+    for secret in ["SUPERSECRET", "DBPASSWORD"] {
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "{secret} leaked:\n{stdout}\n{stderr}"
+        );
+    }
+    assert!(
+        gateway.accept().is_err(),
+        "check-config must not connect to the Gateway"
+    );
+}
+
+/// Writes `input` to the binary's stdin, closes it, and returns (stdout, stderr, status).
+fn run_with_input(mut cmd: Command, input: &str) -> (String, String, std::process::ExitStatus) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status,
+    )
+}
+
+#[test]
+fn demo_is_scriptable_and_exits_after_the_last_reply() {
+    let mut cmd = bin();
+    cmd.arg("demo").env("LANG", "C");
+    let started = Instant::now();
+    let (stdout, stderr, status) =
+        run_with_input(cmd, "hello\n/goal ship it\n/goal\n/goal clear\n");
+    assert!(status.success(), "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(stdout.contains("You said: “hello”"), "{stdout}");
+    assert!(
+        stdout.contains("↻ Still working toward the goal (follow-up 1 of 8)"),
+        "{stdout}"
+    );
+    assert!(
+        lines.contains(&"Goal met: ship it"),
+        "replies come back in order:\n{stdout}"
+    );
+    assert_eq!(lines.last(), Some(&"The goal is cleared."), "{stdout}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
+fn demo_speaks_the_terminal_language() {
+    let mut cmd = bin();
+    cmd.arg("demo")
+        .env("LANG", "zh_CN.UTF-8")
+        .env_remove("LC_ALL")
+        .env_remove("LC_MESSAGES");
+    let (stdout, stderr, status) = run_with_input(cmd, "/goal\n");
+    assert!(status.success(), "{stderr}");
+    assert_eq!(stdout, "这个对话目前没有目标。\n");
+}
+
+#[test]
+fn demo_answers_its_first_message_within_a_second() {
+    let mut cmd = bin();
+    cmd.arg("demo").env("LANG", "C");
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"/status\n").unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut buf = [0u8; 64];
+    let n = std::io::Read::read(&mut stdout, &mut buf).unwrap();
+    let elapsed = started.elapsed();
+    drop(stdin);
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("This chat has no conversation yet."));
+    assert!(child.wait().unwrap().success());
+    // Startup plus one reply; generous for a loaded 2-core CI machine.
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+    eprintln!("demo: first reply after {elapsed:?}");
+}
+
+#[test]
+fn run_serves_the_console_channel_against_a_gateway() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sim = rt
+        .block_on(Simulator::start(SimulatorConfig {
+            internal_token: Some("tok-123".into()),
+            ..SimulatorConfig::demo()
+        }))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "channels:\n  langgraph_url: {}\n  gateway_url: {}\n  console: {{enabled: true}}\nbridge:\n  store: sqlite://{}\n  admin_listen: 127.0.0.1:0\n",
+        sim.langgraph_url(),
+        sim.gateway_url(),
+        dir.path().join("run.db").display()
+    );
+    let path = write_config(&dir, "run.yaml", &text);
+    let mut cmd = bin();
+    cmd.args(["run", "--config"])
+        .arg(&path)
+        .env("DEER_FLOW_INTERNAL_AUTH_TOKEN", "tok-123")
+        .env("LANG", "C");
+    let (stdout, stderr, status) = run_with_input(cmd, "hello\n/status\n");
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains("You said: “hello”"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("This chat is in conversation"), "{stdout}");
+    assert!(
+        !stderr.contains("tok-123"),
+        "the token never reaches the logs"
+    );
+    let requests = sim.requests();
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.header("x-deerflow-internal-token") == Some("tok-123"))
+    );
+    rt.block_on(sim.shutdown()).unwrap();
+}
+
+#[test]
+fn run_refuses_an_invalid_file_with_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(&dir, "bad.yaml", "channels:\n  max_concurrency: -1\n");
+    let out = bin().args(["run", "--config"]).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("channels.max_concurrency"));
+}
