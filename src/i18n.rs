@@ -13,6 +13,8 @@
 //!   `zh_CN` → `zh-CN`; `en-GB` → `en-US`.
 
 mod catalog;
+mod menu;
 pub mod msg;
 
 pub use catalog::{Arg, Catalogs, I18nError, Locale, check_dir};
+pub use menu::command_menu;

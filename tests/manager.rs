@@ -725,3 +725,47 @@ async fn session_layers_reach_the_run() {
     assert_eq!(body["config"]["recursion_limit"], 150);
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_placeholder_channel_gets_an_immediate_reply_that_the_answer_replaces() {
+    let mut caps = crate::support::streaming();
+    caps.working_placeholder = true;
+    let h = Harness::with(Options {
+        caps,
+        ..Options::default()
+    })
+    .await;
+    h.sim
+        .script_next_run(Script::with_answer("Done.").chunks(1));
+    h.say("do it").await;
+    let calls = h
+        .channel
+        .wait_for("the final", |c| c.iter().any(Call::is_final))
+        .await;
+    let Call::Send {
+        id,
+        text,
+        stream: true,
+    } = &calls[0]
+    else {
+        panic!("{calls:#?}")
+    };
+    assert_eq!(text, "Working on it…");
+    let Some(Call::Finish { id: finished, text }) = calls.iter().find(|c| c.is_final()) else {
+        panic!("{calls:#?}")
+    };
+    assert_eq!((finished, text.as_str()), (id, "Done."));
+    // Command answers replace the placeholder too.
+    h.say("/status").await;
+    let calls = h
+        .channel
+        .wait_for("two finals", |c| {
+            c.iter().filter(|c| c.is_final()).count() == 2
+        })
+        .await;
+    assert!(
+        matches!(calls.last(), Some(Call::Finish { text, .. }) if text.starts_with("This chat is in conversation")),
+        "{calls:#?}"
+    );
+    h.stop().await;
+}

@@ -146,3 +146,15 @@ compact-disabled = Condensing conversations is turned off on this DeerFlow serve
 compact-busy = A task is still running in this conversation. Please send /compact again once it has finished.
 compact-timeout = Condensing is taking longer than expected. It may still finish on its own; check again in a little while.
 compact-failed = I couldn't condense this conversation, so nothing changed. Please try again later.
+
+## Command picker (Telegram's menu): short descriptions
+
+menu-new = Start a fresh conversation
+menu-status = Show this chat's conversation
+menu-goal = Set, show or clear a goal
+menu-compact = Condense older context
+menu-models = List the available models
+menu-memory = Show what I remember about you
+menu-lang = Show or change my reply language
+menu-bootstrap = Set up your workspace
+menu-help = List what I can do

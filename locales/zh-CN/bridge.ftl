@@ -134,3 +134,15 @@ compact-disabled = 这台 DeerFlow 服务器关闭了对话压缩功能。
 compact-busy = 这个对话里还有任务在进行，请等它完成后再发送 /compact。
 compact-timeout = 压缩花的时间比预想的长，它可能稍后会自行完成，过一会儿再看看。
 compact-failed = 没能压缩这个对话，内容没有任何改动。请稍后再试。
+
+## 命令菜单（Telegram 菜单）：简短说明
+
+menu-new = 开始新的对话
+menu-status = 查看这个聊天所在的对话
+menu-goal = 设定、查看或清除目标
+menu-compact = 压缩较早的上下文
+menu-models = 列出可用的模型
+menu-memory = 查看我记住的关于你的信息
+menu-lang = 查看或更改回复语言
+menu-bootstrap = 初始化你的工作区
+menu-help = 看看我能做什么

@@ -1,6 +1,6 @@
 //! The message ids of the catalogs, grouped by prefix: `run-` (agent runs), `err-`
 //! (failures), `cmd-` (commands), `goal-` (the `/goal` family), `lang-` (`/lang`),
-//! `compact-` (`/compact`).
+//! `compact-` (`/compact`), `menu-` (command-picker descriptions).
 //!
 //! Code refers to messages only through these constants, so a typo is a compile error and
 //! the catalog tests can check every id exists in every shipped locale with the same
@@ -146,4 +146,23 @@ ids! {
     COMPACT_TIMEOUT = "compact-timeout";
     /// Compaction failed; nothing changed.
     COMPACT_FAILED = "compact-failed";
+
+    /// Command-picker description of `/new`.
+    MENU_NEW = "menu-new";
+    /// Command-picker description of `/status`.
+    MENU_STATUS = "menu-status";
+    /// Command-picker description of `/goal`.
+    MENU_GOAL = "menu-goal";
+    /// Command-picker description of `/compact`.
+    MENU_COMPACT = "menu-compact";
+    /// Command-picker description of `/models`.
+    MENU_MODELS = "menu-models";
+    /// Command-picker description of `/memory`.
+    MENU_MEMORY = "menu-memory";
+    /// Command-picker description of `/lang`.
+    MENU_LANG = "menu-lang";
+    /// Command-picker description of `/bootstrap`.
+    MENU_BOOTSTRAP = "menu-bootstrap";
+    /// Command-picker description of `/help`.
+    MENU_HELP = "menu-help";
 }

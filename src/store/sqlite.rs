@@ -9,9 +9,9 @@
 //!   writes without a mutex or `SQLITE_BUSY` retries, and keeps one warm cache of prepared
 //!   statements;
 //! - the thread sees the whole queue, so it commits everything queued in one transaction
-//!   (group commit, `worker.rs`). On this 2-core VM a commit costs ~150 µs of wall time
-//!   (WAL append plus periodic checkpoint fsyncs) against ~5 µs per statement, so batching
-//!   is what turns ~4,000 into tens of thousands of writes per second under load;
+//!   (group commit, `worker.rs`). On the 2-core dev VM a commit costs ~150 µs of wall time
+//!   (WAL append, lock calls, periodic checkpoint fsyncs) against a few µs per statement, so
+//!   batching is what lifts the write rate under load from ~4,000/s to well above 10,000/s;
 //! - jobs run in arrival order, which is what lets the binding and locale caches be exact
 //!   (`db.rs`): a cache hit is answered by the caller itself, with no thread hop;
 //! - the queue is the bound: at most [`QUEUE_CAPACITY`] jobs wait; when it is full a caller's
@@ -29,7 +29,11 @@
 //! Children: `db` (the file and its statements, the caches), `schema` (embedded
 //! migrations), `worker` (the store thread's loop and group commit), `tests`.
 //!
-//! Measured throughput: see `tests.rs`, `throughput_of_a_message_mix`.
+//! Measured on the 2-core dev VM (`tests.rs`, `throughput_of_a_message_mix`: per message one
+//! admission, one binding read, one locale read, a binding write per 100; 64 callers):
+//! release build 11,000–20,000 messages/s, debug build 3,500–4,000 (1,600 before group
+//! commit). A cache hit costs ~0.2 µs (release). Opening a 12 MB file (100,000 dedupe
+//! records, 13,000 bindings) takes ~50–75 ms, most of it the integrity check.
 
 mod db;
 mod schema;

@@ -9,19 +9,14 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 /// The parsed `allowed_users` of one channel.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AllowedUsers {
     /// No restriction.
+    #[default]
     Anyone,
     /// Only these raw platform user ids (possibly none: nobody).
     Only(HashSet<String>),
-}
-
-impl Default for AllowedUsers {
-    fn default() -> Self {
-        Self::Anyone
-    }
 }
 
 impl AllowedUsers {

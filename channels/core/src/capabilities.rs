@@ -63,6 +63,9 @@ pub struct Capabilities {
     /// message that must wait is told it is queued instead of getting the busy reply.
     /// (Feishu's policy, and the console's, whose scripted input expects ordered replies.)
     pub serialize_conversations: bool,
+    /// Answer every admitted message at once with a localized "working on it" reply that
+    /// later updates and the final replace (Telegram's placeholder).
+    pub working_placeholder: bool,
 }
 
 impl Capabilities {
@@ -76,6 +79,7 @@ impl Capabilities {
             min_edit_interval_group: Duration::ZERO,
             reply_window: None,
             serialize_conversations: false,
+            working_placeholder: false,
         }
     }
 

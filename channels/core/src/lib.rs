@@ -14,6 +14,7 @@ mod delivery;
 mod error;
 mod ids;
 mod inbound;
+mod menu;
 mod message;
 mod secret;
 
@@ -26,6 +27,7 @@ pub use ids::{ChatId, MessageId, ThreadId, UserId};
 pub use inbound::{
     AdmitError, InboundQueue, InboundSink, REFUSALS_CAPACITY, Reservation, inbound_queue,
 };
+pub use menu::{CommandMenu, MenuEntry};
 pub use message::{
     ChatKind, FileKind, FileSource, InboundFile, InboundMessage, MsgType, OutboundMessage,
     ResolvedAttachment,

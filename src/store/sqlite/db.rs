@@ -208,6 +208,12 @@ impl Db {
         !self.conn.is_autocommit()
     }
 
+    /// The connection, for tests that drive the store thread with raw SQL.
+    #[cfg(test)]
+    pub(super) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
     /// Closes the connection (checkpointing the WAL into the file), then releases the lock.
     pub(super) fn close(self) -> rusqlite::Result<()> {
         let Self { conn, _lock, .. } = self;
@@ -447,7 +453,8 @@ fn pragma_i64(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
 }
 
 /// Runs `PRAGMA quick_check` so damage inside the file is a startup error, not a surprise on
-/// the first unlucky read. It reads every page: a few milliseconds for a full dedupe table.
+/// the first unlucky read. It reads every page: ~50 ms for a 12 MB file (a full dedupe
+/// table of 100,000 records plus 13,000 bindings).
 fn integrity_check(conn: &Connection) -> Result<(), String> {
     let verdict: String = conn
         .query_row("PRAGMA quick_check(1)", [], |row| row.get(0))

@@ -117,3 +117,102 @@ fn rolled_back() -> rusqlite::Error {
         Some("the transaction was rolled back by a failure in the same batch".into()),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc as std_mpsc;
+
+    use super::*;
+    use crate::store::Binding;
+    use crate::store::sqlite::SqliteOptions;
+
+    type Outcomes = std_mpsc::Receiver<(&'static str, bool)>;
+
+    /// A job running `sql`; reports whether it ran and committed.
+    fn job(
+        name: &'static str,
+        sql: &'static str,
+        report: &std_mpsc::Sender<(&'static str, bool)>,
+    ) -> Job {
+        let report = report.clone();
+        Box::new(move |db| {
+            let ran = db.conn().execute_batch(sql);
+            Step::Ran(Box::new(move |_, committed| {
+                let _ = report.send((name, ran.is_ok() && committed.is_ok()));
+            }))
+        })
+    }
+
+    fn outcomes(rx: &Outcomes) -> Vec<(&'static str, bool)> {
+        rx.try_iter().collect()
+    }
+
+    fn rows(db: &Db) -> Vec<String> {
+        let mut stmt = db.conn().prepare("SELECT x FROM t ORDER BY x").unwrap();
+        stmt.query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    fn setup() -> (tempfile::TempDir, Db, Caches) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("bridge.store"), &SqliteOptions::default()).unwrap();
+        db.conn().execute_batch("CREATE TABLE t (x TEXT)").unwrap();
+        (dir, db, Caches::new(4))
+    }
+
+    #[test]
+    fn a_failing_job_does_not_fail_its_batch() {
+        let (_dir, mut db, caches) = setup();
+        let (tx, rx) = std_mpsc::channel();
+        let mut batch = vec![
+            job("a", "INSERT INTO t VALUES ('a')", &tx),
+            job("bad", "INSERT INTO missing VALUES (1)", &tx),
+            job("b", "INSERT INTO t VALUES ('b')", &tx),
+        ];
+        assert!(run_batch(&mut db, &caches, &mut batch).is_none());
+        assert_eq!(outcomes(&rx), [("a", true), ("bad", false), ("b", true)]);
+        assert_eq!(rows(&db), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_transaction_sqlite_rolled_back_fails_its_jobs_and_the_rest_go_on() {
+        let (_dir, mut db, caches) = setup();
+        let key = ("c".to_owned(), "1".to_owned(), String::new());
+        let binding = Binding {
+            thread_id: "t".into(),
+            user_id: "u".into(),
+            created_at: 1.0,
+            updated_at: 1.0,
+        };
+        caches.put_binding(key.clone(), Some(binding));
+        let (tx, rx) = std_mpsc::channel();
+        let mut batch = vec![
+            job("c", "INSERT INTO t VALUES ('c')", &tx),
+            // What SQLite does by itself after an I/O error or a full disk.
+            job("abort", "ROLLBACK", &tx),
+            job("d", "INSERT INTO t VALUES ('d')", &tx),
+        ];
+        assert!(run_batch(&mut db, &caches, &mut batch).is_none());
+        assert_eq!(outcomes(&rx), [("c", false), ("abort", false), ("d", true)]);
+        assert_eq!(rows(&db), ["d"]);
+        assert_eq!(caches.binding(&key), None, "caches dropped after a failure");
+    }
+
+    #[test]
+    fn a_close_request_commits_what_came_before_and_leaves_the_rest_unrun() {
+        let (_dir, mut db, caches) = setup();
+        let (tx, rx) = std_mpsc::channel();
+        let (closer, _closed) = oneshot::channel();
+        let mut batch = vec![
+            job("e", "INSERT INTO t VALUES ('e')", &tx),
+            Box::new(move |_: &mut Db| Step::Stop(closer)) as Job,
+            job("f", "INSERT INTO t VALUES ('f')", &tx),
+        ];
+        assert!(run_batch(&mut db, &caches, &mut batch).is_some());
+        assert_eq!(outcomes(&rx), [("e", true)]);
+        assert_eq!(batch.len(), 1, "the job after the close stays unrun");
+        assert_eq!(rows(&db), ["e"]);
+    }
+}
