@@ -285,6 +285,23 @@ impl Manager {
                     .await;
             }
         }
+        let caps = self
+            .inner
+            .replier
+            .outbound()
+            .capabilities(&msg.channel_name);
+        if caps.is_some_and(|c| c.working_placeholder) {
+            // Telegram-style: an immediate "working on it" reply the answer will replace.
+            let (locale, _) = self.inner.replier.locale_for(&msg).await;
+            let text = self
+                .inner
+                .replier
+                .text(&locale, crate::i18n::msg::RUN_THINKING, &[]);
+            self.inner
+                .replier
+                .publish(msg.reply(None, text, false))
+                .await;
+        }
         tracing::debug!(
             text_len = msg.text.len(),
             files = msg.files.len(),

@@ -769,3 +769,31 @@ async fn a_placeholder_channel_gets_an_immediate_reply_that_the_answer_replaces(
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn when_input_ends_every_admitted_message_is_answered_before_exit() {
+    let mut h = Harness::with(Options {
+        caps: final_only(),
+        grace: Duration::from_millis(1),
+        ..Options::default()
+    })
+    .await;
+    for i in 0..3 {
+        h.sim.script_next_run(
+            Script::with_answer(format!("answer {i}"))
+                .chunks(1)
+                .hold(Hold::For(Duration::from_millis(100))),
+        );
+    }
+    for i in 0..3 {
+        let mut msg = h.message(&format!("q{i}"));
+        msg.chat_id = format!("chat{i}").into();
+        h.send(msg).await;
+    }
+    // The grace period is tiny, but an ended input waits for the work it admitted.
+    let exit = h.end_input().await;
+    assert_eq!(exit, im_bridge::daemon::DaemonExit::InputEnded);
+    let mut finals = h.channel.finals();
+    finals.sort();
+    assert_eq!(finals, ["answer 0", "answer 1", "answer 2"]);
+}

@@ -9,16 +9,9 @@
 //! - `goals`: the goal resource, continuations, from-chat, compaction.
 //! - `routes`: threads, auth, CSRF, models/memory/skills/preferences, global switches, the
 //!   request log, shutdown.
-// Harness helpers outside `#[test]` functions fail the test by panicking, like the tests.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "simulator/goals.rs"]
 mod goals;
-#[path = "simulator/routes.rs"]
 mod routes;
-#[path = "simulator/run_control.rs"]
 mod run_control;
-#[path = "simulator/runs.rs"]
 mod runs;
-#[path = "simulator/support.rs"]
 mod support;

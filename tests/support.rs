@@ -19,7 +19,7 @@ use im_bridge::manager::ManagerConfig;
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 use im_bridge_channel::{
     AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, ChatKind, InboundMessage,
-    InboundSink, LengthUnit, MessageId, MsgType, SendTarget, SentMessage, UpdateMode, commands,
+    InboundSink, LengthUnit, MessageId, SendTarget, SentMessage, UpdateMode, commands,
 };
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
@@ -111,11 +111,6 @@ impl TestChannel {
             .iter()
             .map(|(_, c)| c.clone())
             .collect()
-    }
-
-    /// Every call so far with the time it arrived.
-    pub fn timed_calls(&self) -> Vec<(Instant, Call)> {
-        self.calls.lock().unwrap().clone()
     }
 
     /// The texts of every final delivered so far.
@@ -437,9 +432,4 @@ pub fn in_group(mut msg: InboundMessage, topic: Option<&str>) -> InboundMessage 
 pub fn admins(channel: &str, ids: &[&str]) -> HashMap<String, AllowedUsers> {
     let list = ids.iter().map(|s| Some((*s).to_owned())).collect();
     HashMap::from([(channel.to_owned(), AllowedUsers::from_entries(Some(list)))])
-}
-
-/// Whether `msg` is a command.
-pub fn is_command(msg: &InboundMessage) -> bool {
-    msg.msg_type == MsgType::Command
 }

@@ -5,11 +5,16 @@
 //! - `goal`: the `/goal` family (issue 5);
 //! - `lang`: localization and `/lang` (issue 6);
 //! - `compact`: `/compact` in chat (issue 8);
-//! - `cli`: the binary: check-config, run, demo (issue 2).
+//! - `cli`: the binary: check-config, run, demo (issue 2);
+//! - `simulator`: the Gateway simulator over loopback, checked with plain HTTP (issue 3).
+
+// Harness helpers outside `#[test]` functions fail the test by panicking, like the tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli;
 mod compact;
 mod goal;
 mod lang;
 mod manager;
+mod simulator;
 mod support;

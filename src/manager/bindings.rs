@@ -185,11 +185,6 @@ impl Bindings {
             locks.remove(key);
         }
     }
-
-    #[cfg(test)]
-    pub(crate) fn lock_table_len(&self) -> usize {
-        self.locks.lock().map(|l| l.len()).unwrap_or(0)
-    }
 }
 
 /// `{"type": "im_channel", "provider", "chat_id", "topic_id"?, "thread_ts"?, "connection_id"?}`.

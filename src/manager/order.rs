@@ -14,10 +14,13 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
+/// Conversation key → (id of its latest ticket, that ticket's completion signal).
+type Tails = Arc<Mutex<HashMap<String, (u64, oneshot::Receiver<()>)>>>;
+
 /// The per-conversation order keeper.
 #[derive(Debug, Default)]
 pub struct Turnstile {
-    tails: Arc<Mutex<HashMap<String, (u64, oneshot::Receiver<()>)>>>,
+    tails: Tails,
     next: Mutex<u64>,
 }
 
@@ -28,7 +31,7 @@ pub struct Ticket {
     id: u64,
     previous: Option<oneshot::Receiver<()>>,
     _done: oneshot::Sender<()>,
-    tails: Arc<Mutex<HashMap<String, (u64, oneshot::Receiver<()>)>>>,
+    tails: Tails,
 }
 
 impl Turnstile {

@@ -7,7 +7,7 @@ use im_bridge::simulator::{Fault, GoalState, Reply, Route, Script, SimulatorConf
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::*;
+use crate::simulator::support::*;
 
 fn ai_ids(frames: &[Frame]) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();

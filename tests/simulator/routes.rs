@@ -9,7 +9,7 @@ use im_bridge::simulator::{
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::*;
+use crate::simulator::support::*;
 
 #[tokio::test]
 async fn threads_are_created_idempotently_and_patched() {

@@ -8,7 +8,7 @@ use im_bridge::simulator::{Hold, Reply, RunStatus, Script, WaitBody};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::*;
+use crate::simulator::support::*;
 
 #[tokio::test]
 async fn a_busy_thread_refuses_runs_goal_writes_and_compaction() {

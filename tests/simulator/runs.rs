@@ -8,7 +8,7 @@ use im_bridge::simulator::{ExtraFrame, Failure, RunStatus, Script, SimulatorConf
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::support::*;
+use crate::simulator::support::*;
 
 #[tokio::test]
 async fn a_stream_is_framed_and_ordered_like_the_gateway() {

@@ -33,6 +33,26 @@ pub enum LengthUnit {
     Chars,
 }
 
+impl LengthUnit {
+    /// The length of `text` in this unit.
+    pub fn measure(self, text: &str) -> usize {
+        match self {
+            LengthUnit::Utf16 => text.encode_utf16().count(),
+            LengthUnit::Bytes => text.len(),
+            LengthUnit::Chars => text.chars().count(),
+        }
+    }
+
+    /// The length of one code point in this unit.
+    pub fn measure_char(self, c: char) -> usize {
+        match self {
+            LengthUnit::Utf16 => c.len_utf16(),
+            LengthUnit::Bytes => c.len_utf8(),
+            LengthUnit::Chars => 1,
+        }
+    }
+}
+
 /// Passive-reply rules of platforms that only let a bot answer a recent message (QQ).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct ReplyWindow {

@@ -12,6 +12,8 @@
 //! Stream state lives only between a conversation's first non-final and its final, so the
 //! map is bounded by the number of runs in flight.
 
+pub mod split;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -140,6 +140,15 @@ impl Db {
         // anything is written to the file.
         let version = pragma_i64(&conn, "user_version").map_err(|e| fail(e.to_string()))?;
         let app_id = pragma_i64(&conn, "application_id").map_err(|e| fail(e.to_string()))?;
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
+            .map_err(|e| fail(e.to_string()))?;
+        let ours = app_id == APPLICATION_ID || (app_id == 0 && version == 0 && tables == 0);
+        if !ours {
+            return Err(fail(
+                "it is a SQLite database of another application, not an im-bridge store".into(),
+            ));
+        }
         if version > LATEST {
             return Err(StoreError::TooNew {
                 path: path.to_path_buf(),
@@ -149,15 +158,6 @@ impl Db {
         }
         if version < 0 {
             return Err(fail(format!("unknown schema version {version}")));
-        }
-        let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
-            .map_err(|e| fail(e.to_string()))?;
-        let ours = app_id == APPLICATION_ID || (app_id == 0 && version == 0 && tables == 0);
-        if !ours {
-            return Err(fail(
-                "it is a SQLite database of another application, not an im-bridge store".into(),
-            ));
         }
         integrity_check(&conn).map_err(fail)?;
 
@@ -169,8 +169,8 @@ impl Db {
                 "cannot switch to WAL (journal mode is {mode})"
             )));
         }
-        // WAL + NORMAL: a commit is durable against a process crash, and an OS crash can
-        // lose only the last commits before the next checkpoint, never corrupt the file.
+        // WAL + NORMAL: a commit survives a process crash; a power loss may undo the commits
+        // since the last checkpoint (a redelivery then runs again), never corrupt the file.
         conn.execute_batch("PRAGMA synchronous = NORMAL")
             .map_err(|e| fail(e.to_string()))?;
         migrate(&mut conn, path, version)?;
