@@ -6,6 +6,7 @@
 //! - `lang`: localization and `/lang` (issue 6);
 //! - `compact`: `/compact` in chat (issue 8);
 //! - `cli`: the binary: check-config, run, demo (issue 2);
+//! - `gateway`: the Gateway client against the simulator, route by route (issue 3);
 //! - `simulator`: the Gateway simulator over loopback, checked with plain HTTP (issue 3).
 
 // Harness helpers outside `#[test]` functions fail the test by panicking, like the tests.
@@ -13,6 +14,7 @@
 
 mod cli;
 mod compact;
+mod gateway;
 mod goal;
 mod lang;
 mod manager;

@@ -79,7 +79,7 @@ pub fn split(text: &str, unit: LengthUnit, limit: usize) -> Vec<String> {
 /// holds.
 pub fn split_chunks(text: &str, unit: LengthUnit, limit: usize) -> Vec<Chunk> {
     let fences = scan_fences(text);
-    let mut chunks = Vec::new();
+    let mut chunks: Vec<Chunk> = Vec::new();
     let mut start = 0;
     // The fence the previous chunk closed, to reopen at the start of this one.
     let mut reopen: Option<&Fence<'_>> = None;
@@ -103,8 +103,14 @@ pub fn split_chunks(text: &str, unit: LengthUnit, limit: usize) -> Vec<Chunk> {
         }
         let (cut, head) = match found {
             Some(found) => found,
-            // Degenerate limit: no room for the fence lines; cut plainly.
+            // Degenerate limit: no room for the fence lines; cut plainly, and take back the
+            // closing line of the previous chunk, since this one does not reopen the block.
             None => {
+                if let Some(previous) = chunks.last_mut().filter(|c| c.tail > 0) {
+                    let len = previous.text.len() - previous.tail;
+                    previous.text.truncate(len);
+                    previous.tail = 0;
+                }
                 let scope = Scope {
                     text,
                     unit,

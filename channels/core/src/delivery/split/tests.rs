@@ -209,7 +209,7 @@ fn fence_markers_and_info_strings_are_kept() {
     );
     // An unclosed block is closed between chunks but not at the very end.
     let open = "```\nline one\nline two\nline three";
-    let chunks = checked(open, Chars, 24);
+    let chunks = checked(open, Chars, 25);
     assert_eq!(chunks, ["```\nline one\nline two\n```", "```\nline three"]);
 }
 
