@@ -286,6 +286,19 @@ fn build_channels(settings: &Settings) -> anyhow::Result<Vec<Arc<dyn Channel>>> 
             PlatformSettings::Console => {
                 channels.push(Arc::new(im_bridge_console::ConsoleChannel::stdio()))
             }
+            #[cfg(feature = "telegram")]
+            PlatformSettings::Telegram(telegram) => {
+                let catalogs = im_bridge::i18n::Catalogs::load(settings.locales_dir.as_deref())
+                    .context("loading the message catalogs for the Telegram command menu")?;
+                channels.push(Arc::new(
+                    im_bridge_telegram::TelegramChannel::new(
+                        telegram.clone(),
+                        channel.allowed_users.clone(),
+                        im_bridge::i18n::command_menu(&catalogs),
+                    )
+                    .context("building the Telegram channel")?,
+                ))
+            }
         }
     }
     Ok(channels)

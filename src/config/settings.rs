@@ -115,6 +115,9 @@ pub struct ChannelSettings {
 pub enum PlatformSettings {
     /// The terminal channel has no settings of its own.
     Console,
+    /// The Telegram Bot API channel.
+    #[cfg(feature = "telegram")]
+    Telegram(im_bridge_telegram::TelegramSettings),
 }
 
 /// Where state is stored.
@@ -297,6 +300,22 @@ pub fn validate(
                 }
                 PlatformSettings::Console
             }
+            #[cfg(feature = "telegram")]
+            "telegram" => match im_bridge_telegram::from_block(Value::Mapping(block.platform.clone())) {
+                Ok(loaded) => {
+                    warnings.extend(loaded.warnings.iter().map(ToString::to_string));
+                    PlatformSettings::Telegram(loaded.settings)
+                }
+                Err(problems) => {
+                    // An unset `$VAR` was already reported at the same path.
+                    for p in problems {
+                        if !errors.iter().any(|e| e.path == p.path) {
+                            errors.push(ConfigError::new(p.path, p.message));
+                        }
+                    }
+                    continue;
+                }
+            },
             other if PLANNED_PLATFORMS.contains(&other) => {
                 errors.push(ConfigError::new(
                     &path,

@@ -74,7 +74,7 @@ impl Out {
     async fn frame(&mut self, name: &str, data: Value) -> Result<(), Cancelled> {
         self.send(Event::Frame {
             name: name.to_owned(),
-            data,
+            json: data.to_string(),
         })
         .await
     }
@@ -92,14 +92,19 @@ impl Out {
         if !self.spec.values_mode {
             return Ok(());
         }
-        let values = self
+        // Serialized under the lock straight from the thread, without copying the history.
+        let json = self
             .sim
             .state()
             .threads
             .get(&self.spec.thread_id)
-            .map(Thread::values);
-        self.frame("values", values.unwrap_or_else(|| json!({})))
-            .await
+            .map(Thread::values_json)
+            .unwrap_or_else(|| "{}".to_owned());
+        self.send(Event::Frame {
+            name: "values".to_owned(),
+            json,
+        })
+        .await
     }
 
     /// Waits `delay`, or fails when the run is cancelled meanwhile.

@@ -12,7 +12,6 @@ use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::wire;
@@ -26,8 +25,10 @@ const ABORT_GRACE: Duration = Duration::from_millis(20);
 /// What a run's executor asks the stream to do.
 #[derive(Debug)]
 pub(crate) enum Event {
-    /// `event: <name>` / `data: <json>` / `id: <ms>-<seq>`.
-    Frame { name: String, data: Value },
+    /// `event: <name>` / `data: <json>` / `id: <ms>-<seq>`; `json` is already compact
+    /// single-line JSON (serialized by the sender, so large snapshots are written straight
+    /// from the thread state without a deep copy).
+    Frame { name: String, json: String },
     /// `event: end` / `data: null`, then the body ends.
     End,
     /// Cut the connection (the body fails).
@@ -36,10 +37,9 @@ pub(crate) enum Event {
     Close,
 }
 
-/// One frame; `id` is omitted when `None`.
-pub(crate) fn encode_frame(name: &str, data: &Value, id: Option<&str>) -> String {
-    // serde_json writes compact single-line JSON with non-ASCII left as UTF-8.
-    let json = data.to_string();
+/// One frame of compact single-line JSON (serde_json leaves non-ASCII as UTF-8); `id` is
+/// omitted when `None`.
+pub(crate) fn encode_frame(name: &str, json: &str, id: Option<&str>) -> String {
     match id {
         Some(id) => format!("event: {name}\ndata: {json}\nid: {id}\n\n"),
         None => format!("event: {name}\ndata: {json}\n\n"),
@@ -72,10 +72,10 @@ impl BodyState {
             None => self.rx.recv().await,
         };
         match event {
-            Some(Event::Frame { name, data }) => {
+            Some(Event::Frame { name, json }) => {
                 let id = format!("{}-{}", wire::unix_millis(), self.seq);
                 self.seq += 1;
-                Some(Ok(Bytes::from(encode_frame(&name, &data, Some(&id)))))
+                Some(Ok(Bytes::from(encode_frame(&name, &json, Some(&id)))))
             }
             Some(Event::End) => {
                 self.done = true;
@@ -141,13 +141,13 @@ mod tests {
 
     #[test]
     fn frames_are_single_line_with_raw_utf8() {
-        let frame = encode_frame("values", &json!({"title": "你好\nworld"}), Some("1-0"));
+        let frame = encode_frame("values", &json!({"title": "你好\nworld"}).to_string(), Some("1-0"));
         assert_eq!(
             frame,
             "event: values\ndata: {\"title\":\"你好\\nworld\"}\nid: 1-0\n\n"
         );
         assert_eq!(
-            encode_frame("metadata", &json!(null), None),
+            encode_frame("metadata", "null", None),
             "event: metadata\ndata: null\n\n"
         );
     }
@@ -163,7 +163,7 @@ mod tests {
         let mut body = response.into_body().into_data_stream();
         tx.send(Event::Frame {
             name: "metadata".into(),
-            data: json!({}),
+            json: json!({}).to_string(),
         })
         .await
         .unwrap();

@@ -238,6 +238,44 @@ impl Thread {
         Value::Object(values)
     }
 
+    /// [`Thread::values`] serialized, borrowing the history instead of copying it.
+    pub(crate) fn values_json(&self) -> String {
+        #[derive(serde::Serialize)]
+        struct View<'a> {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            messages: Option<&'a [Value]>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            thread_data: Option<Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            sandbox: Option<Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            title: Option<&'a str>,
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
+            artifacts: &'a [String],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            goal: Option<Option<&'a GoalState>>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            goal_outcome: Option<&'a GoalOutcome>,
+        }
+        let written = self.values_written;
+        let view = View {
+            messages: written.then_some(self.messages.as_slice()),
+            thread_data: written.then(|| {
+                json!({
+                    "workspace_path": "/mnt/user-data/workspace",
+                    "uploads_path": "/mnt/user-data/uploads",
+                    "outputs_path": "/mnt/user-data/outputs",
+                })
+            }),
+            sandbox: written.then(|| json!({"sandbox_id": "local"})),
+            title: self.title.as_deref(),
+            artifacts: &self.artifacts,
+            goal: (self.goal_touched || self.goal.is_some()).then_some(self.goal.as_ref()),
+            goal_outcome: self.goal_outcome.as_ref(),
+        };
+        serde_json::to_string(&view).unwrap_or_else(|_| "{}".to_owned())
+    }
+
     /// A `ThreadResponse`.
     pub(crate) fn response(&self, with_values: bool) -> Value {
         let mut body = json!({

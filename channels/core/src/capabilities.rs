@@ -42,15 +42,6 @@ impl LengthUnit {
             LengthUnit::Chars => text.chars().count(),
         }
     }
-
-    /// The length of one code point in this unit.
-    pub fn measure_char(self, c: char) -> usize {
-        match self {
-            LengthUnit::Utf16 => c.len_utf16(),
-            LengthUnit::Bytes => c.len_utf8(),
-            LengthUnit::Chars => 1,
-        }
-    }
 }
 
 /// Passive-reply rules of platforms that only let a bot answer a recent message (QQ).

@@ -21,7 +21,10 @@ mod secret;
 pub use access::AllowedUsers;
 pub use capabilities::{Capabilities, LengthUnit, ReplyWindow, UpdateMode};
 pub use channel::{Channel, ChannelExit, SendTarget, SentMessage};
-pub use delivery::Delivery;
+pub use delivery::{
+    ChannelExt, Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT, MAX_STREAMS,
+    RetryFinals, RetryPolicy, Throttle, split,
+};
 pub use error::{ChannelError, RetryAfterHint};
 pub use ids::{ChatId, MessageId, ThreadId, UserId};
 pub use inbound::{

@@ -12,7 +12,8 @@
 //!
 //! 1. after a newline, if that keeps the message at least half full;
 //! 2. after whitespace, on the same condition;
-//! 3. after the last newline, then the last whitespace, wherever it is;
+//! 3. after the last newline, then the last whitespace, wherever it is (but never so that
+//!    the message would hold only whitespace);
 //! 4. anywhere between two grapheme clusters (a flag, a ZWJ emoji sequence or a letter
 //!    with its combining marks is never torn apart);
 //! 5. only when a single grapheme cluster is longer than the limit: between two code
@@ -227,6 +228,11 @@ impl Fence<'_> {
             format!("\n{}", self.marker)
         }
     }
+
+    /// The length of [`Fence::closer`], in any unit (it is ASCII).
+    fn closer_len(&self, before: &str) -> usize {
+        self.marker.len() + usize::from(!before.ends_with('\n'))
+    }
 }
 
 /// Finds the fenced code blocks of `text`, CommonMark style: a line of at least three
@@ -374,18 +380,22 @@ impl<'f, 'a> Scope<'f, 'a> {
         let mut after_space: Option<Candidate<'f, 'a>> = None;
         let mut anywhere: Option<Candidate<'f, 'a>> = None;
         let mut previous: Option<&str> = None;
+        // Whether the chunk has something besides whitespace yet: a cut at whitespace
+        // before that would send a blank message, which platforms refuse.
+        let mut visible = false;
         for (offset, piece) in pieces {
             if let Some(prev) = previous {
                 let at = self.start + offset;
                 if let Some(candidate) = self.candidate(at, used) {
-                    if prev.ends_with('\n') {
+                    if visible && prev.ends_with('\n') {
                         after_newline = Some(candidate);
-                    } else if prev.chars().all(char::is_whitespace) {
+                    } else if visible && prev.chars().all(char::is_whitespace) {
                         after_space = Some(candidate);
                     }
                     anywhere = Some(candidate);
                 }
             }
+            visible |= !piece.chars().all(char::is_whitespace);
             used += self.unit.measure(piece);
             if used > self.room {
                 let half_full = |c: &Option<Candidate<'f, 'a>>| {
@@ -415,8 +425,9 @@ impl<'f, 'a> Scope<'f, 'a> {
             Place::Inside(fence) => Some(fence),
             Place::Avoid => return None,
         };
+        // Fence lines are ASCII: their length is the same in every unit.
         let cost = match close {
-            Some(fence) => used + self.unit.measure(&fence.closer(&self.text[..at])),
+            Some(fence) => used + fence.closer_len(&self.text[..at]),
             None => used,
         };
         (cost <= self.room).then_some(Candidate {

@@ -1,0 +1,140 @@
+//! `FinishOrSend`: a streamed message that cannot be finished is replaced by a new one.
+//!
+//! The stream message may be gone (deleted by the user), too old to edit, or the platform
+//! may refuse the edit for another reason. The final must land anyway, so any failure of
+//! `finish_stream` other than `RetryAfter` sends the same text as a new message. A
+//! `RetryAfter` that reaches this layer was already waited out below as far as the retry
+//! policy allows; sending instead would meet the same limit, so it is returned as is.
+//! Every other call passes through.
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::capabilities::Capabilities;
+use crate::channel::{Channel, ChannelExit, SendTarget, SentMessage};
+use crate::error::{ChannelError, RetryAfterHint};
+use crate::ids::MessageId;
+use crate::inbound::InboundSink;
+use crate::message::ResolvedAttachment;
+
+/// The fallback layer (see the module docs).
+#[derive(Debug)]
+pub struct FinishOrSend<C> {
+    inner: C,
+}
+
+impl<C> FinishOrSend<C> {
+    /// Falls back from finishing to sending over `inner`.
+    pub fn new(inner: C) -> Self {
+        Self { inner }
+    }
+
+    /// The wrapped channel.
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+}
+
+#[async_trait]
+impl<C: Channel> Channel for FinishOrSend<C> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+
+    async fn run(
+        &self,
+        sink: InboundSink,
+        shutdown: CancellationToken,
+    ) -> Result<ChannelExit, ChannelError> {
+        self.inner.run(sink, shutdown).await
+    }
+
+    async fn send_text(
+        &self,
+        target: SendTarget<'_>,
+        text: &str,
+    ) -> Result<SentMessage, ChannelError> {
+        self.inner.send_text(target, text).await
+    }
+
+    async fn start_stream(
+        &self,
+        target: SendTarget<'_>,
+        text: &str,
+    ) -> Result<SentMessage, ChannelError> {
+        self.inner.start_stream(target, text).await
+    }
+
+    async fn edit_text(
+        &self,
+        target: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        self.inner.edit_text(target, message, text).await
+    }
+
+    async fn finish_stream(
+        &self,
+        target: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        match self.inner.finish_stream(target, message, text).await {
+            Err(error) if error.retry_after().is_none() => {
+                tracing::warn!(
+                    channel = self.inner.name(),
+                    %error,
+                    "Finishing a streamed message failed; sending the final as a new message."
+                );
+                self.inner.send_text(target, text).await.map(drop)
+            }
+            other => other,
+        }
+    }
+
+    async fn send_file(
+        &self,
+        target: SendTarget<'_>,
+        file: &ResolvedAttachment,
+    ) -> Result<(), ChannelError> {
+        self.inner.send_file(target, file).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::delivery::ChannelExt;
+    use crate::delivery::recorder::{Call, Op, Recorder, editable, out};
+
+    #[tokio::test]
+    async fn a_refused_finish_becomes_a_send_but_retry_after_does_not() {
+        let rec = Recorder::new(editable(100));
+        let layer = rec.clone().finish_or_send();
+        let msg = out("", true);
+        let target = SendTarget::from(&msg);
+        let m = MessageId::new("m1");
+        rec.fail(
+            Op::Finish,
+            ChannelError::Rejected {
+                reason: "old".into(),
+            },
+        );
+        layer.finish_stream(target, &m, "final").await.unwrap();
+        assert_eq!(rec.calls(), [Call::Send("final".into())]);
+        rec.fail(Op::Finish, ChannelError::RetryAfter(Duration::from_secs(1)));
+        assert!(layer.finish_stream(target, &m, "final").await.is_err());
+        assert_eq!(rec.attempts(Op::Send), 1);
+    }
+}

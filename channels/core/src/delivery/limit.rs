@@ -1,0 +1,179 @@
+//! `LimitLength`: every text the channel is given fits its length limit.
+//!
+//! Finals are split ([`split`](super::split::split)): `send_text` sends every chunk as its
+//! own message and returns the first; `finish_stream` finishes the stream message with the
+//! first chunk and sends the rest as new messages. Partial updates are previews of a text
+//! that is still growing, so `start_stream` and `edit_text` show it
+//! [truncated](super::split::truncate) to one message instead. A text that fits passes
+//! through untouched, the empty text included. A chunk after the first that holds only
+//! whitespace is not sent: it shows nothing and platforms refuse blank messages.
+//!
+//! The limit and its unit are read from the inner channel's capabilities on every call.
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::capabilities::Capabilities;
+use crate::channel::{Channel, ChannelExit, SendTarget, SentMessage};
+use crate::error::ChannelError;
+use crate::ids::MessageId;
+use crate::inbound::InboundSink;
+use crate::message::ResolvedAttachment;
+
+use super::split::{split, truncate};
+
+/// The length layer (see the module docs).
+#[derive(Debug)]
+pub struct LimitLength<C> {
+    inner: C,
+}
+
+impl<C: Channel> LimitLength<C> {
+    /// Keeps `inner`'s texts within its length limit.
+    pub fn new(inner: C) -> Self {
+        Self { inner }
+    }
+
+    /// The wrapped channel.
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+
+    /// `text` as messages, or `None` when it fits in one as it is.
+    fn chunks(&self, text: &str) -> Option<Vec<String>> {
+        let caps = self.inner.capabilities();
+        (caps.length_unit.measure(text) > caps.max_message_len)
+            .then(|| split(text, caps.length_unit, caps.max_message_len))
+    }
+
+    async fn send_rest(&self, target: SendTarget<'_>, rest: &[String]) -> Result<(), ChannelError> {
+        // A blank chunk (the tail of a text ending in a long run of whitespace) shows
+        // nothing, and platforms refuse blank messages: skip it.
+        for chunk in rest.iter().filter(|c| !c.trim().is_empty()) {
+            self.inner.send_text(target, chunk).await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<C: Channel> Channel for LimitLength<C> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+
+    async fn run(
+        &self,
+        sink: InboundSink,
+        shutdown: CancellationToken,
+    ) -> Result<ChannelExit, ChannelError> {
+        self.inner.run(sink, shutdown).await
+    }
+
+    async fn send_text(
+        &self,
+        target: SendTarget<'_>,
+        text: &str,
+    ) -> Result<SentMessage, ChannelError> {
+        match self.chunks(text).as_deref() {
+            Some([first, rest @ ..]) => {
+                let sent = self.inner.send_text(target, first).await?;
+                self.send_rest(target, rest).await?;
+                Ok(sent)
+            }
+            _ => self.inner.send_text(target, text).await,
+        }
+    }
+
+    async fn start_stream(
+        &self,
+        target: SendTarget<'_>,
+        text: &str,
+    ) -> Result<SentMessage, ChannelError> {
+        let caps = self.inner.capabilities();
+        let preview = truncate(text, caps.length_unit, caps.max_message_len);
+        self.inner.start_stream(target, &preview).await
+    }
+
+    async fn edit_text(
+        &self,
+        target: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        let caps = self.inner.capabilities();
+        let preview = truncate(text, caps.length_unit, caps.max_message_len);
+        self.inner.edit_text(target, message, &preview).await
+    }
+
+    async fn finish_stream(
+        &self,
+        target: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        match self.chunks(text).as_deref() {
+            Some([first, rest @ ..]) => {
+                self.inner.finish_stream(target, message, first).await?;
+                self.send_rest(target, rest).await
+            }
+            _ => self.inner.finish_stream(target, message, text).await,
+        }
+    }
+
+    async fn send_file(
+        &self,
+        target: SendTarget<'_>,
+        file: &ResolvedAttachment,
+    ) -> Result<(), ChannelError> {
+        self.inner.send_file(target, file).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::ChannelExt;
+    use crate::delivery::recorder::{Call, Recorder, editable, out};
+
+    #[tokio::test]
+    async fn finals_are_split_and_previews_truncated() {
+        let rec = Recorder::new(editable(5));
+        let layer = rec.clone().limit_length();
+        let msg = out("", true);
+        let target = SendTarget::from(&msg);
+        let first = layer.send_text(target, "abc def ghi").await.unwrap();
+        assert_eq!(first.id, MessageId::new("m1"));
+        let m = layer.start_stream(target, "abcdefgh").await.unwrap().id;
+        layer.edit_text(target, &m, "abcdefghi").await.unwrap();
+        layer
+            .finish_stream(target, &m, "hello world")
+            .await
+            .unwrap();
+        layer.send_text(target, "").await.unwrap();
+        layer.send_text(target, "abcde      ").await.unwrap();
+        assert_eq!(
+            rec.calls(),
+            [
+                Call::Send("abc ".into()),
+                Call::Send("def ".into()),
+                Call::Send("ghi".into()),
+                Call::Start("abcd…".into()),
+                Call::Edit("m4".into(), "abcd…".into()),
+                Call::Finish("m4".into(), "hello".into()),
+                Call::Send(" worl".into()),
+                Call::Send("d".into()),
+                Call::Send(String::new()),
+                Call::Send("abcde".into()),
+            ]
+        );
+    }
+}

@@ -1,0 +1,199 @@
+//! Test support: a fake channel that records every primitive call with the (paused) time it
+//! arrived, and fails calls on request. Shared by the engine tests and the layers' tests.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::capabilities::{Capabilities, LengthUnit, UpdateMode};
+use crate::channel::{Channel, ChannelExit, SendTarget, SentMessage};
+use crate::error::ChannelError;
+use crate::ids::MessageId;
+use crate::inbound::InboundSink;
+use crate::message::{ChatKind, InboundMessage, OutboundMessage, ResolvedAttachment};
+
+/// One accepted call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    Start(String),
+    Send(String),
+    Edit(String, String),
+    Finish(String, String),
+    File(String),
+}
+
+/// A primitive operation, to script failures and count attempts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Op {
+    Start,
+    Send,
+    Edit,
+    Finish,
+    File,
+}
+
+pub(crate) struct Recorder {
+    caps: Capabilities,
+    epoch: Instant,
+    calls: Mutex<Vec<(Duration, Call)>>,
+    failures: Mutex<HashMap<Op, VecDeque<ChannelError>>>,
+    attempts: Mutex<HashMap<Op, usize>>,
+    next_id: AtomicU64,
+}
+
+impl Recorder {
+    pub(crate) fn new(caps: Capabilities) -> Arc<Self> {
+        Arc::new(Self {
+            caps,
+            epoch: Instant::now(),
+            calls: Mutex::new(Vec::new()),
+            failures: Mutex::new(HashMap::new()),
+            attempts: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// Makes the next call of `op` fail with `error` (queued after earlier failures).
+    pub(crate) fn fail(&self, op: Op, error: ChannelError) {
+        self.failures
+            .lock()
+            .unwrap()
+            .entry(op)
+            .or_default()
+            .push_back(error);
+    }
+
+    /// The accepted calls, in order.
+    pub(crate) fn calls(&self) -> Vec<Call> {
+        self.timed().into_iter().map(|(_, c)| c).collect()
+    }
+
+    /// The accepted calls with their time since the recorder was made.
+    pub(crate) fn timed(&self) -> Vec<(Duration, Call)> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// How many times `op` was called, failures included.
+    pub(crate) fn attempts(&self, op: Op) -> usize {
+        self.attempts.lock().unwrap().get(&op).copied().unwrap_or(0)
+    }
+
+    fn call(&self, op: Op, call: Call) -> Result<(), ChannelError> {
+        *self.attempts.lock().unwrap().entry(op).or_default() += 1;
+        if let Some(error) = self
+            .failures
+            .lock()
+            .unwrap()
+            .get_mut(&op)
+            .and_then(VecDeque::pop_front)
+        {
+            return Err(error);
+        }
+        let at = Instant::now() - self.epoch;
+        self.calls.lock().unwrap().push((at, call));
+        Ok(())
+    }
+
+    fn sent(&self) -> SentMessage {
+        SentMessage {
+            id: MessageId::new(format!("m{}", self.next_id.fetch_add(1, Ordering::Relaxed))),
+        }
+    }
+}
+
+#[async_trait]
+impl Channel for Recorder {
+    fn name(&self) -> &'static str {
+        "recorder"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    async fn run(&self, _: InboundSink, _: CancellationToken) -> Result<ChannelExit, ChannelError> {
+        Ok(ChannelExit::Stopped)
+    }
+
+    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> Result<SentMessage, ChannelError> {
+        self.call(Op::Send, Call::Send(text.into()))?;
+        Ok(self.sent())
+    }
+
+    async fn start_stream(
+        &self,
+        _: SendTarget<'_>,
+        text: &str,
+    ) -> Result<SentMessage, ChannelError> {
+        self.call(Op::Start, Call::Start(text.into()))?;
+        Ok(self.sent())
+    }
+
+    async fn edit_text(
+        &self,
+        _: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        self.call(Op::Edit, Call::Edit(message.to_string(), text.into()))
+    }
+
+    async fn finish_stream(
+        &self,
+        _: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        self.call(Op::Finish, Call::Finish(message.to_string(), text.into()))
+    }
+
+    async fn send_file(
+        &self,
+        _: SendTarget<'_>,
+        file: &ResolvedAttachment,
+    ) -> Result<(), ChannelError> {
+        self.call(Op::File, Call::File(file.filename.clone()))
+    }
+}
+
+/// An edit-in-place channel: `len` chars, 1 s private / 3 s group edit intervals.
+pub(crate) fn editable(len: usize) -> Capabilities {
+    Capabilities {
+        updates: UpdateMode::EditInPlace,
+        length_unit: LengthUnit::Chars,
+        min_edit_interval_private: Duration::from_secs(1),
+        min_edit_interval_group: Duration::from_secs(3),
+        ..Capabilities::final_only(len)
+    }
+}
+
+/// An edit-in-place channel without edit intervals.
+pub(crate) fn unpaced() -> Capabilities {
+    Capabilities {
+        updates: UpdateMode::EditInPlace,
+        ..Capabilities::final_only(4096)
+    }
+}
+
+/// An outbound message in chat `c1` answering source message `s1`.
+pub(crate) fn out(text: &str, is_final: bool) -> OutboundMessage {
+    out_to("s1", ChatKind::Private, text, is_final)
+}
+
+/// An outbound message in chat `c1` answering `source`, in a chat of `kind`.
+pub(crate) fn out_to(source: &str, kind: ChatKind, text: &str, is_final: bool) -> OutboundMessage {
+    let mut inbound = InboundMessage::new("recorder", "c1", "u1", "q");
+    inbound.thread_ts = Some(MessageId::new(source));
+    inbound.chat_kind = kind;
+    inbound.reply(None, text, is_final)
+}
+
+/// The time since the recorder was made, in whole and fractional seconds.
+pub(crate) fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}

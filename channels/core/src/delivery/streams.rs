@@ -1,0 +1,354 @@
+//! Live streams and the coalescer that shows their partial texts.
+//!
+//! A stream is one reply being written: keyed by `(chat, source message)`, it lives from
+//! its first partial to its final (or its eviction). It remembers the message showing it,
+//! the text that message shows, and at most **one** pending text: a newer partial replaces
+//! the pending one, so a burst of updates costs one edit.
+//!
+//! Publishing a partial never waits for the edit interval. If the [`EditClock`] allows a
+//! write now and no flush is under way, the caller shows the text itself (one platform
+//! call, which is also the back-pressure a slow platform should exert); otherwise the text
+//! is left pending for a flusher task, which sleeps until the clock allows and then shows
+//! whatever text is pending by then. At most one flush (inline or task) runs per stream.
+//!
+//! The final supersedes everything: [`Stream::close`] drops the pending text, stops the
+//! flusher and waits for a call in flight, then hands the message over to be finished.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::channel::{Channel, SendTarget};
+use crate::error::ChannelError;
+use crate::ids::{ChatId, MessageId};
+use crate::message::{ChatKind, OutboundMessage};
+
+use super::throttle::EditClock;
+
+/// The most streams tracked at once. Live streams are bounded by the runs in flight, since
+/// every run ends in a final that removes its stream; this bound only matters if finals go
+/// missing. At the bound the oldest stream is evicted: its pending text is dropped, its
+/// flusher stops, its message keeps the last text shown, and its final, when it comes, is
+/// sent as a new message.
+pub const MAX_STREAMS: usize = 1024;
+
+/// A stream's key: the chat and the source message the reply answers.
+pub(super) type StreamKey = (ChatId, Option<MessageId>);
+
+/// The live streams of one channel (bounded by [`MAX_STREAMS`]).
+#[derive(Debug, Default)]
+pub(super) struct Streams {
+    table: Mutex<Table>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    map: HashMap<StreamKey, Arc<Stream>>,
+    /// Opening order, to find the oldest stream.
+    next_seq: u64,
+}
+
+impl Streams {
+    /// The stream for `msg`'s key, opened if needed (evicting the oldest at the bound).
+    pub(super) fn get_or_open(
+        &self,
+        msg: &OutboundMessage,
+        parent: &CancellationToken,
+    ) -> Arc<Stream> {
+        let key = (msg.chat_id.clone(), msg.thread_ts.clone());
+        let mut table = lock(&self.table);
+        if let Some(stream) = table.map.get(&key) {
+            return stream.clone();
+        }
+        if table.map.len() >= MAX_STREAMS
+            && let Some(oldest) = table
+                .map
+                .iter()
+                .min_by_key(|(_, s)| s.seq)
+                .map(|(k, _)| k.clone())
+            && let Some(evicted) = table.map.remove(&oldest)
+        {
+            tracing::debug!("Evicted the oldest live stream.");
+            evicted.abandon();
+        }
+        let seq = table.next_seq;
+        table.next_seq += 1;
+        let stream = Arc::new(Stream {
+            seq,
+            target: OwnedTarget::from(msg),
+            state: Mutex::new(State::default()),
+            io: tokio::sync::Mutex::new(()),
+            cancel: parent.child_token(),
+        });
+        table.map.insert(key, stream.clone());
+        stream
+    }
+
+    /// Removes and returns the stream of `key`, if one is live.
+    pub(super) fn remove(&self, key: &StreamKey) -> Option<Arc<Stream>> {
+        lock(&self.table).map.remove(key)
+    }
+
+    /// How many streams are live.
+    pub(super) fn len(&self) -> usize {
+        lock(&self.table).map.len()
+    }
+}
+
+/// One reply being written.
+#[derive(Debug)]
+pub(super) struct Stream {
+    seq: u64,
+    target: OwnedTarget,
+    state: Mutex<State>,
+    /// Held across each platform call, so a flush and the final never overlap.
+    io: tokio::sync::Mutex<()>,
+    /// Cancelled by the final or an eviction; stops the flusher.
+    cancel: CancellationToken,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// The message showing the stream, once `start_stream` succeeded.
+    message: Option<MessageId>,
+    /// What that message shows, or will once the call in flight lands; `None` if unknown.
+    shown: Option<String>,
+    /// The newest text not shown yet (the only one kept).
+    pending: Option<String>,
+    /// A flush (inline or task) owns the pending text.
+    flushing: bool,
+    /// The final or an eviction ended the stream: nothing more is shown.
+    closed: bool,
+}
+
+/// What the publisher of a partial must do after offering it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Offer {
+    /// Nothing: the text is already shown or pending, or a flush will pick it up.
+    Nothing,
+    /// Flush it: the caller now owns the stream's flush.
+    Flush,
+}
+
+impl Stream {
+    /// Leaves `text` as the stream's pending text, unless it changes nothing.
+    pub(super) fn offer(&self, text: &str) -> Offer {
+        let mut state = lock(&self.state);
+        if state.closed || state.pending.as_deref() == Some(text) {
+            return Offer::Nothing;
+        }
+        if state.shown.as_deref() == Some(text) {
+            // The newest text is on screen already; an older pending one is moot.
+            state.pending = None;
+            return Offer::Nothing;
+        }
+        state.pending = Some(text.to_owned());
+        if state.flushing {
+            return Offer::Nothing;
+        }
+        state.flushing = true;
+        Offer::Flush
+    }
+
+    /// Ends the stream for its final: drops the pending text, stops the flusher, waits for
+    /// a call in flight, and returns the message to finish, if one was started.
+    pub(super) async fn close(&self) -> Option<MessageId> {
+        self.abandon();
+        let _io = self.io.lock().await;
+        lock(&self.state).message.clone()
+    }
+
+    /// Stops showing anything: drops the pending text and stops the flusher.
+    fn abandon(&self) {
+        let mut state = lock(&self.state);
+        state.closed = true;
+        state.pending = None;
+        drop(state);
+        self.cancel.cancel();
+    }
+
+    fn chat_kind(&self) -> ChatKind {
+        self.target.chat_kind
+    }
+
+    /// Takes the pending text to show it, with the message to edit; clears the flush
+    /// ownership when there is nothing to show.
+    fn take_pending(&self) -> Option<(String, Option<MessageId>)> {
+        let mut state = lock(&self.state);
+        let text = match state.pending.take() {
+            Some(text) if !state.closed => text,
+            _ => {
+                state.flushing = false;
+                return None;
+            }
+        };
+        state.shown = Some(text.clone());
+        Some((text, state.message.clone()))
+    }
+
+    /// Records the outcome of showing a text; returns whether a newer one is pending (the
+    /// flush keeps its ownership then).
+    fn shown(&self, result: Result<Option<MessageId>, ChannelError>) -> bool {
+        let mut state = lock(&self.state);
+        match result {
+            Ok(Some(started)) => state.message = Some(started),
+            Ok(None) => {}
+            Err(error) => {
+                state.shown = None;
+                if matches!(error, ChannelError::NotEditable) {
+                    // The message is gone: the next partial starts a new one.
+                    state.message = None;
+                }
+            }
+        }
+        if state.pending.is_some() && !state.closed {
+            true
+        } else {
+            state.flushing = false;
+            false
+        }
+    }
+}
+
+/// What a flush needs; cheap to clone into a task.
+pub(super) struct Flusher<S: ?Sized> {
+    pub(super) stack: Arc<S>,
+    pub(super) clock: Arc<EditClock>,
+    pub(super) tasks: TaskTracker,
+}
+
+impl<S: ?Sized> Clone for Flusher<S> {
+    fn clone(&self) -> Self {
+        Self {
+            stack: self.stack.clone(),
+            clock: self.clock.clone(),
+            tasks: self.tasks.clone(),
+        }
+    }
+}
+
+impl<S: Channel + ?Sized> Flusher<S> {
+    /// Shows `stream`'s pending text now if the clock allows, else from a task once it
+    /// does. The caller must own the stream's flush ([`Offer::Flush`]).
+    pub(super) async fn flush(&self, stream: Arc<Stream>) {
+        if self.ready_at(&stream) <= Instant::now() {
+            // Should the caller give up mid-call, the flush must not stay owned forever.
+            let mut owned = Owned {
+                stream: &stream,
+                released: false,
+            };
+            let more = self.flush_once(&stream).await;
+            owned.released = true;
+            if !more {
+                return;
+            }
+        }
+        let this = self.clone();
+        self.tasks.spawn(async move { this.run(stream).await });
+    }
+
+    /// The flusher task: sleeps until the clock allows, shows the pending text, repeats
+    /// while a newer one came meanwhile. Ends at once when the stream closes.
+    async fn run(self, stream: Arc<Stream>) {
+        loop {
+            let at = self.ready_at(&stream);
+            tokio::select! {
+                biased;
+                () = stream.cancel.cancelled() => return,
+                () = tokio::time::sleep_until(at) => {}
+            }
+            // Another stream of the chat may have met a Retry-After meanwhile.
+            if self.ready_at(&stream) > Instant::now() {
+                continue;
+            }
+            if !self.flush_once(&stream).await {
+                return;
+            }
+        }
+    }
+
+    fn ready_at(&self, stream: &Stream) -> Instant {
+        let message = lock(&stream.state).message.clone();
+        self.clock
+            .ready_at(&stream.target.chat_id, stream.chat_kind(), message.as_ref())
+    }
+
+    /// Shows the pending text once; returns whether a newer one is pending.
+    async fn flush_once(&self, stream: &Stream) -> bool {
+        let _io = stream.io.lock().await;
+        let Some((text, message)) = stream.take_pending() else {
+            return false;
+        };
+        let target = stream.target.as_target();
+        let result = match &message {
+            None => self
+                .stack
+                .start_stream(target, &text)
+                .await
+                .map(|sent| Some(sent.id)),
+            Some(message) => self
+                .stack
+                .edit_text(target, message, &text)
+                .await
+                .map(|()| None),
+        };
+        if let Err(error) = &result {
+            tracing::debug!(channel = self.stack.name(), %error, "Dropped a partial update.");
+        }
+        stream.shown(result)
+    }
+}
+
+/// Releases a stream's flush ownership if an inline flush is dropped before it ends.
+struct Owned<'a> {
+    stream: &'a Stream,
+    released: bool,
+}
+
+impl Drop for Owned<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            lock(&self.stream.state).flushing = false;
+        }
+    }
+}
+
+/// A [`SendTarget`] the stream owns, so a flusher task can outlive the publishing call.
+#[derive(Debug)]
+struct OwnedTarget {
+    chat_id: ChatId,
+    chat_kind: ChatKind,
+    reply_to: Option<MessageId>,
+    metadata: Map<String, Value>,
+}
+
+impl From<&OutboundMessage> for OwnedTarget {
+    fn from(msg: &OutboundMessage) -> Self {
+        Self {
+            chat_id: msg.chat_id.clone(),
+            chat_kind: msg.chat_kind,
+            reply_to: msg.thread_ts.clone(),
+            metadata: msg.metadata.clone(),
+        }
+    }
+}
+
+impl OwnedTarget {
+    fn as_target(&self) -> SendTarget<'_> {
+        SendTarget {
+            chat_id: &self.chat_id,
+            chat_kind: self.chat_kind,
+            reply_to: self.reply_to.as_ref(),
+            metadata: &self.metadata,
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Poisoning only means a panic elsewhere mid-update; the state is still valid.
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,437 @@
+//! Engine tests: the whole stack over a recording fake channel, in paused time.
+//!
+//! Partials are published the way the manager does (awaiting each `deliver`), time moves
+//! only through `tokio::time::sleep` in a paused runtime, and the assertions read the
+//! recorded calls and their virtual times.
+
+use std::time::Duration;
+
+use tokio::time::{Instant, sleep};
+
+use super::recorder::{Call, Op, Recorder, editable, out, out_to, secs, unpaced};
+use super::*;
+use crate::capabilities::{Capabilities, LengthUnit};
+use crate::message::ChatKind;
+
+fn engine(caps: Capabilities) -> (Arc<Recorder>, Delivery) {
+    let rec = Recorder::new(caps);
+    let delivery = Delivery::new(rec.clone());
+    (rec, delivery)
+}
+
+/// Publishes a partial and asserts it did not hold the caller in (virtual) time.
+async fn partial(d: &Delivery, msg: &OutboundMessage) {
+    let before = Instant::now();
+    d.deliver(msg).await.unwrap();
+    assert_eq!(before.elapsed(), Duration::ZERO, "a partial waited");
+}
+
+#[tokio::test]
+async fn stream_starts_then_edits_then_finishes() {
+    let (rec, d) = engine(unpaced());
+    d.deliver(&out("a ▉", false)).await.unwrap();
+    d.deliver(&out("a ▉", false)).await.unwrap();
+    d.deliver(&out("ab ▉", false)).await.unwrap();
+    d.deliver(&out("abc", true)).await.unwrap();
+    assert_eq!(
+        rec.calls(),
+        [
+            Call::Start("a ▉".into()),
+            Call::Edit("m1".into(), "ab ▉".into()),
+            Call::Finish("m1".into(), "abc".into()),
+        ]
+    );
+    // The stream state is gone: the next final is a new message.
+    d.deliver(&out("next", true)).await.unwrap();
+    assert_eq!(rec.calls().last(), Some(&Call::Send("next".into())));
+}
+
+#[tokio::test]
+async fn final_only_channels_drop_partials() {
+    let (rec, d) = engine(Capabilities::final_only(100));
+    d.deliver(&out("partial", false)).await.unwrap();
+    d.deliver(&out("done", true)).await.unwrap();
+    assert_eq!(rec.calls(), [Call::Send("done".into())]);
+    assert_eq!(d.live_streams(), 0);
+}
+
+async fn paced_stream(kind: ChatKind, interval: f64) {
+    let (rec, d) = engine(editable(4096));
+    let mut text = String::new();
+    for i in 0..100 {
+        text.push_str(&format!("w{i} "));
+        partial(&d, &out_to("s1", kind, &text, false)).await;
+        sleep(secs(0.1)).await;
+    }
+    d.deliver(&out_to("s1", kind, "the end", true))
+        .await
+        .unwrap();
+    let timed = rec.timed();
+    let writes: Vec<Duration> = timed.iter().map(|(at, _)| *at).collect();
+    for pair in writes.windows(2) {
+        assert!(pair[1] - pair[0] >= secs(interval), "{timed:#?}");
+    }
+    // Ten seconds of updates: about one edit per interval, never one per update.
+    let edits = timed
+        .iter()
+        .filter(|(_, c)| matches!(c, Call::Edit(..)))
+        .count();
+    assert!(edits >= (9.0 / interval) as usize, "{edits} edits");
+    assert!(edits <= (10.0 / interval) as usize + 1, "{edits} edits");
+    assert_eq!(
+        timed.last().unwrap().1,
+        Call::Finish("m1".into(), "the end".into())
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn edits_are_at_least_the_private_interval_apart() {
+    paced_stream(ChatKind::Private, 1.0).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn edits_are_at_least_the_group_interval_apart() {
+    paced_stream(ChatKind::Group, 3.0).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn coalescing_keeps_only_the_latest_text() {
+    let (rec, d) = engine(editable(4096));
+    partial(&d, &out("a", false)).await;
+    for text in ["ab", "abc", "abcd"] {
+        partial(&d, &out(text, false)).await;
+    }
+    sleep(secs(2.5)).await;
+    assert_eq!(
+        rec.timed(),
+        [
+            (secs(0.0), Call::Start("a".into())),
+            (secs(1.0), Call::Edit("m1".into(), "abcd".into())),
+        ]
+    );
+    d.deliver(&out("abcde", true)).await.unwrap();
+    assert_eq!(rec.calls().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unchanged_text_is_not_re_edited() {
+    let (rec, d) = engine(editable(4096));
+    partial(&d, &out("a", false)).await;
+    // A change that is undone before the interval allows an edit shows nothing.
+    partial(&d, &out("b", false)).await;
+    partial(&d, &out("a", false)).await;
+    sleep(secs(2.0)).await;
+    partial(&d, &out("a", false)).await;
+    sleep(secs(2.0)).await;
+    assert_eq!(rec.calls(), [Call::Start("a".into())]);
+    partial(&d, &out("ab", false)).await;
+    partial(&d, &out("ab", false)).await;
+    sleep(secs(2.0)).await;
+    partial(&d, &out("ab", false)).await;
+    assert_eq!(
+        rec.calls(),
+        [
+            Call::Start("a".into()),
+            Call::Edit("m1".into(), "ab".into())
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_on_an_edit_pauses_the_chat() {
+    let (rec, d) = engine(editable(4096));
+    rec.fail(Op::Edit, ChannelError::RetryAfter(Duration::from_secs(5)));
+    partial(&d, &out("a", false)).await;
+    sleep(secs(1.0)).await;
+    // Edited at once, refused: this update is dropped, not retried.
+    partial(&d, &out("ab", false)).await;
+    sleep(secs(0.5)).await;
+    partial(&d, &out("abc", false)).await;
+    sleep(secs(10.0)).await;
+    assert_eq!(
+        rec.timed(),
+        [
+            (secs(0.0), Call::Start("a".into())),
+            (secs(6.0), Call::Edit("m1".into(), "abc".into())),
+        ]
+    );
+    assert_eq!(rec.attempts(Op::Edit), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_final_lands_after_a_retry_after_pause() {
+    let (rec, d) = engine(editable(4096));
+    rec.fail(Op::Edit, ChannelError::RetryAfter(Duration::from_secs(5)));
+    partial(&d, &out("a", false)).await;
+    sleep(secs(1.0)).await;
+    partial(&d, &out("ab", false)).await;
+    partial(&d, &out("abc", false)).await;
+    sleep(secs(0.5)).await;
+    d.deliver(&out("abcdef", true)).await.unwrap();
+    assert_eq!(
+        rec.timed(),
+        [
+            (secs(0.0), Call::Start("a".into())),
+            (secs(6.0), Call::Finish("m1".into(), "abcdef".into())),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_final_respects_the_edit_interval_and_supersedes_pending_text() {
+    let (rec, d) = engine(editable(4096));
+    partial(&d, &out_to("s1", ChatKind::Group, "a", false)).await;
+    sleep(secs(0.5)).await;
+    partial(&d, &out_to("s1", ChatKind::Group, "ab", false)).await;
+    d.deliver(&out_to("s1", ChatKind::Group, "abc", true))
+        .await
+        .unwrap();
+    sleep(secs(10.0)).await;
+    assert_eq!(
+        rec.timed(),
+        [
+            (secs(0.0), Call::Start("a".into())),
+            (secs(3.0), Call::Finish("m1".into(), "abc".into())),
+        ]
+    );
+}
+
+fn long_answer() -> String {
+    // 10,000 chars; the emoji count twice in UTF-16, so char slicing would overflow.
+    let mut text = String::new();
+    let mut i = 0;
+    while text.chars().count() < 10_000 {
+        text.push_str(if i % 7 == 6 { "🙂\n" } else { "word " });
+        i += 1;
+    }
+    text.chars().take(10_000).collect()
+}
+
+fn utf16_channel() -> Capabilities {
+    Capabilities {
+        length_unit: LengthUnit::Utf16,
+        ..editable(4096)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_final_is_split_on_a_utf16_channel() {
+    let answer = long_answer();
+    let (rec, d) = engine(utf16_channel());
+    partial(&d, &out("thinking ▉", false)).await;
+    d.deliver(&out(&answer, true)).await.unwrap();
+    let calls = rec.calls();
+    let mut texts = Vec::new();
+    for (i, call) in calls.iter().enumerate().skip(1) {
+        let text = match (i, call) {
+            (1, Call::Finish(id, text)) if id == "m1" => text,
+            (2.., Call::Send(text)) => text,
+            other => panic!("unexpected {other:?}"),
+        };
+        assert!(text.encode_utf16().count() <= 4096);
+        texts.push(text.as_str());
+    }
+    assert_eq!(texts.len(), 3);
+    assert_eq!(texts.concat(), answer);
+    // Without a stream every chunk is a new message.
+    let (rec, d) = engine(utf16_channel());
+    d.deliver(&out(&answer, true)).await.unwrap();
+    let sent: Vec<String> = rec
+        .calls()
+        .into_iter()
+        .map(|c| match c {
+            Call::Send(text) => text,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(sent.concat(), answer);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_partial_is_shown_truncated() {
+    let (rec, d) = engine(editable(10));
+    partial(&d, &out("0123456789abc ▉", false)).await;
+    sleep(secs(1.0)).await;
+    partial(&d, &out("0123456789abcdef ▉", false)).await;
+    d.deliver(&out("0123456789 abcdef", true)).await.unwrap();
+    assert_eq!(
+        rec.calls(),
+        [
+            Call::Start("012345678…".into()),
+            Call::Edit("m1".into(), "012345678…".into()),
+            Call::Finish("m1".into(), "0123456789".into()),
+            Call::Send(" abcdef".into()),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_finish_falls_back_to_a_new_message() {
+    let (rec, d) = engine(utf16_channel());
+    rec.fail(Op::Finish, ChannelError::NotEditable);
+    partial(&d, &out("x ▉", false)).await;
+    d.deliver(&out(&long_answer(), true)).await.unwrap();
+    let calls = rec.calls();
+    assert_eq!(calls[0], Call::Start("x ▉".into()));
+    assert!(
+        calls[1..].iter().all(|c| matches!(c, Call::Send(_))),
+        "{calls:?}"
+    );
+    let sent: Vec<&str> = calls[1..]
+        .iter()
+        .map(|c| match c {
+            Call::Send(t) => t.as_str(),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(sent.concat(), long_answer());
+    assert_eq!(rec.attempts(Op::Finish), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn finals_wait_out_retry_after_within_bounds() {
+    let (rec, d) = engine(Capabilities::final_only(100));
+    rec.fail(Op::Send, ChannelError::RetryAfter(Duration::from_secs(2)));
+    d.deliver(&out("done", true)).await.unwrap();
+    assert_eq!(rec.timed(), [(secs(2.0), Call::Send("done".into()))]);
+    // Past the attempts, the last error is returned.
+    for _ in 0..4 {
+        rec.fail(Op::Send, ChannelError::RetryAfter(Duration::from_secs(1)));
+    }
+    let err = d.deliver(&out("again", true)).await.unwrap_err();
+    assert!(matches!(err, ChannelError::RetryAfter(_)), "{err:?}");
+    assert_eq!(rec.attempts(Op::Send), 2 + 4);
+    // A wait longer than the policy allows fails at once (once the chat's pause from the
+    // last answer is over).
+    sleep(secs(1.0)).await;
+    rec.fail(Op::Send, ChannelError::RetryAfter(Duration::from_secs(600)));
+    let before = Instant::now();
+    assert!(d.deliver(&out("later", true)).await.is_err());
+    assert_eq!(before.elapsed(), Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_partial_is_dropped_and_the_next_one_shows() {
+    let (rec, d) = engine(editable(4096));
+    rec.fail(Op::Start, ChannelError::Transport("reset".into()));
+    partial(&d, &out("a", false)).await;
+    assert_eq!(rec.attempts(Op::Start), 1);
+    partial(&d, &out("ab", false)).await;
+    // A message deleted under the stream: the next partial starts a new one.
+    rec.fail(Op::Edit, ChannelError::NotEditable);
+    sleep(secs(1.0)).await;
+    partial(&d, &out("abc", false)).await;
+    partial(&d, &out("abcd", false)).await;
+    d.deliver(&out("abcde", true)).await.unwrap();
+    assert_eq!(
+        rec.calls(),
+        [
+            Call::Start("ab".into()),
+            Call::Start("abcd".into()),
+            Call::Finish("m2".into(), "abcde".into()),
+        ]
+    );
+}
+
+fn attachment(name: &str) -> crate::message::ResolvedAttachment {
+    crate::message::ResolvedAttachment {
+        virtual_path: format!("/mnt/user-data/outputs/{name}"),
+        actual_path: name.into(),
+        filename: name.into(),
+        mime_type: "text/plain".into(),
+        size: 1,
+        is_image: false,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn attachments_go_after_the_text_and_only_if_it_landed() {
+    let (rec, d) = engine(Capabilities::final_only(100));
+    let mut msg = out("here", true);
+    msg.attachments = vec![
+        attachment("a.txt"),
+        attachment("b.txt"),
+        attachment("c.txt"),
+    ];
+    rec.fail(
+        Op::File,
+        ChannelError::Rejected {
+            reason: "too big".into(),
+        },
+    );
+    d.deliver(&msg).await.unwrap();
+    assert_eq!(
+        rec.calls(),
+        [
+            Call::Send("here".into()),
+            Call::File("b.txt".into()),
+            Call::File("c.txt".into()),
+        ]
+    );
+    rec.fail(
+        Op::Send,
+        ChannelError::Rejected {
+            reason: "no".into(),
+        },
+    );
+    assert!(d.deliver(&msg).await.is_err());
+    assert_eq!(rec.attempts(Op::File), 3, "no upload after a failed text");
+}
+
+#[tokio::test(start_paused = true)]
+async fn stream_state_does_not_outlive_finals() {
+    let (rec, d) = engine(editable(4096));
+    for i in 0..50 {
+        let source = format!("s{i}");
+        partial(&d, &out_to(&source, ChatKind::Group, "a", false)).await;
+        partial(&d, &out_to(&source, ChatKind::Group, "ab", false)).await;
+    }
+    assert_eq!(d.live_streams(), 50);
+    for i in 0..50 {
+        let source = format!("s{i}");
+        d.deliver(&out_to(&source, ChatKind::Group, "done", true))
+            .await
+            .unwrap();
+    }
+    assert_eq!(d.live_streams(), 0);
+    assert_eq!(d.flusher.clock.tracked(), (0, 0));
+    sleep(secs(10.0)).await;
+    d.flusher.tasks.close();
+    d.flusher.tasks.wait().await;
+    let finishes = rec
+        .calls()
+        .iter()
+        .filter(|c| matches!(c, Call::Finish(..)))
+        .count();
+    assert_eq!(finishes, 50);
+    assert!(!rec.calls().iter().any(|c| matches!(c, Call::Edit(..))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_oldest_stream_is_evicted_at_the_bound() {
+    let (rec, d) = engine(unpaced());
+    for i in 0..MAX_STREAMS + 3 {
+        partial(&d, &out_to(&format!("s{i}"), ChatKind::Private, "a", false)).await;
+    }
+    assert_eq!(d.live_streams(), MAX_STREAMS);
+    // The evicted stream's final still lands, as a new message.
+    d.deliver(&out_to("s0", ChatKind::Private, "done", true))
+        .await
+        .unwrap();
+    assert_eq!(rec.calls().last(), Some(&Call::Send("done".into())));
+    d.deliver(&out_to("s5", ChatKind::Private, "done", true))
+        .await
+        .unwrap();
+    assert!(matches!(rec.calls().last(), Some(Call::Finish(..))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_engine_stops_its_flushers() {
+    let (rec, d) = engine(editable(4096));
+    partial(&d, &out("a", false)).await;
+    partial(&d, &out("ab", false)).await;
+    let tasks = d.flusher.tasks.clone();
+    drop(d);
+    tasks.wait().await;
+    assert_eq!(rec.calls(), [Call::Start("a".into())]);
+}

@@ -1,0 +1,420 @@
+//! `Throttle`: paces the calls of one channel the way platforms ask.
+//!
+//! Two rules, both kept in an [`EditClock`] that the stream coalescer also reads, so it
+//! can schedule a flush for the moment the clock allows instead of waiting inside a call
+//! with a text that may be stale by then:
+//!
+//! - **Minimum edit interval.** Two writes of one message (its creation by
+//!   `start_stream`, its edits, its `finish_stream`) are at least
+//!   `min_edit_interval_private` / `min_edit_interval_group` apart, by the target's
+//!   [`ChatKind`]. An edit or finish that comes too early waits.
+//! - **Retry-After pauses the chat.** A `RetryAfter(d)` answer to any call in a chat
+//!   pauses every later call in that chat until `d` has passed; they wait, the failing call
+//!   itself is reported as is (the layers above decide whether to retry it). A call that
+//!   would wait longer than [`MAX_PAUSE_WAIT`] fails at once with the remaining
+//!   `RetryAfter` instead of holding its caller.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::capabilities::Capabilities;
+use crate::channel::{Channel, ChannelExit, SendTarget, SentMessage};
+use crate::error::{ChannelError, RetryAfterHint};
+use crate::ids::{ChatId, MessageId};
+use crate::inbound::InboundSink;
+use crate::message::{ChatKind, ResolvedAttachment};
+
+/// The longest a call waits for its chat's pause to end; a longer pause fails the call.
+pub const MAX_PAUSE_WAIT: Duration = Duration::from_secs(60);
+
+/// How many chats' pauses are remembered at once. Expired pauses are pruned on every
+/// insert; at the bound the pause ending soonest is forgotten (that chat's next call may
+/// meet another `RetryAfter`, which pauses it again).
+const MAX_PAUSED_CHATS: usize = 1024;
+
+/// How many messages' last write times are remembered at once. An entry is dropped when
+/// its message is finished, and pruned once its interval has passed; at the bound the
+/// oldest is forgotten (its next edit may come early, and at worst meet a `RetryAfter`).
+const MAX_TRACKED_MESSAGES: usize = 1024;
+
+/// When each chat and each live message may next be written.
+#[derive(Debug)]
+pub struct EditClock {
+    private: Duration,
+    group: Duration,
+    state: Mutex<ClockState>,
+}
+
+#[derive(Debug, Default)]
+struct ClockState {
+    /// Chat → end of its Retry-After pause (bounded by [`MAX_PAUSED_CHATS`]).
+    paused: HashMap<ChatId, Instant>,
+    /// (chat, message) → its last write (bounded by [`MAX_TRACKED_MESSAGES`]).
+    written: HashMap<(ChatId, MessageId), Instant>,
+}
+
+impl EditClock {
+    /// A clock for a channel with these capabilities.
+    pub fn new(caps: &Capabilities) -> Self {
+        Self {
+            private: caps.min_edit_interval_private,
+            group: caps.min_edit_interval_group,
+            state: Mutex::new(ClockState::default()),
+        }
+    }
+
+    /// The minimum time between two writes of one message in a chat of this kind.
+    pub fn interval(&self, kind: ChatKind) -> Duration {
+        match kind {
+            ChatKind::Private => self.private,
+            ChatKind::Group => self.group,
+        }
+    }
+
+    /// When `chat` may next be written to: after its pause, and for an existing `message`,
+    /// one interval after its last write. Possibly in the past.
+    pub fn ready_at(&self, chat: &ChatId, kind: ChatKind, message: Option<&MessageId>) -> Instant {
+        let state = self.lock();
+        let paused = state.paused.get(chat).copied();
+        let written = message
+            .and_then(|m| state.written.get(&(chat.clone(), m.clone())))
+            .map(|at| *at + self.interval(kind));
+        let now = Instant::now();
+        [paused, written]
+            .into_iter()
+            .flatten()
+            .fold(now, Instant::max)
+    }
+
+    /// When `chat`'s pause ends, if it is paused.
+    fn paused_until(&self, chat: &ChatId) -> Option<Instant> {
+        self.lock()
+            .paused
+            .get(chat)
+            .copied()
+            .filter(|at| *at > Instant::now())
+    }
+
+    fn pause(&self, chat: &ChatId, wait: Duration) {
+        let until = Instant::now() + wait;
+        let mut state = self.lock();
+        let now = Instant::now();
+        let entry = state.paused.get(chat).copied();
+        if entry.is_none_or(|old| old < until) {
+            insert_bounded(
+                &mut state.paused,
+                chat.clone(),
+                until,
+                MAX_PAUSED_CHATS,
+                |at| at <= now,
+            );
+        }
+    }
+
+    fn wrote(&self, chat: &ChatId, message: &MessageId) {
+        let now = Instant::now();
+        let longest = self.private.max(self.group);
+        let mut state = self.lock();
+        let key = (chat.clone(), message.clone());
+        insert_bounded(&mut state.written, key, now, MAX_TRACKED_MESSAGES, |at| {
+            at + longest <= now
+        });
+    }
+
+    fn forget(&self, chat: &ChatId, message: &MessageId) {
+        self.lock().written.remove(&(chat.clone(), message.clone()));
+    }
+
+    /// How many chats and messages the clock tracks (for tests of its bounds).
+    #[cfg(test)]
+    pub(crate) fn tracked(&self) -> (usize, usize) {
+        let state = self.lock();
+        (state.paused.len(), state.written.len())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ClockState> {
+        // Poisoning only means a panic elsewhere mid-update; the maps are still valid.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Inserts into a map bounded by `cap`: first drops the entries `expired` says are
+/// useless, then, still full, the one with the earliest instant.
+fn insert_bounded<K: Eq + Hash + Clone>(
+    map: &mut HashMap<K, Instant>,
+    key: K,
+    at: Instant,
+    cap: usize,
+    expired: impl Fn(Instant) -> bool,
+) {
+    if !map.contains_key(&key) && map.len() >= cap {
+        map.retain(|_, at| !expired(*at));
+        if map.len() >= cap
+            && let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, at)| **at)
+                .map(|(k, _)| k.clone())
+        {
+            map.remove(&oldest);
+        }
+    }
+    map.insert(key, at);
+}
+
+/// The pacing layer (see the module docs).
+#[derive(Debug)]
+pub struct Throttle<C> {
+    inner: C,
+    clock: Arc<EditClock>,
+}
+
+impl<C: Channel> Throttle<C> {
+    /// Paces `inner` by its own capabilities.
+    pub fn new(inner: C) -> Self {
+        let clock = Arc::new(EditClock::new(&inner.capabilities()));
+        Self { inner, clock }
+    }
+
+    /// The clock, for schedulers that want to call only when it allows.
+    pub fn clock(&self) -> &Arc<EditClock> {
+        &self.clock
+    }
+
+    /// The wrapped channel.
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+
+    /// Waits until `target`'s chat (and `message`, if any) may be written to.
+    async fn ready(
+        &self,
+        target: &SendTarget<'_>,
+        message: Option<&MessageId>,
+    ) -> Result<(), ChannelError> {
+        let at = match message {
+            Some(m) => self
+                .clock
+                .ready_at(target.chat_id, target.chat_kind, Some(m)),
+            None => self
+                .clock
+                .paused_until(target.chat_id)
+                .unwrap_or_else(Instant::now),
+        };
+        let wait = at.saturating_duration_since(Instant::now());
+        if wait > MAX_PAUSE_WAIT {
+            return Err(ChannelError::RetryAfter(wait));
+        }
+        if !wait.is_zero() {
+            tokio::time::sleep_until(at).await;
+        }
+        Ok(())
+    }
+
+    /// Records a Retry-After answer as a pause of the chat.
+    fn observe<T>(&self, target: &SendTarget<'_>, result: &Result<T, ChannelError>) {
+        if let Some(wait) = result.as_ref().err().and_then(RetryAfterHint::retry_after) {
+            self.clock.pause(target.chat_id, wait);
+        }
+    }
+}
+
+#[async_trait]
+impl<C: Channel> Channel for Throttle<C> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+
+    async fn run(
+        &self,
+        sink: InboundSink,
+        shutdown: CancellationToken,
+    ) -> Result<ChannelExit, ChannelError> {
+        self.inner.run(sink, shutdown).await
+    }
+
+    async fn send_text(
+        &self,
+        target: SendTarget<'_>,
+        text: &str,
+    ) -> Result<SentMessage, ChannelError> {
+        self.ready(&target, None).await?;
+        let result = self.inner.send_text(target, text).await;
+        self.observe(&target, &result);
+        result
+    }
+
+    async fn start_stream(
+        &self,
+        target: SendTarget<'_>,
+        text: &str,
+    ) -> Result<SentMessage, ChannelError> {
+        self.ready(&target, None).await?;
+        let result = self.inner.start_stream(target, text).await;
+        self.observe(&target, &result);
+        if let Ok(sent) = &result {
+            self.clock.wrote(target.chat_id, &sent.id);
+        }
+        result
+    }
+
+    async fn edit_text(
+        &self,
+        target: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        self.ready(&target, Some(message)).await?;
+        let result = self.inner.edit_text(target, message, text).await;
+        self.observe(&target, &result);
+        if result.is_ok() {
+            self.clock.wrote(target.chat_id, message);
+        }
+        result
+    }
+
+    async fn finish_stream(
+        &self,
+        target: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        self.ready(&target, Some(message)).await?;
+        let result = self.inner.finish_stream(target, message, text).await;
+        self.observe(&target, &result);
+        // A finished message is never edited again; keep it only while a retry may come.
+        if result
+            .as_ref()
+            .err()
+            .and_then(RetryAfterHint::retry_after)
+            .is_none()
+        {
+            self.clock.forget(target.chat_id, message);
+        }
+        result
+    }
+
+    async fn send_file(
+        &self,
+        target: SendTarget<'_>,
+        file: &ResolvedAttachment,
+    ) -> Result<(), ChannelError> {
+        self.ready(&target, None).await?;
+        let result = self.inner.send_file(target, file).await;
+        self.observe(&target, &result);
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::ChannelExt;
+    use crate::delivery::recorder::{Call, Op, Recorder, editable, out, out_to, secs};
+
+    #[tokio::test(start_paused = true)]
+    async fn writes_of_one_message_are_an_interval_apart_by_chat_kind() {
+        for (kind, interval) in [(ChatKind::Private, 1.0), (ChatKind::Group, 3.0)] {
+            let rec = Recorder::new(editable(100));
+            let throttle = rec.clone().throttle();
+            let msg = out_to("s1", kind, "", false);
+            let target = SendTarget::from(&msg);
+            let sent = throttle.start_stream(target, "a").await.unwrap();
+            throttle.edit_text(target, &sent.id, "ab").await.unwrap();
+            // Another message of the chat is not held back by this one.
+            throttle.send_text(target, "other").await.unwrap();
+            throttle
+                .finish_stream(target, &sent.id, "abc")
+                .await
+                .unwrap();
+            let times: Vec<_> = rec.timed().into_iter().map(|(at, _)| at).collect();
+            assert_eq!(
+                times,
+                [
+                    secs(0.0),
+                    secs(interval),
+                    secs(interval),
+                    secs(2.0 * interval)
+                ]
+            );
+            assert_eq!(
+                throttle.clock().tracked(),
+                (0, 0),
+                "finished messages are forgotten"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_after_pauses_every_call_in_the_chat() {
+        let rec = Recorder::new(editable(100));
+        let throttle = rec.clone().throttle();
+        let msg = out("", true);
+        let target = SendTarget::from(&msg);
+        rec.fail(Op::Send, ChannelError::RetryAfter(Duration::from_secs(4)));
+        let err = throttle.send_text(target, "a").await.unwrap_err();
+        assert!(matches!(err, ChannelError::RetryAfter(_)), "reported as is");
+        throttle.send_text(target, "b").await.unwrap();
+        assert_eq!(rec.timed(), [(secs(4.0), Call::Send("b".into()))]);
+        // Other chats are not paused.
+        let mut elsewhere = out("", true);
+        elsewhere.chat_id = "c2".into();
+        rec.fail(Op::Send, ChannelError::RetryAfter(Duration::from_secs(4)));
+        let _ = throttle.send_text(target, "c").await;
+        throttle
+            .send_text(SendTarget::from(&elsewhere), "d")
+            .await
+            .unwrap();
+        assert_eq!(
+            rec.timed().last(),
+            Some(&(secs(4.0), Call::Send("d".into())))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pause_longer_than_the_bound_fails_at_once() {
+        let rec = Recorder::new(editable(100));
+        let throttle = rec.clone().throttle();
+        let msg = out("", true);
+        let target = SendTarget::from(&msg);
+        rec.fail(
+            Op::Send,
+            ChannelError::RetryAfter(Duration::from_secs(3600)),
+        );
+        let _ = throttle.send_text(target, "a").await;
+        let err = throttle.send_text(target, "b").await.unwrap_err();
+        assert!(matches!(err, ChannelError::RetryAfter(d) if d > MAX_PAUSE_WAIT));
+        assert_eq!(rec.attempts(Op::Send), 1, "the platform is left alone");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_clock_stays_bounded() {
+        let clock = EditClock::new(&editable(100));
+        for i in 0..MAX_TRACKED_MESSAGES + 10 {
+            clock.wrote(&ChatId::from("c1"), &MessageId::new(i.to_string()));
+            clock.pause(
+                &ChatId::from(format!("c{i}").as_str()),
+                Duration::from_secs(60),
+            );
+        }
+        assert_eq!(clock.tracked(), (MAX_PAUSED_CHATS, MAX_TRACKED_MESSAGES));
+        // Entries whose interval or pause has passed make room before anything live does.
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        clock.wrote(&ChatId::from("c1"), &MessageId::new("new"));
+        clock.pause(&ChatId::from("new"), Duration::from_secs(1));
+        assert_eq!(clock.tracked(), (1, 1));
+    }
+}

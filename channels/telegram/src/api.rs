@@ -1,0 +1,337 @@
+//! A thin Bot API client: one function per method the adapter calls.
+//!
+//! Every call is `POST {api_url}/bot<token>/<method>` with a JSON body (multipart for
+//! uploads), answered by the [`ApiResponse`] envelope. This is the only place the token
+//! is put on the wire, and the URL carrying it never leaves this file: transport errors
+//! are stored without their URL, redirects are not followed (they would carry the token
+//! elsewhere), and `Debug` shows the base URL only.
+//!
+//! Bounds: each call has a timeout ([`CALL_TIMEOUT`], [`UPLOAD_TIMEOUT`], or the long-poll
+//! timeout plus [`POLL_MARGIN`]); an answer larger than [`MAX_RESPONSE_BYTES`] is refused
+//! rather than buffered.
+
+use std::time::Duration;
+
+use im_bridge_channel::Secret;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::TelegramError;
+use crate::model::{
+    ApiResponse, DeleteWebhook, EditMessageText, GetUpdates, Message, ReplyParameters,
+    SendMessage, SetMyCommands, SetWebhook, User,
+};
+
+/// Timeout of an ordinary call.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Timeout of an upload (up to 50 MB).
+pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(300);
+/// How much longer than its long-poll timeout a `getUpdates` may take before we give up
+/// on the connection.
+pub const POLL_MARGIN: Duration = Duration::from_secs(15);
+/// Largest answer read into memory (100 updates are far below it).
+pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+/// Connection setup timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most updates one `getUpdates` returns (Telegram's maximum).
+const POLL_LIMIT: u32 = 100;
+/// The update kinds we ask for: only new messages.
+const ALLOWED_UPDATES: &[&str] = &["message"];
+
+/// Which upload method to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UploadKind {
+    /// `sendPhoto`, field `photo` (≤ 10 MB).
+    Photo,
+    /// `sendDocument`, field `document` (≤ 50 MB).
+    Document,
+}
+
+impl UploadKind {
+    fn method(self) -> &'static str {
+        match self {
+            Self::Photo => "sendPhoto",
+            Self::Document => "sendDocument",
+        }
+    }
+
+    fn field(self) -> &'static str {
+        match self {
+            Self::Photo => "photo",
+            Self::Document => "document",
+        }
+    }
+}
+
+/// A file to upload.
+#[derive(Debug)]
+pub struct Upload {
+    /// Photo or document.
+    pub kind: UploadKind,
+    /// The conversation.
+    pub chat_id: i64,
+    /// The message it answers.
+    pub reply: Option<ReplyParameters>,
+    /// The name shown to the user.
+    pub filename: String,
+    /// The MIME type.
+    pub mime_type: String,
+    /// The content.
+    pub bytes: Vec<u8>,
+}
+
+/// The Bot API client. Cheap to clone.
+#[derive(Clone)]
+pub struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: Secret,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api")
+            .field("base", &self.base)
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+impl Api {
+    /// A client for the Bot API at `api_url` (no trailing slash needed).
+    pub fn new(api_url: &str, token: Secret) -> Result<Self, TelegramError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| TelegramError::Client(e.without_url()))?;
+        Ok(Self {
+            http,
+            base: api_url.trim_end_matches('/').to_owned(),
+            token,
+        })
+    }
+
+    fn url(&self, method: &str) -> String {
+        format!("{}/bot{}/{method}", self.base, self.token.expose())
+    }
+
+    async fn call<P: Serialize + ?Sized, R: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        params: &P,
+        timeout: Duration,
+    ) -> Result<R, TelegramError> {
+        let response = self
+            .http
+            .post(self.url(method))
+            .timeout(timeout)
+            .json(params)
+            .send()
+            .await
+            .map_err(|e| TelegramError::transport(method, e))?;
+        read(method, response).await
+    }
+
+    /// `getMe`: who the bot is.
+    pub async fn get_me(&self) -> Result<User, TelegramError> {
+        self.call("getMe", &serde_json::json!({}), CALL_TIMEOUT)
+            .await
+    }
+
+    /// `deleteWebhook`, keeping pending updates (polling fails while a webhook is set).
+    pub async fn delete_webhook(&self) -> Result<(), TelegramError> {
+        let _: Value = self
+            .call(
+                "deleteWebhook",
+                &DeleteWebhook {
+                    drop_pending_updates: false,
+                },
+                CALL_TIMEOUT,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// `setWebhook` with the secret Telegram will echo on every delivery.
+    pub async fn set_webhook(&self, url: &str, secret_token: &Secret) -> Result<(), TelegramError> {
+        let params = SetWebhook {
+            url: url.to_owned(),
+            secret_token: secret_token.expose().to_owned(),
+            allowed_updates: allowed_updates(),
+        };
+        let _: Value = self.call("setWebhook", &params, CALL_TIMEOUT).await?;
+        Ok(())
+    }
+
+    /// `setMyCommands`.
+    pub async fn set_my_commands(&self, params: &SetMyCommands) -> Result<(), TelegramError> {
+        let _: Value = self.call("setMyCommands", params, CALL_TIMEOUT).await?;
+        Ok(())
+    }
+
+    /// `getUpdates`, held open by Telegram for up to `timeout`. Updates come back as raw
+    /// JSON so one the adapter cannot read is still acknowledged by its `update_id`.
+    pub async fn get_updates(
+        &self,
+        offset: Option<i64>,
+        timeout: Duration,
+    ) -> Result<Vec<Value>, TelegramError> {
+        let params = GetUpdates {
+            offset,
+            limit: POLL_LIMIT,
+            timeout: timeout.as_secs(),
+            allowed_updates: allowed_updates(),
+        };
+        self.call("getUpdates", &params, timeout + POLL_MARGIN)
+            .await
+    }
+
+    /// `sendMessage`.
+    pub async fn send_message(&self, params: &SendMessage) -> Result<Message, TelegramError> {
+        self.call("sendMessage", params, CALL_TIMEOUT).await
+    }
+
+    /// `editMessageText`.
+    pub async fn edit_message_text(&self, params: &EditMessageText) -> Result<(), TelegramError> {
+        let _: Value = self.call("editMessageText", params, CALL_TIMEOUT).await?;
+        Ok(())
+    }
+
+    /// `sendPhoto` / `sendDocument` as multipart.
+    pub async fn send_file(&self, upload: Upload) -> Result<Message, TelegramError> {
+        let method = upload.kind.method();
+        // An implausible declared type is replaced rather than failing the upload.
+        let mime = if looks_like_mime(&upload.mime_type) {
+            upload.mime_type.as_str()
+        } else {
+            "application/octet-stream"
+        };
+        let part = reqwest::multipart::Part::bytes(upload.bytes)
+            .file_name(upload.filename.clone())
+            .mime_str(mime)
+            .map_err(|_| TelegramError::Upload {
+                filename: upload.filename.clone(),
+                reason: "its MIME type is not valid".into(),
+            })?;
+        let mut form = reqwest::multipart::Form::new()
+            .text("chat_id", upload.chat_id.to_string())
+            .part(upload.kind.field(), part);
+        if let Some(reply) = &upload.reply {
+            let json = serde_json::to_string(reply).map_err(|e| TelegramError::Decode {
+                method,
+                detail: e.to_string(),
+            })?;
+            form = form.text("reply_parameters", json);
+        }
+        let response = self
+            .http
+            .post(self.url(method))
+            .timeout(UPLOAD_TIMEOUT)
+            .multipart(form)
+            .send()
+            .await
+            .map_err(|e| TelegramError::transport(method, e))?;
+        read(method, response).await
+    }
+}
+
+/// `type/subtype` made of MIME token characters.
+fn looks_like_mime(text: &str) -> bool {
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&^_.+-".contains(&b))
+    };
+    text.split_once('/')
+        .is_some_and(|(kind, sub)| token(kind) && token(sub))
+}
+
+fn allowed_updates() -> Vec<String> {
+    ALLOWED_UPDATES.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Reads the envelope (bounded), then the result as `R`.
+async fn read<R: DeserializeOwned>(
+    method: &'static str,
+    mut response: reqwest::Response,
+) -> Result<R, TelegramError> {
+    let status = response.status();
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
+    {
+        return Err(too_large(method));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| TelegramError::transport(method, e))?
+    {
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(too_large(method));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let envelope: ApiResponse<Value> = match serde_json::from_slice(&body) {
+        Ok(envelope) => envelope,
+        Err(_) => {
+            return Err(TelegramError::Api {
+                method,
+                code: i64::from(status.as_u16()),
+                description: format!("a non-JSON answer with HTTP status {status}"),
+            });
+        }
+    };
+    if !envelope.ok {
+        return Err(TelegramError::from_api(
+            method,
+            envelope
+                .error_code
+                .unwrap_or_else(|| i64::from(status.as_u16())),
+            envelope.description.unwrap_or_default(),
+            envelope.parameters.as_ref(),
+        ));
+    }
+    serde_json::from_value(envelope.result.unwrap_or(Value::Null)).map_err(|e| {
+        // serde's message could quote a value from the answer; keep only its shape.
+        TelegramError::Decode {
+            method,
+            detail: format!("{:?} error in the result", e.classify()),
+        }
+    })
+}
+
+fn too_large(method: &'static str) -> TelegramError {
+    TelegramError::Decode {
+        method,
+        detail: format!("the answer exceeds {MAX_RESPONSE_BYTES} bytes"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKEN: &str = "4242:SECRET-token-value_xyz";
+
+    #[tokio::test]
+    async fn transport_errors_never_carry_the_token() {
+        // Nothing listens on port 1: the call fails at connect time with the URL known.
+        let api = Api::new("http://127.0.0.1:1", Secret::new(TOKEN)).unwrap();
+        let error = api.get_me().await.unwrap_err();
+        assert!(matches!(error, TelegramError::Transport { .. }), "{error:?}");
+        let mut text = format!("{error} {error:?} {api:?}");
+        let mut source = std::error::Error::source(&error);
+        while let Some(s) = source {
+            text.push_str(&format!(" {s} {s:?}"));
+            source = s.source();
+        }
+        let channel_error = im_bridge_channel::ChannelError::from(error);
+        text.push_str(&format!(" {channel_error} {channel_error:?}"));
+        assert!(!text.contains("SECRET-token"), "{text}");
+        assert!(!text.contains("4242:"), "{text}");
+    }
+}

@@ -1,0 +1,544 @@
+//! The `channels.telegram` block: raw keys as an operator writes them, and the resolved
+//! settings the adapter runs with.
+//!
+//! The daemon reads the keys every channel shares (`enabled`, `allowed_users`,
+//! `admin_users`, `session`, `locale`); everything else in the block is handed to
+//! [`from_block`]. An unknown key is a warning, not an error, because operators share this
+//! file with DeerFlow (STYLE habit 6). [`RawTelegramConfig::validate`] is pure: it opens no
+//! socket, so `check-config` can run it anywhere, and it never echoes a secret.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use im_bridge_channel::Secret;
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Where these keys live in `config.yaml`; every [`ConfigIssue`] path starts with it.
+pub const KEY_PREFIX: &str = "channels.telegram";
+/// The hosted Bot API.
+pub const DEFAULT_API_URL: &str = "https://api.telegram.org";
+/// How long one `getUpdates` long poll is held open by Telegram when nothing happens.
+pub const DEFAULT_POLL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest accepted `poll_timeout_seconds`; a poll is also bounded on our side by this
+/// plus a margin, so a silently dead connection is noticed within that time.
+const MAX_POLL_TIMEOUT_SECONDS: i64 = 300;
+/// Telegram's limit on `secret_token`.
+const MAX_SECRET_TOKEN_LEN: usize = 256;
+
+/// The adapter's keys of `channels.telegram`, as written (types kept permissive so
+/// [`RawTelegramConfig::validate`] can say what was expected).
+#[derive(Debug, Default, Deserialize)]
+pub struct RawTelegramConfig {
+    /// The bot token from @BotFather (`123456:ABC-…`), usually `$TELEGRAM_BOT_TOKEN`.
+    /// Required.
+    pub bot_token: Option<Secret>,
+    /// Base URL of the Bot API: the hosted one by default, or a local Bot API server
+    /// (`telegram-bot-api --local`) or, in tests, a fake. Default `https://api.telegram.org`.
+    pub api_url: Option<String>,
+    /// How updates arrive: `polling` (default; no public endpoint needed) or `webhook`.
+    pub mode: Option<String>,
+    /// Webhook settings; read only when `mode: webhook`.
+    pub webhook: Option<RawWebhook>,
+    /// DeerFlow's Bot API 10.1 rich messages. Accepted for compatibility and ignored for
+    /// now: replies are plain text.
+    pub rich_messages: Option<bool>,
+    /// Long-poll timeout of `getUpdates`, in whole seconds, 1 to 300. Default 30.
+    pub poll_timeout_seconds: Option<i64>,
+}
+
+/// `channels.telegram.webhook`.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawWebhook {
+    /// Local address the webhook server binds, e.g. `0.0.0.0:8443`. Required.
+    pub listen: Option<String>,
+    /// The public HTTPS URL Telegram posts to (your reverse proxy), e.g.
+    /// `https://bot.example.com/telegram/hook`; its path is the path served locally.
+    /// Required.
+    pub public_url: Option<String>,
+    /// Sent by Telegram in `X-Telegram-Bot-Api-Secret-Token` on every delivery; requests
+    /// without it are refused. 1 to 256 characters of `A-Z a-z 0-9 _ -`. Required.
+    pub secret_token: Option<Secret>,
+}
+
+/// One problem (or warning) with the block, at a full key path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// Dotted key path, e.g. `channels.telegram.bot_token`.
+    pub path: String,
+    /// What was expected. Never contains a secret's value.
+    pub message: String,
+}
+
+impl ConfigIssue {
+    fn new(key: &str, message: impl Into<String>) -> Self {
+        let path = if key.is_empty() {
+            KEY_PREFIX.to_owned()
+        } else {
+            format!("{KEY_PREFIX}.{key}")
+        };
+        Self {
+            path,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Resolved settings and the warnings found on the way.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// What the adapter runs with.
+    pub settings: TelegramSettings,
+    /// Unknown or ignored keys.
+    pub warnings: Vec<ConfigIssue>,
+}
+
+/// What the Telegram adapter runs with.
+#[derive(Clone, Debug, Serialize)]
+pub struct TelegramSettings {
+    /// The bot token. Only [`crate::api`] puts it on the wire.
+    pub bot_token: Secret,
+    /// Bot API base URL without a trailing slash.
+    pub api_url: String,
+    /// How updates arrive.
+    pub transport: Transport,
+    /// Accepted and ignored for now (plain text only).
+    pub rich_messages: bool,
+}
+
+impl TelegramSettings {
+    /// Long polling against the hosted Bot API with the default timeout.
+    pub fn new(bot_token: Secret) -> Self {
+        Self {
+            bot_token,
+            api_url: DEFAULT_API_URL.to_owned(),
+            transport: Transport::Polling {
+                timeout: DEFAULT_POLL_TIMEOUT,
+            },
+            rich_messages: false,
+        }
+    }
+
+    /// The same settings against another Bot API base URL (a local server, a fake).
+    pub fn with_api_url(mut self, api_url: impl Into<String>) -> Self {
+        self.api_url = api_url.into().trim_end_matches('/').to_owned();
+        self
+    }
+}
+
+/// How updates arrive.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case", tag = "mode")]
+pub enum Transport {
+    /// `deleteWebhook`, then `getUpdates` long polls.
+    Polling {
+        /// Long-poll timeout of each `getUpdates`.
+        #[serde(serialize_with = "secs")]
+        timeout: Duration,
+    },
+    /// An HTTP server Telegram posts updates to.
+    Webhook(WebhookSettings),
+}
+
+/// Resolved webhook settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct WebhookSettings {
+    /// Local address to bind.
+    pub listen: SocketAddr,
+    /// The URL given to `setWebhook`.
+    pub public_url: String,
+    /// The path served locally (the path of `public_url`, `/` when it has none).
+    pub path: String,
+    /// Expected in `X-Telegram-Bot-Api-Secret-Token`.
+    pub secret_token: Secret,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// Reads the adapter's part of the block (any self-describing deserializer: the daemon
+/// passes its YAML mapping) and validates it. Unknown keys become warnings; a value of the
+/// wrong type is an error at its key path.
+pub fn from_block<'de, D: Deserializer<'de>>(block: D) -> Result<Loaded, Vec<ConfigIssue>> {
+    let mut unknown = Vec::new();
+    let raw: RawTelegramConfig = {
+        let mut on_unknown = |path: serde_ignored::Path<'_>| {
+            // serde_ignored marks `Option` layers with `?`; they are not keys.
+            unknown.push(path.to_string().replace(".?", "").replace("?.", ""));
+        };
+        let ignored = serde_ignored::Deserializer::new(block, &mut on_unknown);
+        serde_path_to_error::deserialize(ignored).map_err(|e| {
+            let key = e.path().to_string().replace(".?", "").replace("?.", "");
+            let key = if key == "." { String::new() } else { key };
+            vec![ConfigIssue::new(&key, e.into_inner().to_string())]
+        })?
+    };
+    let mut loaded = raw.validate()?;
+    loaded.warnings.splice(
+        0..0,
+        unknown
+            .iter()
+            .map(|k| ConfigIssue::new(k, "unknown key, ignored")),
+    );
+    Ok(loaded)
+}
+
+impl RawTelegramConfig {
+    /// Resolves the raw keys, listing every problem. Pure.
+    pub fn validate(&self) -> Result<Loaded, Vec<ConfigIssue>> {
+        let mut errors = Vec::new();
+        let mut warnings = Vec::new();
+
+        let bot_token = match &self.bot_token {
+            None => {
+                errors.push(ConfigIssue::new(
+                    "bot_token",
+                    "required: the bot token from @BotFather, e.g. bot_token: $TELEGRAM_BOT_TOKEN",
+                ));
+                Secret::default()
+            }
+            Some(token) if !looks_like_bot_token(token.expose()) => {
+                // Never echo the value: it may be a real token with a typo.
+                errors.push(ConfigIssue::new(
+                    "bot_token",
+                    "does not look like a bot token (expected <digits>:<secret> as @BotFather gives it)",
+                ));
+                Secret::default()
+            }
+            Some(token) => token.clone(),
+        };
+
+        let api_url = match self.api_url.as_deref().map(str::trim) {
+            None | Some("") => DEFAULT_API_URL.to_owned(),
+            Some(text) => match http_url(text) {
+                Some(url) => url,
+                None => {
+                    errors.push(ConfigIssue::new(
+                        "api_url",
+                        format!(
+                            "expected an http:// or https:// URL without query, got {text:?}"
+                        ),
+                    ));
+                    DEFAULT_API_URL.to_owned()
+                }
+            },
+        };
+
+        if self.rich_messages == Some(true) {
+            warnings.push(ConfigIssue::new(
+                "rich_messages",
+                "rich messages are not supported by im-bridge yet; replies are sent as plain text",
+            ));
+        }
+
+        let transport = match self.mode.as_deref().map(str::trim) {
+            None | Some("") | Some("polling") => {
+                if self.webhook.is_some() {
+                    warnings.push(ConfigIssue::new(
+                        "webhook",
+                        "ignored because mode is polling (set mode: webhook to use it)",
+                    ));
+                }
+                let timeout = match self.poll_timeout_seconds {
+                    None => DEFAULT_POLL_TIMEOUT,
+                    Some(s) if (1..=MAX_POLL_TIMEOUT_SECONDS).contains(&s) => {
+                        Duration::from_secs(s.unsigned_abs())
+                    }
+                    Some(s) => {
+                        errors.push(ConfigIssue::new(
+                            "poll_timeout_seconds",
+                            format!(
+                                "expected whole seconds from 1 to {MAX_POLL_TIMEOUT_SECONDS}, got {s}"
+                            ),
+                        ));
+                        DEFAULT_POLL_TIMEOUT
+                    }
+                };
+                Transport::Polling { timeout }
+            }
+            Some("webhook") => {
+                if self.poll_timeout_seconds.is_some() {
+                    warnings.push(ConfigIssue::new(
+                        "poll_timeout_seconds",
+                        "ignored because mode is webhook",
+                    ));
+                }
+                let hook = self.webhook.as_ref();
+                let raw = RawWebhook::default();
+                let hook = hook.unwrap_or(&raw);
+                match validate_webhook(hook, &api_url, &mut errors, &mut warnings) {
+                    Some(webhook) => Transport::Webhook(webhook),
+                    None => Transport::Polling {
+                        timeout: DEFAULT_POLL_TIMEOUT,
+                    },
+                }
+            }
+            Some(other) => {
+                errors.push(ConfigIssue::new(
+                    "mode",
+                    format!("expected polling or webhook, got {other:?}"),
+                ));
+                Transport::Polling {
+                    timeout: DEFAULT_POLL_TIMEOUT,
+                }
+            }
+        };
+
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Loaded {
+            settings: TelegramSettings {
+                bot_token,
+                api_url,
+                transport,
+                rich_messages: self.rich_messages.unwrap_or(false),
+            },
+            warnings,
+        })
+    }
+}
+
+fn validate_webhook(
+    hook: &RawWebhook,
+    api_url: &str,
+    errors: &mut Vec<ConfigIssue>,
+    warnings: &mut Vec<ConfigIssue>,
+) -> Option<WebhookSettings> {
+    let before = errors.len();
+    let listen = match hook.listen.as_deref().map(str::trim) {
+        None | Some("") => {
+            errors.push(ConfigIssue::new(
+                "webhook.listen",
+                "required with mode: webhook: the local address to bind, e.g. 0.0.0.0:8443",
+            ));
+            None
+        }
+        Some(text) => match text.parse::<SocketAddr>() {
+            Ok(addr) => Some(addr),
+            Err(_) => {
+                errors.push(ConfigIssue::new(
+                    "webhook.listen",
+                    format!("expected an address such as 0.0.0.0:8443, got {text:?}"),
+                ));
+                None
+            }
+        },
+    };
+    let public = match hook.public_url.as_deref().map(str::trim) {
+        None | Some("") => {
+            errors.push(ConfigIssue::new(
+                "webhook.public_url",
+                "required with mode: webhook: the public https:// URL Telegram posts to",
+            ));
+            None
+        }
+        Some(text) => match reqwest::Url::parse(text) {
+            Ok(url)
+                if matches!(url.scheme(), "http" | "https")
+                    && url.host().is_some()
+                    && url.query().is_none()
+                    && url.fragment().is_none() =>
+            {
+                if url.scheme() == "http" && api_url == DEFAULT_API_URL {
+                    warnings.push(ConfigIssue::new(
+                        "webhook.public_url",
+                        "the hosted Bot API only delivers to https:// URLs",
+                    ));
+                }
+                Some((text.to_owned(), url.path().to_owned()))
+            }
+            _ => {
+                errors.push(ConfigIssue::new(
+                    "webhook.public_url",
+                    format!("expected an https:// URL without query, got {text:?}"),
+                ));
+                None
+            }
+        },
+    };
+    let secret_token = match &hook.secret_token {
+        None => {
+            errors.push(ConfigIssue::new(
+                "webhook.secret_token",
+                "required with mode: webhook: 1 to 256 characters of A-Z, a-z, 0-9, _ and -",
+            ));
+            None
+        }
+        Some(secret) if !is_valid_secret_token(secret.expose()) => {
+            errors.push(ConfigIssue::new(
+                "webhook.secret_token",
+                "expected 1 to 256 characters of A-Z, a-z, 0-9, _ and -",
+            ));
+            None
+        }
+        Some(secret) => Some(secret.clone()),
+    };
+    if errors.len() > before {
+        return None;
+    }
+    let ((public_url, path), listen, secret_token) = (public?, listen?, secret_token?);
+    Some(WebhookSettings {
+        listen,
+        public_url,
+        path: if path.is_empty() { "/".into() } else { path },
+        secret_token,
+    })
+}
+
+/// `<digits>:<secret>` with a URL-safe secret.
+fn looks_like_bot_token(token: &str) -> bool {
+    let Some((id, secret)) = token.split_once(':') else {
+        return false;
+    };
+    !id.is_empty()
+        && id.bytes().all(|b| b.is_ascii_digit())
+        && !secret.is_empty()
+        && secret
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn is_valid_secret_token(token: &str) -> bool {
+    (1..=MAX_SECRET_TOKEN_LEN).contains(&token.len())
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn http_url(text: &str) -> Option<String> {
+    let trimmed = text.trim_end_matches('/');
+    let url = reqwest::Url::parse(trimmed).ok()?;
+    let ok = matches!(url.scheme(), "http" | "https")
+        && url.host().is_some()
+        && url.query().is_none()
+        && url.fragment().is_none();
+    ok.then(|| trimmed.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKEN: &str = "123456:AAH-secret_value";
+
+    fn load(yaml: &str) -> Result<Loaded, Vec<ConfigIssue>> {
+        let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).unwrap();
+        from_block(value)
+    }
+
+    fn paths(issues: &[ConfigIssue]) -> Vec<&str> {
+        issues.iter().map(|i| i.path.as_str()).collect()
+    }
+
+    #[test]
+    fn minimal_block_polls_the_hosted_api() {
+        let loaded = load(&format!("bot_token: \"{TOKEN}\"\nrich_messages: false\n")).unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let s = loaded.settings;
+        assert_eq!(s.bot_token.expose(), TOKEN);
+        assert_eq!(s.api_url, DEFAULT_API_URL);
+        assert!(matches!(s.transport, Transport::Polling { timeout } if timeout == DEFAULT_POLL_TIMEOUT));
+    }
+
+    #[test]
+    fn unknown_keys_warn_with_their_full_path() {
+        let loaded = load(&format!(
+            "bot_token: \"{TOKEN}\"\nsurprise: 1\nmode: webhook\nwebhook: {{listen: \"127.0.0.1:8443\", public_url: \"https://x.example/hook\", secret_token: abc, extra: 2}}\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            paths(&loaded.warnings),
+            ["channels.telegram.surprise", "channels.telegram.webhook.extra"]
+        );
+    }
+
+    #[test]
+    fn missing_and_malformed_values_are_errors_at_their_key() {
+        let errors = load("api_url: ftp://x\nmode: carrier-pigeon\npoll_timeout_seconds: 0\n")
+            .unwrap_err();
+        assert_eq!(
+            paths(&errors),
+            [
+                "channels.telegram.bot_token",
+                "channels.telegram.api_url",
+                "channels.telegram.mode"
+            ]
+        );
+        let errors = load(&format!("bot_token: \"{TOKEN}\"\npoll_timeout_seconds: 0\n")).unwrap_err();
+        assert_eq!(paths(&errors), ["channels.telegram.poll_timeout_seconds"]);
+        let errors = load("bot_token: [1]\n").unwrap_err();
+        assert_eq!(paths(&errors), ["channels.telegram.bot_token"]);
+        let errors = load(&format!(
+            "bot_token: \"{TOKEN}\"\nwebhook: {{listen: 3}}\n"
+        ))
+        .unwrap_err();
+        assert_eq!(paths(&errors), ["channels.telegram.webhook.listen"]);
+    }
+
+    #[test]
+    fn webhook_mode_requires_every_key() {
+        let errors = load(&format!("bot_token: \"{TOKEN}\"\nmode: webhook\n")).unwrap_err();
+        assert_eq!(
+            paths(&errors),
+            [
+                "channels.telegram.webhook.listen",
+                "channels.telegram.webhook.public_url",
+                "channels.telegram.webhook.secret_token"
+            ]
+        );
+        let errors = load(&format!(
+            "bot_token: \"{TOKEN}\"\nmode: webhook\nwebhook: {{listen: nowhere, public_url: \"https://x.example/h?q=1\", secret_token: \"has space\"}}\n"
+        ))
+        .unwrap_err();
+        assert_eq!(errors.len(), 3, "{errors:?}");
+    }
+
+    #[test]
+    fn webhook_path_comes_from_the_public_url() {
+        let loaded = load(&format!(
+            "bot_token: \"{TOKEN}\"\napi_url: \"http://127.0.0.1:8081/\"\nmode: webhook\nwebhook: {{listen: \"127.0.0.1:8443\", public_url: \"http://bot.example/tg/hook\", secret_token: s3cr3t_-X}}\n"
+        ))
+        .unwrap();
+        assert_eq!(loaded.settings.api_url, "http://127.0.0.1:8081");
+        let Transport::Webhook(hook) = &loaded.settings.transport else {
+            panic!("{:?}", loaded.settings.transport)
+        };
+        assert_eq!(hook.path, "/tg/hook");
+        assert_eq!(hook.secret_token.expose(), "s3cr3t_-X");
+        // http is fine for a local Bot API server; only the hosted one needs https.
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    }
+
+    #[test]
+    fn rich_messages_are_accepted_with_a_warning() {
+        let loaded = load(&format!("bot_token: \"{TOKEN}\"\nrich_messages: true\n")).unwrap();
+        assert_eq!(paths(&loaded.warnings), ["channels.telegram.rich_messages"]);
+        assert!(loaded.settings.rich_messages);
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let bad = load("bot_token: \"not a token but secret-ish 987\"\n").unwrap_err();
+        let text = format!("{bad:?} {}", bad[0]);
+        assert!(!text.contains("secret-ish"), "{text}");
+        let loaded = load(&format!(
+            "bot_token: \"{TOKEN}\"\nmode: webhook\nwebhook: {{listen: \"127.0.0.1:1\", public_url: \"https://x.example/\", secret_token: HOOKSECRET}}\n"
+        ))
+        .unwrap();
+        let printed = format!(
+            "{:?} {}",
+            loaded.settings,
+            serde_json::to_string(&loaded.settings).unwrap()
+        );
+        assert!(!printed.contains("AAH-secret"), "{printed}");
+        assert!(!printed.contains("HOOKSECRET"), "{printed}");
+    }
+}

@@ -1,0 +1,214 @@
+//! What can go wrong talking to the Bot API, and how it maps onto [`ChannelError`].
+//!
+//! Telegram reports failures as `{"ok": false, "error_code", "description", "parameters"}`.
+//! [`TelegramError::from_api`] sorts them once: 429 with `parameters.retry_after` becomes
+//! [`TelegramError::RetryAfter`] (read by the delivery engine through
+//! `ChannelError::RetryAfter`); "message is not modified" is [`TelegramError::NotModified`],
+//! which the edit primitive treats as success; "message to edit not found" and "message
+//! can't be edited" are [`TelegramError::NotEditable`].
+//!
+//! No variant ever holds the bot token: the request URL (`/bot<token>/…`) is stripped from
+//! every `reqwest::Error` before it is stored (`without_url`), and Telegram's descriptions
+//! name the problem, never the token or message text.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use im_bridge_channel::ChannelError;
+
+use crate::model::ResponseParameters;
+
+/// How long to wait on a 429 that carries no `retry_after`.
+const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// A failed Bot API call or transport step.
+#[derive(Debug, thiserror::Error)]
+pub enum TelegramError {
+    /// 429: Telegram asked us to slow down.
+    #[error("Telegram asked to retry after {0:?}")]
+    RetryAfter(Duration),
+    /// An edit that would not change the message (harmless).
+    #[error("the message is not modified")]
+    NotModified,
+    /// The message to edit is gone or can no longer be edited.
+    #[error("the message can no longer be edited ({description})")]
+    NotEditable {
+        /// Telegram's description.
+        description: String,
+    },
+    /// 401: the bot token was refused. Retrying will not help.
+    #[error("Telegram refused the bot token (401 Unauthorized); check channels.telegram.bot_token")]
+    Unauthorized,
+    /// 409: another `getUpdates` poller, or a webhook, is active for this bot.
+    #[error("conflict on {method}: {description}")]
+    Conflict {
+        /// The Bot API method.
+        method: &'static str,
+        /// Telegram's description.
+        description: String,
+    },
+    /// Any other refusal.
+    #[error("Telegram refused {method}: {code} {description}")]
+    Api {
+        /// The Bot API method.
+        method: &'static str,
+        /// `error_code` (or the HTTP status when the body was not an API answer).
+        code: i64,
+        /// Telegram's description.
+        description: String,
+    },
+    /// Network trouble. The URL (which carries the token) has been removed.
+    #[error("calling {method} failed: {source}")]
+    Transport {
+        /// The Bot API method.
+        method: &'static str,
+        /// The cause, without its URL.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The answer was not the JSON we expected.
+    #[error("unexpected answer to {method}: {detail}")]
+    Decode {
+        /// The Bot API method.
+        method: &'static str,
+        /// What did not parse (serde's message; never the body).
+        detail: String,
+    },
+    /// A file to upload could not be read or is too large.
+    #[error("cannot upload {filename}: {reason}")]
+    Upload {
+        /// The file's display name.
+        filename: String,
+        /// Why.
+        reason: String,
+    },
+    /// A chat or message id is not a Telegram integer id.
+    #[error("{what} {value:?} is not a Telegram id")]
+    BadId {
+        /// `chat id` or `message id`.
+        what: &'static str,
+        /// The offending id (ids are not secret).
+        value: String,
+    },
+    /// The webhook address could not be bound.
+    #[error("binding the webhook server on {addr} failed: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The HTTP client could not be built.
+    #[error("building the HTTP client failed: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
+impl TelegramError {
+    /// Sorts an `ok: false` answer of `method`.
+    pub fn from_api(
+        method: &'static str,
+        code: i64,
+        description: String,
+        parameters: Option<&ResponseParameters>,
+    ) -> Self {
+        let lower = description.to_ascii_lowercase();
+        match code {
+            429 => Self::RetryAfter(
+                parameters
+                    .and_then(|p| p.retry_after)
+                    .map(Duration::from_secs)
+                    .unwrap_or(DEFAULT_RETRY_AFTER),
+            ),
+            401 => Self::Unauthorized,
+            409 => Self::Conflict {
+                method,
+                description,
+            },
+            400 if lower.contains("message is not modified") => Self::NotModified,
+            400 if lower.contains("message to edit not found")
+                || lower.contains("message can't be edited")
+                || lower.contains("message can not be edited") =>
+            {
+                Self::NotEditable { description }
+            }
+            _ => Self::Api {
+                method,
+                code,
+                description,
+            },
+        }
+    }
+
+    /// A transport error, with the token-bearing URL removed.
+    pub fn transport(method: &'static str, error: reqwest::Error) -> Self {
+        Self::Transport {
+            method,
+            source: error.without_url(),
+        }
+    }
+
+    /// Whether retrying the same call later may succeed (network trouble, 5xx, 429, a
+    /// conflict that another instance may give up).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::RetryAfter(_) | Self::Transport { .. } | Self::Conflict { .. } => true,
+            Self::Api { code, .. } => *code >= 500,
+            Self::Decode { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+impl From<TelegramError> for ChannelError {
+    fn from(error: TelegramError) -> Self {
+        match error {
+            TelegramError::RetryAfter(wait) => ChannelError::RetryAfter(wait),
+            TelegramError::NotEditable { .. } => ChannelError::NotEditable,
+            TelegramError::Transport { .. } | TelegramError::Decode { .. } => {
+                ChannelError::Transport(error.to_string())
+            }
+            TelegramError::Api { code, .. } if code >= 500 => {
+                ChannelError::Transport(error.to_string())
+            }
+            other => ChannelError::Rejected {
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn telegram_answers_map_onto_channel_errors() {
+        let params = ResponseParameters {
+            retry_after: Some(7),
+            migrate_to_chat_id: None,
+        };
+        let e = TelegramError::from_api("editMessageText", 429, "Too Many Requests: retry after 7".into(), Some(&params));
+        assert!(matches!(ChannelError::from(e), ChannelError::RetryAfter(d) if d == Duration::from_secs(7)));
+        let e = TelegramError::from_api("editMessageText", 429, "Too Many Requests".into(), None);
+        assert!(matches!(e, TelegramError::RetryAfter(d) if d == DEFAULT_RETRY_AFTER));
+        let e = TelegramError::from_api(
+            "editMessageText",
+            400,
+            "Bad Request: message is not modified: specified new message content and reply markup are exactly the same".into(),
+            None,
+        );
+        assert!(matches!(e, TelegramError::NotModified));
+        for text in ["Bad Request: message to edit not found", "Bad Request: message can't be edited"] {
+            let e = TelegramError::from_api("editMessageText", 400, text.into(), None);
+            assert!(matches!(ChannelError::from(e), ChannelError::NotEditable));
+        }
+        let e = TelegramError::from_api("getMe", 401, "Unauthorized".into(), None);
+        assert!(matches!(e, TelegramError::Unauthorized) && !e.is_transient());
+        let e = TelegramError::from_api("sendMessage", 400, "Bad Request: chat not found".into(), None);
+        assert!(matches!(ChannelError::from(e), ChannelError::Rejected { .. }));
+        let e = TelegramError::from_api("sendMessage", 502, "Bad Gateway".into(), None);
+        assert!(e.is_transient());
+        assert!(matches!(ChannelError::from(e), ChannelError::Transport(_)));
+    }
+}

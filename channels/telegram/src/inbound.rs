@@ -1,0 +1,425 @@
+//! From a Telegram `Update` to an [`InboundMessage`] (spec platforms §3.2), and the two
+//! transports that receive updates.
+//!
+//! [`normalize`] is pure: it decides everything about one update (who, where, which
+//! topic, which text, command or chat, attachments) without I/O, so every rule is unit
+//! tested below. Its children do the I/O:
+//! - `polling` — `deleteWebhook`, then `getUpdates` long polls with offset
+//!   acknowledgement, backpressure and jittered reconnects;
+//! - `webhook` — an HTTP server Telegram posts updates to, guarded by the secret token.
+
+pub(crate) mod polling;
+pub(crate) mod webhook;
+
+use std::time::Duration;
+
+use im_bridge_channel::{
+    AllowedUsers, ChatKind, FileKind, FileSource, InboundFile, InboundMessage, MessageId,
+    commands,
+};
+use serde_json::Value;
+
+use crate::NAME;
+use crate::model::{ChatType, Message, PhotoSize, Update};
+
+/// Longest file name kept from a sender, in bytes.
+const MAX_FILENAME_BYTES: usize = 128;
+
+/// What [`normalize`] needs to know besides the update.
+#[derive(Clone, Copy, Debug)]
+pub struct InboundContext<'a> {
+    /// This bot's username (from `getMe`), to recognise `/cmd@ThisBot`.
+    pub bot_username: Option<&'a str>,
+    /// Who may talk to the bot.
+    pub allowed_users: &'a AllowedUsers,
+}
+
+/// The outcome of normalizing one update.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Normalized {
+    /// A message for the daemon.
+    Message(Box<InboundMessage>),
+    /// Nothing to do; the update is acknowledged anyway.
+    Skipped(Skip),
+}
+
+/// Why an update produced no message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// Not a new message (an edit, a channel post, another update kind).
+    NotAMessage,
+    /// No sender (anonymous channel posts).
+    NoSender,
+    /// The sender is not in `allowed_users`.
+    NotAllowed,
+    /// No text, caption or attachment (joins, pins, stickers, …).
+    Empty,
+    /// A chat kind the adapter does not serve (channels).
+    UnsupportedChat,
+}
+
+impl Skip {
+    /// A short, log-safe label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotAMessage => "not_a_message",
+            Self::NoSender => "no_sender",
+            Self::NotAllowed => "not_allowed",
+            Self::Empty => "empty",
+            Self::UnsupportedChat => "unsupported_chat",
+        }
+    }
+}
+
+/// Normalizes one update.
+///
+/// - `chat_id` = chat id, `user_id` = sender id, `thread_ts` and `metadata.message_id` =
+///   the message id;
+/// - private chats have no topic; in groups the topic is the replied-to message id, else
+///   the message's own id (forum topics are ignored);
+/// - the text is the text or else the caption; `/cmd@ThisBot` becomes `/cmd`
+///   (`/cmd@OtherBot` stays, and is therefore chat); `/start` with or without arguments
+///   becomes `/help`;
+/// - the sender's `language_code` is the locale hint;
+/// - photos (largest size) and documents are attached as `file_id` handles, never URLs.
+pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
+    let Some(message) = &update.message else {
+        return Normalized::Skipped(Skip::NotAMessage);
+    };
+    let chat_kind = match message.chat.kind {
+        ChatType::Private => ChatKind::Private,
+        ChatType::Group | ChatType::Supergroup => ChatKind::Group,
+        ChatType::Channel | ChatType::Unknown => {
+            return Normalized::Skipped(Skip::UnsupportedChat);
+        }
+    };
+    let Some(from) = &message.from else {
+        return Normalized::Skipped(Skip::NoSender);
+    };
+    let user_id = from.id.to_string();
+    if !ctx.allowed_users.allows(&user_id) {
+        return Normalized::Skipped(Skip::NotAllowed);
+    }
+    let raw_text = message
+        .text
+        .as_deref()
+        .or(message.caption.as_deref())
+        .unwrap_or("");
+    let files = attachments(message);
+    if raw_text.trim().is_empty() && files.is_empty() {
+        return Normalized::Skipped(Skip::Empty);
+    }
+    let text = start_as_help(rewrite_command(raw_text, ctx.bot_username));
+
+    let message_id = message.message_id.to_string();
+    let mut msg = InboundMessage::new(NAME, message.chat.id.to_string(), user_id, text);
+    msg.msg_type = commands::classify(&msg.text);
+    msg.chat_kind = chat_kind;
+    msg.thread_ts = Some(MessageId::new(message_id.clone()));
+    msg.topic_id = match chat_kind {
+        ChatKind::Private => None,
+        ChatKind::Group => Some(
+            message
+                .reply_to_message
+                .as_ref()
+                .map_or(message.message_id, |r| r.message_id)
+                .to_string(),
+        ),
+    };
+    msg.metadata
+        .insert("message_id".into(), Value::String(message_id));
+    msg.locale_hint = from.language_code.clone().filter(|l| !l.is_empty());
+    msg.files = files;
+    Normalized::Message(Box::new(msg))
+}
+
+/// Rewrites a leading `/cmd@ThisBot` to `/cmd` (case-insensitive username match); any
+/// other text, including `/cmd@OtherBot`, is returned unchanged.
+pub fn rewrite_command(text: &str, bot_username: Option<&str>) -> String {
+    let (Some(bot), true) = (bot_username, text.starts_with('/')) else {
+        return text.to_owned();
+    };
+    let end = text.find(char::is_whitespace).unwrap_or(text.len());
+    let (token, rest) = text.split_at(end);
+    match token.split_once('@') {
+        Some((command, name)) if name.eq_ignore_ascii_case(bot) => format!("{command}{rest}"),
+        _ => text.to_owned(),
+    }
+}
+
+/// `/start` (a user opening the bot) gets the localized help. `/start <code>` is the
+/// account-binding deep link, not supported yet, so it gets the help too.
+fn start_as_help(text: String) -> String {
+    let first = text.split(char::is_whitespace).next().unwrap_or("");
+    if first.eq_ignore_ascii_case("/start") {
+        "/help".to_owned()
+    } else {
+        text
+    }
+}
+
+fn attachments(message: &Message) -> Vec<InboundFile> {
+    let mut files = Vec::new();
+    if let Some(photo) = largest_photo(&message.photo) {
+        files.push(InboundFile {
+            kind: FileKind::Image,
+            filename: Some(format!("telegram-photo-{}.jpg", message.message_id)),
+            mime_type: Some("image/jpeg".into()),
+            size: photo.file_size,
+            source: FileSource::Handle {
+                id: photo.file_id.clone(),
+            },
+        });
+    }
+    if let Some(doc) = &message.document {
+        files.push(InboundFile {
+            kind: FileKind::File,
+            filename: Some(
+                doc.file_name
+                    .as_deref()
+                    .and_then(sanitize_filename)
+                    .unwrap_or_else(|| format!("telegram-document-{}.bin", message.message_id)),
+            ),
+            mime_type: Some(
+                doc.mime_type
+                    .clone()
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or_else(|| "application/octet-stream".into()),
+            ),
+            size: doc.file_size,
+            source: FileSource::Handle {
+                id: doc.file_id.clone(),
+            },
+        });
+    }
+    files
+}
+
+/// The largest size by area, then by bytes.
+fn largest_photo(sizes: &[PhotoSize]) -> Option<&PhotoSize> {
+    sizes.iter().max_by_key(|p| {
+        (
+            u64::from(p.width) * u64::from(p.height),
+            p.file_size.unwrap_or(0),
+        )
+    })
+}
+
+/// The base name without control characters, cut to [`MAX_FILENAME_BYTES`] on a char
+/// boundary; `None` when nothing usable is left.
+fn sanitize_filename(name: &str) -> Option<String> {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    let mut clean = String::new();
+    for c in base.chars().filter(|c| !c.is_control()) {
+        if clean.len() + c.len_utf8() > MAX_FILENAME_BYTES {
+            break;
+        }
+        clean.push(c);
+    }
+    let clean = clean.trim().trim_start_matches('.').to_owned();
+    (!clean.is_empty()).then_some(clean)
+}
+
+/// Reconnect delays: doubling from [`Backoff::MIN`] to [`Backoff::MAX`], each drawn
+/// uniformly from its upper half so replicas do not retry in lockstep.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    next: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self { next: Self::MIN }
+    }
+}
+
+impl Backoff {
+    /// First delay.
+    pub(crate) const MIN: Duration = Duration::from_millis(500);
+    /// Longest delay.
+    pub(crate) const MAX: Duration = Duration::from_secs(30);
+
+    /// The next delay to wait.
+    pub(crate) fn next_delay(&mut self) -> Duration {
+        let base = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        base.mul_f64(rand::random_range(0.5..=1.0))
+    }
+
+    /// Back to the shortest delay after a success.
+    pub(crate) fn reset(&mut self) {
+        self.next = Self::MIN;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use im_bridge_channel::MsgType;
+    use serde_json::json;
+
+    const BOT: &str = "DeerBridgeBot";
+
+    fn update(message: Value) -> Update {
+        serde_json::from_value(json!({"update_id": 1, "message": message})).unwrap()
+    }
+
+    fn private(text: &str) -> Value {
+        json!({"message_id": 10, "date": 0, "chat": {"id": 42, "type": "private"},
+               "from": {"id": 42, "is_bot": false, "first_name": "A", "language_code": "zh-hans"},
+               "text": text})
+    }
+
+    fn group(text: &str, reply_to: Option<i64>) -> Value {
+        let mut m = json!({"message_id": 20, "date": 0, "chat": {"id": -100, "type": "supergroup"},
+               "from": {"id": 7, "is_bot": false, "first_name": "B"}, "text": text});
+        if let Some(id) = reply_to {
+            m["reply_to_message"] = json!({"message_id": id, "date": 0, "chat": {"id": -100, "type": "supergroup"}});
+        }
+        m
+    }
+
+    fn norm(message: Value) -> InboundMessage {
+        norm_with(message, &AllowedUsers::Anyone)
+    }
+
+    fn norm_with(message: Value, allowed: &AllowedUsers) -> InboundMessage {
+        let ctx = InboundContext {
+            bot_username: Some(BOT),
+            allowed_users: allowed,
+        };
+        match normalize(&update(message), &ctx) {
+            Normalized::Message(m) => *m,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn skip(message: Value, allowed: &AllowedUsers) -> Skip {
+        let ctx = InboundContext {
+            bot_username: Some(BOT),
+            allowed_users: allowed,
+        };
+        match normalize(&update(message), &ctx) {
+            Normalized::Skipped(s) => s,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn private_messages_have_one_thread_and_a_locale_hint() {
+        let m = norm(private("hello"));
+        assert_eq!(m.channel_name, "telegram");
+        assert_eq!(m.chat_id.as_str(), "42");
+        assert_eq!(m.user_id.as_str(), "42");
+        assert_eq!(m.chat_kind, ChatKind::Private);
+        assert_eq!(m.topic_id, None);
+        assert_eq!(m.thread_ts.as_ref().unwrap().as_str(), "10");
+        assert_eq!(m.metadata["message_id"], "10");
+        assert_eq!(m.locale_hint.as_deref(), Some("zh-hans"));
+        assert_eq!(m.msg_type, MsgType::Chat);
+    }
+
+    #[test]
+    fn group_topics_follow_replies() {
+        let own = norm(group("hi", None));
+        assert_eq!(own.chat_kind, ChatKind::Group);
+        assert_eq!(own.chat_id.as_str(), "-100");
+        assert_eq!(own.topic_id.as_deref(), Some("20"));
+        let reply = norm(group("and then?", Some(15)));
+        assert_eq!(reply.topic_id.as_deref(), Some("15"));
+        assert_eq!(reply.thread_ts.as_ref().unwrap().as_str(), "20");
+    }
+
+    #[test]
+    fn commands_addressed_to_this_bot_are_rewritten() {
+        let m = norm(group("/goal@deerbridgebot clear", None));
+        assert_eq!(m.text, "/goal clear");
+        assert_eq!(m.msg_type, MsgType::Command);
+        let m = norm(group("/GOAL@DeerBridgeBot", None));
+        assert_eq!(m.text, "/GOAL");
+        assert_eq!(m.msg_type, MsgType::Command);
+        let other = norm(group("/goal@OtherBot clear", None));
+        assert_eq!(other.text, "/goal@OtherBot clear");
+        assert_eq!(other.msg_type, MsgType::Chat);
+        assert_eq!(rewrite_command("hi /new@DeerBridgeBot", Some(BOT)), "hi /new@DeerBridgeBot");
+        assert_eq!(rewrite_command("/new@DeerBridgeBot", None), "/new@DeerBridgeBot");
+        assert_eq!(rewrite_command("/new@DeerBridgeBot\nmore", Some(BOT)), "/new\nmore");
+    }
+
+    #[test]
+    fn start_shows_the_help() {
+        for text in ["/start", "/start@DeerBridgeBot", "/start bind-code-123"] {
+            let m = norm(private(text));
+            assert_eq!(m.text, "/help", "{text}");
+            assert_eq!(m.msg_type, MsgType::Command);
+        }
+        assert_eq!(norm(private("/start@OtherBot")).msg_type, MsgType::Chat);
+        assert_eq!(norm(private("/startle")).text, "/startle");
+    }
+
+    #[test]
+    fn captions_and_attachments_become_text_and_handles() {
+        let photo: Update = serde_json::from_str(include_str!("../tests/fixtures/update_photo_caption.json")).unwrap();
+        let ctx = InboundContext { bot_username: Some(BOT), allowed_users: &AllowedUsers::Anyone };
+        let Normalized::Message(m) = normalize(&photo, &ctx) else { panic!() };
+        assert_eq!(m.text, "What is on this whiteboard?");
+        assert_eq!(m.files.len(), 1);
+        assert_eq!(m.files[0].kind, FileKind::Image);
+        assert_eq!(m.files[0].filename.as_deref(), Some("telegram-photo-4830.jpg"));
+        assert_eq!(m.files[0].source, FileSource::Handle { id: "AgACAgIAAxkBAAIBsmZ_large".into() });
+        let doc: Update = serde_json::from_str(include_str!("../tests/fixtures/update_document.json")).unwrap();
+        let Normalized::Message(m) = normalize(&doc, &ctx) else { panic!() };
+        assert_eq!(m.chat_kind, ChatKind::Group);
+        assert_eq!(m.files[0].filename.as_deref(), Some("q3-report.pdf"));
+        assert_eq!(m.files[0].mime_type.as_deref(), Some("application/pdf"));
+        let json = serde_json::to_string(&*m).unwrap();
+        assert!(!json.contains("http"), "no URL may be carried: {json}");
+        // A file without a caption is still a message.
+        let mut bare = private("");
+        bare.as_object_mut().unwrap().remove("text");
+        bare["document"] = json!({"file_id": "F", "file_unique_id": "U", "file_name": "../../etc/\u{7}passwd"});
+        let m = norm(bare);
+        assert_eq!(m.text, "");
+        assert_eq!(m.files[0].filename.as_deref(), Some("passwd"));
+        assert_eq!(m.files[0].mime_type.as_deref(), Some("application/octet-stream"));
+    }
+
+    #[test]
+    fn other_updates_and_senders_are_skipped() {
+        let anyone = AllowedUsers::Anyone;
+        let edited: Update = serde_json::from_str(include_str!("../tests/fixtures/update_edited_message.json")).unwrap();
+        let ctx = InboundContext { bot_username: Some(BOT), allowed_users: &anyone };
+        assert_eq!(normalize(&edited, &ctx), Normalized::Skipped(Skip::NotAMessage));
+        let mut no_sender = private("x");
+        no_sender.as_object_mut().unwrap().remove("from");
+        assert_eq!(skip(no_sender, &anyone), Skip::NoSender);
+        let mut join = private("");
+        join.as_object_mut().unwrap().remove("text");
+        assert_eq!(skip(join, &anyone), Skip::Empty);
+        let mut channel = private("news");
+        channel["chat"]["type"] = json!("channel");
+        assert_eq!(skip(channel, &anyone), Skip::UnsupportedChat);
+    }
+
+    #[test]
+    fn allowed_users_fail_closed() {
+        let only = AllowedUsers::from_entries(Some(vec![Some("42".into())]));
+        assert_eq!(norm_with(private("hi"), &only).user_id.as_str(), "42");
+        assert_eq!(skip(group("hi", None), &only), Skip::NotAllowed);
+        let nobody = AllowedUsers::from_entries(Some(vec![None]));
+        assert_eq!(skip(private("hi"), &nobody), Skip::NotAllowed);
+    }
+
+    #[test]
+    fn backoff_doubles_within_bounds() {
+        let mut b = Backoff::default();
+        let first = b.next_delay();
+        assert!(first >= Backoff::MIN / 2 && first <= Backoff::MIN);
+        for _ in 0..20 {
+            assert!(b.next_delay() <= Backoff::MAX);
+        }
+        assert!(b.next_delay() >= Backoff::MAX / 2);
+        b.reset();
+        assert!(b.next_delay() <= Backoff::MIN);
+    }
+}

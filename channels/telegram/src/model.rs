@@ -1,0 +1,362 @@
+//! The Bot API payload types this adapter reads and writes, and nothing more.
+//!
+//! Shapes follow <https://core.telegram.org/bots/api>. Only fields the adapter uses are
+//! modelled; unknown fields are ignored on input, so a newer Bot API never breaks parsing.
+//! Optional fields are skipped when absent so every type serializes back to the JSON it
+//! was read from; each one round-trips against a fixture in `tests/fixtures/`.
+
+use serde::{Deserialize, Serialize};
+
+/// The envelope of every Bot API answer: `{"ok": true, "result": …}` or
+/// `{"ok": false, "error_code": …, "description": …, "parameters": …}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApiResponse<T> {
+    /// Whether the call succeeded.
+    pub ok: bool,
+    /// The result, when `ok` (a missing `Option` reads as `None` without `default`,
+    /// which would otherwise demand `T: Default`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<T>,
+    /// HTTP-like error code, when not `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<i64>,
+    /// Human-readable error, when not `ok` (Telegram's wording, never user text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Machine-readable hints (`retry_after`, `migrate_to_chat_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<ResponseParameters>,
+}
+
+/// `ResponseParameters`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponseParameters {
+    /// Seconds to wait before repeating a throttled request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<u64>,
+    /// The supergroup a group was migrated to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migrate_to_chat_id: Option<i64>,
+}
+
+/// `User` (the sender, or the bot itself from `getMe`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    /// Unique id.
+    pub id: i64,
+    /// Whether this user is a bot.
+    pub is_bot: bool,
+    /// First name.
+    pub first_name: String,
+    /// Last name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_name: Option<String>,
+    /// Username without `@`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// IETF language tag of the user's client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language_code: Option<String>,
+}
+
+/// `Chat.type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatType {
+    /// A one-to-one chat with a user.
+    Private,
+    /// A basic group.
+    Group,
+    /// A supergroup.
+    Supergroup,
+    /// A broadcast channel.
+    Channel,
+    /// A type this adapter does not know (read only; written back as `unknown`).
+    #[serde(other)]
+    Unknown,
+}
+
+/// `Chat`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chat {
+    /// Unique id (negative for groups).
+    pub id: i64,
+    /// The kind of chat.
+    #[serde(rename = "type")]
+    pub kind: ChatType,
+    /// Group title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Username of a private chat or public group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// First name of the other party of a private chat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_name: Option<String>,
+}
+
+/// `MessageEntity` (only its position and kind matter here).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageEntity {
+    /// `bot_command`, `mention`, `url`, ….
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Offset in UTF-16 code units.
+    pub offset: u32,
+    /// Length in UTF-16 code units.
+    pub length: u32,
+}
+
+/// `PhotoSize`: one resolution of a photo.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhotoSize {
+    /// Handle for `getFile`.
+    pub file_id: String,
+    /// Stable id across bots.
+    pub file_unique_id: String,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_size: Option<u64>,
+}
+
+/// `Document`: a general file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Document {
+    /// Handle for `getFile`.
+    pub file_id: String,
+    /// Stable id across bots.
+    pub file_unique_id: String,
+    /// Original file name, as the sender gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
+    /// MIME type, as the sender declared it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_size: Option<u64>,
+}
+
+/// `Message`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Unique inside the chat.
+    pub message_id: i64,
+    /// Unix time it was sent.
+    pub date: i64,
+    /// The conversation.
+    pub chat: Chat,
+    /// The sender; absent for channel posts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<User>,
+    /// Forum topic (ignored by the adapter: topics are keyed by replies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_thread_id: Option<i64>,
+    /// The message this one replies to (itself without a nested reply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to_message: Option<Box<Message>>,
+    /// Unix time of the last edit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit_date: Option<i64>,
+    /// Text of a text message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Entities of `text` (a `bot_command` at offset 0 marks a command).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entities: Vec<MessageEntity>,
+    /// Every resolution of a photo.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub photo: Vec<PhotoSize>,
+    /// A general file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<Document>,
+    /// Caption of a photo or document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caption: Option<String>,
+    /// Entities of `caption`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caption_entities: Vec<MessageEntity>,
+}
+
+/// `Update`: one event. Only `message` is acted upon; the other kinds are acknowledged
+/// and skipped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Update {
+    /// Increasing id; acknowledging it means polling with a higher `offset`.
+    pub update_id: i64,
+    /// A new incoming message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Message>,
+    /// A new version of an earlier message (not acted upon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited_message: Option<Message>,
+    /// A channel post (not acted upon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_post: Option<Message>,
+}
+
+/// `getUpdates` parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GetUpdates {
+    /// First update to return; confirms every lower one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<i64>,
+    /// 1 to 100.
+    pub limit: u32,
+    /// Long-poll timeout in seconds.
+    pub timeout: u64,
+    /// Update kinds to receive.
+    pub allowed_updates: Vec<String>,
+}
+
+/// `ReplyParameters`: which message a new one answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyParameters {
+    /// The message to reply to.
+    pub message_id: i64,
+    /// Send anyway when that message is gone.
+    pub allow_sending_without_reply: bool,
+}
+
+/// `sendMessage` parameters (plain text: no `parse_mode`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendMessage {
+    /// The conversation.
+    pub chat_id: i64,
+    /// 1 to 4096 UTF-16 code units.
+    pub text: String,
+    /// The message this one answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_parameters: Option<ReplyParameters>,
+}
+
+/// `editMessageText` parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditMessageText {
+    /// The conversation.
+    pub chat_id: i64,
+    /// The bot's message to replace.
+    pub message_id: i64,
+    /// The new text.
+    pub text: String,
+}
+
+/// `deleteWebhook` parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteWebhook {
+    /// Drop updates queued while nobody polled (we keep them).
+    pub drop_pending_updates: bool,
+}
+
+/// `setWebhook` parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetWebhook {
+    /// The public URL Telegram posts to.
+    pub url: String,
+    /// Echoed in `X-Telegram-Bot-Api-Secret-Token` on every delivery.
+    pub secret_token: String,
+    /// Update kinds to receive.
+    pub allowed_updates: Vec<String>,
+}
+
+/// `BotCommand`: one entry of the command picker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BotCommand {
+    /// 1 to 32 characters of `a-z 0-9 _`, without the slash.
+    pub command: String,
+    /// 1 to 256 characters.
+    pub description: String,
+}
+
+/// `setMyCommands` parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetMyCommands {
+    /// The menu.
+    pub commands: Vec<BotCommand>,
+    /// Two-letter language the menu is for; absent = everyone without a menu of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language_code: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::de::DeserializeOwned;
+    use serde_json::Value;
+
+    /// Reads a fixture into `T` and writes it back: nothing may be lost or invented.
+    fn round_trip<T: Serialize + DeserializeOwned + std::fmt::Debug>(fixture: &str) -> T {
+        let original: Value = serde_json::from_str(fixture).unwrap();
+        let typed: T = serde_json::from_value(original.clone()).unwrap();
+        let back = serde_json::to_value(&typed).unwrap();
+        assert_eq!(back, original, "{typed:#?}");
+        typed
+    }
+
+    macro_rules! fixture {
+        ($name:literal) => {
+            include_str!(concat!("../tests/fixtures/", $name))
+        };
+    }
+
+    #[test]
+    fn updates_round_trip() {
+        let private: Update = round_trip(fixture!("update_private_text.json"));
+        assert_eq!(private.message.unwrap().chat.kind, ChatType::Private);
+        let group: Update = round_trip(fixture!("update_group_reply_command.json"));
+        let msg = group.message.unwrap();
+        assert_eq!(msg.chat.kind, ChatType::Supergroup);
+        assert_eq!(msg.entities[0].kind, "bot_command");
+        assert!(msg.reply_to_message.is_some());
+        let photo: Update = round_trip(fixture!("update_photo_caption.json"));
+        assert_eq!(photo.message.unwrap().photo.len(), 3);
+        let doc: Update = round_trip(fixture!("update_document.json"));
+        assert!(doc.message.unwrap().document.is_some());
+        let edited: Update = round_trip(fixture!("update_edited_message.json"));
+        assert!(edited.message.is_none() && edited.edited_message.is_some());
+    }
+
+    #[test]
+    fn responses_round_trip() {
+        let me: ApiResponse<User> = round_trip(fixture!("response_get_me.json"));
+        assert_eq!(me.result.unwrap().username.as_deref(), Some("DeerBridgeBot"));
+        let sent: ApiResponse<Message> = round_trip(fixture!("response_send_message.json"));
+        assert!(sent.ok);
+        let updates: ApiResponse<Vec<Update>> =
+            round_trip(fixture!("response_get_updates.json"));
+        assert_eq!(updates.result.unwrap().len(), 2);
+        let yes: ApiResponse<bool> = round_trip(fixture!("response_true.json"));
+        assert_eq!(yes.result, Some(true));
+        let throttled: ApiResponse<Value> = round_trip(fixture!("error_retry_after.json"));
+        assert_eq!(throttled.parameters.unwrap().retry_after, Some(7));
+        let unchanged: ApiResponse<Value> = round_trip(fixture!("error_not_modified.json"));
+        assert_eq!(unchanged.error_code, Some(400));
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        let send: SendMessage = round_trip(fixture!("request_send_message.json"));
+        assert!(send.reply_parameters.unwrap().allow_sending_without_reply);
+        let _: EditMessageText = round_trip(fixture!("request_edit_message_text.json"));
+        let poll: GetUpdates = round_trip(fixture!("request_get_updates.json"));
+        assert_eq!(poll.allowed_updates, ["message"]);
+        let menu: SetMyCommands = round_trip(fixture!("request_set_my_commands.json"));
+        assert_eq!(menu.language_code.as_deref(), Some("zh"));
+        let _: SetWebhook = round_trip(fixture!("request_set_webhook.json"));
+        let _: DeleteWebhook = round_trip(fixture!("request_delete_webhook.json"));
+    }
+
+    #[test]
+    fn unknown_fields_and_chat_types_do_not_break_parsing() {
+        let update: Update = serde_json::from_str(
+            r#"{"update_id": 9, "message": {"message_id": 1, "date": 0, "chat": {"id": 5, "type": "business"},
+                "text": "hi", "some_future_field": {"x": 1}}, "business_message": {}}"#,
+        )
+        .unwrap();
+        assert_eq!(update.message.unwrap().chat.kind, ChatType::Unknown);
+    }
+}

@@ -1,0 +1,176 @@
+//! The send primitives: one Bot API call each, no policy.
+//!
+//! Throttling, splitting at 4096 UTF-16 units, Retry-After pauses and the final-delivery
+//! guarantee belong to the delivery engine in `im-bridge-channel`; these functions only
+//! translate a call into its Bot API request and the answer into a [`ChannelError`].
+//!
+//! - Texts are plain (no `parse_mode`), so model output can never fail on entity parsing.
+//! - New messages reply to the source message with `allow_sending_without_reply`, so a
+//!   deleted question does not lose its answer.
+//! - An edit Telegram reports as "not modified" is a success.
+//! - Files: images up to 10 MB go through `sendPhoto` (falling back to `sendDocument` when
+//!   Telegram refuses the picture), anything up to 50 MB through `sendDocument`; larger
+//!   files are refused before any byte is read.
+
+use im_bridge_channel::{ChannelError, MessageId, ResolvedAttachment, SendTarget, SentMessage};
+
+use crate::api::{Api, Upload, UploadKind};
+use crate::error::TelegramError;
+use crate::model::{EditMessageText, ReplyParameters, SendMessage};
+
+/// Largest picture `sendPhoto` accepts.
+pub const MAX_PHOTO_BYTES: u64 = 10 * 1024 * 1024;
+/// Largest file `sendDocument` accepts from the hosted Bot API.
+pub const MAX_DOCUMENT_BYTES: u64 = 50 * 1024 * 1024;
+
+fn chat_id(target: &SendTarget<'_>) -> Result<i64, TelegramError> {
+    target
+        .chat_id
+        .as_str()
+        .parse()
+        .map_err(|_| TelegramError::BadId {
+            what: "chat id",
+            value: target.chat_id.to_string(),
+        })
+}
+
+fn message_id(id: &MessageId) -> Result<i64, TelegramError> {
+    id.as_str().parse().map_err(|_| TelegramError::BadId {
+        what: "message id",
+        value: id.to_string(),
+    })
+}
+
+/// The source message to answer; an id that is not Telegram's is ignored (the reply is
+/// still sent, just not threaded).
+fn reply_to(target: &SendTarget<'_>) -> Option<ReplyParameters> {
+    let id = target.reply_to?.as_str().parse().ok()?;
+    Some(ReplyParameters {
+        message_id: id,
+        allow_sending_without_reply: true,
+    })
+}
+
+/// `sendMessage` answering the source message.
+pub(crate) async fn send_text(
+    api: &Api,
+    target: SendTarget<'_>,
+    text: &str,
+) -> Result<SentMessage, ChannelError> {
+    let params = SendMessage {
+        chat_id: chat_id(&target)?,
+        text: text.to_owned(),
+        reply_parameters: reply_to(&target),
+    };
+    let sent = api.send_message(&params).await?;
+    Ok(SentMessage {
+        id: MessageId::new(sent.message_id.to_string()),
+    })
+}
+
+/// `editMessageText`; "not modified" counts as done.
+pub(crate) async fn edit_text(
+    api: &Api,
+    target: SendTarget<'_>,
+    message: &MessageId,
+    text: &str,
+) -> Result<(), ChannelError> {
+    let params = EditMessageText {
+        chat_id: chat_id(&target)?,
+        message_id: message_id(message)?,
+        text: text.to_owned(),
+    };
+    match api.edit_message_text(&params).await {
+        Ok(()) | Err(TelegramError::NotModified) => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// `sendPhoto` or `sendDocument`, answering the source message.
+pub(crate) async fn send_file(
+    api: &Api,
+    target: SendTarget<'_>,
+    file: &ResolvedAttachment,
+) -> Result<(), ChannelError> {
+    let chat = chat_id(&target)?;
+    let too_large = |size: u64| TelegramError::Upload {
+        filename: file.filename.clone(),
+        reason: format!("{size} bytes exceeds Telegram's {MAX_DOCUMENT_BYTES}-byte limit"),
+    };
+    // Check the size on disk before reading: the declared size may be stale.
+    let size = tokio::fs::metadata(&file.actual_path)
+        .await
+        .map(|m| m.len())
+        .map_err(ChannelError::Io)?;
+    if size > MAX_DOCUMENT_BYTES {
+        return Err(too_large(size).into());
+    }
+    let bytes = tokio::fs::read(&file.actual_path)
+        .await
+        .map_err(ChannelError::Io)?;
+    if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
+        return Err(too_large(bytes.len() as u64).into());
+    }
+    let as_photo = file.is_image && (bytes.len() as u64) <= MAX_PHOTO_BYTES;
+    let upload = |kind, bytes| Upload {
+        kind,
+        chat_id: chat,
+        reply: reply_to(&target),
+        filename: file.filename.clone(),
+        mime_type: file.mime_type.clone(),
+        bytes,
+    };
+    if as_photo {
+        match api.send_file(upload(UploadKind::Photo, bytes.clone())).await {
+            Ok(_) => return Ok(()),
+            // Telegram refuses some pictures (dimensions, formats); a document still works.
+            Err(TelegramError::Api { code: 400, .. }) => {
+                tracing::debug!("Telegram refused a picture as a photo; sending it as a document.");
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    api.send_file(upload(UploadKind::Document, bytes)).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use im_bridge_channel::{ChatId, ChatKind};
+    use serde_json::Map;
+
+    #[test]
+    fn targets_translate_to_telegram_ids() {
+        let chat = ChatId::new("-100123");
+        let source = MessageId::new("77");
+        let metadata = Map::new();
+        let target = SendTarget {
+            chat_id: &chat,
+            chat_kind: ChatKind::Group,
+            reply_to: Some(&source),
+            metadata: &metadata,
+        };
+        assert_eq!(chat_id(&target).unwrap(), -100_123);
+        assert_eq!(
+            reply_to(&target),
+            Some(ReplyParameters {
+                message_id: 77,
+                allow_sending_without_reply: true
+            })
+        );
+        let odd = MessageId::new("om_1");
+        let target = SendTarget {
+            reply_to: Some(&odd),
+            ..target
+        };
+        assert_eq!(reply_to(&target), None);
+        let bad = ChatId::new("group:abc");
+        let target = SendTarget {
+            chat_id: &bad,
+            ..target
+        };
+        assert!(matches!(chat_id(&target), Err(TelegramError::BadId { .. })));
+        assert!(message_id(&MessageId::new("x")).is_err());
+    }
+}

@@ -1,0 +1,142 @@
+//! Builders for the updates a test injects: what a user in a chat sends to the bot.
+
+use serde_json::{Value, json};
+
+/// A message from a user, before the fake assigns its ids.
+#[derive(Clone, Debug)]
+pub struct Incoming {
+    pub(super) chat: Value,
+    pub(super) from: Value,
+    pub(super) text: Option<String>,
+    pub(super) caption: Option<String>,
+    pub(super) reply_to: Option<i64>,
+    pub(super) message_id: Option<i64>,
+    pub(super) photo: Vec<Value>,
+    pub(super) document: Option<Value>,
+}
+
+impl Incoming {
+    /// A private-chat text message from `user_id` (the chat id is the user id).
+    pub fn private(user_id: i64, text: &str) -> Self {
+        Self::new(
+            json!({"id": user_id, "type": "private", "first_name": "Tester"}),
+            user_id,
+            text,
+        )
+    }
+
+    /// A supergroup text message from `user_id` in group `chat_id` (negative).
+    pub fn group(chat_id: i64, user_id: i64, text: &str) -> Self {
+        Self::new(
+            json!({"id": chat_id, "type": "supergroup", "title": "Test group"}),
+            user_id,
+            text,
+        )
+    }
+
+    fn new(chat: Value, user_id: i64, text: &str) -> Self {
+        Self {
+            chat,
+            from: json!({"id": user_id, "is_bot": false, "first_name": "Tester"}),
+            text: Some(text.to_owned()),
+            caption: None,
+            reply_to: None,
+            message_id: None,
+            photo: Vec::new(),
+            document: None,
+        }
+    }
+
+    /// Replies to message `message_id` of the same chat.
+    pub fn reply_to(mut self, message_id: i64) -> Self {
+        self.reply_to = Some(message_id);
+        self
+    }
+
+    /// Uses this message id instead of a fresh one (to simulate a redelivery).
+    pub fn message_id(mut self, message_id: i64) -> Self {
+        self.message_id = Some(message_id);
+        self
+    }
+
+    /// The sender's client language (`language_code`).
+    pub fn language(mut self, code: &str) -> Self {
+        self.from["language_code"] = json!(code);
+        self
+    }
+
+    /// The sender's username.
+    pub fn username(mut self, username: &str) -> Self {
+        self.from["username"] = json!(username);
+        self
+    }
+
+    /// Moves the text into a caption (a photo or document message).
+    pub fn as_caption(mut self) -> Self {
+        self.caption = self.text.take();
+        self
+    }
+
+    /// Attaches a photo in three sizes, the largest `width`×`height`.
+    pub fn photo(mut self, file_id: &str, width: u32, height: u32) -> Self {
+        self.photo = [(width / 4, height / 4), (width / 2, height / 2), (width, height)]
+            .iter()
+            .enumerate()
+            .map(|(i, (w, h))| {
+                json!({"file_id": format!("{file_id}-{i}"), "file_unique_id": format!("u-{file_id}-{i}"),
+                       "width": w, "height": h, "file_size": u64::from(*w) * u64::from(*h) / 8})
+            })
+            .collect();
+        if let Some(last) = self.photo.last_mut() {
+            last["file_id"] = json!(file_id);
+        }
+        self
+    }
+
+    /// Attaches a document.
+    pub fn document(mut self, file_id: &str, file_name: &str, mime_type: &str, size: u64) -> Self {
+        self.document = Some(json!({"file_id": file_id, "file_unique_id": format!("u-{file_id}"),
+            "file_name": file_name, "mime_type": mime_type, "file_size": size}));
+        self
+    }
+
+    /// The `message` object with the given ids.
+    pub(super) fn to_message(&self, message_id: i64, date: i64, replied: Option<Value>) -> Value {
+        let mut m = json!({
+            "message_id": message_id,
+            "date": date,
+            "chat": self.chat,
+            "from": self.from,
+        });
+        if let Some(text) = &self.text {
+            m["text"] = json!(text);
+            if let Some(entity) = command_entity(text) {
+                m["entities"] = json!([entity]);
+            }
+        }
+        if let Some(caption) = &self.caption {
+            m["caption"] = json!(caption);
+        }
+        if let Some(replied) = replied {
+            m["reply_to_message"] = replied;
+        }
+        if !self.photo.is_empty() {
+            m["photo"] = json!(self.photo);
+        }
+        if let Some(doc) = &self.document {
+            m["document"] = doc.clone();
+        }
+        m
+    }
+}
+
+/// A `bot_command` entity over a leading `/command[@bot]`, as Telegram clients send it.
+fn command_entity(text: &str) -> Option<Value> {
+    if !text.starts_with('/') {
+        return None;
+    }
+    let token = text.split(char::is_whitespace).next().unwrap_or("");
+    (token.len() > 1).then(|| {
+        json!({"type": "bot_command", "offset": 0, "length": token.encode_utf16().count()})
+    })
+}
