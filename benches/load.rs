@@ -12,6 +12,8 @@
 //!
 //! Peak RSS (`VmHWM`) covers the whole process, simulator included. Run with
 //! `cargo bench --bench load` (release build).
+// A benchmark that cannot set itself up should stop loudly.
+#![allow(clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -26,8 +28,8 @@ use im_bridge::gateway::GatewayConfig;
 use im_bridge::manager::ManagerConfig;
 use im_bridge::simulator::{Script, Simulator, SimulatorConfig};
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, ChannelExit, InboundMessage, InboundSink, LengthUnit, MessageId,
-    SendTarget, SentMessage, UpdateMode,
+    Capabilities, Channel, ChannelError, ChannelExit, InboundMessage, InboundSink, LengthUnit,
+    MessageId, SendTarget, SentMessage, UpdateMode,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -49,9 +51,17 @@ impl Channel for BenchChannel {
         "bench"
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { updates: UpdateMode::EditInPlace, length_unit: LengthUnit::Chars, ..Capabilities::final_only(100_000) }
+        Capabilities {
+            updates: UpdateMode::EditInPlace,
+            length_unit: LengthUnit::Chars,
+            ..Capabilities::final_only(100_000)
+        }
     }
-    async fn run(&self, sink: InboundSink, shutdown: CancellationToken) -> Result<ChannelExit, ChannelError> {
+    async fn run(
+        &self,
+        sink: InboundSink,
+        shutdown: CancellationToken,
+    ) -> Result<ChannelExit, ChannelError> {
         let Some(mut feed) = self.feed.lock().map(|mut f| f.take()).unwrap_or(None) else {
             return Err(ChannelError::Stopped);
         };
@@ -68,17 +78,31 @@ impl Channel for BenchChannel {
             }
         }
     }
-    async fn send_text(&self, target: SendTarget<'_>, _: &str) -> Result<SentMessage, ChannelError> {
+    async fn send_text(
+        &self,
+        target: SendTarget<'_>,
+        _: &str,
+    ) -> Result<SentMessage, ChannelError> {
         self.final_for(&target);
         Ok(self.sent())
     }
     async fn start_stream(&self, _: SendTarget<'_>, _: &str) -> Result<SentMessage, ChannelError> {
         Ok(self.sent())
     }
-    async fn edit_text(&self, _: SendTarget<'_>, _: &MessageId, _: &str) -> Result<(), ChannelError> {
+    async fn edit_text(
+        &self,
+        _: SendTarget<'_>,
+        _: &MessageId,
+        _: &str,
+    ) -> Result<(), ChannelError> {
         Ok(())
     }
-    async fn finish_stream(&self, target: SendTarget<'_>, _: &MessageId, _: &str) -> Result<(), ChannelError> {
+    async fn finish_stream(
+        &self,
+        target: SendTarget<'_>,
+        _: &MessageId,
+        _: &str,
+    ) -> Result<(), ChannelError> {
         self.final_for(&target);
         Ok(())
     }
@@ -86,24 +110,39 @@ impl Channel for BenchChannel {
 
 impl BenchChannel {
     fn sent(&self) -> SentMessage {
-        SentMessage { id: MessageId::new(self.next_id.fetch_add(1, Ordering::Relaxed).to_string()) }
+        SentMessage {
+            id: MessageId::new(self.next_id.fetch_add(1, Ordering::Relaxed).to_string()),
+        }
     }
     fn final_for(&self, target: &SendTarget<'_>) {
-        let key = format!("{}/{}", target.chat_id, target.reply_to.map(|m| m.as_str()).unwrap_or(""));
+        let key = format!(
+            "{}/{}",
+            target.chat_id,
+            target.reply_to.map(|m| m.as_str()).unwrap_or("")
+        );
         let _ = self.finals.send((key, Instant::now()));
     }
 }
 
 fn message(conversation: usize, n: usize, id: &AtomicU64) -> InboundMessage {
     let mid = id.fetch_add(1, Ordering::Relaxed);
-    let mut msg = InboundMessage::new("bench", format!("chat{conversation}"), format!("user{conversation}"), format!("question {n} please"));
+    let mut msg = InboundMessage::new(
+        "bench",
+        format!("chat{conversation}"),
+        format!("user{conversation}"),
+        format!("question {n} please"),
+    );
     msg.thread_ts = Some(MessageId::new(mid.to_string()));
     msg.metadata.insert("message_id".into(), mid.into());
     msg
 }
 
 fn key(msg: &InboundMessage) -> String {
-    format!("{}/{}", msg.chat_id, msg.thread_ts.as_ref().map(|m| m.as_str()).unwrap_or(""))
+    format!(
+        "{}/{}",
+        msg.chat_id,
+        msg.thread_ts.as_ref().map(|m| m.as_str()).unwrap_or("")
+    )
 }
 
 struct Running {
@@ -117,7 +156,11 @@ struct Running {
 async fn start(sim_langgraph: String, sim_gateway: String) -> Running {
     let (feed, rx) = mpsc::channel(CONVERSATIONS * 2);
     let (finals_tx, finals) = mpsc::unbounded_channel();
-    let channel = Arc::new(BenchChannel { feed: Mutex::new(Some(rx)), finals: finals_tx, next_id: AtomicU64::new(1) });
+    let channel = Arc::new(BenchChannel {
+        feed: Mutex::new(Some(rx)),
+        finals: finals_tx,
+        next_id: AtomicU64::new(1),
+    });
     let dir = tempfile::tempdir().expect("tempdir");
     let config = DaemonConfig {
         intake: IntakeSettings {
@@ -125,8 +168,16 @@ async fn start(sim_langgraph: String, sim_gateway: String) -> Running {
             max_concurrency: NonZeroUsize::new(64).expect("non-zero"),
             shutdown_grace: Duration::from_secs(5),
         },
-        manager: ManagerConfig { max_concurrency: 64, notification_locale: "en-US".into(), ..ManagerConfig::default() },
-        gateway: GatewayConfig { langgraph_url: sim_langgraph, gateway_url: sim_gateway, ..GatewayConfig::default() },
+        manager: ManagerConfig {
+            max_concurrency: 64,
+            notification_locale: "en-US".into(),
+            ..ManagerConfig::default()
+        },
+        gateway: GatewayConfig {
+            langgraph_url: sim_langgraph,
+            gateway_url: sim_gateway,
+            ..GatewayConfig::default()
+        },
         store: StoreLocation::Sqlite(dir.path().join("bench.db")),
         admin_listen: None,
         locales_dir: None,
@@ -138,7 +189,13 @@ async fn start(sim_langgraph: String, sim_gateway: String) -> Running {
             eprintln!("daemon failed: {error}");
         }
     });
-    Running { feed, finals, shutdown, daemon, _dir: dir }
+    Running {
+        feed,
+        finals,
+        shutdown,
+        daemon,
+        _dir: dir,
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -163,8 +220,16 @@ fn cpu_time() -> Duration {
 fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_owned))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_owned)
+        })
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
@@ -182,7 +247,9 @@ async fn saturation(sim_langgraph: String, sim_gateway: String, ids: &AtomicU64)
     let mut done = 0;
     while done < CONVERSATIONS * MESSAGES_EACH {
         let (k, _) = run.finals.recv().await.expect("finals");
-        let Some(c) = pending.remove(&k) else { continue };
+        let Some(c) = pending.remove(&k) else {
+            continue;
+        };
         done += 1;
         if sent_next[c] < MESSAGES_EACH {
             let msg = message(c, sent_next[c], ids);
@@ -197,7 +264,11 @@ async fn saturation(sim_langgraph: String, sim_gateway: String, ids: &AtomicU64)
     (CONVERSATIONS * MESSAGES_EACH) as f64 / elapsed.as_secs_f64()
 }
 
-async fn open_loop(sim_langgraph: String, sim_gateway: String, ids: &AtomicU64) -> (Vec<Duration>, f64) {
+async fn open_loop(
+    sim_langgraph: String,
+    sim_gateway: String,
+    ids: &AtomicU64,
+) -> (Vec<Duration>, f64) {
     let mut run = start(sim_langgraph, sim_gateway).await;
     let total = CONVERSATIONS * MESSAGES_EACH;
     let interval = Duration::from_secs_f64(1.0 / OPEN_LOOP_RATE);
@@ -231,7 +302,10 @@ async fn open_loop(sim_langgraph: String, sim_gateway: String, ids: &AtomicU64) 
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     runtime.block_on(async {
         let answer = "The agent's answer arrives in twenty pieces, as a real model would stream it; ".repeat(3);
         let sim_config = SimulatorConfig { default_script: Script::with_answer(answer.trim_end()).chunks(20), ..SimulatorConfig::default() };

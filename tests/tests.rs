@@ -7,7 +7,8 @@
 //! - `compact`: `/compact` in chat (issue 8);
 //! - `cli`: the binary: check-config, run, demo (issue 2);
 //! - `gateway`: the Gateway client against the simulator, route by route (issue 3);
-//! - `simulator`: the Gateway simulator over loopback, checked with plain HTTP (issue 3).
+//! - `simulator`: the Gateway simulator over loopback, checked with plain HTTP (issue 3);
+//! - `telegram`: the Telegram adapter against the fake Bot API, daemon and simulator.
 
 // Harness helpers outside `#[test]` functions fail the test by panicking, like the tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -20,3 +21,4 @@ mod lang;
 mod manager;
 mod simulator;
 mod support;
+mod telegram;

@@ -301,21 +301,23 @@ pub fn validate(
                 PlatformSettings::Console
             }
             #[cfg(feature = "telegram")]
-            "telegram" => match im_bridge_telegram::from_block(Value::Mapping(block.platform.clone())) {
-                Ok(loaded) => {
-                    warnings.extend(loaded.warnings.iter().map(ToString::to_string));
-                    PlatformSettings::Telegram(loaded.settings)
-                }
-                Err(problems) => {
-                    // An unset `$VAR` was already reported at the same path.
-                    for p in problems {
-                        if !errors.iter().any(|e| e.path == p.path) {
-                            errors.push(ConfigError::new(p.path, p.message));
-                        }
+            "telegram" => {
+                match im_bridge_telegram::from_block(Value::Mapping(block.platform.clone())) {
+                    Ok(loaded) => {
+                        warnings.extend(loaded.warnings.iter().map(ToString::to_string));
+                        PlatformSettings::Telegram(loaded.settings)
                     }
-                    continue;
+                    Err(problems) => {
+                        // An unset `$VAR` was already reported at the same path.
+                        for p in problems {
+                            if !errors.iter().any(|e| e.path == p.path) {
+                                errors.push(ConfigError::new(p.path, p.message));
+                            }
+                        }
+                        continue;
+                    }
                 }
-            },
+            }
             other if PLANNED_PLATFORMS.contains(&other) => {
                 errors.push(ConfigError::new(
                     &path,

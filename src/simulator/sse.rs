@@ -141,7 +141,11 @@ mod tests {
 
     #[test]
     fn frames_are_single_line_with_raw_utf8() {
-        let frame = encode_frame("values", &json!({"title": "你好\nworld"}).to_string(), Some("1-0"));
+        let frame = encode_frame(
+            "values",
+            &json!({"title": "你好\nworld"}).to_string(),
+            Some("1-0"),
+        );
         assert_eq!(
             frame,
             "event: values\ndata: {\"title\":\"你好\\nworld\"}\nid: 1-0\n\n"

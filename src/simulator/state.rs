@@ -37,6 +37,8 @@ pub(crate) struct State {
     pub next_scripts: VecDeque<Script>,
     pub faults: Vec<Fault>,
     pub runs: HashMap<String, RunEntry>,
+    /// Finished runs, oldest first, for pruning beyond [`MAX_FINISHED_RUNS`] in O(1).
+    pub finished: VecDeque<String>,
     /// Runs started so far (orders run records).
     pub run_counter: u64,
     /// Per raw owner id: the locale `GET /api/user-preferences` reports (`None` = no field).
@@ -52,6 +54,7 @@ impl State {
             next_scripts: VecDeque::new(),
             faults: Vec::new(),
             runs: HashMap::new(),
+            finished: VecDeque::new(),
             run_counter: 0,
             locales: HashMap::new(),
         }
@@ -106,21 +109,14 @@ impl State {
         Some(thread)
     }
 
-    /// Forgets the oldest finished runs beyond [`MAX_FINISHED_RUNS`].
-    pub(crate) fn prune_runs(&mut self) {
-        let mut finished: Vec<(u64, String)> = self
-            .runs
-            .values()
-            .filter(|r| !r.status.is_active())
-            .map(|r| (r.order, r.run_id.clone()))
-            .collect();
-        if finished.len() <= MAX_FINISHED_RUNS {
-            return;
-        }
-        finished.sort_unstable();
-        let excess = finished.len() - MAX_FINISHED_RUNS;
-        for (_, id) in finished.into_iter().take(excess) {
-            self.runs.remove(&id);
+    /// Records `run_id` as finished and forgets the oldest finished runs beyond
+    /// [`MAX_FINISHED_RUNS`].
+    pub(crate) fn prune_runs(&mut self, run_id: &str) {
+        self.finished.push_back(run_id.to_owned());
+        while self.finished.len() > MAX_FINISHED_RUNS {
+            if let Some(id) = self.finished.pop_front() {
+                self.runs.remove(&id);
+            }
         }
     }
 }
@@ -407,7 +403,7 @@ impl Drop for RunGuard {
                 run.status = self.outcome;
                 run.updated_at = wire::now_iso();
             }
-            state.prune_runs();
+            state.prune_runs(&self.run_id);
         }
         self.sim.bump();
     }

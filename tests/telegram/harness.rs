@@ -152,7 +152,10 @@ impl Tg {
     pub async fn stop(mut self) {
         self.shutdown.cancel();
         let daemon = self.daemon.take().unwrap();
-        let exit = tokio::time::timeout(DEADLINE, daemon).await.unwrap().unwrap();
+        let exit = tokio::time::timeout(DEADLINE, daemon)
+            .await
+            .unwrap()
+            .unwrap();
         assert!(exit.is_ok(), "daemon failed: {exit:?}");
     }
 }

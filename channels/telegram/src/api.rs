@@ -19,8 +19,8 @@ use serde_json::Value;
 
 use crate::error::TelegramError;
 use crate::model::{
-    ApiResponse, DeleteWebhook, EditMessageText, GetUpdates, Message, ReplyParameters,
-    SendMessage, SetMyCommands, SetWebhook, User,
+    ApiResponse, DeleteWebhook, EditMessageText, GetUpdates, Message, ReplyParameters, SendMessage,
+    SetMyCommands, SetWebhook, User,
 };
 
 /// Timeout of an ordinary call.
@@ -322,7 +322,10 @@ mod tests {
         // Nothing listens on port 1: the call fails at connect time with the URL known.
         let api = Api::new("http://127.0.0.1:1", Secret::new(TOKEN)).unwrap();
         let error = api.get_me().await.unwrap_err();
-        assert!(matches!(error, TelegramError::Transport { .. }), "{error:?}");
+        assert!(
+            matches!(error, TelegramError::Transport { .. }),
+            "{error:?}"
+        );
         let mut text = format!("{error} {error:?} {api:?}");
         let mut source = std::error::Error::source(&error);
         while let Some(s) = source {

@@ -222,9 +222,7 @@ impl RawTelegramConfig {
                 None => {
                     errors.push(ConfigIssue::new(
                         "api_url",
-                        format!(
-                            "expected an http:// or https:// URL without query, got {text:?}"
-                        ),
+                        format!("expected an http:// or https:// URL without query, got {text:?}"),
                     ));
                     DEFAULT_API_URL.to_owned()
                 }
@@ -445,7 +443,9 @@ mod tests {
         let s = loaded.settings;
         assert_eq!(s.bot_token.expose(), TOKEN);
         assert_eq!(s.api_url, DEFAULT_API_URL);
-        assert!(matches!(s.transport, Transport::Polling { timeout } if timeout == DEFAULT_POLL_TIMEOUT));
+        assert!(
+            matches!(s.transport, Transport::Polling { timeout } if timeout == DEFAULT_POLL_TIMEOUT)
+        );
     }
 
     #[test]
@@ -456,14 +456,17 @@ mod tests {
         .unwrap();
         assert_eq!(
             paths(&loaded.warnings),
-            ["channels.telegram.surprise", "channels.telegram.webhook.extra"]
+            [
+                "channels.telegram.surprise",
+                "channels.telegram.webhook.extra"
+            ]
         );
     }
 
     #[test]
     fn missing_and_malformed_values_are_errors_at_their_key() {
-        let errors = load("api_url: ftp://x\nmode: carrier-pigeon\npoll_timeout_seconds: 0\n")
-            .unwrap_err();
+        let errors =
+            load("api_url: ftp://x\nmode: carrier-pigeon\npoll_timeout_seconds: 0\n").unwrap_err();
         assert_eq!(
             paths(&errors),
             [
@@ -472,14 +475,15 @@ mod tests {
                 "channels.telegram.mode"
             ]
         );
-        let errors = load(&format!("bot_token: \"{TOKEN}\"\npoll_timeout_seconds: 0\n")).unwrap_err();
+        let errors = load(&format!(
+            "bot_token: \"{TOKEN}\"\npoll_timeout_seconds: 0\n"
+        ))
+        .unwrap_err();
         assert_eq!(paths(&errors), ["channels.telegram.poll_timeout_seconds"]);
         let errors = load("bot_token: [1]\n").unwrap_err();
         assert_eq!(paths(&errors), ["channels.telegram.bot_token"]);
-        let errors = load(&format!(
-            "bot_token: \"{TOKEN}\"\nwebhook: {{listen: 3}}\n"
-        ))
-        .unwrap_err();
+        let errors =
+            load(&format!("bot_token: \"{TOKEN}\"\nwebhook: {{listen: 3}}\n")).unwrap_err();
         assert_eq!(paths(&errors), ["channels.telegram.webhook.listen"]);
     }
 

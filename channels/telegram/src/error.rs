@@ -188,8 +188,15 @@ mod tests {
             retry_after: Some(7),
             migrate_to_chat_id: None,
         };
-        let e = TelegramError::from_api("editMessageText", 429, "Too Many Requests: retry after 7".into(), Some(&params));
-        assert!(matches!(ChannelError::from(e), ChannelError::RetryAfter(d) if d == Duration::from_secs(7)));
+        let e = TelegramError::from_api(
+            "editMessageText",
+            429,
+            "Too Many Requests: retry after 7".into(),
+            Some(&params),
+        );
+        assert!(
+            matches!(ChannelError::from(e), ChannelError::RetryAfter(d) if d == Duration::from_secs(7))
+        );
         let e = TelegramError::from_api("editMessageText", 429, "Too Many Requests".into(), None);
         assert!(matches!(e, TelegramError::RetryAfter(d) if d == DEFAULT_RETRY_AFTER));
         let e = TelegramError::from_api(
@@ -199,14 +206,25 @@ mod tests {
             None,
         );
         assert!(matches!(e, TelegramError::NotModified));
-        for text in ["Bad Request: message to edit not found", "Bad Request: message can't be edited"] {
+        for text in [
+            "Bad Request: message to edit not found",
+            "Bad Request: message can't be edited",
+        ] {
             let e = TelegramError::from_api("editMessageText", 400, text.into(), None);
             assert!(matches!(ChannelError::from(e), ChannelError::NotEditable));
         }
         let e = TelegramError::from_api("getMe", 401, "Unauthorized".into(), None);
         assert!(matches!(e, TelegramError::Unauthorized) && !e.is_transient());
-        let e = TelegramError::from_api("sendMessage", 400, "Bad Request: chat not found".into(), None);
-        assert!(matches!(ChannelError::from(e), ChannelError::Rejected { .. }));
+        let e = TelegramError::from_api(
+            "sendMessage",
+            400,
+            "Bad Request: chat not found".into(),
+            None,
+        );
+        assert!(matches!(
+            ChannelError::from(e),
+            ChannelError::Rejected { .. }
+        ));
         let e = TelegramError::from_api("sendMessage", 502, "Bad Gateway".into(), None);
         assert!(e.is_transient());
         assert!(matches!(ChannelError::from(e), ChannelError::Transport(_)));

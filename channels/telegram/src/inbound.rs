@@ -14,8 +14,7 @@ pub(crate) mod webhook;
 use std::time::Duration;
 
 use im_bridge_channel::{
-    AllowedUsers, ChatKind, FileKind, FileSource, InboundFile, InboundMessage, MessageId,
-    commands,
+    AllowedUsers, ChatKind, FileKind, FileSource, InboundFile, InboundMessage, MessageId, commands,
 };
 use serde_json::Value;
 
@@ -274,7 +273,8 @@ mod tests {
         let mut m = json!({"message_id": 20, "date": 0, "chat": {"id": -100, "type": "supergroup"},
                "from": {"id": 7, "is_bot": false, "first_name": "B"}, "text": text});
         if let Some(id) = reply_to {
-            m["reply_to_message"] = json!({"message_id": id, "date": 0, "chat": {"id": -100, "type": "supergroup"}});
+            m["reply_to_message"] =
+                json!({"message_id": id, "date": 0, "chat": {"id": -100, "type": "supergroup"}});
         }
         m
     }
@@ -341,9 +341,18 @@ mod tests {
         let other = norm(group("/goal@OtherBot clear", None));
         assert_eq!(other.text, "/goal@OtherBot clear");
         assert_eq!(other.msg_type, MsgType::Chat);
-        assert_eq!(rewrite_command("hi /new@DeerBridgeBot", Some(BOT)), "hi /new@DeerBridgeBot");
-        assert_eq!(rewrite_command("/new@DeerBridgeBot", None), "/new@DeerBridgeBot");
-        assert_eq!(rewrite_command("/new@DeerBridgeBot\nmore", Some(BOT)), "/new\nmore");
+        assert_eq!(
+            rewrite_command("hi /new@DeerBridgeBot", Some(BOT)),
+            "hi /new@DeerBridgeBot"
+        );
+        assert_eq!(
+            rewrite_command("/new@DeerBridgeBot", None),
+            "/new@DeerBridgeBot"
+        );
+        assert_eq!(
+            rewrite_command("/new@DeerBridgeBot\nmore", Some(BOT)),
+            "/new\nmore"
+        );
     }
 
     #[test]
@@ -359,16 +368,34 @@ mod tests {
 
     #[test]
     fn captions_and_attachments_become_text_and_handles() {
-        let photo: Update = serde_json::from_str(include_str!("../tests/fixtures/update_photo_caption.json")).unwrap();
-        let ctx = InboundContext { bot_username: Some(BOT), allowed_users: &AllowedUsers::Anyone };
-        let Normalized::Message(m) = normalize(&photo, &ctx) else { panic!() };
+        let photo: Update =
+            serde_json::from_str(include_str!("../tests/fixtures/update_photo_caption.json"))
+                .unwrap();
+        let ctx = InboundContext {
+            bot_username: Some(BOT),
+            allowed_users: &AllowedUsers::Anyone,
+        };
+        let Normalized::Message(m) = normalize(&photo, &ctx) else {
+            panic!()
+        };
         assert_eq!(m.text, "What is on this whiteboard?");
         assert_eq!(m.files.len(), 1);
         assert_eq!(m.files[0].kind, FileKind::Image);
-        assert_eq!(m.files[0].filename.as_deref(), Some("telegram-photo-4830.jpg"));
-        assert_eq!(m.files[0].source, FileSource::Handle { id: "AgACAgIAAxkBAAIBsmZ_large".into() });
-        let doc: Update = serde_json::from_str(include_str!("../tests/fixtures/update_document.json")).unwrap();
-        let Normalized::Message(m) = normalize(&doc, &ctx) else { panic!() };
+        assert_eq!(
+            m.files[0].filename.as_deref(),
+            Some("telegram-photo-4830.jpg")
+        );
+        assert_eq!(
+            m.files[0].source,
+            FileSource::Handle {
+                id: "AgACAgIAAxkBAAIBsmZ_large".into()
+            }
+        );
+        let doc: Update =
+            serde_json::from_str(include_str!("../tests/fixtures/update_document.json")).unwrap();
+        let Normalized::Message(m) = normalize(&doc, &ctx) else {
+            panic!()
+        };
         assert_eq!(m.chat_kind, ChatKind::Group);
         assert_eq!(m.files[0].filename.as_deref(), Some("q3-report.pdf"));
         assert_eq!(m.files[0].mime_type.as_deref(), Some("application/pdf"));
@@ -377,19 +404,31 @@ mod tests {
         // A file without a caption is still a message.
         let mut bare = private("");
         bare.as_object_mut().unwrap().remove("text");
-        bare["document"] = json!({"file_id": "F", "file_unique_id": "U", "file_name": "../../etc/\u{7}passwd"});
+        bare["document"] =
+            json!({"file_id": "F", "file_unique_id": "U", "file_name": "../../etc/\u{7}passwd"});
         let m = norm(bare);
         assert_eq!(m.text, "");
         assert_eq!(m.files[0].filename.as_deref(), Some("passwd"));
-        assert_eq!(m.files[0].mime_type.as_deref(), Some("application/octet-stream"));
+        assert_eq!(
+            m.files[0].mime_type.as_deref(),
+            Some("application/octet-stream")
+        );
     }
 
     #[test]
     fn other_updates_and_senders_are_skipped() {
         let anyone = AllowedUsers::Anyone;
-        let edited: Update = serde_json::from_str(include_str!("../tests/fixtures/update_edited_message.json")).unwrap();
-        let ctx = InboundContext { bot_username: Some(BOT), allowed_users: &anyone };
-        assert_eq!(normalize(&edited, &ctx), Normalized::Skipped(Skip::NotAMessage));
+        let edited: Update =
+            serde_json::from_str(include_str!("../tests/fixtures/update_edited_message.json"))
+                .unwrap();
+        let ctx = InboundContext {
+            bot_username: Some(BOT),
+            allowed_users: &anyone,
+        };
+        assert_eq!(
+            normalize(&edited, &ctx),
+            Normalized::Skipped(Skip::NotAMessage)
+        );
         let mut no_sender = private("x");
         no_sender.as_object_mut().unwrap().remove("from");
         assert_eq!(skip(no_sender, &anyone), Skip::NoSender);

@@ -36,8 +36,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use im_bridge_channel::{
     AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, CommandMenu, InboundSink,
-    LengthUnit, MenuEntry, MessageId, ResolvedAttachment, SendTarget, SentMessage,
-    UpdateMode,
+    LengthUnit, MenuEntry, MessageId, ResolvedAttachment, SendTarget, SentMessage, UpdateMode,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -254,7 +253,11 @@ impl Channel for TelegramChannel {
         let Some(me) = self.identify(&shutdown).await? else {
             return Ok(ChannelExit::Stopped);
         };
-        tracing::info!(bot_id = me.id, username = me.username.as_deref().unwrap_or(""), "Identified the Telegram bot.");
+        tracing::info!(
+            bot_id = me.id,
+            username = me.username.as_deref().unwrap_or(""),
+            "Identified the Telegram bot."
+        );
         self.shared.set_bot_username(me.username);
         self.publish_menu(&shutdown).await;
         let exit = match &self.settings.transport {

@@ -323,11 +323,13 @@ mod tests {
     #[test]
     fn responses_round_trip() {
         let me: ApiResponse<User> = round_trip(fixture!("response_get_me.json"));
-        assert_eq!(me.result.unwrap().username.as_deref(), Some("DeerBridgeBot"));
+        assert_eq!(
+            me.result.unwrap().username.as_deref(),
+            Some("DeerBridgeBot")
+        );
         let sent: ApiResponse<Message> = round_trip(fixture!("response_send_message.json"));
         assert!(sent.ok);
-        let updates: ApiResponse<Vec<Update>> =
-            round_trip(fixture!("response_get_updates.json"));
+        let updates: ApiResponse<Vec<Update>> = round_trip(fixture!("response_get_updates.json"));
         assert_eq!(updates.result.unwrap().len(), 2);
         let yes: ApiResponse<bool> = round_trip(fixture!("response_true.json"));
         assert_eq!(yes.result, Some(true));

@@ -121,7 +121,10 @@ pub(crate) async fn send_file(
         bytes,
     };
     if as_photo {
-        match api.send_file(upload(UploadKind::Photo, bytes.clone())).await {
+        match api
+            .send_file(upload(UploadKind::Photo, bytes.clone()))
+            .await
+        {
             Ok(_) => return Ok(()),
             // Telegram refuses some pictures (dimensions, formats); a document still works.
             Err(TelegramError::Api { code: 400, .. }) => {

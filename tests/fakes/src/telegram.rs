@@ -205,10 +205,8 @@ impl Inner {
 
     /// Confirms every pending update below `offset`.
     fn confirm_below(&mut self, offset: i64) {
-        let (done, keep): (Vec<_>, Vec<_>) = self
-            .pending
-            .drain(..)
-            .partition(|u| update_id(u) < offset);
+        let (done, keep): (Vec<_>, Vec<_>) =
+            self.pending.drain(..).partition(|u| update_id(u) < offset);
         self.confirmed.extend(done);
         self.pending = keep;
     }
@@ -232,8 +230,13 @@ impl Inner {
                     "description": format!("Too Many Requests: retry after {secs}"),
                     "parameters": {"retry_after": secs}}),
             },
-            Failure::NotModified => Answer::error(400, "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message"),
-            Failure::MessageToEditNotFound => Answer::error(400, "Bad Request: message to edit not found"),
+            Failure::NotModified => Answer::error(
+                400,
+                "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
+            ),
+            Failure::MessageToEditNotFound => {
+                Answer::error(400, "Bad Request: message to edit not found")
+            }
             Failure::CantBeEdited => Answer::error(400, "Bad Request: message can't be edited"),
             Failure::Status(code, description) => Answer::error(code, &description),
         })
@@ -329,9 +332,7 @@ impl FakeTelegram {
             changed: Notify::new(),
             stop: CancellationToken::new(),
         });
-        let app = Router::new()
-            .fallback(handle)
-            .with_state(shared.clone());
+        let app = Router::new().fallback(handle).with_state(shared.clone());
         let stop = shared.stop.clone();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app)
@@ -371,7 +372,11 @@ impl FakeTelegram {
         let chat_id = incoming.chat.get("id").and_then(Value::as_i64).unwrap_or(0);
         let replied = incoming.reply_to.map(|id| {
             let mut r = json!({"message_id": id, "date": inner.now_unix(), "chat": incoming.chat});
-            if let Some(m) = inner.messages.iter().find(|m| m.chat_id == chat_id && m.message_id == id) {
+            if let Some(m) = inner
+                .messages
+                .iter()
+                .find(|m| m.chat_id == chat_id && m.message_id == id)
+            {
                 r["from"] = self.shared.bot.clone();
                 r["text"] = json!(m.text);
             }
@@ -432,7 +437,10 @@ impl FakeTelegram {
 
     /// Every call of `method` so far.
     pub fn calls_to(&self, method: &str) -> Vec<Call> {
-        self.calls().into_iter().filter(|c| c.method == method).collect()
+        self.calls()
+            .into_iter()
+            .filter(|c| c.method == method)
+            .collect()
     }
 
     /// The bot's messages in `chat_id`, oldest first, as they look now.
@@ -448,7 +456,11 @@ impl FakeTelegram {
 
     /// The menu registered for `language` (`None` = the default menu).
     pub fn commands(&self, language: Option<&str>) -> Option<Vec<(String, String)>> {
-        self.shared.lock().menus.get(&language.map(str::to_owned)).cloned()
+        self.shared
+            .lock()
+            .menus
+            .get(&language.map(str::to_owned))
+            .cloned()
     }
 
     /// The registered webhook URL and secret token.
@@ -458,7 +470,11 @@ impl FakeTelegram {
 
     /// Posts `update` to the registered webhook as Telegram would, with `secret` in
     /// `X-Telegram-Bot-Api-Secret-Token` (`None` = no header). Returns the HTTP status.
-    pub async fn deliver_webhook(&self, update: &Value, secret: Option<&str>) -> Result<u16, String> {
+    pub async fn deliver_webhook(
+        &self,
+        update: &Value,
+        secret: Option<&str>,
+    ) -> Result<u16, String> {
         let Some((url, _)) = self.webhook() else {
             return Err("no webhook is registered".into());
         };
@@ -506,10 +522,13 @@ impl FakeTelegram {
         let calls = self
             .wait_for(what, deadline, |calls| calls.iter().any(&matches))
             .await?;
-        calls.into_iter().find(|c| matches(c)).ok_or_else(|| WaitTimeout {
-            what: what.to_owned(),
-            calls: Vec::new(),
-        })
+        calls
+            .into_iter()
+            .find(|c| matches(c))
+            .ok_or_else(|| WaitTimeout {
+                what: what.to_owned(),
+                calls: Vec::new(),
+            })
     }
 }
 
@@ -531,13 +550,17 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         Ok(parsed) => parsed,
         Err(answer) => return answer.into_response(),
     };
-    if method == "getUpdates" {
+    let scripted = {
+        let mut inner = shared.lock();
+        *inner.counts.entry(method.clone()).or_default() += 1;
+        inner.scripted_failure(&method, &params)
+    };
+    if method == "getUpdates" && scripted.is_none() {
         return get_updates(&shared, params).await.into_response();
     }
     let answer = {
         let mut inner = shared.lock();
-        *inner.counts.entry(method.clone()).or_default() += 1;
-        match inner.scripted_failure(&method, &params) {
+        match scripted {
             Some(failure) => failure,
             None => match method.as_str() {
                 "getMe" => Answer::ok(shared.bot.clone()),
@@ -549,7 +572,9 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
                 "setMyCommands" => methods::set_my_commands(&mut inner, &params),
                 "sendMessage" => methods::send_message(&mut inner, &params, &shared.bot),
                 "editMessageText" => methods::edit_message_text(&mut inner, &params, &shared.bot),
-                "sendPhoto" => methods::send_file(&mut inner, &params, &shared.bot, "photo", upload),
+                "sendPhoto" => {
+                    methods::send_file(&mut inner, &params, &shared.bot, "photo", upload)
+                }
                 "sendDocument" => {
                     methods::send_file(&mut inner, &params, &shared.bot, "document", upload)
                 }
@@ -563,7 +588,13 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     answer.into_response()
 }
 
-fn record(shared: &Shared, method: &str, params: Value, status: u16, result: Option<Value>) -> usize {
+fn record(
+    shared: &Shared,
+    method: &str,
+    params: Value,
+    status: u16,
+    result: Option<Value>,
+) -> usize {
     let mut inner = shared.lock();
     inner.calls.push(Call {
         method: method.to_owned(),
@@ -591,7 +622,10 @@ async fn get_updates(shared: &Shared, params: Value) -> Answer {
         {
             let mut inner = shared.lock();
             if inner.webhook.is_some() {
-                break Answer::error(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first");
+                break Answer::error(
+                    409,
+                    "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first",
+                );
             }
             let ignore = std::mem::take(&mut inner.ignore_offset_once);
             let from = match offset {
@@ -638,7 +672,9 @@ fn download(shared: &Shared, rest: &str, method: &Method) -> Response {
     if token != shared.token || method != Method::GET {
         return StatusCode::UNAUTHORIZED.into_response();
     }
-    let id = path.trim_start_matches("documents/").trim_end_matches(".bin");
+    let id = path
+        .trim_start_matches("documents/")
+        .trim_end_matches(".bin");
     match shared.lock().files.get(id) {
         Some(bytes) => bytes.clone().into_response(),
         None => StatusCode::NOT_FOUND.into_response(),
@@ -675,11 +711,17 @@ async fn parse_params(request: Request) -> Result<(Value, Option<Vec<u8>>), Answ
                 .map_err(|_| Answer::error(400, "Bad Request: invalid multipart body"))?;
             match file_name {
                 Some(file_name) => {
-                    params.insert(name, json!({"file_name": file_name, "content_type": mime, "size": bytes.len()}));
+                    params.insert(
+                        name,
+                        json!({"file_name": file_name, "content_type": mime, "size": bytes.len()}),
+                    );
                     upload.get_or_insert(bytes.to_vec());
                 }
                 None => {
-                    params.insert(name, Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+                    params.insert(
+                        name,
+                        Value::String(String::from_utf8_lossy(&bytes).into_owned()),
+                    );
                 }
             }
         }
@@ -703,6 +745,10 @@ async fn parse_params(request: Request) -> Result<(Value, Option<Vec<u8>>), Answ
 
 fn url_pairs(text: &str) -> Vec<(String, String)> {
     reqwest::Url::parse(&format!("http://x/?{text}"))
-        .map(|u| u.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect())
+        .map(|u| {
+            u.query_pairs()
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect()
+        })
         .unwrap_or_default()
 }

@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::channel::{Channel, SendTarget};
 use crate::error::ChannelError;
@@ -247,8 +248,14 @@ impl<S: Channel + ?Sized> Flusher<S> {
                 return;
             }
         }
+        let span = tracing::debug_span!(
+            "stream",
+            channel = self.stack.name(),
+            chat = %stream.target.chat_id
+        );
         let this = self.clone();
-        self.tasks.spawn(async move { this.run(stream).await });
+        self.tasks
+            .spawn(async move { this.run(stream).await }.instrument(span));
     }
 
     /// The flusher task: sleeps until the clock allows, shows the pending text, repeats

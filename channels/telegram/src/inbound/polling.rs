@@ -9,7 +9,8 @@
 //! daemon is shutting down) the update is left unacknowledged, polling stops, and the next
 //! start receives it again.
 //!
-//! Failures: every failed poll marks the channel disconnected and waits a jittered,
+//! Connection state: connected once `deleteWebhook` succeeded, then after every successful
+//! poll. Failures: every failed poll marks the channel disconnected and waits a jittered,
 //! doubling delay (0.5 s up to 30 s; a 429's `retry_after` instead) before the next one. A
 //! refused token ends the transport with an error. Every wait `select!`s on shutdown.
 
@@ -49,7 +50,12 @@ pub(crate) async fn run(
             r = shared.api.delete_webhook() => r,
         };
         match result {
-            Ok(()) => break,
+            Ok(()) => {
+                // The first long poll may take its whole timeout to answer; the API is
+                // reachable and the token valid already.
+                shared.connected.store(true, Ordering::Release);
+                break;
+            }
             Err(error) => {
                 if !wait_after(shared, &error, &mut backoff, shutdown, "deleteWebhook").await? {
                     return Ok(ChannelExit::Stopped);
@@ -79,7 +85,7 @@ pub(crate) async fn run(
             }
         };
         if !shared.connected.swap(true, Ordering::AcqRel) {
-            tracing::info!("Connected to Telegram.");
+            tracing::info!("Reconnected to Telegram.");
         }
         backoff.reset();
         for raw in updates {
@@ -157,7 +163,11 @@ async fn settle(
     let msg = match shared.normalize(&update) {
         Normalized::Message(msg) => msg,
         Normalized::Skipped(reason) => {
-            tracing::debug!(update_id, reason = reason.as_str(), "Skipped a Telegram update.");
+            tracing::debug!(
+                update_id,
+                reason = reason.as_str(),
+                "Skipped a Telegram update."
+            );
             return Settled::Done;
         }
     };

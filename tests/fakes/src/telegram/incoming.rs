@@ -95,8 +95,10 @@ impl Incoming {
 
     /// Attaches a document.
     pub fn document(mut self, file_id: &str, file_name: &str, mime_type: &str, size: u64) -> Self {
-        self.document = Some(json!({"file_id": file_id, "file_unique_id": format!("u-{file_id}"),
-            "file_name": file_name, "mime_type": mime_type, "file_size": size}));
+        self.document = Some(
+            json!({"file_id": file_id, "file_unique_id": format!("u-{file_id}"),
+            "file_name": file_name, "mime_type": mime_type, "file_size": size}),
+        );
         self
     }
 
@@ -136,7 +138,7 @@ fn command_entity(text: &str) -> Option<Value> {
         return None;
     }
     let token = text.split(char::is_whitespace).next().unwrap_or("");
-    (token.len() > 1).then(|| {
-        json!({"type": "bot_command", "offset": 0, "length": token.encode_utf16().count()})
-    })
+    (token.len() > 1).then(
+        || json!({"type": "bot_command", "offset": 0, "length": token.encode_utf16().count()}),
+    )
 }

@@ -61,11 +61,17 @@ fn message_json(inner: &Inner, m: &BotMessage, bot: &Value) -> Value {
         "chat": chat_json(m.chat_id),
         "from": bot,
     });
+    let file = json!({"file_id": m.file_id, "file_unique_id": format!("u-{}", m.file_id)});
     match m.kind {
         "text" => v["text"] = json!(m.text),
-        kind => {
-            v[kind] = json!({"file_id": m.file_id, "file_unique_id": format!("u-{}", m.file_id)});
+        // A photo is every size Telegram made of it; the fake makes one.
+        "photo" => {
+            let mut size = file;
+            size["width"] = json!(1);
+            size["height"] = json!(1);
+            v["photo"] = json!([size]);
         }
+        kind => v[kind] = file,
     }
     if let Some(reply) = m.reply_to {
         v["reply_to_message"] =

@@ -1,0 +1,285 @@
+//! The adapter's transports against the fake Bot API, without the daemon: backpressure,
+//! acknowledgement, reconnects, and the webhook's answers.
+
+// Helpers outside `#[test]` functions fail the test by panicking, like the tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use im_bridge_channel::{
+    AllowedUsers, Channel, ChannelExit, CommandMenu, InboundQueue, Secret, inbound_queue,
+};
+use im_bridge_fakes::telegram::{Call, Failure, FakeTelegram, Incoming, TOKEN, Trigger};
+use im_bridge_telegram::{TelegramChannel, TelegramSettings, Transport, WebhookSettings};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const DEADLINE: Duration = Duration::from_secs(10);
+const SECRET: &str = "transport-Secret_1";
+
+fn polling(fake: &FakeTelegram, timeout: Duration) -> TelegramSettings {
+    TelegramSettings {
+        transport: Transport::Polling { timeout },
+        ..TelegramSettings::new(Secret::new(TOKEN)).with_api_url(fake.api_url())
+    }
+}
+
+struct Running {
+    channel: Arc<TelegramChannel>,
+    stop: CancellationToken,
+    task: JoinHandle<ChannelExit>,
+}
+
+impl Running {
+    fn start(channel: TelegramChannel, queue_capacity: usize) -> (Self, InboundQueue) {
+        let channel = Arc::new(channel);
+        let (sink, queue) = inbound_queue(NonZeroUsize::new(queue_capacity).unwrap());
+        let stop = CancellationToken::new();
+        let task = {
+            let (channel, stop) = (channel.clone(), stop.clone());
+            tokio::spawn(async move { channel.run(sink, stop).await.unwrap() })
+        };
+        (
+            Self {
+                channel,
+                stop,
+                task,
+            },
+            queue,
+        )
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        let exit = tokio::time::timeout(DEADLINE, self.task)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(exit, ChannelExit::Stopped);
+    }
+}
+
+async fn recv_text(queue: &mut InboundQueue) -> String {
+    tokio::time::timeout(DEADLINE, queue.recv())
+        .await
+        .expect("a message in time")
+        .expect("an open queue")
+        .text
+}
+
+fn offset(call: &Call) -> Option<i64> {
+    call.int("offset")
+}
+
+fn returned(call: &Call, update_id: i64) -> bool {
+    call.method == "getUpdates"
+        && call
+            .result
+            .as_ref()
+            .and_then(|r| r.as_array())
+            .is_some_and(|u| u.iter().any(|u| u["update_id"] == update_id))
+}
+
+#[tokio::test]
+async fn polling_waits_for_queue_space_and_acknowledges_in_order() {
+    let fake = FakeTelegram::start().await.unwrap();
+    let channel = TelegramChannel::new(
+        polling(&fake, Duration::from_secs(5)),
+        AllowedUsers::Anyone,
+        CommandMenu::default(),
+    )
+    .unwrap();
+    let (running, mut queue) = Running::start(channel, 1);
+    let a = fake.inject(Incoming::private(1, "a"));
+    let b = fake.inject(Incoming::private(1, "b"));
+    let c = fake.inject(Incoming::private(1, "c"));
+    fake.wait_for("one batch with all three", DEADLINE, |calls| {
+        calls.iter().any(|call| returned(call, c.update_id))
+    })
+    .await
+    .unwrap();
+    // The queue holds one message: `a` is in, the channel waits to admit `b`, and nothing
+    // past the batch has been acknowledged.
+    assert!(
+        fake.calls_to("getUpdates")
+            .iter()
+            .all(|call| offset(call) <= Some(a.update_id))
+    );
+    assert_eq!(recv_text(&mut queue).await, "a");
+    assert!(running.channel.is_connected());
+    assert_eq!(recv_text(&mut queue).await, "b");
+    assert_eq!(recv_text(&mut queue).await, "c");
+    fake.wait_for_call("the acknowledgement", DEADLINE, |call| {
+        call.method == "getUpdates" && offset(call) == Some(c.update_id + 1)
+    })
+    .await
+    .unwrap();
+    assert!(fake.pending_updates().is_empty());
+    let _ = b;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn closed_admission_leaves_the_update_for_the_next_start() {
+    let fake = FakeTelegram::start().await.unwrap();
+    let settings = polling(&fake, Duration::from_secs(5));
+    let channel = TelegramChannel::new(
+        settings.clone(),
+        AllowedUsers::Anyone,
+        CommandMenu::default(),
+    )
+    .unwrap();
+    let (running, mut queue) = Running::start(channel, 4);
+    let a = fake.inject(Incoming::private(1, "before"));
+    assert_eq!(recv_text(&mut queue).await, "before");
+    fake.wait_for_call("a acknowledged", DEADLINE, |call| {
+        offset(call) == Some(a.update_id + 1)
+    })
+    .await
+    .unwrap();
+
+    // The daemon closes admission (shutting down); a message arriving now is not ours.
+    queue.close();
+    let b = fake.inject(Incoming::private(1, "during shutdown"));
+    fake.wait_for("b handed out", DEADLINE, |calls| {
+        calls.iter().any(|call| returned(call, b.update_id))
+    })
+    .await
+    .unwrap();
+    let channel = running.channel.clone();
+    running.stop().await;
+    assert!(!channel.is_connected());
+    assert!(
+        fake.calls_to("getUpdates")
+            .iter()
+            .all(|call| offset(call) <= Some(b.update_id)),
+        "b must not be acknowledged"
+    );
+    assert_eq!(fake.pending_updates().len(), 1);
+
+    // The next start receives it again.
+    let channel =
+        TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default()).unwrap();
+    let (running, mut queue) = Running::start(channel, 4);
+    assert_eq!(recv_text(&mut queue).await, "during shutdown");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_failed_poll_is_retried_and_connection_state_follows() {
+    let fake = FakeTelegram::start().await.unwrap();
+    fake.fail(
+        "getUpdates",
+        Trigger::Nth(1),
+        Failure::Status(502, "Bad Gateway".into()),
+    );
+    fake.fail("getUpdates", Trigger::Nth(2), Failure::RetryAfter(1));
+    let channel = TelegramChannel::new(
+        polling(&fake, Duration::from_secs(1)),
+        AllowedUsers::Anyone,
+        CommandMenu::default(),
+    )
+    .unwrap();
+    assert!(!channel.is_connected());
+    let (running, mut queue) = Running::start(channel, 4);
+    let calls = fake
+        .wait_for("three polls", DEADLINE, |calls| {
+            calls.iter().filter(|c| c.method == "getUpdates").count() >= 3
+        })
+        .await
+        .unwrap();
+    let polls: Vec<&Call> = calls.iter().filter(|c| c.method == "getUpdates").collect();
+    assert_eq!((polls[0].status, polls[1].status), (502, 429));
+    // The 429's retry_after is honoured.
+    assert!(polls[2].at.duration_since(polls[1].at) >= Duration::from_millis(950));
+    fake.inject(Incoming::private(1, "after the outage"));
+    assert_eq!(recv_text(&mut queue).await, "after the outage");
+    assert!(running.channel.is_connected());
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_token_stops_the_channel() {
+    let fake = FakeTelegram::start().await.unwrap();
+    let settings =
+        TelegramSettings::new(Secret::new("1:not-the-token")).with_api_url(fake.api_url());
+    let channel =
+        TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default()).unwrap();
+    let (sink, _queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
+    let error = tokio::time::timeout(DEADLINE, channel.run(sink, CancellationToken::new()))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(error.to_string().contains("401"), "{error}");
+}
+
+#[tokio::test]
+async fn the_webhook_answers_by_admission_outcome() {
+    let fake = FakeTelegram::start().await.unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = listener.local_addr().unwrap();
+    let settings = TelegramSettings {
+        transport: Transport::Webhook(WebhookSettings {
+            listen,
+            public_url: format!("http://{listen}/hook"),
+            path: "/hook".into(),
+            secret_token: Secret::new(SECRET),
+        }),
+        ..TelegramSettings::new(Secret::new(TOKEN)).with_api_url(fake.api_url())
+    };
+    let only = AllowedUsers::from_entries(Some(vec![Some("1".into())]));
+    let channel = TelegramChannel::new(settings, only, CommandMenu::default())
+        .unwrap()
+        .with_webhook_listener(listener);
+    let (running, mut queue) = Running::start(channel, 1);
+    let mut refusals = queue.take_refusals().unwrap();
+    fake.wait_for_call("setWebhook", DEADLINE, |c| {
+        c.method == "setWebhook" && c.ok()
+    })
+    .await
+    .unwrap();
+
+    let update = |text: &str| fake.make_update(Incoming::private(1, text)).update;
+    // Wrong or missing secret: refused before parsing.
+    assert_eq!(
+        fake.deliver_webhook(&update("x"), Some("nope")).await,
+        Ok(401)
+    );
+    assert_eq!(fake.deliver_webhook(&update("x"), None).await, Ok(401));
+    // Admitted.
+    assert_eq!(
+        fake.deliver_webhook(&update("first"), Some(SECRET)).await,
+        Ok(200)
+    );
+    // A stranger: dropped, but acknowledged so Telegram does not retry.
+    let stranger = fake.make_update(Incoming::private(2, "let me in")).update;
+    assert_eq!(fake.deliver_webhook(&stranger, Some(SECRET)).await, Ok(200));
+    // Queue full: refused (the sender hears "too busy"), acknowledged.
+    assert_eq!(
+        fake.deliver_webhook(&update("second"), Some(SECRET)).await,
+        Ok(200)
+    );
+    let refused = tokio::time::timeout(DEADLINE, refusals.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(refused.text, "second");
+    assert_eq!(recv_text(&mut queue).await, "first");
+    assert!(running.channel.is_connected(), "registered and serving");
+    // Shutting down: 503, so Telegram delivers it again later.
+    queue.close();
+    assert_eq!(
+        fake.deliver_webhook(&update("late"), Some(SECRET)).await,
+        Ok(503)
+    );
+    // Garbage from an authenticated sender is acknowledged, not retried forever.
+    assert_eq!(
+        fake.deliver_webhook(&serde_json::json!({"nonsense": true}), Some(SECRET))
+            .await,
+        Ok(200)
+    );
+    assert!(fake.calls_to("getUpdates").is_empty());
+    running.stop().await;
+}

@@ -1,0 +1,513 @@
+//! The Telegram adapter end to end: the real daemon with a `TelegramChannel` pointed at the
+//! fake Bot API (`im_bridge_fakes::telegram`) through `api_url`, and the Gateway simulator.
+//!
+//! - `streaming_follows_telegram_limits` runs four timing scenarios side by side (they
+//!   mostly wait on the 1 s / 3 s edit intervals): private edits ≥ 1 s apart, group edits
+//!   ≥ 3 s apart, a 10,000-character answer split into ≤ 4096-unit messages that
+//!   concatenate to it, and a 429 on the final edit that delays it without losing it.
+//!   These exercise the delivery engine through the adapter's primitives.
+//! - The others check the adapter itself: redelivery runs once, `/cmd@ThisBot` vs
+//!   `/cmd@OtherBot`, `/start`, the webhook's secret token, the command menus, and that the
+//!   bot token never reaches a log line or an error.
+
+#![cfg(feature = "telegram")]
+
+mod harness;
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use im_bridge::simulator::Script;
+use im_bridge_channel::{AllowedUsers, Channel, CommandMenu, Secret, inbound_queue};
+use im_bridge_fakes::telegram::{Call, Failure, Incoming, TOKEN, Trigger};
+use im_bridge_telegram::{TelegramChannel, TelegramSettings};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use harness::{
+    DEADLINE, Mode, PLACEHOLDER, Tg, assert_spaced, ok_calls, replied_to, run_concurrently, sent_id,
+};
+
+const USER: i64 = 270_581_443;
+const GROUP: i64 = -1_001_234_567_890;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_follows_telegram_limits() {
+    run_concurrently(vec![
+        (
+            "private chat",
+            tokio::spawn(private_chat_edits_a_second_apart()),
+        ),
+        (
+            "group chat",
+            tokio::spawn(group_chat_edits_three_seconds_apart()),
+        ),
+        ("long answer", tokio::spawn(long_answer_is_split_exactly())),
+        ("retry after", tokio::spawn(retry_after_delays_the_final())),
+    ])
+    .await;
+}
+
+/// The placeholder is the stream message; every write of it is ≥ 1 s after the last.
+async fn private_chat_edits_a_second_apart() {
+    let tg = Tg::start().await;
+    let answer = "Streaming keeps one message and edits it in place while the agent writes, \
+                  so the chat shows the answer growing instead of waiting for all of it.";
+    tg.sim.script_next_run(
+        Script::with_answer(answer)
+            .chunks(8)
+            .chunk_delay(Duration::from_millis(350)),
+    );
+    tg.ready().await;
+    let question = tg
+        .fake
+        .inject(Incoming::private(USER, "How does streaming look?"));
+    let calls = tg.wait_text("the final answer", answer).await;
+
+    let sends = ok_calls(&calls, "sendMessage", USER);
+    assert_eq!(sends.len(), 1, "one message, edited in place: {sends:#?}");
+    assert_eq!(sends[0].text(), Some(PLACEHOLDER));
+    assert_eq!(replied_to(sends[0]), Some(question.message_id));
+    let placeholder = sent_id(sends[0]);
+    let edits = ok_calls(&calls, "editMessageText", USER);
+    assert!(
+        edits
+            .iter()
+            .all(|e| e.int("message_id") == Some(placeholder)),
+        "{edits:#?}"
+    );
+    assert!(
+        edits
+            .iter()
+            .any(|e| e.text().is_some_and(|t| t.ends_with(" ▉"))),
+        "the answer streamed: {edits:#?}"
+    );
+    assert_eq!(edits.last().and_then(|e| e.text()), Some(answer));
+    let writes: Vec<&Call> = sends.iter().chain(&edits).copied().collect();
+    assert_spaced(&writes, Duration::from_secs(1), "private chat");
+    assert_eq!(tg.fake.bot_messages(USER).len(), 1);
+    tg.stop().await;
+}
+
+/// Same in a group, 3 s apart.
+async fn group_chat_edits_three_seconds_apart() {
+    let tg = Tg::start().await;
+    let answer = "In a group the bot edits more slowly, because Telegram allows about twenty \
+                  messages a minute there, so partial answers appear every three seconds.";
+    tg.sim.script_next_run(
+        Script::with_answer(answer)
+            .chunks(10)
+            .chunk_delay(Duration::from_millis(450)),
+    );
+    tg.ready().await;
+    let question = tg
+        .fake
+        .inject(Incoming::group(GROUP, USER, "How fast in a group?"));
+    let calls = tg.wait_text("the final answer", answer).await;
+
+    let sends = ok_calls(&calls, "sendMessage", GROUP);
+    assert_eq!(sends.len(), 1, "{sends:#?}");
+    assert_eq!(replied_to(sends[0]), Some(question.message_id));
+    let edits = ok_calls(&calls, "editMessageText", GROUP);
+    assert!(
+        edits
+            .iter()
+            .any(|e| e.text().is_some_and(|t| t.ends_with(" ▉"))),
+        "the answer streamed: {edits:#?}"
+    );
+    let writes: Vec<&Call> = sends.iter().chain(&edits).copied().collect();
+    assert_spaced(&writes, Duration::from_secs(3), "group chat");
+    tg.stop().await;
+}
+
+/// 10,000 characters (with emoji, two UTF-16 units each) land as several messages of at
+/// most 4096 UTF-16 units that concatenate to the answer exactly.
+async fn long_answer_is_split_exactly() {
+    let tg = Tg::start().await;
+    let answer = long_text(10_000);
+    let units = answer.encode_utf16().count();
+    tg.sim.script_next_run(
+        Script::with_answer(answer.clone())
+            .chunks(5)
+            .chunk_delay(Duration::from_millis(300)),
+    );
+    tg.ready().await;
+    tg.fake.inject(Incoming::private(USER, "Write a lot"));
+    let shown = |messages: &[im_bridge_fakes::telegram::BotMessage]| {
+        messages.iter().map(|m| m.text.as_str()).collect::<String>()
+    };
+    let calls = tg
+        .fake
+        .wait_for("the whole answer", DEADLINE, |_| {
+            shown(&tg.fake.bot_messages(USER)) == answer
+        })
+        .await
+        .unwrap();
+    let messages = tg.fake.bot_messages(USER);
+    assert!(
+        messages.len() >= units.div_ceil(4096),
+        "{} messages for {units} units",
+        messages.len()
+    );
+    for m in &messages {
+        assert!(
+            m.text.encode_utf16().count() <= 4096,
+            "{} units",
+            m.text.encode_utf16().count()
+        );
+    }
+    // The first message is the placeholder, finished with the first chunk; the rest are
+    // new messages; nothing was refused as too long (previews included: the stream
+    // outgrows 4096 units before it ends).
+    let sends = ok_calls(&calls, "sendMessage", USER);
+    assert_eq!(sends[0].text(), Some(PLACEHOLDER));
+    assert_eq!(sent_id(sends[0]), messages[0].message_id);
+    let refused: Vec<_> = calls
+        .iter()
+        .filter(|c| c.method != "getUpdates" && !c.ok())
+        .collect();
+    assert!(refused.is_empty(), "{refused:#?}");
+    tg.stop().await;
+}
+
+/// A 429 on the final edit is waited out; the final lands once, in the same message.
+async fn retry_after_delays_the_final() {
+    let tg = Tg::start().await;
+    let answer = "This final edit is throttled once by Telegram and still arrives.";
+    tg.fake.fail(
+        "editMessageText",
+        Trigger::TextEquals(answer.into()),
+        Failure::RetryAfter(1),
+    );
+    tg.sim.script_next_run(
+        Script::with_answer(answer)
+            .chunks(3)
+            .chunk_delay(Duration::from_millis(300)),
+    );
+    tg.ready().await;
+    tg.fake.inject(Incoming::private(USER, "Try the slow path"));
+    let calls = tg.wait_text("the final after the 429", answer).await;
+    let throttled = calls
+        .iter()
+        .find(|c| c.status == 429)
+        .expect("the scripted 429");
+    let landed = calls
+        .iter()
+        .find(|c| c.ok() && c.text() == Some(answer))
+        .unwrap();
+    assert!(
+        landed.at.duration_since(throttled.at) + Duration::from_millis(60)
+            >= Duration::from_secs(1),
+        "retried after {:?}",
+        landed.at.duration_since(throttled.at)
+    );
+    let messages = tg.fake.bot_messages(USER);
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    assert_eq!(messages[0].text, answer);
+    tg.stop().await;
+}
+
+/// `n` characters of mixed ASCII, CJK and emoji, ending in a visible character.
+fn long_text(n: usize) -> String {
+    let mut text = String::new();
+    let mut i = 0;
+    while text.chars().count() < n {
+        i += 1;
+        text.push_str(&format!(
+            "Paragraph {i}: the deer 🦌 crosses the river 河流 at dawn, and the bridge holds.\n"
+        ));
+        if i % 7 == 0 {
+            text.push('\n');
+        }
+    }
+    let mut text: String = text.chars().take(n - 1).collect();
+    text.push('.');
+    text
+}
+
+#[tokio::test]
+async fn a_redelivered_update_runs_once() {
+    let tg = Tg::start().await;
+    tg.ready().await;
+    tg.sim
+        .script_next_run(Script::with_answer("First answer.").chunks(1));
+    let first = tg.fake.inject(Incoming::private(USER, "first question"));
+    tg.wait_text("the first answer", "First answer.").await;
+
+    // Telegram "forgets" the acknowledgement and hands the same update out again.
+    tg.fake.forget_offset();
+    let returned_first = |c: &Call| {
+        c.method == "getUpdates"
+            && c.result
+                .as_ref()
+                .and_then(|r| r.as_array())
+                .is_some_and(|updates| updates.iter().any(|u| u["update_id"] == first.update_id))
+    };
+    tg.fake
+        .wait_for("the redelivery", DEADLINE, |calls| {
+            calls.iter().filter(|c| returned_first(c)).count() >= 2
+        })
+        .await
+        .unwrap();
+    tg.sim
+        .script_next_run(Script::with_answer("Second answer.").chunks(1));
+    tg.fake.inject(Incoming::private(USER, "second question"));
+    let calls = tg.wait_text("the second answer", "Second answer.").await;
+
+    let runs = tg
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.contains("/runs/"))
+        .count();
+    assert_eq!(runs, 2, "the redelivered message must not run again");
+    let answers_to_first = ok_calls(&calls, "sendMessage", USER)
+        .into_iter()
+        .filter(|c| replied_to(c) == Some(first.message_id))
+        .count();
+    assert_eq!(
+        answers_to_first, 1,
+        "one placeholder for the first question"
+    );
+    tg.stop().await;
+}
+
+#[tokio::test]
+async fn commands_for_this_bot_are_rewritten_and_others_are_chat() {
+    let tg = Tg::start().await;
+    tg.ready().await;
+    let command = tg
+        .fake
+        .inject(Incoming::group(GROUP, USER, "/goal@ThisBot clear"));
+    let calls = tg.wait_text("the goal reply", "The goal is cleared.").await;
+    let placeholder = ok_calls(&calls, "sendMessage", GROUP)
+        .into_iter()
+        .find(|c| replied_to(c) == Some(command.message_id))
+        .expect("the command's placeholder");
+    let done = calls
+        .iter()
+        .find(|c| c.ok() && c.text() == Some("The goal is cleared."))
+        .unwrap();
+    assert_eq!(done.int("message_id"), Some(sent_id(placeholder)));
+    assert!(
+        tg.sim.requests().is_empty(),
+        "no conversation, no Gateway call"
+    );
+
+    tg.sim
+        .script_next_run(Script::with_answer("That was for another bot.").chunks(1));
+    tg.fake
+        .inject(Incoming::group(GROUP, USER, "/goal@OtherBot clear"));
+    tg.wait_text("the chat answer", "That was for another bot.")
+        .await;
+    let run = tg
+        .sim
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/runs/stream"))
+        .expect("a chat run");
+    assert_eq!(
+        run.json().unwrap()["input"]["messages"][0]["content"],
+        "/goal@OtherBot clear"
+    );
+
+    // `/start` opens the bot: the user gets the help.
+    tg.fake.inject(Incoming::private(USER, "/start"));
+    tg.fake
+        .wait_for("the help", DEADLINE, |calls| {
+            calls.iter().any(|c| {
+                c.ok()
+                    && c.text()
+                        .is_some_and(|t| t.starts_with("Here's what I understand"))
+            })
+        })
+        .await
+        .unwrap();
+    tg.stop().await;
+}
+
+#[tokio::test]
+async fn the_webhook_requires_the_secret_token() {
+    const SECRET: &str = "hook-Secret_42";
+    let tg = Tg::start_in(Mode::Webhook {
+        secret: SECRET,
+        path: "/telegram/hook",
+    })
+    .await;
+    let registered = tg
+        .fake
+        .wait_for_call("setWebhook", DEADLINE, |c| {
+            c.method == "setWebhook" && c.ok()
+        })
+        .await
+        .unwrap();
+    assert_eq!(registered.params["secret_token"], SECRET);
+    assert!(
+        registered.params["url"]
+            .as_str()
+            .is_some_and(|u| u.ends_with("/telegram/hook"))
+    );
+
+    tg.sim
+        .script_next_run(Script::with_answer("Hello over the webhook.").chunks(1));
+    let update = tg
+        .fake
+        .make_update(Incoming::private(USER, "hi from the webhook"));
+    assert_eq!(
+        tg.fake.deliver_webhook(&update.update, Some("wrong")).await,
+        Ok(401)
+    );
+    assert_eq!(tg.fake.deliver_webhook(&update.update, None).await, Ok(401));
+    assert_eq!(
+        tg.fake.deliver_webhook(&update.update, Some(SECRET)).await,
+        Ok(200)
+    );
+    tg.wait_text("the answer", "Hello over the webhook.").await;
+
+    let methods: Vec<String> = tg.fake.calls().into_iter().map(|c| c.method).collect();
+    assert!(
+        !methods
+            .iter()
+            .any(|m| m == "getUpdates" || m == "deleteWebhook"),
+        "{methods:?}"
+    );
+    let runs = tg
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/runs/stream"))
+        .count();
+    assert_eq!(runs, 1, "refused deliveries must not run");
+    tg.stop().await;
+}
+
+#[tokio::test]
+async fn startup_identifies_the_bot_and_registers_menus_per_language() {
+    let tg = Tg::start().await;
+    let calls = tg
+        .fake
+        .wait_for("the menus and the first poll", DEADLINE, |calls| {
+            calls.iter().any(|c| c.method == "getUpdates")
+                && calls
+                    .iter()
+                    .filter(|c| c.method == "setMyCommands" && c.ok())
+                    .count()
+                    >= 2
+        })
+        .await
+        .unwrap();
+    let position = |method: &str| calls.iter().position(|c| c.method == method).unwrap();
+    assert!(position("getMe") < position("setMyCommands"));
+    assert!(position("deleteWebhook") < position("getUpdates"));
+    let entry = |c: &str, d: &str| (c.to_owned(), d.to_owned());
+    let default = tg.fake.commands(None).expect("the default menu");
+    assert!(
+        default.contains(&entry("new", "Start a fresh conversation")),
+        "{default:?}"
+    );
+    let zh = tg.fake.commands(Some("zh")).expect("a zh menu");
+    assert!(zh.contains(&entry("new", "开始新的对话")), "{zh:?}");
+    tg.stop().await;
+}
+
+/// Log lines written while the test runs, on this thread.
+#[derive(Clone, Default)]
+struct Captured {
+    bytes: Arc<Mutex<Vec<u8>>>,
+    written: Arc<Notify>,
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes.lock().unwrap()).into_owned()
+    }
+
+    async fn wait_for(&self, needle: &str) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let written = self.written.notified();
+            if self.text().contains(needle) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, written).await.is_err() {
+                panic!("no log line with {needle:?}:\n{}", self.text());
+            }
+        }
+    }
+}
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes.lock().unwrap().extend_from_slice(buf);
+        self.written.notify_waiters();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+// Single-threaded, so every task of the daemon logs into this thread's subscriber.
+#[tokio::test(flavor = "current_thread")]
+async fn the_bot_token_never_reaches_logs_or_errors() {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    // A full round trip, with a failed call on the way.
+    let tg = Tg::start().await;
+    tg.ready().await;
+    tg.fake.fail(
+        "sendMessage",
+        Trigger::Nth(1),
+        Failure::Status(500, "Internal Server Error".into()),
+    );
+    tg.sim
+        .script_next_run(Script::with_answer("Logged but never leaked.").chunks(2));
+    tg.fake.inject(Incoming::private(USER, "log me"));
+    tg.wait_text("the answer", "Logged but never leaked.").await;
+
+    // A refused token stops the channel with an error naming the key, not the token.
+    const WRONG: &str = "999:WRONG-secret_token-value";
+    let settings = TelegramSettings::new(Secret::new(WRONG)).with_api_url(tg.fake.api_url());
+    let wrong =
+        TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default()).unwrap();
+    let (sink, _queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
+    let error = wrong.run(sink, CancellationToken::new()).await.unwrap_err();
+    let errors = format!("{error} {error:?} {wrong:?}");
+    assert!(errors.contains("bot_token"), "{errors}");
+
+    // A dead Bot API: transport errors are logged and retried without the URL.
+    let settings = TelegramSettings::new(Secret::new(TOKEN)).with_api_url("http://127.0.0.1:1");
+    let dead =
+        TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default()).unwrap();
+    let (sink, _queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
+    let stop = CancellationToken::new();
+    let (exit, ()) = tokio::join!(dead.run(sink, stop.clone()), async {
+        logs.wait_for("Reaching Telegram failed; retrying.").await;
+        stop.cancel();
+    });
+    assert!(exit.is_ok(), "{exit:?}");
+    tg.stop().await;
+
+    let text = logs.text();
+    assert!(text.contains("Polling Telegram for updates."), "{text}");
+    let (_, token_secret) = TOKEN.split_once(':').unwrap();
+    for leak in [TOKEN, token_secret, WRONG, "WRONG-secret", "/bot"] {
+        assert!(
+            !text.contains(leak),
+            "{leak:?} leaked into the logs:\n{text}"
+        );
+        assert!(
+            !errors.contains(leak),
+            "{leak:?} leaked into an error: {errors}"
+        );
+    }
+}
