@@ -235,7 +235,8 @@ impl Manager {
         cancel: CancellationToken,
         ticket: Option<order::Ticket>,
     ) {
-        let key = dedupe::dedupe_key(&msg);
+        let caps = self.inner.replier.outbound().capabilities(&msg.channel_name);
+        let key = dedupe::dedupe_key(&msg, caps.is_some_and(|c| c.chat_scoped_dedupe));
         if let Some(key) = &key {
             match self.inner.store.dedupe_admit(key, DEDUPE_TTL).await {
                 Ok(true) => {}
@@ -291,7 +292,7 @@ impl Manager {
             .outbound()
             .capabilities(&msg.channel_name);
         if caps.is_some_and(|c| c.working_placeholder) {
-            // Telegram-style: an immediate "working on it" reply the answer will replace.
+            // An immediate "working on it" reply that the answer will replace.
             let (locale, _) = self.inner.replier.locale_for(&msg).await;
             let text = self
                 .inner

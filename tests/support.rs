@@ -245,13 +245,17 @@ pub fn streaming() -> Capabilities {
     Capabilities {
         updates: UpdateMode::EditInPlace,
         length_unit: LengthUnit::Chars,
-        ..Capabilities::final_only(100_000)
+        ..final_only()
     }
 }
 
-/// Capabilities of a channel that only shows finals.
+/// Capabilities of a channel that only shows finals. Like Telegram's, its message ids are
+/// unique per chat, so the chat scopes redelivery detection.
 pub fn final_only() -> Capabilities {
-    Capabilities::final_only(100_000)
+    Capabilities {
+        chat_scoped_dedupe: true,
+        ..Capabilities::final_only(100_000)
+    }
 }
 
 /// How to build a harness.

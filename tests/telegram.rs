@@ -275,55 +275,62 @@ async fn a_redelivered_update_runs_once() {
 
 #[tokio::test]
 async fn commands_for_this_bot_are_rewritten_and_others_are_chat() {
+    const OTHER_GROUP: i64 = -1_009_876_543_210;
+    const CLEARED: &str = "The goal is cleared.";
+    const CHAT_ANSWER: &str = "That was for another bot.";
+    const HELP: &str = "Here's what I understand";
     let tg = Tg::start().await;
     tg.ready().await;
+    // Three chats at once (each waits out its own edit interval): only the second one
+    // starts a run, so the script is its.
+    tg.sim
+        .script_next_run(Script::with_answer(CHAT_ANSWER).chunks(1));
     let command = tg
         .fake
         .inject(Incoming::group(GROUP, USER, "/goal@ThisBot clear"));
-    let calls = tg.wait_text("the goal reply", "The goal is cleared.").await;
+    tg.fake
+        .inject(Incoming::group(OTHER_GROUP, USER, "/goal@OtherBot clear"));
+    // `/start` opens the bot: the user gets the help.
+    tg.fake.inject(Incoming::private(USER, "/start"));
+    let calls = tg
+        .fake
+        .wait_for("the three replies", DEADLINE, |calls| {
+            let shown =
+                |f: &dyn Fn(&str) -> bool| calls.iter().any(|c| c.ok() && c.text().is_some_and(f));
+            shown(&|t| t == CLEARED)
+                && shown(&|t| t == CHAT_ANSWER)
+                && shown(&|t| t.starts_with(HELP))
+        })
+        .await
+        .unwrap();
+
+    // `/goal@ThisBot clear` was the command `/goal clear`, answered in its placeholder,
+    // without a Gateway call (the chat has no conversation yet).
     let placeholder = ok_calls(&calls, "sendMessage", GROUP)
         .into_iter()
         .find(|c| replied_to(c) == Some(command.message_id))
         .expect("the command's placeholder");
     let done = calls
         .iter()
-        .find(|c| c.ok() && c.text() == Some("The goal is cleared."))
+        .find(|c| c.ok() && c.text() == Some(CLEARED))
         .unwrap();
     assert_eq!(done.int("message_id"), Some(sent_id(placeholder)));
+    let requests = tg.sim.requests();
     assert!(
-        tg.sim.requests().is_empty(),
-        "no conversation, no Gateway call"
+        !requests.iter().any(|r| r.path.contains("/goal")),
+        "{requests:#?}"
     );
 
-    tg.sim
-        .script_next_run(Script::with_answer("That was for another bot.").chunks(1));
-    tg.fake
-        .inject(Incoming::group(GROUP, USER, "/goal@OtherBot clear"));
-    tg.wait_text("the chat answer", "That was for another bot.")
-        .await;
-    let run = tg
-        .sim
-        .requests()
-        .into_iter()
-        .find(|r| r.path.ends_with("/runs/stream"))
-        .expect("a chat run");
+    // `/goal@OtherBot clear` was chat, sent to the agent as written.
+    let runs: Vec<_> = requests
+        .iter()
+        .filter(|r| r.path.ends_with("/runs/stream"))
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:#?}");
     assert_eq!(
-        run.json().unwrap()["input"]["messages"][0]["content"],
+        runs[0].json().unwrap()["input"]["messages"][0]["content"],
         "/goal@OtherBot clear"
     );
-
-    // `/start` opens the bot: the user gets the help.
-    tg.fake.inject(Incoming::private(USER, "/start"));
-    tg.fake
-        .wait_for("the help", DEADLINE, |calls| {
-            calls.iter().any(|c| {
-                c.ok()
-                    && c.text()
-                        .is_some_and(|t| t.starts_with("Here's what I understand"))
-            })
-        })
-        .await
-        .unwrap();
     tg.stop().await;
 }
 

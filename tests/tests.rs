@@ -7,6 +7,8 @@
 //! - `compact`: `/compact` in chat (issue 8);
 //! - `cli`: the binary: check-config, run, demo (issue 2);
 //! - `gateway`: the Gateway client against the simulator, route by route (issue 3);
+//! - `source_rules`: file docs, bounded channels, no platform in the manager, no
+//!   user-facing sentence outside the catalogs (issue 6);
 //! - `simulator`: the Gateway simulator over loopback, checked with plain HTTP (issue 3);
 //! - `telegram`: the Telegram adapter against the fake Bot API, daemon and simulator.
 
@@ -20,5 +22,6 @@ mod goal;
 mod lang;
 mod manager;
 mod simulator;
+mod source_rules;
 mod support;
 mod telegram;

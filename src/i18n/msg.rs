@@ -23,7 +23,7 @@ ids! {
     RUN_FAILED = "run-failed";
     /// A same-thread request waits behind another.
     RUN_QUEUED = "run-queued";
-    /// The queued request started.
+    /// "Working on it": the placeholder, and the notice that a queued request started.
     RUN_THINKING = "run-thinking";
     /// Files the agent created. `$count`, `$names`
     RUN_FILES_CREATED = "run-files-created";

@@ -102,7 +102,7 @@ pub struct Loaded {
 /// What the Telegram adapter runs with.
 #[derive(Clone, Debug, Serialize)]
 pub struct TelegramSettings {
-    /// The bot token. Only [`crate::api`] puts it on the wire.
+    /// The bot token. Only the API client puts it on the wire.
     pub bot_token: Secret,
     /// Bot API base URL without a trailing slash.
     pub api_url: String,

@@ -16,7 +16,7 @@
 //! of a holder leaks it); one client-wide timeout serves both 30 s long polls and sends;
 //! its large, strict message model would replace our fixture-tested wire types with a
 //! third party's; and the daemon already carries `reqwest` with rustls. Here the token
-//! lives in one [`Secret`], errors drop the URL, redirects are not followed, and each call
+//! lives in one [`Secret`](im_bridge_channel::Secret), errors drop the URL, redirects are not followed, and each call
 //! has its own timeout.
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
@@ -66,6 +66,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     reply_window: None,
     serialize_conversations: false,
     working_placeholder: true,
+    // Message ids are unique within a chat: the chat scopes redelivery detection.
+    chat_scoped_dedupe: true,
 };
 
 /// State shared by the transports and the primitives.
