@@ -3,7 +3,8 @@
 //! - `run --config FILE`: production.
 //! - `demo`: the whole pipeline on one machine with no credentials — the console channel,
 //!   the manager, an SQLite store in a temporary directory, and the Gateway simulator.
-//! - `simulate --listen ADDR`: the Gateway simulator alone.
+//! - `simulate --listen ADDR`: the Gateway simulator alone (flags shape its answers, for
+//!   the load benchmark).
 //! - `check-config --config FILE`: validate only; prints the effective settings with secrets
 //!   redacted and which channels would start. Exit status 2 on an invalid file. It opens no
 //!   socket and touches no store.
@@ -21,7 +22,7 @@ use im_bridge::config::{self, PlatformSettings, ProcessEnv, Settings, StoreLocat
 use im_bridge::daemon::{self, DaemonConfig, DaemonExit};
 use im_bridge::gateway::GatewayConfig;
 use im_bridge::manager::ManagerConfig;
-use im_bridge::simulator::{Simulator, SimulatorConfig};
+use im_bridge::simulator::{Script, Simulator, SimulatorConfig};
 use im_bridge_channel::Channel;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -59,14 +60,7 @@ enum Command {
     /// Chat with a simulated DeerFlow agent in this terminal; no credentials needed.
     Demo,
     /// Serve the DeerFlow Gateway simulator alone, e.g. to try a bot before deploying DeerFlow.
-    Simulate {
-        /// Address to listen on.
-        #[arg(long, default_value = "127.0.0.1:8001")]
-        listen: SocketAddr,
-        /// Require this X-DeerFlow-Internal-Token on every request.
-        #[arg(long, env = "DEER_FLOW_INTERNAL_AUTH_TOKEN")]
-        internal_token: Option<String>,
-    },
+    Simulate(SimulateArgs),
     /// Validate a configuration file and print the effective settings (secrets redacted).
     CheckConfig {
         /// The configuration file.
@@ -178,28 +172,70 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo => demo(shutdown).await,
-        Command::Simulate {
-            listen,
-            internal_token,
-        } => {
-            let listener = tokio::net::TcpListener::bind(listen)
-                .await
-                .with_context(|| format!("binding {listen}"))?;
-            let config = SimulatorConfig {
-                internal_token,
-                ..SimulatorConfig::demo()
-            };
-            eprintln!(
-                "DeerFlow Gateway simulator on http://{listen} (langgraph_url: http://{listen}/api). Ctrl-C stops it."
-            );
-            Simulator::new(config)
-                .serve(listener, shutdown)
-                .await
-                .context("serving the simulator")?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Simulate(args) => simulate(args, shutdown).await,
         Command::CheckConfig { .. } => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// `im-bridge simulate`: the demo's agent by default; the flags shape its answers for load
+/// tests (`benches/load.rs` runs it as a separate process).
+#[derive(clap::Args, Debug)]
+struct SimulateArgs {
+    /// Address to listen on; port 0 picks a free port (the line on standard error names it).
+    #[arg(long, default_value = "127.0.0.1:8001")]
+    listen: SocketAddr,
+    /// Require this X-DeerFlow-Internal-Token on every request.
+    #[arg(long, env = "DEER_FLOW_INTERNAL_AUTH_TOKEN")]
+    internal_token: Option<String>,
+    /// Text chunks per answer [default: 12].
+    #[arg(long, value_name = "N")]
+    chunks: Option<usize>,
+    /// Answer every message with this text instead of the generated answer.
+    #[arg(long, value_name = "TEXT", conflicts_with = "answer_chars")]
+    answer: Option<String>,
+    /// Answer every message with this many characters of filler text.
+    #[arg(long, value_name = "N")]
+    answer_chars: Option<usize>,
+    /// Pause between chunks, in milliseconds; 0 streams as fast as the client reads
+    /// [default: 120, paced for a person].
+    #[arg(long, value_name = "MS")]
+    chunk_delay_ms: Option<u64>,
+    /// Requests kept in the in-memory request log (only the Rust API reads it); 0 keeps none.
+    #[arg(long, value_name = "N", default_value_t = im_bridge::simulator::MAX_RECORDED_REQUESTS)]
+    record_limit: usize,
+}
+
+async fn simulate(args: SimulateArgs, shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let addr = listener.local_addr().context("reading the bound address")?;
+    let mut script = match (args.answer, args.answer_chars) {
+        (Some(text), _) => Script::with_answer(text),
+        (None, Some(n)) => Script::with_answer_chars(n),
+        (None, None) => Script::default(),
+    };
+    let demo = Script::demo();
+    script = script
+        .chunks(args.chunks.unwrap_or(demo.chunks))
+        .chunk_delay(
+            args.chunk_delay_ms
+                .map_or(demo.chunk_delay, Duration::from_millis),
+        );
+    let config = SimulatorConfig {
+        internal_token: args.internal_token,
+        default_script: script,
+        record_limit: args.record_limit,
+        ..SimulatorConfig::demo()
+    };
+    eprintln!(
+        "DeerFlow Gateway simulator on http://{addr} (langgraph_url: http://{addr}/api). Ctrl-C stops it."
+    );
+    Simulator::new(config)
+        .serve(listener, shutdown)
+        .await
+        .context("serving the simulator")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {

@@ -235,7 +235,11 @@ impl Manager {
         cancel: CancellationToken,
         ticket: Option<order::Ticket>,
     ) {
-        let caps = self.inner.replier.outbound().capabilities(&msg.channel_name);
+        let caps = self
+            .inner
+            .replier
+            .outbound()
+            .capabilities(&msg.channel_name);
         let key = dedupe::dedupe_key(&msg, caps.is_some_and(|c| c.chat_scoped_dedupe));
         if let Some(key) = &key {
             match self.inner.store.dedupe_admit(key, DEDUPE_TTL).await {

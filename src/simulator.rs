@@ -145,6 +145,10 @@ pub struct SimulatorConfig {
     pub compact_min_messages: usize,
     /// The script of runs nobody scripted.
     pub default_script: Script,
+    /// Requests kept in the request log ([`Simulator::requests`]); at the bound the oldest
+    /// is dropped for each new one. Default [`MAX_RECORDED_REQUESTS`]; 0 records nothing
+    /// (`im-bridge simulate --record-limit 0`, for load tests).
+    pub record_limit: usize,
 }
 
 impl Default for SimulatorConfig {
@@ -168,6 +172,7 @@ impl Default for SimulatorConfig {
             compaction_enabled: true,
             compact_min_messages: 4,
             default_script: Script::default(),
+            record_limit: MAX_RECORDED_REQUESTS,
         }
     }
 }
@@ -195,6 +200,7 @@ impl fmt::Debug for SimulatorConfig {
             .field("failure_status", &self.failure_status)
             .field("models", &self.models)
             .field("compaction_enabled", &self.compaction_enabled)
+            .field("record_limit", &self.record_limit)
             .finish_non_exhaustive()
     }
 }

@@ -9,11 +9,16 @@ fn root() -> PathBuf {
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
-            if path.file_name().is_some_and(|n| n == "target" || n == ".git") {
+            if path
+                .file_name()
+                .is_some_and(|n| n == "target" || n == ".git")
+            {
                 continue;
             }
             rust_files(&path, out);
@@ -95,8 +100,13 @@ fn literals(code: &str) -> Vec<(String, String)> {
                 }
                 let close = format!("\"{}", "#".repeat(hashes));
                 let body_start = j + 1;
-                let end = code[body_start..].find(&close).map_or(code.len(), |e| body_start + e);
-                out.push((code[statement_start..i].to_owned(), code[body_start..end].to_owned()));
+                let end = code[body_start..]
+                    .find(&close)
+                    .map_or(code.len(), |e| body_start + e);
+                out.push((
+                    code[statement_start..i].to_owned(),
+                    code[body_start..end].to_owned(),
+                ));
                 i = end + close.len();
             }
             b'"' => {
@@ -108,7 +118,10 @@ fn literals(code: &str) -> Vec<(String, String)> {
                     }
                     j += 1;
                 }
-                out.push((code[statement_start..i].to_owned(), code[start..j.min(code.len())].to_owned()));
+                out.push((
+                    code[statement_start..i].to_owned(),
+                    code[start..j.min(code.len())].to_owned(),
+                ));
                 i = j + 1;
             }
             _ => i += 1,
@@ -123,7 +136,12 @@ fn every_rust_file_opens_with_a_doc() {
     assert!(files.len() > 40);
     let missing: Vec<_> = files
         .iter()
-        .filter(|f| !std::fs::read_to_string(f).unwrap().lines().any(|l| l.starts_with("//!")))
+        .filter(|f| {
+            !std::fs::read_to_string(f)
+                .unwrap()
+                .lines()
+                .any(|l| l.starts_with("//!"))
+        })
         .collect();
     assert!(missing.is_empty(), "files without a //! doc: {missing:?}");
 }
@@ -132,19 +150,30 @@ fn every_rust_file_opens_with_a_doc() {
 fn channels_are_bounded() {
     for file in files_under(&["src", "channels", "benches"]) {
         let text = std::fs::read_to_string(&file).unwrap();
-        assert!(!production_part(&text).contains("unbounded_channel"), "{} uses an unbounded channel", file.display());
+        assert!(
+            !production_part(&text).contains("unbounded_channel"),
+            "{} uses an unbounded channel",
+            file.display()
+        );
     }
 }
 
 #[test]
 fn the_manager_names_no_platform() {
-    let platforms = ["telegram", "feishu", "lark", "dingtalk", "discord", "wechat", "wecom", "slack", "\"qq\""];
+    let platforms = [
+        "telegram", "feishu", "lark", "dingtalk", "discord", "wechat", "wecom", "slack", "\"qq\"",
+    ];
     for file in files_under(&["src/manager.rs", "src/manager"]) {
         let text = std::fs::read_to_string(&file).unwrap();
         for (n, line) in production_part(&text).lines().enumerate() {
             let code = line.split("//").next().unwrap_or("").to_lowercase();
             for p in platforms {
-                assert!(!code.contains(p), "{}:{}: the manager names a platform: {line}", file.display(), n + 1);
+                assert!(
+                    !code.contains(p),
+                    "{}:{}: the manager names a platform: {line}",
+                    file.display(),
+                    n + 1
+                );
             }
         }
     }
@@ -152,19 +181,36 @@ fn the_manager_names_no_platform() {
 
 /// Where a sentence may legitimately appear in code: logs, error Display strings (for logs),
 /// panics in setup code.
-const ALLOWED_CONTEXTS: &[&str] =
-    &["tracing::", "#[error(", "panic!(", ".expect(", "debug_struct(", "writeln!(", "Error::", "Error {"];
+const ALLOWED_CONTEXTS: &[&str] = &[
+    "tracing::",
+    "#[error(",
+    "panic!(",
+    ".expect(",
+    "debug_struct(",
+    "writeln!(",
+    "Error::",
+    "Error {",
+];
 
 #[test]
 fn no_user_facing_sentence_outside_the_catalogs() {
     // The simulator plays the agent (its text is agent output); config, main and i18n talk
     // to the operator, not to chat users.
-    let files = files_under(&["src/manager.rs", "src/manager", "src/bus.rs", "src/daemon.rs", "src/admin.rs", "channels"]);
+    let files = files_under(&[
+        "src/manager.rs",
+        "src/manager",
+        "src/bus.rs",
+        "src/daemon.rs",
+        "src/admin.rs",
+        "channels",
+    ]);
     let mut offenders = Vec::new();
     for file in files {
         // Tests, and config/error modules, which speak to the operator.
         let skip = file.components().any(|c| c.as_os_str() == "tests")
-            || file.file_name().is_some_and(|n| n == "tests.rs" || n == "config.rs" || n == "error.rs");
+            || file
+                .file_name()
+                .is_some_and(|n| n == "tests.rs" || n == "config.rs" || n == "error.rs");
         if skip {
             continue;
         }
@@ -175,7 +221,10 @@ fn no_user_facing_sentence_outside_the_catalogs() {
             let words = literal
                 .split_whitespace()
                 .filter(|w| w.chars().any(char::is_alphabetic))
-                .filter(|w| w.chars().all(|c| c.is_alphabetic() || ".,!?'’-:".contains(c)))
+                .filter(|w| {
+                    w.chars()
+                        .all(|c| c.is_alphabetic() || ".,!?'’-:".contains(c))
+                })
                 .count();
             if words < 3 || ALLOWED_CONTEXTS.iter().any(|c| context.contains(c)) {
                 continue;
@@ -183,7 +232,11 @@ fn no_user_facing_sentence_outside_the_catalogs() {
             offenders.push(format!("{}: {literal:?}", file.display()));
         }
     }
-    assert!(offenders.is_empty(), "sentences outside locales/*.ftl:\n{}", offenders.join("\n"));
+    assert!(
+        offenders.is_empty(),
+        "sentences outside locales/*.ftl:\n{}",
+        offenders.join("\n")
+    );
 }
 
 #[test]
@@ -195,7 +248,14 @@ fn the_literal_scanner_finds_what_it_should() {
         const C: char = '"'; let raw = r#"a raw string with words"#;
     "##;
     let found: Vec<String> = literals(code).into_iter().map(|(_, l)| l).collect();
-    assert_eq!(found, ["Logged in a span.", "Hello there, dear user", "a raw string with words"]);
+    assert_eq!(
+        found,
+        [
+            "Logged in a span.",
+            "Hello there, dear user",
+            "a raw string with words"
+        ]
+    );
     let ctx = literals(code).into_iter().next().unwrap().0;
     assert!(ctx.contains("tracing::"));
 }

@@ -288,6 +288,7 @@ pub fn validate(
     }
 
     let mut channels = Vec::new();
+    let errors_before_channels = errors.len();
     for (name, block) in blocks {
         if !block.enabled {
             continue;
@@ -358,6 +359,7 @@ pub fn validate(
             platform,
         });
     }
+    let channel_errors = errors.len() > errors_before_channels;
     // Locales must name a catalog im-bridge has (embedded, or from locales_dir).
     let catalogs = match &locales_dir {
         None => crate::i18n::Catalogs::embedded().ok(),
@@ -405,7 +407,8 @@ pub fn validate(
             }
         }
     }
-    if channels.is_empty() {
+    // An enabled channel with errors already says why it will not start.
+    if channels.is_empty() && !channel_errors {
         errors.push(ConfigError::new("channels", "no channel is enabled, so nothing would start; enable at least one (e.g. telegram: {enabled: true, bot_token: ...})"));
     }
 

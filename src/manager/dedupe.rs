@@ -73,13 +73,19 @@ mod tests {
             ("chat1", "42")
         );
         let k = dedupe_key(
-            &msg("slack", json!({"event_id": "Ev1", "message_id": "m", "team_id": "T1"})),
+            &msg(
+                "slack",
+                json!({"event_id": "Ev1", "message_id": "m", "team_id": "T1"}),
+            ),
             false,
         )
         .unwrap();
         assert_eq!((k.workspace.as_str(), k.message_id.as_str()), ("T1", "Ev1"));
         let k = dedupe_key(
-            &msg("dingtalk", json!({"raw_message": {"msg_id": "r1"}, "conversation_id": "cid"})),
+            &msg(
+                "dingtalk",
+                json!({"raw_message": {"msg_id": "r1"}, "conversation_id": "cid"}),
+            ),
             false,
         )
         .unwrap();

@@ -2,15 +2,18 @@
 //!
 //! Requests are recorded on arrival (before auth, CSRF or faults, so refused requests are
 //! there too) and get their response status filled in once the response head is ready.
-//! The log is bounded: see [`MAX_RECORDED_REQUESTS`].
+//! The log is bounded: at most `SimulatorConfig::record_limit` entries (by default
+//! [`MAX_RECORDED_REQUESTS`]); a limit of 0 turns recording off, so a load test pays
+//! nothing for a log nobody reads.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use axum::http::request::Parts;
 use serde_json::Value;
 
-/// At most this many requests are kept; at the bound the oldest is dropped for each new one,
-/// so a long `im-bridge simulate` session uses bounded memory. Sequence numbers keep counting.
+/// The default `SimulatorConfig::record_limit`: at most this many requests are kept; at the
+/// bound the oldest is dropped for each new one, so a long `im-bridge simulate` session uses
+/// bounded memory. Sequence numbers keep counting.
 pub const MAX_RECORDED_REQUESTS: usize = 10_000;
 
 /// One received request.
@@ -88,8 +91,15 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// Records a request and returns its sequence number.
-    pub(crate) fn record(&mut self, parts: &Parts, body: &[u8]) -> u64 {
+    /// Records a request, keeping at most `limit` entries (0 = keep none, and skip the
+    /// copying and parsing), and returns its sequence number.
+    pub(crate) fn record(&mut self, parts: &Parts, body: &[u8], limit: usize) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if limit == 0 {
+            self.entries.clear();
+            return seq;
+        }
         let mut headers: BTreeMap<String, String> = BTreeMap::new();
         for (name, value) in &parts.headers {
             let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
@@ -109,9 +119,7 @@ impl Recorder {
                 Err(_) => RecordedBody::Text(String::from_utf8_lossy(body).into_owned()),
             }
         };
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        if self.entries.len() >= MAX_RECORDED_REQUESTS {
+        while self.entries.len() >= limit {
             self.entries.pop_front();
         }
         self.entries.push_back(RecordedRequest {
@@ -172,8 +180,16 @@ mod tests {
     #[test]
     fn records_headers_bodies_and_statuses() {
         let mut r = Recorder::default();
-        let a = r.record(&parts("POST", "/api/threads?x=1"), br#"{"a":1}"#);
-        let b = r.record(&parts("GET", "/api/models"), b"not json");
+        let a = r.record(
+            &parts("POST", "/api/threads?x=1"),
+            br#"{"a":1}"#,
+            MAX_RECORDED_REQUESTS,
+        );
+        let b = r.record(
+            &parts("GET", "/api/models"),
+            b"not json",
+            MAX_RECORDED_REQUESTS,
+        );
         r.set_status(a, 200);
         let all: Vec<_> = r.all().cloned().collect();
         assert_eq!(all[0].header("X-THING"), Some("a, b"));
@@ -190,12 +206,25 @@ mod tests {
     fn the_log_is_bounded() {
         let mut r = Recorder::default();
         for _ in 0..MAX_RECORDED_REQUESTS + 5 {
-            r.record(&parts("GET", "/"), b"");
+            r.record(&parts("GET", "/"), b"", MAX_RECORDED_REQUESTS);
         }
         assert_eq!(r.all().count(), MAX_RECORDED_REQUESTS);
         assert_eq!(r.all().next().map(|e| e.seq), Some(5));
         r.set_status(3, 200); // dropped: ignored
         r.set_status(MAX_RECORDED_REQUESTS as u64 + 4, 201);
         assert_eq!(r.all().last().and_then(|e| e.status), Some(201));
+    }
+
+    #[test]
+    fn a_smaller_limit_keeps_fewer_and_zero_keeps_none() {
+        let mut r = Recorder::default();
+        for _ in 0..5 {
+            r.record(&parts("GET", "/"), b"", 2);
+        }
+        assert_eq!(r.all().map(|e| e.seq).collect::<Vec<_>>(), [3, 4]);
+        let seq = r.record(&parts("POST", "/"), br#"{"a":1}"#, 0);
+        assert_eq!(seq, 5, "sequence numbers keep counting");
+        assert_eq!(r.all().count(), 0);
+        r.set_status(seq, 200); // not retained: ignored
     }
 }

@@ -63,23 +63,24 @@ pub(crate) fn router(sim: Simulator) -> Router {
 async fn gate(State(sim): State<Simulator>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
     let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await;
+    let (latency, failure, csrf, token, record_limit) = {
+        let state = sim.state();
+        let c = &state.config;
+        (
+            c.latency,
+            c.failure_status,
+            c.enforce_csrf,
+            c.internal_token.clone(),
+            c.record_limit,
+        )
+    };
     let seq = sim
         .recorder()
-        .record(&parts, bytes.as_deref().unwrap_or_default());
+        .record(&parts, bytes.as_deref().unwrap_or_default(), record_limit);
     sim.bump();
     let response = match bytes {
         Err(_) => wire::detail(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large"),
         Ok(bytes) => {
-            let (latency, failure, csrf, token) = {
-                let state = sim.state();
-                let c = &state.config;
-                (
-                    c.latency,
-                    c.failure_status,
-                    c.enforce_csrf,
-                    c.internal_token.clone(),
-                )
-            };
             if !sim.sleep(latency).await {
                 unavailable()
             } else if let Some(status) = failure {

@@ -211,6 +211,19 @@ impl Script {
         }
     }
 
+    /// A run that answers with `chars` characters of plain filler text (words and spaces,
+    /// ending in a full stop), e.g. for load tests that want answers of a known size.
+    pub fn with_answer_chars(chars: usize) -> Self {
+        const WORDS: &str = "The simulated agent streams a steady answer of plain words so \
+            every chunk carries real text ";
+        let mut text: String = WORDS.chars().cycle().take(chars).collect();
+        if chars > 0 {
+            text.pop();
+            text.push('.');
+        }
+        Self::with_answer(text)
+    }
+
     /// A run request refused with `reply` before any SSE (busy, 5xx, …).
     pub fn rejected(reply: Reply) -> Self {
         Self {
@@ -408,5 +421,14 @@ mod tests {
         assert_eq!(s.failure.map(|f| f.0), Some(3));
         let s = Script::default().chunks(0);
         assert_eq!(s.chunks, 1);
+    }
+
+    #[test]
+    fn filler_answers_have_the_asked_length() {
+        for n in [0, 1, 7, 240, 1000] {
+            let answer = Script::with_answer_chars(n).answer.unwrap_or_default();
+            assert_eq!(answer.chars().count(), n);
+        }
+        assert_eq!(Script::with_answer_chars(3).answer.as_deref(), Some("Th."));
     }
 }
