@@ -12,6 +12,7 @@
 //! - `goal`: goal routes, `goal/from-chat`, compaction, goal views of state values;
 //! - `info`: models, memory, skills, owner language;
 //! - [`event`]: decoding SSE frames into [`RunEvent`]s;
+//! - `message`: the typed [`Message`] and [`Snapshot`] read from `messages` and `values`;
 //! - [`sse`]: the incremental SSE parser (public for the `sse_parse` bench);
 //! - `error`: [`GatewayError`] and the `(call, status, detail)` tables.
 
@@ -20,6 +21,7 @@ mod error;
 pub mod event;
 mod goal;
 mod info;
+mod message;
 mod runs;
 pub mod sse;
 
@@ -31,6 +33,7 @@ pub use goal::{
     ThreadState,
 };
 pub use info::SkillInfo;
+pub use message::{ChunkMetadata, Message, Snapshot};
 pub use runs::{HumanMessage, RunMode, RunRequest, RunStream};
 
 #[cfg(test)]

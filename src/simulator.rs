@@ -24,6 +24,7 @@
 //! - `control`: the Rust API tests use: scripting, inspection, request log, waiting.
 //! - `fault`: route faults and canned replies.
 //! - `goal`: the goal resource, from-chat and the goal state types.
+//! - `history`: a thread's messages, each serialized once for `values` snapshots.
 //! - `record`: the bounded request log.
 //! - `routes`: the router, the auth/CSRF/recording middleware and the small GET routes.
 //! - `runs`: run request validation and the stream / wait / create handlers.
@@ -42,6 +43,7 @@ mod conn;
 mod control;
 mod fault;
 mod goal;
+mod history;
 mod record;
 mod routes;
 mod runs;

@@ -147,12 +147,16 @@ async fn stream_wait_and_create_runs() {
     let text: String = events
         .iter()
         .filter_map(|e| match e {
-            RunEvent::Messages { message, .. } => message["content"].as_str().map(str::to_owned),
+            RunEvent::Messages { message, .. } => Some(message.text().to_owned()),
             _ => None,
         })
         .collect();
     assert_eq!(text, "Hello there, friend.");
-    assert!(events.iter().any(|e| matches!(e, RunEvent::Values(v) if v["messages"].as_array().is_some_and(|m| m.len() == 2))));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, RunEvent::Values(v) if v.message_count() == 2))
+    );
 
     sim.script_next_run(Script::with_answer("Waited answer."));
     let values = client

@@ -5,11 +5,14 @@
 //! promises are `metadata` first and `end` last. The `error` event's `message` is
 //! server-written (`str(exc)`) and may quote model output, so it is dropped here: only the
 //! exception class name survives.
+//!
+//! `messages` and `values` frames are decoded straight into the typed [`Message`] and
+//! [`Snapshot`] (see `message.rs` for why), keeping only what the manager reads.
 
 use im_bridge_channel::ThreadId;
 use serde::Deserialize;
-use serde_json::Value;
 
+use super::message::{ChunkMetadata, Message, Snapshot};
 use super::sse::SseFrame;
 
 /// Longest exception name kept from an `error` event; longer names are cut.
@@ -28,12 +31,12 @@ pub enum RunEvent {
     /// `messages` / `messages-tuple` (and their `|namespace` forms): one message chunk.
     Messages {
         /// The LangChain message (`model_dump()`, or the constructor form).
-        message: Value,
-        /// Free-form run metadata (`langgraph_node`, …).
-        metadata: Value,
+        message: Message,
+        /// The run metadata sent with it (only its ids are kept).
+        metadata: ChunkMetadata,
     },
-    /// `values`: a full state snapshot.
-    Values(Value),
+    /// `values`: a full state snapshot, as much of it as the manager reads.
+    Values(Snapshot),
     /// `error`: the run failed; `end` follows. Only the exception class name is kept.
     Error {
         /// The exception class name, e.g. `ValueError` (`unknown` when absent).
@@ -76,12 +79,12 @@ impl RunEvent {
                 Err(error) => return skip(base, frame, &error),
             },
             "messages" | "messages-tuple" => {
-                match serde_json::from_str::<(Value, Value)>(&frame.data) {
+                match serde_json::from_str::<(Message, ChunkMetadata)>(&frame.data) {
                     Ok((message, metadata)) => Self::Messages { message, metadata },
                     Err(error) => return skip(base, frame, &error),
                 }
             }
-            "values" => match serde_json::from_str::<Value>(&frame.data) {
+            "values" => match serde_json::from_str::<Snapshot>(&frame.data) {
                 Ok(values) => Self::Values(values),
                 Err(error) => return skip(base, frame, &error),
             },
@@ -131,8 +134,6 @@ fn truncate(mut name: String) -> String {
 mod tests {
     use std::borrow::Cow;
 
-    use serde_json::json;
-
     use super::*;
 
     fn frame(event: &str, data: &str) -> SseFrame {
@@ -164,9 +165,12 @@ mod tests {
         let RunEvent::Messages { message, metadata } = &events[2] else {
             panic!("{:?}", events[2]);
         };
-        assert_eq!(message["content"], "你好，世界");
-        assert_eq!(metadata, &json!({}));
-        assert!(matches!(&events[4], RunEvent::Values(v) if v["title"] == "Grüße"));
+        assert_eq!(message.text(), "你好，世界");
+        assert_eq!(message.kind(), Some("AIMessageChunk"));
+        assert_eq!(message.id(metadata), Some("lc_run--a"));
+        assert!(
+            matches!(&events[4], RunEvent::Values(v) if v.message_count() == 1 && v.turn()[0].text() == "Hé你好，世界🦌🚀 ok")
+        );
         assert_eq!(
             events[5],
             RunEvent::Error {

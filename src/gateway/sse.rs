@@ -134,9 +134,8 @@ impl SseParser {
                     self.at_start = false;
                 }
             }
-            let found = self.buf[self.scanned..]
-                .iter()
-                .position(|&b| b == b'\n' || b == b'\r');
+            // A vectorised search: data lines are long (a `values` snapshot is one line).
+            let found = memchr::memchr2(b'\n', b'\r', &self.buf[self.scanned..]);
             let dispatch = match found {
                 Some(offset) => {
                     let end = self.scanned + offset;

@@ -15,7 +15,7 @@ use super::stream::{Accumulator, Throttle};
 use super::turn::Turn;
 use super::{BindError, Disposition, Inner};
 use crate::admin::names;
-use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest};
+use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest, Snapshot};
 use crate::i18n::{Arg, msg as m};
 
 /// Shown after text that is still being written.
@@ -191,9 +191,12 @@ async fn wait_turn(
             let failed = values.get("status").and_then(|s| s.as_str()) == Some("error");
             // Each goal continuation ends in its own final, even where partial updates
             // cannot be shown.
-            let segments = super::turn::segments(&values);
+            let snapshot = Snapshot::from_value(&values);
+            let segments = super::turn::segments(&snapshot);
             let last = segments.len().saturating_sub(1);
-            let max = super::turn::goal_progress(&values).map_or(0, |(_, max)| i64::from(max));
+            let max = snapshot
+                .goal_progress()
+                .map_or(0, |(_, max)| i64::from(max));
             for (i, turn) in segments.into_iter().enumerate() {
                 let marker = match i {
                     0 => None,

@@ -22,10 +22,10 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::time::Instant;
 
 use super::turn::{self, Turn};
+use crate::gateway::{ChunkMetadata, Message, Snapshot};
 
 /// Partial updates are published at most this often …
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
@@ -54,7 +54,7 @@ pub fn merge_chunk(buffer: &mut String, chunk: &str) {
 pub struct Accumulator {
     /// (message id, text), oldest first; the last one is the latest.
     buffers: VecDeque<(String, String)>,
-    snapshot: Option<Value>,
+    snapshot: Option<Snapshot>,
     clarification: Option<String>,
     failed: bool,
     /// Segments finished so far (= continuations already shown).
@@ -73,25 +73,24 @@ impl Accumulator {
     }
 
     /// Feeds one `messages` payload. Returns whether the visible text may have changed.
-    pub fn on_message(&mut self, message: &Value, metadata: &Value) -> bool {
-        let Some(kind) = turn::message_type(message) else {
+    pub fn on_message(&mut self, message: &Message, metadata: &ChunkMetadata) -> bool {
+        let Some(kind) = message.kind() else {
             return false;
         };
-        if turn::is_goal_continuation(message) {
-            let id = message_id(message, metadata)
-                .unwrap_or(DEFAULT_ID)
-                .to_owned();
-            if !self.continuation_ids.contains(&id) && self.continuation_ids.len() < MAX_TRACKED_IDS
+        if message.is_goal_continuation() {
+            let id = message.id(metadata).unwrap_or(DEFAULT_ID);
+            if !self.continuation_ids.iter().any(|c| c == id)
+                && self.continuation_ids.len() < MAX_TRACKED_IDS
             {
-                self.continuation_ids.push(id);
+                self.continuation_ids.push(id.to_owned());
             }
             return false;
         }
         if !turn::is_assistant_type(kind) {
             return false;
         }
-        let chunk = turn::content_text(turn::message_field(message, "content"));
-        let id = message_id(message, metadata);
+        let chunk = message.text();
+        let id = message.id(metadata);
         let index = match (id, self.buffers.back()) {
             (Some(id), _) => self.buffers.iter().position(|(k, _)| k == id),
             (None, Some(_)) => Some(self.buffers.len() - 1),
@@ -117,14 +116,14 @@ impl Accumulator {
             }
         };
         if let Some((_, buffer)) = self.buffers.get_mut(index) {
-            merge_chunk(buffer, &chunk);
+            merge_chunk(buffer, chunk);
         }
         self.clarification = None;
         !chunk.is_empty()
     }
 
     /// Feeds a `values` snapshot. Returns whether the visible text may have changed.
-    pub fn on_values(&mut self, values: Value) -> bool {
+    pub fn on_values(&mut self, values: Snapshot) -> bool {
         let current = turn::current_turn(&values);
         self.snapshot_continuations = turn::continuations(&values);
         self.snapshot = Some(values);
@@ -174,7 +173,7 @@ impl Accumulator {
 
     /// `(continuation_count, max_continuations)` from the latest snapshot's goal.
     pub fn goal_progress(&self) -> Option<(u32, u32)> {
-        self.snapshot.as_ref().and_then(turn::goal_progress)
+        self.snapshot.as_ref().and_then(Snapshot::goal_progress)
     }
 
     /// The final result of the last segment: the last snapshot's turn when it describes
@@ -196,17 +195,6 @@ impl Accumulator {
         }
         result
     }
-}
-
-/// Message id of a chunk: payload `id` / `message_id`, then metadata id, then kwargs id.
-fn message_id<'a>(message: &'a Value, metadata: &'a Value) -> Option<&'a str> {
-    let direct = |v: &'a Value, k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
-    // In the constructor form `id` is the class path (an array), so `as_str` skips it.
-    direct(message, "id")
-        .or_else(|| direct(message, "message_id"))
-        .or_else(|| direct(metadata, "id"))
-        .or_else(|| direct(metadata, "message_id"))
-        .or_else(|| message.get("kwargs").and_then(|k| direct(k, "id")))
 }
 
 /// When to publish a partial update.
@@ -242,7 +230,25 @@ impl Throttle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    /// The tests speak JSON; the accumulator reads its typed decoding.
+    trait FeedJson {
+        fn on_json(&mut self, message: &Value, metadata: &Value) -> bool;
+        fn on_json_values(&mut self, values: Value) -> bool;
+    }
+
+    impl FeedJson for Accumulator {
+        fn on_json(&mut self, message: &Value, metadata: &Value) -> bool {
+            self.on_message(
+                &Message::from_value(message),
+                &ChunkMetadata::from_value(metadata),
+            )
+        }
+        fn on_json_values(&mut self, values: Value) -> bool {
+            self.on_values(Snapshot::from_value(&values))
+        }
+    }
 
     #[test]
     fn merge_rule_table() {
@@ -273,22 +279,22 @@ mod tests {
     fn hidden_frames_never_become_visible() {
         let mut acc = Accumulator::new();
         let meta = json!({});
-        assert!(!acc.on_message(
+        assert!(!acc.on_json(
             &json!({"type": "human", "id": "h", "content": "<memory>secret</memory>"}),
             &meta
         ));
-        assert!(!acc.on_message(
+        assert!(!acc.on_json(
             &json!({"type": "tool", "id": "t", "content": "tool output"}),
             &meta
         ));
-        assert!(!acc.on_message(
+        assert!(!acc.on_json(
             &json!({"type": "system", "content": "system prompt"}),
             &meta
         ));
-        assert!(!acc.on_message(&json!("bare string"), &meta));
-        assert!(!acc.on_message(&json!({"type": "constructor", "id": ["x", "HumanMessage"], "kwargs": {"content": "hidden"}}), &meta));
+        assert!(!acc.on_json(&json!("bare string"), &meta));
+        assert!(!acc.on_json(&json!({"type": "constructor", "id": ["x", "HumanMessage"], "kwargs": {"content": "hidden"}}), &meta));
         assert_eq!(acc.visible_text(), "");
-        acc.on_message(&ai("a1", "Hi"), &meta);
+        acc.on_json(&ai("a1", "Hi"), &meta);
         assert_eq!(acc.visible_text(), "Hi");
     }
 
@@ -297,17 +303,17 @@ mod tests {
         let mut acc = Accumulator::new();
         let meta = json!({});
         for chunk in ["Hel", "lo", " there"] {
-            acc.on_message(&ai("a1", chunk), &meta);
+            acc.on_json(&ai("a1", chunk), &meta);
         }
         assert_eq!(acc.visible_text(), "Hello there");
         for chunk in ["Sec", "Second", "Second answer"] {
-            acc.on_message(&ai("a2", chunk), &meta);
+            acc.on_json(&ai("a2", chunk), &meta);
         }
         assert_eq!(acc.visible_text(), "Second answer");
         // Chunks without ids continue the latest message; metadata ids are honoured.
-        acc.on_message(&json!({"type": "ai", "content": "!"}), &meta);
+        acc.on_json(&json!({"type": "ai", "content": "!"}), &meta);
         assert_eq!(acc.visible_text(), "Second answer!");
-        acc.on_message(
+        acc.on_json(
             &json!({"type": "ai", "content": "third"}),
             &json!({"id": "a3"}),
         );
@@ -318,7 +324,7 @@ mod tests {
     fn tracked_ids_are_bounded() {
         let mut acc = Accumulator::new();
         for i in 0..(MAX_TRACKED_IDS * 3) {
-            acc.on_message(&ai(&format!("id{i}"), "x"), &json!({}));
+            acc.on_json(&ai(&format!("id{i}"), "x"), &json!({}));
         }
         assert_eq!(acc.buffers.len(), MAX_TRACKED_IDS);
     }
@@ -326,15 +332,15 @@ mod tests {
     #[test]
     fn final_prefers_the_snapshot_and_shows_clarifications() {
         let mut acc = Accumulator::new();
-        acc.on_message(&ai("a1", "partial"), &json!({}));
-        acc.on_values(json!({"messages": [{"type": "human", "content": "q"}, {"type": "ai", "content": "The full answer."}]}));
+        acc.on_json(&ai("a1", "partial"), &json!({}));
+        acc.on_json_values(json!({"messages": [{"type": "human", "content": "q"}, {"type": "ai", "content": "The full answer."}]}));
         assert_eq!(acc.finish().text, "The full answer.");
         let mut acc = Accumulator::new();
-        acc.on_message(&ai("a1", "streamed only"), &json!({}));
-        acc.on_values(json!({"messages": [{"type": "human", "content": "q"}]}));
+        acc.on_json(&ai("a1", "streamed only"), &json!({}));
+        acc.on_json_values(json!({"messages": [{"type": "human", "content": "q"}]}));
         assert_eq!(acc.finish().text, "streamed only");
         let mut acc = Accumulator::new();
-        assert!(acc.on_values(json!({"messages": [{"type": "human", "content": "q"}, {"type": "tool", "name": "ask_clarification", "content": "Which one?"}]})));
+        assert!(acc.on_json_values(json!({"messages": [{"type": "human", "content": "q"}, {"type": "tool", "name": "ask_clarification", "content": "Which one?"}]})));
         assert_eq!(acc.visible_text(), "Which one?");
         assert!(acc.finish().pending_clarification);
     }
@@ -343,20 +349,20 @@ mod tests {
     fn continuations_start_new_segments() {
         let cont = json!({"type": "human", "id": "c1", "content": "<goal_continuation/>", "additional_kwargs": {"hide_from_ui": true, "deerflow_goal_continuation": true}});
         let mut acc = Accumulator::new();
-        acc.on_message(&ai("a1", "first answer"), &json!({}));
+        acc.on_json(&ai("a1", "first answer"), &json!({}));
         assert!(!acc.continuation_pending());
         assert!(
-            !acc.on_message(&cont, &json!({})),
+            !acc.on_json(&cont, &json!({})),
             "the continuation prompt is never shown"
         );
         assert!(acc.continuation_pending());
         assert_eq!(acc.next_segment().text, "first answer");
         assert!(!acc.continuation_pending());
         // The same continuation, seen again in a snapshot, is not a second boundary.
-        acc.on_values(json!({"messages": [{"type": "human", "content": "q"}, {"type": "ai", "content": "first answer"}, cont], "goal": {"continuation_count": 1, "max_continuations": 8}}));
+        acc.on_json_values(json!({"messages": [{"type": "human", "content": "q"}, {"type": "ai", "content": "first answer"}, cont], "goal": {"continuation_count": 1, "max_continuations": 8}}));
         assert!(!acc.continuation_pending());
         assert_eq!(acc.goal_progress(), Some((1, 8)));
-        acc.on_message(&ai("a2", "second"), &json!({}));
+        acc.on_json(&ai("a2", "second"), &json!({}));
         assert_eq!(acc.visible_text(), "second");
         // The snapshot's turn ends in the first answer: the stream is the better source.
         assert_eq!(acc.finish().text, "second");

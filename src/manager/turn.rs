@@ -1,5 +1,5 @@
 //! Reading the agent's answer out of a `values` snapshot or a `/runs/wait` body
-//! (spec manager §7.4).
+//! (spec manager §7.4), both read as a typed [`Snapshot`].
 //!
 //! The *current turn* is everything after the last human message a user could see; human
 //! messages marked `additional_kwargs.hide_from_ui` (memory injections, goal continuations)
@@ -7,7 +7,7 @@
 //! `ask_clarification` tool message; artifacts are the `present_files` paths the turn's AI
 //! messages asked to show.
 
-use serde_json::Value;
+use crate::gateway::{Message, Snapshot};
 
 /// Only these paths are ever delivered as files (spec manager §7.8).
 pub const OUTPUTS_PREFIX: &str = "/mnt/user-data/outputs/";
@@ -23,47 +23,35 @@ pub struct Turn {
     pub pending_clarification: bool,
 }
 
-/// Extracts the current turn from a state `values` object (`{"messages": [...], ...}`).
-pub fn current_turn(values: &Value) -> Turn {
-    let Some(messages) = values.get("messages").and_then(Value::as_array) else {
-        return Turn::default();
-    };
-    let start = messages
-        .iter()
-        .rposition(|m| message_type(m).is_some_and(|t| t == "human") && !is_hidden(m))
-        .map_or(0, |i| i + 1);
-    turn_of(&messages[start..])
+/// Extracts the current turn from a state snapshot.
+pub fn current_turn(values: &Snapshot) -> Turn {
+    turn_of(values.turn())
 }
 
 /// The reply, artifacts and clarification flag of a run of messages.
-fn turn_of(turn: &[Value]) -> Turn {
+fn turn_of(turn: &[Message]) -> Turn {
     let mut out = Turn::default();
     for message in turn {
-        let Some(kind) = message_type(message) else {
+        let Some(kind) = message.kind() else {
             continue;
         };
         if is_assistant_type(kind) {
-            let text = content_text(message_field(message, "content"));
-            let has_tool_calls = message_field(message, "tool_calls")
-                .and_then(Value::as_array)
-                .is_some_and(|c| !c.is_empty());
+            let text = message.text();
             for path in presented_files(message) {
-                if !out.artifacts.contains(&path) {
-                    out.artifacts.push(path);
+                if !out.artifacts.iter().any(|a| a == path) {
+                    out.artifacts.push(path.to_owned());
                 }
             }
             if !text.trim().is_empty() {
-                out.text = text;
+                text.clone_into(&mut out.text);
                 out.pending_clarification = false;
-            } else if has_tool_calls {
+            } else if message.has_tool_calls() {
                 out.pending_clarification = false;
             }
-        } else if kind == "tool"
-            && message_field(message, "name").and_then(Value::as_str) == Some("ask_clarification")
-        {
-            let text = content_text(message_field(message, "content"));
+        } else if kind == "tool" && message.name() == Some("ask_clarification") {
+            let text = message.text();
             if !text.trim().is_empty() {
-                out.text = text;
+                text.clone_into(&mut out.text);
             }
             out.pending_clarification = true;
         }
@@ -73,90 +61,35 @@ fn turn_of(turn: &[Value]) -> Turn {
 
 /// How many goal continuations the current turn contains (hidden human messages marked
 /// `deerflow_goal_continuation`).
-pub fn continuations(values: &Value) -> usize {
-    let Some(messages) = values.get("messages").and_then(Value::as_array) else {
-        return 0;
-    };
-    let start = messages
+pub fn continuations(values: &Snapshot) -> usize {
+    values
+        .turn()
         .iter()
-        .rposition(|m| message_type(m).is_some_and(|t| t == "human") && !is_hidden(m))
-        .map_or(0, |i| i + 1);
-    messages[start..]
-        .iter()
-        .filter(|m| is_goal_continuation(m))
+        .filter(|m| m.is_goal_continuation())
         .count()
 }
 
 /// `(continuation_count, max_continuations)` of the snapshot's active goal, if any; after
 /// a met goal, the outcome's counts.
-pub fn goal_progress(values: &Value) -> Option<(u32, u32)> {
-    let read = |v: &Value| {
-        let n = v.get("continuation_count").and_then(Value::as_u64)?;
-        let max = v.get("max_continuations").and_then(Value::as_u64)?;
-        Some((u32::try_from(n).ok()?, u32::try_from(max).ok()?))
-    };
-    values
-        .get("goal")
-        .filter(|g| g.is_object())
-        .and_then(read)
-        .or_else(|| {
-            values
-                .get("goal_outcome")
-                .filter(|g| g.is_object())
-                .and_then(read)
-        })
-}
-
-/// Whether a message is the hidden prompt of a goal continuation.
-pub fn is_goal_continuation(message: &Value) -> bool {
-    message_type(message).is_some_and(|t| t == "human")
-        && message_field(message, "additional_kwargs")
-            .and_then(|k| k.get("deerflow_goal_continuation"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
+pub fn goal_progress(values: &Snapshot) -> Option<(u32, u32)> {
+    values.goal_progress()
 }
 
 /// The current turn split at goal continuations: the first segment is the answer to the
 /// user, each later one the output of one continuation. For `/runs/wait`, where the whole
 /// run arrives at once.
-pub fn segments(values: &Value) -> Vec<Turn> {
-    let Some(messages) = values.get("messages").and_then(Value::as_array) else {
-        return vec![Turn::default()];
-    };
-    let start = messages
-        .iter()
-        .rposition(|m| message_type(m).is_some_and(|t| t == "human") && !is_hidden(m))
-        .map_or(0, |i| i + 1);
+pub fn segments(values: &Snapshot) -> Vec<Turn> {
+    let messages = values.turn();
     let mut out = Vec::new();
-    let mut from = start;
-    for (i, message) in messages.iter().enumerate().skip(start) {
-        if is_goal_continuation(message) {
+    let mut from = 0;
+    for (i, message) in messages.iter().enumerate() {
+        if message.is_goal_continuation() {
             out.push(turn_of(&messages[from..i]));
             from = i + 1;
         }
     }
     out.push(turn_of(&messages[from..]));
     out
-}
-
-/// A message's type after unwrapping LangChain's constructor form (spec manager §7.5):
-/// top-level `type`, unless it is `constructor`; then `kwargs.type`, then the last
-/// element of the `id` path.
-pub fn message_type(message: &Value) -> Option<&str> {
-    match message.get("type").and_then(Value::as_str) {
-        Some("constructor") => message
-            .get("kwargs")
-            .and_then(|k| k.get("type"))
-            .and_then(Value::as_str)
-            .or_else(|| {
-                message
-                    .get("id")
-                    .and_then(Value::as_array)
-                    .and_then(|p| p.last())
-                    .and_then(Value::as_str)
-            }),
-        other => other,
-    }
 }
 
 /// Only assistant-typed payloads may be shown: the type, lower-cased, starts with `ai` or
@@ -169,75 +102,31 @@ pub fn is_assistant_type(kind: &str) -> bool {
     starts(b"ai") || starts(b"assistant")
 }
 
-/// A field of a message, looking inside `kwargs` for the constructor form.
-pub fn message_field<'a>(message: &'a Value, key: &str) -> Option<&'a Value> {
-    match message.get("type").and_then(Value::as_str) {
-        Some("constructor") => message.get("kwargs").and_then(|k| k.get(key)),
-        _ => message.get(key),
-    }
-}
-
-fn is_hidden(message: &Value) -> bool {
-    message_field(message, "additional_kwargs")
-        .and_then(|k| k.get("hide_from_ui"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
-}
-
-/// Text of a `content` that is a string or a list of `{"type": "text", "text": …}` blocks
-/// (plain strings in the list count too).
-pub fn content_text(content: Option<&Value>) -> String {
-    match content {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(blocks)) => {
-            let mut out = String::new();
-            for block in blocks {
-                match block {
-                    Value::String(s) => out.push_str(s),
-                    Value::Object(o)
-                        if o.get("type")
-                            .and_then(Value::as_str)
-                            .is_none_or(|t| t == "text") =>
-                    {
-                        if let Some(t) = o.get("text").and_then(Value::as_str) {
-                            out.push_str(t);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            out
-        }
-        _ => String::new(),
-    }
-}
-
-fn presented_files(message: &Value) -> Vec<String> {
-    let Some(calls) = message_field(message, "tool_calls").and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    calls
+/// The `present_files` paths of a message that may be delivered: under
+/// [`OUTPUTS_PREFIX`], without `/../`.
+fn presented_files(message: &Message) -> impl Iterator<Item = &str> {
+    message
+        .presented_files()
         .iter()
-        .filter(|c| c.get("name").and_then(Value::as_str) == Some("present_files"))
-        .filter_map(|c| {
-            c.get("args")
-                .and_then(|a| a.get("filepaths"))
-                .and_then(Value::as_array)
-        })
-        .flatten()
-        .filter_map(Value::as_str)
+        .map(String::as_str)
         .filter(|p| p.starts_with(OUTPUTS_PREFIX) && !p.contains("/../"))
-        .map(str::to_owned)
-        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn human(text: &str) -> Value {
         json!({"type": "human", "content": text, "additional_kwargs": {}})
+    }
+
+    fn current_turn(values: &Value) -> Turn {
+        super::current_turn(&Snapshot::from_value(values))
+    }
+
+    fn segments(values: &Value) -> Vec<Turn> {
+        super::segments(&Snapshot::from_value(values))
     }
 
     #[test]
@@ -300,8 +189,9 @@ mod tests {
             cont(2),
             {"type": "ai", "content": "third"},
         ], "goal": {"objective": "ship it", "continuation_count": 2, "max_continuations": 8}});
-        assert_eq!(continuations(&values), 2);
-        assert_eq!(goal_progress(&values), Some((2, 8)));
+        let snapshot = Snapshot::from_value(&values);
+        assert_eq!(continuations(&snapshot), 2);
+        assert_eq!(goal_progress(&snapshot), Some((2, 8)));
         let texts: Vec<String> = segments(&values).into_iter().map(|t| t.text).collect();
         assert_eq!(texts, ["first", "second", "third"]);
         assert_eq!(current_turn(&values).text, "third");
@@ -311,10 +201,11 @@ mod tests {
     #[test]
     fn constructor_form_and_type_allowlist() {
         let m = json!({"type": "constructor", "id": ["langchain", "schema", "messages", "AIMessageChunk"], "kwargs": {"content": "hi"}});
-        assert_eq!(message_type(&m), Some("AIMessageChunk"));
-        assert_eq!(content_text(message_field(&m, "content")), "hi");
+        let m = Message::from_value(&m);
+        assert_eq!(m.kind(), Some("AIMessageChunk"));
+        assert_eq!(m.text(), "hi");
         let m = json!({"type": "constructor", "id": ["x", "HumanMessage"], "kwargs": {"type": "human"}});
-        assert_eq!(message_type(&m), Some("human"));
+        assert_eq!(Message::from_value(&m).kind(), Some("human"));
         for (t, ok) in [
             ("ai", true),
             ("AIMessageChunk", true),

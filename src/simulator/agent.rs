@@ -54,6 +54,8 @@ struct Out {
     detached: bool,
     step: u64,
     spec: RunSpec,
+    /// Writes the run's streamed chunks (made on the first one).
+    chunks: Option<wire::ChunkWriter>,
 }
 
 impl Out {
@@ -72,11 +74,32 @@ impl Out {
     }
 
     async fn frame(&mut self, name: &str, data: Value) -> Result<(), Cancelled> {
-        self.send(Event::Frame {
-            name: name.to_owned(),
-            json: data.to_string(),
-        })
+        self.send(Event::frame(name, 256, |buf| {
+            serde_json::to_writer(buf, &data)
+        }))
         .await
+    }
+
+    /// A streamed `AIMessageChunk` frame, written without building `Value`s (the hot path).
+    async fn chunk(
+        &mut self,
+        event: &str,
+        id: &str,
+        content: &str,
+        last: bool,
+    ) -> Result<(), Cancelled> {
+        if !self.spec.messages_mode {
+            return Ok(());
+        }
+        self.step += 1;
+        let (spec, step) = (&self.spec, self.step);
+        let writer = self
+            .chunks
+            .get_or_insert_with(|| wire::ChunkWriter::new(&spec.thread_id, &spec.run_id));
+        let frame = Event::frame(event, content.len() + 640, |buf| {
+            writer.write(buf, id, content, last, step)
+        });
+        self.send(frame).await
     }
 
     async fn message(&mut self, event: &str, payload: Value) -> Result<(), Cancelled> {
@@ -92,19 +115,14 @@ impl Out {
         if !self.spec.values_mode {
             return Ok(());
         }
-        // Serialized under the lock straight from the thread, without copying the history.
-        let json = self
-            .sim
-            .state()
-            .threads
-            .get(&self.spec.thread_id)
-            .map(Thread::values_json)
-            .unwrap_or_else(|| "{}".to_owned());
-        self.send(Event::Frame {
-            name: "values".to_owned(),
-            json,
-        })
-        .await
+        // Written under the lock straight from the thread, without copying the history.
+        let frame = match self.sim.state().threads.get(&self.spec.thread_id) {
+            Some(thread) => Event::frame("values", thread.values_json_len(), |buf| {
+                thread.write_values_json(buf)
+            }),
+            None => Event::frame_json("values", "{}"),
+        };
+        self.send(frame).await
     }
 
     /// Waits `delay`, or fails when the run is cancelled meanwhile.
@@ -159,6 +177,7 @@ pub(crate) async fn execute(
         detached,
         step: 0,
         spec,
+        chunks: None,
     };
     let ending = match play(&mut out, &script).await {
         Ok(ending) => ending,
@@ -280,6 +299,15 @@ async fn stream_text(
             out.pause(script.chunk_delay).await?;
         }
         sent.push_str(piece);
+        if !script.constructor_form && script.delivery != Delivery::Whole {
+            let content = if script.delivery == Delivery::Delta {
+                piece
+            } else {
+                &sent
+            };
+            out.chunk(&event, id, content, false).await?;
+            continue;
+        }
         let (payload, class) = match script.delivery {
             Delivery::Whole => (wire::ai_message(id, text, Vec::new()), "AIMessage"),
             Delivery::Delta => (wire::ai_chunk(id, piece, false), "AIMessageChunk"),
@@ -293,7 +321,7 @@ async fn stream_text(
         out.message(&event, payload).await?;
     }
     if script.delivery != Delivery::Whole && !pieces.is_empty() {
-        out.message(&event, wire::ai_chunk(id, "", true)).await?;
+        out.chunk(&event, id, "", true).await?;
     }
     Ok(None)
 }

@@ -132,7 +132,7 @@ impl Simulator {
         self.state()
             .threads
             .get(thread_id)
-            .map(|t| t.messages.clone())
+            .map(|t| t.messages.to_vec())
             .unwrap_or_default()
     }
 

@@ -4,6 +4,10 @@
 //! A run's executor sends [`Event`]s into a bounded channel; [`response`] turns the receiving
 //! end into the `text/event-stream` body. Heartbeats are produced here, whenever no event
 //! arrived for one heartbeat interval, so scripts only say how long they stay idle.
+//!
+//! A frame travels as one buffer: the executor writes its `event:` and `data:` lines (the
+//! data serialized straight into it), the body appends the `id:` line and hands the buffer
+//! to hyper without copying. Under load this is most of what the simulator does.
 
 use std::io;
 use std::time::Duration;
@@ -25,10 +29,9 @@ const ABORT_GRACE: Duration = Duration::from_millis(20);
 /// What a run's executor asks the stream to do.
 #[derive(Debug)]
 pub(crate) enum Event {
-    /// `event: <name>` / `data: <json>` / `id: <ms>-<seq>`; `json` is already compact
-    /// single-line JSON (serialized by the sender, so large snapshots are written straight
-    /// from the thread state without a deep copy).
-    Frame { name: String, json: String },
+    /// `event: <name>` / `data: <json>` / `id: <ms>-<seq>`: the buffer holds the first two
+    /// lines (see [`Event::frame`]); the stream adds the id.
+    Frame(Vec<u8>),
     /// `event: end` / `data: null`, then the body ends.
     End,
     /// Cut the connection (the body fails).
@@ -37,13 +40,49 @@ pub(crate) enum Event {
     Close,
 }
 
-/// One frame of compact single-line JSON (serde_json leaves non-ASCII as UTF-8); `id` is
-/// omitted when `None`.
-pub(crate) fn encode_frame(name: &str, json: &str, id: Option<&str>) -> String {
-    match id {
-        Some(id) => format!("event: {name}\ndata: {json}\nid: {id}\n\n"),
-        None => format!("event: {name}\ndata: {json}\n\n"),
+/// Room left in a frame buffer for its `id:` line and the blank line.
+const ID_LINE_ROOM: usize = 40;
+
+impl Event {
+    /// A frame of `name` whose data is `write`'s output: compact single-line JSON
+    /// (serde_json leaves non-ASCII as UTF-8), written straight into the frame buffer.
+    /// `size_hint` is the expected data length. A failed write sends `null` as the data.
+    pub(crate) fn frame(
+        name: &str,
+        size_hint: usize,
+        write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+    ) -> Self {
+        let mut buf = Vec::with_capacity(name.len() + size_hint + 16 + ID_LINE_ROOM);
+        buf.extend_from_slice(b"event: ");
+        buf.extend_from_slice(name.as_bytes());
+        buf.extend_from_slice(b"\ndata: ");
+        let start = buf.len();
+        if write(&mut buf).is_err() {
+            buf.truncate(start);
+            buf.extend_from_slice(b"null");
+        }
+        buf.push(b'\n');
+        Self::Frame(buf)
     }
+
+    /// A frame of `name` with already serialized `json` as its data.
+    pub(crate) fn frame_json(name: &str, json: &str) -> Self {
+        Self::frame(name, json.len(), |buf| {
+            buf.extend_from_slice(json.as_bytes());
+            Ok(())
+        })
+    }
+}
+
+/// Ends a frame buffer with its `id:` line (when `id` is given) and the blank line.
+pub(crate) fn finish_frame(mut buf: Vec<u8>, id: Option<&str>) -> Vec<u8> {
+    if let Some(id) = id {
+        buf.extend_from_slice(b"id: ");
+        buf.extend_from_slice(id.as_bytes());
+        buf.push(b'\n');
+    }
+    buf.push(b'\n');
+    buf
 }
 
 /// The `end` frame.
@@ -72,10 +111,10 @@ impl BodyState {
             None => self.rx.recv().await,
         };
         match event {
-            Some(Event::Frame { name, json }) => {
+            Some(Event::Frame(buf)) => {
                 let id = format!("{}-{}", wire::unix_millis(), self.seq);
                 self.seq += 1;
-                Some(Ok(Bytes::from(encode_frame(&name, &json, Some(&id)))))
+                Some(Ok(Bytes::from(finish_frame(buf, Some(&id)))))
             }
             Some(Event::End) => {
                 self.done = true;
@@ -139,11 +178,18 @@ mod tests {
 
     use super::*;
 
+    fn encode(event: Event, id: Option<&str>) -> String {
+        let Event::Frame(buf) = event else {
+            panic!("not a frame")
+        };
+        String::from_utf8(finish_frame(buf, id)).unwrap()
+    }
+
     #[test]
     fn frames_are_single_line_with_raw_utf8() {
-        let frame = encode_frame(
-            "values",
-            &json!({"title": "你好\nworld"}).to_string(),
+        let value = json!({"title": "你好\nworld"});
+        let frame = encode(
+            Event::frame("values", 8, |buf| serde_json::to_writer(buf, &value)),
             Some("1-0"),
         );
         assert_eq!(
@@ -151,9 +197,14 @@ mod tests {
             "event: values\ndata: {\"title\":\"你好\\nworld\"}\nid: 1-0\n\n"
         );
         assert_eq!(
-            encode_frame("metadata", "null", None),
+            encode(Event::frame_json("metadata", "null"), None),
             "event: metadata\ndata: null\n\n"
         );
+        let failed = Event::frame("values", 0, |buf| {
+            buf.extend_from_slice(b"{partial");
+            Err(serde::ser::Error::custom("boom"))
+        });
+        assert_eq!(encode(failed, None), "event: values\ndata: null\n\n");
     }
 
     #[tokio::test]
@@ -165,12 +216,7 @@ mod tests {
             "/api/threads/t/runs/r"
         );
         let mut body = response.into_body().into_data_stream();
-        tx.send(Event::Frame {
-            name: "metadata".into(),
-            json: json!({}).to_string(),
-        })
-        .await
-        .unwrap();
+        tx.send(Event::frame_json("metadata", "{}")).await.unwrap();
         let first = body.next().await.unwrap().unwrap();
         assert!(first.starts_with(b"event: metadata\ndata: {}\nid: "));
         assert!(first.ends_with(b"-0\n\n"));

@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 
 use super::fault::{Fault, Route};
 use super::goal::{GoalOutcome, GoalState};
+use super::history::History;
 use super::script::Script;
 use super::{Simulator, SimulatorConfig, wire};
 
@@ -138,7 +139,7 @@ pub(crate) struct Thread {
     pub created_at: String,
     pub updated_at: String,
     pub metadata: Map<String, Value>,
-    pub messages: Vec<Value>,
+    pub messages: History,
     pub title: Option<String>,
     pub artifacts: Vec<String>,
     pub goal: Option<GoalState>,
@@ -166,7 +167,7 @@ impl Thread {
             created_at: now.clone(),
             updated_at: now,
             metadata: Map::new(),
-            messages: Vec::new(),
+            messages: History::default(),
             title: None,
             artifacts: Vec::new(),
             goal: None,
@@ -208,7 +209,7 @@ impl Thread {
     pub(crate) fn values(&self) -> Value {
         let mut values = Map::new();
         if self.values_written {
-            values.insert("messages".into(), Value::Array(self.messages.clone()));
+            values.insert("messages".into(), Value::Array(self.messages.to_vec()));
             values.insert(
                 "thread_data".into(),
                 json!({
@@ -234,16 +235,25 @@ impl Thread {
         Value::Object(values)
     }
 
-    /// [`Thread::values`] serialized, borrowing the history instead of copying it.
-    pub(crate) fn values_json(&self) -> String {
+    /// Writes [`Thread::values`] as JSON into `out`, the history from its cached JSON
+    /// (`history.rs`) instead of serializing (or copying) it again.
+    pub(crate) fn write_values_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        #[derive(serde::Serialize)]
+        struct ThreadData {
+            workspace_path: &'static str,
+            uploads_path: &'static str,
+            outputs_path: &'static str,
+        }
+        #[derive(serde::Serialize)]
+        struct Sandbox {
+            sandbox_id: &'static str,
+        }
         #[derive(serde::Serialize)]
         struct View<'a> {
             #[serde(skip_serializing_if = "Option::is_none")]
-            messages: Option<&'a [Value]>,
+            thread_data: Option<ThreadData>,
             #[serde(skip_serializing_if = "Option::is_none")]
-            thread_data: Option<Value>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            sandbox: Option<Value>,
+            sandbox: Option<Sandbox>,
             #[serde(skip_serializing_if = "Option::is_none")]
             title: Option<&'a str>,
             #[serde(skip_serializing_if = "<[String]>::is_empty")]
@@ -255,21 +265,39 @@ impl Thread {
         }
         let written = self.values_written;
         let view = View {
-            messages: written.then_some(self.messages.as_slice()),
-            thread_data: written.then(|| {
-                json!({
-                    "workspace_path": "/mnt/user-data/workspace",
-                    "uploads_path": "/mnt/user-data/uploads",
-                    "outputs_path": "/mnt/user-data/outputs",
-                })
+            thread_data: written.then_some(ThreadData {
+                workspace_path: "/mnt/user-data/workspace",
+                uploads_path: "/mnt/user-data/uploads",
+                outputs_path: "/mnt/user-data/outputs",
             }),
-            sandbox: written.then(|| json!({"sandbox_id": "local"})),
+            sandbox: written.then_some(Sandbox {
+                sandbox_id: "local",
+            }),
             title: self.title.as_deref(),
             artifacts: &self.artifacts,
             goal: (self.goal_touched || self.goal.is_some()).then_some(self.goal.as_ref()),
             goal_outcome: self.goal_outcome.as_ref(),
         };
-        serde_json::to_string(&view).unwrap_or_else(|_| "{}".to_owned())
+        if !written {
+            return serde_json::to_writer(out, &view);
+        }
+        out.extend_from_slice(b"{\"messages\":");
+        self.messages.write_json(out);
+        let at = out.len();
+        serde_json::to_writer(&mut *out, &view)?;
+        // The view's fields follow `messages`: its opening brace becomes the comma.
+        if out.len() - at == 2 {
+            out.truncate(at);
+            out.push(b'}');
+        } else {
+            out[at] = b',';
+        }
+        Ok(())
+    }
+
+    /// About how many bytes [`Thread::write_values_json`] writes.
+    pub(crate) fn values_json_len(&self) -> usize {
+        self.messages.json_len() + 512
     }
 
     /// A `ThreadResponse`.
@@ -465,6 +493,28 @@ mod tests {
         assert_eq!(v["messages"], json!([]));
         assert_eq!(v["goal"], Value::Null);
         assert!(v.get("goal_outcome").is_none());
+    }
+
+    #[test]
+    fn the_written_values_are_the_values() {
+        let mut t = Thread::new("t", None);
+        let written = |t: &Thread| {
+            let mut out = Vec::new();
+            t.write_values_json(&mut out).unwrap();
+            serde_json::from_slice::<Value>(&out).unwrap()
+        };
+        assert_eq!(written(&t), t.values());
+        t.title = Some("Grüße".into());
+        assert_eq!(written(&t), t.values());
+        t.values_written = true;
+        assert_eq!(written(&t), t.values());
+        t.messages
+            .push(wire::human_message("h", json!("hi"), json!({})));
+        t.messages
+            .push(wire::ai_message("a", "\"quoted\" 你好", vec![]));
+        t.artifacts.push("/mnt/user-data/outputs/a.md".into());
+        t.goal_touched = true;
+        assert_eq!(written(&t), t.values());
     }
 
     #[test]

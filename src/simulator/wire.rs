@@ -26,17 +26,17 @@ pub fn valid_thread_id(id: &str) -> bool {
 
 /// A random RFC 4122 version-4 UUID in its usual hyphenated form.
 pub fn new_uuid() -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let raw: u128 = rand::random();
     let v = (raw & !(0xF << 76) | (0x4 << 76)) & !(0x3 << 62) | (0x2 << 62);
-    let hex = format!("{v:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    let mut out = String::with_capacity(36);
+    for i in 0..32 {
+        if matches!(i, 8 | 12 | 16 | 20) {
+            out.push('-');
+        }
+        out.push(char::from(HEX[((v >> (124 - 4 * i)) & 0xF) as usize]));
+    }
+    out
 }
 
 /// Milliseconds since the Unix epoch (0 if the clock is before 1970).
@@ -139,6 +139,96 @@ pub fn ai_chunk(id: &str, content: &str, last: bool) -> Value {
         "invalid_tool_calls": [], "usage_metadata": null, "tool_call_chunks": [],
         "chunk_position": if last { json!("last") } else { Value::Null },
     })
+}
+
+/// Writes the `messages` frame data of a run's streamed chunks,
+/// `[ai_chunk(..), chunk_metadata(..)]`, without building `Value`s. Every chunk of every run
+/// goes through here, so the metadata, the same for a whole run but for `langgraph_step`,
+/// is serialized once; a test checks the output equals the `Value` form.
+#[derive(Debug)]
+pub struct ChunkWriter {
+    /// `chunk_metadata(..)` without `langgraph_step`, as JSON.
+    meta_rest: String,
+}
+
+impl ChunkWriter {
+    /// The writer for the chunks of run `run_id` on `thread_id`.
+    pub fn new(thread_id: &str, run_id: &str) -> Self {
+        let mut meta = chunk_metadata(thread_id, run_id, 0);
+        if let Some(obj) = meta.as_object_mut() {
+            obj.remove("langgraph_step");
+        }
+        Self {
+            meta_rest: meta.to_string(),
+        }
+    }
+
+    /// Writes one chunk's frame data: `[chunk, metadata]`.
+    pub fn write(
+        &self,
+        out: &mut Vec<u8>,
+        id: &str,
+        content: &str,
+        last: bool,
+        step: u64,
+    ) -> serde_json::Result<()> {
+        use serde::Serialize;
+
+        #[derive(Serialize)]
+        struct Empty {}
+        #[derive(Serialize)]
+        struct Finish {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            finish_reason: Option<&'static str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            model_name: Option<&'static str>,
+        }
+        #[derive(Serialize)]
+        struct Chunk<'a> {
+            content: &'a str,
+            additional_kwargs: Empty,
+            response_metadata: Finish,
+            #[serde(rename = "type")]
+            kind: &'static str,
+            name: (),
+            id: &'a str,
+            tool_calls: [(); 0],
+            invalid_tool_calls: [(); 0],
+            usage_metadata: (),
+            tool_call_chunks: [(); 0],
+            chunk_position: Option<&'static str>,
+        }
+        let chunk = Chunk {
+            content,
+            additional_kwargs: Empty {},
+            response_metadata: Finish {
+                finish_reason: last.then_some("stop"),
+                model_name: last.then_some("deerflow-simulator"),
+            },
+            kind: "AIMessageChunk",
+            name: (),
+            id,
+            tool_calls: [],
+            invalid_tool_calls: [],
+            usage_metadata: (),
+            tool_call_chunks: [],
+            chunk_position: last.then_some("last"),
+        };
+        out.push(b'[');
+        serde_json::to_writer(&mut *out, &chunk)?;
+        out.extend_from_slice(b",{\"langgraph_step\":");
+        serde_json::to_writer(&mut *out, &step)?;
+        // The rest of the metadata's fields follow the step.
+        match self.meta_rest.get(1..) {
+            Some(rest) if rest != "}" => {
+                out.push(b',');
+                out.extend_from_slice(rest.as_bytes());
+            }
+            _ => out.push(b'}'),
+        }
+        out.push(b']');
+        Ok(())
+    }
 }
 
 /// A `tool` message dump answering the tool call `tool_call_id`.
@@ -340,6 +430,23 @@ mod tests {
         assert_eq!(form["id"][3], "ToolMessage");
         assert_eq!(form["kwargs"]["type"], "tool");
         assert!(form["kwargs"].get("artifact").is_none());
+    }
+
+    #[test]
+    fn the_chunk_writer_writes_the_value_form() {
+        let writer = ChunkWriter::new("t-1", "r\\1");
+        for (content, last) in [("Hé \"你好\"\n", false), ("", true)] {
+            let mut out = Vec::new();
+            writer
+                .write(&mut out, "lc_run--a", content, last, 7)
+                .unwrap();
+            let written: Value = serde_json::from_slice(&out).unwrap();
+            let expected = json!([
+                ai_chunk("lc_run--a", content, last),
+                chunk_metadata("t-1", "r\\1", 7)
+            ]);
+            assert_eq!(written, expected);
+        }
     }
 
     #[test]

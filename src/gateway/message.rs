@@ -1,0 +1,211 @@
+//! LangChain messages and state snapshots as the bridge reads them (gateway.md §3.3, §2.4),
+//! decoded straight from the wire into small typed values.
+//!
+//! A run stream carries a `messages` frame per chunk and a `values` snapshot holding the
+//! thread's whole history; decoding those into `serde_json::Value` trees (a `BTreeMap` and
+//! a `String` per key and per string) was most of the client's CPU time under load. Here
+//! each frame is read once, keeping only what the manager reads:
+//! - a [`Message`]: its type, id, text, the `additional_kwargs` flags, the tool-call count
+//!   and `present_files` paths, and the same fields of the constructor form's `kwargs`;
+//! - a [`Snapshot`]: the messages of the current turn (after the last human message a user
+//!   could see), how many messages there were, and the goal's continuation counts.
+//!
+//! Decoding is as tolerant as reading a `Value` was: a field of an unexpected JSON type
+//! reads as absent (a numeric `id`, a `content` that is neither a string nor a list) and
+//! never fails the frame; unknown fields are skipped without being built. Only malformed
+//! JSON fails. With duplicate keys the last one wins, as it did in a `Value`.
+
+//!
+//! Children: `decode` (the visitors), `lenient` (their building blocks), `tests`.
+
+mod decode;
+mod lenient;
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// One message dump (`model_dump()`), or LangChain's constructor form of one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Message(Fields);
+
+/// The fields read from one level of a message object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Fields {
+    /// `type`, when a string.
+    kind: Option<Cow<'static, str>>,
+    /// `id`, when a string.
+    id: Option<String>,
+    /// The last element of `id`, when `id` is a list ending in a string (the constructor
+    /// form's class path).
+    class: Option<String>,
+    /// `message_id`, when a string.
+    message_id: Option<String>,
+    /// The text of `content`: a string, or the text blocks of a list joined.
+    text: String,
+    /// `additional_kwargs.hide_from_ui` is `true`.
+    hide_from_ui: bool,
+    /// `additional_kwargs.deerflow_goal_continuation` is `true`.
+    goal_continuation: bool,
+    /// `name`, when a string.
+    name: Option<String>,
+    /// Entries of `tool_calls`, when it is a list.
+    tool_calls: usize,
+    /// `args.filepaths` strings of the `present_files` tool calls, in order.
+    presented_files: Vec<String>,
+    /// `kwargs`, when an object (the constructor form keeps the fields there).
+    kwargs: Option<Box<Fields>>,
+}
+
+/// What a field-less level reads as (a constructor form without `kwargs`).
+static EMPTY: Fields = Fields {
+    kind: None,
+    id: None,
+    class: None,
+    message_id: None,
+    text: String::new(),
+    hide_from_ui: false,
+    goal_continuation: false,
+    name: None,
+    tool_calls: 0,
+    presented_files: Vec::new(),
+    kwargs: None,
+};
+
+impl Message {
+    /// Reads a message from a decoded JSON value (for bodies already parsed as `Value`).
+    pub fn from_value(value: &Value) -> Self {
+        Self::deserialize(value).unwrap_or_default()
+    }
+
+    fn is_constructor(&self) -> bool {
+        self.0.kind.as_deref() == Some("constructor")
+    }
+
+    /// The fields that describe the message: `kwargs` in the constructor form.
+    fn body(&self) -> &Fields {
+        if self.is_constructor() {
+            self.0.kwargs.as_deref().unwrap_or(&EMPTY)
+        } else {
+            &self.0
+        }
+    }
+
+    /// The message's type (spec manager §7.5): top-level `type`, unless it is
+    /// `constructor`; then `kwargs.type`, then the last element of the `id` path.
+    pub fn kind(&self) -> Option<&str> {
+        if self.is_constructor() {
+            self.0
+                .kwargs
+                .as_ref()
+                .and_then(|k| k.kind.as_deref())
+                .or(self.0.class.as_deref())
+        } else {
+            self.0.kind.as_deref()
+        }
+    }
+
+    /// The text of `content` (empty when there is none).
+    pub fn text(&self) -> &str {
+        &self.body().text
+    }
+
+    /// `name`, e.g. the tool of a `tool` message.
+    pub fn name(&self) -> Option<&str> {
+        self.body().name.as_deref()
+    }
+
+    /// Whether `additional_kwargs.hide_from_ui` is `true`.
+    pub fn is_hidden(&self) -> bool {
+        self.body().hide_from_ui
+    }
+
+    /// Whether this is the hidden prompt of a goal continuation: a `human` message marked
+    /// `additional_kwargs.deerflow_goal_continuation`.
+    pub fn is_goal_continuation(&self) -> bool {
+        self.kind() == Some("human") && self.body().goal_continuation
+    }
+
+    /// Whether `tool_calls` is a non-empty list.
+    pub fn has_tool_calls(&self) -> bool {
+        self.body().tool_calls > 0
+    }
+
+    /// The `filepaths` of the message's `present_files` tool calls, unfiltered.
+    pub fn presented_files(&self) -> &[String] {
+        &self.body().presented_files
+    }
+
+    /// The chunk's message id: payload `id` / `message_id`, then the metadata's, then
+    /// `kwargs.id`; empty ids do not count. (In the constructor form `id` is the class
+    /// path, a list, so it is skipped.)
+    pub fn id<'a>(&'a self, metadata: &'a ChunkMetadata) -> Option<&'a str> {
+        let non_empty = |s: &'a Option<String>| s.as_deref().filter(|s| !s.is_empty());
+        non_empty(&self.0.id)
+            .or_else(|| non_empty(&self.0.message_id))
+            .or_else(|| non_empty(&metadata.id))
+            .or_else(|| non_empty(&metadata.message_id))
+            .or_else(|| self.0.kwargs.as_ref().and_then(|k| non_empty(&k.id)))
+    }
+
+    /// A visible (not hidden) `human` message: the start of a new turn.
+    fn starts_turn(&self) -> bool {
+        self.kind() == Some("human") && !self.is_hidden()
+    }
+}
+
+/// The metadata object of a `messages` frame; only its ids are read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChunkMetadata {
+    id: Option<String>,
+    message_id: Option<String>,
+}
+
+impl ChunkMetadata {
+    /// Reads chunk metadata from a decoded JSON value.
+    pub fn from_value(value: &Value) -> Self {
+        Self::deserialize(value).unwrap_or_default()
+    }
+}
+
+/// A state snapshot (`values` event, `/runs/wait` body): what the manager reads of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Entries of `messages`.
+    message_count: usize,
+    /// The entries after the last visible human message: the current turn.
+    turn: Vec<Message>,
+    /// `(continuation_count, max_continuations)` of `goal`, when an object with both.
+    goal: Option<(u32, u32)>,
+    /// The same counts of `goal_outcome`.
+    outcome: Option<(u32, u32)>,
+}
+
+impl Snapshot {
+    /// Reads a snapshot from a decoded JSON value (the `/runs/wait` body).
+    pub fn from_value(value: &Value) -> Self {
+        Self::deserialize(value).unwrap_or_default()
+    }
+
+    /// How many messages the snapshot's history holds.
+    pub fn message_count(&self) -> usize {
+        self.message_count
+    }
+
+    /// The current turn: the messages after the last human message a user could see
+    /// (hidden human messages, such as memory injections and goal continuations, do not
+    /// end a turn).
+    pub fn turn(&self) -> &[Message] {
+        &self.turn
+    }
+
+    /// `(continuation_count, max_continuations)` of the active goal, if any; after a met
+    /// goal, the outcome's counts.
+    pub fn goal_progress(&self) -> Option<(u32, u32)> {
+        self.goal.or(self.outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,184 @@
+//! The building blocks of the message decoders: field names looked up without allocating,
+//! and values that read as absent (instead of failing) when the JSON type is unexpected.
+//!
+//! [`ignore_others!`] fills in the `visit_*` methods a visitor does not handle: each one
+//! consumes its input (draining lists and objects) and returns the visitor's default.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, SeqAccess, Visitor};
+
+pub(super) use serde::de::IgnoredAny as Ignore;
+
+/// Implements the listed kinds of `visit_*` (`bool num str unit seq map`) as "consume and
+/// return `Default::default()`".
+macro_rules! ignore_others {
+    (@ bool) => {
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+    };
+    (@ num) => {
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+    };
+    (@ str) => {
+        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+    };
+    (@ unit) => {
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+    };
+    (@ seq) => {
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(Default::default())
+        }
+    };
+    (@ map) => {
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map
+                .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                .is_some()
+            {}
+            Ok(Default::default())
+        }
+    };
+    ($($kind:ident)*) => {
+        $( ignore_others!(@ $kind); )*
+    };
+}
+pub(crate) use ignore_others;
+
+/// Reads an object key as its index in a list of known names (`None` = another key).
+pub(super) struct FieldSeed(pub &'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for FieldSeed {
+    type Value = Option<usize>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<usize>, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FieldSeed {
+    type Value = Option<usize>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<usize>, E> {
+        Ok(self.0.iter().position(|name| *name == v))
+    }
+}
+
+/// A string, or `None` for any other JSON value.
+#[derive(Default)]
+pub(super) struct LenientStr(pub Option<String>);
+
+impl<'de> Deserialize<'de> for LenientStr {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LenientStr;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<LenientStr, E> {
+                Ok(LenientStr(Some(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<LenientStr, E> {
+                Ok(LenientStr(Some(v)))
+            }
+            ignore_others!(bool num unit seq map);
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// `true` only for JSON `true`.
+#[derive(Default)]
+pub(super) struct LenientBool(pub bool);
+
+impl<'de> Deserialize<'de> for LenientBool {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LenientBool;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a boolean")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<LenientBool, E> {
+                Ok(LenientBool(v))
+            }
+            ignore_others!(num str unit seq map);
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// A non-negative integer that fits `u32`, or `None`.
+#[derive(Default)]
+pub(super) struct LenientU32(pub Option<u32>);
+
+impl<'de> Deserialize<'de> for LenientU32 {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LenientU32;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a count")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<LenientU32, E> {
+                Ok(LenientU32(u32::try_from(v).ok()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<LenientU32, E> {
+                Ok(LenientU32(u32::try_from(v).ok()))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<LenientU32, E> {
+                Ok(LenientU32(None))
+            }
+            ignore_others!(bool str unit seq map);
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// The strings of a list (other entries skipped); empty for anything but a list.
+#[derive(Default)]
+pub(super) struct Strings(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for Strings {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Strings;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of strings")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Strings, A::Error> {
+                let mut out = Vec::new();
+                while let Some(item) = seq.next_element::<LenientStr>()? {
+                    out.extend(item.0);
+                }
+                Ok(Strings(out))
+            }
+            ignore_others!(bool num str unit map);
+        }
+        deserializer.deserialize_any(V)
+    }
+}

@@ -1,0 +1,190 @@
+//! The typed decoding against the `Value` reading it replaced: same answers for the wire
+//! shapes the Gateway sends, and for fields of unexpected types.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+/// Decodes `value` both ways (from text and from a `Value`) and checks they agree.
+fn message(value: Value) -> Message {
+    let from_text: Message = serde_json::from_str(&value.to_string()).unwrap();
+    assert_eq!(from_text, Message::from_value(&value));
+    from_text
+}
+
+fn snapshot(value: Value) -> Snapshot {
+    let from_text: Snapshot = serde_json::from_str(&value.to_string()).unwrap();
+    assert_eq!(from_text, Snapshot::from_value(&value));
+    from_text
+}
+
+#[test]
+fn a_streamed_chunk_reads_its_type_text_and_id() {
+    let m = message(json!({
+        "content": "Hé 你好", "additional_kwargs": {}, "response_metadata": {},
+        "type": "AIMessageChunk", "name": null, "id": "lc_run--a", "tool_calls": [],
+        "invalid_tool_calls": [], "usage_metadata": null, "tool_call_chunks": [],
+        "chunk_position": null,
+    }));
+    assert_eq!(m.kind(), Some("AIMessageChunk"));
+    assert_eq!(m.text(), "Hé 你好");
+    assert_eq!(m.id(&ChunkMetadata::default()), Some("lc_run--a"));
+    assert_eq!(m.name(), None);
+    assert!(!m.has_tool_calls() && !m.is_hidden() && !m.is_goal_continuation());
+}
+
+#[test]
+fn content_blocks_join_their_text() {
+    let m = message(json!({"type": "ai", "content": [
+        {"type": "text", "text": "a"}, "b", {"type": "image_url", "text": "no"},
+        {"text": "c"}, {"type": 7, "text": "d"}, {"type": "text", "text": 5}, 3, null,
+    ]}));
+    assert_eq!(m.text(), "abcd");
+    for content in [json!(5), json!({"text": "x"}), json!(null), json!(true)] {
+        assert_eq!(
+            message(json!({"type": "ai", "content": content})).text(),
+            ""
+        );
+    }
+}
+
+#[test]
+fn ids_fall_back_from_payload_to_metadata_to_kwargs() {
+    let meta = |v: Value| {
+        let from_text: ChunkMetadata = serde_json::from_str(&v.to_string()).unwrap();
+        assert_eq!(from_text, ChunkMetadata::from_value(&v));
+        from_text
+    };
+    let none = ChunkMetadata::default();
+    assert_eq!(
+        message(json!({"type": "ai", "id": "", "message_id": "m"})).id(&none),
+        Some("m")
+    );
+    let m = message(json!({"type": "ai", "id": 5}));
+    assert_eq!(m.id(&none), None);
+    assert_eq!(m.id(&meta(json!({"id": "", "message_id": "x"}))), Some("x"));
+    assert_eq!(
+        m.id(&meta(json!({"langgraph_node": "model", "id": "y"}))),
+        Some("y")
+    );
+    assert_eq!(m.id(&meta(json!(["not", "an", "object"]))), None);
+    let k = message(json!({"type": "ai", "kwargs": {"id": "k1"}}));
+    assert_eq!(k.id(&none), Some("k1"));
+}
+
+#[test]
+fn the_constructor_form_reads_its_kwargs() {
+    let m = message(json!({
+        "lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "ToolMessage"],
+        "kwargs": {"content": "HIDDEN", "type": "tool", "name": "web_search", "id": "t1",
+                   "additional_kwargs": {"hide_from_ui": true}},
+    }));
+    assert_eq!(m.kind(), Some("tool"));
+    assert_eq!((m.text(), m.name()), ("HIDDEN", Some("web_search")));
+    assert!(m.is_hidden());
+    assert_eq!(m.id(&ChunkMetadata::default()), Some("t1"));
+    // Without `kwargs.type`, the class path names the type; without kwargs, nothing is read.
+    let m = message(
+        json!({"type": "constructor", "id": ["x", "AIMessageChunk"], "kwargs": {"content": "hi"}}),
+    );
+    assert_eq!((m.kind(), m.text()), (Some("AIMessageChunk"), "hi"));
+    let m = message(json!({"type": "constructor", "id": ["x", 3], "content": "top"}));
+    assert_eq!((m.kind(), m.text()), (None, ""));
+}
+
+#[test]
+fn flags_and_tool_calls() {
+    let m = message(json!({"type": "human", "content": "<goal_continuation/>",
+        "additional_kwargs": {"hide_from_ui": true, "deerflow_goal_continuation": true}}));
+    assert!(m.is_hidden() && m.is_goal_continuation());
+    let m = message(json!({"type": "ai",
+        "additional_kwargs": {"hide_from_ui": "yes", "deerflow_goal_continuation": true}}));
+    assert!(
+        !m.is_hidden() && !m.is_goal_continuation(),
+        "only a human can continue"
+    );
+    let m = message(json!({"type": "ai", "content": "", "tool_calls": [
+        {"name": "present_files", "args": {"filepaths": ["/a", 3, "/b"]}, "id": "c1"},
+        {"args": {"filepaths": ["/no"]}, "name": "web_search"},
+        "garbage",
+        {"name": "present_files", "args": {"filepaths": "/not-a-list"}},
+    ]}));
+    assert!(m.has_tool_calls());
+    assert_eq!(m.presented_files(), ["/a", "/b"]);
+    for calls in [json!([]), json!({"name": "present_files"}), json!(null)] {
+        let m = message(json!({"type": "ai", "tool_calls": calls}));
+        assert!(!m.has_tool_calls() && m.presented_files().is_empty());
+    }
+}
+
+#[test]
+fn anything_but_an_object_reads_as_an_empty_message() {
+    for value in [
+        json!("bare string"),
+        json!(7),
+        json!(null),
+        json!([1, {"type": "ai"}]),
+    ] {
+        assert_eq!(message(value), Message::default());
+    }
+    // Duplicate keys: the last one wins, as in a `Value`.
+    let m: Message =
+        serde_json::from_str(r#"{"type":"human","type":"ai","content":"a","content":"b"}"#)
+            .unwrap();
+    assert_eq!((m.kind(), m.text()), (Some("ai"), "b"));
+}
+
+#[test]
+fn a_snapshot_keeps_the_current_turn_and_the_goal_counts() {
+    let s = snapshot(json!({
+        "messages": [
+            {"type": "human", "content": "first"},
+            {"type": "ai", "content": "old"},
+            {"type": "human", "content": "second"},
+            {"type": "ai", "content": "new"},
+            {"type": "human", "content": "<memory/>", "additional_kwargs": {"hide_from_ui": true}},
+            5,
+        ],
+        "title": "ignored", "thread_data": {"workspace_path": "/mnt"},
+        "goal": {"objective": "x", "continuation_count": 2, "max_continuations": 8},
+    }));
+    assert_eq!(s.message_count(), 6);
+    let texts: Vec<&str> = s.turn().iter().map(Message::text).collect();
+    assert_eq!(texts, ["new", "<memory/>", ""]);
+    assert_eq!(s.goal_progress(), Some((2, 8)));
+}
+
+#[test]
+fn goal_progress_falls_back_to_the_outcome() {
+    let outcome = json!({"continuation_count": 1, "max_continuations": 3});
+    for goal in [
+        json!(null),
+        json!({"continuation_count": 1}),
+        json!("active"),
+    ] {
+        let s = snapshot(json!({"goal": goal, "goal_outcome": outcome}));
+        assert_eq!(s.goal_progress(), Some((1, 3)), "goal {goal}");
+    }
+    for counts in [
+        json!(-1),
+        json!(1.0),
+        json!(u64::from(u32::MAX) + 1),
+        json!("1"),
+    ] {
+        let s = snapshot(json!({"goal": {"continuation_count": counts, "max_continuations": 8}}));
+        assert_eq!(s.goal_progress(), None, "count {counts}");
+    }
+}
+
+#[test]
+fn snapshots_of_other_shapes_are_empty() {
+    for value in [
+        json!({}),
+        json!({"messages": "x"}),
+        json!([1]),
+        json!({"status": "error", "error": "boom"}),
+    ] {
+        assert_eq!(snapshot(value), Snapshot::default());
+    }
+    assert!(serde_json::from_str::<Snapshot>("{broken").is_err());
+}
