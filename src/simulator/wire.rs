@@ -154,12 +154,32 @@ pub struct ChunkWriter {
 impl ChunkWriter {
     /// The writer for the chunks of run `run_id` on `thread_id`.
     pub fn new(thread_id: &str, run_id: &str) -> Self {
-        let mut meta = chunk_metadata(thread_id, run_id, 0);
-        if let Some(obj) = meta.as_object_mut() {
-            obj.remove("langgraph_step");
+        #[derive(serde::Serialize)]
+        struct Rest<'a> {
+            langgraph_node: &'static str,
+            langgraph_triggers: [&'static str; 1],
+            langgraph_path: [&'static str; 2],
+            langgraph_checkpoint_ns: &'a str,
+            checkpoint_ns: &'a str,
+            ls_provider: &'static str,
+            ls_model_name: &'static str,
+            thread_id: &'a str,
+            run_id: &'a str,
         }
+        let namespace = format!("model:{run_id}");
+        let rest = Rest {
+            langgraph_node: "model",
+            langgraph_triggers: ["branch:to:model"],
+            langgraph_path: ["__pregel_pull", "model"],
+            langgraph_checkpoint_ns: &namespace,
+            checkpoint_ns: &namespace,
+            ls_provider: "deerflow-simulator",
+            ls_model_name: "deerflow-simulator",
+            thread_id,
+            run_id,
+        };
         Self {
-            meta_rest: meta.to_string(),
+            meta_rest: serde_json::to_string(&rest).unwrap_or_else(|_| "{}".to_owned()),
         }
     }
 
