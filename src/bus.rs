@@ -36,6 +36,14 @@ impl Outbound {
         }
     }
 
+    /// The running channel's own name: a `'static` label for per-message metrics, so they
+    /// need not copy the message's channel name.
+    pub fn channel_label(&self, channel: &str) -> &'static str {
+        self.deliveries
+            .get_key_value(channel)
+            .map_or("unknown", |(name, _)| name)
+    }
+
     /// What the named channel can show, if it is running.
     pub fn capabilities(&self, channel: &str) -> Option<Capabilities> {
         self.deliveries

@@ -188,11 +188,10 @@ impl Manager {
                 }
             };
             metrics::gauge!(names::QUEUE_DEPTH).set(queue.len() as f64);
-            metrics::counter!(names::INBOUND, "channel" => msg.channel_name.clone()).increment(1);
-            let serialized = self
-                .inner
-                .replier
-                .outbound()
+            let outbound = self.inner.replier.outbound();
+            metrics::counter!(names::INBOUND, "channel" => outbound.channel_label(&msg.channel_name))
+                .increment(1);
+            let serialized = outbound
                 .capabilities(&msg.channel_name)
                 .is_some_and(|c| c.serialize_conversations);
             let ticket = serialized.then(|| {

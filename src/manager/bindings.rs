@@ -142,7 +142,7 @@ impl Bindings {
             .set_binding(key, &thread, msg.user_id.as_str())
             .await?;
         self.mark_synced(&thread);
-        tracing::info!(channel = %msg.channel_name, thread = %thread, "Bound a conversation to a new thread.");
+        tracing::debug!(channel = %msg.channel_name, thread = %thread, "Bound a conversation to a new thread.");
         Ok(thread)
     }
 
