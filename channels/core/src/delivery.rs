@@ -9,7 +9,9 @@
 //!
 //! Like teloxide's `Requester` adaptors, each behaviour is a wrapper that implements
 //! [`Channel`] over another `Channel`, and [`ChannelExt`] composes them. Each layer does one
-//! thing, knows nothing of the others, and is tested on its own:
+//! thing, knows nothing of the others, and is tested on its own. What a layer does not
+//! change it passes on with `forward_channel!` (forward.rs), so only its own calls are
+//! written out:
 //!
 //! ```text
 //! Delivery ── streams (coalescer) ─┐
@@ -40,6 +42,7 @@
 //! The throttle's maps are bounded as documented in `throttle.rs`.
 
 mod fallback;
+mod forward;
 mod limit;
 #[cfg(test)]
 mod recorder;
@@ -50,16 +53,12 @@ mod throttle;
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::capabilities::Capabilities;
-use crate::channel::{Channel, ChannelExit, SendTarget, SentMessage};
+use crate::channel::{Channel, SendTarget};
 use crate::error::ChannelError;
-use crate::ids::MessageId;
-use crate::inbound::InboundSink;
-use crate::message::{OutboundMessage, ResolvedAttachment};
+use crate::message::OutboundMessage;
 
 pub use fallback::FinishOrSend;
 pub use limit::LimitLength;
@@ -67,6 +66,7 @@ pub use retry::{RetryFinals, RetryPolicy};
 pub use streams::MAX_STREAMS;
 pub use throttle::{EditClock, MAX_PAUSE_WAIT, Throttle};
 
+use forward::forward_channel;
 use streams::{Flusher, Offer, Streams};
 
 /// The layers [`Delivery`] puts over a channel, top first.
@@ -98,69 +98,9 @@ pub trait ChannelExt: Channel + Sized {
 impl<C: Channel> ChannelExt for C {}
 
 /// A shared channel is a channel, so layers can wrap `Arc<dyn Channel>`.
-#[async_trait]
 impl<C: Channel + ?Sized> Channel for Arc<C> {
-    fn name(&self) -> &'static str {
-        (**self).name()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        (**self).capabilities()
-    }
-
-    fn is_connected(&self) -> bool {
-        (**self).is_connected()
-    }
-
-    async fn run(
-        &self,
-        sink: InboundSink,
-        shutdown: CancellationToken,
-    ) -> Result<ChannelExit, ChannelError> {
-        (**self).run(sink, shutdown).await
-    }
-
-    async fn send_text(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        (**self).send_text(target, text).await
-    }
-
-    async fn start_stream(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        (**self).start_stream(target, text).await
-    }
-
-    async fn edit_text(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        (**self).edit_text(target, message, text).await
-    }
-
-    async fn finish_stream(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        (**self).finish_stream(target, message, text).await
-    }
-
-    async fn send_file(
-        &self,
-        target: SendTarget<'_>,
-        file: &ResolvedAttachment,
-    ) -> Result<(), ChannelError> {
-        (**self).send_file(target, file).await
-    }
+    forward_channel!(as_ref() => name, capabilities, is_connected, run, send_text, start_stream,
+        edit_text, finish_stream, send_file);
 }
 
 /// Delivers outbound messages to one channel.

@@ -8,14 +8,12 @@
 //! Every other call passes through.
 
 use async_trait::async_trait;
-use tokio_util::sync::CancellationToken;
 
-use crate::capabilities::Capabilities;
-use crate::channel::{Channel, ChannelExit, SendTarget, SentMessage};
+use crate::channel::{Channel, SendTarget};
 use crate::error::{ChannelError, RetryAfterHint};
 use crate::ids::MessageId;
-use crate::inbound::InboundSink;
-use crate::message::ResolvedAttachment;
+
+use super::forward_channel;
 
 /// The fallback layer (see the module docs).
 #[derive(Debug)]
@@ -37,50 +35,8 @@ impl<C> FinishOrSend<C> {
 
 #[async_trait]
 impl<C: Channel> Channel for FinishOrSend<C> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn is_connected(&self) -> bool {
-        self.inner.is_connected()
-    }
-
-    async fn run(
-        &self,
-        sink: InboundSink,
-        shutdown: CancellationToken,
-    ) -> Result<ChannelExit, ChannelError> {
-        self.inner.run(sink, shutdown).await
-    }
-
-    async fn send_text(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        self.inner.send_text(target, text).await
-    }
-
-    async fn start_stream(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        self.inner.start_stream(target, text).await
-    }
-
-    async fn edit_text(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        self.inner.edit_text(target, message, text).await
-    }
+    forward_channel!(inner() => name, capabilities, is_connected, run, send_text, start_stream,
+        edit_text, send_file);
 
     async fn finish_stream(
         &self,
@@ -99,14 +55,6 @@ impl<C: Channel> Channel for FinishOrSend<C> {
             }
             other => other,
         }
-    }
-
-    async fn send_file(
-        &self,
-        target: SendTarget<'_>,
-        file: &ResolvedAttachment,
-    ) -> Result<(), ChannelError> {
-        self.inner.send_file(target, file).await
     }
 }
 

@@ -1,6 +1,6 @@
 //! `LimitLength`: every text the channel is given fits its length limit.
 //!
-//! Finals are split ([`split`](super::split::split)): `send_text` sends every chunk as its
+//! Finals are split ([`super::split::split`]): `send_text` sends every chunk as its
 //! own message and returns the first; `finish_stream` finishes the stream message with the
 //! first chunk and sends the rest as new messages. Partial updates are previews of a text
 //! that is still growing, so `start_stream` and `edit_text` show it
@@ -11,15 +11,12 @@
 //! The limit and its unit are read from the inner channel's capabilities on every call.
 
 use async_trait::async_trait;
-use tokio_util::sync::CancellationToken;
 
-use crate::capabilities::Capabilities;
-use crate::channel::{Channel, ChannelExit, SendTarget, SentMessage};
+use crate::channel::{Channel, SendTarget, SentMessage};
 use crate::error::ChannelError;
 use crate::ids::MessageId;
-use crate::inbound::InboundSink;
-use crate::message::ResolvedAttachment;
 
+use super::forward_channel;
 use super::split::{split, truncate};
 
 /// The length layer (see the module docs).
@@ -58,25 +55,7 @@ impl<C: Channel> LimitLength<C> {
 
 #[async_trait]
 impl<C: Channel> Channel for LimitLength<C> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn is_connected(&self) -> bool {
-        self.inner.is_connected()
-    }
-
-    async fn run(
-        &self,
-        sink: InboundSink,
-        shutdown: CancellationToken,
-    ) -> Result<ChannelExit, ChannelError> {
-        self.inner.run(sink, shutdown).await
-    }
+    forward_channel!(inner() => name, capabilities, is_connected, run, send_file);
 
     async fn send_text(
         &self,
@@ -127,14 +106,6 @@ impl<C: Channel> Channel for LimitLength<C> {
             }
             _ => self.inner.finish_stream(target, message, text).await,
         }
-    }
-
-    async fn send_file(
-        &self,
-        target: SendTarget<'_>,
-        file: &ResolvedAttachment,
-    ) -> Result<(), ChannelError> {
-        self.inner.send_file(target, file).await
     }
 }
 

@@ -193,6 +193,18 @@ pub(crate) fn out_to(source: &str, kind: ChatKind, text: &str, is_final: bool) -
     inbound.reply(None, text, is_final)
 }
 
+/// A one-byte text file named `name`, as the manager resolves an agent's output file.
+pub(crate) fn attachment(name: &str) -> ResolvedAttachment {
+    ResolvedAttachment {
+        virtual_path: format!("/mnt/user-data/outputs/{name}"),
+        actual_path: name.into(),
+        filename: name.into(),
+        mime_type: "text/plain".into(),
+        size: 1,
+        is_image: false,
+    }
+}
+
 /// The time since the recorder was made, in whole and fractional seconds.
 pub(crate) fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)

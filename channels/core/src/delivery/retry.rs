@@ -13,14 +13,13 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio_util::sync::CancellationToken;
 
-use crate::capabilities::Capabilities;
-use crate::channel::{Channel, ChannelExit, SendTarget, SentMessage};
+use crate::channel::{Channel, SendTarget, SentMessage};
 use crate::error::{ChannelError, RetryAfterHint};
 use crate::ids::MessageId;
-use crate::inbound::InboundSink;
 use crate::message::ResolvedAttachment;
+
+use super::forward_channel;
 
 /// How patiently finals wait out `Retry-After`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,25 +86,7 @@ impl<C> RetryFinals<C> {
 
 #[async_trait]
 impl<C: Channel> Channel for RetryFinals<C> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn is_connected(&self) -> bool {
-        self.inner.is_connected()
-    }
-
-    async fn run(
-        &self,
-        sink: InboundSink,
-        shutdown: CancellationToken,
-    ) -> Result<ChannelExit, ChannelError> {
-        self.inner.run(sink, shutdown).await
-    }
+    forward_channel!(inner() => name, capabilities, is_connected, run, start_stream, edit_text);
 
     async fn send_text(
         &self,
@@ -113,23 +94,6 @@ impl<C: Channel> Channel for RetryFinals<C> {
         text: &str,
     ) -> Result<SentMessage, ChannelError> {
         self.policy.run(|| self.inner.send_text(target, text)).await
-    }
-
-    async fn start_stream(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        self.inner.start_stream(target, text).await
-    }
-
-    async fn edit_text(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        self.inner.edit_text(target, message, text).await
     }
 
     async fn finish_stream(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, sleep};
 
-use super::recorder::{Call, Op, Recorder, editable, out, out_to, secs, unpaced};
+use super::recorder::{Call, Op, Recorder, attachment, editable, out, out_to, secs, unpaced};
 use super::*;
 use crate::capabilities::{Capabilities, LengthUnit};
 use crate::message::ChatKind;
@@ -331,17 +331,6 @@ async fn a_failed_partial_is_dropped_and_the_next_one_shows() {
             Call::Finish("m2".into(), "abcde".into()),
         ]
     );
-}
-
-fn attachment(name: &str) -> crate::message::ResolvedAttachment {
-    crate::message::ResolvedAttachment {
-        virtual_path: format!("/mnt/user-data/outputs/{name}"),
-        actual_path: name.into(),
-        filename: name.into(),
-        mime_type: "text/plain".into(),
-        size: 1,
-        is_image: false,
-    }
 }
 
 #[tokio::test(start_paused = true)]

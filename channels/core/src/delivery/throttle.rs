@@ -21,14 +21,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use crate::capabilities::Capabilities;
-use crate::channel::{Channel, ChannelExit, SendTarget, SentMessage};
+use crate::channel::{Channel, SendTarget, SentMessage};
 use crate::error::{ChannelError, RetryAfterHint};
 use crate::ids::{ChatId, MessageId};
-use crate::inbound::InboundSink;
 use crate::message::{ChatKind, ResolvedAttachment};
+
+use super::forward_channel;
 
 /// The longest a call waits for its chat's pause to end; a longer pause fails the call.
 pub const MAX_PAUSE_WAIT: Duration = Duration::from_secs(60);
@@ -226,25 +226,7 @@ impl<C: Channel> Throttle<C> {
 
 #[async_trait]
 impl<C: Channel> Channel for Throttle<C> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    fn is_connected(&self) -> bool {
-        self.inner.is_connected()
-    }
-
-    async fn run(
-        &self,
-        sink: InboundSink,
-        shutdown: CancellationToken,
-    ) -> Result<ChannelExit, ChannelError> {
-        self.inner.run(sink, shutdown).await
-    }
+    forward_channel!(inner() => name, capabilities, is_connected, run);
 
     async fn send_text(
         &self,
