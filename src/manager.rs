@@ -35,7 +35,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge_channel::{InboundMessage, InboundQueue, MsgType};
+use im_bridge_channel::{InboundMessage, InboundQueue, MsgType, ThreadId};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -154,7 +154,9 @@ impl Manager {
         let deadline = tokio::time::sleep(Duration::MAX);
         tokio::pin!(deadline);
         loop {
-            let permit = tokio::select! {
+            // Closing (or the grace running out) wins over both waits: for a worker slot,
+            // then for a message to give it. A slot taken meanwhile is given back.
+            let (permit, msg) = tokio::select! {
                 biased;
                 () = closing.cancelled(), if !closed => {
                     closed = true;
@@ -163,21 +165,14 @@ impl Manager {
                     continue;
                 }
                 () = &mut deadline, if closed => break,
-                permit = slots.clone().acquire_owned() => match permit {
-                    Ok(p) => p,
-                    Err(_) => break,
+                next = async {
+                    let permit = slots.clone().acquire_owned().await.ok()?;
+                    Some((permit, queue.recv().await))
+                } => match next {
+                    Some(next) => next,
+                    // The semaphore was closed (it never is).
+                    None => break,
                 },
-            };
-            let msg = tokio::select! {
-                biased;
-                () = closing.cancelled(), if !closed => {
-                    closed = true;
-                    report.invalidated_reservations = queue.close();
-                    deadline.as_mut().reset(grace_deadline(*grace.borrow()));
-                    continue;
-                }
-                () = &mut deadline, if closed => break,
-                msg = queue.recv() => msg,
             };
             let Some(msg) = msg else {
                 // Closed and drained: wait for the running handlers within the grace.
@@ -260,14 +255,7 @@ impl Manager {
             let chat = msg.msg_type == MsgType::Chat;
             let thread = self.inner.bindings.current(&msg).await.ok().flatten();
             if chat {
-                let (locale, _) = self.inner.replier.locale_for(&msg).await;
-                let text = self
-                    .inner
-                    .replier
-                    .text(&locale, crate::i18n::msg::RUN_QUEUED, &[]);
-                self.inner
-                    .replier
-                    .publish(msg.reply(thread.clone(), text, false))
+                self.notify(&msg, thread.clone(), crate::i18n::msg::RUN_QUEUED)
                     .await;
             }
             tokio::select! {
@@ -278,14 +266,7 @@ impl Manager {
                 }
             }
             if chat {
-                let (locale, _) = self.inner.replier.locale_for(&msg).await;
-                let text = self
-                    .inner
-                    .replier
-                    .text(&locale, crate::i18n::msg::RUN_THINKING, &[]);
-                self.inner
-                    .replier
-                    .publish(msg.reply(thread, text, false))
+                self.notify(&msg, thread, crate::i18n::msg::RUN_THINKING)
                     .await;
             }
         }
@@ -296,14 +277,7 @@ impl Manager {
             .capabilities(&msg.channel_name);
         if caps.is_some_and(|c| c.working_placeholder) {
             // An immediate "working on it" reply that the answer will replace.
-            let (locale, _) = self.inner.replier.locale_for(&msg).await;
-            let text = self
-                .inner
-                .replier
-                .text(&locale, crate::i18n::msg::RUN_THINKING, &[]);
-            self.inner
-                .replier
-                .publish(msg.reply(None, text, false))
+            self.notify(&msg, None, crate::i18n::msg::RUN_THINKING)
                 .await;
         }
         tracing::debug!(
@@ -322,6 +296,14 @@ impl Manager {
             self.release(key.as_ref()).await;
         }
         drop(ticket);
+    }
+
+    /// Publishes message `id` as an interim (not final) reply to `msg`, in its locale.
+    async fn notify(&self, msg: &InboundMessage, thread: Option<ThreadId>, id: &str) {
+        let replier = &self.inner.replier;
+        let (locale, _) = replier.locale_for(msg).await;
+        let text = replier.text(&locale, id, &[]);
+        replier.publish(msg.reply(thread, text, false)).await;
     }
 
     async fn release(&self, key: Option<&crate::store::DedupeKey>) {

@@ -26,7 +26,9 @@
 //! - `goal`: the goal resource, from-chat and the goal state types.
 //! - `history`: a thread's messages, each serialized once for `values` snapshots.
 //! - `record`: the bounded request log.
-//! - `routes`: the router, the auth/CSRF/recording middleware and the small GET routes.
+//! - `routes`: the router, the auth/CSRF/recording middleware, what the thread routes share
+//!   (`ThreadCall`: path id, caller, connection, the id and owner checks, route faults) and
+//!   the small GET routes.
 //! - `runs`: run request validation and the stream / wait / create handlers.
 //! - `script`: the scripting vocabulary.
 //! - `sse`: the event-stream encoder.
@@ -34,8 +36,9 @@
 //! - `threads`: thread create/get/patch/state and compaction.
 //! - `wire`: ids, timestamps, message dumps and error bodies.
 
-// Validation helpers return `Err(Response)` so handlers can answer early, the usual axum
-// shape; boxing a response on this test server's refusal paths buys nothing.
+// Validation helpers and handlers return `Err(Response)` so a refusal answers early with
+// `?`, the usual axum shape; boxing a response on this test server's refusal paths buys
+// nothing.
 #![allow(clippy::result_large_err)]
 
 mod agent;

@@ -303,231 +303,179 @@ fn contains_ignore_case(haystack: &[u8], needle: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::CallFamily::*;
-    use super::GatewayError as E;
+    use super::GatewayError::*;
     use super::*;
 
-    fn code(code: &str) -> Vec<u8> {
-        serde_json::json!({"detail": {"code": code, "message": "model-written text"}})
-            .to_string()
-            .into_bytes()
+    /// An error response body, as the tables below give it.
+    #[derive(Debug)]
+    enum Body {
+        /// `{"detail": "…"}`.
+        Text(&'static str),
+        /// `{"detail": {"code": "…", "message": "model-written text"}}`.
+        Code(&'static str),
+        /// These bytes.
+        Raw(&'static [u8]),
+    }
+    use Body::{Code, Raw, Text};
+
+    impl Body {
+        fn bytes(&self) -> Vec<u8> {
+            let json = match self {
+                Text(text) => serde_json::json!({ "detail": text }),
+                Code(code) => {
+                    serde_json::json!({"detail": {"code": code, "message": "model-written text"}})
+                }
+                Raw(bytes) => return bytes.to_vec(),
+            };
+            json.to_string().into_bytes()
+        }
     }
 
-    fn text(text: &str) -> Vec<u8> {
-        serde_json::json!({ "detail": text })
-            .to_string()
-            .into_bytes()
+    const EMPTY: Body = Raw(b"");
+
+    const HTML_502: Body = Raw(b"<html><head><title>502 Bad Gateway</title></head>\
+        <body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>");
+
+    const FASTAPI_422: Body = Raw(
+        br#"{"detail":[{"type":"extra_forbidden","loc":["body","durability"],"msg":"Extra inputs are not permitted","input":true}]}"#,
+    );
+
+    const fn invalid(status: u16) -> GatewayError {
+        Invalid { status }
     }
 
-    const HTML_502: &[u8] = b"<html><head><title>502 Bad Gateway</title></head>\
-        <body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>";
+    const fn server(status: u16) -> GatewayError {
+        Server { status }
+    }
+
+    /// Checks each `(status, body, variant)` row of `table` against `family`.
+    fn check(family: CallFamily, table: &[(u16, Body, GatewayError)]) {
+        for (status, body, want) in table {
+            let got = map_status(family, *status, &body.bytes());
+            assert_eq!(&got, want, "{family:?} {status} {body:?}");
+        }
+    }
 
     #[test]
     fn run_errors_follow_section_3_6() {
-        let busy = [
-            "Thread t1 already has an active run",
-            "Thread t1 already has an active checkpoint write",
-            "Thread t1 already has an active run owned by another worker",
-            "Thread t1 reservation lease was lost",
-        ];
-        for detail in busy {
-            assert_eq!(map_status(Run, 409, &text(detail)), E::Busy, "{detail}");
-        }
-        assert_eq!(map_status(Run, 409, b""), E::Busy);
-        assert_eq!(
-            map_status(Run, 404, &text("Thread t1 not found")),
-            E::NotFound
+        let write = Text("Thread t1 already has an active checkpoint write");
+        let other_worker = Text("Thread t1 already has an active run owned by another worker");
+        let model = Text("Model 'x' is not in the configured model allowlist");
+        let csrf = Text("CSRF token missing. Include X-CSRF-Token header.");
+        check(
+            Run,
+            &[
+                (409, Text("Thread t1 already has an active run"), Busy),
+                (409, write, Busy),
+                (409, other_worker, Busy),
+                (409, Text("Thread t1 reservation lease was lost"), Busy),
+                (409, EMPTY, Busy),
+                (404, Text("Thread t1 not found"), NotFound),
+                (422, Text("Invalid thread_id: expected …"), invalid(422)),
+                (422, FASTAPI_422, invalid(422)),
+                (400, model, invalid(400)),
+                (500, Text("Failed to validate checkpoint"), server(500)),
+                (501, Text("unsupported strategy"), server(501)),
+                (401, Code("not_authenticated"), Unauthorized),
+                (403, csrf, Forbidden),
+                (403, Text("Permission denied: runs:create"), Forbidden),
+                // LangGraph Platform wording, under 400 or 500, in any case.
+                (400, Text("Thread is already running a task."), Busy),
+                (500, Text("thread ALREADY RUNNING A TASK"), Busy),
+                (502, HTML_502, server(502)),
+            ],
         );
-        assert_eq!(
-            map_status(Run, 422, &text("Invalid thread_id: expected …")),
-            E::Invalid { status: 422 }
-        );
-        let fastapi = br#"{"detail":[{"type":"extra_forbidden","loc":["body","durability"],"msg":"Extra inputs are not permitted","input":true}]}"#;
-        assert_eq!(map_status(Run, 422, fastapi), E::Invalid { status: 422 });
-        let model = text("Model 'x' is not in the configured model allowlist");
-        assert_eq!(map_status(Run, 400, &model), E::Invalid { status: 400 });
-        assert_eq!(
-            map_status(Run, 500, &text("Failed to validate checkpoint")),
-            E::Server { status: 500 }
-        );
-        assert_eq!(
-            map_status(Run, 501, &text("unsupported strategy")),
-            E::Server { status: 501 }
-        );
-        assert_eq!(
-            map_status(Run, 401, &code("not_authenticated")),
-            E::Unauthorized
-        );
-        assert_eq!(
-            map_status(
-                Run,
-                403,
-                &text("CSRF token missing. Include X-CSRF-Token header.")
-            ),
-            E::Forbidden
-        );
-        assert_eq!(
-            map_status(Run, 403, &text("Permission denied: runs:create")),
-            E::Forbidden
-        );
-        // LangGraph Platform wording, under 400 or 500, string or object detail.
-        assert_eq!(
-            map_status(Run, 400, &text("Thread is already running a task.")),
-            E::Busy
-        );
-        assert_eq!(
-            map_status(Run, 500, &text("thread ALREADY RUNNING A TASK")),
-            E::Busy
-        );
-        assert_eq!(map_status(Run, 502, HTML_502), E::Server { status: 502 });
     }
 
     #[test]
     fn goal_errors_follow_section_4_1() {
-        let put_busy = text("Thread has a run in flight. Set the goal after the run finishes.");
+        let put_busy = Text("Thread has a run in flight. Set the goal after the run finishes.");
         let delete_busy =
-            text("Thread has a run in flight. Clear the goal after the run finishes.");
-        assert_eq!(map_status(GoalWrite, 409, &put_busy), E::Busy);
-        assert_eq!(map_status(GoalWrite, 409, &delete_busy), E::Busy);
-        assert_eq!(
-            map_status(GoalWrite, 422, &text("Goal objective must not be empty.")),
-            E::Invalid { status: 422 }
+            Text("Thread has a run in flight. Clear the goal after the run finishes.");
+        check(
+            GoalWrite,
+            &[
+                (409, put_busy, Busy),
+                (409, delete_busy, Busy),
+                (422, Text("Goal objective must not be empty."), invalid(422)),
+                (500, Text("Failed to set thread goal"), server(500)),
+                (403, Text("CSRF token mismatch."), Forbidden),
+                (404, Text("Thread t not found"), NotFound),
+            ],
         );
-        assert_eq!(
-            map_status(GoalWrite, 500, &text("Failed to set thread goal")),
-            E::Server { status: 500 }
+        let memory_changed = Text("Memory changed concurrently; reload and retry.");
+        let unsupported = Text("Operation 'get memory' not supported");
+        check(
+            Plain,
+            &[
+                (500, Text("Failed to read thread goal"), server(500)),
+                (404, Text("Thread t not found"), NotFound),
+                (401, Code("not_authenticated"), Unauthorized),
+                // A 409 on a plain call (memory changed concurrently, create race) is a conflict.
+                (409, memory_changed, Conflict),
+                (501, unsupported, server(501)),
+                (503, HTML_502, server(503)),
+                (302, EMPTY, server(302)),
+            ],
         );
-        assert_eq!(
-            map_status(GoalWrite, 403, &text("CSRF token mismatch.")),
-            E::Forbidden
-        );
-        assert_eq!(
-            map_status(GoalWrite, 404, &text("Thread t not found")),
-            E::NotFound
-        );
-        assert_eq!(
-            map_status(Plain, 500, &text("Failed to read thread goal")),
-            E::Server { status: 500 }
-        );
-        assert_eq!(
-            map_status(Plain, 404, &text("Thread t not found")),
-            E::NotFound
-        );
-        assert_eq!(
-            map_status(Plain, 401, &code("not_authenticated")),
-            E::Unauthorized
-        );
-        // A 409 on a plain call (memory changed concurrently, create race) is a conflict.
-        assert_eq!(
-            map_status(
-                Plain,
-                409,
-                &text("Memory changed concurrently; reload and retry.")
-            ),
-            E::Conflict
-        );
-        assert_eq!(
-            map_status(Plain, 501, &text("Operation 'get memory' not supported")),
-            E::Server { status: 501 }
-        );
-        assert_eq!(map_status(Plain, 503, HTML_502), E::Server { status: 503 });
-        assert_eq!(map_status(Plain, 302, b""), E::Server { status: 302 });
     }
 
     #[test]
     fn from_chat_follows_the_section_4_5_table() {
-        let table = [
-            (409, "thread_busy", E::Busy),
-            (409, "pending_human_input", E::PendingInput),
-            (409, "pending_tool_approval", E::PendingApproval),
-            (409, "goal_changed", E::GoalChanged),
-            (422, "no_context", E::NoContext),
-            (422, "unclear", E::Unclear),
-            (502, "synthesis_failed", E::SynthesisFailed),
-            (403, "forbidden", E::Forbidden),
-            (403, "thread_busy", E::Forbidden),
-            (404, "not_found", E::NoContext),
-            (401, "not_authenticated", E::Unauthorized),
-        ];
-        for (status, c, want) in table {
-            assert_eq!(map_status(FromChat, status, &code(c)), want, "{status} {c}");
-        }
-        // A plain-string detail on 409 means busy; so does a 409 with no body.
-        assert_eq!(
-            map_status(FromChat, 409, &text("Thread has a run in flight.")),
-            E::Busy
-        );
-        assert_eq!(map_status(FromChat, 409, b""), E::Busy);
-        assert_eq!(
-            map_status(FromChat, 404, &text("Thread t not found")),
-            E::NoContext
-        );
-        assert_eq!(
-            map_status(FromChat, 403, &text("CSRF token missing.")),
-            E::Forbidden
-        );
-        // Unknown codes fall back by status class.
-        assert_eq!(
-            map_status(FromChat, 409, &code("brand_new")),
-            E::Invalid { status: 409 }
-        );
-        assert_eq!(
-            map_status(FromChat, 422, &code("brand_new")),
-            E::Invalid { status: 422 }
-        );
-        assert_eq!(
-            map_status(FromChat, 400, &text("bad")),
-            E::Invalid { status: 400 }
-        );
-        assert_eq!(map_status(FromChat, 429, b""), E::Invalid { status: 429 });
-        assert_eq!(
-            map_status(FromChat, 502, &code("brand_new")),
-            E::Server { status: 502 }
-        );
-        assert_eq!(
-            map_status(FromChat, 500, &text("boom")),
-            E::Server { status: 500 }
-        );
-        assert_eq!(
-            map_status(FromChat, 502, HTML_502),
-            E::Server { status: 502 }
-        );
-        assert_eq!(
-            map_status(FromChat, 503, b"Service Unavailable"),
-            E::Server { status: 503 }
+        check(
+            FromChat,
+            &[
+                (409, Code("thread_busy"), Busy),
+                (409, Code("pending_human_input"), PendingInput),
+                (409, Code("pending_tool_approval"), PendingApproval),
+                (409, Code("goal_changed"), GoalChanged),
+                (422, Code("no_context"), NoContext),
+                (422, Code("unclear"), Unclear),
+                (502, Code("synthesis_failed"), SynthesisFailed),
+                (403, Code("forbidden"), Forbidden),
+                (403, Code("thread_busy"), Forbidden),
+                (404, Code("not_found"), NoContext),
+                (401, Code("not_authenticated"), Unauthorized),
+                // A plain-string detail on 409 means busy; so does a 409 with no body.
+                (409, Text("Thread has a run in flight."), Busy),
+                (409, EMPTY, Busy),
+                (404, Text("Thread t not found"), NoContext),
+                (403, Text("CSRF token missing."), Forbidden),
+                // Unknown codes fall back by status class.
+                (409, Code("brand_new"), invalid(409)),
+                (422, Code("brand_new"), invalid(422)),
+                (400, Text("bad"), invalid(400)),
+                (429, EMPTY, invalid(429)),
+                (502, Code("brand_new"), server(502)),
+                (500, Text("boom"), server(500)),
+                (502, HTML_502, server(502)),
+                (503, Raw(b"Service Unavailable"), server(503)),
+            ],
         );
     }
 
     #[test]
     fn compact_errors_follow_section_4_7() {
-        let disabled = text("Context compaction is disabled.");
-        let busy = text("Thread has a run in flight. Compact after the run finishes.");
-        assert_eq!(map_status(Compact, 409, &disabled), E::Disabled);
-        assert_eq!(
-            map_status(Compact, 409, &code("compaction_disabled")),
-            E::Disabled
-        );
-        assert_eq!(map_status(Compact, 409, &busy), E::Busy);
-        assert_eq!(map_status(Compact, 409, b""), E::Busy);
-        assert_eq!(
-            map_status(Compact, 500, &text("Failed to compact thread context.")),
-            E::Server { status: 500 }
-        );
-        assert_eq!(
-            map_status(Compact, 404, &text("Thread t not found")),
-            E::NotFound
-        );
-        assert_eq!(map_status(Compact, 401, b""), E::Unauthorized);
-        assert_eq!(map_status(Compact, 403, b""), E::Forbidden);
-        assert_eq!(
-            map_status(Compact, 502, HTML_502),
-            E::Server { status: 502 }
+        let busy = Text("Thread has a run in flight. Compact after the run finishes.");
+        check(
+            Compact,
+            &[
+                (409, Text("Context compaction is disabled."), Disabled),
+                (409, Code("compaction_disabled"), Disabled),
+                (409, busy, Busy),
+                (409, EMPTY, Busy),
+                (500, Text("Failed to compact thread context."), server(500)),
+                (404, Text("Thread t not found"), NotFound),
+                (401, EMPTY, Unauthorized),
+                (403, EMPTY, Forbidden),
+                (502, HTML_502, server(502)),
+            ],
         );
     }
 
     #[test]
     fn no_variant_displays_server_text() {
-        let body = code("synthesis_failed");
-        let err = map_status(FromChat, 502, &body);
+        let err = map_status(FromChat, 502, &Code("synthesis_failed").bytes());
         let shown = format!("{err} {err:?}");
         assert!(!shown.contains("model-written"), "{shown}");
         assert_eq!(err.kind(), "synthesis_failed");

@@ -9,17 +9,15 @@
 //! (a run in flight, a pending clarification, a goal written while a slow synthesis waited).
 
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::conn::Conn;
 use super::fault::Route;
-use super::routes::fault;
-use super::state::{Caller, Lookup};
-use super::{Simulator, wire};
+use super::routes::ThreadCall;
+use super::state::{State, Thread};
+use super::wire;
 
 /// Longest objective (and from-chat hint), in characters.
 pub const MAX_OBJECTIVE_CHARS: usize = 4000;
@@ -116,37 +114,17 @@ pub struct GoalOutcome {
     pub reply_message_id: Option<String>,
 }
 
-/// Id check, then the owner check (another owner's thread is 404).
-fn check_access(sim: &Simulator, thread_id: &str, caller: &Caller) -> Result<bool, Response> {
-    if !wire::valid_thread_id(thread_id) {
-        return Err(wire::bad_path_thread_id(thread_id));
-    }
-    match sim.state().visible(thread_id, caller) {
-        Lookup::Denied => Err(wire::thread_not_found(thread_id)),
-        Lookup::Missing => Ok(false),
-        Lookup::Found(_) => Ok(true),
-    }
-}
-
 fn goal_body(goal: Option<&GoalState>) -> Response {
     wire::json_response(StatusCode::OK, json!({"goal": goal}))
 }
 
-/// `GET …/goal`.
-pub(crate) async fn get(
-    State(sim): State<Simulator>,
-    Path(thread_id): Path<String>,
-    Extension(caller): Extension<Caller>,
-    Extension(conn): Extension<Conn>,
-) -> Response {
-    if let Err(r) = check_access(&sim, &thread_id, &caller) {
-        return r;
-    }
-    if let Some(r) = fault(&sim, Route::GoalGet, Some(&thread_id), &conn).await {
-        return r;
-    }
-    let state = sim.state();
-    goal_body(state.threads.get(&thread_id).and_then(|t| t.goal.as_ref()))
+/// `GET …/goal` (`null` for a thread that does not exist yet).
+pub(crate) async fn get(call: ThreadCall) -> Result<Response, Response> {
+    call.exists()?;
+    call.fault(Route::GoalGet).await?;
+    let state = call.sim.state();
+    let thread = state.threads.get(&call.thread_id);
+    Ok(goal_body(thread.and_then(|t| t.goal.as_ref())))
 }
 
 /// Validates a PUT body into `(normalised objective, max_continuations)`.
@@ -276,44 +254,31 @@ fn parse_put(body: &[u8]) -> Result<(String, u32), Response> {
 }
 
 /// `PUT …/goal`: replaces the goal (creating the thread if needed).
-pub(crate) async fn put(
-    State(sim): State<Simulator>,
-    Path(thread_id): Path<String>,
-    Extension(caller): Extension<Caller>,
-    Extension(conn): Extension<Conn>,
-    body: Bytes,
-) -> Response {
-    if let Err(r) = check_access(&sim, &thread_id, &caller) {
-        return r;
-    }
-    if let Some(r) = fault(&sim, Route::GoalPut, Some(&thread_id), &conn).await {
-        return r;
-    }
-    let (objective, max) = match parse_put(&body) {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
+pub(crate) async fn put(call: ThreadCall, body: Bytes) -> Result<Response, Response> {
+    call.exists()?;
+    call.fault(Route::GoalPut).await?;
+    let (objective, max) = parse_put(&body)?;
     let goal = {
-        let mut state = sim.state();
-        let Some(thread) = state.thread_for_write(&thread_id, &caller) else {
-            return wire::thread_not_found(&thread_id);
-        };
-        if !thread.active_runs.is_empty() || thread.writers > 0 {
-            return wire::detail(
+        let mut state = call.sim.state();
+        let thread = state
+            .thread_for_write(&call.thread_id, &call.caller)
+            .ok_or_else(|| call.not_found())?;
+        if thread.busy() {
+            return Err(wire::detail(
                 StatusCode::CONFLICT,
                 "Thread has a run in flight. Set the goal after the run finishes.",
-            );
+            ));
         }
         let goal = GoalState::new(objective, max);
         write_goal(thread, Some(goal.clone()));
         goal
     };
-    sim.bump();
-    goal_body(Some(&goal))
+    call.sim.bump();
+    Ok(goal_body(Some(&goal)))
 }
 
 /// Every HTTP goal write: sets the goal, drops `goal_outcome`, bumps the revision.
-fn write_goal(thread: &mut super::state::Thread, goal: Option<GoalState>) {
+fn write_goal(thread: &mut Thread, goal: Option<GoalState>) {
     thread.goal = goal;
     thread.goal_touched = true;
     thread.goal_outcome = None;
@@ -321,33 +286,21 @@ fn write_goal(thread: &mut super::state::Thread, goal: Option<GoalState>) {
     thread.touch();
 }
 
-/// `DELETE …/goal`.
-pub(crate) async fn delete(
-    State(sim): State<Simulator>,
-    Path(thread_id): Path<String>,
-    Extension(caller): Extension<Caller>,
-    Extension(conn): Extension<Conn>,
-) -> Response {
-    if let Err(r) = check_access(&sim, &thread_id, &caller) {
-        return r;
-    }
-    if let Some(r) = fault(&sim, Route::GoalDelete, Some(&thread_id), &conn).await {
-        return r;
-    }
-    {
-        let mut state = sim.state();
-        if let Some(thread) = state.threads.get_mut(&thread_id) {
-            if !thread.active_runs.is_empty() || thread.writers > 0 {
-                return wire::detail(
-                    StatusCode::CONFLICT,
-                    "Thread has a run in flight. Clear the goal after the run finishes.",
-                );
-            }
-            write_goal(thread, None);
+/// `DELETE …/goal` (a no-op on a thread that does not exist yet).
+pub(crate) async fn delete(call: ThreadCall) -> Result<Response, Response> {
+    call.exists()?;
+    call.fault(Route::GoalDelete).await?;
+    if let Some(thread) = call.sim.state().threads.get_mut(&call.thread_id) {
+        if thread.busy() {
+            return Err(wire::detail(
+                StatusCode::CONFLICT,
+                "Thread has a run in flight. Clear the goal after the run finishes.",
+            ));
         }
+        write_goal(thread, None);
     }
-    sim.bump();
-    goal_body(None)
+    call.sim.bump();
+    Ok(goal_body(None))
 }
 
 /// Words that make a message small talk rather than a task.
@@ -436,61 +389,49 @@ fn parse_hint(body: &[u8]) -> Result<Option<String>, Response> {
     }
 }
 
-/// `POST …/goal/from-chat` (PROVISIONAL contract of §4.5).
-pub(crate) async fn from_chat(
-    State(sim): State<Simulator>,
-    Path(thread_id): Path<String>,
-    Extension(caller): Extension<Caller>,
-    Extension(conn): Extension<Conn>,
-    body: Bytes,
-) -> Response {
-    match check_access(&sim, &thread_id, &caller) {
-        Err(r) => return r,
-        Ok(false) => return wire::thread_not_found(&thread_id),
-        Ok(true) => {}
+/// The thread from-chat composes from, unless a run or a write holds it (`thread_busy`).
+fn idle_thread<'a>(state: &'a mut State, call: &ThreadCall) -> Result<&'a mut Thread, Response> {
+    let thread = state
+        .threads
+        .get_mut(&call.thread_id)
+        .ok_or_else(|| call.not_found())?;
+    if thread.busy() {
+        return Err(from_chat_error(StatusCode::CONFLICT, "thread_busy"));
     }
-    let hint = match parse_hint(&body) {
-        Ok(h) => h,
-        Err(r) => return r,
-    };
+    Ok(thread)
+}
+
+/// `POST …/goal/from-chat` (PROVISIONAL contract of §4.5).
+pub(crate) async fn from_chat(call: ThreadCall, body: Bytes) -> Result<Response, Response> {
+    call.found()?;
+    let hint = parse_hint(&body)?;
     // State checks before the (possibly slow) synthesis, then again after it.
     let revision = {
-        let state = sim.state();
-        let Some(thread) = state.threads.get(&thread_id) else {
-            return wire::thread_not_found(&thread_id);
-        };
-        if !thread.active_runs.is_empty() || thread.writers > 0 {
-            return from_chat_error(StatusCode::CONFLICT, "thread_busy");
-        }
+        let mut state = call.sim.state();
+        let thread = idle_thread(&mut state, &call)?;
         if thread.awaits_clarification() {
-            return from_chat_error(StatusCode::CONFLICT, "pending_human_input");
+            return Err(from_chat_error(StatusCode::CONFLICT, "pending_human_input"));
         }
         thread.goal_revision
     };
-    if let Some(r) = fault(&sim, Route::GoalFromChat, Some(&thread_id), &conn).await {
-        return r;
-    }
+    call.fault(Route::GoalFromChat).await?;
     let goal = {
-        let mut state = sim.state();
-        let Some(thread) = state.threads.get_mut(&thread_id) else {
-            return wire::thread_not_found(&thread_id);
-        };
-        if !thread.active_runs.is_empty() || thread.writers > 0 {
-            return from_chat_error(StatusCode::CONFLICT, "thread_busy");
-        }
+        let mut state = call.sim.state();
+        let thread = idle_thread(&mut state, &call)?;
         if thread.goal_revision != revision {
-            return from_chat_error(StatusCode::CONFLICT, "goal_changed");
+            return Err(from_chat_error(StatusCode::CONFLICT, "goal_changed"));
         }
-        let objective = match compose(&thread.messages, hint.as_deref()) {
-            Ok(o) => o,
-            Err(code) => return from_chat_error(StatusCode::UNPROCESSABLE_ENTITY, code),
-        };
+        let objective = compose(&thread.messages, hint.as_deref())
+            .map_err(|code| from_chat_error(StatusCode::UNPROCESSABLE_ENTITY, code))?;
         let goal = GoalState::new(objective, MAX_CONTINUATIONS);
         write_goal(thread, Some(goal.clone()));
         goal
     };
-    sim.bump();
-    wire::json_response(StatusCode::OK, json!({"goal": goal, "source": "chat"}))
+    call.sim.bump();
+    Ok(wire::json_response(
+        StatusCode::OK,
+        json!({"goal": goal, "source": "chat"}),
+    ))
 }
 
 #[cfg(test)]

@@ -1,26 +1,28 @@
-//! The router, the middleware every request passes, and the small read-only routes
-//! (`/api/models`, `/api/memory`, `/api/skills`, `/api/user-preferences`).
+//! The router, the middleware every request passes, what the thread routes share
+//! ([`ThreadCall`]), and the small read-only routes (`/api/models`, `/api/memory`,
+//! `/api/skills`, `/api/user-preferences`).
 //!
 //! The middleware runs in the Gateway's order, with the simulator's extras around it:
 //! record the request → global latency → global HTML failure (as a proxy in front would) →
 //! CSRF (§1.4; the real CSRF middleware runs before auth) → internal token (§1.3) → the route.
 //! Route faults ([`Fault`](super::Fault)) are applied by each handler after its thread-id
-//! validation and owner check, via [`fault`].
+//! validation and owner check, via [`fault`] (or [`ThreadCall::fault`]).
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::connect_info::ConnectInfo;
-use axum::extract::{Extension, Request, State};
+use axum::extract::{Extension, FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::conn::{Conn, ConnKill, Dropped};
 use super::fault::{FaultAction, Route};
 use super::record::cookie_value;
-use super::state::{Caller, WriteGuard};
+use super::state::{Caller, Lookup, Thread, WriteGuard};
 use super::{Simulator, goal, runs, threads, wire};
 
 /// Request bodies are read whole (to record them) up to this size; larger ones get 413.
@@ -191,6 +193,88 @@ pub(crate) async fn fault(
         FaultAction::Proceed => None,
         FaultAction::Reply(reply) => Some(reply.to_response()),
         FaultAction::DropConnection => Some(conn.drop_response()),
+    }
+}
+
+/// A request to a `/api/threads/{thread_id}/…` route: the path id, and the caller and
+/// connection the middleware attached, extracted in that order with axum's own rejections.
+/// Handlers check the id and owner, then apply the route fault, through its methods.
+pub(crate) struct ThreadCall {
+    pub sim: Simulator,
+    pub thread_id: String,
+    pub caller: Caller,
+    pub conn: Conn,
+}
+
+impl FromRequestParts<Simulator> for ThreadCall {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, sim: &Simulator) -> Result<Self, Response> {
+        let Path(thread_id) = Path::<String>::from_request_parts(parts, sim)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let Extension(caller) = Extension::<Caller>::from_request_parts(parts, sim)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let Extension(conn) = Extension::<Conn>::from_request_parts(parts, sim)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(Self {
+            sim: sim.clone(),
+            thread_id,
+            caller,
+            conn,
+        })
+    }
+}
+
+impl ThreadCall {
+    /// The 422 for a path id that does not match the thread id pattern.
+    pub(crate) fn check_id(&self) -> Result<(), Response> {
+        if wire::valid_thread_id(&self.thread_id) {
+            Ok(())
+        } else {
+            Err(wire::bad_path_thread_id(&self.thread_id))
+        }
+    }
+
+    /// The 404 for a thread that does not exist or belongs to another owner.
+    pub(crate) fn not_found(&self) -> Response {
+        wire::thread_not_found(&self.thread_id)
+    }
+
+    /// Id check, then owner check: whether the thread exists (another owner's thread is a
+    /// 404, a missing one is left to the route).
+    pub(crate) fn exists(&self) -> Result<bool, Response> {
+        self.lookup(|thread| thread.is_some())
+    }
+
+    /// Id check, then owner check: 404 when the thread is missing or another owner's.
+    pub(crate) fn found(&self) -> Result<(), Response> {
+        self.read(|_| ())
+    }
+
+    /// [`found`](Self::found), then `f` on the thread under the lock.
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&Thread) -> R) -> Result<R, Response> {
+        self.lookup(|thread| thread.map(f))?
+            .ok_or_else(|| self.not_found())
+    }
+
+    fn lookup<R>(&self, f: impl FnOnce(Option<&Thread>) -> R) -> Result<R, Response> {
+        self.check_id()?;
+        match self.sim.state().visible(&self.thread_id, &self.caller) {
+            Lookup::Denied => Err(self.not_found()),
+            Lookup::Missing => Ok(f(None)),
+            Lookup::Found(thread) => Ok(f(Some(thread))),
+        }
+    }
+
+    /// [`fault`] for `route` on this thread: `Err` with the fault's answer, if it has one.
+    pub(crate) async fn fault(&self, route: Route) -> Result<(), Response> {
+        match fault(&self.sim, route, Some(&self.thread_id), &self.conn).await {
+            Some(answer) => Err(answer),
+            None => Ok(()),
+        }
     }
 }
 

@@ -15,9 +15,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::agent::{self, RunSpec};
-use super::conn::Conn;
 use super::fault::Route;
-use super::routes::{fault, unavailable};
+use super::routes::{ThreadCall, unavailable};
 use super::script::{Script, WaitBody};
 use super::sse::{self, Event};
 use super::state::{Caller, Lookup, RunEntry, RunGuard, RunStatus};
@@ -286,24 +285,33 @@ struct Started {
     spec: RunSpec,
 }
 
-async fn start(
-    sim: &Simulator,
-    kind: Kind,
-    thread_id: &str,
-    caller: &Caller,
-    conn: &Conn,
-    body: &[u8],
-) -> Result<Started, Response> {
-    if !wire::valid_thread_id(thread_id) {
-        return Err(wire::bad_path_thread_id(thread_id));
+impl Started {
+    /// Plays the run in the background, sending its events to `events` (none for a run that
+    /// nobody reads, `POST …/runs`).
+    fn spawn(self, sim: &Simulator, events: Option<mpsc::Sender<Event>>) {
+        let run = agent::execute(sim.clone(), self.spec, self.script, self.guard, events);
+        sim.tasks().spawn(run);
     }
+}
+
+/// Every check of the module doc and the run's registration, then the script's response
+/// delay (the run holds its thread meanwhile).
+async fn start(call: &ThreadCall, kind: Kind, body: &[u8]) -> Result<Started, Response> {
+    call.check_id()?;
     let request = validate(body)?;
-    if !matches!(sim.state().visible(thread_id, caller), Lookup::Found(_)) {
-        return Err(wire::thread_not_found(thread_id));
+    call.found()?;
+    call.fault(kind.route()).await?;
+    let started = register(call, kind, request)?;
+    if !call.sim.sleep(started.script.response_delay).await {
+        return Err(unavailable());
     }
-    if let Some(r) = fault(sim, kind.route(), Some(thread_id), conn).await {
-        return Err(r);
-    }
+    Ok(started)
+}
+
+/// The checks made under the lock (model allowlist, busy, the script's rejection), then
+/// the run's entry and its place on the thread.
+fn register(call: &ThreadCall, kind: Kind, request: RunRequest) -> Result<Started, Response> {
+    let (sim, thread_id) = (&call.sim, call.thread_id.as_str());
     let mut state = sim.state();
     if let Some(name) = &request.model_name
         && !state.config.models.iter().any(|m| &m.name == name)
@@ -314,7 +322,7 @@ async fn start(
         ));
     }
     let busy = match state.threads.get(thread_id) {
-        None => return Err(wire::thread_not_found(thread_id)),
+        None => return Err(call.not_found()),
         Some(t) if !t.active_runs.is_empty() => Some("already has an active run"),
         Some(t) if t.writers > 0 => Some("has an active checkpoint write"),
         Some(_) => None,
@@ -382,111 +390,56 @@ async fn start(
 }
 
 /// `POST …/runs/stream`.
-pub(crate) async fn stream(
-    State(sim): State<Simulator>,
-    Path(thread_id): Path<String>,
-    Extension(caller): Extension<Caller>,
-    Extension(conn): Extension<Conn>,
-    body: Bytes,
-) -> Response {
-    let started = match start(&sim, Kind::Stream, &thread_id, &caller, &conn, &body).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    if !sim.sleep(started.script.response_delay).await {
-        return unavailable();
-    }
+pub(crate) async fn stream(call: ThreadCall, body: Bytes) -> Result<Response, Response> {
+    let started = start(&call, Kind::Stream, &body).await?;
     let (tx, rx) = mpsc::channel(sse::EVENT_BUFFER);
-    let heartbeat = sim.state().config.heartbeat_interval;
+    let heartbeat = call.sim.state().config.heartbeat_interval;
     let run_id = started.spec.run_id.clone();
-    let run = agent::execute(
-        sim.clone(),
-        started.spec,
-        started.script,
-        started.guard,
-        Some(tx),
-    );
-    sim.tasks().spawn(run);
-    sse::response(rx, heartbeat, &thread_id, &run_id)
+    started.spawn(&call.sim, Some(tx));
+    Ok(sse::response(rx, heartbeat, &call.thread_id, &run_id))
 }
 
 /// `POST …/runs/wait`.
-pub(crate) async fn wait(
-    State(sim): State<Simulator>,
-    Path(thread_id): Path<String>,
-    Extension(caller): Extension<Caller>,
-    Extension(conn): Extension<Conn>,
-    body: Bytes,
-) -> Response {
-    let started = match start(&sim, Kind::Wait, &thread_id, &caller, &conn, &body).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    if !sim.sleep(started.script.response_delay).await {
-        return unavailable();
-    }
+pub(crate) async fn wait(call: ThreadCall, body: Bytes) -> Result<Response, Response> {
+    let started = start(&call, Kind::Wait, &body).await?;
     let wait_body = started.script.wait_body.clone();
     let (tx, mut rx) = mpsc::channel(sse::EVENT_BUFFER);
-    let run = agent::execute(
-        sim.clone(),
-        started.spec,
-        started.script,
-        started.guard,
-        Some(tx),
-    );
-    sim.tasks().spawn(run);
+    started.spawn(&call.sim, Some(tx));
     // Dropping this future (the client went away) drops `rx`, which cancels the run.
     while let Some(event) = rx.recv().await {
         if matches!(event, Event::Abort) {
-            return conn.drop_response();
+            return Err(call.conn.drop_response());
         }
     }
-    if sim.stop_token().is_cancelled() {
-        return unavailable();
+    if call.sim.stop_token().is_cancelled() {
+        return Err(unavailable());
     }
     let body = match wait_body {
-        WaitBody::Values => sim
+        WaitBody::Values => call
+            .sim
             .state()
             .threads
-            .get(&thread_id)
+            .get(&call.thread_id)
             .map_or_else(|| json!({}), |t| t.values()),
         WaitBody::Status { status, error } => json!({"status": status, "error": error}),
     };
-    wire::json_response(StatusCode::OK, body)
+    Ok(wire::json_response(StatusCode::OK, body))
 }
 
 /// `POST …/runs`: answers once the run is accepted; it plays in the background.
-pub(crate) async fn create(
-    State(sim): State<Simulator>,
-    Path(thread_id): Path<String>,
-    Extension(caller): Extension<Caller>,
-    Extension(conn): Extension<Conn>,
-    body: Bytes,
-) -> Response {
-    let started = match start(&sim, Kind::Create, &thread_id, &caller, &conn, &body).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
-    if !sim.sleep(started.script.response_delay).await {
-        return unavailable();
-    }
-    let response = sim
+pub(crate) async fn create(call: ThreadCall, body: Bytes) -> Result<Response, Response> {
+    let started = start(&call, Kind::Create, &body).await?;
+    let response = call
+        .sim
         .state()
         .runs
         .get(&started.spec.run_id)
         .map(RunEntry::response);
-    let run = agent::execute(
-        sim.clone(),
-        started.spec,
-        started.script,
-        started.guard,
-        None,
-    );
-    sim.tasks().spawn(run);
-    match response {
+    started.spawn(&call.sim, None);
+    Ok(match response {
         Some(body) => wire::json_response(StatusCode::OK, body),
         None => wire::detail(StatusCode::INTERNAL_SERVER_ERROR, "Failed to create run"),
-    }
+    })
 }
 
 /// `GET …/runs/{run_id}` (LangGraph's `runs.get`).

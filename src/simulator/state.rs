@@ -197,6 +197,12 @@ impl Thread {
         self.parent_checkpoint_id = Some(previous);
     }
 
+    /// A run in flight or a checkpoint write in progress: goal writes, from-chat and
+    /// compaction answer 409 meanwhile.
+    pub(crate) fn busy(&self) -> bool {
+        !self.active_runs.is_empty() || self.writers > 0
+    }
+
     pub(crate) fn status(&self) -> &'static str {
         if self.active_runs.is_empty() {
             self.last_status

@@ -6,15 +6,15 @@
 //! does for everything a client can observe.
 
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use super::conn::Conn;
 use super::fault::Route;
-use super::routes::fault;
-use super::state::{Caller, Lookup, Thread};
+use super::routes::{ThreadCall, fault};
+use super::state::{Caller, Thread};
 use super::{Simulator, wire};
 
 /// Metadata keys the Gateway strips on create and update.
@@ -68,36 +68,30 @@ pub(crate) async fn create(
     Extension(caller): Extension<Caller>,
     Extension(conn): Extension<Conn>,
     body: Bytes,
-) -> Response {
-    let body = match object_body(&body) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+) -> Result<Response, Response> {
+    let body = object_body(&body)?;
     let requested = match body.get("thread_id") {
         None | Some(Value::Null) => None,
         Some(Value::String(id)) if wire::valid_thread_id(id) => Some(id.clone()),
         Some(Value::String(_)) => {
-            return wire::detail(
+            return Err(wire::detail(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "Invalid thread_id: expected 1-64 ASCII letters, digits, hyphens, or underscores",
-            );
+            ));
         }
         Some(other) => {
-            return wire::validation(vec![wire::validation_entry(
+            return Err(wire::validation(vec![wire::validation_entry(
                 "string_type",
                 json!(["body", "thread_id"]),
                 "Input should be a valid string",
                 other.clone(),
                 None,
-            )]);
+            )]));
         }
     };
-    let metadata = match metadata_of(&body) {
-        Ok(m) => m.unwrap_or_default(),
-        Err(r) => return r,
-    };
+    let metadata = metadata_of(&body)?.unwrap_or_default();
     if let Some(r) = fault(&sim, Route::CreateThread, requested.as_deref(), &conn).await {
-        return r;
+        return Err(r);
     }
     let id = requested.unwrap_or_else(wire::new_uuid);
     let response = {
@@ -107,7 +101,7 @@ pub(crate) async fn create(
             ..Thread::new(&id, caller.owner.clone())
         });
         if !thread.visible_to(&caller) {
-            return wire::detail(StatusCode::NOT_FOUND, "Thread not found");
+            return Err(wire::detail(StatusCode::NOT_FOUND, "Thread not found"));
         }
         if thread.owner.is_none() {
             thread.owner.clone_from(&caller.owner);
@@ -115,89 +109,43 @@ pub(crate) async fn create(
         thread.response(true)
     };
     sim.bump();
-    wire::json_response(StatusCode::OK, response)
-}
-
-/// Validates the path id and finds the caller's thread, or the error response.
-fn lookup(sim: &Simulator, thread_id: &str, caller: &Caller) -> Result<Thread, Response> {
-    if !wire::valid_thread_id(thread_id) {
-        return Err(wire::bad_path_thread_id(thread_id));
-    }
-    match sim.state().visible(thread_id, caller) {
-        Lookup::Found(t) => Ok(t.clone()),
-        Lookup::Missing | Lookup::Denied => Err(wire::thread_not_found(thread_id)),
-    }
+    Ok(wire::json_response(StatusCode::OK, response))
 }
 
 /// `GET /api/threads/{id}`.
-pub(crate) async fn get(
-    State(sim): State<Simulator>,
-    Path(thread_id): Path<String>,
-    Extension(caller): Extension<Caller>,
-    Extension(conn): Extension<Conn>,
-) -> Response {
-    if let Err(r) = lookup(&sim, &thread_id, &caller) {
-        return r;
-    }
-    if let Some(r) = fault(&sim, Route::GetThread, Some(&thread_id), &conn).await {
-        return r;
-    }
-    match lookup(&sim, &thread_id, &caller) {
-        Ok(t) => wire::json_response(StatusCode::OK, t.response(true)),
-        Err(r) => r,
-    }
+pub(crate) async fn get(call: ThreadCall) -> Result<Response, Response> {
+    call.found()?;
+    call.fault(Route::GetThread).await?;
+    let body = call.read(|thread| thread.response(true))?;
+    Ok(wire::json_response(StatusCode::OK, body))
 }
 
 /// `PATCH /api/threads/{id}`: metadata merge.
-pub(crate) async fn patch(
-    State(sim): State<Simulator>,
-    Path(thread_id): Path<String>,
-    Extension(caller): Extension<Caller>,
-    Extension(conn): Extension<Conn>,
-    body: Bytes,
-) -> Response {
-    if let Err(r) = lookup(&sim, &thread_id, &caller) {
-        return r;
-    }
-    if let Some(r) = fault(&sim, Route::PatchThread, Some(&thread_id), &conn).await {
-        return r;
-    }
-    let metadata = match object_body(&body).and_then(|b| metadata_of(&b)) {
-        Ok(m) => m.unwrap_or_default(),
-        Err(r) => return r,
-    };
+pub(crate) async fn patch(call: ThreadCall, body: Bytes) -> Result<Response, Response> {
+    call.found()?;
+    call.fault(Route::PatchThread).await?;
+    let metadata = object_body(&body)
+        .and_then(|b| metadata_of(&b))?
+        .unwrap_or_default();
     let response = {
-        let mut state = sim.state();
-        let Some(thread) = state.threads.get_mut(&thread_id) else {
-            return wire::thread_not_found(&thread_id);
-        };
+        let mut state = call.sim.state();
+        let thread = state
+            .threads
+            .get_mut(&call.thread_id)
+            .ok_or_else(|| call.not_found())?;
         thread.metadata.extend(metadata);
         thread.updated_at = wire::now_iso();
         thread.response(false)
     };
-    sim.bump();
-    wire::json_response(StatusCode::OK, response)
+    call.sim.bump();
+    Ok(wire::json_response(StatusCode::OK, response))
 }
 
 /// `GET /api/threads/{id}/state`.
-pub(crate) async fn state(
-    State(sim): State<Simulator>,
-    Path(thread_id): Path<String>,
-    Extension(caller): Extension<Caller>,
-    Extension(conn): Extension<Conn>,
-) -> Response {
-    if let Err(r) = lookup(&sim, &thread_id, &caller) {
-        return r;
-    }
-    if let Some(r) = fault(&sim, Route::ThreadState, Some(&thread_id), &conn).await {
-        return r;
-    }
-    let thread = match lookup(&sim, &thread_id, &caller) {
-        Ok(t) => t,
-        Err(r) => return r,
-    };
-    wire::json_response(
-        StatusCode::OK,
+pub(crate) async fn state(call: ThreadCall) -> Result<Response, Response> {
+    call.found()?;
+    call.fault(Route::ThreadState).await?;
+    let body = call.read(|thread| {
         json!({
             "values": thread.values(), "next": [],
             "metadata": {"source": "loop", "thread_id": thread.id},
@@ -205,8 +153,9 @@ pub(crate) async fn state(
             "checkpoint_id": thread.checkpoint_id,
             "parent_checkpoint_id": thread.parent_checkpoint_id,
             "created_at": thread.updated_at, "tasks": [],
-        }),
-    )
+        })
+    })?;
+    Ok(wire::json_response(StatusCode::OK, body))
 }
 
 /// How many of `n` messages a compaction keeps, from the request's `keep`.
@@ -250,58 +199,47 @@ fn estimate_tokens(messages: &[Value]) -> usize {
 }
 
 /// `POST /api/threads/{id}/compact`.
-pub(crate) async fn compact(
-    State(sim): State<Simulator>,
-    Path(thread_id): Path<String>,
-    Extension(caller): Extension<Caller>,
-    Extension(conn): Extension<Conn>,
-    body: Bytes,
-) -> Response {
-    if let Err(r) = lookup(&sim, &thread_id, &caller) {
-        return r;
-    }
-    if let Some(r) = fault(&sim, Route::Compact, Some(&thread_id), &conn).await {
-        return r;
-    }
-    let body = match object_body(&body) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+pub(crate) async fn compact(call: ThreadCall, body: Bytes) -> Result<Response, Response> {
+    call.found()?;
+    call.fault(Route::Compact).await?;
+    let body = object_body(&body)?;
     for key in ["agent_name", "model_name"] {
         if let Some(v) = body.get(key).and_then(Value::as_str)
             && v.chars().count() > 128
         {
-            return wire::validation(vec![wire::validation_entry(
+            return Err(wire::validation(vec![wire::validation_entry(
                 "string_too_long",
                 json!(["body", key]),
                 "String should have at most 128 characters",
                 json!(v),
                 Some(json!({"max_length": 128})),
-            )]);
+            )]));
         }
     }
-    let mut state = sim.state();
+    let mut state = call.sim.state();
     let (enabled, min) = (
         state.config.compaction_enabled,
         state.config.compact_min_messages,
     );
-    let Some(thread) = state.threads.get_mut(&thread_id) else {
-        return wire::thread_not_found(&thread_id);
-    };
+    let thread_id = &call.thread_id;
+    let thread = state
+        .threads
+        .get_mut(thread_id)
+        .ok_or_else(|| call.not_found())?;
     if !enabled {
-        return wire::detail(StatusCode::CONFLICT, "Context compaction is disabled.");
+        return Err(wire::detail(
+            StatusCode::CONFLICT,
+            "Context compaction is disabled.",
+        ));
     }
-    if !thread.active_runs.is_empty() || thread.writers > 0 {
-        return wire::detail(
+    if thread.busy() {
+        return Err(wire::detail(
             StatusCode::CONFLICT,
             "Thread has a run in flight. Compact after the run finishes.",
-        );
+        ));
     }
     let n = thread.messages.len();
-    let keep = match keep_count(body.get("keep").unwrap_or(&Value::Null), n) {
-        Ok(k) => k,
-        Err(r) => return r,
-    };
+    let keep = keep_count(body.get("keep").unwrap_or(&Value::Null), n)?;
     let body = if n < min || keep >= n {
         json!({
             "thread_id": thread_id, "compacted": false, "reason": "not_enough_messages",
@@ -318,8 +256,8 @@ pub(crate) async fn compact(
         })
     };
     drop(state);
-    sim.bump();
-    wire::json_response(StatusCode::OK, body)
+    call.sim.bump();
+    Ok(wire::json_response(StatusCode::OK, body))
 }
 
 #[cfg(test)]

@@ -1,5 +1,9 @@
-//! The visitors that decode [`Message`], [`ChunkMetadata`] and [`Snapshot`] in one pass
-//! over the JSON, building only the fields the bridge reads (see the parent module).
+//! How [`Message`], [`ChunkMetadata`] and [`Snapshot`] are decoded in one pass over the JSON,
+//! building only the fields the bridge reads (see the parent module).
+//!
+//! Each value states which keys it keeps ([`Object`]) or how it folds a list's entries
+//! ([`List`]); the `lenient` building blocks do the walking. Only `id`, `content` and a
+//! content block accept a JSON string as well, so they keep their own visitors.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -7,66 +11,50 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::lenient::{
-    FieldSeed, Ignore, LenientBool, LenientStr, LenientU32, Strings, ignore_others,
+    LenientBool, LenientStr, LenientU32, List, Object, Strings, deserialize_with, ignore_others,
+    list, object, read_object, skip,
 };
 use super::{ChunkMetadata, Fields, Message, Snapshot};
 
-const MESSAGE_FIELDS: &[&str] = &[
-    "type",
-    "id",
-    "message_id",
-    "content",
-    "additional_kwargs",
-    "name",
-    "tool_calls",
-    "kwargs",
-];
+deserialize_with!(object: Fields, KwargFlags, ToolCall, Args, ChunkMetadata, Snapshot, Progress);
+deserialize_with!(list: ToolCalls, History);
 
-impl<'de> Deserialize<'de> for Fields {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(FieldsVisitor)
-    }
-}
+impl Object for Fields {
+    const EXPECTING: &'static str = "a message";
+    const FIELDS: &'static [&'static str] = &[
+        "type",
+        "id",
+        "message_id",
+        "content",
+        "additional_kwargs",
+        "name",
+        "tool_calls",
+        "kwargs",
+    ];
 
-struct FieldsVisitor;
-
-impl<'de> Visitor<'de> for FieldsVisitor {
-    type Value = Fields;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a message")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
-        let mut out = Fields::default();
-        while let Some(field) = map.next_key_seed(FieldSeed(MESSAGE_FIELDS))? {
-            match field {
-                Some(0) => out.kind = map.next_value::<LenientStr>()?.0.map(kind_name),
-                Some(1) => {
-                    let id = map.next_value::<IdField>()?;
-                    (out.id, out.class) = (id.text, id.class);
-                }
-                Some(2) => out.message_id = map.next_value::<LenientStr>()?.0,
-                Some(3) => out.text = map.next_value::<Content>()?.0,
-                Some(4) => {
-                    let flags = map.next_value::<KwargFlags>()?;
-                    (out.hide_from_ui, out.goal_continuation) = (flags.hidden, flags.continuation);
-                }
-                Some(5) => out.name = map.next_value::<LenientStr>()?.0,
-                Some(6) => {
-                    let calls = map.next_value::<ToolCalls>()?;
-                    (out.tool_calls, out.presented_files) = (calls.count, calls.presented);
-                }
-                Some(7) => out.kwargs = map.next_value::<Option<Fields>>()?.map(Box::new),
-                _ => {
-                    map.next_value::<Ignore>()?;
-                }
+    fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error> {
+        match index {
+            0 => self.kind = map.next_value::<LenientStr>()?.0.map(kind_name),
+            1 => {
+                let id = map.next_value::<IdField>()?;
+                (self.id, self.class) = (id.text, id.class);
             }
+            2 => self.message_id = map.next_value::<LenientStr>()?.0,
+            3 => self.text = map.next_value::<Content>()?.0,
+            4 => {
+                let flags = map.next_value::<KwargFlags>()?;
+                (self.hide_from_ui, self.goal_continuation) = (flags.hidden, flags.continuation);
+            }
+            5 => self.name = map.next_value::<LenientStr>()?.0,
+            6 => {
+                let calls = map.next_value::<ToolCalls>()?;
+                (self.tool_calls, self.presented_files) = (calls.count, calls.presented);
+            }
+            7 => self.kwargs = map.next_value::<Option<Fields>>()?.map(Box::new),
+            _ => skip(map)?,
         }
-        Ok(out)
+        Ok(())
     }
-
-    ignore_others!(bool num str unit seq);
 }
 
 impl<'de> Deserialize<'de> for Message {
@@ -147,7 +135,7 @@ impl<'de> Deserialize<'de> for Content {
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
                 let mut out = String::new();
                 while let Some(block) = seq.next_element::<Block>()? {
-                    if let Some(text) = block.0 {
+                    if let Some(text) = block.text() {
                         out.push_str(&text);
                     }
                 }
@@ -159,9 +147,34 @@ impl<'de> Deserialize<'de> for Content {
     }
 }
 
-/// One content block's text, when it is text.
+/// One content block: a string, or an object with a `type` and a `text`.
 #[derive(Default)]
-struct Block(Option<String>);
+struct Block {
+    kind: Option<String>,
+    text: Option<String>,
+}
+
+impl Block {
+    /// The block's text, when it is a text block.
+    fn text(self) -> Option<String> {
+        let is_text = self.kind.as_deref().is_none_or(|k| k == "text");
+        self.text.filter(|_| is_text)
+    }
+}
+
+impl Object for Block {
+    const EXPECTING: &'static str = "a content block";
+    const FIELDS: &'static [&'static str] = &["type", "text"];
+
+    fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error> {
+        match index {
+            0 => self.kind = map.next_value::<LenientStr>()?.0,
+            1 => self.text = map.next_value::<LenientStr>()?.0,
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
+}
 
 impl<'de> Deserialize<'de> for Block {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -169,24 +182,16 @@ impl<'de> Deserialize<'de> for Block {
         impl<'de> Visitor<'de> for V {
             type Value = Block;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a content block")
+                f.write_str(Block::EXPECTING)
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Block, E> {
-                Ok(Block(Some(v.to_owned())))
+                Ok(Block {
+                    kind: None,
+                    text: Some(v.to_owned()),
+                })
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Block, A::Error> {
-                let (mut kind, mut text) = (None, None);
-                while let Some(field) = map.next_key_seed(FieldSeed(&["type", "text"]))? {
-                    match field {
-                        Some(0) => kind = map.next_value::<LenientStr>()?.0,
-                        Some(1) => text = map.next_value::<LenientStr>()?.0,
-                        _ => {
-                            map.next_value::<Ignore>()?;
-                        }
-                    }
-                }
-                let is_text = kind.as_deref().is_none_or(|k| k == "text");
-                Ok(Block(text.filter(|_| is_text)))
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Block, A::Error> {
+                read_object(map)
             }
             ignore_others!(bool num unit seq);
         }
@@ -201,31 +206,17 @@ struct KwargFlags {
     continuation: bool,
 }
 
-impl<'de> Deserialize<'de> for KwargFlags {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = KwargFlags;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("additional_kwargs")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KwargFlags, A::Error> {
-                let mut out = KwargFlags::default();
-                let names = &["hide_from_ui", "deerflow_goal_continuation"];
-                while let Some(field) = map.next_key_seed(FieldSeed(names))? {
-                    match field {
-                        Some(0) => out.hidden = map.next_value::<LenientBool>()?.0,
-                        Some(1) => out.continuation = map.next_value::<LenientBool>()?.0,
-                        _ => {
-                            map.next_value::<Ignore>()?;
-                        }
-                    }
-                }
-                Ok(out)
-            }
-            ignore_others!(bool num str unit seq);
+impl Object for KwargFlags {
+    const EXPECTING: &'static str = "additional_kwargs";
+    const FIELDS: &'static [&'static str] = &["hide_from_ui", "deerflow_goal_continuation"];
+
+    fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error> {
+        match index {
+            0 => self.hidden = map.next_value::<LenientBool>()?.0,
+            1 => self.continuation = map.next_value::<LenientBool>()?.0,
+            _ => skip(map)?,
         }
-        deserializer.deserialize_any(V)
+        Ok(())
     }
 }
 
@@ -236,27 +227,15 @@ struct ToolCalls {
     presented: Vec<String>,
 }
 
-impl<'de> Deserialize<'de> for ToolCalls {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = ToolCalls;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("tool calls")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ToolCalls, A::Error> {
-                let mut out = ToolCalls::default();
-                while let Some(call) = seq.next_element::<ToolCall>()? {
-                    out.count += 1;
-                    if call.name.as_deref() == Some("present_files") {
-                        out.presented.extend(call.filepaths);
-                    }
-                }
-                Ok(out)
-            }
-            ignore_others!(bool num str unit map);
+impl List for ToolCalls {
+    const EXPECTING: &'static str = "tool calls";
+    type Item = ToolCall;
+
+    fn push(&mut self, call: ToolCall) {
+        self.count += 1;
+        if call.name.as_deref() == Some("present_files") {
+            self.presented.extend(call.filepaths);
         }
-        deserializer.deserialize_any(V)
     }
 }
 
@@ -267,30 +246,17 @@ struct ToolCall {
     filepaths: Vec<String>,
 }
 
-impl<'de> Deserialize<'de> for ToolCall {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = ToolCall;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a tool call")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolCall, A::Error> {
-                let mut out = ToolCall::default();
-                while let Some(field) = map.next_key_seed(FieldSeed(&["name", "args"]))? {
-                    match field {
-                        Some(0) => out.name = map.next_value::<LenientStr>()?.0,
-                        Some(1) => out.filepaths = map.next_value::<Args>()?.0,
-                        _ => {
-                            map.next_value::<Ignore>()?;
-                        }
-                    }
-                }
-                Ok(out)
-            }
-            ignore_others!(bool num str unit seq);
+impl Object for ToolCall {
+    const EXPECTING: &'static str = "a tool call";
+    const FIELDS: &'static [&'static str] = &["name", "args"];
+
+    fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error> {
+        match index {
+            0 => self.name = map.next_value::<LenientStr>()?.0,
+            1 => self.filepaths = map.next_value::<Args>()?.0,
+            _ => skip(map)?,
         }
-        deserializer.deserialize_any(V)
+        Ok(())
     }
 }
 
@@ -298,88 +264,48 @@ impl<'de> Deserialize<'de> for ToolCall {
 #[derive(Default)]
 struct Args(Vec<String>);
 
-impl<'de> Deserialize<'de> for Args {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Args;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("tool call arguments")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Args, A::Error> {
-                let mut out = Args::default();
-                while let Some(field) = map.next_key_seed(FieldSeed(&["filepaths"]))? {
-                    match field {
-                        Some(0) => out.0 = map.next_value::<Strings>()?.0,
-                        _ => {
-                            map.next_value::<Ignore>()?;
-                        }
-                    }
-                }
-                Ok(out)
-            }
-            ignore_others!(bool num str unit seq);
+impl Object for Args {
+    const EXPECTING: &'static str = "tool call arguments";
+    const FIELDS: &'static [&'static str] = &["filepaths"];
+
+    fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error> {
+        match index {
+            0 => self.0 = map.next_value::<Strings>()?.0,
+            _ => skip(map)?,
         }
-        deserializer.deserialize_any(V)
+        Ok(())
     }
 }
 
-impl<'de> Deserialize<'de> for ChunkMetadata {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = ChunkMetadata;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("chunk metadata")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ChunkMetadata, A::Error> {
-                let mut out = ChunkMetadata::default();
-                while let Some(field) = map.next_key_seed(FieldSeed(&["id", "message_id"]))? {
-                    match field {
-                        Some(0) => out.id = map.next_value::<LenientStr>()?.0,
-                        Some(1) => out.message_id = map.next_value::<LenientStr>()?.0,
-                        _ => {
-                            map.next_value::<Ignore>()?;
-                        }
-                    }
-                }
-                Ok(out)
-            }
-            ignore_others!(bool num str unit seq);
+impl Object for ChunkMetadata {
+    const EXPECTING: &'static str = "chunk metadata";
+    const FIELDS: &'static [&'static str] = &["id", "message_id"];
+
+    fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error> {
+        match index {
+            0 => self.id = map.next_value::<LenientStr>()?.0,
+            1 => self.message_id = map.next_value::<LenientStr>()?.0,
+            _ => skip(map)?,
         }
-        deserializer.deserialize_any(V)
+        Ok(())
     }
 }
 
-impl<'de> Deserialize<'de> for Snapshot {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Snapshot;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("state values")
+impl Object for Snapshot {
+    const EXPECTING: &'static str = "state values";
+    const FIELDS: &'static [&'static str] = &["messages", "goal", "goal_outcome"];
+
+    fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error> {
+        match index {
+            0 => {
+                let history = map.next_value::<History>()?;
+                (self.message_count, self.turn) = (history.count, history.turn);
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Snapshot, A::Error> {
-                let mut out = Snapshot::default();
-                let names = &["messages", "goal", "goal_outcome"];
-                while let Some(field) = map.next_key_seed(FieldSeed(names))? {
-                    match field {
-                        Some(0) => {
-                            let history = map.next_value::<History>()?;
-                            (out.message_count, out.turn) = (history.count, history.turn);
-                        }
-                        Some(1) => out.goal = map.next_value::<Progress>()?.0,
-                        Some(2) => out.outcome = map.next_value::<Progress>()?.0,
-                        _ => {
-                            map.next_value::<Ignore>()?;
-                        }
-                    }
-                }
-                Ok(out)
-            }
-            ignore_others!(bool num str unit seq);
+            1 => self.goal = map.next_value::<Progress>()?.counts(),
+            2 => self.outcome = map.next_value::<Progress>()?.counts(),
+            _ => skip(map)?,
         }
-        deserializer.deserialize_any(V)
+        Ok(())
     }
 }
 
@@ -390,60 +316,44 @@ struct History {
     turn: Vec<Message>,
 }
 
-impl<'de> Deserialize<'de> for History {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = History;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a message list")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<History, A::Error> {
-                let mut out = History::default();
-                while let Some(message) = seq.next_element::<Message>()? {
-                    out.count += 1;
-                    if message.starts_turn() {
-                        out.turn.clear();
-                    } else {
-                        out.turn.push(message);
-                    }
-                }
-                Ok(out)
-            }
-            ignore_others!(bool num str unit map);
+impl List for History {
+    const EXPECTING: &'static str = "a message list";
+    type Item = Message;
+
+    fn push(&mut self, message: Message) {
+        self.count += 1;
+        if message.starts_turn() {
+            self.turn.clear();
+        } else {
+            self.turn.push(message);
         }
-        deserializer.deserialize_any(V)
     }
 }
 
 /// `continuation_count` and `max_continuations` of a goal or outcome object.
 #[derive(Default)]
-struct Progress(Option<(u32, u32)>);
+struct Progress {
+    count: Option<u32>,
+    max: Option<u32>,
+}
 
-impl<'de> Deserialize<'de> for Progress {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Progress;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a goal")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Progress, A::Error> {
-                let (mut count, mut max) = (None, None);
-                let names = &["continuation_count", "max_continuations"];
-                while let Some(field) = map.next_key_seed(FieldSeed(names))? {
-                    match field {
-                        Some(0) => count = map.next_value::<LenientU32>()?.0,
-                        Some(1) => max = map.next_value::<LenientU32>()?.0,
-                        _ => {
-                            map.next_value::<Ignore>()?;
-                        }
-                    }
-                }
-                Ok(Progress(count.zip(max)))
-            }
-            ignore_others!(bool num str unit seq);
+impl Progress {
+    /// Both counts, when both were read.
+    fn counts(self) -> Option<(u32, u32)> {
+        self.count.zip(self.max)
+    }
+}
+
+impl Object for Progress {
+    const EXPECTING: &'static str = "a goal";
+    const FIELDS: &'static [&'static str] = &["continuation_count", "max_continuations"];
+
+    fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error> {
+        match index {
+            0 => self.count = map.next_value::<LenientU32>()?.0,
+            1 => self.max = map.next_value::<LenientU32>()?.0,
+            _ => skip(map)?,
         }
-        deserializer.deserialize_any(V)
+        Ok(())
     }
 }

@@ -3,10 +3,17 @@
 //!
 //! [`ignore_others!`] fills in the `visit_*` methods a visitor does not handle: each one
 //! consumes its input (draining lists and objects) and returns the visitor's default.
+//! Most decoded values are an [`Object`] (some known keys of a JSON object) or a [`List`]
+//! (the entries of a JSON array folded into one value); [`deserialize_with!`] gives them
+//! their `Deserialize` impl, so each states only what it keeps.
 
 use std::fmt;
+use std::marker::PhantomData;
 
-use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, SeqAccess, Visitor};
+use serde::de::{
+    self, Deserialize, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess,
+    Visitor,
+};
 
 pub(super) use serde::de::IgnoredAny as Ignore;
 
@@ -62,6 +69,96 @@ macro_rules! ignore_others {
     };
 }
 pub(crate) use ignore_others;
+
+/// Implements `Deserialize` for the listed types with `$with` ([`object`] or [`list`]).
+macro_rules! deserialize_with {
+    ($with:ident: $($ty:ty),+ $(,)?) => {$(
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                $with(deserializer)
+            }
+        }
+    )+};
+}
+pub(crate) use deserialize_with;
+
+/// A value read from some keys of a JSON object: [`object`] starts from the default, reads
+/// each key of [`FIELDS`](Object::FIELDS) with [`read`](Object::read) and skips the other
+/// keys without building them. Any JSON value but an object reads as the default.
+pub(super) trait Object: Default {
+    /// What the value is, for decoding errors.
+    const EXPECTING: &'static str;
+    /// The keys read, by index.
+    const FIELDS: &'static [&'static str];
+    /// Reads the value of the key `FIELDS[index]` (with `map.next_value`) into `self`.
+    fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error>;
+}
+
+/// Decodes an [`Object`].
+pub(super) fn object<'de, T: Object, D: Deserializer<'de>>(deserializer: D) -> Result<T, D::Error> {
+    struct V<T>(PhantomData<T>);
+    impl<'de, T: Object> Visitor<'de> for V<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(T::EXPECTING)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            read_object(map)
+        }
+        ignore_others!(bool num str unit seq);
+    }
+    deserializer.deserialize_any(V(PhantomData))
+}
+
+/// Reads the keys of an object into an [`Object`], for visitors that accept more than an
+/// object. With duplicate keys the last one wins.
+pub(super) fn read_object<'de, T: Object, A: MapAccess<'de>>(mut map: A) -> Result<T, A::Error> {
+    let mut out = T::default();
+    while let Some(field) = map.next_key_seed(FieldSeed(T::FIELDS))? {
+        match field {
+            Some(index) => out.read(index, &mut map)?,
+            None => skip(&mut map)?,
+        }
+    }
+    Ok(out)
+}
+
+/// Consumes the value of a key that is not read.
+pub(super) fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
+    map.next_value::<Ignore>().map(drop)
+}
+
+/// A value folded from the entries of a JSON array: [`list`] starts from the default and
+/// [`push`](List::push)es each entry decoded as an [`Item`](List::Item). Any JSON value but
+/// an array reads as the default.
+pub(super) trait List: Default {
+    /// What the value is, for decoding errors.
+    const EXPECTING: &'static str;
+    /// One entry.
+    type Item: DeserializeOwned;
+    /// Takes in the next entry.
+    fn push(&mut self, item: Self::Item);
+}
+
+/// Decodes a [`List`].
+pub(super) fn list<'de, T: List, D: Deserializer<'de>>(deserializer: D) -> Result<T, D::Error> {
+    struct V<T>(PhantomData<T>);
+    impl<'de, T: List> Visitor<'de> for V<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(T::EXPECTING)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
+            let mut out = T::default();
+            while let Some(item) = seq.next_element::<T::Item>()? {
+                out.push(item);
+            }
+            Ok(out)
+        }
+        ignore_others!(bool num str unit map);
+    }
+    deserializer.deserialize_any(V(PhantomData))
+}
 
 /// Reads an object key as its index in a list of known names (`None` = another key).
 pub(super) struct FieldSeed(pub &'static [&'static str]);
@@ -162,23 +259,12 @@ impl<'de> Deserialize<'de> for LenientU32 {
 #[derive(Default)]
 pub(super) struct Strings(pub Vec<String>);
 
-impl<'de> Deserialize<'de> for Strings {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Strings;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a list of strings")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Strings, A::Error> {
-                let mut out = Vec::new();
-                while let Some(item) = seq.next_element::<LenientStr>()? {
-                    out.extend(item.0);
-                }
-                Ok(Strings(out))
-            }
-            ignore_others!(bool num str unit map);
-        }
-        deserializer.deserialize_any(V)
+impl List for Strings {
+    const EXPECTING: &'static str = "a list of strings";
+    type Item = LenientStr;
+    fn push(&mut self, item: LenientStr) {
+        self.0.extend(item.0);
     }
 }
+
+deserialize_with!(list: Strings);
