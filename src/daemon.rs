@@ -122,6 +122,8 @@ pub async fn run(
         let listener = admin::bind(addr)
             .await
             .map_err(|source| DaemonError::AdminBind { addr, source })?;
+        // With port 0 the system picked one: log where we actually listen.
+        let bound = listener.local_addr().unwrap_or(addr);
         let probe = Arc::new(HttpProbe::new(&config.gateway));
         let state = AdminState::new(channels.clone(), probe);
         let token = admin_token.clone();
@@ -130,7 +132,7 @@ pub async fn run(
                 tracing::error!(%error, "The admin endpoints stopped.");
             }
         });
-        tracing::info!(%addr, "Serving /healthz, /readyz and /metrics.");
+        tracing::info!(addr = %bound, "Serving /healthz, /readyz and /metrics.");
     }
 
     // Refused messages hear "too busy" through the normal reply path.

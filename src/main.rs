@@ -166,6 +166,9 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
             for warning in &warnings {
                 tracing::warn!(warning = %warning, "Configuration warning.");
             }
+            // Adapters register their telemetry handles when built: the recorder /metrics
+            // renders must be in place first.
+            im_bridge::admin::metrics_handle();
             let channels = build_channels(&settings)?;
             let exit = daemon::run(daemon_config(&settings), channels, shutdown).await?;
             tracing::info!(?exit, "im-bridge stopped.");

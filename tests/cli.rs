@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use im_bridge::simulator::{Simulator, SimulatorConfig};
+use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 
 fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_im-bridge"));
@@ -237,6 +237,18 @@ fn demo_answers_its_first_message_within_a_second() {
     eprintln!("demo: first reply after {elapsed:?}");
 }
 
+/// A config in `dir` running the console channel against `sim`, its store in `dir`, the
+/// admin endpoints on a port the system picks.
+fn console_config(dir: &tempfile::TempDir, sim: &RunningSimulator) -> std::path::PathBuf {
+    let text = format!(
+        "channels:\n  langgraph_url: {}\n  gateway_url: {}\n  console: {{enabled: true}}\nbridge:\n  store: sqlite://{}\n  admin_listen: 127.0.0.1:0\n",
+        sim.langgraph_url(),
+        sim.gateway_url(),
+        dir.path().join("run.db").display()
+    );
+    write_config(dir, "run.yaml", &text)
+}
+
 #[test]
 fn run_serves_the_console_channel_against_a_gateway() {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -247,13 +259,7 @@ fn run_serves_the_console_channel_against_a_gateway() {
         }))
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "channels:\n  langgraph_url: {}\n  gateway_url: {}\n  console: {{enabled: true}}\nbridge:\n  store: sqlite://{}\n  admin_listen: 127.0.0.1:0\n",
-        sim.langgraph_url(),
-        sim.gateway_url(),
-        dir.path().join("run.db").display()
-    );
-    let path = write_config(&dir, "run.yaml", &text);
+    let path = console_config(&dir, &sim);
     let mut cmd = bin();
     cmd.args(["run", "--config"])
         .arg(&path)
@@ -274,6 +280,77 @@ fn run_serves_the_console_channel_against_a_gateway() {
             .all(|r| r.header("x-deerflow-internal-token") == Some("tok-123"))
     );
     rt.block_on(sim.shutdown()).unwrap();
+}
+
+#[test]
+fn run_exports_the_adapter_telemetry_on_metrics() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sim = rt
+        .block_on(Simulator::start(SimulatorConfig::demo()))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = console_config(&dir, &sim);
+    let mut child = bin()
+        .args(["--log-format", "json", "run", "--config"])
+        .arg(&path)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The admin address the system picked for port 0 is in the "Serving" log line.
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            if let Some(addr) = event["addr"].as_str() {
+                let _ = tx.send(addr.to_owned());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the admin address is logged");
+    let page = rt.block_on(async {
+        let url = format!("http://{addr}/metrics");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let page = reqwest::get(&url).await.unwrap().text().await.unwrap();
+            // The console reports itself connected once it reads its input.
+            if page.contains("im_bridge_channel_connected{channel=\"console\"} 1")
+                || Instant::now() > deadline
+            {
+                return page;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    rt.block_on(sim.shutdown()).unwrap();
+    // Every series of the adapter contract, registered with the recorder /metrics renders.
+    assert!(
+        page.contains("im_bridge_channel_connected{channel=\"console\"} 1"),
+        "{page}"
+    );
+    for stage in ["receiving", "processing", "sending"] {
+        assert!(
+            page.contains(&format!(
+                "im_bridge_channel_errors_total{{channel=\"console\",stage=\"{stage}\"}} 0"
+            )),
+            "{stage}: {page}"
+        );
+    }
+    assert!(page.contains("im_bridge_channel_events_received_total{channel=\"console\"}"));
+    assert!(page.contains("im_bridge_channel_messages_sent_total{channel=\"console\"}"));
 }
 
 #[test]

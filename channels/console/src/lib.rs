@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use im_bridge_channel::{
     Capabilities, Channel, ChannelError, ChannelExit, InboundMessage, InboundSink, LengthUnit,
-    MessageId, SendTarget, SentMessage, UpdateMode, commands,
+    MessageId, SendTarget, SentMessage, Stage, Telemetry, UpdateMode, commands,
 };
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, BufReader};
 use tokio_util::sync::CancellationToken;
@@ -41,6 +41,8 @@ pub struct ConsoleChannel {
     user_id: String,
     locale_hint: Option<String>,
     next_id: AtomicU64,
+    /// The adapter telemetry contract; connected while the input is being read.
+    telemetry: Telemetry,
 }
 
 impl std::fmt::Debug for ConsoleChannel {
@@ -88,6 +90,7 @@ impl ConsoleChannel {
             user_id: user_id.into(),
             locale_hint,
             next_id: AtomicU64::new(1),
+            telemetry: Telemetry::new(NAME),
         }
     }
 
@@ -123,6 +126,10 @@ impl Channel for ConsoleChannel {
         }
     }
 
+    fn is_connected(&self) -> bool {
+        self.telemetry.is_connected()
+    }
+
     async fn run(
         &self,
         sink: InboundSink,
@@ -138,16 +145,76 @@ impl Channel for ConsoleChannel {
                 reason: "the console input was already consumed".into(),
             });
         };
+        self.telemetry.set_connected(true);
+        let exit = self.read_input(&mut input, &sink, &shutdown).await;
+        self.telemetry.set_connected(false);
+        if exit.is_err() {
+            self.telemetry.error(Stage::Receiving);
+        }
+        exit
+    }
+
+    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> Result<SentMessage, ChannelError> {
+        let id = self.telemetry.sending(self.renderer.print(text).await)?;
+        Ok(SentMessage {
+            id: MessageId::new(id.to_string()),
+        })
+    }
+
+    async fn start_stream(
+        &self,
+        _: SendTarget<'_>,
+        text: &str,
+    ) -> Result<SentMessage, ChannelError> {
+        let id = self
+            .telemetry
+            .sending(self.renderer.status(None, text).await)?;
+        Ok(SentMessage {
+            id: MessageId::new(id.to_string()),
+        })
+    }
+
+    async fn edit_text(
+        &self,
+        _: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        let id = status_line(message)?;
+        self.telemetry
+            .sending(self.renderer.status(Some(id), text).await.map(drop))
+    }
+
+    async fn finish_stream(
+        &self,
+        _: SendTarget<'_>,
+        message: &MessageId,
+        text: &str,
+    ) -> Result<(), ChannelError> {
+        let id = status_line(message)?;
+        self.telemetry.sending(self.renderer.finish(id, text).await)
+    }
+}
+
+impl ConsoleChannel {
+    /// Reads lines until end of input or shutdown, admitting each non-blank one.
+    async fn read_input(
+        &self,
+        input: &mut Input,
+        sink: &InboundSink,
+        shutdown: &CancellationToken,
+    ) -> Result<ChannelExit, ChannelError> {
         let mut line = Vec::new();
         loop {
             line.clear();
             let read = tokio::select! {
                 () = shutdown.cancelled() => return Ok(ChannelExit::Stopped),
-                read = read_line(&mut input, &mut line) => read?,
+                read = read_line(input, &mut line) => read?,
             };
             if read == 0 {
                 return Ok(ChannelExit::InputEnded);
             }
+            self.telemetry.received(1);
             let text = String::from_utf8_lossy(&line);
             let text = text.trim_end_matches(['\n', '\r']);
             if text.trim().is_empty() {
@@ -168,50 +235,14 @@ impl Channel for ConsoleChannel {
             }
         }
     }
+}
 
-    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> Result<SentMessage, ChannelError> {
-        let id = self.renderer.print(text).await?;
-        Ok(SentMessage {
-            id: MessageId::new(id.to_string()),
-        })
-    }
-
-    async fn start_stream(
-        &self,
-        _: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        let id = self.renderer.status(None, text).await?;
-        Ok(SentMessage {
-            id: MessageId::new(id.to_string()),
-        })
-    }
-
-    async fn edit_text(
-        &self,
-        _: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        let id = message
-            .as_str()
-            .parse()
-            .map_err(|_| ChannelError::NotEditable)?;
-        self.renderer.status(Some(id), text).await.map(drop)
-    }
-
-    async fn finish_stream(
-        &self,
-        _: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        let id = message
-            .as_str()
-            .parse()
-            .map_err(|_| ChannelError::NotEditable)?;
-        self.renderer.finish(id, text).await
-    }
+/// The status line a message id names; ids the console did not hand out are not editable.
+fn status_line(message: &MessageId) -> Result<u64, ChannelError> {
+    message
+        .as_str()
+        .parse()
+        .map_err(|_| ChannelError::NotEditable)
 }
 
 /// Reads one line into `buf` (without decoding), at most [`MAX_LINE_BYTES`] of it; the rest

@@ -4,12 +4,65 @@
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use im_bridge_channel::{Delivery, MsgType, inbound_queue};
+use im_bridge_channel::{ChatId, ChatKind, Delivery, MsgType, inbound_queue};
+use im_bridge_fakes::telemetry::TelemetryProbe;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
 
 use super::*;
 
 const DEADLINE: Duration = Duration::from_secs(5);
+
+#[tokio::test]
+async fn telemetry_meets_the_adapter_contract() {
+    let probe = TelemetryProbe::new();
+    let (mut user, input) = duplex(1024);
+    let (output, screen) = duplex(1024);
+    let console = std::sync::Arc::new(
+        probe.build(|| ConsoleChannel::with_io(BufReader::new(input), output, false, "u", None)),
+    );
+    probe.assert_contract(NAME);
+    assert!(!console.is_connected());
+    let (sink, mut queue) = inbound_queue(NonZeroUsize::new(8).unwrap());
+    let running = {
+        let console = console.clone();
+        tokio::spawn(async move { console.run(sink, CancellationToken::new()).await })
+    };
+    user.write_all(b"one\n\n").await.unwrap();
+    let first = tokio::time::timeout(DEADLINE, queue.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.text, "one");
+    assert!(console.is_connected());
+    assert_eq!(probe.connected(NAME), Some(true));
+    user.write_all(b"two\n").await.unwrap();
+    drop(user);
+    let exit = tokio::time::timeout(DEADLINE, running)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(exit.unwrap(), ChannelExit::InputEnded);
+    // Three lines arrived (the blank one too); reading ended cleanly.
+    assert_eq!(probe.received(NAME), 3);
+    assert_eq!(probe.errors(NAME, Stage::Receiving), 0);
+    assert!(!console.is_connected());
+    assert_eq!(probe.connected(NAME), Some(false));
+
+    let (chat, meta) = (ChatId::new(CHAT_ID), serde_json::Map::new());
+    let target = SendTarget {
+        chat_id: &chat,
+        chat_kind: ChatKind::Private,
+        reply_to: None,
+        metadata: &meta,
+    };
+    console.send_text(target, "answer").await.unwrap();
+    assert_eq!(probe.sent(NAME), 1);
+    // The screen went away: the write fails and is counted.
+    drop(screen);
+    assert!(console.send_text(target, "lost").await.is_err());
+    assert_eq!(probe.errors(NAME, Stage::Sending), 1);
+    assert_eq!(probe.sent(NAME), 1);
+}
 
 #[tokio::test]
 async fn lines_become_messages_and_eof_ends_input() {

@@ -17,6 +17,7 @@ mod inbound;
 mod menu;
 mod message;
 mod secret;
+pub mod telemetry;
 
 pub use access::AllowedUsers;
 pub use capabilities::{Capabilities, LengthUnit, ReplyWindow, UpdateMode};
@@ -36,3 +37,4 @@ pub use message::{
     ResolvedAttachment,
 };
 pub use secret::Secret;
+pub use telemetry::{Stage, Telemetry};

@@ -29,14 +29,14 @@ pub mod inbound;
 pub mod model;
 mod outbound;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use im_bridge_channel::{
     AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, CommandMenu, InboundSink,
-    LengthUnit, MenuEntry, MessageId, ResolvedAttachment, SendTarget, SentMessage, UpdateMode,
+    LengthUnit, MenuEntry, MessageId, ResolvedAttachment, SendTarget, SentMessage, Stage,
+    Telemetry, UpdateMode,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -74,8 +74,9 @@ pub const CAPABILITIES: Capabilities = Capabilities {
 pub(crate) struct Shared {
     pub(crate) api: Api,
     pub(crate) allowed_users: AllowedUsers,
-    /// Whether the last poll (or the webhook registration) succeeded.
-    pub(crate) connected: AtomicBool,
+    /// The adapter telemetry contract; its connection state is whether the last poll (or
+    /// the webhook registration) succeeded.
+    pub(crate) telemetry: Telemetry,
     /// The bot's username from `getMe`, once known.
     bot_username: RwLock<Option<String>>,
 }
@@ -120,7 +121,7 @@ impl std::fmt::Debug for TelegramChannel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TelegramChannel")
             .field("settings", &self.settings)
-            .field("connected", &self.shared.connected.load(Ordering::Relaxed))
+            .field("connected", &self.shared.telemetry.is_connected())
             .finish_non_exhaustive()
     }
 }
@@ -138,7 +139,7 @@ impl TelegramChannel {
             shared: Shared {
                 api,
                 allowed_users,
-                connected: AtomicBool::new(false),
+                telemetry: Telemetry::new(NAME),
                 bot_username: RwLock::new(None),
             },
             settings,
@@ -181,12 +182,14 @@ impl TelegramChannel {
             let error = match result {
                 Ok(me) => return Ok(Some(me)),
                 Err(TelegramError::Unauthorized) => {
+                    self.shared.telemetry.error(Stage::Receiving);
                     let error = TelegramError::Unauthorized;
                     tracing::error!(%error, "Telegram refused the bot token; the channel stops.");
                     return Err(error.into());
                 }
                 Err(error) => error,
             };
+            self.shared.telemetry.error(Stage::Receiving);
             let wait = match &error {
                 TelegramError::RetryAfter(wait) => *wait,
                 _ => backoff.next_delay(),
@@ -244,7 +247,7 @@ impl Channel for TelegramChannel {
     }
 
     fn is_connected(&self) -> bool {
-        self.shared.connected.load(Ordering::Acquire)
+        self.shared.telemetry.is_connected()
     }
 
     async fn run(
@@ -274,7 +277,7 @@ impl Channel for TelegramChannel {
                 inbound::webhook::run(&self.shared, hook, listener, sink, &shutdown).await
             }
         };
-        self.shared.connected.store(false, Ordering::Release);
+        self.shared.telemetry.set_connected(false);
         exit
     }
 
@@ -283,7 +286,8 @@ impl Channel for TelegramChannel {
         target: SendTarget<'_>,
         text: &str,
     ) -> Result<SentMessage, ChannelError> {
-        outbound::send_text(&self.shared.api, target, text).await
+        let result = outbound::send_text(&self.shared.api, target, text).await;
+        self.shared.telemetry.sending(result)
     }
 
     async fn edit_text(
@@ -292,7 +296,8 @@ impl Channel for TelegramChannel {
         message: &MessageId,
         text: &str,
     ) -> Result<(), ChannelError> {
-        outbound::edit_text(&self.shared.api, target, message, text).await
+        let result = outbound::edit_text(&self.shared.api, target, message, text).await;
+        self.shared.telemetry.sending(result)
     }
 
     async fn send_file(
@@ -300,6 +305,7 @@ impl Channel for TelegramChannel {
         target: SendTarget<'_>,
         file: &ResolvedAttachment,
     ) -> Result<(), ChannelError> {
-        outbound::send_file(&self.shared.api, target, file).await
+        let result = outbound::send_file(&self.shared.api, target, file).await;
+        self.shared.telemetry.sending(result)
     }
 }

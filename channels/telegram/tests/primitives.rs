@@ -7,20 +7,24 @@ use std::time::Duration;
 
 use im_bridge_channel::{
     AllowedUsers, Channel, ChannelError, ChatId, ChatKind, CommandMenu, MessageId,
-    ResolvedAttachment, Secret, SendTarget,
+    ResolvedAttachment, Secret, SendTarget, Stage,
 };
 use im_bridge_fakes::telegram::{Failure, FakeTelegram, TOKEN, Trigger};
-use im_bridge_telegram::{TelegramChannel, TelegramSettings};
+use im_bridge_fakes::telemetry::TelemetryProbe;
+use im_bridge_telegram::{NAME, TelegramChannel, TelegramSettings};
 use serde_json::{Map, json};
 
 const CHAT: i64 = 4242;
 
-async fn setup() -> (FakeTelegram, TelegramChannel) {
+/// The fake, and a channel whose telemetry reports to the returned probe.
+async fn setup() -> (FakeTelegram, TelegramChannel, TelemetryProbe) {
     let fake = FakeTelegram::start().await.unwrap();
     let settings = TelegramSettings::new(Secret::new(TOKEN)).with_api_url(fake.api_url());
-    let channel =
-        TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default()).unwrap();
-    (fake, channel)
+    let probe = TelemetryProbe::new();
+    let channel = probe
+        .build(|| TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default()))
+        .unwrap();
+    (fake, channel, probe)
 }
 
 fn target<'a>(
@@ -38,7 +42,7 @@ fn target<'a>(
 
 #[tokio::test]
 async fn texts_are_plain_replies_and_edits_replace_them() {
-    let (fake, channel) = setup().await;
+    let (fake, channel, _) = setup().await;
     let (chat, source, meta) = (
         ChatId::new(CHAT.to_string()),
         MessageId::new("17"),
@@ -67,7 +71,7 @@ async fn texts_are_plain_replies_and_edits_replace_them() {
 
 #[tokio::test]
 async fn telegram_errors_become_channel_errors() {
-    let (fake, channel) = setup().await;
+    let (fake, channel, probe) = setup().await;
     let (chat, source, meta) = (
         ChatId::new(CHAT.to_string()),
         MessageId::new("1"),
@@ -109,6 +113,13 @@ async fn telegram_errors_become_channel_errors() {
         .await
         .unwrap_err();
     assert!(matches!(e, ChannelError::Rejected { .. }), "{e:?}");
+    // The telemetry contract: the send and the "not modified" edit count as sent, every
+    // failed call above as a sending error.
+    probe.assert_contract(NAME);
+    assert_eq!(probe.sent(NAME), 2);
+    assert_eq!(probe.errors(NAME, Stage::Sending), 6);
+    assert_eq!(probe.errors(NAME, Stage::Receiving), 0);
+    assert_eq!(probe.received(NAME), 0);
 }
 
 fn attachment(dir: &tempfile::TempDir, name: &str, bytes: &[u8], mime: &str) -> ResolvedAttachment {
@@ -126,7 +137,7 @@ fn attachment(dir: &tempfile::TempDir, name: &str, bytes: &[u8], mime: &str) -> 
 
 #[tokio::test]
 async fn files_upload_as_photos_or_documents() {
-    let (fake, channel) = setup().await;
+    let (fake, channel, _) = setup().await;
     let dir = tempfile::tempdir().unwrap();
     let (chat, source, meta) = (
         ChatId::new(CHAT.to_string()),
@@ -183,7 +194,7 @@ async fn files_upload_as_photos_or_documents() {
 
 #[tokio::test]
 async fn oversized_files_are_refused_before_upload() {
-    let (fake, channel) = setup().await;
+    let (fake, channel, _) = setup().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("huge.bin");
     let file = std::fs::File::create(&path).unwrap();

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use im_bridge_channel::{
-    AllowedUsers, Channel, ChannelExit, CommandMenu, InboundQueue, Secret, inbound_queue,
+    AllowedUsers, Channel, ChannelExit, CommandMenu, InboundQueue, Secret, Stage, inbound_queue,
 };
 use im_bridge_fakes::telegram::{Call, Failure, FakeTelegram, Incoming, TOKEN, Trigger};
-use im_bridge_telegram::{TelegramChannel, TelegramSettings, Transport, WebhookSettings};
+use im_bridge_fakes::telemetry::TelemetryProbe;
+use im_bridge_telegram::{NAME, TelegramChannel, TelegramSettings, Transport, WebhookSettings};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -176,13 +177,19 @@ async fn a_failed_poll_is_retried_and_connection_state_follows() {
         Failure::Status(502, "Bad Gateway".into()),
     );
     fake.fail("getUpdates", Trigger::Nth(2), Failure::RetryAfter(1));
-    let channel = TelegramChannel::new(
-        polling(&fake, Duration::from_secs(1)),
-        AllowedUsers::Anyone,
-        CommandMenu::default(),
-    )
-    .unwrap();
+    let probe = TelemetryProbe::new();
+    let channel = probe
+        .build(|| {
+            TelegramChannel::new(
+                polling(&fake, Duration::from_secs(1)),
+                AllowedUsers::Anyone,
+                CommandMenu::default(),
+            )
+        })
+        .unwrap();
     assert!(!channel.is_connected());
+    probe.assert_contract(NAME);
+    assert_eq!(probe.connected(NAME), Some(false));
     let (running, mut queue) = Running::start(channel, 4);
     let calls = fake
         .wait_for("three polls", DEADLINE, |calls| {
@@ -194,10 +201,21 @@ async fn a_failed_poll_is_retried_and_connection_state_follows() {
     assert_eq!((polls[0].status, polls[1].status), (502, 429));
     // The 429's retry_after is honoured.
     assert!(polls[2].at.duration_since(polls[1].at) >= Duration::from_millis(950));
+    // An update that cannot be read is skipped (and acknowledged); the next one arrives.
+    let mut unreadable = fake.make_update(Incoming::private(1, "x")).update;
+    unreadable["message"] = serde_json::json!("not an object");
+    fake.push_update(unreadable);
     fake.inject(Incoming::private(1, "after the outage"));
     assert_eq!(recv_text(&mut queue).await, "after the outage");
     assert!(running.channel.is_connected());
+    // The telemetry contract follows: two failed polls, one unreadable update, two
+    // received, connected now and not after the stop.
+    assert_eq!(probe.errors(NAME, Stage::Receiving), 2);
+    assert_eq!(probe.errors(NAME, Stage::Processing), 1);
+    assert_eq!(probe.received(NAME), 2);
+    assert_eq!(probe.connected(NAME), Some(true));
     running.stop().await;
+    assert_eq!(probe.connected(NAME), Some(false));
 }
 
 #[tokio::test]
@@ -230,7 +248,9 @@ async fn the_webhook_answers_by_admission_outcome() {
         ..TelegramSettings::new(Secret::new(TOKEN)).with_api_url(fake.api_url())
     };
     let only = AllowedUsers::from_entries(Some(vec![Some("1".into())]));
-    let channel = TelegramChannel::new(settings, only, CommandMenu::default())
+    let probe = TelemetryProbe::new();
+    let channel = probe
+        .build(|| TelegramChannel::new(settings, only, CommandMenu::default()))
         .unwrap()
         .with_webhook_listener(listener);
     let (running, mut queue) = Running::start(channel, 1);
@@ -281,5 +301,13 @@ async fn the_webhook_answers_by_admission_outcome() {
         Ok(200)
     );
     assert!(fake.calls_to("getUpdates").is_empty());
+    // The telemetry contract: the two unauthenticated requests are receiving errors, the
+    // garbage a processing error; the five authenticated deliveries were received.
+    probe.assert_contract(NAME);
+    assert_eq!(probe.errors(NAME, Stage::Receiving), 2);
+    assert_eq!(probe.errors(NAME, Stage::Processing), 1);
+    assert_eq!(probe.received(NAME), 5);
+    assert_eq!(probe.connected(NAME), Some(true));
     running.stop().await;
+    assert_eq!(probe.connected(NAME), Some(false));
 }

@@ -14,10 +14,11 @@
 //! doubling delay (0.5 s up to 30 s; a 429's `retry_after` instead) before the next one. A
 //! refused token ends the transport with an error. Every wait `select!`s on shutdown.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use im_bridge_channel::{AdmitError, ChannelError, ChannelExit, InboundMessage, InboundSink};
+use im_bridge_channel::{
+    AdmitError, ChannelError, ChannelExit, InboundMessage, InboundSink, Stage,
+};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -53,7 +54,7 @@ pub(crate) async fn run(
             Ok(()) => {
                 // The first long poll may take its whole timeout to answer; the API is
                 // reachable and the token valid already.
-                shared.connected.store(true, Ordering::Release);
+                shared.telemetry.set_connected(true);
                 break;
             }
             Err(error) => {
@@ -84,14 +85,16 @@ pub(crate) async fn run(
                 continue;
             }
         };
-        if !shared.connected.swap(true, Ordering::AcqRel) {
+        if !shared.telemetry.set_connected(true) {
             tracing::info!("Reconnected to Telegram.");
         }
         backoff.reset();
+        shared.telemetry.received(updates.len() as u64);
         for raw in updates {
             let Some(update_id) = raw.get("update_id").and_then(Value::as_i64) else {
                 // Without an id it cannot be acknowledged on its own; the next one's id
                 // acknowledges it anyway.
+                shared.telemetry.error(Stage::Processing);
                 tracing::warn!("Skipped a Telegram update without an update_id.");
                 continue;
             };
@@ -105,7 +108,7 @@ pub(crate) async fn run(
                         update_id,
                         "Inbound admission is closed; leaving the remaining Telegram updates unacknowledged."
                     );
-                    shared.connected.store(false, Ordering::Release);
+                    shared.telemetry.set_connected(false);
                     shutdown.cancelled().await;
                     return Ok(ChannelExit::Stopped);
                 }
@@ -123,7 +126,8 @@ async fn wait_after(
     shutdown: &CancellationToken,
     method: &'static str,
 ) -> Result<bool, ChannelError> {
-    shared.connected.store(false, Ordering::Release);
+    shared.telemetry.set_connected(false);
+    shared.telemetry.error(Stage::Receiving);
     if matches!(error, TelegramError::Unauthorized) {
         tracing::error!(%error, method, "Telegram refused the bot token; the channel stops.");
         return Err(ChannelError::Rejected {
@@ -156,6 +160,7 @@ async fn settle(
         Ok(update) => update,
         Err(error) => {
             // serde's message names the field and type, never the text of the update.
+            shared.telemetry.error(Stage::Processing);
             tracing::warn!(update_id, error = ?error.classify(), "Skipped a Telegram update that could not be read.");
             return Settled::Done;
         }

@@ -21,14 +21,15 @@
 //! The request body is bounded by axum's default limit (2 MB); updates are far smaller.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use im_bridge_channel::{AdmitError, AllowedUsers, ChannelError, ChannelExit, InboundSink, Secret};
+use im_bridge_channel::{
+    AdmitError, AllowedUsers, ChannelError, ChannelExit, InboundSink, Secret, Stage, Telemetry,
+};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -47,6 +48,7 @@ struct HookState {
     secret: Secret,
     bot_username: Option<String>,
     allowed_users: AllowedUsers,
+    telemetry: Telemetry,
 }
 
 /// Serves the webhook until `shutdown`. `listener` is a socket bound in advance (tests,
@@ -76,6 +78,7 @@ pub(crate) async fn run(
         secret: hook.secret_token.clone(),
         bot_username: shared.bot_username(),
         allowed_users: shared.allowed_users.clone(),
+        telemetry: shared.telemetry.clone(),
     });
     let app = Router::new()
         .route(&hook.path, post(receive))
@@ -93,10 +96,13 @@ pub(crate) async fn run(
     loop {
         tokio::select! {
             result = &mut server => {
-                shared.connected.store(false, Ordering::Release);
+                shared.telemetry.set_connected(false);
                 return match result {
                     Ok(()) => Ok(ChannelExit::Stopped),
-                    Err(error) => Err(ChannelError::Io(error)),
+                    Err(error) => {
+                        shared.telemetry.error(Stage::Receiving);
+                        Err(ChannelError::Io(error))
+                    }
                 };
             }
             result = &mut register, if !registered => {
@@ -121,16 +127,18 @@ async fn register(
             .await
         {
             Ok(()) => {
-                shared.connected.store(true, Ordering::Release);
+                shared.telemetry.set_connected(true);
                 tracing::info!("Registered the Telegram webhook.");
                 return Ok(());
             }
             Err(TelegramError::Unauthorized) => {
+                shared.telemetry.error(Stage::Receiving);
                 let error = TelegramError::Unauthorized;
                 tracing::error!(%error, "Telegram refused the bot token; the channel stops.");
                 return Err(error.into());
             }
             Err(error) => {
+                shared.telemetry.error(Stage::Receiving);
                 let wait = match &error {
                     TelegramError::RetryAfter(wait) => *wait,
                     _ => backoff.next_delay(),
@@ -154,12 +162,15 @@ async fn receive(
         .get(SECRET_HEADER)
         .is_some_and(|given| constant_time_eq(given.as_bytes(), state.secret.expose().as_bytes()));
     if !authorized {
+        state.telemetry.error(Stage::Receiving);
         tracing::warn!("Refused a webhook request without the right secret token.");
         return StatusCode::UNAUTHORIZED;
     }
+    state.telemetry.received(1);
     let update: Update = match serde_json::from_slice(&body) {
         Ok(update) => update,
         Err(error) => {
+            state.telemetry.error(Stage::Processing);
             tracing::warn!(error = ?error.classify(), "Skipped a Telegram update that could not be read.");
             return StatusCode::OK;
         }
