@@ -91,7 +91,14 @@ fn main() -> ExitCode {
     init_logging(cli.log_format, default_level);
     match cli.command {
         Command::CheckConfig { config } => check_config(&config),
-        command => match runtime().and_then(|rt| rt.block_on(serve(command))) {
+        command => match runtime().and_then(|rt| {
+            let result = rt.block_on(serve(command));
+            // The daemon has shut down in order by now. What may still run is a blocking
+            // read of the terminal (the console channel), which nothing can interrupt:
+            // dropping the runtime would wait for the user's next line.
+            rt.shutdown_timeout(RUNTIME_LINGER);
+            result
+        }) {
             Ok(code) => code,
             Err(error) => {
                 eprintln!("im-bridge: {error:#}");
@@ -100,6 +107,9 @@ fn main() -> ExitCode {
         },
     }
 }
+
+/// How long the runtime waits for blocking work after the daemon stopped.
+const RUNTIME_LINGER: Duration = Duration::from_millis(500);
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()

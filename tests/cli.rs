@@ -354,6 +354,57 @@ fn run_exports_the_adapter_telemetry_on_metrics() {
 }
 
 #[test]
+fn demo_exits_on_interrupt_while_its_input_stays_open() {
+    // stdin stays open and silent: the console is blocked reading it when SIGINT comes.
+    let mut child = bin()
+        .arg("demo")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    // Running (and handling signals) once it says so.
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("im-bridge is running.") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the demo starts");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = loop {
+        if let Some(exit) = child.try_wait().unwrap() {
+            break Some(exit);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(stdin);
+    let Some(exit) = exit else {
+        child.kill().unwrap();
+        panic!("demo did not exit after SIGINT while its input was open");
+    };
+    assert!(exit.success(), "{exit:?}");
+}
+
+#[test]
 fn run_refuses_an_invalid_file_with_status_2() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_config(&dir, "bad.yaml", "channels:\n  max_concurrency: -1\n");

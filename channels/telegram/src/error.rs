@@ -20,6 +20,9 @@ use crate::model::ResponseParameters;
 
 /// How long to wait on a 429 that carries no `retry_after`.
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// The longest `retry_after` believed: a larger one (a broken or hostile endpoint behind
+/// `api_url`) would park a transport for years; after this the call is simply tried again.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 /// A failed Bot API call or transport step.
 #[derive(Debug, thiserror::Error)]
@@ -117,8 +120,9 @@ impl TelegramError {
             429 => Self::RetryAfter(
                 parameters
                     .and_then(|p| p.retry_after)
-                    .map(Duration::from_secs)
-                    .unwrap_or(DEFAULT_RETRY_AFTER),
+                    .map_or(DEFAULT_RETRY_AFTER, |s| {
+                        Duration::from_secs(s).min(MAX_RETRY_AFTER)
+                    }),
             ),
             401 => Self::Unauthorized,
             409 => Self::Conflict {
@@ -199,6 +203,18 @@ mod tests {
         );
         let e = TelegramError::from_api("editMessageText", 429, "Too Many Requests".into(), None);
         assert!(matches!(e, TelegramError::RetryAfter(d) if d == DEFAULT_RETRY_AFTER));
+        // An absurd retry_after is capped, not trusted.
+        let absurd = ResponseParameters {
+            retry_after: Some(u64::MAX),
+            migrate_to_chat_id: None,
+        };
+        let e = TelegramError::from_api(
+            "sendMessage",
+            429,
+            "Too Many Requests".into(),
+            Some(&absurd),
+        );
+        assert!(matches!(e, TelegramError::RetryAfter(d) if d == MAX_RETRY_AFTER));
         let e = TelegramError::from_api(
             "editMessageText",
             400,

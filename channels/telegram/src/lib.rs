@@ -45,6 +45,7 @@ pub use config::{
     WebhookSettings, from_block,
 };
 pub use error::TelegramError;
+pub use inbound::webhook::MAX_UPDATE_BYTES;
 
 use api::Api;
 use inbound::{Backoff, InboundContext, Normalized};

@@ -14,6 +14,7 @@ use im_bridge_channel::{
 use im_bridge_fakes::telegram::{Call, Failure, FakeTelegram, Incoming, TOKEN, Trigger};
 use im_bridge_fakes::telemetry::TelemetryProbe;
 use im_bridge_telegram::{NAME, TelegramChannel, TelegramSettings, Transport, WebhookSettings};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -233,9 +234,8 @@ async fn a_refused_token_stops_the_channel() {
     assert!(error.to_string().contains("401"), "{error}");
 }
 
-#[tokio::test]
-async fn the_webhook_answers_by_admission_outcome() {
-    let fake = FakeTelegram::start().await.unwrap();
+/// Webhook settings on a socket bound in advance, with [`SECRET`].
+fn webhook(fake: &FakeTelegram) -> (TelegramSettings, std::net::TcpListener) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let listen = listener.local_addr().unwrap();
     let settings = TelegramSettings {
@@ -247,6 +247,54 @@ async fn the_webhook_answers_by_admission_outcome() {
         }),
         ..TelegramSettings::new(Secret::new(TOKEN)).with_api_url(fake.api_url())
     };
+    (settings, listener)
+}
+
+#[tokio::test]
+async fn the_webhook_checks_the_secret_before_reading_and_bounds_the_body() {
+    let fake = FakeTelegram::start().await.unwrap();
+    let (settings, listener) = webhook(&fake);
+    let addr = listener.local_addr().unwrap();
+    let channel = TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default())
+        .unwrap()
+        .with_webhook_listener(listener);
+    let (running, _queue) = Running::start(channel, 4);
+    fake.wait_for_call("setWebhook", DEADLINE, |c| {
+        c.method == "setWebhook" && c.ok()
+    })
+    .await
+    .unwrap();
+
+    // A stranger announces a large body and never sends it: the answer comes at once,
+    // without waiting for (or buffering) a byte of it.
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(
+            b"POST /hook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+              X-Telegram-Bot-Api-Secret-Token: wrong\r\nContent-Length: 1000000\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut head = [0u8; 12];
+    tokio::time::timeout(DEADLINE, stream.read_exact(&mut head))
+        .await
+        .expect("an answer without the body")
+        .unwrap();
+    assert_eq!(&head, b"HTTP/1.1 401");
+
+    // An authenticated body over the bound is refused, not buffered whole.
+    let big = serde_json::json!({
+        "update_id": 1,
+        "padding": "x".repeat(im_bridge_telegram::MAX_UPDATE_BYTES),
+    });
+    assert_eq!(fake.deliver_webhook(&big, Some(SECRET)).await, Ok(413));
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn the_webhook_answers_by_admission_outcome() {
+    let fake = FakeTelegram::start().await.unwrap();
+    let (settings, listener) = webhook(&fake);
     let only = AllowedUsers::from_entries(Some(vec![Some("1".into())]));
     let probe = TelemetryProbe::new();
     let channel = probe

@@ -32,6 +32,8 @@ use super::forward_channel;
 
 /// The longest a call waits for its chat's pause to end; a longer pause fails the call.
 pub const MAX_PAUSE_WAIT: Duration = Duration::from_secs(60);
+/// What a pause too long for the clock becomes (a year: longer than any process lives).
+const FAR_FUTURE: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// How many chats' pauses are remembered at once. Expired pauses are pruned on every
 /// insert; at the bound the pause ending soonest is forgotten (that chat's next call may
@@ -102,7 +104,11 @@ impl EditClock {
     }
 
     fn pause(&self, chat: &ChatId, wait: Duration) {
-        let until = Instant::now() + wait;
+        // A platform's retry-after is untrusted: one past the clock's range means "a very
+        // long time", never a panic.
+        let until = Instant::now()
+            .checked_add(wait)
+            .unwrap_or_else(|| Instant::now() + FAR_FUTURE);
         let mut state = self.lock();
         let now = Instant::now();
         let entry = state.paused.get(chat).copied();
@@ -380,6 +386,19 @@ mod tests {
         let err = throttle.send_text(target, "b").await.unwrap_err();
         assert!(matches!(err, ChannelError::RetryAfter(d) if d > MAX_PAUSE_WAIT));
         assert_eq!(rec.attempts(Op::Send), 1, "the platform is left alone");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_after_past_the_clock_range_pauses_without_panicking() {
+        let rec = Recorder::new(editable(100));
+        let throttle = rec.clone().throttle();
+        let msg = out("", true);
+        let target = SendTarget::from(&msg);
+        rec.fail(Op::Send, ChannelError::RetryAfter(Duration::MAX));
+        let _ = throttle.send_text(target, "a").await;
+        let err = throttle.send_text(target, "b").await.unwrap_err();
+        assert!(matches!(err, ChannelError::RetryAfter(d) if d > MAX_PAUSE_WAIT));
+        assert_eq!(rec.attempts(Op::Send), 1);
     }
 
     #[tokio::test(start_paused = true)]

@@ -2,8 +2,9 @@
 //!
 //! - The server binds `webhook.listen` and serves `POST <path of webhook.public_url>`.
 //! - Every request must carry `X-Telegram-Bot-Api-Secret-Token` equal to
-//!   `webhook.secret_token` (compared in constant time); anything else gets 401 and is
-//!   never parsed.
+//!   `webhook.secret_token` (compared in constant time) before its body is even read;
+//!   anything else gets 401 at once. Refusals are counted, and logged at most once a
+//!   minute with the number refused, so a scanner cannot flood the log.
 //! - `setWebhook` (url = `public_url`, the secret, `allowed_updates: [message]`) is called
 //!   once the server listens, retried with backoff until it succeeds; the channel reports
 //!   connected from then on. The webhook is left in place at shutdown so Telegram queues
@@ -18,19 +19,30 @@
 //! - 503 when admission is closed (shutting down): the update is not ours to drop, and
 //!   Telegram redelivers it after the restart.
 //!
-//! The request body is bounded by axum's default limit (2 MB); updates are far smaller.
+//! - 503 when [`MAX_IN_FLIGHT`] requests are already being handled (Telegram retries);
+//! - 413 for a body over [`MAX_UPDATE_BYTES`], 408 for one that takes longer than
+//!   [`BODY_TIMEOUT`] to arrive.
+//!
+//! The server does not time out slow request *headers*; Telegram only calls HTTPS on
+//! ports 443, 80, 88 or 8443, so the TLS proxy in front (README, Telegram setup) is where
+//! connection limits and header timeouts belong.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, ChannelError, ChannelExit, InboundSink, Secret, Stage, Telemetry,
 };
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::{Backoff, InboundContext, Normalized, normalize};
@@ -42,6 +54,16 @@ use crate::model::Update;
 /// The header Telegram echoes the secret token in.
 pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
 
+/// The largest update body read; real updates are a few KiB.
+pub const MAX_UPDATE_BYTES: usize = 1024 * 1024;
+/// Authenticated requests handled at once; more get 503 and Telegram retries them
+/// (Telegram itself opens at most 40 connections by default).
+pub const MAX_IN_FLIGHT: usize = 100;
+/// How long an authenticated body may take to arrive.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// At most one log line per this interval about refused requests.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(60);
+
 /// What each request handler needs.
 struct HookState {
     sink: InboundSink,
@@ -49,6 +71,38 @@ struct HookState {
     bot_username: Option<String>,
     allowed_users: AllowedUsers,
     telemetry: Telemetry,
+    /// [`MAX_IN_FLIGHT`] permits.
+    in_flight: Arc<Semaphore>,
+    refusals: RefusalLog,
+}
+
+/// Counts requests refused for a wrong or missing secret and logs them at most once per
+/// [`REFUSAL_LOG_INTERVAL`].
+#[derive(Default)]
+struct RefusalLog {
+    unlogged: AtomicU64,
+    last: Mutex<Option<Instant>>,
+}
+
+impl RefusalLog {
+    fn refused(&self) {
+        self.unlogged.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let mut last = match self.last.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if last.is_some_and(|at| now.duration_since(at) < REFUSAL_LOG_INTERVAL) {
+            return;
+        }
+        *last = Some(now);
+        drop(last);
+        let refused = self.unlogged.swap(0, Ordering::Relaxed);
+        tracing::warn!(
+            refused,
+            "Refused webhook requests without the right secret token."
+        );
+    }
 }
 
 /// Serves the webhook until `shutdown`. `listener` is a socket bound in advance (tests,
@@ -79,9 +133,12 @@ pub(crate) async fn run(
         bot_username: shared.bot_username(),
         allowed_users: shared.allowed_users.clone(),
         telemetry: shared.telemetry.clone(),
+        in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+        refusals: RefusalLog::default(),
     });
     let app = Router::new()
         .route(&hook.path, post(receive))
+        .route_layer(middleware::from_fn_with_state(state.clone(), admit_request))
         .with_state(state);
     let server = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.clone().cancelled_owned())
@@ -153,19 +210,50 @@ async fn register(
     }
 }
 
-async fn receive(
+/// Runs before the body is read: the secret, then a slot among [`MAX_IN_FLIGHT`].
+async fn admit_request(
     State(state): State<Arc<HookState>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> StatusCode {
-    let authorized = headers
+    request: Request,
+    next: Next,
+) -> Response {
+    let authorized = request
+        .headers()
         .get(SECRET_HEADER)
         .is_some_and(|given| constant_time_eq(given.as_bytes(), state.secret.expose().as_bytes()));
     if !authorized {
         state.telemetry.error(Stage::Receiving);
-        tracing::warn!("Refused a webhook request without the right secret token.");
-        return StatusCode::UNAUTHORIZED;
+        state.refusals.refused();
+        return StatusCode::UNAUTHORIZED.into_response();
     }
+    let Ok(_slot) = state.in_flight.clone().try_acquire_owned() else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    next.run(request).await
+}
+
+async fn receive(State(state): State<Arc<HookState>>, body: Body) -> StatusCode {
+    let body = match tokio::time::timeout(
+        BODY_TIMEOUT,
+        axum::body::to_bytes(body, MAX_UPDATE_BYTES),
+    )
+    .await
+    {
+        Ok(Ok(body)) => body,
+        Ok(Err(_)) => {
+            // Over the limit, or the connection broke mid-body.
+            state.telemetry.error(Stage::Receiving);
+            tracing::warn!(
+                limit = MAX_UPDATE_BYTES,
+                "Refused a webhook body that was too large or broken."
+            );
+            return StatusCode::PAYLOAD_TOO_LARGE;
+        }
+        Err(_) => {
+            state.telemetry.error(Stage::Receiving);
+            tracing::warn!("Refused a webhook body that arrived too slowly.");
+            return StatusCode::REQUEST_TIMEOUT;
+        }
+    };
     state.telemetry.received(1);
     let update: Update = match serde_json::from_slice(&body) {
         Ok(update) => update,
