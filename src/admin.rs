@@ -31,7 +31,7 @@ pub mod names {
     /// Counter: inbound messages admitted, by `channel`.
     pub const INBOUND: &str = "im_bridge_inbound_messages_total";
     /// Counter: inbound messages refused at admission, by `channel` and `reason`.
-    pub const INBOUND_REFUSED: &str = "im_bridge_inbound_refused_total";
+    pub const INBOUND_REFUSED: &str = im_bridge_channel::REFUSED_METRIC;
     /// Gauge: messages waiting in the inbound queue.
     pub const QUEUE_DEPTH: &str = "im_bridge_inbound_queue_depth";
     /// Counter: agent runs, by `outcome`.

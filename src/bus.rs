@@ -8,7 +8,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use im_bridge_channel::{Capabilities, Channel, Delivery, OutboundMessage};
+use bytes::Bytes;
+use im_bridge_channel::{
+    Capabilities, Channel, ChannelError, Delivery, InboundFile, OutboundMessage,
+};
 
 use crate::admin::names;
 
@@ -42,6 +45,20 @@ impl Outbound {
         self.deliveries
             .get_key_value(channel)
             .map_or("unknown", |(name, _)| name)
+    }
+
+    /// Reads an inbound attachment through the channel that received it, refusing more
+    /// than `max_bytes`.
+    pub async fn fetch_file(
+        &self,
+        channel: &str,
+        file: &InboundFile,
+        max_bytes: u64,
+    ) -> Result<Bytes, ChannelError> {
+        match self.deliveries.get(channel) {
+            Some(delivery) => delivery.channel().fetch_file(file, max_bytes).await,
+            None => Err(ChannelError::Stopped),
+        }
     }
 
     /// What the named channel can show, if it is running.

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use im_bridge_channel::{Channel, ChannelExit, InboundMessage, inbound_queue};
 use tokio::sync::mpsc;
@@ -146,9 +147,15 @@ pub async fn run(
             config.manager.notification_locale.clone(),
         );
         tasks.spawn(async move {
-            while let Some(refused) = refusals.recv().await {
-                tell_too_busy(&replier, &refused).await;
-            }
+            // A few at once: one slow chat (a platform's flood wait) must not hold back
+            // the notices of every other sender.
+            let refused = futures_util::stream::poll_fn(|cx| refusals.poll_recv(cx));
+            refused
+                .for_each_concurrent(BUSY_NOTICES_AT_ONCE, |refused| {
+                    let replier = &replier;
+                    async move { tell_too_busy(replier, &refused).await }
+                })
+                .await;
         });
     }
 
@@ -221,6 +228,9 @@ pub async fn run(
     }
     outcome
 }
+
+/// "Too busy" notices delivered concurrently.
+const BUSY_NOTICES_AT_ONCE: usize = 8;
 
 /// How long the drain may take after the input ended: in practice, until done.
 const UNBOUNDED_GRACE: Duration = Duration::from_secs(30 * 24 * 3600);

@@ -11,6 +11,7 @@
 //! - `runs`: run bodies, `/runs/stream` as a [`RunStream`], `/runs/wait`, `/runs`;
 //! - `goal`: goal routes, `goal/from-chat`, compaction, goal views of state values;
 //! - `info`: models, memory, skills, owner language;
+//! - `uploads`: files for a thread's uploads directory;
 //! - [`event`]: decoding SSE frames into [`RunEvent`]s;
 //! - `message`: the typed [`Message`] and [`Snapshot`] read from `messages` and `values`;
 //! - [`sse`]: the incremental SSE parser (public for the `sse_parse` bench);
@@ -24,6 +25,7 @@ mod info;
 mod message;
 mod runs;
 pub mod sse;
+mod uploads;
 
 pub use client::{GatewayClient, GatewayConfig, Owner, ThreadInfo};
 pub use error::{GatewayError, TransportKind};
@@ -35,6 +37,7 @@ pub use goal::{
 pub use info::SkillInfo;
 pub use message::{ChunkMetadata, Message, Snapshot};
 pub use runs::{HumanMessage, RunMode, RunRequest, RunStream};
+pub use uploads::{UPLOAD_TIMEOUT, UploadFile, UploadedFile};
 
 #[cfg(test)]
 mod tests;

@@ -22,6 +22,7 @@ mod bindings;
 mod commands;
 mod compact;
 mod dedupe;
+mod files;
 mod goal;
 mod lang;
 mod order;

@@ -274,6 +274,66 @@ async fn a_redelivered_update_runs_once() {
 }
 
 #[tokio::test]
+async fn a_document_reaches_the_thread_uploads_and_the_run() {
+    let tg = Tg::start().await;
+    tg.ready().await;
+    tg.sim
+        .script_next_run(Script::with_answer("Read it.").chunks(1));
+    let csv = b"region,total\nnorth,12\n".to_vec();
+    let with_file = tg.fake.with_document(
+        Incoming::private(USER, "sum the totals").as_caption(),
+        "q3/../totals.csv",
+        "text/csv",
+        csv.clone(),
+    );
+    let photo = tg.fake.with_photo(
+        Incoming::private(USER, ""),
+        b"\xff\xd8jpeg".to_vec(),
+        64,
+        48,
+    );
+    tg.fake.inject(with_file);
+    tg.wait_text("the answer", "Read it.").await;
+    let thread = tg.sim.thread_ids().pop().unwrap();
+    assert_eq!(
+        tg.sim.uploads(&thread),
+        [("totals.csv".to_owned(), csv.len() as u64)]
+    );
+    let run = tg
+        .sim
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/runs/stream"))
+        .unwrap();
+    assert_eq!(
+        run.json().unwrap()["input"]["messages"][0],
+        serde_json::json!({
+            "role": "human",
+            "content": "sum the totals",
+            "additional_kwargs": {"files": [{
+                "filename": "totals.csv", "size": csv.len(),
+                "path": "/mnt/user-data/uploads/totals.csv", "is_image": false,
+            }]},
+        })
+    );
+    // A photo with no caption still runs: the agent gets the picture.
+    tg.sim
+        .script_next_run(Script::with_answer("Nice picture.").chunks(1));
+    let sent = tg.fake.inject(photo);
+    tg.wait_text("the second answer", "Nice picture.").await;
+    let name = format!("telegram-photo-{}.jpg", sent.message_id);
+    assert!(
+        tg.sim
+            .uploads(&thread)
+            .iter()
+            .any(|(n, size)| *n == name && *size == 6),
+        "{:?}",
+        tg.sim.uploads(&thread)
+    );
+    tg.stop().await;
+}
+
+#[tokio::test]
 async fn commands_for_this_bot_are_rewritten_and_others_are_chat() {
     const OTHER_GROUP: i64 = -1_009_876_543_210;
     const CLEARED: &str = "The goal is cleared.";

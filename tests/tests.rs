@@ -5,6 +5,7 @@
 //! - `goal`: the `/goal` family (issue 5);
 //! - `lang`: localization and `/lang` (issue 6);
 //! - `compact`: `/compact` in chat (issue 8);
+//! - `files`: inbound attachments uploaded to the thread and referenced in the run;
 //! - `cli`: the binary: check-config, run, demo (issue 2);
 //! - `gateway`: the Gateway client against the simulator, route by route (issue 3);
 //! - `source_rules`: file docs, bounded channels, no platform in the manager, no
@@ -17,6 +18,7 @@
 
 mod cli;
 mod compact;
+mod files;
 mod gateway;
 mod goal;
 mod lang;

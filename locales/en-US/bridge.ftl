@@ -15,6 +15,9 @@ run-files-created =
         [one] Created a file: 📎 { $names }
        *[other] Created { $count } files: 📎 { $names }
     }
+# Appended to the user's message for the agent when an attachment did not come through.
+run-attachment-unavailable = [The attachment “{ $name }” could not be read, so it is not included.]
+run-attachment-too-large = [The attachment “{ $name }” is too large to pass on, so it is not included.]
 
 ## Failures
 

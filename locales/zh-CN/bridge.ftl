@@ -11,6 +11,8 @@ run-failed = 处理这个请求时出了问题，请再试一次。
 run-queued = 这个对话里还有一个请求在进行，它一结束我就开始处理你的消息。
 run-thinking = 正在处理…
 run-files-created = 已创建 { $count } 个文件：📎 { $names }
+run-attachment-unavailable = [附件“{ $name }”无法读取，未包含在内。]
+run-attachment-too-large = [附件“{ $name }”太大，无法转交，未包含在内。]
 
 ## 故障
 

@@ -27,6 +27,12 @@ ids! {
     RUN_THINKING = "run-thinking";
     /// Files the agent created. `$count`, `$names`
     RUN_FILES_CREATED = "run-files-created";
+    /// Appended to the text the agent reads: an attachment could not be read or stored.
+    /// `$name`
+    RUN_ATTACHMENT_UNAVAILABLE = "run-attachment-unavailable";
+    /// Appended to the text the agent reads: an attachment was over the size limit.
+    /// `$name`
+    RUN_ATTACHMENT_TOO_LARGE = "run-attachment-too-large";
 
     /// Something failed inside the bridge.
     ERR_INTERNAL = "err-internal";

@@ -10,6 +10,7 @@
 use im_bridge_channel::{InboundMessage, ThreadId};
 use tokio::time::Instant;
 
+use super::files;
 use super::params::{self, Layers, TurnFlags};
 use super::stream::{Accumulator, Throttle};
 use super::turn::Turn;
@@ -75,7 +76,14 @@ pub async fn chat_turn(
         global: &inner.config.session,
         channel: inner.config.channel_sessions.get(&msg.channel_name),
     };
-    let request = match params::build_request(
+    // Attachments go to the thread's uploads first; the text names any that did not.
+    let ingested = if msg.files.is_empty() {
+        None
+    } else {
+        Some(files::ingest(inner, msg, owner.as_ref(), &thread, text).await)
+    };
+    let text = ingested.as_ref().map_or(text, |i| i.text.as_str());
+    let mut request = match params::build_request(
         msg,
         text,
         &thread,
@@ -93,6 +101,7 @@ pub async fn chat_turn(
             return (Disposition::Keep, RunStart::Failed);
         }
     };
+    request.message.additional_kwargs = ingested.and_then(|i| i.kwargs);
     let streaming = inner
         .replier
         .outbound()

@@ -122,6 +122,15 @@ impl Simulator {
         ))
     }
 
+    /// The files uploaded to the thread, by name and size, oldest first.
+    pub fn uploads(&self, thread_id: &str) -> Vec<(String, u64)> {
+        self.state()
+            .threads
+            .get(thread_id)
+            .map(|t| t.uploads.clone())
+            .unwrap_or_default()
+    }
+
     /// The thread's channel values, as `/state` would report them.
     pub fn thread_values(&self, thread_id: &str) -> Option<Value> {
         Some(self.state().threads.get(thread_id)?.values())

@@ -115,6 +115,8 @@ pub enum Route {
     GoalFromChat,
     /// `POST …/compact`.
     Compact,
+    /// `POST …/uploads`.
+    Uploads,
     /// `GET /api/models`.
     Models,
     /// `GET /api/memory`.

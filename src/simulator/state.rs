@@ -142,6 +142,9 @@ pub(crate) struct Thread {
     pub messages: History,
     pub title: Option<String>,
     pub artifacts: Vec<String>,
+    /// Uploaded files by name and size (the bytes are not kept), at most
+    /// [`MAX_UPLOADS_PER_THREAD`](super::threads::MAX_UPLOADS_PER_THREAD), oldest dropped.
+    pub uploads: Vec<(String, u64)>,
     pub goal: Option<GoalState>,
     /// Whether `goal` was ever written (then `values.goal` is present, possibly null).
     pub goal_touched: bool,
@@ -170,6 +173,7 @@ impl Thread {
             messages: History::default(),
             title: None,
             artifacts: Vec::new(),
+            uploads: Vec::new(),
             goal: None,
             goal_touched: false,
             goal_outcome: None,

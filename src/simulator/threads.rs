@@ -1,12 +1,13 @@
-//! Thread routes (`spec/gateway.md` §2) and manual compaction (§4.7).
+//! Thread routes (`spec/gateway.md` §2), manual compaction (§4.7) and uploads (§7).
 //!
 //! Creation is idempotent and accepts a caller-chosen id; threads belong to the owner header
 //! they were created with, and are invisible (404) to other owners. Compaction never changes
 //! the visible history: it only reports counts and moves the checkpoint, as the real route
-//! does for everything a client can observe.
+//! does for everything a client can observe. Uploads keep each file's name and size, not
+//! its bytes; an unsafe name is reported in `skipped_files`, as the Gateway does.
 
 use axum::body::Bytes;
-use axum::extract::{Extension, State};
+use axum::extract::{Extension, Multipart, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
@@ -22,6 +23,78 @@ const RESERVED_METADATA: [&str; 3] = ["owner_id", "user_id", "project_id"];
 
 /// Messages a successful compaction preserves unless the request's `keep` says otherwise.
 const DEFAULT_KEEP_MESSAGES: usize = 2;
+
+/// Uploads remembered per thread; the oldest is forgotten past this.
+pub(crate) const MAX_UPLOADS_PER_THREAD: usize = 256;
+
+/// `POST /api/threads/{id}/uploads` (§7): multipart field `files`, one part per file.
+pub(crate) async fn upload(call: ThreadCall, mut form: Multipart) -> Result<Response, Response> {
+    call.found()?;
+    call.fault(Route::Uploads).await?;
+    let invalid = || wire::detail(StatusCode::BAD_REQUEST, "Invalid multipart body");
+    let (mut files, mut skipped) = (Vec::new(), Vec::new());
+    while let Some(field) = form.next_field().await.map_err(|_| invalid())? {
+        if field.name() != Some("files") {
+            continue;
+        }
+        let name = field.file_name().unwrap_or_default().to_owned();
+        let size = field.bytes().await.map_err(|_| invalid())?.len() as u64;
+        if safe_upload_name(&name) {
+            files.push((name, size));
+        } else {
+            skipped.push(name);
+        }
+    }
+    if files.is_empty() && skipped.is_empty() {
+        return Err(wire::detail(StatusCode::BAD_REQUEST, "No files provided"));
+    }
+    let thread_id = call.thread_id.clone();
+    {
+        let mut state = call.sim.state();
+        let thread = state
+            .threads
+            .get_mut(&thread_id)
+            .ok_or_else(|| call.not_found())?;
+        for (name, size) in &files {
+            thread.uploads.retain(|(n, _)| n != name);
+            if thread.uploads.len() == MAX_UPLOADS_PER_THREAD {
+                thread.uploads.remove(0);
+            }
+            thread.uploads.push((name.clone(), *size));
+        }
+    }
+    call.sim.bump();
+    let described: Vec<Value> = files
+        .iter()
+        .map(|(name, size)| {
+            json!({
+                "filename": name,
+                "size": size,
+                "path": format!("/srv/deer-flow/threads/{thread_id}/user-data/uploads/{name}"),
+                "virtual_path": format!("/mnt/user-data/uploads/{name}"),
+                "artifact_url": format!("/api/threads/{thread_id}/artifacts/mnt/user-data/uploads/{name}"),
+            })
+        })
+        .collect();
+    Ok(wire::json_response(
+        StatusCode::OK,
+        json!({
+            "success": true,
+            "files": described,
+            "message": format!("Successfully uploaded {} file(s)", files.len()),
+            "skipped_files": skipped,
+        }),
+    ))
+}
+
+/// A plain file name: no path, no parent reference, no control characters.
+fn safe_upload_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '\\'])
+        && !name.chars().any(char::is_control)
+}
 
 fn not_an_object(loc: Value, input: &Value) -> Response {
     wire::validation(vec![wire::validation_entry(

@@ -1,10 +1,13 @@
 //! The `Channel` trait: what an adapter implements.
 //!
-//! An adapter owns its transport (polling, WebSocket, webhook) and a handful of primitive
-//! send operations. It does not throttle, split or retry: the [`Delivery`](crate::Delivery)
-//! engine composes those over the primitives, driven by [`Capabilities`].
+//! An adapter owns its transport (polling, WebSocket, webhook), a handful of primitive
+//! send operations, and the one read the daemon asks of it: an inbound attachment's bytes
+//! ([`Channel::fetch_file`]). It does not throttle, split or retry: the
+//! [`Delivery`](crate::Delivery) engine composes those over the primitives, driven by
+//! [`Capabilities`].
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -12,7 +15,7 @@ use crate::capabilities::Capabilities;
 use crate::error::ChannelError;
 use crate::ids::{ChatId, MessageId};
 use crate::inbound::InboundSink;
-use crate::message::{ChatKind, OutboundMessage, ResolvedAttachment};
+use crate::message::{ChatKind, InboundFile, OutboundMessage, ResolvedAttachment};
 
 /// Where a primitive send goes: the conversation, the message to reply under, and the
 /// routing hints the adapter left in the inbound metadata.
@@ -126,5 +129,78 @@ pub trait Channel: Send + Sync + 'static {
     ) -> Result<(), ChannelError> {
         let _ = (target, file);
         Err(ChannelError::Unsupported("files"))
+    }
+
+    /// Reads an inbound attachment's bytes (spec manager §7.3), refusing more than
+    /// `max_bytes`. Defaults to inline bytes only; adapters whose files arrive as
+    /// handles or staged paths override it.
+    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> Result<Bytes, ChannelError> {
+        file.inline_bytes(max_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{FileKind, FileSource};
+
+    /// A channel that overrides nothing it need not.
+    struct Bare;
+
+    #[async_trait]
+    impl Channel for Bare {
+        fn name(&self) -> &'static str {
+            "bare"
+        }
+
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::final_only(100)
+        }
+
+        async fn run(
+            &self,
+            _: InboundSink,
+            _: CancellationToken,
+        ) -> Result<ChannelExit, ChannelError> {
+            Ok(ChannelExit::Stopped)
+        }
+
+        async fn send_text(&self, _: SendTarget<'_>, _: &str) -> Result<SentMessage, ChannelError> {
+            Err(ChannelError::Stopped)
+        }
+    }
+
+    fn file(source: FileSource) -> InboundFile {
+        InboundFile {
+            kind: FileKind::File,
+            filename: Some("secret-plans.txt".into()),
+            mime_type: None,
+            size: None,
+            source,
+        }
+    }
+
+    #[tokio::test]
+    async fn by_default_only_inline_bytes_within_the_bound_are_fetched() {
+        let inline = file(FileSource::Inline {
+            bytes: Bytes::from_static(b"hello"),
+        });
+        assert_eq!(Bare.fetch_file(&inline, 5).await.unwrap(), "hello");
+        assert_eq!(Bare.fetch_file(&inline, u64::MAX).await.unwrap(), "hello");
+        let e = Bare.fetch_file(&inline, 4).await.unwrap_err();
+        let ChannelError::Rejected { reason } = &e else {
+            panic!("{e:?}");
+        };
+        // Log-safe: the bound, never the name.
+        assert_eq!(reason, "the file is larger than 4 bytes");
+        for source in [
+            FileSource::Handle { id: "h1".into() },
+            FileSource::Path {
+                path: "/tmp/staged".into(),
+            },
+        ] {
+            let e = Bare.fetch_file(&file(source), u64::MAX).await.unwrap_err();
+            assert!(matches!(e, ChannelError::Unsupported(_)), "{e:?}");
+        }
     }
 }

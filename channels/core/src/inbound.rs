@@ -32,6 +32,11 @@ pub enum AdmitError {
 /// Refused messages waiting for their "too busy" reply.
 pub const REFUSALS_CAPACITY: usize = 64;
 
+/// Counter of messages refused at admission, by `channel` and `reason`: `queue_full`
+/// (counted by the daemon as it tells the sender) or `notice_dropped` (the side channel
+/// was full too, so the sender was not told; counted here).
+pub const REFUSED_METRIC: &str = "im_bridge_inbound_refused_total";
+
 #[derive(Debug)]
 struct Shared {
     closed: AtomicBool,
@@ -131,10 +136,18 @@ impl InboundSink {
     pub fn refuse(&self, msg: InboundMessage) -> bool {
         match self.refusals.try_send(msg) {
             Ok(()) => true,
-            Err(_) => {
+            Err(error) => {
+                let msg = error.into_inner();
                 tracing::warn!(
+                    channel = %msg.channel_name,
                     "Too many refused messages waiting for a reply; dropping one refusal notice."
                 );
+                metrics::counter!(
+                    REFUSED_METRIC,
+                    "channel" => msg.channel_name,
+                    "reason" => "notice_dropped"
+                )
+                .increment(1);
                 false
             }
         }
@@ -290,6 +303,33 @@ mod tests {
         assert_eq!(refusals.recv().await.unwrap().text, "refused");
         assert_eq!(queue.recv().await.unwrap().text, "admitted");
         assert!(queue.take_refusals().is_none());
+    }
+
+    #[test]
+    fn a_notice_past_the_side_channel_bound_is_dropped_and_counted() {
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let snapshot = recorder.snapshotter();
+        let (sink, _queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
+        metrics::with_local_recorder(&recorder, || {
+            for _ in 0..REFUSALS_CAPACITY {
+                assert!(sink.refuse(msg("waiting")));
+            }
+            assert!(!sink.refuse(msg("dropped")));
+        });
+        let dropped: Vec<_> = snapshot
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| {
+                key.key().name() == REFUSED_METRIC
+                    && key
+                        .key()
+                        .labels()
+                        .any(|l| l.key() == "reason" && l.value() == "notice_dropped")
+            })
+            .map(|(.., value)| value)
+            .collect();
+        assert_eq!(dropped, [metrics_util::debugging::DebugValue::Counter(1)]);
     }
 
     #[tokio::test]

@@ -29,12 +29,13 @@ pub use delivery::{
 pub use error::{ChannelError, RetryAfterHint};
 pub use ids::{ChatId, MessageId, ThreadId, UserId};
 pub use inbound::{
-    AdmitError, InboundQueue, InboundSink, REFUSALS_CAPACITY, Reservation, inbound_queue,
+    AdmitError, InboundQueue, InboundSink, REFUSALS_CAPACITY, REFUSED_METRIC, Reservation,
+    inbound_queue,
 };
 pub use menu::{CommandMenu, MenuEntry};
 pub use message::{
     ChatKind, FileKind, FileSource, InboundFile, InboundMessage, MsgType, OutboundMessage,
-    ResolvedAttachment,
+    ResolvedAttachment, safe_file_name,
 };
 pub use secret::Secret;
 pub use telemetry::{Stage, Telemetry};

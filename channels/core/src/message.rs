@@ -11,6 +11,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::error::ChannelError;
 use crate::ids::{ChatId, MessageId, ThreadId, UserId};
 
 /// Whether the adapter classified the text as a known slash command.
@@ -88,6 +89,43 @@ pub struct InboundFile {
     pub size: Option<u64>,
     /// Where the bytes are.
     pub source: FileSource,
+}
+
+/// A file name safe to store under: the base name only (no directories), without control
+/// characters or leading dots, cut to `max_bytes` on a character boundary; `None` when
+/// nothing usable is left. Adapters name attachments with it, and the manager applies it
+/// again before uploading.
+pub fn safe_file_name(name: &str, max_bytes: usize) -> Option<String> {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    let mut clean = String::new();
+    for c in base.chars().filter(|c| !c.is_control()) {
+        if clean.len() + c.len_utf8() > max_bytes {
+            break;
+        }
+        clean.push(c);
+    }
+    let clean = clean.trim().trim_start_matches('.').trim();
+    (!clean.is_empty()).then(|| clean.to_owned())
+}
+
+impl InboundFile {
+    /// The bytes the adapter already read ([`FileSource::Inline`]), if there are at most
+    /// `max_bytes` of them: what [`Channel::fetch_file`](crate::Channel::fetch_file) does
+    /// by default, and what an adapter overriding it for its handles falls back to.
+    ///
+    /// A larger file is [`ChannelError::Rejected`] with a reason that names the bound only
+    /// (never the file's name); a handle or a staged path is [`ChannelError::Unsupported`].
+    pub fn inline_bytes(&self, max_bytes: u64) -> Result<Bytes, ChannelError> {
+        match &self.source {
+            FileSource::Inline { bytes } if bytes.len() as u64 <= max_bytes => Ok(bytes.clone()),
+            FileSource::Inline { .. } => Err(ChannelError::Rejected {
+                reason: format!("the file is larger than {max_bytes} bytes"),
+            }),
+            FileSource::Handle { .. } | FileSource::Path { .. } => {
+                Err(ChannelError::Unsupported("fetching this kind of file"))
+            }
+        }
+    }
 }
 
 /// A message from a platform, normalized by its adapter (spec manager §2.1).

@@ -1,17 +1,20 @@
 //! A thin Bot API client: one function per method the adapter calls.
 //!
 //! Every call is `POST {api_url}/bot<token>/<method>` with a JSON body (multipart for
-//! uploads), answered by the [`ApiResponse`] envelope. This is the only place the token
-//! is put on the wire, and the URL carrying it never leaves this file: transport errors
-//! are stored without their URL, redirects are not followed (they would carry the token
+//! uploads), answered by the [`ApiResponse`] envelope; a file `getFile` made ready is
+//! `GET {api_url}/file/bot<token>/<file_path>`. This is the only place the token is put
+//! on the wire, and the URLs carrying it never leave this file: transport errors are
+//! stored without their URL, redirects are not followed (they would carry the token
 //! elsewhere), and `Debug` shows the base URL only.
 //!
-//! Bounds: each call has a timeout ([`CALL_TIMEOUT`], [`UPLOAD_TIMEOUT`], or the long-poll
-//! timeout plus [`POLL_MARGIN`]); an answer larger than [`MAX_RESPONSE_BYTES`] is refused
-//! rather than buffered.
+//! Bounds: each call has a timeout ([`CALL_TIMEOUT`], [`UPLOAD_TIMEOUT`],
+//! [`DOWNLOAD_TIMEOUT`], or the long-poll timeout plus [`POLL_MARGIN`]); an answer larger
+//! than [`MAX_RESPONSE_BYTES`] is refused rather than buffered, and a download is read as
+//! it streams in and abandoned as soon as it passes its caller's bound.
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use im_bridge_channel::Secret;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -19,14 +22,18 @@ use serde_json::Value;
 
 use crate::error::TelegramError;
 use crate::model::{
-    ApiResponse, DeleteWebhook, EditMessageText, GetUpdates, Message, ReplyParameters, SendMessage,
-    SetMyCommands, SetWebhook, User,
+    ApiResponse, DeleteWebhook, EditMessageText, File, GetFile, GetUpdates, Message,
+    ReplyParameters, SendMessage, SetMyCommands, SetWebhook, User,
 };
 
 /// Timeout of an ordinary call.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Timeout of an upload (up to 50 MB).
 pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(300);
+/// Timeout of a file download (up to 20 MB).
+pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(300);
+/// How a download names itself in errors (it is not a Bot API method).
+const DOWNLOAD: &str = "file download";
 /// How much longer than its long-poll timeout a `getUpdates` may take before we give up
 /// on the connection.
 pub const POLL_MARGIN: Duration = Duration::from_secs(15);
@@ -199,6 +206,59 @@ impl Api {
         Ok(())
     }
 
+    /// `getFile`: makes a file ready to download and says where it is.
+    pub async fn get_file(&self, file_id: &str) -> Result<File, TelegramError> {
+        let params = GetFile {
+            file_id: file_id.to_owned(),
+        };
+        self.call("getFile", &params, CALL_TIMEOUT).await
+    }
+
+    /// `GET {api_url}/file/bot<token>/<file_path>`: the bytes of a file `getFile` made
+    /// ready, refused with [`TelegramError::FileTooLarge`] once there are more than
+    /// `max_bytes` of them: by its `Content-Length` before any byte is read, otherwise as
+    /// soon as the bytes read pass the bound (never more than the bound plus one chunk is
+    /// held).
+    pub async fn download(&self, file_path: &str, max_bytes: u64) -> Result<Bytes, TelegramError> {
+        if !is_plain_file_path(file_path) {
+            return Err(TelegramError::NoFilePath);
+        }
+        let too_large = || TelegramError::FileTooLarge { limit: max_bytes };
+        let url = format!("{}/file/bot{}/{file_path}", self.base, self.token.expose());
+        let mut response = self
+            .http
+            .get(url)
+            .timeout(DOWNLOAD_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| TelegramError::transport(DOWNLOAD, e))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(TelegramError::Api {
+                method: DOWNLOAD,
+                code: i64::from(status.as_u16()),
+                description: format!("HTTP status {status}"),
+            });
+        }
+        let declared = response.content_length();
+        if declared.is_some_and(|n| n > max_bytes) {
+            return Err(too_large());
+        }
+        let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(0));
+        let mut body = Vec::with_capacity(capacity);
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| TelegramError::transport(DOWNLOAD, e))?
+        {
+            if (body.len() + chunk.len()) as u64 > max_bytes {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Bytes::from(body))
+    }
+
     /// `sendPhoto` / `sendDocument` as multipart.
     pub async fn send_file(&self, upload: Upload) -> Result<Message, TelegramError> {
         let method = upload.kind.method();
@@ -246,6 +306,20 @@ fn looks_like_mime(text: &str) -> bool {
     };
     text.split_once('/')
         .is_some_and(|(kind, sub)| token(kind) && token(sub))
+}
+
+/// A relative path of plain segments (`documents/file_12.pdf`): nothing that could move
+/// the download out of `/file/bot<token>/` (`..`, a leading `/`, a backslash) or into a
+/// query or fragment.
+fn is_plain_file_path(path: &str) -> bool {
+    !path.is_empty()
+        && !path.starts_with('/')
+        && !path
+            .chars()
+            .any(|c| c.is_control() || matches!(c, '?' | '#' | '\\' | '%'))
+        && path
+            .split('/')
+            .all(|segment| !segment.is_empty() && segment != "." && segment != "..")
 }
 
 fn allowed_updates() -> Vec<String> {
@@ -316,6 +390,45 @@ mod tests {
     use super::*;
 
     const TOKEN: &str = "4242:SECRET-token-value_xyz";
+
+    #[test]
+    fn only_plain_relative_file_paths_are_downloaded() {
+        for good in ["documents/file_12.pdf", "photos/file_0.jpg", "file.bin"] {
+            assert!(is_plain_file_path(good), "{good}");
+        }
+        for bad in [
+            "",
+            "/etc/passwd",
+            "documents/../../bot1:x/getMe",
+            "documents//x",
+            "./x",
+            "a?b",
+            "a#b",
+            "a\\b",
+            "a%2e%2e/b",
+            "a\nb",
+        ] {
+            assert!(!is_plain_file_path(bad), "{bad:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn download_errors_never_carry_the_token() {
+        let api = Api::new("http://127.0.0.1:1", Secret::new(TOKEN)).unwrap();
+        let error = api.download("documents/file_1.bin", 10).await.unwrap_err();
+        assert!(
+            matches!(error, TelegramError::Transport { .. }),
+            "{error:?}"
+        );
+        let mut text = format!("{error} {error:?}");
+        let mut source = std::error::Error::source(&error);
+        while let Some(s) = source {
+            text.push_str(&format!(" {s} {s:?}"));
+            source = s.source();
+        }
+        assert!(!text.contains("SECRET-token"), "{text}");
+        assert!(!text.contains("4242:"), "{text}");
+    }
 
     #[tokio::test]
     async fn transport_errors_never_carry_the_token() {

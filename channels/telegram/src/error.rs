@@ -7,9 +7,10 @@
 //! which the edit primitive treats as success; "message to edit not found" and "message
 //! can't be edited" are [`TelegramError::NotEditable`].
 //!
-//! No variant ever holds the bot token: the request URL (`/bot<token>/…`) is stripped from
-//! every `reqwest::Error` before it is stored (`without_url`), and Telegram's descriptions
-//! name the problem, never the token or message text.
+//! No variant ever holds the bot token: the request URL (`/bot<token>/…` or a download's
+//! `/file/bot<token>/…`) is stripped from every `reqwest::Error` before it is stored
+//! (`without_url`), and Telegram's descriptions name the problem, never the token or
+//! message text.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -85,6 +86,17 @@ pub enum TelegramError {
         /// Why.
         reason: String,
     },
+    /// An inbound file over the download bound, by its declared size or by the bytes
+    /// that arrived. Only the bound is named: never the file's name or its URL.
+    #[error("the file is larger than {limit} bytes")]
+    FileTooLarge {
+        /// The bound it exceeds.
+        limit: u64,
+    },
+    /// `getFile` gave no usable download path (Telegram omits it for files it will not
+    /// serve).
+    #[error("Telegram gave no usable download path for the file")]
+    NoFilePath,
     /// A chat or message id is not a Telegram integer id.
     #[error("{what} {value:?} is not a Telegram id")]
     BadId {

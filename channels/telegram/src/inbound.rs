@@ -6,8 +6,11 @@
 //! tested below. Its children do the I/O:
 //! - `polling` — `deleteWebhook`, then `getUpdates` long polls with offset
 //!   acknowledgement, backpressure and jittered reconnects;
-//! - `webhook` — an HTTP server Telegram posts updates to, guarded by the secret token.
+//! - `webhook` — an HTTP server Telegram posts updates to, guarded by the secret token;
+//! - `files` — an attachment's bytes, when the daemon asks for them: `getFile`, then the
+//!   download, bounded.
 
+pub(crate) mod files;
 pub(crate) mod polling;
 pub(crate) mod webhook;
 
@@ -15,6 +18,7 @@ use std::time::Duration;
 
 use im_bridge_channel::{
     AllowedUsers, ChatKind, FileKind, FileSource, InboundFile, InboundMessage, MessageId, commands,
+    safe_file_name,
 };
 use serde_json::Value;
 
@@ -176,7 +180,7 @@ fn attachments(message: &Message) -> Vec<InboundFile> {
             filename: Some(
                 doc.file_name
                     .as_deref()
-                    .and_then(sanitize_filename)
+                    .and_then(|n| safe_file_name(n, MAX_FILENAME_BYTES))
                     .unwrap_or_else(|| format!("telegram-document-{}.bin", message.message_id)),
             ),
             mime_type: Some(
@@ -202,21 +206,6 @@ fn largest_photo(sizes: &[PhotoSize]) -> Option<&PhotoSize> {
             p.file_size.unwrap_or(0),
         )
     })
-}
-
-/// The base name without control characters, cut to [`MAX_FILENAME_BYTES`] on a char
-/// boundary; `None` when nothing usable is left.
-fn sanitize_filename(name: &str) -> Option<String> {
-    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    let mut clean = String::new();
-    for c in base.chars().filter(|c| !c.is_control()) {
-        if clean.len() + c.len_utf8() > MAX_FILENAME_BYTES {
-            break;
-        }
-        clean.push(c);
-    }
-    let clean = clean.trim().trim_start_matches('.').to_owned();
-    (!clean.is_empty()).then_some(clean)
 }
 
 /// Reconnect delays: doubling from [`Backoff::MIN`] to [`Backoff::MAX`], each drawn

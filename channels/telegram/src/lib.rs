@@ -5,11 +5,12 @@
 //! - `model` — the Bot API payload types used, each round-tripped against a fixture;
 //! - `api` — a thin HTTP client, the only place the bot token is put on the wire;
 //! - `inbound` — update → [`InboundMessage`](im_bridge_channel::InboundMessage)
-//!   normalization (pure), plus the polling and webhook transports;
+//!   normalization (pure), plus the polling and webhook transports and the download of
+//!   inbound attachments;
 //! - `outbound` — the send/edit/upload primitives;
 //! - `error` — Bot API failures and their mapping onto [`ChannelError`].
 //!
-//! Client choice: a thin `reqwest` client over the nine Bot API methods used, rather than
+//! Client choice: a thin `reqwest` client over the ten Bot API methods used, rather than
 //! `teloxide-core` 0.13. teloxide-core was evaluated (rust-version 1.82, about 35 s of its
 //! own build plus ~25 extra crates on 2 cores) and would work, but it fights this project
 //! in small ways that add up: its `Bot` derives `Debug` with the token inside (any `{:?}`
@@ -33,10 +34,11 @@ use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use im_bridge_channel::{
-    AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, CommandMenu, InboundSink,
-    LengthUnit, MenuEntry, MessageId, ResolvedAttachment, SendTarget, SentMessage, Stage,
-    Telemetry, UpdateMode,
+    AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, CommandMenu, InboundFile,
+    InboundSink, LengthUnit, MenuEntry, MessageId, ResolvedAttachment, SendTarget, SentMessage,
+    Stage, Telemetry, UpdateMode,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -45,6 +47,7 @@ pub use config::{
     WebhookSettings, from_block,
 };
 pub use error::TelegramError;
+pub use inbound::files::MAX_DOWNLOAD_BYTES;
 pub use inbound::webhook::MAX_UPDATE_BYTES;
 
 use api::Api;
@@ -308,5 +311,17 @@ impl Channel for TelegramChannel {
     ) -> Result<(), ChannelError> {
         let result = outbound::send_file(&self.shared.api, target, file).await;
         self.shared.telemetry.sending(result)
+    }
+
+    /// Downloads a photo or document by its `file_id` (`getFile`, then the file path),
+    /// refusing more than `max_bytes` or [`MAX_DOWNLOAD_BYTES`], whichever is smaller. A
+    /// failure counts as a `processing` error: the message arrived, its attachment did not.
+    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> Result<Bytes, ChannelError> {
+        let result = inbound::files::fetch(&self.shared.api, file, max_bytes).await;
+        if let Err(error) = &result {
+            self.shared.telemetry.error(Stage::Processing);
+            tracing::debug!(%error, "Fetching a Telegram attachment failed.");
+        }
+        result
     }
 }

@@ -199,6 +199,29 @@ pub struct Update {
     pub channel_post: Option<Message>,
 }
 
+/// `getFile` parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GetFile {
+    /// The handle from a `PhotoSize` or `Document`.
+    pub file_id: String,
+}
+
+/// `File`: the answer to `getFile`, a file ready to download from
+/// `{api_url}/file/bot<token>/<file_path>` (for at least an hour).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct File {
+    /// Handle for `getFile`.
+    pub file_id: String,
+    /// Stable id across bots.
+    pub file_unique_id: String,
+    /// Size in bytes, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_size: Option<u64>,
+    /// Where to download it; absent when Telegram will not serve the file (too large).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_path: Option<String>,
+}
+
 /// `getUpdates` parameters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GetUpdates {
@@ -337,6 +360,10 @@ mod tests {
         assert_eq!(throttled.parameters.unwrap().retry_after, Some(7));
         let unchanged: ApiResponse<Value> = round_trip(fixture!("error_not_modified.json"));
         assert_eq!(unchanged.error_code, Some(400));
+        let file: ApiResponse<File> = round_trip(fixture!("response_get_file.json"));
+        let file = file.result.unwrap();
+        assert_eq!(file.file_size, Some(482_113));
+        assert_eq!(file.file_path.as_deref(), Some("documents/file_37.pdf"));
     }
 
     #[test]
@@ -350,6 +377,8 @@ mod tests {
         assert_eq!(menu.language_code.as_deref(), Some("zh"));
         let _: SetWebhook = round_trip(fixture!("request_set_webhook.json"));
         let _: DeleteWebhook = round_trip(fixture!("request_delete_webhook.json"));
+        let get_file: GetFile = round_trip(fixture!("request_get_file.json"));
+        assert_eq!(get_file.file_id, "BQACAgIAAxkBAAIBs2Z_doc");
     }
 
     #[test]

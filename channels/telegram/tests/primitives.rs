@@ -1,17 +1,21 @@
-//! The send primitives against the fake Bot API: request shapes and error mapping.
+//! The primitives against the fake Bot API: the sends' request shapes and error mapping,
+//! and the download of inbound attachments with its size bounds.
 
 // Helpers outside `#[test]` functions fail the test by panicking, like the tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use im_bridge_channel::{
-    AllowedUsers, Channel, ChannelError, ChatId, ChatKind, CommandMenu, MessageId,
-    ResolvedAttachment, Secret, SendTarget, Stage,
+    AllowedUsers, Channel, ChannelError, ChatId, ChatKind, CommandMenu, FileKind, FileSource,
+    InboundFile, MessageId, ResolvedAttachment, Secret, SendTarget, Stage,
 };
-use im_bridge_fakes::telegram::{Failure, FakeTelegram, TOKEN, Trigger};
+use im_bridge_fakes::telegram::{BOT_USERNAME, Failure, FakeTelegram, Incoming, TOKEN, Trigger};
 use im_bridge_fakes::telemetry::TelemetryProbe;
-use im_bridge_telegram::{NAME, TelegramChannel, TelegramSettings};
+use im_bridge_telegram::inbound::{InboundContext, Normalized, normalize};
+use im_bridge_telegram::model::Update;
+use im_bridge_telegram::{MAX_DOWNLOAD_BYTES, NAME, TelegramChannel, TelegramSettings};
 use serde_json::{Map, json};
 
 const CHAT: i64 = 4242;
@@ -218,4 +222,223 @@ async fn oversized_files_are_refused_before_upload() {
         .unwrap_err();
     assert!(matches!(e, ChannelError::Rejected { .. }), "{e:?}");
     assert!(fake.calls_to("sendDocument").is_empty());
+}
+
+/// The attachments the adapter makes of `incoming`, as the daemon receives them.
+fn attachments_of(fake: &FakeTelegram, incoming: Incoming) -> Vec<InboundFile> {
+    let update: Update = serde_json::from_value(fake.make_update(incoming).update).unwrap();
+    let ctx = InboundContext {
+        bot_username: Some(BOT_USERNAME),
+        allowed_users: &AllowedUsers::Anyone,
+    };
+    match normalize(&update, &ctx) {
+        Normalized::Message(msg) => msg.files,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A document handle as `normalize` makes it, with the size the update declared.
+fn handle(file_id: &str, size: Option<u64>) -> InboundFile {
+    InboundFile {
+        kind: FileKind::File,
+        filename: Some("notes.bin".into()),
+        mime_type: Some("application/octet-stream".into()),
+        size,
+        source: FileSource::Handle { id: file_id.into() },
+    }
+}
+
+/// Binary content that is not valid UTF-8 and spans several download chunks.
+fn content(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 % 256) as u8).collect()
+}
+
+/// Panics unless `error` is a refusal naming `limit`, and nothing in it shows the token.
+fn assert_refused_over(error: &ChannelError, limit: u64) {
+    let ChannelError::Rejected { reason } = error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(reason, &format!("the file is larger than {limit} bytes"));
+    assert_no_token(error);
+}
+
+fn assert_no_token(error: &ChannelError) {
+    let text = format!("{error} {error:?}");
+    let (bot_id, _) = TOKEN.split_once(':').unwrap();
+    assert!(!text.contains(TOKEN) && !text.contains(bot_id), "{text}");
+}
+
+#[tokio::test]
+async fn attachments_come_back_byte_for_byte() {
+    let (fake, channel, probe) = setup().await;
+    let doc = content(10_000);
+    let files = attachments_of(
+        &fake,
+        fake.with_document(
+            Incoming::private(CHAT, "see attached").as_caption(),
+            "notes.bin",
+            "application/octet-stream",
+            doc.clone(),
+        ),
+    );
+    let [file] = files.as_slice() else {
+        panic!("{files:?}");
+    };
+    assert_eq!(file.size, Some(10_000));
+    let bytes = channel.fetch_file(file, 10_000).await.unwrap();
+    assert_eq!(bytes, doc);
+
+    let picture = content(3_000);
+    let files = attachments_of(
+        &fake,
+        fake.with_photo(
+            Incoming::private(CHAT, "").as_caption(),
+            picture.clone(),
+            800,
+            600,
+        ),
+    );
+    let bytes = channel.fetch_file(&files[0], u64::MAX).await.unwrap();
+    assert_eq!(bytes, picture);
+
+    // A download without Content-Length is assembled from its chunks all the same.
+    let streamed = content(50_000);
+    let id = fake.add_file(streamed.clone());
+    fake.serve_without_length(&id);
+    let bytes = channel
+        .fetch_file(&handle(&id, None), 50_000)
+        .await
+        .unwrap();
+    assert_eq!(bytes, streamed);
+
+    assert_eq!(fake.calls_to("getFile").len(), 3);
+    assert_eq!(fake.downloads().len(), 3);
+    // Inline bytes need no download; a staged path is nothing Telegram produces.
+    let inline = InboundFile {
+        source: FileSource::Inline {
+            bytes: Bytes::from_static(b"inline"),
+        },
+        ..handle("", None)
+    };
+    assert_eq!(channel.fetch_file(&inline, 6).await.unwrap(), "inline");
+    let staged = InboundFile {
+        source: FileSource::Path {
+            path: "/tmp/x".into(),
+        },
+        ..handle("", None)
+    };
+    let e = channel.fetch_file(&staged, 6).await.unwrap_err();
+    assert!(matches!(e, ChannelError::Unsupported(_)), "{e:?}");
+    assert_eq!(fake.downloads().len(), 3);
+    assert_eq!(probe.errors(NAME, Stage::Processing), 1);
+}
+
+#[tokio::test]
+async fn declared_sizes_over_the_bound_are_refused_before_downloading() {
+    let (fake, channel, probe) = setup().await;
+    // The update declares more than Telegram serves: refused before `getFile`.
+    let id = fake.add_file(content(100));
+    let files = attachments_of(
+        &fake,
+        Incoming::private(CHAT, "big").as_caption().document(
+            &id,
+            "big.iso",
+            "application/octet-stream",
+            MAX_DOWNLOAD_BYTES + 1,
+        ),
+    );
+    let e = channel.fetch_file(&files[0], u64::MAX).await.unwrap_err();
+    assert_refused_over(&e, MAX_DOWNLOAD_BYTES);
+    assert!(fake.calls_to("getFile").is_empty());
+
+    // `getFile` declares too much: refused before the download.
+    fake.declare_file_size(&id, Some(MAX_DOWNLOAD_BYTES + 1));
+    let e = channel
+        .fetch_file(&handle(&id, None), u64::MAX)
+        .await
+        .unwrap_err();
+    assert_refused_over(&e, MAX_DOWNLOAD_BYTES);
+    assert_eq!(fake.calls_to("getFile").len(), 1);
+
+    // The caller's bound, when smaller, is the one kept: 100 bytes > 50.
+    let small = fake.add_file(content(100));
+    let e = channel
+        .fetch_file(&handle(&small, None), 50)
+        .await
+        .unwrap_err();
+    assert_refused_over(&e, 50);
+    let e = channel
+        .fetch_file(&handle(&small, Some(100)), 50)
+        .await
+        .unwrap_err();
+    assert_refused_over(&e, 50);
+
+    assert!(fake.downloads().is_empty(), "{:?}", fake.downloads());
+    assert_eq!(probe.errors(NAME, Stage::Processing), 4);
+    assert_eq!(probe.errors(NAME, Stage::Sending), 0);
+}
+
+#[tokio::test]
+async fn bytes_past_the_bound_are_refused_while_downloading() {
+    let (fake, channel, probe) = setup().await;
+    // `getFile` says nothing of the size; the Content-Length does.
+    let id = fake.add_file(content(100));
+    fake.declare_file_size(&id, None);
+    let e = channel
+        .fetch_file(&handle(&id, None), 50)
+        .await
+        .unwrap_err();
+    assert_refused_over(&e, 50);
+    // Nothing says the size but the bytes: counted as they arrive.
+    let id = fake.add_file(content(20_000));
+    fake.declare_file_size(&id, Some(10));
+    fake.serve_without_length(&id);
+    let e = channel
+        .fetch_file(&handle(&id, Some(10)), 5_000)
+        .await
+        .unwrap_err();
+    assert_refused_over(&e, 5_000);
+    assert_eq!(fake.downloads().len(), 2);
+    assert_eq!(probe.errors(NAME, Stage::Processing), 2);
+}
+
+#[tokio::test]
+async fn unknown_or_unavailable_files_are_errors_that_never_show_the_token() {
+    let (fake, channel, probe) = setup().await;
+    let e = channel
+        .fetch_file(&handle("no-such-file", None), u64::MAX)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ChannelError::Rejected { .. }), "{e:?}");
+    assert_no_token(&e);
+
+    let id = fake.add_file(content(10));
+    fake.fail(
+        "getFile",
+        Trigger::Nth(2),
+        Failure::Status(502, "Bad Gateway".into()),
+    );
+    let e = channel
+        .fetch_file(&handle(&id, None), u64::MAX)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ChannelError::Transport(_)), "{e:?}");
+    assert_no_token(&e);
+    fake.fail("getFile", Trigger::Nth(3), Failure::RetryAfter(4));
+    let e = channel
+        .fetch_file(&handle(&id, None), u64::MAX)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, ChannelError::RetryAfter(d) if d == Duration::from_secs(4)),
+        "{e:?}"
+    );
+    // The file is still there once Telegram recovers.
+    let bytes = channel.fetch_file(&handle(&id, None), 10).await.unwrap();
+    assert_eq!(bytes, content(10));
+
+    assert!(fake.downloads().len() == 1, "{:?}", fake.downloads());
+    probe.assert_contract(NAME);
+    assert_eq!(probe.errors(NAME, Stage::Processing), 3);
+    assert_eq!(probe.errors(NAME, Stage::Receiving), 0);
 }

@@ -19,10 +19,19 @@
 //! registered webhook, and [`FakeTelegram::wait_for`] waits for a condition over the
 //! recorded calls with a deadline, never a sleep.
 //!
+//! Files: [`FakeTelegram::add_file`] (or [`FakeTelegram::with_document`] /
+//! [`FakeTelegram::with_photo`] on an [`Incoming`]) holds a file a user sent, which
+//! `getFile` and the download then serve; [`FakeTelegram::declare_file_size`] and
+//! [`FakeTelegram::serve_without_length`] make its description disagree with its bytes;
+//! [`FakeTelegram::downloads`] lists the downloads requested. Downloads are not Bot API
+//! calls and do not appear in [`FakeTelegram::calls`].
+//!
 //! Children: `incoming` builds the updates a test injects; `methods` answers the
-//! immediate methods; `server` is the HTTP edge (routing, parameter parsing, the held
-//! `getUpdates`, call recording).
+//! immediate methods; `files` holds the files, answers `getFile` and serves downloads;
+//! `server` is the HTTP edge (routing, parameter parsing, the held `getUpdates`, call
+//! recording).
 
+mod files;
 mod incoming;
 mod methods;
 mod server;
@@ -184,7 +193,7 @@ pub(crate) struct Inner {
     counts: HashMap<String, usize>,
     rules: Vec<Rule>,
     messages: Vec<BotMessage>,
-    files: HashMap<String, Vec<u8>>,
+    files: files::Files,
     menus: BTreeMap<Option<String>, Vec<(String, String)>>,
 }
 
@@ -199,12 +208,6 @@ impl Inner {
     fn next_message_id(&mut self) -> i64 {
         self.next_message_id += 1;
         self.next_message_id
-    }
-
-    fn store_file(&mut self, bytes: Vec<u8>) -> String {
-        let id = format!("file-{}", self.files.len() + 1);
-        self.files.insert(id.clone(), bytes);
-        id
     }
 
     /// Confirms every pending update below `offset`.
@@ -330,7 +333,7 @@ impl FakeTelegram {
                 counts: HashMap::new(),
                 rules: Vec::new(),
                 messages: Vec::new(),
-                files: HashMap::new(),
+                files: files::Files::default(),
                 menus: BTreeMap::new(),
             }),
             changed: Notify::new(),

@@ -1,8 +1,8 @@
 //! `forward_channel!`: the [`Channel`](crate::Channel) methods a layer passes on unchanged.
 //!
 //! Each delivery layer wraps one channel and changes a few of its calls; everything else
-//! (name, capabilities, transport, and the sends it leaves alone) goes to the wrapped
-//! channel as it is. Rather than spell each of those out again, a layer names them, the way
+//! (name, capabilities, transport, attachment fetches, and the sends it leaves alone) goes
+//! to the wrapped channel as it is. Rather than spell each of those out again, a layer names them, the way
 //! teloxide's adaptors use `requester_forward!`:
 //!
 //! ```text
@@ -17,8 +17,9 @@
 //!
 //! `inner()` is the layer's accessor for the wrapped channel (`as_ref()` for an `Arc`). A
 //! misspelt or doubled name does not compile. A method that is neither named nor written
-//! falls back to the trait default (`start_stream` sends, `edit_text` is unsupported),
-//! which is not a pass-through: the test below calls every method through every layer.
+//! falls back to the trait default (`start_stream` sends, `edit_text` is unsupported,
+//! `fetch_file` reads inline bytes only), which is not a pass-through: the test below
+//! calls every method through every layer.
 //!
 //! # Why the methods are in async-trait's expanded form
 //!
@@ -84,6 +85,12 @@ macro_rules! forward_channel {
             file: &'f $crate::message::ResolvedAttachment,
         ) -> ());
     };
+    (@ $inner:ident fetch_file) => {
+        $crate::delivery::forward::forward_channel!(@async $inner fetch_file<'f>(
+            file: &'f $crate::message::InboundFile,
+            max_bytes: u64,
+        ) -> ::bytes::Bytes);
+    };
     // `send_text` and `start_stream`: a text to a target, answered by the new message.
     (@send $inner:ident $method:ident) => {
         $crate::delivery::forward::forward_channel!(@async $inner $method<'t, 'x>(
@@ -128,7 +135,7 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use crate::channel::{Channel, ChannelExit, SendTarget};
-    use crate::delivery::recorder::{Call, Recorder, attachment, out, unpaced};
+    use crate::delivery::recorder::{Call, Recorder, attachment, handle, out, unpaced};
     use crate::delivery::{ChannelExt, RetryPolicy};
     use crate::inbound::inbound_queue;
 
@@ -145,7 +152,7 @@ mod tests {
     #[async_trait::async_trait]
     impl Channel for Offline {
         forward_channel!(recorder() => name, capabilities, run, send_text, start_stream, edit_text,
-            finish_stream, send_file);
+            finish_stream, send_file, fetch_file);
 
         fn is_connected(&self) -> bool {
             false
@@ -176,6 +183,9 @@ mod tests {
         stack.finish_stream(target, &m, "abc").await.unwrap();
         stack.send_text(target, "d").await.unwrap();
         stack.send_file(target, &attachment("f.txt")).await.unwrap();
+        // The recorder answers a handle with its id: the trait default would refuse it.
+        let bytes = stack.fetch_file(&handle("h1"), 2).await.unwrap();
+        assert_eq!(bytes, "h1");
         assert_eq!(
             rec.calls(),
             [
@@ -184,6 +194,7 @@ mod tests {
                 Call::Finish("m1".into(), "abc".into()),
                 Call::Send("d".into()),
                 Call::File("f.txt".into()),
+                Call::Fetch("h1".into(), 2),
             ]
         );
     }

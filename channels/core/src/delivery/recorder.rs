@@ -1,5 +1,6 @@
-//! Test support: a fake channel that records every primitive call with the (paused) time it
-//! arrived, and fails calls on request. Shared by the engine tests and the layers' tests.
+//! Test support: a fake channel that records every primitive call (and attachment fetch)
+//! with the (paused) time it arrived, and fails calls on request. Shared by the engine
+//! tests and the layers' tests.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -7,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +17,10 @@ use crate::channel::{Channel, ChannelExit, SendTarget, SentMessage};
 use crate::error::ChannelError;
 use crate::ids::MessageId;
 use crate::inbound::InboundSink;
-use crate::message::{ChatKind, InboundMessage, OutboundMessage, ResolvedAttachment};
+use crate::message::{
+    ChatKind, FileKind, FileSource, InboundFile, InboundMessage, OutboundMessage,
+    ResolvedAttachment,
+};
 
 /// One accepted call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,6 +30,8 @@ pub(crate) enum Call {
     Edit(String, String),
     Finish(String, String),
     File(String),
+    /// A fetch of the handle with this id, under this bound.
+    Fetch(String, u64),
 }
 
 /// A primitive operation, to script failures and count attempts.
@@ -35,6 +42,7 @@ pub(crate) enum Op {
     Edit,
     Finish,
     File,
+    Fetch,
 }
 
 pub(crate) struct Recorder {
@@ -159,6 +167,16 @@ impl Channel for Recorder {
     ) -> Result<(), ChannelError> {
         self.call(Op::File, Call::File(file.filename.clone()))
     }
+
+    /// Answers a handle with the bytes of its id; inline bytes are refused, so a layer
+    /// that fell back to the trait default instead of passing the call on shows up.
+    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> Result<Bytes, ChannelError> {
+        let FileSource::Handle { id } = &file.source else {
+            return Err(ChannelError::Unsupported("inline files in the recorder"));
+        };
+        self.call(Op::Fetch, Call::Fetch(id.clone(), max_bytes))?;
+        Ok(Bytes::from(id.clone()))
+    }
 }
 
 /// An edit-in-place channel: `len` chars, 1 s private / 3 s group edit intervals.
@@ -202,6 +220,17 @@ pub(crate) fn attachment(name: &str) -> ResolvedAttachment {
         mime_type: "text/plain".into(),
         size: 1,
         is_image: false,
+    }
+}
+
+/// An inbound document whose bytes are behind the platform handle `id`.
+pub(crate) fn handle(id: &str) -> InboundFile {
+    InboundFile {
+        kind: FileKind::File,
+        filename: None,
+        mime_type: None,
+        size: None,
+        source: FileSource::Handle { id: id.into() },
     }
 }
 

@@ -5,7 +5,8 @@
 //! [`RetryPolicy::attempts`] times in all and never for a single wait longer than
 //! [`RetryPolicy::max_wait`]; past either bound the last error is returned.
 //! `start_stream` and `edit_text` only show partial text, which a newer update or the final
-//! supersedes, so they pass through untouched: a partial is never retried.
+//! supersedes, so they pass through untouched: a partial is never retried. `fetch_file`
+//! delivers nothing and passes through too.
 //!
 //! Only `RetryAfter` is retried. Another failure may have reached the platform already
 //! (a timeout after the message was posted), and sending again would show it twice.
@@ -86,7 +87,8 @@ impl<C> RetryFinals<C> {
 
 #[async_trait]
 impl<C: Channel> Channel for RetryFinals<C> {
-    forward_channel!(inner() => name, capabilities, is_connected, run, start_stream, edit_text);
+    forward_channel!(inner() => name, capabilities, is_connected, run, start_stream, edit_text,
+        fetch_file);
 
     async fn send_text(
         &self,

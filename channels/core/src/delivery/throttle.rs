@@ -13,6 +13,9 @@
 //!   itself is reported as is (the layers above decide whether to retry it). A call that
 //!   would wait longer than [`MAX_PAUSE_WAIT`] fails at once with the remaining
 //!   `RetryAfter` instead of holding its caller.
+//!
+//! Reading an inbound attachment (`fetch_file`) writes nothing to a chat: it passes
+//! through unpaced.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -232,7 +235,7 @@ impl<C: Channel> Throttle<C> {
 
 #[async_trait]
 impl<C: Channel> Channel for Throttle<C> {
-    forward_channel!(inner() => name, capabilities, is_connected, run);
+    forward_channel!(inner() => name, capabilities, is_connected, run, fetch_file);
 
     async fn send_text(
         &self,

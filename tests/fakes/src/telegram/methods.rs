@@ -1,5 +1,6 @@
 //! The Bot API methods the fake answers, each a function from parsed parameters to an
-//! API answer. `getUpdates` is in the parent (it waits); everything here is immediate.
+//! API answer. `getUpdates` is in `server` (it waits) and `getFile` in `files`; everything
+//! here is immediate.
 
 use serde_json::{Value, json};
 
@@ -148,9 +149,9 @@ pub(super) fn send_file(
             if bytes.len() as u64 > limit {
                 return Answer::error(413, "Request Entity Too Large");
             }
-            inner.store_file(bytes)
+            inner.files.store(bytes)
         }
-        (None, Some(Value::String(id))) if inner.files.contains_key(id) => id.clone(),
+        (None, Some(Value::String(id))) if inner.files.contains(id) => id.clone(),
         _ => return bad_request(&format!("Bad Request: there is no {field} in the request")),
     };
     let message = BotMessage {
@@ -169,21 +170,6 @@ pub(super) fn send_file(
     let json = message_json(inner, &message, bot);
     inner.messages.push(message);
     Answer::ok(json)
-}
-
-pub(super) fn get_file(inner: &Inner, params: &Value) -> Answer {
-    let Some(id) = params.get("file_id").and_then(Value::as_str) else {
-        return bad_request("Bad Request: file_id is empty");
-    };
-    match inner.files.get(id) {
-        Some(bytes) => Answer::ok(json!({
-            "file_id": id,
-            "file_unique_id": format!("u-{id}"),
-            "file_size": bytes.len(),
-            "file_path": format!("documents/{id}.bin"),
-        })),
-        None => bad_request("Bad Request: invalid file_id"),
-    }
 }
 
 pub(super) fn set_my_commands(inner: &mut Inner, params: &Value) -> Answer {

@@ -5,18 +5,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{FromRequest, Multipart, Request, State};
-use axum::http::{Method, StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
-use super::{Answer, Call, MAX_POLL_HOLD, MAX_POLL_LIMIT, Shared, methods, update_id};
+use super::{Answer, Call, MAX_POLL_HOLD, MAX_POLL_LIMIT, Shared, files, methods, update_id};
 
 /// Every request: `/bot<token>/<method>` or `/file/bot<token>/<path>`.
 pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let path = request.uri().path().to_owned();
     if let Some(rest) = path.strip_prefix("/file/bot") {
-        return download(&shared, rest, request.method());
+        return files::download(&shared, rest, request.method());
     }
     let Some((token, method)) = path.strip_prefix("/bot").and_then(|r| r.split_once('/')) else {
         return Answer::error(404, "Not Found").into_response();
@@ -58,7 +58,7 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 "sendDocument" => {
                     methods::send_file(&mut inner, &params, &shared.bot, "document", upload)
                 }
-                "getFile" => methods::get_file(&inner, &params),
+                "getFile" => files::get_file(&inner.files, &params),
                 _ => Answer::error(404, "Not Found: method not found"),
             },
         }
@@ -143,22 +143,6 @@ async fn get_updates(shared: &Shared, params: Value) -> Answer {
     }
     shared.changed.notify_waiters();
     answer
-}
-
-fn download(shared: &Shared, rest: &str, method: &Method) -> Response {
-    let Some((token, path)) = rest.split_once('/') else {
-        return StatusCode::NOT_FOUND.into_response();
-    };
-    if token != shared.token || method != Method::GET {
-        return StatusCode::UNAUTHORIZED.into_response();
-    }
-    let id = path
-        .trim_start_matches("documents/")
-        .trim_end_matches(".bin");
-    match shared.lock().files.get(id) {
-        Some(bytes) => bytes.clone().into_response(),
-        None => StatusCode::NOT_FOUND.into_response(),
-    }
 }
 
 /// Query, JSON, urlencoded or multipart parameters as one JSON object; the first

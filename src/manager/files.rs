@@ -1,0 +1,214 @@
+//! Inbound attachments (spec manager §7.3, gateway.md §7): before a chat run, each file
+//! the message carries is read through the channel that received it
+//! ([`Channel::fetch_file`](im_bridge_channel::Channel::fetch_file)), all of them are
+//! uploaded to the thread in one call, and the run's human message references them in
+//! `additional_kwargs.files` as `{filename, size, path, is_image}`.
+//!
+//! A file that cannot be read, is too large, or that the Gateway does not store never
+//! fails the turn: a short localized notice naming it is appended to the text instead, so
+//! the agent knows and can say so. Bounds: at most [`MAX_FILES`] files per message and
+//! [`MAX_FILE_BYTES`] per file are read, one file in memory at a time plus what was read
+//! before it (at most `MAX_FILES × MAX_FILE_BYTES`, only while uploading).
+
+use im_bridge_channel::{
+    ChannelError, FileKind, InboundFile, InboundMessage, ThreadId, safe_file_name,
+};
+use serde_json::{Value, json};
+
+use super::Inner;
+use crate::gateway::{Owner, UploadFile};
+use crate::i18n::{Arg, msg as m};
+
+/// Files read from one message; more are named in a notice and skipped.
+pub const MAX_FILES: usize = 10;
+/// The largest file read (the spec's 50 MiB cap on downloads).
+pub const MAX_FILE_BYTES: u64 = 50 * 1024 * 1024;
+/// Longest file name kept, in bytes.
+const MAX_NAME_BYTES: usize = 200;
+
+/// The text and `additional_kwargs` of the run's human message.
+pub struct Ingested {
+    /// The message text, with a notice line per file that did not make it.
+    pub text: String,
+    /// `{"files": [...]}` when at least one file was stored.
+    pub kwargs: Option<Value>,
+}
+
+/// Reads and uploads `msg`'s files to `thread`.
+pub async fn ingest(
+    inner: &Inner,
+    msg: &InboundMessage,
+    owner: Option<&Owner>,
+    thread: &ThreadId,
+    text: &str,
+) -> Ingested {
+    let replier = &inner.replier;
+    let mut notices: Vec<(&'static str, String)> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    let mut uploads = Vec::new();
+    let mut images = Vec::new();
+    for (i, file) in msg.files.iter().enumerate() {
+        let name = unique_name(&mut names, file, i);
+        if i >= MAX_FILES {
+            notices.push((m::RUN_ATTACHMENT_UNAVAILABLE, name));
+            continue;
+        }
+        match replier
+            .outbound()
+            .fetch_file(&msg.channel_name, file, MAX_FILE_BYTES)
+            .await
+        {
+            Ok(bytes) if bytes.len() as u64 > MAX_FILE_BYTES => {
+                notices.push((m::RUN_ATTACHMENT_TOO_LARGE, name));
+            }
+            Ok(bytes) => {
+                images.push(is_image(file));
+                uploads.push(UploadFile {
+                    filename: name,
+                    mime_type: mime_type(file),
+                    bytes,
+                });
+            }
+            Err(error) => {
+                tracing::warn!(%error, file = i, "Reading an attachment failed.");
+                let id = match error {
+                    ChannelError::Rejected { .. } => m::RUN_ATTACHMENT_TOO_LARGE,
+                    _ => m::RUN_ATTACHMENT_UNAVAILABLE,
+                };
+                notices.push((id, name));
+            }
+        }
+    }
+
+    let mut described = Vec::new();
+    if !uploads.is_empty() {
+        let sent: Vec<(String, bool)> = uploads
+            .iter()
+            .map(|u| u.filename.clone())
+            .zip(images)
+            .collect();
+        match inner.gateway.upload_files(owner, thread, uploads).await {
+            Ok(stored) => {
+                for (name, image) in sent {
+                    match stored.iter().find(|s| s.filename == name) {
+                        Some(s) => described.push(json!({
+                            "filename": s.filename,
+                            "size": s.size,
+                            "path": s.agent_path(),
+                            "is_image": image,
+                        })),
+                        None => notices.push((m::RUN_ATTACHMENT_UNAVAILABLE, name)),
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, files = sent.len(), "Uploading attachments failed.");
+                notices.extend(
+                    sent.into_iter()
+                        .map(|(name, _)| (m::RUN_ATTACHMENT_UNAVAILABLE, name)),
+                );
+            }
+        }
+    }
+
+    let mut text = text.to_owned();
+    if !notices.is_empty() {
+        let (locale, _) = replier.locale_for(msg).await;
+        for (id, name) in &notices {
+            if !text.is_empty() {
+                text.push_str(if text.ends_with(']') { "\n" } else { "\n\n" });
+            }
+            text.push_str(&replier.text(&locale, id, &[("name", Arg::Str(name))]));
+        }
+    }
+    let kwargs = (!described.is_empty()).then(|| json!({ "files": described }));
+    Ingested { text, kwargs }
+}
+
+/// A safe, unique name for the `i`th file: its own base name, else one by kind.
+fn unique_name(taken: &mut Vec<String>, file: &InboundFile, i: usize) -> String {
+    let base = file
+        .filename
+        .as_deref()
+        .and_then(|n| safe_file_name(n, MAX_NAME_BYTES))
+        .unwrap_or_else(|| format!("attachment-{}{}", i + 1, default_extension(file)));
+    let mut name = base.clone();
+    let mut n = 2;
+    while taken.contains(&name) {
+        name = match base.rsplit_once('.') {
+            Some((stem, ext)) if !stem.is_empty() => format!("{stem}-{n}.{ext}"),
+            _ => format!("{base}-{n}"),
+        };
+        n += 1;
+    }
+    taken.push(name.clone());
+    name
+}
+
+fn is_image(file: &InboundFile) -> bool {
+    file.kind == FileKind::Image
+        || file
+            .mime_type
+            .as_deref()
+            .is_some_and(|m| m.starts_with("image/"))
+}
+
+fn mime_type(file: &InboundFile) -> String {
+    match (&file.mime_type, file.kind) {
+        (Some(m), _) if !m.is_empty() => m.clone(),
+        (_, FileKind::Image) => "image/jpeg".into(),
+        _ => "application/octet-stream".into(),
+    }
+}
+
+fn default_extension(file: &InboundFile) -> &'static str {
+    match file.kind {
+        FileKind::Image => ".jpg",
+        _ => ".bin",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use im_bridge_channel::FileSource;
+
+    fn file(name: Option<&str>, kind: FileKind) -> InboundFile {
+        InboundFile {
+            kind,
+            filename: name.map(str::to_owned),
+            mime_type: None,
+            size: None,
+            source: FileSource::Handle { id: "h".into() },
+        }
+    }
+
+    #[test]
+    fn names_are_safe_and_unique() {
+        let mut taken = Vec::new();
+        let a = file(Some("../../etc/passwd"), FileKind::File);
+        assert_eq!(unique_name(&mut taken, &a, 0), "passwd");
+        assert_eq!(unique_name(&mut taken, &a, 1), "passwd-2");
+        let b = file(Some("report.pdf"), FileKind::File);
+        assert_eq!(unique_name(&mut taken, &b, 2), "report.pdf");
+        assert_eq!(unique_name(&mut taken, &b, 3), "report-2.pdf");
+        let hidden = file(Some(" .\u{7}"), FileKind::Image);
+        assert_eq!(unique_name(&mut taken, &hidden, 4), "attachment-5.jpg");
+        let long = file(Some(&"é".repeat(300)), FileKind::File);
+        assert_eq!(unique_name(&mut taken, &long, 5).len(), MAX_NAME_BYTES);
+    }
+
+    #[test]
+    fn images_are_known_by_kind_or_mime() {
+        assert!(is_image(&file(None, FileKind::Image)));
+        let mut doc = file(Some("a.png"), FileKind::File);
+        assert!(!is_image(&doc));
+        doc.mime_type = Some("image/png".into());
+        assert!(is_image(&doc));
+        assert_eq!(mime_type(&doc), "image/png");
+        assert_eq!(
+            mime_type(&file(None, FileKind::File)),
+            "application/octet-stream"
+        );
+    }
+}
