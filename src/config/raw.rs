@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use im_bridge_channel::Secret;
 use serde::Deserialize;
 use serde_yaml_ng::{Mapping, Value};
 
@@ -102,8 +103,9 @@ pub struct RawBridge {
     /// Address of `/healthz`, `/readyz`, `/metrics`. Default `127.0.0.1:9464`.
     pub admin_listen: Option<String>,
     /// Token sent as `X-DeerFlow-Internal-Token`; falls back to
-    /// `DEER_FLOW_INTERNAL_AUTH_TOKEN`.
-    pub internal_token: Option<String>,
+    /// `DEER_FLOW_INTERNAL_AUTH_TOKEN`. A [`Secret`] from the moment it is read, so no
+    /// `{:?}` of the raw config can print it.
+    pub internal_token: Option<Secret>,
     /// Read timeout of `/goal from-chat` and `/compact`, which call a model. Default 120 s.
     pub goal_from_chat_timeout_seconds: Option<f64>,
     /// Directory of extra or overriding `<locale>/bridge.ftl` catalogs.

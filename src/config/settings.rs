@@ -246,12 +246,12 @@ pub fn validate(
     let internal_token = b
         .internal_token
         .clone()
-        .filter(|t| !t.is_empty())
+        .filter(|t| !t.expose().is_empty())
         .or_else(|| {
             env.var("DEER_FLOW_INTERNAL_AUTH_TOKEN")
                 .filter(|t| !t.is_empty())
-        })
-        .map(Secret::new);
+                .map(Secret::new)
+        });
     if internal_token.is_none() {
         warnings.push("bridge.internal_token: not set and DEER_FLOW_INTERNAL_AUTH_TOKEN is empty; the Gateway will refuse our calls unless its auth is disabled".into());
     }

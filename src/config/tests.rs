@@ -188,6 +188,8 @@ fn allowed_users_fail_closed() {
 #[test]
 fn secrets_never_appear_in_debug_or_printed_config() {
     let text = "channels:\n  console: {enabled: true}\nbridge:\n  internal_token: TOPSECRET-123\n  store: postgres://user:PGPASS@db/x\n";
+    let raw = format!("{:?}", crate::config::parse(text, &env(&[])).unwrap().raw);
+    assert!(!raw.contains("TOPSECRET"), "{raw}");
     let (settings, _) = load_str(text, &env(&[])).unwrap();
     let debug = format!("{settings:?}");
     let printed = serde_yaml_ng::to_string(&settings).unwrap();

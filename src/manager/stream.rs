@@ -210,15 +210,23 @@ impl Throttle {
         if text.is_empty() || text == self.last_text {
             return false;
         }
-        let chars = text.chars().count();
+        // Counting chars is O(length) per chunk, so quadratic over a long answer; a text
+        // has at most as many chars as bytes, so below this length it cannot have grown
+        // enough and is not counted.
+        let mut chars = None;
         let due = match self.last {
             None => true,
             Some((at, published_chars)) => {
                 now.duration_since(at) >= MIN_INTERVAL
-                    || chars.saturating_sub(published_chars) >= MIN_NEW_CHARS
+                    || (text.len() >= published_chars + MIN_NEW_CHARS
+                        && chars
+                            .get_or_insert_with(|| text.chars().count())
+                            .saturating_sub(published_chars)
+                            >= MIN_NEW_CHARS)
             }
         };
         if due {
+            let chars = chars.unwrap_or_else(|| text.chars().count());
             self.last = Some((now, chars));
             self.last_text.clear();
             self.last_text.push_str(text);
@@ -384,5 +392,18 @@ mod tests {
         assert!(!t.should_publish(&long, start + Duration::from_millis(1100)));
         let longer = format!("ab{}", "x".repeat(60));
         assert!(t.should_publish(&longer, start + Duration::from_millis(1100)));
+    }
+
+    #[test]
+    fn the_size_rule_counts_characters_not_bytes() {
+        let start = Instant::now();
+        let mut t = Throttle::default();
+        assert!(t.should_publish("答", start));
+        // 59 more three-byte characters: 178 bytes, but not yet 60 new characters.
+        let soon = start + Duration::from_millis(100);
+        assert!(!t.should_publish(&"答".repeat(60), soon));
+        assert!(t.should_publish(&"答".repeat(61), soon));
+        // A text that shrank is not "grown" (and does not underflow).
+        assert!(!t.should_publish("答答", soon));
     }
 }
