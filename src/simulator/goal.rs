@@ -78,7 +78,7 @@ pub struct GoalEvaluation {
     pub reason: String,
     /// Free evaluator text (never shown to users).
     pub evidence_summary: String,
-    /// [N] only.
+    /// \[N\] only.
     pub relied_on_assumption: bool,
     /// The evaluated run.
     pub run_id: String,
@@ -108,7 +108,7 @@ pub struct GoalOutcome {
     pub max_continuations: u32,
     /// Free evaluator text (never shown to users).
     pub reason: String,
-    /// [N] only.
+    /// \[N\] only.
     pub relied_on_assumption: bool,
     /// The AI message that met it.
     pub reply_message_id: Option<String>,
