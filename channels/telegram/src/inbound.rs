@@ -161,41 +161,110 @@ fn start_as_help(text: String) -> String {
     }
 }
 
+/// A message's attachments as `file_id` handles: the largest photo, a document, a voice
+/// note, an audio file, a video, a round video. Names are the sender's (made safe) or
+/// `telegram-<label>-<message id>.<ext>`.
 fn attachments(message: &Message) -> Vec<InboundFile> {
-    let mut files = Vec::new();
-    if let Some(photo) = largest_photo(&message.photo) {
-        files.push(InboundFile {
-            kind: FileKind::Image,
-            filename: Some(format!("telegram-photo-{}.jpg", message.message_id)),
-            mime_type: Some("image/jpeg".into()),
-            size: photo.file_size,
+    let photo = largest_photo(&message.photo).map(|p| Media {
+        kind: FileKind::Image,
+        label: "photo",
+        ext: "jpg",
+        default_mime: "image/jpeg",
+        file_id: &p.file_id,
+        name: None,
+        mime: None,
+        size: p.file_size,
+    });
+    let document = message.document.as_ref().map(|d| Media {
+        kind: FileKind::File,
+        label: "document",
+        ext: "bin",
+        default_mime: "application/octet-stream",
+        file_id: &d.file_id,
+        name: d.file_name.as_deref(),
+        mime: d.mime_type.as_deref(),
+        size: d.file_size,
+    });
+    let voice = message.voice.as_ref().map(|v| Media {
+        kind: FileKind::Audio,
+        label: "voice",
+        ext: "ogg",
+        default_mime: "audio/ogg",
+        file_id: &v.file_id,
+        name: None,
+        mime: v.mime_type.as_deref(),
+        size: v.file_size,
+    });
+    let audio = message.audio.as_ref().map(|a| Media {
+        kind: FileKind::Audio,
+        label: "audio",
+        ext: "mp3",
+        default_mime: "audio/mpeg",
+        file_id: &a.file_id,
+        name: a.file_name.as_deref(),
+        mime: a.mime_type.as_deref(),
+        size: a.file_size,
+    });
+    let video = message.video.as_ref().map(|v| Media {
+        kind: FileKind::Video,
+        label: "video",
+        ext: "mp4",
+        default_mime: "video/mp4",
+        file_id: &v.file_id,
+        name: v.file_name.as_deref(),
+        mime: v.mime_type.as_deref(),
+        size: v.file_size,
+    });
+    let video_note = message.video_note.as_ref().map(|v| Media {
+        kind: FileKind::Video,
+        label: "video-note",
+        ext: "mp4",
+        default_mime: "video/mp4",
+        file_id: &v.file_id,
+        name: None,
+        mime: None,
+        size: v.file_size,
+    });
+    [photo, document, voice, audio, video, video_note]
+        .into_iter()
+        .flatten()
+        .map(|media| media.into_file(message.message_id))
+        .collect()
+}
+
+/// One attachment as the Bot API describes it, with this adapter's defaults for its kind.
+struct Media<'a> {
+    kind: FileKind,
+    /// Names an unnamed file: `telegram-<label>-<message id>.<ext>`.
+    label: &'static str,
+    ext: &'static str,
+    default_mime: &'static str,
+    file_id: &'a str,
+    name: Option<&'a str>,
+    mime: Option<&'a str>,
+    size: Option<u64>,
+}
+
+impl Media<'_> {
+    fn into_file(self, message_id: i64) -> InboundFile {
+        let filename = self
+            .name
+            .and_then(|n| safe_file_name(n, MAX_FILENAME_BYTES))
+            .unwrap_or_else(|| format!("telegram-{}-{message_id}.{}", self.label, self.ext));
+        let mime = self
+            .mime
+            .filter(|m| !m.is_empty())
+            .unwrap_or(self.default_mime);
+        InboundFile {
+            kind: self.kind,
+            filename: Some(filename),
+            mime_type: Some(mime.to_owned()),
+            size: self.size,
             source: FileSource::Handle {
-                id: photo.file_id.clone(),
+                id: self.file_id.to_owned(),
             },
-        });
+        }
     }
-    if let Some(doc) = &message.document {
-        files.push(InboundFile {
-            kind: FileKind::File,
-            filename: Some(
-                doc.file_name
-                    .as_deref()
-                    .and_then(|n| safe_file_name(n, MAX_FILENAME_BYTES))
-                    .unwrap_or_else(|| format!("telegram-document-{}.bin", message.message_id)),
-            ),
-            mime_type: Some(
-                doc.mime_type
-                    .clone()
-                    .filter(|m| !m.is_empty())
-                    .unwrap_or_else(|| "application/octet-stream".into()),
-            ),
-            size: doc.file_size,
-            source: FileSource::Handle {
-                id: doc.file_id.clone(),
-            },
-        });
-    }
-    files
 }
 
 /// The largest size by area, then by bytes.
@@ -353,6 +422,62 @@ mod tests {
         }
         assert_eq!(norm(private("/start@OtherBot")).msg_type, MsgType::Chat);
         assert_eq!(norm(private("/startle")).text, "/startle");
+    }
+
+    #[test]
+    fn voice_audio_and_video_become_named_handles() {
+        let updates: Vec<Update> = serde_json::from_str(include_str!(
+            "../tests/fixtures/updates_voice_audio_video.json"
+        ))
+        .unwrap();
+        let ctx = InboundContext {
+            bot_username: Some(BOT),
+            allowed_users: &AllowedUsers::Anyone,
+        };
+        let files: Vec<(String, FileKind, String, Option<u64>)> = updates
+            .iter()
+            .map(|u| {
+                let Normalized::Message(m) = normalize(u, &ctx) else {
+                    panic!("{u:?} is a message")
+                };
+                let f = &m.files[0];
+                (
+                    f.filename.clone().unwrap(),
+                    f.kind,
+                    f.mime_type.clone().unwrap(),
+                    f.size,
+                )
+            })
+            .collect();
+        assert_eq!(
+            files,
+            [
+                (
+                    "telegram-voice-5001.ogg".into(),
+                    FileKind::Audio,
+                    "audio/ogg".into(),
+                    Some(9821)
+                ),
+                (
+                    "standup.m4a".into(),
+                    FileKind::Audio,
+                    "audio/mp4".into(),
+                    Some(2_980_112)
+                ),
+                (
+                    "telegram-video-5003.mp4".into(),
+                    FileKind::Video,
+                    "video/mp4".into(),
+                    Some(1_843_312)
+                ),
+                (
+                    "telegram-video-note-5004.mp4".into(),
+                    FileKind::Video,
+                    "video/mp4".into(),
+                    Some(402_211)
+                ),
+            ]
+        );
     }
 
     #[test]

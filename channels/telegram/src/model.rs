@@ -141,6 +141,89 @@ pub struct Document {
     pub file_size: Option<u64>,
 }
 
+/// `Voice`: a voice note.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Voice {
+    /// Handle for `getFile`.
+    pub file_id: String,
+    /// Stable id across bots.
+    pub file_unique_id: String,
+    /// Length in seconds.
+    pub duration: u32,
+    /// MIME type, as the sender declared it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_size: Option<u64>,
+}
+
+/// `Audio`: a music or audio file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Audio {
+    /// Handle for `getFile`.
+    pub file_id: String,
+    /// Stable id across bots.
+    pub file_unique_id: String,
+    /// Length in seconds.
+    pub duration: u32,
+    /// Performer, as the sender's tags say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub performer: Option<String>,
+    /// Title, as the sender's tags say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Original file name, as the sender gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
+    /// MIME type, as the sender declared it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_size: Option<u64>,
+}
+
+/// `Video`: a video file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Video {
+    /// Handle for `getFile`.
+    pub file_id: String,
+    /// Stable id across bots.
+    pub file_unique_id: String,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Length in seconds.
+    pub duration: u32,
+    /// Original file name, as the sender gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
+    /// MIME type, as the sender declared it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_size: Option<u64>,
+}
+
+/// `VideoNote`: a round video message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VideoNote {
+    /// Handle for `getFile`.
+    pub file_id: String,
+    /// Stable id across bots.
+    pub file_unique_id: String,
+    /// Diameter in pixels.
+    pub length: u32,
+    /// Length in seconds.
+    pub duration: u32,
+    /// Size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_size: Option<u64>,
+}
+
 /// `Message`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
@@ -174,7 +257,19 @@ pub struct Message {
     /// A general file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document: Option<Document>,
-    /// Caption of a photo or document.
+    /// A voice note.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice: Option<Voice>,
+    /// A music or audio file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<Audio>,
+    /// A video.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub video: Option<Video>,
+    /// A round video message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub video_note: Option<VideoNote>,
+    /// Caption of a photo, document, audio or video.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caption: Option<String>,
     /// Entities of `caption`.
@@ -339,6 +434,10 @@ mod tests {
         assert_eq!(photo.message.unwrap().photo.len(), 3);
         let doc: Update = round_trip(fixture!("update_document.json"));
         assert!(doc.message.unwrap().document.is_some());
+        let media: Vec<Update> = round_trip(fixture!("updates_voice_audio_video.json"));
+        let media: Vec<Message> = media.into_iter().filter_map(|u| u.message).collect();
+        assert!(media[0].voice.is_some() && media[1].audio.is_some());
+        assert!(media[2].video.is_some() && media[3].video_note.is_some());
         let edited: Update = round_trip(fixture!("update_edited_message.json"));
         assert!(edited.message.is_none() && edited.edited_message.is_some());
     }
