@@ -25,7 +25,7 @@ use crate::config::{IntakeSettings, StoreLocation};
 use crate::gateway::{GatewayClient, GatewayConfig, GatewayError};
 use crate::i18n::{Catalogs, I18nError, msg};
 use crate::manager::{DrainReport, Manager, ManagerConfig, Replier};
-use crate::store::{SqliteStore, Store, StoreError};
+use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
 
 /// Everything the daemon is built from.
 #[derive(Clone, Debug)]
@@ -53,9 +53,6 @@ pub enum DaemonError {
     /// The store could not be opened.
     #[error("opening the store failed: {0}")]
     Store(#[from] StoreError),
-    /// The configured store backend is not available in this build.
-    #[error("bridge.store: {0}")]
-    StoreUnsupported(&'static str),
     /// The Gateway client could not be built.
     #[error("building the Gateway client failed: {0}")]
     Gateway(#[from] GatewayError),
@@ -90,9 +87,7 @@ pub enum DaemonExit {
 pub async fn open_store(location: &StoreLocation) -> Result<Arc<dyn Store>, DaemonError> {
     match location {
         StoreLocation::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
-        StoreLocation::Postgres(_) => Err(DaemonError::StoreUnsupported(
-            "the shared Postgres store is not available in this build yet; use sqlite://PATH",
-        )),
+        StoreLocation::Postgres(url) => Ok(Arc::new(PostgresStore::connect(url).await?)),
     }
 }
 

@@ -2,8 +2,8 @@
 //! settings, behind one [`Store`] trait.
 //!
 //! The manager holds an `Arc<dyn Store>` and never knows which backend it talks to. SQLite
-//! ([`SqliteStore`], one file, the embedded default) serves a single replica; a Postgres
-//! backend will serve several replicas sharing state (DESIGN.md "Scale-out"). Both must pass
+//! ([`SqliteStore`], one file, the embedded default) serves a single replica; Postgres
+//! ([`PostgresStore`]) serves several replicas sharing state (DESIGN.md "Scale-out"). Both must pass
 //! the one body in [`conformance`], so behaviour cannot drift between them.
 //!
 //! Keys are typed ([`ConversationKey`], [`DedupeKey`]) so a chat id can never be passed where
@@ -14,6 +14,7 @@
 //! Children:
 //! - [`error`]: [`StoreError`], typed failures with the file or operation they concern.
 //! - [`sqlite`]: [`SqliteStore`], the embedded single-file backend.
+//! - [`postgres`]: [`PostgresStore`], the shared backend for several replicas.
 //! - `cache`: the bounded read-through cache the SQLite backend keeps in front of the file.
 //! - [`conformance`]: the shared contract test body every backend runs.
 
@@ -21,13 +22,15 @@ mod cache;
 #[doc(hidden)]
 pub mod conformance;
 pub mod error;
+pub mod postgres;
 pub mod sqlite;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use im_bridge_channel::{ChatId, ThreadId};
 
 pub use error::StoreError;
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore};
 
 /// Where one conversation's binding lives: a chat on a channel, optionally a topic in it
@@ -160,6 +163,27 @@ pub trait Store: Send + Sync + 'static {
     /// The backend and its location for logs, e.g. `sqlite:/var/lib/im-bridge/bridge.store`.
     /// Never includes a password.
     fn describe(&self) -> String;
+}
+
+/// Unix time in seconds, as bindings record it. A clock before 1970 reads as 0.
+pub(crate) fn unix_seconds() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |since| since.as_secs_f64())
+}
+
+/// Unix time in milliseconds, as dedupe records it.
+pub(crate) fn unix_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+/// A TTL in milliseconds, saturating.
+pub(crate) fn ttl_millis(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

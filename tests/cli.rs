@@ -405,6 +405,60 @@ fn demo_exits_on_interrupt_while_its_input_stays_open() {
 }
 
 #[test]
+fn run_keeps_its_state_in_postgres_when_configured() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sim = rt
+        .block_on(Simulator::start(SimulatorConfig::demo()))
+        .unwrap();
+    // A schema of its own on the machine's PostgreSQL, dropped at the end.
+    let base = std::env::var("IM_BRIDGE_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("im_bridge_cli_{:016x}", rand::random::<u64>());
+    let admin = rt.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+            .await
+            .expect("PostgreSQL for this test (IM_BRIDGE_TEST_POSTGRES)");
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .await
+            .unwrap();
+        client
+    });
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "channels:\n  langgraph_url: {}\n  gateway_url: {}\n  console: {{enabled: true}}\nbridge:\n  store: {url}\n  admin_listen: 127.0.0.1:0\n",
+        sim.langgraph_url(),
+        sim.gateway_url(),
+    );
+    let path = write_config(&dir, "pg.yaml", &text);
+    let mut cmd = bin();
+    cmd.args(["run", "--config"]).arg(&path).env("LANG", "C");
+    let (stdout, stderr, status) = run_with_input(cmd, "hello\n");
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains("You said: “hello”"), "{stdout}\n{stderr}");
+    let bound: Vec<(String, String)> = rt.block_on(async {
+        let rows = admin
+            .query(
+                &format!("SELECT channel, thread_id FROM {schema}.im_bridge_bindings"),
+                &[],
+            )
+            .await
+            .unwrap();
+        admin
+            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+            .await
+            .unwrap();
+        rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+    });
+    let threads = sim.thread_ids();
+    assert_eq!(bound, [("console".to_owned(), threads[0].clone())]);
+    rt.block_on(sim.shutdown()).unwrap();
+}
+
+#[test]
 fn run_refuses_an_invalid_file_with_status_2() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_config(&dir, "bad.yaml", "channels:\n  max_concurrency: -1\n");

@@ -1,7 +1,8 @@
 //! `StoreError`: every way a store call or a store open can fail, with typed context.
 //!
-//! Open-time failures name the file, so a corrupt, locked or too-new store is a clear startup
-//! error instead of a silent reset. Call-time failures name the operation. `Display` strings
+//! Open-time failures name the file (or the Postgres server, without its password), so a
+//! corrupt, locked, unreachable or too-new store is a clear startup error instead of a
+//! silent reset. Call-time failures name the operation. `Display` strings
 //! are for logs: they hold paths, operation names and SQLite's own diagnostics, never a
 //! message text (the store never sees one) and never a credential.
 
@@ -63,6 +64,36 @@ pub enum StoreError {
         /// SQLite's error; shared because one failed commit fails every operation in it.
         #[source]
         source: Arc<rusqlite::Error>,
+    },
+    /// The Postgres store cannot be reached or refused the connection (wrong host,
+    /// credentials, database, or a URL this build cannot use).
+    #[error("Cannot connect to the store at {target}: {reason}.")]
+    Connect {
+        /// `postgres://user@host:port/db`, never the password.
+        target: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The Postgres schema was written by a newer im-bridge (see [`StoreError::TooNew`]).
+    #[error(
+        "The store at {target} has schema version {found}, newer than the {supported} this build supports; upgrade im-bridge."
+    )]
+    TooNewSchema {
+        /// `postgres://user@host:port/db`.
+        target: String,
+        /// The schema version found.
+        found: i64,
+        /// The newest schema version this build knows.
+        supported: i64,
+    },
+    /// A Postgres statement failed (the operation had no effect).
+    #[error("Store operation {op} failed: {source}.")]
+    Postgres {
+        /// The trait method (or `migrate`) that failed.
+        op: &'static str,
+        /// The driver's error (it never holds the password).
+        #[source]
+        source: tokio_postgres::Error,
     },
     /// The store was closed (or its worker stopped); no further calls are served.
     #[error("The store is closed.")]

@@ -43,14 +43,16 @@ mod worker;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use im_bridge_channel::{ChatId, ThreadId};
 use tokio::sync::{mpsc, oneshot};
 
 use self::db::{Caches, Db};
 use self::worker::{Job, Step};
-use super::{Binding, ConversationKey, DedupeKey, Store, StoreError};
+use super::{
+    Binding, ConversationKey, DedupeKey, Store, StoreError, ttl_millis, unix_millis, unix_seconds,
+};
 
 /// Jobs waiting for the store thread at most; a caller finding the queue full waits for room.
 /// At a few microseconds per job in a batch, a full queue is a few milliseconds of work.
@@ -181,22 +183,6 @@ impl SqliteStore {
     }
 }
 
-/// Unix time in seconds, as bindings record it. A clock before 1970 reads as 0.
-fn unix_seconds() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |since| since.as_secs_f64())
-}
-
-/// Unix time in milliseconds, as dedupe records it.
-fn unix_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
-        })
-}
-
 /// `(channel, chat_id, topic)` with `""` for no topic: the binding's row key.
 fn binding_key(key: &ConversationKey) -> db::BindingKey {
     (
@@ -268,7 +254,7 @@ impl Store for SqliteStore {
 
     async fn dedupe_admit(&self, key: &DedupeKey, ttl: Duration) -> Result<bool, StoreError> {
         let key = key.clone();
-        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let ttl_ms = ttl_millis(ttl);
         self.call(
             "dedupe_admit",
             move |db| db.dedupe_admit(&key, unix_millis(), ttl_ms),

@@ -1,0 +1,170 @@
+//! The Postgres backend against the machine's PostgreSQL (`IM_BRIDGE_TEST_POSTGRES`, default
+//! `postgres://postgres@127.0.0.1:5432/test`): each test gets a schema of its own, dropped
+//! afterwards, so tests run in parallel and leave nothing behind.
+
+use std::sync::Arc;
+
+use tokio_postgres::NoTls;
+
+use super::*;
+use crate::store::conformance::conformance;
+
+const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// A fresh schema on the test server; dropped when the value is.
+struct Scratch {
+    base: Config,
+    schema: String,
+}
+
+impl Scratch {
+    async fn new() -> Self {
+        let url = std::env::var("IM_BRIDGE_TEST_POSTGRES").unwrap_or_else(|_| DEFAULT_URL.into());
+        let base: Config = url
+            .parse()
+            .expect("IM_BRIDGE_TEST_POSTGRES is a postgres:// URL");
+        let schema = format!("im_bridge_test_{:016x}", rand::random::<u64>());
+        let (client, connection) = base.connect(NoTls).await.unwrap_or_else(|error| {
+            panic!(
+                "these tests need PostgreSQL at {} (set IM_BRIDGE_TEST_POSTGRES): {error}",
+                describe(&base)
+            )
+        });
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .await
+            .unwrap();
+        Self { base, schema }
+    }
+
+    /// A connection configuration whose tables live in this schema.
+    fn config(&self) -> Config {
+        let mut config = self.base.clone();
+        config.options(format!("-c search_path={}", self.schema));
+        config
+    }
+
+    async fn store(&self, options: PostgresOptions) -> PostgresStore {
+        PostgresStore::connect_with(self.config(), options)
+            .await
+            .unwrap()
+    }
+
+    async fn drop_schema(self) {
+        let (client, connection) = self.base.connect(NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.schema))
+            .await
+            .unwrap();
+    }
+}
+
+fn small() -> PostgresOptions {
+    PostgresOptions {
+        dedupe_cap: 16,
+        max_connections: 4,
+    }
+}
+
+#[tokio::test]
+async fn passes_the_store_conformance_suite() {
+    let scratch = Scratch::new().await;
+    let store = scratch.store(small()).await;
+    conformance(Arc::new(store), 16).await;
+    scratch.drop_schema().await;
+}
+
+#[tokio::test]
+async fn replicas_sharing_the_database_admit_a_delivery_once() {
+    let scratch = Scratch::new().await;
+    // Two replicas start together: the migration runs once, under its lock.
+    let (a, b) = tokio::join!(scratch.store(small()), scratch.store(small()));
+    let key = DedupeKey {
+        channel: "telegram".into(),
+        workspace: "42".into(),
+        chat_id: ChatId::new("42"),
+        message_id: "7".into(),
+    };
+    let ttl = Duration::from_secs(600);
+    // The same redelivery reaches both at once: exactly one runs it.
+    let (first, second) = tokio::join!(a.dedupe_admit(&key, ttl), b.dedupe_admit(&key, ttl));
+    assert_eq!(
+        [first.unwrap(), second.unwrap()]
+            .iter()
+            .filter(|admitted| **admitted)
+            .count(),
+        1
+    );
+    // A binding written by one is read by the other.
+    let conv = ConversationKey::new("telegram", ChatId::new("42"), None);
+    a.set_binding(&conv, &ThreadId::new("t-1"), "u1")
+        .await
+        .unwrap();
+    let seen = b.get_binding(&conv).await.unwrap().unwrap();
+    assert_eq!(seen.thread_id.as_str(), "t-1");
+    // A released key can be admitted again by either.
+    b.dedupe_release(&key).await.unwrap();
+    assert!(a.dedupe_admit(&key, ttl).await.unwrap());
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+    scratch.drop_schema().await;
+}
+
+#[tokio::test]
+async fn a_schema_newer_than_this_build_is_refused() {
+    let scratch = Scratch::new().await;
+    scratch.store(small()).await.close().await.unwrap();
+    let (client, connection) = scratch.config().connect(NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute("UPDATE im_bridge_schema SET version = version + 1")
+        .await
+        .unwrap();
+    let error = PostgresStore::connect_with(scratch.config(), small())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, StoreError::TooNewSchema { found, supported, .. } if found == supported + 1),
+        "{error}"
+    );
+    scratch.drop_schema().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_clear_error_without_the_password() {
+    // Port 1 on loopback: nothing listens there.
+    let url = Secret::new("postgres://bridge:HUNTER2@127.0.0.1:1/bridge?connect_timeout=2");
+    let error = PostgresStore::connect(&url).await.unwrap_err();
+    let text = error.to_string();
+    assert!(matches!(error, StoreError::Connect { .. }), "{text}");
+    assert!(
+        text.contains("postgres://bridge@127.0.0.1:1/bridge"),
+        "{text}"
+    );
+    assert!(!text.contains("HUNTER2"), "{text}");
+    let bad = Secret::new("postgres://bridge:HUNTER2@127.0.0.1:notaport/x");
+    let text = PostgresStore::connect(&bad).await.unwrap_err().to_string();
+    assert!(!text.contains("HUNTER2"), "{text}");
+}
+
+#[tokio::test]
+async fn sslmode_require_is_refused_at_startup() {
+    let url = Secret::new("postgres://postgres@127.0.0.1:5432/test?sslmode=require");
+    let error = PostgresStore::connect(&url).await.unwrap_err();
+    assert!(error.to_string().contains("sslmode=require"), "{error}");
+}
+
+#[tokio::test]
+async fn calls_after_close_fail_as_closed() {
+    let scratch = Scratch::new().await;
+    let store = scratch.store(small()).await;
+    store.close().await.unwrap();
+    let error = store
+        .get_chat_locale("telegram", &ChatId::new("1"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::Closed), "{error}");
+    scratch.drop_schema().await;
+}
