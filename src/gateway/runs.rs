@@ -18,6 +18,7 @@ use reqwest::Method;
 use reqwest::header::{ACCEPT, CONTENT_LOCATION, CONTENT_TYPE};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio::task::JoinHandle;
 use tokio::time::{Instant, Sleep};
 
 use super::client::{Base, GatewayClient, Owner, read_json};
@@ -239,15 +240,32 @@ impl GatewayClient {
 
 type Body = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
+/// Run stream frames at least this large are decoded on the blocking pool (see
+/// [`RunStream`]); smaller ones, nearly all of them, inline.
+pub const OFFLOAD_FRAME_BYTES: usize = 256 * 1024;
+
+/// Frames decoded on the blocking pool so far (tests check the offload happens).
+#[cfg(test)]
+pub(crate) static OFFLOADED: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
 /// The events of one streamed run, ending with [`RunEvent::End`] and then `None`.
 ///
 /// It ends early with exactly one error: `StreamClosed` when the connection ends (cleanly
 /// or not) before `end`, `Timeout` after [`super::GatewayConfig::stream_idle_timeout`] of
 /// silence (heartbeats count as activity), `Decode` when a frame breaks the parser's size
 /// bound. Use it as a `Stream` or through [`RunStream::next`]; both are cancel-safe.
+///
+/// A frame of [`OFFLOAD_FRAME_BYTES`] or more (a `values` snapshot of a long thread) is
+/// decoded on tokio's blocking pool, so its milliseconds of decoding never stall the other
+/// tasks of a runtime worker.
 pub struct RunStream {
     body: Body,
     parser: SseParser,
+    /// A frame of at least [`OFFLOAD_FRAME_BYTES`] being decoded on the blocking pool; the
+    /// stream yields nothing else (and reads no further) until it is done, so events stay
+    /// in order.
+    decoding: Option<JoinHandle<Option<RunEvent>>>,
     idle: Duration,
     last_activity: Instant,
     sleep: Pin<Box<Sleep>>,
@@ -271,6 +289,7 @@ impl RunStream {
         Self {
             body,
             parser: SseParser::new(),
+            decoding: None,
             idle,
             last_activity: now,
             sleep: Box::pin(tokio::time::sleep_until(now + idle)),
@@ -305,7 +324,33 @@ impl Stream for RunStream {
             if this.done {
                 return Poll::Ready(None);
             }
+            if let Some(decoding) = this.decoding.as_mut() {
+                let decoded = std::task::ready!(Pin::new(decoding).poll(cx));
+                this.decoding = None;
+                match decoded {
+                    Ok(Some(event)) => {
+                        this.done = event == RunEvent::End;
+                        return Poll::Ready(Some(Ok(event)));
+                    }
+                    Ok(None) => continue,
+                    Err(error) => {
+                        tracing::warn!(%error, "Decoding a large run stream frame failed.");
+                        return this.finish(GatewayError::Decode {
+                            what: "run stream frame",
+                        });
+                    }
+                }
+            }
             match this.parser.next_frame() {
+                Ok(Some(frame)) if frame.data.len() >= OFFLOAD_FRAME_BYTES => {
+                    // A `values` snapshot of a long thread takes milliseconds to decode:
+                    // not on a runtime worker, where it would stall every other task.
+                    this.decoding = Some(tokio::task::spawn_blocking(move || {
+                        #[cfg(test)]
+                        OFFLOADED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        RunEvent::from_frame(&frame)
+                    }));
+                }
                 Ok(Some(frame)) => {
                     if let Some(event) = RunEvent::from_frame(&frame) {
                         this.done = event == RunEvent::End;

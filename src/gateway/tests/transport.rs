@@ -293,3 +293,54 @@ async fn stream_requires_an_event_stream_content_type() {
         }
     );
 }
+
+#[tokio::test]
+async fn a_large_frame_is_decoded_off_the_runtime_in_order() {
+    // A `values` snapshot past the offload bound, between small frames.
+    let long = "x".repeat(crate::gateway::runs::OFFLOAD_FRAME_BYTES);
+    let values = serde_json::json!({"messages": [
+        {"type": "human", "content": "q"},
+        {"type": "ai", "content": long},
+    ]});
+    let text = format!(
+        "{HEAD}event: values\ndata: {values}\n\nevent: messages\ndata: [{{\"type\":\"AIMessageChunk\",\"content\":\"!\"}},{{}}]\n\nevent: end\ndata: null\n\n"
+    );
+    let server = Server::start(move |_| sse(&text, 64 * 1024, Tail::Close)).await;
+    let offloaded = crate::gateway::runs::OFFLOADED.load(std::sync::atomic::Ordering::Relaxed);
+    let mut stream = server
+        .client()
+        .stream_run(None, &ThreadId::new("t1"), &RunRequest::new("x"))
+        .await
+        .unwrap();
+    let events: Vec<RunEvent> = collect(&mut stream)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(kind).collect();
+    assert_eq!(kinds, ["metadata", "messages", "values", "messages", "end"]);
+    // Only the snapshot went to the blocking pool (no other test sends frames this large).
+    assert_eq!(
+        crate::gateway::runs::OFFLOADED.load(std::sync::atomic::Ordering::Relaxed),
+        offloaded + 1
+    );
+    let RunEvent::Values(snapshot) = &events[2] else {
+        panic!("{:?}", events[2])
+    };
+    assert_eq!(snapshot.message_count(), 2);
+    assert_eq!(
+        snapshot.turn().len(),
+        1,
+        "the long answer is the current turn"
+    );
+}
+
+fn kind(event: &RunEvent) -> &'static str {
+    match event {
+        RunEvent::Metadata { .. } => "metadata",
+        RunEvent::Messages { .. } => "messages",
+        RunEvent::Values(_) => "values",
+        RunEvent::End => "end",
+        _ => "other",
+    }
+}
