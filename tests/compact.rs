@@ -3,21 +3,21 @@
 
 use std::time::Duration;
 
-use im_bridge::i18n::{Arg, Catalogs, msg};
+use im_bridge::i18n::{Arg, msg};
 use im_bridge::simulator::{Fault, Hold, Reply, Route, Script};
 
-use crate::support::{Harness, Options, final_only};
+use crate::support::{Harness, Options, catalog_text};
 
+/// A final-only channel in locale `tag`, with a Gateway timeout (`from_chat_timeout`, which
+/// also bounds `/compact`) short enough that a delayed reply times out quickly.
 fn options(tag: &str) -> Options {
-    let mut o = Options {
-        caps: final_only(),
+    Options {
         from_chat_timeout: Duration::from_millis(300),
-        ..Options::default()
-    };
-    o.manager.notification_locale = tag.into();
-    o
+        ..Options::final_only().notification_locale(tag)
+    }
 }
 
+/// Has `n` question-and-answer turns, after `finals_before` finals.
 async fn chat(h: &Harness, n: usize, finals_before: usize) {
     for i in 0..n {
         h.sim
@@ -30,9 +30,8 @@ async fn chat(h: &Harness, n: usize, finals_before: usize) {
 #[tokio::test]
 async fn no_conversation_means_nothing_to_compact_and_no_call() {
     let h = Harness::with(options("en-US")).await;
-    h.say("/compact").await;
     assert_eq!(
-        h.channel.wait_finals(1).await[0],
+        h.ask("/compact", 1).await,
         "There's no conversation to condense yet."
     );
     assert!(h.sim.requests().is_empty());
@@ -43,40 +42,29 @@ async fn no_conversation_means_nothing_to_compact_and_no_call() {
 #[tokio::test]
 async fn every_outcome_in_both_locales() {
     for tag in ["en-US", "zh-CN"] {
-        let catalogs = Catalogs::embedded().unwrap();
-        let locale = catalogs.negotiate(tag).unwrap();
-        let text = |id: &str, args: &[(&str, Arg<'_>)]| catalogs.text(&locale, id, args);
+        let text = catalog_text(tag);
         let h = Harness::with(options(tag)).await;
         chat(&h, 1, 0).await;
         // Two messages: under the simulator's threshold of four.
-        h.say("/compact").await;
         assert_eq!(
-            h.channel.wait_finals(2).await[1],
+            h.ask("/compact", 2).await,
             text(msg::COMPACT_NOT_NEEDED, &[]),
             "{tag}"
         );
         chat(&h, 2, 2).await;
-        h.say("/compact").await;
-        let done = &h.channel.wait_finals(5).await[4];
+        let done = h.ask("/compact", 5).await;
         assert_eq!(
             done,
-            &text(
+            text(
                 msg::COMPACT_DONE,
                 &[("removed", Arg::Num(4)), ("kept", Arg::Num(2))]
             ),
             "{tag}"
         );
-        let body = h
-            .sim
-            .requests()
-            .into_iter()
-            .rfind(|r| r.path.ends_with("/compact"))
-            .unwrap();
-        assert_eq!(body.json().unwrap()["force"], true);
+        assert_eq!(h.last_body("/compact")["force"], true);
         h.sim.configure(|c| c.compaction_enabled = false);
-        h.say("/compact").await;
         assert_eq!(
-            h.channel.wait_finals(6).await[5],
+            h.ask("/compact", 6).await,
             text(msg::COMPACT_DISABLED, &[]),
             "{tag}"
         );
@@ -85,17 +73,15 @@ async fn every_outcome_in_both_locales() {
             Fault::on(Route::Compact)
                 .reply(Reply::detail(500, "Failed to compact thread context.")),
         );
-        h.say("/compact").await;
         assert_eq!(
-            h.channel.wait_finals(7).await[6],
+            h.ask("/compact", 7).await,
             text(msg::COMPACT_FAILED, &[]),
             "{tag}"
         );
         h.sim
             .push_fault(Fault::on(Route::Compact).delay(Duration::from_secs(2)));
-        h.say("/compact").await;
         assert_eq!(
-            h.channel.wait_finals(8).await[7],
+            h.ask("/compact", 8).await,
             text(msg::COMPACT_TIMEOUT, &[]),
             "{tag}"
         );
@@ -104,9 +90,8 @@ async fn every_outcome_in_both_locales() {
                 409,
                 "Thread has a run in flight. Compact after the run finishes.",
             )));
-        h.say("/context compact").await;
         assert_eq!(
-            h.channel.wait_finals(9).await[8],
+            h.ask("/context compact", 9).await,
             text(msg::COMPACT_BUSY, &[]),
             "{tag}"
         );
@@ -124,17 +109,10 @@ async fn every_outcome_in_both_locales() {
 async fn keep_argument_and_its_bad_input() {
     let h = Harness::with(options("en-US")).await;
     chat(&h, 3, 0).await;
-    h.say("/compact keep 3").await;
-    let done = &h.channel.wait_finals(4).await[3];
+    let done = h.ask("/compact keep 3", 4).await;
     assert!(done.contains("the latest 3 were kept"), "{done}");
-    let body = h
-        .sim
-        .requests()
-        .into_iter()
-        .rfind(|r| r.path.ends_with("/compact"))
-        .unwrap();
     assert_eq!(
-        body.json().unwrap()["keep"],
+        h.last_body("/compact")["keep"],
         serde_json::json!({"type": "messages", "value": 3})
     );
     let before = h.sim.requests().len();
@@ -166,13 +144,7 @@ async fn the_configured_agent_summarizes() {
     chat(&h, 2, 0).await;
     h.say("/compact").await;
     h.channel.wait_finals(3).await;
-    let body = h
-        .sim
-        .requests()
-        .into_iter()
-        .rfind(|r| r.path.ends_with("/compact"))
-        .unwrap();
-    assert_eq!(body.json().unwrap()["agent_name"], "report-writer");
+    assert_eq!(h.last_body("/compact")["agent_name"], "report-writer");
     h.stop().await;
 }
 
@@ -190,22 +162,14 @@ async fn compact_during_a_streaming_run_is_busy_and_the_run_still_finishes() {
             .hold(Hold::UntilFinished),
     );
     h.say("a long task").await;
-    h.sim
-        .wait_for_requests(3, crate::support::DEADLINE, |r| {
-            r.path.ends_with("/runs/stream")
-        })
-        .await
-        .unwrap();
+    h.wait_until_sent(3, "/runs/stream").await;
     h.say("/compact").await;
     let finals = h.channel.wait_finals(3).await;
     assert_eq!(
         finals[2],
         "A task is still running in this conversation. Please send /compact again once it has finished."
     );
-    let thread = h.only_thread();
-    for run in h.sim.active_runs(&thread) {
-        h.sim.finish_run(&run);
-    }
+    h.finish_runs();
     let finals = h.channel.wait_finals(4).await;
     assert_eq!(finals[3], "the long answer");
     h.stop().await;

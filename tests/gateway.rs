@@ -16,6 +16,7 @@ use serde_json::json;
 
 const TOKEN: &str = "internal-token-for-tests";
 
+/// A simulator that checks the internal token and CSRF, and a client that knows the token.
 async fn start(config: SimulatorConfig) -> (RunningSimulator, GatewayClient) {
     let sim = Simulator::start(SimulatorConfig {
         internal_token: Some(TOKEN.into()),
@@ -24,21 +25,36 @@ async fn start(config: SimulatorConfig) -> (RunningSimulator, GatewayClient) {
     })
     .await
     .unwrap();
-    let client = GatewayClient::new(GatewayConfig {
-        langgraph_url: sim.langgraph_url(),
-        gateway_url: sim.gateway_url(),
-        internal_token: Some(Secret::new(TOKEN)),
-        from_chat_timeout: Duration::from_secs(5),
-        ..GatewayConfig::default()
-    })
-    .unwrap();
+    let client = client_for(&sim, TOKEN, Duration::from_secs(5));
     (sim, client)
 }
 
+/// [`start`] with the default configuration, plus a fresh ownerless thread.
+async fn start_on_a_thread() -> (RunningSimulator, GatewayClient, ThreadId) {
+    let (sim, client) = start(SimulatorConfig::default()).await;
+    let thread = new_thread(&client, None).await;
+    (sim, client, thread)
+}
+
+/// A client for `sim` that sends `token` and gives `/goal/from-chat` (and `/compact`)
+/// `from_chat_timeout`.
+fn client_for(sim: &RunningSimulator, token: &str, from_chat_timeout: Duration) -> GatewayClient {
+    GatewayClient::new(GatewayConfig {
+        langgraph_url: sim.langgraph_url(),
+        gateway_url: sim.gateway_url(),
+        internal_token: Some(Secret::new(token)),
+        from_chat_timeout,
+        ..GatewayConfig::default()
+    })
+    .unwrap()
+}
+
+/// Creates a thread with chat metadata, owned by `owner`.
 async fn new_thread(client: &GatewayClient, owner: Option<&Owner>) -> ThreadId {
     client.create_thread(owner, &json!({"channel_source": {"type": "im_channel", "provider": "telegram", "chat_id": "1"}}), None).await.unwrap().thread_id
 }
 
+/// Streams a run of `text` on `thread` to its end and returns every event.
 async fn collect(client: &GatewayClient, thread: &ThreadId, text: &str) -> Vec<RunEvent> {
     let mut stream = client
         .stream_run(None, thread, &RunRequest::new(text))
@@ -49,6 +65,35 @@ async fn collect(client: &GatewayClient, thread: &ThreadId, text: &str) -> Vec<R
         events.push(event.unwrap());
     }
     events
+}
+
+/// How a streaming run on `thread` fails (the test expects it to).
+async fn stream_error(client: &GatewayClient, thread: &ThreadId) -> GatewayError {
+    client
+        .stream_run(None, thread, &RunRequest::new("x"))
+        .await
+        .unwrap_err()
+}
+
+/// How a `runs.wait` on `thread` fails (the test expects it to).
+async fn wait_error(client: &GatewayClient, thread: &ThreadId) -> GatewayError {
+    client
+        .wait_run(None, thread, &RunRequest::new("x"))
+        .await
+        .unwrap_err()
+}
+
+/// How a default `/compact` of `thread` fails (the test expects it to).
+async fn compact_error(client: &GatewayClient, thread: &ThreadId) -> GatewayError {
+    client
+        .compact_thread(None, thread, &CompactRequest::default())
+        .await
+        .unwrap_err()
+}
+
+/// How a hintless `/goal/from-chat` on `thread` fails (the test expects it to).
+async fn from_chat_error(client: &GatewayClient, thread: &ThreadId) -> GatewayError {
+    client.goal_from_chat(None, thread, None).await.unwrap_err()
 }
 
 #[tokio::test]
@@ -116,13 +161,7 @@ async fn threads_create_get_patch_and_state() {
 #[tokio::test]
 async fn a_wrong_token_is_unauthorized() {
     let (sim, _) = start(SimulatorConfig::default()).await;
-    let client = GatewayClient::new(GatewayConfig {
-        langgraph_url: sim.langgraph_url(),
-        gateway_url: sim.gateway_url(),
-        internal_token: Some(Secret::new("wrong")),
-        ..GatewayConfig::default()
-    })
-    .unwrap();
+    let client = client_for(&sim, "wrong", Duration::from_secs(5));
     assert_eq!(
         client
             .create_thread(None, &json!({}), None)
@@ -138,8 +177,7 @@ async fn a_wrong_token_is_unauthorized() {
 
 #[tokio::test]
 async fn stream_wait_and_create_runs() {
-    let (sim, client) = start(SimulatorConfig::default()).await;
-    let thread = new_thread(&client, None).await;
+    let (sim, client, thread) = start_on_a_thread().await;
     sim.script_next_run(Script::with_answer("Hello there, friend.").chunks(3));
     let events = collect(&client, &thread, "hi").await;
     assert!(matches!(events.first(), Some(RunEvent::Metadata { .. })));
@@ -174,20 +212,8 @@ async fn stream_wait_and_create_runs() {
         .await
         .unwrap();
     // While it runs, a second run is busy on every path.
-    assert_eq!(
-        client
-            .stream_run(None, &thread, &RunRequest::new("x"))
-            .await
-            .unwrap_err(),
-        GatewayError::Busy
-    );
-    assert_eq!(
-        client
-            .wait_run(None, &thread, &RunRequest::new("x"))
-            .await
-            .unwrap_err(),
-        GatewayError::Busy
-    );
+    assert_eq!(stream_error(&client, &thread).await, GatewayError::Busy);
+    assert_eq!(wait_error(&client, &thread).await, GatewayError::Busy);
     assert_eq!(
         client.put_goal(None, &thread, "goal").await.unwrap_err(),
         GatewayError::Busy
@@ -196,20 +222,8 @@ async fn stream_wait_and_create_runs() {
         client.delete_goal(None, &thread).await.unwrap_err(),
         GatewayError::Busy
     );
-    assert_eq!(
-        client
-            .compact_thread(None, &thread, &CompactRequest::default())
-            .await
-            .unwrap_err(),
-        GatewayError::Busy
-    );
-    assert_eq!(
-        client
-            .goal_from_chat(None, &thread, None)
-            .await
-            .unwrap_err(),
-        GatewayError::Busy
-    );
+    assert_eq!(compact_error(&client, &thread).await, GatewayError::Busy);
+    assert_eq!(from_chat_error(&client, &thread).await, GatewayError::Busy);
     assert!(sim.finish_run(&run_id));
     sim.wait_idle(thread.as_str(), Duration::from_secs(5))
         .await
@@ -224,8 +238,7 @@ async fn stream_wait_and_create_runs() {
 
 #[tokio::test]
 async fn stream_failures_surface_as_typed_errors() {
-    let (sim, client) = start(SimulatorConfig::default()).await;
-    let thread = new_thread(&client, None).await;
+    let (sim, client, thread) = start_on_a_thread().await;
     sim.script_next_run(
         Script::with_answer("partial text here")
             .chunks(4)
@@ -255,26 +268,16 @@ async fn stream_failures_surface_as_typed_errors() {
 
     sim.script_next_run(Script::rejected(Reply::html(502)));
     assert_eq!(
-        client
-            .stream_run(None, &thread, &RunRequest::new("x"))
-            .await
-            .unwrap_err(),
+        stream_error(&client, &thread).await,
         GatewayError::Server { status: 502 }
     );
     sim.script_next_run(Script::rejected(Reply::already_running_task(500)));
-    assert_eq!(
-        client
-            .wait_run(None, &thread, &RunRequest::new("x"))
-            .await
-            .unwrap_err(),
-        GatewayError::Busy
-    );
+    assert_eq!(wait_error(&client, &thread).await, GatewayError::Busy);
 }
 
 #[tokio::test]
 async fn goal_get_put_delete_and_state() {
-    let (sim, client) = start(SimulatorConfig::default()).await;
-    let thread = new_thread(&client, None).await;
+    let (sim, client, thread) = start_on_a_thread().await;
     assert_eq!(client.get_goal(None, &thread).await.unwrap(), None);
     let goal = client
         .put_goal(None, &thread, "  ship   the report ")
@@ -326,21 +329,14 @@ async fn goal_get_put_delete_and_state() {
 
 #[tokio::test]
 async fn goal_from_chat_outcomes() {
-    let (sim, client) = start(SimulatorConfig::default()).await;
-    let thread = new_thread(&client, None).await;
+    let (sim, client, thread) = start_on_a_thread().await;
     assert_eq!(
-        client
-            .goal_from_chat(None, &thread, None)
-            .await
-            .unwrap_err(),
+        from_chat_error(&client, &thread).await,
         GatewayError::NoContext
     );
     sim.append_human_message(thread.as_str(), "hi", false);
     assert_eq!(
-        client
-            .goal_from_chat(None, &thread, None)
-            .await
-            .unwrap_err(),
+        from_chat_error(&client, &thread).await,
         GatewayError::Unclear
     );
     sim.append_human_message(
@@ -380,37 +376,20 @@ async fn goal_from_chat_outcomes() {
         (Reply::coded(403, "forbidden", "m"), GatewayError::Forbidden),
     ] {
         sim.push_fault(Fault::on(Route::GoalFromChat).reply(reply));
-        assert_eq!(
-            client
-                .goal_from_chat(None, &thread, None)
-                .await
-                .unwrap_err(),
-            expected
-        );
+        assert_eq!(from_chat_error(&client, &thread).await, expected);
     }
     // A synthesis slower than the client's patience is a timeout, not a failure.
-    let impatient = GatewayClient::new(GatewayConfig {
-        langgraph_url: sim.langgraph_url(),
-        gateway_url: sim.gateway_url(),
-        internal_token: Some(Secret::new(TOKEN)),
-        from_chat_timeout: Duration::from_millis(100),
-        ..GatewayConfig::default()
-    })
-    .unwrap();
+    let impatient = client_for(&sim, TOKEN, Duration::from_millis(100));
     sim.push_fault(Fault::on(Route::GoalFromChat).delay(Duration::from_millis(500)));
     assert_eq!(
-        impatient
-            .goal_from_chat(None, &thread, None)
-            .await
-            .unwrap_err(),
+        from_chat_error(&impatient, &thread).await,
         GatewayError::Timeout
     );
 }
 
 #[tokio::test]
 async fn compaction_outcomes() {
-    let (sim, client) = start(SimulatorConfig::default()).await;
-    let thread = new_thread(&client, None).await;
+    let (sim, client, thread) = start_on_a_thread().await;
     let outcome = client
         .compact_thread(None, &thread, &CompactRequest::default())
         .await
@@ -442,10 +421,7 @@ async fn compaction_outcomes() {
     );
     sim.configure(|c| c.compaction_enabled = false);
     assert_eq!(
-        client
-            .compact_thread(None, &thread, &CompactRequest::default())
-            .await
-            .unwrap_err(),
+        compact_error(&client, &thread).await,
         GatewayError::Disabled
     );
 }

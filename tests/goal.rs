@@ -5,16 +5,7 @@ use std::time::Duration;
 
 use im_bridge::simulator::{Fault, GoalEvaluation, GoalState, Hold, Reply, Route, Script};
 
-use crate::support::{Harness, Options, final_only};
-
-/// A harness on a final-only channel, so every reply is one final.
-async fn harness() -> Harness {
-    Harness::with(Options {
-        caps: final_only(),
-        ..Options::default()
-    })
-    .await
-}
+use crate::support::{Harness, Options, goal_met_at_once};
 
 /// Sends one chat message so the conversation has a thread, and returns it.
 async fn bind(h: &Harness, finals_before: usize) -> String {
@@ -44,18 +35,16 @@ fn run_calls(h: &Harness) -> usize {
 
 #[tokio::test]
 async fn status_and_clear_without_a_conversation_make_no_call() {
-    let h = harness().await;
-    h.say("/goal").await;
+    let h = Harness::final_only().await;
     assert_eq!(
-        h.channel.wait_finals(1).await[0],
+        h.ask("/goal", 1).await,
         "There's no active goal in this conversation."
     );
-    h.say("/goal clear").await;
-    assert_eq!(h.channel.wait_finals(2).await[1], "The goal is cleared.");
-    h.say("/goal from-chat").await;
+    assert_eq!(h.ask("/goal clear", 2).await, "The goal is cleared.");
+    let refusal = h.ask("/goal from-chat", 3).await;
     assert!(
-        h.channel.wait_finals(3).await[2]
-            .starts_with("There's nothing in this conversation yet to build a goal from.")
+        refusal.starts_with("There's nothing in this conversation yet to build a goal from."),
+        "{refusal}"
     );
     assert!(h.sim.requests().is_empty(), "{:?}", h.sim.requests());
     h.stop().await;
@@ -63,13 +52,8 @@ async fn status_and_clear_without_a_conversation_make_no_call() {
 
 #[tokio::test]
 async fn set_saves_then_starts_exactly_one_run() {
-    let h = harness().await;
-    h.sim.script_next_run(
-        Script::with_answer("On it.")
-            .chunks(1)
-            .goal_continuations(0)
-            .goal_met(),
-    );
+    let h = Harness::final_only().await;
+    h.sim.script_next_run(goal_met_at_once("On it."));
     h.say("/goal ship the quarterly report").await;
     assert_eq!(h.channel.wait_finals(1).await, ["On it."]);
     let requests = h.sim.requests();
@@ -92,9 +76,8 @@ async fn set_saves_then_starts_exactly_one_run() {
     );
     assert_eq!(run_calls(&h), 1);
     // The goal is met: status says so, with the objective.
-    h.say("/goal").await;
     assert_eq!(
-        h.channel.wait_finals(2).await[1],
+        h.ask("/goal", 2).await,
         "Goal met: ship the quarterly report"
     );
     h.stop().await;
@@ -102,13 +85,8 @@ async fn set_saves_then_starts_exactly_one_run() {
 
 #[tokio::test]
 async fn clear_the_build_cache_is_an_objective() {
-    let h = harness().await;
-    h.sim.script_next_run(
-        Script::with_answer("ok")
-            .chunks(1)
-            .goal_continuations(0)
-            .goal_met(),
-    );
+    let h = Harness::final_only().await;
+    h.sim.script_next_run(goal_met_at_once("ok"));
     h.say("/goal clear the build cache").await;
     h.channel.wait_finals(1).await;
     let put = h
@@ -123,33 +101,30 @@ async fn clear_the_build_cache_is_an_objective() {
 
 #[tokio::test]
 async fn set_refusals_start_no_run() {
-    let h = harness().await;
+    let h = Harness::final_only().await;
     let thread = bind(&h, 0).await;
     h.sim
         .push_fault(Fault::on(Route::GoalPut).reply(Reply::detail(
             409,
             "Thread has a run in flight. Set the goal after the run finishes.",
         )));
-    h.say("/goal finish it").await;
     assert_eq!(
-        h.channel.wait_finals(2).await[1],
+        h.ask("/goal finish it", 2).await,
         "A task is still running in this conversation, so I left the goal as it was. Please wait for the task to finish, then try again."
     );
     h.sim.push_fault(
         Fault::on(Route::GoalPut).reply(Reply::detail(500, "Failed to set thread goal")),
     );
-    h.say("/goal finish it").await;
     assert_eq!(
-        h.channel.wait_finals(3).await[2],
+        h.ask("/goal finish it", 3).await,
         "I couldn't set the goal, so I haven't started on it. Please try again."
     );
     assert_eq!(run_calls(&h), 1, "only the binding run");
     assert!(h.sim.goal(&thread).is_none());
     let long = "x".repeat(4001);
     let before = goal_calls(&h);
-    h.say(&format!("/goal {long}")).await;
     assert_eq!(
-        h.channel.wait_finals(4).await[3],
+        h.ask(&format!("/goal {long}"), 4).await,
         "That goal is too long. Please keep it under 4000 characters."
     );
     assert_eq!(goal_calls(&h), before, "nothing sent");
@@ -158,20 +133,15 @@ async fn set_refusals_start_no_run() {
 
 #[tokio::test]
 async fn status_reports_progress_stand_down_and_never_the_evaluator_text() {
-    let h = harness().await;
+    let h = Harness::final_only().await;
     let thread = bind(&h, 0).await;
     let mut goal = GoalState::new("ship the report", 8);
     h.sim.set_goal(&thread, Some(goal.clone()));
-    h.say("/goal").await;
-    assert_eq!(
-        h.channel.wait_finals(2).await[1],
-        "Current goal: ship the report"
-    );
+    assert_eq!(h.ask("/goal", 2).await, "Current goal: ship the report");
     goal.continuation_count = 3;
     h.sim.set_goal(&thread, Some(goal.clone()));
-    h.say("/goal").await;
     assert_eq!(
-        h.channel.wait_finals(3).await[2],
+        h.ask("/goal", 3).await,
         "Current goal: ship the report\nStill working on it (3/8 automatic follow-ups used)."
     );
     goal.last_evaluation = Some(GoalEvaluation {
@@ -186,32 +156,27 @@ async fn status_reports_progress_stand_down_and_never_the_evaluator_text() {
         stand_down_reason: Some("blocked:needs_user_input".into()),
     });
     h.sim.set_goal(&thread, Some(goal.clone()));
-    h.say("/goal").await;
-    let stopped = &h.channel.wait_finals(4).await[3];
+    let stopped = h.ask("/goal", 4).await;
     assert_eq!(
         stopped,
         "Current goal: ship the report\nI stopped following up on my own after 3/8 attempts: I need your input to go on.\nSend a message to keep going, or /goal clear to drop it."
     );
     goal.last_evaluation.as_mut().unwrap().stand_down_reason = Some("something_new".into());
     h.sim.set_goal(&thread, Some(goal));
-    h.say("/goal").await;
-    assert!(h.channel.wait_finals(5).await[4].contains("no reason was recorded"));
+    assert!(h.ask("/goal", 5).await.contains("no reason was recorded"));
     h.sim
         .push_fault(Fault::on(Route::GoalGet).reply(Reply::html(502)));
-    h.say("/goal").await;
     assert_eq!(
-        h.channel.wait_finals(6).await[5],
+        h.ask("/goal", 6).await,
         "I couldn't look up the goal right now. Please try again."
     );
-    for call in h.channel.calls() {
-        assert!(!call.text().contains("MARKER"), "{call:?}");
-    }
+    h.channel.assert_never_shown("MARKER");
     h.stop().await;
 }
 
 #[tokio::test]
 async fn clear_outcomes() {
-    let h = harness().await;
+    let h = Harness::final_only().await;
     let thread = bind(&h, 0).await;
     h.sim.set_goal(&thread, Some(GoalState::new("x", 8)));
     h.sim
@@ -219,35 +184,28 @@ async fn clear_outcomes() {
             409,
             "Thread has a run in flight. Clear the goal after the run finishes.",
         )));
-    h.say("/goal CANCEL").await;
-    assert!(h.channel.wait_finals(2).await[1].starts_with(
+    assert!(h.ask("/goal CANCEL", 2).await.starts_with(
         "A task is still running in this conversation, so I left the goal as it was."
     ));
     assert!(h.sim.goal(&thread).is_some(), "unchanged");
     h.sim.push_fault(
         Fault::on(Route::GoalDelete).reply(Reply::detail(500, "Failed to clear thread goal")),
     );
-    h.say("/goal off").await;
     assert_eq!(
-        h.channel.wait_finals(3).await[2],
+        h.ask("/goal off", 3).await,
         "I couldn't clear the goal. Please try again."
     );
-    h.say("/goal reset").await;
-    assert_eq!(h.channel.wait_finals(4).await[3], "The goal is cleared.");
+    assert_eq!(h.ask("/goal reset", 4).await, "The goal is cleared.");
     assert!(h.sim.goal(&thread).is_none());
     h.stop().await;
 }
 
 #[tokio::test]
 async fn from_chat_saves_then_publishes_the_objective_then_runs_once() {
-    let h = harness().await;
+    let h = Harness::final_only().await;
     let thread = bind(&h, 0).await;
-    h.sim.script_next_run(
-        Script::with_answer("Working on the report now.")
-            .chunks(1)
-            .goal_continuations(0)
-            .goal_met(),
-    );
+    h.sim
+        .script_next_run(goal_met_at_once("Working on the report now."));
     h.say("/goal from-chat").await;
     let finals = h.channel.wait_finals(3).await;
     assert_eq!(
@@ -283,28 +241,16 @@ async fn from_chat_saves_then_publishes_the_objective_then_runs_once() {
 
 #[tokio::test]
 async fn from_chat_sends_the_hint_and_refuses_a_long_one() {
-    let h = harness().await;
+    let h = Harness::final_only().await;
     bind(&h, 0).await;
-    h.sim.script_next_run(
-        Script::with_answer("ok")
-            .chunks(1)
-            .goal_continuations(0)
-            .goal_met(),
-    );
+    h.sim.script_next_run(goal_met_at_once("ok"));
     h.say("/goal from-chat  focus on Q3  ").await;
     h.channel.wait_finals(3).await;
-    let post = h
-        .sim
-        .requests()
-        .into_iter()
-        .find(|r| r.path.ends_with("/goal/from-chat"))
-        .unwrap();
-    assert_eq!(post.json().unwrap()["hint"], "focus on Q3");
+    assert_eq!(h.first_body("/goal/from-chat")["hint"], "focus on Q3");
     let before = goal_calls(&h);
-    h.say(&format!("/goal from-chat {}", "y".repeat(4001)))
-        .await;
+    let long_hint = format!("/goal from-chat {}", "y".repeat(4001));
     assert_eq!(
-        h.channel.wait_finals(4).await[3],
+        h.ask(&long_hint, 4).await,
         "That hint is too long. Please keep it under 4000 characters."
     );
     assert_eq!(goal_calls(&h), before);
@@ -363,7 +309,7 @@ async fn from_chat_outcomes_each_get_their_own_reply() {
             "I couldn't set a goal from our conversation. Please try again, or set one directly with /goal <condition>.",
         ),
     ];
-    let h = harness().await;
+    let h = Harness::final_only().await;
     bind(&h, 0).await;
     for (i, (reply, expected)) in cases.into_iter().enumerate() {
         h.sim
@@ -373,28 +319,21 @@ async fn from_chat_outcomes_each_get_their_own_reply() {
         assert_eq!(finals[i + 1], expected, "case {i}");
     }
     assert_eq!(run_calls(&h), 1, "no outcome but saved starts a run");
-    assert!(
-        h.channel
-            .calls()
-            .iter()
-            .all(|c| !c.text().contains("MARKER"))
-    );
+    h.channel.assert_never_shown("MARKER");
     h.stop().await;
 }
 
 #[tokio::test]
 async fn from_chat_timeout_does_not_claim_nothing_was_saved() {
     let h = Harness::with(Options {
-        caps: final_only(),
         from_chat_timeout: Duration::from_millis(200),
-        ..Options::default()
+        ..Options::final_only()
     })
     .await;
     bind(&h, 0).await;
     h.sim
         .push_fault(Fault::on(Route::GoalFromChat).delay(Duration::from_millis(800)));
-    h.say("/goal from-chat").await;
-    let reply = &h.channel.wait_finals(2).await[1];
+    let reply = h.ask("/goal from-chat", 2).await;
     assert_eq!(
         reply,
         "Working out the goal is taking longer than expected. It may still be saved in a moment — send /goal to check before trying again."
@@ -406,17 +345,12 @@ async fn from_chat_timeout_does_not_claim_nothing_was_saved() {
 async fn new_during_a_slow_synthesis_keeps_the_goal_on_the_old_thread_and_starts_nothing() {
     // Conversation messages are handled concurrently here, so /new can land while the
     // model composes.
-    let h = harness().await;
+    let h = Harness::final_only().await;
     let old = bind(&h, 0).await;
     h.sim
         .push_fault(Fault::on(Route::GoalFromChat).delay(Duration::from_millis(400)));
     h.say("/goal from-chat").await;
-    h.sim
-        .wait_for_requests(1, crate::support::DEADLINE, |r| {
-            r.path.ends_with("/goal/from-chat")
-        })
-        .await
-        .unwrap();
+    h.wait_until_sent(1, "/goal/from-chat").await;
     h.say("/new").await;
     let finals = h.channel.wait_finals(3).await;
     assert!(
@@ -439,7 +373,7 @@ async fn new_during_a_slow_synthesis_keeps_the_goal_on_the_old_thread_and_starts
 
 #[tokio::test]
 async fn from_chat_saved_but_the_run_is_busy_says_so_honestly() {
-    let h = harness().await;
+    let h = Harness::final_only().await;
     bind(&h, 0).await;
     h.sim
         .script_next_run(Script::rejected(Reply::run_busy("x")));
@@ -484,10 +418,8 @@ async fn two_continuations_render_three_messages_when_streaming() {
         "{finals:?}"
     );
     // The partials of a continuation carry the marker too, and nothing leaks.
-    for call in h.channel.calls() {
-        assert!(!call.text().contains("MARKER"), "{call:?}");
-        assert!(!call.text().contains("goal_continuation"), "{call:?}");
-    }
+    h.channel.assert_never_shown("MARKER");
+    h.channel.assert_never_shown("goal_continuation");
     h.say("/goal").await;
     let finals = h.channel.wait_finals(4).await;
     assert!(finals[3].contains("I stopped following up on my own after 2/8 attempts: I used all my automatic follow-ups."), "{finals:?}");
@@ -496,7 +428,7 @@ async fn two_continuations_render_three_messages_when_streaming() {
 
 #[tokio::test]
 async fn continuations_end_in_finals_on_final_only_channels() {
-    let h = harness().await;
+    let h = Harness::final_only().await;
     h.sim.script_next_run(
         Script::with_answer("First answer.")
             .chunks(1)

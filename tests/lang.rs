@@ -1,63 +1,52 @@
 //! Localization end to end (issue 6): the locale chain with its fall-through, `/lang` in
 //! private and group chats, and the `/goal` outcomes in both shipped locales.
 
-use im_bridge::i18n::{Arg, Catalogs, msg};
+use std::time::Duration;
+
+use im_bridge::i18n::{Arg, msg};
 use im_bridge::simulator::{Fault, GoalState, Reply, Route, Script};
 
-use crate::support::{Harness, Options, admins, final_only, in_group};
+use crate::support::{
+    DEADLINE, Harness, Options, admins, catalog_text, goal_met_at_once, in_group,
+};
 
 const EN_NONE: &str = "There's no active goal in this conversation.";
 const ZH_NONE: &str = "这个对话目前没有目标。";
 
-fn options() -> Options {
-    Options {
-        caps: final_only(),
-        ..Options::default()
-    }
-}
-
 #[tokio::test]
 async fn each_step_of_the_chain_and_its_fall_through() {
     // 6. Nothing configured: en-US.
-    let mut o = options();
-    o.manager.notification_locale = "fr-FR".into();
-    let h = Harness::with(o).await;
-    h.say("/goal").await;
-    assert_eq!(h.channel.wait_finals(1).await[0], EN_NONE);
+    let h = Harness::with(Options::final_only().notification_locale("fr-FR")).await;
+    assert_eq!(h.ask("/goal", 1).await, EN_NONE);
     h.stop().await;
 
     // 5. The admin's notification_locale.
-    let mut o = options();
-    o.manager.notification_locale = "zh-CN".into();
-    let h = Harness::with(o).await;
-    h.say("/goal").await;
-    assert_eq!(h.channel.wait_finals(1).await[0], ZH_NONE);
+    let h = Harness::with(Options::final_only().notification_locale("zh-CN")).await;
+    assert_eq!(h.ask("/goal", 1).await, ZH_NONE);
     h.stop().await;
 
     // 4. The channel's locale beats the admin default.
-    let mut o = options();
-    o.manager.notification_locale = "en-US".into();
+    let mut o = Options::final_only().notification_locale("en-US");
     o.manager
         .channel_locales
         .insert("telegram".into(), "zh".into());
     let h = Harness::with(o).await;
-    h.say("/goal").await;
-    assert_eq!(h.channel.wait_finals(1).await[0], ZH_NONE);
+    assert_eq!(h.ask("/goal", 1).await, ZH_NONE);
     // 3. The sender's platform language beats the channel's.
     let mut m = h.message("/goal");
     m.locale_hint = Some("en-GB".into());
     h.send(m).await;
-    assert_eq!(h.channel.wait_finals(2).await[1], EN_NONE);
+    assert_eq!(h.channel.nth_final(2).await, EN_NONE);
     h.stop().await;
 
     // 2. The owner's preference beats the sender's language; a failing lookup falls through.
-    let h = Harness::with(options()).await;
+    let h = Harness::final_only().await;
     h.sim.set_user_locale("owner-1", Some("zh-CN"));
     let mut m = h.message("/goal");
     m.owner_user_id = Some("owner-1".into());
     m.locale_hint = Some("en-US".into());
     h.send(m.clone()).await;
-    assert_eq!(h.channel.wait_finals(1).await[0], ZH_NONE);
+    assert_eq!(h.channel.nth_final(1).await, ZH_NONE);
     let mut other = m.clone();
     other.owner_user_id = Some("owner-2".into());
     other.metadata.insert("message_id".into(), "fresh-1".into());
@@ -69,53 +58,45 @@ async fn each_step_of_the_chain_and_its_fall_through() {
     other.locale_hint = Some("zh-Hans-SG".into());
     h.send(other).await;
     assert_eq!(
-        h.channel.wait_finals(2).await[1],
+        h.channel.nth_final(2).await,
         ZH_NONE,
         "a failed lookup falls through to the sender's language"
     );
     h.sim.clear_faults();
 
     // 1. The chat's override beats everything.
-    h.say("/lang en").await;
     assert_eq!(
-        h.channel.wait_finals(3).await[2],
+        h.ask("/lang en", 3).await,
         "Okay, I'll reply in en-US in this chat."
     );
     let mut m2 = m.clone();
     m2.metadata.insert("message_id".into(), "fresh-2".into());
     h.send(m2).await;
-    assert_eq!(h.channel.wait_finals(4).await[3], EN_NONE);
+    assert_eq!(h.channel.nth_final(4).await, EN_NONE);
     h.stop().await;
 }
 
 #[tokio::test]
 async fn lang_reports_its_source_and_switches_both_ways() {
-    let mut o = options();
-    o.manager.notification_locale = "zh-CN".into();
-    let h = Harness::with(o).await;
-    h.say("/lang").await;
+    let h = Harness::with(Options::final_only().notification_locale("zh-CN")).await;
     assert_eq!(
-        h.channel.wait_finals(1).await[0],
+        h.ask("/lang", 1).await,
         "我现在用 zh-CN 回复，因为这是管理员设定的默认语言。"
     );
-    h.say("/lang en-US").await;
     assert_eq!(
-        h.channel.wait_finals(2).await[1],
+        h.ask("/lang en-US", 2).await,
         "Okay, I'll reply in en-US in this chat."
     );
-    h.say("/lang").await;
     assert_eq!(
-        h.channel.wait_finals(3).await[2],
+        h.ask("/lang", 3).await,
         "I'm replying in en-US because this chat chose it with /lang."
     );
-    h.say("/lang auto").await;
     assert_eq!(
-        h.channel.wait_finals(4).await[3],
+        h.ask("/lang auto", 4).await,
         "这个聊天不再单独指定语言，我会用 zh-CN 回复。"
     );
-    h.say("/lang klingon").await;
     assert_eq!(
-        h.channel.wait_finals(5).await[4],
+        h.ask("/lang klingon", 5).await,
         "我暂时还不能用 klingon 回复。可用的语言有：en-US, zh-CN"
     );
     h.stop().await;
@@ -123,45 +104,46 @@ async fn lang_reports_its_source_and_switches_both_ways() {
 
 #[tokio::test]
 async fn in_groups_only_admins_change_the_language() {
-    let mut o = options();
+    let mut o = Options::final_only();
     o.manager.channel_admins = admins("telegram", &["boss"]);
     let h = Harness::with(o).await;
     h.send(in_group(h.message("/lang zh-CN"), None)).await;
     assert_eq!(
-        h.channel.wait_finals(1).await[0],
+        h.channel.nth_final(1).await,
         "Only this bot's admins can change the language in a group chat."
     );
     let mut boss = in_group(h.message("/lang zh-CN"), None);
     boss.user_id = "boss".into();
     h.send(boss).await;
     assert_eq!(
-        h.channel.wait_finals(2).await[1],
+        h.channel.nth_final(2).await,
         "好的，在这个聊天里我会用 zh-CN 回复。"
     );
     // Anyone may look; and in a private chat anyone may change it.
     h.send(in_group(h.message("/lang"), None)).await;
-    assert!(h.channel.wait_finals(3).await[2].starts_with("我现在用 zh-CN 回复"));
+    let shown = h.channel.nth_final(3).await;
+    assert!(shown.starts_with("我现在用 zh-CN 回复"), "{shown}");
     let mut private = h.message("/lang en");
     private.chat_id = "dm".into();
     h.send(private).await;
     assert_eq!(
-        h.channel.wait_finals(4).await[3],
+        h.channel.nth_final(4).await,
         "Okay, I'll reply in en-US in this chat."
     );
     h.stop().await;
 }
 
-/// Every `/goal` outcome, in zh-CN: each reply is the zh-CN catalog text, not English.
+/// Every `/goal` outcome in each shipped locale: each reply is that locale's catalog text
+/// (in zh-CN, not English).
 #[tokio::test]
 async fn every_goal_outcome_in_both_locales() {
     for tag in ["en-US", "zh-CN"] {
-        let catalogs = Catalogs::embedded().unwrap();
-        let locale = catalogs.negotiate(tag).unwrap();
-        let text = |id: &str, args: &[(&str, Arg<'_>)]| catalogs.text(&locale, id, args);
-        let mut o = options();
-        o.manager.notification_locale = tag.into();
-        o.from_chat_timeout = std::time::Duration::from_millis(300);
-        let h = Harness::with(o).await;
+        let text = catalog_text(tag);
+        let h = Harness::with(Options {
+            from_chat_timeout: Duration::from_millis(300),
+            ..Options::final_only().notification_locale(tag)
+        })
+        .await;
         let mut expected: Vec<String> = Vec::new();
         let mut check = async |h: &Harness, command: &str, want: String| {
             h.say(command).await;
@@ -181,12 +163,7 @@ async fn every_goal_outcome_in_both_locales() {
             text(msg::GOAL_FROM_CHAT_NO_CONTEXT, &[]),
         )
         .await;
-        h.sim.script_next_run(
-            Script::with_answer("ok")
-                .chunks(1)
-                .goal_continuations(0)
-                .goal_met(),
-        );
+        h.sim.script_next_run(goal_met_at_once("ok"));
         check(&h, "Please draft the launch plan", "ok".into()).await;
         let thread = h.only_thread();
         h.sim.set_goal(&thread, Some(GoalState::new("launch", 8)));
@@ -275,7 +252,7 @@ async fn every_goal_outcome_in_both_locales() {
             check(&h, "/goal from-chat", text(id, &[])).await;
         }
         h.sim
-            .push_fault(Fault::on(Route::GoalFromChat).delay(std::time::Duration::from_secs(2)));
+            .push_fault(Fault::on(Route::GoalFromChat).delay(Duration::from_secs(2)));
         check(
             &h,
             "/goal from-chat",
@@ -283,10 +260,7 @@ async fn every_goal_outcome_in_both_locales() {
         )
         .await;
         // Saved, then the run is refused: the objective, then "saved but not started".
-        h.sim
-            .wait_idle(&thread, crate::support::DEADLINE)
-            .await
-            .unwrap();
+        h.sim.wait_idle(&thread, DEADLINE).await.unwrap();
         h.sim.set_goal(&thread, None);
         h.sim
             .script_next_run(Script::rejected(Reply::run_busy("x")));

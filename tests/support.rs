@@ -3,7 +3,9 @@
 //! Gateway simulator over loopback.
 //!
 //! Tests wait on observable events with deadlines ([`TestChannel::wait_for`]), never on
-//! sleeps.
+//! sleeps. The small helpers below name what many tests do (ask and wait for the reply,
+//! read a request the daemon sent, start on a final-only channel) so that each test states
+//! only its scenario.
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -15,12 +17,14 @@ use async_trait::async_trait;
 use im_bridge::config::{IntakeSettings, StoreLocation};
 use im_bridge::daemon::{self, DaemonConfig, DaemonError, DaemonExit};
 use im_bridge::gateway::GatewayConfig;
+use im_bridge::i18n::{Arg, Catalogs};
 use im_bridge::manager::ManagerConfig;
-use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
+use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
 use im_bridge_channel::{
     AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, ChatKind, InboundMessage,
     InboundSink, LengthUnit, MessageId, SendTarget, SentMessage, UpdateMode, commands,
 };
+use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -146,6 +150,30 @@ impl TestChannel {
         self.finals()
     }
 
+    /// Fails the test if any call so far showed `text` to the user (partials included).
+    pub fn assert_never_shown(&self, text: &str) {
+        for call in self.calls() {
+            assert!(!call.text().contains(text), "{text:?} was shown: {call:?}");
+        }
+    }
+
+    /// Waits for the `n`th final (counting from 1) and returns its text.
+    pub async fn nth_final(&self, n: usize) -> String {
+        self.wait_finals(n).await.swap_remove(n - 1)
+    }
+
+    fn record_send(&self, text: &str, stream: bool) -> SentMessage {
+        let id = self.new_id();
+        self.record(Call::Send {
+            id: id.clone(),
+            text: text.to_owned(),
+            stream,
+        });
+        SentMessage {
+            id: MessageId::new(id),
+        }
+    }
+
     fn record(&self, call: Call) {
         self.calls.lock().unwrap().push((Instant::now(), call));
         self.changed.notify_waiters();
@@ -186,15 +214,7 @@ impl Channel for TestChannel {
     }
 
     async fn send_text(&self, _: SendTarget<'_>, text: &str) -> Result<SentMessage, ChannelError> {
-        let id = self.new_id();
-        self.record(Call::Send {
-            id: id.clone(),
-            text: text.to_owned(),
-            stream: false,
-        });
-        Ok(SentMessage {
-            id: MessageId::new(id),
-        })
+        Ok(self.record_send(text, false))
     }
 
     async fn start_stream(
@@ -202,15 +222,7 @@ impl Channel for TestChannel {
         _: SendTarget<'_>,
         text: &str,
     ) -> Result<SentMessage, ChannelError> {
-        let id = self.new_id();
-        self.record(Call::Send {
-            id: id.clone(),
-            text: text.to_owned(),
-            stream: true,
-        });
-        Ok(SentMessage {
-            id: MessageId::new(id),
-        })
+        Ok(self.record_send(text, true))
     }
 
     async fn edit_text(
@@ -298,6 +310,22 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// Default options on a final-only channel, so every reply is exactly one final.
+    pub fn final_only() -> Self {
+        Self {
+            caps: final_only(),
+            ..Self::default()
+        }
+    }
+
+    /// These options with the admin's `notification_locale` set to `tag`.
+    pub fn notification_locale(mut self, tag: &str) -> Self {
+        self.manager.notification_locale = tag.into();
+        self
+    }
+}
+
 /// The real daemon, a test channel and the simulator.
 pub struct Harness {
     /// The Gateway simulator.
@@ -316,6 +344,11 @@ impl Harness {
     /// Starts everything with default options.
     pub async fn start() -> Self {
         Self::with(Options::default()).await
+    }
+
+    /// Starts everything on a final-only channel ([`Options::final_only`]).
+    pub async fn final_only() -> Self {
+        Self::with(Options::final_only()).await
     }
 
     /// Starts everything.
@@ -390,6 +423,12 @@ impl Harness {
         msg
     }
 
+    /// Says `text` and returns the `n`th final of the test (counting from 1) once it arrives.
+    pub async fn ask(&self, text: &str, n: usize) -> String {
+        self.say(text).await;
+        self.channel.nth_final(n).await
+    }
+
     /// Stops the daemon (as a signal would) and waits for it.
     pub async fn stop(mut self) -> (RunningSimulator, tempfile::TempDir, Options) {
         self.shutdown.cancel();
@@ -423,6 +462,44 @@ impl Harness {
         assert_eq!(threads.len(), 1, "{threads:?}");
         threads[0].clone()
     }
+
+    /// Lets every held run on the only thread finish.
+    pub fn finish_runs(&self) {
+        for run in self.sim.active_runs(&self.only_thread()) {
+            self.sim.finish_run(&run);
+        }
+    }
+
+    /// Waits until `n` requests to a path ending in `suffix` have reached the simulator.
+    pub async fn wait_until_sent(&self, n: usize, suffix: &str) {
+        self.sim
+            .wait_for_requests(n, DEADLINE, |r| r.path.ends_with(suffix))
+            .await
+            .unwrap();
+    }
+
+    /// The JSON body of the first request to a path ending in `suffix`.
+    pub fn first_body(&self, suffix: &str) -> Value {
+        let requests = self.sim.requests();
+        let request = requests.iter().find(|r| r.path.ends_with(suffix));
+        request.expect(suffix).json().unwrap().clone()
+    }
+
+    /// The JSON body of the latest request to a path ending in `suffix`.
+    pub fn last_body(&self, suffix: &str) -> Value {
+        let requests = self.sim.requests();
+        let request = requests.iter().rfind(|r| r.path.ends_with(suffix));
+        request.expect(suffix).json().unwrap().clone()
+    }
+
+    /// How many streaming runs (`POST …/runs/stream`) the daemon started.
+    pub fn streamed_runs(&self) -> usize {
+        self.sim
+            .requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/runs/stream"))
+            .count()
+    }
 }
 
 /// A group-chat message helper.
@@ -436,4 +513,20 @@ pub fn in_group(mut msg: InboundMessage, topic: Option<&str>) -> InboundMessage 
 pub fn admins(channel: &str, ids: &[&str]) -> HashMap<String, AllowedUsers> {
     let list = ids.iter().map(|s| Some((*s).to_owned())).collect();
     HashMap::from([(channel.to_owned(), AllowedUsers::from_entries(Some(list)))])
+}
+
+/// A function `text(id, args)` giving the embedded catalogs' sentence in locale `tag`, to
+/// compare replies with.
+pub fn catalog_text(tag: &str) -> impl Fn(&str, &[(&str, Arg<'_>)]) -> String {
+    let catalogs = Catalogs::embedded().unwrap();
+    let locale = catalogs.negotiate(tag).unwrap();
+    move |id: &str, args: &[(&str, Arg<'_>)]| catalogs.text(&locale, id, args)
+}
+
+/// A run that answers `answer` in one chunk and meets its goal with no follow-up.
+pub fn goal_met_at_once(answer: &str) -> Script {
+    Script::with_answer(answer)
+        .chunks(1)
+        .goal_continuations(0)
+        .goal_met()
 }

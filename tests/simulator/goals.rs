@@ -292,13 +292,7 @@ async fn goal_writes_are_validated_and_faults_are_scriptable() {
     within(h.sim.wait_until(DEADLINE, |s| s.pending_faults() == 0))
         .await
         .unwrap();
-    let (status, body) = h
-        .call(
-            Method::POST,
-            &format!("/api/threads/{t}/runs/wait"),
-            Some(wait_body(&t, "x")),
-        )
-        .await;
+    let (status, body) = h.wait_run(&t, "x").await;
     assert_eq!(
         (status, body["detail"].as_str()),
         (

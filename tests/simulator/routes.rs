@@ -323,20 +323,7 @@ async fn global_switches_fail_or_slow_every_route() {
     h.sim.configure(|c| c.failure_status = Some(503));
     for path in ["/api/models", "/api/threads/x/goal"] {
         let response = h.send(Method::GET, path, None).await;
-        assert_eq!(response.status(), 503);
-        assert!(
-            response.headers()["content-type"]
-                .to_str()
-                .unwrap()
-                .starts_with("text/html")
-        );
-        assert!(
-            response
-                .text()
-                .await
-                .unwrap()
-                .contains("503 Service Unavailable")
-        );
+        assert_html_error(response, 503, "503 Service Unavailable").await;
     }
     h.sim.configure(|c| {
         c.failure_status = None;

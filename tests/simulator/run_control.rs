@@ -40,38 +40,34 @@ async fn a_busy_thread_refuses_runs_goal_writes_and_compaction() {
         assert_eq!((status, &reply), (409, &busy), "{path}");
     }
     let goal = format!("/api/threads/{t}/goal");
-    let (status, reply) = h
-        .call(Method::PUT, &goal, Some(json!({"objective": "x"})))
-        .await;
-    assert_eq!(
-        (status, reply["detail"].as_str()),
+    let compact = format!("/api/threads/{t}/compact");
+    for (method, path, body, detail) in [
         (
-            409,
-            Some("Thread has a run in flight. Set the goal after the run finishes.")
-        )
-    );
-    let (status, reply) = h.call(Method::DELETE, &goal, None).await;
-    assert_eq!(
-        (status, reply["detail"].as_str()),
+            Method::PUT,
+            &goal,
+            Some(json!({"objective": "x"})),
+            "Thread has a run in flight. Set the goal after the run finishes.",
+        ),
         (
-            409,
-            Some("Thread has a run in flight. Clear the goal after the run finishes.")
-        )
-    );
-    let (status, reply) = h
-        .call(
+            Method::DELETE,
+            &goal,
+            None,
+            "Thread has a run in flight. Clear the goal after the run finishes.",
+        ),
+        (
             Method::POST,
-            &format!("/api/threads/{t}/compact"),
+            &compact,
             Some(json!({})),
-        )
-        .await;
-    assert_eq!(
-        (status, reply["detail"].as_str()),
-        (
-            409,
-            Some("Thread has a run in flight. Compact after the run finishes.")
-        )
-    );
+            "Thread has a run in flight. Compact after the run finishes.",
+        ),
+    ] {
+        let (status, reply) = h.call(method.clone(), path, body).await;
+        assert_eq!(
+            (status, reply["detail"].as_str()),
+            (409, Some(detail)),
+            "{method} {path}"
+        );
+    }
     let (status, reply) = h
         .call(Method::POST, &format!("{goal}/from-chat"), Some(json!({})))
         .await;
@@ -115,19 +111,7 @@ async fn scripted_rejections_and_slow_headers() {
     let response = h
         .send(Method::POST, &path, Some(stream_body(&t, "x")))
         .await;
-    assert_eq!(response.status(), 502);
-    assert!(
-        response.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/html")
-    );
-    assert!(
-        within(response.text())
-            .await
-            .unwrap()
-            .contains("<h1>502 Bad Gateway</h1>")
-    );
+    assert_html_error(response, 502, "<h1>502 Bad Gateway</h1>").await;
     let (status, _) = h
         .call(Method::POST, &path, Some(stream_body(&t, "x")))
         .await;
@@ -151,11 +135,8 @@ async fn scripted_rejections_and_slow_headers() {
 async fn wait_answers_with_values_or_a_status_body_and_cancels_on_timeout() {
     let h = Harness::start().await;
     let t = h.thread().await;
-    let path = format!("/api/threads/{t}/runs/wait");
     h.sim.script_thread(&t, Script::with_answer("Done."));
-    let (status, body) = h
-        .call(Method::POST, &path, Some(wait_body(&t, "do it")))
-        .await;
+    let (status, body) = h.wait_run(&t, "do it").await;
     assert_eq!(status, 200);
     assert_eq!(body["messages"][1]["content"], "Done.");
     assert_eq!(body["title"], "do it");
@@ -166,9 +147,7 @@ async fn wait_answers_with_values_or_a_status_body_and_cancels_on_timeout() {
     };
     h.sim
         .script_thread(&t, Script::with_answer("x").wait_body(status_body));
-    let (status, body) = h
-        .call(Method::POST, &path, Some(wait_body(&t, "again")))
-        .await;
+    let (status, body) = h.wait_run(&t, "again").await;
     assert_eq!(
         (status, body),
         (200, json!({"status": "error", "error": "boom"}))
@@ -181,7 +160,7 @@ async fn wait_answers_with_values_or_a_status_body_and_cancels_on_timeout() {
     );
     let sent = h
         .http
-        .post(h.url(&path))
+        .post(h.url(&format!("/api/threads/{t}/runs/wait")))
         .json(&wait_body(&t, "slow"))
         .timeout(Duration::from_millis(50))
         .send()

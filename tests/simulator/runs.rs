@@ -253,13 +253,7 @@ async fn an_error_mid_stream_comes_just_before_end() {
     // The thread is free at once; `wait` still answers 200 with the checkpoint values.
     h.sim
         .script_thread(&t, Script::with_answer("x").error_mid_stream("boom", "E"));
-    let (status, body) = h
-        .call(
-            Method::POST,
-            &format!("/api/threads/{t}/runs/wait"),
-            Some(wait_body(&t, "again")),
-        )
-        .await;
+    let (status, body) = h.wait_run(&t, "again").await;
     assert_eq!(status, 200);
     let last = body["messages"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(

@@ -73,6 +73,16 @@ impl Harness {
         body["thread_id"].as_str().expect("thread id").to_owned()
     }
 
+    /// A whole `runs.wait` of `text` on `thread`: `(status, JSON body)`.
+    pub async fn wait_run(&self, thread: &str, text: &str) -> (u16, Value) {
+        self.call(
+            Method::POST,
+            &format!("/api/threads/{thread}/runs/wait"),
+            Some(wait_body(thread, text)),
+        )
+        .await
+    }
+
     /// Starts a streaming run (headers received).
     pub async fn stream(&self, thread: &str, text: &str) -> Response {
         self.send(
@@ -96,6 +106,16 @@ impl Harness {
     pub async fn frames(&self, thread: &str, text: &str) -> Vec<Frame> {
         frames(&self.stream_all(thread, text).await.1)
     }
+}
+
+/// Checks that `response` is the HTML error page a proxy or server in front of the
+/// Gateway sends: status `status`, an HTML content type, and `text` in the page.
+pub async fn assert_html_error(response: Response, status: u16, text: &str) {
+    assert_eq!(response.status(), status);
+    let content_type = response.headers()["content-type"].to_str().unwrap();
+    assert!(content_type.starts_with("text/html"), "{content_type}");
+    let page = within(response.text()).await.unwrap();
+    assert!(page.contains(text), "{page}");
 }
 
 fn config_for(thread: &str) -> Value {

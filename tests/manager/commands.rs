@@ -1,0 +1,116 @@
+//! Commands in chat: parsing edge cases (a doubled or indented slash, a blank command, upper
+//! case), `/models` and `/memory` with their failures, installed skills as slash commands,
+//! and `/bootstrap`.
+
+use im_bridge::simulator::{Fault, Reply, Route, Script, SimModel, SimSkill};
+use im_bridge_channel::{InboundMessage, MsgType};
+
+use crate::support::{Harness, Options};
+
+/// A message from `u1` in `c1` that the platform flagged as a command, whatever its text.
+fn flagged_command(h: &Harness, text: &str) -> InboundMessage {
+    let mut msg = h.message(text);
+    msg.msg_type = MsgType::Command;
+    msg
+}
+
+#[tokio::test]
+async fn command_parsing_edge_cases() {
+    let h = Harness::final_only().await;
+    let list = "/bootstrap | /compact | /context | /goal | /help | /lang | /memory | /models | /new | /status";
+    h.send(flagged_command(&h, "//help")).await;
+    assert_eq!(
+        h.channel.nth_final(1).await,
+        format!("I don't know the command //help. These are the ones I know: {list}")
+    );
+    h.send(flagged_command(&h, " /new")).await;
+    assert_eq!(
+        h.channel.nth_final(2).await,
+        format!("I don't know the command /new. These are the ones I know: {list}")
+    );
+    assert!(
+        h.sim.thread_ids().is_empty(),
+        "\" /new\" must create nothing"
+    );
+    h.send(flagged_command(&h, "   ")).await;
+    assert_eq!(
+        h.channel.nth_final(3).await,
+        format!("That command is empty. These are the ones I know: {list}")
+    );
+    let help = h.ask("/HELP", 4).await;
+    assert!(help.starts_with("Here's what I understand:"), "{help}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn models_and_memory_commands() {
+    let mut options = Options::final_only();
+    options.sim.models = vec![SimModel::new("gpt-4"), SimModel::new("deepseek-v4")];
+    options.sim.memory_facts = vec!["likes tea".into(), "works on reports".into()];
+    let h = Harness::with(options).await;
+    assert_eq!(
+        h.ask("/models", 1).await,
+        "Available models:\n• gpt-4\n• deepseek-v4"
+    );
+    assert_eq!(h.ask("/memory", 2).await, "I remember 2 facts about you.");
+    h.sim
+        .push_fault(Fault::on(Route::Models).reply(Reply::html(502)));
+    assert_eq!(
+        h.ask("/models", 3).await,
+        "I couldn't get the list of models. Please try again."
+    );
+    h.sim.configure(|c| c.models.clear());
+    assert_eq!(h.ask("/models", 4).await, "No models are configured yet.");
+    h.sim.push_fault(
+        Fault::on(Route::Memory).reply(Reply::detail(501, "Operation 'get memory' not supported")),
+    );
+    assert_eq!(
+        h.ask("/memory", 5).await,
+        "I couldn't read my memory right now. Please try again."
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn slash_skills_route_as_chat_only_when_enabled() {
+    let mut options = Options::final_only();
+    options.sim.skills = vec![
+        SimSkill::new("summarize", "Summaries"),
+        SimSkill {
+            enabled: false,
+            ..SimSkill::new("translate", "Translation")
+        },
+    ];
+    let h = Harness::with(options).await;
+    h.sim
+        .script_next_run(Script::with_answer("summary!").chunks(1));
+    assert_eq!(h.ask("/summarize this thread", 1).await, "summary!");
+    assert_eq!(
+        h.first_body("/runs/wait")["input"]["messages"][0]["content"],
+        "/summarize this thread"
+    );
+    assert_eq!(
+        h.ask("/translate x", 2).await,
+        "The skill /translate is installed but turned off. Enable it first, then try again."
+    );
+    let unknown = h.ask("/nosuchskill x", 3).await;
+    assert!(
+        unknown.starts_with("I don't know the command /nosuchskill."),
+        "{unknown}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn bootstrap_runs_with_the_flag_and_default_text() {
+    let h = Harness::final_only().await;
+    h.say("/bootstrap").await;
+    h.channel.wait_finals(1).await;
+    let body = h.first_body("/runs/wait");
+    assert_eq!(body["context"]["is_bootstrap"], true);
+    assert_eq!(
+        body["input"]["messages"][0]["content"],
+        "Initialize workspace"
+    );
+    h.stop().await;
+}

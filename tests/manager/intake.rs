@@ -1,0 +1,151 @@
+//! Admission and shutdown: a serializing channel queues a conversation's messages in order,
+//! a full queue tells the sender, shutdown delivers an in-flight final first or, past the
+//! grace period, cancels and releases the message, and an ended input is answered in full.
+
+use std::time::Duration;
+
+use im_bridge::daemon::DaemonExit;
+use im_bridge::simulator::{Hold, Script};
+
+use crate::support::{Harness, Options, streaming};
+
+#[tokio::test]
+async fn a_serializing_channel_queues_same_conversation_messages_in_order() {
+    let mut caps = streaming();
+    caps.serialize_conversations = true;
+    let h = Harness::with(Options {
+        caps,
+        channel: "feishu",
+        ..Options::default()
+    })
+    .await;
+    h.sim.script_next_run(
+        Script::with_answer("first")
+            .chunks(1)
+            .hold(Hold::For(Duration::from_millis(200))),
+    );
+    h.sim
+        .script_next_run(Script::with_answer("second").chunks(1));
+    h.say("one").await;
+    h.say("two").await;
+    let finals = h.channel.wait_finals(2).await;
+    assert_eq!(finals, ["first", "second"]);
+    let texts: Vec<String> = h
+        .channel
+        .calls()
+        .iter()
+        .map(|c| c.text().to_owned())
+        .collect();
+    let queued = texts
+        .iter()
+        .position(|t| t.starts_with("Another request in this conversation is still running"))
+        .expect("queue notice");
+    let thinking = texts
+        .iter()
+        .position(|t| t == "Working on it…")
+        .expect("thinking notice");
+    assert!(queued < thinking, "{texts:?}");
+    // No busy reply: the second run waited instead.
+    assert!(
+        !texts
+            .iter()
+            .any(|t| t.starts_with("This conversation is still busy")),
+        "{texts:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_full_queue_tells_the_sender_instead_of_dropping_silently() {
+    let h = Harness::with(Options {
+        queue: 1,
+        concurrency: 1,
+        ..Options::final_only()
+    })
+    .await;
+    h.sim.script_next_run(
+        Script::with_answer("slow")
+            .chunks(1)
+            .hold(Hold::UntilFinished),
+    );
+    h.say("first").await;
+    h.wait_until_sent(1, "/runs/wait").await;
+    // One worker is busy and the one queue slot fills: the third message is refused.
+    h.say("second").await;
+    h.say("third").await;
+    assert_eq!(
+        h.channel.nth_final(1).await,
+        "I'm handling too many messages right now. Please try again in a minute."
+    );
+    let run = h.sim.active_runs(&h.only_thread());
+    h.sim.finish_run(&run[0]);
+    let finals = h.channel.wait_finals(3).await;
+    assert_eq!(finals[1], "slow");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_with_an_in_flight_run_delivers_its_final_first() {
+    let h = Harness::start().await;
+    h.sim.script_next_run(
+        Script::with_answer("finished during shutdown")
+            .chunks(2)
+            .hold(Hold::For(Duration::from_millis(300))),
+    );
+    h.say("long task").await;
+    h.wait_until_sent(1, "/runs/stream").await;
+    let channel = h.channel.clone();
+    h.stop().await;
+    assert_eq!(channel.finals(), ["finished during shutdown"]);
+}
+
+#[tokio::test]
+async fn shutdown_past_the_grace_period_cancels_and_releases_the_key() {
+    let h = Harness::with(Options {
+        grace: Duration::from_millis(100),
+        ..Options::final_only()
+    })
+    .await;
+    h.sim.script_next_run(
+        Script::with_answer("never")
+            .chunks(1)
+            .hold(Hold::UntilFinished),
+    );
+    let msg = h.say("stuck").await;
+    h.wait_until_sent(1, "/runs/wait").await;
+    let h = h.restart().await;
+    // The cancelled message's key was released: its redelivery runs after the restart.
+    h.sim
+        .script_next_run(Script::with_answer("done now").chunks(1));
+    h.finish_runs();
+    h.send(msg).await;
+    assert_eq!(h.channel.wait_finals(1).await, ["done now"]);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn when_input_ends_every_admitted_message_is_answered_before_exit() {
+    let mut h = Harness::with(Options {
+        grace: Duration::from_millis(1),
+        ..Options::final_only()
+    })
+    .await;
+    for i in 0..3 {
+        h.sim.script_next_run(
+            Script::with_answer(format!("answer {i}"))
+                .chunks(1)
+                .hold(Hold::For(Duration::from_millis(100))),
+        );
+    }
+    for i in 0..3 {
+        let mut msg = h.message(&format!("q{i}"));
+        msg.chat_id = format!("chat{i}").into();
+        h.send(msg).await;
+    }
+    // The grace period is tiny, but an ended input waits for the work it admitted.
+    let exit = h.end_input().await;
+    assert_eq!(exit, DaemonExit::InputEnded);
+    let mut finals = h.channel.finals();
+    finals.sort();
+    assert_eq!(finals, ["answer 0", "answer 1", "answer 2"]);
+}
