@@ -36,7 +36,7 @@ pub use goal::{
 };
 pub use info::SkillInfo;
 pub use message::{ChunkMetadata, Message, Snapshot};
-pub use runs::{HumanMessage, RunMode, RunRequest, RunStream};
+pub use runs::{HumanMessage, OFFLOAD_FRAME_BYTES, RunMode, RunRequest, RunStream};
 pub use uploads::{UPLOAD_TIMEOUT, UploadFile, UploadedFile};
 
 #[cfg(test)]
