@@ -170,60 +170,60 @@ fn attachments(message: &Message) -> Vec<InboundFile> {
         label: "photo",
         ext: "jpg",
         default_mime: "image/jpeg",
-        file_id: &p.file_id,
+        file_id: &p.file.file_id,
         name: None,
         mime: None,
-        size: p.file_size,
+        size: p.file.file_size,
     });
     let document = message.document.as_ref().map(|d| Media {
         kind: FileKind::File,
         label: "document",
         ext: "bin",
         default_mime: "application/octet-stream",
-        file_id: &d.file_id,
+        file_id: &d.file.file_id,
         name: d.file_name.as_deref(),
         mime: d.mime_type.as_deref(),
-        size: d.file_size,
+        size: d.file.file_size,
     });
     let voice = message.voice.as_ref().map(|v| Media {
         kind: FileKind::Audio,
         label: "voice",
         ext: "ogg",
         default_mime: "audio/ogg",
-        file_id: &v.file_id,
+        file_id: &v.file.file_id,
         name: None,
         mime: v.mime_type.as_deref(),
-        size: v.file_size,
+        size: v.file.file_size,
     });
     let audio = message.audio.as_ref().map(|a| Media {
         kind: FileKind::Audio,
         label: "audio",
         ext: "mp3",
         default_mime: "audio/mpeg",
-        file_id: &a.file_id,
+        file_id: &a.file.file_id,
         name: a.file_name.as_deref(),
         mime: a.mime_type.as_deref(),
-        size: a.file_size,
+        size: a.file.file_size,
     });
     let video = message.video.as_ref().map(|v| Media {
         kind: FileKind::Video,
         label: "video",
         ext: "mp4",
         default_mime: "video/mp4",
-        file_id: &v.file_id,
+        file_id: &v.file.file_id,
         name: v.file_name.as_deref(),
         mime: v.mime_type.as_deref(),
-        size: v.file_size,
+        size: v.file.file_size,
     });
     let video_note = message.video_note.as_ref().map(|v| Media {
         kind: FileKind::Video,
         label: "video-note",
         ext: "mp4",
         default_mime: "video/mp4",
-        file_id: &v.file_id,
+        file_id: &v.file.file_id,
         name: None,
         mime: None,
-        size: v.file_size,
+        size: v.file.file_size,
     });
     [photo, document, voice, audio, video, video_note]
         .into_iter()
@@ -272,7 +272,7 @@ fn largest_photo(sizes: &[PhotoSize]) -> Option<&PhotoSize> {
     sizes.iter().max_by_key(|p| {
         (
             u64::from(p.width) * u64::from(p.height),
-            p.file_size.unwrap_or(0),
+            p.file.file_size.unwrap_or(0),
         )
     })
 }

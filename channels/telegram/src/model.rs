@@ -107,64 +107,63 @@ pub struct MessageEntity {
     pub length: u32,
 }
 
-/// `PhotoSize`: one resolution of a photo.
+/// What every Bot API file carries: the handles and, when known, the size.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PhotoSize {
+pub struct FileRef {
     /// Handle for `getFile`.
     pub file_id: String,
     /// Stable id across bots.
     pub file_unique_id: String,
-    /// Width in pixels.
-    pub width: u32,
-    /// Height in pixels.
-    pub height: u32,
     /// Size in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_size: Option<u64>,
 }
 
+/// `PhotoSize`: one resolution of a photo.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhotoSize {
+    /// The file's handles and size.
+    #[serde(flatten)]
+    pub file: FileRef,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+}
+
 /// `Document`: a general file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Document {
-    /// Handle for `getFile`.
-    pub file_id: String,
-    /// Stable id across bots.
-    pub file_unique_id: String,
+    /// The file's handles and size.
+    #[serde(flatten)]
+    pub file: FileRef,
     /// Original file name, as the sender gave it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_name: Option<String>,
     /// MIME type, as the sender declared it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
-    /// Size in bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file_size: Option<u64>,
 }
 
 /// `Voice`: a voice note.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Voice {
-    /// Handle for `getFile`.
-    pub file_id: String,
-    /// Stable id across bots.
-    pub file_unique_id: String,
+    /// The file's handles and size.
+    #[serde(flatten)]
+    pub file: FileRef,
     /// Length in seconds.
     pub duration: u32,
     /// MIME type, as the sender declared it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
-    /// Size in bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file_size: Option<u64>,
 }
 
 /// `Audio`: a music or audio file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Audio {
-    /// Handle for `getFile`.
-    pub file_id: String,
-    /// Stable id across bots.
-    pub file_unique_id: String,
+    /// The file's handles and size.
+    #[serde(flatten)]
+    pub file: FileRef,
     /// Length in seconds.
     pub duration: u32,
     /// Performer, as the sender's tags say.
@@ -179,18 +178,14 @@ pub struct Audio {
     /// MIME type, as the sender declared it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
-    /// Size in bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file_size: Option<u64>,
 }
 
 /// `Video`: a video file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Video {
-    /// Handle for `getFile`.
-    pub file_id: String,
-    /// Stable id across bots.
-    pub file_unique_id: String,
+    /// The file's handles and size.
+    #[serde(flatten)]
+    pub file: FileRef,
     /// Width in pixels.
     pub width: u32,
     /// Height in pixels.
@@ -203,25 +198,18 @@ pub struct Video {
     /// MIME type, as the sender declared it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
-    /// Size in bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file_size: Option<u64>,
 }
 
 /// `VideoNote`: a round video message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VideoNote {
-    /// Handle for `getFile`.
-    pub file_id: String,
-    /// Stable id across bots.
-    pub file_unique_id: String,
+    /// The file's handles and size.
+    #[serde(flatten)]
+    pub file: FileRef,
     /// Diameter in pixels.
     pub length: u32,
     /// Length in seconds.
     pub duration: u32,
-    /// Size in bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file_size: Option<u64>,
 }
 
 /// `Message`.
@@ -305,13 +293,9 @@ pub struct GetFile {
 /// `{api_url}/file/bot<token>/<file_path>` (for at least an hour).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct File {
-    /// Handle for `getFile`.
-    pub file_id: String,
-    /// Stable id across bots.
-    pub file_unique_id: String,
-    /// Size in bytes, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file_size: Option<u64>,
+    /// The file's handles and size.
+    #[serde(flatten)]
+    pub file: FileRef,
     /// Where to download it; absent when Telegram will not serve the file (too large).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_path: Option<String>,
@@ -461,7 +445,7 @@ mod tests {
         assert_eq!(unchanged.error_code, Some(400));
         let file: ApiResponse<File> = round_trip(fixture!("response_get_file.json"));
         let file = file.result.unwrap();
-        assert_eq!(file.file_size, Some(482_113));
+        assert_eq!(file.file.file_size, Some(482_113));
         assert_eq!(file.file_path.as_deref(), Some("documents/file_37.pdf"));
     }
 

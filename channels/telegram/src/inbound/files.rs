@@ -39,7 +39,7 @@ pub(crate) async fn fetch(
         return Err(too_large());
     }
     let ready = api.get_file(id).await?;
-    if ready.file_size.is_some_and(|size| size > limit) {
+    if ready.file.file_size.is_some_and(|size| size > limit) {
         return Err(too_large());
     }
     let path = ready.file_path.ok_or(TelegramError::NoFilePath)?;
