@@ -117,6 +117,17 @@ pub trait Store: Send + Sync + 'static {
         user_id: &str,
     ) -> Result<Binding, StoreError>;
 
+    /// Binds the conversation to `thread_id` only if it is not bound yet, atomically, and
+    /// returns the binding that holds afterwards: the new one, or the one another writer
+    /// (another replica) stored first. A conversation's first message claims; `/new`
+    /// overwrites with [`Store::set_binding`].
+    async fn claim_binding(
+        &self,
+        key: &ConversationKey,
+        thread_id: &ThreadId,
+        user_id: &str,
+    ) -> Result<Binding, StoreError>;
+
     /// Removes bindings and returns how many went. With a non-empty `topic`, only that
     /// topic's binding; without one (`None` or `""`), the chat's own binding and every topic
     /// binding in that chat.

@@ -42,6 +42,15 @@ pub fn conversation_key(msg: &InboundMessage) -> ConversationKey {
     }
 }
 
+/// How a new thread is bound.
+#[derive(Clone, Copy)]
+enum Bind {
+    /// Only if the conversation is still unbound (a first message; replicas may race).
+    Claim,
+    /// Whatever was bound before (`/new`).
+    Overwrite,
+}
+
 /// Resolves and creates bindings.
 pub struct Bindings {
     store: Arc<dyn Store>,
@@ -88,7 +97,7 @@ impl Bindings {
             if let Some(binding) = self.store.get_binding(&key).await? {
                 return Ok(binding.thread_id);
             }
-            self.create_and_bind(msg, owner, &key).await
+            self.create_and_bind(msg, owner, &key, Bind::Claim).await
         }
         .await;
         self.release_lock(&storage_key, lock);
@@ -106,7 +115,8 @@ impl Bindings {
         let lock = self.lock_for(&storage_key);
         let result = async {
             let _guard = lock.lock().await;
-            self.create_and_bind(msg, owner, &key).await
+            self.create_and_bind(msg, owner, &key, Bind::Overwrite)
+                .await
         }
         .await;
         self.release_lock(&storage_key, lock);
@@ -118,6 +128,7 @@ impl Bindings {
         msg: &InboundMessage,
         owner: Option<&Owner>,
         key: &ConversationKey,
+        bind: Bind,
     ) -> Result<ThreadId, BindError> {
         let metadata = json!({ "channel_source": channel_source(msg) });
         let preferred = msg
@@ -138,9 +149,16 @@ impl Bindings {
             }
             Err(e) => return Err(e.into()),
         };
-        self.store
-            .set_binding(key, &thread, msg.user_id.as_str())
-            .await?;
+        let user = msg.user_id.as_str();
+        let bound = match bind {
+            Bind::Overwrite => self.store.set_binding(key, &thread, user).await?,
+            Bind::Claim => self.store.claim_binding(key, &thread, user).await?,
+        };
+        if bound.thread_id != thread {
+            // Another replica bound this conversation first: its thread is the one.
+            tracing::debug!(channel = %msg.channel_name, thread = %bound.thread_id, "Another replica bound the conversation first.");
+            return Ok(bound.thread_id);
+        }
         self.mark_synced(&thread);
         tracing::debug!(channel = %msg.channel_name, thread = %thread, "Bound a conversation to a new thread.");
         Ok(thread)
@@ -203,4 +221,104 @@ pub fn channel_source(msg: &InboundMessage) -> Value {
         source.insert("connection_id".into(), json!(conn));
     }
     Value::Object(source)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use im_bridge_channel::ChatId;
+
+    use super::*;
+    use crate::gateway::GatewayConfig;
+    use crate::simulator::{Simulator, SimulatorConfig};
+    use crate::store::{Binding, DedupeKey, SqliteStore};
+
+    /// A store whose reads never see a binding: as if another replica bound the
+    /// conversation between this replica's read and its write.
+    struct BlindReads(SqliteStore);
+
+    #[async_trait::async_trait]
+    impl Store for BlindReads {
+        async fn get_binding(&self, _: &ConversationKey) -> Result<Option<Binding>, StoreError> {
+            Ok(None)
+        }
+        async fn set_binding(
+            &self,
+            key: &ConversationKey,
+            thread: &ThreadId,
+            user: &str,
+        ) -> Result<Binding, StoreError> {
+            self.0.set_binding(key, thread, user).await
+        }
+        async fn claim_binding(
+            &self,
+            key: &ConversationKey,
+            thread: &ThreadId,
+            user: &str,
+        ) -> Result<Binding, StoreError> {
+            self.0.claim_binding(key, thread, user).await
+        }
+        async fn remove_binding(
+            &self,
+            channel: &str,
+            chat: &ChatId,
+            topic: Option<&str>,
+        ) -> Result<usize, StoreError> {
+            self.0.remove_binding(channel, chat, topic).await
+        }
+        async fn dedupe_admit(&self, key: &DedupeKey, ttl: Duration) -> Result<bool, StoreError> {
+            self.0.dedupe_admit(key, ttl).await
+        }
+        async fn dedupe_release(&self, key: &DedupeKey) -> Result<(), StoreError> {
+            self.0.dedupe_release(key).await
+        }
+        async fn get_chat_locale(
+            &self,
+            channel: &str,
+            chat: &ChatId,
+        ) -> Result<Option<String>, StoreError> {
+            self.0.get_chat_locale(channel, chat).await
+        }
+        async fn set_chat_locale(
+            &self,
+            channel: &str,
+            chat: &ChatId,
+            locale: Option<&str>,
+        ) -> Result<(), StoreError> {
+            self.0.set_chat_locale(channel, chat, locale).await
+        }
+        async fn close(&self) -> Result<(), StoreError> {
+            self.0.close().await
+        }
+        fn describe(&self) -> String {
+            self.0.describe()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_first_message_uses_the_thread_another_replica_bound_first() {
+        let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
+        let gateway = GatewayClient::new(GatewayConfig {
+            langgraph_url: sim.langgraph_url(),
+            gateway_url: sim.gateway_url(),
+            ..GatewayConfig::default()
+        })
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = SqliteStore::open(&dir.path().join("b.db")).await.unwrap();
+        let msg = InboundMessage::new("telegram", "42", "u1", "hi");
+        // The other replica's binding.
+        sqlite
+            .set_binding(&conversation_key(&msg), &ThreadId::new("theirs"), "u0")
+            .await
+            .unwrap();
+        let bindings = Bindings::new(Arc::new(BlindReads(sqlite)), gateway);
+        let thread = bindings.get_or_create(&msg, None).await.unwrap();
+        assert_eq!(thread.as_str(), "theirs");
+        // `/new` still overwrites.
+        let fresh = bindings.rebind_new(&msg, None).await.unwrap();
+        assert_ne!(fresh.as_str(), "theirs");
+        sim.shutdown().await.unwrap();
+    }
 }

@@ -25,6 +25,7 @@ const LONG: Duration = Duration::from_secs(3600);
 pub async fn conformance(store: Arc<dyn Store>, dedupe_cap: usize) {
     assert!(!store.describe().is_empty(), "describe names the backend");
     bindings(store.as_ref()).await;
+    claims(store.as_ref()).await;
     binding_removal(store.as_ref()).await;
     dedupe(store.as_ref()).await;
     dedupe_expiry(store.as_ref()).await;
@@ -53,6 +54,43 @@ fn delivery(channel: &str, chat: &str, message: &str) -> DedupeKey {
         chat_id: ChatId::new(chat),
         message_id: message.into(),
     }
+}
+
+/// A claim binds a free key and otherwise returns what is bound, changing nothing.
+async fn claims(store: &dyn Store) {
+    let key = conv("telegram", "claim", None);
+    let won = must(
+        store
+            .claim_binding(&key, &ThreadId::new("c-1"), "alice")
+            .await,
+        "claim_binding",
+    );
+    assert_eq!(won.thread_id, ThreadId::new("c-1"));
+    let lost = must(
+        store
+            .claim_binding(&key, &ThreadId::new("c-2"), "bob")
+            .await,
+        "claim_binding again",
+    );
+    assert_eq!(lost, won, "the first claim holds");
+    assert_eq!(
+        must(store.get_binding(&key).await, "get_binding"),
+        Some(won)
+    );
+    // An overwrite is what a later claim sees.
+    let reset = must(
+        store
+            .set_binding(&key, &ThreadId::new("c-3"), "carol")
+            .await,
+        "set_binding",
+    );
+    let after = must(
+        store
+            .claim_binding(&key, &ThreadId::new("c-4"), "dave")
+            .await,
+        "claim_binding after set",
+    );
+    assert_eq!(after, reset);
 }
 
 /// Upsert, `created_at` preserved, topics and channels are separate keys.

@@ -2,8 +2,9 @@
 //!
 //! Every replica connects to the same database; each trait call is one statement (or one
 //! transaction) on a pooled connection, so the database's row locks and unique keys are what
-//! make a redelivered message run once across replicas and concurrent first messages bind
-//! one thread. Tables carry an `im_bridge_` prefix, because the database is often shared
+//! make a redelivered message run once across replicas, and what let one of two replicas
+//! racing on a conversation's first message win the binding
+//! ([`Store::claim_binding`]); the other runs on the winner's thread. Tables carry an `im_bridge_` prefix, because the database is often shared
 //! with other services.
 //!
 //! - **Pool**: at most [`PostgresOptions::max_connections`] connections (default 16); a
@@ -248,6 +249,38 @@ impl Store for PostgresStore {
                      thread_id = EXCLUDED.thread_id,
                      user_id = EXCLUDED.user_id,
                      updated_at = EXCLUDED.updated_at
+                 RETURNING thread_id, user_id, created_at, updated_at",
+                &[
+                    &key.channel,
+                    &key.chat_id.as_str(),
+                    &key.topic(),
+                    &thread_id.as_str(),
+                    &user_id,
+                    &unix_seconds(),
+                ],
+            )
+            .await
+            .map_err(op)?;
+        Ok(binding(&row))
+    }
+
+    async fn claim_binding(
+        &self,
+        key: &ConversationKey,
+        thread_id: &ThreadId,
+        user_id: &str,
+    ) -> Result<Binding, StoreError> {
+        let op = failed("claim_binding");
+        let client = self.client().await?;
+        // A no-op update on conflict makes RETURNING yield the row that was there; the
+        // unique key decides between replicas racing on a first message.
+        let row = client
+            .query_one(
+                "INSERT INTO im_bridge_bindings
+                     (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $6)
+                 ON CONFLICT (channel, chat_id, topic) DO UPDATE SET
+                     channel = im_bridge_bindings.channel
                  RETURNING thread_id, user_id, created_at, updated_at",
                 &[
                     &key.channel,

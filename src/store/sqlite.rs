@@ -226,6 +226,24 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn claim_binding(
+        &self,
+        key: &ConversationKey,
+        thread_id: &ThreadId,
+        user_id: &str,
+    ) -> Result<Binding, StoreError> {
+        let key = binding_key(key);
+        let write = key.clone();
+        let thread_id = thread_id.clone();
+        let user_id = user_id.to_owned();
+        self.call(
+            "claim_binding",
+            move |db| db.claim_binding(&write, &thread_id, &user_id, unix_seconds()),
+            move |caches, binding| caches.put_binding(key, Some(binding.clone())),
+        )
+        .await
+    }
+
     async fn remove_binding(
         &self,
         channel: &str,

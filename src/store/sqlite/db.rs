@@ -269,6 +269,35 @@ impl Db {
         })
     }
 
+    /// Inserts a binding unless the key is bound; returns the binding that holds.
+    pub(super) fn claim_binding(
+        &self,
+        key: &BindingKey,
+        thread_id: &ThreadId,
+        user_id: &str,
+        now: f64,
+    ) -> rusqlite::Result<Binding> {
+        // A no-op update on conflict makes RETURNING yield the row that was there.
+        self.conn
+            .prepare_cached(
+                "INSERT INTO bindings (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+                 ON CONFLICT (channel, chat_id, topic) DO UPDATE SET channel = channel
+                 RETURNING thread_id, user_id, created_at, updated_at",
+            )?
+            .query_row(
+                params![key.0, key.1, key.2, thread_id.as_str(), user_id, now],
+                |row| {
+                    Ok(Binding {
+                        thread_id: ThreadId::new(row.get::<_, String>(0)?),
+                        user_id: row.get(1)?,
+                        created_at: row.get(2)?,
+                        updated_at: row.get(3)?,
+                    })
+                },
+            )
+    }
+
     /// Deletes one topic's binding, or (topic `""`) the chat's and all its topics'.
     pub(super) fn remove_binding(
         &self,
