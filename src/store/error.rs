@@ -95,6 +95,13 @@ pub enum StoreError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// A call to a shared store got no answer in time (the server or the network is
+    /// stuck); the operation may or may not have taken effect.
+    #[error("Store operation {op} got no answer in time.")]
+    TimedOut {
+        /// The trait method (or `migrate`) that timed out.
+        op: &'static str,
+    },
     /// The store was closed (or its worker stopped); no further calls are served.
     #[error("The store is closed.")]
     Closed,

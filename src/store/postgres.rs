@@ -10,8 +10,13 @@
 //! - **Pool**: at most [`PostgresOptions::max_connections`] connections (default 16); a
 //!   caller finding all of them busy waits for one, up to [`POOL_WAIT`], then fails with
 //!   [`StoreError::Connect`]. A broken connection is dropped and replaced on next use.
+//!   Every call, waiting included, is bounded by [`PostgresOptions::call_timeout`]
+//!   (default [`CALL_TIMEOUT`]), and TCP keepalives and a user timeout are set unless the
+//!   URL sets them, so a server that stops answering fails calls in seconds. Statements
+//!   are prepared once per connection (behind PgBouncer, use session pooling).
 //! - **Schema**: embedded migrations applied at connect under a transaction-scoped advisory
-//!   lock, so replicas starting together migrate once. A schema newer than this build is a
+//!   lock, so replicas starting together migrate once; a schema already current is only
+//!   read (the runtime role then needs no CREATE privilege). A schema newer than this build is a
 //!   startup error ([`StoreError::TooNewSchema`]), never a rewrite.
 //! - **Dedupe** (manager.md §3.3): one statement admits a key when no live record exists
 //!   (an expired one is replaced and takes a new sequence number) and drops the records
@@ -32,6 +37,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Timeouts};
 use im_bridge_channel::{ChatId, Secret, ThreadId};
 use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls, Row};
 
 use super::{
@@ -40,6 +46,13 @@ use super::{
 
 /// How long a call waits for a free pooled connection (or a new one to connect).
 pub const POOL_WAIT: Duration = Duration::from_secs(10);
+/// The most one store call may take, waiting for a connection included; past it the call
+/// fails with [`StoreError::TimedOut`] (the manager then fails open, manager.md §3.3).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// tokio-postgres's keepalive idle when the URL does not set one.
+const DEFAULT_KEEPALIVE_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
+/// The most applying migrations at start may take, waiting for another replica included.
+const MIGRATION_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// An arbitrary constant naming the migration lock among the database's advisory locks.
 const MIGRATION_LOCK: i64 = 0x1b_b41d_6e00;
@@ -80,6 +93,8 @@ pub struct PostgresOptions {
     pub dedupe_cap: usize,
     /// Most pooled connections per replica (default 16; 0 counts as 1).
     pub max_connections: usize,
+    /// The most one call may take (default [`CALL_TIMEOUT`]).
+    pub call_timeout: Duration,
 }
 
 impl Default for PostgresOptions {
@@ -87,6 +102,7 @@ impl Default for PostgresOptions {
         Self {
             dedupe_cap: 100_000,
             max_connections: 16,
+            call_timeout: CALL_TIMEOUT,
         }
     }
 }
@@ -96,6 +112,7 @@ pub struct PostgresStore {
     pool: Pool,
     target: String,
     dedupe_cap: i64,
+    call_timeout: Duration,
     closed: AtomicBool,
 }
 
@@ -117,10 +134,22 @@ impl PostgresStore {
 
     /// Connects with a parsed configuration and explicit options.
     pub async fn connect_with(
-        config: Config,
+        mut config: Config,
         options: PostgresOptions,
     ) -> Result<Self, StoreError> {
         let target = describe(&config);
+        // Notice a dead server in seconds rather than after the kernel's defaults (two
+        // hours of keepalive idle, ~15 minutes of retransmissions), unless the URL says.
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(POOL_WAIT);
+        }
+        if config.get_keepalives_idle() == DEFAULT_KEEPALIVE_IDLE {
+            config.keepalives_idle(Duration::from_secs(30));
+        }
+        #[cfg(target_os = "linux")]
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(CALL_TIMEOUT);
+        }
         if config.get_ssl_mode() == SslMode::Require {
             return Err(StoreError::Connect {
                 target,
@@ -153,6 +182,7 @@ impl PostgresStore {
             pool,
             target,
             dedupe_cap: i64::try_from(options.dedupe_cap.max(1)).unwrap_or(i64::MAX),
+            call_timeout: options.call_timeout,
             closed: AtomicBool::new(false),
         };
         store.migrate().await?;
@@ -170,26 +200,76 @@ impl PostgresStore {
         })
     }
 
-    /// Brings the schema to the newest version this build knows.
+    /// Brings the schema to the newest version this build knows. A schema already current
+    /// is only read: no DDL and no lock, so the runtime role needs no CREATE privilege
+    /// once an operator (or an earlier start) created the tables.
     async fn migrate(&self) -> Result<(), StoreError> {
-        let query = |source| StoreError::Postgres {
-            op: "migrate",
-            source,
-        };
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(query)?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-            .await
-            .map_err(query)?;
-        tx.batch_execute("CREATE TABLE IF NOT EXISTS im_bridge_schema (version BIGINT NOT NULL)")
-            .await
-            .map_err(query)?;
-        let found: i64 = tx
-            .query_opt("SELECT version FROM im_bridge_schema", &[])
-            .await
-            .map_err(query)?
-            .map_or(0, |row| row.get(0));
         let supported = MIGRATIONS.len() as i64;
+        let exists = self
+            .query_one(
+                "migrate",
+                "SELECT to_regclass('im_bridge_schema') IS NOT NULL",
+                &[],
+            )
+            .await?;
+        let found: Option<i64> = if exists.try_get(0).map_err(failed("migrate"))? {
+            let version = self
+                .query_one("migrate", "SELECT max(version) FROM im_bridge_schema", &[])
+                .await?;
+            version.try_get(0).map_err(failed("migrate"))?
+        } else {
+            None
+        };
+        if found == Some(supported) {
+            return Ok(());
+        }
+        self.check_not_newer(found.unwrap_or(0), supported)?;
+        let query = failed("migrate");
+        let mut client = self.client().await?;
+        let migrate = async {
+            let tx = client.transaction().await.map_err(&query)?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+                .await
+                .map_err(&query)?;
+            tx.batch_execute(
+                "CREATE TABLE IF NOT EXISTS im_bridge_schema (version BIGINT NOT NULL)",
+            )
+            .await
+            .map_err(&query)?;
+            // Another replica may have migrated while this one waited for the lock.
+            let found: i64 = match tx
+                .query_opt("SELECT version FROM im_bridge_schema", &[])
+                .await
+                .map_err(&query)?
+            {
+                Some(row) => row.try_get(0).map_err(&query)?,
+                None => 0,
+            };
+            self.check_not_newer(found, supported)?;
+            for migration in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
+                tx.batch_execute(migration).await.map_err(&query)?;
+            }
+            if found < supported {
+                tx.execute("DELETE FROM im_bridge_schema", &[])
+                    .await
+                    .map_err(&query)?;
+                tx.execute(
+                    "INSERT INTO im_bridge_schema (version) VALUES ($1)",
+                    &[&supported],
+                )
+                .await
+                .map_err(&query)?;
+                tracing::info!(store = %self.target, from = found, to = supported, "Migrated the store schema.");
+            }
+            tx.commit().await.map_err(&query)
+        };
+        // Migrations may wait for another replica's lock: a generous bound.
+        tokio::time::timeout(MIGRATION_TIMEOUT, migrate)
+            .await
+            .unwrap_or(Err(StoreError::TimedOut { op: "migrate" }))
+    }
+
+    fn check_not_newer(&self, found: i64, supported: i64) -> Result<(), StoreError> {
         if found > supported {
             return Err(StoreError::TooNewSchema {
                 target: self.target.clone(),
@@ -197,39 +277,83 @@ impl PostgresStore {
                 supported,
             });
         }
-        for migration in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
-            tx.batch_execute(migration).await.map_err(query)?;
-        }
-        if found < supported {
-            tx.execute("DELETE FROM im_bridge_schema", &[])
-                .await
-                .map_err(query)?;
-            tx.execute(
-                "INSERT INTO im_bridge_schema (version) VALUES ($1)",
-                &[&supported],
-            )
+        Ok(())
+    }
+
+    /// Runs `call` on a pooled connection within the call timeout (waiting for the
+    /// connection included): a server that stops answering fails the call instead of
+    /// holding a message handler for the kernel's retransmission timeout.
+    async fn with_client<T, F>(&self, op: &'static str, call: F) -> Result<T, StoreError>
+    where
+        F: AsyncFnOnce(&Object) -> Result<T, tokio_postgres::Error>,
+    {
+        let attempt = async {
+            let client = self.client().await?;
+            call(&client).await.map_err(failed(op))
+        };
+        tokio::time::timeout(self.call_timeout, attempt)
             .await
-            .map_err(query)?;
-            tracing::info!(store = %self.target, from = found, to = supported, "Migrated the store schema.");
-        }
-        tx.commit().await.map_err(query)
+            .unwrap_or(Err(StoreError::TimedOut { op }))
+    }
+
+    /// One row of a statement (prepared once per connection).
+    async fn query_one(
+        &self,
+        op: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, StoreError> {
+        self.with_client(op, async |client: &Object| {
+            let statement = client.prepare_cached(sql).await?;
+            client.query_one(&statement, params).await
+        })
+        .await
+    }
+
+    /// At most one row of a statement (prepared once per connection).
+    async fn query_opt(
+        &self,
+        op: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, StoreError> {
+        self.with_client(op, async |client: &Object| {
+            let statement = client.prepare_cached(sql).await?;
+            client.query_opt(&statement, params).await
+        })
+        .await
+    }
+
+    /// The rows a statement changed (prepared once per connection).
+    async fn execute(
+        &self,
+        op: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        self.with_client(op, async |client: &Object| {
+            let statement = client.prepare_cached(sql).await?;
+            client.execute(&statement, params).await
+        })
+        .await
     }
 }
 
 #[async_trait::async_trait]
 impl Store for PostgresStore {
     async fn get_binding(&self, key: &ConversationKey) -> Result<Option<Binding>, StoreError> {
-        let op = failed("get_binding");
-        let client = self.client().await?;
-        let row = client
+        let row = self
             .query_opt(
+                "get_binding",
                 "SELECT thread_id, user_id, created_at, updated_at FROM im_bridge_bindings
                  WHERE channel = $1 AND chat_id = $2 AND topic = $3",
                 &[&key.channel, &key.chat_id.as_str(), &key.topic()],
             )
-            .await
-            .map_err(op)?;
-        Ok(row.as_ref().map(binding))
+            .await?;
+        row.as_ref()
+            .map(binding)
+            .transpose()
+            .map_err(failed("get_binding"))
     }
 
     async fn set_binding(
@@ -238,10 +362,9 @@ impl Store for PostgresStore {
         thread_id: &ThreadId,
         user_id: &str,
     ) -> Result<Binding, StoreError> {
-        let op = failed("set_binding");
-        let client = self.client().await?;
-        let row = client
+        let row = self
             .query_one(
+                "set_binding",
                 "INSERT INTO im_bridge_bindings
                      (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $6)
@@ -259,9 +382,8 @@ impl Store for PostgresStore {
                     &unix_seconds(),
                 ],
             )
-            .await
-            .map_err(op)?;
-        Ok(binding(&row))
+            .await?;
+        binding(&row).map_err(failed("set_binding"))
     }
 
     async fn claim_binding(
@@ -270,12 +392,11 @@ impl Store for PostgresStore {
         thread_id: &ThreadId,
         user_id: &str,
     ) -> Result<Binding, StoreError> {
-        let op = failed("claim_binding");
-        let client = self.client().await?;
         // A no-op update on conflict makes RETURNING yield the row that was there; the
         // unique key decides between replicas racing on a first message.
-        let row = client
+        let row = self
             .query_one(
+                "claim_binding",
                 "INSERT INTO im_bridge_bindings
                      (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $6)
@@ -291,9 +412,8 @@ impl Store for PostgresStore {
                     &unix_seconds(),
                 ],
             )
-            .await
-            .map_err(op)?;
-        Ok(binding(&row))
+            .await?;
+        binding(&row).map_err(failed("claim_binding"))
     }
 
     async fn remove_binding(
@@ -302,38 +422,37 @@ impl Store for PostgresStore {
         chat_id: &ChatId,
         topic: Option<&str>,
     ) -> Result<usize, StoreError> {
-        let op = failed("remove_binding");
-        let client = self.client().await?;
         let removed = match topic.filter(|t| !t.is_empty()) {
-            Some(topic) => client
-                .execute(
+            Some(topic) => {
+                self.execute(
+                    "remove_binding",
                     "DELETE FROM im_bridge_bindings
                      WHERE channel = $1 AND chat_id = $2 AND topic = $3",
                     &[&channel, &chat_id.as_str(), &topic],
                 )
-                .await
-                .map_err(op)?,
-            None => client
-                .execute(
+                .await?
+            }
+            None => {
+                self.execute(
+                    "remove_binding",
                     "DELETE FROM im_bridge_bindings WHERE channel = $1 AND chat_id = $2",
                     &[&channel, &chat_id.as_str()],
                 )
-                .await
-                .map_err(op)?,
+                .await?
+            }
         };
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
 
     async fn dedupe_admit(&self, key: &DedupeKey, ttl: Duration) -> Result<bool, StoreError> {
-        let op = failed("dedupe_admit");
         let now = unix_millis();
         let expires_at = now.saturating_add(ttl_millis(ttl));
-        let client = self.client().await?;
         // One statement: insert unless a live record exists (an expired one is replaced
         // and takes the new sequence number), then drop what fell out of the cap. The
         // DELETE runs on the statement's snapshot, so it never sees the new row.
-        let row = client
+        let row = self
             .query_one(
+                "dedupe_admit",
                 "WITH live AS (
                      SELECT 1 FROM im_bridge_dedupe
                      WHERE channel = $1 AND workspace = $2 AND chat_id = $3
@@ -362,27 +481,23 @@ impl Store for PostgresStore {
                     &self.dedupe_cap,
                 ],
             )
-            .await
-            .map_err(op)?;
-        Ok(row.get(0))
+            .await?;
+        row.try_get(0).map_err(failed("dedupe_admit"))
     }
 
     async fn dedupe_release(&self, key: &DedupeKey) -> Result<(), StoreError> {
-        let op = failed("dedupe_release");
-        let client = self.client().await?;
-        client
-            .execute(
-                "DELETE FROM im_bridge_dedupe
+        self.execute(
+            "dedupe_release",
+            "DELETE FROM im_bridge_dedupe
                  WHERE channel = $1 AND workspace = $2 AND chat_id = $3 AND message_id = $4",
-                &[
-                    &key.channel,
-                    &key.workspace,
-                    &key.chat_id.as_str(),
-                    &key.message_id,
-                ],
-            )
-            .await
-            .map_err(op)?;
+            &[
+                &key.channel,
+                &key.workspace,
+                &key.chat_id.as_str(),
+                &key.message_id,
+            ],
+        )
+        .await?;
         Ok(())
     }
 
@@ -391,16 +506,17 @@ impl Store for PostgresStore {
         channel: &str,
         chat_id: &ChatId,
     ) -> Result<Option<String>, StoreError> {
-        let op = failed("get_chat_locale");
-        let client = self.client().await?;
-        let row = client
+        let row = self
             .query_opt(
+                "get_chat_locale",
                 "SELECT locale FROM im_bridge_chat_settings WHERE channel = $1 AND chat_id = $2",
                 &[&channel, &chat_id.as_str()],
             )
-            .await
-            .map_err(op)?;
-        Ok(row.and_then(|row| row.get(0)))
+            .await?;
+        match row {
+            Some(row) => row.try_get(0).map_err(failed("get_chat_locale")),
+            None => Ok(None),
+        }
     }
 
     async fn set_chat_locale(
@@ -409,18 +525,15 @@ impl Store for PostgresStore {
         chat_id: &ChatId,
         locale: Option<&str>,
     ) -> Result<(), StoreError> {
-        let op = failed("set_chat_locale");
-        let client = self.client().await?;
-        client
-            .execute(
-                "INSERT INTO im_bridge_chat_settings (channel, chat_id, locale, updated_at)
+        self.execute(
+            "set_chat_locale",
+            "INSERT INTO im_bridge_chat_settings (channel, chat_id, locale, updated_at)
                  VALUES ($1, $2, $3, $4)
                  ON CONFLICT (channel, chat_id) DO UPDATE SET
                      locale = EXCLUDED.locale, updated_at = EXCLUDED.updated_at",
-                &[&channel, &chat_id.as_str(), &locale, &unix_seconds()],
-            )
-            .await
-            .map_err(op)?;
+            &[&channel, &chat_id.as_str(), &locale, &unix_seconds()],
+        )
+        .await?;
         Ok(())
     }
 
@@ -440,13 +553,15 @@ fn failed(op: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError {
     move |source| StoreError::Postgres { op, source }
 }
 
-fn binding(row: &Row) -> Binding {
-    Binding {
-        thread_id: ThreadId::new(row.get::<_, String>(0)),
-        user_id: row.get(1),
-        created_at: row.get(2),
-        updated_at: row.get(3),
-    }
+/// A binding row (`thread_id, user_id, created_at, updated_at`); a column of another type
+/// is an error, never a panic.
+fn binding(row: &Row) -> Result<Binding, tokio_postgres::Error> {
+    Ok(Binding {
+        thread_id: ThreadId::new(row.try_get::<_, String>(0)?),
+        user_id: row.try_get(1)?,
+        created_at: row.try_get(2)?,
+        updated_at: row.try_get(3)?,
+    })
 }
 
 /// Parses a store URL; the error never repeats it (it may hold a password).
@@ -464,6 +579,15 @@ pub fn parse_url(url: &Secret) -> Result<Config, StoreError> {
 pub fn describe(config: &Config) -> String {
     let user = config.get_user().unwrap_or("");
     let host = match config.get_hosts().first() {
+        // An unescaped `@` in a password makes the parser take its tail for the host:
+        // never print a host that is not a plain host name or address.
+        Some(Host::Tcp(host))
+            if !host.chars().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '[' | ']')
+            }) =>
+        {
+            "<unreadable host>".into()
+        }
         Some(Host::Tcp(host)) => host.clone(),
         #[cfg(unix)]
         Some(Host::Unix(path)) => path.display().to_string(),
@@ -476,9 +600,15 @@ pub fn describe(config: &Config) -> String {
 
 /// A pool error's reason without connection details beyond the driver's message.
 fn pool_reason(error: &deadpool_postgres::PoolError) -> String {
+    use deadpool_postgres::{PoolError, TimeoutType};
+    let secs = POOL_WAIT.as_secs();
     match error {
-        deadpool_postgres::PoolError::Timeout(_) => {
-            format!("no connection became free within {} s", POOL_WAIT.as_secs())
+        PoolError::Timeout(TimeoutType::Wait) => {
+            format!("no pooled connection became free within {secs} s")
+        }
+        PoolError::Timeout(TimeoutType::Create) => format!("could not connect within {secs} s"),
+        PoolError::Timeout(TimeoutType::Recycle) => {
+            format!("checking a pooled connection took over {secs} s")
         }
         other => other.to_string(),
     }

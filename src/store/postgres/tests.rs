@@ -65,6 +65,7 @@ fn small() -> PostgresOptions {
     PostgresOptions {
         dedupe_cap: 16,
         max_connections: 4,
+        call_timeout: Duration::from_secs(10),
     }
 }
 
@@ -147,6 +148,43 @@ async fn an_unreachable_server_is_a_clear_error_without_the_password() {
     let bad = Secret::new("postgres://bridge:HUNTER2@127.0.0.1:notaport/x");
     let text = PostgresStore::connect(&bad).await.unwrap_err().to_string();
     assert!(!text.contains("HUNTER2"), "{text}");
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_fails_the_call_in_time() {
+    // Accepts connections and never says a word.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let url = format!("postgres://bridge@127.0.0.1:{port}/bridge");
+    let options = PostgresOptions {
+        call_timeout: Duration::from_millis(300),
+        ..small()
+    };
+    let started = std::time::Instant::now();
+    let error = PostgresStore::connect_with(url.parse().unwrap(), options)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, StoreError::TimedOut { op: "migrate" }),
+        "{error}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    held.abort();
+}
+
+#[test]
+fn a_password_with_an_unescaped_at_sign_never_shows() {
+    let url = Secret::new("postgres://bridge:p@ss-SECRET@db.internal:5432/x");
+    let config = parse_url(&url).unwrap();
+    let shown = describe(&config);
+    assert!(!shown.contains("SECRET"), "{shown}");
+    assert!(shown.contains("<unreadable host>"), "{shown}");
 }
 
 #[tokio::test]
