@@ -27,6 +27,11 @@ pub enum AdmitError {
     /// Admission is closed (the daemon is shutting down).
     #[error("inbound admission is closed")]
     Closed,
+    /// From [`InboundSink::offer`]: the queue is full *and* so many senders already wait
+    /// for their "too busy" reply that this one cannot be told. The platform must keep the
+    /// message and retry it (a webhook answers with a retryable status), or it is lost.
+    #[error("the inbound queue is full and the sender cannot be told")]
+    Overloaded,
 }
 
 /// Refused messages waiting for their "too busy" reply.
@@ -34,7 +39,8 @@ pub const REFUSALS_CAPACITY: usize = 64;
 
 /// Counter of messages refused at admission, by `channel` and `reason`: `queue_full`
 /// (counted by the daemon as it tells the sender) or `notice_dropped` (the side channel
-/// was full too, so the sender was not told; counted here).
+/// was full too, so the sender was not told; counted here, and [`InboundSink::offer`]
+/// reports [`AdmitError::Overloaded`] so the platform can redeliver).
 pub const REFUSED_METRIC: &str = "im_bridge_inbound_refused_total";
 
 #[derive(Debug)]
@@ -119,14 +125,14 @@ impl InboundSink {
     }
 
     /// Reserve and commit in one step; a message refused because the queue is full is
-    /// handed to [`InboundSink::refuse`] so its sender hears back.
+    /// handed to [`InboundSink::refuse`] so its sender hears back ([`AdmitError::QueueFull`]),
+    /// or, when even that side channel is full, left to the platform to redeliver
+    /// ([`AdmitError::Overloaded`]).
     pub fn offer(&self, msg: InboundMessage) -> Result<(), AdmitError> {
         match self.reserve() {
             Ok(reservation) => reservation.commit(msg),
-            Err(AdmitError::QueueFull) => {
-                self.refuse(msg);
-                Err(AdmitError::QueueFull)
-            }
+            Err(AdmitError::QueueFull) if self.refuse(msg) => Err(AdmitError::QueueFull),
+            Err(AdmitError::QueueFull) => Err(AdmitError::Overloaded),
             Err(e) => Err(e),
         }
     }
@@ -330,6 +336,16 @@ mod tests {
             .map(|(.., value)| value)
             .collect();
         assert_eq!(dropped, [metrics_util::debugging::DebugValue::Counter(1)]);
+    }
+
+    #[test]
+    fn an_offer_nobody_can_be_told_about_is_left_to_the_platform() {
+        let (sink, _queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
+        sink.offer(msg("admitted")).unwrap();
+        for _ in 0..REFUSALS_CAPACITY {
+            assert_eq!(sink.offer(msg("told")), Err(AdmitError::QueueFull));
+        }
+        assert_eq!(sink.offer(msg("untold")), Err(AdmitError::Overloaded));
     }
 
     #[tokio::test]

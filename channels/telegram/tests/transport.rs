@@ -292,6 +292,40 @@ async fn the_webhook_checks_the_secret_before_reading_and_bounds_the_body() {
 }
 
 #[tokio::test]
+async fn an_update_nobody_could_be_told_about_is_left_for_telegram_to_redeliver() {
+    let fake = FakeTelegram::start().await.unwrap();
+    let (settings, listener) = webhook(&fake);
+    let channel = TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default())
+        .unwrap()
+        .with_webhook_listener(listener);
+    let (running, mut queue) = Running::start(channel, 1);
+    // Nobody answers the refused senders: their notices pile up to the bound.
+    let _refusals = queue.take_refusals().unwrap();
+    fake.wait_for_call("setWebhook", DEADLINE, |c| {
+        c.method == "setWebhook" && c.ok()
+    })
+    .await
+    .unwrap();
+    let update = |text: &str| fake.make_update(Incoming::private(1, text)).update;
+    assert_eq!(
+        fake.deliver_webhook(&update("in"), Some(SECRET)).await,
+        Ok(200)
+    );
+    for _ in 0..im_bridge_channel::REFUSALS_CAPACITY {
+        assert_eq!(
+            fake.deliver_webhook(&update("told"), Some(SECRET)).await,
+            Ok(200)
+        );
+    }
+    assert_eq!(
+        fake.deliver_webhook(&update("untold"), Some(SECRET)).await,
+        Ok(503),
+        "kept for redelivery, not acknowledged and lost"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
 async fn the_webhook_answers_by_admission_outcome() {
     let fake = FakeTelegram::start().await.unwrap();
     let (settings, listener) = webhook(&fake);

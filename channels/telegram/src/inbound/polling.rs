@@ -194,6 +194,6 @@ async fn admit(
             tracing::debug!(update_id, "Admitted a Telegram message.");
             Settled::Done
         }
-        Err(AdmitError::Closed | AdmitError::QueueFull) => Settled::Closed,
+        Err(AdmitError::Closed | AdmitError::QueueFull | AdmitError::Overloaded) => Settled::Closed,
     }
 }

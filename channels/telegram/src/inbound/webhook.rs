@@ -17,7 +17,8 @@
 //!   path, so its sender is told at once to try again; a retry from Telegram would only
 //!   answer the same message twice;
 //! - 503 when admission is closed (shutting down): the update is not ours to drop, and
-//!   Telegram redelivers it after the restart.
+//!   Telegram redelivers it after the restart; likewise when the queue is full and so
+//!   many senders already wait for their "too busy" reply that this one cannot be told.
 //!
 //! - 503 when [`MAX_IN_FLIGHT`] requests are already being handled (Telegram retries);
 //! - 413 for a body over [`MAX_UPDATE_BYTES`], 408 for one that takes longer than
@@ -283,8 +284,11 @@ async fn receive(State(state): State<Arc<HookState>>, body: Body) -> StatusCode 
             tracing::debug!(update_id = update.update_id, "Admitted a Telegram message.");
             StatusCode::OK
         }
+        // The sender is being told to try again: acknowledge, or they would hear it twice.
         Err(AdmitError::QueueFull) => StatusCode::OK,
-        Err(AdmitError::Closed) => StatusCode::SERVICE_UNAVAILABLE,
+        // Shutting down, or too overloaded even to tell the sender: Telegram keeps the
+        // update and delivers it again later.
+        Err(AdmitError::Closed | AdmitError::Overloaded) => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
