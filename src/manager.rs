@@ -105,6 +105,8 @@ pub(crate) struct Inner {
     pub(crate) replier: Replier,
     pub(crate) config: ManagerConfig,
     turnstile: order::Turnstile,
+    /// Attachment bytes held in memory at once, across all messages.
+    pub(crate) attachments: files::AttachmentBudget,
 }
 
 impl Manager {
@@ -133,6 +135,7 @@ impl Manager {
                 replier,
                 config,
                 turnstile: order::Turnstile::default(),
+                attachments: files::AttachmentBudget::new(files::MEMORY_BUDGET_BYTES),
             }),
         }
     }

@@ -122,6 +122,20 @@ async fn an_unreadable_attachment_is_named_in_the_text_and_the_run_goes_on() {
 }
 
 #[tokio::test]
+async fn a_file_larger_than_it_claimed_is_named_as_too_large() {
+    let h = Harness::start().await;
+    let mut liar = inline(Some("big.log"), FileKind::File, b"five!");
+    // It reserved room for two bytes and brought five.
+    liar.size = Some(2);
+    send_with_files(&h, "look", vec![liar]).await;
+    assert_eq!(
+        human_message(&h)["content"],
+        "look\n\n[The attachment “big.log” is too large to pass on, so it is not included.]"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn a_refused_upload_names_every_file_and_the_run_goes_on() {
     let h = Harness::start().await;
     h.sim.push_fault(

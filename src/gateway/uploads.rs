@@ -67,9 +67,11 @@ impl GatewayClient {
     ) -> Result<Vec<UploadedFile>, GatewayError> {
         let mut form = Form::new();
         for file in files {
-            let part = Part::stream(file.bytes)
-                .file_name(file.filename)
+            let part = || Part::stream(file.bytes.clone()).file_name(file.filename.clone());
+            // A sender's MIME type that does not parse must not sink the other files.
+            let part = part()
                 .mime_str(&file.mime_type)
+                .or_else(|_| part().mime_str("application/octet-stream"))
                 .map_err(|_| GatewayError::InvalidArgument { what: "MIME type" })?;
             form = form.part("files", part);
         }

@@ -7,8 +7,16 @@
 //! A file that cannot be read, is too large, or that the Gateway does not store never
 //! fails the turn: a short localized notice naming it is appended to the text instead, so
 //! the agent knows and can say so. Bounds: at most [`MAX_FILES`] files per message and
-//! [`MAX_FILE_BYTES`] per file are read, one file in memory at a time plus what was read
-//! before it (at most `MAX_FILES × MAX_FILE_BYTES`, only while uploading).
+//! [`MAX_FILE_BYTES`] per file are read; across all messages at most
+//! [`MEMORY_BUDGET_BYTES`] of attachments are held at once ([`AttachmentBudget`]: each
+//! file reserves its declared size, or the per-file bound when undeclared, before it is
+//! read, and keeps it until the upload is done). A file that cannot get its share within
+//! [`BUDGET_WAIT`] is named in the text like any other that did not come through.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use im_bridge_channel::{
     ChannelError, FileKind, InboundFile, InboundMessage, ThreadId, safe_file_name,
@@ -25,6 +33,41 @@ pub const MAX_FILES: usize = 10;
 pub const MAX_FILE_BYTES: u64 = 50 * 1024 * 1024;
 /// Longest file name kept, in bytes.
 const MAX_NAME_BYTES: usize = 200;
+/// Attachment bytes held in memory at once, across all messages.
+pub const MEMORY_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
+/// How long a file waits for its share of the budget.
+pub const BUDGET_WAIT: Duration = Duration::from_secs(60);
+/// The budget's unit: shares are whole KiB.
+const UNIT: u64 = 1024;
+
+/// A process-wide budget of attachment bytes in memory, in [`UNIT`]s.
+pub struct AttachmentBudget {
+    units: Arc<Semaphore>,
+    total: u32,
+}
+
+impl AttachmentBudget {
+    /// A budget of `bytes` (at least one unit).
+    pub fn new(bytes: u64) -> Self {
+        let total = u32::try_from((bytes / UNIT).max(1)).unwrap_or(u32::MAX);
+        Self {
+            units: Arc::new(Semaphore::new(total as usize)),
+            total,
+        }
+    }
+
+    /// Reserves room for `bytes` (rounded up; never more than the whole budget), waiting
+    /// up to `wait`; `None` when the room did not free up in time.
+    pub async fn reserve(&self, bytes: u64, wait: Duration) -> Option<OwnedSemaphorePermit> {
+        let units = u32::try_from(bytes.div_ceil(UNIT).max(1))
+            .unwrap_or(u32::MAX)
+            .min(self.total);
+        tokio::time::timeout(wait, self.units.clone().acquire_many_owned(units))
+            .await
+            .ok()?
+            .ok()
+    }
+}
 
 /// The text and `additional_kwargs` of the run's human message.
 pub struct Ingested {
@@ -47,18 +90,31 @@ pub async fn ingest(
     let mut names: Vec<String> = Vec::new();
     let mut uploads = Vec::new();
     let mut images = Vec::new();
+    // Held until the upload is done: the bytes are in memory until then.
+    let mut shares = Vec::new();
     for (i, file) in msg.files.iter().enumerate() {
         let name = unique_name(&mut names, file, i);
         if i >= MAX_FILES {
             notices.push((m::RUN_ATTACHMENT_UNAVAILABLE, name));
             continue;
         }
+        // A file is read only within the room it reserved.
+        let bound = file.size.unwrap_or(MAX_FILE_BYTES).min(MAX_FILE_BYTES);
+        let Some(share) = inner.attachments.reserve(bound, BUDGET_WAIT).await else {
+            tracing::warn!(
+                file = i,
+                "No room for an attachment within the memory budget."
+            );
+            notices.push((m::RUN_ATTACHMENT_UNAVAILABLE, name));
+            continue;
+        };
+        shares.push(share);
         match replier
             .outbound()
-            .fetch_file(&msg.channel_name, file, MAX_FILE_BYTES)
+            .fetch_file(&msg.channel_name, file, bound)
             .await
         {
-            Ok(bytes) if bytes.len() as u64 > MAX_FILE_BYTES => {
+            Ok(bytes) if bytes.len() as u64 > bound => {
                 notices.push((m::RUN_ATTACHMENT_TOO_LARGE, name));
             }
             Ok(bytes) => {
@@ -72,7 +128,7 @@ pub async fn ingest(
             Err(error) => {
                 tracing::warn!(%error, file = i, "Reading an attachment failed.");
                 let id = match error {
-                    ChannelError::Rejected { .. } => m::RUN_ATTACHMENT_TOO_LARGE,
+                    ChannelError::TooLarge { .. } => m::RUN_ATTACHMENT_TOO_LARGE,
                     _ => m::RUN_ATTACHMENT_UNAVAILABLE,
                 };
                 notices.push((id, name));
@@ -110,6 +166,8 @@ pub async fn ingest(
             }
         }
     }
+    // The bytes are gone (uploaded or dropped): give their room back.
+    drop(shares);
 
     let mut text = text.to_owned();
     if !notices.is_empty() {
@@ -181,6 +239,24 @@ mod tests {
             size: None,
             source: FileSource::Handle { id: "h".into() },
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_budget_bounds_attachment_bytes_across_messages() {
+        let budget = AttachmentBudget::new(2 * UNIT);
+        let wait = Duration::from_secs(1);
+        let first = budget.reserve(2 * UNIT, wait).await.expect("room");
+        // Nothing left: a second file waits, then gives up.
+        assert!(budget.reserve(1, wait).await.is_none());
+        drop(first);
+        // More than the whole budget still fits alone (it takes all of it).
+        let big = budget
+            .reserve(50 * UNIT, wait)
+            .await
+            .expect("the whole budget");
+        assert!(budget.reserve(1, wait).await.is_none());
+        drop(big);
+        assert!(budget.reserve(UNIT + 1, wait).await.is_some());
     }
 
     #[test]

@@ -17,6 +17,12 @@ pub enum ChannelError {
         /// A short, log-safe reason (never message text or tokens).
         reason: String,
     },
+    /// A file is over a size bound (the caller's or the platform's).
+    #[error("the file is larger than {limit} bytes")]
+    TooLarge {
+        /// The bound, in bytes.
+        limit: u64,
+    },
     /// The message to edit no longer exists or can no longer be edited.
     #[error("the message can no longer be edited")]
     NotEditable,

@@ -113,14 +113,12 @@ impl InboundFile {
     /// `max_bytes` of them: what [`Channel::fetch_file`](crate::Channel::fetch_file) does
     /// by default, and what an adapter overriding it for its handles falls back to.
     ///
-    /// A larger file is [`ChannelError::Rejected`] with a reason that names the bound only
-    /// (never the file's name); a handle or a staged path is [`ChannelError::Unsupported`].
+    /// A larger file is [`ChannelError::TooLarge`], which names the bound only (never the
+    /// file's name); a handle or a staged path is [`ChannelError::Unsupported`].
     pub fn inline_bytes(&self, max_bytes: u64) -> Result<Bytes, ChannelError> {
         match &self.source {
             FileSource::Inline { bytes } if bytes.len() as u64 <= max_bytes => Ok(bytes.clone()),
-            FileSource::Inline { .. } => Err(ChannelError::Rejected {
-                reason: format!("the file is larger than {max_bytes} bytes"),
-            }),
+            FileSource::Inline { .. } => Err(ChannelError::TooLarge { limit: max_bytes }),
             FileSource::Handle { .. } | FileSource::Path { .. } => {
                 Err(ChannelError::Unsupported("fetching this kind of file"))
             }

@@ -187,6 +187,7 @@ impl From<TelegramError> for ChannelError {
             TelegramError::Api { code, .. } if code >= 500 => {
                 ChannelError::Transport(error.to_string())
             }
+            TelegramError::FileTooLarge { limit } => ChannelError::TooLarge { limit },
             other => ChannelError::Rejected {
                 reason: other.to_string(),
             },

@@ -292,6 +292,31 @@ async fn the_webhook_checks_the_secret_before_reading_and_bounds_the_body() {
 }
 
 #[tokio::test]
+async fn a_half_sent_request_does_not_hold_the_stop() {
+    let fake = FakeTelegram::start().await.unwrap();
+    let (settings, listener) = webhook(&fake);
+    let addr = listener.local_addr().unwrap();
+    let channel = TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default())
+        .unwrap()
+        .with_webhook_listener(listener);
+    let (running, _queue) = Running::start(channel, 4);
+    fake.wait_for_call("setWebhook", DEADLINE, |c| {
+        c.method == "setWebhook" && c.ok()
+    })
+    .await
+    .unwrap();
+    // Headers begun and never finished: the connection stays busy.
+    let mut stalled = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stalled
+        .write_all(b"POST /hook HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    // Stops within the drain bound (`stop` fails the test past its deadline).
+    running.stop().await;
+    drop(stalled);
+}
+
+#[tokio::test]
 async fn an_update_nobody_could_be_told_about_is_left_for_telegram_to_redeliver() {
     let fake = FakeTelegram::start().await.unwrap();
     let (settings, listener) = webhook(&fake);

@@ -62,6 +62,8 @@ pub const MAX_UPDATE_BYTES: usize = 1024 * 1024;
 pub const MAX_IN_FLIGHT: usize = 100;
 /// How long an authenticated body may take to arrive.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long requests in flight may take to finish after shutdown.
+pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
 /// At most one log line per this interval about refused requests.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -151,8 +153,20 @@ pub(crate) async fn run(
     let register = register(shared, hook, shutdown);
     tokio::pin!(register);
     let mut registered = false;
+    // After shutdown the server finishes the requests in flight; a connection that never
+    // completes its request must not hold the daemon's exit for longer than this.
+    let drained = async {
+        shutdown.cancelled().await;
+        tokio::time::sleep(SHUTDOWN_DRAIN).await;
+    };
+    tokio::pin!(drained);
     loop {
         tokio::select! {
+            () = &mut drained => {
+                shared.telemetry.set_connected(false);
+                tracing::debug!("Closed webhook connections still open after the shutdown drain.");
+                return Ok(ChannelExit::Stopped);
+            }
             result = &mut server => {
                 shared.telemetry.set_connected(false);
                 return match result {
