@@ -318,6 +318,7 @@ async fn start(sim: &Sim) -> Running {
         // As in production: the admin endpoints run, so the metrics are recorded.
         admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         locales_dir: None,
+        lease_ttl: im_bridge::lease::DEFAULT_TTL,
     };
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();

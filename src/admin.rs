@@ -21,6 +21,8 @@ use axum::routing::get;
 use futures_util::future::BoxFuture;
 use im_bridge_channel::Channel;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::lease::Standby;
 use tokio_util::sync::CancellationToken;
 
 /// How long a Gateway probe result is reused.
@@ -70,6 +72,7 @@ pub struct AdminState {
     probe: Arc<dyn GatewayProbe>,
     last_probe: Arc<Mutex<Option<(Instant, bool)>>>,
     metrics: PrometheusHandle,
+    standby: Standby,
 }
 
 impl AdminState {
@@ -80,7 +83,15 @@ impl AdminState {
             probe,
             last_probe: Arc::new(Mutex::new(None)),
             metrics: metrics_handle(),
+            standby: Standby::default(),
         }
+    }
+
+    /// Channels standing by for their transport lease count as ready: another replica
+    /// runs their transport.
+    pub fn with_standby(mut self, standby: Standby) -> Self {
+        self.standby = standby;
+        self
     }
 
     async fn gateway_ready(&self) -> bool {
@@ -129,7 +140,7 @@ async fn readyz(State(state): State<AdminState>) -> Response {
     let mut not_ready: Vec<String> = state
         .channels
         .iter()
-        .filter(|c| !c.is_connected())
+        .filter(|c| !c.is_connected() && !state.standby.contains(c.name()))
         .map(|c| format!("channel:{}", c.name()))
         .collect();
     if !state.gateway_ready().await {

@@ -24,6 +24,7 @@ use crate::bus::Outbound;
 use crate::config::{IntakeSettings, StoreLocation};
 use crate::gateway::{GatewayClient, GatewayConfig, GatewayError};
 use crate::i18n::{Catalogs, I18nError, msg};
+use crate::lease::{self, Lease, Standby};
 use crate::manager::{DrainReport, Manager, ManagerConfig, Replier};
 use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
 
@@ -42,6 +43,8 @@ pub struct DaemonConfig {
     pub admin_listen: Option<SocketAddr>,
     /// Extra catalogs.
     pub locales_dir: Option<PathBuf>,
+    /// How long a transport lease lasts unless renewed ([`crate::lease`]).
+    pub lease_ttl: Duration,
 }
 
 /// Why the daemon could not start or stopped with an error.
@@ -112,6 +115,8 @@ pub async fn run(
         outbound.clone(),
     );
 
+    let standby = Standby::default();
+    let holder = lease::holder_id();
     let admin_token = CancellationToken::new();
     let tasks = TaskTracker::new();
     if let Some(addr) = config.admin_listen {
@@ -121,7 +126,7 @@ pub async fn run(
         // With port 0 the system picked one: log where we actually listen.
         let bound = listener.local_addr().unwrap_or(addr);
         let probe = Arc::new(HttpProbe::new(&config.gateway));
-        let state = AdminState::new(channels.clone(), probe);
+        let state = AdminState::new(channels.clone(), probe).with_standby(standby.clone());
         let token = admin_token.clone();
         tasks.spawn(async move {
             if let Err(error) = admin::serve(listener, state, token).await {
@@ -169,9 +174,18 @@ pub async fn run(
         let sink = sink.clone();
         let token = transport_token.clone();
         let exit_tx = exit_tx.clone();
+        let lease = channel.exclusive_transport().then(|| Lease {
+            store: store.clone(),
+            holder: holder.clone(),
+            ttl: config.lease_ttl,
+            standby: standby.clone(),
+        });
         tasks.spawn(async move {
             let name = channel.name();
-            let exit = channel.run(sink, token).await;
+            let exit = match lease {
+                Some(lease) => lease::run_exclusive(channel, sink, token, lease).await,
+                None => channel.run(sink, token).await,
+            };
             let _ = exit_tx.send((name, exit)).await;
         });
     }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod daemon;
 pub mod gateway;
 pub mod i18n;
+pub mod lease;
 pub mod manager;
 pub mod simulator;
 pub mod store;

@@ -278,6 +278,7 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
         store: StoreLocation::Sqlite(state.path().join("demo.db")),
         admin_listen: None,
         locales_dir: None,
+        lease_ttl: im_bridge::lease::DEFAULT_TTL,
     };
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         eprintln!(
@@ -324,6 +325,7 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
         store: settings.store.clone(),
         admin_listen: Some(settings.admin_listen),
         locales_dir: settings.locales_dir.clone(),
+        lease_ttl: im_bridge::lease::DEFAULT_TTL,
     }
 }
 

@@ -151,6 +151,21 @@ pub trait Store: Send + Sync + 'static {
     /// Forgets a delivery so a provider retry is processed again. Idempotent.
     async fn dedupe_release(&self, key: &DedupeKey) -> Result<(), StoreError>;
 
+    /// Takes or renews the lease `name` for `holder` until `ttl` from now: `true` when
+    /// `holder` holds it afterwards (it was free, expired, or already `holder`'s), `false`
+    /// while another holder's lease is live. Replicas sharing a store use it to elect the
+    /// one that runs a transport only one process may run (Telegram long polling).
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError>;
+
+    /// Gives the lease `name` up if `holder` holds it, so another replica can take it at
+    /// once. Idempotent.
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError>;
+
     /// The chat's locale override, if an admin set one.
     async fn get_chat_locale(
         &self,

@@ -383,6 +383,7 @@ impl Harness {
             store: StoreLocation::Sqlite(dir.path().join("bridge.db")),
             admin_listen: None,
             locales_dir: None,
+            lease_ttl: im_bridge::lease::DEFAULT_TTL,
         };
         let shutdown = CancellationToken::new();
         let daemon = tokio::spawn(daemon::run(

@@ -92,6 +92,28 @@ async fn healthz_readyz_and_metrics() {
 }
 
 #[tokio::test]
+async fn a_channel_standing_by_for_its_lease_is_ready() {
+    let channel = Arc::new(FakeChannel {
+        connected: AtomicBool::new(false),
+    });
+    let probe = Arc::new(FakeProbe {
+        up: AtomicBool::new(true),
+        calls: AtomicUsize::new(0),
+    });
+    let standby = crate::lease::Standby::default();
+    standby.set("fake", true);
+    let state = AdminState::new(vec![channel], probe).with_standby(standby.clone());
+    let (base, token) = start(state).await;
+    let ready = reqwest::get(format!("{base}/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 200, "another replica runs its transport");
+    // Once it takes the lease it must connect like any channel.
+    standby.set("fake", false);
+    let ready = reqwest::get(format!("{base}/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 503);
+    token.cancel();
+}
+
+#[tokio::test]
 async fn an_unreachable_gateway_is_not_ready() {
     let channel = Arc::new(FakeChannel {
         connected: AtomicBool::new(true),

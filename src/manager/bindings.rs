@@ -273,6 +273,17 @@ mod tests {
         async fn dedupe_release(&self, key: &DedupeKey) -> Result<(), StoreError> {
             self.0.dedupe_release(key).await
         }
+        async fn acquire_lease(
+            &self,
+            name: &str,
+            holder: &str,
+            ttl: Duration,
+        ) -> Result<bool, StoreError> {
+            self.0.acquire_lease(name, holder, ttl).await
+        }
+        async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+            self.0.release_lease(name, holder).await
+        }
         async fn get_chat_locale(
             &self,
             channel: &str,

@@ -58,7 +58,8 @@ const MIGRATION_TIMEOUT: Duration = Duration::from_secs(120);
 const MIGRATION_LOCK: i64 = 0x1b_b41d_6e00;
 
 /// The embedded migrations, in order; `MIGRATIONS[i]` brings the schema to version `i + 1`.
-const MIGRATIONS: &[&str] = &["CREATE TABLE im_bridge_bindings (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE im_bridge_bindings (
         channel    TEXT NOT NULL,
         chat_id    TEXT NOT NULL,
         topic      TEXT NOT NULL,              -- '' for the chat itself
@@ -84,7 +85,13 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE im_bridge_bindings (
         locale     TEXT,
         updated_at DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (channel, chat_id)
-    );"];
+    );",
+    "CREATE TABLE im_bridge_leases (
+        name       TEXT NOT NULL PRIMARY KEY,
+        holder     TEXT NOT NULL,
+        expires_at BIGINT NOT NULL             -- unix milliseconds
+    );",
+];
 
 /// Tuning for [`PostgresStore::connect_with`].
 #[derive(Clone, Debug)]
@@ -496,6 +503,39 @@ impl Store for PostgresStore {
                 &key.chat_id.as_str(),
                 &key.message_id,
             ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let now = unix_millis();
+        let until = now.saturating_add(ttl_millis(ttl));
+        // The row lock of the upsert orders replicas racing for a free lease.
+        let taken = self
+            .execute(
+                "acquire_lease",
+                "INSERT INTO im_bridge_leases (name, holder, expires_at) VALUES ($1, $2, $4)
+                 ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder,
+                     expires_at = EXCLUDED.expires_at
+                 WHERE im_bridge_leases.holder = EXCLUDED.holder
+                    OR im_bridge_leases.expires_at <= $3",
+                &[&name, &holder, &now, &until],
+            )
+            .await?;
+        Ok(taken == 1)
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        self.execute(
+            "release_lease",
+            "DELETE FROM im_bridge_leases WHERE name = $1 AND holder = $2",
+            &[&name, &holder],
         )
         .await?;
         Ok(())

@@ -291,6 +291,32 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let (name, holder) = (name.to_owned(), holder.to_owned());
+        let ttl_ms = ttl_millis(ttl);
+        self.call(
+            "acquire_lease",
+            move |db| db.acquire_lease(&name, &holder, unix_millis(), ttl_ms),
+            |_, _| {},
+        )
+        .await
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        let (name, holder) = (name.to_owned(), holder.to_owned());
+        self.call(
+            "release_lease",
+            move |db| db.release_lease(&name, &holder),
+            |_, _| {},
+        )
+        .await
+    }
+
     async fn get_chat_locale(
         &self,
         channel: &str,

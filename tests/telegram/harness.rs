@@ -89,36 +89,13 @@ impl Tg {
                 )
             }
         };
-        let menu = command_menu(&Catalogs::embedded().unwrap());
-        let mut channel = TelegramChannel::new(settings, AllowedUsers::Anyone, menu).unwrap();
+        let mut channel = telegram_channel(settings);
         if let Some(listener) = listener {
             channel = channel.with_webhook_listener(listener);
         }
         let dir = tempfile::tempdir().unwrap();
-        let config = DaemonConfig {
-            intake: IntakeSettings {
-                inbound_queue_maxsize: NonZeroUsize::new(64).unwrap(),
-                max_concurrency: NonZeroUsize::new(16).unwrap(),
-                shutdown_grace: Duration::from_secs(3),
-            },
-            manager: ManagerConfig {
-                notification_locale: "en-US".into(),
-                max_concurrency: 16,
-                ..ManagerConfig::default()
-            },
-            gateway: GatewayConfig {
-                langgraph_url: sim.langgraph_url(),
-                gateway_url: sim.gateway_url(),
-                internal_token: sim.config().internal_token.map(Secret::new),
-                ..GatewayConfig::default()
-            },
-            store: StoreLocation::Sqlite(dir.path().join("bridge.db")),
-            admin_listen: None,
-            locales_dir: None,
-        };
-        let shutdown = CancellationToken::new();
-        let channels: Vec<Arc<dyn Channel>> = vec![Arc::new(channel)];
-        let daemon = tokio::spawn(daemon::run(config, channels, shutdown.clone()));
+        let store = StoreLocation::Sqlite(dir.path().join("bridge.db"));
+        let (shutdown, daemon) = spawn_daemon(&sim, store, im_bridge::lease::DEFAULT_TTL, channel);
         Self {
             fake,
             sim,
@@ -126,6 +103,16 @@ impl Tg {
             daemon: Some(daemon),
             _dir: dir,
         }
+    }
+
+    /// A polling channel against `fake`, as [`Tg::start`] builds it.
+    pub fn polling_channel(fake: &FakeTelegram) -> TelegramChannel {
+        telegram_channel(TelegramSettings {
+            transport: Transport::Polling {
+                timeout: POLL_TIMEOUT,
+            },
+            ..TelegramSettings::new(Secret::new(TOKEN)).with_api_url(fake.api_url())
+        })
     }
 
     /// Waits until the channel polls (or registered its webhook): it is ready for updates.
@@ -164,6 +151,50 @@ impl Drop for Tg {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
+}
+
+fn telegram_channel(settings: TelegramSettings) -> TelegramChannel {
+    let menu = command_menu(&Catalogs::embedded().unwrap());
+    TelegramChannel::new(settings, AllowedUsers::Anyone, menu).unwrap()
+}
+
+/// The daemon running `channel` against `sim`, its state in `store`, transport leases of
+/// `lease_ttl`: the shutdown token and the daemon's task.
+pub fn spawn_daemon(
+    sim: &RunningSimulator,
+    store: StoreLocation,
+    lease_ttl: Duration,
+    channel: TelegramChannel,
+) -> (
+    CancellationToken,
+    JoinHandle<Result<DaemonExit, DaemonError>>,
+) {
+    let config = DaemonConfig {
+        intake: IntakeSettings {
+            inbound_queue_maxsize: NonZeroUsize::new(64).unwrap(),
+            max_concurrency: NonZeroUsize::new(16).unwrap(),
+            shutdown_grace: Duration::from_secs(3),
+        },
+        manager: ManagerConfig {
+            notification_locale: "en-US".into(),
+            max_concurrency: 16,
+            ..ManagerConfig::default()
+        },
+        gateway: GatewayConfig {
+            langgraph_url: sim.langgraph_url(),
+            gateway_url: sim.gateway_url(),
+            internal_token: sim.config().internal_token.map(Secret::new),
+            ..GatewayConfig::default()
+        },
+        store,
+        admin_listen: None,
+        locales_dir: None,
+        lease_ttl,
+    };
+    let shutdown = CancellationToken::new();
+    let channels: Vec<Arc<dyn Channel>> = vec![Arc::new(channel)];
+    let daemon = tokio::spawn(daemon::run(config, channels, shutdown.clone()));
+    (shutdown, daemon)
 }
 
 /// The message id a `sendMessage` answered with.

@@ -73,6 +73,13 @@ pub trait Channel: Send + Sync + 'static {
         true
     }
 
+    /// Whether only one process at a time may run this transport (Telegram long polling:
+    /// the platform answers a second poller with a conflict). The daemon then runs it only
+    /// while it holds the channel's lease in the shared store; other replicas stand by.
+    fn exclusive_transport(&self) -> bool {
+        false
+    }
+
     /// Runs the transport until `shutdown` is cancelled or the input ends, admitting every
     /// inbound message through `sink`.
     async fn run(

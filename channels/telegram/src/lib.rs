@@ -254,6 +254,11 @@ impl Channel for TelegramChannel {
         self.shared.telemetry.is_connected()
     }
 
+    /// Long polling admits one poller per bot; a webhook serves every replica.
+    fn exclusive_transport(&self) -> bool {
+        matches!(self.settings.transport, Transport::Polling { .. })
+    }
+
     async fn run(
         &self,
         sink: InboundSink,

@@ -405,6 +405,34 @@ impl Db {
         Ok(())
     }
 
+    /// Takes or renews a lease; see `Store::acquire_lease`.
+    pub(super) fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> rusqlite::Result<bool> {
+        let taken = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO leases (name, holder, expires_at) VALUES (?1, ?2, ?4)
+                 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder,
+                     expires_at = excluded.expires_at
+                 WHERE leases.holder = excluded.holder OR leases.expires_at <= ?3",
+            )?
+            .execute(params![name, holder, now_ms, now_ms.saturating_add(ttl_ms)])?;
+        Ok(taken == 1)
+    }
+
+    /// Gives a lease up if `holder` holds it.
+    pub(super) fn release_lease(&self, name: &str, holder: &str) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached("DELETE FROM leases WHERE name = ?1 AND holder = ?2")?
+            .execute(params![name, holder])?;
+        Ok(())
+    }
+
     /// Reads a chat's locale override.
     pub(super) fn get_chat_locale(&self, key: &ChatKey) -> rusqlite::Result<Option<String>> {
         Ok(self

@@ -54,4 +54,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (channel, chat_id)
     ) STRICT, WITHOUT ROWID;
     ",
+    // 2: leases (one holder per name until expires_at, unix milliseconds).
+    "
+    CREATE TABLE leases (
+        name       TEXT NOT NULL PRIMARY KEY,
+        holder     TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+    ) STRICT, WITHOUT ROWID;
+    ",
 ];

@@ -188,6 +188,8 @@ pub(crate) struct Inner {
     next_update_id: i64,
     next_message_id: i64,
     ignore_offset_once: bool,
+    /// `getUpdates` calls so far: a waiting poll that sees a newer one gives up.
+    polls: u64,
     webhook: Option<(String, Option<String>)>,
     calls: Vec<Call>,
     counts: HashMap<String, usize>,
@@ -328,6 +330,7 @@ impl FakeTelegram {
                 next_update_id: 500_000_000,
                 next_message_id: 1000,
                 ignore_offset_once: false,
+                polls: 0,
                 webhook: None,
                 calls: Vec::new(),
                 counts: HashMap::new(),

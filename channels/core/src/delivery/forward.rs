@@ -61,6 +61,11 @@ macro_rules! forward_channel {
             $crate::channel::Channel::is_connected(self.$inner())
         }
     };
+    (@ $inner:ident exclusive_transport) => {
+        fn exclusive_transport(&self) -> bool {
+            $crate::channel::Channel::exclusive_transport(self.$inner())
+        }
+    };
     (@ $inner:ident run) => {
         $crate::delivery::forward::forward_channel!(@async $inner run<>(
             sink: $crate::inbound::InboundSink,
@@ -139,8 +144,8 @@ mod tests {
     use crate::delivery::{ChannelExt, RetryPolicy};
     use crate::inbound::inbound_queue;
 
-    /// A recorder that reports itself disconnected, so a layer that does not pass
-    /// `is_connected` on shows up as the trait default, `true`.
+    /// A recorder that reports itself disconnected and exclusive, so a layer that does not
+    /// pass `is_connected` or `exclusive_transport` on shows up as the trait default.
     struct Offline(Arc<Recorder>);
 
     impl Offline {
@@ -157,6 +162,10 @@ mod tests {
         fn is_connected(&self) -> bool {
             false
         }
+
+        fn exclusive_transport(&self) -> bool {
+            true
+        }
     }
 
     #[tokio::test]
@@ -172,6 +181,7 @@ mod tests {
             (stack.name(), stack.capabilities(), stack.is_connected()),
             ("recorder", unpaced(), false)
         );
+        assert!(stack.exclusive_transport());
         let (sink, _queue) = inbound_queue(NonZeroUsize::MIN);
         let exit = stack.run(sink, CancellationToken::new()).await.unwrap();
         assert_eq!(exit, ChannelExit::Stopped);

@@ -55,7 +55,7 @@ impl<C: Channel> LimitLength<C> {
 
 #[async_trait]
 impl<C: Channel> Channel for LimitLength<C> {
-    forward_channel!(inner() => name, capabilities, is_connected, run, send_file,
+    forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, send_file,
         fetch_file);
 
     async fn send_text(

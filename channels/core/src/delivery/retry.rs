@@ -87,7 +87,7 @@ impl<C> RetryFinals<C> {
 
 #[async_trait]
 impl<C: Channel> Channel for RetryFinals<C> {
-    forward_channel!(inner() => name, capabilities, is_connected, run, start_stream, edit_text,
+    forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, start_stream, edit_text,
         fetch_file);
 
     async fn send_text(

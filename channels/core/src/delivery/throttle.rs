@@ -235,7 +235,7 @@ impl<C: Channel> Throttle<C> {
 
 #[async_trait]
 impl<C: Channel> Channel for Throttle<C> {
-    forward_channel!(inner() => name, capabilities, is_connected, run, fetch_file);
+    forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, fetch_file);
 
     async fn send_text(
         &self,

@@ -1,5 +1,6 @@
 //! The fake's HTTP edge: routing `/bot<token>/<method>`, reading parameters in every
-//! encoding the Bot API accepts, holding `getUpdates` open, and recording each call.
+//! encoding the Bot API accepts, holding `getUpdates` open (a newer poll ends a waiting one with
+//! a 409, as Telegram does), and recording each call.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +91,12 @@ fn record(
 }
 
 async fn get_updates(shared: &Shared, params: Value) -> Answer {
+    // As Telegram does, a newer poll ends the one still waiting with a conflict.
+    let mine = {
+        let mut inner = shared.lock();
+        inner.polls += 1;
+        inner.polls
+    };
     let index = record(shared, "getUpdates", params.clone(), 0, None);
     let timeout = methods::int(&params, "timeout").unwrap_or(0).max(0) as u64;
     let limit = methods::int(&params, "limit")
@@ -105,6 +112,12 @@ async fn get_updates(shared: &Shared, params: Value) -> Answer {
                 break Answer::error(
                     409,
                     "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first",
+                );
+            }
+            if inner.polls != mine {
+                break Answer::error(
+                    409,
+                    "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
                 );
             }
             let ignore = std::mem::take(&mut inner.ignore_offset_once);

@@ -1,0 +1,169 @@
+//! Transports only one process may run (Telegram long polling: a second poller gets a
+//! conflict) run on the replica holding the channel's lease in the shared store; the other
+//! replicas stand by and take over when the holder stops or stops renewing (DESIGN.md
+//! "Scale-out").
+//!
+//! The lease `transport:<channel>` is taken for [`DaemonConfig::lease_ttl`]
+//! (default [`DEFAULT_TTL`]) and renewed every third of it. A holder that cannot renew
+//! (the lease went to another replica, or the store stopped answering for nearly a whole
+//! TTL) stops its transport before the lease can expire, so two replicas never run the
+//! transport at once; then it stands by again. A holder that stops releases the lease, so
+//! a standby takes over within a third of the TTL. With the single-replica SQLite store the
+//! lease is simply always this daemon's.
+//!
+//! [`DaemonConfig::lease_ttl`]: crate::daemon::DaemonConfig::lease_ttl
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use im_bridge_channel::{Channel, ChannelError, ChannelExit, InboundSink};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::Store;
+
+/// How long a lease lasts unless renewed.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
+
+/// The channels standing by for their lease (another replica runs their transport): healthy,
+/// so `/readyz` counts them ready.
+#[derive(Clone, Debug, Default)]
+pub struct Standby(Arc<Mutex<HashSet<&'static str>>>);
+
+impl Standby {
+    pub(crate) fn set(&self, channel: &'static str, standing_by: bool) {
+        let mut set = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if standing_by {
+            set.insert(channel);
+        } else {
+            set.remove(channel);
+        }
+    }
+
+    /// Whether `channel` is standing by.
+    pub fn contains(&self, channel: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(channel)
+    }
+}
+
+/// This process's name as a lease holder: unique per start.
+pub fn holder_id() -> String {
+    format!("{}-{:016x}", std::process::id(), rand::random::<u64>())
+}
+
+/// What [`run_exclusive`] needs besides the channel.
+pub struct Lease {
+    /// The shared store the lease lives in.
+    pub store: Arc<dyn Store>,
+    /// This process's holder id.
+    pub holder: String,
+    /// How long a lease lasts unless renewed.
+    pub ttl: Duration,
+    /// Where standing by is reported.
+    pub standby: Standby,
+}
+
+/// Runs `channel`'s transport whenever this replica holds its lease, until `shutdown`.
+pub async fn run_exclusive(
+    channel: Arc<dyn Channel>,
+    sink: InboundSink,
+    shutdown: CancellationToken,
+    lease: Lease,
+) -> Result<ChannelExit, ChannelError> {
+    let channel_name = channel.name();
+    let name = format!("transport:{channel_name}");
+    let renew_every = lease.ttl / 3;
+    loop {
+        lease.standby.set(channel_name, true);
+        if !acquire(&lease, &name, renew_every, &shutdown).await {
+            lease.standby.set(channel_name, false);
+            return Ok(ChannelExit::Stopped);
+        }
+        lease.standby.set(channel_name, false);
+        tracing::info!(
+            channel = channel_name,
+            "Holding the transport lease; starting the transport."
+        );
+        let held = shutdown.child_token();
+        let run = channel.run(sink.clone(), held.clone());
+        tokio::pin!(run);
+        let mut renewed = Instant::now();
+        loop {
+            tokio::select! {
+                exit = &mut run => {
+                    release(&lease, &name).await;
+                    return exit;
+                }
+                () = tokio::time::sleep(renew_every) => {}
+            }
+            match lease
+                .store
+                .acquire_lease(&name, &lease.holder, lease.ttl)
+                .await
+            {
+                Ok(true) => renewed = Instant::now(),
+                Ok(false) => break,
+                Err(error) => {
+                    tracing::warn!(channel = channel_name, %error, "Renewing the transport lease failed.");
+                    // Stop before the lease can run out and another replica start.
+                    if renewed.elapsed() + renew_every >= lease.ttl {
+                        break;
+                    }
+                }
+            }
+        }
+        tracing::warn!(
+            channel = channel_name,
+            "Lost the transport lease; stopping the transport."
+        );
+        held.cancel();
+        run.await?;
+        if shutdown.is_cancelled() {
+            return Ok(ChannelExit::Stopped);
+        }
+    }
+}
+
+/// Waits until the lease is this replica's: `false` when `shutdown` came first.
+async fn acquire(
+    lease: &Lease,
+    name: &str,
+    retry_every: Duration,
+    shutdown: &CancellationToken,
+) -> bool {
+    let mut waiting_logged = false;
+    loop {
+        match lease
+            .store
+            .acquire_lease(name, &lease.holder, lease.ttl)
+            .await
+        {
+            Ok(true) => return true,
+            Ok(false) if !waiting_logged => {
+                tracing::info!(
+                    lease = name,
+                    "Another replica runs this transport; standing by."
+                );
+                waiting_logged = true;
+            }
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(lease = name, %error, "Taking the transport lease failed.")
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return false,
+            () = tokio::time::sleep(retry_every) => {}
+        }
+    }
+}
+
+async fn release(lease: &Lease, name: &str) {
+    if let Err(error) = lease.store.release_lease(name, &lease.holder).await {
+        tracing::warn!(lease = name, %error, "Releasing the transport lease failed.");
+    }
+}
