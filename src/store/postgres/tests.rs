@@ -114,6 +114,44 @@ async fn replicas_sharing_the_database_admit_a_delivery_once() {
 }
 
 #[tokio::test]
+async fn a_schema_from_the_first_release_is_migrated_and_keeps_its_data() {
+    let scratch = Scratch::new().await;
+    let store = scratch.store(small()).await;
+    let key = ConversationKey::new("telegram", ChatId::new("42"), None);
+    store
+        .set_binding(&key, &ThreadId::new("t-old"), "u1")
+        .await
+        .unwrap();
+    store.close().await.unwrap();
+    // Back to what the first release created.
+    let (client, connection) = scratch.config().connect(NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute("DROP TABLE im_bridge_leases; UPDATE im_bridge_schema SET version = 1")
+        .await
+        .unwrap();
+    let store = scratch.store(small()).await;
+    assert_eq!(
+        store
+            .get_binding(&key)
+            .await
+            .unwrap()
+            .unwrap()
+            .thread_id
+            .as_str(),
+        "t-old"
+    );
+    assert!(
+        store
+            .acquire_lease("transport:telegram", "me", Duration::from_secs(9))
+            .await
+            .unwrap()
+    );
+    store.close().await.unwrap();
+    scratch.drop_schema().await;
+}
+
+#[tokio::test]
 async fn a_schema_newer_than_this_build_is_refused() {
     let scratch = Scratch::new().await;
     scratch.store(small()).await.close().await.unwrap();

@@ -183,6 +183,44 @@ async fn a_fresh_file_is_at_the_latest_schema_and_owner_only() {
     }
 }
 
+#[tokio::test]
+async fn a_file_from_the_first_release_is_migrated_and_keeps_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    // A version-1 file, as the first release wrote it, with one binding.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(super::schema::MIGRATIONS[0]).unwrap();
+        conn.execute_batch(&format!(
+            "PRAGMA user_version = 1; PRAGMA application_id = {};",
+            super::schema::APPLICATION_ID
+        ))
+        .unwrap();
+        conn.execute(
+            "INSERT INTO bindings VALUES ('telegram', '42', '', 't-old', 'u1', 1.0, 1.0)",
+            [],
+        )
+        .unwrap();
+    }
+    let store = open(&path).await;
+    let key = ConversationKey::new("telegram", ChatId::new("42"), None);
+    let kept = store.get_binding(&key).await.unwrap().unwrap();
+    assert_eq!(kept.thread_id.as_str(), "t-old");
+    // What version 2 added works.
+    assert!(
+        store
+            .acquire_lease("transport:telegram", "me", Duration::from_secs(9))
+            .await
+            .unwrap()
+    );
+    store.close().await.unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, LATEST);
+}
+
 /// Asserts `open` fails with `Open` naming the file, and that the file was not rewritten.
 async fn assert_refused(path: &Path) -> String {
     let before = std::fs::read(path).unwrap();
