@@ -38,6 +38,10 @@
 //! error, `RUST_LOG` overrides) and the admin endpoints run (so metrics are recorded): the
 //! per-message spans and counters cost what they cost there. The bridge's CPU figure also
 //! holds this bench's driver and in-process channel, a few percent of it.
+//!
+//! The store is SQLite in a temporary directory; with `IM_BRIDGE_BENCH_POSTGRES` set to a
+//! `postgres://` URL it is the Postgres store instead, each phase in a fresh schema that is
+//! dropped afterwards (the server's own CPU is not counted).
 // A benchmark that cannot set itself up should stop loudly.
 #![allow(clippy::expect_used)]
 
@@ -70,6 +74,8 @@ const OPEN_LOOP_RATE: f64 = 2_000.0;
 /// Chunks per streamed answer, and the answer's length in characters.
 const CHUNKS: usize = 20;
 const ANSWER_CHARS: usize = 240;
+/// Set to a `postgres://` URL to run on the Postgres store instead of SQLite.
+const POSTGRES_ENV: &str = "IM_BRIDGE_BENCH_POSTGRES";
 
 /// Delivers finals to the driver: (chat, source message id) → arrival time.
 struct BenchChannel {
@@ -287,6 +293,46 @@ struct Running {
     shutdown: CancellationToken,
     daemon: tokio::task::JoinHandle<()>,
     _dir: tempfile::TempDir,
+    /// The phase's Postgres schema, dropped after it.
+    schema: Option<(tokio_postgres::Client, String)>,
+}
+
+impl Running {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = self.daemon.await;
+        if let Some((client, schema)) = self.schema {
+            client
+                .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+                .await
+                .expect("dropping the bench schema");
+        }
+    }
+}
+
+/// The store of one phase: SQLite in `dir`, or with `IM_BRIDGE_BENCH_POSTGRES=postgres://…`
+/// a fresh schema on that server.
+async fn fresh_store(
+    dir: &std::path::Path,
+) -> (StoreLocation, Option<(tokio_postgres::Client, String)>) {
+    let Ok(base) = std::env::var(POSTGRES_ENV) else {
+        return (StoreLocation::Sqlite(dir.join("bench.db")), None);
+    };
+    let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .expect("connecting to IM_BRIDGE_BENCH_POSTGRES");
+    tokio::spawn(connection);
+    let schema = format!("im_bridge_bench_{:016x}", rand::random::<u64>());
+    client
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .expect("creating the bench schema");
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+    (
+        StoreLocation::Postgres(im_bridge_channel::Secret::new(url)),
+        Some((client, schema)),
+    )
 }
 
 async fn start(sim: &Sim) -> Running {
@@ -298,6 +344,7 @@ async fn start(sim: &Sim) -> Running {
         next_id: AtomicU64::new(1),
     });
     let dir = tempfile::tempdir().expect("tempdir");
+    let (store, schema) = fresh_store(dir.path()).await;
     let config = DaemonConfig {
         intake: IntakeSettings {
             inbound_queue_maxsize: NonZeroUsize::new(CONVERSATIONS * 2).expect("non-zero"),
@@ -314,7 +361,7 @@ async fn start(sim: &Sim) -> Running {
             gateway_url: sim.gateway_url(),
             ..GatewayConfig::default()
         },
-        store: StoreLocation::Sqlite(dir.path().join("bench.db")),
+        store,
         // As in production: the admin endpoints run, so the metrics are recorded.
         admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         locales_dir: None,
@@ -333,6 +380,7 @@ async fn start(sim: &Sim) -> Running {
         shutdown,
         daemon,
         _dir: dir,
+        schema,
     }
 }
 
@@ -423,8 +471,7 @@ async fn saturation(sim: &Sim, ids: &AtomicU64) -> f64 {
         }
     }
     let elapsed = started.elapsed();
-    run.shutdown.cancel();
-    let _ = run.daemon.await;
+    run.stop().await;
     TOTAL as f64 / elapsed.as_secs_f64()
 }
 
@@ -467,8 +514,7 @@ async fn open_loop(sim: &Sim, ids: &AtomicU64, rate: f64) -> Latencies {
         }
     }
     let achieved = TOTAL as f64 / begin.elapsed().as_secs_f64();
-    run.shutdown.cancel();
-    let _ = run.daemon.await;
+    run.stop().await;
     latencies.sort();
     later.sort();
     Latencies {
@@ -514,9 +560,14 @@ fn main() {
         .expect("runtime");
     let sim = Sim::start();
     let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let store = if std::env::var(POSTGRES_ENV).is_ok() {
+        "Postgres"
+    } else {
+        "SQLite"
+    };
     println!(
         "load: {CONVERSATIONS} conversations x {MESSAGES_EACH} messages, {CHUNKS}-chunk streams of \
-         {ANSWER_CHARS} characters, simulator pid {} at {}; load average before: {}",
+         {ANSWER_CHARS} characters, {store} store, simulator pid {} at {}; load average before: {}",
         sim.child.id(),
         sim.addr,
         loadavg
