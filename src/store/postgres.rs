@@ -28,8 +28,12 @@
 //!   refused at startup with a clear message, as this build has no TLS for Postgres; use a
 //!   local connection or a TLS-terminating proxy.
 //!
-//! Times are unix seconds (bindings) and milliseconds (dedupe) from the replica's clock, as
-//! in the SQLite store.
+//! Times are unix seconds (bindings) and milliseconds (dedupe, leases) from the replica's
+//! clock, as in the SQLite store.
+//!
+//! Children: `schema` (the embedded migrations), `tests`.
+
+mod schema;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -40,6 +44,7 @@ use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls, Row};
 
+use self::schema::{MIGRATION_LOCK, MIGRATIONS};
 use super::{
     Binding, ConversationKey, DedupeKey, Store, StoreError, ttl_millis, unix_millis, unix_seconds,
 };
@@ -53,45 +58,6 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 const DEFAULT_KEEPALIVE_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
 /// The most applying migrations at start may take, waiting for another replica included.
 const MIGRATION_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// An arbitrary constant naming the migration lock among the database's advisory locks.
-const MIGRATION_LOCK: i64 = 0x1b_b41d_6e00;
-
-/// The embedded migrations, in order; `MIGRATIONS[i]` brings the schema to version `i + 1`.
-const MIGRATIONS: &[&str] = &[
-    "CREATE TABLE im_bridge_bindings (
-        channel    TEXT NOT NULL,
-        chat_id    TEXT NOT NULL,
-        topic      TEXT NOT NULL,              -- '' for the chat itself
-        thread_id  TEXT NOT NULL,
-        user_id    TEXT NOT NULL,
-        created_at DOUBLE PRECISION NOT NULL,  -- unix seconds
-        updated_at DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (channel, chat_id, topic)
-    );
-    CREATE TABLE im_bridge_dedupe (
-        channel    TEXT NOT NULL,
-        workspace  TEXT NOT NULL,
-        chat_id    TEXT NOT NULL,
-        message_id TEXT NOT NULL,
-        expires_at BIGINT NOT NULL,            -- unix milliseconds
-        seq        BIGSERIAL NOT NULL,
-        PRIMARY KEY (channel, workspace, chat_id, message_id)
-    );
-    CREATE INDEX im_bridge_dedupe_seq ON im_bridge_dedupe (seq);
-    CREATE TABLE im_bridge_chat_settings (
-        channel    TEXT NOT NULL,
-        chat_id    TEXT NOT NULL,
-        locale     TEXT,
-        updated_at DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (channel, chat_id)
-    );",
-    "CREATE TABLE im_bridge_leases (
-        name       TEXT NOT NULL PRIMARY KEY,
-        holder     TEXT NOT NULL,
-        expires_at BIGINT NOT NULL             -- unix milliseconds
-    );",
-];
 
 /// Tuning for [`PostgresStore::connect_with`].
 #[derive(Clone, Debug)]

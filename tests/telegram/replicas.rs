@@ -1,0 +1,109 @@
+//! Several replicas sharing the Postgres store: Telegram long polling runs on the holder of
+//! the transport lease only, and a standby takes over when the holder stops.
+
+use std::time::Duration;
+
+use im_bridge::config::StoreLocation;
+use im_bridge::daemon::{DaemonError, DaemonExit};
+use im_bridge::simulator::{Script, Simulator, SimulatorConfig};
+use im_bridge_channel::Secret;
+use im_bridge_fakes::telegram::{Call, FakeTelegram, Incoming};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::USER;
+use super::harness::{DEADLINE, Tg, spawn_daemon};
+
+/// A schema of its own on the test PostgreSQL (`IM_BRIDGE_TEST_POSTGRES`), and a store URL
+/// pointing into it.
+async fn postgres_schema() -> (tokio_postgres::Client, String, String) {
+    let base = std::env::var("IM_BRIDGE_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .expect("PostgreSQL for this test (IM_BRIDGE_TEST_POSTGRES)");
+    tokio::spawn(connection);
+    let schema = format!("im_bridge_tg_{:016x}", rand::random::<u64>());
+    client
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .unwrap();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+    (client, schema, url)
+}
+
+/// Stops a daemon as a signal would and checks it stopped cleanly.
+async fn stop_cleanly(
+    stop: CancellationToken,
+    daemon: JoinHandle<Result<DaemonExit, DaemonError>>,
+) {
+    stop.cancel();
+    let exit = tokio::time::timeout(DEADLINE, daemon)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(exit.is_ok(), "daemon failed: {exit:?}");
+}
+
+#[tokio::test]
+async fn replicas_sharing_postgres_poll_one_at_a_time_and_hand_over() {
+    let fake = FakeTelegram::start().await.unwrap();
+    let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
+    let (admin, schema, url) = postgres_schema().await;
+    let store = || StoreLocation::Postgres(Secret::new(url.clone()));
+    // Renewed every second; a standby retries every second.
+    let ttl = Duration::from_secs(3);
+    let (stop_a, a) = spawn_daemon(&sim, store(), ttl, Tg::polling_channel(&fake));
+    fake.wait_for_call("replica A polls", DEADLINE, |c| c.method == "getUpdates")
+        .await
+        .unwrap();
+    // B starts while A holds the lease: it stands by without touching Telegram.
+    let (stop_b, b) = spawn_daemon(&sim, store(), ttl, Tg::polling_channel(&fake));
+    sim.script_next_run(Script::with_answer("From the leader.").chunks(1));
+    fake.inject(Incoming::private(USER, "first"));
+    let calls = fake
+        .wait_for("the first answer", DEADLINE, |calls| {
+            calls
+                .iter()
+                .any(|c| c.ok() && c.text() == Some("From the leader."))
+        })
+        .await
+        .unwrap();
+    let conflicts = |calls: &[Call]| {
+        calls
+            .iter()
+            .filter(|c| c.method == "getUpdates" && c.status == 409)
+            .count()
+    };
+    assert_eq!(conflicts(&calls), 0, "only one replica polls");
+    let identified = |calls: &[Call]| calls.iter().filter(|c| c.method == "getMe").count();
+    assert_eq!(
+        identified(&calls),
+        1,
+        "the standby has not started its transport"
+    );
+
+    // A stops and hands the lease over; B takes the transport.
+    stop_cleanly(stop_a, a).await;
+    sim.script_next_run(Script::with_answer("From the standby.").chunks(1));
+    fake.inject(Incoming::private(USER, "second"));
+    let calls = fake
+        .wait_for("the second answer", DEADLINE, |calls| {
+            calls
+                .iter()
+                .any(|c| c.ok() && c.text() == Some("From the standby."))
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        identified(&calls),
+        2,
+        "B started its transport on taking over"
+    );
+    stop_cleanly(stop_b, b).await;
+    admin
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .unwrap();
+}
