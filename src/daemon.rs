@@ -174,7 +174,9 @@ pub async fn run(
         let sink = sink.clone();
         let token = transport_token.clone();
         let exit_tx = exit_tx.clone();
-        let lease = channel.exclusive_transport().then(|| Lease {
+        // With a store only this daemon can open, no other replica can compete: a lease
+        // would only delay the transport after a crash until the old one expired.
+        let lease = (channel.exclusive_transport() && store.is_shared()).then(|| Lease {
             store: store.clone(),
             holder: holder.clone(),
             ttl: config.lease_ttl,

@@ -8,8 +8,9 @@
 //! (the lease went to another replica, or the store stopped answering for nearly a whole
 //! TTL) stops its transport before the lease can expire, so two replicas never run the
 //! transport at once; then it stands by again. A holder that stops releases the lease, so
-//! a standby takes over within a third of the TTL. With the single-replica SQLite store the
-//! lease is simply always this daemon's.
+//! a standby takes over within a third of the TTL. With the single-replica SQLite store no
+//! lease is taken at all ([`Store::is_shared`]): its lock file already keeps a second
+//! daemon out, and a lease left by a crashed run would only delay the restart.
 //!
 //! [`DaemonConfig::lease_ttl`]: crate::daemon::DaemonConfig::lease_ttl
 

@@ -186,6 +186,12 @@ pub trait Store: Send + Sync + 'static {
     /// finishes in the background.
     async fn close(&self) -> Result<(), StoreError>;
 
+    /// Whether several daemons may share this store (then transports only one process may
+    /// run are run under a lease). `false` for a store only one daemon can open.
+    fn is_shared(&self) -> bool {
+        false
+    }
+
     /// The backend and its location for logs, e.g. `sqlite:/var/lib/im-bridge/bridge.store`.
     /// Never includes a password.
     fn describe(&self) -> String;

@@ -549,6 +549,10 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    fn is_shared(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> String {
         self.target.clone()
     }

@@ -1,5 +1,6 @@
 //! Several replicas sharing the Postgres store: Telegram long polling runs on the holder of
-//! the transport lease only, and a standby takes over when the holder stops.
+//! the transport lease only, and a standby takes over when the holder stops. A single
+//! daemon on SQLite takes no lease at all.
 
 use std::time::Duration;
 
@@ -106,4 +107,35 @@ async fn replicas_sharing_postgres_poll_one_at_a_time_and_hand_over() {
         .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_single_daemon_on_sqlite_polls_at_once_even_after_a_crash() {
+    use im_bridge::store::{SqliteStore, Store};
+    let fake = FakeTelegram::start().await.unwrap();
+    let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bridge.db");
+    // A previous run crashed while holding a long lease.
+    let store = SqliteStore::open(&path).await.unwrap();
+    assert!(
+        store
+            .acquire_lease("transport:telegram", "crashed", Duration::from_secs(3600))
+            .await
+            .unwrap()
+    );
+    store.close().await.unwrap();
+    // Its file lock already keeps other daemons out: no lease is waited for.
+    let (stop, daemon) = spawn_daemon(
+        &sim,
+        StoreLocation::Sqlite(path),
+        Duration::from_secs(3600),
+        Tg::polling_channel(&fake),
+    );
+    fake.wait_for_call("the restarted daemon polls", DEADLINE, |c| {
+        c.method == "getUpdates"
+    })
+    .await
+    .unwrap();
+    stop_cleanly(stop, daemon).await;
 }
