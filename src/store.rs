@@ -99,6 +99,15 @@ pub struct DedupeKey {
     pub message_id: String,
 }
 
+/// How a binding write treats a key that is already bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BindingWrite {
+    /// Replace it ([`Store::set_binding`]).
+    Overwrite,
+    /// Keep it and return it ([`Store::claim_binding`]).
+    Claim,
+}
+
 /// Persistent state shared by the manager's workers.
 ///
 /// Every method is atomic on its own. Errors are returned, not swallowed: the caller owns the

@@ -46,7 +46,8 @@ use tokio_postgres::{Config, NoTls, Row};
 
 use self::schema::{MIGRATION_LOCK, MIGRATIONS};
 use super::{
-    Binding, ConversationKey, DedupeKey, Store, StoreError, ttl_millis, unix_millis, unix_seconds,
+    Binding, BindingWrite, ConversationKey, DedupeKey, Store, StoreError, ttl_millis, unix_millis,
+    unix_seconds,
 };
 
 /// How long a call waits for a free pooled connection (or a new one to connect).
@@ -269,6 +270,56 @@ impl PostgresStore {
             .unwrap_or(Err(StoreError::TimedOut { op }))
     }
 
+    /// Writes a binding as `mode` says and returns the binding that holds afterwards: an
+    /// overwrite keeps `created_at`; a claim keeps an existing row (a no-op update on
+    /// conflict makes RETURNING yield it), so the unique key decides between replicas
+    /// racing on a first message.
+    async fn write_binding(
+        &self,
+        mode: BindingWrite,
+        key: &ConversationKey,
+        thread_id: &ThreadId,
+        user_id: &str,
+    ) -> Result<Binding, StoreError> {
+        let (op, sql) = match mode {
+            BindingWrite::Overwrite => (
+                "set_binding",
+                "INSERT INTO im_bridge_bindings
+                     (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $6)
+                 ON CONFLICT (channel, chat_id, topic) DO UPDATE SET
+                     thread_id = EXCLUDED.thread_id,
+                     user_id = EXCLUDED.user_id,
+                     updated_at = EXCLUDED.updated_at
+                 RETURNING thread_id, user_id, created_at, updated_at",
+            ),
+            BindingWrite::Claim => (
+                "claim_binding",
+                "INSERT INTO im_bridge_bindings
+                     (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $6)
+                 ON CONFLICT (channel, chat_id, topic) DO UPDATE SET
+                     channel = im_bridge_bindings.channel
+                 RETURNING thread_id, user_id, created_at, updated_at",
+            ),
+        };
+        let row = self
+            .query_one(
+                op,
+                sql,
+                &[
+                    &key.channel,
+                    &key.chat_id.as_str(),
+                    &key.topic(),
+                    &thread_id.as_str(),
+                    &user_id,
+                    &unix_seconds(),
+                ],
+            )
+            .await?;
+        binding(&row).map_err(failed(op))
+    }
+
     /// One row of a statement (prepared once per connection).
     async fn query_one(
         &self,
@@ -335,28 +386,8 @@ impl Store for PostgresStore {
         thread_id: &ThreadId,
         user_id: &str,
     ) -> Result<Binding, StoreError> {
-        let row = self
-            .query_one(
-                "set_binding",
-                "INSERT INTO im_bridge_bindings
-                     (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $6)
-                 ON CONFLICT (channel, chat_id, topic) DO UPDATE SET
-                     thread_id = EXCLUDED.thread_id,
-                     user_id = EXCLUDED.user_id,
-                     updated_at = EXCLUDED.updated_at
-                 RETURNING thread_id, user_id, created_at, updated_at",
-                &[
-                    &key.channel,
-                    &key.chat_id.as_str(),
-                    &key.topic(),
-                    &thread_id.as_str(),
-                    &user_id,
-                    &unix_seconds(),
-                ],
-            )
-            .await?;
-        binding(&row).map_err(failed("set_binding"))
+        self.write_binding(BindingWrite::Overwrite, key, thread_id, user_id)
+            .await
     }
 
     async fn claim_binding(
@@ -365,28 +396,8 @@ impl Store for PostgresStore {
         thread_id: &ThreadId,
         user_id: &str,
     ) -> Result<Binding, StoreError> {
-        // A no-op update on conflict makes RETURNING yield the row that was there; the
-        // unique key decides between replicas racing on a first message.
-        let row = self
-            .query_one(
-                "claim_binding",
-                "INSERT INTO im_bridge_bindings
-                     (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $6)
-                 ON CONFLICT (channel, chat_id, topic) DO UPDATE SET
-                     channel = im_bridge_bindings.channel
-                 RETURNING thread_id, user_id, created_at, updated_at",
-                &[
-                    &key.channel,
-                    &key.chat_id.as_str(),
-                    &key.topic(),
-                    &thread_id.as_str(),
-                    &user_id,
-                    &unix_seconds(),
-                ],
-            )
-            .await?;
-        binding(&row).map_err(failed("claim_binding"))
+        self.write_binding(BindingWrite::Claim, key, thread_id, user_id)
+            .await
     }
 
     async fn remove_binding(

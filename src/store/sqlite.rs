@@ -51,7 +51,8 @@ use tokio::sync::{mpsc, oneshot};
 use self::db::{Caches, Db};
 use self::worker::{Job, Step};
 use super::{
-    Binding, ConversationKey, DedupeKey, Store, StoreError, ttl_millis, unix_millis, unix_seconds,
+    Binding, BindingWrite, ConversationKey, DedupeKey, Store, StoreError, ttl_millis, unix_millis,
+    unix_seconds,
 };
 
 /// Jobs waiting for the store thread at most; a caller finding the queue full waits for room.
@@ -183,6 +184,32 @@ impl SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// A binding write on the store thread; the cache learns the binding that holds.
+    async fn write_binding(
+        &self,
+        mode: BindingWrite,
+        key: &ConversationKey,
+        thread_id: &ThreadId,
+        user_id: &str,
+    ) -> Result<Binding, StoreError> {
+        let key = binding_key(key);
+        let write = key.clone();
+        let thread_id = thread_id.clone();
+        let user_id = user_id.to_owned();
+        let op = match mode {
+            BindingWrite::Overwrite => "set_binding",
+            BindingWrite::Claim => "claim_binding",
+        };
+        self.call(
+            op,
+            move |db| db.write_binding(mode, &write, &thread_id, &user_id, unix_seconds()),
+            move |caches, binding| caches.put_binding(key, Some(binding.clone())),
+        )
+        .await
+    }
+}
+
 /// `(channel, chat_id, topic)` with `""` for no topic: the binding's row key.
 fn binding_key(key: &ConversationKey) -> db::BindingKey {
     (
@@ -214,16 +241,8 @@ impl Store for SqliteStore {
         thread_id: &ThreadId,
         user_id: &str,
     ) -> Result<Binding, StoreError> {
-        let key = binding_key(key);
-        let write = key.clone();
-        let thread_id = thread_id.clone();
-        let user_id = user_id.to_owned();
-        self.call(
-            "set_binding",
-            move |db| db.set_binding(&write, &thread_id, &user_id, unix_seconds()),
-            move |caches, binding| caches.put_binding(key, Some(binding.clone())),
-        )
-        .await
+        self.write_binding(BindingWrite::Overwrite, key, thread_id, user_id)
+            .await
     }
 
     async fn claim_binding(
@@ -232,16 +251,8 @@ impl Store for SqliteStore {
         thread_id: &ThreadId,
         user_id: &str,
     ) -> Result<Binding, StoreError> {
-        let key = binding_key(key);
-        let write = key.clone();
-        let thread_id = thread_id.clone();
-        let user_id = user_id.to_owned();
-        self.call(
-            "claim_binding",
-            move |db| db.claim_binding(&write, &thread_id, &user_id, unix_seconds()),
-            move |caches, binding| caches.put_binding(key, Some(binding.clone())),
-        )
-        .await
+        self.write_binding(BindingWrite::Claim, key, thread_id, user_id)
+            .await
     }
 
     async fn remove_binding(

@@ -250,20 +250,30 @@ fn webhook(fake: &FakeTelegram) -> (TelegramSettings, std::net::TcpListener) {
     (settings, listener)
 }
 
-#[tokio::test]
-async fn the_webhook_checks_the_secret_before_reading_and_bounds_the_body() {
-    let fake = FakeTelegram::start().await.unwrap();
-    let (settings, listener) = webhook(&fake);
+/// A webhook channel for anyone, running with a queue of `capacity`, once its webhook is
+/// registered; and the address it serves.
+async fn serve_webhook(
+    fake: &FakeTelegram,
+    capacity: usize,
+) -> (Running, InboundQueue, std::net::SocketAddr) {
+    let (settings, listener) = webhook(fake);
     let addr = listener.local_addr().unwrap();
     let channel = TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default())
         .unwrap()
         .with_webhook_listener(listener);
-    let (running, _queue) = Running::start(channel, 4);
+    let (running, queue) = Running::start(channel, capacity);
     fake.wait_for_call("setWebhook", DEADLINE, |c| {
         c.method == "setWebhook" && c.ok()
     })
     .await
     .unwrap();
+    (running, queue, addr)
+}
+
+#[tokio::test]
+async fn the_webhook_checks_the_secret_before_reading_and_bounds_the_body() {
+    let fake = FakeTelegram::start().await.unwrap();
+    let (running, _queue, addr) = serve_webhook(&fake, 4).await;
 
     // A stranger announces a large body and never sends it: the answer comes at once,
     // without waiting for (or buffering) a byte of it.
@@ -294,17 +304,7 @@ async fn the_webhook_checks_the_secret_before_reading_and_bounds_the_body() {
 #[tokio::test]
 async fn a_half_sent_request_does_not_hold_the_stop() {
     let fake = FakeTelegram::start().await.unwrap();
-    let (settings, listener) = webhook(&fake);
-    let addr = listener.local_addr().unwrap();
-    let channel = TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default())
-        .unwrap()
-        .with_webhook_listener(listener);
-    let (running, _queue) = Running::start(channel, 4);
-    fake.wait_for_call("setWebhook", DEADLINE, |c| {
-        c.method == "setWebhook" && c.ok()
-    })
-    .await
-    .unwrap();
+    let (running, _queue, addr) = serve_webhook(&fake, 4).await;
     // Headers begun and never finished: the connection stays busy.
     let mut stalled = tokio::net::TcpStream::connect(addr).await.unwrap();
     stalled
@@ -319,18 +319,9 @@ async fn a_half_sent_request_does_not_hold_the_stop() {
 #[tokio::test]
 async fn an_update_nobody_could_be_told_about_is_left_for_telegram_to_redeliver() {
     let fake = FakeTelegram::start().await.unwrap();
-    let (settings, listener) = webhook(&fake);
-    let channel = TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default())
-        .unwrap()
-        .with_webhook_listener(listener);
-    let (running, mut queue) = Running::start(channel, 1);
+    let (running, mut queue, _) = serve_webhook(&fake, 1).await;
     // Nobody answers the refused senders: their notices pile up to the bound.
     let _refusals = queue.take_refusals().unwrap();
-    fake.wait_for_call("setWebhook", DEADLINE, |c| {
-        c.method == "setWebhook" && c.ok()
-    })
-    .await
-    .unwrap();
     let update = |text: &str| fake.make_update(Incoming::private(1, text)).update;
     assert_eq!(
         fake.deliver_webhook(&update("in"), Some(SECRET)).await,

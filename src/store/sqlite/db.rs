@@ -21,7 +21,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use super::SqliteOptions;
 use super::schema::{APPLICATION_ID, LATEST, MIGRATIONS};
 use crate::store::cache::BoundedCache;
-use crate::store::{Binding, DedupeKey, StoreError};
+use crate::store::{Binding, BindingWrite, DedupeKey, StoreError};
 
 /// How long a statement waits for a lock held by an outside reader (e.g. the `sqlite3` shell
 /// inspecting the file) before failing with "database is locked".
@@ -238,64 +238,45 @@ impl Db {
             .optional()
     }
 
-    /// Upserts a binding, keeping `created_at`.
-    pub(super) fn set_binding(
+    /// Writes a binding as `mode` says (an overwrite keeps `created_at`; a claim keeps the
+    /// whole existing row) and returns the binding that holds afterwards.
+    pub(super) fn write_binding(
         &self,
+        mode: BindingWrite,
         key: &BindingKey,
         thread_id: &ThreadId,
         user_id: &str,
         now: f64,
     ) -> rusqlite::Result<Binding> {
-        let (created_at, updated_at) = self
-            .conn
-            .prepare_cached(
+        let sql = match mode {
+            BindingWrite::Overwrite => {
                 "INSERT INTO bindings (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
                  ON CONFLICT (channel, chat_id, topic) DO UPDATE SET
                      thread_id = excluded.thread_id,
                      user_id = excluded.user_id,
                      updated_at = excluded.updated_at
-                 RETURNING created_at, updated_at",
-            )?
-            .query_row(
-                params![key.0, key.1, key.2, thread_id.as_str(), user_id, now],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )?;
-        Ok(Binding {
-            thread_id: thread_id.clone(),
-            user_id: user_id.to_owned(),
-            created_at,
-            updated_at,
-        })
-    }
-
-    /// Inserts a binding unless the key is bound; returns the binding that holds.
-    pub(super) fn claim_binding(
-        &self,
-        key: &BindingKey,
-        thread_id: &ThreadId,
-        user_id: &str,
-        now: f64,
-    ) -> rusqlite::Result<Binding> {
-        // A no-op update on conflict makes RETURNING yield the row that was there.
-        self.conn
-            .prepare_cached(
+                 RETURNING thread_id, user_id, created_at, updated_at"
+            }
+            // A no-op update on conflict makes RETURNING yield the row that was there.
+            BindingWrite::Claim => {
                 "INSERT INTO bindings (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
                  ON CONFLICT (channel, chat_id, topic) DO UPDATE SET channel = channel
-                 RETURNING thread_id, user_id, created_at, updated_at",
-            )?
-            .query_row(
-                params![key.0, key.1, key.2, thread_id.as_str(), user_id, now],
-                |row| {
-                    Ok(Binding {
-                        thread_id: ThreadId::new(row.get::<_, String>(0)?),
-                        user_id: row.get(1)?,
-                        created_at: row.get(2)?,
-                        updated_at: row.get(3)?,
-                    })
-                },
-            )
+                 RETURNING thread_id, user_id, created_at, updated_at"
+            }
+        };
+        self.conn.prepare_cached(sql)?.query_row(
+            params![key.0, key.1, key.2, thread_id.as_str(), user_id, now],
+            |row| {
+                Ok(Binding {
+                    thread_id: ThreadId::new(row.get::<_, String>(0)?),
+                    user_id: row.get(1)?,
+                    created_at: row.get(2)?,
+                    updated_at: row.get(3)?,
+                })
+            },
+        )
     }
 
     /// Deletes one topic's binding, or (topic `""`) the chat's and all its topics'.
