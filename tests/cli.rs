@@ -156,6 +156,51 @@ fn check_config_prints_the_effective_settings_without_secrets_and_opens_no_socke
     );
 }
 
+/// Starts `cmd` with stdin open, stdout discarded, and every stderr line sent to the
+/// returned channel as it is written.
+fn spawn_reading_stderr(
+    mut cmd: Command,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// The first stderr line `pick` accepts, within 20 s, else the test fails naming `what`.
+fn first_line<T>(
+    lines: &std::sync::mpsc::Receiver<String>,
+    what: &str,
+    pick: impl Fn(&str) -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("timed out waiting: {what}"));
+        if let Some(found) = pick(&line) {
+            return found;
+        }
+    }
+}
+
 /// Writes `input` to the binary's stdin, closes it, and returns (stdout, stderr, status).
 fn run_with_input(mut cmd: Command, input: &str) -> (String, String, std::process::ExitStatus) {
     let mut child = cmd
@@ -290,35 +335,16 @@ fn run_exports_the_adapter_telemetry_on_metrics() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = console_config(&dir, &sim);
-    let mut child = bin()
-        .args(["--log-format", "json", "run", "--config"])
+    let mut cmd = bin();
+    cmd.args(["--log-format", "json", "run", "--config"])
         .arg(&path)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .env("RUST_LOG", "info");
+    let (mut child, lines) = spawn_reading_stderr(cmd);
     // The admin address the system picked for port 0 is in the "Serving" log line.
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
-                continue;
-            };
-            if let Some(addr) = event["addr"].as_str() {
-                let _ = tx.send(addr.to_owned());
-            }
-        }
+    let addr = first_line(&lines, "the admin address is logged", |line| {
+        let event = serde_json::from_str::<serde_json::Value>(line).ok()?;
+        event["addr"].as_str().map(str::to_owned)
     });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the admin address is logged");
     let page = rt.block_on(async {
         let url = format!("http://{addr}/metrics");
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -356,31 +382,14 @@ fn run_exports_the_adapter_telemetry_on_metrics() {
 #[test]
 fn demo_exits_on_interrupt_while_its_input_stays_open() {
     // stdin stays open and silent: the console is blocked reading it when SIGINT comes.
-    let mut child = bin()
-        .arg("demo")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut cmd = bin();
+    cmd.arg("demo").env("RUST_LOG", "info");
+    let (mut child, lines) = spawn_reading_stderr(cmd);
     let stdin = child.stdin.take().unwrap();
     // Running (and handling signals) once it says so.
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if line.contains("im-bridge is running.") {
-                let _ = tx.send(());
-            }
-        }
+    first_line(&lines, "the demo starts", |line| {
+        line.contains("im-bridge is running.").then_some(())
     });
-    rx.recv_timeout(Duration::from_secs(20))
-        .expect("the demo starts");
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
