@@ -33,6 +33,21 @@ pub async fn conformance(store: Arc<dyn Store>, dedupe_cap: usize) {
     chat_locale(store.as_ref()).await;
 }
 
+/// Checks a store just migrated from schema version 1 whose only binding was `telegram:42`
+/// → `t-old`: the binding survived, and what later versions added (leases) works.
+pub async fn migrated_from_version_1(store: &dyn Store) {
+    let key = conv("telegram", "42", None);
+    let kept = must(store.get_binding(&key).await, "get_binding");
+    assert_eq!(kept.map(|b| b.thread_id), Some(ThreadId::new("t-old")));
+    assert!(
+        must(
+            store.acquire_lease("transport:telegram", "me", LONG).await,
+            "acquire_lease"
+        ),
+        "version 2's leases work"
+    );
+}
+
 /// Unwraps a store result, naming the call on failure.
 fn must<T, E: Display>(result: Result<T, E>, call: &str) -> T {
     match result {

@@ -203,16 +203,7 @@ async fn a_file_from_the_first_release_is_migrated_and_keeps_its_data() {
         .unwrap();
     }
     let store = open(&path).await;
-    let key = ConversationKey::new("telegram", ChatId::new("42"), None);
-    let kept = store.get_binding(&key).await.unwrap().unwrap();
-    assert_eq!(kept.thread_id.as_str(), "t-old");
-    // What version 2 added works.
-    assert!(
-        store
-            .acquire_lease("transport:telegram", "me", Duration::from_secs(9))
-            .await
-            .unwrap()
-    );
+    crate::store::conformance::migrated_from_version_1(&store).await;
     store.close().await.unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = conn
