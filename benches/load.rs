@@ -62,7 +62,7 @@ use im_bridge::gateway::GatewayConfig;
 use im_bridge::manager::ManagerConfig;
 use im_bridge_channel::{
     Capabilities, Channel, ChannelError, ChannelExit, InboundMessage, InboundSink, LengthUnit,
-    MessageId, SendTarget, SentMessage, UpdateMode,
+    MessageId, RedeliveryKey, SendTarget, SentMessage, UpdateMode,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -173,7 +173,10 @@ fn message(conversation: usize, n: usize, id: &AtomicU64) -> InboundMessage {
         format!("question {n} please"),
     );
     msg.thread_ts = Some(MessageId::new(mid.to_string()));
-    msg.metadata.insert("message_id".into(), mid.into());
+    msg.redelivery = Some(RedeliveryKey::new(
+        format!("chat{conversation}"),
+        mid.to_string(),
+    ));
     msg
 }
 
@@ -366,6 +369,8 @@ async fn start(sim: &Sim) -> Running {
         admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         locales_dir: None,
         lease_ttl: im_bridge::lease::DEFAULT_TTL,
+        webhooks: im_bridge_channel::WebhookHost::default(),
+        supervisor: im_bridge::supervisor::SupervisorConfig::default(),
     };
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();

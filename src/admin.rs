@@ -1,9 +1,13 @@
 //! The admin HTTP endpoints on `bridge.admin_listen`: `/healthz`, `/readyz`, `/metrics`.
 //!
 //! - `/healthz` answers 200 while the process serves requests.
-//! - `/readyz` answers 200 only when every enabled channel reports itself connected and the
-//!   Gateway answered a probe recently; otherwise 503 with a JSON body naming what is not
-//!   ready (component names only, never URLs or tokens).
+//! - `/readyz` answers 200 only when every enabled channel reports itself connected (or
+//!   stands by for its transport lease) and the Gateway answered a probe recently; otherwise
+//!   503 with a JSON body naming what is not ready (component names only, never URLs or
+//!   tokens). A channel whose transport waits to be restarted is not ready whatever it
+//!   reports; the body's `restarting` object names it with its consecutive failures and the
+//!   kind of the last one (`error`, `panic`, `stopped`), never the error's text (errors may
+//!   name hosts).
 //! - `/metrics` renders Prometheus text from the process-wide `metrics` recorder.
 //!
 //! The handlers hold no locks across awaits; the Gateway probe result is cached for
@@ -22,8 +26,10 @@ use futures_util::future::BoxFuture;
 use im_bridge_channel::Channel;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-use crate::lease::Standby;
 use tokio_util::sync::CancellationToken;
+
+use crate::lease::Standby;
+use crate::supervisor::{TransportHealth, TransportState};
 
 /// How long a Gateway probe result is reused.
 pub const PROBE_TTL: Duration = Duration::from_secs(5);
@@ -40,6 +46,11 @@ pub mod names {
     pub const RUNS: &str = "im_bridge_runs_total";
     /// Counter: outbound deliveries, by `channel` and `result`.
     pub const OUTBOUND: &str = "im_bridge_outbound_sends_total";
+    /// Counter: transport attempts that ended unexpectedly and were scheduled for a restart,
+    /// by `channel` and `reason` (`error`, `panic`, `stopped`).
+    pub const TRANSPORT_RESTARTS: &str = "im_bridge_transport_restarts_total";
+    /// Gauge: 1 while a channel's transport attempt runs, 0 while it waits to restart.
+    pub const TRANSPORT_UP: &str = "im_bridge_transport_up";
 }
 
 /// Answers whether the Gateway is reachable.
@@ -73,6 +84,7 @@ pub struct AdminState {
     last_probe: Arc<Mutex<Option<(Instant, bool)>>>,
     metrics: PrometheusHandle,
     standby: Standby,
+    transports: TransportHealth,
 }
 
 impl AdminState {
@@ -84,6 +96,7 @@ impl AdminState {
             last_probe: Arc::new(Mutex::new(None)),
             metrics: metrics_handle(),
             standby: Standby::default(),
+            transports: TransportHealth::default(),
         }
     }
 
@@ -91,6 +104,12 @@ impl AdminState {
     /// runs their transport.
     pub fn with_standby(mut self, standby: Standby) -> Self {
         self.standby = standby;
+        self
+    }
+
+    /// Channels whose transport waits to be restarted are not ready.
+    pub fn with_transports(mut self, transports: TransportHealth) -> Self {
+        self.transports = transports;
         self
     }
 
@@ -137,12 +156,24 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(state): State<AdminState>) -> Response {
-    let mut not_ready: Vec<String> = state
-        .channels
-        .iter()
-        .filter(|c| !c.is_connected() && !state.standby.contains(c.name()))
-        .map(|c| format!("channel:{}", c.name()))
-        .collect();
+    let mut not_ready = Vec::new();
+    let mut restarting = serde_json::Map::new();
+    for channel in &state.channels {
+        let name = channel.name();
+        match state.transports.state(name) {
+            Some(TransportState::Restarting { failures, last }) => {
+                not_ready.push(format!("channel:{name}"));
+                restarting.insert(
+                    name.into(),
+                    serde_json::json!({"failures": failures, "last_failure": last.as_str()}),
+                );
+            }
+            _ if !channel.is_connected() && !state.standby.contains(name) => {
+                not_ready.push(format!("channel:{name}"));
+            }
+            _ => {}
+        }
+    }
     if !state.gateway_ready().await {
         not_ready.push("gateway".into());
     }
@@ -153,11 +184,11 @@ async fn readyz(State(state): State<AdminState>) -> Response {
         )
             .into_response()
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(serde_json::json!({"ready": false, "not_ready": not_ready})),
-        )
-            .into_response()
+        let mut body = serde_json::json!({"ready": false, "not_ready": not_ready});
+        if !restarting.is_empty() {
+            body["restarting"] = restarting.into();
+        }
+        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
     }
 }
 

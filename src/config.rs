@@ -13,7 +13,6 @@
 mod raw;
 mod settings;
 
-use std::fmt;
 use std::path::Path;
 
 use serde_yaml_ng::Value;
@@ -22,33 +21,14 @@ pub use raw::{
     RawBridge, RawChannelBlock, RawChannelConnections, RawChannels, RawConfig, RawSession,
 };
 pub use settings::{
-    ChannelSettings, GatewaySettings, IntakeSettings, PlatformSettings, SessionLayer, Settings,
-    StoreLocation, validate,
+    ChannelSettings, GatewaySettings, IntakeSettings, SessionLayer, Settings, StoreLocation,
+    validate,
 };
 
-/// One problem with the configuration, at a key path such as `channels.max_concurrency`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    /// Dotted key path (`channels.telegram.bot_token`, `bridge`, …).
-    pub path: String,
-    /// What was expected and what was found. Never contains a secret's value.
-    pub message: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
+/// One problem with the configuration, at a key path such as `channels.max_concurrency`:
+/// the core's [`ConfigIssue`](im_bridge_channel::ConfigIssue), which adapters report too. Its message never contains a
+/// secret's value.
+pub use im_bridge_channel::ConfigIssue as ConfigError;
 
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -154,14 +134,14 @@ pub fn parse(text: &str, env: &dyn Env) -> Result<Parsed, LoadError> {
             let at = e
                 .location()
                 .map(|l| format!("line {}, column {}", l.line(), l.column()));
-            LoadError::Syntax(ConfigError::new(
+            LoadError::Syntax(ConfigError::error(
                 at.unwrap_or_else(|| "(file)".into()),
                 format!("not valid YAML: {}", strip_location(&e.to_string())),
             ))
         })?
     };
     let Value::Mapping(root) = &mut value else {
-        return Err(LoadError::Syntax(ConfigError::new(
+        return Err(LoadError::Syntax(ConfigError::error(
             "(root)",
             "expected a mapping of sections",
         )));
@@ -190,7 +170,7 @@ pub fn parse(text: &str, env: &dyn Env) -> Result<Parsed, LoadError> {
         let de = serde_ignored::Deserializer::new(value, &mut on_ignored);
         serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
-            LoadError::Syntax(ConfigError::new(path, e.into_inner().to_string()))
+            LoadError::Syntax(ConfigError::error(path, e.into_inner().to_string()))
         })?
     };
     Ok(Parsed {

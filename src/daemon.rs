@@ -2,10 +2,16 @@
 //! order.
 //!
 //! Start: catalogs → store → Gateway client → bounded inbound queue → manager → admin
-//! endpoints → channel transports. Stop (on a signal, or when the console's input ended):
+//! endpoints → webhook listeners → channel transports. Stop (on a signal, or when the console's input ended):
 //! the manager drains first (admission closes, admitted work finishes within the grace
-//! period), *then* the transports stop, so a reply already under way still lands; the
-//! admin endpoints go last and the store is closed.
+//! period), *then* the transports stop, so a reply already under way still lands; then the
+//! webhook listeners (requests in flight get 5 s); the admin endpoints go
+//! last and the store is closed.
+//!
+//! Each transport runs under a [`Supervisor`]: one that fails, panics or stops on its own is
+//! restarted with backoff while the other channels keep serving, so a channel never ends the
+//! daemon. [`run`] returns `Err` only for what it cannot start without (catalogs, store,
+//! Gateway client, admin address).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,7 +20,9 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
-use im_bridge_channel::{Channel, ChannelExit, InboundMessage, inbound_queue};
+use im_bridge_channel::{
+    Channel, ChannelExit, InboundMessage, WebhookError, WebhookHost, inbound_queue,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -27,6 +35,7 @@ use crate::i18n::{Catalogs, I18nError, msg};
 use crate::lease::{self, Lease, Standby};
 use crate::manager::{DrainReport, Manager, ManagerConfig, Replier};
 use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
+use crate::supervisor::{Supervisor, SupervisorConfig, TransportHealth};
 
 /// Everything the daemon is built from.
 #[derive(Clone, Debug)]
@@ -45,6 +54,11 @@ pub struct DaemonConfig {
     pub locales_dir: Option<PathBuf>,
     /// How long a transport lease lasts unless renewed ([`crate::lease`]).
     pub lease_ttl: Duration,
+    /// The shared inbound HTTP host the channels registered their webhook routes on; the
+    /// daemon binds it before the transports start and stops it after them.
+    pub webhooks: WebhookHost,
+    /// How failed transports are restarted ([`crate::supervisor`]).
+    pub supervisor: SupervisorConfig,
 }
 
 /// Why the daemon could not start or stopped with an error.
@@ -67,14 +81,9 @@ pub enum DaemonError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// A channel's transport failed for good.
-    #[error("the {channel} channel stopped: {reason}")]
-    Channel {
-        /// The channel.
-        channel: &'static str,
-        /// What went wrong (log-safe).
-        reason: String,
-    },
+    /// A webhook address could not be bound.
+    #[error("starting the webhook listeners failed: {0}")]
+    Webhooks(#[from] WebhookError),
 }
 
 /// Why the daemon stopped normally.
@@ -116,6 +125,7 @@ pub async fn run(
     );
 
     let standby = Standby::default();
+    let transports = TransportHealth::new(channels.iter().map(|c| c.name()));
     let holder = lease::holder_id();
     let admin_token = CancellationToken::new();
     let tasks = TaskTracker::new();
@@ -126,7 +136,9 @@ pub async fn run(
         // With port 0 the system picked one: log where we actually listen.
         let bound = listener.local_addr().unwrap_or(addr);
         let probe = Arc::new(HttpProbe::new(&config.gateway));
-        let state = AdminState::new(channels.clone(), probe).with_standby(standby.clone());
+        let state = AdminState::new(channels.clone(), probe)
+            .with_standby(standby.clone())
+            .with_transports(transports.clone());
         let token = admin_token.clone();
         tasks.spawn(async move {
             if let Err(error) = admin::serve(listener, state, token).await {
@@ -143,8 +155,7 @@ pub async fn run(
             store.clone(),
             gateway.clone(),
             outbound.clone(),
-            config.manager.channel_locales.clone(),
-            config.manager.notification_locale.clone(),
+            &config.manager,
         );
         tasks.spawn(async move {
             // A few at once: one slow chat (a platform's flood wait) must not hold back
@@ -166,14 +177,17 @@ pub async fn run(
         tokio::spawn(async move { manager.run(queue, closing, grace_rx).await })
     };
 
+    // Webhook routes answer 503 until their channel's transport installs its handler.
+    let webhooks = if config.webhooks.is_empty() {
+        None
+    } else {
+        Some(config.webhooks.start().await?)
+    };
+
     // Transports run under their own token: they stop only after the manager drained.
     let transport_token = CancellationToken::new();
     let (exit_tx, mut exit_rx) = mpsc::channel(channels.len().max(1));
     for channel in &channels {
-        let channel = channel.clone();
-        let sink = sink.clone();
-        let token = transport_token.clone();
-        let exit_tx = exit_tx.clone();
         // With a store only this daemon can open, no other replica can compete: a lease
         // would only delay the transport after a crash until the old one expired.
         let lease = (channel.exclusive_transport() && store.is_shared()).then(|| Lease {
@@ -182,12 +196,18 @@ pub async fn run(
             ttl: config.lease_ttl,
             standby: standby.clone(),
         });
+        let supervisor = Supervisor::new(
+            channel.clone(),
+            lease,
+            config.supervisor,
+            transports.clone(),
+        );
+        let sink = sink.clone();
+        let token = transport_token.clone();
+        let exit_tx = exit_tx.clone();
         tasks.spawn(async move {
-            let name = channel.name();
-            let exit = match lease {
-                Some(lease) => lease::run_exclusive(channel, sink, token, lease).await,
-                None => channel.run(sink, token).await,
-            };
+            let name = supervisor.name();
+            let exit = supervisor.run(sink, token).await;
             let _ = exit_tx.send((name, exit)).await;
         });
     }
@@ -195,28 +215,19 @@ pub async fn run(
     drop(sink);
     tracing::info!(channels = channels.len(), "im-bridge is running.");
 
-    let mut running = channels.len();
     let outcome = loop {
         tokio::select! {
-            () = shutdown.cancelled() => break Ok(DaemonExit::Stopped),
+            () = shutdown.cancelled() => break DaemonExit::Stopped,
             exit = exit_rx.recv() => match exit {
-                None => break Ok(DaemonExit::Stopped),
-                Some((_, Ok(ChannelExit::InputEnded))) => {
+                None => break DaemonExit::Stopped,
+                Some((_, ChannelExit::InputEnded)) => {
                     // Finish everything admitted, however long the agent takes.
                     let _ = grace_tx.send(UNBOUNDED_GRACE);
-                    break Ok(DaemonExit::InputEnded);
+                    break DaemonExit::InputEnded;
                 }
-                Some((name, Ok(ChannelExit::Stopped))) => {
-                    running -= 1;
-                    tracing::info!(channel = name, "A channel stopped.");
-                    if running == 0 {
-                        break Ok(DaemonExit::Stopped);
-                    }
-                }
-                Some((name, Err(error))) => {
-                    tracing::error!(channel = name, %error, "A channel failed; shutting down.");
-                    break Err(DaemonError::Channel { channel: name, reason: error.to_string() });
-                }
+                // A supervisor restarts its transport until the transports are told to stop,
+                // which is after this loop: it cannot have stopped before.
+                Some((_, ChannelExit::Stopped)) => {}
             },
         }
     };
@@ -231,14 +242,20 @@ pub async fn run(
         "The manager stopped."
     );
     transport_token.cancel();
+    if let Some(webhooks) = webhooks {
+        webhooks.stop(WEBHOOK_DRAIN).await;
+    }
     admin_token.cancel();
     tasks.close();
     tasks.wait().await;
     if let Err(error) = store.close().await {
         tracing::warn!(%error, "Closing the store failed.");
     }
-    outcome
+    Ok(outcome)
 }
+
+/// How long webhook requests in flight may take to finish at shutdown.
+const WEBHOOK_DRAIN: Duration = Duration::from_secs(5);
 
 /// "Too busy" notices delivered concurrently.
 const BUSY_NOTICES_AT_ONCE: usize = 8;
@@ -249,7 +266,7 @@ const UNBOUNDED_GRACE: Duration = Duration::from_secs(30 * 24 * 3600);
 async fn tell_too_busy(replier: &Replier, refused: &InboundMessage) {
     metrics::counter!(names::INBOUND_REFUSED, "channel" => refused.channel_name.clone(), "reason" => "queue_full").increment(1);
     tracing::warn!(channel = %refused.channel_name, "The inbound queue is full; told the sender to retry.");
-    replier.reply(refused, None, msg::ERR_TOO_BUSY, &[]).await;
+    replier.reply(refused, msg::ERR_TOO_BUSY, &[]).await;
 }
 
 /// Readiness probe: the Gateway answered an HTTP request (any status) recently.

@@ -15,6 +15,7 @@
 //! - [`event`]: decoding SSE frames into [`RunEvent`]s;
 //! - `message`: the typed [`Message`] and [`Snapshot`] read from `messages` and `values`;
 //! - [`sse`]: the incremental SSE parser (public for the `sse_parse` bench);
+//! - `thread_id`: [`ThreadId`], which only the daemon knows;
 //! - `error`: [`GatewayError`] and the `(call, status, detail)` tables.
 
 mod client;
@@ -25,6 +26,7 @@ mod info;
 mod message;
 mod runs;
 pub mod sse;
+mod thread_id;
 mod uploads;
 
 pub use client::{GatewayClient, GatewayConfig, Owner, ThreadInfo};
@@ -37,6 +39,7 @@ pub use goal::{
 pub use info::SkillInfo;
 pub use message::{ChunkMetadata, Message, Snapshot};
 pub use runs::{HumanMessage, OFFLOAD_FRAME_BYTES, RunMode, RunRequest, RunStream};
+pub use thread_id::ThreadId;
 pub use uploads::{UPLOAD_TIMEOUT, UploadFile, UploadedFile};
 
 #[cfg(test)]

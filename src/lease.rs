@@ -57,6 +57,7 @@ pub fn holder_id() -> String {
 }
 
 /// What [`run_exclusive`] needs besides the channel.
+#[derive(Clone)]
 pub struct Lease {
     /// The shared store the lease lives in.
     pub store: Arc<dyn Store>,

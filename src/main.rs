@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use im_bridge::config::{self, PlatformSettings, ProcessEnv, Settings, StoreLocation};
+use im_bridge::config::{self, ProcessEnv, Settings, StoreLocation};
 use im_bridge::daemon::{self, DaemonConfig, DaemonExit};
 use im_bridge::gateway::GatewayConfig;
-use im_bridge::manager::ManagerConfig;
+use im_bridge::manager::{ManagerConfig, Owners};
 use im_bridge::simulator::{Script, Simulator, SimulatorConfig};
 use im_bridge_channel::Channel;
 use tokio_util::sync::CancellationToken;
@@ -179,8 +179,13 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
             // Adapters register their telemetry handles when built: the recorder /metrics
             // renders must be in place first.
             im_bridge::admin::metrics_handle();
-            let channels = build_channels(&settings)?;
-            let exit = daemon::run(daemon_config(&settings), channels, shutdown).await?;
+            let webhooks = im_bridge_channel::WebhookHost::new();
+            let channels = im_bridge::platforms::build_channels(&settings, &webhooks)?;
+            let config = DaemonConfig {
+                webhooks,
+                ..daemon_config(&settings)
+            };
+            let exit = daemon::run(config, channels, shutdown).await?;
             tracing::info!(?exit, "im-bridge stopped.");
             Ok(ExitCode::SUCCESS)
         }
@@ -257,7 +262,10 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
         .context("starting the Gateway simulator")?;
     let state =
         tempfile::tempdir().context("creating a temporary directory for the demo's state")?;
-    let console: Arc<dyn Channel> = Arc::new(im_bridge_console::ConsoleChannel::stdio());
+    let console: Arc<dyn Channel> = Arc::new(
+        im_bridge_console::ConsoleChannel::stdio()
+            .with_commands(im_bridge::manager::commands::vocabulary()),
+    );
     let config = DaemonConfig {
         intake: config::IntakeSettings {
             inbound_queue_maxsize: std::num::NonZeroUsize::new(100)
@@ -279,6 +287,8 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
         admin_listen: None,
         locales_dir: None,
         lease_ttl: im_bridge::lease::DEFAULT_TTL,
+        webhooks: im_bridge_channel::WebhookHost::default(),
+        supervisor: im_bridge::supervisor::SupervisorConfig::default(),
     };
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         eprintln!(
@@ -314,6 +324,11 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
             channel_admins,
             notification_locale: settings.notification_locale.clone(),
             max_concurrency: settings.intake.max_concurrency.get(),
+            owners: if settings.single_user {
+                Owners::single_user()
+            } else {
+                Owners::Nobody
+            },
         },
         gateway: GatewayConfig {
             langgraph_url: settings.gateway.langgraph_url.clone(),
@@ -326,33 +341,9 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
         admin_listen: Some(settings.admin_listen),
         locales_dir: settings.locales_dir.clone(),
         lease_ttl: im_bridge::lease::DEFAULT_TTL,
+        webhooks: im_bridge_channel::WebhookHost::default(),
+        supervisor: im_bridge::supervisor::SupervisorConfig::default(),
     }
-}
-
-/// One line per adapter: adding a platform adds a `PlatformSettings` variant and its arm.
-fn build_channels(settings: &Settings) -> anyhow::Result<Vec<Arc<dyn Channel>>> {
-    let mut channels: Vec<Arc<dyn Channel>> = Vec::new();
-    for channel in &settings.channels {
-        match &channel.platform {
-            PlatformSettings::Console => {
-                channels.push(Arc::new(im_bridge_console::ConsoleChannel::stdio()))
-            }
-            #[cfg(feature = "telegram")]
-            PlatformSettings::Telegram(telegram) => {
-                let catalogs = im_bridge::i18n::Catalogs::load(settings.locales_dir.as_deref())
-                    .context("loading the message catalogs for the Telegram command menu")?;
-                channels.push(Arc::new(
-                    im_bridge_telegram::TelegramChannel::new(
-                        telegram.clone(),
-                        channel.allowed_users.clone(),
-                        im_bridge::i18n::command_menu(&catalogs),
-                    )
-                    .context("building the Telegram channel")?,
-                ))
-            }
-        }
-    }
-    Ok(channels)
 }
 
 async fn cancel_on_signal(token: CancellationToken) {

@@ -19,13 +19,14 @@
 //! way can still land.
 
 mod bindings;
-mod commands;
+pub mod commands;
 mod compact;
 mod dedupe;
 mod files;
 mod goal;
 mod lang;
 mod order;
+mod owners;
 pub mod params;
 mod reply;
 mod run;
@@ -36,7 +37,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge_channel::{InboundMessage, InboundQueue, MsgType, ThreadId};
+use im_bridge_channel::{InboundMessage, InboundQueue, MsgType};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -45,11 +46,12 @@ use tracing::Instrument;
 use crate::admin::names;
 use crate::bus::Outbound;
 use crate::config::SessionLayer;
-use crate::gateway::GatewayClient;
+use crate::gateway::{GatewayClient, Owner};
 use crate::i18n::Catalogs;
 use crate::store::Store;
 
 pub use bindings::{BindError, Bindings, channel_source, conversation_key};
+pub use owners::{Owners, SINGLE_USER};
 pub use reply::{LocaleSource, Replier};
 
 /// How long a platform message id is remembered for dedupe.
@@ -70,6 +72,8 @@ pub struct ManagerConfig {
     pub notification_locale: String,
     /// Messages handled at once.
     pub max_concurrency: usize,
+    /// Who owns each conversation on the DeerFlow side.
+    pub owners: Owners,
 }
 
 /// What became of a message, for the dedupe key.
@@ -109,6 +113,13 @@ pub(crate) struct Inner {
     pub(crate) attachments: files::AttachmentBudget,
 }
 
+impl Inner {
+    /// The DeerFlow owner of `msg`'s conversation, if it has one.
+    pub(crate) fn owner(&self, msg: &InboundMessage) -> Option<Owner> {
+        self.config.owners.owner_of(msg)
+    }
+}
+
 impl Manager {
     /// A manager over its collaborators.
     pub fn new(
@@ -118,14 +129,7 @@ impl Manager {
         catalogs: Arc<Catalogs>,
         outbound: Arc<Outbound>,
     ) -> Self {
-        let replier = Replier::new(
-            catalogs,
-            store.clone(),
-            gateway.clone(),
-            outbound,
-            config.channel_locales.clone(),
-            config.notification_locale.clone(),
-        );
+        let replier = Replier::new(catalogs, store.clone(), gateway.clone(), outbound, &config);
         let bindings = Bindings::new(store.clone(), gateway.clone());
         Self {
             inner: Arc::new(Inner {
@@ -233,12 +237,7 @@ impl Manager {
         cancel: CancellationToken,
         ticket: Option<order::Ticket>,
     ) {
-        let caps = self
-            .inner
-            .replier
-            .outbound()
-            .capabilities(&msg.channel_name);
-        let key = dedupe::dedupe_key(&msg, caps.is_some_and(|c| c.chat_scoped_dedupe));
+        let key = dedupe::dedupe_key(&msg);
         if let Some(key) = &key {
             match self.inner.store.dedupe_admit(key, DEDUPE_TTL).await {
                 Ok(true) => {}
@@ -257,10 +256,8 @@ impl Manager {
             && ticket.must_wait()
         {
             let chat = msg.msg_type == MsgType::Chat;
-            let thread = self.inner.bindings.current(&msg).await.ok().flatten();
             if chat {
-                self.notify(&msg, thread.clone(), crate::i18n::msg::RUN_QUEUED)
-                    .await;
+                self.notify(&msg, crate::i18n::msg::RUN_QUEUED).await;
             }
             tokio::select! {
                 () = ticket.wait_turn() => {}
@@ -270,8 +267,7 @@ impl Manager {
                 }
             }
             if chat {
-                self.notify(&msg, thread, crate::i18n::msg::RUN_THINKING)
-                    .await;
+                self.notify(&msg, crate::i18n::msg::RUN_THINKING).await;
             }
         }
         let caps = self
@@ -281,8 +277,7 @@ impl Manager {
             .capabilities(&msg.channel_name);
         if caps.is_some_and(|c| c.working_placeholder) {
             // An immediate "working on it" reply that the answer will replace.
-            self.notify(&msg, None, crate::i18n::msg::RUN_THINKING)
-                .await;
+            self.notify(&msg, crate::i18n::msg::RUN_THINKING).await;
         }
         tracing::debug!(
             text_len = msg.text.len(),
@@ -303,11 +298,11 @@ impl Manager {
     }
 
     /// Publishes message `id` as an interim (not final) reply to `msg`, in its locale.
-    async fn notify(&self, msg: &InboundMessage, thread: Option<ThreadId>, id: &str) {
+    async fn notify(&self, msg: &InboundMessage, id: &str) {
         let replier = &self.inner.replier;
         let (locale, _) = replier.locale_for(msg).await;
         let text = replier.text(&locale, id, &[]);
-        replier.publish(msg.reply(thread, text, false)).await;
+        replier.publish(msg.reply(text, false)).await;
     }
 
     async fn release(&self, key: Option<&crate::store::DedupeKey>) {

@@ -27,7 +27,9 @@ pub mod sqlite;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use im_bridge_channel::{ChatId, ThreadId};
+use im_bridge_channel::ChatId;
+
+use crate::gateway::ThreadId;
 
 pub use error::StoreError;
 pub use postgres::{PostgresOptions, PostgresStore};

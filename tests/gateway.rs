@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use im_bridge::gateway::ThreadId;
 use im_bridge::gateway::{
     CompactRequest, GatewayClient, GatewayConfig, GatewayError, Owner, RunEvent, RunRequest,
 };
@@ -11,7 +12,7 @@ use im_bridge::simulator::{
     Fault, GoalState, Hold, Reply, Route, RunningSimulator, Script, SimModel, SimSkill, Simulator,
     SimulatorConfig,
 };
-use im_bridge_channel::{Secret, ThreadId};
+use im_bridge_channel::Secret;
 use serde_json::json;
 
 const TOKEN: &str = "internal-token-for-tests";

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use im_bridge::i18n::{Arg, msg};
+use im_bridge::manager::Owners;
 use im_bridge::simulator::{Fault, GoalState, Reply, Route, Script};
+use im_bridge_channel::RedeliveryKey;
 
 use crate::support::{
     DEADLINE, Harness, Options, admins, catalog_text, goal_met_at_once, in_group,
@@ -40,16 +42,18 @@ async fn each_step_of_the_chain_and_its_fall_through() {
     h.stop().await;
 
     // 2. The owner's preference beats the sender's language; a failing lookup falls through.
-    let h = Harness::final_only().await;
+    let mut o = Options::final_only();
+    o.manager.owners =
+        Owners::by_user([("telegram", "u1", "owner-1"), ("telegram", "u2", "owner-2")]);
+    let h = Harness::with(o).await;
     h.sim.set_user_locale("owner-1", Some("zh-CN"));
     let mut m = h.message("/goal");
-    m.owner_user_id = Some("owner-1".into());
     m.locale_hint = Some("en-US".into());
     h.send(m.clone()).await;
     assert_eq!(h.channel.nth_final(1).await, ZH_NONE);
     let mut other = m.clone();
-    other.owner_user_id = Some("owner-2".into());
-    other.metadata.insert("message_id".into(), "fresh-1".into());
+    other.user_id = "u2".into();
+    other.redelivery = Some(RedeliveryKey::new("c1", "fresh-1"));
     h.sim.push_fault(
         Fault::on(Route::UserPreferences)
             .reply(Reply::html(500))
@@ -70,7 +74,7 @@ async fn each_step_of_the_chain_and_its_fall_through() {
         "Okay, I'll reply in en-US in this chat."
     );
     let mut m2 = m.clone();
-    m2.metadata.insert("message_id".into(), "fresh-2".into());
+    m2.redelivery = Some(RedeliveryKey::new("c1", "fresh-2"));
     h.send(m2).await;
     assert_eq!(h.channel.nth_final(4).await, EN_NONE);
     h.stop().await;

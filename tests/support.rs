@@ -20,9 +20,10 @@ use im_bridge::gateway::GatewayConfig;
 use im_bridge::i18n::{Arg, Catalogs};
 use im_bridge::manager::ManagerConfig;
 use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
+use im_bridge::supervisor::SupervisorConfig;
 use im_bridge_channel::{
     AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, ChatKind, InboundMessage,
-    InboundSink, LengthUnit, MessageId, SendTarget, SentMessage, UpdateMode, commands,
+    InboundSink, LengthUnit, MessageId, RedeliveryKey, SendTarget, SentMessage, UpdateMode,
 };
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
@@ -265,7 +266,6 @@ pub fn streaming() -> Capabilities {
 /// unique per chat, so the chat scopes redelivery detection.
 pub fn final_only() -> Capabilities {
     Capabilities {
-        chat_scoped_dedupe: true,
         ..Capabilities::final_only(100_000)
     }
 }
@@ -360,31 +360,8 @@ impl Harness {
 
     async fn start_daemon(sim: RunningSimulator, dir: tempfile::TempDir, options: Options) -> Self {
         let (channel, feed) = TestChannel::new(options.channel, options.caps);
-        let config = DaemonConfig {
-            intake: IntakeSettings {
-                inbound_queue_maxsize: NonZeroUsize::new(options.queue).unwrap(),
-                max_concurrency: NonZeroUsize::new(options.concurrency).unwrap(),
-                shutdown_grace: options.grace,
-            },
-            manager: ManagerConfig {
-                max_concurrency: options.concurrency,
-                ..options.manager.clone()
-            },
-            gateway: GatewayConfig {
-                langgraph_url: sim.langgraph_url(),
-                gateway_url: sim.gateway_url(),
-                internal_token: sim
-                    .config()
-                    .internal_token
-                    .map(im_bridge_channel::Secret::new),
-                from_chat_timeout: options.from_chat_timeout,
-                ..GatewayConfig::default()
-            },
-            store: StoreLocation::Sqlite(dir.path().join("bridge.db")),
-            admin_listen: None,
-            locales_dir: None,
-            lease_ttl: im_bridge::lease::DEFAULT_TTL,
-        };
+        let store = StoreLocation::Sqlite(dir.path().join("bridge.db"));
+        let config = daemon_config(&sim, store, &options);
         let shutdown = CancellationToken::new();
         let daemon = tokio::spawn(daemon::run(
             config,
@@ -404,12 +381,7 @@ impl Harness {
 
     /// A chat message from user `u1` in chat `c1`, with a fresh platform message id.
     pub fn message(&self, text: &str) -> InboundMessage {
-        let id = NEXT_MESSAGE_ID.fetch_add(1, Ordering::Relaxed);
-        let mut msg = InboundMessage::new(self.options.channel, "c1", "u1", text);
-        msg.msg_type = commands::classify(text);
-        msg.thread_ts = Some(MessageId::new(id.to_string()));
-        msg.metadata.insert("message_id".into(), id.into());
-        msg
+        message_on(self.options.channel, text)
     }
 
     /// Feeds a message to the daemon.
@@ -501,6 +473,52 @@ impl Harness {
             .filter(|r| r.method == "POST" && r.path.ends_with("/runs/stream"))
             .count()
     }
+}
+
+/// The daemon's configuration for `options` against `sim`, its state in `store`, no admin
+/// endpoints, production lease and restart timings.
+pub fn daemon_config(
+    sim: &RunningSimulator,
+    store: StoreLocation,
+    options: &Options,
+) -> DaemonConfig {
+    DaemonConfig {
+        intake: IntakeSettings {
+            inbound_queue_maxsize: NonZeroUsize::new(options.queue).unwrap(),
+            max_concurrency: NonZeroUsize::new(options.concurrency).unwrap(),
+            shutdown_grace: options.grace,
+        },
+        manager: ManagerConfig {
+            max_concurrency: options.concurrency,
+            ..options.manager.clone()
+        },
+        gateway: GatewayConfig {
+            langgraph_url: sim.langgraph_url(),
+            gateway_url: sim.gateway_url(),
+            internal_token: sim
+                .config()
+                .internal_token
+                .map(im_bridge_channel::Secret::new),
+            from_chat_timeout: options.from_chat_timeout,
+            ..GatewayConfig::default()
+        },
+        store,
+        admin_listen: None,
+        locales_dir: None,
+        lease_ttl: im_bridge::lease::DEFAULT_TTL,
+        supervisor: SupervisorConfig::default(),
+        webhooks: im_bridge_channel::WebhookHost::default(),
+    }
+}
+
+/// A message on `channel` from user `u1` in chat `c1`, with a fresh platform message id.
+pub fn message_on(channel: &'static str, text: &str) -> InboundMessage {
+    let id = NEXT_MESSAGE_ID.fetch_add(1, Ordering::Relaxed);
+    let mut msg = InboundMessage::new(channel, "c1", "u1", text);
+    msg.msg_type = im_bridge::manager::commands::vocabulary().classify(text);
+    msg.thread_ts = Some(MessageId::new(id.to_string()));
+    msg.redelivery = Some(RedeliveryKey::new("c1", id.to_string()));
+    msg
 }
 
 /// A group-chat message helper.

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use im_bridge::simulator::Script;
-use im_bridge_channel::{AllowedUsers, Channel, CommandMenu, Secret, inbound_queue};
+use im_bridge_channel::{AllowedUsers, Channel, Secret, inbound_queue};
 use im_bridge_fakes::telegram::{Call, Failure, Incoming, TOKEN, Trigger};
 use im_bridge_telegram::{TelegramChannel, TelegramSettings};
 use tokio::sync::Notify;
@@ -548,8 +548,11 @@ async fn the_bot_token_never_reaches_logs_or_errors() {
     // A refused token stops the channel with an error naming the key, not the token.
     const WRONG: &str = "999:WRONG-secret_token-value";
     let settings = TelegramSettings::new(Secret::new(WRONG)).with_api_url(tg.fake.api_url());
-    let wrong =
-        TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default()).unwrap();
+    let wrong = TelegramChannel::new(
+        settings,
+        &im_bridge_fakes::build_context(AllowedUsers::Anyone),
+    )
+    .unwrap();
     let (sink, _queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
     let error = wrong.run(sink, CancellationToken::new()).await.unwrap_err();
     let errors = format!("{error} {error:?} {wrong:?}");
@@ -557,12 +560,15 @@ async fn the_bot_token_never_reaches_logs_or_errors() {
 
     // A dead Bot API: transport errors are logged and retried without the URL.
     let settings = TelegramSettings::new(Secret::new(TOKEN)).with_api_url("http://127.0.0.1:1");
-    let dead =
-        TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default()).unwrap();
+    let dead = TelegramChannel::new(
+        settings,
+        &im_bridge_fakes::build_context(AllowedUsers::Anyone),
+    )
+    .unwrap();
     let (sink, _queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
     let stop = CancellationToken::new();
     let (exit, ()) = tokio::join!(dead.run(sink, stop.clone()), async {
-        logs.wait_for("Reaching Telegram failed; retrying.").await;
+        logs.wait_for("Calling Telegram failed; retrying.").await;
         stop.cancel();
     });
     assert!(exit.is_ok(), "{exit:?}");

@@ -11,7 +11,9 @@
 //! - `source_rules`: file docs, bounded channels, no platform in the manager, no
 //!   user-facing sentence outside the catalogs (issue 6);
 //! - `simulator`: the Gateway simulator over loopback, checked with plain HTTP (issue 3);
-//! - `telegram`: the Telegram adapter against the fake Bot API, daemon and simulator.
+//! - `telegram`: the Telegram adapter against the fake Bot API, daemon and simulator;
+//! - `supervisor`: a failing or panicking transport is restarted while the other channels
+//!   serve, and `/readyz` and `/metrics` show it (issue 12).
 
 // Harness helpers outside `#[test]` functions fail the test by panicking, like the tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -25,5 +27,6 @@ mod lang;
 mod manager;
 mod simulator;
 mod source_rules;
+mod supervisor;
 mod support;
 mod telegram;

@@ -129,3 +129,55 @@ async fn an_unreachable_gateway_is_not_ready() {
     assert_eq!(body["not_ready"], serde_json::json!(["gateway"]));
     token.cancel();
 }
+
+#[tokio::test]
+async fn issue_12_a_transport_waiting_to_restart_is_not_ready_and_named() {
+    use crate::supervisor::{Failure, TransportHealth, TransportState};
+    // Connected as far as the channel knows, and even standing by: restarting wins.
+    let channel = Arc::new(FakeChannel {
+        connected: AtomicBool::new(true),
+    });
+    let probe = Arc::new(FakeProbe {
+        up: AtomicBool::new(true),
+        calls: AtomicUsize::new(0),
+    });
+    let standby = crate::lease::Standby::default();
+    standby.set("fake", true);
+    let transports = TransportHealth::new(["fake"]);
+    let state = AdminState::new(vec![channel], probe)
+        .with_standby(standby)
+        .with_transports(transports.clone());
+    let (base, token) = start(state).await;
+    let ready = reqwest::get(format!("{base}/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let body: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({"ready": true}),
+        "no restart, no key"
+    );
+
+    transports.set(
+        "fake",
+        TransportState::Restarting {
+            failures: 3,
+            last: Failure::Panic,
+        },
+    );
+    let ready = reqwest::get(format!("{base}/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let body: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({
+            "ready": false,
+            "not_ready": ["channel:fake"],
+            "restarting": {"fake": {"failures": 3, "last_failure": "panic"}},
+        })
+    );
+
+    transports.set("fake", TransportState::Running);
+    let ready = reqwest::get(format!("{base}/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 200, "ready again once the transport runs");
+    token.cancel();
+}

@@ -8,7 +8,9 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use im_bridge_channel::{AllowedUsers, Secret};
+use std::sync::Arc;
+
+use im_bridge_channel::{AllowedUsers, Configured, Issues, Secret};
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 use serde_yaml_ng::{Mapping, Value};
@@ -25,10 +27,6 @@ const DEFAULT_FROM_CHAT_SECONDS: f64 = 120.0;
 const DEFAULT_STORE: &str = "sqlite://./im-bridge.db";
 const DEFAULT_ADMIN: &str = "127.0.0.1:9464";
 const DEFAULT_LOCALE: &str = "en-US";
-
-/// Platforms im-bridge intends to serve. Enabling one whose adapter this build lacks is
-/// an error, not a silent no-op.
-const PLANNED_PLATFORMS: &[&str] = &["telegram", "feishu", "dingtalk", "qq", "discord"];
 
 /// Everything the daemon needs, validated.
 #[derive(Clone, Debug, Serialize)]
@@ -51,6 +49,9 @@ pub struct Settings {
     pub admin_listen: SocketAddr,
     /// Directory of extra or overriding catalogs.
     pub locales_dir: Option<PathBuf>,
+    /// DeerFlow runs in single-user mode (`DEER_FLOW_AUTH_DISABLED=1` in the bridge's
+    /// environment, as in DeerFlow's own): every conversation belongs to its default user.
+    pub single_user: bool,
 }
 
 /// How to reach the DeerFlow Gateway.
@@ -105,19 +106,14 @@ pub struct ChannelSettings {
     pub session: SessionLayer,
     /// Default reply language of this channel.
     pub locale: Option<String>,
-    /// The adapter's own settings.
-    pub platform: PlatformSettings,
+    /// The adapter's own settings, validated by its [`Platform`](im_bridge_channel::Platform)
+    /// and ready to build.
+    #[serde(serialize_with = "effective")]
+    pub platform: Arc<dyn Configured>,
 }
 
-/// Adapter-specific settings, one variant per adapter compiled in.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PlatformSettings {
-    /// The terminal channel has no settings of its own.
-    Console,
-    /// The Telegram Bot API channel.
-    #[cfg(feature = "telegram")]
-    Telegram(im_bridge_telegram::TelegramSettings),
+fn effective<S: serde::Serializer>(c: &Arc<dyn Configured>, s: S) -> Result<S::Ok, S::Error> {
+    c.effective().serialize(s)
 }
 
 /// Where state is stored.
@@ -166,7 +162,7 @@ pub fn validate(
         };
         match serde_path_to_error::deserialize::<_, RawChannelBlock>(value) {
             Ok(block) => blocks.push((name, block)),
-            Err(e) => errors.push(ConfigError::new(
+            Err(e) => errors.push(ConfigError::error(
                 join(&path, &e.path().to_string()),
                 e.into_inner().to_string(),
             )),
@@ -186,7 +182,7 @@ pub fn validate(
             _ => false,
         };
         if matters {
-            errors.push(ConfigError::new(
+            errors.push(ConfigError::error(
                 &var.path,
                 format!("environment variable ${} is not set", var.name),
             ));
@@ -258,7 +254,7 @@ pub fn validate(
     let store = store_location(b.store.as_deref().unwrap_or(DEFAULT_STORE), &mut errors);
     let admin_text = b.admin_listen.as_deref().unwrap_or(DEFAULT_ADMIN);
     let admin_listen = admin_text.parse::<SocketAddr>().unwrap_or_else(|_| {
-        errors.push(ConfigError::new(
+        errors.push(ConfigError::error(
             "bridge.admin_listen",
             format!("expected an address such as 127.0.0.1:9464, got {admin_text:?}"),
         ));
@@ -281,7 +277,7 @@ pub fn validate(
         &mut errors,
     );
     if cc.enabled && cc.require_bound_identity.unwrap_or(true) {
-        errors.push(ConfigError::new(
+        errors.push(ConfigError::error(
             "channel_connections.enabled",
             "user-owned connections with require_bound_identity are not supported by im-bridge yet; set enabled: false (or require_bound_identity: false) until the identity gate lands",
         ));
@@ -294,46 +290,37 @@ pub fn validate(
             continue;
         }
         let path = format!("channels.{name}");
-        let platform = match name.as_str() {
-            "console" => {
-                for key in block.platform.keys() {
-                    warnings.push(format!("{path}.{}: unknown key, ignored", key_text(key)));
-                }
-                PlatformSettings::Console
-            }
-            #[cfg(feature = "telegram")]
-            "telegram" => {
-                match im_bridge_telegram::from_block(Value::Mapping(block.platform.clone())) {
-                    Ok(loaded) => {
-                        warnings.extend(loaded.warnings.iter().map(ToString::to_string));
-                        PlatformSettings::Telegram(loaded.settings)
-                    }
-                    Err(problems) => {
-                        // An unset `$VAR` was already reported at the same path.
-                        for p in problems {
-                            if !errors.iter().any(|e| e.path == p.path) {
-                                errors.push(ConfigError::new(p.path, p.message));
-                            }
-                        }
-                        continue;
-                    }
-                }
-            }
-            other if PLANNED_PLATFORMS.contains(&other) => {
-                errors.push(ConfigError::new(
+        let Some(platform) = crate::platforms::find(&name) else {
+            if crate::platforms::KNOWN_PLATFORMS.contains(&name.as_str()) {
+                errors.push(ConfigError::error(
                     &path,
-                    format!(
-                        "this build of im-bridge has no {other} adapter yet; set enabled: false"
-                    ),
+                    format!("this build of im-bridge has no {name} adapter; rebuild with the {name} feature, or set enabled: false"),
                 ));
-                continue;
-            }
-            other => {
+            } else {
                 warnings.push(format!(
-                    "{path}: enabled, but im-bridge has no {other} adapter; it will not start here"
+                    "{path}: enabled, but im-bridge has no {name} adapter; it will not start here"
                 ));
-                continue;
             }
+            continue;
+        };
+        let mut issues = Issues::new(&path);
+        let configured = match serde_json::to_value(&block.platform) {
+            Ok(keys) => platform.validate(keys, &mut issues),
+            Err(error) => {
+                issues.error("", format!("expected a mapping with string keys: {error}"));
+                None
+            }
+        };
+        for issue in issues.into_vec() {
+            if !issue.is_error() {
+                warnings.push(issue.to_string());
+            } else if !errors.iter().any(|e| e.path == issue.path) {
+                // An unset `$VAR` was already reported at the same path.
+                errors.push(issue);
+            }
+        }
+        let Some(configured) = configured else {
+            continue;
         };
         if let Some(locale) = &block.locale {
             check_locale_tag(&format!("{path}.locale"), locale, &mut errors);
@@ -356,7 +343,7 @@ pub fn validate(
                 .unwrap_or_default(),
             locale: block.locale.clone(),
             name,
-            platform,
+            platform: configured,
         });
     }
     let channel_errors = errors.len() > errors_before_channels;
@@ -376,7 +363,7 @@ pub fn validate(
                 errors.extend(
                     catalog_errors
                         .into_iter()
-                        .map(|e| ConfigError::new("bridge.locales_dir", e)),
+                        .map(|e| ConfigError::error("bridge.locales_dir", e)),
                 );
                 None
             }
@@ -391,7 +378,7 @@ pub fn validate(
             .join(", ");
         let mut check = |path: String, tag: &str| {
             if catalogs.negotiate(tag).is_none() && !errors.iter().any(|e| e.path == path) {
-                errors.push(ConfigError::new(
+                errors.push(ConfigError::error(
                     path,
                     format!("there is no catalog for {tag:?}; supported: {supported}"),
                 ));
@@ -409,7 +396,7 @@ pub fn validate(
     }
     // An enabled channel with errors already says why it will not start.
     if channels.is_empty() && !channel_errors {
-        errors.push(ConfigError::new("channels", "no channel is enabled, so nothing would start; enable at least one (e.g. telegram: {enabled: true, bot_token: ...})"));
+        errors.push(ConfigError::error("channels", "no channel is enabled, so nothing would start; enable at least one (e.g. telegram: {enabled: true, bot_token: ...})"));
     }
 
     if !errors.is_empty() {
@@ -434,6 +421,9 @@ pub fn validate(
         store,
         admin_listen,
         locales_dir,
+        single_user: env
+            .var("DEER_FLOW_AUTH_DISABLED")
+            .is_some_and(|v| matches!(v.trim(), "1" | "true" | "TRUE" | "True" | "yes")),
     };
     Ok((settings, warnings))
 }
@@ -444,12 +434,6 @@ fn join(base: &str, rest: &str) -> String {
     } else {
         format!("{base}.{rest}")
     }
-}
-
-fn key_text(key: &Value) -> String {
-    key.as_str()
-        .map(str::to_owned)
-        .unwrap_or_else(|| format!("{key:?}"))
 }
 
 fn is_channel_block(key: &str) -> bool {
@@ -477,17 +461,16 @@ fn url_setting(
         .map(str::to_owned)
         .or(env.filter(|v| !v.trim().is_empty()))
         .unwrap_or_else(|| default.to_owned());
-    let value = value.trim().trim_end_matches('/').to_owned();
-    let ok = reqwest::Url::parse(&value)
-        .map(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
-        .unwrap_or(false);
-    if !ok {
-        errors.push(ConfigError::new(
-            path,
-            format!("expected an http:// or https:// URL, got {value:?}"),
-        ));
+    match im_bridge_channel::config::http_url(&value) {
+        Some(url) => url,
+        None => {
+            errors.push(ConfigError::error(
+                path,
+                format!("expected an http:// or https:// URL without query, got {value:?}"),
+            ));
+            value
+        }
     }
-    value
 }
 
 fn positive(
@@ -507,7 +490,7 @@ fn positive(
         {
             Some(n) => n,
             None => {
-                errors.push(ConfigError::new(
+                errors.push(ConfigError::error(
                     path,
                     format!("expected a positive integer no larger than {max}, got {v}"),
                 ));
@@ -534,7 +517,7 @@ fn seconds(
         } else {
             "a number of seconds above 0 and at most 86400"
         };
-        errors.push(ConfigError::new(
+        errors.push(ConfigError::error(
             path,
             format!("expected {expected}, got {v}"),
         ));
@@ -545,7 +528,7 @@ fn seconds(
 fn store_location(text: &str, errors: &mut Vec<ConfigError>) -> StoreLocation {
     if let Some(path) = text.strip_prefix("sqlite://") {
         if path.is_empty() {
-            errors.push(ConfigError::new(
+            errors.push(ConfigError::error(
                 "bridge.store",
                 "expected sqlite://PATH with a file path",
             ));
@@ -556,7 +539,7 @@ fn store_location(text: &str, errors: &mut Vec<ConfigError>) -> StoreLocation {
         return StoreLocation::Postgres(Secret::new(text));
     }
     // Never echo the value: a mistyped Postgres URL may carry a password.
-    errors.push(ConfigError::new(
+    errors.push(ConfigError::error(
         "bridge.store",
         "expected sqlite://PATH or postgres://USER@HOST/DB",
     ));
@@ -571,34 +554,19 @@ fn check_locale_tag(path: &str, tag: &str, errors: &mut Vec<ConfigError>) {
     let rest_ok =
         parts.all(|p| (1..=8).contains(&p.len()) && p.chars().all(|c| c.is_ascii_alphanumeric()));
     if !(lang_ok && rest_ok) {
-        errors.push(ConfigError::new(
+        errors.push(ConfigError::error(
             path,
             format!("expected a language tag such as en-US or zh-CN, got {tag:?}"),
         ));
     }
 }
 
-/// `allowed_users` may be a list or one id; numbers are ids too (Telegram).
+/// `allowed_users` / `admin_users`: the core's id list (a list or one id; it fails closed).
 fn user_list(path: &str, value: Option<&Value>, warnings: &mut Vec<String>) -> AllowedUsers {
-    let entry = |v: &Value| match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    };
-    let entries = match value {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.trim().is_empty() => None,
-        Some(Value::Sequence(items)) => Some(items.iter().map(entry).collect::<Vec<_>>()),
-        Some(other) => Some(vec![entry(other)]),
-    };
-    let allowed = AllowedUsers::from_entries(entries);
-    if let AllowedUsers::Only(ids) = &allowed
-        && ids.is_empty()
-    {
-        warnings.push(format!(
-            "{path}: no valid user id listed, so nobody may use this channel"
-        ));
-    }
+    let mut issues = Issues::new("");
+    let json = value.and_then(|v| serde_json::to_value(v).ok());
+    let allowed = im_bridge_channel::config::id_list(&mut issues, path, json.as_ref());
+    warnings.extend(issues.iter().map(ToString::to_string));
     allowed
 }
 
@@ -607,7 +575,7 @@ fn session_layer(raw: &RawSession, path: &str, errors: &mut Vec<ConfigError>) ->
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => {
-            errors.push(ConfigError::new(
+            errors.push(ConfigError::error(
                 format!("{path}.assistant_id"),
                 "expected an agent name (a string)",
             ));
@@ -619,7 +587,7 @@ fn session_layer(raw: &RawSession, path: &str, errors: &mut Vec<ConfigError>) ->
             None => Map::new(),
             Some(Ok(Json::Object(map))) => map,
             Some(_) => {
-                errors.push(ConfigError::new(
+                errors.push(ConfigError::error(
                     format!("{path}.{key}"),
                     "expected a mapping with string keys",
                 ));

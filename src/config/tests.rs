@@ -176,7 +176,7 @@ fn allowed_users_fail_closed() {
     let (s, warnings) = load_str(text, &env(&[])).unwrap();
     assert!(!s.channels[0].allowed_users.allows("1"));
     assert!(
-        warnings.iter().any(|w| w.contains("nobody may use")),
+        warnings.iter().any(|w| w.contains("nobody is allowed")),
         "{warnings:?}"
     );
     let text = "channels:\n  console:\n    enabled: true\n    allowed_users: 12345\n";

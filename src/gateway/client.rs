@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use im_bridge_channel::{Secret, ThreadId};
+use im_bridge_channel::Secret;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use rand::Rng;
 use reqwest::header::{COOKIE, HeaderMap, HeaderValue};
@@ -25,6 +25,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::error::{CallFamily, GatewayError, map_status};
+
+use crate::gateway::ThreadId;
 
 /// Bound on a 2xx JSON body. A `/runs/wait` values dict holds a whole thread state; past
 /// this the response is refused as undecodable rather than buffered.

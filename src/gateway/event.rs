@@ -9,11 +9,12 @@
 //! `messages` and `values` frames are decoded straight into the typed [`Message`] and
 //! [`Snapshot`] (see `message.rs` for why), keeping only what the manager reads.
 
-use im_bridge_channel::ThreadId;
 use serde::Deserialize;
 
 use super::message::{ChunkMetadata, Message, Snapshot};
 use super::sse::SseFrame;
+
+use crate::gateway::ThreadId;
 
 /// Longest exception name kept from an `error` event; longer names are cut.
 const MAX_ERROR_NAME: usize = 128;

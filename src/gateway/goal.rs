@@ -6,13 +6,14 @@
 //! strings never need to leave this module. Unknown fields are ignored and missing ones
 //! default, since the Gateway's goal shapes grow between versions.
 
-use im_bridge_channel::ThreadId;
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::client::{Base, GatewayClient, Owner, read_json};
 use super::error::{CallFamily, GatewayError};
+
+use crate::gateway::ThreadId;
 
 /// Longest `/goal from-chat` hint in characters; a longer one is refused locally.
 pub const MAX_HINT_CHARS: usize = 4000;

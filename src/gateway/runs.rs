@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::Stream;
-use im_bridge_channel::ThreadId;
+
 use reqwest::Method;
 use reqwest::header::{ACCEPT, CONTENT_LOCATION, CONTENT_TYPE};
 use serde::{Deserialize, Serialize};
@@ -25,6 +25,8 @@ use super::client::{Base, GatewayClient, Owner, read_json};
 use super::error::{CallFamily, GatewayError};
 use super::event::RunEvent;
 use super::sse::SseParser;
+
+use crate::gateway::ThreadId;
 
 /// One run's parameters. `config` and `context` are the maps the manager resolved
 /// (manager.md §6); they are sent as given.

@@ -18,10 +18,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::{StreamExt, stream};
-use im_bridge_channel::{Secret, ThreadId};
+use im_bridge_channel::Secret;
 use serde_json::{Value, json};
 
 use super::*;
+
+use crate::gateway::ThreadId;
 
 const TOKEN: &str = "internal-token-XYZ";
 const OWNER: &str = "alice@example.com";

@@ -5,13 +5,15 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use im_bridge_channel::ThreadId;
+
 use reqwest::Method;
 use reqwest::multipart::{Form, Part};
 use serde::Deserialize;
 
 use super::client::{Base, GatewayClient, Owner, read_json};
 use super::error::{CallFamily, GatewayError};
+
+use crate::gateway::ThreadId;
 
 /// Total time for an upload call: the bodies are up to tens of megabytes.
 pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(120);

@@ -13,9 +13,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use im_bridge_channel::{InboundMessage, ThreadId};
+use im_bridge_channel::InboundMessage;
 use serde_json::{Map, Value, json};
 
+use crate::gateway::ThreadId;
 use crate::gateway::{GatewayClient, GatewayError, Owner};
 use crate::store::{ConversationKey, Store, StoreError};
 
@@ -205,7 +206,8 @@ impl Bindings {
     }
 }
 
-/// `{"type": "im_channel", "provider", "chat_id", "topic_id"?, "thread_ts"?, "connection_id"?}`.
+/// `{"type": "im_channel", "provider", "chat_id", "topic_id"?, "thread_ts"?}` (DeerFlow's
+/// `connection_id` joins it with the identity gate).
 pub fn channel_source(msg: &InboundMessage) -> Value {
     let mut source = Map::new();
     source.insert("type".into(), json!("im_channel"));
@@ -216,9 +218,6 @@ pub fn channel_source(msg: &InboundMessage) -> Value {
     }
     if let Some(ts) = &msg.thread_ts {
         source.insert("thread_ts".into(), json!(ts.as_str()));
-    }
-    if let Some(conn) = msg.connection_id.as_deref().filter(|c| !c.is_empty()) {
-        source.insert("connection_id".into(), json!(conn));
     }
     Value::Object(source)
 }

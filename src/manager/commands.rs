@@ -7,12 +7,30 @@
 //! (`/HELP` is help, `//help` is the unknown command `/help`); the rest, trimmed, is the
 //! argument string.
 
-use im_bridge_channel::{InboundMessage, commands::KNOWN_COMMANDS};
+use im_bridge_channel::{CommandVocabulary, InboundMessage};
 
 use super::run::{self, TurnOptions};
 use super::{Disposition, Inner};
-use crate::gateway::Owner;
 use crate::i18n::{Arg, msg as m};
+
+/// The commands handled here, without their slash, sorted.
+pub const KNOWN_COMMANDS: &[&str] = &[
+    "bootstrap",
+    "compact",
+    "context",
+    "goal",
+    "help",
+    "lang",
+    "memory",
+    "models",
+    "new",
+    "status",
+];
+
+/// The vocabulary adapters classify messages with.
+pub fn vocabulary() -> CommandVocabulary {
+    CommandVocabulary::new(KNOWN_COMMANDS)
+}
 
 /// The text a bare `/bootstrap` sends to the agent (agent input, not a reply).
 const BOOTSTRAP_DEFAULT: &str = "Initialize workspace";
@@ -56,17 +74,12 @@ fn command_list() -> String {
 /// Handles a message the adapter classified as a command.
 pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     let parsed = parse(&msg.text);
-    let owner = msg
-        .owner_user_id
-        .as_deref()
-        .filter(|o| !o.is_empty())
-        .map(Owner::new);
+    let owner = inner.owner(msg);
     if parsed.name.is_empty() {
         inner
             .replier
             .reply(
                 msg,
-                None,
                 m::CMD_UNKNOWN_EMPTY,
                 &[("commands", Arg::Str(&command_list()))],
             )
@@ -78,16 +91,13 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     }
     match parsed.name.as_str() {
         "new" => match inner.bindings.rebind_new(msg, owner.as_ref()).await {
-            Ok(thread) => {
-                inner
-                    .replier
-                    .reply(msg, Some(&thread), m::CMD_NEW_DONE, &[])
-                    .await;
+            Ok(_) => {
+                inner.replier.reply(msg, m::CMD_NEW_DONE, &[]).await;
                 Disposition::Keep
             }
             Err(error) => {
                 tracing::warn!(%error, "Starting a new conversation failed.");
-                inner.replier.reply(msg, None, m::CMD_NEW_FAILED, &[]).await;
+                inner.replier.reply(msg, m::CMD_NEW_FAILED, &[]).await;
                 Disposition::Release
             }
         },
@@ -98,36 +108,27 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
                         .replier
                         .reply(
                             msg,
-                            Some(&thread),
                             m::CMD_STATUS_ACTIVE,
                             &[("thread", Arg::Str(thread.as_str()))],
                         )
                         .await;
                 }
-                Ok(None) => {
-                    inner
-                        .replier
-                        .reply(msg, None, m::CMD_STATUS_NONE, &[])
-                        .await
-                }
+                Ok(None) => inner.replier.reply(msg, m::CMD_STATUS_NONE, &[]).await,
                 Err(error) => {
                     tracing::warn!(%error, "Reading the binding failed.");
-                    inner.replier.reply(msg, None, m::ERR_INTERNAL, &[]).await;
+                    inner.replier.reply(msg, m::ERR_INTERNAL, &[]).await;
                 }
             }
             Disposition::Keep
         }
         "help" => {
-            inner.replier.reply(msg, None, m::CMD_HELP, &[]).await;
+            inner.replier.reply(msg, m::CMD_HELP, &[]).await;
             Disposition::Keep
         }
         "models" => {
             match inner.gateway.list_models(owner.as_ref()).await {
                 Ok(models) if models.is_empty() => {
-                    inner
-                        .replier
-                        .reply(msg, None, m::CMD_MODELS_NONE, &[])
-                        .await
+                    inner.replier.reply(msg, m::CMD_MODELS_NONE, &[]).await
                 }
                 Ok(models) => {
                     let list = models
@@ -137,20 +138,12 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
                         .join("\n");
                     inner
                         .replier
-                        .reply(
-                            msg,
-                            None,
-                            m::CMD_MODELS_LIST,
-                            &[("models", Arg::Str(&list))],
-                        )
+                        .reply(msg, m::CMD_MODELS_LIST, &[("models", Arg::Str(&list))])
                         .await;
                 }
                 Err(error) => {
                     tracing::warn!(%error, "Listing models failed.");
-                    inner
-                        .replier
-                        .reply(msg, None, m::CMD_MODELS_FAILED, &[])
-                        .await;
+                    inner.replier.reply(msg, m::CMD_MODELS_FAILED, &[]).await;
                 }
             }
             Disposition::Keep
@@ -161,20 +154,12 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
                     let count = i64::try_from(count).unwrap_or(i64::MAX);
                     inner
                         .replier
-                        .reply(
-                            msg,
-                            None,
-                            m::CMD_MEMORY_FACTS,
-                            &[("count", Arg::Num(count))],
-                        )
+                        .reply(msg, m::CMD_MEMORY_FACTS, &[("count", Arg::Num(count))])
                         .await;
                 }
                 Err(error) => {
                     tracing::warn!(%error, "Reading memory failed.");
-                    inner
-                        .replier
-                        .reply(msg, None, m::CMD_MEMORY_FAILED, &[])
-                        .await;
+                    inner.replier.reply(msg, m::CMD_MEMORY_FAILED, &[]).await;
                 }
             }
             Disposition::Keep
@@ -223,7 +208,6 @@ async fn unknown(inner: &Inner, msg: &InboundMessage, name: &str) -> Disposition
         .replier
         .reply(
             msg,
-            None,
             m::CMD_UNKNOWN,
             &[
                 ("command", Arg::Str(&shown)),
@@ -238,18 +222,14 @@ async fn unknown(inner: &Inner, msg: &InboundMessage, name: &str) -> Disposition
 /// the skill as enabled; otherwise answered here. `None` = not skill-shaped, run as chat.
 pub(crate) async fn slash_skill(inner: &Inner, msg: &InboundMessage) -> Option<Disposition> {
     let name = skill_name(&msg.text)?;
-    let owner = msg
-        .owner_user_id
-        .as_deref()
-        .filter(|o| !o.is_empty())
-        .map(Owner::new);
+    let owner = inner.owner(msg);
     let skills = match inner.gateway.list_skills(owner.as_ref()).await {
         Ok(s) => s,
         Err(error) => {
             tracing::warn!(%error, "Listing skills failed.");
             inner
                 .replier
-                .reply(msg, None, m::CMD_SKILL_LOOKUP_FAILED, &[])
+                .reply(msg, m::CMD_SKILL_LOOKUP_FAILED, &[])
                 .await;
             return Some(Disposition::Release);
         }
@@ -260,12 +240,7 @@ pub(crate) async fn slash_skill(inner: &Inner, msg: &InboundMessage) -> Option<D
         Some(_) => {
             inner
                 .replier
-                .reply(
-                    msg,
-                    None,
-                    m::CMD_SKILL_DISABLED,
-                    &[("command", Arg::Str(&shown))],
-                )
+                .reply(msg, m::CMD_SKILL_DISABLED, &[("command", Arg::Str(&shown))])
                 .await;
             Some(Disposition::Keep)
         }

@@ -10,7 +10,7 @@ use im_bridge_channel::InboundMessage;
 
 use super::params::{self, Layers};
 use super::{Disposition, Inner};
-use crate::gateway::{CompactRequest, GatewayError, Owner};
+use crate::gateway::{CompactRequest, GatewayError};
 use crate::i18n::{Arg, msg as m};
 
 /// The largest `keep N` accepted.
@@ -35,22 +35,19 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> D
         let max = i64::from(MAX_KEEP);
         inner
             .replier
-            .reply(msg, None, m::COMPACT_USAGE, &[("max", Arg::Num(max))])
+            .reply(msg, m::COMPACT_USAGE, &[("max", Arg::Num(max))])
             .await;
         return Disposition::Keep;
     };
     let thread = match inner.bindings.current(msg).await {
         Ok(Some(t)) => t,
         Ok(None) => {
-            inner
-                .replier
-                .reply(msg, None, m::COMPACT_NOTHING, &[])
-                .await;
+            inner.replier.reply(msg, m::COMPACT_NOTHING, &[]).await;
             return Disposition::Keep;
         }
         Err(error) => {
             tracing::warn!(%error, "Reading the binding failed.");
-            inner.replier.reply(msg, None, m::ERR_INTERNAL, &[]).await;
+            inner.replier.reply(msg, m::ERR_INTERNAL, &[]).await;
             return Disposition::Keep;
         }
     };
@@ -59,17 +56,10 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> D
         channel: inner.config.channel_sessions.get(&msg.channel_name),
     };
     let Ok(agent_name) = params::agent_for(msg, layers) else {
-        inner
-            .replier
-            .reply(msg, Some(&thread), m::ERR_INVALID_AGENT, &[])
-            .await;
+        inner.replier.reply(msg, m::ERR_INVALID_AGENT, &[]).await;
         return Disposition::Keep;
     };
-    let owner = msg
-        .owner_user_id
-        .as_deref()
-        .filter(|o| !o.is_empty())
-        .map(Owner::new);
+    let owner = inner.owner(msg);
     let request = CompactRequest {
         keep_messages: keep,
         agent_name,
@@ -86,18 +76,12 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> D
                 .replier
                 .reply(
                     msg,
-                    Some(&thread),
                     m::COMPACT_DONE,
                     &[("removed", Arg::Num(removed)), ("kept", Arg::Num(kept))],
                 )
                 .await;
         }
-        Ok(_) => {
-            inner
-                .replier
-                .reply(msg, Some(&thread), m::COMPACT_NOT_NEEDED, &[])
-                .await
-        }
+        Ok(_) => inner.replier.reply(msg, m::COMPACT_NOT_NEEDED, &[]).await,
         Err(error) => {
             tracing::info!(%error, "Compaction did not happen.");
             let id = match error {
@@ -106,7 +90,7 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> D
                 GatewayError::Timeout => m::COMPACT_TIMEOUT,
                 _ => m::COMPACT_FAILED,
             };
-            inner.replier.reply(msg, Some(&thread), id, &[]).await;
+            inner.replier.reply(msg, id, &[]).await;
         }
     }
     Disposition::Keep

@@ -18,12 +18,11 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use im_bridge_channel::{
-    ChannelError, FileKind, InboundFile, InboundMessage, ThreadId, safe_file_name,
-};
+use im_bridge_channel::{ChannelError, FileKind, InboundFile, InboundMessage, safe_file_name};
 use serde_json::{Value, json};
 
 use super::Inner;
+use crate::gateway::ThreadId;
 use crate::gateway::{Owner, UploadFile};
 use crate::i18n::{Arg, msg as m};
 

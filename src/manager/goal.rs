@@ -11,11 +11,12 @@
 //! goal (`/new`), the goal stays on the old thread and no run starts; when the run cannot
 //! start, the user hears that the goal *is* saved but the task did not start.
 
-use im_bridge_channel::{InboundMessage, ThreadId};
+use im_bridge_channel::InboundMessage;
 
 use super::run::{self, RunStart, TurnOptions};
 use super::{Disposition, Inner};
-use crate::gateway::{GatewayError, GoalState, MAX_HINT_CHARS, Owner};
+use crate::gateway::ThreadId;
+use crate::gateway::{GatewayError, GoalState, MAX_HINT_CHARS};
 use crate::i18n::{Arg, msg as m};
 
 /// Longest objective accepted (the Gateway's own limit); longer is refused locally.
@@ -78,13 +79,6 @@ pub fn reason_code(stand_down_reason: &str) -> &'static str {
     }
 }
 
-fn owner_of(msg: &InboundMessage) -> Option<Owner> {
-    msg.owner_user_id
-        .as_deref()
-        .filter(|o| !o.is_empty())
-        .map(Owner::new)
-}
-
 /// Handles `/goal <args>`.
 pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition {
     match parse(args) {
@@ -101,7 +95,7 @@ async fn bound_thread(inner: &Inner, msg: &InboundMessage) -> Result<Option<Thre
         Ok(t) => Ok(t),
         Err(error) => {
             tracing::warn!(%error, "Reading the binding failed.");
-            inner.replier.reply(msg, None, m::ERR_INTERNAL, &[]).await;
+            inner.replier.reply(msg, m::ERR_INTERNAL, &[]).await;
             Err(())
         }
     }
@@ -112,15 +106,12 @@ async fn status(inner: &Inner, msg: &InboundMessage) -> Disposition {
         return Disposition::Keep;
     };
     let Some(thread) = thread else {
-        inner
-            .replier
-            .reply(msg, None, m::GOAL_STATUS_NONE, &[])
-            .await;
+        inner.replier.reply(msg, m::GOAL_STATUS_NONE, &[]).await;
         return Disposition::Keep;
     };
-    let owner = owner_of(msg);
+    let owner = inner.owner(msg);
     match inner.gateway.get_goal(owner.as_ref(), &thread).await {
-        Ok(Some(goal)) => reply_goal(inner, msg, &thread, &goal).await,
+        Ok(Some(goal)) => reply_goal(inner, msg, &goal).await,
         Ok(None) => {
             // A met goal is deleted; newer Gateways leave a `goal_outcome` until the next
             // goal write, so "met" is reported only for the latest goal.
@@ -143,32 +134,23 @@ async fn status(inner: &Inner, msg: &InboundMessage) -> Disposition {
                         .replier
                         .reply(
                             msg,
-                            Some(&thread),
                             m::GOAL_STATUS_MET,
                             &[("objective", Arg::Str(&outcome.objective))],
                         )
                         .await;
                 }
-                None => {
-                    inner
-                        .replier
-                        .reply(msg, Some(&thread), m::GOAL_STATUS_NONE, &[])
-                        .await
-                }
+                None => inner.replier.reply(msg, m::GOAL_STATUS_NONE, &[]).await,
             }
         }
         Err(error) => {
             tracing::warn!(%error, "Reading the goal failed.");
-            inner
-                .replier
-                .reply(msg, Some(&thread), m::GOAL_STATUS_FAILED, &[])
-                .await;
+            inner.replier.reply(msg, m::GOAL_STATUS_FAILED, &[]).await;
         }
     }
     Disposition::Keep
 }
 
-async fn reply_goal(inner: &Inner, msg: &InboundMessage, thread: &ThreadId, goal: &GoalState) {
+async fn reply_goal(inner: &Inner, msg: &InboundMessage, goal: &GoalState) {
     let objective = Arg::Str(&goal.objective);
     let n = Arg::Num(i64::from(goal.continuation_count));
     let max = Arg::Num(i64::from(goal.max_continuations));
@@ -183,7 +165,6 @@ async fn reply_goal(inner: &Inner, msg: &InboundMessage, thread: &ThreadId, goal
                 .replier
                 .reply(
                     msg,
-                    Some(thread),
                     m::GOAL_STATUS_STOPPED,
                     &[
                         ("objective", objective),
@@ -199,7 +180,6 @@ async fn reply_goal(inner: &Inner, msg: &InboundMessage, thread: &ThreadId, goal
                 .replier
                 .reply(
                     msg,
-                    Some(thread),
                     m::GOAL_STATUS_PROGRESS,
                     &[("objective", objective), ("n", n), ("max", max)],
                 )
@@ -208,12 +188,7 @@ async fn reply_goal(inner: &Inner, msg: &InboundMessage, thread: &ThreadId, goal
         None => {
             inner
                 .replier
-                .reply(
-                    msg,
-                    Some(thread),
-                    m::GOAL_STATUS_ACTIVE,
-                    &[("objective", objective)],
-                )
+                .reply(msg, m::GOAL_STATUS_ACTIVE, &[("objective", objective)])
                 .await
         }
     }
@@ -224,32 +199,19 @@ async fn clear(inner: &Inner, msg: &InboundMessage) -> Disposition {
         return Disposition::Keep;
     };
     let Some(thread) = thread else {
-        inner.replier.reply(msg, None, m::GOAL_CLEARED, &[]).await;
+        inner.replier.reply(msg, m::GOAL_CLEARED, &[]).await;
         return Disposition::Keep;
     };
     match inner
         .gateway
-        .delete_goal(owner_of(msg).as_ref(), &thread)
+        .delete_goal(inner.owner(msg).as_ref(), &thread)
         .await
     {
-        Ok(()) => {
-            inner
-                .replier
-                .reply(msg, Some(&thread), m::GOAL_CLEARED, &[])
-                .await
-        }
-        Err(GatewayError::Busy) => {
-            inner
-                .replier
-                .reply(msg, Some(&thread), m::GOAL_BUSY_UNCHANGED, &[])
-                .await
-        }
+        Ok(()) => inner.replier.reply(msg, m::GOAL_CLEARED, &[]).await,
+        Err(GatewayError::Busy) => inner.replier.reply(msg, m::GOAL_BUSY_UNCHANGED, &[]).await,
         Err(error) => {
             tracing::warn!(%error, "Clearing the goal failed.");
-            inner
-                .replier
-                .reply(msg, Some(&thread), m::GOAL_CLEAR_FAILED, &[])
-                .await;
+            inner.replier.reply(msg, m::GOAL_CLEAR_FAILED, &[]).await;
         }
     }
     Disposition::Keep
@@ -260,19 +222,16 @@ async fn set(inner: &Inner, msg: &InboundMessage, objective: &str) -> Dispositio
         let max = i64::try_from(MAX_OBJECTIVE_CHARS).unwrap_or(i64::MAX);
         inner
             .replier
-            .reply(msg, None, m::GOAL_TOO_LONG, &[("max", Arg::Num(max))])
+            .reply(msg, m::GOAL_TOO_LONG, &[("max", Arg::Num(max))])
             .await;
         return Disposition::Keep;
     }
-    let owner = owner_of(msg);
+    let owner = inner.owner(msg);
     let thread = match inner.bindings.get_or_create(msg, owner.as_ref()).await {
         Ok(t) => t,
         Err(error) => {
             tracing::warn!(%error, "Resolving the thread for a goal failed.");
-            inner
-                .replier
-                .reply(msg, None, m::GOAL_SET_FAILED, &[])
-                .await;
+            inner.replier.reply(msg, m::GOAL_SET_FAILED, &[]).await;
             return Disposition::Release;
         }
     };
@@ -283,18 +242,12 @@ async fn set(inner: &Inner, msg: &InboundMessage, objective: &str) -> Dispositio
     {
         Ok(_) => {}
         Err(GatewayError::Busy) => {
-            inner
-                .replier
-                .reply(msg, Some(&thread), m::GOAL_BUSY_UNCHANGED, &[])
-                .await;
+            inner.replier.reply(msg, m::GOAL_BUSY_UNCHANGED, &[]).await;
             return Disposition::Keep;
         }
         Err(error) => {
             tracing::warn!(%error, "Setting the goal failed.");
-            inner
-                .replier
-                .reply(msg, Some(&thread), m::GOAL_SET_FAILED, &[])
-                .await;
+            inner.replier.reply(msg, m::GOAL_SET_FAILED, &[]).await;
             return Disposition::Keep;
         }
     }
@@ -317,7 +270,7 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
         let max = i64::try_from(MAX_HINT_CHARS).unwrap_or(i64::MAX);
         inner
             .replier
-            .reply(msg, None, m::GOAL_HINT_TOO_LONG, &[("max", Arg::Num(max))])
+            .reply(msg, m::GOAL_HINT_TOO_LONG, &[("max", Arg::Num(max))])
             .await;
         return Disposition::Keep;
     }
@@ -327,11 +280,11 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
     let Some(thread) = before else {
         inner
             .replier
-            .reply(msg, None, m::GOAL_FROM_CHAT_NO_CONTEXT, &[])
+            .reply(msg, m::GOAL_FROM_CHAT_NO_CONTEXT, &[])
             .await;
         return Disposition::Keep;
     };
-    let owner = owner_of(msg);
+    let owner = inner.owner(msg);
     let hint = (!hint.is_empty()).then_some(hint);
     let goal = match inner
         .gateway
@@ -354,7 +307,7 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
                 GatewayError::Timeout => m::GOAL_FROM_CHAT_TIMEOUT,
                 _ => m::GOAL_FROM_CHAT_FAILED,
             };
-            inner.replier.reply(msg, Some(&thread), id, &[]).await;
+            inner.replier.reply(msg, id, &[]).await;
             return Disposition::Keep;
         }
     };
@@ -373,7 +326,6 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
             .replier
             .reply(
                 msg,
-                after.as_ref(),
                 m::GOAL_FROM_CHAT_BINDING_CHANGED,
                 &[("objective", objective)],
             )
@@ -382,12 +334,7 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
     }
     inner
         .replier
-        .reply(
-            msg,
-            Some(&thread),
-            m::GOAL_FROM_CHAT_SAVED,
-            &[("objective", objective)],
-        )
+        .reply(msg, m::GOAL_FROM_CHAT_SAVED, &[("objective", objective)])
         .await;
     let options = TurnOptions {
         thread: Some(thread.clone()),
@@ -400,7 +347,6 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
             .replier
             .reply(
                 msg,
-                Some(&thread),
                 m::GOAL_FROM_CHAT_RUN_NOT_STARTED,
                 &[("objective", objective)],
             )

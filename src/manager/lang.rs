@@ -35,7 +35,6 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> D
             .replier
             .reply(
                 msg,
-                None,
                 m::LANG_CURRENT,
                 &[
                     ("locale", Arg::Str(&tag)),
@@ -49,10 +48,7 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> D
         && let Some(admins) = inner.config.channel_admins.get(&msg.channel_name)
         && !admins.allows(msg.user_id.as_str())
     {
-        inner
-            .replier
-            .reply(msg, None, m::LANG_NOT_ALLOWED, &[])
-            .await;
+        inner.replier.reply(msg, m::LANG_NOT_ALLOWED, &[]).await;
         return Disposition::Keep;
     }
     let catalogs = inner.replier.catalogs();
@@ -72,7 +68,6 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> D
                     .replier
                     .reply(
                         msg,
-                        None,
                         m::LANG_UNSUPPORTED,
                         &[("tag", Arg::Str(arg)), ("supported", Arg::Str(&supported))],
                     )
@@ -88,7 +83,7 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> D
         .await
     {
         tracing::warn!(%error, "Saving the chat's language failed.");
-        inner.replier.reply(msg, None, m::ERR_INTERNAL, &[]).await;
+        inner.replier.reply(msg, m::ERR_INTERNAL, &[]).await;
         return Disposition::Keep;
     }
     // Confirm in the language now in effect.
@@ -101,7 +96,7 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> D
     };
     inner
         .replier
-        .reply(msg, None, id, &[("locale", Arg::Str(&shown))])
+        .reply(msg, id, &[("locale", Arg::Str(&shown))])
         .await;
     Disposition::Keep
 }

@@ -7,12 +7,13 @@
 
 use std::fmt::Write as _;
 
-use im_bridge_channel::{InboundMessage, ThreadId};
+use im_bridge_channel::InboundMessage;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::config::SessionLayer;
-use crate::gateway::RunRequest;
+use crate::gateway::ThreadId;
+use crate::gateway::{Owner, RunRequest};
 
 /// The agent every run names on the wire; custom agents travel in `context.agent_name`.
 pub const LEAD_AGENT: &str = "lead_agent";
@@ -65,9 +66,11 @@ pub fn agent_for(
     }
 }
 
-/// Builds the run request for `text` from `msg` on `thread`.
+/// Builds the run request for `text` from `msg` on `thread`, for the conversation's
+/// DeerFlow `owner` if it has one.
 pub fn build_request(
     msg: &InboundMessage,
+    owner: Option<&Owner>,
     text: &str,
     thread: &ThreadId,
     layers: Layers<'_>,
@@ -104,8 +107,7 @@ pub fn build_request(
         c.insert("thread_id".into(), json!(thread.as_str()));
     }
 
-    let owner = msg.owner_user_id.as_deref().filter(|o| !o.is_empty());
-    let storage_user = owner.unwrap_or(msg.user_id.as_str());
+    let storage_user = owner.map_or(msg.user_id.as_str(), Owner::as_str);
     context.insert("thread_id".into(), json!(thread.as_str()));
     context.insert("channel_name".into(), json!(msg.channel_name));
     context.insert("user_id".into(), json!(sanitize_user_id(storage_user)));
@@ -219,6 +221,7 @@ mod tests {
         let msg = InboundMessage::new("telegram", "42", "u 1", "hi");
         let req = build_request(
             &msg,
+            None,
             "hi",
             &ThreadId::new("t1"),
             Layers {
@@ -255,6 +258,7 @@ mod tests {
         let mut msg = InboundMessage::new("discord", "c", "u", "hi");
         let req = build_request(
             &msg,
+            None,
             "hi",
             &ThreadId::new("t"),
             Layers {
@@ -269,6 +273,7 @@ mod tests {
             .insert("agent_name".into(), json!("lead_agent"));
         let req = build_request(
             &msg,
+            None,
             "hi",
             &ThreadId::new("t"),
             Layers {
@@ -283,6 +288,7 @@ mod tests {
         assert!(
             build_request(
                 &msg,
+                None,
                 "hi",
                 &ThreadId::new("t"),
                 Layers {

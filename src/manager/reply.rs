@@ -9,13 +9,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use im_bridge_channel::{InboundMessage, OutboundMessage, ThreadId};
+use im_bridge_channel::{InboundMessage, OutboundMessage};
 use tokio::time::Instant;
 
 use crate::bus::Outbound;
 use crate::gateway::{GatewayClient, Owner};
 use crate::i18n::{Arg, Catalogs, Locale};
 use crate::store::Store;
+
+use super::{ManagerConfig, Owners};
 
 /// How long an owner's language preference is reused.
 pub const OWNER_LOCALE_TTL: Duration = Duration::from_secs(300);
@@ -47,26 +49,27 @@ pub struct Replier {
     outbound: Arc<Outbound>,
     channel_locales: HashMap<String, String>,
     notification_locale: String,
+    owners: Owners,
     owner_cache: Mutex<HashMap<String, (Instant, Option<Locale>)>>,
 }
 
 impl Replier {
-    /// A replier. `channel_locales` maps channel name → its configured `locale`.
+    /// A replier with the manager's locale settings and owners.
     pub fn new(
         catalogs: Arc<Catalogs>,
         store: Arc<dyn Store>,
         gateway: GatewayClient,
         outbound: Arc<Outbound>,
-        channel_locales: HashMap<String, String>,
-        notification_locale: String,
+        config: &ManagerConfig,
     ) -> Self {
         Self {
             catalogs,
             store,
             gateway,
             outbound,
-            channel_locales,
-            notification_locale,
+            channel_locales: config.channel_locales.clone(),
+            notification_locale: config.notification_locale.clone(),
+            owners: config.owners.clone(),
             owner_cache: Mutex::new(HashMap::new()),
         }
     }
@@ -98,8 +101,8 @@ impl Replier {
                 tracing::debug!(%error, "Reading the chat's language failed; falling through.")
             }
         }
-        if let Some(owner) = msg.owner_user_id.as_deref().filter(|o| !o.is_empty())
-            && let Some(l) = self.owner_locale(owner).await
+        if let Some(owner) = self.owners.owner_of(msg)
+            && let Some(l) = self.owner_locale(owner.as_str()).await
         {
             return (l, LocaleSource::Owner);
         }
@@ -153,16 +156,10 @@ impl Replier {
     }
 
     /// Publishes a final reply to `msg` with message `id`, in the message's locale.
-    pub async fn reply(
-        &self,
-        msg: &InboundMessage,
-        thread: Option<&ThreadId>,
-        id: &str,
-        args: &[(&str, Arg<'_>)],
-    ) {
+    pub async fn reply(&self, msg: &InboundMessage, id: &str, args: &[(&str, Arg<'_>)]) {
         let (locale, _) = self.locale_for(msg).await;
         let text = self.text(&locale, id, args);
-        self.publish(msg.reply(thread.cloned(), text, true)).await;
+        self.publish(msg.reply(text, true)).await;
     }
 
     /// Publishes an outbound message.

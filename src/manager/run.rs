@@ -7,7 +7,7 @@
 //! reply and is not retried. The caller learns whether the run started, which
 //! `/goal from-chat` needs to tell "saved but not started" apart.
 
-use im_bridge_channel::{InboundMessage, ThreadId};
+use im_bridge_channel::InboundMessage;
 use tokio::time::Instant;
 
 use super::files;
@@ -16,6 +16,7 @@ use super::stream::{Accumulator, Throttle};
 use super::turn::Turn;
 use super::{BindError, Disposition, Inner};
 use crate::admin::names;
+use crate::gateway::ThreadId;
 use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest, Snapshot};
 use crate::i18n::{Arg, msg as m};
 
@@ -52,11 +53,7 @@ pub async fn chat_turn(
     text: &str,
     opts: TurnOptions,
 ) -> (Disposition, RunStart) {
-    let owner = msg
-        .owner_user_id
-        .as_deref()
-        .filter(|o| !o.is_empty())
-        .map(Owner::new);
+    let owner = inner.owner(msg);
     let thread = match opts.thread.clone() {
         Some(t) => t,
         None => match inner.bindings.get_or_create(msg, owner.as_ref()).await {
@@ -67,7 +64,7 @@ pub async fn chat_turn(
                     BindError::Gateway(ref e) if is_unavailable(e) => m::ERR_GATEWAY_UNAVAILABLE,
                     _ => m::ERR_INTERNAL,
                 };
-                inner.replier.reply(msg, None, id, &[]).await;
+                inner.replier.reply(msg, id, &[]).await;
                 return (Disposition::Release, RunStart::Failed);
             }
         },
@@ -85,6 +82,7 @@ pub async fn chat_turn(
     let text = ingested.as_ref().map_or(text, |i| i.text.as_str());
     let mut request = match params::build_request(
         msg,
+        owner.as_ref(),
         text,
         &thread,
         layers,
@@ -94,10 +92,7 @@ pub async fn chat_turn(
     ) {
         Ok(r) => r,
         Err(_) => {
-            inner
-                .replier
-                .reply(msg, Some(&thread), m::ERR_INVALID_AGENT, &[])
-                .await;
+            inner.replier.reply(msg, m::ERR_INVALID_AGENT, &[]).await;
             return (Disposition::Keep, RunStart::Failed);
         }
     };
@@ -125,7 +120,7 @@ async fn stream_turn(
 ) -> (Disposition, RunStart) {
     let mut stream = match inner.gateway.stream_run(owner, thread, request).await {
         Ok(s) => s,
-        Err(error) => return not_started(inner, msg, thread, &error, quiet).await,
+        Err(error) => return not_started(inner, msg, &error, quiet).await,
     };
     let mut acc = Accumulator::new();
     let mut throttle = Throttle::default();
@@ -153,7 +148,7 @@ async fn stream_turn(
             // The agent keeps working toward the goal in the same run: finish the message
             // so far, and show the continuation as a new one that says why it appears.
             let previous = acc.next_segment();
-            publish_final(inner, msg, thread, previous, None, marker.as_deref()).await;
+            publish_final(inner, msg, previous, None, marker.as_deref()).await;
             throttle = Throttle::default();
             let n = i64::try_from(acc.segment()).unwrap_or(i64::MAX);
             let max = acc.goal_progress().map_or(0, |(_, max)| i64::from(max));
@@ -165,16 +160,13 @@ async fn stream_turn(
                 Some(line) => format!("{line}\n\n{}{CURSOR}", acc.visible_text()),
                 None => format!("{}{CURSOR}", acc.visible_text()),
             };
-            inner
-                .replier
-                .publish(msg.reply(Some(thread.clone()), partial, false))
-                .await;
+            inner.replier.publish(msg.reply(partial, false)).await;
         }
     }
     let failed = failure.is_some() || acc.failed();
     let turn = acc.finish();
     let error_id = if failed { Some(m::RUN_FAILED) } else { None };
-    publish_final(inner, msg, thread, turn, error_id, marker.as_deref()).await;
+    publish_final(inner, msg, turn, error_id, marker.as_deref()).await;
     metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" })
         .increment(1);
     (
@@ -215,7 +207,7 @@ async fn wait_turn(
                     ),
                 };
                 let error_id = (failed && i == last).then_some(m::RUN_FAILED);
-                publish_final(inner, msg, thread, turn, error_id, marker.as_deref()).await;
+                publish_final(inner, msg, turn, error_id, marker.as_deref()).await;
             }
             metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" }).increment(1);
             (
@@ -231,14 +223,11 @@ async fn wait_turn(
         // Gateway cancels the run (on_disconnect=cancel), so nothing was answered.
         Err(error @ (GatewayError::Timeout | GatewayError::StreamClosed)) => {
             tracing::warn!(%error, "Waiting for the run failed.");
-            inner
-                .replier
-                .reply(msg, Some(thread), m::RUN_FAILED, &[])
-                .await;
+            inner.replier.reply(msg, m::RUN_FAILED, &[]).await;
             metrics::counter!(names::RUNS, "outcome" => "failed").increment(1);
             (Disposition::Release, RunStart::Started)
         }
-        Err(error) => not_started(inner, msg, thread, &error, quiet).await,
+        Err(error) => not_started(inner, msg, &error, quiet).await,
     }
 }
 
@@ -246,17 +235,13 @@ async fn wait_turn(
 async fn not_started(
     inner: &Inner,
     msg: &InboundMessage,
-    thread: &ThreadId,
     error: &GatewayError,
     quiet: bool,
 ) -> (Disposition, RunStart) {
     if *error == GatewayError::Busy {
         tracing::info!("The thread is busy; not starting a run.");
         if !quiet {
-            inner
-                .replier
-                .reply(msg, Some(thread), m::RUN_BUSY, &[])
-                .await;
+            inner.replier.reply(msg, m::RUN_BUSY, &[]).await;
         }
         metrics::counter!(names::RUNS, "outcome" => "busy").increment(1);
         return (Disposition::Release, RunStart::Busy);
@@ -268,7 +253,7 @@ async fn not_started(
         } else {
             m::RUN_FAILED
         };
-        inner.replier.reply(msg, Some(thread), id, &[]).await;
+        inner.replier.reply(msg, id, &[]).await;
     }
     metrics::counter!(names::RUNS, "outcome" => "not_started").increment(1);
     (Disposition::Release, RunStart::Failed)
@@ -294,11 +279,10 @@ async fn continuation_marker(inner: &Inner, msg: &InboundMessage, n: i64, max: i
 
 /// Publishes the final of a turn (or of one goal-continuation segment): its text (or the
 /// files line, or the failure or no-response sentence) under the segment's marker line,
-/// artifacts, and the clarification flag.
+/// and the clarification flag.
 async fn publish_final(
     inner: &Inner,
     msg: &InboundMessage,
-    thread: &ThreadId,
     turn: Turn,
     error_id: Option<&str>,
     marker: Option<&str>,
@@ -335,8 +319,7 @@ async fn publish_final(
         Some(line) => format!("{line}\n\n{text}"),
         None => text,
     };
-    let mut out = msg.reply(Some(thread.clone()), text, true);
-    out.artifacts = turn.artifacts;
+    let mut out = msg.reply(text, true);
     if turn.pending_clarification {
         out.metadata
             .insert("pending_clarification".into(), true.into());

@@ -13,9 +13,11 @@ use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge_channel::{ChatId, ThreadId};
+use im_bridge_channel::ChatId;
 
 use super::{ConversationKey, DedupeKey, Store};
+
+use crate::gateway::ThreadId;
 
 /// A TTL no test outlives.
 const LONG: Duration = Duration::from_secs(3600);

@@ -39,16 +39,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Timeouts};
-use im_bridge_channel::{ChatId, Secret, ThreadId};
+use im_bridge_channel::{ChatId, Secret};
 use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls, Row};
 
 use self::schema::{MIGRATION_LOCK, MIGRATIONS};
+
 use super::{
     Binding, BindingWrite, ConversationKey, DedupeKey, Store, StoreError, ttl_millis, unix_millis,
     unix_seconds,
 };
+use crate::gateway::ThreadId;
 
 /// How long a call waits for a free pooled connection (or a new one to connect).
 pub const POOL_WAIT: Duration = Duration::from_secs(10);

@@ -45,15 +45,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge_channel::{ChatId, ThreadId};
+use im_bridge_channel::ChatId;
 use tokio::sync::{mpsc, oneshot};
 
 use self::db::{Caches, Db};
 use self::worker::{Job, Step};
+
 use super::{
     Binding, BindingWrite, ConversationKey, DedupeKey, Store, StoreError, ttl_millis, unix_millis,
     unix_seconds,
 };
+use crate::gateway::ThreadId;
 
 /// Jobs waiting for the store thread at most; a caller finding the queue full waits for room.
 /// At a few microseconds per job in a batch, a full queue is a few milliseconds of work.

@@ -11,7 +11,7 @@ use im_bridge::gateway::GatewayConfig;
 use im_bridge::i18n::{Catalogs, command_menu};
 use im_bridge::manager::ManagerConfig;
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
-use im_bridge_channel::{AllowedUsers, Channel, Secret};
+use im_bridge_channel::{AllowedUsers, BuildContext, Channel, Secret, WebhookHost};
 use im_bridge_fakes::telegram::{Call, FakeTelegram, TOKEN};
 use im_bridge_telegram::{TelegramChannel, TelegramSettings, Transport, WebhookSettings};
 use serde_json::Value;
@@ -89,13 +89,21 @@ impl Tg {
                 )
             }
         };
-        let mut channel = telegram_channel(settings);
+        // The daemon serves the webhook route on the socket bound above.
+        let webhooks = WebhookHost::new();
         if let Some(listener) = listener {
-            channel = channel.with_webhook_listener(listener);
+            webhooks.adopt(listener.local_addr().unwrap(), listener);
         }
+        let channel = telegram_channel(settings, &webhooks);
         let dir = tempfile::tempdir().unwrap();
         let store = StoreLocation::Sqlite(dir.path().join("bridge.db"));
-        let (shutdown, daemon) = spawn_daemon(&sim, store, im_bridge::lease::DEFAULT_TTL, channel);
+        let (shutdown, daemon) = spawn_daemon(
+            &sim,
+            store,
+            im_bridge::lease::DEFAULT_TTL,
+            channel,
+            webhooks,
+        );
         Self {
             fake,
             sim,
@@ -107,12 +115,15 @@ impl Tg {
 
     /// A polling channel against `fake`, as [`Tg::start`] builds it.
     pub fn polling_channel(fake: &FakeTelegram) -> TelegramChannel {
-        telegram_channel(TelegramSettings {
-            transport: Transport::Polling {
-                timeout: POLL_TIMEOUT,
+        telegram_channel(
+            TelegramSettings {
+                transport: Transport::Polling {
+                    timeout: POLL_TIMEOUT,
+                },
+                ..TelegramSettings::new(Secret::new(TOKEN)).with_api_url(fake.api_url())
             },
-            ..TelegramSettings::new(Secret::new(TOKEN)).with_api_url(fake.api_url())
-        })
+            &WebhookHost::new(),
+        )
     }
 
     /// Waits until the channel polls (or registered its webhook): it is ready for updates.
@@ -153,9 +164,15 @@ impl Drop for Tg {
     }
 }
 
-fn telegram_channel(settings: TelegramSettings) -> TelegramChannel {
-    let menu = command_menu(&Catalogs::embedded().unwrap());
-    TelegramChannel::new(settings, AllowedUsers::Anyone, menu).unwrap()
+/// The channel as the daemon builds it: its commands, the localized menu, `webhooks`.
+fn telegram_channel(settings: TelegramSettings, webhooks: &WebhookHost) -> TelegramChannel {
+    let ctx = BuildContext::new(
+        AllowedUsers::Anyone,
+        im_bridge::manager::commands::vocabulary(),
+        command_menu(&Catalogs::embedded().unwrap()),
+        webhooks.clone(),
+    );
+    TelegramChannel::new(settings, &ctx).unwrap()
 }
 
 /// The daemon running `channel` against `sim`, its state in `store`, transport leases of
@@ -165,6 +182,7 @@ pub fn spawn_daemon(
     store: StoreLocation,
     lease_ttl: Duration,
     channel: TelegramChannel,
+    webhooks: WebhookHost,
 ) -> (
     CancellationToken,
     JoinHandle<Result<DaemonExit, DaemonError>>,
@@ -190,6 +208,8 @@ pub fn spawn_daemon(
         admin_listen: None,
         locales_dir: None,
         lease_ttl,
+        webhooks,
+        supervisor: im_bridge::supervisor::SupervisorConfig::default(),
     };
     let shutdown = CancellationToken::new();
     let channels: Vec<Arc<dyn Channel>> = vec![Arc::new(channel)];

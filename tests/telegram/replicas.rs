@@ -7,7 +7,7 @@ use std::time::Duration;
 use im_bridge::config::StoreLocation;
 use im_bridge::daemon::{DaemonError, DaemonExit};
 use im_bridge::simulator::{Script, Simulator, SimulatorConfig};
-use im_bridge_channel::Secret;
+use im_bridge_channel::{Secret, WebhookHost};
 use im_bridge_fakes::telegram::{Call, FakeTelegram, Incoming};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -55,12 +55,24 @@ async fn replicas_sharing_postgres_poll_one_at_a_time_and_hand_over() {
     let store = || StoreLocation::Postgres(Secret::new(url.clone()));
     // Renewed every second; a standby retries every second.
     let ttl = Duration::from_secs(3);
-    let (stop_a, a) = spawn_daemon(&sim, store(), ttl, Tg::polling_channel(&fake));
+    let (stop_a, a) = spawn_daemon(
+        &sim,
+        store(),
+        ttl,
+        Tg::polling_channel(&fake),
+        WebhookHost::new(),
+    );
     fake.wait_for_call("replica A polls", DEADLINE, |c| c.method == "getUpdates")
         .await
         .unwrap();
     // B starts while A holds the lease: it stands by without touching Telegram.
-    let (stop_b, b) = spawn_daemon(&sim, store(), ttl, Tg::polling_channel(&fake));
+    let (stop_b, b) = spawn_daemon(
+        &sim,
+        store(),
+        ttl,
+        Tg::polling_channel(&fake),
+        WebhookHost::new(),
+    );
     sim.script_next_run(Script::with_answer("From the leader.").chunks(1));
     fake.inject(Incoming::private(USER, "first"));
     let calls = fake
@@ -131,6 +143,7 @@ async fn a_single_daemon_on_sqlite_polls_at_once_even_after_a_crash() {
         StoreLocation::Sqlite(path),
         Duration::from_secs(3600),
         Tg::polling_channel(&fake),
+        WebhookHost::new(),
     );
     fake.wait_for_call("the restarted daemon polls", DEADLINE, |c| {
         c.method == "getUpdates"

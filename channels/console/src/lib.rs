@@ -13,10 +13,13 @@ use std::io::IsTerminal;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, ChannelExit, InboundMessage, InboundSink, LengthUnit,
-    MessageId, SendTarget, SentMessage, Stage, Telemetry, UpdateMode, commands,
+    Capabilities, Channel, ChannelError, ChannelExit, CommandVocabulary, Configured,
+    InboundMessage, InboundSink, Issues, LengthUnit, MessageId, Platform, Prepared, SendTarget,
+    SentMessage, Stage, Telemetry, UpdateMode,
 };
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, BufReader};
 use tokio_util::sync::CancellationToken;
@@ -33,6 +36,37 @@ const MAX_LINE_BYTES: usize = 64 * 1024;
 
 type Input = Box<dyn AsyncBufRead + Send + Unpin>;
 
+/// The registry entry: `channels.console`, a console on the process's terminal. It has no
+/// keys of its own; any key given is an unknown key (a warning).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ConsolePlatform;
+
+/// The console's raw keys: none, so every key given is reported as unknown.
+#[derive(serde::Deserialize)]
+struct RawConsole {}
+
+/// The console's settings: none.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct ConsoleSettings {}
+
+impl Platform for ConsolePlatform {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn validate(
+        &self,
+        block: serde_json::Value,
+        issues: &mut Issues,
+    ) -> Option<Arc<dyn Configured>> {
+        let RawConsole {} = im_bridge_channel::config::parse_block(block, issues)?;
+        Some(Arc::new(Prepared::new(ConsoleSettings {}, |_, ctx| {
+            let console = ConsoleChannel::stdio().with_commands(ctx.commands.clone());
+            Ok(Arc::new(console) as Arc<dyn Channel>)
+        })))
+    }
+}
+
 /// The console channel.
 pub struct ConsoleChannel {
     input: Mutex<Option<Input>>,
@@ -41,6 +75,8 @@ pub struct ConsoleChannel {
     user_id: String,
     locale_hint: Option<String>,
     next_id: AtomicU64,
+    /// The daemon's commands, to classify lines with.
+    commands: CommandVocabulary,
     /// The adapter telemetry contract; connected while the input is being read.
     telemetry: Telemetry,
 }
@@ -90,14 +126,22 @@ impl ConsoleChannel {
             user_id: user_id.into(),
             locale_hint,
             next_id: AtomicU64::new(1),
+            commands: CommandVocabulary::default(),
             telemetry: Telemetry::new(NAME),
         }
+    }
+
+    /// The same console classifying lines with the daemon's `commands` (without them,
+    /// every line is chat).
+    pub fn with_commands(mut self, commands: CommandVocabulary) -> Self {
+        self.commands = commands;
+        self
     }
 
     fn message(&self, text: String) -> InboundMessage {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed).to_string();
         let mut msg = InboundMessage::new(NAME, CHAT_ID, self.user_id.as_str(), text);
-        msg.msg_type = commands::classify(&msg.text);
+        msg.msg_type = self.commands.classify(&msg.text);
         msg.thread_ts = Some(MessageId::new(id.clone()));
         msg.metadata.insert("message_id".into(), id.into());
         msg.locale_hint.clone_from(&self.locale_hint);

@@ -4,7 +4,7 @@
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use im_bridge_channel::{ChatId, ChatKind, Delivery, MsgType, inbound_queue};
+use im_bridge_channel::{ChatId, ChatKind, CommandVocabulary, Delivery, MsgType, inbound_queue};
 use im_bridge_fakes::telemetry::TelemetryProbe;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
 
@@ -74,7 +74,8 @@ async fn lines_become_messages_and_eof_ends_input() {
         false,
         "alice",
         Some("zh-CN".into()),
-    );
+    )
+    .with_commands(CommandVocabulary::new(["goal", "help"]));
     let (sink, mut queue) = inbound_queue(NonZeroUsize::new(8).unwrap());
     user.write_all(b"hello\n\n   \n/GOAL ship it\r\nno newline at end")
         .await
@@ -154,7 +155,7 @@ async fn screen_after(tty: bool, outbound: &[(&str, bool)]) -> String {
     let source = InboundMessage::new(NAME, CHAT_ID, "u", "q");
     for (text, is_final) in outbound {
         delivery
-            .deliver(&source.reply(None, *text, *is_final))
+            .deliver(&source.reply(*text, *is_final))
             .await
             .unwrap();
     }

@@ -77,10 +77,6 @@ pub struct Capabilities {
     /// Answer every admitted message at once with a localized "working on it" reply that
     /// later updates and the final replace (Telegram's placeholder).
     pub working_placeholder: bool,
-    /// The platform's message ids are unique within a chat, so the chat id is a safe dedupe
-    /// scope when a message carries no workspace (Telegram, Feishu). Without a scope, a
-    /// message is never deduplicated: two workspaces must never collapse.
-    pub chat_scoped_dedupe: bool,
 }
 
 impl Capabilities {
@@ -95,7 +91,6 @@ impl Capabilities {
             reply_window: None,
             serialize_conversations: false,
             working_placeholder: false,
-            chat_scoped_dedupe: false,
         }
     }
 

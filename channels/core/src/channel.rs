@@ -15,7 +15,7 @@ use crate::capabilities::Capabilities;
 use crate::error::ChannelError;
 use crate::ids::{ChatId, MessageId};
 use crate::inbound::InboundSink;
-use crate::message::{ChatKind, InboundFile, OutboundMessage, ResolvedAttachment};
+use crate::message::{ChatKind, InboundFile, OutboundFile, OutboundMessage};
 
 /// Where a primitive send goes: the conversation, the message to reply under, and the
 /// routing hints the adapter left in the inbound metadata.
@@ -132,7 +132,7 @@ pub trait Channel: Send + Sync + 'static {
     async fn send_file(
         &self,
         target: SendTarget<'_>,
-        file: &ResolvedAttachment,
+        file: &OutboundFile,
     ) -> Result<(), ChannelError> {
         let _ = (target, file);
         Err(ChannelError::Unsupported("files"))

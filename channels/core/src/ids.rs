@@ -2,7 +2,7 @@
 //!
 //! Platforms disagree on what an id is (Telegram uses integers, QQ prefixes openids with
 //! `group:`/`c2c:`), so every id is carried as the platform's own string form. The newtypes
-//! exist so a chat id can never be passed where a thread id is expected.
+//! exist so a chat id can never be passed where a message id is expected.
 
 use std::fmt;
 
@@ -75,10 +75,6 @@ string_id!(
 string_id!(
     /// A platform message id: the source message a reply threads under, or a sent message.
     MessageId
-);
-string_id!(
-    /// A DeerFlow Gateway thread id.
-    ThreadId
 );
 
 #[cfg(test)]

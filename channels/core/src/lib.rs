@@ -1,7 +1,8 @@
 //! Shared model and machinery for im-bridge channel adapters.
 //!
 //! Dependency arrows point one way: adapters depend on this crate, the daemon depends on
-//! this crate and the adapters, and this crate depends on neither.
+//! this crate and the adapters, and this crate depends on neither. It knows nothing of
+//! DeerFlow: no threads, runs, artifacts or owners, only what a chat platform knows.
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -9,33 +10,43 @@
 mod access;
 mod capabilities;
 mod channel;
-pub mod commands;
+mod commands;
+pub mod config;
 mod delivery;
 mod error;
 mod ids;
 mod inbound;
 mod menu;
 mod message;
+pub mod registry;
 mod secret;
 pub mod telemetry;
+pub mod webhook;
 
 pub use access::AllowedUsers;
 pub use capabilities::{Capabilities, LengthUnit, ReplyWindow, UpdateMode};
 pub use channel::{Channel, ChannelExit, SendTarget, SentMessage};
+pub use commands::CommandVocabulary;
+pub use config::{ConfigIssue, Issues, Severity};
 pub use delivery::{
     ChannelExt, Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT, MAX_STREAMS,
     RetryFinals, RetryPolicy, Throttle, split,
 };
 pub use error::{ChannelError, RetryAfterHint};
-pub use ids::{ChatId, MessageId, ThreadId, UserId};
+pub use ids::{ChatId, MessageId, UserId};
 pub use inbound::{
     AdmitError, InboundQueue, InboundSink, REFUSALS_CAPACITY, REFUSED_METRIC, Reservation,
     inbound_queue,
 };
 pub use menu::{CommandMenu, MenuEntry};
 pub use message::{
-    ChatKind, FileKind, FileSource, InboundFile, InboundMessage, MsgType, OutboundMessage,
-    ResolvedAttachment, safe_file_name,
+    ChatKind, FileKind, FileSource, InboundFile, InboundMessage, MsgType, OutboundFile,
+    OutboundMessage, RedeliveryKey, safe_file_name,
 };
+pub use registry::{BuildContext, Configured, Platform, Prepared};
 pub use secret::Secret;
 pub use telemetry::{Stage, Telemetry};
+pub use webhook::{
+    Installed, RunningHost, WEBHOOK_REFUSED_METRIC, WebhookError, WebhookHandler, WebhookHost,
+    WebhookLimits, WebhookRequest, WebhookResponse, WebhookRoute,
+};

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::ChannelError;
-use crate::ids::{ChatId, MessageId, ThreadId, UserId};
+use crate::ids::{ChatId, MessageId, UserId};
 
 /// Whether the adapter classified the text as a known slash command.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -146,22 +146,22 @@ pub struct InboundMessage {
     /// Platform message id replies thread under (the source message).
     #[serde(default)]
     pub thread_ts: Option<MessageId>,
-    /// Sub-conversation key inside the chat; selects the DeerFlow thread.
+    /// Sub-conversation key inside the chat (a group reply chain, a forum topic, a thread):
+    /// each topic is a conversation of its own.
     #[serde(default)]
     pub topic_id: Option<String>,
-    /// DeerFlow user-owned connection row id, set by an adapter after lookup.
+    /// What the platform repeats when it delivers this message again; `None` when it
+    /// repeats nothing reliable, and then the message is never deduplicated.
     #[serde(default)]
-    pub connection_id: Option<String>,
-    /// DeerFlow user owning that connection.
-    #[serde(default)]
-    pub owner_user_id: Option<String>,
+    pub redelivery: Option<RedeliveryKey>,
     /// External workspace / team / guild / tenant scope.
     #[serde(default)]
     pub workspace_id: Option<String>,
     /// Attachments.
     #[serde(default)]
     pub files: Vec<InboundFile>,
-    /// Provider extras (`message_id`, `event_id`, `msg_id`, `team_id`, …).
+    /// Provider extras (`message_id`, …) adapters want back on the replies' metadata. The
+    /// daemon reads nothing from them.
     #[serde(default)]
     pub metadata: Map<String, Value>,
     /// The sender's platform language when the platform reports one (BCP 47-ish tag).
@@ -189,8 +189,7 @@ impl InboundMessage {
             chat_kind: ChatKind::Private,
             thread_ts: None,
             topic_id: None,
-            connection_id: None,
-            owner_user_id: None,
+            redelivery: None,
             workspace_id: None,
             files: Vec::new(),
             metadata: Map::new(),
@@ -201,12 +200,7 @@ impl InboundMessage {
 
     /// A reply to this message: routing fields and slimmed metadata copied over, as the
     /// spec requires (metadata minus `raw_message` and `ref_msg`).
-    pub fn reply(
-        &self,
-        thread_id: Option<ThreadId>,
-        text: impl Into<String>,
-        is_final: bool,
-    ) -> OutboundMessage {
+    pub fn reply(&self, text: impl Into<String>, is_final: bool) -> OutboundMessage {
         let mut metadata = self.metadata.clone();
         metadata.remove("raw_message");
         metadata.remove("ref_msg");
@@ -214,27 +208,45 @@ impl InboundMessage {
             channel_name: self.channel_name.clone(),
             chat_id: self.chat_id.clone(),
             chat_kind: self.chat_kind,
-            thread_id,
             text: text.into(),
-            artifacts: Vec::new(),
             attachments: Vec::new(),
             is_final,
             thread_ts: self.thread_ts.clone(),
-            connection_id: self.connection_id.clone(),
-            owner_user_id: self.owner_user_id.clone(),
             metadata,
             created_at: now_unix(),
         }
     }
 }
 
-/// A file the agent presented, fetched and ready to upload (spec manager §2.2).
+/// The identity a platform repeats when it delivers a message again (a retried webhook, a
+/// replayed event): the message is a redelivery when `(channel, scope, chat, id)` was seen.
+///
+/// The adapter chooses both parts, because only it knows what its platform guarantees:
+/// Telegram's message ids are unique within a chat, so the chat is the scope; a platform
+/// whose event ids are unique per workspace scopes them by the workspace.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RedeliveryKey {
+    /// Where `id` is unique: a chat, a workspace, a tenant.
+    pub scope: String,
+    /// The event or message id the platform repeats.
+    pub id: String,
+}
+
+impl RedeliveryKey {
+    /// A key from its two parts.
+    pub fn new(scope: impl Into<String>, id: impl Into<String>) -> Self {
+        Self {
+            scope: scope.into(),
+            id: id.into(),
+        }
+    }
+}
+
+/// A file to upload after a reply's text, already on this host.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResolvedAttachment {
-    /// The agent's virtual path (`/mnt/user-data/outputs/…`).
-    pub virtual_path: String,
+pub struct OutboundFile {
     /// Where the bytes are on this host.
-    pub actual_path: PathBuf,
+    pub path: PathBuf,
     /// Base name shown to the user.
     pub filename: String,
     /// Guessed MIME type (default `application/octet-stream`).
@@ -255,29 +267,17 @@ pub struct OutboundMessage {
     /// Private or group conversation (copied from the inbound message).
     #[serde(default)]
     pub chat_kind: ChatKind,
-    /// The DeerFlow thread that produced it; `None` for rejections and unbound replies.
-    #[serde(default)]
-    pub thread_id: Option<ThreadId>,
     /// The reply text (already localized).
     pub text: String,
-    /// Virtual paths of files the agent presented this turn.
+    /// Files to upload after the text.
     #[serde(default)]
-    pub artifacts: Vec<String>,
-    /// Resolved files to upload after the text.
-    #[serde(default)]
-    pub attachments: Vec<ResolvedAttachment>,
+    pub attachments: Vec<OutboundFile>,
     /// `false` = a streaming/progress update that a channel may fold or drop.
     #[serde(default = "default_true")]
     pub is_final: bool,
     /// The source message id: reply threading and stream keying.
     #[serde(default)]
     pub thread_ts: Option<MessageId>,
-    /// Copied from the inbound message.
-    #[serde(default)]
-    pub connection_id: Option<String>,
-    /// Copied from the inbound message.
-    #[serde(default)]
-    pub owner_user_id: Option<String>,
     /// Inbound metadata (slimmed); a final may add `pending_clarification: true`.
     #[serde(default)]
     pub metadata: Map<String, Value>,
@@ -331,7 +331,7 @@ mod tests {
         let out: OutboundMessage =
             serde_json::from_str(r#"{"channel_name":"qq","chat_id":"c2c:1","text":"hi"}"#).unwrap();
         assert!(out.is_final);
-        assert!(out.thread_id.is_none());
+        assert!(out.attachments.is_empty());
     }
 
     #[test]
@@ -342,7 +342,7 @@ mod tests {
         msg.metadata.insert("ref_msg".into(), Value::from("{}"));
         msg.metadata
             .insert("message_id".into(), Value::from("om_1"));
-        let out = msg.reply(Some(ThreadId::new("t1")), "ok", false);
+        let out = msg.reply("ok", false);
         assert_eq!(out.thread_ts, msg.thread_ts);
         assert!(!out.is_final);
         assert_eq!(out.metadata.len(), 1);

@@ -3,19 +3,19 @@
 //!
 //! The daemon reads the keys every channel shares (`enabled`, `allowed_users`,
 //! `admin_users`, `session`, `locale`); everything else in the block is handed to
-//! [`from_block`]. An unknown key is a warning, not an error, because operators share this
-//! file with DeerFlow (STYLE habit 6). [`RawTelegramConfig::validate`] is pure: it opens no
-//! socket, so `check-config` can run it anywhere, and it never echoes a secret.
+//! [`validate`], which uses the core's config toolkit: an unknown key is a warning, not an
+//! error, because operators share this file with DeerFlow (STYLE habit 6). Validation is
+//! pure: it opens no socket, so `check-config` can run it anywhere, and it never echoes a
+//! secret.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use im_bridge_channel::Secret;
-use serde::{Deserialize, Deserializer, Serialize};
+use im_bridge_channel::config::{self, Issues};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-/// Where these keys live in `config.yaml`; every [`ConfigIssue`] path starts with it.
-pub const KEY_PREFIX: &str = "channels.telegram";
 /// The hosted Bot API.
 pub const DEFAULT_API_URL: &str = "https://api.telegram.org";
 /// How long one `getUpdates` long poll is held open by Telegram when nothing happens.
@@ -59,44 +59,6 @@ pub struct RawWebhook {
     /// Sent by Telegram in `X-Telegram-Bot-Api-Secret-Token` on every delivery; requests
     /// without it are refused. 1 to 256 characters of `A-Z a-z 0-9 _ -`. Required.
     pub secret_token: Option<Secret>,
-}
-
-/// One problem (or warning) with the block, at a full key path.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigIssue {
-    /// Dotted key path, e.g. `channels.telegram.bot_token`.
-    pub path: String,
-    /// What was expected. Never contains a secret's value.
-    pub message: String,
-}
-
-impl ConfigIssue {
-    fn new(key: &str, message: impl Into<String>) -> Self {
-        let path = if key.is_empty() {
-            KEY_PREFIX.to_owned()
-        } else {
-            format!("{KEY_PREFIX}.{key}")
-        };
-        Self {
-            path,
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for ConfigIssue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
-
-/// Resolved settings and the warnings found on the way.
-#[derive(Clone, Debug)]
-pub struct Loaded {
-    /// What the adapter runs with.
-    pub settings: TelegramSettings,
-    /// Unknown or ignored keys.
-    pub warnings: Vec<ConfigIssue>,
 }
 
 /// What the Telegram adapter runs with.
@@ -163,143 +125,82 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
 
-/// Reads the adapter's part of the block (any self-describing deserializer: the daemon
-/// passes its YAML mapping) and validates it. Unknown keys become warnings; a value of the
-/// wrong type is an error at its key path.
-pub fn from_block<'de, D: Deserializer<'de>>(block: D) -> Result<Loaded, Vec<ConfigIssue>> {
-    let mut unknown = Vec::new();
-    let raw: RawTelegramConfig = {
-        let mut on_unknown = |path: serde_ignored::Path<'_>| {
-            // serde_ignored marks `Option` layers with `?`; they are not keys.
-            unknown.push(path.to_string().replace(".?", "").replace("?.", ""));
-        };
-        let ignored = serde_ignored::Deserializer::new(block, &mut on_unknown);
-        serde_path_to_error::deserialize(ignored).map_err(|e| {
-            let key = e.path().to_string().replace(".?", "").replace("?.", "");
-            let key = if key == "." { String::new() } else { key };
-            vec![ConfigIssue::new(&key, e.into_inner().to_string())]
-        })?
-    };
-    let mut loaded = raw.validate()?;
-    loaded.warnings.splice(
-        0..0,
-        unknown
-            .iter()
-            .map(|k| ConfigIssue::new(k, "unknown key, ignored")),
-    );
-    Ok(loaded)
+/// Reads and validates the adapter's keys of `channels.telegram` (the daemon removed the
+/// keys every channel shares). Unknown keys become warnings; every problem is recorded in
+/// `issues` at its full key path; `None` when there are errors.
+pub fn validate(block: Value, issues: &mut Issues) -> Option<TelegramSettings> {
+    let raw: RawTelegramConfig = config::parse_block(block, issues)?;
+    raw.validate(issues)
 }
 
 impl RawTelegramConfig {
-    /// Resolves the raw keys, listing every problem. Pure.
-    pub fn validate(&self) -> Result<Loaded, Vec<ConfigIssue>> {
-        let mut errors = Vec::new();
-        let mut warnings = Vec::new();
-
-        let bot_token = match &self.bot_token {
-            None => {
-                errors.push(ConfigIssue::new(
-                    "bot_token",
-                    "required: the bot token from @BotFather, e.g. bot_token: $TELEGRAM_BOT_TOKEN",
-                ));
-                Secret::default()
-            }
-            Some(token) if !looks_like_bot_token(token.expose()) => {
-                // Never echo the value: it may be a real token with a typo.
-                errors.push(ConfigIssue::new(
-                    "bot_token",
-                    "does not look like a bot token (expected <digits>:<secret> as @BotFather gives it)",
-                ));
-                Secret::default()
-            }
-            Some(token) => token.clone(),
-        };
-
-        let api_url = match self.api_url.as_deref().map(str::trim) {
-            None | Some("") => DEFAULT_API_URL.to_owned(),
-            Some(text) => match http_url(text) {
-                Some(url) => url,
-                None => {
-                    errors.push(ConfigIssue::new(
-                        "api_url",
-                        format!("expected an http:// or https:// URL without query, got {text:?}"),
-                    ));
-                    DEFAULT_API_URL.to_owned()
-                }
-            },
-        };
-
+    /// Resolves the raw keys, recording every problem. Pure.
+    pub fn validate(&self, issues: &mut Issues) -> Option<TelegramSettings> {
+        let errors_before = issues.error_count();
+        let bot_token = config::required_secret(
+            issues,
+            "bot_token",
+            self.bot_token.as_ref(),
+            "required: the bot token from @BotFather, e.g. bot_token: $TELEGRAM_BOT_TOKEN",
+        );
+        if bot_token
+            .as_ref()
+            .is_some_and(|token| !looks_like_bot_token(token.expose()))
+        {
+            // Never echo the value: it may be a real token with a typo.
+            issues.error(
+                "bot_token",
+                "does not look like a bot token (expected <digits>:<secret> as @BotFather gives it)",
+            );
+        }
+        let api_url = config::base_url(issues, "api_url", self.api_url.as_deref(), DEFAULT_API_URL);
         if self.rich_messages == Some(true) {
-            warnings.push(ConfigIssue::new(
+            issues.warn(
                 "rich_messages",
                 "rich messages are not supported by im-bridge yet; replies are sent as plain text",
-            ));
+            );
         }
-
-        let transport = match self.mode.as_deref().map(str::trim) {
-            None | Some("") | Some("polling") => {
+        let transport = match config::choice(
+            issues,
+            "mode",
+            self.mode.as_deref(),
+            &["polling", "webhook"],
+        ) {
+            "webhook" => {
+                if self.poll_timeout_seconds.is_some() {
+                    issues.warn("poll_timeout_seconds", "ignored because mode is webhook");
+                }
+                let raw = RawWebhook::default();
+                let hook = self.webhook.as_ref().unwrap_or(&raw);
+                validate_webhook(hook, &api_url, issues).map(Transport::Webhook)
+            }
+            _ => {
                 if self.webhook.is_some() {
-                    warnings.push(ConfigIssue::new(
+                    issues.warn(
                         "webhook",
                         "ignored because mode is polling (set mode: webhook to use it)",
-                    ));
+                    );
                 }
-                let timeout = match self.poll_timeout_seconds {
-                    None => DEFAULT_POLL_TIMEOUT,
-                    Some(s) if (1..=MAX_POLL_TIMEOUT_SECONDS).contains(&s) => {
-                        Duration::from_secs(s.unsigned_abs())
-                    }
-                    Some(s) => {
-                        errors.push(ConfigIssue::new(
-                            "poll_timeout_seconds",
-                            format!(
-                                "expected whole seconds from 1 to {MAX_POLL_TIMEOUT_SECONDS}, got {s}"
-                            ),
-                        ));
-                        DEFAULT_POLL_TIMEOUT
-                    }
-                };
-                Transport::Polling { timeout }
-            }
-            Some("webhook") => {
-                if self.poll_timeout_seconds.is_some() {
-                    warnings.push(ConfigIssue::new(
-                        "poll_timeout_seconds",
-                        "ignored because mode is webhook",
-                    ));
-                }
-                let hook = self.webhook.as_ref();
-                let raw = RawWebhook::default();
-                let hook = hook.unwrap_or(&raw);
-                match validate_webhook(hook, &api_url, &mut errors, &mut warnings) {
-                    Some(webhook) => Transport::Webhook(webhook),
-                    None => Transport::Polling {
-                        timeout: DEFAULT_POLL_TIMEOUT,
-                    },
-                }
-            }
-            Some(other) => {
-                errors.push(ConfigIssue::new(
-                    "mode",
-                    format!("expected polling or webhook, got {other:?}"),
-                ));
-                Transport::Polling {
-                    timeout: DEFAULT_POLL_TIMEOUT,
-                }
+                let seconds = config::integer(
+                    issues,
+                    "poll_timeout_seconds",
+                    self.poll_timeout_seconds,
+                    DEFAULT_POLL_TIMEOUT.as_secs() as i64,
+                    1..=MAX_POLL_TIMEOUT_SECONDS,
+                );
+                Some(Transport::Polling {
+                    timeout: Duration::from_secs(seconds.unsigned_abs()),
+                })
             }
         };
-
-        if !errors.is_empty() {
-            return Err(errors);
+        if issues.error_count() > errors_before {
+            return None;
         }
-        Ok(Loaded {
-            settings: TelegramSettings {
-                bot_token,
-                api_url,
-                transport,
-                rich_messages: self.rich_messages.unwrap_or(false),
-            },
-            warnings,
+        Some(TelegramSettings {
+            bot_token: bot_token?,
+            api_url,
+            transport: transport?,
+            rich_messages: self.rich_messages.unwrap_or(false),
         })
     }
 }
@@ -307,81 +208,58 @@ impl RawTelegramConfig {
 fn validate_webhook(
     hook: &RawWebhook,
     api_url: &str,
-    errors: &mut Vec<ConfigIssue>,
-    warnings: &mut Vec<ConfigIssue>,
+    issues: &mut Issues,
 ) -> Option<WebhookSettings> {
-    let before = errors.len();
-    let listen = match hook.listen.as_deref().map(str::trim) {
-        None | Some("") => {
-            errors.push(ConfigIssue::new(
-                "webhook.listen",
-                "required with mode: webhook: the local address to bind, e.g. 0.0.0.0:8443",
-            ));
-            None
-        }
-        Some(text) => match text.parse::<SocketAddr>() {
-            Ok(addr) => Some(addr),
-            Err(_) => {
-                errors.push(ConfigIssue::new(
-                    "webhook.listen",
-                    format!("expected an address such as 0.0.0.0:8443, got {text:?}"),
-                ));
-                None
-            }
-        },
-    };
+    let listen = config::socket_addr(
+        issues,
+        "webhook.listen",
+        hook.listen.as_deref(),
+        "required with mode: webhook: the local address to bind, e.g. 0.0.0.0:8443",
+    );
     let public = match hook.public_url.as_deref().map(str::trim) {
         None | Some("") => {
-            errors.push(ConfigIssue::new(
+            issues.error(
                 "webhook.public_url",
                 "required with mode: webhook: the public https:// URL Telegram posts to",
-            ));
+            );
             None
         }
-        Some(text) => match reqwest::Url::parse(text) {
-            Ok(url)
-                if matches!(url.scheme(), "http" | "https")
-                    && url.host().is_some()
-                    && url.query().is_none()
-                    && url.fragment().is_none() =>
-            {
+        Some(text) => match config::http_url(text).and_then(|u| reqwest::Url::parse(&u).ok()) {
+            Some(url) => {
                 if url.scheme() == "http" && api_url == DEFAULT_API_URL {
-                    warnings.push(ConfigIssue::new(
+                    issues.warn(
                         "webhook.public_url",
                         "the hosted Bot API only delivers to https:// URLs",
-                    ));
+                    );
                 }
                 Some((text.to_owned(), url.path().to_owned()))
             }
-            _ => {
-                errors.push(ConfigIssue::new(
+            None => {
+                issues.error(
                     "webhook.public_url",
                     format!("expected an https:// URL without query, got {text:?}"),
-                ));
+                );
                 None
             }
         },
     };
     let secret_token = match &hook.secret_token {
         None => {
-            errors.push(ConfigIssue::new(
+            issues.error(
                 "webhook.secret_token",
                 "required with mode: webhook: 1 to 256 characters of A-Z, a-z, 0-9, _ and -",
-            ));
+            );
             None
         }
         Some(secret) if !is_valid_secret_token(secret.expose()) => {
-            errors.push(ConfigIssue::new(
+            issues.error(
                 "webhook.secret_token",
                 "expected 1 to 256 characters of A-Z, a-z, 0-9, _ and -",
-            ));
+            );
             None
         }
         Some(secret) => Some(secret.clone()),
     };
-    if errors.len() > before {
-        return None;
-    }
     let ((public_url, path), listen, secret_token) = (public?, listen?, secret_token?);
     Some(WebhookSettings {
         listen,
@@ -411,25 +289,33 @@ fn is_valid_secret_token(token: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-fn http_url(text: &str) -> Option<String> {
-    let trimmed = text.trim_end_matches('/');
-    let url = reqwest::Url::parse(trimmed).ok()?;
-    let ok = matches!(url.scheme(), "http" | "https")
-        && url.host().is_some()
-        && url.query().is_none()
-        && url.fragment().is_none();
-    ok.then(|| trimmed.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use im_bridge_channel::ConfigIssue;
 
     const TOKEN: &str = "123456:AAH-secret_value";
 
+    #[derive(Debug)]
+    struct Loaded {
+        settings: TelegramSettings,
+        warnings: Vec<ConfigIssue>,
+    }
+
     fn load(yaml: &str) -> Result<Loaded, Vec<ConfigIssue>> {
-        let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(yaml).unwrap();
-        from_block(value)
+        let value: Value = serde_yaml_ng::from_str(yaml).unwrap();
+        let mut issues = Issues::new("channels.telegram");
+        match validate(value, &mut issues) {
+            Some(settings) => Ok(Loaded {
+                settings,
+                warnings: issues.into_vec(),
+            }),
+            None => Err(issues
+                .into_vec()
+                .into_iter()
+                .filter(ConfigIssue::is_error)
+                .collect()),
+        }
     }
 
     fn paths(issues: &[ConfigIssue]) -> Vec<&str> {
@@ -472,7 +358,8 @@ mod tests {
             [
                 "channels.telegram.bot_token",
                 "channels.telegram.api_url",
-                "channels.telegram.mode"
+                "channels.telegram.mode",
+                "channels.telegram.poll_timeout_seconds"
             ]
         );
         let errors = load(&format!(

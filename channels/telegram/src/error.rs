@@ -12,10 +12,9 @@
 //! (`without_url`), and Telegram's descriptions name the problem, never the token or
 //! message text.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use im_bridge_channel::ChannelError;
+use im_bridge_channel::{ChannelError, WebhookError};
 
 use crate::model::ResponseParameters;
 
@@ -105,15 +104,9 @@ pub enum TelegramError {
         /// The offending id (ids are not secret).
         value: String,
     },
-    /// The webhook address could not be bound.
-    #[error("binding the webhook server on {addr} failed: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The webhook route could not be registered on the shared host (the path is taken).
+    #[error("registering the webhook route failed: {0}")]
+    Route(#[from] WebhookError),
     /// The HTTP client could not be built.
     #[error("building the HTTP client failed: {0}")]
     Client(#[source] reqwest::Error),

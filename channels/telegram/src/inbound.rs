@@ -6,24 +6,25 @@
 //! tested below. Its children do the I/O:
 //! - `polling` — `deleteWebhook`, then `getUpdates` long polls with offset
 //!   acknowledgement, backpressure and jittered reconnects;
-//! - `webhook` — an HTTP server Telegram posts updates to, guarded by the secret token;
+//! - `webhook` — a route on the daemon's shared webhook host Telegram posts updates to,
+//!   guarded by the secret token;
 //! - `files` — an attachment's bytes, when the daemon asks for them: `getFile`, then the
-//!   download, bounded.
+//!   download, bounded;
+//! - `retry` — the one backoff and retry loop every Bot API call of the transports uses.
 
 pub(crate) mod files;
 pub(crate) mod polling;
+pub(crate) mod retry;
 pub(crate) mod webhook;
 
-use std::time::Duration;
-
 use im_bridge_channel::{
-    AllowedUsers, ChatKind, FileKind, FileSource, InboundFile, InboundMessage, MessageId, commands,
-    safe_file_name,
+    AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
+    MessageId, RedeliveryKey, Stage, safe_file_name,
 };
 use serde_json::Value;
 
-use crate::NAME;
 use crate::model::{ChatType, Message, PhotoSize, Update};
+use crate::{NAME, Shared};
 
 /// Longest file name kept from a sender, in bytes.
 const MAX_FILENAME_BYTES: usize = 128;
@@ -35,6 +36,8 @@ pub struct InboundContext<'a> {
     pub bot_username: Option<&'a str>,
     /// Who may talk to the bot.
     pub allowed_users: &'a AllowedUsers,
+    /// The daemon's commands.
+    pub commands: &'a CommandVocabulary,
 }
 
 /// The outcome of normalizing one update.
@@ -77,7 +80,7 @@ impl Skip {
 /// Normalizes one update.
 ///
 /// - `chat_id` = chat id, `user_id` = sender id, `thread_ts` and `metadata.message_id` =
-///   the message id;
+///   the message id; the redelivery key is (chat id, message id);
 /// - private chats have no topic; in groups the topic is the replied-to message id, else
 ///   the message's own id (forum topics are ignored);
 /// - the text is the text or else the caption; `/cmd@ThisBot` becomes `/cmd`
@@ -116,7 +119,7 @@ pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
 
     let message_id = message.message_id.to_string();
     let mut msg = InboundMessage::new(NAME, message.chat.id.to_string(), user_id, text);
-    msg.msg_type = commands::classify(&msg.text);
+    msg.msg_type = ctx.commands.classify(&msg.text);
     msg.chat_kind = chat_kind;
     msg.thread_ts = Some(MessageId::new(message_id.clone()));
     msg.topic_id = match chat_kind {
@@ -129,11 +132,46 @@ pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
                 .to_string(),
         ),
     };
+    // Message ids are unique within a chat: a redelivered update repeats the pair.
+    msg.redelivery = Some(RedeliveryKey::new(
+        message.chat.id.to_string(),
+        message_id.clone(),
+    ));
     msg.metadata
         .insert("message_id".into(), Value::String(message_id));
     msg.locale_hint = from.language_code.clone().filter(|l| !l.is_empty());
     msg.files = files;
     Normalized::Message(Box::new(msg))
+}
+
+/// The one update path of both transports: a decoded (or undecodable) update becomes a
+/// message to admit, or is skipped with a debug line. An undecodable update counts as a
+/// `processing` error and is skipped too: redelivering it cannot help. Logs carry the
+/// update id and serde's error class, never the update's text.
+pub(crate) fn accept(
+    shared: &Shared,
+    update_id: i64,
+    update: Result<Update, serde_json::Error>,
+) -> Option<Box<InboundMessage>> {
+    let update = match update {
+        Ok(update) => update,
+        Err(error) => {
+            shared.telemetry.error(Stage::Processing);
+            tracing::warn!(update_id, error = ?error.classify(), "Skipped a Telegram update that could not be read.");
+            return None;
+        }
+    };
+    match shared.normalize(&update) {
+        Normalized::Message(msg) => Some(msg),
+        Normalized::Skipped(reason) => {
+            tracing::debug!(
+                update_id,
+                reason = reason.as_str(),
+                "Skipped a Telegram update."
+            );
+            None
+        }
+    }
 }
 
 /// Rewrites a leading `/cmd@ThisBot` to `/cmd` (case-insensitive username match); any
@@ -277,38 +315,6 @@ fn largest_photo(sizes: &[PhotoSize]) -> Option<&PhotoSize> {
     })
 }
 
-/// Reconnect delays: doubling from [`Backoff::MIN`] to [`Backoff::MAX`], each drawn
-/// uniformly from its upper half so replicas do not retry in lockstep.
-#[derive(Debug)]
-pub(crate) struct Backoff {
-    next: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self { next: Self::MIN }
-    }
-}
-
-impl Backoff {
-    /// First delay.
-    pub(crate) const MIN: Duration = Duration::from_millis(500);
-    /// Longest delay.
-    pub(crate) const MAX: Duration = Duration::from_secs(30);
-
-    /// The next delay to wait.
-    pub(crate) fn next_delay(&mut self) -> Duration {
-        let base = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        base.mul_f64(rand::random_range(0.5..=1.0))
-    }
-
-    /// Back to the shortest delay after a success.
-    pub(crate) fn reset(&mut self) {
-        self.next = Self::MIN;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,6 +322,11 @@ mod tests {
     use serde_json::json;
 
     const BOT: &str = "DeerBridgeBot";
+
+    /// The daemon's commands, as far as these tests need them.
+    fn vocabulary() -> CommandVocabulary {
+        CommandVocabulary::new(["goal", "help", "new", "status"])
+    }
 
     fn update(message: Value) -> Update {
         serde_json::from_value(json!({"update_id": 1, "message": message})).unwrap()
@@ -345,6 +356,7 @@ mod tests {
         let ctx = InboundContext {
             bot_username: Some(BOT),
             allowed_users: allowed,
+            commands: &vocabulary(),
         };
         match normalize(&update(message), &ctx) {
             Normalized::Message(m) => *m,
@@ -356,6 +368,7 @@ mod tests {
         let ctx = InboundContext {
             bot_username: Some(BOT),
             allowed_users: allowed,
+            commands: &vocabulary(),
         };
         match normalize(&update(message), &ctx) {
             Normalized::Skipped(s) => s,
@@ -433,6 +446,7 @@ mod tests {
         let ctx = InboundContext {
             bot_username: Some(BOT),
             allowed_users: &AllowedUsers::Anyone,
+            commands: &vocabulary(),
         };
         let files: Vec<(String, FileKind, String, Option<u64>)> = updates
             .iter()
@@ -488,6 +502,7 @@ mod tests {
         let ctx = InboundContext {
             bot_username: Some(BOT),
             allowed_users: &AllowedUsers::Anyone,
+            commands: &vocabulary(),
         };
         let Normalized::Message(m) = normalize(&photo, &ctx) else {
             panic!()
@@ -538,6 +553,7 @@ mod tests {
         let ctx = InboundContext {
             bot_username: Some(BOT),
             allowed_users: &anyone,
+            commands: &vocabulary(),
         };
         assert_eq!(
             normalize(&edited, &ctx),
@@ -561,18 +577,5 @@ mod tests {
         assert_eq!(skip(group("hi", None), &only), Skip::NotAllowed);
         let nobody = AllowedUsers::from_entries(Some(vec![None]));
         assert_eq!(skip(private("hi"), &nobody), Skip::NotAllowed);
-    }
-
-    #[test]
-    fn backoff_doubles_within_bounds() {
-        let mut b = Backoff::default();
-        let first = b.next_delay();
-        assert!(first >= Backoff::MIN / 2 && first <= Backoff::MIN);
-        for _ in 0..20 {
-            assert!(b.next_delay() <= Backoff::MAX);
-        }
-        assert!(b.next_delay() >= Backoff::MAX / 2);
-        b.reset();
-        assert!(b.next_delay() <= Backoff::MIN);
     }
 }

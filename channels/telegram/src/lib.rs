@@ -17,7 +17,7 @@
 //! of a holder leaks it); one client-wide timeout serves both 30 s long polls and sends;
 //! its large, strict message model would replace our fixture-tested wire types with a
 //! third party's; and the daemon already carries `reqwest` with rustls. Here the token
-//! lives in one [`Secret`](im_bridge_channel::Secret), errors drop the URL, redirects are not followed, and each call
+//! lives in one [`Secret`], errors drop the URL, redirects are not followed, and each call
 //! has its own timeout.
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
@@ -30,28 +30,27 @@ pub mod inbound;
 pub mod model;
 mod outbound;
 
-use std::sync::{Mutex, RwLock};
+use std::sync::RwLock;
 use std::time::Duration;
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::{
-    AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, CommandMenu, InboundFile,
-    InboundSink, LengthUnit, MenuEntry, MessageId, ResolvedAttachment, SendTarget, SentMessage,
-    Stage, Telemetry, UpdateMode,
+    AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit, CommandMenu,
+    CommandVocabulary, Configured, InboundFile, InboundSink, Issues, LengthUnit, MenuEntry,
+    MessageId, OutboundFile, Platform, Prepared, Secret, SendTarget, SentMessage, Stage, Telemetry,
+    UpdateMode, WebhookLimits, WebhookRoute,
 };
 use tokio_util::sync::CancellationToken;
 
-pub use config::{
-    ConfigIssue, Loaded, RawTelegramConfig, RawWebhook, TelegramSettings, Transport,
-    WebhookSettings, from_block,
-};
+pub use config::{RawTelegramConfig, RawWebhook, TelegramSettings, Transport, WebhookSettings};
 pub use error::TelegramError;
 pub use inbound::files::MAX_DOWNLOAD_BYTES;
-pub use inbound::webhook::MAX_UPDATE_BYTES;
 
 use api::Api;
-use inbound::{Backoff, InboundContext, Normalized};
+use inbound::{InboundContext, Normalized};
 use model::{BotCommand, SetMyCommands, Update};
 
 /// The provider key of this channel.
@@ -70,19 +69,43 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     reply_window: None,
     serialize_conversations: false,
     working_placeholder: true,
-    // Message ids are unique within a chat: the chat scopes redelivery detection.
-    chat_scoped_dedupe: true,
 };
+
+/// The registry entry: `channels.telegram`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TelegramPlatform;
+
+impl Platform for TelegramPlatform {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn validate(
+        &self,
+        block: serde_json::Value,
+        issues: &mut Issues,
+    ) -> Option<Arc<dyn Configured>> {
+        let settings = config::validate(block, issues)?;
+        Some(Arc::new(Prepared::new(settings, |settings, ctx| {
+            let channel = TelegramChannel::new(settings.clone(), ctx)?;
+            Ok(Arc::new(channel) as Arc<dyn Channel>)
+        })))
+    }
+}
 
 /// State shared by the transports and the primitives.
 pub(crate) struct Shared {
     pub(crate) api: Api,
     pub(crate) allowed_users: AllowedUsers,
+    /// The daemon's commands, to classify messages with.
+    pub(crate) commands: CommandVocabulary,
     /// The adapter telemetry contract; its connection state is whether the last poll (or
     /// the webhook registration) succeeded.
     pub(crate) telemetry: Telemetry,
     /// The bot's username from `getMe`, once known.
     bot_username: RwLock<Option<String>>,
+    /// Expected in every webhook request's secret-token header (webhook mode only).
+    pub(crate) webhook_secret: Option<Secret>,
 }
 
 impl Shared {
@@ -107,6 +130,7 @@ impl Shared {
             &InboundContext {
                 bot_username: username.as_deref(),
                 allowed_users: &self.allowed_users,
+                commands: &self.commands,
             },
         )
     }
@@ -114,11 +138,11 @@ impl Shared {
 
 /// The Telegram channel.
 pub struct TelegramChannel {
-    shared: Shared,
+    shared: Arc<Shared>,
     settings: TelegramSettings,
     menu: CommandMenu,
-    /// A webhook socket bound in advance (tests, socket activation); taken by `run`.
-    webhook_listener: Mutex<Option<std::net::TcpListener>>,
+    /// The webhook route on the daemon's shared host (webhook mode only).
+    route: Option<WebhookRoute>,
 }
 
 impl std::fmt::Debug for TelegramChannel {
@@ -131,35 +155,38 @@ impl std::fmt::Debug for TelegramChannel {
 }
 
 impl TelegramChannel {
-    /// A channel with validated settings, the daemon's `allowed_users` (messages from
-    /// anyone else are dropped) and the localized command menu to register.
-    pub fn new(
-        settings: TelegramSettings,
-        allowed_users: AllowedUsers,
-        menu: CommandMenu,
-    ) -> Result<Self, TelegramError> {
+    /// A channel with validated settings and what the daemon hands every adapter: who may
+    /// talk to the bot (messages from anyone else are dropped), the command vocabulary,
+    /// the localized command menu to register, and (webhook mode) the shared webhook host
+    /// its route is registered on.
+    pub fn new(settings: TelegramSettings, ctx: &BuildContext) -> Result<Self, TelegramError> {
         let api = Api::new(&settings.api_url, settings.bot_token.clone())?;
+        let telemetry = Telemetry::new(NAME);
+        let (route, webhook_secret) = match &settings.transport {
+            Transport::Polling { .. } => (None, None),
+            Transport::Webhook(hook) => {
+                let route = ctx.webhooks.route(
+                    &telemetry,
+                    hook.listen,
+                    &hook.path,
+                    WebhookLimits::default(),
+                )?;
+                (Some(route), Some(hook.secret_token.clone()))
+            }
+        };
         Ok(Self {
-            shared: Shared {
+            shared: Arc::new(Shared {
                 api,
-                allowed_users,
-                telemetry: Telemetry::new(NAME),
+                allowed_users: ctx.allowed_users.clone(),
+                commands: ctx.commands.clone(),
+                telemetry,
                 bot_username: RwLock::new(None),
-            },
+                webhook_secret,
+            }),
             settings,
-            menu,
-            webhook_listener: Mutex::new(None),
+            menu: ctx.menu.clone(),
+            route,
         })
-    }
-
-    /// Serves the webhook on an already bound socket instead of binding
-    /// `webhook.listen` (for tests and socket activation). Ignored when polling.
-    pub fn with_webhook_listener(self, listener: std::net::TcpListener) -> Self {
-        match self.webhook_listener.lock() {
-            Ok(mut slot) => *slot = Some(listener),
-            Err(poisoned) => *poisoned.into_inner() = Some(listener),
-        }
-        self
     }
 
     /// The bot's username, once `getMe` answered.
@@ -172,38 +199,12 @@ impl TelegramChannel {
         &self.settings
     }
 
-    /// `getMe`, retried with backoff until it succeeds; `None` when shutdown came first.
+    /// `getMe`, retried until it succeeds; `None` when shutdown came first.
     async fn identify(
         &self,
         shutdown: &CancellationToken,
     ) -> Result<Option<model::User>, ChannelError> {
-        let mut backoff = Backoff::default();
-        loop {
-            let result = tokio::select! {
-                () = shutdown.cancelled() => return Ok(None),
-                r = self.shared.api.get_me() => r,
-            };
-            let error = match result {
-                Ok(me) => return Ok(Some(me)),
-                Err(TelegramError::Unauthorized) => {
-                    self.shared.telemetry.error(Stage::Receiving);
-                    let error = TelegramError::Unauthorized;
-                    tracing::error!(%error, "Telegram refused the bot token; the channel stops.");
-                    return Err(error.into());
-                }
-                Err(error) => error,
-            };
-            self.shared.telemetry.error(Stage::Receiving);
-            let wait = match &error {
-                TelegramError::RetryAfter(wait) => *wait,
-                _ => backoff.next_delay(),
-            };
-            tracing::warn!(%error, retry_in_ms = wait.as_millis() as u64, "Reaching Telegram failed; retrying.");
-            tokio::select! {
-                () = shutdown.cancelled() => return Ok(None),
-                () = tokio::time::sleep(wait) => {}
-            }
-        }
+        inbound::retry::until_ok(&self.shared, shutdown, "getMe", || self.shared.api.get_me()).await
     }
 
     /// `setMyCommands` for the default menu and each language; best effort.
@@ -278,13 +279,12 @@ impl Channel for TelegramChannel {
             Transport::Polling { timeout } => {
                 inbound::polling::run(&self.shared, &sink, &shutdown, *timeout).await
             }
-            Transport::Webhook(hook) => {
-                let listener = match self.webhook_listener.lock() {
-                    Ok(mut slot) => slot.take(),
-                    Err(poisoned) => poisoned.into_inner().take(),
-                };
-                inbound::webhook::run(&self.shared, hook, listener, sink, &shutdown).await
-            }
+            Transport::Webhook(hook) => match &self.route {
+                Some(route) => {
+                    inbound::webhook::run(&self.shared, hook, route, sink, &shutdown).await
+                }
+                None => Err(ChannelError::Unsupported("a webhook without its route")),
+            },
         };
         self.shared.telemetry.set_connected(false);
         exit
@@ -312,7 +312,7 @@ impl Channel for TelegramChannel {
     async fn send_file(
         &self,
         target: SendTarget<'_>,
-        file: &ResolvedAttachment,
+        file: &OutboundFile,
     ) -> Result<(), ChannelError> {
         let result = outbound::send_file(&self.shared.api, target, file).await;
         self.shared.telemetry.sending(result)

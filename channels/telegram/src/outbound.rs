@@ -12,7 +12,7 @@
 //!   Telegram refuses the picture), anything up to 50 MB through `sendDocument`; larger
 //!   files are refused before any byte is read.
 
-use im_bridge_channel::{ChannelError, MessageId, ResolvedAttachment, SendTarget, SentMessage};
+use im_bridge_channel::{ChannelError, MessageId, OutboundFile, SendTarget, SentMessage};
 
 use crate::api::{Api, Upload, UploadKind};
 use crate::error::TelegramError;
@@ -90,7 +90,7 @@ pub(crate) async fn edit_text(
 pub(crate) async fn send_file(
     api: &Api,
     target: SendTarget<'_>,
-    file: &ResolvedAttachment,
+    file: &OutboundFile,
 ) -> Result<(), ChannelError> {
     let chat = chat_id(&target)?;
     let too_large = |size: u64| TelegramError::Upload {
@@ -98,14 +98,14 @@ pub(crate) async fn send_file(
         reason: format!("{size} bytes exceeds Telegram's {MAX_DOCUMENT_BYTES}-byte limit"),
     };
     // Check the size on disk before reading: the declared size may be stale.
-    let size = tokio::fs::metadata(&file.actual_path)
+    let size = tokio::fs::metadata(&file.path)
         .await
         .map(|m| m.len())
         .map_err(ChannelError::Io)?;
     if size > MAX_DOCUMENT_BYTES {
         return Err(too_large(size).into());
     }
-    let bytes = tokio::fs::read(&file.actual_path)
+    let bytes = tokio::fs::read(&file.path)
         .await
         .map_err(ChannelError::Io)?;
     if bytes.len() as u64 > MAX_DOCUMENT_BYTES {

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use im_bridge_channel::{
-    AllowedUsers, Channel, ChannelError, ChatId, ChatKind, CommandMenu, FileKind, FileSource,
-    InboundFile, MessageId, ResolvedAttachment, Secret, SendTarget, Stage,
+    AllowedUsers, Channel, ChannelError, ChatId, ChatKind, CommandVocabulary, FileKind, FileSource,
+    InboundFile, MessageId, OutboundFile, Secret, SendTarget, Stage,
 };
+use im_bridge_fakes::build_context;
 use im_bridge_fakes::telegram::{BOT_USERNAME, Failure, FakeTelegram, Incoming, TOKEN, Trigger};
 use im_bridge_fakes::telemetry::TelemetryProbe;
 use im_bridge_telegram::inbound::{InboundContext, Normalized, normalize};
@@ -26,7 +27,7 @@ async fn setup() -> (FakeTelegram, TelegramChannel, TelemetryProbe) {
     let settings = TelegramSettings::new(Secret::new(TOKEN)).with_api_url(fake.api_url());
     let probe = TelemetryProbe::new();
     let channel = probe
-        .build(|| TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default()))
+        .build(|| TelegramChannel::new(settings, &build_context(AllowedUsers::Anyone)))
         .unwrap();
     (fake, channel, probe)
 }
@@ -126,12 +127,11 @@ async fn telegram_errors_become_channel_errors() {
     assert_eq!(probe.received(NAME), 0);
 }
 
-fn attachment(dir: &tempfile::TempDir, name: &str, bytes: &[u8], mime: &str) -> ResolvedAttachment {
+fn attachment(dir: &tempfile::TempDir, name: &str, bytes: &[u8], mime: &str) -> OutboundFile {
     let path = dir.path().join(name);
     std::fs::write(&path, bytes).unwrap();
-    ResolvedAttachment {
-        virtual_path: format!("/mnt/user-data/outputs/{name}"),
-        actual_path: path,
+    OutboundFile {
+        path,
         filename: name.into(),
         mime_type: mime.into(),
         size: bytes.len() as u64,
@@ -203,9 +203,8 @@ async fn oversized_files_are_refused_before_upload() {
     let path = dir.path().join("huge.bin");
     let file = std::fs::File::create(&path).unwrap();
     file.set_len(50 * 1024 * 1024 + 1).unwrap();
-    let huge = ResolvedAttachment {
-        virtual_path: "/mnt/user-data/outputs/huge.bin".into(),
-        actual_path: path,
+    let huge = OutboundFile {
+        path,
         filename: "huge.bin".into(),
         mime_type: "application/octet-stream".into(),
         size: 1,
@@ -230,6 +229,7 @@ fn attachments_of(fake: &FakeTelegram, incoming: Incoming) -> Vec<InboundFile> {
     let ctx = InboundContext {
         bot_username: Some(BOT_USERNAME),
         allowed_users: &AllowedUsers::Anyone,
+        commands: &CommandVocabulary::new(im_bridge_fakes::COMMANDS),
     };
     match normalize(&update, &ctx) {
         Normalized::Message(msg) => msg.files,

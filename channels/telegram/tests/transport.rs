@@ -9,8 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use im_bridge_channel::{
-    AllowedUsers, Channel, ChannelExit, CommandMenu, InboundQueue, Secret, Stage, inbound_queue,
+    AllowedUsers, Channel, ChannelExit, InboundQueue, RunningHost, Secret, Stage, WebhookLimits,
+    inbound_queue,
 };
+use im_bridge_fakes::build_context;
 use im_bridge_fakes::telegram::{Call, Failure, FakeTelegram, Incoming, TOKEN, Trigger};
 use im_bridge_fakes::telemetry::TelemetryProbe;
 use im_bridge_telegram::{NAME, TelegramChannel, TelegramSettings, Transport, WebhookSettings};
@@ -20,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(10);
 const SECRET: &str = "transport-Secret_1";
+/// How long the webhook host lets requests in flight finish when a test stops it.
+const HOST_DRAIN: Duration = Duration::from_millis(300);
 
 fn polling(fake: &FakeTelegram, timeout: Duration) -> TelegramSettings {
     TelegramSettings {
@@ -32,6 +36,8 @@ struct Running {
     channel: Arc<TelegramChannel>,
     stop: CancellationToken,
     task: JoinHandle<ChannelExit>,
+    /// The shared webhook host, in webhook mode (the daemon's part in production).
+    host: Option<RunningHost>,
 }
 
 impl Running {
@@ -48,9 +54,15 @@ impl Running {
                 channel,
                 stop,
                 task,
+                host: None,
             },
             queue,
         )
+    }
+
+    fn with_host(mut self, host: RunningHost) -> Self {
+        self.host = Some(host);
+        self
     }
 
     async fn stop(self) {
@@ -60,6 +72,11 @@ impl Running {
             .unwrap()
             .unwrap();
         assert_eq!(exit, ChannelExit::Stopped);
+        if let Some(host) = self.host {
+            tokio::time::timeout(DEADLINE, host.stop(HOST_DRAIN))
+                .await
+                .expect("the webhook host stops within its drain");
+        }
     }
 }
 
@@ -89,8 +106,7 @@ async fn polling_waits_for_queue_space_and_acknowledges_in_order() {
     let fake = FakeTelegram::start().await.unwrap();
     let channel = TelegramChannel::new(
         polling(&fake, Duration::from_secs(5)),
-        AllowedUsers::Anyone,
-        CommandMenu::default(),
+        &build_context(AllowedUsers::Anyone),
     )
     .unwrap();
     let (running, mut queue) = Running::start(channel, 1);
@@ -127,12 +143,8 @@ async fn polling_waits_for_queue_space_and_acknowledges_in_order() {
 async fn closed_admission_leaves_the_update_for_the_next_start() {
     let fake = FakeTelegram::start().await.unwrap();
     let settings = polling(&fake, Duration::from_secs(5));
-    let channel = TelegramChannel::new(
-        settings.clone(),
-        AllowedUsers::Anyone,
-        CommandMenu::default(),
-    )
-    .unwrap();
+    let channel =
+        TelegramChannel::new(settings.clone(), &build_context(AllowedUsers::Anyone)).unwrap();
     let (running, mut queue) = Running::start(channel, 4);
     let a = fake.inject(Incoming::private(1, "before"));
     assert_eq!(recv_text(&mut queue).await, "before");
@@ -162,8 +174,7 @@ async fn closed_admission_leaves_the_update_for_the_next_start() {
     assert_eq!(fake.pending_updates().len(), 1);
 
     // The next start receives it again.
-    let channel =
-        TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default()).unwrap();
+    let channel = TelegramChannel::new(settings, &build_context(AllowedUsers::Anyone)).unwrap();
     let (running, mut queue) = Running::start(channel, 4);
     assert_eq!(recv_text(&mut queue).await, "during shutdown");
     running.stop().await;
@@ -183,8 +194,7 @@ async fn a_failed_poll_is_retried_and_connection_state_follows() {
         .build(|| {
             TelegramChannel::new(
                 polling(&fake, Duration::from_secs(1)),
-                AllowedUsers::Anyone,
-                CommandMenu::default(),
+                &build_context(AllowedUsers::Anyone),
             )
         })
         .unwrap();
@@ -224,14 +234,30 @@ async fn a_refused_token_stops_the_channel() {
     let fake = FakeTelegram::start().await.unwrap();
     let settings =
         TelegramSettings::new(Secret::new("1:not-the-token")).with_api_url(fake.api_url());
-    let channel =
-        TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default()).unwrap();
+    let channel = TelegramChannel::new(settings, &build_context(AllowedUsers::Anyone)).unwrap();
     let (sink, _queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
     let error = tokio::time::timeout(DEADLINE, channel.run(sink, CancellationToken::new()))
         .await
         .unwrap()
         .unwrap_err();
     assert!(error.to_string().contains("401"), "{error}");
+}
+
+/// A webhook channel for `allowed`, its route on a fresh host serving `listener` (the
+/// daemon's part in production), and the started host.
+async fn webhook_channel(
+    settings: TelegramSettings,
+    listener: std::net::TcpListener,
+    allowed: AllowedUsers,
+    probe: &TelemetryProbe,
+) -> (TelegramChannel, RunningHost) {
+    let ctx = build_context(allowed);
+    ctx.webhooks.adopt(listener.local_addr().unwrap(), listener);
+    let channel = probe
+        .build(|| TelegramChannel::new(settings, &ctx))
+        .unwrap();
+    let host = ctx.webhooks.start().await.unwrap();
+    (channel, host)
 }
 
 /// Webhook settings on a socket bound in advance, with [`SECRET`].
@@ -258,10 +284,10 @@ async fn serve_webhook(
 ) -> (Running, InboundQueue, std::net::SocketAddr) {
     let (settings, listener) = webhook(fake);
     let addr = listener.local_addr().unwrap();
-    let channel = TelegramChannel::new(settings, AllowedUsers::Anyone, CommandMenu::default())
-        .unwrap()
-        .with_webhook_listener(listener);
+    let probe = TelemetryProbe::new();
+    let (channel, host) = webhook_channel(settings, listener, AllowedUsers::Anyone, &probe).await;
     let (running, queue) = Running::start(channel, capacity);
+    let running = running.with_host(host);
     fake.wait_for_call("setWebhook", DEADLINE, |c| {
         c.method == "setWebhook" && c.ok()
     })
@@ -295,7 +321,7 @@ async fn the_webhook_checks_the_secret_before_reading_and_bounds_the_body() {
     // An authenticated body over the bound is refused, not buffered whole.
     let big = serde_json::json!({
         "update_id": 1,
-        "padding": "x".repeat(im_bridge_telegram::MAX_UPDATE_BYTES),
+        "padding": "x".repeat(WebhookLimits::default().max_body),
     });
     assert_eq!(fake.deliver_webhook(&big, Some(SECRET)).await, Ok(413));
     running.stop().await;
@@ -347,11 +373,9 @@ async fn the_webhook_answers_by_admission_outcome() {
     let (settings, listener) = webhook(&fake);
     let only = AllowedUsers::from_entries(Some(vec![Some("1".into())]));
     let probe = TelemetryProbe::new();
-    let channel = probe
-        .build(|| TelegramChannel::new(settings, only, CommandMenu::default()))
-        .unwrap()
-        .with_webhook_listener(listener);
+    let (channel, host) = webhook_channel(settings, listener, only, &probe).await;
     let (running, mut queue) = Running::start(channel, 1);
+    let running = running.with_host(host);
     let mut refusals = queue.take_refusals().unwrap();
     fake.wait_for_call("setWebhook", DEADLINE, |c| {
         c.method == "setWebhook" && c.ok()

@@ -8,10 +8,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use im_bridge_channel::ThreadId;
+
 use serde_json::json;
 
 use super::*;
+
+use crate::gateway::ThreadId;
 
 #[tokio::test]
 async fn statuses_map_over_http() {

@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use im_bridge_channel::ThreadId;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use super::SqliteOptions;
 use super::schema::{APPLICATION_ID, LATEST, MIGRATIONS};
+use crate::gateway::ThreadId;
 use crate::store::cache::BoundedCache;
 use crate::store::{Binding, BindingWrite, DedupeKey, StoreError};
 

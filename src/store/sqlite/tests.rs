@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use im_bridge_channel::{ChatId, ThreadId};
+use im_bridge_channel::ChatId;
 
 use super::schema::LATEST;
 use super::{SqliteOptions, SqliteStore};
+use crate::gateway::ThreadId;
 use crate::store::conformance::conformance;
 use crate::store::{ConversationKey, DedupeKey, Store, StoreError};
 

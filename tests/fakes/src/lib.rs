@@ -14,3 +14,30 @@
 
 pub mod telegram;
 pub mod telemetry;
+
+use im_bridge_channel::{AllowedUsers, BuildContext, CommandVocabulary};
+
+/// The daemon's command names, as adapter tests that run without the daemon see them.
+pub const COMMANDS: &[&str] = &[
+    "bootstrap",
+    "cancel",
+    "compact",
+    "context",
+    "goal",
+    "help",
+    "lang",
+    "memory",
+    "models",
+    "new",
+    "status",
+    "stop",
+];
+
+/// What the daemon hands an adapter it builds, for adapter tests without the daemon:
+/// `allowed_users`, the [`COMMANDS`] vocabulary, no menu, a fresh webhook host.
+pub fn build_context(allowed_users: AllowedUsers) -> BuildContext {
+    let mut ctx = BuildContext::default();
+    ctx.allowed_users = allowed_users;
+    ctx.commands = CommandVocabulary::new(COMMANDS);
+    ctx
+}

@@ -87,7 +87,7 @@ macro_rules! forward_channel {
     (@ $inner:ident send_file) => {
         $crate::delivery::forward::forward_channel!(@async $inner send_file<'t, 'f>(
             target: $crate::channel::SendTarget<'t>,
-            file: &'f $crate::message::ResolvedAttachment,
+            file: &'f $crate::message::OutboundFile,
         ) -> ());
     };
     (@ $inner:ident fetch_file) => {

@@ -18,8 +18,7 @@ use crate::error::ChannelError;
 use crate::ids::MessageId;
 use crate::inbound::InboundSink;
 use crate::message::{
-    ChatKind, FileKind, FileSource, InboundFile, InboundMessage, OutboundMessage,
-    ResolvedAttachment,
+    ChatKind, FileKind, FileSource, InboundFile, InboundMessage, OutboundFile, OutboundMessage,
 };
 
 /// One accepted call.
@@ -160,11 +159,7 @@ impl Channel for Recorder {
         self.call(Op::Finish, Call::Finish(message.to_string(), text.into()))
     }
 
-    async fn send_file(
-        &self,
-        _: SendTarget<'_>,
-        file: &ResolvedAttachment,
-    ) -> Result<(), ChannelError> {
+    async fn send_file(&self, _: SendTarget<'_>, file: &OutboundFile) -> Result<(), ChannelError> {
         self.call(Op::File, Call::File(file.filename.clone()))
     }
 
@@ -208,14 +203,13 @@ pub(crate) fn out_to(source: &str, kind: ChatKind, text: &str, is_final: bool) -
     let mut inbound = InboundMessage::new("recorder", "c1", "u1", "q");
     inbound.thread_ts = Some(MessageId::new(source));
     inbound.chat_kind = kind;
-    inbound.reply(None, text, is_final)
+    inbound.reply(text, is_final)
 }
 
-/// A one-byte text file named `name`, as the manager resolves an agent's output file.
-pub(crate) fn attachment(name: &str) -> ResolvedAttachment {
-    ResolvedAttachment {
-        virtual_path: format!("/mnt/user-data/outputs/{name}"),
-        actual_path: name.into(),
+/// A one-byte text file named `name`, a file the daemon hands over for upload.
+pub(crate) fn attachment(name: &str) -> OutboundFile {
+    OutboundFile {
+        path: name.into(),
         filename: name.into(),
         mime_type: "text/plain".into(),
         size: 1,

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use crate::channel::{Channel, SendTarget, SentMessage};
 use crate::error::{ChannelError, RetryAfterHint};
 use crate::ids::MessageId;
-use crate::message::ResolvedAttachment;
+use crate::message::OutboundFile;
 
 use super::forward_channel;
 
@@ -112,7 +112,7 @@ impl<C: Channel> Channel for RetryFinals<C> {
     async fn send_file(
         &self,
         target: SendTarget<'_>,
-        file: &ResolvedAttachment,
+        file: &OutboundFile,
     ) -> Result<(), ChannelError> {
         self.policy.run(|| self.inner.send_file(target, file)).await
     }

@@ -29,7 +29,7 @@ use crate::capabilities::Capabilities;
 use crate::channel::{Channel, SendTarget, SentMessage};
 use crate::error::{ChannelError, RetryAfterHint};
 use crate::ids::{ChatId, MessageId};
-use crate::message::{ChatKind, ResolvedAttachment};
+use crate::message::{ChatKind, OutboundFile};
 
 use super::forward_channel;
 
@@ -301,7 +301,7 @@ impl<C: Channel> Channel for Throttle<C> {
     async fn send_file(
         &self,
         target: SendTarget<'_>,
-        file: &ResolvedAttachment,
+        file: &OutboundFile,
     ) -> Result<(), ChannelError> {
         self.ready(&target, None).await?;
         let result = self.inner.send_file(target, file).await;

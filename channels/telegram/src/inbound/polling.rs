@@ -10,9 +10,9 @@
 //! start receives it again.
 //!
 //! Connection state: connected once `deleteWebhook` succeeded, then after every successful
-//! poll. Failures: every failed poll marks the channel disconnected and waits a jittered,
-//! doubling delay (0.5 s up to 30 s; a 429's `retry_after` instead) before the next one. A
-//! refused token ends the transport with an error. Every wait `select!`s on shutdown.
+//! poll. Failures go through the transports' one retry loop ([`until_ok`]): disconnected,
+//! a jittered doubling delay or Telegram's `retry_after`, and a refused token ends the
+//! transport with an error.
 
 use std::time::Duration;
 
@@ -22,10 +22,9 @@ use im_bridge_channel::{
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{Backoff, Normalized};
+use super::accept;
+use super::retry::until_ok;
 use crate::Shared;
-use crate::error::TelegramError;
-use crate::model::Update;
 
 /// What became of one update.
 enum Settled {
@@ -44,27 +43,15 @@ pub(crate) async fn run(
     shutdown: &CancellationToken,
     timeout: Duration,
 ) -> Result<ChannelExit, ChannelError> {
-    let mut backoff = Backoff::default();
-    loop {
-        let result = tokio::select! {
-            () = shutdown.cancelled() => return Ok(ChannelExit::Stopped),
-            r = shared.api.delete_webhook() => r,
-        };
-        match result {
-            Ok(()) => {
-                // The first long poll may take its whole timeout to answer; the API is
-                // reachable and the token valid already.
-                shared.telemetry.set_connected(true);
-                break;
-            }
-            Err(error) => {
-                if !wait_after(shared, &error, &mut backoff, shutdown, "deleteWebhook").await? {
-                    return Ok(ChannelExit::Stopped);
-                }
-            }
-        }
+    let deleted = until_ok(shared, shutdown, "deleteWebhook", || {
+        shared.api.delete_webhook()
+    });
+    if deleted.await?.is_none() {
+        return Ok(ChannelExit::Stopped);
     }
-    backoff.reset();
+    // The first long poll may take its whole timeout to answer; the API is reachable and
+    // the token valid already.
+    shared.telemetry.set_connected(true);
     tracing::info!(
         timeout_s = timeout.as_secs(),
         "Polling Telegram for updates."
@@ -72,23 +59,15 @@ pub(crate) async fn run(
 
     let mut offset: Option<i64> = None;
     loop {
-        let result = tokio::select! {
-            () = shutdown.cancelled() => return Ok(ChannelExit::Stopped),
-            r = shared.api.get_updates(offset, timeout) => r,
-        };
-        let updates = match result {
-            Ok(updates) => updates,
-            Err(error) => {
-                if !wait_after(shared, &error, &mut backoff, shutdown, "getUpdates").await? {
-                    return Ok(ChannelExit::Stopped);
-                }
-                continue;
-            }
+        let polled = until_ok(shared, shutdown, "getUpdates", || {
+            shared.api.get_updates(offset, timeout)
+        });
+        let Some(updates) = polled.await? else {
+            return Ok(ChannelExit::Stopped);
         };
         if !shared.telemetry.set_connected(true) {
             tracing::info!("Reconnected to Telegram.");
         }
-        backoff.reset();
         shared.telemetry.received(updates.len() as u64);
         for raw in updates {
             let Some(update_id) = raw.get("update_id").and_then(Value::as_i64) else {
@@ -98,7 +77,11 @@ pub(crate) async fn run(
                 tracing::warn!("Skipped a Telegram update without an update_id.");
                 continue;
             };
-            match settle(shared, sink, shutdown, update_id, raw).await {
+            let settled = match accept(shared, update_id, serde_json::from_value(raw)) {
+                Some(msg) => admit(sink, shutdown, update_id, *msg).await,
+                None => Settled::Done,
+            };
+            match settled {
                 Settled::Done => {
                     offset = Some(offset.map_or(update_id + 1, |o| o.max(update_id + 1)));
                 }
@@ -115,68 +98,6 @@ pub(crate) async fn run(
             }
         }
     }
-}
-
-/// Logs a failed call and waits before the next attempt. `Ok(false)` = shutdown came
-/// first; `Err` = the failure is permanent (a refused token).
-async fn wait_after(
-    shared: &Shared,
-    error: &TelegramError,
-    backoff: &mut Backoff,
-    shutdown: &CancellationToken,
-    method: &'static str,
-) -> Result<bool, ChannelError> {
-    shared.telemetry.set_connected(false);
-    shared.telemetry.error(Stage::Receiving);
-    if matches!(error, TelegramError::Unauthorized) {
-        tracing::error!(%error, method, "Telegram refused the bot token; the channel stops.");
-        return Err(ChannelError::Rejected {
-            reason: error.to_string(),
-        });
-    }
-    let wait = match error {
-        TelegramError::RetryAfter(wait) => *wait,
-        _ => backoff.next_delay(),
-    };
-    if matches!(error, TelegramError::Conflict { .. }) {
-        tracing::warn!(%error, method, retry_in_ms = wait.as_millis() as u64, "Another poller or a webhook is active for this bot; retrying.");
-    } else {
-        tracing::warn!(%error, method, retry_in_ms = wait.as_millis() as u64, "Calling Telegram failed; retrying.");
-    }
-    tokio::select! {
-        () = shutdown.cancelled() => Ok(false),
-        () = tokio::time::sleep(wait) => Ok(true),
-    }
-}
-
-async fn settle(
-    shared: &Shared,
-    sink: &InboundSink,
-    shutdown: &CancellationToken,
-    update_id: i64,
-    raw: Value,
-) -> Settled {
-    let update: Update = match serde_json::from_value(raw) {
-        Ok(update) => update,
-        Err(error) => {
-            // serde's message names the field and type, never the text of the update.
-            shared.telemetry.error(Stage::Processing);
-            tracing::warn!(update_id, error = ?error.classify(), "Skipped a Telegram update that could not be read.");
-            return Settled::Done;
-        }
-    };
-    let msg = match shared.normalize(&update) {
-        Normalized::Message(msg) => msg,
-        Normalized::Skipped(reason) => {
-            tracing::debug!(
-                update_id,
-                reason = reason.as_str(),
-                "Skipped a Telegram update."
-            );
-            return Settled::Done;
-        }
-    };
-    admit(sink, shutdown, update_id, *msg).await
 }
 
 async fn admit(

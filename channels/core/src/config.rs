@@ -1,0 +1,516 @@
+//! The configuration toolkit every adapter validates its `channels.<name>` block with.
+//!
+//! An operator points im-bridge at DeerFlow's own `config.yaml`, so every adapter reads its
+//! block the same way:
+//! - [`parse_block`] deserializes the adapter's raw keys; a key it does not know is a
+//!   *warning* (the file is DeerFlow's, and DeerFlow may know it), a value of the wrong
+//!   type an *error* at its full key path;
+//! - [`Issues`] collects every problem under the block's prefix
+//!   (`channels.telegram.webhook.listen: …`), so `check-config` lists them all at once;
+//! - the value helpers ([`seconds`], [`integer`], [`base_url`], [`required_secret`],
+//!   [`socket_addr`], [`choice`], [`id_list`]) check a value the same way in every adapter
+//!   and never echo a secret.
+//!
+//! Everything here is pure: it opens no file or socket, so `check-config` can run it anywhere.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::access::AllowedUsers;
+use crate::secret::Secret;
+
+/// Whether an issue stops the daemon from starting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Severity {
+    /// The configuration is invalid.
+    Error,
+    /// Worth telling the operator; the daemon starts anyway.
+    Warning,
+}
+
+/// One problem with the configuration, at a full key path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// Dotted key path, e.g. `channels.telegram.bot_token`.
+    pub path: String,
+    /// What was expected. Never contains a secret's value.
+    pub message: String,
+    /// Error or warning.
+    pub severity: Severity,
+}
+
+impl ConfigIssue {
+    /// An error at `path`.
+    pub fn error(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            message: message.into(),
+            severity: Severity::Error,
+        }
+    }
+
+    /// A warning at `path`.
+    pub fn warning(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            severity: Severity::Warning,
+            ..Self::error(path, message)
+        }
+    }
+
+    /// Whether this issue stops the daemon from starting.
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+impl fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// The issues found in one block, every path under its prefix.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Issues {
+    prefix: String,
+    list: Vec<ConfigIssue>,
+}
+
+impl Issues {
+    /// Issues of the block at `prefix` (`channels.telegram`); an empty prefix is the root.
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Self {
+            prefix: prefix.into(),
+            list: Vec::new(),
+        }
+    }
+
+    /// The block's own path.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The full path of `key` inside the block (`webhook.listen` → `channels.telegram.webhook.listen`);
+    /// an empty key is the block itself.
+    pub fn path(&self, key: &str) -> String {
+        match (self.prefix.is_empty(), key.is_empty()) {
+            (_, true) => self.prefix.clone(),
+            (true, false) => key.to_owned(),
+            (false, false) => format!("{}.{key}", self.prefix),
+        }
+    }
+
+    /// Records an error at `key`.
+    pub fn error(&mut self, key: &str, message: impl Into<String>) {
+        let issue = ConfigIssue::error(self.path(key), message);
+        self.list.push(issue);
+    }
+
+    /// Records a warning at `key`.
+    pub fn warn(&mut self, key: &str, message: impl Into<String>) {
+        let issue = ConfigIssue::warning(self.path(key), message);
+        self.list.push(issue);
+    }
+
+    /// Records an issue found elsewhere (its path is kept as it is).
+    pub fn push(&mut self, issue: ConfigIssue) {
+        self.list.push(issue);
+    }
+
+    /// Whether any error was recorded.
+    pub fn has_errors(&self) -> bool {
+        self.list.iter().any(ConfigIssue::is_error)
+    }
+
+    /// How many errors were recorded.
+    pub fn error_count(&self) -> usize {
+        self.list.iter().filter(|i| i.is_error()).count()
+    }
+
+    /// Whether an error was recorded at exactly `path`.
+    pub fn has_error_at(&self, path: &str) -> bool {
+        self.list.iter().any(|i| i.is_error() && i.path == path)
+    }
+
+    /// Every issue, in the order found.
+    pub fn iter(&self) -> impl Iterator<Item = &ConfigIssue> {
+        self.list.iter()
+    }
+
+    /// The issues, in the order found.
+    pub fn into_vec(self) -> Vec<ConfigIssue> {
+        self.list
+    }
+}
+
+/// Deserializes an adapter's raw keys from its block.
+///
+/// Unknown keys become warnings at their full path; a value of the wrong type is an error
+/// at its path, and then `None` is returned. A missing block (`null`) reads as an empty one.
+pub fn parse_block<T: DeserializeOwned>(block: Value, issues: &mut Issues) -> Option<T> {
+    let block = if block.is_null() {
+        Value::Object(serde_json::Map::new())
+    } else {
+        block
+    };
+    let mut unknown = Vec::new();
+    let parsed = {
+        let mut on_unknown = |path: serde_ignored::Path<'_>| unknown.push(clean_path(&path));
+        let ignored = serde_ignored::Deserializer::new(block, &mut on_unknown);
+        serde_path_to_error::deserialize::<_, T>(ignored)
+    };
+    for key in unknown {
+        issues.warn(&key, "unknown key, ignored");
+    }
+    match parsed {
+        Ok(raw) => Some(raw),
+        Err(error) => {
+            let key = clean_path(error.path());
+            issues.error(&key, error.into_inner().to_string());
+            None
+        }
+    }
+}
+
+/// A serde path as a config key: `Option` layers (`?`) dropped, the root as "".
+fn clean_path(path: &impl fmt::Display) -> String {
+    let text = path.to_string().replace(".?", "").replace("?.", "");
+    if text == "." || text == "?" {
+        String::new()
+    } else {
+        text
+    }
+}
+
+/// A duration in (fractional) seconds within `range`; absent = `default`. Out of range,
+/// or not finite, is an error and yields `default`.
+pub fn seconds(
+    issues: &mut Issues,
+    key: &str,
+    value: Option<f64>,
+    default: Duration,
+    range: RangeInclusive<f64>,
+) -> Duration {
+    let Some(v) = value else {
+        return default;
+    };
+    if v.is_finite() && range.contains(&v) {
+        Duration::from_secs_f64(v)
+    } else {
+        issues.error(
+            key,
+            format!(
+                "expected a number of seconds from {} to {}, got {v}",
+                range.start(),
+                range.end()
+            ),
+        );
+        default
+    }
+}
+
+/// A whole number within `range`; absent = `default`.
+pub fn integer(
+    issues: &mut Issues,
+    key: &str,
+    value: Option<i64>,
+    default: i64,
+    range: RangeInclusive<i64>,
+) -> i64 {
+    match value {
+        None => default,
+        Some(v) if range.contains(&v) => v,
+        Some(v) => {
+            issues.error(
+                key,
+                format!(
+                    "expected a whole number from {} to {}, got {v}",
+                    range.start(),
+                    range.end()
+                ),
+            );
+            default
+        }
+    }
+}
+
+/// Checks an `http://` or `https://` base URL with a host and no query or fragment, and
+/// returns it without its trailing slash. Absent or blank = `default`.
+pub fn base_url(issues: &mut Issues, key: &str, value: Option<&str>, default: &str) -> String {
+    let text = match value.map(str::trim) {
+        None | Some("") => return default.trim_end_matches('/').to_owned(),
+        Some(text) => text,
+    };
+    match http_url(text) {
+        Some(url) => url,
+        None => {
+            issues.error(
+                key,
+                format!("expected an http:// or https:// URL without query, got {text:?}"),
+            );
+            default.trim_end_matches('/').to_owned()
+        }
+    }
+}
+
+/// `text` without its trailing slash when it is an `http(s)://` URL with a host and no
+/// query or fragment.
+pub fn http_url(text: &str) -> Option<String> {
+    let trimmed = text.trim().trim_end_matches('/');
+    let url = url::Url::parse(trimmed).ok()?;
+    let ok = matches!(url.scheme(), "http" | "https")
+        && url.host().is_some()
+        && url.query().is_none()
+        && url.fragment().is_none();
+    ok.then(|| trimmed.to_owned())
+}
+
+/// A required credential: absent or empty is an error whose message is `hint` (say what to
+/// write, e.g. `required: the bot token from @BotFather, e.g. bot_token: $TELEGRAM_BOT_TOKEN`).
+/// The value is never echoed.
+pub fn required_secret(
+    issues: &mut Issues,
+    key: &str,
+    value: Option<&Secret>,
+    hint: &str,
+) -> Option<Secret> {
+    match value {
+        Some(secret) if !secret.expose().trim().is_empty() => Some(secret.clone()),
+        _ => {
+            issues.error(key, hint);
+            None
+        }
+    }
+}
+
+/// A socket address such as `0.0.0.0:8443`; absent or blank is an error saying `required`.
+pub fn socket_addr(
+    issues: &mut Issues,
+    key: &str,
+    value: Option<&str>,
+    required: &str,
+) -> Option<SocketAddr> {
+    match value.map(str::trim) {
+        None | Some("") => {
+            issues.error(key, required);
+            None
+        }
+        Some(text) => match text.parse() {
+            Ok(addr) => Some(addr),
+            Err(_) => {
+                issues.error(
+                    key,
+                    format!("expected an address such as 0.0.0.0:8443, got {text:?}"),
+                );
+                None
+            }
+        },
+    }
+}
+
+/// One of `options` (the first is the default when absent or blank). An unknown value is
+/// an error and yields the default.
+pub fn choice(
+    issues: &mut Issues,
+    key: &str,
+    value: Option<&str>,
+    options: &[&'static str],
+) -> &'static str {
+    let default = options.first().copied().unwrap_or("");
+    match value.map(str::trim) {
+        None | Some("") => default,
+        Some(text) => match options.iter().find(|o| o.eq_ignore_ascii_case(text)) {
+            Some(found) => found,
+            None => {
+                issues.error(
+                    key,
+                    format!("expected {}, got {text:?}", options.join(" or ")),
+                );
+                default
+            }
+        },
+    }
+}
+
+/// A list of platform ids (`allowed_users`, `admin_users`, `allowed_guilds`): a list, or one
+/// id as a string; numbers are ids too. It fails closed: a configured list with no valid
+/// entry allows nobody, with a warning saying so.
+pub fn id_list(issues: &mut Issues, key: &str, value: Option<&Value>) -> AllowedUsers {
+    let entry = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
+    let entries = match value {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.trim().is_empty() => None,
+        Some(Value::Array(items)) => Some(items.iter().map(entry).collect::<Vec<_>>()),
+        Some(other) => Some(vec![entry(other)]),
+    };
+    let allowed = AllowedUsers::from_entries(entries);
+    if let AllowedUsers::Only(ids) = &allowed
+        && ids.is_empty()
+    {
+        issues.warn(key, "no valid id listed, so nobody is allowed");
+    }
+    allowed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    #[derive(Debug, Default, Deserialize)]
+    struct Raw {
+        token: Option<Secret>,
+        nested: Option<Nested>,
+    }
+
+    #[derive(Debug, Default, Deserialize)]
+    struct Nested {
+        listen: Option<String>,
+    }
+
+    fn paths(issues: &Issues) -> Vec<(&str, Severity)> {
+        issues
+            .iter()
+            .map(|i| (i.path.as_str(), i.severity))
+            .collect()
+    }
+
+    #[test]
+    fn unknown_keys_warn_and_wrong_types_fail_at_their_full_path() {
+        let mut issues = Issues::new("channels.demo");
+        let raw: Raw = parse_block(
+            json!({"token": "t", "surprise": 1, "nested": {"listen": "x", "extra": true}}),
+            &mut issues,
+        )
+        .unwrap();
+        assert_eq!(raw.nested.unwrap().listen.as_deref(), Some("x"));
+        assert_eq!(
+            paths(&issues),
+            [
+                ("channels.demo.nested.extra", Severity::Warning),
+                ("channels.demo.surprise", Severity::Warning)
+            ]
+        );
+        let mut issues = Issues::new("channels.demo");
+        assert!(parse_block::<Raw>(json!({"nested": {"listen": [1]}}), &mut issues).is_none());
+        assert_eq!(
+            paths(&issues),
+            [("channels.demo.nested.listen", Severity::Error)]
+        );
+        let mut issues = Issues::new("channels.demo");
+        let raw: Raw = parse_block(Value::Null, &mut issues).unwrap();
+        assert!(raw.token.is_none() && issues.iter().next().is_none());
+        assert!(parse_block::<Raw>(json!("a string"), &mut issues).is_none());
+        assert_eq!(paths(&issues), [("channels.demo", Severity::Error)]);
+    }
+
+    #[test]
+    fn value_helpers_check_and_fall_back() {
+        let mut issues = Issues::new("c");
+        let d = Duration::from_secs(3);
+        assert_eq!(seconds(&mut issues, "t", None, d, 0.0..=10.0), d);
+        assert_eq!(
+            seconds(&mut issues, "t", Some(0.5), d, 0.0..=10.0),
+            Duration::from_millis(500)
+        );
+        assert_eq!(seconds(&mut issues, "t", Some(f64::NAN), d, 0.0..=10.0), d);
+        assert_eq!(seconds(&mut issues, "t", Some(11.0), d, 0.0..=10.0), d);
+        assert_eq!(integer(&mut issues, "n", Some(0), 30, 1..=300), 30);
+        assert_eq!(integer(&mut issues, "n", Some(7), 30, 1..=300), 7);
+        assert_eq!(
+            base_url(
+                &mut issues,
+                "u",
+                Some(" http://127.0.0.1:9/api/ "),
+                "https://x"
+            ),
+            "http://127.0.0.1:9/api"
+        );
+        assert_eq!(
+            base_url(&mut issues, "u", Some(""), "https://x/"),
+            "https://x"
+        );
+        assert_eq!(
+            base_url(&mut issues, "u", Some("ftp://h"), "https://x"),
+            "https://x"
+        );
+        assert_eq!(
+            base_url(&mut issues, "u", Some("https://h/?q=1"), "https://x"),
+            "https://x"
+        );
+        assert_eq!(
+            choice(&mut issues, "m", None, &["polling", "webhook"]),
+            "polling"
+        );
+        assert_eq!(
+            choice(&mut issues, "m", Some("Webhook"), &["polling", "webhook"]),
+            "webhook"
+        );
+        assert_eq!(
+            choice(&mut issues, "m", Some("pigeon"), &["polling", "webhook"]),
+            "polling"
+        );
+        assert_eq!(
+            socket_addr(&mut issues, "l", Some("127.0.0.1:1"), "req"),
+            Some(([127, 0, 0, 1], 1).into())
+        );
+        assert_eq!(socket_addr(&mut issues, "l", Some("nowhere"), "req"), None);
+        assert_eq!(socket_addr(&mut issues, "l", None, "required here"), None);
+        let errors: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(
+            errors,
+            ["c.t", "c.t", "c.n", "c.u", "c.u", "c.m", "c.l", "c.l"]
+        );
+        assert!(issues.has_error_at("c.l") && !issues.has_error_at("c.x"));
+    }
+
+    #[test]
+    fn secrets_are_required_and_never_echoed() {
+        let mut issues = Issues::new("c");
+        let given = Secret::new("s3cr3t-value");
+        assert_eq!(
+            required_secret(&mut issues, "k", Some(&given), "hint").unwrap(),
+            given
+        );
+        assert!(
+            required_secret(&mut issues, "k", Some(&Secret::new(" ")), "write k: $K").is_none()
+        );
+        assert!(required_secret(&mut issues, "k", None, "write k: $K").is_none());
+        let text = format!("{issues:?}");
+        assert!(!text.contains("s3cr3t"), "{text}");
+        assert_eq!(
+            issues.iter().filter(|i| i.message == "write k: $K").count(),
+            2
+        );
+    }
+
+    #[test]
+    fn id_lists_fail_closed() {
+        let mut issues = Issues::new("c");
+        assert_eq!(id_list(&mut issues, "ids", None), AllowedUsers::Anyone);
+        assert_eq!(
+            id_list(&mut issues, "ids", Some(&json!([]))),
+            AllowedUsers::Anyone
+        );
+        assert_eq!(
+            id_list(&mut issues, "ids", Some(&json!(""))),
+            AllowedUsers::Anyone
+        );
+        let some = id_list(&mut issues, "ids", Some(&json!([42, "u2", {"x": 1}])));
+        assert!(some.allows("42") && some.allows("u2") && !some.allows("u3"));
+        assert!(issues.iter().next().is_none());
+        let nobody = id_list(&mut issues, "ids", Some(&json!([{"x": 1}])));
+        assert!(!nobody.allows("42"));
+        assert_eq!(paths(&issues), [("c.ids", Severity::Warning)]);
+    }
+}

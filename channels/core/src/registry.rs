@@ -1,0 +1,127 @@
+//! The adapter contract's entry point: a [`Platform`] is what the daemon's registry lists.
+//!
+//! Adding a platform is one crate and one registry line (`docs/adapter-spec.md`, "Adding
+//! a platform"). The daemon never matches on platform names: for each enabled
+//! `channels.<name>` block it finds the platform with that [`Platform::name`], hands it
+//! the block's adapter keys to [`Platform::validate`] (pure, for `check-config` too), and
+//! later builds the channel from what validation returned with a [`BuildContext`].
+//!
+//! The keys every channel shares (`enabled`, `allowed_users`, `admin_users`, `session`,
+//! `locale`, `busy_policy`, …) are read by the daemon and removed from the block first;
+//! what an adapter needs of them (`allowed_users`) reaches it through the context.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::access::AllowedUsers;
+use crate::channel::Channel;
+use crate::commands::CommandVocabulary;
+use crate::config::Issues;
+use crate::error::ChannelError;
+use crate::menu::CommandMenu;
+use crate::webhook::WebhookHost;
+
+/// A chat platform the daemon can serve, as its registry lists it.
+pub trait Platform: Send + Sync + 'static {
+    /// The provider key: the `channels.<name>` block and [`Channel::name`].
+    fn name(&self) -> &'static str;
+
+    /// Validates the adapter's keys of its block (the shared keys already removed).
+    ///
+    /// Pure: it opens no file or socket. Every problem goes into `issues` with its full key
+    /// path (warnings too, e.g. unknown keys); `None` when the block has errors.
+    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>>;
+}
+
+/// A validated channel: printable for `check-config`, and ready to build.
+pub trait Configured: Send + Sync + fmt::Debug {
+    /// The effective settings, secrets redacted, as `check-config` prints them.
+    fn effective(&self) -> Value;
+
+    /// Builds the channel. No network yet: transports start in [`Channel::run`]; a webhook
+    /// route is registered on the context's host here.
+    fn build(&self, ctx: &BuildContext) -> Result<Arc<dyn Channel>, ChannelError>;
+}
+
+/// Builds a channel from its settings.
+pub type BuildFn<S> = fn(&S, &BuildContext) -> Result<Arc<dyn Channel>, ChannelError>;
+
+/// The usual [`Configured`]: an adapter's settings and the function that builds it.
+pub struct Prepared<S> {
+    settings: S,
+    build: BuildFn<S>,
+}
+
+impl<S> Prepared<S> {
+    /// Settings and their builder.
+    pub fn new(settings: S, build: BuildFn<S>) -> Self {
+        Self { settings, build }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &S {
+        &self.settings
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for Prepared<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Prepared")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Serialize + fmt::Debug + Send + Sync + 'static> Configured for Prepared<S> {
+    fn effective(&self) -> Value {
+        serde_json::to_value(&self.settings).unwrap_or(Value::Null)
+    }
+
+    fn build(&self, ctx: &BuildContext) -> Result<Arc<dyn Channel>, ChannelError> {
+        (self.build)(&self.settings, ctx)
+    }
+}
+
+/// What the daemon hands an adapter when it builds the channel.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct BuildContext {
+    /// Who may talk to the bot (the block's `allowed_users`); messages from anyone else are
+    /// dropped by the adapter.
+    pub allowed_users: AllowedUsers,
+    /// The daemon's commands, to classify messages with.
+    pub commands: CommandVocabulary,
+    /// The daemon's command menu, localized, for platforms with a command picker.
+    pub menu: CommandMenu,
+    /// The shared inbound HTTP host webhook routes are registered on.
+    pub webhooks: WebhookHost,
+}
+
+impl fmt::Debug for BuildContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BuildContext")
+            .field("allowed_users", &self.allowed_users)
+            .field("commands", &self.commands)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BuildContext {
+    /// A context with everything given.
+    pub fn new(
+        allowed_users: AllowedUsers,
+        commands: CommandVocabulary,
+        menu: CommandMenu,
+        webhooks: WebhookHost,
+    ) -> Self {
+        Self {
+            allowed_users,
+            commands,
+            menu,
+            webhooks,
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! One registered route: its handler slot, its bounds, and the path of one request through
+//! them.
+//!
+//! The order is chosen so that the cheapest check that can refuse runs first and nothing
+//! is read from the network for a request that will be refused:
+//!
+//! 1. a handler is installed, else 503 `unavailable` (the platform redelivers later);
+//! 2. [`WebhookHandler::authorize`] on the headers, else 401 `unauthorized`, before a
+//!    byte of the body is read;
+//! 3. a slot among [`WebhookLimits::max_in_flight`], else 503 `busy`;
+//! 4. the body, at most [`WebhookLimits::max_body`] bytes (a larger declared length is
+//!    refused before reading), else 413 `too_large`, within
+//!    [`WebhookLimits::body_timeout`], else 408 `timeout`;
+//! 5. [`WebhookHandler::handle`], holding the slot until it answers.
+//!
+//! Each refusal feeds the route's [`RefusalLog`] and counts a receiving error in the
+//! channel's [`Telemetry`].
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use axum::body::Body;
+use axum::http::header::{CONTENT_TYPE, HeaderValue};
+use axum::http::{Request, Response, StatusCode};
+use bytes::{Bytes, BytesMut};
+use hyper::body::{Body as _, Incoming};
+use tokio::sync::Semaphore;
+
+use super::refusal::{Refusal, RefusalLog};
+use super::{WebhookHandler, WebhookLimits, WebhookRequest, WebhookResponse, lock};
+use crate::telemetry::{Stage, Telemetry};
+
+/// The state one route shares between its [`WebhookRoute`](super::WebhookRoute) handles,
+/// its [`Installed`](super::Installed) guards and the listener serving it.
+pub(super) struct Route {
+    pub(super) telemetry: Telemetry,
+    limits: WebhookLimits,
+    /// [`WebhookLimits::max_in_flight`] permits, taken with `try_acquire`: at the bound a
+    /// request is refused with 503 at once instead of queueing.
+    in_flight: Semaphore,
+    /// The handler serving requests now, if any, with the id of the guard that installed it.
+    handler: Mutex<Option<(u64, Arc<dyn WebhookHandler>)>>,
+    next_id: AtomicU64,
+    pub(super) refusals: RefusalLog,
+    /// The address the route's listener bound, set once by `start`.
+    pub(super) bound: Arc<OnceLock<SocketAddr>>,
+}
+
+impl Route {
+    pub(super) fn new(
+        telemetry: &Telemetry,
+        limits: WebhookLimits,
+        bound: Arc<OnceLock<SocketAddr>>,
+    ) -> Self {
+        Self {
+            telemetry: telemetry.clone(),
+            limits,
+            in_flight: Semaphore::new(limits.max_in_flight),
+            handler: Mutex::new(None),
+            next_id: AtomicU64::new(0),
+            refusals: RefusalLog::new(telemetry.channel()),
+            bound,
+        }
+    }
+
+    /// Installs `handler`, replacing any other; returns the id its guard uninstalls by.
+    pub(super) fn install(&self, handler: Arc<dyn WebhookHandler>) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        *lock(&self.handler) = Some((id, handler));
+        id
+    }
+
+    /// Uninstalls the handler if it is still the one installed as `id`.
+    pub(super) fn uninstall(&self, id: u64) {
+        let mut handler = lock(&self.handler);
+        if handler.as_ref().is_some_and(|(current, _)| *current == id) {
+            *handler = None;
+        }
+    }
+
+    fn handler(&self) -> Option<Arc<dyn WebhookHandler>> {
+        lock(&self.handler)
+            .as_ref()
+            .map(|(_, handler)| handler.clone())
+    }
+
+    /// Serves one POST for this route through the bounds listed in the module docs.
+    pub(super) async fn serve(&self, request: Request<Incoming>) -> Response<Body> {
+        let Some(handler) = self.handler() else {
+            return self.refuse(Refusal::Unavailable);
+        };
+        let (parts, body) = request.into_parts();
+        if !handler.authorize(&parts.headers) {
+            return self.refuse(Refusal::Unauthorized);
+        }
+        let Ok(_slot) = self.in_flight.try_acquire() else {
+            return self.refuse(Refusal::Busy);
+        };
+        let max_body = self.limits.max_body;
+        let read = tokio::time::timeout(self.limits.body_timeout, read_body(body, max_body));
+        let body = match read.await {
+            Ok(Ok(body)) => body,
+            Ok(Err(BodyError::TooLarge)) => return self.refuse(Refusal::TooLarge),
+            Ok(Err(BodyError::Broken)) => {
+                // The client went away mid-body: nobody reads the answer, so this is a
+                // receiving failure, not a refusal.
+                self.telemetry.error(Stage::Receiving);
+                tracing::debug!(
+                    channel = self.telemetry.channel(),
+                    "A webhook request broke off before its body was complete."
+                );
+                return status_response(StatusCode::BAD_REQUEST);
+            }
+            Err(_elapsed) => return self.refuse(Refusal::Timeout),
+        };
+        let response = handler
+            .handle(WebhookRequest {
+                headers: parts.headers,
+                query: parts.uri.query().map(str::to_owned),
+                body,
+            })
+            .await;
+        if response.refused {
+            self.count(Refusal::Unauthorized);
+        }
+        into_http(response)
+    }
+
+    /// Counts and logs `reason`, and builds its answer.
+    fn refuse(&self, reason: Refusal) -> Response<Body> {
+        self.count(reason);
+        status_response(match reason {
+            Refusal::Unauthorized => StatusCode::UNAUTHORIZED,
+            Refusal::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Refusal::Timeout => StatusCode::REQUEST_TIMEOUT,
+            Refusal::Busy | Refusal::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        })
+    }
+
+    fn count(&self, reason: Refusal) {
+        self.telemetry.error(Stage::Receiving);
+        if let Some(tally) = self.refusals.refused(reason) {
+            tally.log(self.telemetry.channel());
+        }
+    }
+}
+
+enum BodyError {
+    /// Over the cap (declared or counted).
+    TooLarge,
+    /// The connection failed or closed mid-body.
+    Broken,
+}
+
+/// Reads the whole body, holding at most `max` bytes: a declared length over `max` is
+/// refused before a byte is read, and a chunked body is refused once it passes `max`.
+async fn read_body(body: Incoming, max: usize) -> Result<Bytes, BodyError> {
+    let declared = body.size_hint().lower();
+    if declared > max as u64 {
+        return Err(BodyError::TooLarge);
+    }
+    // `declared <= max`, so the capacity is bounded by the cap.
+    let mut buffer = BytesMut::with_capacity(usize::try_from(declared).unwrap_or(max));
+    let mut body = std::pin::pin!(body);
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let Ok(data) = frame.map_err(|_| BodyError::Broken)?.into_data() else {
+            continue; // trailers
+        };
+        if buffer.len().saturating_add(data.len()) > max {
+            return Err(BodyError::TooLarge);
+        }
+        buffer.extend_from_slice(&data);
+    }
+    Ok(buffer.freeze())
+}
+
+/// A bodiless answer.
+pub(super) fn status_response(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = status;
+    response
+}
+
+fn into_http(response: WebhookResponse) -> Response<Body> {
+    let Some((content_type, body)) = response.body else {
+        return status_response(response.status);
+    };
+    let mut http = Response::new(Body::from(body));
+    *http.status_mut() = response.status;
+    if let Ok(value) = HeaderValue::from_str(content_type) {
+        http.headers_mut().insert(CONTENT_TYPE, value);
+    }
+    http
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::webhook::tests::kit::{
+        Blocking, CHANNEL, Echo, PATH, SECRET, SECRET_HEADER, fixture, head, post, send, status,
+        within,
+    };
+
+    #[tokio::test]
+    async fn a_request_reaches_the_handler_with_its_body_and_query() {
+        let f = fixture(WebhookLimits::default()).await;
+        let echo = Echo::new(&f.telemetry);
+        let _installed = f.install(echo.clone());
+        let (status, body) = post(f.addr, &format!("{PATH}?x=1"), &[], "hello").await;
+        assert_eq!(status, 200);
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"channel": CHANNEL, "body": "hello", "query": "x=1"})
+        );
+        assert_eq!(f.probe.received(CHANNEL), 1);
+        assert_eq!(f.probe.receiving_errors(CHANNEL), 0);
+    }
+
+    #[tokio::test]
+    async fn a_wrong_secret_is_refused_before_the_body_is_read() {
+        let f = fixture(WebhookLimits::default()).await;
+        let echo = Echo::with_secret(&f.telemetry);
+        let _installed = f.install(echo.clone());
+        // Headers only: the body announced is never sent, yet the answer comes.
+        let wrong = format!("{SECRET_HEADER}: guess");
+        let request = head("POST", PATH, &[&wrong, "content-length: 5"]);
+        let mut stream = send(f.addr, request.as_bytes()).await;
+        assert_eq!(status(&mut stream).await, 401);
+        let missing = head("POST", PATH, &["content-length: 5"]);
+        let mut stream = send(f.addr, missing.as_bytes()).await;
+        assert_eq!(status(&mut stream).await, 401);
+        assert_eq!(echo.calls(), 0);
+        assert_eq!(f.probe.refused(CHANNEL, "unauthorized"), 2);
+        assert_eq!(f.probe.receiving_errors(CHANNEL), 2);
+
+        let right = format!("{SECRET_HEADER}: {SECRET}");
+        assert_eq!(post(f.addr, PATH, &[&right], "{}").await.0, 200);
+        assert_eq!(echo.calls(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_signature_the_handler_rejects_counts_as_unauthorized() {
+        let f = fixture(WebhookLimits::default()).await;
+        let _installed = f.install(Echo::new(&f.telemetry));
+        assert_eq!(post(f.addr, PATH, &[], "forged").await.0, 401);
+        assert_eq!(f.probe.refused(CHANNEL, "unauthorized"), 1);
+        assert_eq!(f.probe.receiving_errors(CHANNEL), 1);
+    }
+
+    #[tokio::test]
+    async fn a_body_over_max_body_is_refused_declared_or_chunked() {
+        let limits = WebhookLimits {
+            max_body: 16,
+            ..WebhookLimits::default()
+        };
+        let f = fixture(limits).await;
+        let echo = Echo::new(&f.telemetry);
+        let _installed = f.install(echo.clone());
+        assert_eq!(post(f.addr, PATH, &[], &"x".repeat(16)).await.0, 200);
+        // Declared too large: refused without sending the body.
+        let declared = head("POST", PATH, &["content-length: 17"]);
+        let mut stream = send(f.addr, declared.as_bytes()).await;
+        assert_eq!(status(&mut stream).await, 413);
+        // Chunked: refused once the chunks pass the cap.
+        let chunked = head("POST", PATH, &["transfer-encoding: chunked"])
+            + "a\r\n0123456789\r\na\r\n0123456789\r\n0\r\n\r\n";
+        let mut stream = send(f.addr, chunked.as_bytes()).await;
+        assert_eq!(status(&mut stream).await, 413);
+        assert_eq!(echo.calls(), 1);
+        assert_eq!(f.probe.refused(CHANNEL, "too_large"), 2);
+        assert_eq!(f.probe.receiving_errors(CHANNEL), 2);
+    }
+
+    #[tokio::test]
+    async fn a_body_that_stalls_is_refused_after_body_timeout() {
+        let limits = WebhookLimits {
+            body_timeout: Duration::from_millis(200),
+            ..WebhookLimits::default()
+        };
+        let f = fixture(limits).await;
+        let echo = Echo::new(&f.telemetry);
+        let _installed = f.install(echo.clone());
+        let request = head("POST", PATH, &["content-length: 10"]) + "abc";
+        let mut stream = send(f.addr, request.as_bytes()).await;
+        assert_eq!(status(&mut stream).await, 408);
+        assert_eq!(echo.calls(), 0);
+        assert_eq!(f.probe.refused(CHANNEL, "timeout"), 1);
+        assert_eq!(f.probe.receiving_errors(CHANNEL), 1);
+    }
+
+    #[tokio::test]
+    async fn past_max_in_flight_a_request_gets_503_at_once() {
+        let limits = WebhookLimits {
+            max_in_flight: 1,
+            ..WebhookLimits::default()
+        };
+        let f = fixture(limits).await;
+        let blocking = Arc::new(Blocking::default());
+        let _installed = f.install(blocking.clone());
+        let first = tokio::spawn(post(f.addr, PATH, &[], "first"));
+        within(blocking.entered.notified()).await;
+        assert_eq!(post(f.addr, PATH, &[], "second").await.0, 503);
+        blocking.release.notify_one();
+        assert_eq!(within(first).await.unwrap().0, 200);
+        assert_eq!(f.probe.refused(CHANNEL, "busy"), 1);
+        assert_eq!(f.probe.receiving_errors(CHANNEL), 1);
+        // The slot is free again.
+        blocking.release.notify_one();
+        assert_eq!(post(f.addr, PATH, &[], "third").await.0, 200);
+    }
+
+    #[tokio::test]
+    async fn without_an_installed_handler_the_route_answers_503() {
+        let f = fixture(WebhookLimits::default()).await;
+        assert_eq!(post(f.addr, PATH, &[], "{}").await.0, 503);
+        let installed = f.install(Echo::new(&f.telemetry));
+        assert_eq!(post(f.addr, PATH, &[], "{}").await.0, 200);
+        drop(installed);
+        assert_eq!(post(f.addr, PATH, &[], "{}").await.0, 503);
+        assert_eq!(f.probe.refused(CHANNEL, "unavailable"), 2);
+        assert_eq!(f.probe.receiving_errors(CHANNEL), 2);
+    }
+
+    #[tokio::test]
+    async fn installing_again_replaces_and_the_old_guard_uninstalls_nothing() {
+        let f = fixture(WebhookLimits::default()).await;
+        let old = Echo::new(&f.telemetry);
+        let new = Echo::new(&f.telemetry);
+        let old_guard = f.install(old.clone());
+        let new_guard = f.install(new.clone());
+        drop(old_guard);
+        assert_eq!(post(f.addr, PATH, &[], "{}").await.0, 200);
+        assert_eq!((old.calls(), new.calls()), (0, 1));
+        drop(new_guard);
+        assert_eq!(post(f.addr, PATH, &[], "{}").await.0, 503);
+    }
+}
