@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -23,7 +22,6 @@ use im_bridge::daemon::{self, DaemonConfig, DaemonExit};
 use im_bridge::gateway::GatewayConfig;
 use im_bridge::manager::{ManagerConfig, Owners};
 use im_bridge::simulator::{Script, Simulator, SimulatorConfig};
-use im_bridge_channel::Channel;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -262,10 +260,7 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
         .context("starting the Gateway simulator")?;
     let state =
         tempfile::tempdir().context("creating a temporary directory for the demo's state")?;
-    let console: Arc<dyn Channel> = Arc::new(
-        im_bridge_console::ConsoleChannel::stdio()
-            .with_commands(im_bridge::manager::commands::vocabulary()),
-    );
+    let console = im_bridge::platforms::demo_channel()?;
     let config = DaemonConfig {
         intake: config::IntakeSettings {
             inbound_queue_maxsize: std::num::NonZeroUsize::new(100)

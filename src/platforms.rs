@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use im_bridge_channel::{BuildContext, Channel, ChannelError, Platform, WebhookHost};
+use im_bridge_channel::{BuildContext, Channel, ChannelError, Issues, Platform, WebhookHost};
 
 use crate::config::Settings;
 use crate::i18n::{Catalogs, command_menu};
@@ -31,9 +31,15 @@ pub fn find(name: &str) -> Option<&'static dyn Platform> {
     PLATFORMS.iter().copied().find(|p| p.name() == name)
 }
 
+/// The platform `im-bridge demo` chats on: the terminal.
+pub const DEMO_PLATFORM: &str = "console";
+
 /// Why a channel could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    /// This build lacks the platform (its cargo feature is off).
+    #[error("this build of im-bridge has no {0} channel")]
+    Missing(&'static str),
     /// The catalogs for the command menu could not be loaded.
     #[error("loading the message catalogs for the command menus failed: {0}")]
     Catalogs(#[from] crate::i18n::I18nError),
@@ -75,4 +81,133 @@ pub fn build_channels(
                 })
         })
         .collect()
+}
+
+/// The channel `im-bridge demo` runs: the [`DEMO_PLATFORM`] with no settings, classifying
+/// lines with the daemon's commands.
+pub fn demo_channel() -> Result<Arc<dyn Channel>, BuildError> {
+    let missing = || BuildError::Missing(DEMO_PLATFORM);
+    let platform = find(DEMO_PLATFORM).ok_or_else(missing)?;
+    let mut issues = Issues::new(DEMO_PLATFORM);
+    let configured = platform
+        .validate(serde_json::Value::Null, &mut issues)
+        .ok_or_else(missing)?;
+    let mut ctx = BuildContext::default();
+    ctx.commands = crate::manager::commands::vocabulary();
+    configured
+        .build(&ctx)
+        .map_err(|source| BuildError::Channel {
+            channel: DEMO_PLATFORM.to_owned(),
+            source,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::config::load_str;
+
+    fn load(text: &str) -> Result<(Settings, Vec<String>), Vec<String>> {
+        load_str(text, &HashMap::<String, String>::new()).map_err(|e| e.errors())
+    }
+
+    #[test]
+    fn issue_12_each_platform_is_listed_once_and_known() {
+        let mut names: Vec<&str> = PLATFORMS.iter().map(|p| p.name()).collect();
+        let count = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), count, "a platform is listed twice: {names:?}");
+        for name in names {
+            assert!(
+                KNOWN_PLATFORMS.contains(&name),
+                "{name} is not in KNOWN_PLATFORMS"
+            );
+            assert!(find(name).is_some());
+        }
+        assert!(find("myspace").is_none());
+    }
+
+    #[test]
+    fn issue_12_unknown_missing_and_disabled_platforms() {
+        // A platform im-bridge has no adapter for at all: a warning, it does not start.
+        let (settings, warnings) =
+            load("channels:\n  console: {enabled: true}\n  myspace: {enabled: true}\n").unwrap();
+        assert_eq!(settings.channels.len(), 1);
+        assert!(
+            warnings.iter().any(|w| w
+                .starts_with("channels.myspace: enabled, but im-bridge has no myspace adapter")),
+            "{warnings:?}"
+        );
+        // A platform this build lacks: an error naming the block and the feature.
+        let missing = KNOWN_PLATFORMS
+            .iter()
+            .find(|name| find(name).is_none())
+            .expect("some planned platform is not compiled in");
+        let errors = load(&format!(
+            "channels:\n  console: {{enabled: true}}\n  {missing}: {{enabled: true}}\n"
+        ))
+        .unwrap_err();
+        assert_eq!(
+            errors,
+            [format!(
+                "channels.{missing}: this build of im-bridge has no {missing} adapter; rebuild with the {missing} feature, or set enabled: false"
+            )]
+        );
+        // A disabled block is not validated: its keys are DeerFlow's business.
+        let (settings, _) = load(&format!(
+            "channels:\n  console: {{enabled: true}}\n  {missing}: {{enabled: false, app_id: [1, 2]}}\n"
+        ))
+        .unwrap();
+        assert_eq!(settings.channels.len(), 1);
+    }
+
+    #[cfg(feature = "telegram")]
+    #[test]
+    fn issue_12_an_adapters_issues_keep_their_key_paths() {
+        let text = "channels:\n  telegram:\n    enabled: true\n    bot_token: not-a-token\n    mode: pigeon\n    surprise: 1\n    webhook: {listen: 3}\n";
+        let errors = load(text).unwrap_err();
+        let paths: Vec<&str> = errors
+            .iter()
+            .map(|e| e.split_once(':').map_or(e.as_str(), |(p, _)| p))
+            .collect();
+        assert_eq!(paths, ["channels.telegram.webhook.listen"], "{errors:?}");
+        let text = "channels:\n  telegram:\n    enabled: true\n    bot_token: not-a-token\n    mode: pigeon\n    surprise: 1\n";
+        let errors = load(text).unwrap_err();
+        let paths: Vec<&str> = errors
+            .iter()
+            .map(|e| e.split_once(':').map_or(e.as_str(), |(p, _)| p))
+            .collect();
+        assert_eq!(
+            paths,
+            ["channels.telegram.bot_token", "channels.telegram.mode"],
+            "{errors:?}"
+        );
+        let text = "channels:\n  telegram:\n    enabled: true\n    bot_token: \"123:abc\"\n    surprise: 1\n";
+        let (settings, warnings) = load(text).unwrap();
+        assert!(
+            warnings.contains(&"channels.telegram.surprise: unknown key, ignored".to_owned()),
+            "{warnings:?}"
+        );
+        // check-config prints what the adapter validated, its secret redacted.
+        let printed = serde_yaml_ng::to_string(&settings).unwrap();
+        assert!(
+            printed.contains("api_url: https://api.telegram.org"),
+            "{printed}"
+        );
+        assert!(!printed.contains("123:abc"), "{printed}");
+    }
+
+    #[test]
+    fn issue_12_channels_are_built_through_the_registry() {
+        let (settings, _) = load("channels:\n  console: {enabled: true}\n").unwrap();
+        let channels = build_channels(&settings, &WebhookHost::new()).unwrap();
+        assert_eq!(
+            channels.iter().map(|c| c.name()).collect::<Vec<_>>(),
+            [DEMO_PLATFORM]
+        );
+        assert_eq!(demo_channel().unwrap().name(), DEMO_PLATFORM);
+    }
 }

@@ -4,7 +4,8 @@
 //! The manager holds an `Arc<dyn Store>` and never knows which backend it talks to. SQLite
 //! ([`SqliteStore`], one file, the embedded default) serves a single replica; Postgres
 //! ([`PostgresStore`]) serves several replicas sharing state (DESIGN.md "Scale-out"). Both must pass
-//! the one body in [`conformance`], so behaviour cannot drift between them.
+//! the one body in `conformance` (a test-only module), so behaviour cannot drift between
+//! them.
 //!
 //! Keys are typed ([`ConversationKey`], [`DedupeKey`]) so a chat id can never be passed where
 //! a thread id is expected. Bindings keep the Python JSON store's key shape
@@ -16,11 +17,11 @@
 //! - [`sqlite`]: [`SqliteStore`], the embedded single-file backend.
 //! - [`postgres`]: [`PostgresStore`], the shared backend for several replicas.
 //! - `cache`: the bounded read-through cache the SQLite backend keeps in front of the file.
-//! - [`conformance`]: the shared contract test body every backend runs.
+//! - `conformance` (tests only): the shared contract test body every backend runs.
 
 mod cache;
-#[doc(hidden)]
-pub mod conformance;
+#[cfg(test)]
+mod conformance;
 pub mod error;
 pub mod postgres;
 pub mod sqlite;

@@ -291,3 +291,18 @@ async fn every_goal_outcome_in_both_locales() {
         h.stop().await;
     }
 }
+
+#[tokio::test]
+async fn issue_13_single_user_deerflow_replies_in_the_default_users_language() {
+    // DEER_FLOW_AUTH_DISABLED=1: every conversation belongs to DeerFlow's `default` user.
+    let mut o = Options::final_only();
+    o.manager.owners = Owners::single_user();
+    let h = Harness::with(o).await;
+    h.sim
+        .set_user_locale(im_bridge::manager::SINGLE_USER, Some("zh-CN"));
+    let mut m = h.message("/goal");
+    m.locale_hint = Some("en-US".into());
+    h.send(m).await;
+    assert_eq!(h.channel.nth_final(1).await, ZH_NONE);
+    h.stop().await;
+}

@@ -248,3 +248,16 @@ fn locales_must_have_a_catalog_and_a_catalog_directory_is_checked() {
         "{errors:?}"
     );
 }
+
+#[test]
+fn issue_13_auth_disabled_means_single_user_deerflow() {
+    let text = with_console("channels:\n");
+    let (s, _) = load_str(&text, &env(&[])).unwrap();
+    assert!(!s.single_user);
+    for on in ["1", "true"] {
+        let (s, _) = load_str(&text, &env(&[("DEER_FLOW_AUTH_DISABLED", on)])).unwrap();
+        assert!(s.single_user, "{on}");
+    }
+    let (s, _) = load_str(&text, &env(&[("DEER_FLOW_AUTH_DISABLED", "0")])).unwrap();
+    assert!(!s.single_user);
+}
