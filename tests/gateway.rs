@@ -494,3 +494,75 @@ async fn a_gateway_that_is_not_there_is_a_transport_error() {
         GatewayError::Transport { .. }
     ));
 }
+
+#[tokio::test]
+async fn issue_13_a_run_in_flight_is_cancelled_and_its_stream_ends() {
+    let (sim, client, thread) = start_on_a_thread().await;
+    // A slow answer: each chunk waits long enough that the cancel lands mid-stream.
+    sim.script_next_run(
+        Script::with_answer("one two three four five six seven eight")
+            .chunks(8)
+            .chunk_delay(Duration::from_millis(200)),
+    );
+    let mut stream = client
+        .stream_run(None, &thread, &RunRequest::new("go slowly"))
+        .await
+        .unwrap();
+    let run_id = stream.run_id().unwrap().to_owned();
+    // The first chunk arrived: the run is streaming.
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .unwrap()
+        {
+            Some(Ok(RunEvent::Messages { .. })) => break,
+            Some(Ok(_)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    client.cancel_run(None, &thread, &run_id).await.unwrap();
+    // The stream ends cleanly, before the script could have finished.
+    let mut events = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap()
+    {
+        events.push(event.unwrap());
+    }
+    assert!(
+        matches!(events.last(), Some(RunEvent::End)),
+        "the stream ends with end: {events:?}"
+    );
+    sim.wait_idle(thread.as_str(), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(
+        sim.run(&run_id).unwrap().status,
+        im_bridge::simulator::RunStatus::Interrupted
+    );
+    // A finished run cannot be cancelled; an unknown one is not found; ids are checked.
+    assert_eq!(
+        client.cancel_run(None, &thread, &run_id).await.unwrap_err(),
+        GatewayError::Conflict
+    );
+    assert_eq!(
+        client
+            .cancel_run(None, &thread, "no-such-run")
+            .await
+            .unwrap_err(),
+        GatewayError::NotFound
+    );
+    assert!(matches!(
+        client.cancel_run(None, &thread, "..").await.unwrap_err(),
+        GatewayError::InvalidArgument { .. }
+    ));
+    // The request carried the action and passed the simulator's CSRF check.
+    let cancels: Vec<_> = sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/cancel"))
+        .collect();
+    assert_eq!(cancels.len(), 3, "{cancels:?}");
+    assert_eq!(cancels[0].status, Some(202));
+    assert_eq!(cancels[0].query.as_deref(), Some("action=interrupt"));
+}

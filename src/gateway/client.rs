@@ -35,7 +35,7 @@ const MAX_JSON_BYTES: usize = 64 * 1024 * 1024;
 const MAX_ERROR_BYTES: usize = 64 * 1024;
 
 /// A path segment keeps only RFC 3986 unreserved characters.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+pub(crate) const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'_')
     .remove(b'.')

@@ -21,7 +21,9 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, Sleep};
 
-use super::client::{Base, GatewayClient, Owner, read_json};
+use percent_encoding::utf8_percent_encode;
+
+use super::client::{Base, GatewayClient, Owner, SEGMENT, read_json};
 use super::error::{CallFamily, GatewayError};
 use super::event::RunEvent;
 use super::sse::SseParser;
@@ -237,6 +239,33 @@ impl GatewayClient {
             .json(&run.wire(RunMode::Create));
         let response = self.send("create_run", CallFamily::Run, request).await?;
         Ok(read_json::<Created>(response, "create_run").await?.run_id)
+    }
+
+    /// `POST {langgraph_url}/threads/{id}/runs/{run_id}/cancel?action=interrupt` (DeerFlow's
+    /// runs router): asks the Gateway to stop a run in flight, keeping what it wrote so far.
+    /// Returns once the Gateway accepted the request; the run's stream then ends. A run that
+    /// already finished is [`GatewayError::Conflict`]; an unknown one
+    /// [`GatewayError::NotFound`].
+    pub async fn cancel_run(
+        &self,
+        owner: Option<&Owner>,
+        thread: &ThreadId,
+        run_id: &str,
+    ) -> Result<(), GatewayError> {
+        // `.`/`..` would be folded away by URL normalization and address another route.
+        if run_id.is_empty() || run_id.bytes().all(|b| b == b'.') {
+            return Err(GatewayError::InvalidArgument { what: "run id" });
+        }
+        let rest = format!(
+            "/runs/{}/cancel?action=interrupt",
+            utf8_percent_encode(run_id, SEGMENT)
+        );
+        let url = self.thread_url(Base::LangGraph, thread, &rest)?;
+        let request = self
+            .request(Method::POST, &url, owner)?
+            .timeout(self.config().request_timeout);
+        self.send("cancel_run", CallFamily::Plain, request).await?;
+        Ok(())
     }
 }
 

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::goal::{GoalEvaluation, GoalOutcome};
 use super::script::{Delivery, ExtraFrame, Failure, GoalEnd, Hold, Script};
@@ -56,6 +57,8 @@ struct Out {
     spec: RunSpec,
     /// Writes the run's streamed chunks (made on the first one).
     chunks: Option<wire::ChunkWriter>,
+    /// The run's cancel request (`POST …/cancel`).
+    cancel: CancellationToken,
 }
 
 impl Out {
@@ -145,6 +148,7 @@ impl Out {
         tokio::select! {
             output = future => Ok(output),
             () = receiver_gone => Err(Cancelled),
+            () = self.cancel.cancelled() => Err(Cancelled),
             () = self.sim.stop_token().cancelled() => Err(Cancelled),
         }
     }
@@ -167,9 +171,13 @@ pub(crate) async fn execute(
     mut guard: RunGuard,
     tx: Option<mpsc::Sender<Event>>,
 ) {
-    if let Some(run) = sim.state().runs.get_mut(&spec.run_id) {
-        run.status = RunStatus::Running;
-    }
+    let cancel = match sim.state().runs.get_mut(&spec.run_id) {
+        Some(run) => {
+            run.status = RunStatus::Running;
+            run.cancel.clone()
+        }
+        None => CancellationToken::new(),
+    };
     let detached = spec.detached;
     let mut out = Out {
         sim: sim.clone(),
@@ -178,11 +186,20 @@ pub(crate) async fn execute(
         step: 0,
         spec,
         chunks: None,
+        cancel,
     };
     let ending = match play(&mut out, &script).await {
         Ok(ending) => ending,
-        // Dropping the guard records the run as interrupted.
-        Err(Cancelled) => return,
+        Err(Cancelled) => {
+            // Dropping the guard records the run as interrupted. A run stopped on request
+            // ends its stream as LangGraph's does, with `end`; one whose client went away
+            // has nobody left to tell.
+            drop(guard);
+            if out.cancel.is_cancelled() {
+                let _ = out.send(Event::End).await;
+            }
+            return;
+        }
     };
     let (status, last) = match ending {
         Ending::Done => {

@@ -105,6 +105,8 @@ pub enum Route {
     RunWait,
     /// `POST …/runs`.
     RunCreate,
+    /// `POST …/runs/{run_id}/cancel`.
+    RunCancel,
     /// `GET …/goal`.
     GoalGet,
     /// `PUT …/goal`.

@@ -43,6 +43,10 @@ pub(crate) fn router(sim: Simulator) -> Router {
         .route("/api/threads/{thread_id}/runs/wait", post(runs::wait))
         .route("/api/threads/{thread_id}/runs/{run_id}", get(runs::get))
         .route(
+            "/api/threads/{thread_id}/runs/{run_id}/cancel",
+            post(runs::cancel),
+        )
+        .route(
             "/api/threads/{thread_id}/goal",
             get(goal::get).put(goal::put).delete(goal::delete),
         )

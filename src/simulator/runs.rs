@@ -8,15 +8,18 @@
 //! the thread through a `RunGuard`, which frees it however the run ends.
 
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::agent::{self, RunSpec};
+use super::conn::Conn;
 use super::fault::Route;
-use super::routes::{ThreadCall, unavailable};
+use super::routes::{ThreadCall, fault, unavailable};
 use super::script::{Script, WaitBody};
 use super::sse::{self, Event};
 use super::state::{Caller, Lookup, RunEntry, RunGuard, RunStatus};
@@ -356,6 +359,7 @@ fn register(call: &ThreadCall, kind: Kind, request: RunRequest) -> Result<Starte
         assistant_id: request.assistant_id,
         kwargs: request.kwargs,
         finish: Default::default(),
+        cancel: CancellationToken::new(),
     };
     state.runs.insert(run_id.clone(), entry);
     let input_text = request
@@ -459,6 +463,61 @@ pub(crate) async fn get(
         Some(run) => wire::json_response(StatusCode::OK, run.response()),
         None => wire::detail(StatusCode::NOT_FOUND, format!("Run {run_id} not found")),
     }
+}
+
+/// The query of a cancel request.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CancelQuery {
+    /// `interrupt` (keep what the run wrote; the default) or `rollback`.
+    #[serde(default)]
+    action: Option<String>,
+}
+
+/// `POST …/runs/{run_id}/cancel?action=interrupt|rollback` (DeerFlow's runs router): stops a
+/// run in flight and answers 202 with the run; its stream then ends with `end`. 404 for an
+/// unknown run, 409 for one that already finished, 422 for another action. The simulator
+/// treats `rollback` like `interrupt` (it keeps no checkpoints to roll back to).
+pub(crate) async fn cancel(
+    State(sim): State<Simulator>,
+    Path((thread_id, run_id)): Path<(String, String)>,
+    Query(query): Query<CancelQuery>,
+    Extension(caller): Extension<Caller>,
+    Extension(conn): Extension<Conn>,
+) -> Response {
+    if !wire::valid_thread_id(&thread_id) {
+        return wire::bad_path_thread_id(&thread_id);
+    }
+    if !matches!(sim.state().visible(&thread_id, &caller), Lookup::Found(_)) {
+        return wire::thread_not_found(&thread_id);
+    }
+    if let Some(answer) = fault(&sim, Route::RunCancel, Some(&thread_id), &conn).await {
+        return answer;
+    }
+    if !matches!(
+        query.action.as_deref(),
+        None | Some("interrupt" | "rollback")
+    ) {
+        return wire::detail(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "action must be interrupt or rollback",
+        );
+    }
+    let answer = {
+        let state = sim.state();
+        match state.runs.get(&run_id).filter(|r| r.thread_id == thread_id) {
+            None => wire::detail(StatusCode::NOT_FOUND, format!("Run {run_id} not found")),
+            Some(run) if !run.status.is_active() => wire::detail(
+                StatusCode::CONFLICT,
+                format!("Run {run_id} is not pending or running"),
+            ),
+            Some(run) => {
+                run.cancel.cancel();
+                wire::json_response(StatusCode::ACCEPTED, run.response())
+            }
+        }
+    };
+    sim.bump();
+    answer
 }
 
 #[cfg(test)]

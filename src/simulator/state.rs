@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use super::fault::{Fault, Route};
 use super::goal::{GoalOutcome, GoalState};
@@ -383,6 +384,9 @@ pub(crate) struct RunEntry {
     pub kwargs: Value,
     /// Wakes a run held with `Hold::UntilFinished`.
     pub finish: Arc<Notify>,
+    /// Cancelled by `POST …/runs/{run_id}/cancel`: the run stops where it is, keeps what it
+    /// wrote, and its stream ends.
+    pub cancel: CancellationToken,
 }
 
 impl RunEntry {
