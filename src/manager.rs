@@ -20,11 +20,8 @@
 
 mod bindings;
 pub mod commands;
-mod compact;
 mod dedupe;
 mod files;
-mod goal;
-mod lang;
 mod order;
 mod owners;
 pub mod params;

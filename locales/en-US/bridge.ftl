@@ -1,6 +1,7 @@
 # im-bridge — English (United States). Every sentence the bot says lives here.
 # Ids are grouped by prefix: run- (agent runs), err- (failures), cmd- (commands),
-# goal- (the /goal family), lang- (/lang), compact- (/compact).
+# goal- (the /goal family), lang- (/lang), compact- (/compact), menu- (command picker),
+# help- (the /help list).
 # Placeables are documented next to each id in src/i18n/msg.rs.
 
 ## Agent runs
@@ -32,21 +33,6 @@ cmd-new-done = Started a new conversation. Earlier messages won't carry over.
 cmd-new-failed = I couldn't start a new conversation. Please try again.
 cmd-status-active = This chat is in conversation { $thread }.
 cmd-status-none = This chat has no conversation yet. Send me a message to start one.
-cmd-help =
-    Here's what I understand:
-    /new — start a fresh conversation
-    /status — show which conversation this chat is in
-    /goal <condition> — set a goal and let me keep working until it's met
-    /goal — show the current goal and how it's going
-    /goal from-chat [hint] — turn our conversation so far into a goal
-    /goal clear — remove the goal
-    /compact [keep N] — condense older context; the chat history stays
-    /models — list the available models
-    /memory — show how much I remember about you
-    /lang [language | auto] — show or change the language I reply in
-    /bootstrap [text] — set up your workspace
-    /<skill> <task> — use an installed skill
-    /help — show this list
 cmd-unknown = I don't know the command { $command }. These are the ones I know: { $commands }
 cmd-unknown-empty = That command is empty. These are the ones I know: { $commands }
 cmd-models-list =
@@ -161,3 +147,22 @@ menu-memory = Show what I remember about you
 menu-lang = Show or change my reply language
 menu-bootstrap = Set up your workspace
 menu-help = List what I can do
+
+## /help: a header, one entry per command (each line starts with the command), a footer
+
+help-header = Here's what I understand:
+help-new = /new — start a fresh conversation
+help-goal =
+    /goal <condition> — set a goal and let me keep working until it's met
+    /goal — show the current goal and how it's going
+    /goal from-chat [hint] — turn our conversation so far into a goal
+    /goal clear — remove the goal
+help-status = /status — show which conversation this chat is in
+help-compact = /compact [keep N] — condense older context; the chat history stays
+help-context = /context compact [keep N] — the same as /compact
+help-models = /models — list the available models
+help-memory = /memory — show how much I remember about you
+help-lang = /lang [language | auto] — show or change the language I reply in
+help-bootstrap = /bootstrap [text] — set up your workspace
+help-help = /help — show this list
+help-footer = Installed skills work as commands too: /<skill> <task>

@@ -1,6 +1,7 @@
 # im-bridge — 简体中文。机器人说的每一句话都在这里。
 # 消息 id 按前缀分组：run-（智能体运行）、err-（故障）、cmd-（命令）、
-# goal-（/goal 系列）、lang-（/lang）、compact-（/compact）。
+# goal-（/goal 系列）、lang-（/lang）、compact-（/compact）、menu-（命令菜单）、
+# help-（/help 列表）。
 # 各消息可用的变量见 src/i18n/msg.rs。
 
 ## 智能体运行
@@ -27,21 +28,6 @@ cmd-new-done = 已开始新的对话，之前的消息不会带过来。
 cmd-new-failed = 没能开始新的对话，请再试一次。
 cmd-status-active = 这个聊天当前所在的对话是 { $thread }。
 cmd-status-none = 这个聊天还没有对话。给我发条消息就能开始。
-cmd-help =
-    我能听懂这些命令：
-    /new — 开始一个新的对话
-    /status — 查看这个聊天当前所在的对话
-    /goal <条件> — 设定一个目标，我会一直做到达成为止
-    /goal — 查看当前目标和进展
-    /goal from-chat [提示] — 根据目前的对话内容生成目标
-    /goal clear — 清除目标
-    /compact [keep N] — 压缩较早的上下文，聊天记录保持不变
-    /models — 列出可用的模型
-    /memory — 查看我记住了多少关于你的信息
-    /lang [语言 | auto] — 查看或更改我回复用的语言
-    /bootstrap [内容] — 初始化你的工作区
-    /<技能> <任务> — 使用已安装的技能
-    /help — 显示这份列表
 cmd-unknown = 我不认识 { $command } 这个命令。我能处理的命令有：{ $commands }
 cmd-unknown-empty = 这是一个空命令。我能处理的命令有：{ $commands }
 cmd-models-list =
@@ -148,3 +134,22 @@ menu-memory = 查看我记住的关于你的信息
 menu-lang = 查看或更改回复语言
 menu-bootstrap = 初始化你的工作区
 menu-help = 看看我能做什么
+
+## /help：开头一行，每个命令一条（每行以命令开头），结尾一行
+
+help-header = 我能听懂这些命令：
+help-new = /new — 开始一个新的对话
+help-goal =
+    /goal <条件> — 设定一个目标，我会一直做到达成为止
+    /goal — 查看当前目标和进展
+    /goal from-chat [提示] — 根据目前的对话内容生成目标
+    /goal clear — 清除目标
+help-status = /status — 查看这个聊天当前所在的对话
+help-compact = /compact [keep N] — 压缩较早的上下文，聊天记录保持不变
+help-context = /context compact [keep N] — 与 /compact 相同
+help-models = /models — 列出可用的模型
+help-memory = /memory — 查看我记住了多少关于你的信息
+help-lang = /lang [语言 | auto] — 查看或更改我回复用的语言
+help-bootstrap = /bootstrap [内容] — 初始化你的工作区
+help-help = /help — 显示这份列表
+help-footer = 已安装的技能也可以当命令用：/<技能> <任务>

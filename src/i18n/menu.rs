@@ -1,27 +1,23 @@
 //! The localized command menu adapters show in their platform's command picker.
+//!
+//! The entries are the commands of `manager::commands`' table that have a menu
+//! description, in table order; this module only localizes them. It reads the table (plain
+//! data) rather than the table calling into localization, so `command_menu` stays where
+//! the daemon and the tests already build the menu from the catalogs.
 
 use im_bridge_channel::{CommandMenu, MenuEntry};
 
-use super::{Catalogs, Locale, msg};
-
-/// Menu commands in display order, with their description ids.
-const MENU: &[(&str, &str)] = &[
-    ("new", msg::MENU_NEW),
-    ("goal", msg::MENU_GOAL),
-    ("status", msg::MENU_STATUS),
-    ("compact", msg::MENU_COMPACT),
-    ("models", msg::MENU_MODELS),
-    ("memory", msg::MENU_MEMORY),
-    ("lang", msg::MENU_LANG),
-    ("bootstrap", msg::MENU_BOOTSTRAP),
-    ("help", msg::MENU_HELP),
-];
+use super::{Catalogs, Locale};
+use crate::manager::commands::TABLE;
 
 fn entries(catalogs: &Catalogs, locale: &Locale) -> Vec<MenuEntry> {
-    MENU.iter()
-        .map(|(command, id)| MenuEntry {
-            command: (*command).to_owned(),
-            description: catalogs.text(locale, id, &[]),
+    TABLE
+        .iter()
+        .filter_map(|command| {
+            command.menu.map(|id| MenuEntry {
+                command: command.name.to_owned(),
+                description: catalogs.text(locale, id, &[]),
+            })
         })
         .collect()
 }
@@ -48,7 +44,22 @@ mod tests {
     fn the_menu_is_localized_per_language() {
         let catalogs = Catalogs::embedded().unwrap();
         let menu = command_menu(&catalogs);
-        assert_eq!(menu.default.len(), MENU.len());
+        let commands: Vec<&str> = menu.default.iter().map(|e| e.command.as_str()).collect();
+        assert_eq!(
+            commands,
+            [
+                "new",
+                "goal",
+                "status",
+                "compact",
+                "models",
+                "memory",
+                "lang",
+                "bootstrap",
+                "help"
+            ],
+            "the table's menu commands in table order; /context stays out"
+        );
         assert_eq!(menu.default[0].description, "Start a fresh conversation");
         let zh = menu
             .by_language
@@ -56,8 +67,8 @@ mod tests {
             .find(|(lang, _)| lang == "zh")
             .unwrap();
         assert_eq!(zh.1[0].description, "开始新的对话");
-        assert!(menu.default.iter().any(|e| e.command == "compact"));
         for (_, entries) in &menu.by_language {
+            assert_eq!(entries.len(), menu.default.len());
             for e in entries {
                 assert!((3..=256).contains(&e.description.chars().count()), "{e:?}");
             }

@@ -1,6 +1,7 @@
 //! The message ids of the catalogs, grouped by prefix: `run-` (agent runs), `err-`
 //! (failures), `cmd-` (commands), `goal-` (the `/goal` family), `lang-` (`/lang`),
-//! `compact-` (`/compact`), `menu-` (command-picker descriptions).
+//! `compact-` (`/compact`), `menu-` (command-picker descriptions), `help-` (the `/help`
+//! entries: one per command of `manager::commands`' table, plus a header and a footer).
 //!
 //! Code refers to messages only through these constants, so a typo is a compile error and
 //! the catalog tests can check every id exists in every shipped locale with the same
@@ -51,8 +52,6 @@ ids! {
     CMD_STATUS_ACTIVE = "cmd-status-active";
     /// `/status` without one.
     CMD_STATUS_NONE = "cmd-status-none";
-    /// `/help`.
-    CMD_HELP = "cmd-help";
     /// An unknown command. `$command`, `$commands`
     CMD_UNKNOWN = "cmd-unknown";
     /// A blank command. `$commands`
@@ -171,4 +170,29 @@ ids! {
     MENU_BOOTSTRAP = "menu-bootstrap";
     /// Command-picker description of `/help`.
     MENU_HELP = "menu-help";
+
+    /// The first line of `/help`.
+    HELP_HEADER = "help-header";
+    /// The last line of `/help` (installed skills, which are not commands of the table).
+    HELP_FOOTER = "help-footer";
+    /// `/help` entry of `/new`. Each entry is one or more lines, each starting `/<name>`.
+    HELP_NEW = "help-new";
+    /// `/help` entry of `/goal`.
+    HELP_GOAL = "help-goal";
+    /// `/help` entry of `/status`.
+    HELP_STATUS = "help-status";
+    /// `/help` entry of `/compact`.
+    HELP_COMPACT = "help-compact";
+    /// `/help` entry of `/context` (`/context compact`).
+    HELP_CONTEXT = "help-context";
+    /// `/help` entry of `/models`.
+    HELP_MODELS = "help-models";
+    /// `/help` entry of `/memory`.
+    HELP_MEMORY = "help-memory";
+    /// `/help` entry of `/lang`.
+    HELP_LANG = "help-lang";
+    /// `/help` entry of `/bootstrap`.
+    HELP_BOOTSTRAP = "help-bootstrap";
+    /// `/help` entry of `/help`.
+    HELP_HELP = "help-help";
 }

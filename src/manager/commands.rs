@@ -1,39 +1,93 @@
-//! Commands (spec manager §9): parsing exactly as the Python manager did, and the local and
-//! Gateway-backed commands. The `/goal` family lives in `goal.rs`, `/lang` in `lang.rs`,
-//! `/compact` in `compact.rs`.
+//! Commands (spec manager §9) as one table: each command is a child module exporting one
+//! `COMMAND` (its name, aliases, menu and help catalog ids, and handler), and everything
+//! else derives from `TABLE`: dispatch, the vocabulary adapters classify messages with,
+//! the platform command menus (`crate::i18n::command_menu`), the `/help` reply and the
+//! list in the unknown-command reply. Adding a command is one module, one line in
+//! `TABLE` and its catalog entries; the tests below fail until the catalogs have them.
 //!
 //! Parsing: the raw text must start with `/` (a leading space makes it unknown); the first
 //! whitespace-separated token, lower-cased with one leading `/` removed, names the command
 //! (`/HELP` is help, `//help` is the unknown command `/help`); the rest, trimmed, is the
 //! argument string.
+//!
+//! The children, in menu order:
+//! - `new` — `/new`: start a fresh conversation;
+//! - `goal` — the `/goal` family (§10);
+//! - `status` — `/status`: which conversation the chat is in;
+//! - `compact` — `/compact`, and `/context compact` (the same, under its Gateway name);
+//! - `models` — `/models`: the Gateway's models;
+//! - `memory` — `/memory`: how many facts the agent remembers;
+//! - `lang` — `/lang`: show or set the chat's language;
+//! - `bootstrap` — `/bootstrap`: a chat turn that sets up the workspace;
+//! - `help` — `/help`: the list, built from this table.
 
+mod bootstrap;
+mod compact;
+mod goal;
+mod help;
+mod lang;
+mod memory;
+mod models;
+mod new;
+mod status;
+
+use futures_util::future::BoxFuture;
 use im_bridge_channel::{CommandVocabulary, InboundMessage};
 
-use super::run::{self, TurnOptions};
 use super::{Disposition, Inner};
 use crate::i18n::{Arg, msg as m};
 
-/// The commands handled here, without their slash, sorted.
-pub const KNOWN_COMMANDS: &[&str] = &[
-    "bootstrap",
-    "compact",
-    "context",
-    "goal",
-    "help",
-    "lang",
-    "memory",
-    "models",
-    "new",
-    "status",
-];
+/// A command's handler: the message and its trimmed argument string (everything after the
+/// command name). One boxed future per handled command, no other allocation.
+pub(crate) type Handler =
+    for<'a> fn(&'a Inner, &'a InboundMessage, &'a str) -> BoxFuture<'a, Disposition>;
 
-/// The vocabulary adapters classify messages with.
-pub fn vocabulary() -> CommandVocabulary {
-    CommandVocabulary::new(KNOWN_COMMANDS)
+/// One command: what it is called, where it is shown, and what handles it.
+pub(crate) struct Command {
+    /// The name without its slash, lower case; shown in menus, `/help` and the
+    /// unknown-command reply.
+    pub(crate) name: &'static str,
+    /// Other names that run the same handler (lower case, without slash); adapters
+    /// classify them as commands too, but menus and lists show only `name`.
+    pub(crate) aliases: &'static [&'static str],
+    /// The catalog id of its command-picker description; `None` keeps it out of menus.
+    pub(crate) menu: Option<&'static str>,
+    /// The catalog id of its `/help` entry: one or more lines, each starting `/name`.
+    pub(crate) help: &'static str,
+    /// Runs the command.
+    pub(crate) handler: Handler,
 }
 
-/// The text a bare `/bootstrap` sends to the agent (agent input, not a reply).
-const BOOTSTRAP_DEFAULT: &str = "Initialize workspace";
+impl Command {
+    /// Its name, then its aliases.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &'static str> {
+        std::iter::once(self.name).chain(self.aliases.iter().copied())
+    }
+}
+
+/// Every command, in display order (menus and `/help`).
+pub(crate) const TABLE: &[&Command] = &[
+    &new::COMMAND,
+    &goal::COMMAND,
+    &status::COMMAND,
+    &compact::COMMAND,
+    &compact::CONTEXT,
+    &models::COMMAND,
+    &memory::COMMAND,
+    &lang::COMMAND,
+    &bootstrap::COMMAND,
+    &help::COMMAND,
+];
+
+/// The vocabulary adapters classify messages with: every name and alias in the table.
+pub fn vocabulary() -> CommandVocabulary {
+    CommandVocabulary::new(TABLE.iter().flat_map(|c| c.names()))
+}
+
+/// The command of `table` called `name` (lower case, without its slash) or aliased so.
+fn lookup<'t>(table: &[&'t Command], name: &str) -> Option<&'t Command> {
+    table.iter().copied().find(|c| c.names().any(|n| n == name))
+}
 
 /// A parsed command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,9 +116,12 @@ pub fn parse(text: &str) -> Parsed<'_> {
     }
 }
 
-/// The command list shown in unknown-command replies: `/a | /b | …`, sorted.
+/// The command list shown in unknown-command replies: `/a | /b | …`, the table's names
+/// (not aliases) sorted.
 fn command_list() -> String {
-    KNOWN_COMMANDS
+    let mut names: Vec<&str> = TABLE.iter().map(|c| c.name).collect();
+    names.sort_unstable();
+    names
         .iter()
         .map(|c| format!("/{c}"))
         .collect::<Vec<_>>()
@@ -74,7 +131,6 @@ fn command_list() -> String {
 /// Handles a message the adapter classified as a command.
 pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     let parsed = parse(&msg.text);
-    let owner = inner.owner(msg);
     if parsed.name.is_empty() {
         inner
             .replier
@@ -89,119 +145,13 @@ pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     if !parsed.slash {
         return unknown(inner, msg, &parsed.name).await;
     }
-    match parsed.name.as_str() {
-        "new" => match inner.bindings.rebind_new(msg, owner.as_ref()).await {
-            Ok(_) => {
-                inner.replier.reply(msg, m::CMD_NEW_DONE, &[]).await;
-                Disposition::Keep
-            }
-            Err(error) => {
-                tracing::warn!(%error, "Starting a new conversation failed.");
-                inner.replier.reply(msg, m::CMD_NEW_FAILED, &[]).await;
-                Disposition::Release
-            }
-        },
-        "status" => {
-            match inner.bindings.current(msg).await {
-                Ok(Some(thread)) => {
-                    inner
-                        .replier
-                        .reply(
-                            msg,
-                            m::CMD_STATUS_ACTIVE,
-                            &[("thread", Arg::Str(thread.as_str()))],
-                        )
-                        .await;
-                }
-                Ok(None) => inner.replier.reply(msg, m::CMD_STATUS_NONE, &[]).await,
-                Err(error) => {
-                    tracing::warn!(%error, "Reading the binding failed.");
-                    inner.replier.reply(msg, m::ERR_INTERNAL, &[]).await;
-                }
-            }
-            Disposition::Keep
-        }
-        "help" => {
-            inner.replier.reply(msg, m::CMD_HELP, &[]).await;
-            Disposition::Keep
-        }
-        "models" => {
-            match inner.gateway.list_models(owner.as_ref()).await {
-                Ok(models) if models.is_empty() => {
-                    inner.replier.reply(msg, m::CMD_MODELS_NONE, &[]).await
-                }
-                Ok(models) => {
-                    let list = models
-                        .iter()
-                        .map(|n| format!("• {n}"))
-                        .collect::<Vec<_>>()
-                        .join("\n");
-                    inner
-                        .replier
-                        .reply(msg, m::CMD_MODELS_LIST, &[("models", Arg::Str(&list))])
-                        .await;
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "Listing models failed.");
-                    inner.replier.reply(msg, m::CMD_MODELS_FAILED, &[]).await;
-                }
-            }
-            Disposition::Keep
-        }
-        "memory" => {
-            match inner.gateway.get_memory(owner.as_ref()).await {
-                Ok(count) => {
-                    let count = i64::try_from(count).unwrap_or(i64::MAX);
-                    inner
-                        .replier
-                        .reply(msg, m::CMD_MEMORY_FACTS, &[("count", Arg::Num(count))])
-                        .await;
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "Reading memory failed.");
-                    inner.replier.reply(msg, m::CMD_MEMORY_FAILED, &[]).await;
-                }
-            }
-            Disposition::Keep
-        }
-        "bootstrap" => {
-            let text = if parsed.args.is_empty() {
-                BOOTSTRAP_DEFAULT
-            } else {
-                parsed.args
-            };
-            run::chat_turn(
-                inner,
-                msg,
-                text,
-                TurnOptions {
-                    bootstrap: true,
-                    ..TurnOptions::default()
-                },
-            )
-            .await
-            .0
-        }
-        "goal" => super::goal::handle(inner, msg, parsed.args).await,
-        "lang" => super::lang::handle(inner, msg, parsed.args).await,
-        "compact" => super::compact::handle(inner, msg, parsed.args).await,
-        "context"
-            if parsed
-                .args
-                .split_whitespace()
-                .next()
-                .is_some_and(|a| a.eq_ignore_ascii_case("compact")) =>
-        {
-            let rest = parsed
-                .args
-                .split_once(char::is_whitespace)
-                .map_or("", |(_, r)| r.trim());
-            super::compact::handle(inner, msg, rest).await
-        }
-        other => unknown(inner, msg, other).await,
+    match lookup(TABLE, &parsed.name) {
+        Some(command) => (command.handler)(inner, msg, parsed.args).await,
+        None => unknown(inner, msg, &parsed.name).await,
     }
 }
 
+/// Replies that `/<name>` is not a command, listing the ones there are.
 async fn unknown(inner: &Inner, msg: &InboundMessage, name: &str) -> Disposition {
     let shown = format!("/{name}");
     inner
@@ -248,7 +198,7 @@ pub(crate) async fn slash_skill(inner: &Inner, msg: &InboundMessage) -> Option<D
     }
 }
 
-/// `^/([a-z0-9]+(-[a-z0-9]+)*)(\s+|$)` and not a known command.
+/// `^/([a-z0-9]+(-[a-z0-9]+)*)(\s+|$)` and not a command's name or alias.
 fn skill_name(text: &str) -> Option<&str> {
     let rest = text.strip_prefix('/')?;
     let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
@@ -260,12 +210,15 @@ fn skill_name(text: &str) -> Option<&str> {
                     .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         });
-    (valid && !KNOWN_COMMANDS.contains(&name)).then_some(name)
+    (valid && lookup(TABLE, name).is_none()).then_some(name)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
+    use crate::i18n::Catalogs;
 
     #[test]
     fn parsing_follows_the_python_manager() {
@@ -287,7 +240,83 @@ mod tests {
         assert_eq!(skill_name("/Bad x"), None);
         assert_eq!(skill_name("/a--b"), None);
         assert_eq!(skill_name("/new"), None);
+        assert_eq!(skill_name("/context compact"), None);
         assert_eq!(skill_name("no slash"), None);
         assert_eq!(skill_name("/"), None);
+    }
+
+    #[test]
+    fn every_name_and_alias_is_unique_lower_case_and_slashless() {
+        let mut seen = BTreeSet::new();
+        for name in TABLE.iter().flat_map(|c| c.names()) {
+            assert!(seen.insert(name), "/{name} is in the table twice");
+            assert!(!name.is_empty() && !name.starts_with('/'), "{name:?}");
+            assert_eq!(name, name.to_lowercase(), "{name:?}");
+            assert!(!name.contains(char::is_whitespace), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn the_vocabulary_is_every_name_and_alias() {
+        let vocabulary = vocabulary();
+        let names: BTreeSet<&str> = TABLE.iter().flat_map(|c| c.names()).collect();
+        assert_eq!(vocabulary.names().collect::<BTreeSet<_>>(), names);
+        for name in &names {
+            assert!(
+                lookup(TABLE, name).is_some_and(|c| c.names().any(|n| n == *name)),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_menu_and_help_id_exists_in_every_shipped_locale() {
+        let catalogs = Catalogs::embedded().unwrap();
+        for locale in catalogs.supported() {
+            for command in TABLE {
+                for id in command.menu.iter().chain([&command.help]) {
+                    assert!(
+                        catalogs.has_message(locale, id),
+                        "{locale} lacks {id} (/{})",
+                        command.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_unknown_command_list_is_the_sorted_names() {
+        assert_eq!(
+            command_list(),
+            "/bootstrap | /compact | /context | /goal | /help | /lang | /memory | /models | /new | /status"
+        );
+    }
+
+    #[test]
+    fn lookup_finds_names_and_aliases() {
+        fn nothing<'a>(
+            _: &'a Inner,
+            _: &'a InboundMessage,
+            _: &'a str,
+        ) -> BoxFuture<'a, Disposition> {
+            Box::pin(async { Disposition::Keep })
+        }
+        const STOP: Command = Command {
+            name: "stop",
+            aliases: &["cancel", "halt"],
+            menu: None,
+            help: m::HELP_HELP,
+            handler: nothing,
+        };
+        let table = &[&new::COMMAND, &STOP];
+        assert_eq!(lookup(table, "stop").map(|c| c.name), Some("stop"));
+        assert_eq!(lookup(table, "halt").map(|c| c.name), Some("stop"));
+        assert_eq!(lookup(table, "new").map(|c| c.name), Some("new"));
+        assert!(
+            lookup(table, "Stop").is_none(),
+            "names are matched lower-cased"
+        );
+        assert!(lookup(table, "goal").is_none());
     }
 }

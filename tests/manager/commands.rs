@@ -1,6 +1,6 @@
 //! Commands in chat: parsing edge cases (a doubled or indented slash, a blank command, upper
-//! case), `/models` and `/memory` with their failures, installed skills as slash commands,
-//! and `/bootstrap`.
+//! case), `/help` in two languages, `/models` and `/memory` with their failures, installed
+//! skills as slash commands, and `/bootstrap`.
 
 use im_bridge::simulator::{Fault, Reply, Route, Script, SimModel, SimSkill};
 use im_bridge_channel::{InboundMessage, MsgType};
@@ -39,6 +39,42 @@ async fn command_parsing_edge_cases() {
     );
     let help = h.ask("/HELP", 4).await;
     assert!(help.starts_with("Here's what I understand:"), "{help}");
+    h.stop().await;
+}
+
+/// `/help` is built from the command table: a header, each command's entry in menu order,
+/// a footer about skills; in the chat's language.
+#[tokio::test]
+async fn help_lists_the_commands_in_the_chats_language() {
+    let h = Harness::final_only().await;
+    assert_eq!(
+        h.ask("/help", 1).await,
+        "Here's what I understand:\n\
+         /new — start a fresh conversation\n\
+         /goal <condition> — set a goal and let me keep working until it's met\n\
+         /goal — show the current goal and how it's going\n\
+         /goal from-chat [hint] — turn our conversation so far into a goal\n\
+         /goal clear — remove the goal\n\
+         /status — show which conversation this chat is in\n\
+         /compact [keep N] — condense older context; the chat history stays\n\
+         /context compact [keep N] — the same as /compact\n\
+         /models — list the available models\n\
+         /memory — show how much I remember about you\n\
+         /lang [language | auto] — show or change the language I reply in\n\
+         /bootstrap [text] — set up your workspace\n\
+         /help — show this list\n\
+         Installed skills work as commands too: /<skill> <task>"
+    );
+    h.ask("/lang zh", 2).await;
+    let zh = h.ask("/help", 3).await;
+    assert!(
+        zh.starts_with("我能听懂这些命令：\n/new — 开始一个新的对话\n"),
+        "{zh}"
+    );
+    assert!(
+        zh.ends_with("\n/help — 显示这份列表\n已安装的技能也可以当命令用：/<技能> <任务>"),
+        "{zh}"
+    );
     h.stop().await;
 }
 

@@ -13,11 +13,12 @@
 
 use im_bridge_channel::InboundMessage;
 
-use super::run::{self, RunStart, TurnOptions};
-use super::{Disposition, Inner};
+use super::Command;
 use crate::gateway::ThreadId;
 use crate::gateway::{GatewayError, GoalState, MAX_HINT_CHARS};
 use crate::i18n::{Arg, msg as m};
+use crate::manager::run::{self, RunStart, TurnOptions};
+use crate::manager::{Disposition, Inner};
 
 /// Longest objective accepted (the Gateway's own limit); longer is refused locally.
 pub const MAX_OBJECTIVE_CHARS: usize = 4000;
@@ -79,8 +80,17 @@ pub fn reason_code(stand_down_reason: &str) -> &'static str {
     }
 }
 
+/// `/goal`.
+pub(super) const COMMAND: Command = Command {
+    name: "goal",
+    aliases: &[],
+    menu: Some(m::MENU_GOAL),
+    help: m::HELP_GOAL,
+    handler: |inner, msg, args| Box::pin(handle(inner, msg, args)),
+};
+
 /// Handles `/goal <args>`.
-pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition {
+async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition {
     match parse(args) {
         GoalCommand::Status => status(inner, msg).await,
         GoalCommand::Clear => clear(inner, msg).await,

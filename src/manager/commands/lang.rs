@@ -9,9 +9,19 @@
 
 use im_bridge_channel::{ChatKind, InboundMessage};
 
-use super::reply::LocaleSource;
-use super::{Disposition, Inner};
+use super::Command;
 use crate::i18n::{Arg, msg as m};
+use crate::manager::reply::LocaleSource;
+use crate::manager::{Disposition, Inner};
+
+/// `/lang`.
+pub(super) const COMMAND: Command = Command {
+    name: "lang",
+    aliases: &[],
+    menu: Some(m::MENU_LANG),
+    help: m::HELP_LANG,
+    handler: |inner, msg, args| Box::pin(handle(inner, msg, args)),
+};
 
 /// The catalog selector naming a locale source.
 fn source_code(source: LocaleSource) -> &'static str {
@@ -26,7 +36,7 @@ fn source_code(source: LocaleSource) -> &'static str {
 }
 
 /// Handles `/lang <args>`.
-pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition {
+async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition {
     let arg = args.trim();
     if arg.is_empty() {
         let (locale, source) = inner.replier.locale_for(msg).await;

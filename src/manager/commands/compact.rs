@@ -8,10 +8,34 @@
 
 use im_bridge_channel::InboundMessage;
 
-use super::params::{self, Layers};
-use super::{Disposition, Inner};
+use super::Command;
 use crate::gateway::{CompactRequest, GatewayError};
 use crate::i18n::{Arg, msg as m};
+use crate::manager::params::{self, Layers};
+use crate::manager::{Disposition, Inner};
+
+/// `/compact`.
+pub(super) const COMMAND: Command = Command {
+    name: "compact",
+    aliases: &[],
+    menu: Some(m::MENU_COMPACT),
+    help: m::HELP_COMPACT,
+    handler: |inner, msg, args| Box::pin(handle(inner, msg, args)),
+};
+
+/// The name of `/context` (its handler names it in the unknown-command reply).
+const CONTEXT_NAME: &str = "context";
+
+/// `/context`: only `/context compact [keep N]`, which is `/compact [keep N]` (the
+/// Gateway's name for the operation); any other `/context` is an unknown command. Not an
+/// alias, since a bare `/context` must not compact; not in menus.
+pub(super) const CONTEXT: Command = Command {
+    name: CONTEXT_NAME,
+    aliases: &[],
+    menu: None,
+    help: m::HELP_CONTEXT,
+    handler: |inner, msg, args| Box::pin(context(inner, msg, args)),
+};
 
 /// The largest `keep N` accepted.
 pub const MAX_KEEP: u32 = 10_000;
@@ -29,8 +53,21 @@ pub fn parse_keep(args: &str) -> Result<Option<u32>, ()> {
     }
 }
 
+/// Handles `/context <args>`: `compact` first, case-insensitively, then `/compact`'s
+/// arguments.
+async fn context(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition {
+    let (first, rest) = args
+        .split_once(char::is_whitespace)
+        .map_or((args, ""), |(first, rest)| (first, rest.trim()));
+    if first.eq_ignore_ascii_case("compact") {
+        handle(inner, msg, rest).await
+    } else {
+        super::unknown(inner, msg, CONTEXT_NAME).await
+    }
+}
+
 /// Handles `/compact <args>`.
-pub(crate) async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition {
+async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition {
     let Ok(keep) = parse_keep(args) else {
         let max = i64::from(MAX_KEEP);
         inner
