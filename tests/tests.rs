@@ -8,8 +8,9 @@
 //! - `files`: inbound attachments uploaded to the thread and referenced in the run;
 //! - `cli`: the binary: check-config, run, demo (issue 2);
 //! - `gateway`: the Gateway client against the simulator, route by route (issue 3);
-//! - `source_rules`: file docs, bounded channels, no platform in the manager, no
-//!   user-facing sentence outside the catalogs (issue 6);
+//! - `source_rules`: file docs, bounded channels, platform names only in the registry, no
+//!   platform or platform key in the manager, no DeerFlow concept in `channels/`, no
+//!   user-facing sentence outside the catalogs, all over production code (issues 6, 12);
 //! - `simulator`: the Gateway simulator over loopback, checked with plain HTTP (issue 3);
 //! - `telegram`: the Telegram adapter against the fake Bot API, daemon and simulator;
 //! - `supervisor`: a failing or panicking transport is restarted while the other channels

@@ -396,7 +396,18 @@ pub fn validate(
     }
     // An enabled channel with errors already says why it will not start.
     if channels.is_empty() && !channel_errors {
-        errors.push(ConfigError::error("channels", "no channel is enabled, so nothing would start; enable at least one (e.g. telegram: {enabled: true, bot_token: ...})"));
+        // The registry names the platforms; this generic code does not (tests/source_rules.rs).
+        let names: Vec<&str> = crate::platforms::PLATFORMS
+            .iter()
+            .map(|p| p.name())
+            .collect();
+        errors.push(ConfigError::error(
+            "channels",
+            format!(
+                "no channel is enabled, so nothing would start; set enabled: true on at least one of this build's platforms ({})",
+                names.join(", ")
+            ),
+        ));
     }
 
     if !errors.is_empty() {
