@@ -32,7 +32,7 @@ const EXIT_INVALID_CONFIG: u8 = 2;
 #[command(
     name = "im-bridge",
     version,
-    about = "Talk to a DeerFlow agent from Telegram, Feishu/Lark, DingTalk, QQ and Discord."
+    about = "Talk to a DeerFlow agent from the chat apps you already use."
 )]
 struct Cli {
     /// Log line format on standard error.
@@ -260,7 +260,7 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
         .context("starting the Gateway simulator")?;
     let state =
         tempfile::tempdir().context("creating a temporary directory for the demo's state")?;
-    let console = im_bridge::platforms::demo_channel()?;
+    let channel = im_bridge::platforms::demo_channel()?;
     let config = DaemonConfig {
         intake: config::IntakeSettings {
             inbound_queue_maxsize: std::num::NonZeroUsize::new(100)
@@ -290,7 +290,7 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
             "im-bridge demo: type a message and press Enter (/help lists commands, Ctrl-D quits)."
         );
     }
-    let exit = daemon::run(config, vec![console], shutdown).await?;
+    let exit = daemon::run(config, vec![channel], shutdown).await?;
     if let Err(error) = simulator.shutdown().await {
         tracing::debug!(%error, "Stopping the simulator failed.");
     }
