@@ -22,6 +22,7 @@ mod bindings;
 pub mod commands;
 mod dedupe;
 mod files;
+mod inflight;
 mod order;
 mod owners;
 pub mod params;
@@ -106,6 +107,8 @@ pub(crate) struct Inner {
     pub(crate) replier: Replier,
     pub(crate) config: ManagerConfig,
     turnstile: order::Turnstile,
+    /// Runs in flight by conversation, for `/stop` (one entry per run in flight).
+    pub(crate) runs: inflight::Runs,
     /// Attachment bytes held in memory at once, across all messages.
     pub(crate) attachments: files::AttachmentBudget,
 }
@@ -136,6 +139,7 @@ impl Manager {
                 replier,
                 config,
                 turnstile: order::Turnstile::default(),
+                runs: inflight::Runs::default(),
                 attachments: files::AttachmentBudget::new(files::MEMORY_BUDGET_BYTES),
             }),
         }

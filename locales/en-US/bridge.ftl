@@ -9,6 +9,8 @@
 run-busy = This conversation is still busy with an earlier request. Please wait until it finishes, then send your message again.
 run-no-response = The agent finished without writing a reply.
 run-failed = Something went wrong while the agent was working on this. Please try again.
+run-interrupted = (This answer was cut off: something went wrong before the agent finished.)
+run-stopped = (Stopped at your request.)
 run-queued = Another request in this conversation is still running. I'll start on yours as soon as it's done.
 run-thinking = Working on it…
 run-files-created =
@@ -33,6 +35,8 @@ cmd-new-done = Started a new conversation. Earlier messages won't carry over.
 cmd-new-failed = I couldn't start a new conversation. Please try again.
 cmd-status-active = This chat is in conversation { $thread }.
 cmd-status-none = This chat has no conversation yet. Send me a message to start one.
+cmd-stop-none = Nothing is running in this conversation right now, so there is nothing to stop.
+cmd-stop-failed = I couldn't stop the current task. It may still finish on its own; try /stop again in a moment.
 cmd-unknown = I don't know the command { $command }. These are the ones I know: { $commands }
 cmd-unknown-empty = That command is empty. These are the ones I know: { $commands }
 cmd-models-list =
@@ -147,6 +151,7 @@ menu-memory = Show what I remember about you
 menu-lang = Show or change my reply language
 menu-bootstrap = Set up your workspace
 menu-help = List what I can do
+menu-stop = Stop the task in progress
 
 ## /help: a header, one entry per command (each line starts with the command), a footer
 
@@ -158,6 +163,7 @@ help-goal =
     /goal from-chat [hint] — turn our conversation so far into a goal
     /goal clear — remove the goal
 help-status = /status — show which conversation this chat is in
+help-stop = /stop (or /cancel) — stop the task in progress; what it wrote so far stays
 help-compact = /compact [keep N] — condense older context; the chat history stays
 help-context = /context compact [keep N] — the same as /compact
 help-models = /models — list the available models

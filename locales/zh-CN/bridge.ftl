@@ -9,6 +9,8 @@
 run-busy = 这个对话还在处理上一个请求，请等它完成后再发一次。
 run-no-response = 智能体已经完成，但没有写下回复。
 run-failed = 处理这个请求时出了问题，请再试一次。
+run-interrupted = （回答没有写完：智能体完成之前出了问题。）
+run-stopped = （已按你的要求停止。）
 run-queued = 这个对话里还有一个请求在进行，它一结束我就开始处理你的消息。
 run-thinking = 正在处理…
 run-files-created = 已创建 { $count } 个文件：📎 { $names }
@@ -28,6 +30,8 @@ cmd-new-done = 已开始新的对话，之前的消息不会带过来。
 cmd-new-failed = 没能开始新的对话，请再试一次。
 cmd-status-active = 这个聊天当前所在的对话是 { $thread }。
 cmd-status-none = 这个聊天还没有对话。给我发条消息就能开始。
+cmd-stop-none = 这个对话现在没有正在进行的任务，没有什么需要停止。
+cmd-stop-failed = 没能停止当前的任务，它可能会自己结束。稍后可以再发一次 /stop。
 cmd-unknown = 我不认识 { $command } 这个命令。我能处理的命令有：{ $commands }
 cmd-unknown-empty = 这是一个空命令。我能处理的命令有：{ $commands }
 cmd-models-list =
@@ -134,6 +138,7 @@ menu-memory = 查看我记住的关于你的信息
 menu-lang = 查看或更改回复语言
 menu-bootstrap = 初始化你的工作区
 menu-help = 看看我能做什么
+menu-stop = 停止正在进行的任务
 
 ## /help：开头一行，每个命令一条（每行以命令开头），结尾一行
 
@@ -145,6 +150,7 @@ help-goal =
     /goal from-chat [提示] — 根据目前的对话内容生成目标
     /goal clear — 清除目标
 help-status = /status — 查看这个聊天当前所在的对话
+help-stop = /stop （或 /cancel） — 停止正在进行的任务，已经写出的内容会保留
 help-compact = /compact [keep N] — 压缩较早的上下文，聊天记录保持不变
 help-context = /context compact [keep N] — 与 /compact 相同
 help-models = /models — 列出可用的模型

@@ -51,6 +51,7 @@ mod tests {
                 "new",
                 "goal",
                 "status",
+                "stop",
                 "compact",
                 "models",
                 "memory",

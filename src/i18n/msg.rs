@@ -20,8 +20,12 @@ ids! {
     RUN_BUSY = "run-busy";
     /// The agent finished without any visible text.
     RUN_NO_RESPONSE = "run-no-response";
-    /// The run failed after it started (error event, dropped stream).
+    /// The run failed after it started (error event, dropped stream) before any text.
     RUN_FAILED = "run-failed";
+    /// The last line of an answer whose run failed after text was shown: it is incomplete.
+    RUN_INTERRUPTED = "run-interrupted";
+    /// The last line of an answer stopped with `/stop` (alone when no text came).
+    RUN_STOPPED = "run-stopped";
     /// A same-thread request waits behind another.
     RUN_QUEUED = "run-queued";
     /// "Working on it": the placeholder, and the notice that a queued request started.
@@ -52,6 +56,11 @@ ids! {
     CMD_STATUS_ACTIVE = "cmd-status-active";
     /// `/status` without one.
     CMD_STATUS_NONE = "cmd-status-none";
+    /// `/stop` with no run in flight in this conversation.
+    CMD_STOP_NONE = "cmd-stop-none";
+    /// `/stop` could not stop the run (the Gateway refused or is unreachable; or the run
+    /// cannot be addressed on this channel).
+    CMD_STOP_FAILED = "cmd-stop-failed";
     /// An unknown command. `$command`, `$commands`
     CMD_UNKNOWN = "cmd-unknown";
     /// A blank command. `$commands`
@@ -170,6 +179,8 @@ ids! {
     MENU_BOOTSTRAP = "menu-bootstrap";
     /// Command-picker description of `/help`.
     MENU_HELP = "menu-help";
+    /// Command-picker description of `/stop`.
+    MENU_STOP = "menu-stop";
 
     /// The first line of `/help`.
     HELP_HEADER = "help-header";
@@ -181,6 +192,8 @@ ids! {
     HELP_GOAL = "help-goal";
     /// `/help` entry of `/status`.
     HELP_STATUS = "help-status";
+    /// `/help` entry of `/stop`.
+    HELP_STOP = "help-stop";
     /// `/help` entry of `/compact`.
     HELP_COMPACT = "help-compact";
     /// `/help` entry of `/context` (`/context compact`).

@@ -14,6 +14,7 @@
 //! - `new` — `/new`: start a fresh conversation;
 //! - `goal` — the `/goal` family (§10);
 //! - `status` — `/status`: which conversation the chat is in;
+//! - `stop` — `/stop` (`/cancel`): stop the run in flight;
 //! - `compact` — `/compact`, and `/context compact` (the same, under its Gateway name);
 //! - `models` — `/models`: the Gateway's models;
 //! - `memory` — `/memory`: how many facts the agent remembers;
@@ -30,6 +31,7 @@ mod memory;
 mod models;
 mod new;
 mod status;
+mod stop;
 
 use futures_util::future::BoxFuture;
 use im_bridge_channel::{CommandVocabulary, InboundMessage};
@@ -70,6 +72,7 @@ pub(crate) const TABLE: &[&Command] = &[
     &new::COMMAND,
     &goal::COMMAND,
     &status::COMMAND,
+    &stop::COMMAND,
     &compact::COMMAND,
     &compact::CONTEXT,
     &models::COMMAND,
@@ -289,7 +292,7 @@ mod tests {
     fn the_unknown_command_list_is_the_sorted_names() {
         assert_eq!(
             command_list(),
-            "/bootstrap | /compact | /context | /goal | /help | /lang | /memory | /models | /new | /status"
+            "/bootstrap | /compact | /context | /goal | /help | /lang | /memory | /models | /new | /status | /stop"
         );
     }
 

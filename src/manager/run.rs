@@ -14,7 +14,7 @@ use super::files;
 use super::params::{self, Layers, TurnFlags};
 use super::stream::{Accumulator, Throttle};
 use super::turn::Turn;
-use super::{BindError, Disposition, Inner};
+use super::{BindError, Disposition, Inner, conversation_key};
 use crate::admin::names;
 use crate::gateway::ThreadId;
 use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest, Snapshot};
@@ -122,6 +122,11 @@ async fn stream_turn(
         Ok(s) => s,
         Err(error) => return not_started(inner, msg, &error, quiet).await,
     };
+    let running = inner.runs.register(
+        conversation_key(msg),
+        thread.clone(),
+        stream.run_id().map(str::to_owned),
+    );
     let mut acc = Accumulator::new();
     let mut throttle = Throttle::default();
     let mut failure = None;
@@ -148,7 +153,7 @@ async fn stream_turn(
             // The agent keeps working toward the goal in the same run: finish the message
             // so far, and show the continuation as a new one that says why it appears.
             let previous = acc.next_segment();
-            publish_final(inner, msg, previous, None, marker.as_deref()).await;
+            publish_final(inner, msg, previous, Ending::Complete, marker.as_deref()).await;
             throttle = Throttle::default();
             let n = i64::try_from(acc.segment()).unwrap_or(i64::MAX);
             let max = acc.goal_progress().map_or(0, |(_, max)| i64::from(max));
@@ -163,12 +168,18 @@ async fn stream_turn(
             inner.replier.publish(msg.reply(partial, false)).await;
         }
     }
-    let failed = failure.is_some() || acc.failed();
+    // A run stopped on request may end any way the Gateway ends it: that is not a failure.
+    let stopped = running.stopped();
+    drop(running);
+    let failed = !stopped && (failure.is_some() || acc.failed());
     let turn = acc.finish();
-    let error_id = if failed { Some(m::RUN_FAILED) } else { None };
-    publish_final(inner, msg, turn, error_id, marker.as_deref()).await;
-    metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" })
-        .increment(1);
+    let ending = match (stopped, failed) {
+        (true, _) => Ending::Stopped,
+        (false, true) => Ending::Failed,
+        (false, false) => Ending::Complete,
+    };
+    publish_final(inner, msg, turn, ending, marker.as_deref()).await;
+    metrics::counter!(names::RUNS, "outcome" => ending.outcome()).increment(1);
     (
         if failed {
             Disposition::Release
@@ -179,6 +190,29 @@ async fn stream_turn(
     )
 }
 
+/// How a turn's final ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// The run finished: the text as it is (or the no-response sentence).
+    Complete,
+    /// The run failed: the failure sentence, or after text already shown, that text and a
+    /// line saying the answer was cut off.
+    Failed,
+    /// `/stop` stopped it: the text so far and a line saying so (or that line alone).
+    Stopped,
+}
+
+impl Ending {
+    /// The `outcome` label of the runs counter.
+    fn outcome(self) -> &'static str {
+        match self {
+            Self::Complete => "completed",
+            Self::Failed => "failed",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
 async fn wait_turn(
     inner: &Inner,
     msg: &InboundMessage,
@@ -187,7 +221,13 @@ async fn wait_turn(
     request: &RunRequest,
     quiet: bool,
 ) -> (Disposition, RunStart) {
-    match inner.gateway.wait_run(owner, thread, request).await {
+    // Registered so `/stop` can tell the user this run cannot be addressed: one call, no id.
+    let running = inner
+        .runs
+        .register(conversation_key(msg), thread.clone(), None);
+    let result = inner.gateway.wait_run(owner, thread, request).await;
+    drop(running);
+    match result {
         Ok(values) => {
             let failed = values.get("status").and_then(|s| s.as_str()) == Some("error");
             // Each goal continuation ends in its own final, even where partial updates
@@ -206,8 +246,12 @@ async fn wait_turn(
                             .await,
                     ),
                 };
-                let error_id = (failed && i == last).then_some(m::RUN_FAILED);
-                publish_final(inner, msg, turn, error_id, marker.as_deref()).await;
+                let ending = if failed && i == last {
+                    Ending::Failed
+                } else {
+                    Ending::Complete
+                };
+                publish_final(inner, msg, turn, ending, marker.as_deref()).await;
             }
             metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" }).increment(1);
             (
@@ -284,7 +328,7 @@ async fn publish_final(
     inner: &Inner,
     msg: &InboundMessage,
     turn: Turn,
-    error_id: Option<&str>,
+    ending: Ending,
     marker: Option<&str>,
 ) {
     let (locale, _) = inner.replier.locale_for(msg).await;
@@ -303,18 +347,32 @@ async fn publish_final(
             ],
         )
     });
-    let text = if !turn.text.trim().is_empty() {
+    let wrote = !turn.text.trim().is_empty();
+    let mut text = if wrote {
         match &files_line {
             Some(line) => format!("{}\n\n{line}", turn.text),
             None => turn.text,
         }
-    } else if let Some(line) = files_line {
-        line
     } else {
-        inner
-            .replier
-            .text(&locale, error_id.unwrap_or(m::RUN_NO_RESPONSE), &[])
+        files_line.unwrap_or_default()
     };
+    // What the user must know about how the answer ended: alone when nothing was written,
+    // else as its last line, so partial text is never passed off as complete.
+    let closing = match (ending, wrote || !text.is_empty()) {
+        (Ending::Complete, true) => None,
+        (Ending::Complete, false) => Some(m::RUN_NO_RESPONSE),
+        (Ending::Failed, true) => Some(m::RUN_INTERRUPTED),
+        (Ending::Failed, false) => Some(m::RUN_FAILED),
+        (Ending::Stopped, _) => Some(m::RUN_STOPPED),
+    };
+    if let Some(id) = closing {
+        let line = inner.replier.text(&locale, id, &[]);
+        text = if text.is_empty() {
+            line
+        } else {
+            format!("{text}\n\n{line}")
+        };
+    }
     let text = match marker {
         Some(line) => format!("{line}\n\n{text}"),
         None => text,

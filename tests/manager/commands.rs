@@ -17,7 +17,7 @@ fn flagged_command(h: &Harness, text: &str) -> InboundMessage {
 #[tokio::test]
 async fn command_parsing_edge_cases() {
     let h = Harness::final_only().await;
-    let list = "/bootstrap | /compact | /context | /goal | /help | /lang | /memory | /models | /new | /status";
+    let list = "/bootstrap | /compact | /context | /goal | /help | /lang | /memory | /models | /new | /status | /stop";
     h.send(flagged_command(&h, "//help")).await;
     assert_eq!(
         h.channel.nth_final(1).await,
@@ -56,6 +56,7 @@ async fn help_lists_the_commands_in_the_chats_language() {
          /goal from-chat [hint] — turn our conversation so far into a goal\n\
          /goal clear — remove the goal\n\
          /status — show which conversation this chat is in\n\
+         /stop (or /cancel) — stop the task in progress; what it wrote so far stays\n\
          /compact [keep N] — condense older context; the chat history stays\n\
          /context compact [keep N] — the same as /compact\n\
          /models — list the available models\n\
@@ -147,6 +148,57 @@ async fn bootstrap_runs_with_the_flag_and_default_text() {
     assert_eq!(
         body["input"]["messages"][0]["content"],
         "Initialize workspace"
+    );
+    h.stop().await;
+}
+
+/// Issue 13: `/stop` during a slow stream cancels the run on the Gateway; the text so far
+/// stays and the final says it was stopped; with nothing running, `/stop` says so.
+#[tokio::test]
+async fn issue_13_stop_cancels_the_run_in_flight_and_the_final_says_so() {
+    use crate::support::Call;
+    use im_bridge::simulator::RunStatus;
+    use std::time::Duration;
+
+    let h = Harness::start().await;
+    assert_eq!(
+        h.ask("/stop", 1).await,
+        "Nothing is running in this conversation right now, so there is nothing to stop."
+    );
+    h.sim.script_next_run(
+        Script::with_answer("first second third fourth fifth sixth seventh eighth")
+            .chunks(8)
+            .chunk_delay(Duration::from_millis(300)),
+    );
+    h.say("take your time").await;
+    // Some text is on screen: the run is streaming.
+    h.channel
+        .wait_for("a partial", |calls| {
+            calls
+                .iter()
+                .any(|c| !c.is_final() && c.text().contains("first"))
+        })
+        .await;
+    h.say("/cancel").await;
+    let last = h.channel.nth_final(2).await;
+    assert!(last.starts_with("first"), "{last:?}");
+    assert!(!last.contains("eighth"), "stopped before the end: {last:?}");
+    assert!(last.ends_with("\n\n(Stopped at your request.)"), "{last:?}");
+    // The simulator saw the interrupt and recorded the run as interrupted.
+    let thread = h.only_thread();
+    let runs = h.sim.runs(&thread);
+    assert_eq!(runs.last().unwrap().status, RunStatus::Interrupted);
+    assert!(h.sim.requests().iter().any(|r| r.path.ends_with("/cancel")
+        && r.query.as_deref() == Some("action=interrupt")
+        && r.status == Some(202)));
+    // Exactly one final for the stopped run, none for the /stop that worked.
+    let finals = h.channel.finals();
+    assert_eq!(finals.len(), 2, "{finals:?}");
+    assert!(
+        h.channel
+            .calls()
+            .iter()
+            .all(|c| !matches!(c, Call::Send { text, .. } if text.contains("couldn't stop")))
     );
     h.stop().await;
 }

@@ -120,3 +120,38 @@ async fn a_gateway_that_is_down_gets_an_honest_reply() {
     assert_eq!(h.channel.nth_final(2).await, "back");
     h.stop().await;
 }
+
+/// Issue 13: partial text is never passed off as complete. A run that fails after text was
+/// shown keeps that text and ends with a localized line saying the answer was cut off.
+#[tokio::test]
+async fn issue_13_a_stream_broken_mid_way_ends_with_the_interrupted_line_in_both_locales() {
+    for (locale, line) in [
+        (
+            "en-US",
+            "(This answer was cut off: something went wrong before the agent finished.)",
+        ),
+        ("zh-CN", "（回答没有写完：智能体完成之前出了问题。）"),
+    ] {
+        let h = Harness::with(crate::support::Options::default().notification_locale(locale)).await;
+        h.sim.script_next_run(
+            Script::with_answer("Partial answer that is cut")
+                .chunks(4)
+                .error_mid_stream("MARKER-ERR secret model text", "ValueError"),
+        );
+        h.say("go").await;
+        let last = h.channel.nth_final(1).await;
+        assert!(last.starts_with("Partial answer"), "{locale}: {last:?}");
+        assert!(last.ends_with(&format!("\n\n{line}")), "{locale}: {last:?}");
+        assert!(!last.contains("MARKER-ERR"));
+        // A failure before any text still gets the plain failure sentence, no cut-off line.
+        h.sim.script_next_run(
+            Script::with_answer("never shown")
+                .chunks(2)
+                .fail_after_chunk(0, Failure::DropConnection),
+        );
+        h.say("again").await;
+        let failed = h.channel.nth_final(2).await;
+        assert!(!failed.contains(line), "{locale}: {failed:?}");
+        h.stop().await;
+    }
+}

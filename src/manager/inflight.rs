@@ -1,0 +1,149 @@
+//! Runs in flight, by conversation: what `/stop` cancels (issue 13).
+//!
+//! A turn registers its run once the Gateway accepted it and knows its id, and the entry
+//! goes when the turn ends (a guard), so the table holds at most one entry per run in
+//! flight, which `max_concurrency` bounds. `/stop` marks the entry and asks the Gateway to
+//! interrupt the run; the turn then sees the mark and ends its final with the localized
+//! "stopped" line instead of treating the early end as a failure.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::gateway::ThreadId;
+use crate::store::ConversationKey;
+
+/// One run in flight.
+#[derive(Clone, Debug)]
+pub(crate) struct Inflight {
+    /// The thread it runs on.
+    pub(crate) thread: ThreadId,
+    /// The Gateway's run id, when the call told it (`/runs/stream` does).
+    pub(crate) run_id: Option<String>,
+    /// Set by `/stop`.
+    stopped: Arc<AtomicBool>,
+    /// Tells this registration from a later one of the same conversation.
+    seq: u64,
+}
+
+impl Inflight {
+    /// Marks the run as stopped on request.
+    pub(crate) fn mark_stopped(&self, stopped: bool) {
+        self.stopped.store(stopped, Ordering::Release);
+    }
+}
+
+/// The runs in flight (bounded by the runs in flight: entries leave with their turn).
+#[derive(Debug, Default)]
+pub(crate) struct Runs {
+    table: Mutex<Table>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    by_conversation: HashMap<ConversationKey, Inflight>,
+    next_seq: u64,
+}
+
+impl Runs {
+    /// Registers the run of `key`'s turn until the returned guard drops.
+    pub(crate) fn register(
+        &self,
+        key: ConversationKey,
+        thread: ThreadId,
+        run_id: Option<String>,
+    ) -> Running<'_> {
+        let stopped = Arc::new(AtomicBool::new(false));
+        let mut table = self.lock();
+        table.next_seq += 1;
+        let seq = table.next_seq;
+        table.by_conversation.insert(
+            key.clone(),
+            Inflight {
+                thread,
+                run_id,
+                stopped: stopped.clone(),
+                seq,
+            },
+        );
+        Running {
+            runs: self,
+            key,
+            seq,
+            stopped,
+        }
+    }
+
+    /// The run in flight in `key`'s conversation, if any.
+    pub(crate) fn get(&self, key: &ConversationKey) -> Option<Inflight> {
+        self.lock().by_conversation.get(key).cloned()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A registered run; dropping it removes the entry (unless a later run replaced it).
+#[derive(Debug)]
+pub(crate) struct Running<'a> {
+    runs: &'a Runs,
+    key: ConversationKey,
+    seq: u64,
+    stopped: Arc<AtomicBool>,
+}
+
+impl Running<'_> {
+    /// Whether `/stop` asked for this run to stop.
+    pub(crate) fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let mut table = self.runs.lock();
+        if table
+            .by_conversation
+            .get(&self.key)
+            .is_some_and(|entry| entry.seq == self.seq)
+        {
+            table.by_conversation.remove(&self.key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use im_bridge_channel::ChatId;
+
+    fn key(topic: Option<&str>) -> ConversationKey {
+        ConversationKey::new("any", ChatId::new("c"), topic.map(str::to_owned))
+    }
+
+    #[test]
+    fn entries_live_as_long_as_their_turn() {
+        let runs = Runs::default();
+        let running = runs.register(key(None), ThreadId::new("t"), Some("r1".into()));
+        let found = runs.get(&key(None)).unwrap();
+        assert_eq!(found.run_id.as_deref(), Some("r1"));
+        assert!(runs.get(&key(Some("x"))).is_none());
+        assert!(!running.stopped());
+        found.mark_stopped(true);
+        assert!(running.stopped());
+        drop(running);
+        assert!(runs.get(&key(None)).is_none());
+    }
+
+    #[test]
+    fn an_older_guard_does_not_remove_a_newer_run() {
+        let runs = Runs::default();
+        let old = runs.register(key(None), ThreadId::new("t"), Some("r1".into()));
+        let new = runs.register(key(None), ThreadId::new("t"), Some("r2".into()));
+        drop(old);
+        assert_eq!(runs.get(&key(None)).unwrap().run_id.as_deref(), Some("r2"));
+        drop(new);
+        assert!(runs.get(&key(None)).is_none());
+    }
+}
