@@ -303,7 +303,9 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
     let mut channel_sessions = HashMap::new();
     let mut channel_locales = HashMap::new();
     let mut channel_admins = HashMap::new();
+    let mut channel_queueing = HashMap::new();
     for channel in &settings.channels {
+        channel_queueing.insert(channel.name.clone(), channel.queueing);
         channel_sessions.insert(channel.name.clone(), channel.session.clone());
         if let Some(locale) = &channel.locale {
             channel_locales.insert(channel.name.clone(), locale.clone());
@@ -319,6 +321,7 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
             channel_admins,
             notification_locale: settings.notification_locale.clone(),
             max_concurrency: settings.intake.max_concurrency.get(),
+            channel_queueing,
             owners: if settings.single_user {
                 Owners::single_user()
             } else {

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use im_bridge_channel::{InboundMessage, InboundQueue, MsgType};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -50,6 +50,7 @@ use crate::store::Store;
 
 pub use bindings::{BindError, Bindings, channel_source, conversation_key};
 pub use owners::{Owners, SINGLE_USER};
+// `BusyPolicy` and `Queueing` are declared below.
 pub use reply::{LocaleSource, Replier};
 
 /// How long a platform message id is remembered for dedupe.
@@ -72,6 +73,71 @@ pub struct ManagerConfig {
     pub max_concurrency: usize,
     /// Who owns each conversation on the DeerFlow side.
     pub owners: Owners,
+    /// How each channel treats a message that arrives while its conversation is busy, by
+    /// channel name (absent: [`Queueing::default`]).
+    pub channel_queueing: HashMap<String, Queueing>,
+}
+
+/// What a chat message meets when its conversation is busy with an earlier one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BusyPolicy {
+    /// Wait its turn (up to a bound), with the localized queued notice.
+    Queue,
+    /// Get DeerFlow's busy reply at once.
+    Reject,
+}
+
+/// A channel's busy policy and its bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Queueing {
+    /// `busy_policy`.
+    pub policy: BusyPolicy,
+    /// `max_queued_per_conversation`: chat messages that may wait behind the one being
+    /// handled; the next gets the busy reply.
+    pub max_queued: usize,
+}
+
+impl Queueing {
+    /// The default bound of `max_queued_per_conversation`.
+    pub const DEFAULT_MAX_QUEUED: usize = 3;
+
+    /// How many may wait behind the message being handled.
+    fn limit(self) -> usize {
+        match self.policy {
+            BusyPolicy::Queue => self.max_queued,
+            BusyPolicy::Reject => 0,
+        }
+    }
+}
+
+impl Default for Queueing {
+    fn default() -> Self {
+        Self {
+            policy: BusyPolicy::Queue,
+            max_queued: Self::DEFAULT_MAX_QUEUED,
+        }
+    }
+}
+
+/// A message's place in its conversation's line.
+#[derive(Debug)]
+pub(crate) enum Place {
+    /// It keeps no place (a command beside the conversation's turns).
+    Free,
+    /// It waits for the earlier ones.
+    InLine(order::Ticket),
+    /// The line is full (or the channel rejects while busy): the busy reply.
+    Busy,
+}
+
+impl Place {
+    /// Gives the place up without being handled, keeping the line's order.
+    fn abandon(self) {
+        if let Self::InLine(ticket) = self {
+            ticket.abandon();
+        }
+    }
 }
 
 /// What became of a message, for the dedupe key.
@@ -195,21 +261,14 @@ impl Manager {
             let outbound = self.inner.replier.outbound();
             metrics::counter!(names::INBOUND, "channel" => outbound.channel_label(&msg.channel_name))
                 .increment(1);
-            let serialized = outbound
-                .capabilities(&msg.channel_name)
-                .is_some_and(|c| c.serialize_conversations);
-            let ticket = serialized.then(|| {
-                self.inner
-                    .turnstile
-                    .enter(conversation_key(&msg).storage_key())
-            });
+            let place = self.place_in_line(&msg);
             let manager = self.clone();
             let cancel = cancel_handlers.clone();
+            let slots = slots.clone();
             let span = tracing::info_span!("message", channel = %msg.channel_name, chat = %msg.chat_id, message = msg.thread_ts.as_ref().map(|m| m.as_str()).unwrap_or(""));
             tasks.spawn(
                 async move {
-                    manager.handle(msg, cancel, ticket).await;
-                    drop(permit);
+                    manager.handle(msg, cancel, place, (permit, slots)).await;
                 }
                 .instrument(span),
             );
@@ -230,20 +289,54 @@ impl Manager {
         report
     }
 
-    /// Handles one message end to end; with a ticket, only after the conversation's earlier
-    /// messages were handled.
+    /// The message's place in its conversation's line, taken in arrival order: chat turns
+    /// keep their order on every channel (commands answer at once, beside them), and every
+    /// message does on channels that serialize conversations.
+    fn place_in_line(&self, msg: &InboundMessage) -> Place {
+        let serialized = self
+            .inner
+            .replier
+            .outbound()
+            .capabilities(&msg.channel_name)
+            .is_some_and(|c| c.serialize_conversations);
+        if msg.msg_type != MsgType::Chat && !serialized {
+            return Place::Free;
+        }
+        let queueing = self
+            .inner
+            .config
+            .channel_queueing
+            .get(&msg.channel_name)
+            .copied()
+            .unwrap_or_default();
+        match self
+            .inner
+            .turnstile
+            .enter(conversation_key(msg).storage_key(), queueing.limit())
+        {
+            Ok(ticket) => Place::InLine(ticket),
+            Err(order::LineFull) => Place::Busy,
+        }
+    }
+
+    /// Handles one message end to end; in line, only after the conversation's earlier
+    /// messages were handled. A message waiting its turn gives its worker slot back
+    /// meanwhile: only messages being handled hold one.
     pub(crate) async fn handle(
         &self,
         msg: InboundMessage,
         cancel: CancellationToken,
-        ticket: Option<order::Ticket>,
+        place: Place,
+        (permit, slots): (OwnedSemaphorePermit, Arc<Semaphore>),
     ) {
+        let mut permit = Some(permit);
         let key = dedupe::dedupe_key(&msg);
         if let Some(key) = &key {
             match self.inner.store.dedupe_admit(key, DEDUPE_TTL).await {
                 Ok(true) => {}
                 Ok(false) => {
                     tracing::info!("Dropped a redelivered message.");
+                    place.abandon();
                     return;
                 }
                 // Fail open: a store hiccup must not lose a message.
@@ -252,16 +345,37 @@ impl Manager {
                 }
             }
         }
-        let mut ticket = ticket;
+        let chat = msg.msg_type == MsgType::Chat;
+        let mut ticket = match place {
+            Place::Free => None,
+            Place::InLine(ticket) => Some(ticket),
+            Place::Busy => {
+                // As many wait as the channel allows (or it rejects): DeerFlow's busy reply,
+                // and the platform may redeliver.
+                tracing::info!("The conversation is busy and its line is full.");
+                metrics::counter!(names::RUNS, "outcome" => "busy").increment(1);
+                self.inner
+                    .replier
+                    .reply(&msg, crate::i18n::msg::RUN_BUSY, &[])
+                    .await;
+                self.release(key.as_ref()).await;
+                return;
+            }
+        };
         if let Some(ticket) = &mut ticket
             && ticket.must_wait()
         {
-            let chat = msg.msg_type == MsgType::Chat;
             if chat {
                 self.notify(&msg, crate::i18n::msg::RUN_QUEUED).await;
             }
+            // Waiting holds no worker slot; the turn takes one again.
+            drop(permit.take());
+            let turn = async {
+                ticket.wait_turn().await;
+                slots.acquire_owned().await.ok()
+            };
             tokio::select! {
-                () = ticket.wait_turn() => {}
+                slot = turn => permit = slot,
                 () = cancel.cancelled() => {
                     self.release(key.as_ref()).await;
                     return;
@@ -276,7 +390,9 @@ impl Manager {
             .replier
             .outbound()
             .capabilities(&msg.channel_name);
-        if caps.is_some_and(|c| c.working_placeholder) {
+        // Only agent turns wait long enough to need one: replies the bridge answers itself
+        // go out at once, without a placeholder.
+        if chat && caps.is_some_and(|c| c.working_placeholder) {
             // An immediate "working on it" reply that the answer will replace.
             self.notify(&msg, crate::i18n::msg::RUN_THINKING).await;
         }
@@ -296,6 +412,7 @@ impl Manager {
             self.release(key.as_ref()).await;
         }
         drop(ticket);
+        drop(permit);
     }
 
     /// Publishes message `id` as an interim (not final) reply to `msg`, in its locale.

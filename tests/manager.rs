@@ -8,9 +8,12 @@
 //! - `failures`: busy threads, errors and dropped streams mid-run, a Gateway that is down.
 //! - `commands`: command parsing, `/models`, `/memory`, skills as commands, `/bootstrap`.
 //! - `intake`: queueing, a full queue, shutdown with work in flight, the input ending.
+//! - `queueing`: a busy conversation's messages: arrival order, the queued notice, the
+//!   busy reply for a full line and under `busy_policy: reject` (issue 13).
 
 mod commands;
 mod conversations;
 mod delivery;
 mod failures;
 mod intake;
+mod queueing;

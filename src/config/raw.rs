@@ -61,6 +61,12 @@ pub struct RawChannelBlock {
     pub session: Option<RawSession>,
     /// Default reply language for this channel.
     pub locale: Option<String>,
+    /// What a chat message meets while its conversation is busy: `queue` (default: it waits
+    /// its turn) or `reject` (DeerFlow's busy reply).
+    pub busy_policy: Option<String>,
+    /// With `queue`: chat messages that may wait behind the one being handled (default 3);
+    /// the next gets the busy reply.
+    pub max_queued_per_conversation: Option<i64>,
     /// Everything else: the adapter's own keys.
     #[serde(flatten)]
     pub platform: Mapping,

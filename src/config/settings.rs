@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use im_bridge_channel::{AllowedUsers, Configured, Issues, Secret};
+use im_bridge_channel::{AllowedUsers, Configured, Issues, Secret, config};
+
+use crate::manager::{BusyPolicy, Queueing};
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 use serde_yaml_ng::{Mapping, Value};
@@ -106,6 +108,8 @@ pub struct ChannelSettings {
     pub session: SessionLayer,
     /// Default reply language of this channel.
     pub locale: Option<String>,
+    /// What a message meets while its conversation is busy.
+    pub queueing: Queueing,
     /// The adapter's own settings, validated by its [`Platform`](im_bridge_channel::Platform)
     /// and ready to build.
     #[serde(serialize_with = "effective")]
@@ -325,6 +329,7 @@ pub fn validate(
         if let Some(locale) = &block.locale {
             check_locale_tag(&format!("{path}.locale"), locale, &mut errors);
         }
+        let queueing = queueing(&path, &block, &mut errors);
         channels.push(ChannelSettings {
             allowed_users: user_list(
                 &format!("{path}.allowed_users"),
@@ -342,6 +347,7 @@ pub fn validate(
                 .map(|s| session_layer(s, &format!("{path}.session"), &mut errors))
                 .unwrap_or_default(),
             locale: block.locale.clone(),
+            queueing,
             name,
             platform: configured,
         });
@@ -444,6 +450,32 @@ fn join(base: &str, rest: &str) -> String {
         base.to_owned()
     } else {
         format!("{base}.{rest}")
+    }
+}
+
+/// `busy_policy` and `max_queued_per_conversation` of one channel block.
+fn queueing(path: &str, block: &RawChannelBlock, errors: &mut Vec<ConfigError>) -> Queueing {
+    let mut issues = Issues::new(path);
+    let policy = match config::choice(
+        &mut issues,
+        "busy_policy",
+        block.busy_policy.as_deref(),
+        &["queue", "reject"],
+    ) {
+        "reject" => BusyPolicy::Reject,
+        _ => BusyPolicy::Queue,
+    };
+    let max_queued = config::integer(
+        &mut issues,
+        "max_queued_per_conversation",
+        block.max_queued_per_conversation,
+        Queueing::DEFAULT_MAX_QUEUED as i64,
+        0..=1_000,
+    );
+    errors.extend(issues.into_vec());
+    Queueing {
+        policy,
+        max_queued: usize::try_from(max_queued).unwrap_or(Queueing::DEFAULT_MAX_QUEUED),
     }
 }
 

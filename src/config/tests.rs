@@ -261,3 +261,25 @@ fn issue_13_auth_disabled_means_single_user_deerflow() {
     let (s, _) = load_str(&text, &env(&[("DEER_FLOW_AUTH_DISABLED", "0")])).unwrap();
     assert!(!s.single_user);
 }
+
+#[test]
+fn issue_13_busy_policy_and_queue_bound_per_channel() {
+    let (s, _) = load_str(&with_console("channels:\n"), &env(&[])).unwrap();
+    assert_eq!(s.channels[0].queueing, crate::manager::Queueing::default());
+    let text = "channels:\n  console:\n    enabled: true\n    busy_policy: reject\n    max_queued_per_conversation: 0\n";
+    let (s, _) = load_str(text, &env(&[])).unwrap();
+    assert_eq!(
+        s.channels[0].queueing,
+        crate::manager::Queueing {
+            policy: crate::manager::BusyPolicy::Reject,
+            max_queued: 0
+        }
+    );
+    let text = "channels:\n  console:\n    enabled: true\n    busy_policy: pigeon\n    max_queued_per_conversation: -1\n";
+    let errors = errors_of(text, &env(&[]));
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].starts_with("channels.console.busy_policy: expected queue or reject"));
+    assert!(errors[1].starts_with(
+        "channels.console.max_queued_per_conversation: expected a whole number from 0 to 1000"
+    ));
+}

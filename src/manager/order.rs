@@ -1,21 +1,37 @@
-//! In-order handling of one conversation's messages, for channels that serialize
-//! conversations (spec manager §7.7).
+//! In-order handling of one conversation's messages (issue 13; spec manager §7.7).
 //!
 //! The dispatcher calls [`Turnstile::enter`] in queue order, synchronously, so every
-//! message gets a [`Ticket`] that waits for its predecessor's ticket to be dropped. Order
-//! is therefore arrival order, whatever order the tasks run in. Different conversations
-//! never wait for each other.
+//! message that must keep its place gets a [`Ticket`] that waits for its predecessor's
+//! ticket to be dropped. Order is therefore arrival order, whatever order the tasks run in.
+//! Different conversations never wait for each other.
+//!
+//! Busy policy: `enter` refuses a place when the conversation already has `limit` messages
+//! waiting behind the one being handled, so the caller can give the busy reply instead of
+//! queueing without bound (`reject` is a limit of 0).
+//!
+//! A ticket dropped before its turn (a redelivery, a refusal, shutdown) must not let its
+//! successor overtake its predecessor: [`Ticket::abandon`] hands the wait to a small task
+//! that drops the ticket only once its turn came.
 //!
 //! Bound: the table holds one entry per conversation that has a message in flight; an
-//! entry goes when its latest ticket is dropped.
+//! entry goes when its latest ticket is dropped. Tickets per conversation are bounded by
+//! the limit plus the one being handled.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
 
-/// Conversation key → (id of its latest ticket, that ticket's completion signal).
-type Tails = Arc<Mutex<HashMap<String, (u64, oneshot::Receiver<()>)>>>;
+/// A conversation's line: its latest ticket, that ticket's completion signal, and how many
+/// tickets are outstanding (handled or waiting).
+#[derive(Debug)]
+struct Tail {
+    id: u64,
+    done: oneshot::Receiver<()>,
+    outstanding: usize,
+}
+
+type Tails = Arc<Mutex<HashMap<String, Tail>>>;
 
 /// The per-conversation order keeper.
 #[derive(Debug, Default)]
@@ -34,33 +50,48 @@ pub struct Ticket {
     tails: Tails,
 }
 
+/// The line is full: the message gets the busy reply instead of a place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineFull;
+
 impl Turnstile {
-    /// Takes the next place in `key`'s line.
-    pub fn enter(&self, key: String) -> Ticket {
+    /// Takes the next place in `key`'s line, unless `limit` messages already wait behind
+    /// the one being handled.
+    pub fn enter(&self, key: String, limit: usize) -> Result<Ticket, LineFull> {
+        let mut tails = lock(&self.tails);
+        let outstanding = tails.get(&key).map_or(0, |t| t.outstanding);
+        if outstanding > limit {
+            return Err(LineFull);
+        }
         let id = {
-            let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+            let mut next = lock(&self.next);
             *next += 1;
             *next
         };
         let (done, waiter) = oneshot::channel();
-        let previous = self
-            .tails
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.clone(), (id, waiter))
-            .map(|(_, rx)| rx);
-        Ticket {
+        let previous = tails
+            .insert(
+                key.clone(),
+                Tail {
+                    id,
+                    done: waiter,
+                    outstanding: outstanding + 1,
+                },
+            )
+            .map(|tail| tail.done);
+        drop(tails);
+        Ok(Ticket {
             key,
             id,
             previous,
             _done: done,
             tails: self.tails.clone(),
-        }
+        })
     }
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.tails.lock().map(|t| t.len()).unwrap_or(0)
+        lock(&self.tails).len()
     }
 }
 
@@ -81,15 +112,32 @@ impl Ticket {
             self.previous = None;
         }
     }
+
+    /// Gives the place up without being handled, keeping the line's order: the ticket is
+    /// dropped once its turn came (at once when it already had it).
+    pub fn abandon(mut self) {
+        if self.must_wait() {
+            tokio::spawn(async move {
+                self.wait_turn().await;
+            });
+        }
+    }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let mut tails = self.tails.lock().unwrap_or_else(|p| p.into_inner());
-        if tails.get(&self.key).is_some_and(|(id, _)| *id == self.id) {
-            tails.remove(&self.key);
+        let mut tails = lock(&self.tails);
+        if let Some(tail) = tails.get_mut(&self.key) {
+            tail.outstanding = tail.outstanding.saturating_sub(1);
+            if tail.id == self.id {
+                tails.remove(&self.key);
+            }
         }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
@@ -100,9 +148,9 @@ mod tests {
     #[tokio::test]
     async fn tickets_run_in_entry_order_per_key() {
         let turnstile = Turnstile::default();
-        let mut first = turnstile.enter("a".into());
-        let mut second = turnstile.enter("a".into());
-        let mut other = turnstile.enter("b".into());
+        let mut first = turnstile.enter("a".into(), 3).unwrap();
+        let mut second = turnstile.enter("a".into(), 3).unwrap();
+        let mut other = turnstile.enter("b".into(), 3).unwrap();
         assert!(!first.must_wait());
         assert!(second.must_wait());
         assert!(!other.must_wait());
@@ -118,5 +166,36 @@ mod tests {
         drop(second);
         drop(other);
         assert_eq!(turnstile.len(), 0);
+    }
+
+    #[test]
+    fn a_full_line_refuses_a_place() {
+        let turnstile = Turnstile::default();
+        let running = turnstile.enter("a".into(), 1).unwrap();
+        let waiting = turnstile.enter("a".into(), 1).unwrap();
+        assert_eq!(turnstile.enter("a".into(), 1).unwrap_err(), LineFull);
+        // `reject`: nothing may wait behind a message being handled.
+        assert_eq!(turnstile.enter("a".into(), 0).unwrap_err(), LineFull);
+        assert!(turnstile.enter("b".into(), 0).is_ok());
+        drop(running);
+        let third = turnstile.enter("a".into(), 1).unwrap();
+        drop((waiting, third));
+        assert!(turnstile.enter("a".into(), 0).is_ok());
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_ticket_keeps_the_line_in_order() {
+        let turnstile = Turnstile::default();
+        let first = turnstile.enter("a".into(), 3).unwrap();
+        let skipped = turnstile.enter("a".into(), 3).unwrap();
+        let mut third = turnstile.enter("a".into(), 3).unwrap();
+        skipped.abandon();
+        // The skipped one is gone, but the third still waits for the first.
+        let early = tokio::time::timeout(Duration::from_millis(20), third.wait_turn()).await;
+        assert!(early.is_err(), "overtook the message being handled");
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(5), third.wait_turn())
+            .await
+            .unwrap();
     }
 }

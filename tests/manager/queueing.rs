@@ -1,0 +1,122 @@
+//! Messages of one conversation arriving while it is busy (issue 13): they run in arrival
+//! order on one thread, waiting their turn with the queued notice (`busy_policy: queue`, at
+//! most `max_queued_per_conversation` waiting), or get DeerFlow's busy reply (`reject`, or a
+//! full line).
+
+use im_bridge::manager::{BusyPolicy, Queueing};
+use im_bridge::simulator::{Hold, Script};
+
+use crate::support::{Harness, Options};
+
+const QUEUED: &str = "Another request in this conversation is still running. I'll start on yours as soon as it's done.";
+const BUSY: &str = "This conversation is still busy with an earlier request. Please wait until it finishes, then send your message again.";
+
+fn with_policy(policy: BusyPolicy, max_queued: usize) -> Options {
+    let mut options = Options::default();
+    options
+        .manager
+        .channel_queueing
+        .insert(options.channel.to_owned(), Queueing { policy, max_queued });
+    options
+}
+
+#[tokio::test]
+async fn issue_13_two_messages_sent_together_run_in_order_on_one_thread() {
+    let h = Harness::start().await;
+    h.sim.script_next_run(
+        Script::with_answer("The first answer.")
+            .chunks(1)
+            .hold(Hold::UntilFinished),
+    );
+    h.sim
+        .script_next_run(Script::with_answer("The second answer.").chunks(1));
+    h.say("first").await;
+    h.say("second").await;
+    // The second waits, told so, while the first is still running.
+    h.channel
+        .wait_for("the queued notice", |calls| {
+            calls.iter().any(|c| c.text() == QUEUED)
+        })
+        .await;
+    h.wait_until_sent(1, "/runs/stream").await;
+    assert_eq!(
+        h.streamed_runs(),
+        1,
+        "the second must not start beside the first"
+    );
+    h.finish_runs();
+    let finals = h.channel.wait_finals(2).await;
+    assert_eq!(finals, ["The first answer.", "The second answer."]);
+    // One thread, its runs in arrival order.
+    let thread = h.only_thread();
+    let inputs: Vec<String> = h
+        .sim
+        .runs(&thread)
+        .iter()
+        .map(|r| r.kwargs["input"]["messages"][0]["content"].to_string())
+        .collect();
+    assert_eq!(inputs.len(), 2);
+    assert!(
+        inputs[0].contains("first") && inputs[1].contains("second"),
+        "{inputs:?}"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn issue_13_a_full_line_gets_the_busy_reply_and_the_rest_still_run() {
+    let h = Harness::start().await;
+    h.sim.script_next_run(
+        Script::with_answer("running")
+            .chunks(1)
+            .hold(Hold::UntilFinished),
+    );
+    h.say("one").await;
+    h.wait_until_sent(1, "/runs/stream").await;
+    for text in ["two", "three", "four"] {
+        h.say(text).await;
+    }
+    h.channel
+        .wait_for("three queued notices", |calls| {
+            calls.iter().filter(|c| c.text() == QUEUED).count() == 3
+        })
+        .await;
+    // One running and three waiting: the fifth is refused at once.
+    h.say("five").await;
+    assert_eq!(h.channel.nth_final(1).await, BUSY);
+    h.finish_runs();
+    let finals = h.channel.wait_finals(5).await;
+    assert_eq!(finals[0], BUSY);
+    assert_eq!(finals.len(), 5, "{finals:?}");
+    assert_eq!(
+        h.streamed_runs(),
+        4,
+        "one, then two, three and four in turn"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn issue_13_reject_gives_deerflows_busy_reply() {
+    let h = Harness::with(with_policy(BusyPolicy::Reject, 3)).await;
+    h.sim.script_next_run(
+        Script::with_answer("running")
+            .chunks(1)
+            .hold(Hold::UntilFinished),
+    );
+    h.say("one").await;
+    h.wait_until_sent(1, "/runs/stream").await;
+    h.say("two").await;
+    assert_eq!(h.channel.nth_final(1).await, BUSY);
+    h.channel.assert_never_shown(QUEUED);
+    // Commands are not turns: they answer at once beside the run.
+    assert!(
+        h.ask("/status", 2)
+            .await
+            .starts_with("This chat is in conversation")
+    );
+    h.finish_runs();
+    assert_eq!(h.channel.nth_final(3).await, "running");
+    assert_eq!(h.streamed_runs(), 1);
+    h.stop().await;
+}
