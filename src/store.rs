@@ -1,5 +1,6 @@
-//! The persistent store: conversation → thread bindings, inbound dedupe records and per-chat
-//! settings, behind one [`Store`] trait.
+//! The persistent store: conversation → thread bindings, inbound dedupe records, reply-chain
+//! records (which conversation a platform message belongs to), leases and per-chat settings,
+//! behind one [`Store`] trait.
 //!
 //! The manager holds an `Arc<dyn Store>` and never knows which backend it talks to. SQLite
 //! ([`SqliteStore`], one file, the embedded default) serves a single replica; Postgres
@@ -11,6 +12,10 @@
 //! a thread id is expected. Bindings keep the Python JSON store's key shape
 //! ([`ConversationKey::storage_key`]) and record fields (manager.md §4.1); dedupe follows
 //! manager.md §3.3.
+//!
+//! State stays bounded: dedupe and reply-chain records are capped per backend, and
+//! [`Store::prune_conversations`] drops topic bindings and reply-chain records nobody touched
+//! for a while (issue 13); a binding without a topic (a private chat) is kept.
 //!
 //! Children:
 //! - [`error`]: [`StoreError`], typed failures with the file or operation they concern.
@@ -102,6 +107,15 @@ pub struct DedupeKey {
     pub message_id: String,
 }
 
+/// What one [`Store::prune_conversations`] removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Topic bindings removed.
+    pub bindings: usize,
+    /// Reply-chain message records removed.
+    pub messages: usize,
+}
+
 /// How a binding write treats a key that is already bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum BindingWrite {
@@ -177,6 +191,44 @@ pub trait Store: Send + Sync + 'static {
     /// Gives the lease `name` up if `holder` holds it, so another replica can take it at
     /// once. Idempotent.
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError>;
+
+    /// Records that platform messages `message_ids` (of `key.channel` / `key.chat_id`) belong
+    /// to the conversation `key` (its topic; `""` = the chat itself), so a reply to any of
+    /// them continues that conversation ([`Store::message_conversation`]). Each is inserted,
+    /// or refreshed (touched, and moved to `key`'s topic if it was recorded under another).
+    /// Also touches the conversation's binding, if it has one, so an active topic is not
+    /// pruned. Duplicate ids count once; an empty slice only touches the binding.
+    ///
+    /// Atomic: every record and the touch, or nothing. Bound: a backend keeps at most a fixed
+    /// number of records ([`SqliteOptions::message_cap`], [`PostgresOptions::message_cap`]);
+    /// past it the least recently touched records are dropped in the same transaction, so a
+    /// reply to a message that many remembered messages ago finds nothing and starts afresh.
+    async fn remember_messages(
+        &self,
+        key: &ConversationKey,
+        message_ids: &[&str],
+    ) -> Result<(), StoreError>;
+
+    /// The conversation (its topic; `Some("")` = the chat itself) that the remembered message
+    /// `message_id` of `channel` / `chat_id` belongs to, or `None` if it is not remembered
+    /// (never was, dropped at the cap, or pruned). A read: it touches nothing.
+    async fn message_conversation(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+        message_id: &str,
+    ) -> Result<Option<String>, StoreError>;
+
+    /// Deletes, atomically, the message records untouched for `older_than` and the topic
+    /// bindings (non-empty topic) untouched for `older_than`, and returns how many of each
+    /// went. A binding is touched when written ([`Store::set_binding`], or a
+    /// [`Store::claim_binding`] that binds) and when a message of its conversation is
+    /// remembered; reads touch nothing. Bindings without a topic (private chats, a group's
+    /// own binding) are never pruned. `Duration::ZERO` prunes everything touched up to now.
+    ///
+    /// Meant to run now and then (`bridge.conversation_ttl_days`); one call's work is
+    /// bounded by the message cap plus the number of bindings.
+    async fn prune_conversations(&self, older_than: Duration) -> Result<Pruned, StoreError>;
 
     /// The chat's locale override, if an admin set one.
     async fn get_chat_locale(

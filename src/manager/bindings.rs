@@ -283,6 +283,27 @@ mod tests {
         async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
             self.0.release_lease(name, holder).await
         }
+        async fn remember_messages(
+            &self,
+            key: &ConversationKey,
+            ids: &[&str],
+        ) -> Result<(), StoreError> {
+            self.0.remember_messages(key, ids).await
+        }
+        async fn message_conversation(
+            &self,
+            channel: &str,
+            chat: &ChatId,
+            message: &str,
+        ) -> Result<Option<String>, StoreError> {
+            self.0.message_conversation(channel, chat, message).await
+        }
+        async fn prune_conversations(
+            &self,
+            older_than: Duration,
+        ) -> Result<crate::store::Pruned, StoreError> {
+            self.0.prune_conversations(older_than).await
+        }
         async fn get_chat_locale(
             &self,
             channel: &str,

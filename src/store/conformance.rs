@@ -1,13 +1,12 @@
 //! The one contract test body every [`Store`] backend runs (STYLE.md habit 13).
 //!
-//! A backend's tests build a fresh, empty store with a small dedupe cap and call
+//! A backend's tests build a fresh, empty store with small dedupe and message caps and call
 //! [`conformance`]; any behaviour the manager relies on is asserted here, once, so SQLite and
 //! Postgres cannot drift apart. Time is never slept: expiry is exercised with
-//! `Duration::ZERO`, which the contract defines as "expired at once".
+//! `Duration::ZERO`, which the contract defines as "expired at once", and pruning with
+//! `Duration::ZERO` (everything touched so far) against a long duration (nothing recent).
 //!
-//! This is test support compiled into the library (hidden from docs) so a backend's
-//! integration tests in another crate can run it too. It panics on a contract violation,
-//! like any assertion.
+//! Test support (`#[cfg(test)]`); it panics on a contract violation, like any assertion.
 
 use std::fmt::Display;
 use std::sync::Arc;
@@ -15,28 +14,44 @@ use std::time::Duration;
 
 use im_bridge_channel::ChatId;
 
-use super::{ConversationKey, DedupeKey, Store};
+use super::{ConversationKey, DedupeKey, Pruned, Store, unix_seconds};
 
 use crate::gateway::ThreadId;
 
 /// A TTL no test outlives.
 const LONG: Duration = Duration::from_secs(3600);
 
-/// Runs the whole contract against `store`, which must be fresh (empty) and built with
-/// `dedupe_cap` as its dedupe bound (keep it small, e.g. 16: the test admits `cap + 2` keys).
-pub async fn conformance(store: Arc<dyn Store>, dedupe_cap: usize) {
+/// Runs the whole contract against `store`, which must be fresh (empty) and built with `cap`
+/// as both its dedupe and its message bound (keep it small, e.g. 16: the test admits
+/// `cap + 2` keys and remembers `cap + 1` messages).
+pub async fn conformance(store: Arc<dyn Store>, cap: usize) {
     assert!(!store.describe().is_empty(), "describe names the backend");
     bindings(store.as_ref()).await;
     claims(store.as_ref()).await;
     binding_removal(store.as_ref()).await;
     dedupe(store.as_ref()).await;
     dedupe_expiry(store.as_ref()).await;
-    dedupe_cap_drops_the_oldest(store.as_ref(), dedupe_cap).await;
+    dedupe_cap_drops_the_oldest(store.as_ref(), cap).await;
     chat_locale(store.as_ref()).await;
+    issue_13_reply_chains(store.as_ref()).await;
+    issue_13_pruning_keeps_bindings_without_a_topic(store.as_ref()).await;
+    issue_13_the_message_cap_drops_the_least_recently_touched(store.as_ref(), cap).await;
 }
 
-/// Checks a store just migrated from schema version 1 whose only binding was `telegram:42`
-/// → `t-old`: the binding survived, and what later versions added (leases) works.
+/// The bindings of the schema-version-1 fixture [`migrated_from_version_1`] checks, as SQL
+/// rows of `(channel, chat_id, topic, thread_id, user_id, created_at, updated_at)`, the
+/// column order of version 1 in both backends. Times are unix seconds long past: the chat's
+/// own binding, a topic last written at 1 s, one last written at 2,000 s, and one at 1 s that
+/// the check then remembers a message in.
+pub const VERSION_1_BINDINGS: &str = "
+    ('telegram', '42', '', 't-old', 'u1', 1.0, 1.0),
+    ('telegram', '42', 'stale', 't-stale', 'u1', 1.0, 1.0),
+    ('telegram', '42', 'later', 't-later', 'u1', 1.0, 2000.0),
+    ('telegram', '42', 'revived', 't-revived', 'u1', 1.0, 1.0)";
+
+/// Checks a store just migrated from schema version 1 holding [`VERSION_1_BINDINGS`]: the
+/// bindings survived, what later versions added (leases, reply chains) works, and a binding
+/// counts as touched at its last write (version 3 copies `updated_at`).
 pub async fn migrated_from_version_1(store: &dyn Store) {
     let key = conv("telegram", "42", None);
     let kept = must(store.get_binding(&key).await, "get_binding");
@@ -47,6 +62,52 @@ pub async fn migrated_from_version_1(store: &dyn Store) {
             "acquire_lease"
         ),
         "version 2's leases work"
+    );
+
+    let revived = conv("telegram", "42", Some("revived"));
+    must(
+        store.remember_messages(&revived, &["m-1"]).await,
+        "remember_messages",
+    );
+    assert_eq!(
+        topic_of(store, "telegram", "42", "m-1").await.as_deref(),
+        Some("revived")
+    );
+    // Cut off at unix second ~1,000: `stale` (touched at 1 s) goes; `later` (2,000 s), the
+    // chat's own binding and `revived` (touched by the message just now) stay.
+    let since_1000 = Duration::from_secs_f64(unix_seconds() - 1000.0);
+    let pruned = must(store.prune_conversations(since_1000).await, "prune");
+    assert_eq!(
+        pruned,
+        Pruned {
+            bindings: 1,
+            messages: 0
+        }
+    );
+    for (topic, thread) in [
+        (None, "t-old"),
+        (Some("later"), "t-later"),
+        (Some("revived"), "t-revived"),
+    ] {
+        let binding = must(
+            store.get_binding(&conv("telegram", "42", topic)).await,
+            "get_binding",
+        );
+        assert_eq!(
+            binding.map(|b| b.thread_id),
+            Some(ThreadId::new(thread)),
+            "{topic:?} kept"
+        );
+    }
+    let stale = must(
+        store
+            .get_binding(&conv("telegram", "42", Some("stale")))
+            .await,
+        "get_binding",
+    );
+    assert_eq!(
+        stale, None,
+        "a binding untouched since its last write long ago is pruned"
     );
 }
 
@@ -359,4 +420,167 @@ async fn chat_locale(store: &dyn Store) {
         "clearing an unset override",
     );
     assert_eq!(locale(store, &other).await, None);
+}
+
+/// The topic `channel`/`chat`'s message `message` is remembered under.
+async fn topic_of(store: &dyn Store, channel: &str, chat: &str, message: &str) -> Option<String> {
+    must(
+        store
+            .message_conversation(channel, &ChatId::new(chat), message)
+            .await,
+        "message_conversation",
+    )
+}
+
+/// Remembers `ids` under `key`.
+async fn remember(store: &dyn Store, key: &ConversationKey, ids: &[&str]) {
+    must(store.remember_messages(key, ids).await, "remember_messages");
+}
+
+/// Remember → lookup; a re-remembered message moves to the new topic; unknown messages, other
+/// chats and other channels are `None`; duplicates and an empty list are fine.
+async fn issue_13_reply_chains(store: &dyn Store) {
+    let topic = conv("telegram", "500", Some("9"));
+    assert_eq!(
+        topic_of(store, "telegram", "500", "1").await,
+        None,
+        "unknown"
+    );
+
+    remember(store, &topic, &["1", "2"]).await;
+    assert_eq!(
+        topic_of(store, "telegram", "500", "1").await.as_deref(),
+        Some("9")
+    );
+    assert_eq!(
+        topic_of(store, "telegram", "500", "2").await.as_deref(),
+        Some("9")
+    );
+
+    // The chat itself is the empty topic.
+    remember(store, &conv("telegram", "500", None), &["3"]).await;
+    assert_eq!(
+        topic_of(store, "telegram", "500", "3").await.as_deref(),
+        Some("")
+    );
+
+    // Re-remembered under another topic: it moves; the others stay.
+    remember(store, &conv("telegram", "500", Some("10")), &["2"]).await;
+    assert_eq!(
+        topic_of(store, "telegram", "500", "2").await.as_deref(),
+        Some("10")
+    );
+    assert_eq!(
+        topic_of(store, "telegram", "500", "1").await.as_deref(),
+        Some("9")
+    );
+
+    // Message ids are per chat and per channel.
+    assert_eq!(topic_of(store, "telegram", "501", "1").await, None);
+    assert_eq!(topic_of(store, "discord", "500", "1").await, None);
+
+    remember(store, &topic, &["4", "4", "1"]).await;
+    remember(store, &topic, &[]).await;
+    assert_eq!(
+        topic_of(store, "telegram", "500", "4").await.as_deref(),
+        Some("9")
+    );
+    assert_eq!(
+        topic_of(store, "telegram", "500", "1").await.as_deref(),
+        Some("9")
+    );
+}
+
+/// Pruning with a long duration keeps what was just written or touched; with
+/// `Duration::ZERO` it removes every message record and topic binding, and keeps bindings
+/// without a topic. A pruned binding is not served from a cache.
+async fn issue_13_pruning_keeps_bindings_without_a_topic(store: &dyn Store) {
+    // What the earlier checks left behind.
+    must(store.prune_conversations(Duration::ZERO).await, "prune");
+    let thread = ThreadId::new("t-prune");
+    let private = conv("telegram", "600", None);
+    let topic = conv("telegram", "601", Some("5"));
+    let claimed = conv("telegram", "601", Some("6"));
+    must(
+        store.set_binding(&private, &thread, "u").await,
+        "set_binding",
+    );
+    must(store.set_binding(&topic, &thread, "u").await, "set_binding");
+    must(
+        store.claim_binding(&claimed, &thread, "u").await,
+        "claim_binding",
+    );
+    remember(store, &topic, &["m-1", "m-2"]).await;
+    remember(store, &private, &["m-3"]).await;
+    // Read once, so a caching backend holds it.
+    assert!(must(store.get_binding(&topic).await, "get_binding").is_some());
+
+    // Everything was touched within the hour: nothing goes.
+    let none = must(store.prune_conversations(LONG).await, "prune long");
+    assert_eq!(none, Pruned::default());
+    for key in [&private, &topic, &claimed] {
+        assert!(
+            must(store.get_binding(key).await, "get_binding").is_some(),
+            "{key:?} kept"
+        );
+    }
+    assert_eq!(
+        topic_of(store, "telegram", "601", "m-1").await.as_deref(),
+        Some("5")
+    );
+
+    let all = must(
+        store.prune_conversations(Duration::ZERO).await,
+        "prune zero",
+    );
+    assert_eq!(
+        all,
+        Pruned {
+            bindings: 2,
+            messages: 3
+        }
+    );
+    assert_eq!(must(store.get_binding(&topic).await, "get_binding"), None);
+    assert_eq!(must(store.get_binding(&claimed).await, "get_binding"), None);
+    let kept = must(store.get_binding(&private).await, "get_binding");
+    assert_eq!(
+        kept.map(|b| b.thread_id),
+        Some(thread),
+        "a binding without a topic stays"
+    );
+    for message in ["m-1", "m-2"] {
+        assert_eq!(topic_of(store, "telegram", "601", message).await, None);
+    }
+    assert_eq!(topic_of(store, "telegram", "600", "m-3").await, None);
+
+    let again = must(
+        store.prune_conversations(Duration::ZERO).await,
+        "prune again",
+    );
+    assert_eq!(again, Pruned::default(), "nothing left to prune");
+}
+
+/// At the cap the least recently touched record goes, and re-remembering a record touches it.
+async fn issue_13_the_message_cap_drops_the_least_recently_touched(store: &dyn Store, cap: usize) {
+    must(store.prune_conversations(Duration::ZERO).await, "prune");
+    let key = conv("telegram", "700", Some("t"));
+    let ids: Vec<String> = (0..=cap).map(|i| format!("m-{i}")).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    remember(store, &key, &ids[..cap]).await; // full
+    remember(store, &key, &ids[..1]).await; // m-0 touched: m-1 is now the oldest
+    remember(store, &key, &ids[cap..]).await; // one over: m-1 goes
+    assert_eq!(
+        topic_of(store, "telegram", "700", ids[1]).await,
+        None,
+        "dropped at the cap"
+    );
+    for id in ids.iter().filter(|id| **id != ids[1]) {
+        assert_eq!(
+            topic_of(store, "telegram", "700", id).await.as_deref(),
+            Some("t"),
+            "{id} is among the {cap} most recently touched and kept"
+        );
+    }
+    let pruned = must(store.prune_conversations(Duration::ZERO).await, "prune");
+    assert_eq!(pruned.messages, cap, "the cap kept exactly {cap}");
 }

@@ -24,15 +24,23 @@
 //!   already live consumes no sequence number; only two replicas racing on one key can
 //!   leave a gap, so the cap keeps at most `dedupe_cap` records and, in practice, exactly
 //!   that many.
+//! - **Reply chains** (issue 13): one statement records a call's messages (each takes a new
+//!   sequence number, a re-touched one too), touches the conversation's binding, and drops
+//!   the records more than [`PostgresOptions::message_cap`] sequence numbers behind the
+//!   newest: never more than the cap, least recently touched first. A re-touch leaves its
+//!   old number unused, so under heavy re-touching the table holds somewhat fewer records
+//!   than the cap (exactness would cost a `count(*)` per call). Pruning is one statement.
 //! - **Transport**: plain TCP (or a Unix socket) to the server: `sslmode=require` is
 //!   refused at startup with a clear message, as this build has no TLS for Postgres; use a
 //!   local connection or a TLS-terminating proxy.
 //!
-//! Times are unix seconds (bindings) and milliseconds (dedupe, leases) from the replica's
-//! clock, as in the SQLite store.
+//! Times are unix seconds (bindings, reply-chain records) and milliseconds (dedupe, leases)
+//! from the replica's clock, as in the SQLite store.
 //!
-//! Children: `schema` (the embedded migrations), `tests`.
+//! Children: `schema` (the embedded migrations and applying them), `conversations`
+//! (reply-chain records and pruning), `tests`.
 
+mod conversations;
 mod schema;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,11 +52,9 @@ use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls, Row};
 
-use self::schema::{MIGRATION_LOCK, MIGRATIONS};
-
 use super::{
-    Binding, BindingWrite, ConversationKey, DedupeKey, Store, StoreError, ttl_millis, unix_millis,
-    unix_seconds,
+    Binding, BindingWrite, ConversationKey, DedupeKey, Pruned, Store, StoreError, ttl_millis,
+    unix_millis, unix_seconds,
 };
 use crate::gateway::ThreadId;
 
@@ -69,6 +75,10 @@ pub struct PostgresOptions {
     pub dedupe_cap: usize,
     /// Most pooled connections per replica (default 16; 0 counts as 1).
     pub max_connections: usize,
+    /// Most reply-chain message records kept (default 200,000; 0 counts as 1): the records
+    /// more than this many touches behind the newest are dropped by the touching statement,
+    /// so never more than this many, and somewhat fewer under re-touching (module docs).
+    pub message_cap: usize,
     /// The most one call may take (default [`CALL_TIMEOUT`]).
     pub call_timeout: Duration,
 }
@@ -78,6 +88,7 @@ impl Default for PostgresOptions {
         Self {
             dedupe_cap: 100_000,
             max_connections: 16,
+            message_cap: 200_000,
             call_timeout: CALL_TIMEOUT,
         }
     }
@@ -88,6 +99,7 @@ pub struct PostgresStore {
     pool: Pool,
     target: String,
     dedupe_cap: i64,
+    message_cap: i64,
     call_timeout: Duration,
     closed: AtomicBool,
 }
@@ -158,6 +170,7 @@ impl PostgresStore {
             pool,
             target,
             dedupe_cap: i64::try_from(options.dedupe_cap.max(1)).unwrap_or(i64::MAX),
+            message_cap: i64::try_from(options.message_cap.max(1)).unwrap_or(i64::MAX),
             call_timeout: options.call_timeout,
             closed: AtomicBool::new(false),
         };
@@ -174,86 +187,6 @@ impl PostgresStore {
             target: self.target.clone(),
             reason: pool_reason(&error),
         })
-    }
-
-    /// Brings the schema to the newest version this build knows. A schema already current
-    /// is only read: no DDL and no lock, so the runtime role needs no CREATE privilege
-    /// once an operator (or an earlier start) created the tables.
-    async fn migrate(&self) -> Result<(), StoreError> {
-        let supported = MIGRATIONS.len() as i64;
-        let exists = self
-            .query_one(
-                "migrate",
-                "SELECT to_regclass('im_bridge_schema') IS NOT NULL",
-                &[],
-            )
-            .await?;
-        let found: Option<i64> = if exists.try_get(0).map_err(failed("migrate"))? {
-            let version = self
-                .query_one("migrate", "SELECT max(version) FROM im_bridge_schema", &[])
-                .await?;
-            version.try_get(0).map_err(failed("migrate"))?
-        } else {
-            None
-        };
-        if found == Some(supported) {
-            return Ok(());
-        }
-        self.check_not_newer(found.unwrap_or(0), supported)?;
-        let query = failed("migrate");
-        let mut client = self.client().await?;
-        let migrate = async {
-            let tx = client.transaction().await.map_err(&query)?;
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-                .await
-                .map_err(&query)?;
-            tx.batch_execute(
-                "CREATE TABLE IF NOT EXISTS im_bridge_schema (version BIGINT NOT NULL)",
-            )
-            .await
-            .map_err(&query)?;
-            // Another replica may have migrated while this one waited for the lock.
-            let found: i64 = match tx
-                .query_opt("SELECT version FROM im_bridge_schema", &[])
-                .await
-                .map_err(&query)?
-            {
-                Some(row) => row.try_get(0).map_err(&query)?,
-                None => 0,
-            };
-            self.check_not_newer(found, supported)?;
-            for migration in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
-                tx.batch_execute(migration).await.map_err(&query)?;
-            }
-            if found < supported {
-                tx.execute("DELETE FROM im_bridge_schema", &[])
-                    .await
-                    .map_err(&query)?;
-                tx.execute(
-                    "INSERT INTO im_bridge_schema (version) VALUES ($1)",
-                    &[&supported],
-                )
-                .await
-                .map_err(&query)?;
-                tracing::info!(store = %self.target, from = found, to = supported, "Migrated the store schema.");
-            }
-            tx.commit().await.map_err(&query)
-        };
-        // Migrations may wait for another replica's lock: a generous bound.
-        tokio::time::timeout(MIGRATION_TIMEOUT, migrate)
-            .await
-            .unwrap_or(Err(StoreError::TimedOut { op: "migrate" }))
-    }
-
-    fn check_not_newer(&self, found: i64, supported: i64) -> Result<(), StoreError> {
-        if found > supported {
-            return Err(StoreError::TooNewSchema {
-                target: self.target.clone(),
-                found,
-                supported,
-            });
-        }
-        Ok(())
     }
 
     /// Runs `call` on a pooled connection within the call timeout (waiting for the
@@ -287,19 +220,20 @@ impl PostgresStore {
             BindingWrite::Overwrite => (
                 "set_binding",
                 "INSERT INTO im_bridge_bindings
-                     (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $6)
+                     (channel, chat_id, topic, thread_id, user_id, created_at, updated_at, touched_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $6, $6)
                  ON CONFLICT (channel, chat_id, topic) DO UPDATE SET
                      thread_id = EXCLUDED.thread_id,
                      user_id = EXCLUDED.user_id,
-                     updated_at = EXCLUDED.updated_at
+                     updated_at = EXCLUDED.updated_at,
+                     touched_at = EXCLUDED.touched_at
                  RETURNING thread_id, user_id, created_at, updated_at",
             ),
             BindingWrite::Claim => (
                 "claim_binding",
                 "INSERT INTO im_bridge_bindings
-                     (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $6)
+                     (channel, chat_id, topic, thread_id, user_id, created_at, updated_at, touched_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $6, $6)
                  ON CONFLICT (channel, chat_id, topic) DO UPDATE SET
                      channel = im_bridge_bindings.channel
                  RETURNING thread_id, user_id, created_at, updated_at",
@@ -518,6 +452,27 @@ impl Store for PostgresStore {
         )
         .await?;
         Ok(())
+    }
+
+    async fn remember_messages(
+        &self,
+        key: &ConversationKey,
+        message_ids: &[&str],
+    ) -> Result<(), StoreError> {
+        self.remember(key, message_ids).await
+    }
+
+    async fn message_conversation(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+        message_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.conversation_of(channel, chat_id, message_id).await
+    }
+
+    async fn prune_conversations(&self, older_than: Duration) -> Result<Pruned, StoreError> {
+        self.prune(older_than).await
     }
 
     async fn get_chat_locale(

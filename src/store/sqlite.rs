@@ -52,8 +52,8 @@ use self::db::{Caches, Db};
 use self::worker::{Job, Step};
 
 use super::{
-    Binding, BindingWrite, ConversationKey, DedupeKey, Store, StoreError, ttl_millis, unix_millis,
-    unix_seconds,
+    Binding, BindingWrite, ConversationKey, DedupeKey, Pruned, Store, StoreError, ttl_millis,
+    unix_millis, unix_seconds,
 };
 use crate::gateway::ThreadId;
 
@@ -72,6 +72,10 @@ pub struct SqliteOptions {
     /// 0 disables caching). At the bound the entry cached longest ago is dropped and its next
     /// read goes to the file; answers stay exact either way.
     pub cache_capacity: usize,
+    /// Most reply-chain message records kept (default 200,000; 0 counts as 1; ~100 bytes
+    /// each). When a `remember_messages` would exceed it, exactly the excess goes in the same
+    /// transaction, least recently touched first; a reply to a dropped message starts afresh.
+    pub message_cap: usize,
 }
 
 impl Default for SqliteOptions {
@@ -79,6 +83,7 @@ impl Default for SqliteOptions {
         Self {
             dedupe_cap: 100_000,
             cache_capacity: 10_000,
+            message_cap: 200_000,
         }
     }
 }
@@ -328,6 +333,52 @@ impl Store for SqliteStore {
             |_, _| {},
         )
         .await
+    }
+
+    async fn remember_messages(
+        &self,
+        key: &ConversationKey,
+        message_ids: &[&str],
+    ) -> Result<(), StoreError> {
+        let key = binding_key(key);
+        let ids: Vec<String> = message_ids.iter().map(|id| (*id).to_owned()).collect();
+        // The binding cache holds no touch time, so a touch leaves it as it is.
+        self.call(
+            "remember_messages",
+            move |db| db.remember_messages(&key, &ids, unix_seconds()),
+            |_, ()| {},
+        )
+        .await
+    }
+
+    async fn message_conversation(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+        message_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        // Not cached: a lookup happens only on a reply, and a hop to the store thread keeps
+        // it exact without a third cache to keep in step with the cap and pruning.
+        let (channel, chat_id) = (channel.to_owned(), chat_id.as_str().to_owned());
+        let message_id = message_id.to_owned();
+        self.call(
+            "message_conversation",
+            move |db| db.message_conversation(&channel, &chat_id, &message_id),
+            |_, _| {},
+        )
+        .await
+    }
+
+    async fn prune_conversations(&self, older_than: Duration) -> Result<Pruned, StoreError> {
+        let (pruned, _) = self
+            .call(
+                "prune_conversations",
+                move |db| db.prune_conversations(unix_seconds() - older_than.as_secs_f64()),
+                // A pruned binding must not be served from the cache.
+                |caches, (_, removed)| caches.forget_bindings(removed),
+            )
+            .await?;
+        Ok(pruned)
     }
 
     async fn get_chat_locale(

@@ -1,6 +1,9 @@
-//! The Postgres schema as embedded migrations, applied in order at connect (see
-//! `PostgresStore::migrate`): `im_bridge_schema.version` is the number applied. Never edit a
+//! The Postgres schema as embedded migrations, and [`PostgresStore::migrate`], which applies
+//! them in order at connect: `im_bridge_schema.version` is the number applied. Never edit a
 //! released migration; append a new one.
+
+use super::{MIGRATION_TIMEOUT, PostgresStore, failed};
+use crate::store::StoreError;
 
 /// An arbitrary constant naming the migration lock among the database's advisory locks.
 pub(super) const MIGRATION_LOCK: i64 = 0x1b_b41d_6e00;
@@ -39,4 +42,105 @@ pub(super) const MIGRATIONS: &[&str] = &[
         holder     TEXT NOT NULL,
         expires_at BIGINT NOT NULL             -- unix milliseconds
     );",
+    // 3: reply-chain records and binding touch times (issue 13). The default serves replicas
+    // of the previous release still writing bindings during a rolling upgrade.
+    "ALTER TABLE im_bridge_bindings ADD COLUMN touched_at DOUBLE PRECISION;
+    UPDATE im_bridge_bindings SET touched_at = updated_at;
+    ALTER TABLE im_bridge_bindings
+        ALTER COLUMN touched_at SET NOT NULL,
+        ALTER COLUMN touched_at SET DEFAULT extract(epoch FROM now());
+    CREATE TABLE im_bridge_messages (
+        channel    TEXT NOT NULL,
+        chat_id    TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        topic      TEXT NOT NULL,              -- '' for the chat itself
+        touched_at DOUBLE PRECISION NOT NULL,  -- unix seconds
+        seq        BIGSERIAL NOT NULL,         -- renewed on every touch; the cap trims the lowest
+        PRIMARY KEY (channel, chat_id, message_id)
+    );
+    CREATE INDEX im_bridge_messages_seq ON im_bridge_messages (seq);
+    CREATE INDEX im_bridge_messages_touched_at ON im_bridge_messages (touched_at);",
 ];
+
+impl PostgresStore {
+    /// Brings the schema to the newest version this build knows. A schema already current
+    /// is only read: no DDL and no lock, so the runtime role needs no CREATE privilege
+    /// once an operator (or an earlier start) created the tables.
+    pub(super) async fn migrate(&self) -> Result<(), StoreError> {
+        let supported = MIGRATIONS.len() as i64;
+        let exists = self
+            .query_one(
+                "migrate",
+                "SELECT to_regclass('im_bridge_schema') IS NOT NULL",
+                &[],
+            )
+            .await?;
+        let found: Option<i64> = if exists.try_get(0).map_err(failed("migrate"))? {
+            let version = self
+                .query_one("migrate", "SELECT max(version) FROM im_bridge_schema", &[])
+                .await?;
+            version.try_get(0).map_err(failed("migrate"))?
+        } else {
+            None
+        };
+        if found == Some(supported) {
+            return Ok(());
+        }
+        self.check_not_newer(found.unwrap_or(0), supported)?;
+        let query = failed("migrate");
+        let mut client = self.client().await?;
+        let migrate = async {
+            let tx = client.transaction().await.map_err(&query)?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+                .await
+                .map_err(&query)?;
+            tx.batch_execute(
+                "CREATE TABLE IF NOT EXISTS im_bridge_schema (version BIGINT NOT NULL)",
+            )
+            .await
+            .map_err(&query)?;
+            // Another replica may have migrated while this one waited for the lock.
+            let found: i64 = match tx
+                .query_opt("SELECT version FROM im_bridge_schema", &[])
+                .await
+                .map_err(&query)?
+            {
+                Some(row) => row.try_get(0).map_err(&query)?,
+                None => 0,
+            };
+            self.check_not_newer(found, supported)?;
+            for migration in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
+                tx.batch_execute(migration).await.map_err(&query)?;
+            }
+            if found < supported {
+                tx.execute("DELETE FROM im_bridge_schema", &[])
+                    .await
+                    .map_err(&query)?;
+                tx.execute(
+                    "INSERT INTO im_bridge_schema (version) VALUES ($1)",
+                    &[&supported],
+                )
+                .await
+                .map_err(&query)?;
+                tracing::info!(store = %self.target, from = found, to = supported, "Migrated the store schema.");
+            }
+            tx.commit().await.map_err(&query)
+        };
+        // Migrations may wait for another replica's lock: a generous bound.
+        tokio::time::timeout(MIGRATION_TIMEOUT, migrate)
+            .await
+            .unwrap_or(Err(StoreError::TimedOut { op: "migrate" }))
+    }
+
+    /// Refuses a schema newer than this build.
+    fn check_not_newer(&self, found: i64, supported: i64) -> Result<(), StoreError> {
+        if found > supported {
+            return Err(StoreError::TooNewSchema {
+                target: self.target.clone(),
+                found,
+                supported,
+            });
+        }
+        Ok(())
+    }
+}

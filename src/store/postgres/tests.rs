@@ -64,6 +64,7 @@ impl Scratch {
 fn small() -> PostgresOptions {
     PostgresOptions {
         dedupe_cap: 16,
+        message_cap: 16,
         max_connections: 4,
         call_timeout: Duration::from_secs(10),
     }
@@ -116,22 +117,48 @@ async fn replicas_sharing_the_database_admit_a_delivery_once() {
 #[tokio::test]
 async fn a_schema_from_the_first_release_is_migrated_and_keeps_its_data() {
     let scratch = Scratch::new().await;
-    let store = scratch.store(small()).await;
-    let key = ConversationKey::new("telegram", ChatId::new("42"), None);
-    store
-        .set_binding(&key, &ThreadId::new("t-old"), "u1")
-        .await
-        .unwrap();
-    store.close().await.unwrap();
-    // Back to what the first release created.
+    // What the first release created, with its bindings.
     let (client, connection) = scratch.config().connect(NoTls).await.unwrap();
     tokio::spawn(connection);
+    client.batch_execute(schema::MIGRATIONS[0]).await.unwrap();
     client
-        .batch_execute("DROP TABLE im_bridge_leases; UPDATE im_bridge_schema SET version = 1")
+        .batch_execute(&format!(
+            "CREATE TABLE im_bridge_schema (version BIGINT NOT NULL);
+             INSERT INTO im_bridge_schema (version) VALUES (1);
+             INSERT INTO im_bridge_bindings VALUES {}",
+            crate::store::conformance::VERSION_1_BINDINGS
+        ))
         .await
         .unwrap();
     let store = scratch.store(small()).await;
     crate::store::conformance::migrated_from_version_1(&store).await;
+    store.close().await.unwrap();
+    scratch.drop_schema().await;
+}
+
+#[tokio::test]
+async fn issue_13_a_replica_of_the_previous_release_can_still_write_bindings() {
+    let scratch = Scratch::new().await;
+    let store = scratch.store(small()).await;
+    // A version-2 replica's insert, which knows no touch time.
+    let (client, connection) = scratch.config().connect(NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "INSERT INTO im_bridge_bindings
+                 (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
+             VALUES ('telegram', '42', '7', 't-old-build', 'u1', 1.0, 1.0)",
+        )
+        .await
+        .unwrap();
+    // Touched at the insert (the server's clock), so a long cutoff keeps it.
+    let pruned = store
+        .prune_conversations(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(pruned, Pruned::default());
+    let key = ConversationKey::new("telegram", ChatId::new("42"), Some("7".into()));
+    assert!(store.get_binding(&key).await.unwrap().is_some());
     store.close().await.unwrap();
     scratch.drop_schema().await;
 }

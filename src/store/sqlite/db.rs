@@ -9,7 +9,12 @@
 //! committed. So a cached value is always the file's committed value. That needs every writer
 //! to go through this thread, which the lock file guarantees for im-bridge processes; editing
 //! the file by hand while the daemon runs is not supported.
+//!
+//! Children: `conversations` (reply-chain records and pruning, issue 13).
 
+mod conversations;
+
+use std::collections::HashSet;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -27,8 +32,9 @@ use crate::store::{Binding, BindingWrite, DedupeKey, StoreError};
 /// inspecting the file) before failing with "database is locked".
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Prepared statements kept per connection; above the dozen this module uses.
-const STATEMENT_CACHE: usize = 32;
+/// Prepared statements kept per connection; above the ~30 this module and its child use, so
+/// none is ever re-prepared.
+const STATEMENT_CACHE: usize = 48;
 
 /// Expired dedupe records are swept on every `SWEEP_EVERY`-th admission, at most
 /// `SWEEP_LIMIT` at a time: up to 8 per admission on average, so a backlog left by an idle
@@ -89,6 +95,16 @@ impl Caches {
         );
     }
 
+    /// Forgets bindings a committed prune removed. They are dropped, not cached as absent,
+    /// so a large prune does not push the hot entries out.
+    pub(super) fn forget_bindings(&self, keys: &[BindingKey]) {
+        if keys.is_empty() {
+            return;
+        }
+        let gone: HashSet<&BindingKey> = keys.iter().collect();
+        relock(&self.bindings).retain(|key| !gone.contains(key));
+    }
+
     /// Records a committed locale override (or its committed absence).
     pub(super) fn put_locale(&self, key: ChatKey, locale: Option<String>) {
         relock(&self.locales).insert(key, locale);
@@ -117,6 +133,12 @@ pub(super) struct Db {
     dedupe_cap: i64,
     /// Admissions so far, to pace the sweep of expired records.
     admissions: u64,
+    /// Most reply-chain message records kept (≥ 1).
+    message_cap: i64,
+    /// The number of rows in `messages`, so the cap needs no `count(*)` per call. Exact
+    /// because this thread is the only writer and updates it with each statement; `None`
+    /// (recounted on next use) at open and after anything rolled back.
+    messages: Option<i64>,
 }
 
 impl Db {
@@ -181,6 +203,8 @@ impl Db {
             _lock: lock,
             dedupe_cap: i64::try_from(options.dedupe_cap.max(1)).unwrap_or(i64::MAX),
             admissions: 0,
+            message_cap: i64::try_from(options.message_cap.max(1)).unwrap_or(i64::MAX),
+            messages: None,
         })
     }
 
@@ -197,9 +221,29 @@ impl Db {
     }
 
     /// Abandons the batch's transaction, if SQLite has not already.
-    pub(super) fn rollback(&self) {
+    pub(super) fn rollback(&mut self) {
         // Fails only when no transaction is open, which is the state wanted.
         let _ = self.conn.execute_batch("ROLLBACK");
+        self.messages = None;
+    }
+
+    /// Runs `body` all or nothing inside the batch's transaction (a savepoint): on an error
+    /// its statements are undone, and the message count is recounted on next use.
+    pub(super) fn atomically<R>(
+        &mut self,
+        body: impl FnOnce(&mut Self) -> rusqlite::Result<R>,
+    ) -> rusqlite::Result<R> {
+        self.conn.prepare_cached("SAVEPOINT op")?.execute([])?;
+        let outcome = body(self).and_then(|value| {
+            self.conn.prepare_cached("RELEASE op")?.execute([])?;
+            Ok(value)
+        });
+        if outcome.is_err() {
+            // Fails only when SQLite already rolled the whole transaction back.
+            let _ = self.conn.execute_batch("ROLLBACK TO op; RELEASE op");
+            self.messages = None;
+        }
+        outcome
     }
 
     /// Whether a transaction is open. SQLite rolls one back by itself after some errors
@@ -250,18 +294,21 @@ impl Db {
     ) -> rusqlite::Result<Binding> {
         let sql = match mode {
             BindingWrite::Overwrite => {
-                "INSERT INTO bindings (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+                "INSERT INTO bindings
+                     (channel, chat_id, topic, thread_id, user_id, created_at, updated_at, touched_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?6)
                  ON CONFLICT (channel, chat_id, topic) DO UPDATE SET
                      thread_id = excluded.thread_id,
                      user_id = excluded.user_id,
-                     updated_at = excluded.updated_at
+                     updated_at = excluded.updated_at,
+                     touched_at = excluded.touched_at
                  RETURNING thread_id, user_id, created_at, updated_at"
             }
             // A no-op update on conflict makes RETURNING yield the row that was there.
             BindingWrite::Claim => {
-                "INSERT INTO bindings (channel, chat_id, topic, thread_id, user_id, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+                "INSERT INTO bindings
+                     (channel, chat_id, topic, thread_id, user_id, created_at, updated_at, touched_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?6)
                  ON CONFLICT (channel, chat_id, topic) DO UPDATE SET channel = channel
                  RETURNING thread_id, user_id, created_at, updated_at"
             }

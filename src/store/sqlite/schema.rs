@@ -62,4 +62,26 @@ pub(super) const MIGRATIONS: &[&str] = &[
         expires_at INTEGER NOT NULL
     ) STRICT, WITHOUT ROWID;
     ",
+    // 3: reply-chain records and binding touch times (issue 13).
+    "
+    -- When the binding was last written or a message of its conversation remembered (unix
+    -- seconds); pruning drops topic bindings untouched for the TTL. Existing rows start at
+    -- their last write.
+    ALTER TABLE bindings ADD COLUMN touched_at REAL NOT NULL DEFAULT 0.0;
+    UPDATE bindings SET touched_at = updated_at;
+
+    -- Which conversation (`topic`, '' for the chat itself) a platform message belongs to.
+    -- `seq` is renewed on every touch, so the least recently touched records are the lowest
+    -- seq and the cap trims from the front; `touched_at` (unix seconds) is what pruning reads.
+    CREATE TABLE messages (
+        seq        INTEGER PRIMARY KEY,
+        channel    TEXT NOT NULL,
+        chat_id    TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        topic      TEXT NOT NULL,
+        touched_at REAL NOT NULL,
+        UNIQUE (channel, chat_id, message_id)
+    ) STRICT;
+    CREATE INDEX messages_touched_at ON messages (touched_at);
+    ",
 ];

@@ -38,6 +38,7 @@ async fn sqlite_passes_the_conformance_suite() {
     let dir = tempfile::tempdir().unwrap();
     let options = SqliteOptions {
         dedupe_cap: 16,
+        message_cap: 16,
         ..SqliteOptions::default()
     };
     let store = SqliteStore::open_with(&store_path(&dir), options)
@@ -54,6 +55,7 @@ async fn sqlite_passes_the_conformance_suite_without_its_cache() {
     let options = SqliteOptions {
         dedupe_cap: 16,
         cache_capacity: 0,
+        message_cap: 16,
     };
     let store = SqliteStore::open_with(&store_path(&dir), options)
         .await
@@ -188,7 +190,7 @@ async fn a_fresh_file_is_at_the_latest_schema_and_owner_only() {
 async fn a_file_from_the_first_release_is_migrated_and_keeps_its_data() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
-    // A version-1 file, as the first release wrote it, with one binding.
+    // A version-1 file, as the first release wrote it, with its bindings.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(super::schema::MIGRATIONS[0]).unwrap();
@@ -197,10 +199,10 @@ async fn a_file_from_the_first_release_is_migrated_and_keeps_its_data() {
             super::schema::APPLICATION_ID
         ))
         .unwrap();
-        conn.execute(
-            "INSERT INTO bindings VALUES ('telegram', '42', '', 't-old', 'u1', 1.0, 1.0)",
-            [],
-        )
+        conn.execute_batch(&format!(
+            "INSERT INTO bindings VALUES {}",
+            crate::store::conformance::VERSION_1_BINDINGS
+        ))
         .unwrap();
     }
     let store = open(&path).await;
@@ -211,6 +213,34 @@ async fn a_file_from_the_first_release_is_migrated_and_keeps_its_data() {
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .unwrap();
     assert_eq!(version, LATEST);
+}
+
+#[tokio::test]
+async fn issue_13_a_restart_keeps_message_records_and_their_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = store_path(&dir);
+    let options = SqliteOptions {
+        message_cap: 2,
+        ..SqliteOptions::default()
+    };
+    let key = ConversationKey::new("telegram", ChatId::new("42"), Some("7".into()));
+    let chat = ChatId::new("42");
+    let store = SqliteStore::open_with(&path, options.clone())
+        .await
+        .unwrap();
+    store.remember_messages(&key, &["a", "b"]).await.unwrap();
+    store.close().await.unwrap();
+
+    let store = SqliteStore::open_with(&path, options).await.unwrap();
+    let topic = store.message_conversation("telegram", &chat, "a").await;
+    assert_eq!(topic.unwrap().as_deref(), Some("7"));
+    // Counted again after the reopen: one more drops exactly the oldest.
+    store.remember_messages(&key, &["c"]).await.unwrap();
+    for (message, kept) in [("a", false), ("b", true), ("c", true)] {
+        let topic = store.message_conversation("telegram", &chat, message).await;
+        assert_eq!(topic.unwrap().is_some(), kept, "{message}");
+    }
+    store.close().await.unwrap();
 }
 
 /// Asserts `open` fails with `Open` naming the file, and that the file was not rewritten.
