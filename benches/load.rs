@@ -370,6 +370,7 @@ async fn start(sim: &Sim) -> Running {
         locales_dir: None,
         lease_ttl: im_bridge::lease::DEFAULT_TTL,
         webhooks: im_bridge_channel::WebhookHost::default(),
+        conversation_ttl: im_bridge::retention::DEFAULT_TTL,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
     };
     let shutdown = CancellationToken::new();

@@ -54,6 +54,9 @@ pub struct DaemonConfig {
     pub locales_dir: Option<PathBuf>,
     /// How long a transport lease lasts unless renewed ([`crate::lease`]).
     pub lease_ttl: Duration,
+    /// How long untouched group-topic bindings and reply-chain records are kept
+    /// ([`crate::retention`]).
+    pub conversation_ttl: Duration,
     /// The shared inbound HTTP host the channels registered their webhook routes on; the
     /// daemon binds it before the transports start and stops it after them.
     pub webhooks: WebhookHost,
@@ -176,6 +179,15 @@ pub async fn run(
         let closing = closing.clone();
         tokio::spawn(async move { manager.run(queue, closing, grace_rx).await })
     };
+
+    // Bounded state: old group topics and reply-chain records are pruned (stopped with the
+    // admin endpoints, before the store closes).
+    tasks.spawn(crate::retention::run(
+        store.clone(),
+        config.conversation_ttl,
+        crate::retention::PRUNE_INTERVAL,
+        admin_token.clone(),
+    ));
 
     // Webhook routes answer 503 until their channel's transport installs its handler.
     let webhooks = if config.webhooks.is_empty() {

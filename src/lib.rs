@@ -17,6 +17,7 @@ pub mod i18n;
 pub mod lease;
 pub mod manager;
 pub mod platforms;
+pub mod retention;
 pub mod simulator;
 pub mod store;
 pub mod supervisor;

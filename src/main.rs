@@ -283,6 +283,7 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
         locales_dir: None,
         lease_ttl: im_bridge::lease::DEFAULT_TTL,
         webhooks: im_bridge_channel::WebhookHost::default(),
+        conversation_ttl: im_bridge::retention::DEFAULT_TTL,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
     };
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
@@ -340,6 +341,7 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
         locales_dir: settings.locales_dir.clone(),
         lease_ttl: im_bridge::lease::DEFAULT_TTL,
         webhooks: im_bridge_channel::WebhookHost::default(),
+        conversation_ttl: settings.conversation_ttl,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
     }
 }

@@ -508,6 +508,7 @@ pub fn daemon_config(
         lease_ttl: im_bridge::lease::DEFAULT_TTL,
         supervisor: SupervisorConfig::default(),
         webhooks: im_bridge_channel::WebhookHost::default(),
+        conversation_ttl: im_bridge::retention::DEFAULT_TTL,
     }
 }
 

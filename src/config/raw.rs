@@ -116,4 +116,7 @@ pub struct RawBridge {
     pub goal_from_chat_timeout_seconds: Option<f64>,
     /// Directory of extra or overriding `<locale>/bridge.ftl` catalogs.
     pub locales_dir: Option<String>,
+    /// Group-topic bindings and reply-chain records untouched this many days are pruned
+    /// (private-chat bindings are kept). Default 30.
+    pub conversation_ttl_days: Option<f64>,
 }

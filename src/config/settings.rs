@@ -51,6 +51,9 @@ pub struct Settings {
     pub admin_listen: SocketAddr,
     /// Directory of extra or overriding catalogs.
     pub locales_dir: Option<PathBuf>,
+    /// How long untouched group-topic bindings and reply-chain records are kept.
+    #[serde(with = "secs")]
+    pub conversation_ttl: Duration,
     /// DeerFlow runs in single-user mode (`DEER_FLOW_AUTH_DISABLED=1` in the bridge's
     /// environment, as in DeerFlow's own): every conversation belongs to its default user.
     pub single_user: bool,
@@ -256,6 +259,26 @@ pub fn validate(
         warnings.push("bridge.internal_token: not set and DEER_FLOW_INTERNAL_AUTH_TOKEN is empty; the Gateway will refuse our calls unless its auth is disabled".into());
     }
     let store = store_location(b.store.as_deref().unwrap_or(DEFAULT_STORE), &mut errors);
+    let conversation_ttl = {
+        let mut issues = Issues::new("bridge");
+        let days = b
+            .conversation_ttl_days
+            .unwrap_or(crate::retention::DEFAULT_TTL_DAYS);
+        let ttl = config::seconds(
+            &mut issues,
+            "conversation_ttl_days",
+            Some(days * 86_400.0),
+            Duration::from_secs_f64(crate::retention::DEFAULT_TTL_DAYS * 86_400.0),
+            3_600.0..=(3_650.0 * 86_400.0),
+        );
+        if issues.has_errors() {
+            errors.push(ConfigError::error(
+                "bridge.conversation_ttl_days",
+                format!("expected a number of days from 0.05 (about an hour) to 3650, got {days}"),
+            ));
+        }
+        ttl
+    };
     let admin_text = b.admin_listen.as_deref().unwrap_or(DEFAULT_ADMIN);
     let admin_listen = admin_text.parse::<SocketAddr>().unwrap_or_else(|_| {
         errors.push(ConfigError::error(
@@ -438,6 +461,7 @@ pub fn validate(
         store,
         admin_listen,
         locales_dir,
+        conversation_ttl,
         single_user: env
             .var("DEER_FLOW_AUTH_DISABLED")
             .is_some_and(|v| matches!(v.trim(), "1" | "true" | "TRUE" | "True" | "yes")),

@@ -283,3 +283,20 @@ fn issue_13_busy_policy_and_queue_bound_per_channel() {
         "channels.console.max_queued_per_conversation: expected a whole number from 0 to 1000"
     ));
 }
+
+#[test]
+fn issue_13_conversation_ttl_days() {
+    let (s, _) = load_str(&with_console("channels:\n"), &env(&[])).unwrap();
+    assert_eq!(s.conversation_ttl, crate::retention::DEFAULT_TTL);
+    let text = with_console("channels:\nbridge:\n  conversation_ttl_days: 0.5\n");
+    let (s, _) = load_str(&text, &env(&[])).unwrap();
+    assert_eq!(s.conversation_ttl, std::time::Duration::from_secs(43_200));
+    let text = with_console("channels:\nbridge:\n  conversation_ttl_days: 0\n");
+    let errors = errors_of(&text, &env(&[]));
+    assert_eq!(
+        errors,
+        [
+            "bridge.conversation_ttl_days: expected a number of days from 0.05 (about an hour) to 3650, got 0"
+        ]
+    );
+}

@@ -209,6 +209,7 @@ pub fn spawn_daemon(
         locales_dir: None,
         lease_ttl,
         webhooks,
+        conversation_ttl: im_bridge::retention::DEFAULT_TTL,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
     };
     let shutdown = CancellationToken::new();
