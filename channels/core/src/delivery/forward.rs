@@ -33,12 +33,11 @@
 
 use std::pin::Pin;
 
-use crate::error::ChannelError;
+use crate::error::ChannelResult;
 
 /// The future an async [`Channel`](crate::Channel) method returns once async-trait has
 /// expanded it.
-pub(crate) type ChannelFuture<'a, T> =
-    Pin<Box<dyn Future<Output = Result<T, ChannelError>> + Send + 'a>>;
+pub(crate) type ChannelFuture<'a, T> = Pin<Box<dyn Future<Output = ChannelResult<T>> + Send + 'a>>;
 
 /// Emits the named [`Channel`](crate::Channel) methods, each passing its call on to
 /// `self.$inner()` unchanged (see the module docs).
@@ -86,7 +85,7 @@ macro_rules! forward_channel {
     };
     (@ $inner:ident send_file) => {
         $crate::delivery::forward::forward_channel!(@async $inner send_file<'t, 'f>(
-            target: $crate::channel::SendTarget<'t>,
+            to: $crate::channel::SendTarget<'t>,
             file: &'f $crate::message::OutboundFile,
         ) -> ());
     };
@@ -99,15 +98,15 @@ macro_rules! forward_channel {
     // `send_text` and `start_stream`: a text to a target, answered by the new message.
     (@send $inner:ident $method:ident) => {
         $crate::delivery::forward::forward_channel!(@async $inner $method<'t, 'x>(
-            target: $crate::channel::SendTarget<'t>,
+            to: $crate::channel::SendTarget<'t>,
             text: &'x str,
         ) -> $crate::channel::SentMessage);
     };
     // `edit_text` and `finish_stream`: a new text for a message already sent.
     (@edit $inner:ident $method:ident) => {
         $crate::delivery::forward::forward_channel!(@async $inner $method<'t, 'm, 'x>(
-            target: $crate::channel::SendTarget<'t>,
-            message: &'m $crate::ids::MessageId,
+            to: $crate::channel::SendTarget<'t>,
+            id: &'m $crate::ids::MessageId,
             text: &'x str,
         ) -> ());
     };

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capabilities::{Capabilities, LengthUnit, UpdateMode};
 use crate::channel::{Channel, ChannelExit, SendTarget, SentMessage};
-use crate::error::ChannelError;
+use crate::error::{ChannelError, ChannelResult};
 use crate::ids::MessageId;
 use crate::inbound::InboundSink;
 use crate::message::{
@@ -90,7 +90,7 @@ impl Recorder {
         self.attempts.lock().unwrap().get(&op).copied().unwrap_or(0)
     }
 
-    fn call(&self, op: Op, call: Call) -> Result<(), ChannelError> {
+    fn call(&self, op: Op, call: Call) -> ChannelResult {
         *self.attempts.lock().unwrap().entry(op).or_default() += 1;
         if let Some(error) = self
             .failures
@@ -123,49 +123,35 @@ impl Channel for Recorder {
         self.caps
     }
 
-    async fn run(&self, _: InboundSink, _: CancellationToken) -> Result<ChannelExit, ChannelError> {
+    async fn run(&self, _: InboundSink, _: CancellationToken) -> ChannelResult<ChannelExit> {
         Ok(ChannelExit::Stopped)
     }
 
-    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> Result<SentMessage, ChannelError> {
+    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         self.call(Op::Send, Call::Send(text.into()))?;
         Ok(self.sent())
     }
 
-    async fn start_stream(
-        &self,
-        _: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
+    async fn start_stream(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         self.call(Op::Start, Call::Start(text.into()))?;
         Ok(self.sent())
     }
 
-    async fn edit_text(
-        &self,
-        _: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        self.call(Op::Edit, Call::Edit(message.to_string(), text.into()))
+    async fn edit_text(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.call(Op::Edit, Call::Edit(id.to_string(), text.into()))
     }
 
-    async fn finish_stream(
-        &self,
-        _: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        self.call(Op::Finish, Call::Finish(message.to_string(), text.into()))
+    async fn finish_stream(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.call(Op::Finish, Call::Finish(id.to_string(), text.into()))
     }
 
-    async fn send_file(&self, _: SendTarget<'_>, file: &OutboundFile) -> Result<(), ChannelError> {
+    async fn send_file(&self, _: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
         self.call(Op::File, Call::File(file.filename.clone()))
     }
 
     /// Answers a handle with the bytes of its id; inline bytes are refused, so a layer
     /// that fell back to the trait default instead of passing the call on shows up.
-    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> Result<Bytes, ChannelError> {
+    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
         let FileSource::Handle { id } = &file.source else {
             return Err(ChannelError::Unsupported("inline files in the recorder"));
         };

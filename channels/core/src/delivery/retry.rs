@@ -16,7 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::channel::{Channel, SendTarget, SentMessage};
-use crate::error::{ChannelError, RetryAfterHint};
+use crate::error::{ChannelResult, RetryAfterHint};
 use crate::ids::MessageId;
 use crate::message::OutboundFile;
 
@@ -44,10 +44,10 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// Runs `op`, waiting out `Retry-After` answers within this policy.
-    pub async fn run<T, F, Fut>(&self, mut op: F) -> Result<T, ChannelError>
+    pub async fn run<T, F, Fut>(&self, mut op: F) -> ChannelResult<T>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, ChannelError>>,
+        Fut: Future<Output = ChannelResult<T>>,
     {
         let mut attempt = 1;
         loop {
@@ -90,31 +90,18 @@ impl<C: Channel> Channel for RetryFinals<C> {
     forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, start_stream, edit_text,
         fetch_file);
 
-    async fn send_text(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        self.policy.run(|| self.inner.send_text(target, text)).await
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.policy.run(|| self.inner.send_text(to, text)).await
     }
 
-    async fn finish_stream(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
+    async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         self.policy
-            .run(|| self.inner.finish_stream(target, message, text))
+            .run(|| self.inner.finish_stream(to, id, text))
             .await
     }
 
-    async fn send_file(
-        &self,
-        target: SendTarget<'_>,
-        file: &OutboundFile,
-    ) -> Result<(), ChannelError> {
-        self.policy.run(|| self.inner.send_file(target, file)).await
+    async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+        self.policy.run(|| self.inner.send_file(to, file)).await
     }
 }
 
@@ -123,6 +110,7 @@ mod tests {
     use super::*;
     use crate::delivery::ChannelExt;
     use crate::delivery::recorder::{Op, Recorder, editable, out};
+    use crate::error::ChannelError;
 
     #[tokio::test(start_paused = true)]
     async fn partials_are_never_retried() {

@@ -11,6 +11,7 @@ use tokio::time::{Instant, sleep};
 use super::recorder::{Call, Op, Recorder, attachment, editable, out, out_to, secs, unpaced};
 use super::*;
 use crate::capabilities::{Capabilities, LengthUnit};
+use crate::error::ChannelError;
 use crate::message::ChatKind;
 
 fn engine(caps: Capabilities) -> (Arc<Recorder>, Delivery) {
