@@ -21,6 +21,7 @@ use im_bridge_channel::{
     InboundMessage, InboundSink, Issues, LengthUnit, MessageId, Platform, Prepared, SendTarget,
     SentMessage, Stage, Telemetry, UpdateMode,
 };
+use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, BufReader};
 use tokio_util::sync::CancellationToken;
 
@@ -54,11 +55,7 @@ impl Platform for ConsolePlatform {
         NAME
     }
 
-    fn validate(
-        &self,
-        block: serde_json::Value,
-        issues: &mut Issues,
-    ) -> Option<Arc<dyn Configured>> {
+    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
         let RawConsole {} = im_bridge_channel::config::parse_block(block, issues)?;
         Some(Arc::new(Prepared::new(ConsoleSettings {}, |_, ctx| {
             let console = ConsoleChannel::stdio().with_commands(ctx.commands.clone());

@@ -43,6 +43,7 @@ use im_bridge_channel::{
     MenuEntry, MessageId, OutboundFile, Platform, Prepared, Secret, SendTarget, SentMessage, Stage,
     Telemetry, UpdateMode, WebhookLimits, WebhookRoute,
 };
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{RawTelegramConfig, RawWebhook, TelegramSettings, Transport, WebhookSettings};
@@ -80,11 +81,7 @@ impl Platform for TelegramPlatform {
         NAME
     }
 
-    fn validate(
-        &self,
-        block: serde_json::Value,
-        issues: &mut Issues,
-    ) -> Option<Arc<dyn Configured>> {
+    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
         let settings = config::validate(block, issues)?;
         Some(Arc::new(Prepared::new(settings, |settings, ctx| {
             let channel = TelegramChannel::new(settings.clone(), ctx)?;

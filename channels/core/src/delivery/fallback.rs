@@ -59,15 +59,12 @@ mod tests {
 
     use super::*;
     use crate::delivery::ChannelExt;
-    use crate::delivery::recorder::{Call, Op, Recorder, editable, out};
+    use crate::delivery::recorder::{Call, Op, layered, target};
     use crate::error::ChannelError;
 
     #[tokio::test]
     async fn a_refused_finish_becomes_a_send_but_retry_after_does_not() {
-        let rec = Recorder::new(editable(100));
-        let layer = rec.clone().finish_or_send();
-        let msg = out("", true);
-        let target = SendTarget::from(&msg);
+        let (rec, layer) = layered(100, ChannelExt::finish_or_send);
         let m = MessageId::new("m1");
         rec.fail(
             Op::Finish,
@@ -75,10 +72,10 @@ mod tests {
                 reason: "old".into(),
             },
         );
-        layer.finish_stream(target, &m, "final").await.unwrap();
+        layer.finish_stream(target(), &m, "final").await.unwrap();
         assert_eq!(rec.calls(), [Call::Send("final".into())]);
         rec.fail(Op::Finish, ChannelError::RetryAfter(Duration::from_secs(1)));
-        assert!(layer.finish_stream(target, &m, "final").await.is_err());
+        assert!(layer.finish_stream(target(), &m, "final").await.is_err());
         assert_eq!(rec.attempts(Op::Send), 1);
     }
 }

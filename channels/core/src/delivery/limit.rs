@@ -100,24 +100,21 @@ impl<C: Channel> Channel for LimitLength<C> {
 mod tests {
     use super::*;
     use crate::delivery::ChannelExt;
-    use crate::delivery::recorder::{Call, Recorder, editable, out};
+    use crate::delivery::recorder::{Call, layered, target};
 
     #[tokio::test]
     async fn finals_are_split_and_previews_truncated() {
-        let rec = Recorder::new(editable(5));
-        let layer = rec.clone().limit_length();
-        let msg = out("", true);
-        let target = SendTarget::from(&msg);
-        let first = layer.send_text(target, "abc def ghi").await.unwrap();
+        let (rec, layer) = layered(5, ChannelExt::limit_length);
+        let first = layer.send_text(target(), "abc def ghi").await.unwrap();
         assert_eq!(first.id, MessageId::new("m1"));
-        let m = layer.start_stream(target, "abcdefgh").await.unwrap().id;
-        layer.edit_text(target, &m, "abcdefghi").await.unwrap();
+        let m = layer.start_stream(target(), "abcdefgh").await.unwrap().id;
+        layer.edit_text(target(), &m, "abcdefghi").await.unwrap();
         layer
-            .finish_stream(target, &m, "hello world")
+            .finish_stream(target(), &m, "hello world")
             .await
             .unwrap();
-        layer.send_text(target, "").await.unwrap();
-        layer.send_text(target, "abcde      ").await.unwrap();
+        layer.send_text(target(), "").await.unwrap();
+        layer.send_text(target(), "abcde      ").await.unwrap();
         assert_eq!(
             rec.calls(),
             [

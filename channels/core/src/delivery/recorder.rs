@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -160,6 +160,12 @@ impl Channel for Recorder {
     }
 }
 
+/// A recorder over an [`editable`] channel of `len` chars, and `layer` over it.
+pub(crate) fn layered<L>(len: usize, layer: impl FnOnce(Arc<Recorder>) -> L) -> (Arc<Recorder>, L) {
+    let rec = Recorder::new(editable(len));
+    (rec.clone(), layer(rec))
+}
+
 /// An edit-in-place channel: `len` chars, 1 s private / 3 s group edit intervals.
 pub(crate) fn editable(len: usize) -> Capabilities {
     Capabilities {
@@ -182,6 +188,12 @@ pub(crate) fn unpaced() -> Capabilities {
 /// An outbound message in chat `c1` answering source message `s1`.
 pub(crate) fn out(text: &str, is_final: bool) -> OutboundMessage {
     out_to("s1", ChatKind::Private, text, is_final)
+}
+
+/// Where a layer test sends: the target of [`out`] (chat `c1`, answering `s1`).
+pub(crate) fn target() -> SendTarget<'static> {
+    static MESSAGE: LazyLock<OutboundMessage> = LazyLock::new(|| out("", true));
+    SendTarget::from(&*MESSAGE)
 }
 
 /// An outbound message in chat `c1` answering `source`, in a chat of `kind`.

@@ -109,21 +109,18 @@ impl<C: Channel> Channel for RetryFinals<C> {
 mod tests {
     use super::*;
     use crate::delivery::ChannelExt;
-    use crate::delivery::recorder::{Op, Recorder, editable, out};
+    use crate::delivery::recorder::{Op, layered, target};
     use crate::error::ChannelError;
 
     #[tokio::test(start_paused = true)]
     async fn partials_are_never_retried() {
-        let rec = Recorder::new(editable(100));
-        let layer = rec.clone().retry_finals(RetryPolicy::default());
-        let msg = out("", false);
-        let target = SendTarget::from(&msg);
+        let (rec, layer) = layered(100, |r| r.retry_finals(RetryPolicy::default()));
         rec.fail(Op::Start, ChannelError::RetryAfter(Duration::from_secs(1)));
-        assert!(layer.start_stream(target, "a").await.is_err());
+        assert!(layer.start_stream(target(), "a").await.is_err());
         rec.fail(Op::Edit, ChannelError::RetryAfter(Duration::from_secs(1)));
         assert!(
             layer
-                .edit_text(target, &MessageId::new("m"), "a")
+                .edit_text(target(), &MessageId::new("m"), "a")
                 .await
                 .is_err()
         );
@@ -132,18 +129,15 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn finals_and_files_are_retried_only_on_retry_after() {
-        let rec = Recorder::new(editable(100));
-        let layer = rec.clone().retry_finals(RetryPolicy::default());
-        let msg = out("", true);
-        let target = SendTarget::from(&msg);
+        let (rec, layer) = layered(100, |r| r.retry_finals(RetryPolicy::default()));
         rec.fail(Op::Finish, ChannelError::RetryAfter(Duration::from_secs(1)));
         layer
-            .finish_stream(target, &MessageId::new("m"), "a")
+            .finish_stream(target(), &MessageId::new("m"), "a")
             .await
             .unwrap();
         assert_eq!(rec.attempts(Op::Finish), 2);
         rec.fail(Op::Send, ChannelError::Transport("timeout".into()));
-        assert!(layer.send_text(target, "a").await.is_err());
+        assert!(layer.send_text(target(), "a").await.is_err());
         assert_eq!(rec.attempts(Op::Send), 1, "may have landed: not sent twice");
     }
 }

@@ -291,13 +291,12 @@ impl<C: Channel> Channel for Throttle<C> {
 mod tests {
     use super::*;
     use crate::delivery::ChannelExt;
-    use crate::delivery::recorder::{Call, Op, Recorder, editable, out, out_to, secs};
+    use crate::delivery::recorder::{Call, Op, editable, layered, out, out_to, secs, target};
 
     #[tokio::test(start_paused = true)]
     async fn writes_of_one_message_are_an_interval_apart_by_chat_kind() {
         for (kind, interval) in [(ChatKind::Private, 1.0), (ChatKind::Group, 3.0)] {
-            let rec = Recorder::new(editable(100));
-            let throttle = rec.clone().throttle();
+            let (rec, throttle) = layered(100, ChannelExt::throttle);
             let msg = out_to("s1", kind, "", false);
             let target = SendTarget::from(&msg);
             let sent = throttle.start_stream(target, "a").await.unwrap();
@@ -328,20 +327,17 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn retry_after_pauses_every_call_in_the_chat() {
-        let rec = Recorder::new(editable(100));
-        let throttle = rec.clone().throttle();
-        let msg = out("", true);
-        let target = SendTarget::from(&msg);
+        let (rec, throttle) = layered(100, ChannelExt::throttle);
         rec.fail(Op::Send, ChannelError::RetryAfter(Duration::from_secs(4)));
-        let err = throttle.send_text(target, "a").await.unwrap_err();
+        let err = throttle.send_text(target(), "a").await.unwrap_err();
         assert!(matches!(err, ChannelError::RetryAfter(_)), "reported as is");
-        throttle.send_text(target, "b").await.unwrap();
+        throttle.send_text(target(), "b").await.unwrap();
         assert_eq!(rec.timed(), [(secs(4.0), Call::Send("b".into()))]);
         // Other chats are not paused.
         let mut elsewhere = out("", true);
         elsewhere.chat_id = "c2".into();
         rec.fail(Op::Send, ChannelError::RetryAfter(Duration::from_secs(4)));
-        let _ = throttle.send_text(target, "c").await;
+        let _ = throttle.send_text(target(), "c").await;
         throttle
             .send_text(SendTarget::from(&elsewhere), "d")
             .await
@@ -352,33 +348,25 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_pause_longer_than_the_bound_fails_at_once() {
-        let rec = Recorder::new(editable(100));
-        let throttle = rec.clone().throttle();
-        let msg = out("", true);
-        let target = SendTarget::from(&msg);
-        rec.fail(
-            Op::Send,
-            ChannelError::RetryAfter(Duration::from_secs(3600)),
-        );
-        let _ = throttle.send_text(target, "a").await;
-        let err = throttle.send_text(target, "b").await.unwrap_err();
+    /// After a `Retry-After` of `wait`, longer than [`MAX_PAUSE_WAIT`], the chat's next
+    /// call fails at once and leaves the platform alone.
+    async fn a_pause_past_the_bound_fails_at_once(wait: Duration) {
+        let (rec, throttle) = layered(100, ChannelExt::throttle);
+        rec.fail(Op::Send, ChannelError::RetryAfter(wait));
+        let _ = throttle.send_text(target(), "a").await;
+        let err = throttle.send_text(target(), "b").await.unwrap_err();
         assert!(matches!(err, ChannelError::RetryAfter(d) if d > MAX_PAUSE_WAIT));
         assert_eq!(rec.attempts(Op::Send), 1, "the platform is left alone");
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_pause_longer_than_the_bound_fails_at_once() {
+        a_pause_past_the_bound_fails_at_once(Duration::from_secs(3600)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_retry_after_past_the_clock_range_pauses_without_panicking() {
-        let rec = Recorder::new(editable(100));
-        let throttle = rec.clone().throttle();
-        let msg = out("", true);
-        let target = SendTarget::from(&msg);
-        rec.fail(Op::Send, ChannelError::RetryAfter(Duration::MAX));
-        let _ = throttle.send_text(target, "a").await;
-        let err = throttle.send_text(target, "b").await.unwrap_err();
-        assert!(matches!(err, ChannelError::RetryAfter(d) if d > MAX_PAUSE_WAIT));
-        assert_eq!(rec.attempts(Op::Send), 1);
+        a_pause_past_the_bound_fails_at_once(Duration::MAX).await;
     }
 
     #[tokio::test(start_paused = true)]
