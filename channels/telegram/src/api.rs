@@ -39,6 +39,8 @@ const DOWNLOAD: &str = "file download";
 pub const POLL_MARGIN: Duration = Duration::from_secs(15);
 /// Largest answer read into memory (100 updates are far below it).
 pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+/// The MIME type of bytes of no known type.
+pub(crate) const OCTET_STREAM: &str = "application/octet-stream";
 /// Connection setup timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most updates one `getUpdates` returns (Telegram's maximum).
@@ -242,7 +244,7 @@ impl Api {
         let mime = if looks_like_mime(&upload.mime_type) {
             upload.mime_type.as_str()
         } else {
-            "application/octet-stream"
+            OCTET_STREAM
         };
         let part = reqwest::multipart::Part::bytes(upload.bytes)
             .file_name(upload.filename.clone())
