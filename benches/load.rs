@@ -61,8 +61,8 @@ use im_bridge::daemon::{self, DaemonConfig};
 use im_bridge::gateway::GatewayConfig;
 use im_bridge::manager::ManagerConfig;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, ChannelExit, InboundMessage, InboundSink, LengthUnit,
-    MessageId, RedeliveryKey, SendTarget, SentMessage, UpdateMode,
+    Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, InboundMessage, InboundSink,
+    LengthUnit, MessageId, RedeliveryKey, SendTarget, SentMessage, UpdateMode,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -101,7 +101,7 @@ impl Channel for BenchChannel {
         &self,
         sink: InboundSink,
         shutdown: CancellationToken,
-    ) -> Result<ChannelExit, ChannelError> {
+    ) -> ChannelResult<ChannelExit> {
         let Some(mut feed) = self.feed.lock().map(|mut f| f.take()).unwrap_or(None) else {
             return Err(ChannelError::Stopped);
         };
@@ -118,32 +118,18 @@ impl Channel for BenchChannel {
             }
         }
     }
-    async fn send_text(
-        &self,
-        target: SendTarget<'_>,
-        _: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        self.final_for(&target);
+    async fn send_text(&self, to: SendTarget<'_>, _: &str) -> ChannelResult<SentMessage> {
+        self.final_for(&to);
         Ok(self.sent())
     }
-    async fn start_stream(&self, _: SendTarget<'_>, _: &str) -> Result<SentMessage, ChannelError> {
+    async fn start_stream(&self, _: SendTarget<'_>, _: &str) -> ChannelResult<SentMessage> {
         Ok(self.sent())
     }
-    async fn edit_text(
-        &self,
-        _: SendTarget<'_>,
-        _: &MessageId,
-        _: &str,
-    ) -> Result<(), ChannelError> {
+    async fn edit_text(&self, _: SendTarget<'_>, _: &MessageId, _: &str) -> ChannelResult {
         Ok(())
     }
-    async fn finish_stream(
-        &self,
-        target: SendTarget<'_>,
-        _: &MessageId,
-        _: &str,
-    ) -> Result<(), ChannelError> {
-        self.final_for(&target);
+    async fn finish_stream(&self, to: SendTarget<'_>, _: &MessageId, _: &str) -> ChannelResult {
+        self.final_for(&to);
         Ok(())
     }
 }

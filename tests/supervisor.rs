@@ -13,8 +13,8 @@ use im_bridge::daemon::{self, DaemonError, DaemonExit};
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 use im_bridge::supervisor::SupervisorConfig;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, ChannelExit, InboundMessage, InboundSink, SendTarget,
-    SentMessage,
+    Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, InboundMessage, InboundSink,
+    SendTarget, SentMessage,
 };
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, watch};
@@ -76,7 +76,7 @@ impl Channel for Flaky {
         &self,
         sink: InboundSink,
         shutdown: CancellationToken,
-    ) -> Result<ChannelExit, ChannelError> {
+    ) -> ChannelResult<ChannelExit> {
         let mut attempt = 0;
         self.attempts.send_modify(|a| {
             *a += 1;
@@ -95,12 +95,8 @@ impl Channel for Flaky {
         }
     }
 
-    async fn send_text(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        self.inner.send_text(target, text).await
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.inner.send_text(to, text).await
     }
 }
 

@@ -22,8 +22,9 @@ use im_bridge::manager::ManagerConfig;
 use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
 use im_bridge::supervisor::SupervisorConfig;
 use im_bridge_channel::{
-    AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, ChatKind, InboundMessage,
-    InboundSink, LengthUnit, MessageId, RedeliveryKey, SendTarget, SentMessage, UpdateMode,
+    AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, ChatKind,
+    InboundMessage, InboundSink, LengthUnit, MessageId, RedeliveryKey, SendTarget, SentMessage,
+    UpdateMode,
 };
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
@@ -199,7 +200,7 @@ impl Channel for TestChannel {
         &self,
         sink: InboundSink,
         shutdown: CancellationToken,
-    ) -> Result<ChannelExit, ChannelError> {
+    ) -> ChannelResult<ChannelExit> {
         let Some(mut feed) = self.feed.lock().unwrap().take() else {
             return Err(ChannelError::Stopped);
         };
@@ -214,39 +215,25 @@ impl Channel for TestChannel {
         }
     }
 
-    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> Result<SentMessage, ChannelError> {
+    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         Ok(self.record_send(text, false))
     }
 
-    async fn start_stream(
-        &self,
-        _: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
+    async fn start_stream(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         Ok(self.record_send(text, true))
     }
 
-    async fn edit_text(
-        &self,
-        _: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
+    async fn edit_text(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         self.record(Call::Edit {
-            id: message.to_string(),
+            id: id.to_string(),
             text: text.to_owned(),
         });
         Ok(())
     }
 
-    async fn finish_stream(
-        &self,
-        _: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
+    async fn finish_stream(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         self.record(Call::Finish {
-            id: message.to_string(),
+            id: id.to_string(),
             text: text.to_owned(),
         });
         Ok(())

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use im_bridge_channel::{
-    Capabilities, ChannelError, ChannelExit, InboundSink, SendTarget, SentMessage,
+    Capabilities, ChannelError, ChannelExit, ChannelResult, InboundSink, SendTarget, SentMessage,
 };
 
 use super::*;
@@ -24,10 +24,10 @@ impl Channel for FakeChannel {
     fn is_connected(&self) -> bool {
         self.connected.load(Ordering::SeqCst)
     }
-    async fn run(&self, _: InboundSink, _: CancellationToken) -> Result<ChannelExit, ChannelError> {
+    async fn run(&self, _: InboundSink, _: CancellationToken) -> ChannelResult<ChannelExit> {
         Ok(ChannelExit::Stopped)
     }
-    async fn send_text(&self, _: SendTarget<'_>, _: &str) -> Result<SentMessage, ChannelError> {
+    async fn send_text(&self, _: SendTarget<'_>, _: &str) -> ChannelResult<SentMessage> {
         Err(ChannelError::Stopped)
     }
 }

@@ -5,7 +5,9 @@ use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 
 use async_trait::async_trait;
-use im_bridge_channel::{Capabilities, InboundQueue, SendTarget, SentMessage, inbound_queue};
+use im_bridge_channel::{
+    Capabilities, ChannelResult, InboundQueue, SendTarget, SentMessage, inbound_queue,
+};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -46,11 +48,7 @@ impl Channel for Scripted {
     fn capabilities(&self) -> Capabilities {
         Capabilities::final_only(100)
     }
-    async fn run(
-        &self,
-        _: InboundSink,
-        shutdown: CancellationToken,
-    ) -> Result<ChannelExit, ChannelError> {
+    async fn run(&self, _: InboundSink, shutdown: CancellationToken) -> ChannelResult<ChannelExit> {
         self.attempts.send_modify(|a| a.push(Instant::now()));
         let step = self.steps.lock().unwrap().pop_front();
         match step {
@@ -72,7 +70,7 @@ impl Channel for Scripted {
             }
         }
     }
-    async fn send_text(&self, _: SendTarget<'_>, _: &str) -> Result<SentMessage, ChannelError> {
+    async fn send_text(&self, _: SendTarget<'_>, _: &str) -> ChannelResult<SentMessage> {
         Err(ChannelError::Stopped)
     }
 }

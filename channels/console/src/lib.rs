@@ -17,10 +17,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, ChannelExit, CommandVocabulary, Configured,
+    Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, CommandVocabulary, Configured,
     InboundMessage, InboundSink, Issues, LengthUnit, MessageId, Platform, Prepared, SendTarget,
     SentMessage, Stage, Telemetry, UpdateMode,
 };
+use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, BufReader};
 use tokio_util::sync::CancellationToken;
 
@@ -54,11 +55,7 @@ impl Platform for ConsolePlatform {
         NAME
     }
 
-    fn validate(
-        &self,
-        block: serde_json::Value,
-        issues: &mut Issues,
-    ) -> Option<Arc<dyn Configured>> {
+    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
         let RawConsole {} = im_bridge_channel::config::parse_block(block, issues)?;
         Some(Arc::new(Prepared::new(ConsoleSettings {}, |_, ctx| {
             let console = ConsoleChannel::stdio().with_commands(ctx.commands.clone());
@@ -147,6 +144,14 @@ impl ConsoleChannel {
         msg.locale_hint.clone_from(&self.locale_hint);
         msg
     }
+
+    /// A message the renderer drew as `line` (its id), counted as sent or as a failed send.
+    fn drawn(&self, line: ChannelResult<u64>) -> ChannelResult<SentMessage> {
+        let line = self.telemetry.sending(line)?;
+        Ok(SentMessage {
+            id: MessageId::new(line.to_string()),
+        })
+    }
 }
 
 #[async_trait]
@@ -178,7 +183,7 @@ impl Channel for ConsoleChannel {
         &self,
         sink: InboundSink,
         shutdown: CancellationToken,
-    ) -> Result<ChannelExit, ChannelError> {
+    ) -> ChannelResult<ChannelExit> {
         let taken = self
             .input
             .lock()
@@ -198,45 +203,24 @@ impl Channel for ConsoleChannel {
         exit
     }
 
-    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> Result<SentMessage, ChannelError> {
-        let id = self.telemetry.sending(self.renderer.print(text).await)?;
-        Ok(SentMessage {
-            id: MessageId::new(id.to_string()),
-        })
+    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.drawn(self.renderer.print(text).await)
     }
 
-    async fn start_stream(
-        &self,
-        _: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        let id = self
-            .telemetry
-            .sending(self.renderer.status(None, text).await)?;
-        Ok(SentMessage {
-            id: MessageId::new(id.to_string()),
-        })
+    async fn start_stream(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.drawn(self.renderer.status(None, text).await)
     }
 
-    async fn edit_text(
-        &self,
-        _: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        let id = status_line(message)?;
+    async fn edit_text(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        let line = status_line(id)?;
         self.telemetry
-            .sending(self.renderer.status(Some(id), text).await.map(drop))
+            .sending(self.renderer.status(Some(line), text).await.map(drop))
     }
 
-    async fn finish_stream(
-        &self,
-        _: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        let id = status_line(message)?;
-        self.telemetry.sending(self.renderer.finish(id, text).await)
+    async fn finish_stream(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        let line = status_line(id)?;
+        self.telemetry
+            .sending(self.renderer.finish(line, text).await)
     }
 }
 
@@ -247,7 +231,7 @@ impl ConsoleChannel {
         input: &mut Input,
         sink: &InboundSink,
         shutdown: &CancellationToken,
-    ) -> Result<ChannelExit, ChannelError> {
+    ) -> ChannelResult<ChannelExit> {
         let mut line = Vec::new();
         loop {
             line.clear();
@@ -282,11 +266,8 @@ impl ConsoleChannel {
 }
 
 /// The status line a message id names; ids the console did not hand out are not editable.
-fn status_line(message: &MessageId) -> Result<u64, ChannelError> {
-    message
-        .as_str()
-        .parse()
-        .map_err(|_| ChannelError::NotEditable)
+fn status_line(id: &MessageId) -> ChannelResult<u64> {
+    id.as_str().parse().map_err(|_| ChannelError::NotEditable)
 }
 
 /// Reads one line into `buf` (without decoding), at most [`MAX_LINE_BYTES`] of it; the rest

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use im_bridge_channel::ChannelError;
+use im_bridge_channel::ChannelResult;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
 
@@ -39,7 +39,7 @@ impl Renderer {
     }
 
     /// Prints a finished reply; returns its id.
-    pub(crate) async fn print(&self, text: &str) -> Result<u64, ChannelError> {
+    pub(crate) async fn print(&self, text: &str) -> ChannelResult<u64> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut state = self.state.lock().await;
         let drawn = state.live.is_some();
@@ -48,7 +48,7 @@ impl Renderer {
     }
 
     /// Shows `text` as live reply `id` (a new one when `None`); returns its id.
-    pub(crate) async fn status(&self, id: Option<u64>, text: &str) -> Result<u64, ChannelError> {
+    pub(crate) async fn status(&self, id: Option<u64>, text: &str) -> ChannelResult<u64> {
         let id = id.unwrap_or_else(|| self.next_id.fetch_add(1, Ordering::Relaxed));
         if !self.tty {
             return Ok(id);
@@ -63,7 +63,7 @@ impl Renderer {
     }
 
     /// Ends live reply `id` with its full text.
-    pub(crate) async fn finish(&self, id: u64, text: &str) -> Result<(), ChannelError> {
+    pub(crate) async fn finish(&self, id: u64, text: &str) -> ChannelResult {
         let mut state = self.state.lock().await;
         let drawn = state.live.is_some();
         if state.live.as_ref().is_some_and(|(live, _)| *live == id) {
@@ -73,12 +73,7 @@ impl Renderer {
     }
 
     /// Prints `text` as a finished reply, first erasing the status line when one is drawn.
-    async fn write_final(
-        &self,
-        state: &mut State,
-        text: &str,
-        erase: bool,
-    ) -> Result<(), ChannelError> {
+    async fn write_final(&self, state: &mut State, text: &str, erase: bool) -> ChannelResult {
         let mut buf = String::with_capacity(text.len() + 32);
         if self.tty && erase {
             buf.push_str(ERASE_LINE);

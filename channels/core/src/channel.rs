@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::capabilities::Capabilities;
-use crate::error::ChannelError;
+use crate::error::{ChannelError, ChannelResult};
 use crate::ids::{ChatId, MessageId};
 use crate::inbound::InboundSink;
 use crate::message::{ChatKind, InboundFile, OutboundFile, OutboundMessage};
@@ -86,62 +86,40 @@ pub trait Channel: Send + Sync + 'static {
         &self,
         sink: InboundSink,
         shutdown: CancellationToken,
-    ) -> Result<ChannelExit, ChannelError>;
+    ) -> ChannelResult<ChannelExit>;
 
-    /// Sends a new text message.
-    async fn send_text(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError>;
+    /// Sends a new text message to `to`.
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage>;
 
     /// Shows the first partial text of a reply still being written; later partials edit
     /// it and [`Channel::finish_stream`] ends it. Defaults to a plain send; channels that
     /// draw live text differently (the console's status line) override it.
-    async fn start_stream(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        self.send_text(target, text).await
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.send_text(to, text).await
     }
 
-    /// Replaces the text of a message this channel sent.
-    async fn edit_text(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        let _ = (target, message, text);
+    /// Replaces the text of message `id`, which this channel sent to `to`.
+    async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        let _ = (to, id, text);
         Err(ChannelError::Unsupported("editing messages"))
     }
 
-    /// Ends a streamed message with its final text. Defaults to an edit; channels that
+    /// Ends streamed message `id` with its final text. Defaults to an edit; channels that
     /// render streams differently (cards, terminals) override it.
-    async fn finish_stream(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        self.edit_text(target, message, text).await
+    async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.edit_text(to, id, text).await
     }
 
     /// Uploads a file after a reply's text.
-    async fn send_file(
-        &self,
-        target: SendTarget<'_>,
-        file: &OutboundFile,
-    ) -> Result<(), ChannelError> {
-        let _ = (target, file);
+    async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+        let _ = (to, file);
         Err(ChannelError::Unsupported("files"))
     }
 
     /// Reads an inbound attachment's bytes (spec manager §7.3), refusing more than
     /// `max_bytes`. Defaults to inline bytes only; adapters whose files arrive as
     /// handles or staged paths override it.
-    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> Result<Bytes, ChannelError> {
+    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
         file.inline_bytes(max_bytes)
     }
 }
@@ -164,15 +142,11 @@ mod tests {
             Capabilities::final_only(100)
         }
 
-        async fn run(
-            &self,
-            _: InboundSink,
-            _: CancellationToken,
-        ) -> Result<ChannelExit, ChannelError> {
+        async fn run(&self, _: InboundSink, _: CancellationToken) -> ChannelResult<ChannelExit> {
             Ok(ChannelExit::Stopped)
         }
 
-        async fn send_text(&self, _: SendTarget<'_>, _: &str) -> Result<SentMessage, ChannelError> {
+        async fn send_text(&self, _: SendTarget<'_>, _: &str) -> ChannelResult<SentMessage> {
             Err(ChannelError::Stopped)
         }
     }

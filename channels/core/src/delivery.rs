@@ -57,7 +57,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::channel::{Channel, SendTarget};
-use crate::error::ChannelError;
+use crate::error::ChannelResult;
 use crate::message::OutboundMessage;
 
 pub use fallback::FinishOrSend;
@@ -165,7 +165,7 @@ impl Delivery {
     /// for the edit interval and never fails (a partial that cannot be shown is dropped).
     /// A final returns once its text was accepted and its attachments were tried; an error
     /// means the text did not land.
-    pub async fn deliver(&self, msg: &OutboundMessage) -> Result<(), ChannelError> {
+    pub async fn deliver(&self, msg: &OutboundMessage) -> ChannelResult {
         if msg.is_final {
             self.deliver_final(msg).await
         } else {
@@ -184,7 +184,7 @@ impl Delivery {
         }
     }
 
-    async fn deliver_final(&self, msg: &OutboundMessage) -> Result<(), ChannelError> {
+    async fn deliver_final(&self, msg: &OutboundMessage) -> ChannelResult {
         let key = (msg.chat_id.clone(), msg.thread_ts.clone());
         let started = match self.streams.remove(&key) {
             Some(stream) => stream.close().await,

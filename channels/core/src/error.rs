@@ -5,6 +5,9 @@
 
 use std::time::Duration;
 
+/// What a channel operation returns: `()` or a value, or why it failed.
+pub type ChannelResult<T = ()> = Result<T, ChannelError>;
+
 /// Why a channel operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {

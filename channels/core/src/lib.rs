@@ -32,7 +32,7 @@ pub use delivery::{
     ChannelExt, Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT, MAX_STREAMS,
     RetryFinals, RetryPolicy, Throttle, split,
 };
-pub use error::{ChannelError, RetryAfterHint};
+pub use error::{ChannelError, ChannelResult, RetryAfterHint};
 pub use ids::{ChatId, MessageId, UserId};
 pub use inbound::{
     AdmitError, InboundQueue, InboundSink, REFUSALS_CAPACITY, REFUSED_METRIC, Reservation,

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::ChannelError;
+use crate::error::{ChannelError, ChannelResult};
 use crate::ids::{ChatId, MessageId, UserId};
 
 /// Whether the adapter classified the text as a known slash command.
@@ -115,7 +115,7 @@ impl InboundFile {
     ///
     /// A larger file is [`ChannelError::TooLarge`], which names the bound only (never the
     /// file's name); a handle or a staged path is [`ChannelError::Unsupported`].
-    pub fn inline_bytes(&self, max_bytes: u64) -> Result<Bytes, ChannelError> {
+    pub fn inline_bytes(&self, max_bytes: u64) -> ChannelResult<Bytes> {
         match &self.source {
             FileSource::Inline { bytes } if bytes.len() as u64 <= max_bytes => Ok(bytes.clone()),
             FileSource::Inline { .. } => Err(ChannelError::TooLarge { limit: max_bytes }),

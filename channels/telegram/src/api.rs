@@ -5,7 +5,7 @@
 //! `GET {api_url}/file/bot<token>/<file_path>`. This is the only place the token is put
 //! on the wire, and the URLs carrying it never leave this file: transport errors are
 //! stored without their URL, redirects are not followed (they would carry the token
-//! elsewhere), and `Debug` shows the base URL only.
+//! elsewhere), and `Debug` shows the token redacted.
 //!
 //! Bounds: each call has a timeout ([`CALL_TIMEOUT`], [`UPLOAD_TIMEOUT`],
 //! [`DOWNLOAD_TIMEOUT`], or the long-poll timeout plus [`POLL_MARGIN`]); an answer larger
@@ -39,6 +39,8 @@ const DOWNLOAD: &str = "file download";
 pub const POLL_MARGIN: Duration = Duration::from_secs(15);
 /// Largest answer read into memory (100 updates are far below it).
 pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+/// The MIME type of bytes of no known type.
+pub(crate) const OCTET_STREAM: &str = "application/octet-stream";
 /// Connection setup timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most updates one `getUpdates` returns (Telegram's maximum).
@@ -88,21 +90,13 @@ pub struct Upload {
     pub bytes: Vec<u8>,
 }
 
-/// The Bot API client. Cheap to clone.
-#[derive(Clone)]
+/// The Bot API client. Cheap to clone. `Debug` shows the token redacted, as [`Secret`]
+/// does.
+#[derive(Clone, Debug)]
 pub struct Api {
     http: reqwest::Client,
     base: String,
     token: Secret,
-}
-
-impl std::fmt::Debug for Api {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Api")
-            .field("base", &self.base)
-            .field("token", &self.token)
-            .finish()
-    }
 }
 
 impl Api {
@@ -120,25 +114,24 @@ impl Api {
         })
     }
 
-    fn url(&self, method: &str) -> String {
-        format!("{}/bot{}/{method}", self.base, self.token.expose())
+    /// `POST {api_url}/bot<token>/<method>`, to be given its body.
+    fn post(&self, method: &str, timeout: Duration) -> reqwest::RequestBuilder {
+        let url = format!("{}/bot{}/{method}", self.base, self.token.expose());
+        self.http.post(url).timeout(timeout)
     }
 
-    async fn call<P: Serialize + ?Sized, R: DeserializeOwned>(
+    /// `method` with `params` as its JSON body.
+    async fn call<P, R>(
         &self,
         method: &'static str,
         params: &P,
         timeout: Duration,
-    ) -> Result<R, TelegramError> {
-        let response = self
-            .http
-            .post(self.url(method))
-            .timeout(timeout)
-            .json(params)
-            .send()
-            .await
-            .map_err(|e| TelegramError::transport(method, e))?;
-        read(method, response).await
+    ) -> Result<R, TelegramError>
+    where
+        P: Serialize + ?Sized,
+        R: DeserializeOwned,
+    {
+        answer(method, self.post(method, timeout).json(params)).await
     }
 
     /// `getMe`: who the bot is.
@@ -240,22 +233,7 @@ impl Api {
                 description: format!("HTTP status {status}"),
             });
         }
-        let declared = response.content_length();
-        if declared.is_some_and(|n| n > max_bytes) {
-            return Err(too_large());
-        }
-        let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(0));
-        let mut body = Vec::with_capacity(capacity);
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| TelegramError::transport(DOWNLOAD, e))?
-        {
-            if (body.len() + chunk.len()) as u64 > max_bytes {
-                return Err(too_large());
-            }
-            body.extend_from_slice(&chunk);
-        }
+        let body = read_bounded(DOWNLOAD, &mut response, max_bytes, too_large).await?;
         Ok(Bytes::from(body))
     }
 
@@ -266,7 +244,7 @@ impl Api {
         let mime = if looks_like_mime(&upload.mime_type) {
             upload.mime_type.as_str()
         } else {
-            "application/octet-stream"
+            OCTET_STREAM
         };
         let part = reqwest::multipart::Part::bytes(upload.bytes)
             .file_name(upload.filename.clone())
@@ -285,15 +263,7 @@ impl Api {
             })?;
             form = form.text("reply_parameters", json);
         }
-        let response = self
-            .http
-            .post(self.url(method))
-            .timeout(UPLOAD_TIMEOUT)
-            .multipart(form)
-            .send()
-            .await
-            .map_err(|e| TelegramError::transport(method, e))?;
-        read(method, response).await
+        answer(method, self.post(method, UPLOAD_TIMEOUT).multipart(form)).await
     }
 }
 
@@ -326,29 +296,46 @@ fn allowed_updates() -> Vec<String> {
     ALLOWED_UPDATES.iter().map(|s| (*s).to_owned()).collect()
 }
 
-/// Reads the envelope (bounded), then the result as `R`.
-async fn read<R: DeserializeOwned>(
+/// Reads a response's body, refused with `too_large` once it is over `max` bytes: by its
+/// `Content-Length` before any byte is read, otherwise as soon as the bytes read pass the
+/// bound (never more than the bound plus one chunk is held).
+async fn read_bounded(
     method: &'static str,
-    mut response: reqwest::Response,
-) -> Result<R, TelegramError> {
-    let status = response.status();
-    if response
-        .content_length()
-        .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
-    {
-        return Err(too_large(method));
+    response: &mut reqwest::Response,
+    max: u64,
+    too_large: impl Fn() -> TelegramError,
+) -> Result<Vec<u8>, TelegramError> {
+    let declared = response.content_length();
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large());
     }
-    let mut body = Vec::new();
+    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(0));
+    let mut body = Vec::with_capacity(capacity);
     while let Some(chunk) = response
         .chunk()
         .await
         .map_err(|e| TelegramError::transport(method, e))?
     {
-        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-            return Err(too_large(method));
+        if (body.len() + chunk.len()) as u64 > max {
+            return Err(too_large());
         }
         body.extend_from_slice(&chunk);
     }
+    Ok(body)
+}
+
+/// Sends a request for `method`, then reads the envelope (bounded) and the result as `R`.
+async fn answer<R: DeserializeOwned>(
+    method: &'static str,
+    request: reqwest::RequestBuilder,
+) -> Result<R, TelegramError> {
+    let mut response = request
+        .send()
+        .await
+        .map_err(|e| TelegramError::transport(method, e))?;
+    let status = response.status();
+    let limit = MAX_RESPONSE_BYTES as u64;
+    let body = read_bounded(method, &mut response, limit, || too_large(method)).await?;
     let envelope: ApiResponse<Value> = match serde_json::from_slice(&body) {
         Ok(envelope) => envelope,
         Err(_) => {
@@ -412,34 +399,14 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn download_errors_never_carry_the_token() {
-        let api = Api::new("http://127.0.0.1:1", Secret::new(TOKEN)).unwrap();
-        let error = api.download("documents/file_1.bin", 10).await.unwrap_err();
+    /// Fails unless `error` is a transport error that shows the token nowhere: not in its
+    /// text, its sources, or the `ChannelError` it becomes, nor in `context`.
+    fn assert_no_token(error: TelegramError, context: &str) {
         assert!(
             matches!(error, TelegramError::Transport { .. }),
             "{error:?}"
         );
-        let mut text = format!("{error} {error:?}");
-        let mut source = std::error::Error::source(&error);
-        while let Some(s) = source {
-            text.push_str(&format!(" {s} {s:?}"));
-            source = s.source();
-        }
-        assert!(!text.contains("SECRET-token"), "{text}");
-        assert!(!text.contains("4242:"), "{text}");
-    }
-
-    #[tokio::test]
-    async fn transport_errors_never_carry_the_token() {
-        // Nothing listens on port 1: the call fails at connect time with the URL known.
-        let api = Api::new("http://127.0.0.1:1", Secret::new(TOKEN)).unwrap();
-        let error = api.get_me().await.unwrap_err();
-        assert!(
-            matches!(error, TelegramError::Transport { .. }),
-            "{error:?}"
-        );
-        let mut text = format!("{error} {error:?} {api:?}");
+        let mut text = format!("{error} {error:?} {context}");
         let mut source = std::error::Error::source(&error);
         while let Some(s) = source {
             text.push_str(&format!(" {s} {s:?}"));
@@ -449,5 +416,20 @@ mod tests {
         text.push_str(&format!(" {channel_error} {channel_error:?}"));
         assert!(!text.contains("SECRET-token"), "{text}");
         assert!(!text.contains("4242:"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn download_errors_never_carry_the_token() {
+        let api = Api::new("http://127.0.0.1:1", Secret::new(TOKEN)).unwrap();
+        let error = api.download("documents/file_1.bin", 10).await.unwrap_err();
+        assert_no_token(error, "");
+    }
+
+    #[tokio::test]
+    async fn transport_errors_never_carry_the_token() {
+        // Nothing listens on port 1: the call fails at connect time with the URL known.
+        let api = Api::new("http://127.0.0.1:1", Secret::new(TOKEN)).unwrap();
+        let error = api.get_me().await.unwrap_err();
+        assert_no_token(error, &format!("{api:?}"));
     }
 }

@@ -23,7 +23,8 @@ use im_bridge_channel::{
 };
 use serde_json::Value;
 
-use crate::model::{ChatType, Message, PhotoSize, Update};
+use crate::api::OCTET_STREAM;
+use crate::model::{ChatType, FileRef, Message, PhotoSize, Update};
 use crate::{NAME, Shared};
 
 /// Longest file name kept from a sender, in bytes.
@@ -203,103 +204,82 @@ fn start_as_help(text: String) -> String {
 /// note, an audio file, a video, a round video. Names are the sender's (made safe) or
 /// `telegram-<label>-<message id>.<ext>`.
 fn attachments(message: &Message) -> Vec<InboundFile> {
-    let photo = largest_photo(&message.photo).map(|p| Media {
-        kind: FileKind::Image,
-        label: "photo",
-        ext: "jpg",
-        default_mime: "image/jpeg",
-        file_id: &p.file.file_id,
-        name: None,
-        mime: None,
-        size: p.file.file_size,
-    });
-    let document = message.document.as_ref().map(|d| Media {
-        kind: FileKind::File,
-        label: "document",
-        ext: "bin",
-        default_mime: "application/octet-stream",
-        file_id: &d.file.file_id,
-        name: d.file_name.as_deref(),
-        mime: d.mime_type.as_deref(),
-        size: d.file.file_size,
-    });
-    let voice = message.voice.as_ref().map(|v| Media {
-        kind: FileKind::Audio,
-        label: "voice",
-        ext: "ogg",
-        default_mime: "audio/ogg",
-        file_id: &v.file.file_id,
-        name: None,
-        mime: v.mime_type.as_deref(),
-        size: v.file.file_size,
-    });
-    let audio = message.audio.as_ref().map(|a| Media {
-        kind: FileKind::Audio,
-        label: "audio",
-        ext: "mp3",
-        default_mime: "audio/mpeg",
-        file_id: &a.file.file_id,
-        name: a.file_name.as_deref(),
-        mime: a.mime_type.as_deref(),
-        size: a.file.file_size,
-    });
-    let video = message.video.as_ref().map(|v| Media {
-        kind: FileKind::Video,
-        label: "video",
-        ext: "mp4",
-        default_mime: "video/mp4",
-        file_id: &v.file.file_id,
-        name: v.file_name.as_deref(),
-        mime: v.mime_type.as_deref(),
-        size: v.file.file_size,
-    });
-    let video_note = message.video_note.as_ref().map(|v| Media {
-        kind: FileKind::Video,
-        label: "video-note",
-        ext: "mp4",
-        default_mime: "video/mp4",
-        file_id: &v.file.file_id,
-        name: None,
-        mime: None,
-        size: v.file.file_size,
-    });
-    [photo, document, voice, audio, video, video_note]
-        .into_iter()
-        .flatten()
-        .map(|media| media.into_file(message.message_id))
-        .collect()
+    let (m, id) = (message, message.message_id);
+    let mut files = Vec::new();
+    if let Some(p) = largest_photo(&m.photo) {
+        files.push(PHOTO.file(&p.file, None, None, id));
+    }
+    if let Some(d) = &m.document {
+        files.push(DOCUMENT.file(&d.file, d.file_name.as_deref(), d.mime_type.as_deref(), id));
+    }
+    if let Some(v) = &m.voice {
+        files.push(VOICE.file(&v.file, None, v.mime_type.as_deref(), id));
+    }
+    if let Some(a) = &m.audio {
+        files.push(AUDIO.file(&a.file, a.file_name.as_deref(), a.mime_type.as_deref(), id));
+    }
+    if let Some(v) = &m.video {
+        files.push(VIDEO.file(&v.file, v.file_name.as_deref(), v.mime_type.as_deref(), id));
+    }
+    if let Some(v) = &m.video_note {
+        files.push(VIDEO_NOTE.file(&v.file, None, None, id));
+    }
+    files
 }
 
-/// One attachment as the Bot API describes it, with this adapter's defaults for its kind.
-struct Media<'a> {
+/// This adapter's defaults for one kind of Bot API attachment.
+struct Media {
+    /// What the daemon sees it as.
     kind: FileKind,
     /// Names an unnamed file: `telegram-<label>-<message id>.<ext>`.
     label: &'static str,
     ext: &'static str,
-    default_mime: &'static str,
-    file_id: &'a str,
-    name: Option<&'a str>,
-    mime: Option<&'a str>,
-    size: Option<u64>,
+    /// The MIME type when the sender declared none.
+    mime: &'static str,
 }
 
-impl Media<'_> {
-    fn into_file(self, message_id: i64) -> InboundFile {
-        let filename = self
-            .name
+const PHOTO: Media = Media::new(FileKind::Image, "photo", "jpg", "image/jpeg");
+const DOCUMENT: Media = Media::new(FileKind::File, "document", "bin", OCTET_STREAM);
+const VOICE: Media = Media::new(FileKind::Audio, "voice", "ogg", "audio/ogg");
+const AUDIO: Media = Media::new(FileKind::Audio, "audio", "mp3", "audio/mpeg");
+const VIDEO: Media = Media::new(FileKind::Video, "video", "mp4", "video/mp4");
+const VIDEO_NOTE: Media = Media::new(FileKind::Video, "video-note", "mp4", "video/mp4");
+
+impl Media {
+    const fn new(
+        kind: FileKind,
+        label: &'static str,
+        ext: &'static str,
+        mime: &'static str,
+    ) -> Self {
+        Self {
+            kind,
+            label,
+            ext,
+            mime,
+        }
+    }
+
+    /// An attachment of this kind to message `message_id`, by its handles and the file name
+    /// and MIME type the sender declared, if any.
+    fn file(
+        &self,
+        file: &FileRef,
+        name: Option<&str>,
+        mime: Option<&str>,
+        message_id: i64,
+    ) -> InboundFile {
+        let filename = name
             .and_then(|n| safe_file_name(n, MAX_FILENAME_BYTES))
             .unwrap_or_else(|| format!("telegram-{}-{message_id}.{}", self.label, self.ext));
-        let mime = self
-            .mime
-            .filter(|m| !m.is_empty())
-            .unwrap_or(self.default_mime);
+        let mime = mime.filter(|m| !m.is_empty()).unwrap_or(self.mime);
         InboundFile {
             kind: self.kind,
             filename: Some(filename),
             mime_type: Some(mime.to_owned()),
-            size: self.size,
+            size: file.file_size,
             source: FileSource::Handle {
-                id: self.file_id.to_owned(),
+                id: file.file_id.clone(),
             },
         }
     }
@@ -352,25 +332,25 @@ mod tests {
         norm_with(message, &AllowedUsers::Anyone)
     }
 
-    fn norm_with(message: Value, allowed: &AllowedUsers) -> InboundMessage {
+    /// The update carrying `message`, normalized for this bot with the test vocabulary.
+    fn normalized(message: Value, allowed: &AllowedUsers) -> Normalized {
         let ctx = InboundContext {
             bot_username: Some(BOT),
             allowed_users: allowed,
             commands: &vocabulary(),
         };
-        match normalize(&update(message), &ctx) {
+        normalize(&update(message), &ctx)
+    }
+
+    fn norm_with(message: Value, allowed: &AllowedUsers) -> InboundMessage {
+        match normalized(message, allowed) {
             Normalized::Message(m) => *m,
             other => panic!("{other:?}"),
         }
     }
 
     fn skip(message: Value, allowed: &AllowedUsers) -> Skip {
-        let ctx = InboundContext {
-            bot_username: Some(BOT),
-            allowed_users: allowed,
-            commands: &vocabulary(),
-        };
-        match normalize(&update(message), &ctx) {
+        match normalized(message, allowed) {
             Normalized::Skipped(s) => s,
             other => panic!("{other:?}"),
         }

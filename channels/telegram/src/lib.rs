@@ -38,11 +38,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::{
-    AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit, CommandMenu,
-    CommandVocabulary, Configured, InboundFile, InboundSink, Issues, LengthUnit, MenuEntry,
-    MessageId, OutboundFile, Platform, Prepared, Secret, SendTarget, SentMessage, Stage, Telemetry,
-    UpdateMode, WebhookLimits, WebhookRoute,
+    AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult,
+    CommandMenu, CommandVocabulary, Configured, InboundFile, InboundSink, Issues, LengthUnit,
+    MenuEntry, MessageId, OutboundFile, Platform, Prepared, Secret, SendTarget, SentMessage, Stage,
+    Telemetry, UpdateMode, WebhookLimits, WebhookRoute,
 };
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{RawTelegramConfig, RawWebhook, TelegramSettings, Transport, WebhookSettings};
@@ -80,11 +81,7 @@ impl Platform for TelegramPlatform {
         NAME
     }
 
-    fn validate(
-        &self,
-        block: serde_json::Value,
-        issues: &mut Issues,
-    ) -> Option<Arc<dyn Configured>> {
+    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
         let settings = config::validate(block, issues)?;
         Some(Arc::new(Prepared::new(settings, |settings, ctx| {
             let channel = TelegramChannel::new(settings.clone(), ctx)?;
@@ -200,10 +197,7 @@ impl TelegramChannel {
     }
 
     /// `getMe`, retried until it succeeds; `None` when shutdown came first.
-    async fn identify(
-        &self,
-        shutdown: &CancellationToken,
-    ) -> Result<Option<model::User>, ChannelError> {
+    async fn identify(&self, shutdown: &CancellationToken) -> ChannelResult<Option<model::User>> {
         inbound::retry::until_ok(&self.shared, shutdown, "getMe", || self.shared.api.get_me()).await
     }
 
@@ -264,7 +258,7 @@ impl Channel for TelegramChannel {
         &self,
         sink: InboundSink,
         shutdown: CancellationToken,
-    ) -> Result<ChannelExit, ChannelError> {
+    ) -> ChannelResult<ChannelExit> {
         let Some(me) = self.identify(&shutdown).await? else {
             return Ok(ChannelExit::Stopped);
         };
@@ -290,38 +284,25 @@ impl Channel for TelegramChannel {
         exit
     }
 
-    async fn send_text(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        let result = outbound::send_text(&self.shared.api, target, text).await;
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let result = outbound::send_text(&self.shared.api, to, text).await;
         self.shared.telemetry.sending(result)
     }
 
-    async fn edit_text(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        let result = outbound::edit_text(&self.shared.api, target, message, text).await;
+    async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        let result = outbound::edit_text(&self.shared.api, to, id, text).await;
         self.shared.telemetry.sending(result)
     }
 
-    async fn send_file(
-        &self,
-        target: SendTarget<'_>,
-        file: &OutboundFile,
-    ) -> Result<(), ChannelError> {
-        let result = outbound::send_file(&self.shared.api, target, file).await;
+    async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+        let result = outbound::send_file(&self.shared.api, to, file).await;
         self.shared.telemetry.sending(result)
     }
 
     /// Downloads a photo or document by its `file_id` (`getFile`, then the file path),
     /// refusing more than `max_bytes` or [`MAX_DOWNLOAD_BYTES`], whichever is smaller. A
     /// failure counts as a `processing` error: the message arrived, its attachment did not.
-    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> Result<Bytes, ChannelError> {
+    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
         let result = inbound::files::fetch(&self.shared.api, file, max_bytes).await;
         if let Err(error) = &result {
             self.shared.telemetry.error(Stage::Processing);

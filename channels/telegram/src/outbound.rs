@@ -12,7 +12,9 @@
 //!   Telegram refuses the picture), anything up to 50 MB through `sendDocument`; larger
 //!   files are refused before any byte is read.
 
-use im_bridge_channel::{ChannelError, MessageId, OutboundFile, SendTarget, SentMessage};
+use im_bridge_channel::{
+    ChannelError, ChannelResult, MessageId, OutboundFile, SendTarget, SentMessage,
+};
 
 use crate::api::{Api, Upload, UploadKind};
 use crate::error::TelegramError;
@@ -54,13 +56,13 @@ fn reply_to(target: &SendTarget<'_>) -> Option<ReplyParameters> {
 /// `sendMessage` answering the source message.
 pub(crate) async fn send_text(
     api: &Api,
-    target: SendTarget<'_>,
+    to: SendTarget<'_>,
     text: &str,
-) -> Result<SentMessage, ChannelError> {
+) -> ChannelResult<SentMessage> {
     let params = SendMessage {
-        chat_id: chat_id(&target)?,
+        chat_id: chat_id(&to)?,
         text: text.to_owned(),
-        reply_parameters: reply_to(&target),
+        reply_parameters: reply_to(&to),
     };
     let sent = api.send_message(&params).await?;
     Ok(SentMessage {
@@ -71,13 +73,13 @@ pub(crate) async fn send_text(
 /// `editMessageText`; "not modified" counts as done.
 pub(crate) async fn edit_text(
     api: &Api,
-    target: SendTarget<'_>,
-    message: &MessageId,
+    to: SendTarget<'_>,
+    id: &MessageId,
     text: &str,
-) -> Result<(), ChannelError> {
+) -> ChannelResult {
     let params = EditMessageText {
-        chat_id: chat_id(&target)?,
-        message_id: message_id(message)?,
+        chat_id: chat_id(&to)?,
+        message_id: message_id(id)?,
         text: text.to_owned(),
     };
     match api.edit_message_text(&params).await {
@@ -87,12 +89,8 @@ pub(crate) async fn edit_text(
 }
 
 /// `sendPhoto` or `sendDocument`, answering the source message.
-pub(crate) async fn send_file(
-    api: &Api,
-    target: SendTarget<'_>,
-    file: &OutboundFile,
-) -> Result<(), ChannelError> {
-    let chat = chat_id(&target)?;
+pub(crate) async fn send_file(api: &Api, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+    let chat = chat_id(&to)?;
     let too_large = |size: u64| TelegramError::Upload {
         filename: file.filename.clone(),
         reason: format!("{size} bytes exceeds Telegram's {MAX_DOCUMENT_BYTES}-byte limit"),
@@ -115,7 +113,7 @@ pub(crate) async fn send_file(
     let upload = |kind, bytes| Upload {
         kind,
         chat_id: chat,
-        reply: reply_to(&target),
+        reply: reply_to(&to),
         filename: file.filename.clone(),
         mime_type: file.mime_type.clone(),
         bytes,

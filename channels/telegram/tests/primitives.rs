@@ -32,28 +32,37 @@ async fn setup() -> (FakeTelegram, TelegramChannel, TelemetryProbe) {
     (fake, channel, probe)
 }
 
-fn target<'a>(
-    chat: &'a ChatId,
-    source: &'a MessageId,
-    meta: &'a Map<String, serde_json::Value>,
-) -> SendTarget<'a> {
-    SendTarget {
-        chat_id: chat,
-        chat_kind: ChatKind::Private,
-        reply_to: Some(source),
-        metadata: meta,
+/// A private-chat reply in [`CHAT`] to message `source`, owning what its target borrows.
+struct Reply {
+    chat: ChatId,
+    source: MessageId,
+    meta: Map<String, serde_json::Value>,
+}
+
+impl Reply {
+    fn to(source: &str) -> Self {
+        Self {
+            chat: ChatId::new(CHAT.to_string()),
+            source: MessageId::new(source),
+            meta: Map::new(),
+        }
+    }
+
+    fn target(&self) -> SendTarget<'_> {
+        SendTarget {
+            chat_id: &self.chat,
+            chat_kind: ChatKind::Private,
+            reply_to: Some(&self.source),
+            metadata: &self.meta,
+        }
     }
 }
 
 #[tokio::test]
 async fn texts_are_plain_replies_and_edits_replace_them() {
     let (fake, channel, _) = setup().await;
-    let (chat, source, meta) = (
-        ChatId::new(CHAT.to_string()),
-        MessageId::new("17"),
-        Map::new(),
-    );
-    let t = target(&chat, &source, &meta);
+    let reply = Reply::to("17");
+    let t = reply.target();
     let sent = channel
         .send_text(t, "*not markdown* <b>nor html</b>")
         .await
@@ -77,12 +86,8 @@ async fn texts_are_plain_replies_and_edits_replace_them() {
 #[tokio::test]
 async fn telegram_errors_become_channel_errors() {
     let (fake, channel, probe) = setup().await;
-    let (chat, source, meta) = (
-        ChatId::new(CHAT.to_string()),
-        MessageId::new("1"),
-        Map::new(),
-    );
-    let t = target(&chat, &source, &meta);
+    let reply = Reply::to("1");
+    let t = reply.target();
     let sent = channel.send_text(t, "hello").await.unwrap();
     fake.fail_nth_edit(1, Failure::RetryAfter(3));
     fake.fail_nth_edit(2, Failure::CantBeEdited);
@@ -143,12 +148,8 @@ fn attachment(dir: &tempfile::TempDir, name: &str, bytes: &[u8], mime: &str) -> 
 async fn files_upload_as_photos_or_documents() {
     let (fake, channel, _) = setup().await;
     let dir = tempfile::tempdir().unwrap();
-    let (chat, source, meta) = (
-        ChatId::new(CHAT.to_string()),
-        MessageId::new("5"),
-        Map::new(),
-    );
-    let t = target(&chat, &source, &meta);
+    let reply = Reply::to("5");
+    let t = reply.target();
     channel
         .send_file(
             t,
@@ -210,15 +211,8 @@ async fn oversized_files_are_refused_before_upload() {
         size: 1,
         is_image: false,
     };
-    let (chat, source, meta) = (
-        ChatId::new(CHAT.to_string()),
-        MessageId::new("5"),
-        Map::new(),
-    );
-    let e = channel
-        .send_file(target(&chat, &source, &meta), &huge)
-        .await
-        .unwrap_err();
+    let reply = Reply::to("5");
+    let e = channel.send_file(reply.target(), &huge).await.unwrap_err();
     assert!(matches!(e, ChannelError::Rejected { .. }), "{e:?}");
     assert!(fake.calls_to("sendDocument").is_empty());
 }

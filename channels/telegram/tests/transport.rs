@@ -221,12 +221,7 @@ async fn a_failed_poll_is_retried_and_connection_state_follows() {
     assert!(running.channel.is_connected());
     // The telemetry contract follows: two failed polls, one unreadable update, two
     // received, connected now and not after the stop.
-    assert_eq!(probe.errors(NAME, Stage::Receiving), 2);
-    assert_eq!(probe.errors(NAME, Stage::Processing), 1);
-    assert_eq!(probe.received(NAME), 2);
-    assert_eq!(probe.connected(NAME), Some(true));
-    running.stop().await;
-    assert_eq!(probe.connected(NAME), Some(false));
+    stop_counted(running, &probe, [2, 1, 2]).await;
 }
 
 #[tokio::test]
@@ -296,6 +291,25 @@ async fn serve_webhook(
     (running, queue, addr)
 }
 
+/// Asserts what a running transport's telemetry counted (receiving errors, processing
+/// errors and messages received, in that order) and that it is connected, then stops it:
+/// it is disconnected after.
+async fn stop_counted(running: Running, probe: &TelemetryProbe, counted: [u64; 3]) {
+    let receiving = probe.errors(NAME, Stage::Receiving);
+    let processing = probe.errors(NAME, Stage::Processing);
+    assert_eq!([receiving, processing, probe.received(NAME)], counted);
+    assert_eq!(probe.connected(NAME), Some(true));
+    running.stop().await;
+    assert_eq!(probe.connected(NAME), Some(false));
+}
+
+/// A connection to `addr` that has written `bytes` and is left open.
+async fn raw_request(addr: std::net::SocketAddr, bytes: &[u8]) -> tokio::net::TcpStream {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(bytes).await.unwrap();
+    stream
+}
+
 #[tokio::test]
 async fn the_webhook_checks_the_secret_before_reading_and_bounds_the_body() {
     let fake = FakeTelegram::start().await.unwrap();
@@ -303,14 +317,12 @@ async fn the_webhook_checks_the_secret_before_reading_and_bounds_the_body() {
 
     // A stranger announces a large body and never sends it: the answer comes at once,
     // without waiting for (or buffering) a byte of it.
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(
-            b"POST /hook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
-              X-Telegram-Bot-Api-Secret-Token: wrong\r\nContent-Length: 1000000\r\n\r\n",
-        )
-        .await
-        .unwrap();
+    let mut stream = raw_request(
+        addr,
+        b"POST /hook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+          X-Telegram-Bot-Api-Secret-Token: wrong\r\nContent-Length: 1000000\r\n\r\n",
+    )
+    .await;
     let mut head = [0u8; 12];
     tokio::time::timeout(DEADLINE, stream.read_exact(&mut head))
         .await
@@ -332,11 +344,7 @@ async fn a_half_sent_request_does_not_hold_the_stop() {
     let fake = FakeTelegram::start().await.unwrap();
     let (running, _queue, addr) = serve_webhook(&fake, 4).await;
     // Headers begun and never finished: the connection stays busy.
-    let mut stalled = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stalled
-        .write_all(b"POST /hook HTTP/1.1\r\nHost: x\r\n")
-        .await
-        .unwrap();
+    let stalled = raw_request(addr, b"POST /hook HTTP/1.1\r\nHost: x\r\n").await;
     // Stops within the drain bound (`stop` fails the test past its deadline).
     running.stop().await;
     drop(stalled);
@@ -426,10 +434,5 @@ async fn the_webhook_answers_by_admission_outcome() {
     // The telemetry contract: the two unauthenticated requests are receiving errors, the
     // garbage a processing error; the five authenticated deliveries were received.
     probe.assert_contract(NAME);
-    assert_eq!(probe.errors(NAME, Stage::Receiving), 2);
-    assert_eq!(probe.errors(NAME, Stage::Processing), 1);
-    assert_eq!(probe.received(NAME), 5);
-    assert_eq!(probe.connected(NAME), Some(true));
-    running.stop().await;
-    assert_eq!(probe.connected(NAME), Some(false));
+    stop_counted(running, &probe, [2, 1, 5]).await;
 }

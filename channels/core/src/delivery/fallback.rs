@@ -10,7 +10,7 @@
 use async_trait::async_trait;
 
 use crate::channel::{Channel, SendTarget};
-use crate::error::{ChannelError, RetryAfterHint};
+use crate::error::{ChannelResult, RetryAfterHint};
 use crate::ids::MessageId;
 
 use super::forward_channel;
@@ -38,20 +38,15 @@ impl<C: Channel> Channel for FinishOrSend<C> {
     forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, send_text, start_stream,
         edit_text, send_file, fetch_file);
 
-    async fn finish_stream(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        match self.inner.finish_stream(target, message, text).await {
+    async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        match self.inner.finish_stream(to, id, text).await {
             Err(error) if error.retry_after().is_none() => {
                 tracing::warn!(
                     channel = self.inner.name(),
                     %error,
                     "Finishing a streamed message failed; sending the final as a new message."
                 );
-                self.inner.send_text(target, text).await.map(drop)
+                self.inner.send_text(to, text).await.map(drop)
             }
             other => other,
         }
@@ -64,14 +59,12 @@ mod tests {
 
     use super::*;
     use crate::delivery::ChannelExt;
-    use crate::delivery::recorder::{Call, Op, Recorder, editable, out};
+    use crate::delivery::recorder::{Call, Op, layered, target};
+    use crate::error::ChannelError;
 
     #[tokio::test]
     async fn a_refused_finish_becomes_a_send_but_retry_after_does_not() {
-        let rec = Recorder::new(editable(100));
-        let layer = rec.clone().finish_or_send();
-        let msg = out("", true);
-        let target = SendTarget::from(&msg);
+        let (rec, layer) = layered(100, ChannelExt::finish_or_send);
         let m = MessageId::new("m1");
         rec.fail(
             Op::Finish,
@@ -79,10 +72,10 @@ mod tests {
                 reason: "old".into(),
             },
         );
-        layer.finish_stream(target, &m, "final").await.unwrap();
+        layer.finish_stream(target(), &m, "final").await.unwrap();
         assert_eq!(rec.calls(), [Call::Send("final".into())]);
         rec.fail(Op::Finish, ChannelError::RetryAfter(Duration::from_secs(1)));
-        assert!(layer.finish_stream(target, &m, "final").await.is_err());
+        assert!(layer.finish_stream(target(), &m, "final").await.is_err());
         assert_eq!(rec.attempts(Op::Send), 1);
     }
 }

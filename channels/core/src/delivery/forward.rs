@@ -33,12 +33,11 @@
 
 use std::pin::Pin;
 
-use crate::error::ChannelError;
+use crate::error::ChannelResult;
 
 /// The future an async [`Channel`](crate::Channel) method returns once async-trait has
 /// expanded it.
-pub(crate) type ChannelFuture<'a, T> =
-    Pin<Box<dyn Future<Output = Result<T, ChannelError>> + Send + 'a>>;
+pub(crate) type ChannelFuture<'a, T> = Pin<Box<dyn Future<Output = ChannelResult<T>> + Send + 'a>>;
 
 /// Emits the named [`Channel`](crate::Channel) methods, each passing its call on to
 /// `self.$inner()` unchanged (see the module docs).
@@ -86,7 +85,7 @@ macro_rules! forward_channel {
     };
     (@ $inner:ident send_file) => {
         $crate::delivery::forward::forward_channel!(@async $inner send_file<'t, 'f>(
-            target: $crate::channel::SendTarget<'t>,
+            to: $crate::channel::SendTarget<'t>,
             file: &'f $crate::message::OutboundFile,
         ) -> ());
     };
@@ -99,15 +98,15 @@ macro_rules! forward_channel {
     // `send_text` and `start_stream`: a text to a target, answered by the new message.
     (@send $inner:ident $method:ident) => {
         $crate::delivery::forward::forward_channel!(@async $inner $method<'t, 'x>(
-            target: $crate::channel::SendTarget<'t>,
+            to: $crate::channel::SendTarget<'t>,
             text: &'x str,
         ) -> $crate::channel::SentMessage);
     };
     // `edit_text` and `finish_stream`: a new text for a message already sent.
     (@edit $inner:ident $method:ident) => {
         $crate::delivery::forward::forward_channel!(@async $inner $method<'t, 'm, 'x>(
-            target: $crate::channel::SendTarget<'t>,
-            message: &'m $crate::ids::MessageId,
+            to: $crate::channel::SendTarget<'t>,
+            id: &'m $crate::ids::MessageId,
             text: &'x str,
         ) -> ());
     };
@@ -139,8 +138,8 @@ mod tests {
 
     use tokio_util::sync::CancellationToken;
 
-    use crate::channel::{Channel, ChannelExit, SendTarget};
-    use crate::delivery::recorder::{Call, Recorder, attachment, handle, out, unpaced};
+    use crate::channel::{Channel, ChannelExit};
+    use crate::delivery::recorder::{Call, Recorder, attachment, handle, target, unpaced};
     use crate::delivery::{ChannelExt, RetryPolicy};
     use crate::inbound::inbound_queue;
 
@@ -185,24 +184,22 @@ mod tests {
         let (sink, _queue) = inbound_queue(NonZeroUsize::MIN);
         let exit = stack.run(sink, CancellationToken::new()).await.unwrap();
         assert_eq!(exit, ChannelExit::Stopped);
-
-        let msg = out("", true);
-        let target = SendTarget::from(&msg);
-        let m = stack.start_stream(target, "a").await.unwrap().id;
-        stack.edit_text(target, &m, "ab").await.unwrap();
-        stack.finish_stream(target, &m, "abc").await.unwrap();
-        stack.send_text(target, "d").await.unwrap();
-        stack.send_file(target, &attachment("f.txt")).await.unwrap();
+        let to = target();
+        stack.send_text(to, "a").await.unwrap();
+        let m = stack.start_stream(to, "b").await.unwrap().id;
+        stack.edit_text(to, &m, "bc").await.unwrap();
+        stack.finish_stream(to, &m, "bcd").await.unwrap();
+        stack.send_file(to, &attachment("f.txt")).await.unwrap();
         // The recorder answers a handle with its id: the trait default would refuse it.
         let bytes = stack.fetch_file(&handle("h1"), 2).await.unwrap();
         assert_eq!(bytes, "h1");
         assert_eq!(
             rec.calls(),
             [
-                Call::Start("a".into()),
-                Call::Edit("m1".into(), "ab".into()),
-                Call::Finish("m1".into(), "abc".into()),
-                Call::Send("d".into()),
+                Call::Send("a".into()),
+                Call::Start("b".into()),
+                Call::Edit("m2".into(), "bc".into()),
+                Call::Finish("m2".into(), "bcd".into()),
                 Call::File("f.txt".into()),
                 Call::Fetch("h1".into(), 2),
             ]

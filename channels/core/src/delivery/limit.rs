@@ -10,10 +10,12 @@
 //!
 //! The limit and its unit are read from the inner channel's capabilities on every call.
 
+use std::borrow::Cow;
+
 use async_trait::async_trait;
 
 use crate::channel::{Channel, SendTarget, SentMessage};
-use crate::error::ChannelError;
+use crate::error::ChannelResult;
 use crate::ids::MessageId;
 
 use super::forward_channel;
@@ -43,11 +45,17 @@ impl<C: Channel> LimitLength<C> {
             .then(|| split(text, caps.length_unit, caps.max_message_len))
     }
 
-    async fn send_rest(&self, target: SendTarget<'_>, rest: &[String]) -> Result<(), ChannelError> {
+    /// A partial text cut to one message, as the preview of a text still growing.
+    fn preview<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let caps = self.inner.capabilities();
+        truncate(text, caps.length_unit, caps.max_message_len)
+    }
+
+    async fn send_rest(&self, to: SendTarget<'_>, rest: &[String]) -> ChannelResult {
         // A blank chunk (the tail of a text ending in a long run of whitespace) shows
         // nothing, and platforms refuse blank messages: skip it.
         for chunk in rest.iter().filter(|c| !c.trim().is_empty()) {
-            self.inner.send_text(target, chunk).await?;
+            self.inner.send_text(to, chunk).await?;
         }
         Ok(())
     }
@@ -58,54 +66,32 @@ impl<C: Channel> Channel for LimitLength<C> {
     forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, send_file,
         fetch_file);
 
-    async fn send_text(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         match self.chunks(text).as_deref() {
             Some([first, rest @ ..]) => {
-                let sent = self.inner.send_text(target, first).await?;
-                self.send_rest(target, rest).await?;
+                let sent = self.inner.send_text(to, first).await?;
+                self.send_rest(to, rest).await?;
                 Ok(sent)
             }
-            _ => self.inner.send_text(target, text).await,
+            _ => self.inner.send_text(to, text).await,
         }
     }
 
-    async fn start_stream(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        let caps = self.inner.capabilities();
-        let preview = truncate(text, caps.length_unit, caps.max_message_len);
-        self.inner.start_stream(target, &preview).await
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.inner.start_stream(to, &self.preview(text)).await
     }
 
-    async fn edit_text(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        let caps = self.inner.capabilities();
-        let preview = truncate(text, caps.length_unit, caps.max_message_len);
-        self.inner.edit_text(target, message, &preview).await
+    async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.inner.edit_text(to, id, &self.preview(text)).await
     }
 
-    async fn finish_stream(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
+    async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         match self.chunks(text).as_deref() {
             Some([first, rest @ ..]) => {
-                self.inner.finish_stream(target, message, first).await?;
-                self.send_rest(target, rest).await
+                self.inner.finish_stream(to, id, first).await?;
+                self.send_rest(to, rest).await
             }
-            _ => self.inner.finish_stream(target, message, text).await,
+            _ => self.inner.finish_stream(to, id, text).await,
         }
     }
 }
@@ -114,24 +100,21 @@ impl<C: Channel> Channel for LimitLength<C> {
 mod tests {
     use super::*;
     use crate::delivery::ChannelExt;
-    use crate::delivery::recorder::{Call, Recorder, editable, out};
+    use crate::delivery::recorder::{Call, layered, target};
 
     #[tokio::test]
     async fn finals_are_split_and_previews_truncated() {
-        let rec = Recorder::new(editable(5));
-        let layer = rec.clone().limit_length();
-        let msg = out("", true);
-        let target = SendTarget::from(&msg);
-        let first = layer.send_text(target, "abc def ghi").await.unwrap();
+        let (rec, layer) = layered(5, ChannelExt::limit_length);
+        let first = layer.send_text(target(), "abc def ghi").await.unwrap();
         assert_eq!(first.id, MessageId::new("m1"));
-        let m = layer.start_stream(target, "abcdefgh").await.unwrap().id;
-        layer.edit_text(target, &m, "abcdefghi").await.unwrap();
+        let m = layer.start_stream(target(), "abcdefgh").await.unwrap().id;
+        layer.edit_text(target(), &m, "abcdefghi").await.unwrap();
         layer
-            .finish_stream(target, &m, "hello world")
+            .finish_stream(target(), &m, "hello world")
             .await
             .unwrap();
-        layer.send_text(target, "").await.unwrap();
-        layer.send_text(target, "abcde      ").await.unwrap();
+        layer.send_text(target(), "").await.unwrap();
+        layer.send_text(target(), "abcde      ").await.unwrap();
         assert_eq!(
             rec.calls(),
             [

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capabilities::{Capabilities, LengthUnit, UpdateMode};
 use crate::channel::{Channel, ChannelExit, SendTarget, SentMessage};
-use crate::error::ChannelError;
+use crate::error::{ChannelError, ChannelResult};
 use crate::ids::MessageId;
 use crate::inbound::InboundSink;
 use crate::message::{
@@ -90,7 +90,7 @@ impl Recorder {
         self.attempts.lock().unwrap().get(&op).copied().unwrap_or(0)
     }
 
-    fn call(&self, op: Op, call: Call) -> Result<(), ChannelError> {
+    fn call(&self, op: Op, call: Call) -> ChannelResult {
         *self.attempts.lock().unwrap().entry(op).or_default() += 1;
         if let Some(error) = self
             .failures
@@ -123,55 +123,47 @@ impl Channel for Recorder {
         self.caps
     }
 
-    async fn run(&self, _: InboundSink, _: CancellationToken) -> Result<ChannelExit, ChannelError> {
+    async fn run(&self, _: InboundSink, _: CancellationToken) -> ChannelResult<ChannelExit> {
         Ok(ChannelExit::Stopped)
     }
 
-    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> Result<SentMessage, ChannelError> {
+    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         self.call(Op::Send, Call::Send(text.into()))?;
         Ok(self.sent())
     }
 
-    async fn start_stream(
-        &self,
-        _: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
+    async fn start_stream(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         self.call(Op::Start, Call::Start(text.into()))?;
         Ok(self.sent())
     }
 
-    async fn edit_text(
-        &self,
-        _: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        self.call(Op::Edit, Call::Edit(message.to_string(), text.into()))
+    async fn edit_text(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.call(Op::Edit, Call::Edit(id.to_string(), text.into()))
     }
 
-    async fn finish_stream(
-        &self,
-        _: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        self.call(Op::Finish, Call::Finish(message.to_string(), text.into()))
+    async fn finish_stream(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.call(Op::Finish, Call::Finish(id.to_string(), text.into()))
     }
 
-    async fn send_file(&self, _: SendTarget<'_>, file: &OutboundFile) -> Result<(), ChannelError> {
+    async fn send_file(&self, _: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
         self.call(Op::File, Call::File(file.filename.clone()))
     }
 
     /// Answers a handle with the bytes of its id; inline bytes are refused, so a layer
     /// that fell back to the trait default instead of passing the call on shows up.
-    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> Result<Bytes, ChannelError> {
+    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
         let FileSource::Handle { id } = &file.source else {
             return Err(ChannelError::Unsupported("inline files in the recorder"));
         };
         self.call(Op::Fetch, Call::Fetch(id.clone(), max_bytes))?;
         Ok(Bytes::from(id.clone()))
     }
+}
+
+/// A recorder over an [`editable`] channel of `len` chars, and `layer` over it.
+pub(crate) fn layered<L>(len: usize, layer: impl FnOnce(Arc<Recorder>) -> L) -> (Arc<Recorder>, L) {
+    let rec = Recorder::new(editable(len));
+    (rec.clone(), layer(rec))
 }
 
 /// An edit-in-place channel: `len` chars, 1 s private / 3 s group edit intervals.
@@ -196,6 +188,12 @@ pub(crate) fn unpaced() -> Capabilities {
 /// An outbound message in chat `c1` answering source message `s1`.
 pub(crate) fn out(text: &str, is_final: bool) -> OutboundMessage {
     out_to("s1", ChatKind::Private, text, is_final)
+}
+
+/// Where a layer test sends: the target of [`out`] (chat `c1`, answering `s1`).
+pub(crate) fn target() -> SendTarget<'static> {
+    static MESSAGE: LazyLock<OutboundMessage> = LazyLock::new(|| out("", true));
+    SendTarget::from(&*MESSAGE)
 }
 
 /// An outbound message in chat `c1` answering `source`, in a chat of `kind`.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::channel::{Channel, SendTarget, SentMessage};
-use crate::error::{ChannelError, RetryAfterHint};
+use crate::error::{ChannelResult, RetryAfterHint};
 use crate::ids::MessageId;
 use crate::message::OutboundFile;
 
@@ -44,10 +44,10 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// Runs `op`, waiting out `Retry-After` answers within this policy.
-    pub async fn run<T, F, Fut>(&self, mut op: F) -> Result<T, ChannelError>
+    pub async fn run<T, F, Fut>(&self, mut op: F) -> ChannelResult<T>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, ChannelError>>,
+        Fut: Future<Output = ChannelResult<T>>,
     {
         let mut attempt = 1;
         loop {
@@ -90,31 +90,18 @@ impl<C: Channel> Channel for RetryFinals<C> {
     forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, start_stream, edit_text,
         fetch_file);
 
-    async fn send_text(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        self.policy.run(|| self.inner.send_text(target, text)).await
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.policy.run(|| self.inner.send_text(to, text)).await
     }
 
-    async fn finish_stream(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
+    async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         self.policy
-            .run(|| self.inner.finish_stream(target, message, text))
+            .run(|| self.inner.finish_stream(to, id, text))
             .await
     }
 
-    async fn send_file(
-        &self,
-        target: SendTarget<'_>,
-        file: &OutboundFile,
-    ) -> Result<(), ChannelError> {
-        self.policy.run(|| self.inner.send_file(target, file)).await
+    async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+        self.policy.run(|| self.inner.send_file(to, file)).await
     }
 }
 
@@ -122,20 +109,18 @@ impl<C: Channel> Channel for RetryFinals<C> {
 mod tests {
     use super::*;
     use crate::delivery::ChannelExt;
-    use crate::delivery::recorder::{Op, Recorder, editable, out};
+    use crate::delivery::recorder::{Op, layered, target};
+    use crate::error::ChannelError;
 
     #[tokio::test(start_paused = true)]
     async fn partials_are_never_retried() {
-        let rec = Recorder::new(editable(100));
-        let layer = rec.clone().retry_finals(RetryPolicy::default());
-        let msg = out("", false);
-        let target = SendTarget::from(&msg);
+        let (rec, layer) = layered(100, |r| r.retry_finals(RetryPolicy::default()));
         rec.fail(Op::Start, ChannelError::RetryAfter(Duration::from_secs(1)));
-        assert!(layer.start_stream(target, "a").await.is_err());
+        assert!(layer.start_stream(target(), "a").await.is_err());
         rec.fail(Op::Edit, ChannelError::RetryAfter(Duration::from_secs(1)));
         assert!(
             layer
-                .edit_text(target, &MessageId::new("m"), "a")
+                .edit_text(target(), &MessageId::new("m"), "a")
                 .await
                 .is_err()
         );
@@ -144,18 +129,15 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn finals_and_files_are_retried_only_on_retry_after() {
-        let rec = Recorder::new(editable(100));
-        let layer = rec.clone().retry_finals(RetryPolicy::default());
-        let msg = out("", true);
-        let target = SendTarget::from(&msg);
+        let (rec, layer) = layered(100, |r| r.retry_finals(RetryPolicy::default()));
         rec.fail(Op::Finish, ChannelError::RetryAfter(Duration::from_secs(1)));
         layer
-            .finish_stream(target, &MessageId::new("m"), "a")
+            .finish_stream(target(), &MessageId::new("m"), "a")
             .await
             .unwrap();
         assert_eq!(rec.attempts(Op::Finish), 2);
         rec.fail(Op::Send, ChannelError::Transport("timeout".into()));
-        assert!(layer.send_text(target, "a").await.is_err());
+        assert!(layer.send_text(target(), "a").await.is_err());
         assert_eq!(rec.attempts(Op::Send), 1, "may have landed: not sent twice");
     }
 }

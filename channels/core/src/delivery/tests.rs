@@ -11,6 +11,7 @@ use tokio::time::{Instant, sleep};
 use super::recorder::{Call, Op, Recorder, attachment, editable, out, out_to, secs, unpaced};
 use super::*;
 use crate::capabilities::{Capabilities, LengthUnit};
+use crate::error::ChannelError;
 use crate::message::ChatKind;
 
 fn engine(caps: Capabilities) -> (Arc<Recorder>, Delivery) {
@@ -137,14 +138,21 @@ async fn unchanged_text_is_not_re_edited() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_retry_after_on_an_edit_pauses_the_chat() {
+/// A stream whose first edit meets a 5 s `Retry-After`: "a" is shown at 0 s, and "ab",
+/// edited at 1 s, is refused, which pauses the chat until 6 s.
+async fn stream_paused_by_an_edit() -> (Arc<Recorder>, Delivery) {
     let (rec, d) = engine(editable(4096));
     rec.fail(Op::Edit, ChannelError::RetryAfter(Duration::from_secs(5)));
     partial(&d, &out("a", false)).await;
     sleep(secs(1.0)).await;
-    // Edited at once, refused: this update is dropped, not retried.
     partial(&d, &out("ab", false)).await;
+    (rec, d)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_on_an_edit_pauses_the_chat() {
+    // "ab" was edited at once and refused: it is dropped, not retried.
+    let (rec, d) = stream_paused_by_an_edit().await;
     sleep(secs(0.5)).await;
     partial(&d, &out("abc", false)).await;
     sleep(secs(10.0)).await;
@@ -160,11 +168,7 @@ async fn a_retry_after_on_an_edit_pauses_the_chat() {
 
 #[tokio::test(start_paused = true)]
 async fn the_final_lands_after_a_retry_after_pause() {
-    let (rec, d) = engine(editable(4096));
-    rec.fail(Op::Edit, ChannelError::RetryAfter(Duration::from_secs(5)));
-    partial(&d, &out("a", false)).await;
-    sleep(secs(1.0)).await;
-    partial(&d, &out("ab", false)).await;
+    let (rec, d) = stream_paused_by_an_edit().await;
     partial(&d, &out("abc", false)).await;
     sleep(secs(0.5)).await;
     d.deliver(&out("abcdef", true)).await.unwrap();
@@ -254,13 +258,15 @@ async fn a_long_partial_is_shown_truncated() {
     sleep(secs(1.0)).await;
     partial(&d, &out("0123456789abcdef ▉", false)).await;
     d.deliver(&out("0123456789 abcdef", true)).await.unwrap();
+    // The final's first chunk finishes the stream one interval after the edit; the rest
+    // is a new message, sent at once.
     assert_eq!(
-        rec.calls(),
+        rec.timed(),
         [
-            Call::Start("012345678…".into()),
-            Call::Edit("m1".into(), "012345678…".into()),
-            Call::Finish("m1".into(), "0123456789".into()),
-            Call::Send(" abcdef".into()),
+            (secs(0.0), Call::Start("012345678…".into())),
+            (secs(1.0), Call::Edit("m1".into(), "012345678…".into())),
+            (secs(2.0), Call::Finish("m1".into(), "0123456789".into())),
+            (secs(2.0), Call::Send(" abcdef".into())),
         ]
     );
 }

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 
 use crate::capabilities::Capabilities;
 use crate::channel::{Channel, SendTarget, SentMessage};
-use crate::error::{ChannelError, RetryAfterHint};
+use crate::error::{ChannelError, ChannelResult, RetryAfterHint};
 use crate::ids::{ChatId, MessageId};
 use crate::message::{ChatKind, OutboundFile};
 
@@ -200,19 +200,34 @@ impl<C: Channel> Throttle<C> {
         &self.inner
     }
 
-    /// Waits until `target`'s chat (and `message`, if any) may be written to.
-    async fn ready(
+    /// Makes one `call` that writes to `to`'s chat (to message `id` when it exists
+    /// already): first waits until the clock allows it, then records a Retry-After answer
+    /// as a pause of the chat.
+    async fn paced<T, F, Fut>(
         &self,
-        target: &SendTarget<'_>,
-        message: Option<&MessageId>,
-    ) -> Result<(), ChannelError> {
-        let at = match message {
-            Some(m) => self
-                .clock
-                .ready_at(target.chat_id, target.chat_kind, Some(m)),
+        to: SendTarget<'_>,
+        id: Option<&MessageId>,
+        call: F,
+    ) -> ChannelResult<T>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = ChannelResult<T>>,
+    {
+        self.ready(to, id).await?;
+        let result = call().await;
+        if let Some(wait) = retry_after(&result) {
+            self.clock.pause(to.chat_id, wait);
+        }
+        result
+    }
+
+    /// Waits until `to`'s chat (and message `id`, if any) may be written to.
+    async fn ready(&self, to: SendTarget<'_>, id: Option<&MessageId>) -> ChannelResult {
+        let at = match id {
+            Some(id) => self.clock.ready_at(to.chat_id, to.chat_kind, Some(id)),
             None => self
                 .clock
-                .paused_until(target.chat_id)
+                .paused_until(to.chat_id)
                 .unwrap_or_else(Instant::now),
         };
         let wait = at.saturating_duration_since(Instant::now());
@@ -224,89 +239,51 @@ impl<C: Channel> Throttle<C> {
         }
         Ok(())
     }
+}
 
-    /// Records a Retry-After answer as a pause of the chat.
-    fn observe<T>(&self, target: &SendTarget<'_>, result: &Result<T, ChannelError>) {
-        if let Some(wait) = result.as_ref().err().and_then(RetryAfterHint::retry_after) {
-            self.clock.pause(target.chat_id, wait);
-        }
-    }
+/// The wait a failed call's Retry-After answer asks for, if that is how it failed.
+fn retry_after<T>(result: &ChannelResult<T>) -> Option<Duration> {
+    result.as_ref().err().and_then(RetryAfterHint::retry_after)
 }
 
 #[async_trait]
 impl<C: Channel> Channel for Throttle<C> {
     forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, fetch_file);
 
-    async fn send_text(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        self.ready(&target, None).await?;
-        let result = self.inner.send_text(target, text).await;
-        self.observe(&target, &result);
-        result
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.paced(to, None, || self.inner.send_text(to, text))
+            .await
     }
 
-    async fn start_stream(
-        &self,
-        target: SendTarget<'_>,
-        text: &str,
-    ) -> Result<SentMessage, ChannelError> {
-        self.ready(&target, None).await?;
-        let result = self.inner.start_stream(target, text).await;
-        self.observe(&target, &result);
-        if let Ok(sent) = &result {
-            self.clock.wrote(target.chat_id, &sent.id);
-        }
-        result
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let sent = self
+            .paced(to, None, || self.inner.start_stream(to, text))
+            .await?;
+        self.clock.wrote(to.chat_id, &sent.id);
+        Ok(sent)
     }
 
-    async fn edit_text(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        self.ready(&target, Some(message)).await?;
-        let result = self.inner.edit_text(target, message, text).await;
-        self.observe(&target, &result);
-        if result.is_ok() {
-            self.clock.wrote(target.chat_id, message);
-        }
-        result
+    async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.paced(to, Some(id), || self.inner.edit_text(to, id, text))
+            .await?;
+        self.clock.wrote(to.chat_id, id);
+        Ok(())
     }
 
-    async fn finish_stream(
-        &self,
-        target: SendTarget<'_>,
-        message: &MessageId,
-        text: &str,
-    ) -> Result<(), ChannelError> {
-        self.ready(&target, Some(message)).await?;
-        let result = self.inner.finish_stream(target, message, text).await;
-        self.observe(&target, &result);
+    async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        let result = self
+            .paced(to, Some(id), || self.inner.finish_stream(to, id, text))
+            .await;
         // A finished message is never edited again; keep it only while a retry may come.
-        if result
-            .as_ref()
-            .err()
-            .and_then(RetryAfterHint::retry_after)
-            .is_none()
-        {
-            self.clock.forget(target.chat_id, message);
+        if retry_after(&result).is_none() {
+            self.clock.forget(to.chat_id, id);
         }
         result
     }
 
-    async fn send_file(
-        &self,
-        target: SendTarget<'_>,
-        file: &OutboundFile,
-    ) -> Result<(), ChannelError> {
-        self.ready(&target, None).await?;
-        let result = self.inner.send_file(target, file).await;
-        self.observe(&target, &result);
-        result
+    async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+        self.paced(to, None, || self.inner.send_file(to, file))
+            .await
     }
 }
 
@@ -314,13 +291,12 @@ impl<C: Channel> Channel for Throttle<C> {
 mod tests {
     use super::*;
     use crate::delivery::ChannelExt;
-    use crate::delivery::recorder::{Call, Op, Recorder, editable, out, out_to, secs};
+    use crate::delivery::recorder::{Call, Op, editable, layered, out, out_to, secs, target};
 
     #[tokio::test(start_paused = true)]
     async fn writes_of_one_message_are_an_interval_apart_by_chat_kind() {
         for (kind, interval) in [(ChatKind::Private, 1.0), (ChatKind::Group, 3.0)] {
-            let rec = Recorder::new(editable(100));
-            let throttle = rec.clone().throttle();
+            let (rec, throttle) = layered(100, ChannelExt::throttle);
             let msg = out_to("s1", kind, "", false);
             let target = SendTarget::from(&msg);
             let sent = throttle.start_stream(target, "a").await.unwrap();
@@ -351,20 +327,17 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn retry_after_pauses_every_call_in_the_chat() {
-        let rec = Recorder::new(editable(100));
-        let throttle = rec.clone().throttle();
-        let msg = out("", true);
-        let target = SendTarget::from(&msg);
+        let (rec, throttle) = layered(100, ChannelExt::throttle);
         rec.fail(Op::Send, ChannelError::RetryAfter(Duration::from_secs(4)));
-        let err = throttle.send_text(target, "a").await.unwrap_err();
+        let err = throttle.send_text(target(), "a").await.unwrap_err();
         assert!(matches!(err, ChannelError::RetryAfter(_)), "reported as is");
-        throttle.send_text(target, "b").await.unwrap();
+        throttle.send_text(target(), "b").await.unwrap();
         assert_eq!(rec.timed(), [(secs(4.0), Call::Send("b".into()))]);
         // Other chats are not paused.
         let mut elsewhere = out("", true);
         elsewhere.chat_id = "c2".into();
         rec.fail(Op::Send, ChannelError::RetryAfter(Duration::from_secs(4)));
-        let _ = throttle.send_text(target, "c").await;
+        let _ = throttle.send_text(target(), "c").await;
         throttle
             .send_text(SendTarget::from(&elsewhere), "d")
             .await
@@ -375,33 +348,25 @@ mod tests {
         );
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_pause_longer_than_the_bound_fails_at_once() {
-        let rec = Recorder::new(editable(100));
-        let throttle = rec.clone().throttle();
-        let msg = out("", true);
-        let target = SendTarget::from(&msg);
-        rec.fail(
-            Op::Send,
-            ChannelError::RetryAfter(Duration::from_secs(3600)),
-        );
-        let _ = throttle.send_text(target, "a").await;
-        let err = throttle.send_text(target, "b").await.unwrap_err();
+    /// After a `Retry-After` of `wait`, longer than [`MAX_PAUSE_WAIT`], the chat's next
+    /// call fails at once and leaves the platform alone.
+    async fn a_pause_past_the_bound_fails_at_once(wait: Duration) {
+        let (rec, throttle) = layered(100, ChannelExt::throttle);
+        rec.fail(Op::Send, ChannelError::RetryAfter(wait));
+        let _ = throttle.send_text(target(), "a").await;
+        let err = throttle.send_text(target(), "b").await.unwrap_err();
         assert!(matches!(err, ChannelError::RetryAfter(d) if d > MAX_PAUSE_WAIT));
         assert_eq!(rec.attempts(Op::Send), 1, "the platform is left alone");
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_pause_longer_than_the_bound_fails_at_once() {
+        a_pause_past_the_bound_fails_at_once(Duration::from_secs(3600)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_retry_after_past_the_clock_range_pauses_without_panicking() {
-        let rec = Recorder::new(editable(100));
-        let throttle = rec.clone().throttle();
-        let msg = out("", true);
-        let target = SendTarget::from(&msg);
-        rec.fail(Op::Send, ChannelError::RetryAfter(Duration::MAX));
-        let _ = throttle.send_text(target, "a").await;
-        let err = throttle.send_text(target, "b").await.unwrap_err();
-        assert!(matches!(err, ChannelError::RetryAfter(d) if d > MAX_PAUSE_WAIT));
-        assert_eq!(rec.attempts(Op::Send), 1);
+        a_pause_past_the_bound_fails_at_once(Duration::MAX).await;
     }
 
     #[tokio::test(start_paused = true)]

@@ -150,7 +150,7 @@ mod tests {
     use super::*;
     use crate::telemetry::Telemetry;
     use crate::webhook::tests::kit::{
-        Blocking, CHANNEL, Echo, PATH, Probe, fixture, head, post, send, status, within,
+        Blocking, CHANNEL, Echo, PATH, Probe, fixture, head, post, raw_status, send, within,
     };
     use crate::webhook::{
         WebhookHandler, WebhookHost, WebhookLimits, WebhookRequest, WebhookResponse,
@@ -189,12 +189,10 @@ mod tests {
     #[tokio::test]
     async fn an_unknown_path_is_404_and_another_method_405() {
         let f = fixture(WebhookLimits::default()).await;
-        let echo = Echo::new(&f.telemetry);
-        let _installed = f.install(echo.clone());
+        let (echo, _installed) = f.echo();
         assert_eq!(post(f.addr, "/elsewhere", &[], "{}").await.0, 404);
         assert_eq!(post(f.addr, &format!("{PATH}/"), &[], "{}").await.0, 404);
-        let mut get = send(f.addr, head("GET", PATH, &[]).as_bytes()).await;
-        assert_eq!(status(&mut get).await, 405);
+        assert_eq!(raw_status(f.addr, &head("GET", PATH, &[])).await, 405);
         assert_eq!(echo.calls(), 0);
         assert_eq!(f.probe.receiving_errors(CHANNEL), 0);
     }

@@ -200,15 +200,14 @@ mod tests {
 
     use super::*;
     use crate::webhook::tests::kit::{
-        Blocking, CHANNEL, Echo, PATH, SECRET, SECRET_HEADER, fixture, head, post, send, status,
-        within,
+        Blocking, CHANNEL, Echo, PATH, SECRET, SECRET_HEADER, fixture, fixture_with, head, post,
+        raw_status, within,
     };
 
     #[tokio::test]
     async fn a_request_reaches_the_handler_with_its_body_and_query() {
         let f = fixture(WebhookLimits::default()).await;
-        let echo = Echo::new(&f.telemetry);
-        let _installed = f.install(echo.clone());
+        let (_echo, _installed) = f.echo();
         let (status, body) = post(f.addr, &format!("{PATH}?x=1"), &[], "hello").await;
         assert_eq!(status, 200);
         let body: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -228,14 +227,11 @@ mod tests {
         // Headers only: the body announced is never sent, yet the answer comes.
         let wrong = format!("{SECRET_HEADER}: guess");
         let request = head("POST", PATH, &[&wrong, "content-length: 5"]);
-        let mut stream = send(f.addr, request.as_bytes()).await;
-        assert_eq!(status(&mut stream).await, 401);
+        assert_eq!(raw_status(f.addr, &request).await, 401);
         let missing = head("POST", PATH, &["content-length: 5"]);
-        let mut stream = send(f.addr, missing.as_bytes()).await;
-        assert_eq!(status(&mut stream).await, 401);
+        assert_eq!(raw_status(f.addr, &missing).await, 401);
         assert_eq!(echo.calls(), 0);
-        assert_eq!(f.probe.refused(CHANNEL, "unauthorized"), 2);
-        assert_eq!(f.probe.receiving_errors(CHANNEL), 2);
+        f.assert_refused("unauthorized", 2);
 
         let right = format!("{SECRET_HEADER}: {SECRET}");
         assert_eq!(post(f.addr, PATH, &[&right], "{}").await.0, 200);
@@ -247,58 +243,38 @@ mod tests {
         let f = fixture(WebhookLimits::default()).await;
         let _installed = f.install(Echo::new(&f.telemetry));
         assert_eq!(post(f.addr, PATH, &[], "forged").await.0, 401);
-        assert_eq!(f.probe.refused(CHANNEL, "unauthorized"), 1);
-        assert_eq!(f.probe.receiving_errors(CHANNEL), 1);
+        f.assert_refused("unauthorized", 1);
     }
 
     #[tokio::test]
     async fn a_body_over_max_body_is_refused_declared_or_chunked() {
-        let limits = WebhookLimits {
-            max_body: 16,
-            ..WebhookLimits::default()
-        };
-        let f = fixture(limits).await;
-        let echo = Echo::new(&f.telemetry);
-        let _installed = f.install(echo.clone());
+        let f = fixture_with(|l| l.max_body = 16).await;
+        let (echo, _installed) = f.echo();
         assert_eq!(post(f.addr, PATH, &[], &"x".repeat(16)).await.0, 200);
         // Declared too large: refused without sending the body.
         let declared = head("POST", PATH, &["content-length: 17"]);
-        let mut stream = send(f.addr, declared.as_bytes()).await;
-        assert_eq!(status(&mut stream).await, 413);
+        assert_eq!(raw_status(f.addr, &declared).await, 413);
         // Chunked: refused once the chunks pass the cap.
         let chunked = head("POST", PATH, &["transfer-encoding: chunked"])
             + "a\r\n0123456789\r\na\r\n0123456789\r\n0\r\n\r\n";
-        let mut stream = send(f.addr, chunked.as_bytes()).await;
-        assert_eq!(status(&mut stream).await, 413);
+        assert_eq!(raw_status(f.addr, &chunked).await, 413);
         assert_eq!(echo.calls(), 1);
-        assert_eq!(f.probe.refused(CHANNEL, "too_large"), 2);
-        assert_eq!(f.probe.receiving_errors(CHANNEL), 2);
+        f.assert_refused("too_large", 2);
     }
 
     #[tokio::test]
     async fn a_body_that_stalls_is_refused_after_body_timeout() {
-        let limits = WebhookLimits {
-            body_timeout: Duration::from_millis(200),
-            ..WebhookLimits::default()
-        };
-        let f = fixture(limits).await;
-        let echo = Echo::new(&f.telemetry);
-        let _installed = f.install(echo.clone());
+        let f = fixture_with(|l| l.body_timeout = Duration::from_millis(200)).await;
+        let (echo, _installed) = f.echo();
         let request = head("POST", PATH, &["content-length: 10"]) + "abc";
-        let mut stream = send(f.addr, request.as_bytes()).await;
-        assert_eq!(status(&mut stream).await, 408);
+        assert_eq!(raw_status(f.addr, &request).await, 408);
         assert_eq!(echo.calls(), 0);
-        assert_eq!(f.probe.refused(CHANNEL, "timeout"), 1);
-        assert_eq!(f.probe.receiving_errors(CHANNEL), 1);
+        f.assert_refused("timeout", 1);
     }
 
     #[tokio::test]
     async fn past_max_in_flight_a_request_gets_503_at_once() {
-        let limits = WebhookLimits {
-            max_in_flight: 1,
-            ..WebhookLimits::default()
-        };
-        let f = fixture(limits).await;
+        let f = fixture_with(|l| l.max_in_flight = 1).await;
         let blocking = Arc::new(Blocking::default());
         let _installed = f.install(blocking.clone());
         let first = tokio::spawn(post(f.addr, PATH, &[], "first"));
@@ -306,8 +282,7 @@ mod tests {
         assert_eq!(post(f.addr, PATH, &[], "second").await.0, 503);
         blocking.release.notify_one();
         assert_eq!(within(first).await.unwrap().0, 200);
-        assert_eq!(f.probe.refused(CHANNEL, "busy"), 1);
-        assert_eq!(f.probe.receiving_errors(CHANNEL), 1);
+        f.assert_refused("busy", 1);
         // The slot is free again.
         blocking.release.notify_one();
         assert_eq!(post(f.addr, PATH, &[], "third").await.0, 200);
@@ -321,8 +296,7 @@ mod tests {
         assert_eq!(post(f.addr, PATH, &[], "{}").await.0, 200);
         drop(installed);
         assert_eq!(post(f.addr, PATH, &[], "{}").await.0, 503);
-        assert_eq!(f.probe.refused(CHANNEL, "unavailable"), 2);
-        assert_eq!(f.probe.receiving_errors(CHANNEL), 2);
+        f.assert_refused("unavailable", 2);
     }
 
     #[tokio::test]

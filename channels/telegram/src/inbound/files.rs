@@ -12,7 +12,7 @@
 //! errors here name sizes only.
 
 use bytes::Bytes;
-use im_bridge_channel::{ChannelError, FileSource, InboundFile};
+use im_bridge_channel::{ChannelError, ChannelResult, FileSource, InboundFile};
 
 use crate::api::Api;
 use crate::error::TelegramError;
@@ -25,11 +25,7 @@ pub const MAX_DOWNLOAD_BYTES: u64 = 20_000_000;
 ///
 /// A `file_id` handle is downloaded; inline bytes are returned as the channel default
 /// does; a staged path is not something this adapter produces and is unsupported.
-pub(crate) async fn fetch(
-    api: &Api,
-    file: &InboundFile,
-    max_bytes: u64,
-) -> Result<Bytes, ChannelError> {
+pub(crate) async fn fetch(api: &Api, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
     let FileSource::Handle { id } = &file.source else {
         return file.inline_bytes(max_bytes);
     };

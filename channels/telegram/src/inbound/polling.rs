@@ -17,7 +17,7 @@
 use std::time::Duration;
 
 use im_bridge_channel::{
-    AdmitError, ChannelError, ChannelExit, InboundMessage, InboundSink, Stage,
+    AdmitError, ChannelExit, ChannelResult, InboundMessage, InboundSink, Stage,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -42,7 +42,7 @@ pub(crate) async fn run(
     sink: &InboundSink,
     shutdown: &CancellationToken,
     timeout: Duration,
-) -> Result<ChannelExit, ChannelError> {
+) -> ChannelResult<ChannelExit> {
     let deleted = until_ok(shared, shutdown, "deleteWebhook", || {
         shared.api.delete_webhook()
     });

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use im_bridge_channel::webhook::{HeaderMap, StatusCode};
 use im_bridge_channel::{
-    AdmitError, ChannelError, ChannelExit, InboundSink, WebhookHandler, WebhookRequest,
+    AdmitError, ChannelExit, ChannelResult, InboundSink, WebhookHandler, WebhookRequest,
     WebhookResponse, WebhookRoute,
 };
 use tokio_util::sync::CancellationToken;
@@ -89,7 +89,7 @@ pub(crate) async fn run(
     route: &WebhookRoute,
     sink: InboundSink,
     shutdown: &CancellationToken,
-) -> Result<ChannelExit, ChannelError> {
+) -> ChannelResult<ChannelExit> {
     let _serving = route.install(Arc::new(Hook {
         shared: shared.clone(),
         sink,

@@ -204,9 +204,29 @@ pub(in crate::webhook) async fn fixture(limits: WebhookLimits) -> Fixture {
     }
 }
 
+/// A fixture whose limits are the defaults as `change` leaves them.
+pub(in crate::webhook) async fn fixture_with(change: impl FnOnce(&mut WebhookLimits)) -> Fixture {
+    let mut limits = WebhookLimits::default();
+    change(&mut limits);
+    fixture(limits).await
+}
+
 impl Fixture {
     pub(in crate::webhook) fn install(&self, handler: Arc<dyn WebhookHandler>) -> Installed {
         self.route.install(handler)
+    }
+
+    /// Installs an [`Echo`] on the route; it stays installed while the guard lives.
+    pub(in crate::webhook) fn echo(&self) -> (Arc<Echo>, Installed) {
+        let echo = Echo::new(&self.telemetry);
+        (echo.clone(), self.install(echo))
+    }
+
+    /// Asserts that `n` requests were refused for `reason`, and that those are all the
+    /// receiving errors counted.
+    pub(in crate::webhook) fn assert_refused(&self, reason: &str, n: u64) {
+        assert_eq!(self.probe.refused(CHANNEL, reason), n, "refused: {reason}");
+        assert_eq!(self.probe.receiving_errors(CHANNEL), n);
     }
 }
 
@@ -226,6 +246,11 @@ pub(in crate::webhook) fn head(method: &str, path: &str, headers: &[&str]) -> St
     }
     head.push_str("\r\n");
     head
+}
+
+/// Writes the raw `request` on a new connection and reads its answer's status code.
+pub(in crate::webhook) async fn raw_status(addr: SocketAddr, request: &str) -> u16 {
+    status(&mut send(addr, request.as_bytes()).await).await
 }
 
 /// Reads the status code of the response on `stream`.
