@@ -63,6 +63,8 @@ pub enum Skip {
     Empty,
     /// A chat kind the adapter does not serve (channels).
     UnsupportedChat,
+    /// A command addressed to another bot (`/cmd@OtherBot`) in a shared group.
+    OtherBot,
 }
 
 impl Skip {
@@ -74,6 +76,7 @@ impl Skip {
             Self::NotAllowed => "not_allowed",
             Self::Empty => "empty",
             Self::UnsupportedChat => "unsupported_chat",
+            Self::OtherBot => "other_bot",
         }
     }
 }
@@ -84,9 +87,9 @@ impl Skip {
 ///   the message id; the redelivery key is (chat id, message id);
 /// - private chats have no topic; in groups the topic is the replied-to message id, else
 ///   the message's own id (forum topics are ignored);
-/// - the text is the text or else the caption; `/cmd@ThisBot` becomes `/cmd`
-///   (`/cmd@OtherBot` stays, and is therefore chat); `/start` with or without arguments
-///   becomes `/help`;
+/// - the text is the text or else the caption; `/cmd@ThisBot` becomes `/cmd`;
+///   `/cmd@OtherBot` is skipped (another bot's command in a shared group); `/start` with or
+///   without arguments becomes `/help`;
 /// - the sender's `language_code` is the locale hint;
 /// - photos (largest size) and documents are attached as `file_id` handles, never URLs.
 pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
@@ -115,6 +118,9 @@ pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
     let files = attachments(message);
     if raw_text.trim().is_empty() && files.is_empty() {
         return Normalized::Skipped(Skip::Empty);
+    }
+    if addressed_elsewhere(raw_text, ctx.bot_username) {
+        return Normalized::Skipped(Skip::OtherBot);
     }
     let text = start_as_help(rewrite_command(raw_text, ctx.bot_username));
 
@@ -187,6 +193,18 @@ pub fn rewrite_command(text: &str, bot_username: Option<&str>) -> String {
         Some((command, name)) if name.eq_ignore_ascii_case(bot) => format!("{command}{rest}"),
         _ => text.to_owned(),
     }
+}
+
+/// Whether `text` is a command addressed to another bot (`/cmd@OtherBot …`): left alone,
+/// neither answered nor sent to the agent. Unknown until `getMe` named this bot.
+fn addressed_elsewhere(text: &str, bot_username: Option<&str>) -> bool {
+    let (Some(bot), Some(rest)) = (bot_username, text.strip_prefix('/')) else {
+        return false;
+    };
+    let token = rest.split(char::is_whitespace).next().unwrap_or("");
+    token
+        .split_once('@')
+        .is_some_and(|(_, name)| !name.is_empty() && !name.eq_ignore_ascii_case(bot))
 }
 
 /// `/start` (a user opening the bot) gets the localized help. `/start <code>` is the
@@ -389,9 +407,20 @@ mod tests {
         let m = norm(group("/GOAL@DeerBridgeBot", None));
         assert_eq!(m.text, "/GOAL");
         assert_eq!(m.msg_type, MsgType::Command);
-        let other = norm(group("/goal@OtherBot clear", None));
-        assert_eq!(other.text, "/goal@OtherBot clear");
-        assert_eq!(other.msg_type, MsgType::Chat);
+        // Issue 13: another bot's command is left alone, not sent to the agent.
+        let anyone = AllowedUsers::Anyone;
+        assert_eq!(
+            skip(group("/goal@OtherBot clear", None), &anyone),
+            Skip::OtherBot
+        );
+        assert_eq!(skip(private("/new@otherbot"), &anyone), Skip::OtherBot);
+        // An address only counts on a command, and an e-mail-like word is no address.
+        assert_eq!(
+            norm(group("mail me@OtherBot", None)).msg_type,
+            MsgType::Chat
+        );
+        assert!(!addressed_elsewhere("/goal@OtherBot", None));
+        assert!(!addressed_elsewhere("/goal@ clear", Some(BOT)));
         assert_eq!(
             rewrite_command("hi /new@DeerBridgeBot", Some(BOT)),
             "hi /new@DeerBridgeBot"
@@ -413,7 +442,10 @@ mod tests {
             assert_eq!(m.text, "/help", "{text}");
             assert_eq!(m.msg_type, MsgType::Command);
         }
-        assert_eq!(norm(private("/start@OtherBot")).msg_type, MsgType::Chat);
+        assert_eq!(
+            skip(private("/start@OtherBot"), &AllowedUsers::Anyone),
+            Skip::OtherBot
+        );
         assert_eq!(norm(private("/startle")).text, "/startle");
     }
 
