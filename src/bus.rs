@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, Delivery, InboundFile, OutboundMessage,
+    Capabilities, Channel, ChannelError, Delivery, InboundFile, MessageId, OutboundMessage,
 };
 
 use crate::admin::names;
@@ -68,25 +68,28 @@ impl Outbound {
             .map(|d| d.channel().capabilities())
     }
 
-    /// Delivers `msg` to its channel and waits until the channel took it.
-    pub async fn publish(&self, msg: OutboundMessage) {
+    /// Delivers `msg` to its channel and waits until the channel took it. For a final that
+    /// landed: the platform message that shows it.
+    pub async fn publish(&self, msg: OutboundMessage) -> Option<MessageId> {
         let Some(delivery) = self.deliveries.get(msg.channel_name.as_str()) else {
             tracing::warn!(channel = %msg.channel_name, "Dropped a reply for a channel that is not running.");
             metrics::counter!(names::OUTBOUND, "channel" => "unknown", "result" => "no_channel")
                 .increment(1);
-            return;
+            return None;
         };
         let channel = delivery.channel().name();
         match delivery.deliver(&msg).await {
-            Ok(()) => {
+            Ok(shown) => {
                 let kind = if msg.is_final { "final" } else { "partial" };
                 metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => kind)
                     .increment(1);
+                shown
             }
             Err(error) => {
                 tracing::warn!(channel, %error, is_final = msg.is_final, "Delivering a reply failed.");
                 metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "error")
                     .increment(1);
+                None
             }
         }
     }

@@ -35,7 +35,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge_channel::{InboundMessage, InboundQueue, MsgType};
+use im_bridge_channel::{ChatKind, InboundMessage, InboundQueue, MsgType};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -261,6 +261,9 @@ impl Manager {
             let outbound = self.inner.replier.outbound();
             metrics::counter!(names::INBOUND, "channel" => outbound.channel_label(&msg.channel_name))
                 .increment(1);
+            // The conversation a group reply belongs to decides its line: resolved here,
+            // in arrival order, before it takes a place.
+            let msg = self.follow_reply_chain(msg).await;
             let place = self.place_in_line(&msg);
             let manager = self.clone();
             let cancel = cancel_handlers.clone();
@@ -287,6 +290,31 @@ impl Manager {
             );
         }
         report
+    }
+
+    /// A group message that replies to a message the bridge saw or sent continues that
+    /// message's conversation (issue 13): its topic becomes that conversation's. Anything
+    /// else keeps the topic its adapter gave it. A failed lookup keeps it too (logged).
+    async fn follow_reply_chain(&self, mut msg: InboundMessage) -> InboundMessage {
+        if msg.chat_kind != ChatKind::Group {
+            return msg;
+        }
+        let Some(replied) = &msg.reply_to else {
+            return msg;
+        };
+        match self
+            .inner
+            .store
+            .message_conversation(&msg.channel_name, &msg.chat_id, replied.as_str())
+            .await
+        {
+            Ok(Some(topic)) => msg.topic_id = (!topic.is_empty()).then_some(topic),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::debug!(%error, "Reading a reply chain failed; keeping the message's topic.");
+            }
+        }
+        msg
     }
 
     /// The message's place in its conversation's line, taken in arrival order: chat turns
@@ -420,7 +448,7 @@ impl Manager {
         let replier = &self.inner.replier;
         let (locale, _) = replier.locale_for(msg).await;
         let text = replier.text(&locale, id, &[]);
-        replier.publish(msg.reply(text, false)).await;
+        replier.publish(msg, msg.reply(text, false)).await;
     }
 
     async fn release(&self, key: Option<&crate::store::DedupeKey>) {

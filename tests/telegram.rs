@@ -15,6 +15,7 @@
 
 #![cfg(feature = "telegram")]
 
+mod chains;
 mod harness;
 mod replicas;
 

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use im_bridge_channel::{InboundMessage, OutboundMessage};
+use im_bridge_channel::{ChatKind, InboundMessage, MessageId, OutboundMessage};
 use tokio::time::Instant;
 
 use crate::bus::Outbound;
@@ -159,11 +159,26 @@ impl Replier {
     pub async fn reply(&self, msg: &InboundMessage, id: &str, args: &[(&str, Arg<'_>)]) {
         let (locale, _) = self.locale_for(msg).await;
         let text = self.text(&locale, id, args);
-        self.publish(msg.reply(text, true)).await;
+        self.publish(msg, msg.reply(text, true)).await;
     }
 
-    /// Publishes an outbound message.
-    pub async fn publish(&self, out: OutboundMessage) {
-        self.outbound.publish(out).await;
+    /// Publishes `out`, a reply to `msg`. A group reply's final is remembered together with
+    /// the message it answers (in the store, bounded and pruned), so a later reply to either
+    /// continues this conversation (issue 13, reply chains).
+    pub async fn publish(&self, msg: &InboundMessage, out: OutboundMessage) {
+        let is_final = out.is_final;
+        let shown = self.outbound.publish(out).await;
+        if is_final && msg.chat_kind == ChatKind::Group {
+            let ids: Vec<&str> = msg
+                .thread_ts
+                .iter()
+                .chain(shown.as_ref())
+                .map(MessageId::as_str)
+                .collect();
+            let key = super::conversation_key(msg);
+            if let Err(error) = self.store.remember_messages(&key, &ids).await {
+                tracing::debug!(%error, "Remembering a reply chain failed.");
+            }
+        }
     }
 }

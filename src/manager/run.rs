@@ -165,7 +165,7 @@ async fn stream_turn(
                 Some(line) => format!("{line}\n\n{}{CURSOR}", acc.visible_text()),
                 None => format!("{}{CURSOR}", acc.visible_text()),
             };
-            inner.replier.publish(msg.reply(partial, false)).await;
+            inner.replier.publish(msg, msg.reply(partial, false)).await;
         }
     }
     // A run stopped on request may end any way the Gateway ends it: that is not a failure.
@@ -382,5 +382,5 @@ async fn publish_final(
         out.metadata
             .insert("pending_clarification".into(), true.into());
     }
-    inner.replier.publish(out).await;
+    inner.replier.publish(msg, out).await;
 }

@@ -58,6 +58,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::channel::{Channel, SendTarget};
 use crate::error::ChannelResult;
+use crate::ids::MessageId;
 use crate::message::OutboundMessage;
 
 pub use fallback::FinishOrSend;
@@ -165,12 +166,16 @@ impl Delivery {
     /// for the edit interval and never fails (a partial that cannot be shown is dropped).
     /// A final returns once its text was accepted and its attachments were tried; an error
     /// means the text did not land.
-    pub async fn deliver(&self, msg: &OutboundMessage) -> ChannelResult {
+    ///
+    /// A final's `Ok` names the message that shows it (the streamed message it finished, or
+    /// the one it was sent as), so the daemon can tell which conversation a later reply to
+    /// it belongs to; a partial's is `None`.
+    pub async fn deliver(&self, msg: &OutboundMessage) -> ChannelResult<Option<MessageId>> {
         if msg.is_final {
-            self.deliver_final(msg).await
+            self.deliver_final(msg).await.map(Some)
         } else {
             self.deliver_partial(msg).await;
-            Ok(())
+            Ok(None)
         }
     }
 
@@ -184,7 +189,7 @@ impl Delivery {
         }
     }
 
-    async fn deliver_final(&self, msg: &OutboundMessage) -> ChannelResult {
+    async fn deliver_final(&self, msg: &OutboundMessage) -> ChannelResult<MessageId> {
         let key = (msg.chat_id.clone(), msg.thread_ts.clone());
         let started = match self.streams.remove(&key) {
             Some(stream) => stream.close().await,
@@ -192,16 +197,19 @@ impl Delivery {
         };
         let stack = &self.flusher.stack;
         let target = SendTarget::from(msg);
-        match &started {
-            Some(message) => stack.finish_stream(target, message, &msg.text).await?,
-            None => drop(stack.send_text(target, &msg.text).await?),
-        }
+        let shown = match started {
+            Some(message) => {
+                stack.finish_stream(target, &message, &msg.text).await?;
+                message
+            }
+            None => stack.send_text(target, &msg.text).await?.id,
+        };
         for file in &msg.attachments {
             if let Err(error) = stack.send_file(target, file).await {
                 tracing::warn!(channel = self.channel.name(), %error, "Uploading an attachment failed.");
             }
         }
-        Ok(())
+        Ok(shown)
     }
 }
 

@@ -150,6 +150,10 @@ pub struct InboundMessage {
     /// each topic is a conversation of its own.
     #[serde(default)]
     pub topic_id: Option<String>,
+    /// The platform message this one replies to, if it is a reply: the daemon continues
+    /// the conversation that message belongs to (a reply chain), whatever `topic_id` says.
+    #[serde(default)]
+    pub reply_to: Option<MessageId>,
     /// What the platform repeats when it delivers this message again; `None` when it
     /// repeats nothing reliable, and then the message is never deduplicated.
     #[serde(default)]
@@ -189,6 +193,7 @@ impl InboundMessage {
             chat_kind: ChatKind::Private,
             thread_ts: None,
             topic_id: None,
+            reply_to: None,
             redelivery: None,
             workspace_id: None,
             files: Vec::new(),

@@ -82,6 +82,8 @@ pub struct Upload {
     pub chat_id: i64,
     /// The message it answers.
     pub reply: Option<ReplyParameters>,
+    /// The forum topic to post in.
+    pub forum_topic: Option<i64>,
     /// The name shown to the user.
     pub filename: String,
     /// The MIME type.
@@ -262,6 +264,9 @@ impl Api {
                 detail: e.to_string(),
             })?;
             form = form.text("reply_parameters", json);
+        }
+        if let Some(topic) = upload.forum_topic {
+            form = form.text("message_thread_id", topic.to_string());
         }
         answer(method, self.post(method, UPLOAD_TIMEOUT).multipart(form)).await
     }

@@ -27,6 +27,10 @@ use crate::api::OCTET_STREAM;
 use crate::model::{ChatType, FileRef, Message, PhotoSize, Update};
 use crate::{NAME, Shared};
 
+/// The metadata key holding a forum-topic message's `message_thread_id`, so replies are
+/// posted in the same topic.
+pub const FORUM_TOPIC_KEY: &str = "message_thread_id";
+
 /// Longest file name kept from a sender, in bytes.
 const MAX_FILENAME_BYTES: usize = 128;
 
@@ -85,8 +89,10 @@ impl Skip {
 ///
 /// - `chat_id` = chat id, `user_id` = sender id, `thread_ts` and `metadata.message_id` =
 ///   the message id; the redelivery key is (chat id, message id);
-/// - private chats have no topic; in groups the topic is the replied-to message id, else
-///   the message's own id (forum topics are ignored);
+/// - private chats have no topic; in a forum topic the topic is `forum:<message_thread_id>`
+///   (kept in the metadata so replies are posted there); in other groups it is the
+///   replied-to message id, else the message's own id; `reply_to` is the replied-to message
+///   (the daemon follows reply chains through it);
 /// - the text is the text or else the caption; `/cmd@ThisBot` becomes `/cmd`;
 ///   `/cmd@OtherBot` is skipped (another bot's command in a shared group); `/start` with or
 ///   without arguments becomes `/help`;
@@ -129,9 +135,22 @@ pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
     msg.msg_type = ctx.commands.classify(&msg.text);
     msg.chat_kind = chat_kind;
     msg.thread_ts = Some(MessageId::new(message_id.clone()));
-    msg.topic_id = match chat_kind {
-        ChatKind::Private => None,
-        ChatKind::Group => Some(
+    let forum_topic = message
+        .message_thread_id
+        .filter(|_| message.is_topic_message == Some(true));
+    msg.reply_to = message
+        .reply_to_message
+        .as_ref()
+        .map(|r| MessageId::new(r.message_id.to_string()));
+    msg.topic_id = match (chat_kind, forum_topic) {
+        (ChatKind::Private, _) => None,
+        // A forum topic is one conversation, its replies posted back into it.
+        (ChatKind::Group, Some(topic)) => {
+            msg.metadata
+                .insert(FORUM_TOPIC_KEY.into(), Value::from(topic));
+            Some(format!("forum:{topic}"))
+        }
+        (ChatKind::Group, None) => Some(
             message
                 .reply_to_message
                 .as_ref()

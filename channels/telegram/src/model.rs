@@ -224,9 +224,13 @@ pub struct Message {
     /// The sender; absent for channel posts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<User>,
-    /// Forum topic (ignored by the adapter: topics are keyed by replies).
+    /// The forum topic the message belongs to (supergroups with topics), or the thread of
+    /// a reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_thread_id: Option<i64>,
+    /// Whether the message was sent in a forum topic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_topic_message: Option<bool>,
     /// The message this one replies to (itself without a nested reply).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to_message: Option<Box<Message>>,
@@ -334,6 +338,9 @@ pub struct SendMessage {
     /// The message this one answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_parameters: Option<ReplyParameters>,
+    /// The forum topic to post in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_thread_id: Option<i64>,
 }
 
 /// `editMessageText` parameters.

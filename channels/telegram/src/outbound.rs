@@ -18,6 +18,7 @@ use im_bridge_channel::{
 
 use crate::api::{Api, Upload, UploadKind};
 use crate::error::TelegramError;
+use crate::inbound::FORUM_TOPIC_KEY;
 use crate::model::{EditMessageText, ReplyParameters, SendMessage};
 
 /// Largest picture `sendPhoto` accepts.
@@ -53,6 +54,12 @@ fn reply_to(target: &SendTarget<'_>) -> Option<ReplyParameters> {
     })
 }
 
+/// The forum topic a reply goes into: the source message's, which the adapter left in the
+/// metadata.
+pub(crate) fn forum_topic(target: &SendTarget<'_>) -> Option<i64> {
+    target.metadata.get(FORUM_TOPIC_KEY)?.as_i64()
+}
+
 /// `sendMessage` answering the source message.
 pub(crate) async fn send_text(
     api: &Api,
@@ -63,6 +70,7 @@ pub(crate) async fn send_text(
         chat_id: chat_id(&to)?,
         text: text.to_owned(),
         reply_parameters: reply_to(&to),
+        message_thread_id: forum_topic(&to),
     };
     let sent = api.send_message(&params).await?;
     Ok(SentMessage {
@@ -114,6 +122,7 @@ pub(crate) async fn send_file(api: &Api, to: SendTarget<'_>, file: &OutboundFile
         kind,
         chat_id: chat,
         reply: reply_to(&to),
+        forum_topic: forum_topic(&to),
         filename: file.filename.clone(),
         mime_type: file.mime_type.clone(),
         bytes,

@@ -21,7 +21,7 @@ async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     let replier = &inner.replier;
     let (locale, _) = replier.locale_for(msg).await;
     let text = text(replier.catalogs(), &locale, TABLE);
-    replier.publish(msg.reply(text, true)).await;
+    replier.publish(msg, msg.reply(text, true)).await;
     Disposition::Keep
 }
 

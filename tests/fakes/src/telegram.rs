@@ -197,6 +197,9 @@ pub(crate) struct Inner {
     messages: Vec<BotMessage>,
     files: files::Files,
     menus: BTreeMap<Option<String>, Vec<(String, String)>>,
+    /// Forum topics `(chat, message_thread_id)` users wrote in: the only ones a bot may
+    /// post into.
+    forum_topics: std::collections::HashSet<(i64, i64)>,
 }
 
 impl Inner {
@@ -338,6 +341,7 @@ impl FakeTelegram {
                 messages: Vec::new(),
                 files: files::Files::default(),
                 menus: BTreeMap::new(),
+                forum_topics: Default::default(),
             }),
             changed: Notify::new(),
             stop: CancellationToken::new(),
@@ -394,6 +398,9 @@ impl FakeTelegram {
             }
             r
         });
+        if let Some(topic) = incoming.forum_topic {
+            inner.forum_topics.insert((chat_id, topic));
+        }
         let message = incoming.to_message(message_id, inner.now_unix(), replied);
         Injected {
             update_id,

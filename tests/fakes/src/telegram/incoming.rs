@@ -10,6 +10,7 @@ pub struct Incoming {
     pub(super) text: Option<String>,
     pub(super) caption: Option<String>,
     pub(super) reply_to: Option<i64>,
+    pub(super) forum_topic: Option<i64>,
     pub(super) message_id: Option<i64>,
     pub(super) photo: Vec<Value>,
     pub(super) document: Option<Value>,
@@ -41,6 +42,7 @@ impl Incoming {
             text: Some(text.to_owned()),
             caption: None,
             reply_to: None,
+            forum_topic: None,
             message_id: None,
             photo: Vec::new(),
             document: None,
@@ -50,6 +52,13 @@ impl Incoming {
     /// Replies to message `message_id` of the same chat.
     pub fn reply_to(mut self, message_id: i64) -> Self {
         self.reply_to = Some(message_id);
+        self
+    }
+
+    /// Sent in forum topic `thread_id` of a supergroup with topics (`message_thread_id`,
+    /// `is_topic_message`). The fake then accepts replies posted into that topic.
+    pub fn in_forum_topic(mut self, thread_id: i64) -> Self {
+        self.forum_topic = Some(thread_id);
         self
     }
 
@@ -121,6 +130,10 @@ impl Incoming {
         }
         if let Some(replied) = replied {
             m["reply_to_message"] = replied;
+        }
+        if let Some(topic) = self.forum_topic {
+            m["message_thread_id"] = json!(topic);
+            m["is_topic_message"] = json!(true);
         }
         if !self.photo.is_empty() {
             m["photo"] = json!(self.photo);

@@ -89,6 +89,12 @@ pub(super) fn send_message(inner: &mut Inner, params: &Value, bot: &Value) -> An
         Ok(text) => text,
         Err(answer) => return answer,
     };
+    // Telegram refuses a topic the chat does not have.
+    if let Some(topic) = int(params, "message_thread_id")
+        && !inner.forum_topics.contains(&(chat_id, topic))
+    {
+        return bad_request("Bad Request: message thread not found");
+    }
     let message = BotMessage {
         chat_id,
         message_id: inner.next_message_id(),

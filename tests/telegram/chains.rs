@@ -1,0 +1,159 @@
+//! Group reply chains and forum topics through the real daemon and the fake Bot API
+//! (issue 13): a reply to *any* message of a conversation — the user's, the bot's answer, a
+//! reply of a reply — continues that conversation's thread, also after a restart; a
+//! forum-topic message is answered in its topic.
+
+use im_bridge::config::StoreLocation;
+use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
+use im_bridge_channel::WebhookHost;
+use im_bridge_fakes::telegram::{Call, FakeTelegram, Incoming};
+
+use super::harness::{DEADLINE, Tg, spawn_daemon};
+use super::{GROUP, USER};
+
+/// Waits until some call succeeded with exactly `text`; the id of the bot message showing it.
+async fn shown(fake: &FakeTelegram, text: &str) -> i64 {
+    let calls = fake
+        .wait_for(text, DEADLINE, |calls| {
+            calls.iter().any(|c| c.ok() && c.text() == Some(text))
+        })
+        .await
+        .unwrap();
+    let call: &Call = calls
+        .iter()
+        .find(|c| c.ok() && c.text() == Some(text))
+        .unwrap();
+    match call.method.as_str() {
+        "sendMessage" => call.result.as_ref().unwrap()["message_id"]
+            .as_i64()
+            .unwrap(),
+        _ => call.int("message_id").unwrap(),
+    }
+}
+
+/// The simulator's threads, and how many runs the only one had.
+fn runs_on_the_only_thread(sim: &RunningSimulator) -> usize {
+    let threads = sim.thread_ids();
+    assert_eq!(
+        threads.len(),
+        1,
+        "one conversation, one thread: {threads:?}"
+    );
+    sim.runs(&threads[0]).len()
+}
+
+#[tokio::test]
+async fn issue_13_replies_to_any_message_of_a_conversation_continue_its_thread() {
+    let fake = FakeTelegram::start().await.unwrap();
+    let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = || StoreLocation::Sqlite(dir.path().join("bridge.db"));
+    let ttl = im_bridge::lease::DEFAULT_TTL;
+    let (stop, daemon) = spawn_daemon(
+        &sim,
+        store(),
+        ttl,
+        Tg::polling_channel(&fake),
+        WebhookHost::new(),
+    );
+
+    sim.script_next_run(Script::with_answer("Answer one.").chunks(1));
+    let first = fake.inject(Incoming::group(GROUP, USER, "first question"));
+    let answer = shown(&fake, "Answer one.").await;
+    assert_ne!(answer, first.message_id);
+
+    // A reply to the bot's answer: the same thread.
+    sim.script_next_run(Script::with_answer("Answer two.").chunks(1));
+    let second = fake.inject(Incoming::group(GROUP, USER, "about that").reply_to(answer));
+    shown(&fake, "Answer two.").await;
+    assert_eq!(runs_on_the_only_thread(&sim), 2);
+
+    // A reply to that reply (the user's own message): the same thread again.
+    sim.script_next_run(Script::with_answer("Answer three.").chunks(1));
+    fake.inject(Incoming::group(GROUP, USER, "and also").reply_to(second.message_id));
+    shown(&fake, "Answer three.").await;
+    assert_eq!(runs_on_the_only_thread(&sim), 3);
+
+    // A new message that replies to nothing starts its own conversation.
+    sim.script_next_run(Script::with_answer("Fresh start.").chunks(1));
+    fake.inject(Incoming::group(GROUP, USER, "unrelated"));
+    shown(&fake, "Fresh start.").await;
+    assert_eq!(sim.thread_ids().len(), 2);
+
+    // After a restart, the chain is still known (it is in the store).
+    stop.cancel();
+    tokio::time::timeout(DEADLINE, daemon)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let (stop, daemon) = spawn_daemon(
+        &sim,
+        store(),
+        ttl,
+        Tg::polling_channel(&fake),
+        WebhookHost::new(),
+    );
+    sim.script_next_run(Script::with_answer("Answer four.").chunks(1));
+    fake.inject(Incoming::group(GROUP, USER, "back to the first").reply_to(answer));
+    shown(&fake, "Answer four.").await;
+    let threads = sim.thread_ids();
+    assert_eq!(threads.len(), 2, "{threads:?}");
+    let longest = threads.iter().map(|t| sim.runs(t).len()).max();
+    assert_eq!(
+        longest,
+        Some(4),
+        "the fourth answer ran on the first thread"
+    );
+    stop.cancel();
+    tokio::time::timeout(DEADLINE, daemon)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn issue_13_a_forum_topic_message_is_answered_in_its_topic() {
+    const FORUM: i64 = -1_005_555_555_555;
+    const TOPIC: i64 = 77;
+    let tg = Tg::start().await;
+    tg.ready().await;
+    tg.sim
+        .script_next_run(Script::with_answer("In the topic.").chunks(1));
+    tg.fake
+        .inject(Incoming::group(FORUM, USER, "topic question").in_forum_topic(TOPIC));
+    tg.fake
+        .wait_for("the answer", DEADLINE, |calls| {
+            calls
+                .iter()
+                .any(|c| c.ok() && c.text() == Some("In the topic."))
+        })
+        .await
+        .unwrap();
+    let calls = tg.fake.calls();
+    let sent: Vec<_> = calls
+        .iter()
+        .filter(|c| c.method == "sendMessage" && c.int("chat_id") == Some(FORUM))
+        .collect();
+    assert!(!sent.is_empty());
+    for call in sent {
+        assert!(call.ok(), "{call:?}");
+        assert_eq!(call.int("message_thread_id"), Some(TOPIC), "{call:?}");
+    }
+    // A forum topic is one conversation: a second message in it runs on the same thread.
+    tg.sim
+        .script_next_run(Script::with_answer("Still in the topic.").chunks(1));
+    tg.fake
+        .inject(Incoming::group(FORUM, USER, "more").in_forum_topic(TOPIC));
+    tg.fake
+        .wait_for("the second answer", DEADLINE, |calls| {
+            calls
+                .iter()
+                .any(|c| c.ok() && c.text() == Some("Still in the topic."))
+        })
+        .await
+        .unwrap();
+    assert_eq!(tg.sim.thread_ids().len(), 1);
+    tg.stop().await;
+}
