@@ -323,6 +323,7 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
             notification_locale: settings.notification_locale.clone(),
             max_concurrency: settings.intake.max_concurrency.get(),
             channel_queueing,
+            max_reply_messages: settings.max_reply_messages.get(),
             owners: if settings.single_user {
                 Owners::single_user()
             } else {

@@ -57,7 +57,7 @@ pub use reply::{LocaleSource, Replier};
 pub const DEDUPE_TTL: Duration = Duration::from_secs(600);
 
 /// What the manager needs from the configuration.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ManagerConfig {
     /// `channels.session`.
     pub session: SessionLayer,
@@ -73,9 +73,31 @@ pub struct ManagerConfig {
     pub max_concurrency: usize,
     /// Who owns each conversation on the DeerFlow side.
     pub owners: Owners,
+    /// Most messages one reply may fill (`bridge.max_reply_messages`); a longer answer is
+    /// cut, its last message ending with a localized note.
+    pub max_reply_messages: usize,
     /// How each channel treats a message that arrives while its conversation is busy, by
     /// channel name (absent: [`Queueing::default`]).
     pub channel_queueing: HashMap<String, Queueing>,
+}
+
+/// The default `bridge.max_reply_messages`.
+pub const DEFAULT_MAX_REPLY_MESSAGES: usize = 10;
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        Self {
+            session: SessionLayer::default(),
+            channel_sessions: HashMap::new(),
+            channel_locales: HashMap::new(),
+            channel_admins: HashMap::new(),
+            notification_locale: String::new(),
+            max_concurrency: 0,
+            owners: Owners::default(),
+            max_reply_messages: DEFAULT_MAX_REPLY_MESSAGES,
+            channel_queueing: HashMap::new(),
+        }
+    }
 }
 
 /// What a chat message meets when its conversation is busy with an earlier one.

@@ -116,6 +116,9 @@ pub struct RawBridge {
     pub goal_from_chat_timeout_seconds: Option<f64>,
     /// Directory of extra or overriding `<locale>/bridge.ftl` catalogs.
     pub locales_dir: Option<String>,
+    /// Most messages one reply may fill; a longer answer is cut, its last message saying so.
+    /// Default 10.
+    pub max_reply_messages: Option<i64>,
     /// Group-topic bindings and reply-chain records untouched this many days are pruned
     /// (private-chat bindings are kept). Default 30.
     pub conversation_ttl_days: Option<f64>,

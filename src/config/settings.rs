@@ -51,6 +51,8 @@ pub struct Settings {
     pub admin_listen: SocketAddr,
     /// Directory of extra or overriding catalogs.
     pub locales_dir: Option<PathBuf>,
+    /// Most messages one reply may fill.
+    pub max_reply_messages: NonZeroUsize,
     /// How long untouched group-topic bindings and reply-chain records are kept.
     #[serde(with = "secs")]
     pub conversation_ttl: Duration,
@@ -259,6 +261,13 @@ pub fn validate(
         warnings.push("bridge.internal_token: not set and DEER_FLOW_INTERNAL_AUTH_TOKEN is empty; the Gateway will refuse our calls unless its auth is disabled".into());
     }
     let store = store_location(b.store.as_deref().unwrap_or(DEFAULT_STORE), &mut errors);
+    let max_reply_messages = positive(
+        "bridge.max_reply_messages",
+        b.max_reply_messages,
+        crate::manager::DEFAULT_MAX_REPLY_MESSAGES,
+        1_000,
+        &mut errors,
+    );
     let conversation_ttl = {
         let mut issues = Issues::new("bridge");
         let days = b
@@ -461,6 +470,7 @@ pub fn validate(
         store,
         admin_listen,
         locales_dir,
+        max_reply_messages,
         conversation_ttl,
         single_user: env
             .var("DEER_FLOW_AUTH_DISABLED")

@@ -26,6 +26,8 @@ ids! {
     RUN_INTERRUPTED = "run-interrupted";
     /// The last line of an answer stopped with `/stop` (alone when no text came).
     RUN_STOPPED = "run-stopped";
+    /// The last line of an answer cut at `bridge.max_reply_messages` messages.
+    RUN_TRUNCATED = "run-truncated";
     /// A same-thread request waits behind another.
     RUN_QUEUED = "run-queued";
     /// "Working on it": the placeholder, and the notice that a queued request started.

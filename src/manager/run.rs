@@ -7,7 +7,7 @@
 //! reply and is not retried. The caller learns whether the run started, which
 //! `/goal from-chat` needs to tell "saved but not started" apart.
 
-use im_bridge_channel::InboundMessage;
+use im_bridge_channel::{InboundMessage, LengthUnit, split};
 use tokio::time::Instant;
 
 use super::files;
@@ -188,6 +188,35 @@ async fn stream_turn(
         },
         RunStart::Started,
     )
+}
+
+/// `text` cut so that it fills at most `max` messages of `limit` `unit`s, the last one
+/// ending with `note()` (a runaway answer must not flood the chat). The cut is checked with
+/// the same splitter the delivery engine uses, so the bound holds after splitting.
+fn bounded(
+    text: String,
+    unit: LengthUnit,
+    limit: usize,
+    max: usize,
+    note: impl FnOnce() -> String,
+) -> String {
+    let chunks = split::split_chunks(&text, unit, limit);
+    if chunks.len() <= max {
+        return text;
+    }
+    let note = format!("\n\n{}", note());
+    let start = chunks[max - 1].body.start;
+    let mut room = limit.saturating_sub(unit.measure(&note) + chunks[max - 1].head);
+    // A few tries: cutting the last message shorter can only help.
+    for _ in 0..8 {
+        let last = split::truncate(&text[start..], unit, room);
+        let candidate = format!("{}{last}{note}", &text[..start]);
+        if split::split_chunks(&candidate, unit, limit).len() <= max || room == 0 {
+            return candidate;
+        }
+        room /= 2;
+    }
+    format!("{}{note}", &text[..start])
 }
 
 /// How a turn's final ends.
@@ -377,10 +406,52 @@ async fn publish_final(
         Some(line) => format!("{line}\n\n{text}"),
         None => text,
     };
+    let text = match inner.replier.outbound().capabilities(&msg.channel_name) {
+        Some(caps) => {
+            let max = inner.config.max_reply_messages.max(1);
+            bounded(text, caps.length_unit, caps.max_message_len, max, || {
+                inner.replier.text(&locale, m::RUN_TRUNCATED, &[])
+            })
+        }
+        None => text,
+    };
     let mut out = msg.reply(text, true);
     if turn.pending_clarification {
         out.metadata
             .insert("pending_clarification".into(), true.into());
     }
     inner.replier.publish(msg, out).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_13_a_runaway_answer_fills_at_most_max_messages_and_says_it_was_cut() {
+        let note = || "(cut)".to_owned();
+        let short = "a short answer".to_owned();
+        assert_eq!(
+            bounded(short.clone(), LengthUnit::Chars, 100, 3, note),
+            short
+        );
+        let words = "word ".repeat(20_000);
+        for (unit, limit, max) in [
+            (LengthUnit::Utf16, 4096, 10),
+            (LengthUnit::Chars, 50, 1),
+            (LengthUnit::Bytes, 2000, 3),
+        ] {
+            let cut = bounded(words.clone(), unit, limit, max, note);
+            let messages = split::split(&cut, unit, limit);
+            assert_eq!(messages.len(), max, "{unit:?}");
+            assert!(messages.last().unwrap().ends_with("\n\n(cut)"), "{unit:?}");
+            assert!(cut.starts_with("word word"));
+        }
+        // Inside a code fence too: the note still lands in the last allowed message.
+        let code = format!("```\n{}\n```", "let x = 1;\n".repeat(5_000));
+        let cut = bounded(code, LengthUnit::Chars, 500, 4, note);
+        let messages = split::split(&cut, LengthUnit::Chars, 500);
+        assert!(messages.len() <= 4, "{}", messages.len());
+        assert!(messages.last().unwrap().contains("(cut)"));
+    }
 }

@@ -1,7 +1,8 @@
 //! Group reply chains and forum topics through the real daemon and the fake Bot API
 //! (issue 13): a reply to *any* message of a conversation — the user's, the bot's answer, a
 //! reply of a reply — continues that conversation's thread, also after a restart; a
-//! forum-topic message is answered in its topic.
+//! forum-topic message is answered in its topic; and a runaway answer stops at
+//! `bridge.max_reply_messages` messages with the note.
 
 use im_bridge::config::StoreLocation;
 use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
@@ -155,5 +156,34 @@ async fn issue_13_a_forum_topic_message_is_answered_in_its_topic() {
         .await
         .unwrap();
     assert_eq!(tg.sim.thread_ids().len(), 1);
+    tg.stop().await;
+}
+
+#[tokio::test]
+async fn issue_13_a_runaway_answer_stops_at_the_message_cap_with_the_note() {
+    const NOTE: &str = "(The answer was too long for this chat, so I cut it here.)";
+    let tg = Tg::start().await;
+    tg.ready().await;
+    tg.sim
+        .script_next_run(Script::with_answer_chars(100_000).chunks(20));
+    tg.fake.inject(Incoming::private(USER, "write a book"));
+    let calls = tg
+        .fake
+        .wait_for("the note", DEADLINE, |calls| {
+            calls
+                .iter()
+                .any(|c| c.ok() && c.text().is_some_and(|t| t.ends_with(NOTE)))
+        })
+        .await
+        .unwrap();
+    // The placeholder (edited into the answer's first part) and nine more: ten messages,
+    // each within Telegram's limit (the fake refuses longer ones), the last with the note.
+    let sent: Vec<_> = calls
+        .iter()
+        .filter(|c| c.method == "sendMessage" && c.int("chat_id") == Some(USER))
+        .collect();
+    assert!(sent.iter().all(|c| c.ok()), "{sent:#?}");
+    assert_eq!(sent.len(), 10, "{}", sent.len());
+    assert!(sent.last().unwrap().text().unwrap().ends_with(NOTE));
     tg.stop().await;
 }
