@@ -2,6 +2,8 @@
 //!
 //! [`validate`] is pure: it reads the parsed file and the environment's `DEER_FLOW_*`
 //! fallbacks, and opens no file or socket, so `check-config` can run it anywhere.
+//!
+//! Child: `values`, the checks of one value each (URLs, numbers, the store, tags, lists).
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -12,12 +14,12 @@ use std::sync::Arc;
 
 use im_bridge_channel::{AllowedUsers, Configured, Issues, Secret, config};
 
-use crate::manager::{BusyPolicy, Queueing};
+use crate::manager::Queueing;
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 use serde_yaml_ng::{Mapping, Value};
 
-use super::raw::{RawChannelBlock, RawSession};
+use super::raw::RawChannelBlock;
 use super::{ConfigError, Env, Parsed};
 
 const DEFAULT_LANGGRAPH_URL: &str = "http://localhost:8001/api";
@@ -134,6 +136,13 @@ pub enum StoreLocation {
     /// A shared Postgres database (the URL may carry a password, so it is a secret).
     Postgres(Secret),
 }
+
+mod values;
+
+use values::{
+    check_locale_tag, is_channel_block, join, positive, queueing, seconds, session_layer,
+    store_location, url_setting, user_list,
+};
 
 mod secs {
     use std::time::Duration;
@@ -477,218 +486,4 @@ pub fn validate(
             .is_some_and(|v| matches!(v.trim(), "1" | "true" | "TRUE" | "True" | "yes")),
     };
     Ok((settings, warnings))
-}
-
-fn join(base: &str, rest: &str) -> String {
-    if rest.is_empty() || rest == "." {
-        base.to_owned()
-    } else {
-        format!("{base}.{rest}")
-    }
-}
-
-/// `busy_policy` and `max_queued_per_conversation` of one channel block.
-fn queueing(path: &str, block: &RawChannelBlock, errors: &mut Vec<ConfigError>) -> Queueing {
-    let mut issues = Issues::new(path);
-    let policy = match config::choice(
-        &mut issues,
-        "busy_policy",
-        block.busy_policy.as_deref(),
-        &["queue", "reject"],
-    ) {
-        "reject" => BusyPolicy::Reject,
-        _ => BusyPolicy::Queue,
-    };
-    let max_queued = config::integer(
-        &mut issues,
-        "max_queued_per_conversation",
-        block.max_queued_per_conversation,
-        Queueing::DEFAULT_MAX_QUEUED as i64,
-        0..=1_000,
-    );
-    errors.extend(issues.into_vec());
-    Queueing {
-        policy,
-        max_queued: usize::try_from(max_queued).unwrap_or(Queueing::DEFAULT_MAX_QUEUED),
-    }
-}
-
-fn is_channel_block(key: &str) -> bool {
-    !matches!(
-        key,
-        "langgraph_url"
-            | "gateway_url"
-            | "inbound_queue_maxsize"
-            | "max_concurrency"
-            | "shutdown_grace_period_seconds"
-            | "session"
-    )
-}
-
-/// Config value wins, then the environment fallback, then the default (spec gateway §1.1).
-fn url_setting(
-    config: Option<&str>,
-    env: Option<String>,
-    default: &str,
-    path: &str,
-    errors: &mut Vec<ConfigError>,
-) -> String {
-    let value = config
-        .filter(|v| !v.trim().is_empty())
-        .map(str::to_owned)
-        .or(env.filter(|v| !v.trim().is_empty()))
-        .unwrap_or_else(|| default.to_owned());
-    match im_bridge_channel::config::http_url(&value) {
-        Some(url) => url,
-        None => {
-            errors.push(ConfigError::error(
-                path,
-                format!("expected an http:// or https:// URL without query, got {value:?}"),
-            ));
-            value
-        }
-    }
-}
-
-fn positive(
-    path: &str,
-    value: Option<i64>,
-    default: usize,
-    max: usize,
-    errors: &mut Vec<ConfigError>,
-) -> NonZeroUsize {
-    let fallback = NonZeroUsize::new(default).unwrap_or(NonZeroUsize::MIN);
-    match value {
-        None => fallback,
-        Some(v) => match usize::try_from(v)
-            .ok()
-            .and_then(NonZeroUsize::new)
-            .filter(|n| n.get() <= max)
-        {
-            Some(n) => n,
-            None => {
-                errors.push(ConfigError::error(
-                    path,
-                    format!("expected a positive integer no larger than {max}, got {v}"),
-                ));
-                fallback
-            }
-        },
-    }
-}
-
-fn seconds(
-    path: &str,
-    value: Option<f64>,
-    default: f64,
-    zero_ok: bool,
-    errors: &mut Vec<ConfigError>,
-) -> Duration {
-    let v = value.unwrap_or(default);
-    let valid = v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0)) && v <= 86_400.0;
-    if valid {
-        Duration::from_secs_f64(v)
-    } else {
-        let expected = if zero_ok {
-            "a number of seconds from 0 to 86400"
-        } else {
-            "a number of seconds above 0 and at most 86400"
-        };
-        errors.push(ConfigError::error(
-            path,
-            format!("expected {expected}, got {v}"),
-        ));
-        Duration::from_secs_f64(default)
-    }
-}
-
-fn store_location(text: &str, errors: &mut Vec<ConfigError>) -> StoreLocation {
-    if let Some(path) = text.strip_prefix("sqlite://") {
-        if path.is_empty() {
-            errors.push(ConfigError::error(
-                "bridge.store",
-                "expected sqlite://PATH with a file path",
-            ));
-        }
-        return StoreLocation::Sqlite(PathBuf::from(path));
-    }
-    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-        return StoreLocation::Postgres(Secret::new(text));
-    }
-    // Never echo the value: a mistyped Postgres URL may carry a password.
-    errors.push(ConfigError::error(
-        "bridge.store",
-        "expected sqlite://PATH or postgres://USER@HOST/DB",
-    ));
-    StoreLocation::Sqlite(PathBuf::from("./im-bridge.db"))
-}
-
-fn check_locale_tag(path: &str, tag: &str, errors: &mut Vec<ConfigError>) {
-    let mut parts = tag.split(['-', '_']);
-    let lang_ok = parts
-        .next()
-        .is_some_and(|l| (2..=3).contains(&l.len()) && l.chars().all(|c| c.is_ascii_alphabetic()));
-    let rest_ok =
-        parts.all(|p| (1..=8).contains(&p.len()) && p.chars().all(|c| c.is_ascii_alphanumeric()));
-    if !(lang_ok && rest_ok) {
-        errors.push(ConfigError::error(
-            path,
-            format!("expected a language tag such as en-US or zh-CN, got {tag:?}"),
-        ));
-    }
-}
-
-/// `allowed_users` / `admin_users`: the core's id list (a list or one id; it fails closed).
-fn user_list(path: &str, value: Option<&Value>, warnings: &mut Vec<String>) -> AllowedUsers {
-    let mut issues = Issues::new("");
-    let json = value.and_then(|v| serde_json::to_value(v).ok());
-    let allowed = im_bridge_channel::config::id_list(&mut issues, path, json.as_ref());
-    warnings.extend(issues.iter().map(ToString::to_string));
-    allowed
-}
-
-fn session_layer(raw: &RawSession, path: &str, errors: &mut Vec<ConfigError>) -> SessionLayer {
-    let assistant_id = match &raw.assistant_id {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => {
-            errors.push(ConfigError::error(
-                format!("{path}.assistant_id"),
-                "expected an agent name (a string)",
-            ));
-            None
-        }
-    };
-    let mut to_json = |m: &Option<Mapping>, key: &str| -> Map<String, Json> {
-        match m.as_ref().map(serde_json::to_value) {
-            None => Map::new(),
-            Some(Ok(Json::Object(map))) => map,
-            Some(_) => {
-                errors.push(ConfigError::error(
-                    format!("{path}.{key}"),
-                    "expected a mapping with string keys",
-                ));
-                Map::new()
-            }
-        }
-    };
-    let config = to_json(&raw.config, "config");
-    let context = to_json(&raw.context, "context");
-    let users = raw
-        .users
-        .iter()
-        .flatten()
-        .map(|(id, layer)| {
-            (
-                id.clone(),
-                session_layer(layer, &format!("{path}.users.{id}"), errors),
-            )
-        })
-        .collect();
-    SessionLayer {
-        assistant_id,
-        config,
-        context,
-        users,
-    }
 }

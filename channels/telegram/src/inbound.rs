@@ -8,23 +8,24 @@
 //!   acknowledgement, backpressure and jittered reconnects;
 //! - `webhook` — a route on the daemon's shared webhook host Telegram posts updates to,
 //!   guarded by the secret token;
+//! - `media` — a message's attachments as `file_id` handles (pure);
 //! - `files` — an attachment's bytes, when the daemon asks for them: `getFile`, then the
 //!   download, bounded;
 //! - `retry` — the one backoff and retry loop every Bot API call of the transports uses.
 
 pub(crate) mod files;
+mod media;
 pub(crate) mod polling;
 pub(crate) mod retry;
 pub(crate) mod webhook;
 
 use im_bridge_channel::{
-    AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
-    MessageId, RedeliveryKey, Stage, safe_file_name,
+    AllowedUsers, ChatKind, CommandVocabulary, InboundMessage, MessageId, RedeliveryKey, Stage,
 };
 use serde_json::Value;
 
-use crate::api::OCTET_STREAM;
-use crate::model::{ChatType, FileRef, Message, PhotoSize, Update};
+use self::media::attachments;
+use crate::model::{ChatType, Update};
 use crate::{NAME, Shared};
 
 /// The metadata key holding a forum-topic message's `message_thread_id`, so replies are
@@ -237,105 +238,11 @@ fn start_as_help(text: String) -> String {
     }
 }
 
-/// A message's attachments as `file_id` handles: the largest photo, a document, a voice
-/// note, an audio file, a video, a round video. Names are the sender's (made safe) or
-/// `telegram-<label>-<message id>.<ext>`.
-fn attachments(message: &Message) -> Vec<InboundFile> {
-    let (m, id) = (message, message.message_id);
-    let mut files = Vec::new();
-    if let Some(p) = largest_photo(&m.photo) {
-        files.push(PHOTO.file(&p.file, None, None, id));
-    }
-    if let Some(d) = &m.document {
-        files.push(DOCUMENT.file(&d.file, d.file_name.as_deref(), d.mime_type.as_deref(), id));
-    }
-    if let Some(v) = &m.voice {
-        files.push(VOICE.file(&v.file, None, v.mime_type.as_deref(), id));
-    }
-    if let Some(a) = &m.audio {
-        files.push(AUDIO.file(&a.file, a.file_name.as_deref(), a.mime_type.as_deref(), id));
-    }
-    if let Some(v) = &m.video {
-        files.push(VIDEO.file(&v.file, v.file_name.as_deref(), v.mime_type.as_deref(), id));
-    }
-    if let Some(v) = &m.video_note {
-        files.push(VIDEO_NOTE.file(&v.file, None, None, id));
-    }
-    files
-}
-
-/// This adapter's defaults for one kind of Bot API attachment.
-struct Media {
-    /// What the daemon sees it as.
-    kind: FileKind,
-    /// Names an unnamed file: `telegram-<label>-<message id>.<ext>`.
-    label: &'static str,
-    ext: &'static str,
-    /// The MIME type when the sender declared none.
-    mime: &'static str,
-}
-
-const PHOTO: Media = Media::new(FileKind::Image, "photo", "jpg", "image/jpeg");
-const DOCUMENT: Media = Media::new(FileKind::File, "document", "bin", OCTET_STREAM);
-const VOICE: Media = Media::new(FileKind::Audio, "voice", "ogg", "audio/ogg");
-const AUDIO: Media = Media::new(FileKind::Audio, "audio", "mp3", "audio/mpeg");
-const VIDEO: Media = Media::new(FileKind::Video, "video", "mp4", "video/mp4");
-const VIDEO_NOTE: Media = Media::new(FileKind::Video, "video-note", "mp4", "video/mp4");
-
-impl Media {
-    const fn new(
-        kind: FileKind,
-        label: &'static str,
-        ext: &'static str,
-        mime: &'static str,
-    ) -> Self {
-        Self {
-            kind,
-            label,
-            ext,
-            mime,
-        }
-    }
-
-    /// An attachment of this kind to message `message_id`, by its handles and the file name
-    /// and MIME type the sender declared, if any.
-    fn file(
-        &self,
-        file: &FileRef,
-        name: Option<&str>,
-        mime: Option<&str>,
-        message_id: i64,
-    ) -> InboundFile {
-        let filename = name
-            .and_then(|n| safe_file_name(n, MAX_FILENAME_BYTES))
-            .unwrap_or_else(|| format!("telegram-{}-{message_id}.{}", self.label, self.ext));
-        let mime = mime.filter(|m| !m.is_empty()).unwrap_or(self.mime);
-        InboundFile {
-            kind: self.kind,
-            filename: Some(filename),
-            mime_type: Some(mime.to_owned()),
-            size: file.file_size,
-            source: FileSource::Handle {
-                id: file.file_id.clone(),
-            },
-        }
-    }
-}
-
-/// The largest size by area, then by bytes.
-fn largest_photo(sizes: &[PhotoSize]) -> Option<&PhotoSize> {
-    sizes.iter().max_by_key(|p| {
-        (
-            u64::from(p.width) * u64::from(p.height),
-            p.file.file_size.unwrap_or(0),
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use im_bridge_channel::MsgType;
+    use im_bridge_channel::{FileKind, FileSource};
     use serde_json::json;
 
     const BOT: &str = "DeerBridgeBot";
