@@ -19,6 +19,13 @@
 //! registered webhook, and [`FakeTelegram::wait_for`] waits for a condition over the
 //! recorded calls with a deadline, never a sleep.
 //!
+//! Flood limits (opt-in, off by default so scripted timings stay exact):
+//! [`FakeTelegram::enforce_flood_limits`] with [`FloodLimits::telegram`] makes the fake
+//! throttle as Telegram does, per chat (a burst of 3, then 1 write/s in a private chat and 20
+//! writes/min in a group) and per bot (30 writes/s across chats). A write over budget is
+//! answered 429 with `retry_after`, recorded, and changes nothing;
+//! [`FakeTelegram::flood_refusals`] counts those answers.
+//!
 //! Files: [`FakeTelegram::add_file`] (or [`FakeTelegram::with_document`] /
 //! [`FakeTelegram::with_photo`] on an [`Incoming`]) holds a file a user sent, which
 //! `getFile` and the download then serve; [`FakeTelegram::declare_file_size`] and
@@ -28,10 +35,12 @@
 //!
 //! Children: `incoming` builds the updates a test injects; `methods` answers the
 //! immediate methods; `files` holds the files, answers `getFile` and serves downloads;
+//! `flood` is the opt-in token-bucket limiter in front of the writes;
 //! `server` is the HTTP edge (routing, parameter parsing, the held `getUpdates`, call
 //! recording).
 
 mod files;
+mod flood;
 mod incoming;
 mod methods;
 mod server;
@@ -49,6 +58,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+pub use flood::{FloodLimits, Rate};
 pub use incoming::Incoming;
 
 /// The default bot token the fake accepts.
@@ -200,6 +210,8 @@ pub(crate) struct Inner {
     /// Forum topics `(chat, message_thread_id)` users wrote in: the only ones a bot may
     /// post into.
     forum_topics: std::collections::HashSet<(i64, i64)>,
+    /// Telegram's flood limits, off until [`FakeTelegram::enforce_flood_limits`].
+    flood: flood::Flood,
 }
 
 impl Inner {
@@ -236,12 +248,7 @@ impl Inner {
         })?;
         let rule = self.rules.remove(index);
         Some(match rule.failure {
-            Failure::RetryAfter(secs) => Answer {
-                status: 429,
-                body: json!({"ok": false, "error_code": 429,
-                    "description": format!("Too Many Requests: retry after {secs}"),
-                    "parameters": {"retry_after": secs}}),
-            },
+            Failure::RetryAfter(secs) => Answer::retry_after(secs),
             Failure::NotModified => Answer::error(
                 400,
                 "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
@@ -270,6 +277,17 @@ impl Answer {
         Self {
             status: 200,
             body: json!({"ok": true, "result": result}),
+        }
+    }
+
+    /// 429 "Too Many Requests" with `parameters.retry_after`, as Telegram throttles: the
+    /// scripted [`Failure::RetryAfter`] and the flood limiter answer the same.
+    fn retry_after(secs: u64) -> Self {
+        Self {
+            status: 429,
+            body: json!({"ok": false, "error_code": 429,
+                "description": format!("Too Many Requests: retry after {secs}"),
+                "parameters": {"retry_after": secs}}),
         }
     }
 
@@ -342,6 +360,7 @@ impl FakeTelegram {
                 files: files::Files::default(),
                 menus: BTreeMap::new(),
                 forum_topics: Default::default(),
+                flood: flood::Flood::default(),
             }),
             changed: Notify::new(),
             stop: CancellationToken::new(),

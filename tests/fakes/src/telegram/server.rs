@@ -1,6 +1,7 @@
 //! The fake's HTTP edge: routing `/bot<token>/<method>`, reading parameters in every
 //! encoding the Bot API accepts, holding `getUpdates` open (a newer poll ends a waiting one with
-//! a 409, as Telegram does), and recording each call.
+//! a 409, as Telegram does), putting the opt-in flood limiter in front of the writes, and
+//! recording each call.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
-use super::{Answer, Call, MAX_POLL_HOLD, MAX_POLL_LIMIT, Shared, files, methods, update_id};
+use super::{
+    Answer, Call, MAX_POLL_HOLD, MAX_POLL_LIMIT, Shared, files, flood, methods, update_id,
+};
 
 /// Every request: `/bot<token>/<method>` or `/file/bot<token>/<path>`.
 pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
@@ -43,25 +46,25 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         let mut inner = shared.lock();
         match scripted {
             Some(failure) => failure,
-            None => match method.as_str() {
-                "getMe" => Answer::ok(shared.bot.clone()),
-                "deleteWebhook" => {
-                    inner.webhook = None;
-                    Answer::ok(json!(true))
+            None => flood::guard(&mut inner, &method, &params, |inner| {
+                match method.as_str() {
+                    "getMe" => Answer::ok(shared.bot.clone()),
+                    "deleteWebhook" => {
+                        inner.webhook = None;
+                        Answer::ok(json!(true))
+                    }
+                    "setWebhook" => methods::set_webhook(inner, &params),
+                    "setMyCommands" => methods::set_my_commands(inner, &params),
+                    "sendMessage" => methods::send_message(inner, &params, &shared.bot),
+                    "editMessageText" => methods::edit_message_text(inner, &params, &shared.bot),
+                    "sendPhoto" => methods::send_file(inner, &params, &shared.bot, "photo", upload),
+                    "sendDocument" => {
+                        methods::send_file(inner, &params, &shared.bot, "document", upload)
+                    }
+                    "getFile" => files::get_file(&inner.files, &params),
+                    _ => Answer::error(404, "Not Found: method not found"),
                 }
-                "setWebhook" => methods::set_webhook(&mut inner, &params),
-                "setMyCommands" => methods::set_my_commands(&mut inner, &params),
-                "sendMessage" => methods::send_message(&mut inner, &params, &shared.bot),
-                "editMessageText" => methods::edit_message_text(&mut inner, &params, &shared.bot),
-                "sendPhoto" => {
-                    methods::send_file(&mut inner, &params, &shared.bot, "photo", upload)
-                }
-                "sendDocument" => {
-                    methods::send_file(&mut inner, &params, &shared.bot, "document", upload)
-                }
-                "getFile" => files::get_file(&inner.files, &params),
-                _ => Answer::error(404, "Not Found: method not found"),
-            },
+            }),
         }
     };
     let result = answer.body.get("result").cloned();
