@@ -20,6 +20,17 @@ fn with_policy(policy: BusyPolicy, max_queued: usize) -> Options {
     options
 }
 
+/// Says `text` and waits until its run started; the run answers "running" once finished.
+async fn run_held(h: &Harness, text: &str) {
+    h.sim.script_next_run(
+        Script::with_answer("running")
+            .chunks(1)
+            .hold(Hold::UntilFinished),
+    );
+    h.say(text).await;
+    h.wait_until_sent(1, "/runs/stream").await;
+}
+
 #[tokio::test]
 async fn issue_13_two_messages_sent_together_run_in_order_on_one_thread() {
     let h = Harness::start().await;
@@ -66,13 +77,7 @@ async fn issue_13_two_messages_sent_together_run_in_order_on_one_thread() {
 #[tokio::test]
 async fn issue_13_a_full_line_gets_the_busy_reply_and_the_rest_still_run() {
     let h = Harness::start().await;
-    h.sim.script_next_run(
-        Script::with_answer("running")
-            .chunks(1)
-            .hold(Hold::UntilFinished),
-    );
-    h.say("one").await;
-    h.wait_until_sent(1, "/runs/stream").await;
+    run_held(&h, "one").await;
     for text in ["two", "three", "four"] {
         h.say(text).await;
     }
@@ -99,13 +104,7 @@ async fn issue_13_a_full_line_gets_the_busy_reply_and_the_rest_still_run() {
 #[tokio::test]
 async fn issue_13_reject_gives_deerflows_busy_reply() {
     let h = Harness::with(with_policy(BusyPolicy::Reject, 3)).await;
-    h.sim.script_next_run(
-        Script::with_answer("running")
-            .chunks(1)
-            .hold(Hold::UntilFinished),
-    );
-    h.say("one").await;
-    h.wait_until_sent(1, "/runs/stream").await;
+    run_held(&h, "one").await;
     h.say("two").await;
     assert_eq!(h.channel.nth_final(1).await, BUSY);
     h.channel.assert_never_shown(QUEUED);

@@ -124,14 +124,7 @@ async fn issue_13_a_forum_topic_message_is_answered_in_its_topic() {
         .script_next_run(Script::with_answer("In the topic.").chunks(1));
     tg.fake
         .inject(Incoming::group(FORUM, USER, "topic question").in_forum_topic(TOPIC));
-    tg.fake
-        .wait_for("the answer", DEADLINE, |calls| {
-            calls
-                .iter()
-                .any(|c| c.ok() && c.text() == Some("In the topic."))
-        })
-        .await
-        .unwrap();
+    shown(&tg.fake, "In the topic.").await;
     let calls = tg.fake.calls();
     let sent: Vec<_> = calls
         .iter()
@@ -147,14 +140,7 @@ async fn issue_13_a_forum_topic_message_is_answered_in_its_topic() {
         .script_next_run(Script::with_answer("Still in the topic.").chunks(1));
     tg.fake
         .inject(Incoming::group(FORUM, USER, "more").in_forum_topic(TOPIC));
-    tg.fake
-        .wait_for("the second answer", DEADLINE, |calls| {
-            calls
-                .iter()
-                .any(|c| c.ok() && c.text() == Some("Still in the topic."))
-        })
-        .await
-        .unwrap();
+    shown(&tg.fake, "Still in the topic.").await;
     assert_eq!(tg.sim.thread_ids().len(), 1);
     tg.stop().await;
 }
