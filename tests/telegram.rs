@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use im_bridge::simulator::Script;
 use im_bridge_channel::{AllowedUsers, Channel, Secret, inbound_queue};
-use im_bridge_fakes::telegram::{Call, Failure, Incoming, TOKEN, Trigger};
+use im_bridge_fakes::telegram::{Call, Failure, FloodLimits, Incoming, TOKEN, Trigger};
 use im_bridge_telegram::{TelegramChannel, TelegramSettings};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -54,9 +54,12 @@ async fn streaming_follows_telegram_limits() {
     .await;
 }
 
-/// The placeholder is the stream message; every write of it is ≥ 1 s after the last.
+/// The placeholder is the stream message; every intermediate write of it is ≥ 1 s after
+/// the last, the final goes out as soon as the chat's budget allows, and the fake Bot API,
+/// enforcing Telegram's flood limits, never answers 429.
 async fn private_chat_edits_a_second_apart() {
     let tg = Tg::start().await;
+    tg.fake.enforce_flood_limits(FloodLimits::telegram());
     let answer = "Streaming keeps one message and edits it in place while the agent writes, \
                   so the chat shows the answer growing instead of waiting for all of it.";
     tg.sim.script_next_run(
@@ -90,14 +93,17 @@ async fn private_chat_edits_a_second_apart() {
     );
     assert_eq!(edits.last().and_then(|e| e.text()), Some(answer));
     let writes: Vec<&Call> = sends.iter().chain(&edits).copied().collect();
-    assert_spaced(&writes, Duration::from_secs(1), "private chat");
+    let (_, intermediate) = writes.split_last().unwrap();
+    assert_spaced(intermediate, Duration::from_secs(1), "private chat");
     assert_eq!(tg.fake.bot_messages(USER).len(), 1);
+    assert_eq!(tg.fake.flood_refusals(), 0);
     tg.stop().await;
 }
 
 /// Same in a group, 3 s apart.
 async fn group_chat_edits_three_seconds_apart() {
     let tg = Tg::start().await;
+    tg.fake.enforce_flood_limits(FloodLimits::telegram());
     let answer = "In a group the bot edits more slowly, because Telegram allows about twenty \
                   messages a minute there, so partial answers appear every three seconds.";
     tg.sim.script_next_run(
@@ -122,7 +128,9 @@ async fn group_chat_edits_three_seconds_apart() {
         "the answer streamed: {edits:#?}"
     );
     let writes: Vec<&Call> = sends.iter().chain(&edits).copied().collect();
-    assert_spaced(&writes, Duration::from_secs(3), "group chat");
+    let (_, intermediate) = writes.split_last().unwrap();
+    assert_spaced(intermediate, Duration::from_secs(3), "group chat");
+    assert_eq!(tg.fake.flood_refusals(), 0);
     tg.stop().await;
 }
 

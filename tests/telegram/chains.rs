@@ -173,3 +173,45 @@ async fn issue_13_a_runaway_answer_stops_at_the_message_cap_with_the_note() {
     assert!(sent.last().unwrap().text().unwrap().ends_with(NOTE));
     tg.stop().await;
 }
+
+#[tokio::test]
+async fn issue_13_an_instant_answer_is_shown_without_waiting_out_the_edit_interval() {
+    const ANSWER: &str = "Right away.";
+    let tg = Tg::start().await;
+    tg.ready().await;
+    tg.fake
+        .enforce_flood_limits(im_bridge_fakes::telegram::FloodLimits::telegram());
+    for chat in [USER, GROUP] {
+        tg.sim
+            .script_next_run(Script::with_answer(ANSWER).chunks(1));
+        let asked = tokio::time::Instant::now();
+        let incoming = if chat == USER {
+            Incoming::private(USER, "quick one")
+        } else {
+            Incoming::group(GROUP, USER, "quick one")
+        };
+        tg.fake.inject(incoming);
+        let calls = tg
+            .fake
+            .wait_for("the answer", DEADLINE, |calls| {
+                calls
+                    .iter()
+                    .any(|c| c.ok() && c.int("chat_id") == Some(chat) && c.text() == Some(ANSWER))
+            })
+            .await
+            .unwrap();
+        let shown = calls
+            .iter()
+            .find(|c| c.ok() && c.int("chat_id") == Some(chat) && c.text() == Some(ANSWER))
+            .unwrap();
+        // Before: the final waited out the 1 s (private) / 3 s (group) edit interval after
+        // the placeholder. Now the chat's budget allows it at once.
+        let waited = shown.at.duration_since(asked);
+        assert!(
+            waited < std::time::Duration::from_millis(900),
+            "chat {chat}: {waited:?}"
+        );
+    }
+    assert_eq!(tg.fake.flood_refusals(), 0);
+    tg.stop().await;
+}

@@ -55,6 +55,20 @@ pub struct ReplyWindow {
     pub max_replies_per_source: u32,
 }
 
+/// How many writes (new messages, edits, uploads) a platform lets a bot make in one chat:
+/// a short burst, then one per interval, by chat kind (Telegram: 3, then about 1/s in
+/// private chats and 20/min in groups). The delivery engine keeps within it, so a final
+/// goes out as soon as the budget allows instead of after a fixed gap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ChatBudget {
+    /// Writes allowed back to back in a chat that has been quiet.
+    pub burst: u32,
+    /// The sustained spacing of writes in a private chat.
+    pub private: Duration,
+    /// The sustained spacing of writes in a group chat.
+    pub group: Duration,
+}
+
 /// Everything the manager and the delivery engine may know about a channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Capabilities {
@@ -64,10 +78,13 @@ pub struct Capabilities {
     pub length_unit: LengthUnit,
     /// Longest message the platform accepts, in `length_unit`s.
     pub max_message_len: usize,
-    /// Minimum time between two edits of one message in a private chat.
+    /// Minimum time between two edits of one message in a private chat (intermediate
+    /// updates; a final is paced only by [`Capabilities::chat_budget`]).
     pub min_edit_interval_private: Duration,
     /// Minimum time between two edits of one message in a group chat.
     pub min_edit_interval_group: Duration,
+    /// Writes per chat the platform allows; `None` = no per-chat limit.
+    pub chat_budget: Option<ChatBudget>,
     /// Passive-reply rules, for platforms that have them.
     pub reply_window: Option<ReplyWindow>,
     /// Messages of one conversation are handled one after another, in arrival order: a chat
@@ -88,6 +105,7 @@ impl Capabilities {
             max_message_len,
             min_edit_interval_private: Duration::ZERO,
             min_edit_interval_group: Duration::ZERO,
+            chat_budget: None,
             reply_window: None,
             serialize_conversations: false,
             working_placeholder: false,

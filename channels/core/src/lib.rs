@@ -24,7 +24,7 @@ pub mod telemetry;
 pub mod webhook;
 
 pub use access::AllowedUsers;
-pub use capabilities::{Capabilities, LengthUnit, ReplyWindow, UpdateMode};
+pub use capabilities::{Capabilities, ChatBudget, LengthUnit, ReplyWindow, UpdateMode};
 pub use channel::{Channel, ChannelExit, SendTarget, SentMessage};
 pub use commands::CommandVocabulary;
 pub use config::{ConfigIssue, Issues, Severity};

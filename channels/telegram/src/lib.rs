@@ -39,9 +39,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::{
     AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult,
-    CommandMenu, CommandVocabulary, Configured, InboundFile, InboundSink, Issues, LengthUnit,
-    MenuEntry, MessageId, OutboundFile, Platform, Prepared, Secret, SendTarget, SentMessage, Stage,
-    Telemetry, UpdateMode, WebhookLimits, WebhookRoute,
+    ChatBudget, CommandMenu, CommandVocabulary, Configured, InboundFile, InboundSink, Issues,
+    LengthUnit, MenuEntry, MessageId, OutboundFile, Platform, Prepared, Secret, SendTarget,
+    SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -67,6 +67,13 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     max_message_len: 4096,
     min_edit_interval_private: Duration::from_secs(1),
     min_edit_interval_group: Duration::from_secs(3),
+    // Telegram's flood limits: a short burst, then about 1 message/s per private chat and
+    // 20 per minute per group.
+    chat_budget: Some(ChatBudget {
+        burst: 3,
+        private: Duration::from_secs(1),
+        group: Duration::from_secs(3),
+    }),
     reply_window: None,
     serialize_conversations: false,
     working_placeholder: true,

@@ -162,7 +162,15 @@ impl Channel for Recorder {
 
 /// A recorder over an [`editable`] channel of `len` chars, and `layer` over it.
 pub(crate) fn layered<L>(len: usize, layer: impl FnOnce(Arc<Recorder>) -> L) -> (Arc<Recorder>, L) {
-    let rec = Recorder::new(editable(len));
+    layered_with(editable(len), layer)
+}
+
+/// [`layered`] over a recorder with these capabilities.
+pub(crate) fn layered_with<L>(
+    caps: Capabilities,
+    layer: impl FnOnce(Arc<Recorder>) -> L,
+) -> (Arc<Recorder>, L) {
+    let rec = Recorder::new(caps);
     (rec.clone(), layer(rec))
 }
 

@@ -1,13 +1,17 @@
 //! `Throttle`: paces the calls of one channel the way platforms ask.
 //!
-//! Two rules, both kept in an [`EditClock`] that the stream coalescer also reads, so it
+//! Three rules, all kept in an [`EditClock`] that the stream coalescer also reads, so it
 //! can schedule a flush for the moment the clock allows instead of waiting inside a call
 //! with a text that may be stale by then:
 //!
-//! - **Minimum edit interval.** Two writes of one message (its creation by
-//!   `start_stream`, its edits, its `finish_stream`) are at least
-//!   `min_edit_interval_private` / `min_edit_interval_group` apart, by the target's
-//!   [`ChatKind`]. An edit or finish that comes too early waits.
+//! - **The chat's budget** ([`ChatBudget`], when the platform has one). Every write to a
+//!   chat (a new message, an edit, a finish, an upload) takes a place in the chat's budget:
+//!   `burst` writes back to back, then one per interval by [`ChatKind`] (a GCRA, so places
+//!   are handed out in call order and never oversubscribed). A final goes out as soon as
+//!   the budget allows: an instant answer after the placeholder costs no fixed wait.
+//! - **Minimum edit interval.** Intermediate edits of one message are at least
+//!   `min_edit_interval_private` / `min_edit_interval_group` after its last write, so a
+//!   streamed reply does not spend the whole budget on edits. A finish does not wait for it.
 //! - **Retry-After pauses the chat.** A `RetryAfter(d)` answer to any call in a chat
 //!   pauses every later call in that chat until `d` has passed; they wait, the failing call
 //!   itself is reported as is (the layers above decide whether to retry it). A call that
@@ -25,7 +29,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use crate::capabilities::Capabilities;
+use crate::capabilities::{Capabilities, ChatBudget};
 use crate::channel::{Channel, SendTarget, SentMessage};
 use crate::error::{ChannelError, ChannelResult, RetryAfterHint};
 use crate::ids::{ChatId, MessageId};
@@ -48,11 +52,17 @@ const MAX_PAUSED_CHATS: usize = 1024;
 /// oldest is forgotten (its next edit may come early, and at worst meet a `RetryAfter`).
 const MAX_TRACKED_MESSAGES: usize = 1024;
 
+/// How many chats' budgets are tracked at once. A chat whose budget is whole again carries
+/// no information and is pruned first; at the bound the chat that became free earliest is
+/// forgotten (its next writes may come a little early, and at worst meet a `RetryAfter`).
+const MAX_BUDGET_CHATS: usize = 4096;
+
 /// When each chat and each live message may next be written.
 #[derive(Debug)]
 pub struct EditClock {
     private: Duration,
     group: Duration,
+    budget: Option<ChatBudget>,
     state: Mutex<ClockState>,
 }
 
@@ -62,6 +72,20 @@ struct ClockState {
     paused: HashMap<ChatId, Instant>,
     /// (chat, message) → its last write (bounded by [`MAX_TRACKED_MESSAGES`]).
     written: HashMap<(ChatId, MessageId), Instant>,
+    /// Chat → its budget's theoretical arrival time: when the budget would be whole again
+    /// (bounded by [`MAX_BUDGET_CHATS`]).
+    budget: HashMap<ChatId, Instant>,
+}
+
+/// Which rules a write is paced by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Write<'a> {
+    /// A new message or an upload: the pause and the budget.
+    New,
+    /// An intermediate edit of `message`: also its minimum edit interval.
+    Edit(&'a MessageId),
+    /// The final text of a streamed message: the pause and the budget only.
+    Finish,
 }
 
 impl EditClock {
@@ -70,8 +94,58 @@ impl EditClock {
         Self {
             private: caps.min_edit_interval_private,
             group: caps.min_edit_interval_group,
+            budget: caps.chat_budget,
             state: Mutex::new(ClockState::default()),
         }
+    }
+
+    /// The budget's spacing and burst tolerance in a chat of this kind.
+    fn spacing(&self, kind: ChatKind) -> Option<(Duration, Duration)> {
+        let budget = self.budget?;
+        let every = match kind {
+            ChatKind::Private => budget.private,
+            ChatKind::Group => budget.group,
+        };
+        Some((every, every * budget.burst.saturating_sub(1)))
+    }
+
+    /// When the chat's budget allows its next write (possibly in the past).
+    fn budget_at(
+        state: &ClockState,
+        chat: &ChatId,
+        spacing: Option<(Duration, Duration)>,
+    ) -> Option<Instant> {
+        let (_, tolerance) = spacing?;
+        let tat = *state.budget.get(chat)?;
+        Some(tat.checked_sub(tolerance).unwrap_or(tat))
+    }
+
+    /// Takes the chat's next place in its budget, at `at` or later; returns when it is.
+    fn reserve(
+        &self,
+        chat: &ChatId,
+        kind: ChatKind,
+        not_before: Instant,
+    ) -> ChannelResult<Instant> {
+        let spacing = self.spacing(kind);
+        let mut state = self.lock();
+        let at = Self::budget_at(&state, chat, spacing).map_or(not_before, |b| b.max(not_before));
+        let wait = at.saturating_duration_since(Instant::now());
+        if wait > MAX_PAUSE_WAIT {
+            return Err(ChannelError::RetryAfter(wait));
+        }
+        if let Some((every, _)) = spacing {
+            let tat = state.budget.get(chat).copied().map_or(at, |t| t.max(at)) + every;
+            let now = Instant::now();
+            insert_bounded(
+                &mut state.budget,
+                chat.clone(),
+                tat,
+                MAX_BUDGET_CHATS,
+                |t| t <= now,
+            );
+        }
+        Ok(at)
     }
 
     /// The minimum time between two writes of one message in a chat of this kind.
@@ -82,16 +156,18 @@ impl EditClock {
         }
     }
 
-    /// When `chat` may next be written to: after its pause, and for an existing `message`,
-    /// one interval after its last write. Possibly in the past.
+    /// When `chat` may next be written to: after its pause, when its budget allows, and
+    /// for an edit of an existing `message`, one interval after its last write. Possibly in
+    /// the past.
     pub fn ready_at(&self, chat: &ChatId, kind: ChatKind, message: Option<&MessageId>) -> Instant {
         let state = self.lock();
         let paused = state.paused.get(chat).copied();
         let written = message
             .and_then(|m| state.written.get(&(chat.clone(), m.clone())))
             .map(|at| *at + self.interval(kind));
+        let budget = Self::budget_at(&state, chat, self.spacing(kind));
         let now = Instant::now();
-        [paused, written]
+        [paused, written, budget]
             .into_iter()
             .flatten()
             .fold(now, Instant::max)
@@ -145,6 +221,12 @@ impl EditClock {
     pub(crate) fn tracked(&self) -> (usize, usize) {
         let state = self.lock();
         (state.paused.len(), state.written.len())
+    }
+
+    /// How many chats' budgets the clock tracks (for tests of its bound).
+    #[cfg(test)]
+    pub(crate) fn budgets(&self) -> usize {
+        self.lock().budget.len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ClockState> {
@@ -206,14 +288,14 @@ impl<C: Channel> Throttle<C> {
     async fn paced<T, F, Fut>(
         &self,
         to: SendTarget<'_>,
-        id: Option<&MessageId>,
+        write: Write<'_>,
         call: F,
     ) -> ChannelResult<T>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = ChannelResult<T>>,
     {
-        self.ready(to, id).await?;
+        self.ready(to, write).await?;
         let result = call().await;
         if let Some(wait) = retry_after(&result) {
             self.clock.pause(to.chat_id, wait);
@@ -221,20 +303,23 @@ impl<C: Channel> Throttle<C> {
         result
     }
 
-    /// Waits until `to`'s chat (and message `id`, if any) may be written to.
-    async fn ready(&self, to: SendTarget<'_>, id: Option<&MessageId>) -> ChannelResult {
-        let at = match id {
-            Some(id) => self.clock.ready_at(to.chat_id, to.chat_kind, Some(id)),
-            None => self
-                .clock
-                .paused_until(to.chat_id)
-                .unwrap_or_else(Instant::now),
+    /// Waits until `to`'s chat may take this write: its pause, then its place in the
+    /// chat's budget (taken now, so concurrent writes keep their order), and for an edit its
+    /// message's interval.
+    async fn ready(&self, to: SendTarget<'_>, write: Write<'_>) -> ChannelResult {
+        let (chat, kind) = (to.chat_id, to.chat_kind);
+        let not_before = match write {
+            Write::Edit(id) => self.clock.ready_at(chat, kind, Some(id)),
+            Write::New | Write::Finish => {
+                self.clock.paused_until(chat).unwrap_or_else(Instant::now)
+            }
         };
-        let wait = at.saturating_duration_since(Instant::now());
+        let wait = not_before.saturating_duration_since(Instant::now());
         if wait > MAX_PAUSE_WAIT {
             return Err(ChannelError::RetryAfter(wait));
         }
-        if !wait.is_zero() {
+        let at = self.clock.reserve(chat, kind, not_before)?;
+        if at > Instant::now() {
             tokio::time::sleep_until(at).await;
         }
         Ok(())
@@ -251,20 +336,20 @@ impl<C: Channel> Channel for Throttle<C> {
     forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        self.paced(to, None, || self.inner.send_text(to, text))
+        self.paced(to, Write::New, || self.inner.send_text(to, text))
             .await
     }
 
     async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         let sent = self
-            .paced(to, None, || self.inner.start_stream(to, text))
+            .paced(to, Write::New, || self.inner.start_stream(to, text))
             .await?;
         self.clock.wrote(to.chat_id, &sent.id);
         Ok(sent)
     }
 
     async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        self.paced(to, Some(id), || self.inner.edit_text(to, id, text))
+        self.paced(to, Write::Edit(id), || self.inner.edit_text(to, id, text))
             .await?;
         self.clock.wrote(to.chat_id, id);
         Ok(())
@@ -272,7 +357,7 @@ impl<C: Channel> Channel for Throttle<C> {
 
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         let result = self
-            .paced(to, Some(id), || self.inner.finish_stream(to, id, text))
+            .paced(to, Write::Finish, || self.inner.finish_stream(to, id, text))
             .await;
         // A finished message is never edited again; keep it only while a retry may come.
         if retry_after(&result).is_none() {
@@ -282,7 +367,7 @@ impl<C: Channel> Channel for Throttle<C> {
     }
 
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
-        self.paced(to, None, || self.inner.send_file(to, file))
+        self.paced(to, Write::New, || self.inner.send_file(to, file))
             .await
     }
 }
@@ -294,7 +379,7 @@ mod tests {
     use crate::delivery::recorder::{Call, Op, editable, layered, out, out_to, secs, target};
 
     #[tokio::test(start_paused = true)]
-    async fn writes_of_one_message_are_an_interval_apart_by_chat_kind() {
+    async fn edits_of_one_message_are_an_interval_apart_by_chat_kind() {
         for (kind, interval) in [(ChatKind::Private, 1.0), (ChatKind::Group, 3.0)] {
             let (rec, throttle) = layered(100, ChannelExt::throttle);
             let msg = out_to("s1", kind, "", false);
@@ -310,12 +395,8 @@ mod tests {
             let times: Vec<_> = rec.timed().into_iter().map(|(at, _)| at).collect();
             assert_eq!(
                 times,
-                [
-                    secs(0.0),
-                    secs(interval),
-                    secs(interval),
-                    secs(2.0 * interval)
-                ]
+                // The finish is not held back by the interval (issue 13).
+                [secs(0.0), secs(interval), secs(interval), secs(interval)]
             );
             assert_eq!(
                 throttle.clock().tracked(),
@@ -323,6 +404,109 @@ mod tests {
                 "finished messages are forgotten"
             );
         }
+    }
+
+    fn budgeted() -> Capabilities {
+        Capabilities {
+            chat_budget: Some(ChatBudget {
+                burst: 3,
+                private: Duration::from_secs(1),
+                group: Duration::from_secs(3),
+            }),
+            ..editable(100)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn issue_13_a_chat_gets_its_burst_then_its_sustained_rate() {
+        for (kind, every) in [(ChatKind::Private, 1.0), (ChatKind::Group, 3.0)] {
+            let (rec, throttle) =
+                crate::delivery::recorder::layered_with(budgeted(), ChannelExt::throttle);
+            let here = out_to("s1", kind, "", false);
+            let there = out_to("s2", kind, "", false);
+            let there = SendTarget {
+                chat_id: &ChatId::new("another chat"),
+                ..SendTarget::from(&there)
+            };
+            for _ in 0..5 {
+                throttle
+                    .send_text(SendTarget::from(&here), "x")
+                    .await
+                    .unwrap();
+            }
+            // Another chat has a budget of its own.
+            throttle.send_text(there, "y").await.unwrap();
+            let times: Vec<_> = rec.timed().into_iter().map(|(at, _)| at).collect();
+            assert_eq!(
+                times,
+                [
+                    secs(0.0),
+                    secs(0.0),
+                    secs(0.0),
+                    secs(every),
+                    secs(2.0 * every),
+                    secs(2.0 * every)
+                ],
+                "{kind:?}"
+            );
+            // A quiet chat gets its whole burst back, and no more.
+            tokio::time::sleep(secs(100.0)).await;
+            let start = tokio::time::Instant::now();
+            for _ in 0..4 {
+                throttle
+                    .send_text(SendTarget::from(&here), "z")
+                    .await
+                    .unwrap();
+            }
+            assert_eq!(start.elapsed(), secs(every), "{kind:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn issue_13_an_instant_answer_costs_no_fixed_wait() {
+        // The placeholder, then the finished answer at once: two writes within the burst.
+        let (rec, throttle) =
+            crate::delivery::recorder::layered_with(budgeted(), ChannelExt::throttle);
+        let msg = out_to("s1", ChatKind::Group, "", false);
+        let target = SendTarget::from(&msg);
+        let sent = throttle
+            .start_stream(target, "Working on it…")
+            .await
+            .unwrap();
+        throttle
+            .finish_stream(target, &sent.id, "Done.")
+            .await
+            .unwrap();
+        let times: Vec<_> = rec.timed().into_iter().map(|(at, _)| at).collect();
+        assert_eq!(times, [secs(0.0), secs(0.0)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn issue_13_budgets_are_bounded_and_a_far_place_fails_at_once() {
+        let clock = EditClock::new(&budgeted());
+        for i in 0..MAX_BUDGET_CHATS + 10 {
+            clock
+                .reserve(
+                    &ChatId::new(format!("c{i}")),
+                    ChatKind::Private,
+                    tokio::time::Instant::now(),
+                )
+                .unwrap();
+        }
+        assert!(clock.budgets() <= MAX_BUDGET_CHATS);
+        // Places further out than the pause bound are refused, not queued for minutes.
+        let busy = ChatId::new("busy group");
+        let mut refused = None;
+        for _ in 0..100 {
+            if let Err(e) = clock.reserve(&busy, ChatKind::Group, tokio::time::Instant::now()) {
+                refused = Some(e);
+                break;
+            }
+        }
+        assert!(
+            matches!(refused, Some(ChannelError::RetryAfter(_))),
+            "{refused:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
