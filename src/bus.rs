@@ -61,6 +61,18 @@ impl Outbound {
         }
     }
 
+    /// Shows "typing…" in `msg`'s chat (a hint: a failure is logged at debug, nothing more).
+    pub async fn show_typing(&self, msg: &OutboundMessage) {
+        if let Some(delivery) = self.deliveries.get(msg.channel_name.as_str())
+            && let Err(error) = delivery
+                .channel()
+                .show_typing(im_bridge_channel::SendTarget::from(msg))
+                .await
+        {
+            tracing::debug!(%error, "Showing the typing hint failed.");
+        }
+    }
+
     /// What the named channel can show, if it is running.
     pub fn capabilities(&self, channel: &str) -> Option<Capabilities> {
         self.deliveries

@@ -52,6 +52,7 @@ pub use bindings::{BindError, Bindings, channel_source, conversation_key};
 pub use owners::{Owners, SINGLE_USER};
 // `BusyPolicy` and `Queueing` are declared below.
 pub use reply::{LocaleSource, Replier};
+pub use run::PLACEHOLDER_DELAY;
 
 /// How long a platform message id is remembered for dedupe.
 pub const DEDUPE_TTL: Duration = Duration::from_secs(600);
@@ -440,11 +441,15 @@ impl Manager {
             .replier
             .outbound()
             .capabilities(&msg.channel_name);
-        // Only agent turns wait long enough to need one: replies the bridge answers itself
-        // go out at once, without a placeholder.
+        // Only agent turns wait long enough to need a sign of life: "typing…" at once, and
+        // the placeholder only if no text came soon (`run.rs`). Replies the bridge answers
+        // itself go out at once, with neither.
         if chat && caps.is_some_and(|c| c.working_placeholder) {
-            // An immediate "working on it" reply that the answer will replace.
-            self.notify(&msg, crate::i18n::msg::RUN_THINKING).await;
+            self.inner
+                .replier
+                .outbound()
+                .show_typing(&msg.reply(String::new(), false))
+                .await;
         }
         tracing::debug!(
             text_len = msg.text.len(),

@@ -30,9 +30,7 @@ use im_bridge_telegram::{TelegramChannel, TelegramSettings};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use harness::{
-    DEADLINE, Mode, PLACEHOLDER, Tg, assert_spaced, ok_calls, replied_to, run_concurrently, sent_id,
-};
+use harness::{DEADLINE, Mode, Tg, assert_spaced, ok_calls, replied_to, run_concurrently, sent_id};
 
 const USER: i64 = 270_581_443;
 const GROUP: i64 = -1_001_234_567_890;
@@ -75,7 +73,19 @@ async fn private_chat_edits_a_second_apart() {
 
     let sends = ok_calls(&calls, "sendMessage", USER);
     assert_eq!(sends.len(), 1, "one message, edited in place: {sends:#?}");
-    assert_eq!(sends[0].text(), Some(PLACEHOLDER));
+    // Issue 13: text came within the placeholder delay, so "typing…" was the only sign of
+    // life before it, and the first write already shows the answer.
+    assert!(
+        sends[0].text().is_some_and(|t| t.ends_with(" ▉")),
+        "{:?}",
+        sends[0].text()
+    );
+    assert!(
+        ok_calls(&calls, "sendChatAction", USER)
+            .first()
+            .is_some_and(|typing| typing.at <= sends[0].at),
+        "typing first"
+    );
     assert_eq!(replied_to(sends[0]), Some(question.message_id));
     let placeholder = sent_id(sends[0]);
     let edits = ok_calls(&calls, "editMessageText", USER);
@@ -170,11 +180,10 @@ async fn long_answer_is_split_exactly() {
             m.text.encode_utf16().count()
         );
     }
-    // The first message is the placeholder, finished with the first chunk; the rest are
-    // new messages; nothing was refused as too long (previews included: the stream
-    // outgrows 4096 units before it ends).
+    // The first message is the stream's, finished with the first chunk; the rest are new
+    // messages; nothing was refused as too long (previews included: the stream outgrows
+    // 4096 units before it ends).
     let sends = ok_calls(&calls, "sendMessage", USER);
-    assert_eq!(sends[0].text(), Some(PLACEHOLDER));
     assert_eq!(sent_id(sends[0]), messages[0].message_id);
     let refused: Vec<_> = calls
         .iter()

@@ -8,6 +8,8 @@
 //! `/goal from-chat` needs to tell "saved but not started" apart.
 
 use im_bridge_channel::{InboundMessage, LengthUnit, split};
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use super::files;
@@ -22,6 +24,11 @@ use crate::i18n::{Arg, msg as m};
 
 /// Shown after text that is still being written.
 pub const CURSOR: &str = " ▉";
+
+/// How long a turn on a placeholder channel may show only "typing…": if no text arrived by
+/// then, the localized "working on it" placeholder appears (and the answer replaces it). A
+/// quick answer so costs one write instead of two.
+pub const PLACEHOLDER_DELAY: Duration = Duration::from_millis(1000);
 
 /// Extra options of a turn.
 #[derive(Clone, Debug, Default)]
@@ -118,7 +125,18 @@ async fn stream_turn(
     request: &RunRequest,
     quiet: bool,
 ) -> (Disposition, RunStart) {
-    let mut stream = match inner.gateway.stream_run(owner, thread, request).await {
+    // When the placeholder is due, until some text was shown (placeholder channels only).
+    let mut placeholder_at = inner
+        .replier
+        .outbound()
+        .capabilities(&msg.channel_name)
+        .is_some_and(|c| c.working_placeholder)
+        .then(|| Instant::now() + PLACEHOLDER_DELAY);
+    let opened = awaiting(inner, msg, &mut placeholder_at, async {
+        inner.gateway.stream_run(owner, thread, request).await
+    })
+    .await;
+    let mut stream = match opened {
         Ok(s) => s,
         Err(error) => return not_started(inner, msg, &error, quiet).await,
     };
@@ -132,7 +150,10 @@ async fn stream_turn(
     let mut failure = None;
     // The opening line of a goal continuation's messages, once one started.
     let mut marker: Option<String> = None;
-    while let Some(event) = stream.next().await {
+    loop {
+        let Some(event) = awaiting(inner, msg, &mut placeholder_at, stream.next()).await else {
+            break;
+        };
         let changed = match event {
             Ok(RunEvent::Messages { message, metadata }) => acc.on_message(&message, &metadata),
             Ok(RunEvent::Values(values)) => acc.on_values(values),
@@ -154,6 +175,7 @@ async fn stream_turn(
             // so far, and show the continuation as a new one that says why it appears.
             let previous = acc.next_segment();
             publish_final(inner, msg, previous, Ending::Complete, marker.as_deref()).await;
+            placeholder_at = None;
             throttle = Throttle::default();
             let n = i64::try_from(acc.segment()).unwrap_or(i64::MAX);
             let max = acc.goal_progress().map_or(0, |(_, max)| i64::from(max));
@@ -166,6 +188,7 @@ async fn stream_turn(
                 None => format!("{}{CURSOR}", acc.visible_text()),
             };
             inner.replier.publish(msg, msg.reply(partial, false)).await;
+            placeholder_at = None;
         }
     }
     // A run stopped on request may end any way the Gateway ends it: that is not a failure.
@@ -217,6 +240,27 @@ fn bounded(
         room /= 2;
     }
     format!("{}{note}", &text[..start])
+}
+
+/// Awaits `work`; if the placeholder falls due first, shows it (once) and keeps waiting.
+async fn awaiting<F: Future>(
+    inner: &Inner,
+    msg: &InboundMessage,
+    placeholder_at: &mut Option<Instant>,
+    work: F,
+) -> F::Output {
+    tokio::pin!(work);
+    if let Some(at) = *placeholder_at {
+        tokio::select! {
+            output = &mut work => return output,
+            () = tokio::time::sleep_until(at) => {}
+        }
+        *placeholder_at = None;
+        let (locale, _) = inner.replier.locale_for(msg).await;
+        let text = inner.replier.text(&locale, m::RUN_THINKING, &[]);
+        inner.replier.publish(msg, msg.reply(text, false)).await;
+    }
+    work.await
 }
 
 /// How a turn's final ends.

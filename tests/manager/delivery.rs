@@ -168,8 +168,10 @@ async fn clarifications_and_presented_files_reach_the_final() {
     h.stop().await;
 }
 
+/// Issue 13: a placeholder channel shows "typing…" at once and the placeholder only when no
+/// text came within the delay; a quick answer costs one message, written once.
 #[tokio::test]
-async fn a_placeholder_channel_gets_an_immediate_reply_that_the_answer_replaces() {
+async fn issue_13_the_placeholder_appears_only_when_the_answer_is_slow() {
     let mut caps = streaming();
     caps.working_placeholder = true;
     let h = Harness::with(Options {
@@ -177,8 +179,12 @@ async fn a_placeholder_channel_gets_an_immediate_reply_that_the_answer_replaces(
         ..Options::default()
     })
     .await;
-    h.sim
-        .script_next_run(Script::with_answer("Done.").chunks(1));
+    // Slow: nothing for longer than the delay, then the placeholder, replaced by the answer.
+    h.sim.script_next_run(
+        Script::with_answer("Done.")
+            .chunks(1)
+            .response_delay(im_bridge::manager::PLACEHOLDER_DELAY * 2),
+    );
     h.say("do it").await;
     let calls = calls_until_final(&h).await;
     let (id, text) = opened_stream(&calls);
@@ -187,25 +193,39 @@ async fn a_placeholder_channel_gets_an_immediate_reply_that_the_answer_replaces(
         panic!("{calls:#?}")
     };
     assert_eq!((finished.as_str(), text.as_str()), (id, "Done."));
-    // Issue 13: what the bridge answers itself goes out at once, with no placeholder.
-    h.say("/status").await;
+    // Quick: the answer is the first thing written, and no placeholder.
+    h.sim
+        .script_next_run(Script::with_answer("Quick.").chunks(1));
+    h.say("quick").await;
     let calls = h
         .channel
         .wait_for("two finals", |c| {
             c.iter().filter(|c| c.is_final()).count() == 2
         })
         .await;
-    assert!(
-        matches!(calls.last(), Some(Call::Send { text, stream: false, .. }) if text.starts_with("This chat is in conversation")),
-        "{calls:#?}"
-    );
     assert_eq!(
         calls
             .iter()
             .filter(|c| c.text() == "Working on it…")
             .count(),
         1,
-        "only the agent turn had a placeholder: {calls:#?}"
+        "only the slow turn had a placeholder: {calls:#?}"
+    );
+    assert!(
+        calls.last().is_some_and(|c| c.text() == "Quick."),
+        "{calls:#?}"
+    );
+    // What the bridge answers itself goes out at once, with no placeholder.
+    h.say("/status").await;
+    let calls = h
+        .channel
+        .wait_for("three finals", |c| {
+            c.iter().filter(|c| c.is_final()).count() == 3
+        })
+        .await;
+    assert!(
+        matches!(calls.last(), Some(Call::Send { text, stream: false, .. }) if text.starts_with("This chat is in conversation")),
+        "{calls:#?}"
     );
     h.stop().await;
 }

@@ -23,8 +23,6 @@ use tokio_util::sync::CancellationToken;
 pub const DEADLINE: Duration = Duration::from_secs(20);
 /// The long-poll timeout the adapter uses in tests.
 const POLL_TIMEOUT: Duration = Duration::from_secs(10);
-/// The localized placeholder the manager sends first (en-US).
-pub const PLACEHOLDER: &str = "Working on it…";
 
 /// How the channel receives updates.
 pub enum Mode {

@@ -110,6 +110,13 @@ pub trait Channel: Send + Sync + 'static {
         self.edit_text(to, id, text).await
     }
 
+    /// Shows the chat that a reply is being written (Telegram's "typing…"): a hint that
+    /// creates no message, so the delivery engine does not pace it. Defaults to nothing.
+    async fn show_typing(&self, to: SendTarget<'_>) -> ChannelResult {
+        let _ = to;
+        Ok(())
+    }
+
     /// Uploads a file after a reply's text.
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
         let _ = (to, file);

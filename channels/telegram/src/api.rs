@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::error::TelegramError;
 use crate::model::{
     ApiResponse, DeleteWebhook, EditMessageText, File, GetFile, GetUpdates, Message,
-    ReplyParameters, SendMessage, SetMyCommands, SetWebhook, User,
+    ReplyParameters, SendChatAction, SendMessage, SetMyCommands, SetWebhook, User,
 };
 
 /// Timeout of an ordinary call.
@@ -193,6 +193,12 @@ impl Api {
     /// `sendMessage`.
     pub async fn send_message(&self, params: &SendMessage) -> Result<Message, TelegramError> {
         self.call("sendMessage", params, CALL_TIMEOUT).await
+    }
+
+    /// `sendChatAction`: "typing…" for a few seconds, or until the bot's next message.
+    pub async fn send_chat_action(&self, params: &SendChatAction) -> Result<(), TelegramError> {
+        let _: Value = self.call("sendChatAction", params, CALL_TIMEOUT).await?;
+        Ok(())
     }
 
     /// `editMessageText`.

@@ -301,6 +301,16 @@ impl Channel for TelegramChannel {
         self.shared.telemetry.sending(result)
     }
 
+    /// "Typing…" while the agent works; a failure counts as a `sending` error and is
+    /// otherwise ignored (it is only a hint).
+    async fn show_typing(&self, to: SendTarget<'_>) -> ChannelResult {
+        let result = outbound::show_typing(&self.shared.api, to).await;
+        if result.is_err() {
+            self.shared.telemetry.error(Stage::Sending);
+        }
+        result
+    }
+
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
         let result = outbound::send_file(&self.shared.api, to, file).await;
         self.shared.telemetry.sending(result)

@@ -343,6 +343,18 @@ pub struct SendMessage {
     pub message_thread_id: Option<i64>,
 }
 
+/// `sendChatAction` parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendChatAction {
+    /// The conversation.
+    pub chat_id: i64,
+    /// What the bot is doing: `typing`.
+    pub action: String,
+    /// The forum topic, if the chat has topics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_thread_id: Option<i64>,
+}
+
 /// `editMessageText` parameters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EditMessageText {

@@ -19,7 +19,7 @@ use im_bridge_channel::{
 use crate::api::{Api, Upload, UploadKind};
 use crate::error::TelegramError;
 use crate::inbound::FORUM_TOPIC_KEY;
-use crate::model::{EditMessageText, ReplyParameters, SendMessage};
+use crate::model::{EditMessageText, ReplyParameters, SendChatAction, SendMessage};
 
 /// Largest picture `sendPhoto` accepts.
 pub const MAX_PHOTO_BYTES: u64 = 10 * 1024 * 1024;
@@ -58,6 +58,17 @@ fn reply_to(target: &SendTarget<'_>) -> Option<ReplyParameters> {
 /// metadata.
 pub(crate) fn forum_topic(target: &SendTarget<'_>) -> Option<i64> {
     target.metadata.get(FORUM_TOPIC_KEY)?.as_i64()
+}
+
+/// `sendChatAction typing` in the target's chat (and forum topic).
+pub(crate) async fn show_typing(api: &Api, to: SendTarget<'_>) -> ChannelResult {
+    let params = SendChatAction {
+        chat_id: chat_id(&to)?,
+        action: "typing".to_owned(),
+        message_thread_id: forum_topic(&to),
+    };
+    api.send_chat_action(&params).await?;
+    Ok(())
 }
 
 /// `sendMessage` answering the source message.

@@ -89,6 +89,11 @@ macro_rules! forward_channel {
             file: &'f $crate::message::OutboundFile,
         ) -> ());
     };
+    (@ $inner:ident show_typing) => {
+        $crate::delivery::forward::forward_channel!(@async $inner show_typing<'t>(
+            to: $crate::channel::SendTarget<'t>,
+        ) -> ());
+    };
     (@ $inner:ident fetch_file) => {
         $crate::delivery::forward::forward_channel!(@async $inner fetch_file<'f>(
             file: &'f $crate::message::InboundFile,
@@ -156,7 +161,7 @@ mod tests {
     #[async_trait::async_trait]
     impl Channel for Offline {
         forward_channel!(recorder() => name, capabilities, run, send_text, start_stream, edit_text,
-            finish_stream, send_file, fetch_file);
+            finish_stream, send_file, show_typing, fetch_file);
 
         fn is_connected(&self) -> bool {
             false
@@ -190,6 +195,7 @@ mod tests {
         stack.edit_text(to, &m, "bc").await.unwrap();
         stack.finish_stream(to, &m, "bcd").await.unwrap();
         stack.send_file(to, &attachment("f.txt")).await.unwrap();
+        stack.show_typing(to).await.unwrap();
         // The recorder answers a handle with its id: the trait default would refuse it.
         let bytes = stack.fetch_file(&handle("h1"), 2).await.unwrap();
         assert_eq!(bytes, "h1");
@@ -201,6 +207,7 @@ mod tests {
                 Call::Edit("m2".into(), "bc".into()),
                 Call::Finish("m2".into(), "bcd".into()),
                 Call::File("f.txt".into()),
+                Call::Typing,
                 Call::Fetch("h1".into(), 2),
             ]
         );

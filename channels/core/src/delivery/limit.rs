@@ -64,7 +64,7 @@ impl<C: Channel> LimitLength<C> {
 #[async_trait]
 impl<C: Channel> Channel for LimitLength<C> {
     forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, send_file,
-        fetch_file);
+        show_typing, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         match self.chunks(text).as_deref() {

@@ -31,6 +31,8 @@ pub(crate) enum Call {
     File(String),
     /// A fetch of the handle with this id, under this bound.
     Fetch(String, u64),
+    /// The typing hint.
+    Typing,
 }
 
 /// A primitive operation, to script failures and count attempts.
@@ -42,6 +44,7 @@ pub(crate) enum Op {
     Finish,
     File,
     Fetch,
+    Typing,
 }
 
 pub(crate) struct Recorder {
@@ -147,6 +150,10 @@ impl Channel for Recorder {
 
     async fn send_file(&self, _: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
         self.call(Op::File, Call::File(file.filename.clone()))
+    }
+
+    async fn show_typing(&self, _: SendTarget<'_>) -> ChannelResult {
+        self.call(Op::Typing, Call::Typing)
     }
 
     /// Answers a handle with the bytes of its id; inline bytes are refused, so a layer

@@ -109,6 +109,22 @@ pub(super) fn send_message(inner: &mut Inner, params: &Value, bot: &Value) -> An
     Answer::ok(json)
 }
 
+/// `sendChatAction`: only `typing` is expected from the bridge; a topic must exist.
+pub(super) fn send_chat_action(inner: &Inner, params: &Value) -> Answer {
+    let Some(chat_id) = int(params, "chat_id") else {
+        return bad_request("Bad Request: chat_id is empty");
+    };
+    if params.get("action").and_then(Value::as_str) != Some("typing") {
+        return bad_request("Bad Request: wrong parameter action in request");
+    }
+    if let Some(topic) = int(params, "message_thread_id")
+        && !inner.forum_topics.contains(&(chat_id, topic))
+    {
+        return bad_request("Bad Request: message thread not found");
+    }
+    Answer::ok(serde_json::json!(true))
+}
+
 pub(super) fn edit_message_text(inner: &mut Inner, params: &Value, bot: &Value) -> Answer {
     let (Some(chat_id), Some(message_id)) = (int(params, "chat_id"), int(params, "message_id"))
     else {

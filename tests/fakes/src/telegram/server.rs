@@ -56,6 +56,7 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                     "setWebhook" => methods::set_webhook(inner, &params),
                     "setMyCommands" => methods::set_my_commands(inner, &params),
                     "sendMessage" => methods::send_message(inner, &params, &shared.bot),
+                    "sendChatAction" => methods::send_chat_action(inner, &params),
                     "editMessageText" => methods::edit_message_text(inner, &params, &shared.bot),
                     "sendPhoto" => methods::send_file(inner, &params, &shared.bot, "photo", upload),
                     "sendDocument" => {
