@@ -417,12 +417,7 @@ pub fn validate(
         },
     };
     if let Some(catalogs) = &catalogs {
-        let supported = catalogs
-            .supported()
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
+        let supported = catalogs.supported_list();
         let mut check = |path: String, tag: &str| {
             if catalogs.negotiate(tag).is_none() && !errors.iter().any(|e| e.path == path) {
                 errors.push(ConfigError::error(

@@ -147,6 +147,15 @@ impl Catalogs {
         &self.locales
     }
 
+    /// The supported locales as a list for a sentence or an error: `en-US, zh-CN`.
+    pub fn supported_list(&self) -> String {
+        self.locales
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// `en-US`.
     pub fn default_locale(&self) -> Locale {
         parse_tag(DEFAULT_LOCALE)

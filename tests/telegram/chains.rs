@@ -48,15 +48,17 @@ async fn issue_13_replies_to_any_message_of_a_conversation_continue_its_thread()
     let fake = FakeTelegram::start().await.unwrap();
     let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let store = || StoreLocation::Sqlite(dir.path().join("bridge.db"));
-    let ttl = im_bridge::lease::DEFAULT_TTL;
-    let (stop, daemon) = spawn_daemon(
-        &sim,
-        store(),
-        ttl,
-        Tg::polling_channel(&fake),
-        WebhookHost::new(),
-    );
+    // The daemon on one store file, as a restart finds it.
+    let start = || {
+        spawn_daemon(
+            &sim,
+            StoreLocation::Sqlite(dir.path().join("bridge.db")),
+            im_bridge::lease::DEFAULT_TTL,
+            Tg::polling_channel(&fake),
+            WebhookHost::new(),
+        )
+    };
+    let (stop, daemon) = start();
 
     sim.script_next_run(Script::with_answer("Answer one.").chunks(1));
     let first = fake.inject(Incoming::group(GROUP, USER, "first question"));
@@ -88,13 +90,7 @@ async fn issue_13_replies_to_any_message_of_a_conversation_continue_its_thread()
         .unwrap()
         .unwrap()
         .unwrap();
-    let (stop, daemon) = spawn_daemon(
-        &sim,
-        store(),
-        ttl,
-        Tg::polling_channel(&fake),
-        WebhookHost::new(),
-    );
+    let (stop, daemon) = start();
     sim.script_next_run(Script::with_answer("Answer four.").chunks(1));
     fake.inject(Incoming::group(GROUP, USER, "back to the first").reply_to(answer));
     shown(&fake, "Answer four.").await;

@@ -68,12 +68,7 @@ async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition 
         match catalogs.negotiate(arg) {
             Some(locale) => Some(locale),
             None => {
-                let supported = catalogs
-                    .supported()
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ");
+                let supported = catalogs.supported_list();
                 inner
                     .replier
                     .reply(
