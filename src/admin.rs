@@ -46,6 +46,8 @@ pub mod names {
     pub const RUNS: &str = "im_bridge_runs_total";
     /// Counter: outbound deliveries, by `channel` and `result`.
     pub const OUTBOUND: &str = "im_bridge_outbound_sends_total";
+    /// Gauge: replies waiting in the per-chat delivery lanes (or being delivered).
+    pub const OUTBOUND_PENDING: &str = "im_bridge_outbound_pending";
     /// Counter: transport attempts that ended unexpectedly and were scheduled for a restart,
     /// by `channel` and `reason` (`error`, `panic`, `stopped`).
     pub const TRANSPORT_RESTARTS: &str = "im_bridge_transport_restarts_total";

@@ -2,11 +2,32 @@
 //!
 //! The inbound side (bounded admission with reserve/commit) lives in `im-bridge-channel`
 //! because adapters use it; this module owns what only the daemon needs: one
-//! [`Delivery`] per channel, and counting what was delivered. A failed delivery is logged
-//! and counted, never propagated: one channel's trouble cannot stop another's replies.
+//! [`Delivery`] per channel, a delivery lane per chat (lanes.rs), and counting what was
+//! delivered. A failed delivery is logged and counted, never propagated: one channel's
+//! trouble cannot stop another's replies.
+//!
+//! # Publishing never waits for a chat's budget
+//!
+//! [`Outbound::publish`] queues the reply on its chat's lane and returns: the wait for the
+//! platform's per-chat write budget (a second in a Telegram private chat, three in a group)
+//! is the lane's, not the worker's that published (issue 13, item 4). Each lane delivers
+//! its chat's replies one at a time in publish order, so a chat still reads its replies in
+//! the order they were written, and lanes of different chats deliver concurrently. What a
+//! caller needs from a landed final (the message that shows it, for reply chains) it gets
+//! through an [`AfterShown`] hook the lane runs once the final landed.
+//!
+//! Bounded: at most [`MAX_PENDING_REPLIES`] replies wait across all lanes; beyond that
+//! `publish` waits for room (backpressure on the workers, not unbounded memory). A lane's
+//! newest partial is replaced by a newer partial of the same reply, so a slow chat holds
+//! one pending partial per reply, not one per token. At shutdown the daemon
+//! [flushes](Outbound::flush) the lanes after the manager drained and before the
+//! transports stop.
+
+mod lanes;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use im_bridge_channel::{
@@ -15,15 +36,20 @@ use im_bridge_channel::{
 
 use crate::admin::names;
 
+use lanes::Lanes;
+pub use lanes::{AfterShown, MAX_PENDING_REPLIES};
+
 /// Routes outbound messages to channels.
 pub struct Outbound {
-    deliveries: HashMap<&'static str, Delivery>,
+    deliveries: HashMap<&'static str, Arc<Delivery>>,
+    lanes: Lanes,
 }
 
 impl std::fmt::Debug for Outbound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Outbound")
             .field("channels", &self.deliveries.keys().collect::<Vec<_>>())
+            .field("pending", &self.lanes.pending())
             .finish()
     }
 }
@@ -31,11 +57,17 @@ impl std::fmt::Debug for Outbound {
 impl Outbound {
     /// A router over `channels`, each behind its own delivery engine.
     pub fn new(channels: &[Arc<dyn Channel>]) -> Self {
+        Self::with_bound(channels, MAX_PENDING_REPLIES)
+    }
+
+    /// A router whose lanes hold at most `max_pending` replies together.
+    pub fn with_bound(channels: &[Arc<dyn Channel>], max_pending: usize) -> Self {
         Self {
             deliveries: channels
                 .iter()
-                .map(|c| (c.name(), Delivery::new(c.clone())))
+                .map(|c| (c.name(), Arc::new(Delivery::new(c.clone()))))
                 .collect(),
+            lanes: Lanes::new(max_pending),
         }
     }
 
@@ -80,29 +112,46 @@ impl Outbound {
             .map(|d| d.channel().capabilities())
     }
 
-    /// Delivers `msg` to its channel and waits until the channel took it. For a final that
-    /// landed: the platform message that shows it.
-    pub async fn publish(&self, msg: OutboundMessage) -> Option<MessageId> {
-        let Some(delivery) = self.deliveries.get(msg.channel_name.as_str()) else {
+    /// Queues `msg` on its chat's delivery lane and returns without waiting for it to be
+    /// delivered (only, when [`MAX_PENDING_REPLIES`] already wait, for room). `after` runs
+    /// once a final was delivered, with the platform message that shows it (`None` when it
+    /// did not land).
+    pub async fn publish(&self, msg: OutboundMessage, after: Option<AfterShown>) {
+        let Some((name, delivery)) = self.deliveries.get_key_value(msg.channel_name.as_str())
+        else {
             tracing::warn!(channel = %msg.channel_name, "Dropped a reply for a channel that is not running.");
             metrics::counter!(names::OUTBOUND, "channel" => "unknown", "result" => "no_channel")
                 .increment(1);
-            return None;
+            if let Some(after) = after {
+                after(None).await;
+            }
+            return;
         };
-        let channel = delivery.channel().name();
-        match delivery.deliver(&msg).await {
-            Ok(shown) => {
-                let kind = if msg.is_final { "final" } else { "partial" };
-                metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => kind)
-                    .increment(1);
-                shown
-            }
-            Err(error) => {
-                tracing::warn!(channel, %error, is_final = msg.is_final, "Delivering a reply failed.");
-                metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "error")
-                    .increment(1);
-                None
-            }
+        self.lanes.push(name, delivery, msg, after).await;
+    }
+
+    /// Waits until every reply published so far (and any published meanwhile) was
+    /// delivered or failed, for at most `bound`; `false` when the bound ran out first.
+    pub async fn flush(&self, bound: Duration) -> bool {
+        self.lanes.flush(bound).await
+    }
+}
+
+/// Delivers `msg` through `delivery`, counting and logging the outcome: for a final that
+/// landed, the platform message that shows it.
+async fn deliver(delivery: &Delivery, msg: &OutboundMessage) -> Option<MessageId> {
+    let channel = delivery.channel().name();
+    match delivery.deliver(msg).await {
+        Ok(shown) => {
+            let kind = if msg.is_final { "final" } else { "partial" };
+            metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => kind).increment(1);
+            shown
+        }
+        Err(error) => {
+            tracing::warn!(channel, %error, is_final = msg.is_final, "Delivering a reply failed.");
+            metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "error")
+                .increment(1);
+            None
         }
     }
 }

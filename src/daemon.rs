@@ -4,7 +4,9 @@
 //! Start: catalogs → store → Gateway client → bounded inbound queue → manager → admin
 //! endpoints → webhook listeners → channel transports. Stop (on a signal, or when the console's input ended):
 //! the manager drains first (admission closes, admitted work finishes within the grace
-//! period), *then* the transports stop, so a reply already under way still lands; then the
+//! period), then the delivery lanes flush (replies waiting for their chat's write budget,
+//! again within the grace period), *then* the transports stop, so a reply already under way
+//! still lands; then the
 //! webhook listeners (requests in flight get 5 s); the admin endpoints go
 //! last and the store is closed.
 //!
@@ -253,6 +255,10 @@ pub async fn run(
         discarded = report.discarded,
         "The manager stopped."
     );
+    // Replies still waiting for their chat's write budget land before the transports stop
+    // (for at most the grace period; when the input ended, however long that takes).
+    let delivery_bound = *grace_tx.borrow();
+    outbound.flush(delivery_bound).await;
     transport_token.cancel();
     if let Some(webhooks) = webhooks {
         webhooks.stop(WEBHOOK_DRAIN).await;

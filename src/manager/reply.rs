@@ -12,7 +12,7 @@ use std::time::Duration;
 use im_bridge_channel::{ChatKind, InboundMessage, MessageId, OutboundMessage};
 use tokio::time::Instant;
 
-use crate::bus::Outbound;
+use crate::bus::{AfterShown, Outbound};
 use crate::gateway::{GatewayClient, Owner};
 use crate::i18n::{Arg, Catalogs, Locale};
 use crate::store::Store;
@@ -162,23 +162,29 @@ impl Replier {
         self.publish(msg, msg.reply(text, true)).await;
     }
 
-    /// Publishes `out`, a reply to `msg`. A group reply's final is remembered together with
-    /// the message it answers (in the store, bounded and pruned), so a later reply to either
-    /// continues this conversation (issue 13, reply chains).
+    /// Publishes `out`, a reply to `msg`, without waiting for its chat's write budget (the
+    /// delivery lane waits). A group reply's final is remembered together with the message
+    /// it answers once it landed (in the store, bounded and pruned), so a later reply to
+    /// either continues this conversation (issue 13, reply chains).
     pub async fn publish(&self, msg: &InboundMessage, out: OutboundMessage) {
-        let is_final = out.is_final;
-        let shown = self.outbound.publish(out).await;
-        if is_final && msg.chat_kind == ChatKind::Group {
-            let ids: Vec<&str> = msg
-                .thread_ts
-                .iter()
-                .chain(shown.as_ref())
-                .map(MessageId::as_str)
-                .collect();
+        let after = (out.is_final && msg.chat_kind == ChatKind::Group).then(|| {
+            let store = self.store.clone();
             let key = super::conversation_key(msg);
-            if let Err(error) = self.store.remember_messages(&key, &ids).await {
-                tracing::debug!(%error, "Remembering a reply chain failed.");
-            }
-        }
+            let source = msg.thread_ts.clone();
+            let hook: AfterShown = Box::new(move |shown: Option<MessageId>| {
+                Box::pin(async move {
+                    let ids: Vec<&str> = source
+                        .iter()
+                        .chain(shown.as_ref())
+                        .map(MessageId::as_str)
+                        .collect();
+                    if let Err(error) = store.remember_messages(&key, &ids).await {
+                        tracing::debug!(%error, "Remembering a reply chain failed.");
+                    }
+                })
+            });
+            hook
+        });
+        self.outbound.publish(out, after).await;
     }
 }

@@ -7,9 +7,11 @@
 use im_bridge::config::StoreLocation;
 use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
 use im_bridge_channel::WebhookHost;
-use im_bridge_fakes::telegram::{Call, FakeTelegram, Incoming};
+use std::time::Duration;
 
-use super::harness::{DEADLINE, Tg, spawn_daemon};
+use im_bridge_fakes::telegram::{Call, FakeTelegram, FloodLimits, Incoming};
+
+use super::harness::{DEADLINE, Mode, Tg, spawn_daemon};
 use super::{GROUP, USER};
 
 /// Waits until some call succeeded with exactly `text`; the id of the bot message showing it.
@@ -175,8 +177,7 @@ async fn issue_13_an_instant_answer_is_shown_without_waiting_out_the_edit_interv
     const ANSWER: &str = "Right away.";
     let tg = Tg::start().await;
     tg.ready().await;
-    tg.fake
-        .enforce_flood_limits(im_bridge_fakes::telegram::FloodLimits::telegram());
+    tg.fake.enforce_flood_limits(FloodLimits::telegram());
     for chat in [USER, GROUP] {
         tg.sim
             .script_next_run(Script::with_answer(ANSWER).chunks(1));
@@ -204,10 +205,67 @@ async fn issue_13_an_instant_answer_is_shown_without_waiting_out_the_edit_interv
         // the placeholder. Now the chat's budget allows it at once.
         let waited = shown.at.duration_since(asked);
         assert!(
-            waited < std::time::Duration::from_millis(900),
+            waited < Duration::from_millis(900),
             "chat {chat}: {waited:?}"
         );
     }
+    assert_eq!(tg.fake.flood_refusals(), 0);
+    tg.stop().await;
+}
+
+/// Pacing never holds a worker (issue 13, item 4). With one worker: three instant replies
+/// spend a private chat's burst, so that chat's answer must wait about a second for its
+/// budget. It waits in the chat's delivery lane; the one worker meanwhile runs another
+/// chat's message, whose answer is shown first. (When `publish` waited out the budget
+/// holding the worker, the other chat's answer came only after it.)
+#[tokio::test]
+async fn issue_13_a_reply_waiting_for_its_chats_budget_holds_no_worker() {
+    const OTHER: i64 = USER + 1;
+    const WAITING: &str = "This one waits for the chat's budget.";
+    const OTHERS: &str = "This one goes out at once.";
+    let tg = Tg::start_with(Mode::Polling, 1).await;
+    tg.ready().await;
+    tg.fake.enforce_flood_limits(FloodLimits::telegram());
+    tg.sim
+        .script_next_run(Script::with_answer(WAITING).chunks(1));
+    tg.sim
+        .script_next_run(Script::with_answer(OTHERS).chunks(1));
+    for _ in 0..3 {
+        tg.fake.inject(Incoming::private(USER, "/status"));
+    }
+    tg.fake.inject(Incoming::private(USER, "a question"));
+    tg.fake.inject(Incoming::private(OTHER, "another question"));
+
+    let calls = tg
+        .fake
+        .wait_for("both answers", DEADLINE, |calls| {
+            [WAITING, OTHERS]
+                .iter()
+                .all(|t| calls.iter().any(|c| c.ok() && c.text() == Some(t)))
+        })
+        .await
+        .unwrap();
+    let at = |text: &str| {
+        calls
+            .iter()
+            .find(|c| c.ok() && c.text() == Some(text))
+            .unwrap()
+            .at
+    };
+    let writes: Vec<&Call> = calls
+        .iter()
+        .filter(|c| c.ok() && c.method == "sendMessage" && c.int("chat_id") == Some(USER))
+        .collect();
+    assert_eq!(writes.len(), 4, "three status replies and the answer");
+    assert!(
+        at(OTHERS) < at(WAITING),
+        "the other chat's answer waited behind a reply pacing in another chat"
+    );
+    let paced = at(WAITING).duration_since(writes[2].at);
+    assert!(
+        paced + Duration::from_millis(60) >= Duration::from_secs(1),
+        "the answer kept within the chat's budget: {paced:?} after the burst"
+    );
     assert_eq!(tg.fake.flood_refusals(), 0);
     tg.stop().await;
 }

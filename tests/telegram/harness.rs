@@ -21,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 /// How long one wait may take before the test fails (a stream in a group chat with a
 /// 3 s edit interval takes a few of those).
 pub const DEADLINE: Duration = Duration::from_secs(20);
+/// Messages the manager handles at once unless a test says otherwise.
+const WORKERS: usize = 16;
 /// The long-poll timeout the adapter uses in tests.
 const POLL_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -56,6 +58,11 @@ impl Tg {
 
     /// Everything started in `mode`.
     pub async fn start_in(mode: Mode) -> Self {
+        Self::start_with(mode, WORKERS).await
+    }
+
+    /// Everything started in `mode`, the manager running at most `workers` messages at once.
+    pub async fn start_with(mode: Mode, workers: usize) -> Self {
         let fake = FakeTelegram::start().await.unwrap();
         let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
         let settings = TelegramSettings::new(Secret::new(TOKEN)).with_api_url(fake.api_url());
@@ -95,12 +102,13 @@ impl Tg {
         let channel = telegram_channel(settings, &webhooks);
         let dir = tempfile::tempdir().unwrap();
         let store = StoreLocation::Sqlite(dir.path().join("bridge.db"));
-        let (shutdown, daemon) = spawn_daemon(
+        let (shutdown, daemon) = spawn_daemon_with(
             &sim,
             store,
             im_bridge::lease::DEFAULT_TTL,
             channel,
             webhooks,
+            workers,
         );
         Self {
             fake,
@@ -185,15 +193,30 @@ pub fn spawn_daemon(
     CancellationToken,
     JoinHandle<Result<DaemonExit, DaemonError>>,
 ) {
+    spawn_daemon_with(sim, store, lease_ttl, channel, webhooks, WORKERS)
+}
+
+/// [`spawn_daemon`] with at most `workers` messages handled at once.
+fn spawn_daemon_with(
+    sim: &RunningSimulator,
+    store: StoreLocation,
+    lease_ttl: Duration,
+    channel: TelegramChannel,
+    webhooks: WebhookHost,
+    workers: usize,
+) -> (
+    CancellationToken,
+    JoinHandle<Result<DaemonExit, DaemonError>>,
+) {
     let config = DaemonConfig {
         intake: IntakeSettings {
             inbound_queue_maxsize: NonZeroUsize::new(64).unwrap(),
-            max_concurrency: NonZeroUsize::new(16).unwrap(),
+            max_concurrency: NonZeroUsize::new(workers).unwrap(),
             shutdown_grace: Duration::from_secs(3),
         },
         manager: ManagerConfig {
             notification_locale: "en-US".into(),
-            max_concurrency: 16,
+            max_concurrency: workers,
             ..ManagerConfig::default()
         },
         gateway: GatewayConfig {

@@ -1,0 +1,226 @@
+//! Delivery lanes: one FIFO of replies per chat, drained by one task while it is not empty.
+//!
+//! A lane exists exactly while its drainer runs: `push` creates it (and spawns the
+//! drainer) when the chat has none, the drainer removes it under the same lock when it
+//! finds it empty. So a chat never has two drainers, and its replies reach the delivery
+//! engine one at a time, in the order they were pushed.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use im_bridge_channel::{ChatId, Delivery, MessageId, OutboundMessage};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::admin::names;
+
+/// Most replies waiting in all lanes together (each a final of at most
+/// `bridge.max_reply_messages` messages, or one partial per reply).
+pub const MAX_PENDING_REPLIES: usize = 4096;
+
+/// Runs once a final was delivered, with the platform message that shows it (`None` when
+/// it did not land). Partials' hooks run too, always with `None`.
+pub type AfterShown = Box<dyn FnOnce(Option<MessageId>) -> BoxFuture<'static, ()> + Send>;
+
+/// A lane: the channel's name and the chat.
+type Key = (&'static str, ChatId);
+
+struct Job {
+    msg: OutboundMessage,
+    after: Option<AfterShown>,
+    /// This job's room in [`MAX_PENDING_REPLIES`], given back when it was delivered.
+    room: OwnedSemaphorePermit,
+}
+
+struct Shared {
+    lanes: Mutex<HashMap<Key, VecDeque<Job>>>,
+    room: Arc<Semaphore>,
+    max: usize,
+}
+
+impl Shared {
+    fn lanes(&self) -> MutexGuard<'_, HashMap<Key, VecDeque<Job>>> {
+        self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn pending(&self) -> usize {
+        self.max.saturating_sub(self.room.available_permits())
+    }
+
+    fn report(&self) {
+        metrics::gauge!(names::OUTBOUND_PENDING).set(self.pending() as f64);
+    }
+}
+
+/// Every chat's lane.
+pub(super) struct Lanes {
+    shared: Arc<Shared>,
+    tasks: TaskTracker,
+}
+
+impl Lanes {
+    pub(super) fn new(max_pending: usize) -> Self {
+        let max = max_pending.max(1);
+        Self {
+            shared: Arc::new(Shared {
+                lanes: Mutex::new(HashMap::new()),
+                room: Arc::new(Semaphore::new(max)),
+                max,
+            }),
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    /// Replies queued or being delivered.
+    pub(super) fn pending(&self) -> usize {
+        self.shared.pending()
+    }
+
+    /// Queues `msg` on its chat's lane, starting the lane's drainer when it has none.
+    pub(super) async fn push(
+        &self,
+        channel: &'static str,
+        delivery: &Arc<Delivery>,
+        msg: OutboundMessage,
+        after: Option<AfterShown>,
+    ) {
+        let key = (channel, msg.chat_id.clone());
+        // A partial that only updates the lane's newest partial needs no room of its own.
+        let Some(msg) = self.fold(&key, msg) else {
+            return;
+        };
+        let Ok(room) = self.shared.room.clone().acquire_owned().await else {
+            // The semaphore is never closed; were it, delivering in place keeps the reply.
+            let shown = super::deliver(delivery, &msg).await;
+            if let Some(after) = after {
+                after(shown).await;
+            }
+            return;
+        };
+        let mut job = Job { msg, after, room };
+        {
+            let mut lanes = self.shared.lanes();
+            match lanes.entry(key) {
+                Entry::Occupied(mut lane) => {
+                    let lane = lane.get_mut();
+                    // Another partial of this reply may have been queued while we waited.
+                    match fold(lane, job.msg) {
+                        None => return,
+                        Some(msg) => job.msg = msg,
+                    }
+                    lane.push_back(job);
+                }
+                Entry::Vacant(vacant) => {
+                    let key = vacant.key().clone();
+                    vacant.insert(VecDeque::from([job]));
+                    let span = tracing::debug_span!("lane", channel, chat = %key.1);
+                    self.tasks
+                        .spawn(drain(self.shared.clone(), key, delivery.clone()).instrument(span));
+                }
+            }
+        }
+        self.shared.report();
+    }
+
+    /// [`fold`]s `msg` into its lane, if the chat has one.
+    fn fold(&self, key: &Key, msg: OutboundMessage) -> Option<OutboundMessage> {
+        if msg.is_final {
+            return Some(msg);
+        }
+        match self.shared.lanes().get_mut(key) {
+            Some(lane) => fold(lane, msg),
+            None => Some(msg),
+        }
+    }
+
+    /// Waits until every lane ran empty, for at most `bound`: `false` when it ran out.
+    pub(super) async fn flush(&self, bound: Duration) -> bool {
+        self.tasks.close();
+        let flushed = tokio::time::timeout(bound, self.tasks.wait()).await.is_ok();
+        self.tasks.reopen();
+        if !flushed {
+            tracing::warn!(
+                pending = self.pending(),
+                "Replies were still waiting for delivery when the shutdown bound ran out."
+            );
+        }
+        flushed
+    }
+}
+
+/// Replaces the lane's newest job with `msg` when both are partials of the same reply
+/// (partials are cumulative: the newer one says everything the older did). Gives `msg`
+/// back when it could not be folded and needs a place of its own.
+fn fold(lane: &mut VecDeque<Job>, msg: OutboundMessage) -> Option<OutboundMessage> {
+    match lane.back_mut() {
+        Some(newest)
+            if !msg.is_final && !newest.msg.is_final && newest.msg.thread_ts == msg.thread_ts =>
+        {
+            newest.msg = msg;
+            None
+        }
+        _ => Some(msg),
+    }
+}
+
+/// The lane's drainer: delivers its jobs in order until the lane is empty, then removes it.
+async fn drain(shared: Arc<Shared>, key: Key, delivery: Arc<Delivery>) {
+    let mut guard = Closing {
+        shared: &shared,
+        key: &key,
+        armed: true,
+    };
+    loop {
+        let job = {
+            let mut lanes = shared.lanes();
+            let next = lanes.get_mut(&key).and_then(VecDeque::pop_front);
+            match next {
+                Some(job) => job,
+                None => {
+                    lanes.remove(&key);
+                    break;
+                }
+            }
+        };
+        let shown = super::deliver(&delivery, &job.msg).await;
+        if let Some(after) = job.after {
+            after(shown).await;
+        }
+        drop(job.room);
+        shared.report();
+    }
+    guard.armed = false;
+}
+
+/// Removes a lane whose drainer panicked, so the chat's next reply starts a new one.
+struct Closing<'a> {
+    shared: &'a Shared,
+    key: &'a Key,
+    /// Cleared when the drainer removed its lane itself.
+    armed: bool,
+}
+
+impl Drop for Closing<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let dropped = self
+            .shared
+            .lanes()
+            .remove(self.key)
+            .map_or(0, |lane| lane.len());
+        tracing::error!(
+            channel = self.key.0,
+            dropped,
+            "A delivery lane stopped unexpectedly; its queued replies were dropped."
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;

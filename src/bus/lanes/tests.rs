@@ -1,0 +1,281 @@
+//! Lanes over a channel whose writes to the chat `slow` wait for a gate the test opens, so
+//! a test sees what happens while a reply waits for its chat's budget.
+
+use std::sync::Mutex as StdMutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::FutureExt;
+use im_bridge_channel::{
+    Capabilities, Channel, ChannelExit, ChannelResult, InboundMessage, InboundSink, SendTarget,
+    SentMessage, UpdateMode,
+};
+use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// Records every write as `(chat, text)`; writes to `slow` first take a permit of `gate`.
+struct Gated {
+    gate: Semaphore,
+    writes: StdMutex<Vec<(String, String)>>,
+    wrote: Notify,
+}
+
+impl Gated {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            gate: Semaphore::new(0),
+            writes: StdMutex::new(Vec::new()),
+            wrote: Notify::new(),
+        })
+    }
+
+    async fn write(&self, to: SendTarget<'_>, text: &str) {
+        if to.chat_id.as_str() == "slow" {
+            self.gate.acquire().await.unwrap().forget();
+        }
+        self.writes
+            .lock()
+            .unwrap()
+            .push((to.chat_id.to_string(), text.to_owned()));
+        self.wrote.notify_waiters();
+    }
+
+    fn writes_to(&self, chat: &str) -> Vec<String> {
+        self.writes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(c, _)| c == chat)
+            .map(|(_, t)| t.clone())
+            .collect()
+    }
+
+    /// Waits until `chat` saw `n` writes, and returns them.
+    async fn wait_writes(&self, chat: &str, n: usize) -> Vec<String> {
+        tokio::time::timeout(DEADLINE, async {
+            loop {
+                let wrote = self.wrote.notified();
+                let writes = self.writes_to(chat);
+                if writes.len() >= n {
+                    return writes;
+                }
+                wrote.await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{chat} saw {:?}, not {n} writes", self.writes_to(chat)))
+    }
+}
+
+#[async_trait]
+impl Channel for Gated {
+    fn name(&self) -> &'static str {
+        "gated"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            updates: UpdateMode::EditInPlace,
+            ..Capabilities::final_only(4096)
+        }
+    }
+
+    async fn run(&self, _: InboundSink, _: CancellationToken) -> ChannelResult<ChannelExit> {
+        Ok(ChannelExit::Stopped)
+    }
+
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.write(to, text).await;
+        Ok(SentMessage {
+            id: MessageId::new(format!("shown-{text}")),
+        })
+    }
+
+    async fn edit_text(&self, to: SendTarget<'_>, _: &MessageId, text: &str) -> ChannelResult {
+        self.write(to, text).await;
+        Ok(())
+    }
+
+    async fn finish_stream(&self, to: SendTarget<'_>, _: &MessageId, text: &str) -> ChannelResult {
+        self.write(to, text).await;
+        Ok(())
+    }
+}
+
+fn setup(max_pending: usize) -> (Arc<Gated>, Arc<Delivery>, Lanes) {
+    let channel = Gated::new();
+    let delivery = Arc::new(Delivery::new(channel.clone()));
+    (channel, delivery, Lanes::new(max_pending))
+}
+
+/// A reply in `chat` to the message `source`.
+fn reply(chat: &str, source: &str, text: &str, is_final: bool) -> OutboundMessage {
+    let mut inbound = InboundMessage::new("gated", chat, "u1", "hi");
+    inbound.thread_ts = Some(MessageId::new(source));
+    inbound.reply(text, is_final)
+}
+
+#[tokio::test]
+async fn a_reply_waiting_in_its_chat_holds_neither_the_publisher_nor_other_chats() {
+    let (channel, delivery, lanes) = setup(16);
+    // Each push returns at once although the slow chat's write cannot go yet.
+    lanes
+        .push("gated", &delivery, reply("slow", "s1", "late", true), None)
+        .now_or_never()
+        .expect("publishing waits for nobody's budget");
+    lanes
+        .push("gated", &delivery, reply("fast", "f1", "quick", true), None)
+        .now_or_never()
+        .expect("publishing waits for nobody's budget");
+    assert_eq!(channel.wait_writes("fast", 1).await, ["quick"]);
+    assert!(channel.writes_to("slow").is_empty());
+    assert_eq!(lanes.pending(), 1, "only the slow chat's reply still waits");
+
+    channel.gate.add_permits(1);
+    assert_eq!(channel.wait_writes("slow", 1).await, ["late"]);
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(lanes.pending(), 0);
+}
+
+#[tokio::test]
+async fn a_chat_reads_its_replies_in_the_order_they_were_published() {
+    let (channel, delivery, lanes) = setup(16);
+    for (i, text) in ["one", "two", "three", "four"].into_iter().enumerate() {
+        let source = format!("s{i}");
+        lanes
+            .push("gated", &delivery, reply("slow", &source, text, true), None)
+            .await;
+    }
+    channel.gate.add_permits(4);
+    assert_eq!(
+        channel.wait_writes("slow", 4).await,
+        ["one", "two", "three", "four"]
+    );
+}
+
+#[tokio::test]
+async fn partials_of_one_reply_fold_into_one_while_the_lane_waits() {
+    let (channel, delivery, lanes) = setup(16);
+    lanes
+        .push(
+            "gated",
+            &delivery,
+            reply("slow", "s1", "first answer", true),
+            None,
+        )
+        .await;
+    for text in ["Sec", "Second", "Second ans"] {
+        lanes
+            .push("gated", &delivery, reply("slow", "s2", text, false), None)
+            .await;
+    }
+    assert_eq!(
+        lanes.pending(),
+        2,
+        "the final being delivered and one partial"
+    );
+    lanes
+        .push(
+            "gated",
+            &delivery,
+            reply("slow", "s2", "Second answer", true),
+            None,
+        )
+        .await;
+    channel.gate.add_permits(3);
+    assert_eq!(
+        channel.wait_writes("slow", 3).await,
+        ["first answer", "Second ans", "Second answer"],
+        "the newest partial only, then its final"
+    );
+}
+
+#[tokio::test]
+async fn a_final_is_never_folded_into_a_partial() {
+    let (channel, delivery, lanes) = setup(16);
+    lanes
+        .push("gated", &delivery, reply("slow", "s0", "hold", true), None)
+        .await;
+    lanes
+        .push("gated", &delivery, reply("slow", "s1", "Hel", false), None)
+        .await;
+    lanes
+        .push("gated", &delivery, reply("slow", "s1", "Hello", true), None)
+        .await;
+    // A partial after the final opens no stream of a reply that already ended: it is
+    // queued behind the final, never folded into it.
+    lanes
+        .push(
+            "gated",
+            &delivery,
+            reply("slow", "s1", "late partial", false),
+            None,
+        )
+        .await;
+    assert_eq!(lanes.pending(), 4);
+    channel.gate.add_permits(4);
+    let writes = channel.wait_writes("slow", 3).await;
+    assert_eq!(writes[..3], ["hold", "Hel", "Hello"]);
+}
+
+#[tokio::test]
+async fn at_the_bound_publishing_waits_for_room() {
+    let (channel, delivery, lanes) = setup(2);
+    lanes
+        .push("gated", &delivery, reply("slow", "s1", "a", true), None)
+        .await;
+    lanes
+        .push("gated", &delivery, reply("slow", "s2", "b", true), None)
+        .await;
+    let mut third = Box::pin(lanes.push("gated", &delivery, reply("slow", "s3", "c", true), None));
+    assert!(
+        (&mut third).now_or_never().is_none(),
+        "two replies already wait: the third must wait for room"
+    );
+    channel.gate.add_permits(1);
+    tokio::time::timeout(DEADLINE, third)
+        .await
+        .expect("room came back when the first reply landed");
+    channel.gate.add_permits(2);
+    assert_eq!(channel.wait_writes("slow", 3).await, ["a", "b", "c"]);
+}
+
+#[tokio::test]
+async fn the_hook_hears_which_message_shows_the_final() {
+    let (channel, delivery, lanes) = setup(16);
+    let (tx, rx) = oneshot::channel();
+    let hook: AfterShown = Box::new(move |shown| {
+        Box::pin(async move {
+            let _ = tx.send(shown);
+        })
+    });
+    lanes
+        .push(
+            "gated",
+            &delivery,
+            reply("slow", "s1", "answer", true),
+            Some(hook),
+        )
+        .await;
+    channel.gate.add_permits(1);
+    let shown = tokio::time::timeout(DEADLINE, rx).await.unwrap().unwrap();
+    assert_eq!(shown, Some(MessageId::new("shown-answer")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn flush_gives_up_at_its_bound_and_says_so() {
+    let (channel, delivery, lanes) = setup(16);
+    lanes
+        .push("gated", &delivery, reply("slow", "s1", "stuck", true), None)
+        .await;
+    assert!(!lanes.flush(Duration::from_secs(5)).await);
+    assert_eq!(lanes.pending(), 1);
+    // The lane goes on after a flush that gave up; a later flush sees it through.
+    channel.gate.add_permits(1);
+    assert!(lanes.flush(Duration::from_secs(5)).await);
+    assert_eq!(channel.writes_to("slow"), ["stuck"]);
+}
