@@ -542,7 +542,7 @@ async fn the_bot_token_never_reaches_logs_or_errors() {
     let tg = Tg::start().await;
     tg.ready().await;
     tg.fake.fail(
-        "sendMessage",
+        "sendChatAction",
         Trigger::Nth(1),
         Failure::Status(500, "Internal Server Error".into()),
     );

@@ -89,8 +89,8 @@ impl Lanes {
         after: Option<AfterShown>,
     ) {
         let key = (channel, msg.chat_id.clone());
-        // A partial that only updates the lane's newest partial needs no room of its own.
-        let Some(msg) = self.fold(&key, msg) else {
+        // A reply that only supersedes the lane's newest partial needs no room of its own.
+        let Some((msg, after)) = self.fold(&key, msg, after) else {
             return;
         };
         let Ok(room) = self.shared.room.clone().acquire_owned().await else {
@@ -101,22 +101,20 @@ impl Lanes {
             }
             return;
         };
-        let mut job = Job { msg, after, room };
         {
             let mut lanes = self.shared.lanes();
             match lanes.entry(key) {
                 Entry::Occupied(mut lane) => {
                     let lane = lane.get_mut();
                     // Another partial of this reply may have been queued while we waited.
-                    match fold(lane, job.msg) {
-                        None => return,
-                        Some(msg) => job.msg = msg,
-                    }
-                    lane.push_back(job);
+                    let Some((msg, after)) = fold(lane, msg, after) else {
+                        return;
+                    };
+                    lane.push_back(Job { msg, after, room });
                 }
                 Entry::Vacant(vacant) => {
                     let key = vacant.key().clone();
-                    vacant.insert(VecDeque::from([job]));
+                    vacant.insert(VecDeque::from([Job { msg, after, room }]));
                     let span = tracing::debug_span!("lane", channel, chat = %key.1);
                     self.tasks
                         .spawn(drain(self.shared.clone(), key, delivery.clone()).instrument(span));
@@ -127,13 +125,15 @@ impl Lanes {
     }
 
     /// [`fold`]s `msg` into its lane, if the chat has one.
-    fn fold(&self, key: &Key, msg: OutboundMessage) -> Option<OutboundMessage> {
-        if msg.is_final {
-            return Some(msg);
-        }
+    fn fold(
+        &self,
+        key: &Key,
+        msg: OutboundMessage,
+        after: Option<AfterShown>,
+    ) -> Option<(OutboundMessage, Option<AfterShown>)> {
         match self.shared.lanes().get_mut(key) {
-            Some(lane) => fold(lane, msg),
-            None => Some(msg),
+            Some(lane) => fold(lane, msg, after),
+            None => Some((msg, after)),
         }
     }
 
@@ -152,18 +152,22 @@ impl Lanes {
     }
 }
 
-/// Replaces the lane's newest job with `msg` when both are partials of the same reply
-/// (partials are cumulative: the newer one says everything the older did). Gives `msg`
-/// back when it could not be folded and needs a place of its own.
-fn fold(lane: &mut VecDeque<Job>, msg: OutboundMessage) -> Option<OutboundMessage> {
+/// Replaces the lane's newest job with `msg` when that job is a partial of the same reply,
+/// not shown yet: a reply's texts are cumulative, so a newer partial, or its final, says
+/// everything the queued partial did (a reply whose final overtakes its only partial so
+/// costs one write). Gives `msg` back when it needs a place of its own.
+fn fold(
+    lane: &mut VecDeque<Job>,
+    msg: OutboundMessage,
+    after: Option<AfterShown>,
+) -> Option<(OutboundMessage, Option<AfterShown>)> {
     match lane.back_mut() {
-        Some(newest)
-            if !msg.is_final && !newest.msg.is_final && newest.msg.thread_ts == msg.thread_ts =>
-        {
+        Some(newest) if !newest.msg.is_final && newest.msg.thread_ts == msg.thread_ts => {
             newest.msg = msg;
+            newest.after = after;
             None
         }
-        _ => Some(msg),
+        _ => Some((msg, after)),
     }
 }
 

@@ -67,6 +67,10 @@ pub struct ChatBudget {
     pub private: Duration,
     /// The sustained spacing of writes in a group chat.
     pub group: Duration,
+    /// How long a reply's first partial text is held back before it is shown. A reply
+    /// whose final comes meanwhile is sent as one message: one write instead of two (the
+    /// typing hint shows meanwhile). Later partials and finals are never held.
+    pub first_partial_hold: Duration,
 }
 
 /// Everything the manager and the delivery engine may know about a channel.

@@ -73,6 +73,9 @@ pub const CAPABILITIES: Capabilities = Capabilities {
         burst: 3,
         private: Duration::from_secs(1),
         group: Duration::from_secs(3),
+        // An answer that is complete within this costs one write, not a stream start and
+        // its finish.
+        first_partial_hold: Duration::from_millis(300),
     }),
     reply_window: None,
     serialize_conversations: false,

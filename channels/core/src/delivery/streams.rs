@@ -80,6 +80,7 @@ impl Streams {
         table.next_seq += 1;
         let stream = Arc::new(Stream {
             seq,
+            opened: Instant::now(),
             target: OwnedTarget::from(msg),
             state: Mutex::new(State::default()),
             io: tokio::sync::Mutex::new(()),
@@ -104,6 +105,8 @@ impl Streams {
 #[derive(Debug)]
 pub(super) struct Stream {
     seq: u64,
+    /// When its first partial came: the first one is held from here.
+    opened: Instant,
     target: OwnedTarget,
     state: Mutex<State>,
     /// Held across each platform call, so a flush and the final never overlap.
@@ -278,10 +281,18 @@ impl<S: Channel + ?Sized> Flusher<S> {
         }
     }
 
+    /// When the stream's pending text may be shown: when the clock allows, and for the
+    /// first text not before the hold ran out (a final that comes meanwhile costs the only
+    /// write).
     fn ready_at(&self, stream: &Stream) -> Instant {
         let message = lock(&stream.state).message.clone();
-        self.clock
-            .ready_at(&stream.target.chat_id, stream.chat_kind(), message.as_ref())
+        let ready =
+            self.clock
+                .ready_at(&stream.target.chat_id, stream.chat_kind(), message.as_ref());
+        match message {
+            Some(_) => ready,
+            None => ready.max(stream.opened + self.clock.first_partial_hold()),
+        }
     }
 
     /// Shows the pending text once; returns whether a newer one is pending.

@@ -437,3 +437,44 @@ async fn dropping_the_engine_stops_its_flushers() {
     tasks.wait().await;
     assert_eq!(rec.calls(), [Call::Start("a".into())]);
 }
+
+/// Telegram-like: a budget, and the first partial held 300 ms.
+fn held() -> Capabilities {
+    Capabilities {
+        chat_budget: Some(crate::capabilities::ChatBudget {
+            burst: 3,
+            private: secs(1.0),
+            group: secs(3.0),
+            first_partial_hold: secs(0.3),
+        }),
+        ..editable(4096)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_complete_within_the_hold_costs_one_write() {
+    let (rec, d) = engine(held());
+    partial(&d, &out("Hel ▉", false)).await;
+    sleep(secs(0.1)).await;
+    partial(&d, &out("Hello ▉", false)).await;
+    sleep(secs(0.1)).await;
+    d.deliver(&out("Hello.", true)).await.unwrap();
+    assert_eq!(rec.timed(), [(secs(0.2), Call::Send("Hello.".into()))]);
+    assert_eq!(d.live_streams(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slower_answer_shows_its_newest_text_when_the_hold_runs_out() {
+    let (rec, d) = engine(held());
+    partial(&d, &out("Hel ▉", false)).await;
+    sleep(secs(0.1)).await;
+    partial(&d, &out("Hello ▉", false)).await;
+    sleep(secs(0.5)).await;
+    assert_eq!(rec.timed(), [(secs(0.3), Call::Start("Hello ▉".into()))]);
+    // Only the first text is held: the final finishes the stream as soon as it comes.
+    d.deliver(&out("Hello, world.", true)).await.unwrap();
+    assert_eq!(
+        rec.timed().last(),
+        Some(&(secs(0.6), Call::Finish("m1".into(), "Hello, world.".into())))
+    );
+}

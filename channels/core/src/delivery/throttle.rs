@@ -99,6 +99,11 @@ impl EditClock {
         }
     }
 
+    /// How long a reply's first partial is held back ([`ChatBudget::first_partial_hold`]).
+    pub fn first_partial_hold(&self) -> Duration {
+        self.budget.map_or(Duration::ZERO, |b| b.first_partial_hold)
+    }
+
     /// The budget's spacing and burst tolerance in a chat of this kind.
     fn spacing(&self, kind: ChatKind) -> Option<(Duration, Duration)> {
         let budget = self.budget?;
@@ -412,6 +417,7 @@ mod tests {
                 burst: 3,
                 private: Duration::from_secs(1),
                 group: Duration::from_secs(3),
+                first_partial_hold: Duration::ZERO,
             }),
             ..editable(100)
         }
