@@ -294,12 +294,22 @@ async fn wait_turn(
     request: &RunRequest,
     quiet: bool,
 ) -> (Disposition, RunStart) {
-    // Registered so `/stop` can tell the user this run cannot be addressed: one call, no id.
+    // Registered so `/stop` can abort the call (there is no run id to address); the Gateway
+    // cancels a run whose caller went away (on_disconnect=cancel).
     let running = inner
         .runs
         .register(conversation_key(msg), thread.clone(), None);
-    let result = inner.gateway.wait_run(owner, thread, request).await;
+    let result = tokio::select! {
+        result = inner.gateway.wait_run(owner, thread, request) => Some(result),
+        () = running.aborted() => None,
+    };
     drop(running);
+    let Some(result) = result else {
+        tracing::info!("Stopped waiting for the run on request.");
+        publish_final(inner, msg, Turn::default(), Ending::Stopped, None).await;
+        metrics::counter!(names::RUNS, "outcome" => Ending::Stopped.outcome()).increment(1);
+        return (Disposition::Keep, RunStart::Started);
+    };
     match result {
         Ok(values) => {
             let failed = values.get("status").and_then(|s| s.as_str()) == Some("error");

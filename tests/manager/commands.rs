@@ -152,6 +152,44 @@ async fn bootstrap_runs_with_the_flag_and_default_text() {
     h.stop().await;
 }
 
+/// Issue 13: on a channel that shows finals only, the run is waited for in one call with no
+/// run id to address; `/stop` drops that call, the Gateway cancels the run whose caller went
+/// away, and the final says it was stopped.
+#[tokio::test]
+async fn issue_13_stop_on_a_final_only_channel_cancels_the_run_waited_for() {
+    use im_bridge::simulator::RunStatus;
+    use std::time::Duration;
+
+    let h = Harness::final_only().await;
+    h.sim.script_next_run(
+        Script::with_answer("slow words that never finish")
+            .chunks(5)
+            .chunk_delay(Duration::from_secs(5)),
+    );
+    h.say("take your time").await;
+    h.sim
+        .wait_until(Duration::from_secs(10), |sim| {
+            sim.thread_ids()
+                .iter()
+                .any(|t| !sim.active_runs(t).is_empty())
+        })
+        .await
+        .unwrap();
+    h.say("/stop").await;
+    assert_eq!(h.channel.nth_final(1).await, "(Stopped at your request.)");
+    let thread = h.only_thread();
+    h.sim
+        .wait_idle(&thread, Duration::from_secs(10))
+        .await
+        .expect("the Gateway cancelled the run whose caller went away");
+    assert_eq!(
+        h.sim.runs(&thread).last().unwrap().status,
+        RunStatus::Interrupted
+    );
+    assert_eq!(h.channel.finals().len(), 1, "{:?}", h.channel.finals());
+    h.stop().await;
+}
+
 /// Issue 13: `/stop` during a slow stream cancels the run on the Gateway; the text so far
 /// stays and the final says it was stopped; with nothing running, `/stop` says so.
 #[tokio::test]

@@ -1,5 +1,6 @@
 //! `/stop` (also `/cancel`): stops the conversation's run in flight through the Gateway
-//! (`POST …/runs/{run_id}/cancel?action=interrupt`). What the agent wrote so far stays; the
+//! (`POST …/runs/{run_id}/cancel?action=interrupt`; a run waited for in one call, by
+//! dropping that call). What the agent wrote so far stays; the
 //! run's own final then ends with the localized "stopped" line, so this command replies
 //! only when there is nothing to stop or the stop failed.
 
@@ -26,9 +27,10 @@ async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     };
     let Some(run_id) = run.run_id.as_deref() else {
         // A run waited for in one call (channels that show finals only) has no id to
-        // address; say so rather than pretend it stopped.
-        tracing::info!("The run in flight has no id to cancel.");
-        inner.replier.reply(msg, m::CMD_STOP_FAILED, &[]).await;
+        // address: its turn drops the call, and the Gateway cancels a run whose caller
+        // went away. The turn's final says it stopped.
+        tracing::info!("Aborting the wait for the run in flight.");
+        run.abort();
         return Disposition::Keep;
     };
     // Marked first: the run's stream may end the moment the Gateway accepts.

@@ -311,6 +311,8 @@ struct Shared {
     bot: Value,
     inner: Mutex<Inner>,
     changed: Notify,
+    /// Every call as it is recorded, for [`FakeTelegram::watch`].
+    tap: tokio::sync::broadcast::Sender<Call>,
     stop: CancellationToken,
 }
 
@@ -319,6 +321,9 @@ impl Shared {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
+
+/// Calls a [`FakeTelegram::watch`]er may fall behind by.
+pub const WATCH_BACKLOG: usize = 1 << 16;
 
 /// The running fake. Dropping it stops the server.
 pub struct FakeTelegram {
@@ -363,6 +368,7 @@ impl FakeTelegram {
                 flood: flood::Flood::default(),
             }),
             changed: Notify::new(),
+            tap: tokio::sync::broadcast::channel(WATCH_BACKLOG).0,
             stop: CancellationToken::new(),
         });
         let app = Router::new()
@@ -525,6 +531,14 @@ impl FakeTelegram {
             .await
             .map(|r| r.status().as_u16())
             .map_err(|e| e.without_url().to_string())
+    }
+
+    /// Every call from now on, as it is recorded (a long poll when it starts, with status
+    /// 0; any other call once answered), without copying the whole log: for benchmarks
+    /// that watch thousands of calls. A watcher more than [`WATCH_BACKLOG`] calls behind
+    /// gets `Lagged`.
+    pub fn watch(&self) -> tokio::sync::broadcast::Receiver<Call> {
+        self.shared.tap.subscribe()
     }
 
     /// Waits until `condition` holds over the calls, or `deadline` passes.

@@ -8,7 +8,9 @@
 //!   chat (a new message, an edit, a finish, an upload) takes a place in the chat's budget:
 //!   `burst` writes back to back, then one per interval by [`ChatKind`] (a GCRA, so places
 //!   are handed out in call order and never oversubscribed). A final goes out as soon as
-//!   the budget allows: an instant answer after the placeholder costs no fixed wait.
+//!   the budget allows: an instant answer after the placeholder costs no fixed wait. A
+//!   write is counted when its answer came, not when it was sent, so the platform, which
+//!   counts it somewhere in between, never sees two writes closer than the budget allows.
 //! - **Minimum edit interval.** Intermediate edits of one message are at least
 //!   `min_edit_interval_private` / `min_edit_interval_group` after its last write, so a
 //!   streamed reply does not spend the whole budget on edits. A finish does not wait for it.
@@ -151,6 +153,22 @@ impl EditClock {
             );
         }
         Ok(at)
+    }
+
+    /// Re-times the write to `chat` that just returned as if it had reached the platform
+    /// only now. The platform counts a write when it arrives, somewhere between the call
+    /// and its answer; counting it at the answer can only be later, so network jitter can
+    /// never make two writes look closer to the platform than the budget allows (the cost
+    /// is one round trip per write, and places already taken keep their time).
+    fn landed(&self, chat: &ChatId, kind: ChatKind) {
+        let Some((every, _)) = self.spacing(kind) else {
+            return;
+        };
+        let now = Instant::now();
+        let mut state = self.lock();
+        if let Some(tat) = state.budget.get_mut(chat) {
+            *tat = (*tat).max(now + every);
+        }
     }
 
     /// The minimum time between two writes of one message in a chat of this kind.
@@ -302,6 +320,7 @@ impl<C: Channel> Throttle<C> {
     {
         self.ready(to, write).await?;
         let result = call().await;
+        self.clock.landed(to.chat_id, to.chat_kind);
         if let Some(wait) = retry_after(&result) {
             self.clock.pause(to.chat_id, wait);
         }
@@ -485,6 +504,25 @@ mod tests {
             .unwrap();
         let times: Vec<_> = rec.timed().into_iter().map(|(at, _)| at).collect();
         assert_eq!(times, [secs(0.0), secs(0.0)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn issue_13_a_write_counts_from_its_answer_so_jitter_cannot_oversubscribe() {
+        let clock = EditClock::new(&budgeted());
+        let chat = ChatId::new("c1");
+        let start = Instant::now();
+        let place = |clock: &EditClock| clock.reserve(&chat, ChatKind::Private, Instant::now());
+        // The burst's first write is answered only after 0.5 s: the platform may have
+        // counted it as late as that.
+        assert_eq!(place(&clock).unwrap(), start);
+        tokio::time::sleep(secs(0.5)).await;
+        clock.landed(&chat, ChatKind::Private);
+        for _ in 0..2 {
+            assert_eq!(place(&clock).unwrap(), start + secs(0.5));
+            clock.landed(&chat, ChatKind::Private);
+        }
+        // The next place is a second after that answer, not after the call.
+        assert_eq!(place(&clock).unwrap(), start + secs(1.5));
     }
 
     #[tokio::test(start_paused = true)]

@@ -80,14 +80,18 @@ fn record(
     status: u16,
     result: Option<Value>,
 ) -> usize {
-    let mut inner = shared.lock();
-    inner.calls.push(Call {
+    let call = Call {
         method: method.to_owned(),
         params,
         at: Instant::now(),
         status,
         result,
-    });
+    };
+    if shared.tap.receiver_count() > 0 {
+        let _ = shared.tap.send(call.clone());
+    }
+    let mut inner = shared.lock();
+    inner.calls.push(call);
     let index = inner.calls.len() - 1;
     drop(inner);
     shared.changed.notify_waiters();
