@@ -71,7 +71,7 @@ async fn each_step_of_the_chain_and_its_fall_through() {
     // 1. The chat's override beats everything.
     assert_eq!(
         h.ask("/lang en", 3).await,
-        "Okay, I'll reply in en-US in this chat."
+        "Okay, I'll reply in English in this chat."
     );
     let mut m2 = m.clone();
     m2.redelivery = Some(RedeliveryKey::new("c1", "fresh-2"));
@@ -85,23 +85,23 @@ async fn lang_reports_its_source_and_switches_both_ways() {
     let h = Harness::with(Options::final_only().notification_locale("zh-CN")).await;
     assert_eq!(
         h.ask("/lang", 1).await,
-        "我现在用 zh-CN 回复，因为这是管理员设定的默认语言。"
+        "我现在用 简体中文 回复，因为这是管理员设定的默认语言。"
     );
     assert_eq!(
         h.ask("/lang en-US", 2).await,
-        "Okay, I'll reply in en-US in this chat."
+        "Okay, I'll reply in English in this chat."
     );
     assert_eq!(
         h.ask("/lang", 3).await,
-        "I'm replying in en-US because this chat chose it with /lang."
+        "I'm replying in English because this chat chose it with /lang."
     );
     assert_eq!(
         h.ask("/lang auto", 4).await,
-        "这个聊天不再单独指定语言，我会用 zh-CN 回复。"
+        "这个聊天不再单独指定语言，我会用 简体中文 回复。"
     );
     assert_eq!(
         h.ask("/lang klingon", 5).await,
-        "我暂时还不能用 klingon 回复。可用的语言有：en-US, zh-CN"
+        "我暂时还不能用 klingon 回复。可用的语言有：English (en-US)、简体中文 (zh-CN)"
     );
     h.stop().await;
 }
@@ -121,18 +121,18 @@ async fn in_groups_only_admins_change_the_language() {
     h.send(boss).await;
     assert_eq!(
         h.channel.nth_final(2).await,
-        "好的，在这个聊天里我会用 zh-CN 回复。"
+        "好的，在这个聊天里我会用 简体中文 回复。"
     );
     // Anyone may look; and in a private chat anyone may change it.
     h.send(in_group(h.message("/lang"), None)).await;
     let shown = h.channel.nth_final(3).await;
-    assert!(shown.starts_with("我现在用 zh-CN 回复"), "{shown}");
+    assert!(shown.starts_with("我现在用 简体中文 回复"), "{shown}");
     let mut private = h.message("/lang en");
     private.chat_id = "dm".into();
     h.send(private).await;
     assert_eq!(
         h.channel.nth_final(4).await,
-        "Okay, I'll reply in en-US in this chat."
+        "Okay, I'll reply in English in this chat."
     );
     h.stop().await;
 }
@@ -305,4 +305,19 @@ async fn issue_13_single_user_deerflow_replies_in_the_default_users_language() {
     h.send(m).await;
     assert_eq!(h.channel.nth_final(1).await, ZH_NONE);
     h.stop().await;
+}
+
+/// Issue 14: a bare `/bootstrap` asks the agent in the chat's language; in English it keeps
+/// DeerFlow's own wording.
+#[tokio::test]
+async fn a_bare_bootstrap_asks_in_the_chats_language() {
+    for (tag, input) in [("en-US", "Initialize workspace"), ("zh-CN", "初始化工作区")] {
+        let h = Harness::with(Options::final_only().notification_locale(tag)).await;
+        h.say("/bootstrap").await;
+        h.channel.wait_finals(1).await;
+        let body = h.first_body("/runs/wait");
+        assert_eq!(body["input"]["messages"][0]["content"], input, "{tag}");
+        assert_eq!(body["context"]["is_bootstrap"], true);
+        h.stop().await;
+    }
 }

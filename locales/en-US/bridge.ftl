@@ -122,6 +122,12 @@ lang-set = Okay, I'll reply in { $locale } in this chat.
 lang-auto = This chat no longer has its own language. I'll reply in { $locale }.
 lang-not-allowed = Only this bot's admins can change the language in a group chat.
 lang-unsupported = I can't reply in { $tag } yet. Languages I can use: { $supported }
+# This language's name for itself, as a language picker shows it.
+locale-name = English
+# Joins the items of a list in a sentence (the quotes keep the space).
+list-separator = {", "}
+# What a bare /bootstrap asks the agent to do (DeerFlow's own wording in English).
+bootstrap-default-input = Initialize workspace
 
 ## /compact
 

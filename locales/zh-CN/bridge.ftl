@@ -116,6 +116,12 @@ lang-set = 好的，在这个聊天里我会用 { $locale } 回复。
 lang-auto = 这个聊天不再单独指定语言，我会用 { $locale } 回复。
 lang-not-allowed = 在群聊里，只有这个机器人的管理员可以更改语言。
 lang-unsupported = 我暂时还不能用 { $tag } 回复。可用的语言有：{ $supported }
+# 这门语言对自己的称呼，和语言选择器里显示的一样。
+locale-name = 简体中文
+# 句子里列举多项时用的分隔符。
+list-separator = 、
+# 只发送 /bootstrap 时交给智能体的请求。
+bootstrap-default-input = 初始化工作区
 
 ## /compact
 

@@ -156,6 +156,40 @@ impl Catalogs {
             .join(", ")
     }
 
+    /// How `locale` names itself ("English", "简体中文"); its tag when its catalog does
+    /// not say (an operator's added locale without `locale-name`).
+    pub fn locale_name(&self, locale: &Locale) -> String {
+        if self.has_message(locale, super::msg::LOCALE_NAME) {
+            self.text(locale, super::msg::LOCALE_NAME, &[])
+        } else {
+            locale.to_string()
+        }
+    }
+
+    /// `items` joined the way `locale` lists things in a sentence.
+    pub fn join_list<S: AsRef<str>>(&self, locale: &Locale, items: &[S]) -> String {
+        let separator = self.text(locale, super::msg::LIST_SEPARATOR, &[]);
+        let mut joined = String::new();
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                joined.push_str(&separator);
+            }
+            joined.push_str(item.as_ref());
+        }
+        joined
+    }
+
+    /// The supported languages for a reader of `locale`: each by its own name with the tag
+    /// to type, "English (en-US), 简体中文 (zh-CN)".
+    pub fn supported_names(&self, locale: &Locale) -> String {
+        let names: Vec<String> = self
+            .locales
+            .iter()
+            .map(|l| format!("{} ({l})", self.locale_name(l)))
+            .collect();
+        self.join_list(locale, &names)
+    }
+
     /// `en-US`.
     pub fn default_locale(&self) -> Locale {
         parse_tag(DEFAULT_LOCALE)

@@ -145,6 +145,12 @@ ids! {
     LANG_NOT_ALLOWED = "lang-not-allowed";
     /// An unsupported tag. `$tag`, `$supported`
     LANG_UNSUPPORTED = "lang-unsupported";
+    /// The locale's name for itself ("English", "简体中文"): how `/lang` names languages.
+    LOCALE_NAME = "locale-name";
+    /// What joins the items of a list in a sentence (", " in English, "、" in Chinese).
+    LIST_SEPARATOR = "list-separator";
+    /// What a bare `/bootstrap` asks the agent (agent input, in the chat's language).
+    BOOTSTRAP_DEFAULT_INPUT = "bootstrap-default-input";
 
     /// `/compact` with bad arguments. `$max`
     COMPACT_USAGE = "compact-usage";

@@ -426,7 +426,10 @@ async fn publish_final(
             m::RUN_FILES_CREATED,
             &[
                 ("count", Arg::Num(names.len() as i64)),
-                ("names", Arg::Str(&names.join("、"))),
+                (
+                    "names",
+                    Arg::Str(&inner.replier.catalogs().join_list(&locale, &names)),
+                ),
             ],
         )
     });

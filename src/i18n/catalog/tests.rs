@@ -68,22 +68,37 @@ fn formatting_has_no_isolation_marks_and_selects_plurals() {
         &[("count", Arg::Num(1)), ("names", Arg::Str("a.pdf"))],
     );
     assert_eq!(one, "Created a file: 📎 a.pdf");
+    let names = c.join_list(&en, &["a", "b"]);
     let two = c.text(
         &en,
         msg::RUN_FILES_CREATED,
-        &[("count", Arg::Num(2)), ("names", Arg::Str("a、b"))],
+        &[("count", Arg::Num(2)), ("names", Arg::Str(&names))],
     );
-    assert_eq!(two, "Created 2 files: 📎 a、b");
+    assert_eq!(two, "Created 2 files: 📎 a, b");
     assert!(!two.contains('\u{2068}') && !two.contains('\u{2069}'));
     let zh = loc(&c, "zh-CN");
+    let names = c.join_list(&zh, &["a", "b"]);
     assert_eq!(
         c.text(
             &zh,
             msg::RUN_FILES_CREATED,
-            &[("count", Arg::Num(2)), ("names", Arg::Str("a、b"))]
+            &[("count", Arg::Num(2)), ("names", Arg::Str(&names))]
         ),
         "已创建 2 个文件：📎 a、b"
     );
+}
+
+#[test]
+fn languages_go_by_their_own_names_and_lists_by_the_readers_separator() {
+    let c = Catalogs::embedded().unwrap();
+    let (en, zh) = (loc(&c, "en-US"), loc(&c, "zh-CN"));
+    assert_eq!(c.locale_name(&en), "English");
+    assert_eq!(c.locale_name(&zh), "简体中文");
+    assert_eq!(c.join_list(&en, &["x", "y", "z"]), "x, y, z");
+    assert_eq!(c.join_list(&zh, &["x", "y", "z"]), "x、y、z");
+    assert_eq!(c.join_list::<&str>(&en, &[]), "");
+    assert_eq!(c.supported_names(&en), "English (en-US), 简体中文 (zh-CN)");
+    assert_eq!(c.supported_names(&zh), "English (en-US)、简体中文 (zh-CN)");
 }
 
 #[test]

@@ -5,9 +5,6 @@ use super::Command;
 use crate::i18n::msg as m;
 use crate::manager::run::{self, TurnOptions};
 
-/// The text a bare `/bootstrap` sends to the agent (agent input, not a reply).
-const BOOTSTRAP_DEFAULT: &str = "Initialize workspace";
-
 /// `/bootstrap`.
 pub(super) const COMMAND: Command = Command {
     name: "bootstrap",
@@ -16,8 +13,13 @@ pub(super) const COMMAND: Command = Command {
     help: m::HELP_BOOTSTRAP,
     handler: |inner, msg, args| {
         Box::pin(async move {
+            // A bare `/bootstrap` asks in the chat's language ("Initialize workspace" in
+            // English, DeerFlow's own wording).
+            let default;
             let text = if args.is_empty() {
-                BOOTSTRAP_DEFAULT
+                let (locale, _) = inner.replier.locale_for(msg).await;
+                default = inner.replier.text(&locale, m::BOOTSTRAP_DEFAULT_INPUT, &[]);
+                default.as_str()
             } else {
                 args
             };

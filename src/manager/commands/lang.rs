@@ -40,7 +40,7 @@ async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition 
     let arg = args.trim();
     if arg.is_empty() {
         let (locale, source) = inner.replier.locale_for(msg).await;
-        let tag = locale.to_string();
+        let tag = inner.replier.catalogs().locale_name(&locale);
         inner
             .replier
             .reply(
@@ -68,7 +68,8 @@ async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition 
         match catalogs.negotiate(arg) {
             Some(locale) => Some(locale),
             None => {
-                let supported = catalogs.supported_list();
+                let (reader, _) = inner.replier.locale_for(msg).await;
+                let supported = catalogs.supported_names(&reader);
                 inner
                     .replier
                     .reply(
@@ -93,7 +94,7 @@ async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition 
     }
     // Confirm in the language now in effect.
     let (locale, _) = inner.replier.locale_for(msg).await;
-    let shown = locale.to_string();
+    let shown = inner.replier.catalogs().locale_name(&locale);
     let id = if chosen.is_some() {
         m::LANG_SET
     } else {
