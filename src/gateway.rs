@@ -18,6 +18,7 @@
 //! - `thread_id`: [`ThreadId`], which only the daemon knows;
 //! - `error`: [`GatewayError`] and the `(call, status, detail)` tables.
 
+mod artifacts;
 mod client;
 mod error;
 pub mod event;
@@ -29,6 +30,7 @@ pub mod sse;
 mod thread_id;
 mod uploads;
 
+pub use artifacts::{ARTIFACT_TIMEOUT, ArtifactError, OUTPUTS_DIR, is_output_path};
 pub use client::{GatewayClient, GatewayConfig, Owner, ThreadInfo};
 pub use error::{GatewayError, TransportKind};
 pub use event::RunEvent;

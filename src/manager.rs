@@ -18,6 +18,7 @@
 //! Transports are stopped by the daemon only after this returns, so a reply already under
 //! way can still land.
 
+mod artifacts;
 mod bindings;
 pub mod commands;
 mod dedupe;

@@ -15,6 +15,7 @@
 
 #![cfg(feature = "telegram")]
 
+mod artifacts;
 mod chains;
 mod harness;
 mod replicas;

@@ -19,6 +19,10 @@ run-files-created =
         [one] Created a file: 📎 { $names }
        *[other] Created { $count } files: 📎 { $names }
     }
+run-file-too-large = { $name } is too big to send here (the limit is { $limit } MB), so it isn't attached.
+run-file-missing = I couldn't find { $name } among the agent's files, so it isn't attached.
+run-file-unavailable = I couldn't fetch { $name } from the agent just now, so it isn't attached.
+run-file-refused = The chat app didn't accept { $name }, so it isn't attached.
 # Appended to the user's message for the agent when an attachment did not come through.
 run-attachment-unavailable = [The attachment “{ $name }” could not be read, so it is not included.]
 run-attachment-too-large = [The attachment “{ $name }” is too large to pass on, so it is not included.]

@@ -15,6 +15,10 @@ run-truncated = （回答太长，在这里截断了。）
 run-queued = 这个对话里还有一个请求在进行，它一结束我就开始处理你的消息。
 run-thinking = 正在处理…
 run-files-created = 已创建 { $count } 个文件：📎 { $names }
+run-file-too-large = { $name } 太大了，超过了这里 { $limit } MB 的上限，所以没有附上。
+run-file-missing = 在智能体的文件里找不到 { $name }，所以没有附上。
+run-file-unavailable = 暂时没能从智能体那里取到 { $name }，所以没有附上。
+run-file-refused = 聊天应用没有接收 { $name }，所以没有附上。
 run-attachment-unavailable = [附件“{ $name }”无法读取，未包含在内。]
 run-attachment-too-large = [附件“{ $name }”太大，无法转交，未包含在内。]
 

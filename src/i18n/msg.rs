@@ -34,6 +34,14 @@ ids! {
     RUN_THINKING = "run-thinking";
     /// Files the agent created. `$count`, `$names`
     RUN_FILES_CREATED = "run-files-created";
+    /// A presented file over the chat's upload limit. `$name`, `$limit` (whole MB)
+    RUN_FILE_TOO_LARGE = "run-file-too-large";
+    /// A presented file the Gateway does not have. `$name`
+    RUN_FILE_MISSING = "run-file-missing";
+    /// A presented file that could not be read (Gateway down, no room). `$name`
+    RUN_FILE_UNAVAILABLE = "run-file-unavailable";
+    /// A file the chat platform refused. `$name`
+    RUN_FILE_REFUSED = "run-file-refused";
     /// Appended to the text the agent reads: an attachment could not be read or stored.
     /// `$name`
     RUN_ATTACHMENT_UNAVAILABLE = "run-attachment-unavailable";

@@ -55,6 +55,16 @@ impl AttachmentBudget {
         }
     }
 
+    /// Gives back what `share` holds beyond `bytes` (a file reserved at its bound that
+    /// turned out smaller).
+    pub fn shrink(&self, share: &mut OwnedSemaphorePermit, bytes: u64) {
+        let keep = usize::try_from(bytes.div_ceil(UNIT).max(1)).unwrap_or(usize::MAX);
+        let held = share.num_permits();
+        if held > keep {
+            drop(share.split(held - keep));
+        }
+    }
+
     /// Reserves room for `bytes` (rounded up; never more than the whole budget), waiting
     /// up to `wait`; `None` when the room did not free up in time.
     pub async fn reserve(&self, bytes: u64, wait: Duration) -> Option<OwnedSemaphorePermit> {

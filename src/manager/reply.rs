@@ -17,6 +17,7 @@ use crate::gateway::{GatewayClient, Owner};
 use crate::i18n::{Arg, Catalogs, Locale};
 use crate::store::Store;
 
+use super::artifacts::Staged;
 use super::{ManagerConfig, Owners};
 
 /// How long an owner's language preference is reused.
@@ -167,12 +168,33 @@ impl Replier {
     /// it answers once it landed (in the store, bounded and pruned), so a later reply to
     /// either continues this conversation (issue 13, reply chains).
     pub async fn publish(&self, msg: &InboundMessage, out: OutboundMessage) {
-        let after = (out.is_final && msg.chat_kind == ChatKind::Group).then(|| {
-            let store = self.store.clone();
-            let key = super::conversation_key(msg);
-            let source = msg.thread_ts.clone();
+        self.publish_keeping(msg, out, None).await;
+    }
+
+    /// [`Replier::publish`], keeping `staged` (the final's attachment files and their
+    /// budget shares) until the reply was delivered.
+    pub(super) async fn publish_keeping(
+        &self,
+        msg: &InboundMessage,
+        out: OutboundMessage,
+        staged: Option<Staged>,
+    ) {
+        let chain = (out.is_final && msg.chat_kind == ChatKind::Group).then(|| {
+            (
+                self.store.clone(),
+                super::conversation_key(msg),
+                msg.thread_ts.clone(),
+            )
+        });
+        let after = (chain.is_some() || staged.is_some()).then(|| {
             let hook: AfterShown = Box::new(move |shown: Option<MessageId>| {
                 Box::pin(async move {
+                    if let Some(staged) = staged {
+                        staged.release();
+                    }
+                    let Some((store, key, source)) = chain else {
+                        return;
+                    };
                     let ids: Vec<&str> = source
                         .iter()
                         .chain(shown.as_ref())

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::artifacts::{self, Fetched, Source};
 use super::files;
 use super::params::{self, Layers, TurnFlags};
 use super::stream::{Accumulator, Throttle};
@@ -125,6 +126,7 @@ async fn stream_turn(
     request: &RunRequest,
     quiet: bool,
 ) -> (Disposition, RunStart) {
+    let source = Source { thread, owner };
     // When the placeholder is due, until some text was shown (placeholder channels only).
     let mut placeholder_at = inner
         .replier
@@ -174,7 +176,15 @@ async fn stream_turn(
             // The agent keeps working toward the goal in the same run: finish the message
             // so far, and show the continuation as a new one that says why it appears.
             let previous = acc.next_segment();
-            publish_final(inner, msg, previous, Ending::Complete, marker.as_deref()).await;
+            publish_final(
+                inner,
+                msg,
+                source,
+                previous,
+                Ending::Complete,
+                marker.as_deref(),
+            )
+            .await;
             placeholder_at = None;
             throttle = Throttle::default();
             let n = i64::try_from(acc.segment()).unwrap_or(i64::MAX);
@@ -201,7 +211,7 @@ async fn stream_turn(
         (false, true) => Ending::Failed,
         (false, false) => Ending::Complete,
     };
-    publish_final(inner, msg, turn, ending, marker.as_deref()).await;
+    publish_final(inner, msg, source, turn, ending, marker.as_deref()).await;
     metrics::counter!(names::RUNS, "outcome" => ending.outcome()).increment(1);
     (
         if failed {
@@ -294,6 +304,7 @@ async fn wait_turn(
     request: &RunRequest,
     quiet: bool,
 ) -> (Disposition, RunStart) {
+    let source = Source { thread, owner };
     // Registered so `/stop` can abort the call (there is no run id to address); the Gateway
     // cancels a run whose caller went away (on_disconnect=cancel).
     let running = inner
@@ -306,7 +317,7 @@ async fn wait_turn(
     drop(running);
     let Some(result) = result else {
         tracing::info!("Stopped waiting for the run on request.");
-        publish_final(inner, msg, Turn::default(), Ending::Stopped, None).await;
+        publish_final(inner, msg, source, Turn::default(), Ending::Stopped, None).await;
         metrics::counter!(names::RUNS, "outcome" => Ending::Stopped.outcome()).increment(1);
         return (Disposition::Keep, RunStart::Started);
     };
@@ -334,7 +345,7 @@ async fn wait_turn(
                 } else {
                     Ending::Complete
                 };
-                publish_final(inner, msg, turn, ending, marker.as_deref()).await;
+                publish_final(inner, msg, source, turn, ending, marker.as_deref()).await;
             }
             metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" }).increment(1);
             (
@@ -410,18 +421,26 @@ async fn continuation_marker(inner: &Inner, msg: &InboundMessage, n: i64, max: i
 async fn publish_final(
     inner: &Inner,
     msg: &InboundMessage,
+    source: Source<'_>,
     turn: Turn,
     ending: Ending,
     marker: Option<&str>,
 ) {
     let (locale, _) = inner.replier.locale_for(msg).await;
+    let caps = inner.replier.outbound().capabilities(&msg.channel_name);
+    // The files the agent presented, read back for a channel that can send files.
+    let fetched = match caps.map_or(0, |c| c.max_upload_bytes) {
+        0 => Fetched::default(),
+        _ if turn.artifacts.is_empty() => Fetched::default(),
+        limit => artifacts::fetch(inner, source, &locale, &turn.artifacts, limit).await,
+    };
     let files_line = (!turn.artifacts.is_empty()).then(|| {
         let names: Vec<&str> = turn
             .artifacts
             .iter()
-            .map(|p| p.rsplit('/').next().unwrap_or(p))
+            .map(|p| artifacts::base_name(p))
             .collect();
-        inner.replier.text(
+        let created = inner.replier.text(
             &locale,
             m::RUN_FILES_CREATED,
             &[
@@ -431,7 +450,12 @@ async fn publish_final(
                     Arg::Str(&inner.replier.catalogs().join_list(&locale, &names)),
                 ),
             ],
-        )
+        );
+        // Each file that is not attached says why, on a line of its own.
+        std::iter::once(created)
+            .chain(fetched.lines.iter().cloned())
+            .collect::<Vec<_>>()
+            .join("\n")
     });
     let wrote = !turn.text.trim().is_empty();
     let mut text = if wrote {
@@ -463,7 +487,7 @@ async fn publish_final(
         Some(line) => format!("{line}\n\n{text}"),
         None => text,
     };
-    let text = match inner.replier.outbound().capabilities(&msg.channel_name) {
+    let text = match caps {
         Some(caps) => {
             let max = inner.config.max_reply_messages.max(1);
             bounded(text, caps.length_unit, caps.max_message_len, max, || {
@@ -477,7 +501,11 @@ async fn publish_final(
         out.metadata
             .insert("pending_clarification".into(), true.into());
     }
-    inner.replier.publish(msg, out).await;
+    out.attachments = fetched.files;
+    inner
+        .replier
+        .publish_keeping(msg, out, fetched.staged)
+        .await;
 }
 
 #[cfg(test)]

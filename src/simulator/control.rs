@@ -57,6 +57,19 @@ impl Simulator {
             .push_back(script);
     }
 
+    /// Stores `bytes` as the output file at virtual `path` (e.g.
+    /// `/mnt/user-data/outputs/report.pdf`), served by `GET …/artifacts/{path}` to every
+    /// thread; a script presents it with [`Script::present_files`].
+    pub fn put_output(&self, path: impl Into<String>, bytes: impl Into<bytes::Bytes>) {
+        let mut state = self.state();
+        if state.outputs.len() >= super::state::MAX_OUTPUTS
+            && let Some(old) = state.outputs.keys().next().cloned()
+        {
+            state.outputs.remove(&old);
+        }
+        state.outputs.insert(path.into(), bytes.into());
+    }
+
     /// Queues `script` for the next run on any thread without a queued script of its own.
     pub fn script_next_run(&self, script: Script) {
         self.state().next_scripts.push_back(script);

@@ -38,6 +38,10 @@ pub(crate) fn router(sim: Simulator) -> Router {
         .route("/api/threads/{thread_id}/state", get(threads::state))
         .route("/api/threads/{thread_id}/compact", post(threads::compact))
         .route("/api/threads/{thread_id}/uploads", post(threads::upload))
+        .route(
+            "/api/threads/{thread_id}/artifacts/{*path}",
+            get(threads::artifact),
+        )
         .route("/api/threads/{thread_id}/runs", post(runs::create))
         .route("/api/threads/{thread_id}/runs/stream", post(runs::stream))
         .route("/api/threads/{thread_id}/runs/wait", post(runs::wait))

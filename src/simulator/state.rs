@@ -45,7 +45,13 @@ pub(crate) struct State {
     pub run_counter: u64,
     /// Per raw owner id: the locale `GET /api/user-preferences` reports (`None` = no field).
     pub locales: HashMap<String, Option<String>>,
+    /// Files under `/mnt/user-data/outputs/` by virtual path, served to every thread
+    /// (`GET …/artifacts/{path}`), bounded by [`MAX_OUTPUTS`].
+    pub outputs: HashMap<String, bytes::Bytes>,
 }
+
+/// Output files the simulator keeps; at the bound a new one replaces an arbitrary old one.
+pub(crate) const MAX_OUTPUTS: usize = 256;
 
 impl State {
     pub(crate) fn new(config: SimulatorConfig) -> Self {
@@ -59,6 +65,7 @@ impl State {
             finished: VecDeque::new(),
             run_counter: 0,
             locales: HashMap::new(),
+            outputs: HashMap::new(),
         }
     }
 

@@ -27,6 +27,41 @@ const DEFAULT_KEEP_MESSAGES: usize = 2;
 /// Uploads remembered per thread; the oldest is forgotten past this.
 pub(crate) const MAX_UPLOADS_PER_THREAD: usize = 256;
 
+/// `GET /api/threads/{id}/artifacts/{path}` (§7): an output file's bytes, or 404
+/// `Artifact not found: <path>` (also for any path outside the outputs, which the simulator
+/// never holds).
+pub(crate) async fn artifact(
+    State(sim): State<Simulator>,
+    axum::extract::Path((thread_id, path)): axum::extract::Path<(String, String)>,
+    Extension(caller): Extension<Caller>,
+) -> Response {
+    if !wire::valid_thread_id(&thread_id) {
+        return wire::bad_path_thread_id(&thread_id);
+    }
+    let virtual_path = format!("/{path}");
+    let bytes = {
+        let state = sim.state();
+        if !matches!(
+            state.visible(&thread_id, &caller),
+            super::state::Lookup::Found(_)
+        ) {
+            return wire::thread_not_found(&thread_id);
+        }
+        state.outputs.get(&virtual_path).cloned()
+    };
+    match bytes {
+        Some(bytes) => Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/octet-stream")
+            .body(axum::body::Body::from(bytes))
+            .unwrap_or_else(|_| wire::detail(StatusCode::INTERNAL_SERVER_ERROR, "response")),
+        None => wire::detail(
+            StatusCode::NOT_FOUND,
+            format!("Artifact not found: {virtual_path}"),
+        ),
+    }
+}
+
 /// `POST /api/threads/{id}/uploads` (§7): multipart field `files`, one part per file.
 pub(crate) async fn upload(call: ThreadCall, mut form: Multipart) -> Result<Response, Response> {
     call.found()?;

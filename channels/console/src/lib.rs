@@ -18,8 +18,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use im_bridge_channel::{
     Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, CommandVocabulary, Configured,
-    InboundMessage, InboundSink, Issues, LengthUnit, MessageId, Platform, Prepared, SendTarget,
-    SentMessage, Stage, Telemetry, UpdateMode,
+    InboundMessage, InboundSink, Issues, LengthUnit, MessageId, OutboundFile, Platform, Prepared,
+    SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
 };
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, BufReader};
@@ -76,7 +76,14 @@ pub struct ConsoleChannel {
     commands: CommandVocabulary,
     /// The adapter telemetry contract; connected while the input is being read.
     telemetry: Telemetry,
+    /// Where the files an agent presents are saved.
+    files_dir: std::path::PathBuf,
 }
+
+/// Where the console saves the agent's files, relative to the working directory.
+pub const FILES_DIR: &str = "im-bridge-files";
+/// The largest file the console saves.
+pub const MAX_FILE_BYTES: u64 = 50 * 1024 * 1024;
 
 impl std::fmt::Debug for ConsoleChannel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -125,7 +132,14 @@ impl ConsoleChannel {
             next_id: AtomicU64::new(1),
             commands: CommandVocabulary::default(),
             telemetry: Telemetry::new(NAME),
+            files_dir: FILES_DIR.into(),
         }
+    }
+
+    /// The same console saving the agent's files under `dir` (default [`FILES_DIR`]).
+    pub fn with_files_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.files_dir = dir.into();
+        self
     }
 
     /// The same console classifying lines with the daemon's `commands` (without them,
@@ -171,6 +185,7 @@ impl Channel for ConsoleChannel {
             updates,
             length_unit: LengthUnit::Chars,
             serialize_conversations: true,
+            max_upload_bytes: MAX_FILE_BYTES,
             ..Capabilities::final_only(usize::MAX)
         }
     }
@@ -221,6 +236,62 @@ impl Channel for ConsoleChannel {
         let line = status_line(id)?;
         self.telemetry
             .sending(self.renderer.finish(line, text).await)
+    }
+
+    /// Copies the file into the files directory (a free name: `report (2).pdf` when
+    /// `report.pdf` is taken) and prints where it went.
+    async fn send_file(&self, _: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+        let saved = self.save(file).await;
+        let saved = match saved {
+            Ok(path) => path,
+            Err(error) => {
+                self.telemetry.error(Stage::Sending);
+                return Err(error);
+            }
+        };
+        let shown = std::path::absolute(&saved).unwrap_or(saved);
+        let line = format!("📎 {} → {}", file.filename, shown.display());
+        self.telemetry
+            .sending(self.renderer.print(&line).await.map(drop))
+    }
+}
+
+impl ConsoleChannel {
+    async fn save(&self, file: &OutboundFile) -> ChannelResult<std::path::PathBuf> {
+        tokio::fs::create_dir_all(&self.files_dir)
+            .await
+            .map_err(ChannelError::Io)?;
+        let name =
+            im_bridge_channel::safe_file_name(&file.filename, 200).unwrap_or_else(|| "file".into());
+        let (stem, ext) = match name.rsplit_once('.') {
+            Some((stem, ext)) if !stem.is_empty() => (stem.to_owned(), format!(".{ext}")),
+            _ => (name.clone(), String::new()),
+        };
+        for n in 1..1000u32 {
+            let candidate = match n {
+                1 => self.files_dir.join(&name),
+                n => self.files_dir.join(format!("{stem} ({n}){ext}")),
+            };
+            // `create_new` claims the name atomically; the copy then fills it.
+            match tokio::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&candidate)
+                .await
+            {
+                Ok(_) => {
+                    tokio::fs::copy(&file.path, &candidate)
+                        .await
+                        .map_err(ChannelError::Io)?;
+                    return Ok(candidate);
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(error) => return Err(ChannelError::Io(error)),
+            }
+        }
+        Err(ChannelError::Rejected {
+            reason: "no free file name".into(),
+        })
     }
 }
 

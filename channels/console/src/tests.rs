@@ -211,3 +211,37 @@ fn posix_locales_become_hints() {
     assert_eq!(locale_hint_from_posix("C.UTF-8"), None);
     assert_eq!(locale_hint_from_posix("POSIX"), None);
 }
+
+#[tokio::test]
+async fn an_agents_file_is_saved_and_its_place_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let staged = dir.path().join("staged.pdf");
+    std::fs::write(&staged, b"%PDF").unwrap();
+    let files = dir.path().join("saved");
+    let (_user, input) = duplex(64);
+    let (output, mut screen) = duplex(4096);
+    let console = ConsoleChannel::with_io(BufReader::new(input), output, false, "u", None)
+        .with_files_dir(&files);
+    let file = OutboundFile {
+        path: staged,
+        filename: "report.pdf".into(),
+        mime_type: "application/pdf".into(),
+        size: 4,
+        is_image: false,
+        if_refused: None,
+    };
+    let msg = InboundMessage::new(NAME, "console", "u", "hi").reply("", true);
+    let target = SendTarget::from(&msg);
+    console.send_file(target, &file).await.unwrap();
+    console.send_file(target, &file).await.unwrap();
+    assert_eq!(std::fs::read(files.join("report.pdf")).unwrap(), b"%PDF");
+    assert_eq!(
+        std::fs::read(files.join("report (2).pdf")).unwrap(),
+        b"%PDF"
+    );
+    drop(console);
+    let mut shown = String::new();
+    screen.read_to_string(&mut shown).await.unwrap();
+    assert!(shown.contains("📎 report.pdf → "), "{shown}");
+    assert!(shown.contains("report (2).pdf"), "{shown}");
+}

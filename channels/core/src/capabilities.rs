@@ -98,6 +98,10 @@ pub struct Capabilities {
     /// Answer every admitted message at once with a localized "working on it" reply that
     /// later updates and the final replace (Telegram's placeholder).
     pub working_placeholder: bool,
+    /// The largest file [`Channel::send_file`](crate::Channel::send_file) can deliver, in
+    /// bytes; 0 = the channel sends no files (the files an agent presents are then only
+    /// named in the reply).
+    pub max_upload_bytes: u64,
 }
 
 impl Capabilities {
@@ -113,6 +117,7 @@ impl Capabilities {
             reply_window: None,
             serialize_conversations: false,
             working_placeholder: false,
+            max_upload_bytes: 0,
         }
     }
 

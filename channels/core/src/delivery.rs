@@ -207,6 +207,12 @@ impl Delivery {
         for file in &msg.attachments {
             if let Err(error) = stack.send_file(target, file).await {
                 tracing::warn!(channel = self.channel.name(), %error, "Uploading an attachment failed.");
+                // Never silent: the reader is told which file did not come.
+                if let Some(line) = &file.if_refused
+                    && let Err(error) = stack.send_text(target, line).await
+                {
+                    tracing::warn!(channel = self.channel.name(), %error, "Telling the chat a file was refused failed.");
+                }
             }
         }
         Ok(shown)

@@ -260,6 +260,10 @@ pub struct OutboundFile {
     pub size: u64,
     /// Whether the MIME type starts with `image/`.
     pub is_image: bool,
+    /// A localized line the delivery engine sends instead when the platform refuses the
+    /// file, so a refusal is never silent.
+    #[serde(default)]
+    pub if_refused: Option<String>,
 }
 
 /// A reply the daemon publishes to a channel (spec manager §2.2).

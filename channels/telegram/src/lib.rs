@@ -80,6 +80,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     reply_window: None,
     serialize_conversations: false,
     working_placeholder: true,
+    // Photos up to 10 MB go as photos, everything up to 50 MB as a document.
+    max_upload_bytes: outbound::MAX_DOCUMENT_BYTES,
 };
 
 /// The registry entry: `channels.telegram`.

@@ -141,6 +141,7 @@ fn attachment(dir: &tempfile::TempDir, name: &str, bytes: &[u8], mime: &str) -> 
         mime_type: mime.into(),
         size: bytes.len() as u64,
         is_image: mime.starts_with("image/"),
+        if_refused: None,
     }
 }
 
@@ -210,6 +211,7 @@ async fn oversized_files_are_refused_before_upload() {
         mime_type: "application/octet-stream".into(),
         size: 1,
         is_image: false,
+        if_refused: None,
     };
     let reply = Reply::to("5");
     let e = channel.send_file(reply.target(), &huge).await.unwrap_err();

@@ -227,6 +227,7 @@ pub(crate) fn attachment(name: &str) -> OutboundFile {
         mime_type: "text/plain".into(),
         size: 1,
         is_image: false,
+        if_refused: None,
     }
 }
 

@@ -478,3 +478,27 @@ async fn a_slower_answer_shows_its_newest_text_when_the_hold_runs_out() {
         Some(&(secs(0.6), Call::Finish("m1".into(), "Hello, world.".into())))
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_file_is_named_in_the_chat_by_its_line() {
+    let (rec, d) = engine(Capabilities::final_only(100));
+    let mut msg = out("here", true);
+    let mut refused = attachment("a.pdf");
+    refused.if_refused = Some("The chat did not take a.pdf.".into());
+    msg.attachments = vec![refused, attachment("b.txt")];
+    rec.fail(
+        Op::File,
+        ChannelError::Rejected {
+            reason: "too big".into(),
+        },
+    );
+    d.deliver(&msg).await.unwrap();
+    assert_eq!(
+        rec.calls(),
+        [
+            Call::Send("here".into()),
+            Call::Send("The chat did not take a.pdf.".into()),
+            Call::File("b.txt".into()),
+        ]
+    );
+}
