@@ -2,7 +2,7 @@
 //! adapter it serves (STYLE habit 5):
 //!
 //! - [`telegram`] — the Telegram Bot API: long polling, webhook delivery, messages, edits,
-//!   uploads, scripted failures.
+//!   uploads, the HTML parse mode, scripted failures.
 //!
 //! And the checks every adapter's tests share:
 //!

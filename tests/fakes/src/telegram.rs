@@ -10,7 +10,10 @@
 //! an update is queued or its `timeout` expires, and an `offset` confirms every lower
 //! update for good; polling while a webhook is set is a 409 conflict; texts must be 1 to
 //! 4096 UTF-16 code units; editing to the same text is "message is not modified"; editing
-//! an unknown message is "message to edit not found".
+//! an unknown message is "message to edit not found". With `parse_mode: "HTML"` a text or
+//! caption is parsed as Telegram does (a malformed one is "can't parse entities"), its
+//! limit counts the visible text, and the message keeps the visible text and its
+//! [`Entity`]s.
 //!
 //! Test hooks: [`FakeTelegram::inject`] queues a user's message ([`Incoming`]),
 //! [`FakeTelegram::forget_offset`] redelivers what was already confirmed,
@@ -34,13 +37,16 @@
 //! calls and do not appear in [`FakeTelegram::calls`].
 //!
 //! Children: `incoming` builds the updates a test injects; `methods` answers the
-//! immediate methods; `files` holds the files, answers `getFile` and serves downloads;
+//! immediate methods; `html` parses the HTML parse mode into visible text and `entity`s;
+//! `files` holds the files, answers `getFile` and serves downloads;
 //! `flood` is the opt-in token-bucket limiter in front of the writes;
 //! `server` is the HTTP edge (routing, parameter parsing, the held `getUpdates`, call
 //! recording).
 
+mod entity;
 mod files;
 mod flood;
+mod html;
 mod incoming;
 mod methods;
 mod server;
@@ -58,6 +64,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+pub use entity::Entity;
 pub use flood::{FloodLimits, Rate};
 pub use incoming::Incoming;
 
@@ -69,6 +76,8 @@ pub const BOT_USERNAME: &str = "ThisBot";
 pub const BOT_ID: i64 = 7_000_000_001;
 /// Telegram's message length limit in UTF-16 code units.
 pub const MAX_TEXT_UTF16: usize = 4096;
+/// Telegram's caption length limit in UTF-16 code units (checked under a `parse_mode`).
+pub const MAX_CAPTION_UTF16: usize = 1024;
 /// Longest a `getUpdates` is held, whatever its `timeout` says.
 const MAX_POLL_HOLD: Duration = Duration::from_secs(60);
 /// Most updates one `getUpdates` returns.
@@ -119,6 +128,11 @@ impl Call {
         self.params.get("text").and_then(Value::as_str)
     }
 
+    /// `params.parse_mode` as a string (`None` when absent).
+    pub fn parse_mode(&self) -> Option<&str> {
+        self.params.get("parse_mode").and_then(Value::as_str)
+    }
+
     /// An integer parameter (number or numeric string).
     pub fn int(&self, key: &str) -> Option<i64> {
         methods::int(&self.params, key)
@@ -137,8 +151,11 @@ pub struct BotMessage {
     pub chat_id: i64,
     /// Its id.
     pub message_id: i64,
-    /// Current text (caption for files).
+    /// Current text (caption for files), as shown: with a `parse_mode`, the visible text.
     pub text: String,
+    /// The entities of `text` from its `parse_mode` (none without one), sorted as Telegram
+    /// sorts them.
+    pub entities: Vec<Entity>,
     /// The message it replies to.
     pub reply_to: Option<i64>,
     /// `text`, `photo` or `document`.
@@ -420,6 +437,9 @@ impl FakeTelegram {
             {
                 r["from"] = self.shared.bot.clone();
                 r["text"] = json!(m.text);
+                if !m.entities.is_empty() {
+                    r["entities"] = methods::entities_json(&m.entities);
+                }
             }
             r
         });
@@ -487,7 +507,8 @@ impl FakeTelegram {
             .collect()
     }
 
-    /// The bot's messages in `chat_id`, oldest first, as they look now.
+    /// The bot's messages in `chat_id`, oldest first, as they look now (visible text and
+    /// entities).
     pub fn bot_messages(&self, chat_id: i64) -> Vec<BotMessage> {
         self.shared
             .lock()

@@ -1,10 +1,17 @@
 //! The Bot API methods the fake answers, each a function from parsed parameters to an
 //! API answer. `getUpdates` is in `server` (it waits) and `getFile` in `files`; everything
 //! here is immediate.
+//!
+//! A text or caption goes through [`formatted`] first: without `parse_mode` it is kept as
+//! sent; with `"HTML"` (any case) it becomes its visible text and entities (`html`), and
+//! the length limits count that visible text; any other mode, Markdown included, is a 400
+//! "unsupported parse_mode" (the fake does not play Markdown).
 
 use serde_json::{Value, json};
 
-use super::{Answer, BotMessage, Inner, MAX_TEXT_UTF16};
+use super::entity::Entity;
+use super::html;
+use super::{Answer, BotMessage, Inner, MAX_CAPTION_UTF16, MAX_TEXT_UTF16};
 
 /// Reads an integer parameter given as a number or a numeric string (form fields).
 pub(super) fn int(params: &Value, key: &str) -> Option<i64> {
@@ -28,15 +35,49 @@ fn bad_request(description: &str) -> Answer {
     Answer::error(400, description)
 }
 
-fn check_text(text: Option<&str>) -> Result<String, Answer> {
-    let text = text.unwrap_or("");
+/// `params[field]` as Telegram shows it under `params.parse_mode`: the visible text and
+/// its entities, or the 400 for a text it cannot parse or a mode it does not know. The
+/// second value says whether a parse mode was given.
+fn formatted(params: &Value, field: &str) -> Result<(String, Vec<Entity>, bool), Answer> {
+    let raw = params.get(field).and_then(Value::as_str).unwrap_or("");
+    match params
+        .get("parse_mode")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+    {
+        "" => Ok((raw.to_owned(), Vec::new(), false)),
+        mode if mode.eq_ignore_ascii_case("html") => html::parse(raw)
+            .map(|(text, entities)| (text, entities, true))
+            .map_err(|e| bad_request(&e.description())),
+        _ => Err(bad_request("Bad Request: unsupported parse_mode")),
+    }
+}
+
+/// The visible text and entities of a message's `text`, 1 to 4096 UTF-16 units.
+fn check_text(params: &Value) -> Result<(String, Vec<Entity>), Answer> {
+    let (text, entities, _) = formatted(params, "text")?;
     if text.trim().is_empty() {
         return Err(bad_request("Bad Request: message text is empty"));
     }
     if text.encode_utf16().count() > MAX_TEXT_UTF16 {
         return Err(bad_request("Bad Request: message is too long"));
     }
-    Ok(text.to_owned())
+    Ok((text, entities))
+}
+
+/// The visible caption and its entities. Its 1024-unit limit is checked only under a
+/// parse mode, so calls without one behave as before.
+fn check_caption(params: &Value) -> Result<(String, Vec<Entity>), Answer> {
+    let (caption, entities, parsed) = formatted(params, "caption")?;
+    if parsed && caption.encode_utf16().count() > MAX_CAPTION_UTF16 {
+        return Err(bad_request("Bad Request: message caption is too long"));
+    }
+    Ok((caption, entities))
+}
+
+/// Entities as the Bot API answers them.
+pub(super) fn entities_json(entities: &[Entity]) -> Value {
+    Value::Array(entities.iter().map(Entity::to_json).collect())
 }
 
 fn chat_json(chat_id: i64) -> Value {
@@ -64,7 +105,12 @@ fn message_json(inner: &Inner, m: &BotMessage, bot: &Value) -> Value {
     });
     let file = json!({"file_id": m.file_id, "file_unique_id": format!("u-{}", m.file_id)});
     match m.kind {
-        "text" => v["text"] = json!(m.text),
+        "text" => {
+            v["text"] = json!(m.text);
+            if !m.entities.is_empty() {
+                v["entities"] = entities_json(&m.entities);
+            }
+        }
         // A photo is every size Telegram made of it; the fake makes one.
         "photo" => {
             let mut size = file;
@@ -73,6 +119,13 @@ fn message_json(inner: &Inner, m: &BotMessage, bot: &Value) -> Value {
             v["photo"] = json!([size]);
         }
         kind => v[kind] = file,
+    }
+    // A file's caption, as Telegram answers it: omitted when empty, like its entities.
+    if m.kind != "text" && !m.text.is_empty() {
+        v["caption"] = json!(m.text);
+        if !m.entities.is_empty() {
+            v["caption_entities"] = entities_json(&m.entities);
+        }
     }
     if let Some(reply) = m.reply_to {
         v["reply_to_message"] =
@@ -85,8 +138,8 @@ pub(super) fn send_message(inner: &mut Inner, params: &Value, bot: &Value) -> An
     let Some(chat_id) = int(params, "chat_id") else {
         return bad_request("Bad Request: chat_id is empty");
     };
-    let text = match check_text(params.get("text").and_then(Value::as_str)) {
-        Ok(text) => text,
+    let (text, entities) = match check_text(params) {
+        Ok(checked) => checked,
         Err(answer) => return answer,
     };
     // Telegram refuses a topic the chat does not have.
@@ -99,6 +152,7 @@ pub(super) fn send_message(inner: &mut Inner, params: &Value, bot: &Value) -> An
         chat_id,
         message_id: inner.next_message_id(),
         text,
+        entities,
         reply_to: reply_target(params),
         kind: "text",
         file_id: String::new(),
@@ -130,8 +184,8 @@ pub(super) fn edit_message_text(inner: &mut Inner, params: &Value, bot: &Value) 
     else {
         return bad_request("Bad Request: message identifier is not specified");
     };
-    let text = match check_text(params.get("text").and_then(Value::as_str)) {
-        Ok(text) => text,
+    let (text, entities) = match check_text(params) {
+        Ok(checked) => checked,
         Err(answer) => return answer,
     };
     let Some(index) = inner
@@ -144,12 +198,14 @@ pub(super) fn edit_message_text(inner: &mut Inner, params: &Value, bot: &Value) 
     if inner.messages[index].kind != "text" {
         return bad_request("Bad Request: there is no text in the message to edit");
     }
-    if inner.messages[index].text == text {
+    // A change of entities alone is a change, as in Telegram.
+    if inner.messages[index].text == text && inner.messages[index].entities == entities {
         return bad_request(
             "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
         );
     }
     inner.messages[index].text = text;
+    inner.messages[index].entities = entities;
     inner.messages[index].edits += 1;
     let message = inner.messages[index].clone();
     Answer::ok(message_json(inner, &message, bot))
@@ -165,6 +221,10 @@ pub(super) fn send_file(
     let Some(chat_id) = int(params, "chat_id") else {
         return bad_request("Bad Request: chat_id is empty");
     };
+    let (caption, entities) = match check_caption(params) {
+        Ok(checked) => checked,
+        Err(answer) => return answer,
+    };
     let limit: u64 = if field == "photo" { 10 << 20 } else { 50 << 20 };
     let file_id = match (bytes, params.get(field)) {
         (Some(bytes), _) => {
@@ -179,11 +239,8 @@ pub(super) fn send_file(
     let message = BotMessage {
         chat_id,
         message_id: inner.next_message_id(),
-        text: params
-            .get("caption")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned(),
+        text: caption,
+        entities,
         reply_to: reply_target(params),
         kind: field,
         file_id,
@@ -240,4 +297,176 @@ pub(super) fn set_webhook(inner: &mut Inner, params: &Value) -> Answer {
         inner.webhook = Some((url.to_owned(), secret));
     }
     Answer::ok(json!(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telegram::{FakeTelegram, TOKEN};
+
+    const CHAT: i64 = 42;
+    const NOT_MODIFIED: &str = "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message";
+
+    /// Calls `method` with `params`: the status and the whole answer.
+    async fn call(fake: &FakeTelegram, method: &str, params: Value) -> (u16, Value) {
+        let response = reqwest::Client::new()
+            .post(format!("{}/bot{TOKEN}/{method}", fake.api_url()))
+            .json(&params)
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.json().await.unwrap())
+    }
+
+    async fn send_html(fake: &FakeTelegram, text: &str) -> (u16, Value) {
+        let params = json!({"chat_id": CHAT, "text": text, "parse_mode": "HTML"});
+        call(fake, "sendMessage", params).await
+    }
+
+    fn bad(description: &str) -> (u16, Value) {
+        (
+            400,
+            json!({"ok": false, "error_code": 400, "description": description}),
+        )
+    }
+
+    #[tokio::test]
+    async fn html_is_stored_and_answered_as_visible_text_and_entities() {
+        let fake = FakeTelegram::start().await.unwrap();
+        let (status, body) = send_html(&fake, "<b>Hi</b> &amp; <i>😀</i>").await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["result"]["text"], "Hi & 😀");
+        assert_eq!(
+            body["result"]["entities"],
+            json!([{"type": "bold", "offset": 0, "length": 2},
+                   {"type": "italic", "offset": 5, "length": 2}])
+        );
+        let messages = fake.bot_messages(CHAT);
+        assert_eq!(messages[0].text, "Hi & 😀");
+        assert_eq!(
+            messages[0].entities,
+            [Entity::new("bold", 0, 2), Entity::new("italic", 5, 2)]
+        );
+        let sent = &fake.calls_to("sendMessage")[0];
+        assert_eq!(sent.parse_mode(), Some("HTML"));
+        assert_eq!(
+            sent.text(),
+            Some("<b>Hi</b> &amp; <i>😀</i>"),
+            "the call keeps what was sent"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_parse_mode_the_text_is_kept_as_sent() {
+        let fake = FakeTelegram::start().await.unwrap();
+        let params = json!({"chat_id": CHAT, "text": "<b>a & b"});
+        let (status, body) = call(&fake, "sendMessage", params).await;
+        assert_eq!(status, 200);
+        assert_eq!(body["result"]["text"], "<b>a & b");
+        assert!(body["result"].get("entities").is_none());
+        assert_eq!(fake.bot_messages(CHAT)[0].entities, []);
+        assert_eq!(fake.calls()[0].parse_mode(), None);
+    }
+
+    #[tokio::test]
+    async fn malformed_html_markdown_and_empty_visible_texts_are_refused_and_store_nothing() {
+        let fake = FakeTelegram::start().await.unwrap();
+        assert_eq!(
+            send_html(&fake, "<b>bold").await,
+            bad(
+                "Bad Request: can't parse entities: Can't find end tag corresponding to start tag \"b\""
+            )
+        );
+        assert_eq!(
+            send_html(&fake, "1 < 2").await,
+            bad("Bad Request: can't parse entities: Unsupported start tag \"\" at byte offset 2")
+        );
+        assert_eq!(
+            send_html(&fake, "<b> </b><i></i>").await,
+            bad("Bad Request: message text is empty")
+        );
+        let markdown = json!({"chat_id": CHAT, "text": "*b*", "parse_mode": "MarkdownV2"});
+        assert_eq!(
+            call(&fake, "sendMessage", markdown).await,
+            bad("Bad Request: unsupported parse_mode")
+        );
+        assert!(fake.bot_messages(CHAT).is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_length_limit_counts_the_visible_text() {
+        let fake = FakeTelegram::start().await.unwrap();
+        // 4096 visible units (2048 emoji of two units each), far more bytes with the tags.
+        let full = format!("<b>{}</b>", "&#x1F600;".repeat(2048));
+        assert_eq!(send_html(&fake, &full).await.0, 200);
+        let message = &fake.bot_messages(CHAT)[0];
+        assert_eq!(message.text.encode_utf16().count(), MAX_TEXT_UTF16);
+        assert_eq!(message.entities, [Entity::new("bold", 0, MAX_TEXT_UTF16)]);
+        let over = format!("<b>{}</b>x", "😀".repeat(2048));
+        assert_eq!(
+            send_html(&fake, &over).await,
+            bad("Bad Request: message is too long")
+        );
+    }
+
+    #[tokio::test]
+    async fn an_edit_with_the_same_text_and_entities_is_not_modified_but_new_entities_are_a_change()
+    {
+        let fake = FakeTelegram::start().await.unwrap();
+        let (_, sent) = send_html(&fake, "<b>done</b>").await;
+        let id = sent["result"]["message_id"].clone();
+        let edit = |text: &str| json!({"chat_id": CHAT, "message_id": id, "text": text, "parse_mode": "html"});
+        assert_eq!(
+            call(&fake, "editMessageText", edit("<strong>done</strong>")).await,
+            bad(NOT_MODIFIED),
+            "another spelling of the same entities"
+        );
+        let (status, body) = call(&fake, "editMessageText", edit("<i>done</i>")).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body["result"]["entities"],
+            json!([{"type": "italic", "offset": 0, "length": 4}])
+        );
+        // Dropping the entities is a change too; then the plain text is not one.
+        let plain = json!({"chat_id": CHAT, "message_id": id, "text": "done"});
+        assert_eq!(call(&fake, "editMessageText", plain.clone()).await.0, 200);
+        assert_eq!(
+            call(&fake, "editMessageText", plain).await,
+            bad(NOT_MODIFIED)
+        );
+        let message = &fake.bot_messages(CHAT)[0];
+        assert_eq!((message.text.as_str(), message.edits), ("done", 2));
+        assert!(message.entities.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_caption_is_parsed_with_its_own_limit() {
+        let fake = FakeTelegram::start().await.unwrap();
+        let photo = fake.add_file(b"png".to_vec());
+        let with = |caption: &str| json!({"chat_id": CHAT, "photo": photo, "caption": caption, "parse_mode": "HTML"});
+        let (status, body) = call(&fake, "sendPhoto", with("<u>sky</u> &lt;3")).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["result"]["caption"], "sky <3");
+        assert_eq!(
+            body["result"]["caption_entities"],
+            json!([{"type": "underline", "offset": 0, "length": 3}])
+        );
+        assert_eq!(
+            fake.bot_messages(CHAT)[0].entities,
+            [Entity::new("underline", 0, 3)]
+        );
+        let long = format!("<b>{}</b>", "a".repeat(MAX_CAPTION_UTF16));
+        assert_eq!(call(&fake, "sendPhoto", with(&long)).await.0, 200);
+        assert_eq!(
+            call(&fake, "sendPhoto", with(&format!("{long}!"))).await,
+            bad("Bad Request: message caption is too long")
+        );
+        assert_eq!(
+            call(&fake, "sendPhoto", with("<i>oops")).await,
+            bad(
+                "Bad Request: can't parse entities: Can't find end tag corresponding to start tag \"i\""
+            )
+        );
+        assert_eq!(fake.bot_messages(CHAT).len(), 2);
+    }
 }
