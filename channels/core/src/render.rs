@@ -7,7 +7,7 @@
 //! well-formed in such a markup, so this module works on the rendered form instead:
 //!
 //! 1. `doc.rs` parses the Markdown with pulldown-cmark (strikethrough, tables and task
-//!    lists on) into a [`Doc`](doc::Doc): the visible text, and runs of it with the styles
+//!    lists on) into a `Doc`: the visible text, and runs of it with the styles
 //!    they are shown in (bold, italic, strike, inline code, link, code block with its
 //!    language, block quote), outermost first. Constructs the markup has no tag for degrade
 //!    to readable text there (headings bold, lists "• "/"1. " lines, tables " | " rows).
