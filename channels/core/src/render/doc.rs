@@ -152,7 +152,7 @@ struct Builder {
     /// One entry per open `Start` tag: whether it opened a style.
     contexts: Vec<bool>,
     /// The styles open, outermost first. Each kind is open once at most (see
-    /// [`Builder::style`]), so this holds seven frames at most, however deep the nesting.
+    /// [`Builder::style`]), so this holds six frames at most, however deep the nesting.
     frames: Vec<Frame>,
     /// The separator owed before the next visible text, and in how many of the open
     /// styles it is written (the fewest of those asked for: the ones the blocks share).
@@ -315,8 +315,8 @@ impl Builder {
         self.pop_context();
     }
 
-    /// The context for `frame`: none if the same style is open already (Telegram refuses
-    /// nothing there, but it shows nothing either), or for a quote inside a quote.
+    /// The context for `frame`: none if the same style is open already (it would show
+    /// nothing more), so a quote inside a quote is not one either (Telegram refuses it).
     fn style(&self, frame: Frame) -> Option<Frame> {
         (!self.active(|f| *f == frame)).then_some(frame)
     }
