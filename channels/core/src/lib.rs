@@ -19,6 +19,7 @@ mod inbound;
 mod menu;
 mod message;
 pub mod registry;
+pub mod render;
 mod secret;
 pub mod telemetry;
 pub mod webhook;

@@ -1,0 +1,111 @@
+//! Rendering the agent's Markdown in a platform's markup, split into messages that are each
+//! well-formed.
+//!
+//! The agent writes Markdown; a platform shows its own markup (Telegram: a small HTML
+//! subset) and counts its length limit on what the reader sees, after the markup is taken
+//! out. Cutting Markdown source (as [`split`](crate::split) does) cannot keep every message
+//! well-formed in such a markup, so this module works on the rendered form instead:
+//!
+//! 1. `doc.rs` parses the Markdown with pulldown-cmark (strikethrough, tables and task
+//!    lists on) into a `Doc`: the visible text, and runs of it with the styles
+//!    they are shown in (bold, italic, strike, inline code, link, code block with its
+//!    language, block quote), outermost first. Constructs the markup has no tag for degrade
+//!    to readable text there (headings bold, lists "• "/"1. " lines, tables " | " rows).
+//!    Raw HTML in the Markdown is text.
+//! 2. `cut.rs` cuts the visible text by its length in the platform's unit, preferring
+//!    paragraph breaks, then line breaks, then spaces, then grapheme cluster boundaries
+//!    (an emoji sequence stays whole), then code points.
+//! 3. `emit.rs` writes each piece in the markup: every tag open at a cut is closed at the
+//!    end of its message and opened again at the start of the next one (a code block with
+//!    its language), so every message is well-formed on its own.
+//!
+//! Both text and markup come from one representation, so a message's [`Rendered::plain`]
+//! is exactly its [`Rendered::text`] with the tags taken out and the entities decoded:
+//! what the platform shows and measures.
+//!
+//! Children:
+//! - `doc.rs`: Markdown to the intermediate form (visible text + styled runs).
+//! - `cut.rs`: where messages are cut, by visible length.
+//! - `emit.rs`: one message's markup from a range of the intermediate form.
+//! - `check.rs` (tests only): a well-formedness checker as strict as Telegram.
+//! - `tests.rs`: unit and property tests.
+
+mod cut;
+mod doc;
+mod emit;
+
+#[cfg(test)]
+mod check;
+
+use serde::Serialize;
+
+use crate::capabilities::LengthUnit;
+
+/// What a cut preview ends with, when the limit leaves room for it.
+pub const ELLIPSIS: &str = "…";
+
+/// The markup a channel shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Markup {
+    /// No markup: the visible text only (links as "text (url)").
+    Plain,
+    /// Telegram's HTML parse mode (`parse_mode: "HTML"`).
+    TelegramHtml,
+}
+
+/// One message of a rendered reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rendered {
+    /// The message text in the markup (what is sent).
+    pub text: String,
+    /// What the reader sees: the text with the markup taken out (entities decoded).
+    /// Platforms count their length limit on this (Telegram: "1-4096 characters after
+    /// entities parsing"), and it is what a plain-text resend sends. For
+    /// [`Markup::Plain`] it equals `text`.
+    pub plain: String,
+}
+
+/// A final: `markdown` rendered in `markup`, split into messages whose `plain` is at most
+/// `limit` `unit`s each.
+///
+/// A message never starts or ends with whitespace (a platform would trim it), except the
+/// indentation of a code line at the start of a message; a message that would be blank is
+/// not produced, so the blank text gives no message. Every message is within the limit
+/// whenever the limit can hold one code point (4 bytes, 2 UTF-16 units, 1 char); below
+/// that, a message over the limit holds a single code point.
+pub fn render(markdown: &str, markup: Markup, unit: LengthUnit, limit: usize) -> Vec<Rendered> {
+    let doc = doc::Doc::parse(markdown, markup, false);
+    cut::chunks(&doc, unit, limit)
+        .into_iter()
+        .map(|range| emit::emit(&doc, range, markup))
+        .collect()
+}
+
+/// A partial of a reply still being written: ONE message, well-formed, cut to `limit`
+/// `unit`s with [`ELLIPSIS`] if longer (the ellipsis counts within the limit; a limit
+/// too small for it gives a prefix without it, possibly empty).
+///
+/// A fenced code block still open at the end of the text is shown as plain text, its
+/// fence included, until it closes; the other constructs that are not balanced yet
+/// (`` `code ``, `**bold`, a half-written `[link](`) are text to the Markdown parser
+/// anyway. So the preview of a text being written does not flip between markups, and an
+/// edit is never refused for its markup.
+pub fn render_preview(markdown: &str, markup: Markup, unit: LengthUnit, limit: usize) -> Rendered {
+    let doc = doc::Doc::parse(markdown, markup, true);
+    let whole = cut::whole(&doc);
+    if unit.measure(&doc.visible[whole.clone()]) <= limit {
+        return emit::emit(&doc, whole, markup);
+    }
+    let room = limit.checked_sub(unit.measure(ELLIPSIS));
+    let end = cut::prefix(&doc, whole.start, unit, room.unwrap_or(limit));
+    let mut rendered = emit::emit(&doc, whole.start..end, markup);
+    if room.is_some() {
+        rendered.text.push_str(ELLIPSIS);
+        rendered.plain.push_str(ELLIPSIS);
+    }
+    rendered
+}
+
+#[cfg(test)]
+mod tests;

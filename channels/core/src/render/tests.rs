@@ -1,0 +1,457 @@
+//! Tests of the renderer: each construct, nesting, unbalanced input, cuts, and the
+//! properties every rendering keeps (checked against the strict checker of `check.rs`).
+
+use proptest::prelude::*;
+
+use super::check::telegram_html;
+use super::*;
+
+use LengthUnit::{Chars, Utf16};
+use Markup::{Plain, TelegramHtml};
+
+/// `markdown` as one Telegram HTML message, checked to be well-formed and to show exactly
+/// its `plain`.
+fn html(markdown: &str) -> String {
+    let chunks = render(markdown, TelegramHtml, Utf16, 100_000);
+    assert!(chunks.len() <= 1, "{chunks:?}");
+    let rendered = chunks.into_iter().next().unwrap_or(Rendered {
+        text: String::new(),
+        plain: String::new(),
+    });
+    assert_well_formed(&rendered);
+    rendered.text
+}
+
+fn plain(markdown: &str) -> String {
+    render(markdown, Plain, Utf16, 100_000)
+        .into_iter()
+        .map(|r| {
+            assert_eq!(r.text, r.plain);
+            r.text
+        })
+        .collect()
+}
+
+fn assert_well_formed(rendered: &Rendered) {
+    match telegram_html(&rendered.text) {
+        Ok(shown) => assert_eq!(shown, rendered.plain, "in {:?}", rendered.text),
+        Err(why) => panic!("{why} in {:?}", rendered.text),
+    }
+}
+
+fn texts(chunks: &[Rendered]) -> Vec<&str> {
+    chunks.iter().map(|c| c.text.as_str()).collect()
+}
+
+#[test]
+fn inline_styles() {
+    assert_eq!(
+        html("**b** *i* _i_ ~~s~~ `c`"),
+        "<b>b</b> <i>i</i> <i>i</i> <s>s</s> <code>c</code>"
+    );
+    assert_eq!(
+        html("[x](https://e.x/a?b=1&c=2)"),
+        "<a href=\"https://e.x/a?b=1&amp;c=2\">x</a>"
+    );
+    assert_eq!(
+        html("<https://e.x>"),
+        "<a href=\"https://e.x\">https://e.x</a>"
+    );
+    assert_eq!(
+        html("[t](tg://user?id=1)"),
+        "<a href=\"tg://user?id=1\">t</a>"
+    );
+    assert_eq!(html("[m](mailto:a@b.c)"), "<a href=\"mailto:a@b.c\">m</a>");
+}
+
+#[test]
+fn only_safe_links_become_links() {
+    assert_eq!(html("[x](javascript:alert(1))"), "x");
+    assert_eq!(html("[x](/relative)"), "x");
+    assert_eq!(html("[x](HTTPS://E.X)"), "<a href=\"HTTPS://E.X\">x</a>");
+}
+
+#[test]
+fn a_quote_in_a_link_url_is_escaped() {
+    assert_eq!(
+        html("[a](https://x.y/?q=1&r=\"2\")"),
+        "<a href=\"https://x.y/?q=1&amp;r=&quot;2&quot;\">a</a>"
+    );
+}
+
+#[test]
+fn special_characters_are_escaped_in_text_and_code() {
+    assert_eq!(html("a < b && c > d"), "a &lt; b &amp;&amp; c &gt; d");
+    assert_eq!(html("`a<b&c>`"), "<code>a&lt;b&amp;c&gt;</code>");
+    assert_eq!(
+        html("```\nif a < b && c {}\n```"),
+        "<pre><code>if a &lt; b &amp;&amp; c {}</code></pre>"
+    );
+    assert_eq!(html("AT&amp;T"), "AT&amp;T");
+}
+
+#[test]
+fn raw_html_is_text() {
+    assert_eq!(html("<b>hi</b> x"), "&lt;b&gt;hi&lt;/b&gt; x");
+    assert_eq!(
+        html("<div>\n<script>x</script>\n</div>"),
+        "&lt;div&gt;\n&lt;script&gt;x&lt;/script&gt;\n&lt;/div&gt;"
+    );
+}
+
+#[test]
+fn code_blocks_carry_their_language() {
+    assert_eq!(
+        html("```rust\nfn main() {}\n```"),
+        "<pre><code class=\"language-rust\">fn main() {}</code></pre>"
+    );
+    assert_eq!(
+        html("```c++ extra words\nx\n```"),
+        "<pre><code class=\"language-c++\">x</code></pre>"
+    );
+    assert_eq!(
+        html("```\"><script>\nx\n```"),
+        "<pre><code class=\"language-script\">x</code></pre>"
+    );
+    assert_eq!(
+        html("    indented\n    code"),
+        "<pre><code>indented\ncode</code></pre>"
+    );
+    assert_eq!(
+        html("```\n  keeps\n    indentation\n```"),
+        "<pre><code>  keeps\n    indentation</code></pre>"
+    );
+}
+
+#[test]
+fn blocks_degrade_to_readable_text() {
+    assert_eq!(html("# Title\n\ntext"), "<b>Title</b>\n\ntext");
+    assert_eq!(html("## **Bold** title"), "<b>Bold title</b>");
+    assert_eq!(html("- a\n- b"), "• a\n• b");
+    assert_eq!(html("3. a\n4. b"), "3. a\n4. b");
+    assert_eq!(
+        html("- a\n  - b\n    1. c\n- d"),
+        "• a\n  • b\n    1. c\n• d"
+    );
+    assert_eq!(html("- [ ] todo\n- [x] done"), "• ☐ todo\n• ☑ done");
+    assert_eq!(
+        html("| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |"),
+        "<b>a | b</b>\n1 | 2\n3 | 4"
+    );
+    assert_eq!(html("above\n\n---\n\nbelow"), "above\n\n———\n\nbelow");
+    assert_eq!(
+        html("![a cat](https://e.x/cat.png) ![local](cat.png)"),
+        "<a href=\"https://e.x/cat.png\">a cat</a> local"
+    );
+    assert_eq!(html("one\ntwo  \nthree\\\nfour"), "one\ntwo\nthree\nfour");
+    assert_eq!(html("p1\n\n\n\np2"), "p1\n\np2");
+    assert_eq!(html("para\n- item\n\nafter"), "para\n\n• item\n\nafter");
+}
+
+#[test]
+fn quotes() {
+    assert_eq!(
+        html("> q1\n>\n> q2\n\nafter"),
+        "<blockquote>q1\n\nq2</blockquote>\n\nafter"
+    );
+    assert_eq!(html("> a\n> > b"), "<blockquote>a\n\nb</blockquote>");
+    assert_eq!(
+        html("> ```py\n> x = 1\n> ```"),
+        "<blockquote><pre><code class=\"language-py\">x = 1</code></pre></blockquote>"
+    );
+}
+
+#[test]
+fn nested_styles_nest_properly() {
+    assert_eq!(html("***bold italic***"), "<i><b>bold italic</b></i>");
+    assert_eq!(
+        html("**bold [link](https://e.x) and *it***"),
+        "<b>bold <a href=\"https://e.x\">link</a> and <i>it</i></b>"
+    );
+    assert_eq!(
+        html("[**bold** `code`](https://e.x)"),
+        "<a href=\"https://e.x\"><b>bold</b> code</a>"
+    );
+    assert_eq!(html("**a `c` b**"), "<b>a <code>c</code> b</b>");
+    assert_eq!(html("~~*a*~~"), "<s><i>a</i></s>");
+    assert_eq!(html("**a *b* c**"), "<b>a <i>b</i> c</b>");
+}
+
+#[test]
+fn plain_markup_shows_the_same_text_with_link_addresses() {
+    assert_eq!(
+        plain("# T\n\n**b** [x](https://e.x) <https://e.y> <a@b.c> `c`"),
+        "T\n\nb x (https://e.x) https://e.y a@b.c c"
+    );
+    assert_eq!(
+        plain("![cat](https://e.x/c.png)"),
+        "cat (https://e.x/c.png)"
+    );
+    assert_eq!(plain("a <b> & c"), "a <b> & c");
+}
+
+#[test]
+fn cjk_and_emoji() {
+    assert_eq!(html("**中文字符** 👍🏽"), "<b>中文字符</b> 👍🏽");
+    // 👍🏽 is 4 UTF-16 units and one grapheme cluster: never torn apart.
+    let chunks = render("👍🏽👍🏽👍🏽", TelegramHtml, Utf16, 9);
+    assert_eq!(texts(&chunks), ["👍🏽👍🏽", "👍🏽"]);
+    let chunks = render("中文字符中文字符", TelegramHtml, Chars, 5);
+    assert_eq!(texts(&chunks), ["中文字符中", "文字符"]);
+    // A grapheme longer than the limit is cut between code points, never inside one.
+    let chunks = render("👍🏽", Plain, Utf16, 2);
+    assert_eq!(texts(&chunks), ["👍", "🏽"]);
+}
+
+#[test]
+fn a_code_block_across_a_cut_is_closed_and_reopened() {
+    let markdown = "```rust\nlet a = 1;\nlet b = 2;\nlet c = 3;\n```";
+    let chunks = render(markdown, TelegramHtml, Utf16, 24);
+    assert_eq!(
+        texts(&chunks),
+        [
+            "<pre><code class=\"language-rust\">let a = 1;\nlet b = 2;</code></pre>",
+            "<pre><code class=\"language-rust\">let c = 3;</code></pre>",
+        ]
+    );
+    chunks.iter().for_each(assert_well_formed);
+    // The indentation of a code line that starts a message is kept.
+    let chunks = render("```\nfirst line\n    second\n```", TelegramHtml, Utf16, 12);
+    assert_eq!(
+        texts(&chunks),
+        [
+            "<pre><code>first line</code></pre>",
+            "<pre><code>    second</code></pre>"
+        ]
+    );
+}
+
+#[test]
+fn a_cut_inside_bold_closes_and_reopens_it() {
+    let chunks = render("**one two three four**", TelegramHtml, Utf16, 10);
+    assert_eq!(texts(&chunks), ["<b>one two</b>", "<b>three four</b>"]);
+    let chunks = render("*x [a link](https://e.x) y*", TelegramHtml, Utf16, 6);
+    chunks.iter().for_each(assert_well_formed);
+    assert_eq!(
+        texts(&chunks),
+        [
+            "<i>x <a href=\"https://e.x\">a</a></i>",
+            "<i><a href=\"https://e.x\">link</a> y</i>"
+        ]
+    );
+}
+
+#[test]
+fn cuts_prefer_paragraphs_then_lines_then_spaces() {
+    let chunks = render("aaaa bbbb\ncccc\n\ndddd", Plain, Chars, 16);
+    assert_eq!(texts(&chunks), ["aaaa bbbb\ncccc", "dddd"]);
+    let chunks = render("aaaa bbbb\ncccc dddd", Plain, Chars, 16);
+    assert_eq!(texts(&chunks), ["aaaa bbbb", "cccc dddd"]);
+    let chunks = render("aaaa bbbb cccc dddd", Plain, Chars, 16);
+    assert_eq!(texts(&chunks), ["aaaa bbbb cccc", "dddd"]);
+    let chunks = render("abcdefghij", Plain, Chars, 4);
+    assert_eq!(texts(&chunks), ["abcd", "efgh", "ij"]);
+}
+
+#[test]
+fn blank_input_gives_no_message() {
+    assert!(render("", TelegramHtml, Utf16, 10).is_empty());
+    assert!(render(" \n\n \n", TelegramHtml, Utf16, 10).is_empty());
+    assert!(render("<!-- -->", Plain, Utf16, 10).len() <= 1);
+    assert_eq!(render_preview("", TelegramHtml, Utf16, 10).text, "");
+}
+
+#[test]
+fn an_unclosed_fence_is_code_in_a_final_and_text_in_a_preview() {
+    let markdown = "Here:\n\n```rust\nfn main() {\n    let x = 1 < 2;";
+    assert_eq!(
+        html(markdown),
+        "Here:\n\n<pre><code class=\"language-rust\">fn main() {\n    let x = 1 &lt; 2;</code></pre>"
+    );
+    let preview = render_preview(markdown, TelegramHtml, Utf16, 4096);
+    assert_well_formed(&preview);
+    assert_eq!(
+        preview.text,
+        "Here:\n\n```rust\nfn main() {\n    let x = 1 &lt; 2;"
+    );
+    // Once closed, the preview shows the code block.
+    let closed = format!("{markdown}\n```");
+    let preview = render_preview(&closed, TelegramHtml, Utf16, 4096);
+    assert!(
+        preview.text.contains("<pre><code class=\"language-rust\">"),
+        "{preview:?}"
+    );
+    // An opening fence alone, and one inside a quote.
+    assert_eq!(
+        render_preview("a\n```py", TelegramHtml, Utf16, 99).text,
+        "a\n\n```py"
+    );
+    assert_eq!(render_preview("```\n```", TelegramHtml, Utf16, 99).text, "");
+    assert_eq!(
+        render_preview("> q\n> ```\n> x", TelegramHtml, Utf16, 99).text,
+        "<blockquote>q</blockquote>\n\n&gt; ```\n&gt; x"
+    );
+}
+
+#[test]
+fn unbalanced_inline_markup_in_a_preview_is_text() {
+    for (markdown, shown) in [
+        ("some **bold", "some **bold"),
+        ("a `code", "a `code"),
+        ("see [link](https://e.", "see [link](https://e."),
+        ("*x* and *y", "<i>x</i> and *y"),
+    ] {
+        let preview = render_preview(markdown, TelegramHtml, Utf16, 4096);
+        assert_well_formed(&preview);
+        assert_eq!(preview.text, shown);
+    }
+}
+
+#[test]
+fn a_long_preview_is_cut_with_an_ellipsis() {
+    let preview = render_preview("**one two three**", TelegramHtml, Utf16, 8);
+    assert_eq!(preview.text, "<b>one two</b>…");
+    assert_eq!(preview.plain, "one two…");
+    let preview = render_preview("```\nabcdefgh\n```", TelegramHtml, Utf16, 5);
+    assert_eq!(preview.text, "<pre><code>abcd</code></pre>…");
+    // No room for the ellipsis: a prefix only.
+    let preview = render_preview("abcdef", Plain, LengthUnit::Bytes, 2);
+    assert_eq!(preview.text, "ab");
+}
+
+// ---- Properties ----
+
+const TOKENS: &[&str] = &[
+    "**",
+    "*",
+    "_",
+    "~~",
+    "`",
+    "```rust\n",
+    "```\n",
+    "[a](https://x.y/?q=1&r=\"2\")",
+    "> ",
+    "- ",
+    "1. ",
+    "# ",
+    "| a | b |\n|---|---|\n",
+    "word",
+    "other words here",
+    "中文字符",
+    "👍🏽",
+    "\n",
+    "\n\n",
+    " ",
+    "<",
+    "&",
+];
+
+fn markdown() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(TOKENS), 0..40).prop_map(|tokens| tokens.concat())
+}
+
+fn unit() -> impl Strategy<Value = LengthUnit> {
+    prop_oneof![Just(Utf16), Just(Chars), Just(LengthUnit::Bytes)]
+}
+
+fn markup() -> impl Strategy<Value = Markup> {
+    prop_oneof![Just(TelegramHtml), Just(Plain)]
+}
+
+/// Whitespace runs as one space, the ends trimmed.
+fn collapse(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn every_chunk_is_well_formed_within_the_limit_and_nothing_is_lost(
+        markdown in markdown(),
+        markup in markup(),
+        unit in unit(),
+        limit in 8usize..300,
+    ) {
+        let chunks = render(&markdown, markup, unit, limit);
+        let whole = render(&markdown, markup, unit, usize::MAX);
+        prop_assert!(whole.len() <= 1);
+        let whole = whole.first().map(|r| r.plain.as_str()).unwrap_or_default();
+        for chunk in &chunks {
+            match markup {
+                TelegramHtml => match telegram_html(&chunk.text) {
+                    Ok(shown) => prop_assert_eq!(&shown, &chunk.plain, "{:?}", chunk.text),
+                    Err(why) => prop_assert!(false, "{} in {:?}", why, chunk.text),
+                },
+                Plain => prop_assert_eq!(&chunk.text, &chunk.plain),
+            }
+            prop_assert!(unit.measure(&chunk.plain) <= limit, "{:?}", chunk.plain);
+            prop_assert!(!chunk.plain.trim().is_empty());
+        }
+        // The chunks are the whole text in order, but for whitespace at the cuts.
+        let mut rest = whole;
+        for chunk in &chunks {
+            let piece = chunk.plain.trim_start();
+            rest = rest.trim_start();
+            prop_assert!(rest.starts_with(piece), "{:?} is not next in {:?}", piece, rest);
+            rest = &rest[piece.len()..];
+        }
+        prop_assert!(rest.trim().is_empty(), "left over: {:?}", rest);
+        let joined: Vec<&str> = chunks.iter().map(|c| c.plain.as_str()).collect();
+        prop_assert_eq!(collapse(&joined.join(" ")).replace(' ', ""), collapse(whole).replace(' ', ""));
+    }
+
+    #[test]
+    fn every_preview_is_well_formed_within_the_limit(
+        markdown in markdown(),
+        markup in markup(),
+        unit in unit(),
+        limit in 8usize..300,
+    ) {
+        let preview = render_preview(&markdown, markup, unit, limit);
+        if markup == TelegramHtml {
+            match telegram_html(&preview.text) {
+                Ok(shown) => prop_assert_eq!(&shown, &preview.plain, "{:?}", preview.text),
+                Err(why) => prop_assert!(false, "{} in {:?}", why, preview.text),
+            }
+        }
+        prop_assert!(unit.measure(&preview.plain) <= limit, "{:?}", preview.plain);
+    }
+
+    #[test]
+    fn arbitrary_text_never_panics(text in any::<String>(), limit in 0usize..40) {
+        for markup in [Plain, TelegramHtml] {
+            for unit in [Utf16, Chars, LengthUnit::Bytes] {
+                let chunks = render(&text, markup, unit, limit);
+                let preview = render_preview(&text, markup, unit, limit);
+                if markup == TelegramHtml {
+                    for chunk in chunks.iter().chain([&preview]) {
+                        prop_assert!(telegram_html(&chunk.text).is_ok(), "{:?}", chunk.text);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn deep_nesting_stays_linear() {
+    for markdown in [
+        "- ".repeat(5_000) + "x",
+        "> ".repeat(5_000) + "x",
+        "**".repeat(5_000) + "x",
+        "[".repeat(5_000) + "x",
+    ] {
+        let started = std::time::Instant::now();
+        let chunks = render(&markdown, TelegramHtml, Utf16, 4096);
+        let shown: usize = chunks.iter().map(|c| c.plain.len()).sum();
+        // Linear: at most a capped indentation and a marker per nesting level.
+        assert!(
+            shown <= 16 * markdown.len(),
+            "{shown} shown of {}",
+            markdown.len()
+        );
+        chunks.iter().for_each(assert_well_formed);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+}
