@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::render::Markup;
+
 /// How a channel can show a reply that is still being written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -98,6 +100,9 @@ pub struct Capabilities {
     /// Answer every admitted message at once with a localized "working on it" reply that
     /// later updates and the final replace (Telegram's placeholder).
     pub working_placeholder: bool,
+    /// The markup the channel's texts are in: the delivery engine renders the agent's
+    /// Markdown into it ([`Markup::Plain`]: the text as written).
+    pub markup: Markup,
     /// The largest file [`Channel::send_file`](crate::Channel::send_file) can deliver, in
     /// bytes; 0 = the channel sends no files (the files an agent presents are then only
     /// named in the reply).
@@ -117,6 +122,7 @@ impl Capabilities {
             reply_window: None,
             serialize_conversations: false,
             working_placeholder: false,
+            markup: Markup::Plain,
             max_upload_bytes: 0,
         }
     }

@@ -26,6 +26,10 @@ pub enum ChannelError {
         /// The bound, in bytes.
         limit: u64,
     },
+    /// The platform could not parse the text's markup ("can't parse entities"); the same
+    /// text as plain text would go through.
+    #[error("the platform could not parse the reply's formatting")]
+    BadMarkup,
     /// The message to edit no longer exists or can no longer be edited.
     #[error("the message can no longer be edited")]
     NotEditable,

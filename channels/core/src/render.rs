@@ -54,6 +54,21 @@ pub enum Markup {
     TelegramHtml,
 }
 
+impl Markup {
+    /// A text in this markup that shows exactly `plain`, nothing formatted: what a reply
+    /// the platform could not parse is resent as.
+    pub fn literal(self, plain: &str) -> String {
+        match self {
+            Markup::Plain => plain.to_owned(),
+            Markup::TelegramHtml => {
+                let mut out = String::with_capacity(plain.len());
+                emit::escape_into(&mut out, plain, false);
+                out
+            }
+        }
+    }
+}
+
 /// One message of a rendered reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rendered {

@@ -33,6 +33,12 @@ pub enum TelegramError {
     /// An edit that would not change the message (harmless).
     #[error("the message is not modified")]
     NotModified,
+    /// 400 "can't parse entities": the HTML was refused.
+    #[error("Telegram could not parse the message's HTML: {description}")]
+    BadMarkup {
+        /// Telegram's description (names a byte offset, never the text).
+        description: String,
+    },
     /// The message to edit is gone or can no longer be edited.
     #[error("the message can no longer be edited ({description})")]
     NotEditable {
@@ -135,6 +141,7 @@ impl TelegramError {
                 description,
             },
             400 if lower.contains("message is not modified") => Self::NotModified,
+            400 if lower.contains("can't parse entities") => Self::BadMarkup { description },
             400 if lower.contains("message to edit not found")
                 || lower.contains("message can't be edited")
                 || lower.contains("message can not be edited") =>
@@ -174,6 +181,7 @@ impl From<TelegramError> for ChannelError {
         match error {
             TelegramError::RetryAfter(wait) => ChannelError::RetryAfter(wait),
             TelegramError::NotEditable { .. } => ChannelError::NotEditable,
+            TelegramError::BadMarkup { .. } => ChannelError::BadMarkup,
             TelegramError::Transport { .. } | TelegramError::Decode { .. } => {
                 ChannelError::Transport(error.to_string())
             }

@@ -41,7 +41,7 @@ use im_bridge_channel::{
     AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult,
     ChatBudget, CommandMenu, CommandVocabulary, Configured, InboundFile, InboundSink, Issues,
     LengthUnit, MenuEntry, MessageId, OutboundFile, Platform, Prepared, Secret, SendTarget,
-    SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute,
+    SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute, render::Markup,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -80,6 +80,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     reply_window: None,
     serialize_conversations: false,
     working_placeholder: true,
+    // The agent's Markdown is rendered into Telegram's HTML subset.
+    markup: Markup::TelegramHtml,
     // Photos up to 10 MB go as photos, everything up to 50 MB as a document.
     max_upload_bytes: outbound::MAX_DOCUMENT_BYTES,
 };

@@ -328,13 +328,16 @@ pub struct ReplyParameters {
     pub allow_sending_without_reply: bool,
 }
 
-/// `sendMessage` parameters (plain text: no `parse_mode`).
+/// `sendMessage` parameters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SendMessage {
     /// The conversation.
     pub chat_id: i64,
-    /// 1 to 4096 UTF-16 code units.
+    /// 1 to 4096 UTF-16 code units after entity parsing.
     pub text: String,
+    /// `HTML`: the text is in Telegram's HTML subset (what the delivery engine renders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parse_mode: Option<String>,
     /// The message this one answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_parameters: Option<ReplyParameters>,
@@ -364,6 +367,9 @@ pub struct EditMessageText {
     pub message_id: i64,
     /// The new text.
     pub text: String,
+    /// `HTML`, as for [`SendMessage::parse_mode`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parse_mode: Option<String>,
 }
 
 /// `deleteWebhook` parameters.

@@ -26,6 +26,10 @@ pub const MAX_PHOTO_BYTES: u64 = 10 * 1024 * 1024;
 /// Largest file `sendDocument` accepts from the hosted Bot API.
 pub const MAX_DOCUMENT_BYTES: u64 = 50 * 1024 * 1024;
 
+/// Every text the adapter is given is in Telegram's HTML subset: the delivery engine renders
+/// the agent's Markdown for `Markup::TelegramHtml` and escapes everything else.
+const PARSE_MODE: &str = "HTML";
+
 fn chat_id(target: &SendTarget<'_>) -> Result<i64, TelegramError> {
     target
         .chat_id
@@ -80,6 +84,7 @@ pub(crate) async fn send_text(
     let params = SendMessage {
         chat_id: chat_id(&to)?,
         text: text.to_owned(),
+        parse_mode: Some(PARSE_MODE.to_owned()),
         reply_parameters: reply_to(&to),
         message_thread_id: forum_topic(&to),
     };
@@ -100,6 +105,7 @@ pub(crate) async fn edit_text(
         chat_id: chat_id(&to)?,
         message_id: message_id(id)?,
         text: text.to_owned(),
+        parse_mode: Some(PARSE_MODE.to_owned()),
     };
     match api.edit_message_text(&params).await {
         Ok(()) | Err(TelegramError::NotModified) => Ok(()),

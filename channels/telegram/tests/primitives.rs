@@ -58,21 +58,24 @@ impl Reply {
     }
 }
 
+/// The adapter is given texts in Telegram's HTML subset (the delivery engine renders the
+/// agent's Markdown), and sends them so.
 #[tokio::test]
-async fn texts_are_plain_replies_and_edits_replace_them() {
+async fn texts_are_html_replies_and_edits_replace_them() {
     let (fake, channel, _) = setup().await;
     let reply = Reply::to("17");
     let t = reply.target();
     let sent = channel
-        .send_text(t, "*not markdown* <b>nor html</b>")
+        .send_text(t, "*not markdown* <b>but html</b> &amp;")
         .await
         .unwrap();
     let call = fake.calls_to("sendMessage").pop().unwrap();
     assert_eq!(
         call.params,
-        json!({"chat_id": CHAT, "text": "*not markdown* <b>nor html</b>",
+        json!({"chat_id": CHAT, "text": "*not markdown* <b>but html</b> &amp;", "parse_mode": "HTML",
                "reply_parameters": {"message_id": 17, "allow_sending_without_reply": true}})
     );
+    assert_eq!(fake.bot_messages(CHAT)[0].text, "*not markdown* but html &");
     channel.edit_text(t, &sent.id, "second").await.unwrap();
     // The same text again is "not modified": a success.
     channel.edit_text(t, &sent.id, "second").await.unwrap();
@@ -81,6 +84,9 @@ async fn texts_are_plain_replies_and_edits_replace_them() {
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0].text, "final");
     assert_eq!(messages[0].reply_to, Some(17));
+    // HTML Telegram cannot parse is `BadMarkup`, which the engine resends as plain text.
+    let e = channel.send_text(t, "<blink>x</blink>").await.unwrap_err();
+    assert!(matches!(e, ChannelError::BadMarkup), "{e:?}");
 }
 
 #[tokio::test]

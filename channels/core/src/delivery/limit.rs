@@ -1,25 +1,40 @@
-//! `LimitLength`: every text the channel is given fits its length limit.
+//! `LimitLength`: every text the channel is given is in its markup and fits its length
+//! limit.
 //!
-//! Finals are split ([`super::split::split`]): `send_text` sends every chunk as its
-//! own message and returns the first; `finish_stream` finishes the stream message with the
-//! first chunk and sends the rest as new messages. Partial updates are previews of a text
-//! that is still growing, so `start_stream` and `edit_text` show it
-//! [truncated](super::split::truncate) to one message instead. A text that fits passes
-//! through untouched, the empty text included. A chunk after the first that holds only
-//! whitespace is not sent: it shows nothing and platforms refuse blank messages.
+//! For a channel whose [`Markup`] is `Plain` the text is passed on as written. Finals are
+//! split ([`super::split::split`]): `send_text` sends every chunk as its own message and
+//! returns the first; `finish_stream` finishes the stream message with the first chunk and
+//! sends the rest as new messages. Partial updates are previews of a text that is still
+//! growing, so `start_stream` and `edit_text` show it [truncated](super::split::truncate)
+//! to one message instead. A text that fits passes through untouched, the empty text
+//! included. A chunk after the first that holds only whitespace is not sent: it shows
+//! nothing and platforms refuse blank messages.
 //!
-//! The limit and its unit are read from the inner channel's capabilities on every call.
+//! For any other markup the text is the agent's Markdown, [rendered](crate::render) into
+//! the markup: finals split into messages that are each well-formed and within the limit
+//! counted on what the reader sees, previews rendered with whatever is not balanced yet
+//! shown as text. A message the platform still refuses for its markup
+//! ([`ChannelError::BadMarkup`]) is resent once as plain text (counted in
+//! [`MARKUP_FALLBACKS`]), so it is never lost for its formatting.
+//!
+//! The limit, its unit and the markup are read from the inner channel's capabilities on
+//! every call.
 
 use std::borrow::Cow;
 
 use async_trait::async_trait;
 
 use crate::channel::{Channel, SendTarget, SentMessage};
-use crate::error::ChannelResult;
+use crate::error::{ChannelError, ChannelResult};
 use crate::ids::MessageId;
+use crate::render::{self, Markup, Rendered};
 
 use super::forward_channel;
 use super::split::{split, truncate};
+
+/// Counter: messages resent as plain text after the platform refused their markup, by
+/// `channel`.
+pub const MARKUP_FALLBACKS: &str = "im_bridge_channel_markup_fallbacks_total";
 
 /// The length layer (see the module docs).
 #[derive(Debug)]
@@ -28,7 +43,7 @@ pub struct LimitLength<C> {
 }
 
 impl<C: Channel> LimitLength<C> {
-    /// Keeps `inner`'s texts within its length limit.
+    /// Keeps `inner`'s texts in its markup and within its length limit.
     pub fn new(inner: C) -> Self {
         Self { inner }
     }
@@ -38,26 +53,95 @@ impl<C: Channel> LimitLength<C> {
         &self.inner
     }
 
-    /// `text` as messages, or `None` when it fits in one as it is.
-    fn chunks(&self, text: &str) -> Option<Vec<String>> {
+    /// A final's messages: for plain channels `None` when it fits in one as it is.
+    fn messages(&self, text: &str) -> Option<Vec<Rendered>> {
         let caps = self.inner.capabilities();
-        (caps.length_unit.measure(text) > caps.max_message_len)
-            .then(|| split(text, caps.length_unit, caps.max_message_len))
+        let (unit, limit) = (caps.length_unit, caps.max_message_len);
+        match caps.markup {
+            Markup::Plain => (unit.measure(text) > limit).then(|| {
+                split(text, unit, limit)
+                    .into_iter()
+                    .map(|chunk| Rendered {
+                        plain: chunk.clone(),
+                        text: chunk,
+                    })
+                    .collect()
+            }),
+            markup => {
+                let rendered = render::render(text, markup, unit, limit);
+                // A blank final renders to nothing; the platform's answer to it stays its.
+                Some(if rendered.is_empty() {
+                    vec![Rendered {
+                        text: markup.literal(text),
+                        plain: text.to_owned(),
+                    }]
+                } else {
+                    rendered
+                })
+            }
+        }
     }
 
-    /// A partial text cut to one message, as the preview of a text still growing.
+    /// A partial text as one message, the preview of a text still growing.
     fn preview<'t>(&self, text: &'t str) -> Cow<'t, str> {
         let caps = self.inner.capabilities();
-        truncate(text, caps.length_unit, caps.max_message_len)
+        match caps.markup {
+            Markup::Plain => truncate(text, caps.length_unit, caps.max_message_len),
+            markup => Cow::Owned(
+                render::render_preview(text, markup, caps.length_unit, caps.max_message_len).text,
+            ),
+        }
     }
 
-    async fn send_rest(&self, to: SendTarget<'_>, rest: &[String]) -> ChannelResult {
+    /// Makes `call` with `message`'s text, and once more with its plain text when the
+    /// platform could not parse the markup.
+    async fn with_fallback<T, F, Fut>(&self, message: &Rendered, call: F) -> ChannelResult<T>
+    where
+        F: Fn(String) -> Fut,
+        Fut: Future<Output = ChannelResult<T>>,
+    {
+        match call(message.text.clone()).await {
+            Err(ChannelError::BadMarkup) => {
+                let channel = self.inner.name();
+                tracing::warn!(
+                    channel,
+                    "The platform refused a reply's formatting; resending it as plain text."
+                );
+                metrics::counter!(MARKUP_FALLBACKS, "channel" => channel).increment(1);
+                let plain = self.inner.capabilities().markup.literal(&message.plain);
+                call(plain).await
+            }
+            other => other,
+        }
+    }
+
+    async fn send_rest(&self, to: SendTarget<'_>, rest: &[Rendered]) -> ChannelResult {
         // A blank chunk (the tail of a text ending in a long run of whitespace) shows
         // nothing, and platforms refuse blank messages: skip it.
-        for chunk in rest.iter().filter(|c| !c.trim().is_empty()) {
-            self.inner.send_text(to, chunk).await?;
+        for message in rest.iter().filter(|m| !m.plain.trim().is_empty()) {
+            self.with_fallback(message, |text| async move {
+                self.inner.send_text(to, &text).await
+            })
+            .await?;
         }
         Ok(())
+    }
+
+    /// A preview shown by `call`, resent plain if its markup is refused.
+    async fn preview_with<T, F, Fut>(&self, text: &str, call: F) -> ChannelResult<T>
+    where
+        F: Fn(String) -> Fut,
+        Fut: Future<Output = ChannelResult<T>>,
+    {
+        let caps = self.inner.capabilities();
+        match caps.markup {
+            Markup::Plain => call(self.preview(text).into_owned()).await,
+            markup => {
+                let rendered =
+                    render::render_preview(text, markup, caps.length_unit, caps.max_message_len);
+                self.with_fallback(&rendered, call).await
+            }
+        }
     }
 }
 
@@ -67,9 +151,13 @@ impl<C: Channel> Channel for LimitLength<C> {
         show_typing, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        match self.chunks(text).as_deref() {
+        match self.messages(text).as_deref() {
             Some([first, rest @ ..]) => {
-                let sent = self.inner.send_text(to, first).await?;
+                let sent = self
+                    .with_fallback(first, |text| async move {
+                        self.inner.send_text(to, &text).await
+                    })
+                    .await?;
                 self.send_rest(to, rest).await?;
                 Ok(sent)
             }
@@ -78,17 +166,26 @@ impl<C: Channel> Channel for LimitLength<C> {
     }
 
     async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        self.inner.start_stream(to, &self.preview(text)).await
+        self.preview_with(text, |text| async move {
+            self.inner.start_stream(to, &text).await
+        })
+        .await
     }
 
     async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        self.inner.edit_text(to, id, &self.preview(text)).await
+        self.preview_with(text, |text| async move {
+            self.inner.edit_text(to, id, &text).await
+        })
+        .await
     }
 
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        match self.chunks(text).as_deref() {
+        match self.messages(text).as_deref() {
             Some([first, rest @ ..]) => {
-                self.inner.finish_stream(to, id, first).await?;
+                self.with_fallback(first, |text| async move {
+                    self.inner.finish_stream(to, id, &text).await
+                })
+                .await?;
                 self.send_rest(to, rest).await
             }
             _ => self.inner.finish_stream(to, id, text).await,
@@ -100,7 +197,7 @@ impl<C: Channel> Channel for LimitLength<C> {
 mod tests {
     use super::*;
     use crate::delivery::ChannelExt;
-    use crate::delivery::recorder::{Call, layered, target};
+    use crate::delivery::recorder::{Call, Op, layered, target};
 
     #[tokio::test]
     async fn finals_are_split_and_previews_truncated() {
@@ -130,5 +227,59 @@ mod tests {
                 Call::Send("abcde".into()),
             ]
         );
+    }
+
+    fn html(len: usize) -> crate::capabilities::Capabilities {
+        crate::capabilities::Capabilities {
+            markup: Markup::TelegramHtml,
+            ..crate::delivery::recorder::editable(len)
+        }
+    }
+
+    #[tokio::test]
+    async fn issue_14_markdown_is_rendered_for_a_channel_with_markup() {
+        let (rec, layer) =
+            crate::delivery::recorder::layered_with(html(4096), ChannelExt::limit_length);
+        layer
+            .send_text(
+                target(),
+                "**Done**: see `x < y` & [docs](https://e.x/?a=1&b=2)",
+            )
+            .await
+            .unwrap();
+        // A preview with an open fence shows it as text until it closes.
+        let m = layer
+            .start_stream(target(), "Code:\n```rust\nlet a = 1;")
+            .await
+            .unwrap()
+            .id;
+        layer
+            .finish_stream(target(), &m, "Code:\n```rust\nlet a = 1;\n```")
+            .await
+            .unwrap();
+        assert_eq!(
+            rec.calls(),
+            [
+                Call::Send(
+                    "<b>Done</b>: see <code>x &lt; y</code> &amp; <a href=\"https://e.x/?a=1&amp;b=2\">docs</a>"
+                        .into()
+                ),
+                Call::Start("Code:\n\n```rust\nlet a = 1;".into()),
+                Call::Finish(
+                    m.to_string(),
+                    "Code:\n\n<pre><code class=\"language-rust\">let a = 1;</code></pre>".into()
+                ),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn issue_14_a_refused_markup_is_resent_as_plain_text() {
+        let (rec, layer) =
+            crate::delivery::recorder::layered_with(html(4096), ChannelExt::limit_length);
+        rec.fail(Op::Send, ChannelError::BadMarkup);
+        layer.send_text(target(), "**bold** & <b>").await.unwrap();
+        assert_eq!(rec.calls(), [Call::Send("bold &amp; &lt;b&gt;".into())]);
+        assert_eq!(rec.attempts(Op::Send), 2);
     }
 }

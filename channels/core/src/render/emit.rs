@@ -93,7 +93,7 @@ fn close(out: &mut String, frame: &Frame) {
 }
 
 /// Appends `text` with `&`, `<` and `>` escaped, and `"` too in an attribute value.
-fn escape_into(out: &mut String, text: &str, attribute: bool) {
+pub(super) fn escape_into(out: &mut String, text: &str, attribute: bool) {
     for c in text.chars() {
         match c {
             '&' => out.push_str("&amp;"),
