@@ -157,7 +157,7 @@ impl RawTelegramConfig {
         if self.rich_messages == Some(true) {
             issues.warn(
                 "rich_messages",
-                "rich messages are not supported by im-bridge yet; replies are sent as plain text",
+                "Bot API rich messages (sendRichMessage) are not supported by im-bridge yet; replies use Telegram HTML formatting",
             );
         }
         let transport = match config::choice(
