@@ -1,6 +1,6 @@
 //! Files back (issue 14): the files an agent presents are read from the Gateway and sent
 //! after the answer (a PDF with `sendDocument`, a PNG with `sendPhoto`, replying to the
-//! user's message); a file over Telegram's 50 MB or missing is named in the answer; a path
+//! answer); a file over Telegram's 50 MB or missing is named in the answer; a path
 //! outside `/mnt/user-data/outputs/` is never fetched.
 
 use im_bridge::simulator::Script;
@@ -91,7 +91,11 @@ async fn issue_14_presented_files_arrive_after_the_answer_and_the_rest_are_named
         };
         p["message_id"].as_i64()
     };
-    assert_eq!(reply_to(doc), Some(asked.message_id));
+    let answer_id = calls[answer_at].result.as_ref().unwrap()["message_id"].as_i64();
+    assert!(answer_id.is_some());
+    assert_eq!(reply_to(doc), answer_id, "the file answers the answer");
+    assert_eq!(reply_to(photo), answer_id);
+    assert_ne!(answer_id, Some(asked.message_id));
     // Only outputs are ever asked for, and the oversized file's bytes never came over.
     let fetched: Vec<String> = tg
         .sim

@@ -204,6 +204,11 @@ impl Delivery {
             }
             None => stack.send_text(target, &msg.text).await?.id,
         };
+        // Files answer the message that shows the final, so they read as part of it.
+        let target = SendTarget {
+            reply_to: Some(&shown),
+            ..target
+        };
         for file in &msg.attachments {
             if let Err(error) = stack.send_file(target, file).await {
                 tracing::warn!(channel = self.channel.name(), %error, "Uploading an attachment failed.");
