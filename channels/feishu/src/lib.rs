@@ -11,6 +11,14 @@
 //! - `webhook`: the event webhook's URL verification, token check, AES-256-CBC decryption
 //!   and signature check.
 //! - `card`: interactive message cards (`update_multi`), split at the card size limit.
+//! - `config`: the `channels.feishu` block.
+//! - `inbound`: `im.message.receive_v1` events to normalized messages.
 //!
 //! Nothing here is registered with the daemon yet: the registry line comes with the
 //! channel itself.
+
+pub mod config;
+pub mod inbound;
+
+/// The channel's name: the provider key in configuration and bindings.
+pub const NAME: &str = "feishu";

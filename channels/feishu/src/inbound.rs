@@ -1,0 +1,459 @@
+//! Normalization of Feishu events (spec platforms.md §4.2): a schema-2.0
+//! `im.message.receive_v1` event becomes an [`InboundMessage`], or is skipped with a reason.
+//!
+//! - `chat_id` is the message's chat, `user_id` the sender's `open_id`, `thread_ts` the
+//!   message id (replies answer it);
+//! - text is the message's `text`; a rich `post` joins its `text`/`at` elements with spaces
+//!   per paragraph and paragraphs with blank lines; images and files become `[image]` /
+//!   `[file]` and are attached as handles the channel downloads
+//!   (`…/messages/{id}/resources/{key}`);
+//! - mention placeholders (`@_user_1`) stay in chat text; a command has its leading mentions
+//!   stripped first (`@Bot /goal x` → `/goal x`);
+//! - in a group, the conversation (`topic_id`) is the message's `root_id`, else its own id:
+//!   a reply in a thread (to the bot's card too) continues that thread's conversation; the
+//!   replied-to message (`parent_id`) is the reply chain's link;
+//! - the redelivery key is the message id scoped by its chat, since Feishu re-pushes an
+//!   event it did not see acknowledged in time.
+
+use im_bridge_channel::{
+    AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
+    MessageId, RedeliveryKey,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::NAME;
+
+/// The event type the adapter handles.
+pub const MESSAGE_RECEIVED: &str = "im.message.receive_v1";
+
+/// A schema-2.0 event envelope.
+#[derive(Debug, Deserialize)]
+pub struct Envelope {
+    /// `header.event_type` and friends.
+    pub header: Header,
+    /// The event itself; read according to the type.
+    #[serde(default)]
+    pub event: Value,
+}
+
+/// `header` of a schema-2.0 event.
+#[derive(Debug, Deserialize)]
+pub struct Header {
+    /// The event's id (unique per app).
+    #[serde(default)]
+    pub event_id: String,
+    /// E.g. `im.message.receive_v1`.
+    #[serde(default)]
+    pub event_type: String,
+    /// The verification token of webhook deliveries.
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct MessageEvent {
+    sender: Sender,
+    message: Message,
+}
+
+#[derive(Debug, Deserialize)]
+struct Sender {
+    #[serde(default)]
+    sender_id: SenderId,
+    #[serde(default)]
+    sender_type: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct SenderId {
+    #[serde(default)]
+    open_id: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Message {
+    message_id: String,
+    #[serde(default)]
+    root_id: Option<String>,
+    #[serde(default)]
+    parent_id: Option<String>,
+    #[serde(default)]
+    thread_id: Option<String>,
+    chat_id: String,
+    #[serde(default)]
+    chat_type: String,
+    #[serde(default)]
+    message_type: String,
+    #[serde(default)]
+    content: String,
+}
+
+/// Why an event became no message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// Another event type (read receipts, reactions, recalls…).
+    NotAMessage,
+    /// The event's fields are not what the schema promises.
+    Malformed,
+    /// Sent by an app or the bot itself.
+    NotAUser,
+    /// The sender is not in `allowed_users`.
+    NotAllowed,
+    /// Nothing to say and nothing attached.
+    Empty,
+}
+
+impl Skip {
+    /// A stable label for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Skip::NotAMessage => "not_a_message",
+            Skip::Malformed => "malformed",
+            Skip::NotAUser => "not_a_user",
+            Skip::NotAllowed => "not_allowed",
+            Skip::Empty => "empty",
+        }
+    }
+}
+
+/// What normalization needs from the channel.
+pub struct InboundContext<'a> {
+    /// Who may talk to the bot.
+    pub allowed_users: &'a AllowedUsers,
+    /// The daemon's commands.
+    pub commands: &'a CommandVocabulary,
+}
+
+/// The handle of an attachment: which message's resource, of which kind.
+pub fn resource_handle(kind: &str, message_id: &str, key: &str) -> String {
+    format!("{kind}:{message_id}:{key}")
+}
+
+/// Splits a handle made by [`resource_handle`].
+pub fn parse_handle(handle: &str) -> Option<(&str, &str, &str)> {
+    let (kind, rest) = handle.split_once(':')?;
+    let (message_id, key) = rest.split_once(':')?;
+    matches!(kind, "image" | "file")
+        .then_some((kind, message_id, key))
+        .filter(|(_, m, k)| !m.is_empty() && !k.is_empty())
+}
+
+/// Normalizes one decoded envelope.
+pub fn normalize(envelope: &Envelope, ctx: &InboundContext<'_>) -> Result<InboundMessage, Skip> {
+    if envelope.header.event_type != MESSAGE_RECEIVED {
+        return Err(Skip::NotAMessage);
+    }
+    let event: MessageEvent =
+        serde_json::from_value(envelope.event.clone()).map_err(|_| Skip::Malformed)?;
+    if event.sender.sender_type != "user" || event.sender.sender_id.open_id.is_empty() {
+        return Err(Skip::NotAUser);
+    }
+    let user = event.sender.sender_id.open_id;
+    if !ctx.allowed_users.allows(&user) {
+        return Err(Skip::NotAllowed);
+    }
+    let message = event.message;
+    let content: Value = serde_json::from_str(&message.content).unwrap_or(Value::Null);
+    let (text, files) = read_content(&message.message_type, &message.message_id, &content);
+    if text.trim().is_empty() && files.is_empty() {
+        return Err(Skip::Empty);
+    }
+    let stripped = strip_leading_mentions(&text);
+    let is_command = ctx.commands.classify(stripped) == im_bridge_channel::MsgType::Command;
+    let text = if is_command {
+        stripped.to_owned()
+    } else {
+        text
+    };
+    let chat_kind = if message.chat_type == "p2p" {
+        ChatKind::Private
+    } else {
+        ChatKind::Group
+    };
+    let mut msg = InboundMessage::new(NAME, message.chat_id.clone(), user, text);
+    msg.msg_type = ctx.commands.classify(&msg.text);
+    msg.chat_kind = chat_kind;
+    msg.thread_ts = Some(MessageId::new(message.message_id.clone()));
+    let non_empty = |id: &Option<String>| id.clone().filter(|s| !s.is_empty());
+    msg.reply_to = non_empty(&message.parent_id).map(MessageId::new);
+    msg.topic_id = match chat_kind {
+        ChatKind::Private => None,
+        ChatKind::Group => Some(
+            non_empty(&message.root_id)
+                .or_else(|| non_empty(&message.thread_id))
+                .unwrap_or_else(|| message.message_id.clone()),
+        ),
+    };
+    msg.redelivery = Some(RedeliveryKey::new(
+        message.chat_id.clone(),
+        message.message_id.clone(),
+    ));
+    msg.metadata
+        .insert("message_id".into(), Value::String(message.message_id));
+    if !envelope.header.event_id.is_empty() {
+        msg.metadata.insert(
+            "event_id".into(),
+            Value::String(envelope.header.event_id.clone()),
+        );
+    }
+    msg.files = files;
+    Ok(msg)
+}
+
+/// The text and attachments of a message's `content`.
+fn read_content(kind: &str, message_id: &str, content: &Value) -> (String, Vec<InboundFile>) {
+    let str_of = |key: &str| content.get(key).and_then(Value::as_str).unwrap_or("");
+    let mut files = Vec::new();
+    let mut attach = |file_kind: FileKind, key: &str, name: Option<&str>| {
+        if key.is_empty() {
+            return;
+        }
+        let wire = if file_kind == FileKind::Image {
+            "image"
+        } else {
+            "file"
+        };
+        files.push(InboundFile {
+            kind: file_kind,
+            filename: name.filter(|n| !n.is_empty()).map(str::to_owned),
+            mime_type: None,
+            size: None,
+            source: FileSource::Handle {
+                id: resource_handle(wire, message_id, key),
+            },
+        });
+    };
+    let text = match kind {
+        "text" => str_of("text").to_owned(),
+        "image" => {
+            attach(FileKind::Image, str_of("image_key"), None);
+            "[image]".to_owned()
+        }
+        "file" | "media" | "audio" => {
+            let kind = match kind {
+                "media" => FileKind::Video,
+                "audio" => FileKind::Audio,
+                _ => FileKind::File,
+            };
+            attach(
+                kind,
+                str_of("file_key"),
+                content.get("file_name").and_then(Value::as_str),
+            );
+            "[file]".to_owned()
+        }
+        "post" => read_post(content, &mut attach),
+        _ => String::new(),
+    };
+    (text, files)
+}
+
+/// A rich post: `{"title"?, "content": [[element…]…]}`, possibly under a locale key.
+fn read_post(content: &Value, attach: &mut impl FnMut(FileKind, &str, Option<&str>)) -> String {
+    let body = match content.get("content") {
+        Some(_) => content,
+        // `{"zh_cn": {"title", "content"}}`: the first locale's post.
+        None => content
+            .as_object()
+            .and_then(|o| o.values().next())
+            .unwrap_or(&Value::Null),
+    };
+    let mut paragraphs = Vec::new();
+    if let Some(title) = body.get("title").and_then(Value::as_str)
+        && !title.trim().is_empty()
+    {
+        paragraphs.push(title.trim().to_owned());
+    }
+    for paragraph in body
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let mut words = Vec::new();
+        for element in paragraph.as_array().into_iter().flatten() {
+            let text_of = |key: &str| element.get(key).and_then(Value::as_str).unwrap_or("");
+            match text_of("tag") {
+                "text" | "a" => words.push(text_of("text").to_owned()),
+                "at" => {
+                    let name = text_of("user_name");
+                    let key = text_of("user_id");
+                    words.push(if name.is_empty() {
+                        format!("@{key}")
+                    } else {
+                        format!("@{name}")
+                    });
+                }
+                "code_block" => words.push(text_of("text").to_owned()),
+                "img" => {
+                    attach(FileKind::Image, text_of("image_key"), None);
+                    words.push("[image]".to_owned());
+                }
+                "media" | "file" => {
+                    attach(FileKind::File, text_of("file_key"), None);
+                    words.push("[file]".to_owned());
+                }
+                _ => {}
+            }
+        }
+        let line = words
+            .iter()
+            .map(|w| w.trim())
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !line.is_empty() {
+            paragraphs.push(line);
+        }
+    }
+    paragraphs.join("\n\n")
+}
+
+/// `text` without the mention placeholders it starts with (`@_user_1 /goal x` → `/goal x`).
+fn strip_leading_mentions(text: &str) -> &str {
+    let mut rest = text.trim_start();
+    while let Some(after) = rest.strip_prefix("@_user_") {
+        let end = after
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(after.len());
+        if end == 0 {
+            break;
+        }
+        rest = after[end..].trim_start();
+    }
+    rest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn envelope(message: Value) -> Envelope {
+        serde_json::from_value(json!({
+            "schema": "2.0",
+            "header": {"event_id": "ev1", "event_type": MESSAGE_RECEIVED},
+            "event": {
+                "sender": {"sender_id": {"open_id": "ou_alice"}, "sender_type": "user"},
+                "message": message,
+            }
+        }))
+        .unwrap()
+    }
+
+    fn text_message(chat_type: &str, text: &str) -> Value {
+        json!({
+            "message_id": "om_1", "chat_id": "oc_chat", "chat_type": chat_type,
+            "message_type": "text", "content": json!({"text": text}).to_string(),
+        })
+    }
+
+    fn run(envelope: &Envelope) -> Result<InboundMessage, Skip> {
+        let commands = CommandVocabulary::new(["goal", "help"]);
+        let allowed = AllowedUsers::Anyone;
+        normalize(
+            envelope,
+            &InboundContext {
+                allowed_users: &allowed,
+                commands: &commands,
+            },
+        )
+    }
+
+    #[test]
+    fn a_private_text_message() {
+        let m = run(&envelope(text_message("p2p", "hello"))).unwrap();
+        assert_eq!(m.chat_id.as_str(), "oc_chat");
+        assert_eq!(m.user_id.as_str(), "ou_alice");
+        assert_eq!(m.text, "hello");
+        assert_eq!(m.chat_kind, ChatKind::Private);
+        assert_eq!(m.topic_id, None);
+        assert_eq!(m.thread_ts.as_ref().map(MessageId::as_str), Some("om_1"));
+        assert_eq!(
+            m.redelivery,
+            Some(RedeliveryKey::new("oc_chat".to_owned(), "om_1".to_owned()))
+        );
+    }
+
+    #[test]
+    fn group_commands_lose_their_leading_mentions_and_chat_keeps_them() {
+        let m = run(&envelope(text_message("group", "@_user_1 /goal ship it"))).unwrap();
+        assert_eq!(m.text, "/goal ship it");
+        assert_eq!(m.msg_type, im_bridge_channel::MsgType::Command);
+        assert_eq!(m.topic_id.as_deref(), Some("om_1"), "a new thread");
+        let m = run(&envelope(text_message("group", "@_user_1 what now?"))).unwrap();
+        assert_eq!(m.text, "@_user_1 what now?");
+        assert_eq!(m.msg_type, im_bridge_channel::MsgType::Chat);
+    }
+
+    #[test]
+    fn a_reply_in_a_thread_continues_its_root() {
+        let mut message = text_message("group", "and then?");
+        message["root_id"] = json!("om_root");
+        message["parent_id"] = json!("om_card");
+        let m = run(&envelope(message)).unwrap();
+        assert_eq!(m.topic_id.as_deref(), Some("om_root"));
+        assert_eq!(m.reply_to.as_ref().map(MessageId::as_str), Some("om_card"));
+    }
+
+    #[test]
+    fn posts_images_and_files() {
+        let post = json!({
+            "message_id": "om_2", "chat_id": "oc", "chat_type": "p2p", "message_type": "post",
+            "content": json!({"title": "Plan", "content": [
+                [{"tag": "text", "text": "look at"}, {"tag": "at", "user_id": "@_user_1", "user_name": "Bot"}],
+                [{"tag": "img", "image_key": "img_k"}],
+            ]}).to_string(),
+        });
+        let m = run(&envelope(post)).unwrap();
+        assert_eq!(m.text, "Plan\n\nlook at @Bot\n\n[image]");
+        assert_eq!(m.files.len(), 1);
+        assert_eq!(
+            m.files[0].source,
+            FileSource::Handle {
+                id: "image:om_2:img_k".into()
+            }
+        );
+        let file = json!({
+            "message_id": "om_3", "chat_id": "oc", "chat_type": "p2p", "message_type": "file",
+            "content": json!({"file_key": "file_k", "file_name": "q3.pdf"}).to_string(),
+        });
+        let m = run(&envelope(file)).unwrap();
+        assert_eq!(m.text, "[file]");
+        assert_eq!(m.files[0].filename.as_deref(), Some("q3.pdf"));
+        assert_eq!(
+            parse_handle("file:om_3:file_k"),
+            Some(("file", "om_3", "file_k"))
+        );
+        assert_eq!(parse_handle("file::k"), None);
+        assert_eq!(parse_handle("other:a:b"), None);
+    }
+
+    #[test]
+    fn what_is_skipped() {
+        let mut other = envelope(text_message("p2p", "x"));
+        other.header.event_type = "im.message.message_read_v1".into();
+        assert_eq!(run(&other).unwrap_err(), Skip::NotAMessage);
+        let mut bad = envelope(text_message("p2p", "x"));
+        bad.event["message"] = json!("not an object");
+        assert_eq!(run(&bad).unwrap_err(), Skip::Malformed);
+        let mut app = envelope(text_message("p2p", "x"));
+        app.event["sender"]["sender_type"] = json!("app");
+        assert_eq!(run(&app).unwrap_err(), Skip::NotAUser);
+        assert_eq!(
+            run(&envelope(text_message("p2p", "  "))).unwrap_err(),
+            Skip::Empty
+        );
+        let commands = CommandVocabulary::new(["goal"]);
+        let only = AllowedUsers::from_entries(Some(vec![Some("ou_bob".to_owned())]));
+        let refused = normalize(
+            &envelope(text_message("p2p", "hi")),
+            &InboundContext {
+                allowed_users: &only,
+                commands: &commands,
+            },
+        );
+        assert_eq!(refused.unwrap_err(), Skip::NotAllowed);
+    }
+}
