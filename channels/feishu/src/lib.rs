@@ -14,3 +14,6 @@
 //!
 //! Nothing here is registered with the daemon yet: the registry line comes with the
 //! channel itself.
+
+pub mod frame;
+pub mod ws;
