@@ -18,7 +18,9 @@
 //! channel itself.
 
 pub mod config;
+pub mod frame;
 pub mod inbound;
+pub mod ws;
 
 /// The channel's name: the provider key in configuration and bindings.
 pub const NAME: &str = "feishu";
