@@ -119,6 +119,12 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn init_logging(format: LogFormat, default_level: &str) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    // The WebSocket library logs whole handshake requests at trace level, query strings
+    // (Feishu's connection tickets) included: never below debug, whatever RUST_LOG says.
+    let filter = match "tungstenite=debug".parse() {
+        Ok(cap) => filter.add_directive(cap),
+        Err(_) => filter,
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

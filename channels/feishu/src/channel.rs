@@ -1,0 +1,338 @@
+//! The Feishu channel: the long connection in, interactive cards out.
+//!
+//! - **In**: each complete data frame is an event; an `im.message.receive_v1` is normalized
+//!   and offered to the daemon's queue *before* its ack goes back (Feishu re-pushes what it
+//!   does not see acknowledged within 3 s), and the source message gets the `OK` reaction.
+//!   An event the daemon cannot take now (shutting down, overloaded) is acked 500, so
+//!   Feishu delivers it again, possibly to another replica.
+//! - **Out**: a reply is an interactive card (`update_multi: true`) replying to the user's
+//!   message; a streamed reply patches that card in place (paced by the channel's budget,
+//!   within Feishu's 5 QPS per message); the final is the last patch, and then the source
+//!   message gets the `DONE` reaction. Files go up as images (≤ 10 MB) or files (≤ 30 MB)
+//!   and are sent as image or file messages replying to the answer.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use im_bridge_channel::render::Markup;
+use im_bridge_channel::{
+    AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
+    ChannelResult, ChatBudget, CommandVocabulary, FileSource, InboundFile, InboundSink,
+    LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
+};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::api::{Api, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MediaKind};
+use crate::config::{FeishuSettings, Transport};
+use crate::inbound::{Envelope, InboundContext, normalize, parse_handle};
+use crate::ws::{self, EventHandler, WsSettings};
+use crate::{NAME, card};
+
+/// The longest text one card carries, in UTF-8 bytes: the card limit is 30 KB of JSON, and
+/// escaping can double a text (every newline or quote), so a card's text stays under half.
+pub const MAX_CARD_TEXT_BYTES: usize = 14 * 1024;
+/// Sources whose `DONE` reaction was added, remembered so a split answer adds it once.
+const MAX_DONE_REMEMBERED: usize = 1024;
+
+/// What Feishu can show: one card patched in place while a reply streams, in the card's
+/// markdown; a short burst of writes per chat, then 5 per second (Feishu's per-chat and
+/// per-message QPS); replies of one conversation handled in order (DeerFlow's Feishu
+/// policy: queue, never busy); the "working on it" placeholder as the first card.
+pub const CAPABILITIES: Capabilities = Capabilities {
+    updates: UpdateMode::Card,
+    length_unit: LengthUnit::Bytes,
+    max_message_len: MAX_CARD_TEXT_BYTES,
+    min_edit_interval_private: Duration::from_secs(1),
+    min_edit_interval_group: Duration::from_secs(1),
+    chat_budget: Some(ChatBudget {
+        burst: 5,
+        private: Duration::from_millis(200),
+        group: Duration::from_millis(200),
+        first_partial_hold: Duration::from_millis(300),
+    }),
+    reply_window: None,
+    serialize_conversations: true,
+    working_placeholder: true,
+    markup: Markup::Plain,
+    max_upload_bytes: MAX_FILE_BYTES,
+};
+
+/// The Feishu / Lark channel.
+pub struct FeishuChannel {
+    settings: FeishuSettings,
+    api: Api,
+    http: reqwest::Client,
+    allowed_users: AllowedUsers,
+    commands: CommandVocabulary,
+    telemetry: Telemetry,
+    /// Reactions in flight (never waited for by a message).
+    reactions: TaskTracker,
+    done: Mutex<Done>,
+}
+
+#[derive(Default)]
+struct Done {
+    set: HashSet<String>,
+    order: VecDeque<String>,
+}
+
+impl std::fmt::Debug for FeishuChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FeishuChannel")
+            .field("app_id", &self.settings.app_id)
+            .field("domain", &self.settings.domain)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FeishuChannel {
+    /// A channel with `settings`, the daemon's commands and who may talk to it.
+    pub fn new(settings: FeishuSettings, ctx: &BuildContext) -> ChannelResult<Self> {
+        let api = Api::new(
+            &settings.domain,
+            settings.app_id.clone(),
+            settings.app_secret.clone(),
+        )
+        .map_err(ChannelError::from)?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| ChannelError::Transport(e.without_url().to_string()))?;
+        Ok(Self {
+            settings,
+            api,
+            http,
+            allowed_users: ctx.allowed_users.clone(),
+            commands: ctx.commands.clone(),
+            telemetry: Telemetry::new(NAME),
+            reactions: TaskTracker::new(),
+            done: Mutex::new(Done::default()),
+        })
+    }
+
+    /// Adds `emoji` to `message` in the background (a hint: a failure is logged).
+    fn react(&self, message: MessageId, emoji: &'static str) {
+        let api = self.api.clone();
+        self.reactions.spawn(async move {
+            if let Err(error) = api.add_reaction(&message, emoji).await {
+                tracing::debug!(channel = NAME, %error, emoji, "Adding a reaction failed.");
+            }
+        });
+    }
+
+    /// The `DONE` reaction on the source of a final, once per source.
+    fn done(&self, to: &SendTarget<'_>) {
+        let Some(source) = to.reply_to else {
+            return;
+        };
+        let first = {
+            let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+            let first = done.set.insert(source.to_string());
+            if first {
+                done.order.push_back(source.to_string());
+                if done.order.len() > MAX_DONE_REMEMBERED
+                    && let Some(old) = done.order.pop_front()
+                {
+                    done.set.remove(&old);
+                }
+            }
+            first
+        };
+        if first {
+            self.react(source.clone(), "DONE");
+        }
+    }
+
+    /// A card with `text`, replying to the source message (or sent to the chat).
+    async fn send_card(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let card = card::card(text);
+        let sent = match to.reply_to {
+            Some(source) => self.api.reply_card(source, &card).await,
+            None => self.api.send_card(to.chat_id, &card).await,
+        };
+        let id = self.telemetry.sending(sent.map_err(ChannelError::from))?;
+        Ok(SentMessage { id })
+    }
+
+    async fn patch(&self, id: &MessageId, text: &str) -> ChannelResult {
+        let result = self.api.patch_card(id, &card::card(text)).await;
+        self.telemetry.sending(result.map_err(ChannelError::from))
+    }
+}
+
+#[async_trait]
+impl Channel for FeishuChannel {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    fn is_connected(&self) -> bool {
+        self.telemetry.is_connected()
+    }
+
+    /// Feishu gives each event to one connected client: every replica connects.
+    fn exclusive_transport(&self) -> bool {
+        false
+    }
+
+    async fn run(
+        &self,
+        sink: InboundSink,
+        shutdown: CancellationToken,
+    ) -> ChannelResult<ChannelExit> {
+        match &self.settings.transport {
+            Transport::Websocket => {
+                let settings = WsSettings {
+                    domain: self.settings.domain.clone(),
+                    app_id: self.settings.app_id.clone(),
+                    app_secret: self.settings.app_secret.clone(),
+                };
+                let mut admit = Admit {
+                    channel: self,
+                    sink: &sink,
+                };
+                self.telemetry.set_connected(true);
+                let result = ws::run(&settings, &self.http, &mut admit, &shutdown).await;
+                self.telemetry.set_connected(false);
+                match result {
+                    Ok(()) => Ok(ChannelExit::Stopped),
+                    Err(error) => {
+                        self.telemetry.error(Stage::Receiving);
+                        Err(ChannelError::Transport(error.to_string()))
+                    }
+                }
+            }
+            Transport::Webhook(_) => Err(ChannelError::Unsupported(
+                "Feishu's webhook mode in this build (use mode: websocket)",
+            )),
+        }
+    }
+
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let sent = self.send_card(to, text).await?;
+        self.done(&to);
+        Ok(sent)
+    }
+
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.send_card(to, text).await
+    }
+
+    async fn edit_text(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.patch(id, text).await
+    }
+
+    async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.patch(id, text).await?;
+        self.done(&to);
+        Ok(())
+    }
+
+    async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+        let bytes = Bytes::from(tokio::fs::read(&file.path).await.map_err(ChannelError::Io)?);
+        let size = bytes.len() as u64;
+        let as_image = file.is_image && size <= MAX_IMAGE_BYTES;
+        let result = async {
+            let (kind, content) = if as_image {
+                let key = self.api.upload_image(bytes).await?;
+                (MediaKind::Image, serde_json::json!({ "image_key": key }))
+            } else {
+                let key = self.api.upload_file(&file.filename, bytes).await?;
+                (MediaKind::File, serde_json::json!({ "file_key": key }))
+            };
+            match to.reply_to {
+                Some(source) => self.api.reply_file(source, kind, &content).await,
+                None => self.api.send_file_message(to.chat_id, kind, &content).await,
+            }
+        }
+        .await;
+        self.telemetry
+            .sending(result.map(drop).map_err(ChannelError::from))
+    }
+
+    /// Downloads an image or file a user sent (`…/messages/{id}/resources/{key}`).
+    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
+        let FileSource::Handle { id } = &file.source else {
+            return file.inline_bytes(max_bytes);
+        };
+        let Some((kind, message, key)) = parse_handle(id) else {
+            return Err(ChannelError::Rejected {
+                reason: "not a Feishu resource handle".into(),
+            });
+        };
+        let kind = if kind == "image" {
+            MediaKind::Image
+        } else {
+            MediaKind::File
+        };
+        let result = self
+            .api
+            .download_resource(&MessageId::new(message), key, kind, max_bytes)
+            .await
+            .map(|(bytes, _)| bytes)
+            .map_err(ChannelError::from);
+        if result.is_err() {
+            self.telemetry.error(Stage::Processing);
+        }
+        result
+    }
+}
+
+/// Admits each event to the daemon's queue; what it answers is the frame's ack.
+struct Admit<'a> {
+    channel: &'a FeishuChannel,
+    sink: &'a InboundSink,
+}
+
+impl EventHandler for Admit<'_> {
+    fn handle(&mut self, kind: &str, payload: Bytes) -> bool {
+        if kind != "event" {
+            // Card callbacks: nothing to do, and nothing to redeliver.
+            return true;
+        }
+        let channel = self.channel;
+        channel.telemetry.received(1);
+        let envelope: Envelope = match serde_json::from_slice(&payload) {
+            Ok(envelope) => envelope,
+            Err(error) => {
+                channel.telemetry.error(Stage::Processing);
+                tracing::warn!(channel = NAME, error = ?error.classify(), "Skipped a Feishu event that could not be read.");
+                return true;
+            }
+        };
+        let ctx = InboundContext {
+            allowed_users: &channel.allowed_users,
+            commands: &channel.commands,
+        };
+        let msg = match normalize(&envelope, &ctx) {
+            Ok(msg) => msg,
+            Err(skip) => {
+                tracing::debug!(channel = NAME, reason = skip.as_str(), "Skipped a Feishu event.");
+                return true;
+            }
+        };
+        let source = msg.thread_ts.clone();
+        match self.sink.offer(msg) {
+            // Refused as too busy, the sender is told so: nothing to redeliver either.
+            Ok(()) | Err(AdmitError::QueueFull) => {
+                if let Some(source) = source {
+                    channel.react(source, "OK");
+                }
+                true
+            }
+            Err(error) => {
+                tracing::warn!(channel = NAME, %error, "A Feishu event was not admitted; Feishu will deliver it again.");
+                false
+            }
+        }
+    }
+}
