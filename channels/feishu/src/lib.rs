@@ -14,3 +14,9 @@
 //!
 //! Nothing here is registered with the daemon yet: the registry line comes with the
 //! channel itself.
+
+pub mod api;
+pub mod card;
+pub mod error;
+pub mod token;
+pub mod webhook;
