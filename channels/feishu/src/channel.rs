@@ -12,7 +12,7 @@
 //!   and are sent as image or file messages replying to the answer.
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -20,8 +20,8 @@ use bytes::Bytes;
 use im_bridge_channel::render::Markup;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
-    ChannelResult, ChatBudget, CommandVocabulary, FileSource, InboundFile, InboundSink,
-    LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
+    ChannelResult, ChatBudget, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit,
+    MessageId, OutboundFile, SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
 };
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -238,7 +238,11 @@ impl Channel for FeishuChannel {
     }
 
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
-        let bytes = Bytes::from(tokio::fs::read(&file.path).await.map_err(ChannelError::Io)?);
+        let bytes = Bytes::from(
+            tokio::fs::read(&file.path)
+                .await
+                .map_err(ChannelError::Io)?,
+        );
         let size = bytes.len() as u64;
         let as_image = file.is_image && size <= MAX_IMAGE_BYTES;
         let result = async {
@@ -316,7 +320,11 @@ impl EventHandler for Admit<'_> {
         let msg = match normalize(&envelope, &ctx) {
             Ok(msg) => msg,
             Err(skip) => {
-                tracing::debug!(channel = NAME, reason = skip.as_str(), "Skipped a Feishu event.");
+                tracing::debug!(
+                    channel = NAME,
+                    reason = skip.as_str(),
+                    "Skipped a Feishu event."
+                );
                 return true;
             }
         };

@@ -17,10 +17,41 @@
 //! Nothing here is registered with the daemon yet: the registry line comes with the
 //! channel itself.
 
+pub mod api;
+pub mod card;
+mod channel;
 pub mod config;
+pub mod error;
 pub mod frame;
 pub mod inbound;
+pub mod token;
+pub mod webhook;
 pub mod ws;
+
+pub use channel::{CAPABILITIES, FeishuChannel, MAX_CARD_TEXT_BYTES};
+
+use std::sync::Arc;
+
+use im_bridge_channel::{Channel, Configured, Issues, Platform, Prepared};
+use serde_json::Value;
+
+/// The registry entry: `channels.feishu`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FeishuPlatform;
+
+impl Platform for FeishuPlatform {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
+        let settings = config::validate(block, issues)?;
+        Some(Arc::new(Prepared::new(settings, |settings, ctx| {
+            let channel = FeishuChannel::new(settings.clone(), ctx)?;
+            Ok(Arc::new(channel) as Arc<dyn Channel>)
+        })))
+    }
+}
 
 /// The channel's name: the provider key in configuration and bindings.
 pub const NAME: &str = "feishu";

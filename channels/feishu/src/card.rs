@@ -1,0 +1,154 @@
+//! Interactive message cards: the one card shape the adapter sends, and the split of a
+//! long answer into cards that each stay within the platform's card limit.
+//!
+//! Every card is a message card JSON v1 with one `markdown` element. `update_multi: true`
+//! makes it a shared card, which is what allows later `PATCH`es to be seen by everyone;
+//! it must be present in the card sent and in every patch.
+//!
+//! The limit ([`MAX_CARD_BYTES`](crate::api::MAX_CARD_BYTES)) is on the card's serialized
+//! JSON, so the text's budget is the limit minus the envelope, and JSON escaping (a quote
+//! or newline takes two bytes, a control character six) can still push a piece over it.
+//! [`split_for_cards`] therefore cuts with the core splitter
+//! ([`split`](im_bridge_channel::split::split), in UTF-8 bytes:
+//! on paragraph, line or space boundaries, never inside a character, closing and
+//! reopening a fenced code block it cuts through) and cuts a piece again, with a budget
+//! shrunk by how much escaping grew it, until its card fits.
+
+use im_bridge_channel::LengthUnit;
+use im_bridge_channel::split::split;
+use serde_json::{Value, json};
+
+/// Escaping makes at most this many bytes of one byte of text (`\u001f`).
+const MAX_ESCAPE_GROWTH: usize = 6;
+
+/// The card showing `markdown`.
+pub fn card(markdown: &str) -> Value {
+    json!({
+        "config": { "wide_screen_mode": true, "update_multi": true },
+        "elements": [ { "tag": "markdown", "content": markdown } ],
+    })
+}
+
+/// The length of [`card`]`(markdown)` serialized, in bytes: what the card limit bounds.
+pub fn card_len(markdown: &str) -> usize {
+    card(markdown).to_string().len()
+}
+
+/// `text` cut into the texts of cards whose serialized JSON is at most `max_bytes` each
+/// (see the module docs for where it cuts). The empty text gives no card. Below a
+/// `max_bytes` that leaves the text a few bytes of room (far under any real limit), the
+/// pieces are as small as the splitter allows and may still be over.
+pub fn split_for_cards(text: &str, max_bytes: usize) -> Vec<String> {
+    let envelope = card_len("");
+    let room = max_bytes.saturating_sub(envelope).max(1);
+    let mut cards = Vec::new();
+    for piece in split(text, LengthUnit::Bytes, room) {
+        push_fitting(piece, room, max_bytes, &mut cards);
+    }
+    cards
+}
+
+/// Pushes `piece` (cut with `budget`) if its card fits in `max_bytes`, else cuts it again
+/// with a smaller budget. The budget shrinks on every round and never goes below
+/// `room / MAX_ESCAPE_GROWTH`, where any piece fits, so this ends.
+fn push_fitting(piece: String, budget: usize, max_bytes: usize, cards: &mut Vec<String>) {
+    let len = card_len(&piece);
+    let envelope = card_len("");
+    let room = max_bytes.saturating_sub(envelope).max(1);
+    let floor = (room / MAX_ESCAPE_GROWTH).max(1);
+    if len <= max_bytes || budget <= floor {
+        cards.push(piece);
+        return;
+    }
+    // The escaped text is `len - envelope` bytes for `piece.len()` bytes of text.
+    let escaped = len - envelope;
+    let scaled = piece.len().saturating_mul(room) / escaped.max(1);
+    let smaller = scaled.min(budget - 1).max(floor);
+    for part in split(&piece, LengthUnit::Bytes, smaller) {
+        push_fitting(part, smaller, max_bytes, cards);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::MAX_CARD_BYTES;
+
+    fn assert_fits(cards: &[String], max: usize) {
+        for (i, c) in cards.iter().enumerate() {
+            assert!(card_len(c) <= max, "card {i} is {} bytes", card_len(c));
+            assert!(!c.is_empty());
+        }
+    }
+
+    #[test]
+    fn the_card_is_a_shared_markdown_card() {
+        let c = card("**hi** \"there\"");
+        assert_eq!(c["config"]["update_multi"], true);
+        assert_eq!(c["config"]["wide_screen_mode"], true);
+        assert_eq!(c["elements"][0]["tag"], "markdown");
+        assert_eq!(c["elements"][0]["content"], "**hi** \"there\"");
+    }
+
+    #[test]
+    fn short_text_is_one_card_and_empty_text_none() {
+        assert_eq!(split_for_cards("hello", MAX_CARD_BYTES), vec!["hello"]);
+        assert!(split_for_cards("", MAX_CARD_BYTES).is_empty());
+    }
+
+    #[test]
+    fn long_text_is_cut_on_paragraphs_within_the_limit() {
+        let paragraph = "word ".repeat(200);
+        let text = vec![paragraph.trim_end(); 100].join("\n\n");
+        let cards = split_for_cards(&text, MAX_CARD_BYTES);
+        assert!(cards.len() >= 4, "{}", cards.len());
+        assert_fits(&cards, MAX_CARD_BYTES);
+        assert_eq!(cards.concat(), text);
+        // Cut after a blank line, not inside a paragraph.
+        for c in &cards[..cards.len() - 1] {
+            assert!(c.ends_with('\n'), "{:?}", &c[c.len() - 20..]);
+        }
+    }
+
+    #[test]
+    fn escaping_heavy_text_still_fits() {
+        // Quotes and newlines double, control characters grow sixfold.
+        for unit in ["\"\n", "\\\"", "\u{1}\u{2} ", "\u{1f}"] {
+            let text = unit.repeat(40_000);
+            let cards = split_for_cards(&text, MAX_CARD_BYTES);
+            assert_fits(&cards, MAX_CARD_BYTES);
+            assert_eq!(cards.concat(), text, "{unit:?}");
+        }
+    }
+
+    #[test]
+    fn multibyte_text_is_never_cut_inside_a_character() {
+        let text = "飞书卡片😀".repeat(5_000);
+        let cards = split_for_cards(&text, MAX_CARD_BYTES);
+        assert!(cards.len() > 1);
+        assert_fits(&cards, MAX_CARD_BYTES);
+        assert_eq!(cards.concat(), text);
+    }
+
+    #[test]
+    fn a_cut_code_block_is_closed_and_reopened() {
+        let code = "let x = \"y\";\n".repeat(4_000);
+        let text = format!("Intro\n\n```rust\n{code}```\n\nOutro");
+        let cards = split_for_cards(&text, MAX_CARD_BYTES);
+        assert!(cards.len() > 1);
+        assert_fits(&cards, MAX_CARD_BYTES);
+        for c in &cards {
+            let fences = c.lines().filter(|l| l.starts_with("```")).count();
+            assert_eq!(fences % 2, 0, "unbalanced fences in {:?}", &c[..20]);
+        }
+        assert!(cards[1..].iter().any(|c| c.starts_with("```rust\n")));
+    }
+
+    #[test]
+    fn tiny_limits_do_not_loop_or_panic() {
+        for max in [0, 1, 10, card_len(""), card_len("") + 3] {
+            let cards = split_for_cards("a \"b\" c\nd", max);
+            assert!(!cards.is_empty());
+        }
+    }
+}

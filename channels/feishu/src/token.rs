@@ -1,0 +1,321 @@
+//! The `tenant_access_token` every REST call carries, fetched and cached here.
+//!
+//! `POST {domain}/open-apis/auth/v3/tenant_access_token/internal` with `{app_id,
+//! app_secret}` answers `{code, msg, tenant_access_token, expire}` (seconds, at most two
+//! hours). The token is kept until less than [`REFRESH_MARGIN`] of its life remains, then
+//! fetched again. Feishu hands out a new token once less than 30 minutes remain while the
+//! old one stays valid, so a refresh five minutes before expiry never leaves a call
+//! holding a dead token for long; one that was revoked early is [`TokenCache::invalidate`]d
+//! by the client when Feishu refuses it.
+//!
+//! **Single flight:** the cache is one `tokio::sync::Mutex` held across the refresh, so
+//! concurrent callers that find the token stale wait for the one request under way and
+//! share its answer instead of each asking. The lock is held at most [`TOKEN_TIMEOUT`]
+//! (the request's own timeout); a caller dropped while refreshing releases it and the
+//! next waiter asks again.
+//!
+//! The app secret and the tokens are [`Secret`]s: `Debug` shows neither, and the error of
+//! a failed fetch names only the code and status (never `msg`, which is not ours to trust).
+
+use std::fmt;
+use std::time::Duration;
+
+use im_bridge_channel::Secret;
+use serde::Deserialize;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+use crate::api::{MAX_RESPONSE_BYTES, rate_limit_reset, read_bounded};
+use crate::error::{ApiError, DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER, RATE_LIMIT_CODES};
+
+/// Where the token is asked for, under `domain`.
+pub const TOKEN_PATH: &str = "/open-apis/auth/v3/tenant_access_token/internal";
+/// A token with less than this left is refreshed before use.
+pub const REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
+/// Timeout of the token request (and so the longest the refresh lock is held).
+pub const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How the token request names itself in errors.
+const OP: &str = "tenant_access_token";
+
+/// The cached `tenant_access_token` of one app.
+pub struct TokenCache {
+    http: reqwest::Client,
+    url: String,
+    app_id: String,
+    app_secret: Secret,
+    /// The current token; the lock doubles as the single-flight guard of the refresh.
+    current: Mutex<Option<Cached>>,
+}
+
+/// A token and until when it is used without asking again.
+struct Cached {
+    token: Secret,
+    fresh_until: Instant,
+}
+
+/// The token endpoint's answer (not the usual `data` envelope).
+#[derive(Deserialize)]
+struct TokenAnswer {
+    code: i64,
+    #[serde(default)]
+    tenant_access_token: Option<String>,
+    #[serde(default)]
+    expire: Option<u64>,
+}
+
+impl TokenCache {
+    /// A cache for `app_id` that asks `{domain}` (no trailing slash needed) through
+    /// `http`.
+    pub fn new(
+        http: reqwest::Client,
+        domain: &str,
+        app_id: impl Into<String>,
+        app_secret: Secret,
+    ) -> Self {
+        Self {
+            http,
+            url: format!("{}{TOKEN_PATH}", domain.trim_end_matches('/')),
+            app_id: app_id.into(),
+            app_secret,
+            current: Mutex::new(None),
+        }
+    }
+
+    /// The current token, fetched first when there is none or less than
+    /// [`REFRESH_MARGIN`] of it remains. Concurrent callers share one fetch.
+    pub async fn get(&self) -> Result<Secret, ApiError> {
+        let mut current = self.current.lock().await;
+        if let Some(cached) = current.as_ref()
+            && Instant::now() < cached.fresh_until
+        {
+            return Ok(cached.token.clone());
+        }
+        let asked_at = Instant::now();
+        let (token, expire) = self.fetch().await?;
+        // A token that lives less than the margin is used once, by this caller.
+        let fresh_until = asked_at + expire.saturating_sub(REFRESH_MARGIN);
+        *current = Some(Cached {
+            token: token.clone(),
+            fresh_until,
+        });
+        Ok(token)
+    }
+
+    /// Forgets `token` if it is still the current one (Feishu refused it), so the next
+    /// [`get`](Self::get) fetches another. A token already replaced is left alone: another
+    /// caller has refreshed it meanwhile.
+    pub async fn invalidate(&self, token: &Secret) {
+        let mut current = self.current.lock().await;
+        if current.as_ref().is_some_and(|c| &c.token == token) {
+            *current = None;
+        }
+    }
+
+    /// One token request.
+    async fn fetch(&self) -> Result<(Secret, Duration), ApiError> {
+        let body = serde_json::json!({
+            "app_id": self.app_id,
+            "app_secret": self.app_secret.expose(),
+        });
+        let mut response = self
+            .http
+            .post(&self.url)
+            .timeout(TOKEN_TIMEOUT)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| ApiError::transport(OP, e))?;
+        let status = response.status().as_u16();
+        let reset = rate_limit_reset(response.headers());
+        let too_large = || ApiError::Decode {
+            op: OP,
+            detail: format!("the answer exceeds {MAX_RESPONSE_BYTES} bytes"),
+        };
+        let body = read_bounded(OP, &mut response, MAX_RESPONSE_BYTES as u64, too_large).await?;
+        let refused = |code: i64| {
+            if status == 429 || RATE_LIMIT_CODES.contains(&code) {
+                ApiError::RetryAfter(reset.unwrap_or(DEFAULT_RETRY_AFTER).min(MAX_RETRY_AFTER))
+            } else {
+                ApiError::Api {
+                    op: OP,
+                    code,
+                    status,
+                }
+            }
+        };
+        let Ok(answer) = serde_json::from_slice::<TokenAnswer>(&body) else {
+            return Err(refused(i64::from(status)));
+        };
+        if answer.code != 0 || !(200..300).contains(&status) {
+            let code = if answer.code != 0 {
+                answer.code
+            } else {
+                i64::from(status)
+            };
+            return Err(refused(code));
+        }
+        match (answer.tenant_access_token, answer.expire) {
+            (Some(token), Some(expire)) if !token.is_empty() => {
+                Ok((Secret::new(token), Duration::from_secs(expire)))
+            }
+            _ => Err(ApiError::Decode {
+                op: OP,
+                detail: "the answer has no tenant_access_token or expire".into(),
+            }),
+        }
+    }
+}
+
+impl fmt::Debug for TokenCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenCache")
+            .field("url", &self.url)
+            .field("app_id", &self.app_id)
+            .field("app_secret", &self.app_secret)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+    use axum::Json;
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::post;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    const SECRET: &str = "app-SECRET-value";
+
+    /// What the fake token endpoint answers.
+    #[derive(Clone, Copy)]
+    enum Mode {
+        /// A token `t-<n>` living `expire` seconds.
+        Ok { expire: u64 },
+        /// `{code: 10014}` (app secret invalid), with a `msg` quoting the secret.
+        Refuse,
+        /// HTTP 429 with a reset header of 9 s.
+        Limited,
+    }
+
+    struct Fake {
+        requests: AtomicUsize,
+        issued: AtomicU64,
+        mode: Mode,
+        delay: Duration,
+    }
+
+    async fn token(
+        axum::extract::State(fake): axum::extract::State<Arc<Fake>>,
+        Json(body): Json<Value>,
+    ) -> Response {
+        fake.requests.fetch_add(1, Ordering::SeqCst);
+        assert_eq!(body["app_id"], "cli_test");
+        assert_eq!(body["app_secret"], SECRET);
+        tokio::time::sleep(fake.delay).await;
+        match fake.mode {
+            Mode::Ok { expire } => {
+                let n = fake.issued.fetch_add(1, Ordering::SeqCst) + 1;
+                Json(json!({"code": 0, "msg": "ok", "tenant_access_token": format!("t-{n}"), "expire": expire}))
+                    .into_response()
+            }
+            Mode::Refuse => {
+                Json(json!({"code": 10014, "msg": format!("app secret {SECRET} invalid")}))
+                    .into_response()
+            }
+            Mode::Limited => (
+                StatusCode::TOO_MANY_REQUESTS,
+                [("x-ogw-ratelimit-reset", "9")],
+                Json(json!({"code": 99991400, "msg": "request trigger frequency limit"})),
+            )
+                .into_response(),
+        }
+    }
+
+    async fn start(mode: Mode, delay: Duration) -> (Arc<TokenCache>, Arc<Fake>) {
+        let fake = Arc::new(Fake {
+            requests: AtomicUsize::new(0),
+            issued: AtomicU64::new(0),
+            mode,
+            delay,
+        });
+        let app = axum::Router::new()
+            .route(TOKEN_PATH, post(token))
+            .with_state(fake.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let cache = TokenCache::new(
+            reqwest::Client::new(),
+            &format!("http://{addr}/"),
+            "cli_test",
+            Secret::new(SECRET),
+        );
+        (Arc::new(cache), fake)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn ten_concurrent_callers_share_one_token_request() {
+        let (cache, fake) = start(Mode::Ok { expire: 7200 }, Duration::from_millis(100)).await;
+        let calls = (0..10).map(|_| {
+            let cache = cache.clone();
+            tokio::spawn(async move { cache.get().await.unwrap() })
+        });
+        for token in futures_util::future::join_all(calls).await {
+            assert_eq!(token.unwrap().expose(), "t-1");
+        }
+        assert_eq!(fake.requests.load(Ordering::SeqCst), 1);
+        // Still fresh: no second request.
+        assert_eq!(cache.get().await.unwrap().expose(), "t-1");
+        assert_eq!(fake.requests.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_token_with_less_than_five_minutes_left_is_refreshed() {
+        let (cache, fake) = start(Mode::Ok { expire: 299 }, Duration::ZERO).await;
+        assert_eq!(cache.get().await.unwrap().expose(), "t-1");
+        assert_eq!(cache.get().await.unwrap().expose(), "t-2");
+        assert_eq!(fake.requests.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn invalidate_forgets_only_the_current_token() {
+        let (cache, fake) = start(Mode::Ok { expire: 7200 }, Duration::ZERO).await;
+        let first = cache.get().await.unwrap();
+        cache.invalidate(&first).await;
+        let second = cache.get().await.unwrap();
+        assert_eq!(second.expose(), "t-2");
+        // A late caller still holding the old token does not throw away the new one.
+        cache.invalidate(&first).await;
+        assert_eq!(cache.get().await.unwrap(), second);
+        assert_eq!(fake.requests.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_names_the_code_and_never_the_secret() {
+        let (cache, _fake) = start(Mode::Refuse, Duration::ZERO).await;
+        let error = cache.get().await.unwrap_err();
+        assert!(
+            matches!(error, ApiError::Api { code: 10014, .. }),
+            "{error:?}"
+        );
+        let channel = im_bridge_channel::ChannelError::from(error);
+        let text = format!("{channel} {channel:?} {cache:?}");
+        assert!(text.contains("10014"), "{text}");
+        assert!(!text.contains("SECRET"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_rate_limited_token_request_asks_to_retry_after_the_reset() {
+        let (cache, _fake) = start(Mode::Limited, Duration::ZERO).await;
+        let error = cache.get().await.unwrap_err();
+        assert!(
+            matches!(error, ApiError::RetryAfter(d) if d == Duration::from_secs(9)),
+            "{error:?}"
+        );
+    }
+}
