@@ -1,6 +1,9 @@
 //! Fake platform servers for end-to-end tests, one module per platform, named like the
 //! adapter it serves (STYLE habit 5):
 //!
+//! - [`feishu`] — Feishu / Lark: endpoint discovery, the pbbp2 long connection (pings,
+//!   pushes, split payloads, acks, re-pushes), the REST API with its token and card
+//!   rules, webhook requests (encrypted, signed).
 //! - [`telegram`] — the Telegram Bot API: long polling, webhook delivery, messages, edits,
 //!   uploads, the HTML parse mode, scripted failures.
 //!
@@ -12,6 +15,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod feishu;
 pub mod telegram;
 pub mod telemetry;
 

@@ -1,0 +1,771 @@
+//! A fake Feishu / Lark open platform (spec platforms §4.5) for the `im-bridge-feishu`
+//! adapter's tests.
+//!
+//! [`FakeFeishu::start`] binds `127.0.0.1:0`; [`FakeFeishu::domain`] is the base URL to
+//! configure as the adapter's `domain`. It serves:
+//!
+//! - the long connection: `POST /callback/ws/endpoint` discovery, then a WebSocket at `/ws`
+//!   speaking binary `pbbp2` [`Frame`]s: pings are answered with pongs, events are pushed
+//!   to one connected client in turn ("cluster mode"), acks are recorded, unacked events
+//!   are pushed again when [`FakeFeishu::set_repush_after`] asks;
+//! - the REST API under `/open-apis/…` with the `{code, msg, data}` envelope and a
+//!   `tenant_access_token` (`Authorization: Bearer`), enforcing Feishu's rules where the
+//!   adapter depends on them (shared cards, size limits, the 5 patches/s per message);
+//! - [`webhook_request`], what Feishu POSTs to an event webhook (encrypted and signed or
+//!   plain), for the webhook mode.
+//!
+//! The fake never panics on what the bridge sends: a bad request gets Feishu's error
+//! envelope, a bad frame is counted ([`FakeFeishu::bad_frames`]) and ignored.
+//!
+//! Children: `frame` is the prost `pbbp2` frame; `events` builds `im.message.receive_v1`
+//! events; `ws` is the long connection (discovery, upgrade, connections, pushes, acks,
+//! repush); `rest` is the HTTP edge and the REST methods; `webhook` builds webhook
+//! requests (AES-256-CBC, signature).
+
+mod events;
+mod frame;
+mod rest;
+mod webhook;
+mod ws;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub use events::Event;
+pub use frame::{Frame, Header, METHOD_CONTROL, METHOD_DATA};
+pub use webhook::{
+    SIGNATURE_HEADER, decode_webhook_body, signature, tamper_signature, url_verification_request,
+    webhook_request,
+};
+
+/// The app id the fake accepts.
+pub const APP_ID: &str = "cli_fake0000000001";
+/// The app secret the fake accepts.
+pub const APP_SECRET: &str = "fake-app-secret-0123456789";
+/// The event encrypt key ([`webhook_request`] encrypts and signs with it).
+pub const ENCRYPT_KEY: &str = "fake-encrypt-key";
+/// The event verification token (the `token` of every event header).
+pub const VERIFICATION_TOKEN: &str = "fake-verification-token";
+/// The bot's `open_id` (what a mention of the bot carries).
+pub const BOT_OPEN_ID: &str = "ou_fakebot0000000000000000000001";
+/// The bot's display name in mentions.
+pub const BOT_NAME: &str = "Fake Bridge";
+/// The tenant of every event.
+pub const TENANT_KEY: &str = "fake-tenant";
+/// Feishu's limit on an interactive card's (and a post's) `content`: 30 KB.
+pub const MAX_CARD_BYTES: usize = 30 * 1024;
+/// Feishu's limit on a text message's `content`: 150 KB.
+pub const MAX_TEXT_BYTES: usize = 150 * 1024;
+/// Feishu's limit on an uploaded image: 10 MB.
+pub const MAX_IMAGE_BYTES: usize = 10 * 1024 * 1024;
+/// Feishu's limit on an uploaded file: 30 MB.
+pub const MAX_FILE_BYTES: usize = 30 * 1024 * 1024;
+/// Patches one message may take in any second; the next is refused with
+/// [`code::RATE_LIMITED`].
+pub const PATCHES_PER_SECOND: usize = 5;
+/// Default `expire` of a tenant access token, in seconds (Feishu's 2 h).
+pub const TOKEN_EXPIRE_SECS: u64 = 7200;
+/// How many times an unacked event is pushed again before the fake gives up (Feishu
+/// retries a bounded number of times too).
+pub const MAX_REPUSHES: u32 = 3;
+
+/// The Feishu error codes the fake answers. Those marked *documented* come from the SDK
+/// source or Feishu's API reference; the others are the fake's best guess, kept in one
+/// place so a test can name them.
+pub mod code {
+    /// Discovery: system busy, retry (SDK `SystemBusy`). *documented*
+    pub const SYSTEM_BUSY: i64 = 1;
+    /// Discovery: internal error, retry (SDK `InternalError`). *documented*
+    pub const WS_INTERNAL_ERROR: i64 = 1_000_040_343;
+    /// Handshake refusal `handshake-autherrcode`: too many connections (SDK
+    /// `ExceedConnLimit`). *documented*
+    pub const EXCEED_CONN_LIMIT: i64 = 1_000_040_350;
+    /// Handshake refusal `handshake-status`: auth failed. *documented*
+    pub const HANDSHAKE_AUTH_FAILED: i32 = 514;
+    /// Handshake refusal `handshake-status`: forbidden. *documented*
+    pub const HANDSHAKE_FORBIDDEN: i32 = 403;
+    /// Token / discovery: the app secret is wrong. Feishu's code for a wrong secret on
+    /// `tenant_access_token/internal`; the fake answers the same on discovery (the real
+    /// discovery code is not documented; the SDK treats any code but 0, 1 and
+    /// 1000040343 as a fatal client error).
+    pub const APP_SECRET_INVALID: i64 = 10014;
+    /// Token: invalid parameters (unknown app id, missing field).
+    pub const INVALID_PARAM: i64 = 10003;
+    /// REST: no `Authorization: Bearer` header. *documented*
+    pub const TOKEN_MISSING: i64 = 99_991_661;
+    /// REST: invalid or expired tenant access token; the SDK refreshes and retries on
+    /// it (`errCodeTenantAccessTokenInvalid`). *documented*
+    pub const TOKEN_INVALID: i64 = 99_991_663;
+    /// REST: the app's request frequency limit (HTTP 429). *documented*
+    pub const FREQUENCY_LIMIT: i64 = 99_991_400;
+    /// REST: the body is not valid JSON of the right types.
+    pub const BAD_REQUEST: i64 = 9499;
+    /// REST: a required field is missing.
+    pub const FIELD_VALIDATION: i64 = 99_992_402;
+    /// IM: invalid request parameter (unknown message id, bad receive_id_type, …).
+    /// *documented*
+    pub const INVALID_PARAMETER: i64 = 230_001;
+    /// IM: the bot is not the sender of the message (patching a user's message).
+    /// *documented*
+    pub const NOT_SENDER: i64 = 230_012;
+    /// IM: the operation triggers the frequency limit (more than 5 patches/s on a
+    /// message). *documented*, answered with HTTP 400 as documented.
+    pub const RATE_LIMITED: i64 = 230_020;
+    /// IM: the content is too long (text 150 KB, card and post 30 KB). *documented*
+    pub const CONTENT_TOO_LONG: i64 = 230_025;
+    /// IM: failed to create card content (not JSON; and, the fake's choice, a patch of a
+    /// card that is not shared, i.e. without `config.update_multi: true` before and
+    /// after). *documented* code, guessed use for `update_multi`.
+    pub const CARD_CONTENT_FAILED: i64 = 230_099;
+    /// Reactions: the reaction type is invalid.
+    pub const REACTION_INVALID: i64 = 231_001;
+    /// Files: invalid request parameter (bad `type`, `image_type`, `file_type`).
+    pub const FILE_INVALID_PARAM: i64 = 234_001;
+    /// Files: the resource is not in the message.
+    pub const FILE_NOT_IN_MESSAGE: i64 = 234_003;
+    /// Files: the file exceeds its size limit (image 10 MB, file 30 MB).
+    pub const FILE_TOO_LARGE: i64 = 234_006;
+    /// Files: an empty file.
+    pub const FILE_EMPTY: i64 = 234_010;
+}
+
+/// The timers Feishu hands the client (seconds), in discovery and optionally in pongs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Reconnect attempts, negative = forever.
+    pub reconnect_count: i64,
+    /// Seconds between reconnect attempts.
+    pub reconnect_interval: i64,
+    /// Jitter before the first reconnect, seconds.
+    pub reconnect_nonce: i64,
+    /// Seconds between pings.
+    pub ping_interval: i64,
+}
+
+impl Default for ClientConfig {
+    /// The fake's defaults (spec §4.5): reconnect forever every second, no jitter, ping
+    /// every 5 s.
+    fn default() -> Self {
+        Self {
+            reconnect_count: -1,
+            reconnect_interval: 1,
+            reconnect_nonce: 0,
+            ping_interval: 5,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// As Feishu writes it: `{ReconnectCount, ReconnectInterval, ReconnectNonce,
+    /// PingInterval}`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "ReconnectCount": self.reconnect_count,
+            "ReconnectInterval": self.reconnect_interval,
+            "ReconnectNonce": self.reconnect_nonce,
+            "PingInterval": self.ping_interval,
+        })
+    }
+}
+
+/// When a scripted failure fires.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// On the Nth authenticated call of the route (1-based), once.
+    Nth(usize),
+    /// On every call of the route until [`FakeFeishu::clear_failures`].
+    Always,
+}
+
+/// A scripted failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// HTTP 400 with `{code, msg}` (HTTP 200 on the discovery route, as Feishu does).
+    Code(i64, String),
+    /// This HTTP status; 429 carries [`code::FREQUENCY_LIMIT`] and
+    /// `x-ogw-ratelimit-reset: 1`, as Feishu throttles an app.
+    Http(u16),
+}
+
+/// One HTTP request the fake received (WebSocket frames are in [`FakeFeishu::acks`] and
+/// [`FakeFeishu::deliveries`]).
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// The route name: `endpoint`, `ws`, `token`, `reply`, `create`, `patch`,
+    /// `reactions`, `resource`, `images`, `files` (what [`FakeFeishu::fail`] takes), or
+    /// `unknown`.
+    pub route: &'static str,
+    /// HTTP method.
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    /// The JSON body; for multipart, `{field: value}` with files as `{"file_name",
+    /// "size"}`; `null` without a body.
+    pub body: Value,
+    /// HTTP status answered.
+    pub status: u16,
+    /// The envelope's `code` (`None` for binary answers and the upgrade).
+    pub code: Option<i64>,
+    /// When it arrived.
+    pub at: Instant,
+}
+
+impl Call {
+    /// Whether Feishu would call it a success: HTTP 200 and code 0 (or a binary answer).
+    pub fn ok(&self) -> bool {
+        (self.status == 200 || self.status == 101) && self.code.unwrap_or(0) == 0
+    }
+
+    /// A string field of the JSON body.
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.body.get(key).and_then(Value::as_str)
+    }
+}
+
+/// One accepted patch of a bot message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Patch {
+    /// The new `content` (the card JSON as a string).
+    pub content: String,
+    /// When it was accepted.
+    pub at: Instant,
+}
+
+/// A message the bot sent, as it looks now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BotMessage {
+    /// Its id (`om_…`).
+    pub message_id: String,
+    /// Its chat.
+    pub chat_id: String,
+    /// The message it replies to.
+    pub reply_to: Option<String>,
+    /// `text`, `post`, `interactive`, `image`, `file`, …
+    pub msg_type: String,
+    /// Current `content` (a JSON string).
+    pub content: String,
+    /// Every accepted patch in order.
+    pub patches: Vec<Patch>,
+    /// When it was sent.
+    pub at: Instant,
+}
+
+impl BotMessage {
+    /// The current content parsed (the card for `interactive`).
+    pub fn content_json(&self) -> Value {
+        serde_json::from_str(&self.content).unwrap_or(Value::Null)
+    }
+
+    /// For a card: the `content` of each `markdown` element (or `div` text), joined by
+    /// newlines — what a user reads.
+    pub fn card_text(&self) -> String {
+        rest::card_text(&self.content_json())
+    }
+}
+
+/// An uploaded image or file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upload {
+    /// `image` or `file`.
+    pub kind: &'static str,
+    /// The key returned (`img_…` / `file_…`).
+    pub key: String,
+    /// `image_type` or `file_type`.
+    pub type_: String,
+    /// `file_name` (files) or the part's file name (images).
+    pub name: String,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// What [`FakeFeishu::push_event`] pushed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pushed {
+    /// The event's `header.event_id`.
+    pub event_id: String,
+    /// The event's `event.message.message_id`, if it has one.
+    pub message_id: Option<String>,
+    /// The frame `message_id` header of the first delivery (acks carry it).
+    pub frame_id: String,
+}
+
+/// One delivery of an event over a connection (a re-push is another delivery).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// The event.
+    pub event_id: String,
+    /// The frame `message_id` header of this delivery.
+    pub frame_id: String,
+    /// The connection it went to.
+    pub connection: u64,
+    /// 0 for the first push, 1.. for re-pushes.
+    pub attempt: u32,
+    /// When it was sent.
+    pub at: Instant,
+}
+
+/// An ack frame a client sent back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ack {
+    /// Its `message_id` header (the frame id of the delivery it answers).
+    pub frame_id: String,
+    /// The event of that delivery, when the frame id is one the fake sent.
+    pub event_id: Option<String>,
+    /// The payload's `code` (200 ok, 500 handler error), `None` if unparsable.
+    pub code: Option<i64>,
+    /// Its `biz_rt` header, if present.
+    pub biz_rt: Option<String>,
+    /// The connection it came on.
+    pub connection: u64,
+    /// When it arrived.
+    pub at: Instant,
+}
+
+/// A connection as the fake sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Connection {
+    /// The fake's id for it, 1-based in connection order.
+    pub id: u64,
+    /// Its `device_id` query parameter.
+    pub device_id: String,
+    /// Its `service_id` query parameter.
+    pub service_id: String,
+    /// Whether it is still open.
+    pub open: bool,
+    /// Pings received on it.
+    pub pings: usize,
+}
+
+/// A wait that reached its deadline.
+pub struct WaitTimeout {
+    what: String,
+    calls: Vec<Call>,
+}
+
+impl std::fmt::Debug for WaitTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "timed out waiting for {}; calls so far:", self.what)?;
+        for c in &self.calls {
+            writeln!(
+                f,
+                "  {} {:?} {} {} {}",
+                c.status, c.code, c.method, c.path, c.body
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for WaitTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "timed out waiting for {}", self.what)
+    }
+}
+
+impl std::error::Error for WaitTimeout {}
+
+struct Rule {
+    route: String,
+    trigger: Trigger,
+    failure: Failure,
+}
+
+/// A token the fake issued.
+struct Token {
+    value: String,
+    expires_at: Instant,
+    revoked: bool,
+}
+
+/// A file a user sent, served by the resource download.
+struct Resource {
+    bytes: Vec<u8>,
+    name: String,
+}
+
+pub(crate) struct Inner {
+    calls: Vec<Call>,
+    counts: HashMap<String, usize>,
+    rules: Vec<Rule>,
+    tokens: Vec<Token>,
+    token_expire: u64,
+    /// Revoke the newest token the next time it is presented.
+    stale_once: bool,
+    endpoint_config: ClientConfig,
+    pong_config: Option<ClientConfig>,
+    /// The next upgrade is refused with `(handshake-status, handshake-autherrcode)`.
+    refuse: Option<(i32, Option<i64>)>,
+    ws: ws::State,
+    /// Messages users sent (pushed events), `message_id -> chat_id`.
+    user_messages: HashMap<String, String>,
+    messages: Vec<BotMessage>,
+    /// Accepted patch times per message in the last second, for the 5/s rule; at most
+    /// [`PATCHES_PER_SECOND`] entries each (older ones are dropped as they age out).
+    patch_window: HashMap<String, VecDeque<Instant>>,
+    rate_limited: usize,
+    reactions: Vec<(String, String)>,
+    resources: HashMap<(String, String), Resource>,
+    uploads: Vec<Upload>,
+    next_id: u64,
+}
+
+impl Inner {
+    fn new() -> Self {
+        Inner {
+            calls: Vec::new(),
+            counts: HashMap::new(),
+            rules: Vec::new(),
+            tokens: Vec::new(),
+            token_expire: TOKEN_EXPIRE_SECS,
+            stale_once: false,
+            endpoint_config: ClientConfig::default(),
+            pong_config: None,
+            refuse: None,
+            ws: ws::State::default(),
+            user_messages: HashMap::new(),
+            messages: Vec::new(),
+            patch_window: HashMap::new(),
+            rate_limited: 0,
+            reactions: Vec::new(),
+            resources: HashMap::new(),
+            uploads: Vec::new(),
+            next_id: 0,
+        }
+    }
+
+    fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// The scripted failure for this (authenticated) call of `route`, if one fires.
+    fn scripted_failure(&mut self, route: &str) -> Option<Failure> {
+        let count = {
+            let c = self.counts.entry(route.to_owned()).or_default();
+            *c += 1;
+            *c
+        };
+        let index = self.rules.iter().position(|r| {
+            r.route == route
+                && match r.trigger {
+                    Trigger::Nth(n) => n == count,
+                    Trigger::Always => true,
+                }
+        })?;
+        match self.rules[index].trigger {
+            Trigger::Always => Some(self.rules[index].failure.clone()),
+            Trigger::Nth(_) => Some(self.rules.remove(index).failure),
+        }
+    }
+}
+
+pub(crate) struct Shared {
+    inner: Mutex<Inner>,
+    changed: Notify,
+    stop: CancellationToken,
+    addr: SocketAddr,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The running fake. Dropping it stops the server and closes every connection.
+pub struct FakeFeishu {
+    shared: Arc<Shared>,
+}
+
+impl Drop for FakeFeishu {
+    fn drop(&mut self) {
+        self.shared.stop.cancel();
+    }
+}
+
+impl FakeFeishu {
+    /// Starts a fake for app [`APP_ID`] / [`APP_SECRET`] on `127.0.0.1:0`.
+    pub async fn start() -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner::new()),
+            changed: Notify::new(),
+            stop: CancellationToken::new(),
+            addr,
+        });
+        let app = Router::new()
+            .fallback(rest::handle)
+            .layer(axum::extract::DefaultBodyLimit::max(rest::MAX_BODY))
+            .with_state(shared.clone());
+        let stop = shared.stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+        });
+        Ok(Self { shared })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// The base URL to configure as `domain`: `http://127.0.0.1:P`.
+    pub fn domain(&self) -> String {
+        format!("http://{}", self.shared.addr)
+    }
+
+    // ---- long connection -------------------------------------------------------------
+
+    /// Sets the `ClientConfig` discovery hands out (default [`ClientConfig::default`]).
+    pub fn set_client_config(&self, config: ClientConfig) {
+        self.shared.lock().endpoint_config = config;
+    }
+
+    /// Makes pongs carry this `ClientConfig` as their payload (`None`: empty pongs, the
+    /// default).
+    pub fn set_pong_config(&self, config: Option<ClientConfig>) {
+        self.shared.lock().pong_config = config;
+    }
+
+    /// Refuses the next WebSocket upgrade with headers `handshake-status: status`,
+    /// `handshake-msg` and, when given, `handshake-autherrcode` (e.g.
+    /// [`code::HANDSHAKE_AUTH_FAILED`] with [`code::EXCEED_CONN_LIMIT`]).
+    pub fn refuse_handshake(&self, status: i32, autherrcode: Option<i64>) {
+        self.shared.lock().refuse = Some((status, autherrcode));
+    }
+
+    /// Closes every open connection from the server side (a close frame, then the
+    /// socket), as Feishu does when it rotates a gateway.
+    pub fn close_connections(&self) {
+        ws::close_all(&self.shared);
+    }
+
+    /// Every connection so far, open or closed.
+    pub fn connections(&self) -> Vec<Connection> {
+        self.shared.lock().ws.connections()
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.connections().iter().filter(|c| c.open).count()
+    }
+
+    /// Waits until at least `n` connections are open.
+    pub async fn wait_connected(&self, n: usize, deadline: Duration) -> Result<(), WaitTimeout> {
+        self.wait_until(&format!("{n} open connections"), deadline, |f| {
+            f.open_connections() >= n
+        })
+        .await
+    }
+
+    /// Pushes `event` (a schema-2.0 event, e.g. from [`Event::to_json`]) as one data
+    /// frame to the next connected client in turn. With no client connected it is held
+    /// and pushed to the first that connects. The message it carries becomes one the bot
+    /// may reply to and react on.
+    pub fn push_event(&self, event: &Value) -> Pushed {
+        ws::push(&self.shared, event, 1)
+    }
+
+    /// Like [`Self::push_event`], with the payload split into `parts` frames (`sum =
+    /// parts`, `seq` 0..), sent in order on one connection. `parts` is clamped to 1..=
+    /// the payload's length.
+    pub fn push_split(&self, event: &Value, parts: usize) -> Pushed {
+        ws::push(&self.shared, event, parts)
+    }
+
+    /// Pushes an event again whenever it is not acked (code 200) within `after`, up to
+    /// [`MAX_REPUSHES`] times, each time to the next client in turn and with a new frame
+    /// id (Feishu waits 3 s; tests use less). `None` (the default) never re-pushes.
+    /// Applies to events pushed from now on.
+    pub fn set_repush_after(&self, after: Option<Duration>) {
+        self.shared.lock().ws.repush_after = after;
+    }
+
+    /// Every delivery so far (first pushes and re-pushes).
+    pub fn deliveries(&self) -> Vec<Delivery> {
+        self.shared.lock().ws.deliveries.clone()
+    }
+
+    /// Every ack frame received so far.
+    pub fn acks(&self) -> Vec<Ack> {
+        self.shared.lock().ws.acks.clone()
+    }
+
+    /// Waits until `event_id` has an ack with code 200.
+    pub async fn wait_acked(&self, event_id: &str, deadline: Duration) -> Result<Ack, WaitTimeout> {
+        let found = |f: &Self| {
+            f.acks()
+                .into_iter()
+                .find(|a| a.event_id.as_deref() == Some(event_id) && a.code == Some(200))
+        };
+        self.wait_until(&format!("an ack of {event_id}"), deadline, |f| {
+            found(f).is_some()
+        })
+        .await?;
+        found(self).ok_or_else(|| self.timeout("an ack"))
+    }
+
+    /// Frames received that were not a ping or an ack (undecodable, text messages,
+    /// unknown control types).
+    pub fn bad_frames(&self) -> usize {
+        self.shared.lock().ws.bad_frames
+    }
+
+    /// Upgrades refused so far (by [`Self::refuse_handshake`] or for a bad query).
+    pub fn refused_handshakes(&self) -> usize {
+        self.shared.lock().ws.refused
+    }
+
+    // ---- REST ------------------------------------------------------------------------
+
+    /// Sets the `expire` (seconds) of tokens issued from now on; a token is refused with
+    /// [`code::TOKEN_INVALID`] once it has expired.
+    pub fn set_token_expire(&self, secs: u64) {
+        self.shared.lock().token_expire = secs;
+    }
+
+    /// Stale-token mode: the next request presenting the newest token is refused with
+    /// [`code::TOKEN_INVALID`] and that token is revoked, so the bridge must fetch a new
+    /// one and retry.
+    pub fn make_token_stale(&self) {
+        self.shared.lock().stale_once = true;
+    }
+
+    /// The tokens issued so far, oldest first.
+    pub fn tokens(&self) -> Vec<String> {
+        self.shared
+            .lock()
+            .tokens
+            .iter()
+            .map(|t| t.value.clone())
+            .collect()
+    }
+
+    /// Holds a file a user sent in `message_id`, served by `GET
+    /// /open-apis/im/v1/messages/{message_id}/resources/{key}` with `name` in its
+    /// `Content-Disposition`.
+    pub fn put_resource(&self, message_id: &str, key: &str, bytes: Vec<u8>, name: &str) {
+        self.shared.lock().resources.insert(
+            (message_id.to_owned(), key.to_owned()),
+            Resource {
+                bytes,
+                name: name.to_owned(),
+            },
+        );
+    }
+
+    /// Scripts a failure of `route` (see [`Call::route`]).
+    pub fn fail(&self, route: &str, trigger: Trigger, failure: Failure) {
+        self.shared.lock().rules.push(Rule {
+            route: route.to_owned(),
+            trigger,
+            failure,
+        });
+    }
+
+    /// Removes every scripted failure.
+    pub fn clear_failures(&self) {
+        self.shared.lock().rules.clear();
+    }
+
+    // ---- inspection ------------------------------------------------------------------
+
+    /// Every HTTP call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.shared.lock().calls.clone()
+    }
+
+    /// Every call of `route` so far.
+    pub fn calls_to(&self, route: &str) -> Vec<Call> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.route == route)
+            .collect()
+    }
+
+    /// Every message the bot sent, oldest first, as it looks now.
+    pub fn messages(&self) -> Vec<BotMessage> {
+        self.shared.lock().messages.clone()
+    }
+
+    /// The bot message `message_id`.
+    pub fn message(&self, message_id: &str) -> Option<BotMessage> {
+        self.messages()
+            .into_iter()
+            .find(|m| m.message_id == message_id)
+    }
+
+    /// The reactions the bot added to `message_id`, in order (`emoji_type`s).
+    pub fn reactions(&self, message_id: &str) -> Vec<String> {
+        self.shared
+            .lock()
+            .reactions
+            .iter()
+            .filter(|(m, _)| m == message_id)
+            .map(|(_, e)| e.clone())
+            .collect()
+    }
+
+    /// Every image and file uploaded.
+    pub fn uploads(&self) -> Vec<Upload> {
+        self.shared.lock().uploads.clone()
+    }
+
+    /// Patches refused by the 5/s rule so far.
+    pub fn rate_limited(&self) -> usize {
+        self.shared.lock().rate_limited
+    }
+
+    /// Waits until `condition` holds over the calls, or `deadline` passes.
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        deadline: Duration,
+        condition: impl Fn(&[Call]) -> bool,
+    ) -> Result<Vec<Call>, WaitTimeout> {
+        self.wait_until(what, deadline, |f| condition(&f.calls()))
+            .await?;
+        Ok(self.calls())
+    }
+
+    /// Waits until `condition` holds over the fake (calls, messages, acks, connections —
+    /// anything the fake records wakes it), or `deadline` passes.
+    pub async fn wait_until(
+        &self,
+        what: &str,
+        deadline: Duration,
+        condition: impl Fn(&Self) -> bool,
+    ) -> Result<(), WaitTimeout> {
+        let until = Instant::now() + deadline;
+        loop {
+            let notified = self.shared.changed.notified();
+            if condition(self) {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(until, notified).await.is_err() {
+                return Err(self.timeout(what));
+            }
+        }
+    }
+
+    fn timeout(&self, what: &str) -> WaitTimeout {
+        WaitTimeout {
+            what: what.to_owned(),
+            calls: self.calls(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
