@@ -18,6 +18,8 @@ pub const PLATFORMS: &[&dyn Platform] = &[
     &im_bridge_console::ConsolePlatform,
     #[cfg(feature = "telegram")]
     &im_bridge_telegram::TelegramPlatform,
+    #[cfg(feature = "feishu")]
+    &im_bridge_feishu::FeishuPlatform,
 ];
 
 /// Every platform im-bridge has (or plans) an adapter for, compiled in or not: enabling one

@@ -13,6 +13,7 @@
 //!   user-facing sentence outside the catalogs, all over production code (issues 6, 12);
 //! - `simulator`: the Gateway simulator over loopback, checked with plain HTTP (issue 3);
 //! - `telegram`: the Telegram adapter against the fake Bot API, daemon and simulator;
+//! - `feishu`: the Feishu adapter on the long connection to the fake Feishu (issue 15);
 //! - `supervisor`: a failing or panicking transport is restarted while the other channels
 //!   serve, and `/readyz` and `/metrics` show it (issue 12).
 
@@ -21,6 +22,7 @@
 
 mod cli;
 mod compact;
+mod feishu;
 mod files;
 mod gateway;
 mod goal;

@@ -1,0 +1,194 @@
+//! The Feishu adapter end to end: the real daemon with a `FeishuChannel` on the long
+//! connection to the fake Feishu (`im_bridge_fakes::feishu`: discovery, pbbp2 frames over
+//! a WebSocket, the REST calls with Feishu's rules) and the Gateway simulator.
+
+#![cfg(feature = "feishu")]
+
+mod harness;
+
+use im_bridge::simulator::Script;
+use im_bridge_fakes::feishu::{BOT_OPEN_ID, Event};
+
+use harness::{DEADLINE, Fs};
+
+const CHAT: &str = "oc_team_chat";
+const ALICE: &str = "ou_alice0000000000000000000000001";
+
+/// The bot's cards in the fake, oldest first.
+fn cards(fs: &Fs) -> Vec<im_bridge_fakes::feishu::BotMessage> {
+    fs.fake
+        .messages()
+        .into_iter()
+        .filter(|m| m.msg_type == "interactive")
+        .collect()
+}
+
+#[tokio::test]
+async fn issue_15_a_group_mention_streams_into_one_patched_card_with_reactions() {
+    const ANSWER: &str = "The plan: ship on Friday, then rest for the whole weekend.";
+    let fs = Fs::start().await;
+    fs.sim.script_next_run(
+        Script::with_answer(ANSWER)
+            .chunks(6)
+            .chunk_delay(std::time::Duration::from_millis(250)),
+    );
+    let pushed = fs.fake.push_event(
+        &Event::text(CHAT, ALICE, "@_user_1 what is the plan?")
+            .group()
+            .mention_bot()
+            .to_json(),
+    );
+    let source = pushed.message_id.clone().unwrap();
+    fs.fake
+        .wait_until("the answer in a card", DEADLINE, |fake| {
+            fake.messages().iter().any(|m| m.card_text() == ANSWER)
+        })
+        .await
+        .unwrap();
+    let all = cards(&fs);
+    assert_eq!(all.len(), 1, "one card: {all:#?}");
+    let card = &all[0];
+    assert_eq!(card.reply_to.as_deref(), Some(source.as_str()));
+    assert_eq!(card.content_json()["config"]["update_multi"], true);
+    assert!(!card.patches.is_empty(), "the answer streamed by patches");
+    fs.fake
+        .wait_until("the DONE reaction", DEADLINE, |fake| {
+            fake.reactions(&source).contains(&"DONE".to_owned())
+        })
+        .await
+        .unwrap();
+    assert_eq!(fs.fake.reactions(&source), ["OK", "DONE"]);
+    let ack = fs
+        .fake
+        .wait_acked(&pushed.event_id, DEADLINE)
+        .await
+        .unwrap();
+    assert_eq!(ack.code, Some(200));
+    let _ = BOT_OPEN_ID;
+    fs.stop().await;
+}
+
+#[tokio::test]
+async fn issue_15_a_reply_to_the_bots_card_continues_the_same_thread() {
+    let fs = Fs::start().await;
+    fs.sim
+        .script_next_run(Script::with_answer("First answer.").chunks(1));
+    let first = fs.fake.push_event(
+        &Event::text(CHAT, ALICE, "@_user_1 start")
+            .group()
+            .mention_bot()
+            .to_json(),
+    );
+    let source = first.message_id.unwrap();
+    fs.fake
+        .wait_until("the first card", DEADLINE, |fake| {
+            fake.messages()
+                .iter()
+                .any(|m| m.card_text() == "First answer.")
+        })
+        .await
+        .unwrap();
+    let card = cards(&fs).pop().unwrap();
+    fs.sim
+        .script_next_run(Script::with_answer("Second answer.").chunks(1));
+    // Feishu: a reply to the card sits in the thread rooted at the user's first message.
+    fs.fake.push_event(
+        &Event::text(CHAT, ALICE, "@_user_1 and then?")
+            .group()
+            .mention_bot()
+            .root(&source)
+            .parent(&card.message_id)
+            .to_json(),
+    );
+    fs.fake
+        .wait_until("the second card", DEADLINE, |fake| {
+            fake.messages()
+                .iter()
+                .any(|m| m.card_text() == "Second answer.")
+        })
+        .await
+        .unwrap();
+    let threads = fs.sim.thread_ids();
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    assert_eq!(fs.sim.runs(&threads[0]).len(), 2);
+    fs.stop().await;
+}
+
+#[tokio::test]
+async fn issue_15_a_re_pushed_event_runs_once_and_a_split_payload_is_reassembled() {
+    let fs = Fs::start().await;
+    // Feishu pushes again what it did not see acknowledged; here, at once.
+    fs.fake
+        .set_repush_after(Some(std::time::Duration::from_millis(1)));
+    fs.sim
+        .script_next_run(Script::with_answer("Only once.").chunks(1));
+    let pushed = fs
+        .fake
+        .push_split(&Event::text(CHAT, ALICE, "hello in parts").to_json(), 3);
+    fs.fake
+        .wait_until("the answer", DEADLINE, |fake| {
+            fake.messages()
+                .iter()
+                .any(|m| m.card_text() == "Only once.")
+        })
+        .await
+        .unwrap();
+    fs.fake
+        .wait_acked(&pushed.event_id, DEADLINE)
+        .await
+        .unwrap();
+    let threads = fs.sim.thread_ids();
+    assert_eq!(threads.len(), 1);
+    assert_eq!(fs.sim.runs(&threads[0]).len(), 1, "one run for one message");
+    fs.stop().await;
+}
+
+#[tokio::test]
+async fn issue_15_the_adapter_reconnects_after_the_server_closes() {
+    let fs = Fs::start().await;
+    fs.fake.close_connections();
+    fs.fake
+        .wait_until("a second connection", DEADLINE, |fake| {
+            fake.connections().len() >= 2 && fake.open_connections() == 1
+        })
+        .await
+        .unwrap();
+    fs.sim
+        .script_next_run(Script::with_answer("Still here.").chunks(1));
+    fs.fake
+        .push_event(&Event::text(CHAT, ALICE, "are you there?").to_json());
+    fs.fake
+        .wait_until("the answer", DEADLINE, |fake| {
+            fake.messages()
+                .iter()
+                .any(|m| m.card_text() == "Still here.")
+        })
+        .await
+        .unwrap();
+    fs.stop().await;
+}
+
+#[tokio::test]
+async fn issue_15_a_40_kb_answer_arrives_across_cards() {
+    let fs = Fs::start().await;
+    let answer = "All work and no play makes a long answer. ".repeat(1000);
+    fs.sim
+        .script_next_run(Script::with_answer(answer.clone()).chunks(4));
+    fs.fake
+        .push_event(&Event::text(CHAT, ALICE, "write a lot").to_json());
+    let squeezed = |t: &str| t.split_whitespace().collect::<String>();
+    fs.fake
+        .wait_until("the whole answer", DEADLINE, |fake| {
+            let shown: String = fake
+                .messages()
+                .iter()
+                .filter(|m| m.msg_type == "interactive")
+                .map(|m| squeezed(&m.card_text()))
+                .collect();
+            shown == squeezed(&answer)
+        })
+        .await
+        .unwrap();
+    assert!(cards(&fs).len() >= 3, "{} cards", cards(&fs).len());
+    fs.stop().await;
+}
