@@ -7,7 +7,7 @@
 mod harness;
 
 use im_bridge::simulator::Script;
-use im_bridge_fakes::feishu::{BOT_OPEN_ID, Event};
+use im_bridge_fakes::feishu::Event;
 
 use harness::{DEADLINE, Fs};
 
@@ -64,7 +64,6 @@ async fn issue_15_a_group_mention_streams_into_one_patched_card_with_reactions()
         .await
         .unwrap();
     assert_eq!(ack.code, Some(200));
-    let _ = BOT_OPEN_ID;
     fs.stop().await;
 }
 
@@ -190,5 +189,51 @@ async fn issue_15_a_40_kb_answer_arrives_across_cards() {
         .await
         .unwrap();
     assert!(cards(&fs).len() >= 3, "{} cards", cards(&fs).len());
+    fs.stop().await;
+}
+
+#[tokio::test]
+async fn issue_15_two_messages_in_one_topic_are_queued_not_rejected() {
+    let fs = Fs::start().await;
+    fs.sim.script_next_run(
+        Script::with_answer("First, slowly.")
+            .chunks(4)
+            .chunk_delay(std::time::Duration::from_millis(300)),
+    );
+    fs.sim
+        .script_next_run(Script::with_answer("Second, after.").chunks(1));
+    fs.fake.push_event(
+        &Event::text(CHAT, ALICE, "@_user_1 one")
+            .group()
+            .mention_bot()
+            .root("om_topic")
+            .to_json(),
+    );
+    fs.fake.push_event(
+        &Event::text(CHAT, ALICE, "@_user_1 two")
+            .group()
+            .mention_bot()
+            .root("om_topic")
+            .to_json(),
+    );
+    fs.fake
+        .wait_until("both answers", DEADLINE, |fake| {
+            let texts: Vec<String> = fake.messages().iter().map(|m| m.card_text()).collect();
+            texts.iter().any(|t| t == "First, slowly.")
+                && texts.iter().any(|t| t == "Second, after.")
+        })
+        .await
+        .unwrap();
+    // The queued notice was the second message's card until its answer replaced it.
+    let calls = format!("{:?}", fs.fake.calls());
+    assert!(
+        calls.contains("I'll start on yours as soon as it's done"),
+        "the second heard it was queued"
+    );
+    assert!(!calls.contains("still busy"), "never the busy reply");
+    assert_eq!(cards(&fs).len(), 2, "one card per message");
+    let threads = fs.sim.thread_ids();
+    assert_eq!(threads.len(), 1);
+    assert_eq!(fs.sim.runs(&threads[0]).len(), 2);
     fs.stop().await;
 }

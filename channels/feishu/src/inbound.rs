@@ -78,8 +78,9 @@ struct Message {
     root_id: Option<String>,
     #[serde(default)]
     parent_id: Option<String>,
-    #[serde(default)]
-    thread_id: Option<String>,
+    /// Feishu's own topic thread of the message (not a DeerFlow thread).
+    #[serde(default, rename = "thread_id")]
+    topic_thread: Option<String>,
     chat_id: String,
     #[serde(default)]
     chat_type: String,
@@ -181,7 +182,7 @@ pub fn normalize(envelope: &Envelope, ctx: &InboundContext<'_>) -> Result<Inboun
         ChatKind::Private => None,
         ChatKind::Group => Some(
             non_empty(&message.root_id)
-                .or_else(|| non_empty(&message.thread_id))
+                .or_else(|| non_empty(&message.topic_thread))
                 .unwrap_or_else(|| message.message_id.clone()),
         ),
     };
