@@ -9,7 +9,7 @@
 //! JSON, so the text's budget is the limit minus the envelope, and JSON escaping (a quote
 //! or newline takes two bytes, a control character six) can still push a piece over it.
 //! [`split_for_cards`] therefore cuts with the core splitter
-//! ([`split`](im_bridge_channel::split::split), in UTF-8 bytes:
+//! (`im_bridge_channel::split::split`, in UTF-8 bytes:
 //! on paragraph, line or space boundaries, never inside a character, closing and
 //! reopening a fenced code block it cuts through) and cuts a piece again, with a budget
 //! shrunk by how much escaping grew it, until its card fits.
