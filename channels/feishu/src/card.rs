@@ -29,6 +29,33 @@ pub fn card(markdown: &str) -> Value {
     })
 }
 
+/// `markdown` with `<` and `>` written as entities outside fenced code blocks, so text the
+/// agent wrote can never become one of the card markdown's tags (`<at id=all></at>`
+/// would notify a whole group; `<font>` would restyle it). Inside a fence they are code.
+pub fn escape_tags(markdown: &str) -> String {
+    let mut out = String::with_capacity(markdown.len());
+    let mut in_fence = false;
+    for line in markdown.split_inclusive('\n') {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            out.push_str(line);
+            continue;
+        }
+        if in_fence {
+            out.push_str(line);
+            continue;
+        }
+        for c in line.chars() {
+            match c {
+                '<' => out.push_str("&#60;"),
+                '>' => out.push_str("&#62;"),
+                c => out.push(c),
+            }
+        }
+    }
+    out
+}
+
 /// The length of [`card`]`(markdown)` serialized, in bytes: what the card limit bounds.
 pub fn card_len(markdown: &str) -> usize {
     card(markdown).to_string().len()
@@ -150,5 +177,14 @@ mod tests {
             let cards = split_for_cards("a \"b\" c\nd", max);
             assert!(!cards.is_empty());
         }
+    }
+
+    #[test]
+    fn agent_text_cannot_become_a_card_tag() {
+        assert_eq!(
+            escape_tags("hi <at id=all></at> & 2 > 1\n```\nif a < b {}\n```\n<b>"),
+            "hi &#60;at id=all&#62;&#60;/at&#62; & 2 &#62; 1\n```\nif a < b {}\n```\n&#60;b&#62;"
+        );
+        assert_eq!(escape_tags("plain **bold**"), "plain **bold**");
     }
 }

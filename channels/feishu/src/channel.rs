@@ -150,7 +150,7 @@ impl FeishuChannel {
 
     /// A card with `text`, replying to the source message (or sent to the chat).
     async fn send_card(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let card = card::card(text);
+        let card = card::card(&card::escape_tags(text));
         let sent = match to.reply_to {
             Some(source) => self.api.reply_card(source, &card).await,
             None => self.api.send_card(to.chat_id, &card).await,
@@ -160,7 +160,10 @@ impl FeishuChannel {
     }
 
     async fn patch(&self, id: &MessageId, text: &str) -> ChannelResult {
-        let result = self.api.patch_card(id, &card::card(text)).await;
+        let result = self
+            .api
+            .patch_card(id, &card::card(&card::escape_tags(text)))
+            .await;
         self.telemetry.sending(result.map_err(ChannelError::from))
     }
 }
