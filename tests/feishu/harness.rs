@@ -1,15 +1,12 @@
 //! The Feishu end-to-end harness: the real daemon running a real `FeishuChannel` on the
 //! long connection to the fake Feishu, and the Gateway simulator, all over loopback.
 
-use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge::config::{IntakeSettings, StoreLocation};
-use im_bridge::daemon::{self, DaemonConfig, DaemonError, DaemonExit};
-use im_bridge::gateway::GatewayConfig;
+use im_bridge::config::StoreLocation;
+use im_bridge::daemon::{self, DaemonError, DaemonExit};
 use im_bridge::i18n::{Catalogs, command_menu};
-use im_bridge::manager::ManagerConfig;
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 use im_bridge_channel::{AllowedUsers, BuildContext, Channel, Secret, WebhookHost};
 use im_bridge_fakes::feishu::{APP_ID, APP_SECRET, ClientConfig, FakeFeishu};
@@ -57,31 +54,11 @@ impl Fs {
         );
         let channel = FeishuChannel::new(settings, &ctx).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let config = DaemonConfig {
-            intake: IntakeSettings {
-                inbound_queue_maxsize: NonZeroUsize::new(64).unwrap(),
-                max_concurrency: NonZeroUsize::new(16).unwrap(),
-                shutdown_grace: Duration::from_secs(3),
-            },
-            manager: ManagerConfig {
-                notification_locale: "en-US".into(),
-                max_concurrency: 16,
-                ..ManagerConfig::default()
-            },
-            gateway: GatewayConfig {
-                langgraph_url: sim.langgraph_url(),
-                gateway_url: sim.gateway_url(),
-                internal_token: sim.config().internal_token.map(Secret::new),
-                ..GatewayConfig::default()
-            },
-            store: StoreLocation::Sqlite(dir.path().join("bridge.db")),
-            admin_listen: None,
-            locales_dir: None,
-            lease_ttl: im_bridge::lease::DEFAULT_TTL,
-            webhooks: WebhookHost::new(),
-            conversation_ttl: im_bridge::retention::DEFAULT_TTL,
-            supervisor: im_bridge::supervisor::SupervisorConfig::default(),
-        };
+        let config = crate::support::daemon_config(
+            &sim,
+            StoreLocation::Sqlite(dir.path().join("bridge.db")),
+            &crate::support::Options::default(),
+        );
         let shutdown = CancellationToken::new();
         let channels: Vec<Arc<dyn Channel>> = vec![Arc::new(channel)];
         let daemon = tokio::spawn(daemon::run(config, channels, shutdown.clone()));
