@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod access;
+mod body;
 mod capabilities;
 mod channel;
 mod commands;
@@ -25,6 +26,7 @@ pub mod telemetry;
 pub mod webhook;
 
 pub use access::AllowedUsers;
+pub use body::{BoundedRead, read_bounded};
 pub use capabilities::{Capabilities, ChatBudget, LengthUnit, ReplyWindow, UpdateMode};
 pub use channel::{Channel, ChannelExit, SendTarget, SentMessage};
 pub use commands::CommandVocabulary;

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use im_bridge_channel::{ChatId, MessageId, Secret, safe_file_name};
+use im_bridge_channel::{BoundedRead, ChatId, MessageId, Secret, safe_file_name};
 use reqwest::header::{CONTENT_DISPOSITION, HeaderMap};
 use reqwest::multipart::{Form, Part};
 use reqwest::{Method, StatusCode};
@@ -445,39 +445,25 @@ pub(crate) fn rate_limit_reset(headers: &HeaderMap) -> Option<Duration> {
         .map(Duration::from_secs)
 }
 
-/// Reads a response's body, refused with `too_large` once it is over `max` bytes: by its
-/// `Content-Length` before any byte is read, otherwise as soon as the bytes read pass the
-/// bound (never more than the bound plus one chunk is held).
+/// Reads a response's body, refused with `too_large` once it is over `max` bytes (the
+/// core's [`read_bounded`](im_bridge_channel::read_bounded)).
 pub(crate) async fn read_bounded(
     op: &'static str,
-    response: &mut reqwest::Response,
+    response: reqwest::Response,
     max: u64,
     too_large: impl Fn() -> ApiError,
 ) -> Result<Vec<u8>, ApiError> {
     let declared = response.content_length();
-    if declared.is_some_and(|n| n > max) {
-        return Err(too_large());
-    }
-    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(0));
-    let mut body = Vec::with_capacity(capacity);
-    while let Some(chunk) = response
-        .chunk()
+    im_bridge_channel::read_bounded(response.bytes_stream(), declared, max)
         .await
-        .map_err(|e| ApiError::transport(op, e))?
-    {
-        if (body.len() + chunk.len()) as u64 > max {
-            return Err(too_large());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+        .map_err(|e| match e {
+            BoundedRead::TooLarge => too_large(),
+            BoundedRead::Failed(e) => ApiError::transport(op, e),
+        })
 }
 
 /// Reads an envelope answer (bounded) of an HTTP `status`.
-async fn read_envelope(
-    op: &'static str,
-    response: &mut reqwest::Response,
-) -> Result<Vec<u8>, ApiError> {
+async fn read_envelope(op: &'static str, response: reqwest::Response) -> Result<Vec<u8>, ApiError> {
     let too_large = || ApiError::Decode {
         op,
         detail: format!("the answer exceeds {MAX_RESPONSE_BYTES} bytes"),
@@ -487,13 +473,13 @@ async fn read_envelope(
 
 /// Sends a JSON or multipart call and reads its envelope: `data` on code 0.
 async fn envelope(op: &'static str, request: reqwest::RequestBuilder) -> Result<Value, ApiError> {
-    let mut response = request
+    let response = request
         .send()
         .await
         .map_err(|e| ApiError::transport(op, e))?;
     let status = response.status();
     let reset = rate_limit_reset(response.headers());
-    let body = read_envelope(op, &mut response).await?;
+    let body = read_envelope(op, response).await?;
     match serde_json::from_slice::<Envelope>(&body) {
         Ok(answer) if answer.code == 0 && status.is_success() => {
             Ok(answer.data.unwrap_or(Value::Null))
@@ -513,7 +499,7 @@ async fn download(
     request: reqwest::RequestBuilder,
     max_bytes: u64,
 ) -> Result<(Bytes, Option<String>), ApiError> {
-    let mut response = request
+    let response = request
         .send()
         .await
         .map_err(|e| ApiError::transport(op, e))?;
@@ -521,11 +507,11 @@ async fn download(
     if status == StatusCode::OK {
         let name = attachment_name(response.headers());
         let too_large = || ApiError::TooLarge { limit: max_bytes };
-        let body = read_bounded(op, &mut response, max_bytes, too_large).await?;
+        let body = read_bounded(op, response, max_bytes, too_large).await?;
         return Ok((Bytes::from(body), name));
     }
     let reset = rate_limit_reset(response.headers());
-    let body = read_envelope(op, &mut response).await?;
+    let body = read_envelope(op, response).await?;
     let code = serde_json::from_slice::<Envelope>(&body)
         .ok()
         .map(|a| a.code);

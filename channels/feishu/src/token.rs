@@ -117,7 +117,7 @@ impl TokenCache {
             "app_id": self.app_id,
             "app_secret": self.app_secret.expose(),
         });
-        let mut response = self
+        let response = self
             .http
             .post(&self.url)
             .timeout(TOKEN_TIMEOUT)
@@ -131,7 +131,7 @@ impl TokenCache {
             op: OP,
             detail: format!("the answer exceeds {MAX_RESPONSE_BYTES} bytes"),
         };
-        let body = read_bounded(OP, &mut response, MAX_RESPONSE_BYTES as u64, too_large).await?;
+        let body = read_bounded(OP, response, MAX_RESPONSE_BYTES as u64, too_large).await?;
         let refused = |code: i64| {
             if status == 429 || RATE_LIMIT_CODES.contains(&code) {
                 ApiError::RetryAfter(reset.unwrap_or(DEFAULT_RETRY_AFTER).min(MAX_RETRY_AFTER))

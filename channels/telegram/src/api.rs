@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use im_bridge_channel::Secret;
+use im_bridge_channel::{BoundedRead, Secret};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -226,7 +226,7 @@ impl Api {
         }
         let too_large = || TelegramError::FileTooLarge { limit: max_bytes };
         let url = format!("{}/file/bot{}/{file_path}", self.base, self.token.expose());
-        let mut response = self
+        let response = self
             .http
             .get(url)
             .timeout(DOWNLOAD_TIMEOUT)
@@ -241,7 +241,7 @@ impl Api {
                 description: format!("HTTP status {status}"),
             });
         }
-        let body = read_bounded(DOWNLOAD, &mut response, max_bytes, too_large).await?;
+        let body = read_bounded(DOWNLOAD, response, max_bytes, too_large).await?;
         Ok(Bytes::from(body))
     }
 
@@ -307,32 +307,21 @@ fn allowed_updates() -> Vec<String> {
     ALLOWED_UPDATES.iter().map(|s| (*s).to_owned()).collect()
 }
 
-/// Reads a response's body, refused with `too_large` once it is over `max` bytes: by its
-/// `Content-Length` before any byte is read, otherwise as soon as the bytes read pass the
-/// bound (never more than the bound plus one chunk is held).
+/// Reads a response's body, refused with `too_large` once it is over `max` bytes (the
+/// core's [`read_bounded`](im_bridge_channel::read_bounded)).
 async fn read_bounded(
     method: &'static str,
-    response: &mut reqwest::Response,
+    response: reqwest::Response,
     max: u64,
     too_large: impl Fn() -> TelegramError,
 ) -> Result<Vec<u8>, TelegramError> {
     let declared = response.content_length();
-    if declared.is_some_and(|n| n > max) {
-        return Err(too_large());
-    }
-    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(0));
-    let mut body = Vec::with_capacity(capacity);
-    while let Some(chunk) = response
-        .chunk()
+    im_bridge_channel::read_bounded(response.bytes_stream(), declared, max)
         .await
-        .map_err(|e| TelegramError::transport(method, e))?
-    {
-        if (body.len() + chunk.len()) as u64 > max {
-            return Err(too_large());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+        .map_err(|e| match e {
+            BoundedRead::TooLarge => too_large(),
+            BoundedRead::Failed(e) => TelegramError::transport(method, e),
+        })
 }
 
 /// Sends a request for `method`, then reads the envelope (bounded) and the result as `R`.
@@ -340,13 +329,13 @@ async fn answer<R: DeserializeOwned>(
     method: &'static str,
     request: reqwest::RequestBuilder,
 ) -> Result<R, TelegramError> {
-    let mut response = request
+    let response = request
         .send()
         .await
         .map_err(|e| TelegramError::transport(method, e))?;
     let status = response.status();
     let limit = MAX_RESPONSE_BYTES as u64;
-    let body = read_bounded(method, &mut response, limit, || too_large(method)).await?;
+    let body = read_bounded(method, response, limit, || too_large(method)).await?;
     let envelope: ApiResponse<Value> = match serde_json::from_slice(&body) {
         Ok(envelope) => envelope,
         Err(_) => {

@@ -1,0 +1,77 @@
+//! Reading a platform's response body under a size bound, for every adapter's HTTP client.
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+
+/// Why a bounded read stopped.
+#[derive(Debug)]
+pub enum BoundedRead<E> {
+    /// More than the bound (said by the declared length, or found while reading).
+    TooLarge,
+    /// The body could not be read.
+    Failed(E),
+}
+
+/// Collects `body` (a response's chunks, e.g. reqwest's `bytes_stream()`), refused once it
+/// is over `max` bytes: by the `declared` length before any byte is read, otherwise as soon
+/// as the bytes read pass the bound (never more than the bound plus one chunk is held).
+pub async fn read_bounded<S, E>(
+    body: S,
+    declared: Option<u64>,
+    max: u64,
+) -> Result<Vec<u8>, BoundedRead<E>>
+where
+    S: Stream<Item = Result<Bytes, E>>,
+{
+    if declared.is_some_and(|n| n > max) {
+        return Err(BoundedRead::TooLarge);
+    }
+    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(0));
+    let mut out = Vec::with_capacity(capacity);
+    let mut body = std::pin::pin!(body);
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(BoundedRead::Failed)?;
+        if (out.len() + chunk.len()) as u64 > max {
+            return Err(BoundedRead::TooLarge);
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks(parts: &[&'static [u8]]) -> impl Stream<Item = Result<Bytes, ()>> {
+        futures_util::stream::iter(
+            parts
+                .iter()
+                .map(|p| Ok(Bytes::from_static(p)))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    #[tokio::test]
+    async fn the_bound_holds_by_declaration_and_while_reading() {
+        assert_eq!(
+            read_bounded(chunks(&[b"ab", b"cd"]), Some(4), 4)
+                .await
+                .unwrap(),
+            b"abcd"
+        );
+        assert!(matches!(
+            read_bounded(chunks(&[b"ab"]), Some(5), 4).await,
+            Err(BoundedRead::TooLarge)
+        ));
+        assert!(matches!(
+            read_bounded(chunks(&[b"abc", b"de"]), None, 4).await,
+            Err(BoundedRead::TooLarge)
+        ));
+        let failing = futures_util::stream::iter(vec![Ok(Bytes::from_static(b"a")), Err("reset")]);
+        assert!(matches!(
+            read_bounded(failing, None, 4).await,
+            Err(BoundedRead::Failed("reset"))
+        ));
+    }
+}
