@@ -237,3 +237,80 @@ async fn issue_15_two_messages_in_one_topic_are_queued_not_rejected() {
     assert_eq!(fs.sim.runs(&threads[0]).len(), 2);
     fs.stop().await;
 }
+
+#[tokio::test]
+async fn issue_15_the_webhook_answers_the_challenge_runs_signed_events_and_refuses_forgeries() {
+    use im_bridge_fakes::feishu::{tamper_signature, url_verification_request, webhook_request};
+    const ANSWER: &str = "Signed, sealed, delivered.";
+    let fs = Fs::start_webhook().await;
+    // Feishu's console checks the URL first; the route answers 503 until the channel runs.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let (status, body) = loop {
+        let (headers, body) = url_verification_request("challenge-1", true);
+        let answer = fs.post_webhook(&headers, body).await;
+        if answer.0 != 503 || tokio::time::Instant::now() > deadline {
+            break answer;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+        serde_json::json!({"challenge": "challenge-1"})
+    );
+
+    // A forged signature, an unsigned event, a token from another app, a body that does
+    // not open: all refused, none runs.
+    let forged = Event::text(CHAT, ALICE, "forged").group().to_json();
+    let (mut headers, body) = webhook_request(&forged, true);
+    tamper_signature(&mut headers);
+    assert_eq!(fs.post_webhook(&headers, body).await.0, 401);
+    let (headers, body) = webhook_request(&forged, false);
+    assert_eq!(fs.post_webhook(&headers, body).await.0, 401);
+    let mut foreign = forged.clone();
+    foreign["header"]["token"] = "another-apps-token".into();
+    let (headers, body) = webhook_request(&foreign, true);
+    assert_eq!(fs.post_webhook(&headers, body).await.0, 401);
+    let garbage = br#"{"encrypt":"bm90IGFuIGFlcyBibG9jaw=="}"#.to_vec();
+    let timestamp = "1700000000";
+    let nonce = "n-1";
+    let headers = vec![
+        ("X-Lark-Request-Timestamp".to_owned(), timestamp.to_owned()),
+        ("X-Lark-Request-Nonce".to_owned(), nonce.to_owned()),
+        (
+            im_bridge_fakes::feishu::SIGNATURE_HEADER.to_owned(),
+            im_bridge_fakes::feishu::signature(timestamp, nonce, &garbage),
+        ),
+    ];
+    assert_eq!(fs.post_webhook(&headers, garbage).await.0, 400);
+
+    // The real event runs and is answered in a card.
+    fs.sim.script_next_run(Script::with_answer(ANSWER));
+    let event = Event::text(CHAT, ALICE, "@_user_1 deliver it")
+        .group()
+        .mention_bot()
+        .to_json();
+    let source = event["event"]["message"]["message_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (headers, body) = fs.fake.webhook_event(&event, true);
+    assert_eq!(fs.post_webhook(&headers, body).await.0, 200);
+    fs.fake
+        .wait_until("the answer in a card", DEADLINE, |fake| {
+            fake.messages().iter().any(|m| m.card_text() == ANSWER)
+        })
+        .await
+        .unwrap();
+    let all = cards(&fs);
+    assert_eq!(all.len(), 1, "only the signed event was answered: {all:#?}");
+    assert_eq!(all[0].reply_to.as_deref(), Some(source.as_str()));
+    assert_eq!(fs.sim.thread_ids().len(), 1, "one conversation ran");
+    fs.fake
+        .wait_until("the DONE reaction", DEADLINE, |fake| {
+            fake.reactions(&source).contains(&"DONE".to_owned())
+        })
+        .await
+        .unwrap();
+    fs.stop().await;
+}

@@ -9,9 +9,11 @@ use im_bridge::daemon::{self, DaemonError, DaemonExit};
 use im_bridge::i18n::{Catalogs, command_menu};
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 use im_bridge_channel::{AllowedUsers, BuildContext, Channel, Secret, WebhookHost};
-use im_bridge_fakes::feishu::{APP_ID, APP_SECRET, ClientConfig, FakeFeishu};
+use im_bridge_fakes::feishu::{
+    APP_ID, APP_SECRET, ClientConfig, ENCRYPT_KEY, FakeFeishu, VERIFICATION_TOKEN,
+};
 use im_bridge_feishu::FeishuChannel;
-use im_bridge_feishu::config::{FeishuSettings, Transport};
+use im_bridge_feishu::config::{FeishuSettings, Transport, WebhookSettings};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -24,14 +26,28 @@ pub struct Fs {
     pub fake: FakeFeishu,
     /// The Gateway simulator.
     pub sim: RunningSimulator,
+    /// Where the event webhook is served (webhook mode).
+    pub webhook_url: Option<String>,
     shutdown: CancellationToken,
     daemon: Option<JoinHandle<Result<DaemonExit, DaemonError>>>,
     _dir: tempfile::TempDir,
 }
 
+/// The path the webhook-mode harness serves events on.
+pub const WEBHOOK_PATH: &str = "/hooks/feishu-e2e";
+
 impl Fs {
-    /// Everything started, the channel connected.
+    /// Everything started, the channel connected over the long connection.
     pub async fn start() -> Self {
+        Self::start_in(false).await
+    }
+
+    /// Everything started, events arriving by the event webhook (encrypted and signed).
+    pub async fn start_webhook() -> Self {
+        Self::start_in(true).await
+    }
+
+    async fn start_in(webhook: bool) -> Self {
         let fake = FakeFeishu::start().await.unwrap();
         // Quick reconnects, so the reconnect test waits a second at most.
         fake.set_client_config(ClientConfig {
@@ -40,36 +56,72 @@ impl Fs {
             ..ClientConfig::default()
         });
         let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
+        let webhooks = WebhookHost::new();
+        let (transport, webhook_url) = if webhook {
+            // The daemon serves the route on a socket bound here, so its address is known.
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let listen = listener.local_addr().unwrap();
+            webhooks.adopt(listen, listener);
+            let hook = WebhookSettings {
+                listen,
+                path: WEBHOOK_PATH.to_owned(),
+                verification_token: Secret::new(VERIFICATION_TOKEN),
+                encrypt_key: Some(Secret::new(ENCRYPT_KEY)),
+            };
+            (
+                Transport::Webhook(hook),
+                Some(format!("http://{listen}{WEBHOOK_PATH}")),
+            )
+        } else {
+            (Transport::Websocket, None)
+        };
         let settings = FeishuSettings {
             app_id: APP_ID.to_owned(),
             app_secret: Secret::new(APP_SECRET),
             domain: fake.domain(),
-            transport: Transport::Websocket,
+            transport,
         };
         let ctx = BuildContext::new(
             AllowedUsers::Anyone,
             im_bridge::manager::commands::vocabulary(),
             command_menu(&Catalogs::embedded().unwrap()),
-            WebhookHost::new(),
+            webhooks.clone(),
         );
         let channel = FeishuChannel::new(settings, &ctx).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let config = crate::support::daemon_config(
+        let mut config = crate::support::daemon_config(
             &sim,
             StoreLocation::Sqlite(dir.path().join("bridge.db")),
             &crate::support::Options::default(),
         );
+        config.webhooks = webhooks;
         let shutdown = CancellationToken::new();
         let channels: Vec<Arc<dyn Channel>> = vec![Arc::new(channel)];
         let daemon = tokio::spawn(daemon::run(config, channels, shutdown.clone()));
-        fake.wait_connected(1, DEADLINE).await.unwrap();
+        if !webhook {
+            fake.wait_connected(1, DEADLINE).await.unwrap();
+        }
         Self {
             fake,
             sim,
+            webhook_url,
             shutdown,
             daemon: Some(daemon),
             _dir: dir,
         }
+    }
+
+    /// POSTs a webhook request (headers and body as the fake built them) to the daemon:
+    /// the answer's status and body.
+    pub async fn post_webhook(&self, headers: &[(String, String)], body: Vec<u8>) -> (u16, String) {
+        let url = self.webhook_url.as_deref().expect("a webhook-mode harness");
+        let mut request = reqwest::Client::new().post(url).body(body);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.text().await.unwrap())
     }
 
     /// Stops the daemon as a signal would and checks it stopped cleanly.

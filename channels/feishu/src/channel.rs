@@ -10,9 +10,11 @@
 //!   within Feishu's 5 QPS per message); the final is the last patch, and then the source
 //!   message gets the `DONE` reaction. Files go up as images (≤ 10 MB) or files (≤ 30 MB)
 //!   and are sent as image or file messages replying to the answer.
+//! - **Or in by webhook** (`mode: webhook`, child `hook`): the same admission behind the
+//!   event webhook's signature, decryption and token checks.
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -21,10 +23,13 @@ use im_bridge_channel::render::Markup;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelResult, ChatBudget, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit,
-    MessageId, OutboundFile, SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
+    MessageId, OutboundFile, SendTarget, SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits,
+    WebhookRoute,
 };
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+mod hook;
 
 use crate::api::{Api, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MediaKind};
 use crate::config::{FeishuSettings, Transport};
@@ -64,14 +69,31 @@ pub const CAPABILITIES: Capabilities = Capabilities {
 /// The Feishu / Lark channel.
 pub struct FeishuChannel {
     settings: FeishuSettings,
-    api: Api,
     http: reqwest::Client,
+    /// What admits events, shared with the webhook handler.
+    intake: Arc<Intake>,
+    /// The webhook route on the daemon's shared host (webhook mode only).
+    route: Option<WebhookRoute>,
+    done: Mutex<Done>,
+}
+
+/// What turns an event into an admitted message: shared by the long connection and the
+/// webhook handler (which the host keeps as long as a request runs).
+struct Intake {
+    api: Api,
     allowed_users: AllowedUsers,
     commands: CommandVocabulary,
     telemetry: Telemetry,
     /// Reactions in flight (never waited for by a message).
     reactions: TaskTracker,
-    done: Mutex<Done>,
+}
+
+/// What became of an offered event: answered with its ack (or the webhook's status).
+enum Offered {
+    /// Admitted, skipped, or refused as too busy with the sender told: not to redeliver.
+    Done,
+    /// Not admitted now (shutting down, overloaded): Feishu should deliver it again.
+    Again,
 }
 
 #[derive(Default)]
@@ -103,26 +125,41 @@ impl FeishuChannel {
             .timeout(Duration::from_secs(30))
             .build()
             .map_err(|e| ChannelError::Transport(e.without_url().to_string()))?;
+        let telemetry = Telemetry::new(NAME);
+        let route = match &settings.transport {
+            Transport::Webhook(hook) => Some(
+                ctx.webhooks
+                    .route(
+                        &telemetry,
+                        hook.listen,
+                        &hook.path,
+                        WebhookLimits::default(),
+                    )
+                    .map_err(|e| ChannelError::Transport(e.to_string()))?,
+            ),
+            Transport::Websocket => None,
+        };
         Ok(Self {
             settings,
-            api,
             http,
-            allowed_users: ctx.allowed_users.clone(),
-            commands: ctx.commands.clone(),
-            telemetry: Telemetry::new(NAME),
-            reactions: TaskTracker::new(),
+            intake: Arc::new(Intake {
+                api,
+                allowed_users: ctx.allowed_users.clone(),
+                commands: ctx.commands.clone(),
+                telemetry,
+                reactions: TaskTracker::new(),
+            }),
+            route,
             done: Mutex::new(Done::default()),
         })
     }
 
-    /// Adds `emoji` to `message` in the background (a hint: a failure is logged).
-    fn react(&self, message: MessageId, emoji: &'static str) {
-        let api = self.api.clone();
-        self.reactions.spawn(async move {
-            if let Err(error) = api.add_reaction(&message, emoji).await {
-                tracing::debug!(channel = NAME, %error, emoji, "Adding a reaction failed.");
-            }
-        });
+    fn api(&self) -> &Api {
+        &self.intake.api
+    }
+
+    fn telemetry(&self) -> &Telemetry {
+        &self.intake.telemetry
     }
 
     /// The `DONE` reaction on the source of a final, once per source.
@@ -144,7 +181,7 @@ impl FeishuChannel {
             first
         };
         if first {
-            self.react(source.clone(), "DONE");
+            self.intake.react(source.clone(), "DONE");
         }
     }
 
@@ -152,19 +189,19 @@ impl FeishuChannel {
     async fn send_card(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         let card = card::card(&card::escape_tags(text));
         let sent = match to.reply_to {
-            Some(source) => self.api.reply_card(source, &card).await,
-            None => self.api.send_card(to.chat_id, &card).await,
+            Some(source) => self.api().reply_card(source, &card).await,
+            None => self.api().send_card(to.chat_id, &card).await,
         };
-        let id = self.telemetry.sending(sent.map_err(ChannelError::from))?;
+        let id = self.telemetry().sending(sent.map_err(ChannelError::from))?;
         Ok(SentMessage { id })
     }
 
     async fn patch(&self, id: &MessageId, text: &str) -> ChannelResult {
         let result = self
-            .api
+            .api()
             .patch_card(id, &card::card(&card::escape_tags(text)))
             .await;
-        self.telemetry.sending(result.map_err(ChannelError::from))
+        self.telemetry().sending(result.map_err(ChannelError::from))
     }
 }
 
@@ -179,7 +216,7 @@ impl Channel for FeishuChannel {
     }
 
     fn is_connected(&self) -> bool {
-        self.telemetry.is_connected()
+        self.telemetry().is_connected()
     }
 
     /// Feishu gives each event to one connected client: every replica connects.
@@ -200,23 +237,26 @@ impl Channel for FeishuChannel {
                     app_secret: self.settings.app_secret.clone(),
                 };
                 let mut admit = Admit {
-                    channel: self,
+                    intake: &self.intake,
                     sink: &sink,
                 };
-                self.telemetry.set_connected(true);
+                self.telemetry().set_connected(true);
                 let result = ws::run(&settings, &self.http, &mut admit, &shutdown).await;
-                self.telemetry.set_connected(false);
+                self.telemetry().set_connected(false);
                 match result {
                     Ok(()) => Ok(ChannelExit::Stopped),
                     Err(error) => {
-                        self.telemetry.error(Stage::Receiving);
+                        self.telemetry().error(Stage::Receiving);
                         Err(ChannelError::Transport(error.to_string()))
                     }
                 }
             }
-            Transport::Webhook(_) => Err(ChannelError::Unsupported(
-                "Feishu's webhook mode in this build (use mode: websocket)",
-            )),
+            Transport::Webhook(settings) => match &self.route {
+                Some(route) => {
+                    Ok(hook::run(self.intake.clone(), settings, route, sink, &shutdown).await)
+                }
+                None => Err(ChannelError::Unsupported("a webhook without its route")),
+            },
         }
     }
 
@@ -250,19 +290,23 @@ impl Channel for FeishuChannel {
         let as_image = file.is_image && size <= MAX_IMAGE_BYTES;
         let result = async {
             let (kind, content) = if as_image {
-                let key = self.api.upload_image(bytes).await?;
+                let key = self.api().upload_image(bytes).await?;
                 (MediaKind::Image, serde_json::json!({ "image_key": key }))
             } else {
-                let key = self.api.upload_file(&file.filename, bytes).await?;
+                let key = self.api().upload_file(&file.filename, bytes).await?;
                 (MediaKind::File, serde_json::json!({ "file_key": key }))
             };
             match to.reply_to {
-                Some(source) => self.api.reply_file(source, kind, &content).await,
-                None => self.api.send_file_message(to.chat_id, kind, &content).await,
+                Some(source) => self.api().reply_file(source, kind, &content).await,
+                None => {
+                    self.api()
+                        .send_file_message(to.chat_id, kind, &content)
+                        .await
+                }
             }
         }
         .await;
-        self.telemetry
+        self.telemetry()
             .sending(result.map(drop).map_err(ChannelError::from))
     }
 
@@ -282,21 +326,21 @@ impl Channel for FeishuChannel {
             MediaKind::File
         };
         let result = self
-            .api
+            .api()
             .download_resource(&MessageId::new(message), key, kind, max_bytes)
             .await
             .map(|(bytes, _)| bytes)
             .map_err(ChannelError::from);
         if result.is_err() {
-            self.telemetry.error(Stage::Processing);
+            self.telemetry().error(Stage::Processing);
         }
         result
     }
 }
 
-/// Admits each event to the daemon's queue; what it answers is the frame's ack.
+/// Admits each long-connection event; what it answers is the frame's ack.
 struct Admit<'a> {
-    channel: &'a FeishuChannel,
+    intake: &'a Intake,
     sink: &'a InboundSink,
 }
 
@@ -306,21 +350,26 @@ impl EventHandler for Admit<'_> {
             // Card callbacks: nothing to do, and nothing to redeliver.
             return true;
         }
-        let channel = self.channel;
-        channel.telemetry.received(1);
-        let envelope: Envelope = match serde_json::from_slice(&payload) {
-            Ok(envelope) => envelope,
+        self.intake.telemetry.received(1);
+        match serde_json::from_slice(&payload) {
+            Ok(envelope) => matches!(self.intake.offer(self.sink, &envelope), Offered::Done),
             Err(error) => {
-                channel.telemetry.error(Stage::Processing);
-                tracing::warn!(channel = NAME, error = ?error.classify(), "Skipped a Feishu event that could not be read.");
-                return true;
+                self.intake.unreadable(&error);
+                true
             }
-        };
+        }
+    }
+}
+
+impl Intake {
+    /// Normalizes an event and offers it to the daemon's queue; an admitted message's
+    /// source gets the `OK` reaction.
+    fn offer(&self, sink: &InboundSink, envelope: &Envelope) -> Offered {
         let ctx = InboundContext {
-            allowed_users: &channel.allowed_users,
-            commands: &channel.commands,
+            allowed_users: &self.allowed_users,
+            commands: &self.commands,
         };
-        let msg = match normalize(&envelope, &ctx) {
+        let msg = match normalize(envelope, &ctx) {
             Ok(msg) => msg,
             Err(skip) => {
                 tracing::debug!(
@@ -328,22 +377,39 @@ impl EventHandler for Admit<'_> {
                     reason = skip.as_str(),
                     "Skipped a Feishu event."
                 );
-                return true;
+                return Offered::Done;
             }
         };
         let source = msg.thread_ts.clone();
-        match self.sink.offer(msg) {
+        match sink.offer(msg) {
             // Refused as too busy, the sender is told so: nothing to redeliver either.
             Ok(()) | Err(AdmitError::QueueFull) => {
                 if let Some(source) = source {
-                    channel.react(source, "OK");
+                    self.react(source, "OK");
                 }
-                true
+                Offered::Done
             }
             Err(error) => {
                 tracing::warn!(channel = NAME, %error, "A Feishu event was not admitted; Feishu will deliver it again.");
-                false
+                Offered::Again
             }
         }
+    }
+
+    /// An event whose JSON is not an event envelope: counted, logged, not redelivered
+    /// (another try cannot read better).
+    fn unreadable(&self, error: &serde_json::Error) {
+        self.telemetry.error(Stage::Processing);
+        tracing::warn!(channel = NAME, error = ?error.classify(), "Skipped a Feishu event that could not be read.");
+    }
+
+    /// Adds `emoji` to `message` in the background (a hint: a failure is logged).
+    fn react(&self, message: MessageId, emoji: &'static str) {
+        let api = self.api.clone();
+        self.reactions.spawn(async move {
+            if let Err(error) = api.add_reaction(&message, emoji).await {
+                tracing::debug!(channel = NAME, %error, emoji, "Adding a reaction failed.");
+            }
+        });
     }
 }

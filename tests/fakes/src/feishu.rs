@@ -577,6 +577,13 @@ impl FakeFeishu {
         ws::push(&self.shared, event, 1)
     }
 
+    /// What Feishu POSTs to an event webhook for `event` ([`webhook_request`]), with the
+    /// event's message known to the REST API from now on, as for a pushed event.
+    pub fn webhook_event(&self, event: &Value, encrypt: bool) -> (Vec<(String, String)>, Vec<u8>) {
+        ws::remember_message(&mut self.shared.lock(), event);
+        webhook_request(event, encrypt)
+    }
+
     /// Like [`Self::push_event`], with the payload split into `parts` frames (`sum =
     /// parts`, `seq` 0..), sent in order on one connection. `parts` is clamped to 1..=
     /// the payload's length.

@@ -304,26 +304,31 @@ fn on_frame(shared: &Shared, conn: u64, bytes: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Pushes an event (split into `parts` frames) and, when asked, schedules its re-pushes.
-pub(super) fn push(shared: &Arc<Shared>, event: &Value, parts: usize) -> Pushed {
-    let payload = event.to_string().into_bytes();
-    let message = event.pointer("/event/message");
+/// Makes the user message an event carries known to the REST API (replies and reactions
+/// to it work); its id, if it has one.
+pub(super) fn remember_message(inner: &mut Inner, event: &Value) -> Option<String> {
+    let message = event.pointer("/event/message")?;
     let message_id = message
-        .and_then(|m| m.get("message_id"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+        .get("message_id")
+        .and_then(Value::as_str)?
+        .to_owned();
     let chat_id = message
-        .and_then(|m| m.get("chat_id"))
+        .get("chat_id")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
+    inner.user_messages.insert(message_id.clone(), chat_id);
+    Some(message_id)
+}
+
+pub(super) fn push(shared: &Arc<Shared>, event: &Value, parts: usize) -> Pushed {
+    let payload = event.to_string().into_bytes();
     let mut inner = shared.lock();
     let event_id = match event.pointer("/header/event_id").and_then(Value::as_str) {
         Some(id) => id.to_owned(),
         None => format!("fake-event-{}", inner.next_id()),
     };
-    if let Some(m) = &message_id {
-        inner.user_messages.insert(m.clone(), chat_id);
-    }
+    let message_id = remember_message(&mut inner, event);
     let parts = parts.clamp(1, payload.len().max(1));
     inner.ws.events.insert(
         event_id.clone(),

@@ -1,0 +1,136 @@
+//! Webhook mode: Feishu posts each event to a route on the daemon's shared webhook host
+//! ([`WebhookHost`](im_bridge_channel::WebhookHost)), which owns the listener and the
+//! request bounds; the security checks are the pure functions of [`crate::webhook`].
+//!
+//! A request passes, in this order (the official SDK's order, plus the signature first
+//! whenever one is present):
+//!
+//! 1. the signature `X-Lark-Signature` (with an encrypt key configured): checked over the
+//!    raw body before anything is decrypted; a wrong one is 401;
+//! 2. decryption of `{"encrypt": …}` and parsing: a body that does not open is 400;
+//! 3. a URL verification (Feishu does not sign those) is answered with its challenge once
+//!    its verification token matches;
+//! 4. an event must carry the verification token (401 otherwise) and, with an encrypt key,
+//!    must have been signed (401 when the signature headers are missing).
+//!
+//! Answers: 200 once the event is admitted, skipped on purpose, or the sender was told the
+//! bridge is busy; 503 when admission is closed or overloaded, so Feishu delivers the event
+//! again later (possibly to another replica). Nothing runs for a refused request.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use im_bridge_channel::webhook::{HeaderMap, StatusCode};
+use im_bridge_channel::{
+    ChannelExit, InboundSink, Stage, WebhookHandler, WebhookRequest, WebhookResponse, WebhookRoute,
+};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::{Intake, Offered};
+use crate::NAME;
+use crate::config::WebhookSettings;
+use crate::webhook::{
+    Envelope, NONCE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, check_token, classify, open,
+    verify_signature,
+};
+
+/// The route's handler while the channel runs.
+struct Hook {
+    intake: Arc<Intake>,
+    settings: WebhookSettings,
+    sink: InboundSink,
+}
+
+/// Why a request was refused, for the debug log (never the body or a header's value).
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    BadSignature,
+    Unsigned,
+    BadToken,
+}
+
+impl Hook {
+    /// Whether the request's signature headers are present, and if so, right.
+    fn signature(&self, headers: &HeaderMap, body: &[u8]) -> Option<bool> {
+        let key = self.settings.encrypt_key.as_ref()?;
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let signature = header(SIGNATURE_HEADER)?;
+        let timestamp = header(TIMESTAMP_HEADER).unwrap_or_default();
+        let nonce = header(NONCE_HEADER).unwrap_or_default();
+        Some(verify_signature(timestamp, nonce, key, body, signature))
+    }
+
+    fn refuse(&self, why: Refusal) -> WebhookResponse {
+        self.intake.telemetry.error(Stage::Receiving);
+        tracing::debug!(channel = NAME, reason = ?why, "Refused a Feishu webhook request.");
+        WebhookResponse::unauthorized()
+    }
+}
+
+#[async_trait]
+impl WebhookHandler for Hook {
+    async fn handle(&self, request: WebhookRequest) -> WebhookResponse {
+        self.intake.telemetry.received(1);
+        let signed = self.signature(&request.headers, &request.body);
+        if signed == Some(false) {
+            return self.refuse(Refusal::BadSignature);
+        }
+        let body = match open(&request.body, self.settings.encrypt_key.as_ref())
+            .and_then(|json| classify(&json))
+        {
+            Ok(body) => body,
+            Err(error) => {
+                self.intake.telemetry.error(Stage::Receiving);
+                tracing::warn!(channel = NAME, %error, "Refused a Feishu webhook body.");
+                return WebhookResponse::status(StatusCode::BAD_REQUEST);
+            }
+        };
+        if !check_token(&self.settings.verification_token, body.token()) {
+            return self.refuse(Refusal::BadToken);
+        }
+        let event_json = match body {
+            Envelope::Challenge { challenge, .. } => {
+                tracing::info!(channel = NAME, "Answered Feishu's URL verification.");
+                return WebhookResponse::json_value(&json!({ "challenge": challenge }));
+            }
+            Envelope::Event { event_json, .. } => event_json,
+        };
+        if self.settings.encrypt_key.is_some() && signed.is_none() {
+            return self.refuse(Refusal::Unsigned);
+        }
+        let envelope = match serde_json::from_value(event_json) {
+            Ok(envelope) => envelope,
+            Err(error) => {
+                self.intake.unreadable(&error);
+                return WebhookResponse::status(StatusCode::OK);
+            }
+        };
+        match self.intake.offer(&self.sink, &envelope) {
+            Offered::Done => WebhookResponse::status(StatusCode::OK),
+            Offered::Again => WebhookResponse::status(StatusCode::SERVICE_UNAVAILABLE),
+        }
+    }
+}
+
+/// Serves the route until `shutdown`.
+pub(super) async fn run(
+    intake: Arc<Intake>,
+    settings: &WebhookSettings,
+    route: &WebhookRoute,
+    sink: InboundSink,
+    shutdown: &CancellationToken,
+) -> ChannelExit {
+    let telemetry = intake.telemetry.clone();
+    let _serving = route.install(Arc::new(Hook {
+        intake,
+        settings: settings.clone(),
+        sink,
+    }));
+    // The path is not logged: operators sometimes make it secret.
+    tracing::info!(channel = NAME, addr = ?route.local_addr(), "Serving the Feishu event webhook.");
+    telemetry.set_connected(true);
+    shutdown.cancelled().await;
+    telemetry.set_connected(false);
+    ChannelExit::Stopped
+}
