@@ -4,10 +4,11 @@
 
 #![cfg(feature = "feishu")]
 
+mod files;
 mod harness;
 
 use im_bridge::simulator::Script;
-use im_bridge_fakes::feishu::Event;
+use im_bridge_fakes::feishu::{BOT_NAME, Event};
 
 use harness::{DEADLINE, Fs};
 
@@ -33,7 +34,7 @@ async fn issue_15_a_group_mention_streams_into_one_patched_card_with_reactions()
             .chunk_delay(std::time::Duration::from_millis(250)),
     );
     let pushed = fs.fake.push_event(
-        &Event::text(CHAT, ALICE, "@_user_1 what is the plan?")
+        &Event::text(CHAT, ALICE, "what is the plan?")
             .group()
             .mention_bot()
             .to_json(),
@@ -73,7 +74,7 @@ async fn issue_15_a_reply_to_the_bots_card_continues_the_same_thread() {
     fs.sim
         .script_next_run(Script::with_answer("First answer.").chunks(1));
     let first = fs.fake.push_event(
-        &Event::text(CHAT, ALICE, "@_user_1 start")
+        &Event::text(CHAT, ALICE, "start")
             .group()
             .mention_bot()
             .to_json(),
@@ -92,7 +93,7 @@ async fn issue_15_a_reply_to_the_bots_card_continues_the_same_thread() {
         .script_next_run(Script::with_answer("Second answer.").chunks(1));
     // Feishu: a reply to the card sits in the thread rooted at the user's first message.
     fs.fake.push_event(
-        &Event::text(CHAT, ALICE, "@_user_1 and then?")
+        &Event::text(CHAT, ALICE, "and then?")
             .group()
             .mention_bot()
             .root(&source)
@@ -203,14 +204,14 @@ async fn issue_15_two_messages_in_one_topic_are_queued_not_rejected() {
     fs.sim
         .script_next_run(Script::with_answer("Second, after.").chunks(1));
     fs.fake.push_event(
-        &Event::text(CHAT, ALICE, "@_user_1 one")
+        &Event::text(CHAT, ALICE, "one")
             .group()
             .mention_bot()
             .root("om_topic")
             .to_json(),
     );
     fs.fake.push_event(
-        &Event::text(CHAT, ALICE, "@_user_1 two")
+        &Event::text(CHAT, ALICE, "two")
             .group()
             .mention_bot()
             .root("om_topic")
@@ -286,7 +287,7 @@ async fn issue_15_the_webhook_answers_the_challenge_runs_signed_events_and_refus
 
     // The real event runs and is answered in a card.
     fs.sim.script_next_run(Script::with_answer(ANSWER));
-    let event = Event::text(CHAT, ALICE, "@_user_1 deliver it")
+    let event = Event::text(CHAT, ALICE, "deliver it")
         .group()
         .mention_bot()
         .to_json();
@@ -312,5 +313,65 @@ async fn issue_15_the_webhook_answers_the_challenge_runs_signed_events_and_refus
         })
         .await
         .unwrap();
+    fs.stop().await;
+}
+
+#[tokio::test]
+async fn issue_15_goal_from_chat_in_a_topic_shows_the_objective_card_before_the_runs_card() {
+    const OBJECTIVE: &str = "Please help me write the quarterly report";
+    const WORKING: &str = "Working on the report now.";
+    let fs = Fs::start().await;
+    fs.sim
+        .script_next_run(Script::with_answer("Sure, let's plan it together.").chunks(1));
+    let first = fs.fake.push_event(
+        &Event::text(CHAT, ALICE, OBJECTIVE)
+            .group()
+            .mention_bot()
+            .to_json(),
+    );
+    let source = first.message_id.unwrap();
+    fs.fake
+        .wait_until("the first card", DEADLINE, |fake| {
+            fake.messages()
+                .iter()
+                .any(|m| m.card_text() == "Sure, let's plan it together.")
+        })
+        .await
+        .unwrap();
+    let card = cards(&fs).pop().unwrap();
+    fs.sim
+        .script_next_run(crate::support::goal_met_at_once(WORKING));
+    // In the card's thread, with the mention Feishu puts first.
+    fs.fake.push_event(
+        &Event::text(CHAT, ALICE, "/goal from-chat")
+            .group()
+            .mention_bot()
+            .root(&source)
+            .parent(&card.message_id)
+            .to_json(),
+    );
+    fs.fake
+        .wait_until("the goal run's card", DEADLINE, |fake| {
+            fake.messages().iter().any(|m| m.card_text() == WORKING)
+        })
+        .await
+        .unwrap();
+    let texts: Vec<String> = cards(&fs).iter().map(|m| m.card_text()).collect();
+    // The agent read the mention as the bot's name (the simulator's objective is the
+    // conversation's first message).
+    let objective = format!("@{BOT_NAME} {OBJECTIVE}");
+    let saved = format!("Goal set from our conversation: {objective}");
+    let objective_at = texts.iter().position(|t| *t == saved);
+    let run_at = texts.iter().position(|t| t == WORKING);
+    assert!(
+        objective_at.is_some() && objective_at < run_at,
+        "the objective card first: {texts:#?}"
+    );
+    let threads = fs.sim.thread_ids();
+    assert_eq!(threads.len(), 1, "the topic kept its thread: {threads:?}");
+    assert_eq!(
+        fs.sim.goal_outcome(&threads[0]).map(|o| o.objective),
+        Some(objective)
+    );
     fs.stop().await;
 }

@@ -7,8 +7,9 @@
 //!   per paragraph and paragraphs with blank lines; images and files become `[image]` /
 //!   `[file]` and are attached as handles the channel downloads
 //!   (`…/messages/{id}/resources/{key}`);
-//! - mention placeholders (`@_user_1`) stay in chat text; a command has its leading mentions
-//!   stripped first (`@Bot /goal x` → `/goal x`);
+//! - mention placeholders (`@_user_1`) become the mentioned names in chat text (`@Alice`),
+//!   as a post's `at` elements do, so the agent reads who was meant; a command has its
+//!   leading mentions stripped first (`@Bot /goal x` → `/goal x`);
 //! - in a group, the conversation (`topic_id`) is the message's `root_id`, else its own id:
 //!   a reply in a thread (to the bot's card too) continues that thread's conversation; the
 //!   replied-to message (`parent_id`) is the reply chain's link;
@@ -88,6 +89,19 @@ struct Message {
     message_type: String,
     #[serde(default)]
     content: String,
+    /// Who the placeholders in `content` stand for.
+    #[serde(default)]
+    mentions: Vec<Mention>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Mention {
+    /// The placeholder, `@_user_1`.
+    #[serde(default)]
+    key: String,
+    /// The mentioned user's (or bot's) name.
+    #[serde(default)]
+    name: String,
 }
 
 /// Why an event became no message.
@@ -154,9 +168,14 @@ pub fn normalize(envelope: &Envelope, ctx: &InboundContext<'_>) -> Result<Inboun
     if !ctx.allowed_users.allows(&user) {
         return Err(Skip::NotAllowed);
     }
-    let message = event.message;
+    let mut message = event.message;
     let content: Value = serde_json::from_str(&message.content).unwrap_or(Value::Null);
-    let (text, files) = read_content(&message.message_type, &message.message_id, &content);
+    let (text, files) = read_content(
+        &message.message_type,
+        &message.message_id,
+        &content,
+        &mut message.mentions,
+    );
     if text.trim().is_empty() && files.is_empty() {
         return Err(Skip::Empty);
     }
@@ -165,7 +184,7 @@ pub fn normalize(envelope: &Envelope, ctx: &InboundContext<'_>) -> Result<Inboun
     let text = if is_command {
         stripped.to_owned()
     } else {
-        text
+        resolve_mentions(&text, &message.mentions)
     };
     let chat_kind = if message.chat_type == "p2p" {
         ChatKind::Private
@@ -203,7 +222,13 @@ pub fn normalize(envelope: &Envelope, ctx: &InboundContext<'_>) -> Result<Inboun
 }
 
 /// The text and attachments of a message's `content`.
-fn read_content(kind: &str, message_id: &str, content: &Value) -> (String, Vec<InboundFile>) {
+/// A post's `at` elements name their placeholders in `mentions` too.
+fn read_content(
+    kind: &str,
+    message_id: &str,
+    content: &Value,
+    mentions: &mut Vec<Mention>,
+) -> (String, Vec<InboundFile>) {
     let str_of = |key: &str| content.get(key).and_then(Value::as_str).unwrap_or("");
     let mut files = Vec::new();
     let mut attach = |file_kind: FileKind, key: &str, name: Option<&str>| {
@@ -244,14 +269,18 @@ fn read_content(kind: &str, message_id: &str, content: &Value) -> (String, Vec<I
             );
             "[file]".to_owned()
         }
-        "post" => read_post(content, &mut attach),
+        "post" => read_post(content, &mut attach, mentions),
         _ => String::new(),
     };
     (text, files)
 }
 
 /// A rich post: `{"title"?, "content": [[element…]…]}`, possibly under a locale key.
-fn read_post(content: &Value, attach: &mut impl FnMut(FileKind, &str, Option<&str>)) -> String {
+fn read_post(
+    content: &Value,
+    attach: &mut impl FnMut(FileKind, &str, Option<&str>),
+    mentions: &mut Vec<Mention>,
+) -> String {
     let body = match content.get("content") {
         Some(_) => content,
         // `{"zh_cn": {"title", "content"}}`: the first locale's post.
@@ -278,9 +307,18 @@ fn read_post(content: &Value, attach: &mut impl FnMut(FileKind, &str, Option<&st
             match text_of("tag") {
                 "text" | "a" => words.push(text_of("text").to_owned()),
                 "at" => {
-                    let name = text_of("user_name");
+                    // The placeholder, like a text's: commands strip it, chat names it.
                     let key = text_of("user_id");
-                    words.push(if name.is_empty() {
+                    let name = text_of("user_name");
+                    words.push(if is_placeholder(key) {
+                        if !name.is_empty() && !mentions.iter().any(|m| m.key == key) {
+                            mentions.push(Mention {
+                                key: key.to_owned(),
+                                name: name.to_owned(),
+                            });
+                        }
+                        key.to_owned()
+                    } else if name.is_empty() {
                         format!("@{key}")
                     } else {
                         format!("@{name}")
@@ -309,6 +347,40 @@ fn read_post(content: &Value, attach: &mut impl FnMut(FileKind, &str, Option<&st
         }
     }
     paragraphs.join("\n\n")
+}
+
+/// Whether `word` is a whole mention placeholder, `@_user_<digits>`.
+fn is_placeholder(word: &str) -> bool {
+    word.strip_prefix("@_user_")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `text` with each mention placeholder replaced by `@name` (kept when `mentions` does not
+/// name it).
+fn resolve_mentions(text: &str, mentions: &[Mention]) -> String {
+    if mentions.is_empty() || !text.contains("@_user_") {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("@_user_") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + "@_user_".len()..];
+        let digits = tail
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(tail.len());
+        let (key, after) = rest[at..].split_at("@_user_".len() + digits);
+        match mentions.iter().find(|m| m.key == key && !m.name.is_empty()) {
+            Some(m) if digits > 0 => {
+                out.push('@');
+                out.push_str(&m.name);
+            }
+            _ => out.push_str(key),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `text` without the mention placeholders it starts with (`@_user_1 /goal x` → `/goal x`).
@@ -384,8 +456,36 @@ mod tests {
         assert_eq!(m.msg_type, im_bridge_channel::MsgType::Command);
         assert_eq!(m.topic_id.as_deref(), Some("om_1"), "a new thread");
         let m = run(&envelope(text_message("group", "@_user_1 what now?"))).unwrap();
-        assert_eq!(m.text, "@_user_1 what now?");
+        assert_eq!(
+            m.text, "@_user_1 what now?",
+            "no mentions list: kept as sent"
+        );
         assert_eq!(m.msg_type, im_bridge_channel::MsgType::Chat);
+    }
+
+    #[test]
+    fn chat_names_whom_its_placeholders_mention() {
+        let mut message = text_message("group", "@_user_1 ask @_user_12 and @_user_2, not @_user_");
+        message["mentions"] = json!([
+            {"key": "@_user_1", "id": {"open_id": "ou_bot"}, "name": "Bridge"},
+            {"key": "@_user_2", "id": {"open_id": "ou_bob"}, "name": "Bob"},
+            {"key": "@_user_12", "id": {"open_id": "ou_eve"}, "name": "Eve"},
+        ]);
+        let m = run(&envelope(message.clone())).unwrap();
+        assert_eq!(m.text, "@Bridge ask @Eve and @Bob, not @_user_");
+        message["content"] = json!({"text": "@_user_1 /help"}).to_string().into();
+        assert_eq!(run(&envelope(message)).unwrap().text, "/help");
+        // A post's `at` element is a placeholder too: a command strips it.
+        let post = json!({
+            "message_id": "om_p", "chat_id": "oc_chat", "chat_type": "group",
+            "message_type": "post",
+            "content": json!({"title": "", "content": [[
+                {"tag": "at", "user_id": "@_user_1", "user_name": "Bridge"},
+                {"tag": "text", "text": "/goal ship it"},
+            ]]}).to_string(),
+            "mentions": [{"key": "@_user_1", "name": "Bridge"}],
+        });
+        assert_eq!(run(&envelope(post)).unwrap().text, "/goal ship it");
     }
 
     #[test]

@@ -1,0 +1,90 @@
+//! Files both ways on Feishu: an image a user sends is downloaded from the message's
+//! resources and reaches the agent; the files the agent presents are uploaded (an image
+//! as an image, anything else as a file) and sent as messages replying to the answer.
+
+use im_bridge::simulator::Script;
+use im_bridge_fakes::feishu::Event;
+
+use super::harness::{DEADLINE, Fs};
+use super::{ALICE, CHAT, cards};
+
+const OUTPUTS: &str = "/mnt/user-data/outputs";
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR a tiny chart";
+const PDF: &[u8] = b"%PDF-1.7\n% a tiny report\n%%EOF\n";
+
+#[tokio::test]
+async fn issue_15_an_image_reaches_the_agent_and_presented_files_come_back() {
+    const ANSWER: &str = "Here is the report and the chart.";
+    let fs = Fs::start().await;
+    let photo = b"\xff\xd8\xff\xe0 a photo of a whiteboard".to_vec();
+    fs.fake.put_resource(
+        "om_user_photo_1",
+        "img_v3_board",
+        photo.clone(),
+        "board.jpg",
+    );
+    fs.sim.put_output(format!("{OUTPUTS}/report.pdf"), PDF);
+    fs.sim.put_output(format!("{OUTPUTS}/chart.png"), PNG);
+    fs.sim
+        .script_next_run(Script::with_answer(ANSWER).chunks(1).present_files([
+            format!("{OUTPUTS}/report.pdf"),
+            format!("{OUTPUTS}/chart.png"),
+        ]));
+    fs.fake.push_event(
+        &Event::image(CHAT, ALICE, "img_v3_board")
+            .p2p()
+            .message_id("om_user_photo_1")
+            .to_json(),
+    );
+    fs.fake
+        .wait_until("an image and a file message", DEADLINE, |fake| {
+            let kinds: Vec<_> = fake.messages().into_iter().map(|m| m.msg_type).collect();
+            kinds.iter().any(|k| k == "image") && kinds.iter().any(|k| k == "file")
+        })
+        .await
+        .unwrap();
+
+    // In: the photo's bytes, as an image, in the thread's uploads and the run's input.
+    let thread = fs.sim.thread_ids().pop().unwrap();
+    let uploads = fs.sim.uploads(&thread);
+    assert_eq!(uploads.len(), 1, "{uploads:?}");
+    assert_eq!(uploads[0].1, photo.len() as u64);
+    let run = fs
+        .sim
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/runs/stream"))
+        .unwrap();
+    let files = &run.json().unwrap()["input"]["messages"][0]["additional_kwargs"]["files"];
+    assert_eq!(files[0]["is_image"], true, "{files}");
+    assert_eq!(files[0]["size"], photo.len());
+
+    // Out: the PNG uploaded as an image, the PDF as a file, both sent replying to the answer.
+    let uploaded = fs.fake.uploads();
+    let image = uploaded.iter().find(|u| u.kind == "image").unwrap();
+    assert_eq!(image.bytes, PNG);
+    let file = uploaded.iter().find(|u| u.kind == "file").unwrap();
+    assert_eq!(file.bytes, PDF);
+    assert_eq!(file.name, "report.pdf");
+    assert_eq!(file.type_, "pdf");
+    let answer = cards(&fs)
+        .into_iter()
+        .find(|m| m.card_text().starts_with(ANSWER))
+        .expect("the answer card");
+    for kind in ["image", "file"] {
+        let sent = fs
+            .fake
+            .messages()
+            .into_iter()
+            .find(|m| m.msg_type == kind)
+            .unwrap();
+        assert_eq!(sent.reply_to.as_deref(), Some(answer.message_id.as_str()));
+        let key = if kind == "image" {
+            &image.key
+        } else {
+            &file.key
+        };
+        assert!(sent.content.contains(key.as_str()), "{}", sent.content);
+    }
+    fs.stop().await;
+}
