@@ -375,3 +375,25 @@ async fn issue_15_goal_from_chat_in_a_topic_shows_the_objective_card_before_the_
     );
     fs.stop().await;
 }
+
+#[tokio::test]
+async fn issue_15_the_card_shows_the_agents_markdown_as_card_markdown() {
+    const ANSWER: &str = "# Plan\n\n1. **ship** it <at id=all></at>\n2. see [docs](https://example.com/a_b)\n\n```rust\nlet ok = a < b;\n```";
+    let fs = Fs::start().await;
+    fs.sim
+        .script_next_run(Script::with_answer(ANSWER).chunks(1));
+    fs.fake.push_event(
+        &Event::text(CHAT, ALICE, "the plan?")
+            .group()
+            .mention_bot()
+            .to_json(),
+    );
+    let shown = "**Plan**\n\n1. **ship** it &#60;at id=all&#62;&#60;/at&#62;\n2. see [docs](https://example.com/a_b)\n\n```rust\nlet ok = a < b;\n```";
+    fs.fake
+        .wait_until("the rendered answer", DEADLINE, |fake| {
+            fake.messages().iter().any(|m| m.card_text() == shown)
+        })
+        .await
+        .unwrap();
+    fs.stop().await;
+}

@@ -52,20 +52,49 @@ pub enum Markup {
     Plain,
     /// Telegram's HTML parse mode (`parse_mode: "HTML"`).
     TelegramHtml,
+    /// The markdown of a Feishu / Lark message card (JSON 1.0 `markdown` element): bold,
+    /// italic, strikethrough, inline code, links and fenced code blocks; headings, lists
+    /// and tables degrade to text as for Telegram, quotes show their text. `<` and `>`
+    /// outside code blocks are written as the entities `&#60;` / `&#62;` (a card would
+    /// read `<at id=all>` as a mention of everyone), and each counts as the five bytes it
+    /// becomes, so a cut message stays within a limit on the card's size.
+    FeishuCard,
 }
 
 impl Markup {
     /// A text in this markup that shows exactly `plain`, nothing formatted: what a reply
     /// the platform could not parse is resent as.
     pub fn literal(self, plain: &str) -> String {
+        let mut out = String::with_capacity(plain.len());
         match self {
-            Markup::Plain => plain.to_owned(),
-            Markup::TelegramHtml => {
-                let mut out = String::with_capacity(plain.len());
-                emit::escape_into(&mut out, plain, false);
-                out
-            }
+            Markup::Plain => out.push_str(plain),
+            Markup::TelegramHtml => emit::escape_into(&mut out, plain, false),
+            Markup::FeishuCard => emit::escape_card_into(&mut out, plain),
         }
+        out
+    }
+}
+
+/// How the cut counts a visible text: in the platform's unit, plus what escaping adds
+/// where the limit is on the written form (a Feishu card's `&#60;`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Measure {
+    unit: LengthUnit,
+    markup: Markup,
+}
+
+impl Measure {
+    fn new(unit: LengthUnit, markup: Markup) -> Self {
+        Self { unit, markup }
+    }
+
+    /// The length `text` counts for.
+    pub(crate) fn measure(self, text: &str) -> usize {
+        let grown = match self.markup {
+            Markup::FeishuCard => 4 * text.bytes().filter(|b| matches!(b, b'<' | b'>')).count(),
+            Markup::Plain | Markup::TelegramHtml => 0,
+        };
+        self.unit.measure(text) + grown
     }
 }
 
@@ -91,7 +120,7 @@ pub struct Rendered {
 /// that, a message over the limit holds a single code point.
 pub fn render(markdown: &str, markup: Markup, unit: LengthUnit, limit: usize) -> Vec<Rendered> {
     let doc = doc::Doc::parse(markdown, markup, false);
-    cut::chunks(&doc, unit, limit)
+    cut::chunks(&doc, Measure::new(unit, markup), limit)
         .into_iter()
         .map(|range| emit::emit(&doc, range, markup))
         .collect()
@@ -108,6 +137,7 @@ pub fn render(markdown: &str, markup: Markup, unit: LengthUnit, limit: usize) ->
 /// edit is never refused for its markup.
 pub fn render_preview(markdown: &str, markup: Markup, unit: LengthUnit, limit: usize) -> Rendered {
     let doc = doc::Doc::parse(markdown, markup, true);
+    let unit = Measure::new(unit, markup);
     let whole = cut::whole(&doc);
     if unit.measure(&doc.visible[whole.clone()]) <= limit {
         return emit::emit(&doc, whole, markup);

@@ -1,5 +1,7 @@
 //! Interactive message cards: the one card shape the adapter sends, and the split of a
-//! long answer into cards that each stay within the platform's card limit.
+//! card's markdown into cards that each stay within the platform's card limit (the safety
+//! net behind the renderer, `Markup::FeishuCard`, which already writes the agent's text
+//! as card markdown with `<` and `>` escaped and bounds its visible length).
 //!
 //! Every card is a message card JSON v1 with one `markdown` element. `update_multi: true`
 //! makes it a shared card, which is what allows later `PATCH`es to be seen by everyone;
@@ -27,33 +29,6 @@ pub fn card(markdown: &str) -> Value {
         "config": { "wide_screen_mode": true, "update_multi": true },
         "elements": [ { "tag": "markdown", "content": markdown } ],
     })
-}
-
-/// `markdown` with `<` and `>` written as entities outside fenced code blocks, so text the
-/// agent wrote can never become one of the card markdown's tags (`<at id=all></at>`
-/// would notify a whole group; `<font>` would restyle it). Inside a fence they are code.
-pub fn escape_tags(markdown: &str) -> String {
-    let mut out = String::with_capacity(markdown.len());
-    let mut in_fence = false;
-    for line in markdown.split_inclusive('\n') {
-        if line.trim_start().starts_with("```") {
-            in_fence = !in_fence;
-            out.push_str(line);
-            continue;
-        }
-        if in_fence {
-            out.push_str(line);
-            continue;
-        }
-        for c in line.chars() {
-            match c {
-                '<' => out.push_str("&#60;"),
-                '>' => out.push_str("&#62;"),
-                c => out.push(c),
-            }
-        }
-    }
-    out
 }
 
 /// The length of [`card`]`(markdown)` serialized, in bytes: what the card limit bounds.
@@ -177,14 +152,5 @@ mod tests {
             let cards = split_for_cards("a \"b\" c\nd", max);
             assert!(!cards.is_empty());
         }
-    }
-
-    #[test]
-    fn agent_text_cannot_become_a_card_tag() {
-        assert_eq!(
-            escape_tags("hi <at id=all></at> & 2 > 1\n```\nif a < b {}\n```\n<b>"),
-            "hi &#60;at id=all&#62;&#60;/at&#62; & 2 &#62; 1\n```\nif a < b {}\n```\n&#60;b&#62;"
-        );
-        assert_eq!(escape_tags("plain **bold**"), "plain **bold**");
     }
 }

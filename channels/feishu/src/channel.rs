@@ -31,14 +31,17 @@ use tokio_util::task::TaskTracker;
 
 mod hook;
 
-use crate::api::{Api, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MediaKind};
+use crate::api::{Api, MAX_CARD_BYTES, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MediaKind};
 use crate::config::{FeishuSettings, Transport};
 use crate::inbound::{Envelope, InboundContext, normalize, parse_handle};
 use crate::ws::{self, EventHandler, WsSettings};
 use crate::{NAME, card};
 
-/// The longest text one card carries, in UTF-8 bytes: the card limit is 30 KB of JSON, and
+/// The longest text one card carries, in UTF-8 bytes as the renderer counts them (`<` and
+/// `>` as the five-byte entities they become): the card limit is 30 KB of JSON, and JSON
 /// escaping can double a text (every newline or quote), so a card's text stays under half.
+/// What the renderer cannot see (link addresses) is caught by a second cut at the card
+/// limit itself.
 pub const MAX_CARD_TEXT_BYTES: usize = 14 * 1024;
 /// Sources whose `DONE` reaction was added, remembered so a split answer adds it once.
 const MAX_DONE_REMEMBERED: usize = 1024;
@@ -62,7 +65,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     reply_window: None,
     serialize_conversations: true,
     working_placeholder: true,
-    markup: Markup::Plain,
+    markup: Markup::FeishuCard,
     max_upload_bytes: MAX_FILE_BYTES,
 };
 
@@ -185,9 +188,22 @@ impl FeishuChannel {
         }
     }
 
-    /// A card with `text`, replying to the source message (or sent to the chat).
+    /// Cards with `text` (already card markdown), replying to the source message (or sent
+    /// to the chat): one, unless what the renderer cannot see (link addresses, JSON
+    /// escaping) grew it past the card limit; then it is cut again into follow-up cards.
+    /// The first card is the reply.
     async fn send_card(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let card = card::card(&card::escape_tags(text));
+        let mut texts = card_texts(text).into_iter();
+        let first = texts.next().unwrap_or_default();
+        let sent = self.send_one(to, &first).await?;
+        for rest in texts {
+            self.send_one(to, &rest).await?;
+        }
+        Ok(sent)
+    }
+
+    async fn send_one(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let card = card::card(text);
         let sent = match to.reply_to {
             Some(source) => self.api().reply_card(source, &card).await,
             None => self.api().send_card(to.chat_id, &card).await,
@@ -196,12 +212,28 @@ impl FeishuChannel {
         Ok(SentMessage { id })
     }
 
-    async fn patch(&self, id: &MessageId, text: &str) -> ChannelResult {
-        let result = self
-            .api()
-            .patch_card(id, &card::card(&card::escape_tags(text)))
-            .await;
-        self.telemetry().sending(result.map_err(ChannelError::from))
+    /// Patches card `id` to show `text`; what does not fit the card limit is returned.
+    async fn patch(&self, id: &MessageId, text: &str) -> ChannelResult<Vec<String>> {
+        let mut texts = card_texts(text);
+        let first = if texts.is_empty() {
+            String::new()
+        } else {
+            texts.remove(0)
+        };
+        let result = self.api().patch_card(id, &card::card(&first)).await;
+        self.telemetry()
+            .sending(result.map_err(ChannelError::from))?;
+        Ok(texts)
+    }
+}
+
+/// `text` as the texts of cards within the card limit: itself when it surely fits.
+fn card_texts(text: &str) -> Vec<String> {
+    // JSON escaping grows a byte to six at most: short texts need no measuring.
+    if text.len() * 6 + 256 <= MAX_CARD_BYTES || card::card_len(text) <= MAX_CARD_BYTES {
+        vec![text.to_owned()]
+    } else {
+        card::split_for_cards(text, MAX_CARD_BYTES)
     }
 }
 
@@ -270,12 +302,15 @@ impl Channel for FeishuChannel {
         self.send_card(to, text).await
     }
 
+    /// A preview: what does not fit one card waits for the final.
     async fn edit_text(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        self.patch(id, text).await
+        self.patch(id, text).await.map(drop)
     }
 
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        self.patch(id, text).await?;
+        for rest in self.patch(id, text).await? {
+            self.send_one(to, &rest).await?;
+        }
         self.done(&to);
         Ok(())
     }
@@ -411,5 +446,22 @@ impl Intake {
                 tracing::debug!(channel = NAME, %error, emoji, "Adding a reaction failed.");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_heavy_cards_are_cut_again_within_the_card_limit() {
+        // 200 links of 330 bytes: little visible text, over 60 KB of card markdown.
+        let link = format!("[doc](https://example.com/{})\n", "a".repeat(300));
+        let text = link.repeat(200);
+        let texts = card_texts(&text);
+        assert!(texts.len() > 1, "{}", texts.len());
+        assert!(texts.iter().all(|t| card::card_len(t) <= MAX_CARD_BYTES));
+        assert_eq!(texts.concat(), text);
+        assert_eq!(card_texts("short"), ["short"]);
     }
 }

@@ -1,4 +1,5 @@
-//! Where a rendered document is cut into messages, by the length of its visible text.
+//! Where a rendered document is cut into messages, by the length of its visible text (as
+//! [`Measure`] counts it).
 //!
 //! Each message is filled greedily and cut at the best boundary that keeps it within the
 //! limit, in this order of preference:
@@ -20,11 +21,11 @@ use std::ops::Range;
 
 use unicode_segmentation::UnicodeSegmentation;
 
+use super::Measure;
 use super::doc::Doc;
-use crate::capabilities::LengthUnit;
 
 /// The ranges of `doc.visible` to send as messages of at most `limit` `unit`s.
-pub(super) fn chunks(doc: &Doc, unit: LengthUnit, limit: usize) -> Vec<Range<usize>> {
+pub(super) fn chunks(doc: &Doc, unit: Measure, limit: usize) -> Vec<Range<usize>> {
     let text = doc.visible.as_str();
     let mut ranges = Vec::new();
     let mut at = 0;
@@ -52,7 +53,7 @@ pub(super) fn whole(doc: &Doc) -> Range<usize> {
 /// The end of the longest prefix of `doc.visible[start..]` within `room` units, cut on a
 /// grapheme cluster boundary if one fits, else a code point boundary (`start` if none
 /// does), less the whitespace it would end with.
-pub(super) fn prefix(doc: &Doc, start: usize, unit: LengthUnit, room: usize) -> usize {
+pub(super) fn prefix(doc: &Doc, start: usize, unit: Measure, room: usize) -> usize {
     let text = doc.visible.get(start..).unwrap_or_default();
     let fit = |pieces: &mut dyn Iterator<Item = &str>| {
         let mut used = 0;
@@ -96,7 +97,7 @@ enum Kind {
 
 /// The end of the message that starts at `start` (a non-whitespace character): past it,
 /// and `text.len()` when the rest fits.
-fn cut(text: &str, start: usize, unit: LengthUnit, limit: usize) -> usize {
+fn cut(text: &str, start: usize, unit: Measure, limit: usize) -> usize {
     let rest = &text[start..];
     if unit.measure(rest) <= limit {
         return text.len();

@@ -333,7 +333,8 @@ impl Builder {
             start: self.doc.visible.len(),
             image,
         });
-        let allowed = if image {
+        // A card shows http(s) links only; an image becomes a link to it there too.
+        let allowed = if image || self.markup == Markup::FeishuCard {
             has_scheme(url, &["http://", "https://"])
         } else {
             has_scheme(url, &["http://", "https://", "tg://", "mailto:"])
@@ -351,9 +352,8 @@ impl Builder {
         let url = link.url.as_str();
         if shown.is_empty() && link.image {
             // An image without alt text: its address is what can be shown of it.
-            let frame = (self.markup == Markup::TelegramHtml
-                && has_scheme(url, &["http://", "https://"]))
-            .then(|| Frame::Link(url.to_owned()));
+            let frame = (self.markup != Markup::Plain && has_scheme(url, &["http://", "https://"]))
+                .then(|| Frame::Link(url.to_owned()));
             self.write(url, frame);
         } else if self.markup == Markup::Plain
             && !url.is_empty()

@@ -21,12 +21,128 @@ pub(super) fn emit(doc: &Doc, range: Range<usize>, markup: Markup) -> Rendered {
         .to_owned();
     let text = match markup {
         Markup::Plain => plain.clone(),
-        Markup::TelegramHtml => telegram_html(doc, range),
+        Markup::TelegramHtml => tagged(doc, range, &mut TelegramHtml),
+        Markup::FeishuCard => tagged(doc, range, &mut FeishuCard::default()),
     };
     Rendered { text, plain }
 }
 
-fn telegram_html(doc: &Doc, range: Range<usize>) -> String {
+/// How one markup writes its styles and its text.
+trait Tags {
+    /// Opens `frame` for a run whose first piece is `piece`.
+    fn open(&mut self, out: &mut String, frame: &Frame, piece: &str);
+    fn close(&mut self, out: &mut String, frame: &Frame);
+    /// Writes visible `text` shown in `frames` (outermost first).
+    fn text(&mut self, out: &mut String, text: &str, frames: &[Frame]);
+}
+
+struct TelegramHtml;
+
+impl Tags for TelegramHtml {
+    fn open(&mut self, out: &mut String, frame: &Frame, _: &str) {
+        open_tag(out, frame);
+    }
+
+    fn close(&mut self, out: &mut String, frame: &Frame) {
+        close(out, frame);
+    }
+
+    fn text(&mut self, out: &mut String, text: &str, _: &[Frame]) {
+        escape_into(out, text, false);
+    }
+}
+
+/// A Feishu card's markdown. Quotes have no syntax there (JSON 1.0), so they show their
+/// text; code uses a fence longer than any run of backticks it holds.
+#[derive(Default)]
+struct FeishuCard {
+    /// The fence of the code block open.
+    fence: String,
+}
+
+/// The longest run of backticks in `text`.
+fn longest_backticks(text: &str) -> usize {
+    text.split(|c| c != '`')
+        .map(str::len)
+        .max()
+        .unwrap_or_default()
+}
+
+impl Tags for FeishuCard {
+    fn open(&mut self, out: &mut String, frame: &Frame, piece: &str) {
+        match frame {
+            Frame::Quote => {}
+            Frame::Pre(language) => {
+                self.fence = "`".repeat(longest_backticks(piece).max(2) + 1);
+                out.push_str(&self.fence);
+                out.push_str(language.as_deref().unwrap_or_default());
+                out.push('\n');
+            }
+            Frame::Bold => out.push_str("**"),
+            Frame::Italic => out.push('*'),
+            Frame::Strike => out.push_str("~~"),
+            Frame::Link(_) => out.push('['),
+            // Written with its text, which decides the fence.
+            Frame::Code => {}
+        }
+    }
+
+    fn close(&mut self, out: &mut String, frame: &Frame) {
+        match frame {
+            Frame::Quote | Frame::Code => {}
+            Frame::Pre(_) => {
+                out.push('\n');
+                out.push_str(&self.fence);
+            }
+            Frame::Bold => out.push_str("**"),
+            Frame::Italic => out.push('*'),
+            Frame::Strike => out.push_str("~~"),
+            Frame::Link(url) => {
+                out.push_str("](");
+                for c in url.chars() {
+                    match c {
+                        '(' => out.push_str("%28"),
+                        ')' => out.push_str("%29"),
+                        ' ' => out.push_str("%20"),
+                        c => out.push(c),
+                    }
+                }
+                out.push(')');
+            }
+        }
+    }
+
+    fn text(&mut self, out: &mut String, text: &str, frames: &[Frame]) {
+        if frames.iter().any(|f| matches!(f, Frame::Pre(_))) {
+            out.push_str(text);
+        } else if frames.last() == Some(&Frame::Code) {
+            let longest = longest_backticks(text);
+            let fence = "`".repeat(longest + 1);
+            let pad = if longest > 0 { " " } else { "" };
+            out.push_str(&fence);
+            out.push_str(pad);
+            escape_card_into(out, text);
+            out.push_str(pad);
+            out.push_str(&fence);
+        } else {
+            escape_card_into(out, text);
+        }
+    }
+}
+
+/// Appends `text` with `<` and `>` as the entities a Feishu card shows as the characters
+/// (so text never becomes a card tag such as `<at id=all>`).
+pub(super) fn escape_card_into(out: &mut String, text: &str) {
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&#60;"),
+            '>' => out.push_str("&#62;"),
+            c => out.push(c),
+        }
+    }
+}
+
+fn tagged(doc: &Doc, range: Range<usize>, tags: &mut dyn Tags) -> String {
     let mut out = String::with_capacity(range.len() + range.len() / 4);
     let mut open: &[Frame] = &[];
     let first = doc.spans.partition_point(|s| s.range.end <= range.start);
@@ -45,16 +161,16 @@ fn telegram_html(doc: &Doc, range: Range<usize>) -> String {
             .take_while(|(a, b)| a == b)
             .count();
         for frame in open[shared..].iter().rev() {
-            close(&mut out, frame);
+            tags.close(&mut out, frame);
         }
         for frame in &span.frames[shared..] {
-            open_tag(&mut out, frame);
+            tags.open(&mut out, frame, piece);
         }
-        escape_into(&mut out, piece, false);
+        tags.text(&mut out, piece, &span.frames);
         open = &span.frames;
     }
     for frame in open.iter().rev() {
-        close(&mut out, frame);
+        tags.close(&mut out, frame);
     }
     out
 }

@@ -7,7 +7,7 @@ use super::check::telegram_html;
 use super::*;
 
 use LengthUnit::{Chars, Utf16};
-use Markup::{Plain, TelegramHtml};
+use Markup::{FeishuCard, Plain, TelegramHtml};
 
 /// `markdown` as one Telegram HTML message, checked to be well-formed and to show exactly
 /// its `plain`.
@@ -319,6 +319,57 @@ fn a_long_preview_is_cut_with_an_ellipsis() {
     assert_eq!(preview.text, "ab");
 }
 
+/// `markdown` as one Feishu card's markdown.
+fn card(markdown: &str) -> String {
+    let chunks = render(markdown, FeishuCard, LengthUnit::Bytes, 100_000);
+    assert!(chunks.len() <= 1, "{chunks:?}");
+    chunks
+        .into_iter()
+        .next()
+        .map(|r| r.text)
+        .unwrap_or_default()
+}
+
+#[test]
+fn feishu_cards_keep_what_card_markdown_shows_and_degrade_the_rest() {
+    for (markdown, shown) in [
+        (
+            "**b** *i* _i_ ~~s~~ `c` [x](<https://e.x/a(1) b>)",
+            "**b** *i* *i* ~~s~~ `c` [x](https://e.x/a%281%29%20b)",
+        ),
+        // Headings bold; code as code; quotes show their text; tags are escaped.
+        (
+            "# Plan\n\n```rust\nlet a = b < c;\n```\n\n> quoted <at id=all></at>",
+            "**Plan**\n\n```rust\nlet a = b < c;\n```\n\nquoted &#60;at id=all&#62;&#60;/at&#62;",
+        ),
+        // Lists and tables as text; only http(s) links; an image is a link to it.
+        (
+            "- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |",
+            "• one\n• two\n\n**a | b**\n1 | 2",
+        ),
+        (
+            "[mail](mailto:a@b.c) ![chart](https://e.x/c.png)",
+            "mail [chart](https://e.x/c.png)",
+        ),
+        // Code holding backticks gets a longer fence; inline code's `<` is escaped too.
+        ("``a`b<``", "`` a`b&#60; ``"),
+        ("````\n```rust\n<\n````", "````\n```rust\n<\n````"),
+    ] {
+        assert_eq!(card(markdown), shown, "{markdown:?}");
+    }
+}
+
+#[test]
+fn a_feishu_card_counts_the_entities_it_writes() {
+    // 20 `<` are 100 bytes once written: a 60-byte limit cuts them into two cards.
+    let chunks = render(&"<".repeat(20), FeishuCard, LengthUnit::Bytes, 60);
+    assert_eq!(chunks.len(), 2, "{chunks:?}");
+    assert!(chunks.iter().all(|c| c.text.len() <= 60), "{chunks:?}");
+    let preview = render_preview(&"<".repeat(20), FeishuCard, LengthUnit::Bytes, 60);
+    assert!(preview.text.len() <= 60, "{preview:?}");
+    assert_eq!(FeishuCard.literal("a<b>"), "a&#60;b&#62;");
+}
+
 // ---- Properties ----
 
 const TOKENS: &[&str] = &[
@@ -355,7 +406,24 @@ fn unit() -> impl Strategy<Value = LengthUnit> {
 }
 
 fn markup() -> impl Strategy<Value = Markup> {
-    prop_oneof![Just(TelegramHtml), Just(Plain)]
+    prop_oneof![Just(TelegramHtml), Just(Plain), Just(FeishuCard)]
+}
+
+/// Whether a card's markdown holds no `<` or `>` outside its fenced code blocks: no text
+/// can become a card tag.
+fn card_safe(text: &str) -> bool {
+    // The open fence's length, as CommonMark closes it: a line of at least as many.
+    let mut fence: Option<usize> = None;
+    text.split('\n').all(|line| {
+        let ticks = line.len() - line.trim_start_matches('`').len();
+        match fence {
+            Some(open) if ticks >= open && line[ticks..].trim().is_empty() => fence = None,
+            Some(_) => {}
+            None if ticks >= 3 => fence = Some(ticks),
+            None => return !line.contains(['<', '>']),
+        }
+        true
+    })
 }
 
 /// Whitespace runs as one space, the ends trimmed.
@@ -384,6 +452,14 @@ proptest! {
                     Err(why) => prop_assert!(false, "{} in {:?}", why, chunk.text),
                 },
                 Plain => prop_assert_eq!(&chunk.text, &chunk.plain),
+                FeishuCard => {
+                    prop_assert!(card_safe(&chunk.text), "{:?}", chunk.text);
+                    // What the cut counted: `<` and `>` as the entities they become.
+                    prop_assert!(
+                        unit.measure(&FeishuCard.literal(&chunk.plain)) <= limit,
+                        "{:?}", chunk.plain
+                    );
+                }
             }
             prop_assert!(unit.measure(&chunk.plain) <= limit, "{:?}", chunk.plain);
             prop_assert!(!chunk.plain.trim().is_empty());
@@ -420,7 +496,7 @@ proptest! {
 
     #[test]
     fn arbitrary_text_never_panics(text in any::<String>(), limit in 0usize..40) {
-        for markup in [Plain, TelegramHtml] {
+        for markup in [Plain, TelegramHtml, FeishuCard] {
             for unit in [Utf16, Chars, LengthUnit::Bytes] {
                 let chunks = render(&text, markup, unit, limit);
                 let preview = render_preview(&text, markup, unit, limit);
