@@ -20,6 +20,7 @@
 
 mod artifacts;
 mod bindings;
+mod clarify;
 pub mod commands;
 mod dedupe;
 mod files;
@@ -201,6 +202,8 @@ pub(crate) struct Inner {
     pub(crate) runs: inflight::Runs,
     /// Attachment bytes held in memory at once, across all messages.
     pub(crate) attachments: files::AttachmentBudget,
+    /// Questions asked in groups, so a plain answer joins the asking conversation.
+    pub(crate) clarifications: clarify::Pending,
 }
 
 impl Inner {
@@ -231,6 +234,7 @@ impl Manager {
                 turnstile: order::Turnstile::default(),
                 runs: inflight::Runs::default(),
                 attachments: files::AttachmentBudget::new(files::MEMORY_BUDGET_BYTES),
+                clarifications: clarify::Pending::default(),
             }),
         }
     }
@@ -288,6 +292,7 @@ impl Manager {
             // The conversation a group reply belongs to decides its line: resolved here,
             // in arrival order, before it takes a place.
             let msg = self.follow_reply_chain(msg).await;
+            let msg = self.inner.clarifications.join(msg);
             let place = self.place_in_line(&msg);
             let manager = self.clone();
             let cancel = cancel_handlers.clone();

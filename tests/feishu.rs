@@ -40,12 +40,7 @@ async fn issue_15_a_group_mention_streams_into_one_patched_card_with_reactions()
             .to_json(),
     );
     let source = pushed.message_id.clone().unwrap();
-    fs.fake
-        .wait_until("the answer in a card", DEADLINE, |fake| {
-            fake.messages().iter().any(|m| m.card_text() == ANSWER)
-        })
-        .await
-        .unwrap();
+    fs.wait_card("the answer in a card", ANSWER).await;
     let all = cards(&fs);
     assert_eq!(all.len(), 1, "one card: {all:#?}");
     let card = &all[0];
@@ -80,14 +75,7 @@ async fn issue_15_a_reply_to_the_bots_card_continues_the_same_thread() {
             .to_json(),
     );
     let source = first.message_id.unwrap();
-    fs.fake
-        .wait_until("the first card", DEADLINE, |fake| {
-            fake.messages()
-                .iter()
-                .any(|m| m.card_text() == "First answer.")
-        })
-        .await
-        .unwrap();
+    fs.wait_card("the first card", "First answer.").await;
     let card = cards(&fs).pop().unwrap();
     fs.sim
         .script_next_run(Script::with_answer("Second answer.").chunks(1));
@@ -100,14 +88,7 @@ async fn issue_15_a_reply_to_the_bots_card_continues_the_same_thread() {
             .parent(&card.message_id)
             .to_json(),
     );
-    fs.fake
-        .wait_until("the second card", DEADLINE, |fake| {
-            fake.messages()
-                .iter()
-                .any(|m| m.card_text() == "Second answer.")
-        })
-        .await
-        .unwrap();
+    fs.wait_card("the second card", "Second answer.").await;
     let threads = fs.sim.thread_ids();
     assert_eq!(threads.len(), 1, "{threads:?}");
     assert_eq!(fs.sim.runs(&threads[0]).len(), 2);
@@ -125,14 +106,7 @@ async fn issue_15_a_re_pushed_event_runs_once_and_a_split_payload_is_reassembled
     let pushed = fs
         .fake
         .push_split(&Event::text(CHAT, ALICE, "hello in parts").to_json(), 3);
-    fs.fake
-        .wait_until("the answer", DEADLINE, |fake| {
-            fake.messages()
-                .iter()
-                .any(|m| m.card_text() == "Only once.")
-        })
-        .await
-        .unwrap();
+    fs.wait_card("the answer", "Only once.").await;
     fs.fake
         .wait_acked(&pushed.event_id, DEADLINE)
         .await
@@ -157,14 +131,7 @@ async fn issue_15_the_adapter_reconnects_after_the_server_closes() {
         .script_next_run(Script::with_answer("Still here.").chunks(1));
     fs.fake
         .push_event(&Event::text(CHAT, ALICE, "are you there?").to_json());
-    fs.fake
-        .wait_until("the answer", DEADLINE, |fake| {
-            fake.messages()
-                .iter()
-                .any(|m| m.card_text() == "Still here.")
-        })
-        .await
-        .unwrap();
+    fs.wait_card("the answer", "Still here.").await;
     fs.stop().await;
 }
 
@@ -297,12 +264,7 @@ async fn issue_15_the_webhook_answers_the_challenge_runs_signed_events_and_refus
         .to_owned();
     let (headers, body) = fs.fake.webhook_event(&event, true);
     assert_eq!(fs.post_webhook(&headers, body).await.0, 200);
-    fs.fake
-        .wait_until("the answer in a card", DEADLINE, |fake| {
-            fake.messages().iter().any(|m| m.card_text() == ANSWER)
-        })
-        .await
-        .unwrap();
+    fs.wait_card("the answer in a card", ANSWER).await;
     let all = cards(&fs);
     assert_eq!(all.len(), 1, "only the signed event was answered: {all:#?}");
     assert_eq!(all[0].reply_to.as_deref(), Some(source.as_str()));
@@ -330,14 +292,8 @@ async fn issue_15_goal_from_chat_in_a_topic_shows_the_objective_card_before_the_
             .to_json(),
     );
     let source = first.message_id.unwrap();
-    fs.fake
-        .wait_until("the first card", DEADLINE, |fake| {
-            fake.messages()
-                .iter()
-                .any(|m| m.card_text() == "Sure, let's plan it together.")
-        })
-        .await
-        .unwrap();
+    fs.wait_card("the first card", "Sure, let's plan it together.")
+        .await;
     let card = cards(&fs).pop().unwrap();
     fs.sim
         .script_next_run(crate::support::goal_met_at_once(WORKING));
@@ -350,12 +306,7 @@ async fn issue_15_goal_from_chat_in_a_topic_shows_the_objective_card_before_the_
             .parent(&card.message_id)
             .to_json(),
     );
-    fs.fake
-        .wait_until("the goal run's card", DEADLINE, |fake| {
-            fake.messages().iter().any(|m| m.card_text() == WORKING)
-        })
-        .await
-        .unwrap();
+    fs.wait_card("the goal run's card", WORKING).await;
     let texts: Vec<String> = cards(&fs).iter().map(|m| m.card_text()).collect();
     // The agent read the mention as the bot's name (the simulator's objective is the
     // conversation's first message).
@@ -389,11 +340,48 @@ async fn issue_15_the_card_shows_the_agents_markdown_as_card_markdown() {
             .to_json(),
     );
     let shown = "**Plan**\n\n1. **ship** it &#60;at id=all&#62;&#60;/at&#62;\n2. see [docs](https://example.com/a_b)\n\n```rust\nlet ok = a < b;\n```";
+    fs.wait_card("the rendered answer", shown).await;
+    fs.stop().await;
+}
+
+#[tokio::test]
+async fn issue_15_a_plain_answer_to_the_bots_question_continues_its_conversation() {
+    const BOB: &str = "ou_bob000000000000000000000000001";
+    let fs = Fs::start().await;
+    fs.sim.script_next_run(
+        Script::with_answer("")
+            .chunks(1)
+            .ask_clarification("Which quarter?"),
+    );
+    fs.fake.push_event(
+        &Event::text(CHAT, ALICE, "write the report")
+            .group()
+            .mention_bot()
+            .to_json(),
+    );
     fs.fake
-        .wait_until("the rendered answer", DEADLINE, |fake| {
-            fake.messages().iter().any(|m| m.card_text() == shown)
+        .wait_until("the question", DEADLINE, |fake| {
+            fake.messages()
+                .iter()
+                .any(|m| m.card_text().contains("Which quarter?"))
         })
         .await
         .unwrap();
+    // Bob's unrelated message starts its own conversation; Alice's plain answer (no
+    // reply, no thread) joins the one that asked her.
+    fs.sim
+        .script_next_run(Script::with_answer("Hi Bob.").chunks(1));
+    let hello = Event::text(CHAT, BOB, "hello").group().mention_bot();
+    fs.fake.push_event(&hello.to_json());
+    fs.wait_card("Bob's answer", "Hi Bob.").await;
+    fs.sim
+        .script_next_run(Script::with_answer("The Q3 report it is.").chunks(1));
+    let answer = Event::text(CHAT, ALICE, "Q3").group().mention_bot();
+    fs.fake.push_event(&answer.to_json());
+    fs.wait_card("the answer", "The Q3 report it is.").await;
+    let threads = fs.sim.thread_ids();
+    assert_eq!(threads.len(), 2, "Alice's and Bob's: {threads:?}");
+    let runs: Vec<usize> = threads.iter().map(|t| fs.sim.runs(t).len()).collect();
+    assert!(runs.contains(&2) && runs.contains(&1), "{runs:?}");
     fs.stop().await;
 }

@@ -496,6 +496,9 @@ async fn publish_final(
         }
         None => text,
     };
+    inner
+        .clarifications
+        .turn_ended(msg, turn.pending_clarification);
     let mut out = msg.reply(text, true);
     if turn.pending_clarification {
         out.metadata

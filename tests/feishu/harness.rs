@@ -111,6 +111,16 @@ impl Fs {
         }
     }
 
+    /// Waits until a card shows exactly `text` (`what` names it in a timeout).
+    pub async fn wait_card(&self, what: &str, text: &str) {
+        self.fake
+            .wait_until(what, DEADLINE, |fake| {
+                fake.messages().iter().any(|m| m.card_text() == text)
+            })
+            .await
+            .unwrap();
+    }
+
     /// POSTs a webhook request (headers and body as the fake built them) to the daemon:
     /// the answer's status and body.
     pub async fn post_webhook(&self, headers: &[(String, String)], body: Vec<u8>) -> (u16, String) {
