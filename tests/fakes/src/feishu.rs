@@ -19,11 +19,12 @@
 //!
 //! Children: `frame` is the prost `pbbp2` frame; `events` builds `im.message.receive_v1`
 //! events; `ws` is the long connection (discovery, upgrade, connections, pushes, acks,
-//! repush); `rest` is the HTTP edge and the REST methods; `webhook` builds webhook
-//! requests (AES-256-CBC, signature).
+//! repush); `rest` is the HTTP edge and the REST methods; `records` holds what the fake
+//! records and reports; `webhook` builds webhook requests (AES-256-CBC, signature).
 
 mod events;
 mod frame;
+mod records;
 mod rest;
 mod webhook;
 mod ws;
@@ -41,6 +42,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use events::Event;
 pub use frame::{Frame, Header, METHOD_CONTROL, METHOD_DATA};
+pub use records::{
+    Ack, BotMessage, Call, Connection, Delivery, Failure, Patch, Pushed, Trigger, Upload,
+    WaitTimeout,
+};
 pub use webhook::{
     SIGNATURE_HEADER, decode_webhook_body, signature, tamper_signature, url_verification_request,
     webhook_request,
@@ -175,202 +180,6 @@ impl ClientConfig {
         })
     }
 }
-
-/// When a scripted failure fires.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Trigger {
-    /// On the Nth authenticated call of the route (1-based), once.
-    Nth(usize),
-    /// On every call of the route until [`FakeFeishu::clear_failures`].
-    Always,
-}
-
-/// A scripted failure.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// HTTP 400 with `{code, msg}` (HTTP 200 on the discovery route, as Feishu does).
-    Code(i64, String),
-    /// This HTTP status; 429 carries [`code::FREQUENCY_LIMIT`] and
-    /// `x-ogw-ratelimit-reset: 1`, as Feishu throttles an app.
-    Http(u16),
-}
-
-/// One HTTP request the fake received (WebSocket frames are in [`FakeFeishu::acks`] and
-/// [`FakeFeishu::deliveries`]).
-#[derive(Clone, Debug)]
-pub struct Call {
-    /// The route name: `endpoint`, `ws`, `token`, `reply`, `create`, `patch`,
-    /// `reactions`, `resource`, `images`, `files` (what [`FakeFeishu::fail`] takes), or
-    /// `unknown`.
-    pub route: &'static str,
-    /// HTTP method.
-    pub method: String,
-    /// Path and query.
-    pub path: String,
-    /// The JSON body; for multipart, `{field: value}` with files as `{"file_name",
-    /// "size"}`; `null` without a body.
-    pub body: Value,
-    /// HTTP status answered.
-    pub status: u16,
-    /// The envelope's `code` (`None` for binary answers and the upgrade).
-    pub code: Option<i64>,
-    /// When it arrived.
-    pub at: Instant,
-}
-
-impl Call {
-    /// Whether Feishu would call it a success: HTTP 200 and code 0 (or a binary answer).
-    pub fn ok(&self) -> bool {
-        (self.status == 200 || self.status == 101) && self.code.unwrap_or(0) == 0
-    }
-
-    /// A string field of the JSON body.
-    pub fn str(&self, key: &str) -> Option<&str> {
-        self.body.get(key).and_then(Value::as_str)
-    }
-}
-
-/// One accepted patch of a bot message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Patch {
-    /// The new `content` (the card JSON as a string).
-    pub content: String,
-    /// When it was accepted.
-    pub at: Instant,
-}
-
-/// A message the bot sent, as it looks now.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BotMessage {
-    /// Its id (`om_…`).
-    pub message_id: String,
-    /// Its chat.
-    pub chat_id: String,
-    /// The message it replies to.
-    pub reply_to: Option<String>,
-    /// `text`, `post`, `interactive`, `image`, `file`, …
-    pub msg_type: String,
-    /// Current `content` (a JSON string).
-    pub content: String,
-    /// Every accepted patch in order.
-    pub patches: Vec<Patch>,
-    /// When it was sent.
-    pub at: Instant,
-}
-
-impl BotMessage {
-    /// The current content parsed (the card for `interactive`).
-    pub fn content_json(&self) -> Value {
-        serde_json::from_str(&self.content).unwrap_or(Value::Null)
-    }
-
-    /// For a card: the `content` of each `markdown` element (or `div` text), joined by
-    /// newlines — what a user reads.
-    pub fn card_text(&self) -> String {
-        rest::card_text(&self.content_json())
-    }
-}
-
-/// An uploaded image or file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Upload {
-    /// `image` or `file`.
-    pub kind: &'static str,
-    /// The key returned (`img_…` / `file_…`).
-    pub key: String,
-    /// `image_type` or `file_type`.
-    pub type_: String,
-    /// `file_name` (files) or the part's file name (images).
-    pub name: String,
-    /// The bytes.
-    pub bytes: Vec<u8>,
-}
-
-/// What [`FakeFeishu::push_event`] pushed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pushed {
-    /// The event's `header.event_id`.
-    pub event_id: String,
-    /// The event's `event.message.message_id`, if it has one.
-    pub message_id: Option<String>,
-    /// The frame `message_id` header of the first delivery (acks carry it).
-    pub frame_id: String,
-}
-
-/// One delivery of an event over a connection (a re-push is another delivery).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Delivery {
-    /// The event.
-    pub event_id: String,
-    /// The frame `message_id` header of this delivery.
-    pub frame_id: String,
-    /// The connection it went to.
-    pub connection: u64,
-    /// 0 for the first push, 1.. for re-pushes.
-    pub attempt: u32,
-    /// When it was sent.
-    pub at: Instant,
-}
-
-/// An ack frame a client sent back.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Ack {
-    /// Its `message_id` header (the frame id of the delivery it answers).
-    pub frame_id: String,
-    /// The event of that delivery, when the frame id is one the fake sent.
-    pub event_id: Option<String>,
-    /// The payload's `code` (200 ok, 500 handler error), `None` if unparsable.
-    pub code: Option<i64>,
-    /// Its `biz_rt` header, if present.
-    pub biz_rt: Option<String>,
-    /// The connection it came on.
-    pub connection: u64,
-    /// When it arrived.
-    pub at: Instant,
-}
-
-/// A connection as the fake sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Connection {
-    /// The fake's id for it, 1-based in connection order.
-    pub id: u64,
-    /// Its `device_id` query parameter.
-    pub device_id: String,
-    /// Its `service_id` query parameter.
-    pub service_id: String,
-    /// Whether it is still open.
-    pub open: bool,
-    /// Pings received on it.
-    pub pings: usize,
-}
-
-/// A wait that reached its deadline.
-pub struct WaitTimeout {
-    what: String,
-    calls: Vec<Call>,
-}
-
-impl std::fmt::Debug for WaitTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "timed out waiting for {}; calls so far:", self.what)?;
-        for c in &self.calls {
-            writeln!(
-                f,
-                "  {} {:?} {} {} {}",
-                c.status, c.code, c.method, c.path, c.body
-            )?;
-        }
-        Ok(())
-    }
-}
-
-impl std::fmt::Display for WaitTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "timed out waiting for {}", self.what)
-    }
-}
-
-impl std::error::Error for WaitTimeout {}
 
 struct Rule {
     route: String,
