@@ -59,6 +59,12 @@ pub enum Markup {
     /// read `<at id=all>` as a mention of everyone), and each counts as the five bytes it
     /// becomes, so a cut message stays within a limit on the card's size.
     FeishuCard,
+    /// DingTalk's `sampleMarkdown`: bold, italic, links, quotes; what it has no syntax for
+    /// is adapted as DeerFlow's DingTalk channel does: inline code in bold, a code block as
+    /// quoted lines under its language in bold, strikethrough as its text; headings, lists
+    /// and tables degrade to text as for Telegram. Each newline counts three bytes (it may
+    /// start a quoted line), so a cut message stays within a limit on the written text.
+    DingTalkMarkdown,
 }
 
 impl Markup {
@@ -70,6 +76,7 @@ impl Markup {
             Markup::Plain => out.push_str(plain),
             Markup::TelegramHtml => emit::escape_into(&mut out, plain, false),
             Markup::FeishuCard => emit::escape_card_into(&mut out, plain),
+            Markup::DingTalkMarkdown => out.push_str(plain),
         }
         out
     }
@@ -90,8 +97,10 @@ impl Measure {
 
     /// The length `text` counts for.
     pub(crate) fn measure(self, text: &str) -> usize {
+        let count = |set: &[u8]| text.bytes().filter(|b| set.contains(b)).count();
         let grown = match self.markup {
-            Markup::FeishuCard => 4 * text.bytes().filter(|b| matches!(b, b'<' | b'>')).count(),
+            Markup::FeishuCard => 4 * count(b"<>"),
+            Markup::DingTalkMarkdown => 2 * count(b"\n"),
             Markup::Plain | Markup::TelegramHtml => 0,
         };
         self.unit.measure(text) + grown

@@ -333,12 +333,13 @@ impl Builder {
             start: self.doc.visible.len(),
             image,
         });
-        // A card shows http(s) links only; an image becomes a link to it there too.
-        let allowed = if image || self.markup == Markup::FeishuCard {
-            has_scheme(url, &["http://", "https://"])
-        } else {
-            has_scheme(url, &["http://", "https://", "tg://", "mailto:"])
-        };
+        // Cards and DingTalk show http(s) links only; an image becomes a link to it there too.
+        let allowed =
+            if image || matches!(self.markup, Markup::FeishuCard | Markup::DingTalkMarkdown) {
+                has_scheme(url, &["http://", "https://"])
+            } else {
+                has_scheme(url, &["http://", "https://", "tg://", "mailto:"])
+            };
         let nested = self.active(|f| matches!(f, Frame::Link(_)));
         (allowed && !nested).then(|| Frame::Link(url.to_owned()))
     }

@@ -23,6 +23,7 @@ pub(super) fn emit(doc: &Doc, range: Range<usize>, markup: Markup) -> Rendered {
         Markup::Plain => plain.clone(),
         Markup::TelegramHtml => tagged(doc, range, &mut TelegramHtml),
         Markup::FeishuCard => tagged(doc, range, &mut FeishuCard::default()),
+        Markup::DingTalkMarkdown => tagged(doc, range, &mut DingTalk),
     };
     Rendered { text, plain }
 }
@@ -99,14 +100,7 @@ impl Tags for FeishuCard {
             Frame::Strike => out.push_str("~~"),
             Frame::Link(url) => {
                 out.push_str("](");
-                for c in url.chars() {
-                    match c {
-                        '(' => out.push_str("%28"),
-                        ')' => out.push_str("%29"),
-                        ' ' => out.push_str("%20"),
-                        c => out.push(c),
-                    }
-                }
+                push_url(out, url);
                 out.push(')');
             }
         }
@@ -126,6 +120,84 @@ impl Tags for FeishuCard {
             out.push_str(&fence);
         } else {
             escape_card_into(out, text);
+        }
+    }
+}
+
+/// DingTalk's `sampleMarkdown`. Quotes and code blocks are quoted lines (`> `), every line
+/// of them; inline code is bold (or its text, inside bold); strikethrough is its text.
+struct DingTalk;
+
+fn quoted(frames: &[Frame]) -> bool {
+    frames
+        .iter()
+        .any(|f| matches!(f, Frame::Quote | Frame::Pre(_)))
+}
+
+impl Tags for DingTalk {
+    fn open(&mut self, out: &mut String, frame: &Frame, _: &str) {
+        match frame {
+            // Opened at a line's start (blocks are separated by newlines), or first in a
+            // message; a code block inside a quote is quoted once.
+            Frame::Quote => {
+                if !out.ends_with("> ") {
+                    out.push_str("> ");
+                }
+            }
+            Frame::Pre(language) => {
+                if !out.ends_with("> ") {
+                    out.push_str("> ");
+                }
+                if let Some(language) = language {
+                    out.push_str("**");
+                    out.push_str(language);
+                    out.push_str("**\n> ");
+                }
+            }
+            Frame::Bold => out.push_str("**"),
+            Frame::Italic => out.push('*'),
+            Frame::Link(_) => out.push('['),
+            Frame::Strike | Frame::Code => {}
+        }
+    }
+
+    fn close(&mut self, out: &mut String, frame: &Frame) {
+        match frame {
+            Frame::Bold => out.push_str("**"),
+            Frame::Italic => out.push('*'),
+            Frame::Link(url) => {
+                out.push_str("](");
+                push_url(out, url);
+                out.push(')');
+            }
+            Frame::Quote | Frame::Pre(_) | Frame::Strike | Frame::Code => {}
+        }
+    }
+
+    fn text(&mut self, out: &mut String, text: &str, frames: &[Frame]) {
+        let bold = frames.last() == Some(&Frame::Code) && !frames.contains(&Frame::Bold);
+        if bold {
+            out.push_str("**");
+        }
+        if quoted(frames) {
+            out.push_str(&text.replace('\n', "\n> "));
+        } else {
+            out.push_str(text);
+        }
+        if bold {
+            out.push_str("**");
+        }
+    }
+}
+
+/// A link's address with the characters that would end a Markdown destination encoded.
+fn push_url(out: &mut String, url: &str) {
+    for c in url.chars() {
+        match c {
+            '(' => out.push_str("%28"),
+            ')' => out.push_str("%29"),
+            ' ' => out.push_str("%20"),
+            c => out.push(c),
         }
     }
 }

@@ -7,7 +7,7 @@ use super::check::telegram_html;
 use super::*;
 
 use LengthUnit::{Chars, Utf16};
-use Markup::{FeishuCard, Plain, TelegramHtml};
+use Markup::{DingTalkMarkdown, FeishuCard, Plain, TelegramHtml};
 
 /// `markdown` as one Telegram HTML message, checked to be well-formed and to show exactly
 /// its `plain`.
@@ -360,6 +360,52 @@ fn feishu_cards_keep_what_card_markdown_shows_and_degrade_the_rest() {
 }
 
 #[test]
+fn dingtalk_markdown_adapts_what_it_cannot_show() {
+    let ding = |markdown: &str| {
+        let chunks = render(markdown, DingTalkMarkdown, LengthUnit::Bytes, 100_000);
+        assert!(chunks.len() <= 1, "{chunks:?}");
+        chunks
+            .into_iter()
+            .next()
+            .map(|r| r.text)
+            .unwrap_or_default()
+    };
+    for (markdown, shown) in [
+        (
+            "**b** *i* ~~s~~ run `cargo test` [x](https://e.x/a)",
+            "**b** *i* s run **cargo test** [x](https://e.x/a)",
+        ),
+        // A code block is quoted lines under its language; so is a quote.
+        (
+            "Try:\n\n```rust\nfn main() {\n    go();\n}\n```\n\n> said\n> twice",
+            "Try:\n\n> **rust**\n> fn main() {\n>     go();\n> }\n\n> said\n> twice",
+        ),
+        ("**bold `code`**", "**bold code**"),
+        ("[app](dingtalk://x) ---", "app ---"),
+        ("| a | b |\n|---|---|\n| 1 | 2 |", "**a | b**\n1 | 2"),
+    ] {
+        assert_eq!(ding(markdown), shown, "{markdown:?}");
+    }
+    // A code block cut between messages is quoted again, under its language, in the next.
+    let code = format!("```py\n{}```", "print(1)\n".repeat(40));
+    let chunks = render(&code, DingTalkMarkdown, LengthUnit::Bytes, 120);
+    assert!(chunks.len() > 1);
+    for chunk in &chunks {
+        assert!(
+            chunk.text.starts_with("> **py**\n> print(1)"),
+            "{:?}",
+            chunk.text
+        );
+        assert!(
+            chunk.text.lines().all(|l| l.starts_with("> ")),
+            "{:?}",
+            chunk.text
+        );
+        assert!(chunk.text.len() <= 120 + 12, "{}", chunk.text.len());
+    }
+}
+
+#[test]
 fn a_feishu_card_counts_the_entities_it_writes() {
     // 20 `<` are 100 bytes once written: a 60-byte limit cuts them into two cards.
     let chunks = render(&"<".repeat(20), FeishuCard, LengthUnit::Bytes, 60);
@@ -406,7 +452,12 @@ fn unit() -> impl Strategy<Value = LengthUnit> {
 }
 
 fn markup() -> impl Strategy<Value = Markup> {
-    prop_oneof![Just(TelegramHtml), Just(Plain), Just(FeishuCard)]
+    prop_oneof![
+        Just(TelegramHtml),
+        Just(Plain),
+        Just(FeishuCard),
+        Just(DingTalkMarkdown)
+    ]
 }
 
 /// Whether a card's markdown holds no `<` or `>` outside its fenced code blocks: no text
@@ -452,6 +503,11 @@ proptest! {
                     Err(why) => prop_assert!(false, "{} in {:?}", why, chunk.text),
                 },
                 Plain => prop_assert_eq!(&chunk.text, &chunk.plain),
+                DingTalkMarkdown => {
+                    // What the cut counted: each newline as the quoted line it may start.
+                    let newlines = chunk.plain.matches('\n').count();
+                    prop_assert!(unit.measure(&chunk.plain) + 2 * newlines <= limit);
+                }
                 FeishuCard => {
                     prop_assert!(card_safe(&chunk.text), "{:?}", chunk.text);
                     // What the cut counted: `<` and `>` as the entities they become.
@@ -496,7 +552,7 @@ proptest! {
 
     #[test]
     fn arbitrary_text_never_panics(text in any::<String>(), limit in 0usize..40) {
-        for markup in [Plain, TelegramHtml, FeishuCard] {
+        for markup in [Plain, TelegramHtml, FeishuCard, DingTalkMarkdown] {
             for unit in [Utf16, Chars, LengthUnit::Bytes] {
                 let chunks = render(&text, markup, unit, limit);
                 let preview = render_preview(&text, markup, unit, limit);
