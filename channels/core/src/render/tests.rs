@@ -319,15 +319,20 @@ fn a_long_preview_is_cut_with_an_ellipsis() {
     assert_eq!(preview.text, "ab");
 }
 
-/// `markdown` as one Feishu card's markdown.
-fn card(markdown: &str) -> String {
-    let chunks = render(markdown, FeishuCard, LengthUnit::Bytes, 100_000);
+/// `markdown` as one message in `markup` (no limit to speak of).
+fn one(markdown: &str, markup: Markup) -> String {
+    let chunks = render(markdown, markup, LengthUnit::Bytes, 100_000);
     assert!(chunks.len() <= 1, "{chunks:?}");
     chunks
         .into_iter()
         .next()
         .map(|r| r.text)
         .unwrap_or_default()
+}
+
+/// `markdown` as one Feishu card's markdown.
+fn card(markdown: &str) -> String {
+    one(markdown, FeishuCard)
 }
 
 #[test]
@@ -361,15 +366,7 @@ fn feishu_cards_keep_what_card_markdown_shows_and_degrade_the_rest() {
 
 #[test]
 fn dingtalk_markdown_adapts_what_it_cannot_show() {
-    let ding = |markdown: &str| {
-        let chunks = render(markdown, DingTalkMarkdown, LengthUnit::Bytes, 100_000);
-        assert!(chunks.len() <= 1, "{chunks:?}");
-        chunks
-            .into_iter()
-            .next()
-            .map(|r| r.text)
-            .unwrap_or_default()
-    };
+    let ding = |markdown: &str| one(markdown, DingTalkMarkdown);
     for (markdown, shown) in [
         (
             "**b** *i* ~~s~~ run `cargo test` [x](https://e.x/a)",
