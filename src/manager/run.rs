@@ -500,6 +500,13 @@ async fn publish_final(
         .clarifications
         .turn_ended(msg, turn.pending_clarification);
     let mut out = msg.reply(text, true);
+    if caps.is_some_and(|c| c.reply_window.is_some()) {
+        // Where a source takes only a few replies, the delivery engine may have to cut the
+        // answer short; it ends the last message it may send with this.
+        let note = inner.replier.text(&locale, m::RUN_TRUNCATED, &[]);
+        out.metadata
+            .insert(im_bridge_channel::TRUNCATED_NOTE_KEY.into(), note.into());
+    }
     if turn.pending_clarification {
         out.metadata
             .insert("pending_clarification".into(), true.into());

@@ -54,6 +54,7 @@ async fn telemetry_meets_the_adapter_contract() {
         chat_kind: ChatKind::Private,
         reply_to: None,
         metadata: &meta,
+        source_at: None,
     };
     console.send_text(target, "answer").await.unwrap();
     assert_eq!(probe.sent(NAME), 1);

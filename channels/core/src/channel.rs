@@ -29,6 +29,8 @@ pub struct SendTarget<'a> {
     pub reply_to: Option<&'a MessageId>,
     /// Inbound metadata copied onto the outbound message.
     pub metadata: &'a Map<String, Value>,
+    /// When the source message was created (Unix seconds), if known.
+    pub source_at: Option<f64>,
 }
 
 impl<'a> From<&'a OutboundMessage> for SendTarget<'a> {
@@ -38,6 +40,7 @@ impl<'a> From<&'a OutboundMessage> for SendTarget<'a> {
             chat_kind: msg.chat_kind,
             reply_to: msg.thread_ts.as_ref(),
             metadata: &msg.metadata,
+            source_at: msg.source_created_at,
         }
     }
 }

@@ -19,6 +19,7 @@
 //!                                  ▼
 //!   LimitLength   finals split into messages, previews truncated    (limit.rs, split.rs)
 //!   FinishOrSend  a stream message that cannot be finished → a new message (fallback.rs)
+//!   PassiveReplies each write answering a source takes one of its replies (passive.rs)
 //!   RetryFinals   finals wait out Retry-After (bounded); partials never retried (retry.rs)
 //!   Throttle      min edit interval per message; Retry-After pauses the chat (throttle.rs)
 //!   the adapter   primitive calls only
@@ -44,6 +45,7 @@
 mod fallback;
 mod forward;
 mod limit;
+mod passive;
 #[cfg(test)]
 mod recorder;
 mod retry;
@@ -63,6 +65,9 @@ use crate::message::OutboundMessage;
 
 pub use fallback::FinishOrSend;
 pub use limit::LimitLength;
+pub use passive::{
+    MAX_SOURCES, PassiveReplies, REPLY_WINDOW_REFUSED, ReplyQuotas, TRUNCATED_NOTE_KEY,
+};
 pub use retry::{RetryFinals, RetryPolicy};
 pub use streams::MAX_STREAMS;
 pub use throttle::{EditClock, MAX_PAUSE_WAIT, Throttle};
@@ -71,7 +76,7 @@ use forward::forward_channel;
 use streams::{Flusher, Offer, Streams};
 
 /// The layers [`Delivery`] puts over a channel, top first.
-type Stack = LimitLength<FinishOrSend<RetryFinals<Throttle<Arc<dyn Channel>>>>>;
+type Stack = LimitLength<FinishOrSend<PassiveReplies<RetryFinals<Throttle<Arc<dyn Channel>>>>>>;
 
 /// Composes the delivery layers over a channel (see the module docs for their order).
 pub trait ChannelExt: Channel + Sized {
@@ -83,6 +88,11 @@ pub trait ChannelExt: Channel + Sized {
     /// Sends a final as a new message when its stream message cannot be finished.
     fn finish_or_send(self) -> FinishOrSend<Self> {
         FinishOrSend::new(self)
+    }
+
+    /// Counts each write answering a source against its replies (see `passive.rs`).
+    fn passive_replies(self, quotas: Arc<ReplyQuotas>) -> PassiveReplies<Self> {
+        PassiveReplies::new(self, quotas)
     }
 
     /// Waits out `Retry-After` on the calls that carry a final.
@@ -109,6 +119,8 @@ impl<C: Channel + ?Sized> Channel for Arc<C> {
 /// Dropping it stops its flusher tasks; partial texts still pending are dropped with them.
 pub struct Delivery {
     channel: Arc<dyn Channel>,
+    /// The replies each source message has taken (channels with a reply window).
+    quotas: Arc<ReplyQuotas>,
     flusher: Flusher<Stack>,
     streams: Streams,
     /// Parent of every stream's token; cancelled on drop.
@@ -134,12 +146,17 @@ impl Delivery {
     pub fn with_policy(channel: Arc<dyn Channel>, policy: RetryPolicy) -> Self {
         let throttle = channel.clone().throttle();
         let clock = throttle.clock().clone();
-        let stack = throttle
-            .retry_finals(policy)
-            .finish_or_send()
-            .limit_length();
+        let quotas = Arc::new(ReplyQuotas::default());
+        let stack = LimitLength::with_quotas(
+            throttle
+                .retry_finals(policy)
+                .passive_replies(quotas.clone())
+                .finish_or_send(),
+            quotas.clone(),
+        );
         Self {
             channel,
+            quotas,
             flusher: Flusher {
                 stack: Arc::new(stack),
                 clock,
@@ -153,6 +170,15 @@ impl Delivery {
     /// The channel this engine delivers to.
     pub fn channel(&self) -> &Arc<dyn Channel> {
         &self.channel
+    }
+
+    /// How many more messages may answer `msg`'s source: `None` when the channel has no
+    /// reply window or `msg` answers no source.
+    pub fn replies_left(&self, msg: &OutboundMessage) -> Option<u32> {
+        self.quotas.remaining(
+            self.channel.capabilities().reply_window,
+            &SendTarget::from(msg),
+        )
     }
 
     /// How many replies are being streamed right now.
@@ -204,10 +230,15 @@ impl Delivery {
             }
             None => stack.send_text(target, &msg.text).await?.id,
         };
-        // Files answer the message that shows the final, so they read as part of it.
-        let target = SendTarget {
-            reply_to: Some(&shown),
-            ..target
+        // Files answer the message that shows the final, so they read as part of it; where
+        // a bot may only answer the user's message (a reply window), they answer that.
+        let target = if self.channel.capabilities().reply_window.is_some() {
+            target
+        } else {
+            SendTarget {
+                reply_to: Some(&shown),
+                ..target
+            }
         };
         for file in &msg.attachments {
             if let Err(error) = stack.send_file(target, file).await {

@@ -45,6 +45,11 @@ pub enum ChannelError {
     /// The channel is stopped.
     #[error("the channel is stopped")]
     Stopped,
+    /// The platform lets a bot answer a message only for a while and only a few times
+    /// ([`ReplyWindow`](crate::ReplyWindow)), and this answer is past either bound:
+    /// nothing was sent (`"closed"`: the window is over; `"used"`: every reply is spent).
+    #[error("the source message can take no more replies (window {0})")]
+    ReplyWindow(&'static str),
 }
 
 /// Reads a platform's request to slow down out of an error.

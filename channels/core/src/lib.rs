@@ -34,8 +34,9 @@ pub use channel::{Channel, ChannelExit, SendTarget, SentMessage};
 pub use commands::CommandVocabulary;
 pub use config::{ConfigIssue, Issues, Severity};
 pub use delivery::{
-    ChannelExt, Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT, MAX_STREAMS,
-    RetryFinals, RetryPolicy, Throttle, split,
+    ChannelExt, Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT, MAX_SOURCES,
+    MAX_STREAMS, PassiveReplies, REPLY_WINDOW_REFUSED, ReplyQuotas, RetryFinals, RetryPolicy,
+    TRUNCATED_NOTE_KEY, Throttle, split,
 };
 pub use error::{ChannelError, ChannelResult, RetryAfterHint};
 pub use ids::{ChatId, MessageId, UserId};

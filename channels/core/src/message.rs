@@ -218,6 +218,7 @@ impl InboundMessage {
             is_final,
             thread_ts: self.thread_ts.clone(),
             metadata,
+            source_created_at: Some(self.created_at),
             created_at: now_unix(),
         }
     }
@@ -290,6 +291,9 @@ pub struct OutboundMessage {
     /// Inbound metadata (slimmed); a final may add `pending_clarification: true`.
     #[serde(default)]
     pub metadata: Map<String, Value>,
+    /// When the source message was created (Unix seconds): reply windows run from it.
+    #[serde(default)]
+    pub source_created_at: Option<f64>,
     /// Unix seconds.
     #[serde(default = "now_unix")]
     pub created_at: f64,

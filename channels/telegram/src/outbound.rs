@@ -177,6 +177,7 @@ mod tests {
             chat_kind: ChatKind::Group,
             reply_to: Some(&source),
             metadata: &metadata,
+            source_at: None,
         };
         assert_eq!(chat_id(&target).unwrap(), -100_123);
         assert_eq!(

@@ -17,10 +17,16 @@
 //! ([`ChannelError::BadMarkup`]) is resent once as plain text (counted in
 //! [`MARKUP_FALLBACKS`]), so it is never lost for its formatting.
 //!
+//! On a channel with a [`ReplyWindow`](crate::ReplyWindow), a final never fills more
+//! messages than its source has replies left ([`ReplyQuotas::remaining`], read at delivery
+//! time, so replies delivered before it are counted): the last message it may fill is cut
+//! and ends with the reply's truncation note ([`TRUNCATED_NOTE_KEY`]).
+//!
 //! The limit, its unit and the markup are read from the inner channel's capabilities on
 //! every call.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
@@ -30,6 +36,7 @@ use crate::ids::MessageId;
 use crate::render::{self, Markup, Rendered};
 
 use super::forward_channel;
+use super::passive::{ReplyQuotas, TRUNCATED_NOTE_KEY};
 use super::split::{split, truncate};
 
 /// Counter: messages resent as plain text after the platform refused their markup, by
@@ -40,12 +47,26 @@ pub const MARKUP_FALLBACKS: &str = "im_bridge_channel_markup_fallbacks_total";
 #[derive(Debug)]
 pub struct LimitLength<C> {
     inner: C,
+    /// The replies each source has taken, on a channel with a reply window.
+    quotas: Option<Arc<ReplyQuotas>>,
 }
 
 impl<C: Channel> LimitLength<C> {
     /// Keeps `inner`'s texts in its markup and within its length limit.
     pub fn new(inner: C) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            quotas: None,
+        }
+    }
+
+    /// Like [`new`](Self::new), and bounds finals by the replies their sources have left
+    /// in `quotas`.
+    pub fn with_quotas(inner: C, quotas: Arc<ReplyQuotas>) -> Self {
+        Self {
+            inner,
+            quotas: Some(quotas),
+        }
     }
 
     /// The wrapped channel.
@@ -54,7 +75,49 @@ impl<C: Channel> LimitLength<C> {
     }
 
     /// A final's messages: for plain channels `None` when it fits in one as it is.
-    fn messages(&self, text: &str) -> Option<Vec<Rendered>> {
+    fn messages(&self, to: &SendTarget<'_>, text: &str) -> Option<Vec<Rendered>> {
+        let messages = self.unbounded(text);
+        let caps = self.inner.capabilities();
+        let Some(room) = self
+            .quotas
+            .as_ref()
+            .and_then(|quotas| quotas.remaining(caps.reply_window, to))
+        else {
+            return messages;
+        };
+        let room = usize::try_from(room).unwrap_or(usize::MAX);
+        let count = messages.as_ref().map_or(1, Vec::len);
+        if count <= room || room == 0 {
+            // Within the budget; or none left, which the layer below refuses and counts.
+            return messages;
+        }
+        let mut messages = messages.unwrap_or_else(|| {
+            vec![Rendered {
+                text: text.to_owned(),
+                plain: text.to_owned(),
+            }]
+        });
+        messages.truncate(room);
+        let note = to
+            .metadata
+            .get(TRUNCATED_NOTE_KEY)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or(render::ELLIPSIS);
+        let note = format!("\n\n{note}");
+        let (unit, limit) = (caps.length_unit, caps.max_message_len);
+        if let Some(last) = messages.last_mut() {
+            let room = limit.saturating_sub(unit.measure(&note));
+            let cut = truncate(&last.plain, unit, room);
+            let plain = format!("{}{note}", cut.trim_end());
+            last.text = caps.markup.literal(&plain);
+            last.plain = plain;
+        }
+        Some(messages)
+    }
+
+    /// A final's messages, whatever the reply budget: for plain channels `None` when it
+    /// fits in one as it is.
+    fn unbounded(&self, text: &str) -> Option<Vec<Rendered>> {
         let caps = self.inner.capabilities();
         let (unit, limit) = (caps.length_unit, caps.max_message_len);
         match caps.markup {
@@ -151,7 +214,7 @@ impl<C: Channel> Channel for LimitLength<C> {
         show_typing, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        match self.messages(text).as_deref() {
+        match self.messages(&to, text).as_deref() {
             Some([first, rest @ ..]) => {
                 let sent = self
                     .with_fallback(first, |text| async move {
@@ -180,7 +243,7 @@ impl<C: Channel> Channel for LimitLength<C> {
     }
 
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        match self.messages(text).as_deref() {
+        match self.messages(&to, text).as_deref() {
             Some([first, rest @ ..]) => {
                 self.with_fallback(first, |text| async move {
                     self.inner.finish_stream(to, id, &text).await

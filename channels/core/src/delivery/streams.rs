@@ -342,6 +342,7 @@ struct OwnedTarget {
     chat_kind: ChatKind,
     reply_to: Option<MessageId>,
     metadata: Map<String, Value>,
+    source_at: Option<f64>,
 }
 
 impl From<&OutboundMessage> for OwnedTarget {
@@ -351,6 +352,7 @@ impl From<&OutboundMessage> for OwnedTarget {
             chat_kind: msg.chat_kind,
             reply_to: msg.thread_ts.clone(),
             metadata: msg.metadata.clone(),
+            source_at: msg.source_created_at,
         }
     }
 }
@@ -362,6 +364,7 @@ impl OwnedTarget {
             chat_kind: self.chat_kind,
             reply_to: self.reply_to.as_ref(),
             metadata: &self.metadata,
+            source_at: self.source_at,
         }
     }
 }

@@ -1,0 +1,299 @@
+//! `PassiveReplies`: on a platform that lets a bot answer a message only for a while and
+//! only a few times (QQ: 5 replies, within 5 minutes in a group and 60 in a private chat;
+//! [`ReplyWindow`]), every write answering a source message is checked here before it
+//! reaches the adapter, and counted.
+//!
+//! - The window runs from the source message's creation, which the reply carries
+//!   ([`SendTarget::source_at`], set by [`InboundMessage::reply`] from the inbound
+//!   `created_at`, which such an adapter sets to the platform's timestamp). A write past it
+//!   is refused with [`ChannelError::ReplyWindow`]`("closed")`, nothing sent.
+//! - Each write (a message, a file) takes one of the source's replies, whether it lands or
+//!   fails (a timed-out request may still have been delivered); past the last one the write
+//!   is refused with [`ChannelError::ReplyWindow`]`("used")`. Every reply to one source
+//!   shares the count: a command's answer, a notice, the final's messages.
+//! - [`ReplyQuotas::remaining`] tells the length layer, at delivery time, how many messages a
+//!   final may still fill, so it can end the last one with the reply's truncation note
+//!   ([`TRUNCATED_NOTE_KEY`]) instead of losing its tail.
+//!
+//! Refusals are counted in [`REPLY_WINDOW_REFUSED`] and logged (never the text). The count
+//! is per replica and bounded ([`MAX_SOURCES`], the oldest forgotten first); a source whose
+//! window has closed needs no count.
+//!
+//! Channels without a reply window, and writes that answer no source, pass through.
+//!
+//! [`ReplyWindow`]: crate::ReplyWindow
+//! [`InboundMessage::reply`]: crate::InboundMessage::reply
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::capabilities::ReplyWindow;
+use crate::channel::{Channel, SendTarget, SentMessage};
+use crate::error::{ChannelError, ChannelResult};
+use crate::ids::{ChatId, MessageId};
+use crate::message::{ChatKind, OutboundFile, now_unix};
+
+use super::forward_channel;
+
+/// Reply metadata: the localized sentence a final cut short by the reply budget ends with.
+pub const TRUNCATED_NOTE_KEY: &str = "truncated_note";
+/// Counter of writes refused by a reply window, by `channel` and `reason` (`closed`,
+/// `used`).
+pub const REPLY_WINDOW_REFUSED: &str = "im_bridge_reply_window_refused_total";
+/// Sources whose replies are counted at most.
+pub const MAX_SOURCES: usize = 4096;
+
+/// How many replies each source message has taken, shared by the layers of one channel.
+#[derive(Debug, Default)]
+pub struct ReplyQuotas {
+    /// `(chat, source)` → replies taken and when the window closes (Unix seconds).
+    used: Mutex<HashMap<(ChatId, MessageId), (u32, f64)>>,
+}
+
+impl ReplyQuotas {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(ChatId, MessageId), (u32, f64)>> {
+        self.used.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many more messages may answer `to`'s source under `window`: `None` when there is
+    /// no bound (no window, or no source), `Some(0)` when its window has closed or its
+    /// replies are spent.
+    pub fn remaining(&self, window: Option<ReplyWindow>, to: &SendTarget<'_>) -> Option<u32> {
+        let (window, source) = (window?, to.reply_to?);
+        if closes_at(window, to) <= now_unix() {
+            return Some(0);
+        }
+        let used = self
+            .lock()
+            .get(&(to.chat_id.clone(), source.clone()))
+            .map_or(0, |(used, _)| *used);
+        Some(window.max_replies_per_source.saturating_sub(used))
+    }
+
+    /// Takes one reply for `to`, or says why none is left.
+    fn take(&self, window: ReplyWindow, to: &SendTarget<'_>) -> Result<(), &'static str> {
+        let Some(source) = to.reply_to else {
+            return Ok(());
+        };
+        let now = now_unix();
+        let closes = closes_at(window, to);
+        if closes <= now {
+            return Err("closed");
+        }
+        let mut used = self.lock();
+        let key = (to.chat_id.clone(), source.clone());
+        if used.len() >= MAX_SOURCES && !used.contains_key(&key) {
+            used.retain(|_, (_, closes)| *closes > now);
+            if used.len() >= MAX_SOURCES
+                && let Some(first) = used
+                    .iter()
+                    .min_by(|a, b| a.1.1.total_cmp(&b.1.1))
+                    .map(|(k, _)| k.clone())
+            {
+                used.remove(&first);
+            }
+        }
+        let (taken, _) = used.entry(key).or_insert((0, closes));
+        if *taken >= window.max_replies_per_source {
+            return Err("used");
+        }
+        *taken += 1;
+        Ok(())
+    }
+}
+
+/// When the window of `to`'s source closes (Unix seconds). A reply that does not say when
+/// its source was created is taken as answering a message that just arrived.
+fn closes_at(window: ReplyWindow, to: &SendTarget<'_>) -> f64 {
+    let created = to.source_at.unwrap_or_else(now_unix);
+    created + window_for(window, to.chat_kind).as_secs_f64()
+}
+
+/// The passive-reply layer (see the module docs).
+#[derive(Debug)]
+pub struct PassiveReplies<C> {
+    inner: C,
+    quotas: Arc<ReplyQuotas>,
+}
+
+impl<C: Channel> PassiveReplies<C> {
+    /// Counts the replies `inner` sends in `quotas`.
+    pub fn new(inner: C, quotas: Arc<ReplyQuotas>) -> Self {
+        Self { inner, quotas }
+    }
+
+    /// The wrapped channel.
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+
+    /// Takes a reply for a write to `to`, or refuses it.
+    fn admit(&self, to: &SendTarget<'_>) -> ChannelResult {
+        let Some(window) = self.inner.capabilities().reply_window else {
+            return Ok(());
+        };
+        self.quotas.take(window, to).map_err(|reason| {
+            let channel = self.inner.name();
+            metrics::counter!(REPLY_WINDOW_REFUSED, "channel" => channel, "reason" => reason)
+                .increment(1);
+            tracing::warn!(
+                channel,
+                reason,
+                "A reply was not sent: the platform takes no more replies to its message."
+            );
+            ChannelError::ReplyWindow(reason)
+        })
+    }
+}
+
+#[async_trait]
+impl<C: Channel> Channel for PassiveReplies<C> {
+    forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, edit_text,
+        show_typing, fetch_file);
+
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.admit(&to)?;
+        self.inner.send_text(to, text).await
+    }
+
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.admit(&to)?;
+        self.inner.start_stream(to, text).await
+    }
+
+    /// Finishing edits a message that already took its reply.
+    async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.inner.finish_stream(to, id, text).await
+    }
+
+    async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+        self.admit(&to)?;
+        self.inner.send_file(to, file).await
+    }
+}
+
+/// The window's length for a chat kind.
+fn window_for(window: ReplyWindow, kind: ChatKind) -> Duration {
+    match kind {
+        ChatKind::Group => window.group,
+        ChatKind::Private => window.private,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capabilities::Capabilities;
+    use crate::delivery::Delivery;
+    use crate::delivery::recorder::{Call, Recorder, attachment, out_to};
+    use crate::message::OutboundMessage;
+
+    /// QQ's rules on a 10-character final-only channel.
+    fn windowed() -> Capabilities {
+        Capabilities {
+            reply_window: Some(ReplyWindow {
+                group: Duration::from_secs(300),
+                private: Duration::from_secs(3600),
+                max_replies_per_source: 5,
+            }),
+            ..Capabilities::final_only(10)
+        }
+    }
+
+    fn answer(source: &str, kind: ChatKind, text: &str, age_secs: f64) -> OutboundMessage {
+        let mut msg = out_to(source, kind, text, true);
+        msg.source_created_at = Some(now_unix() - age_secs);
+        msg.metadata
+            .insert(TRUNCATED_NOTE_KEY.into(), "[cut]".into());
+        msg
+    }
+
+    fn sent(rec: &Recorder) -> Vec<String> {
+        rec.calls()
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::Send(text) => Some(text),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_long_final_fills_the_replies_left_and_ends_with_the_note() {
+        let rec = Recorder::new(windowed());
+        let delivery = Delivery::new(rec.clone());
+        // One reply taken first (a command's answer), then an answer of eight messages.
+        let first = answer("s1", ChatKind::Group, "on it", 10.0);
+        delivery.deliver(&first).await.unwrap();
+        assert_eq!(delivery.replies_left(&first), Some(4));
+        let long = answer("s1", ChatKind::Group, &"word ".repeat(16), 10.0);
+        delivery.deliver(&long).await.unwrap();
+        let texts = sent(&rec);
+        assert_eq!(texts.len(), 5, "{texts:?}");
+        // The last one cut to leave room for the note.
+        assert_eq!(texts[4], "wo…\n\n[cut]");
+        assert!(texts.iter().all(|t| t.chars().count() <= 10), "{texts:?}");
+        // Nothing more answers that source, and nothing reaches the adapter.
+        assert_eq!(delivery.replies_left(&long), Some(0));
+        let late = answer("s1", ChatKind::Group, "more", 10.0);
+        assert!(matches!(
+            delivery.deliver(&late).await,
+            Err(ChannelError::ReplyWindow("used"))
+        ));
+        assert_eq!(sent(&rec).len(), 5);
+        // Another source has its own replies.
+        delivery
+            .deliver(&answer("s2", ChatKind::Group, "ok", 1.0))
+            .await
+            .unwrap();
+        assert_eq!(sent(&rec).len(), 6);
+    }
+
+    #[tokio::test]
+    async fn a_closed_window_sends_nothing() {
+        let rec = Recorder::new(windowed());
+        let delivery = Delivery::new(rec.clone());
+        // 301 s: past a group's 5 minutes, well within a private chat's hour.
+        let group = answer("s1", ChatKind::Group, "late", 301.0);
+        assert_eq!(delivery.replies_left(&group), Some(0));
+        assert!(matches!(
+            delivery.deliver(&group).await,
+            Err(ChannelError::ReplyWindow("closed"))
+        ));
+        assert!(rec.calls().is_empty());
+        let private = answer("s2", ChatKind::Private, "fine", 301.0);
+        delivery.deliver(&private).await.unwrap();
+        assert_eq!(sent(&rec), ["fine"]);
+    }
+
+    #[tokio::test]
+    async fn files_take_replies_and_unbounded_channels_pass_through() {
+        let rec = Recorder::new(windowed());
+        let delivery = Delivery::new(rec.clone());
+        let mut msg = answer("s1", ChatKind::Private, "files", 1.0);
+        msg.attachments = vec![attachment("a.txt"), attachment("b.txt")];
+        delivery.deliver(&msg).await.unwrap();
+        assert_eq!(delivery.replies_left(&msg), Some(2));
+        // Without a window nothing is counted.
+        let rec = Recorder::new(Capabilities::final_only(10));
+        let delivery = Delivery::new(rec.clone());
+        let msg = answer("s1", ChatKind::Group, &"word ".repeat(16), 1000.0);
+        delivery.deliver(&msg).await.unwrap();
+        assert_eq!(sent(&rec).len(), 8);
+        assert_eq!(delivery.replies_left(&msg), None);
+    }
+
+    #[test]
+    fn the_count_is_bounded() {
+        let quotas = ReplyQuotas::default();
+        let window = windowed().reply_window.unwrap();
+        for n in 0..MAX_SOURCES + 5 {
+            let msg = answer(&format!("s{n}"), ChatKind::Group, "x", 0.0);
+            quotas.take(window, &SendTarget::from(&msg)).unwrap();
+        }
+        assert_eq!(quotas.lock().len(), MAX_SOURCES);
+    }
+}
