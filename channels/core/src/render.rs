@@ -48,8 +48,14 @@ pub const ELLIPSIS: &str = "…";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Markup {
-    /// No markup: the visible text only (links as "text (url)").
+    /// No markup, the text as written: the length layer splits the agent's text without
+    /// rendering it (the console shows Markdown as it is). Rendered, it is the visible
+    /// text only (links as "text (url)").
     Plain,
+    /// No markup, the agent's Markdown rendered to readable text: the visible text of
+    /// [`Markup::Plain`]'s rendering, headings, lists and tables as lines, links as
+    /// "text (url)" (QQ, whose markdown needs permissions a bot rarely has).
+    PlainText,
     /// Telegram's HTML parse mode (`parse_mode: "HTML"`).
     TelegramHtml,
     /// The markdown of a Feishu / Lark message card (JSON 1.0 `markdown` element): bold,
@@ -73,12 +79,19 @@ impl Markup {
     pub fn literal(self, plain: &str) -> String {
         let mut out = String::with_capacity(plain.len());
         match self {
-            Markup::Plain => out.push_str(plain),
+            Markup::Plain | Markup::PlainText => out.push_str(plain),
             Markup::TelegramHtml => emit::escape_into(&mut out, plain, false),
             Markup::FeishuCard => emit::escape_card_into(&mut out, plain),
             Markup::DingTalkMarkdown => out.push_str(plain),
         }
         out
+    }
+}
+
+impl Markup {
+    /// Whether this markup shows text only (no formatting at all).
+    fn is_text(self) -> bool {
+        matches!(self, Markup::Plain | Markup::PlainText)
     }
 }
 
@@ -101,7 +114,7 @@ impl Measure {
         let grown = match self.markup {
             Markup::FeishuCard => 4 * count(b"<>"),
             Markup::DingTalkMarkdown => 2 * count(b"\n"),
-            Markup::Plain | Markup::TelegramHtml => 0,
+            Markup::Plain | Markup::PlainText | Markup::TelegramHtml => 0,
         };
         self.unit.measure(text) + grown
     }

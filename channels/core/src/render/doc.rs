@@ -353,10 +353,10 @@ impl Builder {
         let url = link.url.as_str();
         if shown.is_empty() && link.image {
             // An image without alt text: its address is what can be shown of it.
-            let frame = (self.markup != Markup::Plain && has_scheme(url, &["http://", "https://"]))
+            let frame = (!self.markup.is_text() && has_scheme(url, &["http://", "https://"]))
                 .then(|| Frame::Link(url.to_owned()));
             self.write(url, frame);
-        } else if self.markup == Markup::Plain
+        } else if self.markup.is_text()
             && !url.is_empty()
             && shown != url
             && url.strip_prefix("mailto:") != Some(shown)

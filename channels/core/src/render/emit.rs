@@ -20,7 +20,7 @@ pub(super) fn emit(doc: &Doc, range: Range<usize>, markup: Markup) -> Rendered {
         .unwrap_or_default()
         .to_owned();
     let text = match markup {
-        Markup::Plain => plain.clone(),
+        Markup::Plain | Markup::PlainText => plain.clone(),
         Markup::TelegramHtml => tagged(doc, range, &mut TelegramHtml),
         Markup::FeishuCard => tagged(doc, range, &mut FeishuCard::default()),
         Markup::DingTalkMarkdown => tagged(doc, range, &mut DingTalk),

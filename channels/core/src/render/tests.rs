@@ -365,6 +365,18 @@ fn feishu_cards_keep_what_card_markdown_shows_and_degrade_the_rest() {
 }
 
 #[test]
+fn plain_text_is_the_readable_text_of_the_markdown() {
+    let shown = one(
+        "# Plan\n\n- **ship** [it](https://e.x)\n- `test`\n\n| a | b |\n|---|---|\n| 1 | 2 |",
+        Markup::PlainText,
+    );
+    assert_eq!(
+        shown,
+        "Plan\n\n• ship it (https://e.x)\n• test\n\na | b\n1 | 2"
+    );
+}
+
+#[test]
 fn dingtalk_markdown_adapts_what_it_cannot_show() {
     let ding = |markdown: &str| one(markdown, DingTalkMarkdown);
     for (markdown, shown) in [
@@ -453,7 +465,8 @@ fn markup() -> impl Strategy<Value = Markup> {
         Just(TelegramHtml),
         Just(Plain),
         Just(FeishuCard),
-        Just(DingTalkMarkdown)
+        Just(DingTalkMarkdown),
+        Just(Markup::PlainText)
     ]
 }
 
@@ -499,7 +512,7 @@ proptest! {
                     Ok(shown) => prop_assert_eq!(&shown, &chunk.plain, "{:?}", chunk.text),
                     Err(why) => prop_assert!(false, "{} in {:?}", why, chunk.text),
                 },
-                Plain => prop_assert_eq!(&chunk.text, &chunk.plain),
+                Plain | Markup::PlainText => prop_assert_eq!(&chunk.text, &chunk.plain),
                 DingTalkMarkdown => {
                     // What the cut counted: each newline as the quoted line it may start.
                     let newlines = chunk.plain.matches('\n').count();
