@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod access;
+pub mod backoff;
 mod body;
 mod capabilities;
 mod channel;
@@ -23,6 +24,7 @@ pub mod registry;
 pub mod render;
 mod secret;
 pub mod telemetry;
+pub mod token;
 pub mod webhook;
 
 pub use access::AllowedUsers;

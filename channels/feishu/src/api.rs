@@ -35,7 +35,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, NOT_EDITABLE_CODES};
-use crate::token::TokenCache;
+use crate::token::{TenantToken, TokenCache};
 
 /// Largest image `upload_image` sends (the platform's limit).
 pub const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
@@ -129,7 +129,7 @@ impl Api {
             .build()
             .map_err(|e| ApiError::Client(e.without_url()))?;
         let domain = domain.trim_end_matches('/').to_owned();
-        let tokens = Arc::new(TokenCache::new(http.clone(), &domain, app_id, app_secret));
+        let tokens = Arc::new(TenantToken::new(http.clone(), &domain, app_id, app_secret).cache());
         Ok(Self {
             http,
             domain,
@@ -352,15 +352,8 @@ impl Api {
         F: Fn(Secret) -> Fut,
         Fut: Future<Output = Result<T, ApiError>>,
     {
-        let token = self.tokens.get().await?;
-        match attempt(token.clone()).await {
-            Err(ApiError::TokenInvalid { .. }) => {
-                self.tokens.invalidate(&token).await;
-                let fresh = self.tokens.get().await?;
-                attempt(fresh).await
-            }
-            other => other,
-        }
+        let refused = |e: &ApiError| matches!(e, ApiError::TokenInvalid { .. });
+        self.tokens.with_token(refused, attempt).await
     }
 
     fn url(&self, path: &str) -> String {

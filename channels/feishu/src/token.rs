@@ -1,18 +1,15 @@
-//! The `tenant_access_token` every REST call carries, fetched and cached here.
+//! The `tenant_access_token` every REST call carries: how Feishu is asked for one. The
+//! caching, early refresh and single flight are the core's
+//! [`im_bridge_channel::token::TokenCache`].
 //!
 //! `POST {domain}/open-apis/auth/v3/tenant_access_token/internal` with `{app_id,
 //! app_secret}` answers `{code, msg, tenant_access_token, expire}` (seconds, at most two
 //! hours). The token is kept until less than [`REFRESH_MARGIN`] of its life remains, then
 //! fetched again. Feishu hands out a new token once less than 30 minutes remain while the
 //! old one stays valid, so a refresh five minutes before expiry never leaves a call
-//! holding a dead token for long; one that was revoked early is [`TokenCache::invalidate`]d
-//! by the client when Feishu refuses it.
-//!
-//! **Single flight:** the cache is one `tokio::sync::Mutex` held across the refresh, so
-//! concurrent callers that find the token stale wait for the one request under way and
-//! share its answer instead of each asking. The lock is held at most [`TOKEN_TIMEOUT`]
-//! (the request's own timeout); a caller dropped while refreshing releases it and the
-//! next waiter asks again.
+//! holding a dead token for long; one that was revoked early is invalidated by the client
+//! when Feishu refuses it. The cache's lock is held at most [`TOKEN_TIMEOUT`] (the
+//! request's own timeout).
 //!
 //! The app secret and the tokens are [`Secret`]s: `Debug` shows neither, and the error of
 //! a failed fetch names only the code and status (never `msg`, which is not ours to trust).
@@ -21,9 +18,8 @@ use std::fmt;
 use std::time::Duration;
 
 use im_bridge_channel::Secret;
+use im_bridge_channel::token::TokenSource;
 use serde::Deserialize;
-use tokio::sync::Mutex;
-use tokio::time::Instant;
 
 use crate::api::{MAX_RESPONSE_BYTES, rate_limit_reset, read_bounded};
 use crate::error::{ApiError, DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER, RATE_LIMIT_CODES};
@@ -31,26 +27,21 @@ use crate::error::{ApiError, DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER, RATE_LIMIT_CO
 /// Where the token is asked for, under `domain`.
 pub const TOKEN_PATH: &str = "/open-apis/auth/v3/tenant_access_token/internal";
 /// A token with less than this left is refreshed before use.
-pub const REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
+pub const REFRESH_MARGIN: Duration = im_bridge_channel::token::DEFAULT_REFRESH_MARGIN;
 /// Timeout of the token request (and so the longest the refresh lock is held).
 pub const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How the token request names itself in errors.
 const OP: &str = "tenant_access_token";
 
 /// The cached `tenant_access_token` of one app.
-pub struct TokenCache {
+pub type TokenCache = im_bridge_channel::token::TokenCache<TenantToken>;
+
+/// Asks Feishu for an app's `tenant_access_token`.
+pub struct TenantToken {
     http: reqwest::Client,
     url: String,
     app_id: String,
     app_secret: Secret,
-    /// The current token; the lock doubles as the single-flight guard of the refresh.
-    current: Mutex<Option<Cached>>,
-}
-
-/// A token and until when it is used without asking again.
-struct Cached {
-    token: Secret,
-    fresh_until: Instant,
 }
 
 /// The token endpoint's answer (not the usual `data` envelope).
@@ -63,8 +54,8 @@ struct TokenAnswer {
     expire: Option<u64>,
 }
 
-impl TokenCache {
-    /// A cache for `app_id` that asks `{domain}` (no trailing slash needed) through
+impl TenantToken {
+    /// A source for `app_id` that asks `{domain}` (no trailing slash needed) through
     /// `http`.
     pub fn new(
         http: reqwest::Client,
@@ -77,39 +68,17 @@ impl TokenCache {
             url: format!("{}{TOKEN_PATH}", domain.trim_end_matches('/')),
             app_id: app_id.into(),
             app_secret,
-            current: Mutex::new(None),
         }
     }
 
-    /// The current token, fetched first when there is none or less than
-    /// [`REFRESH_MARGIN`] of it remains. Concurrent callers share one fetch.
-    pub async fn get(&self) -> Result<Secret, ApiError> {
-        let mut current = self.current.lock().await;
-        if let Some(cached) = current.as_ref()
-            && Instant::now() < cached.fresh_until
-        {
-            return Ok(cached.token.clone());
-        }
-        let asked_at = Instant::now();
-        let (token, expire) = self.fetch().await?;
-        // A token that lives less than the margin is used once, by this caller.
-        let fresh_until = asked_at + expire.saturating_sub(REFRESH_MARGIN);
-        *current = Some(Cached {
-            token: token.clone(),
-            fresh_until,
-        });
-        Ok(token)
+    /// A cache of this source, refreshing [`REFRESH_MARGIN`] early.
+    pub fn cache(self) -> TokenCache {
+        TokenCache::with_margin(self, REFRESH_MARGIN)
     }
+}
 
-    /// Forgets `token` if it is still the current one (Feishu refused it), so the next
-    /// [`get`](Self::get) fetches another. A token already replaced is left alone: another
-    /// caller has refreshed it meanwhile.
-    pub async fn invalidate(&self, token: &Secret) {
-        let mut current = self.current.lock().await;
-        if current.as_ref().is_some_and(|c| &c.token == token) {
-            *current = None;
-        }
-    }
+impl TokenSource for TenantToken {
+    type Error = ApiError;
 
     /// One token request.
     async fn fetch(&self) -> Result<(Secret, Duration), ApiError> {
@@ -166,9 +135,9 @@ impl TokenCache {
     }
 }
 
-impl fmt::Debug for TokenCache {
+impl fmt::Debug for TenantToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TokenCache")
+        f.debug_struct("TenantToken")
             .field("url", &self.url)
             .field("app_id", &self.app_id)
             .field("app_secret", &self.app_secret)
@@ -249,12 +218,13 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
-        let cache = TokenCache::new(
+        let cache = TenantToken::new(
             reqwest::Client::new(),
             &format!("http://{addr}/"),
             "cli_test",
             Secret::new(SECRET),
-        );
+        )
+        .cache();
         (Arc::new(cache), fake)
     }
 

@@ -31,8 +31,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use im_bridge_channel::Secret;
+use im_bridge_channel::backoff::jitter;
 use prost::Message as _;
-use rand::Rng;
 use serde::Deserialize;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -235,15 +235,6 @@ pub async fn run(
             }
         }
     }
-}
-
-/// A random wait in `0..max` (zero when `max` is zero).
-fn jitter(max: Duration) -> Duration {
-    let max_ms = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
-    if max_ms == 0 {
-        return Duration::ZERO;
-    }
-    Duration::from_millis(rand::rng().random_range(0..max_ms))
 }
 
 /// Serves one connection until it ends or `shutdown` is cancelled.
