@@ -12,6 +12,17 @@ pub enum BoundedRead<E> {
     Failed(E),
 }
 
+impl<E> BoundedRead<E> {
+    /// The caller's own error: `too_large()` for [`TooLarge`](Self::TooLarge),
+    /// `failed(e)` for [`Failed`](Self::Failed).
+    pub fn into_error<F>(self, too_large: impl FnOnce() -> F, failed: impl FnOnce(E) -> F) -> F {
+        match self {
+            Self::TooLarge => too_large(),
+            Self::Failed(e) => failed(e),
+        }
+    }
+}
+
 /// Collects `body` (a response's chunks, e.g. reqwest's `bytes_stream()`), refused once it
 /// is over `max` bytes: by the `declared` length before any byte is read, otherwise as soon
 /// as the bytes read pass the bound (never more than the bound plus one chunk is held).
@@ -69,9 +80,13 @@ mod tests {
             Err(BoundedRead::TooLarge)
         ));
         let failing = futures_util::stream::iter(vec![Ok(Bytes::from_static(b"a")), Err("reset")]);
-        assert!(matches!(
-            read_bounded(failing, None, 4).await,
-            Err(BoundedRead::Failed("reset"))
-        ));
+        let failed = read_bounded(failing, None, 4).await.unwrap_err();
+        assert!(matches!(failed, BoundedRead::Failed("reset")));
+        assert_eq!(
+            failed.into_error(|| "big".to_owned(), |e| format!("failed: {e}")),
+            "failed: reset"
+        );
+        let big = BoundedRead::<()>::TooLarge.into_error(|| "big", |_| "failed");
+        assert_eq!(big, "big");
     }
 }
