@@ -1,5 +1,9 @@
-//! Reading a platform's response body under a size bound, for every adapter's HTTP client.
+//! Reading a platform's response, for every adapter's HTTP client: its body under a size
+//! bound, and a header that names a number of seconds (a rate limit's wait).
 
+use std::time::Duration;
+
+use axum::http::HeaderMap;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
@@ -50,6 +54,13 @@ where
     Ok(out)
 }
 
+/// The header `name` as whole seconds (`Retry-After: 7`, Feishu's
+/// `x-ogw-ratelimit-reset: 7`); `None` when absent or not a whole number.
+pub fn header_seconds(headers: &HeaderMap, name: &str) -> Option<Duration> {
+    let value = headers.get(name)?.to_str().ok()?;
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,6 +72,19 @@ mod tests {
                 .map(|p| Ok(Bytes::from_static(p)))
                 .collect::<Vec<_>>(),
         )
+    }
+
+    #[test]
+    fn a_seconds_header_is_a_whole_number() {
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after", " 7 ".parse().unwrap());
+        headers.insert("x-other", "soon".parse().unwrap());
+        assert_eq!(
+            header_seconds(&headers, "retry-after"),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(header_seconds(&headers, "x-other"), None);
+        assert_eq!(header_seconds(&headers, "absent"), None);
     }
 
     #[tokio::test]
