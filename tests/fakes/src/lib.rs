@@ -14,6 +14,10 @@
 //!
 //! - [`telemetry`] — a metrics recorder that asserts the adapter telemetry contract
 //!   (`docs/adapter-spec.md`).
+//! - [`wait`] — the error of a wait that reached its deadline.
+//!
+//! Inside, the fakes share `server` (their state, notify and stop token, the HTTP server,
+//! waits, answers) and `upgrade` (the WebSocket upgrade and a connection's relay loop).
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]

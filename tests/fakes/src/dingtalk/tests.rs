@@ -200,7 +200,11 @@ async fn unacked_callbacks_come_again_under_the_same_id_and_held_ones_wait_for_a
     ack(&mut socket, &third, 200, "{}").await;
     fake.wait_acked(&pushed.message_id, WAIT).await.unwrap();
     let attempts: Vec<u32> = fake.deliveries().iter().map(|d| d.attempt).collect();
-    assert_eq!(attempts, [0, 1, 2]);
+    assert_eq!(
+        attempts[..3],
+        [0, 1, 2],
+        "a slow machine may see a 4th, never fewer"
+    );
     // A stray ack and frames that are no ack.
     socket
         .send(Ws::Text(
@@ -223,10 +227,19 @@ async fn unacked_callbacks_come_again_under_the_same_id_and_held_ones_wait_for_a
             .any(|a| a.message_id == "nobody" && !a.known)
     );
     assert!(fake.push_raw("{broken"));
-    let Ws::Text(raw) = socket.next().await.unwrap().unwrap() else {
-        panic!("not a text frame");
+    let raw = async {
+        loop {
+            // Skipping a late redelivery a slow machine may still see.
+            if let Ws::Text(text) = socket.next().await.unwrap().unwrap()
+                && text.as_str() == "{broken"
+            {
+                break;
+            }
+        }
     };
-    assert_eq!(raw.as_str(), "{broken");
+    tokio::time::timeout(WAIT, raw)
+        .await
+        .expect("the raw frame came");
     fake.close_connections();
     fake.wait_until("closed", WAIT, |f| f.open_connections() == 0)
         .await
