@@ -236,6 +236,7 @@ pub const SENTENCES_ALLOWED: &[(&str, &str)] = &[
     ("channels/core/src/config.rs", ""),
     ("channels/telegram/src/config.rs", ""),
     ("channels/feishu/src/config.rs", ""),
+    ("channels/dingtalk/src/config.rs", ""),
     // Why the long connection could not be made or went down: reasons that are only
     // logged for the operator (the file holds no user-facing text).
     ("channels/feishu/src/ws/endpoint.rs", ""),
@@ -243,6 +244,20 @@ pub const SENTENCES_ALLOWED: &[(&str, &str)] = &[
     ("channels/feishu/src/ws.rs", "sending an ack failed"),
     (
         "channels/feishu/src/ws.rs",
+        "the server closed the connection",
+    ),
+    ("channels/dingtalk/src/stream/endpoint.rs", ""),
+    (
+        "channels/dingtalk/src/stream.rs",
+        "sending a keepalive ping failed",
+    ),
+    (
+        "channels/dingtalk/src/stream.rs",
+        "the keepalive ping went unanswered",
+    ),
+    ("channels/dingtalk/src/stream.rs", "sending an ack failed"),
+    (
+        "channels/dingtalk/src/stream.rs",
         "the server closed the connection",
     ),
     // Wording a peer sends, matched to classify its errors: the Bot API's descriptions and

@@ -1,5 +1,9 @@
-//! Reading a platform's response body under a size bound, for every adapter's HTTP client.
+//! Reading a platform's response, for every adapter's HTTP client: its body under a size
+//! bound, and a header that names a number of seconds (a rate limit's wait).
 
+use std::time::Duration;
+
+use axum::http::HeaderMap;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
@@ -10,6 +14,17 @@ pub enum BoundedRead<E> {
     TooLarge,
     /// The body could not be read.
     Failed(E),
+}
+
+impl<E> BoundedRead<E> {
+    /// The caller's own error: `too_large()` for [`TooLarge`](Self::TooLarge),
+    /// `failed(e)` for [`Failed`](Self::Failed).
+    pub fn into_error<F>(self, too_large: impl FnOnce() -> F, failed: impl FnOnce(E) -> F) -> F {
+        match self {
+            Self::TooLarge => too_large(),
+            Self::Failed(e) => failed(e),
+        }
+    }
 }
 
 /// Collects `body` (a response's chunks, e.g. reqwest's `bytes_stream()`), refused once it
@@ -39,6 +54,13 @@ where
     Ok(out)
 }
 
+/// The header `name` as whole seconds (`Retry-After: 7`, Feishu's
+/// `x-ogw-ratelimit-reset: 7`); `None` when absent or not a whole number.
+pub fn header_seconds(headers: &HeaderMap, name: &str) -> Option<Duration> {
+    let value = headers.get(name)?.to_str().ok()?;
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,6 +72,19 @@ mod tests {
                 .map(|p| Ok(Bytes::from_static(p)))
                 .collect::<Vec<_>>(),
         )
+    }
+
+    #[test]
+    fn a_seconds_header_is_a_whole_number() {
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after", " 7 ".parse().unwrap());
+        headers.insert("x-other", "soon".parse().unwrap());
+        assert_eq!(
+            header_seconds(&headers, "retry-after"),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(header_seconds(&headers, "x-other"), None);
+        assert_eq!(header_seconds(&headers, "absent"), None);
     }
 
     #[tokio::test]
@@ -69,9 +104,13 @@ mod tests {
             Err(BoundedRead::TooLarge)
         ));
         let failing = futures_util::stream::iter(vec![Ok(Bytes::from_static(b"a")), Err("reset")]);
-        assert!(matches!(
-            read_bounded(failing, None, 4).await,
-            Err(BoundedRead::Failed("reset"))
-        ));
+        let failed = read_bounded(failing, None, 4).await.unwrap_err();
+        assert!(matches!(failed, BoundedRead::Failed("reset")));
+        assert_eq!(
+            failed.into_error(|| "big".to_owned(), |e| format!("failed: {e}")),
+            "failed: reset"
+        );
+        let big = BoundedRead::<()>::TooLarge.into_error(|| "big", |_| "failed");
+        assert_eq!(big, "big");
     }
 }

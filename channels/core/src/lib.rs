@@ -28,7 +28,7 @@ pub mod token;
 pub mod webhook;
 
 pub use access::AllowedUsers;
-pub use body::{BoundedRead, read_bounded};
+pub use body::{BoundedRead, header_seconds, read_bounded};
 pub use capabilities::{Capabilities, ChatBudget, LengthUnit, ReplyWindow, UpdateMode};
 pub use channel::{Channel, ChannelExit, SendTarget, SentMessage};
 pub use commands::CommandVocabulary;

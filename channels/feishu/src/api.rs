@@ -428,14 +428,7 @@ fn decode<T: DeserializeOwned>(op: &'static str, data: Value) -> Result<T, ApiEr
 
 /// The `x-ogw-ratelimit-reset` header, in whole seconds.
 pub(crate) fn rate_limit_reset(headers: &HeaderMap) -> Option<Duration> {
-    headers
-        .get(RATE_LIMIT_RESET)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .map(Duration::from_secs)
+    im_bridge_channel::header_seconds(headers, RATE_LIMIT_RESET)
 }
 
 /// Reads a response's body, refused with `too_large` once it is over `max` bytes (the

@@ -31,20 +31,16 @@ mod ws;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use axum::Router;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
+pub use crate::wait::WaitTimeout;
 pub use events::Event;
 pub use frame::{Frame, Header, METHOD_CONTROL, METHOD_DATA};
 pub use records::{
     Ack, BotMessage, Call, Connection, Delivery, Failure, Patch, Pushed, Trigger, Upload,
-    WaitTimeout,
 };
 pub use webhook::{
     SIGNATURE_HEADER, decode_webhook_body, signature, tamper_signature, url_verification_request,
@@ -276,51 +272,19 @@ impl Inner {
     }
 }
 
-pub(crate) struct Shared {
-    inner: Mutex<Inner>,
-    changed: Notify,
-    stop: CancellationToken,
-    addr: SocketAddr,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
+/// What the handlers and [`FakeFeishu`] share.
+pub(crate) type Shared = crate::server::Shared<Inner>;
 
 /// The running fake. Dropping it stops the server and closes every connection.
 pub struct FakeFeishu {
-    shared: Arc<Shared>,
-}
-
-impl Drop for FakeFeishu {
-    fn drop(&mut self) {
-        self.shared.stop.cancel();
-    }
+    shared: crate::server::Server<Inner>,
 }
 
 impl FakeFeishu {
     /// Starts a fake for app [`APP_ID`] / [`APP_SECRET`] on `127.0.0.1:0`.
     pub async fn start() -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner::new()),
-            changed: Notify::new(),
-            stop: CancellationToken::new(),
-            addr,
-        });
-        let app = Router::new()
-            .fallback(rest::handle)
-            .layer(axum::extract::DefaultBodyLimit::max(rest::MAX_BODY))
-            .with_state(shared.clone());
-        let stop = shared.stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await;
-        });
+        let shared =
+            crate::server::Server::start(Inner::new(), rest::handle, rest::MAX_BODY).await?;
         Ok(Self { shared })
     }
 
@@ -563,23 +527,14 @@ impl FakeFeishu {
         deadline: Duration,
         condition: impl Fn(&Self) -> bool,
     ) -> Result<(), WaitTimeout> {
-        let until = Instant::now() + deadline;
-        loop {
-            let notified = self.shared.changed.notified();
-            if condition(self) {
-                return Ok(());
-            }
-            if tokio::time::timeout_at(until, notified).await.is_err() {
-                return Err(self.timeout(what));
-            }
-        }
+        let seen = || self.calls().iter().map(Call::line).collect();
+        self.shared
+            .wait_until(what, deadline, || condition(self), seen)
+            .await
     }
 
     fn timeout(&self, what: &str) -> WaitTimeout {
-        WaitTimeout {
-            what: what.to_owned(),
-            calls: self.calls(),
-        }
+        WaitTimeout::new(what, self.calls().iter().map(Call::line))
     }
 }
 

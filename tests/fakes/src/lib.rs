@@ -1,6 +1,9 @@
 //! Fake platform servers for end-to-end tests, one module per platform, named like the
 //! adapter it serves (STYLE habit 5):
 //!
+//! - [`dingtalk`] — DingTalk: `connections/open` and stream mode (CALLBACK pushes,
+//!   SYSTEM ping and disconnect, acks, redelivery), the token, robot messages, file
+//!   download and upload, AI cards, scripted failures.
 //! - [`feishu`] — Feishu / Lark: endpoint discovery, the pbbp2 long connection (pings,
 //!   pushes, split payloads, acks, re-pushes), the REST API with its token and card
 //!   rules, webhook requests (encrypted, signed).
@@ -11,13 +14,21 @@
 //!
 //! - [`telemetry`] — a metrics recorder that asserts the adapter telemetry contract
 //!   (`docs/adapter-spec.md`).
+//! - [`wait`] — the error of a wait that reached its deadline.
+//!
+//! Inside, the fakes share `server` (their state, notify and stop token, the HTTP server,
+//! waits, answers) and `upgrade` (the WebSocket upgrade and a connection's relay loop).
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod dingtalk;
 pub mod feishu;
+mod server;
 pub mod telegram;
 pub mod telemetry;
+mod upgrade;
+pub mod wait;
 
 use im_bridge_channel::{AllowedUsers, BuildContext, CommandVocabulary};
 

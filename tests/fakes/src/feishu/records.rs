@@ -54,6 +54,15 @@ impl Call {
         (self.status == 200 || self.status == 101) && self.code.unwrap_or(0) == 0
     }
 
+    /// The call in one line, for a timeout's report.
+    pub(super) fn line(&self) -> String {
+        let c = self;
+        format!(
+            "{} {:?} {} {} {}",
+            c.status, c.code, c.method, c.path, c.body
+        )
+    }
+
     /// A string field of the JSON body.
     pub fn str(&self, key: &str) -> Option<&str> {
         self.body.get(key).and_then(Value::as_str)
@@ -173,31 +182,3 @@ pub struct Connection {
     /// Pings received on it.
     pub pings: usize,
 }
-
-/// A wait that reached its deadline.
-pub struct WaitTimeout {
-    pub(super) what: String,
-    pub(super) calls: Vec<Call>,
-}
-
-impl std::fmt::Debug for WaitTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "timed out waiting for {}; calls so far:", self.what)?;
-        for c in &self.calls {
-            writeln!(
-                f,
-                "  {} {:?} {} {} {}",
-                c.status, c.code, c.method, c.path, c.body
-            )?;
-        }
-        Ok(())
-    }
-}
-
-impl std::fmt::Display for WaitTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "timed out waiting for {}", self.what)
-    }
-}
-
-impl std::error::Error for WaitTimeout {}

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{FromRequest, Multipart, Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{Method, StatusCode, header};
+use axum::response::Response;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
@@ -82,28 +82,8 @@ impl Answer {
     }
 
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = match self.body {
-            Ok(body) => (status, axum::Json(body)).into_response(),
-            Err((bytes, name)) => {
-                let mut r = (status, bytes).into_response();
-                let disposition = format!("attachment; filename=\"{}\"", name.replace('"', ""));
-                if let Ok(v) = HeaderValue::from_str(&disposition) {
-                    r.headers_mut().insert(header::CONTENT_DISPOSITION, v);
-                }
-                r.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/octet-stream"),
-                );
-                r
-            }
-        };
-        for (name, value) in self.headers {
-            if let Ok(v) = HeaderValue::from_str(&value) {
-                response.headers_mut().insert(name, v);
-            }
-        }
-        response
+        let body = self.body.map_err(|(bytes, name)| (bytes, Some(name)));
+        crate::server::respond(self.status, body, self.headers)
     }
 }
 

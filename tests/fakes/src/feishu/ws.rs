@@ -2,9 +2,8 @@
 //! connection, event pushes in turn across connections ("cluster mode"), acks and
 //! re-pushes.
 //!
-//! The upgrade is answered by hand (hyper's upgrade and tungstenite's accept key) so the
-//! fake can refuse it with Feishu's `handshake-*` headers and so the crate keeps one
-//! tokio-tungstenite. Each connection's task owns the socket; pushes reach it through a
+//! The upgrade is answered by hand ([`crate::upgrade`]) so the fake can refuse it with
+//! Feishu's `handshake-*` headers. Each connection's task owns the socket; pushes reach it through a
 //! bounded queue of [`OUTBOX`] frames (a push to a full queue is dropped and counts as a
 //! delivery the client never saw, as a lost frame would be).
 
@@ -13,19 +12,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures_util::{SinkExt, StreamExt};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_util::sync::CancellationToken;
 
 use super::frame::{Frame, METHOD_CONTROL, METHOD_DATA};
@@ -107,7 +101,7 @@ pub(super) fn endpoint(inner: &mut Inner, addr: SocketAddr, body: &Value) -> (u1
 
 /// `GET /ws?device_id=…&service_id=…`: refuses as scripted, else upgrades and spawns the
 /// connection's task. Returns the response and the HTTP status for the call record.
-pub(super) fn upgrade(shared: &Arc<Shared>, mut request: Request) -> Response {
+pub(super) fn upgrade(shared: &Arc<Shared>, request: Request) -> Response {
     let query: HashMap<String, String> = super::rest::query_pairs(request.uri().query());
     let refuse = shared.lock().refuse.take();
     let refusal = |status: i32, msg: &str, autherr: Option<i64>| {
@@ -140,38 +134,11 @@ pub(super) fn upgrade(shared: &Arc<Shared>, mut request: Request) -> Response {
             None,
         );
     };
-    let key = request
-        .headers()
-        .get(header::SEC_WEBSOCKET_KEY)
-        .map(|k| derive_accept_key(k.as_bytes()));
-    let is_upgrade = request
-        .headers()
-        .get(header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
-    let (Some(accept), true) = (key, is_upgrade) else {
-        return (StatusCode::BAD_REQUEST, "expected a WebSocket upgrade").into_response();
-    };
-    let on_upgrade = hyper::upgrade::on(&mut request);
     let (device_id, service_id) = (device_id.clone(), service_id.clone());
     let shared = shared.clone();
-    tokio::spawn(async move {
-        let Ok(upgraded) = on_upgrade.await else {
-            return;
-        };
-        let socket =
-            WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
-        run(shared, socket, device_id, service_id).await;
-    });
-    let mut response = Response::new(Body::empty());
-    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let headers = response.headers_mut();
-    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-    if let Ok(v) = HeaderValue::from_str(&accept) {
-        headers.insert(header::SEC_WEBSOCKET_ACCEPT, v);
-    }
-    response
+    crate::upgrade::accept(request, move |socket| {
+        run(shared, socket, device_id, service_id)
+    })
 }
 
 /// One connection: registers it, flushes held events to it, then relays its outbox and
@@ -184,7 +151,7 @@ async fn run<S>(
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let (tx, mut rx) = mpsc::channel(OUTBOX);
+    let (tx, rx) = mpsc::channel(OUTBOX);
     let close = CancellationToken::new();
     let id = {
         let mut inner = shared.lock();
@@ -207,36 +174,15 @@ async fn run<S>(
         id
     };
     shared.changed.notify_waiters();
-    let (mut sink, mut stream) = socket.split();
-    loop {
-        tokio::select! {
-            () = shared.stop.cancelled() => break,
-            () = close.cancelled() => {
-                let _ = sink.send(Message::Close(None)).await;
-                break;
-            }
-            Some(message) = rx.recv() => {
-                if sink.send(message).await.is_err() {
-                    break;
-                }
-            }
-            incoming = stream.next() => match incoming {
-                Some(Ok(Message::Binary(bytes))) => {
-                    if let Some(reply) = on_frame(&shared, id, &bytes)
-                        && sink.send(Message::Binary(reply.into())).await.is_err()
-                    {
-                        break;
-                    }
-                }
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
-                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
-                Some(Ok(Message::Text(_))) => {
-                    shared.lock().ws.bad_frames += 1;
-                    shared.changed.notify_waiters();
-                }
-            }
+    crate::upgrade::relay(socket, rx, &close, &shared.stop, |message| match message {
+        Message::Binary(bytes) => on_frame(&shared, id, &bytes).map(|r| Message::Binary(r.into())),
+        _ => {
+            shared.lock().ws.bad_frames += 1;
+            shared.changed.notify_waiters();
+            None
         }
-    }
+    })
+    .await;
     {
         let mut inner = shared.lock();
         if let Some(conn) = inner.ws.conns.iter_mut().find(|c| c.info.id == id) {

@@ -1,0 +1,250 @@
+//! What can go wrong talking to DingTalk's APIs, and how it maps onto [`ChannelError`].
+//!
+//! DingTalk answers in two dialects. The OpenAPI host (`api.dingtalk.com`) refuses with an
+//! HTTP error status and a body `{code, message, requestid}` whose `code` is a dotted name
+//! (`InvalidAuthentication`, `Forbidden.AccessDenied.QpsLimitForApi`, …); its card APIs
+//! may also answer HTTP 200 with `success: false`. The legacy host (`oapi.dingtalk.com`,
+//! the media upload) answers HTTP 200 with `{errcode, errmsg}`, `errcode` 0 on success.
+//! [`ApiError::refusal`] sorts both once:
+//!
+//! - HTTP 401 and the token codes ([`TOKEN_INVALID_CODES`]) become
+//!   [`ApiError::TokenInvalid`]: the call was turned away at the gateway, so the client
+//!   fetches a fresh token and sends it once more;
+//! - HTTP 429 and the rate-limit codes ([`is_rate_limit_code`]) become
+//!   [`ApiError::RetryAfter`] (read by the delivery engine through
+//!   `ChannelError::RetryAfter`), from a `Retry-After` header when there is one;
+//! - everything else is [`ApiError::Api`] with its status and code.
+//!
+//! No variant holds the answer's `message`/`errmsg`, a request body or a credential: a
+//! message can quote what was sent. A `code` is kept only as an identifier (letters,
+//! digits, `.`, `_`, `-`, at most [`MAX_CODE_CHARS`]), so errors are safe in logs.
+
+use std::time::Duration;
+
+use im_bridge_channel::ChannelError;
+
+/// Codes saying the access token was refused: `InvalidAuthentication` (OpenAPI, HTTP
+/// 401), and the legacy host's `40014` (invalid access_token) and `42001` (access_token
+/// expired).
+pub const TOKEN_INVALID_CODES: &[&str] = &["InvalidAuthentication", "40014", "42001"];
+/// Legacy rate-limit `errcode`s: `90018` (an app's calls of one API per second), `90006`
+/// and `90005` (per minute), `88` (temporarily forbidden for calling too fast).
+pub const LEGACY_RATE_LIMIT_CODES: &[&str] = &["90018", "90006", "90005", "88"];
+/// How long to wait on a rate limit that names no time.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// The longest wait believed: a larger one (a broken endpoint behind `api_url`) would park
+/// a conversation for years; after this the call is simply tried again.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+/// The longest `code` kept in an error.
+pub const MAX_CODE_CHARS: usize = 80;
+
+/// Whether `code` asks us to slow down: the OpenAPI gateway's `…QpsLimit…` codes
+/// (`Forbidden.AccessDenied.QpsLimitForApi`, `…QpsLimitForAppkeyAndApi`), the `Throttling…`
+/// family, and [`LEGACY_RATE_LIMIT_CODES`].
+pub fn is_rate_limit_code(code: &str) -> bool {
+    code.contains("QpsLimit")
+        || code.starts_with("Throttling")
+        || LEGACY_RATE_LIMIT_CODES.contains(&code)
+}
+
+/// A failed API call or transport step.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// HTTP 429 or a rate-limit code: DingTalk asked us to slow down.
+    #[error("DingTalk asked to retry after {0:?}")]
+    RetryAfter(Duration),
+    /// The access token was refused, even after a fresh one was fetched.
+    #[error("DingTalk refused the access token for {op} (HTTP {status})")]
+    TokenInvalid {
+        /// The operation.
+        op: &'static str,
+        /// The HTTP status.
+        status: u16,
+    },
+    /// Any other refusal, with DingTalk's code when the answer had one.
+    #[error("DingTalk refused {op}: HTTP {status}, code {code:?}")]
+    Api {
+        /// The operation.
+        op: &'static str,
+        /// The HTTP status.
+        status: u16,
+        /// The answer's `code` or `errcode`, cleaned to an identifier; empty without one.
+        code: String,
+    },
+    /// The call was answered as a success by HTTP but not done: `success: false`, a card
+    /// not delivered, a recipient DingTalk does not know.
+    #[error("DingTalk did not complete {op}: {reason}")]
+    NotDone {
+        /// The operation.
+        op: &'static str,
+        /// Which check failed (ours, not the server's words).
+        reason: &'static str,
+    },
+    /// A file over a size bound (the caller's, or the platform's for uploads). Only the
+    /// bound is named, never the file.
+    #[error("the file is larger than {limit} bytes")]
+    TooLarge {
+        /// The bound it exceeds.
+        limit: u64,
+    },
+    /// Network trouble. The URL has been removed (it may carry a token or a signature).
+    #[error("calling {op} failed: {source}")]
+    Transport {
+        /// The operation.
+        op: &'static str,
+        /// The cause, without its URL.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The answer was not what we expected.
+    #[error("unexpected answer to {op}: {detail}")]
+    Decode {
+        /// The operation.
+        op: &'static str,
+        /// What did not fit (its shape, never the body).
+        detail: String,
+    },
+    /// The HTTP client could not be built.
+    #[error("building the HTTP client failed: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
+impl ApiError {
+    /// Sorts a refusal of `op`: its HTTP `status`, the answer's `code` (OpenAPI) or
+    /// `errcode` (legacy, as a string) when it had one, and the `Retry-After` header.
+    pub fn refusal(
+        op: &'static str,
+        status: u16,
+        code: Option<&str>,
+        retry_after: Option<Duration>,
+    ) -> Self {
+        let code = code.map(clean_code).unwrap_or_default();
+        if status == 429 || is_rate_limit_code(&code) {
+            Self::RetryAfter(
+                retry_after
+                    .unwrap_or(DEFAULT_RETRY_AFTER)
+                    .min(MAX_RETRY_AFTER),
+            )
+        } else if status == 401 || TOKEN_INVALID_CODES.contains(&code.as_str()) {
+            Self::TokenInvalid { op, status }
+        } else {
+            Self::Api { op, status, code }
+        }
+    }
+
+    /// A transport error, with the URL removed.
+    pub fn transport(op: &'static str, error: reqwest::Error) -> Self {
+        Self::Transport {
+            op,
+            source: error.without_url(),
+        }
+    }
+
+    /// Whether the platform refused the token (the one case the client retries).
+    pub fn is_token_refusal(&self) -> bool {
+        matches!(self, Self::TokenInvalid { .. })
+    }
+
+    /// Whether retrying the same call later may succeed (network trouble, 5xx, a rate
+    /// limit).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::RetryAfter(_) | Self::Transport { .. } | Self::Decode { .. } => true,
+            Self::Api { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+}
+
+/// `code` kept as an identifier: only letters, digits, `.`, `_`, `-`, at most
+/// [`MAX_CODE_CHARS`].
+fn clean_code(code: &str) -> String {
+    code.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        .take(MAX_CODE_CHARS)
+        .collect()
+}
+
+impl From<ApiError> for ChannelError {
+    fn from(error: ApiError) -> Self {
+        match error {
+            ApiError::RetryAfter(wait) => ChannelError::RetryAfter(wait),
+            ApiError::TooLarge { limit } => ChannelError::TooLarge { limit },
+            ApiError::Transport { .. } | ApiError::Decode { .. } => {
+                ChannelError::Transport(error.to_string())
+            }
+            ApiError::Api { status, .. } if status >= 500 => {
+                ChannelError::Transport(error.to_string())
+            }
+            other => ChannelError::Rejected {
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_sorted_by_status_and_code() {
+        let secs = Duration::from_secs;
+        let limited = ApiError::refusal(
+            "send",
+            403,
+            Some("Forbidden.AccessDenied.QpsLimitForApi"),
+            None,
+        );
+        assert!(matches!(limited, ApiError::RetryAfter(d) if d == DEFAULT_RETRY_AFTER));
+        let throttled = ApiError::refusal("send", 400, Some("Throttling.User"), Some(secs(7)));
+        assert!(
+            matches!(ChannelError::from(throttled), ChannelError::RetryAfter(d) if d == secs(7))
+        );
+        let huge = ApiError::refusal("send", 429, None, Some(Duration::MAX));
+        assert!(matches!(huge, ApiError::RetryAfter(d) if d == MAX_RETRY_AFTER));
+        assert!(matches!(
+            ApiError::refusal("upload", 200, Some("90018"), None),
+            ApiError::RetryAfter(_)
+        ));
+        for code in TOKEN_INVALID_CODES {
+            let e = ApiError::refusal("send", 400, Some(code), None);
+            assert!(e.is_token_refusal(), "{code}");
+        }
+        assert!(ApiError::refusal("send", 401, None, None).is_token_refusal());
+        let bad = ApiError::refusal("send", 400, Some("invalidParameter.robotCode"), None);
+        assert!(!bad.is_transient() && !bad.is_token_refusal());
+        let ChannelError::Rejected { reason } = ChannelError::from(bad) else {
+            panic!("not rejected");
+        };
+        assert!(reason.contains("invalidParameter.robotCode"), "{reason}");
+        let down = ApiError::refusal("send", 503, Some("ServiceUnavailable"), None);
+        assert!(down.is_transient());
+        assert!(matches!(
+            ChannelError::from(down),
+            ChannelError::Transport(_)
+        ));
+    }
+
+    #[test]
+    fn a_code_is_kept_only_as_an_identifier() {
+        let e = ApiError::refusal("send", 400, Some("bad code <script> with \"quotes\""), None);
+        let ApiError::Api { code, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(code, "badcodescriptwithquotes");
+        let long = "x".repeat(500);
+        let ApiError::Api { code, .. } = ApiError::refusal("send", 400, Some(&long), None) else {
+            panic!("not an API error");
+        };
+        assert_eq!(code.len(), MAX_CODE_CHARS);
+        let not_done = ApiError::NotDone {
+            op: "card",
+            reason: "success is false",
+        };
+        assert!(matches!(
+            ChannelError::from(not_done),
+            ChannelError::Rejected { .. }
+        ));
+    }
+}

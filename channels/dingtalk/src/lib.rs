@@ -1,0 +1,29 @@
+//! The DingTalk adapter (issue 16, spec platforms.md §5), under construction.
+//!
+//! Built in pieces, each tested on its own before the channel is registered:
+//!
+//! - `config`: the `channels.dingtalk` block.
+//! - `token`: the `accessToken` every REST call carries (the core's cache, DingTalk's
+//!   request).
+//! - `stream`: stream mode: `connections/open` for an endpoint and a one-time ticket, the
+//!   WebSocket of JSON frames, the ack of every frame before its event is handled, the
+//!   SYSTEM `ping` and `disconnect`, reconnects with backoff and jitter.
+//! - `inbound`: robot messages (`ChatbotMessage`) to normalized messages.
+//! - `api` (with `error`): the REST calls: robot messages to groups and users, file
+//!   download and upload, AI-card create-and-deliver and streaming.
+//!
+//! Nothing here is registered with the daemon yet: the registry line comes with the
+//! channel itself.
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod config;
+pub mod error;
+pub mod inbound;
+pub mod stream;
+pub mod token;
+
+/// The channel's name: the provider key in configuration and bindings.
+pub const NAME: &str = "dingtalk";

@@ -1,0 +1,137 @@
+//! The skeleton every fake server shares: its recorded state behind one lock, the
+//! [`Notify`] that wakes waiters whenever something is recorded, the token that stops it,
+//! its address; the HTTP server on `127.0.0.1:0`; waits with deadlines; and answers.
+
+use std::net::SocketAddr;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::handler::Handler;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::wait::WaitTimeout;
+
+/// What a fake's handlers and its public API share.
+pub(crate) struct Shared<I> {
+    inner: Mutex<I>,
+    /// Notified whenever the fake records something.
+    pub(crate) changed: Notify,
+    /// Cancelled when the fake is dropped: the server and every connection stop.
+    pub(crate) stop: CancellationToken,
+    /// Where it listens.
+    pub(crate) addr: SocketAddr,
+}
+
+impl<I> Shared<I> {
+    /// The recorded state (a handler that panicked leaves it usable).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, I> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes every waiter: something was recorded.
+    pub(crate) fn notify(&self) {
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until `holds`, rechecked whenever something is recorded, or `deadline`
+    /// passes; the timeout lists `seen()` (one line per call).
+    pub(crate) async fn wait_until(
+        &self,
+        what: &str,
+        deadline: Duration,
+        holds: impl Fn() -> bool,
+        seen: impl FnOnce() -> Vec<String>,
+    ) -> Result<(), WaitTimeout> {
+        if crate::wait::until(&self.changed, deadline, holds).await {
+            Ok(())
+        } else {
+            Err(WaitTimeout::new(what, seen()))
+        }
+    }
+}
+
+/// A running fake server. Dropping it stops the server and closes every connection.
+pub(crate) struct Server<I>(Arc<Shared<I>>);
+
+impl<I> Deref for Server<I> {
+    type Target = Arc<Shared<I>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl<I> Drop for Server<I> {
+    fn drop(&mut self) {
+        self.0.stop.cancel();
+    }
+}
+
+impl<I: Send + 'static> Server<I> {
+    /// Binds `127.0.0.1:0` and serves every request with `handler`, bodies up to
+    /// `max_body` bytes, until dropped.
+    pub(crate) async fn start<H, T>(inner: I, handler: H, max_body: usize) -> std::io::Result<Self>
+    where
+        H: Handler<T, Arc<Shared<I>>>,
+        T: 'static,
+    {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(inner),
+            changed: Notify::new(),
+            stop: CancellationToken::new(),
+            addr: listener.local_addr()?,
+        });
+        let app = Router::new()
+            .fallback(handler)
+            .layer(axum::extract::DefaultBodyLimit::max(max_body))
+            .with_state(shared.clone());
+        let stop = shared.stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+        });
+        Ok(Self(shared))
+    }
+}
+
+/// A fake's answer as an HTTP response: a JSON body, or bytes
+/// (`application/octet-stream`, with a `Content-Disposition` naming the file when one is
+/// given), plus `headers` (one that is not a valid header value is left out).
+pub(crate) fn respond(
+    status: u16,
+    body: Result<Value, (Vec<u8>, Option<String>)>,
+    headers: Vec<(&'static str, String)>,
+) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = match body {
+        Ok(body) => (status, axum::Json(body)).into_response(),
+        Err((bytes, name)) => {
+            let mut r = (status, bytes).into_response();
+            if let Some(name) = name {
+                let disposition = format!("attachment; filename=\"{}\"", name.replace('"', ""));
+                if let Ok(v) = HeaderValue::from_str(&disposition) {
+                    r.headers_mut().insert(header::CONTENT_DISPOSITION, v);
+                }
+            }
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            );
+            r
+        }
+    };
+    for (name, value) in headers {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, v);
+        }
+    }
+    response
+}
