@@ -20,6 +20,8 @@ pub const PLATFORMS: &[&dyn Platform] = &[
     &im_bridge_telegram::TelegramPlatform,
     #[cfg(feature = "feishu")]
     &im_bridge_feishu::FeishuPlatform,
+    #[cfg(feature = "dingtalk")]
+    &im_bridge_dingtalk::DingTalkPlatform,
 ];
 
 /// Every platform im-bridge has (or plans) an adapter for, compiled in or not: enabling one

@@ -14,6 +14,7 @@
 //! - `simulator`: the Gateway simulator over loopback, checked with plain HTTP (issue 3);
 //! - `telegram`: the Telegram adapter against the fake Bot API, daemon and simulator;
 //! - `feishu`: the Feishu adapter on the long connection to the fake Feishu (issue 15);
+//! - `dingtalk`: the DingTalk adapter in stream mode against the fake DingTalk (issue 16);
 //! - `supervisor`: a failing or panicking transport is restarted while the other channels
 //!   serve, and `/readyz` and `/metrics` show it (issue 12).
 
@@ -22,6 +23,7 @@
 
 mod cli;
 mod compact;
+mod dingtalk;
 mod feishu;
 mod files;
 mod gateway;

@@ -268,7 +268,13 @@ async fn awaiting<F: Future>(
         *placeholder_at = None;
         let (locale, _) = inner.replier.locale_for(msg).await;
         let text = inner.replier.text(&locale, m::RUN_THINKING, &[]);
-        inner.replier.publish(msg, msg.reply(text, false)).await;
+        // A channel that shows finals only shows the notice as a message of its own.
+        let own_message = inner
+            .replier
+            .outbound()
+            .capabilities(&msg.channel_name)
+            .is_some_and(|c| !c.shows_partial_updates());
+        inner.replier.publish(msg, msg.reply(text, own_message)).await;
     }
     work.await
 }

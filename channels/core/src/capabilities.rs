@@ -98,7 +98,8 @@ pub struct Capabilities {
     /// (Feishu's policy, and the console's, whose scripted input expects ordered replies.)
     pub serialize_conversations: bool,
     /// Answer every admitted message at once with a localized "working on it" reply that
-    /// later updates and the final replace (Telegram's placeholder).
+    /// later updates and the final replace (Telegram's placeholder). On a channel that
+    /// shows finals only, the notice is a message of its own (DingTalk).
     pub working_placeholder: bool,
     /// The markup the channel's texts are in: the delivery engine renders the agent's
     /// Markdown into it ([`Markup::Plain`]: the text as written).

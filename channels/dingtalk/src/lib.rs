@@ -1,6 +1,6 @@
-//! The DingTalk adapter (issue 16, spec platforms.md §5), under construction.
+//! The DingTalk adapter (issue 16, spec platforms.md §5).
 //!
-//! Built in pieces, each tested on its own before the channel is registered:
+//! Built in pieces, each tested on its own:
 //!
 //! - `config`: the `channels.dingtalk` block.
 //! - `token`: the `accessToken` every REST call carries (the core's cache, DingTalk's
@@ -12,13 +12,14 @@
 //! - `api` (with `error`): the REST calls: robot messages to groups and users, file
 //!   download and upload, AI-card create-and-deliver and streaming.
 //!
-//! Nothing here is registered with the daemon yet: the registry line comes with the
-//! channel itself.
+//! - `channel`: the [`DingTalkChannel`] over these pieces, registered as
+//!   [`DingTalkPlatform`].
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod api;
+mod channel;
 pub mod config;
 pub mod error;
 pub mod inbound;
@@ -27,3 +28,28 @@ pub mod token;
 
 /// The channel's name: the provider key in configuration and bindings.
 pub const NAME: &str = "dingtalk";
+
+pub use channel::{DingTalkChannel, capabilities};
+
+use std::sync::Arc;
+
+use im_bridge_channel::{Channel, Configured, Issues, Platform, Prepared};
+use serde_json::Value;
+
+/// The registry entry: `channels.dingtalk`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DingTalkPlatform;
+
+impl Platform for DingTalkPlatform {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
+        let settings = config::validate(block, issues)?;
+        Some(Arc::new(Prepared::new(settings, |settings, ctx| {
+            let channel = DingTalkChannel::new(settings.clone(), ctx)?;
+            Ok(Arc::new(channel) as Arc<dyn Channel>)
+        })))
+    }
+}

@@ -1,0 +1,359 @@
+//! The DingTalk channel: stream mode in, robot messages (or an AI card) out.
+//!
+//! - **In**: each robot message of the stream is normalized and offered to the daemon's
+//!   queue before its ack goes back; one the daemon cannot take now (shutting down,
+//!   overloaded) is acked 500, so DingTalk delivers it again, possibly to another replica.
+//! - **Out, without a card template**: final-only. A reply is a `sampleMarkdown` message
+//!   (the agent's Markdown adapted to what DingTalk renders, [`Markup::DingTalkMarkdown`]),
+//!   to the group or, in a one-to-one chat, to the user; a long answer is several messages
+//!   of at most `max_markdown_bytes`. The manager's "working on it" notice, sent when the
+//!   answer takes more than a moment, is a message of its own.
+//! - **Out, with `card_template_id`**: the reply streams into an AI card: the card is
+//!   created and delivered with the first text, updated with the full text as it grows
+//!   (paced by the delivery engine), and finalized with the final. DingTalk's answer to
+//!   every card call is checked; when the card cannot be created the reply is a markdown
+//!   message, and when the final cannot be written into it the delivery engine sends it as
+//!   one: the user gets the answer exactly once either way.
+//! - **Files**: presented files are uploaded (≤ 20 MB) and sent as image or file messages;
+//!   files users send are downloaded through `messageFiles/download`.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use im_bridge_channel::render::Markup;
+use im_bridge_channel::{
+    AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
+    ChannelResult, ChatKind, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit,
+    MessageId, OutboundFile, SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
+};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{Api, MAX_UPLOAD_BYTES, MediaType, NewCard, Recipient, RobotMessage, file_type};
+use crate::config::DingTalkSettings;
+use crate::inbound::{InboundContext, normalize_data, parse_handle};
+use crate::stream::{self, Dropped, EventHandler, StreamSettings, Timers, Verdict};
+use crate::{NAME, api};
+
+/// The longest title of a markdown message (what the chat list and notifications show).
+const TITLE_CHARS: usize = 24;
+
+/// The DingTalk channel.
+pub struct DingTalkChannel {
+    settings: DingTalkSettings,
+    api: Api,
+    http: reqwest::Client,
+    allowed_users: AllowedUsers,
+    commands: CommandVocabulary,
+    telemetry: Telemetry,
+    caps: Capabilities,
+}
+
+impl std::fmt::Debug for DingTalkChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DingTalkChannel")
+            .field("client_id", &self.settings.client_id)
+            .field("api_url", &self.settings.api_url)
+            .field("cards", &self.settings.card_template_id.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What DingTalk can show: markdown messages of `max_markdown_bytes`, final-only; with a
+/// card template, one AI card updated in place about once a second.
+pub fn capabilities(settings: &DingTalkSettings) -> Capabilities {
+    let base = Capabilities {
+        length_unit: LengthUnit::Bytes,
+        working_placeholder: true,
+        markup: Markup::DingTalkMarkdown,
+        max_upload_bytes: MAX_UPLOAD_BYTES,
+        ..Capabilities::final_only(settings.max_markdown_bytes)
+    };
+    match settings.card_template_id {
+        Some(_) => Capabilities {
+            updates: UpdateMode::Card,
+            min_edit_interval_private: Duration::from_secs(1),
+            min_edit_interval_group: Duration::from_secs(1),
+            ..base
+        },
+        None => base,
+    }
+}
+
+impl DingTalkChannel {
+    /// A channel with `settings`, the daemon's commands and who may talk to it.
+    pub fn new(settings: DingTalkSettings, ctx: &BuildContext) -> ChannelResult<Self> {
+        let api = Api::new(
+            &settings.api_url,
+            &settings.oapi_url,
+            settings.client_id.clone(),
+            settings.client_secret.clone(),
+        )
+        .map_err(ChannelError::from)?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| ChannelError::Transport(e.without_url().to_string()))?;
+        Ok(Self {
+            caps: capabilities(&settings),
+            settings,
+            api,
+            http,
+            allowed_users: ctx.allowed_users.clone(),
+            commands: ctx.commands.clone(),
+            telemetry: Telemetry::new(NAME),
+        })
+    }
+
+    /// The robot that received the source message (the app's own by default).
+    fn robot<'t>(&'t self, to: &'t SendTarget<'_>) -> &'t str {
+        to.metadata
+            .get("robot_code")
+            .and_then(Value::as_str)
+            .filter(|code| !code.is_empty())
+            .unwrap_or(&self.settings.client_id)
+    }
+
+    /// Sends `message` to the chat of `to`.
+    async fn send(&self, to: &SendTarget<'_>, message: &RobotMessage<'_>) -> ChannelResult<String> {
+        let recipient = recipient(to);
+        let sent = self.api.send(self.robot(to), recipient, message).await;
+        self.telemetry.sending(sent.map_err(ChannelError::from))
+    }
+
+    async fn send_markdown(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let title = title(text);
+        let key = self
+            .send(to, &RobotMessage::Markdown { title: &title, text })
+            .await?;
+        Ok(SentMessage {
+            id: MessageId::new(key),
+        })
+    }
+}
+
+/// Where a reply to `to` goes: the group, or the user of a one-to-one chat (whose chat id
+/// is their staff id).
+fn recipient<'t>(to: &'t SendTarget<'_>) -> Recipient<'t> {
+    match to.chat_kind {
+        ChatKind::Group => Recipient::Group {
+            open_conversation_id: to.chat_id.as_str(),
+        },
+        ChatKind::Private => Recipient::User {
+            staff_id: to.chat_id.as_str(),
+        },
+    }
+}
+
+/// A markdown message's title: its first line of text, without markup, cut short.
+fn title(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(|l| l.trim_start_matches(['>', '#', '*', ' ', '-']).trim())
+        .find(|l| !l.is_empty())
+        .unwrap_or("DingTalk");
+    let mut title: String = line
+        .chars()
+        .filter(|c| !matches!(c, '*' | '`'))
+        .take(TITLE_CHARS)
+        .collect();
+    if line.chars().count() > TITLE_CHARS {
+        title.push('…');
+    }
+    title
+}
+
+#[async_trait]
+impl Channel for DingTalkChannel {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    fn is_connected(&self) -> bool {
+        self.telemetry.is_connected()
+    }
+
+    /// DingTalk gives each message to one connection of the app: every replica connects.
+    fn exclusive_transport(&self) -> bool {
+        false
+    }
+
+    async fn run(
+        &self,
+        sink: InboundSink,
+        shutdown: CancellationToken,
+    ) -> ChannelResult<ChannelExit> {
+        let settings = StreamSettings {
+            api_url: self.settings.api_url.clone(),
+            client_id: self.settings.client_id.clone(),
+            client_secret: self.settings.client_secret.clone(),
+            timers: Timers::default(),
+        };
+        let mut admit = Admit {
+            channel: self,
+            sink: &sink,
+        };
+        self.telemetry.set_connected(true);
+        let result = stream::run(&settings, &self.http, &mut admit, &shutdown).await;
+        self.telemetry.set_connected(false);
+        match result {
+            Ok(()) => Ok(ChannelExit::Stopped),
+            Err(error) => {
+                self.telemetry.error(Stage::Receiving);
+                Err(ChannelError::Transport(error.to_string()))
+            }
+        }
+    }
+
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.send_markdown(&to, text).await
+    }
+
+    /// Creates and delivers the AI card with the first text (card mode only).
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let Some(template_id) = self.settings.card_template_id.as_deref() else {
+            return Err(ChannelError::Unsupported("streaming without a card template"));
+        };
+        let out_track_id = api::new_out_track_id();
+        let card = NewCard {
+            template_id,
+            out_track_id: &out_track_id,
+            robot_code: self.robot(&to),
+            to: recipient(&to),
+            content: text,
+        };
+        let created = self.api.create_and_deliver_card(&card).await;
+        self.telemetry.sending(created.map_err(ChannelError::from))?;
+        Ok(SentMessage {
+            id: MessageId::new(out_track_id),
+        })
+    }
+
+    async fn edit_text(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        let streamed = self.api.stream_card(id.as_str(), text, false).await;
+        self.telemetry.sending(streamed.map_err(ChannelError::from))
+    }
+
+    async fn finish_stream(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        let streamed = self.api.stream_card(id.as_str(), text, true).await;
+        self.telemetry.sending(streamed.map_err(ChannelError::from))
+    }
+
+    /// Uploads the file and sends it as an image or a file message.
+    async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+        let bytes = Bytes::from(
+            tokio::fs::read(&file.path)
+                .await
+                .map_err(ChannelError::Io)?,
+        );
+        let kind = if file.is_image {
+            MediaType::Image
+        } else {
+            MediaType::File
+        };
+        let uploaded = self.api.upload_media(kind, &file.filename, bytes).await;
+        let media_id = self.telemetry.sending(uploaded.map_err(ChannelError::from))?;
+        let extension = file_type(&file.filename);
+        let message = match kind {
+            MediaType::Image => RobotMessage::Image {
+                photo_url: &media_id,
+            },
+            MediaType::File => RobotMessage::File {
+                media_id: &media_id,
+                file_name: &file.filename,
+                file_type: &extension,
+            },
+        };
+        self.send(&to, &message).await.map(drop)
+    }
+
+    /// Downloads a picture or file a user sent (`messageFiles/download`, bounded).
+    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
+        let FileSource::Handle { id } = &file.source else {
+            return file.inline_bytes(max_bytes);
+        };
+        let Some((robot, code)) = parse_handle(id) else {
+            return Err(ChannelError::Rejected {
+                reason: "not a DingTalk file handle".into(),
+            });
+        };
+        let fetched = self
+            .api
+            .download_file(robot, code, max_bytes)
+            .await
+            .map_err(ChannelError::from);
+        if fetched.is_err() {
+            self.telemetry.error(Stage::Processing);
+        }
+        fetched
+    }
+}
+
+/// Admits each robot message; what it answers is the frame's ack.
+struct Admit<'a> {
+    channel: &'a DingTalkChannel,
+    sink: &'a InboundSink,
+}
+
+impl EventHandler for Admit<'_> {
+    fn handle(&mut self, data: &str) -> Verdict {
+        let channel = self.channel;
+        channel.telemetry.received(1);
+        let ctx = InboundContext {
+            allowed_users: &channel.allowed_users,
+            commands: &channel.commands,
+            robot_code: &channel.settings.client_id,
+        };
+        let msg = match normalize_data(data, &ctx) {
+            Ok(msg) => msg,
+            Err(skip) if skip == crate::inbound::Skip::Malformed => {
+                channel.telemetry.error(Stage::Processing);
+                tracing::warn!(
+                    channel = NAME,
+                    "Skipped a DingTalk robot message that could not be read."
+                );
+                return Verdict::Malformed;
+            }
+            Err(skip) => {
+                tracing::debug!(
+                    channel = NAME,
+                    reason = skip.as_str(),
+                    "Skipped a DingTalk message."
+                );
+                return Verdict::Accepted;
+            }
+        };
+        match self.sink.offer(msg) {
+            // Refused as too busy, the sender is told so: nothing to redeliver either.
+            Ok(()) | Err(AdmitError::QueueFull) => Verdict::Accepted,
+            Err(error) => {
+                tracing::warn!(channel = NAME, %error, "A DingTalk message was not admitted; DingTalk will deliver it again.");
+                Verdict::Retry
+            }
+        }
+    }
+
+    fn dropped(&mut self, _: Dropped) {
+        self.channel.telemetry.error(Stage::Receiving);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_are_the_first_line_without_markup() {
+        assert_eq!(title("**Plan**\n\nship it"), "Plan");
+        assert_eq!(title("> **rust**\n> fn main"), "rust");
+        assert_eq!(title("\n\n"), "DingTalk");
+        let long = "x".repeat(40);
+        assert_eq!(title(&long), format!("{}…", "x".repeat(24)));
+    }
+}

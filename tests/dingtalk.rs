@@ -1,0 +1,151 @@
+//! The DingTalk adapter end to end: the real daemon with a `DingTalkChannel` in stream mode
+//! against the fake DingTalk (`im_bridge_fakes::dingtalk`: `connections/open`, the JSON
+//! frame stream, the robot and card APIs with DingTalk's rules) and the Gateway simulator.
+
+#![cfg(feature = "dingtalk")]
+
+mod harness;
+
+use std::time::Duration;
+
+use im_bridge::simulator::Script;
+use im_bridge_fakes::dingtalk::{Failure, Message};
+
+use harness::{DEADLINE, Dt, Setup};
+
+const GROUP: &str = "cidFakeTeamGroup0001==";
+const ALICE: &str = "staff_alice";
+
+#[tokio::test]
+async fn issue_16_a_group_message_gets_a_markdown_final() {
+    const ANSWER: &str = "Ship on **Friday**; run `cargo test` first.";
+    let dt = Dt::start().await;
+    dt.sim
+        .script_next_run(Script::with_answer(ANSWER).chunks(3));
+    let pushed = dt
+        .fake
+        .push(&Message::group_text(GROUP, ALICE, "@Bridge when do we ship?").to_json());
+    let shown = "Ship on **Friday**; run **cargo test** first.";
+    let sent = dt.wait_sent("the answer", shown).await;
+    assert_eq!(sent.len(), 1, "one message: {sent:#?}");
+    assert_eq!(sent[0].msg_key, "sampleMarkdown");
+    assert_eq!(sent[0].route, "group_send");
+    assert_eq!(sent[0].conversation_id.as_deref(), Some(GROUP));
+    assert_eq!(sent[0].title(), Some("Ship on Friday; run carg…"));
+    let ack = dt
+        .fake
+        .wait_acked(&pushed.message_id, DEADLINE)
+        .await
+        .unwrap();
+    assert_eq!(ack.code, Some(200));
+    dt.stop().await;
+}
+
+#[tokio::test]
+async fn issue_16_a_card_gets_growing_full_texts_and_one_finalize() {
+    const ANSWER: &str = "First the plan, then the work, then a long and well deserved rest.";
+    let dt = Dt::start_with(Setup {
+        cards: true,
+        ..Setup::default()
+    })
+    .await;
+    dt.sim.script_next_run(
+        Script::with_answer(ANSWER)
+            .chunks(6)
+            .chunk_delay(Duration::from_millis(400)),
+    );
+    dt.fake
+        .push(&Message::p2p_text(ALICE, "what is the plan?").to_json());
+    dt.fake
+        .wait_until("a finalized card", DEADLINE, |fake| {
+            fake.cards().iter().any(|c| c.finalized())
+        })
+        .await
+        .unwrap();
+    let cards = dt.fake.cards();
+    assert_eq!(cards.len(), 1, "{cards:#?}");
+    let card = &cards[0];
+    assert!(card.open_space_id.ends_with(&format!("IM_ROBOT.{ALICE}")));
+    assert_eq!(card.finalizations(), 1);
+    assert_eq!(card.content(), ANSWER);
+    let contents = card.contents();
+    assert!(contents.len() >= 2, "the answer streamed: {contents:#?}");
+    for pair in contents.windows(2) {
+        assert!(pair[1].len() >= pair[0].len(), "{contents:#?}");
+    }
+    assert!(card.updates.iter().all(|u| u.is_full));
+    assert!(card.updates.last().unwrap().finalize);
+    assert!(dt.fake.sent().is_empty(), "no markdown besides the card");
+    dt.stop().await;
+}
+
+/// The answer arrives once, as markdown, when the card fails at `op`.
+async fn falls_back_to_markdown(op: &str, failure: Failure) {
+    const ANSWER: &str = "The answer, whatever the card did.";
+    let dt = Dt::start_with(Setup {
+        cards: true,
+        ..Setup::default()
+    })
+    .await;
+    dt.fake.fail(op, 100, failure);
+    dt.sim.script_next_run(
+        Script::with_answer(ANSWER)
+            .chunks(4)
+            .chunk_delay(Duration::from_millis(300)),
+    );
+    dt.fake
+        .push(&Message::group_text(GROUP, ALICE, "answer me").to_json());
+    let sent = dt.wait_sent("the markdown final", ANSWER).await;
+    let answers: Vec<_> = sent.iter().filter(|s| s.text() == ANSWER).collect();
+    assert_eq!(answers.len(), 1, "exactly once: {sent:#?}");
+    assert!(
+        dt.fake.cards().iter().all(|c| c.content() != ANSWER),
+        "and not in a card too"
+    );
+    dt.stop().await;
+}
+
+#[tokio::test]
+async fn issue_16_a_failing_card_stream_falls_back_to_one_markdown_final() {
+    falls_back_to_markdown("card_stream", Failure::SuccessFalse).await;
+}
+
+#[tokio::test]
+async fn issue_16_a_failing_card_creation_falls_back_to_one_markdown_final() {
+    falls_back_to_markdown("card_create", Failure::Http(500)).await;
+}
+
+#[tokio::test]
+async fn issue_16_a_redelivered_frame_runs_once() {
+    let dt = Dt::start().await;
+    // DingTalk delivers again what it did not see acknowledged; here, at once.
+    dt.fake.set_redeliver_after(Some(Duration::from_millis(1)));
+    dt.sim
+        .script_next_run(Script::with_answer("Only once.").chunks(1));
+    dt.fake
+        .push(&Message::p2p_text(ALICE, "hello twice").to_json());
+    dt.wait_sent("the answer", "Only once.").await;
+    let threads = dt.sim.thread_ids();
+    assert_eq!(threads.len(), 1);
+    assert_eq!(dt.sim.runs(&threads[0]).len(), 1, "one run for one message");
+    dt.stop().await;
+}
+
+#[tokio::test]
+async fn issue_16_a_disconnect_frame_reconnects_and_the_next_message_is_served() {
+    let dt = Dt::start().await;
+    dt.fake.disconnect();
+    dt.fake
+        .wait_until("a second connection", DEADLINE, |fake| {
+            fake.connections().len() >= 2 && fake.open_connections() == 1
+        })
+        .await
+        .unwrap();
+    assert!(dt.fake.tickets_issued() >= 2, "a new ticket for the new connection");
+    dt.sim
+        .script_next_run(Script::with_answer("Still here.").chunks(1));
+    dt.fake
+        .push(&Message::p2p_text(ALICE, "are you there?").to_json());
+    dt.wait_sent("the answer", "Still here.").await;
+    dt.stop().await;
+}

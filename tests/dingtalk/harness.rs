@@ -1,0 +1,119 @@
+//! The DingTalk end-to-end harness: the real daemon running a real `DingTalkChannel` in
+//! stream mode against the fake DingTalk, and the Gateway simulator, all over loopback.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use im_bridge::config::StoreLocation;
+use im_bridge::daemon::{self, DaemonError, DaemonExit};
+use im_bridge::i18n::{Catalogs, command_menu};
+use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
+use im_bridge_channel::{AllowedUsers, BuildContext, Channel, Secret, WebhookHost};
+use im_bridge_dingtalk::DingTalkChannel;
+use im_bridge_dingtalk::config::DingTalkSettings;
+use im_bridge_fakes::dingtalk::{CARD_TEMPLATE_ID, CLIENT_ID, CLIENT_SECRET, FakeDingTalk, Sent};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long one wait may take before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// How the harness sets the channel up.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Setup {
+    /// Replies stream into AI cards of the fake's template.
+    pub cards: bool,
+    /// `channels.dingtalk.locale`.
+    pub locale: Option<&'static str>,
+}
+
+/// The daemon with a DingTalk channel, the fake DingTalk and the Gateway simulator.
+pub struct Dt {
+    /// The fake DingTalk.
+    pub fake: FakeDingTalk,
+    /// The Gateway simulator.
+    pub sim: RunningSimulator,
+    shutdown: CancellationToken,
+    daemon: Option<JoinHandle<Result<DaemonExit, DaemonError>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Dt {
+    /// Markdown replies, English.
+    pub async fn start() -> Self {
+        Self::start_with(Setup::default()).await
+    }
+
+    /// Everything started as `setup` says, the stream connected.
+    pub async fn start_with(setup: Setup) -> Self {
+        let fake = FakeDingTalk::start().await.unwrap();
+        let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
+        let settings = DingTalkSettings {
+            client_id: CLIENT_ID.to_owned(),
+            client_secret: Secret::new(CLIENT_SECRET),
+            card_template_id: setup.cards.then(|| CARD_TEMPLATE_ID.to_owned()),
+            api_url: fake.api_url(),
+            oapi_url: fake.oapi_url(),
+            max_markdown_bytes: im_bridge_dingtalk::config::DEFAULT_MAX_MARKDOWN_BYTES as usize,
+        };
+        let ctx = BuildContext::new(
+            AllowedUsers::Anyone,
+            im_bridge::manager::commands::vocabulary(),
+            command_menu(&Catalogs::embedded().unwrap()),
+            WebhookHost::new(),
+        );
+        let channel = DingTalkChannel::new(settings, &ctx).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = crate::support::Options::default();
+        if let Some(tag) = setup.locale {
+            options
+                .manager
+                .channel_locales
+                .insert(im_bridge_dingtalk::NAME.to_owned(), tag.to_owned());
+        }
+        let config = crate::support::daemon_config(
+            &sim,
+            StoreLocation::Sqlite(dir.path().join("bridge.db")),
+            &options,
+        );
+        let shutdown = CancellationToken::new();
+        let channels: Vec<Arc<dyn Channel>> = vec![Arc::new(channel)];
+        let daemon = tokio::spawn(daemon::run(config, channels, shutdown.clone()));
+        fake.wait_connected(1, DEADLINE).await.unwrap();
+        Self {
+            fake,
+            sim,
+            shutdown,
+            daemon: Some(daemon),
+            _dir: dir,
+        }
+    }
+
+    /// Waits until a robot message reads exactly `text`; all of them then.
+    pub async fn wait_sent(&self, what: &str, text: &str) -> Vec<Sent> {
+        self.fake
+            .wait_until(what, DEADLINE, |fake| {
+                fake.sent().iter().any(|s| s.text() == text)
+            })
+            .await
+            .unwrap();
+        self.fake.sent()
+    }
+
+    /// Stops the daemon as a signal would and checks it stopped cleanly.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        let daemon = self.daemon.take().unwrap();
+        let exit = tokio::time::timeout(DEADLINE, daemon)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(exit.is_ok(), "daemon failed: {exit:?}");
+    }
+}
+
+impl Drop for Dt {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
