@@ -141,11 +141,117 @@ async fn issue_16_a_disconnect_frame_reconnects_and_the_next_message_is_served()
         })
         .await
         .unwrap();
-    assert!(dt.fake.tickets_issued() >= 2, "a new ticket for the new connection");
+    assert!(
+        dt.fake.tickets_issued() >= 2,
+        "a new ticket for the new connection"
+    );
     dt.sim
         .script_next_run(Script::with_answer("Still here.").chunks(1));
     dt.fake
         .push(&Message::p2p_text(ALICE, "are you there?").to_json());
     dt.wait_sent("the answer", "Still here.").await;
+    dt.stop().await;
+}
+
+#[tokio::test]
+async fn issue_16_goal_from_chat_delivers_the_objective_before_the_runs_answer() {
+    const OBJECTIVE: &str = "Please help me write the quarterly report";
+    const WORKING: &str = "Working on the report now.";
+    let dt = Dt::start().await;
+    dt.sim
+        .script_next_run(Script::with_answer("Sure, let's plan it.").chunks(1));
+    dt.fake.push(&Message::p2p_text(ALICE, OBJECTIVE).to_json());
+    dt.wait_sent("the first answer", "Sure, let's plan it.")
+        .await;
+    dt.sim
+        .script_next_run(crate::support::goal_met_at_once(WORKING));
+    dt.fake
+        .push(&Message::p2p_text(ALICE, "/goal from-chat").to_json());
+    let sent = dt.wait_sent("the goal run's answer", WORKING).await;
+    let texts: Vec<&str> = sent.iter().map(|s| s.text()).collect();
+    let saved = format!("Goal set from our conversation: {OBJECTIVE}");
+    let objective_at = texts.iter().position(|t| *t == saved);
+    let run_at = texts.iter().position(|t| *t == WORKING);
+    assert!(
+        objective_at.is_some() && objective_at < run_at,
+        "the objective first: {texts:#?}"
+    );
+    dt.stop().await;
+}
+
+#[tokio::test]
+async fn issue_16_a_picture_reaches_the_agent_and_a_presented_file_comes_back() {
+    const OUTPUTS: &str = "/mnt/user-data/outputs";
+    const PDF: &[u8] = b"%PDF-1.7\n% a tiny report\n%%EOF\n";
+    let dt = Dt::start().await;
+    let photo = b"\xff\xd8\xff\xe0 a whiteboard".to_vec();
+    dt.fake.put_file("dlcode-photo-1", photo.clone());
+    dt.sim.put_output(format!("{OUTPUTS}/report.pdf"), PDF);
+    dt.sim.script_next_run(
+        Script::with_answer("Here is the report.")
+            .chunks(1)
+            .present_files([format!("{OUTPUTS}/report.pdf")]),
+    );
+    dt.fake
+        .push(&Message::group_picture(GROUP, ALICE, "dlcode-photo-1").to_json());
+    dt.fake
+        .wait_until("the file message", DEADLINE, |fake| {
+            fake.sent().iter().any(|s| s.msg_key == "sampleFile")
+        })
+        .await
+        .unwrap();
+    // In: the picture's bytes, as an image, in the thread's uploads and the run's input.
+    crate::support::assert_image_reached_the_agent(&dt.sim, photo.len());
+    // Out: the PDF uploaded and sent as a file message to the group.
+    let upload = dt
+        .fake
+        .uploads()
+        .into_iter()
+        .find(|u| u.file_name == "report.pdf")
+        .expect("the upload");
+    assert_eq!(upload.bytes, PDF);
+    assert_eq!(upload.kind, "file");
+    let file = dt
+        .fake
+        .sent()
+        .into_iter()
+        .find(|s| s.msg_key == "sampleFile")
+        .unwrap();
+    assert_eq!(file.conversation_id.as_deref(), Some(GROUP));
+    assert_eq!(file.msg_param["mediaId"], upload.media_id.as_str());
+    assert_eq!(file.msg_param["fileName"], "report.pdf");
+    assert_eq!(file.msg_param["fileType"], "pdf");
+    dt.stop().await;
+}
+
+#[tokio::test]
+async fn issue_16_replies_are_localized() {
+    let zh = crate::support::catalog_text("zh-CN");
+    let dt = Dt::start_with(Setup {
+        locale: Some("zh-CN"),
+        ..Setup::default()
+    })
+    .await;
+    dt.fake.push(&Message::p2p_text(ALICE, "/goal").to_json());
+    let expected = zh("goal-status-none", &[]);
+    assert!(
+        expected
+            .chars()
+            .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c))
+    );
+    dt.wait_sent("the Chinese reply", &expected).await;
+    // The notice a slow answer gets is Chinese too.
+    dt.sim.script_next_run(
+        Script::with_answer("好的。")
+            .chunks(1)
+            .response_delay(Duration::from_millis(1500)),
+    );
+    dt.fake.push(&Message::p2p_text(ALICE, "慢慢来").to_json());
+    let sent = dt.wait_sent("the answer", "好的。").await;
+    let notice = zh("run-thinking", &[]);
+    assert!(
+        sent.iter().any(|s| s.text() == notice),
+        "the working notice: {sent:#?}"
+    );
     dt.stop().await;
 }

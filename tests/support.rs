@@ -537,3 +537,20 @@ pub fn goal_met_at_once(answer: &str) -> Script {
         .goal_continuations(0)
         .goal_met()
 }
+
+/// Checks that the only thread got one upload of `size` bytes and that the first run's
+/// input carried it as an image: what an image sent on any platform must become.
+pub fn assert_image_reached_the_agent(sim: &RunningSimulator, size: usize) {
+    let thread = sim.thread_ids().pop().unwrap();
+    let uploads = sim.uploads(&thread);
+    assert_eq!(uploads.len(), 1, "{uploads:?}");
+    assert_eq!(uploads[0].1, size as u64);
+    let run = sim
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/runs/stream") || r.path.ends_with("/runs/wait"))
+        .unwrap();
+    let files = &run.json().unwrap()["input"]["messages"][0]["additional_kwargs"]["files"];
+    assert_eq!(files[0]["is_image"], true, "{files}");
+    assert_eq!(files[0]["size"], size, "{files}");
+}

@@ -128,12 +128,7 @@ async fn stream_turn(
 ) -> (Disposition, RunStart) {
     let source = Source { thread, owner };
     // When the placeholder is due, until some text was shown (placeholder channels only).
-    let mut placeholder_at = inner
-        .replier
-        .outbound()
-        .capabilities(&msg.channel_name)
-        .is_some_and(|c| c.working_placeholder)
-        .then(|| Instant::now() + PLACEHOLDER_DELAY);
+    let mut placeholder_at = placeholder_due(inner, msg);
     let opened = awaiting(inner, msg, &mut placeholder_at, async {
         inner.gateway.stream_run(owner, thread, request).await
     })
@@ -252,6 +247,16 @@ fn bounded(
     format!("{}{note}", &text[..start])
 }
 
+/// When the "working on it" notice falls due, on a channel that shows one.
+fn placeholder_due(inner: &Inner, msg: &InboundMessage) -> Option<Instant> {
+    inner
+        .replier
+        .outbound()
+        .capabilities(&msg.channel_name)
+        .is_some_and(|c| c.working_placeholder)
+        .then(|| Instant::now() + PLACEHOLDER_DELAY)
+}
+
 /// Awaits `work`; if the placeholder falls due first, shows it (once) and keeps waiting.
 async fn awaiting<F: Future>(
     inner: &Inner,
@@ -274,7 +279,10 @@ async fn awaiting<F: Future>(
             .outbound()
             .capabilities(&msg.channel_name)
             .is_some_and(|c| !c.shows_partial_updates());
-        inner.replier.publish(msg, msg.reply(text, own_message)).await;
+        inner
+            .replier
+            .publish(msg, msg.reply(text, own_message))
+            .await;
     }
     work.await
 }
@@ -316,8 +324,16 @@ async fn wait_turn(
     let running = inner
         .runs
         .register(conversation_key(msg), thread.clone(), None);
+    // A slow answer gets the "working on it" notice (placeholder channels only).
+    let mut placeholder_at = placeholder_due(inner, msg);
+    let waited = awaiting(
+        inner,
+        msg,
+        &mut placeholder_at,
+        inner.gateway.wait_run(owner, thread, request),
+    );
     let result = tokio::select! {
-        result = inner.gateway.wait_run(owner, thread, request) => Some(result),
+        result = waited => Some(result),
         () = running.aborted() => None,
     };
     drop(running);

@@ -45,19 +45,7 @@ async fn issue_15_an_image_reaches_the_agent_and_presented_files_come_back() {
         .unwrap();
 
     // In: the photo's bytes, as an image, in the thread's uploads and the run's input.
-    let thread = fs.sim.thread_ids().pop().unwrap();
-    let uploads = fs.sim.uploads(&thread);
-    assert_eq!(uploads.len(), 1, "{uploads:?}");
-    assert_eq!(uploads[0].1, photo.len() as u64);
-    let run = fs
-        .sim
-        .requests()
-        .into_iter()
-        .find(|r| r.path.ends_with("/runs/stream"))
-        .unwrap();
-    let files = &run.json().unwrap()["input"]["messages"][0]["additional_kwargs"]["files"];
-    assert_eq!(files[0]["is_image"], true, "{files}");
-    assert_eq!(files[0]["size"], photo.len());
+    crate::support::assert_image_reached_the_agent(&fs.sim, photo.len());
 
     // Out: the PNG uploaded as an image, the PDF as a file, both sent replying to the answer.
     let uploaded = fs.fake.uploads();

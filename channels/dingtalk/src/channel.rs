@@ -126,7 +126,13 @@ impl DingTalkChannel {
     async fn send_markdown(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         let title = title(text);
         let key = self
-            .send(to, &RobotMessage::Markdown { title: &title, text })
+            .send(
+                to,
+                &RobotMessage::Markdown {
+                    title: &title,
+                    text,
+                },
+            )
             .await?;
         Ok(SentMessage {
             id: MessageId::new(key),
@@ -218,7 +224,9 @@ impl Channel for DingTalkChannel {
     /// Creates and delivers the AI card with the first text (card mode only).
     async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         let Some(template_id) = self.settings.card_template_id.as_deref() else {
-            return Err(ChannelError::Unsupported("streaming without a card template"));
+            return Err(ChannelError::Unsupported(
+                "streaming without a card template",
+            ));
         };
         let out_track_id = api::new_out_track_id();
         let card = NewCard {
@@ -229,7 +237,8 @@ impl Channel for DingTalkChannel {
             content: text,
         };
         let created = self.api.create_and_deliver_card(&card).await;
-        self.telemetry.sending(created.map_err(ChannelError::from))?;
+        self.telemetry
+            .sending(created.map_err(ChannelError::from))?;
         Ok(SentMessage {
             id: MessageId::new(out_track_id),
         })
@@ -258,7 +267,9 @@ impl Channel for DingTalkChannel {
             MediaType::File
         };
         let uploaded = self.api.upload_media(kind, &file.filename, bytes).await;
-        let media_id = self.telemetry.sending(uploaded.map_err(ChannelError::from))?;
+        let media_id = self
+            .telemetry
+            .sending(uploaded.map_err(ChannelError::from))?;
         let extension = file_type(&file.filename);
         let message = match kind {
             MediaType::Image => RobotMessage::Image {
@@ -312,7 +323,7 @@ impl EventHandler for Admit<'_> {
         };
         let msg = match normalize_data(data, &ctx) {
             Ok(msg) => msg,
-            Err(skip) if skip == crate::inbound::Skip::Malformed => {
+            Err(crate::inbound::Skip::Malformed) => {
                 channel.telemetry.error(Stage::Processing);
                 tracing::warn!(
                     channel = NAME,
