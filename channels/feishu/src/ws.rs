@@ -7,7 +7,8 @@
 //!   credentials answers a one-time WebSocket URL and the server's [`ClientConfig`].
 //! - **Connect** (`endpoint`): the URL must carry `device_id` and `service_id`; a refused
 //!   upgrade explains itself in `Handshake-*` headers.
-//! - **Serve** (here): a ping every `ping_interval` (a pong may carry new timers); every
+//! - **Serve** (here): a ping every `ping_interval` (a pong may carry new timers; a server
+//!   silent for 30 s after a ping, or the ping interval if shorter, counts as lost); every
 //!   complete data frame goes to the [`EventHandler`] and is acked *at once*, because
 //!   Feishu re-pushes an event whose ack takes over 3 s. The handler therefore only admits
 //!   the event to a queue; the work happens elsewhere.
@@ -43,6 +44,9 @@ use endpoint::{Connection, Failure};
 
 /// How long a polite close may take at shutdown before the socket is simply dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
+/// How long the server may stay silent after a ping (or the ping interval, if shorter)
+/// before the connection counts as lost and is made again.
+const PONG_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest WebSocket message worth decoding: [`MAX_PAYLOAD`] plus room for the frame's
 /// headers. A larger one is dropped unread (the connection stays up).
 const MAX_FRAME_BYTES: usize = MAX_PAYLOAD + 64 * 1024;
@@ -250,9 +254,21 @@ async fn serve(
     } = conn;
     // The first ping goes out at once (as the SDK's), the next `ping_interval` after it.
     let mut last_ping: Option<Instant> = None;
+    // Set by a ping, cleared by anything the server sends: a connection that went quiet
+    // (a half-open TCP connection, a stuck proxy) would otherwise never be noticed.
+    let mut answer_due: Option<Instant> = None;
     loop {
         let next_ping = last_ping.map_or_else(Instant::now, |at| at + config.ping_interval);
+        let silent = async {
+            match answer_due {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            () = silent => {
+                return Ended::Lost("the server did not answer a ping".into());
+            }
             () = shutdown.cancelled() => {
                 let closed = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
                 if !matches!(closed, Ok(Ok(()))) {
@@ -262,7 +278,11 @@ async fn serve(
                 return Ended::Shutdown;
             }
             () = tokio::time::sleep_until(next_ping) => {
-                last_ping = Some(Instant::now());
+                let now = Instant::now();
+                last_ping = Some(now);
+                if answer_due.is_none() {
+                    answer_due = Some(now + config.ping_interval.min(PONG_TIMEOUT));
+                }
                 let ping = Frame::ping(service).encode_to_vec();
                 if let Err(error) = ws.send(Message::Binary(ping.into())).await {
                     return Ended::Lost(format!("sending a ping failed: {error}"));
@@ -270,6 +290,7 @@ async fn serve(
                 tracing::trace!("Pinged Feishu.");
             }
             received = ws.next() => {
+                answer_due = None;
                 let data = match received {
                     None => return Ended::Lost("the server closed the connection".into()),
                     Some(Err(error)) => return Ended::Lost(format!("receiving failed: {error}")),

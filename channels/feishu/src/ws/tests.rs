@@ -275,6 +275,28 @@ async fn pings_are_sent_and_a_pong_config_changes_the_interval() {
 }
 
 #[tokio::test]
+async fn a_server_that_stops_answering_pings_is_left_for_a_new_connection() {
+    let mut fake = start(quick(), Upgrade::Accept, vec![]).await;
+    let client = spawn_client(&fake, true);
+    let mut ws = next_conn(&mut fake).await;
+    let ping = next_frame(&mut ws, true).await;
+    assert_eq!(ping.header("type"), Some("ping"));
+    // A pong that sets a one-second interval, then silence: the next ping goes unanswered.
+    let mut pong = Frame::ping(7);
+    pong.headers = vec![h("type", "pong")];
+    pong.payload = Some(Bytes::from_static(br#"{"PingInterval":1}"#));
+    send(&mut ws, &pong).await;
+    let again = next_frame(&mut ws, true).await;
+    assert_eq!(again.header("type"), Some("ping"));
+    // Within a second more the client gives up on this socket and connects again.
+    let _second = next_conn(&mut fake).await;
+    assert_eq!(fake.discovery.calls.load(Ordering::SeqCst), 2);
+    drop(ws);
+    client.shutdown.cancel();
+    assert_eq!(finished(client).await, Ok(()));
+}
+
+#[tokio::test]
 async fn a_data_frame_is_acked_200_after_the_handler_saw_it() {
     let mut fake = start(quick(), Upgrade::Accept, vec![]).await;
     let client = spawn_client(&fake, true);
