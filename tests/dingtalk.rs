@@ -118,16 +118,36 @@ async fn issue_16_a_failing_card_creation_falls_back_to_one_markdown_final() {
 #[tokio::test]
 async fn issue_16_a_redelivered_frame_runs_once() {
     let dt = Dt::start().await;
-    // DingTalk delivers again what it did not see acknowledged; here, at once.
-    dt.fake.set_redeliver_after(Some(Duration::from_millis(1)));
+    // DingTalk delivers again what it did not see acknowledged in time: the first ack is late.
+    dt.fake.set_redeliver_after(Some(Duration::from_millis(50)));
+    dt.fake.ack_late(1);
     dt.sim
         .script_next_run(Script::with_answer("Only once.").chunks(1));
-    dt.fake
+    let pushed = dt
+        .fake
         .push(&Message::p2p_text(ALICE, "hello twice").to_json());
     dt.wait_sent("the answer", "Only once.").await;
+    // The redelivery arrived and was acknowledged, so it was admitted (or skipped) by now.
+    let id = pushed.message_id.clone();
+    dt.fake
+        .wait_until("the redelivery acknowledged", DEADLINE, |fake| {
+            let acks = fake.acks();
+            let acked = acks
+                .iter()
+                .filter(|a| a.message_id == id && a.code == Some(200));
+            acked.count() >= 2
+        })
+        .await
+        .unwrap();
+    // A later message of the chat is answered after anything the redelivery could have run.
+    dt.sim
+        .script_next_run(Script::with_answer("And this.").chunks(1));
+    dt.fake
+        .push(&Message::p2p_text(ALICE, "one more").to_json());
+    dt.wait_sent("the next answer", "And this.").await;
     let threads = dt.sim.thread_ids();
     assert_eq!(threads.len(), 1);
-    assert_eq!(dt.sim.runs(&threads[0]).len(), 1, "one run for one message");
+    assert_eq!(dt.sim.runs(&threads[0]).len(), 2, "one run per message");
     dt.stop().await;
 }
 

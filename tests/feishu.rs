@@ -98,22 +98,37 @@ async fn issue_15_a_reply_to_the_bots_card_continues_the_same_thread() {
 #[tokio::test]
 async fn issue_15_a_re_pushed_event_runs_once_and_a_split_payload_is_reassembled() {
     let fs = Fs::start().await;
-    // Feishu pushes again what it did not see acknowledged; here, at once.
+    // Feishu pushes again what it did not see acknowledged in time: the first ack is late.
     fs.fake
-        .set_repush_after(Some(std::time::Duration::from_millis(1)));
+        .set_repush_after(Some(std::time::Duration::from_millis(50)));
+    fs.fake.ack_late(1);
     fs.sim
         .script_next_run(Script::with_answer("Only once.").chunks(1));
     let pushed = fs
         .fake
         .push_split(&Event::text(CHAT, ALICE, "hello in parts").to_json(), 3);
     fs.wait_card("the answer", "Only once.").await;
+    // The re-push arrived and was acknowledged, so it was admitted (or skipped) by now.
+    let event = pushed.event_id.clone();
     fs.fake
-        .wait_acked(&pushed.event_id, DEADLINE)
+        .wait_until("the re-push acknowledged", DEADLINE, |fake| {
+            let acks = fake.acks();
+            let acked = acks
+                .iter()
+                .filter(|a| a.event_id.as_deref() == Some(event.as_str()));
+            acked.filter(|a| a.code == Some(200)).count() >= 2
+        })
         .await
         .unwrap();
+    // A later message of the chat is answered after anything the re-push could have run.
+    fs.sim
+        .script_next_run(Script::with_answer("And this.").chunks(1));
+    fs.fake
+        .push_event(&Event::text(CHAT, ALICE, "one more").to_json());
+    fs.wait_card("the next answer", "And this.").await;
     let threads = fs.sim.thread_ids();
     assert_eq!(threads.len(), 1);
-    assert_eq!(fs.sim.runs(&threads[0]).len(), 1, "one run for one message");
+    assert_eq!(fs.sim.runs(&threads[0]).len(), 2, "one run per message");
     fs.stop().await;
 }
 

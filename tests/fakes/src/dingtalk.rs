@@ -292,6 +292,13 @@ impl FakeDingTalk {
         self.shared.lock().stream.redeliver_after = after;
     }
 
+    /// Treats the next `n` acks (code 200) as arrived too late: recorded in
+    /// [`Self::acks`], but their callbacks count as unacknowledged and are delivered again
+    /// (with [`Self::set_redeliver_after`]).
+    pub fn ack_late(&self, n: usize) {
+        self.shared.lock().stream.late_acks = n;
+    }
+
     /// Every connection so far, open or closed.
     pub fn connections(&self) -> Vec<Connection> {
         self.shared.lock().stream.connections()

@@ -372,6 +372,13 @@ impl FakeFeishu {
         self.shared.lock().ws.repush_after = after;
     }
 
+    /// Treats the next `n` acks (code 200) as arrived too late: recorded in
+    /// [`Self::acks`], but their events count as unacknowledged and are pushed again
+    /// (with [`Self::set_repush_after`]), as Feishu does with an ack over 3 s.
+    pub fn ack_late(&self, n: usize) {
+        self.shared.lock().ws.late_acks = n;
+    }
+
     /// Every delivery so far (first pushes and re-pushes).
     pub fn deliveries(&self) -> Vec<Delivery> {
         self.shared.lock().ws.deliveries.clone()

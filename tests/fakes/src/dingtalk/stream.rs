@@ -61,6 +61,8 @@ pub(super) struct State {
     pub(super) deliveries: Vec<Delivery>,
     pub(super) acks: Vec<Ack>,
     pub(super) redeliver_after: Option<Duration>,
+    /// Acks still to treat as arrived too late (recorded, not counted).
+    pub(super) late_acks: usize,
     pub(super) bad_frames: usize,
     pub(super) refused: usize,
     next_frame: u64,
@@ -189,9 +191,13 @@ fn on_text(shared: &Shared, connection: u64, text: &str) {
         shared.notify();
         return;
     };
+    let late = code == Some(200) && inner.stream.late_acks > 0;
+    if late {
+        inner.stream.late_acks -= 1;
+    }
     let known = match inner.stream.frames.get_mut(&message_id) {
         Some(sent) => {
-            if code == Some(200) {
+            if code == Some(200) && !late {
                 sent.acked = true;
             }
             true

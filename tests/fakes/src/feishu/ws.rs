@@ -60,6 +60,8 @@ pub(super) struct State {
     pub(super) deliveries: Vec<Delivery>,
     pub(super) acks: Vec<Ack>,
     pub(super) repush_after: Option<Duration>,
+    /// Acks still to treat as arrived too late (recorded, not counted).
+    pub(super) late_acks: usize,
     pub(super) bad_frames: usize,
     pub(super) refused: usize,
     next_frame: u64,
@@ -224,7 +226,11 @@ fn on_frame(shared: &Shared, conn: u64, bytes: &[u8]) -> Option<Vec<u8>> {
                 .and_then(|p| serde_json::from_slice::<Value>(p).ok())
                 .and_then(|v| v.get("code").and_then(Value::as_i64));
             let event_id = inner.ws.frames.get(&frame_id).cloned();
-            if let (Some(event), Some(200)) = (&event_id, code)
+            let late = code == Some(200) && inner.ws.late_acks > 0;
+            if late {
+                inner.ws.late_acks -= 1;
+            }
+            if let (Some(event), Some(200), false) = (&event_id, code, late)
                 && let Some(p) = inner.ws.events.get_mut(event)
             {
                 p.acked = true;
