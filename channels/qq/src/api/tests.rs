@@ -1,0 +1,1 @@
+//! The client against the fake QQ.
