@@ -119,7 +119,8 @@ impl Api {
             .build()
             .map_err(|e| ApiError::Client(e.without_url()))?;
         let app_id = app_id.into();
-        let tokens = Arc::new(AppToken::new(http.clone(), token_url, app_id.clone(), secret).cache());
+        let tokens =
+            Arc::new(AppToken::new(http.clone(), token_url, app_id.clone(), secret).cache());
         Ok(Self {
             http,
             api_url: api_url.trim_end_matches('/').to_owned(),
@@ -171,10 +172,11 @@ impl Api {
                 call(op, request)
             })
             .await?;
-        let answer: GatewayAnswer = serde_json::from_slice(&body).map_err(|_| ApiError::Decode {
-            op,
-            detail: "the answer is not a JSON object".into(),
-        })?;
+        let answer: GatewayAnswer =
+            serde_json::from_slice(&body).map_err(|_| ApiError::Decode {
+                op,
+                detail: "the answer is not a JSON object".into(),
+            })?;
         if let Some(code) = answer.code.filter(|c| *c != 0) {
             return Err(ApiError::from_answer(op, 200, Some(code)));
         }
@@ -283,7 +285,11 @@ impl Api {
             })
     }
 
-    fn authorized(&self, request: reqwest::RequestBuilder, token: &Secret) -> reqwest::RequestBuilder {
+    fn authorized(
+        &self,
+        request: reqwest::RequestBuilder,
+        token: &Secret,
+    ) -> reqwest::RequestBuilder {
         request
             .header(reqwest::header::AUTHORIZATION, authorization(token))
             .header(APP_ID_HEADER, &self.app_id)

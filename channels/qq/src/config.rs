@@ -124,8 +124,7 @@ impl RawQqConfig {
         }
         let default_api = if sandbox { SANDBOX_API_URL } else { API_URL };
         let api_url = config::base_url(issues, "api_url", self.api_url.as_deref(), default_api);
-        let token_url =
-            config::base_url(issues, "token_url", self.token_url.as_deref(), TOKEN_URL);
+        let token_url = config::base_url(issues, "token_url", self.token_url.as_deref(), TOKEN_URL);
         let transport = match config::choice(
             issues,
             "mode",

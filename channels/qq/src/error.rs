@@ -197,11 +197,21 @@ mod tests {
         ));
         for (status, code) in [(401, None), (401, Some(11244)), (400, Some(11244))] {
             let e = ApiError::from_answer("reply", status, code);
-            assert!(matches!(e, ApiError::TokenRefused { .. }), "{status} {code:?}");
+            assert!(
+                matches!(e, ApiError::TokenRefused { .. }),
+                "{status} {code:?}"
+            );
             assert!(!e.may_have_delivered());
         }
         let e = ApiError::from_answer("reply", 400, Some(40054005));
-        assert!(matches!(e, ApiError::Api { code: 40054005, status: 400, .. }));
+        assert!(matches!(
+            e,
+            ApiError::Api {
+                code: 40054005,
+                status: 400,
+                ..
+            }
+        ));
         assert!(!e.is_transient() && !e.may_have_delivered());
         let ChannelError::Rejected { reason } = ChannelError::from(e) else {
             panic!("not rejected");

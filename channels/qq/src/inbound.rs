@@ -189,7 +189,10 @@ pub fn normalize(
         Target::Group(id) => format!("{}:group:{id}", ctx.app_id),
         Target::User(_) => format!("{}:c2c", ctx.app_id),
     });
-    let unix = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+    let unix = |t: SystemTime| {
+        t.duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
     let meta = &mut msg.metadata;
     meta.insert("message_id".into(), Value::String(event.id));
     meta.insert("event_type".into(), Value::String(kind.to_owned()));
@@ -288,7 +291,8 @@ impl Seen {
     /// the ttl. Both are remembered either way.
     pub fn first_time(&mut self, event_id: Option<&str>, message_id: &str, now: Instant) -> bool {
         while let Some((at, id)) = self.order.front() {
-            if now.saturating_duration_since(*at) < self.ttl && self.order.len() + 2 <= self.capacity
+            if now.saturating_duration_since(*at) < self.ttl
+                && self.order.len() + 2 <= self.capacity
             {
                 break;
             }

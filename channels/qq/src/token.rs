@@ -214,7 +214,10 @@ mod tests {
 
     #[test]
     fn the_margin_is_a_minute_or_a_tenth_of_a_short_life() {
-        assert_eq!(refresh_margin(Duration::from_secs(7200)), MAX_REFRESH_MARGIN);
+        assert_eq!(
+            refresh_margin(Duration::from_secs(7200)),
+            MAX_REFRESH_MARGIN
+        );
         assert_eq!(refresh_margin(Duration::from_secs(600)), MAX_REFRESH_MARGIN);
         assert_eq!(
             refresh_margin(Duration::from_secs(300)),
@@ -269,7 +272,14 @@ mod tests {
         .await;
         let error = cache.get().await.unwrap_err();
         assert!(
-            matches!(error, ApiError::Api { code: 100016, status: 200, .. }),
+            matches!(
+                error,
+                ApiError::Api {
+                    code: 100016,
+                    status: 200,
+                    ..
+                }
+            ),
             "{error:?}"
         );
         let channel = im_bridge_channel::ChannelError::from(error);

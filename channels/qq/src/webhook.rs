@@ -220,7 +220,11 @@ fn decode_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
     if digits.len() != 2 * N {
         return None;
     }
-    let value = |c: u8| char::from(c).to_digit(16).and_then(|v| u8::try_from(v).ok());
+    let value = |c: u8| {
+        char::from(c)
+            .to_digit(16)
+            .and_then(|v| u8::try_from(v).ok())
+    };
     let mut out = [0u8; N];
     for (slot, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
         *slot = (value(pair[0])? << 4) | value(pair[1])?;
@@ -245,7 +249,10 @@ mod tests {
 
     #[test]
     fn the_seed_repeats_the_secret_to_32_bytes() {
-        assert_eq!(&seed(b"123456abcdef").unwrap(), b"123456abcdef123456abcdef123456ab");
+        assert_eq!(
+            &seed(b"123456abcdef").unwrap(),
+            b"123456abcdef123456abcdef123456ab"
+        );
         let long = b"0123456789abcdef0123456789abcdefXYZ";
         assert_eq!(&seed(long).unwrap(), &long[..32]);
         assert_eq!(seed(b""), None);
@@ -276,7 +283,12 @@ mod tests {
         let mut flipped = SDK_SIGNATURE.to_owned();
         flipped.replace_range(0..1, "f");
         assert!(!key.verify(SDK_TIMESTAMP, body, &flipped));
-        for bad in ["", "zz", &SDK_SIGNATURE[..126], &format!("{SDK_SIGNATURE}00")] {
+        for bad in [
+            "",
+            "zz",
+            &SDK_SIGNATURE[..126],
+            &format!("{SDK_SIGNATURE}00"),
+        ] {
             assert!(!key.verify(SDK_TIMESTAMP, body, bad), "{bad}");
         }
         assert!(!self::key("another-secret").verify(SDK_TIMESTAMP, body, SDK_SIGNATURE));
@@ -321,10 +333,19 @@ mod tests {
         let Callback::Event { kind, id, data } = classify(event).unwrap() else {
             panic!("an event");
         };
-        assert_eq!((kind.as_str(), id.as_deref()), ("C2C_MESSAGE_CREATE", Some("ev1")));
+        assert_eq!(
+            (kind.as_str(), id.as_deref()),
+            ("C2C_MESSAGE_CREATE", Some("ev1"))
+        );
         assert_eq!(data["id"], "m1");
-        assert_eq!(classify(br#"{"op":0,"d":{}}"#), Err(WebhookError::NoEventType));
-        assert_eq!(classify(br#"{"op":1,"d":5}"#).unwrap(), Callback::Other { op: 1 });
+        assert_eq!(
+            classify(br#"{"op":0,"d":{}}"#),
+            Err(WebhookError::NoEventType)
+        );
+        assert_eq!(
+            classify(br#"{"op":1,"d":5}"#).unwrap(),
+            Callback::Other { op: 1 }
+        );
         assert_eq!(classify(b"not json"), Err(WebhookError::NotPayload));
         assert_eq!(dispatch_ack(true), json!({"op": 12, "d": 0}));
         assert_eq!(dispatch_ack(false), json!({"op": 12, "d": 1}));

@@ -335,7 +335,12 @@ mod tests {
         let again = book.context(target.clone(), MessageId::new("m0"), at(0), at(1));
         assert_eq!(again.lock().await.used(), 1, "the same budget");
         for i in 1..MAX_CONTEXTS {
-            book.context(target.clone(), MessageId::new(format!("m{i}")), at(0), at(1));
+            book.context(
+                target.clone(),
+                MessageId::new(format!("m{i}")),
+                at(0),
+                at(1),
+            );
         }
         assert_eq!(book.len(), MAX_CONTEXTS);
         // Full and nothing expired: the oldest goes.

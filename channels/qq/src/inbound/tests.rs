@@ -22,7 +22,11 @@ fn soon() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_728_981_195 + 120)
 }
 
-fn run_at(payload: &Value, allowed: &AllowedUsers, now: SystemTime) -> Result<InboundMessage, Skip> {
+fn run_at(
+    payload: &Value,
+    allowed: &AllowedUsers,
+    now: SystemTime,
+) -> Result<InboundMessage, Skip> {
     let commands = CommandVocabulary::new(["goal", "help"]);
     let ctx = InboundContext {
         app_id: APP,
@@ -49,8 +53,14 @@ fn the_fixtures_read_back_as_they_were_written() {
         let payload = fixture(name);
         let event = MessageEvent::deserialize(&payload["d"]).unwrap();
         assert_eq!(event.id, payload["d"]["id"]);
-        assert_eq!(Some(event.content.as_str()), payload["d"]["content"].as_str());
-        assert_eq!(event.timestamp.as_deref(), payload["d"]["timestamp"].as_str());
+        assert_eq!(
+            Some(event.content.as_str()),
+            payload["d"]["content"].as_str()
+        );
+        assert_eq!(
+            event.timestamp.as_deref(),
+            payload["d"]["timestamp"].as_str()
+        );
     }
 }
 
@@ -62,7 +72,10 @@ fn a_group_at_message_is_a_thread_per_sender_without_the_bot_mention() {
     assert_eq!(m.chat_id.as_str(), "group:C9F778FE6ADF9D1D1DBE395BF744A33A");
     assert_eq!(m.user_id.as_str(), "E4F4AEA33253A2797FB897C50B81D7ED");
     assert_eq!(m.chat_kind, ChatKind::Group);
-    assert_eq!(m.topic_id.as_deref(), Some("E4F4AEA33253A2797FB897C50B81D7ED"));
+    assert_eq!(
+        m.topic_id.as_deref(),
+        Some("E4F4AEA33253A2797FB897C50B81D7ED")
+    );
     assert_eq!(m.text, "/goal ship the release notes");
     assert_eq!(m.msg_type, im_bridge_channel::MsgType::Command);
     let id = payload["d"]["id"].as_str().unwrap();
@@ -86,7 +99,10 @@ fn a_group_at_message_is_a_thread_per_sender_without_the_bot_mention() {
     let FileSource::Handle { id } = &image.source else {
         panic!("a handle");
     };
-    assert!(id.starts_with("https://multimedia.nt.qq.com.cn/download?"), "{id}");
+    assert!(
+        id.starts_with("https://multimedia.nt.qq.com.cn/download?"),
+        "{id}"
+    );
 }
 
 #[test]
@@ -99,20 +115,35 @@ fn a_c2c_message_is_one_conversation() {
     assert_eq!(m.topic_id, None);
     assert_eq!(m.text, "哦一下");
     assert_eq!(m.workspace_id.as_deref(), Some("102012345:c2c"));
-    assert_eq!(m.metadata["reply_window_end"], json!(1_728_981_195.0 + 3600.0));
+    assert_eq!(
+        m.metadata["reply_window_end"],
+        json!(1_728_981_195.0 + 3600.0)
+    );
 }
 
 #[test]
 fn only_the_bots_own_leading_mentions_are_stripped() {
-    assert_eq!(strip_bot_mentions(" <@!3889001234> <@3889001234>hi ", Some(BOT)), "hi");
+    assert_eq!(
+        strip_bot_mentions(" <@!3889001234> <@3889001234>hi ", Some(BOT)),
+        "hi"
+    );
     assert_eq!(
         strip_bot_mentions("<@!42> look", Some(BOT)),
         "<@!42> look",
         "someone else's mention stays"
     );
-    assert_eq!(strip_bot_mentions("hi <@!3889001234>", Some(BOT)), "hi <@!3889001234>");
-    assert_eq!(strip_bot_mentions(" <@!3889001234> x", None), "<@!3889001234> x");
-    assert_eq!(strip_bot_mentions("<@!3889001234", Some(BOT)), "<@!3889001234");
+    assert_eq!(
+        strip_bot_mentions("hi <@!3889001234>", Some(BOT)),
+        "hi <@!3889001234>"
+    );
+    assert_eq!(
+        strip_bot_mentions(" <@!3889001234> x", None),
+        "<@!3889001234> x"
+    );
+    assert_eq!(
+        strip_bot_mentions("<@!3889001234", Some(BOT)),
+        "<@!3889001234"
+    );
     // Only in groups: a direct message keeps what it says.
     let mut payload = fixture("c2c");
     payload["d"]["content"] = json!("<@!3889001234> hi");
@@ -182,7 +213,8 @@ fn what_is_skipped() {
     let mut bad = fixture("c2c");
     bad["d"] = json!("not an object");
     assert_eq!(run(&bad).unwrap_err(), Skip::Malformed);
-    let only = AllowedUsers::from_entries(Some(vec![Some("B7C3A1D9E5F4A2B6C8D0E1F3A5B7C9D1".into())]));
+    let only =
+        AllowedUsers::from_entries(Some(vec![Some("B7C3A1D9E5F4A2B6C8D0E1F3A5B7C9D1".into())]));
     assert!(run_at(&fixture("c2c"), &only, soon()).is_ok());
     assert_eq!(
         run_at(&fixture("group"), &only, soon()).unwrap_err(),
@@ -196,14 +228,21 @@ fn seen_drops_a_duplicate_by_event_id_or_by_message_id() {
     let mut seen = Seen::new(8, Duration::from_secs(60));
     assert!(seen.first_time(Some("e1"), "m1", t0));
     assert!(!seen.first_time(Some("e1"), "m1", t0), "the same push");
-    assert!(!seen.first_time(Some("e2"), "m1", t0), "the same message, a new event");
+    assert!(
+        !seen.first_time(Some("e2"), "m1", t0),
+        "the same message, a new event"
+    );
     assert!(!seen.first_time(Some("e1"), "m9", t0), "the same event id");
     assert!(seen.first_time(None, "m2", t0));
     // Forgotten after the ttl.
     assert!(seen.first_time(Some("e1"), "m1", t0 + Duration::from_secs(61)));
     // Bounded: old ids make room.
     for i in 0..100 {
-        seen.first_time(Some(&format!("x{i}")), &format!("y{i}"), t0 + Duration::from_secs(61));
+        seen.first_time(
+            Some(&format!("x{i}")),
+            &format!("y{i}"),
+            t0 + Duration::from_secs(61),
+        );
     }
     assert!(seen.len() <= 8, "{}", seen.len());
 }

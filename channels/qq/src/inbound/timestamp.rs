@@ -69,8 +69,8 @@ pub fn parse(text: &str) -> Option<SystemTime> {
         }
         _ => return None,
     };
-    let unix = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
-        - offset;
+    let unix =
+        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
     let unix = u64::try_from(unix).ok()?;
     UNIX_EPOCH.checked_add(Duration::new(unix, nanos))
 }
@@ -131,9 +131,15 @@ mod tests {
     #[test]
     fn qq_timestamps_name_their_instant() {
         // The official SDK's example event: 2024-10-15T16:33:15+08:00 is 08:33:15 UTC.
-        assert_eq!(unix(parse("2024-10-15T16:33:15+08:00").unwrap()), 1_728_981_195);
+        assert_eq!(
+            unix(parse("2024-10-15T16:33:15+08:00").unwrap()),
+            1_728_981_195
+        );
         assert_eq!(unix(parse("2024-10-15T08:33:15Z").unwrap()), 1_728_981_195);
-        assert_eq!(unix(parse("2024-10-15 03:03:15-05:30").unwrap()), 1_728_981_195);
+        assert_eq!(
+            unix(parse("2024-10-15 03:03:15-05:30").unwrap()),
+            1_728_981_195
+        );
         assert_eq!(unix(parse("1970-01-01T00:00:00Z").unwrap()), 0);
         assert_eq!(unix(parse("2000-02-29T00:00:00Z").unwrap()), 951_782_400);
         let frac = parse("2024-10-15T08:33:15.25Z").unwrap();
