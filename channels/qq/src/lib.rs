@@ -20,6 +20,7 @@
 pub mod api;
 pub mod config;
 pub mod error;
+pub mod gateway;
 pub mod inbound;
 pub mod token;
 pub mod webhook;
