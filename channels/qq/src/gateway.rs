@@ -438,9 +438,12 @@ impl Conn<'_> {
             None => payload::identify(&token, self.intents),
         };
         self.token = Some(token);
-        self.send(text)
-            .await
-            .map_err(|e| lost(format!("sending Identify or Resume failed: {e}"), Next::Resume))
+        self.send(text).await.map_err(|e| {
+            lost(
+                format!("sending Identify or Resume failed: {e}"),
+                Next::Resume,
+            )
+        })
     }
 
     /// An op 0 frame: READY, RESUMED or an event.

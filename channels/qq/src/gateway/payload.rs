@@ -114,25 +114,50 @@ mod tests {
 
     #[test]
     fn frames_are_bounded_and_read() {
-        let p = decode(br#"{"op":0,"s":7,"t":"C2C_MESSAGE_CREATE","id":"e","d":{"id":"m"}}"#, 1024)
-            .unwrap();
-        assert_eq!((p.op, p.s, p.t.as_deref(), p.id.as_deref()), (0, Some(7), Some("C2C_MESSAGE_CREATE"), Some("e")));
+        let p = decode(
+            br#"{"op":0,"s":7,"t":"C2C_MESSAGE_CREATE","id":"e","d":{"id":"m"}}"#,
+            1024,
+        )
+        .unwrap();
+        assert_eq!(
+            (p.op, p.s, p.t.as_deref(), p.id.as_deref()),
+            (0, Some(7), Some("C2C_MESSAGE_CREATE"), Some("e"))
+        );
         assert_eq!(decode(br#"{"op":11}"#, 1024).unwrap().op, OP_HEARTBEAT_ACK);
-        assert!(matches!(decode(&[b' '; 2048], 1024), Err(Dropped::TooLarge)));
+        assert!(matches!(
+            decode(&[b' '; 2048], 1024),
+            Err(Dropped::TooLarge)
+        ));
         assert!(matches!(decode(b"{\"op\":", 1024), Err(Dropped::Malformed)));
-        assert!(matches!(decode(br#"{"op":-1}"#, 1024), Err(Dropped::Malformed)));
+        assert!(matches!(
+            decode(br#"{"op":-1}"#, 1024),
+            Err(Dropped::Malformed)
+        ));
     }
 
     #[test]
     fn hello_and_ready_are_read() {
-        assert_eq!(heartbeat_interval(&json!({"heartbeat_interval": 45000})), Duration::from_secs(45));
+        assert_eq!(
+            heartbeat_interval(&json!({"heartbeat_interval": 45000})),
+            Duration::from_secs(45)
+        );
         assert_eq!(heartbeat_interval(&json!({})), DEFAULT_HEARTBEAT);
-        assert_eq!(heartbeat_interval(&json!({"heartbeat_interval": 0})), MIN_HEARTBEAT);
-        assert_eq!(heartbeat_interval(&json!({"heartbeat_interval": u64::MAX})), MAX_HEARTBEAT);
-        let fixture: Value = serde_json::from_str(include_str!("../../tests/fixtures/ready.json")).unwrap();
+        assert_eq!(
+            heartbeat_interval(&json!({"heartbeat_interval": 0})),
+            MIN_HEARTBEAT
+        );
+        assert_eq!(
+            heartbeat_interval(&json!({"heartbeat_interval": u64::MAX})),
+            MAX_HEARTBEAT
+        );
+        let fixture: Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/ready.json")).unwrap();
         let r = ready(&fixture["d"]).unwrap();
         assert_eq!(r.session_id, "082ee18c-0be3-491b-9d8b-fbd95c51673a");
-        assert_eq!((r.bot_id.as_str(), r.username.as_str()), ("3889001234", "im-bridge"));
+        assert_eq!(
+            (r.bot_id.as_str(), r.username.as_str()),
+            ("3889001234", "im-bridge")
+        );
         assert!(ready(&json!({"user": {"id": "1"}})).is_none());
     }
 
@@ -140,9 +165,15 @@ mod tests {
     fn identify_resume_and_heartbeat_are_written_as_qq_reads_them() {
         let token = Secret::new("tok");
         let id: Value = serde_json::from_str(&identify(&token, 1 << 25)).unwrap();
-        assert_eq!(id, json!({"op": 2, "d": {"token": "QQBot tok", "intents": 33554432, "shard": [0, 1], "properties": {}}}));
+        assert_eq!(
+            id,
+            json!({"op": 2, "d": {"token": "QQBot tok", "intents": 33554432, "shard": [0, 1], "properties": {}}})
+        );
         let r: Value = serde_json::from_str(&resume(&token, "s1", 42)).unwrap();
-        assert_eq!(r, json!({"op": 6, "d": {"token": "QQBot tok", "session_id": "s1", "seq": 42}}));
+        assert_eq!(
+            r,
+            json!({"op": 6, "d": {"token": "QQBot tok", "session_id": "s1", "seq": 42}})
+        );
         let beat = |seq| serde_json::from_str::<Value>(&heartbeat(seq)).unwrap();
         assert_eq!(beat(None), json!({"op": 1, "d": null}));
         assert_eq!(beat(Some(3)), json!({"op": 1, "d": 3}));

@@ -144,7 +144,9 @@ async fn identify_ready_events_and_heartbeats_with_the_last_seq() {
     fake.push(&c2c);
     client
         .log
-        .wait("two events", |l| l.iter().filter(|x| x.starts_with("event:")).count() == 2)
+        .wait("two events", |l| {
+            l.iter().filter(|x| x.starts_with("event:")).count() == 2
+        })
         .await;
     assert_eq!(
         client.log.events(),
@@ -161,7 +163,11 @@ async fn identify_ready_events_and_heartbeats_with_the_last_seq() {
     .unwrap();
     assert_eq!(fake.heartbeats()[0].seq, Some(1));
     assert!(fake.heartbeats().iter().all(|h| h.acked));
-    assert_eq!(fake.connections().len(), 1, "ACKed beats keep the connection");
+    assert_eq!(
+        fake.connections().len(),
+        1,
+        "ACKed beats keep the connection"
+    );
     client.stop().await;
 }
 
@@ -177,12 +183,17 @@ async fn a_dropped_socket_resumes_and_loses_no_event() {
     // Pushed while the socket is down: QQ keeps it for the resume.
     let missed = Event::group_at("G1", "M1", "two");
     fake.push(&missed);
-    client.log.wait("RESUMED", |l| l.contains(&"resumed".to_owned())).await;
+    client
+        .log
+        .wait("RESUMED", |l| l.contains(&"resumed".to_owned()))
+        .await;
     let after = Event::c2c("U1", "three");
     fake.push(&after);
     client
         .log
-        .wait("three events", |l| l.iter().filter(|x| x.starts_with("event:")).count() >= 3)
+        .wait("three events", |l| {
+            l.iter().filter(|x| x.starts_with("event:")).count() >= 3
+        })
         .await;
     let ids: Vec<String> = [&first, &missed, &after]
         .iter()
@@ -203,7 +214,10 @@ async fn op_7_reconnects_at_once_and_resumes() {
     let client = spawn(&fake);
     client.log.wait("READY", |l| ready_count(l) == 1).await;
     fake.send_reconnect();
-    client.log.wait("RESUMED", |l| l.contains(&"resumed".to_owned())).await;
+    client
+        .log
+        .wait("RESUMED", |l| l.contains(&"resumed".to_owned()))
+        .await;
     assert_eq!(fake.identifies().len(), 1);
     assert_eq!(fake.connections().len(), 2);
     client.stop().await;
@@ -215,14 +229,20 @@ async fn op_9_re_identifies_with_a_fresh_token_unless_resumable() {
     let client = spawn(&fake);
     client.log.wait("READY", |l| ready_count(l) == 1).await;
     fake.send_invalid_session(false);
-    client.log.wait("a second READY", |l| ready_count(l) == 2).await;
+    client
+        .log
+        .wait("a second READY", |l| ready_count(l) == 2)
+        .await;
     assert_eq!(fake.resumes().len(), 0);
     let ids = fake.identifies();
     assert_eq!(ids.len(), 2);
     assert_eq!(fake.tokens().len(), 2, "the token was fetched again");
     assert_eq!(ids[1].token, format!("QQBot {}", fake.tokens()[1]));
     fake.send_invalid_session(true);
-    client.log.wait("RESUMED", |l| l.contains(&"resumed".to_owned())).await;
+    client
+        .log
+        .wait("RESUMED", |l| l.contains(&"resumed".to_owned()))
+        .await;
     assert_eq!(fake.identifies().len(), 2);
     client.stop().await;
 }
@@ -233,17 +253,29 @@ async fn close_codes_resume_re_identify_or_end_the_gateway() {
     let client = spawn(&fake);
     client.log.wait("READY", |l| ready_count(l) == 1).await;
     fake.close_with(4009);
-    client.log.wait("RESUMED", |l| l.contains(&"resumed".to_owned())).await;
+    client
+        .log
+        .wait("RESUMED", |l| l.contains(&"resumed".to_owned()))
+        .await;
     assert_eq!(fake.identifies().len(), 1);
     fake.close_with(4006);
-    client.log.wait("a second READY", |l| ready_count(l) == 2).await;
+    client
+        .log
+        .wait("a second READY", |l| ready_count(l) == 2)
+        .await;
     assert_eq!(fake.tokens().len(), 1, "4006 keeps the token");
     fake.close_with(4004);
-    client.log.wait("a third READY", |l| ready_count(l) == 3).await;
+    client
+        .log
+        .wait("a third READY", |l| ready_count(l) == 3)
+        .await;
     assert_eq!(fake.tokens().len(), 2, "4004 refreshes the token");
     fake.close_with(4915);
     let error = client.finished().await.unwrap_err();
-    assert!(matches!(error, GatewayError::Closed { code: 4915, .. }), "{error}");
+    assert!(
+        matches!(error, GatewayError::Closed { code: 4915, .. }),
+        "{error}"
+    );
 }
 
 #[tokio::test]
@@ -266,11 +298,16 @@ async fn a_missing_ack_replaces_the_connection() {
     fake.set_heartbeat_interval(100);
     fake.set_heartbeat_acks(false);
     let client = spawn(&fake);
-    fake.wait_until("a second connection", DEADLINE, |f| f.connections().len() >= 2)
-        .await
-        .unwrap();
+    fake.wait_until("a second connection", DEADLINE, |f| {
+        f.connections().len() >= 2
+    })
+    .await
+    .unwrap();
     fake.set_heartbeat_acks(true);
-    client.log.wait("RESUMED", |l| l.contains(&"resumed".to_owned())).await;
+    client
+        .log
+        .wait("RESUMED", |l| l.contains(&"resumed".to_owned()))
+        .await;
     assert_eq!(fake.identifies().len(), 1, "the session was resumed");
     client.stop().await;
 }
@@ -297,18 +334,24 @@ async fn oversized_and_malformed_frames_are_dropped_and_the_connection_stays() {
     let client = spawn(&fake);
     client.log.wait("READY", |l| ready_count(l) == 1).await;
     fake.send_raw("{not json");
-    fake.send_raw(&format!(r#"{{"op":0,"s":9,"t":"X","d":"{}"}}"#, "x".repeat(MAX_FRAME_BYTES)));
+    fake.send_raw(&format!(
+        r#"{{"op":0,"s":9,"t":"X","d":"{}"}}"#,
+        "x".repeat(MAX_FRAME_BYTES)
+    ));
     client
         .log
         .wait("two drops", |l| {
-            l.contains(&"dropped:Malformed".to_owned()) && l.contains(&"dropped:TooLarge".to_owned())
+            l.contains(&"dropped:Malformed".to_owned())
+                && l.contains(&"dropped:TooLarge".to_owned())
         })
         .await;
     let event = Event::c2c("U1", "still here");
     fake.push(&event);
     client
         .log
-        .wait("the event", |l| l.iter().filter(|x| x.starts_with("event:")).count() == 1)
+        .wait("the event", |l| {
+            l.iter().filter(|x| x.starts_with("event:")).count() == 1
+        })
         .await;
     assert_eq!(fake.connections().len(), 1);
     client.stop().await;

@@ -31,7 +31,9 @@ pub fn check_url(text: &str, allow_loopback: bool) -> Result<Url, String> {
     let url = Url::parse(text.trim()).map_err(|_| "the gateway URL is not a URL".to_owned())?;
     let host = url.host_str().unwrap_or("").to_owned();
     if !url.username().is_empty() || url.password().is_some() || url.fragment().is_some() {
-        return Err(format!("the gateway URL for {host} carries credentials or a fragment"));
+        return Err(format!(
+            "the gateway URL for {host} carries credentials or a fragment"
+        ));
     }
     let qq_host = host.eq_ignore_ascii_case(QQ_DOMAIN)
         || host
@@ -89,11 +91,19 @@ mod tests {
         assert!(is_loopback_base("http://localhost:1"));
         assert!(!is_loopback_base("https://api.sgroup.qq.com"));
         assert!(!is_loopback_base("http://10.0.0.1"));
-        for ok in ["ws://127.0.0.1:9/websocket", "ws://localhost:1/", "wss://[::1]:2/x"] {
+        for ok in [
+            "ws://127.0.0.1:9/websocket",
+            "ws://localhost:1/",
+            "wss://[::1]:2/x",
+        ] {
             assert!(check_url(ok, true).is_ok(), "{ok}");
             assert!(check_url(ok, false).is_err(), "{ok}");
         }
-        for bad in ["ws://10.0.0.1:9/websocket", "http://127.0.0.1:9/", "ws://a:b@127.0.0.1:9/"] {
+        for bad in [
+            "ws://10.0.0.1:9/websocket",
+            "http://127.0.0.1:9/",
+            "ws://a:b@127.0.0.1:9/",
+        ] {
             assert!(check_url(bad, true).is_err(), "{bad}");
         }
     }

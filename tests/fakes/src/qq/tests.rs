@@ -99,7 +99,7 @@ async fn identify(fake: &FakeQq, token: &str) -> (Ws, String) {
 async fn tokens_and_the_gateway_url() {
     let fake = FakeQq::start().await.unwrap();
     let t = token(&fake).await;
-    assert_eq!(fake.tokens(), [t.clone()]);
+    assert_eq!(fake.tokens(), std::slice::from_ref(&t));
     fake.set_token_expires_in(60, true);
     let raw: Value = reqwest::Client::new()
         .post(format!("{}/app/getAppAccessToken", fake.token_url()))
