@@ -11,8 +11,8 @@
 //!   session id and the bot's id) or RESUMED starts the heartbeats: op 1 with the last
 //!   `s` at once and then every interval; a beat whose predecessor got no ACK (op 11)
 //!   means the connection is dead, and it is replaced. A server heartbeat request (op 1)
-//!   is answered at once. Each event (op 0) goes to the [`EventHandler`]; an event whose
-//!   `s` is not past the last one seen is a replay already handled and is skipped.
+//!   is answered at once. Each event (op 0) goes to the [`EventHandler`], and its `s`
+//!   becomes the one heartbeats and a Resume echo.
 //! - **Reconnect**: op 7 reconnects at once and resumes; op 9 reconnects and resumes when
 //!   `d` is `true`, identifies anew otherwise, and either way the token is fetched again
 //!   (the spec's rule); close codes are sorted by `close` (4009 resumes, 4000–4008
@@ -384,7 +384,11 @@ impl Conn<'_> {
                         OP_HELLO if !hello_seen => {
                             hello_seen = true;
                             interval = payload::heartbeat_interval(&frame.d);
-                            if let Err(ended) = self.introduce().await {
+                            let introduced = tokio::select! {
+                                () = shutdown.cancelled() => return Ended::Shutdown,
+                                i = self.introduce() => i,
+                            };
+                            if let Err(ended) = introduced {
                                 return ended;
                             }
                             handshake = Some(Instant::now() + HANDSHAKE_TIMEOUT);
@@ -464,8 +468,8 @@ impl Conn<'_> {
                 Live::Started
             }
             "RESUMED" => {
-                if let Some(s) = frame.s {
-                    self.session.seq = Some(self.session.seq.map_or(s, |seq| seq.max(s)));
+                if let Some(s) = frame.s.filter(|s| *s > 0) {
+                    self.session.seq = Some(s);
                 }
                 self.backoff.reset();
                 tracing::info!("Resumed the QQ gateway session.");
@@ -473,13 +477,11 @@ impl Conn<'_> {
                 Live::Started
             }
             _ => {
-                if let (Some(s), Some(seen)) = (frame.s, self.session.seq)
-                    && s <= seen
-                {
-                    tracing::debug!(seq = s, "Skipped a QQ event already handled.");
-                    return Live::Unchanged;
-                }
-                if let Some(s) = frame.s {
+                // The latest `s` is what heartbeats and a Resume echo (as the official
+                // SDKs do). An event seen twice is still handed on: duplicates are the
+                // inbound layer's to drop (`inbound::Seen`, the redelivery key), so an
+                // unexpected numbering can never make this layer lose one.
+                if let Some(s) = frame.s.filter(|s| *s > 0) {
                     self.session.seq = Some(s);
                 }
                 tracing::debug!(kind = %kind, seq = frame.s, "Received a QQ event.");

@@ -198,3 +198,29 @@ async fn discovery_answers_the_gateway_url() {
         "{debug}"
     );
 }
+
+#[tokio::test]
+async fn redirects_are_not_followed() {
+    // An API base that redirects elsewhere (with the token): the answer is a refusal.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(|| async {
+        (
+            axum::http::StatusCode::TEMPORARY_REDIRECT,
+            [("location", "http://127.0.0.1:9/elsewhere")],
+        )
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let fake = FakeQq::start().await.unwrap();
+    let api = Api::new(
+        &format!("http://{addr}"),
+        &fake.token_url(),
+        fake::APP_ID,
+        Secret::new(fake::CLIENT_SECRET),
+    )
+    .unwrap();
+    assert!(matches!(
+        api.gateway_url().await,
+        Err(ApiError::Api { status: 307, .. })
+    ));
+}

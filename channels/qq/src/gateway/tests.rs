@@ -358,22 +358,68 @@ async fn oversized_and_malformed_frames_are_dropped_and_the_connection_stays() {
 }
 
 #[tokio::test]
-async fn a_replayed_event_is_skipped_and_shutdown_ends_run() {
+async fn shutdown_closes_the_connection_and_ends_run() {
     let fake = FakeQq::start().await.unwrap();
     let client = spawn(&fake);
     client.log.wait("READY", |l| ready_count(l) == 1).await;
-    let event = Event::c2c("U1", "once");
-    fake.push(&event);
-    client.log.wait("the event", |l| l.len() == 2).await;
-    // The same s again (a replay the client already had): skipped.
-    let again = event.payload(Some(2));
-    fake.send_raw(&again.to_string());
-    let later = Event::c2c("U1", "later");
-    fake.push(&later);
-    client.log.wait("the later event", |l| l.len() == 3).await;
-    assert_eq!(client.log.events().len(), 2);
     client.stop().await;
     fake.wait_until("closed", DEADLINE, |f| f.open_connections() == 0)
         .await
         .unwrap();
+    assert_eq!(fake.connections().len(), 1);
+}
+
+/// Log lines written while it is the default subscriber (this test's thread only).
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn logs_name_no_token_secret_session_or_text() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter("im_bridge_qq=trace")
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let fake = FakeQq::start().await.unwrap();
+    let client = spawn(&fake);
+    client.log.wait("READY", |l| ready_count(l) == 1).await;
+    fake.push(&Event::c2c("U1", "PRIVATE-WORDS"));
+    client.log.wait("the event", |l| l.len() == 2).await;
+    fake.send_invalid_session(false);
+    client
+        .log
+        .wait("a second READY", |l| ready_count(l) == 2)
+        .await;
+    fake.close_with(4004);
+    client
+        .log
+        .wait("a third READY", |l| ready_count(l) == 3)
+        .await;
+    client.stop().await;
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("Connected to the QQ gateway."), "{text}");
+    assert!(text.contains("op 9"), "{text}");
+    let mut secrets = fake.tokens();
+    secrets.extend([
+        fake::CLIENT_SECRET.to_owned(),
+        "PRIVATE-WORDS".into(),
+        "fake-session".into(),
+    ]);
+    for secret in secrets {
+        assert!(!text.contains(&secret), "{secret} in the logs:\n{text}");
+    }
 }
