@@ -369,9 +369,23 @@ async fn shutdown_closes_the_connection_and_ends_run() {
     assert_eq!(fake.connections().len(), 1);
 }
 
-/// Log lines written while it is the default subscriber (this test's thread only).
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
+/// Every log line of this crate written by this test binary: a global subscriber (a
+/// thread's default one misses lines while other tests run in parallel), installed once.
+fn captured_logs() -> &'static Mutex<Vec<u8>> {
+    static LOGS: std::sync::OnceLock<&'static Mutex<Vec<u8>>> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs: &'static Mutex<Vec<u8>> = Box::leak(Box::new(Mutex::new(Vec::new())));
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter("im_bridge_qq=trace")
+            .with_writer(move || Captured(logs))
+            .with_ansi(false)
+            .finish();
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        logs
+    })
+}
+
+struct Captured(&'static Mutex<Vec<u8>>);
 
 impl std::io::Write for Captured {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -386,14 +400,7 @@ impl std::io::Write for Captured {
 
 #[tokio::test]
 async fn logs_name_no_token_secret_session_or_text() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter("im_bridge_qq=trace")
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = captured_logs();
     let fake = FakeQq::start().await.unwrap();
     let client = spawn(&fake);
     client.log.wait("READY", |l| ready_count(l) == 1).await;
@@ -410,9 +417,10 @@ async fn logs_name_no_token_secret_session_or_text() {
         .wait("a third READY", |l| ready_count(l) == 3)
         .await;
     client.stop().await;
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let text = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
     assert!(text.contains("Connected to the QQ gateway."), "{text}");
     assert!(text.contains("op 9"), "{text}");
+    assert!(text.contains("code 4004"), "{text}");
     let mut secrets = fake.tokens();
     secrets.extend([
         fake::CLIENT_SECRET.to_owned(),
