@@ -53,6 +53,9 @@ pub const MAX_RESPONSE_BYTES: u64 = 64 * 1024;
 pub const AUTH_SCHEME: &str = "QQBot";
 /// The header naming the bot on every REST call.
 pub const APP_ID_HEADER: &str = "X-Union-Appid";
+/// The most UTF-8 bytes one reply carries: the adapter's budget (spec §6.3), not a
+/// documented platform number; the delivery engine splits longer answers by bytes.
+pub const MAX_REPLY_BYTES: usize = 4000;
 /// `msg_type` of a plain text message (markdown, type 2, needs extra permissions).
 pub const MSG_TYPE_TEXT: u8 = 0;
 /// Connection setup timeout.
