@@ -39,7 +39,8 @@ mod close;
 mod payload;
 mod url;
 
-pub use self::url::{QQ_DOMAIN, check_url, is_loopback_base};
+pub use self::close::Refusal;
+pub use self::url::{QQ_DOMAIN, UrlRefused, check_url, is_loopback_base};
 
 use std::time::Duration;
 
@@ -165,8 +166,8 @@ pub enum GatewayError {
     Closed {
         /// The close code.
         code: u16,
-        /// What it means.
-        meaning: &'static str,
+        /// What it refused.
+        meaning: Refusal,
     },
     /// The token or the gateway URL was refused for good (a wrong secret, say).
     #[error("QQ refused the gateway: {0}")]
@@ -188,11 +189,38 @@ enum Next {
     Identify,
 }
 
+/// Why a connection ended (safe to log: no token, session or content).
+#[derive(Debug, thiserror::Error)]
+enum Lost {
+    #[error("no Hello in time")]
+    NoHello,
+    #[error("no READY or RESUMED in time")]
+    NoReady,
+    #[error("the last heartbeat got no ACK")]
+    NoAck,
+    #[error("the server closed the connection")]
+    ServerClosed,
+    #[error("closed with code {0}")]
+    Closed(u16),
+    #[error("QQ asked to reconnect (op 7)")]
+    Reconnect,
+    #[error("QQ invalidated the session (op 9, resumable: {0})")]
+    InvalidSession(bool),
+    #[error("READY without a session")]
+    BadReady,
+    #[error("no access token: {0}")]
+    NoToken(ApiError),
+    #[error("receiving failed: {0}")]
+    Receive(tokio_tungstenite::tungstenite::Error),
+    #[error("sending failed: {0}")]
+    Send(tokio_tungstenite::tungstenite::Error),
+}
+
 /// How one connection ended.
 enum Ended {
     Shutdown,
     Lost {
-        reason: String,
+        reason: Lost,
         next: Next,
         /// Whether to wait (the backoff) before the next attempt; op 7 does not.
         wait: bool,
@@ -200,9 +228,9 @@ enum Ended {
     Fatal(GatewayError),
 }
 
-fn lost(reason: impl Into<String>, next: Next) -> Ended {
+fn lost(reason: Lost, next: Next) -> Ended {
     Ended::Lost {
-        reason: reason.into(),
+        reason,
         next,
         wait: true,
     }
@@ -346,23 +374,23 @@ impl Conn<'_> {
                     return Ended::Shutdown;
                 }
                 () = tokio::time::sleep_until(handshake.unwrap_or(far)), if handshake.is_some() => {
-                    let what = if hello_seen { "READY or RESUMED" } else { "Hello" };
-                    return lost(format!("no {what} in time"), Next::Resume);
+                    let reason = if hello_seen { Lost::NoReady } else { Lost::NoHello };
+                    return lost(reason, Next::Resume);
                 }
                 () = tokio::time::sleep_until(next_beat.unwrap_or(far)), if next_beat.is_some() => {
                     if awaiting_ack {
-                        return lost("the last heartbeat got no ACK", Next::Resume);
+                        return lost(Lost::NoAck, Next::Resume);
                     }
                     if let Err(error) = self.send(payload::heartbeat(self.session.seq)).await {
-                        return lost(format!("sending a heartbeat failed: {error}"), Next::Resume);
+                        return lost(Lost::Send(error), Next::Resume);
                     }
                     awaiting_ack = true;
                     next_beat = Some(Instant::now() + interval);
                 }
                 received = self.ws.next() => {
                     let bytes = match received {
-                        None => return lost("the server closed the connection", Next::Resume),
-                        Some(Err(error)) => return lost(format!("receiving failed: {error}"), Next::Resume),
+                        None => return lost(Lost::ServerClosed, Next::Resume),
+                        Some(Err(error)) => return lost(Lost::Receive(error), Next::Resume),
                         Some(Ok(Message::Close(frame))) => {
                             let code = frame.map(|f| u16::from(f.code));
                             return self.closed(code).await;
@@ -396,12 +424,12 @@ impl Conn<'_> {
                         OP_HEARTBEAT_ACK => awaiting_ack = false,
                         OP_HEARTBEAT => {
                             if let Err(error) = self.send(payload::heartbeat(self.session.seq)).await {
-                                return lost(format!("sending a heartbeat failed: {error}"), Next::Resume);
+                                return lost(Lost::Send(error), Next::Resume);
                             }
                         }
                         OP_RECONNECT => {
                             return Ended::Lost {
-                                reason: "QQ asked to reconnect (op 7)".into(),
+                                reason: Lost::Reconnect,
                                 next: Next::Resume,
                                 wait: false,
                             };
@@ -410,7 +438,7 @@ impl Conn<'_> {
                             self.forget_token().await;
                             let resumable = frame.d.as_bool() == Some(true);
                             let next = if resumable { Next::Resume } else { Next::Identify };
-                            return lost(format!("QQ invalidated the session (op 9, resumable: {resumable})"), next);
+                            return lost(Lost::InvalidSession(resumable), next);
                         }
                         OP_DISPATCH => match self.dispatch(frame) {
                             Live::Started => {
@@ -419,7 +447,7 @@ impl Conn<'_> {
                                 next_beat = Some(Instant::now());
                             }
                             Live::Unchanged => {}
-                            Live::Broken => return lost("READY without a session", Next::Identify),
+                            Live::Broken => return lost(Lost::BadReady, Next::Identify),
                         },
                         op => tracing::debug!(op, "Ignored a QQ gateway frame."),
                     }
@@ -433,7 +461,7 @@ impl Conn<'_> {
         let token = match self.api.tokens().get().await {
             Ok(token) => token,
             Err(error) if error.is_transient() => {
-                return Err(lost(format!("no access token: {error}"), Next::Resume));
+                return Err(lost(Lost::NoToken(error), Next::Resume));
             }
             Err(error) => return Err(Ended::Fatal(GatewayError::Refused(error))),
         };
@@ -442,12 +470,9 @@ impl Conn<'_> {
             None => payload::identify(&token, self.intents),
         };
         self.token = Some(token);
-        self.send(text).await.map_err(|e| {
-            lost(
-                format!("sending Identify or Resume failed: {e}"),
-                Next::Resume,
-            )
-        })
+        self.send(text)
+            .await
+            .map_err(|e| lost(Lost::Send(e), Next::Resume))
     }
 
     /// An op 0 frame: READY, RESUMED or an event.
@@ -499,15 +524,15 @@ impl Conn<'_> {
     /// The server closed the connection with `code`.
     async fn closed(&mut self, code: Option<u16>) -> Ended {
         let Some(code) = code else {
-            return lost("the server closed the connection", Next::Resume);
+            return lost(Lost::ServerClosed, Next::Resume);
         };
         match after_close(code) {
-            AfterClose::Resume => lost(format!("closed with code {code}"), Next::Resume),
+            AfterClose::Resume => lost(Lost::Closed(code), Next::Resume),
             AfterClose::Identify { refresh_token } => {
                 if refresh_token {
                     self.forget_token().await;
                 }
-                lost(format!("closed with code {code}"), Next::Identify)
+                lost(Lost::Closed(code), Next::Identify)
             }
             AfterClose::Fatal(meaning) => Ended::Fatal(GatewayError::Closed { code, meaning }),
         }

@@ -13,6 +13,32 @@
 //! - anything else (4900–4913 are QQ's internal errors; 1000/1001/1006, …): **resume**,
 //!   and QQ answers op 9 if the session cannot be resumed.
 
+/// What a fatal close code said was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// 4010.
+    #[error("the shard was refused")]
+    Shard,
+    /// 4011.
+    #[error("the bot needs sharding, which this adapter does not do")]
+    Sharding,
+    /// 4012.
+    #[error("the gateway version was refused")]
+    Version,
+    /// 4013.
+    #[error("the intents were refused")]
+    Intents,
+    /// 4014.
+    #[error("the bot may not use the group and C2C message intent (check its permissions)")]
+    IntentsNotAllowed,
+    /// 4914.
+    #[error("the bot has been taken down (only the sandbox may connect)")]
+    TakenDown,
+    /// 4915.
+    #[error("the bot is banned")]
+    Banned,
+}
+
 /// What to do after a close.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum AfterClose {
@@ -24,7 +50,7 @@ pub(super) enum AfterClose {
         refresh_token: bool,
     },
     /// Stop: what the close says will not change by retrying.
-    Fatal(&'static str),
+    Fatal(Refusal),
 }
 
 /// What close `code` means.
@@ -37,15 +63,13 @@ pub(super) fn after_close(code: u16) -> AfterClose {
         4000..=4008 => AfterClose::Identify {
             refresh_token: false,
         },
-        4010 => AfterClose::Fatal("the shard was refused"),
-        4011 => AfterClose::Fatal("the bot needs sharding, which this adapter does not do"),
-        4012 => AfterClose::Fatal("the gateway version was refused"),
-        4013 => AfterClose::Fatal("the intents were refused"),
-        4014 => AfterClose::Fatal(
-            "the bot may not use the group and C2C message intent (check its permissions)",
-        ),
-        4914 => AfterClose::Fatal("the bot has been taken down (only the sandbox may connect)"),
-        4915 => AfterClose::Fatal("the bot is banned"),
+        4010 => AfterClose::Fatal(Refusal::Shard),
+        4011 => AfterClose::Fatal(Refusal::Sharding),
+        4012 => AfterClose::Fatal(Refusal::Version),
+        4013 => AfterClose::Fatal(Refusal::Intents),
+        4014 => AfterClose::Fatal(Refusal::IntentsNotAllowed),
+        4914 => AfterClose::Fatal(Refusal::TakenDown),
+        4915 => AfterClose::Fatal(Refusal::Banned),
         _ => AfterClose::Resume,
     }
 }

@@ -25,15 +25,34 @@ fn is_loopback(url: &Url) -> bool {
     }
 }
 
-/// The URL, if the adapter may connect to it; otherwise why not (safe to log: it names
-/// the host at most).
-pub fn check_url(text: &str, allow_loopback: bool) -> Result<Url, String> {
-    let url = Url::parse(text.trim()).map_err(|_| "the gateway URL is not a URL".to_owned())?;
+/// Why a gateway URL was refused (safe to log: it names the host at most).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UrlRefused {
+    /// Not a URL at all.
+    #[error("the gateway URL is not a URL")]
+    NotAUrl,
+    /// User info or a fragment.
+    #[error("the gateway URL for {host} carries credentials or a fragment")]
+    Credentials {
+        /// The URL's host.
+        host: String,
+    },
+    /// Not `wss://` on QQ's domain at port 443 (nor an accepted loopback URL).
+    #[error("the gateway URL for {host} is not wss://*.sgroup.qq.com:443 (scheme {scheme})")]
+    NotQq {
+        /// The URL's host.
+        host: String,
+        /// The URL's scheme.
+        scheme: String,
+    },
+}
+
+/// The URL, if the adapter may connect to it; otherwise why not.
+pub fn check_url(text: &str, allow_loopback: bool) -> Result<Url, UrlRefused> {
+    let url = Url::parse(text.trim()).map_err(|_| UrlRefused::NotAUrl)?;
     let host = url.host_str().unwrap_or("").to_owned();
     if !url.username().is_empty() || url.password().is_some() || url.fragment().is_some() {
-        return Err(format!(
-            "the gateway URL for {host} carries credentials or a fragment"
-        ));
+        return Err(UrlRefused::Credentials { host });
     }
     let qq_host = host.eq_ignore_ascii_case(QQ_DOMAIN)
         || host
@@ -46,10 +65,10 @@ pub fn check_url(text: &str, allow_loopback: bool) -> Result<Url, String> {
     if allow_loopback && matches!(url.scheme(), "ws" | "wss") && is_loopback(&url) {
         return Ok(url);
     }
-    Err(format!(
-        "the gateway URL for {host} is not wss://*.{QQ_DOMAIN}:443 (scheme {})",
-        url.scheme()
-    ))
+    Err(UrlRefused::NotQq {
+        host,
+        scheme: url.scheme().to_owned(),
+    })
 }
 
 #[cfg(test)]
@@ -79,7 +98,7 @@ mod tests {
             "ws://127.0.0.1:9/websocket",
             "not a url",
         ] {
-            let error = check_url(bad, false).unwrap_err();
+            let error = check_url(bad, false).unwrap_err().to_string();
             assert!(!error.contains("pw"), "{error}");
         }
     }
