@@ -7,6 +7,9 @@
 //! - [`feishu`] — Feishu / Lark: endpoint discovery, the pbbp2 long connection (pings,
 //!   pushes, split payloads, acks, re-pushes), the REST API with its token and card
 //!   rules, webhook requests (encrypted, signed).
+//! - [`qq`] — the QQ bot API v2: tokens, the op-code gateway (sessions, resume with
+//!   replay, scripted op 7 / op 9 / close codes), the passive-reply rules against a
+//!   controllable clock, ed25519-signed webhook requests.
 //! - [`telegram`] — the Telegram Bot API: long polling, webhook delivery, messages, edits,
 //!   uploads, the HTML parse mode, scripted failures.
 //!
@@ -24,6 +27,7 @@
 
 pub mod dingtalk;
 pub mod feishu;
+pub mod qq;
 mod server;
 pub mod telegram;
 pub mod telemetry;

@@ -1,0 +1,355 @@
+//! The passive-reply budget of one source message (spec platforms.md §6.3).
+//!
+//! QQ lets a bot answer a user's message, never speak first (proactive messages are gone
+//! since 2025-04): a reply names the source `msg_id` and a `msg_seq`, and QQ accepts it
+//! only within the window after the source was sent ([`GROUP_WINDOW`], [`C2C_WINDOW`]),
+//! at most [`MAX_REPLIES`] times per source, and never twice with the same `msg_seq`.
+//!
+//! A [`ReplyContext`] is that budget for one (chat, source message), shared by everything
+//! answering it (the objective of `/goal from-chat` and the run's answer use one budget).
+//! [`ReplyContext::begin`] is called before each attempt: it refuses once the window has
+//! closed or the replies are used up, and otherwise hands out the next `msg_seq` and
+//! counts the reply as used. The seq is taken *before* the request, because a request that
+//! timed out may still have been delivered and a reused seq would fail. An attempt that
+//! certainly did not reach the chat (QQ refused it, or the token was refused at the door)
+//! gives its reply back with [`ReplyContext::refund`]; its seq stays spent.
+//!
+//! [`ReplyBook`] keeps the contexts of recent source messages, bounded by
+//! [`MAX_CONTEXTS`]: at the bound, contexts whose window has closed go first, then the
+//! oldest.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use im_bridge_channel::{ChatId, MessageId};
+use tokio::sync::Mutex;
+
+use crate::error::{ApiError, clip};
+
+/// How long after a group message QQ accepts replies to it.
+pub const GROUP_WINDOW: Duration = Duration::from_secs(5 * 60);
+/// How long after a direct (C2C) message QQ accepts replies to it.
+pub const C2C_WINDOW: Duration = Duration::from_secs(60 * 60);
+/// How many replies one source message allows.
+pub const MAX_REPLIES: u32 = 5;
+/// How many reply contexts a [`ReplyBook`] keeps.
+pub const MAX_CONTEXTS: usize = 2048;
+/// Longest openid accepted into a URL path (real ones are 32 hex digits).
+const MAX_OPENID_LEN: usize = 128;
+
+/// Where a reply goes: a group or a user, by openid.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A group chat: `POST /v2/groups/{group_openid}/messages`.
+    Group(String),
+    /// A direct chat: `POST /v2/users/{openid}/messages`.
+    User(String),
+}
+
+impl Target {
+    /// The chat id prefix of group chats.
+    pub const GROUP_PREFIX: &'static str = "group:";
+    /// The chat id prefix of direct chats.
+    pub const C2C_PREFIX: &'static str = "c2c:";
+
+    /// The target of a chat id made by the adapter (`group:<openid>` or `c2c:<openid>`);
+    /// the openid must be letters, digits, `_` or `-`, so it can go into a URL path.
+    pub fn from_chat_id(chat: &ChatId) -> Result<Self, ApiError> {
+        let text = chat.as_str();
+        let (openid, target): (&str, fn(String) -> Self) =
+            if let Some(id) = text.strip_prefix(Self::GROUP_PREFIX) {
+                (id, Self::Group)
+            } else if let Some(id) = text.strip_prefix(Self::C2C_PREFIX) {
+                (id, Self::User)
+            } else {
+                return Err(bad("chat id", text));
+            };
+        let plain = !openid.is_empty()
+            && openid.len() <= MAX_OPENID_LEN
+            && openid
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if plain {
+            Ok(target(openid.to_owned()))
+        } else {
+            Err(bad("chat id", text))
+        }
+    }
+
+    /// The chat id of this target.
+    pub fn chat_id(&self) -> ChatId {
+        match self {
+            Self::Group(id) => ChatId::new(format!("{}{id}", Self::GROUP_PREFIX)),
+            Self::User(id) => ChatId::new(format!("{}{id}", Self::C2C_PREFIX)),
+        }
+    }
+
+    /// How long after the source message replies are accepted.
+    pub fn window(&self) -> Duration {
+        match self {
+            Self::Group(_) => GROUP_WINDOW,
+            Self::User(_) => C2C_WINDOW,
+        }
+    }
+
+    /// The REST path replies are posted to.
+    pub fn path(&self) -> String {
+        match self {
+            Self::Group(id) => format!("/v2/groups/{id}/messages"),
+            Self::User(id) => format!("/v2/users/{id}/messages"),
+        }
+    }
+}
+
+fn bad(what: &'static str, value: &str) -> ApiError {
+    ApiError::BadId {
+        what,
+        value: clip(value),
+    }
+}
+
+/// The reply budget of one source message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplyContext {
+    target: Target,
+    source: MessageId,
+    window_end: SystemTime,
+    /// Replies that reached, or may have reached, the chat (at most [`MAX_REPLIES`]).
+    used: u32,
+    /// The last `msg_seq` handed out; 0 before the first.
+    last_seq: u32,
+}
+
+impl ReplyContext {
+    /// The budget of replies to `source` in `target`, a message sent at `sent_at`.
+    pub fn new(target: Target, source: MessageId, sent_at: SystemTime) -> Self {
+        let window_end = sent_at + target.window();
+        Self {
+            target,
+            source,
+            window_end,
+            used: 0,
+            last_seq: 0,
+        }
+    }
+
+    /// Where replies go.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// The source message replies answer.
+    pub fn source(&self) -> &MessageId {
+        &self.source
+    }
+
+    /// When the window closes.
+    pub fn window_end(&self) -> SystemTime {
+        self.window_end
+    }
+
+    /// Whether replies are still accepted at `now` (as far as time goes).
+    pub fn is_open(&self, now: SystemTime) -> bool {
+        now < self.window_end
+    }
+
+    /// Replies used so far (sent, or possibly sent).
+    pub fn used(&self) -> u32 {
+        self.used
+    }
+
+    /// Replies still allowed at `now`: 0 once the window has closed.
+    pub fn remaining(&self, now: SystemTime) -> u32 {
+        if self.is_open(now) {
+            MAX_REPLIES.saturating_sub(self.used)
+        } else {
+            0
+        }
+    }
+
+    /// The last `msg_seq` handed out (0 before the first).
+    pub fn last_seq(&self) -> u32 {
+        self.last_seq
+    }
+
+    /// Starts one attempt at `now`: the next `msg_seq`, with the reply counted as used.
+    /// Refused with [`ApiError::WindowClosed`] or [`ApiError::RepliesExhausted`], and then
+    /// nothing changes.
+    pub fn begin(&mut self, now: SystemTime) -> Result<u32, ApiError> {
+        if !self.is_open(now) {
+            return Err(ApiError::WindowClosed);
+        }
+        if self.used >= MAX_REPLIES {
+            return Err(ApiError::RepliesExhausted);
+        }
+        self.used += 1;
+        self.last_seq += 1;
+        Ok(self.last_seq)
+    }
+
+    /// The last attempt certainly did not reach the chat: its reply is given back. Its
+    /// `msg_seq` is not: it is never handed out again.
+    pub fn refund(&mut self) {
+        self.used = self.used.saturating_sub(1);
+    }
+}
+
+/// One context, shared by the replies that answer its source.
+pub type SharedContext = Arc<Mutex<ReplyContext>>;
+
+/// The reply contexts of recent source messages, by (chat, source), at most
+/// [`MAX_CONTEXTS`].
+#[derive(Debug, Default)]
+pub struct ReplyBook {
+    contexts: HashMap<(ChatId, MessageId), (u64, SharedContext)>,
+    /// Insertion counter, to find the oldest context.
+    next: u64,
+}
+
+impl ReplyBook {
+    /// An empty book.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many contexts are kept.
+    pub fn len(&self) -> usize {
+        self.contexts.len()
+    }
+
+    /// Whether no context is kept.
+    pub fn is_empty(&self) -> bool {
+        self.contexts.is_empty()
+    }
+
+    /// The context of replies to `source` in `target`, created (for a message sent at
+    /// `sent_at`) when it is new. At the bound, room is made first: every context whose
+    /// window has closed by `now`, or else the oldest one.
+    pub fn context(
+        &mut self,
+        target: Target,
+        source: MessageId,
+        sent_at: SystemTime,
+        now: SystemTime,
+    ) -> SharedContext {
+        let key = (target.chat_id(), source.clone());
+        if let Some((_, shared)) = self.contexts.get(&key) {
+            return shared.clone();
+        }
+        if self.contexts.len() >= MAX_CONTEXTS {
+            self.contexts.retain(|_, (_, shared)| {
+                // A context in use (locked) is kept: its window is open or its reply
+                // is on the wire.
+                shared.try_lock().map_or(true, |c| c.is_open(now))
+            });
+        }
+        if self.contexts.len() >= MAX_CONTEXTS
+            && let Some(oldest) = self
+                .contexts
+                .iter()
+                .min_by_key(|(_, (n, _))| *n)
+                .map(|(k, _)| k.clone())
+        {
+            self.contexts.remove(&oldest);
+        }
+        let shared = Arc::new(Mutex::new(ReplyContext::new(target, source, sent_at)));
+        self.next += 1;
+        self.contexts.insert(key, (self.next, shared.clone()));
+        shared
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs)
+    }
+
+    #[test]
+    fn chat_ids_name_their_target() {
+        let group = Target::from_chat_id(&ChatId::new("group:ABCDEF0123")).unwrap();
+        assert_eq!(group, Target::Group("ABCDEF0123".into()));
+        assert_eq!(group.path(), "/v2/groups/ABCDEF0123/messages");
+        assert_eq!(group.window(), GROUP_WINDOW);
+        assert_eq!(group.chat_id().as_str(), "group:ABCDEF0123");
+        let user = Target::from_chat_id(&ChatId::new("c2c:u-1_x")).unwrap();
+        assert_eq!(user.path(), "/v2/users/u-1_x/messages");
+        assert_eq!(user.window(), C2C_WINDOW);
+        for bad in ["group:", "c2c:a/b", "dm:x", "group:../x", "c2c:a?b"] {
+            assert!(
+                matches!(
+                    Target::from_chat_id(&ChatId::new(bad)),
+                    Err(ApiError::BadId { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn five_replies_each_with_a_new_seq_then_none() {
+        let mut ctx = ReplyContext::new(Target::Group("g".into()), MessageId::new("m"), at(0));
+        assert_eq!(ctx.remaining(at(1)), MAX_REPLIES);
+        let seqs: Vec<u32> = (0..5).map(|_| ctx.begin(at(1)).unwrap()).collect();
+        assert_eq!(seqs, [1, 2, 3, 4, 5]);
+        assert_eq!(ctx.remaining(at(1)), 0);
+        assert!(matches!(ctx.begin(at(1)), Err(ApiError::RepliesExhausted)));
+        assert_eq!(ctx.last_seq(), 5, "a refusal hands out no seq");
+    }
+
+    #[test]
+    fn a_refund_gives_the_reply_back_but_never_the_seq() {
+        let mut ctx = ReplyContext::new(Target::User("u".into()), MessageId::new("m"), at(0));
+        assert_eq!(ctx.begin(at(1)).unwrap(), 1);
+        ctx.refund();
+        assert_eq!(ctx.used(), 0);
+        assert_eq!(ctx.begin(at(1)).unwrap(), 2);
+        assert_eq!(ctx.used(), 1);
+        ctx.refund();
+        ctx.refund();
+        assert_eq!(ctx.used(), 0, "never below zero");
+    }
+
+    #[test]
+    fn the_window_closes_after_five_minutes_in_groups_and_an_hour_in_c2c() {
+        let mut group = ReplyContext::new(Target::Group("g".into()), MessageId::new("m"), at(0));
+        assert!(group.begin(at(299)).is_ok());
+        assert!(matches!(group.begin(at(300)), Err(ApiError::WindowClosed)));
+        assert_eq!(group.remaining(at(300)), 0);
+        assert_eq!(group.used(), 1);
+        let mut c2c = ReplyContext::new(Target::User("u".into()), MessageId::new("m"), at(0));
+        assert!(c2c.begin(at(3599)).is_ok());
+        assert!(matches!(c2c.begin(at(3600)), Err(ApiError::WindowClosed)));
+        assert_eq!(c2c.window_end(), at(3600));
+    }
+
+    #[tokio::test]
+    async fn the_book_shares_a_context_and_stays_bounded() {
+        let mut book = ReplyBook::new();
+        let target = Target::Group("g".into());
+        let a = book.context(target.clone(), MessageId::new("m0"), at(0), at(1));
+        a.lock().await.begin(at(1)).unwrap();
+        let again = book.context(target.clone(), MessageId::new("m0"), at(0), at(1));
+        assert_eq!(again.lock().await.used(), 1, "the same budget");
+        for i in 1..MAX_CONTEXTS {
+            book.context(
+                target.clone(),
+                MessageId::new(format!("m{i}")),
+                at(0),
+                at(1),
+            );
+        }
+        assert_eq!(book.len(), MAX_CONTEXTS);
+        // Full and nothing expired: the oldest goes.
+        book.context(target.clone(), MessageId::new("new"), at(0), at(1));
+        assert_eq!(book.len(), MAX_CONTEXTS);
+        let fresh = book.context(target.clone(), MessageId::new("m0"), at(0), at(1));
+        assert_eq!(fresh.lock().await.used(), 0, "m0 was evicted");
+        // Full with every window closed: they all go.
+        book.context(target, MessageId::new("late"), at(400), at(400));
+        assert_eq!(book.len(), 1);
+    }
+}

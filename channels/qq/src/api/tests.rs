@@ -1,0 +1,226 @@
+//! The client against the fake QQ over loopback: the reply body and headers, the reply
+//! budget (seqs never reused, replies given back only when nothing was delivered), the
+//! one retry on a refused token, rate limits, the windows, downloads.
+
+use im_bridge_fakes::qq::{self as fake, Event, Failure, FakeQq};
+
+use super::*;
+
+async fn start() -> (FakeQq, Api) {
+    let fake = FakeQq::start().await.unwrap();
+    let api = Api::new(
+        &fake.api_url(),
+        &fake.token_url(),
+        fake::APP_ID,
+        Secret::new(fake::CLIENT_SECRET),
+    )
+    .unwrap();
+    (fake, api)
+}
+
+/// A pushed event and the reply budget of its message.
+fn source(fake: &FakeQq, event: &Event) -> ReplyContext {
+    fake.push(event);
+    let target = Target::from_chat_id(&im_bridge_channel::ChatId::new(event.chat_id())).unwrap();
+    ReplyContext::new(
+        target,
+        MessageId::new(event.message_id()),
+        SystemTime::now(),
+    )
+}
+
+#[tokio::test]
+async fn a_reply_names_its_source_and_seq_with_the_bots_headers() {
+    let (fake, api) = start().await;
+    let group = Event::group_at("G1", "M1", "hi");
+    let mut ctx = source(&fake, &group);
+    let sent = api.reply(&mut ctx, "你好 there").await.unwrap();
+    assert_eq!(sent.msg_seq, 1);
+    assert!(sent.id.as_str().starts_with("ROBOT1.0_"));
+    let call = &fake.calls_to("group_reply")[0];
+    assert_eq!(call.path, "/v2/groups/G1/messages");
+    assert_eq!(
+        call.body,
+        json!({"msg_type": 0, "content": "你好 there", "msg_id": group.message_id(), "msg_seq": 1})
+    );
+    assert_eq!(
+        call.authorization.as_deref(),
+        Some(format!("QQBot {}", fake.tokens()[0]).as_str())
+    );
+    assert_eq!(call.app_id.as_deref(), Some(fake::APP_ID));
+    let c2c = Event::c2c("U1", "hi");
+    let mut ctx = source(&fake, &c2c);
+    api.reply(&mut ctx, "a").await.unwrap();
+    assert_eq!(fake.calls_to("c2c_reply")[0].path, "/v2/users/U1/messages");
+    assert_eq!(fake.replies().len(), 2);
+}
+
+#[tokio::test]
+async fn five_replies_then_none_without_a_request() {
+    let (fake, api) = start().await;
+    let mut ctx = source(&fake, &Event::c2c("U1", "hi"));
+    for n in 1..=5 {
+        assert_eq!(api.reply(&mut ctx, "part").await.unwrap().msg_seq, n);
+    }
+    let calls = fake.calls().len();
+    assert!(matches!(
+        api.reply(&mut ctx, "one more").await,
+        Err(ApiError::RepliesExhausted)
+    ));
+    assert_eq!(fake.calls().len(), calls, "nothing was sent");
+    let mut old = ReplyContext::new(
+        ctx.target().clone(),
+        ctx.source().clone(),
+        SystemTime::now() - C2C_WINDOW,
+    );
+    assert!(matches!(
+        api.reply(&mut old, "late").await,
+        Err(ApiError::WindowClosed)
+    ));
+    assert_eq!(fake.calls().len(), calls);
+}
+
+#[tokio::test]
+async fn a_refused_token_is_replaced_once_and_the_retry_takes_a_new_seq() {
+    let (fake, api) = start().await;
+    let mut ctx = source(&fake, &Event::group_at("G1", "M1", "hi"));
+    api.reply(&mut ctx, "first").await.unwrap();
+    fake.make_token_stale();
+    let sent = api.reply(&mut ctx, "second").await.unwrap();
+    assert_eq!(sent.msg_seq, 3, "seq 2 went with the refused token");
+    let statuses: Vec<u16> = fake
+        .calls_to("group_reply")
+        .iter()
+        .map(|c| c.status)
+        .collect();
+    assert_eq!(statuses, [200, 401, 200]);
+    assert_eq!(fake.tokens().len(), 2);
+    assert_eq!(ctx.used(), 2, "the refused attempt gave its reply back");
+}
+
+#[tokio::test]
+async fn a_rate_limit_is_a_retry_hint_and_sends_nothing() {
+    let (fake, api) = start().await;
+    let mut ctx = source(&fake, &Event::c2c("U1", "hi"));
+    for failure in [Failure::Code(22009), Failure::CodeOk(22009)] {
+        fake.fail_next("c2c_reply", failure);
+        let error = api.reply(&mut ctx, "x").await.unwrap_err();
+        assert!(matches!(error, ApiError::RateLimited(_)), "{error:?}");
+        assert!(matches!(
+            im_bridge_channel::ChannelError::from(error),
+            im_bridge_channel::ChannelError::RetryAfter(_)
+        ));
+        assert_eq!(ctx.used(), 0);
+    }
+    assert_eq!(api.reply(&mut ctx, "x").await.unwrap().msg_seq, 3);
+}
+
+#[tokio::test]
+async fn a_window_closed_on_the_platform_is_not_retried() {
+    let (fake, api) = start().await;
+    let mut ctx = source(&fake, &Event::group_at("G1", "M1", "hi"));
+    fake.advance_clock(GROUP_WINDOW);
+    let error = api.reply(&mut ctx, "late").await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ApiError::Api {
+                code: fake::code::REPLY_EXPIRED,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(fake.calls_to("group_reply").len(), 1);
+    assert_eq!(ctx.used(), 0);
+    let text = format!("{error} {error:?}");
+    assert!(
+        !text.contains("late") && !text.contains("fake-token"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_error_may_have_posted_so_its_reply_counts() {
+    let (fake, api) = start().await;
+    let mut ctx = source(&fake, &Event::c2c("U1", "hi"));
+    fake.fail_next("c2c_reply", Failure::Http(502));
+    let error = api.reply(&mut ctx, "maybe").await.unwrap_err();
+    assert!(error.may_have_delivered(), "{error:?}");
+    assert_eq!(ctx.used(), 1);
+    assert_eq!(fake.calls_to("c2c_reply").len(), 1, "never sent twice");
+}
+
+#[tokio::test]
+async fn downloads_are_bounded_and_carry_no_token() {
+    let (fake, api) = start().await;
+    let url = fake.put_file("a.png", vec![7u8; 1000], "image/png");
+    let bytes = api.download(&url, 1000).await.unwrap();
+    assert_eq!(bytes.len(), 1000);
+    let call = fake.calls_to("file").pop().unwrap();
+    assert_eq!(call.authorization, None);
+    assert!(matches!(
+        api.download(&url, 999).await,
+        Err(ApiError::TooLarge { limit: 999 })
+    ));
+    for bad in ["ftp://h/x", "https://user:pw@h/x", "http://"] {
+        assert!(
+            matches!(api.download(bad, 10).await, Err(ApiError::BadUrl)),
+            "{bad}"
+        );
+    }
+    let missing = format!("{}/files/nope", fake.api_url());
+    assert!(matches!(
+        api.download(&missing, 10).await,
+        Err(ApiError::Api { status: 404, .. })
+    ));
+    assert_eq!(
+        attachment_url("//h/x").map(String::from).as_deref(),
+        Some("https://h/x")
+    );
+}
+
+#[tokio::test]
+async fn discovery_answers_the_gateway_url() {
+    let (fake, api) = start().await;
+    assert_eq!(
+        api.gateway_url().await.unwrap(),
+        format!("ws://{}/websocket", fake.addr())
+    );
+    fake.fail_next("gateway", Failure::CodeOk(40034001));
+    assert!(matches!(
+        api.gateway_url().await,
+        Err(ApiError::Api { code: 40034001, .. })
+    ));
+    let debug = format!("{api:?}");
+    assert!(
+        !debug.contains(fake::CLIENT_SECRET) && !debug.contains("fake-token"),
+        "{debug}"
+    );
+}
+
+#[tokio::test]
+async fn redirects_are_not_followed() {
+    // An API base that redirects elsewhere (with the token): the answer is a refusal.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(|| async {
+        (
+            axum::http::StatusCode::TEMPORARY_REDIRECT,
+            [("location", "http://127.0.0.1:9/elsewhere")],
+        )
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let fake = FakeQq::start().await.unwrap();
+    let api = Api::new(
+        &format!("http://{addr}"),
+        &fake.token_url(),
+        fake::APP_ID,
+        Secret::new(fake::CLIENT_SECRET),
+    )
+    .unwrap();
+    assert!(matches!(
+        api.gateway_url().await,
+        Err(ApiError::Api { status: 307, .. })
+    ));
+}

@@ -1,0 +1,232 @@
+//! What can go wrong talking to the QQ bot API, and how it maps onto [`ChannelError`].
+//!
+//! QQ answers a refused call with a JSON body `{code, message, err_code?, trace_id?}`
+//! (sometimes under HTTP 200) and a success with the resource itself (`{id, timestamp}`
+//! for a sent message). [`ApiError::from_answer`] sorts a refusal once:
+//!
+//! - HTTP 401, or [`TOKEN_INVALID_CODES`], is [`ApiError::TokenRefused`]: the call was
+//!   turned away at the door, so it is retried once with a fresh token;
+//! - HTTP 429, or [`RATE_LIMIT_CODES`] (22009, "message sending too frequent"), is
+//!   [`ApiError::RateLimited`] with [`DEFAULT_RETRY_AFTER`] (QQ names no reset time), read
+//!   by the delivery engine through `ChannelError::RetryAfter`;
+//! - anything else is [`ApiError::Api`] with its code and HTTP status.
+//!
+//! The reply budget of a source message adds two refusals made before anything is sent:
+//! [`ApiError::WindowClosed`] and [`ApiError::RepliesExhausted`].
+//!
+//! **Delivered or not.** A send must never be repeated when it may already have reached
+//! the chat (a timed-out request can still post). [`ApiError::may_have_delivered`] says
+//! which errors leave that open; the reply budget counts those as used.
+//!
+//! No variant holds the answer's `message`, the request body or a credential: `message`
+//! can quote what was sent, and the token request carries the bot secret.
+
+use std::time::Duration;
+
+use im_bridge_channel::ChannelError;
+
+/// Codes saying the access token was refused: 11244 (token expired or absent, the official
+/// Go SDK's `APICodeTokenExpireOrNotExist`).
+pub const TOKEN_INVALID_CODES: &[i64] = &[11244];
+/// Codes asking us to slow down: 22009 (message sending too frequent).
+pub const RATE_LIMIT_CODES: &[i64] = &[22009];
+/// How long to wait on a rate limit: QQ names no reset time.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// A failed QQ API call, or a reply refused before it was sent.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// HTTP 429 or a rate-limit code: QQ asked us to slow down. Nothing was delivered.
+    #[error("QQ asked to retry after {0:?}")]
+    RateLimited(Duration),
+    /// The access token was refused (even after a fresh one was fetched).
+    #[error("QQ refused the access token for {op}")]
+    TokenRefused {
+        /// The operation.
+        op: &'static str,
+    },
+    /// The source message's passive-reply window has closed (5 min in groups, 60 min in
+    /// direct chats); nothing was sent.
+    #[error("the reply window of the source message has closed")]
+    WindowClosed,
+    /// The source message's replies are used up (5 per message); nothing was sent.
+    #[error("the replies to the source message are used up")]
+    RepliesExhausted,
+    /// Any other refusal.
+    #[error("QQ refused {op}: code {code} (HTTP {status})")]
+    Api {
+        /// The operation.
+        op: &'static str,
+        /// QQ's code (the HTTP status when the answer had none).
+        code: i64,
+        /// The HTTP status.
+        status: u16,
+    },
+    /// A download over its caller's bound. Only the bound is named.
+    #[error("the file is larger than {limit} bytes")]
+    TooLarge {
+        /// The bound it exceeds.
+        limit: u64,
+    },
+    /// An id that cannot go into a URL path, or a chat id that is neither `group:…` nor
+    /// `c2c:…`.
+    #[error("{what} {value:?} is not a QQ id")]
+    BadId {
+        /// What the id was for.
+        what: &'static str,
+        /// The offending id (ids are not secret), shortened.
+        value: String,
+    },
+    /// An attachment URL that is not `http(s)://` with a host and without credentials.
+    #[error("the attachment URL is not a plain http(s) URL")]
+    BadUrl,
+    /// Network trouble. The URL has been removed. `sent` says whether the request may
+    /// have left (anything but a failed connect).
+    #[error("calling {op} failed: {source}")]
+    Transport {
+        /// The operation.
+        op: &'static str,
+        /// Whether the request may have reached QQ.
+        sent: bool,
+        /// The cause, without its URL.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The answer was not what we expected.
+    #[error("unexpected answer to {op}: {detail}")]
+    Decode {
+        /// The operation.
+        op: &'static str,
+        /// What did not fit (its shape, never the body).
+        detail: String,
+    },
+    /// The HTTP client could not be built.
+    #[error("building the HTTP client failed: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
+impl ApiError {
+    /// Sorts a refusal of `op`: HTTP `status` and the body's `code` (when it had one that
+    /// is not 0).
+    pub fn from_answer(op: &'static str, status: u16, code: Option<i64>) -> Self {
+        let code = code.filter(|c| *c != 0);
+        if status == 429 || code.is_some_and(|c| RATE_LIMIT_CODES.contains(&c)) {
+            Self::RateLimited(DEFAULT_RETRY_AFTER)
+        } else if status == 401 || code.is_some_and(|c| TOKEN_INVALID_CODES.contains(&c)) {
+            Self::TokenRefused { op }
+        } else {
+            Self::Api {
+                op,
+                code: code.unwrap_or(i64::from(status)),
+                status,
+            }
+        }
+    }
+
+    /// A transport error, with the URL removed.
+    pub fn transport(op: &'static str, error: reqwest::Error) -> Self {
+        Self::Transport {
+            op,
+            sent: !error.is_connect() && !error.is_builder(),
+            source: error.without_url(),
+        }
+    }
+
+    /// Whether the call may have reached the chat although it failed: a request that left
+    /// and got no answer, an answer we could not read, a server error. Such a send must
+    /// not be repeated, and its reply counts as used.
+    pub fn may_have_delivered(&self) -> bool {
+        match self {
+            Self::Transport { sent, .. } => *sent,
+            Self::Decode { .. } => true,
+            Self::Api { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
+    /// Whether retrying the same call later may succeed (network trouble, 5xx, a rate
+    /// limit).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::RateLimited(_) | Self::Transport { .. } | Self::Decode { .. } => true,
+            Self::Api { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+}
+
+impl From<ApiError> for ChannelError {
+    fn from(error: ApiError) -> Self {
+        match error {
+            ApiError::RateLimited(wait) => ChannelError::RetryAfter(wait),
+            ApiError::TooLarge { limit } => ChannelError::TooLarge { limit },
+            ApiError::Transport { .. } | ApiError::Decode { .. } => {
+                ChannelError::Transport(error.to_string())
+            }
+            ApiError::Api { status, .. } if status >= 500 => {
+                ChannelError::Transport(error.to_string())
+            }
+            other => ChannelError::Rejected {
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+/// `value` shortened for an error (ids are not secret, but may be long).
+pub(crate) fn clip(value: &str) -> String {
+    value.chars().take(64).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_sorted_by_status_and_code() {
+        let e = ApiError::from_answer("reply", 200, Some(22009));
+        assert!(matches!(e, ApiError::RateLimited(d) if d == DEFAULT_RETRY_AFTER));
+        assert!(!e.may_have_delivered());
+        assert!(matches!(
+            ChannelError::from(e),
+            ChannelError::RetryAfter(d) if d == DEFAULT_RETRY_AFTER
+        ));
+        assert!(matches!(
+            ApiError::from_answer("reply", 429, None),
+            ApiError::RateLimited(_)
+        ));
+        for (status, code) in [(401, None), (401, Some(11244)), (400, Some(11244))] {
+            let e = ApiError::from_answer("reply", status, code);
+            assert!(
+                matches!(e, ApiError::TokenRefused { .. }),
+                "{status} {code:?}"
+            );
+            assert!(!e.may_have_delivered());
+        }
+        let e = ApiError::from_answer("reply", 400, Some(40054005));
+        assert!(matches!(
+            e,
+            ApiError::Api {
+                code: 40054005,
+                status: 400,
+                ..
+            }
+        ));
+        assert!(!e.is_transient() && !e.may_have_delivered());
+        let ChannelError::Rejected { reason } = ChannelError::from(e) else {
+            panic!("not rejected");
+        };
+        assert!(reason.contains("40054005"), "{reason}");
+        let e = ApiError::from_answer("reply", 502, Some(0));
+        assert!(matches!(e, ApiError::Api { code: 502, .. }));
+        assert!(e.is_transient() && e.may_have_delivered());
+        assert!(matches!(ChannelError::from(e), ChannelError::Transport(_)));
+        for local in [ApiError::WindowClosed, ApiError::RepliesExhausted] {
+            assert!(!local.may_have_delivered());
+            assert!(matches!(
+                ChannelError::from(local),
+                ChannelError::Rejected { .. }
+            ));
+        }
+    }
+}

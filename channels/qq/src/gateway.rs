@@ -1,0 +1,564 @@
+//! The QQ gateway: events arrive over an op-code WebSocket the bridge opens itself, so no
+//! public URL is needed (spec platforms.md §6.1).
+//!
+//! [`run`] loops *discover → connect → serve*:
+//!
+//! - **Discover**: `GET {api_url}/gateway` (with the token) answers the WebSocket URL,
+//!   which must pass `url::check_url` before the token is sent to it.
+//! - **Serve**: the server says Hello (op 10) with its heartbeat interval; the client
+//!   answers Identify (op 2: `QQBot <token>`, intents [`INTENTS`], shard `[0, 1]`), or
+//!   Resume (op 6: token, session id, last `s`) when it holds a session. READY (the
+//!   session id and the bot's id) or RESUMED starts the heartbeats: op 1 with the last
+//!   `s` at once and then every interval; a beat whose predecessor got no ACK (op 11)
+//!   means the connection is dead, and it is replaced. A server heartbeat request (op 1)
+//!   is answered at once. Each event (op 0) goes to the [`EventHandler`], and its `s`
+//!   becomes the one heartbeats and a Resume echo.
+//! - **Reconnect**: op 7 reconnects at once and resumes; op 9 reconnects and resumes when
+//!   `d` is `true`, identifies anew otherwise, and either way the token is fetched again
+//!   (the spec's rule); close codes are sorted by `close` (4009 resumes, 4000–4008
+//!   identify anew, 4004 refetches the token, the bot's ban and refused intents end
+//!   `run`); a dropped socket resumes. Waits between attempts follow the settings'
+//!   [`Backoff`] (1 s doubling to 30 s, plus jitter), reset by each READY or RESUMED.
+//!   A resume asks QQ for everything after the last `s` the handler saw, so a dropped
+//!   socket loses no event.
+//!
+//! **Bounds.** A frame over [`MAX_FRAME_BYTES`] is dropped unread, a frame that is not a
+//! payload dropped too, each with a log line and [`EventHandler::dropped`] (the
+//! connection stays); a WebSocket message over 4 MiB fails the connection (tungstenite's
+//! bound). Hello, READY and the connect each have a deadline.
+//!
+//! Logs name the gateway's host and op codes only: never the token, a session id, or an
+//! event's content. Cancelling `shutdown` closes the socket politely and returns `Ok`.
+//!
+//! Children:
+//! - `payload`: the `{op, d, s, t, id}` frames, read and written;
+//! - `close`: what each close code means;
+//! - `url`: the check of the gateway URL.
+
+mod close;
+mod payload;
+mod url;
+
+pub use self::close::Refusal;
+pub use self::url::{QQ_DOMAIN, UrlRefused, check_url, is_loopback_base};
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use im_bridge_channel::Secret;
+use im_bridge_channel::backoff::Backoff;
+use serde_json::Value;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_util::sync::CancellationToken;
+
+use self::close::{AfterClose, after_close};
+use self::payload::{
+    OP_DISPATCH, OP_HEARTBEAT, OP_HEARTBEAT_ACK, OP_HELLO, OP_INVALID_SESSION, OP_RECONNECT,
+    Payload,
+};
+use crate::api::Api;
+use crate::error::ApiError;
+
+/// The intents asked for: group @-messages and C2C messages (`GROUP_AND_C2C_EVENT`).
+pub const INTENTS: u64 = 1 << 25;
+/// The largest frame read; a larger one is dropped (the connection stays).
+pub const MAX_FRAME_BYTES: usize = 256 * 1024;
+/// The default reconnect backoff: 1 s doubling to 30 s, plus up to 1 s of jitter.
+pub const RECONNECT_BACKOFF: Backoff = Backoff::new(
+    Duration::from_secs(1),
+    Duration::from_secs(30),
+    Duration::from_secs(1),
+);
+/// tungstenite's bound on one message; past it the connection fails. Frames between
+/// [`MAX_FRAME_BYTES`] and this are read and dropped.
+const MAX_WS_MESSAGE: usize = 4 * 1024 * 1024;
+/// Bound on the TCP + TLS + upgrade of the socket.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long Hello may take after the upgrade, and READY or RESUMED after Identify or
+/// Resume.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a polite close may take at shutdown.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// How the gateway connects.
+#[derive(Clone, Debug)]
+pub struct GatewaySettings {
+    /// The intents of Identify (default [`INTENTS`]).
+    pub intents: u64,
+    /// The waits between connection attempts (default [`RECONNECT_BACKOFF`]).
+    pub reconnect: Backoff,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        Self {
+            intents: INTENTS,
+            reconnect: RECONNECT_BACKOFF,
+        }
+    }
+}
+
+/// READY: the session and who the bot is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ready {
+    /// The session id (what a Resume names). Not logged.
+    pub session_id: String,
+    /// The bot's user id (what `<@!id>` mentions of it carry).
+    pub bot_id: String,
+    /// The bot's name.
+    pub username: String,
+}
+
+/// One event (op 0 other than READY and RESUMED).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dispatch {
+    /// `t`, e.g. `GROUP_AT_MESSAGE_CREATE`.
+    pub kind: String,
+    /// The payload's `id` (the event id), when present.
+    pub id: Option<String>,
+    /// `s`.
+    pub seq: Option<u64>,
+    /// `d`.
+    pub data: Value,
+}
+
+/// Why a frame was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// Over [`MAX_FRAME_BYTES`].
+    TooLarge,
+    /// Not a `{op, …}` payload, or a READY without its session.
+    Malformed,
+}
+
+/// Receives what the gateway delivers. Called on the connection's task: admit to a
+/// queue, do not work.
+pub trait EventHandler: Send {
+    /// A session started (READY): the bot's id is known from now on.
+    fn ready(&mut self, ready: &Ready) {
+        let _ = ready;
+    }
+
+    /// A session was resumed (RESUMED).
+    fn resumed(&mut self) {}
+
+    /// An event.
+    fn event(&mut self, event: Dispatch);
+
+    /// A frame was dropped (already logged): for the caller's error counter.
+    fn dropped(&mut self, reason: Dropped) {
+        let _ = reason;
+    }
+
+    /// The connection was lost (a new one is being made, or `run` is about to return).
+    fn disconnected(&mut self) {}
+}
+
+/// Why the gateway gave up. None of these carries a token.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// QQ closed the connection with a code retrying cannot fix.
+    #[error("QQ closed the gateway with code {code}: {meaning}")]
+    Closed {
+        /// The close code.
+        code: u16,
+        /// What it refused.
+        meaning: Refusal,
+    },
+    /// The token or the gateway URL was refused for good (a wrong secret, say).
+    #[error("QQ refused the gateway: {0}")]
+    Refused(#[source] ApiError),
+}
+
+/// The session the next connection resumes, if any.
+#[derive(Debug, Default)]
+struct Session {
+    id: Option<String>,
+    /// The last `s` seen in this session.
+    seq: Option<u64>,
+}
+
+/// What the next connection does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    Resume,
+    Identify,
+}
+
+/// Why a connection ended (safe to log: no token, session or content).
+#[derive(Debug, thiserror::Error)]
+enum Lost {
+    #[error("no Hello in time")]
+    NoHello,
+    #[error("no READY or RESUMED in time")]
+    NoReady,
+    #[error("the last heartbeat got no ACK")]
+    NoAck,
+    #[error("the server closed the connection")]
+    ServerClosed,
+    #[error("closed with code {0}")]
+    Closed(u16),
+    #[error("QQ asked to reconnect (op 7)")]
+    Reconnect,
+    #[error("QQ invalidated the session (op 9, resumable: {0})")]
+    InvalidSession(bool),
+    #[error("READY without a session")]
+    BadReady,
+    #[error("no access token: {0}")]
+    NoToken(ApiError),
+    #[error("receiving failed: {0}")]
+    Receive(tokio_tungstenite::tungstenite::Error),
+    #[error("sending failed: {0}")]
+    Send(tokio_tungstenite::tungstenite::Error),
+}
+
+/// How one connection ended.
+enum Ended {
+    Shutdown,
+    Lost {
+        reason: Lost,
+        next: Next,
+        /// Whether to wait (the backoff) before the next attempt; op 7 does not.
+        wait: bool,
+    },
+    Fatal(GatewayError),
+}
+
+fn lost(reason: Lost, next: Next) -> Ended {
+    Ended::Lost {
+        reason,
+        next,
+        wait: true,
+    }
+}
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Holds the gateway until `shutdown`, handing events to `handler`.
+///
+/// Returns `Ok(())` after a shutdown, `Err` when QQ refused something retrying cannot fix.
+pub async fn run(
+    api: &Api,
+    settings: &GatewaySettings,
+    handler: &mut dyn EventHandler,
+    shutdown: &CancellationToken,
+) -> Result<(), GatewayError> {
+    let loopback = is_loopback_base(api.api_url());
+    let mut backoff = settings.reconnect.clone();
+    let mut session = Session::default();
+    let mut wait = false;
+    loop {
+        if wait {
+            let pause = backoff.next_wait();
+            tracing::info!(
+                attempt = backoff.failures(),
+                wait_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
+                "Reconnecting to the QQ gateway."
+            );
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+        wait = true;
+        let discovered = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            d = api.gateway_url() => d,
+        };
+        let text = match discovered {
+            Ok(text) => text,
+            Err(error) if error.is_transient() => {
+                tracing::warn!(%error, "Could not discover the QQ gateway.");
+                continue;
+            }
+            Err(error) => {
+                tracing::error!(%error, "QQ refused the gateway discovery.");
+                return Err(GatewayError::Refused(error));
+            }
+        };
+        let url = match check_url(&text, loopback) {
+            Ok(url) => url,
+            Err(reason) => {
+                tracing::warn!(%reason, "Refused the QQ gateway URL.");
+                continue;
+            }
+        };
+        let host = url.host_str().unwrap_or("").to_owned();
+        let ws_config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_WS_MESSAGE))
+            .max_frame_size(Some(MAX_WS_MESSAGE));
+        let connect =
+            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(ws_config), false);
+        let ws = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            c = tokio::time::timeout(CONNECT_TIMEOUT, connect) => match c {
+                Ok(Ok((ws, _))) => ws,
+                Ok(Err(error)) => {
+                    tracing::warn!(%host, %error, "Could not connect to the QQ gateway.");
+                    continue;
+                }
+                Err(_) => {
+                    tracing::warn!(%host, "Connecting to the QQ gateway timed out.");
+                    continue;
+                }
+            },
+        };
+        tracing::info!(%host, resume = session.id.is_some(), "Connected to the QQ gateway.");
+        let mut conn = Conn {
+            ws,
+            api,
+            intents: settings.intents,
+            session: &mut session,
+            backoff: &mut backoff,
+            handler,
+            token: None,
+        };
+        let ended = conn.serve(shutdown).await;
+        match ended {
+            Ended::Shutdown => return Ok(()),
+            Ended::Fatal(error) => {
+                handler.disconnected();
+                tracing::error!(%error, "The QQ gateway refused the bot.");
+                return Err(error);
+            }
+            Ended::Lost {
+                reason,
+                next,
+                wait: w,
+            } => {
+                handler.disconnected();
+                tracing::warn!(%reason, resume = next == Next::Resume, "The QQ gateway connection ended.");
+                if next == Next::Identify {
+                    session = Session::default();
+                }
+                wait = w;
+            }
+        }
+    }
+}
+
+/// One connection and what it updates.
+struct Conn<'a> {
+    ws: Socket,
+    api: &'a Api,
+    intents: u64,
+    session: &'a mut Session,
+    backoff: &'a mut Backoff,
+    handler: &'a mut dyn EventHandler,
+    /// The token Identify or Resume carried, to forget when QQ refuses it.
+    token: Option<Secret>,
+}
+
+impl Conn<'_> {
+    /// Serves the connection until it ends or `shutdown` is cancelled.
+    async fn serve(&mut self, shutdown: &CancellationToken) -> Ended {
+        // Hello, then READY/RESUMED, must come by this; `None` once live.
+        let mut handshake: Option<Instant> = Some(Instant::now() + HANDSHAKE_TIMEOUT);
+        let mut hello_seen = false;
+        let mut interval = payload::DEFAULT_HEARTBEAT;
+        let mut next_beat: Option<Instant> = None;
+        let mut awaiting_ack = false;
+        loop {
+            let far = Instant::now() + Duration::from_secs(3600);
+            tokio::select! {
+                () = shutdown.cancelled() => {
+                    let closed = tokio::time::timeout(CLOSE_GRACE, self.ws.close(None)).await;
+                    if !matches!(closed, Ok(Ok(()))) {
+                        tracing::debug!("The QQ gateway did not close cleanly.");
+                    }
+                    tracing::info!("Closed the QQ gateway connection.");
+                    return Ended::Shutdown;
+                }
+                () = tokio::time::sleep_until(handshake.unwrap_or(far)), if handshake.is_some() => {
+                    let reason = if hello_seen { Lost::NoReady } else { Lost::NoHello };
+                    return lost(reason, Next::Resume);
+                }
+                () = tokio::time::sleep_until(next_beat.unwrap_or(far)), if next_beat.is_some() => {
+                    if awaiting_ack {
+                        return lost(Lost::NoAck, Next::Resume);
+                    }
+                    if let Err(error) = self.send(payload::heartbeat(self.session.seq)).await {
+                        return lost(Lost::Send(error), Next::Resume);
+                    }
+                    awaiting_ack = true;
+                    next_beat = Some(Instant::now() + interval);
+                }
+                received = self.ws.next() => {
+                    let bytes = match received {
+                        None => return lost(Lost::ServerClosed, Next::Resume),
+                        Some(Err(error)) => return lost(Lost::Receive(error), Next::Resume),
+                        Some(Ok(Message::Close(frame))) => {
+                            let code = frame.map(|f| u16::from(f.code));
+                            return self.closed(code).await;
+                        }
+                        Some(Ok(Message::Text(text))) => bytes::Bytes::from(text),
+                        Some(Ok(Message::Binary(data))) => data,
+                        // WebSocket pings are answered by tungstenite.
+                        Some(Ok(_)) => continue,
+                    };
+                    let frame = match payload::decode(&bytes, MAX_FRAME_BYTES) {
+                        Ok(frame) => frame,
+                        Err(reason) => {
+                            tracing::warn!(len = bytes.len(), ?reason, "Dropped a QQ gateway frame.");
+                            self.handler.dropped(reason);
+                            continue;
+                        }
+                    };
+                    match frame.op {
+                        OP_HELLO if !hello_seen => {
+                            hello_seen = true;
+                            interval = payload::heartbeat_interval(&frame.d);
+                            let introduced = tokio::select! {
+                                () = shutdown.cancelled() => return Ended::Shutdown,
+                                i = self.introduce() => i,
+                            };
+                            if let Err(ended) = introduced {
+                                return ended;
+                            }
+                            handshake = Some(Instant::now() + HANDSHAKE_TIMEOUT);
+                        }
+                        OP_HEARTBEAT_ACK => awaiting_ack = false,
+                        OP_HEARTBEAT => {
+                            if let Err(error) = self.send(payload::heartbeat(self.session.seq)).await {
+                                return lost(Lost::Send(error), Next::Resume);
+                            }
+                        }
+                        OP_RECONNECT => {
+                            return Ended::Lost {
+                                reason: Lost::Reconnect,
+                                next: Next::Resume,
+                                wait: false,
+                            };
+                        }
+                        OP_INVALID_SESSION => {
+                            self.forget_token().await;
+                            let resumable = frame.d.as_bool() == Some(true);
+                            let next = if resumable { Next::Resume } else { Next::Identify };
+                            return lost(Lost::InvalidSession(resumable), next);
+                        }
+                        OP_DISPATCH => match self.dispatch(frame) {
+                            Live::Started => {
+                                handshake = None;
+                                awaiting_ack = false;
+                                next_beat = Some(Instant::now());
+                            }
+                            Live::Unchanged => {}
+                            Live::Broken => return lost(Lost::BadReady, Next::Identify),
+                        },
+                        op => tracing::debug!(op, "Ignored a QQ gateway frame."),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Identify, or Resume when a session is held.
+    async fn introduce(&mut self) -> Result<(), Ended> {
+        let token = match self.api.tokens().get().await {
+            Ok(token) => token,
+            Err(error) if error.is_transient() => {
+                return Err(lost(Lost::NoToken(error), Next::Resume));
+            }
+            Err(error) => return Err(Ended::Fatal(GatewayError::Refused(error))),
+        };
+        let text = match &self.session.id {
+            Some(id) => payload::resume(&token, id, self.session.seq.unwrap_or(0)),
+            None => payload::identify(&token, self.intents),
+        };
+        self.token = Some(token);
+        self.send(text)
+            .await
+            .map_err(|e| lost(Lost::Send(e), Next::Resume))
+    }
+
+    /// An op 0 frame: READY, RESUMED or an event.
+    fn dispatch(&mut self, frame: Payload) -> Live {
+        let kind = frame.t.unwrap_or_default();
+        match kind.as_str() {
+            "READY" => {
+                let Some(ready) = payload::ready(&frame.d) else {
+                    tracing::warn!("Dropped a QQ READY without its session.");
+                    self.handler.dropped(Dropped::Malformed);
+                    return Live::Broken;
+                };
+                self.session.id = Some(ready.session_id.clone());
+                self.session.seq = frame.s;
+                self.backoff.reset();
+                tracing::info!(bot = %ready.bot_id, "The QQ gateway is ready.");
+                self.handler.ready(&ready);
+                Live::Started
+            }
+            "RESUMED" => {
+                if let Some(s) = frame.s.filter(|s| *s > 0) {
+                    self.session.seq = Some(s);
+                }
+                self.backoff.reset();
+                tracing::info!("Resumed the QQ gateway session.");
+                self.handler.resumed();
+                Live::Started
+            }
+            _ => {
+                // The latest `s` is what heartbeats and a Resume echo (as the official
+                // SDKs do). An event seen twice is still handed on: duplicates are the
+                // inbound layer's to drop (`inbound::Seen`, the redelivery key), so an
+                // unexpected numbering can never make this layer lose one.
+                if let Some(s) = frame.s.filter(|s| *s > 0) {
+                    self.session.seq = Some(s);
+                }
+                tracing::debug!(kind = %kind, seq = frame.s, "Received a QQ event.");
+                self.handler.event(Dispatch {
+                    kind,
+                    id: frame.id,
+                    seq: frame.s,
+                    data: frame.d,
+                });
+                Live::Unchanged
+            }
+        }
+    }
+
+    /// The server closed the connection with `code`.
+    async fn closed(&mut self, code: Option<u16>) -> Ended {
+        let Some(code) = code else {
+            return lost(Lost::ServerClosed, Next::Resume);
+        };
+        match after_close(code) {
+            AfterClose::Resume => lost(Lost::Closed(code), Next::Resume),
+            AfterClose::Identify { refresh_token } => {
+                if refresh_token {
+                    self.forget_token().await;
+                }
+                lost(Lost::Closed(code), Next::Identify)
+            }
+            AfterClose::Fatal(meaning) => Ended::Fatal(GatewayError::Closed { code, meaning }),
+        }
+    }
+
+    /// QQ refused the token Identify or Resume carried: fetch another next time.
+    async fn forget_token(&mut self) {
+        if let Some(token) = self.token.take() {
+            self.api.tokens().invalidate(&token).await;
+        }
+    }
+
+    async fn send(&mut self, text: String) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+        self.ws.send(Message::Text(text.into())).await
+    }
+}
+
+/// What a dispatch did to the connection's state.
+enum Live {
+    /// READY or RESUMED: heartbeats start.
+    Started,
+    /// An event (or nothing).
+    Unchanged,
+    /// A READY that cannot be used.
+    Broken,
+}
+
+#[cfg(test)]
+mod tests;

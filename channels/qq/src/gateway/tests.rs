@@ -1,0 +1,433 @@
+//! The gateway against the fake QQ (`im_bridge_fakes::qq`) over loopback: Identify and
+//! READY, heartbeats and their ACKs, resumes that lose no event, op 7 / op 9, close codes,
+//! token refreshes, dropped frames and shutdown. Reconnects wait no backoff here; every
+//! wait has a deadline, none sleeps.
+
+use std::sync::{Arc, Mutex};
+
+use im_bridge_fakes::qq::{self as fake, Event, FakeQq};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::*;
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// What the handler saw, in order.
+#[derive(Default)]
+struct Log {
+    lines: Mutex<Vec<String>>,
+    changed: Notify,
+}
+
+impl Log {
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    fn push(&self, line: String) {
+        self.lines.lock().unwrap().push(line);
+        self.changed.notify_waiters();
+    }
+
+    async fn wait(&self, what: &str, condition: impl Fn(&[String]) -> bool) {
+        let until = Instant::now() + DEADLINE;
+        loop {
+            let notified = self.changed.notified();
+            if condition(&self.lines()) {
+                return;
+            }
+            if tokio::time::timeout_at(until, notified).await.is_err() {
+                panic!("timed out waiting for {what}; saw {:?}", self.lines());
+            }
+        }
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.lines()
+            .into_iter()
+            .filter(|l| l.starts_with("event:"))
+            .collect()
+    }
+}
+
+struct Recorder(Arc<Log>);
+
+impl EventHandler for Recorder {
+    fn ready(&mut self, ready: &Ready) {
+        self.0.push(format!("ready:{}", ready.bot_id));
+    }
+
+    fn resumed(&mut self) {
+        self.0.push("resumed".into());
+    }
+
+    fn event(&mut self, event: Dispatch) {
+        let id = event.data["id"].as_str().unwrap_or("").to_owned();
+        self.0.push(format!("event:{}:{id}", event.kind));
+    }
+
+    fn dropped(&mut self, reason: Dropped) {
+        self.0.push(format!("dropped:{reason:?}"));
+    }
+
+    fn disconnected(&mut self) {
+        self.0.push("disconnected".into());
+    }
+}
+
+struct Client {
+    log: Arc<Log>,
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<(), GatewayError>>,
+}
+
+impl Client {
+    async fn finished(self) -> Result<(), GatewayError> {
+        tokio::time::timeout(DEADLINE, self.task)
+            .await
+            .expect("run did not return")
+            .unwrap()
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.finished().await.unwrap();
+    }
+}
+
+fn spawn(fake: &FakeQq) -> Client {
+    let api = Api::new(
+        &fake.api_url(),
+        &fake.token_url(),
+        fake::APP_ID,
+        Secret::new(fake::CLIENT_SECRET),
+    )
+    .unwrap();
+    let log = Arc::new(Log::default());
+    let mut handler = Recorder(log.clone());
+    let settings = GatewaySettings {
+        intents: INTENTS,
+        reconnect: Backoff::new(Duration::ZERO, Duration::ZERO, Duration::ZERO),
+    };
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    let task = tokio::spawn(async move { run(&api, &settings, &mut handler, &token).await });
+    Client {
+        log,
+        shutdown,
+        task,
+    }
+}
+
+fn ready_count(lines: &[String]) -> usize {
+    lines.iter().filter(|l| l.starts_with("ready:")).count()
+}
+
+#[tokio::test]
+async fn identify_ready_events_and_heartbeats_with_the_last_seq() {
+    let fake = FakeQq::start().await.unwrap();
+    fake.set_heartbeat_interval(100);
+    let client = spawn(&fake);
+    client
+        .log
+        .wait("READY", |l| l.contains(&format!("ready:{}", fake::BOT_ID)))
+        .await;
+    let id = fake.identifies();
+    assert_eq!(id.len(), 1);
+    assert_eq!(id[0].token, format!("QQBot {}", fake.tokens()[0]));
+    assert_eq!(id[0].intents, 1 << 25);
+    assert_eq!(id[0].shard, serde_json::json!([0, 1]));
+    let group = Event::group_at("G1", "M1", "hello");
+    let c2c = Event::c2c("U1", "hi");
+    fake.push(&group);
+    fake.push(&c2c);
+    client
+        .log
+        .wait("two events", |l| {
+            l.iter().filter(|x| x.starts_with("event:")).count() == 2
+        })
+        .await;
+    assert_eq!(
+        client.log.events(),
+        [
+            format!("event:GROUP_AT_MESSAGE_CREATE:{}", group.message_id()),
+            format!("event:C2C_MESSAGE_CREATE:{}", c2c.message_id()),
+        ]
+    );
+    // The first beat right after READY carries READY's s; later ones the last event's.
+    fake.wait_until("a beat with s 3", DEADLINE, |f| {
+        f.heartbeats().iter().any(|h| h.seq == Some(3))
+    })
+    .await
+    .unwrap();
+    assert_eq!(fake.heartbeats()[0].seq, Some(1));
+    assert!(fake.heartbeats().iter().all(|h| h.acked));
+    assert_eq!(
+        fake.connections().len(),
+        1,
+        "ACKed beats keep the connection"
+    );
+    client.stop().await;
+}
+
+#[tokio::test]
+async fn a_dropped_socket_resumes_and_loses_no_event() {
+    let fake = FakeQq::start().await.unwrap();
+    let client = spawn(&fake);
+    client.log.wait("READY", |l| ready_count(l) == 1).await;
+    let first = Event::c2c("U1", "one");
+    fake.push(&first);
+    client.log.wait("the first event", |l| l.len() == 2).await;
+    fake.drop_sockets();
+    // Pushed while the socket is down: QQ keeps it for the resume.
+    let missed = Event::group_at("G1", "M1", "two");
+    fake.push(&missed);
+    client
+        .log
+        .wait("RESUMED", |l| l.contains(&"resumed".to_owned()))
+        .await;
+    let after = Event::c2c("U1", "three");
+    fake.push(&after);
+    client
+        .log
+        .wait("three events", |l| {
+            l.iter().filter(|x| x.starts_with("event:")).count() >= 3
+        })
+        .await;
+    let ids: Vec<String> = [&first, &missed, &after]
+        .iter()
+        .map(|e| format!("event:{}:{}", e.kind(), e.message_id()))
+        .collect();
+    assert_eq!(client.log.events(), ids, "each once, in order");
+    let resumes = fake.resumes();
+    assert_eq!(resumes.len(), 1);
+    assert!(resumes[0].accepted);
+    assert_eq!(resumes[0].seq, 2, "the last s the handler saw");
+    assert_eq!(fake.identifies().len(), 1, "no second Identify");
+    client.stop().await;
+}
+
+#[tokio::test]
+async fn op_7_reconnects_at_once_and_resumes() {
+    let fake = FakeQq::start().await.unwrap();
+    let client = spawn(&fake);
+    client.log.wait("READY", |l| ready_count(l) == 1).await;
+    fake.send_reconnect();
+    client
+        .log
+        .wait("RESUMED", |l| l.contains(&"resumed".to_owned()))
+        .await;
+    assert_eq!(fake.identifies().len(), 1);
+    assert_eq!(fake.connections().len(), 2);
+    client.stop().await;
+}
+
+#[tokio::test]
+async fn op_9_re_identifies_with_a_fresh_token_unless_resumable() {
+    let fake = FakeQq::start().await.unwrap();
+    let client = spawn(&fake);
+    client.log.wait("READY", |l| ready_count(l) == 1).await;
+    fake.send_invalid_session(false);
+    client
+        .log
+        .wait("a second READY", |l| ready_count(l) == 2)
+        .await;
+    assert_eq!(fake.resumes().len(), 0);
+    let ids = fake.identifies();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(fake.tokens().len(), 2, "the token was fetched again");
+    assert_eq!(ids[1].token, format!("QQBot {}", fake.tokens()[1]));
+    fake.send_invalid_session(true);
+    client
+        .log
+        .wait("RESUMED", |l| l.contains(&"resumed".to_owned()))
+        .await;
+    assert_eq!(fake.identifies().len(), 2);
+    client.stop().await;
+}
+
+#[tokio::test]
+async fn close_codes_resume_re_identify_or_end_the_gateway() {
+    let fake = FakeQq::start().await.unwrap();
+    let client = spawn(&fake);
+    client.log.wait("READY", |l| ready_count(l) == 1).await;
+    fake.close_with(4009);
+    client
+        .log
+        .wait("RESUMED", |l| l.contains(&"resumed".to_owned()))
+        .await;
+    assert_eq!(fake.identifies().len(), 1);
+    fake.close_with(4006);
+    client
+        .log
+        .wait("a second READY", |l| ready_count(l) == 2)
+        .await;
+    assert_eq!(fake.tokens().len(), 1, "4006 keeps the token");
+    fake.close_with(4004);
+    client
+        .log
+        .wait("a third READY", |l| ready_count(l) == 3)
+        .await;
+    assert_eq!(fake.tokens().len(), 2, "4004 refreshes the token");
+    fake.close_with(4915);
+    let error = client.finished().await.unwrap_err();
+    assert!(
+        matches!(error, GatewayError::Closed { code: 4915, .. }),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_token_at_discovery_is_replaced_once() {
+    let fake = FakeQq::start().await.unwrap();
+    fake.make_token_stale();
+    let client = spawn(&fake);
+    client.log.wait("READY", |l| ready_count(l) == 1).await;
+    let statuses: Vec<u16> = fake.calls_to("gateway").iter().map(|c| c.status).collect();
+    assert_eq!(statuses, [401, 200]);
+    let tokens = fake.tokens();
+    assert_eq!(tokens.len(), 2);
+    assert_eq!(fake.identifies()[0].token, format!("QQBot {}", tokens[1]));
+    client.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_ack_replaces_the_connection() {
+    let fake = FakeQq::start().await.unwrap();
+    fake.set_heartbeat_interval(100);
+    fake.set_heartbeat_acks(false);
+    let client = spawn(&fake);
+    fake.wait_until("a second connection", DEADLINE, |f| {
+        f.connections().len() >= 2
+    })
+    .await
+    .unwrap();
+    fake.set_heartbeat_acks(true);
+    client
+        .log
+        .wait("RESUMED", |l| l.contains(&"resumed".to_owned()))
+        .await;
+    assert_eq!(fake.identifies().len(), 1, "the session was resumed");
+    client.stop().await;
+}
+
+#[tokio::test]
+async fn a_heartbeat_request_is_answered_at_once() {
+    let fake = FakeQq::start().await.unwrap();
+    let client = spawn(&fake);
+    client.log.wait("READY", |l| ready_count(l) == 1).await;
+    fake.wait_until("the first beat", DEADLINE, |f| f.heartbeats().len() == 1)
+        .await
+        .unwrap();
+    // The interval is 41 s: a second beat now answers the request.
+    fake.send_raw(r#"{"op":1,"d":null}"#);
+    fake.wait_until("a second beat", DEADLINE, |f| f.heartbeats().len() == 2)
+        .await
+        .unwrap();
+    client.stop().await;
+}
+
+#[tokio::test]
+async fn oversized_and_malformed_frames_are_dropped_and_the_connection_stays() {
+    let fake = FakeQq::start().await.unwrap();
+    let client = spawn(&fake);
+    client.log.wait("READY", |l| ready_count(l) == 1).await;
+    fake.send_raw("{not json");
+    fake.send_raw(&format!(
+        r#"{{"op":0,"s":9,"t":"X","d":"{}"}}"#,
+        "x".repeat(MAX_FRAME_BYTES)
+    ));
+    client
+        .log
+        .wait("two drops", |l| {
+            l.contains(&"dropped:Malformed".to_owned())
+                && l.contains(&"dropped:TooLarge".to_owned())
+        })
+        .await;
+    let event = Event::c2c("U1", "still here");
+    fake.push(&event);
+    client
+        .log
+        .wait("the event", |l| {
+            l.iter().filter(|x| x.starts_with("event:")).count() == 1
+        })
+        .await;
+    assert_eq!(fake.connections().len(), 1);
+    client.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_closes_the_connection_and_ends_run() {
+    let fake = FakeQq::start().await.unwrap();
+    let client = spawn(&fake);
+    client.log.wait("READY", |l| ready_count(l) == 1).await;
+    client.stop().await;
+    fake.wait_until("closed", DEADLINE, |f| f.open_connections() == 0)
+        .await
+        .unwrap();
+    assert_eq!(fake.connections().len(), 1);
+}
+
+/// Every log line of this crate written by this test binary: a global subscriber (a
+/// thread's default one misses lines while other tests run in parallel), installed once.
+fn captured_logs() -> &'static Mutex<Vec<u8>> {
+    static LOGS: std::sync::OnceLock<&'static Mutex<Vec<u8>>> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs: &'static Mutex<Vec<u8>> = Box::leak(Box::new(Mutex::new(Vec::new())));
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter("im_bridge_qq=trace")
+            .with_writer(move || Captured(logs))
+            .with_ansi(false)
+            .finish();
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        logs
+    })
+}
+
+struct Captured(&'static Mutex<Vec<u8>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn logs_name_no_token_secret_session_or_text() {
+    let logs = captured_logs();
+    let fake = FakeQq::start().await.unwrap();
+    let client = spawn(&fake);
+    client.log.wait("READY", |l| ready_count(l) == 1).await;
+    fake.push(&Event::c2c("U1", "PRIVATE-WORDS"));
+    client.log.wait("the event", |l| l.len() == 2).await;
+    fake.send_invalid_session(false);
+    client
+        .log
+        .wait("a second READY", |l| ready_count(l) == 2)
+        .await;
+    fake.close_with(4004);
+    client
+        .log
+        .wait("a third READY", |l| ready_count(l) == 3)
+        .await;
+    client.stop().await;
+    let text = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("Connected to the QQ gateway."), "{text}");
+    assert!(text.contains("op 9"), "{text}");
+    assert!(text.contains("code 4004"), "{text}");
+    let mut secrets = fake.tokens();
+    secrets.extend([
+        fake::CLIENT_SECRET.to_owned(),
+        "PRIVATE-WORDS".into(),
+        "fake-session".into(),
+    ]);
+    for secret in secrets {
+        assert!(!text.contains(&secret), "{secret} in the logs:\n{text}");
+    }
+}

@@ -1,0 +1,29 @@
+//! The QQ official bot adapter (issue 17, spec platforms.md §6), under construction.
+//!
+//! Built in pieces, each tested on its own before the channel is registered:
+//!
+//! - `config`: the `channels.qq` block.
+//! - `token`: the app access token, for the core's single-flight cache.
+//! - `api` (+ `error`): gateway discovery, the passive-reply endpoints within a source
+//!   message's reply budget, attachment downloads.
+//! - `gateway`: the op-code WebSocket: Identify or Resume, READY, heartbeats and their
+//!   ACKs, op 7 / op 9, close codes, backoff, frame bounds.
+//! - `webhook`: webhook mode's ed25519 signatures and the op 13 validation answer.
+//! - `inbound`: message events to normalized messages.
+//!
+//! Nothing here is registered with the daemon yet: the registry line comes with the
+//! channel itself.
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod config;
+pub mod error;
+pub mod gateway;
+pub mod inbound;
+pub mod token;
+pub mod webhook;
+
+/// The channel's name: the provider key in configuration and bindings.
+pub const NAME: &str = "qq";

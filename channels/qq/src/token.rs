@@ -1,0 +1,301 @@
+//! The app access token every REST call and the gateway's Identify carry: how QQ is asked
+//! for one. Caching and the single flight are the core's
+//! [`im_bridge_channel::token::TokenCache`].
+//!
+//! `POST {token_url}/app/getAppAccessToken` with `{appId, clientSecret}` answers
+//! `{access_token, expires_in}`; `expires_in` is documented as a number but QQ's own
+//! example sends the string `"7200"`, so both are read. A refusal answers `{code,
+//! message}`, sometimes under HTTP 200.
+//!
+//! **Refresh margin.** QQ hands out a *new* token only within the last 60 s of the old
+//! one's life (earlier asks return the same token), and the old one stays valid meanwhile.
+//! So a token is used until `min(60 s, lifetime / 10)` of its life remains
+//! ([`refresh_margin`]): with the usual 7200 s that is the last minute, when asking again
+//! really yields a fresh token; a short-lived token (a test's, a fake's) is still refreshed
+//! before it dies. The margin depends on the lifetime, so [`AppToken::fetch`] reports the
+//! *usable* life and the cache runs with a zero margin.
+//!
+//! The secret and the tokens are [`Secret`]s: `Debug` shows neither, and a failed fetch
+//! names only the code and status (never `message`, which is not ours to trust). The
+//! cache's lock is held at most [`TOKEN_TIMEOUT`].
+
+use std::fmt;
+use std::time::Duration;
+
+use im_bridge_channel::Secret;
+use im_bridge_channel::token::TokenSource;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::api::{MAX_RESPONSE_BYTES, read_bounded};
+use crate::error::ApiError;
+
+/// Where the token is asked for, under `token_url`.
+pub const TOKEN_PATH: &str = "/app/getAppAccessToken";
+/// Timeout of the token request (and so the longest the refresh lock is held). QQ asks
+/// for at least 5 s on its calls.
+pub const TOKEN_TIMEOUT: Duration = Duration::from_secs(15);
+/// The most of a token's life given up to refresh it early.
+pub const MAX_REFRESH_MARGIN: Duration = Duration::from_secs(60);
+/// How the token request names itself in errors.
+const OP: &str = "access token";
+
+/// The cached access token of one bot.
+pub type TokenCache = im_bridge_channel::token::TokenCache<AppToken>;
+
+/// How much of a token's `lifetime` is given up to refresh it early: `min(60 s,
+/// lifetime / 10)`.
+pub fn refresh_margin(lifetime: Duration) -> Duration {
+    MAX_REFRESH_MARGIN.min(lifetime / 10)
+}
+
+/// Asks QQ for a bot's app access token.
+pub struct AppToken {
+    http: reqwest::Client,
+    url: String,
+    app_id: String,
+    secret: Secret,
+}
+
+/// The token endpoint's answer: the token, or a refusal's `code`.
+#[derive(Deserialize)]
+struct TokenAnswer {
+    #[serde(default)]
+    access_token: Option<String>,
+    #[serde(default)]
+    expires_in: Option<Value>,
+    #[serde(default)]
+    code: Option<i64>,
+}
+
+impl AppToken {
+    /// A source for `app_id` that asks `{token_url}` (no trailing slash needed) through
+    /// `http`.
+    pub fn new(
+        http: reqwest::Client,
+        token_url: &str,
+        app_id: impl Into<String>,
+        secret: Secret,
+    ) -> Self {
+        Self {
+            http,
+            url: format!("{}{TOKEN_PATH}", token_url.trim_end_matches('/')),
+            app_id: app_id.into(),
+            secret,
+        }
+    }
+
+    /// A cache of this source; the refresh margin is applied by [`AppToken::fetch`].
+    pub fn cache(self) -> TokenCache {
+        TokenCache::with_margin(self, Duration::ZERO)
+    }
+}
+
+/// `expires_in` as QQ writes it: seconds, a number or a string of digits.
+fn seconds(value: &Value) -> Option<u64> {
+    match value {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+impl TokenSource for AppToken {
+    type Error = ApiError;
+
+    /// One token request; the duration is the token's usable life (its lifetime less
+    /// [`refresh_margin`]).
+    async fn fetch(&self) -> Result<(Secret, Duration), ApiError> {
+        let body = serde_json::json!({
+            "appId": self.app_id,
+            "clientSecret": self.secret.expose(),
+        });
+        let response = self
+            .http
+            .post(&self.url)
+            .timeout(TOKEN_TIMEOUT)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| ApiError::transport(OP, e))?;
+        let status = response.status().as_u16();
+        let body = read_bounded(OP, response, MAX_RESPONSE_BYTES).await?;
+        let answer = serde_json::from_slice::<TokenAnswer>(&body).ok();
+        let code = answer.as_ref().and_then(|a| a.code).filter(|c| *c != 0);
+        if !(200..300).contains(&status) || code.is_some() {
+            return Err(match ApiError::from_answer(OP, status, code) {
+                // A refused token request is a refused secret, not a stale token.
+                ApiError::TokenRefused { .. } => ApiError::Api {
+                    op: OP,
+                    code: code.unwrap_or(i64::from(status)),
+                    status,
+                },
+                other => other,
+            });
+        }
+        let answer = answer.ok_or_else(|| ApiError::Decode {
+            op: OP,
+            detail: "the answer is not a JSON object".into(),
+        })?;
+        let lifetime = answer.expires_in.as_ref().and_then(seconds);
+        match (answer.access_token, lifetime) {
+            (Some(token), Some(secs)) if !token.is_empty() => {
+                let lifetime = Duration::from_secs(secs);
+                Ok((Secret::new(token), lifetime - refresh_margin(lifetime)))
+            }
+            _ => Err(ApiError::Decode {
+                op: OP,
+                detail: "the answer has no access_token or expires_in".into(),
+            }),
+        }
+    }
+}
+
+impl fmt::Debug for AppToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AppToken")
+            .field("url", &self.url)
+            .field("app_id", &self.app_id)
+            .field("secret", &self.secret)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::Json;
+    use axum::extract::State;
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::post;
+    use serde_json::json;
+
+    use super::*;
+
+    const SECRET: &str = "bot-SECRET-value";
+
+    /// What the in-test token endpoint answers; `n` is the request's number.
+    type Answer = fn(usize) -> Response;
+
+    struct Fake {
+        requests: AtomicUsize,
+        answer: Answer,
+    }
+
+    async fn token(State(fake): State<Arc<Fake>>, Json(body): Json<Value>) -> Response {
+        let n = fake.requests.fetch_add(1, Ordering::SeqCst) + 1;
+        assert_eq!(body["appId"], "1020");
+        assert_eq!(body["clientSecret"], SECRET);
+        (fake.answer)(n)
+    }
+
+    async fn start(answer: Answer) -> (TokenCache, Arc<Fake>) {
+        let fake = Arc::new(Fake {
+            requests: AtomicUsize::new(0),
+            answer,
+        });
+        let app = axum::Router::new()
+            .route(&format!("/bots{TOKEN_PATH}"), post(token))
+            .with_state(fake.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let source = AppToken::new(
+            reqwest::Client::new(),
+            &format!("http://{addr}/bots/"),
+            "1020",
+            Secret::new(SECRET),
+        );
+        (source.cache(), fake)
+    }
+
+    #[test]
+    fn the_margin_is_a_minute_or_a_tenth_of_a_short_life() {
+        assert_eq!(
+            refresh_margin(Duration::from_secs(7200)),
+            MAX_REFRESH_MARGIN
+        );
+        assert_eq!(refresh_margin(Duration::from_secs(600)), MAX_REFRESH_MARGIN);
+        assert_eq!(
+            refresh_margin(Duration::from_secs(300)),
+            Duration::from_secs(30)
+        );
+        assert_eq!(refresh_margin(Duration::ZERO), Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn expires_in_is_read_as_a_string_or_a_number() {
+        let (cache, _) = start(|n| {
+            Json(json!({"access_token": format!("t-{n}"), "expires_in": "7200"})).into_response()
+        })
+        .await;
+        let (token, usable) = cache.source().fetch().await.unwrap();
+        assert_eq!(token.expose(), "t-1");
+        assert_eq!(usable, Duration::from_secs(7200 - 60));
+        let (cache, _) = start(|n| {
+            Json(json!({"access_token": format!("t-{n}"), "expires_in": 300})).into_response()
+        })
+        .await;
+        let (_, usable) = cache.source().fetch().await.unwrap();
+        assert_eq!(usable, Duration::from_secs(270));
+    }
+
+    #[tokio::test]
+    async fn concurrent_callers_share_one_request_and_a_fresh_token_is_kept() {
+        let (cache, fake) = start(|n| {
+            Json(json!({"access_token": format!("t-{n}"), "expires_in": "7200"})).into_response()
+        })
+        .await;
+        let cache = Arc::new(cache);
+        let calls = (0..8).map(|_| {
+            let cache = cache.clone();
+            tokio::spawn(async move { cache.get().await.unwrap() })
+        });
+        for token in futures_util::future::join_all(calls).await {
+            assert_eq!(token.unwrap().expose(), "t-1");
+        }
+        assert_eq!(fake.requests.load(Ordering::SeqCst), 1);
+        let first = cache.get().await.unwrap();
+        cache.invalidate(&first).await;
+        assert_eq!(cache.get().await.unwrap().expose(), "t-2");
+    }
+
+    #[tokio::test]
+    async fn a_refusal_names_the_code_and_never_the_secret() {
+        let (cache, _) = start(|_| {
+            Json(json!({"code": 100016, "message": format!("invalid secret {SECRET}")}))
+                .into_response()
+        })
+        .await;
+        let error = cache.get().await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                ApiError::Api {
+                    code: 100016,
+                    status: 200,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        let channel = im_bridge_channel::ChannelError::from(error);
+        let text = format!("{channel} {channel:?} {cache:?}");
+        assert!(text.contains("100016"), "{text}");
+        assert!(!text.contains("SECRET"), "{text}");
+        // A 401 from the token endpoint is a refused secret, not a stale token.
+        let (cache, _) = start(|_| StatusCode::UNAUTHORIZED.into_response()).await;
+        assert!(matches!(
+            cache.get().await.unwrap_err(),
+            ApiError::Api { status: 401, .. }
+        ));
+        let (cache, _) = start(|_| Json(json!({"access_token": "t"})).into_response()).await;
+        assert!(matches!(
+            cache.get().await.unwrap_err(),
+            ApiError::Decode { .. }
+        ));
+    }
+}

@@ -1,0 +1,493 @@
+//! A fake QQ bot platform (API v2, spec platforms §6.5) for the `im-bridge-qq` adapter's
+//! tests.
+//!
+//! [`FakeQq::start`] binds `127.0.0.1:0`; configure [`FakeQq::api_url`] as `api_url` and
+//! [`FakeQq::token_url`] as `token_url` (they differ, so a client that mixes them up
+//! fails). It serves:
+//!
+//! - `POST {token_url}/app/getAppAccessToken`: tokens `fake-token-N` with `expires_in`
+//!   as a string (QQ's example) or a number; a stale-token mode;
+//! - `GET /gateway` → `{url: "ws://…/websocket"}`, and the op-code WebSocket there:
+//!   Hello, Identify (token prefix and intents checked) → READY, heartbeats ACKed, events
+//!   with increasing `s`, Resume replaying what the client missed, and scripted op 7,
+//!   op 9, close codes and dropped sockets;
+//! - the two reply endpoints, enforcing the passive-reply rules against a clock the test
+//!   advances ([`FakeQq::advance_clock`]), plus scriptable failures (22009);
+//! - `GET /files/{name}`: attachments for image events;
+//! - webhook requests as QQ signs them ([`FakeQq::webhook_event`],
+//!   [`validation_request`]).
+//!
+//! The fake never panics on what the bridge sends: a bad request gets QQ's error body, a
+//! bad frame is counted ([`FakeQq::bad_frames`]).
+//!
+//! Children: `events` builds message events; `gateway` is the WebSocket and its sessions;
+//! `rest` the HTTP edge and the reply rules; `records` what the fake records; `time` the
+//! clock and timestamps; `webhook` signed webhook requests.
+
+mod events;
+mod gateway;
+mod records;
+mod rest;
+mod time;
+mod webhook;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use axum::Router;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub use events::Event;
+pub use gateway::{DEFAULT_HEARTBEAT_MS, MAX_LOG};
+pub use records::{
+    Call, Connection, Dispatched, Failure, Heartbeat, Identify, Pushed, Reply, Resume, WaitTimeout,
+};
+pub use time::rfc3339;
+pub use webhook::{
+    SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookRequest, sign, signed_request, validation_answer_ok,
+    validation_request, verify,
+};
+
+/// The AppID the fake accepts.
+pub const APP_ID: &str = "102000001";
+/// The AppSecret the fake accepts (and signs webhook requests with).
+pub const CLIENT_SECRET: &str = "fakeSecret0123456789";
+/// The bot's user id (READY's `user.id`, what `<@!id>` mentions carry).
+pub const BOT_ID: &str = "3889000001";
+/// The bot's name in READY.
+pub const BOT_USERNAME: &str = "fake-bridge";
+/// The intent of group @-messages and C2C messages, `1 << 25`.
+pub const INTENT_GROUP_AND_C2C: u64 = 1 << 25;
+/// How long after a group message replies are accepted.
+pub const GROUP_WINDOW: Duration = Duration::from_secs(300);
+/// How long after a C2C message replies are accepted.
+pub const C2C_WINDOW: Duration = Duration::from_secs(3600);
+/// Replies one source message allows.
+pub const MAX_REPLIES: usize = 5;
+/// Default `expires_in` of a token, seconds (QQ's 2 h).
+pub const TOKEN_EXPIRES_IN: u64 = 7200;
+
+/// The codes the fake answers. Those marked *documented* come from QQ's documentation or
+/// an official SDK; the others are the fake's own, kept in one place so tests can name
+/// them.
+pub mod code {
+    /// REST: the access token expired or does not exist (botgo
+    /// `APICodeTokenExpireOrNotExist`), with HTTP 401. *documented*
+    pub const TOKEN_INVALID: i64 = 11244;
+    /// REST: message sending too frequent. *documented*
+    pub const RATE_LIMITED: i64 = 22009;
+    /// REST: the same `msg_id` + `msg_seq` was sent before ("message deduplicated").
+    /// *documented*
+    pub const DUPLICATE_SEQ: i64 = 40054005;
+    /// Token: wrong AppID or AppSecret (answered under HTTP 200).
+    pub const INVALID_CREDENTIALS: i64 = 100016;
+    /// REST: `X-Union-Appid` missing or another bot's.
+    pub const APP_ID_MISMATCH: i64 = 11241;
+    /// REST: the body lacks a field or has a wrong value.
+    pub const BAD_REQUEST: i64 = 40034001;
+    /// REST: the `msg_id` is not a message of that chat ("msg_id invalid or not yours").
+    pub const MSG_ID_INVALID: i64 = 40034024;
+    /// REST: the passive-reply window of the source message has closed.
+    pub const REPLY_EXPIRED: i64 = 40034025;
+    /// REST: the source message already has 5 replies.
+    pub const REPLY_LIMIT: i64 = 40034026;
+    /// An unknown route.
+    pub const NOT_FOUND: i64 = 404;
+}
+
+/// A token the fake issued.
+struct Token {
+    value: String,
+    expires_at: SystemTime,
+    revoked: bool,
+}
+
+/// A message a user sent, as the reply rules see it.
+struct UserMessage {
+    chat_id: String,
+    sent_at: SystemTime,
+    /// `msg_seq`s of accepted replies.
+    seqs: HashSet<u64>,
+}
+
+pub(crate) struct Inner {
+    addr: SocketAddr,
+    clock: time::Clock,
+    calls: Vec<Call>,
+    tokens: Vec<Token>,
+    token_expires_in: u64,
+    token_as_number: bool,
+    /// Revoke the newest token the next time it is presented.
+    stale_once: bool,
+    failures: VecDeque<(String, Failure)>,
+    user_messages: HashMap<String, UserMessage>,
+    replies: Vec<Reply>,
+    files: HashMap<String, (Vec<u8>, String)>,
+    gw: gateway::State,
+    next_id: u64,
+}
+
+impl Inner {
+    /// Issues a token: its value and `expires_in` as configured (string or number).
+    fn issue_token(&mut self) -> (String, serde_json::Value) {
+        self.next_id += 1;
+        let value = format!("fake-token-{}", self.next_id);
+        self.tokens.push(Token {
+            value: value.clone(),
+            expires_at: self.clock.now() + Duration::from_secs(self.token_expires_in),
+            revoked: false,
+        });
+        let expires_in = if self.token_as_number {
+            serde_json::json!(self.token_expires_in)
+        } else {
+            serde_json::json!(self.token_expires_in.to_string())
+        };
+        (value, expires_in)
+    }
+
+    /// Whether `token` is a live token; in stale-token mode the newest one is revoked
+    /// the first time it is presented.
+    fn check_token(&mut self, token: &str) -> bool {
+        let now = self.clock.now();
+        let newest = self.tokens.last().map(|t| t.value.clone());
+        if self.stale_once && newest.as_deref() == Some(token) {
+            self.stale_once = false;
+            if let Some(t) = self.tokens.last_mut() {
+                t.revoked = true;
+            }
+            return false;
+        }
+        self.tokens
+            .iter()
+            .any(|t| t.value == token && !t.revoked && now < t.expires_at)
+    }
+
+    fn take_failure(&mut self, route: &str) -> Option<Failure> {
+        let index = self.failures.iter().position(|(r, _)| r == route)?;
+        self.failures.remove(index).map(|(_, f)| f)
+    }
+
+    /// Makes a pushed (or posted) message one the bot may reply to.
+    fn remember(&mut self, event: &Event) {
+        let sent_at = event.sent().unwrap_or_else(|| self.clock.now());
+        self.user_messages
+            .entry(event.message_id().to_owned())
+            .or_insert_with(|| UserMessage {
+                chat_id: event.chat_id(),
+                sent_at,
+                seqs: HashSet::new(),
+            });
+    }
+}
+
+pub(crate) struct Shared {
+    inner: Mutex<Inner>,
+    changed: Notify,
+    stop: CancellationToken,
+    addr: SocketAddr,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The running fake. Dropping it stops the server and closes every connection.
+pub struct FakeQq {
+    shared: Arc<Shared>,
+}
+
+impl Drop for FakeQq {
+    fn drop(&mut self) {
+        self.shared.stop.cancel();
+    }
+}
+
+impl FakeQq {
+    /// Starts a fake for bot [`APP_ID`] / [`CLIENT_SECRET`] on `127.0.0.1:0`.
+    pub async fn start() -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                addr,
+                clock: time::Clock::default(),
+                calls: Vec::new(),
+                tokens: Vec::new(),
+                token_expires_in: TOKEN_EXPIRES_IN,
+                token_as_number: false,
+                stale_once: false,
+                failures: VecDeque::new(),
+                user_messages: HashMap::new(),
+                replies: Vec::new(),
+                files: HashMap::new(),
+                gw: gateway::State::default(),
+                next_id: 0,
+            }),
+            changed: Notify::new(),
+            stop: CancellationToken::new(),
+            addr,
+        });
+        let app = Router::new()
+            .fallback(rest::handle)
+            .layer(axum::extract::DefaultBodyLimit::max(rest::MAX_BODY))
+            .with_state(shared.clone());
+        let stop = shared.stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+        });
+        Ok(Self { shared })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// The base URL to configure as `api_url`: `http://127.0.0.1:P`.
+    pub fn api_url(&self) -> String {
+        format!("http://{}", self.shared.addr)
+    }
+
+    /// The base URL to configure as `token_url`: `http://127.0.0.1:P/bots`.
+    pub fn token_url(&self) -> String {
+        format!("http://{}{}", self.shared.addr, rest::TOKEN_PREFIX)
+    }
+
+    // ---- clock and tokens ------------------------------------------------------------
+
+    /// The fake's clock: real time plus what [`Self::advance_clock`] added.
+    pub fn now(&self) -> SystemTime {
+        self.shared.lock().clock.now()
+    }
+
+    /// Moves the fake's clock forward (reply windows and token lifetimes follow it).
+    pub fn advance_clock(&self, by: Duration) {
+        self.shared.lock().clock.offset += by;
+    }
+
+    /// Sets the `expires_in` of tokens issued from now on, as a JSON number (`true`) or
+    /// a string (`false`, the default, as QQ's example).
+    pub fn set_token_expires_in(&self, secs: u64, as_number: bool) {
+        let mut inner = self.shared.lock();
+        inner.token_expires_in = secs;
+        inner.token_as_number = as_number;
+    }
+
+    /// Stale-token mode: the next call or Identify/Resume presenting the newest token is
+    /// refused (401, or close 4004) and that token revoked, so the bridge must fetch a new
+    /// one.
+    pub fn make_token_stale(&self) {
+        self.shared.lock().stale_once = true;
+    }
+
+    /// The tokens issued so far, oldest first.
+    pub fn tokens(&self) -> Vec<String> {
+        self.shared
+            .lock()
+            .tokens
+            .iter()
+            .map(|t| t.value.clone())
+            .collect()
+    }
+
+    /// Scripts a failure of the next call of `route` (`token`, `gateway`, `group_reply`,
+    /// `c2c_reply`), after authentication. Scripts of one route fire in order.
+    pub fn fail_next(&self, route: &str, failure: Failure) {
+        self.shared
+            .lock()
+            .failures
+            .push_back((route.to_owned(), failure));
+    }
+
+    /// Serves `bytes` at `GET /files/{name}` (no authentication); its URL, for
+    /// [`Event::with_image`].
+    pub fn put_file(&self, name: &str, bytes: Vec<u8>, content_type: &str) -> String {
+        self.shared
+            .lock()
+            .files
+            .insert(name.to_owned(), (bytes, content_type.to_owned()));
+        format!("http://{}/files/{name}", self.shared.addr)
+    }
+
+    // ---- gateway ---------------------------------------------------------------------
+
+    /// The `heartbeat_interval` (ms) the next Hellos announce (default
+    /// [`DEFAULT_HEARTBEAT_MS`]).
+    pub fn set_heartbeat_interval(&self, ms: u64) {
+        self.shared.lock().gw.heartbeat_interval_ms = ms;
+    }
+
+    /// Whether heartbeats are ACKed (default true). Without ACKs the client must notice
+    /// a dead connection.
+    pub fn set_heartbeat_acks(&self, ack: bool) {
+        self.shared.lock().gw.ack_heartbeats = ack;
+    }
+
+    /// Pushes a message event in the current session (sent at once when its connection is
+    /// live, replayed on resume otherwise, held for the next READY when there is no
+    /// session). The message becomes one the bot may reply to.
+    pub fn push(&self, event: &Event) -> Pushed {
+        gateway::push(&self.shared, event)
+    }
+
+    /// Sends op 7 (reconnect) to every open connection.
+    pub fn send_reconnect(&self) {
+        gateway::reconnect(&self.shared);
+    }
+
+    /// Sends op 9 (invalid session) to every open connection; not `resumable` ends their
+    /// sessions.
+    pub fn send_invalid_session(&self, resumable: bool) {
+        gateway::invalid_session(&self.shared, resumable);
+    }
+
+    /// Closes every open connection with `code` (4009: resumable; 4000–4008 end the
+    /// session; 4004 is what a bad token gets).
+    pub fn close_with(&self, code: u16) {
+        gateway::close(&self.shared, code);
+    }
+
+    /// Drops every open socket without a close frame (sessions stay resumable).
+    pub fn drop_sockets(&self) {
+        gateway::drop_sockets(&self.shared);
+    }
+
+    /// Sends `text` as a frame, as is, to every open connection (malformed or oversized
+    /// frames, a server heartbeat request `{"op":1}`).
+    pub fn send_raw(&self, text: &str) {
+        gateway::send_raw(&self.shared, text);
+    }
+
+    /// Every gateway connection so far.
+    pub fn connections(&self) -> Vec<Connection> {
+        self.shared.lock().gw.connections()
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.connections().iter().filter(|c| c.open).count()
+    }
+
+    /// Every Identify received.
+    pub fn identifies(&self) -> Vec<Identify> {
+        self.shared.lock().gw.identifies.clone()
+    }
+
+    /// Every Resume received.
+    pub fn resumes(&self) -> Vec<Resume> {
+        self.shared.lock().gw.resumes.clone()
+    }
+
+    /// Every heartbeat received.
+    pub fn heartbeats(&self) -> Vec<Heartbeat> {
+        self.shared.lock().gw.heartbeats.clone()
+    }
+
+    /// Every event dispatch sent (first sends and replays).
+    pub fn dispatched(&self) -> Vec<Dispatched> {
+        self.shared.lock().gw.dispatched.clone()
+    }
+
+    /// Frames received that were no Heartbeat, Identify or Resume.
+    pub fn bad_frames(&self) -> usize {
+        self.shared.lock().gw.bad_frames
+    }
+
+    /// Waits until `n` connections have been made ready (READY or RESUMED) in all.
+    pub async fn wait_ready(&self, n: usize, deadline: Duration) -> Result<(), WaitTimeout> {
+        self.wait_until(&format!("{n} ready connections"), deadline, |f| {
+            let inner = f.shared.lock();
+            let accepted = inner.gw.identifies.iter().filter(|i| i.accepted).count()
+                + inner.gw.resumes.iter().filter(|r| r.accepted).count();
+            accepted >= n
+        })
+        .await
+    }
+
+    // ---- webhook ---------------------------------------------------------------------
+
+    /// What QQ POSTs to a webhook for `event` (`{op: 0, id, t, d}`, signed), with its
+    /// message known to the reply endpoints from now on.
+    pub fn webhook_event(&self, event: &Event) -> WebhookRequest {
+        let mut inner = self.shared.lock();
+        let event = event.stamped(inner.clock.now());
+        inner.remember(&event);
+        drop(inner);
+        signed_request(CLIENT_SECRET, &webhook::unix_now(), &event.payload(None))
+    }
+
+    // ---- replies and calls -----------------------------------------------------------
+
+    /// Every reply accepted, oldest first.
+    pub fn replies(&self) -> Vec<Reply> {
+        self.shared.lock().replies.clone()
+    }
+
+    /// The replies accepted to source message `msg_id`.
+    pub fn replies_to(&self, msg_id: &str) -> Vec<Reply> {
+        self.replies()
+            .into_iter()
+            .filter(|r| r.msg_id == msg_id)
+            .collect()
+    }
+
+    /// Every HTTP call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.shared.lock().calls.clone()
+    }
+
+    /// Every call of `route` so far.
+    pub fn calls_to(&self, route: &str) -> Vec<Call> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.route == route)
+            .collect()
+    }
+
+    /// Waits until `condition` holds over the fake (anything it records wakes it), or
+    /// `deadline` passes.
+    pub async fn wait_until(
+        &self,
+        what: &str,
+        deadline: Duration,
+        condition: impl Fn(&Self) -> bool,
+    ) -> Result<(), WaitTimeout> {
+        let until = Instant::now() + deadline;
+        loop {
+            let notified = self.shared.changed.notified();
+            if condition(self) {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(until, notified).await.is_err() {
+                return Err(WaitTimeout {
+                    what: what.to_owned(),
+                    calls: self.calls(),
+                });
+            }
+        }
+    }
+
+    /// Waits until `n` replies were accepted in all.
+    pub async fn wait_replies(
+        &self,
+        n: usize,
+        deadline: Duration,
+    ) -> Result<Vec<Reply>, WaitTimeout> {
+        self.wait_until(&format!("{n} replies"), deadline, |f| {
+            f.replies().len() >= n
+        })
+        .await?;
+        Ok(self.replies())
+    }
+}
+
+#[cfg(test)]
+mod tests;

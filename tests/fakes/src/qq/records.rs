@@ -1,0 +1,176 @@
+//! What the fake QQ records and reports: HTTP calls, accepted replies, gateway
+//! connections and the frames they exchanged, scripted failures, and the timeout of a
+//! wait.
+
+use std::time::SystemTime;
+
+use serde_json::Value;
+use tokio::time::Instant;
+
+/// A scripted failure of the next call of a route.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// HTTP 400 with `{code, message}` (e.g. [`super::code::RATE_LIMITED`]).
+    Code(i64),
+    /// HTTP 200 with `{code, message}`: QQ sometimes refuses under a success status.
+    CodeOk(i64),
+    /// This HTTP status with an empty body.
+    Http(u16),
+}
+
+/// One HTTP request the fake received (gateway frames are recorded separately).
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// `token`, `gateway`, `group_reply`, `c2c_reply`, `file`, `ws` or `unknown` (what
+    /// [`super::FakeQq::fail_next`] takes).
+    pub route: &'static str,
+    /// HTTP method.
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    /// The JSON body (`null` without one).
+    pub body: Value,
+    /// The `Authorization` header, as sent.
+    pub authorization: Option<String>,
+    /// The `X-Union-Appid` header, as sent.
+    pub app_id: Option<String>,
+    /// HTTP status answered.
+    pub status: u16,
+    /// The answer's `code`, when it refused with one.
+    pub code: Option<i64>,
+    /// When it arrived.
+    pub at: Instant,
+}
+
+impl Call {
+    /// Whether QQ would call it a success.
+    pub fn ok(&self) -> bool {
+        (200..300).contains(&self.status) && self.code.is_none() || self.status == 101
+    }
+}
+
+/// A reply the fake accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    /// The new message's id.
+    pub id: String,
+    /// `group:<openid>` or `c2c:<openid>`.
+    pub chat_id: String,
+    /// The source message it answers.
+    pub msg_id: String,
+    /// Its `msg_seq`.
+    pub msg_seq: u64,
+    /// Its `content`.
+    pub content: String,
+    /// The fake's clock when it was accepted.
+    pub at: SystemTime,
+}
+
+/// One gateway connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Connection {
+    /// 1-based, in order of connection.
+    pub id: u64,
+    /// Whether it is still open.
+    pub open: bool,
+    /// The session it identified or resumed into.
+    pub session: Option<String>,
+    /// Whether READY or RESUMED was sent on it.
+    pub ready: bool,
+}
+
+/// An op 2 Identify the fake received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identify {
+    /// The connection.
+    pub connection: u64,
+    /// `d.token`, as sent.
+    pub token: String,
+    /// `d.intents`.
+    pub intents: u64,
+    /// `d.shard`.
+    pub shard: Value,
+    /// Whether it was accepted (READY sent).
+    pub accepted: bool,
+}
+
+/// An op 6 Resume the fake received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resume {
+    /// The connection.
+    pub connection: u64,
+    /// `d.token`, as sent.
+    pub token: String,
+    /// `d.session_id`.
+    pub session_id: String,
+    /// `d.seq`.
+    pub seq: u64,
+    /// Whether it was accepted (events replayed, RESUMED sent).
+    pub accepted: bool,
+}
+
+/// An op 1 heartbeat the fake received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// The connection.
+    pub connection: u64,
+    /// `d`: the last sequence number the client saw (`None`: `null`).
+    pub seq: Option<u64>,
+    /// Whether it was ACKed (op 11).
+    pub acked: bool,
+}
+
+/// An event dispatch (op 0) the fake sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dispatched {
+    /// The connection.
+    pub connection: u64,
+    /// `s`.
+    pub seq: u64,
+    /// `t`.
+    pub kind: String,
+    /// The payload's `id`.
+    pub event_id: String,
+    /// Whether it was a replay after a resume.
+    pub replay: bool,
+}
+
+/// What [`super::FakeQq::push`] did with an event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pushed {
+    /// The payload's `id`.
+    pub event_id: String,
+    /// The message id (`d.id`).
+    pub message_id: String,
+    /// Its sequence number in the session, when there was one (else it waits for the
+    /// next READY).
+    pub seq: Option<u64>,
+}
+
+/// A wait that ran out; `Debug` lists the calls so far.
+pub struct WaitTimeout {
+    pub(super) what: String,
+    pub(super) calls: Vec<Call>,
+}
+
+impl std::fmt::Debug for WaitTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "timed out waiting for {}; calls so far:", self.what)?;
+        for c in &self.calls {
+            writeln!(
+                f,
+                "  {} {:?} {} {} {}",
+                c.status, c.code, c.method, c.path, c.body
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for WaitTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "timed out waiting for {}", self.what)
+    }
+}
+
+impl std::error::Error for WaitTimeout {}
