@@ -11,7 +11,7 @@ use super::rest;
 pub enum Trigger {
     /// On the Nth authenticated call of the route (1-based), once.
     Nth(usize),
-    /// On every call of the route until [`FakeFeishu::clear_failures`].
+    /// On every call of the route until [`FakeFeishu::clear_failures`](super::FakeFeishu::clear_failures).
     Always,
 }
 
@@ -20,17 +20,17 @@ pub enum Trigger {
 pub enum Failure {
     /// HTTP 400 with `{code, msg}` (HTTP 200 on the discovery route, as Feishu does).
     Code(i64, String),
-    /// This HTTP status; 429 carries [`code::FREQUENCY_LIMIT`] and
+    /// This HTTP status; 429 carries [`code::FREQUENCY_LIMIT`](super::code::FREQUENCY_LIMIT) and
     /// `x-ogw-ratelimit-reset: 1`, as Feishu throttles an app.
     Http(u16),
 }
 
-/// One HTTP request the fake received (WebSocket frames are in [`FakeFeishu::acks`] and
-/// [`FakeFeishu::deliveries`]).
+/// One HTTP request the fake received (WebSocket frames are in [`FakeFeishu::acks`](super::FakeFeishu::acks) and
+/// [`FakeFeishu::deliveries`](super::FakeFeishu::deliveries)).
 #[derive(Clone, Debug)]
 pub struct Call {
     /// The route name: `endpoint`, `ws`, `token`, `reply`, `create`, `patch`,
-    /// `reactions`, `resource`, `images`, `files` (what [`FakeFeishu::fail`] takes), or
+    /// `reactions`, `resource`, `images`, `files` (what [`FakeFeishu::fail`](super::FakeFeishu::fail) takes), or
     /// `unknown`.
     pub route: &'static str,
     /// HTTP method.
@@ -125,7 +125,7 @@ pub struct Upload {
     pub bytes: Vec<u8>,
 }
 
-/// What [`FakeFeishu::push_event`] pushed.
+/// What [`FakeFeishu::push_event`](super::FakeFeishu::push_event) pushed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pushed {
     /// The event's `header.event_id`.
