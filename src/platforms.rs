@@ -22,6 +22,8 @@ pub const PLATFORMS: &[&dyn Platform] = &[
     &im_bridge_feishu::FeishuPlatform,
     #[cfg(feature = "dingtalk")]
     &im_bridge_dingtalk::DingTalkPlatform,
+    #[cfg(feature = "qq")]
+    &im_bridge_qq::QqPlatform,
 ];
 
 /// Every platform im-bridge has (or plans) an adapter for, compiled in or not: enabling one

@@ -554,3 +554,55 @@ pub fn assert_image_reached_the_agent(sim: &RunningSimulator, size: usize) {
     assert_eq!(files[0]["is_image"], true, "{files}");
     assert_eq!(files[0]["size"], size, "{files}");
 }
+
+/// The real daemon serving one platform channel against the simulator, in a temporary
+/// directory with its own SQLite store: what every platform's end-to-end harness runs.
+/// Dropping it stops the daemon; [`PlatformDaemon::stop`] also checks it stopped cleanly.
+pub struct PlatformDaemon {
+    shutdown: CancellationToken,
+    daemon: Option<JoinHandle<Result<DaemonExit, DaemonError>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl PlatformDaemon {
+    /// Starts the daemon with `channel`, `options` and the webhook host `webhooks` (on which
+    /// the channel registered its route, if it has one).
+    pub fn start(
+        sim: &RunningSimulator,
+        channel: Arc<dyn Channel>,
+        options: &Options,
+        webhooks: im_bridge_channel::WebhookHost,
+    ) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = daemon_config(
+            sim,
+            StoreLocation::Sqlite(dir.path().join("bridge.db")),
+            options,
+        );
+        config.webhooks = webhooks;
+        let shutdown = CancellationToken::new();
+        let daemon = tokio::spawn(daemon::run(config, vec![channel], shutdown.clone()));
+        Self {
+            shutdown,
+            daemon: Some(daemon),
+            _dir: dir,
+        }
+    }
+
+    /// Stops the daemon as a signal would and checks it stopped cleanly.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        let daemon = self.daemon.take().unwrap();
+        let exit = tokio::time::timeout(Duration::from_secs(20), daemon)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(exit.is_ok(), "daemon failed: {exit:?}");
+    }
+}
+
+impl Drop for PlatformDaemon {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}

@@ -15,6 +15,7 @@
 //! - `telegram`: the Telegram adapter against the fake Bot API, daemon and simulator;
 //! - `feishu`: the Feishu adapter on the long connection to the fake Feishu (issue 15);
 //! - `dingtalk`: the DingTalk adapter in stream mode against the fake DingTalk (issue 16);
+//! - `qq`: the QQ adapter on the gateway and the webhook against the fake QQ (issue 17);
 //! - `supervisor`: a failing or panicking transport is restarted while the other channels
 //!   serve, and `/readyz` and `/metrics` show it (issue 12).
 
@@ -30,6 +31,7 @@ mod gateway;
 mod goal;
 mod lang;
 mod manager;
+mod qq;
 mod simulator;
 mod source_rules;
 mod supervisor;

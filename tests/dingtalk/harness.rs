@@ -4,16 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge::config::StoreLocation;
-use im_bridge::daemon::{self, DaemonError, DaemonExit};
 use im_bridge::i18n::{Catalogs, command_menu};
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
-use im_bridge_channel::{AllowedUsers, BuildContext, Channel, Secret, WebhookHost};
+use im_bridge_channel::{AllowedUsers, BuildContext, Secret, WebhookHost};
 use im_bridge_dingtalk::DingTalkChannel;
 use im_bridge_dingtalk::config::DingTalkSettings;
 use im_bridge_fakes::dingtalk::{CARD_TEMPLATE_ID, CLIENT_ID, CLIENT_SECRET, FakeDingTalk, Sent};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+
+use crate::support::{Options, PlatformDaemon};
 
 /// How long one wait may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(20);
@@ -33,9 +31,7 @@ pub struct Dt {
     pub fake: FakeDingTalk,
     /// The Gateway simulator.
     pub sim: RunningSimulator,
-    shutdown: CancellationToken,
-    daemon: Option<JoinHandle<Result<DaemonExit, DaemonError>>>,
-    _dir: tempfile::TempDir,
+    daemon: PlatformDaemon,
 }
 
 impl Dt {
@@ -63,30 +59,16 @@ impl Dt {
             WebhookHost::new(),
         );
         let channel = DingTalkChannel::new(settings, &ctx).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let mut options = crate::support::Options::default();
+        let mut options = Options::default();
         if let Some(tag) = setup.locale {
             options
                 .manager
                 .channel_locales
                 .insert(im_bridge_dingtalk::NAME.to_owned(), tag.to_owned());
         }
-        let config = crate::support::daemon_config(
-            &sim,
-            StoreLocation::Sqlite(dir.path().join("bridge.db")),
-            &options,
-        );
-        let shutdown = CancellationToken::new();
-        let channels: Vec<Arc<dyn Channel>> = vec![Arc::new(channel)];
-        let daemon = tokio::spawn(daemon::run(config, channels, shutdown.clone()));
+        let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, WebhookHost::new());
         fake.wait_connected(1, DEADLINE).await.unwrap();
-        Self {
-            fake,
-            sim,
-            shutdown,
-            daemon: Some(daemon),
-            _dir: dir,
-        }
+        Self { fake, sim, daemon }
     }
 
     /// Waits until a robot message reads exactly `text`; all of them then.
@@ -101,19 +83,7 @@ impl Dt {
     }
 
     /// Stops the daemon as a signal would and checks it stopped cleanly.
-    pub async fn stop(mut self) {
-        self.shutdown.cancel();
-        let daemon = self.daemon.take().unwrap();
-        let exit = tokio::time::timeout(DEADLINE, daemon)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(exit.is_ok(), "daemon failed: {exit:?}");
-    }
-}
-
-impl Drop for Dt {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
+    pub async fn stop(self) {
+        self.daemon.stop().await;
     }
 }

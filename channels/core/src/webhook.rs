@@ -415,6 +415,23 @@ impl WebhookRoute {
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.route.bound.get().copied()
     }
+
+    /// A webhook channel's whole transport when nothing is registered with the platform:
+    /// installs `handler`, reports the channel connected while it serves, and returns once
+    /// `shutdown` is cancelled (the handler uninstalled). The path is not logged:
+    /// operators sometimes make it secret.
+    pub async fn serve(
+        &self,
+        handler: Arc<dyn WebhookHandler>,
+        telemetry: &Telemetry,
+        shutdown: &CancellationToken,
+    ) {
+        let _serving = self.install(handler);
+        tracing::info!(channel = telemetry.channel(), addr = ?self.local_addr(), "Serving the webhook.");
+        telemetry.set_connected(true);
+        shutdown.cancelled().await;
+        telemetry.set_connected(false);
+    }
 }
 
 /// An installed handler; dropping it uninstalls the handler if it is still the one

@@ -174,6 +174,10 @@ pub fn normalize(
     if text.is_empty() && files.is_empty() {
         return Err(Skip::Empty);
     }
+    let unix = |t: SystemTime| {
+        t.duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
     let chat_id = target.chat_id();
     let mut msg = InboundMessage::new(NAME, chat_id.clone(), sender.clone(), text);
     msg.msg_type = ctx.commands.classify(&msg.text);
@@ -183,16 +187,14 @@ pub fn normalize(
         ChatKind::Private
     };
     msg.thread_ts = Some(MessageId::new(event.id.clone()));
+    // The reply window runs from when QQ says the message was sent.
+    msg.created_at = unix(sent_at);
     msg.topic_id = group.then(|| sender.clone());
     msg.redelivery = Some(RedeliveryKey::new(ctx.app_id, event.id.clone()));
     msg.workspace_id = Some(match &target {
         Target::Group(id) => format!("{}:group:{id}", ctx.app_id),
         Target::User(_) => format!("{}:c2c", ctx.app_id),
     });
-    let unix = |t: SystemTime| {
-        t.duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64())
-    };
     let meta = &mut msg.metadata;
     meta.insert("message_id".into(), Value::String(event.id));
     meta.insert("event_type".into(), Value::String(kind.to_owned()));

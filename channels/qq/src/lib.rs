@@ -1,6 +1,6 @@
-//! The QQ official bot adapter (issue 17, spec platforms.md §6), under construction.
+//! The QQ official bot adapter (issue 17, spec platforms.md §6).
 //!
-//! Built in pieces, each tested on its own before the channel is registered:
+//! Built in pieces, each tested on its own:
 //!
 //! - `config`: the `channels.qq` block.
 //! - `token`: the app access token, for the core's single-flight cache.
@@ -11,13 +11,13 @@
 //! - `webhook`: webhook mode's ed25519 signatures and the op 13 validation answer.
 //! - `inbound`: message events to normalized messages.
 //!
-//! Nothing here is registered with the daemon yet: the registry line comes with the
-//! channel itself.
+//! - `channel`: the [`QqChannel`] over these pieces, registered as [`QqPlatform`].
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod api;
+mod channel;
 pub mod config;
 pub mod error;
 pub mod gateway;
@@ -27,3 +27,28 @@ pub mod webhook;
 
 /// The channel's name: the provider key in configuration and bindings.
 pub const NAME: &str = "qq";
+
+pub use channel::{CAPABILITIES, EXPIRED_METRIC, QqChannel};
+
+use std::sync::Arc;
+
+use im_bridge_channel::{Channel, Configured, Issues, Platform, Prepared};
+use serde_json::Value;
+
+/// The registry entry: `channels.qq`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QqPlatform;
+
+impl Platform for QqPlatform {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
+        let settings = config::validate(block, issues)?;
+        Some(Arc::new(Prepared::new(settings, |settings, ctx| {
+            let channel = QqChannel::new(settings.clone(), ctx)?;
+            Ok(Arc::new(channel) as Arc<dyn Channel>)
+        })))
+    }
+}

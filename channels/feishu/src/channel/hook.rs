@@ -122,15 +122,11 @@ pub(super) async fn run(
     shutdown: &CancellationToken,
 ) -> ChannelExit {
     let telemetry = intake.telemetry.clone();
-    let _serving = route.install(Arc::new(Hook {
+    let hook = Hook {
         intake,
         settings: settings.clone(),
         sink,
-    }));
-    // The path is not logged: operators sometimes make it secret.
-    tracing::info!(channel = NAME, addr = ?route.local_addr(), "Serving the Feishu event webhook.");
-    telemetry.set_connected(true);
-    shutdown.cancelled().await;
-    telemetry.set_connected(false);
+    };
+    route.serve(Arc::new(hook), &telemetry, shutdown).await;
     ChannelExit::Stopped
 }

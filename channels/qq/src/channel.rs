@@ -1,0 +1,316 @@
+//! The QQ channel: the op-code gateway (or the signed webhook) in, passive replies out.
+//!
+//! - **In**: each `GROUP_AT_MESSAGE_CREATE` / `C2C_MESSAGE_CREATE` is normalized and, unless
+//!   this replica saw its event or message id already (QQ pushes duplicates), offered to
+//!   the daemon's queue. A message whose reply window has already closed is dropped with a
+//!   log line and [`EXPIRED_METRIC`]: no answer could reach the chat.
+//! - **Out**: final-only. Every reply is a passive reply to its source message; the
+//!   delivery engine enforces the window (5 minutes in groups, an hour in C2C) and the 5
+//!   replies per source from [`CAPABILITIES`]`.reply_window`, and this adapter numbers
+//!   them (`msg_seq`, taken before each attempt and never reused). The agent's Markdown
+//!   is sent as readable text (QQ's markdown needs permissions a bot rarely has), at most
+//!   4000 UTF-8 bytes a message.
+//!
+//! Children: `hook` serves webhook mode on the daemon's shared webhook host.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use im_bridge_channel::render::Markup;
+use im_bridge_channel::{
+    AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
+    ChannelResult, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit,
+    ReplyWindow, SendTarget, SentMessage, Stage, Telemetry, WebhookLimits, WebhookRoute,
+};
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::NAME;
+use crate::api::{Api, C2C_WINDOW, GROUP_WINDOW, MAX_REPLIES, MAX_REPLY_BYTES, ReplyBook, Target};
+use crate::config::{QqSettings, Transport};
+use crate::gateway::{self, Dispatch, Dropped, EventHandler, GatewaySettings, Ready};
+use crate::inbound::{InboundContext, Seen, Skip, normalize};
+
+mod hook;
+
+/// Counter of messages dropped because their reply window had closed before they were
+/// admitted, by `channel`.
+pub const EXPIRED_METRIC: &str = "im_bridge_inbound_expired_total";
+/// Event and message ids remembered against duplicate pushes.
+const SEEN_CAPACITY: usize = 4096;
+/// How long they are remembered (past the longest reply window, nothing can be answered).
+const SEEN_TTL: Duration = Duration::from_secs(60 * 60);
+
+/// What QQ can show: finals only, as passive replies within the source's window and
+/// budget, in plain text of at most 4000 bytes.
+pub const CAPABILITIES: Capabilities = Capabilities {
+    length_unit: LengthUnit::Bytes,
+    reply_window: Some(ReplyWindow {
+        group: GROUP_WINDOW,
+        private: C2C_WINDOW,
+        max_replies_per_source: MAX_REPLIES,
+    }),
+    markup: Markup::PlainText,
+    ..Capabilities::final_only(MAX_REPLY_BYTES)
+};
+
+/// The QQ channel.
+pub struct QqChannel {
+    settings: QqSettings,
+    api: Api,
+    intake: Arc<Intake>,
+    /// The webhook route on the daemon's shared host (webhook mode only).
+    route: Option<WebhookRoute>,
+    /// Each source message's `msg_seq` and reply count.
+    replies: Mutex<ReplyBook>,
+}
+
+impl std::fmt::Debug for QqChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QqChannel")
+            .field("app_id", &self.settings.app_id)
+            .field("api_url", &self.settings.api_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What admits events: shared by the gateway and the webhook handler.
+struct Intake {
+    app_id: String,
+    allowed_users: AllowedUsers,
+    commands: CommandVocabulary,
+    telemetry: Telemetry,
+    /// The bot's user id, once READY named it (its mentions are stripped).
+    bot_id: Mutex<Option<String>>,
+    seen: Mutex<Seen>,
+}
+
+/// What became of an offered event.
+enum Offered {
+    /// Admitted, skipped, or refused as too busy with the sender told: not to redeliver.
+    Done,
+    /// Not admitted now (shutting down, overloaded): QQ should deliver it again.
+    Again,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl QqChannel {
+    /// A channel with `settings`, the daemon's commands and who may talk to it.
+    pub fn new(settings: QqSettings, ctx: &BuildContext) -> ChannelResult<Self> {
+        let api = Api::from_settings(&settings).map_err(ChannelError::from)?;
+        let telemetry = Telemetry::new(NAME);
+        let route = match &settings.transport {
+            Transport::Webhook(hook) => Some(
+                ctx.webhooks
+                    .route(
+                        &telemetry,
+                        hook.listen,
+                        &hook.path,
+                        WebhookLimits::default(),
+                    )
+                    .map_err(|e| ChannelError::Transport(e.to_string()))?,
+            ),
+            Transport::Websocket => None,
+        };
+        Ok(Self {
+            intake: Arc::new(Intake {
+                app_id: settings.app_id.clone(),
+                allowed_users: ctx.allowed_users.clone(),
+                commands: ctx.commands.clone(),
+                telemetry,
+                bot_id: Mutex::new(None),
+                seen: Mutex::new(Seen::new(SEEN_CAPACITY, SEEN_TTL)),
+            }),
+            settings,
+            api,
+            route,
+            replies: Mutex::new(ReplyBook::new()),
+        })
+    }
+}
+
+impl Intake {
+    /// Normalizes an event and offers it to the daemon's queue.
+    fn offer(&self, sink: &InboundSink, kind: &str, id: Option<&str>, data: &Value) -> Offered {
+        let bot_id = lock(&self.bot_id).clone();
+        let ctx = InboundContext {
+            app_id: &self.app_id,
+            bot_id: bot_id.as_deref(),
+            allowed_users: &self.allowed_users,
+            commands: &self.commands,
+            now: SystemTime::now(),
+        };
+        let msg = match normalize(kind, id, data, &ctx) {
+            Ok(msg) => msg,
+            Err(Skip::WindowClosed) => {
+                metrics::counter!(EXPIRED_METRIC, "channel" => NAME).increment(1);
+                tracing::warn!(
+                    channel = NAME,
+                    "Dropped a QQ message whose reply window had already closed."
+                );
+                return Offered::Done;
+            }
+            Err(skip) => {
+                if matches!(skip, Skip::Malformed | Skip::BadTimestamp) {
+                    self.telemetry.error(Stage::Processing);
+                }
+                tracing::debug!(
+                    channel = NAME,
+                    reason = skip.as_str(),
+                    "Skipped a QQ event."
+                );
+                return Offered::Done;
+            }
+        };
+        let message_id = msg.thread_ts.as_ref().map_or("", |m| m.as_str());
+        if !lock(&self.seen).first_time(id, message_id, Instant::now()) {
+            tracing::debug!(channel = NAME, "Skipped a QQ event pushed twice.");
+            return Offered::Done;
+        }
+        match sink.offer(msg) {
+            // Refused as too busy, the sender is told so: nothing to redeliver either.
+            Ok(()) | Err(AdmitError::QueueFull) => Offered::Done,
+            Err(error) => {
+                tracing::warn!(channel = NAME, %error, "A QQ event was not admitted; QQ may deliver it again.");
+                Offered::Again
+            }
+        }
+    }
+}
+
+/// Admits each gateway event.
+struct Admit<'a> {
+    intake: &'a Intake,
+    sink: &'a InboundSink,
+}
+
+impl EventHandler for Admit<'_> {
+    fn ready(&mut self, ready: &Ready) {
+        *lock(&self.intake.bot_id) = Some(ready.bot_id.clone());
+        self.intake.telemetry.set_connected(true);
+    }
+
+    fn resumed(&mut self) {
+        self.intake.telemetry.set_connected(true);
+    }
+
+    fn event(&mut self, event: Dispatch) {
+        self.intake.telemetry.received(1);
+        let _ = self
+            .intake
+            .offer(self.sink, &event.kind, event.id.as_deref(), &event.data);
+    }
+
+    fn dropped(&mut self, _: Dropped) {
+        self.intake.telemetry.error(Stage::Receiving);
+    }
+
+    fn disconnected(&mut self) {
+        self.intake.telemetry.set_connected(false);
+    }
+}
+
+/// When the source of `to` was sent (now, if the reply does not say).
+fn source_time(to: &SendTarget<'_>) -> SystemTime {
+    to.source_at
+        .filter(|at| at.is_finite() && *at >= 0.0)
+        .and_then(|at| UNIX_EPOCH.checked_add(Duration::from_secs_f64(at)))
+        .unwrap_or_else(SystemTime::now)
+}
+
+#[async_trait]
+impl Channel for QqChannel {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    fn is_connected(&self) -> bool {
+        self.intake.telemetry.is_connected()
+    }
+
+    async fn run(
+        &self,
+        sink: InboundSink,
+        shutdown: CancellationToken,
+    ) -> ChannelResult<ChannelExit> {
+        match &self.settings.transport {
+            Transport::Websocket => {
+                let mut admit = Admit {
+                    intake: &self.intake,
+                    sink: &sink,
+                };
+                let result = gateway::run(
+                    &self.api,
+                    &GatewaySettings::default(),
+                    &mut admit,
+                    &shutdown,
+                )
+                .await;
+                self.intake.telemetry.set_connected(false);
+                match result {
+                    Ok(()) => Ok(ChannelExit::Stopped),
+                    Err(error) => {
+                        self.intake.telemetry.error(Stage::Receiving);
+                        Err(ChannelError::Transport(error.to_string()))
+                    }
+                }
+            }
+            Transport::Webhook(_) => match &self.route {
+                Some(route) => {
+                    let key = hook::key(&self.settings)?;
+                    Ok(hook::run(self.intake.clone(), key, route, sink, &shutdown).await)
+                }
+                None => Err(ChannelError::Unsupported("a webhook without its route")),
+            },
+        }
+    }
+
+    /// A passive reply to the source message (QQ has no other kind since 2025-04).
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let Some(source) = to.reply_to else {
+            return Err(ChannelError::Unsupported(
+                "a message that answers no source message",
+            ));
+        };
+        let target = Target::from_chat_id(to.chat_id).map_err(ChannelError::from)?;
+        let context = lock(&self.replies).context(
+            target,
+            source.clone(),
+            source_time(&to),
+            SystemTime::now(),
+        );
+        let mut context = context.lock().await;
+        let sent = self.api.reply(&mut context, text).await;
+        let sent = self
+            .intake
+            .telemetry
+            .sending(sent.map_err(ChannelError::from))?;
+        Ok(SentMessage { id: sent.id })
+    }
+
+    /// Downloads an image a user sent (QQ's attachment URLs carry their own signature).
+    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
+        let FileSource::Handle { id } = &file.source else {
+            return file.inline_bytes(max_bytes);
+        };
+        let fetched = self
+            .api
+            .download(id, max_bytes)
+            .await
+            .map_err(ChannelError::from);
+        if fetched.is_err() {
+            self.intake.telemetry.error(Stage::Processing);
+        }
+        fetched
+    }
+}

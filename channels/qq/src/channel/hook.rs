@@ -1,0 +1,106 @@
+//! Webhook mode: QQ posts each callback to a route on the daemon's shared webhook host.
+//!
+//! Every request's ed25519 signature ([`SIGNATURE_HEADER`] over [`TIMESTAMP_HEADER`] and
+//! the raw body, with the key derived from the bot secret) is checked before anything else
+//! is read: a missing or wrong one is 401 and nothing runs. Then:
+//!
+//! - the callback validation (op 13) is answered with its signed `plain_token`;
+//! - an event (op 0) is normalized and offered like a gateway event, and acknowledged
+//!   `{"op": 12, "d": 0}`; `d: 1` (with 503) when the daemon cannot take it now, so QQ
+//!   delivers it again;
+//! - other ops are acknowledged and ignored; a body that is no callback is 400.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use im_bridge_channel::webhook::{HeaderMap, StatusCode};
+use im_bridge_channel::{
+    ChannelError, ChannelExit, ChannelResult, InboundSink, Stage, WebhookHandler, WebhookRequest,
+    WebhookResponse, WebhookRoute,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::{Intake, Offered};
+use crate::NAME;
+use crate::config::QqSettings;
+use crate::webhook::{
+    Callback, SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey, classify, dispatch_ack,
+    plausible_signature,
+};
+
+/// The key webhook requests are checked with.
+pub(super) fn key(settings: &QqSettings) -> ChannelResult<WebhookKey> {
+    WebhookKey::from_secret(&settings.client_secret).ok_or(ChannelError::Unsupported(
+        "webhook mode with an empty client_secret",
+    ))
+}
+
+/// The route's handler while the channel runs.
+struct Hook {
+    intake: Arc<Intake>,
+    key: WebhookKey,
+    sink: InboundSink,
+}
+
+impl Hook {
+    fn signed(&self, headers: &HeaderMap, body: &[u8]) -> bool {
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        match (header(SIGNATURE_HEADER), header(TIMESTAMP_HEADER)) {
+            (Some(signature), Some(timestamp)) if plausible_signature(signature) => {
+                self.key.verify(timestamp, body, signature)
+            }
+            _ => false,
+        }
+    }
+}
+
+#[async_trait]
+impl WebhookHandler for Hook {
+    async fn handle(&self, request: WebhookRequest) -> WebhookResponse {
+        self.intake.telemetry.received(1);
+        if !self.signed(&request.headers, &request.body) {
+            self.intake.telemetry.error(Stage::Receiving);
+            tracing::debug!(
+                channel = NAME,
+                "Refused a QQ webhook request without a valid signature."
+            );
+            return WebhookResponse::unauthorized();
+        }
+        match classify(&request.body) {
+            Ok(Callback::Validation {
+                plain_token,
+                event_ts,
+            }) => {
+                tracing::info!(channel = NAME, "Answered QQ's callback validation.");
+                WebhookResponse::json_value(&self.key.validation_answer(&plain_token, &event_ts))
+            }
+            Ok(Callback::Event { kind, id, data }) => {
+                match self.intake.offer(&self.sink, &kind, id.as_deref(), &data) {
+                    Offered::Done => WebhookResponse::json_value(&dispatch_ack(true)),
+                    Offered::Again => WebhookResponse::status(StatusCode::SERVICE_UNAVAILABLE),
+                }
+            }
+            Ok(Callback::Other { .. }) => WebhookResponse::json_value(&dispatch_ack(true)),
+            Err(error) => {
+                self.intake.telemetry.error(Stage::Receiving);
+                tracing::warn!(channel = NAME, %error, "Refused a QQ webhook body.");
+                WebhookResponse::status(StatusCode::BAD_REQUEST)
+            }
+        }
+    }
+}
+
+/// Serves the route until `shutdown`.
+pub(super) async fn run(
+    intake: Arc<Intake>,
+    key: WebhookKey,
+    route: &WebhookRoute,
+    sink: InboundSink,
+    shutdown: &CancellationToken,
+) -> ChannelExit {
+    let telemetry = intake.telemetry.clone();
+    route
+        .serve(Arc::new(Hook { intake, key, sink }), &telemetry, shutdown)
+        .await;
+    ChannelExit::Stopped
+}

@@ -1,0 +1,280 @@
+//! The QQ adapter end to end: the real daemon with a `QqChannel` on the op-code gateway (or
+//! the signed webhook) against the fake QQ (`im_bridge_fakes::qq`: tokens, sessions with
+//! resume, the passive-reply rules) and the Gateway simulator.
+
+#![cfg(feature = "qq")]
+
+mod harness;
+
+use std::time::{Duration, SystemTime};
+
+use im_bridge::simulator::Script;
+use im_bridge_fakes::qq::{
+    BOT_ID, Event, signed_request, validation_answer_ok, validation_request,
+};
+
+use harness::{DEADLINE, Qq, Setup};
+
+const GROUP: &str = "GROUPOPENID0000000000000000000001";
+const ALICE: &str = "MEMBEROPENID00000000000000000001";
+
+/// Alice @-mentions the bot in the group.
+fn group(text: &str) -> Event {
+    Event::group_at(GROUP, ALICE, &format!("<@!{BOT_ID}> {text}"))
+}
+
+#[tokio::test]
+async fn issue_17_a_group_at_message_gets_its_final_reply() {
+    const ANSWER: &str = "Ship on Friday. Run the tests first.";
+    let qq = Qq::start().await;
+    qq.sim
+        .script_next_run(Script::with_answer("Ship on **Friday**. Run the tests first.").chunks(3));
+    let pushed = qq.fake.push(&group("when do we ship?"));
+    let replies = qq.wait_reply("the answer", ANSWER).await;
+    assert_eq!(replies.len(), 1, "{replies:#?}");
+    assert_eq!(replies[0].chat_id, format!("group:{GROUP}"));
+    assert_eq!(replies[0].msg_id, pushed.message_id);
+    assert_eq!(replies[0].msg_seq, 1);
+    // The bot's mention never reached the agent.
+    let thread = qq.sim.thread_ids().pop().unwrap();
+    let human = qq.sim.messages(&thread)[0]["content"].clone();
+    assert_eq!(human, "when do we ship?");
+    qq.stop().await;
+}
+
+#[tokio::test]
+async fn issue_17_a_c2c_message_gets_its_final_reply() {
+    let qq = Qq::start().await;
+    qq.sim
+        .script_next_run(Script::with_answer("Hello there.").chunks(1));
+    let pushed = qq.fake.push(&Event::c2c(ALICE, "hi"));
+    let replies = qq.wait_reply("the answer", "Hello there.").await;
+    assert_eq!(replies[0].chat_id, format!("c2c:{ALICE}"));
+    assert_eq!(replies[0].msg_id, pushed.message_id);
+    qq.stop().await;
+}
+
+#[tokio::test]
+async fn issue_17_a_long_answer_fills_the_reply_budget_exactly_and_ends_with_the_marker() {
+    // 4000 bytes a message: 24 KB would take 6, the source allows 5.
+    let answer = "All work and no play makes a very long answer. ".repeat(500);
+    let qq = Qq::start().await;
+    qq.sim
+        .script_next_run(Script::with_answer(answer.clone()).chunks(4));
+    let pushed = qq.fake.push(&Event::c2c(ALICE, "write a lot"));
+    let marker = crate::support::catalog_text("en-US")("run-truncated", &[]);
+    qq.fake
+        .wait_until("the last allowed reply", DEADLINE, |fake| {
+            fake.replies().iter().any(|r| r.content.ends_with(&marker))
+        })
+        .await
+        .unwrap();
+    let replies = qq.fake.replies_to(&pushed.message_id);
+    assert_eq!(replies.len(), 5, "the whole budget, no more");
+    let seqs: Vec<u64> = replies.iter().map(|r| r.msg_seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5], "each msg_seq once");
+    assert!(replies.iter().all(|r| r.content.len() <= 4000));
+    assert!(replies[4].content.ends_with(&marker));
+    assert!(replies[..4].iter().all(|r| !r.content.contains(&marker)));
+    qq.stop().await;
+}
+
+#[tokio::test]
+async fn issue_17_a_resume_after_a_dropped_socket_loses_no_event() {
+    let qq = Qq::start().await;
+    qq.fake.drop_sockets();
+    // Pushed while the socket is down: replayed when the session resumes.
+    qq.sim
+        .script_next_run(Script::with_answer("Nothing lost.").chunks(1));
+    qq.fake.push(&Event::c2c(ALICE, "did you get this?"));
+    qq.wait_reply("the answer", "Nothing lost.").await;
+    assert!(!qq.fake.resumes().is_empty(), "the session was resumed");
+    assert_eq!(qq.fake.identifies().len(), 1, "not identified again");
+    qq.stop().await;
+}
+
+#[tokio::test]
+async fn issue_17_op_9_and_close_4004_identify_again() {
+    let qq = Qq::start().await;
+    qq.fake.send_invalid_session(false);
+    qq.fake
+        .wait_until("a second identify", DEADLINE, |fake| {
+            fake.identifies().len() == 2
+        })
+        .await
+        .unwrap();
+    let tokens_before = qq.fake.tokens().len();
+    qq.fake.close_with(4004);
+    qq.fake
+        .wait_until("a third identify", DEADLINE, |fake| {
+            fake.identifies().len() == 3
+        })
+        .await
+        .unwrap();
+    assert!(
+        qq.fake.tokens().len() > tokens_before,
+        "4004 fetched a new token"
+    );
+    qq.sim
+        .script_next_run(Script::with_answer("Back again.").chunks(1));
+    qq.fake.push(&Event::c2c(ALICE, "still there?"));
+    qq.wait_reply("the answer", "Back again.").await;
+    qq.stop().await;
+}
+
+#[tokio::test]
+async fn issue_17_a_duplicate_push_runs_once() {
+    let qq = Qq::start().await;
+    qq.sim
+        .script_next_run(Script::with_answer("Once.").chunks(1));
+    let event = Event::c2c(ALICE, "twice?");
+    qq.fake.push(&event);
+    qq.fake.push(&event.duplicate());
+    qq.wait_reply("the answer", "Once.").await;
+    // A later message is answered after anything the duplicate could have run.
+    qq.sim
+        .script_next_run(Script::with_answer("Next.").chunks(1));
+    qq.fake.push(&Event::c2c(ALICE, "next"));
+    let replies = qq.wait_reply("the next answer", "Next.").await;
+    assert_eq!(replies.len(), 2, "{replies:#?}");
+    let thread = qq.sim.thread_ids().pop().unwrap();
+    assert_eq!(qq.sim.runs(&thread).len(), 2);
+    qq.stop().await;
+}
+
+#[tokio::test]
+async fn issue_17_an_expired_message_is_dropped_and_a_window_closing_during_a_run_is_not_retried() {
+    let qq = Qq::start().await;
+    let now = SystemTime::now();
+    // Sent 301 s ago in a group: its 5 minutes are over before it arrives.
+    qq.fake
+        .push(&group("too late").sent_at(now - Duration::from_secs(301)));
+    // Sent 298 s ago: admitted, but its window closes while the agent thinks.
+    qq.sim.script_next_run(
+        Script::with_answer("Too slow.")
+            .chunks(1)
+            .response_delay(Duration::from_millis(2500)),
+    );
+    qq.fake
+        .push(&group("just in time").sent_at(now - Duration::from_secs(298)));
+    qq.sim
+        .script_next_run(Script::with_answer("Fresh.").chunks(1));
+    qq.fake.push(&Event::c2c(ALICE, "a fresh one"));
+    qq.wait_reply("the fresh answer", "Fresh.").await;
+    qq.sim
+        .wait_until(DEADLINE, |sim| {
+            let runs = sim
+                .thread_ids()
+                .iter()
+                .flat_map(|t| sim.runs(t))
+                .collect::<Vec<_>>();
+            runs.len() == 2 && runs.iter().all(|r| !r.status.is_active())
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        qq.sim.thread_ids().len(),
+        2,
+        "the expired message never ran"
+    );
+    // Stopping delivers or refuses every reply published by then.
+    let fake = qq.stop().await;
+    let replies = fake.replies();
+    assert_eq!(
+        replies.len(),
+        1,
+        "nothing after the window closed: {replies:#?}"
+    );
+    assert_eq!(fake.calls_to("group_reply").len(), 0, "no attempt at all");
+}
+
+#[tokio::test]
+async fn issue_17_the_webhook_answers_the_handshake_and_rejects_a_wrong_signature() {
+    let qq = Qq::start_with(Setup {
+        webhook: true,
+        ..Setup::default()
+    })
+    .await;
+    // QQ checks the callback URL first; the route answers 503 until the channel runs.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let (status, body) = loop {
+        let answer = qq.post(&validation_request("plain-1", "1725000000")).await;
+        if answer.0 != 503 || tokio::time::Instant::now() > deadline {
+            break answer;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(status, 200);
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        validation_answer_ok(&answer, "plain-1", "1725000000"),
+        "{answer}"
+    );
+
+    let forged = qq
+        .fake
+        .webhook_event(&Event::c2c(ALICE, "forged"))
+        .tampered();
+    assert_eq!(qq.post(&forged).await.0, 401);
+    let other_secret = signed_request(
+        "not-the-bot-secret",
+        "1725000000",
+        &serde_json::json!({"op": 0, "t": "C2C_MESSAGE_CREATE", "d": {}}),
+    );
+    assert_eq!(qq.post(&other_secret).await.0, 401);
+
+    qq.sim
+        .script_next_run(Script::with_answer("Signed and answered.").chunks(1));
+    let event = qq.fake.webhook_event(&Event::c2c(ALICE, "signed"));
+    let (status, body) = qq.post(&event).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+        serde_json::json!({"op": 12, "d": 0})
+    );
+    let replies = qq.wait_reply("the answer", "Signed and answered.").await;
+    assert_eq!(replies.len(), 1, "the forged ones never ran");
+    assert_eq!(qq.sim.thread_ids().len(), 1);
+    qq.stop().await;
+}
+
+#[tokio::test]
+async fn issue_17_goal_from_chat_uses_two_replies() {
+    const OBJECTIVE: &str = "Please help me write the quarterly report";
+    const WORKING: &str = "Working on the report now.";
+    let qq = Qq::start().await;
+    qq.sim
+        .script_next_run(Script::with_answer("Sure.").chunks(1));
+    qq.fake.push(&Event::c2c(ALICE, OBJECTIVE));
+    qq.wait_reply("the first answer", "Sure.").await;
+    qq.sim
+        .script_next_run(crate::support::goal_met_at_once(WORKING));
+    let pushed = qq.fake.push(&Event::c2c(ALICE, "/goal from-chat"));
+    qq.wait_reply("the goal run's answer", WORKING).await;
+    let replies = qq.fake.replies_to(&pushed.message_id);
+    let texts: Vec<&str> = replies.iter().map(|r| r.content.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            format!("Goal set from our conversation: {OBJECTIVE}").as_str(),
+            WORKING
+        ]
+    );
+    let seqs: Vec<u64> = replies.iter().map(|r| r.msg_seq).collect();
+    assert_eq!(seqs, [1, 2]);
+    qq.stop().await;
+}
+
+#[tokio::test]
+async fn issue_17_replies_are_localized() {
+    let zh = crate::support::catalog_text("zh-CN");
+    let qq = Qq::start_with(Setup {
+        locale: Some("zh-CN"),
+        ..Setup::default()
+    })
+    .await;
+    qq.fake.push(&Event::c2c(ALICE, "/goal"));
+    qq.wait_reply("the Chinese reply", &zh("goal-status-none", &[]))
+        .await;
+    qq.stop().await;
+}
