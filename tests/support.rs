@@ -606,3 +606,15 @@ impl Drop for PlatformDaemon {
         self.shutdown.cancel();
     }
 }
+
+/// POSTs `body` with `headers` to `url` (a webhook, as a platform would): the answer's
+/// status and body.
+pub async fn post(url: &str, headers: &[(String, String)], body: Vec<u8>) -> (u16, String) {
+    let mut request = reqwest::Client::new().post(url).body(body);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}

@@ -4,18 +4,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge::config::StoreLocation;
-use im_bridge::daemon::{self, DaemonError, DaemonExit};
 use im_bridge::i18n::{Catalogs, command_menu};
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
-use im_bridge_channel::{AllowedUsers, BuildContext, Channel, Secret, WebhookHost};
+use im_bridge_channel::{AllowedUsers, BuildContext, Secret, WebhookHost};
 use im_bridge_fakes::feishu::{
     APP_ID, APP_SECRET, ClientConfig, ENCRYPT_KEY, FakeFeishu, VERIFICATION_TOKEN,
 };
 use im_bridge_feishu::FeishuChannel;
 use im_bridge_feishu::config::{FeishuSettings, Transport, WebhookSettings};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+
+use crate::support::{Options, PlatformDaemon};
 
 /// How long one wait may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(20);
@@ -28,9 +26,7 @@ pub struct Fs {
     pub sim: RunningSimulator,
     /// Where the event webhook is served (webhook mode).
     pub webhook_url: Option<String>,
-    shutdown: CancellationToken,
-    daemon: Option<JoinHandle<Result<DaemonExit, DaemonError>>>,
-    _dir: tempfile::TempDir,
+    daemon: PlatformDaemon,
 }
 
 /// The path the webhook-mode harness serves events on.
@@ -88,16 +84,7 @@ impl Fs {
             webhooks.clone(),
         );
         let channel = FeishuChannel::new(settings, &ctx).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = crate::support::daemon_config(
-            &sim,
-            StoreLocation::Sqlite(dir.path().join("bridge.db")),
-            &crate::support::Options::default(),
-        );
-        config.webhooks = webhooks;
-        let shutdown = CancellationToken::new();
-        let channels: Vec<Arc<dyn Channel>> = vec![Arc::new(channel)];
-        let daemon = tokio::spawn(daemon::run(config, channels, shutdown.clone()));
+        let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &Options::default(), webhooks);
         if !webhook {
             fake.wait_connected(1, DEADLINE).await.unwrap();
         }
@@ -105,9 +92,7 @@ impl Fs {
             fake,
             sim,
             webhook_url,
-            shutdown,
-            daemon: Some(daemon),
-            _dir: dir,
+            daemon,
         }
     }
 
@@ -125,29 +110,11 @@ impl Fs {
     /// the answer's status and body.
     pub async fn post_webhook(&self, headers: &[(String, String)], body: Vec<u8>) -> (u16, String) {
         let url = self.webhook_url.as_deref().expect("a webhook-mode harness");
-        let mut request = reqwest::Client::new().post(url).body(body);
-        for (name, value) in headers {
-            request = request.header(name, value);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        (status, response.text().await.unwrap())
+        crate::support::post(url, headers, body).await
     }
 
     /// Stops the daemon as a signal would and checks it stopped cleanly.
-    pub async fn stop(mut self) {
-        self.shutdown.cancel();
-        let daemon = self.daemon.take().unwrap();
-        let exit = tokio::time::timeout(DEADLINE, daemon)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(exit.is_ok(), "daemon failed: {exit:?}");
-    }
-}
-
-impl Drop for Fs {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
+    pub async fn stop(self) {
+        self.daemon.stop().await;
     }
 }

@@ -113,13 +113,7 @@ impl Qq {
     /// POSTs a webhook request to the daemon: the answer's status and body.
     pub async fn post(&self, request: &WebhookRequest) -> (u16, String) {
         let url = self.webhook_url.as_deref().expect("a webhook-mode harness");
-        let mut post = reqwest::Client::new().post(url).body(request.body.clone());
-        for (name, value) in &request.headers {
-            post = post.header(name, value);
-        }
-        let response = post.send().await.unwrap();
-        let status = response.status().as_u16();
-        (status, response.text().await.unwrap())
+        crate::support::post(url, &request.headers, request.body.clone()).await
     }
 
     /// Stops the daemon as a signal would (its replies delivered or refused by then) and
