@@ -278,3 +278,17 @@ async fn issue_17_replies_are_localized() {
         .await;
     qq.stop().await;
 }
+
+#[tokio::test]
+async fn issue_17_an_image_reaches_the_agent() {
+    let qq = Qq::start().await;
+    let photo = b"\x89PNG\r\n\x1a\n a photo of a whiteboard".to_vec();
+    let url = qq.fake.put_file("board.png", photo.clone(), "image/png");
+    qq.sim
+        .script_next_run(Script::with_answer("A whiteboard.").chunks(1));
+    qq.fake
+        .push(&Event::c2c(ALICE, "what is this?").with_image(&url, "image/png", "board.png"));
+    qq.wait_reply("the answer", "A whiteboard.").await;
+    crate::support::assert_image_reached_the_agent(&qq.sim, photo.len());
+    qq.stop().await;
+}

@@ -220,11 +220,13 @@ fn images(attachments: &[Attachment]) -> Vec<InboundFile> {
         .filter_map(|a| {
             let url = a.url.as_deref().map(str::trim).filter(|u| !u.is_empty())?;
             let url = crate::api::attachment_url(url)?;
+            // QQ writes 0 when it does not know the size: unknown, not empty.
             let size = match &a.size {
                 Some(Value::Number(n)) => n.as_u64(),
                 Some(Value::String(s)) => s.trim().parse().ok(),
                 _ => None,
-            };
+            }
+            .filter(|size| *size > 0);
             Some(InboundFile {
                 kind: FileKind::Image,
                 filename: a

@@ -96,6 +96,10 @@ fn a_group_at_message_is_a_thread_per_sender_without_the_bot_mention() {
     assert_eq!(image.filename.as_deref(), Some("0A7B5C2E9F.png"));
     assert_eq!(image.mime_type.as_deref(), Some("image/png"));
     assert_eq!(image.size, Some(123_456));
+    assert_eq!(
+        m.created_at, 1_728_981_195.0,
+        "the window runs from QQ's timestamp"
+    );
     let FileSource::Handle { id } = &image.source else {
         panic!("a handle");
     };
@@ -162,12 +166,13 @@ fn an_image_alone_is_a_message_and_an_empty_text_is_not() {
     // A URL without a scheme (as QQ sometimes writes them) is made https.
     let mut payload = fixture("c2c");
     payload["d"]["attachments"] = json!([
-        {"content_type": "image/jpeg", "url": "gchat.qpic.cn/qmeetpic/0/x/0", "filename": "../x.jpg"},
+        {"content_type": "image/jpeg", "url": "gchat.qpic.cn/qmeetpic/0/x/0", "filename": "../x.jpg", "size": 0},
         {"content_type": "image/gif", "url": "ftp://host/x"},
     ]);
     let m = run(&payload).unwrap();
     assert_eq!(m.files.len(), 1);
     assert_eq!(m.files[0].filename.as_deref(), Some("x.jpg"));
+    assert_eq!(m.files[0].size, None, "0 is QQ's unknown size");
     assert_eq!(
         m.files[0].source,
         FileSource::Handle {
