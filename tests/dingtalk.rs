@@ -275,3 +275,29 @@ async fn issue_16_replies_are_localized() {
     );
     dt.stop().await;
 }
+
+#[tokio::test]
+async fn issue_16_a_long_answer_is_several_markdown_messages_within_the_limit() {
+    let answer = "Every message stays within DingTalk's markdown limit. ".repeat(250);
+    let dt = Dt::start().await;
+    dt.sim
+        .script_next_run(Script::with_answer(answer.clone()).chunks(2));
+    dt.fake
+        .push(&Message::p2p_text(ALICE, "write a lot").to_json());
+    let squeezed = |t: &str| t.split_whitespace().collect::<String>();
+    dt.fake
+        .wait_until("the whole answer", DEADLINE, |fake| {
+            let shown: String = fake.sent().iter().map(|s| s.text().to_owned()).collect();
+            squeezed(&shown) == squeezed(&answer)
+        })
+        .await
+        .unwrap();
+    let sent = dt.fake.sent();
+    assert!(sent.len() >= 3, "{} messages", sent.len());
+    let limit = im_bridge_dingtalk::config::DEFAULT_MAX_MARKDOWN_BYTES as usize;
+    assert!(
+        sent.iter()
+            .all(|s| s.msg_key == "sampleMarkdown" && s.text().len() <= limit)
+    );
+    dt.stop().await;
+}
