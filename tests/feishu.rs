@@ -89,6 +89,22 @@ async fn issue_15_a_reply_to_the_bots_card_continues_the_same_thread() {
             .to_json(),
     );
     fs.wait_card("the second card", "Second answer.").await;
+    // The answer inside the thread quotes what it answers; the first card quotes nothing.
+    let quote = |m: &im_bridge_fakes::feishu::BotMessage| {
+        let card = m.content_json();
+        (card["elements"][0]["tag"] == "note")
+            .then(|| card["elements"][0]["elements"][0]["content"].clone())
+    };
+    let all = cards(&fs);
+    assert_eq!(quote(&all[0]), None);
+    let second = all
+        .iter()
+        .find(|m| m.card_text() == "Second answer.")
+        .unwrap();
+    assert_eq!(
+        quote(second),
+        Some(serde_json::json!(format!("@{BOT_NAME} and then?")))
+    );
     let threads = fs.sim.thread_ids();
     assert_eq!(threads.len(), 1, "{threads:?}");
     assert_eq!(fs.sim.runs(&threads[0]).len(), 2);

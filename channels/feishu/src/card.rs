@@ -25,10 +25,49 @@ const MAX_ESCAPE_GROWTH: usize = 6;
 
 /// The card showing `markdown`.
 pub fn card(markdown: &str) -> Value {
+    quoting(None, markdown)
+}
+
+/// The card showing `markdown` under a small grey note quoting what it answers (a
+/// `note` element of plain text: nothing in it is read as markup).
+pub fn quoting(quote: Option<&str>, markdown: &str) -> Value {
+    let answer = json!({ "tag": "markdown", "content": markdown });
+    let elements = match quote {
+        Some(quote) => json!([
+            { "tag": "note", "elements": [ { "tag": "plain_text", "content": quote } ] },
+            answer,
+        ]),
+        None => json!([answer]),
+    };
     json!({
         "config": { "wide_screen_mode": true, "update_multi": true },
-        "elements": [ { "tag": "markdown", "content": markdown } ],
+        "elements": elements,
     })
+}
+
+/// Most lines of a quoted message.
+pub const QUOTE_LINES: usize = 3;
+/// Most characters of a quoted message.
+pub const QUOTE_CHARS: usize = 240;
+
+/// What a card quotes of the user's `text`: its first [`QUOTE_LINES`] non-empty lines, at
+/// most [`QUOTE_CHARS`] characters (cut with "…"); `None` for a blank text.
+pub fn quote(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let joined = lines[..lines.len().min(QUOTE_LINES)].join("\n");
+    let cut = lines.len() > QUOTE_LINES || joined.chars().count() > QUOTE_CHARS;
+    let mut quote: String = joined.chars().take(QUOTE_CHARS).collect();
+    if cut {
+        quote.push('…');
+    }
+    Some(quote)
 }
 
 /// The length of [`card`]`(markdown)` serialized, in bytes: what the card limit bounds.
@@ -90,6 +129,25 @@ mod tests {
         assert_eq!(c["config"]["wide_screen_mode"], true);
         assert_eq!(c["elements"][0]["tag"], "markdown");
         assert_eq!(c["elements"][0]["content"], "**hi** \"there\"");
+    }
+
+    #[test]
+    fn a_quote_is_the_first_lines_of_the_message_in_a_note() {
+        assert_eq!(quote("  \n\n"), None);
+        assert_eq!(
+            quote("one\n\n two \nthree").as_deref(),
+            Some("one\ntwo\nthree")
+        );
+        assert_eq!(quote("a\nb\nc\nd").as_deref(), Some("a\nb\nc…"));
+        let long = "字".repeat(300);
+        let q = quote(&long).unwrap();
+        assert_eq!(q.chars().count(), QUOTE_CHARS + 1);
+        assert!(q.ends_with('…'));
+        let c = quoting(Some("<at id=all></at>"), "answer");
+        assert_eq!(c["elements"][0]["tag"], "note");
+        assert_eq!(c["elements"][0]["elements"][0]["tag"], "plain_text");
+        assert_eq!(c["elements"][1]["content"], "answer");
+        assert_eq!(c["config"]["update_multi"], true);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! - **Or in by webhook** (`mode: webhook`, child `hook`): the same admission behind the
 //!   event webhook's signature, decryption and token checks.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,9 +22,9 @@ use bytes::Bytes;
 use im_bridge_channel::render::Markup;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
-    ChannelResult, ChatBudget, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit,
-    MessageId, OutboundFile, SendTarget, SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits,
-    WebhookRoute,
+    ChannelResult, ChatBudget, ChatKind, CommandVocabulary, FileSource, InboundFile, InboundSink,
+    LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
+    WebhookLimits, WebhookRoute,
 };
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -45,6 +45,10 @@ use crate::{NAME, card};
 pub const MAX_CARD_TEXT_BYTES: usize = 14 * 1024;
 /// Sources whose `DONE` reaction was added, remembered so a split answer adds it once.
 const MAX_DONE_REMEMBERED: usize = 1024;
+/// Quotes remembered for the answers of messages sent inside threads.
+const MAX_QUOTES: usize = 1024;
+/// Room a card keeps for its quote note.
+const QUOTE_ROOM: usize = 1024;
 
 /// What Feishu can show: one card patched in place while a reply streams, in the card's
 /// markdown; a short burst of writes per chat, then 5 per second (Feishu's per-chat and
@@ -89,6 +93,28 @@ struct Intake {
     telemetry: Telemetry,
     /// Reactions in flight (never waited for by a message).
     reactions: TaskTracker,
+    /// What the answers to messages sent inside a thread quote of them.
+    quotes: Mutex<Quotes>,
+}
+
+/// Quotes by source message id, the oldest forgotten first past [`MAX_QUOTES`].
+#[derive(Default)]
+struct Quotes {
+    by_source: HashMap<String, String>,
+    order: VecDeque<String>,
+}
+
+impl Quotes {
+    fn insert(&mut self, source: String, quote: String) {
+        if self.by_source.insert(source.clone(), quote).is_none() {
+            self.order.push_back(source);
+            if self.order.len() > MAX_QUOTES
+                && let Some(old) = self.order.pop_front()
+            {
+                self.by_source.remove(&old);
+            }
+        }
+    }
 }
 
 /// What became of an offered event: answered with its ack (or the webhook's status).
@@ -151,6 +177,7 @@ impl FeishuChannel {
                 commands: ctx.commands.clone(),
                 telemetry,
                 reactions: TaskTracker::new(),
+                quotes: Mutex::new(Quotes::default()),
             }),
             route,
             done: Mutex::new(Done::default()),
@@ -171,7 +198,7 @@ impl FeishuChannel {
             return;
         };
         let first = {
-            let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+            let mut done = lock(&self.done);
             let first = done.set.insert(source.to_string());
             if first {
                 done.order.push_back(source.to_string());
@@ -203,7 +230,7 @@ impl FeishuChannel {
     }
 
     async fn send_one(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let card = card::card(text);
+        let card = card::quoting(self.intake.quote(&to).as_deref(), text);
         let sent = match to.reply_to {
             Some(source) => self.api().reply_card(source, &card).await,
             None => self.api().send_card(to.chat_id, &card).await,
@@ -213,14 +240,20 @@ impl FeishuChannel {
     }
 
     /// Patches card `id` to show `text`; what does not fit the card limit is returned.
-    async fn patch(&self, id: &MessageId, text: &str) -> ChannelResult<Vec<String>> {
+    async fn patch(
+        &self,
+        to: &SendTarget<'_>,
+        id: &MessageId,
+        text: &str,
+    ) -> ChannelResult<Vec<String>> {
         let mut texts = card_texts(text);
         let first = if texts.is_empty() {
             String::new()
         } else {
             texts.remove(0)
         };
-        let result = self.api().patch_card(id, &card::card(&first)).await;
+        let card = card::quoting(self.intake.quote(to).as_deref(), &first);
+        let result = self.api().patch_card(id, &card).await;
         self.telemetry()
             .sending(result.map_err(ChannelError::from))?;
         Ok(texts)
@@ -230,10 +263,11 @@ impl FeishuChannel {
 /// `text` as the texts of cards within the card limit: itself when it surely fits.
 fn card_texts(text: &str) -> Vec<String> {
     // JSON escaping grows a byte to six at most: short texts need no measuring.
-    if text.len() * 6 + 256 <= MAX_CARD_BYTES || card::card_len(text) <= MAX_CARD_BYTES {
+    let max = MAX_CARD_BYTES - QUOTE_ROOM;
+    if text.len() * 6 + 256 <= max || card::card_len(text) <= max {
         vec![text.to_owned()]
     } else {
-        card::split_for_cards(text, MAX_CARD_BYTES)
+        card::split_for_cards(text, max)
     }
 }
 
@@ -303,12 +337,12 @@ impl Channel for FeishuChannel {
     }
 
     /// A preview: what does not fit one card waits for the final.
-    async fn edit_text(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        self.patch(id, text).await.map(drop)
+    async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.patch(&to, id, text).await.map(drop)
     }
 
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        for rest in self.patch(id, text).await? {
+        for rest in self.patch(&to, id, text).await? {
             self.send_one(to, &rest).await?;
         }
         self.done(&to);
@@ -373,6 +407,12 @@ impl Channel for FeishuChannel {
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Admits each long-connection event; what it answers is the frame's ack.
 struct Admit<'a> {
     intake: &'a Intake,
@@ -416,6 +456,12 @@ impl Intake {
             }
         };
         let source = msg.thread_ts.clone();
+        // Inside a thread of a group, the answer quotes what it answers (spec §4.2).
+        let in_thread = msg.chat_kind == ChatKind::Group
+            && msg.topic_id.as_deref() != source.as_ref().map(MessageId::as_str);
+        if in_thread && let (Some(source), Some(quote)) = (&source, card::quote(&msg.text)) {
+            lock(&self.quotes).insert(source.to_string(), quote);
+        }
         match sink.offer(msg) {
             // Refused as too busy, the sender is told so: nothing to redeliver either.
             Ok(()) | Err(AdmitError::QueueFull) => {
@@ -436,6 +482,12 @@ impl Intake {
     fn unreadable(&self, error: &serde_json::Error) {
         self.telemetry.error(Stage::Processing);
         tracing::warn!(channel = NAME, error = ?error.classify(), "Skipped a Feishu event that could not be read.");
+    }
+
+    /// What an answer to `to`'s source quotes, if that source was sent inside a thread.
+    fn quote(&self, to: &SendTarget<'_>) -> Option<String> {
+        let source = to.reply_to?;
+        lock(&self.quotes).by_source.get(source.as_str()).cloned()
     }
 
     /// Adds `emoji` to `message` in the background (a hint: a failure is logged).
