@@ -76,3 +76,42 @@ async fn issue_15_an_image_reaches_the_agent_and_presented_files_come_back() {
     }
     fs.stop().await;
 }
+
+#[tokio::test]
+async fn issue_15_photos_sent_together_are_one_question() {
+    let fs = Fs::start().await;
+    let first = b"\xff\xd8 first photo".to_vec();
+    let second = b"\xff\xd8 the second photo".to_vec();
+    fs.fake
+        .put_resource("om_burst_1", "img_burst_1", first.clone(), "1.jpg");
+    fs.fake
+        .put_resource("om_burst_2", "img_burst_2", second.clone(), "2.jpg");
+    fs.sim
+        .script_next_run(Script::with_answer("Two photos of a whiteboard.").chunks(1));
+    for (message, key) in [("om_burst_1", "img_burst_1"), ("om_burst_2", "img_burst_2")] {
+        fs.fake.push_event(
+            &Event::image(CHAT, ALICE, key)
+                .p2p()
+                .message_id(message)
+                .to_json(),
+        );
+    }
+    fs.wait_card("the answer", "Two photos of a whiteboard.")
+        .await;
+    let threads = fs.sim.thread_ids();
+    assert_eq!(threads.len(), 1);
+    assert_eq!(fs.sim.runs(&threads[0]).len(), 1, "one run for the burst");
+    let sizes: Vec<u64> = fs.sim.uploads(&threads[0]).iter().map(|u| u.1).collect();
+    assert_eq!(sizes, [first.len() as u64, second.len() as u64]);
+    let answer = cards(&fs).pop().unwrap();
+    assert_eq!(answer.reply_to.as_deref(), Some("om_burst_1"));
+    for message in ["om_burst_1", "om_burst_2"] {
+        fs.fake
+            .wait_until("its OK reaction", DEADLINE, |fake| {
+                fake.reactions(message).contains(&"OK".to_owned())
+            })
+            .await
+            .unwrap();
+    }
+    fs.stop().await;
+}

@@ -22,13 +22,14 @@ use bytes::Bytes;
 use im_bridge_channel::render::Markup;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
-    ChannelResult, ChatBudget, ChatKind, CommandVocabulary, FileSource, InboundFile, InboundSink,
-    LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
-    WebhookLimits, WebhookRoute,
+    ChannelResult, ChatBudget, ChatKind, CommandVocabulary, FileSource, InboundFile,
+    InboundMessage, InboundSink, LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage,
+    Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute,
 };
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod burst;
 mod hook;
 
 use crate::api::{Api, MAX_CARD_BYTES, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MediaKind};
@@ -95,6 +96,8 @@ struct Intake {
     reactions: TaskTracker,
     /// What the answers to messages sent inside a thread quote of them.
     quotes: Mutex<Quotes>,
+    /// Lone file messages waiting for the rest of their burst.
+    bursts: Mutex<burst::Bursts>,
 }
 
 /// Quotes by source message id, the oldest forgotten first past [`MAX_QUOTES`].
@@ -178,6 +181,7 @@ impl FeishuChannel {
                 telemetry,
                 reactions: TaskTracker::new(),
                 quotes: Mutex::new(Quotes::default()),
+                bursts: Mutex::new(burst::Bursts::new()),
             }),
             route,
             done: Mutex::new(Done::default()),
@@ -308,6 +312,7 @@ impl Channel for FeishuChannel {
                 };
                 self.telemetry().set_connected(true);
                 let result = ws::run(&settings, &self.http, &mut admit, &shutdown).await;
+                self.intake.flush_bursts(&sink);
                 self.telemetry().set_connected(false);
                 match result {
                     Ok(()) => Ok(ChannelExit::Stopped),
@@ -415,7 +420,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Admits each long-connection event; what it answers is the frame's ack.
 struct Admit<'a> {
-    intake: &'a Intake,
+    intake: &'a Arc<Intake>,
     sink: &'a InboundSink,
 }
 
@@ -437,9 +442,9 @@ impl EventHandler for Admit<'_> {
 }
 
 impl Intake {
-    /// Normalizes an event and offers it to the daemon's queue; an admitted message's
-    /// source gets the `OK` reaction.
-    fn offer(&self, sink: &InboundSink, envelope: &Envelope) -> Offered {
+    /// Normalizes an event and offers it to the daemon's queue (a lone file message after
+    /// the rest of its burst); an admitted message's source gets the `OK` reaction.
+    fn offer(self: &Arc<Self>, sink: &InboundSink, envelope: &Envelope) -> Offered {
         let ctx = InboundContext {
             allowed_users: &self.allowed_users,
             commands: &self.commands,
@@ -462,14 +467,24 @@ impl Intake {
         if in_thread && let (Some(source), Some(quote)) = (&source, card::quote(&msg.text)) {
             lock(&self.quotes).insert(source.to_string(), quote);
         }
+        if burst::is_lone_file(&msg) {
+            if let Some(source) = source {
+                self.react(source, "OK");
+            }
+            return self.hold(sink, msg);
+        }
+        let offered = self.admit(sink, msg);
+        if let (Offered::Done, Some(source)) = (&offered, source) {
+            self.react(source, "OK");
+        }
+        offered
+    }
+
+    /// Offers a normalized message to the daemon's queue.
+    fn admit(&self, sink: &InboundSink, msg: InboundMessage) -> Offered {
         match sink.offer(msg) {
             // Refused as too busy, the sender is told so: nothing to redeliver either.
-            Ok(()) | Err(AdmitError::QueueFull) => {
-                if let Some(source) = source {
-                    self.react(source, "OK");
-                }
-                Offered::Done
-            }
+            Ok(()) | Err(AdmitError::QueueFull) => Offered::Done,
             Err(error) => {
                 tracing::warn!(channel = NAME, %error, "A Feishu event was not admitted; Feishu will deliver it again.");
                 Offered::Again
