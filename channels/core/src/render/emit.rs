@@ -74,6 +74,11 @@ impl Tags for FeishuCard {
         match frame {
             Frame::Quote => {}
             Frame::Pre(language) => {
+                // A fence opens a block only at a line's start (a list item's marker may
+                // precede it).
+                if !out.is_empty() && !out.ends_with('\n') {
+                    out.push('\n');
+                }
                 self.fence = "`".repeat(longest_backticks(piece).max(2) + 1);
                 out.push_str(&self.fence);
                 out.push_str(language.as_deref().unwrap_or_default());
@@ -137,17 +142,9 @@ fn quoted(frames: &[Frame]) -> bool {
 impl Tags for DingTalk {
     fn open(&mut self, out: &mut String, frame: &Frame, _: &str) {
         match frame {
-            // Opened at a line's start (blocks are separated by newlines), or first in a
-            // message; a code block inside a quote is quoted once.
-            Frame::Quote => {
-                if !out.ends_with("> ") {
-                    out.push_str("> ");
-                }
-            }
+            Frame::Quote => quote_line(out),
             Frame::Pre(language) => {
-                if !out.ends_with("> ") {
-                    out.push_str("> ");
-                }
+                quote_line(out);
                 if let Some(language) = language {
                     out.push_str("**");
                     out.push_str(language);
@@ -188,6 +185,18 @@ impl Tags for DingTalk {
             out.push_str("**");
         }
     }
+}
+
+/// Starts a quoted line: on a line of its own (a list item's marker may precede it), once
+/// (a code block inside a quote is quoted once).
+fn quote_line(out: &mut String) {
+    if out.ends_with("> ") {
+        return;
+    }
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str("> ");
 }
 
 /// A link's address with the characters that would end a Markdown destination encoded.

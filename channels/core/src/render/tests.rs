@@ -359,6 +359,8 @@ fn feishu_cards_keep_what_card_markdown_shows_and_degrade_the_rest() {
         // Code holding backticks gets a longer fence; inline code's `<` is escaped too.
         ("``a`b<``", "`` a`b&#60; ``"),
         ("````\n```rust\n<\n````", "````\n```rust\n<\n````"),
+        // A code block in a list item starts on a line of its own, so its fence holds.
+        ("- ```rust\n  a < b\n  ```", "• \n```rust\na < b\n```"),
     ] {
         assert_eq!(card(markdown), shown, "{markdown:?}");
     }
