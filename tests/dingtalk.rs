@@ -4,7 +4,7 @@
 
 #![cfg(feature = "dingtalk")]
 
-mod harness;
+pub(crate) mod harness;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 #![cfg(feature = "feishu")]
 
 mod files;
-mod harness;
+pub(crate) mod harness;
 
 use im_bridge::simulator::Script;
 use im_bridge_fakes::feishu::{BOT_NAME, Event};

@@ -4,7 +4,7 @@
 
 #![cfg(feature = "qq")]
 
-mod harness;
+pub(crate) mod harness;
 
 use std::time::{Duration, SystemTime};
 

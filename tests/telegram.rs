@@ -18,7 +18,7 @@
 mod artifacts;
 mod chains;
 mod formatting;
-mod harness;
+pub(crate) mod harness;
 mod replicas;
 
 use std::num::NonZeroUsize;

@@ -16,6 +16,8 @@
 //! - `feishu`: the Feishu adapter on the long connection to the fake Feishu (issue 15);
 //! - `dingtalk`: the DingTalk adapter in stream mode against the fake DingTalk (issue 16);
 //! - `qq`: the QQ adapter on the gateway and the webhook against the fake QQ (issue 17);
+//! - `security`: no secret, token or message text in any log line of a conversation on each
+//!   platform;
 //! - `supervisor`: a failing or panicking transport is restarted while the other channels
 //!   serve, and `/readyz` and `/metrics` show it (issue 12).
 
@@ -32,6 +34,7 @@ mod goal;
 mod lang;
 mod manager;
 mod qq;
+mod security;
 mod simulator;
 mod source_rules;
 mod supervisor;
