@@ -32,6 +32,7 @@ mod reply;
 mod run;
 pub mod stream;
 pub mod turn;
+mod typing;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -450,13 +451,18 @@ impl Manager {
         // Only agent turns wait long enough to need a sign of life: "typing…" at once, and
         // the placeholder only if no text came soon (`run.rs`). Replies the bridge answers
         // itself go out at once, with neither.
-        if chat && caps.is_some_and(|c| c.working_placeholder) {
+        let refresh = caps.and_then(|c| c.typing_refresh);
+        if chat && caps.is_some_and(|c| c.working_placeholder || c.typing_refresh.is_some()) {
             self.inner
                 .replier
                 .outbound()
                 .show_typing(&msg.reply(String::new(), false))
                 .await;
         }
+        // Kept up until the first reply, where the hint fades (the guard ends it otherwise).
+        let _typing = refresh
+            .filter(|_| chat)
+            .map(|every| self.inner.replier.keep_typing(&msg, every));
         tracing::debug!(
             text_len = msg.text.len(),
             files = msg.files.len(),

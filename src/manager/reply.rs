@@ -18,6 +18,7 @@ use crate::i18n::{Arg, Catalogs, Locale};
 use crate::store::Store;
 
 use super::artifacts::Staged;
+use super::typing::{Typing, TypingGuard};
 use super::{ManagerConfig, Owners};
 
 /// How long an owner's language preference is reused.
@@ -52,6 +53,8 @@ pub struct Replier {
     notification_locale: String,
     owners: Owners,
     owner_cache: Mutex<HashMap<String, (Instant, Option<Locale>)>>,
+    /// The typing hints kept up until a reply is published.
+    typing: Typing,
 }
 
 impl Replier {
@@ -72,7 +75,14 @@ impl Replier {
             notification_locale: config.notification_locale.clone(),
             owners: config.owners.clone(),
             owner_cache: Mutex::new(HashMap::new()),
+            typing: Typing::default(),
         }
+    }
+
+    /// Keeps "typing…" up for `msg` (sent again every `every`) until a reply to it is
+    /// published or the guard drops.
+    pub(crate) fn keep_typing(&self, msg: &InboundMessage, every: Duration) -> TypingGuard {
+        self.typing.keep(self.outbound.clone(), msg, every)
     }
 
     /// The catalogs.
@@ -179,6 +189,7 @@ impl Replier {
         out: OutboundMessage,
         staged: Option<Staged>,
     ) {
+        self.typing.replied(&out);
         let chain = (out.is_final && msg.chat_kind == ChatKind::Group).then(|| {
             (
                 self.store.clone(),

@@ -101,6 +101,10 @@ pub struct Capabilities {
     /// later updates and the final replace (Telegram's placeholder). On a channel that
     /// shows finals only, the notice is a message of its own (DingTalk).
     pub working_placeholder: bool,
+    /// How often the typing hint must be sent again to stay visible while an answer is
+    /// being written, until the first reply shows (Discord's fades after about 10 s).
+    /// `None`: shown once, with the placeholder, where there is one.
+    pub typing_refresh: Option<Duration>,
     /// The markup the channel's texts are in: the delivery engine renders the agent's
     /// Markdown into it ([`Markup::Plain`]: the text as written).
     pub markup: Markup,
@@ -123,6 +127,7 @@ impl Capabilities {
             reply_window: None,
             serialize_conversations: false,
             working_placeholder: false,
+            typing_refresh: None,
             markup: Markup::Plain,
             max_upload_bytes: 0,
         }

@@ -70,6 +70,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     reply_window: None,
     serialize_conversations: true,
     working_placeholder: true,
+    typing_refresh: None,
     markup: Markup::FeishuCard,
     max_upload_bytes: MAX_FILE_BYTES,
 };

@@ -80,6 +80,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     reply_window: None,
     serialize_conversations: false,
     working_placeholder: true,
+    typing_refresh: None,
     // The agent's Markdown is rendered into Telegram's HTML subset.
     markup: Markup::TelegramHtml,
     // Photos up to 10 MB go as photos, everything up to 50 MB as a document.
