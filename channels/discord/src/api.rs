@@ -56,7 +56,9 @@ pub struct DiscordApi {
 
 impl std::fmt::Debug for DiscordApi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DiscordApi").field("root", &self.root).finish_non_exhaustive()
+        f.debug_struct("DiscordApi")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
     }
 }
 
@@ -134,7 +136,10 @@ impl DiscordApi {
     pub async fn gateway_url(&self) -> Result<String, ApiError> {
         let op = "gateway_bot";
         let answer = self
-            .call(op, self.request(Method::GET, "/gateway/bot", REQUEST_TIMEOUT))
+            .call(
+                op,
+                self.request(Method::GET, "/gateway/bot", REQUEST_TIMEOUT),
+            )
             .await?;
         match answer["url"].as_str() {
             Some(url) if url.starts_with("ws://") || url.starts_with("wss://") => {
@@ -149,11 +154,19 @@ impl DiscordApi {
 
     /// `POST /channels/{channel}/messages` with `content` (at most 2000 characters) and
     /// no mentions parsed.
-    pub async fn create_message(&self, channel: u64, content: &str) -> Result<MessageRef, ApiError> {
+    pub async fn create_message(
+        &self,
+        channel: u64,
+        content: &str,
+    ) -> Result<MessageRef, ApiError> {
         let op = "create_message";
         let body = json!({"content": content, "allowed_mentions": {"parse": []}});
         let request = self
-            .request(Method::POST, &format!("/channels/{channel}/messages"), REQUEST_TIMEOUT)
+            .request(
+                Method::POST,
+                &format!("/channels/{channel}/messages"),
+                REQUEST_TIMEOUT,
+            )
             .json(&body);
         let answer = self.call(op, request).await?;
         message_ref(op, channel, answer)
@@ -165,7 +178,9 @@ impl DiscordApi {
         let op = "edit_message";
         let body = json!({"content": content, "allowed_mentions": {"parse": []}});
         let path = format!("/channels/{}/messages/{}", at.channel_id, at.message_id);
-        let request = self.request(Method::PATCH, &path, REQUEST_TIMEOUT).json(&body);
+        let request = self
+            .request(Method::PATCH, &path, REQUEST_TIMEOUT)
+            .json(&body);
         self.call(op, request).await.map(drop)
     }
 
@@ -175,8 +190,13 @@ impl DiscordApi {
         let op = "start_thread";
         let name: String = name.chars().take(MAX_THREAD_NAME).collect();
         let body = json!({"name": name, "auto_archive_duration": 1440});
-        let path = format!("/channels/{}/messages/{}/threads", at.channel_id, at.message_id);
-        let request = self.request(Method::POST, &path, REQUEST_TIMEOUT).json(&body);
+        let path = format!(
+            "/channels/{}/messages/{}/threads",
+            at.channel_id, at.message_id
+        );
+        let request = self
+            .request(Method::POST, &path, REQUEST_TIMEOUT)
+            .json(&body);
         let answer = self.call(op, request).await?;
         snowflake(&answer["id"]).ok_or(ApiError::Decode {
             op,
@@ -186,7 +206,11 @@ impl DiscordApi {
 
     /// `POST /channels/{channel}/typing`: "typing…" for about 10 seconds.
     pub async fn typing(&self, channel: u64) -> Result<(), ApiError> {
-        let request = self.request(Method::POST, &format!("/channels/{channel}/typing"), REQUEST_TIMEOUT);
+        let request = self.request(
+            Method::POST,
+            &format!("/channels/{channel}/typing"),
+            REQUEST_TIMEOUT,
+        );
         self.call("typing", request).await.map(drop)
     }
 
@@ -197,7 +221,9 @@ impl DiscordApi {
             "/channels/{}/messages/{}/reactions/{emoji}/@me",
             at.channel_id, at.message_id
         );
-        let request = self.request(Method::PUT, &path, REQUEST_TIMEOUT).header(CONTENT_LENGTH, 0);
+        let request = self
+            .request(Method::PUT, &path, REQUEST_TIMEOUT)
+            .header(CONTENT_LENGTH, 0);
         self.call("reaction", request).await.map(drop)
     }
 
@@ -228,7 +254,11 @@ impl DiscordApi {
                 reqwest::multipart::Part::bytes(bytes).file_name(filename.to_owned()),
             );
         let request = self
-            .request(Method::POST, &format!("/channels/{channel}/messages"), FILE_TIMEOUT)
+            .request(
+                Method::POST,
+                &format!("/channels/{channel}/messages"),
+                FILE_TIMEOUT,
+            )
             .multipart(form);
         let answer = self.call(op, request).await?;
         message_ref(op, channel, answer)
@@ -262,9 +292,18 @@ impl DiscordApi {
             });
         }
         let declared = response.content_length();
-        read_bounded(response.bytes_stream().map_err(|e| e.without_url()), declared, max)
-            .await
-            .map_err(|e| e.into_error(|| ApiError::TooLarge { limit: max }, |e| ApiError::transport(op, e)))
+        read_bounded(
+            response.bytes_stream().map_err(|e| e.without_url()),
+            declared,
+            max,
+        )
+        .await
+        .map_err(|e| {
+            e.into_error(
+                || ApiError::TooLarge { limit: max },
+                |e| ApiError::transport(op, e),
+            )
+        })
     }
 }
 

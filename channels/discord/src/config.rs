@@ -222,7 +222,10 @@ mod tests {
         assert_eq!(s.rest_root(), "http://127.0.0.1:9/api/v10");
         assert!(s.guild_allowed(Some(42)));
         assert!(!s.guild_allowed(Some(43)));
-        assert!(!s.guild_allowed(None), "a DM is excluded when guilds are set");
+        assert!(
+            !s.guild_allowed(None),
+            "a DM is excluded when guilds are set"
+        );
     }
 
     #[test]
@@ -262,6 +265,9 @@ mod tests {
     fn unknown_keys_warn() {
         let (s, found) = check(json!({"bot_token": "t", "enabled": true, "surprise": 1}));
         assert!(s.is_some());
-        assert!(found.contains(&"W channels.discord.surprise".to_owned()), "{found:?}");
+        assert!(
+            found.contains(&"W channels.discord.surprise".to_owned()),
+            "{found:?}"
+        );
     }
 }

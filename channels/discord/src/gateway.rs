@@ -40,6 +40,9 @@ use crate::error::ApiError;
 
 pub use serenity::model::channel::Message;
 
+#[cfg(test)]
+mod tests;
+
 /// What the gateway hands the adapter.
 #[derive(Clone, Debug)]
 pub enum GatewayEvent {
@@ -64,9 +67,7 @@ pub enum GatewayError {
     #[error("the gateway URL Discord gave is not a ws:// or wss:// URL")]
     BadUrl,
     /// Close code 4004: the token was refused. Fatal.
-    #[error(
-        "Discord refused the bot token (gateway close 4004): check channels.discord.bot_token"
-    )]
+    #[error("Discord refused the bot token (gateway close 4004): check channels.discord.bot_token")]
     InvalidToken,
     /// Close code 4014: a privileged intent is not enabled for the application. Fatal.
     #[error(
@@ -118,7 +119,9 @@ impl RawEventHandler for Forward {
                 self.bot_id.store(bot_id, Ordering::Release);
                 match gateway_base(&ready.resume_gateway_url) {
                     Ok(url) => *self.ws_url.lock().await = url,
-                    Err(_) => warn!("READY's resume_gateway_url is not a ws(s) URL; kept the old one"),
+                    Err(_) => {
+                        warn!("READY's resume_gateway_url is not a ws(s) URL; kept the old one")
+                    }
                 }
                 info!(bot_id, "discord gateway ready");
                 GatewayEvent::Ready { bot_id }
