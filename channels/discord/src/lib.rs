@@ -17,6 +17,7 @@ pub mod api;
 pub mod config;
 pub mod error;
 pub mod gateway;
+pub mod inbound;
 
 /// The channel's name: the provider key in configuration and bindings.
 pub const NAME: &str = "discord";

@@ -81,6 +81,12 @@ impl Event {
         self
     }
 
+    /// The author's username is `name`.
+    pub fn named(mut self, name: &str) -> Self {
+        self.author_name = name.to_owned();
+        self
+    }
+
     /// Written by a bot (`author.bot: true`).
     pub fn by_bot(mut self) -> Self {
         self.author_bot = true;
