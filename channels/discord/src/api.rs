@@ -358,3 +358,6 @@ fn refusal(op: &'static str, status: StatusCode, headers: &HeaderMap, body: &Val
         },
     }
 }
+
+#[cfg(test)]
+mod tests;
