@@ -69,7 +69,7 @@ fn every_bot_mention_is_stripped_before_the_command_check() {
     let n = run(&s, &e, None, None).unwrap();
     assert_eq!(n.message.text, "/new please");
     assert!(
-        matches!(n.message.msg_type, MsgType::Command { .. }),
+        matches!(n.message.msg_type, MsgType::Command),
         "{:?}",
         n.message.msg_type
     );
