@@ -177,3 +177,60 @@ async fn a_wrong_token_is_fatal_and_clear() {
         "{result:?}"
     );
 }
+
+/// Every log line of this binary, serenity's included: a global subscriber (a thread's
+/// default one misses lines of tasks on other threads), installed once.
+fn captured_logs() -> &'static std::sync::Mutex<Vec<u8>> {
+    static LOGS: std::sync::OnceLock<&'static std::sync::Mutex<Vec<u8>>> =
+        std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs: &'static std::sync::Mutex<Vec<u8>> =
+            Box::leak(Box::new(std::sync::Mutex::new(Vec::new())));
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter("im_bridge_discord=trace,serenity=trace")
+            .with_writer(move || Captured(logs))
+            .with_ansi(false)
+            .finish();
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        logs
+    })
+}
+
+struct Captured(&'static std::sync::Mutex<Vec<u8>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serenity_and_the_adapter_log_no_token_at_trace_level() {
+    let logs = captured_logs();
+    let fake = FakeDiscord::start().await.unwrap();
+    let mut gw = start(&fake, discord::TOKEN);
+    assert!(matches!(gw.next().await, GatewayEvent::Ready { .. }));
+    fake.push(&Event::guild("10", "20", "one"));
+    gw.next_message().await;
+    fake.send_reconnect();
+    fake.wait_until("a resume", DEADLINE, |f| f.resumes().len() == 1)
+        .await
+        .unwrap();
+    fake.close_with(4004);
+    let result = tokio::time::timeout(DEADLINE, gw.task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(result, Err(GatewayError::InvalidToken)));
+    let text = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("serenity"), "serenity's lines are captured");
+    assert!(
+        !text.contains(discord::TOKEN),
+        "a log line carries the token"
+    );
+}
