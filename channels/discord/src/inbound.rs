@@ -198,6 +198,9 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normaliz
         meta.insert("guild_id".into(), Value::String(g.to_string()));
     }
     meta.insert("mentioned".into(), Value::Bool(mentioned));
+    if let Route::Thread { thread_id } = route {
+        meta.insert("thread_id".into(), Value::String(thread_id.to_string()));
+    }
     msg.files = files;
     Ok(Normalized {
         message: msg,

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+mod channel;
 pub mod config;
 pub mod error;
 pub mod gateway;
@@ -21,3 +22,5 @@ pub mod inbound;
 
 /// The channel's name: the provider key in configuration and bindings.
 pub const NAME: &str = "discord";
+
+pub use channel::{CAPABILITIES, DiscordChannel, MAX_MESSAGE_CHARS, MAX_UPLOAD_BYTES};
