@@ -97,7 +97,7 @@ async fn thread_mode_answers_in_a_thread_and_a_follow_up_continues_it() {
     ch.show_typing(target(&m.chat_id, &m.metadata))
         .await
         .unwrap();
-    assert_eq!(fake.typing(), [thread.id.clone()]);
+    assert_eq!(fake.typing(), std::slice::from_ref(&thread.id));
     // A follow-up inside the thread continues the same conversation.
     fake.push(&Event::in_thread(&thread.id, "20", "follow-up"));
     let f = running.next().await;
