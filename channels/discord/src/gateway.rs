@@ -12,6 +12,8 @@
 //!   URL its shards share and never reads READY's `resume_gateway_url`; the handler stores
 //!   that URL into the shared URL on every READY, so resumes go where Discord asks. (A
 //!   re-IDENTIFY after op 9 then also connects there, which Discord accepts.)
+//! - A missed heartbeat ACK makes serenity restart the shard (a fresh IDENTIFY, not a
+//!   RESUME): events of the zombied session are not replayed.
 //! - 4004 (wrong token), 4013 and 4014 (intents) end [`run`] with a clear
 //!   [`GatewayError`]; serenity does not retry them.
 //! - Messages by the bot itself or by any other bot are dropped here.
