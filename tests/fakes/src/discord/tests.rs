@@ -181,3 +181,92 @@ async fn messages_keep_the_limit_record_mentions_and_honour_scripted_429s() {
     assert_eq!(react.status(), 204);
     assert_eq!(fake.reactions()[0].emoji, "✅");
 }
+
+#[tokio::test]
+async fn threads_channels_uploads_and_events_before_ready() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let http = reqwest::Client::new();
+    let auth = format!("Bot {TOKEN}");
+    let base = format!("{}/api/v10", fake.api_url());
+    let thread: Value = http
+        .post(format!("{base}/channels/5/messages/77/threads"))
+        .header("Authorization", &auth)
+        .json(&json!({"name": "deerflow-x-77", "auto_archive_duration": 1440}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (thread["type"].as_u64(), thread["parent_id"].as_str()),
+        (Some(11), Some("5"))
+    );
+    let again = http
+        .post(format!("{base}/channels/5/messages/77/threads"))
+        .header("Authorization", &auth)
+        .json(&json!({"name": "again"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 400, "one thread per message");
+    let id = thread["id"].as_str().unwrap();
+    let channel: Value = http
+        .get(format!("{base}/channels/{id}"))
+        .header("Authorization", &auth)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(channel["type"], 11);
+    let form = reqwest::multipart::Form::new()
+        .text(
+            "payload_json",
+            json!({"content": "", "allowed_mentions": {"parse": []}}).to_string(),
+        )
+        .part(
+            "files[0]",
+            reqwest::multipart::Part::bytes(b"abc".to_vec()).file_name("a.txt"),
+        );
+    let up = http
+        .post(format!("{base}/channels/5/messages"))
+        .header("Authorization", &auth)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(up.status(), 200);
+    let sent = &fake.sent_to("5")[0];
+    assert_eq!(
+        (
+            sent.uploads[0].filename.as_str(),
+            sent.uploads[0].bytes.as_slice()
+        ),
+        ("a.txt", &b"abc"[..])
+    );
+    // An event pushed before any session goes out right after READY.
+    let early = fake.push(&Event::guild("5", "9", "early"));
+    assert_eq!(early.seq, None);
+    let mut ws = connect(&fake.gateway_url()).await;
+    next_json(&mut ws).await;
+    send(
+        &mut ws,
+        json!({"op": 2, "d": {"token": TOKEN, "intents": INTENTS}}),
+    )
+    .await;
+    assert_eq!(next_json(&mut ws).await["t"], "READY");
+    assert_eq!(next_json(&mut ws).await["t"], "GUILD_CREATE");
+    assert_eq!(next_json(&mut ws).await["d"]["content"], "early");
+    // Message Content disabled in the portal: 4014.
+    fake.disable_message_content();
+    let mut ws = connect(&fake.gateway_url()).await;
+    next_json(&mut ws).await;
+    send(
+        &mut ws,
+        json!({"op": 2, "d": {"token": TOKEN, "intents": INTENTS}}),
+    )
+    .await;
+    assert_eq!(next_json(&mut ws).await, json!({"close": 4014}));
+}
