@@ -19,7 +19,6 @@ use reqwest::header::{AUTHORIZATION, CONTENT_LENGTH, HeaderMap};
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tracing::debug;
 
 use crate::config::DiscordSettings;
 use crate::error::{ApiError, DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER};
@@ -128,7 +127,7 @@ impl DiscordApi {
         if status.is_success() {
             return Ok(json);
         }
-        debug!(op, status = status.as_u16(), "discord refused a call");
+        tracing::debug!(op, status = status.as_u16(), "discord refused a call");
         Err(refusal(op, status, &headers, &json))
     }
 

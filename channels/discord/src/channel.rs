@@ -11,7 +11,7 @@
 //!   second per message, paced by the delivery engine from [`CAPABILITIES`]), at most
 //!   2000 characters a message, the agent's Markdown as written (Discord's Markdown), every
 //!   message with `allowed_mentions: {"parse": []}`. A reply goes into the thread named by
-//!   the inbound metadata's `thread_id`, else into the chat (the parent channel).
+//!   the inbound metadata's `thread`, else into the chat (the parent channel).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -198,11 +198,11 @@ impl DiscordChannel {
     }
 }
 
-/// Where a reply goes: the inbound metadata's `thread_id`, else the chat.
+/// Where a reply goes: the inbound metadata's `thread`, else the chat.
 fn target_channel(to: &SendTarget<'_>) -> ChannelResult<u64> {
     let thread = to
         .metadata
-        .get("thread_id")
+        .get("thread")
         .and_then(|v| v.as_str())
         .and_then(|s| s.parse::<u64>().ok());
     match thread {

@@ -181,7 +181,7 @@ mod tests {
     }
 
     #[test]
-    fn the_token_alone_gives_deerflow_defaults() {
+    fn the_token_alone_gives_the_documented_defaults() {
         let (s, found) = check(json!({"bot_token": "abc.def.ghi"}));
         let s = s.unwrap();
         assert!(found.is_empty(), "{found:?}");

@@ -34,7 +34,6 @@ use serenity::model::gateway::GatewayIntents;
 use serenity::prelude::TypeMap;
 use tokio::sync::{Mutex, RwLock, mpsc};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
 
 use crate::api::DiscordApi;
 use crate::config::DiscordSettings;
@@ -122,21 +121,23 @@ impl RawEventHandler for Forward {
                 match gateway_base(&ready.resume_gateway_url) {
                     Ok(url) => *self.ws_url.lock().await = url,
                     Err(_) => {
-                        warn!("READY's resume_gateway_url is not a ws(s) URL; kept the old one")
+                        tracing::warn!(
+                            "READY's resume_gateway_url is not a ws(s) URL; kept the old one"
+                        )
                     }
                 }
-                info!(bot_id, "discord gateway ready");
+                tracing::info!(bot_id, "discord gateway ready");
                 GatewayEvent::Ready { bot_id }
             }
             Event::Resumed(_) => {
-                info!("discord gateway resumed");
+                tracing::info!("discord gateway resumed");
                 GatewayEvent::Resumed
             }
             Event::MessageCreate(created) => {
                 let message = created.message;
                 let own = message.author.id.get() == self.bot_id.load(Ordering::Acquire);
                 if message.author.bot || own {
-                    debug!(own, "ignored a bot's message");
+                    tracing::debug!(own, "ignored a bot's message");
                     return;
                 }
                 GatewayEvent::Message(Box::new(message))
@@ -144,7 +145,7 @@ impl RawEventHandler for Forward {
             _ => return,
         };
         if self.events.send(out).await.is_err() {
-            debug!("the adapter stopped reading gateway events");
+            tracing::debug!("the adapter stopped reading gateway events");
         }
     }
 }

@@ -39,6 +39,8 @@ pub const MAX_ATTACHMENTS: usize = 10;
 const MAX_FILE_NAME_BYTES: usize = 255;
 /// Longest thread name Discord accepts, in characters.
 const MAX_THREAD_NAME: usize = 100;
+/// How the name of a thread the bot starts begins.
+pub const THREAD_PREFIX: &str = "im-bridge-";
 
 /// Why a message became no inbound message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,13 +72,13 @@ pub enum Route {
     /// Into this thread, which continues its conversation (`topic_id` = the thread).
     Thread {
         /// The thread's id.
-        thread_id: u64,
+        thread: u64,
     },
     /// Into a new thread started from the message, named `name`; the channel sets the
     /// conversation with [`Normalized::in_thread`] once it exists, and falls back to
     /// [`Route::Channel`] when Discord refuses (50024, permissions).
     NewThread {
-        /// The thread's name (`deerflow-<display name>-<message id>`, ≤ 100 characters).
+        /// The thread's name (`im-bridge-<display name>-<message id>`, ≤ 100 characters).
         name: String,
     },
 }
@@ -95,14 +97,14 @@ pub struct Normalized {
 }
 
 impl Normalized {
-    /// Makes the conversation the thread `thread_id` (a new thread was started).
-    pub fn in_thread(&mut self, thread_id: u64) {
-        self.message.topic_id = Some(thread_id.to_string());
-        self.message.thread_ts = Some(MessageId::new(thread_id.to_string()));
+    /// Makes the conversation the thread `thread` (a new thread was started).
+    pub fn in_thread(&mut self, thread: u64) {
+        self.message.topic_id = Some(thread.to_string());
+        self.message.thread_ts = Some(MessageId::new(thread.to_string()));
         self.message
             .metadata
-            .insert("thread_id".into(), Value::String(thread_id.to_string()));
-        self.route = Route::Thread { thread_id };
+            .insert("thread".into(), Value::String(thread.to_string()));
+        self.route = Route::Thread { thread };
     }
 }
 
@@ -139,20 +141,18 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normaliz
         || ctx.settings.allowed_channels.contains(&channel_id);
     let needs_mention = ctx.settings.mention_only && !mentioned && !allowed_channel;
     let route = if parent.is_some() {
-        Route::Thread {
-            thread_id: channel_id,
-        }
+        Route::Thread { thread: channel_id }
     } else if needs_mention {
         return Err(Skip::NotMentioned);
     } else if guild.is_none() {
         Route::Channel
-    } else if let Some(thread_id) = ctx.active_thread {
+    } else if let Some(thread) = ctx.active_thread {
         if ctx.settings.mention_only && mentioned {
             Route::NewThread {
                 name: thread_name(message),
             }
         } else {
-            Route::Thread { thread_id }
+            Route::Thread { thread }
         }
     } else if (ctx.settings.mention_only && mentioned) || ctx.settings.thread_mode {
         Route::NewThread {
@@ -184,12 +184,12 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normaliz
     ));
     msg.workspace_id = guild.map(|g| g.to_string());
     let topic = match &route {
-        Route::Thread { thread_id } => *thread_id,
+        Route::Thread { thread } => *thread,
         _ => home,
     };
     msg.topic_id = Some(topic.to_string());
-    if let Route::Thread { thread_id } = route {
-        msg.thread_ts = Some(MessageId::new(thread_id.to_string()));
+    if let Route::Thread { thread } = route {
+        msg.thread_ts = Some(MessageId::new(thread.to_string()));
     }
     let meta = &mut msg.metadata;
     meta.insert("message_id".into(), Value::String(message_id.to_string()));
@@ -198,8 +198,8 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normaliz
         meta.insert("guild_id".into(), Value::String(g.to_string()));
     }
     meta.insert("mentioned".into(), Value::Bool(mentioned));
-    if let Route::Thread { thread_id } = route {
-        meta.insert("thread_id".into(), Value::String(thread_id.to_string()));
+    if let Route::Thread { thread } = route {
+        meta.insert("thread".into(), Value::String(thread.to_string()));
     }
     msg.files = files;
     Ok(Normalized {
@@ -232,7 +232,7 @@ pub fn strip_mentions(text: &str, bot: Option<u64>) -> (String, bool) {
     (out, found)
 }
 
-/// `deerflow-<display name>-<message id>`, at most 100 characters.
+/// `im-bridge-<display name>-<message id>`, at most 100 characters.
 fn thread_name(message: &Message) -> String {
     let who = message
         .author
@@ -241,9 +241,9 @@ fn thread_name(message: &Message) -> String {
         .filter(|n| !n.trim().is_empty())
         .unwrap_or(&message.author.name);
     let id = message.id.get().to_string();
-    let room = MAX_THREAD_NAME.saturating_sub("deerflow--".len() + id.len());
+    let room = MAX_THREAD_NAME.saturating_sub(THREAD_PREFIX.len() + 1 + id.len());
     let who: String = who.chars().filter(|c| !c.is_control()).take(room).collect();
-    format!("deerflow-{who}-{id}")
+    format!("{THREAD_PREFIX}{who}-{id}")
 }
 
 fn attachments(message: &Message) -> Vec<InboundFile> {

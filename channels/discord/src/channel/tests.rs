@@ -149,7 +149,7 @@ async fn a_refused_thread_falls_back_to_the_channel() {
     fake.push(&Event::guild("10", "20", "hi"));
     let m = running.next().await;
     assert_eq!(m.topic_id.as_deref(), Some("10"));
-    assert!(!m.metadata.contains_key("thread_id"));
+    assert!(!m.metadata.contains_key("thread"));
     running.stop().await.unwrap();
 }
 

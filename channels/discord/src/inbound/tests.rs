@@ -142,10 +142,10 @@ fn thread_mode_starts_a_thread_and_follow_ups_continue_it() {
     let Route::NewThread { name } = &n.route else {
         panic!("{:?}", n.route);
     };
-    assert_eq!(name, &format!("deerflow-user-20-{}", e.id()));
+    assert_eq!(name, &format!("im-bridge-user-20-{}", e.id()));
     n.in_thread(77);
     assert_eq!(n.message.topic_id.as_deref(), Some("77"));
-    assert_eq!(n.route, Route::Thread { thread_id: 77 });
+    assert_eq!(n.route, Route::Thread { thread: 77 });
     assert_eq!(n.message.chat_id.as_str(), "10");
     // A follow-up inside the thread: chat is the parent, topic the thread.
     let f = run(&s, &Event::in_thread("77", "20", "more"), Some(10), None).unwrap();
@@ -153,10 +153,10 @@ fn thread_mode_starts_a_thread_and_follow_ups_continue_it() {
         (f.message.chat_id.as_str(), f.message.topic_id.as_deref()),
         ("10", Some("77"))
     );
-    assert_eq!(f.route, Route::Thread { thread_id: 77 });
+    assert_eq!(f.route, Route::Thread { thread: 77 });
     // A channel message while a thread is active continues it.
     let c = run(&s, &Event::guild("10", "20", "again"), None, Some(77)).unwrap();
-    assert_eq!(c.route, Route::Thread { thread_id: 77 });
+    assert_eq!(c.route, Route::Thread { thread: 77 });
     // DMs never get threads.
     assert_eq!(
         run(&s, &Event::dm("12", "20", "hi"), None, None)
