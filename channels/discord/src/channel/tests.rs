@@ -206,3 +206,22 @@ async fn files_go_up_as_attachments_and_come_down_bounded() {
     ));
     assert_eq!(CAPABILITIES.max_message_len, 2000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telemetry_follows_the_adapter_contract() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let probe = im_bridge_fakes::telemetry::TelemetryProbe::new();
+    let ch = std::sync::Arc::new(probe.build(|| channel(&fake, json!({}))));
+    probe.assert_contract(NAME);
+    let mut running = run(ch.clone(), &fake).await;
+    fake.push(&Event::guild("10", "20", "hi"));
+    let m = running.next().await;
+    assert_eq!(probe.received(NAME), 1);
+    assert_eq!(probe.connected(NAME), Some(true));
+    ch.send_text(target(&m.chat_id, &m.metadata), "answer")
+        .await
+        .unwrap();
+    assert_eq!(probe.sent(NAME), 1);
+    running.stop().await.unwrap();
+    assert_eq!(probe.connected(NAME), Some(false));
+}
