@@ -225,3 +225,56 @@ async fn telemetry_follows_the_adapter_contract() {
     running.stop().await.unwrap();
     assert_eq!(probe.connected(NAME), Some(false));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_delivery_engine_splits_at_2000_and_waits_out_a_429_on_create() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let ch = std::sync::Arc::new(channel(&fake, json!({})));
+    let delivery = im_bridge_channel::Delivery::new(ch);
+    let text: String = (0..500)
+        .map(|i| format!("line {i:03} @everyone\n"))
+        .collect();
+    assert!(text.chars().count() > 5000);
+    let msg = im_bridge_channel::OutboundMessage {
+        channel_name: NAME.to_owned(),
+        chat_id: ChatId::from("5"),
+        chat_kind: ChatKind::Group,
+        text: text.clone(),
+        attachments: Vec::new(),
+        is_final: true,
+        thread_ts: None,
+        metadata: Map::new(),
+        source_created_at: None,
+        created_at: 0.0,
+    };
+    fake.fail_next(
+        "create_message",
+        discord::Failure::RateLimited {
+            retry_after: 0.3,
+            global: false,
+        },
+    );
+    delivery.deliver(&msg).await.unwrap();
+    let sent = fake.sent_to("5");
+    assert!(sent.len() >= 3, "{}", sent.len());
+    assert!(sent.iter().all(|s| s.content.chars().count() <= 2000));
+    assert!(
+        sent.iter()
+            .all(|s| s.allowed_mentions == json!({"parse": []}))
+    );
+    let joined: String = sent
+        .iter()
+        .map(|s| s.content.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let squash = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(
+        squash(&joined),
+        squash(&text),
+        "the parts make up the answer"
+    );
+    assert_eq!(fake.early_calls(), 0, "nothing was sent before retry_after");
+    let calls = fake.calls_to("create_message");
+    assert_eq!(calls[0].status, 429);
+    assert!(calls[1].at - calls[0].at >= Duration::from_millis(300));
+}
