@@ -44,6 +44,31 @@ pub use serenity::model::channel::Message;
 #[cfg(test)]
 mod tests;
 
+#[cfg(test)]
+mod url_tests {
+    use super::*;
+
+    #[test]
+    fn the_gateway_base_drops_query_and_slash_and_refuses_other_schemes() {
+        assert_eq!(
+            gateway_base("wss://gateway.discord.gg/").unwrap(),
+            "wss://gateway.discord.gg"
+        );
+        assert_eq!(
+            gateway_base("ws://127.0.0.1:9/gateway?encoding=json&v=9").unwrap(),
+            "ws://127.0.0.1:9/gateway"
+        );
+        assert!(matches!(
+            gateway_base("https://discord.com"),
+            Err(GatewayError::BadUrl)
+        ));
+        assert!(matches!(
+            gateway_base("not a url"),
+            Err(GatewayError::BadUrl)
+        ));
+    }
+}
+
 /// What the gateway hands the adapter.
 #[derive(Clone, Debug)]
 pub enum GatewayEvent {

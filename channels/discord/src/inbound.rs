@@ -18,6 +18,9 @@
 //!   under `mention_only` or `thread_mode` starts a thread ([`Route::NewThread`], guild
 //!   channels only), else the answer goes to the channel. A message in a thread the bot
 //!   does not know is a channel message of that thread.
+//! - Only regular messages and replies count (system messages are skipped); a reply's
+//!   `message_reference` becomes `reply_to`, so replying to an answer continues its
+//!   conversation.
 //! - The redelivery key is guild (or `dm`) + message id: snowflakes are unique, and a
 //!   RESUME replay repeats them.
 //! - Attachments become [`InboundFile`]s whose handle is the CDN URL; the channel
@@ -32,6 +35,7 @@ use serde_json::Value;
 use crate::NAME;
 use crate::config::DiscordSettings;
 use crate::gateway::Message;
+use serenity::model::channel::MessageType;
 
 /// At most this many attachments of one message are kept; the rest are ignored.
 pub const MAX_ATTACHMENTS: usize = 10;
@@ -51,6 +55,8 @@ pub enum Skip {
     NotMentioned,
     /// Nothing to say and nothing attached.
     Empty,
+    /// A system message (pins, joins, boosts, …): only regular messages and replies count.
+    NotAMessage,
 }
 
 impl Skip {
@@ -60,6 +66,7 @@ impl Skip {
             Skip::GuildNotAllowed => "guild_not_allowed",
             Skip::NotMentioned => "not_mentioned",
             Skip::Empty => "empty",
+            Skip::NotAMessage => "not_a_message",
         }
     }
 }
@@ -128,6 +135,12 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normaliz
     if !ctx.settings.guild_allowed(guild) {
         return Err(Skip::GuildNotAllowed);
     }
+    if !matches!(
+        message.kind,
+        MessageType::Regular | MessageType::InlineReply
+    ) {
+        return Err(Skip::NotAMessage);
+    }
     let channel_id = message.channel_id.get();
     let message_id = message.id.get();
     let (text, mentioned_in_text) = strip_mentions(&message.content, ctx.bot_id);
@@ -183,6 +196,12 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normaliz
         message_id.to_string(),
     ));
     msg.workspace_id = guild.map(|g| g.to_string());
+    // A reply to a message continues the conversation that message belongs to.
+    msg.reply_to = message
+        .message_reference
+        .as_ref()
+        .and_then(|r| r.message_id)
+        .map(|id| MessageId::new(id.get().to_string()));
     let topic = match &route {
         Route::Thread { thread } => *thread,
         _ => home,

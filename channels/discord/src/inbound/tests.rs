@@ -236,3 +236,33 @@ fn a_long_display_name_keeps_the_thread_name_within_100_characters() {
         "{name}"
     );
 }
+
+#[test]
+fn system_messages_are_skipped_and_replies_name_their_message() {
+    let s = settings(json!({}));
+    let commands = CommandVocabulary::new(im_bridge_fakes::COMMANDS);
+    let ctx = InboundContext {
+        settings: &s,
+        bot_id: Some(bot()),
+        commands: &commands,
+        known_thread_parent: None,
+        active_thread: None,
+    };
+    let mut pin = Event::guild("10", "20", "").data();
+    pin["type"] = json!(6);
+    let pin: Message = serde_json::from_value(pin).unwrap();
+    assert_eq!(normalize(&pin, &ctx).unwrap_err(), Skip::NotAMessage);
+    let mut reply = Event::guild("10", "20", "and then?").data();
+    reply["type"] = json!(19);
+    reply["message_reference"] = json!({"message_id": "555", "channel_id": "10"});
+    let reply: Message = serde_json::from_value(reply).unwrap();
+    let n = normalize(&reply, &ctx).unwrap();
+    assert_eq!(n.message.reply_to.as_ref().map(|m| m.as_str()), Some("555"));
+    assert_eq!(
+        run(&s, &Event::guild("10", "20", "plain"), None, None)
+            .unwrap()
+            .message
+            .reply_to,
+        None
+    );
+}
