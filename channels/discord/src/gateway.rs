@@ -106,6 +106,9 @@ pub enum GatewayError {
     /// serenity could not start its shard.
     #[error("starting the gateway shard failed")]
     Boot,
+    /// serenity's shard manager ended without being asked to.
+    #[error("the gateway shard manager ended unexpectedly")]
+    Ended,
 }
 
 /// The intents the adapter identifies with.
@@ -217,7 +220,8 @@ pub async fn run(
     let result = tokio::select! {
         ended = ended.next() => match ended {
             Some(Err(error)) => Err(fatal(&error)),
-            _ => Ok(()),
+            _ if stop.is_cancelled() => Ok(()),
+            _ => Err(GatewayError::Ended),
         },
         () = stop.cancelled() => Ok(()),
     };
