@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::NAME;
-use crate::api::{DiscordApi, MessageRef};
+use crate::api::{DONE_EMOJI, DiscordApi, MessageRef};
 use crate::config::DiscordSettings;
 use crate::gateway::{self, GatewayEvent, Message};
 use crate::inbound::{InboundContext, Route, normalize};
@@ -138,9 +138,34 @@ impl DiscordChannel {
         })
     }
 
-    /// The REST client (for the ✅ reaction the daemon side adds when an answer is done).
+    /// The REST client.
     pub fn api(&self) -> &DiscordApi {
         &self.api
+    }
+
+    /// Adds the ✅ reaction to the user's message `to` answers (its `channel_id` and
+    /// `message_id` from the inbound metadata): for the daemon side to call once the
+    /// answer is done (the channel cannot tell a split final's last part).
+    pub async fn mark_done(&self, to: SendTarget<'_>) -> ChannelResult {
+        let id = |key: &str| {
+            to.metadata
+                .get(key)
+                .and_then(|v| v.as_str())
+                .and_then(|s| s.parse::<u64>().ok())
+        };
+        let (Some(channel_id), Some(message_id)) = (id("channel_id"), id("message_id")) else {
+            return Err(ChannelError::Unsupported(
+                "a reaction without its source message",
+            ));
+        };
+        let at = MessageRef {
+            channel_id,
+            message_id,
+        };
+        self.api
+            .react(at, DONE_EMOJI)
+            .await
+            .map_err(ChannelError::from)
     }
 
     /// Normalizes a user's message, performs its side effects, and offers it.

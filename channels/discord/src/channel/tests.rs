@@ -106,6 +106,14 @@ async fn thread_mode_answers_in_a_thread_and_a_follow_up_continues_it() {
         ("10", Some(thread.id.as_str()))
     );
     assert_eq!(fake.threads().len(), 1, "no second thread");
+    // Done: ✅ on the user's message, in the thread it was written in.
+    ch.mark_done(target(&f.chat_id, &f.metadata)).await.unwrap();
+    let r = &fake.reactions()[0];
+    assert_eq!(
+        (r.channel_id.as_str(), r.emoji.as_str()),
+        (thread.id.as_str(), "✅")
+    );
+    assert_eq!(r.message_id, f.metadata["message_id"].as_str().unwrap());
     assert_eq!(running.stop().await.unwrap(), ChannelExit::Stopped);
 }
 
