@@ -151,6 +151,18 @@ impl DiscordApi {
         }
     }
 
+    /// `GET /users/@me`: the bot's user id.
+    pub async fn current_user_id(&self) -> Result<u64, ApiError> {
+        let op = "me";
+        let answer = self
+            .call(op, self.request(Method::GET, "/users/@me", REQUEST_TIMEOUT))
+            .await?;
+        snowflake(&answer["id"]).ok_or(ApiError::Decode {
+            op,
+            detail: "no user id".to_owned(),
+        })
+    }
+
     /// `POST /channels/{channel}/messages` with `content` (at most 2000 characters) and
     /// no mentions parsed.
     pub async fn create_message(

@@ -275,6 +275,9 @@ impl Channel for DiscordChannel {
             tokio::select! {
                 ended = &mut gateway => break ended,
                 event = events.recv(), if open => match event {
+                    Some(GatewayEvent::Identity { bot_id }) => {
+                        lock(&self.state).bot_id = Some(bot_id);
+                    }
                     Some(GatewayEvent::Ready { bot_id }) => {
                         lock(&self.state).bot_id = Some(bot_id);
                         self.telemetry.set_connected(true);

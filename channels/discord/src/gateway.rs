@@ -1,7 +1,8 @@
 //! The gateway, run by serenity's `ShardManager` (one shard) with a raw event handler that
 //! forwards READY (the bot's id) and MESSAGE_CREATE into a channel the adapter reads.
 //!
-//! - The URL comes from our own `GET /gateway/bot` ([`DiscordApi::gateway_url`]), not
+//! - First `GET /users/@me` (the bot's id, forwarded as [`GatewayEvent::Identity`]
+//!   before serenity starts), then the URL from our own `GET /gateway/bot` ([`DiscordApi::gateway_url`]), not
 //!   serenity's `Client` (which asks `/gateway` and falls back to a hard-coded
 //!   `wss://gateway.discord.gg` when that fails). serenity appends `?v=10` (JSON is the
 //!   default encoding); a query on the discovered URL is dropped first.
@@ -72,6 +73,13 @@ mod url_tests {
 /// What the gateway hands the adapter.
 #[derive(Clone, Debug)]
 pub enum GatewayEvent {
+    /// Before connecting: the bot's user id from `GET /users/@me`, so mentions are known
+    /// before any message (serenity delivers events through spawned tasks, so a message
+    /// could overtake READY).
+    Identity {
+        /// The bot's user id.
+        bot_id: u64,
+    },
     /// READY: the session is up; the bot's user id (what `<@id>` mentions carry).
     Ready {
         /// The bot's user id.
@@ -186,7 +194,18 @@ pub async fn run(
     events: mpsc::Sender<GatewayEvent>,
     stop: CancellationToken,
 ) -> Result<(), GatewayError> {
+    let bot_id = api
+        .current_user_id()
+        .await
+        .map_err(GatewayError::Discovery)?;
     let url = gateway_base(&api.gateway_url().await.map_err(GatewayError::Discovery)?)?;
+    if events
+        .send(GatewayEvent::Identity { bot_id })
+        .await
+        .is_err()
+    {
+        return Ok(());
+    }
     // serenity's REST client is only held by its contexts (the adapter uses
     // `DiscordApi`); it still points at `api_url`, without serenity's ratelimiter (which
     // would ignore the proxy base).
@@ -200,7 +219,7 @@ pub async fn run(
     let forward = Arc::new(Forward {
         events,
         ws_url: ws_url.clone(),
-        bot_id: AtomicU64::new(0),
+        bot_id: AtomicU64::new(bot_id),
     });
     let (manager, mut ended) = ShardManager::new(ShardManagerOptions {
         data: Arc::new(RwLock::new(TypeMap::new())),

@@ -48,11 +48,17 @@ fn start(fake: &FakeDiscord, token: &str) -> Running {
 }
 
 impl Running {
+    /// The next event after the first [`GatewayEvent::Identity`].
     async fn next(&mut self) -> GatewayEvent {
-        tokio::time::timeout(DEADLINE, self.events.recv())
-            .await
-            .expect("a gateway event in time")
-            .expect("the gateway is running")
+        loop {
+            let event = tokio::time::timeout(DEADLINE, self.events.recv())
+                .await
+                .expect("a gateway event in time")
+                .expect("the gateway is running");
+            if !matches!(event, GatewayEvent::Identity { .. }) {
+                return event;
+            }
+        }
     }
 
     /// The next user message, skipping READY / RESUMED.
@@ -74,8 +80,16 @@ impl Running {
 async fn ready_then_user_messages_and_bots_are_ignored() {
     let fake = FakeDiscord::start().await.unwrap();
     let mut gw = start(&fake, discord::TOKEN);
+    let first = tokio::time::timeout(DEADLINE, gw.events.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let GatewayEvent::Identity { bot_id: me } = first else {
+        panic!("the identity first: {first:?}");
+    };
+    assert_eq!(me.to_string(), discord::BOT_ID);
     let GatewayEvent::Ready { bot_id } = gw.next().await else {
-        panic!("READY first");
+        panic!("READY next");
     };
     assert_eq!(bot_id.to_string(), discord::BOT_ID);
     let id = &fake.identifies()[0];
