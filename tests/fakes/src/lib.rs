@@ -4,6 +4,10 @@
 //! - [`dingtalk`] — DingTalk: `connections/open` and stream mode (CALLBACK pushes,
 //!   SYSTEM ping and disconnect, acks, redelivery), the token, robot messages, file
 //!   download and upload, AI cards, scripted failures.
+//! - [`discord`] — Discord: REST v10 with bot auth (messages with the 2000-character
+//!   limit and `allowed_mentions`, edits, threads, typing, reactions, uploads, scripted
+//!   429s and errors) and the gateway (READY, heartbeats, resume with replay, op 7 / op 9 /
+//!   close codes).
 //! - [`feishu`] — Feishu / Lark: endpoint discovery, the pbbp2 long connection (pings,
 //!   pushes, split payloads, acks, re-pushes), the REST API with its token and card
 //!   rules, webhook requests (encrypted, signed).
@@ -26,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dingtalk;
+pub mod discord;
 pub mod feishu;
 pub mod qq;
 mod server;

@@ -1,0 +1,374 @@
+//! The REST calls the adapter makes, as thin reqwest calls to `{api_url}/api/v10/…`
+//! (`Authorization: Bot <token>`): gateway discovery, create and edit a message, start a
+//! thread from a message, typing, a reaction, an upload, and bounded attachment downloads.
+//!
+//! Why not serenity's `Http`: with its ratelimiter on (the default), serenity 0.12.5
+//! builds every request without the `HttpBuilder::proxy` base (`Ratelimiter::perform`
+//! passes `None`), so calls would go to discord.com; with the ratelimiter off, a 429
+//! becomes an `ErrorResponse` that has lost `retry_after` and the headers. Here a 429 is
+//! [`ApiError::RateLimited`] with Discord's wait, and the delivery engine waits it out.
+//!
+//! Every message the bot sends or edits carries `allowed_mentions: {"parse": []}`, so an
+//! answer quoting `@everyone`, a role or a user pings nobody.
+
+use std::time::Duration;
+
+use futures_util::TryStreamExt;
+use im_bridge_channel::{Secret, read_bounded};
+use reqwest::header::{AUTHORIZATION, CONTENT_LENGTH, HeaderMap};
+use reqwest::{Method, RequestBuilder, StatusCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::config::DiscordSettings;
+use crate::error::{ApiError, DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER};
+
+/// Connect timeout of every call.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Whole-request timeout of JSON calls (uploads and downloads get their own).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Whole-request timeout of an upload or a download.
+const FILE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Largest JSON answer read.
+const MAX_ANSWER: u64 = 1024 * 1024;
+/// Longest thread name Discord accepts, in characters.
+pub const MAX_THREAD_NAME: usize = 100;
+/// The reaction added when an answer is done.
+pub const DONE_EMOJI: &str = "✅";
+
+/// A message Discord created: where it is and its id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageRef {
+    /// The channel (or thread) id.
+    pub channel_id: u64,
+    /// The message id.
+    pub message_id: u64,
+}
+
+/// The REST client (cheap to clone).
+#[derive(Clone)]
+pub struct DiscordApi {
+    http: reqwest::Client,
+    root: String,
+    auth: Secret,
+}
+
+impl std::fmt::Debug for DiscordApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordApi")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+struct IdAnswer {
+    id: Value,
+    #[serde(default)]
+    channel_id: Option<Value>,
+}
+
+/// A snowflake as Discord writes it (a string of digits; a number is accepted).
+pub(crate) fn snowflake(v: &Value) -> Option<u64> {
+    match v {
+        Value::String(s) => s.parse().ok(),
+        Value::Number(n) => n.as_u64(),
+        _ => None,
+    }
+}
+
+impl DiscordApi {
+    /// A client for `settings.api_url` with the bot token.
+    pub fn new(settings: &DiscordSettings) -> Result<Self, ApiError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ApiError::Client(e.without_url()))?;
+        Ok(Self {
+            http,
+            root: settings.rest_root(),
+            auth: Secret::new(format!("Bot {}", settings.bot_token.expose())),
+        })
+    }
+
+    fn request(&self, method: Method, path: &str, timeout: Duration) -> RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.root))
+            .header(AUTHORIZATION, self.auth.expose())
+            .timeout(timeout)
+    }
+
+    /// Sends `request`, sorts a refusal, and reads a JSON answer (`null` for 204).
+    async fn call(&self, op: &'static str, request: RequestBuilder) -> Result<Value, ApiError> {
+        let response = request
+            .send()
+            .await
+            .map_err(|e| ApiError::transport(op, e))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let declared = response.content_length();
+        let body = read_bounded(response.bytes_stream(), declared, MAX_ANSWER)
+            .await
+            .map_err(|e| {
+                e.into_error(
+                    || ApiError::Decode {
+                        op,
+                        detail: "answer over 1 MiB".to_owned(),
+                    },
+                    |e| ApiError::transport(op, e),
+                )
+            })?;
+        let json: Value = if body.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&body).unwrap_or(Value::Null)
+        };
+        if status.is_success() {
+            return Ok(json);
+        }
+        tracing::debug!(op, status = status.as_u16(), "discord refused a call");
+        Err(refusal(op, status, &headers, &json))
+    }
+
+    /// `GET /gateway/bot`: the gateway URL to connect to (as Discord gives it).
+    pub async fn gateway_url(&self) -> Result<String, ApiError> {
+        let op = "gateway_bot";
+        let answer = self
+            .call(
+                op,
+                self.request(Method::GET, "/gateway/bot", REQUEST_TIMEOUT),
+            )
+            .await?;
+        match answer["url"].as_str() {
+            Some(url) if url.starts_with("ws://") || url.starts_with("wss://") => {
+                Ok(url.to_owned())
+            }
+            _ => Err(ApiError::Decode {
+                op,
+                detail: "no ws:// or wss:// url".to_owned(),
+            }),
+        }
+    }
+
+    /// `GET /users/@me`: the bot's user id.
+    pub async fn current_user_id(&self) -> Result<u64, ApiError> {
+        let op = "me";
+        let answer = self
+            .call(op, self.request(Method::GET, "/users/@me", REQUEST_TIMEOUT))
+            .await?;
+        snowflake(&answer["id"]).ok_or(ApiError::Decode {
+            op,
+            detail: "no user id".to_owned(),
+        })
+    }
+
+    /// `POST /channels/{channel}/messages` with `content` (at most 2000 characters) and
+    /// no mentions parsed.
+    pub async fn create_message(
+        &self,
+        channel: u64,
+        content: &str,
+    ) -> Result<MessageRef, ApiError> {
+        let op = "create_message";
+        let body = json!({"content": content, "allowed_mentions": {"parse": []}});
+        let request = self
+            .request(
+                Method::POST,
+                &format!("/channels/{channel}/messages"),
+                REQUEST_TIMEOUT,
+            )
+            .json(&body);
+        let answer = self.call(op, request).await?;
+        message_ref(op, channel, answer)
+    }
+
+    /// `PATCH /channels/{channel}/messages/{message}`: the new `content`, no mentions
+    /// parsed. A message that is gone is code 10008 (`ChannelError::NotEditable`).
+    pub async fn edit_message(&self, at: MessageRef, content: &str) -> Result<(), ApiError> {
+        let op = "edit_message";
+        let body = json!({"content": content, "allowed_mentions": {"parse": []}});
+        let path = format!("/channels/{}/messages/{}", at.channel_id, at.message_id);
+        let request = self
+            .request(Method::PATCH, &path, REQUEST_TIMEOUT)
+            .json(&body);
+        self.call(op, request).await.map(drop)
+    }
+
+    /// `POST /channels/{channel}/messages/{message}/threads`: a thread started from the
+    /// user's message, named `name` (cut to 100 characters); its id.
+    pub async fn start_thread(&self, at: MessageRef, name: &str) -> Result<u64, ApiError> {
+        let op = "start_thread";
+        let name: String = name.chars().take(MAX_THREAD_NAME).collect();
+        let body = json!({"name": name, "auto_archive_duration": 1440});
+        let path = format!(
+            "/channels/{}/messages/{}/threads",
+            at.channel_id, at.message_id
+        );
+        let request = self
+            .request(Method::POST, &path, REQUEST_TIMEOUT)
+            .json(&body);
+        let answer = self.call(op, request).await?;
+        snowflake(&answer["id"]).ok_or(ApiError::Decode {
+            op,
+            detail: "no thread id".to_owned(),
+        })
+    }
+
+    /// `POST /channels/{channel}/typing`: "typing…" for about 10 seconds.
+    pub async fn typing(&self, channel: u64) -> Result<(), ApiError> {
+        let request = self.request(
+            Method::POST,
+            &format!("/channels/{channel}/typing"),
+            REQUEST_TIMEOUT,
+        );
+        self.call("typing", request).await.map(drop)
+    }
+
+    /// `PUT /channels/{channel}/messages/{message}/reactions/{emoji}/@me`.
+    pub async fn react(&self, at: MessageRef, emoji: &str) -> Result<(), ApiError> {
+        let emoji: String = url::form_urlencoded::byte_serialize(emoji.as_bytes()).collect();
+        let path = format!(
+            "/channels/{}/messages/{}/reactions/{emoji}/@me",
+            at.channel_id, at.message_id
+        );
+        let request = self
+            .request(Method::PUT, &path, REQUEST_TIMEOUT)
+            .header(CONTENT_LENGTH, 0);
+        self.call("reaction", request).await.map(drop)
+    }
+
+    /// A message carrying one file (`payload_json` + `files[0]`), with an optional
+    /// caption; no mentions parsed.
+    pub async fn upload(
+        &self,
+        channel: u64,
+        filename: &str,
+        bytes: Vec<u8>,
+        caption: Option<&str>,
+    ) -> Result<MessageRef, ApiError> {
+        let op = "upload";
+        let payload = json!({
+            "content": caption.unwrap_or(""),
+            "allowed_mentions": {"parse": []},
+            "attachments": [{"id": 0, "filename": filename}],
+        });
+        let form = reqwest::multipart::Form::new()
+            .part(
+                "payload_json",
+                reqwest::multipart::Part::text(payload.to_string())
+                    .mime_str("application/json")
+                    .map_err(|e| ApiError::transport(op, e))?,
+            )
+            .part(
+                "files[0]",
+                reqwest::multipart::Part::bytes(bytes).file_name(filename.to_owned()),
+            );
+        let request = self
+            .request(
+                Method::POST,
+                &format!("/channels/{channel}/messages"),
+                FILE_TIMEOUT,
+            )
+            .multipart(form);
+        let answer = self.call(op, request).await?;
+        message_ref(op, channel, answer)
+    }
+
+    /// Downloads an attachment (a CDN URL from a message) of at most `max` bytes. No
+    /// token is sent: CDN URLs are signed themselves.
+    pub async fn download(&self, url: &str, max: u64) -> Result<Vec<u8>, ApiError> {
+        let op = "download";
+        let parsed = url::Url::parse(url).map_err(|_| ApiError::BadUrl)?;
+        let plain = matches!(parsed.scheme(), "http" | "https")
+            && parsed.host().is_some()
+            && parsed.username().is_empty()
+            && parsed.password().is_none();
+        if !plain {
+            return Err(ApiError::BadUrl);
+        }
+        let response = self
+            .http
+            .get(parsed)
+            .timeout(FILE_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| ApiError::transport(op, e))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(ApiError::Api {
+                op,
+                code: 0,
+                status: status.as_u16(),
+            });
+        }
+        let declared = response.content_length();
+        read_bounded(
+            response.bytes_stream().map_err(|e| e.without_url()),
+            declared,
+            max,
+        )
+        .await
+        .map_err(|e| {
+            e.into_error(
+                || ApiError::TooLarge { limit: max },
+                |e| ApiError::transport(op, e),
+            )
+        })
+    }
+}
+
+fn message_ref(op: &'static str, channel: u64, answer: Value) -> Result<MessageRef, ApiError> {
+    let parsed: Option<IdAnswer> = serde_json::from_value(answer).ok();
+    let ids = parsed.and_then(|a| {
+        let message_id = snowflake(&a.id)?;
+        let channel_id = a.channel_id.as_ref().and_then(snowflake).unwrap_or(channel);
+        Some(MessageRef {
+            channel_id,
+            message_id,
+        })
+    });
+    ids.ok_or(ApiError::Decode {
+        op,
+        detail: "no message id".to_owned(),
+    })
+}
+
+/// Sorts a refusal: 429 (its wait from the body's `retry_after`, else `Retry-After`, else
+/// `X-RateLimit-Reset-After`), 401, or Discord's code.
+fn refusal(op: &'static str, status: StatusCode, headers: &HeaderMap, body: &Value) -> ApiError {
+    match status.as_u16() {
+        429 => {
+            let header = |name: &str| {
+                headers
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+            };
+            let retry_after = body["retry_after"]
+                .as_f64()
+                .or_else(|| header("retry-after"))
+                .or_else(|| header("x-ratelimit-reset-after"))
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())))
+                .unwrap_or(DEFAULT_RETRY_AFTER)
+                .min(MAX_RETRY_AFTER);
+            let global = body["global"].as_bool().unwrap_or(false)
+                || headers.contains_key("x-ratelimit-global");
+            ApiError::RateLimited {
+                op,
+                retry_after,
+                global,
+            }
+        }
+        401 => ApiError::Unauthorized { op },
+        s => ApiError::Api {
+            op,
+            code: body["code"].as_i64().unwrap_or(0),
+            status: s,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;

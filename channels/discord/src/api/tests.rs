@@ -1,0 +1,184 @@
+//! The REST client against the fake Discord over loopback.
+
+use std::time::Duration;
+
+use im_bridge_channel::{ChannelError, Issues};
+use im_bridge_fakes::discord::{self, Failure, FakeDiscord, MAX_CONTENT};
+use serde_json::json;
+
+use super::*;
+use crate::config;
+
+fn api(fake: &FakeDiscord, token: &str) -> DiscordApi {
+    let settings = config::validate(
+        json!({"bot_token": token, "api_url": fake.api_url()}),
+        &mut Issues::new("channels.discord"),
+    )
+    .unwrap();
+    DiscordApi::new(&settings).unwrap()
+}
+
+#[tokio::test]
+async fn messages_always_parse_no_mentions_and_edits_keep_them_off() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let api = api(&fake, discord::TOKEN);
+    let sent = api.create_message(5, "@everyone done").await.unwrap();
+    assert_eq!(sent.channel_id, 5);
+    let record = &fake.sent()[0];
+    assert_eq!(record.id, sent.message_id.to_string());
+    assert_eq!(record.allowed_mentions, json!({"parse": []}));
+    assert_eq!(
+        fake.calls_to("create_message")[0].authorization.as_deref(),
+        Some("Bot fake.discord.token")
+    );
+    api.edit_message(sent, "@here edited").await.unwrap();
+    assert_eq!(fake.sent()[0].content, "@here edited");
+    assert_eq!(fake.edits()[0].allowed_mentions, json!({"parse": []}));
+    let gone = MessageRef {
+        channel_id: 5,
+        message_id: 1,
+    };
+    let err = api.edit_message(gone, "x").await.unwrap_err();
+    assert_eq!(err.code(), Some(crate::error::UNKNOWN_MESSAGE));
+    assert!(matches!(ChannelError::from(err), ChannelError::NotEditable));
+    let too_long = api
+        .create_message(5, &"x".repeat(MAX_CONTENT + 1))
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        ChannelError::from(too_long),
+        ChannelError::Rejected { .. }
+    ));
+}
+
+#[tokio::test]
+async fn threads_typing_reactions_and_uploads() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let api = api(&fake, discord::TOKEN);
+    let at = MessageRef {
+        channel_id: 5,
+        message_id: 900,
+    };
+    let thread = api.start_thread(at, &"n".repeat(150)).await.unwrap();
+    let t = &fake.threads()[0];
+    assert_eq!(
+        (t.id.clone(), t.parent_id.as_str(), t.message_id.as_str()),
+        (thread.to_string(), "5", "900")
+    );
+    assert_eq!(t.name.chars().count(), MAX_THREAD_NAME);
+    api.typing(thread).await.unwrap();
+    assert_eq!(fake.typing(), [thread.to_string()]);
+    api.react(at, DONE_EMOJI).await.unwrap();
+    assert_eq!(fake.reactions()[0].emoji, "✅");
+    let up = api
+        .upload(5, "report.txt", b"hello".to_vec(), Some("@everyone file"))
+        .await
+        .unwrap();
+    let s = fake
+        .sent()
+        .into_iter()
+        .find(|s| s.id == up.message_id.to_string())
+        .unwrap();
+    assert_eq!(s.uploads[0].filename, "report.txt");
+    assert_eq!(s.uploads[0].bytes, b"hello");
+    assert_eq!(s.allowed_mentions, json!({"parse": []}));
+}
+
+#[tokio::test]
+async fn a_429_is_retry_after_with_discords_wait_and_nothing_is_resent() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let api = api(&fake, discord::TOKEN);
+    fake.fail_next(
+        "create_message",
+        Failure::RateLimited {
+            retry_after: 2.5,
+            global: false,
+        },
+    );
+    let err = api.create_message(5, "hi").await.unwrap_err();
+    assert!(
+        matches!(err, ApiError::RateLimited { retry_after, global: false, .. } if retry_after == Duration::from_millis(2500)),
+        "{err:?}"
+    );
+    assert!(
+        matches!(ChannelError::from(err), ChannelError::RetryAfter(d) if d == Duration::from_millis(2500))
+    );
+    assert!(fake.sent().is_empty());
+    assert_eq!(
+        fake.calls_to("create_message").len(),
+        1,
+        "the client never retries by itself"
+    );
+    assert_eq!(fake.early_calls(), 0);
+    // A call before the wait is over is refused again (the fake counts it as early).
+    assert!(matches!(
+        api.create_message(5, "hi").await,
+        Err(ApiError::RateLimited { .. })
+    ));
+    assert_eq!(fake.early_calls(), 1);
+    // An absurd wait is capped.
+    fake.fail_next(
+        "typing",
+        Failure::RateLimited {
+            retry_after: 1e12,
+            global: true,
+        },
+    );
+    let err = api.typing(5).await.unwrap_err();
+    assert!(
+        matches!(err, ApiError::RateLimited { retry_after, global: true, .. } if retry_after == crate::error::MAX_RETRY_AFTER)
+    );
+}
+
+#[tokio::test]
+async fn errors_never_carry_the_token_and_a_wrong_token_is_unauthorized() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let api = api(&fake, "TOPSECRET.token");
+    let err = api.create_message(5, "hi").await.unwrap_err();
+    assert!(matches!(err, ApiError::Unauthorized { .. }));
+    let shown = format!("{err} {err:?} {api:?}");
+    let printed = format!("{shown} {}", ChannelError::from(err));
+    assert!(!printed.contains("TOPSECRET"), "{printed}");
+    let down = {
+        let settings = config::validate(
+            json!({"bot_token": "TOPSECRET", "api_url": "http://127.0.0.1:1"}),
+            &mut Issues::new("c"),
+        )
+        .unwrap();
+        DiscordApi::new(&settings).unwrap()
+    };
+    let err = down.gateway_url().await.unwrap_err();
+    assert!(!format!("{err} {err:?}").contains("TOPSECRET"));
+}
+
+#[tokio::test]
+async fn gateway_discovery_and_bounded_downloads() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let api = api(&fake, discord::TOKEN);
+    assert_eq!(api.gateway_url().await.unwrap(), fake.gateway_url());
+    let url = fake.put_file("a.bin", vec![7; 100], "application/octet-stream");
+    assert_eq!(api.download(&url, 100).await.unwrap().len(), 100);
+    assert!(matches!(
+        api.download(&url, 99).await.unwrap_err(),
+        ApiError::TooLarge { limit: 99 }
+    ));
+    assert!(matches!(
+        api.download("file:///etc/passwd", 10).await.unwrap_err(),
+        ApiError::BadUrl
+    ));
+    let creds = format!("http://u:p@{}/attachments/a.bin", fake.addr());
+    assert!(matches!(
+        api.download(&creds, 1000).await.unwrap_err(),
+        ApiError::BadUrl
+    ));
+    let download = fake.calls_to("attachment");
+    assert!(
+        download.iter().all(|c| c.authorization.is_none()),
+        "no token to the CDN"
+    );
+    fake.set_gateway_url("https://not-a-gateway");
+    assert!(matches!(
+        api.gateway_url().await.unwrap_err(),
+        ApiError::Decode { .. }
+    ));
+}

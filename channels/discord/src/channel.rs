@@ -1,0 +1,376 @@
+//! The Discord channel: serenity's gateway in, thin REST calls out. Not registered yet
+//! (no `Platform` entry, no root feature).
+//!
+//! - **In**: each user message is normalized ([`crate::inbound`]); a message id seen
+//!   before (a RESUME replay, a redelivery) is skipped before any side effect; a
+//!   [`Route::NewThread`] starts the thread (falling back to the channel when Discord
+//!   refuses) and remembers it as the channel's active thread; then the message is offered
+//!   to the daemon's queue. The thread maps live in memory for now (the store-backed map,
+//!   `discord_threads.json`'s equivalent, is left to the daemon side).
+//! - **Out**: one reply edited in place while the answer streams (at most one edit a
+//!   second per message, paced by the delivery engine from [`CAPABILITIES`]), at most
+//!   2000 characters a message, the agent's Markdown as written (Discord's Markdown), every
+//!   message with `allowed_mentions: {"parse": []}`. A reply goes into the thread named by
+//!   the inbound metadata's `thread`, else into the chat (the parent channel).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use im_bridge_channel::render::Markup;
+use im_bridge_channel::{
+    AdmitError, BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult,
+    ChatBudget, CommandVocabulary, FileSource, InboundFile, InboundSink, MessageId, OutboundFile,
+    SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::NAME;
+use crate::api::{DONE_EMOJI, DiscordApi, MessageRef};
+use crate::config::DiscordSettings;
+use crate::gateway::{self, GatewayEvent, Message};
+use crate::inbound::{InboundContext, Route, normalize};
+
+/// Discord's limit on a message's content, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 2000;
+/// The largest upload (Discord's default limit for bots, 10 MiB).
+pub const MAX_UPLOAD_BYTES: u64 = 10 * 1024 * 1024;
+/// Message ids remembered against replays.
+const SEEN_CAPACITY: usize = 4096;
+/// Gateway events buffered between serenity and the intake.
+const EVENTS: usize = 256;
+/// Threads remembered (oldest forgotten first).
+const MAX_THREADS: usize = 10_000;
+
+/// What Discord can show: one message edited in place (about one edit a second), 2000
+/// characters, Discord's Markdown as the agent writes it, files up to 10 MiB. Discord
+/// allows about 5 messages per 5 seconds in a channel.
+pub const CAPABILITIES: Capabilities = Capabilities {
+    updates: UpdateMode::EditInPlace,
+    min_edit_interval_private: Duration::from_secs(1),
+    min_edit_interval_group: Duration::from_secs(1),
+    chat_budget: Some(ChatBudget {
+        burst: 5,
+        private: Duration::from_secs(1),
+        group: Duration::from_secs(1),
+        first_partial_hold: Duration::from_secs(1),
+    }),
+    markup: Markup::Plain,
+    max_upload_bytes: MAX_UPLOAD_BYTES,
+    ..Capabilities::final_only(MAX_MESSAGE_CHARS)
+};
+
+/// The intake's memory: the bot's id, threads, message ids seen.
+#[derive(Default)]
+struct State {
+    bot_id: Option<u64>,
+    /// Threads the bot created → their parent channel.
+    threads: HashMap<u64, u64>,
+    thread_order: VecDeque<u64>,
+    /// A channel's active thread (thread mode's mapping).
+    active: HashMap<u64, u64>,
+    seen: HashSet<u64>,
+    seen_order: VecDeque<u64>,
+}
+
+impl State {
+    /// Whether `id` is new (and remembers it).
+    fn first_time(&mut self, id: u64) -> bool {
+        if !self.seen.insert(id) {
+            return false;
+        }
+        self.seen_order.push_back(id);
+        while self.seen_order.len() > SEEN_CAPACITY {
+            if let Some(old) = self.seen_order.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+        true
+    }
+
+    fn add_thread(&mut self, thread: u64, parent: u64) {
+        self.threads.insert(thread, parent);
+        self.active.insert(parent, thread);
+        self.thread_order.push_back(thread);
+        while self.thread_order.len() > MAX_THREADS {
+            if let Some(old) = self.thread_order.pop_front() {
+                self.threads.remove(&old);
+                self.active.retain(|_, t| *t != old);
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The Discord channel.
+pub struct DiscordChannel {
+    settings: DiscordSettings,
+    api: DiscordApi,
+    commands: CommandVocabulary,
+    telemetry: Telemetry,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for DiscordChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordChannel")
+            .field("api_url", &self.settings.api_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DiscordChannel {
+    /// A channel with `settings` and the daemon's commands.
+    pub fn new(settings: DiscordSettings, ctx: &BuildContext) -> ChannelResult<Self> {
+        let api = DiscordApi::new(&settings).map_err(ChannelError::from)?;
+        Ok(Self {
+            settings,
+            api,
+            commands: ctx.commands.clone(),
+            telemetry: Telemetry::new(NAME),
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// The REST client.
+    pub fn api(&self) -> &DiscordApi {
+        &self.api
+    }
+
+    /// Adds the ✅ reaction to the user's message `to` answers (its `channel_id` and
+    /// `message_id` from the inbound metadata): for the daemon side to call once the
+    /// answer is done (the channel cannot tell a split final's last part).
+    pub async fn mark_done(&self, to: SendTarget<'_>) -> ChannelResult {
+        let id = |key: &str| {
+            to.metadata
+                .get(key)
+                .and_then(|v| v.as_str())
+                .and_then(|s| s.parse::<u64>().ok())
+        };
+        let (Some(channel_id), Some(message_id)) = (id("channel_id"), id("message_id")) else {
+            return Err(ChannelError::Unsupported(
+                "a reaction without its source message",
+            ));
+        };
+        let at = MessageRef {
+            channel_id,
+            message_id,
+        };
+        self.api
+            .react(at, DONE_EMOJI)
+            .await
+            .map_err(ChannelError::from)
+    }
+
+    /// Normalizes a user's message, performs its side effects, and offers it.
+    async fn intake(&self, sink: &InboundSink, message: &Message) {
+        self.telemetry.received(1);
+        let normalized = {
+            let state = lock(&self.state);
+            let channel = message.channel_id.get();
+            let ctx = InboundContext {
+                settings: &self.settings,
+                bot_id: state.bot_id,
+                commands: &self.commands,
+                known_thread_parent: state.threads.get(&channel).copied(),
+                active_thread: state.active.get(&channel).copied(),
+            };
+            normalize(message, &ctx)
+        };
+        let mut n = match normalized {
+            Ok(n) => n,
+            Err(skip) => {
+                tracing::debug!(
+                    channel = NAME,
+                    reason = skip.as_str(),
+                    "Skipped a Discord message."
+                );
+                return;
+            }
+        };
+        if !lock(&self.state).first_time(n.message_id) {
+            tracing::debug!(channel = NAME, "Skipped a Discord message delivered twice.");
+            return;
+        }
+        if let Route::NewThread { name } = &n.route {
+            let at = MessageRef {
+                channel_id: n.channel_id,
+                message_id: n.message_id,
+            };
+            match self.api.start_thread(at, name).await {
+                Ok(thread) => {
+                    lock(&self.state).add_thread(thread, n.channel_id);
+                    n.in_thread(thread);
+                }
+                Err(error) => {
+                    tracing::warn!(channel = NAME, %error, "Could not start a Discord thread; answering in the channel.");
+                    n.route = Route::Channel;
+                }
+            }
+        }
+        match sink.offer(n.message) {
+            Ok(()) | Err(AdmitError::QueueFull) => {}
+            Err(error) => {
+                tracing::warn!(channel = NAME, %error, "A Discord message was not admitted.")
+            }
+        }
+    }
+}
+
+/// Where a reply goes: the inbound metadata's `thread`, else the chat.
+fn target_channel(to: &SendTarget<'_>) -> ChannelResult<u64> {
+    let thread = to
+        .metadata
+        .get("thread")
+        .and_then(|v| v.as_str())
+        .and_then(|s| s.parse::<u64>().ok());
+    match thread {
+        Some(t) => Ok(t),
+        None => to
+            .chat_id
+            .as_str()
+            .parse()
+            .map_err(|_| ChannelError::Rejected {
+                reason: "the chat id is not a Discord channel id".to_owned(),
+            }),
+    }
+}
+
+fn message_id(id: &MessageId) -> ChannelResult<u64> {
+    id.as_str().parse().map_err(|_| ChannelError::Rejected {
+        reason: "the message id is not a Discord id".to_owned(),
+    })
+}
+
+#[async_trait]
+impl Channel for DiscordChannel {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    fn is_connected(&self) -> bool {
+        self.telemetry.is_connected()
+    }
+
+    async fn run(
+        &self,
+        sink: InboundSink,
+        shutdown: CancellationToken,
+    ) -> ChannelResult<ChannelExit> {
+        let (tx, mut events) = mpsc::channel(EVENTS);
+        let gateway = gateway::run(&self.settings, &self.api, tx, shutdown.clone());
+        tokio::pin!(gateway);
+        let mut open = true;
+        let result = loop {
+            tokio::select! {
+                ended = &mut gateway => break ended,
+                event = events.recv(), if open => match event {
+                    Some(GatewayEvent::Identity { bot_id }) => {
+                        lock(&self.state).bot_id = Some(bot_id);
+                    }
+                    Some(GatewayEvent::Ready { bot_id }) => {
+                        lock(&self.state).bot_id = Some(bot_id);
+                        self.telemetry.set_connected(true);
+                    }
+                    Some(GatewayEvent::Resumed) => {
+                        self.telemetry.set_connected(true);
+                    }
+                    Some(GatewayEvent::Message(message)) => self.intake(&sink, &message).await,
+                    None => open = false,
+                },
+            }
+        };
+        self.telemetry.set_connected(false);
+        match result {
+            Ok(()) => Ok(ChannelExit::Stopped),
+            Err(error) => {
+                self.telemetry.error(Stage::Receiving);
+                tracing::error!(channel = NAME, %error, "The Discord gateway stopped.");
+                Err(ChannelError::Transport(error.to_string()))
+            }
+        }
+    }
+
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let channel = target_channel(&to)?;
+        let sent = self
+            .api
+            .create_message(channel, text)
+            .await
+            .map_err(ChannelError::from);
+        let sent = self.telemetry.sending(sent)?;
+        Ok(SentMessage {
+            id: MessageId::new(sent.message_id.to_string()),
+        })
+    }
+
+    async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        let at = MessageRef {
+            channel_id: target_channel(&to)?,
+            message_id: message_id(id)?,
+        };
+        let edited = self
+            .api
+            .edit_message(at, text)
+            .await
+            .map_err(ChannelError::from);
+        self.telemetry.sending(edited)
+    }
+
+    async fn show_typing(&self, to: SendTarget<'_>) -> ChannelResult {
+        let channel = target_channel(&to)?;
+        self.api.typing(channel).await.map_err(ChannelError::from)
+    }
+
+    async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+        if file.size > MAX_UPLOAD_BYTES {
+            return Err(ChannelError::TooLarge {
+                limit: MAX_UPLOAD_BYTES,
+            });
+        }
+        let channel = target_channel(&to)?;
+        let bytes = tokio::fs::read(&file.path).await?;
+        if bytes.len() as u64 > MAX_UPLOAD_BYTES {
+            return Err(ChannelError::TooLarge {
+                limit: MAX_UPLOAD_BYTES,
+            });
+        }
+        let sent = self
+            .api
+            .upload(channel, &file.filename, bytes, None)
+            .await
+            .map(drop)
+            .map_err(ChannelError::from);
+        self.telemetry.sending(sent)
+    }
+
+    /// Downloads an attachment a user sent (a CDN URL), bounded.
+    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
+        let FileSource::Handle { id } = &file.source else {
+            return file.inline_bytes(max_bytes);
+        };
+        let fetched = self
+            .api
+            .download(id, max_bytes)
+            .await
+            .map(Bytes::from)
+            .map_err(ChannelError::from);
+        if fetched.is_err() {
+            self.telemetry.error(Stage::Processing);
+        }
+        fetched
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,288 @@
+//! The channel against the fake Discord: admission, thread mode, replays, allowed guilds,
+//! sends into the right channel or thread, typing, files.
+
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use im_bridge_channel::{
+    AllowedUsers, ChatId, ChatKind, InboundMessage, InboundQueue, Issues, inbound_queue,
+};
+use im_bridge_fakes::discord::{self, Event, FakeDiscord};
+use serde_json::{Map, Value, json};
+
+use super::*;
+use crate::config;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn channel(fake: &FakeDiscord, extra: Value) -> DiscordChannel {
+    let mut block = json!({"bot_token": discord::TOKEN, "api_url": fake.api_url()});
+    if let (Some(b), Some(e)) = (block.as_object_mut(), extra.as_object()) {
+        b.extend(e.clone());
+    }
+    let settings = config::validate(block, &mut Issues::new("channels.discord")).unwrap();
+    let ctx = im_bridge_fakes::build_context(AllowedUsers::Anyone);
+    DiscordChannel::new(settings, &ctx).unwrap()
+}
+
+struct Running {
+    queue: InboundQueue,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<ChannelResult<ChannelExit>>,
+}
+
+async fn run(channel: std::sync::Arc<DiscordChannel>, fake: &FakeDiscord) -> Running {
+    let (sink, queue) = inbound_queue(NonZeroUsize::new(16).unwrap());
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move { channel.run(sink, stop).await }
+    });
+    fake.wait_ready(1, DEADLINE).await.unwrap();
+    Running { queue, stop, task }
+}
+
+impl Running {
+    async fn next(&mut self) -> InboundMessage {
+        tokio::time::timeout(DEADLINE, self.queue.recv())
+            .await
+            .expect("a message in time")
+            .expect("the queue is open")
+    }
+
+    async fn stop(self) -> ChannelResult<ChannelExit> {
+        self.stop.cancel();
+        tokio::time::timeout(DEADLINE, self.task)
+            .await
+            .unwrap()
+            .unwrap()
+    }
+}
+
+fn target<'a>(chat: &'a ChatId, metadata: &'a Map<String, Value>) -> SendTarget<'a> {
+    SendTarget {
+        chat_id: chat,
+        chat_kind: ChatKind::Group,
+        reply_to: None,
+        metadata,
+        source_at: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thread_mode_answers_in_a_thread_and_a_follow_up_continues_it() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let ch = std::sync::Arc::new(channel(&fake, json!({"thread_mode": true})));
+    let mut running = run(ch.clone(), &fake).await;
+    let first = Event::guild("10", "20", "question");
+    fake.push(&first);
+    let m = running.next().await;
+    let thread = fake.threads()[0].clone();
+    assert_eq!(
+        (thread.parent_id.as_str(), thread.message_id.as_str()),
+        ("10", first.id())
+    );
+    assert_eq!(m.chat_id.as_str(), "10");
+    assert_eq!(m.topic_id.as_deref(), Some(thread.id.as_str()));
+    // The reply goes into the thread, not the channel.
+    let sent = ch
+        .send_text(target(&m.chat_id, &m.metadata), "answer")
+        .await
+        .unwrap();
+    assert_eq!(fake.sent_to(&thread.id)[0].id, sent.id.as_str());
+    ch.edit_text(target(&m.chat_id, &m.metadata), &sent.id, "answer, edited")
+        .await
+        .unwrap();
+    assert_eq!(fake.sent_to(&thread.id)[0].content, "answer, edited");
+    ch.show_typing(target(&m.chat_id, &m.metadata))
+        .await
+        .unwrap();
+    assert_eq!(fake.typing(), std::slice::from_ref(&thread.id));
+    // A follow-up inside the thread continues the same conversation.
+    fake.push(&Event::in_thread(&thread.id, "20", "follow-up"));
+    let f = running.next().await;
+    assert_eq!(
+        (f.chat_id.as_str(), f.topic_id.as_deref()),
+        ("10", Some(thread.id.as_str()))
+    );
+    assert_eq!(fake.threads().len(), 1, "no second thread");
+    // Done: ✅ on the user's message, in the thread it was written in.
+    ch.mark_done(target(&f.chat_id, &f.metadata)).await.unwrap();
+    let r = &fake.reactions()[0];
+    assert_eq!(
+        (r.channel_id.as_str(), r.emoji.as_str()),
+        (thread.id.as_str(), "✅")
+    );
+    assert_eq!(r.message_id, f.metadata["message_id"].as_str().unwrap());
+    assert_eq!(running.stop().await.unwrap(), ChannelExit::Stopped);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_message_runs_once_and_other_guilds_have_no_side_effect() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let allowed = json!({"allowed_guilds": [discord::GUILD_ID], "thread_mode": true});
+    let ch = std::sync::Arc::new(channel(&fake, allowed));
+    let mut running = run(ch, &fake).await;
+    fake.push(&Event::guild("10", "20", "elsewhere").in_guild("999"));
+    fake.push(&Event::dm("12", "20", "a dm"));
+    let e = Event::guild("10", "20", "once");
+    fake.push(&e);
+    fake.push(&e.duplicate());
+    fake.push(&Event::guild("10", "20", "marker"));
+    let a = running.next().await;
+    let b = running.next().await;
+    let mut texts = [a.text, b.text];
+    texts.sort();
+    assert_eq!(texts, ["marker", "once"]);
+    assert!(running.queue.is_empty());
+    // The other guild and the DM started no thread; the second message continues the
+    // thread the first one started.
+    assert_eq!(fake.threads().len(), 1, "{:?}", fake.threads());
+    assert!(fake.typing().is_empty() && fake.reactions().is_empty());
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_thread_falls_back_to_the_channel() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let ch = std::sync::Arc::new(channel(&fake, json!({"thread_mode": true})));
+    let mut running = run(ch, &fake).await;
+    fake.fail_next(
+        "start_thread",
+        discord::Failure::Error {
+            status: 400,
+            code: discord::code::WRONG_CHANNEL_TYPE,
+        },
+    );
+    fake.push(&Event::guild("10", "20", "hi"));
+    let m = running.next().await;
+    assert_eq!(m.topic_id.as_deref(), Some("10"));
+    assert!(!m.metadata.contains_key("thread"));
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_ends_run_with_an_error() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let ch = std::sync::Arc::new(channel(&fake, json!({})));
+    let running = run(ch.clone(), &fake).await;
+    fake.close_with(4004);
+    let ended = tokio::time::timeout(DEADLINE, running.task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(ended, Err(ChannelError::Transport(ref e)) if e.contains("4004")),
+        "{ended:?}"
+    );
+    assert!(!ch.is_connected());
+}
+
+#[tokio::test]
+async fn files_go_up_as_attachments_and_come_down_bounded() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let ch = channel(&fake, json!({}));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.txt");
+    std::fs::write(&path, b"report").unwrap();
+    let file = OutboundFile {
+        path,
+        filename: "r.txt".into(),
+        mime_type: "text/plain".into(),
+        size: 6,
+        is_image: false,
+        if_refused: None,
+    };
+    let chat = ChatId::from("5");
+    let meta = Map::new();
+    ch.send_file(target(&chat, &meta), &file).await.unwrap();
+    let sent = fake.sent_to("5");
+    assert_eq!(sent[0].uploads[0].bytes, b"report");
+    assert_eq!(sent[0].allowed_mentions, json!({"parse": []}));
+    let url = fake.put_file("in.png", vec![1; 64], "image/png");
+    let inbound = InboundFile {
+        kind: im_bridge_channel::FileKind::Image,
+        filename: None,
+        mime_type: None,
+        size: None,
+        source: FileSource::Handle { id: url },
+    };
+    assert_eq!(ch.fetch_file(&inbound, 64).await.unwrap().len(), 64);
+    assert!(matches!(
+        ch.fetch_file(&inbound, 10).await,
+        Err(ChannelError::TooLarge { limit: 10 })
+    ));
+    assert_eq!(CAPABILITIES.max_message_len, 2000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telemetry_follows_the_adapter_contract() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let probe = im_bridge_fakes::telemetry::TelemetryProbe::new();
+    let ch = std::sync::Arc::new(probe.build(|| channel(&fake, json!({}))));
+    probe.assert_contract(NAME);
+    let mut running = run(ch.clone(), &fake).await;
+    fake.push(&Event::guild("10", "20", "hi"));
+    let m = running.next().await;
+    assert_eq!(probe.received(NAME), 1);
+    assert_eq!(probe.connected(NAME), Some(true));
+    ch.send_text(target(&m.chat_id, &m.metadata), "answer")
+        .await
+        .unwrap();
+    assert_eq!(probe.sent(NAME), 1);
+    running.stop().await.unwrap();
+    assert_eq!(probe.connected(NAME), Some(false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_delivery_engine_splits_at_2000_and_waits_out_a_429_on_create() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let ch = std::sync::Arc::new(channel(&fake, json!({})));
+    let delivery = im_bridge_channel::Delivery::new(ch);
+    let text: String = (0..500)
+        .map(|i| format!("line {i:03} @everyone\n"))
+        .collect();
+    assert!(text.chars().count() > 5000);
+    let msg = im_bridge_channel::OutboundMessage {
+        channel_name: NAME.to_owned(),
+        chat_id: ChatId::from("5"),
+        chat_kind: ChatKind::Group,
+        text: text.clone(),
+        attachments: Vec::new(),
+        is_final: true,
+        thread_ts: None,
+        metadata: Map::new(),
+        source_created_at: None,
+        created_at: 0.0,
+    };
+    fake.fail_next(
+        "create_message",
+        discord::Failure::RateLimited {
+            retry_after: 0.3,
+            global: false,
+        },
+    );
+    delivery.deliver(&msg).await.unwrap();
+    let sent = fake.sent_to("5");
+    assert!(sent.len() >= 3, "{}", sent.len());
+    assert!(sent.iter().all(|s| s.content.chars().count() <= 2000));
+    assert!(
+        sent.iter()
+            .all(|s| s.allowed_mentions == json!({"parse": []}))
+    );
+    let joined: String = sent
+        .iter()
+        .map(|s| s.content.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let squash = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(
+        squash(&joined),
+        squash(&text),
+        "the parts make up the answer"
+    );
+    assert_eq!(fake.early_calls(), 0, "nothing was sent before retry_after");
+    let calls = fake.calls_to("create_message");
+    assert_eq!(calls[0].status, 429);
+    assert!(calls[1].at - calls[0].at >= Duration::from_millis(300));
+}

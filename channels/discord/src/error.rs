@@ -1,0 +1,128 @@
+//! What can go wrong talking to Discord's REST API, and how it maps onto [`ChannelError`].
+//!
+//! Discord refuses a call with an HTTP status and a JSON body `{code, message}`; a rate
+//! limit is HTTP 429 with `{retry_after, global}` and the `Retry-After` /
+//! `X-RateLimit-Reset-After` headers. [`ApiError::RateLimited`] carries the wait, read by
+//! the delivery engine through `ChannelError::RetryAfter`: the adapter never sleeps on a
+//! limit itself, so nothing is sent early and nothing is dropped.
+//!
+//! No variant holds the answer's `message`, the request body or the token (reqwest errors
+//! lose their URL too).
+
+use std::time::Duration;
+
+use im_bridge_channel::ChannelError;
+
+/// Discord's code: Unknown Message (the message to edit is gone).
+pub const UNKNOWN_MESSAGE: i64 = 10008;
+/// Discord's code: cannot execute this action on this channel type (no threads in DMs).
+pub const WRONG_CHANNEL_TYPE: i64 = 50024;
+/// Discord's code: Missing Permissions.
+pub const MISSING_PERMISSIONS: i64 = 50013;
+/// Discord's code: a thread was already started from this message.
+pub const THREAD_EXISTS: i64 = 160004;
+/// The wait on a 429 that names none.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// The longest wait honoured (a hostile or broken answer cannot park a send for days).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// A failed Discord REST call.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// HTTP 429: wait this long, then send again. Nothing was delivered.
+    #[error("Discord asked to retry {op} after {retry_after:?}")]
+    RateLimited {
+        /// The operation.
+        op: &'static str,
+        /// How long to wait.
+        retry_after: Duration,
+        /// Whether it was the global limit.
+        global: bool,
+    },
+    /// HTTP 401: the token was refused.
+    #[error("Discord refused the bot token for {op} (HTTP 401)")]
+    Unauthorized {
+        /// The operation.
+        op: &'static str,
+    },
+    /// Any other refusal.
+    #[error("Discord refused {op}: code {code} (HTTP {status})")]
+    Api {
+        /// The operation.
+        op: &'static str,
+        /// Discord's JSON code (0 when the answer had none).
+        code: i64,
+        /// The HTTP status.
+        status: u16,
+    },
+    /// A download over its caller's bound. Only the bound is named.
+    #[error("the file is larger than {limit} bytes")]
+    TooLarge {
+        /// The bound it exceeds.
+        limit: u64,
+    },
+    /// An attachment URL that is not plain `http(s)://` with a host and no credentials.
+    #[error("the attachment URL is not a plain http(s) URL")]
+    BadUrl,
+    /// Network trouble; the cause has lost its URL.
+    #[error("calling {op} failed: {source}")]
+    Transport {
+        /// The operation.
+        op: &'static str,
+        /// The cause, without its URL.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The answer was not what we expected.
+    #[error("unexpected answer to {op}: {detail}")]
+    Decode {
+        /// The operation.
+        op: &'static str,
+        /// What did not fit (its shape, never the body).
+        detail: String,
+    },
+    /// The HTTP client could not be built.
+    #[error("building the HTTP client failed: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
+impl ApiError {
+    /// A transport error, with the URL removed.
+    pub fn transport(op: &'static str, error: reqwest::Error) -> Self {
+        Self::Transport {
+            op,
+            source: error.without_url(),
+        }
+    }
+
+    /// Discord's JSON code of a refusal, if any.
+    pub fn code(&self) -> Option<i64> {
+        match self {
+            Self::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+impl From<ApiError> for ChannelError {
+    fn from(error: ApiError) -> Self {
+        match error {
+            ApiError::RateLimited { retry_after, .. } => ChannelError::RetryAfter(retry_after),
+            ApiError::TooLarge { limit } => ChannelError::TooLarge { limit },
+            ApiError::Api {
+                code: UNKNOWN_MESSAGE,
+                op: "edit_message",
+                ..
+            } => ChannelError::NotEditable,
+            ApiError::Transport { .. } | ApiError::Decode { .. } => {
+                ChannelError::Transport(error.to_string())
+            }
+            ApiError::Api { status, .. } if status >= 500 => {
+                ChannelError::Transport(error.to_string())
+            }
+            other => ChannelError::Rejected {
+                reason: other.to_string(),
+            },
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! The Discord adapter (issue 18, spec platforms.md §7), on serenity's gateway.
+//!
+//! Built in pieces, each tested on its own:
+//!
+//! - `config`: the `channels.discord` block.
+//! - `api` (+ `error`): the REST calls (thin reqwest calls to `{api_url}/api/v10`), 429s
+//!   as `ChannelError::RetryAfter`, bounded attachment downloads.
+//! - `gateway`: serenity's shard with a raw event handler forwarding READY and user
+//!   messages; resume at `resume_gateway_url`; fatal close codes.
+//! - `inbound`: MESSAGE_CREATE to normalized messages (mentions, `mention_only`,
+//!   `allowed_channels`, `allowed_guilds`, threads).
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod api;
+mod channel;
+pub mod config;
+pub mod error;
+pub mod gateway;
+pub mod inbound;
+
+/// The channel's name: the provider key in configuration and bindings.
+pub const NAME: &str = "discord";
+
+pub use channel::{CAPABILITIES, DiscordChannel, MAX_MESSAGE_CHARS, MAX_UPLOAD_BYTES};

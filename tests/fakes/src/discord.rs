@@ -1,0 +1,389 @@
+//! A fake Discord (REST v10 and the gateway, spec platforms §7.5) for the
+//! `im-bridge-discord` adapter's tests.
+//!
+//! [`FakeDiscord::start`] binds `127.0.0.1:0`; configure [`FakeDiscord::api_url`] as
+//! `api_url` (REST under `{api_url}/api/v10`). It serves:
+//!
+//! - `GET /gateway` and `GET /gateway/bot` → `ws://127.0.0.1:P/gateway` (the latter with
+//!   bot auth, `shards` and `session_start_limit`), and the gateway WebSocket there:
+//!   HELLO, IDENTIFY (token and [`INTENTS`] checked) → READY (`session_id`,
+//!   `resume_gateway_url` = `ws://127.0.0.1:P/resume`, the bot user) + GUILD_CREATE,
+//!   heartbeats ACKed, RESUME replaying what the client missed then RESUMED, scripted
+//!   op 7, op 9, close codes (4004) and dropped sockets;
+//! - `GET /users/@me`, `GET /channels/{id}`; messages create (JSON or multipart
+//!   `payload_json` + `files[n]`) and edit with the [`MAX_CONTENT`] limit, recording
+//!   `allowed_mentions`; threads from a message; typing; reactions;
+//! - scripted failures per route ([`FakeDiscord::fail_next`]): 429 with `retry_after` and
+//!   the `X-RateLimit-*` headers (calls before the wait is over are refused again and
+//!   counted, [`FakeDiscord::early_calls`]), and JSON errors;
+//! - `GET /attachments/{name}`: CDN files for attachment events.
+//!
+//! The fake never panics on what the bridge sends: a bad request gets Discord's error
+//! body, a bad frame is counted ([`FakeDiscord::bad_frames`]).
+//!
+//! Children: `events` builds MESSAGE_CREATE events; `gateway` is the WebSocket and its
+//! sessions; `rest` the HTTP edge; `records` what the fake records.
+
+mod events;
+mod gateway;
+mod records;
+mod rest;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+pub use crate::wait::WaitTimeout;
+pub use events::Event;
+pub use gateway::{DEFAULT_HEARTBEAT_MS, INTENTS, MAX_LOG, MESSAGE_CONTENT};
+pub use records::{
+    Call, Connection, Dispatched, Edit, Failure, Heartbeat, Identify, Pushed, Reaction, Resume,
+    Sent, Thread, Upload,
+};
+pub use rest::MAX_CONTENT;
+
+/// The bot token the fake accepts (`Authorization: Bot <TOKEN>`).
+pub const TOKEN: &str = "fake.discord.token";
+/// The bot's user id (READY's `user.id`, what `<@id>` mentions carry).
+pub const BOT_ID: &str = "1300000000000000001";
+/// The bot's username.
+pub const BOT_USERNAME: &str = "fake-bridge";
+/// The guild of the builders' guild messages (and READY / GUILD_CREATE).
+pub const GUILD_ID: &str = "1300000000000000100";
+
+/// Discord's JSON error codes the fake answers.
+pub mod code {
+    /// Not found (general).
+    pub const NOT_FOUND: i64 = 0;
+    /// 401: Unauthorized.
+    pub const UNAUTHORIZED: i64 = 40001;
+    /// Unknown Message.
+    pub const UNKNOWN_MESSAGE: i64 = 10008;
+    /// Unknown Channel.
+    pub const UNKNOWN_CHANNEL: i64 = 10003;
+    /// Missing Permissions.
+    pub const MISSING_PERMISSIONS: i64 = 50013;
+    /// Cannot send an empty message.
+    pub const EMPTY_MESSAGE: i64 = 50006;
+    /// Invalid Form Body (e.g. content over 2000 characters).
+    pub const INVALID_FORM_BODY: i64 = 50035;
+    /// A thread has already been created for this message.
+    pub const THREAD_EXISTS: i64 = 160004;
+    /// Cannot execute action on this channel type (thread in a DM). The spec's fallback.
+    pub const WRONG_CHANNEL_TYPE: i64 = 50024;
+}
+
+pub(crate) struct Inner {
+    gateway_url: String,
+    calls: Vec<Call>,
+    failures: VecDeque<(String, Failure)>,
+    limited_until: HashMap<&'static str, Instant>,
+    early_calls: usize,
+    sent: Vec<Sent>,
+    edits: Vec<Edit>,
+    threads: Vec<Thread>,
+    typing: Vec<String>,
+    reactions: Vec<Reaction>,
+    dm_channels: Vec<String>,
+    files: HashMap<String, (Vec<u8>, String)>,
+    gw: gateway::State,
+    next_id: u64,
+}
+
+impl Inner {
+    fn new() -> Self {
+        Self {
+            gateway_url: String::new(),
+            calls: Vec::new(),
+            failures: VecDeque::new(),
+            limited_until: HashMap::new(),
+            early_calls: 0,
+            sent: Vec::new(),
+            edits: Vec::new(),
+            threads: Vec::new(),
+            typing: Vec::new(),
+            reactions: Vec::new(),
+            dm_channels: Vec::new(),
+            files: HashMap::new(),
+            gw: gateway::State::default(),
+            next_id: 1_350_000_000_000_000_000,
+        }
+    }
+
+    fn next_id(&mut self) -> String {
+        self.next_id += 1;
+        self.next_id.to_string()
+    }
+
+    fn take_failure(&mut self, route: &str) -> Option<Failure> {
+        let index = self.failures.iter().position(|(r, _)| r == route)?;
+        self.failures.remove(index).map(|(_, f)| f)
+    }
+
+    /// A channel object: a known thread (type 11), a DM (type 1), else a guild text
+    /// channel (type 0).
+    fn channel_object(&self, id: &str) -> Value {
+        if let Some(t) = self.threads.iter().find(|t| t.id == id) {
+            return json!({"id": t.id, "type": 11, "guild_id": GUILD_ID, "parent_id": t.parent_id,
+                          "name": t.name, "thread_metadata": {"archived": false,
+                          "auto_archive_duration": 1440, "locked": false,
+                          "archive_timestamp": "2026-01-01T00:00:00.000000+00:00"}});
+        }
+        if self.dm_channels.iter().any(|c| c == id) {
+            return json!({"id": id, "type": 1, "recipients": []});
+        }
+        json!({"id": id, "type": 0, "guild_id": GUILD_ID, "name": format!("channel-{id}"),
+               "position": 0, "permission_overwrites": [], "nsfw": false})
+    }
+}
+
+pub(crate) type Shared = crate::server::Shared<Inner>;
+
+/// The running fake. Dropping it stops the server and closes every connection.
+pub struct FakeDiscord {
+    shared: crate::server::Server<Inner>,
+}
+
+impl FakeDiscord {
+    /// Starts a fake for bot [`TOKEN`] on `127.0.0.1:0`.
+    pub async fn start() -> std::io::Result<Self> {
+        let shared =
+            crate::server::Server::start(Inner::new(), rest::handle, rest::MAX_BODY).await?;
+        let url = format!("ws://{}/gateway", shared.addr);
+        shared.lock().gateway_url = url;
+        Ok(Self { shared })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// The base URL to configure as `api_url`: `http://127.0.0.1:P`.
+    pub fn api_url(&self) -> String {
+        format!("http://{}", self.shared.addr)
+    }
+
+    /// What `GET /gateway/bot` answers as `url`: `ws://127.0.0.1:P/gateway`.
+    pub fn gateway_url(&self) -> String {
+        self.shared.lock().gateway_url.clone()
+    }
+
+    /// Makes `GET /gateway[/bot]` answer `url` instead.
+    pub fn set_gateway_url(&self, url: &str) {
+        self.shared.lock().gateway_url = url.to_owned();
+    }
+
+    /// Fails the next call of `route` (a [`Call::route`] name) with `failure`; several
+    /// queue in order.
+    pub fn fail_next(&self, route: &str, failure: Failure) {
+        self.shared
+            .lock()
+            .failures
+            .push_back((route.to_owned(), failure));
+    }
+
+    /// Calls refused because they came before a scripted 429's `retry_after` was over.
+    pub fn early_calls(&self) -> usize {
+        self.shared.lock().early_calls
+    }
+
+    /// Serves `bytes` at `/attachments/{name}`; returns its URL.
+    pub fn put_file(&self, name: &str, bytes: Vec<u8>, content_type: &str) -> String {
+        self.shared
+            .lock()
+            .files
+            .insert(name.to_owned(), (bytes, content_type.to_owned()));
+        format!("http://{}/attachments/{name}", self.shared.addr)
+    }
+
+    /// Makes `GET /channels/{id}` answer a DM channel for `id`.
+    pub fn add_dm_channel(&self, id: &str) {
+        self.shared.lock().dm_channels.push(id.to_owned());
+    }
+
+    /// HELLO's `heartbeat_interval` for later connections, in milliseconds.
+    pub fn set_heartbeat_interval(&self, ms: u64) {
+        self.shared.lock().gw.heartbeat_interval_ms = ms;
+    }
+
+    /// Whether heartbeats are ACKed (default true).
+    pub fn set_heartbeat_acks(&self, ack: bool) {
+        self.shared.lock().gw.ack_heartbeats = ack;
+    }
+
+    /// Refuses IDENTIFYs asking for MESSAGE_CONTENT with 4014, as Discord does when the
+    /// intent is not enabled in the Developer Portal.
+    pub fn disable_message_content(&self) {
+        self.shared.lock().gw.message_content_enabled = false;
+    }
+
+    /// Dispatches a MESSAGE_CREATE for `event` in the current session.
+    pub fn push(&self, event: &Event) -> Pushed {
+        gateway::push(&self.shared, event.payload())
+    }
+
+    /// Dispatches any event: `t` with data `d`.
+    pub fn push_raw(&self, t: &str, d: Value) -> Pushed {
+        gateway::push(&self.shared, json!({"op": 0, "t": t, "d": d}))
+    }
+
+    /// Sends op 7 (RECONNECT) to every open connection.
+    pub fn send_reconnect(&self) {
+        gateway::reconnect(&self.shared);
+    }
+
+    /// Sends op 9 (INVALID_SESSION) with `d: resumable`; `false` ends the sessions.
+    pub fn send_invalid_session(&self, resumable: bool) {
+        gateway::invalid_session(&self.shared, resumable);
+    }
+
+    /// Closes every open connection with `code` (e.g. 4004).
+    pub fn close_with(&self, code: u16) {
+        gateway::close(&self.shared, code);
+    }
+
+    /// Drops every open socket without a close frame (the session stays resumable).
+    pub fn drop_sockets(&self) {
+        gateway::drop_sockets(&self.shared);
+    }
+
+    /// Sends `text` as a frame to every open connection.
+    pub fn send_raw(&self, text: &str) {
+        gateway::send_raw(&self.shared, text);
+    }
+
+    /// Every gateway connection so far.
+    pub fn connections(&self) -> Vec<Connection> {
+        self.shared.lock().gw.connections()
+    }
+
+    /// How many gateway connections are open.
+    pub fn open_connections(&self) -> usize {
+        self.connections().iter().filter(|c| c.open).count()
+    }
+
+    /// Every IDENTIFY received.
+    pub fn identifies(&self) -> Vec<Identify> {
+        self.shared.lock().gw.identifies.clone()
+    }
+
+    /// Every RESUME received.
+    pub fn resumes(&self) -> Vec<Resume> {
+        self.shared.lock().gw.resumes.clone()
+    }
+
+    /// Every heartbeat received.
+    pub fn heartbeats(&self) -> Vec<Heartbeat> {
+        self.shared.lock().gw.heartbeats.clone()
+    }
+
+    /// Every dispatch sent.
+    pub fn dispatched(&self) -> Vec<Dispatched> {
+        self.shared.lock().gw.dispatched.clone()
+    }
+
+    /// Frames that were not JSON or had an unknown op.
+    pub fn bad_frames(&self) -> usize {
+        self.shared.lock().gw.bad_frames
+    }
+
+    /// Every HTTP call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.shared.lock().calls.clone()
+    }
+
+    /// The calls of `route`.
+    pub fn calls_to(&self, route: &str) -> Vec<Call> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.route == route)
+            .collect()
+    }
+
+    /// Messages the bot created, in order (content after edits).
+    pub fn sent(&self) -> Vec<Sent> {
+        self.shared.lock().sent.clone()
+    }
+
+    /// Messages the bot created in `channel_id`.
+    pub fn sent_to(&self, channel_id: &str) -> Vec<Sent> {
+        self.sent()
+            .into_iter()
+            .filter(|s| s.channel_id == channel_id)
+            .collect()
+    }
+
+    /// Accepted edits, in order.
+    pub fn edits(&self) -> Vec<Edit> {
+        self.shared.lock().edits.clone()
+    }
+
+    /// Threads started.
+    pub fn threads(&self) -> Vec<Thread> {
+        self.shared.lock().threads.clone()
+    }
+
+    /// Channels a typing indicator was sent to, one entry per call.
+    pub fn typing(&self) -> Vec<String> {
+        self.shared.lock().typing.clone()
+    }
+
+    /// Reactions the bot added.
+    pub fn reactions(&self) -> Vec<Reaction> {
+        self.shared.lock().reactions.clone()
+    }
+
+    /// Waits until `holds` is true of the fake (checked on every change) or `deadline`
+    /// passes; the error lists the calls so far.
+    pub async fn wait_until(
+        &self,
+        what: &str,
+        deadline: Duration,
+        holds: impl Fn(&Self) -> bool,
+    ) -> Result<(), WaitTimeout> {
+        self.shared
+            .wait_until(what, deadline, || holds(self), || self.seen())
+            .await
+    }
+
+    /// Waits for `n` accepted IDENTIFYs (READYs sent).
+    pub async fn wait_ready(&self, n: usize, deadline: Duration) -> Result<(), WaitTimeout> {
+        self.wait_until(&format!("{n} READY"), deadline, |f| {
+            f.identifies().iter().filter(|i| i.accepted).count() >= n
+        })
+        .await
+    }
+
+    /// Waits for `n` messages the bot created.
+    pub async fn wait_sent(&self, n: usize, deadline: Duration) -> Result<Vec<Sent>, WaitTimeout> {
+        self.wait_until(&format!("{n} sent messages"), deadline, |f| {
+            f.sent().len() >= n
+        })
+        .await?;
+        Ok(self.sent())
+    }
+
+    fn seen(&self) -> Vec<String> {
+        let inner = self.shared.lock();
+        let mut seen: Vec<String> = inner
+            .calls
+            .iter()
+            .map(|c| format!("{} {} → {}", c.method, c.path, c.status))
+            .collect();
+        seen.extend(
+            inner
+                .gw
+                .identifies
+                .iter()
+                .map(|i| format!("IDENTIFY {i:?}")),
+        );
+        seen.extend(inner.gw.resumes.iter().map(|r| format!("RESUME {r:?}")));
+        seen
+    }
+}

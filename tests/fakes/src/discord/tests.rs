@@ -1,0 +1,272 @@
+//! The fake's own checks, with a plain WebSocket client and reqwest.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use super::*;
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn next_json(ws: &mut Ws) -> Value {
+    loop {
+        match tokio::time::timeout(DEADLINE, ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => return serde_json::from_str(t.as_str()).unwrap(),
+            Ok(Some(Ok(Message::Close(f)))) => {
+                return json!({"close": f.map(|f| u16::from(f.code))});
+            }
+            Ok(Some(Ok(_))) => continue,
+            other => panic!("no frame: {other:?}"),
+        }
+    }
+}
+
+async fn send(ws: &mut Ws, v: Value) {
+    ws.send(Message::Text(v.to_string().into())).await.unwrap();
+}
+
+async fn connect(url: &str) -> Ws {
+    tokio_tungstenite::connect_async(url).await.unwrap().0
+}
+
+#[tokio::test]
+async fn identify_ready_resume_replays_what_was_missed() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let http = reqwest::Client::new();
+    let gw: Value = http
+        .get(format!("{}/api/v10/gateway/bot", fake.api_url()))
+        .header("Authorization", format!("Bot {TOKEN}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let url = gw["url"].as_str().unwrap().to_owned();
+    assert_eq!(url, fake.gateway_url());
+    let mut ws = connect(&format!("{url}?v=10&encoding=json")).await;
+    assert_eq!(next_json(&mut ws).await["op"], 10);
+    send(
+        &mut ws,
+        json!({"op": 2, "d": {"token": TOKEN, "intents": INTENTS}}),
+    )
+    .await;
+    let ready = next_json(&mut ws).await;
+    assert_eq!(ready["t"], "READY");
+    assert_eq!(ready["d"]["user"]["id"], BOT_ID);
+    let session = ready["d"]["session_id"].as_str().unwrap().to_owned();
+    let resume_url = ready["d"]["resume_gateway_url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(next_json(&mut ws).await["t"], "GUILD_CREATE");
+    send(&mut ws, json!({"op": 1, "d": 2})).await;
+    assert_eq!(next_json(&mut ws).await["op"], 11);
+    let first = fake.push(&Event::guild("10", "20", "hello"));
+    let got = next_json(&mut ws).await;
+    assert_eq!(
+        (got["t"].as_str(), got["s"].as_u64()),
+        (Some("MESSAGE_CREATE"), first.seq)
+    );
+    drop(ws);
+    fake.wait_until("closed", DEADLINE, |f| f.open_connections() == 0)
+        .await
+        .unwrap();
+    let missed = fake.push(&Event::dm("11", "20", "while away"));
+    let mut ws = connect(&format!("{resume_url}?v=10&encoding=json")).await;
+    assert_eq!(next_json(&mut ws).await["op"], 10);
+    send(
+        &mut ws,
+        json!({"op": 6, "d": {"token": TOKEN, "session_id": session, "seq": first.seq}}),
+    )
+    .await;
+    let replay = next_json(&mut ws).await;
+    assert_eq!(replay["d"]["content"], "while away");
+    assert_eq!(replay["s"].as_u64(), missed.seq);
+    assert_eq!(next_json(&mut ws).await["t"], "RESUMED");
+    let r = &fake.resumes()[0];
+    assert!(r.accepted && r.path.starts_with("/resume"), "{r:?}");
+    fake.send_invalid_session(false);
+    assert_eq!(next_json(&mut ws).await, json!({"op": 9, "d": false}));
+}
+
+#[tokio::test]
+async fn a_wrong_token_or_missing_intents_are_closed() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let mut ws = connect(&fake.gateway_url()).await;
+    next_json(&mut ws).await;
+    send(
+        &mut ws,
+        json!({"op": 2, "d": {"token": "nope", "intents": INTENTS}}),
+    )
+    .await;
+    assert_eq!(next_json(&mut ws).await, json!({"close": 4004}));
+    let mut ws = connect(&fake.gateway_url()).await;
+    next_json(&mut ws).await;
+    send(
+        &mut ws,
+        json!({"op": 2, "d": {"token": TOKEN, "intents": 1}}),
+    )
+    .await;
+    assert_eq!(next_json(&mut ws).await, json!({"close": 4014}));
+}
+
+#[tokio::test]
+async fn messages_keep_the_limit_record_mentions_and_honour_scripted_429s() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let http = reqwest::Client::new();
+    let post = |body: Value| {
+        http.post(format!("{}/api/v10/channels/5/messages", fake.api_url()))
+            .header("Authorization", format!("Bot {TOKEN}"))
+            .json(&body)
+            .send()
+    };
+    let long = "x".repeat(MAX_CONTENT + 1);
+    assert_eq!(post(json!({"content": long})).await.unwrap().status(), 400);
+    let ok: Value = post(json!({"content": "@everyone hi", "allowed_mentions": {"parse": []}}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = ok["id"].as_str().unwrap();
+    assert_eq!(fake.sent()[0].allowed_mentions, json!({"parse": []}));
+    let edit = http
+        .patch(format!(
+            "{}/api/v10/channels/5/messages/{id}",
+            fake.api_url()
+        ))
+        .header("Authorization", format!("Bot {TOKEN}"))
+        .json(&json!({"content": "edited"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(edit.status(), 200);
+    assert_eq!(fake.sent()[0].content, "edited");
+    fake.fail_next(
+        "create_message",
+        Failure::RateLimited {
+            retry_after: 30.0,
+            global: false,
+        },
+    );
+    let limited = post(json!({"content": "a"})).await.unwrap();
+    assert_eq!(limited.status(), 429);
+    assert_eq!(limited.headers()["x-ratelimit-remaining"], "0");
+    assert_eq!(limited.headers()["x-ratelimit-reset-after"], "30.000");
+    let body: Value = limited.json().await.unwrap();
+    assert_eq!(body["retry_after"], 30.0);
+    assert_eq!(post(json!({"content": "b"})).await.unwrap().status(), 429);
+    assert_eq!(fake.early_calls(), 1);
+    let unauthorized = http
+        .post(format!("{}/api/v10/channels/5/typing", fake.api_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthorized.status(), 401);
+    let react = http
+        .put(format!(
+            "{}/api/v10/channels/5/messages/{id}/reactions/%E2%9C%85/@me",
+            fake.api_url()
+        ))
+        .header("Authorization", format!("Bot {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(react.status(), 204);
+    assert_eq!(fake.reactions()[0].emoji, "✅");
+}
+
+#[tokio::test]
+async fn threads_channels_uploads_and_events_before_ready() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let http = reqwest::Client::new();
+    let auth = format!("Bot {TOKEN}");
+    let base = format!("{}/api/v10", fake.api_url());
+    let thread: Value = http
+        .post(format!("{base}/channels/5/messages/77/threads"))
+        .header("Authorization", &auth)
+        .json(&json!({"name": "deerflow-x-77", "auto_archive_duration": 1440}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (thread["type"].as_u64(), thread["parent_id"].as_str()),
+        (Some(11), Some("5"))
+    );
+    let again = http
+        .post(format!("{base}/channels/5/messages/77/threads"))
+        .header("Authorization", &auth)
+        .json(&json!({"name": "again"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 400, "one thread per message");
+    let id = thread["id"].as_str().unwrap();
+    let channel: Value = http
+        .get(format!("{base}/channels/{id}"))
+        .header("Authorization", &auth)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(channel["type"], 11);
+    let form = reqwest::multipart::Form::new()
+        .text(
+            "payload_json",
+            json!({"content": "", "allowed_mentions": {"parse": []}}).to_string(),
+        )
+        .part(
+            "files[0]",
+            reqwest::multipart::Part::bytes(b"abc".to_vec()).file_name("a.txt"),
+        );
+    let up = http
+        .post(format!("{base}/channels/5/messages"))
+        .header("Authorization", &auth)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(up.status(), 200);
+    let sent = &fake.sent_to("5")[0];
+    assert_eq!(
+        (
+            sent.uploads[0].filename.as_str(),
+            sent.uploads[0].bytes.as_slice()
+        ),
+        ("a.txt", &b"abc"[..])
+    );
+    // An event pushed before any session goes out right after READY.
+    let early = fake.push(&Event::guild("5", "9", "early"));
+    assert_eq!(early.seq, None);
+    let mut ws = connect(&fake.gateway_url()).await;
+    next_json(&mut ws).await;
+    send(
+        &mut ws,
+        json!({"op": 2, "d": {"token": TOKEN, "intents": INTENTS}}),
+    )
+    .await;
+    assert_eq!(next_json(&mut ws).await["t"], "READY");
+    assert_eq!(next_json(&mut ws).await["t"], "GUILD_CREATE");
+    assert_eq!(next_json(&mut ws).await["d"]["content"], "early");
+    // Message Content disabled in the portal: 4014.
+    fake.disable_message_content();
+    let mut ws = connect(&fake.gateway_url()).await;
+    next_json(&mut ws).await;
+    send(
+        &mut ws,
+        json!({"op": 2, "d": {"token": TOKEN, "intents": INTENTS}}),
+    )
+    .await;
+    assert_eq!(next_json(&mut ws).await, json!({"close": 4014}));
+}
