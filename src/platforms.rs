@@ -24,6 +24,8 @@ pub const PLATFORMS: &[&dyn Platform] = &[
     &im_bridge_dingtalk::DingTalkPlatform,
     #[cfg(feature = "qq")]
     &im_bridge_qq::QqPlatform,
+    #[cfg(feature = "discord")]
+    &im_bridge_discord::DiscordPlatform,
 ];
 
 /// Every platform im-bridge has (or plans) an adapter for, compiled in or not: enabling one

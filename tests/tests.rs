@@ -15,6 +15,7 @@
 //! - `telegram`: the Telegram adapter against the fake Bot API, daemon and simulator;
 //! - `feishu`: the Feishu adapter on the long connection to the fake Feishu (issue 15);
 //! - `dingtalk`: the DingTalk adapter in stream mode against the fake DingTalk (issue 16);
+//! - `discord`: the Discord adapter (serenity's gateway) against the fake Discord (issue 18);
 //! - `qq`: the QQ adapter on the gateway and the webhook against the fake QQ (issue 17);
 //! - `security`: no secret, token or message text in any log line of a conversation on each
 //!   platform;
@@ -27,6 +28,7 @@
 mod cli;
 mod compact;
 mod dingtalk;
+mod discord;
 mod feishu;
 mod files;
 mod gateway;

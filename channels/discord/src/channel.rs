@@ -60,6 +60,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     }),
     markup: Markup::Plain,
     max_upload_bytes: MAX_UPLOAD_BYTES,
+    // Discord's typing hint fades after about 10 s.
+    typing_refresh: Some(Duration::from_secs(8)),
     ..Capabilities::final_only(MAX_MESSAGE_CHARS)
 };
 
@@ -74,6 +76,9 @@ struct State {
     active: HashMap<u64, u64>,
     seen: HashSet<u64>,
     seen_order: VecDeque<u64>,
+    /// Sources whose ✅ was added (a split answer adds it once).
+    done: HashSet<String>,
+    done_order: VecDeque<String>,
 }
 
 impl State {
@@ -86,6 +91,20 @@ impl State {
         while self.seen_order.len() > SEEN_CAPACITY {
             if let Some(old) = self.seen_order.pop_front() {
                 self.seen.remove(&old);
+            }
+        }
+        true
+    }
+
+    /// Whether `source` gets its ✅ now (the first time only).
+    fn first_done(&mut self, source: &str) -> bool {
+        if !self.done.insert(source.to_owned()) {
+            return false;
+        }
+        self.done_order.push_back(source.to_owned());
+        while self.done_order.len() > SEEN_CAPACITY {
+            if let Some(old) = self.done_order.pop_front() {
+                self.done.remove(&old);
             }
         }
         true
@@ -166,6 +185,35 @@ impl DiscordChannel {
             .react(at, DONE_EMOJI)
             .await
             .map_err(ChannelError::from)
+    }
+
+    /// Creates a message with `text` where `to` goes.
+    async fn create(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let channel = target_channel(to)?;
+
+        let sent = self
+            .api
+            .create_message(channel, text)
+            .await
+            .map_err(ChannelError::from);
+        let sent = self.telemetry.sending(sent)?;
+        Ok(SentMessage {
+            id: MessageId::new(sent.message_id.to_string()),
+        })
+    }
+
+    /// Adds ✅ to the user's message of `to`, once per source; a failure is only logged
+    /// (a hint, like the typing indicator).
+    async fn done(&self, to: &SendTarget<'_>) {
+        let Some(source) = to.reply_to else {
+            return;
+        };
+        if !lock(&self.state).first_done(source.as_str()) {
+            return;
+        }
+        if let Err(error) = self.mark_done(*to).await {
+            tracing::debug!(channel = NAME, %error, "Adding the done reaction failed.");
+        }
     }
 
     /// Normalizes a user's message, performs its side effects, and offers it.
@@ -301,19 +349,23 @@ impl Channel for DiscordChannel {
         }
     }
 
+    /// A new message; the answer (or a command's reply) is done, so its source gets ✅.
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let channel = target_channel(&to)?;
-        let sent = self
-            .api
-            .create_message(channel, text)
-            .await
-            .map_err(ChannelError::from);
-        let sent = self.telemetry.sending(sent)?;
-        Ok(SentMessage {
-            id: MessageId::new(sent.message_id.to_string()),
-        })
+        let sent = self.create(&to, text).await?;
+        self.done(&to).await;
+        Ok(sent)
     }
 
+    /// A streamed answer's first message: not done yet.
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.create(&to, text).await
+    }
+
+    async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.edit_text(to, id, text).await?;
+        self.done(&to).await;
+        Ok(())
+    }
     async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         let at = MessageRef {
             channel_id: target_channel(&to)?,

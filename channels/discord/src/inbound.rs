@@ -107,7 +107,6 @@ impl Normalized {
     /// Makes the conversation the thread `thread` (a new thread was started).
     pub fn in_thread(&mut self, thread: u64) {
         self.message.topic_id = Some(thread.to_string());
-        self.message.thread_ts = Some(MessageId::new(thread.to_string()));
         self.message
             .metadata
             .insert("thread".into(), Value::String(thread.to_string()));
@@ -207,9 +206,8 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normaliz
         _ => home,
     };
     msg.topic_id = Some(topic.to_string());
-    if let Route::Thread { thread } = route {
-        msg.thread_ts = Some(MessageId::new(thread.to_string()));
-    }
+    // The user's message is what the answer belongs to: its stream, its ✅.
+    msg.thread_ts = Some(MessageId::new(message_id.to_string()));
     let meta = &mut msg.metadata;
     meta.insert("message_id".into(), Value::String(message_id.to_string()));
     meta.insert("channel_id".into(), Value::String(channel_id.to_string()));

@@ -9,6 +9,8 @@
 //!   messages; resume at `resume_gateway_url`; fatal close codes.
 //! - `inbound`: MESSAGE_CREATE to normalized messages (mentions, `mention_only`,
 //!   `allowed_channels`, `allowed_guilds`, threads).
+//! - `channel`: the [`DiscordChannel`] over these pieces, registered as
+//!   [`DiscordPlatform`].
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -24,3 +26,26 @@ pub mod inbound;
 pub const NAME: &str = "discord";
 
 pub use channel::{CAPABILITIES, DiscordChannel, MAX_MESSAGE_CHARS, MAX_UPLOAD_BYTES};
+
+use std::sync::Arc;
+
+use im_bridge_channel::{Channel, Configured, Issues, Platform, Prepared};
+use serde_json::Value;
+
+/// The registry entry: `channels.discord`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DiscordPlatform;
+
+impl Platform for DiscordPlatform {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
+        let settings = config::validate(block, issues)?;
+        Some(Arc::new(Prepared::new(settings, |settings, ctx| {
+            let channel = DiscordChannel::new(settings.clone(), ctx)?;
+            Ok(Arc::new(channel) as Arc<dyn Channel>)
+        })))
+    }
+}
