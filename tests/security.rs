@@ -46,7 +46,7 @@ impl Capture {
         let filter = tracing_subscriber::EnvFilter::new(
             "off,im_bridge=trace,im_bridge::simulator=off,im_bridge_channel=trace,\
              im_bridge_telegram=trace,im_bridge_feishu=trace,im_bridge_dingtalk=trace,\
-             im_bridge_qq=trace",
+             im_bridge_qq=trace,im_bridge_discord=trace,serenity=trace",
         );
         let subscriber = tracing_subscriber::fmt()
             .with_env_filter(filter)
@@ -135,4 +135,22 @@ async fn qq_logs_hold_no_secret_no_token_and_no_text() {
     secrets.push(CLIENT_SECRET.to_owned());
     qq.stop().await;
     capture.assert_clean(&secrets);
+}
+
+#[cfg(feature = "discord")]
+#[tokio::test]
+async fn discord_logs_hold_no_token_and_no_text() {
+    use im_bridge_fakes::discord::{Event, TOKEN};
+    let (capture, _guard) = Capture::start();
+    let dc = crate::discord::harness::Dc::start().await;
+    dc.sim
+        .script_next_run(Script::with_answer(ANSWERED).chunks(2));
+    dc.fake.push(&Event::guild(
+        "1300000000000000200",
+        "1300000000000000400",
+        ASKED,
+    ));
+    dc.wait_sent("the answer", ANSWERED).await;
+    dc.stop().await;
+    capture.assert_clean(&[TOKEN.to_owned()]);
 }
