@@ -302,3 +302,37 @@ async fn issue_18_replies_are_localized_and_typing_shows_until_the_answer() {
         "no typing after the answer"
     );
 }
+
+#[tokio::test]
+async fn issue_18_a_thread_opened_before_a_restart_still_continues_its_conversation() {
+    const OLD_THREAD: &str = "1300000000000000500";
+    let dc = Dc::start_with(Setup {
+        thread_mode: true,
+        ..Setup::default()
+    })
+    .await;
+    // A thread this daemon never saw open: Discord knows it is one, in CHANNEL.
+    dc.fake.add_thread(OLD_THREAD, CHANNEL);
+    dc.sim
+        .script_next_run(Script::with_answer("Back in the thread.").chunks(1));
+    dc.fake
+        .push(&Event::in_thread(OLD_THREAD, ALICE, "where were we?"));
+    let sent = dc.wait_sent("the answer", "Back in the thread.").await;
+    assert_eq!(
+        sent.last().unwrap().channel_id,
+        OLD_THREAD,
+        "answered in the thread"
+    );
+    assert_eq!(
+        dc.fake.threads().len(),
+        1,
+        "no thread opened from inside a thread"
+    );
+    // The conversation is the thread's in its channel, as when the bot opened it.
+    let id = dc.sim.thread_ids().pop().unwrap();
+    let metadata = dc.sim.thread_metadata(&id).unwrap();
+    let source = &metadata["channel_source"];
+    assert_eq!(source["chat_id"], CHANNEL, "{source}");
+    assert_eq!(source["topic_id"], OLD_THREAD, "{source}");
+    dc.stop().await;
+}

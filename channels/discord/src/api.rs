@@ -163,6 +163,24 @@ impl DiscordApi {
         })
     }
 
+    /// `GET /channels/{channel}`: the parent channel when `channel` is a thread (types 10,
+    /// 11, 12), `None` for any other channel.
+    pub async fn thread_parent(&self, channel: u64) -> Result<Option<u64>, ApiError> {
+        let op = "channel";
+        let answer = self
+            .call(
+                op,
+                self.request(
+                    Method::GET,
+                    &format!("/channels/{channel}"),
+                    REQUEST_TIMEOUT,
+                ),
+            )
+            .await?;
+        let thread = matches!(answer["type"].as_u64(), Some(10..=12));
+        Ok(thread.then(|| snowflake(&answer["parent_id"])).flatten())
+    }
+
     /// `POST /channels/{channel}/messages` with `content` (at most 2000 characters) and
     /// no mentions parsed.
     pub async fn create_message(

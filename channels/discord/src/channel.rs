@@ -79,6 +79,9 @@ struct State {
     /// Sources whose ✅ was added (a split answer adds it once).
     done: HashSet<String>,
     done_order: VecDeque<String>,
+    /// Guild channels Discord said are no threads (so they are not asked about again).
+    plain: HashSet<u64>,
+    plain_order: VecDeque<u64>,
 }
 
 impl State {
@@ -110,9 +113,32 @@ impl State {
         true
     }
 
+    /// Whether `channel` needs asking Discord if it is a thread: a guild channel that is
+    /// neither a known thread nor known to be none.
+    fn unknown(&self, channel: u64) -> bool {
+        !self.threads.contains_key(&channel) && !self.plain.contains(&channel)
+    }
+
+    fn add_plain(&mut self, channel: u64) {
+        if self.plain.insert(channel) {
+            self.plain_order.push_back(channel);
+            while self.plain_order.len() > SEEN_CAPACITY {
+                if let Some(old) = self.plain_order.pop_front() {
+                    self.plain.remove(&old);
+                }
+            }
+        }
+    }
+
     fn add_thread(&mut self, thread: u64, parent: u64) {
-        self.threads.insert(thread, parent);
         self.active.insert(parent, thread);
+        self.know_thread(thread, parent);
+    }
+
+    /// Remembers that `thread` lives in `parent` (without making it the channel's active
+    /// thread).
+    fn know_thread(&mut self, thread: u64, parent: u64) {
+        self.threads.insert(thread, parent);
         self.thread_order.push_back(thread);
         while self.thread_order.len() > MAX_THREADS {
             if let Some(old) = self.thread_order.pop_front() {
@@ -216,9 +242,32 @@ impl DiscordChannel {
         }
     }
 
+    /// Asks Discord whether an unknown guild channel is a thread, and of which channel: a
+    /// message in a thread the bot opened before a restart (or on another replica) then
+    /// continues that thread's conversation, as the answers before it did. Other guilds,
+    /// when `allowed_guilds` excludes them, are never asked about.
+    async fn learn_channel(&self, message: &Message) {
+        let guild = message.guild_id.map(|g| g.get());
+        let channel = message.channel_id.get();
+        if guild.is_none()
+            || !self.settings.guild_allowed(guild)
+            || !lock(&self.state).unknown(channel)
+        {
+            return;
+        }
+        match self.api.thread_parent(channel).await {
+            Ok(Some(parent)) => lock(&self.state).know_thread(channel, parent),
+            Ok(None) => lock(&self.state).add_plain(channel),
+            Err(error) => {
+                tracing::debug!(channel = NAME, %error, "Could not tell whether a Discord channel is a thread.");
+            }
+        }
+    }
+
     /// Normalizes a user's message, performs its side effects, and offers it.
     async fn intake(&self, sink: &InboundSink, message: &Message) {
         self.telemetry.received(1);
+        self.learn_channel(message).await;
         let normalized = {
             let state = lock(&self.state);
             let channel = message.channel_id.get();

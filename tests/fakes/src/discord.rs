@@ -202,6 +202,17 @@ impl FakeDiscord {
         format!("http://{}/attachments/{name}", self.shared.addr)
     }
 
+    /// Makes `id` a thread in `parent` that already exists (the bot opened it before a
+    /// restart, say): `GET /channels/{id}` says so.
+    pub fn add_thread(&self, id: &str, parent: &str) {
+        self.shared.lock().threads.push(Thread {
+            id: id.to_owned(),
+            parent_id: parent.to_owned(),
+            message_id: String::new(),
+            name: format!("thread-{id}"),
+        });
+    }
+
     /// Makes `GET /channels/{id}` answer a DM channel for `id`.
     pub fn add_dm_channel(&self, id: &str) {
         self.shared.lock().dm_channels.push(id.to_owned());
