@@ -17,15 +17,15 @@ pub const PLATFORMS: &[&dyn Platform] = &[
     #[cfg(feature = "console")]
     &im_bridge_console::ConsolePlatform,
     #[cfg(feature = "telegram")]
-    &im_bridge_telegram::TelegramPlatform,
+    &im_bridge_telegram::PLATFORM,
     #[cfg(feature = "feishu")]
-    &im_bridge_feishu::FeishuPlatform,
+    &im_bridge_feishu::PLATFORM,
     #[cfg(feature = "dingtalk")]
-    &im_bridge_dingtalk::DingTalkPlatform,
+    &im_bridge_dingtalk::PLATFORM,
     #[cfg(feature = "qq")]
-    &im_bridge_qq::QqPlatform,
+    &im_bridge_qq::PLATFORM,
     #[cfg(feature = "discord")]
-    &im_bridge_discord::DiscordPlatform,
+    &im_bridge_discord::PLATFORM,
 ];
 
 /// Every platform im-bridge has (or plans) an adapter for, compiled in or not: enabling one

@@ -49,7 +49,7 @@ pub use message::{
     ChatKind, FileKind, FileSource, InboundFile, InboundMessage, MsgType, OutboundFile,
     OutboundMessage, RedeliveryKey, safe_file_name,
 };
-pub use registry::{BuildContext, Configured, Platform, Prepared};
+pub use registry::{Adapter, BuildContext, Configured, Platform, Prepared};
 pub use secret::Secret;
 pub use telemetry::{Stage, Telemetry};
 pub use webhook::{

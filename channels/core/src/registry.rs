@@ -49,6 +49,42 @@ pub trait Configured: Send + Sync + fmt::Debug {
 /// Builds a channel from its settings.
 pub type BuildFn<S> = fn(&S, &BuildContext) -> Result<Arc<dyn Channel>, ChannelError>;
 
+/// The usual [`Platform`]: a name, the validator of the adapter's keys, and the function
+/// that builds its channel from the settings. An adapter's registry entry is one constant:
+///
+/// ```ignore
+/// pub const PLATFORM: Adapter<FeishuSettings> = Adapter {
+///     name: NAME,
+///     validate: config::validate,
+///     build: |settings, ctx| Ok(Arc::new(FeishuChannel::new(settings.clone(), ctx)?)),
+/// };
+/// ```
+pub struct Adapter<S> {
+    /// The provider key: the `channels.<name>` block and [`Channel::name`].
+    pub name: &'static str,
+    /// Reads and validates the adapter's keys (pure, as [`Platform::validate`]).
+    pub validate: fn(Value, &mut Issues) -> Option<S>,
+    /// Builds the channel from the settings.
+    pub build: BuildFn<S>,
+}
+
+impl<S> fmt::Debug for Adapter<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Adapter").field("name", &self.name).finish()
+    }
+}
+
+impl<S: Serialize + fmt::Debug + Send + Sync + 'static> Platform for Adapter<S> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
+        let settings = (self.validate)(block, issues)?;
+        Some(Arc::new(Prepared::new(settings, self.build)))
+    }
+}
+
 /// The usual [`Configured`]: an adapter's settings and the function that builds it.
 pub struct Prepared<S> {
     settings: S,

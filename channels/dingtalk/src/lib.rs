@@ -33,23 +33,11 @@ pub use channel::{DingTalkChannel, capabilities};
 
 use std::sync::Arc;
 
-use im_bridge_channel::{Channel, Configured, Issues, Platform, Prepared};
-use serde_json::Value;
+use im_bridge_channel::Adapter;
 
 /// The registry entry: `channels.dingtalk`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DingTalkPlatform;
-
-impl Platform for DingTalkPlatform {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
-        let settings = config::validate(block, issues)?;
-        Some(Arc::new(Prepared::new(settings, |settings, ctx| {
-            let channel = DingTalkChannel::new(settings.clone(), ctx)?;
-            Ok(Arc::new(channel) as Arc<dyn Channel>)
-        })))
-    }
-}
+pub const PLATFORM: Adapter<config::DingTalkSettings> = Adapter {
+    name: NAME,
+    validate: config::validate,
+    build: |settings, ctx| Ok(Arc::new(DingTalkChannel::new(settings.clone(), ctx)?)),
+};

@@ -29,23 +29,11 @@ pub use channel::{CAPABILITIES, DiscordChannel, MAX_MESSAGE_CHARS, MAX_UPLOAD_BY
 
 use std::sync::Arc;
 
-use im_bridge_channel::{Channel, Configured, Issues, Platform, Prepared};
-use serde_json::Value;
+use im_bridge_channel::Adapter;
 
 /// The registry entry: `channels.discord`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DiscordPlatform;
-
-impl Platform for DiscordPlatform {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
-        let settings = config::validate(block, issues)?;
-        Some(Arc::new(Prepared::new(settings, |settings, ctx| {
-            let channel = DiscordChannel::new(settings.clone(), ctx)?;
-            Ok(Arc::new(channel) as Arc<dyn Channel>)
-        })))
-    }
-}
+pub const PLATFORM: Adapter<config::DiscordSettings> = Adapter {
+    name: NAME,
+    validate: config::validate,
+    build: |settings, ctx| Ok(Arc::new(DiscordChannel::new(settings.clone(), ctx)?)),
+};

@@ -32,26 +32,14 @@ pub use channel::{CAPABILITIES, FeishuChannel, MAX_CARD_TEXT_BYTES};
 
 use std::sync::Arc;
 
-use im_bridge_channel::{Channel, Configured, Issues, Platform, Prepared};
-use serde_json::Value;
+use im_bridge_channel::Adapter;
 
 /// The registry entry: `channels.feishu`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FeishuPlatform;
-
-impl Platform for FeishuPlatform {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
-        let settings = config::validate(block, issues)?;
-        Some(Arc::new(Prepared::new(settings, |settings, ctx| {
-            let channel = FeishuChannel::new(settings.clone(), ctx)?;
-            Ok(Arc::new(channel) as Arc<dyn Channel>)
-        })))
-    }
-}
+pub const PLATFORM: Adapter<config::FeishuSettings> = Adapter {
+    name: NAME,
+    validate: config::validate,
+    build: |settings, ctx| Ok(Arc::new(FeishuChannel::new(settings.clone(), ctx)?)),
+};
 
 /// The channel's name: the provider key in configuration and bindings.
 pub const NAME: &str = "feishu";

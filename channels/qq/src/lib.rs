@@ -32,23 +32,11 @@ pub use channel::{CAPABILITIES, EXPIRED_METRIC, QqChannel};
 
 use std::sync::Arc;
 
-use im_bridge_channel::{Channel, Configured, Issues, Platform, Prepared};
-use serde_json::Value;
+use im_bridge_channel::Adapter;
 
 /// The registry entry: `channels.qq`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct QqPlatform;
-
-impl Platform for QqPlatform {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
-        let settings = config::validate(block, issues)?;
-        Some(Arc::new(Prepared::new(settings, |settings, ctx| {
-            let channel = QqChannel::new(settings.clone(), ctx)?;
-            Ok(Arc::new(channel) as Arc<dyn Channel>)
-        })))
-    }
-}
+pub const PLATFORM: Adapter<config::QqSettings> = Adapter {
+    name: NAME,
+    validate: config::validate,
+    build: |settings, ctx| Ok(Arc::new(QqChannel::new(settings.clone(), ctx)?)),
+};

@@ -38,12 +38,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::{
-    AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult,
-    ChatBudget, CommandMenu, CommandVocabulary, Configured, InboundFile, InboundSink, Issues,
-    LengthUnit, MenuEntry, MessageId, OutboundFile, Platform, Prepared, Secret, SendTarget,
-    SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute, render::Markup,
+    Adapter, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
+    ChannelResult, ChatBudget, CommandMenu, CommandVocabulary, InboundFile, InboundSink,
+    LengthUnit, MenuEntry, MessageId, OutboundFile, Secret, SendTarget, SentMessage, Stage,
+    Telemetry, UpdateMode, WebhookLimits, WebhookRoute, render::Markup,
 };
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{RawTelegramConfig, RawWebhook, TelegramSettings, Transport, WebhookSettings};
@@ -88,22 +87,11 @@ pub const CAPABILITIES: Capabilities = Capabilities {
 };
 
 /// The registry entry: `channels.telegram`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct TelegramPlatform;
-
-impl Platform for TelegramPlatform {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
-        let settings = config::validate(block, issues)?;
-        Some(Arc::new(Prepared::new(settings, |settings, ctx| {
-            let channel = TelegramChannel::new(settings.clone(), ctx)?;
-            Ok(Arc::new(channel) as Arc<dyn Channel>)
-        })))
-    }
-}
+pub const PLATFORM: Adapter<TelegramSettings> = Adapter {
+    name: NAME,
+    validate: config::validate,
+    build: |settings, ctx| Ok(Arc::new(TelegramChannel::new(settings.clone(), ctx)?)),
+};
 
 /// State shared by the transports and the primitives.
 pub(crate) struct Shared {
