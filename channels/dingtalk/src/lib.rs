@@ -13,7 +13,7 @@
 //!   download and upload, AI-card create-and-deliver and streaming.
 //!
 //! - `channel`: the [`DingTalkChannel`] over these pieces, registered as
-//!   [`DingTalkPlatform`].
+//!   [`PLATFORM`].
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]

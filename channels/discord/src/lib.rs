@@ -10,7 +10,7 @@
 //! - `inbound`: MESSAGE_CREATE to normalized messages (mentions, `mention_only`,
 //!   `allowed_channels`, `allowed_guilds`, threads).
 //! - `channel`: the [`DiscordChannel`] over these pieces, registered as
-//!   [`DiscordPlatform`].
+//!   [`PLATFORM`].
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]

@@ -11,7 +11,7 @@
 //! - `webhook`: webhook mode's ed25519 signatures and the op 13 validation answer.
 //! - `inbound`: message events to normalized messages.
 //!
-//! - `channel`: the [`QqChannel`] over these pieces, registered as [`QqPlatform`].
+//! - `channel`: the [`QqChannel`] over these pieces, registered as [`PLATFORM`].
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
