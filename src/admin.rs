@@ -46,6 +46,11 @@ pub mod names {
     pub const RUNS: &str = "im_bridge_runs_total";
     /// Counter: outbound deliveries, by `channel` and `result`.
     pub const OUTBOUND: &str = "im_bridge_outbound_sends_total";
+    /// Counter: journaled messages finished after a restart or by another replica, by
+    /// `state` they were found in (`admitted`, `running`, `final_pending`).
+    pub const JOURNAL_RECOVERED: &str = "im_bridge_journal_recovered_total";
+    /// Counter: journaled messages given up on (older than `bridge.final_retry_hours`).
+    pub const JOURNAL_GIVEN_UP: &str = "im_bridge_journal_given_up_total";
     /// Gauge: replies waiting in the per-chat delivery lanes (or being delivered).
     pub const OUTBOUND_PENDING: &str = "im_bridge_outbound_pending";
     /// Counter: transport attempts that ended unexpectedly and were scheduled for a restart,

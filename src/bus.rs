@@ -31,13 +31,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, Delivery, InboundFile, MessageId, OutboundMessage,
+    Capabilities, Channel, ChannelError, Delivery, InboundFile, OutboundMessage,
 };
 
 use crate::admin::names;
 
 use lanes::Lanes;
-pub use lanes::{AfterShown, MAX_PENDING_REPLIES};
+pub use lanes::{AfterShown, Landed, MAX_PENDING_REPLIES};
 
 /// Routes outbound messages to channels.
 pub struct Outbound {
@@ -114,8 +114,7 @@ impl Outbound {
 
     /// Queues `msg` on its chat's delivery lane and returns without waiting for it to be
     /// delivered (only, when [`MAX_PENDING_REPLIES`] already wait, for room). `after` runs
-    /// once a final was delivered, with the platform message that shows it (`None` when it
-    /// did not land).
+    /// once it was delivered or failed, with what became of it ([`Landed`]).
     pub async fn publish(&self, msg: OutboundMessage, after: Option<AfterShown>) {
         let Some((name, delivery)) = self.deliveries.get_key_value(msg.channel_name.as_str())
         else {
@@ -123,7 +122,7 @@ impl Outbound {
             metrics::counter!(names::OUTBOUND, "channel" => "unknown", "result" => "no_channel")
                 .increment(1);
             if let Some(after) = after {
-                after(None).await;
+                after(Landed::Failed { transient: false }).await;
             }
             return;
         };
@@ -137,21 +136,22 @@ impl Outbound {
     }
 }
 
-/// Delivers `msg` through `delivery`, counting and logging the outcome: for a final that
-/// landed, the platform message that shows it.
-async fn deliver(delivery: &Delivery, msg: &OutboundMessage) -> Option<MessageId> {
+/// Delivers `msg` through `delivery`, counting and logging the outcome.
+async fn deliver(delivery: &Delivery, msg: &OutboundMessage) -> Landed {
     let channel = delivery.channel().name();
     match delivery.deliver(msg).await {
         Ok(shown) => {
             let kind = if msg.is_final { "final" } else { "partial" };
             metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => kind).increment(1);
-            shown
+            Landed::Shown(shown)
         }
         Err(error) => {
             tracing::warn!(channel, %error, is_final = msg.is_final, "Delivering a reply failed.");
             metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "error")
                 .increment(1);
-            None
+            Landed::Failed {
+                transient: error.is_transient(),
+            }
         }
     }
 }

@@ -40,7 +40,7 @@ pub use goal::{
 };
 pub use info::SkillInfo;
 pub use message::{ChunkMetadata, Message, Snapshot};
-pub use runs::{HumanMessage, OFFLOAD_FRAME_BYTES, RunMode, RunRequest, RunStream};
+pub use runs::{HumanMessage, OFFLOAD_FRAME_BYTES, RunMode, RunRequest, RunStatus, RunStream};
 pub use thread_id::ThreadId;
 pub use uploads::{UPLOAD_TIMEOUT, UploadFile, UploadedFile};
 

@@ -20,6 +20,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use im_bridge::config::{self, ProcessEnv, Settings, StoreLocation};
 use im_bridge::daemon::{self, DaemonConfig, DaemonExit};
 use im_bridge::gateway::GatewayConfig;
+use im_bridge::manager::journal::JournalConfig;
 use im_bridge::manager::{ManagerConfig, Owners};
 use im_bridge::simulator::{Script, Simulator, SimulatorConfig};
 use tokio_util::sync::CancellationToken;
@@ -330,6 +331,10 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
             max_concurrency: settings.intake.max_concurrency.get(),
             channel_queueing,
             max_reply_messages: settings.max_reply_messages.get(),
+            journal: JournalConfig {
+                lease: im_bridge::lease::DEFAULT_TTL,
+                final_retry: settings.final_retry,
+            },
             owners: if settings.single_user {
                 Owners::single_user()
             } else {

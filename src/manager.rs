@@ -25,9 +25,11 @@ pub mod commands;
 mod dedupe;
 mod files;
 mod inflight;
+pub mod journal;
 mod order;
 mod owners;
 pub mod params;
+mod recover;
 mod reply;
 mod run;
 pub mod stream;
@@ -83,6 +85,8 @@ pub struct ManagerConfig {
     /// How each channel treats a message that arrives while its conversation is busy, by
     /// channel name (absent: [`Queueing::default`]).
     pub channel_queueing: HashMap<String, Queueing>,
+    /// The in-flight journal's holder name, lease and final retry window.
+    pub journal: journal::JournalConfig,
 }
 
 /// The default `bridge.max_reply_messages`.
@@ -100,6 +104,7 @@ impl Default for ManagerConfig {
             owners: Owners::default(),
             max_reply_messages: DEFAULT_MAX_REPLY_MESSAGES,
             channel_queueing: HashMap::new(),
+            journal: journal::JournalConfig::default(),
         }
     }
 }
@@ -205,6 +210,8 @@ pub(crate) struct Inner {
     pub(crate) attachments: files::AttachmentBudget,
     /// Questions asked in groups, so a plain answer joins the asking conversation.
     pub(crate) clarifications: clarify::Pending,
+    /// Admitted chat messages until their final landed (issue 19).
+    pub(crate) journal: journal::Journal,
 }
 
 impl Inner {
@@ -223,6 +230,8 @@ impl Manager {
         catalogs: Arc<Catalogs>,
         outbound: Arc<Outbound>,
     ) -> Self {
+        let journal =
+            journal::Journal::new(store.clone(), outbound.clone(), config.journal.clone());
         let replier = Replier::new(catalogs, store.clone(), gateway.clone(), outbound, &config);
         let bindings = Bindings::new(store.clone(), gateway.clone());
         Self {
@@ -236,6 +245,7 @@ impl Manager {
                 runs: inflight::Runs::default(),
                 attachments: files::AttachmentBudget::new(files::MEMORY_BUDGET_BYTES),
                 clarifications: clarify::Pending::default(),
+                journal,
             }),
         }
     }
@@ -257,6 +267,15 @@ impl Manager {
         let mut closed = false;
         let deadline = tokio::time::sleep(Duration::MAX);
         tokio::pin!(deadline);
+        // What a previous process (or a dead replica) left unfinished goes first.
+        let take_live = !self.inner.store.is_shared();
+        let recovered = self.inner.journal.claim(take_live).await;
+        self.spawn_recovered(recovered, &tasks, &cancel_handlers, &slots);
+        let mut journal_tick = tokio::time::interval(
+            (self.inner.journal.config().lease / 3).max(Duration::from_millis(100)),
+        );
+        journal_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        journal_tick.reset();
         loop {
             // Closing (or the grace running out) wins over both waits: for a worker slot,
             // then for a message to give it. A slot taken meanwhile is given back.
@@ -269,6 +288,15 @@ impl Manager {
                     continue;
                 }
                 () = &mut deadline, if closed => break,
+                _ = journal_tick.tick() => {
+                    self.inner.journal.renew().await;
+                    if !take_live && !closed {
+                        // Another replica may have died holding work.
+                        let orphans = self.inner.journal.claim(false).await;
+                        self.spawn_recovered(orphans, &tasks, &cancel_handlers, &slots);
+                    }
+                    continue;
+                }
                 next = async {
                     let permit = slots.clone().acquire_owned().await.ok()?;
                     Some((permit, queue.recv().await))
@@ -282,7 +310,10 @@ impl Manager {
                 // Closed and drained: wait for the running handlers within the grace.
                 tasks.close();
                 tokio::select! {
-                    () = tasks.wait() => return report,
+                    () = tasks.wait() => {
+                        self.inner.journal.shut_down().await;
+                        return report;
+                    }
                     () = &mut deadline => break,
                 }
             };
@@ -312,6 +343,7 @@ impl Manager {
         report.discarded = queue.discard_pending();
         tasks.close();
         tasks.wait().await;
+        self.inner.journal.shut_down().await;
         if report.cancelled > 0 || report.discarded > 0 {
             tracing::warn!(
                 cancelled = report.cancelled,
@@ -389,20 +421,21 @@ impl Manager {
     ) {
         let mut permit = Some(permit);
         let key = dedupe::dedupe_key(&msg);
-        if let Some(key) = &key {
-            match self.inner.store.dedupe_admit(key, DEDUPE_TTL).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::info!("Dropped a redelivered message.");
-                    place.abandon();
-                    return;
-                }
-                // Fail open: a store hiccup must not lose a message.
-                Err(error) => {
-                    tracing::warn!(%error, "Dedupe lookup failed; handling the message anyway.")
-                }
+        let entry = match self.inner.journal.admit(&msg, key.as_ref()).await {
+            journal::Admission::New(entry) => entry,
+            journal::Admission::Duplicate => {
+                tracing::info!("Dropped a redelivered message.");
+                place.abandon();
+                return;
             }
-        }
+        };
+        // A journaled message stopped by shutdown stays journaled (and its key kept): the
+        // next start finishes it. Otherwise the key goes, so the platform may redeliver.
+        let left_unfinished = async |key: Option<&crate::store::DedupeKey>| {
+            if entry.is_none() {
+                self.release(key).await;
+            }
+        };
         let chat = msg.msg_type == MsgType::Chat;
         let mut ticket = match place {
             Place::Free => None,
@@ -412,10 +445,17 @@ impl Manager {
                 // and the platform may redeliver.
                 tracing::info!("The conversation is busy and its line is full.");
                 metrics::counter!(names::RUNS, "outcome" => "busy").increment(1);
-                self.inner
+                let busy = self
+                    .inner
                     .replier
-                    .reply(&msg, crate::i18n::msg::RUN_BUSY, &[])
-                    .await;
+                    .reply(&msg, crate::i18n::msg::RUN_BUSY, &[]);
+                match &entry {
+                    Some(entry) => {
+                        entry.scope(busy).await;
+                        entry.turn_ended().await;
+                    }
+                    None => busy.await,
+                }
                 self.release(key.as_ref()).await;
                 return;
             }
@@ -424,7 +464,11 @@ impl Manager {
             && ticket.must_wait()
         {
             if chat {
-                self.notify(&msg, crate::i18n::msg::RUN_QUEUED).await;
+                let queued = self.notify(&msg, crate::i18n::msg::RUN_QUEUED);
+                match &entry {
+                    Some(entry) => entry.scope(queued).await,
+                    None => queued.await,
+                }
             }
             // Waiting holds no worker slot; the turn takes one again.
             drop(permit.take());
@@ -435,12 +479,16 @@ impl Manager {
             tokio::select! {
                 slot = turn => permit = slot,
                 () = cancel.cancelled() => {
-                    self.release(key.as_ref()).await;
+                    left_unfinished(key.as_ref()).await;
                     return;
                 }
             }
             if chat {
-                self.notify(&msg, crate::i18n::msg::RUN_THINKING).await;
+                let thinking = self.notify(&msg, crate::i18n::msg::RUN_THINKING);
+                match &entry {
+                    Some(entry) => entry.scope(thinking).await,
+                    None => thinking.await,
+                }
             }
         }
         let caps = self
@@ -468,15 +516,29 @@ impl Manager {
             files = msg.files.len(),
             "Handling a message."
         );
-        let disposition = tokio::select! {
-            d = self.dispatch(&msg) => d,
-            () = cancel.cancelled() => {
-                tracing::warn!("Cancelled a message at shutdown.");
-                Disposition::Release
+        let dispatched = async {
+            match &entry {
+                Some(entry) => entry.scope(self.dispatch(&msg)).await,
+                None => self.dispatch(&msg).await,
             }
         };
-        if disposition == Disposition::Release {
-            self.release(key.as_ref()).await;
+        let disposition = tokio::select! {
+            d = dispatched => Some(d),
+            () = cancel.cancelled() => {
+                tracing::warn!("Cancelled a message at shutdown.");
+                None
+            }
+        };
+        match disposition {
+            Some(disposition) => {
+                if let Some(entry) = &entry {
+                    entry.turn_ended().await;
+                }
+                if disposition == Disposition::Release {
+                    self.release(key.as_ref()).await;
+                }
+            }
+            None => left_unfinished(key.as_ref()).await,
         }
         drop(ticket);
         drop(permit);
@@ -490,7 +552,7 @@ impl Manager {
         replier.publish(msg, msg.reply(text, false)).await;
     }
 
-    async fn release(&self, key: Option<&crate::store::DedupeKey>) {
+    pub(crate) async fn release(&self, key: Option<&crate::store::DedupeKey>) {
         if let Some(key) = key
             && let Err(error) = self.inner.store.dedupe_release(key).await
         {

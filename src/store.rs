@@ -19,6 +19,7 @@
 //!
 //! Children:
 //! - [`error`]: [`StoreError`], typed failures with the file or operation they concern.
+//! - [`journal`]: the in-flight journal's record (issue 19).
 //! - [`sqlite`]: [`SqliteStore`], the embedded single-file backend.
 //! - [`postgres`]: [`PostgresStore`], the shared backend for several replicas.
 //! - `cache`: the bounded read-through cache the SQLite backend keeps in front of the file.
@@ -28,6 +29,7 @@ mod cache;
 #[cfg(test)]
 mod conformance;
 pub mod error;
+pub mod journal;
 pub mod postgres;
 pub mod sqlite;
 
@@ -38,6 +40,7 @@ use im_bridge_channel::ChatId;
 use crate::gateway::ThreadId;
 
 pub use error::StoreError;
+pub use journal::{JOURNAL_CAP, JournalRecord, JournalState, Journaled, PendingFinal};
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore};
 
@@ -229,6 +232,45 @@ pub trait Store: Send + Sync + 'static {
     /// Meant to run now and then (`bridge.conversation_ttl_days`); one call's work is
     /// bounded by the message cap plus the number of bindings.
     async fn prune_conversations(&self, older_than: Duration) -> Result<Pruned, StoreError>;
+
+    /// Admits a chat message into the in-flight journal as entry `id`, held by `holder` for
+    /// `lease`, together with its dedupe record when it has a key (`dedupe`), atomically:
+    /// `false` (and nothing written) when a live dedupe record says it is a redelivery.
+    /// At [`JOURNAL_CAP`] entries the oldest go in the same transaction.
+    async fn journal_admit(
+        &self,
+        dedupe: Option<(&DedupeKey, Duration)>,
+        id: &str,
+        record: &JournalRecord,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<bool, StoreError>;
+
+    /// Replaces entry `id`'s record if `holder` still holds it: `false` when the entry is
+    /// gone or another holder claimed it (then the caller no longer owns that work).
+    async fn journal_save(
+        &self,
+        id: &str,
+        record: &JournalRecord,
+        holder: &str,
+    ) -> Result<bool, StoreError>;
+
+    /// Deletes entry `id` (its final landed, or it was given up). Idempotent.
+    async fn journal_remove(&self, id: &str) -> Result<(), StoreError>;
+
+    /// Takes over, atomically, the entries `holder` does not hold whose lease ran out (and,
+    /// with `take_live`, every such entry: a single-replica store after a restart, where
+    /// the previous holder is known dead), holding them for `lease`; returns them oldest
+    /// first. Two replicas claiming at once never both get an entry.
+    async fn journal_claim(
+        &self,
+        holder: &str,
+        lease: Duration,
+        take_live: bool,
+    ) -> Result<Vec<Journaled>, StoreError>;
+
+    /// Extends `holder`'s lease on every entry it holds to `lease` from now.
+    async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError>;
 
     /// The chat's locale override, if an admin set one.
     async fn get_chat_locale(

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use im_bridge::simulator::{Fault, GoalEvaluation, GoalState, Hold, Reply, Route, Script};
+use im_bridge::simulator::{
+    Fault, GoalEvaluation, GoalState, Hold, RecordedRequest, Reply, Route, Script,
+};
 
 use crate::support::{Harness, Options, goal_met_at_once};
 
@@ -25,12 +27,16 @@ fn goal_calls(h: &Harness) -> usize {
         .count()
 }
 
+/// A request that starts a run (a chat turn's or a goal's), not one that follows one.
+fn is_run_start(r: &RecordedRequest) -> bool {
+    r.method == "POST"
+        && ["/runs", "/runs/wait", "/runs/stream"]
+            .iter()
+            .any(|s| r.path.ends_with(s))
+}
+
 fn run_calls(h: &Harness) -> usize {
-    h.sim
-        .requests()
-        .iter()
-        .filter(|r| r.path.contains("/runs"))
-        .count()
+    h.sim.requests().iter().filter(|r| is_run_start(r)).count()
 }
 
 #[tokio::test]
@@ -61,10 +67,7 @@ async fn set_saves_then_starts_exactly_one_run() {
         .iter()
         .position(|r| r.method == "PUT" && r.path.ends_with("/goal"))
         .expect("PUT");
-    let run = requests
-        .iter()
-        .position(|r| r.path.ends_with("/runs/wait"))
-        .expect("run");
+    let run = requests.iter().position(is_run_start).expect("run");
     assert!(put < run, "the goal is saved before the run starts");
     assert_eq!(
         requests[put].json().unwrap(),
@@ -226,7 +229,7 @@ async fn from_chat_saves_then_publishes_the_objective_then_runs_once() {
     let runs: Vec<_> = requests
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.path.contains("/runs"))
+        .filter(|(_, r)| is_run_start(r))
         .map(|(i, _)| i)
         .collect();
     assert_eq!(runs.len(), 2, "the binding run and exactly one goal run");

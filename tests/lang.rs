@@ -315,7 +315,7 @@ async fn a_bare_bootstrap_asks_in_the_chats_language() {
         let h = Harness::with(Options::final_only().notification_locale(tag)).await;
         h.say("/bootstrap").await;
         h.channel.wait_finals(1).await;
-        let body = h.first_body("/runs/wait");
+        let body = h.first_body("/runs");
         assert_eq!(body["input"]["messages"][0]["content"], input, "{tag}");
         assert_eq!(body["context"]["is_bootstrap"], true);
         h.stop().await;

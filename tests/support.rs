@@ -548,7 +548,9 @@ pub fn assert_image_reached_the_agent(sim: &RunningSimulator, size: usize) {
     let run = sim
         .requests()
         .into_iter()
-        .find(|r| r.path.ends_with("/runs/stream") || r.path.ends_with("/runs/wait"))
+        .find(|r| {
+            r.method == "POST" && (r.path.ends_with("/runs/stream") || r.path.ends_with("/runs"))
+        })
         .unwrap();
     let files = &run.json().unwrap()["input"]["messages"][0]["additional_kwargs"]["files"];
     assert_eq!(files[0]["is_image"], true, "{files}");

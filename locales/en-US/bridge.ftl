@@ -12,6 +12,7 @@ run-failed = Something went wrong while the agent was working on this. Please tr
 run-interrupted = (This answer was cut off: something went wrong before the agent finished.)
 run-stopped = (Stopped at your request.)
 run-truncated = (The answer was too long for this chat, so I cut it here.)
+run-recovered = (Sorry this is late: the bridge restarted while your answer was on its way.)
 run-queued = Another request in this conversation is still running. I'll start on yours as soon as it's done.
 run-thinking = Working on it…
 run-files-created =

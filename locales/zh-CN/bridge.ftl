@@ -12,6 +12,7 @@ run-failed = 处理这个请求时出了问题，请再试一次。
 run-interrupted = （回答没有写完：智能体完成之前出了问题。）
 run-stopped = （已按你的要求停止。）
 run-truncated = （回答太长，在这里截断了。）
+run-recovered = （抱歉来晚了：回答送达途中桥接服务重启了一次。）
 run-queued = 这个对话里还有一个请求在进行，它一结束我就开始处理你的消息。
 run-thinking = 正在处理…
 run-files-created = 已创建 { $count } 个文件：📎 { $names }

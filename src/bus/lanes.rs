@@ -22,9 +22,33 @@ use crate::admin::names;
 /// `bridge.max_reply_messages` messages, or one partial per reply).
 pub const MAX_PENDING_REPLIES: usize = 4096;
 
-/// Runs once a final was delivered, with the platform message that shows it (`None` when
-/// it did not land). Partials' hooks run too, always with `None`.
-pub type AfterShown = Box<dyn FnOnce(Option<MessageId>) -> BoxFuture<'static, ()> + Send>;
+/// Runs once a reply was delivered or failed, with what became of it. A partial replaced
+/// by a newer one before it was delivered drops its hook unrun.
+pub type AfterShown = Box<dyn FnOnce(Landed) -> BoxFuture<'static, ()> + Send>;
+
+/// What became of a reply, for its [`AfterShown`] hook.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Landed {
+    /// Delivered: a final names the message that shows it, a partial the message showing
+    /// its stream once there is one.
+    Shown(Option<MessageId>),
+    /// Not delivered; `transient` when a later try may succeed (rate limit, network or
+    /// platform trouble), not when the platform refused it for good.
+    Failed {
+        /// Whether a later try may succeed.
+        transient: bool,
+    },
+}
+
+impl Landed {
+    /// The message named, if it was delivered.
+    pub fn shown(&self) -> Option<&MessageId> {
+        match self {
+            Self::Shown(id) => id.as_ref(),
+            Self::Failed { .. } => None,
+        }
+    }
+}
 
 /// A lane: the channel's name and the chat.
 type Key = (&'static str, ChatId);

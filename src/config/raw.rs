@@ -122,4 +122,7 @@ pub struct RawBridge {
     /// Group-topic bindings and reply-chain records untouched this many days are pruned
     /// (private-chat bindings are kept). Default 30.
     pub conversation_ttl_days: Option<f64>,
+    /// How long a final the platform could not take (an outage, a long `Retry-After`) is
+    /// retried, across restarts. Default 6.
+    pub final_retry_hours: Option<f64>,
 }

@@ -58,6 +58,9 @@ pub struct Settings {
     /// How long untouched group-topic bindings and reply-chain records are kept.
     #[serde(with = "secs")]
     pub conversation_ttl: Duration,
+    /// How long a final that could not be delivered is retried (`bridge.final_retry_hours`).
+    #[serde(with = "secs")]
+    pub final_retry: Duration,
     /// DeerFlow runs in single-user mode (`DEER_FLOW_AUTH_DISABLED=1` in the bridge's
     /// environment, as in DeerFlow's own): every conversation belongs to its default user.
     pub single_user: bool,
@@ -297,6 +300,25 @@ pub fn validate(
         }
         ttl
     };
+    let final_retry = {
+        let mut issues = Issues::new("bridge");
+        let default = crate::manager::journal::DEFAULT_FINAL_RETRY_HOURS as f64;
+        let hours = b.final_retry_hours.unwrap_or(default);
+        let retry = config::seconds(
+            &mut issues,
+            "final_retry_hours",
+            Some(hours * 3_600.0),
+            Duration::from_secs_f64(default * 3_600.0),
+            60.0..=(7.0 * 86_400.0),
+        );
+        if issues.has_errors() {
+            errors.push(ConfigError::error(
+                "bridge.final_retry_hours",
+                format!("expected a number of hours from 0.02 (a minute) to 168, got {hours}"),
+            ));
+        }
+        retry
+    };
     let admin_text = b.admin_listen.as_deref().unwrap_or(DEFAULT_ADMIN);
     let admin_listen = admin_text.parse::<SocketAddr>().unwrap_or_else(|_| {
         errors.push(ConfigError::error(
@@ -476,6 +498,7 @@ pub fn validate(
         locales_dir,
         max_reply_messages,
         conversation_ttl,
+        final_retry,
         single_user: env
             .var("DEER_FLOW_AUTH_DISABLED")
             .is_some_and(|v| matches!(v.trim(), "1" | "true" | "TRUE" | "True" | "yes")),

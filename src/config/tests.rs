@@ -300,3 +300,22 @@ fn issue_13_conversation_ttl_days() {
         ]
     );
 }
+
+#[test]
+fn issue_19_final_retry_hours() {
+    let (s, _) = load_str(&with_console("channels:\n"), &env(&[])).unwrap();
+    assert_eq!(s.final_retry, std::time::Duration::from_secs(6 * 3600));
+    let text = with_console("channels:\nbridge:\n  final_retry_hours: 0.5\n");
+    let (s, _) = load_str(&text, &env(&[])).unwrap();
+    assert_eq!(s.final_retry, std::time::Duration::from_secs(1800));
+    for bad in ["0", "-1", "1000"] {
+        let text = with_console(&format!("channels:\nbridge:\n  final_retry_hours: {bad}\n"));
+        let errors = errors_of(&text, &env(&[]));
+        assert_eq!(
+            errors,
+            [format!(
+                "bridge.final_retry_hours: expected a number of hours from 0.02 (a minute) to 168, got {bad}"
+            )]
+        );
+    }
+}

@@ -2,8 +2,11 @@
 //! [`RunEvent`]s, `/runs/wait` and `/runs`.
 //!
 //! The Gateway's run model forbids unknown keys (422), so each call serializes exactly the
-//! keys the LangGraph SDK puts on the wire for it (§3.2), and never `on_disconnect`,
-//! `durability` and the like. Busy (409, or the LangGraph Platform's `already running a
+//! keys the LangGraph SDK puts on the wire for it (§3.2), never `durability` and the like,
+//! plus `on_disconnect: "continue"` on the calls that hold a connection open (issue 19): a
+//! run outlives a bridge that stopped or crashed, and recovery follows it by id
+//! ([`GatewayClient::get_run`], [`GatewayClient::join_run`]); `/stop` cancels through the
+//! cancel route instead of by hanging up. Busy (409, or the LangGraph Platform's `already running a
 //! task`) always arrives before any event, as `Err(GatewayError::Busy)` from the call
 //! itself; a started stream never reports busy.
 
@@ -77,6 +80,10 @@ impl RunRequest {
 
     /// The body as sent, borrowing from `self` (no copy of `config`/`context`).
     fn wire(&self, mode: RunMode) -> RunBody<'_> {
+        let on_disconnect = match mode {
+            RunMode::Stream | RunMode::Wait => Some("continue"),
+            RunMode::Create => None,
+        };
         let (stream_mode, stream_flags) = match mode {
             RunMode::Stream => (
                 Some(StreamMode::Many(&["messages-tuple", "values"])),
@@ -100,8 +107,37 @@ impl RunRequest {
             stream_mode,
             stream_subgraphs: stream_flags,
             stream_resumable: stream_flags,
+            on_disconnect,
             multitask_strategy: "reject",
         }
+    }
+}
+
+/// A run's status (LangGraph's `Run.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Accepted, not started.
+    Pending,
+    /// Running.
+    Running,
+    /// Finished.
+    Success,
+    /// Failed.
+    Error,
+    /// Ran out of time.
+    Timeout,
+    /// Stopped on request.
+    Interrupted,
+    /// A status this build does not know: treated as ended.
+    #[serde(other)]
+    Unknown,
+}
+
+impl RunStatus {
+    /// Whether the run may still write.
+    pub fn is_active(self) -> bool {
+        matches!(self, Self::Pending | Self::Running)
     }
 }
 
@@ -130,6 +166,8 @@ struct RunBody<'a> {
     stream_subgraphs: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_resumable: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_disconnect: Option<&'static str>,
     multitask_strategy: &'static str,
 }
 
@@ -241,6 +279,52 @@ impl GatewayClient {
         Ok(read_json::<Created>(response, "create_run").await?.run_id)
     }
 
+    /// `GET {langgraph_url}/threads/{id}/runs/{run_id}`: the run's status. An unknown run
+    /// (the Gateway restarted and forgot it) is [`GatewayError::NotFound`].
+    pub async fn get_run(
+        &self,
+        owner: Option<&Owner>,
+        thread: &ThreadId,
+        run_id: &str,
+    ) -> Result<RunStatus, GatewayError> {
+        #[derive(Deserialize)]
+        struct Run {
+            status: RunStatus,
+        }
+        let url = self.run_url(thread, run_id, "")?;
+        let request = self
+            .request(Method::GET, &url, owner)?
+            .timeout(self.config().request_timeout);
+        let response = self.send("get_run", CallFamily::Plain, request).await?;
+        Ok(read_json::<Run>(response, "get_run").await?.status)
+    }
+
+    /// `GET {langgraph_url}/threads/{id}/runs/{run_id}/join`: waits (up to the wait timeout)
+    /// until the run ended and returns the thread's values then, like `/runs/wait`.
+    pub async fn join_run(
+        &self,
+        owner: Option<&Owner>,
+        thread: &ThreadId,
+        run_id: &str,
+    ) -> Result<Value, GatewayError> {
+        let url = self.run_url(thread, run_id, "/join")?;
+        let request = self
+            .request(Method::GET, &url, owner)?
+            .timeout(self.config().wait_timeout);
+        let response = self.send("join_run", CallFamily::Run, request).await?;
+        read_json(response, "join_run").await
+    }
+
+    /// `{langgraph_url}/threads/{id}/runs/{run_id}{rest}`.
+    fn run_url(&self, thread: &ThreadId, run_id: &str, rest: &str) -> Result<String, GatewayError> {
+        // `.`/`..` would be folded away by URL normalization and address another route.
+        if run_id.is_empty() || run_id.bytes().all(|b| b == b'.') {
+            return Err(GatewayError::InvalidArgument { what: "run id" });
+        }
+        let rest = format!("/runs/{}{rest}", utf8_percent_encode(run_id, SEGMENT));
+        self.thread_url(Base::LangGraph, thread, &rest)
+    }
+
     /// `POST {langgraph_url}/threads/{id}/runs/{run_id}/cancel?action=interrupt` (DeerFlow's
     /// runs router): asks the Gateway to stop a run in flight, keeping what it wrote so far.
     /// Returns once the Gateway accepted the request; the run's stream then ends. A run that
@@ -252,15 +336,7 @@ impl GatewayClient {
         thread: &ThreadId,
         run_id: &str,
     ) -> Result<(), GatewayError> {
-        // `.`/`..` would be folded away by URL normalization and address another route.
-        if run_id.is_empty() || run_id.bytes().all(|b| b == b'.') {
-            return Err(GatewayError::InvalidArgument { what: "run id" });
-        }
-        let rest = format!(
-            "/runs/{}/cancel?action=interrupt",
-            utf8_percent_encode(run_id, SEGMENT)
-        );
-        let url = self.thread_url(Base::LangGraph, thread, &rest)?;
+        let url = self.run_url(thread, run_id, "/cancel?action=interrupt")?;
         let request = self
             .request(Method::POST, &url, owner)?
             .timeout(self.config().request_timeout);
@@ -463,11 +539,14 @@ mod tests {
                 "context",
                 "input",
                 "multitask_strategy",
+                "on_disconnect",
                 "stream_mode",
                 "stream_resumable",
                 "stream_subgraphs"
             ]
         );
+        // Issue 19: a run outlives the connection that started it.
+        assert_eq!(stream["on_disconnect"], "continue");
         assert_eq!(stream["stream_mode"], json!(["messages-tuple", "values"]));
         assert_eq!(stream["stream_subgraphs"], json!(false));
         assert_eq!(stream["stream_resumable"], json!(false));
@@ -480,11 +559,25 @@ mod tests {
                 "config",
                 "context",
                 "input",
-                "multitask_strategy"
+                "multitask_strategy",
+                "on_disconnect"
             ]
         );
+        assert_eq!(wait["on_disconnect"], "continue");
         let create = run.body(RunMode::Create);
-        assert_eq!(keys(&create), keys(&stream));
+        assert_eq!(
+            keys(&create),
+            [
+                "assistant_id",
+                "config",
+                "context",
+                "input",
+                "multitask_strategy",
+                "stream_mode",
+                "stream_resumable",
+                "stream_subgraphs"
+            ]
+        );
         assert_eq!(create["stream_mode"], "values");
         assert_eq!(
             wait["input"],

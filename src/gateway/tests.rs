@@ -413,7 +413,7 @@ async fn run_bodies_carry_exactly_the_allowed_keys() {
     };
     assert_eq!(
         keys(&bodies[0]),
-        "assistant_id,config,context,input,multitask_strategy,stream_mode,stream_resumable,stream_subgraphs"
+        "assistant_id,config,context,input,multitask_strategy,on_disconnect,stream_mode,stream_resumable,stream_subgraphs"
     );
     assert_eq!(
         bodies[0]["stream_mode"],
@@ -421,7 +421,7 @@ async fn run_bodies_carry_exactly_the_allowed_keys() {
     );
     assert_eq!(
         keys(&bodies[1]),
-        "assistant_id,config,context,input,multitask_strategy"
+        "assistant_id,config,context,input,multitask_strategy,on_disconnect"
     );
     assert_eq!(
         keys(&bodies[2]),

@@ -28,6 +28,8 @@ ids! {
     RUN_STOPPED = "run-stopped";
     /// The last line of an answer cut at `bridge.max_reply_messages` messages.
     RUN_TRUNCATED = "run-truncated";
+    /// The first line of an answer finished after the bridge restarted (issue 19).
+    RUN_RECOVERED = "run-recovered";
     /// A same-thread request waits behind another.
     RUN_QUEUED = "run-queued";
     /// "Working on it": the placeholder, and the notice that a queued request started.

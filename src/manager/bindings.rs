@@ -231,7 +231,7 @@ mod tests {
     use super::*;
     use crate::gateway::GatewayConfig;
     use crate::simulator::{Simulator, SimulatorConfig};
-    use crate::store::{Binding, DedupeKey, SqliteStore};
+    use crate::store::{Binding, DedupeKey, JournalRecord, Journaled, SqliteStore};
 
     /// A store whose reads never see a binding: as if another replica bound the
     /// conversation between this replica's read and its write.
@@ -271,6 +271,40 @@ mod tests {
         }
         async fn dedupe_release(&self, key: &DedupeKey) -> Result<(), StoreError> {
             self.0.dedupe_release(key).await
+        }
+        async fn journal_admit(
+            &self,
+            dedupe: Option<(&DedupeKey, Duration)>,
+            id: &str,
+            record: &JournalRecord,
+            holder: &str,
+            lease: Duration,
+        ) -> Result<bool, StoreError> {
+            self.0
+                .journal_admit(dedupe, id, record, holder, lease)
+                .await
+        }
+        async fn journal_save(
+            &self,
+            id: &str,
+            record: &JournalRecord,
+            holder: &str,
+        ) -> Result<bool, StoreError> {
+            self.0.journal_save(id, record, holder).await
+        }
+        async fn journal_remove(&self, id: &str) -> Result<(), StoreError> {
+            self.0.journal_remove(id).await
+        }
+        async fn journal_claim(
+            &self,
+            holder: &str,
+            lease: Duration,
+            take_live: bool,
+        ) -> Result<Vec<Journaled>, StoreError> {
+            self.0.journal_claim(holder, lease, take_live).await
+        }
+        async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {
+            self.0.journal_renew(holder, lease).await
         }
         async fn acquire_lease(
             &self,

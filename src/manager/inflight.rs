@@ -4,15 +4,14 @@
 //! goes when the turn ends (a guard), so the table holds at most one entry per run in
 //! flight, which `max_concurrency` bounds. `/stop` marks the entry and asks the Gateway to
 //! interrupt the run; the turn then sees the mark and ends its final with the localized
-//! "stopped" line instead of treating the early end as a failure. A run waited for in one
-//! call (`/runs/wait`, final-only channels) has no id to address: `/stop` aborts the wait
-//! instead, and the Gateway cancels a run whose caller went away (`on_disconnect=cancel`).
+//! "stopped" line instead of treating the early end as a failure. Every run has an id to
+//! address: streamed runs from the stream's `Content-Location`, runs on final-only channels
+//! because they are created and then joined (issue 19: runs outlive their connection, so
+//! hanging up no longer stops one).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-
-use tokio_util::sync::CancellationToken;
 
 use crate::gateway::ThreadId;
 use crate::store::ConversationKey;
@@ -26,8 +25,6 @@ pub(crate) struct Inflight {
     pub(crate) run_id: Option<String>,
     /// Set by `/stop`.
     stopped: Arc<AtomicBool>,
-    /// Cancelled by `/stop` to abort a run waited for in one call.
-    abort: CancellationToken,
     /// Tells this registration from a later one of the same conversation.
     seq: u64,
 }
@@ -36,13 +33,6 @@ impl Inflight {
     /// Marks the run as stopped on request.
     pub(crate) fn mark_stopped(&self, stopped: bool) {
         self.stopped.store(stopped, Ordering::Release);
-    }
-
-    /// Stops the turn waiting for this run (and marks it stopped): the turn drops its call,
-    /// which the Gateway takes as the signal to cancel the run.
-    pub(crate) fn abort(&self) {
-        self.mark_stopped(true);
-        self.abort.cancel();
     }
 }
 
@@ -67,7 +57,6 @@ impl Runs {
         run_id: Option<String>,
     ) -> Running<'_> {
         let stopped = Arc::new(AtomicBool::new(false));
-        let abort = CancellationToken::new();
         let mut table = self.lock();
         table.next_seq += 1;
         let seq = table.next_seq;
@@ -77,7 +66,6 @@ impl Runs {
                 thread,
                 run_id,
                 stopped: stopped.clone(),
-                abort: abort.clone(),
                 seq,
             },
         );
@@ -86,7 +74,6 @@ impl Runs {
             key,
             seq,
             stopped,
-            abort,
         }
     }
 
@@ -107,18 +94,12 @@ pub(crate) struct Running<'a> {
     key: ConversationKey,
     seq: u64,
     stopped: Arc<AtomicBool>,
-    abort: CancellationToken,
 }
 
 impl Running<'_> {
     /// Whether `/stop` asked for this run to stop.
     pub(crate) fn stopped(&self) -> bool {
         self.stopped.load(Ordering::Acquire)
-    }
-
-    /// Completes when `/stop` aborted the wait for this run.
-    pub(crate) async fn aborted(&self) {
-        self.abort.cancelled().await;
     }
 }
 

@@ -12,12 +12,13 @@ use std::time::Duration;
 use im_bridge_channel::{ChatKind, InboundMessage, MessageId, OutboundMessage};
 use tokio::time::Instant;
 
-use crate::bus::{AfterShown, Outbound};
+use crate::bus::{AfterShown, Landed, Outbound};
 use crate::gateway::{GatewayClient, Owner};
 use crate::i18n::{Arg, Catalogs, Locale};
 use crate::store::Store;
 
 use super::artifacts::Staged;
+use super::journal::Entry;
 use super::typing::{Typing, TypingGuard};
 use super::{ManagerConfig, Owners};
 
@@ -186,10 +187,12 @@ impl Replier {
     pub(super) async fn publish_keeping(
         &self,
         msg: &InboundMessage,
-        out: OutboundMessage,
+        mut out: OutboundMessage,
         staged: Option<Staged>,
     ) {
         self.typing.replied(&out);
+        // A journaled turn's replies are tracked until they landed (issue 19).
+        let tracked = Entry::current().and_then(|entry| entry.track(&mut out));
         let chain = (out.is_final && msg.chat_kind == ChatKind::Group).then(|| {
             (
                 self.store.clone(),
@@ -198,17 +201,18 @@ impl Replier {
             )
         });
         let after = (chain.is_some() || staged.is_some()).then(|| {
-            let hook: AfterShown = Box::new(move |shown: Option<MessageId>| {
+            let hook: AfterShown = Box::new(move |shown: Landed| {
                 Box::pin(async move {
                     if let Some(staged) = staged {
                         staged.release();
                     }
+                    let shown = &shown;
                     let Some((store, key, source)) = chain else {
                         return;
                     };
                     let ids: Vec<&str> = source
                         .iter()
-                        .chain(shown.as_ref())
+                        .chain(shown.shown())
                         .map(MessageId::as_str)
                         .collect();
                     if let Err(error) = store.remember_messages(&key, &ids).await {
@@ -218,6 +222,19 @@ impl Replier {
             });
             hook
         });
-        self.outbound.publish(out, after).await;
+        self.outbound.publish(out, both(after, tracked)).await;
+    }
+}
+
+/// Both hooks, in order.
+fn both(first: Option<AfterShown>, second: Option<AfterShown>) -> Option<AfterShown> {
+    match (first, second) {
+        (Some(first), Some(second)) => Some(Box::new(move |landed: Landed| {
+            Box::pin(async move {
+                first(landed.clone()).await;
+                second(landed).await;
+            })
+        })),
+        (first, second) => first.or(second),
     }
 }

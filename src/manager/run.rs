@@ -8,19 +8,21 @@
 //! `/goal from-chat` needs to tell "saved but not started" apart.
 
 use im_bridge_channel::{InboundMessage, LengthUnit, split};
+use serde_json::Value;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::artifacts::{self, Fetched, Source};
 use super::files;
+use super::journal::Entry;
 use super::params::{self, Layers, TurnFlags};
 use super::stream::{Accumulator, Throttle};
 use super::turn::Turn;
 use super::{BindError, Disposition, Inner, conversation_key};
 use crate::admin::names;
 use crate::gateway::ThreadId;
-use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest, Snapshot};
+use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest, RunStatus, Snapshot};
 use crate::i18n::{Arg, msg as m};
 
 /// Shown after text that is still being written.
@@ -77,6 +79,9 @@ pub async fn chat_turn(
             }
         },
     };
+    if let Some(entry) = Entry::current() {
+        entry.thread_resolved(thread.as_str()).await;
+    }
     let layers = Layers {
         global: &inner.config.session,
         channel: inner.config.channel_sessions.get(&msg.channel_name),
@@ -137,6 +142,10 @@ async fn stream_turn(
         Ok(s) => s,
         Err(error) => return not_started(inner, msg, &error, quiet).await,
     };
+    // Saved before the first event: from here on a restart follows this run.
+    if let (Some(entry), Some(run_id)) = (Entry::current(), stream.run_id()) {
+        entry.run_started(thread.as_str(), run_id).await;
+    }
     let running = inner.runs.register(
         conversation_key(msg),
         thread.clone(),
@@ -319,75 +328,164 @@ async fn wait_turn(
     quiet: bool,
 ) -> (Disposition, RunStart) {
     let source = Source { thread, owner };
-    // Registered so `/stop` can abort the call (there is no run id to address); the Gateway
-    // cancels a run whose caller went away (on_disconnect=cancel).
-    let running = inner
-        .runs
-        .register(conversation_key(msg), thread.clone(), None);
     // A slow answer gets the "working on it" notice (placeholder channels only).
     let mut placeholder_at = placeholder_due(inner, msg);
-    let waited = awaiting(
+    // Started in the background and joined, rather than waited for in one call: the run has
+    // an id from the start, which `/stop` cancels by and a restart follows (issue 19).
+    let created = awaiting(
         inner,
         msg,
         &mut placeholder_at,
-        inner.gateway.wait_run(owner, thread, request),
-    );
-    let result = tokio::select! {
-        result = waited => Some(result),
-        () = running.aborted() => None,
+        inner.gateway.create_run(owner, thread, request),
+    )
+    .await;
+    let run_id = match created {
+        Ok(run_id) => run_id,
+        Err(error) => return not_started(inner, msg, &error, quiet).await,
     };
+    if let Some(entry) = Entry::current() {
+        entry.run_started(thread.as_str(), &run_id).await;
+    }
+    let running = inner
+        .runs
+        .register(conversation_key(msg), thread.clone(), Some(run_id.clone()));
+    let joined = awaiting(
+        inner,
+        msg,
+        &mut placeholder_at,
+        join(inner, owner, thread, &run_id),
+    )
+    .await;
+    let stopped = running.stopped();
     drop(running);
-    let Some(result) = result else {
-        tracing::info!("Stopped waiting for the run on request.");
-        publish_final(inner, msg, source, Turn::default(), Ending::Stopped, None).await;
-        metrics::counter!(names::RUNS, "outcome" => Ending::Stopped.outcome()).increment(1);
-        return (Disposition::Keep, RunStart::Started);
-    };
-    match result {
-        Ok(values) => {
-            let failed = values.get("status").and_then(|s| s.as_str()) == Some("error");
-            // Each goal continuation ends in its own final, even where partial updates
-            // cannot be shown.
-            let snapshot = Snapshot::from_value(&values);
-            let segments = super::turn::segments(&snapshot);
-            let last = segments.len().saturating_sub(1);
-            let max = snapshot
-                .goal_progress()
-                .map_or(0, |(_, max)| i64::from(max));
-            for (i, turn) in segments.into_iter().enumerate() {
-                let marker = match i {
-                    0 => None,
-                    n => Some(
-                        continuation_marker(inner, msg, i64::try_from(n).unwrap_or(i64::MAX), max)
-                            .await,
-                    ),
-                };
-                let ending = if failed && i == last {
-                    Ending::Failed
-                } else {
-                    Ending::Complete
-                };
-                publish_final(inner, msg, source, turn, ending, marker.as_deref()).await;
-            }
-            metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" }).increment(1);
-            (
-                if failed {
-                    Disposition::Release
-                } else {
-                    Disposition::Keep
-                },
-                RunStart::Started,
-            )
+    match joined {
+        Ok(_) if stopped => {
+            publish_final(inner, msg, source, Turn::default(), Ending::Stopped, None).await;
+            metrics::counter!(names::RUNS, "outcome" => Ending::Stopped.outcome()).increment(1);
+            (Disposition::Keep, RunStart::Started)
         }
-        // The wait timed out or the connection dropped after the run was accepted; the
-        // Gateway cancels the run (on_disconnect=cancel), so nothing was answered.
-        Err(error @ (GatewayError::Timeout | GatewayError::StreamClosed)) => {
+        Ok((values, failed)) => (
+            publish_values(inner, msg, source, &values, failed).await,
+            RunStart::Started,
+        ),
+        Err(error) => {
+            // The run was accepted but its end never came (the wait timed out, the
+            // Gateway went away): it is stopped, so it cannot answer after the failure reply.
             tracing::warn!(%error, "Waiting for the run failed.");
+            if let Err(error) = inner.gateway.cancel_run(owner, thread, &run_id).await {
+                tracing::debug!(%error, "Cancelling a run that was waited for in vain failed.");
+            }
             inner.replier.reply(msg, m::RUN_FAILED, &[]).await;
             metrics::counter!(names::RUNS, "outcome" => "failed").increment(1);
             (Disposition::Release, RunStart::Started)
         }
-        Err(error) => not_started(inner, msg, &error, quiet).await,
+    }
+}
+
+/// Joins run `run_id` until it ended: the thread's values then, and whether the run failed.
+async fn join(
+    inner: &Inner,
+    owner: Option<&Owner>,
+    thread: &ThreadId,
+    run_id: &str,
+) -> Result<(Value, bool), GatewayError> {
+    let values = inner.gateway.join_run(owner, thread, run_id).await?;
+    let failed = match inner.gateway.get_run(owner, thread, run_id).await {
+        Ok(status) => status == RunStatus::Error,
+        // The values came; a failed status read only loses the failure flag.
+        Err(_) => values.get("status").and_then(|s| s.as_str()) == Some("error"),
+    };
+    Ok((values, failed))
+}
+
+/// Follows run `run_id`, started by a previous process for `msg` (issue 19): joins it while
+/// it runs, or reads the thread when it already ended, and publishes the answer. `None`
+/// when the Gateway does not know the run (it restarted and lost it): the caller runs the
+/// message again.
+pub(super) async fn follow(
+    inner: &Inner,
+    msg: &InboundMessage,
+    thread: &ThreadId,
+    run_id: &str,
+) -> Option<Disposition> {
+    let owner = inner.owner(msg);
+    let owner = owner.as_ref();
+    let source = Source { thread, owner };
+    let running = inner.runs.register(
+        conversation_key(msg),
+        thread.clone(),
+        Some(run_id.to_owned()),
+    );
+    let outcome = match inner.gateway.get_run(owner, thread, run_id).await {
+        Ok(status) if status.is_active() => {
+            tracing::info!("Following a run a previous process started.");
+            join(inner, owner, thread, run_id).await
+        }
+        Ok(status) => inner
+            .gateway
+            .get_thread_state(owner, thread)
+            .await
+            .map(|state| (state.values, status == RunStatus::Error)),
+        Err(GatewayError::NotFound) => return None,
+        Err(error) => Err(error),
+    };
+    let stopped = running.stopped();
+    drop(running);
+    Some(match outcome {
+        Ok(_) if stopped => {
+            publish_final(inner, msg, source, Turn::default(), Ending::Stopped, None).await;
+            Disposition::Keep
+        }
+        Ok((values, failed)) => publish_values(inner, msg, source, &values, failed).await,
+        Err(error) => {
+            tracing::warn!(%error, "Following a recovered run failed.");
+            let id = if is_unavailable(&error) {
+                m::ERR_GATEWAY_UNAVAILABLE
+            } else {
+                m::RUN_FAILED
+            };
+            inner.replier.reply(msg, id, &[]).await;
+            Disposition::Release
+        }
+    })
+}
+
+/// Publishes the answer in a run's final `values`: one final per goal-continuation segment
+/// (each continuation in its own message, even where partial updates cannot be shown), the
+/// last one ending as failed when the run failed.
+async fn publish_values(
+    inner: &Inner,
+    msg: &InboundMessage,
+    source: Source<'_>,
+    values: &Value,
+    failed: bool,
+) -> Disposition {
+    let snapshot = Snapshot::from_value(values);
+    let segments = super::turn::segments(&snapshot);
+    let last = segments.len().saturating_sub(1);
+    let max = snapshot
+        .goal_progress()
+        .map_or(0, |(_, max)| i64::from(max));
+    for (i, turn) in segments.into_iter().enumerate() {
+        let marker = match i {
+            0 => None,
+            n => Some(
+                continuation_marker(inner, msg, i64::try_from(n).unwrap_or(i64::MAX), max).await,
+            ),
+        };
+        let ending = if failed && i == last {
+            Ending::Failed
+        } else {
+            Ending::Complete
+        };
+        publish_final(inner, msg, source, turn, ending, marker.as_deref()).await;
+    }
+    metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" })
+        .increment(1);
+    if failed {
+        Disposition::Release
+    } else {
+        Disposition::Keep
     }
 }
 
@@ -507,6 +605,14 @@ async fn publish_final(
     }
     let text = match marker {
         Some(line) => format!("{line}\n\n{text}"),
+        None => text,
+    };
+    // A reply a restarted bridge (or another replica) finished says why it comes late.
+    let text = match Entry::current().filter(Entry::recovered) {
+        Some(_) => {
+            let note = inner.replier.text(&locale, m::RUN_RECOVERED, &[]);
+            format!("{note}\n\n{text}")
+        }
         None => text,
     };
     let text = match caps {

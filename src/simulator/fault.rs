@@ -107,6 +107,8 @@ pub enum Route {
     RunCreate,
     /// `POST …/runs/{run_id}/cancel`.
     RunCancel,
+    /// `GET …/runs/{run_id}/join`.
+    RunJoin,
     /// `GET …/goal`.
     GoalGet,
     /// `PUT …/goal`.

@@ -51,6 +51,10 @@ pub(crate) fn router(sim: Simulator) -> Router {
             post(runs::cancel),
         )
         .route(
+            "/api/threads/{thread_id}/runs/{run_id}/join",
+            get(runs::join),
+        )
+        .route(
             "/api/threads/{thread_id}/goal",
             get(goal::get).put(goal::put).delete(goal::delete),
         )

@@ -465,6 +465,50 @@ pub(crate) async fn get(
     }
 }
 
+/// `GET …/runs/{run_id}/join` (LangGraph's `runs.join`): waits until the run ended, then
+/// answers the thread's values, as `/runs/wait` does. 404 for an unknown run; a run that
+/// already ended answers at once. A client that goes away only stops waiting: joining never
+/// cancels the run.
+pub(crate) async fn join(
+    State(sim): State<Simulator>,
+    Path((thread_id, run_id)): Path<(String, String)>,
+    Extension(caller): Extension<Caller>,
+    Extension(conn): Extension<Conn>,
+) -> Response {
+    if !wire::valid_thread_id(&thread_id) {
+        return wire::bad_path_thread_id(&thread_id);
+    }
+    if !matches!(sim.state().visible(&thread_id, &caller), Lookup::Found(_)) {
+        return wire::thread_not_found(&thread_id);
+    }
+    if let Some(answer) = fault(&sim, Route::RunJoin, Some(&thread_id), &conn).await {
+        return answer;
+    }
+    let mut changed = sim.subscribe();
+    loop {
+        {
+            let state = sim.state();
+            match state.runs.get(&run_id).filter(|r| r.thread_id == thread_id) {
+                None => {
+                    return wire::detail(StatusCode::NOT_FOUND, format!("Run {run_id} not found"));
+                }
+                Some(run) if !run.status.is_active() => {
+                    let values = state
+                        .threads
+                        .get(&thread_id)
+                        .map_or_else(|| json!({}), |t| t.values());
+                    return wire::json_response(StatusCode::OK, values);
+                }
+                Some(_) => {}
+            }
+        }
+        tokio::select! {
+            changed = changed.changed() => if changed.is_err() { return unavailable() },
+            () = sim.stop_token().cancelled() => return unavailable(),
+        }
+    }
+}
+
 /// The query of a cancel request.
 #[derive(Debug, Deserialize)]
 pub(crate) struct CancelQuery {

@@ -37,10 +37,12 @@
 //! Times are unix seconds (bindings, reply-chain records) and milliseconds (dedupe, leases)
 //! from the replica's clock, as in the SQLite store.
 //!
-//! Children: `schema` (the embedded migrations and applying them), `conversations`
+//! Children: `schema` (the embedded migrations and applying them), `journal` (the
+//! in-flight journal, issue 19), `conversations`
 //! (reply-chain records and pruning), `tests`.
 
 mod conversations;
+mod journal;
 mod schema;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,8 +55,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls, Row};
 
 use super::{
-    Binding, BindingWrite, ConversationKey, DedupeKey, Pruned, Store, StoreError, ttl_millis,
-    unix_millis, unix_seconds,
+    Binding, BindingWrite, ConversationKey, DedupeKey, JournalRecord, Journaled, Pruned, Store,
+    StoreError, ttl_millis, unix_millis, unix_seconds,
 };
 use crate::gateway::ThreadId;
 
@@ -473,6 +475,44 @@ impl Store for PostgresStore {
 
     async fn prune_conversations(&self, older_than: Duration) -> Result<Pruned, StoreError> {
         self.prune(older_than).await
+    }
+
+    async fn journal_admit(
+        &self,
+        dedupe: Option<(&DedupeKey, Duration)>,
+        id: &str,
+        record: &JournalRecord,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        self.admit_journaled(dedupe, id, record, holder, lease)
+            .await
+    }
+
+    async fn journal_save(
+        &self,
+        id: &str,
+        record: &JournalRecord,
+        holder: &str,
+    ) -> Result<bool, StoreError> {
+        self.save_journaled(id, record, holder).await
+    }
+
+    async fn journal_remove(&self, id: &str) -> Result<(), StoreError> {
+        self.remove_journaled(id).await
+    }
+
+    async fn journal_claim(
+        &self,
+        holder: &str,
+        lease: Duration,
+        take_live: bool,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        self.claim_journaled(holder, lease, take_live).await
+    }
+
+    async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {
+        self.renew_journaled(holder, lease).await
     }
 
     async fn get_chat_locale(

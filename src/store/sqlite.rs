@@ -51,6 +51,7 @@ use tokio::sync::{mpsc, oneshot};
 use self::db::{Caches, Db};
 use self::worker::{Job, Step};
 
+use super::journal::{self, JournalRecord, Journaled};
 use super::{
     Binding, BindingWrite, ConversationKey, DedupeKey, Pruned, Store, StoreError, ttl_millis,
     unix_millis, unix_seconds,
@@ -379,6 +380,88 @@ impl Store for SqliteStore {
             )
             .await?;
         Ok(pruned)
+    }
+
+    async fn journal_admit(
+        &self,
+        dedupe: Option<(&DedupeKey, Duration)>,
+        id: &str,
+        record: &JournalRecord,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        let dedupe = dedupe.map(|(key, ttl)| (key.clone(), ttl_millis(ttl)));
+        let (id, record, holder) = (id.to_owned(), journal::encode(record), holder.to_owned());
+        let lease_ms = ttl_millis(lease);
+        self.call(
+            "journal_admit",
+            move |db| {
+                let dedupe = dedupe.as_ref().map(|(key, ttl)| (key, *ttl));
+                db.journal_admit(dedupe, &id, &record, &holder, unix_millis(), lease_ms)
+            },
+            |_, _| {},
+        )
+        .await
+    }
+
+    async fn journal_save(
+        &self,
+        id: &str,
+        record: &JournalRecord,
+        holder: &str,
+    ) -> Result<bool, StoreError> {
+        let (id, record, holder) = (id.to_owned(), journal::encode(record), holder.to_owned());
+        self.call(
+            "journal_save",
+            move |db| db.journal_save(&id, &record, &holder),
+            |_, _| {},
+        )
+        .await
+    }
+
+    async fn journal_remove(&self, id: &str) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.call(
+            "journal_remove",
+            move |db| db.journal_remove(&id),
+            |_, _| {},
+        )
+        .await
+    }
+
+    async fn journal_claim(
+        &self,
+        holder: &str,
+        lease: Duration,
+        take_live: bool,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let holder = holder.to_owned();
+        let lease_ms = ttl_millis(lease);
+        let (claimed, unreadable) = self
+            .call(
+                "journal_claim",
+                move |db| db.journal_claim(&holder, unix_millis(), lease_ms, take_live),
+                |_, _| {},
+            )
+            .await?;
+        if unreadable > 0 {
+            tracing::warn!(
+                entries = unreadable,
+                "Dropped journal entries this build cannot read."
+            );
+        }
+        Ok(claimed)
+    }
+
+    async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {
+        let holder = holder.to_owned();
+        let lease_ms = ttl_millis(lease);
+        self.call(
+            "journal_renew",
+            move |db| db.journal_renew(&holder, unix_millis().saturating_add(lease_ms)),
+            |_, _| {},
+        )
+        .await
     }
 
     async fn get_chat_locale(

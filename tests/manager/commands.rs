@@ -123,7 +123,7 @@ async fn slash_skills_route_as_chat_only_when_enabled() {
         .script_next_run(Script::with_answer("summary!").chunks(1));
     assert_eq!(h.ask("/summarize this thread", 1).await, "summary!");
     assert_eq!(
-        h.first_body("/runs/wait")["input"]["messages"][0]["content"],
+        h.first_body("/runs")["input"]["messages"][0]["content"],
         "/summarize this thread"
     );
     assert_eq!(
@@ -143,7 +143,7 @@ async fn bootstrap_runs_with_the_flag_and_default_text() {
     let h = Harness::final_only().await;
     h.say("/bootstrap").await;
     h.channel.wait_finals(1).await;
-    let body = h.first_body("/runs/wait");
+    let body = h.first_body("/runs");
     assert_eq!(body["context"]["is_bootstrap"], true);
     assert_eq!(
         body["input"]["messages"][0]["content"],

@@ -126,7 +126,7 @@ async fn session_layers_reach_the_run() {
     let h = Harness::with(options).await;
     h.say("hi").await;
     h.channel.wait_finals(1).await;
-    let body = h.first_body("/runs/wait");
+    let body = h.first_body("/runs");
     assert_eq!(body["assistant_id"], "lead_agent");
     assert_eq!(body["context"]["agent_name"], "coder-bot");
     assert_eq!(body["context"]["thinking_enabled"], false);

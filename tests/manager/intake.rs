@@ -7,7 +7,7 @@ use std::time::Duration;
 use im_bridge::daemon::DaemonExit;
 use im_bridge::simulator::{Hold, Script};
 
-use crate::support::{Harness, Options, streaming};
+use crate::support::{Harness, Options, catalog_text, streaming};
 
 #[tokio::test]
 async fn a_serializing_channel_queues_same_conversation_messages_in_order() {
@@ -69,7 +69,7 @@ async fn a_full_queue_tells_the_sender_instead_of_dropping_silently() {
             .hold(Hold::UntilFinished),
     );
     h.say("first").await;
-    h.wait_until_sent(1, "/runs/wait").await;
+    h.wait_until_sent(1, "/runs").await;
     // One worker is busy and the one queue slot fills: the third message is refused.
     h.say("second").await;
     h.say("third").await;
@@ -100,26 +100,38 @@ async fn shutdown_with_an_in_flight_run_delivers_its_final_first() {
 }
 
 #[tokio::test]
-async fn shutdown_past_the_grace_period_cancels_and_releases_the_key() {
+async fn issue_19_shutdown_past_the_grace_period_leaves_the_turn_to_the_next_start() {
     let h = Harness::with(Options {
         grace: Duration::from_millis(100),
         ..Options::final_only()
     })
     .await;
     h.sim.script_next_run(
-        Script::with_answer("never")
+        Script::with_answer("the answer")
             .chunks(1)
             .hold(Hold::UntilFinished),
     );
     let msg = h.say("stuck").await;
-    h.wait_until_sent(1, "/runs/wait").await;
+    // Joined: the run's id is journaled by then.
+    h.wait_until_sent(1, "/join").await;
     let h = h.restart().await;
-    // The cancelled message's key was released: its redelivery runs after the restart.
-    h.sim
-        .script_next_run(Script::with_answer("done now").chunks(1));
-    h.finish_runs();
+    // The run outlived the stopped bridge (`on_disconnect: continue`); the next start
+    // follows it by id, and the platform's redelivery is a duplicate.
+    h.wait_until_sent(2, "/join").await;
     h.send(msg).await;
-    assert_eq!(h.channel.wait_finals(1).await, ["done now"]);
+    h.finish_runs();
+    let late = catalog_text("en-US")("run-recovered", &[]);
+    assert_eq!(
+        h.channel.wait_finals(1).await,
+        [format!("{late}\n\nthe answer")]
+    );
+    let starts = h
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/runs"))
+        .count();
+    assert_eq!(starts, 1, "the run is not started twice");
     h.stop().await;
 }
 

@@ -195,31 +195,36 @@ impl Delivery {
     ///
     /// A final's `Ok` names the message that shows it (the streamed message it finished, or
     /// the one it was sent as), so the daemon can tell which conversation a later reply to
-    /// it belongs to; a partial's is `None`.
+    /// it belongs to; a partial's names the message showing its stream once there is one
+    /// (the daemon journals it, so a restarted bridge can finish that same message).
+    ///
+    /// A final whose metadata carries [`RESUME_MESSAGE_KEY`] and whose stream is not live
+    /// (the process that streamed it stopped) finishes that message instead of sending a new
+    /// one; if it can no longer be edited, the final is sent as a new message.
     pub async fn deliver(&self, msg: &OutboundMessage) -> ChannelResult<Option<MessageId>> {
         if msg.is_final {
             self.deliver_final(msg).await.map(Some)
         } else {
-            self.deliver_partial(msg).await;
-            Ok(None)
+            Ok(self.deliver_partial(msg).await)
         }
     }
 
-    async fn deliver_partial(&self, msg: &OutboundMessage) {
+    async fn deliver_partial(&self, msg: &OutboundMessage) -> Option<MessageId> {
         if !self.channel.capabilities().shows_partial_updates() {
-            return;
+            return None;
         }
         let stream = self.streams.get_or_open(msg, &self.shutdown);
         if stream.offer(&msg.text) == Offer::Flush {
-            self.flusher.flush(stream).await;
+            self.flusher.flush(stream.clone()).await;
         }
+        stream.message()
     }
 
     async fn deliver_final(&self, msg: &OutboundMessage) -> ChannelResult<MessageId> {
         let key = (msg.chat_id.clone(), msg.thread_ts.clone());
         let started = match self.streams.remove(&key) {
             Some(stream) => stream.close().await,
-            None => None,
+            None => resumed(msg),
         };
         let stack = &self.flusher.stack;
         let target = SendTarget::from(msg);
@@ -253,6 +258,19 @@ impl Delivery {
         }
         Ok(shown)
     }
+}
+
+/// The metadata key naming the platform message an earlier process streamed this reply
+/// into (see [`Delivery::deliver`]).
+pub const RESUME_MESSAGE_KEY: &str = "im_bridge_resume_message";
+
+/// The message a final resumes, on a channel that edits streamed messages.
+fn resumed(msg: &OutboundMessage) -> Option<MessageId> {
+    msg.metadata
+        .get(RESUME_MESSAGE_KEY)
+        .and_then(|id| id.as_str())
+        .filter(|id| !id.is_empty())
+        .map(MessageId::new)
 }
 
 impl Drop for Delivery {

@@ -52,6 +52,17 @@ pub enum ChannelError {
     ReplyWindow(&'static str),
 }
 
+impl ChannelError {
+    /// Whether the same call may succeed later (rate limit, network or platform trouble, a
+    /// channel restarting), as opposed to a refusal that will not change.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Self::RetryAfter(_) | Self::Transport(_) | Self::Stopped
+        )
+    }
+}
+
 /// Reads a platform's request to slow down out of an error.
 pub trait RetryAfterHint {
     /// How long to wait before the next call, if the platform said so.

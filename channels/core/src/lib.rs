@@ -35,8 +35,8 @@ pub use commands::CommandVocabulary;
 pub use config::{ConfigIssue, Issues, Severity};
 pub use delivery::{
     ChannelExt, Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT, MAX_SOURCES,
-    MAX_STREAMS, PassiveReplies, REPLY_WINDOW_REFUSED, ReplyQuotas, RetryFinals, RetryPolicy,
-    TRUNCATED_NOTE_KEY, Throttle, split,
+    MAX_STREAMS, PassiveReplies, REPLY_WINDOW_REFUSED, RESUME_MESSAGE_KEY, ReplyQuotas,
+    RetryFinals, RetryPolicy, TRUNCATED_NOTE_KEY, Throttle, split,
 };
 pub use error::{ChannelError, ChannelResult, RetryAfterHint};
 pub use ids::{ChatId, MessageId, UserId};

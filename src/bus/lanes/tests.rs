@@ -257,7 +257,7 @@ async fn the_hook_hears_which_message_shows_the_final() {
         .await;
     channel.gate.add_permits(1);
     let shown = tokio::time::timeout(DEADLINE, rx).await.unwrap().unwrap();
-    assert_eq!(shown, Some(MessageId::new("shown-answer")));
+    assert_eq!(shown, Landed::Shown(Some(MessageId::new("shown-answer"))));
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,6 +1,7 @@
 //! `/stop` (also `/cancel`): stops the conversation's run in flight through the Gateway
-//! (`POST …/runs/{run_id}/cancel?action=interrupt`; a run waited for in one call, by
-//! dropping that call). What the agent wrote so far stays; the
+//! (`POST …/runs/{run_id}/cancel?action=interrupt`), on every channel: runs outlive their
+//! connection (`on_disconnect: "continue"`), so hanging up stops nothing. What the agent
+//! wrote so far stays; the
 //! run's own final then ends with the localized "stopped" line, so this command replies
 //! only when there is nothing to stop or the stop failed.
 
@@ -26,11 +27,9 @@ async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
         return Disposition::Keep;
     };
     let Some(run_id) = run.run_id.as_deref() else {
-        // A run waited for in one call (channels that show finals only) has no id to
-        // address: its turn drops the call, and the Gateway cancels a run whose caller
-        // went away. The turn's final says it stopped.
-        tracing::info!("Aborting the wait for the run in flight.");
-        run.abort();
+        // A Gateway that named no run (no `Content-Location`): there is nothing to address.
+        tracing::warn!("The run in flight has no id; it cannot be stopped.");
+        inner.replier.reply(msg, m::CMD_STOP_FAILED, &[]).await;
         return Disposition::Keep;
     };
     // Marked first: the run's stream may end the moment the Gateway accepts.

@@ -60,6 +60,18 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX im_bridge_messages_seq ON im_bridge_messages (seq);
     CREATE INDEX im_bridge_messages_touched_at ON im_bridge_messages (touched_at);",
+    // 4: the in-flight journal (issue 19); `record` is the manager's JSON, `seq` the
+    // admission order (the cap trims the lowest; claims return entries in order).
+    "CREATE TABLE im_bridge_journal (
+        id          TEXT NOT NULL PRIMARY KEY,
+        record      TEXT NOT NULL,
+        holder      TEXT NOT NULL,
+        lease_until BIGINT NOT NULL,           -- unix milliseconds
+        created_at  BIGINT NOT NULL,           -- unix milliseconds
+        seq         BIGSERIAL NOT NULL
+    );
+    CREATE INDEX im_bridge_journal_seq ON im_bridge_journal (seq);
+    CREATE INDEX im_bridge_journal_holder ON im_bridge_journal (holder);",
 ];
 
 impl PostgresStore {

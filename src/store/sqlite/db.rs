@@ -10,9 +10,11 @@
 //! to go through this thread, which the lock file guarantees for im-bridge processes; editing
 //! the file by hand while the daemon runs is not supported.
 //!
-//! Children: `conversations` (reply-chain records and pruning, issue 13).
+//! Children: `conversations` (reply-chain records and pruning, issue 13), `journal` (the
+//! in-flight journal, issue 19).
 
 mod conversations;
+mod journal;
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions, TryLockError};

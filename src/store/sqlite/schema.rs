@@ -84,4 +84,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX messages_touched_at ON messages (touched_at);
     ",
+    // 4: the in-flight journal (issue 19). `record` is the manager's JSON; `seq` orders
+    // entries by admission, so the cap trims the oldest and a claim returns them in order.
+    "
+    CREATE TABLE journal (
+        seq         INTEGER PRIMARY KEY,
+        id          TEXT NOT NULL UNIQUE,
+        record      TEXT NOT NULL,
+        holder      TEXT NOT NULL,
+        lease_until INTEGER NOT NULL,   -- unix milliseconds
+        created_at  INTEGER NOT NULL    -- unix milliseconds
+    ) STRICT;
+    ",
 ];

@@ -166,6 +166,11 @@ impl Stream {
         lock(&self.state).message.clone()
     }
 
+    /// The message showing the stream, once one was started.
+    pub(super) fn message(&self) -> Option<MessageId> {
+        lock(&self.state).message.clone()
+    }
+
     /// Stops showing anything: drops the pending text and stops the flusher.
     fn abandon(&self) {
         let mut state = lock(&self.state);

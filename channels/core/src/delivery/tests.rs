@@ -48,6 +48,35 @@ async fn stream_starts_then_edits_then_finishes() {
 }
 
 #[tokio::test]
+async fn issue_19_partials_name_their_stream_message_and_a_final_resumes_one() {
+    let (rec, d) = engine(unpaced());
+    assert_eq!(
+        d.deliver(&out("a ▉", false)).await.unwrap(),
+        Some(MessageId::new("m1"))
+    );
+    // A restarted process finishes the message the previous one streamed into.
+    let (rec2, d2) = engine(unpaced());
+    let mut resumed = out("the answer", true);
+    resumed
+        .metadata
+        .insert(RESUME_MESSAGE_KEY.into(), "m1".into());
+    assert_eq!(
+        d2.deliver(&resumed).await.unwrap(),
+        Some(MessageId::new("m1"))
+    );
+    assert_eq!(
+        rec2.calls(),
+        [Call::Finish("m1".into(), "the answer".into())]
+    );
+    // A live stream wins over the key.
+    d.deliver(&resumed).await.unwrap();
+    assert_eq!(
+        rec.calls().last(),
+        Some(&Call::Finish("m1".into(), "the answer".into()))
+    );
+}
+
+#[tokio::test]
 async fn final_only_channels_drop_partials() {
     let (rec, d) = engine(Capabilities::final_only(100));
     d.deliver(&out("partial", false)).await.unwrap();

@@ -1,0 +1,553 @@
+//! The in-flight journal (issue 19): every admitted chat message is recorded in the store
+//! until its final landed, so a bridge that was killed, or stopped mid-turn, finishes it on
+//! its next start, and on a shared store another replica does once this one's lease on the
+//! entry ran out.
+//!
+//! # An entry's life
+//!
+//! 1. **Admitted** with its dedupe record in one store transaction ([`Journal::admit`]): a
+//!    platform's redelivery after a crash is still refused as a duplicate, and the entry is
+//!    what makes sure the message is answered anyway.
+//! 2. **Running** once the Gateway accepted the run: the run id is saved before the first
+//!    event is read. Runs are started with `on_disconnect: "continue"`, so a run outlives
+//!    the bridge and a restarted bridge follows the same run instead of starting another.
+//!    The platform message a streamed reply is shown in (the queued notice, the placeholder
+//!    or the first partial) is saved as soon as it exists.
+//! 3. **Final pending** when a final could not be delivered for a reason that may pass (a
+//!    platform outage, a long `Retry-After`, the network): its text stays in the entry and
+//!    is retried with backoff for `bridge.final_retry_hours`, across restarts.
+//! 4. Deleted once every final of the turn landed (or was refused for good, which a retry
+//!    cannot change).
+//!
+//! # How replies find their entry
+//!
+//! The manager runs a journaled message's turn inside [`Entry::scope`], a task-local: every
+//! reply the turn publishes, however deep in the command and run code, is tracked against
+//! the entry by `Replier::publish_keeping` without threading the entry through each call.
+//! Work outside a journaled turn (commands, goal flows) publishes untracked, as before.
+//!
+//! # Recovery
+//!
+//! At start the manager claims the entries no live process holds (with the single-replica
+//! SQLite store, every entry: its lock file proves the previous holder dead) and finishes
+//! each (`recover.rs`): an admitted message runs now, a running one is followed by its run
+//! id (its answer read when it ended, and the streamed message completed in place), a
+//! pending final is retried. A recovered reply opens with a short localized line saying why
+//! it comes late. Holders renew their leases every third of the lease; on a shared store
+//! every replica claims expired entries at the same pace.
+//!
+//! Bounded: entries exist only for messages queued, running or with finals pending (at most
+//! `final_retry_hours`), and the store caps them ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use im_bridge_channel::backoff::Backoff;
+use im_bridge_channel::{InboundMessage, MsgType, OutboundMessage, RESUME_MESSAGE_KEY};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::bus::{AfterShown, Landed, Outbound};
+use crate::store::{
+    DedupeKey, JournalRecord, JournalState, Journaled, PendingFinal, Store, unix_millis,
+};
+
+tokio::task_local! {
+    /// The entry whose turn this task runs; see the module docs.
+    static CURRENT: Entry;
+}
+
+/// The journal's settings.
+#[derive(Clone, Debug)]
+pub struct JournalConfig {
+    /// How long an entry stays this process's without a renewal.
+    pub lease: Duration,
+    /// How long a final that cannot be delivered is retried (`bridge.final_retry_hours`).
+    pub final_retry: Duration,
+}
+
+/// The default `bridge.final_retry_hours`.
+pub const DEFAULT_FINAL_RETRY_HOURS: u64 = 6;
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        Self {
+            lease: crate::lease::DEFAULT_TTL,
+            final_retry: Duration::from_secs(DEFAULT_FINAL_RETRY_HOURS * 3600),
+        }
+    }
+}
+
+/// The first wait before a pending final is tried again; it doubles up to
+/// [`RETRY_MAX_WAIT`].
+const RETRY_FIRST_WAIT: Duration = Duration::from_secs(2);
+/// The longest wait between two tries of a pending final.
+const RETRY_MAX_WAIT: Duration = Duration::from_secs(300);
+
+/// What admitting a message found.
+pub(crate) enum Admission {
+    /// A live dedupe record says this is a redelivery.
+    Duplicate,
+    /// New: handle it (journaled when it has an entry).
+    New(Option<Entry>),
+}
+
+/// The journal: the store, this process's holder name, and the tasks retrying finals.
+pub(crate) struct Journal {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    store: Arc<dyn Store>,
+    /// This manager's name as the holder of entries: unique per start, so a restarted
+    /// process never mistakes its predecessor's entries for its own.
+    holder: String,
+    /// Where retried finals are published.
+    outbound: Arc<Outbound>,
+    config: JournalConfig,
+    /// Retries of pending finals, cancelled at shutdown (their entries stay in the store).
+    retries: TaskTracker,
+    stop: CancellationToken,
+}
+
+impl Journal {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        outbound: Arc<Outbound>,
+        config: JournalConfig,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                store,
+                holder: crate::lease::holder_id(),
+                outbound,
+                config,
+                retries: TaskTracker::new(),
+                stop: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// The settings.
+    pub(crate) fn config(&self) -> &JournalConfig {
+        &self.shared.config
+    }
+
+    /// Records `msg`'s delivery (`dedupe`) and, for a chat message, its journal entry, in
+    /// one transaction. A store failure admits the message unjournaled (fail open, as the
+    /// dedupe record always did: a hiccup must not lose a message).
+    pub(crate) async fn admit(
+        &self,
+        msg: &InboundMessage,
+        dedupe: Option<&DedupeKey>,
+    ) -> Admission {
+        let store = &self.shared.store;
+        if msg.msg_type != MsgType::Chat {
+            return match dedupe {
+                None => Admission::New(None),
+                Some(key) => match store.dedupe_admit(key, super::DEDUPE_TTL).await {
+                    Ok(true) => Admission::New(None),
+                    Ok(false) => Admission::Duplicate,
+                    Err(error) => {
+                        tracing::warn!(%error, "Dedupe lookup failed; handling the message anyway.");
+                        Admission::New(None)
+                    }
+                },
+            };
+        }
+        let id = new_id();
+        let record = JournalRecord::admitted(msg.clone());
+        let config = &self.shared.config;
+        match store
+            .journal_admit(
+                dedupe.map(|key| (key, super::DEDUPE_TTL)),
+                &id,
+                &record,
+                &self.shared.holder,
+                config.lease,
+            )
+            .await
+        {
+            Ok(true) => Admission::New(Some(Entry::new(
+                self.shared.clone(),
+                id,
+                unix_millis(),
+                record,
+                false,
+            ))),
+            Ok(false) => Admission::Duplicate,
+            Err(error) => {
+                tracing::warn!(%error, "Journaling a message failed; handling it unjournaled.");
+                Admission::New(None)
+            }
+        }
+    }
+
+    /// Takes over the entries no live process holds (`take_live`: every entry another
+    /// holder has, for a store only one process opens), oldest first, as entries this
+    /// process now owns. Entries older than the retry window are dropped, logged.
+    pub(crate) async fn claim(&self, take_live: bool) -> Vec<Entry> {
+        let shared = &self.shared;
+        let claimed = match shared
+            .store
+            .journal_claim(&shared.holder, shared.config.lease, take_live)
+            .await
+        {
+            Ok(claimed) => claimed,
+            Err(error) => {
+                tracing::warn!(%error, "Reading the journal failed; nothing recovered this time.");
+                return Vec::new();
+            }
+        };
+        let now = unix_millis();
+        let window = i64::try_from(shared.config.final_retry.as_millis()).unwrap_or(i64::MAX);
+        let mut entries = Vec::with_capacity(claimed.len());
+        for Journaled {
+            id,
+            created_ms,
+            record,
+        } in claimed
+        {
+            if now.saturating_sub(created_ms) > window {
+                tracing::warn!(
+                    channel = %record.message.channel_name,
+                    state = ?record.state,
+                    "Gave up on a journaled message older than the final retry window."
+                );
+                metrics::counter!(crate::admin::names::JOURNAL_GIVEN_UP).increment(1);
+                remove(&shared.store, &id).await;
+                continue;
+            }
+            entries.push(Entry::new(shared.clone(), id, created_ms, record, true));
+        }
+        if !entries.is_empty() {
+            tracing::info!(entries = entries.len(), "Recovering journaled messages.");
+        }
+        entries
+    }
+
+    /// Renews this process's lease on every entry it holds.
+    pub(crate) async fn renew(&self) {
+        let shared = &self.shared;
+        if let Err(error) = shared
+            .store
+            .journal_renew(&shared.holder, shared.config.lease)
+            .await
+        {
+            tracing::warn!(%error, "Renewing the journal lease failed.");
+        }
+    }
+
+    /// Stops the retries of pending finals and gives this process's leases up, so another
+    /// replica (or the next start) takes the entries at once. The entries stay.
+    pub(crate) async fn shut_down(&self) {
+        let shared = &self.shared;
+        shared.stop.cancel();
+        shared.retries.close();
+        shared.retries.wait().await;
+        if let Err(error) = shared
+            .store
+            .journal_renew(&shared.holder, Duration::ZERO)
+            .await
+        {
+            tracing::debug!(%error, "Giving the journal leases up failed.");
+        }
+    }
+}
+
+/// A new entry id: random, 128 bits, hex.
+fn new_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+async fn remove(store: &Arc<dyn Store>, id: &str) {
+    if let Err(error) = store.journal_remove(id).await {
+        tracing::warn!(%error, "Removing a journal entry failed; it will be recovered again.");
+    }
+}
+
+/// One admitted message's entry, owned by the work that handles it. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Entry(Arc<EntryState>);
+
+struct EntryState {
+    id: String,
+    created_ms: i64,
+    /// Claimed from a previous holder: its replies are marked late.
+    recovered: bool,
+    shared: Arc<Shared>,
+    progress: Mutex<Progress>,
+    /// Serializes saves, so the last save writes the newest record.
+    saving: tokio::sync::Mutex<()>,
+}
+
+struct Progress {
+    record: JournalRecord,
+    /// The turn finished publishing.
+    ended: bool,
+    /// Finals published whose fate is not known yet.
+    outstanding: usize,
+    /// A recovered reply still has to finish the message the previous process streamed
+    /// into (cleared by the first final that carries it).
+    resume: Option<String>,
+}
+
+impl Entry {
+    fn new(
+        shared: Arc<Shared>,
+        id: String,
+        created_ms: i64,
+        record: JournalRecord,
+        recovered: bool,
+    ) -> Self {
+        let resume = if recovered {
+            record.stream_message_id.clone()
+        } else {
+            None
+        };
+        Self(Arc::new(EntryState {
+            id,
+            created_ms,
+            recovered,
+            shared,
+            progress: Mutex::new(Progress {
+                record,
+                ended: false,
+                outstanding: 0,
+                resume,
+            }),
+            saving: tokio::sync::Mutex::new(()),
+        }))
+    }
+
+    /// The entry of the journaled turn this task runs, if any.
+    pub(crate) fn current() -> Option<Entry> {
+        CURRENT.try_with(Clone::clone).ok()
+    }
+
+    /// Runs `work` as this entry's turn (see the module docs).
+    pub(crate) async fn scope<F: Future>(&self, work: F) -> F::Output {
+        CURRENT.scope(self.clone(), work).await
+    }
+
+    /// Whether this entry was claimed from a previous holder.
+    pub(crate) fn recovered(&self) -> bool {
+        self.0.recovered
+    }
+
+    /// A copy of the record.
+    pub(crate) fn record(&self) -> JournalRecord {
+        self.progress().record.clone()
+    }
+
+    fn progress(&self) -> MutexGuard<'_, Progress> {
+        self.0
+            .progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records the thread the turn runs on.
+    pub(crate) async fn thread_resolved(&self, thread: &str) {
+        {
+            let mut progress = self.progress();
+            if progress.record.thread_id.as_deref() == Some(thread) {
+                return;
+            }
+            progress.record.thread_id = Some(thread.to_owned());
+        }
+        self.save().await;
+    }
+
+    /// Records that the Gateway accepted run `run_id`: from here on recovery follows it.
+    pub(crate) async fn run_started(&self, thread: &str, run_id: &str) {
+        {
+            let mut progress = self.progress();
+            progress.record.state = JournalState::Running;
+            progress.record.thread_id = Some(thread.to_owned());
+            progress.record.run_id = Some(run_id.to_owned());
+        }
+        self.save().await;
+    }
+
+    /// Prepares `out`, a reply of this entry's turn, and returns the hook that tracks it:
+    /// a recovered reply resumes the previous process's stream message, a final is counted
+    /// until it landed, a partial reports the stream message it is shown in.
+    pub(crate) fn track(&self, out: &mut OutboundMessage) -> Option<AfterShown> {
+        let mut progress = self.progress();
+        if let Some(message) = &progress.resume {
+            out.metadata
+                .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
+            if out.is_final {
+                progress.resume = None;
+            }
+        }
+        if out.is_final {
+            progress.outstanding += 1;
+            drop(progress);
+            let entry = self.clone();
+            let pending = PendingFinal {
+                text: out.text.clone(),
+                metadata: out.metadata.clone(),
+            };
+            return Some(Box::new(move |landed: Landed| {
+                Box::pin(async move { entry.final_landed(landed, pending).await })
+            }));
+        }
+        if progress.record.stream_message_id.is_some() {
+            return None;
+        }
+        drop(progress);
+        let entry = self.clone();
+        Some(Box::new(move |landed: Landed| {
+            Box::pin(async move {
+                if let Some(shown) = landed.shown() {
+                    entry.stream_shown(shown.as_str()).await;
+                }
+            })
+        }))
+    }
+
+    async fn stream_shown(&self, message: &str) {
+        {
+            let mut progress = self.progress();
+            if progress.record.stream_message_id.is_some() {
+                return;
+            }
+            progress.record.stream_message_id = Some(message.to_owned());
+        }
+        self.save().await;
+    }
+
+    async fn final_landed(&self, landed: Landed, pending: PendingFinal) {
+        {
+            let mut progress = self.progress();
+            progress.outstanding = progress.outstanding.saturating_sub(1);
+            match landed {
+                Landed::Shown(_) => {}
+                Landed::Failed { transient: true } => progress.record.finals.push(pending),
+                Landed::Failed { transient: false } => {
+                    // The platform refused it for good; trying again cannot change that.
+                }
+            }
+        }
+        self.settle().await;
+    }
+
+    /// The turn published everything it will: the entry goes once its finals landed.
+    pub(crate) async fn turn_ended(&self) {
+        self.progress().ended = true;
+        self.settle().await;
+    }
+
+    /// Once the turn ended and no final is in flight: deletes the entry, or keeps its
+    /// undelivered finals and retries them.
+    async fn settle(&self) {
+        let pending = {
+            let mut progress = self.progress();
+            if !progress.ended || progress.outstanding > 0 {
+                return;
+            }
+            if progress.record.finals.is_empty() {
+                false
+            } else {
+                progress.record.state = JournalState::FinalPending;
+                true
+            }
+        };
+        if !pending {
+            remove(&self.0.shared.store, &self.0.id).await;
+            return;
+        }
+        self.save().await;
+        self.retry_finals_later();
+    }
+
+    /// Retries this entry's pending finals in the background; see [`Entry::retry_finals`].
+    pub(crate) fn retry_finals_later(&self) {
+        let entry = self.clone();
+        let shared = self.0.shared.clone();
+        shared.retries.spawn(async move {
+            tokio::select! {
+                () = entry.retry_finals() => {}
+                () = entry.0.shared.stop.cancelled() => {}
+            }
+        });
+    }
+
+    /// Delivers the pending finals again with backoff until each landed or was refused for
+    /// good, or the retry window since admission is over; then deletes the entry.
+    async fn retry_finals(&self) {
+        let shared = &self.0.shared;
+        let mut backoff = Backoff::new(RETRY_FIRST_WAIT, RETRY_MAX_WAIT, RETRY_FIRST_WAIT);
+        let window = i64::try_from(shared.config.final_retry.as_millis()).unwrap_or(i64::MAX);
+        loop {
+            let finals = std::mem::take(&mut self.progress().record.finals);
+            if finals.is_empty() {
+                break;
+            }
+            let mut left = Vec::new();
+            for pending in finals {
+                if !self.deliver_again(&pending).await {
+                    left.push(pending);
+                }
+            }
+            let done = {
+                let mut progress = self.progress();
+                progress.record.attempts = progress.record.attempts.saturating_add(1);
+                progress.record.finals = left;
+                progress.record.finals.is_empty()
+            };
+            if done {
+                break;
+            }
+            if unix_millis().saturating_sub(self.0.created_ms) > window {
+                tracing::warn!("Gave up delivering a final after the retry window.");
+                metrics::counter!(crate::admin::names::JOURNAL_GIVEN_UP).increment(1);
+                break;
+            }
+            self.save().await;
+            tokio::time::sleep(backoff.next_wait()).await;
+        }
+        remove(&shared.store, &self.0.id).await;
+    }
+
+    /// Publishes `pending` once more and waits for its fate: `true` when it landed or was
+    /// refused for good.
+    async fn deliver_again(&self, pending: &PendingFinal) -> bool {
+        let mut out = self
+            .progress()
+            .record
+            .message
+            .reply(pending.text.clone(), true);
+        out.metadata.extend(pending.metadata.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let hook: AfterShown = Box::new(move |landed: Landed| {
+            Box::pin(async move {
+                let _ = tx.send(landed);
+            })
+        });
+        self.0.shared.outbound.publish(out, Some(hook)).await;
+        match rx.await {
+            Ok(Landed::Shown(_)) | Ok(Landed::Failed { transient: false }) => true,
+            Ok(Landed::Failed { transient: true }) | Err(_) => false,
+        }
+    }
+
+    async fn save(&self) {
+        let _saving = self.0.saving.lock().await;
+        let record = self.record();
+        let shared = &self.0.shared;
+        match shared
+            .store
+            .journal_save(&self.0.id, &record, &shared.holder)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::debug!("A journal entry was removed or taken over before a save.")
+            }
+            Err(error) => tracing::warn!(%error, "Saving a journal entry failed."),
+        }
+    }
+}

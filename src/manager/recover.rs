@@ -1,0 +1,111 @@
+//! Finishing what a previous process left in the journal (issue 19; `journal.rs` explains
+//! the entries).
+//!
+//! Each claimed entry is handled like a new message, in its conversation's line and in a
+//! worker slot, except that nothing is admitted again and its replies are marked late:
+//! - **admitted**: the message runs now;
+//! - **running**: the same run is followed by its id (`run::follow`): joined while it still
+//!   runs, its answer read from the thread when it already ended, and the reply finishes
+//!   the platform message the previous process streamed into. A run the Gateway no longer
+//!   knows (it restarted too) runs again;
+//! - **final pending**: the finals that did not land are retried in the background, outside
+//!   the line.
+
+use std::sync::Arc;
+
+use im_bridge_channel::InboundMessage;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use super::journal::Entry;
+use super::{Disposition, Manager, Place, dedupe, run};
+use crate::admin::names;
+use crate::gateway::ThreadId;
+use crate::store::JournalState;
+
+impl Manager {
+    /// Starts finishing each claimed entry (oldest first, so each conversation keeps its
+    /// order).
+    pub(super) fn spawn_recovered(
+        &self,
+        entries: Vec<Entry>,
+        tasks: &TaskTracker,
+        cancel: &CancellationToken,
+        slots: &Arc<Semaphore>,
+    ) {
+        for entry in entries {
+            let record = entry.record();
+            let state = match record.state {
+                JournalState::Admitted => "admitted",
+                JournalState::Running => "running",
+                JournalState::FinalPending => "final_pending",
+            };
+            metrics::counter!(names::JOURNAL_RECOVERED, "state" => state).increment(1);
+            if record.state == JournalState::FinalPending {
+                entry.retry_finals_later();
+                continue;
+            }
+            let msg = record.message;
+            let place = self.place_in_line(&msg);
+            let (manager, cancel, slots) = (self.clone(), cancel.clone(), slots.clone());
+            let span = tracing::info_span!("recovered", channel = %msg.channel_name, chat = %msg.chat_id, state);
+            tasks.spawn(
+                async move { manager.resume(entry, msg, cancel, place, slots).await }
+                    .instrument(span),
+            );
+        }
+    }
+
+    async fn resume(
+        &self,
+        entry: Entry,
+        msg: InboundMessage,
+        cancel: CancellationToken,
+        place: Place,
+        slots: Arc<Semaphore>,
+    ) {
+        let mut ticket = match place {
+            Place::InLine(ticket) => Some(ticket),
+            Place::Free | Place::Busy => None,
+        };
+        let turn = async {
+            if let Some(ticket) = &mut ticket {
+                ticket.wait_turn().await;
+            }
+            slots.acquire_owned().await.ok()
+        };
+        let permit = tokio::select! {
+            permit = turn => permit,
+            // Still journaled: the next start takes it up again.
+            () = cancel.cancelled() => return,
+        };
+        let disposition = tokio::select! {
+            d = entry.scope(self.resume_turn(&entry, &msg)) => d,
+            () = cancel.cancelled() => {
+                tracing::warn!("Cancelled a recovered message at shutdown.");
+                return;
+            }
+        };
+        entry.turn_ended().await;
+        if disposition == Disposition::Release {
+            self.release(dedupe::dedupe_key(&msg).as_ref()).await;
+        }
+        drop(ticket);
+        drop(permit);
+    }
+
+    async fn resume_turn(&self, entry: &Entry, msg: &InboundMessage) -> Disposition {
+        let record = entry.record();
+        if let (JournalState::Running, Some(thread), Some(run_id)) =
+            (record.state, &record.thread_id, &record.run_id)
+            && let Some(disposition) =
+                run::follow(&self.inner, msg, &ThreadId::new(thread.as_str()), run_id).await
+        {
+            return disposition;
+        }
+        tracing::info!("Running a journaled message that had not started.");
+        self.dispatch(msg).await
+    }
+}

@@ -1,0 +1,99 @@
+//! The in-flight journal's record (issue 19): what recovery needs to finish an admitted chat
+//! message after the process that admitted it died.
+//!
+//! Each admitted chat message has one entry from admission until its final landed. The
+//! store keeps entries opaque: a serialized [`JournalRecord`] plus who holds the entry and
+//! until when ([`Store::journal_claim`](super::Store::journal_claim)). The manager owns the
+//! record's meaning (`src/manager/journal.rs`).
+
+use im_bridge_channel::InboundMessage;
+use serde::{Deserialize, Serialize};
+
+/// Most entries a store keeps. Entries live while their message is queued, running or its
+/// final waits to land, so traffic bounds them far below this; at the bound the oldest
+/// entries are dropped at admission (and logged by the manager as lost).
+pub const JOURNAL_CAP: usize = 10_000;
+
+/// Where an admitted message stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JournalState {
+    /// Admitted; no run was accepted yet.
+    #[default]
+    Admitted,
+    /// The Gateway accepted its run (`run_id` is known).
+    Running,
+    /// The run ended; finals that did not land wait in `finals`.
+    FinalPending,
+}
+
+/// One journal entry's record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JournalRecord {
+    /// The admitted message, as its adapter delivered it.
+    pub message: InboundMessage,
+    /// Where it stands.
+    #[serde(default)]
+    pub state: JournalState,
+    /// The Gateway thread its run uses, once resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// The Gateway's run id, once the run was accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The platform message showing the streamed reply, once one was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_message_id: Option<String>,
+    /// Finals that did not land (text, and whether each answers on the stream message).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finals: Vec<PendingFinal>,
+    /// Delivery attempts of `finals` so far.
+    #[serde(default)]
+    pub attempts: u32,
+}
+
+/// A final reply that did not land yet.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PendingFinal {
+    /// The text, as published.
+    pub text: String,
+    /// The outbound metadata the manager set (notes, flags).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+}
+
+impl JournalRecord {
+    /// A new record of `message`, admitted.
+    pub fn admitted(message: InboundMessage) -> Self {
+        Self {
+            message,
+            state: JournalState::Admitted,
+            thread_id: None,
+            run_id: None,
+            stream_message_id: None,
+            finals: Vec::new(),
+            attempts: 0,
+        }
+    }
+}
+
+/// A journal entry as a claim returns it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Journaled {
+    /// The entry's id.
+    pub id: String,
+    /// When it was admitted, unix milliseconds.
+    pub created_ms: i64,
+    /// Its record.
+    pub record: JournalRecord,
+}
+
+/// A record as stored: JSON. Never fails for a record (every field serializes).
+pub(crate) fn encode(record: &JournalRecord) -> String {
+    serde_json::to_string(record).unwrap_or_default()
+}
+
+/// A stored record, or `None` for one this build cannot read (logged by the caller).
+pub(crate) fn decode(text: &str) -> Option<JournalRecord> {
+    serde_json::from_str(text).ok()
+}

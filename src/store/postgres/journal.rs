@@ -1,0 +1,191 @@
+//! The in-flight journal on Postgres (issue 19). Each call is one statement, so it is
+//! atomic: admission writes the dedupe record and the entry together (or neither), and a
+//! claim takes each entry for exactly one replica (row locks, `SKIP LOCKED`).
+
+use std::time::Duration;
+
+use super::{PostgresStore, failed};
+use crate::store::journal::{self, JournalRecord, Journaled};
+use crate::store::{DedupeKey, JOURNAL_CAP, StoreError, ttl_millis, unix_millis};
+
+impl PostgresStore {
+    /// `Store::journal_admit`.
+    pub(super) async fn admit_journaled(
+        &self,
+        dedupe: Option<(&DedupeKey, Duration)>,
+        id: &str,
+        record: &JournalRecord,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        let now = unix_millis();
+        let until = now.saturating_add(ttl_millis(lease));
+        let record = journal::encode(record);
+        let cap = JOURNAL_CAP as i64;
+        let Some((key, ttl)) = dedupe else {
+            self.execute(
+                "journal_admit",
+                "WITH added AS (
+                     INSERT INTO im_bridge_journal (id, record, holder, lease_until, created_at)
+                     VALUES ($1, $2, $3, $4, $5) RETURNING seq
+                 )
+                 DELETE FROM im_bridge_journal WHERE seq <= (SELECT seq FROM added) - $6",
+                &[&id, &record, &holder, &until, &now, &cap],
+            )
+            .await?;
+            return Ok(true);
+        };
+        let expires_at = now.saturating_add(ttl_millis(ttl));
+        // The dedupe upsert of `dedupe_admit`, then the entry only if it admitted.
+        let row = self
+            .query_one(
+                "journal_admit",
+                "WITH live AS (
+                     SELECT 1 FROM im_bridge_dedupe
+                     WHERE channel = $1 AND workspace = $2 AND chat_id = $3
+                       AND message_id = $4 AND expires_at > $5
+                 ), admitted AS (
+                     INSERT INTO im_bridge_dedupe
+                         (channel, workspace, chat_id, message_id, expires_at)
+                     SELECT $1, $2, $3, $4, $6 WHERE NOT EXISTS (SELECT 1 FROM live)
+                     ON CONFLICT (channel, workspace, chat_id, message_id) DO UPDATE SET
+                         expires_at = EXCLUDED.expires_at, seq = EXCLUDED.seq
+                     WHERE im_bridge_dedupe.expires_at <= $5
+                     RETURNING seq
+                 ), dropped AS (
+                     DELETE FROM im_bridge_dedupe
+                     WHERE seq <= (SELECT seq FROM admitted) - $7
+                     RETURNING 1
+                 ), added AS (
+                     INSERT INTO im_bridge_journal (id, record, holder, lease_until, created_at)
+                     SELECT $8, $9, $10, $11, $5 WHERE EXISTS (SELECT 1 FROM admitted)
+                     RETURNING seq
+                 ), trimmed AS (
+                     DELETE FROM im_bridge_journal
+                     WHERE seq <= (SELECT seq FROM added) - $12
+                     RETURNING 1
+                 )
+                 SELECT EXISTS (SELECT 1 FROM admitted), (SELECT count(*) FROM dropped),
+                        (SELECT count(*) FROM trimmed)",
+                &[
+                    &key.channel,
+                    &key.workspace,
+                    &key.chat_id.as_str(),
+                    &key.message_id,
+                    &now,
+                    &expires_at,
+                    &self.dedupe_cap,
+                    &id,
+                    &record,
+                    &holder,
+                    &until,
+                    &cap,
+                ],
+            )
+            .await?;
+        row.try_get(0).map_err(failed("journal_admit"))
+    }
+
+    /// `Store::journal_save`.
+    pub(super) async fn save_journaled(
+        &self,
+        id: &str,
+        record: &JournalRecord,
+        holder: &str,
+    ) -> Result<bool, StoreError> {
+        let saved = self
+            .execute(
+                "journal_save",
+                "UPDATE im_bridge_journal SET record = $2 WHERE id = $1 AND holder = $3",
+                &[&id, &journal::encode(record), &holder],
+            )
+            .await?;
+        Ok(saved == 1)
+    }
+
+    /// `Store::journal_remove`.
+    pub(super) async fn remove_journaled(&self, id: &str) -> Result<(), StoreError> {
+        self.execute(
+            "journal_remove",
+            "DELETE FROM im_bridge_journal WHERE id = $1",
+            &[&id],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// `Store::journal_claim`. Entries whose record this build cannot read are deleted
+    /// (logged) instead of coming back at every claim.
+    pub(super) async fn claim_journaled(
+        &self,
+        holder: &str,
+        lease: Duration,
+        take_live: bool,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let now = unix_millis();
+        let cutoff = if take_live { i64::MAX } else { now };
+        let until = now.saturating_add(ttl_millis(lease));
+        let rows = self
+            .with_client("journal_claim", async |client| {
+                let statement = client
+                    .prepare_cached(
+                        "UPDATE im_bridge_journal SET holder = $1, lease_until = $3
+                         WHERE id IN (
+                             SELECT id FROM im_bridge_journal
+                             WHERE holder <> $1 AND lease_until <= $2
+                             ORDER BY seq FOR UPDATE SKIP LOCKED
+                         )
+                         RETURNING id, record, created_at, seq",
+                    )
+                    .await?;
+                client.query(&statement, &[&holder, &cutoff, &until]).await
+            })
+            .await?;
+        let mut claimed = Vec::with_capacity(rows.len());
+        let mut unreadable = Vec::new();
+        for row in &rows {
+            let id: String = row.try_get(0).map_err(failed("journal_claim"))?;
+            let text: String = row.try_get(1).map_err(failed("journal_claim"))?;
+            let created_ms: i64 = row.try_get(2).map_err(failed("journal_claim"))?;
+            let seq: i64 = row.try_get(3).map_err(failed("journal_claim"))?;
+            match journal::decode(&text) {
+                Some(record) => claimed.push((
+                    seq,
+                    Journaled {
+                        id,
+                        created_ms,
+                        record,
+                    },
+                )),
+                None => unreadable.push(id),
+            }
+        }
+        if !unreadable.is_empty() {
+            tracing::warn!(
+                entries = unreadable.len(),
+                "Dropped journal entries this build cannot read."
+            );
+            for id in &unreadable {
+                self.remove_journaled(id).await?;
+            }
+        }
+        claimed.sort_by_key(|(seq, _)| *seq);
+        Ok(claimed.into_iter().map(|(_, entry)| entry).collect())
+    }
+
+    /// `Store::journal_renew`.
+    pub(super) async fn renew_journaled(
+        &self,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<(), StoreError> {
+        let until = unix_millis().saturating_add(ttl_millis(lease));
+        self.execute(
+            "journal_renew",
+            "UPDATE im_bridge_journal SET lease_until = $2 WHERE holder = $1",
+            &[&holder, &until],
+        )
+        .await?;
+        Ok(())
+    }
+}
