@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, Delivery, InboundFile, OutboundMessage,
+    Capabilities, Channel, ChannelError, ChatId, Delivery, InboundFile, MessageId, OutboundMessage,
 };
 
 use crate::admin::names;
@@ -43,7 +43,14 @@ pub use lanes::{AfterShown, Landed, MAX_PENDING_REPLIES};
 pub struct Outbound {
     deliveries: HashMap<&'static str, Arc<Delivery>>,
     lanes: Lanes,
+    streams: Arc<StreamWatch>,
 }
+
+/// Who hears that a streamed reply got its platform message (the journal), set once.
+type StreamWatcher = Box<dyn Fn(&str, &ChatId, Option<&MessageId>, &MessageId) + Send + Sync>;
+
+#[derive(Default)]
+struct StreamWatch(std::sync::OnceLock<StreamWatcher>);
 
 impl std::fmt::Debug for Outbound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -62,13 +69,36 @@ impl Outbound {
 
     /// A router whose lanes hold at most `max_pending` replies together.
     pub fn with_bound(channels: &[Arc<dyn Channel>], max_pending: usize) -> Self {
+        let streams = Arc::new(StreamWatch::default());
+        let deliveries = channels
+            .iter()
+            .map(|c| {
+                let (name, watch) = (c.name(), streams.clone());
+                let delivery = Delivery::new(c.clone()).on_stream_started(Arc::new(
+                    move |chat: &ChatId, source: Option<&MessageId>, shown: &MessageId| {
+                        if let Some(watcher) = watch.0.get() {
+                            watcher(name, chat, source, shown);
+                        }
+                    },
+                ));
+                (name, Arc::new(delivery))
+            })
+            .collect();
         Self {
-            deliveries: channels
-                .iter()
-                .map(|c| (c.name(), Arc::new(Delivery::new(c.clone()))))
-                .collect(),
+            deliveries,
             lanes: Lanes::new(max_pending),
+            streams,
         }
+    }
+
+    /// Calls `watcher` with the channel, chat, source message and platform message each
+    /// time a streamed reply gets the message that shows it. Only the first watcher set is
+    /// kept.
+    pub fn watch_streams(
+        &self,
+        watcher: impl Fn(&str, &ChatId, Option<&MessageId>, &MessageId) + Send + Sync + 'static,
+    ) {
+        let _ = self.streams.0.set(Box::new(watcher));
     }
 
     /// The running channel's own name: a `'static` label for per-message metrics, so they

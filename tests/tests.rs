@@ -17,6 +17,8 @@
 //! - `dingtalk`: the DingTalk adapter in stream mode against the fake DingTalk (issue 16);
 //! - `discord`: the Discord adapter (serenity's gateway) against the fake Discord (issue 18);
 //! - `qq`: the QQ adapter on the gateway and the webhook against the fake QQ (issue 17);
+//! - `crash`: the real binary killed with SIGKILL at each risky point; the next start (or
+//!   another replica on Postgres) answers every message exactly once (issue 19);
 //! - `security`: no secret, token or message text in any log line of a conversation on each
 //!   platform;
 //! - `supervisor`: a failing or panicking transport is restarted while the other channels
@@ -27,6 +29,7 @@
 
 mod cli;
 mod compact;
+mod crash;
 mod dingtalk;
 mod discord;
 mod feishu;

@@ -12,7 +12,8 @@
 //!    event is read. Runs are started with `on_disconnect: "continue"`, so a run outlives
 //!    the bridge and a restarted bridge follows the same run instead of starting another.
 //!    The platform message a streamed reply is shown in (the queued notice, the placeholder
-//!    or the first partial) is saved as soon as it exists.
+//!    or the first partial) is saved as soon as the delivery engine started it
+//!    ([`Outbound::watch_streams`]).
 //! 3. **Final pending** when a final could not be delivered for a reason that may pass (a
 //!    platform outage, a long `Retry-After`, the network): its text stays in the entry and
 //!    is retried with backoff for `bridge.final_retry_hours`, across restarts.
@@ -39,11 +40,14 @@
 //! Bounded: entries exist only for messages queued, running or with finals pending (at most
 //! `final_retry_hours`), and the store caps them ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use im_bridge_channel::backoff::Backoff;
-use im_bridge_channel::{InboundMessage, MsgType, OutboundMessage, RESUME_MESSAGE_KEY};
+use im_bridge_channel::{
+    ChatId, InboundMessage, MessageId, MsgType, OutboundMessage, RESUME_MESSAGE_KEY,
+};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -105,6 +109,10 @@ struct Shared {
     /// Where retried finals are published.
     outbound: Arc<Outbound>,
     config: JournalConfig,
+    /// The entries whose turn runs now, by the reply stream they publish (channel, chat,
+    /// source message): how a stream's platform message finds its entry. Bounded by the
+    /// turns running.
+    live: Mutex<HashMap<LiveKey, Entry>>,
     /// Retries of pending finals, cancelled at shutdown (their entries stay in the store).
     retries: TaskTracker,
     stop: CancellationToken,
@@ -116,16 +124,29 @@ impl Journal {
         outbound: Arc<Outbound>,
         config: JournalConfig,
     ) -> Self {
-        Self {
-            shared: Arc::new(Shared {
-                store,
-                holder: crate::lease::holder_id(),
-                outbound,
-                config,
-                retries: TaskTracker::new(),
-                stop: CancellationToken::new(),
-            }),
-        }
+        let shared = Arc::new(Shared {
+            store,
+            holder: crate::lease::holder_id(),
+            outbound: outbound.clone(),
+            config,
+            live: Mutex::new(HashMap::new()),
+            retries: TaskTracker::new(),
+            stop: CancellationToken::new(),
+        });
+        // A streamed reply's platform message is saved as soon as the engine started it.
+        let weak = Arc::downgrade(&shared);
+        outbound.watch_streams(move |channel, chat, source, shown| {
+            let Some(shared) = weak.upgrade() else {
+                return;
+            };
+            let key = (channel.to_owned(), chat.clone(), source.cloned());
+            let entry = relock(&shared.live).get(&key).cloned();
+            if let Some(entry) = entry {
+                let shown = shown.as_str().to_owned();
+                tokio::spawn(async move { entry.stream_shown(&shown).await });
+            }
+        });
+        Self { shared }
     }
 
     /// The settings.
@@ -255,6 +276,13 @@ impl Journal {
     }
 }
 
+/// A turn's reply stream: channel, chat, source message.
+type LiveKey = (String, ChatId, Option<MessageId>);
+
+fn relock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// A new entry id: random, 128 bits, hex.
 fn new_id() -> String {
     format!("{:032x}", rand::random::<u128>())
@@ -305,7 +333,7 @@ impl Entry {
         } else {
             None
         };
-        Self(Arc::new(EntryState {
+        let entry = Self(Arc::new(EntryState {
             id,
             created_ms,
             recovered,
@@ -317,7 +345,9 @@ impl Entry {
                 resume,
             }),
             saving: tokio::sync::Mutex::new(()),
-        }))
+        }));
+        entry.go_live();
+        entry
     }
 
     /// The entry of the journaled turn this task runs, if any.
@@ -328,6 +358,29 @@ impl Entry {
     /// Runs `work` as this entry's turn (see the module docs).
     pub(crate) async fn scope<F: Future>(&self, work: F) -> F::Output {
         CURRENT.scope(self.clone(), work).await
+    }
+
+    /// Makes the entry findable by its reply stream until its turn ends.
+    fn go_live(&self) {
+        relock(&self.0.shared.live).insert(self.live_key(), self.clone());
+    }
+
+    fn leave_live(&self) {
+        let key = self.live_key();
+        let mut live = relock(&self.0.shared.live);
+        if live.get(&key).is_some_and(|e| Arc::ptr_eq(&e.0, &self.0)) {
+            live.remove(&key);
+        }
+    }
+
+    fn live_key(&self) -> LiveKey {
+        let progress = self.progress();
+        let msg = &progress.record.message;
+        (
+            msg.channel_name.clone(),
+            msg.chat_id.clone(),
+            msg.thread_ts.clone(),
+        )
     }
 
     /// Whether this entry was claimed from a previous holder.
@@ -370,10 +423,11 @@ impl Entry {
         self.save().await;
     }
 
-    /// Prepares `out`, a reply of this entry's turn, and returns the hook that tracks it:
-    /// a recovered reply resumes the previous process's stream message, a final is counted
-    /// until it landed, a partial reports the stream message it is shown in.
-    pub(crate) fn track(&self, out: &mut OutboundMessage) -> Option<AfterShown> {
+    /// Prepares `out`, a reply of this entry's turn, and returns the hook that tracks it: a
+    /// recovered reply resumes the previous process's stream message, and a final is
+    /// counted until it landed (kept for a retry if it did not). `late` is the line a
+    /// retry after a restart opens with.
+    pub(crate) fn track(&self, out: &mut OutboundMessage, late: &str) -> Option<AfterShown> {
         let mut progress = self.progress();
         if let Some(message) = &progress.resume {
             out.metadata
@@ -382,29 +436,19 @@ impl Entry {
                 progress.resume = None;
             }
         }
-        if out.is_final {
-            progress.outstanding += 1;
-            drop(progress);
-            let entry = self.clone();
-            let pending = PendingFinal {
-                text: out.text.clone(),
-                metadata: out.metadata.clone(),
-            };
-            return Some(Box::new(move |landed: Landed| {
-                Box::pin(async move { entry.final_landed(landed, pending).await })
-            }));
-        }
-        if progress.record.stream_message_id.is_some() {
+        if !out.is_final {
             return None;
         }
+        progress.outstanding += 1;
         drop(progress);
         let entry = self.clone();
+        let pending = PendingFinal {
+            text: out.text.clone(),
+            metadata: out.metadata.clone(),
+            late: Some(late.to_owned()).filter(|l| !l.is_empty()),
+        };
         Some(Box::new(move |landed: Landed| {
-            Box::pin(async move {
-                if let Some(shown) = landed.shown() {
-                    entry.stream_shown(shown.as_str()).await;
-                }
-            })
+            Box::pin(async move { entry.final_landed(landed, pending).await })
         }))
     }
 
@@ -436,6 +480,7 @@ impl Entry {
 
     /// The turn published everything it will: the entry goes once its finals landed.
     pub(crate) async fn turn_ended(&self) {
+        self.leave_live();
         self.progress().ended = true;
         self.settle().await;
     }
@@ -509,17 +554,21 @@ impl Entry {
             self.save().await;
             tokio::time::sleep(backoff.next_wait()).await;
         }
+        self.leave_live();
         remove(&shared.store, &self.0.id).await;
     }
 
     /// Publishes `pending` once more and waits for its fate: `true` when it landed or was
     /// refused for good.
     async fn deliver_again(&self, pending: &PendingFinal) -> bool {
-        let mut out = self
-            .progress()
-            .record
-            .message
-            .reply(pending.text.clone(), true);
+        let text = match &pending.late {
+            // Delivered by a later process than the one that wrote it: say why it is late.
+            Some(late) if self.recovered() && !pending.text.starts_with(late.as_str()) => {
+                format!("{late}\n\n{}", pending.text)
+            }
+            _ => pending.text.clone(),
+        };
+        let mut out = self.progress().record.message.reply(text, true);
         out.metadata.extend(pending.metadata.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
         let hook: AfterShown = Box::new(move |landed: Landed| {

@@ -192,7 +192,19 @@ impl Replier {
     ) {
         self.typing.replied(&out);
         // A journaled turn's replies are tracked until they landed (issue 19).
-        let tracked = Entry::current().and_then(|entry| entry.track(&mut out));
+        let tracked = match Entry::current() {
+            Some(entry) => {
+                let late = match out.is_final {
+                    true => {
+                        let (locale, _) = self.locale_for(msg).await;
+                        self.text(&locale, crate::i18n::msg::RUN_RECOVERED, &[])
+                    }
+                    false => String::new(),
+                };
+                entry.track(&mut out, &late)
+            }
+            None => None,
+        };
         let chain = (out.is_final && msg.chat_kind == ChatKind::Group).then(|| {
             (
                 self.store.clone(),

@@ -60,6 +60,9 @@ pub struct PendingFinal {
     /// The outbound metadata the manager set (notes, flags).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// The localized line a delivery by a later process opens with (it comes late).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late: Option<String>,
 }
 
 impl JournalRecord {

@@ -73,6 +73,7 @@ pub use streams::MAX_STREAMS;
 pub use throttle::{EditClock, MAX_PAUSE_WAIT, Throttle};
 
 use forward::forward_channel;
+pub use streams::StreamStarted;
 use streams::{Flusher, Offer, Streams};
 
 /// The layers [`Delivery`] puts over a channel, top first.
@@ -161,10 +162,18 @@ impl Delivery {
                 stack: Arc::new(stack),
                 clock,
                 tasks: TaskTracker::new(),
+                started: None,
             },
             streams: Streams::default(),
             shutdown: CancellationToken::new(),
         }
+    }
+
+    /// Calls `started` whenever a streamed reply got the platform message that shows it
+    /// (the daemon journals it, so a restarted process can finish that same message).
+    pub fn on_stream_started(mut self, started: StreamStarted) -> Self {
+        self.flusher.started = Some(started);
+        self
     }
 
     /// The channel this engine delivers to.
@@ -265,7 +274,7 @@ impl Delivery {
 pub const RESUME_MESSAGE_KEY: &str = "im_bridge_resume_message";
 
 /// The message a final resumes, on a channel that edits streamed messages.
-fn resumed(msg: &OutboundMessage) -> Option<MessageId> {
+pub(super) fn resumed(msg: &OutboundMessage) -> Option<MessageId> {
     msg.metadata
         .get(RESUME_MESSAGE_KEY)
         .and_then(|id| id.as_str())

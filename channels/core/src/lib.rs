@@ -36,7 +36,7 @@ pub use config::{ConfigIssue, Issues, Severity};
 pub use delivery::{
     ChannelExt, Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT, MAX_SOURCES,
     MAX_STREAMS, PassiveReplies, REPLY_WINDOW_REFUSED, RESUME_MESSAGE_KEY, ReplyQuotas,
-    RetryFinals, RetryPolicy, TRUNCATED_NOTE_KEY, Throttle, split,
+    RetryFinals, RetryPolicy, StreamStarted, TRUNCATED_NOTE_KEY, Throttle, split,
 };
 pub use error::{ChannelError, ChannelResult, RetryAfterHint};
 pub use ids::{ChatId, MessageId, UserId};

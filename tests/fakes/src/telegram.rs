@@ -105,6 +105,8 @@ pub enum Trigger {
     Nth(usize),
     /// On the first call of the method whose `text` equals this.
     TextEquals(String),
+    /// On every call of the method until [`FakeTelegram::heal`] (an outage).
+    Always,
 }
 
 /// One call the fake received.
@@ -201,6 +203,7 @@ pub struct Injected {
     pub update: Value,
 }
 
+#[derive(Clone)]
 struct Rule {
     method: String,
     trigger: Trigger,
@@ -261,9 +264,13 @@ impl Inner {
                 && match &r.trigger {
                     Trigger::Nth(n) => *n == count,
                     Trigger::TextEquals(t) => text == Some(t.as_str()),
+                    Trigger::Always => true,
                 }
         })?;
-        let rule = self.rules.remove(index);
+        let rule = match self.rules[index].trigger {
+            Trigger::Always => self.rules[index].clone(),
+            _ => self.rules.remove(index),
+        };
         Some(match rule.failure {
             Failure::RetryAfter(secs) => Answer::retry_after(secs),
             Failure::NotModified => Answer::error(
@@ -487,6 +494,14 @@ impl FakeTelegram {
             trigger,
             failure,
         });
+    }
+
+    /// Ends every [`Trigger::Always`] failure: the outage is over.
+    pub fn heal(&self) {
+        self.shared
+            .lock()
+            .rules
+            .retain(|rule| rule.trigger != Trigger::Always);
     }
 
     /// Scripts a failure of the Nth `editMessageText` (1-based).

@@ -82,7 +82,11 @@ impl Streams {
             seq,
             opened: Instant::now(),
             target: OwnedTarget::from(msg),
-            state: Mutex::new(State::default()),
+            // A reply an earlier process streamed goes on in the message it showed.
+            state: Mutex::new(State {
+                message: super::resumed(msg),
+                ..State::default()
+            }),
             io: tokio::sync::Mutex::new(()),
             cancel: parent.child_token(),
         });
@@ -223,11 +227,16 @@ impl Stream {
     }
 }
 
+/// Told when a stream got its message: the chat, the source message the reply answers, and
+/// the platform message that now shows the stream.
+pub type StreamStarted = Arc<dyn Fn(&ChatId, Option<&MessageId>, &MessageId) + Send + Sync>;
+
 /// What a flush needs; cheap to clone into a task.
 pub(super) struct Flusher<S: ?Sized> {
     pub(super) stack: Arc<S>,
     pub(super) clock: Arc<EditClock>,
     pub(super) tasks: TaskTracker,
+    pub(super) started: Option<StreamStarted>,
 }
 
 impl<S: ?Sized> Clone for Flusher<S> {
@@ -236,6 +245,7 @@ impl<S: ?Sized> Clone for Flusher<S> {
             stack: self.stack.clone(),
             clock: self.clock.clone(),
             tasks: self.tasks.clone(),
+            started: self.started.clone(),
         }
     }
 }
@@ -321,6 +331,13 @@ impl<S: Channel + ?Sized> Flusher<S> {
         };
         if let Err(error) = &result {
             tracing::debug!(channel = self.stack.name(), %error, "Dropped a partial update.");
+        }
+        if let (Ok(Some(started)), Some(tell)) = (&result, &self.started) {
+            tell(
+                &stream.target.chat_id,
+                stream.target.reply_to.as_ref(),
+                started,
+            );
         }
         stream.shown(result)
     }

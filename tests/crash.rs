@@ -1,0 +1,436 @@
+//! Issue 19: nothing lost or doubled across `kill -9`. The real `im-bridge` binary runs
+//! against the fake Telegram Bot API and the Gateway simulator (in this process, over
+//! loopback) and is killed with SIGKILL at the points that used to lose work; the next
+//! start (or, with Postgres, another replica) must answer each message exactly once.
+//!
+//! Each test waits for an observable point before it kills: a request the simulator
+//! recorded, a call the fake recorded, or the journal entry's record in the store (read
+//! with a second connection: WAL readers never block the daemon).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use im_bridge::simulator::{
+    Fault, Hold, Route, RunningSimulator, Script, Simulator, SimulatorConfig,
+};
+use im_bridge_fakes::telegram::{BotMessage, Failure, FakeTelegram, Incoming, TOKEN, Trigger};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+use crate::support::catalog_text;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+const USER: i64 = 4242;
+
+/// The fake, the simulator, and where the daemon keeps its state.
+struct Crashable {
+    fake: FakeTelegram,
+    sim: RunningSimulator,
+    dir: tempfile::TempDir,
+    store: String,
+}
+
+impl Crashable {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = format!("sqlite://{}", dir.path().join("bridge.store").display());
+        Self::with_store(dir, store).await
+    }
+
+    async fn with_store(dir: tempfile::TempDir, store: String) -> Self {
+        Self {
+            fake: FakeTelegram::start().await.unwrap(),
+            sim: Simulator::start(SimulatorConfig::default()).await.unwrap(),
+            dir,
+            store,
+        }
+    }
+
+    fn config(&self) -> PathBuf {
+        let text = format!(
+            "channels:\n  langgraph_url: {}\n  gateway_url: {}\n  telegram:\n    enabled: true\n    bot_token: \"{TOKEN}\"\n    api_url: {}\n    poll_timeout_seconds: 1\nbridge:\n  store: \"{}\"\n  admin_listen: 127.0.0.1:0\n",
+            self.sim.langgraph_url(),
+            self.sim.gateway_url(),
+            self.fake.api_url(),
+            self.store,
+        );
+        let path = self.dir.path().join("bridge.yaml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Starts the real daemon; its log goes to `<dir>/daemon-<n>.log`.
+    fn spawn(&self, n: usize) -> Child {
+        let log = std::fs::File::create(self.dir.path().join(format!("daemon-{n}.log"))).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_im-bridge"))
+            .args(["run", "--config"])
+            .arg(self.config())
+            .env_remove("DEER_FLOW_INTERNAL_AUTH_TOKEN")
+            .env_remove("DEER_FLOW_CONFIG_PATH")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
+    }
+
+    fn say(&self, text: &str) -> i64 {
+        self.fake.inject(Incoming::private(USER, text)).message_id
+    }
+
+    async fn wait_request(&self, what: &str, pick: impl Fn(&str, &str) -> bool) {
+        self.sim
+            .wait_for_requests(1, DEADLINE, |r| pick(&r.method, &r.path))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: {:?}", self.paths()));
+    }
+
+    fn paths(&self) -> Vec<String> {
+        self.sim
+            .requests()
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect()
+    }
+
+    /// Run starts the simulator saw.
+    fn run_starts(&self) -> usize {
+        self.sim
+            .requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/runs/stream"))
+            .count()
+    }
+
+    /// Waits until the user's chat shows a bot message whose text is exactly `text`.
+    async fn wait_text(&self, text: &str) -> Vec<BotMessage> {
+        let until = Instant::now() + DEADLINE;
+        loop {
+            let messages = self.fake.bot_messages(USER);
+            if messages.iter().any(|m| m.text == text) {
+                return messages;
+            }
+            assert!(
+                Instant::now() < until,
+                "no message {text:?} in {:?}\n{}",
+                messages.iter().map(|m| &m.text).collect::<Vec<_>>(),
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Waits until a journal record in the SQLite store satisfies `pick`.
+    async fn wait_journal(&self, what: &str, pick: impl Fn(&str) -> bool) {
+        let path = self.dir.path().join("bridge.store");
+        let until = Instant::now() + DEADLINE;
+        loop {
+            if journal_records(&path).iter().any(|r| pick(r)) {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "journal never showed {what}\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Waits until every journal entry is gone (each final landed).
+    async fn wait_journal_empty(&self) {
+        let path = self.dir.path().join("bridge.store");
+        let until = Instant::now() + DEADLINE;
+        while !journal_records(&path).is_empty() {
+            assert!(
+                Instant::now() < until,
+                "the journal kept entries\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    fn logs(&self) -> String {
+        let mut all = String::new();
+        for n in 0..4 {
+            if let Ok(text) =
+                std::fs::read_to_string(self.dir.path().join(format!("daemon-{n}.log")))
+            {
+                all.push_str(&format!("--- daemon {n}\n{text}"));
+            }
+        }
+        all
+    }
+}
+
+/// The journal's records, read beside the running daemon.
+fn journal_records(path: &Path) -> Vec<String> {
+    let Ok(conn) = rusqlite::Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    ) else {
+        return Vec::new();
+    };
+    let Ok(mut stmt) = conn.prepare("SELECT record FROM journal") else {
+        return Vec::new();
+    };
+    stmt.query_map([], |row| row.get::<_, String>(0))
+        .map(|rows| rows.filter_map(Result::ok).collect())
+        .unwrap_or_default()
+}
+
+async fn kill9(mut child: Child) {
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+}
+
+fn late(answer: &str) -> String {
+    format!(
+        "{}\n\n{answer}",
+        catalog_text("en-US")("run-recovered", &[])
+    )
+}
+
+fn with_text<'a>(messages: &'a [BotMessage], text: &str) -> Vec<&'a BotMessage> {
+    messages.iter().filter(|m| m.text.contains(text)).collect()
+}
+
+#[tokio::test]
+async fn issue_19_killed_after_admission_before_the_run_started_answers_once_after_restart() {
+    let c = Crashable::start().await;
+    // The thread is still being created when the bridge dies.
+    c.sim
+        .push_fault(Fault::on(Route::CreateThread).delay(Duration::from_secs(600)));
+    c.sim
+        .script_next_run(Script::with_answer("first answer").chunks(1));
+    let daemon = c.spawn(0);
+    c.say("hello");
+    c.wait_request("thread creation", |m, p| m == "POST" && p == "/api/threads")
+        .await;
+    c.wait_journal("the admitted message", |r| r.contains("\"admitted\""))
+        .await;
+    kill9(daemon).await;
+    c.sim.clear_faults();
+    // Telegram never got the offset confirmed, so it redelivers the update too.
+    let daemon = c.spawn(1);
+    let messages = c.wait_text(&late("first answer")).await;
+    assert_eq!(
+        with_text(&messages, "first answer").len(),
+        1,
+        "{messages:?}"
+    );
+    assert_eq!(c.run_starts(), 1, "{:?}", c.paths());
+    c.wait_journal_empty().await;
+    drop(daemon);
+}
+
+#[tokio::test]
+async fn issue_19_killed_mid_stream_completes_the_same_message_and_runs_once() {
+    let c = Crashable::start().await;
+    c.sim.script_next_run(
+        Script::with_answer("alpha beta gamma delta")
+            .chunks(2)
+            .hold(Hold::UntilFinished),
+    );
+    let daemon = c.spawn(0);
+    c.say("tell me");
+    // The first words are on screen, and the journal knows the message showing them.
+    c.fake
+        .wait_for_call("the streamed message", DEADLINE, |call| {
+            call.method == "sendMessage" && call.ok()
+        })
+        .await
+        .unwrap();
+    c.wait_journal("the stream message", |r| r.contains("stream_message_id"))
+        .await;
+    kill9(daemon).await;
+    let streamed = c.fake.bot_messages(USER);
+    assert_eq!(streamed.len(), 1, "{streamed:?}");
+    let daemon = c.spawn(1);
+    // The restarted bridge joins the run that kept going (on_disconnect: continue).
+    c.wait_request("the join", |m, p| m == "GET" && p.ends_with("/join"))
+        .await;
+    let thread = c.sim.thread_ids().pop().unwrap();
+    for run in c.sim.active_runs(&thread) {
+        c.sim.finish_run(&run);
+    }
+    let messages = c.wait_text(&late("alpha beta gamma delta")).await;
+    assert_eq!(
+        messages.len(),
+        1,
+        "the same message was completed: {messages:?}"
+    );
+    assert_eq!(messages[0].message_id, streamed[0].message_id);
+    assert_eq!(c.run_starts(), 1, "the run was not started twice");
+    drop(daemon);
+}
+
+#[tokio::test]
+async fn issue_19_a_run_that_ended_while_the_bridge_was_down_is_delivered_once() {
+    let c = Crashable::start().await;
+    c.sim.script_next_run(
+        Script::with_answer("done while you were away")
+            .chunks(2)
+            .hold(Hold::UntilFinished),
+    );
+    let daemon = c.spawn(0);
+    c.say("work on it");
+    c.wait_journal("the run id", |r| {
+        r.contains("\"running\"") && r.contains("run_id")
+    })
+    .await;
+    kill9(daemon).await;
+    // The run ends while no bridge is there to see it.
+    let thread = c.sim.thread_ids().pop().unwrap();
+    for run in c.sim.active_runs(&thread) {
+        c.sim.finish_run(&run);
+    }
+    c.sim.wait_idle(&thread, DEADLINE).await.unwrap();
+    let daemon = c.spawn(1);
+    let messages = c.wait_text(&late("done while you were away")).await;
+    assert_eq!(
+        with_text(&messages, "done while you were away").len(),
+        1,
+        "{messages:?}"
+    );
+    assert!(
+        c.paths().iter().any(|p| p.ends_with("/state")),
+        "the answer was read from the thread: {:?}",
+        c.paths()
+    );
+    assert_eq!(c.run_starts(), 1);
+    drop(daemon);
+}
+
+/// Every send and edit answers 502 until healed.
+fn outage(fake: &FakeTelegram) {
+    for method in ["sendMessage", "editMessageText"] {
+        fake.fail(
+            method,
+            Trigger::Always,
+            Failure::Status(502, "Bad Gateway".into()),
+        );
+    }
+}
+
+#[tokio::test]
+async fn issue_19_a_final_refused_by_an_outage_lands_once_it_ends() {
+    let c = Crashable::start().await;
+    c.sim
+        .script_next_run(Script::with_answer("patience pays").chunks(1));
+    outage(&c.fake);
+    let daemon = c.spawn(0);
+    c.say("are you there");
+    c.wait_journal("the pending final", |r| r.contains("final_pending"))
+        .await;
+    c.fake.heal();
+    let messages = c.wait_text("patience pays").await;
+    assert_eq!(
+        with_text(&messages, "patience pays").len(),
+        1,
+        "{messages:?}"
+    );
+    c.wait_journal_empty().await;
+    drop(daemon);
+}
+
+#[tokio::test]
+async fn issue_19_a_final_refused_by_an_outage_lands_once_after_a_restart() {
+    let c = Crashable::start().await;
+    c.sim
+        .script_next_run(Script::with_answer("still coming").chunks(1));
+    outage(&c.fake);
+    let daemon = c.spawn(0);
+    c.say("hello?");
+    c.wait_journal("the pending final", |r| r.contains("final_pending"))
+        .await;
+    kill9(daemon).await;
+    c.fake.heal();
+    let daemon = c.spawn(1);
+    let messages = c.wait_text(&late("still coming")).await;
+    assert_eq!(
+        with_text(&messages, "still coming").len(),
+        1,
+        "{messages:?}"
+    );
+    assert_eq!(c.run_starts(), 1);
+    drop(daemon);
+}
+
+#[tokio::test]
+async fn issue_19_with_postgres_a_second_replica_completes_a_killed_replicas_message() {
+    let base = std::env::var("IM_BRIDGE_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("im_bridge_crash_{:016x}", rand::random::<u64>());
+    let (admin, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .expect("PostgreSQL for this test (IM_BRIDGE_TEST_POSTGRES)");
+    tokio::spawn(connection);
+    admin
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .unwrap();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+    let c = Crashable::with_store(tempfile::tempdir().unwrap(), url).await;
+    c.sim.script_next_run(
+        Script::with_answer("one replica started, another finished")
+            .chunks(2)
+            .hold(Hold::UntilFinished),
+    );
+    let first = c.spawn(0);
+    // The first replica holds the polling lease before the second starts.
+    c.fake
+        .wait_for_call("the first replica polls", DEADLINE, |call| {
+            call.method == "getUpdates"
+        })
+        .await
+        .unwrap();
+    let second = c.spawn(1);
+    c.say("split brain?");
+    c.wait_request("the run", |m, p| m == "POST" && p.ends_with("/runs/stream"))
+        .await;
+    let rows = async || {
+        admin
+            .query(
+                &format!("SELECT record FROM {schema}.im_bridge_journal"),
+                &[],
+            )
+            .await
+            .map(|rows| {
+                rows.iter()
+                    .map(|r| r.get::<_, String>(0))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let until = Instant::now() + DEADLINE;
+    while !rows().await.iter().any(|r| r.contains("run_id")) {
+        assert!(Instant::now() < until, "no run id journaled\n{}", c.logs());
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    kill9(first).await;
+    // Once the dead replica's lease ran out, the other one follows its run.
+    let thread = c.sim.thread_ids().pop().unwrap();
+    c.sim
+        .wait_for_requests(1, Duration::from_secs(60), |r| r.path.ends_with("/join"))
+        .await
+        .unwrap_or_else(|_| panic!("the second replica never joined\n{}", c.logs()));
+    for run in c.sim.active_runs(&thread) {
+        c.sim.finish_run(&run);
+    }
+    let messages = c
+        .wait_text(&late("one replica started, another finished"))
+        .await;
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(c.run_starts(), 1);
+    drop(second);
+    admin
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .unwrap();
+}
