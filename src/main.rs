@@ -8,6 +8,10 @@
 //! - `check-config --config FILE`: validate only; prints the effective settings with secrets
 //!   redacted and which channels would start. Exit status 2 on an invalid file. It opens no
 //!   socket and touches no store.
+//! - `completions SHELL` and `man`: a shell completion script and the man page (roff),
+//!   generated from this very definition, on standard output, for packagers.
+//!
+//! `--version` names the commit the binary was built from (see `build.rs`).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -16,7 +20,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory as _, Parser, Subcommand, ValueEnum};
 use im_bridge::config::{self, ProcessEnv, Settings, StoreLocation};
 use im_bridge::daemon::{self, DaemonConfig, DaemonExit};
 use im_bridge::gateway::GatewayConfig;
@@ -29,10 +33,18 @@ use tracing_subscriber::EnvFilter;
 /// Exit status for an invalid configuration (also clap's usage-error status).
 const EXIT_INVALID_CONFIG: u8 = 2;
 
+/// `--version`: the package version and the commit, e.g. `0.1.0 (3f2a9c81d0e4)`.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("IM_BRIDGE_COMMIT"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "im-bridge",
-    version,
+    version = VERSION,
     about = "Talk to a DeerFlow agent from the chat apps you already use."
 )]
 struct Cli {
@@ -71,6 +83,23 @@ enum Command {
         )]
         config: PathBuf,
     },
+    /// Print a shell completion script on standard output.
+    ///
+    /// For example: `im-bridge completions bash > /etc/bash_completion.d/im-bridge`.
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on standard output.
+    ///
+    /// For example: `im-bridge man > /usr/local/share/man/man1/im-bridge.1`, or
+    /// `im-bridge man --dir /usr/local/share/man/man1` for every page.
+    Man {
+        /// Write every page (`im-bridge.1` and one per subcommand) into this directory instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -90,6 +119,23 @@ fn main() -> ExitCode {
     init_logging(cli.log_format, default_level);
     match cli.command {
         Command::CheckConfig { config } => check_config(&config),
+        Command::Completions { shell } => print_generated(|out| {
+            clap_complete::generate(shell, &mut Cli::command(), "im-bridge", out);
+            Ok(())
+        }),
+        Command::Man { dir: None } => {
+            print_generated(|out| clap_mangen::Man::new(Cli::command()).render(out))
+        }
+        Command::Man { dir: Some(dir) } => match clap_mangen::generate_to(Cli::command(), &dir) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!(
+                    "im-bridge: cannot write the man pages to {}: {error}",
+                    dir.display()
+                );
+                ExitCode::FAILURE
+            }
+        },
         command => match runtime().and_then(|rt| {
             let result = rt.block_on(serve(command));
             // The daemon has shut down in order by now. What may still run is a blocking
@@ -163,6 +209,25 @@ fn check_config(path: &std::path::Path) -> ExitCode {
     }
 }
 
+/// Writes generated text (a completion script, the man page) to standard output in one
+/// piece: generated into memory first, so a closed pipe (`| head`) is an error status, not
+/// a panic inside the generator.
+fn print_generated(generate: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> ExitCode {
+    let mut text = Vec::new();
+    let written = generate(&mut text).and_then(|()| {
+        let mut stdout = std::io::stdout().lock();
+        std::io::Write::write_all(&mut stdout, &text)?;
+        std::io::Write::flush(&mut stdout)
+    });
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("im-bridge: cannot write to standard output: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 async fn serve(command: Command) -> anyhow::Result<ExitCode> {
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -196,7 +261,9 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Demo => demo(shutdown).await,
         Command::Simulate(args) => simulate(args, shutdown).await,
-        Command::CheckConfig { .. } => Ok(ExitCode::SUCCESS),
+        Command::CheckConfig { .. } | Command::Completions { .. } | Command::Man { .. } => {
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -1,11 +1,16 @@
 //! The `im-bridge` binary (issue 2): `check-config` on good and bad files, `run` with the
-//! console channel against the simulator, and the scriptable `demo`.
+//! console channel against the simulator, and the scriptable `demo`; for packaging (issue
+//! 20) the completions, the man page, `--version` naming the commit, and the example
+//! configuration under `deploy/`.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
+
+/// Completions, the man page, `--version` and the example configuration (issue 20).
+mod packaging;
 
 fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_im-bridge"));

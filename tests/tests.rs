@@ -6,7 +6,8 @@
 //! - `lang`: localization and `/lang` (issue 6);
 //! - `compact`: `/compact` in chat (issue 8);
 //! - `files`: inbound attachments uploaded to the thread and referenced in the run;
-//! - `cli`: the binary: check-config, run, demo (issue 2);
+//! - `cli`: the binary: check-config, run, demo (issue 2); completions, man page, `--version`
+//!   and the example configuration under `deploy/` (issue 20);
 //! - `gateway`: the Gateway client against the simulator, route by route (issue 3);
 //! - `source_rules`: file docs, bounded channels, platform names only in the registry, no
 //!   platform or platform key in the manager, no DeerFlow concept in `channels/`, no
