@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 
-fn bin() -> Command {
+/// The binary, with none of the environment a config could read.
+pub(crate) fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_im-bridge"));
     cmd.env_remove("DEER_FLOW_INTERNAL_AUTH_TOKEN")
         .env_remove("DEER_FLOW_CHANNELS_LANGGRAPH_URL")
