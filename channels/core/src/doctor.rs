@@ -263,10 +263,10 @@ impl Credentials<'_> {
 
     /// The check of a token request (Feishu's, DingTalk's, QQ's): asks `tokens` for a
     /// token and words the answer, `issued` when one came, else the error sorted by
-    /// `sort`.
+    /// `sort`. `tokens` is an error when the client holding them could not be built.
     pub async fn token<S>(
         &self,
-        tokens: &TokenCache<S>,
+        tokens: Result<&TokenCache<S>, &S::Error>,
         issued: impl Into<String>,
         sort: impl Fn(&S::Error) -> Failure,
     ) -> Check
@@ -274,9 +274,12 @@ impl Credentials<'_> {
         S: TokenSource,
         S::Error: std::error::Error,
     {
-        let answer = match tokens.get().await {
-            Ok(_) => Ok(issued.into()),
-            Err(error) => Err((sort(&error), reason(&error))),
+        let answer = match tokens {
+            Ok(tokens) => match tokens.get().await {
+                Ok(_) => Ok(issued.into()),
+                Err(error) => Err((sort(&error), reason(&error))),
+            },
+            Err(error) => Err((Failure::Unexpected, reason(error))),
         };
         self.check(answer)
     }

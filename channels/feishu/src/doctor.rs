@@ -18,17 +18,19 @@ pub fn checks(settings: &FeishuSettings) -> BoxFuture<'_, Vec<Check>> {
             url_key: "channels.feishu.domain",
             secret_keys: "channels.feishu.app_id and channels.feishu.app_secret",
         };
-        let mut checks = vec![match Api::new(
+        let api = Api::new(
             &settings.domain,
             &settings.app_id,
             settings.app_secret.clone(),
-        ) {
-            Ok(api) => {
-                let issued = format!("tenant_access_token issued to app {}", settings.app_id);
-                keys.token(api.tokens(), issued, sort).await
-            }
-            Err(error) => keys.check(Err((Failure::Unexpected, doctor::reason(&error)))),
-        }];
+        );
+        let mut checks = vec![
+            keys.token(
+                api.as_ref().map(Api::tokens),
+                format!("tenant_access_token issued to app {}", settings.app_id),
+                sort,
+            )
+            .await,
+        ];
         let mut secrets = vec![&settings.app_secret];
         if let Transport::Webhook(hook) = &settings.transport {
             checks.push(doctor::address_free(

@@ -24,13 +24,14 @@ pub fn checks(settings: &QqSettings) -> BoxFuture<'_, Vec<Check>> {
             &settings.app_id,
             settings.client_secret.clone(),
         );
-        let mut checks = vec![match api {
-            Ok(api) => {
-                let issued = format!("access token issued to bot {}", settings.app_id);
-                keys.token(api.tokens(), issued, sort).await
-            }
-            Err(error) => keys.check(Err((Failure::Unexpected, doctor::reason(&error)))),
-        }];
+        let mut checks = vec![
+            keys.token(
+                api.as_ref().map(Api::tokens),
+                format!("access token issued to bot {}", settings.app_id),
+                sort,
+            )
+            .await,
+        ];
         if let Transport::Webhook(hook) = &settings.transport {
             checks.push(doctor::address_free(
                 format!("{NAME} webhook address"),
