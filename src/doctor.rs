@@ -6,14 +6,15 @@
 //! - the Gateway answers at `channels.gateway_url` (`GET /api/models`) and accepts the
 //!   internal token (that call needs it when the Gateway's auth is on), and
 //!   `channels.langgraph_url` answers (`GET /threads/<nil id>`: any HTTP answer will do);
-//! - the store opens and takes a write (a lease named [`DOCTOR_LEASE`], taken and given
-//!   back), then is closed, so a daemon started right after finds it free;
+//! - the store opens (created and migrated if it is new, as a start would do) and takes a
+//!   write (a lease named [`DOCTOR_LEASE`], taken and given back), then is closed, so a
+//!   daemon started right after finds it free;
 //! - the admin address is free (bound and let go);
 //! - each enabled channel's own checks ([`Configured::doctor`](im_bridge_channel::Configured)):
 //!   its credentials against its platform, its webhook state and listen address. The
 //!   daemon never names a platform here: the adapter knows its own.
 //!
-//! Nothing here changes state anywhere but the store's lease row. Texts never carry a
+//! Nothing here changes state anywhere but in the store (its creation, the lease row). Texts never carry a
 //! secret: errors are log-safe by contract, URLs are printed without credentials, and
 //! every line is scrubbed of the internal token and the store URL's password before it is
 //! returned.
@@ -26,7 +27,7 @@ use im_bridge_channel::Secret;
 use im_bridge_channel::doctor::{Check, address_free, display_url};
 
 use crate::config::{ChannelSettings, GatewaySettings, Settings, StoreLocation};
-use crate::daemon::{DaemonError, open_store};
+use crate::daemon::open_store;
 use crate::gateway::{GatewayClient, GatewayConfig, GatewayError, ThreadId};
 use crate::store::StoreError;
 
@@ -247,11 +248,7 @@ async fn store_check(location: &StoreLocation) -> Check {
 }
 
 async fn store_write(location: &StoreLocation) -> Result<String, StoreError> {
-    let store = match open_store(location).await {
-        Ok(store) => store,
-        Err(DaemonError::Store(error)) => return Err(error),
-        Err(_) => return Err(StoreError::Closed),
-    };
+    let store = open_store(location).await?;
     let holder = format!("doctor-{}", crate::lease::holder_id());
     let written = async {
         store
@@ -300,6 +297,12 @@ fn parent(path: &Path) -> String {
 /// One channel's own checks, bounded by [`CHANNEL_TIMEOUT`].
 async fn channel_checks(channel: &ChannelSettings) -> Vec<Check> {
     match tokio::time::timeout(CHANNEL_TIMEOUT, channel.platform.doctor()).await {
+        Ok(checks) if checks.is_empty() => {
+            vec![Check::skip(
+                &channel.name,
+                "nothing to check for this channel",
+            )]
+        }
         Ok(checks) => checks,
         Err(_) => vec![Check::fail(
             &channel.name,

@@ -269,7 +269,9 @@ fn an_unreachable_gateway_fails_naming_the_url_key() {
         listener.local_addr().unwrap().port()
     };
     let mut case = world.case();
-    case.gateway = Some(format!("http://127.0.0.1:{port}"));
+    // Credentials in the URL are never printed (the secret check covers every value).
+    case.gateway = Some(format!("http://doctor:URL-PASSWORD@127.0.0.1:{port}"));
+    case.secrets.insert("DOCTOR_UNUSED", "URL-PASSWORD".into());
     let (code, stdout, _) = world.doctor(&case);
     assert_eq!(code, Some(1), "{stdout}");
     assert_fails(
