@@ -101,7 +101,7 @@ pub enum DaemonExit {
 }
 
 /// Opens the configured store.
-pub async fn open_store(location: &StoreLocation) -> Result<Arc<dyn Store>, DaemonError> {
+pub async fn open_store(location: &StoreLocation) -> Result<Arc<dyn Store>, StoreError> {
     match location {
         StoreLocation::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
         StoreLocation::Postgres(url) => Ok(Arc::new(PostgresStore::connect(url).await?)),

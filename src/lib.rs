@@ -12,6 +12,7 @@ pub mod admin;
 pub mod bus;
 pub mod config;
 pub mod daemon;
+pub mod doctor;
 pub mod gateway;
 pub mod i18n;
 pub mod lease;

@@ -12,6 +12,8 @@
 //!   generated from this very definition, on standard output, for packagers.
 //!
 //! `--version` names the commit the binary was built from (see `build.rs`).
+//! - `doctor --config FILE`: live pre-flight checks (`im_bridge::doctor`), one line each;
+//!   exit status 1 when one fails, 2 on an invalid file.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -32,6 +34,8 @@ use tracing_subscriber::EnvFilter;
 
 /// Exit status for an invalid configuration (also clap's usage-error status).
 const EXIT_INVALID_CONFIG: u8 = 2;
+/// Exit status of `doctor` when a check failed.
+const EXIT_CHECK_FAILED: u8 = 1;
 
 /// `--version`: the package version and the commit, e.g. `0.1.0 (3f2a9c81d0e4)`.
 const VERSION: &str = concat!(
@@ -100,6 +104,18 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// Check that the Gateway, the store, the admin address and every enabled channel's
+    /// credentials work, one line each (secrets never printed).
+    Doctor {
+        /// The configuration file.
+        #[arg(
+            long,
+            short,
+            default_value = "config.yaml",
+            env = "DEER_FLOW_CONFIG_PATH"
+        )]
+        config: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -113,7 +129,7 @@ enum LogFormat {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Demo => "warn",
+        Command::Demo | Command::Doctor { .. } => "warn",
         _ => "info",
     };
     init_logging(cli.log_format, default_level);
@@ -199,13 +215,34 @@ fn check_config(path: &std::path::Path) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(error) => {
-            eprintln!("{} is not a valid configuration:", path.display());
-            for line in error.errors() {
-                eprintln!("  {line}");
-            }
-            ExitCode::from(EXIT_INVALID_CONFIG)
-        }
+        Err(error) => invalid_config(path, &error),
+    }
+}
+
+/// Lists why the file at `path` is not a valid configuration; the exit status for it.
+fn invalid_config(path: &std::path::Path, error: &config::LoadError) -> ExitCode {
+    eprintln!("{} is not a valid configuration:", path.display());
+    for line in error.errors() {
+        eprintln!("  {line}");
+    }
+    ExitCode::from(EXIT_INVALID_CONFIG)
+}
+
+/// `im-bridge doctor`: the checks' lines on standard output.
+async fn doctor(path: &std::path::Path) -> ExitCode {
+    let (settings, warnings) = match config::load_file(path, &ProcessEnv) {
+        Ok(loaded) => loaded,
+        Err(error) => return invalid_config(path, &error),
+    };
+    for warning in &warnings {
+        eprintln!("warning: {warning}");
+    }
+    let report = im_bridge::doctor::run(&settings).await;
+    print!("{report}");
+    if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_CHECK_FAILED)
     }
 }
 
@@ -235,13 +272,7 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run { config } => {
             let (settings, warnings) = match config::load_file(&config, &ProcessEnv) {
                 Ok(loaded) => loaded,
-                Err(error) => {
-                    eprintln!("{} is not a valid configuration:", config.display());
-                    for line in error.errors() {
-                        eprintln!("  {line}");
-                    }
-                    return Ok(ExitCode::from(EXIT_INVALID_CONFIG));
-                }
+                Err(error) => return Ok(invalid_config(&config, &error)),
             };
             for warning in &warnings {
                 tracing::warn!(warning = %warning, "Configuration warning.");
@@ -261,6 +292,7 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Demo => demo(shutdown).await,
         Command::Simulate(args) => simulate(args, shutdown).await,
+        Command::Doctor { config } => Ok(doctor(&config).await),
         Command::CheckConfig { .. } | Command::Completions { .. } | Command::Man { .. } => {
             Ok(ExitCode::SUCCESS)
         }

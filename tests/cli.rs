@@ -12,7 +12,8 @@ use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 /// Completions, the man page, `--version` and the example configuration (issue 20).
 mod packaging;
 
-fn bin() -> Command {
+/// The binary, with none of the environment a config could read.
+pub(crate) fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_im-bridge"));
     cmd.env_remove("DEER_FLOW_INTERNAL_AUTH_TOKEN")
         .env_remove("DEER_FLOW_CHANNELS_LANGGRAPH_URL")

@@ -8,6 +8,8 @@
 //! - `files`: inbound attachments uploaded to the thread and referenced in the run;
 //! - `cli`: the binary: check-config, run, demo (issue 2); completions, man page, `--version`
 //!   and the example configuration under `deploy/` (issue 20);
+//! - `doctor`: `im-bridge doctor` against the simulator and the platform fakes, each
+//!   failure with its hint (issue 20);
 //! - `gateway`: the Gateway client against the simulator, route by route (issue 3);
 //! - `source_rules`: file docs, bounded channels, platform names only in the registry, no
 //!   platform or platform key in the manager, no DeerFlow concept in `channels/`, no
@@ -33,6 +35,7 @@ mod compact;
 mod crash;
 mod dingtalk;
 mod discord;
+mod doctor;
 mod feishu;
 mod files;
 mod gateway;

@@ -15,6 +15,7 @@ mod channel;
 mod commands;
 pub mod config;
 mod delivery;
+pub mod doctor;
 mod error;
 mod ids;
 mod inbound;

@@ -6,6 +6,9 @@
 //! the block's adapter keys to [`Platform::validate`] (pure, for `check-config` too), and
 //! later builds the channel from what validation returned with a [`BuildContext`].
 //!
+//! `im-bridge doctor` asks the same validated settings for the adapter's pre-flight checks
+//! ([`Configured::doctor`], [`crate::doctor`]).
+//!
 //! The keys every channel shares (`enabled`, `allowed_users`, `admin_users`, `session`,
 //! `locale`, `busy_policy`, …) are read by the daemon and removed from the block first;
 //! what an adapter needs of them (`allowed_users`) reaches it through the context.
@@ -13,6 +16,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -20,6 +24,7 @@ use crate::access::AllowedUsers;
 use crate::channel::Channel;
 use crate::commands::CommandVocabulary;
 use crate::config::Issues;
+use crate::doctor::{Check, DoctorFn, no_checks};
 use crate::error::ChannelError;
 use crate::menu::CommandMenu;
 use crate::webhook::WebhookHost;
@@ -44,19 +49,28 @@ pub trait Configured: Send + Sync + fmt::Debug {
     /// Builds the channel. No network yet: transports start in [`Channel::run`]; a webhook
     /// route is registered on the context's host here.
     fn build(&self, ctx: &BuildContext) -> Result<Arc<dyn Channel>, ChannelError>;
+
+    /// The adapter's pre-flight checks for `im-bridge doctor` (its credentials, its
+    /// webhook state): one cheap call each, changing nothing on the platform. None by
+    /// default.
+    fn doctor(&self) -> BoxFuture<'_, Vec<Check>> {
+        Box::pin(async { Vec::new() })
+    }
 }
 
 /// Builds a channel from its settings.
 pub type BuildFn<S> = fn(&S, &BuildContext) -> Result<Arc<dyn Channel>, ChannelError>;
 
-/// The usual [`Platform`]: a name, the validator of the adapter's keys, and the function
-/// that builds its channel from the settings. An adapter's registry entry is one constant:
+/// The usual [`Platform`]: a name, the validator of the adapter's keys, the function that
+/// builds its channel from the settings, and its `doctor` checks. An adapter's registry
+/// entry is one constant:
 ///
 /// ```ignore
 /// pub const PLATFORM: Adapter<FeishuSettings> = Adapter {
 ///     name: NAME,
 ///     validate: config::validate,
 ///     build: |settings, ctx| Ok(Arc::new(FeishuChannel::new(settings.clone(), ctx)?)),
+///     doctor: doctor::checks,
 /// };
 /// ```
 pub struct Adapter<S> {
@@ -66,6 +80,8 @@ pub struct Adapter<S> {
     pub validate: fn(Value, &mut Issues) -> Option<S>,
     /// Builds the channel from the settings.
     pub build: BuildFn<S>,
+    /// The pre-flight checks of `im-bridge doctor` ([`no_checks`] for none).
+    pub doctor: DoctorFn<S>,
 }
 
 impl<S> fmt::Debug for Adapter<S> {
@@ -81,20 +97,33 @@ impl<S: Serialize + fmt::Debug + Send + Sync + 'static> Platform for Adapter<S> 
 
     fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>> {
         let settings = (self.validate)(block, issues)?;
-        Some(Arc::new(Prepared::new(settings, self.build)))
+        Some(Arc::new(
+            Prepared::new(settings, self.build).with_doctor(self.doctor),
+        ))
     }
 }
 
-/// The usual [`Configured`]: an adapter's settings and the function that builds it.
+/// The usual [`Configured`]: an adapter's settings, the function that builds it and its
+/// pre-flight checks.
 pub struct Prepared<S> {
     settings: S,
     build: BuildFn<S>,
+    doctor: DoctorFn<S>,
 }
 
 impl<S> Prepared<S> {
-    /// Settings and their builder.
+    /// Settings and their builder, with no pre-flight checks.
     pub fn new(settings: S, build: BuildFn<S>) -> Self {
-        Self { settings, build }
+        Self {
+            settings,
+            build,
+            doctor: no_checks,
+        }
+    }
+
+    /// The same, with `doctor` as its pre-flight checks.
+    pub fn with_doctor(self, doctor: DoctorFn<S>) -> Self {
+        Self { doctor, ..self }
     }
 
     /// The settings.
@@ -118,6 +147,10 @@ impl<S: Serialize + fmt::Debug + Send + Sync + 'static> Configured for Prepared<
 
     fn build(&self, ctx: &BuildContext) -> Result<Arc<dyn Channel>, ChannelError> {
         (self.build)(&self.settings, ctx)
+    }
+
+    fn doctor(&self) -> BoxFuture<'_, Vec<Check>> {
+        (self.doctor)(&self.settings)
     }
 }
 

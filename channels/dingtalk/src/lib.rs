@@ -14,6 +14,7 @@
 //!
 //! - `channel`: the [`DingTalkChannel`] over these pieces, registered as
 //!   [`PLATFORM`].
+//! - `doctor`: the pre-flight check of `im-bridge doctor` (a token request).
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -21,6 +22,7 @@
 pub mod api;
 mod channel;
 pub mod config;
+mod doctor;
 pub mod error;
 pub mod inbound;
 pub mod stream;
@@ -40,4 +42,5 @@ pub const PLATFORM: Adapter<config::DingTalkSettings> = Adapter {
     name: NAME,
     validate: config::validate,
     build: |settings, ctx| Ok(Arc::new(DingTalkChannel::new(settings.clone(), ctx)?)),
+    doctor: doctor::checks,
 };

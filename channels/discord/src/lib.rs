@@ -11,6 +11,7 @@
 //!   `allowed_channels`, `allowed_guilds`, threads).
 //! - `channel`: the [`DiscordChannel`] over these pieces, registered as
 //!   [`PLATFORM`].
+//! - `doctor`: the pre-flight check of `im-bridge doctor` (`GET /users/@me`).
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -18,6 +19,7 @@
 pub mod api;
 mod channel;
 pub mod config;
+mod doctor;
 pub mod error;
 pub mod gateway;
 pub mod inbound;
@@ -36,4 +38,5 @@ pub const PLATFORM: Adapter<config::DiscordSettings> = Adapter {
     name: NAME,
     validate: config::validate,
     build: |settings, ctx| Ok(Arc::new(DiscordChannel::new(settings.clone(), ctx)?)),
+    doctor: doctor::checks,
 };

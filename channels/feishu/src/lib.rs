@@ -13,6 +13,7 @@
 //! - `card`: interactive message cards (`update_multi`), split at the card size limit.
 //! - `config`: the `channels.feishu` block.
 //! - `inbound`: `im.message.receive_v1` events to normalized messages.
+//! - `doctor`: the pre-flight checks of `im-bridge doctor` (a token request).
 //!
 //! Nothing here is registered with the daemon yet: the registry line comes with the
 //! channel itself.
@@ -21,6 +22,7 @@ pub mod api;
 pub mod card;
 mod channel;
 pub mod config;
+mod doctor;
 pub mod error;
 pub mod frame;
 pub mod inbound;
@@ -39,6 +41,7 @@ pub const PLATFORM: Adapter<config::FeishuSettings> = Adapter {
     name: NAME,
     validate: config::validate,
     build: |settings, ctx| Ok(Arc::new(FeishuChannel::new(settings.clone(), ctx)?)),
+    doctor: doctor::checks,
 };
 
 /// The channel's name: the provider key in configuration and bindings.

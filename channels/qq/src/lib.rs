@@ -12,6 +12,7 @@
 //! - `inbound`: message events to normalized messages.
 //!
 //! - `channel`: the [`QqChannel`] over these pieces, registered as [`PLATFORM`].
+//! - `doctor`: the pre-flight checks of `im-bridge doctor` (a token request).
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -19,6 +20,7 @@
 pub mod api;
 mod channel;
 pub mod config;
+mod doctor;
 pub mod error;
 pub mod gateway;
 pub mod inbound;
@@ -39,4 +41,5 @@ pub const PLATFORM: Adapter<config::QqSettings> = Adapter {
     name: NAME,
     validate: config::validate,
     build: |settings, ctx| Ok(Arc::new(QqChannel::new(settings.clone(), ctx)?)),
+    doctor: doctor::checks,
 };

@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::error::TelegramError;
 use crate::model::{
     ApiResponse, DeleteWebhook, EditMessageText, File, GetFile, GetUpdates, Message,
-    ReplyParameters, SendChatAction, SendMessage, SetMyCommands, SetWebhook, User,
+    ReplyParameters, SendChatAction, SendMessage, SetMyCommands, SetWebhook, User, WebhookInfo,
 };
 
 /// Timeout of an ordinary call.
@@ -139,6 +139,12 @@ impl Api {
     /// `getMe`: who the bot is.
     pub async fn get_me(&self) -> Result<User, TelegramError> {
         self.call("getMe", &serde_json::json!({}), CALL_TIMEOUT)
+            .await
+    }
+
+    /// `getWebhookInfo`: where updates go (read only; `im-bridge doctor` asks it).
+    pub async fn get_webhook_info(&self) -> Result<WebhookInfo, TelegramError> {
+        self.call("getWebhookInfo", &serde_json::json!({}), CALL_TIMEOUT)
             .await
     }
 

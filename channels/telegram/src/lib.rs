@@ -8,6 +8,7 @@
 //!   normalization (pure), plus the polling and webhook transports and the download of
 //!   inbound attachments;
 //! - `outbound` — the send/edit/upload primitives;
+//! - `doctor` — the read-only pre-flight checks of `im-bridge doctor`;
 //! - `error` — Bot API failures and their mapping onto [`ChannelError`].
 //!
 //! Client choice: a thin `reqwest` client over the ten Bot API methods used, rather than
@@ -25,6 +26,7 @@
 
 mod api;
 pub mod config;
+mod doctor;
 mod error;
 pub mod inbound;
 pub mod model;
@@ -91,6 +93,7 @@ pub const PLATFORM: Adapter<TelegramSettings> = Adapter {
     name: NAME,
     validate: config::validate,
     build: |settings, ctx| Ok(Arc::new(TelegramChannel::new(settings.clone(), ctx)?)),
+    doctor: doctor::checks,
 };
 
 /// State shared by the transports and the primitives.

@@ -379,6 +379,23 @@ pub struct DeleteWebhook {
     pub drop_pending_updates: bool,
 }
 
+/// `getWebhookInfo`'s result: where Telegram delivers updates, if anywhere.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookInfo {
+    /// The webhook URL; empty when none is set (updates wait for `getUpdates`).
+    pub url: String,
+    /// Whether a self-signed certificate was uploaded for it.
+    pub has_custom_certificate: bool,
+    /// Updates waiting to be delivered.
+    pub pending_update_count: i64,
+    /// When the last delivery to the webhook failed (unix seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error_date: Option<i64>,
+    /// Telegram's words on that failure (`Connection refused`, a status line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error_message: Option<String>,
+}
+
 /// `setWebhook` parameters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SetWebhook {
@@ -468,6 +485,13 @@ mod tests {
         assert_eq!(throttled.parameters.unwrap().retry_after, Some(7));
         let unchanged: ApiResponse<Value> = round_trip(fixture!("error_not_modified.json"));
         assert_eq!(unchanged.error_code, Some(400));
+        let hook: ApiResponse<WebhookInfo> = round_trip(fixture!("response_get_webhook_info.json"));
+        let hook = hook.result.unwrap();
+        assert_eq!(hook.url, "https://bot.example.com/telegram/hook");
+        assert_eq!(
+            hook.last_error_message.as_deref(),
+            Some("Connection refused")
+        );
         let file: ApiResponse<File> = round_trip(fixture!("response_get_file.json"));
         let file = file.result.unwrap();
         assert_eq!(file.file.file_size, Some(482_113));

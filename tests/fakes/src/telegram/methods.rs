@@ -299,6 +299,16 @@ pub(super) fn set_webhook(inner: &mut Inner, params: &Value) -> Answer {
     Answer::ok(json!(true))
 }
 
+/// `getWebhookInfo`: the registered URL (empty without one) and the updates waiting.
+pub(super) fn webhook_info(inner: &Inner) -> Answer {
+    let url = inner.webhook.as_ref().map_or("", |(url, _)| url.as_str());
+    Answer::ok(json!({
+        "url": url,
+        "has_custom_certificate": false,
+        "pending_update_count": inner.pending.len(),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,6 +364,19 @@ mod tests {
             Some("<b>Hi</b> &amp; <i>😀</i>"),
             "the call keeps what was sent"
         );
+    }
+
+    #[tokio::test]
+    async fn webhook_info_shows_the_registered_url() {
+        let fake = FakeTelegram::start().await.unwrap();
+        let (status, body) = call(&fake, "getWebhookInfo", json!({})).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["result"]["url"], "");
+        let hook = json!({"url": "https://bot.example.com/hook", "secret_token": "s"});
+        assert_eq!(call(&fake, "setWebhook", hook).await.0, 200);
+        let (_, body) = call(&fake, "getWebhookInfo", json!({})).await;
+        assert_eq!(body["result"]["url"], "https://bot.example.com/hook");
+        assert_eq!(body["result"]["pending_update_count"], 0);
     }
 
     #[tokio::test]

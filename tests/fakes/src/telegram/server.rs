@@ -54,6 +54,7 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                         Answer::ok(json!(true))
                     }
                     "setWebhook" => methods::set_webhook(inner, &params),
+                    "getWebhookInfo" => methods::webhook_info(inner),
                     "setMyCommands" => methods::set_my_commands(inner, &params),
                     "sendMessage" => methods::send_message(inner, &params, &shared.bot),
                     "sendChatAction" => methods::send_chat_action(inner, &params),

@@ -1,0 +1,405 @@
+//! `im-bridge doctor` (issue 20): the real binary against the Gateway simulator and the five
+//! platform fakes, which enforce credentials. One process per case: everything passes; a
+//! wrong internal token; an unreachable Gateway; refused platform credentials; a webhook
+//! another deployment set; an unwritable store; the admin address in use. Each failure
+//! must name its fix, exit 1, and no secret may appear in the output.
+
+use std::collections::HashMap;
+use std::process::Output;
+
+use im_bridge::doctor::DOCTOR_LEASE;
+use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
+use im_bridge::store::{SqliteStore, Store};
+use im_bridge_fakes::dingtalk::{self, FakeDingTalk};
+use im_bridge_fakes::discord::{self, FakeDiscord};
+use im_bridge_fakes::feishu::{self, FakeFeishu};
+use im_bridge_fakes::qq::{self, FakeQq};
+use im_bridge_fakes::telegram::{self, FakeTelegram};
+
+use crate::cli::bin;
+
+/// The simulator's internal token.
+const INTERNAL_TOKEN: &str = "doctor-INTERNAL-token-0001";
+
+/// The secrets of a run, by the environment variable the config reads them from.
+const SECRET_VARS: &[&str] = &[
+    "DOCTOR_INTERNAL_TOKEN",
+    "DOCTOR_TG_TOKEN",
+    "DOCTOR_FEISHU_SECRET",
+    "DOCTOR_DINGTALK_SECRET",
+    "DOCTOR_QQ_SECRET",
+    "DOCTOR_DISCORD_TOKEN",
+];
+
+/// The simulator and the fakes, on a runtime that serves them while the binary runs.
+struct World {
+    rt: tokio::runtime::Runtime,
+    sim: RunningSimulator,
+    telegram: FakeTelegram,
+    feishu: FakeFeishu,
+    dingtalk: FakeDingTalk,
+    qq: FakeQq,
+    discord: FakeDiscord,
+    dir: tempfile::TempDir,
+}
+
+/// What a case changes in the working setup.
+struct Case {
+    /// The secrets' values, by variable.
+    secrets: HashMap<&'static str, String>,
+    gateway: Option<String>,
+    store: Option<String>,
+    admin: String,
+}
+
+impl World {
+    fn start() -> Self {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let (sim, telegram, feishu, dingtalk, qq, discord) = rt.block_on(async {
+            let sim = Simulator::start(SimulatorConfig {
+                internal_token: Some(INTERNAL_TOKEN.into()),
+                ..SimulatorConfig::demo()
+            });
+            let (sim, telegram, feishu, dingtalk, qq, discord) = tokio::join!(
+                sim,
+                FakeTelegram::start(),
+                FakeFeishu::start(),
+                FakeDingTalk::start(),
+                FakeQq::start(),
+                FakeDiscord::start(),
+            );
+            (
+                sim.unwrap(),
+                telegram.unwrap(),
+                feishu.unwrap(),
+                dingtalk.unwrap(),
+                qq.unwrap(),
+                discord.unwrap(),
+            )
+        });
+        Self {
+            rt,
+            sim,
+            telegram,
+            feishu,
+            dingtalk,
+            qq,
+            discord,
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// Every value right: the checks should all pass.
+    fn case(&self) -> Case {
+        let secrets = SECRET_VARS
+            .iter()
+            .zip([
+                INTERNAL_TOKEN,
+                telegram::TOKEN,
+                feishu::APP_SECRET,
+                dingtalk::CLIENT_SECRET,
+                qq::CLIENT_SECRET,
+                discord::TOKEN,
+            ])
+            .map(|(var, value)| (*var, value.to_owned()))
+            .collect();
+        Case {
+            secrets,
+            gateway: None,
+            store: None,
+            admin: "127.0.0.1:0".into(),
+        }
+    }
+
+    /// Runs `im-bridge doctor` on the case's config: (exit code, stdout, stderr). Fails the
+    /// test if any secret of the case shows in the output.
+    fn doctor(&self, case: &Case) -> (Option<i32>, String, String) {
+        let gateway = case
+            .gateway
+            .clone()
+            .unwrap_or_else(|| self.sim.gateway_url());
+        let store = case
+            .store
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", self.dir.path().join("doctor.db").display()));
+        let text = format!(
+            "channels:
+  langgraph_url: {gateway}/api
+  gateway_url: {gateway}
+  telegram: {{enabled: true, bot_token: $DOCTOR_TG_TOKEN, api_url: {tg}}}
+  feishu: {{enabled: true, app_id: {feishu_id}, app_secret: $DOCTOR_FEISHU_SECRET, domain: {feishu}}}
+  dingtalk: {{enabled: true, client_id: {ding_id}, client_secret: $DOCTOR_DINGTALK_SECRET, api_url: {ding}, oapi_url: {ding}}}
+  qq: {{enabled: true, app_id: \"{qq_id}\", client_secret: $DOCTOR_QQ_SECRET, api_url: {qq_api}, token_url: {qq_token}}}
+  discord: {{enabled: true, bot_token: $DOCTOR_DISCORD_TOKEN, api_url: {discord}}}
+bridge:
+  store: {store}
+  admin_listen: {admin}
+  internal_token: $DOCTOR_INTERNAL_TOKEN
+",
+            tg = self.telegram.api_url(),
+            feishu_id = feishu::APP_ID,
+            feishu = self.feishu.domain(),
+            ding_id = dingtalk::CLIENT_ID,
+            ding = self.dingtalk.api_url(),
+            qq_id = qq::APP_ID,
+            qq_api = self.qq.api_url(),
+            qq_token = self.qq.token_url(),
+            discord = self.discord.api_url(),
+            admin = case.admin,
+        );
+        let path = self.dir.path().join("doctor.yaml");
+        std::fs::write(&path, text).unwrap();
+        let mut cmd = bin();
+        cmd.args(["doctor", "--config"]).arg(&path);
+        for (var, value) in &case.secrets {
+            cmd.env(var, value);
+        }
+        let Output {
+            status,
+            stdout,
+            stderr,
+        } = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&stderr).into_owned();
+        for value in case.secrets.values() {
+            assert!(
+                !stdout.contains(value.as_str()) && !stderr.contains(value.as_str()),
+                "a secret leaked:\n{stdout}\n{stderr}"
+            );
+        }
+        (status.code(), stdout, stderr)
+    }
+}
+
+/// The line of check `name`.
+fn line<'a>(stdout: &'a str, name: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| {
+            l.get(5..)
+                .is_some_and(|rest| rest.starts_with(&format!("{name}: ")))
+        })
+        .unwrap_or_else(|| panic!("no line for {name}:\n{stdout}"))
+}
+
+/// The checks that failed, by name.
+fn failed(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("FAIL "))
+        .filter_map(|l| l.split_once(": ").map(|(name, _)| name))
+        .collect()
+}
+
+/// Asserts that check `name` failed with `problem` and a hint containing `hint`.
+fn assert_fails(stdout: &str, name: &str, problem: &str, hint: &str) {
+    let line = line(stdout, name);
+    assert!(line.starts_with("FAIL "), "{line}");
+    let (found, fix) = line.split_once("; fix: ").unwrap_or((line, ""));
+    assert!(found.contains(problem), "{name}: {problem:?} not in {line}");
+    assert!(fix.contains(hint), "{name}: hint {hint:?} not in {line}");
+}
+
+#[test]
+fn every_check_passes_against_the_simulator_and_the_fakes() {
+    let world = World::start();
+    let (code, stdout, stderr) = world.doctor(&world.case());
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let checks: Vec<&str> = stdout.lines().filter(|l| !l.starts_with("All ")).collect();
+    assert!(checks.iter().all(|l| l.starts_with("ok   ")), "{stdout}");
+    for name in [
+        "gateway",
+        "gateway token",
+        "langgraph",
+        "store",
+        "admin address",
+        "telegram",
+        "telegram webhook",
+        "feishu",
+        "dingtalk",
+        "qq",
+        "discord",
+    ] {
+        line(&stdout, name);
+    }
+    assert!(
+        line(&stdout, "telegram").contains(telegram::BOT_USERNAME),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with(&format!("All {} checks passed.\n", checks.len())));
+    // The store check closed the file (its lock is free) and gave its lease back.
+    world.rt.block_on(async {
+        let store = SqliteStore::open(&world.dir.path().join("doctor.db"))
+            .await
+            .unwrap();
+        let ttl = std::time::Duration::from_secs(60);
+        assert!(
+            store
+                .acquire_lease(DOCTOR_LEASE, "a daemon", ttl)
+                .await
+                .unwrap()
+        );
+        store.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_wrong_internal_token_fails_with_the_token_hint() {
+    let world = World::start();
+    let mut case = world.case();
+    case.secrets
+        .insert("DOCTOR_INTERNAL_TOKEN", "doctor-WRONG-token-0002".into());
+    let (code, stdout, _) = world.doctor(&case);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_fails(
+        &stdout,
+        "gateway token",
+        "refused the internal token",
+        "bridge.internal_token (or DEER_FLOW_INTERNAL_AUTH_TOKEN)",
+    );
+    assert!(line(&stdout, "gateway").starts_with("ok   "), "{stdout}");
+    assert_eq!(failed(&stdout), ["gateway token"], "{stdout}");
+}
+
+#[test]
+fn an_unreachable_gateway_fails_naming_the_url_key() {
+    let world = World::start();
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let mut case = world.case();
+    // Credentials in the URL are never printed (the secret check covers every value).
+    case.gateway = Some(format!("http://doctor:URL-PASSWORD@127.0.0.1:{port}"));
+    case.secrets.insert("DOCTOR_UNUSED", "URL-PASSWORD".into());
+    let (code, stdout, _) = world.doctor(&case);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_fails(
+        &stdout,
+        "gateway",
+        &format!("no answer from http://127.0.0.1:{port}"),
+        "check channels.gateway_url (or DEER_FLOW_CHANNELS_GATEWAY_URL)",
+    );
+    assert_fails(&stdout, "langgraph", "no answer", "channels.langgraph_url");
+    assert!(
+        line(&stdout, "gateway token").starts_with("skip "),
+        "{stdout}"
+    );
+    assert_eq!(failed(&stdout), ["gateway", "langgraph"], "{stdout}");
+}
+
+#[test]
+fn refused_platform_credentials_fail_naming_each_channel_and_its_keys() {
+    let world = World::start();
+    let mut case = world.case();
+    for (var, wrong) in [
+        ("DOCTOR_TG_TOKEN", "999999:WRONG-telegram-token"),
+        ("DOCTOR_FEISHU_SECRET", "WRONG-feishu-secret"),
+        ("DOCTOR_DINGTALK_SECRET", "WRONG-dingtalk-secret"),
+        ("DOCTOR_QQ_SECRET", "WRONG-qq-secret"),
+        ("DOCTOR_DISCORD_TOKEN", "WRONG-discord-token"),
+    ] {
+        case.secrets.insert(var, wrong.into());
+    }
+    let (code, stdout, _) = world.doctor(&case);
+    assert_eq!(code, Some(1), "{stdout}");
+    let refused = "the credentials were refused";
+    assert_fails(&stdout, "telegram", refused, "channels.telegram.bot_token");
+    assert!(
+        line(&stdout, "telegram webhook").starts_with("skip "),
+        "{stdout}"
+    );
+    assert_fails(
+        &stdout,
+        "feishu",
+        refused,
+        "channels.feishu.app_id and channels.feishu.app_secret",
+    );
+    assert_fails(
+        &stdout,
+        "dingtalk",
+        refused,
+        "channels.dingtalk.client_secret",
+    );
+    assert_fails(&stdout, "qq", refused, "channels.qq.client_secret");
+    assert_fails(&stdout, "discord", refused, "channels.discord.bot_token");
+    assert_eq!(
+        failed(&stdout),
+        ["dingtalk", "discord", "feishu", "qq", "telegram"],
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_webhook_set_elsewhere_fails_the_polling_bot() {
+    let world = World::start();
+    world.rt.block_on(async {
+        let url = format!(
+            "{}/bot{}/setWebhook",
+            world.telegram.api_url(),
+            telegram::TOKEN
+        );
+        let body = serde_json::json!({"url": "https://elsewhere.example.com/hook?k=v"});
+        let answer = reqwest::Client::new()
+            .post(url)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(answer.status().is_success());
+    });
+    let (code, stdout, _) = world.doctor(&world.case());
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_fails(
+        &stdout,
+        "telegram webhook",
+        "a webhook is set (https://elsewhere.example.com/hook)",
+        "deleteWebhook; or set channels.telegram.mode: webhook",
+    );
+    assert_eq!(failed(&stdout), ["telegram webhook"], "{stdout}");
+    assert!(
+        world.telegram.webhook().is_some(),
+        "doctor changes nothing on the platform"
+    );
+}
+
+#[test]
+fn an_unwritable_store_fails_naming_its_directory() {
+    let world = World::start();
+    // Tests run as root, so permissions stop nothing: a directory that is a file does.
+    let file = world.dir.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let mut case = world.case();
+    case.store = Some(format!("sqlite://{}", file.join("doctor.db").display()));
+    let (code, stdout, _) = world.doctor(&case);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_fails(
+        &stdout,
+        "store",
+        "Cannot open the store file",
+        &format!("check that {} exists", file.display()),
+    );
+    assert!(
+        line(&stdout, "store").contains("StateDirectory"),
+        "{stdout}"
+    );
+    assert_eq!(failed(&stdout), ["store"], "{stdout}");
+}
+
+#[test]
+fn an_admin_address_in_use_fails() {
+    let world = World::start();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let mut case = world.case();
+    case.admin = addr.to_string();
+    let (code, stdout, _) = world.doctor(&case);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_fails(
+        &stdout,
+        "admin address",
+        &format!("{addr} is in use"),
+        "bridge.admin_listen",
+    );
+    assert_eq!(failed(&stdout), ["admin address"], "{stdout}");
+}
