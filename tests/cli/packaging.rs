@@ -14,6 +14,7 @@ const SUBCOMMANDS: &[&str] = &[
     "check-config",
     "completions",
     "man",
+    "doctor",
 ];
 
 #[test]
