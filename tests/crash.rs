@@ -24,21 +24,21 @@ const DEADLINE: Duration = Duration::from_secs(30);
 const USER: i64 = 4242;
 
 /// The fake, the simulator, and where the daemon keeps its state.
-struct Crashable {
-    fake: FakeTelegram,
-    sim: RunningSimulator,
+pub(crate) struct Crashable {
+    pub(crate) fake: FakeTelegram,
+    pub(crate) sim: RunningSimulator,
     dir: tempfile::TempDir,
     store: String,
 }
 
 impl Crashable {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = format!("sqlite://{}", dir.path().join("bridge.store").display());
         Self::with_store(dir, store).await
     }
 
-    async fn with_store(dir: tempfile::TempDir, store: String) -> Self {
+    pub(crate) async fn with_store(dir: tempfile::TempDir, store: String) -> Self {
         Self {
             fake: FakeTelegram::start().await.unwrap(),
             sim: Simulator::start(SimulatorConfig::default()).await.unwrap(),
@@ -61,7 +61,7 @@ impl Crashable {
     }
 
     /// Starts the real daemon; its log goes to `<dir>/daemon-<n>.log`.
-    fn spawn(&self, n: usize) -> Child {
+    pub(crate) fn spawn(&self, n: usize) -> Child {
         let log = std::fs::File::create(self.dir.path().join(format!("daemon-{n}.log"))).unwrap();
         Command::new(env!("CARGO_BIN_EXE_im-bridge"))
             .args(["run", "--config"])
@@ -77,7 +77,7 @@ impl Crashable {
             .unwrap()
     }
 
-    fn say(&self, text: &str) -> i64 {
+    pub(crate) fn say(&self, text: &str) -> i64 {
         self.fake.inject(Incoming::private(USER, text)).message_id
     }
 
@@ -154,7 +154,7 @@ impl Crashable {
         }
     }
 
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         let mut all = String::new();
         for n in 0..4 {
             if let Ok(text) =
@@ -183,7 +183,7 @@ fn journal_records(path: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn kill9(mut child: Child) {
+pub(crate) async fn kill9(mut child: Child) {
     child.start_kill().unwrap();
     child.wait().await.unwrap();
 }
@@ -307,7 +307,7 @@ async fn issue_19_a_run_that_ended_while_the_bridge_was_down_is_delivered_once()
 }
 
 /// Every send and edit answers 502 until healed.
-fn outage(fake: &FakeTelegram) {
+pub(crate) fn outage(fake: &FakeTelegram) {
     for method in ["sendMessage", "editMessageText"] {
         fake.fail(
             method,

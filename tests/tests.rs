@@ -20,6 +20,8 @@
 //! - `dingtalk`: the DingTalk adapter in stream mode against the fake DingTalk (issue 16);
 //! - `discord`: the Discord adapter (serenity's gateway) against the fake Discord (issue 18);
 //! - `qq`: the QQ adapter on the gateway and the webhook against the fake QQ (issue 17);
+//! - `chaos` (ignored; `scripts/chaos`): kills, outages and 429 storms under load, counting
+//!   answers per message (issue 19);
 //! - `crash`: the real binary killed with SIGKILL at each risky point; the next start (or
 //!   another replica on Postgres) answers every message exactly once (issue 19);
 //! - `security`: no secret, token or message text in any log line of a conversation on each
@@ -30,6 +32,7 @@
 // Harness helpers outside `#[test]` functions fail the test by panicking, like the tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod chaos;
 mod cli;
 mod compact;
 mod crash;
