@@ -16,6 +16,9 @@ mod commands;
 pub mod config;
 mod delivery;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod ids;
 mod inbound;
 mod menu;

@@ -22,6 +22,9 @@ pub mod api;
 mod channel;
 pub mod config;
 pub mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod inbound;
 pub mod stream;
 pub mod token;

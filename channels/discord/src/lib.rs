@@ -19,6 +19,9 @@ pub mod api;
 mod channel;
 pub mod config;
 pub mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gateway;
 pub mod inbound;
 

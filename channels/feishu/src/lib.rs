@@ -23,6 +23,9 @@ mod channel;
 pub mod config;
 pub mod error;
 pub mod frame;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod inbound;
 pub mod token;
 pub mod webhook;
