@@ -8,10 +8,9 @@
 //! ack is JSON whose `headers.messageId` is the frame's own.
 #![no_main]
 
-use im_bridge_channel::AllowedUsers;
 use im_bridge_dingtalk::fuzzing::stream_frame;
 use im_bridge_dingtalk::inbound::InboundContext;
-use im_bridge_fuzz::{check_inbound, commands};
+use im_bridge_fuzz::{anyone, check_inbound, commands};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -19,11 +18,9 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let commands = commands();
-    let allowed_users = AllowedUsers::Anyone;
     let ctx = InboundContext {
-        allowed_users: &allowed_users,
-        commands: &commands,
+        allowed_users: anyone(),
+        commands: commands(),
         robot_code: "dingfuzzrobot",
     };
     let received = stream_frame(text, &ctx);

@@ -60,14 +60,13 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if mode & 1 == 0 {
-        let commands = commands();
         for settings in settings() {
             for bot_id in [None, Some(BOT)] {
                 for known_thread_parent in [None, Some(1_200_000_000_000_000_002)] {
                     let ctx = InboundContext {
                         settings,
                         bot_id,
-                        commands: &commands,
+                        commands: commands(),
                         known_thread_parent,
                         active_thread: None,
                     };

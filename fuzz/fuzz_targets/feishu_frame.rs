@@ -10,22 +10,20 @@
 //! sane (a ping interval is never zero).
 #![no_main]
 
-use im_bridge_channel::{AllowedUsers, Secret};
+use im_bridge_channel::Secret;
 use im_bridge_feishu::fuzzing::long_connection;
 use im_bridge_feishu::inbound::{Envelope, InboundContext, normalize};
 use im_bridge_feishu::webhook::{self, classify, open};
-use im_bridge_fuzz::{check_inbound, commands, pieces};
+use im_bridge_fuzz::{anyone, check_inbound, commands, pieces};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    let commands = commands();
-    let allowed_users = AllowedUsers::Anyone;
     let ctx = InboundContext {
-        allowed_users: &allowed_users,
-        commands: &commands,
+        allowed_users: anyone(),
+        commands: commands(),
     };
     if mode & 1 == 0 {
         let messages: Vec<&[u8]> = pieces(rest).collect();

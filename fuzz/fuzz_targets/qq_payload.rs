@@ -12,8 +12,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use im_bridge_channel::AllowedUsers;
-use im_bridge_fuzz::{check_inbound, commands};
+use im_bridge_fuzz::{anyone, check_inbound, commands};
 use im_bridge_qq::fuzzing::{GatewayFrame, gateway_frame, webhook_body};
 use im_bridge_qq::inbound::InboundContext;
 use libfuzzer_sys::fuzz_target;
@@ -26,14 +25,12 @@ fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    let commands = commands();
-    let allowed_users = AllowedUsers::Anyone;
     for bot_id in [None, Some("fuzzbot")] {
         let ctx = InboundContext {
             app_id: "102000000",
             bot_id,
-            allowed_users: &allowed_users,
-            commands: &commands,
+            allowed_users: anyone(),
+            commands: commands(),
             now: SystemTime::UNIX_EPOCH + Duration::from_secs(NOW),
         };
         let message = if mode & 1 == 0 {

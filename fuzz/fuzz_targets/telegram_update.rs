@@ -10,7 +10,7 @@
 #![no_main]
 
 use im_bridge_channel::AllowedUsers;
-use im_bridge_fuzz::{check_inbound, commands};
+use im_bridge_fuzz::{anyone, check_inbound, commands};
 use im_bridge_telegram::inbound::{InboundContext, Normalized, normalize};
 use im_bridge_telegram::model::Update;
 use libfuzzer_sys::fuzz_target;
@@ -37,15 +37,13 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn every_context(update: &Update) {
-    let commands = commands();
-    let anyone = AllowedUsers::Anyone;
     let listed = AllowedUsers::from_entries(Some(vec![Some("42".to_owned())]));
     for bot_username in [None, Some(BOT)] {
-        for allowed_users in [&anyone, &listed] {
+        for allowed_users in [anyone(), &listed] {
             let ctx = InboundContext {
                 bot_username,
                 allowed_users,
-                commands: &commands,
+                commands: commands(),
             };
             if let Normalized::Message(msg) = normalize(update, &ctx) {
                 check_inbound(&msg, "telegram");

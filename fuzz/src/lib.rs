@@ -1,14 +1,25 @@
 //! What the fuzz targets share: the daemon's command names, and the checks every
 //! normalized inbound message must pass whichever adapter made it.
 
-use im_bridge_channel::{CommandVocabulary, InboundMessage};
+use std::sync::OnceLock;
+
+use im_bridge_channel::{AllowedUsers, CommandVocabulary, InboundMessage};
 
 /// The command names the adapters classify against (the daemon's vocabulary, as far as
-/// classification needs it).
-pub fn commands() -> CommandVocabulary {
-    CommandVocabulary::new([
-        "help", "new", "stop", "status", "goal", "models", "memory", "lang",
-    ])
+/// classification needs it), built once.
+pub fn commands() -> &'static CommandVocabulary {
+    static COMMANDS: OnceLock<CommandVocabulary> = OnceLock::new();
+    COMMANDS.get_or_init(|| {
+        CommandVocabulary::new([
+            "help", "new", "stop", "status", "goal", "models", "memory", "lang",
+        ])
+    })
+}
+
+/// No allow-list: everyone may talk to the bot, so every sender reaches normalization.
+pub fn anyone() -> &'static AllowedUsers {
+    static ANYONE: AllowedUsers = AllowedUsers::Anyone;
+    &ANYONE
 }
 
 /// A message an adapter admitted: it says something or carries a file (every adapter

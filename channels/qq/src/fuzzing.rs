@@ -20,7 +20,7 @@ pub enum GatewayFrame {
     /// READY, with its session and bot (`None`: the connection is broken).
     Ready(Option<Ready>),
     /// Any other event, normalized as the channel normalizes it.
-    Event(Result<InboundMessage, Skip>),
+    Event(Result<Box<InboundMessage>, Skip>),
     /// Another op code, by number.
     Other(u8),
 }
@@ -35,7 +35,9 @@ pub fn gateway_frame(bytes: &[u8], ctx: &InboundContext<'_>) -> GatewayFrame {
         OP_HELLO => GatewayFrame::Hello(payload::heartbeat_interval(&frame.d)),
         OP_DISPATCH => match frame.t.as_deref().unwrap_or_default() {
             "READY" => GatewayFrame::Ready(payload::ready(&frame.d)),
-            kind => GatewayFrame::Event(normalize(kind, frame.id.as_deref(), &frame.d, ctx)),
+            kind => GatewayFrame::Event(
+                normalize(kind, frame.id.as_deref(), &frame.d, ctx).map(Box::new),
+            ),
         },
         op => GatewayFrame::Other(op),
     }
@@ -43,9 +45,14 @@ pub fn gateway_frame(bytes: &[u8], ctx: &InboundContext<'_>) -> GatewayFrame {
 
 /// Reads a webhook body as the hook does after its signature check: [`classify`], then
 /// an event's normalization.
-pub fn webhook_body(body: &[u8], ctx: &InboundContext<'_>) -> Option<Result<InboundMessage, Skip>> {
+pub fn webhook_body(
+    body: &[u8],
+    ctx: &InboundContext<'_>,
+) -> Option<Result<Box<InboundMessage>, Skip>> {
     match classify(body).ok()? {
-        Callback::Event { kind, id, data } => Some(normalize(&kind, id.as_deref(), &data, ctx)),
+        Callback::Event { kind, id, data } => {
+            Some(normalize(&kind, id.as_deref(), &data, ctx).map(Box::new))
+        }
         Callback::Validation { .. } | Callback::Other { .. } => None,
     }
 }

@@ -416,6 +416,23 @@ fn dingtalk_markdown_adapts_what_it_cannot_show() {
     }
 }
 
+/// Found by the `markdown` fuzz target: a link's address kept its `<` and `>`, so a card
+/// could read a tag in it. They are percent-encoded, as a browser would send them.
+#[test]
+fn issue_19_a_link_address_never_writes_a_tag_into_a_card() {
+    for markup in [FeishuCard, DingTalkMarkdown] {
+        let text = one("[a](https://x.y/?q=<at>&r=1)", markup);
+        assert_eq!(text, "[a](https://x.y/?q=%3Cat%3E&r=1)", "{markup:?}");
+    }
+    // The fuzzer's input (fuzz/seeds/markdown/crash-0835…), its shape: a long query with
+    // `<` in it, in a card cut to 60 bytes.
+    let text = format!(
+        "Some text and a [link](https://x.y/?{}\"<&>\"); }}",
+        "é".repeat(40)
+    );
+    check_final(&text, FeishuCard, LengthUnit::Bytes, 60);
+}
+
 #[test]
 fn a_feishu_card_counts_the_entities_it_writes() {
     // 20 `<` are 100 bytes once written: a 60-byte limit cuts them into two cards.

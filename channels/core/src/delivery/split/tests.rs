@@ -11,10 +11,6 @@ use super::*;
 
 use LengthUnit::{Bytes, Chars, Utf16};
 
-fn texts(chunks: &[Chunk]) -> Vec<&str> {
-    chunks.iter().map(|c| c.text.as_str()).collect()
-}
-
 fn checked(input: &str, unit: LengthUnit, limit: usize) -> Vec<String> {
     let chunks = split_chunks(input, unit, limit);
     check_chunks(input, unit, limit, &chunks);
