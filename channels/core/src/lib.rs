@@ -17,6 +17,9 @@ pub mod config;
 mod delivery;
 pub mod doctor;
 mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod ids;
 mod inbound;
 mod menu;

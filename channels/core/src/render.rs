@@ -27,15 +27,16 @@
 //! - `doc.rs`: Markdown to the intermediate form (visible text + styled runs).
 //! - `cut.rs`: where messages are cut, by visible length.
 //! - `emit.rs`: one message's markup from a range of the intermediate form.
-//! - `check.rs` (tests only): a well-formedness checker as strict as Telegram.
+//! - `check.rs` (tests and fuzzing only): a well-formedness checker as strict as Telegram,
+//!   and the guarantees above as checks.
 //! - `tests.rs`: unit and property tests.
 
 mod cut;
 mod doc;
 mod emit;
 
-#[cfg(test)]
-mod check;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod check;
 
 use serde::Serialize;
 

@@ -24,6 +24,9 @@ mod channel;
 pub mod config;
 mod doctor;
 pub mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod inbound;
 pub mod stream;
 pub mod token;

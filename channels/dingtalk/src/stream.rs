@@ -237,7 +237,7 @@ pub async fn run(
 }
 
 /// What to do after a frame.
-enum Next {
+pub(crate) enum Next {
     /// Keep serving.
     Continue,
     /// The frame was a `disconnect`: close and connect again.
@@ -312,7 +312,7 @@ async fn serve(
 
 /// Handles one text frame: the ack to send (none when the frame names no `messageId`)
 /// and what to do next.
-fn receive(text: &str, handler: &mut dyn EventHandler) -> (Option<Ack>, Next) {
+pub(crate) fn receive(text: &str, handler: &mut dyn EventHandler) -> (Option<Ack>, Next) {
     if text.len() > MAX_FRAME_BYTES {
         tracing::warn!(len = text.len(), "Dropped an oversized DingTalk frame.");
         handler.dropped(Dropped::TooLarge);

@@ -119,16 +119,7 @@ impl DiscordApi {
                     |e| ApiError::transport(op, e),
                 )
             })?;
-        let json: Value = if body.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&body).unwrap_or(Value::Null)
-        };
-        if status.is_success() {
-            return Ok(json);
-        }
-        tracing::debug!(op, status = status.as_u16(), "discord refused a call");
-        Err(refusal(op, status, &headers, &json))
+        read_answer(op, status, &headers, &body)
     }
 
     /// `GET /gateway/bot`: the gateway URL to connect to (as Discord gives it).
@@ -336,7 +327,30 @@ impl DiscordApi {
     }
 }
 
-fn message_ref(op: &'static str, channel: u64, answer: Value) -> Result<MessageRef, ApiError> {
+/// An answer's JSON (`null` when empty or not JSON), or the refusal its status means.
+pub(crate) fn read_answer(
+    op: &'static str,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Value, ApiError> {
+    let json: Value = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(body).unwrap_or(Value::Null)
+    };
+    if status.is_success() {
+        return Ok(json);
+    }
+    tracing::debug!(op, status = status.as_u16(), "discord refused a call");
+    Err(refusal(op, status, headers, &json))
+}
+
+pub(crate) fn message_ref(
+    op: &'static str,
+    channel: u64,
+    answer: Value,
+) -> Result<MessageRef, ApiError> {
     let parsed: Option<IdAnswer> = serde_json::from_value(answer).ok();
     let ids = parsed.and_then(|a| {
         let message_id = snowflake(&a.id)?;

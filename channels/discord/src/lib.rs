@@ -21,6 +21,9 @@ mod channel;
 pub mod config;
 mod doctor;
 pub mod error;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gateway;
 pub mod inbound;
 

@@ -25,6 +25,9 @@ pub mod config;
 mod doctor;
 pub mod error;
 pub mod frame;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod inbound;
 pub mod token;
 pub mod webhook;

@@ -317,7 +317,7 @@ async fn serve(
 }
 
 /// Handles one binary message; returns the ack to send, if any.
-fn receive(
+pub(crate) fn receive(
     data: &[u8],
     config: &mut ClientConfig,
     reassembler: &mut Reassembler,

@@ -36,7 +36,7 @@
 //! - `url`: the check of the gateway URL.
 
 mod close;
-mod payload;
+pub(crate) mod payload;
 mod url;
 
 pub use self::close::Refusal;

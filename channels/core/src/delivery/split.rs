@@ -458,5 +458,7 @@ struct Candidate<'f, 'a> {
     used: usize,
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod check;
 #[cfg(test)]
 mod tests;

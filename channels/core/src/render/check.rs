@@ -1,4 +1,7 @@
-//! A checker of Telegram HTML as strict as Telegram, for the tests: what it accepts,
+//! The renderer's guarantees as checks, for the tests and the `markdown` fuzz target
+//! (through the crate's `fuzzing` module).
+//!
+//! [`telegram_html`] is a checker of Telegram HTML as strict as Telegram: what it accepts,
 //! Telegram accepts, and it returns the text Telegram would show.
 //!
 //! Accepted: the tags `b i s code pre a blockquote`, properly nested and all closed; no
@@ -7,9 +10,19 @@
 //! Telegram's nesting rules: code and pre hold text only (pre: one `code` at most, around
 //! all of its text), quotes do not nest, a link holds no link and no code, and a code
 //! block stands at the top level or directly in a quote.
+//!
+//! [`check_final`] and [`check_preview`] render a text and panic with the offending
+//! message unless it keeps what the module docs promise: each message well-formed in its
+//! markup and showing exactly its `plain`; within the limit as the cut counts it (a Feishu
+//! card's entities, DingTalk's quoted lines), unless it is a single code point longer than
+//! the limit; never blank; and the messages are the whole text in order, but for
+//! whitespace at the cuts.
+
+use super::{Markup, Measure, Rendered, render, render_preview};
+use crate::capabilities::LengthUnit;
 
 /// The text `html` shows, or why Telegram would refuse it.
-pub(crate) fn telegram_html(html: &str) -> Result<String, String> {
+pub fn telegram_html(html: &str) -> Result<String, String> {
     let mut shown = String::new();
     let mut stack: Vec<&str> = Vec::new();
     // Whether the innermost open `pre` has content yet (text or its `code`).
@@ -130,6 +143,91 @@ fn decode_into(out: &mut String, text: &str) -> Result<(), String> {
     }
     out.push_str(rest);
     Ok(())
+}
+
+/// Renders `markdown` as a final and checks every message (see the module docs).
+pub fn check_final(markdown: &str, markup: Markup, unit: LengthUnit, limit: usize) {
+    let chunks = render(markdown, markup, unit, limit);
+    let whole = render(markdown, markup, unit, usize::MAX);
+    assert!(whole.len() <= 1, "{whole:?}");
+    let whole = whole.first().map(|r| r.plain.as_str()).unwrap_or_default();
+    let measure = Measure::new(unit, markup);
+    for chunk in &chunks {
+        check_markup(chunk, markup);
+        // What the cut counted: a card's `<` and `>` as the entities they become, each
+        // DingTalk newline as the quoted line it may start.
+        let len = measure.measure(&chunk.plain);
+        assert!(
+            len <= limit || chunk.plain.chars().count() == 1,
+            "{len} > {limit}: {chunk:?}"
+        );
+        if markup == Markup::FeishuCard {
+            assert!(
+                unit.measure(&Markup::FeishuCard.literal(&chunk.plain)) <= limit
+                    || chunk.plain.chars().count() == 1,
+                "{chunk:?}"
+            );
+        }
+        assert!(!chunk.plain.trim().is_empty(), "{chunk:?}");
+    }
+    // The chunks are the whole text in order, but for whitespace at the cuts.
+    let mut rest = whole;
+    for chunk in &chunks {
+        let piece = chunk.plain.trim_start();
+        rest = rest.trim_start();
+        assert!(rest.starts_with(piece), "{piece:?} is not next in {rest:?}");
+        rest = &rest[piece.len()..];
+    }
+    assert!(rest.trim().is_empty(), "left over: {rest:?}");
+    let joined: Vec<&str> = chunks.iter().map(|c| c.plain.as_str()).collect();
+    assert_eq!(
+        collapse(&joined.join(" ")).replace(' ', ""),
+        collapse(whole).replace(' ', "")
+    );
+}
+
+/// Renders `markdown` as a preview and checks it: well-formed, and within the limit.
+pub fn check_preview(markdown: &str, markup: Markup, unit: LengthUnit, limit: usize) {
+    let preview = render_preview(markdown, markup, unit, limit);
+    check_markup(&preview, markup);
+    let len = unit.measure(&preview.plain);
+    assert!(len <= limit, "{len} > {limit}: {preview:?}");
+}
+
+/// A message is well-formed in its markup and shows exactly its `plain`, as far as a
+/// check can tell without the platform.
+fn check_markup(rendered: &Rendered, markup: Markup) {
+    match markup {
+        Markup::TelegramHtml => match telegram_html(&rendered.text) {
+            Ok(shown) => assert_eq!(shown, rendered.plain, "in {:?}", rendered.text),
+            Err(why) => panic!("{why} in {:?}", rendered.text),
+        },
+        Markup::Plain | Markup::PlainText => assert_eq!(rendered.text, rendered.plain),
+        Markup::FeishuCard => assert!(card_safe(&rendered.text), "{:?}", rendered.text),
+        Markup::DingTalkMarkdown => {}
+    }
+}
+
+/// Whether a card's markdown holds no `<` or `>` outside its fenced code blocks: no text
+/// can become a card tag.
+fn card_safe(text: &str) -> bool {
+    // The open fence's length, as CommonMark closes it: a line of at least as many.
+    let mut fence: Option<usize> = None;
+    text.split('\n').all(|line| {
+        let ticks = line.len() - line.trim_start_matches('`').len();
+        match fence {
+            Some(open) if ticks >= open && line[ticks..].trim().is_empty() => fence = None,
+            Some(_) => {}
+            None if ticks >= 3 => fence = Some(ticks),
+            None => return !line.contains(['<', '>']),
+        }
+        true
+    })
+}
+
+/// Whitespace runs as one space, the ends trimmed.
+fn collapse(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

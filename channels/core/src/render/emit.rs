@@ -199,13 +199,16 @@ fn quote_line(out: &mut String) {
     out.push_str("> ");
 }
 
-/// A link's address with the characters that would end a Markdown destination encoded.
+/// A link's address with the characters that would end a Markdown destination encoded,
+/// and `<` and `>` too, which a card would read as the start of a tag (`<at id=all>`).
 fn push_url(out: &mut String, url: &str) {
     for c in url.chars() {
         match c {
             '(' => out.push_str("%28"),
             ')' => out.push_str("%29"),
             ' ' => out.push_str("%20"),
+            '<' => out.push_str("%3C"),
+            '>' => out.push_str("%3E"),
             c => out.push(c),
         }
     }

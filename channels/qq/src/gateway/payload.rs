@@ -11,45 +11,45 @@ use super::{Dropped, Ready};
 use crate::api::authorization;
 
 /// op 0: an event (READY, RESUMED, messages).
-pub(super) const OP_DISPATCH: u8 = 0;
+pub(crate) const OP_DISPATCH: u8 = 0;
 /// op 1: a heartbeat (sent by the client; a server's asks for one at once).
-pub(super) const OP_HEARTBEAT: u8 = 1;
+pub(crate) const OP_HEARTBEAT: u8 = 1;
 /// op 2: Identify.
-pub(super) const OP_IDENTIFY: u8 = 2;
+pub(crate) const OP_IDENTIFY: u8 = 2;
 /// op 6: Resume.
-pub(super) const OP_RESUME: u8 = 6;
+pub(crate) const OP_RESUME: u8 = 6;
 /// op 7: the server asks the client to reconnect (and resume).
-pub(super) const OP_RECONNECT: u8 = 7;
+pub(crate) const OP_RECONNECT: u8 = 7;
 /// op 9: the session is invalid; `d: true` means it may still be resumed.
-pub(super) const OP_INVALID_SESSION: u8 = 9;
+pub(crate) const OP_INVALID_SESSION: u8 = 9;
 /// op 10: Hello, with the heartbeat interval.
-pub(super) const OP_HELLO: u8 = 10;
+pub(crate) const OP_HELLO: u8 = 10;
 /// op 11: a heartbeat's ACK.
-pub(super) const OP_HEARTBEAT_ACK: u8 = 11;
+pub(crate) const OP_HEARTBEAT_ACK: u8 = 11;
 
 /// The interval used when Hello names none (QQ's usual 41.25 s).
-pub(super) const DEFAULT_HEARTBEAT: Duration = Duration::from_millis(41_250);
+pub(crate) const DEFAULT_HEARTBEAT: Duration = Duration::from_millis(41_250);
 /// The shortest interval believed (a zero would be a heartbeat storm).
-pub(super) const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
+pub(crate) const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 /// The longest interval believed (a dead connection must be noticed).
-pub(super) const MAX_HEARTBEAT: Duration = Duration::from_secs(5 * 60);
+pub(crate) const MAX_HEARTBEAT: Duration = Duration::from_secs(5 * 60);
 
 /// One frame from the gateway.
 #[derive(Debug, Deserialize)]
-pub(super) struct Payload {
-    pub(super) op: u8,
+pub(crate) struct Payload {
+    pub(crate) op: u8,
     #[serde(default)]
-    pub(super) d: Value,
+    pub(crate) d: Value,
     #[serde(default)]
-    pub(super) s: Option<u64>,
+    pub(crate) s: Option<u64>,
     #[serde(default)]
-    pub(super) t: Option<String>,
+    pub(crate) t: Option<String>,
     #[serde(default)]
-    pub(super) id: Option<String>,
+    pub(crate) id: Option<String>,
 }
 
 /// Reads one frame, refused over `max` bytes or when it is not a payload.
-pub(super) fn decode(bytes: &[u8], max: usize) -> Result<Payload, Dropped> {
+pub(crate) fn decode(bytes: &[u8], max: usize) -> Result<Payload, Dropped> {
     if bytes.len() > max {
         return Err(Dropped::TooLarge);
     }
@@ -57,7 +57,7 @@ pub(super) fn decode(bytes: &[u8], max: usize) -> Result<Payload, Dropped> {
 }
 
 /// Hello's `heartbeat_interval` (ms), within [`MIN_HEARTBEAT`]..=[`MAX_HEARTBEAT`].
-pub(super) fn heartbeat_interval(d: &Value) -> Duration {
+pub(crate) fn heartbeat_interval(d: &Value) -> Duration {
     d.get("heartbeat_interval")
         .and_then(Value::as_u64)
         .map_or(DEFAULT_HEARTBEAT, Duration::from_millis)
@@ -65,7 +65,7 @@ pub(super) fn heartbeat_interval(d: &Value) -> Duration {
 }
 
 /// READY's session and bot.
-pub(super) fn ready(d: &Value) -> Option<Ready> {
+pub(crate) fn ready(d: &Value) -> Option<Ready> {
     let text = |v: &Value| match v {
         Value::String(s) if !s.is_empty() => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
@@ -83,7 +83,7 @@ pub(super) fn ready(d: &Value) -> Option<Ready> {
 }
 
 /// op 2 with `token: "QQBot <t>"`, `intents` and the single shard `[0, 1]`.
-pub(super) fn identify(token: &Secret, intents: u64) -> String {
+pub(crate) fn identify(token: &Secret, intents: u64) -> String {
     json!({"op": OP_IDENTIFY, "d": {
         "token": authorization(token),
         "intents": intents,
@@ -94,7 +94,7 @@ pub(super) fn identify(token: &Secret, intents: u64) -> String {
 }
 
 /// op 6 with the session and the last sequence number seen.
-pub(super) fn resume(token: &Secret, session_id: &str, seq: u64) -> String {
+pub(crate) fn resume(token: &Secret, session_id: &str, seq: u64) -> String {
     json!({"op": OP_RESUME, "d": {
         "token": authorization(token),
         "session_id": session_id,
@@ -104,7 +104,7 @@ pub(super) fn resume(token: &Secret, session_id: &str, seq: u64) -> String {
 }
 
 /// op 1 with the last sequence number seen (`null` before any).
-pub(super) fn heartbeat(seq: Option<u64>) -> String {
+pub(crate) fn heartbeat(seq: Option<u64>) -> String {
     json!({"op": OP_HEARTBEAT, "d": seq}).to_string()
 }
 

@@ -1,83 +1,15 @@
 //! Tests of the splitter: worked examples per unit and script, then property tests over
 //! arbitrary Unicode and generated code fences.
 //!
-//! The property tests assert, for every text and limit (`check_chunks`):
-//! - the empty text gives no chunk, and no chunk (nor its body) is empty;
-//! - every chunk measures at most the limit in its unit, except a chunk that is a single
-//!   code point longer than the limit by itself (only possible below 4 bytes / 2 UTF-16
-//!   units / 1 char, so never for a limit of at least 4);
-//! - the bodies are consecutive and cover the input, and each chunk's text is exactly
-//!   `head + input[body] + tail`, where `head` is empty or a reopening fence line
-//!   (`marker info\n`) and `tail` is empty or a closing fence line (`marker` or
-//!   `\nmarker`) with the same marker as the next chunk's head; so the chunks with the
-//!   added fence lines removed concatenate to the input, and when no chunk has added lines
-//!   the chunks themselves concatenate to the input;
-//! - a text without fences never gets added lines, and when every grapheme cluster of a
-//!   fence-free text fits the limit, every cut falls on a grapheme cluster boundary.
+//! The property tests assert every guarantee of the module docs on each split, through
+//! `check.rs` (which the `markdown` fuzz target runs too).
 
 use proptest::prelude::*;
-use unicode_segmentation::UnicodeSegmentation;
 
+use super::check::{check_chunks, check_truncate};
 use super::*;
 
 use LengthUnit::{Bytes, Chars, Utf16};
-
-fn texts(chunks: &[Chunk]) -> Vec<&str> {
-    chunks.iter().map(|c| c.text.as_str()).collect()
-}
-
-/// Every guarantee of the module docs; panics with the offending chunk.
-fn check_chunks(input: &str, unit: LengthUnit, limit: usize, chunks: &[Chunk]) {
-    assert_eq!(input.is_empty(), chunks.is_empty(), "{chunks:?}");
-    let mut next = 0;
-    for (i, chunk) in chunks.iter().enumerate() {
-        assert!(!chunk.body.is_empty(), "empty body: {chunk:?}");
-        assert_eq!(chunk.body.start, next, "bodies not consecutive: {chunks:?}");
-        next = chunk.body.end;
-        let (head, rest) = chunk.text.split_at(chunk.head);
-        let (body, tail) = rest.split_at(rest.len() - chunk.tail);
-        assert_eq!(body, &input[chunk.body.clone()], "{chunk:?}");
-        let len = unit.measure(&chunk.text);
-        let single_over = chunk.text.chars().count() == 1 && len > limit;
-        assert!(len <= limit || single_over, "{len} > {limit}: {chunk:?}");
-        assert!(len <= limit || limit < 4, "{len} > {limit}: {chunk:?}");
-        if !head.is_empty() {
-            assert!(head.ends_with('\n'), "{chunk:?}");
-            assert!(
-                opening_fence(head.trim_end_matches('\n')).is_some(),
-                "{chunk:?}"
-            );
-        }
-        if !tail.is_empty() {
-            let marker = tail.strip_prefix('\n').unwrap_or(tail);
-            assert!(opening_fence(marker).is_some_and(|(m, info)| m == marker && info.is_empty()));
-            assert!(tail.starts_with('\n') || body.ends_with('\n'), "{chunk:?}");
-            let reopened = &chunks[i + 1].text[..chunks[i + 1].head];
-            assert!(reopened.starts_with(marker), "{chunks:?}");
-        }
-    }
-    assert_eq!(next, input.len());
-    if chunks.iter().all(|c| c.head == 0 && c.tail == 0) {
-        assert_eq!(texts(chunks).concat(), input);
-    }
-    if scan_fences(input).is_empty() {
-        assert!(chunks.iter().all(|c| c.head == 0 && c.tail == 0));
-        let fits = input.graphemes(true).all(|g| unit.measure(g) <= limit);
-        if fits {
-            let bounds: Vec<usize> = input
-                .grapheme_indices(true)
-                .map(|(at, _)| at)
-                .chain([input.len()])
-                .collect();
-            for chunk in chunks {
-                assert!(
-                    bounds.contains(&chunk.body.end),
-                    "cut in a grapheme: {chunk:?}"
-                );
-            }
-        }
-    }
-}
 
 fn checked(input: &str, unit: LengthUnit, limit: usize) -> Vec<String> {
     let chunks = split_chunks(input, unit, limit);
@@ -309,12 +241,6 @@ proptest! {
         unit in unit(),
         limit in 0usize..64,
     ) {
-        let cut = truncate(&text, unit, limit);
-        let body = cut.strip_suffix(ELLIPSIS).filter(|_| unit.measure(&text) > limit);
-        let body = body.unwrap_or(&cut);
-        prop_assert!(text.starts_with(body));
-        let len = unit.measure(&cut);
-        prop_assert!(len <= limit || cut.chars().count() == 1, "{len} > {limit}");
-        prop_assert_eq!(text.is_empty(), cut.is_empty());
+        check_truncate(&text, unit, limit, &truncate(&text, unit, limit));
     }
 }
