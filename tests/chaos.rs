@@ -115,13 +115,17 @@ async fn chaos_gateway_outage() {
         let text = format!("g{}", sent.len());
         c.say(&text);
         sent.push(text);
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // About the private chat's write budget (one message a second), so the apologies
+        // do not pile up behind it.
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
     }
     c.sim.clear_faults();
     for _ in 0..10 {
         let text = format!("g{}", sent.len());
         c.say(&text);
         sent.push(text);
+        // One at a time: a burst in one conversation would meet its queue bound.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
     }
     // Refused runs got the localized "unavailable" reply; the rest are answered.
     let refused = crate::support::catalog_text("en-US")("err-gateway-unavailable", &[]);
