@@ -301,6 +301,34 @@ impl PostgresStore {
     }
 }
 
+/// The common table expressions of a dedupe admission (`$1`–`$4` the key, `$5` now, `$6`
+/// the expiry, `$7` the cap): `admitted` holds the new record's seq unless a live record
+/// exists (an expired one is replaced and takes the new sequence number), `dropped` what
+/// fell out of the cap. The DELETE runs on the statement's snapshot, so it never sees the
+/// new row. Shared by `dedupe_admit` and the journal's admission.
+macro_rules! dedupe_admission {
+    () => {
+        "WITH live AS (
+             SELECT 1 FROM im_bridge_dedupe
+             WHERE channel = $1 AND workspace = $2 AND chat_id = $3
+               AND message_id = $4 AND expires_at > $5
+         ), admitted AS (
+             INSERT INTO im_bridge_dedupe
+                 (channel, workspace, chat_id, message_id, expires_at)
+             SELECT $1, $2, $3, $4, $6 WHERE NOT EXISTS (SELECT 1 FROM live)
+             ON CONFLICT (channel, workspace, chat_id, message_id) DO UPDATE SET
+                 expires_at = EXCLUDED.expires_at, seq = EXCLUDED.seq
+             WHERE im_bridge_dedupe.expires_at <= $5
+             RETURNING seq
+         ), dropped AS (
+             DELETE FROM im_bridge_dedupe
+             WHERE seq <= (SELECT seq FROM admitted) - $7
+             RETURNING 1
+         )"
+    };
+}
+pub(super) use dedupe_admission;
+
 #[async_trait::async_trait]
 impl Store for PostgresStore {
     async fn get_binding(&self, key: &ConversationKey) -> Result<Option<Binding>, StoreError> {
@@ -375,24 +403,10 @@ impl Store for PostgresStore {
         let row = self
             .query_one(
                 "dedupe_admit",
-                "WITH live AS (
-                     SELECT 1 FROM im_bridge_dedupe
-                     WHERE channel = $1 AND workspace = $2 AND chat_id = $3
-                       AND message_id = $4 AND expires_at > $5
-                 ), admitted AS (
-                     INSERT INTO im_bridge_dedupe
-                         (channel, workspace, chat_id, message_id, expires_at)
-                     SELECT $1, $2, $3, $4, $6 WHERE NOT EXISTS (SELECT 1 FROM live)
-                     ON CONFLICT (channel, workspace, chat_id, message_id) DO UPDATE SET
-                         expires_at = EXCLUDED.expires_at, seq = EXCLUDED.seq
-                     WHERE im_bridge_dedupe.expires_at <= $5
-                     RETURNING seq
-                 ), dropped AS (
-                     DELETE FROM im_bridge_dedupe
-                     WHERE seq <= (SELECT seq FROM admitted) - $7
-                     RETURNING 1
-                 )
-                 SELECT EXISTS (SELECT 1 FROM admitted), (SELECT count(*) FROM dropped)",
+                concat!(
+                    dedupe_admission!(),
+                    " SELECT EXISTS (SELECT 1 FROM admitted), (SELECT count(*) FROM dropped)"
+                ),
                 &[
                     &key.channel,
                     &key.workspace,

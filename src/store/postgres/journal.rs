@@ -40,23 +40,9 @@ impl PostgresStore {
         let row = self
             .query_one(
                 "journal_admit",
-                "WITH live AS (
-                     SELECT 1 FROM im_bridge_dedupe
-                     WHERE channel = $1 AND workspace = $2 AND chat_id = $3
-                       AND message_id = $4 AND expires_at > $5
-                 ), admitted AS (
-                     INSERT INTO im_bridge_dedupe
-                         (channel, workspace, chat_id, message_id, expires_at)
-                     SELECT $1, $2, $3, $4, $6 WHERE NOT EXISTS (SELECT 1 FROM live)
-                     ON CONFLICT (channel, workspace, chat_id, message_id) DO UPDATE SET
-                         expires_at = EXCLUDED.expires_at, seq = EXCLUDED.seq
-                     WHERE im_bridge_dedupe.expires_at <= $5
-                     RETURNING seq
-                 ), dropped AS (
-                     DELETE FROM im_bridge_dedupe
-                     WHERE seq <= (SELECT seq FROM admitted) - $7
-                     RETURNING 1
-                 ), added AS (
+                concat!(
+                    super::dedupe_admission!(),
+                    ", added AS (
                      INSERT INTO im_bridge_journal (id, record, holder, lease_until, created_at)
                      SELECT $8, $9, $10, $11, $5 WHERE EXISTS (SELECT 1 FROM admitted)
                      RETURNING seq
@@ -66,7 +52,8 @@ impl PostgresStore {
                      RETURNING 1
                  )
                  SELECT EXISTS (SELECT 1 FROM admitted), (SELECT count(*) FROM dropped),
-                        (SELECT count(*) FROM trimmed)",
+                        (SELECT count(*) FROM trimmed)"
+                ),
                 &[
                     &key.channel,
                     &key.workspace,
