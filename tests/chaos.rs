@@ -186,7 +186,9 @@ async fn chaos_platform_outage_across_a_restart() {
         let text = format!("o{}", sent.len());
         c.say(&text);
         sent.push(text);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // One at a time (a burst in one conversation would meet its queue bound), about
+        // the chat's write budget once the outage is over.
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
     }
     kill9(daemon).await;
     c.fake.heal();
