@@ -6,7 +6,10 @@
 //! - `kill`: SIGKILL at random points under load, 20 times, restarting each time;
 //! - `gateway`: the Gateway refuses every run for 60 s (`CHAOS_OUTAGE_SECS`);
 //! - `storm`: every Telegram send and edit answers 429 for 30 s (`CHAOS_STORM_SECS`);
-//! - `outage`: every Telegram send and edit answers 502 for 30 s, then a kill and restart.
+//! - `outage`: every Telegram send and edit answers 502 for 30 s, then a kill and restart;
+//! - `polling`: the long poll fails (502) every 10 s for 60 s while messages flow;
+//! - `store`: PostgreSQL is restarted twice under load (`CHAOS_PG_RESTART`, e.g.
+//!   `pg_ctlcluster 15 main restart`; skipped when unset).
 //!
 //! A message is answered when the chat shows a bot message naming it (the simulator echoes
 //! each one), or, for runs the Gateway refused, the localized "unavailable" reply: an honest
@@ -194,6 +197,79 @@ async fn chaos_platform_outage_across_a_restart() {
     c.fake.heal();
     let daemon = c.spawn(1);
     let (_, twice, lost) = settle(&c, "outage+restart", &sent, Duration::from_secs(120)).await;
+    drop(daemon);
+    assert_eq!((twice, lost), (0, 0), "{}", c.logs());
+}
+
+#[tokio::test]
+#[ignore = "chaos suite: run with scripts/chaos"]
+async fn chaos_polling_reset_every_10_s() {
+    let c = Crashable::start().await;
+    let daemon = c.spawn(0);
+    let mut sent = Vec::new();
+    let until = Instant::now() + env_secs("CHAOS_POLLING_SECS", 60);
+    let mut next_reset = Instant::now();
+    while Instant::now() < until {
+        if Instant::now() >= next_reset {
+            c.fake.fail(
+                "getUpdates",
+                Trigger::Next,
+                Failure::Status(502, "Bad Gateway".into()),
+            );
+            next_reset += Duration::from_secs(10);
+        }
+        let text = format!("p{}", sent.len());
+        c.say(&text);
+        sent.push(text);
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+    }
+    let (_, twice, lost) = settle(&c, "polling", &sent, Duration::from_secs(120)).await;
+    drop(daemon);
+    assert_eq!((twice, lost), (0, 0), "{}", c.logs());
+}
+
+#[tokio::test]
+#[ignore = "chaos suite: run with scripts/chaos"]
+async fn chaos_postgres_restarts() {
+    let Ok(restart) = std::env::var("CHAOS_PG_RESTART") else {
+        println!(
+            "CHAOS store: skipped (set CHAOS_PG_RESTART to the command that restarts PostgreSQL)"
+        );
+        return;
+    };
+    let base = std::env::var("IM_BRIDGE_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("im_bridge_chaos_{:016x}", rand::random::<u64>());
+    let (admin, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    admin
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .unwrap();
+    drop(admin);
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+    let c = Crashable::with_store(tempfile::tempdir().unwrap(), url).await;
+    let daemon = c.spawn(0);
+    let mut sent = Vec::new();
+    for round in 0..3 {
+        for _ in 0..10 {
+            let text = format!("d{}", sent.len());
+            c.say(&text);
+            sent.push(text);
+            tokio::time::sleep(Duration::from_millis(1_200)).await;
+        }
+        if round < 2 {
+            let status = std::process::Command::new("sh")
+                .args(["-c", &restart])
+                .status()
+                .unwrap();
+            assert!(status.success(), "{restart}");
+        }
+    }
+    let (_, twice, lost) = settle(&c, "store", &sent, Duration::from_secs(120)).await;
     drop(daemon);
     assert_eq!((twice, lost), (0, 0), "{}", c.logs());
 }

@@ -14,9 +14,12 @@
 //!    The platform message a streamed reply is shown in (the queued notice, the placeholder
 //!    or the first partial) is saved as soon as the delivery engine started it
 //!    ([`Outbound::watch_streams`]).
-//! 3. **Final pending** when a final could not be delivered for a reason that may pass (a
-//!    platform outage, a long `Retry-After`, the network): its text stays in the entry and
-//!    is retried with backoff for `bridge.final_retry_hours`, across restarts.
+//! 3. **Final pending** once the turn ended while a final had not landed yet: every final
+//!    is written into the entry before it is published and struck off once it landed, so a
+//!    crash delivers exactly the finals that did not land (never the run's answer read
+//!    again). One that failed for a reason that may pass (a platform outage, a long
+//!    `Retry-After`, the network) is retried with backoff for `bridge.final_retry_hours`,
+//!    across restarts.
 //! 4. Deleted once every final of the turn landed (or was refused for good, which a retry
 //!    cannot change).
 //!
@@ -318,6 +321,8 @@ struct Progress {
     /// A recovered reply still has to finish the message the previous process streamed
     /// into (cleared by the first final that carries it).
     resume: Option<String>,
+    /// The id of the last final written ahead.
+    next_final: u32,
 }
 
 impl Entry {
@@ -328,6 +333,7 @@ impl Entry {
         record: JournalRecord,
         recovered: bool,
     ) -> Self {
+        let next_final = record.finals.iter().map(|f| f.id).max().unwrap_or(0);
         let resume = if recovered {
             record.stream_message_id.clone()
         } else {
@@ -343,6 +349,7 @@ impl Entry {
                 ended: false,
                 outstanding: 0,
                 resume,
+                next_final,
             }),
             saving: tokio::sync::Mutex::new(()),
         }));
@@ -425,30 +432,37 @@ impl Entry {
 
     /// Prepares `out`, a reply of this entry's turn, and returns the hook that tracks it: a
     /// recovered reply resumes the previous process's stream message, and a final is
-    /// counted until it landed (kept for a retry if it did not). `late` is the line a
-    /// retry after a restart opens with.
-    pub(crate) fn track(&self, out: &mut OutboundMessage, late: &str) -> Option<AfterShown> {
-        let mut progress = self.progress();
-        if let Some(message) = &progress.resume {
-            out.metadata
-                .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
-            if out.is_final {
-                progress.resume = None;
+    /// written ahead into the entry before it is published (so a crash before it landed
+    /// delivers exactly this text later) and struck off once it landed or was refused for
+    /// good. `late` is the line a delivery by a later process opens with.
+    pub(crate) async fn track(&self, out: &mut OutboundMessage, late: &str) -> Option<AfterShown> {
+        let id = {
+            let mut progress = self.progress();
+            if let Some(message) = &progress.resume {
+                out.metadata
+                    .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
+                if out.is_final {
+                    progress.resume = None;
+                }
             }
-        }
-        if !out.is_final {
-            return None;
-        }
-        progress.outstanding += 1;
-        drop(progress);
-        let entry = self.clone();
-        let pending = PendingFinal {
-            text: out.text.clone(),
-            metadata: out.metadata.clone(),
-            late: Some(late.to_owned()).filter(|l| !l.is_empty()),
+            if !out.is_final {
+                return None;
+            }
+            progress.outstanding += 1;
+            progress.next_final += 1;
+            let id = progress.next_final;
+            progress.record.finals.push(PendingFinal {
+                id,
+                text: out.text.clone(),
+                metadata: out.metadata.clone(),
+                late: Some(late.to_owned()).filter(|l| !l.is_empty()),
+            });
+            id
         };
+        self.save().await;
+        let entry = self.clone();
         Some(Box::new(move |landed: Landed| {
-            Box::pin(async move { entry.final_landed(landed, pending).await })
+            Box::pin(async move { entry.final_landed(landed, id).await })
         }))
     }
 
@@ -463,25 +477,42 @@ impl Entry {
         self.save().await;
     }
 
-    async fn final_landed(&self, landed: Landed, pending: PendingFinal) {
-        {
+    async fn final_landed(&self, landed: Landed, id: u32) {
+        let struck = {
             let mut progress = self.progress();
             progress.outstanding = progress.outstanding.saturating_sub(1);
             match landed {
-                Landed::Shown(_) => {}
-                Landed::Failed { transient: true } => progress.record.finals.push(pending),
-                Landed::Failed { transient: false } => {
-                    // The platform refused it for good; trying again cannot change that.
+                // Landed, or refused for good (trying again cannot change that).
+                Landed::Shown(_) | Landed::Failed { transient: false } => {
+                    progress.record.finals.retain(|f| f.id != id);
+                    true
                 }
+                Landed::Failed { transient: true } => false,
             }
+        };
+        if struck && !self.progress().ended {
+            self.save().await;
         }
         self.settle().await;
     }
 
-    /// The turn published everything it will: the entry goes once its finals landed.
+    /// The turn published everything it will: the entry goes once its finals landed. Until
+    /// then it is a pending final: a crash now delivers the written-ahead finals, and never
+    /// follows the run again.
     pub(crate) async fn turn_ended(&self) {
         self.leave_live();
-        self.progress().ended = true;
+        let waiting = {
+            let mut progress = self.progress();
+            progress.ended = true;
+            let waiting = progress.outstanding > 0;
+            if waiting {
+                progress.record.state = JournalState::FinalPending;
+            }
+            waiting
+        };
+        if waiting {
+            self.save().await;
+        }
         self.settle().await;
     }
 
@@ -527,20 +558,20 @@ impl Entry {
         let mut backoff = Backoff::new(RETRY_FIRST_WAIT, RETRY_MAX_WAIT, RETRY_FIRST_WAIT);
         let window = i64::try_from(shared.config.final_retry.as_millis()).unwrap_or(i64::MAX);
         loop {
-            let finals = std::mem::take(&mut self.progress().record.finals);
+            let finals = self.progress().record.finals.clone();
             if finals.is_empty() {
                 break;
             }
-            let mut left = Vec::new();
             for pending in finals {
-                if !self.deliver_again(&pending).await {
-                    left.push(pending);
+                if self.deliver_again(&pending).await {
+                    // Struck off at once, so a crash right after cannot deliver it twice.
+                    self.progress().record.finals.retain(|f| f.id != pending.id);
+                    self.save().await;
                 }
             }
             let done = {
                 let mut progress = self.progress();
                 progress.record.attempts = progress.record.attempts.saturating_add(1);
-                progress.record.finals = left;
                 progress.record.finals.is_empty()
             };
             if done {

@@ -43,7 +43,9 @@ impl Manager {
                 JournalState::FinalPending => "final_pending",
             };
             metrics::counter!(names::JOURNAL_RECOVERED, "state" => state).increment(1);
-            if record.state == JournalState::FinalPending {
+            // Finals written ahead mean the run had ended and its answer was on the way
+            // (the crash came before the turn recorded its end): deliver exactly those.
+            if record.state == JournalState::FinalPending || !record.finals.is_empty() {
                 entry.retry_finals_later();
                 continue;
             }

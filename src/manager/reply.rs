@@ -201,7 +201,7 @@ impl Replier {
                     }
                     false => String::new(),
                 };
-                entry.track(&mut out, &late)
+                entry.track(&mut out, &late).await
             }
             None => None,
         };

@@ -44,7 +44,7 @@ pub struct JournalRecord {
     /// The platform message showing the streamed reply, once one was sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_message_id: Option<String>,
-    /// Finals that did not land (text, and whether each answers on the stream message).
+    /// Finals published and not landed yet (written ahead of each delivery).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub finals: Vec<PendingFinal>,
     /// Delivery attempts of `finals` so far.
@@ -55,6 +55,9 @@ pub struct JournalRecord {
 /// A final reply that did not land yet.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PendingFinal {
+    /// Tells the finals of one entry apart (1, 2, … in publishing order).
+    #[serde(default)]
+    pub id: u32,
     /// The text, as published.
     pub text: String,
     /// The outbound metadata the manager set (notes, flags).

@@ -107,6 +107,8 @@ pub enum Trigger {
     TextEquals(String),
     /// On every call of the method until [`FakeTelegram::heal`] (an outage).
     Always,
+    /// On the next call of the method, whatever it is.
+    Next,
 }
 
 /// One call the fake received.
@@ -264,7 +266,7 @@ impl Inner {
                 && match &r.trigger {
                     Trigger::Nth(n) => *n == count,
                     Trigger::TextEquals(t) => text == Some(t.as_str()),
-                    Trigger::Always => true,
+                    Trigger::Always | Trigger::Next => true,
                 }
         })?;
         let rule = match self.rules[index].trigger {
