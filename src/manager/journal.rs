@@ -407,18 +407,6 @@ impl Entry {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records the thread the turn runs on.
-    pub(crate) async fn thread_resolved(&self, thread: &str) {
-        {
-            let mut progress = self.progress();
-            if progress.record.thread_id.as_deref() == Some(thread) {
-                return;
-            }
-            progress.record.thread_id = Some(thread.to_owned());
-        }
-        self.save().await;
-    }
-
     /// Records that the Gateway accepted run `run_id`: from here on recovery follows it.
     pub(crate) async fn run_started(&self, thread: &str, run_id: &str) {
         {

@@ -79,9 +79,6 @@ pub async fn chat_turn(
             }
         },
     };
-    if let Some(entry) = Entry::current() {
-        entry.thread_resolved(thread.as_str()).await;
-    }
     let layers = Layers {
         global: &inner.config.session,
         channel: inner.config.channel_sessions.get(&msg.channel_name),
