@@ -139,15 +139,16 @@ async fn stream_turn(
         Ok(s) => s,
         Err(error) => return not_started(inner, msg, &error, quiet).await,
     };
-    // Saved before the first event: from here on a restart follows this run.
-    if let (Some(entry), Some(run_id)) = (Entry::current(), stream.run_id()) {
-        entry.run_started(thread.as_str(), run_id).await;
-    }
+    // Registered first, so `/stop` finds the run at once; then saved, before the first
+    // event: from here on a restart follows this run.
     let running = inner.runs.register(
         conversation_key(msg),
         thread.clone(),
         stream.run_id().map(str::to_owned),
     );
+    if let (Some(entry), Some(run_id)) = (Entry::current(), stream.run_id()) {
+        entry.run_started(thread.as_str(), run_id).await;
+    }
     let mut acc = Accumulator::new();
     let mut throttle = Throttle::default();
     let mut failure = None;
@@ -340,12 +341,12 @@ async fn wait_turn(
         Ok(run_id) => run_id,
         Err(error) => return not_started(inner, msg, &error, quiet).await,
     };
-    if let Some(entry) = Entry::current() {
-        entry.run_started(thread.as_str(), &run_id).await;
-    }
     let running = inner
         .runs
         .register(conversation_key(msg), thread.clone(), Some(run_id.clone()));
+    if let Some(entry) = Entry::current() {
+        entry.run_started(thread.as_str(), &run_id).await;
+    }
     let joined = awaiting(
         inner,
         msg,
