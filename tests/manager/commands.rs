@@ -152,9 +152,9 @@ async fn bootstrap_runs_with_the_flag_and_default_text() {
     h.stop().await;
 }
 
-/// Issue 13: on a channel that shows finals only, the run is waited for in one call with no
-/// run id to address; `/stop` drops that call, the Gateway cancels the run whose caller went
-/// away, and the final says it was stopped.
+/// Issues 13 and 19: on a channel that shows finals only, the run is created and joined, so
+/// `/stop` cancels it by id through the cancel route (hanging up would not: runs outlive
+/// their connection), and the final says it was stopped.
 #[tokio::test]
 async fn issue_13_stop_on_a_final_only_channel_cancels_the_run_waited_for() {
     use im_bridge::simulator::RunStatus;
@@ -181,7 +181,7 @@ async fn issue_13_stop_on_a_final_only_channel_cancels_the_run_waited_for() {
     h.sim
         .wait_idle(&thread, Duration::from_secs(10))
         .await
-        .expect("the Gateway cancelled the run whose caller went away");
+        .expect("the Gateway cancelled the run");
     assert_eq!(
         h.sim.runs(&thread).last().unwrap().status,
         RunStatus::Interrupted
