@@ -29,8 +29,8 @@ pub struct Setup {
     pub allowed_guilds: Vec<u64>,
     /// `channels.discord.locale`.
     pub locale: Option<&'static str>,
-    /// `file_hosts`; `None` = the fake's loopback address.
-    pub file_hosts: Option<FileHosts>,
+    /// `file_hosts` names the fake's port too (`127.0.0.1:<port>`), not only its address.
+    pub pin_file_port: bool,
 }
 
 /// The daemon with a Discord channel, the fake Discord and the Gateway simulator.
@@ -59,10 +59,12 @@ impl Dc {
             allowed_channels: BTreeSet::new(),
             thread_mode: setup.thread_mode,
             api_url: fake.api_url(),
-            file_hosts: setup.file_hosts.clone().unwrap_or_else(|| {
-                // The fake serves attachments on loopback.
+            // The fake serves attachments on loopback.
+            file_hosts: if setup.pin_file_port {
+                FileHosts::new([fake.addr().to_string()]).unwrap()
+            } else {
                 FileHosts::new(["127.0.0.1"]).unwrap()
-            }),
+            },
         };
         let ctx = BuildContext::new(
             AllowedUsers::Anyone,

@@ -7,8 +7,8 @@
 //! Validation is pure (no socket) and never echoes a secret; unknown keys are warnings,
 //! since the file is shared with DeerFlow.
 
-use im_bridge_channel::{FileHosts, Secret};
 use im_bridge_channel::config::{self, Issues};
+use im_bridge_channel::{FileHosts, Secret};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

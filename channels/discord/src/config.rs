@@ -11,8 +11,8 @@
 
 use std::collections::BTreeSet;
 
-use im_bridge_channel::{FileHosts, Secret};
 use im_bridge_channel::config::{self, Issues};
+use im_bridge_channel::{FileHosts, Secret};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -11,8 +11,8 @@
 
 use std::net::SocketAddr;
 
-use im_bridge_channel::{FileHosts, Secret};
 use im_bridge_channel::config::{self, Issues};
+use im_bridge_channel::{FileHosts, Secret};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

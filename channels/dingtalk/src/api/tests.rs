@@ -222,7 +222,10 @@ async fn a_download_url_off_the_file_hosts_is_never_fetched() {
     assert!(!error.to_string().contains("sig"), "{error}");
     // The allowed host on another port, when the pattern names the port.
     fake.put_file_elsewhere("dc-port", &format!("http://127.0.0.1:{evil_port}/x"));
-    let fake_port = reqwest::Url::parse(&fake.api_url()).unwrap().port().unwrap();
+    let fake_port = reqwest::Url::parse(&fake.api_url())
+        .unwrap()
+        .port()
+        .unwrap();
     let pinned = api
         .clone()
         .with_file_hosts(FileHosts::new([format!("127.0.0.1:{fake_port}")]).unwrap())
@@ -234,9 +237,17 @@ async fn a_download_url_off_the_file_hosts_is_never_fetched() {
     assert!(matches!(error, ApiError::HostNotAllowed), "{error:?}");
     // DingTalk's own hosts only, by default: the fake's loopback URL is refused.
     fake.put_file("dc-1", b"0123456789".to_vec());
-    let default = Api::new(&fake.api_url(), &fake.oapi_url(), CLIENT_ID, Secret::new(CLIENT_SECRET))
-        .unwrap();
-    let error = default.download_file(ROBOT_CODE, "dc-1", 10).await.unwrap_err();
+    let default = Api::new(
+        &fake.api_url(),
+        &fake.oapi_url(),
+        CLIENT_ID,
+        Secret::new(CLIENT_SECRET),
+    )
+    .unwrap();
+    let error = default
+        .download_file(ROBOT_CODE, "dc-1", 10)
+        .await
+        .unwrap_err();
     assert!(matches!(error, ApiError::HostNotAllowed), "{error:?}");
     assert!(
         fake.calls().iter().all(|c| c.route != "download"),
@@ -246,7 +257,10 @@ async fn a_download_url_off_the_file_hosts_is_never_fetched() {
     let accepted = tokio::time::timeout(Duration::ZERO, evil.accept()).await;
     assert!(accepted.is_err(), "the other server was called");
     let refused = ChannelError::from(error);
-    assert!(matches!(refused, ChannelError::Rejected { .. }), "{refused:?}");
+    assert!(
+        matches!(refused, ChannelError::Rejected { .. }),
+        "{refused:?}"
+    );
 }
 
 #[tokio::test]

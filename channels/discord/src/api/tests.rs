@@ -189,16 +189,23 @@ async fn gateway_discovery_and_bounded_downloads() {
         ApiError::HostNotAllowed
     ));
     let port = url::Url::parse(&url).unwrap().port().unwrap();
-    settings.file_hosts = im_bridge_channel::FileHosts::new([format!("127.0.0.1:{}", port + 1)])
-        .unwrap();
+    settings.file_hosts =
+        im_bridge_channel::FileHosts::new([format!("127.0.0.1:{}", port + 1)]).unwrap();
     let other_port = DiscordApi::new(&settings).unwrap();
     assert!(matches!(
         other_port.download(&url, 100).await.unwrap_err(),
         ApiError::HostNotAllowed
     ));
     let refused = ChannelError::from(ApiError::HostNotAllowed);
-    assert!(matches!(refused, ChannelError::Rejected { .. }), "{refused:?}");
-    assert_eq!(fake.calls_to("attachment").len(), before, "nothing was fetched");
+    assert!(
+        matches!(refused, ChannelError::Rejected { .. }),
+        "{refused:?}"
+    );
+    assert_eq!(
+        fake.calls_to("attachment").len(),
+        before,
+        "nothing was fetched"
+    );
     fake.set_gateway_url("https://not-a-gateway");
     assert!(matches!(
         api.gateway_url().await.unwrap_err(),
