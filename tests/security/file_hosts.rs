@@ -45,13 +45,19 @@ impl Other {
     }
 }
 
-/// The text of the first run's human message the simulator received.
+/// The text of the first run's human message the simulator received (a streamed run, or
+/// one started and joined).
 fn human_text(sim: &im_bridge::simulator::RunningSimulator) -> String {
     let run = sim
         .requests()
         .into_iter()
-        .find(|r| r.path.ends_with("/runs/stream"))
-        .expect("a run");
+        .find(|r| {
+            r.method == "POST" && (r.path.ends_with("/runs/stream") || r.path.ends_with("/runs"))
+        })
+        .unwrap_or_else(|| {
+            let paths: Vec<String> = sim.requests().into_iter().map(|r| r.path).collect();
+            panic!("no run among {paths:?}")
+        });
     let content = &run.json().unwrap()["input"]["messages"][0]["content"];
     match content {
         Value::String(text) => text.clone(),
@@ -152,23 +158,40 @@ async fn dingtalk_reads_no_download_url_off_its_file_hosts() {
 }
 
 /// Only `/mnt/user-data/outputs/…` is asked of the artifacts route; a path that climbs out
-/// of it, an upload, or a URL is fetched from nowhere.
+/// of it, an upload, or a URL is fetched from nowhere (the one real output is, and is sent).
+#[cfg(feature = "discord")]
 #[tokio::test]
 async fn presented_files_outside_the_outputs_are_fetched_from_nowhere() {
+    use im_bridge_fakes::discord::Event;
     let other = Other::start().await;
-    let h = crate::support::Harness::start().await;
-    h.sim.put_output("/mnt/user-data/outputs/ok.txt", "fine");
+    let dc = crate::discord::harness::Dc::start().await;
+    dc.sim.put_output("/mnt/user-data/outputs/ok.txt", "fine");
     let url = format!("http://127.0.0.1:{}/x", other.port);
-    h.sim
+    dc.sim
         .script_next_run(Script::with_answer("Here.").present_files([
             "/mnt/user-data/outputs/../../etc/passwd".to_owned(),
             "/mnt/user-data/uploads/x".to_owned(),
             url.clone(),
             "/mnt/user-data/outputs/ok.txt".to_owned(),
         ]));
-    let answer = h.ask("files please", 1).await;
-    assert!(answer.contains("ok.txt"), "{answer}");
-    let artifacts: Vec<String> = h
+    dc.fake.push(&Event::guild(
+        "1300000000000000200",
+        "1300000000000000400",
+        "files please",
+    ));
+    dc.fake
+        .wait_until(
+            "the output sent",
+            crate::discord::harness::DEADLINE,
+            |fake| {
+                fake.sent()
+                    .iter()
+                    .any(|s| s.uploads.iter().any(|u| u.bytes == b"fine"))
+            },
+        )
+        .await
+        .unwrap();
+    let artifacts: Vec<String> = dc
         .sim
         .requests()
         .into_iter()
@@ -176,10 +199,7 @@ async fn presented_files_outside_the_outputs_are_fetched_from_nowhere() {
         .map(|r| r.path)
         .collect();
     assert_eq!(artifacts.len(), 1, "{artifacts:?}");
-    assert!(
-        artifacts[0].ends_with("/artifacts/mnt/user-data/outputs/ok.txt"),
-        "{artifacts:?}"
-    );
-    h.stop().await;
+    assert!(artifacts[0].ends_with("/outputs/ok.txt"), "{artifacts:?}");
+    dc.stop().await;
     assert_eq!(other.hits(), 0, "the URL was fetched");
 }
