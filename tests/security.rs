@@ -3,8 +3,14 @@
 //! scanned for the platform's secrets, the tokens the fake issued, and the words of the
 //! conversation. (Issue 19's security checks, started with the adapters of 15–17.)
 //!
+//! Children:
+//! - `file_hosts`: file fetches go only to the platform's file hosts and the Gateway's
+//!   artifacts route.
+//!
 //! `#[tokio::test]` runs on one thread, so a thread-default subscriber sees the daemon's
 //! tasks too.
+
+mod file_hosts;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

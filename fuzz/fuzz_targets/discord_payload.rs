@@ -35,6 +35,7 @@ fn settings() -> &'static [DiscordSettings] {
             allowed_channels: BTreeSet::new(),
             thread_mode: false,
             api_url: "http://127.0.0.1:9".to_owned(),
+            file_hosts: im_bridge_channel::FileHosts::default(),
         };
         vec![
             base.clone(),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use im_bridge::i18n::{Catalogs, command_menu};
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
-use im_bridge_channel::{AllowedUsers, BuildContext, Secret, WebhookHost};
+use im_bridge_channel::{AllowedUsers, BuildContext, FileHosts, Secret, WebhookHost};
 use im_bridge_dingtalk::DingTalkChannel;
 use im_bridge_dingtalk::config::DingTalkSettings;
 use im_bridge_fakes::dingtalk::{CARD_TEMPLATE_ID, CLIENT_ID, CLIENT_SECRET, FakeDingTalk, Sent};
@@ -51,6 +51,8 @@ impl Dt {
             api_url: fake.api_url(),
             oapi_url: fake.oapi_url(),
             max_markdown_bytes: im_bridge_dingtalk::config::DEFAULT_MAX_MARKDOWN_BYTES as usize,
+            // The fake serves files on loopback.
+            file_hosts: FileHosts::new(["127.0.0.1"]).unwrap(),
         };
         let ctx = BuildContext::new(
             AllowedUsers::Anyone,

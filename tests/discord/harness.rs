@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use im_bridge::i18n::{Catalogs, command_menu};
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
-use im_bridge_channel::{AllowedUsers, BuildContext, Secret, WebhookHost};
+use im_bridge_channel::{AllowedUsers, BuildContext, FileHosts, Secret, WebhookHost};
 use im_bridge_discord::DiscordChannel;
 use im_bridge_discord::config::DiscordSettings;
 use im_bridge_fakes::discord::{FakeDiscord, Sent, TOKEN};
@@ -29,6 +29,8 @@ pub struct Setup {
     pub allowed_guilds: Vec<u64>,
     /// `channels.discord.locale`.
     pub locale: Option<&'static str>,
+    /// `file_hosts` names the fake's port too (`127.0.0.1:<port>`), not only its address.
+    pub pin_file_port: bool,
 }
 
 /// The daemon with a Discord channel, the fake Discord and the Gateway simulator.
@@ -57,6 +59,12 @@ impl Dc {
             allowed_channels: BTreeSet::new(),
             thread_mode: setup.thread_mode,
             api_url: fake.api_url(),
+            // The fake serves attachments on loopback.
+            file_hosts: if setup.pin_file_port {
+                FileHosts::new([fake.addr().to_string()]).unwrap()
+            } else {
+                FileHosts::new(["127.0.0.1"]).unwrap()
+            },
         };
         let ctx = BuildContext::new(
             AllowedUsers::Anyone,

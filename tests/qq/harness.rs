@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use im_bridge::i18n::{Catalogs, command_menu};
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
-use im_bridge_channel::{AllowedUsers, BuildContext, Secret, WebhookHost};
+use im_bridge_channel::{AllowedUsers, BuildContext, FileHosts, Secret, WebhookHost};
 use im_bridge_fakes::qq::{APP_ID, CLIENT_SECRET, FakeQq, Reply, WebhookRequest};
 use im_bridge_qq::QqChannel;
 use im_bridge_qq::config::{QqSettings, Transport, WebhookSettings};
@@ -72,6 +72,8 @@ impl Qq {
             api_url: fake.api_url(),
             token_url: fake.token_url(),
             transport,
+            // The fake serves attachments on loopback.
+            file_hosts: FileHosts::new(["127.0.0.1"]).unwrap(),
         };
         let ctx = BuildContext::new(
             AllowedUsers::Anyone,

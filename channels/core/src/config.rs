@@ -8,7 +8,7 @@
 //! - [`Issues`] collects every problem under the block's prefix
 //!   (`channels.telegram.webhook.listen: …`), so `check-config` lists them all at once;
 //! - the value helpers ([`seconds`], [`integer`], [`base_url`], [`required_secret`],
-//!   [`socket_addr`], [`choice`], [`id_list`]) check a value the same way in every adapter
+//!   [`socket_addr`], [`choice`], [`id_list`], [`file_hosts`]) check a value the same way in every adapter
 //!   and never echo a secret.
 //!
 //! Everything here is pure: it opens no file or socket, so `check-config` can run it anywhere.
@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::access::AllowedUsers;
+use crate::file_hosts::FileHosts;
 use crate::secret::Secret;
 
 /// Whether an issue stops the daemon from starting.
@@ -361,6 +362,46 @@ pub fn id_list(issues: &mut Issues, key: &str, value: Option<&Value>) -> Allowed
     allowed
 }
 
+/// The hosts an adapter may fetch files from (`file_hosts`): a list of host patterns (see
+/// [`FileHosts`]), or one as a string. Absent = `defaults` (the platform's own file hosts).
+/// Each bad entry is an error at the key; an empty list is allowed (no file is fetched)
+/// with a warning saying so.
+pub fn file_hosts(
+    issues: &mut Issues,
+    key: &str,
+    value: Option<&Value>,
+    defaults: &[&str],
+) -> FileHosts {
+    let items: Vec<&Value> = match value {
+        None | Some(Value::Null) => return FileHosts::new(defaults).unwrap_or_default(),
+        Some(Value::Array(items)) => items.iter().collect(),
+        Some(other) => vec![other],
+    };
+    let mut texts = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let checked = match item {
+            Value::String(text) => FileHosts::new([text]).map(|_| text.as_str()),
+            _ => Err(crate::FileHostError::Invalid),
+        };
+        match checked {
+            Ok(text) => texts.push(text),
+            Err(error) => issues.error(key, format!("entry {i}: {error}")),
+        }
+    }
+    match FileHosts::new(&texts) {
+        Ok(hosts) => {
+            if hosts.is_empty() && items.is_empty() {
+                issues.warn(key, "no host listed, so no attachment is fetched");
+            }
+            hosts
+        }
+        Err(error) => {
+            issues.error(key, error.to_string());
+            FileHosts::default()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,5 +553,36 @@ mod tests {
         let nobody = id_list(&mut issues, "ids", Some(&json!([{"x": 1}])));
         assert!(!nobody.allows("42"));
         assert_eq!(paths(&issues), [("c.ids", Severity::Warning)]);
+    }
+
+    #[test]
+    fn file_hosts_default_list_and_report_bad_entries_at_the_key() {
+        let mut issues = Issues::new("channels.demo");
+        let hosts = file_hosts(&mut issues, "file_hosts", None, &["cdn.example.com"]);
+        assert_eq!(hosts.patterns().collect::<Vec<_>>(), ["cdn.example.com"]);
+        let listed = json!(["*.Example.org", "127.0.0.1:8080"]);
+        let hosts = file_hosts(&mut issues, "file_hosts", Some(&listed), &["x.com"]);
+        assert_eq!(
+            hosts.patterns().collect::<Vec<_>>(),
+            [".example.org", "127.0.0.1:8080"]
+        );
+        let one = json!("cdn.example.net");
+        let hosts = file_hosts(&mut issues, "file_hosts", Some(&one), &[]);
+        assert_eq!(hosts.patterns().collect::<Vec<_>>(), ["cdn.example.net"]);
+        assert!(paths(&issues).is_empty());
+        let bad = json!(["", "https://x.com/", 7, "ok.com"]);
+        let hosts = file_hosts(&mut issues, "file_hosts", Some(&bad), &[]);
+        assert_eq!(hosts.patterns().collect::<Vec<_>>(), ["ok.com"]);
+        assert_eq!(
+            paths(&issues),
+            [("channels.demo.file_hosts", Severity::Error); 3]
+        );
+        let mut issues = Issues::new("channels.demo");
+        let hosts = file_hosts(&mut issues, "file_hosts", Some(&json!([])), &["x.com"]);
+        assert!(hosts.is_empty());
+        assert_eq!(
+            paths(&issues),
+            [("channels.demo.file_hosts", Severity::Warning)]
+        );
     }
 }

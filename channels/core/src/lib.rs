@@ -17,6 +17,7 @@ pub mod config;
 mod delivery;
 pub mod doctor;
 mod error;
+mod file_hosts;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -43,6 +44,7 @@ pub use delivery::{
     RetryFinals, RetryPolicy, StreamStarted, TRUNCATED_NOTE_KEY, Throttle, split,
 };
 pub use error::{ChannelError, ChannelResult, RetryAfterHint};
+pub use file_hosts::{FileHostError, FileHosts, MAX_FILE_HOSTS};
 pub use ids::{ChatId, MessageId, UserId};
 pub use inbound::{
     AdmitError, InboundQueue, InboundSink, REFUSALS_CAPACITY, REFUSED_METRIC, Reservation,

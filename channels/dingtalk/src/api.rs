@@ -35,12 +35,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use im_bridge_channel::Secret;
+use im_bridge_channel::{FileHosts, Secret};
 use rand::Rng;
 use reqwest::multipart::{Form, Part};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::config::FILE_HOSTS;
 use crate::error::ApiError;
 use crate::token::{AppToken, TokenCache};
 pub(crate) use answer::{Dialect, read_answer};
@@ -179,7 +180,9 @@ pub struct NewCard<'a> {
 #[derive(Clone, Debug)]
 pub struct Api {
     http: reqwest::Client,
+    /// Reads `downloadUrl`s: no token, and only hosts in `file_hosts`, redirects included.
     download: reqwest::Client,
+    file_hosts: FileHosts,
     api_url: String,
     oapi_url: String,
     tokens: Arc<TokenCache>,
@@ -187,7 +190,7 @@ pub struct Api {
 
 impl Api {
     /// A client for the app `client_id` on `api_url` and `oapi_url` (no trailing slash
-    /// needed).
+    /// needed), reading files only from DingTalk's hosts ([`FILE_HOSTS`]).
     pub fn new(
         api_url: &str,
         oapi_url: &str,
@@ -199,20 +202,25 @@ impl Api {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ApiError::Client(e.without_url()))?;
-        let download = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::limited(MAX_DOWNLOAD_REDIRECTS))
-            .build()
-            .map_err(|e| ApiError::Client(e.without_url()))?;
+        let file_hosts = FileHosts::new(FILE_HOSTS).unwrap_or_default();
+        let download = download_client(&file_hosts)?;
         let api_url = api_url.trim_end_matches('/').to_owned();
         let tokens = AppToken::new(http.clone(), &api_url, client_id, client_secret).cache();
         Ok(Self {
             http,
             download,
+            file_hosts,
             api_url,
             oapi_url: oapi_url.trim_end_matches('/').to_owned(),
             tokens: Arc::new(tokens),
         })
+    }
+
+    /// The same client, reading files only from `hosts`.
+    pub fn with_file_hosts(mut self, hosts: FileHosts) -> Result<Self, ApiError> {
+        self.download = download_client(&hosts)?;
+        self.file_hosts = hosts;
+        Ok(self)
     }
 
     /// The token cache (shared by clones).
@@ -276,7 +284,9 @@ impl Api {
 
     /// The bytes of a file a user sent: `POST /v1.0/robot/messageFiles/download`
     /// `{downloadCode, robotCode}` answers a short-lived `downloadUrl`, which is then read
-    /// (without the token). Refused with [`ApiError::TooLarge`] once there are more than
+    /// (without the token) when it is on a host `file_hosts` lists ([`ApiError::HostNotAllowed`]
+    /// otherwise, before any request; a redirect elsewhere is not followed). Refused with
+    /// [`ApiError::TooLarge`] once there are more than
     /// `max_bytes`: by `Content-Length` before any byte is read, otherwise as soon as the
     /// bytes read pass the bound.
     pub async fn download_file(
@@ -298,6 +308,13 @@ impl Api {
                 op,
                 detail: "the downloadUrl is not an http(s) URL".into(),
             })?;
+        if !self.file_hosts.allows(&url) {
+            tracing::warn!(
+                host = url.host_str().unwrap_or_default(),
+                "Refused a downloadUrl on a host not in file_hosts."
+            );
+            return Err(ApiError::HostNotAllowed);
+        }
         let op = "file download";
         let response = self
             .download
@@ -537,6 +554,25 @@ pub fn file_type(file_name: &str) -> String {
             !ext.is_empty() && ext.len() <= 16 && ext.bytes().all(|b| b.is_ascii_alphanumeric())
         })
         .unwrap_or_else(|| "file".to_owned())
+}
+
+/// The client that reads `downloadUrl`s: it follows at most [`MAX_DOWNLOAD_REDIRECTS`]
+/// redirects, and only to hosts `hosts` allows (a redirect elsewhere is answered as the
+/// 3xx itself, which the download refuses).
+fn download_client(hosts: &FileHosts) -> Result<reqwest::Client, ApiError> {
+    let hosts = hosts.clone();
+    let policy = reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() > MAX_DOWNLOAD_REDIRECTS || !hosts.allows(attempt.url()) {
+            attempt.stop()
+        } else {
+            attempt.follow()
+        }
+    });
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .redirect(policy)
+        .build()
+        .map_err(|e| ApiError::Client(e.without_url()))
 }
 
 #[cfg(test)]

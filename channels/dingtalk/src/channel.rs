@@ -90,6 +90,7 @@ impl DingTalkChannel {
             settings.client_id.clone(),
             settings.client_secret.clone(),
         )
+        .and_then(|api| api.with_file_hosts(settings.file_hosts.clone()))
         .map_err(ChannelError::from)?;
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))

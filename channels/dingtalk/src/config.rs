@@ -2,12 +2,13 @@
 //! `card_template_id`, plus the shared `enabled`, `allowed_users`, `locale` the daemon
 //! reads): raw keys as an operator writes them, and the resolved settings the adapter runs
 //! with. Every URL the adapter calls derives from `api_url` (the OpenAPI host) or
-//! `oapi_url` (the legacy host of the media upload), so tests point both at a fake.
+//! `oapi_url` (the legacy host of the media upload), so tests point both at a fake; a file
+//! is read from the `downloadUrl` DingTalk answers only on a host `file_hosts` lists.
 //! Validation is pure (no socket) and never echoes a secret; unknown keys are warnings,
 //! since the file is shared with DeerFlow.
 
-use im_bridge_channel::Secret;
 use im_bridge_channel::config::{self, Issues};
+use im_bridge_channel::{FileHosts, Secret};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -15,6 +16,13 @@ use serde_json::Value;
 pub const API_URL: &str = "https://api.dingtalk.com";
 /// The legacy host: only the media upload (`/media/upload`) lives there.
 pub const OAPI_URL: &str = "https://oapi.dingtalk.com";
+/// Where the `downloadUrl` of `messageFiles/download` may point. DingTalk's reference
+/// ("获取机器人消息中文件下载链接") documents it only as a temporary link; DingTalk serves
+/// files from its own `*.dingtalk.com` hosts and signed Alibaba Cloud OSS URLs
+/// (`*.aliyuncs.com`, as its presigned-URL APIs answer, e.g.
+/// `dingdingsz.oss-cn-shenzhen.aliyuncs.com`). The URL comes from DingTalk's authenticated
+/// answer, never from the event; an operator who sees a refusal in the log adds the host.
+pub const FILE_HOSTS: &[&str] = &[".dingtalk.com", ".aliyuncs.com"];
 /// Default bound on one `sampleMarkdown` message, in UTF-8 bytes.
 ///
 /// DingTalk documents no length limit for the robot send APIs' `sampleMarkdown`; the
@@ -48,6 +56,9 @@ pub struct RawDingTalkConfig {
     /// The longest markdown message sent, in UTF-8 bytes; a longer answer is sent as
     /// several messages. Default 5000, from 500 to 20000.
     pub max_markdown_bytes: Option<i64>,
+    /// Hosts a file's `downloadUrl` may be on (`cdn.example.com`, `.example.com` for a
+    /// domain and its subdomains, `127.0.0.1:8080`). Default [`FILE_HOSTS`].
+    pub file_hosts: Option<Value>,
 }
 
 /// What the DingTalk adapter runs with.
@@ -66,6 +77,8 @@ pub struct DingTalkSettings {
     pub oapi_url: String,
     /// The longest markdown message, in UTF-8 bytes.
     pub max_markdown_bytes: usize,
+    /// The hosts files are read from; a `downloadUrl` elsewhere is refused unfetched.
+    pub file_hosts: FileHosts,
 }
 
 /// Reads and validates the adapter's keys of `channels.dingtalk`.
@@ -109,6 +122,8 @@ impl RawDingTalkConfig {
             DEFAULT_MAX_MARKDOWN_BYTES,
             MARKDOWN_BYTES_RANGE,
         );
+        let file_hosts =
+            config::file_hosts(issues, "file_hosts", self.file_hosts.as_ref(), FILE_HOSTS);
         if issues.error_count() > errors_before {
             return None;
         }
@@ -119,6 +134,7 @@ impl RawDingTalkConfig {
             api_url,
             oapi_url,
             max_markdown_bytes: usize::try_from(max_markdown_bytes).ok()?,
+            file_hosts,
         })
     }
 }
@@ -146,8 +162,14 @@ mod tests {
         assert_eq!(s.client_id, "dingabc");
         assert_eq!(s.api_url, API_URL);
         assert_eq!(s.oapi_url, OAPI_URL);
+        assert_eq!(s.file_hosts.patterns().collect::<Vec<_>>(), FILE_HOSTS);
         assert_eq!(s.card_template_id, None);
         assert_eq!(s.max_markdown_bytes, 5000);
+        let (s, found) = check(json!({
+            "client_id": "d", "client_secret": "s", "file_hosts": ["127.0.0.1", "x/y"],
+        }));
+        assert!(s.is_none());
+        assert_eq!(found, ["E channels.dingtalk.file_hosts"]);
         let (s, found) = check(json!({
             "client_id": "dingabc", "client_secret": "s",
             "api_url": "http://127.0.0.1:9/", "oapi_url": "http://127.0.0.1:9",

@@ -104,6 +104,10 @@ pub enum ApiError {
         /// What did not fit (its shape, never the body).
         detail: String,
     },
+    /// A `downloadUrl` on a host `file_hosts` does not list: refused before any request.
+    /// The URL is not kept (it is signed).
+    #[error("the downloadUrl is not on a host listed in file_hosts")]
+    HostNotAllowed,
     /// The HTTP client could not be built.
     #[error("building the HTTP client failed: {0}")]
     Client(#[source] reqwest::Error),

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use futures_util::TryStreamExt;
-use im_bridge_channel::{Secret, read_bounded};
+use im_bridge_channel::{FileHosts, Secret, read_bounded};
 use reqwest::header::{AUTHORIZATION, CONTENT_LENGTH, HeaderMap};
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::Deserialize;
@@ -51,6 +51,7 @@ pub struct DiscordApi {
     http: reqwest::Client,
     root: String,
     auth: Secret,
+    file_hosts: FileHosts,
 }
 
 impl std::fmt::Debug for DiscordApi {
@@ -89,6 +90,7 @@ impl DiscordApi {
             http,
             root: settings.rest_root(),
             auth: Secret::new(format!("Bot {}", settings.bot_token.expose())),
+            file_hosts: settings.file_hosts.clone(),
         })
     }
 
@@ -285,7 +287,8 @@ impl DiscordApi {
     }
 
     /// Downloads an attachment (a CDN URL from a message) of at most `max` bytes. No
-    /// token is sent: CDN URLs are signed themselves.
+    /// token is sent: CDN URLs are signed themselves. A URL on a host `file_hosts` does not
+    /// list is [`ApiError::HostNotAllowed`], before any request.
     pub async fn download(&self, url: &str, max: u64) -> Result<Vec<u8>, ApiError> {
         let op = "download";
         let parsed = url::Url::parse(url).map_err(|_| ApiError::BadUrl)?;
@@ -295,6 +298,13 @@ impl DiscordApi {
             && parsed.password().is_none();
         if !plain {
             return Err(ApiError::BadUrl);
+        }
+        if !self.file_hosts.allows(&parsed) {
+            tracing::warn!(
+                host = parsed.host_str().unwrap_or_default(),
+                "Refused an attachment on a host not in file_hosts."
+            );
+            return Err(ApiError::HostNotAllowed);
         }
         let response = self
             .http

@@ -1,5 +1,5 @@
 //! The `channels.discord` block (the adapter's keys: `bot_token`, `allowed_guilds`,
-//! `mention_only`, `allowed_channels`, `thread_mode`, `api_url`; the shared `enabled`,
+//! `mention_only`, `allowed_channels`, `thread_mode`, `api_url`, `file_hosts`; the shared `enabled`,
 //! `allowed_users` and `locale` are the daemon's): raw keys as an operator writes them, and
 //! the resolved settings the adapter runs with.
 //!
@@ -11,8 +11,8 @@
 
 use std::collections::BTreeSet;
 
-use im_bridge_channel::Secret;
 use im_bridge_channel::config::{self, Issues};
+use im_bridge_channel::{FileHosts, Secret};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -20,6 +20,10 @@ use serde_json::Value;
 pub const API_URL: &str = "https://discord.com";
 /// The REST API version in every path.
 pub const API_VERSION: u8 = 10;
+/// Where Discord serves attachments: `Attachment.url` is on `cdn.discordapp.com`,
+/// `Attachment.proxy_url` on `media.discordapp.net` (Discord's API reference, "Attachment
+/// Object", and its "Image Formatting" CDN section). An attachment elsewhere is not fetched.
+pub const FILE_HOSTS: &[&str] = &["cdn.discordapp.com", "media.discordapp.net"];
 /// Most ids accepted in one of the allow-lists (bounded memory on a hostile file).
 const MAX_IDS: usize = 10_000;
 
@@ -41,6 +45,9 @@ pub struct RawDiscordConfig {
     pub thread_mode: Option<bool>,
     /// REST base URL without a path. Default `https://discord.com`.
     pub api_url: Option<String>,
+    /// Hosts attachments may be fetched from (`cdn.example.com`, `.example.com` for a domain
+    /// and its subdomains, `127.0.0.1:8080`). Default [`FILE_HOSTS`].
+    pub file_hosts: Option<Value>,
 }
 
 /// What the Discord adapter runs with.
@@ -58,6 +65,8 @@ pub struct DiscordSettings {
     pub thread_mode: bool,
     /// REST base URL, without a trailing slash (REST is `{api_url}/api/v10/…`).
     pub api_url: String,
+    /// The hosts attachments are fetched from; a URL elsewhere is refused unfetched.
+    pub file_hosts: FileHosts,
 }
 
 impl DiscordSettings {
@@ -112,6 +121,8 @@ impl RawDiscordConfig {
                 "expected a base without a path, e.g. https://discord.com (REST adds /api/v10)",
             );
         }
+        let file_hosts =
+            config::file_hosts(issues, "file_hosts", self.file_hosts.as_ref(), FILE_HOSTS);
         if issues.error_count() > errors_before {
             return None;
         }
@@ -122,6 +133,7 @@ impl RawDiscordConfig {
             allowed_channels,
             thread_mode,
             api_url,
+            file_hosts,
         })
     }
 }
@@ -190,6 +202,17 @@ mod tests {
         assert!(!s.mention_only && !s.thread_mode);
         assert!(s.allowed_guilds.is_empty() && s.allowed_channels.is_empty());
         assert!(s.guild_allowed(None) && s.guild_allowed(Some(7)));
+        assert_eq!(s.file_hosts.patterns().collect::<Vec<_>>(), FILE_HOSTS);
+    }
+
+    #[test]
+    fn file_hosts_are_host_patterns() {
+        let (s, found) = check(json!({"bot_token": "t", "file_hosts": ["127.0.0.1:9"]}));
+        assert!(found.is_empty(), "{found:?}");
+        assert_eq!(s.unwrap().file_hosts.to_string(), "127.0.0.1:9");
+        let (s, found) = check(json!({"bot_token": "t", "file_hosts": ["", "a/b"]}));
+        assert!(s.is_none());
+        assert_eq!(found, ["E channels.discord.file_hosts"; 2]);
     }
 
     #[test]

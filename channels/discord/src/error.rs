@@ -64,6 +64,10 @@ pub enum ApiError {
     /// An attachment URL that is not plain `http(s)://` with a host and no credentials.
     #[error("the attachment URL is not a plain http(s) URL")]
     BadUrl,
+    /// An attachment URL on a host `file_hosts` does not list: refused before any request.
+    /// The URL is not kept (its query is a signature).
+    #[error("the attachment URL is not on a host listed in file_hosts")]
+    HostNotAllowed,
     /// Network trouble; the cause has lost its URL.
     #[error("calling {op} failed: {source}")]
     Transport {

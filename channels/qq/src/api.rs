@@ -35,11 +35,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use im_bridge_channel::{BoundedRead, MessageId, Secret};
+use im_bridge_channel::{BoundedRead, FileHosts, MessageId, Secret};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::QqSettings;
+use crate::config::{FILE_HOSTS, QqSettings};
 use crate::error::ApiError;
 use crate::token::{AppToken, TokenCache};
 
@@ -74,6 +74,7 @@ pub struct Api {
     api_url: String,
     app_id: String,
     tokens: Arc<TokenCache>,
+    file_hosts: FileHosts,
 }
 
 /// A reply QQ accepted.
@@ -109,7 +110,7 @@ struct Refusal {
 
 impl Api {
     /// A client for bot `app_id`: REST at `api_url`, tokens from `token_url` (no trailing
-    /// slashes needed).
+    /// slashes needed); attachments only from QQ's own hosts ([`FILE_HOSTS`]).
     pub fn new(
         api_url: &str,
         token_url: &str,
@@ -129,7 +130,14 @@ impl Api {
             api_url: api_url.trim_end_matches('/').to_owned(),
             app_id,
             tokens,
+            file_hosts: FileHosts::new(FILE_HOSTS).unwrap_or_default(),
         })
+    }
+
+    /// The same client, fetching attachments only from `hosts`.
+    pub fn with_file_hosts(mut self, hosts: FileHosts) -> Self {
+        self.file_hosts = hosts;
+        self
     }
 
     /// A client for the configured bot.
@@ -140,6 +148,7 @@ impl Api {
             settings.app_id.clone(),
             settings.client_secret.clone(),
         )
+        .map(|api| api.with_file_hosts(settings.file_hosts.clone()))
     }
 
     /// The token cache (shared by clones).
@@ -259,10 +268,18 @@ impl Api {
     /// `GET url`: the bytes of an attachment a user sent, refused with
     /// [`ApiError::TooLarge`] once there are more than `max_bytes` (by `Content-Length`
     /// before any byte is read, otherwise as soon as the bytes read pass the bound). The
-    /// URL must be `http(s)://` with a host and without credentials; no token is sent.
+    /// URL must be `http(s)://` with a host and without credentials, on a host `file_hosts`
+    /// lists ([`ApiError::HostNotAllowed`] otherwise, before any request); no token is sent.
     pub async fn download(&self, url: &str, max_bytes: u64) -> Result<Bytes, ApiError> {
         let op = "attachment download";
         let parsed = attachment_url(url).ok_or(ApiError::BadUrl)?;
+        if !self.file_hosts.allows(&parsed) {
+            tracing::warn!(
+                host = parsed.host_str().unwrap_or_default(),
+                "Refused an attachment on a host not in file_hosts."
+            );
+            return Err(ApiError::HostNotAllowed);
+        }
         let response = self
             .http
             .get(parsed)

@@ -1,5 +1,5 @@
 //! The `channels.qq` block (the adapter's keys: `app_id`, `client_secret`, `sandbox`,
-//! `api_url`, `token_url`, `mode`, `webhook`; the shared `enabled`, `allowed_users` and
+//! `api_url`, `token_url`, `mode`, `webhook`, `file_hosts`; the shared `enabled`, `allowed_users` and
 //! `locale` are the daemon's): raw keys as an operator writes them, and the resolved
 //! settings the adapter runs with.
 //!
@@ -11,8 +11,8 @@
 
 use std::net::SocketAddr;
 
-use im_bridge_channel::Secret;
 use im_bridge_channel::config::{self, Issues};
+use im_bridge_channel::{FileHosts, Secret};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -22,6 +22,13 @@ pub const API_URL: &str = "https://api.sgroup.qq.com";
 pub const SANDBOX_API_URL: &str = "https://sandbox.api.sgroup.qq.com";
 /// Where access tokens are asked for.
 pub const TOKEN_URL: &str = "https://bots.qq.com";
+/// Where QQ serves the attachments of bot messages. The official v2 docs
+/// (bot.q.qq.com/wiki/develop/api-v2) give an attachment only a `url`, sometimes without a
+/// scheme (nonebot/adapter-qq PR #85 completes it); observed group and C2C URLs are on
+/// `multimedia.nt.qq.com.cn` (QQNT's media host) and the older `*.qpic.cn` image CDN
+/// (`gchat.qpic.cn`, `c2cpicdw.qpic.cn`, as go-cqhttp/NapCat reports show); `.qq.com`
+/// covers Tencent's other media hosts. An attachment elsewhere is not fetched.
+pub const FILE_HOSTS: &[&str] = &["multimedia.nt.qq.com.cn", ".qpic.cn", ".qq.com"];
 /// The default webhook path.
 pub const DEFAULT_WEBHOOK_PATH: &str = "/qq/events";
 /// Longest app id accepted (it travels in the `X-Union-Appid` header; real ones are about
@@ -47,6 +54,9 @@ pub struct RawQqConfig {
     pub mode: Option<String>,
     /// Webhook mode: where QQ's callbacks are served.
     pub webhook: Option<RawWebhook>,
+    /// Hosts attachments may be fetched from (`cdn.example.com`, `.example.com` for a domain
+    /// and its subdomains, `127.0.0.1:8080`). Default [`FILE_HOSTS`].
+    pub file_hosts: Option<Value>,
 }
 
 /// `channels.qq.webhook`.
@@ -73,6 +83,8 @@ pub struct QqSettings {
     pub token_url: String,
     /// How events arrive.
     pub transport: Transport,
+    /// The hosts attachments are fetched from; a URL elsewhere is refused unfetched.
+    pub file_hosts: FileHosts,
 }
 
 /// How events arrive.
@@ -142,6 +154,8 @@ impl RawQqConfig {
                 Some(Transport::Websocket)
             }
         };
+        let file_hosts =
+            config::file_hosts(issues, "file_hosts", self.file_hosts.as_ref(), FILE_HOSTS);
         if issues.error_count() > errors_before {
             return None;
         }
@@ -152,6 +166,7 @@ impl RawQqConfig {
             api_url,
             token_url,
             transport: transport?,
+            file_hosts,
         })
     }
 
@@ -238,6 +253,15 @@ mod tests {
         assert_eq!(s.token_url, TOKEN_URL);
         assert!(!s.sandbox);
         assert!(matches!(s.transport, Transport::Websocket));
+        assert_eq!(s.file_hosts.patterns().collect::<Vec<_>>(), FILE_HOSTS);
+        let (s, found) = check(json!({
+            "app_id": 1, "client_secret": "s", "file_hosts": ["127.0.0.1", "*.example.com"],
+        }));
+        assert!(found.is_empty(), "{found:?}");
+        assert_eq!(s.unwrap().file_hosts.to_string(), "127.0.0.1, .example.com");
+        let (s, found) = check(json!({"app_id": 1, "client_secret": "s", "file_hosts": [""]}));
+        assert!(s.is_none());
+        assert_eq!(found, ["E channels.qq.file_hosts"]);
         let (s, _) = check(json!({"app_id": "1020", "client_secret": "s", "sandbox": true}));
         assert_eq!(s.unwrap().api_url, SANDBOX_API_URL);
         let (s, found) = check(json!({

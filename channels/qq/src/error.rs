@@ -80,6 +80,10 @@ pub enum ApiError {
     /// An attachment URL that is not `http(s)://` with a host and without credentials.
     #[error("the attachment URL is not a plain http(s) URL")]
     BadUrl,
+    /// An attachment URL on a host `file_hosts` does not list: refused before any request.
+    /// The URL is not kept (it is pre-signed).
+    #[error("the attachment URL is not on a host listed in file_hosts")]
+    HostNotAllowed,
     /// Network trouble. The URL has been removed. `sent` says whether the request may
     /// have left (anything but a failed connect).
     #[error("calling {op} failed: {source}")]

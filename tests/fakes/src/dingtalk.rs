@@ -141,6 +141,8 @@ struct StoredFile {
     bytes: Vec<u8>,
     /// The download URL's signature once `messageFiles/download` handed one out.
     signatures: Vec<String>,
+    /// Answered as the `downloadUrl` instead of a signed URL here (a test's other server).
+    elsewhere: Option<String>,
 }
 
 pub(crate) struct Inner {
@@ -439,6 +441,20 @@ impl FakeDingTalk {
             StoredFile {
                 bytes,
                 signatures: Vec::new(),
+                elsewhere: None,
+            },
+        );
+    }
+
+    /// Makes `messageFiles/download` answer `url` as the `downloadUrl` of `download_code`
+    /// (a server that is not DingTalk's, to check the adapter refuses it).
+    pub fn put_file_elsewhere(&self, download_code: &str, url: &str) {
+        self.shared.lock().files.insert(
+            download_code.to_owned(),
+            StoredFile {
+                bytes: Vec::new(),
+                signatures: Vec::new(),
+                elsewhere: Some(url.to_owned()),
             },
         );
     }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use axum::response::IntoResponse;
-use im_bridge_channel::ChannelError;
+use im_bridge_channel::{ChannelError, FileHosts};
 use im_bridge_fakes::dingtalk::{
     CARD_TEMPLATE_ID, CLIENT_ID, CLIENT_SECRET, Failure, FakeDingTalk, Message, ROBOT_CODE, code,
 };
@@ -21,6 +21,7 @@ async fn start() -> (FakeDingTalk, Api) {
         CLIENT_ID,
         Secret::new(CLIENT_SECRET),
     )
+    .and_then(|api| api.with_file_hosts(FileHosts::new(["127.0.0.1"]).unwrap()))
     .unwrap();
     (fake, api)
 }
@@ -202,6 +203,64 @@ async fn a_user_file_is_downloaded_through_its_download_url_within_the_bound() {
     let error = api.download_file(ROBOT_CODE, "dc-1", 10).await.unwrap_err();
     assert!(error.is_transient(), "{error:?}");
     assert!(!error.to_string().contains("sig="), "{error}");
+}
+
+#[tokio::test]
+async fn a_download_url_off_the_file_hosts_is_never_fetched() {
+    let (fake, api) = start().await;
+    // A second server that must see no request: `localhost` by name is not `127.0.0.1`.
+    let evil = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let evil_port = evil.local_addr().unwrap().port();
+    fake.put_file_elsewhere("dc-evil", &format!("http://localhost:{evil_port}/x?sig=s"));
+    // Bounded: were the URL fetched, nobody would answer on the other server.
+    let deadline = Duration::from_secs(10);
+    let error = tokio::time::timeout(deadline, api.download_file(ROBOT_CODE, "dc-evil", 10))
+        .await
+        .expect("refused at once, not fetched")
+        .unwrap_err();
+    assert!(matches!(error, ApiError::HostNotAllowed), "{error:?}");
+    assert!(!error.to_string().contains("sig"), "{error}");
+    // The allowed host on another port, when the pattern names the port.
+    fake.put_file_elsewhere("dc-port", &format!("http://127.0.0.1:{evil_port}/x"));
+    let fake_port = reqwest::Url::parse(&fake.api_url())
+        .unwrap()
+        .port()
+        .unwrap();
+    let pinned = api
+        .clone()
+        .with_file_hosts(FileHosts::new([format!("127.0.0.1:{fake_port}")]).unwrap())
+        .unwrap();
+    let error = tokio::time::timeout(deadline, pinned.download_file(ROBOT_CODE, "dc-port", 10))
+        .await
+        .expect("refused at once, not fetched")
+        .unwrap_err();
+    assert!(matches!(error, ApiError::HostNotAllowed), "{error:?}");
+    // DingTalk's own hosts only, by default: the fake's loopback URL is refused.
+    fake.put_file("dc-1", b"0123456789".to_vec());
+    let default = Api::new(
+        &fake.api_url(),
+        &fake.oapi_url(),
+        CLIENT_ID,
+        Secret::new(CLIENT_SECRET),
+    )
+    .unwrap();
+    let error = default
+        .download_file(ROBOT_CODE, "dc-1", 10)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ApiError::HostNotAllowed), "{error:?}");
+    assert!(
+        fake.calls().iter().all(|c| c.route != "download"),
+        "the fake's own file was not read either"
+    );
+    // Nothing connected to the other server.
+    let accepted = tokio::time::timeout(Duration::ZERO, evil.accept()).await;
+    assert!(accepted.is_err(), "the other server was called");
+    let refused = ChannelError::from(error);
+    assert!(
+        matches!(refused, ChannelError::Rejected { .. }),
+        "{refused:?}"
+    );
 }
 
 #[tokio::test]

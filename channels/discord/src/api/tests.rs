@@ -11,7 +11,7 @@ use crate::config;
 
 fn api(fake: &FakeDiscord, token: &str) -> DiscordApi {
     let settings = config::validate(
-        json!({"bot_token": token, "api_url": fake.api_url()}),
+        json!({"bot_token": token, "api_url": fake.api_url(), "file_hosts": ["127.0.0.1"]}),
         &mut Issues::new("channels.discord"),
     )
     .unwrap();
@@ -175,6 +175,36 @@ async fn gateway_discovery_and_bounded_downloads() {
     assert!(
         download.iter().all(|c| c.authorization.is_none()),
         "no token to the CDN"
+    );
+    // A host `file_hosts` does not list is refused before any request.
+    let before = fake.calls_to("attachment").len();
+    let mut settings = config::validate(
+        json!({"bot_token": discord::TOKEN, "api_url": fake.api_url()}),
+        &mut Issues::new("channels.discord"),
+    )
+    .unwrap();
+    let cdn_only = DiscordApi::new(&settings).unwrap();
+    assert!(matches!(
+        cdn_only.download(&url, 100).await.unwrap_err(),
+        ApiError::HostNotAllowed
+    ));
+    let port = url::Url::parse(&url).unwrap().port().unwrap();
+    settings.file_hosts =
+        im_bridge_channel::FileHosts::new([format!("127.0.0.1:{}", port + 1)]).unwrap();
+    let other_port = DiscordApi::new(&settings).unwrap();
+    assert!(matches!(
+        other_port.download(&url, 100).await.unwrap_err(),
+        ApiError::HostNotAllowed
+    ));
+    let refused = ChannelError::from(ApiError::HostNotAllowed);
+    assert!(
+        matches!(refused, ChannelError::Rejected { .. }),
+        "{refused:?}"
+    );
+    assert_eq!(
+        fake.calls_to("attachment").len(),
+        before,
+        "nothing was fetched"
     );
     fake.set_gateway_url("https://not-a-gateway");
     assert!(matches!(

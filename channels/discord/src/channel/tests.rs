@@ -16,7 +16,7 @@ use crate::config;
 const DEADLINE: Duration = Duration::from_secs(20);
 
 fn channel(fake: &FakeDiscord, extra: Value) -> DiscordChannel {
-    let mut block = json!({"bot_token": discord::TOKEN, "api_url": fake.api_url()});
+    let mut block = json!({"bot_token": discord::TOKEN, "api_url": fake.api_url(), "file_hosts": ["127.0.0.1"]});
     if let (Some(b), Some(e)) = (block.as_object_mut(), extra.as_object()) {
         b.extend(e.clone());
     }

@@ -14,7 +14,8 @@ async fn start() -> (FakeQq, Api) {
         fake::APP_ID,
         Secret::new(fake::CLIENT_SECRET),
     )
-    .unwrap();
+    .unwrap()
+    .with_file_hosts(FileHosts::new(["127.0.0.1"]).unwrap());
     (fake, api)
 }
 
@@ -178,6 +179,27 @@ async fn downloads_are_bounded_and_carry_no_token() {
         attachment_url("//h/x").map(String::from).as_deref(),
         Some("https://h/x")
     );
+    // A host `file_hosts` does not list is refused before any request.
+    let before = fake.calls_to("file").len();
+    let port = reqwest::Url::parse(&url).unwrap().port().unwrap();
+    let elsewhere = format!("http://localhost:{port}/files/a.png");
+    assert!(matches!(
+        api.download(&elsewhere, 1000).await,
+        Err(ApiError::HostNotAllowed)
+    ));
+    let other_port = api
+        .clone()
+        .with_file_hosts(FileHosts::new([format!("127.0.0.1:{}", port + 1)]).unwrap());
+    assert!(matches!(
+        other_port.download(&url, 1000).await,
+        Err(ApiError::HostNotAllowed)
+    ));
+    let qq_only = api.with_file_hosts(FileHosts::new(FILE_HOSTS).unwrap());
+    assert!(matches!(
+        qq_only.download(&url, 1000).await,
+        Err(ApiError::HostNotAllowed)
+    ));
+    assert_eq!(fake.calls_to("file").len(), before, "nothing was fetched");
 }
 
 #[tokio::test]

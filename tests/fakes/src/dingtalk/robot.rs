@@ -166,6 +166,13 @@ pub(super) fn download_code(inner: &mut Inner, addr: SocketAddr, body: &Value) -
     else {
         return error(400, code::DOWNLOAD_CODE_INVALID);
     };
+    if let Some(url) = inner
+        .files
+        .get(&download_code)
+        .and_then(|f| f.elsewhere.clone())
+    {
+        return (200, json!({ "downloadUrl": url }));
+    }
     let id = inner.next_id();
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
