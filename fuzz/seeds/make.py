@@ -176,8 +176,12 @@ def feishu_encrypt(key, plain):
     data = padder.update(plain.encode()) + padder.finalize()
     enc = Cipher(algorithms.AES(hashlib.sha256(key.encode()).digest()), modes.CBC(iv)).encryptor()
     return base64.b64encode(iv + enc.update(data) + enc.finalize()).decode()
-# The key is the one the target passes (`fuzz-encrypt-key`).
-put("feishu_frame", "webhook_encrypted", b"\x01" + js({"encrypt": feishu_encrypt("fuzz-encrypt-key", ev)}).encode())
+# The key is the one the target passes (`fuzz-encrypt-key`). Needs Python's
+# `cryptography` package; without it the committed seed is left as it is.
+try:
+    put("feishu_frame", "webhook_encrypted", b"\x01" + js({"encrypt": feishu_encrypt("fuzz-encrypt-key", ev)}).encode())
+except ImportError:
+    print("cryptography is not installed: kept feishu_frame/webhook_encrypted as it is")
 
 # ---- dingtalk_frame: one stream-mode text frame ----
 robot = {"conversationId": "cidGROUP", "conversationType": "2", "msgId": "msg-1",

@@ -63,8 +63,10 @@ pub enum Markup {
     /// italic, strikethrough, inline code, links and fenced code blocks; headings, lists
     /// and tables degrade to text as for Telegram, quotes show their text. `<` and `>`
     /// outside code blocks are written as the entities `&#60;` / `&#62;` (a card would
-    /// read `<at id=all>` as a mention of everyone), and each counts as the five bytes it
-    /// becomes, so a cut message stays within a limit on the card's size.
+    /// read `<at id=all>` as a mention of everyone), and so are `` ` `` and `~` in text
+    /// (`&#96;`, `&#126;`: a line of them would open a code fence and turn the code
+    /// blocks after it inside out); each counts as the bytes it becomes, so a cut message
+    /// stays within a limit on the card's size.
     FeishuCard,
     /// DingTalk's `sampleMarkdown`: bold, italic, links, quotes; what it has no syntax for
     /// is adapted as DeerFlow's DingTalk channel does: inline code in bold, a code block as
@@ -113,7 +115,9 @@ impl Measure {
     pub(crate) fn measure(self, text: &str) -> usize {
         let count = |set: &[u8]| text.bytes().filter(|b| set.contains(b)).count();
         let grown = match self.markup {
-            Markup::FeishuCard => 4 * count(b"<>"),
+            // `&#60;` `&#62;` `&#96;` are 5 bytes, `&#126;` 6; code counts them too (more
+            // than it needs, never less).
+            Markup::FeishuCard => 4 * count(b"<>`") + 5 * count(b"~"),
             Markup::DingTalkMarkdown => 2 * count(b"\n"),
             Markup::Plain | Markup::PlainText | Markup::TelegramHtml => 0,
         };

@@ -210,7 +210,7 @@ fn check_markup(rendered: &Rendered, markup: Markup) {
 
 /// Whether a card's markdown holds no `<` or `>` outside its fenced code blocks: no text
 /// can become a card tag.
-fn card_safe(text: &str) -> bool {
+pub(crate) fn card_safe(text: &str) -> bool {
     // The open fence's length, as CommonMark closes it: a line of at least as many.
     let mut fence: Option<usize> = None;
     text.split('\n').all(|line| {

@@ -120,7 +120,7 @@ impl Tags for FeishuCard {
             let pad = if longest > 0 { " " } else { "" };
             out.push_str(&fence);
             out.push_str(pad);
-            escape_card_into(out, text);
+            escape_card_tags_into(out, text);
             out.push_str(pad);
             out.push_str(&fence);
         } else {
@@ -214,15 +214,31 @@ fn push_url(out: &mut String, url: &str) {
     }
 }
 
-/// Appends `text` with `<` and `>` as the entities a Feishu card shows as the characters
-/// (so text never becomes a card tag such as `<at id=all>`).
+/// Appends `text` with `<`, `>`, `` ` `` and `~` as the entities a Feishu card shows as
+/// the characters: text never becomes a card tag such as `<at id=all>`, nor a code fence
+/// (a line of backticks or tildes), which would turn the code blocks after it inside out
+/// and leave their raw `<` outside code.
 pub(super) fn escape_card_into(out: &mut String, text: &str) {
     for c in text.chars() {
         match c {
-            '<' => out.push_str("&#60;"),
-            '>' => out.push_str("&#62;"),
-            c => out.push(c),
+            '`' => out.push_str("&#96;"),
+            '~' => out.push_str("&#126;"),
+            c => escape_card_tag(out, c),
         }
+    }
+}
+
+/// [`escape_card_into`] inside an inline code span, whose own fence is longer than any
+/// backtick run in it: only `<` and `>`.
+fn escape_card_tags_into(out: &mut String, text: &str) {
+    text.chars().for_each(|c| escape_card_tag(out, c));
+}
+
+fn escape_card_tag(out: &mut String, c: char) {
+    match c {
+        '<' => out.push_str("&#60;"),
+        '>' => out.push_str("&#62;"),
+        c => out.push(c),
     }
 }
 

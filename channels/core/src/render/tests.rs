@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 
-use super::check::{check_final, check_preview, telegram_html};
+use super::check::{card_safe, check_final, check_preview, telegram_html};
 use super::*;
 
 use LengthUnit::{Chars, Utf16};
@@ -431,6 +431,22 @@ fn issue_19_a_link_address_never_writes_a_tag_into_a_card() {
         "é".repeat(40)
     );
     check_final(&text, FeishuCard, LengthUnit::Bytes, 60);
+}
+
+/// Found by the `markdown` fuzz target: text that shows a line of backticks (an escaped
+/// fence) was written as it is, so a card read it as a fence, the real code block after
+/// it came out inside out and its raw `<at id=all>` landed outside code.
+#[test]
+fn issue_19_text_never_opens_a_code_fence_in_a_card() {
+    let markdown = "\\```\n\n```\n<at id=all>\n```\n\\~~~ too";
+    let text = card(markdown);
+    assert!(card_safe(&text), "{text:?}");
+    assert!(text.starts_with("&#96;&#96;&#96;\n"), "{text:?}");
+    assert!(text.ends_with("&#126;&#126;&#126; too"), "{text:?}");
+    // Cut into small cards: each safe, each within the limit as written.
+    for limit in [8, 24, 60] {
+        check_final(markdown, FeishuCard, LengthUnit::Bytes, limit);
+    }
 }
 
 #[test]
