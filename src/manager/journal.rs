@@ -5,7 +5,7 @@
 //!
 //! # An entry's life
 //!
-//! 1. **Admitted** with its dedupe record in one store transaction ([`Journal::admit`]): a
+//! 1. **Admitted** with its dedupe record in one store transaction (`Journal::admit`): a
 //!    platform's redelivery after a crash is still refused as a duplicate, and the entry is
 //!    what makes sure the message is answered anyway.
 //! 2. **Running** once the Gateway accepted the run: the run id is saved before the first
@@ -25,7 +25,7 @@
 //!
 //! # How replies find their entry
 //!
-//! The manager runs a journaled message's turn inside [`Entry::scope`], a task-local: every
+//! The manager runs a journaled message's turn inside `Entry::scope`, a task-local: every
 //! reply the turn publishes, however deep in the command and run code, is tracked against
 //! the entry by `Replier::publish_keeping` without threading the entry through each call.
 //! Work outside a journaled turn (commands, goal flows) publishes untracked, as before.
