@@ -59,6 +59,18 @@ impl Tags for TelegramHtml {
 struct FeishuCard {
     /// The fence of the code block open.
     fence: String,
+    /// A code block was just closed: what follows starts on a line of its own, or the
+    /// closing fence would not close it.
+    after_fence: bool,
+}
+
+impl FeishuCard {
+    /// Starts a new line after a closing fence, unless `next` does.
+    fn leave_fence(&mut self, out: &mut String, next: &str) {
+        if std::mem::take(&mut self.after_fence) && !next.starts_with('\n') {
+            out.push('\n');
+        }
+    }
 }
 
 /// The longest run of backticks in `text`.
@@ -71,6 +83,7 @@ fn longest_backticks(text: &str) -> usize {
 
 impl Tags for FeishuCard {
     fn open(&mut self, out: &mut String, frame: &Frame, piece: &str) {
+        self.leave_fence(out, piece);
         match frame {
             Frame::Quote => {}
             Frame::Pre(language) => {
@@ -99,6 +112,7 @@ impl Tags for FeishuCard {
             Frame::Pre(_) => {
                 out.push('\n');
                 out.push_str(&self.fence);
+                self.after_fence = true;
             }
             Frame::Bold => out.push_str("**"),
             Frame::Italic => out.push('*'),
@@ -112,6 +126,7 @@ impl Tags for FeishuCard {
     }
 
     fn text(&mut self, out: &mut String, text: &str, frames: &[Frame]) {
+        self.leave_fence(out, text);
         if frames.iter().any(|f| matches!(f, Frame::Pre(_))) {
             out.push_str(text);
         } else if frames.last() == Some(&Frame::Code) {

@@ -449,6 +449,32 @@ fn issue_19_text_never_opens_a_code_fence_in_a_card() {
     }
 }
 
+/// Found by the `markdown` fuzz target: text right after a code block in a list item was
+/// written on the closing fence's line (` ```text `), which closes nothing, so the card's
+/// later code blocks came out inside out.
+#[test]
+fn issue_19_a_closing_fence_stands_on_its_own_line_in_a_card() {
+    // The fuzzer's input (fuzz/seeds/markdown/crash-4ff6…) after its three selector
+    // bytes: a card, UTF-16 units, a limit of 126.
+    let input: &[u8] = b"\
+        <# Titl 1\xcd\xdf\x91\x9a\x8ce\x0a\x0aSoNmorl*bo*d*\x00l\x00\x00\x00\x00\x00\
+        \x00\x00\x00e\x0a-         t > > \xd5\xd5  \x81 \x0a\xd5\xd5\xd5\xd5\xcd\xdf\
+        \x91\x9a\x8ce\x0a\x0aSoNmorl*bo*d*\x00l\x00\x00\x00\x00\x00 \x91\x9a\x8ce\x0a\
+        \x0aSoNmorl*bo*d*\x00l\x00\x00\x00\x00\x00\x00\x00\x00e\x0a-         t >\x81\
+        \x0a   \xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\x00\x00e\x0a-         t >\x81\x0a   \
+        \xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\
+        \xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\x7f)q\
+        \x07\xe3U\x00\x00\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\xd5\
+        \xd5\xd5\xd5";
+    let markdown = String::from_utf8_lossy(input);
+    check_final(&markdown, FeishuCard, Utf16, 126);
+    for chunk in render(&markdown, FeishuCard, Utf16, 126) {
+        for line in chunk.text.lines().filter(|l| l.starts_with("```")) {
+            assert_eq!(line, "```", "{:?}", chunk.text);
+        }
+    }
+}
+
 #[test]
 fn a_feishu_card_counts_the_entities_it_writes() {
     // 20 `<` are 100 bytes once written: a 60-byte limit cuts them into two cards.
