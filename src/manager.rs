@@ -531,11 +531,12 @@ impl Manager {
         };
         match disposition {
             Some(disposition) => {
-                if let Some(entry) = &entry {
-                    entry.turn_ended().await;
-                }
+                // The key first: a platform retry may follow the final at once.
                 if disposition == Disposition::Release {
                     self.release(key.as_ref()).await;
+                }
+                if let Some(entry) = &entry {
+                    entry.turn_ended().await;
                 }
             }
             None => left_unfinished(key.as_ref()).await,

@@ -90,10 +90,10 @@ impl Manager {
                 return;
             }
         };
-        entry.turn_ended().await;
         if disposition == Disposition::Release {
             self.release(dedupe::dedupe_key(&msg).as_ref()).await;
         }
+        entry.turn_ended().await;
         drop(ticket);
         drop(permit);
     }
