@@ -463,7 +463,10 @@ impl Manager {
         if let Some(ticket) = &mut ticket
             && ticket.must_wait()
         {
-            if chat {
+            // No "still running" notice when the run before is over and only its answer is
+            // on the way: the wait is short, and the notice would follow that answer.
+            let noticed = chat && !ticket.predecessor_settling();
+            if noticed {
                 let queued = self.notify(&msg, crate::i18n::msg::RUN_QUEUED);
                 match &entry {
                     Some(entry) => entry.scope(queued).await,
@@ -483,7 +486,7 @@ impl Manager {
                     return;
                 }
             }
-            if chat {
+            if noticed {
                 let thinking = self.notify(&msg, crate::i18n::msg::RUN_THINKING);
                 match &entry {
                     Some(entry) => entry.scope(thinking).await,
@@ -516,10 +519,17 @@ impl Manager {
             files = msg.files.len(),
             "Handling a message."
         );
+        let settling = ticket.as_ref().map(order::Ticket::settling);
         let dispatched = async {
-            match &entry {
-                Some(entry) => entry.scope(self.dispatch(&msg)).await,
-                None => self.dispatch(&msg).await,
+            let dispatch = async {
+                match &entry {
+                    Some(entry) => entry.scope(self.dispatch(&msg)).await,
+                    None => self.dispatch(&msg).await,
+                }
+            };
+            match settling {
+                Some(settling) => settling.scope(dispatch).await,
+                None => dispatch.await,
             }
         };
         let disposition = tokio::select! {

@@ -104,7 +104,10 @@ impl Running<'_> {
 }
 
 impl Drop for Running<'_> {
+    /// The run is over: a message in line behind this turn's is told nothing more than that
+    /// it waits (its predecessor is only delivering the answer).
     fn drop(&mut self) {
+        super::order::Settling::mark_current();
         let mut table = self.runs.lock();
         if table
             .by_conversation
@@ -148,5 +151,24 @@ mod tests {
         assert_eq!(runs.get(&key(None)).unwrap().run_id.as_deref(), Some("r2"));
         drop(new);
         assert!(runs.get(&key(None)).is_none());
+    }
+
+    /// The successor of a turn whose run ended learns it is only waiting for an answer on
+    /// its way, and gets no "still running" notice.
+    #[tokio::test]
+    async fn a_run_ending_marks_its_turn_settling() {
+        let turnstile = super::super::order::Turnstile::default();
+        let first = turnstile.enter("c".into(), 3).unwrap();
+        let second = turnstile.enter("c".into(), 3).unwrap();
+        let runs = Runs::default();
+        first
+            .settling()
+            .scope(async {
+                let running = runs.register(key(None), ThreadId::new("t"), Some("r1".into()));
+                assert!(!second.predecessor_settling(), "the run is still going");
+                drop(running);
+            })
+            .await;
+        assert!(second.predecessor_settling());
     }
 }

@@ -13,21 +13,29 @@
 //! successor overtake its predecessor: [`Ticket::abandon`] hands the wait to a small task
 //! that drops the ticket only once its turn came.
 //!
+//! A predecessor whose run is over is only delivering its answer: [`Settling`] marks that
+//! moment (the run registry's guard does, through [`Settling::scope`]), so the caller can
+//! keep a successor's place without telling the user another request "is still running"
+//! when its answer is already on the way.
+//!
 //! Bound: the table holds one entry per conversation that has a message in flight; an
 //! entry goes when its latest ticket is dropped. Tickets per conversation are bounded by
 //! the limit plus the one being handled.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
 
-/// A conversation's line: its latest ticket, that ticket's completion signal, and how many
-/// tickets are outstanding (handled or waiting).
+/// A conversation's line: its latest ticket, that ticket's completion signal and settling
+/// mark, and how many tickets are outstanding (handled or waiting).
 #[derive(Debug)]
 struct Tail {
     id: u64,
     done: oneshot::Receiver<()>,
+    settling: Settling,
     outstanding: usize,
 }
 
@@ -46,8 +54,34 @@ pub struct Ticket {
     key: String,
     id: u64,
     previous: Option<oneshot::Receiver<()>>,
+    previous_settling: Option<Settling>,
+    settling: Settling,
     _done: oneshot::Sender<()>,
     tails: Tails,
+}
+
+/// Set once a message's run is over and only its answer's delivery remains.
+#[derive(Debug, Clone, Default)]
+pub struct Settling(Arc<AtomicBool>);
+
+tokio::task_local! {
+    static SETTLING: Settling;
+}
+
+impl Settling {
+    /// Runs `future` with `self` as the mark [`Settling::mark_current`] sets.
+    pub async fn scope<F: Future>(self, future: F) -> F::Output {
+        SETTLING.scope(self, future).await
+    }
+
+    /// Marks the current task's message as settling, if it is in line.
+    pub fn mark_current() {
+        let _ = SETTLING.try_with(|settling| settling.0.store(true, Ordering::Release));
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
 }
 
 /// The line is full: the message gets the busy reply instead of a place.
@@ -69,21 +103,26 @@ impl Turnstile {
             *next
         };
         let (done, waiter) = oneshot::channel();
-        let previous = tails
+        let settling = Settling::default();
+        let (previous, previous_settling) = tails
             .insert(
                 key.clone(),
                 Tail {
                     id,
                     done: waiter,
+                    settling: settling.clone(),
                     outstanding: outstanding + 1,
                 },
             )
-            .map(|tail| tail.done);
+            .map(|tail| (tail.done, tail.settling))
+            .unzip();
         drop(tails);
         Ok(Ticket {
             key,
             id,
             previous,
+            previous_settling,
+            settling,
             _done: done,
             tails: self.tails.clone(),
         })
@@ -104,12 +143,25 @@ impl Ticket {
         }
     }
 
+    /// Whether the predecessor's run is over and it is only delivering its answer.
+    pub fn predecessor_settling(&self) -> bool {
+        self.previous_settling
+            .as_ref()
+            .is_some_and(Settling::is_set)
+    }
+
+    /// This message's settling mark, for [`Settling::scope`].
+    pub fn settling(&self) -> Settling {
+        self.settling.clone()
+    }
+
     /// Waits until every earlier message of the conversation was handled.
     pub async fn wait_turn(&mut self) {
         if let Some(rx) = &mut self.previous {
             // The predecessor never sends: its ticket being dropped is the signal.
             let _ = rx.await;
             self.previous = None;
+            self.previous_settling = None;
         }
     }
 
@@ -166,6 +218,30 @@ mod tests {
         drop(second);
         drop(other);
         assert_eq!(turnstile.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_successor_sees_when_its_predecessor_is_only_settling() {
+        let turnstile = Turnstile::default();
+        let first = turnstile.enter("a".into(), 3).unwrap();
+        let mut second = turnstile.enter("a".into(), 3).unwrap();
+        let mut third = turnstile.enter("a".into(), 3).unwrap();
+        assert!(!second.predecessor_settling());
+        // Outside a scope nothing is marked.
+        Settling::mark_current();
+        assert!(!second.predecessor_settling());
+        first
+            .settling()
+            .scope(async { Settling::mark_current() })
+            .await;
+        assert!(second.must_wait() && second.predecessor_settling());
+        // The third waits for the second, which has not even started.
+        assert!(third.must_wait() && !third.predecessor_settling());
+        drop(first);
+        second.wait_turn().await;
+        assert!(!second.predecessor_settling());
+        drop(second);
+        third.wait_turn().await;
     }
 
     #[test]
