@@ -123,6 +123,32 @@ impl Measure {
         };
         self.unit.measure(text) + grown
     }
+
+    /// Whether `text` measures at most `limit`, reading no further than the first
+    /// character past it (the cut asks this of the whole rest of a reply at every message;
+    /// measuring all of it each time made cutting a long reply into small messages
+    /// quadratic).
+    pub(crate) fn fits(self, text: &str, limit: usize) -> bool {
+        let mut used = 0usize;
+        for c in text.chars() {
+            let unit = match self.unit {
+                LengthUnit::Utf16 => c.len_utf16(),
+                LengthUnit::Bytes => c.len_utf8(),
+                LengthUnit::Chars => 1,
+            };
+            let grown = match (self.markup, c) {
+                (Markup::FeishuCard, '<' | '>' | '`') => 4,
+                (Markup::FeishuCard, '~') => 5,
+                (Markup::DingTalkMarkdown, '\n') => 2,
+                _ => 0,
+            };
+            used += unit + grown;
+            if used > limit {
+                return false;
+            }
+        }
+        true
+    }
 }
 
 /// One message of a rendered reply.

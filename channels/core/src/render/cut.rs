@@ -99,7 +99,7 @@ enum Kind {
 /// and `text.len()` when the rest fits.
 fn cut(text: &str, start: usize, unit: Measure, limit: usize) -> usize {
     let rest = &text[start..];
-    if unit.measure(rest) <= limit {
+    if unit.fits(rest, limit) {
         return text.len();
     }
     // The last boundary of each kind that fits, with the units before it.

@@ -73,6 +73,13 @@ impl FeishuCard {
     }
 }
 
+/// Whether what is written next starts a line (as a fence could: after at most three
+/// spaces).
+fn at_line_start(out: &str) -> bool {
+    let line = out.rsplit('\n').next().unwrap_or_default();
+    line.len() <= 3 && line.bytes().all(|b| b == b' ')
+}
+
 /// The longest run of backticks in `text`.
 fn longest_backticks(text: &str) -> usize {
     text.split(|c| c != '`')
@@ -131,6 +138,12 @@ impl Tags for FeishuCard {
             out.push_str(text);
         } else if frames.last() == Some(&Frame::Code) {
             let longest = longest_backticks(text);
+            if longest >= 2 && at_line_start(out) {
+                // Its fence would be three backticks or more at a line's start: a card
+                // reads that as a code block opening. Shown as text instead.
+                escape_card_into(out, text);
+                return;
+            }
             let fence = "`".repeat(longest + 1);
             let pad = if longest > 0 { " " } else { "" };
             out.push_str(&fence);

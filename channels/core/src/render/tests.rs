@@ -554,6 +554,21 @@ proptest! {
         check_preview(&markdown, markup, unit, limit);
     }
 
+    /// `fits` is `measure(text) <= limit`, however early it stops reading.
+    #[test]
+    fn fits_agrees_with_measure(
+        text in prop_oneof![any::<String>(), "[a<>`~\n\r é😀]{0,60}"],
+        markup in markup(),
+        unit in unit(),
+        slack in 0usize..4,
+    ) {
+        let measure = Measure::new(unit, markup);
+        let len = measure.measure(&text);
+        for limit in [len.saturating_sub(slack), len, len + slack] {
+            prop_assert_eq!(measure.fits(&text, limit), len <= limit, "{} at {}", len, limit);
+        }
+    }
+
     #[test]
     fn arbitrary_text_never_panics(text in any::<String>(), limit in 0usize..40) {
         for markup in [Plain, TelegramHtml, FeishuCard, DingTalkMarkdown] {
@@ -590,4 +605,25 @@ fn deep_nesting_stays_linear() {
         chunks.iter().for_each(assert_well_formed);
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
+}
+
+#[test]
+fn issue_19_inline_code_never_opens_a_fence_in_a_card() {
+    // The fuzzer's input (fuzz/seeds/markdown/crash-96af…) after its selector bytes: a
+    // card, UTF-16 units, a limit of 96. It opens with inline code holding two backticks,
+    // whose own fence (three) at a line's start read as a code block.
+    let input: &[u8] = b"\
+        `?``\x00\x00\x00~`]\x00\xff\x00\x00\x00\x00\x00\x00\x00t\x01\x81\x0a\x06\xff\
+        \x99\xff\xff\x09\x09\x09\x09\x09\x09\x09\x09\x09@\x04\x00\x0a\x0a> \x09\x09\
+        \x09\x01$<\x09 Te\xd1~\x09\x01$<\x09 Te\xd1~, `co~, `code` an\x0a> quoted ; \
+        }\x0a```, `co\xe6\x87\xad\xe5\x96\x97\xa7 e\xc2\x81\x0a";
+    let markdown = String::from_utf8_lossy(input);
+    check_final(&markdown, FeishuCard, Utf16, 96);
+    check_preview(&markdown, FeishuCard, Utf16, 96);
+    // Inside a line the span keeps its code style.
+    let chunks = render("see `a``b` here", FeishuCard, Utf16, 100);
+    assert_eq!(texts(&chunks), ["see ``` a``b ``` here"]);
+    // At a line's start it is text.
+    let chunks = render("`a``b` here", FeishuCard, Utf16, 100);
+    assert_eq!(texts(&chunks), ["a&#96;&#96;b here"]);
 }
