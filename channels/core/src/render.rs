@@ -199,10 +199,21 @@ pub fn render_preview(markdown: &str, markup: Markup, unit: LengthUnit, limit: u
     let end = cut::prefix(&doc, whole.start, unit, room.unwrap_or(limit));
     let mut rendered = emit::emit(&doc, whole.start..end, markup);
     if room.is_some() {
+        // After a card's closing fence, on a line of its own: on the fence's line it would
+        // keep the block open.
+        if markup == Markup::FeishuCard && ends_with_fence(&rendered.text) {
+            rendered.text.push('\n');
+        }
         rendered.text.push_str(ELLIPSIS);
         rendered.plain.push_str(ELLIPSIS);
     }
     rendered
+}
+
+/// Whether `text`'s last line is a code fence (three backticks or more, alone).
+fn ends_with_fence(text: &str) -> bool {
+    let last = text.rsplit('\n').next().unwrap_or_default();
+    last.len() >= 3 && last.bytes().all(|b| b == b'`')
 }
 
 #[cfg(test)]

@@ -208,12 +208,12 @@ fn check_markup(rendered: &Rendered, markup: Markup) {
     }
 }
 
-/// Whether a card's markdown holds no `<` or `>` outside its fenced code blocks: no text
-/// can become a card tag.
+/// Whether a card's markdown holds no `<` or `>` outside its fenced code blocks (no text
+/// can become a card tag), and closes every block it opens.
 pub(crate) fn card_safe(text: &str) -> bool {
     // The open fence's length, as CommonMark closes it: a line of at least as many.
     let mut fence: Option<usize> = None;
-    text.split('\n').all(|line| {
+    let tags_outside_code = text.split('\n').all(|line| {
         let ticks = line.len() - line.trim_start_matches('`').len();
         match fence {
             Some(open) if ticks >= open && line[ticks..].trim().is_empty() => fence = None,
@@ -222,7 +222,9 @@ pub(crate) fn card_safe(text: &str) -> bool {
             None => return !line.contains(['<', '>']),
         }
         true
-    })
+    });
+    // A block left open would show its closing fence (and what follows) as code.
+    tags_outside_code && fence.is_none()
 }
 
 /// Whitespace runs as one space, the ends trimmed.

@@ -611,7 +611,8 @@ fn deep_nesting_stays_linear() {
 fn issue_19_inline_code_never_opens_a_fence_in_a_card() {
     // The fuzzer's input (fuzz/seeds/markdown/crash-96af…) after its selector bytes: a
     // card, UTF-16 units, a limit of 96. It opens with inline code holding two backticks,
-    // whose own fence (three) at a line's start read as a code block.
+    // whose own fence (three) at a line's start read as a code block; and its preview,
+    // cut inside a code block, wrote the ellipsis on the closing fence's line.
     let input: &[u8] = b"\
         `?``\x00\x00\x00~`]\x00\xff\x00\x00\x00\x00\x00\x00\x00t\x01\x81\x0a\x06\xff\
         \x99\xff\xff\x09\x09\x09\x09\x09\x09\x09\x09\x09@\x04\x00\x0a\x0a> \x09\x09\
@@ -620,6 +621,11 @@ fn issue_19_inline_code_never_opens_a_fence_in_a_card() {
     let markdown = String::from_utf8_lossy(input);
     check_final(&markdown, FeishuCard, Utf16, 96);
     check_preview(&markdown, FeishuCard, Utf16, 96);
+    // A preview cut inside a code block closes it before the ellipsis.
+    let code = format!("```\n{}\n```", "let x = 1;\n".repeat(20));
+    let preview = render_preview(&code, FeishuCard, Utf16, 60);
+    assert!(preview.text.ends_with("\n```\n…"), "{:?}", preview.text);
+    assert!(card_safe(&preview.text));
     // Inside a line the span keeps its code style.
     let chunks = render("see `a``b` here", FeishuCard, Utf16, 100);
     assert_eq!(texts(&chunks), ["see ``` a``b ``` here"]);
