@@ -226,6 +226,36 @@ impl FromRequestParts<Simulator> for ThreadCall {
         let Path(thread_id) = Path::<String>::from_request_parts(parts, sim)
             .await
             .map_err(IntoResponse::into_response)?;
+        Self::with_id(parts, sim, thread_id).await
+    }
+}
+
+/// A request to a `/api/threads/{thread_id}/…/{item}` route: the [`ThreadCall`] and the
+/// path's second parameter (a run id, an artifact's path).
+pub(crate) struct ItemCall {
+    pub call: ThreadCall,
+    pub item: String,
+}
+
+impl FromRequestParts<Simulator> for ItemCall {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, sim: &Simulator) -> Result<Self, Response> {
+        let Path((thread_id, item)) = Path::<(String, String)>::from_request_parts(parts, sim)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let call = ThreadCall::with_id(parts, sim, thread_id).await?;
+        Ok(Self { call, item })
+    }
+}
+
+impl ThreadCall {
+    /// The caller and connection the middleware attached, for the path's `thread_id`.
+    async fn with_id(
+        parts: &mut Parts,
+        sim: &Simulator,
+        thread_id: String,
+    ) -> Result<Self, Response> {
         let Extension(caller) = Extension::<Caller>::from_request_parts(parts, sim)
             .await
             .map_err(IntoResponse::into_response)?;
@@ -239,9 +269,7 @@ impl FromRequestParts<Simulator> for ThreadCall {
             conn,
         })
     }
-}
 
-impl ThreadCall {
     /// The 422 for a path id that does not match the thread id pattern.
     pub(crate) fn check_id(&self) -> Result<(), Response> {
         if wire::valid_thread_id(&self.thread_id) {

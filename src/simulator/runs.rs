@@ -8,7 +8,7 @@
 //! the thread through a `RunGuard`, which frees it however the run ends.
 
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
@@ -17,12 +17,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::agent::{self, RunSpec};
-use super::conn::Conn;
 use super::fault::Route;
-use super::routes::{ThreadCall, fault, unavailable};
+use super::routes::{ItemCall, ThreadCall, unavailable};
 use super::script::{Script, WaitBody};
 use super::sse::{self, Event};
-use super::state::{Caller, Lookup, RunEntry, RunGuard, RunStatus};
+use super::state::{RunEntry, RunGuard, RunStatus};
 use super::{Simulator, wire};
 
 /// Keys the run request model declares and DeerFlow supports.
@@ -447,64 +446,57 @@ pub(crate) async fn create(call: ThreadCall, body: Bytes) -> Result<Response, Re
 }
 
 /// `GET …/runs/{run_id}` (LangGraph's `runs.get`).
-pub(crate) async fn get(
-    State(sim): State<Simulator>,
-    Path((thread_id, run_id)): Path<(String, String)>,
-    Extension(caller): Extension<Caller>,
-) -> Response {
-    if !wire::valid_thread_id(&thread_id) {
-        return wire::bad_path_thread_id(&thread_id);
-    }
-    let state = sim.state();
-    if !matches!(state.visible(&thread_id, &caller), Lookup::Found(_)) {
-        return wire::thread_not_found(&thread_id);
-    }
-    match state.runs.get(&run_id).filter(|r| r.thread_id == thread_id) {
-        Some(run) => wire::json_response(StatusCode::OK, run.response()),
-        None => wire::detail(StatusCode::NOT_FOUND, format!("Run {run_id} not found")),
-    }
+pub(crate) async fn get(ItemCall { call, item: run_id }: ItemCall) -> Result<Response, Response> {
+    call.found()?;
+    let state = call.sim.state();
+    Ok(
+        match state
+            .runs
+            .get(&run_id)
+            .filter(|r| r.thread_id == call.thread_id)
+        {
+            Some(run) => wire::json_response(StatusCode::OK, run.response()),
+            None => wire::detail(StatusCode::NOT_FOUND, format!("Run {run_id} not found")),
+        },
+    )
 }
 
 /// `GET …/runs/{run_id}/join` (LangGraph's `runs.join`): waits until the run ended, then
 /// answers the thread's values, as `/runs/wait` does. 404 for an unknown run; a run that
 /// already ended answers at once. A client that goes away only stops waiting: joining never
 /// cancels the run.
-pub(crate) async fn join(
-    State(sim): State<Simulator>,
-    Path((thread_id, run_id)): Path<(String, String)>,
-    Extension(caller): Extension<Caller>,
-    Extension(conn): Extension<Conn>,
-) -> Response {
-    if !wire::valid_thread_id(&thread_id) {
-        return wire::bad_path_thread_id(&thread_id);
-    }
-    if !matches!(sim.state().visible(&thread_id, &caller), Lookup::Found(_)) {
-        return wire::thread_not_found(&thread_id);
-    }
-    if let Some(answer) = fault(&sim, Route::RunJoin, Some(&thread_id), &conn).await {
-        return answer;
-    }
+pub(crate) async fn join(ItemCall { call, item: run_id }: ItemCall) -> Result<Response, Response> {
+    call.found()?;
+    call.fault(Route::RunJoin).await?;
+    let (sim, thread_id) = (&call.sim, &call.thread_id);
     let mut changed = sim.subscribe();
     loop {
         {
             let state = sim.state();
-            match state.runs.get(&run_id).filter(|r| r.thread_id == thread_id) {
+            match state
+                .runs
+                .get(&run_id)
+                .filter(|r| &r.thread_id == thread_id)
+            {
                 None => {
-                    return wire::detail(StatusCode::NOT_FOUND, format!("Run {run_id} not found"));
+                    return Ok(wire::detail(
+                        StatusCode::NOT_FOUND,
+                        format!("Run {run_id} not found"),
+                    ));
                 }
                 Some(run) if !run.status.is_active() => {
                     let values = state
                         .threads
-                        .get(&thread_id)
+                        .get(thread_id)
                         .map_or_else(|| json!({}), |t| t.values());
-                    return wire::json_response(StatusCode::OK, values);
+                    return Ok(wire::json_response(StatusCode::OK, values));
                 }
                 Some(_) => {}
             }
         }
         tokio::select! {
-            changed = changed.changed() => if changed.is_err() { return unavailable() },
-            () = sim.stop_token().cancelled() => return unavailable(),
+            changed = changed.changed() => if changed.is_err() { return Ok(unavailable()) },
+            () = sim.stop_token().cancelled() => return Ok(unavailable()),
         }
     }
 }
@@ -522,33 +514,27 @@ pub(crate) struct CancelQuery {
 /// unknown run, 409 for one that already finished, 422 for another action. The simulator
 /// treats `rollback` like `interrupt` (it keeps no checkpoints to roll back to).
 pub(crate) async fn cancel(
-    State(sim): State<Simulator>,
-    Path((thread_id, run_id)): Path<(String, String)>,
+    ItemCall { call, item: run_id }: ItemCall,
     Query(query): Query<CancelQuery>,
-    Extension(caller): Extension<Caller>,
-    Extension(conn): Extension<Conn>,
-) -> Response {
-    if !wire::valid_thread_id(&thread_id) {
-        return wire::bad_path_thread_id(&thread_id);
-    }
-    if !matches!(sim.state().visible(&thread_id, &caller), Lookup::Found(_)) {
-        return wire::thread_not_found(&thread_id);
-    }
-    if let Some(answer) = fault(&sim, Route::RunCancel, Some(&thread_id), &conn).await {
-        return answer;
-    }
+) -> Result<Response, Response> {
+    call.found()?;
+    call.fault(Route::RunCancel).await?;
     if !matches!(
         query.action.as_deref(),
         None | Some("interrupt" | "rollback")
     ) {
-        return wire::detail(
+        return Err(wire::detail(
             StatusCode::UNPROCESSABLE_ENTITY,
             "action must be interrupt or rollback",
-        );
+        ));
     }
     let answer = {
-        let state = sim.state();
-        match state.runs.get(&run_id).filter(|r| r.thread_id == thread_id) {
+        let state = call.sim.state();
+        match state
+            .runs
+            .get(&run_id)
+            .filter(|r| r.thread_id == call.thread_id)
+        {
             None => wire::detail(StatusCode::NOT_FOUND, format!("Run {run_id} not found")),
             Some(run) if !run.status.is_active() => wire::detail(
                 StatusCode::CONFLICT,
@@ -560,8 +546,8 @@ pub(crate) async fn cancel(
             }
         }
     };
-    sim.bump();
-    answer
+    call.sim.bump();
+    Ok(answer)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::conn::Conn;
 use super::fault::Route;
-use super::routes::{ThreadCall, fault};
+use super::routes::{ItemCall, ThreadCall, fault};
 use super::state::{Caller, Thread};
 use super::{Simulator, wire};
 
@@ -31,25 +31,12 @@ pub(crate) const MAX_UPLOADS_PER_THREAD: usize = 256;
 /// `Artifact not found: <path>` (also for any path outside the outputs, which the simulator
 /// never holds).
 pub(crate) async fn artifact(
-    State(sim): State<Simulator>,
-    axum::extract::Path((thread_id, path)): axum::extract::Path<(String, String)>,
-    Extension(caller): Extension<Caller>,
-) -> Response {
-    if !wire::valid_thread_id(&thread_id) {
-        return wire::bad_path_thread_id(&thread_id);
-    }
+    ItemCall { call, item: path }: ItemCall,
+) -> Result<Response, Response> {
     let virtual_path = format!("/{path}");
-    let bytes = {
-        let state = sim.state();
-        if !matches!(
-            state.visible(&thread_id, &caller),
-            super::state::Lookup::Found(_)
-        ) {
-            return wire::thread_not_found(&thread_id);
-        }
-        state.outputs.get(&virtual_path).cloned()
-    };
-    match bytes {
+    call.found()?;
+    let bytes = call.sim.state().outputs.get(&virtual_path).cloned();
+    Ok(match bytes {
         Some(bytes) => Response::builder()
             .status(StatusCode::OK)
             .header("content-type", "application/octet-stream")
@@ -59,7 +46,7 @@ pub(crate) async fn artifact(
             StatusCode::NOT_FOUND,
             format!("Artifact not found: {virtual_path}"),
         ),
-    }
+    })
 }
 
 /// `POST /api/threads/{id}/uploads` (§7): multipart field `files`, one part per file.
