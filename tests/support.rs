@@ -538,6 +538,14 @@ pub fn goal_met_at_once(answer: &str) -> Script {
         .goal_met()
 }
 
+/// The paths of the artifact downloads the simulator served, oldest first.
+pub fn artifact_paths(sim: &RunningSimulator) -> Vec<String> {
+    sim.requests_matching(|r| r.path.contains("/artifacts/"))
+        .into_iter()
+        .map(|r| r.path)
+        .collect()
+}
+
 /// Checks that the only thread got one upload of `size` bytes and that the first run's
 /// input carried it as an image: what an image sent on any platform must become.
 pub fn assert_image_reached_the_agent(sim: &RunningSimulator, size: usize) {

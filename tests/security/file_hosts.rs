@@ -191,13 +191,7 @@ async fn presented_files_outside_the_outputs_are_fetched_from_nowhere() {
         )
         .await
         .unwrap();
-    let artifacts: Vec<String> = dc
-        .sim
-        .requests()
-        .into_iter()
-        .filter(|r| r.path.contains("/artifacts/"))
-        .map(|r| r.path)
-        .collect();
+    let artifacts = crate::support::artifact_paths(&dc.sim);
     assert_eq!(artifacts.len(), 1, "{artifacts:?}");
     assert!(artifacts[0].ends_with("/outputs/ok.txt"), "{artifacts:?}");
     dc.stop().await;

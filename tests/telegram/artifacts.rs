@@ -97,13 +97,7 @@ async fn issue_14_presented_files_arrive_after_the_answer_and_the_rest_are_named
     assert_eq!(reply_to(photo), answer_id);
     assert_ne!(answer_id, Some(asked.message_id));
     // Only outputs are ever asked for, and the oversized file's bytes never came over.
-    let fetched: Vec<String> = tg
-        .sim
-        .requests()
-        .into_iter()
-        .filter(|r| r.path.contains("/artifacts/"))
-        .map(|r| r.path)
-        .collect();
+    let fetched = crate::support::artifact_paths(&tg.sim);
     assert_eq!(fetched.len(), 4, "{fetched:?}");
     assert!(
         fetched
