@@ -3,7 +3,8 @@
 //!
 //! Channels that can show partial updates get a streamed run (`/runs/stream`): throttled
 //! cumulative texts with a cursor, then exactly one final — on success and on every failure
-//! path. Other channels get `/runs/wait` and one final. A busy thread (409) gets the busy
+//! path. Other channels start the run in the background (`/runs`) and follow it by id
+//! (`join.rs`: DeerFlow's join is the run's event stream) to one final. A busy thread (409) gets the busy
 //! reply and is not retried. The caller learns whether the run started, which
 //! `/goal from-chat` needs to tell "saved but not started" apart.
 
