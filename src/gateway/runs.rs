@@ -491,11 +491,12 @@ impl Stream for RunStream {
                     }
                 }
             }
-            let frame = this.parser.next_frame();
-            if let Ok(Some(frame)) = &frame
-                && let Some(id) = &frame.id
+            let mut frame = this.parser.next_frame();
+            // The id moves out of the frame (decoding does not read it): no copy per event.
+            if let Ok(Some(frame)) = &mut frame
+                && let Some(id) = frame.id.take()
             {
-                this.last_event_id = Some(id.clone());
+                this.last_event_id = Some(id);
             }
             match frame {
                 Ok(Some(frame)) if frame.data.len() >= OFFLOAD_FRAME_BYTES => {
@@ -632,6 +633,50 @@ mod tests {
             wait["input"],
             json!({"messages": [{"role": "human", "content": "hi"}]})
         );
+    }
+
+    /// A run stream over `chunks`, as a join's body would arrive.
+    fn stream_of(chunks: &[&'static str]) -> RunStream {
+        let chunks: Vec<reqwest::Result<Bytes>> = chunks
+            .iter()
+            .map(|c| Ok(Bytes::from_static(c.as_bytes())))
+            .collect();
+        RunStream::new(
+            Box::pin(futures_util::stream::iter(chunks)),
+            Duration::from_secs(5),
+            Some("r1".into()),
+        )
+    }
+
+    #[tokio::test]
+    async fn issue_26_a_join_remembers_the_last_event_id_and_ends_on_a_gap() {
+        // DeerFlow's `sse_consumer` frames: event, data, id; heartbeats are comments.
+        let mut stream = stream_of(&[
+            "event: metadata\ndata: {\"run_id\": \"r1\"}\nid: 17-0\n\n",
+            ": heartbeat\n\n",
+            "event: values\ndata: {\"messages\": []}\nid: 17-1\n\n",
+            "event: gap\ndata: {\"code\": \"stream_replay_gap\"}\n\n",
+            "event: values\ndata: {}\nid: 17-9\n\n",
+        ]);
+        assert!(matches!(
+            stream.next().await,
+            Some(Ok(RunEvent::Metadata { .. }))
+        ));
+        assert_eq!(stream.last_event_id(), Some("17-0"));
+        assert!(matches!(stream.next().await, Some(Ok(RunEvent::Values(_)))));
+        assert_eq!(stream.last_event_id(), Some("17-1"));
+        // The gap carries no id: the resume point stays the last event read.
+        assert_eq!(stream.next().await, Some(Ok(RunEvent::Gap)));
+        assert_eq!(stream.last_event_id(), Some("17-1"));
+        assert_eq!(stream.next().await, None, "nothing is read after a gap");
+    }
+
+    #[tokio::test]
+    async fn issue_26_a_join_cut_before_its_end_is_stream_closed() {
+        let mut stream = stream_of(&["event: values\ndata: {}\nid: 3-4\n\n"]);
+        assert!(matches!(stream.next().await, Some(Ok(RunEvent::Values(_)))));
+        assert_eq!(stream.next().await, Some(Err(GatewayError::StreamClosed)));
+        assert_eq!(stream.last_event_id(), Some("3-4"));
     }
 
     #[test]
