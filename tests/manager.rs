@@ -5,6 +5,8 @@
 //!   hidden frames, clarifications and files, the working placeholder.
 //! - `conversations`: which thread a message runs on, redeliveries, `/new` and `/status`,
 //!   and what a run carries.
+//! - `following`: final-only answers followed through the joined event stream, a join that
+//!   lost its connection, a run on another Gateway worker (issue 26).
 //! - `identity`: one DeerFlow identity per conversation, and a thread made for another one
 //!   replaced once (issue 26).
 //! - `failures`: busy threads, errors and dropped streams mid-run, a Gateway that is down.
@@ -17,6 +19,7 @@ mod commands;
 mod conversations;
 mod delivery;
 mod failures;
+mod following;
 mod identity;
 mod intake;
 mod queueing;
