@@ -52,7 +52,11 @@ async fn status_and_clear_without_a_conversation_make_no_call() {
         refusal.starts_with("There's nothing in this conversation yet to build a goal from."),
         "{refusal}"
     );
-    assert!(h.sim.requests().is_empty(), "{:?}", h.sim.requests());
+    assert!(
+        h.conversation_calls().is_empty(),
+        "{:?}",
+        h.conversation_calls()
+    );
     h.stop().await;
 }
 

@@ -19,7 +19,7 @@ use im_bridge::daemon::{self, DaemonConfig, DaemonError, DaemonExit};
 use im_bridge::gateway::GatewayConfig;
 use im_bridge::i18n::{Arg, Catalogs};
 use im_bridge::manager::ManagerConfig;
-use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
+use im_bridge::simulator::{RecordedRequest, RunningSimulator, Script, Simulator, SimulatorConfig};
 use im_bridge::supervisor::SupervisorConfig;
 use im_bridge_channel::{
     AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, ChatKind,
@@ -456,6 +456,14 @@ impl Harness {
         let requests = self.sim.requests();
         let request = requests.iter().rfind(|r| r.path.ends_with(suffix));
         request.expect(suffix).json().unwrap().clone()
+    }
+
+    /// The Gateway calls the daemon made for conversations: every request that acts for a
+    /// DeerFlow user (issue 26: each such call names one), leaving out the daemon's own
+    /// start-up probes of the optional routes, which act for nobody.
+    pub fn conversation_calls(&self) -> Vec<RecordedRequest> {
+        self.sim
+            .requests_matching(|r| r.headers.contains_key("x-deerflow-owner-user-id"))
     }
 
     /// How many streaming runs (`POST …/runs/stream`) the daemon started.

@@ -11,6 +11,12 @@ use crate::support::{Harness, Options, catalog_text, in_group};
 
 const OWNER: &str = "x-deerflow-owner-user-id";
 
+/// The daemon's own start-up probes of the optional routes, which act for nobody.
+fn is_probe(r: &RecordedRequest) -> bool {
+    r.path.contains("im-bridge-route-probe")
+        || (r.path == "/api/user-preferences" && !r.headers.contains_key(OWNER))
+}
+
 /// The distinct owner headers of `requests`, sorted.
 fn owners(requests: &[RecordedRequest]) -> Vec<Option<String>> {
     let mut owners: Vec<_> = requests
@@ -22,19 +28,12 @@ fn owners(requests: &[RecordedRequest]) -> Vec<Option<String>> {
     owners
 }
 
-/// The requests made for conversations (not the daemon's route probes).
-fn conversation_requests(h: &Harness) -> Vec<RecordedRequest> {
-    h.sim.requests_matching(|r| {
-        !r.path.contains("im-bridge-route-probe") && r.path != "/api/user-preferences"
-    })
-}
-
 #[tokio::test]
 async fn issue_26_every_call_of_a_private_chat_acts_as_its_sender() {
     let h = Harness::final_only().await;
     h.sim
         .script_next_run(Script::with_answer("hello there").chunks(1));
-    h.ask("hello", 1).await;
+    assert_eq!(h.ask("hello", 1).await, "hello there");
     for (i, command) in ["/models", "/memory", "/goal", "/compact"]
         .iter()
         .enumerate()
@@ -42,7 +41,7 @@ async fn issue_26_every_call_of_a_private_chat_acts_as_its_sender() {
         h.say(command).await;
         h.channel.nth_final(2 + i).await;
     }
-    let requests = conversation_requests(&h);
+    let requests = h.sim.requests_matching(|r| !is_probe(r));
     assert!(
         requests.iter().any(|r| r.path.ends_with("/goal"))
             && requests.iter().any(|r| r.path.ends_with("/compact"))
