@@ -36,6 +36,9 @@ use tokio_util::sync::CancellationToken;
 /// message reuse an old id, which it would rightly drop as a redelivery).
 static NEXT_MESSAGE_ID: AtomicU64 = AtomicU64::new(1);
 
+/// The header naming the DeerFlow user a Gateway call acts for (issue 26).
+pub const OWNER_HEADER: &str = "x-deerflow-owner-user-id";
+
 /// How long any single wait in a test may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
@@ -436,24 +439,26 @@ impl Harness {
         }
     }
 
-    /// Waits until `n` requests to a path ending in `suffix` have reached the simulator.
+    /// Waits until `n` conversation calls to a path ending in `suffix` reached the simulator.
     pub async fn wait_until_sent(&self, n: usize, suffix: &str) {
         self.sim
-            .wait_for_requests(n, DEADLINE, |r| r.path.ends_with(suffix))
+            .wait_for_requests(n, DEADLINE, |r| {
+                r.path.ends_with(suffix) && r.headers.contains_key(OWNER_HEADER)
+            })
             .await
             .unwrap();
     }
 
-    /// The JSON body of the first request to a path ending in `suffix`.
+    /// The JSON body of the first conversation call to a path ending in `suffix`.
     pub fn first_body(&self, suffix: &str) -> Value {
-        let requests = self.sim.requests();
+        let requests = self.conversation_calls();
         let request = requests.iter().find(|r| r.path.ends_with(suffix));
         request.expect(suffix).json().unwrap().clone()
     }
 
-    /// The JSON body of the latest request to a path ending in `suffix`.
+    /// The JSON body of the latest conversation call to a path ending in `suffix`.
     pub fn last_body(&self, suffix: &str) -> Value {
-        let requests = self.sim.requests();
+        let requests = self.conversation_calls();
         let request = requests.iter().rfind(|r| r.path.ends_with(suffix));
         request.expect(suffix).json().unwrap().clone()
     }
@@ -463,7 +468,7 @@ impl Harness {
     /// start-up probes of the optional routes, which act for nobody.
     pub fn conversation_calls(&self) -> Vec<RecordedRequest> {
         self.sim
-            .requests_matching(|r| r.headers.contains_key("x-deerflow-owner-user-id"))
+            .requests_matching(|r| r.headers.contains_key(OWNER_HEADER))
     }
 
     /// How many streaming runs (`POST …/runs/stream`) the daemon started.
