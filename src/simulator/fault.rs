@@ -109,6 +109,8 @@ pub enum Route {
     RunCancel,
     /// `GET …/runs/{run_id}/join`.
     RunJoin,
+    /// `GET|POST …/runs/{run_id}/stream` (an existing run's stream).
+    RunJoinStream,
     /// `GET …/goal`.
     GoalGet,
     /// `PUT …/goal`.
