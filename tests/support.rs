@@ -345,6 +345,12 @@ impl Harness {
         Self::start_daemon(sim, dir, options).await
     }
 
+    /// Starts a daemon on the simulator and store directory of a stopped harness, with
+    /// possibly changed `options` ([`Harness::stop`] hands all three back).
+    pub async fn resume(sim: RunningSimulator, dir: tempfile::TempDir, options: Options) -> Self {
+        Self::start_daemon(sim, dir, options).await
+    }
+
     async fn start_daemon(sim: RunningSimulator, dir: tempfile::TempDir, options: Options) -> Self {
         let (channel, feed) = TestChannel::new(options.channel, options.caps);
         let store = StoreLocation::Sqlite(dir.path().join("bridge.db"));
