@@ -329,13 +329,15 @@ impl ThreadCall {
         wire::thread_not_found(&self.thread_id)
     }
 
-    /// Id check, then owner check: whether the thread exists (another owner's thread is a
-    /// 404, a missing one is left to the route).
+    /// Id check, then the owner check of DeerFlow's read routes (`require_existing=False`):
+    /// whether the thread exists (another owner's thread is a 404, a missing one is left to
+    /// the route).
     pub(crate) fn exists(&self) -> Result<bool, Response> {
         self.lookup(|thread| thread.is_some())
     }
 
-    /// Id check, then owner check: 404 when the thread is missing or another owner's.
+    /// Id check, then the owner check of DeerFlow's write routes (`require_existing=True`):
+    /// 404 when the thread is missing or another owner's.
     pub(crate) fn found(&self) -> Result<(), Response> {
         self.read(|_| ())
     }
