@@ -211,6 +211,7 @@ fn every_check_passes_against_the_simulator_and_the_fakes() {
         "gateway",
         "gateway token",
         "langgraph",
+        "gateway routes",
         "store",
         "admin address",
         "telegram",
@@ -225,6 +226,12 @@ fn every_check_passes_against_the_simulator_and_the_fakes() {
     assert!(
         line(&stdout, "telegram").contains(telegram::BOT_USERNAME),
         "{stdout}"
+    );
+    // Issue 26: the optional routes the simulator serves by default.
+    assert_eq!(
+        line(&stdout, "gateway routes"),
+        "ok   gateway routes: POST /api/threads/{id}/goal/from-chat: served; \
+         GET /api/user-preferences: served",
     );
     assert!(stdout.ends_with(&format!("All {} checks passed.\n", checks.len())));
     // The store check closed the file (its lock is free) and gave its lease back.
@@ -241,6 +248,26 @@ fn every_check_passes_against_the_simulator_and_the_fakes() {
         );
         store.close().await.unwrap();
     });
+}
+
+/// Issue 26: a Gateway without the optional routes (today's DeerFlow) is listed, not failed.
+#[test]
+fn issue_26_missing_optional_routes_are_listed_not_failed() {
+    let world = World::start();
+    world
+        .sim
+        .configure(|c| *c = c.clone().deerflow_routes_only());
+    let (code, stdout, stderr) = world.doctor(&world.case());
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let routes = line(&stdout, "gateway routes");
+    assert!(routes.starts_with("ok   "), "{stdout}");
+    assert_eq!(
+        routes
+            .matches("not served (this DeerFlow version lacks it)")
+            .count(),
+        2,
+        "{routes}"
+    );
 }
 
 #[test]

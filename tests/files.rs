@@ -68,7 +68,11 @@ async fn attachments_are_uploaded_and_referenced_in_the_run() {
         .into_iter()
         .find(|r| r.path.ends_with("/uploads"))
         .expect("one upload call");
-    assert_eq!(upload.header("x-deerflow-owner-user-id"), None);
+    // Issue 26: the upload acts for the same DeerFlow user as the run that reads it.
+    assert_eq!(
+        upload.header("x-deerflow-owner-user-id"),
+        Some("telegram-user-u1")
+    );
     assert!(
         upload.header("x-csrf-token").is_some(),
         "uploads are writes"

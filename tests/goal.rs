@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use im_bridge::simulator::{
-    Fault, GoalEvaluation, GoalState, Hold, RecordedRequest, Reply, Route, Script,
+    Fault, GoalEvaluation, GoalState, Hold, RecordedRequest, Reply, Route, Script, SimulatorConfig,
 };
 
-use crate::support::{Harness, Options, goal_met_at_once};
+use crate::support::{Harness, Options, catalog_text, goal_met_at_once};
 
 /// Sends one chat message so the conversation has a thread, and returns it.
 async fn bind(h: &Harness, finals_before: usize) -> String {
@@ -20,8 +20,7 @@ async fn bind(h: &Harness, finals_before: usize) -> String {
 }
 
 fn goal_calls(h: &Harness) -> usize {
-    h.sim
-        .requests()
+    h.conversation_calls()
         .iter()
         .filter(|r| r.path.contains("/goal"))
         .count()
@@ -36,7 +35,10 @@ fn is_run_start(r: &RecordedRequest) -> bool {
 }
 
 fn run_calls(h: &Harness) -> usize {
-    h.sim.requests().iter().filter(|r| is_run_start(r)).count()
+    h.conversation_calls()
+        .iter()
+        .filter(|r| is_run_start(r))
+        .count()
 }
 
 #[tokio::test]
@@ -456,4 +458,37 @@ async fn continuations_end_in_finals_on_final_only_channels() {
         "{finals:?}"
     );
     h.stop().await;
+}
+
+/// Issue 26: DeerFlow's Gateway has no `goal/from-chat` route. The bridge says this version
+/// cannot compose a goal (not "nothing in the conversation yet"), in the reader's language,
+/// starts nothing, and once it knows the route is missing does not ask again.
+#[tokio::test]
+async fn issue_26_from_chat_on_a_gateway_without_the_route_says_so_in_both_locales() {
+    for tag in ["en-US", "zh-CN"] {
+        let text = catalog_text(tag);
+        let h = Harness::with(Options {
+            sim: SimulatorConfig::default().deerflow_routes_only(),
+            ..Options::final_only().notification_locale(tag)
+        })
+        .await;
+        bind(&h, 0).await;
+        let unsupported = text("goal-from-chat-unsupported", &[]);
+        h.say("/goal from-chat").await;
+        assert_eq!(h.channel.nth_final(2).await, unsupported, "{tag}");
+        let asked = goal_calls(&h);
+        h.say("/goal from-chat focus on Q3").await;
+        assert_eq!(h.channel.nth_final(3).await, unsupported, "{tag}");
+        assert_eq!(
+            goal_calls(&h),
+            asked,
+            "{tag}: a missing route is not asked again"
+        );
+        assert!(
+            asked <= 1,
+            "{tag}: at most the one call that found it missing"
+        );
+        assert_eq!(run_calls(&h), 1, "{tag}: only the chat message ran");
+        h.stop().await;
+    }
 }

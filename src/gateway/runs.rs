@@ -3,7 +3,8 @@
 //!
 //! The Gateway's run model forbids unknown keys (422), so each call serializes exactly the
 //! keys the LangGraph SDK puts on the wire for it (§3.2), never `durability` and the like,
-//! plus `on_disconnect: "continue"` on the calls that hold a connection open (issue 19): a
+//! plus `on_disconnect: "continue"` on every run call (issues 19, 26; DeerFlow applies it to
+//! every reader of the run's events, joins included): a
 //! run outlives a bridge that stopped or crashed, and recovery follows it by id
 //! ([`GatewayClient::get_run`], [`GatewayClient::join_run`]); `/stop` cancels through the
 //! cancel route instead of by hanging up. Busy (409, or the LangGraph Platform's `already running a
@@ -80,10 +81,9 @@ impl RunRequest {
 
     /// The body as sent, borrowing from `self` (no copy of `config`/`context`).
     fn wire(&self, mode: RunMode) -> RunBody<'_> {
-        let on_disconnect = match mode {
-            RunMode::Stream | RunMode::Wait => Some("continue"),
-            RunMode::Create => None,
-        };
+        // Every mode: DeerFlow applies `on_disconnect` to every reader of the run's events,
+        // joins included, so a background run without it dies with a join that drops.
+        let on_disconnect = Some("continue");
         let (stream_mode, stream_flags) = match mode {
             RunMode::Stream => (
                 Some(StreamMode::Many(&["messages-tuple", "values"])),
@@ -321,9 +321,9 @@ impl GatewayClient {
     /// when the run lives on another worker it cannot stream from, and 404
     /// ([`GatewayError::NotFound`]) when it does not know the run.
     ///
-    /// Dropping the stream only stops following: runs are started with
-    /// `on_disconnect: "continue"`, and a join never cancels (the Gateway applies
-    /// `on_disconnect` to the connection that started the run, not to a joiner's).
+    /// Dropping the stream only stops following because every run is started with
+    /// `on_disconnect: "continue"`: DeerFlow applies a run's `on_disconnect` to every
+    /// reader of its events, a join included, so a `cancel` run dies with a dropped join.
     pub async fn join_run(
         &self,
         owner: Option<&Owner>,
@@ -623,12 +623,16 @@ mod tests {
                 "context",
                 "input",
                 "multitask_strategy",
+                "on_disconnect",
                 "stream_mode",
                 "stream_resumable",
                 "stream_subgraphs"
             ]
         );
         assert_eq!(create["stream_mode"], "values");
+        // Issue 26: DeerFlow's `sse_consumer` cancels a `cancel` run when any reader, a
+        // join too, goes away; the bridge's joins must never kill what they follow.
+        assert_eq!(create["on_disconnect"], "continue");
         assert_eq!(
             wait["input"],
             json!({"messages": [{"role": "human", "content": "hi"}]})

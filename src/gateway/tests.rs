@@ -425,7 +425,7 @@ async fn run_bodies_carry_exactly_the_allowed_keys() {
     );
     assert_eq!(
         keys(&bodies[2]),
-        "assistant_id,config,context,input,metadata,multitask_strategy,stream_mode,stream_resumable,stream_subgraphs"
+        "assistant_id,config,context,input,metadata,multitask_strategy,on_disconnect,stream_mode,stream_resumable,stream_subgraphs"
     );
     assert_eq!(bodies[2]["stream_mode"], "values");
     for body in &bodies {
