@@ -191,6 +191,10 @@ pub async fn run(
         admin_token.clone(),
     ));
 
+    // Which optional routes this Gateway serves (issue 26): asked at start and again each
+    // time it answers after an outage, so `/goal from-chat` can say the version lacks it.
+    tasks.spawn(probe_routes(gateway.clone(), admin_token.clone()));
+
     // Webhook routes answer 503 until their channel's transport installs its handler.
     let webhooks = if config.webhooks.is_empty() {
         None
@@ -280,6 +284,27 @@ const BUSY_NOTICES_AT_ONCE: usize = 8;
 
 /// How long the drain may take after the input ended: in practice, until done.
 const UNBOUNDED_GRACE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Probes the Gateway's optional routes now and after every reconnect, until `stop`.
+async fn probe_routes(gateway: GatewayClient, stop: CancellationToken) {
+    loop {
+        let found = tokio::select! {
+            () = stop.cancelled() => return,
+            found = gateway.probe_optional_routes() => found,
+        };
+        for (route, support) in found {
+            tracing::debug!(
+                route = route.path(),
+                ?support,
+                "Probed an optional Gateway route."
+            );
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = gateway.reconnected() => {}
+        }
+    }
+}
 
 async fn tell_too_busy(replier: &Replier, refused: &InboundMessage) {
     metrics::counter!(names::INBOUND_REFUSED, "channel" => refused.channel_name.clone(), "reason" => "queue_full").increment(1);

@@ -5,7 +5,10 @@
 //! What is checked, concurrently, each bounded in time:
 //! - the Gateway answers at `channels.gateway_url` (`GET /api/models`) and accepts the
 //!   internal token (that call needs it when the Gateway's auth is on), and
-//!   `channels.langgraph_url` answers (`GET /threads/<nil id>`: any HTTP answer will do);
+//!   `channels.langgraph_url` answers (`GET /threads/<nil id>`: any answer of a threads
+//!   route will do, not FastAPI's route-level 404);
+//! - which optional routes the Gateway serves (`gateway routes`: `goal/from-chat`,
+//!   `user-preferences`; a missing one is listed, not failed);
 //! - the store opens (created and migrated if it is new, as a start would do) and takes a
 //!   write (a lease named [`DOCTOR_LEASE`], taken and given back), then is closed, so a
 //!   daemon started right after finds it free;
@@ -28,7 +31,9 @@ use im_bridge_channel::doctor::{Check, address_free, display_url};
 
 use crate::config::{ChannelSettings, GatewaySettings, Settings, StoreLocation};
 use crate::daemon::open_store;
-use crate::gateway::{GatewayClient, GatewayConfig, GatewayError, ThreadId};
+use crate::gateway::{
+    GatewayClient, GatewayConfig, GatewayError, OptionalRoute, Support, ThreadId,
+};
 use crate::store::StoreError;
 
 /// The lease the store check writes and releases.
@@ -134,13 +139,18 @@ async fn gateway_checks(settings: &GatewaySettings) -> Vec<Check> {
                 ),
                 Check::skip("gateway token", "no client"),
                 Check::skip("langgraph", "no client"),
+                Check::skip("gateway routes", "no client"),
             ];
         }
     };
     let url = display_url(&settings.gateway_url);
     let has_token = settings.internal_token.is_some();
     let probe = ThreadId::new(PROBE_THREAD);
-    let (models, thread) = tokio::join!(client.list_models(None), client.get_thread(None, &probe),);
+    let (models, thread, routes) = tokio::join!(
+        client.list_models(None),
+        client.get_thread(None, &probe),
+        client.probe_optional_routes(),
+    );
     let token_accepted = models.is_ok();
     let (gateway, token) = match models {
         Ok(models) => (
@@ -193,7 +203,29 @@ async fn gateway_checks(settings: &GatewaySettings) -> Vec<Check> {
             &error,
         ),
     };
-    vec![gateway, token, langgraph]
+    let routes = if token_accepted {
+        optional_routes(&routes)
+    } else {
+        Check::skip("gateway routes", "the Gateway did not answer as it should")
+    };
+    vec![gateway, token, langgraph, routes]
+}
+
+/// Which optional routes the Gateway serves (issue 26). A missing one is no failure: the
+/// bridge says so to the user when a command needs it.
+fn optional_routes(found: &[(OptionalRoute, Support)]) -> Check {
+    let listed: Vec<String> = found
+        .iter()
+        .map(|(route, support)| {
+            let state = match support {
+                Support::Present => "served",
+                Support::Missing => "not served (this DeerFlow version lacks it)",
+                Support::Unknown => "unknown (no answer)",
+            };
+            format!("{}: {state}", route.path())
+        })
+        .collect();
+    Check::ok("gateway routes", listed.join("; "))
 }
 
 /// The Gateway answered 401/403 to the check `name`.
@@ -218,13 +250,14 @@ fn gateway_failure(name: &str, url: &str, key: &str, env: &str, error: &GatewayE
         GatewayError::Transport { .. } | GatewayError::Timeout => {
             Check::fail(name, format!("no answer from {url}: {why}"), check_url)
         }
-        GatewayError::NotFound | GatewayError::Decode { .. } | GatewayError::Invalid { .. } => {
-            Check::fail(
-                name,
-                format!("{url} does not answer as a DeerFlow Gateway: {why}"),
-                format!("check {key}: the Gateway's base URL, e.g. http://gateway:8001"),
-            )
-        }
+        GatewayError::NotFound
+        | GatewayError::RouteMissing
+        | GatewayError::Decode { .. }
+        | GatewayError::Invalid { .. } => Check::fail(
+            name,
+            format!("{url} does not answer as a DeerFlow Gateway: {why}"),
+            format!("check {key}: the Gateway's base URL, e.g. http://gateway:8001"),
+        ),
         GatewayError::Server { .. } => Check::fail(
             name,
             format!("{url} failed: {why}"),

@@ -8,10 +8,12 @@
 //!
 //! Children:
 //! - `client`: configuration, headers, status mapping entry point, thread calls;
-//! - `runs`: run bodies, `/runs/stream` as a [`RunStream`], `/runs/wait`, `/runs`;
+//! - `runs`: run bodies, `/runs/stream` and `/runs/{id}/join` as a [`RunStream`] (both are
+//!   event streams on DeerFlow), `/runs/wait`, `/runs`;
 //! - `goal`: goal routes, `goal/from-chat`, compaction, goal views of state values;
 //! - `info`: models, memory, skills, owner language;
 //! - `uploads`: files for a thread's uploads directory;
+//! - `routes`: the optional routes not every DeerFlow serves, probed and remembered;
 //! - [`event`]: decoding SSE frames into [`RunEvent`]s;
 //! - `message`: the typed [`Message`] and [`Snapshot`] read from `messages` and `values`;
 //! - [`sse`]: the incremental SSE parser (public for the `sse_parse` bench);
@@ -25,6 +27,7 @@ pub mod event;
 mod goal;
 mod info;
 mod message;
+mod routes;
 mod runs;
 pub mod sse;
 mod thread_id;
@@ -40,6 +43,7 @@ pub use goal::{
 };
 pub use info::SkillInfo;
 pub use message::{ChunkMetadata, Message, Snapshot};
+pub use routes::{OptionalRoute, Support};
 pub use runs::{HumanMessage, OFFLOAD_FRAME_BYTES, RunMode, RunRequest, RunStatus, RunStream};
 pub use thread_id::ThreadId;
 pub use uploads::{UPLOAD_TIMEOUT, UploadFile, UploadedFile};

@@ -437,7 +437,7 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
             owners: if settings.single_user {
                 Owners::single_user()
             } else {
-                Owners::Nobody
+                Owners::PerConversation
             },
         },
         gateway: GatewayConfig {

@@ -25,6 +25,7 @@ pub mod commands;
 mod dedupe;
 mod files;
 mod inflight;
+mod join;
 pub mod journal;
 mod order;
 mod owners;
@@ -215,8 +216,8 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    /// The DeerFlow owner of `msg`'s conversation, if it has one.
-    pub(crate) fn owner(&self, msg: &InboundMessage) -> Option<Owner> {
+    /// The DeerFlow user `msg`'s conversation acts as (`owners.rs` has the rule).
+    pub(crate) fn owner(&self, msg: &InboundMessage) -> Owner {
         self.config.owners.owner_of(msg)
     }
 }

@@ -34,7 +34,7 @@ async fn no_conversation_means_nothing_to_compact_and_no_call() {
         h.ask("/compact", 1).await,
         "There's no conversation to condense yet."
     );
-    assert!(h.sim.requests().is_empty());
+    assert!(h.conversation_calls().is_empty());
     assert!(h.sim.thread_ids().is_empty());
     h.stop().await;
 }
@@ -115,7 +115,7 @@ async fn keep_argument_and_its_bad_input() {
         h.last_body("/compact")["keep"],
         serde_json::json!({"type": "messages", "value": 3})
     );
-    let before = h.sim.requests().len();
+    let before = h.conversation_calls().len();
     for (i, bad) in [
         "/compact keep",
         "/compact keep 0",
@@ -132,7 +132,11 @@ async fn keep_argument_and_its_bad_input() {
             "{bad}: {finals:?}"
         );
     }
-    assert_eq!(h.sim.requests().len(), before, "bad input sends nothing");
+    assert_eq!(
+        h.conversation_calls().len(),
+        before,
+        "bad input sends nothing"
+    );
     h.stop().await;
 }
 

@@ -52,7 +52,11 @@ async fn status_and_clear_without_a_conversation_make_no_call() {
         refusal.starts_with("There's nothing in this conversation yet to build a goal from."),
         "{refusal}"
     );
-    assert!(h.sim.requests().is_empty(), "{:?}", h.sim.requests());
+    assert!(
+        h.conversation_calls().is_empty(),
+        "{:?}",
+        h.conversation_calls()
+    );
     h.stop().await;
 }
 
@@ -62,7 +66,7 @@ async fn set_saves_then_starts_exactly_one_run() {
     h.sim.script_next_run(goal_met_at_once("On it."));
     h.say("/goal ship the quarterly report").await;
     assert_eq!(h.channel.wait_finals(1).await, ["On it."]);
-    let requests = h.sim.requests();
+    let requests = h.conversation_calls();
     let put = requests
         .iter()
         .position(|r| r.method == "PUT" && r.path.ends_with("/goal"))
@@ -216,7 +220,7 @@ async fn from_chat_saves_then_publishes_the_objective_then_runs_once() {
         "Goal set from our conversation: Please help me write the quarterly report"
     );
     assert_eq!(finals[2], "Working on the report now.");
-    let requests = h.sim.requests();
+    let requests = h.conversation_calls();
     let post = requests
         .iter()
         .position(|r| r.path.ends_with("/goal/from-chat"))

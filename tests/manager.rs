@@ -5,6 +5,10 @@
 //!   hidden frames, clarifications and files, the working placeholder.
 //! - `conversations`: which thread a message runs on, redeliveries, `/new` and `/status`,
 //!   and what a run carries.
+//! - `following`: final-only answers followed through the joined event stream, a join that
+//!   lost its connection, a run on another Gateway worker (issue 26).
+//! - `identity`: one DeerFlow identity per conversation, and a thread made for another one
+//!   replaced once (issue 26).
 //! - `failures`: busy threads, errors and dropped streams mid-run, a Gateway that is down.
 //! - `commands`: command parsing, `/models`, `/memory`, skills as commands, `/bootstrap`.
 //! - `intake`: queueing, a full queue, shutdown with work in flight, the input ending.
@@ -15,5 +19,7 @@ mod commands;
 mod conversations;
 mod delivery;
 mod failures;
+mod following;
+mod identity;
 mod intake;
 mod queueing;

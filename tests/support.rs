@@ -19,7 +19,7 @@ use im_bridge::daemon::{self, DaemonConfig, DaemonError, DaemonExit};
 use im_bridge::gateway::GatewayConfig;
 use im_bridge::i18n::{Arg, Catalogs};
 use im_bridge::manager::ManagerConfig;
-use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
+use im_bridge::simulator::{RecordedRequest, RunningSimulator, Script, Simulator, SimulatorConfig};
 use im_bridge::supervisor::SupervisorConfig;
 use im_bridge_channel::{
     AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, ChatKind,
@@ -35,6 +35,9 @@ use tokio_util::sync::CancellationToken;
 /// Platform message ids, unique across harnesses (a restarted daemon must not see a new
 /// message reuse an old id, which it would rightly drop as a redelivery).
 static NEXT_MESSAGE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The header naming the DeerFlow user a Gateway call acts for (issue 26).
+pub const OWNER_HEADER: &str = "x-deerflow-owner-user-id";
 
 /// How long any single wait in a test may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(10);
@@ -345,6 +348,12 @@ impl Harness {
         Self::start_daemon(sim, dir, options).await
     }
 
+    /// Starts a daemon on the simulator and store directory of a stopped harness, with
+    /// possibly changed `options` ([`Harness::stop`] hands all three back).
+    pub async fn resume(sim: RunningSimulator, dir: tempfile::TempDir, options: Options) -> Self {
+        Self::start_daemon(sim, dir, options).await
+    }
+
     async fn start_daemon(sim: RunningSimulator, dir: tempfile::TempDir, options: Options) -> Self {
         let (channel, feed) = TestChannel::new(options.channel, options.caps);
         let store = StoreLocation::Sqlite(dir.path().join("bridge.db"));
@@ -430,26 +439,36 @@ impl Harness {
         }
     }
 
-    /// Waits until `n` requests to a path ending in `suffix` have reached the simulator.
+    /// Waits until `n` conversation calls to a path ending in `suffix` reached the simulator.
     pub async fn wait_until_sent(&self, n: usize, suffix: &str) {
         self.sim
-            .wait_for_requests(n, DEADLINE, |r| r.path.ends_with(suffix))
+            .wait_for_requests(n, DEADLINE, |r| {
+                r.path.ends_with(suffix) && r.headers.contains_key(OWNER_HEADER)
+            })
             .await
             .unwrap();
     }
 
-    /// The JSON body of the first request to a path ending in `suffix`.
+    /// The JSON body of the first conversation call to a path ending in `suffix`.
     pub fn first_body(&self, suffix: &str) -> Value {
-        let requests = self.sim.requests();
+        let requests = self.conversation_calls();
         let request = requests.iter().find(|r| r.path.ends_with(suffix));
         request.expect(suffix).json().unwrap().clone()
     }
 
-    /// The JSON body of the latest request to a path ending in `suffix`.
+    /// The JSON body of the latest conversation call to a path ending in `suffix`.
     pub fn last_body(&self, suffix: &str) -> Value {
-        let requests = self.sim.requests();
+        let requests = self.conversation_calls();
         let request = requests.iter().rfind(|r| r.path.ends_with(suffix));
         request.expect(suffix).json().unwrap().clone()
+    }
+
+    /// The Gateway calls the daemon made for conversations: every request that acts for a
+    /// DeerFlow user (issue 26: each such call names one), leaving out the daemon's own
+    /// start-up probes of the optional routes, which act for nobody.
+    pub fn conversation_calls(&self) -> Vec<RecordedRequest> {
+        self.sim
+            .requests_matching(|r| r.headers.contains_key(OWNER_HEADER))
     }
 
     /// How many streaming runs (`POST …/runs/stream`) the daemon started.

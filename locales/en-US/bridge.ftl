@@ -14,6 +14,7 @@ run-stopped = (Stopped at your request.)
 run-truncated = (The answer was too long for this chat, so I cut it here.)
 run-recovered = (Sorry this is late: the bridge restarted while your answer was on its way.)
 run-queued = Another request in this conversation is still running. I'll start on yours as soon as it's done.
+run-thread-replaced = I couldn't find this chat's earlier conversation on the agent's side any more, so I've started a new one with your message. Earlier messages aren't carried over.
 run-thinking = Working on it…
 run-files-created =
     { $count ->
@@ -109,6 +110,7 @@ goal-from-chat-synthesis-failed = I couldn't work out a goal from our conversati
 goal-from-chat-forbidden = You don't have permission to set a goal in this conversation.
 goal-from-chat-timeout = Working out the goal is taking longer than expected. It may still be saved in a moment — send /goal to check before trying again.
 goal-from-chat-failed = I couldn't set a goal from our conversation. Please try again, or set one directly with /goal <condition>.
+goal-from-chat-unsupported = The DeerFlow version this bot talks to can't work out a goal from the chat. Set one directly with /goal <condition>.
 goal-from-chat-binding-changed = I saved this goal in the previous conversation, because this chat moved to a new one while I was working it out: { $objective }. I haven't started on it here.
 goal-from-chat-run-not-started = The goal is saved: { $objective }. But I couldn't start working on it yet. Send a message when the current task is done and I'll pick it up.
 

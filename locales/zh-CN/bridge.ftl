@@ -14,6 +14,7 @@ run-stopped = （已按你的要求停止。）
 run-truncated = （回答太长，在这里截断了。）
 run-recovered = （抱歉来晚了：回答送达途中桥接服务重启了一次。）
 run-queued = 这个对话里还有一个请求在进行，它一结束我就开始处理你的消息。
+run-thread-replaced = 在智能体那边找不到这个聊天之前的对话了，所以我用你这条消息开始了一个新对话，之前的消息不会带过来。
 run-thinking = 正在处理…
 run-files-created = 已创建 { $count } 个文件：📎 { $names }
 run-file-too-large = { $name } 太大了，超过了这里 { $limit } MB 的上限，所以没有附上。
@@ -103,6 +104,7 @@ goal-from-chat-synthesis-failed = 这次没能根据对话整理出目标。请�
 goal-from-chat-forbidden = 你没有权限在这个对话里设定目标。
 goal-from-chat-timeout = 整理目标花的时间比预想的长，它可能稍后仍会保存成功。再试之前，先发送 /goal 看看。
 goal-from-chat-failed = 没能根据对话设定目标。请再试一次，或者直接用 /goal <条件> 设定。
+goal-from-chat-unsupported = 这个机器人连接的 DeerFlow 版本不支持根据聊天内容生成目标。请直接用 /goal <条件> 设定目标。
 goal-from-chat-binding-changed = 我整理目标期间，这个聊天换到了新的对话，所以目标保存在了之前的对话里：{ $objective }。在这里还没有开始执行。
 goal-from-chat-run-not-started = 目标已保存：{ $objective }。但暂时没能开始执行。等当前任务完成后发条消息，我就接着做。
 

@@ -13,7 +13,10 @@
 //! Response bodies are read with a size bound, and a non-2xx body only up to a small prefix.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 use im_bridge_channel::Secret;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
@@ -24,7 +27,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::error::{CallFamily, GatewayError, map_status};
+use super::error::{CallFamily, GatewayError, TransportKind, map_status};
+use super::routes::Routes;
 
 use crate::gateway::ThreadId;
 
@@ -140,6 +144,12 @@ struct Inner {
     /// `X-CSRF-Token` value and the matching `Cookie` header.
     csrf: HeaderValue,
     csrf_cookie: HeaderValue,
+    /// What is known about the optional routes (`routes.rs`).
+    routes: Routes,
+    /// Set when a call could not connect; the next call that gets an answer clears it,
+    /// forgets the routes and wakes [`GatewayClient::reconnected`].
+    unreachable: AtomicBool,
+    reconnected: Notify,
 }
 
 impl std::fmt::Debug for GatewayClient {
@@ -191,8 +201,22 @@ impl GatewayClient {
                 config,
                 csrf,
                 csrf_cookie,
+                routes: Routes::default(),
+                unreachable: AtomicBool::new(false),
+                reconnected: Notify::new(),
             }),
         })
+    }
+
+    /// Resolves when the Gateway answers again after a call could not reach it (once per
+    /// outage; a reconnect while nobody waits is kept for the next waiter). What was known
+    /// about its optional routes is forgotten by then: it may have been upgraded.
+    pub async fn reconnected(&self) {
+        self.inner.reconnected.notified().await;
+    }
+
+    pub(crate) fn routes(&self) -> &Routes {
+        &self.inner.routes
     }
 
     /// The configuration the client was built with.
@@ -335,10 +359,26 @@ impl GatewayClient {
         request: RequestBuilder,
     ) -> Result<Response, GatewayError> {
         let started = Instant::now();
-        let response = request
-            .send()
-            .await
-            .map_err(|error| GatewayError::from_reqwest(error, call))?;
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => {
+                let error = GatewayError::from_reqwest(error, call);
+                if matches!(
+                    error,
+                    GatewayError::Transport {
+                        kind: TransportKind::Connect
+                    }
+                ) {
+                    self.inner.unreachable.store(true, Ordering::Relaxed);
+                }
+                return Err(error);
+            }
+        };
+        if self.inner.unreachable.swap(false, Ordering::Relaxed) {
+            tracing::info!("The Gateway answers again.");
+            self.inner.routes.forget();
+            self.inner.reconnected.notify_one();
+        }
         let status = response.status().as_u16();
         let elapsed_ms = started.elapsed().as_millis() as u64;
         if response.status().is_success() {

@@ -38,6 +38,10 @@ pub enum GatewayError {
     /// 404: the thread is unknown or owned by someone else.
     #[error("Gateway resource not found.")]
     NotFound,
+    /// 404 with FastAPI's route-level body `{"detail": "Not Found"}`: this Gateway has no
+    /// such route at all (an older or newer DeerFlow), which is not a missing thread.
+    #[error("Gateway has no such route.")]
+    RouteMissing,
     /// 401: the internal token is missing or wrong.
     #[error("Gateway refused the credentials.")]
     Unauthorized,
@@ -125,6 +129,7 @@ impl GatewayError {
             Self::SynthesisFailed => "synthesis_failed",
             Self::GoalChanged => "goal_changed",
             Self::NotFound => "not_found",
+            Self::RouteMissing => "route_missing",
             Self::Unauthorized => "unauthorized",
             Self::Forbidden => "forbidden",
             Self::Disabled => "disabled",
@@ -210,6 +215,8 @@ fn parse_detail(body: &[u8]) -> Detail {
     }
 }
 
+/// FastAPI's `detail` for a path that matches no route (Starlette's `404` text).
+const ROUTE_NOT_FOUND: &str = "Not Found";
 /// The LangGraph Platform's busy wording, matched anywhere in a run error body (§3.6).
 const LANGGRAPH_BUSY: &str = "already running a task";
 /// The compaction-disabled 409 `detail`, told apart from the busy 409 only by its text.
@@ -219,6 +226,11 @@ const COMPACTION_DISABLED: &str = "compaction is disabled";
 /// response body; it may be empty, HTML or anything else.
 pub(crate) fn map_status(family: CallFamily, status: u16, body: &[u8]) -> GatewayError {
     let detail = parse_detail(body);
+    // FastAPI answers a path no route matches with exactly this body; every route's own
+    // 404 names what it did not find ("Thread … not found"), so the two never meet.
+    if status == 404 && matches!(&detail, Detail::Text(text) if text == ROUTE_NOT_FOUND) {
+        return GatewayError::RouteMissing;
+    }
     match family {
         CallFamily::Run => {
             if status == 409 || contains_ignore_case(body, LANGGRAPH_BUSY) {
@@ -471,6 +483,20 @@ mod tests {
                 (502, HTML_502, server(502)),
             ],
         );
+    }
+
+    #[test]
+    fn issue_26_a_route_level_404_is_a_missing_route_in_every_family() {
+        // FastAPI's body for a path no route matches, as DeerFlow answers `goal/from-chat`
+        // and `user-preferences` where it lacks them; a route's own 404 names its object.
+        for family in [Run, GoalWrite, FromChat, Compact, Plain] {
+            check(family, &[(404, Text("Not Found"), RouteMissing)]);
+        }
+        check(FromChat, &[(404, Text("Thread t not found"), NoContext)]);
+        check(Plain, &[(404, Text("Run r not found"), NotFound)]);
+        // Only the exact text on a 404: a 405 or another wording stays what it was.
+        check(Plain, &[(405, Text("Not Found"), invalid(405))]);
+        check(Plain, &[(404, Text("not found"), NotFound)]);
     }
 
     #[test]

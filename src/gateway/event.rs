@@ -45,6 +45,10 @@ pub enum RunEvent {
     },
     /// `end`: the last event. The stream yields nothing after it.
     End,
+    /// `gap` (DeerFlow's `sse_consumer`): the events after the requested `Last-Event-ID`
+    /// are no longer retained, so the stream ends here; the client re-reads what it needs
+    /// (a join again from the earliest retained event, or the thread's state).
+    Gap,
     /// An event this client does not interpret (`updates`, `gap`, …), by name.
     Other(String),
 }
@@ -68,6 +72,11 @@ struct ErrorData {
 }
 
 impl RunEvent {
+    /// Whether the stream ends after this event (`end`, or a `gap` the Gateway closes on).
+    pub fn is_last(&self) -> bool {
+        matches!(self, Self::End | Self::Gap)
+    }
+
     /// Decodes a frame, or `None` when it is malformed and must be skipped.
     pub fn from_frame(frame: &SseFrame) -> Option<Self> {
         let base = frame.event.split('|').next().unwrap_or_default();
@@ -103,6 +112,7 @@ impl RunEvent {
                 Self::Error { name }
             }
             "end" => Self::End,
+            "gap" => Self::Gap,
             _ => Self::Other(frame.event.to_string()),
         };
         Some(event)
@@ -265,6 +275,6 @@ mod tests {
             decode("updates", "{}"),
             Some(RunEvent::Other("updates".into()))
         );
-        assert_eq!(decode("gap", "{}"), Some(RunEvent::Other("gap".into())));
+        assert_eq!(decode("gap", "{}"), Some(RunEvent::Gap));
     }
 }

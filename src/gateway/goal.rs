@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::client::{Base, GatewayClient, Owner, read_json};
 use super::error::{CallFamily, GatewayError};
+use super::routes::OptionalRoute;
 
 use crate::gateway::ThreadId;
 
@@ -221,7 +222,9 @@ impl GatewayClient {
     }
 
     /// `POST {gateway_url}/api/threads/{id}/goal/from-chat` (§4.5): the server composes a goal
-    /// from the conversation and saves it. The `hint` key is omitted when there is no
+    /// from the conversation and saves it. A Gateway without the route (DeerFlow's snapshot
+    /// has none) answers [`GatewayError::RouteMissing`], which the client also remembers
+    /// ([`GatewayClient::route_support`]). The `hint` key is omitted when there is no
     /// non-blank hint; a hint over [`MAX_HINT_CHARS`] is refused locally. Bounded by
     /// `from_chat_timeout`; on `Timeout` the goal may or may not have been saved.
     pub async fn goal_from_chat(
@@ -244,10 +247,11 @@ impl GatewayClient {
             .request(Method::POST, &url, owner)?
             .timeout(self.config().from_chat_timeout)
             .json(&Body { hint });
-        let response = self
+        let sent = self
             .send("goal_from_chat", CallFamily::FromChat, request)
-            .await?;
-        read_json::<GoalEnvelope>(response, "goal_from_chat")
+            .await;
+        self.note_route(OptionalRoute::GoalFromChat, &sent);
+        read_json::<GoalEnvelope>(sent?, "goal_from_chat")
             .await?
             .goal
             .ok_or(GatewayError::Decode {

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::client::{Base, GatewayClient, Owner, read_json};
 use super::error::{CallFamily, GatewayError};
+use super::routes::{OptionalRoute, Support};
 
 /// Longest language tag accepted from the preferences endpoint (BCP 47 tags are short).
 const MAX_LOCALE_LEN: usize = 35;
@@ -64,19 +65,24 @@ impl GatewayClient {
     }
 
     /// `GET {gateway_url}/api/user-preferences` (§4.6): the owner's UI language, from a
-    /// string `locale` at the top level or at `settings.locale`. A 404 or a missing or
+    /// string `locale` at the top level or at `settings.locale`. A Gateway without the route
+    /// is asked no more once it said so (issue 26). A 404 or a missing or
     /// malformed field is `Ok(None)`; other failures are errors the caller treats as
     /// "no preference" too. The tag is only shape-checked; negotiation is the caller's.
     pub async fn owner_locale(
         &self,
         owner: Option<&Owner>,
     ) -> Result<Option<String>, GatewayError> {
-        let prefs: Value = match self
-            .get_json("owner_locale", "/api/user-preferences", owner)
-            .await
-        {
+        if self.route_support(OptionalRoute::UserPreferences) == Support::Missing {
+            return Ok(None);
+        }
+        let fetched = self
+            .get_json::<Value>("owner_locale", "/api/user-preferences", owner)
+            .await;
+        self.note_route(OptionalRoute::UserPreferences, &fetched);
+        let prefs = match fetched {
             Ok(prefs) => prefs,
-            Err(GatewayError::NotFound) => return Ok(None),
+            Err(GatewayError::NotFound | GatewayError::RouteMissing) => return Ok(None),
             Err(error) => return Err(error),
         };
         let found = [

@@ -204,13 +204,37 @@ impl GatewayClient {
         let url = self.thread_url(Base::LangGraph, thread, "/runs/stream")?;
         let request = self
             .request(Method::POST, &url, owner)?
-            .header(ACCEPT, "text/event-stream")
             .json(&run.wire(RunMode::Stream));
+        let response = self
+            .open_event_stream("stream_run", CallFamily::Run, request)
+            .await?;
+        let run_id = response
+            .headers()
+            .get(CONTENT_LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit_once("/runs/"))
+            .map(|(_, id)| id.trim_end_matches('/').to_owned())
+            .filter(|id| !id.is_empty() && !id.contains('/'));
+        Ok(RunStream::new(
+            Box::pin(response.bytes_stream()),
+            self.config().stream_idle_timeout,
+            run_id,
+        ))
+    }
+
+    /// Sends a request answered by an event stream: resolves once the response headers
+    /// arrive (bounded by the idle timeout), refusing a 2xx that is not `text/event-stream`.
+    async fn open_event_stream(
+        &self,
+        call: &'static str,
+        family: CallFamily,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, GatewayError> {
+        let request = request.header(ACCEPT, "text/event-stream");
         let idle = self.config().stream_idle_timeout;
-        let response =
-            tokio::time::timeout(idle, self.send("stream_run", CallFamily::Run, request))
-                .await
-                .map_err(|_| GatewayError::Timeout)??;
+        let response = tokio::time::timeout(idle, self.send(call, family, request))
+            .await
+            .map_err(|_| GatewayError::Timeout)??;
         let is_event_stream = response
             .headers()
             .get(CONTENT_TYPE)
@@ -221,23 +245,12 @@ impl GatewayClient {
                     .starts_with("text/event-stream")
             });
         if !is_event_stream {
-            tracing::debug!("Run stream response is not an event stream.");
+            tracing::debug!(call, "Run stream response is not an event stream.");
             return Err(GatewayError::Decode {
                 what: "run stream content type",
             });
         }
-        let run_id = response
-            .headers()
-            .get(CONTENT_LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.rsplit_once("/runs/"))
-            .map(|(_, id)| id.trim_end_matches('/').to_owned())
-            .filter(|id| !id.is_empty() && !id.contains('/'));
-        Ok(RunStream::new(
-            Box::pin(response.bytes_stream()),
-            idle,
-            run_id,
-        ))
+        Ok(response)
     }
 
     /// `POST {langgraph_url}/threads/{id}/runs/wait`: the final values dict (or the
@@ -299,20 +312,40 @@ impl GatewayClient {
         Ok(read_json::<Run>(response, "get_run").await?.status)
     }
 
-    /// `GET {langgraph_url}/threads/{id}/runs/{run_id}/join`: waits (up to the wait timeout)
-    /// until the run ended and returns the thread's values then, like `/runs/wait`.
+    /// `GET {langgraph_url}/threads/{id}/runs/{run_id}/join`: the run's events as a
+    /// [`RunStream`], exactly like `/runs/stream` (DeerFlow's `join_run` serves the same
+    /// `sse_consumer`): the retained events from the start, or those after `last_event_id`
+    /// when given (`Last-Event-ID`), then the live ones, then `end`. A run that ended and
+    /// whose events are gone yields `end` alone; one whose requested event is no longer
+    /// retained yields [`RunEvent::Gap`]. The Gateway answers 409 ([`GatewayError::Conflict`])
+    /// when the run lives on another worker it cannot stream from, and 404
+    /// ([`GatewayError::NotFound`]) when it does not know the run.
+    ///
+    /// Dropping the stream only stops following: runs are started with
+    /// `on_disconnect: "continue"`, and a join never cancels (the Gateway applies
+    /// `on_disconnect` to the connection that started the run, not to a joiner's).
     pub async fn join_run(
         &self,
         owner: Option<&Owner>,
         thread: &ThreadId,
         run_id: &str,
-    ) -> Result<Value, GatewayError> {
+        last_event_id: Option<&str>,
+    ) -> Result<RunStream, GatewayError> {
         let url = self.run_url(thread, run_id, "/join")?;
-        let request = self
-            .request(Method::GET, &url, owner)?
-            .timeout(self.config().wait_timeout);
-        let response = self.send("join_run", CallFamily::Run, request).await?;
-        read_json(response, "join_run").await
+        let mut request = self.request(Method::GET, &url, owner)?;
+        if let Some(id) = last_event_id {
+            let value = reqwest::header::HeaderValue::from_str(id)
+                .map_err(|_| GatewayError::InvalidArgument { what: "event id" })?;
+            request = request.header("last-event-id", value);
+        }
+        let response = self
+            .open_event_stream("join_run", CallFamily::Plain, request)
+            .await?;
+        Ok(RunStream::new(
+            Box::pin(response.bytes_stream()),
+            self.config().stream_idle_timeout,
+            Some(run_id.to_owned()),
+        ))
     }
 
     /// `{langgraph_url}/threads/{id}/runs/{run_id}{rest}`.
@@ -356,7 +389,8 @@ pub const OFFLOAD_FRAME_BYTES: usize = 256 * 1024;
 pub(crate) static OFFLOADED: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(0);
 
-/// The events of one streamed run, ending with [`RunEvent::End`] and then `None`.
+/// The events of one streamed or joined run, ending with [`RunEvent::End`] (or a joined
+/// run's [`RunEvent::Gap`]) and then `None`.
 ///
 /// It ends early with exactly one error: `StreamClosed` when the connection ends (cleanly
 /// or not) before `end`, `Timeout` after [`super::GatewayConfig::stream_idle_timeout`] of
@@ -379,6 +413,8 @@ pub struct RunStream {
     eof: bool,
     done: bool,
     run_id: Option<String>,
+    /// The `id:` of the last frame read, for a `Last-Event-ID` resume.
+    last_event_id: Option<String>,
 }
 
 impl std::fmt::Debug for RunStream {
@@ -403,12 +439,19 @@ impl RunStream {
             eof: false,
             done: false,
             run_id,
+            last_event_id: None,
         }
     }
 
     /// The run id from the `Content-Location` header, known before the first event.
     pub fn run_id(&self) -> Option<&str> {
         self.run_id.as_deref()
+    }
+
+    /// The id of the last event read so far, when the Gateway numbers its events (DeerFlow
+    /// does): a join that lost its connection resumes after it.
+    pub fn last_event_id(&self) -> Option<&str> {
+        self.last_event_id.as_deref()
     }
 
     /// The next event; `None` after `end` or after the one terminal error.
@@ -436,7 +479,7 @@ impl Stream for RunStream {
                 this.decoding = None;
                 match decoded {
                     Ok(Some(event)) => {
-                        this.done = event == RunEvent::End;
+                        this.done = event.is_last();
                         return Poll::Ready(Some(Ok(event)));
                     }
                     Ok(None) => continue,
@@ -448,7 +491,14 @@ impl Stream for RunStream {
                     }
                 }
             }
-            match this.parser.next_frame() {
+            let mut frame = this.parser.next_frame();
+            // The id moves out of the frame (decoding does not read it): no copy per event.
+            if let Ok(Some(frame)) = &mut frame
+                && let Some(id) = frame.id.take()
+            {
+                this.last_event_id = Some(id);
+            }
+            match frame {
                 Ok(Some(frame)) if frame.data.len() >= OFFLOAD_FRAME_BYTES => {
                     // A `values` snapshot of a long thread takes milliseconds to decode:
                     // not on a runtime worker, where it would stall every other task.
@@ -460,7 +510,7 @@ impl Stream for RunStream {
                 }
                 Ok(Some(frame)) => {
                     if let Some(event) = RunEvent::from_frame(&frame) {
-                        this.done = event == RunEvent::End;
+                        this.done = event.is_last();
                         return Poll::Ready(Some(Ok(event)));
                     }
                     continue;
@@ -583,6 +633,50 @@ mod tests {
             wait["input"],
             json!({"messages": [{"role": "human", "content": "hi"}]})
         );
+    }
+
+    /// A run stream over `chunks`, as a join's body would arrive.
+    fn stream_of(chunks: &[&'static str]) -> RunStream {
+        let chunks: Vec<reqwest::Result<Bytes>> = chunks
+            .iter()
+            .map(|c| Ok(Bytes::from_static(c.as_bytes())))
+            .collect();
+        RunStream::new(
+            Box::pin(futures_util::stream::iter(chunks)),
+            Duration::from_secs(5),
+            Some("r1".into()),
+        )
+    }
+
+    #[tokio::test]
+    async fn issue_26_a_join_remembers_the_last_event_id_and_ends_on_a_gap() {
+        // DeerFlow's `sse_consumer` frames: event, data, id; heartbeats are comments.
+        let mut stream = stream_of(&[
+            "event: metadata\ndata: {\"run_id\": \"r1\"}\nid: 17-0\n\n",
+            ": heartbeat\n\n",
+            "event: values\ndata: {\"messages\": []}\nid: 17-1\n\n",
+            "event: gap\ndata: {\"code\": \"stream_replay_gap\"}\n\n",
+            "event: values\ndata: {}\nid: 17-9\n\n",
+        ]);
+        assert!(matches!(
+            stream.next().await,
+            Some(Ok(RunEvent::Metadata { .. }))
+        ));
+        assert_eq!(stream.last_event_id(), Some("17-0"));
+        assert!(matches!(stream.next().await, Some(Ok(RunEvent::Values(_)))));
+        assert_eq!(stream.last_event_id(), Some("17-1"));
+        // The gap carries no id: the resume point stays the last event read.
+        assert_eq!(stream.next().await, Some(Ok(RunEvent::Gap)));
+        assert_eq!(stream.last_event_id(), Some("17-1"));
+        assert_eq!(stream.next().await, None, "nothing is read after a gap");
+    }
+
+    #[tokio::test]
+    async fn issue_26_a_join_cut_before_its_end_is_stream_closed() {
+        let mut stream = stream_of(&["event: values\ndata: {}\nid: 3-4\n\n"]);
+        assert!(matches!(stream.next().await, Some(Ok(RunEvent::Values(_)))));
+        assert_eq!(stream.next().await, Some(Err(GatewayError::StreamClosed)));
+        assert_eq!(stream.last_event_id(), Some("3-4"));
     }
 
     #[test]

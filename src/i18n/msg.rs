@@ -32,6 +32,9 @@ ids! {
     RUN_RECOVERED = "run-recovered";
     /// A same-thread request waits behind another.
     RUN_QUEUED = "run-queued";
+    /// The conversation's thread is gone for its DeerFlow identity (deleted, or made by an
+    /// older bridge under another user), so this message starts a new one (issue 26).
+    RUN_THREAD_REPLACED = "run-thread-replaced";
     /// "Working on it": the placeholder, and the notice that a queued request started.
     RUN_THINKING = "run-thinking";
     /// Files the agent created. `$count`, `$names`
@@ -140,6 +143,8 @@ ids! {
     GOAL_FROM_CHAT_TIMEOUT = "goal-from-chat-timeout";
     /// from-chat: any other failure.
     GOAL_FROM_CHAT_FAILED = "goal-from-chat-failed";
+    /// from-chat: this Gateway has no `goal/from-chat` route (an older DeerFlow; issue 26).
+    GOAL_FROM_CHAT_UNSUPPORTED = "goal-from-chat-unsupported";
     /// from-chat saved the goal in the previous conversation. `$objective`
     GOAL_FROM_CHAT_BINDING_CHANGED = "goal-from-chat-binding-changed";
     /// from-chat saved the goal but the task did not start. `$objective`

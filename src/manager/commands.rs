@@ -176,7 +176,7 @@ async fn unknown(inner: &Inner, msg: &InboundMessage, name: &str) -> Disposition
 pub(crate) async fn slash_skill(inner: &Inner, msg: &InboundMessage) -> Option<Disposition> {
     let name = skill_name(&msg.text)?;
     let owner = inner.owner(msg);
-    let skills = match inner.gateway.list_skills(owner.as_ref()).await {
+    let skills = match inner.gateway.list_skills(Some(&owner)).await {
         Ok(s) => s,
         Err(error) => {
             tracing::warn!(%error, "Listing skills failed.");

@@ -113,7 +113,7 @@ impl Replier {
                 tracing::debug!(%error, "Reading the chat's language failed; falling through.")
             }
         }
-        if let Some(owner) = self.owners.owner_of(msg)
+        if let Some(owner) = self.owners.bound_owner_of(msg)
             && let Some(l) = self.owner_locale(owner.as_str()).await
         {
             return (l, LocaleSource::Owner);

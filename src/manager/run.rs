@@ -3,18 +3,19 @@
 //!
 //! Channels that can show partial updates get a streamed run (`/runs/stream`): throttled
 //! cumulative texts with a cursor, then exactly one final — on success and on every failure
-//! path. Other channels get `/runs/wait` and one final. A busy thread (409) gets the busy
+//! path. Other channels start the run in the background (`/runs`) and follow it by id
+//! (`join.rs`: DeerFlow's join is the run's event stream) to one final. A busy thread (409) gets the busy
 //! reply and is not retried. The caller learns whether the run started, which
 //! `/goal from-chat` needs to tell "saved but not started" apart.
 
 use im_bridge_channel::{InboundMessage, LengthUnit, split};
-use serde_json::Value;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::artifacts::{self, Fetched, Source};
 use super::files;
+use super::join;
 use super::journal::Entry;
 use super::params::{self, Layers, TurnFlags};
 use super::stream::{Accumulator, Throttle};
@@ -54,6 +55,20 @@ pub enum RunStart {
     Busy,
     /// The run could not be started; an error reply was published.
     Failed,
+    /// The conversation's bound thread is unknown to the Gateway for the conversation's
+    /// identity (deleted, or created under another identity by an older bridge); nothing
+    /// was published. [`chat_turn`] answers it by binding a new thread, so its callers
+    /// never see it.
+    ThreadGone,
+}
+
+/// How a turn reports a run the Gateway refused to start.
+#[derive(Clone, Copy, Debug)]
+struct Refusal {
+    /// Leave the reply to the caller (`TurnOptions::caller_reports_not_started`).
+    quiet: bool,
+    /// A thread the Gateway does not know is [`RunStart::ThreadGone`], not a failure.
+    rebindable: bool,
 }
 
 /// Runs `text` as a chat turn for `msg`. Publishes every reply itself.
@@ -64,21 +79,56 @@ pub async fn chat_turn(
     opts: TurnOptions,
 ) -> (Disposition, RunStart) {
     let owner = inner.owner(msg);
-    let thread = match opts.thread.clone() {
-        Some(t) => t,
-        None => match inner.bindings.get_or_create(msg, owner.as_ref()).await {
-            Ok(t) => t,
-            Err(error) => {
-                tracing::warn!(%error, "Resolving the conversation's thread failed.");
-                let id = match error {
-                    BindError::Gateway(ref e) if is_unavailable(e) => m::ERR_GATEWAY_UNAVAILABLE,
-                    _ => m::ERR_INTERNAL,
-                };
-                inner.replier.reply(msg, id, &[]).await;
-                return (Disposition::Release, RunStart::Failed);
-            }
+    let (thread, rebindable) = match opts.thread.clone() {
+        Some(t) => (t, false),
+        None => match inner.bindings.get_or_create(msg, Some(&owner)).await {
+            Ok(t) => (t, true),
+            Err(error) => return bind_failed(inner, msg, &error).await,
         },
     };
+    let outcome = turn_on(inner, msg, text, &opts, &owner, &thread, rebindable).await;
+    if outcome.1 != RunStart::ThreadGone {
+        return outcome;
+    }
+    // Issue 26: a binding whose thread the Gateway no longer shows this conversation's
+    // identity (deleted in DeerFlow, or made by a bridge that acted as another user) would
+    // answer 404 forever; the conversation starts over in a thread of its own, and says so.
+    tracing::warn!("The conversation's thread is gone for its identity; binding a new one.");
+    let thread = match inner.bindings.rebind_new(msg, Some(&owner)).await {
+        Ok(t) => t,
+        Err(error) => return bind_failed(inner, msg, &error).await,
+    };
+    inner.replier.reply(msg, m::RUN_THREAD_REPLACED, &[]).await;
+    turn_on(inner, msg, text, &opts, &owner, &thread, false).await
+}
+
+/// The thread could not be resolved: the reply saying so.
+async fn bind_failed(
+    inner: &Inner,
+    msg: &InboundMessage,
+    error: &BindError,
+) -> (Disposition, RunStart) {
+    tracing::warn!(%error, "Resolving the conversation's thread failed.");
+    let id = match error {
+        BindError::Gateway(e) if is_unavailable(e) => m::ERR_GATEWAY_UNAVAILABLE,
+        _ => m::ERR_INTERNAL,
+    };
+    inner.replier.reply(msg, id, &[]).await;
+    (Disposition::Release, RunStart::Failed)
+}
+
+/// The turn on a resolved thread: attachments, the request, then the run.
+async fn turn_on(
+    inner: &Inner,
+    msg: &InboundMessage,
+    text: &str,
+    opts: &TurnOptions,
+    owner: &Owner,
+    thread: &ThreadId,
+    rebindable: bool,
+) -> (Disposition, RunStart) {
+    let owner = Some(owner);
+    let thread = thread.clone();
     let layers = Layers {
         global: &inner.config.session,
         channel: inner.config.channel_sessions.get(&msg.channel_name),
@@ -87,12 +137,12 @@ pub async fn chat_turn(
     let ingested = if msg.files.is_empty() {
         None
     } else {
-        Some(files::ingest(inner, msg, owner.as_ref(), &thread, text).await)
+        Some(files::ingest(inner, msg, owner, &thread, text).await)
     };
     let text = ingested.as_ref().map_or(text, |i| i.text.as_str());
     let mut request = match params::build_request(
         msg,
-        owner.as_ref(),
+        owner,
         text,
         &thread,
         layers,
@@ -112,11 +162,14 @@ pub async fn chat_turn(
         .outbound()
         .capabilities(&msg.channel_name)
         .is_some_and(|c| c.shows_partial_updates());
-    let quiet = opts.caller_reports_not_started;
+    let refusal = Refusal {
+        quiet: opts.caller_reports_not_started,
+        rebindable,
+    };
     if streaming {
-        stream_turn(inner, msg, owner.as_ref(), &thread, &request, quiet).await
+        stream_turn(inner, msg, owner, &thread, &request, refusal).await
     } else {
-        wait_turn(inner, msg, owner.as_ref(), &thread, &request, quiet).await
+        wait_turn(inner, msg, owner, &thread, &request, refusal).await
     }
 }
 
@@ -126,7 +179,7 @@ async fn stream_turn(
     owner: Option<&Owner>,
     thread: &ThreadId,
     request: &RunRequest,
-    quiet: bool,
+    refusal: Refusal,
 ) -> (Disposition, RunStart) {
     let source = Source { thread, owner };
     // When the placeholder is due, until some text was shown (placeholder channels only).
@@ -137,7 +190,7 @@ async fn stream_turn(
     .await;
     let mut stream = match opened {
         Ok(s) => s,
-        Err(error) => return not_started(inner, msg, &error, quiet).await,
+        Err(error) => return not_started(inner, msg, &error, refusal).await,
     };
     // Registered first, so `/stop` finds the run at once; then saved, before the first
     // event: from here on a restart follows this run.
@@ -167,7 +220,7 @@ async fn stream_turn(
                 false
             }
             Ok(RunEvent::End) => break,
-            Ok(RunEvent::Metadata { .. } | RunEvent::Other(_)) => false,
+            Ok(RunEvent::Metadata { .. } | RunEvent::Gap | RunEvent::Other(_)) => false,
             Err(error) => {
                 tracing::warn!(%error, "The run stream failed.");
                 failure = Some(error);
@@ -323,7 +376,7 @@ async fn wait_turn(
     owner: Option<&Owner>,
     thread: &ThreadId,
     request: &RunRequest,
-    quiet: bool,
+    refusal: Refusal,
 ) -> (Disposition, RunStart) {
     let source = Source { thread, owner };
     // A slow answer gets the "working on it" notice (placeholder channels only).
@@ -339,7 +392,7 @@ async fn wait_turn(
     .await;
     let run_id = match created {
         Ok(run_id) => run_id,
-        Err(error) => return not_started(inner, msg, &error, quiet).await,
+        Err(error) => return not_started(inner, msg, &error, refusal).await,
     };
     let running = inner
         .runs
@@ -351,7 +404,7 @@ async fn wait_turn(
         inner,
         msg,
         &mut placeholder_at,
-        join(inner, owner, thread, &run_id),
+        join::join(inner, owner, thread, &run_id),
     )
     .await;
     let stopped = running.stopped();
@@ -362,8 +415,8 @@ async fn wait_turn(
             metrics::counter!(names::RUNS, "outcome" => Ending::Stopped.outcome()).increment(1);
             (Disposition::Keep, RunStart::Started)
         }
-        Ok((values, failed)) => (
-            publish_values(inner, msg, source, &values, failed).await,
+        Ok(joined) => (
+            publish_values(inner, msg, source, &joined.snapshot, joined.failed).await,
             RunStart::Started,
         ),
         Err(error) => {
@@ -380,22 +433,6 @@ async fn wait_turn(
     }
 }
 
-/// Joins run `run_id` until it ended: the thread's values then, and whether the run failed.
-async fn join(
-    inner: &Inner,
-    owner: Option<&Owner>,
-    thread: &ThreadId,
-    run_id: &str,
-) -> Result<(Value, bool), GatewayError> {
-    let values = inner.gateway.join_run(owner, thread, run_id).await?;
-    let failed = match inner.gateway.get_run(owner, thread, run_id).await {
-        Ok(status) => status == RunStatus::Error,
-        // The values came; a failed status read only loses the failure flag.
-        Err(_) => values.get("status").and_then(|s| s.as_str()) == Some("error"),
-    };
-    Ok((values, failed))
-}
-
 /// Follows run `run_id`, started by a previous process for `msg` (issue 19): joins it while
 /// it runs, or reads the thread when it already ended, and publishes the answer. `None`
 /// when the Gateway does not know the run (it restarted and lost it): the caller runs the
@@ -407,7 +444,7 @@ pub(super) async fn follow(
     run_id: &str,
 ) -> Option<Disposition> {
     let owner = inner.owner(msg);
-    let owner = owner.as_ref();
+    let owner = Some(&owner);
     let source = Source { thread, owner };
     let running = inner.runs.register(
         conversation_key(msg),
@@ -417,13 +454,16 @@ pub(super) async fn follow(
     let outcome = match inner.gateway.get_run(owner, thread, run_id).await {
         Ok(status) if status.is_active() => {
             tracing::info!("Following a run a previous process started.");
-            join(inner, owner, thread, run_id).await
+            join::join(inner, owner, thread, run_id).await
         }
         Ok(status) => inner
             .gateway
             .get_thread_state(owner, thread)
             .await
-            .map(|state| (state.values, status == RunStatus::Error)),
+            .map(|state| join::Joined {
+                snapshot: Snapshot::from_value(&state.values),
+                failed: status == RunStatus::Error,
+            }),
         Err(GatewayError::NotFound) => return None,
         Err(error) => Err(error),
     };
@@ -434,7 +474,7 @@ pub(super) async fn follow(
             publish_final(inner, msg, source, Turn::default(), Ending::Stopped, None).await;
             Disposition::Keep
         }
-        Ok((values, failed)) => publish_values(inner, msg, source, &values, failed).await,
+        Ok(joined) => publish_values(inner, msg, source, &joined.snapshot, joined.failed).await,
         Err(error) => {
             tracing::warn!(%error, "Following a recovered run failed.");
             let id = if is_unavailable(&error) {
@@ -448,18 +488,17 @@ pub(super) async fn follow(
     })
 }
 
-/// Publishes the answer in a run's final `values`: one final per goal-continuation segment
+/// Publishes the answer in a run's final snapshot: one final per goal-continuation segment
 /// (each continuation in its own message, even where partial updates cannot be shown), the
 /// last one ending as failed when the run failed.
 async fn publish_values(
     inner: &Inner,
     msg: &InboundMessage,
     source: Source<'_>,
-    values: &Value,
+    snapshot: &Snapshot,
     failed: bool,
 ) -> Disposition {
-    let snapshot = Snapshot::from_value(values);
-    let segments = super::turn::segments(&snapshot);
+    let segments = super::turn::segments(snapshot);
     let last = segments.len().saturating_sub(1);
     let max = snapshot
         .goal_progress()
@@ -487,13 +526,16 @@ async fn publish_values(
     }
 }
 
-/// The run never started: busy, or refused. Replies unless `quiet`.
+/// The run never started: busy, a thread gone, or refused. Replies unless `quiet`.
 async fn not_started(
     inner: &Inner,
     msg: &InboundMessage,
     error: &GatewayError,
-    quiet: bool,
+    Refusal { quiet, rebindable }: Refusal,
 ) -> (Disposition, RunStart) {
+    if rebindable && *error == GatewayError::NotFound {
+        return (Disposition::Release, RunStart::ThreadGone);
+    }
     if *error == GatewayError::Busy {
         tracing::info!("The thread is busy; not starting a run.");
         if !quiet {

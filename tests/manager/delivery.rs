@@ -64,7 +64,8 @@ async fn a_streamed_answer_edits_one_message_and_ends_in_one_final() {
     assert_eq!(body["multitask_strategy"], "reject");
     assert_eq!(body["stream_mode"], json!(["messages-tuple", "values"]));
     assert_eq!(body["context"]["channel_user_id"], "u1");
-    assert_eq!(body["context"]["user_id"], "u1");
+    // Issue 26: the conversation's DeerFlow identity, not the bare platform id.
+    assert_eq!(body["context"]["user_id"], "telegram-user-u1");
     assert_eq!(body["context"]["channel_name"], "telegram");
     assert_eq!(body["config"]["configurable"]["checkpoint_ns"], "");
     assert_eq!(

@@ -103,7 +103,7 @@ async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition 
     };
     match inner
         .gateway
-        .compact_thread(owner.as_ref(), &thread, &request)
+        .compact_thread(Some(&owner), &thread, &request)
         .await
     {
         Ok(outcome) if outcome.compacted => {

@@ -15,7 +15,7 @@ use im_bridge_channel::InboundMessage;
 
 use super::Command;
 use crate::gateway::ThreadId;
-use crate::gateway::{GatewayError, GoalState, MAX_HINT_CHARS};
+use crate::gateway::{GatewayError, GoalState, MAX_HINT_CHARS, OptionalRoute, Support};
 use crate::i18n::{Arg, msg as m};
 use crate::manager::run::{self, RunStart, TurnOptions};
 use crate::manager::{Disposition, Inner};
@@ -120,16 +120,12 @@ async fn status(inner: &Inner, msg: &InboundMessage) -> Disposition {
         return Disposition::Keep;
     };
     let owner = inner.owner(msg);
-    match inner.gateway.get_goal(owner.as_ref(), &thread).await {
+    match inner.gateway.get_goal(Some(&owner), &thread).await {
         Ok(Some(goal)) => reply_goal(inner, msg, &goal).await,
         Ok(None) => {
             // A met goal is deleted; newer Gateways leave a `goal_outcome` until the next
             // goal write, so "met" is reported only for the latest goal.
-            let met = match inner
-                .gateway
-                .get_thread_state(owner.as_ref(), &thread)
-                .await
-            {
+            let met = match inner.gateway.get_thread_state(Some(&owner), &thread).await {
                 Ok(state) => state
                     .goal_outcome()
                     .filter(|o| o.status == "achieved" && !o.objective.is_empty()),
@@ -214,7 +210,7 @@ async fn clear(inner: &Inner, msg: &InboundMessage) -> Disposition {
     };
     match inner
         .gateway
-        .delete_goal(inner.owner(msg).as_ref(), &thread)
+        .delete_goal(Some(&inner.owner(msg)), &thread)
         .await
     {
         Ok(()) => inner.replier.reply(msg, m::GOAL_CLEARED, &[]).await,
@@ -237,7 +233,7 @@ async fn set(inner: &Inner, msg: &InboundMessage, objective: &str) -> Dispositio
         return Disposition::Keep;
     }
     let owner = inner.owner(msg);
-    let thread = match inner.bindings.get_or_create(msg, owner.as_ref()).await {
+    let thread = match inner.bindings.get_or_create(msg, Some(&owner)).await {
         Ok(t) => t,
         Err(error) => {
             tracing::warn!(%error, "Resolving the thread for a goal failed.");
@@ -247,7 +243,7 @@ async fn set(inner: &Inner, msg: &InboundMessage, objective: &str) -> Dispositio
     };
     match inner
         .gateway
-        .put_goal(owner.as_ref(), &thread, objective)
+        .put_goal(Some(&owner), &thread, objective)
         .await
     {
         Ok(_) => {}
@@ -294,11 +290,19 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
             .await;
         return Disposition::Keep;
     };
+    // Issue 26: a Gateway known to lack the route is not asked again.
+    if inner.gateway.route_support(OptionalRoute::GoalFromChat) == Support::Missing {
+        inner
+            .replier
+            .reply(msg, m::GOAL_FROM_CHAT_UNSUPPORTED, &[])
+            .await;
+        return Disposition::Keep;
+    }
     let owner = inner.owner(msg);
     let hint = (!hint.is_empty()).then_some(hint);
     let goal = match inner
         .gateway
-        .goal_from_chat(owner.as_ref(), &thread, hint)
+        .goal_from_chat(Some(&owner), &thread, hint)
         .await
     {
         Ok(goal) => goal,
@@ -315,6 +319,7 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
                 GatewayError::Forbidden => m::GOAL_FROM_CHAT_FORBIDDEN,
                 // The Gateway may still finish and save: never claim nothing was saved.
                 GatewayError::Timeout => m::GOAL_FROM_CHAT_TIMEOUT,
+                GatewayError::RouteMissing => m::GOAL_FROM_CHAT_UNSUPPORTED,
                 _ => m::GOAL_FROM_CHAT_FAILED,
             };
             inner.replier.reply(msg, id, &[]).await;

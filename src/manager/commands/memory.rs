@@ -18,7 +18,7 @@ pub(super) const COMMAND: Command = Command {
 
 async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     let owner = inner.owner(msg);
-    match inner.gateway.get_memory(owner.as_ref()).await {
+    match inner.gateway.get_memory(Some(&owner)).await {
         Ok(count) => {
             let count = i64::try_from(count).unwrap_or(i64::MAX);
             inner

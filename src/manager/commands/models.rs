@@ -17,7 +17,7 @@ pub(super) const COMMAND: Command = Command {
 
 async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     let owner = inner.owner(msg);
-    match inner.gateway.list_models(owner.as_ref()).await {
+    match inner.gateway.list_models(Some(&owner)).await {
         Ok(models) if models.is_empty() => inner.replier.reply(msg, m::CMD_MODELS_NONE, &[]).await,
         Ok(models) => {
             let list = models

@@ -18,7 +18,7 @@ pub(super) const COMMAND: Command = Command {
 /// Rebinds the chat to a new thread. A failure releases the message so a redelivery retries.
 async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     let owner = inner.owner(msg);
-    match inner.bindings.rebind_new(msg, owner.as_ref()).await {
+    match inner.bindings.rebind_new(msg, Some(&owner)).await {
         Ok(_) => {
             inner.replier.reply(msg, m::CMD_NEW_DONE, &[]).await;
             Disposition::Keep

@@ -37,7 +37,7 @@ async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     let owner = inner.owner(msg);
     match inner
         .gateway
-        .cancel_run(owner.as_ref(), &run.thread, run_id)
+        .cancel_run(Some(&owner), &run.thread, run_id)
         .await
     {
         Ok(()) => tracing::info!("Asked the Gateway to stop the run in flight."),

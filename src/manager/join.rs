@@ -1,0 +1,175 @@
+//! Following a run by its id until it ended (issue 26): final-only turns (started in the
+//! background, then joined) and runs a previous process started (recovery, failover).
+//!
+//! DeerFlow serves `GET …/runs/{id}/join` as the run's event stream, the same frames as
+//! `/runs/stream` (its `sse_consumer`), so the answer is the last `values` snapshot of that
+//! stream. Around it:
+//! - a connection lost mid-run is joined again after the last event read
+//!   (`Last-Event-ID`), at most [`MAX_REJOINS`] times in a row without progress;
+//! - a `gap` (the requested event is no longer retained) joins again from the earliest
+//!   retained event, which still ends with the final `values`;
+//! - a run that ended and whose events are gone yields `end` alone: the answer is then the
+//!   thread's state;
+//! - a run living on a worker that cannot stream it (409 "not active on this worker") is
+//!   polled by status, with backoff, until it ended; the answer is then the thread's state.
+
+use std::time::Duration;
+
+use im_bridge_channel::backoff::Backoff;
+use tokio::time::Instant;
+
+use super::Inner;
+use crate::gateway::{GatewayError, Owner, RunEvent, RunStatus, RunStream, Snapshot, ThreadId};
+
+/// Joins in a row that may lose their connection before one event arrives; past it the
+/// join fails with the last error (the Gateway is going away, not a blip).
+pub const MAX_REJOINS: u32 = 3;
+
+/// How a followed run ended: its final snapshot, and whether it failed.
+#[derive(Debug)]
+pub struct Joined {
+    /// The thread's values at the end of the run.
+    pub snapshot: Snapshot,
+    /// The run reported an error (an `error` event, or status `error`).
+    pub failed: bool,
+}
+
+/// How one join connection ended.
+enum Leg {
+    /// `end`: the run is over.
+    Ended,
+    /// `gap`: join again from the earliest retained event.
+    Gap,
+}
+
+/// Follows run `run_id` of `thread` until it ended; see the module docs.
+pub async fn join(
+    inner: &Inner,
+    owner: Option<&Owner>,
+    thread: &ThreadId,
+    run_id: &str,
+) -> Result<Joined, GatewayError> {
+    let mut last: Option<Snapshot> = None;
+    let mut failed = false;
+    let mut resume: Option<String> = None;
+    let mut rejoins = 0;
+    let mut gaps = 0;
+    loop {
+        let stream = match inner
+            .gateway
+            .join_run(owner, thread, run_id, resume.as_deref())
+            .await
+        {
+            Ok(stream) => stream,
+            Err(GatewayError::Conflict) => {
+                tracing::info!("The run lives on another Gateway worker; polling its status.");
+                return settle_elsewhere(inner, owner, thread, run_id).await;
+            }
+            Err(error) if retryable(&error) && rejoins < MAX_REJOINS => {
+                rejoins += 1;
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
+        let mut stream = stream;
+        match read_leg(&mut stream, &mut last, &mut failed).await {
+            Ok(Leg::Ended) => break,
+            // A second gap in a row means the buffer turns over faster than it is read;
+            // the thread's state after the run ends is then the honest answer.
+            Ok(Leg::Gap) if gaps == 0 => {
+                gaps += 1;
+                resume = None;
+            }
+            Ok(Leg::Gap) => return settle_elsewhere(inner, owner, thread, run_id).await,
+            Err(error) if retryable(&error) && rejoins < MAX_REJOINS => {
+                if stream.last_event_id().is_some() && stream.last_event_id() != resume.as_deref() {
+                    // Progress was made: the budget is for joins that read nothing.
+                    rejoins = 0;
+                }
+                rejoins += 1;
+                resume = stream.last_event_id().map(str::to_owned).or(resume);
+                tracing::debug!(%error, rejoins, "Joining the run again after a lost connection.");
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    let snapshot = match last {
+        Some(snapshot) => snapshot,
+        // The run ended before its events could be replayed: its state is the answer.
+        None => Snapshot::from_value(&inner.gateway.get_thread_state(owner, thread).await?.values),
+    };
+    if !failed {
+        // The stream's `error` event is the usual sign; the status read covers a run whose
+        // events were gone. A failed read only loses the flag.
+        failed = matches!(
+            inner.gateway.get_run(owner, thread, run_id).await,
+            Ok(RunStatus::Error)
+        );
+    }
+    Ok(Joined { snapshot, failed })
+}
+
+/// Reads one join connection to its end, keeping the last snapshot and the failure flag.
+async fn read_leg(
+    stream: &mut RunStream,
+    last: &mut Option<Snapshot>,
+    failed: &mut bool,
+) -> Result<Leg, GatewayError> {
+    while let Some(event) = stream.next().await {
+        match event? {
+            RunEvent::Values(snapshot) => *last = Some(snapshot),
+            RunEvent::Error { name } => {
+                tracing::warn!(error_name = %name, "The joined run reported an error.");
+                *failed = true;
+            }
+            RunEvent::End => return Ok(Leg::Ended),
+            RunEvent::Gap => return Ok(Leg::Gap),
+            RunEvent::Metadata { .. } | RunEvent::Messages { .. } | RunEvent::Other(_) => {}
+        }
+    }
+    // `RunStream` ends only after `end`, `gap` or its one error.
+    Err(GatewayError::StreamClosed)
+}
+
+/// Whether a failed join is worth joining again at once: the connection went, not the run.
+fn retryable(error: &GatewayError) -> bool {
+    matches!(
+        error,
+        GatewayError::StreamClosed
+            | GatewayError::Transport {
+                kind: crate::gateway::TransportKind::Request | crate::gateway::TransportKind::Body
+            }
+    )
+}
+
+/// Polls the run's status until it ended (bounded by the wait timeout), then reads the
+/// thread's state: for a run this Gateway worker cannot stream.
+async fn settle_elsewhere(
+    inner: &Inner,
+    owner: Option<&Owner>,
+    thread: &ThreadId,
+    run_id: &str,
+) -> Result<Joined, GatewayError> {
+    let deadline = Instant::now() + inner.gateway.config().wait_timeout;
+    let mut backoff = Backoff::new(
+        Duration::from_millis(500),
+        Duration::from_secs(5),
+        Duration::from_millis(250),
+    );
+    let status = loop {
+        let status = inner.gateway.get_run(owner, thread, run_id).await?;
+        if !status.is_active() {
+            break status;
+        }
+        let pause = backoff.next_wait();
+        if Instant::now() + pause > deadline {
+            return Err(GatewayError::Timeout);
+        }
+        tokio::time::sleep(pause).await;
+    };
+    let state = inner.gateway.get_thread_state(owner, thread).await?;
+    Ok(Joined {
+        snapshot: Snapshot::from_value(&state.values),
+        failed: status == RunStatus::Error,
+    })
+}
