@@ -14,7 +14,8 @@
 //! - `answers`: one answer on each platform (streamed, final-only, card);
 //! - `commands`: `/new`, `/status`, `/models`, `/memory`, the `/goal` family, `/compact`,
 //!   `/stop`, and two messages queued back to back;
-//! - `files`: a photo and a document in, a presented file out, two private chats isolated;
+//! - `files`: a photo and a document in, a presented file out, two private chats isolated,
+//!   a group's files kept under the group's identity;
 //! - `crash`: kill -9 mid-answer then restart, and a second replica on Postgres.
 
 mod answers;

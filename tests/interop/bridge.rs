@@ -265,26 +265,36 @@ impl Bridge {
         self.dir.path().join("bridge.store")
     }
 
-    /// The thread the store binds chat `chat` of `channel` to, if any (read beside the
-    /// running daemon: WAL readers never block it).
-    pub fn thread_of(&self, channel: &str, chat: &str) -> Option<String> {
-        let conn = rusqlite::Connection::open_with_flags(
+    /// The threads the store binds conversations of chat `chat` of `channel` to (a
+    /// private chat has one; in a group each reply chain is a conversation of its own),
+    /// read beside the running daemon: WAL readers never block it.
+    pub fn threads_of(&self, channel: &str, chat: &str) -> Vec<String> {
+        let Ok(conn) = rusqlite::Connection::open_with_flags(
             self.store_path(),
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .ok()?;
-        conn.query_row(
-            "SELECT thread_id FROM bindings WHERE channel = ?1 AND chat_id = ?2 AND topic = ''",
-            [channel, chat],
-            |row| row.get::<_, String>(0),
-        )
-        .ok()
+        ) else {
+            return Vec::new();
+        };
+        let Ok(mut stmt) = conn.prepare(
+            "SELECT thread_id FROM bindings WHERE channel = ?1 AND chat_id = ?2 ORDER BY created_at",
+        ) else {
+            return Vec::new();
+        };
+        stmt.query_map([channel, chat], |row| row.get::<_, String>(0))
+            .map(|rows| rows.filter_map(Result::ok).collect())
+            .unwrap_or_default()
     }
 
-    /// The thread of Telegram chat `chat`, which must exist.
+    /// The thread of Telegram chat `chat`'s only conversation.
     pub fn tg_thread(&self, chat: i64) -> String {
-        self.thread_of("telegram", &chat.to_string())
-            .unwrap_or_else(|| panic!("no binding for Telegram chat {chat}\n{}", self.logs()))
+        let threads = self.threads_of("telegram", &chat.to_string());
+        assert_eq!(
+            threads.len(),
+            1,
+            "Telegram chat {chat}: {threads:?}\n{}",
+            self.logs()
+        );
+        threads[0].clone()
     }
 
     /// A private Telegram message from `user`; its message id.

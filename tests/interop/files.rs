@@ -1,7 +1,8 @@
 //! Files both ways through the real Gateway, on Telegram: a photo and a document a user
 //! sends reach the agent (the fake model names the uploads it was shown) and land in that
 //! conversation's user's thread on disk; a file the agent presents arrives in the chat as a
-//! document; and two private chats never see each other's files.
+//! document; two private chats never see each other's files; and a group's files belong to
+//! the group's DeerFlow identity, not to the member who sent them.
 
 use im_bridge::i18n::Arg;
 use im_bridge_fakes::telegram::{BotMessage, Incoming};
@@ -135,18 +136,19 @@ async fn a_presented_file_arrives_in_the_chat_as_a_document() {
 async fn two_private_chats_never_see_each_others_files() {
     const ALICE: i64 = 26_204;
     const BOB: i64 = 26_205;
-    const SECRET: &str = "alice-secret-26204.txt";
+    // Unique, so that an earlier run against the same Gateway left no copy to find.
+    let secret = format!("alice-secret-{:08x}.txt", rand::random::<u32>());
     let b = Bridge::start(&[Platform::Telegram]).await;
     let document = b.tg().with_document(
         Incoming::private(ALICE, "keep this safe").as_caption(),
-        SECRET,
+        &secret,
         "text/plain",
         b"for Alice only\n".to_vec(),
     );
     b.tg().inject(document);
     let answer = answer_to(&b, ALICE, "keep this safe").await;
     assert!(
-        answer.contains(SECRET),
+        answer.contains(&secret),
         "Alice's agent saw her file: {answer}"
     );
     // Bob's agent sees no upload at all: the answer is the bare echo.
@@ -160,11 +162,11 @@ async fn two_private_chats_never_see_each_others_files() {
     let only =
         b.gw.user_data(&alice, &alice_thread)
             .join("uploads")
-            .join(SECRET);
+            .join(&secret);
     let only = only.strip_prefix(&b.gw.home).unwrap().to_owned();
-    assert_eq!(b.gw.find_files(SECRET), [only]);
+    assert_eq!(b.gw.find_files(&secret), [only]);
     let bobs = b.gw.user_data(&bob, &bob_thread).join("uploads");
-    assert!(!bobs.join(SECRET).exists(), "{}", bobs.display());
+    assert!(!bobs.join(&secret).exists(), "{}", bobs.display());
     if !b.gw.single_user() {
         // With auth on, each private chat is its own DeerFlow user.
         assert_ne!(alice, bob);
@@ -172,5 +174,42 @@ async fn two_private_chats_never_see_each_others_files() {
             b.gw.home.join("users").join(&alice).is_dir(),
             "no directory for {alice}"
         );
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
+async fn a_groups_files_belong_to_the_group_not_to_the_member_who_sent_them() {
+    const GROUP: i64 = -1_002_600_000_001;
+    const ALICE: i64 = 26_206;
+    let plan = format!("group-plan-{:08x}.txt", rand::random::<u32>());
+    let b = Bridge::start(&[Platform::Telegram]).await;
+    let document = b.tg().with_document(
+        Incoming::group(GROUP, ALICE, "our plan").as_caption(),
+        &plan,
+        "text/plain",
+        b"ship on Friday\n".to_vec(),
+    );
+    b.tg().inject(document);
+    let answer = answer_to(&b, GROUP, "our plan").await;
+    assert!(
+        answer.contains(&plan),
+        "the group's agent saw the file: {answer}"
+    );
+    // Alice's private chat is another conversation, of another DeerFlow user.
+    b.tg_say(ALICE, "did I send a plan?");
+    b.tg_wait_text(ALICE, &echo("did I send a plan?")).await;
+    let group = b.gw.owner("telegram", "group", &GROUP.to_string());
+    let alice = b.gw.owner("telegram", "user", &ALICE.to_string());
+    let (group_thread, alice_thread) = (b.tg_thread(GROUP), b.tg_thread(ALICE));
+    assert_ne!(group_thread, alice_thread);
+    let only =
+        b.gw.user_data(&group, &group_thread)
+            .join("uploads")
+            .join(&plan);
+    let only = only.strip_prefix(&b.gw.home).unwrap().to_owned();
+    assert_eq!(b.gw.find_files(&plan), [only]);
+    if !b.gw.single_user() {
+        assert_ne!(group, alice);
     }
 }
