@@ -318,8 +318,9 @@ struct SimulateArgs {
     /// Answer every message with this many characters of filler text.
     #[arg(long, value_name = "N")]
     answer_chars: Option<usize>,
-    /// Pause between chunks, in milliseconds; 0 streams as fast as the client reads
-    /// [default: 120, paced for a person].
+    /// Pause between chunks, in milliseconds; 0 streams without pauses (a reader more than
+    /// 256 frames behind then gets `gap`, as from the Gateway) [default: 120, paced for a
+    /// person].
     #[arg(long, value_name = "MS")]
     chunk_delay_ms: Option<u64>,
     /// Requests kept in the in-memory request log (only the Rust API reads it); 0 keeps none.

@@ -2,11 +2,16 @@
 //! `im-bridge demo`, `im-bridge simulate` and the tests.
 //!
 //! It is a real axum server speaking the Gateway's wire format: threads, LangGraph-style runs
-//! with SSE, the goal resource (including from-chat), compaction, models, memory, skills and
-//! user preferences, with the internal-token and CSRF checks of §1. With no scripting it plays
-//! a friendly deterministic agent (no model); tests script runs ([`Script`]) and other routes
-//! ([`Fault`]), and read back every request ([`RecordedRequest`]). It deliberately shares no
-//! code with the gateway client, so it checks the wire format independently.
+//! with SSE (joinable and replayable by `Last-Event-ID`, like the Gateway's stream bridge),
+//! the goal resource, compaction, uploads and artifacts per user, models, memory and skills,
+//! with the internal-token, CSRF and owner checks of §1. `docs/gateway-routes.md` sets every
+//! route beside what the real Gateway does. Two routes the DeerFlow snapshot lacks are served
+//! by default, `goal/from-chat` and `user-preferences` ([`ExtraRoute`]); a simulator without
+//! them answers the Gateway's route-level 404. With no scripting it plays a friendly
+//! deterministic agent (no model); tests script runs ([`Script`]) and scripted faults on
+//! other routes ([`Fault`]), which the real Gateway never produces on purpose, and read back
+//! every request ([`RecordedRequest`]). It deliberately shares no code with the gateway
+//! client, so it checks the wire format independently.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -20,9 +25,11 @@
 //!
 //! Children:
 //! - `agent`: plays a [`Script`] as a run: frames, history, goal continuations.
+//! - `bridge`: a run's event log (ids, replay, `Last-Event-ID`, gaps), the stream bridge.
 //! - `conn`: a listener whose connections handlers can cut.
 //! - `control`: the Rust API tests use: scripting, inspection, request log, waiting.
 //! - `fault`: route faults and canned replies.
+//! - `files`: thread files per user: uploads, agent outputs, the artifacts route.
 //! - `goal`: the goal resource, from-chat and the goal state types.
 //! - `history`: a thread's messages, each serialized once for `values` snapshots.
 //! - `record`: the bounded request log.
@@ -30,9 +37,10 @@
 //!   (`ThreadCall`: path id, caller, connection, the id and owner checks, route faults) and
 //!   the small GET routes.
 //! - `runs`: run request validation and the stream / wait / create handlers.
+//! - `run_routes`: the routes of an existing run: get, join, stream, cancel.
 //! - `script`: the scripting vocabulary.
-//! - `sse`: the event-stream encoder.
-//! - `state`: threads, runs and queues behind one lock.
+//! - `sse`: the event-stream encoder (`sse_consumer`).
+//! - `state`: threads, runs, files and queues behind one lock.
 //! - `threads`: thread create/get/patch/state and compaction.
 //! - `wire`: ids, timestamps, message dumps and error bodies.
 
@@ -42,13 +50,16 @@
 #![allow(clippy::result_large_err)]
 
 mod agent;
+mod bridge;
 mod conn;
 mod control;
 mod fault;
+mod files;
 mod goal;
 mod history;
 mod record;
 mod routes;
+mod run_routes;
 mod runs;
 mod script;
 mod sse;
@@ -69,12 +80,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use bridge::STREAM_BUFFER_EVENTS;
 pub use control::{RunInfo, WaitTimeout};
 pub use fault::{Fault, FaultAction, Reply, ReplyBody, Route};
+pub use files::{MAX_FILE_BYTES, MAX_FILES};
 pub use goal::{GoalEvaluation, GoalOutcome, GoalState};
 pub use record::{MAX_RECORDED_REQUESTS, RecordedBody, RecordedRequest};
 pub use script::{Delivery, ExtraFrame, Failure, GoalEnd, GoalPlan, Hold, Script, WaitBody};
-pub use state::{MAX_FINISHED_RUNS, RunStatus};
+pub use state::{MAX_FINISHED_RUNS, MAX_RETAINED_STREAM_BYTES, RunStatus};
 
 /// A model listed by `GET /api/models` and accepted as `context.model_name`.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,6 +134,22 @@ impl SimSkill {
     }
 }
 
+/// A route the simulator serves although the DeerFlow snapshot of `docs/gateway-routes.md`
+/// does not (there it answers the route-level `404 {"detail":"Not Found"}`). Kept by default
+/// because the suite tests every outcome of the bridge against them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExtraRoute {
+    /// `POST /api/threads/{id}/goal/from-chat` (`spec/gateway.md` §4.5, provisional).
+    GoalFromChat,
+    /// `GET /api/user-preferences` (§4.6, provisional).
+    UserPreferences,
+}
+
+impl ExtraRoute {
+    /// Every extra route.
+    pub const ALL: [Self; 2] = [Self::GoalFromChat, Self::UserPreferences];
+}
+
 /// How the simulator behaves; change it at run time with [`Simulator::configure`].
 #[derive(Clone)]
 pub struct SimulatorConfig {
@@ -138,7 +167,8 @@ pub struct SimulatorConfig {
     pub failure_status: Option<u16>,
     /// `GET /api/models`, and the `context.model_name` allowlist.
     pub models: Vec<SimModel>,
-    /// Fact texts of `GET /api/memory`.
+    /// Fact texts of `GET /api/memory` for every user without facts of its own
+    /// ([`Simulator::set_user_memory`]).
     pub memory_facts: Vec<String>,
     /// `GET /api/skills`.
     pub skills: Vec<SimSkill>,
@@ -154,6 +184,16 @@ pub struct SimulatorConfig {
     /// is dropped for each new one. Default [`MAX_RECORDED_REQUESTS`]; 0 records nothing
     /// (`im-bridge simulate --record-limit 0`, for load tests).
     pub record_limit: usize,
+    /// Events a run's log keeps for replay (the Gateway's `queue_maxsize`, default
+    /// [`STREAM_BUFFER_EVENTS`]); past it the oldest goes, and a reader behind it gets `gap`.
+    /// Read when a run starts.
+    pub stream_buffer: usize,
+    /// How long a finished run's events stay joinable (the Gateway's 60 s cleanup delay);
+    /// after that a join answers just `end`. Also bounded by [`MAX_RETAINED_STREAM_BYTES`].
+    pub stream_retention: Duration,
+    /// The routes served beyond the DeerFlow snapshot's (default: [`ExtraRoute::ALL`]);
+    /// a route left out answers `404 {"detail":"Not Found"}` like any unknown path.
+    pub extra_routes: Vec<ExtraRoute>,
 }
 
 impl Default for SimulatorConfig {
@@ -178,11 +218,20 @@ impl Default for SimulatorConfig {
             compact_min_messages: 4,
             default_script: Script::default(),
             record_limit: MAX_RECORDED_REQUESTS,
+            stream_buffer: STREAM_BUFFER_EVENTS,
+            stream_retention: Duration::from_secs(60),
+            extra_routes: ExtraRoute::ALL.to_vec(),
         }
     }
 }
 
 impl SimulatorConfig {
+    /// The routes of the DeerFlow snapshot only: no [`ExtraRoute`].
+    pub fn deerflow_routes_only(mut self) -> Self {
+        self.extra_routes.clear();
+        self
+    }
+
     /// The configuration of `im-bridge demo`: the default agent, paced for a person.
     pub fn demo() -> Self {
         Self {
@@ -206,6 +255,9 @@ impl fmt::Debug for SimulatorConfig {
             .field("models", &self.models)
             .field("compaction_enabled", &self.compaction_enabled)
             .field("record_limit", &self.record_limit)
+            .field("stream_buffer", &self.stream_buffer)
+            .field("stream_retention", &self.stream_retention)
+            .field("extra_routes", &self.extra_routes)
             .finish_non_exhaustive()
     }
 }
@@ -333,6 +385,12 @@ impl Simulator {
 
     pub(crate) fn stop_token(&self) -> &CancellationToken {
         &self.shared.stop
+    }
+
+    /// The heartbeat interval of event streams (`None`: no heartbeats).
+    pub(crate) fn heartbeat(&self) -> Option<Duration> {
+        let every = self.state().config.heartbeat_interval;
+        (!every.is_zero()).then_some(every)
     }
 
     /// Sleeps `delay`; false when the simulator stopped meanwhile.

@@ -9,9 +9,15 @@
 //! - `goals`: the goal resource, continuations, from-chat, compaction.
 //! - `routes`: threads, auth, CSRF, models/memory/skills/preferences, global switches, the
 //!   request log, shutdown.
+//! - `streams`: an existing run's event streams (join, stream, `Last-Event-ID`, gaps) and
+//!   cancellation, as the real Gateway serves them (issue 26).
+//! - `owners`: the owner check on every thread route, files and memory per user, and the
+//!   routes the DeerFlow snapshot lacks (issue 26).
 
 mod goals;
+mod owners;
 mod routes;
 mod run_control;
 mod runs;
+mod streams;
 mod support;

@@ -2,22 +2,27 @@
 //! and sending frames for the stream to encode.
 //!
 //! Order of a run (`spec/gateway.md` §3.3, §4.4): `metadata` → the initial `values` → extra
-//! frames → `present_files` call and result → answer chunks → `values` → goal evaluation
-//! (continuations, each a hidden `<goal_continuation>` human message, a `values`, another AI
-//! message and a `values`; then met or stand-down and a `values`) → hold → the run is freed →
-//! `end`. The thread is freed before `end` goes out, so a client may start its next run the
-//! moment it reads `end`.
+//! frames → `present_files` call and result (the presented outputs are written to the run
+//! user's area of the thread) → answer chunks → `values` → goal evaluation (continuations,
+//! each a hidden `<goal_continuation>` human message, a `values`, another AI message and a
+//! `values`; then met or stand-down and a `values`) → hold → the run is freed → `end`. The
+//! thread is freed before `end` goes out, so a client may start its next run the moment it
+//! reads `end`.
 //!
-//! Cancellation: unless the run is detached (`runs.create`, or `on_disconnect: continue`),
-//! the receiver going away (client disconnected) cancels the run at its next frame or pause,
-//! like the Gateway's `on_disconnect=cancel`. Stopping the simulator cancels every run.
+//! Frames go into the run's log (`bridge.rs`), whether or not anyone reads it, as the
+//! Gateway's worker publishes to its stream bridge. Cancellation arrives on the run's cancel
+//! token (`POST …/cancel`, `…/stream?action=…`, or a consumer going away from a run whose
+//! `on_disconnect` is `cancel`, see `DisconnectGuard`); the run stops at its next frame or
+//! pause and its log still ends with `end`. Stopping the simulator cancels every run; their
+//! logs end without `end`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::bridge::{RunStream, Tail};
 use super::goal::{GoalEvaluation, GoalOutcome};
 use super::script::{Delivery, ExtraFrame, Failure, GoalEnd, Hold, Script};
 use super::sse::Event;
@@ -35,8 +40,8 @@ pub(crate) struct RunSpec {
     pub messages_mode: bool,
     /// Send `values` frames.
     pub values_mode: bool,
-    /// Keep running when the receiver goes away.
-    pub detached: bool,
+    /// The user whose area of the thread the run writes files to.
+    pub user_id: String,
 }
 
 /// The run was cancelled.
@@ -51,29 +56,32 @@ enum Ending {
 /// The sending side of a run.
 struct Out {
     sim: Simulator,
-    tx: Option<mpsc::Sender<Event>>,
-    detached: bool,
+    stream: Arc<RunStream>,
     step: u64,
     spec: RunSpec,
     /// Writes the run's streamed chunks (made on the first one).
     chunks: Option<wire::ChunkWriter>,
-    /// The run's cancel request (`POST …/cancel`).
+    /// The run's cancel request.
     cancel: CancellationToken,
 }
 
 impl Out {
     async fn send(&mut self, event: Event) -> Result<(), Cancelled> {
-        if self.sim.stop_token().is_cancelled() {
+        if self.sim.stop_token().is_cancelled() || self.cancel.is_cancelled() {
             return Err(Cancelled);
         }
-        let Some(tx) = &self.tx else { return Ok(()) };
-        if tx.send(event).await.is_err() {
-            if !self.detached {
-                return Err(Cancelled);
-            }
-            self.tx = None;
-        }
+        self.stream.publish(event.0);
+        // Let readers (and the cancel routes) in between frames, as a real run would.
+        tokio::task::yield_now().await;
         Ok(())
+    }
+
+    /// Ends the log with `tail` and tells the state, which keeps it for replay a while.
+    fn end(&self, tail: Tail) {
+        self.stream.finish(tail);
+        let bytes = self.stream.retained_bytes();
+        self.sim.state().stream_ended(&self.spec.run_id, bytes);
+        self.sim.bump();
     }
 
     async fn frame(&mut self, name: &str, data: Value) -> Result<(), Cancelled> {
@@ -138,18 +146,22 @@ impl Out {
 
     /// Awaits `future`, or fails when the run is cancelled first.
     async fn until<F: Future>(&self, future: F) -> Result<F::Output, Cancelled> {
-        let watched = self.tx.clone().filter(|_| !self.detached);
-        let receiver_gone = async move {
-            match watched {
-                Some(tx) => tx.closed().await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             output = future => Ok(output),
-            () = receiver_gone => Err(Cancelled),
             () = self.cancel.cancelled() => Err(Cancelled),
             () = self.sim.stop_token().cancelled() => Err(Cancelled),
+        }
+    }
+
+    /// Writes the agent's files (`Simulator::put_output`) among `paths` into the run user's
+    /// area of the thread, where `GET …/artifacts/{path}` finds them for that user only.
+    fn write_outputs(&self, paths: &[String]) {
+        let mut state = self.sim.state();
+        for path in paths {
+            if let Some(bytes) = state.outputs.get(path).cloned() {
+                let (user, thread) = (&self.spec.user_id, &self.spec.thread_id);
+                state.files.put(user, thread, path, bytes);
+            }
         }
     }
 
@@ -163,13 +175,14 @@ impl Out {
     }
 }
 
-/// Plays `script` as the run of `spec`, then frees the thread and ends the stream.
+/// Plays `script` as the run of `spec`, writing into `stream`, then frees the thread and
+/// ends the log.
 pub(crate) async fn execute(
     sim: Simulator,
     spec: RunSpec,
     script: Script,
     mut guard: RunGuard,
-    tx: Option<mpsc::Sender<Event>>,
+    stream: Arc<RunStream>,
 ) {
     let cancel = match sim.state().runs.get_mut(&spec.run_id) {
         Some(run) => {
@@ -178,51 +191,43 @@ pub(crate) async fn execute(
         }
         None => CancellationToken::new(),
     };
-    let detached = spec.detached;
     let mut out = Out {
         sim: sim.clone(),
-        tx,
-        detached,
+        stream,
         step: 0,
         spec,
         chunks: None,
         cancel,
     };
-    let ending = match play(&mut out, &script).await {
-        Ok(ending) => ending,
-        Err(Cancelled) => {
-            // Dropping the guard records the run as interrupted. A run stopped on request
-            // ends its stream as LangGraph's does, with `end`; one whose client went away
-            // has nobody left to tell.
-            drop(guard);
-            if out.cancel.is_cancelled() {
-                let _ = out.send(Event::End).await;
-            }
-            return;
+    // A cancelled run's log still ends with `end`, as the Gateway's worker always publishes
+    // it, unless the simulator is stopping (then streams close without it).
+    let stopped = || {
+        if sim.stop_token().is_cancelled() {
+            Tail::Stopped
+        } else {
+            Tail::End
         }
     };
-    let (status, last) = match ending {
-        Ending::Done => {
-            if hold(&mut out, &guard, script.hold).await.is_err() {
-                return;
-            }
-            (RunStatus::Success, Event::End)
-        }
-        Ending::Failed(Failure::Error { message, name }) => {
+    let (status, tail) = match play(&mut out, &script).await {
+        Err(Cancelled) => (RunStatus::Interrupted, stopped()),
+        Ok(Ending::Done) => match hold(&mut out, &guard, script.hold).await {
+            Ok(()) => (RunStatus::Success, Tail::End),
+            Err(Cancelled) => (RunStatus::Interrupted, stopped()),
+        },
+        Ok(Ending::Failed(Failure::Error { message, name })) => {
             let error = json!({"message": message, "name": name});
-            if out.frame("error", error).await.is_err() {
-                guard.finish(RunStatus::Error);
-                return;
+            match out.frame("error", error).await {
+                Ok(()) => (RunStatus::Error, Tail::End),
+                Err(Cancelled) => (RunStatus::Error, stopped()),
             }
-            (RunStatus::Error, Event::End)
         }
-        Ending::Failed(Failure::DropConnection) => (RunStatus::Error, Event::Abort),
-        Ending::Failed(Failure::CloseWithoutEnd) => (RunStatus::Success, Event::Close),
+        Ok(Ending::Failed(Failure::DropConnection)) => (RunStatus::Error, Tail::Abort),
+        Ok(Ending::Failed(Failure::CloseWithoutEnd)) => (RunStatus::Success, Tail::Close),
     };
+    // The thread is free before the tail goes out.
     guard.finish(status);
     drop(guard);
-    // The receiver may be gone already; nothing is left to cancel.
-    let _ = out.send(last).await;
+    out.end(tail);
 }
 
 async fn hold(out: &mut Out, guard: &RunGuard, hold: Hold) -> Result<(), Cancelled> {
@@ -398,6 +403,7 @@ async fn play(out: &mut Out, script: &Script) -> Result<Ending, Cancelled> {
             t.messages.extend([ai, tool]);
             t.artifacts.extend(paths);
         });
+        out.write_outputs(&script.present_files);
     }
     let goal = out
         .sim

@@ -57,9 +57,10 @@ impl Simulator {
             .push_back(script);
     }
 
-    /// Stores `bytes` as the output file at virtual `path` (e.g.
-    /// `/mnt/user-data/outputs/report.pdf`), served by `GET …/artifacts/{path}` to every
-    /// thread; a script presents it with [`Script::present_files`].
+    /// Sets what the agent writes at virtual `path` (e.g. `/mnt/user-data/outputs/report.pdf`)
+    /// when a run presents it ([`Script::present_files`]): the run writes it into its user's
+    /// area of its thread (its `context.user_id`, else the caller's user), where
+    /// `GET …/artifacts/{path}` finds it for calls acting for that user only.
     pub fn put_output(&self, path: impl Into<String>, bytes: impl Into<bytes::Bytes>) {
         let mut state = self.state();
         if state.outputs.len() >= super::state::MAX_OUTPUTS
@@ -99,7 +100,8 @@ impl Simulator {
             .insert(owner.into(), locale.map(str::to_owned));
     }
 
-    /// Creates thread `thread_id` owned by the raw owner id `owner`; false if it existed.
+    /// Creates thread `thread_id` recorded for the raw owner id `owner` (`None`: shared by
+    /// every caller, which no thread made over HTTP is); false if it existed.
     pub fn create_thread(&self, thread_id: &str, owner: Option<&str>) -> bool {
         let created = {
             let mut state = self.state();
@@ -122,7 +124,8 @@ impl Simulator {
         ids
     }
 
-    /// The raw owner id of a thread (`None` if unowned or unknown).
+    /// The owner recorded for a thread: the raw owner header it was created with, or
+    /// `default` (`None` if shared or unknown).
     pub fn thread_owner(&self, thread_id: &str) -> Option<String> {
         self.state().threads.get(thread_id)?.owner.clone()
     }
@@ -135,13 +138,29 @@ impl Simulator {
         ))
     }
 
-    /// The files uploaded to the thread, by name and size, oldest first.
+    /// The files uploaded to the thread (by any user), by name and size, oldest first.
     pub fn uploads(&self, thread_id: &str) -> Vec<(String, u64)> {
-        self.state()
-            .threads
-            .get(thread_id)
-            .map(|t| t.uploads.clone())
-            .unwrap_or_default()
+        self.state().files.uploads(thread_id)
+    }
+
+    /// The bytes at virtual `path` (`/mnt/user-data/…`) of `thread_id` in the area of the
+    /// user a call with owner header `owner` acts for (`None`: `default`).
+    pub fn user_file(
+        &self,
+        owner: Option<&str>,
+        thread_id: &str,
+        path: &str,
+    ) -> Option<bytes::Bytes> {
+        let user = owner.map_or_else(|| wire::DEFAULT_USER.to_owned(), wire::safe_user_id);
+        self.state().files.get(&user, thread_id, path)
+    }
+
+    /// Sets the memory facts `GET /api/memory` reports to calls with owner header `owner`
+    /// (`None`: `default`); other users keep the configured `memory_facts`.
+    pub fn set_user_memory(&self, owner: Option<&str>, facts: Vec<String>) {
+        let user = owner.map_or_else(|| wire::DEFAULT_USER.to_owned(), wire::safe_user_id);
+        self.state().memories.insert(user, facts);
+        self.bump();
     }
 
     /// The thread's channel values, as `/state` would report them.
@@ -189,7 +208,7 @@ impl Simulator {
         self.state().threads.get(thread_id)?.goal.clone()
     }
 
-    /// Sets or clears a thread's goal (creating an unowned thread if needed), without
+    /// Sets or clears a thread's goal (creating a shared thread if needed), without
     /// touching `goal_outcome` or the revision that from-chat checks.
     pub fn set_goal(&self, thread_id: &str, goal: Option<GoalState>) {
         {

@@ -1,9 +1,12 @@
 //! Route misbehaviour ([`Fault`]) and the canned HTTP answers faults and run scripts use
 //! ([`Reply`]).
 //!
-//! Faults are queued on the simulator and consumed one per matching request, unless made
-//! sticky; they are applied after auth, thread-id validation and the owner check, before the
-//! route's own logic (see `routes::fault`).
+//! Faults are the simulator's own: scripted misbehaviour for tests (outages, proxies, slow
+//! or cut connections, answers of other Gateway versions), never something the DeerFlow
+//! snapshot does by itself; `docs/gateway-routes.md` says what it does. They are queued on
+//! the simulator and consumed one per matching request, unless made sticky; they are
+//! applied after auth, thread-id validation and the owner check, before the route's own
+//! logic (see `routes::fault`).
 
 use std::time::Duration;
 
@@ -109,6 +112,8 @@ pub enum Route {
     RunCancel,
     /// `GET …/runs/{run_id}/join`.
     RunJoin,
+    /// `GET|POST …/runs/{run_id}/stream` (an existing run's stream).
+    RunJoinStream,
     /// `GET …/goal`.
     GoalGet,
     /// `PUT …/goal`.

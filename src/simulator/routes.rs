@@ -2,6 +2,11 @@
 //! ([`ThreadCall`]), and the small read-only routes (`/api/models`, `/api/memory`,
 //! `/api/skills`, `/api/user-preferences`).
 //!
+//! A path the router does not know answers FastAPI's route-level `404 {"detail":"Not
+//! Found"}` (a known path with another method, 405). The [`ExtraRoute`]s, which the DeerFlow
+//! snapshot lacks, are always routed but answer that same 404 when the configuration leaves
+//! them out, so a test can switch them off at run time.
+//!
 //! The middleware runs in the Gateway's order, with the simulator's extras around it:
 //! record the request → global latency → global HTML failure (as a proxy in front would) →
 //! CSRF (§1.4; the real CSRF middleware runs before auth) → internal token (§1.3) → the route.
@@ -16,14 +21,14 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use serde_json::{Value, json};
 
 use super::conn::{Conn, ConnKill, Dropped};
 use super::fault::{FaultAction, Route};
 use super::record::cookie_value;
 use super::state::{Caller, Lookup, Thread, WriteGuard};
-use super::{Simulator, goal, runs, threads, wire};
+use super::{ExtraRoute, Simulator, files, goal, run_routes, runs, threads, wire};
 
 /// Request bodies are read whole (to record them) up to this size; larger ones get 413.
 pub(crate) const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -37,41 +42,80 @@ pub(crate) fn router(sim: Simulator) -> Router {
         )
         .route("/api/threads/{thread_id}/state", get(threads::state))
         .route("/api/threads/{thread_id}/compact", post(threads::compact))
-        .route("/api/threads/{thread_id}/uploads", post(threads::upload))
+        .route("/api/threads/{thread_id}/uploads", post(files::upload))
         .route(
             "/api/threads/{thread_id}/artifacts/{*path}",
-            get(threads::artifact),
+            get(files::artifact),
         )
         .route("/api/threads/{thread_id}/runs", post(runs::create))
         .route("/api/threads/{thread_id}/runs/stream", post(runs::stream))
         .route("/api/threads/{thread_id}/runs/wait", post(runs::wait))
-        .route("/api/threads/{thread_id}/runs/{run_id}", get(runs::get))
+        .route(
+            "/api/threads/{thread_id}/runs/{run_id}",
+            get(run_routes::get),
+        )
         .route(
             "/api/threads/{thread_id}/runs/{run_id}/cancel",
-            post(runs::cancel),
+            post(run_routes::cancel),
         )
         .route(
             "/api/threads/{thread_id}/runs/{run_id}/join",
-            get(runs::join),
+            get(run_routes::join),
+        )
+        .route(
+            "/api/threads/{thread_id}/runs/{run_id}/stream",
+            get(run_routes::stream).post(run_routes::stream),
         )
         .route(
             "/api/threads/{thread_id}/goal",
             get(goal::get).put(goal::put).delete(goal::delete),
         )
-        .route(
-            "/api/threads/{thread_id}/goal/from-chat",
-            post(goal::from_chat),
-        )
+        .route("/api/threads/{thread_id}/goal/from-chat", any(from_chat))
         .route("/api/models", get(models))
         .route("/api/memory", get(memory))
         .route("/api/skills", get(skills))
-        .route("/api/user-preferences", get(user_preferences))
-        .fallback(|| async { wire::detail(StatusCode::NOT_FOUND, "Not Found") })
-        .method_not_allowed_fallback(|| async {
-            wire::detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
-        })
+        .route("/api/user-preferences", any(user_preferences))
+        .fallback(|| async { route_not_found() })
+        .method_not_allowed_fallback(|| async { method_not_allowed() })
         .layer(middleware::from_fn_with_state(sim.clone(), gate))
         .with_state(sim)
+}
+
+/// FastAPI's answer for a path no route has.
+fn route_not_found() -> Response {
+    wire::detail(StatusCode::NOT_FOUND, "Not Found")
+}
+
+/// FastAPI's answer for a known path with another method.
+fn method_not_allowed() -> Response {
+    wire::detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
+}
+
+/// The route-level answer for `route` called with `method` when it should be `expected`:
+/// 404 when the configuration leaves the route out, 405 for another method.
+fn extra_route(
+    sim: &Simulator,
+    route: ExtraRoute,
+    method: &Method,
+    expected: Method,
+) -> Result<(), Response> {
+    if !sim.state().config.extra_routes.contains(&route) {
+        return Err(route_not_found());
+    }
+    if *method != expected {
+        return Err(method_not_allowed());
+    }
+    Ok(())
+}
+
+/// `POST …/goal/from-chat`, an [`ExtraRoute`].
+async fn from_chat(
+    method: Method,
+    call: ThreadCall,
+    body: axum::body::Bytes,
+) -> Result<Response, Response> {
+    extra_route(&call.sim, ExtraRoute::GoalFromChat, &method, Method::POST)?;
+    goal::from_chat(call, body).await
 }
 
 /// The middleware of the module doc.
@@ -117,6 +161,7 @@ async fn gate(State(sim): State<Simulator>, request: Request, next: Next) -> Res
                 )
             } else {
                 let owner = header_str(&parts.headers, "x-deerflow-owner-user-id")
+                    .map(str::trim)
                     .filter(|o| !o.is_empty())
                     .map(str::to_owned);
                 let kill = parts
@@ -284,13 +329,15 @@ impl ThreadCall {
         wire::thread_not_found(&self.thread_id)
     }
 
-    /// Id check, then owner check: whether the thread exists (another owner's thread is a
-    /// 404, a missing one is left to the route).
+    /// Id check, then the owner check of DeerFlow's read routes (`require_existing=False`):
+    /// whether the thread exists (another owner's thread is a 404, a missing one is left to
+    /// the route).
     pub(crate) fn exists(&self) -> Result<bool, Response> {
         self.lookup(|thread| thread.is_some())
     }
 
-    /// Id check, then owner check: 404 when the thread is missing or another owner's.
+    /// Id check, then the owner check of DeerFlow's write routes (`require_existing=True`):
+    /// 404 when the thread is missing or another owner's.
     pub(crate) fn found(&self) -> Result<(), Response> {
         self.read(|_| ())
     }
@@ -342,15 +389,21 @@ async fn models(State(sim): State<Simulator>, Extension(conn): Extension<Conn>) 
     )
 }
 
-async fn memory(State(sim): State<Simulator>, Extension(conn): Extension<Conn>) -> Response {
+/// `GET /api/memory`: the memory of the user the call acts for.
+async fn memory(
+    State(sim): State<Simulator>,
+    Extension(caller): Extension<Caller>,
+    Extension(conn): Extension<Conn>,
+) -> Response {
     if let Some(r) = fault(&sim, Route::Memory, None, &conn).await {
         return r;
     }
     let now = wire::now_iso();
-    let facts: Vec<Value> = sim
-        .state()
-        .config
-        .memory_facts
+    let state = sim.state();
+    let facts: Vec<Value> = state
+        .memories
+        .get(&caller.user_id())
+        .unwrap_or(&state.config.memory_facts)
         .iter()
         .enumerate()
         .map(|(i, content)| {
@@ -360,6 +413,7 @@ async fn memory(State(sim): State<Simulator>, Extension(conn): Extension<Conn>) 
             })
         })
         .collect();
+    drop(state);
     let section = json!({"summary": "", "updatedAt": ""});
     wire::json_response(
         StatusCode::OK,
@@ -387,12 +441,17 @@ async fn skills(State(sim): State<Simulator>, Extension(conn): Extension<Conn>) 
     wire::json_response(StatusCode::OK, json!({"skills": skills}))
 }
 
-/// PROVISIONAL (§4.6 / §6.1): the newer upstream body plus `settings.locale`.
+/// PROVISIONAL (§4.6 / §6.1): the newer upstream body plus `settings.locale`; an
+/// [`ExtraRoute`].
 async fn user_preferences(
+    method: Method,
     State(sim): State<Simulator>,
     Extension(caller): Extension<Caller>,
     Extension(conn): Extension<Conn>,
 ) -> Response {
+    if let Err(refusal) = extra_route(&sim, ExtraRoute::UserPreferences, &method, Method::GET) {
+        return refusal;
+    }
     if let Some(r) = fault(&sim, Route::UserPreferences, None, &conn).await {
         return r;
     }

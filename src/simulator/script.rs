@@ -48,7 +48,9 @@ pub enum ExtraFrame {
     },
 }
 
-/// How a stream stops early.
+/// How a stream stops early. `Error` is what a failing DeerFlow run does; the other two are
+/// scripted faults (the real Gateway always ends a run's stream with `end`), and every
+/// reader of the run's stream (a join too) meets them at the same point.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
     /// An `error` frame `{message, name}` followed by `end` (the run failed).

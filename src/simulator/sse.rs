@@ -1,13 +1,16 @@
-//! The SSE encoder of `spec/gateway.md` §3.3: frames, ids, the `end` frame, heartbeats and
-//! the response headers.
+//! The SSE encoder of `spec/gateway.md` §3.3 and the Gateway's `sse_consumer`: frames,
+//! ids, the `end` frame, heartbeats and the response headers.
 //!
-//! A run's executor sends [`Event`]s into a bounded channel; [`response`] turns the receiving
-//! end into the `text/event-stream` body. Heartbeats are produced here, whenever no event
-//! arrived for one heartbeat interval, so scripts only say how long they stay idle.
+//! A run's executor writes [`Event`]s into the run's log (`bridge.rs`); [`response`] turns a
+//! subscription to that log into the `text/event-stream` body, the same for the stream that
+//! starts a run and for the routes that read an existing one. Heartbeats are produced here,
+//! whenever no event arrived for one heartbeat interval, so scripts only say how long they
+//! stay idle.
 //!
 //! A frame travels as one buffer: the executor writes its `event:` and `data:` lines (the
-//! data serialized straight into it), the body appends the `id:` line and hands the buffer
-//! to hyper without copying. Under load this is most of what the simulator does.
+//! data serialized straight into it), the log appends the `id:` line, and every consumer
+//! hands the same shared buffer to hyper without copying. Under load this is most of what
+//! the simulator does.
 
 use std::io;
 use std::time::Duration;
@@ -16,29 +19,19 @@ use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
-use super::wire;
-
-/// Capacity of a run's event channel: the executor waits when the client reads slowly.
-pub(crate) const EVENT_BUFFER: usize = 32;
+use super::bridge::{Item, Subscription, Tail};
+use super::state::DisconnectGuard;
 
 /// How long a cut waits for earlier frames to reach the socket.
 const ABORT_GRACE: Duration = Duration::from_millis(20);
 
-/// What a run's executor asks the stream to do.
+/// A frame a run's executor writes into its log (its tail is set on the log itself):
+/// `event: <name>` / `data: <json>` / `id: <ms>-<seq>`, of which the buffer holds the first
+/// two lines (see [`Event::frame`]); the log adds the id.
 #[derive(Debug)]
-pub(crate) enum Event {
-    /// `event: <name>` / `data: <json>` / `id: <ms>-<seq>`: the buffer holds the first two
-    /// lines (see [`Event::frame`]); the stream adds the id.
-    Frame(Vec<u8>),
-    /// `event: end` / `data: null`, then the body ends.
-    End,
-    /// Cut the connection (the body fails).
-    Abort,
-    /// End the body cleanly without `end`.
-    Close,
-}
+pub(crate) struct Event(pub Vec<u8>);
 
 /// Room left in a frame buffer for its `id:` line and the blank line.
 const ID_LINE_ROOM: usize = 40;
@@ -62,7 +55,7 @@ impl Event {
             buf.extend_from_slice(b"null");
         }
         buf.push(b'\n');
-        Self::Frame(buf)
+        Self(buf)
     }
 
     /// A frame of `name` with already serialized `json` as its data.
@@ -91,37 +84,29 @@ pub(crate) const END_FRAME: &str = "event: end\ndata: null\n\n";
 /// The keep-alive comment.
 pub(crate) const HEARTBEAT: &str = ": heartbeat\n\n";
 
-struct BodyState {
-    rx: mpsc::Receiver<Event>,
-    heartbeat: Option<Duration>,
-    seq: u64,
-    done: bool,
+/// One consumer of a run's log, as `sse_consumer` serves it.
+pub(crate) struct Consumer {
+    /// Where it reads.
+    pub sub: Subscription,
+    /// Heartbeat interval (`None`: no heartbeats).
+    pub heartbeat: Option<Duration>,
+    /// The simulator's stop token: the body ends without `end` when it fires.
+    pub stop: CancellationToken,
+    /// Applies the run's `on_disconnect` when the body is dropped (see its doc).
+    pub guard: DisconnectGuard,
 }
 
-impl BodyState {
+impl Consumer {
     async fn next(&mut self) -> Option<Result<Bytes, io::Error>> {
-        if self.done {
-            return None;
-        }
-        let event = match self.heartbeat {
-            Some(every) => match tokio::time::timeout(every, self.rx.recv()).await {
-                Ok(event) => event,
-                Err(_) => return Some(Ok(Bytes::from_static(HEARTBEAT.as_bytes()))),
-            },
-            None => self.rx.recv().await,
-        };
-        match event {
-            Some(Event::Frame(buf)) => {
-                let id = format!("{}-{}", wire::unix_millis(), self.seq);
-                self.seq += 1;
-                Some(Ok(Bytes::from(finish_frame(buf, Some(&id)))))
+        match self.sub.next(self.heartbeat, &self.stop).await? {
+            Item::Frame(frame) => Some(Ok(frame)),
+            Item::Gap(frame) => {
+                self.guard.gap_sent();
+                Some(Ok(frame))
             }
-            Some(Event::End) => {
-                self.done = true;
-                Some(Ok(Bytes::from_static(END_FRAME.as_bytes())))
-            }
-            Some(Event::Abort) => {
-                self.done = true;
+            Item::Heartbeat => Some(Ok(Bytes::from_static(HEARTBEAT.as_bytes()))),
+            Item::Tail(Tail::End) => Some(Ok(Bytes::from_static(END_FRAME.as_bytes()))),
+            Item::Tail(Tail::Abort) => {
                 // Let hyper flush the frames already handed over: the connection should
                 // drop after them, not swallow them.
                 tokio::time::sleep(ABORT_GRACE).await;
@@ -130,29 +115,18 @@ impl BodyState {
                     "simulated connection drop",
                 )))
             }
-            // The executor stopped without `end` (scripted, or the simulator shut down).
-            Some(Event::Close) | None => None,
+            // A scripted close without `end`, or the simulator stopping.
+            Item::Tail(Tail::Close | Tail::Stopped) => None,
         }
     }
 }
 
-/// The streaming response for run `run_id` on `thread_id`. A zero `heartbeat` disables
-/// heartbeats.
-pub(crate) fn response(
-    rx: mpsc::Receiver<Event>,
-    heartbeat: Duration,
-    thread_id: &str,
-    run_id: &str,
-) -> Response {
-    let state = BodyState {
-        rx,
-        heartbeat: (!heartbeat.is_zero()).then_some(heartbeat),
-        seq: 0,
-        done: false,
-    };
-    let stream = futures_util::stream::unfold(state, |mut state| async move {
-        let item = state.next().await?;
-        Some((item, state))
+/// The streaming response of `consumer`, with `Content-Location: location` when given (the
+/// route that starts a run sends it; the routes that read an existing run do not).
+pub(crate) fn response(consumer: Consumer, location: Option<&str>) -> Response {
+    let stream = futures_util::stream::unfold(consumer, |mut consumer| async move {
+        let item = consumer.next().await?;
+        Some((item, consumer))
     });
     let mut response = Response::new(Body::from_stream(stream));
     *response.status_mut() = StatusCode::OK;
@@ -164,8 +138,7 @@ pub(crate) fn response(
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    if let Ok(location) = HeaderValue::from_str(&format!("/api/threads/{thread_id}/runs/{run_id}"))
-    {
+    if let Some(location) = location.and_then(|l| HeaderValue::from_str(l).ok()) {
         headers.insert(header::CONTENT_LOCATION, location);
     }
     response
@@ -173,15 +146,17 @@ pub(crate) fn response(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use futures_util::StreamExt;
     use serde_json::json;
 
+    use super::super::Simulator;
+    use super::super::bridge::RunStream;
     use super::*;
 
     fn encode(event: Event, id: Option<&str>) -> String {
-        let Event::Frame(buf) = event else {
-            panic!("not a frame")
-        };
+        let Event(buf) = event;
         String::from_utf8(finish_frame(buf, id)).unwrap()
     }
 
@@ -207,23 +182,34 @@ mod tests {
         assert_eq!(encode(failed, None), "event: values\ndata: null\n\n");
     }
 
+    fn consumer(stream: &Arc<RunStream>, heartbeat: Option<Duration>) -> Consumer {
+        Consumer {
+            sub: stream.subscribe(None),
+            heartbeat,
+            stop: CancellationToken::new(),
+            guard: DisconnectGuard::new(&Simulator::default(), "r"),
+        }
+    }
+
     #[tokio::test]
     async fn idle_streams_send_heartbeats_and_end_last() {
-        let (tx, rx) = mpsc::channel(4);
-        let response = response(rx, Duration::from_millis(20), "t", "r");
+        let stream = Arc::new(RunStream::new("r", 8));
+        let beat = Some(Duration::from_millis(20));
+        let response = response(consumer(&stream, beat), Some("/api/threads/t/runs/r"));
         assert_eq!(
             response.headers()["content-location"],
             "/api/threads/t/runs/r"
         );
         let mut body = response.into_body().into_data_stream();
-        tx.send(Event::frame_json("metadata", "{}")).await.unwrap();
+        let Event(buf) = Event::frame_json("metadata", "{}");
+        stream.publish(buf);
         let first = body.next().await.unwrap().unwrap();
         assert!(first.starts_with(b"event: metadata\ndata: {}\nid: "));
         assert!(first.ends_with(b"-0\n\n"));
         // Nothing for one interval: a heartbeat.
         let beat = body.next().await.unwrap().unwrap();
         assert_eq!(&beat[..], HEARTBEAT.as_bytes());
-        tx.send(Event::End).await.unwrap();
+        stream.finish(Tail::End);
         assert_eq!(
             &body.next().await.unwrap().unwrap()[..],
             END_FRAME.as_bytes()
@@ -232,12 +218,22 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn abort_fails_the_body() {
-        let (tx, rx) = mpsc::channel(4);
-        let mut body = response(rx, Duration::ZERO, "t", "r")
-            .into_body()
-            .into_data_stream();
-        tx.send(Event::Abort).await.unwrap();
+    async fn abort_fails_the_body_and_close_ends_it_without_end() {
+        let stream = Arc::new(RunStream::new("r", 8));
+        let response = response(consumer(&stream, None), None);
+        assert!(response.headers().get("content-location").is_none());
+        let mut body = response.into_body().into_data_stream();
+        stream.finish(Tail::Abort);
         assert!(body.next().await.unwrap().is_err());
+        let closed = Arc::new(RunStream::new("r", 8));
+        closed.finish(Tail::Close);
+        let mut body = response_body(&closed);
+        assert!(body.next().await.is_none());
+    }
+
+    fn response_body(stream: &Arc<RunStream>) -> axum::body::BodyDataStream {
+        response(consumer(stream, None), None)
+            .into_body()
+            .into_data_stream()
     }
 }

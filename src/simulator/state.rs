@@ -5,19 +5,30 @@
 //! change bumps the simulator's change counter so waiters re-check (see `control.rs`).
 //! Threads and their histories live as long as the simulator (a test or a demo session);
 //! finished run records are pruned beyond [`MAX_FINISHED_RUNS`].
+//!
+//! Owners follow `authz.py`'s `require_permission(owner_check=True)`: a thread created over
+//! HTTP records the raw owner header it was created with (absent: `default`); a caller may
+//! use it when the recorded owner is its user (the header made safe, or `default`) or its
+//! raw header; a thread with no recorded owner (made through the Rust API) is shared.
+//!
+//! Children:
+//! - `run`: run records, the run and disconnect guards, and how long event logs are kept.
+
+mod run;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 use super::fault::{Fault, Route};
+use super::files::Files;
 use super::goal::{GoalOutcome, GoalState};
 use super::history::History;
 use super::script::Script;
 use super::{Simulator, SimulatorConfig, wire};
+
+pub(crate) use run::{DisconnectGuard, RunEntry, RunGuard};
+pub use run::{MAX_RETAINED_STREAM_BYTES, RunStatus};
 
 /// Finished run records kept for `GET …/runs/{run_id}` and inspection; older ones are
 /// forgotten first. Active runs are never pruned.
@@ -26,8 +37,41 @@ pub const MAX_FINISHED_RUNS: usize = 1_000;
 /// The caller as the auth middleware resolved it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Caller {
-    /// The raw `X-DeerFlow-Owner-User-Id`, when honoured (valid token or no token enforced).
+    /// The `X-DeerFlow-Owner-User-Id` value, trimmed, when honoured (valid token or no token
+    /// enforced) and not blank.
     pub owner: Option<String>,
+}
+
+impl Caller {
+    /// A caller acting for the raw owner id `owner`.
+    #[cfg(test)]
+    pub(crate) fn owner(owner: &str) -> Self {
+        Self {
+            owner: Some(owner.to_owned()),
+        }
+    }
+
+    /// The user the call acts for: the owner made safe, or `default`.
+    pub(crate) fn user_id(&self) -> String {
+        self.owner
+            .as_deref()
+            .map_or_else(|| wire::DEFAULT_USER.to_owned(), wire::safe_user_id)
+    }
+
+    /// The owner a thread this caller creates records: the raw owner, or `default`.
+    pub(crate) fn thread_owner(&self) -> String {
+        self.owner
+            .clone()
+            .unwrap_or_else(|| wire::DEFAULT_USER.to_owned())
+    }
+
+    /// The owner check: a thread recorded for `owner` (`None`: shared) is this caller's.
+    pub(crate) fn may_use(&self, owner: Option<&str>) -> bool {
+        match owner {
+            None => true,
+            Some(owner) => owner == self.user_id() || self.owner.as_deref() == Some(owner),
+        }
+    }
 }
 
 /// Everything behind the lock.
@@ -45,9 +89,18 @@ pub(crate) struct State {
     pub run_counter: u64,
     /// Per raw owner id: the locale `GET /api/user-preferences` reports (`None` = no field).
     pub locales: HashMap<String, Option<String>>,
-    /// Files under `/mnt/user-data/outputs/` by virtual path, served to every thread
-    /// (`GET …/artifacts/{path}`), bounded by [`MAX_OUTPUTS`].
+    /// Per user (made safe): the memory facts `GET /api/memory` reports; users without an
+    /// entry get the configured `memory_facts`. One entry per user a test set.
+    pub memories: HashMap<String, Vec<String>>,
+    /// What the agent writes when a run presents a path (`/mnt/user-data/outputs/…`), by
+    /// virtual path, bounded by [`MAX_OUTPUTS`].
     pub outputs: HashMap<String, bytes::Bytes>,
+    /// Thread files per user: uploads and what runs wrote.
+    pub files: Files,
+    /// Runs whose event log ended, oldest first: when, which, and the log's bytes.
+    pub ended_streams: VecDeque<(tokio::time::Instant, String, usize)>,
+    /// Sum of the bytes in `ended_streams`.
+    pub retained_stream_bytes: usize,
 }
 
 /// Output files the simulator keeps; at the bound a new one replaces an arbitrary old one.
@@ -65,7 +118,11 @@ impl State {
             finished: VecDeque::new(),
             run_counter: 0,
             locales: HashMap::new(),
+            memories: HashMap::new(),
             outputs: HashMap::new(),
+            files: Files::default(),
+            ended_streams: VecDeque::new(),
+            retained_stream_bytes: 0,
         }
     }
 
@@ -99,7 +156,9 @@ impl State {
         }
     }
 
-    /// The thread, created for `caller` when missing; `None` when another owner has it.
+    /// The thread, created for `caller` when missing (the Gateway's
+    /// `_ensure_thread_for_goal`); `None` when another owner has it. A caller with an owner
+    /// header claims a thread it may use but that is recorded otherwise, as the Gateway does.
     pub(crate) fn thread_for_write(
         &mut self,
         thread_id: &str,
@@ -108,12 +167,12 @@ impl State {
         let thread = self
             .threads
             .entry(thread_id.to_owned())
-            .or_insert_with(|| Thread::new(thread_id, caller.owner.clone()));
+            .or_insert_with(|| Thread::new(thread_id, Some(caller.thread_owner())));
         if !thread.visible_to(caller) {
             return None;
         }
-        if thread.owner.is_none() {
-            thread.owner.clone_from(&caller.owner);
+        if let Some(raw) = &caller.owner {
+            thread.owner = Some(raw.clone());
         }
         Some(thread)
     }
@@ -141,8 +200,7 @@ pub(crate) enum Lookup<'a> {
 #[derive(Debug, Clone)]
 pub(crate) struct Thread {
     pub id: String,
-    /// Raw owner id (we compare raw ids; the Gateway's `make_safe_user_id` is injective
-    /// enough that this gives the same answers).
+    /// The owner recorded at creation (see the module doc); `None`: shared.
     pub owner: Option<String>,
     pub created_at: String,
     pub updated_at: String,
@@ -150,9 +208,6 @@ pub(crate) struct Thread {
     pub messages: History,
     pub title: Option<String>,
     pub artifacts: Vec<String>,
-    /// Uploaded files by name and size (the bytes are not kept), at most
-    /// [`MAX_UPLOADS_PER_THREAD`](super::threads::MAX_UPLOADS_PER_THREAD), oldest dropped.
-    pub uploads: Vec<(String, u64)>,
     pub goal: Option<GoalState>,
     /// Whether `goal` was ever written (then `values.goal` is present, possibly null).
     pub goal_touched: bool,
@@ -181,7 +236,6 @@ impl Thread {
             messages: History::default(),
             title: None,
             artifacts: Vec::new(),
-            uploads: Vec::new(),
             goal: None,
             goal_touched: false,
             goal_outcome: None,
@@ -196,10 +250,7 @@ impl Thread {
     }
 
     pub(crate) fn visible_to(&self, caller: &Caller) -> bool {
-        match (&self.owner, &caller.owner) {
-            (Some(owner), Some(who)) => owner == who,
-            _ => true,
-        }
+        caller.may_use(self.owner.as_deref())
     }
 
     /// Records a new checkpoint.
@@ -318,16 +369,19 @@ impl Thread {
         self.messages.json_len() + 512
     }
 
-    /// A `ThreadResponse`.
+    /// A `ThreadResponse`: with the channel values (`GET`), or with `values: {}` as create
+    /// and PATCH answer.
     pub(crate) fn response(&self, with_values: bool) -> Value {
-        let mut body = json!({
+        let values = if with_values {
+            self.values()
+        } else {
+            json!({})
+        };
+        json!({
             "thread_id": self.id, "status": self.status(), "created_at": self.created_at,
-            "updated_at": self.updated_at, "metadata": self.metadata, "interrupts": {},
-        });
-        if let (true, Some(obj)) = (with_values, body.as_object_mut()) {
-            obj.insert("values".into(), self.values());
-        }
-        body
+            "updated_at": self.updated_at, "metadata": self.metadata, "values": values,
+            "interrupts": {},
+        })
     }
 
     /// Whether the current turn ends in an `ask_clarification` tool message.
@@ -342,119 +396,6 @@ impl Thread {
                 !empty_ai
             })
             .is_some_and(|m| m["type"] == "tool" && m["name"] == "ask_clarification")
-    }
-}
-
-/// A run's lifecycle status (`pending` … `interrupted`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunStatus {
-    /// Accepted, not started.
-    Pending,
-    /// Playing its script or held.
-    Running,
-    /// Finished normally.
-    Success,
-    /// Failed (an `error` frame, a dropped connection).
-    Error,
-    /// Cancelled (client went away, simulator stopped).
-    Interrupted,
-}
-
-impl RunStatus {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Running => "running",
-            Self::Success => "success",
-            Self::Error => "error",
-            Self::Interrupted => "interrupted",
-        }
-    }
-
-    /// Pending or running.
-    pub fn is_active(self) -> bool {
-        matches!(self, Self::Pending | Self::Running)
-    }
-}
-
-/// A run record.
-#[derive(Debug, Clone)]
-pub(crate) struct RunEntry {
-    pub run_id: String,
-    pub thread_id: String,
-    pub order: u64,
-    pub status: RunStatus,
-    pub created_at: String,
-    pub updated_at: String,
-    pub assistant_id: Value,
-    pub kwargs: Value,
-    /// Wakes a run held with `Hold::UntilFinished`.
-    pub finish: Arc<Notify>,
-    /// Cancelled by `POST …/runs/{run_id}/cancel`: the run stops where it is, keeps what it
-    /// wrote, and its stream ends.
-    pub cancel: CancellationToken,
-}
-
-impl RunEntry {
-    /// A `RunResponse` (`spec/gateway.md` §3.5).
-    pub(crate) fn response(&self) -> Value {
-        json!({
-            "run_id": self.run_id, "thread_id": self.thread_id, "assistant_id": self.assistant_id,
-            "status": self.status.as_str(), "metadata": {}, "kwargs": self.kwargs,
-            "multitask_strategy": "reject", "created_at": self.created_at,
-            "updated_at": self.updated_at, "total_input_tokens": 0, "total_output_tokens": 0,
-            "total_tokens": 0, "llm_call_count": 0, "lead_agent_tokens": 0, "subagent_tokens": 0,
-            "middleware_tokens": 0, "message_count": 0, "stop_reason": null,
-        })
-    }
-}
-
-/// Holds a run's place on its thread; dropping it ends the run (cancelled unless
-/// [`RunGuard::finish`] set another status) and frees the thread.
-#[derive(Debug)]
-pub(crate) struct RunGuard {
-    sim: Simulator,
-    pub run_id: String,
-    pub thread_id: String,
-    outcome: RunStatus,
-}
-
-impl RunGuard {
-    pub(crate) fn new(sim: Simulator, run_id: String, thread_id: String) -> Self {
-        Self {
-            sim,
-            run_id,
-            thread_id,
-            outcome: RunStatus::Interrupted,
-        }
-    }
-
-    /// Sets the status recorded when the guard drops.
-    pub(crate) fn finish(&mut self, status: RunStatus) {
-        self.outcome = status;
-    }
-}
-
-impl Drop for RunGuard {
-    fn drop(&mut self) {
-        {
-            let mut state = self.sim.state();
-            if let Some(thread) = state.threads.get_mut(&self.thread_id) {
-                thread.active_runs.remove(&self.run_id);
-                thread.last_status = match self.outcome {
-                    RunStatus::Error => "error",
-                    RunStatus::Interrupted => "interrupted",
-                    _ => "idle",
-                };
-            }
-            if let Some(run) = state.runs.get_mut(&self.run_id) {
-                run.status = self.outcome;
-                run.updated_at = wire::now_iso();
-            }
-            state.prune_runs(&self.run_id);
-        }
-        self.sim.bump();
     }
 }
 
@@ -492,16 +433,28 @@ mod tests {
     #[test]
     fn owners_see_only_their_threads() {
         let t = Thread::new("t", Some("alice".into()));
-        assert!(t.visible_to(&Caller {
-            owner: Some("alice".into())
-        }));
-        assert!(!t.visible_to(&Caller {
-            owner: Some("bob".into())
-        }));
-        assert!(t.visible_to(&Caller::default()));
-        assert!(Thread::new("u", None).visible_to(&Caller {
-            owner: Some("bob".into())
-        }));
+        assert!(t.visible_to(&Caller::owner("alice")));
+        assert!(!t.visible_to(&Caller::owner("bob")));
+        assert!(
+            !t.visible_to(&Caller::default()),
+            "no header acts for `default`"
+        );
+        assert!(Thread::new("d", Some("default".into())).visible_to(&Caller::default()));
+        assert!(Thread::new("u", None).visible_to(&Caller::owner("bob")));
+    }
+
+    #[test]
+    fn a_raw_owner_matches_as_well_as_its_safe_form() {
+        // Created with the raw header `tg:42@x`: only that header reaches it (its safe form
+        // is another user), as on the Gateway.
+        let raw = Thread::new("t", Some("tg:42@x".into()));
+        assert!(raw.visible_to(&Caller::owner("tg:42@x")));
+        assert!(!raw.visible_to(&Caller::owner(&wire::safe_user_id("tg:42@x"))));
+        // Recorded in its safe form (a run's `context.user_id`): the raw header reaches it.
+        let safe = Thread::new("u", Some(wire::safe_user_id("tg:42@x")));
+        assert!(safe.visible_to(&Caller::owner("tg:42@x")));
+        assert_eq!(Caller::owner("tg:42@x").thread_owner(), "tg:42@x");
+        assert_eq!(Caller::default().user_id(), "default");
     }
 
     #[test]

@@ -1,20 +1,25 @@
-//! Thread routes (`spec/gateway.md` §2), manual compaction (§4.7) and uploads (§7).
+//! Thread routes (`spec/gateway.md` §2) and manual compaction (§4.7).
 //!
 //! Creation is idempotent and accepts a caller-chosen id; threads belong to the owner header
-//! they were created with, and are invisible (404) to other owners. Compaction never changes
-//! the visible history: it only reports counts and moves the checkpoint, as the real route
-//! does for everything a client can observe. Uploads keep each file's name and size, not
-//! its bytes; an unsafe name is reported in `skipped_files`, as the Gateway does.
+//! they were created with (absent: `default`), and are invisible (404) to other owners (see
+//! `state.rs`). Two quirks of the Gateway are kept on purpose, because a bridge meets them:
+//! creating an existing id with an owner header takes the thread over for that owner (its
+//! idempotency path re-owns the row), and without a header it is a 500 unless the thread is
+//! `default`'s; and PATCH finds a thread only when it is recorded for the caller's safe user
+//! id (its record read filters by it), so a thread created with a raw header the Gateway
+//! had to make safe cannot be patched. Compaction never changes the visible history: it only
+//! reports counts and moves the checkpoint, as the real route does for everything a client
+//! can observe.
 
 use axum::body::Bytes;
-use axum::extract::{Extension, Multipart, State};
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use super::conn::Conn;
 use super::fault::Route;
-use super::routes::{ItemCall, ThreadCall, fault};
+use super::routes::{ThreadCall, fault};
 use super::state::{Caller, Thread};
 use super::{Simulator, wire};
 
@@ -23,100 +28,6 @@ const RESERVED_METADATA: [&str; 3] = ["owner_id", "user_id", "project_id"];
 
 /// Messages a successful compaction preserves unless the request's `keep` says otherwise.
 const DEFAULT_KEEP_MESSAGES: usize = 2;
-
-/// Uploads remembered per thread; the oldest is forgotten past this.
-pub(crate) const MAX_UPLOADS_PER_THREAD: usize = 256;
-
-/// `GET /api/threads/{id}/artifacts/{path}` (§7): an output file's bytes, or 404
-/// `Artifact not found: <path>` (also for any path outside the outputs, which the simulator
-/// never holds).
-pub(crate) async fn artifact(
-    ItemCall { call, item: path }: ItemCall,
-) -> Result<Response, Response> {
-    let virtual_path = format!("/{path}");
-    call.found()?;
-    let bytes = call.sim.state().outputs.get(&virtual_path).cloned();
-    Ok(match bytes {
-        Some(bytes) => Response::builder()
-            .status(StatusCode::OK)
-            .header("content-type", "application/octet-stream")
-            .body(axum::body::Body::from(bytes))
-            .unwrap_or_else(|_| wire::detail(StatusCode::INTERNAL_SERVER_ERROR, "response")),
-        None => wire::detail(
-            StatusCode::NOT_FOUND,
-            format!("Artifact not found: {virtual_path}"),
-        ),
-    })
-}
-
-/// `POST /api/threads/{id}/uploads` (§7): multipart field `files`, one part per file.
-pub(crate) async fn upload(call: ThreadCall, mut form: Multipart) -> Result<Response, Response> {
-    call.found()?;
-    call.fault(Route::Uploads).await?;
-    let invalid = || wire::detail(StatusCode::BAD_REQUEST, "Invalid multipart body");
-    let (mut files, mut skipped) = (Vec::new(), Vec::new());
-    while let Some(field) = form.next_field().await.map_err(|_| invalid())? {
-        if field.name() != Some("files") {
-            continue;
-        }
-        let name = field.file_name().unwrap_or_default().to_owned();
-        let size = field.bytes().await.map_err(|_| invalid())?.len() as u64;
-        if safe_upload_name(&name) {
-            files.push((name, size));
-        } else {
-            skipped.push(name);
-        }
-    }
-    if files.is_empty() && skipped.is_empty() {
-        return Err(wire::detail(StatusCode::BAD_REQUEST, "No files provided"));
-    }
-    let thread_id = call.thread_id.clone();
-    {
-        let mut state = call.sim.state();
-        let thread = state
-            .threads
-            .get_mut(&thread_id)
-            .ok_or_else(|| call.not_found())?;
-        for (name, size) in &files {
-            thread.uploads.retain(|(n, _)| n != name);
-            if thread.uploads.len() == MAX_UPLOADS_PER_THREAD {
-                thread.uploads.remove(0);
-            }
-            thread.uploads.push((name.clone(), *size));
-        }
-    }
-    call.sim.bump();
-    let described: Vec<Value> = files
-        .iter()
-        .map(|(name, size)| {
-            json!({
-                "filename": name,
-                "size": size,
-                "path": format!("/srv/deer-flow/threads/{thread_id}/user-data/uploads/{name}"),
-                "virtual_path": format!("/mnt/user-data/uploads/{name}"),
-                "artifact_url": format!("/api/threads/{thread_id}/artifacts/mnt/user-data/uploads/{name}"),
-            })
-        })
-        .collect();
-    Ok(wire::json_response(
-        StatusCode::OK,
-        json!({
-            "success": true,
-            "files": described,
-            "message": format!("Successfully uploaded {} file(s)", files.len()),
-            "skipped_files": skipped,
-        }),
-    ))
-}
-
-/// A plain file name: no path, no parent reference, no control characters.
-fn safe_upload_name(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && !name.contains(['/', '\\'])
-        && !name.chars().any(char::is_control)
-}
 
 fn not_an_object(loc: Value, input: &Value) -> Response {
     wire::validation(vec![wire::validation_entry(
@@ -193,15 +104,21 @@ pub(crate) async fn create(
         let mut state = sim.state();
         let thread = state.threads.entry(id.clone()).or_insert_with(|| Thread {
             metadata,
-            ..Thread::new(&id, caller.owner.clone())
+            ..Thread::new(&id, Some(caller.thread_owner()))
         });
-        if !thread.visible_to(&caller) {
-            return Err(wire::detail(StatusCode::NOT_FOUND, "Thread not found"));
+        match &caller.owner {
+            // The Gateway's `_resolve_existing_thread`: found for this owner, or re-owned.
+            Some(raw) => thread.owner = Some(raw.clone()),
+            // Looked up as `default` only; otherwise its insert collides: 500.
+            None if thread.owner.as_deref() != Some(wire::DEFAULT_USER) => {
+                return Err(wire::detail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "Failed to create thread",
+                ));
+            }
+            None => {}
         }
-        if thread.owner.is_none() {
-            thread.owner.clone_from(&caller.owner);
-        }
-        thread.response(true)
+        thread.response(false)
     };
     sim.bump();
     Ok(wire::json_response(StatusCode::OK, response))
@@ -224,9 +141,11 @@ pub(crate) async fn patch(call: ThreadCall, body: Bytes) -> Result<Response, Res
         .unwrap_or_default();
     let response = {
         let mut state = call.sim.state();
+        let user = call.caller.user_id();
         let thread = state
             .threads
             .get_mut(&call.thread_id)
+            .filter(|t| t.owner.as_deref().is_none_or(|o| o == user))
             .ok_or_else(|| call.not_found())?;
         thread.metadata.extend(metadata);
         thread.updated_at = wire::now_iso();

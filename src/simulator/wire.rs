@@ -24,6 +24,32 @@ pub fn valid_thread_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// The user a request acts for when it names none (the Gateway's `DEFAULT_USER_ID`).
+pub const DEFAULT_USER: &str = "default";
+
+/// DeerFlow's `make_safe_user_id`: every character outside `[A-Za-z0-9_-]` becomes `-`,
+/// and when that changed anything, `-` and the first 16 hex digits of SHA-256(raw) follow,
+/// so two raw ids never share a storage bucket.
+pub fn safe_user_id(raw: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let safe: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if safe == raw {
+        return safe;
+    }
+    let digest = Sha256::digest(raw.as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{safe}-{hex}")
+}
+
 /// A random RFC 4122 version-4 UUID in its usual hyphenated form.
 pub fn new_uuid() -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -341,13 +367,18 @@ pub fn validation(entries: Vec<Value>) -> Response {
 
 /// The 422 for a path thread id that does not match [`THREAD_ID_PATTERN`].
 pub fn bad_path_thread_id(id: &str) -> Response {
-    validation(vec![validation_entry(
+    validation(vec![bad_path_thread_id_entry(id)])
+}
+
+/// The validation entry of [`bad_path_thread_id`].
+pub fn bad_path_thread_id_entry(id: &str) -> Value {
+    validation_entry(
         "string_pattern_mismatch",
         json!(["path", "thread_id"]),
         &format!("String should match pattern '{THREAD_ID_PATTERN}'"),
         json!(id),
         Some(json!({"pattern": THREAD_ID_PATTERN})),
-    )])
+    )
 }
 
 /// The 422 for a body that is not valid JSON.
@@ -402,6 +433,14 @@ pub fn parse_body(bytes: &[u8]) -> Result<Option<Value>, Response> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_ids_are_made_safe_like_the_gateway() {
+        assert_eq!(safe_user_id("alice_01-x"), "alice_01-x");
+        // Both values as the real Gateway stored them (`users/<id>/…` upload paths).
+        assert_eq!(safe_user_id("ou_x@y.z"), "ou_x-y-z-71b41a830b725200");
+        assert_eq!(safe_user_id("tg:42@x"), "tg-42-x-03400aabb52d4ddf");
+    }
 
     #[test]
     fn thread_ids_follow_the_pattern() {

@@ -69,7 +69,7 @@ async fn threads_are_created_idempotently_and_patched() {
         .call(Method::PATCH, "/api/threads/gh-1", Some(patch))
         .await;
     assert_eq!(status, 200);
-    assert!(body.get("values").is_none());
+    assert_eq!(body["values"], json!({}), "PATCH answers empty values");
     assert_eq!(
         h.sim.thread_metadata("gh-1").unwrap()["channel_source"]["chat_id"],
         "2"
@@ -190,12 +190,30 @@ async fn the_internal_token_and_owners_are_enforced() {
         .await
         .unwrap();
     assert_eq!(run.status(), 404);
+    // Creating an existing id is idempotent per owner; without a header (user `default`)
+    // another owner's id is a 500, and with a header the Gateway re-owns the thread.
+    let anonymous_create = as_owner(Method::POST, "/api/threads", None)
+        .json(&json!({"thread_id": "t-alice"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous_create.status(), 500);
     let bob_create = as_owner(Method::POST, "/api/threads", Some("bob"))
         .json(&json!({"thread_id": "t-alice"}))
         .send()
         .await
         .unwrap();
-    assert_eq!(bob_create.status(), 404);
+    assert_eq!(bob_create.status(), 200);
+    assert_eq!(h.sim.thread_owner("t-alice").as_deref(), Some("bob"));
+    let alice = as_owner(
+        Method::GET,
+        "/api/threads/t-alice",
+        Some("alice@example.com"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(alice.status(), 404);
     // Without a valid token the owner header is not even looked at.
     let anonymous = h
         .http
