@@ -168,7 +168,7 @@ impl Crashable {
 }
 
 /// The journal's records, read beside the running daemon.
-fn journal_records(path: &Path) -> Vec<String> {
+pub(crate) fn journal_records(path: &Path) -> Vec<String> {
     let Ok(conn) = rusqlite::Connection::open_with_flags(
         path,
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,

@@ -22,6 +22,8 @@
 //! - `qq`: the QQ adapter on the gateway and the webhook against the fake QQ (issue 17);
 //! - `chaos` (ignored; `scripts/chaos`): kills, outages and 429 storms under load, counting
 //!   answers per message (issue 19);
+//! - `interop` (ignored; `scripts/interop`): the real binary through the platform fakes
+//!   against the real DeerFlow Gateway, with auth on and in single-user mode (issue 26);
 //! - `crash`: the real binary killed with SIGKILL at each risky point; the next start (or
 //!   another replica on Postgres) answers every message exactly once (issue 19);
 //! - `security`: no secret, token or message text in any log line of a conversation on each
@@ -43,6 +45,7 @@ mod feishu;
 mod files;
 mod gateway;
 mod goal;
+mod interop;
 mod lang;
 mod manager;
 mod qq;

@@ -1,0 +1,124 @@
+//! One answer on each platform through the real Gateway: a streamed Telegram answer
+//! (previews edited into one message), final-only answers on QQ and on DingTalk without a
+//! card template (the run followed by `join`), a Feishu card and a Discord message.
+
+use im_bridge_fakes::dingtalk::Message as DingTalkMessage;
+use im_bridge_fakes::discord::Event as DiscordEvent;
+use im_bridge_fakes::feishu::Event as FeishuEvent;
+use im_bridge_fakes::qq::Event as QqEvent;
+
+use super::bridge::{Bridge, DEADLINE, Platform, echo};
+
+#[tokio::test]
+#[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
+async fn telegram_streams_a_slow_answer_into_one_edited_message() {
+    const USER: i64 = 26_001;
+    let b = Bridge::start(&[Platform::Telegram]).await;
+    let question = "SLOW tell me a story";
+    b.tg_say(USER, question);
+    let messages = b.tg_wait_text(USER, &echo(question)).await;
+    assert_eq!(messages.len(), 1, "one message, edited: {messages:#?}");
+    // The answer grew on screen: a shorter preview of it was shown before the final.
+    let texts: Vec<String> = b
+        .tg()
+        .calls()
+        .iter()
+        .filter(|c| c.ok() && ["sendMessage", "editMessageText"].contains(&c.method.as_str()))
+        .filter_map(|c| c.text().map(str::to_owned))
+        .collect();
+    assert!(messages[0].edits >= 1, "{texts:#?}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("Echo") && t.len() < echo(question).len()),
+        "no partial answer was shown: {texts:#?}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
+async fn qq_gets_one_final_answer() {
+    const ALICE: &str = "INTEROPQQUSER0000000000000000001";
+    let b = Bridge::start(&[Platform::Qq]).await;
+    let pushed = b.qq().push(&QqEvent::c2c(ALICE, "hello from qq"));
+    let answer = echo("hello from qq");
+    b.qq()
+        .wait_until("the answer", DEADLINE, |fake| !fake.replies().is_empty())
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", b.logs()));
+    b.assert_no_failure(b.qq().replies().iter().map(|r| r.content.as_str()));
+    let replies = b.qq().replies_to(pushed.message_id.as_str());
+    assert_eq!(replies.len(), 1, "{replies:#?}");
+    assert_eq!(replies[0].content, answer);
+    assert_eq!(replies[0].chat_id, format!("c2c:{ALICE}"));
+}
+
+#[tokio::test]
+#[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
+async fn dingtalk_without_a_card_template_gets_one_markdown_final() {
+    const ALICE: &str = "staff_interop_alice";
+    let b = Bridge::start(&[Platform::DingTalk]).await;
+    b.dingtalk()
+        .push(&DingTalkMessage::p2p_text(ALICE, "hello from dingtalk").to_json());
+    let answer = echo("hello from dingtalk");
+    b.dingtalk()
+        .wait_until("the answer", DEADLINE, |fake| !fake.sent().is_empty())
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", b.logs()));
+    let sent = b.dingtalk().sent();
+    b.assert_no_failure(sent.iter().map(|s| s.text()));
+    assert_eq!(sent[0].text(), answer, "{sent:#?}");
+    assert_eq!(sent.len(), 1, "{sent:#?}");
+    assert!(
+        b.dingtalk().cards().is_empty(),
+        "no card without a template"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
+async fn feishu_answers_in_a_card() {
+    const CHAT: &str = "oc_interop_p2p_chat";
+    const ALICE: &str = "ou_interop0000000000000000000001";
+    let b = Bridge::start(&[Platform::Feishu]).await;
+    let pushed = b.feishu().push_event(
+        &FeishuEvent::text(CHAT, ALICE, "hello from feishu")
+            .p2p()
+            .to_json(),
+    );
+    let answer = echo("hello from feishu");
+    b.feishu()
+        .wait_until("the answer card", DEADLINE, |fake| {
+            fake.messages().iter().any(|m| m.card_text() == answer)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", b.logs()));
+    let cards: Vec<_> = b
+        .feishu()
+        .messages()
+        .into_iter()
+        .filter(|m| m.msg_type == "interactive")
+        .collect();
+    assert_eq!(cards.len(), 1, "{cards:#?}");
+    assert_eq!(cards[0].reply_to, pushed.message_id);
+}
+
+#[tokio::test]
+#[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
+async fn discord_answers_a_direct_message() {
+    const DM: &str = "1326000000000000300";
+    const ALICE: &str = "1326000000000000400";
+    let b = Bridge::start(&[Platform::Discord]).await;
+    b.discord().add_dm_channel(DM);
+    b.discord()
+        .push(&DiscordEvent::dm(DM, ALICE, "hello from discord"));
+    let answer = echo("hello from discord");
+    b.discord()
+        .wait_until("the answer", DEADLINE, |fake| {
+            fake.sent().iter().any(|s| s.content == answer)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", b.logs()));
+    let sent = b.discord().sent_to(DM);
+    assert_eq!(sent.len(), 1, "{sent:#?}");
+}

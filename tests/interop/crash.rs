@@ -1,0 +1,147 @@
+//! Crash recovery against the real Gateway: the daemon killed with SIGKILL while a slow
+//! answer streams, then started again, completes that answer in the message already on
+//! screen; and with the store on Postgres, a second replica completes a killed replica's
+//! answer. Either way the Gateway ran the agent exactly once.
+//!
+//! The Gateway keeps the run going when the bridge's connection drops (the bridge asks for
+//! `on_disconnect: continue`), so the answer is followed (`join`) or, when the run ended
+//! meanwhile, read from the thread's state. A replica takes a dead one's work only once
+//! its lease ran out (15 s), after the 5 s slow answer ended: that test covers the second
+//! path, the restart (which reclaims its own journal at once) the first.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::bridge::{Bridge, DEADLINE, Platform, echo};
+use crate::crash::journal_records;
+use crate::support::catalog_text;
+
+/// How an answer completed after a restart reads.
+fn late(answer: &str) -> String {
+    format!(
+        "{}\n\n{answer}",
+        catalog_text("en-US")("run-recovered", &[])
+    )
+}
+
+/// Waits until `check` finds a journal record satisfying it.
+async fn wait_journal(b: &Bridge, what: &str, check: impl AsyncFn() -> bool) {
+    let until = Instant::now() + DEADLINE;
+    while !check().await {
+        assert!(
+            Instant::now() < until,
+            "the journal never showed {what}\n{}",
+            b.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sends a slow question from `user` and waits until its first words are on screen and
+/// the journal knows the run (so a kill now is mid-answer); the streamed message's id.
+async fn mid_answer(
+    b: &Bridge,
+    user: i64,
+    question: &str,
+    journaled: impl AsyncFn() -> bool,
+) -> i64 {
+    b.tg_say(user, question);
+    let messages = b
+        .tg_wait(user, "the first words", |m| {
+            m.iter().any(|m| m.text.starts_with("Ech"))
+        })
+        .await;
+    wait_journal(b, "the run id", journaled).await;
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    messages[0].message_id
+}
+
+/// Checks the answer completed once, in the message first shown, and the Gateway ran
+/// the agent once on `thread`. A surviving replica first waits out the dead one's lease.
+async fn completed_once(b: &Bridge, user: i64, question: &str, shown: i64, thread: &str) {
+    let messages = b.tg_wait_text(user, &late(&echo(question))).await;
+    assert_eq!(
+        messages.len(),
+        1,
+        "the same message was completed: {messages:#?}"
+    );
+    assert_eq!(messages[0].message_id, shown);
+    let owner = b.gw.owner("telegram", "user", &user.to_string());
+    let runs = b.gw.runs(&owner, thread).await;
+    assert_eq!(runs.len(), 1, "the run was not started twice: {runs:#?}");
+    assert_eq!(runs[0]["status"], "success", "{runs:#?}");
+}
+
+#[tokio::test]
+#[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
+async fn killed_mid_answer_the_restart_completes_the_shown_message_after_one_run() {
+    const USER: i64 = 26_301;
+    let question = "SLOW survive a kill";
+    let mut b = Bridge::start(&[Platform::Telegram]).await;
+    let store = b.store_path();
+    let journaled = async || {
+        journal_records(&store)
+            .iter()
+            .any(|r| r.contains("run_id") && r.contains("stream_message_id"))
+    };
+    let shown = mid_answer(&b, USER, question, journaled).await;
+    b.kill9().await;
+    b.spawn();
+    completed_once(&b, USER, question, shown, &b.tg_thread(USER)).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
+async fn with_postgres_a_second_replica_completes_a_killed_replicas_answer() {
+    const USER: i64 = 26_302;
+    let question = "SLOW one replica started, another finished";
+    let base = std::env::var("IM_BRIDGE_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("im_bridge_interop_{:016x}", rand::random::<u64>());
+    let (admin, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .expect("PostgreSQL for this test (IM_BRIDGE_TEST_POSTGRES)");
+    tokio::spawn(connection);
+    admin
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .unwrap();
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+    let mut b = Bridge::prepare(&[Platform::Telegram], tempfile::tempdir().unwrap(), url).await;
+    b.spawn();
+    // The first replica holds the polling lease before the second starts.
+    b.wait_connected().await;
+    b.spawn();
+    let journaled = async || {
+        admin
+            .query(
+                &format!("SELECT record FROM {schema}.im_bridge_journal"),
+                &[],
+            )
+            .await
+            .map(|rows| {
+                rows.iter()
+                    .any(|r| r.get::<_, String>(0).contains("stream_message_id"))
+            })
+            .unwrap_or(false)
+    };
+    let shown = mid_answer(&b, USER, question, journaled).await;
+    b.kill9().await;
+    let thread: String = admin
+        .query_one(
+            &format!(
+                "SELECT thread_id FROM {schema}.im_bridge_bindings WHERE channel = 'telegram' AND chat_id = $1"
+            ),
+            &[&USER.to_string()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    completed_once(&b, USER, question, shown, &thread).await;
+    admin
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .unwrap();
+}
