@@ -200,7 +200,7 @@ fn test_code_is_told_from_production_code() {
             "fn tracked(",
         ),
         (
-            "src/gateway/runs.rs",
+            "src/gateway/runs/stream.rs",
             "RunEvent::from_frame(&frame)",
             "OFFLOADED.fetch_add",
         ),

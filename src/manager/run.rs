@@ -3,9 +3,9 @@
 //!
 //! Channels that can show partial updates get a streamed run (`/runs/stream`): throttled
 //! cumulative texts with a cursor, then exactly one final — on success and on every failure
-//! path. Other channels start the run in the background (`/runs`) and follow it by id
-//! (`join.rs`: DeerFlow's join is the run's event stream) to one final. A busy thread (409) gets the busy
-//! reply and is not retried. The caller learns whether the run started, which
+//! path. Other channels start the run in the background (`/runs`) and follow it by id to
+//! one final (child `followed`; `join.rs` reads DeerFlow's join, the run's event stream).
+//! A busy thread (409) gets the busy reply and is not retried. The caller learns whether the run started, which
 //! `/goal from-chat` needs to tell "saved but not started" apart.
 
 use im_bridge_channel::{InboundMessage, LengthUnit, split};
@@ -15,7 +15,6 @@ use tokio::time::Instant;
 
 use super::artifacts::{self, Fetched, Source};
 use super::files;
-use super::join;
 use super::journal::Entry;
 use super::params::{self, Layers, TurnFlags};
 use super::stream::{Accumulator, Throttle};
@@ -23,8 +22,13 @@ use super::turn::Turn;
 use super::{BindError, Disposition, Inner, conversation_key};
 use crate::admin::names;
 use crate::gateway::ThreadId;
-use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest, RunStatus, Snapshot};
+use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest};
 use crate::i18n::{Arg, msg as m};
+
+mod followed;
+
+pub(super) use followed::follow;
+use followed::wait_turn;
 
 /// Shown after text that is still being written.
 pub const CURSOR: &str = " ▉";
@@ -367,162 +371,6 @@ impl Ending {
             Self::Failed => "failed",
             Self::Stopped => "stopped",
         }
-    }
-}
-
-async fn wait_turn(
-    inner: &Inner,
-    msg: &InboundMessage,
-    owner: Option<&Owner>,
-    thread: &ThreadId,
-    request: &RunRequest,
-    refusal: Refusal,
-) -> (Disposition, RunStart) {
-    let source = Source { thread, owner };
-    // A slow answer gets the "working on it" notice (placeholder channels only).
-    let mut placeholder_at = placeholder_due(inner, msg);
-    // Started in the background and joined, rather than waited for in one call: the run has
-    // an id from the start, which `/stop` cancels by and a restart follows (issue 19).
-    let created = awaiting(
-        inner,
-        msg,
-        &mut placeholder_at,
-        inner.gateway.create_run(owner, thread, request),
-    )
-    .await;
-    let run_id = match created {
-        Ok(run_id) => run_id,
-        Err(error) => return not_started(inner, msg, &error, refusal).await,
-    };
-    let running = inner
-        .runs
-        .register(conversation_key(msg), thread.clone(), Some(run_id.clone()));
-    if let Some(entry) = Entry::current() {
-        entry.run_started(thread.as_str(), &run_id).await;
-    }
-    let joined = awaiting(
-        inner,
-        msg,
-        &mut placeholder_at,
-        join::join(inner, owner, thread, &run_id),
-    )
-    .await;
-    let stopped = running.stopped();
-    drop(running);
-    match joined {
-        Ok(_) if stopped => {
-            publish_final(inner, msg, source, Turn::default(), Ending::Stopped, None).await;
-            metrics::counter!(names::RUNS, "outcome" => Ending::Stopped.outcome()).increment(1);
-            (Disposition::Keep, RunStart::Started)
-        }
-        Ok(joined) => (
-            publish_values(inner, msg, source, &joined.snapshot, joined.failed).await,
-            RunStart::Started,
-        ),
-        Err(error) => {
-            // The run was accepted but its end never came (the wait timed out, the
-            // Gateway went away): it is stopped, so it cannot answer after the failure reply.
-            tracing::warn!(%error, "Waiting for the run failed.");
-            if let Err(error) = inner.gateway.cancel_run(owner, thread, &run_id).await {
-                tracing::debug!(%error, "Cancelling a run that was waited for in vain failed.");
-            }
-            inner.replier.reply(msg, m::RUN_FAILED, &[]).await;
-            metrics::counter!(names::RUNS, "outcome" => "failed").increment(1);
-            (Disposition::Release, RunStart::Started)
-        }
-    }
-}
-
-/// Follows run `run_id`, started by a previous process for `msg` (issue 19): joins it while
-/// it runs, or reads the thread when it already ended, and publishes the answer. `None`
-/// when the Gateway does not know the run (it restarted and lost it): the caller runs the
-/// message again.
-pub(super) async fn follow(
-    inner: &Inner,
-    msg: &InboundMessage,
-    thread: &ThreadId,
-    run_id: &str,
-) -> Option<Disposition> {
-    let owner = inner.owner(msg);
-    let owner = Some(&owner);
-    let source = Source { thread, owner };
-    let running = inner.runs.register(
-        conversation_key(msg),
-        thread.clone(),
-        Some(run_id.to_owned()),
-    );
-    let outcome = match inner.gateway.get_run(owner, thread, run_id).await {
-        Ok(status) if status.is_active() => {
-            tracing::info!("Following a run a previous process started.");
-            join::join(inner, owner, thread, run_id).await
-        }
-        Ok(status) => inner
-            .gateway
-            .get_thread_state(owner, thread)
-            .await
-            .map(|state| join::Joined {
-                snapshot: Snapshot::from_value(&state.values),
-                failed: status == RunStatus::Error,
-            }),
-        Err(GatewayError::NotFound) => return None,
-        Err(error) => Err(error),
-    };
-    let stopped = running.stopped();
-    drop(running);
-    Some(match outcome {
-        Ok(_) if stopped => {
-            publish_final(inner, msg, source, Turn::default(), Ending::Stopped, None).await;
-            Disposition::Keep
-        }
-        Ok(joined) => publish_values(inner, msg, source, &joined.snapshot, joined.failed).await,
-        Err(error) => {
-            tracing::warn!(%error, "Following a recovered run failed.");
-            let id = if is_unavailable(&error) {
-                m::ERR_GATEWAY_UNAVAILABLE
-            } else {
-                m::RUN_FAILED
-            };
-            inner.replier.reply(msg, id, &[]).await;
-            Disposition::Release
-        }
-    })
-}
-
-/// Publishes the answer in a run's final snapshot: one final per goal-continuation segment
-/// (each continuation in its own message, even where partial updates cannot be shown), the
-/// last one ending as failed when the run failed.
-async fn publish_values(
-    inner: &Inner,
-    msg: &InboundMessage,
-    source: Source<'_>,
-    snapshot: &Snapshot,
-    failed: bool,
-) -> Disposition {
-    let segments = super::turn::segments(snapshot);
-    let last = segments.len().saturating_sub(1);
-    let max = snapshot
-        .goal_progress()
-        .map_or(0, |(_, max)| i64::from(max));
-    for (i, turn) in segments.into_iter().enumerate() {
-        let marker = match i {
-            0 => None,
-            n => Some(
-                continuation_marker(inner, msg, i64::try_from(n).unwrap_or(i64::MAX), max).await,
-            ),
-        };
-        let ending = if failed && i == last {
-            Ending::Failed
-        } else {
-            Ending::Complete
-        };
-        publish_final(inner, msg, source, turn, ending, marker.as_deref()).await;
-    }
-    metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" })
-        .increment(1);
-    if failed {
-        Disposition::Release
-    } else {
-        Disposition::Keep
     }
 }
 
