@@ -23,6 +23,7 @@ use im_bridge_fakes::telegram::{Failure, Trigger};
 use tokio::time::Instant;
 
 use crate::crash::{Crashable, kill9, outage};
+use crate::support::PgSchema;
 
 const USER: i64 = 4242;
 
@@ -237,20 +238,8 @@ async fn chaos_postgres_restarts() {
         );
         return;
     };
-    let base = std::env::var("IM_BRIDGE_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let schema = format!("im_bridge_chaos_{:016x}", rand::random::<u64>());
-    let (admin, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    admin
-        .batch_execute(&format!("CREATE SCHEMA {schema}"))
-        .await
-        .unwrap();
-    drop(admin);
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+    // The schema stays for a look after the run (chaos is run by hand).
+    let url = PgSchema::create("im_bridge_chaos").await.url;
     let c = Crashable::with_store(tempfile::tempdir().unwrap(), url).await;
     let daemon = c.spawn(0);
     let mut sent = Vec::new();

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::PgSchema;
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 
 /// Completions, the man page, `--version` and the example configuration (issue 20).
@@ -426,22 +427,8 @@ fn run_keeps_its_state_in_postgres_when_configured() {
         .block_on(Simulator::start(SimulatorConfig::demo()))
         .unwrap();
     // A schema of its own on the machine's PostgreSQL, dropped at the end.
-    let base = std::env::var("IM_BRIDGE_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let schema = format!("im_bridge_cli_{:016x}", rand::random::<u64>());
-    let admin = rt.block_on(async {
-        let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-            .await
-            .expect("PostgreSQL for this test (IM_BRIDGE_TEST_POSTGRES)");
-        tokio::spawn(connection);
-        client
-            .batch_execute(&format!("CREATE SCHEMA {schema}"))
-            .await
-            .unwrap();
-        client
-    });
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
+    let pg = rt.block_on(PgSchema::create("im_bridge_cli"));
+    let url = pg.url.clone();
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
         "channels:\n  langgraph_url: {}\n  gateway_url: {}\n  console: {{enabled: true}}\nbridge:\n  store: {url}\n  admin_listen: 127.0.0.1:0\n",
@@ -455,17 +442,18 @@ fn run_keeps_its_state_in_postgres_when_configured() {
     assert!(status.success(), "{stderr}");
     assert!(stdout.contains("You said: “hello”"), "{stdout}\n{stderr}");
     let bound: Vec<(String, String)> = rt.block_on(async {
-        let rows = admin
+        let rows = pg
+            .admin
             .query(
-                &format!("SELECT channel, thread_id FROM {schema}.im_bridge_bindings"),
+                &format!(
+                    "SELECT channel, thread_id FROM {}.im_bridge_bindings",
+                    pg.name
+                ),
                 &[],
             )
             .await
             .unwrap();
-        admin
-            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-            .await
-            .unwrap();
+        pg.drop().await;
         rows.iter().map(|r| (r.get(0), r.get(1))).collect()
     });
     let threads = sim.thread_ids();

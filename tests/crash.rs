@@ -18,7 +18,7 @@ use im_bridge_fakes::telegram::{BotMessage, Failure, FakeTelegram, Incoming, TOK
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use crate::support::catalog_text;
+use crate::support::{PgSchema, catalog_text};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const USER: i64 = 4242;
@@ -363,20 +363,8 @@ async fn issue_19_a_final_refused_by_an_outage_lands_once_after_a_restart() {
 
 #[tokio::test]
 async fn issue_19_with_postgres_a_second_replica_completes_a_killed_replicas_message() {
-    let base = std::env::var("IM_BRIDGE_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let schema = format!("im_bridge_crash_{:016x}", rand::random::<u64>());
-    let (admin, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-        .await
-        .expect("PostgreSQL for this test (IM_BRIDGE_TEST_POSTGRES)");
-    tokio::spawn(connection);
-    admin
-        .batch_execute(&format!("CREATE SCHEMA {schema}"))
-        .await
-        .unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
-    let c = Crashable::with_store(tempfile::tempdir().unwrap(), url).await;
+    let pg = PgSchema::create("im_bridge_crash").await;
+    let c = Crashable::with_store(tempfile::tempdir().unwrap(), pg.url.clone()).await;
     c.sim.script_next_run(
         Script::with_answer("one replica started, another finished")
             .chunks(2)
@@ -394,22 +382,13 @@ async fn issue_19_with_postgres_a_second_replica_completes_a_killed_replicas_mes
     c.say("split brain?");
     c.wait_request("the run", |m, p| m == "POST" && p.ends_with("/runs/stream"))
         .await;
-    let rows = async || {
-        admin
-            .query(
-                &format!("SELECT record FROM {schema}.im_bridge_journal"),
-                &[],
-            )
-            .await
-            .map(|rows| {
-                rows.iter()
-                    .map(|r| r.get::<_, String>(0))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default()
-    };
     let until = Instant::now() + DEADLINE;
-    while !rows().await.iter().any(|r| r.contains("run_id")) {
+    while !pg
+        .journal_records()
+        .await
+        .iter()
+        .any(|r| r.contains("run_id"))
+    {
         assert!(Instant::now() < until, "no run id journaled\n{}", c.logs());
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
@@ -429,8 +408,5 @@ async fn issue_19_with_postgres_a_second_replica_completes_a_killed_replicas_mes
     assert_eq!(messages.len(), 1, "{messages:?}");
     assert_eq!(c.run_starts(), 1);
     drop(second);
-    admin
-        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-        .await
-        .unwrap();
+    pg.drop().await;
 }

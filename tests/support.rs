@@ -647,3 +647,55 @@ pub async fn post(url: &str, headers: &[(String, String)], body: Vec<u8>) -> (u1
     let status = response.status().as_u16();
     (status, response.text().await.unwrap())
 }
+
+/// A schema of its own on the machine's PostgreSQL (`IM_BRIDGE_TEST_POSTGRES`, default
+/// `postgres://postgres@127.0.0.1:5432/test`) for one test: stores opened on [`url`](Self::url)
+/// live in it, and [`drop`](Self::drop) removes it.
+pub struct PgSchema {
+    /// A connection for the test's own queries (qualify tables with [`name`](Self::name)).
+    pub admin: tokio_postgres::Client,
+    /// The schema's name, `<prefix>_<random>`.
+    pub name: String,
+    /// The store URL whose connections search the schema first.
+    pub url: String,
+}
+
+impl PgSchema {
+    /// Creates a fresh schema named after `prefix`.
+    pub async fn create(prefix: &str) -> Self {
+        let base = std::env::var("IM_BRIDGE_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let (admin, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+            .await
+            .expect("PostgreSQL for this test (IM_BRIDGE_TEST_POSTGRES)");
+        tokio::spawn(connection);
+        let name = format!("{prefix}_{:016x}", rand::random::<u64>());
+        admin
+            .batch_execute(&format!("CREATE SCHEMA {name}"))
+            .await
+            .unwrap();
+        let separator = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{separator}options=-c%20search_path%3D{name}");
+        Self { admin, name, url }
+    }
+
+    /// The journal records in the schema (none when the table does not exist yet).
+    pub async fn journal_records(&self) -> Vec<String> {
+        self.admin
+            .query(
+                &format!("SELECT record FROM {}.im_bridge_journal", self.name),
+                &[],
+            )
+            .await
+            .map(|rows| rows.iter().map(|r| r.get::<_, String>(0)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Drops the schema and everything in it.
+    pub async fn drop(self) {
+        self.admin
+            .batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name))
+            .await
+            .unwrap();
+    }
+}

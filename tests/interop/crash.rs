@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::bridge::{Bridge, DEADLINE, Platform, echo};
 use crate::crash::journal_records;
-use crate::support::catalog_text;
+use crate::support::{PgSchema, catalog_text};
 
 /// How an answer completed after a restart reads.
 fn late(answer: &str) -> String {
@@ -96,43 +96,31 @@ async fn killed_mid_answer_the_restart_completes_the_shown_message_after_one_run
 async fn with_postgres_a_second_replica_completes_a_killed_replicas_answer() {
     const USER: i64 = 26_302;
     let question = "SLOW one replica started, another finished";
-    let base = std::env::var("IM_BRIDGE_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let schema = format!("im_bridge_interop_{:016x}", rand::random::<u64>());
-    let (admin, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-        .await
-        .expect("PostgreSQL for this test (IM_BRIDGE_TEST_POSTGRES)");
-    tokio::spawn(connection);
-    admin
-        .batch_execute(&format!("CREATE SCHEMA {schema}"))
-        .await
-        .unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
-    let mut b = Bridge::prepare(&[Platform::Telegram], tempfile::tempdir().unwrap(), url).await;
+    let pg = PgSchema::create("im_bridge_interop").await;
+    let mut b = Bridge::prepare(
+        &[Platform::Telegram],
+        tempfile::tempdir().unwrap(),
+        pg.url.clone(),
+    )
+    .await;
     b.spawn();
     // The first replica holds the polling lease before the second starts.
     b.wait_connected().await;
     b.spawn();
     let journaled = async || {
-        admin
-            .query(
-                &format!("SELECT record FROM {schema}.im_bridge_journal"),
-                &[],
-            )
+        pg.journal_records()
             .await
-            .map(|rows| {
-                rows.iter()
-                    .any(|r| r.get::<_, String>(0).contains("stream_message_id"))
-            })
-            .unwrap_or(false)
+            .iter()
+            .any(|r| r.contains("stream_message_id"))
     };
     let shown = mid_answer(&b, USER, question, journaled).await;
     b.kill9().await;
-    let thread: String = admin
+    let thread: String = pg
+        .admin
         .query_one(
             &format!(
-                "SELECT thread_id FROM {schema}.im_bridge_bindings WHERE channel = 'telegram' AND chat_id = $1"
+                "SELECT thread_id FROM {}.im_bridge_bindings WHERE channel = 'telegram' AND chat_id = $1",
+                pg.name
             ),
             &[&USER.to_string()],
         )
@@ -140,8 +128,5 @@ async fn with_postgres_a_second_replica_completes_a_killed_replicas_answer() {
         .unwrap()
         .get(0);
     completed_once(&b, USER, question, shown, &thread).await;
-    admin
-        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-        .await
-        .unwrap();
+    pg.drop().await;
 }

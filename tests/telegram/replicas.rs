@@ -14,25 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::USER;
 use super::harness::{DEADLINE, Tg, spawn_daemon};
-
-/// A schema of its own on the test PostgreSQL (`IM_BRIDGE_TEST_POSTGRES`), and a store URL
-/// pointing into it.
-async fn postgres_schema() -> (tokio_postgres::Client, String, String) {
-    let base = std::env::var("IM_BRIDGE_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-        .await
-        .expect("PostgreSQL for this test (IM_BRIDGE_TEST_POSTGRES)");
-    tokio::spawn(connection);
-    let schema = format!("im_bridge_tg_{:016x}", rand::random::<u64>());
-    client
-        .batch_execute(&format!("CREATE SCHEMA {schema}"))
-        .await
-        .unwrap();
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
-    (client, schema, url)
-}
+use crate::support::PgSchema;
 
 /// Stops a daemon as a signal would and checks it stopped cleanly.
 async fn stop_cleanly(
@@ -51,7 +33,8 @@ async fn stop_cleanly(
 async fn replicas_sharing_postgres_poll_one_at_a_time_and_hand_over() {
     let fake = FakeTelegram::start().await.unwrap();
     let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
-    let (admin, schema, url) = postgres_schema().await;
+    let pg = PgSchema::create("im_bridge_tg").await;
+    let url = pg.url.clone();
     let store = || StoreLocation::Postgres(Secret::new(url.clone()));
     // Renewed every second; a standby retries every second.
     let ttl = Duration::from_secs(3);
@@ -115,10 +98,7 @@ async fn replicas_sharing_postgres_poll_one_at_a_time_and_hand_over() {
         "B started its transport on taking over"
     );
     stop_cleanly(stop_b, b).await;
-    admin
-        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-        .await
-        .unwrap();
+    pg.drop().await;
 }
 
 #[tokio::test]
