@@ -19,13 +19,7 @@ async fn telegram_streams_a_slow_answer_into_one_edited_message() {
     let messages = b.tg_wait_text(USER, &echo(question)).await;
     assert_eq!(messages.len(), 1, "one message, edited: {messages:#?}");
     // The answer grew on screen: a shorter preview of it was shown before the final.
-    let texts: Vec<String> = b
-        .tg()
-        .calls()
-        .iter()
-        .filter(|c| c.ok() && ["sendMessage", "editMessageText"].contains(&c.method.as_str()))
-        .filter_map(|c| c.text().map(str::to_owned))
-        .collect();
+    let texts = b.tg_shown();
     assert!(messages[0].edits >= 1, "{texts:#?}");
     assert!(
         texts

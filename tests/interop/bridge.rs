@@ -110,6 +110,16 @@ impl Bridge {
             .expect("started with Platform::Telegram")
     }
 
+    /// Every text the Telegram chats showed, in order: each message sent and each edit.
+    pub fn tg_shown(&self) -> Vec<String> {
+        self.tg()
+            .calls()
+            .iter()
+            .filter(|c| c.ok() && ["sendMessage", "editMessageText"].contains(&c.method.as_str()))
+            .filter_map(|c| c.text().map(str::to_owned))
+            .collect()
+    }
+
     /// The fake QQ.
     pub fn qq(&self) -> &FakeQq {
         self.qq.as_ref().expect("started with Platform::Qq")

@@ -227,13 +227,7 @@ async fn two_messages_back_to_back_are_both_answered_in_order() {
         .await;
     // What the chat showed, in order: the second message was told it waits (that notice
     // later becomes its answer), and the first answer was complete before the second.
-    let shown: Vec<String> = b
-        .tg()
-        .calls()
-        .iter()
-        .filter(|c| c.ok() && ["sendMessage", "editMessageText"].contains(&c.method.as_str()))
-        .filter_map(|c| c.text().map(str::to_owned))
-        .collect();
+    let shown = b.tg_shown();
     let at = |text: &str| shown.iter().position(|t| t == text);
     assert!(at(&en("run-queued", &[])).is_some(), "{shown:#?}");
     assert!(at(&echo(first)) < at(&echo(second)), "{shown:#?}");

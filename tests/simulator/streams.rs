@@ -30,6 +30,19 @@ async fn held_run(h: &Harness, extra: Value) -> (String, String) {
 }
 
 /// A GET with optional `Last-Event-ID`: `(status, content type, body text)`.
+/// Streams a run of `text` on `t` to its end: the run's URL (`Content-Location`) and the
+/// frames the starting reader got, once the thread is idle again.
+async fn finished_run(h: &Harness, t: &str, text: &str) -> (String, Vec<Frame>) {
+    let response = h.stream(t, text).await;
+    let location = response.headers()["content-location"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let frames = frames(&parse_sse(&within(response.text()).await.unwrap()));
+    within(h.sim.wait_idle(t, DEADLINE)).await.unwrap();
+    (location, frames)
+}
+
 async fn get_stream(h: &Harness, path: &str, last_event_id: Option<&str>) -> (u16, String, String) {
     let mut request = h.http.get(h.url(path));
     if let Some(id) = last_event_id {
@@ -110,14 +123,8 @@ async fn issue_26_a_finished_run_replays_its_events_on_both_stream_routes() {
     let t = h.thread().await;
     h.sim
         .script_thread(&t, Script::with_answer("Once more.").chunks(3));
-    let response = h.stream(&t, "replay").await;
-    let location = response.headers()["content-location"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let original = frames(&parse_sse(&within(response.text()).await.unwrap()));
+    let (location, original) = finished_run(&h, &t, "replay").await;
     let original_ids = ids_from(before_end(&original), 0);
-    within(h.sim.wait_idle(&t, DEADLINE)).await.unwrap();
 
     let join = format!("{location}/join");
     let stream = format!("{location}/stream");
@@ -142,14 +149,8 @@ async fn issue_26_last_event_id_resumes_after_that_event() {
     let t = h.thread().await;
     h.sim
         .script_thread(&t, Script::with_answer("abcdef").chunks(6));
-    let response = h.stream(&t, "resume").await;
-    let location = response.headers()["content-location"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let all = frames(&parse_sse(&within(response.text()).await.unwrap()));
+    let (location, all) = finished_run(&h, &t, "resume").await;
     let ids = ids_from(before_end(&all), 0);
-    within(h.sim.wait_idle(&t, DEADLINE)).await.unwrap();
     let join = format!("{location}/join");
 
     let k = 4;
@@ -174,14 +175,8 @@ async fn issue_26_an_id_older_than_the_retained_events_is_a_gap() {
     let t = h.thread().await;
     h.sim
         .script_thread(&t, Script::with_answer("abcdef").chunks(6));
-    let response = h.stream(&t, "long").await;
-    let location = response.headers()["content-location"]
-        .to_str()
-        .unwrap()
-        .to_owned();
     // The first reader may or may not keep up; either way the stream stays well formed.
-    parse_sse(&within(response.text()).await.unwrap());
-    within(h.sim.wait_idle(&t, DEADLINE)).await.unwrap();
+    let (location, _) = finished_run(&h, &t, "long").await;
     let join = format!("{location}/join");
     let (_, _, text) = get_stream(&h, &join, None).await;
     let retained = frames(&parse_sse(&text));
@@ -296,15 +291,9 @@ async fn issue_26_a_run_whose_events_are_forgotten_answers_just_end() {
     })
     .await;
     let t = h.thread().await;
-    let response = h.stream(&t, "gone").await;
-    let location = response.headers()["content-location"]
-        .to_str()
-        .unwrap()
-        .to_owned();
     // The reader that started the run still reads all of it.
-    let first = frames(&parse_sse(&within(response.text()).await.unwrap()));
+    let (location, first) = finished_run(&h, &t, "gone").await;
     assert!(before_end(&first).len() > 2);
-    within(h.sim.wait_idle(&t, DEADLINE)).await.unwrap();
     let (status, kind, text) = get_stream(&h, &format!("{location}/join"), None).await;
     assert_eq!(status, 200);
     assert!(kind.starts_with("text/event-stream"));
