@@ -1,13 +1,19 @@
 //! One answer on each platform through the real Gateway: a streamed Telegram answer
 //! (previews edited into one message), final-only answers on QQ and on DingTalk without a
-//! card template (the run followed by `join`), a Feishu card and a Discord message.
+//! card template (the run followed by `join`), a Feishu card, a Discord message, and the
+//! console channel on a pipe (final-only too).
 
 use im_bridge_fakes::dingtalk::Message as DingTalkMessage;
 use im_bridge_fakes::discord::Event as DiscordEvent;
 use im_bridge_fakes::feishu::Event as FeishuEvent;
 use im_bridge_fakes::qq::Event as QqEvent;
 
-use super::bridge::{Bridge, DEADLINE, Platform, echo};
+use std::process::Stdio;
+
+use tokio::io::AsyncWriteExt;
+
+use super::bridge::{Bridge, DEADLINE, Platform, daemon_command, echo};
+use super::gateway::Gateway;
 
 #[tokio::test]
 #[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
@@ -115,4 +121,50 @@ async fn discord_answers_a_direct_message() {
         .unwrap_or_else(|e| panic!("{e:?}\n{}", b.logs()));
     let sent = b.discord().sent_to(DM);
     assert_eq!(sent.len(), 1, "{sent:#?}");
+}
+
+#[tokio::test]
+#[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
+async fn the_console_on_a_pipe_gets_its_final_answers() {
+    let gw = Gateway::from_env();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("console.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "channels:\n  langgraph_url: {gw}/api\n  gateway_url: {gw}\n  console: {{enabled: true, locale: en-US}}\nbridge:\n  store: \"sqlite://{}\"\n  admin_listen: 127.0.0.1:0\n",
+            dir.path().join("bridge.store").display(),
+            gw = gw.url,
+        ),
+    )
+    .unwrap();
+    let mut command = daemon_command(&gw, &config);
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().unwrap();
+    let questions = ["hello from a pipe", "and a second line"];
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("{}\n{}\n", questions[0], questions[1]).as_bytes())
+        .await
+        .unwrap();
+    // The input ends: the daemon answers everything it admitted, then exits.
+    drop(stdin);
+    let output = tokio::time::timeout(DEADLINE, child.wait_with_output())
+        .await
+        .expect("the daemon exits once its input ended and its answers are out")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    for question in questions {
+        assert_eq!(
+            stdout.matches(&echo(question)).count(),
+            1,
+            "{question:?} answered once:\n{stdout}\n{stderr}"
+        );
+    }
 }

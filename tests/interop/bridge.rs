@@ -205,28 +205,12 @@ impl Bridge {
         let n = self.spawned;
         self.spawned += 1;
         let log = std::fs::File::create(self.dir.path().join(format!("daemon-{n}.log"))).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_im-bridge"));
+        let mut command = daemon_command(&self.gw, &self.config());
         command
-            .args(["run", "--config"])
-            .arg(self.config())
-            .env_remove("DEER_FLOW_INTERNAL_AUTH_TOKEN")
-            .env_remove("DEER_FLOW_AUTH_DISABLED")
-            .env_remove("DEER_FLOW_CONFIG_PATH")
-            .env_remove("DEER_FLOW_CHANNELS_LANGGRAPH_URL")
-            .env_remove("DEER_FLOW_CHANNELS_GATEWAY_URL")
-            .env(
-                "RUST_LOG",
-                std::env::var("IM_BRIDGE_INTEROP_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .kill_on_drop(true);
-        match &self.gw.token {
-            Some(token) => command.env("DEER_FLOW_INTERNAL_AUTH_TOKEN", token),
-            None => command.env("DEER_FLOW_AUTH_DISABLED", "1"),
-        };
         self.daemons.push(command.spawn().unwrap());
     }
 
@@ -370,6 +354,31 @@ impl Bridge {
             .await;
         messages[before].text.clone()
     }
+}
+
+/// `im-bridge run --config <config>` for the Gateway's auth mode: the internal token with
+/// auth on, `DEER_FLOW_AUTH_DISABLED=1` in single-user mode, nothing else inherited that the
+/// daemon reads.
+pub fn daemon_command(gw: &Gateway, config: &std::path::Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_im-bridge"));
+    command
+        .args(["run", "--config"])
+        .arg(config)
+        .env_remove("DEER_FLOW_INTERNAL_AUTH_TOKEN")
+        .env_remove("DEER_FLOW_AUTH_DISABLED")
+        .env_remove("DEER_FLOW_CONFIG_PATH")
+        .env_remove("DEER_FLOW_CHANNELS_LANGGRAPH_URL")
+        .env_remove("DEER_FLOW_CHANNELS_GATEWAY_URL")
+        .env(
+            "RUST_LOG",
+            std::env::var("IM_BRIDGE_INTEROP_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .env("NO_COLOR", "1");
+    match &gw.token {
+        Some(token) => command.env("DEER_FLOW_INTERNAL_AUTH_TOKEN", token),
+        None => command.env("DEER_FLOW_AUTH_DISABLED", "1"),
+    };
+    command
 }
 
 /// The bridge's failure replies, in English.

@@ -4,6 +4,8 @@
 
 use im_bridge::i18n::Arg;
 
+use im_bridge_fakes::telegram::Incoming;
+
 use super::bridge::{Bridge, Platform, echo};
 use crate::support::catalog_text;
 
@@ -149,11 +151,23 @@ async fn goal_met_after_one_follow_up_is_gone_from_the_thread() {
 #[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
 async fn goal_from_chat_says_this_gateway_cannot_compose_one() {
     const USER: i64 = 26_107;
+    const ZH_USER: i64 = 26_117;
     let b = one_turn(USER, "we are planning the launch for Friday").await;
     assert_eq!(
         b.tg_reply(USER, "/goal from-chat").await,
         en("goal-from-chat-unsupported", &[])
     );
+    // A reader whose Telegram speaks Chinese hears it in Chinese.
+    let say_zh = |text: &str| {
+        b.tg()
+            .inject(Incoming::private(ZH_USER, text).language("zh-CN"))
+    };
+    let question = "we plan the launch too";
+    say_zh(question);
+    b.tg_wait_text(ZH_USER, &echo(question)).await;
+    say_zh("/goal from-chat");
+    let reply = catalog_text("zh-CN")("goal-from-chat-unsupported", &[]);
+    b.tg_wait_text(ZH_USER, &reply).await;
 }
 
 #[tokio::test]
