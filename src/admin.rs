@@ -142,16 +142,21 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-/// Serves the admin endpoints on `listener` until `shutdown` is cancelled.
+/// Serves the admin endpoints on `listener` until `shutdown` is cancelled, under the
+/// webhook listeners' connection bounds (at most 1024 connections, 128 from one address, a
+/// request head within 10 s; issue 27), since it may listen on all interfaces.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AdminState,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    im_bridge_channel::webhook::serve_router(listener, router(state), shutdown, ADMIN_DRAIN).await;
+    Ok(())
 }
+
+/// How long requests in flight on the admin endpoints may finish after shutdown (a scrape
+/// of `/metrics` takes milliseconds).
+const ADMIN_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Binds the admin address.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {

@@ -181,3 +181,45 @@ async fn issue_12_a_transport_waiting_to_restart_is_not_ready_and_named() {
     assert_eq!(ready.status(), 200, "ready again once the transport runs");
     token.cancel();
 }
+
+/// Issue 27: 2,000 idle connections used to be held without bound. Now one address holds
+/// at most its share (the rest are closed at once) and the endpoints answer everyone else.
+#[tokio::test]
+async fn issue_27_idle_connections_from_one_address_are_bounded() {
+    use tokio::io::AsyncReadExt;
+    let channel = Arc::new(FakeChannel {
+        connected: AtomicBool::new(true),
+    });
+    let probe = Arc::new(FakeProbe {
+        up: AtomicBool::new(true),
+        calls: AtomicUsize::new(0),
+    });
+    let (base, token) = start(AdminState::new(vec![channel], probe)).await;
+    let addr: std::net::SocketAddr = base.trim_start_matches("http://").parse().unwrap();
+    let idle: std::net::IpAddr = "127.0.0.6".parse().unwrap();
+    let connect = async || {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(std::net::SocketAddr::new(idle, 0)).unwrap();
+        socket.connect(addr).await.unwrap()
+    };
+    let mut held = Vec::new();
+    for _ in 0..400 {
+        held.push(connect().await);
+    }
+    // Past the share, connections are closed without a byte: reading ends at once.
+    let mut closed = 0;
+    for stream in held.iter_mut().rev().take(200) {
+        let mut byte = [0u8; 1];
+        match tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut byte)).await
+        {
+            Ok(Ok(0) | Err(_)) => closed += 1,
+            other => panic!("an idle connection past the share got {other:?}"),
+        }
+    }
+    assert_eq!(closed, 200);
+    let started = std::time::Instant::now();
+    let health = reqwest::get(format!("{base}/healthz")).await.unwrap();
+    assert_eq!(health.status(), 200);
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    token.cancel();
+}

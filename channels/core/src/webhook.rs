@@ -18,17 +18,23 @@
 //! never logged (operators make them secret), nor headers or bodies.
 //!
 //! Before a route is known the bounds are per connection (see `listener`): a request head
-//! must arrive within 30 s, and at most 1024 connections are served per address; the TLS
-//! proxy in front is still the place for stricter connection limits.
+//! must arrive within 10 s, at most 1024 connections are served per address and at most
+//! 128 of them from one remote address; the TLS proxy in front is still the place for
+//! stricter connection limits. A route then bounds the bodies one address may be sending at
+//! once (16) apart from the requests being handled, so bodies trickled in by someone without
+//! the credentials never hold what a signed request needs (issue 27). [`serve_router`]
+//! puts another HTTP endpoint (the daemon's admin) under the same connection bounds.
 //!
 //! Children:
 //! - `route`: one route's handler slot and the path of a request through the bounds;
 //! - `listener`: one address's accept loop, connections, drain and path dispatch;
+//! - `peers`: per-address budgets, so one address's flood cannot take everyone's share;
 //! - `refusal`: refusal reasons, their counter and the rate-limited log;
 //! - `tests::kit` (tests only): a metrics probe, test handlers and a raw HTTP/1 client,
 //!   shared by the tests of every child.
 
 mod listener;
+mod peers;
 mod refusal;
 mod route;
 
@@ -342,6 +348,33 @@ impl WebhookHost {
             running.tasks.spawn(serve);
         }
         Ok(running)
+    }
+}
+
+/// Serves `router` on `listener` with the connection bounds of the webhook listeners (at
+/// most 1024 connections, 128 from one address, a request head within 10 s; see
+/// `listener`), for an HTTP endpoint that is not a webhook: the daemon's admin endpoints
+/// (issue 27: idle connections there used to pile up without bound). From `shutdown` on it
+/// stops accepting, lets requests in flight finish for at most `drain`, then closes the
+/// rest; it returns once every connection ended.
+pub async fn serve_router(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    shutdown: CancellationToken,
+    drain: Duration,
+) {
+    let close = CancellationToken::new();
+    let closing = {
+        let (shutdown, close) = (shutdown.clone(), close.clone());
+        async move {
+            shutdown.cancelled().await;
+            tokio::time::sleep(drain).await;
+            close.cancel();
+        }
+    };
+    tokio::select! {
+        () = listener::serve(listener, Arc::new(router), shutdown, close.clone()) => {}
+        () = async { closing.await; std::future::pending::<()>().await } => {}
     }
 }
 

@@ -8,6 +8,9 @@
 //!
 //! - at most [`MAX_CONNECTIONS`] at once; at the bound the loop stops accepting and new
 //!   connections wait in the kernel's backlog;
+//! - at most [`MAX_CONNECTIONS_PER_PEER`] from one remote address (issue 27): a connection
+//!   past it is closed at once, so idle connections from one address cannot take the
+//!   slots every other sender needs;
 //! - a request head (or the next one on a kept-alive connection) must arrive within
 //!   [`HEADER_TIMEOUT`], else hyper closes the connection;
 //! - on `stop` the loop stops accepting and asks every connection to finish its request
@@ -17,6 +20,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,13 +33,18 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::peers::{PeerBudget, PeerSlot};
 use super::route::{Route, status_response};
 
 /// Connections served at once per address; more wait in the listen backlog.
 pub(super) const MAX_CONNECTIONS: usize = 1024;
+/// Connections one remote address may hold at once; past it a new one is closed as soon as
+/// it is accepted. Telegram opens at most 100 connections (`max_connections`, default 40),
+/// Feishu and QQ a few.
+pub(super) const MAX_CONNECTIONS_PER_PEER: usize = 128;
 /// How long a request head may take to arrive, counted from when the connection (or the
 /// previous request on it) became idle. Bounds slow-header clients and idle keep-alives.
-pub(super) const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pause after an accept error that is not about one connection (e.g. out of file
 /// descriptors), so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
@@ -44,14 +53,54 @@ const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 /// `start`; its size is the number of routes registered.
 pub(super) type Routes = HashMap<String, Arc<Route>>;
 
+/// What a bounded listener does with each request: the webhook routes of an address, or
+/// any axum [`Router`](axum::Router) (the daemon's admin endpoints, issue 27).
+pub(super) trait Dispatch: Send + Sync + 'static {
+    /// The answer to `request`, which came from `peer`.
+    fn dispatch(
+        &self,
+        request: Request<Incoming>,
+        peer: IpAddr,
+    ) -> impl Future<Output = Response<Body>> + Send;
+}
+
+impl Dispatch for Routes {
+    /// 404 for a path no route has, 405 for a method other than POST, else the route.
+    async fn dispatch(&self, request: Request<Incoming>, peer: IpAddr) -> Response<Body> {
+        let Some(route) = self.get(request.uri().path()) else {
+            return status_response(StatusCode::NOT_FOUND);
+        };
+        if request.method() != Method::POST {
+            let mut response = status_response(StatusCode::METHOD_NOT_ALLOWED);
+            response
+                .headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("POST"));
+            return response;
+        }
+        route.serve(request, peer).await
+    }
+}
+
+impl Dispatch for axum::Router {
+    async fn dispatch(&self, request: Request<Incoming>, _peer: IpAddr) -> Response<Body> {
+        use tower::ServiceExt;
+        match self.clone().oneshot(request.map(Body::new)).await {
+            Ok(response) => response,
+            Err(infallible) => match infallible {},
+        }
+    }
+}
+
 /// Serves `listener` until `stop`, then drains until its connections end or `close`.
-pub(super) async fn serve(
+pub(super) async fn serve<D: Dispatch>(
     listener: TcpListener,
-    routes: Arc<Routes>,
+    routes: Arc<D>,
     stop: CancellationToken,
     close: CancellationToken,
 ) {
     let mut connections = JoinSet::new();
+    let peers = PeerBudget::new(MAX_CONNECTIONS_PER_PEER);
+    let mut turned_away = TurnedAway::default();
     loop {
         tokio::select! {
             () = stop.cancelled() => break,
@@ -63,9 +112,14 @@ pub(super) async fn serve(
             }
             accepted = listener.accept(), if connections.len() < MAX_CONNECTIONS => {
                 match accepted {
-                    Ok((stream, _peer)) => {
-                        connections.spawn(connection(stream, routes.clone(), stop.clone()));
-                    }
+                    Ok((stream, peer)) => match peers.try_take(peer.ip()) {
+                        Some(slot) => {
+                            let routes = routes.clone();
+                            connections.spawn(connection(stream, routes, stop.clone(), slot, peer.ip()));
+                        }
+                        // Closed at once: the address holds its share already.
+                        None => turned_away.one(),
+                    },
                     Err(error) if is_per_connection(&error) => {}
                     Err(error) => {
                         tracing::warn!(%error, "Accepting a webhook connection failed; pausing.");
@@ -101,11 +155,46 @@ fn is_per_connection(error: &io::Error) -> bool {
     )
 }
 
+/// Counts connections closed for their address's bound, logged at most once a minute
+/// with the count since the last line (a flood must not flood the log too).
+#[derive(Default)]
+struct TurnedAway {
+    since_logged: u64,
+    logged_at: Option<std::time::Instant>,
+}
+
+impl TurnedAway {
+    const LOG_EVERY: Duration = Duration::from_secs(60);
+
+    fn one(&mut self) {
+        self.since_logged += 1;
+        let due = self
+            .logged_at
+            .is_none_or(|at| at.elapsed() >= Self::LOG_EVERY);
+        if due {
+            tracing::warn!(
+                closed = self.since_logged,
+                per_peer = MAX_CONNECTIONS_PER_PEER,
+                "Closed webhook connections from an address that holds its share already."
+            );
+            self.since_logged = 0;
+            self.logged_at = Some(std::time::Instant::now());
+        }
+    }
+}
+
 /// One connection, until it closes; from `stop` on it finishes its request and closes.
-async fn connection(stream: TcpStream, routes: Arc<Routes>, stop: CancellationToken) {
+/// `_slot` is its place in its address's connection budget, given back when it ends.
+async fn connection<D: Dispatch>(
+    stream: TcpStream,
+    routes: Arc<D>,
+    stop: CancellationToken,
+    _slot: PeerSlot,
+    peer: IpAddr,
+) {
     let service = hyper::service::service_fn(move |request| {
         let routes = routes.clone();
-        async move { Ok::<_, Infallible>(dispatch(&routes, request).await) }
+        async move { Ok::<_, Infallible>(routes.dispatch(request, peer).await) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -126,31 +215,17 @@ async fn connection(stream: TcpStream, routes: Arc<Routes>, stop: CancellationTo
     }
 }
 
-/// 404 for a path no route has, 405 for a method other than POST, else the route.
-async fn dispatch(routes: &Routes, request: Request<Incoming>) -> Response<Body> {
-    let Some(route) = routes.get(request.uri().path()) else {
-        return status_response(StatusCode::NOT_FOUND);
-    };
-    if request.method() != Method::POST {
-        let mut response = status_response(StatusCode::METHOD_NOT_ALLOWED);
-        response
-            .headers_mut()
-            .insert(ALLOW, HeaderValue::from_static("POST"));
-        return response;
-    }
-    route.serve(request).await
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Instant;
 
-    use tokio::io::AsyncReadExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
     use crate::telemetry::Telemetry;
     use crate::webhook::tests::kit::{
-        Blocking, CHANNEL, Echo, PATH, Probe, fixture, head, post, raw_status, send, within,
+        Blocking, CHANNEL, Echo, PATH, Probe, SECRET, SECRET_HEADER, fixture, head, post,
+        raw_status, send, send_from, within,
     };
     use crate::webhook::{
         WebhookHandler, WebhookHost, WebhookLimits, WebhookRequest, WebhookResponse,
@@ -184,6 +259,74 @@ mod tests {
             assert_eq!(probe.received(channel), 1);
         }
         running.stop(Duration::from_secs(1)).await;
+    }
+
+    /// Issue 27: the probe that shut every webhook off. From other addresses, 200
+    /// connections trickle bodies that pass the header check (as Feishu's do: its signature
+    /// needs the body) and 1,500 sit idle; a signed request and a request whose body comes
+    /// in one go are still answered, each within a second.
+    #[tokio::test]
+    async fn issue_27_slow_and_idle_floods_from_other_addresses_starve_nobody() {
+        let f = fixture(WebhookLimits::default()).await;
+        let (echo, _installed) = f.echo();
+        let slow: std::net::IpAddr = "127.0.0.2".parse().unwrap();
+        let idle: std::net::IpAddr = "127.0.0.3".parse().unwrap();
+        let mut held = Vec::new();
+        let trickle = head("POST", PATH, &["content-length: 1000"]) + "x";
+        for _ in 0..200 {
+            held.push(send_from(slow, f.addr, trickle.as_bytes()).await);
+        }
+        for _ in 0..1500 {
+            held.push(send_from(idle, f.addr, b"").await);
+        }
+        let started = Instant::now();
+        let signed = format!("{SECRET_HEADER}: {SECRET}");
+        let (status, _) = post(f.addr, PATH, &[&signed], "{\"signed\": true}").await;
+        assert_eq!(status, 200);
+        let (status, _) = post(f.addr, PATH, &[], "{\"plain\": true}").await;
+        assert_eq!(status, 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "answered after {:?}",
+            started.elapsed()
+        );
+        assert_eq!(echo.calls(), 2, "no trickled body reached the handler");
+        drop(held);
+    }
+
+    #[tokio::test]
+    async fn issue_27_one_address_holds_at_most_its_share_of_connections() {
+        let f = fixture(WebhookLimits::default()).await;
+        let (_echo, _installed) = f.echo();
+        let other: std::net::IpAddr = "127.0.0.4".parse().unwrap();
+        let mut held = Vec::new();
+        for _ in 0..MAX_CONNECTIONS_PER_PEER {
+            held.push(send_from(other, f.addr, b"").await);
+        }
+        // The next one from that address is closed at once, unanswered.
+        let mut extra = send_from(other, f.addr, head("POST", PATH, &[]).as_bytes()).await;
+        let mut rest = Vec::new();
+        let read = within(extra.read_to_end(&mut rest)).await;
+        assert!(read.is_err() || rest.is_empty(), "{rest:?}");
+        // Another address is served.
+        assert_eq!(post(f.addr, PATH, &[], "{}").await.0, 200);
+        // Once the address gives a connection back, it may open one again.
+        drop(held.pop());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let mut again = send_from(other, f.addr, b"").await;
+            let request = head("POST", PATH, &["content-length: 2"]) + "{}";
+            if again.write_all(request.as_bytes()).await.is_ok() {
+                let mut answer = Vec::new();
+                if again.read_to_end(&mut answer).await.is_ok()
+                    && answer.starts_with(b"HTTP/1.1 200")
+                {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "the slot never came back");
+            tokio::task::yield_now().await;
+        }
     }
 
     #[tokio::test]

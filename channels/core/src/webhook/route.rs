@@ -7,16 +7,23 @@
 //! 1. a handler is installed, else 503 `unavailable` (the platform redelivers later);
 //! 2. [`WebhookHandler::authorize`] on the headers, else 401 `unauthorized`, before a
 //!    byte of the body is read;
-//! 3. a slot among [`WebhookLimits::max_in_flight`], else 503 `busy`;
+//! 3. a body-reading slot: one of the sender's address's [`READS_PER_PEER`] and one of the
+//!    route's [`WebhookLimits::max_in_flight`], else 503 `busy`;
 //! 4. the body, at most [`WebhookLimits::max_body`] bytes (a larger declared length is
-//!    refused before reading), else 413 `too_large`, within
-//!    [`WebhookLimits::body_timeout`], else 408 `timeout`;
-//! 5. [`WebhookHandler::handle`], holding the slot until it answers.
+//!    refused before reading), else 413 `too_large`, all of it within
+//!    [`WebhookLimits::body_timeout`], else 408 `timeout`; the reading slot is given back;
+//! 5. a handling slot among [`WebhookLimits::max_in_flight`], else 503 `busy`;
+//! 6. [`WebhookHandler::handle`], holding that slot until it answers.
+//!
+//! Reading and handling hold separate slots (issue 27): a signature can only be checked
+//! once the body is in, so bodies trickled in a byte a second by someone without the
+//! credentials must never hold the slots a signed request needs to be handled, and one
+//! address cannot hold more than its share of the reading slots.
 //!
 //! Each refusal feeds the route's [`RefusalLog`] and counts a receiving error in the
 //! channel's [`Telemetry`].
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -27,18 +34,28 @@ use bytes::{Bytes, BytesMut};
 use hyper::body::{Body as _, Incoming};
 use tokio::sync::Semaphore;
 
+use super::peers::PeerBudget;
 use super::refusal::{Refusal, RefusalLog};
 use super::{WebhookHandler, WebhookLimits, WebhookRequest, WebhookResponse, lock};
 use crate::telemetry::{Stage, Telemetry};
+
+/// Bodies one remote address may be sending to one route at once. A platform sends its
+/// events' bodies in one go; only a slow or hostile sender holds many open.
+pub(super) const READS_PER_PEER: usize = 16;
 
 /// The state one route shares between its [`WebhookRoute`](super::WebhookRoute) handles,
 /// its [`Installed`](super::Installed) guards and the listener serving it.
 pub(super) struct Route {
     pub(super) telemetry: Telemetry,
     limits: WebhookLimits,
-    /// [`WebhookLimits::max_in_flight`] permits, taken with `try_acquire`: at the bound a
-    /// request is refused with 503 at once instead of queueing.
+    /// [`WebhookLimits::max_in_flight`] permits for requests being handled, taken with
+    /// `try_acquire`: at the bound a request is refused with 503 at once instead of queueing.
     in_flight: Semaphore,
+    /// [`WebhookLimits::max_in_flight`] permits for bodies being read, apart from the
+    /// handling ones; at the bound 503 at once.
+    reading: Semaphore,
+    /// Bodies one address may be sending at once ([`READS_PER_PEER`]); past it 503.
+    readers: Arc<PeerBudget>,
     /// The handler serving requests now, if any, with the id of the guard that installed it.
     handler: Mutex<Option<(u64, Arc<dyn WebhookHandler>)>>,
     next_id: AtomicU64,
@@ -57,6 +74,8 @@ impl Route {
             telemetry: telemetry.clone(),
             limits,
             in_flight: Semaphore::new(limits.max_in_flight),
+            reading: Semaphore::new(limits.max_in_flight),
+            readers: PeerBudget::new(READS_PER_PEER),
             handler: Mutex::new(None),
             next_id: AtomicU64::new(0),
             refusals: RefusalLog::new(telemetry.channel()),
@@ -85,8 +104,9 @@ impl Route {
             .map(|(_, handler)| handler.clone())
     }
 
-    /// Serves one POST for this route through the bounds listed in the module docs.
-    pub(super) async fn serve(&self, request: Request<Incoming>) -> Response<Body> {
+    /// Serves one POST from `peer` for this route through the bounds listed in the module
+    /// docs.
+    pub(super) async fn serve(&self, request: Request<Incoming>, peer: IpAddr) -> Response<Body> {
         let Some(handler) = self.handler() else {
             return self.refuse(Refusal::Unavailable);
         };
@@ -94,7 +114,10 @@ impl Route {
         if !handler.authorize(&parts.headers) {
             return self.refuse(Refusal::Unauthorized);
         }
-        let Ok(_slot) = self.in_flight.try_acquire() else {
+        let Some(reader) = self.readers.try_take(peer) else {
+            return self.refuse(Refusal::Busy);
+        };
+        let Ok(reading) = self.reading.try_acquire() else {
             return self.refuse(Refusal::Busy);
         };
         let max_body = self.limits.max_body;
@@ -113,6 +136,10 @@ impl Route {
                 return status_response(StatusCode::BAD_REQUEST);
             }
             Err(_elapsed) => return self.refuse(Refusal::Timeout),
+        };
+        drop((reading, reader));
+        let Ok(_slot) = self.in_flight.try_acquire() else {
+            return self.refuse(Refusal::Busy);
         };
         let response = handler
             .handle(WebhookRequest {

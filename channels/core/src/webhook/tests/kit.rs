@@ -237,6 +237,20 @@ pub(in crate::webhook) async fn send(addr: SocketAddr, bytes: &[u8]) -> TcpStrea
     stream
 }
 
+/// Connects from the loopback address `from` (e.g. `127.0.0.2`: another peer than the
+/// tests' own `127.0.0.1`) and writes `bytes`, leaving the connection open.
+pub(in crate::webhook) async fn send_from(
+    from: std::net::IpAddr,
+    addr: SocketAddr,
+    bytes: &[u8],
+) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(from, 0)).unwrap();
+    let mut stream = within(socket.connect(addr)).await.unwrap();
+    within(stream.write_all(bytes)).await.unwrap();
+    stream
+}
+
 /// The head of a request, `Connection: close`, with `headers` lines added verbatim.
 pub(in crate::webhook) fn head(method: &str, path: &str, headers: &[&str]) -> String {
     let mut head = format!("{method} {path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n");
