@@ -60,7 +60,8 @@ pub use owners::{Owners, SINGLE_USER};
 pub use reply::{LocaleSource, Replier};
 pub use run::PLACEHOLDER_DELAY;
 
-/// How long a platform message id is remembered for dedupe.
+/// How long a platform message id is remembered for dedupe: at least twice the signed
+/// webhooks' freshness window, so a replay inside it is dropped (asserted in `dedupe`).
 pub const DEDUPE_TTL: Duration = Duration::from_secs(600);
 
 /// What the manager needs from the configuration.

@@ -5,6 +5,7 @@
 #![cfg(feature = "feishu")]
 
 mod files;
+mod freshness;
 pub(crate) mod harness;
 
 use im_bridge::simulator::Script;
@@ -271,14 +272,19 @@ async fn issue_15_the_webhook_answers_the_challenge_runs_signed_events_and_refus
     let (headers, body) = webhook_request(&foreign, true);
     assert_eq!(fs.post_webhook(&headers, body).await.0, 401);
     let garbage = br#"{"encrypt":"bm90IGFuIGFlcyBibG9jaw=="}"#.to_vec();
-    let timestamp = "1700000000";
+    // Signed now: a stale timestamp would be refused (401) before the body is opened.
+    let timestamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .to_string();
     let nonce = "n-1";
     let headers = vec![
-        ("X-Lark-Request-Timestamp".to_owned(), timestamp.to_owned()),
+        ("X-Lark-Request-Timestamp".to_owned(), timestamp.clone()),
         ("X-Lark-Request-Nonce".to_owned(), nonce.to_owned()),
         (
             im_bridge_fakes::feishu::SIGNATURE_HEADER.to_owned(),
-            im_bridge_fakes::feishu::signature(timestamp, nonce, &garbage),
+            im_bridge_fakes::feishu::signature(&timestamp, nonce, &garbage),
         ),
     ];
     assert_eq!(fs.post_webhook(&headers, garbage).await.0, 400);

@@ -4,6 +4,7 @@
 
 #![cfg(feature = "qq")]
 
+mod freshness;
 pub(crate) mod harness;
 
 use std::time::{Duration, SystemTime};

@@ -5,10 +5,18 @@
 //! id); the key is `(channel, scope, chat, id)`. A message without one is never
 //! deduplicated: guessing a scope could collapse two workspaces' messages into one. This
 //! module reads no platform metadata.
+//!
+//! The TTL also closes replays of signed webhooks (issue 27): the webhook host accepts a
+//! delivery only within [`WEBHOOK_FRESHNESS`] of its signed time, either way, so two
+//! accepted copies of one signed request arrive at most twice that apart, and the first
+//! one's record must still be alive for the second. The assertion below keeps it so.
 
-use im_bridge_channel::InboundMessage;
+use im_bridge_channel::{InboundMessage, WEBHOOK_FRESHNESS};
 
 use crate::store::DedupeKey;
+
+// Issue 27: the dedupe TTL covers the signed-webhook freshness window both ways.
+const _: () = assert!(super::DEDUPE_TTL.as_millis() >= 2 * WEBHOOK_FRESHNESS.as_millis());
 
 /// The dedupe key of `msg`, or `None` when it must not be deduplicated.
 pub fn dedupe_key(msg: &InboundMessage) -> Option<DedupeKey> {

@@ -113,6 +113,21 @@ impl Fs {
         crate::support::post(url, headers, body).await
     }
 
+    /// Waits until the webhook route is served (it answers 503 until the channel runs),
+    /// posting Feishu's URL verification until the answer is something else: that answer.
+    pub async fn wait_webhook_served(&self) -> (u16, String) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let (headers, body) =
+                im_bridge_fakes::feishu::url_verification_request("challenge-0", true);
+            let answer = self.post_webhook(&headers, body).await;
+            if answer.0 != 503 || tokio::time::Instant::now() > deadline {
+                return answer;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// Stops the daemon as a signal would and checks it stopped cleanly.
     pub async fn stop(self) {
         self.daemon.stop().await;

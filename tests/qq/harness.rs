@@ -118,6 +118,20 @@ impl Qq {
         crate::support::post(url, &request.headers, request.body.clone()).await
     }
 
+    /// Waits until the webhook route is served (it answers 503 until the channel runs),
+    /// posting QQ's callback validation until the answer is something else: that answer.
+    pub async fn wait_webhook_served(&self) -> (u16, String) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let validation = im_bridge_fakes::qq::validation_request("plain-0", "1725000000");
+            let answer = self.post(&validation).await;
+            if answer.0 != 503 || tokio::time::Instant::now() > deadline {
+                return answer;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// Stops the daemon as a signal would (its replies delivered or refused by then) and
     /// checks it stopped cleanly; the fake stays to be looked at.
     pub async fn stop(self) -> FakeQq {

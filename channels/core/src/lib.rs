@@ -59,6 +59,7 @@ pub use registry::{Adapter, BuildContext, Configured, Platform, Prepared};
 pub use secret::Secret;
 pub use telemetry::{Stage, Telemetry};
 pub use webhook::{
-    Installed, RunningHost, WEBHOOK_REFUSED_METRIC, WebhookError, WebhookHandler, WebhookHost,
-    WebhookLimits, WebhookRequest, WebhookResponse, WebhookRoute,
+    Freshness, Installed, RunningHost, Stale, WEBHOOK_FRESHNESS, WEBHOOK_REFUSED_METRIC,
+    WebhookError, WebhookHandler, WebhookHost, WebhookLimits, WebhookRequest, WebhookResponse,
+    WebhookRoute,
 };

@@ -15,7 +15,9 @@
 //! `max_in_flight`, 413 past `max_body`, 408 past `body_timeout`. Every refusal is counted
 //! in [`WEBHOOK_REFUSED_METRIC`], as a receiving error of the channel's
 //! [`Telemetry`], and in a warn line written at most once a minute per route. Paths are
-//! never logged (operators make them secret), nor headers or bodies.
+//! never logged (operators make them secret), nor headers or bodies. A handler of a
+//! platform that signs a timestamp also refuses a delivery outside [`Freshness`]'s window
+//! (401, reason `stale`), so a captured request cannot be replayed later.
 //!
 //! Before a route is known the bounds are per connection (see `listener`): a request head
 //! must arrive within 10 s, at most 1024 connections are served per address and at most
@@ -26,6 +28,7 @@
 //! puts another HTTP endpoint (the daemon's admin) under the same connection bounds.
 //!
 //! Children:
+//! - `freshness`: the window a signed timestamp must fall in ([`Freshness`]);
 //! - `route`: one route's handler slot and the path of a request through the bounds;
 //! - `listener`: one address's accept loop, connections, drain and path dispatch;
 //! - `peers`: per-address budgets, so one address's flood cannot take everyone's share;
@@ -33,6 +36,7 @@
 //! - `tests::kit` (tests only): a metrics probe, test handlers and a raw HTTP/1 client,
 //!   shared by the tests of every child.
 
+mod freshness;
 mod listener;
 mod peers;
 mod refusal;
@@ -52,13 +56,16 @@ use tokio_util::sync::CancellationToken;
 
 pub use axum::http::{HeaderMap, StatusCode};
 
+pub use self::freshness::{Freshness, Stale, WEBHOOK_FRESHNESS};
 use self::listener::Routes;
+use self::refusal::Refusal;
 use self::route::Route;
 use crate::telemetry::Telemetry;
 
 /// Counter of webhook requests the host refused, by `channel` and `reason`:
 /// `unauthorized` (401, from [`WebhookHandler::authorize`] or
-/// [`WebhookResponse::unauthorized`]), `too_large` (413), `timeout` (408), `busy` (503,
+/// [`WebhookResponse::unauthorized`]), `stale` (401, [`WebhookResponse::stale`]: signed
+/// outside the [`Freshness`] window), `too_large` (413), `timeout` (408), `busy` (503,
 /// `max_in_flight` reached) or `unavailable` (503, no handler installed).
 pub const WEBHOOK_REFUSED_METRIC: &str = "im_bridge_webhook_refused_total";
 
@@ -151,8 +158,8 @@ pub struct WebhookResponse {
     status: StatusCode,
     /// The content type and the body, if there is a body.
     body: Option<(&'static str, Bytes)>,
-    /// Counts as an `unauthorized` refusal.
-    refused: bool,
+    /// Counted as a refusal for this reason.
+    refused: Option<Refusal>,
 }
 
 impl WebhookResponse {
@@ -161,7 +168,7 @@ impl WebhookResponse {
         Self {
             status,
             body: None,
-            refused: false,
+            refused: None,
         }
     }
 
@@ -170,7 +177,7 @@ impl WebhookResponse {
         Self {
             status: StatusCode::OK,
             body: Some(("application/json", body.into())),
-            refused: false,
+            refused: None,
         }
     }
 
@@ -187,7 +194,16 @@ impl WebhookResponse {
     /// [`authorize`](WebhookHandler::authorize) refusal.
     pub fn unauthorized() -> Self {
         Self {
-            refused: true,
+            refused: Some(Refusal::Unauthorized),
+            ..Self::status(StatusCode::UNAUTHORIZED)
+        }
+    }
+
+    /// 401 for a correctly signed request whose signed timestamp is outside the
+    /// [`Freshness`] window: counted and logged as a `stale` refusal.
+    pub fn stale() -> Self {
+        Self {
+            refused: Some(Refusal::Stale),
             ..Self::status(StatusCode::UNAUTHORIZED)
         }
     }
@@ -597,7 +613,10 @@ mod tests {
         assert_eq!(json.body().unwrap().as_ref(), br#"{"challenge":"c"}"#);
         let refused = WebhookResponse::unauthorized();
         assert_eq!(refused.status_code(), StatusCode::UNAUTHORIZED);
-        assert!(refused.refused && refused.body().is_none());
-        assert!(!WebhookResponse::status(StatusCode::OK).refused);
+        assert!(refused.refused == Some(Refusal::Unauthorized) && refused.body().is_none());
+        let stale = WebhookResponse::stale();
+        assert_eq!(stale.status_code(), StatusCode::UNAUTHORIZED);
+        assert!(stale.refused == Some(Refusal::Stale) && stale.body().is_none());
+        assert!(WebhookResponse::status(StatusCode::OK).refused.is_none());
     }
 }

@@ -9,7 +9,8 @@
 //!   before its event is handled, reconnects with the server's settings plus jitter, and
 //!   the handshake refusals.
 //! - `webhook`: the event webhook's URL verification, token check, AES-256-CBC decryption
-//!   and signature check.
+//!   and signature check (the signed timestamp's freshness is the core's `Freshness`,
+//!   checked in `channel/hook.rs`).
 //! - `card`: interactive message cards (`update_multi`), split at the card size limit.
 //! - `config`: the `channels.feishu` block.
 //! - `inbound`: `im.message.receive_v1` events to normalized messages.

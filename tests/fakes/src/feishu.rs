@@ -12,7 +12,8 @@
 //!   `tenant_access_token` (`Authorization: Bearer`), enforcing Feishu's rules where the
 //!   adapter depends on them (shared cards, size limits, the 5 patches/s per message);
 //! - [`webhook_request`], what Feishu POSTs to an event webhook (encrypted and signed or
-//!   plain), for the webhook mode.
+//!   plain), for the webhook mode; signed now, or at a chosen time
+//!   ([`webhook_request_at`]).
 //!
 //! The fake never panics on what the bridge sends: a bad request gets Feishu's error
 //! envelope, a bad frame is counted ([`FakeFeishu::bad_frames`]) and ignored.
@@ -44,7 +45,7 @@ pub use records::{
 };
 pub use webhook::{
     SIGNATURE_HEADER, decode_webhook_body, signature, tamper_signature, url_verification_request,
-    webhook_request,
+    webhook_request, webhook_request_at,
 };
 
 /// The app id the fake accepts.
@@ -355,6 +356,17 @@ impl FakeFeishu {
     pub fn webhook_event(&self, event: &Value, encrypt: bool) -> (Vec<(String, String)>, Vec<u8>) {
         ws::remember_message(&mut self.shared.lock(), event);
         webhook_request(event, encrypt)
+    }
+
+    /// Like [`Self::webhook_event`], encrypted and signed as if at `signed_at`
+    /// ([`webhook_request_at`]).
+    pub fn webhook_event_at(
+        &self,
+        event: &Value,
+        signed_at: std::time::SystemTime,
+    ) -> (Vec<(String, String)>, Vec<u8>) {
+        ws::remember_message(&mut self.shared.lock(), event);
+        webhook_request_at(event, signed_at)
     }
 
     /// Like [`Self::push_event`], with the payload split into `parts` frames (`sum =

@@ -15,7 +15,8 @@
 //!   advances ([`FakeQq::advance_clock`]), plus scriptable failures (22009);
 //! - `GET /files/{name}`: attachments for image events;
 //! - webhook requests as QQ signs them ([`FakeQq::webhook_event`],
-//!   [`validation_request`]).
+//!   [`validation_request`]), with the current time or a chosen one
+//!   ([`FakeQq::webhook_event_at`]).
 //!
 //! The fake never panics on what the bridge sends: a bad request gets QQ's error body, a
 //! bad frame is counted ([`FakeQq::bad_frames`]).
@@ -48,8 +49,8 @@ pub use records::{
 };
 pub use time::rfc3339;
 pub use webhook::{
-    SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookRequest, sign, signed_request, validation_answer_ok,
-    validation_request, verify,
+    SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookRequest, sign, signed_request, unix_seconds,
+    validation_answer_ok, validation_request, verify,
 };
 
 /// The AppID the fake accepts.
@@ -417,11 +418,19 @@ impl FakeQq {
     /// What QQ POSTs to a webhook for `event` (`{op: 0, id, t, d}`, signed), with its
     /// message known to the reply endpoints from now on.
     pub fn webhook_event(&self, event: &Event) -> WebhookRequest {
+        self.webhook_event_at(event, SystemTime::now())
+    }
+
+    /// Like [`Self::webhook_event`], signed as if at `signed_at` (a callback captured then,
+    /// or sent by a host whose clock is off); the message itself is stamped now, so its
+    /// reply window is open.
+    pub fn webhook_event_at(&self, event: &Event, signed_at: SystemTime) -> WebhookRequest {
         let mut inner = self.shared.lock();
         let event = event.stamped(inner.clock.now());
         inner.remember(&event);
         drop(inner);
-        signed_request(CLIENT_SECRET, &webhook::unix_now(), &event.payload(None))
+        let timestamp = unix_seconds(signed_at);
+        signed_request(CLIENT_SECRET, &timestamp, &event.payload(None))
     }
 
     // ---- replies and calls -----------------------------------------------------------

@@ -26,6 +26,10 @@ pub(super) enum Refusal {
     /// 401: the handler's `authorize` said no, or its `handle` answered
     /// [`WebhookResponse::unauthorized`](super::WebhookResponse::unauthorized).
     Unauthorized,
+    /// 401: correctly signed, but the signed timestamp is outside the
+    /// [`Freshness`](super::Freshness) window
+    /// ([`WebhookResponse::stale`](super::WebhookResponse::stale)).
+    Stale,
     /// 413: the body is over `max_body`.
     TooLarge,
     /// 408: the body took longer than `body_timeout` to arrive.
@@ -38,8 +42,9 @@ pub(super) enum Refusal {
 
 impl Refusal {
     /// Every reason, in label (and index) order.
-    pub(super) const ALL: [Refusal; 5] = [
+    pub(super) const ALL: [Refusal; 6] = [
         Refusal::Unauthorized,
+        Refusal::Stale,
         Refusal::TooLarge,
         Refusal::Timeout,
         Refusal::Busy,
@@ -50,6 +55,7 @@ impl Refusal {
     pub(super) const fn as_str(self) -> &'static str {
         match self {
             Refusal::Unauthorized => "unauthorized",
+            Refusal::Stale => "stale",
             Refusal::TooLarge => "too_large",
             Refusal::Timeout => "timeout",
             Refusal::Busy => "busy",
@@ -60,17 +66,18 @@ impl Refusal {
     const fn index(self) -> usize {
         match self {
             Refusal::Unauthorized => 0,
-            Refusal::TooLarge => 1,
-            Refusal::Timeout => 2,
-            Refusal::Busy => 3,
-            Refusal::Unavailable => 4,
+            Refusal::Stale => 1,
+            Refusal::TooLarge => 2,
+            Refusal::Timeout => 3,
+            Refusal::Busy => 4,
+            Refusal::Unavailable => 5,
         }
     }
 }
 
 /// Refusals counted since the last log line, by reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Tally([u64; 5]);
+pub(super) struct Tally([u64; Refusal::ALL.len()]);
 
 impl Tally {
     /// How many were refused for `reason`.
@@ -88,6 +95,7 @@ impl Tally {
             channel,
             refused = self.total(),
             unauthorized = self.of(Refusal::Unauthorized),
+            stale = self.of(Refusal::Stale),
             too_large = self.of(Refusal::TooLarge),
             timeout = self.of(Refusal::Timeout),
             busy = self.of(Refusal::Busy),
@@ -101,7 +109,7 @@ impl Tally {
 pub(super) struct RefusalLog {
     /// One [`WEBHOOK_REFUSED_METRIC`] series per reason, registered up front (so a quiet
     /// route exports zeros) with the recorder current when the route was registered.
-    counters: [Counter; 5],
+    counters: [Counter; Refusal::ALL.len()],
     state: Mutex<LogState>,
 }
 
@@ -109,7 +117,7 @@ pub(super) struct RefusalLog {
 struct LogState {
     /// When the last line was written; `None` before the first.
     last: Option<Instant>,
-    /// Refused since that line. Bounded: five integers, whatever the traffic.
+    /// Refused since that line. Bounded: one integer per reason, whatever the traffic.
     pending: Tally,
 }
 

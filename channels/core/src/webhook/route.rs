@@ -20,8 +20,8 @@
 //! credentials must never hold the slots a signed request needs to be handled, and one
 //! address cannot hold more than its share of the reading slots.
 //!
-//! Each refusal feeds the route's [`RefusalLog`] and counts a receiving error in the
-//! channel's [`Telemetry`].
+//! Each refusal (a handler's 401, `unauthorized` or `stale`, included) feeds the route's
+//! [`RefusalLog`] and counts a receiving error in the channel's [`Telemetry`].
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -148,8 +148,8 @@ impl Route {
                 body,
             })
             .await;
-        if response.refused {
-            self.count(Refusal::Unauthorized);
+        if let Some(reason) = response.refused {
+            self.count(reason);
         }
         into_http(response)
     }
@@ -158,7 +158,7 @@ impl Route {
     fn refuse(&self, reason: Refusal) -> Response<Body> {
         self.count(reason);
         status_response(match reason {
-            Refusal::Unauthorized => StatusCode::UNAUTHORIZED,
+            Refusal::Unauthorized | Refusal::Stale => StatusCode::UNAUTHORIZED,
             Refusal::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Refusal::Timeout => StatusCode::REQUEST_TIMEOUT,
             Refusal::Busy | Refusal::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -271,6 +271,16 @@ mod tests {
         let _installed = f.install(Echo::new(&f.telemetry));
         assert_eq!(post(f.addr, PATH, &[], "forged").await.0, 401);
         f.assert_refused("unauthorized", 1);
+    }
+
+    #[tokio::test]
+    async fn issue_27_a_stale_signature_is_401_counted_as_stale() {
+        let f = fixture(WebhookLimits::default()).await;
+        let _installed = f.install(Echo::new(&f.telemetry));
+        assert_eq!(post(f.addr, PATH, &[], "stale").await.0, 401);
+        assert_eq!(post(f.addr, PATH, &[], "stale").await.0, 401);
+        assert_eq!(f.probe.refused(CHANNEL, "unauthorized"), 0);
+        f.assert_refused("stale", 2);
     }
 
     #[tokio::test]

@@ -7,10 +7,13 @@
 //!
 //! 1. the signature `X-Lark-Signature` (with an encrypt key configured): checked over the
 //!    raw body before anything is decrypted; a wrong one is 401;
-//! 2. decryption of `{"encrypt": …}` and parsing: a body that does not open is 400;
-//! 3. a URL verification (Feishu does not sign those) is answered with its challenge once
+//! 2. a signed request's `X-Lark-Request-Timestamp` must be within the core's
+//!    [`Freshness`] window (±5 minutes) of this host's clock, else 401 `stale`: a captured
+//!    delivery cannot be replayed once its dedupe record is gone;
+//! 3. decryption of `{"encrypt": …}` and parsing: a body that does not open is 400;
+//! 4. a URL verification (Feishu does not sign those) is answered with its challenge once
 //!    its verification token matches;
-//! 4. an event must carry the verification token (401 otherwise) and, with an encrypt key,
+//! 5. an event must carry the verification token (401 otherwise) and, with an encrypt key,
 //!    must have been signed (401 when the signature headers are missing).
 //!
 //! Answers: 200 once the event is admitted, skipped on purpose, or the sender was told the
@@ -18,11 +21,13 @@
 //! again later (possibly to another replica). Nothing runs for a refused request.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use im_bridge_channel::webhook::{HeaderMap, StatusCode};
 use im_bridge_channel::{
-    ChannelExit, InboundSink, Stage, WebhookHandler, WebhookRequest, WebhookResponse, WebhookRoute,
+    ChannelExit, Freshness, InboundSink, Stage, Stale, WebhookHandler, WebhookRequest,
+    WebhookResponse, WebhookRoute,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -61,6 +66,13 @@ impl Hook {
         Some(verify_signature(timestamp, nonce, key, body, signature))
     }
 
+    /// Whether a signed request's timestamp is within the freshness window of now. Only
+    /// asked once the signature verified, so the timestamp is the one Feishu signed.
+    fn fresh(headers: &HeaderMap) -> Result<(), Stale> {
+        let timestamp = headers.get(TIMESTAMP_HEADER).and_then(|v| v.to_str().ok());
+        Freshness::default().check(timestamp.unwrap_or_default(), SystemTime::now())
+    }
+
     fn refuse(&self, why: Refusal) -> WebhookResponse {
         self.intake.telemetry.error(Stage::Receiving);
         tracing::debug!(channel = NAME, reason = ?why, "Refused a Feishu webhook request.");
@@ -75,6 +87,13 @@ impl WebhookHandler for Hook {
         let signed = self.signature(&request.headers, &request.body);
         if signed == Some(false) {
             return self.refuse(Refusal::BadSignature);
+        }
+        if signed == Some(true)
+            && let Err(error) = Self::fresh(&request.headers)
+        {
+            // The host counts it (`stale`, and a receiving error).
+            tracing::debug!(channel = NAME, %error, "Refused a stale Feishu webhook request.");
+            return WebhookResponse::stale();
         }
         let body = match open(&request.body, self.settings.encrypt_key.as_ref())
             .and_then(|json| classify(&json))

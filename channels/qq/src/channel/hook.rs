@@ -2,7 +2,9 @@
 //!
 //! Every request's ed25519 signature ([`SIGNATURE_HEADER`] over [`TIMESTAMP_HEADER`] and
 //! the raw body, with the key derived from the bot secret) is checked before anything else
-//! is read: a missing or wrong one is 401 and nothing runs. Then:
+//! is read: a missing or wrong one is 401 and nothing runs. Then the signed timestamp must
+//! be within the core's [`Freshness`] window (±5 minutes) of this host's clock, else 401
+//! `stale`: a captured callback cannot be replayed once its dedupe record is gone. Then:
 //!
 //! - the callback validation (op 13) is answered with its signed `plain_token`;
 //! - an event (op 0) is normalized and offered like a gateway event, and acknowledged
@@ -11,12 +13,13 @@
 //! - other ops are acknowledged and ignored; a body that is no callback is 400.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use im_bridge_channel::webhook::{HeaderMap, StatusCode};
 use im_bridge_channel::{
-    ChannelError, ChannelExit, ChannelResult, InboundSink, Stage, WebhookHandler, WebhookRequest,
-    WebhookResponse, WebhookRoute,
+    ChannelError, ChannelExit, ChannelResult, Freshness, InboundSink, Stage, Stale, WebhookHandler,
+    WebhookRequest, WebhookResponse, WebhookRoute,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -52,6 +55,13 @@ impl Hook {
             _ => false,
         }
     }
+
+    /// Whether a signed request's timestamp is within the freshness window of now. Only
+    /// asked once the signature verified, so the timestamp is the one QQ signed.
+    fn fresh(headers: &HeaderMap) -> Result<(), Stale> {
+        let timestamp = headers.get(TIMESTAMP_HEADER).and_then(|v| v.to_str().ok());
+        Freshness::default().check(timestamp.unwrap_or_default(), SystemTime::now())
+    }
 }
 
 #[async_trait]
@@ -65,6 +75,11 @@ impl WebhookHandler for Hook {
                 "Refused a QQ webhook request without a valid signature."
             );
             return WebhookResponse::unauthorized();
+        }
+        if let Err(error) = Self::fresh(&request.headers) {
+            // The host counts it (`stale`, and a receiving error).
+            tracing::debug!(channel = NAME, %error, "Refused a stale QQ webhook request.");
+            return WebhookResponse::stale();
         }
         match classify(&request.body) {
             Ok(Callback::Validation {

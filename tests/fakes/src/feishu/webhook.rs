@@ -6,6 +6,9 @@
 //! headers `X-Lark-Request-Timestamp` and `X-Lark-Request-Nonce`. Without encryption the
 //! event JSON is posted as is (its `header.token` is the verification token) and unsigned.
 //!
+//! Requests are signed with the current time, as Feishu does, unless a test picks the
+//! time ([`webhook_request_at`]) to see a stale delivery refused.
+//!
 //! The IV is derived from the nonce (sha256, first 16 bytes) rather than drawn at random:
 //! unique per request, and no RNG dependency in the fake.
 
@@ -71,13 +74,22 @@ pub fn decode_webhook_body(body: &[u8]) -> Option<Value> {
     serde_json::from_slice(&plain).ok()
 }
 
-/// Headers and body of a webhook POST carrying `payload`.
-fn request(payload: &Value, encrypt: bool) -> (Vec<(String, String)>, Vec<u8>) {
-    let timestamp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+/// `time` in unix seconds, as `X-Lark-Request-Timestamp` carries it.
+fn unix_seconds(time: SystemTime) -> String {
+    time.duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-        .to_string();
+        .to_string()
+}
+
+/// Headers and body of a webhook POST carrying `payload`, signed (when `encrypt`) at
+/// `signed_at`.
+fn request(
+    payload: &Value,
+    encrypt: bool,
+    signed_at: SystemTime,
+) -> (Vec<(String, String)>, Vec<u8>) {
+    let timestamp = unix_seconds(signed_at);
     let nonce = format!("fake-nonce-{}", NONCE.fetch_add(1, Ordering::Relaxed));
     let mut headers = vec![
         ("Content-Type".to_owned(), "application/json".to_owned()),
@@ -104,7 +116,16 @@ fn request(payload: &Value, encrypt: bool) -> (Vec<(String, String)>, Vec<u8>) {
 /// What Feishu POSTs for `event`: encrypted and signed when `encrypt`, else the plain
 /// event JSON without a signature.
 pub fn webhook_request(event: &Value, encrypt: bool) -> (Vec<(String, String)>, Vec<u8>) {
-    request(event, encrypt)
+    request(event, encrypt, SystemTime::now())
+}
+
+/// What Feishu POSTs for `event`, encrypted and signed as if at `signed_at` (a delivery
+/// captured then, or sent by a host whose clock is off).
+pub fn webhook_request_at(
+    event: &Value,
+    signed_at: SystemTime,
+) -> (Vec<(String, String)>, Vec<u8>) {
+    request(event, true, signed_at)
 }
 
 /// The `url_verification` challenge Feishu POSTs when the webhook URL is configured:
@@ -117,6 +138,7 @@ pub fn url_verification_request(
     request(
         &json!({"challenge": challenge, "token": VERIFICATION_TOKEN, "type": "url_verification"}),
         encrypt,
+        SystemTime::now(),
     )
 }
 
@@ -199,6 +221,13 @@ mod tests {
             .collect();
         assert_eq!(header(&headers, SIGNATURE_HEADER), expected);
 
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let signed: u64 = ts.parse().unwrap();
+        assert!(now.abs_diff(signed) <= 1, "signed now by default");
+
         let mut tampered = headers.clone();
         tamper_signature(&mut tampered);
         assert_ne!(header(&tampered, SIGNATURE_HEADER), expected);
@@ -222,6 +251,22 @@ mod tests {
         let (_, b) = webhook_request(&event, true);
         assert_ne!(a, b);
         assert_eq!(decode_webhook_body(b"not json"), None);
+        assert_eq!(decode_webhook_body(br#"{"encrypt":"AAAA"}"#), None);
+    }
+
+    #[test]
+    fn a_request_signed_at_a_chosen_time_carries_it_and_verifies() {
+        let event = json!({"schema": "2.0"});
+        let at = UNIX_EPOCH + std::time::Duration::from_secs(1_483_228_800);
+        let (headers, body) = webhook_request_at(&event, at);
+        let ts = header(&headers, "X-Lark-Request-Timestamp");
+        assert_eq!(ts, "1483228800");
+        let nonce = header(&headers, "X-Lark-Request-Nonce");
+        assert_eq!(
+            header(&headers, SIGNATURE_HEADER),
+            signature(ts, nonce, &body)
+        );
+        assert_eq!(decode_webhook_body(&body), Some(event));
         assert_eq!(decode_webhook_body(br#"{"encrypt":"AAAA"}"#), None);
     }
 }

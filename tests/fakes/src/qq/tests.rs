@@ -310,6 +310,14 @@ async fn webhook_requests_are_signed_with_the_secrets_key() {
     let sig = request.header(SIGNATURE_HEADER).unwrap().to_owned();
     assert!(verify(CLIENT_SECRET, &ts, &request.body, &sig));
     assert!(!verify("another", &ts, &request.body, &sig));
+    // Signed now by default; at the time a test picks when asked.
+    let now = unix_seconds(SystemTime::now()).parse::<u64>().unwrap();
+    assert!(now.abs_diff(ts.parse().unwrap()) <= 1, "{ts}");
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(1_483_228_800);
+    let old = fake.webhook_event_at(&event, at);
+    assert_eq!(old.header(TIMESTAMP_HEADER), Some("1483228800"));
+    let old_sig = old.header(SIGNATURE_HEADER).unwrap();
+    assert!(verify(CLIENT_SECRET, "1483228800", &old.body, old_sig));
     let tampered = request.clone().tampered();
     assert!(!verify(
         CLIENT_SECRET,

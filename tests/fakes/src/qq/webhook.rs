@@ -1,6 +1,7 @@
 //! What QQ POSTs to a bot's webhook: events and the callback validation (op 13), signed
 //! with ed25519 under the key both sides derive from the bot secret (its bytes repeated to
-//! 32, the seed), the signature over `X-Signature-Timestamp` + the raw body.
+//! 32, the seed), the signature over `X-Signature-Timestamp` + the raw body. The timestamp
+//! is the current time unless a test picks one (to see a stale callback refused).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -108,8 +109,12 @@ pub fn signed_request(secret: &str, timestamp: &str, payload: &Value) -> Webhook
 
 /// Unix seconds now, as QQ writes the timestamp header.
 pub fn unix_now() -> String {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+    unix_seconds(SystemTime::now())
+}
+
+/// `time` in unix seconds, as QQ writes the timestamp header.
+pub fn unix_seconds(time: SystemTime) -> String {
+    time.duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
         .to_string()
 }

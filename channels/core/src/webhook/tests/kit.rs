@@ -105,7 +105,8 @@ impl Probe {
 }
 
 /// Answers 200 with `{"channel": …, "body": …}`; requires [`SECRET`] in [`SECRET_HEADER`]
-/// when `secret` is set; answers [`WebhookResponse::unauthorized`] to a body `forged`.
+/// when `secret` is set; answers [`WebhookResponse::unauthorized`] to a body `forged` and
+/// [`WebhookResponse::stale`] to a body `stale`.
 pub(in crate::webhook) struct Echo {
     pub(in crate::webhook) telemetry: Telemetry,
     pub(in crate::webhook) secret: bool,
@@ -143,8 +144,10 @@ impl WebhookHandler for Echo {
     async fn handle(&self, request: WebhookRequest) -> WebhookResponse {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.telemetry.received(1);
-        if request.body.as_ref() == b"forged" {
-            return WebhookResponse::unauthorized();
+        match request.body.as_ref() {
+            b"forged" => return WebhookResponse::unauthorized(),
+            b"stale" => return WebhookResponse::stale(),
+            _ => {}
         }
         WebhookResponse::json_value(&serde_json::json!({
             "channel": self.telemetry.channel(),
