@@ -6,11 +6,14 @@
 //! Children:
 //! - `file_hosts`: file fetches go only to the platform's file hosts and the Gateway's
 //!   artifacts route.
+//! - `webhook_flood`: slow and idle connections from other addresses never keep a signed
+//!   webhook event from being answered (issue 27).
 //!
 //! `#[tokio::test]` runs on one thread, so a thread-default subscriber sees the daemon's
 //! tasks too.
 
 mod file_hosts;
+mod webhook_flood;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
