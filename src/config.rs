@@ -125,6 +125,36 @@ pub fn load_str(text: &str, env: &dyn Env) -> Result<(Settings, Vec<String>), Lo
     validate(parsed, env).map_err(LoadError::Invalid)
 }
 
+/// The effective settings as `check-config` prints them (YAML): secrets are `<redacted>`
+/// already, and so is the password of any URL among the values (issue 27: a
+/// `gateway_url` like `https://user:pass@gateway` used to be printed in clear).
+pub fn printable(settings: &Settings) -> Result<String, serde_yaml_ng::Error> {
+    let mut value = serde_yaml_ng::to_value(settings)?;
+    redact_url_passwords(&mut value);
+    serde_yaml_ng::to_string(&value)
+}
+
+/// Replaces the password of every URL string in `value` with `<redacted>`.
+fn redact_url_passwords(value: &mut Value) {
+    match value {
+        Value::String(text) => {
+            if let Ok(mut url) = url::Url::parse(text)
+                && url.password().is_some()
+                && url.set_password(Some(REDACTED)).is_ok()
+            {
+                *text = url.to_string();
+            }
+        }
+        Value::Sequence(items) => items.iter_mut().for_each(redact_url_passwords),
+        Value::Mapping(map) => map.values_mut().for_each(redact_url_passwords),
+        Value::Tagged(tagged) => redact_url_passwords(&mut tagged.value),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// What a redacted value prints as (the `Secret` newtype's text).
+const REDACTED: &str = "<redacted>";
+
 /// Parses a configuration text and applies the environment, without validating values.
 pub fn parse(text: &str, env: &dyn Env) -> Result<Parsed, LoadError> {
     let mut value: Value = if text.trim().is_empty() {

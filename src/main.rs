@@ -209,7 +209,7 @@ fn check_config(path: &std::path::Path) -> ExitCode {
                 path.display(),
                 names.join(", ")
             );
-            match serde_yaml_ng::to_string(&settings) {
+            match config::printable(&settings) {
                 Ok(text) => print!("{text}"),
                 Err(error) => eprintln!("warning: cannot print the effective settings: {error}"),
             }

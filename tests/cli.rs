@@ -132,7 +132,7 @@ fn check_config_prints_the_effective_settings_without_secrets_and_opens_no_socke
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        "models: [{{name: x}}]\nchannels:\n  gateway_url: http://{}\n  console: {{enabled: true}}\n  telegram: {{enabled: false, bot_token: $TG}}\nbridge:\n  internal_token: $TOKEN\n  admin_listen: {}\n  store: postgres://im:DBPASSWORD@db/im\n",
+        "models: [{{name: x}}]\nchannels:\n  gateway_url: http://ops:GWPASSWORD@{}\n  console: {{enabled: true}}\n  telegram: {{enabled: false, bot_token: $TG}}\nbridge:\n  internal_token: $TOKEN\n  admin_listen: {}\n  store: postgres://im:DBPASSWORD@db/im\n",
         gateway.local_addr().unwrap(),
         taken.local_addr().unwrap()
     );
@@ -151,7 +151,8 @@ fn check_config_prints_the_effective_settings_without_secrets_and_opens_no_socke
         "{stdout}"
     );
     assert!(stdout.contains("<redacted>"), "{stdout}");
-    for secret in ["SUPERSECRET", "DBPASSWORD"] {
+    // Issue 27: a password inside a URL is redacted like any secret.
+    for secret in ["SUPERSECRET", "DBPASSWORD", "GWPASSWORD"] {
         assert!(
             !stdout.contains(secret) && !stderr.contains(secret),
             "{secret} leaked:\n{stdout}\n{stderr}"

@@ -397,12 +397,12 @@ pub fn validate(
             allowed_users: user_list(
                 &format!("{path}.allowed_users"),
                 block.allowed_users.as_ref(),
-                &mut warnings,
+                &mut errors,
             ),
             admin_users: user_list(
                 &format!("{path}.admin_users"),
                 block.admin_users.as_ref(),
-                &mut warnings,
+                &mut errors,
             ),
             session: block
                 .session

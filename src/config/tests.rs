@@ -171,15 +171,22 @@ fn every_problem_is_reported_at_once() {
 }
 
 #[test]
-fn allowed_users_fail_closed() {
-    let text = "channels:\n  console:\n    enabled: true\n    allowed_users: [{id: 1}]\n";
-    let (s, warnings) = load_str(text, &env(&[])).unwrap();
-    assert!(!s.channels[0].allowed_users.allows("1"));
-    assert!(
-        warnings.iter().any(|w| w.contains("nobody is allowed")),
-        "{warnings:?}"
-    );
-    let text = "channels:\n  console:\n    enabled: true\n    allowed_users: 12345\n";
+fn allowed_users_that_are_not_a_list_of_ids_are_refused() {
+    // Issue 27: each used to pass (the first allowing nobody, the others one odd id).
+    for value in ["[{id: 1}]", "12345", "abc"] {
+        let text =
+            format!("channels:\n  console:\n    enabled: true\n    allowed_users: {value}\n");
+        let error = load_str(&text, &env(&[])).unwrap_err();
+        assert!(
+            error
+                .errors()
+                .iter()
+                .any(|e| e.starts_with("channels.console.allowed_users:")),
+            "{value}: {:?}",
+            error.errors()
+        );
+    }
+    let text = "channels:\n  console:\n    enabled: true\n    allowed_users: [12345, u2]\n";
     let (s, _) = load_str(text, &env(&[])).unwrap();
     assert!(s.channels[0].allowed_users.allows("12345"));
     assert!(!s.channels[0].allowed_users.allows("1"));
@@ -318,4 +325,17 @@ fn issue_19_final_retry_hours() {
             )]
         );
     }
+}
+
+#[test]
+fn issue_27_printed_settings_hide_url_passwords() {
+    let text = "channels:\n  gateway_url: https://ops:GWPASS@gateway.example:8001\n  langgraph_url: http://lg:LGPASS@gateway.example:8001/api\n  console: {enabled: true}\n";
+    let (settings, _) = load_str(text, &env(&[])).unwrap();
+    let printed = crate::config::printable(&settings).unwrap();
+    for password in ["GWPASS", "LGPASS"] {
+        assert!(!printed.contains(password), "{printed}");
+    }
+    // The rest of the URL stays, so the operator sees which Gateway it is.
+    assert!(printed.contains("gateway.example:8001"), "{printed}");
+    assert!(printed.contains("ops:"), "{printed}");
 }

@@ -338,28 +338,37 @@ pub fn choice(
     }
 }
 
-/// A list of platform ids (`allowed_users`, `admin_users`, `allowed_guilds`): a list, or one
-/// id as a string; numbers are ids too. It fails closed: a configured list with no valid
-/// entry allows nobody, with a warning saying so.
+/// A list of platform ids (`allowed_users`, `admin_users`, `allowed_guilds`); numbers are
+/// ids too. Absent, null, empty or `[]` allows anyone (DeerFlow's meaning). Anything but a
+/// list is an error at the key (issue 27: `allowed_users: abc` used to pass as a list of one
+/// id no sender has, locking everyone out without a word), and so is an entry that is not a
+/// string or a number. It fails closed: with errors, nobody is allowed.
 pub fn id_list(issues: &mut Issues, key: &str, value: Option<&Value>) -> AllowedUsers {
-    let entry = |v: &Value| match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
+    let items = match value {
+        None | Some(Value::Null) => return AllowedUsers::Anyone,
+        Some(Value::String(s)) if s.trim().is_empty() => return AllowedUsers::Anyone,
+        Some(Value::Array(items)) => items,
+        Some(_) => {
+            issues.error(key, "expected a list of ids, e.g. [123456789]");
+            return AllowedUsers::Only(Default::default());
+        }
     };
-    let entries = match value {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.trim().is_empty() => None,
-        Some(Value::Array(items)) => Some(items.iter().map(entry).collect::<Vec<_>>()),
-        Some(other) => Some(vec![entry(other)]),
-    };
-    let allowed = AllowedUsers::from_entries(entries);
-    if let AllowedUsers::Only(ids) = &allowed
-        && ids.is_empty()
-    {
-        issues.warn(key, "no valid id listed, so nobody is allowed");
+    let mut ids = Vec::with_capacity(items.len());
+    // Every entry is read, so each bad one is reported in the same pass.
+    for (i, item) in items.iter().enumerate() {
+        match item {
+            Value::String(s) if !s.trim().is_empty() => ids.push(Some(s.trim().to_owned())),
+            Value::Number(n) => ids.push(Some(n.to_string())),
+            _ => issues.error(
+                key,
+                format!("entry {i} is not an id (a string or a number)"),
+            ),
+        }
     }
-    allowed
+    if ids.len() < items.len() {
+        return AllowedUsers::Only(Default::default());
+    }
+    AllowedUsers::from_entries(Some(ids))
 }
 
 /// The hosts an adapter may fetch files from (`file_hosts`): a list of host patterns (see
@@ -547,12 +556,27 @@ mod tests {
             id_list(&mut issues, "ids", Some(&json!(""))),
             AllowedUsers::Anyone
         );
-        let some = id_list(&mut issues, "ids", Some(&json!([42, "u2", {"x": 1}])));
+        let some = id_list(&mut issues, "ids", Some(&json!([42, "u2"])));
         assert!(some.allows("42") && some.allows("u2") && !some.allows("u3"));
         assert!(issues.iter().next().is_none());
-        let nobody = id_list(&mut issues, "ids", Some(&json!([{"x": 1}])));
+        // A bad entry is an error, and the list allows nobody.
+        let nobody = id_list(&mut issues, "ids", Some(&json!([42, {"x": 1}])));
         assert!(!nobody.allows("42"));
-        assert_eq!(paths(&issues), [("c.ids", Severity::Warning)]);
+        assert_eq!(paths(&issues), [("c.ids", Severity::Error)]);
+    }
+
+    #[test]
+    fn issue_27_an_id_list_that_is_not_a_list_is_an_error() {
+        for value in [json!("abc"), json!(42), json!({"a": 1}), json!(true)] {
+            let mut issues = Issues::new("channels.telegram");
+            let allowed = id_list(&mut issues, "allowed_users", Some(&value));
+            assert!(!allowed.allows("abc") && !allowed.allows("42"), "{value}");
+            assert_eq!(
+                paths(&issues),
+                [("channels.telegram.allowed_users", Severity::Error)],
+                "{value}"
+            );
+        }
     }
 
     #[test]

@@ -183,12 +183,12 @@ pub(super) fn check_locale_tag(path: &str, tag: &str, errors: &mut Vec<ConfigErr
 pub(super) fn user_list(
     path: &str,
     value: Option<&Value>,
-    warnings: &mut Vec<String>,
+    errors: &mut Vec<ConfigError>,
 ) -> AllowedUsers {
     let mut issues = Issues::new("");
     let json = value.and_then(|v| serde_json::to_value(v).ok());
     let allowed = im_bridge_channel::config::id_list(&mut issues, path, json.as_ref());
-    warnings.extend(issues.iter().map(ToString::to_string));
+    errors.extend(issues.into_vec());
     allowed
 }
 
