@@ -150,6 +150,13 @@ impl Db {
             path: path.to_path_buf(),
             reason,
         };
+        // A path that can never be a store file fails before the lock file is made next to
+        // it (issue 27: a directory used to leave `<dir>.lock` behind).
+        if path.is_dir() {
+            return Err(fail(
+                "it is a directory; name a file inside it, e.g. im-bridge.db".into(),
+            ));
+        }
         let lock = lock(path)?;
         create_private(path).map_err(|e| fail(e.to_string()))?;
         // No SQLITE_OPEN_URI: a configured path is a path, even if it starts with `file:`.

@@ -271,6 +271,29 @@ async fn a_garbage_file_is_a_clear_startup_error() {
 }
 
 #[tokio::test]
+async fn issue_27_a_directory_is_refused_and_leaves_no_lock_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store-dir");
+    std::fs::create_dir(&path).unwrap();
+    let error = SqliteStore::open(&path).await.unwrap_err();
+    assert!(
+        matches!(&error, StoreError::Open { path: p, .. } if *p == path),
+        "{error:?}"
+    );
+    let text = error.to_string();
+    assert!(text.contains("directory"), "{text}");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        [std::ffi::OsString::from("store-dir")],
+        "nothing stray"
+    );
+}
+
+#[tokio::test]
 async fn a_damaged_page_is_a_clear_startup_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = store_path(&dir);
