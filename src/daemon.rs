@@ -66,20 +66,22 @@ pub struct DaemonConfig {
     pub supervisor: SupervisorConfig,
 }
 
-/// Why the daemon could not start or stopped with an error.
+/// Why the daemon could not start or stopped with an error. Each message names the step;
+/// the cause is the error's `source`, which the binary prints after it (`{:#}`), so it is
+/// said once (issue 27: it used to appear twice).
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     /// The catalogs could not be loaded.
-    #[error("loading the message catalogs failed: {0}")]
+    #[error("loading the message catalogs failed")]
     Catalogs(#[from] I18nError),
     /// The store could not be opened.
-    #[error("opening the store failed: {0}")]
+    #[error("opening the store failed")]
     Store(#[from] StoreError),
     /// The Gateway client could not be built.
-    #[error("building the Gateway client failed: {0}")]
+    #[error("building the Gateway client failed")]
     Gateway(#[from] GatewayError),
     /// The admin address could not be bound.
-    #[error("binding the admin endpoints on {addr} failed: {source}")]
+    #[error("binding the admin endpoints on {addr} failed")]
     AdminBind {
         /// The address.
         addr: SocketAddr,
@@ -87,7 +89,7 @@ pub enum DaemonError {
         source: std::io::Error,
     },
     /// A webhook address could not be bound.
-    #[error("starting the webhook listeners failed: {0}")]
+    #[error("starting the webhook listeners failed")]
     Webhooks(#[from] WebhookError),
 }
 

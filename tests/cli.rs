@@ -470,3 +470,31 @@ fn run_refuses_an_invalid_file_with_status_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("channels.max_concurrency"));
 }
+
+/// Issue 27: a store that cannot be opened is named once, with the part that failed.
+#[test]
+fn issue_27_a_missing_postgres_database_is_said_once_and_named() {
+    let base = std::env::var("IM_BRIDGE_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let mut url = reqwest::Url::parse(&base).unwrap();
+    url.set_path("/im_bridge_no_such_database_27");
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "channels:\n  console: {{enabled: true}}\nbridge:\n  store: \"{url}\"\n  admin_listen: 127.0.0.1:0\n"
+    );
+    let path = write_config(&dir, "pg.yaml", &text);
+    let out = bin()
+        .args(["run", "--config"])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(
+        stderr.matches("the database does not exist").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("db error"), "{stderr}");
+}

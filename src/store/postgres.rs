@@ -642,8 +642,45 @@ fn pool_reason(error: &deadpool_postgres::PoolError) -> String {
         PoolError::Timeout(TimeoutType::Recycle) => {
             format!("checking a pooled connection took over {secs} s")
         }
+        PoolError::Backend(error) => connect_reason(error),
         other => other.to_string(),
     }
+}
+
+/// Which part of connecting failed (issue 27: the driver's own text is only "db error" or
+/// "error connecting to server"): the network, the role, the password, the database, or
+/// TLS, by the server's SQLSTATE where it answered. Never the password.
+fn connect_reason(error: &tokio_postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        let code = db.code().code();
+        let what = match code {
+            "28P01" => "the server refused the password for this role",
+            "28000" => {
+                "the server refused this role (no such role, or pg_hba.conf does not let it in from here)"
+            }
+            "3D000" => "the database does not exist",
+            "42501" => "this role may not connect to the database",
+            "53300" => "the server has no connection slot free",
+            "57P03" => "the server is starting up or shutting down",
+            _ => "the server refused the connection",
+        };
+        return format!("{what} (SQLSTATE {code})");
+    }
+    // The driver's text says where it failed; its source says why ("Connection refused").
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let line = cause.to_string();
+        if !text.contains(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+        source = cause.source();
+    }
+    if text.to_ascii_lowercase().contains("tls") || text.contains("SSL") {
+        text.push_str(" (TLS: this build connects without it; see sslmode)");
+    }
+    text
 }
 
 #[cfg(test)]

@@ -200,6 +200,34 @@ async fn an_unreachable_server_is_a_clear_error_without_the_password() {
     assert!(!text.contains("HUNTER2"), "{text}");
 }
 
+/// Issue 27: start-up said only "db error", twice. Now the reason names the part that
+/// failed: the role, the database, or the network.
+#[tokio::test]
+async fn issue_27_a_refused_role_or_a_missing_database_is_named() {
+    let scratch = Scratch::new().await;
+    let mut no_role = scratch.config();
+    no_role.user("im_bridge_no_such_role_27");
+    let mut no_db = scratch.config();
+    no_db.dbname("im_bridge_no_such_database_27");
+    for (config, expected) in [
+        (no_role, "refused this role"),
+        (no_db, "the database does not exist"),
+    ] {
+        let error = PostgresStore::connect_with(config, PostgresOptions::default())
+            .await
+            .unwrap_err();
+        let text = error.to_string();
+        assert!(text.contains(expected), "{text}");
+        assert!(!text.contains("db error"), "{text}");
+    }
+    let unreachable = Secret::new("postgres://bridge@127.0.0.1:1/bridge?connect_timeout=2");
+    let text = PostgresStore::connect(&unreachable)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("Connection refused"), "{text}");
+}
+
 #[tokio::test]
 async fn a_server_that_never_answers_fails_the_call_in_time() {
     // Accepts connections and never says a word.
