@@ -65,7 +65,8 @@ use crate::telemetry::Telemetry;
 /// Counter of webhook requests the host refused, by `channel` and `reason`:
 /// `unauthorized` (401, from [`WebhookHandler::authorize`] or
 /// [`WebhookResponse::unauthorized`]), `stale` (401, [`WebhookResponse::stale`]: signed
-/// outside the [`Freshness`] window), `too_large` (413), `timeout` (408), `busy` (503,
+/// outside the [`Freshness`] window), `malformed` (400, [`WebhookResponse::malformed`]: a
+/// body that does not open or parse), `too_large` (413), `timeout` (408), `busy` (503,
 /// `max_in_flight` reached) or `unavailable` (503, no handler installed).
 pub const WEBHOOK_REFUSED_METRIC: &str = "im_bridge_webhook_refused_total";
 
@@ -205,6 +206,16 @@ impl WebhookResponse {
         Self {
             refused: Some(Refusal::Stale),
             ..Self::status(StatusCode::UNAUTHORIZED)
+        }
+    }
+
+    /// 400 for a body that does not open or parse as the platform's envelope: counted and
+    /// logged (at most once a minute per route, with the count) as a `malformed` refusal,
+    /// so a flood of garbage writes one line, not one per request (issue 27).
+    pub fn malformed() -> Self {
+        Self {
+            refused: Some(Refusal::Malformed),
+            ..Self::status(StatusCode::BAD_REQUEST)
         }
     }
 

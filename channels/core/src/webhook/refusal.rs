@@ -30,6 +30,10 @@ pub(super) enum Refusal {
     /// [`Freshness`](super::Freshness) window
     /// ([`WebhookResponse::stale`](super::WebhookResponse::stale)).
     Stale,
+    /// 400: signed (or unsigned where the platform allows it) but the body does not open or
+    /// parse as the platform's envelope
+    /// ([`WebhookResponse::malformed`](super::WebhookResponse::malformed)).
+    Malformed,
     /// 413: the body is over `max_body`.
     TooLarge,
     /// 408: the body took longer than `body_timeout` to arrive.
@@ -42,9 +46,10 @@ pub(super) enum Refusal {
 
 impl Refusal {
     /// Every reason, in label (and index) order.
-    pub(super) const ALL: [Refusal; 6] = [
+    pub(super) const ALL: [Refusal; 7] = [
         Refusal::Unauthorized,
         Refusal::Stale,
+        Refusal::Malformed,
         Refusal::TooLarge,
         Refusal::Timeout,
         Refusal::Busy,
@@ -56,6 +61,7 @@ impl Refusal {
         match self {
             Refusal::Unauthorized => "unauthorized",
             Refusal::Stale => "stale",
+            Refusal::Malformed => "malformed",
             Refusal::TooLarge => "too_large",
             Refusal::Timeout => "timeout",
             Refusal::Busy => "busy",
@@ -67,10 +73,11 @@ impl Refusal {
         match self {
             Refusal::Unauthorized => 0,
             Refusal::Stale => 1,
-            Refusal::TooLarge => 2,
-            Refusal::Timeout => 3,
-            Refusal::Busy => 4,
-            Refusal::Unavailable => 5,
+            Refusal::Malformed => 2,
+            Refusal::TooLarge => 3,
+            Refusal::Timeout => 4,
+            Refusal::Busy => 5,
+            Refusal::Unavailable => 6,
         }
     }
 }
@@ -96,6 +103,7 @@ impl Tally {
             refused = self.total(),
             unauthorized = self.of(Refusal::Unauthorized),
             stale = self.of(Refusal::Stale),
+            malformed = self.of(Refusal::Malformed),
             too_large = self.of(Refusal::TooLarge),
             timeout = self.of(Refusal::Timeout),
             busy = self.of(Refusal::Busy),

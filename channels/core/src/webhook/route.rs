@@ -159,6 +159,7 @@ impl Route {
         self.count(reason);
         status_response(match reason {
             Refusal::Unauthorized | Refusal::Stale => StatusCode::UNAUTHORIZED,
+            Refusal::Malformed => StatusCode::BAD_REQUEST,
             Refusal::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Refusal::Timeout => StatusCode::REQUEST_TIMEOUT,
             Refusal::Busy | Refusal::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -281,6 +282,18 @@ mod tests {
         assert_eq!(post(f.addr, PATH, &[], "stale").await.0, 401);
         assert_eq!(f.probe.refused(CHANNEL, "unauthorized"), 0);
         f.assert_refused("stale", 2);
+    }
+
+    #[tokio::test]
+    async fn issue_27_a_body_the_handler_cannot_read_is_400_counted_once_as_malformed() {
+        let f = fixture(WebhookLimits::default()).await;
+        let _installed = f.install(Echo::new(&f.telemetry));
+        for _ in 0..5 {
+            assert_eq!(post(f.addr, PATH, &[], "garbage").await.0, 400);
+        }
+        f.assert_refused("malformed", 5);
+        // One receiving error per request: the handler no longer counts it as well.
+        assert_eq!(f.probe.receiving_errors(CHANNEL), 5);
     }
 
     #[tokio::test]

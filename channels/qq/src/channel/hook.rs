@@ -18,7 +18,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use im_bridge_channel::webhook::{HeaderMap, StatusCode};
 use im_bridge_channel::{
-    ChannelError, ChannelExit, ChannelResult, Freshness, InboundSink, Stage, Stale, WebhookHandler,
+    ChannelError, ChannelExit, ChannelResult, Freshness, InboundSink, Stale, WebhookHandler,
     WebhookRequest, WebhookResponse, WebhookRoute,
 };
 use tokio_util::sync::CancellationToken;
@@ -69,7 +69,7 @@ impl WebhookHandler for Hook {
     async fn handle(&self, request: WebhookRequest) -> WebhookResponse {
         self.intake.telemetry.received(1);
         if !self.signed(&request.headers, &request.body) {
-            self.intake.telemetry.error(Stage::Receiving);
+            // The host counts it (`unauthorized`, and a receiving error).
             tracing::debug!(
                 channel = NAME,
                 "Refused a QQ webhook request without a valid signature."
@@ -97,9 +97,9 @@ impl WebhookHandler for Hook {
             }
             Ok(Callback::Other { .. }) => WebhookResponse::json_value(&dispatch_ack(true)),
             Err(error) => {
-                self.intake.telemetry.error(Stage::Receiving);
-                tracing::warn!(channel = NAME, %error, "Refused a QQ webhook body.");
-                WebhookResponse::status(StatusCode::BAD_REQUEST)
+                // Counted and logged by the host, rate-limited (issue 27).
+                tracing::debug!(channel = NAME, %error, "Refused a QQ webhook body.");
+                WebhookResponse::malformed()
             }
         }
     }

@@ -105,8 +105,8 @@ impl Probe {
 }
 
 /// Answers 200 with `{"channel": …, "body": …}`; requires [`SECRET`] in [`SECRET_HEADER`]
-/// when `secret` is set; answers [`WebhookResponse::unauthorized`] to a body `forged` and
-/// [`WebhookResponse::stale`] to a body `stale`.
+/// when `secret` is set; answers [`WebhookResponse::unauthorized`] to a body `forged`,
+/// [`WebhookResponse::stale`] to `stale` and [`WebhookResponse::malformed`] to `garbage`.
 pub(in crate::webhook) struct Echo {
     pub(in crate::webhook) telemetry: Telemetry,
     pub(in crate::webhook) secret: bool,
@@ -147,6 +147,7 @@ impl WebhookHandler for Echo {
         match request.body.as_ref() {
             b"forged" => return WebhookResponse::unauthorized(),
             b"stale" => return WebhookResponse::stale(),
+            b"garbage" => return WebhookResponse::malformed(),
             _ => {}
         }
         WebhookResponse::json_value(&serde_json::json!({
