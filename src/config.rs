@@ -85,6 +85,10 @@ pub struct Parsed {
     pub unset: Vec<UnsetVar>,
     /// Keys we read but did not recognise, inside DeerFlow blocks (warnings).
     pub ignored: Vec<String>,
+    /// Values of the wrong type (a list where a number goes, …), each with its key path.
+    /// The value was left out so the rest of the file could still be read and checked:
+    /// every problem is reported in one pass (issue 27).
+    pub type_errors: Vec<ConfigError>,
 }
 
 /// Where `$NAME` values and the `DEER_FLOW_*` fallbacks come from. Tests pass a map; the
@@ -189,7 +193,9 @@ pub fn parse(text: &str, env: &dyn Env) -> Result<Parsed, LoadError> {
         }
     }
     let mut ignored = Vec::new();
-    let raw: RawConfig = {
+    let mut type_errors = Vec::new();
+    let raw: RawConfig = loop {
+        ignored.clear();
         let mut on_ignored = |path: serde_ignored::Path<'_>| {
             // serde_ignored marks `Option` layers with `?`; they are not keys.
             let path = path.to_string().replace(".?", "");
@@ -197,17 +203,60 @@ pub fn parse(text: &str, env: &dyn Env) -> Result<Parsed, LoadError> {
                 ignored.push(path);
             }
         };
-        let de = serde_ignored::Deserializer::new(value, &mut on_ignored);
-        serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            LoadError::Syntax(ConfigError::error(path, e.into_inner().to_string()))
-        })?
+        let de = serde_ignored::Deserializer::new(value.clone(), &mut on_ignored);
+        match serde_path_to_error::deserialize::<_, RawConfig>(de) {
+            Ok(raw) => break raw,
+            Err(e) => {
+                let path = e.path().to_string();
+                let keys = path_keys(&path);
+                type_errors.push(ConfigError::error(path, e.into_inner().to_string()));
+                // Leave the bad value out and read the rest; a path that cannot be left
+                // out (the error is not about one value) ends the pass here.
+                if type_errors.len() >= MAX_TYPE_ERRORS || !remove_at(&mut value, &keys) {
+                    return Err(LoadError::Invalid(type_errors));
+                }
+            }
+        }
     };
     Ok(Parsed {
         raw,
         unset,
         ignored,
+        type_errors,
     })
+}
+
+/// Type errors reported in one pass at most; a file with more is mostly not this format.
+const MAX_TYPE_ERRORS: usize = 50;
+
+/// The keys of a `serde_path_to_error` path (`channels.telegram.poll_timeout_seconds`,
+/// `bridge.store[0]` → `bridge`, `store`): sequence indices end the walk, so a bad element
+/// leaves its whole list out.
+fn path_keys(path: &str) -> Vec<String> {
+    path.split('.')
+        .map(|segment| match segment.find('[') {
+            Some(i) => segment[..i].to_owned(),
+            None => segment.to_owned(),
+        })
+        .filter(|segment| !segment.is_empty() && segment != "?")
+        .collect()
+}
+
+/// Removes the mapping entry at `keys` from `value`; whether there was one.
+fn remove_at(value: &mut Value, keys: &[String]) -> bool {
+    let Some((last, parents)) = keys.split_last() else {
+        return false;
+    };
+    let mut here = value;
+    for key in parents {
+        let Some(next) = here.as_mapping_mut().and_then(|m| m.get_mut(key.as_str())) else {
+            return false;
+        };
+        here = next;
+    }
+    here.as_mapping_mut()
+        .and_then(|m| m.remove(last.as_str()))
+        .is_some()
 }
 
 fn strip_location(message: &str) -> String {

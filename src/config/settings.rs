@@ -164,8 +164,9 @@ pub fn validate(
         mut raw,
         unset,
         ignored,
+        type_errors,
     } = parsed;
-    let mut errors = Vec::new();
+    let mut errors = type_errors;
     let mut warnings: Vec<String> = ignored
         .iter()
         .map(|p| format!("{p}: unknown key, ignored"))

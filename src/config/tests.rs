@@ -339,3 +339,22 @@ fn issue_27_printed_settings_hide_url_passwords() {
     assert!(printed.contains("gateway.example:8001"), "{printed}");
     assert!(printed.contains("ops:"), "{printed}");
 }
+
+#[test]
+fn issue_27_every_problem_is_reported_in_one_pass_type_errors_included() {
+    // Two values of the wrong type, and two bad values of the right type: a type error
+    // used to hide everything after it.
+    let text = "channels:\n  max_concurrency: [1]\n  inbound_queue_maxsize: -3\n  console: {enabled: true}\nbridge:\n  admin_listen: nowhere\n  store: [1]\n";
+    let errors = load_str(text, &env(&[])).unwrap_err().errors();
+    for path in [
+        "channels.max_concurrency:",
+        "bridge.store:",
+        "channels.inbound_queue_maxsize:",
+        "bridge.admin_listen:",
+    ] {
+        assert!(
+            errors.iter().any(|e| e.starts_with(path)),
+            "{path} missing from {errors:#?}"
+        );
+    }
+}
