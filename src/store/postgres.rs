@@ -47,10 +47,12 @@
 //!   admitting replica keeps the same value in memory, and the final retry window measured
 //!   from it is hours long).
 //!
-//! Children: `schema` (the embedded migrations and applying them), `journal` (the
-//! in-flight journal, issue 19), `conversations`
+//! Children: `clock` (the database's clock every expiry is judged by, issue 27), `schema`
+//! (the embedded migrations and applying them), `journal` (the in-flight journal, issue 19),
+//! `conversations`
 //! (reply-chain records and pruning), `tests`.
 
+mod clock;
 mod conversations;
 mod journal;
 mod schema;
@@ -64,9 +66,10 @@ use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls, Row};
 
+use self::clock::{now_ms, ttl_param};
 use super::{
     Binding, BindingWrite, ConversationKey, DedupeKey, JournalRecord, Journaled, Pruned, Store,
-    StoreError, ttl_millis, unix_seconds,
+    StoreError, unix_seconds,
 };
 use crate::gateway::ThreadId;
 
@@ -311,19 +314,6 @@ impl PostgresStore {
     }
 }
 
-/// The database's clock in unix milliseconds, the one clock every expiry is written in and
-/// compared with (module docs, "Time"). `clock_timestamp()` rather than `now()`: a
-/// statement that waited for a row lock decides at the time it decides, not at the time it
-/// began, and writes an expiry that many milliseconds later. Its several readings in one
-/// statement are microseconds apart (and in order, unless the server's clock is stepped),
-/// so they agree on what expired.
-macro_rules! now_ms {
-    () => {
-        "(floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT)"
-    };
-}
-pub(super) use now_ms;
-
 /// The common table expressions of a dedupe admission (`$1`–`$4` the key, `$5` the TTL in
 /// milliseconds, `$6` the cap): `admitted` holds the new record's seq unless a live record
 /// exists (an expired one is replaced and takes the new sequence number), `dropped` what
@@ -357,15 +347,6 @@ macro_rules! dedupe_admission {
     };
 }
 pub(super) use dedupe_admission;
-
-/// The longest TTL passed to the database, in milliseconds: added to `now_ms!` it cannot
-/// overflow a `BIGINT` (longer TTLs are cut to it; it is some 146 million years).
-const MAX_TTL_MS: i64 = i64::MAX / 2;
-
-/// A TTL as the milliseconds parameter added to `now_ms!`.
-fn ttl_param(ttl: Duration) -> i64 {
-    ttl_millis(ttl).min(MAX_TTL_MS)
-}
 
 #[async_trait::async_trait]
 impl Store for PostgresStore {

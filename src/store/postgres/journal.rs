@@ -8,7 +8,8 @@
 
 use std::time::Duration;
 
-use super::{PostgresStore, failed, now_ms, ttl_param};
+use super::clock::{now_ms, ttl_param};
+use super::{PostgresStore, failed};
 use crate::store::journal::{self, JournalRecord, Journaled};
 use crate::store::{DedupeKey, JOURNAL_CAP, StoreError, unix_millis};
 
