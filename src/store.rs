@@ -13,6 +13,10 @@
 //! ([`ConversationKey::storage_key`]) and record fields (manager.md §4.1); dedupe follows
 //! manager.md §3.3.
 //!
+//! Expiries (dedupe records, leases, journal entries) are judged by the store's clock: the
+//! database's on Postgres, so replicas whose clocks disagree still agree on what expired;
+//! the process's own on SQLite, which only one process opens (issue 27).
+//!
 //! State stays bounded: dedupe and reply-chain records are capped per backend, and
 //! [`Store::prune_conversations`] drops topic bindings and reply-chain records nobody touched
 //! for a while (issue 13); a binding without a topic (a private chat) is kept.
@@ -183,7 +187,8 @@ pub trait Store: Send + Sync + 'static {
     /// Takes or renews the lease `name` for `holder` until `ttl` from now: `true` when
     /// `holder` holds it afterwards (it was free, expired, or already `holder`'s), `false`
     /// while another holder's lease is live. Replicas sharing a store use it to elect the
-    /// one that runs a transport only one process may run (Telegram long polling).
+    /// one that runs a transport only one process may run (Telegram long polling). "Now"
+    /// and "expired" are the store's clock, never the caller's (module docs).
     async fn acquire_lease(
         &self,
         name: &str,

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use crate::support::{PgSchema, catalog_text};
 
-const DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 const USER: i64 = 4242;
 
 /// The fake, the simulator, and where the daemon keeps its state.
@@ -62,13 +62,19 @@ impl Crashable {
 
     /// Starts the real daemon; its log goes to `<dir>/daemon-<n>.log`.
     pub(crate) fn spawn(&self, n: usize) -> Child {
-        let log = std::fs::File::create(self.dir.path().join(format!("daemon-{n}.log"))).unwrap();
+        self.spawn_with(n, &[])
+    }
+
+    /// [`spawn`](Self::spawn) with extra environment variables (e.g. a preloaded library).
+    pub(crate) fn spawn_with(&self, n: usize, env: &[(&str, &str)]) -> Child {
+        let log = std::fs::File::create(self.log_path(n)).unwrap();
         Command::new(env!("CARGO_BIN_EXE_im-bridge"))
             .args(["run", "--config"])
             .arg(self.config())
             .env_remove("DEER_FLOW_INTERNAL_AUTH_TOKEN")
             .env_remove("DEER_FLOW_CONFIG_PATH")
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -77,6 +83,7 @@ impl Crashable {
             .unwrap()
     }
 
+    /// Injects a private message from the test's user; returns its message id.
     pub(crate) fn say(&self, text: &str) -> i64 {
         self.fake.inject(Incoming::private(USER, text)).message_id
     }
@@ -88,7 +95,7 @@ impl Crashable {
             .unwrap_or_else(|_| panic!("{what}: {:?}", self.paths()));
     }
 
-    fn paths(&self) -> Vec<String> {
+    pub(crate) fn paths(&self) -> Vec<String> {
         self.sim
             .requests()
             .iter()
@@ -97,7 +104,7 @@ impl Crashable {
     }
 
     /// Run starts the simulator saw.
-    fn run_starts(&self) -> usize {
+    pub(crate) fn run_starts(&self) -> usize {
         self.sim
             .requests()
             .iter()
@@ -106,7 +113,7 @@ impl Crashable {
     }
 
     /// Waits until the user's chat shows a bot message whose text is exactly `text`.
-    async fn wait_text(&self, text: &str) -> Vec<BotMessage> {
+    pub(crate) async fn wait_text(&self, text: &str) -> Vec<BotMessage> {
         let until = Instant::now() + DEADLINE;
         loop {
             let messages = self.fake.bot_messages(USER);
@@ -154,12 +161,19 @@ impl Crashable {
         }
     }
 
+    fn log_path(&self, n: usize) -> PathBuf {
+        self.dir.path().join(format!("daemon-{n}.log"))
+    }
+
+    /// Daemon `n`'s log so far (empty before it wrote one).
+    pub(crate) fn log(&self, n: usize) -> String {
+        std::fs::read_to_string(self.log_path(n)).unwrap_or_default()
+    }
+
     pub(crate) fn logs(&self) -> String {
         let mut all = String::new();
         for n in 0..4 {
-            if let Ok(text) =
-                std::fs::read_to_string(self.dir.path().join(format!("daemon-{n}.log")))
-            {
+            if let Ok(text) = std::fs::read_to_string(self.log_path(n)) {
                 all.push_str(&format!("--- daemon {n}\n{text}"));
             }
         }
@@ -188,14 +202,16 @@ pub(crate) async fn kill9(mut child: Child) {
     child.wait().await.unwrap();
 }
 
-fn late(answer: &str) -> String {
+/// A recovered answer: the localized "comes late" line, then `answer`.
+pub(crate) fn late(answer: &str) -> String {
     format!(
         "{}\n\n{answer}",
         catalog_text("en-US")("run-recovered", &[])
     )
 }
 
-fn with_text<'a>(messages: &'a [BotMessage], text: &str) -> Vec<&'a BotMessage> {
+/// The messages whose text contains `text`.
+pub(crate) fn with_text<'a>(messages: &'a [BotMessage], text: &str) -> Vec<&'a BotMessage> {
     messages.iter().filter(|m| m.text.contains(text)).collect()
 }
 

@@ -24,6 +24,8 @@
 //!   answers per message (issue 19);
 //! - `interop` (ignored; `scripts/interop`): the real binary through the platform fakes
 //!   against the real DeerFlow Gateway, with auth on and in single-user mode (issue 26);
+//! - `clock`: two replicas of the real binary on PostgreSQL, one with its clock 30 s ahead
+//!   (libfaketime): one poller, no in-flight work taken from a live replica (issue 27);
 //! - `crash`: the real binary killed with SIGKILL at each risky point; the next start (or
 //!   another replica on Postgres) answers every message exactly once (issue 19);
 //! - `security`: no secret, token or message text in any log line of a conversation on each
@@ -36,6 +38,7 @@
 
 mod chaos;
 mod cli;
+mod clock;
 mod compact;
 mod crash;
 mod dingtalk;

@@ -7,6 +7,11 @@
 //! `Duration::ZERO` (everything touched so far) against a long duration (nothing recent).
 //!
 //! Test support (`#[cfg(test)]`); it panics on a contract violation, like any assertion.
+//!
+//! Children: `held` (what a holder holds until it runs out: transport leases and journal
+//! entries).
+
+mod held;
 
 use std::fmt::Display;
 use std::sync::Arc;
@@ -14,7 +19,7 @@ use std::time::Duration;
 
 use im_bridge_channel::ChatId;
 
-use super::{ConversationKey, DedupeKey, JournalRecord, JournalState, Pruned, Store, unix_seconds};
+use super::{ConversationKey, DedupeKey, Pruned, Store, unix_seconds};
 
 use crate::gateway::ThreadId;
 
@@ -36,7 +41,8 @@ pub async fn conformance(store: Arc<dyn Store>, cap: usize) {
     issue_13_reply_chains(store.as_ref()).await;
     issue_13_pruning_keeps_bindings_without_a_topic(store.as_ref()).await;
     issue_13_the_message_cap_drops_the_least_recently_touched(store.as_ref(), cap).await;
-    issue_19_journal(store.as_ref()).await;
+    held::leases(store.as_ref()).await;
+    held::issue_19_journal(store.as_ref()).await;
 }
 
 /// The bindings of the schema-version-1 fixture [`migrated_from_version_1`] checks, as SQL
@@ -584,84 +590,4 @@ async fn issue_13_the_message_cap_drops_the_least_recently_touched(store: &dyn S
     }
     let pruned = must(store.prune_conversations(Duration::ZERO).await, "prune");
     assert_eq!(pruned.messages, cap, "the cap kept exactly {cap}");
-}
-
-/// Issue 19: admission writes the entry with the dedupe record (a redelivery writes
-/// neither), saves need the holder, claims take each unheld entry once, oldest first.
-async fn issue_19_journal(store: &dyn Store) {
-    let mut message = im_bridge_channel::InboundMessage::new("journal", "c1", "u1", "hello");
-    // Exactly representable, so the JSON round trip compares equal.
-    message.created_at = 1_700_000_000.5;
-    let record = JournalRecord::admitted(message.clone());
-    let key = delivery("journal", "c1", "m1");
-    let admitted = store
-        .journal_admit(Some((&key, LONG)), "e1", &record, "a", LONG)
-        .await;
-    assert!(must(admitted, "journal_admit"), "a new message is admitted");
-    let again = store
-        .journal_admit(Some((&key, LONG)), "e1-again", &record, "a", LONG)
-        .await;
-    assert!(!must(again, "journal_admit"), "a redelivery is refused");
-    let keyless = store.journal_admit(None, "e2", &record, "a", LONG).await;
-    assert!(
-        must(keyless, "journal_admit"),
-        "a message without a key is journaled"
-    );
-    // The dedupe record is a real one: a plain admission of the same key is refused too.
-    assert!(!must(store.dedupe_admit(&key, LONG).await, "dedupe_admit"));
-
-    // Live leases are not taken by another holder, unless told the holder is dead.
-    let none = must(store.journal_claim("b", LONG, false).await, "journal_claim");
-    assert!(none.is_empty(), "live entries stay with their holder");
-
-    let mut running = record.clone();
-    running.state = JournalState::Running;
-    running.run_id = Some("r1".into());
-    assert!(must(
-        store.journal_save("e1", &running, "a").await,
-        "journal_save"
-    ));
-    assert!(
-        !must(
-            store.journal_save("e1", &running, "b").await,
-            "journal_save"
-        ),
-        "only the holder saves"
-    );
-
-    let taken = must(store.journal_claim("b", LONG, true).await, "journal_claim");
-    let ids: Vec<&str> = taken.iter().map(|e| e.id.as_str()).collect();
-    assert_eq!(
-        ids,
-        ["e1", "e2"],
-        "oldest first, the refused one never written"
-    );
-    assert_eq!(taken[0].record, running, "the saved record comes back");
-    assert!(taken[0].created_ms > 0);
-    assert!(
-        must(store.journal_claim("c", LONG, false).await, "journal_claim").is_empty(),
-        "claimed entries are held by the claimer"
-    );
-    assert!(!must(
-        store.journal_save("e1", &record, "a").await,
-        "journal_save"
-    ));
-
-    // A lease that ran out is taken by anyone; renewing keeps it.
-    must(
-        store.journal_renew("b", Duration::ZERO).await,
-        "journal_renew",
-    );
-    let expired = must(store.journal_claim("c", LONG, false).await, "journal_claim");
-    assert_eq!(expired.len(), 2, "expired leases are taken over");
-    must(store.journal_renew("c", LONG).await, "journal_renew");
-    assert!(must(store.journal_claim("d", LONG, false).await, "journal_claim").is_empty());
-
-    must(store.journal_remove("e1").await, "journal_remove");
-    must(
-        store.journal_remove("e1").await,
-        "journal_remove (idempotent)",
-    );
-    must(store.journal_remove("e2").await, "journal_remove");
-    assert!(must(store.journal_claim("d", LONG, true).await, "journal_claim").is_empty());
 }

@@ -34,13 +34,25 @@
 //!   refused at startup with a clear message, as this build has no TLS for Postgres; use a
 //!   local connection or a TLS-terminating proxy.
 //!
-//! Times are unix seconds (bindings, reply-chain records) and milliseconds (dedupe, leases)
-//! from the replica's clock, as in the SQLite store.
+//! - **Time** (issue 27): whatever decides between replicas reads the database's clock,
+//!   never a replica's, so replicas whose clocks disagree still agree on what has expired:
+//!   every lease (a transport's, [`Store::acquire_lease`]; a journal entry's, admitted,
+//!   claimed and renewed) and every dedupe record is written as `now_ms!` plus its TTL,
+//!   and found live or expired against `now_ms!`, all in the statement that decides. A
+//!   replica 30 s ahead therefore neither takes a live lease nor claims live work, and
+//!   neither shortens nor lengthens the dedupe window. Values kept for ordering and record
+//!   keeping stay on the writing replica's clock: binding and chat-setting times and
+//!   reply-chain touches (unix seconds; pruning reads them against a horizon of days, where
+//!   seconds of skew do not matter), and a journal entry's `created_at` (milliseconds; the
+//!   admitting replica keeps the same value in memory, and the final retry window measured
+//!   from it is hours long).
 //!
-//! Children: `schema` (the embedded migrations and applying them), `journal` (the
-//! in-flight journal, issue 19), `conversations`
+//! Children: `clock` (the database's clock every expiry is judged by, issue 27), `schema`
+//! (the embedded migrations and applying them), `journal` (the in-flight journal, issue 19),
+//! `conversations`
 //! (reply-chain records and pruning), `tests`.
 
+mod clock;
 mod conversations;
 mod journal;
 mod schema;
@@ -54,9 +66,10 @@ use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls, Row};
 
+use self::clock::{now_ms, ttl_param};
 use super::{
     Binding, BindingWrite, ConversationKey, DedupeKey, JournalRecord, Journaled, Pruned, Store,
-    StoreError, ttl_millis, unix_millis, unix_seconds,
+    StoreError, unix_seconds,
 };
 use crate::gateway::ThreadId;
 
@@ -301,30 +314,36 @@ impl PostgresStore {
     }
 }
 
-/// The common table expressions of a dedupe admission (`$1`–`$4` the key, `$5` now, `$6`
-/// the expiry, `$7` the cap): `admitted` holds the new record's seq unless a live record
+/// The common table expressions of a dedupe admission (`$1`–`$4` the key, `$5` the TTL in
+/// milliseconds, `$6` the cap): `admitted` holds the new record's seq unless a live record
 /// exists (an expired one is replaced and takes the new sequence number), `dropped` what
 /// fell out of the cap. The DELETE runs on the statement's snapshot, so it never sees the
 /// new row. Shared by `dedupe_admit` and the journal's admission.
 macro_rules! dedupe_admission {
     () => {
-        "WITH live AS (
-             SELECT 1 FROM im_bridge_dedupe
-             WHERE channel = $1 AND workspace = $2 AND chat_id = $3
-               AND message_id = $4 AND expires_at > $5
-         ), admitted AS (
-             INSERT INTO im_bridge_dedupe
-                 (channel, workspace, chat_id, message_id, expires_at)
-             SELECT $1, $2, $3, $4, $6 WHERE NOT EXISTS (SELECT 1 FROM live)
-             ON CONFLICT (channel, workspace, chat_id, message_id) DO UPDATE SET
-                 expires_at = EXCLUDED.expires_at, seq = EXCLUDED.seq
-             WHERE im_bridge_dedupe.expires_at <= $5
-             RETURNING seq
-         ), dropped AS (
-             DELETE FROM im_bridge_dedupe
-             WHERE seq <= (SELECT seq FROM admitted) - $7
-             RETURNING 1
-         )"
+        concat!(
+            "WITH live AS (
+                 SELECT 1 FROM im_bridge_dedupe
+                 WHERE channel = $1 AND workspace = $2 AND chat_id = $3
+                   AND message_id = $4 AND expires_at > ",
+            now_ms!(),
+            "), admitted AS (
+                 INSERT INTO im_bridge_dedupe
+                     (channel, workspace, chat_id, message_id, expires_at)
+                 SELECT $1, $2, $3, $4, ",
+            now_ms!(),
+            " + $5 WHERE NOT EXISTS (SELECT 1 FROM live)
+                 ON CONFLICT (channel, workspace, chat_id, message_id) DO UPDATE SET
+                     expires_at = EXCLUDED.expires_at, seq = EXCLUDED.seq
+                 WHERE im_bridge_dedupe.expires_at <= ",
+            now_ms!(),
+            " RETURNING seq
+             ), dropped AS (
+                 DELETE FROM im_bridge_dedupe
+                 WHERE seq <= (SELECT seq FROM admitted) - $6
+                 RETURNING 1
+             )"
+        )
     };
 }
 pub(super) use dedupe_admission;
@@ -395,8 +414,6 @@ impl Store for PostgresStore {
     }
 
     async fn dedupe_admit(&self, key: &DedupeKey, ttl: Duration) -> Result<bool, StoreError> {
-        let now = unix_millis();
-        let expires_at = now.saturating_add(ttl_millis(ttl));
         // One statement: insert unless a live record exists (an expired one is replaced
         // and takes the new sequence number), then drop what fell out of the cap. The
         // DELETE runs on the statement's snapshot, so it never sees the new row.
@@ -412,8 +429,7 @@ impl Store for PostgresStore {
                     &key.workspace,
                     &key.chat_id.as_str(),
                     &key.message_id,
-                    &now,
-                    &expires_at,
+                    &ttl_param(ttl),
                     &self.dedupe_cap,
                 ],
             )
@@ -443,18 +459,22 @@ impl Store for PostgresStore {
         holder: &str,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        let now = unix_millis();
-        let until = now.saturating_add(ttl_millis(ttl));
-        // The row lock of the upsert orders replicas racing for a free lease.
+        // The row lock of the upsert orders replicas racing for a free lease; the
+        // database's clock decides whether the holder's lease ran out.
         let taken = self
             .execute(
                 "acquire_lease",
-                "INSERT INTO im_bridge_leases (name, holder, expires_at) VALUES ($1, $2, $4)
-                 ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder,
-                     expires_at = EXCLUDED.expires_at
-                 WHERE im_bridge_leases.holder = EXCLUDED.holder
-                    OR im_bridge_leases.expires_at <= $3",
-                &[&name, &holder, &now, &until],
+                concat!(
+                    "INSERT INTO im_bridge_leases (name, holder, expires_at) VALUES ($1, $2, ",
+                    now_ms!(),
+                    " + $3)
+                     ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder,
+                         expires_at = EXCLUDED.expires_at
+                     WHERE im_bridge_leases.holder = EXCLUDED.holder
+                        OR im_bridge_leases.expires_at <= ",
+                    now_ms!()
+                ),
+                &[&name, &holder, &ttl_param(ttl)],
             )
             .await?;
         Ok(taken == 1)

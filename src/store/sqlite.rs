@@ -26,6 +26,11 @@
 //! connection (checkpointing the WAL into the file) and releases the lock file. Dropping
 //! every handle does the same in the background.
 //!
+//! Time: expiries (dedupe records, leases, journal entries) are this process's clock in unix
+//! milliseconds, and that clock is the store's: the lock file lets only one daemon open the
+//! file, so no other clock ever judges them (the shared Postgres store uses the database's
+//! clock instead, issue 27).
+//!
 //! Children: `db` (the file and its statements, the caches), `schema` (embedded
 //! migrations), `worker` (the store thread's loop and group commit), `tests`.
 //!

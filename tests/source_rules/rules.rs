@@ -223,9 +223,6 @@ pub const SENTENCES_ALLOWED: &[(&str, &str)] = &[
     // store are recognised by `is_sql` instead.
     ("src/store/sqlite/schema.rs", ""),
     ("src/store/postgres/schema.rs", ""),
-    // The journal's admission: the dedupe admission's CTEs (`dedupe_admission!`), then its
-    // own, continued after a comma.
-    ("src/store/postgres/journal.rs", ", added AS ("),
     // Why a store file cannot be opened: a `StoreError` reason, logged for the operator.
     (
         "src/store/sqlite/db.rs",
@@ -310,7 +307,9 @@ fn sentence_allowed(path: &str, literal: &str) -> bool {
             .any(|(p, start)| *p == path && literal.starts_with(start))
 }
 
-/// A store literal that is a query: its first word is an SQL statement keyword.
+/// A store literal that is a query, or a piece of one spliced around another with `concat!`
+/// (the database's clock, `now_ms!()`; the dedupe admission's CTEs): its first word is an
+/// SQL statement or clause keyword, or it opens by continuing an expression (`+`, `)`, `,`).
 fn is_sql(literal: &str) -> bool {
     const STATEMENTS: &[&str] = &[
         "SELECT",
@@ -328,8 +327,20 @@ fn is_sql(literal: &str) -> bool {
         "RELEASE",
         "ROLLBACK",
     ];
+    const CLAUSES: &[&str] = &[
+        "RETURNING",
+        "WHERE",
+        "ON",
+        "ORDER",
+        "FROM",
+        "AND",
+        "OR",
+        "SET",
+        "VALUES",
+    ];
+    let literal = literal.trim_start();
     let first = literal.split_whitespace().next().unwrap_or("");
-    STATEMENTS.contains(&first)
+    STATEMENTS.contains(&first) || CLAUSES.contains(&first) || literal.starts_with(['+', ')', ','])
 }
 
 /// Whether a literal reads like a sentence: three words or more made of letters with at most
@@ -461,6 +472,9 @@ mod tests {
         // A query is no sentence in the store, and a sentence anywhere else.
         assert!(no_user_facing_sentence("src/store/sqlite/worker.rs", sql).is_empty());
         assert_eq!(lines(no_user_facing_sentence("src/daemon.rs", sql)), [1]);
+        // So are the pieces of one spliced around a macro.
+        let spliced = "const Q: &str = concat!(\"UPDATE t SET a = \", now!(), \" + $2 WHERE id = $1 AND b > \", now!(), \") RETURNING id, the rest\");";
+        assert!(no_user_facing_sentence("src/store/postgres.rs", spliced).is_empty());
         let prose = "fn f() -> &'static str { \"Deleted from the store, sorry\" }";
         assert_eq!(
             lines(no_user_facing_sentence("src/store/sqlite/db.rs", prose)),

@@ -1,12 +1,17 @@
 //! The in-flight journal on Postgres (issue 19). Each call is one statement, so it is
 //! atomic: admission writes the dedupe record and the entry together (or neither), and a
 //! claim takes each entry for exactly one replica (row locks, `SKIP LOCKED`).
+//!
+//! Entry leases are written and compared in the database's clock (`now_ms!`, issue 27):
+//! a replica whose clock runs ahead cannot find a live replica's entries expired and take
+//! them. `created_at` alone is the admitting replica's clock (the parent's docs say why).
 
 use std::time::Duration;
 
+use super::clock::{now_ms, ttl_param};
 use super::{PostgresStore, failed};
 use crate::store::journal::{self, JournalRecord, Journaled};
-use crate::store::{DedupeKey, JOURNAL_CAP, StoreError, ttl_millis, unix_millis};
+use crate::store::{DedupeKey, JOURNAL_CAP, StoreError, unix_millis};
 
 impl PostgresStore {
     /// `Store::journal_admit`.
@@ -18,24 +23,29 @@ impl PostgresStore {
         holder: &str,
         lease: Duration,
     ) -> Result<bool, StoreError> {
-        let now = unix_millis();
-        let until = now.saturating_add(ttl_millis(lease));
+        // Record keeping only: the admitting replica's clock (module docs).
+        let created = unix_millis();
+        let lease = ttl_param(lease);
         let record = journal::encode(record);
         let cap = JOURNAL_CAP as i64;
         let Some((key, ttl)) = dedupe else {
             self.execute(
                 "journal_admit",
-                "WITH added AS (
-                     INSERT INTO im_bridge_journal (id, record, holder, lease_until, created_at)
-                     VALUES ($1, $2, $3, $4, $5) RETURNING seq
-                 )
-                 DELETE FROM im_bridge_journal WHERE seq <= (SELECT seq FROM added) - $6",
-                &[&id, &record, &holder, &until, &now, &cap],
+                concat!(
+                    "WITH added AS (
+                         INSERT INTO im_bridge_journal
+                             (id, record, holder, lease_until, created_at)
+                         VALUES ($1, $2, $3, ",
+                    now_ms!(),
+                    " + $4, $5) RETURNING seq
+                     )
+                     DELETE FROM im_bridge_journal WHERE seq <= (SELECT seq FROM added) - $6"
+                ),
+                &[&id, &record, &holder, &lease, &created, &cap],
             )
             .await?;
             return Ok(true);
         };
-        let expires_at = now.saturating_add(ttl_millis(ttl));
         // The dedupe upsert of `dedupe_admit`, then the entry only if it admitted.
         let row = self
             .query_one(
@@ -43,29 +53,32 @@ impl PostgresStore {
                 concat!(
                     super::dedupe_admission!(),
                     ", added AS (
-                     INSERT INTO im_bridge_journal (id, record, holder, lease_until, created_at)
-                     SELECT $8, $9, $10, $11, $5 WHERE EXISTS (SELECT 1 FROM admitted)
-                     RETURNING seq
-                 ), trimmed AS (
-                     DELETE FROM im_bridge_journal
-                     WHERE seq <= (SELECT seq FROM added) - $12
-                     RETURNING 1
-                 )
-                 SELECT EXISTS (SELECT 1 FROM admitted), (SELECT count(*) FROM dropped),
-                        (SELECT count(*) FROM trimmed)"
+                         INSERT INTO im_bridge_journal
+                             (id, record, holder, lease_until, created_at)
+                         SELECT $7, $8, $9, ",
+                    now_ms!(),
+                    " + $10, $11 WHERE EXISTS (SELECT 1 FROM admitted)
+                         RETURNING seq
+                     ), trimmed AS (
+                         DELETE FROM im_bridge_journal
+                         WHERE seq <= (SELECT seq FROM added) - $12
+                         RETURNING 1
+                     )
+                     SELECT EXISTS (SELECT 1 FROM admitted), (SELECT count(*) FROM dropped),
+                            (SELECT count(*) FROM trimmed)"
                 ),
                 &[
                     &key.channel,
                     &key.workspace,
                     &key.chat_id.as_str(),
                     &key.message_id,
-                    &now,
-                    &expires_at,
+                    &ttl_param(ttl),
                     &self.dedupe_cap,
                     &id,
                     &record,
                     &holder,
-                    &until,
+                    &lease,
+                    &created,
                     &cap,
                 ],
             )
@@ -109,23 +122,27 @@ impl PostgresStore {
         lease: Duration,
         take_live: bool,
     ) -> Result<Vec<Journaled>, StoreError> {
-        let now = unix_millis();
-        let cutoff = if take_live { i64::MAX } else { now };
-        let until = now.saturating_add(ttl_millis(lease));
+        let lease = ttl_param(lease);
         let rows = self
             .with_client("journal_claim", async |client| {
                 let statement = client
-                    .prepare_cached(
-                        "UPDATE im_bridge_journal SET holder = $1, lease_until = $3
+                    .prepare_cached(concat!(
+                        "UPDATE im_bridge_journal SET holder = $1, lease_until = ",
+                        now_ms!(),
+                        " + $3
                          WHERE id IN (
                              SELECT id FROM im_bridge_journal
-                             WHERE holder <> $1 AND lease_until <= $2
+                             WHERE holder <> $1 AND ($2 OR lease_until <= ",
+                        now_ms!(),
+                        ")
                              ORDER BY seq FOR UPDATE SKIP LOCKED
                          )
-                         RETURNING id, record, created_at, seq",
-                    )
+                         RETURNING id, record, created_at, seq"
+                    ))
                     .await?;
-                client.query(&statement, &[&holder, &cutoff, &until]).await
+                client
+                    .query(&statement, &[&holder, &take_live, &lease])
+                    .await
             })
             .await?;
         let mut claimed = Vec::with_capacity(rows.len());
@@ -166,11 +183,14 @@ impl PostgresStore {
         holder: &str,
         lease: Duration,
     ) -> Result<(), StoreError> {
-        let until = unix_millis().saturating_add(ttl_millis(lease));
         self.execute(
             "journal_renew",
-            "UPDATE im_bridge_journal SET lease_until = $2 WHERE holder = $1",
-            &[&holder, &until],
+            concat!(
+                "UPDATE im_bridge_journal SET lease_until = ",
+                now_ms!(),
+                " + $2 WHERE holder = $1"
+            ),
+            &[&holder, &ttl_param(lease)],
         )
         .await?;
         Ok(())

@@ -164,6 +164,65 @@ async fn issue_13_a_replica_of_the_previous_release_can_still_write_bindings() {
 }
 
 #[tokio::test]
+async fn issue_27_expiries_are_the_database_clock_plus_the_ttl() {
+    let scratch = Scratch::new().await;
+    let store = scratch.store(small()).await;
+    let ttl = Duration::from_secs(600);
+    let key = DedupeKey {
+        channel: "telegram".into(),
+        workspace: "42".into(),
+        chat_id: ChatId::new("42"),
+        message_id: "7".into(),
+    };
+    let record = JournalRecord::admitted(im_bridge_channel::InboundMessage::new(
+        "telegram", "42", "u1", "hello",
+    ));
+    assert!(store.acquire_lease("transport:t", "a", ttl).await.unwrap());
+    assert!(
+        store
+            .journal_admit(Some((&key, ttl)), "e1", &record, "a", ttl)
+            .await
+            .unwrap()
+    );
+    // What each expiry is ahead of the database's clock, in milliseconds.
+    let (client, connection) = scratch.config().connect(NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let sql = format!(
+        "SELECT (SELECT expires_at FROM im_bridge_leases) - {now},
+                (SELECT expires_at FROM im_bridge_dedupe) - {now},
+                (SELECT lease_until FROM im_bridge_journal) - {now}",
+        now = now_ms!()
+    );
+    let row = client.query_one(&sql, &[]).await.unwrap();
+    for (i, what) in ["lease", "dedupe record", "journal lease"]
+        .iter()
+        .enumerate()
+    {
+        let ahead: i64 = row.get(i);
+        assert!(
+            (590_000..=600_000).contains(&ahead),
+            "the {what} expires {ahead} ms after the database's now, not 600 s"
+        );
+    }
+    // A TTL longer than any clock is cut, never an overflow.
+    assert!(
+        store
+            .acquire_lease("transport:t", "a", Duration::MAX)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .acquire_lease("transport:t", "b", Duration::ZERO)
+            .await
+            .unwrap()
+    );
+    store.journal_renew("a", Duration::MAX).await.unwrap();
+    store.close().await.unwrap();
+    scratch.drop_schema().await;
+}
+
+#[tokio::test]
 async fn a_schema_newer_than_this_build_is_refused() {
     let scratch = Scratch::new().await;
     scratch.store(small()).await.close().await.unwrap();
