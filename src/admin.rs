@@ -54,8 +54,10 @@ pub mod names {
     /// Gauge: replies waiting in the per-chat delivery lanes (or being delivered).
     pub const OUTBOUND_PENDING: &str = "im_bridge_outbound_pending";
     /// Counter: transport attempts that ended unexpectedly and were scheduled for a restart,
-    /// by `channel` and `reason` (`error`, `panic`, `stopped`).
-    pub const TRANSPORT_RESTARTS: &str = "im_bridge_transport_restarts_total";
+    /// by `channel` and `reason` (`error`, `panic`, `stopped`); in the same series, the
+    /// adapters count each reconnect of a long connection (`connect_failed`, `lost`,
+    /// `rotated`: [`im_bridge_channel::Reconnect`]).
+    pub const TRANSPORT_RESTARTS: &str = im_bridge_channel::telemetry::names::RESTARTS;
     /// Gauge: 1 while a channel's transport attempt runs, 0 while it waits to restart.
     pub const TRANSPORT_UP: &str = "im_bridge_transport_up";
 }

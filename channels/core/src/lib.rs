@@ -25,6 +25,7 @@ mod ids;
 mod inbound;
 mod menu;
 mod message;
+pub mod reconnect;
 pub mod registry;
 pub mod render;
 mod secret;
@@ -55,6 +56,7 @@ pub use message::{
     ChatKind, FileKind, FileSource, InboundFile, InboundMessage, MsgType, OutboundFile,
     OutboundMessage, RedeliveryKey, safe_file_name,
 };
+pub use reconnect::{Cause, Reconnect};
 pub use registry::{Adapter, BuildContext, Configured, Platform, Prepared};
 pub use secret::Secret;
 pub use telemetry::{Stage, Telemetry};

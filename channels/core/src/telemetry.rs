@@ -11,13 +11,19 @@
 //! [`Telemetry::new`] runs: the daemon installs its Prometheus recorder before it builds
 //! the channels, and a test can build an adapter under a local recorder of its own (see
 //! `im_bridge_fakes::telemetry`). Recording is then an atomic add: no label strings are
-//! built per event. All three error stages are registered up front, so a healthy channel
-//! exports zeros rather than nothing.
+//! built per event. All three error stages and every reconnect cause are registered up
+//! front, so a healthy channel exports zeros rather than nothing.
+//!
+//! A long connection reconnects through the [`Reconnect`] its telemetry makes
+//! ([`Telemetry::reconnect`]), which counts each reconnect in [`names::RESTARTS`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use metrics::{Counter, Gauge};
+
+use crate::backoff::Backoff;
+use crate::reconnect::{Cause, Reconnect};
 
 /// The contract's metric names. Every series carries the label `channel` (the adapter's
 /// [`Channel::name`](crate::Channel::name)); [`ERRORS`](names::ERRORS) also carries `stage`.
@@ -31,9 +37,14 @@ pub mod names {
     pub const ERRORS: &str = "im_bridge_channel_errors_total";
     /// Gauge: 1 while the adapter is connected to its platform, 0 otherwise.
     pub const CONNECTED: &str = "im_bridge_channel_connected";
+    /// Counter: the transport made again, by `reason`. An adapter's long connection
+    /// counts each reconnect by its [`Cause`](crate::reconnect::Cause) (`connect_failed`,
+    /// `lost`, `rotated`); the daemon's supervisor counts each restart of a whole
+    /// transport in the same series (`error`, `panic`, `stopped`).
+    pub const RESTARTS: &str = "im_bridge_transport_restarts_total";
 
     /// Every name of the contract.
-    pub const ALL: [&str; 4] = [RECEIVED, SENT, ERRORS, CONNECTED];
+    pub const ALL: [&str; 5] = [RECEIVED, SENT, ERRORS, CONNECTED, RESTARTS];
 }
 
 /// Where in an adapter a failure happened: the `stage` label of
@@ -86,6 +97,8 @@ struct Inner {
     received: Counter,
     sent: Counter,
     errors: [Counter; 3],
+    /// [`names::RESTARTS`] by [`Cause`], in [`Cause::ALL`] order.
+    restarts: [Counter; 3],
     connected_gauge: Gauge,
     connected: AtomicBool,
 }
@@ -106,6 +119,9 @@ impl Telemetry {
         let errors = Stage::ALL.map(|stage| {
             metrics::counter!(names::ERRORS, "channel" => channel, "stage" => stage.as_str())
         });
+        let restarts = Cause::ALL.map(|cause| {
+            metrics::counter!(names::RESTARTS, "channel" => channel, "reason" => cause.as_str())
+        });
         let connected_gauge = metrics::gauge!(names::CONNECTED, "channel" => channel);
         connected_gauge.set(0.0);
         Self {
@@ -114,6 +130,7 @@ impl Telemetry {
                 received: metrics::counter!(names::RECEIVED, "channel" => channel),
                 sent: metrics::counter!(names::SENT, "channel" => channel),
                 errors,
+                restarts,
                 connected_gauge,
                 connected: AtomicBool::new(false),
             }),
@@ -162,6 +179,12 @@ impl Telemetry {
         was
     }
 
+    /// The reconnect policy of a long connection of this channel: waits per `backoff`,
+    /// counted in [`names::RESTARTS`] and logged as [`Reconnect`] says.
+    pub fn reconnect(&self, backoff: Backoff) -> Reconnect {
+        Reconnect::new(self.inner.channel, self.inner.restarts.clone(), backoff)
+    }
+
     /// Whether the adapter last reported itself connected
     /// (what [`Channel::is_connected`](crate::Channel::is_connected) should return).
     pub fn is_connected(&self) -> bool {
@@ -187,6 +210,13 @@ mod tests {
                 spec.contains(&format!("`{}`", stage.as_str())),
                 "stage {} is not in docs/adapter-spec.md",
                 stage.as_str()
+            );
+        }
+        for cause in Cause::ALL {
+            assert!(
+                spec.contains(&format!("`{}`", cause.as_str())),
+                "reconnect cause {} is not in docs/adapter-spec.md",
+                cause.as_str()
             );
         }
     }

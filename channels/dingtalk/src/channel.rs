@@ -207,7 +207,8 @@ impl Channel for DingTalkChannel {
             sink: &sink,
         };
         self.telemetry.set_connected(true);
-        let result = stream::run(&settings, &self.http, &mut admit, &shutdown).await;
+        let reconnect = self.telemetry.reconnect(stream::RECONNECT_BACKOFF);
+        let result = stream::run(&settings, &self.http, &mut admit, reconnect, &shutdown).await;
         self.telemetry.set_connected(false);
         match result {
             Ok(()) => Ok(ChannelExit::Stopped),

@@ -19,11 +19,13 @@
 //!   the connection counts as lost (a half-open TCP connection would otherwise hang here
 //!   forever).
 //!
-//! After a lost connection or a failed attempt the next waits per [`Timers::backoff`]:
-//! doubling from 1 s up to 60 s, plus up to 1 s of jitter (the Python SDK's schedule), and
-//! back to 1 s once a connection has carried a frame. Only a refusal retrying cannot fix
-//! ends `run` with a [`StreamError`]; cancelling `shutdown` closes the socket politely and
-//! returns `Ok(())`.
+//! After a lost connection or a failed attempt the next waits per the [`Reconnect`] `run`
+//! is given (the channel's: [`RECONNECT_BACKOFF`], doubling from 1 s up to 60 s, plus up
+//! to 1 s of jitter, the Python SDK's schedule), and back to 1 s once a connection has
+//! carried a frame; a `disconnect` after other frames reconnects at once. Each
+//! reconnect is counted and logged there, rate-limited. Only a refusal retrying cannot
+//! fix ends `run` with a [`StreamError`]; cancelling `shutdown` closes the socket politely
+//! and returns `Ok(())`.
 //!
 //! Every replica connects: DingTalk hands each message to one of an app's connections.
 //! Logs name the endpoint's host, frame ids and topics only: never the ticket, the secret
@@ -39,8 +41,8 @@ pub mod frame;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use im_bridge_channel::Secret;
 use im_bridge_channel::backoff::Backoff;
+use im_bridge_channel::{Cause, Reconnect, Secret, reconnect};
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -57,6 +59,9 @@ pub const TOPIC_BOT_MESSAGE: &str = "/v1.0/im/bot/messages/get";
 pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
 /// How long a polite close may take at shutdown before the socket is simply dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
+/// The reconnect backoff: 1 s doubling to 60 s plus up to 1 s of jitter, the Python
+/// SDK's schedule (and the core's default).
+pub const RECONNECT_BACKOFF: Backoff = reconnect::BACKOFF;
 
 /// Where and as whom to connect.
 #[derive(Debug, Clone)]
@@ -67,15 +72,13 @@ pub struct StreamSettings {
     pub client_id: String,
     /// The app's `client_secret`; sent only in the `connections/open` body.
     pub client_secret: Secret,
-    /// Reconnect and keepalive timing.
+    /// Keepalive timing.
     pub timers: Timers,
 }
 
-/// Reconnect and keepalive timing.
+/// Keepalive timing.
 #[derive(Debug, Clone)]
 pub struct Timers {
-    /// The wait before each reconnect attempt in a row.
-    pub backoff: Backoff,
     /// Silence from DingTalk after which the client pings.
     pub keepalive: Duration,
     /// How long an answer to that ping may take before the connection counts as lost.
@@ -83,15 +86,9 @@ pub struct Timers {
 }
 
 impl Default for Timers {
-    /// 1 s doubling to 60 s plus up to 1 s of jitter; a ping after 60 s of silence, lost
-    /// after 10 s more.
+    /// A ping after 60 s of silence, lost after 10 s more.
     fn default() -> Self {
         Self {
-            backoff: Backoff::new(
-                Duration::from_secs(1),
-                Duration::from_secs(60),
-                Duration::from_secs(1),
-            ),
             keepalive: Duration::from_secs(60),
             pong_timeout: Duration::from_secs(10),
         }
@@ -169,37 +166,31 @@ enum Ended {
     /// `shutdown` was cancelled; the socket has been closed.
     Shutdown,
     /// DingTalk asked us to reconnect (SYSTEM `disconnect`); the socket has been closed.
-    Rotated,
+    /// `served` says whether a frame arrived before the `disconnect`.
+    Rotated { served: bool },
     /// The server closed it, the transport failed, or the keepalive went unanswered (the
     /// reason is safe to log); `served` says whether any frame arrived on it.
     Lost { reason: String, served: bool },
 }
 
-/// Holds stream mode until `shutdown`, handing robot messages to `handler`.
+/// Holds stream mode until `shutdown`, handing robot messages to `handler` and
+/// reconnecting as `reconnect` says.
 ///
 /// Returns `Ok(())` after a shutdown, `Err` on a refusal retrying cannot fix.
 pub async fn run(
     settings: &StreamSettings,
     http: &reqwest::Client,
     handler: &mut dyn EventHandler,
+    mut reconnect: Reconnect,
     shutdown: &CancellationToken,
 ) -> Result<(), StreamError> {
-    let mut backoff = settings.timers.backoff.clone();
-    // Whether to wait before the next attempt (not before the first, nor after a
-    // `disconnect`).
-    let mut wait = false;
+    // Why the last attempt or connection ended (log-safe); `None` before the first.
+    let mut ended: Option<(Cause, String)> = None;
     loop {
-        if wait {
-            let pause = backoff.next_wait();
-            tracing::info!(
-                attempt = backoff.failures(),
-                wait_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
-                "Reconnecting to DingTalk."
-            );
-            tokio::select! {
-                () = shutdown.cancelled() => return Ok(()),
-                () = tokio::time::sleep(pause) => {}
-            }
+        if let Some((cause, reason)) = ended.take()
+            && !reconnect.wait(cause, reason, shutdown).await
+        {
+            return Ok(());
         }
         let connected = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
@@ -210,17 +201,22 @@ pub async fn run(
                 tracing::info!(host = %conn.host, "Connected to DingTalk stream mode.");
                 match serve(conn, &settings.timers, handler, shutdown).await {
                     Ended::Shutdown => return Ok(()),
-                    Ended::Rotated => {
-                        tracing::info!("DingTalk rotated the stream connection.");
-                        backoff.reset();
-                        wait = false;
+                    Ended::Rotated { served } => {
+                        // At once after a connection that carried frames; a server that
+                        // sends nothing but `disconnect` is backed off.
+                        if served {
+                            reconnect.reset();
+                        }
+                        ended = Some((Cause::Rotated, "SYSTEM disconnect".into()));
                     }
                     Ended::Lost { reason, served } => {
-                        tracing::warn!(%reason, "The DingTalk stream connection ended.");
-                        if served {
-                            backoff.reset();
-                        }
-                        wait = true;
+                        let cause = if served {
+                            reconnect.reset();
+                            Cause::Lost
+                        } else {
+                            Cause::ConnectFailed
+                        };
+                        ended = Some((cause, reason));
                     }
                 }
             }
@@ -228,10 +224,7 @@ pub async fn run(
                 tracing::error!(%error, "DingTalk refused stream mode.");
                 return Err(error);
             }
-            Err(Failure::Retry(reason)) => {
-                tracing::warn!(%reason, "Could not connect to DingTalk stream mode.");
-                wait = true;
-            }
+            Err(Failure::Retry(reason)) => ended = Some((Cause::ConnectFailed, reason)),
         }
     }
 }
@@ -294,6 +287,7 @@ async fn serve(
                     // Pings are answered by tungstenite; pongs only prove life.
                     Some(Ok(_)) => continue,
                 };
+                let served_before = served;
                 served = true;
                 let (ack, next) = receive(text.as_str(), handler);
                 if let Some(ack) = ack
@@ -303,7 +297,9 @@ async fn serve(
                 }
                 if let Next::Reconnect = next {
                     let _ = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
-                    return Ended::Rotated;
+                    return Ended::Rotated {
+                        served: served_before,
+                    };
                 }
             }
         }

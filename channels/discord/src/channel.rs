@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use im_bridge_channel::reconnect;
 use im_bridge_channel::render::Markup;
 use im_bridge_channel::{
     AdmitError, BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult,
@@ -365,7 +366,8 @@ impl Channel for DiscordChannel {
         shutdown: CancellationToken,
     ) -> ChannelResult<ChannelExit> {
         let (tx, mut events) = mpsc::channel(EVENTS);
-        let gateway = gateway::run(&self.settings, &self.api, tx, shutdown.clone());
+        let reconnect = self.telemetry.reconnect(reconnect::BACKOFF);
+        let gateway = gateway::run(&self.settings, &self.api, tx, reconnect, shutdown.clone());
         tokio::pin!(gateway);
         let mut open = true;
         let result = loop {

@@ -10,9 +10,14 @@
 //!   it in the Developer Portal, else Discord closes with 4014).
 //! - Heartbeats, RESUME (session id and last sequence) after a dropped socket or op 7, and
 //!   a fresh IDENTIFY after op 9 `false`, are serenity's. serenity 0.12.5 resumes at the
-//!   URL its shards share and never reads READY's `resume_gateway_url`; the handler stores
-//!   that URL into the shared URL on every READY, so resumes go where Discord asks. (A
-//!   re-IDENTIFY after op 9 then also connects there, which Discord accepts.)
+//!   URL its shards share and never reads READY's `resume_gateway_url`; on every READY
+//!   that URL goes into the shared URL, so resumes go where Discord asks. (A re-IDENTIFY
+//!   after op 9 then also connects there, which Discord accepts.)
+//! - serenity reconnects at once and for ever; the `gate` (a child module) holds the
+//!   shared URL every connection of serenity's must read first, and lets them through
+//!   one at a time, paced, counted and logged by the adapter's [`Reconnect`]: a server
+//!   dropping every new connection sees a handful of attempts in 15 s, not hundreds
+//!   (issue 27).
 //! - A missed heartbeat ACK makes serenity restart the shard (a fresh IDENTIFY, not a
 //!   RESUME): events of the zombied session are not replayed.
 //! - 4004 (wrong token), 4013 and 4014 (intents) end [`run`] with a clear
@@ -21,11 +26,14 @@
 //!
 //! serenity's events are delivered by spawned tasks, so two messages arriving together may
 //! be forwarded out of order; the adapter dedupes by message id and does not rely on order.
+//!
+//! Children: `gate`, the reconnect gate over serenity's shared URL.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::StreamExt;
+use im_bridge_channel::Reconnect;
 use serenity::async_trait;
 use serenity::client::{Context, RawEventHandler};
 use serenity::gateway::{GatewayError as SerenityGatewayError, ShardManager, ShardManagerOptions};
@@ -42,8 +50,11 @@ use crate::error::ApiError;
 
 pub use serenity::model::channel::Message;
 
+mod gate;
 #[cfg(test)]
 mod tests;
+
+use self::gate::{Gate, PROOFS, Proof};
 
 #[cfg(test)]
 mod url_tests {
@@ -139,10 +150,10 @@ pub fn gateway_base(url: &str) -> Result<String, GatewayError> {
     Ok(parsed.as_str().trim_end_matches('/').to_owned())
 }
 
-/// Forwards serenity's dispatches.
+/// Forwards serenity's dispatches (and tells the gate what proves a connection).
 struct Forward {
     events: mpsc::Sender<GatewayEvent>,
-    ws_url: Arc<Mutex<String>>,
+    proofs: mpsc::Sender<Proof>,
     bot_id: AtomicU64,
 }
 
@@ -154,18 +165,18 @@ impl RawEventHandler for Forward {
                 let ready = ready.ready;
                 let bot_id = ready.user.id.get();
                 self.bot_id.store(bot_id, Ordering::Release);
-                match gateway_base(&ready.resume_gateway_url) {
-                    Ok(url) => *self.ws_url.lock().await = url,
-                    Err(_) => {
-                        tracing::warn!(
-                            "READY's resume_gateway_url is not a ws(s) URL; kept the old one"
-                        )
-                    }
+                let resume_url = gateway_base(&ready.resume_gateway_url).ok();
+                if resume_url.is_none() {
+                    tracing::warn!(
+                        "READY's resume_gateway_url is not a ws(s) URL; kept the old one"
+                    );
                 }
+                self.prove(Proof::Ready { resume_url }).await;
                 tracing::info!(bot_id, "discord gateway ready");
                 GatewayEvent::Ready { bot_id }
             }
             Event::Resumed(_) => {
+                self.prove(Proof::Resumed).await;
                 tracing::info!("discord gateway resumed");
                 GatewayEvent::Resumed
             }
@@ -186,12 +197,21 @@ impl RawEventHandler for Forward {
     }
 }
 
+impl Forward {
+    /// Tells the gate; once `run` has ended nobody listens, which is fine.
+    async fn prove(&self, proof: Proof) {
+        let _ = self.proofs.send(proof).await;
+    }
+}
+
 /// Connects and forwards events into `events` until `stop` or a fatal close. Transient
-/// trouble (drops, op 7, op 9, 5xx on reconnect) is serenity's to recover from.
+/// trouble (drops, op 7, op 9, 5xx on reconnect) is serenity's to recover from, each new
+/// connection no sooner than `reconnect` allows.
 pub async fn run(
     settings: &DiscordSettings,
     api: &DiscordApi,
     events: mpsc::Sender<GatewayEvent>,
+    reconnect: Reconnect,
     stop: CancellationToken,
 ) -> Result<(), GatewayError> {
     let bot_id = api
@@ -216,9 +236,12 @@ pub async fn run(
             .build(),
     );
     let ws_url = Arc::new(Mutex::new(url));
+    let (proofs, proven) = mpsc::channel(PROOFS);
+    // Holds the URL before serenity can read it: its first connection goes through the gate.
+    let gate = Gate::new(ws_url.clone(), reconnect, proven).await;
     let forward = Arc::new(Forward {
         events,
-        ws_url: ws_url.clone(),
+        proofs,
         bot_id: AtomicU64::new(bot_id),
     });
     let (manager, mut ended) = ShardManager::new(ShardManagerOptions {
@@ -243,7 +266,9 @@ pub async fn run(
             _ => Err(GatewayError::Ended),
         },
         () = stop.cancelled() => Ok(()),
+        () = gate.run() => Err(GatewayError::Ended),
     };
+    // The gate is gone with the select: serenity's shard can take the URL and stop.
     manager.shutdown_all().await;
     result
 }

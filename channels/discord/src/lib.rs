@@ -6,7 +6,8 @@
 //! - `api` (+ `error`): the REST calls (thin reqwest calls to `{api_url}/api/v10`), 429s
 //!   as `ChannelError::RetryAfter`, bounded attachment downloads.
 //! - `gateway`: serenity's shard with a raw event handler forwarding READY and user
-//!   messages; resume at `resume_gateway_url`; fatal close codes.
+//!   messages; resume at `resume_gateway_url`; fatal close codes; serenity's reconnects
+//!   paced by the shared `Reconnect` policy.
 //! - `inbound`: MESSAGE_CREATE to normalized messages (mentions, `mention_only`,
 //!   `allowed_channels`, `allowed_guilds`, threads).
 //! - `channel`: the [`DiscordChannel`] over these pieces, registered as

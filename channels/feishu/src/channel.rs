@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use im_bridge_channel::reconnect;
 use im_bridge_channel::render::Markup;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
@@ -312,7 +313,8 @@ impl Channel for FeishuChannel {
                     sink: &sink,
                 };
                 self.telemetry().set_connected(true);
-                let result = ws::run(&settings, &self.http, &mut admit, &shutdown).await;
+                let reconnect = self.telemetry().reconnect(reconnect::BACKOFF);
+                let result = ws::run(&settings, &self.http, &mut admit, reconnect, &shutdown).await;
                 self.intake.flush_bursts(&sink);
                 self.telemetry().set_connected(false);
                 match result {

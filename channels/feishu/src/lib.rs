@@ -6,8 +6,9 @@
 //!   reassembly of payloads split into `sum` parts (bounded in time and memory).
 //! - `ws`: the long connection: endpoint discovery at `{domain}/callback/ws/endpoint`, the
 //!   WebSocket, ping/pong with the server's `ClientConfig`, the ack of every data frame
-//!   before its event is handled, reconnects with the server's settings plus jitter, and
-//!   the handshake refusals.
+//!   before its event is handled, reconnects with the shared jittered backoff
+//!   (`im_bridge_channel::Reconnect`, counted and logged there) with the server's timers
+//!   as a floor, and the handshake refusals.
 //! - `webhook`: the event webhook's URL verification, token check, AES-256-CBC decryption
 //!   and signature check (the signed timestamp's freshness is the core's `Freshness`,
 //!   checked in `channel/hook.rs`).

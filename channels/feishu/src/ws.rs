@@ -13,9 +13,14 @@
 //!   Feishu re-pushes an event whose ack takes over 3 s. The handler therefore only admits
 //!   the event to a queue; the work happens elsewhere.
 //!
-//! After a connection ends (server close, transport error, busy server) the next attempt
-//! waits `random(0..reconnect_nonce)`, and each further failed one `reconnect_interval +
-//! random(0..reconnect_nonce)`, at most `reconnect_count` times in a row (-1: forever).
+//! **Reconnecting** follows the [`Reconnect`] it is given (the jittered exponential
+//! backoff every long connection has, counted and logged there) with Feishu's own timers
+//! as a floor: every reconnect waits the backoff plus `random(0..reconnect_nonce)`, and
+//! each one after the first in a row at least `reconnect_interval` (plus the nonce), at
+//! most `reconnect_count` in a row (-1: forever). A connection proves itself by carrying a
+//! frame from the server (a pong, an event): only then does the backoff start over. One
+//! that ends before it (a server dropping every new connection) is one more failure in a
+//! row, so such a server sees a few attempts a minute, not hundreds a second (issue 27).
 //! Refusals that retrying cannot fix end `run` with a [`WsError`]. Cancelling `shutdown`
 //! closes the socket politely and returns `Ok(())`.
 //!
@@ -31,8 +36,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use im_bridge_channel::Secret;
 use im_bridge_channel::backoff::jitter;
+use im_bridge_channel::{Cause, Reconnect, Secret};
 use prost::Message as _;
 use serde::Deserialize;
 use tokio::time::Instant;
@@ -174,11 +179,13 @@ pub enum WsError {
 enum Ended {
     /// `shutdown` was cancelled; the socket has been closed.
     Shutdown,
-    /// The server closed it, or the transport failed (the reason is safe to log).
-    Lost(String),
+    /// The server closed it, the transport failed, or it went silent (the reason is safe
+    /// to log); `served` says whether any frame came from the server on it.
+    Lost { reason: String, served: bool },
 }
 
-/// Holds the long connection until `shutdown`, handing events to `handler`.
+/// Holds the long connection until `shutdown`, handing events to `handler` and
+/// reconnecting as `reconnect` says (with Feishu's timers as a floor).
 ///
 /// Returns `Ok(())` after a shutdown, `Err` on a refusal retrying cannot fix or when
 /// `reconnect_count` attempts in a row failed.
@@ -186,28 +193,26 @@ pub async fn run(
     settings: &WsSettings,
     http: &reqwest::Client,
     handler: &mut dyn EventHandler,
+    mut reconnect: Reconnect,
     shutdown: &CancellationToken,
 ) -> Result<(), WsError> {
     let mut config = ClientConfig::default();
     let mut reassembler = Reassembler::new();
-    // Reconnect attempts made since the last good connection; `None` before the first try.
-    let mut attempts: Option<u32> = None;
+    // Why the last attempt or connection ended; `None` before the first try.
+    let mut ended: Option<(Cause, String)> = None;
     loop {
-        if let Some(made) = attempts {
+        if let Some((cause, reason)) = ended.take() {
+            let made = reconnect.failures();
             if config.reconnect_count >= 0 && i64::from(made) >= config.reconnect_count {
                 return Err(WsError::GaveUp { attempts: made });
             }
-            let base = if made == 0 {
+            let floor = if made == 0 {
                 Duration::ZERO
             } else {
                 config.reconnect_interval
             };
-            let wait = base + jitter(config.reconnect_nonce);
-            tracing::info!(
-                attempt = made + 1,
-                wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                "Reconnecting to Feishu."
-            );
+            let wait = reconnect.next_wait(cause).max(floor) + jitter(config.reconnect_nonce);
+            reconnect.report(cause, wait, reason);
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
                 () = tokio::time::sleep(wait) => {}
@@ -217,15 +222,19 @@ pub async fn run(
             () = shutdown.cancelled() => return Ok(()),
             c = endpoint::connect(settings, http, &mut config) => c,
         };
-        let next = attempts.map_or(0, |made| made + 1);
         match connected {
             Ok(conn) => {
                 tracing::info!(host = %conn.host, "Connected to the Feishu long connection.");
                 match serve(conn, &mut config, &mut reassembler, handler, shutdown).await {
                     Ended::Shutdown => return Ok(()),
-                    Ended::Lost(reason) => {
-                        tracing::warn!(%reason, "The Feishu long connection ended.");
-                        attempts = Some(0);
+                    Ended::Lost { reason, served } => {
+                        let cause = if served {
+                            reconnect.reset();
+                            Cause::Lost
+                        } else {
+                            Cause::ConnectFailed
+                        };
+                        ended = Some((cause, reason));
                     }
                 }
             }
@@ -233,10 +242,7 @@ pub async fn run(
                 tracing::error!(%error, "Feishu refused the long connection.");
                 return Err(error);
             }
-            Err(Failure::Retry(reason)) => {
-                tracing::warn!(%reason, "Could not connect to Feishu.");
-                attempts = Some(next);
-            }
+            Err(Failure::Retry(reason)) => ended = Some((Cause::ConnectFailed, reason)),
         }
     }
 }
@@ -257,6 +263,9 @@ async fn serve(
     // Set by a ping, cleared by anything the server sends: a connection that went quiet
     // (a half-open TCP connection, a stuck proxy) would otherwise never be noticed.
     let mut answer_due: Option<Instant> = None;
+    // Whether the server sent anything on this connection (it proved itself).
+    let mut served = false;
+    let lost = |reason: String, served: bool| Ended::Lost { reason, served };
     loop {
         let next_ping = last_ping.map_or_else(Instant::now, |at| at + config.ping_interval);
         let silent = async {
@@ -267,7 +276,7 @@ async fn serve(
         };
         tokio::select! {
             () = silent => {
-                return Ended::Lost("the server did not answer a ping".into());
+                return lost("the server did not answer a ping".into(), served);
             }
             () = shutdown.cancelled() => {
                 let closed = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
@@ -285,31 +294,35 @@ async fn serve(
                 }
                 let ping = Frame::ping(service).encode_to_vec();
                 if let Err(error) = ws.send(Message::Binary(ping.into())).await {
-                    return Ended::Lost(format!("sending a ping failed: {error}"));
+                    return lost(format!("sending a ping failed: {error}"), served);
                 }
                 tracing::trace!("Pinged Feishu.");
             }
             received = ws.next() => {
                 answer_due = None;
-                let data = match received {
-                    None => return Ended::Lost("the server closed the connection".into()),
-                    Some(Err(error)) => return Ended::Lost(format!("receiving failed: {error}")),
+                let message = match received {
+                    None => return lost("the server closed the connection".into(), served),
+                    Some(Err(error)) => return lost(format!("receiving failed: {error}"), served),
                     Some(Ok(Message::Close(_))) => {
-                        return Ended::Lost("the server closed the connection".into());
+                        return lost("the server closed the connection".into(), served);
                     }
-                    Some(Ok(Message::Binary(data))) => data,
-                    Some(Ok(Message::Text(_))) => {
+                    Some(Ok(message)) => message,
+                };
+                served = true;
+                let data = match message {
+                    Message::Binary(data) => data,
+                    Message::Text(_) => {
                         tracing::debug!("Ignored a text message on the Feishu long connection.");
                         continue;
                     }
                     // WebSocket pings are answered by tungstenite.
-                    Some(Ok(_)) => continue,
+                    _ => continue,
                 };
                 let Some(ack) = receive(&data, config, reassembler, handler) else {
                     continue;
                 };
                 if let Err(error) = ws.send(Message::Binary(ack.encode_to_vec().into())).await {
-                    return Ended::Lost(format!("sending an ack failed: {error}"));
+                    return lost(format!("sending an ack failed: {error}"), served);
                 }
             }
         }

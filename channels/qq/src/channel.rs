@@ -249,10 +249,12 @@ impl Channel for QqChannel {
                     intake: &self.intake,
                     sink: &sink,
                 };
+                let reconnect = self.intake.telemetry.reconnect(gateway::RECONNECT_BACKOFF);
                 let result = gateway::run(
                     &self.api,
                     &GatewaySettings::default(),
                     &mut admit,
+                    reconnect,
                     &shutdown,
                 )
                 .await;

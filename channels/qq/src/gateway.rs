@@ -17,8 +17,10 @@
 //!   `d` is `true`, identifies anew otherwise, and either way the token is fetched again
 //!   (the spec's rule); close codes are sorted by `close` (4009 resumes, 4000–4008
 //!   identify anew, 4004 refetches the token, the bot's ban and refused intents end
-//!   `run`); a dropped socket resumes. Waits between attempts follow the settings'
-//!   [`Backoff`] (1 s doubling to 30 s, plus jitter), reset by each READY or RESUMED.
+//!   `run`); a dropped socket resumes. Waits between attempts follow the [`Reconnect`]
+//!   `run` is given (the channel's: [`RECONNECT_BACKOFF`], 1 s doubling to 30 s, plus
+//!   jitter), reset by each READY or RESUMED; each reconnect is counted and logged
+//!   there, rate-limited. op 7 after a live session goes at once (a rotation).
 //!   A resume asks QQ for everything after the last `s` the handler saw, so a dropped
 //!   socket loses no event.
 //!
@@ -45,8 +47,8 @@ pub use self::url::{QQ_DOMAIN, UrlRefused, check_url, is_loopback_base};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use im_bridge_channel::Secret;
 use im_bridge_channel::backoff::Backoff;
+use im_bridge_channel::{Cause, Reconnect, Secret};
 use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -89,16 +91,11 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 pub struct GatewaySettings {
     /// The intents of Identify (default [`INTENTS`]).
     pub intents: u64,
-    /// The waits between connection attempts (default [`RECONNECT_BACKOFF`]).
-    pub reconnect: Backoff,
 }
 
 impl Default for GatewaySettings {
     fn default() -> Self {
-        Self {
-            intents: INTENTS,
-            reconnect: RECONNECT_BACKOFF,
-        }
+        Self { intents: INTENTS }
     }
 }
 
@@ -189,9 +186,20 @@ enum Next {
     Identify,
 }
 
-/// Why a connection ended (safe to log: no token, session or content).
+/// Why a connection ended, or none came up (safe to log: no token, session or content).
 #[derive(Debug, thiserror::Error)]
 enum Lost {
+    #[error("discovering the gateway failed: {0}")]
+    Discovery(ApiError),
+    #[error("the gateway URL was refused: {0}")]
+    BadUrl(UrlRefused),
+    #[error("connecting to {host} failed: {error}")]
+    Connect {
+        host: String,
+        error: tokio_tungstenite::tungstenite::Error,
+    },
+    #[error("connecting to {host} timed out")]
+    ConnectTimeout { host: String },
     #[error("no Hello in time")]
     NoHello,
     #[error("no READY or RESUMED in time")]
@@ -222,8 +230,8 @@ enum Ended {
     Lost {
         reason: Lost,
         next: Next,
-        /// Whether to wait (the backoff) before the next attempt; op 7 does not.
-        wait: bool,
+        /// Whether QQ asked for the new connection (op 7): a rotation, not a failure.
+        rotated: bool,
     },
     Fatal(GatewayError),
 }
@@ -232,39 +240,34 @@ fn lost(reason: Lost, next: Next) -> Ended {
     Ended::Lost {
         reason,
         next,
-        wait: true,
+        rotated: false,
     }
 }
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
-/// Holds the gateway until `shutdown`, handing events to `handler`.
+/// Holds the gateway until `shutdown`, handing events to `handler` and reconnecting as
+/// `reconnect` says.
 ///
 /// Returns `Ok(())` after a shutdown, `Err` when QQ refused something retrying cannot fix.
 pub async fn run(
     api: &Api,
     settings: &GatewaySettings,
     handler: &mut dyn EventHandler,
+    mut reconnect: Reconnect,
     shutdown: &CancellationToken,
 ) -> Result<(), GatewayError> {
     let loopback = is_loopback_base(api.api_url());
-    let mut backoff = settings.reconnect.clone();
     let mut session = Session::default();
-    let mut wait = false;
+    // Why the last attempt or connection ended; `None` before the first.
+    let mut ended: Option<(Cause, Lost)> = None;
     loop {
-        if wait {
-            let pause = backoff.next_wait();
-            tracing::info!(
-                attempt = backoff.failures(),
-                wait_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
-                "Reconnecting to the QQ gateway."
-            );
-            tokio::select! {
-                () = shutdown.cancelled() => return Ok(()),
-                () = tokio::time::sleep(pause) => {}
-            }
+        if let Some((cause, reason)) = ended.take()
+            && !reconnect.wait(cause, reason, shutdown).await
+        {
+            return Ok(());
         }
-        wait = true;
+        let failed = |reason: Lost| Some((Cause::ConnectFailed, reason));
         let discovered = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             d = api.gateway_url() => d,
@@ -272,7 +275,7 @@ pub async fn run(
         let text = match discovered {
             Ok(text) => text,
             Err(error) if error.is_transient() => {
-                tracing::warn!(%error, "Could not discover the QQ gateway.");
+                ended = failed(Lost::Discovery(error));
                 continue;
             }
             Err(error) => {
@@ -283,7 +286,7 @@ pub async fn run(
         let url = match check_url(&text, loopback) {
             Ok(url) => url,
             Err(reason) => {
-                tracing::warn!(%reason, "Refused the QQ gateway URL.");
+                ended = failed(Lost::BadUrl(reason));
                 continue;
             }
         };
@@ -298,11 +301,11 @@ pub async fn run(
             c = tokio::time::timeout(CONNECT_TIMEOUT, connect) => match c {
                 Ok(Ok((ws, _))) => ws,
                 Ok(Err(error)) => {
-                    tracing::warn!(%host, %error, "Could not connect to the QQ gateway.");
+                    ended = failed(Lost::Connect { host, error });
                     continue;
                 }
                 Err(_) => {
-                    tracing::warn!(%host, "Connecting to the QQ gateway timed out.");
+                    ended = failed(Lost::ConnectTimeout { host });
                     continue;
                 }
             },
@@ -313,12 +316,14 @@ pub async fn run(
             api,
             intents: settings.intents,
             session: &mut session,
-            backoff: &mut backoff,
+            reconnect: &mut reconnect,
+            live: false,
             handler,
             token: None,
         };
-        let ended = conn.serve(shutdown).await;
-        match ended {
+        let end = conn.serve(shutdown).await;
+        let live = conn.live;
+        match end {
             Ended::Shutdown => return Ok(()),
             Ended::Fatal(error) => {
                 handler.disconnected();
@@ -328,14 +333,18 @@ pub async fn run(
             Ended::Lost {
                 reason,
                 next,
-                wait: w,
+                rotated,
             } => {
                 handler.disconnected();
-                tracing::warn!(%reason, resume = next == Next::Resume, "The QQ gateway connection ended.");
                 if next == Next::Identify {
                     session = Session::default();
                 }
-                wait = w;
+                let cause = match (rotated, live) {
+                    (true, _) => Cause::Rotated,
+                    (false, true) => Cause::Lost,
+                    (false, false) => Cause::ConnectFailed,
+                };
+                ended = Some((cause, reason));
             }
         }
     }
@@ -347,7 +356,9 @@ struct Conn<'a> {
     api: &'a Api,
     intents: u64,
     session: &'a mut Session,
-    backoff: &'a mut Backoff,
+    reconnect: &'a mut Reconnect,
+    /// Whether READY or RESUMED came on this connection (it proved itself).
+    live: bool,
     handler: &'a mut dyn EventHandler,
     /// The token Identify or Resume carried, to forget when QQ refuses it.
     token: Option<Secret>,
@@ -431,7 +442,7 @@ impl Conn<'_> {
                             return Ended::Lost {
                                 reason: Lost::Reconnect,
                                 next: Next::Resume,
-                                wait: false,
+                                rotated: true,
                             };
                         }
                         OP_INVALID_SESSION => {
@@ -487,7 +498,8 @@ impl Conn<'_> {
                 };
                 self.session.id = Some(ready.session_id.clone());
                 self.session.seq = frame.s;
-                self.backoff.reset();
+                self.reconnect.reset();
+                self.live = true;
                 tracing::info!(bot = %ready.bot_id, "The QQ gateway is ready.");
                 self.handler.ready(&ready);
                 Live::Started
@@ -496,7 +508,8 @@ impl Conn<'_> {
                 if let Some(s) = frame.s.filter(|s| *s > 0) {
                     self.session.seq = Some(s);
                 }
-                self.backoff.reset();
+                self.reconnect.reset();
+                self.live = true;
                 tracing::info!("Resumed the QQ gateway session.");
                 self.handler.resumed();
                 Live::Started

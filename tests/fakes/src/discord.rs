@@ -9,7 +9,8 @@
 //!   HELLO, IDENTIFY (token and [`INTENTS`] checked) → READY (`session_id`,
 //!   `resume_gateway_url` = `ws://127.0.0.1:P/resume`, the bot user) + GUILD_CREATE,
 //!   heartbeats ACKed, RESUME replaying what the client missed then RESUMED, scripted
-//!   op 7, op 9, close codes (4004) and dropped sockets;
+//!   op 7, op 9, close codes (4004) and dropped sockets, and for a while every new
+//!   connection dropped at once ([`FakeDiscord::drop_connections_for`]);
 //! - `GET /users/@me`, `GET /channels/{id}`; messages create (JSON or multipart
 //!   `payload_json` + `files[n]`) and edit with the [`MAX_CONTENT`] limit, recording
 //!   `allowed_mentions`; threads from a message; typing; reactions;
@@ -262,6 +263,18 @@ impl FakeDiscord {
     /// Drops every open socket without a close frame (the session stays resumable).
     pub fn drop_sockets(&self) {
         gateway::drop_sockets(&self.shared);
+    }
+
+    /// For `window` from now, answers every gateway upgrade and drops the socket at once,
+    /// before HELLO: a server that drops each new connection. Such connections are not in
+    /// [`Self::connections`]; [`Self::dropped_connections`] counts them.
+    pub fn drop_connections_for(&self, window: Duration) {
+        self.shared.lock().gw.drops.start(window);
+    }
+
+    /// Connections dropped at once by [`Self::drop_connections_for`] so far.
+    pub fn dropped_connections(&self) -> usize {
+        self.shared.lock().gw.drops.dropped()
     }
 
     /// Sends `text` as a frame to every open connection.

@@ -7,7 +7,8 @@
 //! - the long connection: `POST /callback/ws/endpoint` discovery, then a WebSocket at `/ws`
 //!   speaking binary `pbbp2` [`Frame`]s: pings are answered with pongs, events are pushed
 //!   to one connected client in turn ("cluster mode"), acks are recorded, unacked events
-//!   are pushed again when [`FakeFeishu::set_repush_after`] asks;
+//!   are pushed again when [`FakeFeishu::set_repush_after`] asks; for a while every new
+//!   connection can be dropped at once ([`FakeFeishu::drop_connections_for`]);
 //! - the REST API under `/open-apis/…` with the `{code, msg, data}` envelope and a
 //!   `tenant_access_token` (`Authorization: Bearer`), enforcing Feishu's rules where the
 //!   adapter depends on them (shared cards, size limits, the 5 patches/s per message);
@@ -424,6 +425,18 @@ impl FakeFeishu {
     /// Upgrades refused so far (by [`Self::refuse_handshake`] or for a bad query).
     pub fn refused_handshakes(&self) -> usize {
         self.shared.lock().ws.refused
+    }
+
+    /// For `window` from now, answers every WebSocket upgrade and drops the socket at once,
+    /// before any frame: a server that drops each new connection. Such connections are
+    /// not in [`Self::connections`]; [`Self::dropped_connections`] counts them.
+    pub fn drop_connections_for(&self, window: Duration) {
+        self.shared.lock().ws.drops.start(window);
+    }
+
+    /// Connections dropped at once by [`Self::drop_connections_for`] so far.
+    pub fn dropped_connections(&self) -> usize {
+        self.shared.lock().ws.drops.dropped()
     }
 
     // ---- REST ------------------------------------------------------------------------

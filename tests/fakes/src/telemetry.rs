@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use im_bridge_channel::Cause;
 use im_bridge_channel::telemetry::{Stage, names};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use metrics_util::registry::{AtomicStorage, Registry};
@@ -46,7 +47,8 @@ impl TelemetryProbe {
     }
 
     /// Panics unless every series of the contract is registered for `channel`: the
-    /// received, sent and connected series, and the error counter of every stage.
+    /// received, sent and connected series, the error counter of every stage and the
+    /// restart counter of every reconnect cause.
     pub fn assert_contract(&self, channel: &str) {
         let counters = self.registry.get_counter_handles();
         let gauges = self.registry.get_gauge_handles();
@@ -85,6 +87,18 @@ impl TelemetryProbe {
                 stage.as_str()
             );
         }
+        for cause in Cause::ALL {
+            assert!(
+                has(
+                    names::RESTARTS,
+                    &[("channel", channel), ("reason", cause.as_str())],
+                    false
+                ),
+                "{channel}: {}{{reason=\"{}\"}} is not registered",
+                names::RESTARTS,
+                cause.as_str()
+            );
+        }
     }
 
     /// `im_bridge_channel_events_received_total{channel}`.
@@ -112,6 +126,15 @@ impl TelemetryProbe {
             .into_iter()
             .find(|(k, _)| matches(k, names::CONNECTED, &[("channel", channel)]))
             .map(|(_, g)| f64::from_bits(g.load(Ordering::Acquire)) == 1.0)
+    }
+
+    /// `im_bridge_transport_restarts_total{channel, reason}`: the long connection's
+    /// reconnects after `cause`.
+    pub fn restarts(&self, channel: &str, cause: Cause) -> u64 {
+        self.counter(
+            names::RESTARTS,
+            &[("channel", channel), ("reason", cause.as_str())],
+        )
     }
 
     /// The value of a counter series; 0 when it was never registered.
@@ -171,6 +194,9 @@ mod tests {
             telemetry.sent();
             telemetry.error(Stage::Sending);
             telemetry.set_connected(true);
+            telemetry
+                .reconnect(im_bridge_channel::reconnect::BACKOFF)
+                .next(Cause::Lost, "closed");
         })
         .join()
         .unwrap();
@@ -179,6 +205,8 @@ mod tests {
         assert_eq!(probe.errors("probe-test", Stage::Sending), 1);
         assert_eq!(probe.errors("probe-test", Stage::Receiving), 0);
         assert_eq!(probe.connected("probe-test"), Some(true));
+        assert_eq!(probe.restarts("probe-test", Cause::Lost), 1);
+        assert_eq!(probe.restarts("probe-test", Cause::Rotated), 0);
         // Reading does not reset.
         assert_eq!(probe.received("probe-test"), 2);
     }

@@ -1,6 +1,7 @@
 //! The server side of a WebSocket, for the fakes that speak one (Feishu's long
-//! connection, DingTalk's stream mode): the upgrade, answered by hand, and the relay loop
-//! of one connection.
+//! connection, DingTalk's stream mode, the Discord gateway): the upgrade, answered by
+//! hand, the relay loop of one connection, and a window during which every new
+//! connection is dropped at once ([`DropWindow`]).
 //!
 //! The fakes answer upgrades themselves (hyper's upgrade plus tungstenite's accept key)
 //! rather than through axum's `ws` feature: a fake can then refuse an upgrade the way its
@@ -8,6 +9,7 @@
 //! tokio-tungstenite.
 
 use std::future::Future;
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 
@@ -19,6 +21,7 @@ use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
@@ -107,4 +110,41 @@ pub(crate) async fn relay<S>(
             }
         }
     }
+}
+
+/// A server that accepts each new connection and drops it at once (issue 27's reconnect
+/// storm), for a while: [`start`](Self::start) opens the window, [`take`](Self::take)
+/// says whether a connection arriving now is dropped and counts it. Bounded: an instant
+/// and a count.
+#[derive(Debug, Default)]
+pub(crate) struct DropWindow {
+    until: Option<Instant>,
+    dropped: usize,
+}
+
+impl DropWindow {
+    /// Drops every new connection from now until `window` has passed (replacing a window
+    /// still open; a zero window ends it).
+    pub(crate) fn start(&mut self, window: Duration) {
+        self.until = Some(Instant::now() + window);
+    }
+
+    /// Whether a connection arriving now is dropped; counted when it is.
+    pub(crate) fn take(&mut self) -> bool {
+        let dropping = self.until.is_some_and(|u| Instant::now() < u);
+        if dropping {
+            self.dropped += 1;
+        }
+        dropping
+    }
+
+    /// Connections dropped so far.
+    pub(crate) fn dropped(&self) -> usize {
+        self.dropped
+    }
+}
+
+/// Answers the upgrade, then closes the socket at once: no frame, no close handshake.
+pub(crate) fn accept_and_drop(request: Request) -> Response {
+    accept(request, |socket| async move { drop(socket) })
 }

@@ -8,6 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use im_bridge_channel::Telemetry;
 use im_bridge_fakes::dingtalk::{CLIENT_ID, CLIENT_SECRET, FakeDingTalk, Message};
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -18,14 +19,18 @@ const DEADLINE: Duration = Duration::from_secs(5);
 
 fn quick() -> Timers {
     Timers {
-        backoff: Backoff::new(
-            Duration::from_millis(1),
-            Duration::from_millis(5),
-            Duration::ZERO,
-        ),
         keepalive: Duration::from_secs(3600),
         pong_timeout: Duration::from_secs(3600),
     }
+}
+
+/// Reconnects after 1 ms, doubling to 5 ms, no jitter.
+fn quick_reconnect() -> Reconnect {
+    Telemetry::new("dingtalk-test").reconnect(Backoff::new(
+        Duration::from_millis(1),
+        Duration::from_millis(5),
+        Duration::ZERO,
+    ))
 }
 
 /// What the handler saw, in order; the verdicts it gives, in order (then `Accepted`).
@@ -78,7 +83,7 @@ fn spawn_client(api_url: String, secret: &str, timers: Timers) -> Client {
     let token = shutdown.clone();
     let task = tokio::spawn(async move {
         let http = reqwest::Client::new();
-        run(&settings, &http, &mut handler, &token).await
+        run(&settings, &http, &mut handler, quick_reconnect(), &token).await
     });
     Client {
         shutdown,
@@ -305,7 +310,6 @@ async fn an_unanswered_keepalive_ping_counts_as_a_lost_connection() {
     let timers = Timers {
         keepalive: Duration::from_millis(30),
         pong_timeout: Duration::from_millis(30),
-        ..quick()
     };
     let client = spawn_client(api_url, CLIENT_SECRET, timers);
     for n in 1..=2 {
@@ -374,7 +378,7 @@ async fn logs_name_no_secret_ticket_or_message_text() {
 
 #[test]
 fn the_backoff_doubles_from_one_second_to_a_minute() {
-    let mut backoff = Timers::default().backoff;
+    let mut backoff = RECONNECT_BACKOFF;
     let first = backoff.next_wait();
     assert!(first >= Duration::from_secs(1) && first < Duration::from_secs(2));
     for _ in 0..10 {

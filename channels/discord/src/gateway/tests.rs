@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
-use im_bridge_channel::Secret;
+use im_bridge_channel::backoff::Backoff;
+use im_bridge_channel::{Cause, Secret, Telemetry};
 use im_bridge_fakes::discord::{self, Event, FakeDiscord};
+use im_bridge_fakes::telemetry::TelemetryProbe;
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -33,15 +35,29 @@ struct Running {
     task: JoinHandle<Result<(), GatewayError>>,
 }
 
+/// The gateway with no reconnect wait of its own (but the gate's polling).
 fn start(fake: &FakeDiscord, token: &str) -> Running {
+    start_with(
+        fake,
+        token,
+        Backoff::new(Duration::ZERO, Duration::ZERO, Duration::ZERO),
+    )
+}
+
+fn start_with(fake: &FakeDiscord, token: &str, backoff: Backoff) -> Running {
     let settings = settings(fake, token);
+    let telemetry = Telemetry::new(crate::NAME);
+    start_reporting(settings, telemetry.reconnect(backoff))
+}
+
+fn start_reporting(settings: DiscordSettings, reconnect: Reconnect) -> Running {
     let (tx, events) = mpsc::channel(64);
     let stop = CancellationToken::new();
     let task = tokio::spawn({
         let stop = stop.clone();
         async move {
             let api = DiscordApi::new(&settings).unwrap();
-            run(&settings, &api, tx, stop).await
+            run(&settings, &api, tx, reconnect, stop).await
         }
     });
     Running { events, stop, task }
@@ -293,4 +309,43 @@ async fn serenity_and_the_adapter_log_no_token_at_trace_level() {
         !text.contains(discord::TOKEN),
         "a log line carries the token"
     );
+}
+
+/// A server that drops every new connection for 15 s, after a session was up, with the
+/// production backoff in paused time: before issue 27 serenity resumed hundreds of times
+/// a second. Now the gate lets a handful of attempts through, each counted, and the
+/// gateway serves again afterwards.
+#[tokio::test(start_paused = true)]
+async fn issue_27_fifteen_seconds_of_dropped_connections_make_at_most_ten_attempts() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let probe = TelemetryProbe::new();
+    let telemetry = probe.build(|| Telemetry::new(crate::NAME));
+    let reconnect = telemetry.reconnect(im_bridge_channel::reconnect::BACKOFF);
+    let mut gw = start_reporting(settings(&fake, discord::TOKEN), reconnect);
+    assert!(matches!(gw.next().await, GatewayEvent::Ready { .. }));
+    fake.drop_connections_for(Duration::from_secs(15));
+    fake.drop_sockets();
+    // Serving again once the window closed, or a storm (the test fails early on it).
+    fake.wait_until(
+        "a new connection after 15 s, or a storm",
+        DEADLINE * 6,
+        |f| f.connections().iter().any(|c| c.id > 1 && c.open) || f.dropped_connections() > 10,
+    )
+    .await
+    .unwrap();
+    let attempts = fake.dropped_connections();
+    assert!(
+        (2..=10).contains(&attempts),
+        "{attempts} connections in 15 s"
+    );
+    fake.push(&Event::guild("10", "20", "after the storm"));
+    assert_eq!(gw.next_message().await.content, "after the storm");
+    // One reconnect per connection after the first: the session's loss, then the ones
+    // that ended before READY or RESUMED.
+    assert_eq!(probe.restarts(crate::NAME, Cause::Lost), 1);
+    assert_eq!(
+        probe.restarts(crate::NAME, Cause::ConnectFailed),
+        attempts as u64
+    );
+    gw.stop().await;
 }

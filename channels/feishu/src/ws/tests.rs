@@ -3,7 +3,11 @@
 //! hands each server-side socket to the test, which plays the server frame by frame.
 //!
 //! The fake's `ClientConfig` keeps the timers short (reconnect at once, no jitter) and the
-//! ping interval long unless a test changes it. Every wait has a deadline; none sleeps.
+//! ping interval long unless a test changes it, and the client's own backoff is zero
+//! ([`no_backoff`]). Every wait has a deadline; none sleeps.
+//!
+//! The reconnect storm of issue 27 is played against the fake Feishu of
+//! `im_bridge_fakes` instead, with the production backoff in paused time.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +21,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+
+use im_bridge_channel::Telemetry;
+use im_bridge_channel::backoff::Backoff;
 
 use super::*;
 use crate::frame::Header;
@@ -125,6 +132,15 @@ async fn start(config: Value, upgrade: Upgrade, script: Vec<i64>) -> Fake {
     }
 }
 
+/// The client's reconnect policy in these tests: no wait of its own.
+fn no_backoff() -> Reconnect {
+    Telemetry::new("feishu-test").reconnect(Backoff::new(
+        Duration::ZERO,
+        Duration::ZERO,
+        Duration::ZERO,
+    ))
+}
+
 /// Reconnect at once, never ping again unless told.
 fn quick() -> Value {
     json!({"ReconnectCount": -1, "ReconnectInterval": 0, "ReconnectNonce": 0, "PingInterval": 3600})
@@ -169,7 +185,7 @@ fn spawn_client(fake: &Fake, accept: bool) -> Client {
     let token = shutdown.clone();
     let task = tokio::spawn(async move {
         let http = reqwest::Client::new();
-        run(&settings, &http, &mut handler, &token).await
+        run(&settings, &http, &mut handler, no_backoff(), &token).await
     });
     Client {
         shutdown,
@@ -186,7 +202,11 @@ async fn next_conn(fake: &mut Fake) -> ServerWs {
 }
 
 async fn finished(client: Client) -> Result<(), WsError> {
-    tokio::time::timeout(DEADLINE, client.task)
+    finished_task(client.task).await
+}
+
+async fn finished_task(task: JoinHandle<Result<(), WsError>>) -> Result<(), WsError> {
+    tokio::time::timeout(DEADLINE, task)
         .await
         .expect("run did not return before the deadline")
         .unwrap()
@@ -514,4 +534,59 @@ async fn a_failed_tls_handshake_is_retried_not_a_panic() {
     let fake = start(config, Upgrade::Tls, vec![]).await;
     let client = spawn_client(&fake, true);
     assert_eq!(finished(client).await, Err(WsError::GaveUp { attempts: 0 }));
+}
+
+/// A server that drops every new connection for 15 s, with the fake's timers (reconnect
+/// every second, no jitter: the server does not slow the client down, only the client's
+/// own backoff can): before issue 27 the client reconnected hundreds of times a second.
+/// Now it makes a handful of attempts, each counted, and serves again afterwards.
+#[tokio::test(start_paused = true)]
+async fn issue_27_fifteen_seconds_of_dropped_connections_make_at_most_ten_attempts() {
+    use im_bridge_channel::reconnect::BACKOFF;
+    use im_bridge_fakes::feishu::{self, FakeFeishu};
+    use im_bridge_fakes::telemetry::TelemetryProbe;
+
+    let fake = FakeFeishu::start().await.unwrap();
+    fake.drop_connections_for(Duration::from_secs(15));
+    let probe = TelemetryProbe::new();
+    let telemetry = probe.build(|| Telemetry::new("feishu"));
+    let settings = WsSettings {
+        domain: fake.domain(),
+        app_id: feishu::APP_ID.into(),
+        app_secret: Secret::new(feishu::APP_SECRET),
+    };
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mut handler = Recorder {
+        log: log.clone(),
+        accept: true,
+    };
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    let task = tokio::spawn(async move {
+        let http = reqwest::Client::new();
+        let reconnect = telemetry.reconnect(BACKOFF);
+        run(&settings, &http, &mut handler, reconnect, &token).await
+    });
+    // Connected again once the window closed, or a storm (the test fails early on it).
+    fake.wait_until("a connection after 15 s, or a storm", DEADLINE * 12, |f| {
+        f.open_connections() == 1 || f.dropped_connections() > 10
+    })
+    .await
+    .unwrap();
+    let attempts = fake.dropped_connections();
+    assert!(
+        (2..=10).contains(&attempts),
+        "{attempts} connections in 15 s"
+    );
+    // Each dropped connection was followed by one reconnect, counted as a failed connect.
+    let counted = probe.restarts("feishu", Cause::ConnectFailed);
+    assert_eq!(counted, attempts as u64);
+    assert_eq!(probe.restarts("feishu", Cause::Lost), 0);
+    // And it serves again.
+    let pushed = fake.push_event(&feishu::Event::text("oc_1", "ou_1", "back?").to_json());
+    let ack = fake.wait_acked(&pushed.event_id, DEADLINE).await.unwrap();
+    assert_eq!(ack.code, Some(200));
+    assert_eq!(log.lock().unwrap().len(), 1, "{:?}", log.lock().unwrap());
+    shutdown.cancel();
+    assert_eq!(finished_task(task).await, Ok(()));
 }

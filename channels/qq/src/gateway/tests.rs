@@ -5,6 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use im_bridge_channel::Telemetry;
 use im_bridge_fakes::qq::{self as fake, Event, FakeQq};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -106,13 +107,16 @@ fn spawn(fake: &FakeQq) -> Client {
     .unwrap();
     let log = Arc::new(Log::default());
     let mut handler = Recorder(log.clone());
-    let settings = GatewaySettings {
-        intents: INTENTS,
-        reconnect: Backoff::new(Duration::ZERO, Duration::ZERO, Duration::ZERO),
-    };
+    let settings = GatewaySettings { intents: INTENTS };
+    let reconnect = Telemetry::new("qq-test").reconnect(Backoff::new(
+        Duration::ZERO,
+        Duration::ZERO,
+        Duration::ZERO,
+    ));
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
-    let task = tokio::spawn(async move { run(&api, &settings, &mut handler, &token).await });
+    let task =
+        tokio::spawn(async move { run(&api, &settings, &mut handler, reconnect, &token).await });
     Client {
         log,
         shutdown,
@@ -376,7 +380,8 @@ fn captured_logs() -> &'static Mutex<Vec<u8>> {
     LOGS.get_or_init(|| {
         let logs: &'static Mutex<Vec<u8>> = Box::leak(Box::new(Mutex::new(Vec::new())));
         let subscriber = tracing_subscriber::fmt()
-            .with_env_filter("im_bridge_qq=trace")
+            // The reconnect lines are the shared policy's (im_bridge_channel::reconnect).
+            .with_env_filter("im_bridge_qq=trace,im_bridge_channel=trace")
             .with_writer(move || Captured(logs))
             .with_ansi(false)
             .finish();

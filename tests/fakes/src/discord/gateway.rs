@@ -2,7 +2,7 @@
 //! out, `/resume` is READY's `resume_gateway_url`): HELLO, IDENTIFY → READY +
 //! GUILD_CREATE, RESUME → replay and RESUMED, heartbeats and their ACKs, dispatches with
 //! increasing `s`, and scripted server behaviour (op 7, op 9, close codes, dropped
-//! sockets, raw frames).
+//! sockets, raw frames, every new connection dropped at once for a while).
 //!
 //! Each connection's task owns its socket; the fake reaches it through a bounded queue of
 //! [`OUTBOX`] frames (a frame to a full queue is dropped, as a lost frame would be).
@@ -37,7 +37,7 @@ use super::{
     BOT_ID, BOT_USERNAME, Connection, Dispatched, GUILD_ID, Heartbeat, Identify, Inner, Pushed,
     Resume, Shared, TOKEN,
 };
-use crate::upgrade::{ServerSocket, accept};
+use crate::upgrade::{DropWindow, ServerSocket, accept};
 
 /// Frames queued for one connection; beyond it a frame is dropped.
 const OUTBOX: usize = 1024;
@@ -84,6 +84,8 @@ pub(super) struct State {
     pub(super) heartbeats: Vec<Heartbeat>,
     pub(super) dispatched: Vec<Dispatched>,
     pub(super) bad_frames: usize,
+    /// While open, every upgrade is answered and the socket dropped at once.
+    pub(super) drops: DropWindow,
 }
 
 impl Default for State {
@@ -102,6 +104,7 @@ impl Default for State {
             heartbeats: Vec::new(),
             dispatched: Vec::new(),
             bad_frames: 0,
+            drops: DropWindow::default(),
         }
     }
 }
@@ -221,8 +224,13 @@ pub(super) fn send_raw(shared: &Shared, text: &str) {
     shared.lock().gw.broadcast(|| Out::Text(text.to_owned()));
 }
 
-/// An upgrade request at any gateway path.
+/// An upgrade request at any gateway path (answered and dropped at once while a drop
+/// window is open).
 pub(super) fn upgrade(shared: &Arc<Shared>, request: Request) -> Response {
+    if shared.lock().gw.drops.take() {
+        shared.notify();
+        return crate::upgrade::accept_and_drop(request);
+    }
     let path = request
         .uri()
         .path_and_query()

@@ -270,3 +270,23 @@ async fn threads_channels_uploads_and_events_before_ready() {
     .await;
     assert_eq!(next_json(&mut ws).await, json!({"close": 4014}));
 }
+
+#[tokio::test]
+async fn a_drop_window_drops_each_new_connection_before_hello_until_it_ends() {
+    let fake = FakeDiscord::start().await.unwrap();
+    fake.drop_connections_for(Duration::from_secs(3600));
+    for _ in 0..2 {
+        let mut ws = connect(&fake.gateway_url()).await;
+        let ended = tokio::time::timeout(DEADLINE, ws.next()).await.unwrap();
+        assert!(
+            !matches!(ended, Some(Ok(Message::Text(_) | Message::Binary(_)))),
+            "{ended:?}"
+        );
+    }
+    assert_eq!(fake.dropped_connections(), 2);
+    assert!(fake.connections().is_empty(), "{:?}", fake.connections());
+    fake.drop_connections_for(Duration::ZERO);
+    let mut ws = connect(&fake.gateway_url()).await;
+    assert_eq!(next_json(&mut ws).await["op"], 10, "HELLO again");
+    assert_eq!(fake.dropped_connections(), 2);
+}

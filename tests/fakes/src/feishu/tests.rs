@@ -1,5 +1,6 @@
 //! The fake driven through its sockets, as the adapter will drive it: discovery, the
-//! WebSocket (pings, pushes, splits, acks, re-pushes, cluster mode, refusals, bad frames)
+//! WebSocket (pings, pushes, splits, acks, re-pushes, cluster mode, refusals, bad frames,
+//! dropped connections)
 //! and the REST edge (tokens, replies, reactions, resources, uploads, scripted failures).
 
 use std::time::Duration;
@@ -211,6 +212,26 @@ async fn cluster_mode_refusals_server_close_and_bad_frames() {
     // Only the next one.
     tokio_tungstenite::connect_async(url).await.unwrap();
     assert_eq!(fake.refused_handshakes(), 1);
+}
+
+#[tokio::test]
+async fn a_drop_window_drops_each_new_connection_until_it_ends() {
+    let fake = FakeFeishu::start().await.unwrap();
+    fake.drop_connections_for(Duration::from_secs(3600));
+    for _ in 0..2 {
+        let mut socket = connect(&fake).await;
+        let ended = tokio::time::timeout(WAIT, socket.next()).await.unwrap();
+        assert!(
+            !matches!(ended, Some(Ok(Message::Binary(_) | Message::Text(_)))),
+            "{ended:?}"
+        );
+    }
+    assert_eq!(fake.dropped_connections(), 2);
+    assert!(fake.connections().is_empty(), "{:?}", fake.connections());
+    fake.drop_connections_for(Duration::ZERO);
+    let _socket = connect(&fake).await;
+    fake.wait_connected(1, WAIT).await.unwrap();
+    assert_eq!(fake.dropped_connections(), 2);
 }
 
 #[tokio::test]

@@ -3,7 +3,8 @@
 //! re-pushes.
 //!
 //! The upgrade is answered by hand ([`crate::upgrade`]) so the fake can refuse it with
-//! Feishu's `handshake-*` headers. Each connection's task owns the socket; pushes reach it through a
+//! Feishu's `handshake-*` headers, or, while a drop window is open, answer it and drop the
+//! socket at once (not recorded as a connection, counted apart). Each connection's task owns the socket; pushes reach it through a
 //! bounded queue of [`OUTBOX`] frames (a push to a full queue is dropped and counts as a
 //! delivery the client never saw, as a lost frame would be).
 
@@ -26,6 +27,7 @@ use super::frame::{Frame, METHOD_CONTROL, METHOD_DATA};
 use super::{
     APP_ID, APP_SECRET, Ack, Connection, Delivery, Inner, MAX_REPUSHES, Pushed, Shared, code,
 };
+use crate::upgrade::DropWindow;
 
 /// Frames queued for one connection's socket; a push beyond it is dropped.
 const OUTBOX: usize = 1024;
@@ -64,6 +66,8 @@ pub(super) struct State {
     pub(super) late_acks: usize,
     pub(super) bad_frames: usize,
     pub(super) refused: usize,
+    /// While open, every upgrade is answered and the socket dropped at once.
+    pub(super) drops: DropWindow,
     next_frame: u64,
     next_seq: u64,
 }
@@ -136,6 +140,10 @@ pub(super) fn upgrade(shared: &Arc<Shared>, request: Request) -> Response {
             None,
         );
     };
+    if shared.lock().ws.drops.take() {
+        shared.changed.notify_waiters();
+        return crate::upgrade::accept_and_drop(request);
+    }
     let (device_id, service_id) = (device_id.clone(), service_id.clone());
     let shared = shared.clone();
     crate::upgrade::accept(request, move |socket| {
