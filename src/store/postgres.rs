@@ -667,6 +667,27 @@ fn pool_reason(error: &deadpool_postgres::PoolError) -> String {
     }
 }
 
+/// Why the server refused a connection, by its SQLSTATE.
+#[derive(Clone, Copy, Debug, thiserror::Error)]
+enum Refused {
+    #[error("the server refused the password for this role")]
+    Password,
+    #[error(
+        "the server refused this role (no such role, or pg_hba.conf does not let it in from here)"
+    )]
+    Role,
+    #[error("the database does not exist")]
+    Database,
+    #[error("this role may not connect to the database")]
+    Privilege,
+    #[error("the server has no connection slot free")]
+    Slots,
+    #[error("the server is starting up or shutting down")]
+    Starting,
+    #[error("the server refused the connection")]
+    Other,
+}
+
 /// Which part of connecting failed (issue 27: the driver's own text is only "db error" or
 /// "error connecting to server"): the network, the role, the password, the database, or
 /// TLS, by the server's SQLSTATE where it answered. Never the password.
@@ -674,15 +695,13 @@ fn connect_reason(error: &tokio_postgres::Error) -> String {
     if let Some(db) = error.as_db_error() {
         let code = db.code().code();
         let what = match code {
-            "28P01" => "the server refused the password for this role",
-            "28000" => {
-                "the server refused this role (no such role, or pg_hba.conf does not let it in from here)"
-            }
-            "3D000" => "the database does not exist",
-            "42501" => "this role may not connect to the database",
-            "53300" => "the server has no connection slot free",
-            "57P03" => "the server is starting up or shutting down",
-            _ => "the server refused the connection",
+            "28P01" => Refused::Password,
+            "28000" => Refused::Role,
+            "3D000" => Refused::Database,
+            "42501" => Refused::Privilege,
+            "53300" => Refused::Slots,
+            "57P03" => Refused::Starting,
+            _ => Refused::Other,
         };
         return format!("{what} (SQLSTATE {code})");
     }
@@ -696,9 +715,6 @@ fn connect_reason(error: &tokio_postgres::Error) -> String {
             text.push_str(&line);
         }
         source = cause.source();
-    }
-    if text.to_ascii_lowercase().contains("tls") || text.contains("SSL") {
-        text.push_str(" (TLS: this build connects without it; see sslmode)");
     }
     text
 }

@@ -229,6 +229,10 @@ pub const SENTENCES_ALLOWED: &[(&str, &str)] = &[
         "it is a SQLite database of another application",
     ),
     ("src/store/sqlite/db.rs", "unknown schema version "),
+    (
+        "src/store/sqlite/db.rs",
+        "it is a directory; name a file inside it",
+    ),
     ("src/store/sqlite/db.rs", "cannot switch to WAL "),
     ("src/store/sqlite/db.rs", "integrity check failed: "),
     // An adapter's configuration problems, printed by check-config for the operator (the
