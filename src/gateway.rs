@@ -44,7 +44,9 @@ pub use goal::{
 pub use info::SkillInfo;
 pub use message::{ChunkMetadata, Message, Snapshot};
 pub use routes::{OptionalRoute, Support};
-pub use runs::{HumanMessage, OFFLOAD_FRAME_BYTES, RunMode, RunRequest, RunStatus, RunStream};
+pub use runs::{
+    HumanMessage, OFFLOAD_FRAME_BYTES, RunMode, RunRequest, RunStatus, RunStream, RunSummary,
+};
 pub use thread_id::ThreadId;
 pub use uploads::{UPLOAD_TIMEOUT, UploadFile, UploadedFile};
 

@@ -1,6 +1,6 @@
 //! Runs (gateway.md §3): the request body, `/runs/stream` and `/runs/{id}/join` as a
 //! [`RunStream`] of [`RunEvent`](crate::gateway::RunEvent)s (child `stream`), `/runs/wait`
-//! and `/runs`.
+//! and `/runs`; child `list`: `GET /runs`, the thread's runs with their metadata.
 //!
 //! The Gateway's run model forbids unknown keys (422), so each call serializes exactly the
 //! keys the LangGraph SDK puts on the wire for it (§3.2), never `durability` and the like,
@@ -18,8 +18,10 @@ use reqwest::header::{ACCEPT, CONTENT_LOCATION, CONTENT_TYPE};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod list;
 mod stream;
 
+pub use list::RunSummary;
 #[cfg(test)]
 pub(crate) use stream::OFFLOADED;
 pub use stream::{OFFLOAD_FRAME_BYTES, RunStream};
