@@ -47,7 +47,10 @@ pub(crate) fn router(sim: Simulator) -> Router {
             "/api/threads/{thread_id}/artifacts/{*path}",
             get(files::artifact),
         )
-        .route("/api/threads/{thread_id}/runs", post(runs::create))
+        .route(
+            "/api/threads/{thread_id}/runs",
+            get(run_routes::list).post(runs::create),
+        )
         .route("/api/threads/{thread_id}/runs/stream", post(runs::stream))
         .route("/api/threads/{thread_id}/runs/wait", post(runs::wait))
         .route(

@@ -1,4 +1,5 @@
-//! The routes of an existing run (DeerFlow's `routers/thread_runs.py`): `GET …/runs/{id}`,
+//! The routes of existing runs (DeerFlow's `routers/thread_runs.py`): `GET …/runs` (the
+//! thread's runs, newest first, at most [`LIST_LIMIT`]), `GET …/runs/{id}`,
 //! `GET …/join` and `GET|POST …/runs/{id}/stream` (event streams, replayable by
 //! `Last-Event-ID`), and `POST …/cancel`.
 //!
@@ -18,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::fault::Route;
-use super::routes::{ItemCall, unavailable};
+use super::routes::{ItemCall, ThreadCall, unavailable};
 use super::sse::{self, Consumer};
 use super::state::{DisconnectGuard, RunEntry, RunStatus};
 use super::{Simulator, wire};
@@ -116,6 +117,30 @@ fn run_of<R>(
         .filter(|r| r.thread_id == thread_id)
         .map(f)
         .ok_or_else(|| wire::detail(StatusCode::NOT_FOUND, format!("Run {run_id} not found")))
+}
+
+/// How many runs `GET …/runs` lists, newest first (`RunManager.list_by_thread`'s `limit`).
+pub(crate) const LIST_LIMIT: usize = 100;
+
+/// `GET …/runs` (DeerFlow's `list_runs`): the thread's run records, newest first, each with
+/// the `metadata` its request carried. A thread the caller may not see is a 404; a missing
+/// one has no runs.
+pub(crate) async fn list(call: ThreadCall) -> Result<Response, Response> {
+    call.exists()?;
+    let body = {
+        let state = call.sim.state();
+        let mut runs: Vec<&RunEntry> = state
+            .runs
+            .values()
+            .filter(|r| r.thread_id == call.thread_id)
+            .collect();
+        runs.sort_by_key(|r| std::cmp::Reverse(r.order));
+        runs.into_iter()
+            .take(LIST_LIMIT)
+            .map(RunEntry::response)
+            .collect::<Vec<_>>()
+    };
+    Ok(wire::json_response(StatusCode::OK, json!(body)))
 }
 
 /// `GET …/runs/{run_id}` (LangGraph's `runs.get`).

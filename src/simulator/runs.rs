@@ -173,6 +173,7 @@ fn register(call: &ThreadCall, kind: Kind, request: RunRequest) -> Result<Starte
         updated_at: now,
         assistant_id: request.assistant_id,
         kwargs: request.kwargs,
+        metadata: request.metadata,
         finish: Default::default(),
         cancel: CancellationToken::new(),
     };
@@ -220,7 +221,12 @@ pub(crate) async fn stream(call: ThreadCall, body: Bytes) -> Result<Response, Re
         stop: call.sim.stop_token().clone(),
         guard: DisconnectGuard::new(&call.sim, &run_id),
     };
+    let held = started.script.started_response_delay;
     started.spawn(&call.sim);
+    // The run plays meanwhile; a client gone by then leaves it to its `on_disconnect`.
+    if !call.sim.sleep(held).await {
+        return Err(unavailable());
+    }
     let location = format!("/api/threads/{}/runs/{run_id}", call.thread_id);
     Ok(sse::response(consumer, Some(&location)))
 }

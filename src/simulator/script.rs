@@ -139,6 +139,10 @@ pub struct Script {
     pub reject: Option<Reply>,
     /// Delay before the response headers (the thread is already busy meanwhile).
     pub response_delay: Duration,
+    /// `/runs/stream` only: delay before the response headers while the run already plays
+    /// (DeerFlow starts the run before it answers): the window in which the Gateway accepted
+    /// a run whose id the bridge has not read yet (issue 27's crash test).
+    pub started_response_delay: Duration,
     /// The answer text; `None` = a generated answer that quotes the user's message.
     pub answer: Option<String>,
     /// Number of text chunks (at least one when the answer is not empty).
@@ -183,6 +187,7 @@ impl Default for Script {
         Self {
             reject: None,
             response_delay: Duration::ZERO,
+            started_response_delay: Duration::ZERO,
             answer: None,
             chunks: 4,
             delivery: Delivery::Delta,
@@ -366,6 +371,12 @@ impl Script {
     /// Delay the response headers.
     pub fn response_delay(mut self, delay: Duration) -> Self {
         self.response_delay = delay;
+        self
+    }
+
+    /// `/runs/stream`: delay the response headers while the run already plays.
+    pub fn started_response_delay(mut self, delay: Duration) -> Self {
+        self.started_response_delay = delay;
         self
     }
 

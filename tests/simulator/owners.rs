@@ -127,6 +127,7 @@ async fn issue_26_a_thread_of_one_owner_is_not_found_for_another() {
             "/api/threads/t-a/runs/wait".into(),
             Some(wait_body("t-a", "x")),
         ),
+        (Method::GET, "/api/threads/t-a/runs".into(), None),
         (Method::GET, runs.clone(), None),
         (Method::GET, format!("{runs}/join"), None),
         (Method::GET, format!("{runs}/stream"), None),

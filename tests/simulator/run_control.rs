@@ -174,6 +174,36 @@ async fn wait_answers_with_values_or_a_status_body_and_cancels_on_timeout() {
 }
 
 #[tokio::test]
+async fn issue_27_the_runs_of_a_thread_are_listed_newest_first_with_their_metadata() {
+    let h = Harness::start().await;
+    let t = h.thread().await;
+    let path = format!("/api/threads/{t}/runs");
+    let (status, listed) = h.call(Method::GET, &path, None).await;
+    assert_eq!((status, listed), (200, json!([])));
+    let mut first = create_body(&t, "one");
+    first["metadata"] = json!({"im_bridge": {"entry": "e1"}});
+    let (status, run) = h.call(Method::POST, &path, Some(first)).await;
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["metadata"]["im_bridge"]["entry"], "e1");
+    within(h.sim.wait_idle(&t, DEADLINE)).await.unwrap();
+    let (status, _) = h
+        .call(Method::POST, &path, Some(create_body(&t, "two")))
+        .await;
+    assert_eq!(status, 200);
+    within(h.sim.wait_idle(&t, DEADLINE)).await.unwrap();
+    let (status, listed) = h.call(Method::GET, &path, None).await;
+    assert_eq!(status, 200);
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0]["metadata"], json!({}), "newest first");
+    assert_eq!(listed[1]["metadata"]["im_bridge"]["entry"], "e1");
+    assert_eq!(listed[1]["status"], "success");
+    // A thread nobody created has no runs.
+    let (status, listed) = h.call(Method::GET, "/api/threads/t-none/runs", None).await;
+    assert_eq!((status, listed), (200, json!([])));
+}
+
+#[tokio::test]
 async fn create_returns_a_pending_run_that_finishes_on_command_or_on_time() {
     let h = Harness::start().await;
     let t = h.thread().await;

@@ -67,6 +67,8 @@ pub(crate) struct RunRequest {
     /// `context.user_id`, the user the run's files belong to.
     pub user_id: Option<String>,
     pub kwargs: Value,
+    /// The body's `metadata` (`{}` when absent), kept on the run record as DeerFlow does.
+    pub metadata: Value,
 }
 
 fn entry(kind: &str, field: &str, msg: &str, input: &Value, ctx: Option<Value>) -> Value {
@@ -227,6 +229,11 @@ pub(crate) fn validate(body: &[u8]) -> Result<RunRequest, Response> {
         model_name,
         user_id,
         kwargs,
+        metadata: obj
+            .get("metadata")
+            .filter(|m| m.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({})),
     })
 }
 

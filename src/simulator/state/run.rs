@@ -66,6 +66,8 @@ pub(crate) struct RunEntry {
     pub updated_at: String,
     pub assistant_id: Value,
     pub kwargs: Value,
+    /// The run request's `metadata` (`{}` when it had none).
+    pub metadata: Value,
     /// Wakes a run held with `Hold::UntilFinished`.
     pub finish: Arc<Notify>,
     /// Cancelled by `POST …/runs/{run_id}/cancel`: the run stops where it is, keeps what it
@@ -78,7 +80,7 @@ impl RunEntry {
     pub(crate) fn response(&self) -> Value {
         json!({
             "run_id": self.run_id, "thread_id": self.thread_id, "assistant_id": self.assistant_id,
-            "status": self.status.as_str(), "metadata": {}, "kwargs": self.kwargs,
+            "status": self.status.as_str(), "metadata": self.metadata, "kwargs": self.kwargs,
             "multitask_strategy": "reject", "created_at": self.created_at,
             "updated_at": self.updated_at, "total_input_tokens": 0, "total_output_tokens": 0,
             "total_tokens": 0, "llm_call_count": 0, "lead_agent_tokens": 0, "subagent_tokens": 0,
