@@ -245,6 +245,48 @@ async fn issue_19_killed_after_admission_before_the_run_started_answers_once_aft
 }
 
 #[tokio::test]
+async fn issue_27_killed_after_the_gateway_accepted_the_run_follows_it_instead_of_starting_another()
+{
+    let c = Crashable::start().await;
+    // The Gateway started the run but its answer (the run id) has not reached the bridge.
+    c.sim.script_next_run(
+        Script::with_answer("only once")
+            .chunks(1)
+            .hold(Hold::UntilFinished)
+            .started_response_delay(Duration::from_secs(600)),
+    );
+    let daemon = c.spawn(0);
+    c.say("hello");
+    c.wait_request("the run request", |m, p| {
+        m == "POST" && p.ends_with("/runs/stream")
+    })
+    .await;
+    c.wait_journal("the thread the run starts on", |r| {
+        r.contains("\"admitted\"") && r.contains("thread_id")
+    })
+    .await;
+    let path = c.dir.path().join("bridge.store");
+    assert!(
+        journal_records(&path).iter().all(|r| !r.contains("run_id")),
+        "the run id must not be journaled yet"
+    );
+    kill9(daemon).await;
+    let daemon = c.spawn(1);
+    // The restarted bridge finds the run by its metadata and joins it.
+    c.wait_request("the join", |m, p| m == "GET" && p.ends_with("/join"))
+        .await;
+    let thread = c.sim.thread_ids().pop().unwrap();
+    for run in c.sim.active_runs(&thread) {
+        c.sim.finish_run(&run);
+    }
+    let messages = c.wait_text(&late("only once")).await;
+    assert_eq!(with_text(&messages, "only once").len(), 1, "{messages:?}");
+    assert_eq!(c.run_starts(), 1, "{:?}", c.paths());
+    c.wait_journal_empty().await;
+    drop(daemon);
+}
+
+#[tokio::test]
 async fn issue_19_killed_mid_stream_completes_the_same_message_and_runs_once() {
     let c = Crashable::start().await;
     c.sim.script_next_run(

@@ -8,19 +8,21 @@
 //! 1. **Admitted** with its dedupe record in one store transaction (`Journal::admit`): a
 //!    platform's redelivery after a crash is still refused as a duplicate, and the entry is
 //!    what makes sure the message is answered anyway.
-//! 2. **Running** once the Gateway accepted the run: the run id is saved before the first
+//! 2. **Starting** (still admitted, with the thread named) just before the run request, the
+//!    run carrying the entry's id in its metadata (child `starting`).
+//! 3. **Running** once the Gateway accepted the run: the run id is saved before the first
 //!    event is read. Runs are started with `on_disconnect: "continue"`, so a run outlives
 //!    the bridge and a restarted bridge follows the same run instead of starting another.
 //!    The platform message a streamed reply is shown in (the queued notice, the placeholder
 //!    or the first partial) is saved as soon as the delivery engine started it
 //!    ([`Outbound::watch_streams`]).
-//! 3. **Final pending** once the turn ended while a final had not landed yet: every final
+//! 4. **Final pending** once the turn ended while a final had not landed yet: every final
 //!    is written into the entry before it is published and struck off once it landed, so a
 //!    crash delivers exactly the finals that did not land (never the run's answer read
 //!    again). One that failed for a reason that may pass (a platform outage, a long
 //!    `Retry-After`, the network) is retried with backoff for `bridge.final_retry_hours`,
 //!    across restarts.
-//! 4. Deleted once every final of the turn landed (or was refused for good, which a retry
+//! 5. Deleted once every final of the turn landed (or was refused for good, which a retry
 //!    cannot change).
 //!
 //! # How replies find their entry
@@ -42,6 +44,8 @@
 //!
 //! Bounded: entries exist only for messages queued, running or with finals pending (at most
 //! `final_retry_hours`), and the store caps them ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
+
+mod starting;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -3,7 +3,10 @@
 //!
 //! Each claimed entry is handled like a new message, in its conversation's line and in a
 //! worker slot, except that nothing is admitted again and its replies are marked late:
-//! - **admitted**: the message runs now;
+//! - **admitted**: the message runs now, unless the entry names the thread it was about to
+//!   start a run on (issue 27): that thread's runs are listed first, and one whose metadata
+//!   names the entry is followed like a running one. A failed lookup (a Gateway without
+//!   `GET …/runs` included) runs the message, as before;
 //! - **running**: the same run is followed by its id (`run::follow`): joined while it still
 //!   runs, its answer read from the thread when it already ended, and the reply finishes
 //!   the platform message the previous process streamed into. A run the Gateway no longer
@@ -22,7 +25,7 @@ use tracing::Instrument;
 use super::journal::Entry;
 use super::{Disposition, Manager, Place, dedupe, run};
 use crate::admin::names;
-use crate::gateway::ThreadId;
+use crate::gateway::{GatewayError, ThreadId};
 use crate::store::JournalState;
 
 impl Manager {
@@ -107,7 +110,50 @@ impl Manager {
         {
             return disposition;
         }
+        if let Some(thread) = entry.maybe_started_on()
+            && let Some(run_id) = self.started_run(entry, msg, &thread).await
+        {
+            let thread = ThreadId::new(thread.as_str());
+            entry.run_started(thread.as_str(), &run_id).await;
+            if let Some(disposition) = run::follow(&self.inner, msg, &thread, &run_id).await {
+                return disposition;
+            }
+        }
         tracing::info!("Running a journaled message that had not started.");
         self.dispatch(msg).await
+    }
+
+    /// The run a previous process started for `entry` on `thread` before it could save the
+    /// run id: the newest of the thread's runs whose metadata names the entry. `None` when
+    /// there is none or the lookup failed (logged).
+    async fn started_run(
+        &self,
+        entry: &Entry,
+        msg: &InboundMessage,
+        thread: &str,
+    ) -> Option<String> {
+        let owner = self.inner.owner(msg);
+        let thread = ThreadId::new(thread);
+        match self.inner.gateway.list_runs(Some(&owner), &thread).await {
+            Ok(runs) => {
+                let found = runs.into_iter().find(|run| entry.marked(&run.metadata));
+                if found.is_some() {
+                    tracing::info!(
+                        "Found the run a previous process started before it could journal it."
+                    );
+                }
+                found.map(|run| run.run_id)
+            }
+            Err(GatewayError::RouteMissing) => {
+                tracing::info!(
+                    "The Gateway cannot list a thread's runs; running a journaled message again."
+                );
+                None
+            }
+            Err(error) => {
+                tracing::warn!(%error, "Looking up a journaled message's run failed; running it again.");
+                None
+            }
+        }
     }
 }

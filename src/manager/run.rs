@@ -161,6 +161,12 @@ async fn turn_on(
         }
     };
     request.message.additional_kwargs = ingested.and_then(|i| i.kwargs);
+    // Journaled before the request, with the entry named in the run's metadata: a crash
+    // before the run id is saved leaves recovery a run to find, not one to start again.
+    if let Some(entry) = Entry::current() {
+        entry.mark(&mut request);
+        entry.starting(thread.as_str()).await;
+    }
     let streaming = inner
         .replier
         .outbound()
