@@ -125,6 +125,18 @@ impl Reconnect {
         self.backoff.reset();
     }
 
+    /// Why a connection that came up then ended: [`Cause::Lost`] after it `served` (it
+    /// proved itself, so the backoff starts over), else [`Cause::ConnectFailed`] (one more
+    /// failure in a row: a server that drops every new connection is backed off).
+    pub fn ended(&mut self, served: bool) -> Cause {
+        if served {
+            self.reset();
+            Cause::Lost
+        } else {
+            Cause::ConnectFailed
+        }
+    }
+
     /// The wait before a reconnect after `cause`, counted as one more in a row. Neither
     /// counted in the metric nor logged: [`report`](Self::report) does that.
     pub fn next_wait(&mut self, cause: Cause) -> Duration {
@@ -231,6 +243,17 @@ mod tests {
         }
         let labels: std::collections::HashSet<_> = Cause::ALL.map(Cause::as_str).into();
         assert_eq!(labels.len(), Cause::ALL.len());
+    }
+
+    #[test]
+    fn a_connection_that_served_starts_the_backoff_over_one_that_did_not_counts_on() {
+        let mut policy = reconnect(BACKOFF);
+        policy.next_wait(Cause::ConnectFailed);
+        policy.next_wait(Cause::ConnectFailed);
+        assert_eq!(policy.ended(false), Cause::ConnectFailed);
+        assert_eq!(policy.failures(), 2, "not served: still in a row");
+        assert_eq!(policy.ended(true), Cause::Lost);
+        assert_eq!(policy.failures(), 0, "served: over");
     }
 
     /// The policy against a server that drops every connection at once: attempts during

@@ -210,13 +210,7 @@ pub async fn run(
                         ended = Some((Cause::Rotated, "SYSTEM disconnect".into()));
                     }
                     Ended::Lost { reason, served } => {
-                        let cause = if served {
-                            reconnect.reset();
-                            Cause::Lost
-                        } else {
-                            Cause::ConnectFailed
-                        };
-                        ended = Some((cause, reason));
+                        ended = Some((reconnect.ended(served), reason));
                     }
                 }
             }

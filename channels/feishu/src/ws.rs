@@ -228,13 +228,7 @@ pub async fn run(
                 match serve(conn, &mut config, &mut reassembler, handler, shutdown).await {
                     Ended::Shutdown => return Ok(()),
                     Ended::Lost { reason, served } => {
-                        let cause = if served {
-                            reconnect.reset();
-                            Cause::Lost
-                        } else {
-                            Cause::ConnectFailed
-                        };
-                        ended = Some((cause, reason));
+                        ended = Some((reconnect.ended(served), reason));
                     }
                 }
             }
