@@ -103,6 +103,17 @@ impl Crashable {
             .collect()
     }
 
+    /// Waits until the restarted bridge joins the held run, then lets every run of the
+    /// (only) thread finish.
+    async fn finish_once_joined(&self) {
+        self.wait_request("the join", |m, p| m == "GET" && p.ends_with("/join"))
+            .await;
+        let thread = self.sim.thread_ids().pop().unwrap();
+        for run in self.sim.active_runs(&thread) {
+            self.sim.finish_run(&run);
+        }
+    }
+
     /// Run starts the simulator saw.
     pub(crate) fn run_starts(&self) -> usize {
         self.sim
@@ -273,12 +284,7 @@ async fn issue_27_killed_after_the_gateway_accepted_the_run_follows_it_instead_o
     kill9(daemon).await;
     let daemon = c.spawn(1);
     // The restarted bridge finds the run by its metadata and joins it.
-    c.wait_request("the join", |m, p| m == "GET" && p.ends_with("/join"))
-        .await;
-    let thread = c.sim.thread_ids().pop().unwrap();
-    for run in c.sim.active_runs(&thread) {
-        c.sim.finish_run(&run);
-    }
+    c.finish_once_joined().await;
     let messages = c.wait_text(&late("only once")).await;
     assert_eq!(with_text(&messages, "only once").len(), 1, "{messages:?}");
     assert_eq!(c.run_starts(), 1, "{:?}", c.paths());
@@ -310,12 +316,7 @@ async fn issue_19_killed_mid_stream_completes_the_same_message_and_runs_once() {
     assert_eq!(streamed.len(), 1, "{streamed:?}");
     let daemon = c.spawn(1);
     // The restarted bridge joins the run that kept going (on_disconnect: continue).
-    c.wait_request("the join", |m, p| m == "GET" && p.ends_with("/join"))
-        .await;
-    let thread = c.sim.thread_ids().pop().unwrap();
-    for run in c.sim.active_runs(&thread) {
-        c.sim.finish_run(&run);
-    }
+    c.finish_once_joined().await;
     let messages = c.wait_text(&late("alpha beta gamma delta")).await;
     assert_eq!(
         messages.len(),
