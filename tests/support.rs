@@ -557,6 +557,21 @@ pub fn goal_met_at_once(answer: &str) -> Script {
         .goal_met()
 }
 
+/// Asserts that no message of any thread the simulator holds contains one of `words`: a
+/// refused delivery never reached the agent.
+pub fn assert_agent_never_saw(sim: &RunningSimulator, words: &[&str]) {
+    let seen: Vec<String> = sim
+        .thread_ids()
+        .iter()
+        .flat_map(|t| sim.messages(t))
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(
+        !seen.iter().any(|m| words.iter().any(|w| m.contains(w))),
+        "{seen:?}"
+    );
+}
+
 /// The paths of the artifact downloads the simulator served, oldest first.
 pub fn artifact_paths(sim: &RunningSimulator) -> Vec<String> {
     sim.requests_matching(|r| r.path.contains("/artifacts/"))

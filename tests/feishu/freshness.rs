@@ -57,18 +57,6 @@ async fn issue_27_a_delivery_signed_outside_five_minutes_is_401_and_never_runs()
     let all = cards(&fs);
     assert_eq!(all.len(), 2, "only the fresh ones were answered: {all:#?}");
     assert_eq!(all_runs(&fs), 2, "no refused delivery ran");
-    let asked: Vec<String> = fs
-        .sim
-        .thread_ids()
-        .iter()
-        .flat_map(|t| fs.sim.messages(t))
-        .map(|m| m["content"].to_string())
-        .collect();
-    assert!(
-        !asked
-            .iter()
-            .any(|m| m.contains("2017") || m.contains("6 minutes")),
-        "{asked:?}"
-    );
+    crate::support::assert_agent_never_saw(&fs.sim, &["2017", "6 minutes"]);
     fs.stop().await;
 }
