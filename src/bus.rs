@@ -37,7 +37,7 @@ use im_bridge_channel::{
 use crate::admin::names;
 
 use lanes::Lanes;
-pub use lanes::{AfterShown, Landed, MAX_PENDING_REPLIES};
+pub use lanes::{AfterShown, Hooks, Landed, MAX_PENDING_REPLIES};
 
 /// Routes outbound messages to channels.
 pub struct Outbound {
@@ -146,17 +146,22 @@ impl Outbound {
     /// delivered (only, when [`MAX_PENDING_REPLIES`] already wait, for room). `after` runs
     /// once it was delivered or failed, with what became of it ([`Landed`]).
     pub async fn publish(&self, msg: OutboundMessage, after: Option<AfterShown>) {
+        self.publish_hooked(msg, Hooks::after(after)).await;
+    }
+
+    /// [`Outbound::publish`] with both [`Hooks`].
+    pub async fn publish_hooked(&self, msg: OutboundMessage, hooks: Hooks) {
         let Some((name, delivery)) = self.deliveries.get_key_value(msg.channel_name.as_str())
         else {
             tracing::warn!(channel = %msg.channel_name, "Dropped a reply for a channel that is not running.");
             metrics::counter!(names::OUTBOUND, "channel" => "unknown", "result" => "no_channel")
                 .increment(1);
-            if let Some(after) = after {
+            if let Some(after) = hooks.after {
                 after(Landed::Failed { transient: false }).await;
             }
             return;
         };
-        self.lanes.push(name, delivery, msg, after).await;
+        self.lanes.push(name, delivery, msg, hooks).await;
     }
 
     /// Waits until every reply published so far (and any published meanwhile) was
@@ -167,9 +172,13 @@ impl Outbound {
 }
 
 /// Delivers `msg` through `delivery`, counting and logging the outcome.
-async fn deliver(delivery: &Delivery, msg: &OutboundMessage) -> Landed {
+async fn deliver(
+    delivery: &Delivery,
+    msg: &OutboundMessage,
+    before: Option<im_bridge_channel::BeforeFinal>,
+) -> Landed {
     let channel = delivery.channel().name();
-    match delivery.deliver(msg).await {
+    match delivery.deliver_noting(msg, before).await {
         Ok(shown) => {
             let kind = if msg.is_final { "final" } else { "partial" };
             metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => kind).increment(1);

@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use im_bridge::simulator::{
-    Fault, Hold, Route, RunningSimulator, Script, Simulator, SimulatorConfig,
+    Fault, Hold, Reply, Route, RunningSimulator, Script, Simulator, SimulatorConfig,
 };
 use im_bridge_fakes::telegram::{BotMessage, Failure, FakeTelegram, Incoming, TOKEN, Trigger};
 use tokio::process::{Child, Command};
@@ -293,6 +293,53 @@ async fn issue_27_killed_after_the_gateway_accepted_the_run_follows_it_instead_o
 }
 
 #[tokio::test]
+async fn issue_27_a_gateway_that_cannot_list_runs_runs_the_message_again_and_answers_once() {
+    let c = Crashable::start().await;
+    // An older Gateway: no `GET …/runs`, so the started run cannot be found.
+    c.sim.push_fault(
+        Fault::on(Route::RunList)
+            .reply(Reply::detail(404, "Not Found"))
+            .sticky(),
+    );
+    c.sim.script_next_run(
+        Script::with_answer("the first try")
+            .chunks(1)
+            .started_response_delay(Duration::from_secs(600)),
+    );
+    c.sim
+        .script_next_run(Script::with_answer("the second try").chunks(1));
+    let daemon = c.spawn(0);
+    c.say("hello");
+    c.wait_request("the run request", |m, p| {
+        m == "POST" && p.ends_with("/runs/stream")
+    })
+    .await;
+    c.wait_journal("the thread the run starts on", |r| r.contains("thread_id"))
+        .await;
+    kill9(daemon).await;
+    let daemon = c.spawn(1);
+    // The restarted bridge asked, was told the route does not exist, and ran it again:
+    // the one answer the chat gets is the second run's.
+    let messages = c.wait_text(&late("the second try")).await;
+    assert!(
+        c.paths()
+            .iter()
+            .any(|p| p.starts_with("GET") && p.ends_with("/runs")),
+        "{:?}",
+        c.paths()
+    );
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(c.run_starts(), 2, "{:?}", c.paths());
+    assert!(
+        c.log(1).contains("cannot list a thread's runs"),
+        "{}",
+        c.log(1)
+    );
+    c.wait_journal_empty().await;
+    drop(daemon);
+}
+
+#[tokio::test]
 async fn issue_19_killed_mid_stream_completes_the_same_message_and_runs_once() {
     let c = Crashable::start().await;
     c.sim.script_next_run(
@@ -325,6 +372,64 @@ async fn issue_19_killed_mid_stream_completes_the_same_message_and_runs_once() {
     );
     assert_eq!(messages[0].message_id, streamed[0].message_id);
     assert_eq!(c.run_starts(), 1, "the run was not started twice");
+    drop(daemon);
+}
+
+#[tokio::test]
+async fn issue_27_a_final_edit_that_landed_unacknowledged_is_the_same_edit_after_a_restart() {
+    let c = Crashable::start().await;
+    let answer = "alpha beta gamma delta";
+    c.sim.script_next_run(
+        Script::with_answer(answer)
+            .chunks(2)
+            .hold(Hold::UntilFinished),
+    );
+    // Telegram applies the final's edit, but the dying bridge never reads the answer.
+    c.fake.fail(
+        "editMessageText",
+        Trigger::TextEquals(answer.into()),
+        Failure::AnswerLost,
+    );
+    let daemon = c.spawn(0);
+    c.say("tell me");
+    c.wait_journal("the stream message", |r| r.contains("stream_message_id"))
+        .await;
+    let thread = c.sim.thread_ids().pop().unwrap();
+    for run in c.sim.active_runs(&thread) {
+        c.sim.finish_run(&run);
+    }
+    c.fake
+        .wait_for_call("the final's edit", DEADLINE, |call| {
+            call.method == "editMessageText" && call.text() == Some(answer)
+        })
+        .await
+        .unwrap();
+    // Written ahead: the final and the message it replaces.
+    c.wait_journal("the final naming its message", |r| {
+        r.contains("\"finishes\"")
+    })
+    .await;
+    kill9(daemon).await;
+    let shown = c.fake.bot_messages(USER);
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0].text, answer);
+    let edits = |c: &Crashable| {
+        c.fake
+            .calls()
+            .iter()
+            .filter(|call| call.method == "editMessageText" && call.text() == Some(answer))
+            .count()
+    };
+    let daemon = c.spawn(1);
+    // The restarted bridge makes the same edit once more (Telegram: not modified) and
+    // sends nothing new.
+    c.wait_journal_empty().await;
+    assert_eq!(edits(&c), 2, "{}", c.logs());
+    let messages = c.fake.bot_messages(USER);
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0].message_id, shown[0].message_id);
+    assert_eq!(messages[0].text, answer);
+    assert_eq!(c.run_starts(), 1);
     drop(daemon);
 }
 

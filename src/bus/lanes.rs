@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use im_bridge_channel::{ChatId, Delivery, MessageId, OutboundMessage};
+use im_bridge_channel::{BeforeFinal, ChatId, Delivery, MessageId, OutboundMessage};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -25,6 +25,26 @@ pub const MAX_PENDING_REPLIES: usize = 4096;
 /// Runs once a reply was delivered or failed, with what became of it. A partial replaced
 /// by a newer one before it was delivered drops its hook unrun.
 pub type AfterShown = Box<dyn FnOnce(Landed) -> BoxFuture<'static, ()> + Send>;
+
+/// What a publisher hears of its reply: which message a final is about to finish, before
+/// the platform call (the journal records it, issue 27), and what became of the reply.
+#[derive(Default)]
+pub struct Hooks {
+    /// Told which message the final is about to finish; delivery waits for it.
+    pub before: Option<BeforeFinal>,
+    /// Runs once the reply was delivered or failed.
+    pub after: Option<AfterShown>,
+}
+
+impl Hooks {
+    /// Only an [`AfterShown`] hook.
+    pub fn after(after: Option<AfterShown>) -> Self {
+        Self {
+            before: None,
+            after,
+        }
+    }
+}
 
 /// What became of a reply, for its [`AfterShown`] hook.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,7 +75,7 @@ type Key = (&'static str, ChatId);
 
 struct Job {
     msg: OutboundMessage,
-    after: Option<AfterShown>,
+    hooks: Hooks,
     /// This job's room in [`MAX_PENDING_REPLIES`], given back when it was delivered.
     room: OwnedSemaphorePermit,
 }
@@ -110,17 +130,17 @@ impl Lanes {
         channel: &'static str,
         delivery: &Arc<Delivery>,
         msg: OutboundMessage,
-        after: Option<AfterShown>,
+        hooks: Hooks,
     ) {
         let key = (channel, msg.chat_id.clone());
         // A reply that only supersedes the lane's newest partial needs no room of its own.
-        let Some((msg, after)) = self.fold(&key, msg, after) else {
+        let Some((msg, hooks)) = self.fold(&key, msg, hooks) else {
             return;
         };
         let Ok(room) = self.shared.room.clone().acquire_owned().await else {
             // The semaphore is never closed; were it, delivering in place keeps the reply.
-            let shown = super::deliver(delivery, &msg).await;
-            if let Some(after) = after {
+            let shown = super::deliver(delivery, &msg, hooks.before).await;
+            if let Some(after) = hooks.after {
                 after(shown).await;
             }
             return;
@@ -131,14 +151,14 @@ impl Lanes {
                 Entry::Occupied(mut lane) => {
                     let lane = lane.get_mut();
                     // Another partial of this reply may have been queued while we waited.
-                    let Some((msg, after)) = fold(lane, msg, after) else {
+                    let Some((msg, hooks)) = fold(lane, msg, hooks) else {
                         return;
                     };
-                    lane.push_back(Job { msg, after, room });
+                    lane.push_back(Job { msg, hooks, room });
                 }
                 Entry::Vacant(vacant) => {
                     let key = vacant.key().clone();
-                    vacant.insert(VecDeque::from([Job { msg, after, room }]));
+                    vacant.insert(VecDeque::from([Job { msg, hooks, room }]));
                     let span = tracing::debug_span!("lane", channel, chat = %key.1);
                     self.tasks
                         .spawn(drain(self.shared.clone(), key, delivery.clone()).instrument(span));
@@ -153,11 +173,11 @@ impl Lanes {
         &self,
         key: &Key,
         msg: OutboundMessage,
-        after: Option<AfterShown>,
-    ) -> Option<(OutboundMessage, Option<AfterShown>)> {
+        hooks: Hooks,
+    ) -> Option<(OutboundMessage, Hooks)> {
         match self.shared.lanes().get_mut(key) {
-            Some(lane) => fold(lane, msg, after),
-            None => Some((msg, after)),
+            Some(lane) => fold(lane, msg, hooks),
+            None => Some((msg, hooks)),
         }
     }
 
@@ -183,15 +203,15 @@ impl Lanes {
 fn fold(
     lane: &mut VecDeque<Job>,
     msg: OutboundMessage,
-    after: Option<AfterShown>,
-) -> Option<(OutboundMessage, Option<AfterShown>)> {
+    hooks: Hooks,
+) -> Option<(OutboundMessage, Hooks)> {
     match lane.back_mut() {
         Some(newest) if !newest.msg.is_final && newest.msg.thread_ts == msg.thread_ts => {
             newest.msg = msg;
-            newest.after = after;
+            newest.hooks = hooks;
             None
         }
-        _ => Some((msg, after)),
+        _ => Some((msg, hooks)),
     }
 }
 
@@ -214,8 +234,8 @@ async fn drain(shared: Arc<Shared>, key: Key, delivery: Arc<Delivery>) {
                 }
             }
         };
-        let shown = super::deliver(&delivery, &job.msg).await;
-        if let Some(after) = job.after {
+        let shown = super::deliver(&delivery, &job.msg, job.hooks.before).await;
+        if let Some(after) = job.hooks.after {
             after(shown).await;
         }
         drop(job.room);

@@ -21,7 +21,10 @@
 //!    crash delivers exactly the finals that did not land (never the run's answer read
 //!    again). One that failed for a reason that may pass (a platform outage, a long
 //!    `Retry-After`, the network) is retried with backoff for `bridge.final_retry_hours`,
-//!    across restarts.
+//!    across restarts. A final that finishes a streamed message records that message
+//!    before the platform hears of the edit (the delivery engine's `before` hook), so one
+//!    whose edit landed unacknowledged is delivered again as the same edit (a no-op on the
+//!    platform), never as a second message (issue 27).
 //! 5. Deleted once every final of the turn landed (or was refused for good, which a retry
 //!    cannot change).
 //!
@@ -58,7 +61,7 @@ use im_bridge_channel::{
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::bus::{AfterShown, Landed, Outbound};
+use crate::bus::{AfterShown, Hooks, Landed, Outbound};
 use crate::store::{
     DedupeKey, JournalRecord, JournalState, Journaled, PendingFinal, Store, unix_millis,
 };
@@ -149,8 +152,7 @@ impl Journal {
             let key = (channel.to_owned(), chat.clone(), source.cloned());
             let entry = relock(&shared.live).get(&key).cloned();
             if let Some(entry) = entry {
-                let shown = shown.as_str().to_owned();
-                tokio::spawn(async move { entry.stream_shown(&shown).await });
+                entry.stream_shown(shown.as_str());
             }
         });
         Self { shared }
@@ -327,6 +329,10 @@ struct Progress {
     resume: Option<String>,
     /// The id of the last final written ahead.
     next_final: u32,
+    /// The newest stream the engine started for this turn and no final tracked since:
+    /// the message the next final most likely finishes (written ahead with it, so the
+    /// engine's `before` hook usually confirms it without another store write).
+    open_stream: Option<String>,
 }
 
 impl Entry {
@@ -354,6 +360,7 @@ impl Entry {
                 outstanding: 0,
                 resume,
                 next_final,
+                open_stream: None,
             }),
             saving: tokio::sync::Mutex::new(()),
         }));
@@ -422,12 +429,13 @@ impl Entry {
         self.save().await;
     }
 
-    /// Prepares `out`, a reply of this entry's turn, and returns the hook that tracks it: a
-    /// recovered reply resumes the previous process's stream message, and a final is
+    /// Prepares `out`, a reply of this entry's turn, and returns the hooks that track it:
+    /// a recovered reply resumes the previous process's stream message, and a final is
     /// written ahead into the entry before it is published (so a crash before it landed
-    /// delivers exactly this text later) and struck off once it landed or was refused for
-    /// good. `late` is the line a delivery by a later process opens with.
-    pub(crate) async fn track(&self, out: &mut OutboundMessage, late: &str) -> Option<AfterShown> {
+    /// delivers exactly this text later), records the message it finishes before the
+    /// platform call, and is struck off once it landed or was refused for good. `late` is
+    /// the line a delivery by a later process opens with.
+    pub(crate) async fn track(&self, out: &mut OutboundMessage, late: &str) -> Hooks {
         let id = {
             let mut progress = self.progress();
             if let Some(message) = &progress.resume {
@@ -438,35 +446,76 @@ impl Entry {
                 }
             }
             if !out.is_final {
-                return None;
+                return Hooks::default();
             }
             progress.outstanding += 1;
             progress.next_final += 1;
             let id = progress.next_final;
+            let resumed = out
+                .metadata
+                .get(RESUME_MESSAGE_KEY)
+                .and_then(|m| m.as_str());
+            let finishes = match resumed {
+                Some(message) => Some(message.to_owned()),
+                None => progress.open_stream.take(),
+            };
             progress.record.finals.push(PendingFinal {
                 id,
                 text: out.text.clone(),
                 metadata: out.metadata.clone(),
                 late: Some(late.to_owned()).filter(|l| !l.is_empty()),
+                finishes,
             });
             id
         };
         self.save().await;
-        let entry = self.clone();
-        Some(Box::new(move |landed: Landed| {
-            Box::pin(async move { entry.final_landed(landed, id).await })
-        }))
+        let (before, after) = (self.clone(), self.clone());
+        Hooks {
+            before: Some(Box::new(move |target: Option<MessageId>| {
+                Box::pin(async move { before.finishing(id, target).await })
+            })),
+            after: Some(Box::new(move |landed: Landed| {
+                Box::pin(async move { after.final_landed(landed, id).await })
+            })),
+        }
     }
 
-    async fn stream_shown(&self, message: &str) {
-        {
+    /// The engine started a stream of this turn showing `message`: the next final finishes
+    /// it, and the first one is what a recovered run's reply goes on in (saved).
+    fn stream_shown(&self, message: &str) {
+        let first = {
             let mut progress = self.progress();
-            if progress.record.stream_message_id.is_some() {
-                return;
+            progress.open_stream = Some(message.to_owned());
+            let first = progress.record.stream_message_id.is_none();
+            if first {
+                progress.record.stream_message_id = Some(message.to_owned());
             }
-            progress.record.stream_message_id = Some(message.to_owned());
+            first
+        };
+        if first {
+            let entry = self.clone();
+            tokio::spawn(async move { entry.save().await });
         }
-        self.save().await;
+    }
+
+    /// Final `id` is about to be delivered, finishing `target` (or as a new message): the
+    /// entry says so before the platform call, so a re-delivery edits the same message.
+    /// No store write when the final was written ahead with it already.
+    async fn finishing(&self, id: u32, target: Option<MessageId>) {
+        let target = target.map(|m| m.as_str().to_owned());
+        let changed = {
+            let mut progress = self.progress();
+            match progress.record.finals.iter_mut().find(|f| f.id == id) {
+                Some(pending) if pending.finishes != target => {
+                    pending.finishes = target;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if changed {
+            self.save().await;
+        }
     }
 
     async fn final_landed(&self, landed: Landed, id: u32) {
@@ -584,15 +633,22 @@ impl Entry {
     /// Publishes `pending` once more and waits for its fate: `true` when it landed or was
     /// refused for good.
     async fn deliver_again(&self, pending: &PendingFinal) -> bool {
-        let text = match &pending.late {
+        let text = match (&pending.late, &pending.finishes) {
+            // A final that replaces a message goes out unchanged: the same edit again, a
+            // no-op if the first one landed unacknowledged.
+            (_, Some(_)) => pending.text.clone(),
             // Delivered by a later process than the one that wrote it: say why it is late.
-            Some(late) if self.recovered() && !pending.text.starts_with(late.as_str()) => {
+            (Some(late), None) if self.recovered() && !pending.text.starts_with(late.as_str()) => {
                 format!("{late}\n\n{}", pending.text)
             }
             _ => pending.text.clone(),
         };
         let mut out = self.progress().record.message.reply(text, true);
         out.metadata.extend(pending.metadata.clone());
+        if let Some(message) = &pending.finishes {
+            out.metadata
+                .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let hook: AfterShown = Box::new(move |landed: Landed| {
             Box::pin(async move {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use im_bridge_channel::{ChatKind, InboundMessage, MessageId, OutboundMessage};
 use tokio::time::Instant;
 
-use crate::bus::{AfterShown, Landed, Outbound};
+use crate::bus::{AfterShown, Hooks, Landed, Outbound};
 use crate::gateway::{GatewayClient, Owner};
 use crate::i18n::{Arg, Catalogs, Locale};
 use crate::store::Store;
@@ -203,7 +203,7 @@ impl Replier {
                 };
                 entry.track(&mut out, &late).await
             }
-            None => None,
+            None => Hooks::default(),
         };
         let chain = (out.is_final && msg.chat_kind == ChatKind::Group).then(|| {
             (
@@ -234,7 +234,11 @@ impl Replier {
             });
             hook
         });
-        self.outbound.publish(out, both(after, tracked)).await;
+        let hooks = Hooks {
+            before: tracked.before,
+            after: both(after, tracked.after),
+        };
+        self.outbound.publish_hooked(out, hooks).await;
     }
 }
 

@@ -108,6 +108,8 @@ pub enum Route {
     RunWait,
     /// `POST …/runs`.
     RunCreate,
+    /// `GET …/runs` (the thread's runs).
+    RunList,
     /// `POST …/runs/{run_id}/cancel`.
     RunCancel,
     /// `GET …/runs/{run_id}/join`.

@@ -126,6 +126,7 @@ pub(crate) const LIST_LIMIT: usize = 100;
 /// the `metadata` its request carried. A thread the caller may not see is a 404; a missing
 /// one has no runs.
 pub(crate) async fn list(call: ThreadCall) -> Result<Response, Response> {
+    call.fault(Route::RunList).await?;
     call.exists()?;
     let body = {
         let state = call.sim.state();

@@ -66,6 +66,11 @@ pub struct PendingFinal {
     /// The localized line a delivery by a later process opens with (it comes late).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late: Option<String>,
+    /// The platform message this final replaces (the streamed reply it finishes), once
+    /// known: delivered again, it edits that message to this same text, which changes
+    /// nothing if the first delivery landed, instead of sending the answer twice (issue 27).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finishes: Option<String>,
 }
 
 impl JournalRecord {

@@ -211,8 +211,20 @@ impl Delivery {
     /// (the process that streamed it stopped) finishes that message instead of sending a new
     /// one; if it can no longer be edited, the final is sent as a new message.
     pub async fn deliver(&self, msg: &OutboundMessage) -> ChannelResult<Option<MessageId>> {
+        self.deliver_noting(msg, None).await
+    }
+
+    /// [`Delivery::deliver`], telling a final's `before` which message the final is about
+    /// to finish (`None`: it will be sent as a new message) once that is settled and before
+    /// any platform call, and waiting for it: a caller that must survive a crash records
+    /// there which message a re-delivery has to edit (issue 27). A partial ignores it.
+    pub async fn deliver_noting(
+        &self,
+        msg: &OutboundMessage,
+        before: Option<BeforeFinal>,
+    ) -> ChannelResult<Option<MessageId>> {
         if msg.is_final {
-            self.deliver_final(msg).await.map(Some)
+            self.deliver_final(msg, before).await.map(Some)
         } else {
             Ok(self.deliver_partial(msg).await)
         }
@@ -229,12 +241,19 @@ impl Delivery {
         stream.message()
     }
 
-    async fn deliver_final(&self, msg: &OutboundMessage) -> ChannelResult<MessageId> {
+    async fn deliver_final(
+        &self,
+        msg: &OutboundMessage,
+        before: Option<BeforeFinal>,
+    ) -> ChannelResult<MessageId> {
         let key = (msg.chat_id.clone(), msg.thread_ts.clone());
         let started = match self.streams.remove(&key) {
             Some(stream) => stream.close().await,
             None => resumed(msg),
         };
+        if let Some(before) = before {
+            before(started.clone()).await;
+        }
         let stack = &self.flusher.stack;
         let target = SendTarget::from(msg);
         let shown = match started {
@@ -268,6 +287,11 @@ impl Delivery {
         Ok(shown)
     }
 }
+
+/// Told which message a final is about to finish, before the platform hears of it (see
+/// [`Delivery::deliver_noting`]).
+pub type BeforeFinal =
+    Box<dyn FnOnce(Option<MessageId>) -> futures_util::future::BoxFuture<'static, ()> + Send>;
 
 /// The metadata key naming the platform message an earlier process streamed this reply
 /// into (see [`Delivery::deliver`]).

@@ -40,9 +40,9 @@ pub use channel::{Channel, ChannelExit, SendTarget, SentMessage};
 pub use commands::CommandVocabulary;
 pub use config::{ConfigIssue, Issues, Severity};
 pub use delivery::{
-    ChannelExt, Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT, MAX_SOURCES,
-    MAX_STREAMS, PassiveReplies, REPLY_WINDOW_REFUSED, RESUME_MESSAGE_KEY, ReplyQuotas,
-    RetryFinals, RetryPolicy, StreamStarted, TRUNCATED_NOTE_KEY, Throttle, split,
+    BeforeFinal, ChannelExt, Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT,
+    MAX_SOURCES, MAX_STREAMS, PassiveReplies, REPLY_WINDOW_REFUSED, RESUME_MESSAGE_KEY,
+    ReplyQuotas, RetryFinals, RetryPolicy, StreamStarted, TRUNCATED_NOTE_KEY, Throttle, split,
 };
 pub use error::{ChannelError, ChannelResult, RetryAfterHint};
 pub use file_hosts::{FileHostError, FileHosts, MAX_FILE_HOSTS};

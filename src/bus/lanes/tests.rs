@@ -124,11 +124,21 @@ async fn a_reply_waiting_in_its_chat_holds_neither_the_publisher_nor_other_chats
     let (channel, delivery, lanes) = setup(16);
     // Each push returns at once although the slow chat's write cannot go yet.
     lanes
-        .push("gated", &delivery, reply("slow", "s1", "late", true), None)
+        .push(
+            "gated",
+            &delivery,
+            reply("slow", "s1", "late", true),
+            Hooks::default(),
+        )
         .now_or_never()
         .expect("publishing waits for nobody's budget");
     lanes
-        .push("gated", &delivery, reply("fast", "f1", "quick", true), None)
+        .push(
+            "gated",
+            &delivery,
+            reply("fast", "f1", "quick", true),
+            Hooks::default(),
+        )
         .now_or_never()
         .expect("publishing waits for nobody's budget");
     assert_eq!(channel.wait_writes("fast", 1).await, ["quick"]);
@@ -147,7 +157,12 @@ async fn a_chat_reads_its_replies_in_the_order_they_were_published() {
     for (i, text) in ["one", "two", "three", "four"].into_iter().enumerate() {
         let source = format!("s{i}");
         lanes
-            .push("gated", &delivery, reply("slow", &source, text, true), None)
+            .push(
+                "gated",
+                &delivery,
+                reply("slow", &source, text, true),
+                Hooks::default(),
+            )
             .await;
     }
     channel.gate.add_permits(4);
@@ -165,12 +180,17 @@ async fn partials_of_one_reply_fold_into_one_while_the_lane_waits() {
             "gated",
             &delivery,
             reply("slow", "s1", "first answer", true),
-            None,
+            Hooks::default(),
         )
         .await;
     for text in ["Sec", "Second", "Second ans"] {
         lanes
-            .push("gated", &delivery, reply("slow", "s2", text, false), None)
+            .push(
+                "gated",
+                &delivery,
+                reply("slow", "s2", text, false),
+                Hooks::default(),
+            )
             .await;
     }
     assert_eq!(
@@ -190,14 +210,29 @@ async fn partials_of_one_reply_fold_into_one_while_the_lane_waits() {
 async fn a_final_overtakes_its_replys_queued_partial_but_never_the_reverse() {
     let (channel, delivery, lanes) = setup(16);
     lanes
-        .push("gated", &delivery, reply("slow", "s0", "hold", true), None)
+        .push(
+            "gated",
+            &delivery,
+            reply("slow", "s0", "hold", true),
+            Hooks::default(),
+        )
         .await;
     lanes
-        .push("gated", &delivery, reply("slow", "s1", "Hel", false), None)
+        .push(
+            "gated",
+            &delivery,
+            reply("slow", "s1", "Hel", false),
+            Hooks::default(),
+        )
         .await;
     // The final says all the queued partial did: one write for the whole reply.
     lanes
-        .push("gated", &delivery, reply("slow", "s1", "Hello", true), None)
+        .push(
+            "gated",
+            &delivery,
+            reply("slow", "s1", "Hello", true),
+            Hooks::default(),
+        )
         .await;
     assert_eq!(lanes.pending(), 2);
     // A partial after its final opens no stream of a reply that already ended: it is
@@ -207,7 +242,7 @@ async fn a_final_overtakes_its_replys_queued_partial_but_never_the_reverse() {
             "gated",
             &delivery,
             reply("slow", "s1", "late partial", false),
-            None,
+            Hooks::default(),
         )
         .await;
     assert_eq!(lanes.pending(), 3);
@@ -220,12 +255,27 @@ async fn a_final_overtakes_its_replys_queued_partial_but_never_the_reverse() {
 async fn at_the_bound_publishing_waits_for_room() {
     let (channel, delivery, lanes) = setup(2);
     lanes
-        .push("gated", &delivery, reply("slow", "s1", "a", true), None)
+        .push(
+            "gated",
+            &delivery,
+            reply("slow", "s1", "a", true),
+            Hooks::default(),
+        )
         .await;
     lanes
-        .push("gated", &delivery, reply("slow", "s2", "b", true), None)
+        .push(
+            "gated",
+            &delivery,
+            reply("slow", "s2", "b", true),
+            Hooks::default(),
+        )
         .await;
-    let mut third = Box::pin(lanes.push("gated", &delivery, reply("slow", "s3", "c", true), None));
+    let mut third = Box::pin(lanes.push(
+        "gated",
+        &delivery,
+        reply("slow", "s3", "c", true),
+        Hooks::default(),
+    ));
     assert!(
         (&mut third).now_or_never().is_none(),
         "two replies already wait: the third must wait for room"
@@ -252,7 +302,7 @@ async fn the_hook_hears_which_message_shows_the_final() {
             "gated",
             &delivery,
             reply("slow", "s1", "answer", true),
-            Some(hook),
+            Hooks::after(Some(hook)),
         )
         .await;
     channel.gate.add_permits(1);
@@ -264,7 +314,12 @@ async fn the_hook_hears_which_message_shows_the_final() {
 async fn flush_gives_up_at_its_bound_and_says_so() {
     let (channel, delivery, lanes) = setup(16);
     lanes
-        .push("gated", &delivery, reply("slow", "s1", "stuck", true), None)
+        .push(
+            "gated",
+            &delivery,
+            reply("slow", "s1", "stuck", true),
+            Hooks::default(),
+        )
         .await;
     assert!(!lanes.flush(Duration::from_secs(5)).await);
     assert_eq!(lanes.pending(), 1);

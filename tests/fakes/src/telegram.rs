@@ -18,7 +18,8 @@
 //! Test hooks: [`FakeTelegram::inject`] queues a user's message ([`Incoming`]),
 //! [`FakeTelegram::forget_offset`] redelivers what was already confirmed,
 //! [`FakeTelegram::fail`] scripts a failure for the Nth call of a method (or the first
-//! edit to a given text), [`FakeTelegram::deliver_webhook`] plays Telegram posting to the
+//! edit to a given text), or withholds the answer of a call that took effect
+//! ([`Failure::AnswerLost`]), [`FakeTelegram::deliver_webhook`] plays Telegram posting to the
 //! registered webhook, and [`FakeTelegram::wait_for`] waits for a condition over the
 //! recorded calls with a deadline, never a sleep.
 //!
@@ -96,6 +97,10 @@ pub enum Failure {
     CantBeEdited,
     /// Any status and description.
     Status(u16, String),
+    /// The call takes effect and is recorded as answered, but the answer never leaves:
+    /// the request is held until the client gives up or the fake stops (an answer lost
+    /// with a dying client, issue 27).
+    AnswerLost,
 }
 
 /// When a scripted failure fires.
@@ -258,7 +263,7 @@ impl Inner {
     }
 
     /// Fires the first matching rule for this call, if any.
-    fn scripted_failure(&mut self, method: &str, params: &Value) -> Option<Answer> {
+    fn scripted_failure(&mut self, method: &str, params: &Value) -> Option<Scripted> {
         let count = self.counts.get(method).copied().unwrap_or(0);
         let text = params.get("text").and_then(Value::as_str);
         let index = self.rules.iter().position(|r| {
@@ -273,7 +278,8 @@ impl Inner {
             Trigger::Always => self.rules[index].clone(),
             _ => self.rules.remove(index),
         };
-        Some(match rule.failure {
+        Some(Scripted::Answer(match rule.failure {
+            Failure::AnswerLost => return Some(Scripted::AnswerLost),
             Failure::RetryAfter(secs) => Answer::retry_after(secs),
             Failure::NotModified => Answer::error(
                 400,
@@ -284,8 +290,16 @@ impl Inner {
             }
             Failure::CantBeEdited => Answer::error(400, "Bad Request: message can't be edited"),
             Failure::Status(code, description) => Answer::error(code, &description),
-        })
+        }))
     }
+}
+
+/// What a scripted rule makes of a call.
+pub(crate) enum Scripted {
+    /// This answer instead of the method's.
+    Answer(Answer),
+    /// The method's effect, with the answer withheld.
+    AnswerLost,
 }
 
 fn update_id(update: &Value) -> i64 {

@@ -76,6 +76,50 @@ async fn issue_19_partials_name_their_stream_message_and_a_final_resumes_one() {
     );
 }
 
+/// What a `before` hook was told, with how many calls had been made by then.
+type Told = Arc<std::sync::Mutex<Vec<(Option<MessageId>, usize)>>>;
+
+/// A `before` hook that records what it was told and the calls made by then.
+fn noting(rec: &Arc<Recorder>) -> (BeforeFinal, Told) {
+    let seen = Told::default();
+    let (rec, log) = (rec.clone(), seen.clone());
+    let hook: BeforeFinal = Box::new(move |target| {
+        Box::pin(async move {
+            log.lock().unwrap().push((target, rec.calls().len()));
+        })
+    });
+    (hook, seen)
+}
+
+#[tokio::test]
+async fn issue_27_a_final_names_the_message_it_finishes_before_any_platform_call() {
+    let (rec, d) = engine(unpaced());
+    d.deliver(&out("a ▉", false)).await.unwrap();
+    let (hook, seen) = noting(&rec);
+    d.deliver_noting(&out("abc", true), Some(hook))
+        .await
+        .unwrap();
+    // Told m1 while only the stream's start had been made; the finish came after.
+    assert_eq!(*seen.lock().unwrap(), [(Some(MessageId::new("m1")), 1)]);
+    assert_eq!(
+        rec.calls().last(),
+        Some(&Call::Finish("m1".into(), "abc".into()))
+    );
+    // With no stream, the final is a new message, and the hook hears so first.
+    let (hook, seen) = noting(&rec);
+    d.deliver_noting(&out("next", true), Some(hook))
+        .await
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), [(None, 2)]);
+    assert_eq!(rec.calls().last(), Some(&Call::Send("next".into())));
+    // A partial never calls it.
+    let (hook, seen) = noting(&rec);
+    d.deliver_noting(&out("x ▉", false), Some(hook))
+        .await
+        .unwrap();
+    assert!(seen.lock().unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn final_only_channels_drop_partials() {
     let (rec, d) = engine(Capabilities::final_only(100));

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use super::{
-    Answer, Call, MAX_POLL_HOLD, MAX_POLL_LIMIT, Shared, files, flood, methods, update_id,
+    Answer, Call, MAX_POLL_HOLD, MAX_POLL_LIMIT, Scripted, Shared, files, flood, methods, update_id,
 };
 
 /// Every request: `/bot<token>/<method>` or `/file/bot<token>/<path>`.
@@ -38,6 +38,11 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         let mut inner = shared.lock();
         *inner.counts.entry(method.clone()).or_default() += 1;
         inner.scripted_failure(&method, &params)
+    };
+    let (scripted, lost) = match scripted {
+        Some(Scripted::Answer(answer)) => (Some(answer), false),
+        Some(Scripted::AnswerLost) => (None, true),
+        None => (None, false),
     };
     if method == "getUpdates" && scripted.is_none() {
         return get_updates(&shared, params).await.into_response();
@@ -71,6 +76,10 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     };
     let result = answer.body.get("result").cloned();
     record(&shared, &method, params, answer.status, result);
+    if lost {
+        // Done and recorded; the client never reads that it was.
+        shared.stop.cancelled().await;
+    }
     answer.into_response()
 }
 
