@@ -105,7 +105,7 @@ impl Crashable {
 
     /// Waits until the restarted bridge joins the held run, then lets every run of the
     /// (only) thread finish.
-    async fn finish_once_joined(&self) {
+    pub(crate) async fn finish_once_joined(&self) {
         self.wait_request("the join", |m, p| m == "GET" && p.ends_with("/join"))
             .await;
         let thread = self.sim.thread_ids().pop().unwrap();
@@ -159,7 +159,7 @@ impl Crashable {
     }
 
     /// Waits until every journal entry is gone (each final landed).
-    async fn wait_journal_empty(&self) {
+    pub(crate) async fn wait_journal_empty(&self) {
         let path = self.dir.path().join("bridge.store");
         let until = Instant::now() + DEADLINE;
         while !journal_records(&path).is_empty() {
