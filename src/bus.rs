@@ -31,7 +31,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, ChatId, Delivery, InboundFile, MessageId, OutboundMessage,
+    Capabilities, Channel, ChannelError, ChatId, Delivery, InboundFile, InboundMessage, MessageId,
+    OutboundMessage,
 };
 
 use crate::admin::names;
@@ -161,7 +162,23 @@ impl Outbound {
             }
             return;
         };
-        self.lanes.push(name, delivery, msg, hooks).await;
+        self.lanes.push(name, delivery, msg, hooks, false).await;
+    }
+
+    /// Tells `source`'s channel, after every reply published to it so far was delivered,
+    /// that the bridge is done with it, if the channel asks to hear it
+    /// ([`Capabilities::turn_ends`]).
+    pub async fn turn_ended(&self, source: &InboundMessage) {
+        let Some((name, delivery)) = self.deliveries.get_key_value(source.channel_name.as_str())
+        else {
+            return;
+        };
+        if delivery.channel().capabilities().turn_ends {
+            let marker = source.reply(String::new(), true);
+            self.lanes
+                .push(name, delivery, marker, Hooks::default(), true)
+                .await;
+        }
     }
 
     /// Waits until every reply published so far (and any published meanwhile) was

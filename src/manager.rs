@@ -413,17 +413,29 @@ impl Manager {
 
     /// Handles one message end to end; in line, only after the conversation's earlier
     /// messages were handled. A message waiting its turn gives its worker slot back
-    /// meanwhile: only messages being handled hold one.
+    /// meanwhile: only messages being handled hold one. Then, whatever became of it, its
+    /// channel hears that the bridge is done with it (if it asks to).
     pub(crate) async fn handle(
         &self,
         msg: InboundMessage,
         cancel: CancellationToken,
         place: Place,
+        slot: (OwnedSemaphorePermit, Arc<Semaphore>),
+    ) {
+        self.handle_turn(&msg, cancel, place, slot).await;
+        self.inner.replier.outbound().turn_ended(&msg).await;
+    }
+
+    async fn handle_turn(
+        &self,
+        msg: &InboundMessage,
+        cancel: CancellationToken,
+        place: Place,
         (permit, slots): (OwnedSemaphorePermit, Arc<Semaphore>),
     ) {
         let mut permit = Some(permit);
-        let key = dedupe::dedupe_key(&msg);
-        let entry = match self.inner.journal.admit(&msg, key.as_ref()).await {
+        let key = dedupe::dedupe_key(msg);
+        let entry = match self.inner.journal.admit(msg, key.as_ref()).await {
             journal::Admission::New(entry) => entry,
             journal::Admission::Duplicate => {
                 tracing::info!("Dropped a redelivered message.");
@@ -450,7 +462,7 @@ impl Manager {
                 let busy = self
                     .inner
                     .replier
-                    .reply(&msg, crate::i18n::msg::RUN_BUSY, &[]);
+                    .reply(msg, crate::i18n::msg::RUN_BUSY, &[]);
                 match &entry {
                     Some(entry) => {
                         entry.scope(busy).await;
@@ -469,7 +481,7 @@ impl Manager {
             // on the way: the wait is short, and the notice would follow that answer.
             let noticed = chat && !ticket.predecessor_settling();
             if noticed {
-                let queued = self.notify(&msg, crate::i18n::msg::RUN_QUEUED);
+                let queued = self.notify(msg, crate::i18n::msg::RUN_QUEUED);
                 match &entry {
                     Some(entry) => entry.scope(queued).await,
                     None => queued.await,
@@ -489,7 +501,7 @@ impl Manager {
                 }
             }
             if noticed {
-                let thinking = self.notify(&msg, crate::i18n::msg::RUN_THINKING);
+                let thinking = self.notify(msg, crate::i18n::msg::RUN_THINKING);
                 match &entry {
                     Some(entry) => entry.scope(thinking).await,
                     None => thinking.await,
@@ -515,7 +527,7 @@ impl Manager {
         // Kept up until the first reply, where the hint fades (the guard ends it otherwise).
         let _typing = refresh
             .filter(|_| chat)
-            .map(|every| self.inner.replier.keep_typing(&msg, every));
+            .map(|every| self.inner.replier.keep_typing(msg, every));
         tracing::debug!(
             text_len = msg.text.len(),
             files = msg.files.len(),
@@ -525,8 +537,8 @@ impl Manager {
         let dispatched = async {
             let dispatch = async {
                 match &entry {
-                    Some(entry) => entry.scope(self.dispatch(&msg)).await,
-                    None => self.dispatch(&msg).await,
+                    Some(entry) => entry.scope(self.dispatch(msg)).await,
+                    None => self.dispatch(msg).await,
                 }
             };
             match settling {

@@ -244,7 +244,7 @@ async fn chaos_postgres_restarts() {
         return;
     };
     // The schema stays for a look after the run (chaos is run by hand).
-    let url = PgSchema::create("im_bridge_chaos").await.url;
+    let url = PgSchema::create("im_bridge_chaos").await.unwrap().url;
     let c = Crashable::with_store(tempfile::tempdir().unwrap(), url).await;
     let daemon = c.spawn(0);
     let mut sent = Vec::new();

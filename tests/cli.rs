@@ -253,6 +253,37 @@ fn demo_is_scriptable_and_exits_after_the_last_reply() {
     assert!(started.elapsed() < Duration::from_secs(30));
 }
 
+/// Issue 28: a piped script is read one line at a time, each answered before the next,
+/// and the end of input waits for the last answer.
+#[test]
+fn issue_28_a_piped_script_gets_every_answer_in_order() {
+    let mut cmd = bin();
+    cmd.arg("demo").env("LANG", "C");
+    let (stdout, stderr, status) =
+        run_with_input(cmd, "hello\n/goal ship it\n/goal\n/compact\n/help\n");
+    assert!(status.success(), "{stderr}");
+    let text = crate::support::catalog_text("en-US");
+    let busy = text("run-busy", &[]);
+    assert!(!stdout.contains(busy.as_str()), "{stdout}");
+    // One answer per line, in the order asked.
+    let answers = [
+        "You said: “hello”",
+        "You said: “ship it”",
+        "Goal met: ship it",
+        "Condensed the older part of this conversation",
+        "/help — show this list",
+    ];
+    let at: Vec<usize> = answers
+        .iter()
+        .map(|a| {
+            stdout
+                .find(a)
+                .unwrap_or_else(|| panic!("no {a:?} in:\n{stdout}"))
+        })
+        .collect();
+    assert!(at.is_sorted(), "out of order ({at:?}):\n{stdout}");
+}
+
 #[test]
 fn demo_speaks_the_terminal_language() {
     let mut cmd = bin();
@@ -427,8 +458,10 @@ fn run_keeps_its_state_in_postgres_when_configured() {
     let sim = rt
         .block_on(Simulator::start(SimulatorConfig::demo()))
         .unwrap();
-    // A schema of its own on the machine's PostgreSQL, dropped at the end.
-    let pg = rt.block_on(PgSchema::create("im_bridge_cli"));
+    // A schema of its own on the test PostgreSQL server, dropped at the end.
+    let Some(pg) = rt.block_on(PgSchema::create("im_bridge_cli")) else {
+        return;
+    };
     let url = pg.url.clone();
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
@@ -474,9 +507,10 @@ fn run_refuses_an_invalid_file_with_status_2() {
 /// Issue 27: a store that cannot be opened is named once, with the part that failed.
 #[test]
 fn issue_27_a_missing_postgres_database_is_said_once_and_named() {
-    let base = std::env::var("IM_BRIDGE_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let mut url = reqwest::Url::parse(&base).unwrap();
+    let Some(base) = im_bridge_fakes::postgres::url() else {
+        return;
+    };
+    let mut url = reqwest::Url::parse(base).unwrap();
     url.set_path("/im_bridge_no_such_database_27");
     let dir = tempfile::tempdir().unwrap();
     let text = format!(

@@ -76,6 +76,9 @@ type Key = (&'static str, ChatId);
 struct Job {
     msg: OutboundMessage,
     hooks: Hooks,
+    /// Not a reply: the bridge is done with the message `msg` answers
+    /// ([`Channel::turn_ended`](im_bridge_channel::Channel::turn_ended)).
+    turn_end: bool,
     /// This job's room in [`MAX_PENDING_REPLIES`], given back when it was delivered.
     room: OwnedSemaphorePermit,
 }
@@ -131,18 +134,21 @@ impl Lanes {
         delivery: &Arc<Delivery>,
         msg: OutboundMessage,
         hooks: Hooks,
+        turn_end: bool,
     ) {
         let key = (channel, msg.chat_id.clone());
         // A reply that only supersedes the lane's newest partial needs no room of its own.
-        let Some((msg, hooks)) = self.fold(&key, msg, hooks) else {
-            return;
+        let (msg, hooks) = if turn_end {
+            (msg, hooks)
+        } else {
+            let Some(reply) = self.fold(&key, msg, hooks) else {
+                return;
+            };
+            reply
         };
         let Ok(room) = self.shared.room.clone().acquire_owned().await else {
             // The semaphore is never closed; were it, delivering in place keeps the reply.
-            let shown = super::deliver(delivery, &msg, hooks.before).await;
-            if let Some(after) = hooks.after {
-                after(shown).await;
-            }
+            perform(delivery, &msg, hooks, turn_end).await;
             return;
         };
         {
@@ -151,14 +157,29 @@ impl Lanes {
                 Entry::Occupied(mut lane) => {
                     let lane = lane.get_mut();
                     // Another partial of this reply may have been queued while we waited.
-                    let Some((msg, hooks)) = fold(lane, msg, hooks) else {
-                        return;
+                    let (msg, hooks) = if turn_end {
+                        (msg, hooks)
+                    } else {
+                        let Some(reply) = fold(lane, msg, hooks) else {
+                            return;
+                        };
+                        reply
                     };
-                    lane.push_back(Job { msg, hooks, room });
+                    lane.push_back(Job {
+                        msg,
+                        hooks,
+                        turn_end,
+                        room,
+                    });
                 }
                 Entry::Vacant(vacant) => {
                     let key = vacant.key().clone();
-                    vacant.insert(VecDeque::from([Job { msg, hooks, room }]));
+                    vacant.insert(VecDeque::from([Job {
+                        msg,
+                        hooks,
+                        turn_end,
+                        room,
+                    }]));
                     let span = tracing::debug_span!("lane", channel, chat = %key.1);
                     self.tasks
                         .spawn(drain(self.shared.clone(), key, delivery.clone()).instrument(span));
@@ -206,7 +227,11 @@ fn fold(
     hooks: Hooks,
 ) -> Option<(OutboundMessage, Hooks)> {
     match lane.back_mut() {
-        Some(newest) if !newest.msg.is_final && newest.msg.thread_ts == msg.thread_ts => {
+        Some(newest)
+            if !newest.turn_end
+                && !newest.msg.is_final
+                && newest.msg.thread_ts == msg.thread_ts =>
+        {
             newest.msg = msg;
             newest.hooks = hooks;
             None
@@ -234,14 +259,26 @@ async fn drain(shared: Arc<Shared>, key: Key, delivery: Arc<Delivery>) {
                 }
             }
         };
-        let shown = super::deliver(&delivery, &job.msg, job.hooks.before).await;
-        if let Some(after) = job.hooks.after {
-            after(shown).await;
-        }
+        perform(&delivery, &job.msg, job.hooks, job.turn_end).await;
         drop(job.room);
         shared.report();
     }
     guard.armed = false;
+}
+
+/// Delivers `msg` (running its hooks), or for a turn's end tells the channel so.
+async fn perform(delivery: &Delivery, msg: &OutboundMessage, hooks: Hooks, turn_end: bool) {
+    if turn_end {
+        let to = im_bridge_channel::SendTarget::from(msg);
+        if let Err(error) = delivery.channel().turn_ended(to).await {
+            tracing::debug!(%error, "Telling a channel a turn ended failed.");
+        }
+        return;
+    }
+    let shown = super::deliver(delivery, msg, hooks.before).await;
+    if let Some(after) = hooks.after {
+        after(shown).await;
+    }
 }
 
 /// Removes a lane whose drainer panicked, so the chat's next reply starts a new one.

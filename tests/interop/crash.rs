@@ -96,7 +96,9 @@ async fn killed_mid_answer_the_restart_completes_the_shown_message_after_one_run
 async fn with_postgres_a_second_replica_completes_a_killed_replicas_answer() {
     const USER: i64 = 26_302;
     let question = "SLOW one replica started, another finished";
-    let pg = PgSchema::create("im_bridge_interop").await;
+    let Some(pg) = PgSchema::create("im_bridge_interop").await else {
+        return;
+    };
     let mut b = Bridge::prepare(
         &[Platform::Telegram],
         tempfile::tempdir().unwrap(),

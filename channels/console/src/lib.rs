@@ -78,6 +78,10 @@ pub struct ConsoleChannel {
     telemetry: Telemetry,
     /// Where the files an agent presents are saved.
     files_dir: std::path::PathBuf,
+    /// Read a script: each line waits until the bridge is done with the one before.
+    one_at_a_time: bool,
+    /// The newest line the bridge is done with (lines are numbered from 1, in order).
+    settled: tokio::sync::watch::Sender<u64>,
 }
 
 /// Where the console saves the agent's files, relative to the working directory.
@@ -96,6 +100,8 @@ impl std::fmt::Debug for ConsoleChannel {
 impl ConsoleChannel {
     /// A console over the process's stdin and stdout; live updates only when stdout is a
     /// terminal. The sender is `$USER` and the language hint comes from the locale variables.
+    /// Input that is not a terminal (a pipe, a file) is a script, read
+    /// [one line at a time](Self::one_line_at_a_time).
     pub fn stdio() -> Self {
         let tty = std::io::stdout().is_terminal();
         let user = std::env::var("USER")
@@ -113,6 +119,7 @@ impl ConsoleChannel {
             user,
             locale,
         )
+        .one_line_at_a_time(!std::io::stdin().is_terminal())
     }
 
     /// A console over any reader and writer (tests, embedding).
@@ -133,7 +140,18 @@ impl ConsoleChannel {
             commands: CommandVocabulary::default(),
             telemetry: Telemetry::new(NAME),
             files_dir: FILES_DIR.into(),
+            one_at_a_time: false,
+            settled: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// The same console reading its input as a script: a line is read only once the
+    /// bridge is done with the one before (its reply, and a goal's follow-ups, are out),
+    /// and the end of input waits for the last one, so replies come in the order asked and
+    /// none is cut off. Off by default (a person typing ahead is not held back).
+    pub fn one_line_at_a_time(mut self, on: bool) -> Self {
+        self.one_at_a_time = on;
+        self
     }
 
     /// The same console saving the agent's files under `dir` (default [`FILES_DIR`]).
@@ -186,6 +204,7 @@ impl Channel for ConsoleChannel {
             length_unit: LengthUnit::Chars,
             serialize_conversations: true,
             max_upload_bytes: MAX_FILE_BYTES,
+            turn_ends: self.one_at_a_time,
             ..Capabilities::final_only(usize::MAX)
         }
     }
@@ -236,6 +255,20 @@ impl Channel for ConsoleChannel {
         let line = status_line(id)?;
         self.telemetry
             .sending(self.renderer.finish(line, text).await)
+    }
+
+    /// Notes that the bridge is done with the line `to` answers, for a script waiting on it.
+    async fn turn_ended(&self, to: SendTarget<'_>) -> ChannelResult {
+        if let Some(line) = to.reply_to.and_then(|id| id.as_str().parse::<u64>().ok()) {
+            self.settled.send_if_modified(|newest| {
+                let newer = line > *newest;
+                if newer {
+                    *newest = line;
+                }
+                newer
+            });
+        }
+        Ok(())
     }
 
     /// Copies the file into the files directory (a free name: `report (2).pdf` when
@@ -320,6 +353,10 @@ impl ConsoleChannel {
                 continue;
             }
             let msg = self.message(text.to_owned());
+            let line_no = msg
+                .thread_ts
+                .as_ref()
+                .and_then(|id| id.as_str().parse().ok());
             // A local user can wait: hold the input back while the queue is full.
             let reservation = tokio::select! {
                 () = shutdown.cancelled() => return Ok(ChannelExit::Stopped),
@@ -330,6 +367,16 @@ impl ConsoleChannel {
                 Err(error) => {
                     tracing::warn!(channel = NAME, %error, "Console input was not admitted.");
                     return Ok(ChannelExit::Stopped);
+                }
+            }
+            if self.one_at_a_time
+                && let Some(line_no) = line_no
+            {
+                // A script's next line waits until this one is answered.
+                let mut settled = self.settled.subscribe();
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok(ChannelExit::Stopped),
+                    _ = settled.wait_for(|newest| *newest >= line_no) => {}
                 }
             }
         }

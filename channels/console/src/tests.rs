@@ -12,6 +12,23 @@ use super::*;
 
 const DEADLINE: Duration = Duration::from_secs(5);
 
+/// The next admitted message, within the deadline.
+async fn next(queue: &mut im_bridge_channel::InboundQueue) -> InboundMessage {
+    tokio::time::timeout(DEADLINE, queue.recv())
+        .await
+        .expect("a message in time")
+        .expect("the queue is open")
+}
+
+/// How a console's `run` ended, within the deadline.
+async fn exit_of(running: tokio::task::JoinHandle<ChannelResult<ChannelExit>>) -> ChannelExit {
+    tokio::time::timeout(DEADLINE, running)
+        .await
+        .expect("the console stopped in time")
+        .expect("the console task did not panic")
+        .expect("reading ended cleanly")
+}
+
 #[tokio::test]
 async fn telemetry_meets_the_adapter_contract() {
     let probe = TelemetryProbe::new();
@@ -28,20 +45,13 @@ async fn telemetry_meets_the_adapter_contract() {
         tokio::spawn(async move { console.run(sink, CancellationToken::new()).await })
     };
     user.write_all(b"one\n\n").await.unwrap();
-    let first = tokio::time::timeout(DEADLINE, queue.recv())
-        .await
-        .unwrap()
-        .unwrap();
+    let first = next(&mut queue).await;
     assert_eq!(first.text, "one");
     assert!(console.is_connected());
     assert_eq!(probe.connected(NAME), Some(true));
     user.write_all(b"two\n").await.unwrap();
     drop(user);
-    let exit = tokio::time::timeout(DEADLINE, running)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(exit.unwrap(), ChannelExit::InputEnded);
+    assert_eq!(exit_of(running).await, ChannelExit::InputEnded);
     // Three lines arrived (the blank one too); reading ended cleanly.
     assert_eq!(probe.received(NAME), 3);
     assert_eq!(probe.errors(NAME, Stage::Receiving), 0);
@@ -132,10 +142,7 @@ async fn an_overlong_line_is_cut_not_buffered_whole() {
         user.write_all(b"\nnext\n").await.unwrap();
     });
     let run = tokio::spawn(async move { console.run(sink, CancellationToken::new()).await });
-    let long = tokio::time::timeout(DEADLINE, queue.recv())
-        .await
-        .unwrap()
-        .unwrap();
+    let long = next(&mut queue).await;
     assert_eq!(long.text.len(), MAX_LINE_BYTES);
     assert_eq!(queue.recv().await.unwrap().text, "next");
     writer.await.unwrap();
@@ -245,4 +252,72 @@ async fn an_agents_file_is_saved_and_its_place_printed() {
     screen.read_to_string(&mut shown).await.unwrap();
     assert!(shown.contains("📎 report.pdf → "), "{shown}");
     assert!(shown.contains("report (2).pdf"), "{shown}");
+}
+
+// Paused time: the "not yet" wait below ends only once every task is idle, so the second
+// line would have arrived by then if it could.
+#[tokio::test(start_paused = true)]
+async fn issue_28_a_script_is_read_one_line_at_a_time() {
+    let (mut user, input) = duplex(1024);
+    let (output, _screen) = duplex(1024);
+    let console = std::sync::Arc::new(
+        ConsoleChannel::with_io(BufReader::new(input), output, false, "u", None)
+            .one_line_at_a_time(true),
+    );
+    assert!(console.capabilities().turn_ends);
+    let (sink, mut queue) = inbound_queue(NonZeroUsize::new(8).unwrap());
+    let running = {
+        let console = console.clone();
+        tokio::spawn(async move { console.run(sink, CancellationToken::new()).await })
+    };
+    // The whole script is there at once, and ends.
+    user.write_all(b"one\ntwo\n").await.unwrap();
+    drop(user);
+    let first = next(&mut queue).await;
+    assert_eq!(first.text, "one");
+    // The next line waits until the bridge is done with the first, and the end of input
+    // until it is done with the last.
+    let early = tokio::time::timeout(Duration::from_millis(200), queue.recv()).await;
+    assert!(
+        early.is_err(),
+        "the second line came before the first was answered"
+    );
+    let (chat, meta) = (ChatId::new(CHAT_ID), serde_json::Map::new());
+    let done = |source: &MessageId| {
+        let console = console.clone();
+        let (chat, meta, source) = (chat.clone(), meta.clone(), source.clone());
+        async move {
+            let to = SendTarget {
+                chat_id: &chat,
+                chat_kind: ChatKind::Private,
+                reply_to: Some(&source),
+                metadata: &meta,
+                source_at: None,
+            };
+            console.turn_ended(to).await.unwrap();
+        }
+    };
+    done(first.thread_ts.as_ref().unwrap()).await;
+    let second = next(&mut queue).await;
+    assert_eq!(second.text, "two");
+    assert!(!running.is_finished());
+    done(second.thread_ts.as_ref().unwrap()).await;
+    assert_eq!(exit_of(running).await, ChannelExit::InputEnded);
+}
+
+#[tokio::test]
+async fn typed_input_is_not_held_back() {
+    let (mut user, input) = duplex(1024);
+    let (output, _screen) = duplex(1024);
+    let console = ConsoleChannel::with_io(BufReader::new(input), output, false, "u", None);
+    assert!(!console.capabilities().turn_ends);
+    let (sink, mut queue) = inbound_queue(NonZeroUsize::new(8).unwrap());
+    let running = tokio::spawn(async move { console.run(sink, CancellationToken::new()).await });
+    user.write_all(b"one\ntwo\n").await.unwrap();
+    for expected in ["one", "two"] {
+        let msg = next(&mut queue).await;
+        assert_eq!(msg.text, expected);
+    }
+    drop(user);
+    assert_eq!(exit_of(running).await, ChannelExit::InputEnded);
 }

@@ -112,6 +112,11 @@ pub struct Capabilities {
     /// bytes; 0 = the channel sends no files (the files an agent presents are then only
     /// named in the reply).
     pub max_upload_bytes: u64,
+    /// Tell the channel when the bridge is done with each message:
+    /// [`Channel::turn_ended`](crate::Channel::turn_ended) after its last reply (and a
+    /// goal's follow-ups) was delivered. The console asks while it reads a script, one line
+    /// at a time.
+    pub turn_ends: bool,
 }
 
 impl Capabilities {
@@ -130,6 +135,7 @@ impl Capabilities {
             typing_refresh: None,
             markup: Markup::Plain,
             max_upload_bytes: 0,
+            turn_ends: false,
         }
     }
 

@@ -120,6 +120,15 @@ pub trait Channel: Send + Sync + 'static {
         Ok(())
     }
 
+    /// The bridge is done with the message `to` answers: every reply to it was delivered
+    /// before this call (the console's scripted input reads its next line then). Called
+    /// only on a channel whose capabilities ask for it
+    /// ([`Capabilities::turn_ends`](crate::Capabilities::turn_ends)); defaults to nothing.
+    async fn turn_ended(&self, to: SendTarget<'_>) -> ChannelResult {
+        let _ = to;
+        Ok(())
+    }
+
     /// Uploads a file after a reply's text.
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
         let _ = (to, file);

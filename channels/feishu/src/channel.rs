@@ -74,6 +74,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     typing_refresh: None,
     markup: Markup::FeishuCard,
     max_upload_bytes: MAX_FILE_BYTES,
+    turn_ends: false,
 };
 
 /// The Feishu / Lark channel.

@@ -86,6 +86,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     markup: Markup::TelegramHtml,
     // Photos up to 10 MB go as photos, everything up to 50 MB as a document.
     max_upload_bytes: outbound::MAX_DOCUMENT_BYTES,
+    turn_ends: false,
 };
 
 /// The registry entry: `channels.telegram`.

@@ -129,6 +129,7 @@ async fn a_reply_waiting_in_its_chat_holds_neither_the_publisher_nor_other_chats
             &delivery,
             reply("slow", "s1", "late", true),
             Hooks::default(),
+            false,
         )
         .now_or_never()
         .expect("publishing waits for nobody's budget");
@@ -138,6 +139,7 @@ async fn a_reply_waiting_in_its_chat_holds_neither_the_publisher_nor_other_chats
             &delivery,
             reply("fast", "f1", "quick", true),
             Hooks::default(),
+            false,
         )
         .now_or_never()
         .expect("publishing waits for nobody's budget");
@@ -162,6 +164,7 @@ async fn a_chat_reads_its_replies_in_the_order_they_were_published() {
                 &delivery,
                 reply("slow", &source, text, true),
                 Hooks::default(),
+                false,
             )
             .await;
     }
@@ -181,6 +184,7 @@ async fn partials_of_one_reply_fold_into_one_while_the_lane_waits() {
             &delivery,
             reply("slow", "s1", "first answer", true),
             Hooks::default(),
+            false,
         )
         .await;
     for text in ["Sec", "Second", "Second ans"] {
@@ -190,6 +194,7 @@ async fn partials_of_one_reply_fold_into_one_while_the_lane_waits() {
                 &delivery,
                 reply("slow", "s2", text, false),
                 Hooks::default(),
+                false,
             )
             .await;
     }
@@ -215,6 +220,7 @@ async fn a_final_overtakes_its_replys_queued_partial_but_never_the_reverse() {
             &delivery,
             reply("slow", "s0", "hold", true),
             Hooks::default(),
+            false,
         )
         .await;
     lanes
@@ -223,6 +229,7 @@ async fn a_final_overtakes_its_replys_queued_partial_but_never_the_reverse() {
             &delivery,
             reply("slow", "s1", "Hel", false),
             Hooks::default(),
+            false,
         )
         .await;
     // The final says all the queued partial did: one write for the whole reply.
@@ -232,6 +239,7 @@ async fn a_final_overtakes_its_replys_queued_partial_but_never_the_reverse() {
             &delivery,
             reply("slow", "s1", "Hello", true),
             Hooks::default(),
+            false,
         )
         .await;
     assert_eq!(lanes.pending(), 2);
@@ -243,6 +251,7 @@ async fn a_final_overtakes_its_replys_queued_partial_but_never_the_reverse() {
             &delivery,
             reply("slow", "s1", "late partial", false),
             Hooks::default(),
+            false,
         )
         .await;
     assert_eq!(lanes.pending(), 3);
@@ -260,6 +269,7 @@ async fn at_the_bound_publishing_waits_for_room() {
             &delivery,
             reply("slow", "s1", "a", true),
             Hooks::default(),
+            false,
         )
         .await;
     lanes
@@ -268,6 +278,7 @@ async fn at_the_bound_publishing_waits_for_room() {
             &delivery,
             reply("slow", "s2", "b", true),
             Hooks::default(),
+            false,
         )
         .await;
     let mut third = Box::pin(lanes.push(
@@ -275,6 +286,7 @@ async fn at_the_bound_publishing_waits_for_room() {
         &delivery,
         reply("slow", "s3", "c", true),
         Hooks::default(),
+        false,
     ));
     assert!(
         (&mut third).now_or_never().is_none(),
@@ -303,6 +315,7 @@ async fn the_hook_hears_which_message_shows_the_final() {
             &delivery,
             reply("slow", "s1", "answer", true),
             Hooks::after(Some(hook)),
+            false,
         )
         .await;
     channel.gate.add_permits(1);
@@ -319,6 +332,7 @@ async fn flush_gives_up_at_its_bound_and_says_so() {
             &delivery,
             reply("slow", "s1", "stuck", true),
             Hooks::default(),
+            false,
         )
         .await;
     assert!(!lanes.flush(Duration::from_secs(5)).await);

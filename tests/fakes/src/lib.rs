@@ -21,6 +21,10 @@
 //!
 //! - [`telemetry`] — a metrics recorder that asserts the adapter telemetry contract
 //!   (`docs/adapter-spec.md`).
+//! - [`postgres`] — the PostgreSQL server tests use: `IM_BRIDGE_TEST_POSTGRES`, or a
+//!   throwaway cluster from the machine's binaries.
+//! - [`prereq`] — a missing prerequisite skips its tests with one line, or fails them
+//!   under `IM_BRIDGE_TEST_STRICT` (CI).
 //! - [`wait`] — the error of a wait that reached its deadline.
 //!
 //! Inside, the fakes share `server` (their state, notify and stop token, the HTTP server,
@@ -32,6 +36,8 @@
 pub mod dingtalk;
 pub mod discord;
 pub mod feishu;
+pub mod postgres;
+pub mod prereq;
 pub mod qq;
 mod server;
 pub mod telegram;

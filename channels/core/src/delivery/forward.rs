@@ -94,6 +94,11 @@ macro_rules! forward_channel {
             to: $crate::channel::SendTarget<'t>,
         ) -> ());
     };
+    (@ $inner:ident turn_ended) => {
+        $crate::delivery::forward::forward_channel!(@async $inner turn_ended<'t>(
+            to: $crate::channel::SendTarget<'t>,
+        ) -> ());
+    };
     (@ $inner:ident fetch_file) => {
         $crate::delivery::forward::forward_channel!(@async $inner fetch_file<'f>(
             file: &'f $crate::message::InboundFile,
@@ -161,7 +166,7 @@ mod tests {
     #[async_trait::async_trait]
     impl Channel for Offline {
         forward_channel!(recorder() => name, capabilities, run, send_text, start_stream, edit_text,
-            finish_stream, send_file, show_typing, fetch_file);
+            finish_stream, send_file, show_typing, turn_ended, fetch_file);
 
         fn is_connected(&self) -> bool {
             false
@@ -196,6 +201,7 @@ mod tests {
         stack.finish_stream(to, &m, "bcd").await.unwrap();
         stack.send_file(to, &attachment("f.txt")).await.unwrap();
         stack.show_typing(to).await.unwrap();
+        stack.turn_ended(to).await.unwrap();
         // The recorder answers a handle with its id: the trait default would refuse it.
         let bytes = stack.fetch_file(&handle("h1"), 2).await.unwrap();
         assert_eq!(bytes, "h1");
@@ -208,6 +214,7 @@ mod tests {
                 Call::Finish("m2".into(), "bcd".into()),
                 Call::File("f.txt".into()),
                 Call::Typing,
+                Call::TurnEnded,
                 Call::Fetch("h1".into(), 2),
             ]
         );

@@ -33,6 +33,8 @@ pub(crate) enum Call {
     Fetch(String, u64),
     /// The typing hint.
     Typing,
+    /// The bridge is done with a message.
+    TurnEnded,
 }
 
 /// A primitive operation, to script failures and count attempts.
@@ -45,6 +47,7 @@ pub(crate) enum Op {
     File,
     Fetch,
     Typing,
+    TurnEnded,
 }
 
 pub(crate) struct Recorder {
@@ -154,6 +157,10 @@ impl Channel for Recorder {
 
     async fn show_typing(&self, _: SendTarget<'_>) -> ChannelResult {
         self.call(Op::Typing, Call::Typing)
+    }
+
+    async fn turn_ended(&self, _: SendTarget<'_>) -> ChannelResult {
+        self.call(Op::TurnEnded, Call::TurnEnded)
     }
 
     /// Answers a handle with the bytes of its id; inline bytes are refused, so a layer
