@@ -11,7 +11,8 @@
 //! write/s in a private chat, 20/min in a group) and answers 429 beyond them; the bench
 //! fails when any run meets one. The bot-wide limit (Telegram's FAQ: about 30 messages/s
 //! for bulk notifications) is switched off: the bridge does not pace it yet (see the
-//! README), and the throughput target is about the per-chat budget.
+//! Telegram page, `docs/platforms/telegram.md`), and the throughput target is
+//! about the per-chat budget.
 //!
 //! Measurements (latency = from the update being queued at the fake to the successful
 //! write that shows the complete answer, as the fake recorded it):

@@ -5,7 +5,7 @@
       deploy/monitoring/alerts.yml: valid YAML; every rule has alert, expr, for, labels
       (severity) and annotations (summary, description); every metric an expression names
       is one the daemon declares. grafana-dashboard.json: valid JSON, every panel queries
-      declared metrics, and every metric README "Operating it" lists has a panel.
+      declared metrics, and every metric docs/operations.md "Operating it" lists has a panel.
 
   check_assets.py kubernetes --im-bridge BIN RENDERED.yaml...
       Each file is one `kubectl kustomize` output. The Deployment's probes, ports, security
@@ -31,6 +31,8 @@ import tempfile
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+# The page whose "Operating it" section lists the metrics an operator watches.
+OPERATIONS = "docs/operations.md"
 METRIC = re.compile(r"\bim_bridge_[a-z0-9_]+\b")
 DECLARED = re.compile(r'const [A-Z0-9_]+: &str = "(im_bridge_[a-z0-9_]+)"')
 DURATION = re.compile(r"^(0|([0-9]+(ms|s|m|h|d|w|y))+)$")
@@ -57,11 +59,11 @@ def declared_metrics():
     return names
 
 
-def readme_metrics():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def operating_metrics():
+    text = (ROOT / OPERATIONS).read_text(encoding="utf-8")
     match = re.search(r"^## Operating it\n(.*?)^## ", text, re.S | re.M)
     if not match:
-        problem("README.md", 'no "## Operating it" section')
+        problem(OPERATIONS, 'no "## Operating it" section')
         return set()
     return set(METRIC.findall(match.group(1)))
 
@@ -158,14 +160,14 @@ def check_dashboard(path, declared, listed):
                 if metric not in declared:
                     problem(where, f"{metric} is not a metric the daemon declares")
     for metric in sorted(listed - used):
-        problem(path, f"no panel shows {metric} (README \"Operating it\")")
+        problem(path, f"no panel shows {metric} ({OPERATIONS} \"Operating it\")")
 
 
 def monitoring(_args):
     declared = declared_metrics()
-    listed = readme_metrics()
+    listed = operating_metrics()
     for metric in sorted(listed - declared):
-        problem("README.md", f'"Operating it" names {metric}, which no source declares')
+        problem(OPERATIONS, f'"Operating it" names {metric}, which no source declares')
     check_alerts(ROOT / "deploy/monitoring/alerts.yml", declared)
     check_dashboard(ROOT / "deploy/monitoring/grafana-dashboard.json", declared, listed)
 

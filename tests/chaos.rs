@@ -1,6 +1,6 @@
 //! The chaos suite (issue 19): the real binary under load while faults are injected, and
 //! for every message sent, how many answers it got. Not part of CI's budget: `#[ignore]`d,
-//! run by `scripts/chaos` (which records the figures the README shows).
+//! run by `scripts/chaos` (which records the figures `docs/crash-safety.md` shows).
 //!
 //! Fault classes run here, each against a fresh daemon, fake Telegram and simulator:
 //! - `kill`: SIGKILL at random points under load, 20 times, restarting each time;

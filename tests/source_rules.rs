@@ -1,16 +1,20 @@
 //! Checks over the source tree that keep the architecture honest (STYLE.md, issue 12): file
 //! docs, bounded channels, a manager that names no platform and reads no platform key,
 //! platform names only in the registry, adapters that know nothing of DeerFlow, and no
-//! user-facing sentence outside the Fluent catalogs.
+//! user-facing sentence outside the Fluent catalogs; and over the documentation (issue
+//! 28): no relative link in a Markdown file that leads nowhere.
 //!
 //! Children:
 //! - `lexer`: code, comments and literals of a file; the file without its test items;
-//! - `rules`: each rule as a function over (path, text), with a failing snippet per rule.
+//! - `rules`: each rule as a function over (path, text), with a failing snippet per rule;
+//! - `links`: the links of a Markdown file and the anchors of its headings, and which
+//!   links are broken, with failing snippets.
 //!
 //! This file walks the tree, tells test code from production code, and runs each rule over
 //! the files it concerns.
 
 mod lexer;
+mod links;
 mod rules;
 
 use std::path::{Path, PathBuf};
@@ -40,23 +44,41 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Directories no walk enters: build output, git's own, installed packages, and what the
+/// fuzzers grow (paths from the repository root, or any directory of that name).
+const SKIPPED_DIRS: &[&str] = &[
+    "target",
+    ".git",
+    "node_modules",
+    "fuzz/corpus",
+    "fuzz/artifacts",
+];
+
+/// Every file below `dir` whose extension is `ext`, outside [`SKIPPED_DIRS`].
+fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
-            if !path
-                .file_name()
-                .is_some_and(|n| n == "target" || n == ".git")
-            {
-                rust_files(&path, out);
+            let rel = path.strip_prefix(root()).unwrap_or(&path);
+            let skipped = SKIPPED_DIRS
+                .iter()
+                .any(|s| rel == Path::new(s) || path.file_name().is_some_and(|n| n == *s));
+            if !skipped {
+                files(&path, ext, out);
             }
-        } else if path.extension().is_some_and(|e| e == "rs") {
+        } else if path.extension().is_some_and(|e| e == ext) {
             out.push(path);
         }
     }
+}
+
+/// `path` from the repository root, `/`-separated.
+fn relative(path: &Path) -> String {
+    let rel = path.strip_prefix(root()).unwrap_or(path);
+    rel.to_string_lossy().replace('\\', "/")
 }
 
 /// The directory holding the files of the modules `path` declares (`a/b.rs` → `a/b/`,
@@ -86,14 +108,13 @@ fn tree() -> Vec<File> {
     let root = root();
     let mut paths = Vec::new();
     for dir in ["src", "channels", "tests", "benches"] {
-        rust_files(&root.join(dir), &mut paths);
+        files(&root.join(dir), "rs", &mut paths);
     }
     paths.sort();
     let mut files: Vec<File> = paths
         .iter()
         .map(|p| {
-            let rel = p.strip_prefix(&root).unwrap_or(p);
-            let path = rel.to_string_lossy().replace('\\', "/");
+            let path = relative(p);
             File {
                 test_only: in_test_crate_dir(&path) || TEST_SUPPORT.contains(&path.as_str()),
                 text: std::fs::read_to_string(p).unwrap(),
@@ -165,6 +186,39 @@ fn channels_know_nothing_of_deerflow() {
 #[test]
 fn no_user_facing_sentence_outside_the_catalogs() {
     check(rules::no_user_facing_sentence);
+}
+
+/// Every relative link and image in the repository's Markdown files (README, `docs/`, the
+/// crate READMEs, …) names a file or directory that exists, and every `#fragment` into a
+/// Markdown file one of its headings; all broken links are reported at once.
+#[test]
+fn markdown_links_resolve() {
+    let root = root();
+    let mut paths = Vec::new();
+    files(&root, "md", &mut paths);
+    paths.sort();
+    assert!(paths.len() > 20, "{} Markdown files", paths.len());
+    let lookup = |path: &str| {
+        let full = root.join(path);
+        if full.is_dir() {
+            links::Target::Other
+        } else if full.extension().is_some_and(|e| e == "md") {
+            std::fs::read_to_string(&full).map_or(links::Target::Missing, links::Target::Markdown)
+        } else if full.is_file() {
+            links::Target::Other
+        } else {
+            links::Target::Missing
+        }
+    };
+    let found: Vec<String> = paths
+        .iter()
+        .flat_map(|p| {
+            let text = std::fs::read_to_string(p).unwrap();
+            links::broken_links(&relative(p), &text, &lookup)
+        })
+        .map(|v| v.to_string())
+        .collect();
+    assert!(found.is_empty(), "broken links:\n{}", found.join("\n"));
 }
 
 /// The split between test and production code on files whose shape the stripper must get

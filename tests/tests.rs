@@ -14,6 +14,7 @@
 //! - `source_rules`: file docs, bounded channels, platform names only in the registry, no
 //!   platform or platform key in the manager, no DeerFlow concept in `channels/`, no
 //!   user-facing sentence outside the catalogs, all over production code (issues 6, 12);
+//!   and every relative link in the Markdown files resolving (issue 28);
 //! - `simulator`: the Gateway simulator over loopback, checked with plain HTTP (issue 3);
 //! - `telegram`: the Telegram adapter against the fake Bot API, daemon and simulator;
 //! - `feishu`: the Feishu adapter on the long connection to the fake Feishu (issue 15);

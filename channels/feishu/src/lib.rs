@@ -1,6 +1,7 @@
-//! The Feishu / Lark adapter (issue 15, spec platforms.md §4), under construction.
+//! The Feishu / Lark adapter (issue 15, spec platforms.md §4): the long connection or the
+//! event webhook in, streaming interactive cards out.
 //!
-//! Built in pieces, each tested on its own before the channel is registered:
+//! Built in pieces, each tested on its own:
 //!
 //! - `frame`: the long connection's binary `pbbp2.Frame` (prost), its headers, and the
 //!   reassembly of payloads split into `sum` parts (bounded in time and memory).
@@ -14,11 +15,15 @@
 //!   checked in `channel/hook.rs`).
 //! - `card`: interactive message cards (`update_multi`), split at the card size limit.
 //! - `config`: the `channels.feishu` block.
+//! - `token` (+ `api`, `error`): the `tenant_access_token` and the REST calls: cards,
+//!   reactions, resource downloads, image and file uploads.
 //! - `inbound`: `im.message.receive_v1` events to normalized messages.
+//! - `channel`: the [`FeishuChannel`] over these pieces, registered with the daemon as
+//!   [`PLATFORM`] (`channels.feishu`, the default `feishu` feature).
 //! - `doctor`: the pre-flight checks of `im-bridge doctor` (a token request).
-//!
-//! Nothing here is registered with the daemon yet: the registry line comes with the
-//! channel itself.
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod api;
 pub mod card;

@@ -41,7 +41,7 @@ pub struct RawTelegramConfig {
     /// Webhook settings; read only when `mode: webhook`.
     pub webhook: Option<RawWebhook>,
     /// DeerFlow's Bot API 10.1 rich messages. Accepted for compatibility and ignored for
-    /// now: replies are plain text.
+    /// now: replies use Telegram's HTML formatting.
     pub rich_messages: Option<bool>,
     /// Long-poll timeout of `getUpdates`, in whole seconds, 1 to 300. Default 30.
     pub poll_timeout_seconds: Option<i64>,
@@ -70,7 +70,7 @@ pub struct TelegramSettings {
     pub api_url: String,
     /// How updates arrive.
     pub transport: Transport,
-    /// Accepted and ignored for now (plain text only).
+    /// Accepted and ignored for now (replies use Telegram's HTML formatting).
     pub rich_messages: bool,
 }
 

@@ -4,7 +4,9 @@
 //! guarantee belong to the delivery engine in `im-bridge-channel`; these functions only
 //! translate a call into its Bot API request and the answer into a [`ChannelError`].
 //!
-//! - Texts are plain (no `parse_mode`), so model output can never fail on entity parsing.
+//! - Texts go with `parse_mode: "HTML"`: the delivery engine has rendered them into
+//!   Telegram's HTML subset, and one Telegram refuses for its entities comes back as
+//!   `ChannelError::BadMarkup`, which the engine resends once as plain text.
 //! - New messages reply to the source message with `allow_sending_without_reply`, so a
 //!   deleted question does not lose its answer.
 //! - An edit Telegram reports as "not modified" is a success.

@@ -202,7 +202,7 @@ async fn heartbeats_carry_the_sequence_and_a_missing_ack_reconnects_with_a_new_s
     );
     fake.set_heartbeat_acks(false);
     // serenity 0.12.5 restarts the shard on a missed ACK: a fresh IDENTIFY, not a RESUME
-    // (documented in the README; events of the zombied session are not replayed).
+    // (documented in the crate README; events of the zombied session are not replayed).
     fake.wait_ready(2, DEADLINE).await.unwrap();
     fake.set_heartbeat_acks(true);
     assert!(fake.resumes().is_empty(), "{:?}", fake.resumes());
