@@ -9,7 +9,8 @@
 //! - `outage`: every Telegram send and edit answers 502 for 30 s, then a kill and restart;
 //! - `polling`: the long poll fails (502) every 10 s for 60 s while messages flow;
 //! - `store`: PostgreSQL is restarted twice under load (`CHAOS_PG_RESTART`, e.g.
-//!   `pg_ctlcluster 15 main restart`; skipped when unset);
+//!   `pg_ctlcluster 15 main restart`, for the server `IM_BRIDGE_TEST_POSTGRES` names;
+//!   skipped when unset);
 //! - `ack-lost` (issue 27): Telegram takes a final but its answer never reaches the bridge,
 //!   which is killed then; ten finals that finish a streamed message (an edit) and ten
 //!   sent as new messages, each across its own restart;
