@@ -59,8 +59,10 @@ impl Fs {
             let listen = listener.local_addr().unwrap();
             webhooks.adopt(listen, listener);
             let hook = WebhookSettings {
-                listen,
-                path: WEBHOOK_PATH.to_owned(),
+                place: im_bridge_channel::config::WebhookPlace {
+                    listen,
+                    path: WEBHOOK_PATH.to_owned(),
+                },
                 verification_token: Secret::new(VERIFICATION_TOKEN),
                 encrypt_key: Some(Secret::new(ENCRYPT_KEY)),
             };

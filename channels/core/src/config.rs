@@ -21,6 +21,10 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+mod webhook;
+
+pub use webhook::{EventMode, RawWebhook, WebhookPlace, event_mode, webhook_place};
+
 use crate::access::AllowedUsers;
 use crate::file_hosts::FileHosts;
 use crate::secret::Secret;

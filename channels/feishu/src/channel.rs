@@ -166,8 +166,8 @@ impl FeishuChannel {
                 ctx.webhooks
                     .route(
                         &telemetry,
-                        hook.listen,
-                        &hook.path,
+                        hook.place.listen,
+                        &hook.place.path,
                         WebhookLimits::default(),
                     )
                     .map_err(|e| ChannelError::Transport(e.to_string()))?,

@@ -5,10 +5,9 @@
 //! and never echoes a secret; unknown keys are warnings, since the file is shared with
 //! DeerFlow.
 
-use std::net::SocketAddr;
-
 use im_bridge_channel::Secret;
-use im_bridge_channel::config::{self, Issues};
+pub use im_bridge_channel::config::RawWebhook;
+use im_bridge_channel::config::{self, EventMode, Issues, WebhookPlace};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -39,15 +38,6 @@ pub struct RawFeishuConfig {
     pub webhook: Option<RawWebhook>,
 }
 
-/// `channels.feishu.webhook`.
-#[derive(Debug, Default, Deserialize)]
-pub struct RawWebhook {
-    /// Local address to bind, e.g. `0.0.0.0:8080`. Required with `mode: webhook`.
-    pub listen: Option<String>,
-    /// The path the event callback is served on. Default `/feishu/events`.
-    pub path: Option<String>,
-}
-
 /// What the Feishu adapter runs with.
 #[derive(Clone, Debug, Serialize)]
 pub struct FeishuSettings {
@@ -74,10 +64,9 @@ pub enum Transport {
 /// Resolved webhook settings.
 #[derive(Clone, Debug, Serialize)]
 pub struct WebhookSettings {
-    /// Local address to bind.
-    pub listen: SocketAddr,
-    /// The path served.
-    pub path: String,
+    /// Where the callback is served.
+    #[serde(flatten)]
+    pub place: WebhookPlace,
     /// Expected in every delivery.
     pub verification_token: Secret,
     /// Decrypts bodies and checks signatures, when set.
@@ -118,23 +107,11 @@ impl RawFeishuConfig {
             Some(d) if d.eq_ignore_ascii_case("lark") => LARK_DOMAIN.to_owned(),
             other => config::base_url(issues, "domain", other, FEISHU_DOMAIN),
         };
-        let transport = match config::choice(
-            issues,
-            "mode",
-            self.mode.as_deref(),
-            &["websocket", "webhook"],
-        ) {
-            "webhook" => self.webhook_settings(issues).map(Transport::Webhook),
-            _ => {
-                if self.webhook.is_some() {
-                    issues.warn(
-                        "webhook",
-                        "ignored because mode is websocket (set mode: webhook to use it)",
-                    );
-                }
-                Some(Transport::Websocket)
-            }
-        };
+        let transport =
+            match config::event_mode(issues, self.mode.as_deref(), &[], self.webhook.as_ref()) {
+                EventMode::Webhook => self.webhook_settings(issues).map(Transport::Webhook),
+                EventMode::Connection => Some(Transport::Websocket),
+            };
         if issues.error_count() > errors_before {
             return None;
         }
@@ -147,25 +124,12 @@ impl RawFeishuConfig {
     }
 
     fn webhook_settings(&self, issues: &mut Issues) -> Option<WebhookSettings> {
-        let raw = RawWebhook::default();
-        let hook = self.webhook.as_ref().unwrap_or(&raw);
-        let listen = config::socket_addr(
+        let place = config::webhook_place(
             issues,
-            "webhook.listen",
-            hook.listen.as_deref(),
-            "required with mode: webhook: the local address to bind, e.g. 0.0.0.0:8080",
+            self.webhook.as_ref(),
+            DEFAULT_WEBHOOK_PATH,
+            "0.0.0.0:8080",
         );
-        let path = match hook.path.as_deref().map(str::trim) {
-            None | Some("") => DEFAULT_WEBHOOK_PATH.to_owned(),
-            Some(p) if p.starts_with('/') && !p.contains(['?', '#']) => p.to_owned(),
-            Some(p) => {
-                issues.error(
-                    "webhook.path",
-                    format!("expected a path starting with /, got {p:?}"),
-                );
-                return None;
-            }
-        };
         let verification_token = config::required_secret(
             issues,
             "verification_token",
@@ -183,8 +147,7 @@ impl RawFeishuConfig {
             );
         }
         Some(WebhookSettings {
-            listen: listen?,
-            path,
+            place: place?,
             verification_token: verification_token?,
             encrypt_key,
         })
@@ -256,7 +219,7 @@ mod tests {
         else {
             panic!("webhook settings expected: {found:?}");
         };
-        assert_eq!(hook.path, DEFAULT_WEBHOOK_PATH);
+        assert_eq!(hook.place.path, DEFAULT_WEBHOOK_PATH);
         assert!(hook.encrypt_key.is_some());
         let (s, found) = check(json!({"app_id": "cli", "app_secret": "s", "mode": "webhook"}));
         assert!(s.is_none());

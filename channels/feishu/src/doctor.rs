@@ -35,7 +35,7 @@ pub fn checks(settings: &FeishuSettings) -> BoxFuture<'_, Vec<Check>> {
         if let Transport::Webhook(hook) = &settings.transport {
             checks.push(doctor::address_free(
                 format!("{NAME} webhook address"),
-                hook.listen,
+                hook.place.listen,
                 "channels.feishu.webhook.listen",
             ));
             secrets.push(&hook.verification_token);

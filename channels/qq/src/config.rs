@@ -9,9 +9,8 @@
 //! set). Validation is pure (no socket) and never echoes the secret; unknown keys are
 //! warnings, since the file is shared with DeerFlow.
 
-use std::net::SocketAddr;
-
-use im_bridge_channel::config::{self, Issues};
+pub use im_bridge_channel::config::RawWebhook;
+use im_bridge_channel::config::{self, EventMode, Issues, WebhookPlace};
 use im_bridge_channel::{FileHosts, Secret};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -59,15 +58,6 @@ pub struct RawQqConfig {
     pub file_hosts: Option<Value>,
 }
 
-/// `channels.qq.webhook`.
-#[derive(Debug, Default, Deserialize)]
-pub struct RawWebhook {
-    /// Local address to bind, e.g. `0.0.0.0:8443`. Required with `mode: webhook`.
-    pub listen: Option<String>,
-    /// The path the callback is served on. Default `/qq/events`.
-    pub path: Option<String>,
-}
-
 /// What the QQ adapter runs with.
 #[derive(Clone, Debug, Serialize)]
 pub struct QqSettings {
@@ -97,14 +87,8 @@ pub enum Transport {
     Webhook(WebhookSettings),
 }
 
-/// Resolved webhook settings.
-#[derive(Clone, Debug, Serialize)]
-pub struct WebhookSettings {
-    /// Local address to bind.
-    pub listen: SocketAddr,
-    /// The path served.
-    pub path: String,
-}
+/// Resolved webhook settings: where QQ's callbacks are served.
+pub type WebhookSettings = WebhookPlace;
 
 /// Reads and validates the adapter's keys of `channels.qq`.
 pub fn validate(block: Value, issues: &mut Issues) -> Option<QqSettings> {
@@ -137,22 +121,20 @@ impl RawQqConfig {
         let default_api = if sandbox { SANDBOX_API_URL } else { API_URL };
         let api_url = config::base_url(issues, "api_url", self.api_url.as_deref(), default_api);
         let token_url = config::base_url(issues, "token_url", self.token_url.as_deref(), TOKEN_URL);
-        let transport = match config::choice(
+        let transport = match config::event_mode(
             issues,
-            "mode",
             self.mode.as_deref(),
-            &["websocket", "webhook", "gateway"],
+            &["gateway"],
+            self.webhook.as_ref(),
         ) {
-            "webhook" => self.webhook_settings(issues).map(Transport::Webhook),
-            _ => {
-                if self.webhook.is_some() {
-                    issues.warn(
-                        "webhook",
-                        "ignored because mode is websocket (set mode: webhook to use it)",
-                    );
-                }
-                Some(Transport::Websocket)
-            }
+            EventMode::Webhook => config::webhook_place(
+                issues,
+                self.webhook.as_ref(),
+                DEFAULT_WEBHOOK_PATH,
+                "0.0.0.0:8443",
+            )
+            .map(Transport::Webhook),
+            EventMode::Connection => Some(Transport::Websocket),
         };
         let file_hosts =
             config::file_hosts(issues, "file_hosts", self.file_hosts.as_ref(), FILE_HOSTS);
@@ -199,32 +181,6 @@ impl RawQqConfig {
             );
             None
         }
-    }
-
-    fn webhook_settings(&self, issues: &mut Issues) -> Option<WebhookSettings> {
-        let raw = RawWebhook::default();
-        let hook = self.webhook.as_ref().unwrap_or(&raw);
-        let listen = config::socket_addr(
-            issues,
-            "webhook.listen",
-            hook.listen.as_deref(),
-            "required with mode: webhook: the local address to bind, e.g. 0.0.0.0:8443",
-        );
-        let path = match hook.path.as_deref().map(str::trim) {
-            None | Some("") => DEFAULT_WEBHOOK_PATH.to_owned(),
-            Some(p) if p.starts_with('/') && !p.contains(['?', '#']) => p.to_owned(),
-            Some(p) => {
-                issues.error(
-                    "webhook.path",
-                    format!("expected a path starting with /, got {p:?}"),
-                );
-                return None;
-            }
-        };
-        Some(WebhookSettings {
-            listen: listen?,
-            path,
-        })
     }
 }
 
