@@ -34,10 +34,14 @@ struct File {
 /// Test support compiled into the library, hence not `#[cfg(test)]`. The store's
 /// conformance body is `#[cfg(test)]` (issue 12, item 10); the renderer's and the
 /// splitter's property checks are compiled for the tests and for the fuzz targets (cargo
-/// feature `fuzzing`, which the daemon never enables), and speak to developers only.
+/// features `fuzzing` and `test-support`, which the daemon never enables), and speak to
+/// developers only; so does the strict Telegram HTML checker, a dialect's `check`, which
+/// only the tests and the fuzz targets call.
 const TEST_SUPPORT: &[&str] = &[
     "channels/core/src/render/check.rs",
+    "channels/core/src/render/conformance.rs",
     "channels/core/src/delivery/split/check.rs",
+    "channels/telegram/src/markup/check.rs",
 ];
 
 fn root() -> PathBuf {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::render::Markup;
+use crate::render::{Dialect, Plain};
 
 /// How a channel can show a reply that is still being written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -105,9 +105,10 @@ pub struct Capabilities {
     /// being written, until the first reply shows (Discord's fades after about 10 s).
     /// `None`: shown once, with the placeholder, where there is one.
     pub typing_refresh: Option<Duration>,
-    /// The markup the channel's texts are in: the delivery engine renders the agent's
-    /// Markdown into it ([`Markup::Plain`]: the text as written).
-    pub markup: Markup,
+    /// The markup the channel's texts are in, as the adapter describes it: the delivery
+    /// engine renders the agent's Markdown into it ([`Plain`](crate::render::Plain): the
+    /// text as written). Compared and shown by its [`Dialect::name`].
+    pub markup: &'static dyn Dialect,
     /// The largest file [`Channel::send_file`](crate::Channel::send_file) can deliver, in
     /// bytes; 0 = the channel sends no files (the files an agent presents are then only
     /// named in the reply).
@@ -133,7 +134,7 @@ impl Capabilities {
             serialize_conversations: false,
             working_placeholder: false,
             typing_refresh: None,
-            markup: Markup::Plain,
+            markup: &Plain,
             max_upload_bytes: 0,
             turn_ends: false,
         }

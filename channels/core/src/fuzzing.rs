@@ -3,4 +3,4 @@
 //! so a fuzz target asserts exactly what the tests assert. Not an API.
 
 pub use crate::delivery::split::check::{check_chunks, check_truncate};
-pub use crate::render::check::{check_final, check_preview, telegram_html};
+pub use crate::render::check::{check_final, check_preview};

@@ -4,7 +4,7 @@
 //!   queue before its ack goes back; one the daemon cannot take now (shutting down,
 //!   overloaded) is acked 500, so DingTalk delivers it again, possibly to another replica.
 //! - **Out, without a card template**: final-only. A reply is a `sampleMarkdown` message
-//!   (the agent's Markdown adapted to what DingTalk renders, [`Markup::DingTalkMarkdown`]),
+//!   (the agent's Markdown adapted to what DingTalk renders, [`DingTalkMarkdown`](crate::DingTalkMarkdown)),
 //!   to the group or, in a one-to-one chat, to the user; a long answer is several messages
 //!   of at most `max_markdown_bytes`. The manager's "working on it" notice, sent when the
 //!   answer takes more than a moment, is a message of its own.
@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use im_bridge_channel::render::Markup;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelResult, ChatKind, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit,
@@ -34,7 +33,7 @@ use crate::api::{Api, MAX_UPLOAD_BYTES, MediaType, NewCard, Recipient, RobotMess
 use crate::config::DingTalkSettings;
 use crate::inbound::{InboundContext, normalize_data, parse_handle};
 use crate::stream::{self, Dropped, EventHandler, StreamSettings, Timers, Verdict};
-use crate::{NAME, api};
+use crate::{DingTalkMarkdown, NAME, api};
 
 /// The longest title of a markdown message (what the chat list and notifications show).
 const TITLE_CHARS: usize = 24;
@@ -66,7 +65,7 @@ pub fn capabilities(settings: &DingTalkSettings) -> Capabilities {
     let base = Capabilities {
         length_unit: LengthUnit::Bytes,
         working_placeholder: true,
-        markup: Markup::DingTalkMarkdown,
+        markup: &DingTalkMarkdown,
         max_upload_bytes: MAX_UPLOAD_BYTES,
         ..Capabilities::final_only(settings.max_markdown_bytes)
     };

@@ -9,6 +9,8 @@
 //!   WebSocket of JSON frames, the ack of every frame before its event is handled, the
 //!   SYSTEM `ping` and `disconnect`, reconnects with backoff and jitter.
 //! - `inbound`: robot messages (`ChatbotMessage`) to normalized messages.
+//! - `markup`: the `sampleMarkdown` the agent's Markdown is rendered in
+//!   ([`DingTalkMarkdown`]).
 //! - `api` (with `error`): the REST calls: robot messages to groups and users, file
 //!   download and upload, AI-card create-and-deliver and streaming.
 //!
@@ -28,6 +30,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod inbound;
+pub mod markup;
 pub mod stream;
 pub mod token;
 
@@ -35,6 +38,7 @@ pub mod token;
 pub const NAME: &str = "dingtalk";
 
 pub use channel::{DingTalkChannel, capabilities};
+pub use markup::DingTalkMarkdown;
 
 use std::sync::Arc;
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::reconnect;
-use im_bridge_channel::render::Markup;
+use im_bridge_channel::render::Plain;
 use im_bridge_channel::{
     AdmitError, BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult,
     ChatBudget, CommandVocabulary, FileSource, InboundFile, InboundSink, MessageId, OutboundFile,
@@ -59,7 +59,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
         group: Duration::from_secs(1),
         first_partial_hold: Duration::from_secs(1),
     }),
-    markup: Markup::Plain,
+    markup: &Plain,
     max_upload_bytes: MAX_UPLOAD_BYTES,
     // Discord's typing hint fades after about 10 s.
     typing_refresh: Some(Duration::from_secs(8)),

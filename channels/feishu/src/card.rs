@@ -1,6 +1,6 @@
 //! Interactive message cards: the one card shape the adapter sends, and the split of a
 //! card's markdown into cards that each stay within the platform's card limit (the safety
-//! net behind the renderer, `Markup::FeishuCard`, which already writes the agent's text
+//! net behind the renderer, [`FeishuCard`](crate::FeishuCard), which already writes the agent's text
 //! as card markdown with `<` and `>` escaped and bounds its visible length).
 //!
 //! Every card is a message card JSON v1 with one `markdown` element. `update_multi: true`

@@ -20,7 +20,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::reconnect;
-use im_bridge_channel::render::Markup;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelResult, ChatBudget, ChatKind, CommandVocabulary, FileSource, InboundFile,
@@ -37,7 +36,7 @@ use crate::api::{Api, MAX_CARD_BYTES, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MediaKind
 use crate::config::{FeishuSettings, Transport};
 use crate::inbound::{Envelope, InboundContext, normalize, parse_handle};
 use crate::ws::{self, EventHandler, WsSettings};
-use crate::{NAME, card};
+use crate::{FeishuCard, NAME, card};
 
 /// The longest text one card carries, in UTF-8 bytes as the renderer counts them (`<` and
 /// `>` as the five-byte entities they become): the card limit is 30 KB of JSON, and JSON
@@ -72,7 +71,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     serialize_conversations: true,
     working_placeholder: true,
     typing_refresh: None,
-    markup: Markup::FeishuCard,
+    markup: &FeishuCard,
     max_upload_bytes: MAX_FILE_BYTES,
     turn_ends: false,
 };

@@ -13,6 +13,7 @@
 //! - `webhook`: the event webhook's URL verification, token check, AES-256-CBC decryption
 //!   and signature check (the signed timestamp's freshness is the core's `Freshness`,
 //!   checked in `channel/hook.rs`).
+//! - `markup`: the card markdown the agent's Markdown is rendered in ([`FeishuCard`]).
 //! - `card`: interactive message cards (`update_multi`), split at the card size limit.
 //! - `config`: the `channels.feishu` block.
 //! - `token` (+ `api`, `error`): the `tenant_access_token` and the REST calls: cards,
@@ -36,11 +37,13 @@ pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod inbound;
+pub mod markup;
 pub mod token;
 pub mod webhook;
 pub mod ws;
 
 pub use channel::{CAPABILITIES, FeishuChannel, MAX_CARD_TEXT_BYTES};
+pub use markup::FeishuCard;
 
 use std::sync::Arc;
 

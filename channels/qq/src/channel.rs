@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use im_bridge_channel::render::Markup;
+use im_bridge_channel::render::PlainText;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelResult, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit,
@@ -53,7 +53,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
         private: C2C_WINDOW,
         max_replies_per_source: MAX_REPLIES,
     }),
-    markup: Markup::PlainText,
+    markup: &PlainText,
     ..Capabilities::final_only(MAX_REPLY_BYTES)
 };
 

@@ -7,6 +7,8 @@
 //! - `inbound` — update → [`InboundMessage`](im_bridge_channel::InboundMessage)
 //!   normalization (pure), plus the polling and webhook transports and the download of
 //!   inbound attachments;
+//! - `markup` — Telegram's HTML parse mode, the markup the agent's Markdown is rendered
+//!   in ([`TelegramHtml`]);
 //! - `outbound` — the send/edit/upload primitives;
 //! - `doctor` — the read-only pre-flight checks of `im-bridge doctor`;
 //! - `error` — Bot API failures and their mapping onto [`ChannelError`].
@@ -29,6 +31,7 @@ pub mod config;
 mod doctor;
 mod error;
 pub mod inbound;
+pub mod markup;
 pub mod model;
 mod outbound;
 
@@ -43,13 +46,14 @@ use im_bridge_channel::{
     Adapter, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelResult, ChatBudget, CommandMenu, CommandVocabulary, InboundFile, InboundSink,
     LengthUnit, MenuEntry, MessageId, OutboundFile, Secret, SendTarget, SentMessage, Stage,
-    Telemetry, UpdateMode, WebhookLimits, WebhookRoute, render::Markup,
+    Telemetry, UpdateMode, WebhookLimits, WebhookRoute,
 };
 use tokio_util::sync::CancellationToken;
 
 pub use config::{RawTelegramConfig, RawWebhook, TelegramSettings, Transport, WebhookSettings};
 pub use error::TelegramError;
 pub use inbound::files::MAX_DOWNLOAD_BYTES;
+pub use markup::TelegramHtml;
 
 use api::Api;
 use inbound::{InboundContext, Normalized};
@@ -83,7 +87,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     working_placeholder: true,
     typing_refresh: None,
     // The agent's Markdown is rendered into Telegram's HTML subset.
-    markup: Markup::TelegramHtml,
+    markup: &TelegramHtml,
     // Photos up to 10 MB go as photos, everything up to 50 MB as a document.
     max_upload_bytes: outbound::MAX_DOCUMENT_BYTES,
     turn_ends: false,

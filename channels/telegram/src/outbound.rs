@@ -29,7 +29,7 @@ pub const MAX_PHOTO_BYTES: u64 = 10 * 1024 * 1024;
 pub const MAX_DOCUMENT_BYTES: u64 = 50 * 1024 * 1024;
 
 /// Every text the adapter is given is in Telegram's HTML subset: the delivery engine renders
-/// the agent's Markdown for `Markup::TelegramHtml` and escapes everything else.
+/// the agent's Markdown for [`TelegramHtml`](crate::TelegramHtml) and escapes everything else.
 const PARSE_MODE: &str = "HTML";
 
 fn chat_id(target: &SendTarget<'_>) -> Result<i64, TelegramError> {

@@ -1,7 +1,9 @@
 //! `LimitLength`: every text the channel is given is in its markup and fits its length
 //! limit.
 //!
-//! For a channel whose [`Markup`] is `Plain` the text is passed on as written. Finals are
+//! For a channel whose markup does not
+//! [render Markdown](crate::render::Dialect::renders_markdown)
+//! ([`Plain`](crate::render::Plain)) the text is passed on as written. Finals are
 //! split ([`super::split::split`]): `send_text` sends every chunk as its own message and
 //! returns the first; `finish_stream` finishes the stream message with the first chunk and
 //! sends the rest as new messages. Partial updates are previews of a text that is still
@@ -33,7 +35,7 @@ use async_trait::async_trait;
 use crate::channel::{Channel, SendTarget, SentMessage};
 use crate::error::{ChannelError, ChannelResult};
 use crate::ids::MessageId;
-use crate::render::{self, Markup, Rendered};
+use crate::render::{self, Rendered};
 
 use super::forward_channel;
 use super::passive::{ReplyQuotas, TRUNCATED_NOTE_KEY};
@@ -120,8 +122,9 @@ impl<C: Channel> LimitLength<C> {
     fn unbounded(&self, text: &str) -> Option<Vec<Rendered>> {
         let caps = self.inner.capabilities();
         let (unit, limit) = (caps.length_unit, caps.max_message_len);
-        match caps.markup {
-            Markup::Plain => (unit.measure(text) > limit).then(|| {
+        let markup = caps.markup;
+        if !markup.renders_markdown() {
+            return (unit.measure(text) > limit).then(|| {
                 split(text, unit, limit)
                     .into_iter()
                     .map(|chunk| Rendered {
@@ -129,30 +132,28 @@ impl<C: Channel> LimitLength<C> {
                         text: chunk,
                     })
                     .collect()
-            }),
-            markup => {
-                let rendered = render::render(text, markup, unit, limit);
-                // A blank final renders to nothing; the platform's answer to it stays its.
-                Some(if rendered.is_empty() {
-                    vec![Rendered {
-                        text: markup.literal(text),
-                        plain: text.to_owned(),
-                    }]
-                } else {
-                    rendered
-                })
-            }
+            });
         }
+        let rendered = render::render(text, markup, unit, limit);
+        // A blank final renders to nothing; the platform's answer to it stays its.
+        Some(if rendered.is_empty() {
+            vec![Rendered {
+                text: markup.literal(text),
+                plain: text.to_owned(),
+            }]
+        } else {
+            rendered
+        })
     }
 
     /// A partial text as one message, the preview of a text still growing.
     fn preview<'t>(&self, text: &'t str) -> Cow<'t, str> {
         let caps = self.inner.capabilities();
-        match caps.markup {
-            Markup::Plain => truncate(text, caps.length_unit, caps.max_message_len),
-            markup => Cow::Owned(
-                render::render_preview(text, markup, caps.length_unit, caps.max_message_len).text,
-            ),
+        if caps.markup.renders_markdown() {
+            let (unit, limit) = (caps.length_unit, caps.max_message_len);
+            Cow::Owned(render::render_preview(text, caps.markup, unit, limit).text)
+        } else {
+            truncate(text, caps.length_unit, caps.max_message_len)
         }
     }
 
@@ -197,14 +198,12 @@ impl<C: Channel> LimitLength<C> {
         Fut: Future<Output = ChannelResult<T>>,
     {
         let caps = self.inner.capabilities();
-        match caps.markup {
-            Markup::Plain => call(self.preview(text).into_owned()).await,
-            markup => {
-                let rendered =
-                    render::render_preview(text, markup, caps.length_unit, caps.max_message_len);
-                self.with_fallback(&rendered, call).await
-            }
+        if !caps.markup.renders_markdown() {
+            return call(self.preview(text).into_owned()).await;
         }
+        let rendered =
+            render::render_preview(text, caps.markup, caps.length_unit, caps.max_message_len);
+        self.with_fallback(&rendered, call).await
     }
 }
 
@@ -259,8 +258,10 @@ impl<C: Channel> Channel for LimitLength<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::LengthUnit;
     use crate::delivery::ChannelExt;
     use crate::delivery::recorder::{Call, Op, layered, target};
+    use crate::render::{Dialect, Frame, Writer};
 
     #[tokio::test]
     async fn finals_are_split_and_previews_truncated() {
@@ -292,9 +293,61 @@ mod tests {
         );
     }
 
-    fn html(len: usize) -> crate::capabilities::Capabilities {
+    /// An example markup for these tests: styles as `[name]…[/name]`, a link as
+    /// `[url=…]`, `[` in text doubled.
+    struct Brackets;
+
+    impl Brackets {
+        fn tag(frame: &Frame) -> String {
+            match frame {
+                Frame::Quote => "quote".into(),
+                Frame::Pre(language) => format!("pre={}", language.as_deref().unwrap_or("")),
+                Frame::Bold => "b".into(),
+                Frame::Italic => "i".into(),
+                Frame::Strike => "s".into(),
+                Frame::Link(url) => format!("url={url}"),
+                Frame::Code => "code".into(),
+            }
+        }
+    }
+
+    impl Writer for Brackets {
+        fn open(&mut self, out: &mut String, frame: &Frame, _: &str) {
+            out.push_str(&format!("[{}]", Self::tag(frame)));
+        }
+
+        fn close(&mut self, out: &mut String, frame: &Frame) {
+            let tag = Self::tag(frame);
+            let name = tag.split('=').next().unwrap_or_default();
+            out.push_str(&format!("[/{name}]"));
+        }
+
+        fn text(&mut self, out: &mut String, text: &str, _: &[Frame]) {
+            out.push_str(&text.replace('[', "[["));
+        }
+    }
+
+    impl Dialect for Brackets {
+        fn name(&self) -> &'static str {
+            "brackets"
+        }
+
+        fn writer(&self) -> Box<dyn Writer> {
+            Box::new(Brackets)
+        }
+
+        fn literal(&self, plain: &str) -> String {
+            plain.replace('[', "[[")
+        }
+
+        fn check(&self, _: &Rendered, _: LengthUnit, _: usize) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    fn brackets(len: usize) -> crate::capabilities::Capabilities {
         crate::capabilities::Capabilities {
-            markup: Markup::TelegramHtml,
+            markup: &Brackets,
             ..crate::delivery::recorder::editable(len)
         }
     }
@@ -302,35 +355,35 @@ mod tests {
     #[tokio::test]
     async fn issue_14_markdown_is_rendered_for_a_channel_with_markup() {
         let (rec, layer) =
-            crate::delivery::recorder::layered_with(html(4096), ChannelExt::limit_length);
+            crate::delivery::recorder::layered_with(brackets(4096), ChannelExt::limit_length);
         layer
             .send_text(
                 target(),
-                "**Done**: see `x < y` & [docs](https://e.x/?a=1&b=2)",
+                "**Done**: see `x [y]` & [docs](https://e.x/?a=1&b=2)",
             )
             .await
             .unwrap();
         // A preview with an open fence shows it as text until it closes.
         let m = layer
-            .start_stream(target(), "Code:\n```rust\nlet a = 1;")
+            .start_stream(target(), "Code:\n```rust\nlet a = [1];")
             .await
             .unwrap()
             .id;
         layer
-            .finish_stream(target(), &m, "Code:\n```rust\nlet a = 1;\n```")
+            .finish_stream(target(), &m, "Code:\n```rust\nlet a = [1];\n```")
             .await
             .unwrap();
         assert_eq!(
             rec.calls(),
             [
                 Call::Send(
-                    "<b>Done</b>: see <code>x &lt; y</code> &amp; <a href=\"https://e.x/?a=1&amp;b=2\">docs</a>"
+                    "[b]Done[/b]: see [code]x [[y][/code] & [url=https://e.x/?a=1&b=2]docs[/url]"
                         .into()
                 ),
-                Call::Start("Code:\n\n```rust\nlet a = 1;".into()),
+                Call::Start("Code:\n\n```rust\nlet a = [[1];".into()),
                 Call::Finish(
                     m.to_string(),
-                    "Code:\n\n<pre><code class=\"language-rust\">let a = 1;</code></pre>".into()
+                    "Code:\n\n[pre=rust]let a = [[1];[/pre]".into()
                 ),
             ]
         );
@@ -339,10 +392,10 @@ mod tests {
     #[tokio::test]
     async fn issue_14_a_refused_markup_is_resent_as_plain_text() {
         let (rec, layer) =
-            crate::delivery::recorder::layered_with(html(4096), ChannelExt::limit_length);
+            crate::delivery::recorder::layered_with(brackets(4096), ChannelExt::limit_length);
         rec.fail(Op::Send, ChannelError::BadMarkup);
-        layer.send_text(target(), "**bold** & <b>").await.unwrap();
-        assert_eq!(rec.calls(), [Call::Send("bold &amp; &lt;b&gt;".into())]);
+        layer.send_text(target(), "**bold** & [b]").await.unwrap();
+        assert_eq!(rec.calls(), [Call::Send("bold & [[b]".into())]);
         assert_eq!(rec.attempts(Op::Send), 2);
     }
 }

@@ -13,9 +13,9 @@
 //!    so never inside a UTF-16 surrogate pair; and when not even one code point fits,
 //!    after that one code point (the only way a message exceeds the limit).
 //!
-//! A message's range never starts or ends with whitespace, as a platform would trim it
-//! (Telegram does), except that the indentation of a code line at a message's start is
-//! kept. A range that would be blank is dropped.
+//! A message's range never starts or ends with whitespace, as a platform would trim it,
+//! except that the indentation of a code line at a message's start is kept. A range that
+//! would be blank is dropped.
 
 use std::ops::Range;
 

@@ -2,9 +2,9 @@
 //!
 //! The builder walks pulldown-cmark's events once. Every `Start` pushes one context
 //! (a style, or nothing for structural tags) and its `End` pops it, so the styles of a
-//! run are always a properly nested stack. Telegram's nesting rules are kept here, where
-//! the stack is known: a style already open is not opened again (`<b><b>`), quotes do not
-//! nest, a link holds no inline code, and code holds nothing.
+//! run are always a properly nested stack. The strictest nesting rules among the dialects
+//! are kept here, where the stack is known: a style already open is not opened again
+//! (`<b><b>`), quotes do not nest, a link holds no inline code, and code holds nothing.
 //!
 //! Blocks are separated by one blank line and list items and table rows by one newline,
 //! written lazily just before the next visible text, inside the contexts the two blocks
@@ -14,12 +14,12 @@ use std::ops::Range;
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
-use super::Markup;
+use super::Dialect;
 
-/// A style a run of text is shown in.
+/// A style a run of text is shown in, as a [`Writer`](super::Writer) is asked to write it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Frame {
-    /// A block quote (Telegram's `<blockquote>`; quotes do not nest).
+pub enum Frame {
+    /// A block quote (quotes do not nest).
     Quote,
     /// A code block, with its sanitized language.
     Pre(Option<String>),
@@ -29,7 +29,8 @@ pub(super) enum Frame {
     Italic,
     /// Strikethrough.
     Strike,
-    /// A link to an allowed URL.
+    /// A link to an address with one of the dialect's
+    /// [`link_schemes`](super::Dialect::link_schemes).
     Link(String),
     /// Inline code.
     Code,
@@ -50,14 +51,14 @@ pub(super) struct Doc {
 }
 
 impl Doc {
-    /// Parses `markdown` for `markup`. For a `preview`, a fenced code block still open at
+    /// Parses `markdown` for `dialect`. For a `preview`, a fenced code block still open at
     /// the end of the text is taken as plain text, from the start of its fence line on.
-    pub fn parse(markdown: &str, markup: Markup, preview: bool) -> Doc {
+    pub fn parse(markdown: &str, dialect: &dyn Dialect, preview: bool) -> Doc {
         let open_fence = preview.then(|| open_fence_line(markdown)).flatten();
         let (source, literal) = open_fence
             .and_then(|at| markdown.split_at_checked(at))
             .unwrap_or((markdown, ""));
-        let mut builder = Builder::new(markup);
+        let mut builder = Builder::new(dialect);
         for event in Parser::new_ext(source, options()) {
             builder.event(event);
         }
@@ -146,8 +147,8 @@ struct OpenLink {
     image: bool,
 }
 
-struct Builder {
-    markup: Markup,
+struct Builder<'d> {
+    dialect: &'d dyn Dialect,
     doc: Doc,
     /// One entry per open `Start` tag: whether it opened a style.
     contexts: Vec<bool>,
@@ -168,10 +169,10 @@ struct Builder {
     links: Vec<OpenLink>,
 }
 
-impl Builder {
-    fn new(markup: Markup) -> Self {
+impl<'d> Builder<'d> {
+    fn new(dialect: &'d dyn Dialect) -> Self {
         Self {
-            markup,
+            dialect,
             doc: Doc::default(),
             contexts: Vec::new(),
             frames: Vec::new(),
@@ -316,7 +317,8 @@ impl Builder {
     }
 
     /// The context for `frame`: none if the same style is open already (it would show
-    /// nothing more), so a quote inside a quote is not one either (Telegram refuses it).
+    /// nothing more), so a quote inside a quote is not one either (an HTML dialect may
+    /// refuse it).
     fn style(&self, frame: Frame) -> Option<Frame> {
         (!self.active(|f| *f == frame)).then_some(frame)
     }
@@ -333,12 +335,12 @@ impl Builder {
             start: self.doc.visible.len(),
             image,
         });
-        // Cards and DingTalk show http(s) links only; an image becomes a link to it there too.
-        let allowed =
-            if image || matches!(self.markup, Markup::FeishuCard | Markup::DingTalkMarkdown) {
-                has_scheme(url, &["http://", "https://"])
+        // An image is a link to it, where its address is http(s).
+        let allowed = !self.dialect.links_as_text()
+            && if image {
+                has_scheme(url, super::HTTP)
             } else {
-                has_scheme(url, &["http://", "https://", "tg://", "mailto:"])
+                has_scheme(url, self.dialect.link_schemes())
             };
         let nested = self.active(|f| matches!(f, Frame::Link(_)));
         (allowed && !nested).then(|| Frame::Link(url.to_owned()))
@@ -353,10 +355,10 @@ impl Builder {
         let url = link.url.as_str();
         if shown.is_empty() && link.image {
             // An image without alt text: its address is what can be shown of it.
-            let frame = (!self.markup.is_text() && has_scheme(url, &["http://", "https://"]))
+            let frame = (!self.dialect.links_as_text() && has_scheme(url, super::HTTP))
                 .then(|| Frame::Link(url.to_owned()));
             self.write(url, frame);
-        } else if self.markup.is_text()
+        } else if self.dialect.links_as_text()
             && !url.is_empty()
             && shown != url
             && url.strip_prefix("mailto:") != Some(shown)
@@ -451,7 +453,7 @@ fn has_scheme(url: &str, schemes: &[&str]) -> bool {
 }
 
 /// A code block's language: the first word of its info string, reduced to the characters
-/// Telegram takes in a class name (`[A-Za-z0-9_+\-#.]`); `None` when nothing is left.
+/// an HTML class name takes safely (`[A-Za-z0-9_+\-#.]`); `None` when nothing is left.
 fn sanitize_language(info: &str) -> Option<String> {
     let word = info.split_whitespace().next().unwrap_or_default();
     let language: String = word
