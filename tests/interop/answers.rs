@@ -62,13 +62,24 @@ async fn dingtalk_without_a_card_template_gets_one_markdown_final() {
         .push(&DingTalkMessage::p2p_text(ALICE, "hello from dingtalk").to_json());
     let answer = echo("hello from dingtalk");
     b.dingtalk()
-        .wait_until("the answer", DEADLINE, |fake| !fake.sent().is_empty())
+        .wait_until("the answer", DEADLINE, |fake| {
+            fake.sent().iter().any(|s| s.text() == answer)
+        })
         .await
         .unwrap_or_else(|e| panic!("{e:?}\n{}", b.logs()));
     let sent = b.dingtalk().sent();
     b.assert_no_failure(sent.iter().map(|s| s.text()));
-    assert_eq!(sent[0].text(), answer, "{sent:#?}");
-    assert_eq!(sent.len(), 1, "{sent:#?}");
+    // A Gateway slower than the placeholder's delay (a loaded machine) first gets the
+    // "working on it" notice, a message of its own on a final-only channel; then exactly
+    // one answer.
+    let working = crate::support::catalog_text("en-US")("run-thinking", &[]);
+    let answers: Vec<_> = sent.iter().filter(|s| s.text() != working).collect();
+    assert_eq!(answers.len(), 1, "{sent:#?}");
+    assert_eq!(answers[0].text(), answer, "{sent:#?}");
+    assert!(
+        sent.len() <= 2 && sent.last().is_some_and(|s| s.text() == answer),
+        "{sent:#?}"
+    );
     assert!(
         b.dingtalk().cards().is_empty(),
         "no card without a template"
