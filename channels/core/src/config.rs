@@ -275,6 +275,32 @@ pub fn http_url(text: &str) -> Option<String> {
     ok.then(|| trimmed.to_owned())
 }
 
+/// A required piece of text (an app id, a client id): trimmed; absent or blank is an error
+/// whose message is `hint` (say what to write, e.g. `required: the app's id from the
+/// developer console, e.g. app_id: cli_a1b2c3`).
+pub fn required_text(
+    issues: &mut Issues,
+    key: &str,
+    value: Option<&str>,
+    hint: &str,
+) -> Option<String> {
+    match value.map(str::trim) {
+        Some(text) if !text.is_empty() => Some(text.to_owned()),
+        _ => {
+            issues.error(key, hint);
+            None
+        }
+    }
+}
+
+/// Optional text: trimmed, and blank read as absent.
+pub fn optional_text(value: Option<&str>) -> Option<String> {
+    value
+        .map(str::trim)
+        .filter(|text| !text.is_empty())
+        .map(str::to_owned)
+}
+
 /// A required credential: absent or empty is an error whose message is `hint` (say what to
 /// write, e.g. `required: the bot token from @BotFather, e.g. bot_token: $TELEGRAM_BOT_TOKEN`).
 /// The value is never echoed.

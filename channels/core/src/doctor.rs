@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 
 pub use futures_util::future::BoxFuture;
 
+use crate::http::HttpError;
 use crate::secret::Secret;
 use crate::token::{TokenCache, TokenSource};
 
@@ -211,6 +212,19 @@ impl Failure {
             Self::Unexpected
         } else {
             Self::Refused
+        }
+    }
+}
+
+impl From<&HttpError> for Failure {
+    /// How a credential check's call failed on the wire; a platform's own refusals are
+    /// the adapter's to sort.
+    fn from(error: &HttpError) -> Self {
+        match error {
+            HttpError::Transport { .. } => Self::Unreachable,
+            HttpError::RetryAfter(_) => Self::Throttled,
+            HttpError::Status { status, .. } => Self::refusal(*status),
+            _ => Self::Unexpected,
         }
     }
 }

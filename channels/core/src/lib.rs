@@ -21,6 +21,7 @@ mod file_hosts;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod http;
 mod ids;
 mod inbound;
 mod menu;

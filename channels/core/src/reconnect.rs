@@ -24,6 +24,8 @@
 //!   one line per [`LOG_INTERVAL`], carrying how many were not logged since the previous
 //!   line (those go to debug). A storm cannot flood the log, and its size is still told.
 //!
+//! [`Reconnect::drive`] (child `driver`) is the loop around it: connect → serve → ended.
+//!
 //! A `Reconnect` is made by [`Telemetry::reconnect`](crate::Telemetry::reconnect), so its
 //! counters are registered with the adapter's other series.
 
@@ -35,6 +37,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
+
+mod driver;
+
+pub use driver::{Connect, Ended, LongConnection};
 
 /// The policy a long connection gets unless it has reasons for another: 1 s doubling to a
 /// minute, plus up to 1 s of jitter. A server dropping every connection sees 4 attempts

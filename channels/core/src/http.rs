@@ -1,0 +1,277 @@
+//! The HTTP half of the adapter kit: every adapter's REST client is built, read and
+//! failed the same way, so each adapter writes only its platform's envelope and codes.
+//!
+//! - **Clients.** [`client`] never follows a redirect (a redirect would carry the
+//!   platform's token to another host) and bounds connection set-up; each call sets its own
+//!   timeout. [`file_client`] reads files a user sent: it follows a few redirects, only to
+//!   hosts the adapter's [`FileHosts`] list.
+//! - **Bounded reads.** [`read_answer`] reads an API answer under a bound (an answer over it
+//!   is a [`HttpError::Decode`], never buffered); [`download`] reads a file under its
+//!   caller's bound ([`HttpError::TooLarge`]), from a plain `http(s)` URL ([`file_url`]) on
+//!   a listed host only ([`HttpError::HostNotAllowed`], before any request).
+//! - **One failure type.** [`HttpError`] is what can go wrong on the wire whatever the
+//!   platform; each adapter's error wraps it (`#[error(transparent)] Http(HttpError)`) next
+//!   to its platform's own refusals, and maps onto [`ChannelError`] through it. No variant
+//!   holds a URL (reqwest's errors are kept `without_url`), a body or a credential: reasons
+//!   name the operation, a status and a shape only, so they are safe in logs.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::TryStreamExt;
+use url::Url;
+
+use crate::body::{BoundedRead, read_bounded};
+use crate::error::ChannelError;
+use crate::file_hosts::FileHosts;
+
+/// Longest connection set-up (DNS, TCP, TLS) of any call.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Timeout of a file download, set-up to last byte.
+pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
+/// Redirects a file download follows at most, each to a listed host.
+pub const MAX_FILE_REDIRECTS: usize = 3;
+
+/// What can go wrong calling a platform over HTTP, whatever the platform.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The platform asked us to slow down (HTTP 429 or its own rate-limit code).
+    #[error("the platform asked to retry after {0:?}")]
+    RetryAfter(Duration),
+    /// A non-2xx answer that carried nothing more to sort it by (a file host, a gateway
+    /// in front of the API).
+    #[error("{op} answered HTTP {status}")]
+    Status {
+        /// The operation.
+        op: &'static str,
+        /// The HTTP status.
+        status: u16,
+    },
+    /// A file over its caller's bound (or the platform's, for uploads). Only the bound is
+    /// named, never the file.
+    #[error("the file is larger than {limit} bytes")]
+    TooLarge {
+        /// The bound it exceeds.
+        limit: u64,
+    },
+    /// An id that cannot go into a URL path (it is not an id of this platform).
+    #[error("{what} {value:?} is not a valid id")]
+    BadId {
+        /// What the id was for (`message id`, `file key`, …).
+        what: &'static str,
+        /// The offending id (ids are not secret), at most 64 characters of it.
+        value: String,
+    },
+    /// A file URL that is not `http(s)://` with a host and without credentials.
+    #[error("the file URL is not a plain http(s) URL")]
+    BadUrl,
+    /// A file URL on a host `file_hosts` does not list: refused before any request. The
+    /// URL is not kept (it is often pre-signed).
+    #[error("the file URL is not on a host listed in file_hosts")]
+    HostNotAllowed,
+    /// Network trouble. The URL has been removed. `sent` says whether the request may
+    /// have left (anything but a failed connect).
+    #[error("calling {op} failed: {source}")]
+    Transport {
+        /// The operation.
+        op: &'static str,
+        /// Whether the request may have reached the platform.
+        sent: bool,
+        /// The cause, without its URL.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The answer was not what we expected.
+    #[error("unexpected answer to {op}: {detail}")]
+    Decode {
+        /// The operation.
+        op: &'static str,
+        /// What did not fit (its shape, never the body).
+        detail: Cow<'static, str>,
+    },
+    /// The HTTP client could not be built.
+    #[error("building the HTTP client failed: {0}")]
+    Client(#[source] reqwest::Error),
+}
+
+impl HttpError {
+    /// A transport error, with the URL removed.
+    pub fn transport(op: &'static str, error: reqwest::Error) -> Self {
+        Self::Transport {
+            op,
+            sent: !error.is_connect() && !error.is_builder(),
+            source: error.without_url(),
+        }
+    }
+
+    /// An answer that did not fit: `detail` names its shape, never its content.
+    pub fn decode(op: &'static str, detail: impl Into<Cow<'static, str>>) -> Self {
+        Self::Decode {
+            op,
+            detail: detail.into(),
+        }
+    }
+
+    /// An id refused for a URL path, clipped to 64 characters.
+    pub fn bad_id(what: &'static str, value: &str) -> Self {
+        Self::BadId {
+            what,
+            value: value.chars().take(64).collect(),
+        }
+    }
+
+    /// Whether retrying the same call later may succeed (network trouble, an unreadable
+    /// answer, 5xx, a rate limit).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::RetryAfter(_) | Self::Transport { .. } | Self::Decode { .. } => true,
+            Self::Status { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
+    /// Whether the call may have reached the chat although it failed: a request that left
+    /// and got no answer, an answer we could not read, a server error. A send that failed
+    /// so must not be repeated blindly.
+    pub fn may_have_delivered(&self) -> bool {
+        match self {
+            Self::Transport { sent, .. } => *sent,
+            Self::Decode { .. } => true,
+            Self::Status { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+}
+
+impl From<HttpError> for ChannelError {
+    fn from(error: HttpError) -> Self {
+        match error {
+            HttpError::RetryAfter(wait) => ChannelError::RetryAfter(wait),
+            HttpError::TooLarge { limit } => ChannelError::TooLarge { limit },
+            e if e.is_transient() => ChannelError::Transport(e.to_string()),
+            e => ChannelError::Rejected {
+                reason: e.to_string(),
+            },
+        }
+    }
+}
+
+/// A client for a platform's API: no redirects, set-up bounded by [`CONNECT_TIMEOUT`].
+pub fn client() -> Result<reqwest::Client, HttpError> {
+    builder()
+        .build()
+        .map_err(|e| HttpError::Client(e.without_url()))
+}
+
+/// The builder [`client`] finishes, for an adapter that adds to it (a user agent).
+pub fn builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+}
+
+/// A client for files users sent: it follows at most [`MAX_FILE_REDIRECTS`] redirects,
+/// and only to hosts `hosts` allows (a redirect elsewhere is answered as the 3xx itself,
+/// which [`download`] refuses). It must never carry a token.
+pub fn file_client(hosts: &FileHosts) -> Result<reqwest::Client, HttpError> {
+    let hosts = hosts.clone();
+    let policy = reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() > MAX_FILE_REDIRECTS || !hosts.allows(attempt.url()) {
+            attempt.stop()
+        } else {
+            attempt.follow()
+        }
+    });
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .redirect(policy)
+        .build()
+        .map_err(|e| HttpError::Client(e.without_url()))
+}
+
+/// `url` when it is a plain `http(s)` URL: a host, no user name or password.
+pub fn file_url(url: &str) -> Option<Url> {
+    let parsed = Url::parse(url.trim()).ok()?;
+    let plain = matches!(parsed.scheme(), "http" | "https")
+        && parsed.host().is_some()
+        && parsed.username().is_empty()
+        && parsed.password().is_none();
+    plain.then_some(parsed)
+}
+
+/// The body of an API answer to `op`, refused (unread) once it is over `max` bytes.
+pub async fn read_answer(
+    op: &'static str,
+    response: reqwest::Response,
+    max: u64,
+) -> Result<Vec<u8>, HttpError> {
+    read(op, response, max, || {
+        HttpError::decode(op, format!("the answer exceeds {max} bytes"))
+    })
+    .await
+}
+
+/// The body of `response` under `max` bytes, or `too_large()`.
+async fn read(
+    op: &'static str,
+    response: reqwest::Response,
+    max: u64,
+    too_large: impl FnOnce() -> HttpError,
+) -> Result<Vec<u8>, HttpError> {
+    let declared = response.content_length();
+    read_bounded(response.bytes_stream(), declared, max)
+        .await
+        .map_err(|e: BoundedRead<reqwest::Error>| {
+            e.into_error(too_large, |e| HttpError::transport(op, e))
+        })
+}
+
+/// `GET url` with `client` (a [`file_client`]; no token): the bytes of a file a user sent,
+/// refused with [`HttpError::TooLarge`] once there are more than `max` (by `Content-Length`
+/// before any byte is read, otherwise as soon as the bytes read pass the bound). The URL
+/// must be a [`file_url`] ([`HttpError::BadUrl`]) on a host `hosts` lists
+/// ([`HttpError::HostNotAllowed`], logged with the host only, before any request).
+pub async fn download(
+    client: &reqwest::Client,
+    hosts: &FileHosts,
+    url: &str,
+    max: u64,
+) -> Result<Bytes, HttpError> {
+    let op = "file download";
+    let url = file_url(url).ok_or(HttpError::BadUrl)?;
+    if !hosts.allows(&url) {
+        tracing::warn!(
+            host = url.host_str().unwrap_or_default(),
+            "Refused a file on a host not in file_hosts."
+        );
+        return Err(HttpError::HostNotAllowed);
+    }
+    let response = client
+        .get(url)
+        .timeout(DOWNLOAD_TIMEOUT)
+        .send()
+        .await
+        .map_err(|e| HttpError::transport(op, e))?;
+    let status = response.status().as_u16();
+    if !(200..300).contains(&status) {
+        return Err(HttpError::Status { op, status });
+    }
+    let declared = response.content_length();
+    read_bounded(
+        response.bytes_stream().map_err(reqwest::Error::without_url),
+        declared,
+        max,
+    )
+    .await
+    .map(Bytes::from)
+    .map_err(|e| {
+        e.into_error(
+            || HttpError::TooLarge { limit: max },
+            |e| HttpError::transport(op, e),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests;
