@@ -18,6 +18,8 @@ mod delivery;
 pub mod doctor;
 mod error;
 mod file_hosts;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fixtures;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;

@@ -1,0 +1,52 @@
+//! Wire types against recorded payloads (tests and `test-support`): every adapter's
+//! `model.rs` is checked by reading each fixture under its `tests/fixtures/` into its type
+//! and writing it back, so a field the adapter reads is never lost, renamed or invented.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Reads `fixture` (JSON text) into `T` and writes it back; panics unless the JSON written
+/// equals the JSON read. Returns the typed value for further assertions.
+///
+/// # Panics
+/// When the fixture is not JSON, does not fit `T`, or does not survive the round trip.
+pub fn round_trip<T: Serialize + DeserializeOwned + std::fmt::Debug>(fixture: &str) -> T {
+    let original: Value = serde_json::from_str(fixture).expect("the fixture is JSON");
+    let typed: T = match serde_json::from_value(original.clone()) {
+        Ok(typed) => typed,
+        Err(e) => panic!(
+            "the fixture does not fit {}: {e}",
+            std::any::type_name::<T>()
+        ),
+    };
+    let back = serde_json::to_value(&typed).expect("the type serializes");
+    assert_eq!(back, original, "{typed:#?}");
+    typed
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+
+    use super::*;
+
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Two {
+        a: u8,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        b: Option<u8>,
+    }
+
+    #[test]
+    fn a_faithful_type_round_trips() {
+        let two: Two = round_trip(r#"{"a": 1}"#);
+        assert_eq!((two.a, two.b), (1, None));
+    }
+
+    #[test]
+    #[should_panic(expected = "assert")]
+    fn a_lost_field_fails() {
+        let _: Two = round_trip(r#"{"a": 1, "c": 3}"#);
+    }
+}
