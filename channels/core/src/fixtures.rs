@@ -11,6 +11,7 @@ use serde_json::Value;
 ///
 /// # Panics
 /// When the fixture is not JSON, does not fit `T`, or does not survive the round trip.
+#[allow(clippy::expect_used, reason = "a test helper: a panic fails the test")]
 pub fn round_trip<T: Serialize + DeserializeOwned + std::fmt::Debug>(fixture: &str) -> T {
     let original: Value = serde_json::from_str(fixture).expect("the fixture is JSON");
     let typed: T = match serde_json::from_value(original.clone()) {
