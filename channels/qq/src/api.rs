@@ -13,12 +13,14 @@
 //! else is retried here, since a timed-out reply may have posted. Rate limits (22009) go
 //! back to the delivery engine as `RetryAfter`; the next attempt takes a new seq.
 //!
-//! **Bounds.** Calls time out after [`CALL_TIMEOUT`] (QQ asks for at least 5 s),
-//! downloads after [`DOWNLOAD_TIMEOUT`]; an answer over [`MAX_RESPONSE_BYTES`] is refused
-//! rather than buffered, and a download is abandoned as soon as it passes its caller's
-//! bound. Redirects are never followed (they would carry the token elsewhere), transport
-//! errors are kept without their URL, and attachment downloads carry no credential at all
-//! (their URLs are pre-signed by QQ, and must not be logged).
+//! **Bounds.** The client, the bounded reads and the downloads are the core's
+//! ([`im_bridge_channel::http`]): calls time out after [`CALL_TIMEOUT`] (QQ asks for at
+//! least 5 s), downloads after the core's `DOWNLOAD_TIMEOUT`; an answer over
+//! [`MAX_RESPONSE_BYTES`] is refused rather than buffered, and a download is abandoned as
+//! soon as it passes its caller's bound. Redirects are never followed (they would carry
+//! the token elsewhere), transport errors are kept without their URL, and attachment
+//! downloads carry no credential at all and follow no redirect either (their URLs are
+//! pre-signed by QQ, and must not be logged).
 //!
 //! Children:
 //! - `reply`: the reply budget of a source message ([`ReplyContext`]) and a bounded book
@@ -26,27 +28,22 @@
 
 mod reply;
 
-pub use reply::{
-    C2C_WINDOW, GROUP_WINDOW, MAX_CONTEXTS, MAX_REPLIES, ReplyBook, ReplyContext, SharedContext,
-    Target,
-};
+pub use reply::{C2C_WINDOW, GROUP_WINDOW, MAX_REPLIES, ReplyBook, ReplyContext, Target};
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use im_bridge_channel::{BoundedRead, FileHosts, MessageId, Secret};
-use serde::Deserialize;
-use serde_json::json;
+use im_bridge_channel::http::{self, HttpError};
+use im_bridge_channel::{FileHosts, MessageId, Secret};
 
 use crate::config::{FILE_HOSTS, QqSettings};
 use crate::error::ApiError;
+use crate::model::{GatewayAnswer, Refusal, ReplyAnswer, ReplyRequest};
 use crate::token::{AppToken, TokenCache};
 
 /// Timeout of an ordinary call.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(15);
-/// Timeout of an attachment download.
-pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// Largest answer read into memory; answers are a few hundred bytes.
 pub const MAX_RESPONSE_BYTES: u64 = 64 * 1024;
 /// The scheme of the `Authorization` header (and of the gateway's Identify token).
@@ -58,8 +55,6 @@ pub const APP_ID_HEADER: &str = "X-Union-Appid";
 pub const MAX_REPLY_BYTES: usize = 4000;
 /// `msg_type` of a plain text message (markdown, type 2, needs extra permissions).
 pub const MSG_TYPE_TEXT: u8 = 0;
-/// Connection setup timeout.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `Authorization` (and Identify `token`) value for an access token.
 pub fn authorization(token: &Secret) -> String {
@@ -86,28 +81,6 @@ pub struct Sent {
     pub msg_seq: u32,
 }
 
-#[derive(Deserialize)]
-struct GatewayAnswer {
-    #[serde(default)]
-    url: Option<String>,
-    #[serde(default)]
-    code: Option<i64>,
-}
-
-#[derive(Deserialize)]
-struct ReplyAnswer {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    code: Option<i64>,
-}
-
-#[derive(Deserialize)]
-struct Refusal {
-    #[serde(default)]
-    code: Option<i64>,
-}
-
 impl Api {
     /// A client for bot `app_id`: REST at `api_url`, tokens from `token_url` (no trailing
     /// slashes needed); attachments only from QQ's own hosts ([`FILE_HOSTS`]).
@@ -117,11 +90,7 @@ impl Api {
         app_id: impl Into<String>,
         secret: Secret,
     ) -> Result<Self, ApiError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ApiError::Client(e.without_url()))?;
+        let http = http::client()?;
         let app_id = app_id.into();
         let tokens =
             Arc::new(AppToken::new(http.clone(), token_url, app_id.clone(), secret).cache());
@@ -156,19 +125,9 @@ impl Api {
         &self.tokens
     }
 
-    /// The HTTP client (redirects disabled); the gateway's WebSocket does not use it.
-    pub fn http(&self) -> &reqwest::Client {
-        &self.http
-    }
-
     /// The REST base URL.
     pub fn api_url(&self) -> &str {
         &self.api_url
-    }
-
-    /// The bot's AppID.
-    pub fn app_id(&self) -> &str {
-        &self.app_id
     }
 
     /// `GET /gateway`: the WebSocket URL to connect to (not yet checked; see
@@ -176,29 +135,22 @@ impl Api {
     pub async fn gateway_url(&self) -> Result<String, ApiError> {
         let op = "gateway discovery";
         let url = format!("{}/gateway", self.api_url);
-        let refused = |e: &ApiError| matches!(e, ApiError::TokenRefused { .. });
         let body = self
             .tokens
-            .with_token(refused, |token| {
+            .with_token(ApiError::is_token_refused, |token| {
                 let request = self.authorized(self.http.get(&url), &token);
                 call(op, request)
             })
             .await?;
-        let answer: GatewayAnswer =
-            serde_json::from_slice(&body).map_err(|_| ApiError::Decode {
-                op,
-                detail: "the answer is not a JSON object".into(),
-            })?;
+        let answer: GatewayAnswer = serde_json::from_slice(&body)
+            .map_err(|_| HttpError::decode(op, "the answer is not a JSON object"))?;
         if let Some(code) = answer.code.filter(|c| *c != 0) {
             return Err(ApiError::from_answer(op, 200, Some(code)));
         }
         answer
             .url
             .filter(|u| !u.is_empty())
-            .ok_or_else(|| ApiError::Decode {
-                op,
-                detail: "the answer has no url".into(),
-            })
+            .ok_or_else(|| HttpError::decode(op, "the answer has no url").into())
     }
 
     /// Sends `content` as a passive reply within `ctx` (see the module docs): the new
@@ -235,21 +187,19 @@ impl Api {
     ) -> Result<Sent, ApiError> {
         let op = "reply";
         let url = format!("{}{}", self.api_url, ctx.target().path());
-        let body = json!({
-            "msg_type": MSG_TYPE_TEXT,
-            "content": content,
-            "msg_id": ctx.source().as_str(),
-            "msg_seq": msg_seq,
-        });
+        let body = ReplyRequest {
+            msg_type: MSG_TYPE_TEXT,
+            content: content.to_owned(),
+            msg_id: ctx.source().as_str().to_owned(),
+            msg_seq,
+        };
         let request = self
             .authorized(self.http.post(&url), token)
             .timeout(CALL_TIMEOUT)
             .json(&body);
         let body = call(op, request).await?;
-        let answer: ReplyAnswer = serde_json::from_slice(&body).map_err(|_| ApiError::Decode {
-            op,
-            detail: "the answer is not a JSON object".into(),
-        })?;
+        let answer: ReplyAnswer = serde_json::from_slice(&body)
+            .map_err(|_| HttpError::decode(op, "the answer is not a JSON object"))?;
         if let Some(code) = answer.code.filter(|c| *c != 0) {
             return Err(ApiError::from_answer(op, 200, Some(code)));
         }
@@ -258,51 +208,19 @@ impl Api {
                 id: MessageId::new(id),
                 msg_seq,
             }),
-            None => Err(ApiError::Decode {
-                op,
-                detail: "the answer has no id".into(),
-            }),
+            None => Err(HttpError::decode(op, "the answer has no id").into()),
         }
     }
 
     /// `GET url`: the bytes of an attachment a user sent, refused with
-    /// [`ApiError::TooLarge`] once there are more than `max_bytes` (by `Content-Length`
+    /// [`HttpError::TooLarge`] once there are more than `max_bytes` (by `Content-Length`
     /// before any byte is read, otherwise as soon as the bytes read pass the bound). The
-    /// URL must be `http(s)://` with a host and without credentials, on a host `file_hosts`
-    /// lists ([`ApiError::HostNotAllowed`] otherwise, before any request); no token is sent.
+    /// URL (made absolute by [`attachment_url`]) must be `http(s)://` with a host and
+    /// without credentials, on a host `file_hosts` lists ([`HttpError::HostNotAllowed`]
+    /// otherwise, before any request); no token is sent.
     pub async fn download(&self, url: &str, max_bytes: u64) -> Result<Bytes, ApiError> {
-        let op = "attachment download";
-        let parsed = attachment_url(url).ok_or(ApiError::BadUrl)?;
-        if !self.file_hosts.allows(&parsed) {
-            tracing::warn!(
-                host = parsed.host_str().unwrap_or_default(),
-                "Refused an attachment on a host not in file_hosts."
-            );
-            return Err(ApiError::HostNotAllowed);
-        }
-        let response = self
-            .http
-            .get(parsed)
-            .timeout(DOWNLOAD_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| ApiError::transport(op, e))?;
-        let status = response.status().as_u16();
-        if !(200..300).contains(&status) {
-            return Err(ApiError::Api {
-                op,
-                code: i64::from(status),
-                status,
-            });
-        }
-        let declared = response.content_length();
-        im_bridge_channel::read_bounded(response.bytes_stream(), declared, max_bytes)
-            .await
-            .map(Bytes::from)
-            .map_err(|e| match e {
-                BoundedRead::TooLarge => ApiError::TooLarge { limit: max_bytes },
-                BoundedRead::Failed(e) => ApiError::transport(op, e),
-            })
+        let url = attachment_url(url).ok_or(HttpError::BadUrl)?;
+        Ok(http::download(&self.http, &self.file_hosts, url.as_str(), max_bytes).await?)
     }
 
     fn authorized(
@@ -328,12 +246,7 @@ pub fn attachment_url(url: &str) -> Option<reqwest::Url> {
     } else {
         url.to_owned()
     };
-    let parsed = reqwest::Url::parse(&absolute).ok()?;
-    let plain = matches!(parsed.scheme(), "http" | "https")
-        && parsed.host().is_some()
-        && parsed.username().is_empty()
-        && parsed.password().is_none();
-    plain.then_some(parsed)
+    http::file_url(&absolute)
 }
 
 /// Sends a call and reads its answer (bounded): the body of a 2xx, the sorted refusal
@@ -342,36 +255,17 @@ async fn call(op: &'static str, request: reqwest::RequestBuilder) -> Result<Vec<
     let response = request
         .send()
         .await
-        .map_err(|e| ApiError::transport(op, e))?;
+        .map_err(|e| HttpError::transport(op, e))?;
     let status = response.status().as_u16();
-    let body = read_bounded(op, response, MAX_RESPONSE_BYTES).await;
+    let body = http::read_answer(op, response, MAX_RESPONSE_BYTES).await;
     if (200..300).contains(&status) {
-        return body;
+        return Ok(body?);
     }
     let code = body
         .ok()
         .and_then(|b| serde_json::from_slice::<Refusal>(&b).ok())
         .and_then(|r| r.code);
     Err(ApiError::from_answer(op, status, code))
-}
-
-/// Reads a response's body, refused once it is over `max` bytes (the core's
-/// [`read_bounded`](im_bridge_channel::read_bounded)).
-pub(crate) async fn read_bounded(
-    op: &'static str,
-    response: reqwest::Response,
-    max: u64,
-) -> Result<Vec<u8>, ApiError> {
-    let declared = response.content_length();
-    im_bridge_channel::read_bounded(response.bytes_stream(), declared, max)
-        .await
-        .map_err(|e| match e {
-            BoundedRead::TooLarge => ApiError::Decode {
-                op,
-                detail: format!("the answer exceeds {max} bytes"),
-            },
-            BoundedRead::Failed(e) => ApiError::transport(op, e),
-        })
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@
 //!   is sent as readable text (QQ's markdown needs permissions a bot rarely has), at most
 //!   4000 UTF-8 bytes a message.
 //!
-//! Children: `hook` serves webhook mode on the daemon's shared webhook host.
+//! How events arrive is `crate::transport`'s: the gateway calls [`EventHandler`] and the
+//! webhook [`Admit`], both implemented here over one intake.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -31,10 +32,9 @@ use tokio_util::sync::CancellationToken;
 use crate::NAME;
 use crate::api::{Api, C2C_WINDOW, GROUP_WINDOW, MAX_REPLIES, MAX_REPLY_BYTES, ReplyBook, Target};
 use crate::config::{QqSettings, Transport};
-use crate::gateway::{self, Dispatch, Dropped, EventHandler, GatewaySettings, Ready};
 use crate::inbound::{InboundContext, Seen, Skip, normalize};
-
-mod hook;
+use crate::transport::ws::{self, Dispatch, Dropped, EventHandler, GatewaySettings, Ready};
+use crate::transport::{Admit, Offered, webhook};
 
 /// Counter of messages dropped because their reply window had closed before they were
 /// admitted, by `channel`.
@@ -88,14 +88,6 @@ struct Intake {
     seen: Mutex<Seen>,
 }
 
-/// What became of an offered event.
-enum Offered {
-    /// Admitted, skipped, or refused as too busy with the sender told: not to redeliver.
-    Done,
-    /// Not admitted now (shutting down, overloaded): QQ should deliver it again.
-    Again,
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -135,7 +127,7 @@ impl QqChannel {
     }
 }
 
-impl Intake {
+impl Admit for Intake {
     /// Normalizes an event and offers it to the daemon's queue.
     fn offer(&self, sink: &InboundSink, kind: &str, id: Option<&str>, data: &Value) -> Offered {
         let bot_id = lock(&self.bot_id).clone();
@@ -185,12 +177,12 @@ impl Intake {
 }
 
 /// Admits each gateway event.
-struct Admit<'a> {
+struct GatewayIntake<'a> {
     intake: &'a Intake,
     sink: &'a InboundSink,
 }
 
-impl EventHandler for Admit<'_> {
+impl EventHandler for GatewayIntake<'_> {
     fn ready(&mut self, ready: &Ready) {
         *lock(&self.intake.bot_id) = Some(ready.bot_id.clone());
         self.intake.telemetry.set_connected(true);
@@ -245,12 +237,12 @@ impl Channel for QqChannel {
     ) -> ChannelResult<ChannelExit> {
         match &self.settings.transport {
             Transport::Websocket => {
-                let mut admit = Admit {
+                let mut admit = GatewayIntake {
                     intake: &self.intake,
                     sink: &sink,
                 };
-                let reconnect = self.intake.telemetry.reconnect(gateway::RECONNECT_BACKOFF);
-                let result = gateway::run(
+                let reconnect = self.intake.telemetry.reconnect(ws::RECONNECT_BACKOFF);
+                let result = ws::run(
                     &self.api,
                     &GatewaySettings::default(),
                     &mut admit,
@@ -269,8 +261,10 @@ impl Channel for QqChannel {
             }
             Transport::Webhook(_) => match &self.route {
                 Some(route) => {
-                    let key = hook::key(&self.settings)?;
-                    Ok(hook::run(self.intake.clone(), key, route, sink, &shutdown).await)
+                    let key = webhook::key(&self.settings)?;
+                    let telemetry = self.intake.telemetry.clone();
+                    let intake = self.intake.clone();
+                    Ok(webhook::run(intake, telemetry, key, route, sink, &shutdown).await)
                 }
                 None => Err(ChannelError::Unsupported("a webhook without its route")),
             },

@@ -49,10 +49,9 @@ pub fn checks(settings: &QqSettings) -> BoxFuture<'_, Vec<Check>> {
 /// How the token request failed; QQ refuses wrong credentials under HTTP 200 too.
 fn sort(error: &ApiError) -> Failure {
     match error {
-        ApiError::Transport { .. } => Failure::Unreachable,
-        ApiError::RateLimited(_) => Failure::Throttled,
+        ApiError::Http(e) => e.into(),
         ApiError::Api { status, .. } => Failure::refusal(*status),
         ApiError::TokenRefused { .. } => Failure::Refused,
-        _ => Failure::Unexpected,
+        ApiError::WindowClosed | ApiError::RepliesExhausted => Failure::Unexpected,
     }
 }

@@ -1,14 +1,17 @@
 //! What can go wrong talking to the QQ bot API, and how it maps onto [`ChannelError`].
 //!
-//! QQ answers a refused call with a JSON body `{code, message, err_code?, trace_id?}`
+//! What can go wrong on any platform's wire (network trouble, an unreadable or oversized
+//! answer, a file over its bound or on a host not listed, a rate limit) is the core's
+//! [`HttpError`], wrapped as [`ApiError::Http`]; the rest are QQ's own refusals. QQ
+//! answers a refused call with a JSON body `{code, message, err_code?, trace_id?}`
 //! (sometimes under HTTP 200) and a success with the resource itself (`{id, timestamp}`
 //! for a sent message). [`ApiError::from_answer`] sorts a refusal once:
 //!
+//! - HTTP 429, or [`RATE_LIMIT_CODES`] (22009, "message sending too frequent"), is
+//!   [`HttpError::RetryAfter`] with [`DEFAULT_RETRY_AFTER`] (QQ names no reset time), read
+//!   by the delivery engine through `ChannelError::RetryAfter`;
 //! - HTTP 401, or [`TOKEN_INVALID_CODES`], is [`ApiError::TokenRefused`]: the call was
 //!   turned away at the door, so it is retried once with a fresh token;
-//! - HTTP 429, or [`RATE_LIMIT_CODES`] (22009, "message sending too frequent"), is
-//!   [`ApiError::RateLimited`] with [`DEFAULT_RETRY_AFTER`] (QQ names no reset time), read
-//!   by the delivery engine through `ChannelError::RetryAfter`;
 //! - anything else is [`ApiError::Api`] with its code and HTTP status.
 //!
 //! The reply budget of a source message adds two refusals made before anything is sent:
@@ -24,6 +27,7 @@
 use std::time::Duration;
 
 use im_bridge_channel::ChannelError;
+use im_bridge_channel::http::HttpError;
 
 /// Codes saying the access token was refused: 11244 (token expired or absent, the official
 /// Go SDK's `APICodeTokenExpireOrNotExist`).
@@ -36,9 +40,9 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// A failed QQ API call, or a reply refused before it was sent.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// HTTP 429 or a rate-limit code: QQ asked us to slow down. Nothing was delivered.
-    #[error("QQ asked to retry after {0:?}")]
-    RateLimited(Duration),
+    /// What can go wrong on any platform's wire (a rate limit included).
+    #[error(transparent)]
+    Http(#[from] HttpError),
     /// The access token was refused (even after a fresh one was fetched).
     #[error("QQ refused the access token for {op}")]
     TokenRefused {
@@ -62,51 +66,6 @@ pub enum ApiError {
         /// The HTTP status.
         status: u16,
     },
-    /// A download over its caller's bound. Only the bound is named.
-    #[error("the file is larger than {limit} bytes")]
-    TooLarge {
-        /// The bound it exceeds.
-        limit: u64,
-    },
-    /// An id that cannot go into a URL path, or a chat id that is neither `group:…` nor
-    /// `c2c:…`.
-    #[error("{what} {value:?} is not a QQ id")]
-    BadId {
-        /// What the id was for.
-        what: &'static str,
-        /// The offending id (ids are not secret), shortened.
-        value: String,
-    },
-    /// An attachment URL that is not `http(s)://` with a host and without credentials.
-    #[error("the attachment URL is not a plain http(s) URL")]
-    BadUrl,
-    /// An attachment URL on a host `file_hosts` does not list: refused before any request.
-    /// The URL is not kept (it is pre-signed).
-    #[error("the attachment URL is not on a host listed in file_hosts")]
-    HostNotAllowed,
-    /// Network trouble. The URL has been removed. `sent` says whether the request may
-    /// have left (anything but a failed connect).
-    #[error("calling {op} failed: {source}")]
-    Transport {
-        /// The operation.
-        op: &'static str,
-        /// Whether the request may have reached QQ.
-        sent: bool,
-        /// The cause, without its URL.
-        #[source]
-        source: reqwest::Error,
-    },
-    /// The answer was not what we expected.
-    #[error("unexpected answer to {op}: {detail}")]
-    Decode {
-        /// The operation.
-        op: &'static str,
-        /// What did not fit (its shape, never the body).
-        detail: String,
-    },
-    /// The HTTP client could not be built.
-    #[error("building the HTTP client failed: {0}")]
-    Client(#[source] reqwest::Error),
 }
 
 impl ApiError {
@@ -115,7 +74,7 @@ impl ApiError {
     pub fn from_answer(op: &'static str, status: u16, code: Option<i64>) -> Self {
         let code = code.filter(|c| *c != 0);
         if status == 429 || code.is_some_and(|c| RATE_LIMIT_CODES.contains(&c)) {
-            Self::RateLimited(DEFAULT_RETRY_AFTER)
+            HttpError::RetryAfter(DEFAULT_RETRY_AFTER).into()
         } else if status == 401 || code.is_some_and(|c| TOKEN_INVALID_CODES.contains(&c)) {
             Self::TokenRefused { op }
         } else {
@@ -127,22 +86,12 @@ impl ApiError {
         }
     }
 
-    /// A transport error, with the URL removed.
-    pub fn transport(op: &'static str, error: reqwest::Error) -> Self {
-        Self::Transport {
-            op,
-            sent: !error.is_connect() && !error.is_builder(),
-            source: error.without_url(),
-        }
-    }
-
     /// Whether the call may have reached the chat although it failed: a request that left
     /// and got no answer, an answer we could not read, a server error. Such a send must
     /// not be repeated, and its reply counts as used.
     pub fn may_have_delivered(&self) -> bool {
         match self {
-            Self::Transport { sent, .. } => *sent,
-            Self::Decode { .. } => true,
+            Self::Http(e) => e.may_have_delivered(),
             Self::Api { status, .. } => *status >= 500,
             _ => false,
         }
@@ -152,21 +101,22 @@ impl ApiError {
     /// limit).
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::RateLimited(_) | Self::Transport { .. } | Self::Decode { .. } => true,
+            Self::Http(e) => e.is_transient(),
             Self::Api { status, .. } => *status >= 500,
             _ => false,
         }
+    }
+
+    /// Whether QQ refused the access token the call carried.
+    pub fn is_token_refused(&self) -> bool {
+        matches!(self, Self::TokenRefused { .. })
     }
 }
 
 impl From<ApiError> for ChannelError {
     fn from(error: ApiError) -> Self {
         match error {
-            ApiError::RateLimited(wait) => ChannelError::RetryAfter(wait),
-            ApiError::TooLarge { limit } => ChannelError::TooLarge { limit },
-            ApiError::Transport { .. } | ApiError::Decode { .. } => {
-                ChannelError::Transport(error.to_string())
-            }
+            ApiError::Http(e) => e.into(),
             ApiError::Api { status, .. } if status >= 500 => {
                 ChannelError::Transport(error.to_string())
             }
@@ -177,11 +127,6 @@ impl From<ApiError> for ChannelError {
     }
 }
 
-/// `value` shortened for an error (ids are not secret, but may be long).
-pub(crate) fn clip(value: &str) -> String {
-    value.chars().take(64).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,7 +134,7 @@ mod tests {
     #[test]
     fn refusals_are_sorted_by_status_and_code() {
         let e = ApiError::from_answer("reply", 200, Some(22009));
-        assert!(matches!(e, ApiError::RateLimited(d) if d == DEFAULT_RETRY_AFTER));
+        assert!(matches!(e, ApiError::Http(HttpError::RetryAfter(d)) if d == DEFAULT_RETRY_AFTER));
         assert!(!e.may_have_delivered());
         assert!(matches!(
             ChannelError::from(e),
@@ -197,7 +142,7 @@ mod tests {
         ));
         assert!(matches!(
             ApiError::from_answer("reply", 429, None),
-            ApiError::RateLimited(_)
+            ApiError::Http(HttpError::RetryAfter(_))
         ));
         for (status, code) in [(401, None), (401, Some(11244)), (400, Some(11244))] {
             let e = ApiError::from_answer("reply", status, code);

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use im_bridge_channel::InboundMessage;
 
-use crate::gateway::payload::{self, OP_DISPATCH, OP_HELLO};
-use crate::gateway::{MAX_FRAME_BYTES, Ready};
 use crate::inbound::{InboundContext, Skip, normalize};
-use crate::webhook::{Callback, classify};
+use crate::transport::webhook::{Callback, classify};
+use crate::transport::ws::payload::{self, OP_DISPATCH, OP_HELLO};
+use crate::transport::ws::{MAX_FRAME_BYTES, Ready};
 
 /// What the gateway read from one frame.
 #[derive(Debug)]

@@ -37,6 +37,7 @@ use tokio::time::Instant;
 
 use crate::NAME;
 use crate::api::{C2C_WINDOW, GROUP_WINDOW, Target};
+use crate::model::{Attachment, MessageEvent};
 
 /// A message that @-mentions the bot in a group.
 pub const GROUP_AT_MESSAGE: &str = "GROUP_AT_MESSAGE_CREATE";
@@ -92,41 +93,6 @@ pub struct InboundContext<'a> {
     pub commands: &'a CommandVocabulary,
     /// The time now, for the reply window.
     pub now: SystemTime,
-}
-
-#[derive(Debug, Deserialize)]
-struct MessageEvent {
-    id: String,
-    #[serde(default)]
-    content: String,
-    #[serde(default)]
-    timestamp: Option<String>,
-    #[serde(default)]
-    author: Author,
-    #[serde(default)]
-    group_openid: Option<String>,
-    #[serde(default)]
-    attachments: Vec<Attachment>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct Author {
-    #[serde(default)]
-    user_openid: Option<String>,
-    #[serde(default)]
-    member_openid: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Attachment {
-    #[serde(default)]
-    content_type: Option<String>,
-    #[serde(default)]
-    filename: Option<String>,
-    #[serde(default)]
-    url: Option<String>,
-    #[serde(default)]
-    size: Option<Value>,
 }
 
 /// Normalizes one message event: its type (`t`), its event id (the payload's `id`) and

@@ -1,34 +1,37 @@
-//! The QQ official bot adapter (issue 17, spec platforms.md §6).
+//! The QQ official bot adapter (issue 17, spec platforms.md §6), on the adapter skeleton
+//! (`docs/adapter-spec.md`):
 //!
-//! Built in pieces, each tested on its own:
-//!
-//! - `config`: the `channels.qq` block.
+//! - `config`: the `channels.qq` block, raw and resolved (pure `validate`).
+//! - `model`: every wire type read or written, each round-tripped against
+//!   `tests/fixtures/`.
 //! - `token`: the app access token, for the core's single-flight cache.
 //! - `api` (+ `error`): gateway discovery, the passive-reply endpoints within a source
-//!   message's reply budget, attachment downloads.
-//! - `gateway`: the op-code WebSocket: Identify or Resume, READY, heartbeats and their
-//!   ACKs, op 7 / op 9, close codes, backoff, frame bounds.
-//! - `webhook`: webhook mode's ed25519 signatures and the op 13 validation answer.
-//! - `inbound`: message events to normalized messages.
-//!
+//!   message's reply budget, attachment downloads; the only place a token goes on the wire
+//!   (the gateway's Identify takes it from `api` too).
+//! - `inbound`: message events to normalized messages (pure).
+//! - `transport`: how events arrive: `ws`, the op-code gateway (a `LongConnection` driven
+//!   by the core's `Reconnect::drive`), or `webhook`, the signed callbacks.
 //! - `channel`: the [`QqChannel`] over these pieces, registered as [`PLATFORM`].
 //! - `doctor`: the pre-flight checks of `im-bridge doctor` (a token request).
+//!
+//! Public: `config` (the daemon's tests build settings), `inbound` (the fuzz target's
+//! context), `fuzzing` (feature `fuzzing`), and the items below.
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod api;
+mod api;
 mod channel;
 pub mod config;
 mod doctor;
-pub mod error;
+mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod gateway;
 pub mod inbound;
-pub mod token;
-pub mod webhook;
+mod model;
+mod token;
+mod transport;
 
 /// The channel's name: the provider key in configuration and bindings.
 pub const NAME: &str = "qq";

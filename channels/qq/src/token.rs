@@ -23,12 +23,12 @@ use std::fmt;
 use std::time::Duration;
 
 use im_bridge_channel::Secret;
+use im_bridge_channel::http::{self, HttpError};
 use im_bridge_channel::token::TokenSource;
-use serde::Deserialize;
 use serde_json::Value;
 
-use crate::api::{MAX_RESPONSE_BYTES, read_bounded};
 use crate::error::ApiError;
+use crate::model::{TokenAnswer, TokenRequest};
 
 /// Where the token is asked for, under `token_url`.
 pub const TOKEN_PATH: &str = "/app/getAppAccessToken";
@@ -39,6 +39,8 @@ pub const TOKEN_TIMEOUT: Duration = Duration::from_secs(15);
 pub const MAX_REFRESH_MARGIN: Duration = Duration::from_secs(60);
 /// How the token request names itself in errors.
 const OP: &str = "access token";
+/// Largest answer read; a token answer is a few hundred bytes.
+const MAX_ANSWER_BYTES: u64 = 64 * 1024;
 
 /// The cached access token of one bot.
 pub type TokenCache = im_bridge_channel::token::TokenCache<AppToken>;
@@ -55,17 +57,6 @@ pub struct AppToken {
     url: String,
     app_id: String,
     secret: Secret,
-}
-
-/// The token endpoint's answer: the token, or a refusal's `code`.
-#[derive(Deserialize)]
-struct TokenAnswer {
-    #[serde(default)]
-    access_token: Option<String>,
-    #[serde(default)]
-    expires_in: Option<Value>,
-    #[serde(default)]
-    code: Option<i64>,
 }
 
 impl AppToken {
@@ -106,10 +97,10 @@ impl TokenSource for AppToken {
     /// One token request; the duration is the token's usable life (its lifetime less
     /// [`refresh_margin`]).
     async fn fetch(&self) -> Result<(Secret, Duration), ApiError> {
-        let body = serde_json::json!({
-            "appId": self.app_id,
-            "clientSecret": self.secret.expose(),
-        });
+        let body = TokenRequest {
+            app_id: self.app_id.clone(),
+            client_secret: self.secret.expose().to_owned(),
+        };
         let response = self
             .http
             .post(&self.url)
@@ -117,9 +108,9 @@ impl TokenSource for AppToken {
             .json(&body)
             .send()
             .await
-            .map_err(|e| ApiError::transport(OP, e))?;
+            .map_err(|e| HttpError::transport(OP, e))?;
         let status = response.status().as_u16();
-        let body = read_bounded(OP, response, MAX_RESPONSE_BYTES).await?;
+        let body = http::read_answer(OP, response, MAX_ANSWER_BYTES).await?;
         let answer = serde_json::from_slice::<TokenAnswer>(&body).ok();
         let code = answer.as_ref().and_then(|a| a.code).filter(|c| *c != 0);
         if !(200..300).contains(&status) || code.is_some() {
@@ -133,20 +124,15 @@ impl TokenSource for AppToken {
                 other => other,
             });
         }
-        let answer = answer.ok_or_else(|| ApiError::Decode {
-            op: OP,
-            detail: "the answer is not a JSON object".into(),
-        })?;
+        let answer =
+            answer.ok_or_else(|| HttpError::decode(OP, "the answer is not a JSON object"))?;
         let lifetime = answer.expires_in.as_ref().and_then(seconds);
         match (answer.access_token, lifetime) {
             (Some(token), Some(secs)) if !token.is_empty() => {
                 let lifetime = Duration::from_secs(secs);
                 Ok((Secret::new(token), lifetime - refresh_margin(lifetime)))
             }
-            _ => Err(ApiError::Decode {
-                op: OP,
-                detail: "the answer has no access_token or expires_in".into(),
-            }),
+            _ => Err(HttpError::decode(OP, "the answer has no access_token or expires_in").into()),
         }
     }
 }
@@ -295,7 +281,7 @@ mod tests {
         let (cache, _) = start(|_| Json(json!({"access_token": "t"})).into_response()).await;
         assert!(matches!(
             cache.get().await.unwrap_err(),
-            ApiError::Decode { .. }
+            ApiError::Http(HttpError::Decode { .. })
         ));
     }
 }

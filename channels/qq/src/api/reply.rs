@@ -22,10 +22,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use im_bridge_channel::http::HttpError;
 use im_bridge_channel::{ChatId, MessageId};
 use tokio::sync::Mutex;
 
-use crate::error::{ApiError, clip};
+use crate::error::ApiError;
 
 /// How long after a group message QQ accepts replies to it.
 pub const GROUP_WINDOW: Duration = Duration::from_secs(5 * 60);
@@ -103,10 +104,7 @@ impl Target {
 }
 
 fn bad(what: &'static str, value: &str) -> ApiError {
-    ApiError::BadId {
-        what,
-        value: clip(value),
-    }
+    HttpError::bad_id(what, value).into()
 }
 
 /// The reply budget of one source message.
@@ -145,6 +143,7 @@ impl ReplyContext {
     }
 
     /// When the window closes.
+    #[cfg(test)]
     pub fn window_end(&self) -> SystemTime {
         self.window_end
     }
@@ -155,11 +154,13 @@ impl ReplyContext {
     }
 
     /// Replies used so far (sent, or possibly sent).
+    #[cfg(test)]
     pub fn used(&self) -> u32 {
         self.used
     }
 
     /// Replies still allowed at `now`: 0 once the window has closed.
+    #[cfg(test)]
     pub fn remaining(&self, now: SystemTime) -> u32 {
         if self.is_open(now) {
             MAX_REPLIES.saturating_sub(self.used)
@@ -169,6 +170,7 @@ impl ReplyContext {
     }
 
     /// The last `msg_seq` handed out (0 before the first).
+    #[cfg(test)]
     pub fn last_seq(&self) -> u32 {
         self.last_seq
     }
@@ -214,13 +216,9 @@ impl ReplyBook {
     }
 
     /// How many contexts are kept.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.contexts.len()
-    }
-
-    /// Whether no context is kept.
-    pub fn is_empty(&self) -> bool {
-        self.contexts.is_empty()
     }
 
     /// The context of replies to `source` in `target`, created (for a message sent at
@@ -282,7 +280,7 @@ mod tests {
             assert!(
                 matches!(
                     Target::from_chat_id(&ChatId::new(bad)),
-                    Err(ApiError::BadId { .. })
+                    Err(ApiError::Http(HttpError::BadId { .. }))
                 ),
                 "{bad}"
             );

@@ -4,6 +4,8 @@
 
 use im_bridge_fakes::qq::{self as fake, Event, Failure, FakeQq};
 
+use serde_json::json;
+
 use super::*;
 
 async fn start() -> (FakeQq, Api) {
@@ -106,7 +108,10 @@ async fn a_rate_limit_is_a_retry_hint_and_sends_nothing() {
     for failure in [Failure::Code(22009), Failure::CodeOk(22009)] {
         fake.fail_next("c2c_reply", failure);
         let error = api.reply(&mut ctx, "x").await.unwrap_err();
-        assert!(matches!(error, ApiError::RateLimited(_)), "{error:?}");
+        assert!(
+            matches!(error, ApiError::Http(HttpError::RetryAfter(_))),
+            "{error:?}"
+        );
         assert!(matches!(
             im_bridge_channel::ChannelError::from(error),
             im_bridge_channel::ChannelError::RetryAfter(_)
@@ -162,18 +167,21 @@ async fn downloads_are_bounded_and_carry_no_token() {
     assert_eq!(call.authorization, None);
     assert!(matches!(
         api.download(&url, 999).await,
-        Err(ApiError::TooLarge { limit: 999 })
+        Err(ApiError::Http(HttpError::TooLarge { limit: 999 }))
     ));
     for bad in ["ftp://h/x", "https://user:pw@h/x", "http://"] {
         assert!(
-            matches!(api.download(bad, 10).await, Err(ApiError::BadUrl)),
+            matches!(
+                api.download(bad, 10).await,
+                Err(ApiError::Http(HttpError::BadUrl))
+            ),
             "{bad}"
         );
     }
     let missing = format!("{}/files/nope", fake.api_url());
     assert!(matches!(
         api.download(&missing, 10).await,
-        Err(ApiError::Api { status: 404, .. })
+        Err(ApiError::Http(HttpError::Status { status: 404, .. }))
     ));
     assert_eq!(
         attachment_url("//h/x").map(String::from).as_deref(),
@@ -185,19 +193,19 @@ async fn downloads_are_bounded_and_carry_no_token() {
     let elsewhere = format!("http://localhost:{port}/files/a.png");
     assert!(matches!(
         api.download(&elsewhere, 1000).await,
-        Err(ApiError::HostNotAllowed)
+        Err(ApiError::Http(HttpError::HostNotAllowed))
     ));
     let other_port = api
         .clone()
         .with_file_hosts(FileHosts::new([format!("127.0.0.1:{}", port + 1)]).unwrap());
     assert!(matches!(
         other_port.download(&url, 1000).await,
-        Err(ApiError::HostNotAllowed)
+        Err(ApiError::Http(HttpError::HostNotAllowed))
     ));
     let qq_only = api.with_file_hosts(FileHosts::new(FILE_HOSTS).unwrap());
     assert!(matches!(
         qq_only.download(&url, 1000).await,
-        Err(ApiError::HostNotAllowed)
+        Err(ApiError::Http(HttpError::HostNotAllowed))
     ));
     assert_eq!(fake.calls_to("file").len(), before, "nothing was fetched");
 }

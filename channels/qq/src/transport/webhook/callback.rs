@@ -20,14 +20,14 @@ use std::fmt;
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use im_bridge_channel::Secret;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use crate::model::{Outgoing, Payload, Validation, ValidationAnswer};
 
 /// The header carrying the hex ed25519 signature.
 pub const SIGNATURE_HEADER: &str = "X-Signature-Ed25519";
 /// The header carrying the signed timestamp.
 pub const TIMESTAMP_HEADER: &str = "X-Signature-Timestamp";
-/// The header naming the bot a callback is for.
-pub const APP_ID_HEADER: &str = "X-Bot-Appid";
 /// `op` of an event.
 pub const OP_DISPATCH: u8 = 0;
 /// `op` of the acknowledgement of an event.
@@ -98,10 +98,11 @@ impl WebhookKey {
     /// The answer to a callback validation: `{plain_token, signature}`, signed over
     /// `event_ts` + `plain_token`.
     pub fn validation_answer(&self, plain_token: &str, event_ts: &str) -> Value {
-        json!({
-            "plain_token": plain_token,
-            "signature": self.sign(event_ts, plain_token.as_bytes()),
-        })
+        let answer = ValidationAnswer {
+            plain_token: plain_token.to_owned(),
+            signature: self.sign(event_ts, plain_token.as_bytes()),
+        };
+        serde_json::to_value(answer).unwrap_or_default()
     }
 }
 
@@ -145,31 +146,18 @@ pub enum Callback {
     },
 }
 
-#[derive(Deserialize)]
-struct Payload {
-    op: i64,
-    #[serde(default)]
-    d: Value,
-    #[serde(default)]
-    t: Option<String>,
-    #[serde(default)]
-    id: Option<String>,
-}
-
 /// Reads a callback body (after its signature was checked).
 pub fn classify(body: &[u8]) -> Result<Callback, WebhookError> {
-    let payload: Payload = serde_json::from_slice(body).map_err(|_| WebhookError::NotPayload)?;
+    let payload: Payload<i64> =
+        serde_json::from_slice(body).map_err(|_| WebhookError::NotPayload)?;
     match payload.op {
         op if op == i64::from(OP_VALIDATION) => {
-            let field = |k: &str| {
-                payload
-                    .d
-                    .get(k)
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .filter(|s| !s.is_empty())
-            };
-            match (field("plain_token"), field("event_ts")) {
+            let validation = Validation::deserialize(&payload.d).ok();
+            let field = |v: Option<&String>| v.filter(|s| !s.is_empty()).cloned();
+            let fields = validation.as_ref().map_or((None, None), |v| {
+                (field(v.plain_token.as_ref()), field(v.event_ts.as_ref()))
+            });
+            match fields {
                 (Some(plain_token), Some(event_ts)) => Ok(Callback::Validation {
                     plain_token,
                     event_ts,
@@ -195,7 +183,11 @@ pub fn classify(body: &[u8]) -> Result<Callback, WebhookError> {
 /// The acknowledgement of an event: `{"op": 12, "d": 0}`, or `d: 1` when it failed and
 /// QQ should deliver it again.
 pub fn dispatch_ack(success: bool) -> Value {
-    json!({"op": OP_CALLBACK_ACK, "d": if success { 0 } else { 1 }})
+    let ack = Outgoing {
+        op: OP_CALLBACK_ACK,
+        d: u8::from(!success),
+    };
+    serde_json::to_value(ack).unwrap_or_default()
 }
 
 /// Whether a signature header is worth checking at all (present, not absurdly long).
@@ -234,6 +226,8 @@ fn decode_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     /// The official Go SDK's signature test: this secret, timestamp and body, and the

@@ -1,14 +1,18 @@
-//! The gateway's JSON payloads `{op, d, s, t, id}`: reading a frame under the size bound,
-//! and writing Identify, Resume and heartbeats.
+//! The gateway's JSON payloads `{op, d, s, t, id}` (the wire types are in
+//! [`crate::model`]): reading a frame under the size bound, Hello and READY, and writing
+//! Identify, Resume and heartbeats.
 
 use std::time::Duration;
 
 use im_bridge_channel::Secret;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::{Dropped, Ready};
 use crate::api::authorization;
+use crate::model::{Hello, Identify, Outgoing, ReadyData, Resume};
+
+pub(crate) use crate::model::Payload;
 
 /// op 0: an event (READY, RESUMED, messages).
 pub(crate) const OP_DISPATCH: u8 = 0;
@@ -34,20 +38,6 @@ pub(crate) const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 /// The longest interval believed (a dead connection must be noticed).
 pub(crate) const MAX_HEARTBEAT: Duration = Duration::from_secs(5 * 60);
 
-/// One frame from the gateway.
-#[derive(Debug, Deserialize)]
-pub(crate) struct Payload {
-    pub(crate) op: u8,
-    #[serde(default)]
-    pub(crate) d: Value,
-    #[serde(default)]
-    pub(crate) s: Option<u64>,
-    #[serde(default)]
-    pub(crate) t: Option<String>,
-    #[serde(default)]
-    pub(crate) id: Option<String>,
-}
-
 /// Reads one frame, refused over `max` bytes or when it is not a payload.
 pub(crate) fn decode(bytes: &[u8], max: usize) -> Result<Payload, Dropped> {
     if bytes.len() > max {
@@ -58,8 +48,9 @@ pub(crate) fn decode(bytes: &[u8], max: usize) -> Result<Payload, Dropped> {
 
 /// Hello's `heartbeat_interval` (ms), within [`MIN_HEARTBEAT`]..=[`MAX_HEARTBEAT`].
 pub(crate) fn heartbeat_interval(d: &Value) -> Duration {
-    d.get("heartbeat_interval")
-        .and_then(Value::as_u64)
+    Hello::deserialize(d)
+        .ok()
+        .and_then(|hello| hello.heartbeat_interval)
         .map_or(DEFAULT_HEARTBEAT, Duration::from_millis)
         .clamp(MIN_HEARTBEAT, MAX_HEARTBEAT)
 }
@@ -71,45 +62,55 @@ pub(crate) fn ready(d: &Value) -> Option<Ready> {
         Value::Number(n) => Some(n.to_string()),
         _ => None,
     };
+    let data = ReadyData::deserialize(d).ok()?;
     Some(Ready {
-        session_id: text(d.get("session_id")?)?,
-        bot_id: text(d.pointer("/user/id")?)?,
-        username: d
-            .pointer("/user/username")
+        session_id: text(&data.session_id)?,
+        bot_id: text(&data.user.id)?,
+        username: data
+            .user
+            .username
+            .as_ref()
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned(),
     })
 }
 
+/// A frame the adapter writes, as text.
+fn write<D: Serialize>(op: u8, d: D) -> String {
+    serde_json::to_string(&Outgoing { op, d }).unwrap_or_default()
+}
+
 /// op 2 with `token: "QQBot <t>"`, `intents` and the single shard `[0, 1]`.
 pub(crate) fn identify(token: &Secret, intents: u64) -> String {
-    json!({"op": OP_IDENTIFY, "d": {
-        "token": authorization(token),
-        "intents": intents,
-        "shard": [0, 1],
-        "properties": {},
-    }})
-    .to_string()
+    let identify = Identify {
+        token: authorization(token),
+        intents,
+        shard: [0, 1],
+        properties: serde_json::Map::new(),
+    };
+    write(OP_IDENTIFY, identify)
 }
 
 /// op 6 with the session and the last sequence number seen.
 pub(crate) fn resume(token: &Secret, session_id: &str, seq: u64) -> String {
-    json!({"op": OP_RESUME, "d": {
-        "token": authorization(token),
-        "session_id": session_id,
-        "seq": seq,
-    }})
-    .to_string()
+    let resume = Resume {
+        token: authorization(token),
+        session_id: session_id.to_owned(),
+        seq,
+    };
+    write(OP_RESUME, resume)
 }
 
 /// op 1 with the last sequence number seen (`null` before any).
 pub(crate) fn heartbeat(seq: Option<u64>) -> String {
-    json!({"op": OP_HEARTBEAT, "d": seq}).to_string()
+    write(OP_HEARTBEAT, seq)
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -151,7 +152,8 @@ mod tests {
             MAX_HEARTBEAT
         );
         let fixture: Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/ready.json")).unwrap();
+            serde_json::from_str(include_str!("../../../tests/fixtures/gateway_ready.json"))
+                .unwrap();
         let r = ready(&fixture["d"]).unwrap();
         assert_eq!(r.session_id, "082ee18c-0be3-491b-9d8b-fbd95c51673a");
         assert_eq!(

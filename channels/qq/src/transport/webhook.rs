@@ -11,6 +11,9 @@
 //!   `{"op": 12, "d": 0}`; `d: 1` (with 503) when the daemon cannot take it now, so QQ
 //!   delivers it again;
 //! - other ops are acknowledged and ignored; a body that is no callback is 400.
+//!
+//! Children: `callback`, the pure part (the key derived from the bot secret, the
+//! signature check, the validation answer, telling a validation from an event).
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -18,34 +21,36 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use im_bridge_channel::webhook::{HeaderMap, StatusCode};
 use im_bridge_channel::{
-    ChannelError, ChannelExit, ChannelResult, Freshness, InboundSink, Stale, WebhookHandler,
-    WebhookRequest, WebhookResponse, WebhookRoute,
+    ChannelError, ChannelExit, ChannelResult, Freshness, InboundSink, Stale, Telemetry,
+    WebhookHandler, WebhookRequest, WebhookResponse, WebhookRoute,
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{Intake, Offered};
+use super::{Admit, Offered};
 use crate::NAME;
 use crate::config::QqSettings;
-use crate::webhook::{
-    Callback, SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey, classify, dispatch_ack,
-    plausible_signature,
-};
+
+mod callback;
+
+pub(crate) use callback::{Callback, classify};
+use callback::{SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey, dispatch_ack, plausible_signature};
 
 /// The key webhook requests are checked with.
-pub(super) fn key(settings: &QqSettings) -> ChannelResult<WebhookKey> {
+pub(crate) fn key(settings: &QqSettings) -> ChannelResult<WebhookKey> {
     WebhookKey::from_secret(&settings.client_secret).ok_or(ChannelError::Unsupported(
         "webhook mode with an empty client_secret",
     ))
 }
 
 /// The route's handler while the channel runs.
-struct Hook {
-    intake: Arc<Intake>,
+struct Hook<A> {
+    intake: Arc<A>,
+    telemetry: Telemetry,
     key: WebhookKey,
     sink: InboundSink,
 }
 
-impl Hook {
+impl<A> Hook<A> {
     fn signed(&self, headers: &HeaderMap, body: &[u8]) -> bool {
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         match (header(SIGNATURE_HEADER), header(TIMESTAMP_HEADER)) {
@@ -65,9 +70,9 @@ impl Hook {
 }
 
 #[async_trait]
-impl WebhookHandler for Hook {
+impl<A: Admit> WebhookHandler for Hook<A> {
     async fn handle(&self, request: WebhookRequest) -> WebhookResponse {
-        self.intake.telemetry.received(1);
+        self.telemetry.received(1);
         if !self.signed(&request.headers, &request.body) {
             // The host counts it (`unauthorized`, and a receiving error).
             tracing::debug!(
@@ -106,16 +111,20 @@ impl WebhookHandler for Hook {
 }
 
 /// Serves the route until `shutdown`.
-pub(super) async fn run(
-    intake: Arc<Intake>,
+pub(crate) async fn run<A: Admit>(
+    intake: Arc<A>,
+    telemetry: Telemetry,
     key: WebhookKey,
     route: &WebhookRoute,
     sink: InboundSink,
     shutdown: &CancellationToken,
 ) -> ChannelExit {
-    let telemetry = intake.telemetry.clone();
-    route
-        .serve(Arc::new(Hook { intake, key, sink }), &telemetry, shutdown)
-        .await;
+    let hook = Hook {
+        intake,
+        telemetry: telemetry.clone(),
+        key,
+        sink,
+    };
+    route.serve(Arc::new(hook), &telemetry, shutdown).await;
     ChannelExit::Stopped
 }

@@ -1,7 +1,8 @@
 //! The QQ gateway: events arrive over an op-code WebSocket the bridge opens itself, so no
 //! public URL is needed (spec platforms.md §6.1).
 //!
-//! [`run`] loops *discover → connect → serve*:
+//! [`run`] hands a [`Gateway`] (a [`LongConnection`]) to the core's [`Reconnect::drive`],
+//! which loops *connect → serve → ended* (connect being discovery and the upgrade):
 //!
 //! - **Discover**: `GET {api_url}/gateway` (with the token) answers the WebSocket URL,
 //!   which must pass `url::check_url` before the token is sent to it.
@@ -19,8 +20,11 @@
 //!   identify anew, 4004 refetches the token, the bot's ban and refused intents end
 //!   `run`); a dropped socket resumes. Waits between attempts follow the [`Reconnect`]
 //!   `run` is given (the channel's: [`RECONNECT_BACKOFF`], 1 s doubling to 30 s, plus
-//!   jitter), reset by each READY or RESUMED; each reconnect is counted and logged
-//!   there, rate-limited. op 7 after a live session goes at once (a rotation).
+//!   jitter), started over after a connection that saw READY or RESUMED (it `served`);
+//!   each reconnect is counted and logged there, rate-limited. op 7 after a live session
+//!   goes at once (a rotation). A refusal met while serving (a fatal close code, the
+//!   token refused at Identify) ends the connection as `Ended::Shutdown` with the error
+//!   kept, and `run` returns it.
 //!   A resume asks QQ for everything after the last `s` the handler saw, so a dropped
 //!   socket loses no event.
 //!
@@ -42,13 +46,14 @@ pub(crate) mod payload;
 mod url;
 
 pub use self::close::Refusal;
-pub use self::url::{QQ_DOMAIN, UrlRefused, check_url, is_loopback_base};
+pub use self::url::{UrlRefused, check_url, is_loopback_base};
 
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use im_bridge_channel::backoff::Backoff;
-use im_bridge_channel::{Cause, Reconnect, Secret};
+use im_bridge_channel::reconnect::{Connect, Ended, LongConnection};
+use im_bridge_channel::{Reconnect, Secret};
 use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -225,7 +230,7 @@ enum Lost {
 }
 
 /// How one connection ended.
-enum Ended {
+enum Outcome {
     Shutdown,
     Lost {
         reason: Lost,
@@ -236,8 +241,8 @@ enum Ended {
     Fatal(GatewayError),
 }
 
-fn lost(reason: Lost, next: Next) -> Ended {
-    Ended::Lost {
+fn lost(reason: Lost, next: Next) -> Outcome {
+    Outcome::Lost {
         reason,
         next,
         rotated: false,
@@ -247,104 +252,114 @@ fn lost(reason: Lost, next: Next) -> Ended {
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Holds the gateway until `shutdown`, handing events to `handler` and reconnecting as
-/// `reconnect` says.
+/// `reconnect` says (the core's [`Reconnect::drive`] over [`Gateway`]).
 ///
 /// Returns `Ok(())` after a shutdown, `Err` when QQ refused something retrying cannot fix.
-pub async fn run(
+pub(crate) async fn run(
     api: &Api,
     settings: &GatewaySettings,
     handler: &mut dyn EventHandler,
-    mut reconnect: Reconnect,
+    reconnect: Reconnect,
     shutdown: &CancellationToken,
 ) -> Result<(), GatewayError> {
-    let loopback = is_loopback_base(api.api_url());
-    let mut session = Session::default();
-    // Why the last attempt or connection ended; `None` before the first.
-    let mut ended: Option<(Cause, Lost)> = None;
-    loop {
-        if let Some((cause, reason)) = ended.take()
-            && !reconnect.wait(cause, reason, shutdown).await
-        {
-            return Ok(());
-        }
-        let failed = |reason: Lost| Some((Cause::ConnectFailed, reason));
-        let discovered = tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            d = api.gateway_url() => d,
-        };
-        let text = match discovered {
+    let mut gateway = Gateway {
+        api,
+        intents: settings.intents,
+        loopback: is_loopback_base(api.api_url()),
+        session: Session::default(),
+        handler,
+        fatal: None,
+    };
+    reconnect.drive(&mut gateway, shutdown).await?;
+    // A refusal met while serving ended the loop as a shutdown would.
+    gateway.fatal.take().map_or(Ok(()), Err)
+}
+
+/// The gateway as [`Reconnect::drive`] runs it: [`connect`](LongConnection::connect)
+/// discovers the URL and opens the socket, [`serve`](LongConnection::serve) says Hello to
+/// READY and serves events until the connection ends.
+struct Gateway<'a> {
+    api: &'a Api,
+    intents: u64,
+    /// Whether `api_url` is a loopback address (a loopback gateway URL is then accepted).
+    loopback: bool,
+    /// The session the next connection resumes (kept across connections).
+    session: Session,
+    handler: &'a mut dyn EventHandler,
+    /// A refusal met while serving (a fatal close code, a refused token at Identify): the
+    /// connection reports a shutdown to end the loop, and [`run`] returns this.
+    fatal: Option<GatewayError>,
+}
+
+/// A connect attempt that failed for now.
+fn retry(reason: Lost) -> Connect<GatewayError> {
+    Connect::Retry(reason.to_string().into())
+}
+
+impl LongConnection for Gateway<'_> {
+    type Connection = Socket;
+    type Fatal = GatewayError;
+
+    async fn connect(&mut self) -> Result<Socket, Connect<GatewayError>> {
+        let text = match self.api.gateway_url().await {
             Ok(text) => text,
-            Err(error) if error.is_transient() => {
-                ended = failed(Lost::Discovery(error));
-                continue;
-            }
+            Err(error) if error.is_transient() => return Err(retry(Lost::Discovery(error))),
             Err(error) => {
                 tracing::error!(%error, "QQ refused the gateway discovery.");
-                return Err(GatewayError::Refused(error));
+                return Err(Connect::Fatal(GatewayError::Refused(error)));
             }
         };
-        let url = match check_url(&text, loopback) {
-            Ok(url) => url,
-            Err(reason) => {
-                ended = failed(Lost::BadUrl(reason));
-                continue;
-            }
-        };
+        let url = check_url(&text, self.loopback).map_err(|reason| retry(Lost::BadUrl(reason)))?;
         let host = url.host_str().unwrap_or("").to_owned();
         let ws_config = WebSocketConfig::default()
             .max_message_size(Some(MAX_WS_MESSAGE))
             .max_frame_size(Some(MAX_WS_MESSAGE));
         let connect =
             tokio_tungstenite::connect_async_with_config(url.as_str(), Some(ws_config), false);
-        let ws = tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            c = tokio::time::timeout(CONNECT_TIMEOUT, connect) => match c {
-                Ok(Ok((ws, _))) => ws,
-                Ok(Err(error)) => {
-                    ended = failed(Lost::Connect { host, error });
-                    continue;
-                }
-                Err(_) => {
-                    ended = failed(Lost::ConnectTimeout { host });
-                    continue;
-                }
-            },
+        let ws = match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+            Ok(Ok((ws, _))) => ws,
+            Ok(Err(error)) => return Err(retry(Lost::Connect { host, error })),
+            Err(_) => return Err(retry(Lost::ConnectTimeout { host })),
         };
-        tracing::info!(%host, resume = session.id.is_some(), "Connected to the QQ gateway.");
+        tracing::info!(%host, resume = self.session.id.is_some(), "Connected to the QQ gateway.");
+        Ok(ws)
+    }
+
+    async fn serve(&mut self, ws: Socket, shutdown: &CancellationToken) -> Ended {
         let mut conn = Conn {
             ws,
-            api,
-            intents: settings.intents,
-            session: &mut session,
-            reconnect: &mut reconnect,
+            api: self.api,
+            intents: self.intents,
+            session: &mut self.session,
             live: false,
-            handler,
+            handler: &mut *self.handler,
             token: None,
         };
-        let end = conn.serve(shutdown).await;
-        let live = conn.live;
-        match end {
-            Ended::Shutdown => return Ok(()),
-            Ended::Fatal(error) => {
-                handler.disconnected();
+        let outcome = conn.serve(shutdown).await;
+        let served = conn.live;
+        match outcome {
+            Outcome::Shutdown => Ended::Shutdown,
+            Outcome::Fatal(error) => {
+                self.handler.disconnected();
                 tracing::error!(%error, "The QQ gateway refused the bot.");
-                return Err(error);
+                self.fatal = Some(error);
+                Ended::Shutdown
             }
-            Ended::Lost {
+            Outcome::Lost {
                 reason,
                 next,
                 rotated,
             } => {
-                handler.disconnected();
+                self.handler.disconnected();
                 if next == Next::Identify {
-                    session = Session::default();
+                    self.session = Session::default();
                 }
-                let cause = match (rotated, live) {
-                    (true, _) => Cause::Rotated,
-                    (false, true) => Cause::Lost,
-                    (false, false) => Cause::ConnectFailed,
-                };
-                ended = Some((cause, reason));
+                let reason = reason.to_string().into();
+                if rotated {
+                    Ended::Rotated { served, reason }
+                } else {
+                    Ended::Lost { served, reason }
+                }
             }
         }
     }
@@ -356,7 +371,6 @@ struct Conn<'a> {
     api: &'a Api,
     intents: u64,
     session: &'a mut Session,
-    reconnect: &'a mut Reconnect,
     /// Whether READY or RESUMED came on this connection (it proved itself).
     live: bool,
     handler: &'a mut dyn EventHandler,
@@ -366,7 +380,7 @@ struct Conn<'a> {
 
 impl Conn<'_> {
     /// Serves the connection until it ends or `shutdown` is cancelled.
-    async fn serve(&mut self, shutdown: &CancellationToken) -> Ended {
+    async fn serve(&mut self, shutdown: &CancellationToken) -> Outcome {
         // Hello, then READY/RESUMED, must come by this; `None` once live.
         let mut handshake: Option<Instant> = Some(Instant::now() + HANDSHAKE_TIMEOUT);
         let mut hello_seen = false;
@@ -382,7 +396,7 @@ impl Conn<'_> {
                         tracing::debug!("The QQ gateway did not close cleanly.");
                     }
                     tracing::info!("Closed the QQ gateway connection.");
-                    return Ended::Shutdown;
+                    return Outcome::Shutdown;
                 }
                 () = tokio::time::sleep_until(handshake.unwrap_or(far)), if handshake.is_some() => {
                     let reason = if hello_seen { Lost::NoReady } else { Lost::NoHello };
@@ -424,7 +438,7 @@ impl Conn<'_> {
                             hello_seen = true;
                             interval = payload::heartbeat_interval(&frame.d);
                             let introduced = tokio::select! {
-                                () = shutdown.cancelled() => return Ended::Shutdown,
+                                () = shutdown.cancelled() => return Outcome::Shutdown,
                                 i = self.introduce() => i,
                             };
                             if let Err(ended) = introduced {
@@ -439,7 +453,7 @@ impl Conn<'_> {
                             }
                         }
                         OP_RECONNECT => {
-                            return Ended::Lost {
+                            return Outcome::Lost {
                                 reason: Lost::Reconnect,
                                 next: Next::Resume,
                                 rotated: true,
@@ -468,13 +482,13 @@ impl Conn<'_> {
     }
 
     /// Identify, or Resume when a session is held.
-    async fn introduce(&mut self) -> Result<(), Ended> {
+    async fn introduce(&mut self) -> Result<(), Outcome> {
         let token = match self.api.tokens().get().await {
             Ok(token) => token,
             Err(error) if error.is_transient() => {
                 return Err(lost(Lost::NoToken(error), Next::Resume));
             }
-            Err(error) => return Err(Ended::Fatal(GatewayError::Refused(error))),
+            Err(error) => return Err(Outcome::Fatal(GatewayError::Refused(error))),
         };
         let text = match &self.session.id {
             Some(id) => payload::resume(&token, id, self.session.seq.unwrap_or(0)),
@@ -498,7 +512,6 @@ impl Conn<'_> {
                 };
                 self.session.id = Some(ready.session_id.clone());
                 self.session.seq = frame.s;
-                self.reconnect.reset();
                 self.live = true;
                 tracing::info!(bot = %ready.bot_id, "The QQ gateway is ready.");
                 self.handler.ready(&ready);
@@ -508,7 +521,6 @@ impl Conn<'_> {
                 if let Some(s) = frame.s.filter(|s| *s > 0) {
                     self.session.seq = Some(s);
                 }
-                self.reconnect.reset();
                 self.live = true;
                 tracing::info!("Resumed the QQ gateway session.");
                 self.handler.resumed();
@@ -535,7 +547,7 @@ impl Conn<'_> {
     }
 
     /// The server closed the connection with `code`.
-    async fn closed(&mut self, code: Option<u16>) -> Ended {
+    async fn closed(&mut self, code: Option<u16>) -> Outcome {
         let Some(code) = code else {
             return lost(Lost::ServerClosed, Next::Resume);
         };
@@ -547,7 +559,7 @@ impl Conn<'_> {
                 }
                 lost(Lost::Closed(code), Next::Identify)
             }
-            AfterClose::Fatal(meaning) => Ended::Fatal(GatewayError::Closed { code, meaning }),
+            AfterClose::Fatal(meaning) => Outcome::Fatal(GatewayError::Closed { code, meaning }),
         }
     }
 
