@@ -26,6 +26,19 @@ pub fn round_trip<T: Serialize + DeserializeOwned + std::fmt::Debug>(fixture: &s
     typed
 }
 
+/// The text of a recorded payload in the calling crate's `tests/fixtures/`, read at
+/// compile time: `fixture!("update_private_text.json")`, for [`round_trip`].
+#[macro_export]
+macro_rules! fixture {
+    ($name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/",
+            $name
+        ))
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;

@@ -68,3 +68,9 @@ pub use webhook::{
     WebhookError, WebhookHandler, WebhookHost, WebhookLimits, WebhookRequest, WebhookResponse,
     WebhookRoute,
 };
+
+/// Lower-case hex, written and read the same way by every adapter.
+pub mod hex;
+/// A test binary's log lines, for tests that prove logs carry no secret (`test-support`).
+#[cfg(feature = "test-support")]
+pub mod logs;

@@ -142,6 +142,24 @@ impl<S: fmt::Debug> fmt::Debug for TokenCache<S> {
     }
 }
 
+/// What a token answer carried, as a [`TokenSource::fetch`] returns it: the token and its
+/// lifetime, or [`HttpError::Decode`](crate::http::HttpError::Decode) naming what was `missing` (e.g. `access_token or
+/// expires_in`) when either is absent or the token is empty. Never quotes the answer.
+pub fn issued(
+    op: &'static str,
+    token: Option<String>,
+    lifetime: Option<Duration>,
+    missing: &'static str,
+) -> Result<(Secret, Duration), crate::http::HttpError> {
+    match (token, lifetime) {
+        (Some(token), Some(lifetime)) if !token.is_empty() => Ok((Secret::new(token), lifetime)),
+        _ => Err(crate::http::HttpError::decode(
+            op,
+            format!("the answer has no {missing}"),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -295,5 +313,20 @@ mod tests {
             })
             .await;
         assert_eq!(seen.unwrap().expose(), "tok-3");
+    }
+
+    #[test]
+    fn a_token_needs_its_text_and_its_lifetime() {
+        let hour = Duration::from_secs(3600);
+        let (token, lives) = issued("token", Some("t".into()), Some(hour), "x").unwrap();
+        assert_eq!((token.expose(), lives), ("t", hour));
+        for (token, lifetime) in [(None, Some(hour)), (Some(String::new()), Some(hour))] {
+            let error = issued("token", token, lifetime, "token or expire").unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                "unexpected answer to token: the answer has no token or expire"
+            );
+        }
+        assert!(issued("token", Some("t".into()), None, "x").is_err());
     }
 }

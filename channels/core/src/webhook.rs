@@ -518,6 +518,25 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+impl WebhookHost {
+    /// Registers the route of a platform's `webhook` block as `config::webhook_place` read
+    /// it, with the default limits: what an adapter's `build` does in webhook mode. A
+    /// refusal (the address and path taken, the host started) is the channel's error.
+    pub fn route_place(
+        &self,
+        telemetry: &Telemetry,
+        place: &crate::config::WebhookPlace,
+    ) -> Result<WebhookRoute, crate::ChannelError> {
+        self.route(
+            telemetry,
+            place.listen,
+            &place.path,
+            WebhookLimits::default(),
+        )
+        .map_err(|e| crate::ChannelError::Transport(e.to_string()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     pub(in crate::webhook) mod kit;
@@ -629,5 +648,23 @@ mod tests {
         assert_eq!(stale.status_code(), StatusCode::UNAUTHORIZED);
         assert!(stale.refused == Some(Refusal::Stale) && stale.body().is_none());
         assert!(WebhookResponse::status(StatusCode::OK).refused.is_none());
+    }
+
+    #[test]
+    fn a_place_is_routed_once() {
+        let host = WebhookHost::default();
+        let telemetry = Telemetry::new("unit");
+        let place = crate::config::WebhookPlace {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            path: "/x/events".into(),
+        };
+        assert!(host.route_place(&telemetry, &place).is_ok());
+        let Err(taken) = host.route_place(&telemetry, &place) else {
+            panic!("the place was routed twice");
+        };
+        assert!(
+            matches!(taken, crate::ChannelError::Transport(_)),
+            "{taken:?}"
+        );
     }
 }
