@@ -9,25 +9,28 @@
 //! [`ApiError::RateLimited`] with Discord's wait, and the delivery engine waits it out.
 //!
 //! Every message the bot sends or edits carries `allowed_mentions: {"parse": []}`, so an
-//! answer quoting `@everyone`, a role or a user pings nobody.
+//! answer quoting `@everyone`, a role or a user pings nobody. The bodies and answers are
+//! the types of [`crate::model`]; the client, the bounded answers and the downloads are the
+//! core's [`im_bridge_channel::http`].
 
 use std::time::Duration;
 
-use futures_util::TryStreamExt;
-use im_bridge_channel::{FileHosts, Secret, read_bounded};
+use im_bridge_channel::http::{self, HttpError};
+use im_bridge_channel::{FileHosts, Secret};
 use reqwest::header::{AUTHORIZATION, CONTENT_LENGTH, HeaderMap};
 use reqwest::{Method, RequestBuilder, StatusCode};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::config::DiscordSettings;
 use crate::error::{ApiError, DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER};
+use crate::model::{
+    AllowedMentions, ChannelAnswer, CurrentUser, ErrorBody, GatewayBot, MessageAnswer, MessageBody,
+    StartThread, UploadAttachment, UploadPayload, snowflake,
+};
 
-/// Connect timeout of every call.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Whole-request timeout of JSON calls (uploads and downloads get their own).
+/// Whole-request timeout of JSON calls (uploads get their own; downloads the core's).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// Whole-request timeout of an upload or a download.
+/// Whole-request timeout of an upload.
 const FILE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Largest JSON answer read.
 const MAX_ANSWER: u64 = 1024 * 1024;
@@ -45,8 +48,8 @@ pub struct MessageRef {
     pub message_id: u64,
 }
 
-/// The REST client (cheap to clone).
-#[derive(Clone)]
+/// The REST client (cheap to clone). `Debug` shows no token (it is a [`Secret`]).
+#[derive(Clone, Debug)]
 pub struct DiscordApi {
     http: reqwest::Client,
     root: String,
@@ -54,40 +57,25 @@ pub struct DiscordApi {
     file_hosts: FileHosts,
 }
 
-impl std::fmt::Debug for DiscordApi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DiscordApi")
-            .field("root", &self.root)
-            .finish_non_exhaustive()
-    }
+/// An answer read as `T`, a shape that does not fit read as an empty one (every field
+/// absent), as the untyped reads before it did.
+fn read<T: serde::de::DeserializeOwned + Default>(answer: Value) -> T {
+    serde_json::from_value(answer).unwrap_or_default()
 }
 
-#[derive(Deserialize)]
-struct IdAnswer {
-    id: Value,
-    #[serde(default)]
-    channel_id: Option<Value>,
-}
-
-/// A snowflake as Discord writes it (a string of digits; a number is accepted).
-pub(crate) fn snowflake(v: &Value) -> Option<u64> {
-    match v {
-        Value::String(s) => s.parse().ok(),
-        Value::Number(n) => n.as_u64(),
-        _ => None,
+/// A message body: `content`, no mentions parsed.
+fn message(content: &str) -> MessageBody {
+    MessageBody {
+        content: content.to_owned(),
+        allowed_mentions: AllowedMentions::default(),
     }
 }
 
 impl DiscordApi {
     /// A client for `settings.api_url` with the bot token.
     pub fn new(settings: &DiscordSettings) -> Result<Self, ApiError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ApiError::Client(e.without_url()))?;
         Ok(Self {
-            http,
+            http: http::client()?,
             root: settings.rest_root(),
             auth: Secret::new(format!("Bot {}", settings.bot_token.expose())),
             file_hosts: settings.file_hosts.clone(),
@@ -106,21 +94,10 @@ impl DiscordApi {
         let response = request
             .send()
             .await
-            .map_err(|e| ApiError::transport(op, e))?;
+            .map_err(|e| HttpError::transport(op, e))?;
         let status = response.status();
         let headers = response.headers().clone();
-        let declared = response.content_length();
-        let body = read_bounded(response.bytes_stream(), declared, MAX_ANSWER)
-            .await
-            .map_err(|e| {
-                e.into_error(
-                    || ApiError::Decode {
-                        op,
-                        detail: "answer over 1 MiB".to_owned(),
-                    },
-                    |e| ApiError::transport(op, e),
-                )
-            })?;
+        let body = http::read_answer(op, response, MAX_ANSWER).await?;
         read_answer(op, status, &headers, &body)
     }
 
@@ -133,14 +110,9 @@ impl DiscordApi {
                 self.request(Method::GET, "/gateway/bot", REQUEST_TIMEOUT),
             )
             .await?;
-        match answer["url"].as_str() {
-            Some(url) if url.starts_with("ws://") || url.starts_with("wss://") => {
-                Ok(url.to_owned())
-            }
-            _ => Err(ApiError::Decode {
-                op,
-                detail: "no ws:// or wss:// url".to_owned(),
-            }),
+        match read::<GatewayBot>(answer).url {
+            Some(url) if url.starts_with("ws://") || url.starts_with("wss://") => Ok(url),
+            _ => Err(HttpError::decode(op, "no ws:// or wss:// url").into()),
         }
     }
 
@@ -150,10 +122,11 @@ impl DiscordApi {
         let answer = self
             .call(op, self.request(Method::GET, "/users/@me", REQUEST_TIMEOUT))
             .await?;
-        snowflake(&answer["id"]).ok_or(ApiError::Decode {
-            op,
-            detail: "no user id".to_owned(),
-        })
+        let me: CurrentUser = read(answer);
+        me.id
+            .as_ref()
+            .and_then(snowflake)
+            .ok_or_else(|| HttpError::decode(op, "no user id").into())
     }
 
     /// `GET /channels/{channel}`: the parent channel when `channel` is a thread (types 10,
@@ -170,8 +143,9 @@ impl DiscordApi {
                 ),
             )
             .await?;
-        let thread = matches!(answer["type"].as_u64(), Some(10..=12));
-        Ok(thread.then(|| snowflake(&answer["parent_id"])).flatten())
+        let channel: ChannelAnswer = read(answer);
+        let parent = channel.parent_id.as_ref().and_then(snowflake);
+        Ok(parent.filter(|_| channel.is_thread()))
     }
 
     /// `POST /channels/{channel}/messages` with `content` (at most 2000 characters) and
@@ -182,7 +156,7 @@ impl DiscordApi {
         content: &str,
     ) -> Result<MessageRef, ApiError> {
         let op = "create_message";
-        let body = json!({"content": content, "allowed_mentions": {"parse": []}});
+        let body = message(content);
         let request = self
             .request(
                 Method::POST,
@@ -198,7 +172,7 @@ impl DiscordApi {
     /// parsed. A message that is gone is code 10008 (`ChannelError::NotEditable`).
     pub async fn edit_message(&self, at: MessageRef, content: &str) -> Result<(), ApiError> {
         let op = "edit_message";
-        let body = json!({"content": content, "allowed_mentions": {"parse": []}});
+        let body = message(content);
         let path = format!("/channels/{}/messages/{}", at.channel_id, at.message_id);
         let request = self
             .request(Method::PATCH, &path, REQUEST_TIMEOUT)
@@ -211,7 +185,10 @@ impl DiscordApi {
     pub async fn start_thread(&self, at: MessageRef, name: &str) -> Result<u64, ApiError> {
         let op = "start_thread";
         let name: String = name.chars().take(MAX_THREAD_NAME).collect();
-        let body = json!({"name": name, "auto_archive_duration": 1440});
+        let body = StartThread {
+            name,
+            auto_archive_duration: 1440,
+        };
         let path = format!(
             "/channels/{}/messages/{}/threads",
             at.channel_id, at.message_id
@@ -220,10 +197,12 @@ impl DiscordApi {
             .request(Method::POST, &path, REQUEST_TIMEOUT)
             .json(&body);
         let answer = self.call(op, request).await?;
-        snowflake(&answer["id"]).ok_or(ApiError::Decode {
-            op,
-            detail: "no thread id".to_owned(),
-        })
+        let thread: ChannelAnswer = read(answer);
+        thread
+            .id
+            .as_ref()
+            .and_then(snowflake)
+            .ok_or_else(|| HttpError::decode(op, "no thread id").into())
     }
 
     /// `POST /channels/{channel}/typing`: "typing…" for about 10 seconds.
@@ -259,17 +238,22 @@ impl DiscordApi {
         caption: Option<&str>,
     ) -> Result<MessageRef, ApiError> {
         let op = "upload";
-        let payload = json!({
-            "content": caption.unwrap_or(""),
-            "allowed_mentions": {"parse": []},
-            "attachments": [{"id": 0, "filename": filename}],
-        });
+        let payload = UploadPayload {
+            content: caption.unwrap_or("").to_owned(),
+            allowed_mentions: AllowedMentions::default(),
+            attachments: vec![UploadAttachment {
+                id: 0,
+                filename: filename.to_owned(),
+            }],
+        };
+        let payload = serde_json::to_string(&payload)
+            .map_err(|_| HttpError::decode(op, "the upload's payload_json"))?;
         let form = reqwest::multipart::Form::new()
             .part(
                 "payload_json",
-                reqwest::multipart::Part::text(payload.to_string())
+                reqwest::multipart::Part::text(payload)
                     .mime_str("application/json")
-                    .map_err(|e| ApiError::transport(op, e))?,
+                    .map_err(|e| HttpError::transport(op, e))?,
             )
             .part(
                 "files[0]",
@@ -288,52 +272,10 @@ impl DiscordApi {
 
     /// Downloads an attachment (a CDN URL from a message) of at most `max` bytes. No
     /// token is sent: CDN URLs are signed themselves. A URL on a host `file_hosts` does not
-    /// list is [`ApiError::HostNotAllowed`], before any request.
+    /// list is [`HttpError::HostNotAllowed`], before any request; no redirect is followed.
     pub async fn download(&self, url: &str, max: u64) -> Result<Vec<u8>, ApiError> {
-        let op = "download";
-        let parsed = url::Url::parse(url).map_err(|_| ApiError::BadUrl)?;
-        let plain = matches!(parsed.scheme(), "http" | "https")
-            && parsed.host().is_some()
-            && parsed.username().is_empty()
-            && parsed.password().is_none();
-        if !plain {
-            return Err(ApiError::BadUrl);
-        }
-        if !self.file_hosts.allows(&parsed) {
-            tracing::warn!(
-                host = parsed.host_str().unwrap_or_default(),
-                "Refused an attachment on a host not in file_hosts."
-            );
-            return Err(ApiError::HostNotAllowed);
-        }
-        let response = self
-            .http
-            .get(parsed)
-            .timeout(FILE_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| ApiError::transport(op, e))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(ApiError::Api {
-                op,
-                code: 0,
-                status: status.as_u16(),
-            });
-        }
-        let declared = response.content_length();
-        read_bounded(
-            response.bytes_stream().map_err(|e| e.without_url()),
-            declared,
-            max,
-        )
-        .await
-        .map_err(|e| {
-            e.into_error(
-                || ApiError::TooLarge { limit: max },
-                |e| ApiError::transport(op, e),
-            )
-        })
+        let bytes = http::download(&self.http, &self.file_hosts, url, max).await?;
+        Ok(bytes.into())
     }
 }
 
@@ -353,7 +295,7 @@ pub(crate) fn read_answer(
         return Ok(json);
     }
     tracing::debug!(op, status = status.as_u16(), "discord refused a call");
-    Err(refusal(op, status, headers, &json))
+    Err(refusal(op, status, headers, json))
 }
 
 pub(crate) fn message_ref(
@@ -361,7 +303,7 @@ pub(crate) fn message_ref(
     channel: u64,
     answer: Value,
 ) -> Result<MessageRef, ApiError> {
-    let parsed: Option<IdAnswer> = serde_json::from_value(answer).ok();
+    let parsed: Option<MessageAnswer> = serde_json::from_value(answer).ok();
     let ids = parsed.and_then(|a| {
         let message_id = snowflake(&a.id)?;
         let channel_id = a.channel_id.as_ref().and_then(snowflake).unwrap_or(channel);
@@ -370,15 +312,13 @@ pub(crate) fn message_ref(
             message_id,
         })
     });
-    ids.ok_or(ApiError::Decode {
-        op,
-        detail: "no message id".to_owned(),
-    })
+    ids.ok_or_else(|| HttpError::decode(op, "no message id").into())
 }
 
 /// Sorts a refusal: 429 (its wait from the body's `retry_after`, else `Retry-After`, else
 /// `X-RateLimit-Reset-After`), 401, or Discord's code.
-fn refusal(op: &'static str, status: StatusCode, headers: &HeaderMap, body: &Value) -> ApiError {
+fn refusal(op: &'static str, status: StatusCode, headers: &HeaderMap, body: Value) -> ApiError {
+    let body: ErrorBody = read(body);
     match status.as_u16() {
         429 => {
             let header = |name: &str| {
@@ -387,16 +327,15 @@ fn refusal(op: &'static str, status: StatusCode, headers: &HeaderMap, body: &Val
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.trim().parse::<f64>().ok())
             };
-            let retry_after = body["retry_after"]
-                .as_f64()
+            let retry_after = body
+                .retry_after
                 .or_else(|| header("retry-after"))
                 .or_else(|| header("x-ratelimit-reset-after"))
                 .filter(|s| s.is_finite() && *s >= 0.0)
                 .map(|s| Duration::from_secs_f64(s.min(MAX_RETRY_AFTER.as_secs_f64())))
                 .unwrap_or(DEFAULT_RETRY_AFTER)
                 .min(MAX_RETRY_AFTER);
-            let global = body["global"].as_bool().unwrap_or(false)
-                || headers.contains_key("x-ratelimit-global");
+            let global = body.global.unwrap_or(false) || headers.contains_key("x-ratelimit-global");
             ApiError::RateLimited {
                 op,
                 retry_after,
@@ -406,7 +345,7 @@ fn refusal(op: &'static str, status: StatusCode, headers: &HeaderMap, body: &Val
         401 => ApiError::Unauthorized { op },
         s => ApiError::Api {
             op,
-            code: body["code"].as_i64().unwrap_or(0),
+            code: body.code.unwrap_or(0),
             status: s,
         },
     }

@@ -1,5 +1,5 @@
-//! The Discord channel: serenity's gateway in, thin REST calls out. Not registered yet
-//! (no `Platform` entry, no root feature).
+//! The Discord channel: serenity's gateway in (`crate::transport::ws`), thin REST calls
+//! out (`crate::api`).
 //!
 //! - **In**: each user message is normalized ([`crate::inbound`]); a message id seen
 //!   before (a RESUME replay, a redelivery) is skipped before any side effect; a
@@ -32,8 +32,9 @@ use tokio_util::sync::CancellationToken;
 use crate::NAME;
 use crate::api::{DONE_EMOJI, DiscordApi, MessageRef};
 use crate::config::DiscordSettings;
-use crate::gateway::{self, GatewayEvent, Message};
 use crate::inbound::{InboundContext, Route, normalize};
+use crate::model::Message;
+use crate::transport::ws::{self, GatewayEvent};
 
 /// Discord's limit on a message's content, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 2000;
@@ -182,11 +183,6 @@ impl DiscordChannel {
             telemetry: Telemetry::new(NAME),
             state: Mutex::new(State::default()),
         })
-    }
-
-    /// The REST client.
-    pub fn api(&self) -> &DiscordApi {
-        &self.api
     }
 
     /// Adds the ✅ reaction to the user's message `to` answers (its `channel_id` and
@@ -367,7 +363,7 @@ impl Channel for DiscordChannel {
     ) -> ChannelResult<ChannelExit> {
         let (tx, mut events) = mpsc::channel(EVENTS);
         let reconnect = self.telemetry.reconnect(reconnect::BACKOFF);
-        let gateway = gateway::run(&self.settings, &self.api, tx, reconnect, shutdown.clone());
+        let gateway = ws::run(&self.settings, &self.api, tx, reconnect, shutdown.clone());
         tokio::pin!(gateway);
         let mut open = true;
         let result = loop {

@@ -31,10 +31,9 @@ pub fn checks(settings: &DiscordSettings) -> BoxFuture<'_, Vec<Check>> {
 /// How `/users/@me` failed.
 fn sort(error: &ApiError) -> Failure {
     match error {
-        ApiError::Transport { .. } => Failure::Unreachable,
+        ApiError::Http(e) => e.into(),
         ApiError::RateLimited { .. } => Failure::Throttled,
         ApiError::Unauthorized { .. } => Failure::Refused,
         ApiError::Api { status, .. } => Failure::refusal(*status),
-        _ => Failure::Unexpected,
     }
 }

@@ -6,12 +6,14 @@
 //! the delivery engine through `ChannelError::RetryAfter`: the adapter never sleeps on a
 //! limit itself, so nothing is sent early and nothing is dropped.
 //!
-//! No variant holds the answer's `message`, the request body or the token (reqwest errors
-//! lose their URL too).
+//! What can go wrong on any platform's wire is the core's [`HttpError`], wrapped as
+//! [`ApiError::Http`]; the other variants are Discord's own answers. No variant holds the
+//! answer's `message`, the request body or the token (reqwest errors lose their URL too).
 
 use std::time::Duration;
 
 use im_bridge_channel::ChannelError;
+use im_bridge_channel::http::HttpError;
 
 /// Discord's code: Unknown Message (the message to edit is gone).
 pub const UNKNOWN_MESSAGE: i64 = 10008;
@@ -29,6 +31,10 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 /// A failed Discord REST call.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    /// What can go wrong on any platform's wire: network trouble, an unreadable or
+    /// oversized answer, a file over its bound or on a host not listed.
+    #[error(transparent)]
+    Http(#[from] HttpError),
     /// HTTP 429: wait this long, then send again. Nothing was delivered.
     #[error("Discord asked to retry {op} after {retry_after:?}")]
     RateLimited {
@@ -55,50 +61,9 @@ pub enum ApiError {
         /// The HTTP status.
         status: u16,
     },
-    /// A download over its caller's bound. Only the bound is named.
-    #[error("the file is larger than {limit} bytes")]
-    TooLarge {
-        /// The bound it exceeds.
-        limit: u64,
-    },
-    /// An attachment URL that is not plain `http(s)://` with a host and no credentials.
-    #[error("the attachment URL is not a plain http(s) URL")]
-    BadUrl,
-    /// An attachment URL on a host `file_hosts` does not list: refused before any request.
-    /// The URL is not kept (its query is a signature).
-    #[error("the attachment URL is not on a host listed in file_hosts")]
-    HostNotAllowed,
-    /// Network trouble; the cause has lost its URL.
-    #[error("calling {op} failed: {source}")]
-    Transport {
-        /// The operation.
-        op: &'static str,
-        /// The cause, without its URL.
-        #[source]
-        source: reqwest::Error,
-    },
-    /// The answer was not what we expected.
-    #[error("unexpected answer to {op}: {detail}")]
-    Decode {
-        /// The operation.
-        op: &'static str,
-        /// What did not fit (its shape, never the body).
-        detail: String,
-    },
-    /// The HTTP client could not be built.
-    #[error("building the HTTP client failed: {0}")]
-    Client(#[source] reqwest::Error),
 }
 
 impl ApiError {
-    /// A transport error, with the URL removed.
-    pub fn transport(op: &'static str, error: reqwest::Error) -> Self {
-        Self::Transport {
-            op,
-            source: error.without_url(),
-        }
-    }
-
     /// Discord's JSON code of a refusal, if any.
     pub fn code(&self) -> Option<i64> {
         match self {
@@ -111,16 +76,13 @@ impl ApiError {
 impl From<ApiError> for ChannelError {
     fn from(error: ApiError) -> Self {
         match error {
+            ApiError::Http(e) => e.into(),
             ApiError::RateLimited { retry_after, .. } => ChannelError::RetryAfter(retry_after),
-            ApiError::TooLarge { limit } => ChannelError::TooLarge { limit },
             ApiError::Api {
                 code: UNKNOWN_MESSAGE,
                 op: "edit_message",
                 ..
             } => ChannelError::NotEditable,
-            ApiError::Transport { .. } | ApiError::Decode { .. } => {
-                ChannelError::Transport(error.to_string())
-            }
             ApiError::Api { status, .. } if status >= 500 => {
                 ChannelError::Transport(error.to_string())
             }

@@ -7,10 +7,12 @@
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::api::{MessageRef, message_ref, read_answer};
+use crate::api::{message_ref, read_answer};
 use crate::error::ApiError;
-use crate::gateway::Message;
 use crate::inbound::{InboundContext, Normalized, Skip, normalize};
+use crate::model::Message;
+
+pub use crate::api::MessageRef;
 
 /// A message as serenity reads it from the gateway's JSON, then [`normalize`]d; `None`
 /// when serenity refuses the JSON.

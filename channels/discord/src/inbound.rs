@@ -34,7 +34,7 @@ use serde_json::Value;
 
 use crate::NAME;
 use crate::config::DiscordSettings;
-use crate::gateway::Message;
+use crate::model::Message;
 use serenity::model::channel::MessageType;
 
 /// At most this many attachments of one message are kept; the rest are ignored.

@@ -160,16 +160,16 @@ async fn gateway_discovery_and_bounded_downloads() {
     assert_eq!(api.download(&url, 100).await.unwrap().len(), 100);
     assert!(matches!(
         api.download(&url, 99).await.unwrap_err(),
-        ApiError::TooLarge { limit: 99 }
+        ApiError::Http(HttpError::TooLarge { limit: 99 })
     ));
     assert!(matches!(
         api.download("file:///etc/passwd", 10).await.unwrap_err(),
-        ApiError::BadUrl
+        ApiError::Http(HttpError::BadUrl)
     ));
     let creds = format!("http://u:p@{}/attachments/a.bin", fake.addr());
     assert!(matches!(
         api.download(&creds, 1000).await.unwrap_err(),
-        ApiError::BadUrl
+        ApiError::Http(HttpError::BadUrl)
     ));
     let download = fake.calls_to("attachment");
     assert!(
@@ -186,7 +186,7 @@ async fn gateway_discovery_and_bounded_downloads() {
     let cdn_only = DiscordApi::new(&settings).unwrap();
     assert!(matches!(
         cdn_only.download(&url, 100).await.unwrap_err(),
-        ApiError::HostNotAllowed
+        ApiError::Http(HttpError::HostNotAllowed)
     ));
     let port = url::Url::parse(&url).unwrap().port().unwrap();
     settings.file_hosts =
@@ -194,9 +194,9 @@ async fn gateway_discovery_and_bounded_downloads() {
     let other_port = DiscordApi::new(&settings).unwrap();
     assert!(matches!(
         other_port.download(&url, 100).await.unwrap_err(),
-        ApiError::HostNotAllowed
+        ApiError::Http(HttpError::HostNotAllowed)
     ));
-    let refused = ChannelError::from(ApiError::HostNotAllowed);
+    let refused = ChannelError::from(ApiError::from(HttpError::HostNotAllowed));
     assert!(
         matches!(refused, ChannelError::Rejected { .. }),
         "{refused:?}"
@@ -209,6 +209,6 @@ async fn gateway_discovery_and_bounded_downloads() {
     fake.set_gateway_url("https://not-a-gateway");
     assert!(matches!(
         api.gateway_url().await.unwrap_err(),
-        ApiError::Decode { .. }
+        ApiError::Http(HttpError::Decode { .. })
     ));
 }

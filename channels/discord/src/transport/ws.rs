@@ -17,7 +17,11 @@
 //!   shared URL every connection of serenity's must read first, and lets them through
 //!   one at a time, paced, counted and logged by the adapter's [`Reconnect`]: a server
 //!   dropping every new connection sees a handful of attempts in 15 s, not hundreds
-//!   (issue 27).
+//!   (issue 27). This is why the gateway is no `LongConnection` driven by
+//!   `Reconnect::drive` like the other adapters' long connections: serenity's shard owns
+//!   the connect → serve → reconnect loop and exposes no step of it, so the gate applies
+//!   the same `Reconnect` policy (waits, counters, rate-limited logs) to the connections
+//!   serenity opens.
 //! - A missed heartbeat ACK makes serenity restart the shard (a fresh IDENTIFY, not a
 //!   RESUME): events of the zombied session are not replayed.
 //! - 4004 (wrong token), 4013 and 4014 (intents) end [`run`] with a clear
@@ -48,7 +52,7 @@ use crate::api::DiscordApi;
 use crate::config::DiscordSettings;
 use crate::error::ApiError;
 
-pub use serenity::model::channel::Message;
+use crate::model::Message;
 
 mod gate;
 #[cfg(test)]

@@ -254,40 +254,10 @@ async fn a_wrong_token_is_fatal_and_clear() {
     );
 }
 
-/// Every log line of this binary, serenity's included: a global subscriber (a thread's
-/// default one misses lines of tasks on other threads), installed once.
-fn captured_logs() -> &'static std::sync::Mutex<Vec<u8>> {
-    static LOGS: std::sync::OnceLock<&'static std::sync::Mutex<Vec<u8>>> =
-        std::sync::OnceLock::new();
-    LOGS.get_or_init(|| {
-        let logs: &'static std::sync::Mutex<Vec<u8>> =
-            Box::leak(Box::new(std::sync::Mutex::new(Vec::new())));
-        let subscriber = tracing_subscriber::fmt()
-            .with_env_filter("im_bridge_discord=trace,serenity=trace")
-            .with_writer(move || Captured(logs))
-            .with_ansi(false)
-            .finish();
-        let _ = tracing::subscriber::set_global_default(subscriber);
-        logs
-    })
-}
-
-struct Captured(&'static std::sync::Mutex<Vec<u8>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serenity_and_the_adapter_log_no_token_at_trace_level() {
-    let logs = captured_logs();
+    // Serenity's lines too: a global subscriber sees its tasks on other threads.
+    let logs = im_bridge_channel::logs::capture("im_bridge_discord=trace,serenity=trace");
     let fake = FakeDiscord::start().await.unwrap();
     let mut gw = start(&fake, discord::TOKEN);
     assert!(matches!(gw.next().await, GatewayEvent::Ready { .. }));
@@ -303,7 +273,7 @@ async fn serenity_and_the_adapter_log_no_token_at_trace_level() {
         .unwrap()
         .unwrap();
     assert!(matches!(result, Err(GatewayError::InvalidToken)));
-    let text = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     assert!(text.contains("serenity"), "serenity's lines are captured");
     assert!(
         !text.contains(discord::TOKEN),
