@@ -23,7 +23,7 @@ use im_bridge_channel::render::PlainText;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelResult, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit,
-    ReplyWindow, SendTarget, SentMessage, Stage, Telemetry, WebhookLimits, WebhookRoute,
+    ReplyWindow, SendTarget, SentMessage, Stage, Telemetry, WebhookRoute,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -98,16 +98,7 @@ impl QqChannel {
         let api = Api::from_settings(&settings).map_err(ChannelError::from)?;
         let telemetry = Telemetry::new(NAME);
         let route = match &settings.transport {
-            Transport::Webhook(hook) => Some(
-                ctx.webhooks
-                    .route(
-                        &telemetry,
-                        hook.listen,
-                        &hook.path,
-                        WebhookLimits::default(),
-                    )
-                    .map_err(|e| ChannelError::Transport(e.to_string()))?,
-            ),
+            Transport::Webhook(place) => Some(ctx.webhooks.route_place(&telemetry, place)?),
             Transport::Websocket => None,
         };
         Ok(Self {

@@ -19,12 +19,11 @@
 //! names only the code and status (never `message`, which is not ours to trust). The
 //! cache's lock is held at most [`TOKEN_TIMEOUT`].
 
-use std::fmt;
 use std::time::Duration;
 
 use im_bridge_channel::Secret;
 use im_bridge_channel::http::{self, HttpError};
-use im_bridge_channel::token::TokenSource;
+use im_bridge_channel::token::{self, TokenSource};
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -51,7 +50,8 @@ pub fn refresh_margin(lifetime: Duration) -> Duration {
     MAX_REFRESH_MARGIN.min(lifetime / 10)
 }
 
-/// Asks QQ for a bot's app access token.
+/// Asks QQ for a bot's app access token. `Debug` shows no secret (it is a [`Secret`]).
+#[derive(Debug)]
 pub struct AppToken {
     http: reqwest::Client,
     url: String,
@@ -127,23 +127,13 @@ impl TokenSource for AppToken {
         let answer =
             answer.ok_or_else(|| HttpError::decode(OP, "the answer is not a JSON object"))?;
         let lifetime = answer.expires_in.as_ref().and_then(seconds);
-        match (answer.access_token, lifetime) {
-            (Some(token), Some(secs)) if !token.is_empty() => {
-                let lifetime = Duration::from_secs(secs);
-                Ok((Secret::new(token), lifetime - refresh_margin(lifetime)))
-            }
-            _ => Err(HttpError::decode(OP, "the answer has no access_token or expires_in").into()),
-        }
-    }
-}
-
-impl fmt::Debug for AppToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AppToken")
-            .field("url", &self.url)
-            .field("app_id", &self.app_id)
-            .field("secret", &self.secret)
-            .finish_non_exhaustive()
+        let (token, lifetime) = token::issued(
+            OP,
+            answer.access_token,
+            lifetime.map(Duration::from_secs),
+            "access_token or expires_in",
+        )?;
+        Ok((token, lifetime - refresh_margin(lifetime)))
     }
 }
 

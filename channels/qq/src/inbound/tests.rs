@@ -10,8 +10,8 @@ const BOT: &str = "3889001234";
 
 fn fixture(name: &str) -> Value {
     let text = match name {
-        "group" => include_str!("../../tests/fixtures/gateway_group_at_message.json"),
-        "c2c" => include_str!("../../tests/fixtures/gateway_c2c_message.json"),
+        "group" => im_bridge_channel::fixture!("gateway_group_at_message.json"),
+        "c2c" => im_bridge_channel::fixture!("gateway_c2c_message.json"),
         _ => unreachable!(),
     };
     serde_json::from_str(text).unwrap()

@@ -1,15 +1,10 @@
 //! Every wire type against its recorded payloads in `tests/fixtures/`: read, written back,
 //! equal (`im_bridge_channel::fixtures::round_trip`).
 
+use im_bridge_channel::fixture;
 use im_bridge_channel::fixtures::round_trip;
 
 use super::*;
-
-macro_rules! fixture {
-    ($name:literal) => {
-        include_str!(concat!("../../tests/fixtures/", $name))
-    };
-}
 
 /// The `d` of a payload fixture, as JSON text.
 fn data(payload: &Payload) -> String {

@@ -18,7 +18,7 @@
 use std::fmt;
 
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
-use im_bridge_channel::Secret;
+use im_bridge_channel::{Secret, hex};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -77,7 +77,7 @@ impl WebhookKey {
 
     /// Whether `signature_hex` is a signature of `timestamp` + `body`.
     pub fn verify(&self, timestamp: &str, body: &[u8], signature_hex: &str) -> bool {
-        let Some(bytes) = decode_hex::<64>(signature_hex.trim()) else {
+        let Some(bytes) = hex::decode::<64>(signature_hex.trim()) else {
             return false;
         };
         let signature = Signature::from_bytes(&bytes);
@@ -92,7 +92,7 @@ impl WebhookKey {
         let mut message = Vec::with_capacity(timestamp.len() + body.len());
         message.extend_from_slice(timestamp.as_bytes());
         message.extend_from_slice(body);
-        encode_hex(&self.signing.sign(&message).to_bytes())
+        hex::encode(&self.signing.sign(&message).to_bytes())
     }
 
     /// The answer to a callback validation: `{plain_token, signature}`, signed over
@@ -193,35 +193,6 @@ pub fn dispatch_ack(success: bool) -> Value {
 /// Whether a signature header is worth checking at all (present, not absurdly long).
 pub fn plausible_signature(value: &str) -> bool {
     !value.is_empty() && value.len() <= MAX_SIGNATURE_LEN
-}
-
-/// Lower-case hex of `bytes`.
-pub fn encode_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    out
-}
-
-/// Exactly `N` bytes of hex (either case); `None` otherwise.
-fn decode_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
-    let digits = text.as_bytes();
-    if digits.len() != 2 * N {
-        return None;
-    }
-    let value = |c: u8| {
-        char::from(c)
-            .to_digit(16)
-            .and_then(|v| u8::try_from(v).ok())
-    };
-    let mut out = [0u8; N];
-    for (slot, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
-        *slot = (value(pair[0])? << 4) | value(pair[1])?;
-    }
-    Some(out)
 }
 
 #[cfg(test)]

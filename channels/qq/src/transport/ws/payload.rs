@@ -152,8 +152,7 @@ mod tests {
             MAX_HEARTBEAT
         );
         let fixture: Value =
-            serde_json::from_str(include_str!("../../../tests/fixtures/gateway_ready.json"))
-                .unwrap();
+            serde_json::from_str(im_bridge_channel::fixture!("gateway_ready.json")).unwrap();
         let r = ready(&fixture["d"]).unwrap();
         assert_eq!(r.session_id, "082ee18c-0be3-491b-9d8b-fbd95c51673a");
         assert_eq!(

@@ -373,39 +373,10 @@ async fn shutdown_closes_the_connection_and_ends_run() {
     assert_eq!(fake.connections().len(), 1);
 }
 
-/// Every log line of this crate written by this test binary: a global subscriber (a
-/// thread's default one misses lines while other tests run in parallel), installed once.
-fn captured_logs() -> &'static Mutex<Vec<u8>> {
-    static LOGS: std::sync::OnceLock<&'static Mutex<Vec<u8>>> = std::sync::OnceLock::new();
-    LOGS.get_or_init(|| {
-        let logs: &'static Mutex<Vec<u8>> = Box::leak(Box::new(Mutex::new(Vec::new())));
-        let subscriber = tracing_subscriber::fmt()
-            // The reconnect lines are the shared policy's (im_bridge_channel::reconnect).
-            .with_env_filter("im_bridge_qq=trace,im_bridge_channel=trace")
-            .with_writer(move || Captured(logs))
-            .with_ansi(false)
-            .finish();
-        let _ = tracing::subscriber::set_global_default(subscriber);
-        logs
-    })
-}
-
-struct Captured(&'static Mutex<Vec<u8>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn logs_name_no_token_secret_session_or_text() {
-    let logs = captured_logs();
+    // The reconnect lines are the shared policy's (im_bridge_channel::reconnect).
+    let logs = im_bridge_channel::logs::capture("im_bridge_qq=trace,im_bridge_channel=trace");
     let fake = FakeQq::start().await.unwrap();
     let client = spawn(&fake);
     client.log.wait("READY", |l| ready_count(l) == 1).await;
@@ -422,7 +393,7 @@ async fn logs_name_no_token_secret_session_or_text() {
         .wait("a third READY", |l| ready_count(l) == 3)
         .await;
     client.stop().await;
-    let text = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     assert!(text.contains("Connected to the QQ gateway."), "{text}");
     assert!(text.contains("op 9"), "{text}");
     assert!(text.contains("code 4004"), "{text}");
