@@ -273,5 +273,38 @@ pub async fn download(
     })
 }
 
+/// An API call's answer, read under its bound: what every adapter sorts a refusal by.
+#[derive(Debug)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: reqwest::StatusCode,
+    /// The headers (a rate limit's `Retry-After`, …).
+    pub headers: reqwest::header::HeaderMap,
+    /// The body, or why it could not be read ([`read_answer`]'s errors): a refusal's body
+    /// is often worth reading, and often not readable.
+    pub body: Result<Vec<u8>, HttpError>,
+}
+
+/// Sends `request` (an API call) and reads its answer under `max` bytes, whatever its
+/// status. A request that could not be sent is [`HttpError::transport`] (without its URL).
+pub async fn exchange(
+    op: &'static str,
+    request: reqwest::RequestBuilder,
+    max: u64,
+) -> Result<Answer, HttpError> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| HttpError::transport(op, e))?;
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = read_answer(op, response, max).await;
+    Ok(Answer {
+        status,
+        headers,
+        body,
+    })
+}
+
 #[cfg(test)]
 mod tests;

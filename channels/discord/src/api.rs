@@ -91,14 +91,8 @@ impl DiscordApi {
 
     /// Sends `request`, sorts a refusal, and reads a JSON answer (`null` for 204).
     async fn call(&self, op: &'static str, request: RequestBuilder) -> Result<Value, ApiError> {
-        let response = request
-            .send()
-            .await
-            .map_err(|e| HttpError::transport(op, e))?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = http::read_answer(op, response, MAX_ANSWER).await?;
-        read_answer(op, status, &headers, &body)
+        let answer = http::exchange(op, request, MAX_ANSWER).await?;
+        read_answer(op, answer.status, &answer.headers, &answer.body?)
     }
 
     /// `GET /gateway/bot`: the gateway URL to connect to (as Discord gives it).

@@ -101,16 +101,10 @@ impl TokenSource for AppToken {
             app_id: self.app_id.clone(),
             client_secret: self.secret.expose().to_owned(),
         };
-        let response = self
-            .http
-            .post(&self.url)
-            .timeout(TOKEN_TIMEOUT)
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| HttpError::transport(OP, e))?;
-        let status = response.status().as_u16();
-        let body = http::read_answer(OP, response, MAX_ANSWER_BYTES).await?;
+        let request = self.http.post(&self.url).timeout(TOKEN_TIMEOUT).json(&body);
+        let answer = http::exchange(OP, request, MAX_ANSWER_BYTES).await?;
+        let status = answer.status.as_u16();
+        let body = answer.body?;
         let answer = serde_json::from_slice::<TokenAnswer>(&body).ok();
         let code = answer.as_ref().and_then(|a| a.code).filter(|c| *c != 0);
         if !(200..300).contains(&status) || code.is_some() {

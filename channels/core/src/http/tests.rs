@@ -188,3 +188,28 @@ fn file_urls_are_plain_http() {
         assert!(file_url(bad).is_none(), "{bad}");
     }
 }
+
+#[tokio::test]
+async fn an_exchange_reads_every_status_and_keeps_the_body_bounded() {
+    let base = serve().await;
+    let http = client().unwrap();
+    let small = exchange("small", http.get(format!("{base}/small")), 5)
+        .await
+        .unwrap();
+    assert_eq!(small.status, StatusCode::OK);
+    assert_eq!(small.body.unwrap(), b"hello");
+    let gone = exchange("gone", http.get(format!("{base}/gone")), 5)
+        .await
+        .unwrap();
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
+    assert!(gone.body.unwrap().is_empty());
+    let big = exchange("big", http.get(format!("{base}/big")), 1000)
+        .await
+        .unwrap();
+    assert!(matches!(big.body, Err(HttpError::Decode { op: "big", .. })));
+    let hop = exchange("hop", http.get(format!("{base}/hop")), 5)
+        .await
+        .unwrap();
+    assert_eq!(hop.status, StatusCode::TEMPORARY_REDIRECT);
+    assert!(hop.headers.contains_key(header::LOCATION));
+}
