@@ -83,9 +83,7 @@ impl From<ApiError> for ChannelError {
                 op: "edit_message",
                 ..
             } => ChannelError::NotEditable,
-            ApiError::Api { status, .. } if status >= 500 => {
-                ChannelError::Transport(error.to_string())
-            }
+            ApiError::Api { status, .. } => ChannelError::refusal(status, &error),
             other => ChannelError::Rejected {
                 reason: other.to_string(),
             },
