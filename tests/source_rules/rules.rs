@@ -443,6 +443,19 @@ mod tests {
     }
 
     #[test]
+    fn the_core_naming_a_platform_fails() {
+        let bad = "//! Feishu and Lark are fine in a doc.\nenum Markup {\n    TelegramHtml,\n    Plain,\n}\nconst HOST: &str = \"open.feishu.cn\";\n";
+        assert_eq!(
+            lines(the_core_names_no_platform(
+                "channels/core/src/render.rs",
+                bad
+            )),
+            [3, 6]
+        );
+        assert!(the_core_names_no_platform("channels/feishu/src/api.rs", bad).is_empty());
+    }
+
+    #[test]
     fn the_manager_naming_a_platform_or_reading_its_key_fails() {
         let bad = "fn f(m: &Msg) {\n    if m.channel == \"console\" {}\n    let id = m.metadata.get(\"message_id\");\n    let p = m.metadata.pointer(\"/event/team_id\");\n    let t = \"message_thread_id\";\n}\n";
         assert_eq!(
