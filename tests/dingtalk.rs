@@ -4,6 +4,7 @@
 
 #![cfg(feature = "dingtalk")]
 
+pub(crate) mod conformance;
 pub(crate) mod harness;
 
 use std::time::Duration;

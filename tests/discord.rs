@@ -5,6 +5,7 @@
 
 #![cfg(feature = "discord")]
 
+pub(crate) mod conformance;
 pub(crate) mod harness;
 
 use std::time::Duration;

@@ -4,6 +4,7 @@
 
 #![cfg(feature = "feishu")]
 
+pub(crate) mod conformance;
 mod files;
 mod freshness;
 pub(crate) mod harness;

@@ -4,6 +4,7 @@
 
 #![cfg(feature = "qq")]
 
+pub(crate) mod conformance;
 mod freshness;
 pub(crate) mod harness;
 

@@ -17,6 +17,7 @@
 
 mod artifacts;
 mod chains;
+pub(crate) mod conformance;
 mod formatting;
 pub(crate) mod harness;
 mod replicas;
