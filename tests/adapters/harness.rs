@@ -111,6 +111,7 @@ pub trait Conformance: Sized {
     /// The secrets of this run: configured credentials and the tokens the fake issued.
     fn secrets(&self) -> Vec<String>;
 
-    /// Stops the daemon as a signal would and checks that it stopped cleanly.
+    /// Stops the daemon as a signal would and checks that it stopped cleanly. (Dropping
+    /// the harness instead asks the daemon to stop without waiting for it.)
     fn stop(self) -> impl Future<Output = ()>;
 }
