@@ -238,3 +238,5 @@ pub struct Connection {
     /// Whether it is still open.
     pub open: bool,
 }
+
+crate::skeleton::socket::linked!(Connection);

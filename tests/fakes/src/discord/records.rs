@@ -131,6 +131,8 @@ pub struct Connection {
     pub session: Option<String>,
 }
 
+crate::skeleton::socket::linked!(Connection, session);
+
 /// An IDENTIFY received.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Identify {

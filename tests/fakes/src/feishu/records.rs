@@ -182,3 +182,5 @@ pub struct Connection {
     /// Pings received on it.
     pub pings: usize,
 }
+
+crate::skeleton::socket::linked!(Connection);

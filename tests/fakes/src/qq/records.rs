@@ -1,6 +1,5 @@
 //! What the fake QQ records and reports: HTTP calls, accepted replies, gateway
-//! connections and the frames they exchanged, scripted failures, and the timeout of a
-//! wait.
+//! connections and the frames they exchanged, scripted failures.
 
 use std::time::SystemTime;
 
@@ -79,6 +78,8 @@ pub struct Connection {
     pub ready: bool,
 }
 
+crate::skeleton::socket::linked!(Connection, session);
+
 /// An op 2 Identify the fake received.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Identify {
@@ -146,31 +147,3 @@ pub struct Pushed {
     /// next READY).
     pub seq: Option<u64>,
 }
-
-/// A wait that ran out; `Debug` lists the calls so far.
-pub struct WaitTimeout {
-    pub(super) what: String,
-    pub(super) calls: Vec<Call>,
-}
-
-impl std::fmt::Debug for WaitTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "timed out waiting for {}; calls so far:", self.what)?;
-        for c in &self.calls {
-            writeln!(
-                f,
-                "  {} {:?} {} {} {}",
-                c.status, c.code, c.method, c.path, c.body
-            )?;
-        }
-        Ok(())
-    }
-}
-
-impl std::fmt::Display for WaitTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "timed out waiting for {}", self.what)
-    }
-}
-
-impl std::error::Error for WaitTimeout {}

@@ -1,6 +1,7 @@
-//! The skeleton every fake server shares: its recorded state behind one lock, the
-//! [`Notify`] that wakes waiters whenever something is recorded, the token that stops it,
-//! its address; the HTTP server on `127.0.0.1:0`; waits with deadlines; and answers.
+//! What a fake's handlers and its public API share: the recorded state behind one lock,
+//! the [`Notify`] that wakes waiters whenever something is recorded, the token that stops
+//! the fake, its address; and the HTTP server on `127.0.0.1:0` that serves every request
+//! with the platform's handler until the fake is dropped.
 
 use std::net::SocketAddr;
 use std::ops::Deref;
@@ -9,9 +10,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::handler::Handler;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use serde_json::Value;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -37,6 +35,38 @@ impl<I> Shared<I> {
     /// Wakes every waiter: something was recorded.
     pub(crate) fn notify(&self) {
         self.changed.notify_waiters();
+    }
+
+    /// Changes the state with `change`, then wakes every waiter.
+    pub(crate) fn update<R>(&self, change: impl FnOnce(&mut I) -> R) -> R {
+        let result = change(&mut self.lock());
+        self.notify();
+        result
+    }
+
+    /// Calls `again(state, attempt)` every `after`, for attempts 1 to `times`, until it
+    /// says it is done (returns false) or the fake stops; waking the waiters after each
+    /// call. For deliveries a client did not ack in time.
+    pub(crate) fn retry_every(
+        self: &Arc<Self>,
+        after: Duration,
+        times: u32,
+        mut again: impl FnMut(&mut I, u32) -> bool + Send + 'static,
+    ) where
+        I: Send + 'static,
+    {
+        let shared = self.clone();
+        tokio::spawn(async move {
+            for attempt in 1..=times {
+                tokio::select! {
+                    () = shared.stop.cancelled() => return,
+                    () = tokio::time::sleep(after) => {}
+                }
+                if !shared.update(|state| again(state, attempt)) {
+                    return;
+                }
+            }
+        });
     }
 
     /// Waits until `holds`, rechecked whenever something is recorded, or `deadline`
@@ -100,38 +130,4 @@ impl<I: Send + 'static> Server<I> {
         });
         Ok(Self(shared))
     }
-}
-
-/// A fake's answer as an HTTP response: a JSON body, or bytes
-/// (`application/octet-stream`, with a `Content-Disposition` naming the file when one is
-/// given), plus `headers` (one that is not a valid header value is left out).
-pub(crate) fn respond(
-    status: u16,
-    body: Result<Value, (Vec<u8>, Option<String>)>,
-    headers: Vec<(&'static str, String)>,
-) -> Response {
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = match body {
-        Ok(body) => (status, axum::Json(body)).into_response(),
-        Err((bytes, name)) => {
-            let mut r = (status, bytes).into_response();
-            if let Some(name) = name {
-                let disposition = format!("attachment; filename=\"{}\"", name.replace('"', ""));
-                if let Ok(v) = HeaderValue::from_str(&disposition) {
-                    r.headers_mut().insert(header::CONTENT_DISPOSITION, v);
-                }
-            }
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            );
-            r
-        }
-    };
-    for (name, value) in headers {
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            response.headers_mut().insert(name, v);
-        }
-    }
-    response
 }
