@@ -136,7 +136,6 @@ struct StoredFile {
 
 /// The fake DingTalk's state: what it recorded, its tokens, scripts and stream mode.
 pub struct DingTalk {
-    calls: Vec<Call>,
     failures: Script<Failure>,
     tokens: Tokens<Instant>,
     token_expire: u64,
@@ -160,7 +159,6 @@ pub struct DingTalk {
 impl DingTalk {
     fn new() -> Self {
         DingTalk {
-            calls: Vec::new(),
             failures: Script::default(),
             tokens: Tokens::default(),
             token_expire: TOKEN_EXPIRE_SECS,
@@ -186,18 +184,6 @@ impl DingTalk {
 
 impl Platform for DingTalk {
     type Call = Call;
-
-    fn calls(&self) -> &[Call] {
-        &self.calls
-    }
-
-    fn route(call: &Call) -> &str {
-        call.route
-    }
-
-    fn line(call: &Call) -> String {
-        call.line()
-    }
 }
 
 /// What the handlers and [`FakeDingTalk`] share.
@@ -313,7 +299,7 @@ impl Fake<DingTalk> {
             found(f).is_some()
         })
         .await?;
-        found(self).ok_or_else(|| WaitTimeout::new("an ack", self.calls().iter().map(Call::line)))
+        found(self).ok_or_else(|| self.timeout("an ack"))
     }
 
     /// Upgrades refused so far (no ticket, an unknown or already used one).

@@ -39,7 +39,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::skeleton::http::{Script, When};
-use crate::skeleton::{Fake, Gateway, Platform};
+use crate::skeleton::{Fake, Gateway, Platform, Recorded};
 
 pub use crate::skeleton::gateway::{DEFAULT_HEARTBEAT_MS, MAX_LOG};
 pub use crate::wait::WaitTimeout;
@@ -85,7 +85,6 @@ pub mod code {
 /// The fake Discord's state: what it recorded, its scripts, the gateway.
 pub struct Discord {
     gateway_url: String,
-    calls: Vec<Call>,
     failures: Script<Failure>,
     limited_until: HashMap<&'static str, Instant>,
     early_calls: usize,
@@ -106,7 +105,6 @@ impl Discord {
     fn new() -> Self {
         Self {
             gateway_url: String::new(),
-            calls: Vec::new(),
             failures: Script::default(),
             limited_until: HashMap::new(),
             early_calls: 0,
@@ -148,21 +146,9 @@ impl Discord {
 impl Platform for Discord {
     type Call = Call;
 
-    fn calls(&self) -> &[Call] {
-        &self.calls
-    }
-
-    fn route(call: &Call) -> &str {
-        call.route
-    }
-
-    fn line(c: &Call) -> String {
-        format!("{} {} → {}", c.method, c.path, c.status)
-    }
-
     /// The calls, then the IDENTIFYs and RESUMEs.
-    fn seen(&self) -> Vec<String> {
-        let calls = self.calls.iter().map(Self::line);
+    fn seen(&self, calls: &[Call]) -> Vec<String> {
+        let calls = calls.iter().map(Recorded::line);
         let identifies = self.gw.identifies.iter().map(|i| format!("IDENTIFY {i:?}"));
         let resumes = self.gw.resumes.iter().map(|r| format!("RESUME {r:?}"));
         calls.chain(identifies).chain(resumes).collect()

@@ -189,7 +189,6 @@ struct Resource {
 
 /// The fake Feishu's state: what it recorded, its tokens, scripts and long connection.
 pub struct Feishu {
-    calls: Vec<Call>,
     failures: Script<Failure>,
     tokens: Tokens<Instant>,
     token_expire: u64,
@@ -214,7 +213,6 @@ pub struct Feishu {
 impl Feishu {
     fn new() -> Self {
         Feishu {
-            calls: Vec::new(),
             failures: Script::default(),
             tokens: Tokens::default(),
             token_expire: TOKEN_EXPIRE_SECS,
@@ -247,18 +245,6 @@ impl Feishu {
 
 impl Platform for Feishu {
     type Call = Call;
-
-    fn calls(&self) -> &[Call] {
-        &self.calls
-    }
-
-    fn route(call: &Call) -> &str {
-        call.route
-    }
-
-    fn line(call: &Call) -> String {
-        call.line()
-    }
 }
 
 /// What the handlers and [`FakeFeishu`] share.

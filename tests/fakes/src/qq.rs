@@ -108,7 +108,6 @@ struct UserMessage {
 /// The fake QQ's state: what it recorded, its tokens and clock, the gateway.
 pub struct Qq {
     clock: time::Clock,
-    calls: Vec<Call>,
     tokens: Tokens<SystemTime>,
     token_expires_in: u64,
     token_as_number: bool,
@@ -124,7 +123,6 @@ impl Qq {
     fn new() -> Self {
         Self {
             clock: time::Clock::default(),
-            calls: Vec::new(),
             tokens: Tokens::default(),
             token_expires_in: TOKEN_EXPIRES_IN,
             token_as_number: false,
@@ -173,21 +171,6 @@ impl Qq {
 
 impl Platform for Qq {
     type Call = Call;
-
-    fn calls(&self) -> &[Call] {
-        &self.calls
-    }
-
-    fn route(call: &Call) -> &str {
-        call.route
-    }
-
-    fn line(c: &Call) -> String {
-        format!(
-            "{} {:?} {} {} {}",
-            c.status, c.code, c.method, c.path, c.body
-        )
-    }
 }
 
 /// What the handlers and [`FakeQq`] share.

@@ -60,7 +60,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::skeleton::http::{Script, When};
-use crate::skeleton::{Fake, Platform};
+use crate::skeleton::{Fake, Platform, Recorded};
 
 pub use crate::wait::WaitTimeout;
 
@@ -203,7 +203,6 @@ pub struct Telegram {
     /// `getUpdates` calls so far: a waiting poll that sees a newer one gives up.
     polls: u64,
     webhook: Option<(String, Option<String>)>,
-    calls: Vec<Call>,
     failures: Script<Failure>,
     messages: Vec<BotMessage>,
     files: files::Files,
@@ -258,18 +257,16 @@ impl Telegram {
 
 impl Platform for Telegram {
     type Call = Call;
+}
 
-    fn calls(&self) -> &[Call] {
-        &self.calls
-    }
-
+impl Recorded for Call {
     /// A call is filed under its Bot API method.
-    fn route(call: &Call) -> &str {
-        &call.method
+    fn route(&self) -> &str {
+        &self.method
     }
 
-    fn line(c: &Call) -> String {
-        format!("{} {} {}", c.status, c.method, c.params)
+    fn line(&self) -> String {
+        format!("{} {} {}", self.status, self.method, self.params)
     }
 }
 
@@ -357,7 +354,6 @@ impl Fake<Telegram> {
             ignore_offset_once: false,
             polls: 0,
             webhook: None,
-            calls: Vec::new(),
             failures: Script::default(),
             messages: Vec::new(),
             files: files::Files::default(),

@@ -61,7 +61,8 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     if route == "connect" {
         let response = stream::upgrade(&shared, &head, request);
         let status = response.status().as_u16();
-        record(&shared, route, &head, Value::Null, status, None);
+        let call = Call::new(route, &head, false, Value::Null, (status, None), ok);
+        shared.record(call);
         return response;
     }
     let token = head
@@ -76,7 +77,8 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         }
     };
     let code = code_of(&answer);
-    record(&shared, route, &head, json, answer.status, code);
+    let call = Call::new(route, &head, false, json, (answer.status, code), ok);
+    shared.record(call);
     answer.into_response()
 }
 
@@ -187,22 +189,7 @@ fn token_answer(inner: &mut DingTalk, body: &Value) -> (u16, Value) {
     (200, json!({"accessToken": value, "expireIn": expire}))
 }
 
-fn record(
-    shared: &Shared,
-    route: &'static str,
-    head: &Head,
-    body: Value,
-    status: u16,
-    code: Option<String>,
-) {
-    let call = Call {
-        route,
-        method: head.method.to_string(),
-        path: head.path.clone(),
-        body,
-        status,
-        code,
-        at: Instant::now(),
-    };
-    shared.update(|d| d.calls.push(call));
+/// Whether DingTalk calls it a success: a 2xx (or 101) with no error code.
+fn ok(status: u16, code: Option<&String>) -> bool {
+    (200..300).contains(&status) && code.is_none() || status == 101
 }

@@ -38,7 +38,8 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     };
     if route == "ws" {
         let response = gateway::upgrade(&shared, request);
-        record(&shared, route, &head, Value::Null, 101);
+        let status = response.status().as_u16();
+        record(&shared, route, &head, Value::Null, &Answer::empty(status));
         return response;
     }
     // A multipart body carries the JSON in `payload_json` and the files as `files[n]`.
@@ -49,7 +50,7 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     };
     let auth = head.header("authorization").unwrap_or("");
     let answer = answer(&mut shared.lock(), route, &segs, auth, &body, uploads);
-    record(&shared, route, &head, body, answer.status);
+    record(&shared, route, &head, body, &answer);
     answer.into_response()
 }
 
@@ -100,17 +101,12 @@ fn route_of(method: &Method, segs: &[&str]) -> &'static str {
     }
 }
 
-fn record(shared: &Shared, route: &'static str, head: &Head, body: Value, status: u16) {
-    let call = Call {
-        route,
-        method: head.method.to_string(),
-        path: head.full_path.clone(),
-        body,
-        authorization: head.header("authorization").map(str::to_owned),
-        status,
-        at: Instant::now(),
-    };
-    shared.update(|d| d.calls.push(call));
+fn record(shared: &Shared, route: &'static str, head: &Head, body: Value, answer: &Answer) {
+    let code = answer.json_body().and_then(|b| b["code"].as_i64());
+    // A success is a 2xx, or an accepted upgrade.
+    let ok = |status, _: Option<&i64>| (200..300).contains(&status) || status == 101;
+    let call = Call::new(route, head, true, body, (answer.status, code), ok);
+    shared.record(call);
 }
 
 fn error(status: u16, code: i64, message: &str) -> Answer {

@@ -74,7 +74,8 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     if route == "ws" {
         let response = ws::upgrade(&shared, &head, request);
         let status = response.status().as_u16();
-        record(&shared, route, &head, Value::Null, status, None);
+        let call = Call::new(route, &head, true, Value::Null, (status, None), ok);
+        shared.record(call);
         return response;
     }
     let bearer = head
@@ -87,7 +88,15 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             (body.json, answer)
         }
     };
-    record(&shared, route, &head, json, answer.status, code_of(&answer));
+    let call = Call::new(
+        route,
+        &head,
+        true,
+        json,
+        (answer.status, code_of(&answer)),
+        ok,
+    );
+    shared.record(call);
     answer.into_response()
 }
 
@@ -302,24 +311,9 @@ async fn parse_body(head: &Head, request: Request) -> Result<Body, Answer> {
     }
 }
 
-fn record(
-    shared: &Shared,
-    route: &'static str,
-    head: &Head,
-    body: Value,
-    status: u16,
-    code: Option<i64>,
-) {
-    let call = Call {
-        route,
-        method: head.method.to_string(),
-        path: head.full_path.clone(),
-        body,
-        status,
-        code,
-        at: Instant::now(),
-    };
-    shared.update(|f| f.calls.push(call));
+/// Whether Feishu calls it a success: a 200 (or 101) with code 0.
+fn ok(status: u16, code: Option<&i64>) -> bool {
+    (status == 200 || status == 101) && code.is_none_or(|c| *c == 0)
 }
 
 /// What a user reads on a card: each `markdown` element's `content` and each `div`'s

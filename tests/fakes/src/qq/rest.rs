@@ -15,7 +15,6 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use tokio::time::Instant;
 
 use super::{APP_ID, CLIENT_SECRET, Call, Failure, Qq, Reply, Shared, code, gateway};
 use super::{C2C_WINDOW, GROUP_WINDOW, MAX_REPLIES};
@@ -23,6 +22,8 @@ use crate::skeleton::http::{Answer, Encoding, Head, read_body};
 
 /// Largest request body read.
 pub(super) const MAX_BODY: usize = 1024 * 1024;
+/// The header naming the app on every REST call.
+const APP_ID_HEADER: &str = "x-union-appid";
 /// Where the token endpoint lives under the server (so `token_url` ≠ `api_url`).
 pub(super) const TOKEN_PREFIX: &str = "/bots";
 
@@ -33,7 +34,9 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     if route == "ws" {
         let response = gateway::upgrade(&shared, request);
         let status = response.status().as_u16();
-        record(&shared, route, &head, Value::Null, status, None);
+        let call = Call::new(route, &head, true, Value::Null, (status, None), ok)
+            .app_id_from(APP_ID_HEADER);
+        shared.record(call);
         return response;
     }
     let body = read_body(&head, request, MAX_BODY, Encoding::Json)
@@ -42,7 +45,9 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         .unwrap_or(Value::Null);
     let answer = answer(&mut shared.lock(), route, &head, &shared.addr, &body);
     let code = answer.json_body().and_then(|b| b["code"].as_i64());
-    record(&shared, route, &head, body, answer.status, code);
+    let call =
+        Call::new(route, &head, true, body, (answer.status, code), ok).app_id_from(APP_ID_HEADER);
+    shared.record(call);
     answer.into_response()
 }
 
@@ -58,27 +63,9 @@ fn route_of(method: &Method, segs: &[&str]) -> &'static str {
     }
 }
 
-fn record(
-    shared: &Shared,
-    route: &'static str,
-    head: &Head,
-    body: Value,
-    status: u16,
-    code: Option<i64>,
-) {
-    let header = |name: &str| head.header(name).map(str::to_owned);
-    let call = Call {
-        route,
-        method: head.method.to_string(),
-        path: head.full_path.clone(),
-        body,
-        authorization: header("authorization"),
-        app_id: header("x-union-appid"),
-        status,
-        code,
-        at: Instant::now(),
-    };
-    shared.update(|qq| qq.calls.push(call));
+/// Whether QQ calls it a success: a 2xx without a code, or an accepted upgrade.
+fn ok(status: u16, code: Option<&i64>) -> bool {
+    (200..300).contains(&status) && code.is_none() || status == 101
 }
 
 /// The answer to one request.
@@ -157,7 +144,7 @@ fn authenticate(qq: &mut Qq, head: &Head) -> Option<Answer> {
             "token invalid",
         ));
     }
-    if head.header("x-union-appid") != Some(APP_ID) {
+    if head.header(APP_ID_HEADER) != Some(APP_ID) {
         return Some(refuse(
             StatusCode::UNAUTHORIZED,
             code::APP_ID_MISMATCH,

@@ -17,24 +17,27 @@ use crate::wait::WaitTimeout;
 
 /// A running fake over a platform's state `P` (`FakeQq` is `Fake<Qq>`). Dropping it stops
 /// its server and closes every connection.
-pub struct Fake<P> {
+pub struct Fake<P: Platform> {
     pub(crate) shared: Server<P>,
 }
 
-/// A platform's recorded state: what the skeleton needs to report its calls.
+/// A platform's state, with the record of its HTTP calls (kept by the skeleton).
 pub trait Platform: Send + Sized + 'static {
-    /// One HTTP call as the fake records it.
-    type Call: Clone;
-    /// Every call so far, oldest first.
-    fn calls(&self) -> &[Self::Call];
-    /// The name a call is filed under (a route, a Bot API method).
-    fn route(call: &Self::Call) -> &str;
-    /// One line describing a call, for a timeout's report.
-    fn line(call: &Self::Call) -> String;
-    /// What a timeout reports the fake saw: one line per call.
-    fn seen(&self) -> Vec<String> {
-        self.calls().iter().map(Self::line).collect()
+    /// One HTTP call as the fake records it ([`Call`](super::Call), or Telegram's).
+    type Call: Recorded;
+    /// What a timeout reports the fake saw: one line per call (a platform may add what
+    /// else it recorded).
+    fn seen(&self, calls: &[Self::Call]) -> Vec<String> {
+        calls.iter().map(Recorded::line).collect()
     }
+}
+
+/// A recorded HTTP call.
+pub trait Recorded: Clone + Send + 'static {
+    /// The name it is filed under (a route, a Bot API method).
+    fn route(&self) -> &str;
+    /// One line describing it, for a timeout's report.
+    fn line(&self) -> String;
 }
 
 /// A platform whose fake accepts WebSocket connections.
@@ -92,14 +95,17 @@ impl<P: Platform> Fake<P> {
 
     /// Every HTTP call so far.
     pub fn calls(&self) -> Vec<P::Call> {
-        self.shared.lock().calls().to_vec()
+        self.shared.calls().clone()
     }
 
     /// Every call of `route` so far (a route name, or for Telegram a Bot API method).
     pub fn calls_to(&self, route: &str) -> Vec<P::Call> {
-        let state = self.shared.lock();
-        let calls = state.calls().iter();
-        calls.filter(|c| P::route(c) == route).cloned().collect()
+        let calls = self.shared.calls();
+        calls
+            .iter()
+            .filter(|c| c.route() == route)
+            .cloned()
+            .collect()
     }
 
     /// Waits until `condition` holds over the fake (anything the fake records wakes it),
@@ -110,9 +116,8 @@ impl<P: Platform> Fake<P> {
         deadline: Duration,
         condition: impl Fn(&Self) -> bool,
     ) -> Result<(), WaitTimeout> {
-        let seen = || self.shared.lock().seen();
         self.shared
-            .wait_until(what, deadline, || condition(self), seen)
+            .wait_until(what, deadline, || condition(self), || self.seen())
             .await
     }
 
@@ -145,7 +150,12 @@ impl<P: Platform> Fake<P> {
 
     /// A timeout of the wait for `what`, listing what the fake saw.
     pub(crate) fn timeout(&self, what: &str) -> WaitTimeout {
-        WaitTimeout::new(what, self.shared.lock().seen())
+        WaitTimeout::new(what, self.seen())
+    }
+
+    fn seen(&self) -> Vec<String> {
+        let calls = self.shared.calls().clone();
+        self.shared.lock().seen(&calls)
     }
 }
 

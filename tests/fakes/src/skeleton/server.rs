@@ -1,5 +1,6 @@
-//! What a fake's handlers and its public API share: the recorded state behind one lock,
-//! the [`Notify`] that wakes waiters whenever something is recorded, the token that stops
+//! What a fake's handlers and its public API share: the platform's state behind one lock,
+//! the HTTP calls it recorded behind another (taken after the state's when both are), the
+//! [`Notify`] that wakes waiters whenever something is recorded, the token that stops
 //! the fake, its address; and the HTTP server on `127.0.0.1:0` that serves every request
 //! with the platform's handler until the fake is dropped.
 
@@ -13,11 +14,14 @@ use axum::handler::Handler;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::Platform;
 use crate::wait::WaitTimeout;
 
 /// What a fake's handlers and its public API share.
-pub(crate) struct Shared<I> {
+pub(crate) struct Shared<I: Platform> {
     inner: Mutex<I>,
+    /// Every HTTP call, oldest first; bounded by the calls a test makes.
+    calls: Mutex<Vec<I::Call>>,
     /// Notified whenever the fake records something.
     pub(crate) changed: Notify,
     /// Cancelled when the fake is dropped: the server and every connection stop.
@@ -26,10 +30,26 @@ pub(crate) struct Shared<I> {
     pub(crate) addr: SocketAddr,
 }
 
-impl<I> Shared<I> {
+impl<I: Platform> Shared<I> {
     /// The recorded state (a handler that panicked leaves it usable).
     pub(crate) fn lock(&self) -> MutexGuard<'_, I> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The calls recorded so far.
+    pub(crate) fn calls(&self) -> MutexGuard<'_, Vec<I::Call>> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a call and wakes every waiter; returns its index.
+    pub(crate) fn record(&self, call: I::Call) -> usize {
+        let index = {
+            let mut calls = self.calls();
+            calls.push(call);
+            calls.len() - 1
+        };
+        self.notify();
+        index
     }
 
     /// Wakes every waiter: something was recorded.
@@ -87,9 +107,9 @@ impl<I> Shared<I> {
 }
 
 /// A running fake server. Dropping it stops the server and closes every connection.
-pub(crate) struct Server<I>(Arc<Shared<I>>);
+pub(crate) struct Server<I: Platform>(Arc<Shared<I>>);
 
-impl<I> Deref for Server<I> {
+impl<I: Platform> Deref for Server<I> {
     type Target = Arc<Shared<I>>;
 
     fn deref(&self) -> &Self::Target {
@@ -97,13 +117,13 @@ impl<I> Deref for Server<I> {
     }
 }
 
-impl<I> Drop for Server<I> {
+impl<I: Platform> Drop for Server<I> {
     fn drop(&mut self) {
         self.0.stop.cancel();
     }
 }
 
-impl<I: Send + 'static> Server<I> {
+impl<I: Platform> Server<I> {
     /// Binds `127.0.0.1:0` and serves every request with `handler`, bodies up to
     /// `max_body` bytes, until dropped.
     pub(crate) async fn start<H, T>(inner: I, handler: H, max_body: usize) -> std::io::Result<Self>
@@ -114,6 +134,7 @@ impl<I: Send + 'static> Server<I> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let shared = Arc::new(Shared {
             inner: Mutex::new(inner),
+            calls: Mutex::new(Vec::new()),
             changed: Notify::new(),
             stop: CancellationToken::new(),
             addr: listener.local_addr()?,

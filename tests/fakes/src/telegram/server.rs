@@ -98,13 +98,13 @@ fn record(
         status,
         result,
     };
-    shared.update(|t| {
-        if t.tap.receiver_count() > 0 {
-            let _ = t.tap.send(call.clone());
+    {
+        let tap = &shared.lock().tap;
+        if tap.receiver_count() > 0 {
+            let _ = tap.send(call.clone());
         }
-        t.calls.push(call);
-        t.calls.len() - 1
-    })
+    }
+    shared.record(call)
 }
 
 async fn get_updates(shared: &Shared, params: Value) -> Answer {
@@ -164,12 +164,11 @@ async fn get_updates(shared: &Shared, params: Value) -> Answer {
             _ = tokio::time::timeout_at(until, notified) => {}
         }
     };
-    shared.update(|t| {
-        if let Some(call) = t.calls.get_mut(index) {
-            call.status = answer.status;
-            call.result = answer.body.get("result").cloned();
-        }
-    });
+    if let Some(call) = shared.calls().get_mut(index) {
+        call.status = answer.status;
+        call.result = answer.body.get("result").cloned();
+    }
+    shared.notify();
     answer
 }
 
