@@ -2,7 +2,7 @@
 //! shared scenarios of `tests/adapters.rs`, so that one scenario body runs on every platform.
 //!
 //! A platform implements [`Conformance`] next to its own tests (`tests/<p>/conformance.rs`;
-//! the console, which has no test module of its own, in `tests/adapters/console.rs`): start
+//! the console, which has no test module of its own, in `tests/adapters/terminal.rs`): start
 //! the real daemon, its channel, the platform's fake and the Gateway simulator; let a user
 //! speak in a private chat, in a group, or send a picture; read back what the fake shows the
 //! user, as plain text; name the secrets that must never reach a log line.
