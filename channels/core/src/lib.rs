@@ -15,6 +15,7 @@ mod channel;
 mod commands;
 pub mod config;
 mod delivery;
+pub mod digest;
 pub mod doctor;
 mod error;
 mod file_hosts;
