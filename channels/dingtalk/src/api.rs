@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use im_bridge_channel::digest::hex;
 use im_bridge_channel::http::{self, HttpError};
 use im_bridge_channel::{FileHosts, Secret};
 use rand::Rng;
@@ -457,10 +458,6 @@ pub fn new_guid() -> String {
         &h[16..20],
         &h[20..32]
     )
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The `fileType` of a `sampleFile`: the name's extension, lower-cased (`report.PDF` →

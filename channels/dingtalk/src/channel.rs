@@ -41,7 +41,9 @@ use crate::transport::ws::{self, Dropped, EventHandler, StreamSettings, Timers, 
 /// The longest title of a markdown message (what the chat list and notifications show).
 const TITLE_CHARS: usize = 24;
 
-/// The DingTalk channel.
+/// The DingTalk channel. `Debug` shows no secret (the settings' secret is a `Secret`, the
+/// client's token cache shows none).
+#[derive(Debug)]
 pub struct DingTalkChannel {
     settings: DingTalkSettings,
     api: Api,
@@ -50,16 +52,6 @@ pub struct DingTalkChannel {
     commands: CommandVocabulary,
     telemetry: Telemetry,
     caps: Capabilities,
-}
-
-impl std::fmt::Debug for DingTalkChannel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DingTalkChannel")
-            .field("client_id", &self.settings.client_id)
-            .field("api_url", &self.settings.api_url)
-            .field("cards", &self.settings.card_template_id.is_some())
-            .finish_non_exhaustive()
-    }
 }
 
 /// What DingTalk can show: markdown messages of `max_markdown_bytes`, final-only; with a

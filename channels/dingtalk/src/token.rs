@@ -12,7 +12,6 @@
 //! The app secret and the tokens are [`Secret`]s: `Debug` shows neither, and the error of
 //! a refused fetch names only the status and DingTalk's code (never its `message`).
 
-use std::fmt;
 use std::time::Duration;
 
 use im_bridge_channel::Secret;
@@ -35,7 +34,9 @@ const OP: &str = "accessToken";
 /// The cached `accessToken` of one app.
 pub type TokenCache = im_bridge_channel::token::TokenCache<AppToken>;
 
-/// Asks DingTalk for an app's `accessToken` (an enterprise internal app's).
+/// Asks DingTalk for an app's `accessToken` (an enterprise internal app's). `Debug` shows
+/// no secret (the app secret is a [`Secret`]).
+#[derive(Debug)]
 pub struct AppToken {
     http: reqwest::Client,
     url: String,
@@ -92,16 +93,6 @@ impl TokenSource for AppToken {
             }
             _ => Err(HttpError::decode(OP, "the answer has no accessToken or expireIn").into()),
         }
-    }
-}
-
-impl fmt::Debug for AppToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AppToken")
-            .field("url", &self.url)
-            .field("app_key", &self.app_key)
-            .field("app_secret", &self.app_secret)
-            .finish_non_exhaustive()
     }
 }
 

@@ -14,7 +14,6 @@
 //! The app secret and the tokens are [`Secret`]s: `Debug` shows neither, and the error of
 //! a failed fetch names only the code and status (never `msg`, which is not ours to trust).
 
-use std::fmt;
 use std::time::Duration;
 
 use im_bridge_channel::Secret;
@@ -38,7 +37,9 @@ const MAX_ANSWER_BYTES: u64 = 1024 * 1024;
 /// The cached `tenant_access_token` of one app.
 pub type TokenCache = im_bridge_channel::token::TokenCache<TenantToken>;
 
-/// Asks Feishu for an app's `tenant_access_token`.
+/// Asks Feishu for an app's `tenant_access_token`. `Debug` shows no secret (the app
+/// secret is a [`Secret`]).
+#[derive(Debug)]
 pub struct TenantToken {
     http: reqwest::Client,
     url: String,
@@ -116,16 +117,6 @@ impl TokenSource for TenantToken {
                 Err(HttpError::decode(OP, "the answer has no tenant_access_token or expire").into())
             }
         }
-    }
-}
-
-impl fmt::Debug for TenantToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TenantToken")
-            .field("url", &self.url)
-            .field("app_id", &self.app_id)
-            .field("app_secret", &self.app_secret)
-            .finish_non_exhaustive()
     }
 }
 
