@@ -151,9 +151,7 @@ impl From<ApiError> for ChannelError {
     fn from(error: ApiError) -> Self {
         match error {
             ApiError::Http(e) => e.into(),
-            ApiError::Api { status, .. } if status >= 500 => {
-                ChannelError::Transport(error.to_string())
-            }
+            ApiError::Api { status, .. } => ChannelError::refusal(status, &error),
             other => ChannelError::Rejected {
                 reason: other.to_string(),
             },

@@ -128,9 +128,7 @@ impl From<ApiError> for ChannelError {
         match error {
             ApiError::Http(e) => e.into(),
             ApiError::NotEditable { .. } => ChannelError::NotEditable,
-            ApiError::Api { status, .. } if status >= 500 => {
-                ChannelError::Transport(error.to_string())
-            }
+            ApiError::Api { status, .. } => ChannelError::refusal(status, &error),
             other => ChannelError::Rejected {
                 reason: other.to_string(),
             },

@@ -193,17 +193,7 @@ impl LongConnection for Link<'_> {
     type Fatal = StreamError;
 
     async fn connect(&mut self) -> Result<Connection, Connect<StreamError>> {
-        match endpoint::connect(self.settings, self.http).await {
-            Ok(conn) => {
-                tracing::info!(host = %conn.host, "Connected to DingTalk stream mode.");
-                Ok(conn)
-            }
-            Err(Connect::Fatal(error)) => {
-                tracing::error!(%error, "DingTalk refused stream mode.");
-                Err(Connect::Fatal(error))
-            }
-            Err(retry) => Err(retry),
-        }
+        endpoint::connect(self.settings, self.http).await
     }
 
     /// A `disconnect` is a rotation: at once after a connection that carried frames (the

@@ -208,17 +208,7 @@ impl LongConnection for Link<'_> {
     type Fatal = WsError;
 
     async fn connect(&mut self) -> Result<Connection, Connect<WsError>> {
-        match endpoint::connect(self.settings, self.http, &mut self.config).await {
-            Ok(conn) => {
-                tracing::info!(host = %conn.host, "Connected to the Feishu long connection.");
-                Ok(conn)
-            }
-            Err(Connect::Fatal(error)) => {
-                tracing::error!(%error, "Feishu refused the long connection.");
-                Err(Connect::Fatal(error))
-            }
-            Err(retry) => Err(retry),
-        }
+        endpoint::connect(self.settings, self.http, &mut self.config).await
     }
 
     async fn serve(&mut self, conn: Connection, shutdown: &CancellationToken) -> Ended {

@@ -50,11 +50,23 @@ fn retry(reason: String) -> Failure {
     Connect::Retry(reason.into())
 }
 
-/// Asks for an endpoint and a ticket, and opens the socket.
+/// Asks for an endpoint and a ticket, and opens the socket; logs the host it connected
+/// to, or a refusal retrying cannot fix.
 pub(super) async fn connect(
     settings: &StreamSettings,
     http: &reqwest::Client,
 ) -> Result<Connection, Failure> {
+    let connected = upgrade(settings, http).await;
+    match &connected {
+        Ok(conn) => tracing::info!(host = %conn.host, "Connected to DingTalk stream mode."),
+        Err(Connect::Fatal(error)) => tracing::error!(%error, "DingTalk refused stream mode."),
+        Err(Connect::Retry(_)) => {}
+    }
+    connected
+}
+
+/// `connections/open`, then the upgrade.
+async fn upgrade(settings: &StreamSettings, http: &reqwest::Client) -> Result<Connection, Failure> {
     let url = open(settings, http).await?;
     let host = url.host_str().unwrap_or("").to_owned();
     let ws_config = WebSocketConfig::default()

@@ -61,8 +61,26 @@ fn retry(reason: String) -> Failure {
     Connect::Retry(reason.into())
 }
 
-/// Discovers the endpoint (updating `config` with the server's timers) and opens the socket.
+/// Discovers the endpoint (updating `config` with the server's timers) and opens the
+/// socket; logs the host it connected to, or a refusal retrying cannot fix.
 pub(super) async fn connect(
+    settings: &super::WsSettings,
+    http: &reqwest::Client,
+    config: &mut ClientConfig,
+) -> Result<Connection, Failure> {
+    let connected = open(settings, http, config).await;
+    match &connected {
+        Ok(conn) => tracing::info!(host = %conn.host, "Connected to the Feishu long connection."),
+        Err(Connect::Fatal(error)) => {
+            tracing::error!(%error, "Feishu refused the long connection.")
+        }
+        Err(Connect::Retry(_)) => {}
+    }
+    connected
+}
+
+/// Discovers the endpoint and opens the socket.
+async fn open(
     settings: &super::WsSettings,
     http: &reqwest::Client,
     config: &mut ClientConfig,
