@@ -357,25 +357,7 @@ impl Api {
         let answer = self
             .post(op, "/v1.0/card/instances/createAndDeliver", &body)
             .await?;
-        if answer.get("success").and_then(Value::as_bool) != Some(true) {
-            return Err(ApiError::NotDone {
-                op,
-                reason: "the answer does not say success",
-            });
-        }
-        let delivered = answer
-            .pointer("/result/deliverResults")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .all(|r| r.get("success").and_then(Value::as_bool) != Some(false));
-        if !delivered {
-            return Err(ApiError::NotDone {
-                op,
-                reason: "the card was not delivered",
-            });
-        }
-        Ok(())
+        card_delivered(&answer).map_err(|reason| ApiError::NotDone { op, reason })
     }
 
     /// Replaces the text of a card: `PUT /v1.0/card/streaming` with the full `content`
@@ -436,6 +418,25 @@ impl Api {
         self.tokens
             .with_token(ApiError::is_token_refusal, attempt)
             .await
+    }
+}
+
+/// Whether a `createAndDeliver` answer says the card was made and delivered: `success`
+/// true and no delivery result `success: false`; else which check failed.
+fn card_delivered(answer: &Value) -> Result<(), &'static str> {
+    if answer.get("success").and_then(Value::as_bool) != Some(true) {
+        return Err("the answer does not say success");
+    }
+    let delivered = answer
+        .pointer("/result/deliverResults")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .all(|r| r.get("success").and_then(Value::as_bool) != Some(false));
+    if delivered {
+        Ok(())
+    } else {
+        Err("the card was not delivered")
     }
 }
 

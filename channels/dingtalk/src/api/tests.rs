@@ -498,3 +498,22 @@ async fn odd_answers_are_decode_errors_and_redirects_are_not_followed() {
         "no errcode: {error:?}"
     );
 }
+
+/// The recorded `createAndDeliver` answers (`tests/fixtures/card_create_*.json`): one
+/// delivered, one made but not delivered to its chat.
+#[test]
+fn recorded_card_answers_are_checked() {
+    let read = |text: &str| serde_json::from_str::<Value>(text).unwrap();
+    let delivered = read(include_str!(
+        "../../tests/fixtures/card_create_and_deliver.json"
+    ));
+    assert_eq!(card_delivered(&delivered), Ok(()));
+    let refused = read(include_str!(
+        "../../tests/fixtures/card_create_not_delivered.json"
+    ));
+    assert_eq!(card_delivered(&refused), Err("the card was not delivered"));
+    assert_eq!(
+        card_delivered(&json!({"success": false})),
+        Err("the answer does not say success")
+    );
+}
