@@ -20,6 +20,11 @@
 //! Ids are put into URL paths only when they look like Feishu ids (letters, digits, `_`,
 //! `-`), so a hostile id cannot move a call elsewhere. Redirects are not followed (they
 //! would carry the token), and transport errors are stored without their URL.
+//!
+//! Children:
+//! - `card`: the one card shape the adapter sends (what `reply_card`, `send_card` and
+//!   `patch_card` carry), the quote of a message answered inside a thread, and the split
+//!   of a text into cards within [`MAX_CARD_BYTES`].
 
 use std::future::Future;
 use std::sync::Arc;
