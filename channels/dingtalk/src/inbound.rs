@@ -270,24 +270,24 @@ mod tests {
     #[test]
     fn recorded_messages_normalize() {
         let read = |text: &str| run(&serde_json::from_str(text).unwrap()).unwrap();
-        let private = read(include_str!("../tests/fixtures/chatbot_text_private.json"));
+        let private = read(im_bridge_channel::fixture!("chatbot_text_private.json"));
         assert_eq!(
             (private.chat_kind, private.chat_id.as_str()),
             (ChatKind::Private, "manager4862")
         );
-        let group = read(include_str!("../tests/fixtures/chatbot_text_group.json"));
+        let group = read(im_bridge_channel::fixture!("chatbot_text_group.json"));
         assert_eq!(group.text, "/goal ship the 1.4 release");
         assert_eq!(group.msg_type, MsgType::Command);
-        let rich = read(include_str!("../tests/fixtures/chatbot_rich_text.json"));
+        let rich = read(im_bridge_channel::fixture!("chatbot_rich_text.json"));
         assert_eq!(
             (rich.text.as_str(), rich.files.len()),
             ("What does this chart say?", 1)
         );
-        let picture = read(include_str!("../tests/fixtures/chatbot_picture.json"));
+        let picture = read(im_bridge_channel::fixture!("chatbot_picture.json"));
         assert_eq!(picture.files[0].kind, FileKind::Image);
-        let file = read(include_str!("../tests/fixtures/chatbot_file.json"));
+        let file = read(im_bridge_channel::fixture!("chatbot_file.json"));
         assert_eq!(file.files[0].filename.as_deref(), Some("release-notes.pdf"));
-        let audio = read(include_str!("../tests/fixtures/chatbot_audio.json"));
+        let audio = read(im_bridge_channel::fixture!("chatbot_audio.json"));
         assert_eq!(audio.text, "what changed since yesterday");
     }
 

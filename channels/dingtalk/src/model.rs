@@ -191,15 +191,10 @@ pub struct Uploaded {
 
 #[cfg(test)]
 mod tests {
+    use im_bridge_channel::fixture;
     use im_bridge_channel::fixtures::round_trip;
 
     use super::*;
-
-    macro_rules! fixture {
-        ($name:literal) => {
-            include_str!(concat!("../tests/fixtures/", $name))
-        };
-    }
 
     #[test]
     fn robot_messages_round_trip() {

@@ -364,30 +364,22 @@ mod tests {
     #[test]
     fn recorded_events_normalize() {
         let read = |text: &str| run(&serde_json::from_str(text).unwrap());
-        let private = read(include_str!("../tests/fixtures/event_text_p2p.json")).unwrap();
+        let private = read(im_bridge_channel::fixture!("event_text_p2p.json")).unwrap();
         assert_eq!(private.chat_kind, ChatKind::Private);
         assert_eq!(private.text, "Summarize the last release notes, please");
-        let group = read(include_str!(
-            "../tests/fixtures/event_text_group_mention.json"
-        ))
-        .unwrap();
+        let group = read(im_bridge_channel::fixture!("event_text_group_mention.json")).unwrap();
         assert_eq!(group.text, "/goal ship the 1.4 release");
-        let reply = read(include_str!(
-            "../tests/fixtures/event_post_thread_reply.json"
-        ))
-        .unwrap();
+        let reply = read(im_bridge_channel::fixture!("event_post_thread_reply.json")).unwrap();
         assert_eq!(
             reply.topic_id.as_deref(),
             Some("om_dc13264520392913993dd051dba21dcf")
         );
         assert_eq!(reply.files.len(), 1);
-        let image = read(include_str!("../tests/fixtures/event_image.json")).unwrap();
+        let image = read(im_bridge_channel::fixture!("event_image.json")).unwrap();
         assert_eq!(image.files[0].kind, FileKind::Image);
-        let file = read(include_str!("../tests/fixtures/event_file.json")).unwrap();
+        let file = read(im_bridge_channel::fixture!("event_file.json")).unwrap();
         assert_eq!(file.files[0].filename.as_deref(), Some("release-notes.pdf"));
-        let other = read(include_str!(
-            "../tests/fixtures/event_reaction_created.json"
-        ));
+        let other = read(im_bridge_channel::fixture!("event_reaction_created.json"));
         assert_eq!(other.unwrap_err(), Skip::NotAMessage);
     }
 

@@ -253,15 +253,10 @@ pub struct ClientConfig {
 
 #[cfg(test)]
 mod tests {
+    use im_bridge_channel::fixture;
     use im_bridge_channel::fixtures::round_trip;
 
     use super::*;
-
-    macro_rules! fixture {
-        ($name:literal) => {
-            include_str!(concat!("../tests/fixtures/", $name))
-        };
-    }
 
     #[test]
     fn message_events_round_trip() {

@@ -504,12 +504,10 @@ async fn odd_answers_are_decode_errors_and_redirects_are_not_followed() {
 #[test]
 fn recorded_card_answers_are_checked() {
     let read = |text: &str| serde_json::from_str::<Value>(text).unwrap();
-    let delivered = read(include_str!(
-        "../../tests/fixtures/card_create_and_deliver.json"
-    ));
+    let delivered = read(im_bridge_channel::fixture!("card_create_and_deliver.json"));
     assert_eq!(card_delivered(&delivered), Ok(()));
-    let refused = read(include_str!(
-        "../../tests/fixtures/card_create_not_delivered.json"
+    let refused = read(im_bridge_channel::fixture!(
+        "card_create_not_delivered.json"
     ));
     assert_eq!(card_delivered(&refused), Err("the card was not delivered"));
     assert_eq!(

@@ -126,8 +126,7 @@ mod tests {
     #[test]
     fn a_quoting_card_is_the_recorded_one() {
         let recorded: Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/card_quoting_reply.json"))
-                .unwrap();
+            serde_json::from_str(im_bridge_channel::fixture!("card_quoting_reply.json")).unwrap();
         let written = quoting(
             Some("and the changelog?"),
             "**Changelog 1.4**\n\n- faster reconnects\n- cards patched in place",

@@ -198,17 +198,17 @@ mod tests {
     #[test]
     fn recorded_bodies_open_and_sort() {
         let key = Secret::new("fixture-encrypt-key");
-        let encrypted = include_bytes!("../../tests/fixtures/webhook_encrypted.json");
+        let encrypted = im_bridge_channel::fixture_bytes!("webhook_encrypted.json");
         assert_eq!(open(encrypted, None), Err(WebhookError::NoKey));
         let json = open(encrypted, Some(&key)).unwrap();
         let plain: Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/event_text_p2p.json")).unwrap();
+            serde_json::from_str(im_bridge_channel::fixture!("event_text_p2p.json")).unwrap();
         assert_eq!(json, plain);
         let Envelope::Event { token, .. } = classify(&json).unwrap() else {
             panic!("not an event");
         };
         assert_eq!(token.expose(), "v7Q0verificationTOKEN");
-        let challenge = include_bytes!("../../tests/fixtures/webhook_url_verification.json");
+        let challenge = im_bridge_channel::fixture_bytes!("webhook_url_verification.json");
         let body = classify(&open(challenge, Some(&key)).unwrap()).unwrap();
         assert!(
             matches!(body, Envelope::Challenge { challenge, .. } if challenge == "ajls384kdjx98XX")

@@ -167,12 +167,8 @@ mod tests {
     /// the acks written for them are the recorded ones (`tests/fixtures/ack_*.json`).
     #[test]
     fn recorded_frames_and_acks_round_trip() {
+        use im_bridge_channel::fixture;
         use im_bridge_channel::fixtures::round_trip;
-        macro_rules! fixture {
-            ($name:literal) => {
-                include_str!(concat!("../../../tests/fixtures/", $name))
-            };
-        }
         let message: Frame = round_trip(fixture!("frame_bot_message.json"));
         assert_eq!(message.kind, TYPE_CALLBACK);
         assert_eq!(

@@ -342,7 +342,7 @@ mod tests {
     fn recorded_frames_round_trip() {
         macro_rules! fixture {
             ($name:literal) => {
-                &include_bytes!(concat!("../../../tests/fixtures/", $name))[..]
+                &im_bridge_channel::fixture_bytes!($name)[..]
             };
         }
         let round_trip = |bytes: &[u8]| {
