@@ -357,7 +357,7 @@ impl Api {
         let answer = self
             .post(op, "/v1.0/card/instances/createAndDeliver", &body)
             .await?;
-        card_delivered(&answer).map_err(|reason| ApiError::NotDone { op, reason })
+        card_delivered(op, &answer)
     }
 
     /// Replaces the text of a card: `PUT /v1.0/card/streaming` with the full `content`
@@ -422,10 +422,14 @@ impl Api {
 }
 
 /// Whether a `createAndDeliver` answer says the card was made and delivered: `success`
-/// true and no delivery result `success: false`; else which check failed.
-fn card_delivered(answer: &Value) -> Result<(), &'static str> {
+/// true and no delivery result `success: false`; else [`ApiError::NotDone`] naming which
+/// check failed.
+fn card_delivered(op: &'static str, answer: &Value) -> Result<(), ApiError> {
     if answer.get("success").and_then(Value::as_bool) != Some(true) {
-        return Err("the answer does not say success");
+        return Err(ApiError::NotDone {
+            op,
+            reason: "the answer does not say success",
+        });
     }
     let delivered = answer
         .pointer("/result/deliverResults")
@@ -436,7 +440,10 @@ fn card_delivered(answer: &Value) -> Result<(), &'static str> {
     if delivered {
         Ok(())
     } else {
-        Err("the card was not delivered")
+        Err(ApiError::NotDone {
+            op,
+            reason: "the card was not delivered",
+        })
     }
 }
 

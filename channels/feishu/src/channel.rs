@@ -138,11 +138,12 @@ struct Done {
     order: VecDeque<String>,
 }
 
+/// The settings only (every secret in them is a `Secret`): the rest holds quotes of what
+/// users wrote, which no log may show.
 impl std::fmt::Debug for FeishuChannel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FeishuChannel")
-            .field("app_id", &self.settings.app_id)
-            .field("domain", &self.settings.domain)
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
 }

@@ -504,14 +504,15 @@ async fn odd_answers_are_decode_errors_and_redirects_are_not_followed() {
 #[test]
 fn recorded_card_answers_are_checked() {
     let read = |text: &str| serde_json::from_str::<Value>(text).unwrap();
+    let not_done = |answer: &Value| match card_delivered("card", answer) {
+        Err(ApiError::NotDone { reason, .. }) => reason,
+        other => panic!("{other:?}"),
+    };
     let delivered = read(im_bridge_channel::fixture!("card_create_and_deliver.json"));
-    assert_eq!(card_delivered(&delivered), Ok(()));
+    assert!(card_delivered("card", &delivered).is_ok());
     let refused = read(im_bridge_channel::fixture!(
         "card_create_not_delivered.json"
     ));
-    assert_eq!(card_delivered(&refused), Err("the card was not delivered"));
-    assert_eq!(
-        card_delivered(&json!({"success": false})),
-        Err("the answer does not say success")
-    );
+    assert!(not_done(&refused).contains("not delivered"));
+    assert!(not_done(&json!({"success": false})).contains("success"));
 }
