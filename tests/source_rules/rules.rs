@@ -269,29 +269,38 @@ pub const SENTENCES_ALLOWED: &[(&str, &str)] = &[
     ("channels/discord/src/doctor.rs", ""),
     // Why the long connection could not be made or went down: reasons that are only
     // logged for the operator (the file holds no user-facing text).
-    ("channels/feishu/src/ws/endpoint.rs", ""),
-    ("channels/feishu/src/ws.rs", "sending a ping failed"),
-    ("channels/feishu/src/ws.rs", "sending an ack failed"),
+    ("channels/feishu/src/transport/ws/endpoint.rs", ""),
     (
-        "channels/feishu/src/ws.rs",
+        "channels/feishu/src/transport/ws.rs",
+        "sending a ping failed",
+    ),
+    (
+        "channels/feishu/src/transport/ws.rs",
+        "sending an ack failed",
+    ),
+    (
+        "channels/feishu/src/transport/ws.rs",
         "the server did not answer a ping",
     ),
     (
-        "channels/feishu/src/ws.rs",
+        "channels/feishu/src/transport/ws.rs",
         "the server closed the connection",
     ),
-    ("channels/dingtalk/src/stream/endpoint.rs", ""),
+    ("channels/dingtalk/src/transport/ws/endpoint.rs", ""),
     (
-        "channels/dingtalk/src/stream.rs",
+        "channels/dingtalk/src/transport/ws.rs",
         "sending a keepalive ping failed",
     ),
     (
-        "channels/dingtalk/src/stream.rs",
+        "channels/dingtalk/src/transport/ws.rs",
         "the keepalive ping went unanswered",
     ),
-    ("channels/dingtalk/src/stream.rs", "sending an ack failed"),
     (
-        "channels/dingtalk/src/stream.rs",
+        "channels/dingtalk/src/transport/ws.rs",
+        "sending an ack failed",
+    ),
+    (
+        "channels/dingtalk/src/transport/ws.rs",
         "the server closed the connection",
     ),
     // Wording a peer sends, matched to classify its errors: the Bot API's descriptions and

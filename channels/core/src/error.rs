@@ -77,3 +77,34 @@ impl RetryAfterHint for ChannelError {
         }
     }
 }
+
+impl ChannelError {
+    /// A platform's own refusal of a call answered with HTTP `status`, worded by `reason`
+    /// (log-safe: an operation and a code, never the platform's words):
+    /// [`ChannelError::Transport`] for a server error (5xx: the same call may pass later),
+    /// [`ChannelError::Rejected`] otherwise.
+    pub fn refusal(status: u16, reason: &impl std::fmt::Display) -> Self {
+        if status >= 500 {
+            Self::Transport(reason.to_string())
+        } else {
+            Self::Rejected {
+                reason: reason.to_string(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_error_may_pass_later_any_other_refusal_will_not() {
+        let down = ChannelError::refusal(503, &"send answered code 1500");
+        assert!(matches!(&down, ChannelError::Transport(r) if r == "send answered code 1500"));
+        assert!(down.is_transient());
+        let refused = ChannelError::refusal(400, &"send answered code 230002");
+        assert!(matches!(&refused, ChannelError::Rejected { reason } if reason.contains("230002")));
+        assert!(!refused.is_transient());
+    }
+}

@@ -162,6 +162,7 @@ impl Reassembler {
     }
 
     /// How many split messages wait for parts.
+    #[cfg(test)]
     pub fn pending(&self) -> usize {
         self.pending.len()
     }
@@ -333,6 +334,47 @@ mod tests {
         assert_eq!(expected().encode_to_vec(), hand_built());
         assert_eq!(decoded.header("type"), Some("event"));
         assert_eq!(decoded.header("sum"), None);
+    }
+
+    /// Recorded frames (`tests/fixtures/ws_frame_*.bin`) decode to what they carry and
+    /// encode back to the same bytes; the ping and the ack are what the client writes.
+    #[test]
+    fn recorded_frames_round_trip() {
+        macro_rules! fixture {
+            ($name:literal) => {
+                &im_bridge_channel::fixture_bytes!($name)[..]
+            };
+        }
+        let round_trip = |bytes: &[u8]| {
+            let frame = Frame::decode(bytes).unwrap();
+            assert_eq!(frame.encode_to_vec(), bytes, "{frame:?}");
+            frame
+        };
+        let event = round_trip(fixture!("ws_frame_event.bin"));
+        assert_eq!(
+            (event.method, event.header("type")),
+            (METHOD_DATA, Some("event"))
+        );
+        let json: serde_json::Value = serde_json::from_slice(&event.payload_bytes()).unwrap();
+        assert_eq!(json["header"]["event_type"], "im.message.receive_v1");
+        let mut reassembler = Reassembler::new();
+        let now = Instant::now();
+        let first = round_trip(fixture!("ws_frame_event_part_0.bin"));
+        assert_eq!(reassembler.push(&first, now), Ok(None));
+        let second = round_trip(fixture!("ws_frame_event_part_1.bin"));
+        let joined = reassembler.push(&second, now).unwrap().unwrap();
+        assert_eq!(joined, event.payload_bytes());
+        let pong = round_trip(fixture!("ws_frame_pong.bin"));
+        assert_eq!(
+            (pong.method, pong.header("type")),
+            (METHOD_CONTROL, Some("pong"))
+        );
+        assert_eq!(
+            Frame::ping(event.service).encode_to_vec(),
+            fixture!("ws_frame_ping.bin")
+        );
+        let ack = event.ack(200, Duration::from_millis(3));
+        assert_eq!(ack.encode_to_vec(), fixture!("ws_frame_ack.bin"));
     }
 
     #[test]

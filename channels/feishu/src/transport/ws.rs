@@ -1,7 +1,7 @@
 //! The Feishu long connection: events arrive over a WebSocket the bridge opens itself, so no
 //! public URL is needed (spec platforms.md §4.1).
 //!
-//! [`run`] loops *discover → connect → serve*:
+//! `run` loops *discover → connect → serve*:
 //!
 //! - **Discover** (`endpoint`): `POST {domain}/callback/ws/endpoint` with the app's
 //!   credentials answers a one-time WebSocket URL and the server's [`ClientConfig`].
@@ -13,7 +13,8 @@
 //!   Feishu re-pushes an event whose ack takes over 3 s. The handler therefore only admits
 //!   the event to a queue; the work happens elsewhere.
 //!
-//! **Reconnecting** follows the [`Reconnect`] it is given (the jittered exponential
+//! **Reconnecting** is the core's driver (`Reconnect::drive_paced`) with the [`Reconnect`]
+//! policy it is given (the jittered exponential
 //! backoff every long connection has, counted and logged there) with Feishu's own timers
 //! as a floor: every reconnect waits the backoff plus `random(0..reconnect_nonce)`, and
 //! each one after the first in a row at least `reconnect_interval` (plus the nonce), at
@@ -29,23 +30,28 @@
 //!
 //! Children:
 //! - `endpoint`: discovery, the WebSocket upgrade and the meaning of its refusals.
+//! - `frame`: the binary `pbbp2.Frame` (prost) and the reassembly of split payloads.
 
 mod endpoint;
+pub(crate) mod frame;
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
+use im_bridge_channel::Reconnect;
+use im_bridge_channel::Secret;
 use im_bridge_channel::backoff::jitter;
-use im_bridge_channel::{Cause, Reconnect, Secret};
+use im_bridge_channel::pace::PacedConnection;
+use im_bridge_channel::reconnect::{Connect, Ended, LongConnection};
 use prost::Message as _;
-use serde::Deserialize;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-use crate::frame::{Dropped, Frame, MAX_PAYLOAD, METHOD_CONTROL, METHOD_DATA, Reassembler};
-use endpoint::{Connection, Failure};
+use crate::model::ClientConfig as WireConfig;
+use endpoint::Connection;
+use frame::{Dropped, Frame, MAX_PAYLOAD, METHOD_CONTROL, METHOD_DATA, Reassembler};
 
 /// How long a polite close may take at shutdown before the socket is simply dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
@@ -90,16 +96,6 @@ impl Default for ClientConfig {
             ping_interval: Duration::from_secs(120),
         }
     }
-}
-
-/// `ClientConfig` as the server writes it: seconds, each field optional.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct WireConfig {
-    reconnect_count: Option<i64>,
-    reconnect_interval: Option<i64>,
-    reconnect_nonce: Option<i64>,
-    ping_interval: Option<i64>,
 }
 
 impl ClientConfig {
@@ -175,69 +171,73 @@ pub enum WsError {
     },
 }
 
-/// How one connection ended.
-enum Ended {
-    /// `shutdown` was cancelled; the socket has been closed.
-    Shutdown,
-    /// The server closed it, the transport failed, or it went silent (the reason is safe
-    /// to log); `served` says whether any frame came from the server on it.
-    Lost { reason: String, served: bool },
-}
-
 /// Holds the long connection until `shutdown`, handing events to `handler` and
 /// reconnecting as `reconnect` says (with Feishu's timers as a floor).
 ///
 /// Returns `Ok(())` after a shutdown, `Err` on a refusal retrying cannot fix or when
 /// `reconnect_count` attempts in a row failed.
-pub async fn run(
+pub(crate) async fn run(
     settings: &WsSettings,
     http: &reqwest::Client,
     handler: &mut dyn EventHandler,
-    mut reconnect: Reconnect,
+    reconnect: Reconnect,
     shutdown: &CancellationToken,
 ) -> Result<(), WsError> {
-    let mut config = ClientConfig::default();
-    let mut reassembler = Reassembler::new();
-    // Why the last attempt or connection ended; `None` before the first try.
-    let mut ended: Option<(Cause, String)> = None;
-    loop {
-        if let Some((cause, reason)) = ended.take() {
-            let made = reconnect.failures();
-            if config.reconnect_count >= 0 && i64::from(made) >= config.reconnect_count {
-                return Err(WsError::GaveUp { attempts: made });
-            }
-            let floor = if made == 0 {
-                Duration::ZERO
-            } else {
-                config.reconnect_interval
-            };
-            let wait = reconnect.next_wait(cause).max(floor) + jitter(config.reconnect_nonce);
-            reconnect.report(cause, wait, reason);
-            tokio::select! {
-                () = shutdown.cancelled() => return Ok(()),
-                () = tokio::time::sleep(wait) => {}
-            }
+    let mut link = Link {
+        settings,
+        http,
+        handler,
+        config: ClientConfig::default(),
+        reassembler: Reassembler::new(),
+    };
+    reconnect.drive_paced(&mut link, shutdown).await
+}
+
+/// The long connection as the core's reconnect driver runs it: what outlives one
+/// connection (the server's timers, split payloads waiting for their parts) lives here.
+struct Link<'a> {
+    settings: &'a WsSettings,
+    http: &'a reqwest::Client,
+    handler: &'a mut dyn EventHandler,
+    config: ClientConfig,
+    reassembler: Reassembler,
+}
+
+impl LongConnection for Link<'_> {
+    type Connection = Connection;
+    type Fatal = WsError;
+
+    async fn connect(&mut self) -> Result<Connection, Connect<WsError>> {
+        endpoint::connect(self.settings, self.http, &mut self.config).await
+    }
+
+    async fn serve(&mut self, conn: Connection, shutdown: &CancellationToken) -> Ended {
+        let handler = &mut *self.handler;
+        serve(
+            conn,
+            &mut self.config,
+            &mut self.reassembler,
+            handler,
+            shutdown,
+        )
+        .await
+    }
+}
+
+impl PacedConnection for Link<'_> {
+    /// Feishu's timers on top of the backoff: at most `reconnect_count` in a row, each
+    /// after the first at least `reconnect_interval`, each plus `random(0..reconnect_nonce)`.
+    fn pace(&mut self, made: u32, backoff: Duration) -> Result<Duration, WsError> {
+        let config = &self.config;
+        if config.reconnect_count >= 0 && i64::from(made) >= config.reconnect_count {
+            return Err(WsError::GaveUp { attempts: made });
         }
-        let connected = tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            c = endpoint::connect(settings, http, &mut config) => c,
+        let floor = if made == 0 {
+            Duration::ZERO
+        } else {
+            config.reconnect_interval
         };
-        match connected {
-            Ok(conn) => {
-                tracing::info!(host = %conn.host, "Connected to the Feishu long connection.");
-                match serve(conn, &mut config, &mut reassembler, handler, shutdown).await {
-                    Ended::Shutdown => return Ok(()),
-                    Ended::Lost { reason, served } => {
-                        ended = Some((reconnect.ended(served), reason));
-                    }
-                }
-            }
-            Err(Failure::Fatal(error)) => {
-                tracing::error!(%error, "Feishu refused the long connection.");
-                return Err(error);
-            }
-            Err(Failure::Retry(reason)) => ended = Some((Cause::ConnectFailed, reason)),
-        }
+        Ok(backoff.max(floor) + jitter(config.reconnect_nonce))
     }
 }
 
@@ -259,7 +259,10 @@ async fn serve(
     let mut answer_due: Option<Instant> = None;
     // Whether the server sent anything on this connection (it proved itself).
     let mut served = false;
-    let lost = |reason: String, served: bool| Ended::Lost { reason, served };
+    let lost = |reason: String, served: bool| Ended::Lost {
+        reason: reason.into(),
+        served,
+    };
     loop {
         let next_ping = last_ping.map_or_else(Instant::now, |at| at + config.ping_interval);
         let silent = async {

@@ -14,13 +14,15 @@
 
 use std::time::Duration;
 
+use im_bridge_channel::http;
+use im_bridge_channel::reconnect::Connect;
 use reqwest::Url;
-use serde::Deserialize;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::{self, protocol::WebSocketConfig};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use super::{ClientConfig, WireConfig, WsError};
+use super::{ClientConfig, WsError};
+use crate::model::EndpointAnswer;
 
 /// Bound on the discovery request, and separately on the TCP + TLS + upgrade of the socket.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -37,6 +39,8 @@ const STATUS_FORBIDDEN: i64 = 403;
 const AUTH_TOO_MANY_CONNECTIONS: i64 = 1_000_040_350;
 /// How much of a server's message is kept in an error.
 const MAX_MSG_CHARS: usize = 200;
+/// The largest discovery answer read (it is a few hundred bytes).
+const MAX_ANSWER_BYTES: u64 = 64 * 1024;
 
 /// An open long connection.
 pub(super) struct Connection {
@@ -48,33 +52,35 @@ pub(super) struct Connection {
     pub(super) host: String,
 }
 
-/// Why an attempt failed.
-#[derive(Debug)]
-pub(super) enum Failure {
-    /// Retrying cannot help.
-    Fatal(WsError),
-    /// Try again later; the reason is safe to log (no secret, no URL query).
-    Retry(String),
+/// Why an attempt failed: [`Connect::Fatal`] when retrying cannot help, else
+/// [`Connect::Retry`] with a reason safe to log (no secret, no URL query).
+type Failure = Connect<WsError>;
+
+/// A retry for `reason`.
+fn retry(reason: String) -> Failure {
+    Connect::Retry(reason.into())
 }
 
-#[derive(Deserialize)]
-struct EndpointResp {
-    code: i64,
-    #[serde(default)]
-    msg: String,
-    data: Option<Endpoint>,
-}
-
-#[derive(Deserialize)]
-struct Endpoint {
-    #[serde(rename = "URL", default)]
-    url: String,
-    #[serde(rename = "ClientConfig")]
-    client_config: Option<WireConfig>,
-}
-
-/// Discovers the endpoint (updating `config` with the server's timers) and opens the socket.
+/// Discovers the endpoint (updating `config` with the server's timers) and opens the
+/// socket; logs the host it connected to, or a refusal retrying cannot fix.
 pub(super) async fn connect(
+    settings: &super::WsSettings,
+    http: &reqwest::Client,
+    config: &mut ClientConfig,
+) -> Result<Connection, Failure> {
+    let connected = open(settings, http, config).await;
+    match &connected {
+        Ok(conn) => tracing::info!(host = %conn.host, "Connected to the Feishu long connection."),
+        Err(Connect::Fatal(error)) => {
+            tracing::error!(%error, "Feishu refused the long connection.")
+        }
+        Err(Connect::Retry(_)) => {}
+    }
+    connected
+}
+
+/// Discovers the endpoint and opens the socket.
+async fn open(
     settings: &super::WsSettings,
     http: &reqwest::Client,
     config: &mut ClientConfig,
@@ -87,7 +93,7 @@ pub(super) async fn connect(
     let upgrade =
         tokio_tungstenite::connect_async_with_config(url.as_str(), Some(ws_config), false);
     match tokio::time::timeout(CONNECT_TIMEOUT, upgrade).await {
-        Err(_) => Err(Failure::Retry(format!("connecting to {host} timed out"))),
+        Err(_) => Err(retry(format!("connecting to {host} timed out"))),
         Ok(Err(tungstenite::Error::Http(response))) => Err(refusal(
             response.status().as_u16(),
             |name| {
@@ -99,9 +105,7 @@ pub(super) async fn connect(
             },
             &host,
         )),
-        Ok(Err(error)) => Err(Failure::Retry(format!(
-            "connecting to {host} failed: {error}"
-        ))),
+        Ok(Err(error)) => Err(retry(format!("connecting to {host} failed: {error}"))),
         Ok(Ok((ws, _))) => Ok(Connection { ws, service, host }),
     }
 }
@@ -126,22 +130,25 @@ async fn discover(
         .timeout(CONNECT_TIMEOUT)
         .send()
         .await
-        .map_err(|e| Failure::Retry(format!("endpoint discovery failed: {}", e.without_url())))?;
+        .map_err(|e| retry(format!("endpoint discovery failed: {}", e.without_url())))?;
     let status = sent.status();
     if !status.is_success() {
-        return Err(Failure::Retry(format!(
-            "endpoint discovery answered HTTP {status}"
-        )));
+        return Err(retry(format!("endpoint discovery answered HTTP {status}")));
     }
-    let answer: EndpointResp = sent
-        .json()
+    let body = http::read_answer("endpoint discovery", sent, MAX_ANSWER_BYTES)
         .await
-        .map_err(|e| Failure::Retry(format!("unreadable endpoint answer: {}", e.without_url())))?;
+        .map_err(|e| retry(format!("unreadable endpoint answer: {e}")))?;
+    let answer: EndpointAnswer = serde_json::from_slice(&body).map_err(|e| {
+        retry(format!(
+            "unreadable endpoint answer: {:?} error",
+            e.classify()
+        ))
+    })?;
     match answer.code {
         CODE_OK => {}
         CODE_BUSY => return Err(Failure::Retry("the endpoint is busy".into())),
         CODE_INTERNAL => {
-            return Err(Failure::Retry(format!(
+            return Err(retry(format!(
                 "the endpoint had an internal error: {}",
                 clip(&answer.msg)
             )));
@@ -166,9 +173,7 @@ async fn discover(
 fn check_url(url: &Url) -> Result<(String, i32), Failure> {
     let host = url.host_str().unwrap_or("").to_owned();
     if !matches!(url.scheme(), "ws" | "wss") {
-        return Err(Failure::Retry(format!(
-            "the endpoint URL for {host} is not ws(s)"
-        )));
+        return Err(retry(format!("the endpoint URL for {host} is not ws(s)")));
     }
     let query = |key: &str| {
         url.query_pairs()
@@ -176,12 +181,12 @@ fn check_url(url: &Url) -> Result<(String, i32), Failure> {
             .map(|(_, v)| v.into_owned())
     };
     if query("device_id").is_none_or(|d| d.is_empty()) {
-        return Err(Failure::Retry(format!(
+        return Err(retry(format!(
             "the endpoint URL for {host} has no device_id"
         )));
     }
     let Some(service) = query("service_id").and_then(|s| s.trim().parse::<i32>().ok()) else {
-        return Err(Failure::Retry(format!(
+        return Err(retry(format!(
             "the endpoint URL for {host} has no numeric service_id"
         )));
     };
@@ -199,7 +204,7 @@ fn refusal(status: u16, header: impl Fn(&str) -> Option<String>, host: &str) -> 
     match handshake {
         STATUS_AUTH_FAILED => Failure::Fatal(WsError::AuthFailed { msg }),
         STATUS_FORBIDDEN => Failure::Fatal(WsError::Forbidden { msg }),
-        other => Failure::Retry(format!("{host} refused the upgrade: status {other}: {msg}")),
+        other => retry(format!("{host} refused the upgrade: status {other}: {msg}")),
     }
 }
 
@@ -211,6 +216,7 @@ fn clip(msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ClientConfig as WireConfig;
 
     fn headers(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let pairs: Vec<(String, String)> = pairs

@@ -1,13 +1,17 @@
-//! Reading DingTalk's answers: the body under a bound, the dialect of its host, and the
-//! refusal it means ([`ApiError::refusal`]).
+//! Reading DingTalk's answers: the body under a bound (the core's `http::read_answer`),
+//! the dialect of its host, and the refusal it means ([`ApiError::refusal`]). The REST
+//! client, the token source and `connections/open` all read answers this way.
 
 use im_bridge_channel::header_seconds;
+use im_bridge_channel::http::{self, HttpError};
 use reqwest::header::RETRY_AFTER;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::MAX_RESPONSE_BYTES;
-use crate::error::ApiError;
+use super::ApiError;
+
+/// Largest answer read into memory; answers are a few hundred bytes.
+pub(crate) const MAX_RESPONSE_BYTES: u64 = 1024 * 1024;
 
 /// The answer dialect of a host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,25 +24,10 @@ pub(crate) enum Dialect {
 }
 
 /// `answer` read as `T`; serde's message could quote a value, so only its kind is kept.
-pub(super) fn decode<T: DeserializeOwned>(op: &'static str, answer: Value) -> Result<T, ApiError> {
-    serde_json::from_value(answer).map_err(|e| ApiError::Decode {
-        op,
-        detail: format!("{:?} error in the answer", e.classify()),
+pub(crate) fn decode<T: DeserializeOwned>(op: &'static str, answer: Value) -> Result<T, ApiError> {
+    serde_json::from_value(answer).map_err(|e| {
+        HttpError::decode(op, format!("{:?} error in the answer", e.classify())).into()
     })
-}
-
-/// Reads a response's body with the core's
-/// [`read_bounded`](im_bridge_channel::read_bounded): `too_large` once it is over `max`
-/// bytes, a transport error of `op` when it breaks off.
-pub(super) async fn read_body(
-    op: &'static str,
-    response: reqwest::Response,
-    max: u64,
-    too_large: impl FnOnce() -> ApiError,
-) -> Result<Vec<u8>, ApiError> {
-    let declared = response.content_length();
-    let body = im_bridge_channel::read_bounded(response.bytes_stream(), declared, max).await;
-    body.map_err(|e| e.into_error(too_large, |e| ApiError::transport(op, e)))
 }
 
 /// Sends `request` and checks its answer in `dialect`: the JSON body of a success, or
@@ -56,14 +45,10 @@ pub(crate) async fn read_answer(
     let response = request
         .send()
         .await
-        .map_err(|e| ApiError::transport(op, e))?;
+        .map_err(|e| HttpError::transport(op, e))?;
     let status = response.status();
     let wait = header_seconds(response.headers(), RETRY_AFTER.as_str());
-    let too_large = || ApiError::Decode {
-        op,
-        detail: format!("the answer exceeds {MAX_RESPONSE_BYTES} bytes"),
-    };
-    let body = read_body(op, response, MAX_RESPONSE_BYTES, too_large).await?;
+    let body = http::read_answer(op, response, MAX_RESPONSE_BYTES).await?;
     let json: Option<Value> = if body.iter().all(u8::is_ascii_whitespace) {
         Some(Value::Null)
     } else {
@@ -76,10 +61,9 @@ pub(crate) async fn read_answer(
     };
     let status_u16 = status.as_u16();
     match (dialect, json) {
-        (_, None) if status.is_success() => Err(ApiError::Decode {
-            op,
-            detail: format!("HTTP {status} without a JSON body"),
-        }),
+        (_, None) if status.is_success() => {
+            Err(HttpError::decode(op, format!("HTTP {status} without a JSON body")).into())
+        }
         (_, None) => Err(ApiError::refusal(op, status_u16, None, wait)),
         (Dialect::OpenApi, Some(v)) if !status.is_success() => {
             let code = code_of(&v, "code");
@@ -89,7 +73,9 @@ pub(crate) async fn read_answer(
             match code_of(&v, "code")
                 .map(|code| ApiError::refusal(op, status_u16, Some(&code), wait))
             {
-                Some(e @ (ApiError::RetryAfter(_) | ApiError::TokenInvalid { .. })) => Err(e),
+                Some(
+                    e @ (ApiError::Http(HttpError::RetryAfter(_)) | ApiError::TokenInvalid { .. }),
+                ) => Err(e),
                 _ => Err(ApiError::NotDone {
                     op,
                     reason: "the answer says success: false",
@@ -101,10 +87,9 @@ pub(crate) async fn read_answer(
             let code = code_of(&v, "errcode");
             match code.as_deref() {
                 Some("0") if status.is_success() => Ok(v),
-                None if status.is_success() => Err(ApiError::Decode {
-                    op,
-                    detail: "the answer has no errcode".into(),
-                }),
+                None if status.is_success() => {
+                    Err(HttpError::decode(op, "the answer has no errcode").into())
+                }
                 code => Err(ApiError::refusal(op, status_u16, code, wait)),
             }
         }

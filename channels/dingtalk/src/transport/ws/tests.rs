@@ -13,6 +13,7 @@ use im_bridge_fakes::dingtalk::{CLIENT_ID, CLIENT_SECRET, FakeDingTalk, Message}
 use serde_json::json;
 use tokio::task::JoinHandle;
 
+use super::endpoint::OPEN_PATH;
 use super::*;
 
 const DEADLINE: Duration = Duration::from_secs(5);

@@ -12,16 +12,16 @@
 
 use std::time::Duration;
 
+use im_bridge_channel::reconnect::Connect;
 use reqwest::Url;
-use serde::Deserialize;
 use serde_json::json;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::{StreamError, StreamSettings, TOPIC_BOT_MESSAGE};
-use crate::api::{Dialect, read_answer};
-use crate::error::ApiError;
+use crate::error::{ApiError, Dialect, read_answer};
+use crate::model::Opened;
 
 /// Where connections are opened, under `api_url`.
 pub const OPEN_PATH: &str = "/v1.0/gateway/connections/open";
@@ -41,28 +41,32 @@ pub(super) struct Connection {
     pub(super) host: String,
 }
 
-/// Why an attempt failed.
-#[derive(Debug)]
-pub(super) enum Failure {
-    /// Retrying cannot help.
-    Fatal(StreamError),
-    /// Try again later; the reason is safe to log (no secret, no ticket).
-    Retry(String),
+/// Why an attempt failed: [`Connect::Fatal`] when retrying cannot help, else
+/// [`Connect::Retry`] with a reason safe to log (no secret, no ticket).
+type Failure = Connect<StreamError>;
+
+/// A retry for `reason`.
+fn retry(reason: String) -> Failure {
+    Connect::Retry(reason.into())
 }
 
-#[derive(Deserialize)]
-struct Opened {
-    #[serde(default)]
-    endpoint: String,
-    #[serde(default)]
-    ticket: String,
-}
-
-/// Asks for an endpoint and a ticket, and opens the socket.
+/// Asks for an endpoint and a ticket, and opens the socket; logs the host it connected
+/// to, or a refusal retrying cannot fix.
 pub(super) async fn connect(
     settings: &StreamSettings,
     http: &reqwest::Client,
 ) -> Result<Connection, Failure> {
+    let connected = upgrade(settings, http).await;
+    match &connected {
+        Ok(conn) => tracing::info!(host = %conn.host, "Connected to DingTalk stream mode."),
+        Err(Connect::Fatal(error)) => tracing::error!(%error, "DingTalk refused stream mode."),
+        Err(Connect::Retry(_)) => {}
+    }
+    connected
+}
+
+/// `connections/open`, then the upgrade.
+async fn upgrade(settings: &StreamSettings, http: &reqwest::Client) -> Result<Connection, Failure> {
     let url = open(settings, http).await?;
     let host = url.host_str().unwrap_or("").to_owned();
     let ws_config = WebSocketConfig::default()
@@ -71,11 +75,12 @@ pub(super) async fn connect(
     let upgrade =
         tokio_tungstenite::connect_async_with_config(url.as_str(), Some(ws_config), false);
     match tokio::time::timeout(CONNECT_TIMEOUT, upgrade).await {
-        Err(_) => Err(Failure::Retry(format!("connecting to {host} timed out"))),
-        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => Err(Failure::Retry(
-            format!("{host} refused the upgrade: HTTP {}", response.status()),
-        )),
-        Ok(Err(error)) => Err(Failure::Retry(format!(
+        Err(_) => Err(retry(format!("connecting to {host} timed out"))),
+        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => Err(retry(format!(
+            "{host} refused the upgrade: HTTP {}",
+            response.status()
+        ))),
+        Ok(Err(error)) => Err(retry(format!(
             "connecting to {host} failed: {}",
             describe(&error)
         ))),
@@ -96,7 +101,7 @@ async fn open(settings: &StreamSettings, http: &reqwest::Client) -> Result<Url, 
     let request = http.post(url).timeout(CONNECT_TIMEOUT).json(&body);
     let answer = match read_answer(OP, request, Dialect::OpenApi).await {
         Ok(answer) => answer,
-        Err(error) if error.is_transient() => return Err(Failure::Retry(error.to_string())),
+        Err(error) if error.is_transient() => return Err(retry(error.to_string())),
         Err(ApiError::Api { status, code, .. }) => {
             return Err(Failure::Fatal(StreamError::Refused { status, code }));
         }
@@ -106,7 +111,7 @@ async fn open(settings: &StreamSettings, http: &reqwest::Client) -> Result<Url, 
                 code: String::new(),
             }));
         }
-        Err(error) => return Err(Failure::Retry(error.to_string())),
+        Err(error) => return Err(retry(error.to_string())),
     };
     let opened: Opened = serde_json::from_value(answer)
         .map_err(|_| Failure::Retry("the connections/open answer is unreadable".into()))?;
@@ -125,7 +130,7 @@ fn socket_url(endpoint: &str, ticket: &str) -> Result<Url, Failure> {
         .map_err(|_| Failure::Retry("the stream endpoint is not a URL".into()))?;
     if !matches!(url.scheme(), "ws" | "wss") {
         let host = url.host_str().unwrap_or("").to_owned();
-        return Err(Failure::Retry(format!(
+        return Err(retry(format!(
             "the stream endpoint for {host} is not ws(s)"
         )));
     }

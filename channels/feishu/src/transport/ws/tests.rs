@@ -22,11 +22,11 @@ use tokio::task::JoinHandle;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 
-use im_bridge_channel::Telemetry;
 use im_bridge_channel::backoff::Backoff;
+use im_bridge_channel::{Cause, Telemetry};
 
+use super::frame::Header;
 use super::*;
-use crate::frame::Header;
 
 const SECRET: &str = "s3cr3t-app-secret";
 const DEADLINE: Duration = Duration::from_secs(5);

@@ -122,6 +122,18 @@ mod tests {
         }
     }
 
+    /// What the adapter writes, as recorded in `tests/fixtures/card_quoting_reply.json`.
+    #[test]
+    fn a_quoting_card_is_the_recorded_one() {
+        let recorded: Value =
+            serde_json::from_str(im_bridge_channel::fixture!("card_quoting_reply.json")).unwrap();
+        let written = quoting(
+            Some("and the changelog?"),
+            "**Changelog 1.4**\n\n- faster reconnects\n- cards patched in place",
+        );
+        assert_eq!(written, recorded);
+    }
+
     #[test]
     fn the_card_is_a_shared_markdown_card() {
         let c = card("**hi** \"there\"");

@@ -21,6 +21,7 @@ use base64::engine::general_purpose::STANDARD;
 use cbc::cipher::block_padding::Pkcs7;
 use cbc::cipher::{BlockDecryptMut, KeyIvInit};
 use im_bridge_channel::Secret;
+use im_bridge_channel::digest::{constant_time_eq, hex};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -116,7 +117,7 @@ pub fn verify_signature(
     hasher.update(nonce.as_bytes());
     hasher.update(encrypt_key.expose().as_bytes());
     hasher.update(body);
-    let expected = to_hex(&hasher.finalize());
+    let expected = hex(&hasher.finalize());
     let given = sig_hex.trim().to_ascii_lowercase();
     constant_time_eq(expected.as_bytes(), given.as_bytes())
 }
@@ -168,22 +169,6 @@ fn parse(bytes: &[u8]) -> Result<Value, WebhookError> {
     serde_json::from_slice(bytes).map_err(|e| WebhookError::Json(format!("{:?}", e.classify())))
 }
 
-/// Equal length and equal bytes, without stopping at the first difference. The length
-/// itself is not secret (a SHA-256 hex is always 64).
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use cbc::cipher::BlockEncryptMut;
@@ -206,6 +191,28 @@ mod tests {
         let mut out = iv.to_vec();
         out.extend_from_slice(&ct);
         STANDARD.encode(out)
+    }
+
+    /// Recorded bodies (`tests/fixtures/webhook_*.json`): an encrypted event (under the
+    /// key `fixture-encrypt-key`) opens to the plain event, a URL verification is one.
+    #[test]
+    fn recorded_bodies_open_and_sort() {
+        let key = Secret::new("fixture-encrypt-key");
+        let encrypted = im_bridge_channel::fixture_bytes!("webhook_encrypted.json");
+        assert_eq!(open(encrypted, None), Err(WebhookError::NoKey));
+        let json = open(encrypted, Some(&key)).unwrap();
+        let plain: Value =
+            serde_json::from_str(im_bridge_channel::fixture!("event_text_p2p.json")).unwrap();
+        assert_eq!(json, plain);
+        let Envelope::Event { token, .. } = classify(&json).unwrap() else {
+            panic!("not an event");
+        };
+        assert_eq!(token.expose(), "v7Q0verificationTOKEN");
+        let challenge = im_bridge_channel::fixture_bytes!("webhook_url_verification.json");
+        let body = classify(&open(challenge, Some(&key)).unwrap()).unwrap();
+        assert!(
+            matches!(body, Envelope::Challenge { challenge, .. } if challenge == "ajls384kdjx98XX")
+        );
     }
 
     #[test]
@@ -257,7 +264,7 @@ mod tests {
         let mut hasher = Sha256::new();
         hasher.update(format!("1700000000nonce1{KEY}").as_bytes());
         hasher.update(body);
-        let sig = to_hex(&hasher.finalize());
+        let sig = hex(&hasher.finalize());
         assert_eq!(sig.len(), 64);
         assert!(verify_signature("1700000000", "nonce1", &key, body, &sig));
         assert!(verify_signature(

@@ -1,7 +1,8 @@
 //! DingTalk stream mode: robot messages arrive over a WebSocket the bridge opens itself,
 //! so no public URL is needed (spec platforms.md §5.1).
 //!
-//! [`run`] loops *open → connect → serve*:
+//! `run` loops *open → connect → serve* through the core's reconnect driver
+//! (`Reconnect::drive`):
 //!
 //! - **Open and connect** (`endpoint`): `connections/open` answers an endpoint and a
 //!   one-time ticket; the socket is `endpoint?ticket=…`.
@@ -42,14 +43,14 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use im_bridge_channel::backoff::Backoff;
-use im_bridge_channel::{Cause, Reconnect, Secret, reconnect};
+use im_bridge_channel::reconnect::{Connect, Ended, LongConnection};
+use im_bridge_channel::{Reconnect, Secret, reconnect};
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
-pub use endpoint::OPEN_PATH;
-use endpoint::{Connection, Failure};
+use endpoint::Connection;
 use frame::{Ack, Frame, code};
 
 /// The topic robot messages arrive on (a `CALLBACK`).
@@ -161,65 +162,44 @@ pub enum StreamError {
     },
 }
 
-/// How one connection ended.
-enum Ended {
-    /// `shutdown` was cancelled; the socket has been closed.
-    Shutdown,
-    /// DingTalk asked us to reconnect (SYSTEM `disconnect`); the socket has been closed.
-    /// `served` says whether a frame arrived before the `disconnect`.
-    Rotated { served: bool },
-    /// The server closed it, the transport failed, or the keepalive went unanswered (the
-    /// reason is safe to log); `served` says whether any frame arrived on it.
-    Lost { reason: String, served: bool },
-}
-
 /// Holds stream mode until `shutdown`, handing robot messages to `handler` and
 /// reconnecting as `reconnect` says.
 ///
 /// Returns `Ok(())` after a shutdown, `Err` on a refusal retrying cannot fix.
-pub async fn run(
+pub(crate) async fn run(
     settings: &StreamSettings,
     http: &reqwest::Client,
     handler: &mut dyn EventHandler,
-    mut reconnect: Reconnect,
+    reconnect: Reconnect,
     shutdown: &CancellationToken,
 ) -> Result<(), StreamError> {
-    // Why the last attempt or connection ended (log-safe); `None` before the first.
-    let mut ended: Option<(Cause, String)> = None;
-    loop {
-        if let Some((cause, reason)) = ended.take()
-            && !reconnect.wait(cause, reason, shutdown).await
-        {
-            return Ok(());
-        }
-        let connected = tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            c = endpoint::connect(settings, http) => c,
-        };
-        match connected {
-            Ok(conn) => {
-                tracing::info!(host = %conn.host, "Connected to DingTalk stream mode.");
-                match serve(conn, &settings.timers, handler, shutdown).await {
-                    Ended::Shutdown => return Ok(()),
-                    Ended::Rotated { served } => {
-                        // At once after a connection that carried frames; a server that
-                        // sends nothing but `disconnect` is backed off.
-                        if served {
-                            reconnect.reset();
-                        }
-                        ended = Some((Cause::Rotated, "SYSTEM disconnect".into()));
-                    }
-                    Ended::Lost { reason, served } => {
-                        ended = Some((reconnect.ended(served), reason));
-                    }
-                }
-            }
-            Err(Failure::Fatal(error)) => {
-                tracing::error!(%error, "DingTalk refused stream mode.");
-                return Err(error);
-            }
-            Err(Failure::Retry(reason)) => ended = Some((Cause::ConnectFailed, reason)),
-        }
+    let mut link = Link {
+        settings,
+        http,
+        handler,
+    };
+    reconnect.drive(&mut link, shutdown).await
+}
+
+/// Stream mode as the core's reconnect driver runs it.
+struct Link<'a> {
+    settings: &'a StreamSettings,
+    http: &'a reqwest::Client,
+    handler: &'a mut dyn EventHandler,
+}
+
+impl LongConnection for Link<'_> {
+    type Connection = Connection;
+    type Fatal = StreamError;
+
+    async fn connect(&mut self) -> Result<Connection, Connect<StreamError>> {
+        endpoint::connect(self.settings, self.http).await
+    }
+
+    /// A `disconnect` is a rotation: at once after a connection that carried frames (the
+    /// driver's rule); a server that sends nothing but `disconnect` is backed off.
+    async fn serve(&mut self, conn: Connection, shutdown: &CancellationToken) -> Ended {
+        serve(conn, &self.settings.timers, &mut *self.handler, shutdown).await
     }
 }
 
@@ -243,7 +223,10 @@ async fn serve(
     let mut deadline = Instant::now() + timers.keepalive;
     // Whether a keepalive ping is waiting for any sign of life.
     let mut pinged = false;
-    let lost = |reason: String, served: bool| Ended::Lost { reason, served };
+    let lost = |reason: String, served: bool| Ended::Lost {
+        reason: reason.into(),
+        served,
+    };
     loop {
         tokio::select! {
             () = shutdown.cancelled() => {
@@ -293,6 +276,7 @@ async fn serve(
                     let _ = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
                     return Ended::Rotated {
                         served: served_before,
+                        reason: "SYSTEM disconnect".into(),
                     };
                 }
             }
