@@ -3,6 +3,10 @@
 //! wrong internal token; an unreachable Gateway; refused platform credentials; a webhook
 //! another deployment set; an unwritable store; the admin address in use. Each failure
 //! must name its fix, exit 1, and no secret may appear in the output.
+//!
+//! The platforms come from the daemon's registry: [`PLATFORM_CASES`] says how each meets
+//! doctor (its block, its secret, a wrong one, the hint), and a test fails when a registered
+//! platform has no case.
 
 use std::collections::HashMap;
 use std::process::Output;
@@ -21,15 +25,102 @@ use crate::cli::bin;
 /// The simulator's internal token.
 const INTERNAL_TOKEN: &str = "doctor-INTERNAL-token-0001";
 
-/// The secrets of a run, by the environment variable the config reads them from.
-const SECRET_VARS: &[&str] = &[
-    "DOCTOR_INTERNAL_TOKEN",
-    "DOCTOR_TG_TOKEN",
-    "DOCTOR_FEISHU_SECRET",
-    "DOCTOR_DINGTALK_SECRET",
-    "DOCTOR_QQ_SECRET",
-    "DOCTOR_DISCORD_TOKEN",
+/// The variable the config reads the internal token from.
+const INTERNAL_VAR: &str = "DOCTOR_INTERNAL_TOKEN";
+
+/// What doctor meets of one platform: its `channels.<name>` block against its fake (the
+/// secret read from `$var`), the secret the fake accepts, one it refuses, and the keys the
+/// refusal's hint must name.
+struct PlatformCase {
+    name: &'static str,
+    var: &'static str,
+    secret: &'static str,
+    wrong: &'static str,
+    hint: &'static str,
+    block: fn(&World) -> String,
+}
+
+/// Every platform with credentials to check; [`platforms`] keeps the ones this build
+/// registers.
+const PLATFORM_CASES: &[PlatformCase] = &[
+    PlatformCase {
+        name: "telegram",
+        var: "DOCTOR_TG_TOKEN",
+        secret: telegram::TOKEN,
+        wrong: "999999:WRONG-telegram-token",
+        hint: "channels.telegram.bot_token",
+        block: |w| {
+            let api = w.telegram.api_url();
+            format!("{{enabled: true, bot_token: $DOCTOR_TG_TOKEN, api_url: {api}}}")
+        },
+    },
+    PlatformCase {
+        name: "feishu",
+        var: "DOCTOR_FEISHU_SECRET",
+        secret: feishu::APP_SECRET,
+        wrong: "WRONG-feishu-secret",
+        hint: "channels.feishu.app_id and channels.feishu.app_secret",
+        block: |w| {
+            format!(
+                "{{enabled: true, app_id: {}, app_secret: $DOCTOR_FEISHU_SECRET, domain: {}}}",
+                feishu::APP_ID,
+                w.feishu.domain()
+            )
+        },
+    },
+    PlatformCase {
+        name: "dingtalk",
+        var: "DOCTOR_DINGTALK_SECRET",
+        secret: dingtalk::CLIENT_SECRET,
+        wrong: "WRONG-dingtalk-secret",
+        hint: "channels.dingtalk.client_secret",
+        block: |w| {
+            let api = w.dingtalk.api_url();
+            format!(
+                "{{enabled: true, client_id: {}, client_secret: $DOCTOR_DINGTALK_SECRET, api_url: {api}, oapi_url: {api}}}",
+                dingtalk::CLIENT_ID
+            )
+        },
+    },
+    PlatformCase {
+        name: "qq",
+        var: "DOCTOR_QQ_SECRET",
+        secret: qq::CLIENT_SECRET,
+        wrong: "WRONG-qq-secret",
+        hint: "channels.qq.client_secret",
+        block: |w| {
+            format!(
+                "{{enabled: true, app_id: \"{}\", client_secret: $DOCTOR_QQ_SECRET, api_url: {}, token_url: {}}}",
+                qq::APP_ID,
+                w.qq.api_url(),
+                w.qq.token_url()
+            )
+        },
+    },
+    PlatformCase {
+        name: "discord",
+        var: "DOCTOR_DISCORD_TOKEN",
+        secret: discord::TOKEN,
+        wrong: "WRONG-discord-token",
+        hint: "channels.discord.bot_token",
+        block: |w| {
+            let api = w.discord.api_url();
+            format!("{{enabled: true, bot_token: $DOCTOR_DISCORD_TOKEN, api_url: {api}}}")
+        },
+    },
 ];
+
+/// The cases of the platforms the daemon's registry holds in this build.
+fn platforms() -> impl Iterator<Item = &'static PlatformCase> {
+    PLATFORM_CASES
+        .iter()
+        .filter(|c| im_bridge::platforms::find(c.name).is_some())
+}
+
+/// Whether this build has platform `name`.
+fn has(name: &str) -> bool {
+    im_bridge::platforms::find(name).is_some()
+}
 
 /// The simulator and the fakes, on a runtime that serves them while the binary runs.
 struct World {
@@ -91,17 +182,9 @@ impl World {
 
     /// Every value right: the checks should all pass.
     fn case(&self) -> Case {
-        let secrets = SECRET_VARS
-            .iter()
-            .zip([
-                INTERNAL_TOKEN,
-                telegram::TOKEN,
-                feishu::APP_SECRET,
-                dingtalk::CLIENT_SECRET,
-                qq::CLIENT_SECRET,
-                discord::TOKEN,
-            ])
-            .map(|(var, value)| (*var, value.to_owned()))
+        let platforms = platforms().map(|c| (c.var, c.secret.to_owned()));
+        let secrets = std::iter::once((INTERNAL_VAR, INTERNAL_TOKEN.to_owned()))
+            .chain(platforms)
             .collect();
         Case {
             secrets,
@@ -122,29 +205,18 @@ impl World {
             .store
             .clone()
             .unwrap_or_else(|| format!("sqlite://{}", self.dir.path().join("doctor.db").display()));
+        let blocks: String = platforms()
+            .map(|c| format!("  {}: {}\n", c.name, (c.block)(self)))
+            .collect();
         let text = format!(
             "channels:
   langgraph_url: {gateway}/api
   gateway_url: {gateway}
-  telegram: {{enabled: true, bot_token: $DOCTOR_TG_TOKEN, api_url: {tg}}}
-  feishu: {{enabled: true, app_id: {feishu_id}, app_secret: $DOCTOR_FEISHU_SECRET, domain: {feishu}}}
-  dingtalk: {{enabled: true, client_id: {ding_id}, client_secret: $DOCTOR_DINGTALK_SECRET, api_url: {ding}, oapi_url: {ding}}}
-  qq: {{enabled: true, app_id: \"{qq_id}\", client_secret: $DOCTOR_QQ_SECRET, api_url: {qq_api}, token_url: {qq_token}}}
-  discord: {{enabled: true, bot_token: $DOCTOR_DISCORD_TOKEN, api_url: {discord}}}
-bridge:
+{blocks}bridge:
   store: {store}
   admin_listen: {admin}
-  internal_token: $DOCTOR_INTERNAL_TOKEN
+  internal_token: ${INTERNAL_VAR}
 ",
-            tg = self.telegram.api_url(),
-            feishu_id = feishu::APP_ID,
-            feishu = self.feishu.domain(),
-            ding_id = dingtalk::CLIENT_ID,
-            ding = self.dingtalk.api_url(),
-            qq_id = qq::APP_ID,
-            qq_api = self.qq.api_url(),
-            qq_token = self.qq.token_url(),
-            discord = self.discord.api_url(),
             admin = case.admin,
         );
         let path = self.dir.path().join("doctor.yaml");
@@ -207,26 +279,36 @@ fn every_check_passes_against_the_simulator_and_the_fakes() {
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     let checks: Vec<&str> = stdout.lines().filter(|l| !l.starts_with("All ")).collect();
     assert!(checks.iter().all(|l| l.starts_with("ok   ")), "{stdout}");
-    for name in [
+    let own = [
         "gateway",
         "gateway token",
         "langgraph",
         "gateway routes",
         "store",
-        "admin address",
-        "telegram",
-        "telegram webhook",
-        "feishu",
-        "dingtalk",
-        "qq",
-        "discord",
-    ] {
+    ];
+    for name in own.into_iter().chain(["admin address"]) {
         line(&stdout, name);
     }
-    assert!(
-        line(&stdout, "telegram").contains(telegram::BOT_USERNAME),
-        "{stdout}"
-    );
+    // A line for each platform of the registry that has credentials (the console has none).
+    let mut checked: Vec<&str> = platforms().map(|c| c.name).collect();
+    for name in &checked {
+        assert!(line(&stdout, name).starts_with("ok   "), "{stdout}");
+    }
+    let mut registered: Vec<&str> = im_bridge::platforms::PLATFORMS
+        .iter()
+        .map(|p| p.name())
+        .filter(|name| *name != "console")
+        .collect();
+    checked.sort_unstable();
+    registered.sort_unstable();
+    assert_eq!(checked, registered, "a platform without a doctor case");
+    if has("telegram") {
+        line(&stdout, "telegram webhook");
+        assert!(
+            line(&stdout, "telegram").contains(telegram::BOT_USERNAME),
+            "{stdout}"
+        );
+    }
     // Issue 26: the optional routes the simulator serves by default.
     assert_eq!(
         line(&stdout, "gateway routes"),
@@ -319,42 +401,24 @@ fn an_unreachable_gateway_fails_naming_the_url_key() {
 fn refused_platform_credentials_fail_naming_each_channel_and_its_keys() {
     let world = World::start();
     let mut case = world.case();
-    for (var, wrong) in [
-        ("DOCTOR_TG_TOKEN", "999999:WRONG-telegram-token"),
-        ("DOCTOR_FEISHU_SECRET", "WRONG-feishu-secret"),
-        ("DOCTOR_DINGTALK_SECRET", "WRONG-dingtalk-secret"),
-        ("DOCTOR_QQ_SECRET", "WRONG-qq-secret"),
-        ("DOCTOR_DISCORD_TOKEN", "WRONG-discord-token"),
-    ] {
-        case.secrets.insert(var, wrong.into());
+    for platform in platforms() {
+        case.secrets.insert(platform.var, platform.wrong.into());
     }
     let (code, stdout, _) = world.doctor(&case);
     assert_eq!(code, Some(1), "{stdout}");
     let refused = "the credentials were refused";
-    assert_fails(&stdout, "telegram", refused, "channels.telegram.bot_token");
-    assert!(
-        line(&stdout, "telegram webhook").starts_with("skip "),
-        "{stdout}"
-    );
-    assert_fails(
-        &stdout,
-        "feishu",
-        refused,
-        "channels.feishu.app_id and channels.feishu.app_secret",
-    );
-    assert_fails(
-        &stdout,
-        "dingtalk",
-        refused,
-        "channels.dingtalk.client_secret",
-    );
-    assert_fails(&stdout, "qq", refused, "channels.qq.client_secret");
-    assert_fails(&stdout, "discord", refused, "channels.discord.bot_token");
-    assert_eq!(
-        failed(&stdout),
-        ["dingtalk", "discord", "feishu", "qq", "telegram"],
-        "{stdout}"
-    );
+    for platform in platforms() {
+        assert_fails(&stdout, platform.name, refused, platform.hint);
+    }
+    if has("telegram") {
+        assert!(
+            line(&stdout, "telegram webhook").starts_with("skip "),
+            "{stdout}"
+        );
+    }
+    let mut names: Vec<&str> = platforms().map(|c| c.name).collect();
+    names.sort_unstable();
+    assert_eq!(failed(&stdout), names, "{stdout}");
 }
 
 #[test]

@@ -1,9 +1,17 @@
 //! The QQ adapter end to end: the real daemon with a `QqChannel` on the op-code gateway (or
 //! the signed webhook) against the fake QQ (`im_bridge_fakes::qq`: tokens, sessions with
 //! resume, the passive-reply rules) and the Gateway simulator.
+//!
+//! What every platform owes (an answer in c2c and in a group, on the gateway and the
+//! webhook; a duplicate push running once; a long answer within 4000 bytes a reply;
+//! `/goal from-chat`; localized replies; an image reaching the agent; clean logs) is the
+//! conformance suite's (`tests/adapters.rs`), through `conformance`; this file keeps what
+//! is QQ's own: `msg_seq` and the reply budget, the mention, sessions and resume, the
+//! passive-reply windows, the webhook's handshake and signatures.
 
 #![cfg(feature = "qq")]
 
+pub(crate) mod conformance;
 mod freshness;
 pub(crate) mod harness;
 
@@ -40,18 +48,6 @@ async fn issue_17_a_group_at_message_gets_its_final_reply() {
     let thread = qq.sim.thread_ids().pop().unwrap();
     let human = qq.sim.messages(&thread)[0]["content"].clone();
     assert_eq!(human, "when do we ship?");
-    qq.stop().await;
-}
-
-#[tokio::test]
-async fn issue_17_a_c2c_message_gets_its_final_reply() {
-    let qq = Qq::start().await;
-    qq.sim
-        .script_next_run(Script::with_answer("Hello there.").chunks(1));
-    let pushed = qq.fake.push(&Event::c2c(ALICE, "hi"));
-    let replies = qq.wait_reply("the answer", "Hello there.").await;
-    assert_eq!(replies[0].chat_id, format!("c2c:{ALICE}"));
-    assert_eq!(replies[0].msg_id, pushed.message_id);
     qq.stop().await;
 }
 
@@ -120,26 +116,6 @@ async fn issue_17_op_9_and_close_4004_identify_again() {
         .script_next_run(Script::with_answer("Back again.").chunks(1));
     qq.fake.push(&Event::c2c(ALICE, "still there?"));
     qq.wait_reply("the answer", "Back again.").await;
-    qq.stop().await;
-}
-
-#[tokio::test]
-async fn issue_17_a_duplicate_push_runs_once() {
-    let qq = Qq::start().await;
-    qq.sim
-        .script_next_run(Script::with_answer("Once.").chunks(1));
-    let event = Event::c2c(ALICE, "twice?");
-    qq.fake.push(&event);
-    qq.fake.push(&event.duplicate());
-    qq.wait_reply("the answer", "Once.").await;
-    // A later message is answered after anything the duplicate could have run.
-    qq.sim
-        .script_next_run(Script::with_answer("Next.").chunks(1));
-    qq.fake.push(&Event::c2c(ALICE, "next"));
-    let replies = qq.wait_reply("the next answer", "Next.").await;
-    assert_eq!(replies.len(), 2, "{replies:#?}");
-    let thread = qq.sim.thread_ids().pop().unwrap();
-    assert_eq!(qq.sim.runs(&thread).len(), 2);
     qq.stop().await;
 }
 
@@ -244,60 +220,5 @@ async fn issue_17_the_webhook_answers_the_handshake_and_rejects_a_wrong_signatur
     let replies = qq.wait_reply("the answer", "Signed and answered.").await;
     assert_eq!(replies.len(), 1, "the forged ones never ran");
     assert_eq!(qq.sim.thread_ids().len(), 1);
-    qq.stop().await;
-}
-
-#[tokio::test]
-async fn issue_17_goal_from_chat_uses_two_replies() {
-    const OBJECTIVE: &str = "Please help me write the quarterly report";
-    const WORKING: &str = "Working on the report now.";
-    let qq = Qq::start().await;
-    qq.sim
-        .script_next_run(Script::with_answer("Sure.").chunks(1));
-    qq.fake.push(&Event::c2c(ALICE, OBJECTIVE));
-    qq.wait_reply("the first answer", "Sure.").await;
-    qq.sim
-        .script_next_run(crate::support::goal_met_at_once(WORKING));
-    let pushed = qq.fake.push(&Event::c2c(ALICE, "/goal from-chat"));
-    qq.wait_reply("the goal run's answer", WORKING).await;
-    let replies = qq.fake.replies_to(&pushed.message_id);
-    let texts: Vec<&str> = replies.iter().map(|r| r.content.as_str()).collect();
-    assert_eq!(
-        texts,
-        [
-            format!("Goal set from our conversation: {OBJECTIVE}").as_str(),
-            WORKING
-        ]
-    );
-    let seqs: Vec<u64> = replies.iter().map(|r| r.msg_seq).collect();
-    assert_eq!(seqs, [1, 2]);
-    qq.stop().await;
-}
-
-#[tokio::test]
-async fn issue_17_replies_are_localized() {
-    let zh = crate::support::catalog_text("zh-CN");
-    let qq = Qq::start_with(Setup {
-        locale: Some("zh-CN"),
-        ..Setup::default()
-    })
-    .await;
-    qq.fake.push(&Event::c2c(ALICE, "/goal"));
-    qq.wait_reply("the Chinese reply", &zh("goal-status-none", &[]))
-        .await;
-    qq.stop().await;
-}
-
-#[tokio::test]
-async fn issue_17_an_image_reaches_the_agent() {
-    let qq = Qq::start().await;
-    let photo = b"\x89PNG\r\n\x1a\n a photo of a whiteboard".to_vec();
-    let url = qq.fake.put_file("board.png", photo.clone(), "image/png");
-    qq.sim
-        .script_next_run(Script::with_answer("A whiteboard.").chunks(1));
-    qq.fake
-        .push(&Event::c2c(ALICE, "what is this?").with_image(&url, "image/png", "board.png"));
-    qq.wait_reply("the answer", "A whiteboard.").await;
-    crate::support::assert_image_reached_the_agent(&qq.sim, photo.len());
     qq.stop().await;
 }

@@ -36,10 +36,12 @@ struct File {
 /// splitter's property checks are compiled for the tests and for the fuzz targets (cargo
 /// features `fuzzing` and `test-support`, which the daemon never enables), and speak to
 /// developers only; so does the strict Telegram HTML checker, a dialect's `check`, which
-/// only the tests and the fuzz targets call.
+/// only the tests and the fuzz targets call; and so does the fixture round trip of wire
+/// types.
 const TEST_SUPPORT: &[&str] = &[
     "channels/core/src/render/check.rs",
     "channels/core/src/render/conformance.rs",
+    "channels/core/src/fixtures.rs",
     "channels/core/src/delivery/split/check.rs",
     "channels/telegram/src/markup/check.rs",
 ];
@@ -175,6 +177,11 @@ fn channels_are_bounded() {
 #[test]
 fn only_the_registry_names_platforms() {
     check(rules::only_the_registry_names_platforms);
+}
+
+#[test]
+fn the_core_names_no_platform() {
+    check(rules::the_core_names_no_platform);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! `dingtalk_frame`: one DingTalk stream-mode text frame, through the serve loop's
-//! handling (`stream::receive` through the crate's `fuzzing` module: bound, frame parse,
+//! handling (`transport::ws::receive` through the crate's `fuzzing` module: bound, frame parse,
 //! SYSTEM frames, topics, the ack) with the channel's decode and normalization of a robot
 //! message.
 //!
@@ -8,8 +8,7 @@
 //! ack is JSON whose `headers.messageId` is the frame's own.
 #![no_main]
 
-use im_bridge_dingtalk::fuzzing::stream_frame;
-use im_bridge_dingtalk::inbound::InboundContext;
+use im_bridge_dingtalk::fuzzing::{InboundContext, stream_frame};
 use im_bridge_fuzz::{anyone, check_inbound, commands};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;

@@ -11,9 +11,8 @@
 #![no_main]
 
 use im_bridge_channel::Secret;
-use im_bridge_feishu::fuzzing::long_connection;
-use im_bridge_feishu::inbound::{Envelope, InboundContext, normalize};
-use im_bridge_feishu::webhook::{self, classify, open};
+use im_bridge_feishu::fuzzing::webhook::{self, classify, open};
+use im_bridge_feishu::fuzzing::{Envelope, InboundContext, long_connection, normalize};
 use im_bridge_fuzz::{anyone, check_inbound, commands, pieces};
 use libfuzzer_sys::fuzz_target;
 

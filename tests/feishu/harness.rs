@@ -44,6 +44,12 @@ impl Fs {
     }
 
     async fn start_in(webhook: bool) -> Self {
+        Self::start_with(webhook, None).await
+    }
+
+    /// Everything started, on the event webhook or the long connection, replies in the
+    /// channel `locale` when one is given.
+    pub async fn start_with(webhook: bool, locale: Option<&str>) -> Self {
         let fake = FakeFeishu::start().await.unwrap();
         // Quick reconnects, so the reconnect test waits a second at most.
         fake.set_client_config(ClientConfig {
@@ -86,7 +92,14 @@ impl Fs {
             webhooks.clone(),
         );
         let channel = FeishuChannel::new(settings, &ctx).unwrap();
-        let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &Options::default(), webhooks);
+        let mut options = Options::default();
+        if let Some(tag) = locale {
+            options
+                .manager
+                .channel_locales
+                .insert(im_bridge_feishu::NAME.to_owned(), tag.to_owned());
+        }
+        let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, webhooks);
         if !webhook {
             fake.wait_connected(1, DEADLINE).await.unwrap();
         }

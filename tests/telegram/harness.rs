@@ -63,6 +63,15 @@ impl Tg {
 
     /// Everything started in `mode`, the manager running at most `workers` messages at once.
     pub async fn start_with(mode: Mode, workers: usize) -> Self {
+        Self::launch(mode, workers, None).await
+    }
+
+    /// Everything started in `mode`, the channel's `locale` set to `tag`.
+    pub async fn start_localized(mode: Mode, tag: Option<&str>) -> Self {
+        Self::launch(mode, WORKERS, tag).await
+    }
+
+    async fn launch(mode: Mode, workers: usize, locale: Option<&str>) -> Self {
         let fake = FakeTelegram::start().await.unwrap();
         let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
         let settings = TelegramSettings::new(Secret::new(TOKEN)).with_api_url(fake.api_url());
@@ -109,6 +118,7 @@ impl Tg {
             channel,
             webhooks,
             workers,
+            locale,
         );
         Self {
             fake,
@@ -193,10 +203,10 @@ pub fn spawn_daemon(
     CancellationToken,
     JoinHandle<Result<DaemonExit, DaemonError>>,
 ) {
-    spawn_daemon_with(sim, store, lease_ttl, channel, webhooks, WORKERS)
+    spawn_daemon_with(sim, store, lease_ttl, channel, webhooks, WORKERS, None)
 }
 
-/// [`spawn_daemon`] with at most `workers` messages handled at once.
+/// [`spawn_daemon`] with at most `workers` messages handled at once, replies in `locale`.
 fn spawn_daemon_with(
     sim: &RunningSimulator,
     store: StoreLocation,
@@ -204,6 +214,7 @@ fn spawn_daemon_with(
     channel: TelegramChannel,
     webhooks: WebhookHost,
     workers: usize,
+    locale: Option<&str>,
 ) -> (
     CancellationToken,
     JoinHandle<Result<DaemonExit, DaemonError>>,
@@ -217,6 +228,10 @@ fn spawn_daemon_with(
         manager: ManagerConfig {
             notification_locale: "en-US".into(),
             max_concurrency: workers,
+            channel_locales: locale
+                .map(|tag| (im_bridge_telegram::NAME.to_owned(), tag.to_owned()))
+                .into_iter()
+                .collect(),
             ..ManagerConfig::default()
         },
         gateway: GatewayConfig {

@@ -26,12 +26,25 @@ pub fn round_trip<T: Serialize + DeserializeOwned + std::fmt::Debug>(fixture: &s
     typed
 }
 
-/// The text of a recorded payload in the calling crate's `tests/fixtures/`, read at
-/// compile time: `fixture!("update_private_text.json")`, for [`round_trip`].
+/// The text of a recorded payload, `tests/fixtures/<name>` of the crate that calls it
+/// (read at compile time): `round_trip::<Update>(fixture!("update_private_text.json"))`.
 #[macro_export]
 macro_rules! fixture {
     ($name:literal) => {
         include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/",
+            $name
+        ))
+    };
+}
+
+/// The bytes of a recorded binary payload (a protobuf frame), `tests/fixtures/<name>` of
+/// the crate that calls it (read at compile time).
+#[macro_export]
+macro_rules! fixture_bytes {
+    ($name:literal) => {
+        include_bytes!(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/",
             $name

@@ -15,6 +15,7 @@ mod channel;
 mod commands;
 pub mod config;
 mod delivery;
+pub mod digest;
 pub mod doctor;
 mod error;
 mod file_hosts;
@@ -28,6 +29,7 @@ mod ids;
 mod inbound;
 mod menu;
 mod message;
+pub mod pace;
 pub mod reconnect;
 pub mod registry;
 pub mod render;
@@ -69,8 +71,6 @@ pub use webhook::{
     WebhookRoute,
 };
 
-/// Lower-case hex, written and read the same way by every adapter.
-pub mod hex;
 /// A test binary's log lines, for tests that prove logs carry no secret (`test-support`).
 #[cfg(feature = "test-support")]
 pub mod logs;

@@ -15,37 +15,35 @@
 //! timeout, a 5xx or a rate limit; those go back to the delivery engine as `Transport` or
 //! `RetryAfter`.
 //!
-//! **Bounds.** Each call has a timeout ([`CALL_TIMEOUT`], [`UPLOAD_TIMEOUT`],
-//! [`DOWNLOAD_TIMEOUT`]); an answer over [`MAX_RESPONSE_BYTES`] is refused rather than
-//! buffered; a download streams in and is abandoned as soon as it passes its caller's
-//! bound; an upload over [`MAX_UPLOAD_BYTES`] is refused before anything is sent.
+//! **Bounds.** Each call has a timeout ([`CALL_TIMEOUT`], [`UPLOAD_TIMEOUT`], the core's
+//! download timeout); an answer over 1 MiB is refused rather than buffered
+//! (`error::answer`); a download (the core's `http::download`) streams in and is abandoned
+//! as soon as it passes its caller's bound; an upload over [`MAX_UPLOAD_BYTES`] is refused
+//! before anything is sent.
 //!
 //! Ids travel in JSON bodies, never in URL paths. The API client follows no redirect (it
 //! would carry the token); the download of a file's signed `downloadUrl` carries no token
 //! and may follow a few. Transport errors are stored without their URL: the upload's
 //! carries the token, a download's its signature.
-//!
-//! Children:
-//! - `answer`: reading an answer (bounded) and sorting a refusal, in either host's dialect.
-
-mod answer;
+//! Reading an answer (bounded) and sorting a refusal, in either host's dialect, is
+//! `error::answer`: the token source reads answers the same way.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use im_bridge_channel::digest::hex;
+use im_bridge_channel::http::{self, HttpError};
 use im_bridge_channel::{FileHosts, Secret};
 use rand::Rng;
 use reqwest::multipart::{Form, Part};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::config::FILE_HOSTS;
-use crate::error::ApiError;
+use crate::error::{ApiError, Dialect, decode, read_answer};
+use crate::model::{DownloadUrl, Sent, Uploaded};
 use crate::token::{AppToken, TokenCache};
-pub(crate) use answer::{Dialect, read_answer};
-use answer::{decode, read_body};
 
 /// The header every OpenAPI call carries its token in.
 pub const TOKEN_HEADER: &str = "x-acs-dingtalk-access-token";
@@ -55,17 +53,9 @@ pub const MAX_UPLOAD_BYTES: u64 = 20 * 1024 * 1024;
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Timeout of an upload (up to 20 MB).
 pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(300);
-/// Timeout of a file download.
-pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(300);
-/// Largest answer read into memory; answers are a few hundred bytes.
-pub const MAX_RESPONSE_BYTES: u64 = 1024 * 1024;
 /// How long a recipient DingTalk holds back (`flowControlledStaffIdList`) is asked to
 /// wait: DingTalk names no time, and its per-user limits are counted in minutes.
 pub const FLOW_CONTROL_RETRY_AFTER: Duration = Duration::from_secs(60);
-/// Connection setup timeout.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Redirects a file download may follow (it carries no token).
-const MAX_DOWNLOAD_REDIRECTS: usize = 3;
 
 /// Where a robot message goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,11 +75,6 @@ pub enum Recipient<'a> {
 /// A robot message: a `msgKey` and its `msgParam`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RobotMessage<'a> {
-    /// `sampleText {content}`: plain text.
-    Text {
-        /// The text.
-        content: &'a str,
-    },
     /// `sampleMarkdown {title, text}`.
     Markdown {
         /// What the conversation list and the notification show (the text itself is not
@@ -118,7 +103,6 @@ impl RobotMessage<'_> {
     /// The `msgKey`.
     pub fn msg_key(&self) -> &'static str {
         match self {
-            Self::Text { .. } => "sampleText",
             Self::Markdown { .. } => "sampleMarkdown",
             Self::Image { .. } => "sampleImageMsg",
             Self::File { .. } => "sampleFile",
@@ -128,7 +112,6 @@ impl RobotMessage<'_> {
     /// The `msgParam`: a JSON object serialized into a string, as DingTalk wants it.
     pub fn msg_param(&self) -> String {
         let param = match *self {
-            Self::Text { content } => json!({ "content": content }),
             Self::Markdown { title, text } => json!({ "title": title, "text": text }),
             Self::Image { photo_url } => json!({ "photoURL": photo_url }),
             Self::File {
@@ -197,13 +180,9 @@ impl Api {
         client_id: impl Into<String>,
         client_secret: Secret,
     ) -> Result<Self, ApiError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ApiError::Client(e.without_url()))?;
+        let http = http::client()?;
         let file_hosts = FileHosts::new(FILE_HOSTS).unwrap_or_default();
-        let download = download_client(&file_hosts)?;
+        let download = http::file_client(&file_hosts)?;
         let api_url = api_url.trim_end_matches('/').to_owned();
         let tokens = AppToken::new(http.clone(), &api_url, client_id, client_secret).cache();
         Ok(Self {
@@ -218,7 +197,7 @@ impl Api {
 
     /// The same client, reading files only from `hosts`.
     pub fn with_file_hosts(mut self, hosts: FileHosts) -> Result<Self, ApiError> {
-        self.download = download_client(&hosts)?;
+        self.download = http::file_client(&hosts)?;
         self.file_hosts = hosts;
         Ok(self)
     }
@@ -232,7 +211,7 @@ impl Api {
     /// /v1.0/robot/oToMessages/batchSend` to one user. Returns the `processQueryKey`.
     ///
     /// A user DingTalk lists in `invalidStaffIdList` is [`ApiError::NotDone`]; one in
-    /// `flowControlledStaffIdList` (held back, nothing sent) is [`ApiError::RetryAfter`]
+    /// `flowControlledStaffIdList` (held back, nothing sent) is [`HttpError::RetryAfter`]
     /// [`FLOW_CONTROL_RETRY_AFTER`].
     pub async fn send(
         &self,
@@ -270,23 +249,21 @@ impl Api {
                 .iter()
                 .any(|id| id == staff_id)
             {
-                return Err(ApiError::RetryAfter(FLOW_CONTROL_RETRY_AFTER));
+                return Err(HttpError::RetryAfter(FLOW_CONTROL_RETRY_AFTER).into());
             }
         }
         match answer.process_query_key {
             Some(key) if !key.is_empty() => Ok(key),
-            _ => Err(ApiError::Decode {
-                op,
-                detail: "the answer has no processQueryKey".into(),
-            }),
+            _ => Err(HttpError::decode(op, "the answer has no processQueryKey").into()),
         }
     }
 
     /// The bytes of a file a user sent: `POST /v1.0/robot/messageFiles/download`
     /// `{downloadCode, robotCode}` answers a short-lived `downloadUrl`, which is then read
-    /// (without the token) when it is on a host `file_hosts` lists ([`ApiError::HostNotAllowed`]
-    /// otherwise, before any request; a redirect elsewhere is not followed). Refused with
-    /// [`ApiError::TooLarge`] once there are more than
+    /// (without the token, by the core's `http::download`) when it is on a host `file_hosts`
+    /// lists ([`HttpError::HostNotAllowed`] otherwise, before any request; a redirect
+    /// elsewhere is not followed). Refused with [`HttpError::TooLarge`] once there are more
+    /// than
     /// `max_bytes`: by `Content-Length` before any byte is read, otherwise as soon as the
     /// bytes read pass the bound.
     pub async fn download_file(
@@ -301,41 +278,11 @@ impl Api {
             .post(op, "/v1.0/robot/messageFiles/download", &body)
             .await?;
         let DownloadUrl { download_url } = decode(op, answer)?;
-        let url = reqwest::Url::parse(&download_url)
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https"))
-            .ok_or_else(|| ApiError::Decode {
-                op,
-                detail: "the downloadUrl is not an http(s) URL".into(),
-            })?;
-        if !self.file_hosts.allows(&url) {
-            tracing::warn!(
-                host = url.host_str().unwrap_or_default(),
-                "Refused a downloadUrl on a host not in file_hosts."
-            );
-            return Err(ApiError::HostNotAllowed);
+        if http::file_url(&download_url).is_none() {
+            return Err(HttpError::decode(op, "the downloadUrl is not an http(s) URL").into());
         }
-        let op = "file download";
-        let response = self
-            .download
-            .get(url)
-            .timeout(DOWNLOAD_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| ApiError::transport(op, e))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(ApiError::Api {
-                op,
-                status: status.as_u16(),
-                code: String::new(),
-            });
-        }
-        let body = read_body(op, response, max_bytes, || ApiError::TooLarge {
-            limit: max_bytes,
-        })
-        .await?;
-        Ok(Bytes::from(body))
+        let file = http::download(&self.download, &self.file_hosts, &download_url, max_bytes);
+        Ok(file.await?)
     }
 
     /// Uploads an image or file for a robot message: `POST {oapi_url}/media/upload
@@ -350,9 +297,10 @@ impl Api {
     ) -> Result<String, ApiError> {
         let op = "media/upload";
         if bytes.len() as u64 > MAX_UPLOAD_BYTES {
-            return Err(ApiError::TooLarge {
+            return Err(HttpError::TooLarge {
                 limit: MAX_UPLOAD_BYTES,
-            });
+            }
+            .into());
         }
         let url = format!("{}/media/upload", self.oapi_url);
         let answer = self
@@ -372,12 +320,9 @@ impl Api {
                 read_answer(op, request, Dialect::Legacy)
             })
             .await?;
-        let Uploaded { media_id } = decode(op, answer)?;
+        let Uploaded { media_id, .. } = decode(op, answer)?;
         if media_id.is_empty() {
-            return Err(ApiError::Decode {
-                op,
-                detail: "the answer has an empty media_id".into(),
-            });
+            return Err(HttpError::decode(op, "the answer has an empty media_id").into());
         }
         Ok(media_id)
     }
@@ -412,25 +357,7 @@ impl Api {
         let answer = self
             .post(op, "/v1.0/card/instances/createAndDeliver", &body)
             .await?;
-        if answer.get("success").and_then(Value::as_bool) != Some(true) {
-            return Err(ApiError::NotDone {
-                op,
-                reason: "the answer does not say success",
-            });
-        }
-        let delivered = answer
-            .pointer("/result/deliverResults")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .all(|r| r.get("success").and_then(Value::as_bool) != Some(false));
-        if !delivered {
-            return Err(ApiError::NotDone {
-                op,
-                reason: "the card was not delivered",
-            });
-        }
-        Ok(())
+        card_delivered(op, &answer)
     }
 
     /// Replaces the text of a card: `PUT /v1.0/card/streaming` with the full `content`
@@ -494,29 +421,30 @@ impl Api {
     }
 }
 
-/// The answer of a robot send.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Sent {
-    #[serde(default)]
-    process_query_key: Option<String>,
-    #[serde(default)]
-    invalid_staff_id_list: Vec<String>,
-    #[serde(default)]
-    flow_controlled_staff_id_list: Vec<String>,
-}
-
-/// The answer of `messageFiles/download`.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct DownloadUrl {
-    download_url: String,
-}
-
-/// The answer of the media upload.
-#[derive(Deserialize)]
-struct Uploaded {
-    media_id: String,
+/// Whether a `createAndDeliver` answer says the card was made and delivered: `success`
+/// true and no delivery result `success: false`; else [`ApiError::NotDone`] naming which
+/// check failed.
+fn card_delivered(op: &'static str, answer: &Value) -> Result<(), ApiError> {
+    if answer.get("success").and_then(Value::as_bool) != Some(true) {
+        return Err(ApiError::NotDone {
+            op,
+            reason: "the answer does not say success",
+        });
+    }
+    let delivered = answer
+        .pointer("/result/deliverResults")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .all(|r| r.get("success").and_then(Value::as_bool) != Some(false));
+    if delivered {
+        Ok(())
+    } else {
+        Err(ApiError::NotDone {
+            op,
+            reason: "the card was not delivered",
+        })
+    }
 }
 
 /// A new card id: 64 random hex digits (the SDK uses a sha256 hex digest).
@@ -540,10 +468,6 @@ pub fn new_guid() -> String {
     )
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The `fileType` of a `sampleFile`: the name's extension, lower-cased (`report.PDF` →
 /// `pdf`); `file` when it has none. DingTalk decides which types it shows.
 pub fn file_type(file_name: &str) -> String {
@@ -554,25 +478,6 @@ pub fn file_type(file_name: &str) -> String {
             !ext.is_empty() && ext.len() <= 16 && ext.bytes().all(|b| b.is_ascii_alphanumeric())
         })
         .unwrap_or_else(|| "file".to_owned())
-}
-
-/// The client that reads `downloadUrl`s: it follows at most [`MAX_DOWNLOAD_REDIRECTS`]
-/// redirects, and only to hosts `hosts` allows (a redirect elsewhere is answered as the
-/// 3xx itself, which the download refuses).
-fn download_client(hosts: &FileHosts) -> Result<reqwest::Client, ApiError> {
-    let hosts = hosts.clone();
-    let policy = reqwest::redirect::Policy::custom(move |attempt| {
-        if attempt.previous().len() > MAX_DOWNLOAD_REDIRECTS || !hosts.allows(attempt.url()) {
-            attempt.stop()
-        } else {
-            attempt.follow()
-        }
-    });
-    reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .redirect(policy)
-        .build()
-        .map_err(|e| ApiError::Client(e.without_url()))
 }
 
 #[cfg(test)]

@@ -24,21 +24,26 @@ use bytes::Bytes;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelResult, ChatKind, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit,
-    MessageId, OutboundFile, SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
+    MessageId, OutboundFile, SendTarget, SentMessage, Stage, Telemetry, UpdateMode, http,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{Api, MAX_UPLOAD_BYTES, MediaType, NewCard, Recipient, RobotMessage, file_type};
+use crate::NAME;
+use crate::api::{
+    self, Api, MAX_UPLOAD_BYTES, MediaType, NewCard, Recipient, RobotMessage, file_type,
+};
 use crate::config::DingTalkSettings;
-use crate::inbound::{InboundContext, normalize_data, parse_handle};
-use crate::stream::{self, Dropped, EventHandler, StreamSettings, Timers, Verdict};
-use crate::{DingTalkMarkdown, NAME, api};
+use crate::inbound::{InboundContext, Skip, normalize_data, parse_handle};
+use crate::markup::DingTalkMarkdown;
+use crate::transport::ws::{self, Dropped, EventHandler, StreamSettings, Timers, Verdict};
 
 /// The longest title of a markdown message (what the chat list and notifications show).
 const TITLE_CHARS: usize = 24;
 
-/// The DingTalk channel.
+/// The DingTalk channel. `Debug` shows no secret (the settings' secret is a `Secret`, the
+/// client's token cache shows none).
+#[derive(Debug)]
 pub struct DingTalkChannel {
     settings: DingTalkSettings,
     api: Api,
@@ -47,16 +52,6 @@ pub struct DingTalkChannel {
     commands: CommandVocabulary,
     telemetry: Telemetry,
     caps: Capabilities,
-}
-
-impl std::fmt::Debug for DingTalkChannel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DingTalkChannel")
-            .field("client_id", &self.settings.client_id)
-            .field("api_url", &self.settings.api_url)
-            .field("cards", &self.settings.card_template_id.is_some())
-            .finish_non_exhaustive()
-    }
 }
 
 /// What DingTalk can show: markdown messages of `max_markdown_bytes`, final-only; with a
@@ -91,11 +86,7 @@ impl DingTalkChannel {
         )
         .and_then(|api| api.with_file_hosts(settings.file_hosts.clone()))
         .map_err(ChannelError::from)?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| ChannelError::Transport(e.without_url().to_string()))?;
+        let http = http::client().map_err(ChannelError::from)?;
         Ok(Self {
             caps: capabilities(&settings),
             settings,
@@ -206,8 +197,8 @@ impl Channel for DingTalkChannel {
             sink: &sink,
         };
         self.telemetry.set_connected(true);
-        let reconnect = self.telemetry.reconnect(stream::RECONNECT_BACKOFF);
-        let result = stream::run(&settings, &self.http, &mut admit, reconnect, &shutdown).await;
+        let reconnect = self.telemetry.reconnect(ws::RECONNECT_BACKOFF);
+        let result = ws::run(&settings, &self.http, &mut admit, reconnect, &shutdown).await;
         self.telemetry.set_connected(false);
         match result {
             Ok(()) => Ok(ChannelExit::Stopped),
@@ -324,7 +315,7 @@ impl EventHandler for Admit<'_> {
         };
         let msg = match normalize_data(data, &ctx) {
             Ok(msg) => msg,
-            Err(crate::inbound::Skip::Malformed) => {
+            Err(Skip::Malformed) => {
                 channel.telemetry.error(Stage::Processing);
                 tracing::warn!(
                     channel = NAME,

@@ -91,28 +91,19 @@ impl RawDingTalkConfig {
     /// Resolves the raw keys, recording every problem. Pure.
     pub fn validate(&self, issues: &mut Issues) -> Option<DingTalkSettings> {
         let errors_before = issues.error_count();
-        let client_id = match self.client_id.as_deref().map(str::trim) {
-            Some(id) if !id.is_empty() => Some(id.to_owned()),
-            _ => {
-                issues.error(
-                    "client_id",
-                    "required: the app's AppKey (Client ID) from the developer console, e.g. client_id: dingabc123",
-                );
-                None
-            }
-        };
+        let client_id = config::required_text(
+            issues,
+            "client_id",
+            self.client_id.as_deref(),
+            "required: the app's AppKey (Client ID) from the developer console, e.g. client_id: dingabc123",
+        );
         let client_secret = config::required_secret(
             issues,
             "client_secret",
             self.client_secret.as_ref(),
             "required: the app's AppSecret (Client Secret), e.g. client_secret: $DINGTALK_CLIENT_SECRET",
         );
-        let card_template_id = self
-            .card_template_id
-            .as_deref()
-            .map(str::trim)
-            .filter(|id| !id.is_empty())
-            .map(str::to_owned);
+        let card_template_id = config::optional_text(self.card_template_id.as_deref());
         let api_url = config::base_url(issues, "api_url", self.api_url.as_deref(), API_URL);
         let oapi_url = config::base_url(issues, "oapi_url", self.oapi_url.as_deref(), OAPI_URL);
         let max_markdown_bytes = config::integer(

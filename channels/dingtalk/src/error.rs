@@ -10,10 +10,18 @@
 //! - HTTP 401 and the token codes ([`TOKEN_INVALID_CODES`]) become
 //!   [`ApiError::TokenInvalid`]: the call was turned away at the gateway, so the client
 //!   fetches a fresh token and sends it once more;
-//! - HTTP 429 and the rate-limit codes ([`is_rate_limit_code`]) become
-//!   [`ApiError::RetryAfter`] (read by the delivery engine through
+//! - HTTP 429 and the rate-limit codes ([`is_rate_limit_code`]) become the core's
+//!   [`HttpError::RetryAfter`] (read by the delivery engine through
 //!   `ChannelError::RetryAfter`), from a `Retry-After` header when there is one;
 //! - everything else is [`ApiError::Api`] with its status and code.
+//!
+//! What can go wrong on the wire whatever the platform (transport, bounds, unreadable
+//! answers, file hosts) is the core's [`HttpError`], wrapped as [`ApiError::Http`] and
+//! mapped onto `ChannelError` by the core.
+//!
+//! Child `answer`: reading an answer (bounded) in either host's dialect, into its JSON or
+//! the refusal it means. It lives here, below both `api` and `token`, which read answers
+//! the same way.
 //!
 //! No variant holds the answer's `message`/`errmsg`, a request body or a credential: a
 //! message can quote what was sent. A `code` is kept only as an identifier (letters,
@@ -22,6 +30,13 @@
 use std::time::Duration;
 
 use im_bridge_channel::ChannelError;
+use im_bridge_channel::http::HttpError;
+
+mod answer;
+
+#[cfg(test)]
+pub(crate) use answer::MAX_RESPONSE_BYTES;
+pub(crate) use answer::{Dialect, decode, read_answer};
 
 /// Codes saying the access token was refused: `InvalidAuthentication` (OpenAPI, HTTP
 /// 401), and the legacy host's `40014` (invalid access_token) and `42001` (access_token
@@ -47,12 +62,14 @@ pub fn is_rate_limit_code(code: &str) -> bool {
         || LEGACY_RATE_LIMIT_CODES.contains(&code)
 }
 
-/// A failed API call or transport step.
+/// A failed API call: what went wrong on the wire ([`HttpError`]), or what DingTalk
+/// refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// HTTP 429 or a rate-limit code: DingTalk asked us to slow down.
-    #[error("DingTalk asked to retry after {0:?}")]
-    RetryAfter(Duration),
+    /// The call failed on the wire: transport, bounds, an unreadable answer, a rate limit
+    /// (`RetryAfter`), a file URL on a host `file_hosts` does not list.
+    #[error(transparent)]
+    Http(#[from] HttpError),
     /// The access token was refused, even after a fresh one was fetched.
     #[error("DingTalk refused the access token for {op} (HTTP {status})")]
     TokenInvalid {
@@ -80,37 +97,6 @@ pub enum ApiError {
         /// Which check failed (ours, not the server's words).
         reason: &'static str,
     },
-    /// A file over a size bound (the caller's, or the platform's for uploads). Only the
-    /// bound is named, never the file.
-    #[error("the file is larger than {limit} bytes")]
-    TooLarge {
-        /// The bound it exceeds.
-        limit: u64,
-    },
-    /// Network trouble. The URL has been removed (it may carry a token or a signature).
-    #[error("calling {op} failed: {source}")]
-    Transport {
-        /// The operation.
-        op: &'static str,
-        /// The cause, without its URL.
-        #[source]
-        source: reqwest::Error,
-    },
-    /// The answer was not what we expected.
-    #[error("unexpected answer to {op}: {detail}")]
-    Decode {
-        /// The operation.
-        op: &'static str,
-        /// What did not fit (its shape, never the body).
-        detail: String,
-    },
-    /// A `downloadUrl` on a host `file_hosts` does not list: refused before any request.
-    /// The URL is not kept (it is signed).
-    #[error("the downloadUrl is not on a host listed in file_hosts")]
-    HostNotAllowed,
-    /// The HTTP client could not be built.
-    #[error("building the HTTP client failed: {0}")]
-    Client(#[source] reqwest::Error),
 }
 
 impl ApiError {
@@ -124,23 +110,15 @@ impl ApiError {
     ) -> Self {
         let code = code.map(clean_code).unwrap_or_default();
         if status == 429 || is_rate_limit_code(&code) {
-            Self::RetryAfter(
+            Self::Http(HttpError::RetryAfter(
                 retry_after
                     .unwrap_or(DEFAULT_RETRY_AFTER)
                     .min(MAX_RETRY_AFTER),
-            )
+            ))
         } else if status == 401 || TOKEN_INVALID_CODES.contains(&code.as_str()) {
             Self::TokenInvalid { op, status }
         } else {
             Self::Api { op, status, code }
-        }
-    }
-
-    /// A transport error, with the URL removed.
-    pub fn transport(op: &'static str, error: reqwest::Error) -> Self {
-        Self::Transport {
-            op,
-            source: error.without_url(),
         }
     }
 
@@ -153,7 +131,7 @@ impl ApiError {
     /// limit).
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::RetryAfter(_) | Self::Transport { .. } | Self::Decode { .. } => true,
+            Self::Http(e) => e.is_transient(),
             Self::Api { status, .. } => *status >= 500,
             _ => false,
         }
@@ -172,14 +150,8 @@ fn clean_code(code: &str) -> String {
 impl From<ApiError> for ChannelError {
     fn from(error: ApiError) -> Self {
         match error {
-            ApiError::RetryAfter(wait) => ChannelError::RetryAfter(wait),
-            ApiError::TooLarge { limit } => ChannelError::TooLarge { limit },
-            ApiError::Transport { .. } | ApiError::Decode { .. } => {
-                ChannelError::Transport(error.to_string())
-            }
-            ApiError::Api { status, .. } if status >= 500 => {
-                ChannelError::Transport(error.to_string())
-            }
+            ApiError::Http(e) => e.into(),
+            ApiError::Api { status, .. } => ChannelError::refusal(status, &error),
             other => ChannelError::Rejected {
                 reason: other.to_string(),
             },
@@ -200,16 +172,18 @@ mod tests {
             Some("Forbidden.AccessDenied.QpsLimitForApi"),
             None,
         );
-        assert!(matches!(limited, ApiError::RetryAfter(d) if d == DEFAULT_RETRY_AFTER));
+        assert!(
+            matches!(limited, ApiError::Http(HttpError::RetryAfter(d)) if d == DEFAULT_RETRY_AFTER)
+        );
         let throttled = ApiError::refusal("send", 400, Some("Throttling.User"), Some(secs(7)));
         assert!(
             matches!(ChannelError::from(throttled), ChannelError::RetryAfter(d) if d == secs(7))
         );
         let huge = ApiError::refusal("send", 429, None, Some(Duration::MAX));
-        assert!(matches!(huge, ApiError::RetryAfter(d) if d == MAX_RETRY_AFTER));
+        assert!(matches!(huge, ApiError::Http(HttpError::RetryAfter(d)) if d == MAX_RETRY_AFTER));
         assert!(matches!(
             ApiError::refusal("upload", 200, Some("90018"), None),
-            ApiError::RetryAfter(_)
+            ApiError::Http(HttpError::RetryAfter(_))
         ));
         for code in TOKEN_INVALID_CODES {
             let e = ApiError::refusal("send", 400, Some(code), None);

@@ -3,8 +3,9 @@
 
 use im_bridge_channel::InboundMessage;
 
-use crate::inbound::{InboundContext, Skip, normalize_data};
-use crate::stream::{EventHandler, Next, Verdict, receive};
+pub use crate::inbound::InboundContext;
+use crate::inbound::{Skip, normalize_data};
+use crate::transport::ws::{EventHandler, Next, Verdict, receive};
 
 /// What stream mode made of one text frame.
 #[derive(Debug)]
@@ -17,7 +18,7 @@ pub struct Received {
     pub reconnect: bool,
 }
 
-/// Handles `text` as the serve loop does (`stream::receive`: bound, frame parse, SYSTEM
+/// Handles `text` as the serve loop does (`transport::ws::receive`: bound, frame parse, SYSTEM
 /// frames, topics, the ack), with the channel's decode and normalization of a robot
 /// message ([`normalize_data`]) as the handler.
 pub fn stream_frame(text: &str, ctx: &InboundContext<'_>) -> Received {

@@ -24,90 +24,13 @@ use im_bridge_channel::{
     AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
     MessageId, MsgType, RedeliveryKey,
 };
-use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::NAME;
+use crate::model::{ChatbotMessage, ConversationType};
 
 /// The prefix of every attachment handle.
 const HANDLE_PREFIX: &str = "dingtalk-file:";
-
-/// A robot message as DingTalk sends it (the fields the adapter reads).
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ChatbotMessage {
-    /// The conversation (`cid…`).
-    #[serde(default)]
-    pub conversation_id: String,
-    /// One-to-one or group; DingTalk writes `"1"`/`"2"`, sometimes as a number.
-    #[serde(default, deserialize_with = "conversation_type")]
-    pub conversation_type: Option<ConversationType>,
-    /// The message's id, unique per conversation.
-    #[serde(default)]
-    pub msg_id: String,
-    /// The sender's staff id in the organization (empty for some external senders).
-    #[serde(default)]
-    pub sender_staff_id: String,
-    /// The sender's display name.
-    #[serde(default)]
-    pub sender_nick: String,
-    /// `text`, `richText`, `picture`, `file`, `audio`, `video`, …
-    #[serde(default)]
-    pub msgtype: String,
-    /// `{content}` of a `text` message.
-    #[serde(default)]
-    pub text: Option<Text>,
-    /// The payload of the other types: `{downloadCode, fileName}` or `{richText: [...]}`.
-    #[serde(default)]
-    pub content: Value,
-    /// The robot that received it; replies and downloads name it.
-    #[serde(default)]
-    pub robot_code: String,
-}
-
-/// `text` of a text message.
-#[derive(Debug, Default, Deserialize)]
-pub struct Text {
-    /// What the user wrote (DingTalk leaves out the mention of the robot itself).
-    #[serde(default)]
-    pub content: String,
-}
-
-/// `conversationType`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConversationType {
-    /// `"1"`: a one-to-one chat with the robot.
-    Private,
-    /// `"2"`: a group chat.
-    Group,
-}
-
-impl ConversationType {
-    /// The wire value, as kept in metadata.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Private => "1",
-            Self::Group => "2",
-        }
-    }
-}
-
-/// `"1"`, `"2"`, `1`, `2`; anything else (or nothing) is `None`.
-fn conversation_type<'de, D: Deserializer<'de>>(
-    de: D,
-) -> Result<Option<ConversationType>, D::Error> {
-    let value = Option::<Value>::deserialize(de)?;
-    let text = match &value {
-        Some(Value::String(s)) => s.trim().to_owned(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => String::new(),
-    };
-    Ok(match text.as_str() {
-        "1" => Some(ConversationType::Private),
-        "2" => Some(ConversationType::Group),
-        _ => None,
-    })
-}
 
 /// Why a robot message became no message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -341,6 +264,31 @@ mod tests {
 
     fn run(data: &Value) -> Result<InboundMessage, Skip> {
         run_with(data, &AllowedUsers::Anyone)
+    }
+
+    /// The recorded robot messages (`tests/fixtures/chatbot_*.json`), normalized.
+    #[test]
+    fn recorded_messages_normalize() {
+        let read = |text: &str| run(&serde_json::from_str(text).unwrap()).unwrap();
+        let private = read(im_bridge_channel::fixture!("chatbot_text_private.json"));
+        assert_eq!(
+            (private.chat_kind, private.chat_id.as_str()),
+            (ChatKind::Private, "manager4862")
+        );
+        let group = read(im_bridge_channel::fixture!("chatbot_text_group.json"));
+        assert_eq!(group.text, "/goal ship the 1.4 release");
+        assert_eq!(group.msg_type, MsgType::Command);
+        let rich = read(im_bridge_channel::fixture!("chatbot_rich_text.json"));
+        assert_eq!(
+            (rich.text.as_str(), rich.files.len()),
+            ("What does this chart say?", 1)
+        );
+        let picture = read(im_bridge_channel::fixture!("chatbot_picture.json"));
+        assert_eq!(picture.files[0].kind, FileKind::Image);
+        let file = read(im_bridge_channel::fixture!("chatbot_file.json"));
+        assert_eq!(file.files[0].filename.as_deref(), Some("release-notes.pdf"));
+        let audio = read(im_bridge_channel::fixture!("chatbot_audio.json"));
+        assert_eq!(audio.text, "what changed since yesterday");
     }
 
     #[test]

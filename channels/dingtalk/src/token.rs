@@ -5,23 +5,22 @@
 //! `{accessToken, expireIn}` (seconds, 7200). The token is kept until less than
 //! [`REFRESH_MARGIN`] of its life remains (DeerFlow and the SDKs refresh 300 s early), so
 //! a call never leaves with a dying token; one DingTalk refuses earlier is invalidated by
-//! the client ([`crate::api`]). The cache's lock is held at most [`TOKEN_TIMEOUT`], the
+//! the REST client. The cache's lock is held at most [`TOKEN_TIMEOUT`], the
 //! request's own timeout. The same token serves the legacy host's media upload
 //! (`?access_token=`).
 //!
 //! The app secret and the tokens are [`Secret`]s: `Debug` shows neither, and the error of
 //! a refused fetch names only the status and DingTalk's code (never its `message`).
 
-use std::fmt;
 use std::time::Duration;
 
 use im_bridge_channel::Secret;
+use im_bridge_channel::http::HttpError;
 use im_bridge_channel::token::TokenSource;
-use serde::Deserialize;
 use serde_json::json;
 
-use crate::api::{Dialect, read_answer};
-use crate::error::ApiError;
+use crate::error::{ApiError, Dialect, decode, read_answer};
+use crate::model::TokenAnswer;
 
 /// Where the token is asked for, under `api_url`.
 pub const TOKEN_PATH: &str = "/v1.0/oauth2/accessToken";
@@ -35,22 +34,14 @@ const OP: &str = "accessToken";
 /// The cached `accessToken` of one app.
 pub type TokenCache = im_bridge_channel::token::TokenCache<AppToken>;
 
-/// Asks DingTalk for an app's `accessToken` (an enterprise internal app's).
+/// Asks DingTalk for an app's `accessToken` (an enterprise internal app's). `Debug` shows
+/// no secret (the app secret is a [`Secret`]).
+#[derive(Debug)]
 pub struct AppToken {
     http: reqwest::Client,
     url: String,
     app_key: String,
     app_secret: Secret,
-}
-
-/// The token endpoint's answer.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct TokenAnswer {
-    #[serde(default)]
-    access_token: Option<String>,
-    #[serde(default)]
-    expire_in: Option<u64>,
 }
 
 impl AppToken {
@@ -95,29 +86,13 @@ impl TokenSource for AppToken {
             }),
             other => other,
         }?;
-        let answer: TokenAnswer = serde_json::from_value(answer).map_err(|e| ApiError::Decode {
-            op: OP,
-            detail: format!("{:?} error in the answer", e.classify()),
-        })?;
+        let answer: TokenAnswer = decode(OP, answer)?;
         match (answer.access_token, answer.expire_in) {
             (Some(token), Some(expire)) if !token.is_empty() => {
                 Ok((Secret::new(token), Duration::from_secs(expire)))
             }
-            _ => Err(ApiError::Decode {
-                op: OP,
-                detail: "the answer has no accessToken or expireIn".into(),
-            }),
+            _ => Err(HttpError::decode(OP, "the answer has no accessToken or expireIn").into()),
         }
-    }
-}
-
-impl fmt::Debug for AppToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AppToken")
-            .field("url", &self.url)
-            .field("app_key", &self.app_key)
-            .field("app_secret", &self.app_secret)
-            .finish_non_exhaustive()
     }
 }
 
@@ -233,13 +208,13 @@ mod tests {
         let (cache, _) = start(Mode::Limited).await;
         let error = cache.get().await.unwrap_err();
         assert!(
-            matches!(error, ApiError::RetryAfter(d) if d == Duration::from_secs(4)),
+            matches!(error, ApiError::Http(HttpError::RetryAfter(d)) if d == Duration::from_secs(4)),
             "{error:?}"
         );
         let (cache, _) = start(Mode::Empty).await;
         assert!(matches!(
             cache.get().await.unwrap_err(),
-            ApiError::Decode { .. }
+            ApiError::Http(HttpError::Decode { .. })
         ));
     }
 }

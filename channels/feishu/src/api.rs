@@ -20,22 +20,30 @@
 //! Ids are put into URL paths only when they look like Feishu ids (letters, digits, `_`,
 //! `-`), so a hostile id cannot move a call elsewhere. Redirects are not followed (they
 //! would carry the token), and transport errors are stored without their URL.
+//!
+//! Children:
+//! - `card`: the one card shape the adapter sends (what `reply_card`, `send_card` and
+//!   `patch_card` carry), the quote of a message answered inside a thread, and the split
+//!   of a text into cards within [`MAX_CARD_BYTES`].
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use im_bridge_channel::{BoundedRead, ChatId, MessageId, Secret, safe_file_name};
+use im_bridge_channel::http::{self, HttpError};
+use im_bridge_channel::{ChatId, MessageId, Secret, safe_file_name};
 use reqwest::header::{CONTENT_DISPOSITION, HeaderMap};
 use reqwest::multipart::{Form, Part};
 use reqwest::{Method, StatusCode};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::error::{ApiError, NOT_EDITABLE_CODES};
+use crate::error::{ApiError, NOT_EDITABLE_CODES, rate_limit_reset};
+use crate::model::{Answer, FileKey, ImageKey, Sent};
 use crate::token::{TenantToken, TokenCache};
+
+pub(crate) mod card;
 
 /// Largest image `upload_image` sends (the platform's limit).
 pub const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
@@ -50,11 +58,7 @@ pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(300);
 /// Timeout of a resource download.
 pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(300);
 /// Largest envelope read into memory; answers are a few hundred bytes.
-pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
-/// Connection setup timeout.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// The header Feishu's gateway names the seconds until the rate-limit window resets in.
-const RATE_LIMIT_RESET: &str = "x-ogw-ratelimit-reset";
+pub const MAX_RESPONSE_BYTES: u64 = 1024 * 1024;
 /// Longest file name kept from a download's `Content-Disposition`.
 const MAX_FILE_NAME_BYTES: usize = 255;
 /// Longest id accepted into a URL path.
@@ -89,32 +93,6 @@ pub struct Api {
     tokens: Arc<TokenCache>,
 }
 
-/// The envelope of every answer. `msg` is not kept: it may quote what was sent.
-#[derive(Deserialize)]
-struct Envelope {
-    code: i64,
-    #[serde(default)]
-    data: Option<Value>,
-}
-
-/// `data` of a sent or replied message.
-#[derive(Deserialize)]
-struct Sent {
-    message_id: String,
-}
-
-/// `data` of an image upload.
-#[derive(Deserialize)]
-struct ImageKey {
-    image_key: String,
-}
-
-/// `data` of a file upload.
-#[derive(Deserialize)]
-struct FileKey {
-    file_key: String,
-}
-
 impl Api {
     /// A client for the app `app_id` on `domain` (`https://open.feishu.cn`,
     /// `https://open.larksuite.com`, or a fake; no trailing slash needed).
@@ -123,11 +101,7 @@ impl Api {
         app_id: impl Into<String>,
         app_secret: Secret,
     ) -> Result<Self, ApiError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ApiError::Client(e.without_url()))?;
+        let http = http::client()?;
         let domain = domain.trim_end_matches('/').to_owned();
         let tokens = Arc::new(TenantToken::new(http.clone(), &domain, app_id, app_secret).cache());
         Ok(Self {
@@ -192,7 +166,7 @@ impl Api {
 
     /// `GET /open-apis/im/v1/messages/{message_id}/resources/{file_key}?type=…`: the bytes
     /// of a file or image a user sent, and the file name from `Content-Disposition` when
-    /// there is a usable one. Refused with [`ApiError::TooLarge`] once there are more than
+    /// there is a usable one. Refused with [`HttpError::TooLarge`] once there are more than
     /// `max_bytes`: by `Content-Length` before any byte is read, otherwise as soon as the
     /// bytes read pass the bound.
     pub async fn download_resource(
@@ -374,7 +348,7 @@ fn card_content(card: &Value) -> Result<String, ApiError> {
 
 fn check_size(bytes: &Bytes, limit: u64) -> Result<(), ApiError> {
     if bytes.len() as u64 > limit {
-        return Err(ApiError::TooLarge { limit });
+        return Err(HttpError::TooLarge { limit }.into());
     }
     Ok(())
 }
@@ -411,50 +385,36 @@ fn path_id<'a>(what: &'static str, value: &'a str) -> Result<&'a str, ApiError> 
     if plain {
         Ok(value)
     } else {
-        Err(ApiError::BadId {
-            what,
-            value: value.chars().take(64).collect(),
-        })
+        Err(HttpError::bad_id(what, value).into())
     }
 }
 
 /// `data` read as `T`; serde's message could quote a value, so only its kind is kept.
 fn decode<T: DeserializeOwned>(op: &'static str, data: Value) -> Result<T, ApiError> {
-    serde_json::from_value(data).map_err(|e| ApiError::Decode {
-        op,
-        detail: format!("{:?} error in data", e.classify()),
-    })
-}
-
-/// The `x-ogw-ratelimit-reset` header, in whole seconds.
-pub(crate) fn rate_limit_reset(headers: &HeaderMap) -> Option<Duration> {
-    im_bridge_channel::header_seconds(headers, RATE_LIMIT_RESET)
-}
-
-/// Reads a response's body, refused with `too_large` once it is over `max` bytes (the
-/// core's [`read_bounded`](im_bridge_channel::read_bounded)).
-pub(crate) async fn read_bounded(
-    op: &'static str,
-    response: reqwest::Response,
-    max: u64,
-    too_large: impl Fn() -> ApiError,
-) -> Result<Vec<u8>, ApiError> {
-    let declared = response.content_length();
-    im_bridge_channel::read_bounded(response.bytes_stream(), declared, max)
-        .await
-        .map_err(|e| match e {
-            BoundedRead::TooLarge => too_large(),
-            BoundedRead::Failed(e) => ApiError::transport(op, e),
-        })
+    serde_json::from_value(data)
+        .map_err(|e| HttpError::decode(op, format!("{:?} error in data", e.classify())).into())
 }
 
 /// Reads an envelope answer (bounded) of an HTTP `status`.
 async fn read_envelope(op: &'static str, response: reqwest::Response) -> Result<Vec<u8>, ApiError> {
-    let too_large = || ApiError::Decode {
-        op,
-        detail: format!("the answer exceeds {MAX_RESPONSE_BYTES} bytes"),
-    };
-    read_bounded(op, response, MAX_RESPONSE_BYTES as u64, too_large).await
+    Ok(http::read_answer(op, response, MAX_RESPONSE_BYTES).await?)
+}
+
+/// The bytes of a download, refused with [`HttpError::TooLarge`] once over `max`.
+async fn read_file(
+    op: &'static str,
+    response: reqwest::Response,
+    max: u64,
+) -> Result<Bytes, ApiError> {
+    let declared = response.content_length();
+    let body = im_bridge_channel::read_bounded(response.bytes_stream(), declared, max).await;
+    let body = body.map_err(|e| {
+        e.into_error(
+            || HttpError::TooLarge { limit: max },
+            |e| HttpError::transport(op, e),
+        )
+    })?;
+    Ok(Bytes::from(body))
 }
 
 /// Sends a JSON or multipart call and reads its envelope: `data` on code 0.
@@ -462,19 +422,18 @@ async fn envelope(op: &'static str, request: reqwest::RequestBuilder) -> Result<
     let response = request
         .send()
         .await
-        .map_err(|e| ApiError::transport(op, e))?;
+        .map_err(|e| HttpError::transport(op, e))?;
     let status = response.status();
     let reset = rate_limit_reset(response.headers());
     let body = read_envelope(op, response).await?;
-    match serde_json::from_slice::<Envelope>(&body) {
+    match serde_json::from_slice::<Answer<Value>>(&body) {
         Ok(answer) if answer.code == 0 && status.is_success() => {
             Ok(answer.data.unwrap_or(Value::Null))
         }
         // A success status without an envelope: a proxy or a broken fake, not a refusal.
-        Err(_) if status.is_success() => Err(ApiError::Decode {
-            op,
-            detail: format!("HTTP {status} without a JSON envelope"),
-        }),
+        Err(_) if status.is_success() => {
+            Err(HttpError::decode(op, format!("HTTP {status} without a JSON envelope")).into())
+        }
         answer => Err(refusal(op, status, reset, answer.ok().map(|a| a.code))),
     }
 }
@@ -488,17 +447,15 @@ async fn download(
     let response = request
         .send()
         .await
-        .map_err(|e| ApiError::transport(op, e))?;
+        .map_err(|e| HttpError::transport(op, e))?;
     let status = response.status();
     if status == StatusCode::OK {
         let name = attachment_name(response.headers());
-        let too_large = || ApiError::TooLarge { limit: max_bytes };
-        let body = read_bounded(op, response, max_bytes, too_large).await?;
-        return Ok((Bytes::from(body), name));
+        return Ok((read_file(op, response, max_bytes).await?, name));
     }
     let reset = rate_limit_reset(response.headers());
     let body = read_envelope(op, response).await?;
-    let code = serde_json::from_slice::<Envelope>(&body)
+    let code = serde_json::from_slice::<Answer<Value>>(&body)
         .ok()
         .map(|a| a.code);
     Err(refusal(op, status, reset, code))

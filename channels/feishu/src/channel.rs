@@ -19,24 +19,26 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use im_bridge_channel::reconnect;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelResult, ChatBudget, ChatKind, CommandVocabulary, FileSource, InboundFile,
     InboundMessage, InboundSink, LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage,
     Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute,
 };
+use im_bridge_channel::{http, reconnect};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 mod burst;
 mod hook;
 
-use crate::api::{Api, MAX_CARD_BYTES, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MediaKind};
+use crate::NAME;
+use crate::api::{Api, MAX_CARD_BYTES, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MediaKind, card};
 use crate::config::{FeishuSettings, Transport};
-use crate::inbound::{Envelope, InboundContext, normalize, parse_handle};
-use crate::ws::{self, EventHandler, WsSettings};
-use crate::{FeishuCard, NAME, card};
+use crate::inbound::{InboundContext, normalize, parse_handle};
+use crate::markup::FeishuCard;
+use crate::model::Envelope;
+use crate::transport::ws::{self, EventHandler, WsSettings};
 
 /// The longest text one card carries, in UTF-8 bytes as the renderer counts them (`<` and
 /// `>` as the five-byte entities they become): the card limit is 30 KB of JSON, and JSON
@@ -136,11 +138,12 @@ struct Done {
     order: VecDeque<String>,
 }
 
+/// The settings only (every secret in them is a `Secret`): the rest holds quotes of what
+/// users wrote, which no log may show.
 impl std::fmt::Debug for FeishuChannel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FeishuChannel")
-            .field("app_id", &self.settings.app_id)
-            .field("domain", &self.settings.domain)
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
 }
@@ -154,11 +157,7 @@ impl FeishuChannel {
             settings.app_secret.clone(),
         )
         .map_err(ChannelError::from)?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| ChannelError::Transport(e.without_url().to_string()))?;
+        let http = http::client().map_err(ChannelError::from)?;
         let telemetry = Telemetry::new(NAME);
         let route = match &settings.transport {
             Transport::Webhook(hook) => Some(

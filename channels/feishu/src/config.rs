@@ -86,16 +86,12 @@ impl RawFeishuConfig {
     /// Resolves the raw keys, recording every problem. Pure.
     pub fn validate(&self, issues: &mut Issues) -> Option<FeishuSettings> {
         let errors_before = issues.error_count();
-        let app_id = match self.app_id.as_deref().map(str::trim) {
-            Some(id) if !id.is_empty() => Some(id.to_owned()),
-            _ => {
-                issues.error(
-                    "app_id",
-                    "required: the app's id from the developer console, e.g. app_id: cli_a1b2c3",
-                );
-                None
-            }
-        };
+        let app_id = config::required_text(
+            issues,
+            "app_id",
+            self.app_id.as_deref(),
+            "required: the app's id from the developer console, e.g. app_id: cli_a1b2c3",
+        );
         let app_secret = config::required_secret(
             issues,
             "app_secret",

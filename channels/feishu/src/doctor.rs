@@ -48,8 +48,7 @@ pub fn checks(settings: &FeishuSettings) -> BoxFuture<'_, Vec<Check>> {
 /// How the token request failed.
 fn sort(error: &ApiError) -> Failure {
     match error {
-        ApiError::Transport { .. } => Failure::Unreachable,
-        ApiError::RetryAfter(_) => Failure::Throttled,
+        ApiError::Http(e) => Failure::from(e),
         ApiError::Api { status, .. } => Failure::refusal(*status),
         ApiError::TokenInvalid { .. } => Failure::Refused,
         _ => Failure::Unexpected,

@@ -6,10 +6,14 @@
 //!
 //! - the token codes ([`TOKEN_INVALID_CODES`]) become [`ApiError::TokenInvalid`], which the
 //!   client answers by fetching a fresh token and trying the call once more;
-//! - the rate-limit codes ([`RATE_LIMIT_CODES`]) and HTTP 429 become
-//!   [`ApiError::RetryAfter`] (read by the delivery engine through
+//! - the rate-limit codes ([`RATE_LIMIT_CODES`]) and HTTP 429 become the core's
+//!   [`HttpError::RetryAfter`] (read by the delivery engine through
 //!   `ChannelError::RetryAfter`), from the `x-ogw-ratelimit-reset` header when present;
 //! - everything else is [`ApiError::Api`] with its code and HTTP status.
+//!
+//! What can go wrong on the wire whatever the platform (transport, bounds, unreadable
+//! answers, bad ids) is the core's [`HttpError`], wrapped as [`ApiError::Http`] and mapped
+//! onto `ChannelError` by the core.
 //!
 //! No variant holds the answer's `msg`, the request body or a credential: `msg` can quote
 //! what was sent, and the token endpoint's request carries the app secret. Reasons name
@@ -18,6 +22,8 @@
 use std::time::Duration;
 
 use im_bridge_channel::ChannelError;
+use im_bridge_channel::http::HttpError;
+use reqwest::header::HeaderMap;
 
 /// Feishu codes saying the access token was refused; a call answered with one is retried
 /// once with a fresh token. 99991663 (tenant token invalid) and 99991671 (malformed token)
@@ -37,12 +43,17 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// park a transport for years; after this the call is simply tried again.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
-/// A failed open-API call or transport step.
+/// The header Feishu's gateway names the seconds until the rate-limit window resets in.
+const RATE_LIMIT_RESET: &str = "x-ogw-ratelimit-reset";
+
+/// A failed open-API call: what went wrong on the wire ([`HttpError`]), or what Feishu
+/// refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// HTTP 429 or a rate-limit code: Feishu asked us to slow down.
-    #[error("Feishu asked to retry after {0:?}")]
-    RetryAfter(Duration),
+    /// The call failed on the wire: transport, bounds, an unreadable answer, a rate limit
+    /// (`RetryAfter`), an id that cannot go into a path.
+    #[error(transparent)]
+    Http(#[from] HttpError),
     /// The access token was refused, even after a fresh one was fetched.
     #[error("Feishu refused the access token for {op} (code {code})")]
     TokenInvalid {
@@ -67,55 +78,20 @@ pub enum ApiError {
         /// The HTTP status.
         status: u16,
     },
-    /// A file over a size bound (the caller's, or the platform's for uploads). Only the
-    /// bound is named, never the file.
-    #[error("the file is larger than {limit} bytes")]
-    TooLarge {
-        /// The bound it exceeds.
-        limit: u64,
-    },
     /// A card whose JSON is over the platform's card limit; it would be refused.
     #[error("the card is larger than {limit} bytes")]
     CardTooLarge {
         /// The bound it exceeds.
         limit: usize,
     },
-    /// An id that cannot be put into a URL path (it is not a Feishu id).
-    #[error("{what} {value:?} is not a Feishu id")]
-    BadId {
-        /// `message id` or `file key`.
-        what: &'static str,
-        /// The offending id (ids are not secret).
-        value: String,
-    },
-    /// Network trouble. The URL has been removed.
-    #[error("calling {op} failed: {source}")]
-    Transport {
-        /// The operation.
-        op: &'static str,
-        /// The cause, without its URL.
-        #[source]
-        source: reqwest::Error,
-    },
-    /// The answer was not what we expected.
-    #[error("unexpected answer to {op}: {detail}")]
-    Decode {
-        /// The operation.
-        op: &'static str,
-        /// What did not fit (its shape, never the body).
-        detail: String,
-    },
-    /// The HTTP client could not be built.
-    #[error("building the HTTP client failed: {0}")]
-    Client(#[source] reqwest::Error),
 }
 
 impl ApiError {
     /// Sorts a non-zero `code` (or a failed HTTP `status`) answered to `op`; `reset` is the
     /// `x-ogw-ratelimit-reset` header, when the answer had one.
     pub fn from_code(op: &'static str, code: i64, status: u16, reset: Option<Duration>) -> Self {
-        if status == 429 || RATE_LIMIT_CODES.contains(&code) {
-            Self::RetryAfter(reset.unwrap_or(DEFAULT_RETRY_AFTER).min(MAX_RETRY_AFTER))
+        if let Some(wait) = rate_limited(code, status, reset) {
+            Self::Http(wait)
         } else if TOKEN_INVALID_CODES.contains(&code) {
             Self::TokenInvalid { op, code }
         } else {
@@ -123,37 +99,36 @@ impl ApiError {
         }
     }
 
-    /// A transport error, with the URL removed.
-    pub fn transport(op: &'static str, error: reqwest::Error) -> Self {
-        Self::Transport {
-            op,
-            source: error.without_url(),
-        }
-    }
-
     /// Whether retrying the same call later may succeed (network trouble, 5xx, a rate
     /// limit).
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::RetryAfter(_) | Self::Transport { .. } | Self::Decode { .. } => true,
+            Self::Http(e) => e.is_transient(),
             Self::Api { status, .. } => *status >= 500,
             _ => false,
         }
     }
 }
 
+/// [`HttpError::RetryAfter`] when `code` or HTTP `status` asks us to slow down, waiting
+/// `reset` (the `x-ogw-ratelimit-reset` header) or [`DEFAULT_RETRY_AFTER`], at most
+/// [`MAX_RETRY_AFTER`].
+pub(crate) fn rate_limited(code: i64, status: u16, reset: Option<Duration>) -> Option<HttpError> {
+    (status == 429 || RATE_LIMIT_CODES.contains(&code))
+        .then(|| HttpError::RetryAfter(reset.unwrap_or(DEFAULT_RETRY_AFTER).min(MAX_RETRY_AFTER)))
+}
+
+/// The `x-ogw-ratelimit-reset` header, in whole seconds.
+pub(crate) fn rate_limit_reset(headers: &HeaderMap) -> Option<Duration> {
+    im_bridge_channel::header_seconds(headers, RATE_LIMIT_RESET)
+}
+
 impl From<ApiError> for ChannelError {
     fn from(error: ApiError) -> Self {
         match error {
-            ApiError::RetryAfter(wait) => ChannelError::RetryAfter(wait),
+            ApiError::Http(e) => e.into(),
             ApiError::NotEditable { .. } => ChannelError::NotEditable,
-            ApiError::TooLarge { limit } => ChannelError::TooLarge { limit },
-            ApiError::Transport { .. } | ApiError::Decode { .. } => {
-                ChannelError::Transport(error.to_string())
-            }
-            ApiError::Api { status, .. } if status >= 500 => {
-                ChannelError::Transport(error.to_string())
-            }
+            ApiError::Api { status, .. } => ChannelError::refusal(status, &error),
             other => ChannelError::Rejected {
                 reason: other.to_string(),
             },
@@ -172,9 +147,9 @@ mod tests {
             matches!(ChannelError::from(e), ChannelError::RetryAfter(d) if d == Duration::from_secs(7))
         );
         let e = ApiError::from_code("patch card", 230020, 400, None);
-        assert!(matches!(e, ApiError::RetryAfter(d) if d == DEFAULT_RETRY_AFTER));
+        assert!(matches!(e, ApiError::Http(HttpError::RetryAfter(d)) if d == DEFAULT_RETRY_AFTER));
         let e = ApiError::from_code("send card", 0, 429, Some(Duration::MAX));
-        assert!(matches!(e, ApiError::RetryAfter(d) if d == MAX_RETRY_AFTER));
+        assert!(matches!(e, ApiError::Http(HttpError::RetryAfter(d)) if d == MAX_RETRY_AFTER));
         for code in TOKEN_INVALID_CODES {
             let e = ApiError::from_code("send card", *code, 400, None);
             assert!(matches!(e, ApiError::TokenInvalid { .. }), "{code}");
@@ -190,7 +165,7 @@ mod tests {
         assert!(matches!(ChannelError::from(e), ChannelError::Transport(_)));
         let e = ApiError::NotEditable { code: 230011 };
         assert!(matches!(ChannelError::from(e), ChannelError::NotEditable));
-        let e = ApiError::TooLarge { limit: 10 };
+        let e = ApiError::from(HttpError::TooLarge { limit: 10 });
         assert!(matches!(
             ChannelError::from(e),
             ChannelError::TooLarge { limit: 10 }

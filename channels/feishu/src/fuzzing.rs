@@ -4,9 +4,13 @@
 use bytes::Bytes;
 use im_bridge_channel::InboundMessage;
 
-use crate::frame::Reassembler;
-use crate::inbound::{Envelope, InboundContext, normalize};
-use crate::ws::{ClientConfig, EventHandler, receive};
+pub use crate::inbound::{InboundContext, normalize};
+pub use crate::model::Envelope;
+/// The event webhook's pure checks: `open` (decrypt), `classify`, its `Envelope`.
+pub use crate::transport::webhook;
+pub use crate::transport::ws::ClientConfig;
+use crate::transport::ws::frame::Reassembler;
+use crate::transport::ws::{EventHandler, receive};
 
 /// What one long connection made of a sequence of binary WebSocket messages.
 #[derive(Debug, Default)]
@@ -54,7 +58,7 @@ impl EventHandler for Normalize<'_, '_> {
             && let Ok(msg) = normalize(&envelope, self.ctx)
         {
             // The channel quotes a message it answers inside a thread.
-            let _ = crate::card::quote(&msg.text);
+            let _ = crate::api::card::quote(&msg.text);
             self.messages.push(msg);
         }
         true

@@ -20,89 +20,13 @@ use im_bridge_channel::{
     AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
     MessageId, RedeliveryKey,
 };
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::NAME;
+use crate::model::{Envelope, Mention, MessageEvent};
 
 /// The event type the adapter handles.
 pub const MESSAGE_RECEIVED: &str = "im.message.receive_v1";
-
-/// A schema-2.0 event envelope.
-#[derive(Debug, Deserialize)]
-pub struct Envelope {
-    /// `header.event_type` and friends.
-    pub header: Header,
-    /// The event itself; read according to the type.
-    #[serde(default)]
-    pub event: Value,
-}
-
-/// `header` of a schema-2.0 event.
-#[derive(Debug, Deserialize)]
-pub struct Header {
-    /// The event's id (unique per app).
-    #[serde(default)]
-    pub event_id: String,
-    /// E.g. `im.message.receive_v1`.
-    #[serde(default)]
-    pub event_type: String,
-    /// The verification token of webhook deliveries.
-    #[serde(default)]
-    pub token: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct MessageEvent {
-    sender: Sender,
-    message: Message,
-}
-
-#[derive(Debug, Deserialize)]
-struct Sender {
-    #[serde(default)]
-    sender_id: SenderId,
-    #[serde(default)]
-    sender_type: String,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct SenderId {
-    #[serde(default)]
-    open_id: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct Message {
-    message_id: String,
-    #[serde(default)]
-    root_id: Option<String>,
-    #[serde(default)]
-    parent_id: Option<String>,
-    /// Feishu's own topic thread of the message (not a DeerFlow thread).
-    #[serde(default, rename = "thread_id")]
-    topic_thread: Option<String>,
-    chat_id: String,
-    #[serde(default)]
-    chat_type: String,
-    #[serde(default)]
-    message_type: String,
-    #[serde(default)]
-    content: String,
-    /// Who the placeholders in `content` stand for.
-    #[serde(default)]
-    mentions: Vec<Mention>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Mention {
-    /// The placeholder, `@_user_1`.
-    #[serde(default)]
-    key: String,
-    /// The mentioned user's (or bot's) name.
-    #[serde(default)]
-    name: String,
-}
 
 /// Why an event became no message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -314,7 +238,9 @@ fn read_post(
                         if !name.is_empty() && !mentions.iter().any(|m| m.key == key) {
                             mentions.push(Mention {
                                 key: key.to_owned(),
+                                id: None,
                                 name: name.to_owned(),
+                                tenant_key: None,
                             });
                         }
                         key.to_owned()
@@ -432,6 +358,29 @@ mod tests {
                 commands: &commands,
             },
         )
+    }
+
+    /// The recorded events (`tests/fixtures/event_*.json`), normalized.
+    #[test]
+    fn recorded_events_normalize() {
+        let read = |text: &str| run(&serde_json::from_str(text).unwrap());
+        let private = read(im_bridge_channel::fixture!("event_text_p2p.json")).unwrap();
+        assert_eq!(private.chat_kind, ChatKind::Private);
+        assert_eq!(private.text, "Summarize the last release notes, please");
+        let group = read(im_bridge_channel::fixture!("event_text_group_mention.json")).unwrap();
+        assert_eq!(group.text, "/goal ship the 1.4 release");
+        let reply = read(im_bridge_channel::fixture!("event_post_thread_reply.json")).unwrap();
+        assert_eq!(
+            reply.topic_id.as_deref(),
+            Some("om_dc13264520392913993dd051dba21dcf")
+        );
+        assert_eq!(reply.files.len(), 1);
+        let image = read(im_bridge_channel::fixture!("event_image.json")).unwrap();
+        assert_eq!(image.files[0].kind, FileKind::Image);
+        let file = read(im_bridge_channel::fixture!("event_file.json")).unwrap();
+        assert_eq!(file.files[0].filename.as_deref(), Some("release-notes.pdf"));
+        let other = read(im_bridge_channel::fixture!("event_reaction_created.json"));
+        assert_eq!(other.unwrap_err(), Skip::NotAMessage);
     }
 
     #[test]

@@ -14,15 +14,14 @@
 //! The app secret and the tokens are [`Secret`]s: `Debug` shows neither, and the error of
 //! a failed fetch names only the code and status (never `msg`, which is not ours to trust).
 
-use std::fmt;
 use std::time::Duration;
 
 use im_bridge_channel::Secret;
+use im_bridge_channel::http::{self, HttpError};
 use im_bridge_channel::token::TokenSource;
-use serde::Deserialize;
 
-use crate::api::{MAX_RESPONSE_BYTES, rate_limit_reset, read_bounded};
-use crate::error::{ApiError, DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER, RATE_LIMIT_CODES};
+use crate::error::{ApiError, rate_limit_reset, rate_limited};
+use crate::model::TokenAnswer;
 
 /// Where the token is asked for, under `domain`.
 pub const TOKEN_PATH: &str = "/open-apis/auth/v3/tenant_access_token/internal";
@@ -32,26 +31,20 @@ pub const REFRESH_MARGIN: Duration = im_bridge_channel::token::DEFAULT_REFRESH_M
 pub const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How the token request names itself in errors.
 const OP: &str = "tenant_access_token";
+/// The largest answer read (it is a few hundred bytes).
+const MAX_ANSWER_BYTES: u64 = 1024 * 1024;
 
 /// The cached `tenant_access_token` of one app.
 pub type TokenCache = im_bridge_channel::token::TokenCache<TenantToken>;
 
-/// Asks Feishu for an app's `tenant_access_token`.
+/// Asks Feishu for an app's `tenant_access_token`. `Debug` shows no secret (the app
+/// secret is a [`Secret`]).
+#[derive(Debug)]
 pub struct TenantToken {
     http: reqwest::Client,
     url: String,
     app_id: String,
     app_secret: Secret,
-}
-
-/// The token endpoint's answer (not the usual `data` envelope).
-#[derive(Deserialize)]
-struct TokenAnswer {
-    code: i64,
-    #[serde(default)]
-    tenant_access_token: Option<String>,
-    #[serde(default)]
-    expire: Option<u64>,
 }
 
 impl TenantToken {
@@ -93,24 +86,17 @@ impl TokenSource for TenantToken {
             .json(&body)
             .send()
             .await
-            .map_err(|e| ApiError::transport(OP, e))?;
+            .map_err(|e| HttpError::transport(OP, e))?;
         let status = response.status().as_u16();
         let reset = rate_limit_reset(response.headers());
-        let too_large = || ApiError::Decode {
-            op: OP,
-            detail: format!("the answer exceeds {MAX_RESPONSE_BYTES} bytes"),
-        };
-        let body = read_bounded(OP, response, MAX_RESPONSE_BYTES as u64, too_large).await?;
-        let refused = |code: i64| {
-            if status == 429 || RATE_LIMIT_CODES.contains(&code) {
-                ApiError::RetryAfter(reset.unwrap_or(DEFAULT_RETRY_AFTER).min(MAX_RETRY_AFTER))
-            } else {
-                ApiError::Api {
-                    op: OP,
-                    code,
-                    status,
-                }
-            }
+        let body = http::read_answer(OP, response, MAX_ANSWER_BYTES).await?;
+        let refused = |code: i64| match rate_limited(code, status, reset) {
+            Some(wait) => ApiError::Http(wait),
+            None => ApiError::Api {
+                op: OP,
+                code,
+                status,
+            },
         };
         let Ok(answer) = serde_json::from_slice::<TokenAnswer>(&body) else {
             return Err(refused(i64::from(status)));
@@ -127,21 +113,10 @@ impl TokenSource for TenantToken {
             (Some(token), Some(expire)) if !token.is_empty() => {
                 Ok((Secret::new(token), Duration::from_secs(expire)))
             }
-            _ => Err(ApiError::Decode {
-                op: OP,
-                detail: "the answer has no tenant_access_token or expire".into(),
-            }),
+            _ => {
+                Err(HttpError::decode(OP, "the answer has no tenant_access_token or expire").into())
+            }
         }
-    }
-}
-
-impl fmt::Debug for TenantToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TenantToken")
-            .field("url", &self.url)
-            .field("app_id", &self.app_id)
-            .field("app_secret", &self.app_secret)
-            .finish_non_exhaustive()
     }
 }
 
@@ -284,7 +259,7 @@ mod tests {
         let (cache, _fake) = start(Mode::Limited, Duration::ZERO).await;
         let error = cache.get().await.unwrap_err();
         assert!(
-            matches!(error, ApiError::RetryAfter(d) if d == Duration::from_secs(9)),
+            matches!(error, ApiError::Http(HttpError::RetryAfter(d)) if d == Duration::from_secs(9)),
             "{error:?}"
         );
     }

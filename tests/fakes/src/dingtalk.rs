@@ -37,10 +37,12 @@ mod robot;
 mod stream;
 
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use crate::skeleton::http::{Script, Tokens, When};
+use crate::skeleton::{Fake, Platform};
 
 pub use crate::wait::WaitTimeout;
 pub use events::{Message, RichItem};
@@ -123,19 +125,6 @@ pub mod code {
     pub const LEGACY_MISSING_MEDIA: i64 = 41001;
 }
 
-/// A scripted failure waiting for its calls.
-struct Rule {
-    op: String,
-    left: usize,
-    failure: Failure,
-}
-
-/// An access token the fake issued, with its place in issue order.
-struct Token {
-    value: String,
-    expires_at: Instant,
-}
-
 /// A file a user sent, waiting to be downloaded.
 struct StoredFile {
     bytes: Vec<u8>,
@@ -145,12 +134,10 @@ struct StoredFile {
     elsewhere: Option<String>,
 }
 
-pub(crate) struct Inner {
-    calls: Vec<Call>,
-    rules: Vec<Rule>,
-    tokens: Vec<Token>,
-    /// Tokens issued before this index are refused (stale-token mode).
-    stale_before: usize,
+/// The fake DingTalk's state: what it recorded, its tokens, scripts and stream mode.
+pub struct DingTalk {
+    failures: Script<Failure>,
+    tokens: Tokens<Instant>,
     token_expire: u64,
     max_markdown_bytes: usize,
     stream: stream::State,
@@ -169,13 +156,11 @@ pub(crate) struct Inner {
     next_id: u64,
 }
 
-impl Inner {
+impl DingTalk {
     fn new() -> Self {
-        Inner {
-            calls: Vec::new(),
-            rules: Vec::new(),
-            tokens: Vec::new(),
-            stale_before: 0,
+        DingTalk {
+            failures: Script::default(),
+            tokens: Tokens::default(),
             token_expire: TOKEN_EXPIRE_SECS,
             max_markdown_bytes: MAX_MARKDOWN_BYTES,
             stream: stream::State::default(),
@@ -195,53 +180,27 @@ impl Inner {
         self.next_id += 1;
         self.next_id
     }
+}
 
-    /// The scripted failure of this call of `op`, if one is waiting.
-    fn scripted_failure(&mut self, op: &str) -> Option<Failure> {
-        let index = self.rules.iter().position(|r| r.op == op && r.left > 0)?;
-        let rule = &mut self.rules[index];
-        rule.left -= 1;
-        let failure = rule.failure.clone();
-        if rule.left == 0 {
-            self.rules.remove(index);
-        }
-        Some(failure)
-    }
-
-    /// Whether `token` is one the fake issued, not expired and not stale.
-    fn token_ok(&self, token: &str) -> bool {
-        let now = Instant::now();
-        self.tokens
-            .iter()
-            .enumerate()
-            .any(|(i, t)| t.value == token && i >= self.stale_before && t.expires_at > now)
-    }
+impl Platform for DingTalk {
+    type Call = Call;
 }
 
 /// What the handlers and [`FakeDingTalk`] share.
-pub(crate) type Shared = crate::server::Shared<Inner>;
+pub(crate) type Shared = crate::skeleton::Shared<DingTalk>;
 
 /// The running fake. Dropping it stops the server and closes every connection.
-pub struct FakeDingTalk {
-    shared: crate::server::Server<Inner>,
-}
+pub type FakeDingTalk = Fake<DingTalk>;
 
-impl FakeDingTalk {
+impl Fake<DingTalk> {
     /// Starts a fake for the app [`CLIENT_ID`] / [`CLIENT_SECRET`] on `127.0.0.1:0`.
     pub async fn start() -> std::io::Result<Self> {
-        let shared =
-            crate::server::Server::start(Inner::new(), rest::handle, rest::MAX_BODY).await?;
-        Ok(Self { shared })
-    }
-
-    /// The address it listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.shared.addr
+        Fake::serve(DingTalk::new(), rest::handle, rest::MAX_BODY).await
     }
 
     /// The base URL to configure as `api_url`: `http://127.0.0.1:P`.
     pub fn api_url(&self) -> String {
-        format!("http://{}", self.shared.addr)
+        format!("http://{}", self.addr())
     }
 
     /// The base URL to configure as `oapi_url` (the same server serves `/media/upload`).
@@ -282,11 +241,6 @@ impl FakeDingTalk {
         stream::system(&self.shared, "disconnect")
     }
 
-    /// Closes every open connection from the server side, without warning.
-    pub fn close_connections(&self) {
-        stream::close_all(&self.shared);
-    }
-
     /// Delivers a callback again whenever it is not acked with code 200 within `after`,
     /// up to [`MAX_REDELIVERIES`] times, to the next client in turn and under the same
     /// `messageId`. `None` (the default) never delivers again. Applies to pushes from now.
@@ -299,24 +253,6 @@ impl FakeDingTalk {
     /// (with [`Self::set_redeliver_after`]).
     pub fn ack_late(&self, n: usize) {
         self.shared.lock().stream.late_acks = n;
-    }
-
-    /// Every connection so far, open or closed.
-    pub fn connections(&self) -> Vec<Connection> {
-        self.shared.lock().stream.connections()
-    }
-
-    /// Connections open now.
-    pub fn open_connections(&self) -> usize {
-        self.connections().iter().filter(|c| c.open).count()
-    }
-
-    /// Waits until at least `n` connections are open.
-    pub async fn wait_connected(&self, n: usize, deadline: Duration) -> Result<(), WaitTimeout> {
-        self.wait_until(&format!("{n} open connections"), deadline, |f| {
-            f.open_connections() >= n
-        })
-        .await
     }
 
     /// Every delivery of a frame so far (first pushes and redeliveries).
@@ -363,12 +299,7 @@ impl FakeDingTalk {
             found(f).is_some()
         })
         .await?;
-        found(self).ok_or_else(|| WaitTimeout::new("an ack", self.calls().iter().map(Call::line)))
-    }
-
-    /// Frames received that were no ack (not JSON, no `code` or `messageId`, binary).
-    pub fn bad_frames(&self) -> usize {
-        self.shared.lock().stream.bad_frames
+        found(self).ok_or_else(|| self.timeout("an ack"))
     }
 
     /// Upgrades refused so far (no ticket, an unknown or already used one).
@@ -393,18 +324,12 @@ impl FakeDingTalk {
     /// `InvalidAuthentication`, or `errcode` 40014 on the legacy host), so the bridge must
     /// fetch a new one and send again.
     pub fn make_token_stale(&self) {
-        let mut inner = self.shared.lock();
-        inner.stale_before = inner.tokens.len();
+        self.with_state(|d| d.tokens.stale_all());
     }
 
     /// The tokens issued so far, oldest first.
     pub fn tokens(&self) -> Vec<String> {
-        self.shared
-            .lock()
-            .tokens
-            .iter()
-            .map(|t| t.value.clone())
-            .collect()
+        self.with_state(|d| d.tokens.values())
     }
 
     /// Sets the longest `sampleMarkdown` text taken (default [`MAX_MARKDOWN_BYTES`]).
@@ -436,27 +361,22 @@ impl FakeDingTalk {
     /// Holds a file a user sent under `download_code`: `messageFiles/download` answers a
     /// signed local `downloadUrl` that serves `bytes`.
     pub fn put_file(&self, download_code: &str, bytes: Vec<u8>) {
-        self.shared.lock().files.insert(
-            download_code.to_owned(),
-            StoredFile {
-                bytes,
-                signatures: Vec::new(),
-                elsewhere: None,
-            },
-        );
+        self.store_file(download_code, bytes, None);
     }
 
     /// Makes `messageFiles/download` answer `url` as the `downloadUrl` of `download_code`
     /// (a server that is not DingTalk's, to check the adapter refuses it).
     pub fn put_file_elsewhere(&self, download_code: &str, url: &str) {
-        self.shared.lock().files.insert(
-            download_code.to_owned(),
-            StoredFile {
-                bytes: Vec::new(),
-                signatures: Vec::new(),
-                elsewhere: Some(url.to_owned()),
-            },
-        );
+        self.store_file(download_code, Vec::new(), Some(url.to_owned()));
+    }
+
+    fn store_file(&self, download_code: &str, bytes: Vec<u8>, elsewhere: Option<String>) {
+        let file = StoredFile {
+            bytes,
+            signatures: Vec::new(),
+            elsewhere,
+        };
+        self.with_state(|d| d.files.insert(download_code.to_owned(), file));
     }
 
     /// Makes the next `n` calls of `op` fail with `failure` (after the token check, so a
@@ -464,31 +384,12 @@ impl FakeDingTalk {
     /// `token`, `group_send`, `private_send`, `download_code`, `download`, `upload`,
     /// `card_create`, `card_stream`.
     pub fn fail(&self, op: &str, n: usize, failure: Failure) {
-        self.shared.lock().rules.push(Rule {
-            op: op.to_owned(),
-            left: n,
-            failure,
-        });
+        self.with_state(|d| d.failures.add(op, When::Times(n), failure));
     }
 
     /// Removes every scripted failure.
     pub fn clear_failures(&self) {
-        self.shared.lock().rules.clear();
-    }
-
-    // ---- inspection ------------------------------------------------------------------
-
-    /// Every HTTP call so far.
-    pub fn calls(&self) -> Vec<Call> {
-        self.shared.lock().calls.clone()
-    }
-
-    /// Every call of `route` so far.
-    pub fn calls_to(&self, route: &str) -> Vec<Call> {
-        self.calls()
-            .into_iter()
-            .filter(|c| c.route == route)
-            .collect()
+        self.with_state(|d| d.failures.clear());
     }
 
     /// Every robot message accepted, oldest first.
@@ -511,20 +412,6 @@ impl FakeDingTalk {
         self.cards()
             .into_iter()
             .find(|c| c.out_track_id == out_track_id)
-    }
-
-    /// Waits until `condition` holds over the fake (calls, messages, cards, acks,
-    /// connections: anything the fake records wakes it), or `deadline` passes.
-    pub async fn wait_until(
-        &self,
-        what: &str,
-        deadline: Duration,
-        condition: impl Fn(&Self) -> bool,
-    ) -> Result<(), WaitTimeout> {
-        let seen = || self.calls().iter().map(Call::line).collect();
-        self.shared
-            .wait_until(what, deadline, || condition(self), seen)
-            .await
     }
 }
 

@@ -32,16 +32,19 @@ mod rest;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::skeleton::http::{Script, When};
+use crate::skeleton::{Fake, Gateway, Platform, Recorded};
+
+pub use crate::skeleton::gateway::{DEFAULT_HEARTBEAT_MS, MAX_LOG};
 pub use crate::wait::WaitTimeout;
 pub use events::Event;
-pub use gateway::{DEFAULT_HEARTBEAT_MS, INTENTS, MAX_LOG, MESSAGE_CONTENT};
+pub use gateway::{INTENTS, MESSAGE_CONTENT};
 pub use records::{
     Call, Connection, Dispatched, Edit, Failure, Heartbeat, Identify, Pushed, Reaction, Resume,
     Sent, Thread, Upload,
@@ -79,10 +82,10 @@ pub mod code {
     pub const WRONG_CHANNEL_TYPE: i64 = 50024;
 }
 
-pub(crate) struct Inner {
+/// The fake Discord's state: what it recorded, its scripts, the gateway.
+pub struct Discord {
     gateway_url: String,
-    calls: Vec<Call>,
-    failures: VecDeque<(String, Failure)>,
+    failures: Script<Failure>,
     limited_until: HashMap<&'static str, Instant>,
     early_calls: usize,
     sent: Vec<Sent>,
@@ -92,16 +95,17 @@ pub(crate) struct Inner {
     reactions: Vec<Reaction>,
     dm_channels: Vec<String>,
     files: HashMap<String, (Vec<u8>, String)>,
-    gw: gateway::State,
+    gw: Gateway<Discord>,
+    /// Whether IDENTIFY may ask for MESSAGE_CONTENT.
+    message_content_enabled: bool,
     next_id: u64,
 }
 
-impl Inner {
+impl Discord {
     fn new() -> Self {
         Self {
             gateway_url: String::new(),
-            calls: Vec::new(),
-            failures: VecDeque::new(),
+            failures: Script::default(),
             limited_until: HashMap::new(),
             early_calls: 0,
             sent: Vec::new(),
@@ -111,7 +115,8 @@ impl Inner {
             reactions: Vec::new(),
             dm_channels: Vec::new(),
             files: HashMap::new(),
-            gw: gateway::State::default(),
+            gw: Gateway::default(),
+            message_content_enabled: true,
             next_id: 1_350_000_000_000_000_000,
         }
     }
@@ -119,11 +124,6 @@ impl Inner {
     fn next_id(&mut self) -> String {
         self.next_id += 1;
         self.next_id.to_string()
-    }
-
-    fn take_failure(&mut self, route: &str) -> Option<Failure> {
-        let index = self.failures.iter().position(|(r, _)| r == route)?;
-        self.failures.remove(index).map(|(_, f)| f)
     }
 
     /// A channel object: a known thread (type 11), a DM (type 1), else a guild text
@@ -143,96 +143,89 @@ impl Inner {
     }
 }
 
-pub(crate) type Shared = crate::server::Shared<Inner>;
+impl Platform for Discord {
+    type Call = Call;
 
-/// The running fake. Dropping it stops the server and closes every connection.
-pub struct FakeDiscord {
-    shared: crate::server::Server<Inner>,
+    /// The calls, then the IDENTIFYs and RESUMEs.
+    fn seen(&self, calls: &[Call]) -> Vec<String> {
+        let calls = calls.iter().map(Recorded::line);
+        let identifies = self.gw.identifies.iter().map(|i| format!("IDENTIFY {i:?}"));
+        let resumes = self.gw.resumes.iter().map(|r| format!("RESUME {r:?}"));
+        calls.chain(identifies).chain(resumes).collect()
+    }
 }
 
-impl FakeDiscord {
+/// What the handlers and [`FakeDiscord`] share.
+pub(crate) type Shared = crate::skeleton::Shared<Discord>;
+
+/// The running fake. Dropping it stops the server and closes every connection.
+pub type FakeDiscord = Fake<Discord>;
+
+impl Fake<Discord> {
     /// Starts a fake for bot [`TOKEN`] on `127.0.0.1:0`.
     pub async fn start() -> std::io::Result<Self> {
-        let shared =
-            crate::server::Server::start(Inner::new(), rest::handle, rest::MAX_BODY).await?;
-        let url = format!("ws://{}/gateway", shared.addr);
-        shared.lock().gateway_url = url;
-        Ok(Self { shared })
-    }
-
-    /// The address it listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.shared.addr
+        let fake = Fake::serve(Discord::new(), rest::handle, rest::MAX_BODY).await?;
+        let url = format!("ws://{}/gateway", fake.addr());
+        fake.with_state(|d| d.gateway_url = url);
+        Ok(fake)
     }
 
     /// The base URL to configure as `api_url`: `http://127.0.0.1:P`.
     pub fn api_url(&self) -> String {
-        format!("http://{}", self.shared.addr)
+        format!("http://{}", self.addr())
     }
 
     /// What `GET /gateway/bot` answers as `url`: `ws://127.0.0.1:P/gateway`.
     pub fn gateway_url(&self) -> String {
-        self.shared.lock().gateway_url.clone()
+        self.with_state(|d| d.gateway_url.clone())
     }
 
     /// Makes `GET /gateway[/bot]` answer `url` instead.
     pub fn set_gateway_url(&self, url: &str) {
-        self.shared.lock().gateway_url = url.to_owned();
+        self.with_state(|d| d.gateway_url = url.to_owned());
     }
 
     /// Fails the next call of `route` (a [`Call::route`] name) with `failure`; several
     /// queue in order.
     pub fn fail_next(&self, route: &str, failure: Failure) {
-        self.shared
-            .lock()
-            .failures
-            .push_back((route.to_owned(), failure));
+        self.with_state(|d| d.failures.add(route, When::Next, failure));
     }
 
     /// Calls refused because they came before a scripted 429's `retry_after` was over.
     pub fn early_calls(&self) -> usize {
-        self.shared.lock().early_calls
+        self.with_state(|d| d.early_calls)
     }
 
     /// Serves `bytes` at `/attachments/{name}`; returns its URL.
     pub fn put_file(&self, name: &str, bytes: Vec<u8>, content_type: &str) -> String {
-        self.shared
-            .lock()
-            .files
-            .insert(name.to_owned(), (bytes, content_type.to_owned()));
-        format!("http://{}/attachments/{name}", self.shared.addr)
+        self.with_state(|d| {
+            let file = (bytes, content_type.to_owned());
+            d.files.insert(name.to_owned(), file)
+        });
+        format!("http://{}/attachments/{name}", self.addr())
     }
 
     /// Makes `id` a thread in `parent` that already exists (the bot opened it before a
     /// restart, say): `GET /channels/{id}` says so.
     pub fn add_thread(&self, id: &str, parent: &str) {
-        self.shared.lock().threads.push(Thread {
+        let thread = Thread {
             id: id.to_owned(),
             parent_id: parent.to_owned(),
             message_id: String::new(),
             name: format!("thread-{id}"),
-        });
+        };
+        self.with_state(|d| d.threads.push(thread));
     }
 
     /// Makes `GET /channels/{id}` answer a DM channel for `id`.
     pub fn add_dm_channel(&self, id: &str) {
-        self.shared.lock().dm_channels.push(id.to_owned());
-    }
-
-    /// HELLO's `heartbeat_interval` for later connections, in milliseconds.
-    pub fn set_heartbeat_interval(&self, ms: u64) {
-        self.shared.lock().gw.heartbeat_interval_ms = ms;
-    }
-
-    /// Whether heartbeats are ACKed (default true).
-    pub fn set_heartbeat_acks(&self, ack: bool) {
-        self.shared.lock().gw.ack_heartbeats = ack;
+        self.with_state(|d| d.dm_channels.push(id.to_owned()));
     }
 
     /// Refuses IDENTIFYs asking for MESSAGE_CONTENT with 4014, as Discord does when the
     /// intent is not enabled in the Developer Portal.
     pub fn disable_message_content(&self) {
-        self.shared.lock().gw.message_content_enabled = false;
+        self.with_state(|d| d.message_content_enabled = false);
     }
 
     /// Dispatches a MESSAGE_CREATE for `event` in the current session.
@@ -245,94 +238,9 @@ impl FakeDiscord {
         gateway::push(&self.shared, json!({"op": 0, "t": t, "d": d}))
     }
 
-    /// Sends op 7 (RECONNECT) to every open connection.
-    pub fn send_reconnect(&self) {
-        gateway::reconnect(&self.shared);
-    }
-
-    /// Sends op 9 (INVALID_SESSION) with `d: resumable`; `false` ends the sessions.
-    pub fn send_invalid_session(&self, resumable: bool) {
-        gateway::invalid_session(&self.shared, resumable);
-    }
-
-    /// Closes every open connection with `code` (e.g. 4004).
-    pub fn close_with(&self, code: u16) {
-        gateway::close(&self.shared, code);
-    }
-
-    /// Drops every open socket without a close frame (the session stays resumable).
-    pub fn drop_sockets(&self) {
-        gateway::drop_sockets(&self.shared);
-    }
-
-    /// For `window` from now, answers every gateway upgrade and drops the socket at once,
-    /// before HELLO: a server that drops each new connection. Such connections are not in
-    /// [`Self::connections`]; [`Self::dropped_connections`] counts them.
-    pub fn drop_connections_for(&self, window: Duration) {
-        self.shared.lock().gw.drops.start(window);
-    }
-
-    /// Connections dropped at once by [`Self::drop_connections_for`] so far.
-    pub fn dropped_connections(&self) -> usize {
-        self.shared.lock().gw.drops.dropped()
-    }
-
-    /// Sends `text` as a frame to every open connection.
-    pub fn send_raw(&self, text: &str) {
-        gateway::send_raw(&self.shared, text);
-    }
-
-    /// Every gateway connection so far.
-    pub fn connections(&self) -> Vec<Connection> {
-        self.shared.lock().gw.connections()
-    }
-
-    /// How many gateway connections are open.
-    pub fn open_connections(&self) -> usize {
-        self.connections().iter().filter(|c| c.open).count()
-    }
-
-    /// Every IDENTIFY received.
-    pub fn identifies(&self) -> Vec<Identify> {
-        self.shared.lock().gw.identifies.clone()
-    }
-
-    /// Every RESUME received.
-    pub fn resumes(&self) -> Vec<Resume> {
-        self.shared.lock().gw.resumes.clone()
-    }
-
-    /// Every heartbeat received.
-    pub fn heartbeats(&self) -> Vec<Heartbeat> {
-        self.shared.lock().gw.heartbeats.clone()
-    }
-
-    /// Every dispatch sent.
-    pub fn dispatched(&self) -> Vec<Dispatched> {
-        self.shared.lock().gw.dispatched.clone()
-    }
-
-    /// Frames that were not JSON or had an unknown op.
-    pub fn bad_frames(&self) -> usize {
-        self.shared.lock().gw.bad_frames
-    }
-
-    /// Every HTTP call so far.
-    pub fn calls(&self) -> Vec<Call> {
-        self.shared.lock().calls.clone()
-    }
-
-    /// The calls of `route`.
-    pub fn calls_to(&self, route: &str) -> Vec<Call> {
-        self.calls()
-            .into_iter()
-            .filter(|c| c.route == route)
-            .collect()
-    }
-
     /// Messages the bot created, in order (content after edits).
     pub fn sent(&self) -> Vec<Sent> {
-        self.shared.lock().sent.clone()
+        self.with_state(|d| d.sent.clone())
     }
 
     /// Messages the bot created in `channel_id`.
@@ -345,35 +253,22 @@ impl FakeDiscord {
 
     /// Accepted edits, in order.
     pub fn edits(&self) -> Vec<Edit> {
-        self.shared.lock().edits.clone()
+        self.with_state(|d| d.edits.clone())
     }
 
     /// Threads started.
     pub fn threads(&self) -> Vec<Thread> {
-        self.shared.lock().threads.clone()
+        self.with_state(|d| d.threads.clone())
     }
 
     /// Channels a typing indicator was sent to, one entry per call.
     pub fn typing(&self) -> Vec<String> {
-        self.shared.lock().typing.clone()
+        self.with_state(|d| d.typing.clone())
     }
 
     /// Reactions the bot added.
     pub fn reactions(&self) -> Vec<Reaction> {
-        self.shared.lock().reactions.clone()
-    }
-
-    /// Waits until `holds` is true of the fake (checked on every change) or `deadline`
-    /// passes; the error lists the calls so far.
-    pub async fn wait_until(
-        &self,
-        what: &str,
-        deadline: Duration,
-        holds: impl Fn(&Self) -> bool,
-    ) -> Result<(), WaitTimeout> {
-        self.shared
-            .wait_until(what, deadline, || holds(self), || self.seen())
-            .await
+        self.with_state(|d| d.reactions.clone())
     }
 
     /// Waits for `n` accepted IDENTIFYs (READYs sent).
@@ -391,23 +286,5 @@ impl FakeDiscord {
         })
         .await?;
         Ok(self.sent())
-    }
-
-    fn seen(&self) -> Vec<String> {
-        let inner = self.shared.lock();
-        let mut seen: Vec<String> = inner
-            .calls
-            .iter()
-            .map(|c| format!("{} {} → {}", c.method, c.path, c.status))
-            .collect();
-        seen.extend(
-            inner
-                .gw
-                .identifies
-                .iter()
-                .map(|i| format!("IDENTIFY {i:?}")),
-        );
-        seen.extend(inner.gw.resumes.iter().map(|r| format!("RESUME {r:?}")));
-        seen
     }
 }

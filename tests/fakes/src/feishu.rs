@@ -32,11 +32,13 @@ mod webhook;
 mod ws;
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::time::Instant;
+
+use crate::skeleton::http::{Script, Tokens, When};
+use crate::skeleton::{Fake, Platform};
 
 pub use crate::wait::WaitTimeout;
 pub use events::Event;
@@ -179,33 +181,17 @@ impl ClientConfig {
     }
 }
 
-struct Rule {
-    route: String,
-    trigger: Trigger,
-    failure: Failure,
-}
-
-/// A token the fake issued.
-struct Token {
-    value: String,
-    expires_at: Instant,
-    revoked: bool,
-}
-
 /// A file a user sent, served by the resource download.
 struct Resource {
     bytes: Vec<u8>,
     name: String,
 }
 
-pub(crate) struct Inner {
-    calls: Vec<Call>,
-    counts: HashMap<String, usize>,
-    rules: Vec<Rule>,
-    tokens: Vec<Token>,
+/// The fake Feishu's state: what it recorded, its tokens, scripts and long connection.
+pub struct Feishu {
+    failures: Script<Failure>,
+    tokens: Tokens<Instant>,
     token_expire: u64,
-    /// Revoke the newest token the next time it is presented.
-    stale_once: bool,
     endpoint_config: ClientConfig,
     pong_config: Option<ClientConfig>,
     /// The next upgrade is refused with `(handshake-status, handshake-autherrcode)`.
@@ -224,15 +210,12 @@ pub(crate) struct Inner {
     next_id: u64,
 }
 
-impl Inner {
+impl Feishu {
     fn new() -> Self {
-        Inner {
-            calls: Vec::new(),
-            counts: HashMap::new(),
-            rules: Vec::new(),
-            tokens: Vec::new(),
+        Feishu {
+            failures: Script::default(),
+            tokens: Tokens::default(),
             token_expire: TOKEN_EXPIRE_SECS,
-            stale_once: false,
             endpoint_config: ClientConfig::default(),
             pong_config: None,
             refuse: None,
@@ -255,49 +238,30 @@ impl Inner {
 
     /// The scripted failure for this (authenticated) call of `route`, if one fires.
     fn scripted_failure(&mut self, route: &str) -> Option<Failure> {
-        let count = {
-            let c = self.counts.entry(route.to_owned()).or_default();
-            *c += 1;
-            *c
-        };
-        let index = self.rules.iter().position(|r| {
-            r.route == route
-                && match r.trigger {
-                    Trigger::Nth(n) => n == count,
-                    Trigger::Always => true,
-                }
-        })?;
-        match self.rules[index].trigger {
-            Trigger::Always => Some(self.rules[index].failure.clone()),
-            Trigger::Nth(_) => Some(self.rules.remove(index).failure),
-        }
+        self.failures.count(route);
+        self.failures.take(route, None)
     }
+}
+
+impl Platform for Feishu {
+    type Call = Call;
 }
 
 /// What the handlers and [`FakeFeishu`] share.
-pub(crate) type Shared = crate::server::Shared<Inner>;
+pub(crate) type Shared = crate::skeleton::Shared<Feishu>;
 
 /// The running fake. Dropping it stops the server and closes every connection.
-pub struct FakeFeishu {
-    shared: crate::server::Server<Inner>,
-}
+pub type FakeFeishu = Fake<Feishu>;
 
-impl FakeFeishu {
+impl Fake<Feishu> {
     /// Starts a fake for app [`APP_ID`] / [`APP_SECRET`] on `127.0.0.1:0`.
     pub async fn start() -> std::io::Result<Self> {
-        let shared =
-            crate::server::Server::start(Inner::new(), rest::handle, rest::MAX_BODY).await?;
-        Ok(Self { shared })
-    }
-
-    /// The address it listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.shared.addr
+        Fake::serve(Feishu::new(), rest::handle, rest::MAX_BODY).await
     }
 
     /// The base URL to configure as `domain`: `http://127.0.0.1:P`.
     pub fn domain(&self) -> String {
-        format!("http://{}", self.shared.addr)
+        format!("http://{}", self.addr())
     }
 
     // ---- long connection -------------------------------------------------------------
@@ -318,30 +282,6 @@ impl FakeFeishu {
     /// [`code::HANDSHAKE_AUTH_FAILED`] with [`code::EXCEED_CONN_LIMIT`]).
     pub fn refuse_handshake(&self, status: i32, autherrcode: Option<i64>) {
         self.shared.lock().refuse = Some((status, autherrcode));
-    }
-
-    /// Closes every open connection from the server side (a close frame, then the
-    /// socket), as Feishu does when it rotates a gateway.
-    pub fn close_connections(&self) {
-        ws::close_all(&self.shared);
-    }
-
-    /// Every connection so far, open or closed.
-    pub fn connections(&self) -> Vec<Connection> {
-        self.shared.lock().ws.connections()
-    }
-
-    /// Connections open now.
-    pub fn open_connections(&self) -> usize {
-        self.connections().iter().filter(|c| c.open).count()
-    }
-
-    /// Waits until at least `n` connections are open.
-    pub async fn wait_connected(&self, n: usize, deadline: Duration) -> Result<(), WaitTimeout> {
-        self.wait_until(&format!("{n} open connections"), deadline, |f| {
-            f.open_connections() >= n
-        })
-        .await
     }
 
     /// Pushes `event` (a schema-2.0 event, e.g. from [`Event::to_json`]) as one data
@@ -416,27 +356,9 @@ impl FakeFeishu {
         found(self).ok_or_else(|| self.timeout("an ack"))
     }
 
-    /// Frames received that were not a ping or an ack (undecodable, text messages,
-    /// unknown control types).
-    pub fn bad_frames(&self) -> usize {
-        self.shared.lock().ws.bad_frames
-    }
-
     /// Upgrades refused so far (by [`Self::refuse_handshake`] or for a bad query).
     pub fn refused_handshakes(&self) -> usize {
         self.shared.lock().ws.refused
-    }
-
-    /// For `window` from now, answers every WebSocket upgrade and drops the socket at once,
-    /// before any frame: a server that drops each new connection. Such connections are
-    /// not in [`Self::connections`]; [`Self::dropped_connections`] counts them.
-    pub fn drop_connections_for(&self, window: Duration) {
-        self.shared.lock().ws.drops.start(window);
-    }
-
-    /// Connections dropped at once by [`Self::drop_connections_for`] so far.
-    pub fn dropped_connections(&self) -> usize {
-        self.shared.lock().ws.drops.dropped()
     }
 
     // ---- REST ------------------------------------------------------------------------
@@ -451,17 +373,12 @@ impl FakeFeishu {
     /// [`code::TOKEN_INVALID`] and that token is revoked, so the bridge must fetch a new
     /// one and retry.
     pub fn make_token_stale(&self) {
-        self.shared.lock().stale_once = true;
+        self.with_state(|f| f.tokens.stale_next());
     }
 
     /// The tokens issued so far, oldest first.
     pub fn tokens(&self) -> Vec<String> {
-        self.shared
-            .lock()
-            .tokens
-            .iter()
-            .map(|t| t.value.clone())
-            .collect()
+        self.with_state(|f| f.tokens.values())
     }
 
     /// Holds a file a user sent in `message_id`, served by `GET
@@ -479,31 +396,16 @@ impl FakeFeishu {
 
     /// Scripts a failure of `route` (see [`Call::route`]).
     pub fn fail(&self, route: &str, trigger: Trigger, failure: Failure) {
-        self.shared.lock().rules.push(Rule {
-            route: route.to_owned(),
-            trigger,
-            failure,
-        });
+        let when = match trigger {
+            Trigger::Nth(n) => When::Nth(n),
+            Trigger::Always => When::Always,
+        };
+        self.with_state(|f| f.failures.add(route, when, failure));
     }
 
     /// Removes every scripted failure.
     pub fn clear_failures(&self) {
-        self.shared.lock().rules.clear();
-    }
-
-    // ---- inspection ------------------------------------------------------------------
-
-    /// Every HTTP call so far.
-    pub fn calls(&self) -> Vec<Call> {
-        self.shared.lock().calls.clone()
-    }
-
-    /// Every call of `route` so far.
-    pub fn calls_to(&self, route: &str) -> Vec<Call> {
-        self.calls()
-            .into_iter()
-            .filter(|c| c.route == route)
-            .collect()
+        self.with_state(|f| f.failures.clear());
     }
 
     /// Every message the bot sent, oldest first, as it looks now.
@@ -537,36 +439,6 @@ impl FakeFeishu {
     /// Patches refused by the 5/s rule so far.
     pub fn rate_limited(&self) -> usize {
         self.shared.lock().rate_limited
-    }
-
-    /// Waits until `condition` holds over the calls, or `deadline` passes.
-    pub async fn wait_for(
-        &self,
-        what: &str,
-        deadline: Duration,
-        condition: impl Fn(&[Call]) -> bool,
-    ) -> Result<Vec<Call>, WaitTimeout> {
-        self.wait_until(what, deadline, |f| condition(&f.calls()))
-            .await?;
-        Ok(self.calls())
-    }
-
-    /// Waits until `condition` holds over the fake (calls, messages, acks, connections —
-    /// anything the fake records wakes it), or `deadline` passes.
-    pub async fn wait_until(
-        &self,
-        what: &str,
-        deadline: Duration,
-        condition: impl Fn(&Self) -> bool,
-    ) -> Result<(), WaitTimeout> {
-        let seen = || self.calls().iter().map(Call::line).collect();
-        self.shared
-            .wait_until(what, deadline, || condition(self), seen)
-            .await
-    }
-
-    fn timeout(&self, what: &str) -> WaitTimeout {
-        WaitTimeout::new(what, self.calls().iter().map(Call::line))
     }
 }
 

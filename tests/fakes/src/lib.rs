@@ -27,8 +27,9 @@
 //!   under `IM_BRIDGE_TEST_STRICT` (CI).
 //! - [`wait`] — the error of a wait that reached its deadline.
 //!
-//! Inside, the fakes share `server` (their state, notify and stop token, the HTTP server,
-//! waits, answers) and `upgrade` (the WebSocket upgrade and a connection's relay loop).
+//! Every fake is built on [`skeleton`]: one handle type ([`skeleton::Fake`]) over the
+//! platform's state, one HTTP server on `127.0.0.1:0`, one way to record, script failures,
+//! accept WebSocket connections and wait with deadlines.
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -39,10 +40,9 @@ pub mod feishu;
 pub mod postgres;
 pub mod prereq;
 pub mod qq;
-mod server;
+pub mod skeleton;
 pub mod telegram;
 pub mod telemetry;
-mod upgrade;
 pub mod wait;
 
 use im_bridge_channel::{AllowedUsers, BuildContext, CommandVocabulary};

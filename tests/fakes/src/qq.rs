@@ -32,20 +32,17 @@ mod rest;
 mod time;
 mod webhook;
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
-use axum::Router;
-use tokio::sync::Notify;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+use crate::skeleton::http::{Script, Tokens, When};
+use crate::skeleton::{Fake, Gateway, Platform};
 
+pub use crate::skeleton::gateway::{DEFAULT_HEARTBEAT_MS, MAX_LOG};
+pub use crate::wait::WaitTimeout;
 pub use events::Event;
-pub use gateway::{DEFAULT_HEARTBEAT_MS, MAX_LOG};
 pub use records::{
-    Call, Connection, Dispatched, Failure, Heartbeat, Identify, Pushed, Reply, Resume, WaitTimeout,
+    Call, Connection, Dispatched, Failure, Heartbeat, Identify, Pushed, Reply, Resume,
 };
 pub use time::rfc3339;
 pub use webhook::{
@@ -100,13 +97,6 @@ pub mod code {
     pub const NOT_FOUND: i64 = 404;
 }
 
-/// A token the fake issued.
-struct Token {
-    value: String,
-    expires_at: SystemTime,
-    revoked: bool,
-}
-
 /// A message a user sent, as the reply rules see it.
 struct UserMessage {
     chat_id: String,
@@ -115,33 +105,42 @@ struct UserMessage {
     seqs: HashSet<u64>,
 }
 
-pub(crate) struct Inner {
-    addr: SocketAddr,
+/// The fake QQ's state: what it recorded, its tokens and clock, the gateway.
+pub struct Qq {
     clock: time::Clock,
-    calls: Vec<Call>,
-    tokens: Vec<Token>,
+    tokens: Tokens<SystemTime>,
     token_expires_in: u64,
     token_as_number: bool,
-    /// Revoke the newest token the next time it is presented.
-    stale_once: bool,
-    failures: VecDeque<(String, Failure)>,
+    failures: Script<Failure>,
     user_messages: HashMap<String, UserMessage>,
     replies: Vec<Reply>,
     files: HashMap<String, (Vec<u8>, String)>,
-    gw: gateway::State,
+    gw: Gateway<Qq>,
     next_id: u64,
 }
 
-impl Inner {
+impl Qq {
+    fn new() -> Self {
+        Self {
+            clock: time::Clock::default(),
+            tokens: Tokens::default(),
+            token_expires_in: TOKEN_EXPIRES_IN,
+            token_as_number: false,
+            failures: Script::default(),
+            user_messages: HashMap::new(),
+            replies: Vec::new(),
+            files: HashMap::new(),
+            gw: Gateway::default(),
+            next_id: 0,
+        }
+    }
+
     /// Issues a token: its value and `expires_in` as configured (string or number).
     fn issue_token(&mut self) -> (String, serde_json::Value) {
         self.next_id += 1;
         let value = format!("fake-token-{}", self.next_id);
-        self.tokens.push(Token {
-            value: value.clone(),
-            expires_at: self.clock.now() + Duration::from_secs(self.token_expires_in),
-            revoked: false,
-        });
+        let expires_at = self.clock.now() + Duration::from_secs(self.token_expires_in);
+        self.tokens.issue(value.clone(), expires_at);
         let expires_in = if self.token_as_number {
             serde_json::json!(self.token_expires_in)
         } else {
@@ -154,22 +153,7 @@ impl Inner {
     /// the first time it is presented.
     fn check_token(&mut self, token: &str) -> bool {
         let now = self.clock.now();
-        let newest = self.tokens.last().map(|t| t.value.clone());
-        if self.stale_once && newest.as_deref() == Some(token) {
-            self.stale_once = false;
-            if let Some(t) = self.tokens.last_mut() {
-                t.revoked = true;
-            }
-            return false;
-        }
-        self.tokens
-            .iter()
-            .any(|t| t.value == token && !t.revoked && now < t.expires_at)
-    }
-
-    fn take_failure(&mut self, route: &str) -> Option<Failure> {
-        let index = self.failures.iter().position(|(r, _)| r == route)?;
-        self.failures.remove(index).map(|(_, f)| f)
+        self.tokens.check(token, now)
     }
 
     /// Makes a pushed (or posted) message one the bot may reply to.
@@ -185,152 +169,82 @@ impl Inner {
     }
 }
 
-pub(crate) struct Shared {
-    inner: Mutex<Inner>,
-    changed: Notify,
-    stop: CancellationToken,
-    addr: SocketAddr,
+impl Platform for Qq {
+    type Call = Call;
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
+/// What the handlers and [`FakeQq`] share.
+pub(crate) type Shared = crate::skeleton::Shared<Qq>;
 
 /// The running fake. Dropping it stops the server and closes every connection.
-pub struct FakeQq {
-    shared: Arc<Shared>,
-}
+pub type FakeQq = Fake<Qq>;
 
-impl Drop for FakeQq {
-    fn drop(&mut self) {
-        self.shared.stop.cancel();
-    }
-}
-
-impl FakeQq {
+impl Fake<Qq> {
     /// Starts a fake for bot [`APP_ID`] / [`CLIENT_SECRET`] on `127.0.0.1:0`.
     pub async fn start() -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner {
-                addr,
-                clock: time::Clock::default(),
-                calls: Vec::new(),
-                tokens: Vec::new(),
-                token_expires_in: TOKEN_EXPIRES_IN,
-                token_as_number: false,
-                stale_once: false,
-                failures: VecDeque::new(),
-                user_messages: HashMap::new(),
-                replies: Vec::new(),
-                files: HashMap::new(),
-                gw: gateway::State::default(),
-                next_id: 0,
-            }),
-            changed: Notify::new(),
-            stop: CancellationToken::new(),
-            addr,
-        });
-        let app = Router::new()
-            .fallback(rest::handle)
-            .layer(axum::extract::DefaultBodyLimit::max(rest::MAX_BODY))
-            .with_state(shared.clone());
-        let stop = shared.stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await;
-        });
-        Ok(Self { shared })
-    }
-
-    /// The address it listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.shared.addr
+        Fake::serve(Qq::new(), rest::handle, rest::MAX_BODY).await
     }
 
     /// The base URL to configure as `api_url`: `http://127.0.0.1:P`.
     pub fn api_url(&self) -> String {
-        format!("http://{}", self.shared.addr)
+        format!("http://{}", self.addr())
     }
 
     /// The base URL to configure as `token_url`: `http://127.0.0.1:P/bots`.
     pub fn token_url(&self) -> String {
-        format!("http://{}{}", self.shared.addr, rest::TOKEN_PREFIX)
+        format!("http://{}{}", self.addr(), rest::TOKEN_PREFIX)
     }
 
     // ---- clock and tokens ------------------------------------------------------------
 
     /// The fake's clock: real time plus what [`Self::advance_clock`] added.
     pub fn now(&self) -> SystemTime {
-        self.shared.lock().clock.now()
+        self.with_state(|qq| qq.clock.now())
     }
 
     /// Moves the fake's clock forward (reply windows and token lifetimes follow it).
     pub fn advance_clock(&self, by: Duration) {
-        self.shared.lock().clock.offset += by;
+        self.with_state(|qq| qq.clock.offset += by);
     }
 
     /// Sets the `expires_in` of tokens issued from now on, as a JSON number (`true`) or
     /// a string (`false`, the default, as QQ's example).
     pub fn set_token_expires_in(&self, secs: u64, as_number: bool) {
-        let mut inner = self.shared.lock();
-        inner.token_expires_in = secs;
-        inner.token_as_number = as_number;
+        self.with_state(|qq| {
+            qq.token_expires_in = secs;
+            qq.token_as_number = as_number;
+        });
     }
 
     /// Stale-token mode: the next call or Identify/Resume presenting the newest token is
     /// refused (401, or close 4004) and that token revoked, so the bridge must fetch a new
     /// one.
     pub fn make_token_stale(&self) {
-        self.shared.lock().stale_once = true;
+        self.with_state(|qq| qq.tokens.stale_next());
     }
 
     /// The tokens issued so far, oldest first.
     pub fn tokens(&self) -> Vec<String> {
-        self.shared
-            .lock()
-            .tokens
-            .iter()
-            .map(|t| t.value.clone())
-            .collect()
+        self.with_state(|qq| qq.tokens.values())
     }
 
     /// Scripts a failure of the next call of `route` (`token`, `gateway`, `group_reply`,
     /// `c2c_reply`), after authentication. Scripts of one route fire in order.
     pub fn fail_next(&self, route: &str, failure: Failure) {
-        self.shared
-            .lock()
-            .failures
-            .push_back((route.to_owned(), failure));
+        self.with_state(|qq| qq.failures.add(route, When::Next, failure));
     }
 
     /// Serves `bytes` at `GET /files/{name}` (no authentication); its URL, for
     /// [`Event::with_image`].
     pub fn put_file(&self, name: &str, bytes: Vec<u8>, content_type: &str) -> String {
-        self.shared
-            .lock()
-            .files
-            .insert(name.to_owned(), (bytes, content_type.to_owned()));
-        format!("http://{}/files/{name}", self.shared.addr)
+        self.with_state(|qq| {
+            let file = (bytes, content_type.to_owned());
+            qq.files.insert(name.to_owned(), file)
+        });
+        format!("http://{}/files/{name}", self.addr())
     }
 
     // ---- gateway ---------------------------------------------------------------------
-
-    /// The `heartbeat_interval` (ms) the next Hellos announce (default
-    /// [`DEFAULT_HEARTBEAT_MS`]).
-    pub fn set_heartbeat_interval(&self, ms: u64) {
-        self.shared.lock().gw.heartbeat_interval_ms = ms;
-    }
-
-    /// Whether heartbeats are ACKed (default true). Without ACKs the client must notice
-    /// a dead connection.
-    pub fn set_heartbeat_acks(&self, ack: bool) {
-        self.shared.lock().gw.ack_heartbeats = ack;
-    }
 
     /// Pushes a message event in the current session (sent at once when its connection is
     /// live, replayed on resume otherwise, held for the next READY when there is no
@@ -339,76 +253,14 @@ impl FakeQq {
         gateway::push(&self.shared, event)
     }
 
-    /// Sends op 7 (reconnect) to every open connection.
-    pub fn send_reconnect(&self) {
-        gateway::reconnect(&self.shared);
-    }
-
-    /// Sends op 9 (invalid session) to every open connection; not `resumable` ends their
-    /// sessions.
-    pub fn send_invalid_session(&self, resumable: bool) {
-        gateway::invalid_session(&self.shared, resumable);
-    }
-
-    /// Closes every open connection with `code` (4009: resumable; 4000–4008 end the
-    /// session; 4004 is what a bad token gets).
-    pub fn close_with(&self, code: u16) {
-        gateway::close(&self.shared, code);
-    }
-
-    /// Drops every open socket without a close frame (sessions stay resumable).
-    pub fn drop_sockets(&self) {
-        gateway::drop_sockets(&self.shared);
-    }
-
-    /// Sends `text` as a frame, as is, to every open connection (malformed or oversized
-    /// frames, a server heartbeat request `{"op":1}`).
-    pub fn send_raw(&self, text: &str) {
-        gateway::send_raw(&self.shared, text);
-    }
-
-    /// Every gateway connection so far.
-    pub fn connections(&self) -> Vec<Connection> {
-        self.shared.lock().gw.connections()
-    }
-
-    /// Connections open now.
-    pub fn open_connections(&self) -> usize {
-        self.connections().iter().filter(|c| c.open).count()
-    }
-
-    /// Every Identify received.
-    pub fn identifies(&self) -> Vec<Identify> {
-        self.shared.lock().gw.identifies.clone()
-    }
-
-    /// Every Resume received.
-    pub fn resumes(&self) -> Vec<Resume> {
-        self.shared.lock().gw.resumes.clone()
-    }
-
-    /// Every heartbeat received.
-    pub fn heartbeats(&self) -> Vec<Heartbeat> {
-        self.shared.lock().gw.heartbeats.clone()
-    }
-
-    /// Every event dispatch sent (first sends and replays).
-    pub fn dispatched(&self) -> Vec<Dispatched> {
-        self.shared.lock().gw.dispatched.clone()
-    }
-
-    /// Frames received that were no Heartbeat, Identify or Resume.
-    pub fn bad_frames(&self) -> usize {
-        self.shared.lock().gw.bad_frames
-    }
-
     /// Waits until `n` connections have been made ready (READY or RESUMED) in all.
     pub async fn wait_ready(&self, n: usize, deadline: Duration) -> Result<(), WaitTimeout> {
         self.wait_until(&format!("{n} ready connections"), deadline, |f| {
-            let inner = f.shared.lock();
-            let accepted = inner.gw.identifies.iter().filter(|i| i.accepted).count()
-                + inner.gw.resumes.iter().filter(|r| r.accepted).count();
-            accepted >= n
+            f.with_state(|qq| {
+                let accepted = qq.gw.identifies.iter().filter(|i| i.accepted).count()
+                    + qq.gw.resumes.iter().filter(|r| r.accepted).count();
+                accepted >= n
+            })
         })
         .await
     }
@@ -425,19 +277,20 @@ impl FakeQq {
     /// or sent by a host whose clock is off); the message itself is stamped now, so its
     /// reply window is open.
     pub fn webhook_event_at(&self, event: &Event, signed_at: SystemTime) -> WebhookRequest {
-        let mut inner = self.shared.lock();
-        let event = event.stamped(inner.clock.now());
-        inner.remember(&event);
-        drop(inner);
+        let event = self.with_state(|qq| {
+            let event = event.stamped(qq.clock.now());
+            qq.remember(&event);
+            event
+        });
         let timestamp = unix_seconds(signed_at);
         signed_request(CLIENT_SECRET, &timestamp, &event.payload(None))
     }
 
-    // ---- replies and calls -----------------------------------------------------------
+    // ---- replies ---------------------------------------------------------------------
 
     /// Every reply accepted, oldest first.
     pub fn replies(&self) -> Vec<Reply> {
-        self.shared.lock().replies.clone()
+        self.with_state(|qq| qq.replies.clone())
     }
 
     /// The replies accepted to source message `msg_id`.
@@ -446,42 +299,6 @@ impl FakeQq {
             .into_iter()
             .filter(|r| r.msg_id == msg_id)
             .collect()
-    }
-
-    /// Every HTTP call so far.
-    pub fn calls(&self) -> Vec<Call> {
-        self.shared.lock().calls.clone()
-    }
-
-    /// Every call of `route` so far.
-    pub fn calls_to(&self, route: &str) -> Vec<Call> {
-        self.calls()
-            .into_iter()
-            .filter(|c| c.route == route)
-            .collect()
-    }
-
-    /// Waits until `condition` holds over the fake (anything it records wakes it), or
-    /// `deadline` passes.
-    pub async fn wait_until(
-        &self,
-        what: &str,
-        deadline: Duration,
-        condition: impl Fn(&Self) -> bool,
-    ) -> Result<(), WaitTimeout> {
-        let until = Instant::now() + deadline;
-        loop {
-            let notified = self.shared.changed.notified();
-            if condition(self) {
-                return Ok(());
-            }
-            if tokio::time::timeout_at(until, notified).await.is_err() {
-                return Err(WaitTimeout {
-                    what: what.to_owned(),
-                    calls: self.calls(),
-                });
-            }
-        }
     }
 
     /// Waits until `n` replies were accepted in all.

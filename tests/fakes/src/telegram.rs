@@ -52,18 +52,17 @@ mod incoming;
 mod methods;
 mod server;
 
-use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::Router;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+
+use crate::skeleton::http::{Script, When};
+use crate::skeleton::{Fake, Platform, Recorded};
+
+pub use crate::wait::WaitTimeout;
 
 pub use entity::Entity;
 pub use flood::{FloodLimits, Rate};
@@ -175,30 +174,6 @@ pub struct BotMessage {
     pub edits: usize,
 }
 
-/// A wait that reached its deadline.
-pub struct WaitTimeout {
-    what: String,
-    calls: Vec<Call>,
-}
-
-impl std::fmt::Debug for WaitTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "timed out waiting for {}; calls so far:", self.what)?;
-        for c in &self.calls {
-            writeln!(f, "  {} {} {}", c.status, c.method, c.params)?;
-        }
-        Ok(())
-    }
-}
-
-impl std::fmt::Display for WaitTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "timed out waiting for {}", self.what)
-    }
-}
-
-impl std::error::Error for WaitTimeout {}
-
 /// An injected update.
 #[derive(Clone, Debug)]
 pub struct Injected {
@@ -210,14 +185,14 @@ pub struct Injected {
     pub update: Value,
 }
 
-#[derive(Clone)]
-struct Rule {
-    method: String,
-    trigger: Trigger,
-    failure: Failure,
-}
-
-pub(crate) struct Inner {
+/// The fake Telegram's state: its bot, what it recorded, its queued updates and scripts.
+pub struct Telegram {
+    /// The bot token it accepts.
+    token: String,
+    /// The bot's user, as `getMe` answers it.
+    bot: Value,
+    /// Every call as it is recorded, for [`FakeTelegram::watch`].
+    tap: tokio::sync::broadcast::Sender<Call>,
     /// Updates not yet confirmed, in id order.
     pending: Vec<Value>,
     /// Updates confirmed by an offset, kept for [`FakeTelegram::forget_offset`].
@@ -228,9 +203,7 @@ pub(crate) struct Inner {
     /// `getUpdates` calls so far: a waiting poll that sees a newer one gives up.
     polls: u64,
     webhook: Option<(String, Option<String>)>,
-    calls: Vec<Call>,
-    counts: HashMap<String, usize>,
-    rules: Vec<Rule>,
+    failures: Script<Failure>,
     messages: Vec<BotMessage>,
     files: files::Files,
     menus: BTreeMap<Option<String>, Vec<(String, String)>>,
@@ -241,7 +214,7 @@ pub(crate) struct Inner {
     flood: flood::Flood,
 }
 
-impl Inner {
+impl Telegram {
     fn now_unix(&self) -> i64 {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -264,21 +237,9 @@ impl Inner {
 
     /// Fires the first matching rule for this call, if any.
     fn scripted_failure(&mut self, method: &str, params: &Value) -> Option<Scripted> {
-        let count = self.counts.get(method).copied().unwrap_or(0);
         let text = params.get("text").and_then(Value::as_str);
-        let index = self.rules.iter().position(|r| {
-            r.method == method
-                && match &r.trigger {
-                    Trigger::Nth(n) => *n == count,
-                    Trigger::TextEquals(t) => text == Some(t.as_str()),
-                    Trigger::Always | Trigger::Next => true,
-                }
-        })?;
-        let rule = match self.rules[index].trigger {
-            Trigger::Always => self.rules[index].clone(),
-            _ => self.rules.remove(index),
-        };
-        Some(Scripted::Answer(match rule.failure {
+        let failure = self.failures.take(method, text)?;
+        Some(Scripted::Answer(match failure {
             Failure::AnswerLost => return Some(Scripted::AnswerLost),
             Failure::RetryAfter(secs) => Answer::retry_after(secs),
             Failure::NotModified => Answer::error(
@@ -291,6 +252,21 @@ impl Inner {
             Failure::CantBeEdited => Answer::error(400, "Bad Request: message can't be edited"),
             Failure::Status(code, description) => Answer::error(code, &description),
         }))
+    }
+}
+
+impl Platform for Telegram {
+    type Call = Call;
+}
+
+impl Recorded for Call {
+    /// A call is filed under its Bot API method.
+    fn route(&self) -> &str {
+        &self.method
+    }
+
+    fn line(&self) -> String {
+        format!("{} {} {}", self.status, self.method, self.params)
     }
 }
 
@@ -341,43 +317,25 @@ impl Answer {
 
 impl IntoResponse for Answer {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, axum::Json(self.body)).into_response()
+        crate::skeleton::http::Answer::json(self.status, self.body).into_response()
     }
 }
 
-struct Shared {
-    token: String,
-    bot: Value,
-    inner: Mutex<Inner>,
-    changed: Notify,
-    /// Every call as it is recorded, for [`FakeTelegram::watch`].
-    tap: tokio::sync::broadcast::Sender<Call>,
-    stop: CancellationToken,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
+/// What the handlers and [`FakeTelegram`] share.
+pub(crate) type Shared = crate::skeleton::Shared<Telegram>;
 
 /// Calls a [`FakeTelegram::watch`]er may fall behind by.
 pub const WATCH_BACKLOG: usize = 1 << 16;
 
+/// Largest multipart body read: axum's default limit, which the fake has always had (so
+/// a file over 2 MiB is refused as an invalid multipart body before the 10 MB / 50 MB
+/// rules can speak).
+const MAX_MULTIPART: usize = 2 << 20;
+
 /// The running fake. Dropping it stops the server.
-pub struct FakeTelegram {
-    addr: SocketAddr,
-    shared: Arc<Shared>,
-}
+pub type FakeTelegram = Fake<Telegram>;
 
-impl Drop for FakeTelegram {
-    fn drop(&mut self) {
-        self.shared.stop.cancel();
-    }
-}
-
-impl FakeTelegram {
+impl Fake<Telegram> {
     /// Starts a fake for bot `@ThisBot` with token [`TOKEN`].
     pub async fn start() -> std::io::Result<Self> {
         Self::start_with(TOKEN, BOT_USERNAME).await
@@ -385,52 +343,30 @@ impl FakeTelegram {
 
     /// Starts a fake with another token and username.
     pub async fn start_with(token: &str, username: &str) -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared {
+        let state = Telegram {
             token: token.to_owned(),
             bot: json!({"id": BOT_ID, "is_bot": true, "first_name": "Fake Bridge", "username": username}),
-            inner: Mutex::new(Inner {
-                pending: Vec::new(),
-                confirmed: Vec::new(),
-                next_update_id: 500_000_000,
-                next_message_id: 1000,
-                ignore_offset_once: false,
-                polls: 0,
-                webhook: None,
-                calls: Vec::new(),
-                counts: HashMap::new(),
-                rules: Vec::new(),
-                messages: Vec::new(),
-                files: files::Files::default(),
-                menus: BTreeMap::new(),
-                forum_topics: Default::default(),
-                flood: flood::Flood::default(),
-            }),
-            changed: Notify::new(),
             tap: tokio::sync::broadcast::channel(WATCH_BACKLOG).0,
-            stop: CancellationToken::new(),
-        });
-        let app = Router::new()
-            .fallback(server::handle)
-            .with_state(shared.clone());
-        let stop = shared.stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await;
-        });
-        Ok(Self { addr, shared })
-    }
-
-    /// The address it listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+            pending: Vec::new(),
+            confirmed: Vec::new(),
+            next_update_id: 500_000_000,
+            next_message_id: 1000,
+            ignore_offset_once: false,
+            polls: 0,
+            webhook: None,
+            failures: Script::default(),
+            messages: Vec::new(),
+            files: files::Files::default(),
+            menus: BTreeMap::new(),
+            forum_topics: Default::default(),
+            flood: flood::Flood::default(),
+        };
+        Fake::serve(state, server::handle, MAX_MULTIPART).await
     }
 
     /// The base URL to configure as `api_url`.
     pub fn api_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.addr())
     }
 
     /// Queues a user's message as an update; returns its ids.
@@ -458,7 +394,7 @@ impl FakeTelegram {
                 .iter()
                 .find(|m| m.chat_id == chat_id && m.message_id == id)
             {
-                r["from"] = self.shared.bot.clone();
+                r["from"] = inner.bot.clone();
                 r["text"] = json!(m.text);
                 if !m.entities.is_empty() {
                     r["entities"] = methods::entities_json(&m.entities);
@@ -483,7 +419,7 @@ impl FakeTelegram {
         inner.pending.push(update);
         inner.pending.sort_by_key(update_id);
         drop(inner);
-        self.shared.changed.notify_waiters();
+        self.shared.notify();
     }
 
     /// Redelivers every confirmed update on the next `getUpdates`, whatever its offset, as
@@ -495,7 +431,7 @@ impl FakeTelegram {
         inner.pending.sort_by_key(update_id);
         inner.ignore_offset_once = true;
         drop(inner);
-        self.shared.changed.notify_waiters();
+        self.shared.notify();
     }
 
     /// Updates queued and not yet confirmed.
@@ -505,37 +441,23 @@ impl FakeTelegram {
 
     /// Scripts a failure of `method`.
     pub fn fail(&self, method: &str, trigger: Trigger, failure: Failure) {
-        self.shared.lock().rules.push(Rule {
-            method: method.to_owned(),
-            trigger,
-            failure,
-        });
+        let when = match trigger {
+            Trigger::Nth(n) => When::Nth(n),
+            Trigger::TextEquals(text) => When::TextEquals(text),
+            Trigger::Always => When::Always,
+            Trigger::Next => When::Next,
+        };
+        self.with_state(|t| t.failures.add(method, when, failure));
     }
 
     /// Ends every [`Trigger::Always`] failure: the outage is over.
     pub fn heal(&self) {
-        self.shared
-            .lock()
-            .rules
-            .retain(|rule| rule.trigger != Trigger::Always);
+        self.with_state(|t| t.failures.heal());
     }
 
     /// Scripts a failure of the Nth `editMessageText` (1-based).
     pub fn fail_nth_edit(&self, n: usize, failure: Failure) {
         self.fail("editMessageText", Trigger::Nth(n), failure);
-    }
-
-    /// Every call so far.
-    pub fn calls(&self) -> Vec<Call> {
-        self.shared.lock().calls.clone()
-    }
-
-    /// Every call of `method` so far.
-    pub fn calls_to(&self, method: &str) -> Vec<Call> {
-        self.calls()
-            .into_iter()
-            .filter(|c| c.method == method)
-            .collect()
     }
 
     /// The bot's messages in `chat_id`, oldest first, as they look now (visible text and
@@ -590,48 +512,6 @@ impl FakeTelegram {
     /// that watch thousands of calls. A watcher more than [`WATCH_BACKLOG`] calls behind
     /// gets `Lagged`.
     pub fn watch(&self) -> tokio::sync::broadcast::Receiver<Call> {
-        self.shared.tap.subscribe()
-    }
-
-    /// Waits until `condition` holds over the calls, or `deadline` passes.
-    pub async fn wait_for(
-        &self,
-        what: &str,
-        deadline: Duration,
-        condition: impl Fn(&[Call]) -> bool,
-    ) -> Result<Vec<Call>, WaitTimeout> {
-        let until = Instant::now() + deadline;
-        loop {
-            let notified = self.shared.changed.notified();
-            let calls = self.calls();
-            if condition(&calls) {
-                return Ok(calls);
-            }
-            if tokio::time::timeout_at(until, notified).await.is_err() {
-                return Err(WaitTimeout {
-                    what: what.to_owned(),
-                    calls,
-                });
-            }
-        }
-    }
-
-    /// Waits for the first call matching `matches`.
-    pub async fn wait_for_call(
-        &self,
-        what: &str,
-        deadline: Duration,
-        matches: impl Fn(&Call) -> bool,
-    ) -> Result<Call, WaitTimeout> {
-        let calls = self
-            .wait_for(what, deadline, |calls| calls.iter().any(&matches))
-            .await?;
-        calls
-            .into_iter()
-            .find(|c| matches(c))
-            .ok_or_else(|| WaitTimeout {
-                what: what.to_owned(),
-                calls: Vec::new(),
-            })
+        self.with_state(|t| t.tap.subscribe())
     }
 }

@@ -48,7 +48,7 @@ async fn markdown_goes_to_a_group_and_to_a_user_as_a_json_string_param() {
     let to_user = Recipient::User {
         staff_id: "staff-1",
     };
-    let text = RobotMessage::Text { content: "working" };
+    let text = markdown("working");
     api.send(ROBOT_CODE, to_user, &text).await.unwrap();
     let sent = fake.sent();
     assert_eq!(sent[0].process_query_key, key);
@@ -59,7 +59,7 @@ async fn markdown_goes_to_a_group_and_to_a_user_as_a_json_string_param() {
     );
     assert_eq!(sent[0].title(), Some("Agent"));
     assert_eq!(sent[1].user_ids, ["staff-1"]);
-    assert_eq!(sent[1].msg_key, "sampleText");
+    assert_eq!(sent[1].msg_key, "sampleMarkdown");
     assert_eq!(fake.tokens().len(), 1, "one token serves both");
     // The header carried it; nothing else did.
     let call = &fake.calls_to("group_send")[0];
@@ -88,7 +88,7 @@ async fn a_user_dingtalk_does_not_know_or_holds_back_is_an_error_not_a_success()
         .await
         .unwrap_err();
     assert!(
-        matches!(error, ApiError::RetryAfter(d) if d == FLOW_CONTROL_RETRY_AFTER),
+        matches!(error, ApiError::Http(HttpError::RetryAfter(d)) if d == FLOW_CONTROL_RETRY_AFTER),
         "{error:?}"
     );
     assert!(fake.sent().is_empty());
@@ -164,7 +164,10 @@ async fn other_failures_are_never_sent_again_here_and_map_onto_channel_errors() 
         .send(ROBOT_CODE, GROUP, &markdown("x"))
         .await
         .unwrap_err();
-    assert!(matches!(error, ApiError::RetryAfter(_)), "{error:?}");
+    assert!(
+        matches!(error, ApiError::Http(HttpError::RetryAfter(_))),
+        "{error:?}"
+    );
     fake.fail("group_send", 1, Failure::SuccessFalse);
     let error = api
         .send(ROBOT_CODE, GROUP, &markdown("x"))
@@ -191,7 +194,7 @@ async fn a_user_file_is_downloaded_through_its_download_url_within_the_bound() {
     assert_eq!(&bytes[..], b"0123456789");
     let error = api.download_file(ROBOT_CODE, "dc-1", 9).await.unwrap_err();
     assert!(
-        matches!(error, ApiError::TooLarge { limit: 9 }),
+        matches!(error, ApiError::Http(HttpError::TooLarge { limit: 9 })),
         "{error:?}"
     );
     let error = api.download_file(ROBOT_CODE, "nope", 10).await.unwrap_err();
@@ -218,7 +221,10 @@ async fn a_download_url_off_the_file_hosts_is_never_fetched() {
         .await
         .expect("refused at once, not fetched")
         .unwrap_err();
-    assert!(matches!(error, ApiError::HostNotAllowed), "{error:?}");
+    assert!(
+        matches!(error, ApiError::Http(HttpError::HostNotAllowed)),
+        "{error:?}"
+    );
     assert!(!error.to_string().contains("sig"), "{error}");
     // The allowed host on another port, when the pattern names the port.
     fake.put_file_elsewhere("dc-port", &format!("http://127.0.0.1:{evil_port}/x"));
@@ -234,7 +240,10 @@ async fn a_download_url_off_the_file_hosts_is_never_fetched() {
         .await
         .expect("refused at once, not fetched")
         .unwrap_err();
-    assert!(matches!(error, ApiError::HostNotAllowed), "{error:?}");
+    assert!(
+        matches!(error, ApiError::Http(HttpError::HostNotAllowed)),
+        "{error:?}"
+    );
     // DingTalk's own hosts only, by default: the fake's loopback URL is refused.
     fake.put_file("dc-1", b"0123456789".to_vec());
     let default = Api::new(
@@ -248,7 +257,10 @@ async fn a_download_url_off_the_file_hosts_is_never_fetched() {
         .download_file(ROBOT_CODE, "dc-1", 10)
         .await
         .unwrap_err();
-    assert!(matches!(error, ApiError::HostNotAllowed), "{error:?}");
+    assert!(
+        matches!(error, ApiError::Http(HttpError::HostNotAllowed)),
+        "{error:?}"
+    );
     assert!(
         fake.calls().iter().all(|c| c.route != "download"),
         "the fake's own file was not read either"
@@ -315,14 +327,17 @@ async fn uploads_become_file_and_image_messages() {
         .upload_media(MediaType::File, "big.bin", too_big)
         .await
         .unwrap_err();
-    assert!(matches!(error, ApiError::TooLarge { .. }));
+    assert!(matches!(error, ApiError::Http(HttpError::TooLarge { .. })));
     assert_eq!(fake.calls_to("upload").len(), 3, "refused unsent");
     fake.fail("upload", 1, Failure::Code(200, "90018".into()));
     let error = api
         .upload_media(MediaType::File, "a.txt", Bytes::from_static(b"a"))
         .await
         .unwrap_err();
-    assert!(matches!(error, ApiError::RetryAfter(_)), "{error:?}");
+    assert!(
+        matches!(error, ApiError::Http(HttpError::RetryAfter(_))),
+        "{error:?}"
+    );
     assert_eq!(file_type("README"), "file");
     assert_eq!(file_type("x.tar.GZ"), "gz");
     assert_eq!(file_type("evil.p/df"), "file");
@@ -452,14 +467,17 @@ async fn odd_answers_are_decode_errors_and_redirects_are_not_followed() {
     let error = read_answer("op", client.get(&not_json), Dialect::OpenApi)
         .await
         .unwrap_err();
-    assert!(matches!(error, ApiError::Decode { .. }), "{error:?}");
-    let huge = "x".repeat(MAX_RESPONSE_BYTES as usize + 1);
+    assert!(
+        matches!(error, ApiError::Http(HttpError::Decode { .. })),
+        "{error:?}"
+    );
+    let huge = "x".repeat(crate::error::MAX_RESPONSE_BYTES as usize + 1);
     let oversized = odd_server(huge.into_response()).await;
     let error = read_answer("op", client.get(&oversized), Dialect::OpenApi)
         .await
         .unwrap_err();
     assert!(
-        matches!(&error, ApiError::Decode { detail, .. } if detail.contains("exceeds")),
+        matches!(&error, ApiError::Http(HttpError::Decode { detail, .. }) if detail.contains("exceeds")),
         "{error:?}"
     );
     let redirect = axum::response::Redirect::temporary("http://127.0.0.1:1/steal").into_response();
@@ -476,7 +494,25 @@ async fn odd_answers_are_decode_errors_and_redirects_are_not_followed() {
         .await
         .unwrap_err();
     assert!(
-        matches!(error, ApiError::Decode { .. }),
+        matches!(error, ApiError::Http(HttpError::Decode { .. })),
         "no errcode: {error:?}"
     );
+}
+
+/// The recorded `createAndDeliver` answers (`tests/fixtures/card_create_*.json`): one
+/// delivered, one made but not delivered to its chat.
+#[test]
+fn recorded_card_answers_are_checked() {
+    let read = |text: &str| serde_json::from_str::<Value>(text).unwrap();
+    let not_done = |answer: &Value| match card_delivered("card", answer) {
+        Err(ApiError::NotDone { reason, .. }) => reason,
+        other => panic!("{other:?}"),
+    };
+    let delivered = read(im_bridge_channel::fixture!("card_create_and_deliver.json"));
+    assert!(card_delivered("card", &delivered).is_ok());
+    let refused = read(im_bridge_channel::fixture!(
+        "card_create_not_delivered.json"
+    ));
+    assert!(not_done(&refused).contains("not delivered"));
+    assert!(not_done(&json!({"success": false})).contains("success"));
 }

@@ -11,8 +11,8 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use im_bridge_channel::ChannelError;
 
+use super::card::card;
 use super::*;
-use crate::card::card;
 use crate::token::TOKEN_PATH;
 
 const SECRET: &str = "app-SECRET-value";
@@ -295,13 +295,17 @@ async fn rate_limits_become_retry_after() {
     );
     fake.push(429, &[], "");
     let error = api.add_reaction(&msg("om_1"), "OK").await.unwrap_err();
-    assert!(matches!(error, ApiError::RetryAfter(d) if d == Duration::from_secs(1)));
+    assert!(
+        matches!(error, ApiError::Http(HttpError::RetryAfter(d)) if d == Duration::from_secs(1))
+    );
     fake.push_json(
         400,
         json!({"code": 99991400, "msg": "request trigger frequency limit"}),
     );
     let error = api.patch_card(&msg("om_1"), &card("x")).await.unwrap_err();
-    assert!(matches!(error, ApiError::RetryAfter(d) if d == Duration::from_secs(1)));
+    assert!(
+        matches!(error, ApiError::Http(HttpError::RetryAfter(d)) if d == Duration::from_secs(1))
+    );
     // None of them was retried here.
     assert_eq!(fake.seen().len(), 3);
 }
@@ -339,16 +343,21 @@ async fn oversized_cards_uploads_and_odd_ids_are_refused_unsent() {
     ));
     let file = Bytes::from(vec![0u8; MAX_FILE_BYTES as usize + 1]);
     let error = api.upload_file("a.pdf", file).await.unwrap_err();
-    assert!(matches!(error, ApiError::TooLarge { limit } if limit == MAX_FILE_BYTES));
+    assert!(
+        matches!(error, ApiError::Http(HttpError::TooLarge { limit }) if limit == MAX_FILE_BYTES)
+    );
     for bad in ["", "om_1/../../auth", "om_1?x=1", "om 1", "om_1#f"] {
         let error = api.patch_card(&msg(bad), &card("x")).await.unwrap_err();
-        assert!(matches!(error, ApiError::BadId { .. }), "{bad:?}");
+        assert!(
+            matches!(error, ApiError::Http(HttpError::BadId { .. })),
+            "{bad:?}"
+        );
     }
     let error = api
         .download_resource(&msg("om_1"), "../x", MediaKind::File, 10)
         .await
         .unwrap_err();
-    assert!(matches!(error, ApiError::BadId { .. }));
+    assert!(matches!(error, ApiError::Http(HttpError::BadId { .. })));
     assert!(fake.seen().is_empty());
     assert_eq!(fake.tokens(), 0);
 }
@@ -378,7 +387,10 @@ async fn downloads_are_bounded_and_named() {
         .download_resource(&msg("om_1"), "img_1", MediaKind::Image, 100)
         .await
         .unwrap_err();
-    assert!(matches!(error, ApiError::TooLarge { limit: 100 }));
+    assert!(matches!(
+        error,
+        ApiError::Http(HttpError::TooLarge { limit: 100 })
+    ));
     assert!(fake.seen()[1].path_and_query.ends_with("?type=image"));
 
     // Over the bound while streaming, with no Content-Length.
@@ -508,10 +520,16 @@ async fn an_answer_without_data_is_a_decode_error() {
         .send_card(&ChatId::new("oc_1"), &card("x"))
         .await
         .unwrap_err();
-    assert!(matches!(error, ApiError::Decode { .. }), "{error:?}");
+    assert!(
+        matches!(error, ApiError::Http(HttpError::Decode { .. })),
+        "{error:?}"
+    );
     fake.push(200, &[], "<html>hello</html>");
     let error = api.add_reaction(&msg("om_1"), "OK").await.unwrap_err();
-    assert!(matches!(error, ApiError::Decode { .. }), "{error:?}");
+    assert!(
+        matches!(error, ApiError::Http(HttpError::Decode { .. })),
+        "{error:?}"
+    );
     assert!(matches!(
         ChannelError::from(error),
         ChannelError::Transport(_)
@@ -550,7 +568,10 @@ async fn secrets_never_reach_debug_or_errors() {
         .send_card(&ChatId::new("oc_1"), &card("x"))
         .await
         .unwrap_err();
-    assert!(matches!(error, ApiError::Transport { .. }), "{error:?}");
+    assert!(
+        matches!(error, ApiError::Http(HttpError::Transport { .. })),
+        "{error:?}"
+    );
     let channel = ChannelError::from(error);
     let text = format!("{channel} {channel:?} {dead:?}");
     assert!(!text.contains("SECRET"), "{text}");

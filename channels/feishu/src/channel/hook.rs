@@ -1,6 +1,6 @@
 //! Webhook mode: Feishu posts each event to a route on the daemon's shared webhook host
 //! ([`WebhookHost`](im_bridge_channel::WebhookHost)), which owns the listener and the
-//! request bounds; the security checks are the pure functions of [`crate::webhook`].
+//! request bounds; the security checks are the pure functions of `transport::webhook`.
 //!
 //! A request passes, in this order (the official SDK's order, plus the signature first
 //! whenever one is present):
@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Intake, Offered};
 use crate::NAME;
 use crate::config::WebhookSettings;
-use crate::webhook::{
+use crate::transport::webhook::{
     Envelope, NONCE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, check_token, classify, open,
     verify_signature,
 };

@@ -12,14 +12,14 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::rest::error;
-use super::{CARD_TEMPLATE_ID, Card, CardUpdate, Inner, ROBOT_CODE, code};
+use super::{CARD_TEMPLATE_ID, Card, CardUpdate, DingTalk, ROBOT_CODE, code};
 
 /// The template's only variable.
 const CONTENT_KEY: &str = "content";
 
 /// Create and deliver; `not_delivered` (a scripted failure) creates the card but reports
 /// its delivery as failed.
-pub(super) fn create(inner: &mut Inner, body: &Value, not_delivered: bool) -> (u16, Value) {
+pub(super) fn create(inner: &mut DingTalk, body: &Value, not_delivered: bool) -> (u16, Value) {
     let str_at = |pointer: &str| body.pointer(pointer).and_then(Value::as_str).unwrap_or("");
     if str_at("/cardTemplateId") != CARD_TEMPLATE_ID {
         return error(400, code::TEMPLATE_NOT_FOUND);
@@ -83,7 +83,7 @@ pub(super) fn create(inner: &mut Inner, body: &Value, not_delivered: bool) -> (u
 }
 
 /// One streaming update: `{outTrackId, guid, key, content, isFull, isFinalize, isError}`.
-pub(super) fn stream(inner: &mut Inner, body: &Value) -> (u16, Value) {
+pub(super) fn stream(inner: &mut DingTalk, body: &Value) -> (u16, Value) {
     let text = |key: &str| body.get(key).and_then(Value::as_str);
     let flag = |key: &str| body.get(key).and_then(Value::as_bool);
     let Some(card) =

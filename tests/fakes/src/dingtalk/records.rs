@@ -24,48 +24,14 @@ pub enum Failure {
 
 /// One HTTP request the fake received (stream frames are in
 /// [`FakeDingTalk::acks`](super::FakeDingTalk::acks) and
-/// [`FakeDingTalk::deliveries`](super::FakeDingTalk::deliveries)).
-#[derive(Clone, Debug)]
-pub struct Call {
-    /// The operation: `open`, `connect` (the upgrade), `token`, `group_send`,
-    /// `private_send`, `download_code`, `download`, `upload`, `card_create`, `card_stream`
-    /// (what [`FakeDingTalk::fail`](super::FakeDingTalk::fail) takes), or `unknown`.
-    pub route: &'static str,
-    /// HTTP method.
-    pub method: String,
-    /// The path, without the query (it may carry a token or a ticket).
-    pub path: String,
-    /// The JSON body; for the upload `{type, file_name, size}`; `null` without one.
-    pub body: Value,
-    /// HTTP status answered.
-    pub status: u16,
-    /// The answer's `code` (or legacy `errcode`), when it had one.
-    pub code: Option<String>,
-    /// When it arrived.
-    pub at: Instant,
-}
-
-impl Call {
-    /// Whether DingTalk would call it a success: HTTP 2xx (or 101), no error code, and no
-    /// `success: false`.
-    pub fn ok(&self) -> bool {
-        (200..300).contains(&self.status) && self.code.is_none() || self.status == 101
-    }
-
-    /// A string field of the JSON body.
-    pub fn str(&self, key: &str) -> Option<&str> {
-        self.body.get(key).and_then(Value::as_str)
-    }
-
-    /// The call in one line, for a timeout's report.
-    pub(super) fn line(&self) -> String {
-        let code = self.code.as_deref().unwrap_or("-");
-        format!(
-            "{} {} {} {code} {}",
-            self.method, self.path, self.status, self.body
-        )
-    }
-}
+/// [`FakeDingTalk::deliveries`](super::FakeDingTalk::deliveries)). Its `route` is the
+/// operation: `open`, `connect` (the upgrade), `token`, `group_send`, `private_send`,
+/// `download_code`, `download`, `upload`, `card_create`, `card_stream` (what
+/// [`FakeDingTalk::fail`](super::FakeDingTalk::fail) takes), or `unknown`; its `path` has
+/// no query (it may carry a token or a ticket); `code` is the answer's `code` (or legacy
+/// `errcode`). DingTalk calls it a success when it is a 2xx (or 101) with no error code
+/// and no `success: false`.
+pub type Call = crate::skeleton::Call<String>;
 
 /// A robot message the fake accepted.
 #[derive(Clone, Debug, PartialEq)]
@@ -238,3 +204,5 @@ pub struct Connection {
     /// Whether it is still open.
     pub open: bool,
 }
+
+crate::skeleton::socket::linked!(Connection);

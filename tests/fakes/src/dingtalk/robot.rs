@@ -17,8 +17,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::rest::{Answer, Body, error, legacy_error};
-use super::{Inner, MAX_UPLOAD_BYTES, MAX_USER_IDS, ROBOT_CODE, Sent, Upload, code};
+use super::rest::{error, json as answer, legacy_error};
+use super::{DingTalk, MAX_UPLOAD_BYTES, MAX_USER_IDS, ROBOT_CODE, Sent, Upload, code};
+use crate::skeleton::http::{Answer, Body};
 
 /// The largest voice upload (documented).
 const MAX_VOICE_BYTES: usize = 2 * 1024 * 1024;
@@ -26,7 +27,7 @@ const MAX_VOICE_BYTES: usize = 2 * 1024 * 1024;
 type Refusal = (u16, Value);
 
 /// The `msgKey` and parsed `msgParam` of a send, checked.
-fn message(inner: &Inner, body: &Value) -> Result<(String, Value), Refusal> {
+fn message(inner: &DingTalk, body: &Value) -> Result<(String, Value), Refusal> {
     if body.get("robotCode").and_then(Value::as_str) != Some(ROBOT_CODE) {
         return Err(error(400, code::INVALID_ROBOT_CODE));
     }
@@ -78,13 +79,13 @@ fn message(inner: &Inner, body: &Value) -> Result<(String, Value), Refusal> {
     Ok((key.to_owned(), param))
 }
 
-fn process_query_key(inner: &mut Inner) -> String {
+fn process_query_key(inner: &mut DingTalk) -> String {
     format!("fake-process-query-key-{}", inner.next_id())
 }
 
 /// `POST /v1.0/robot/groupMessages/send {robotCode, openConversationId, msgKey,
 /// msgParam}` → `{processQueryKey}`.
-pub(super) fn group_send(inner: &mut Inner, body: &Value) -> (u16, Value) {
+pub(super) fn group_send(inner: &mut DingTalk, body: &Value) -> (u16, Value) {
     let (msg_key, msg_param) = match message(inner, body) {
         Ok(m) => m,
         Err(refusal) => return refusal,
@@ -111,7 +112,7 @@ pub(super) fn group_send(inner: &mut Inner, body: &Value) -> (u16, Value) {
 
 /// `POST /v1.0/robot/oToMessages/batchSend {robotCode, userIds, msgKey, msgParam}` →
 /// `{processQueryKey, invalidStaffIdList, flowControlledStaffIdList}`.
-pub(super) fn private_send(inner: &mut Inner, body: &Value) -> (u16, Value) {
+pub(super) fn private_send(inner: &mut DingTalk, body: &Value) -> (u16, Value) {
     let (msg_key, msg_param) = match message(inner, body) {
         Ok(m) => m,
         Err(refusal) => return refusal,
@@ -154,7 +155,7 @@ pub(super) fn private_send(inner: &mut Inner, body: &Value) -> (u16, Value) {
 
 /// `POST /v1.0/robot/messageFiles/download {downloadCode, robotCode}` → `{downloadUrl}`:
 /// a signed URL on this server.
-pub(super) fn download_code(inner: &mut Inner, addr: SocketAddr, body: &Value) -> (u16, Value) {
+pub(super) fn download_code(inner: &mut DingTalk, addr: SocketAddr, body: &Value) -> (u16, Value) {
     if body.get("robotCode").and_then(Value::as_str) != Some(ROBOT_CODE) {
         return error(400, code::INVALID_ROBOT_CODE);
     }
@@ -191,23 +192,23 @@ pub(super) fn download_code(inner: &mut Inner, addr: SocketAddr, body: &Value) -
 
 /// `GET /fake-files/{id}?sig=…`: the bytes, when the signature is one handed out for
 /// that file; 403 otherwise.
-pub(super) fn download(inner: &Inner, id: Option<&str>, signature: Option<&String>) -> Answer {
+pub(super) fn download(inner: &DingTalk, id: Option<&str>, signature: Option<&String>) -> Answer {
     let file = id
         .and_then(|id| id.parse::<u64>().ok())
         .and_then(|id| inner.file_urls.get(&id))
         .and_then(|code| inner.files.get(code));
     match (file, signature) {
         (Some(file), Some(sig)) if file.signatures.contains(sig) => {
-            Answer::bytes(file.bytes.clone())
+            Answer::bytes(file.bytes.clone(), None, None)
         }
-        _ => Answer::json(error(403, "AccessDenied")),
+        _ => answer(error(403, "AccessDenied")),
     }
 }
 
 /// `POST /media/upload?access_token=…&type=…` (multipart `media`; `type` may also be a
 /// form field) → `{errcode: 0, errmsg, media_id, type, created_at}`.
 pub(super) fn upload(
-    inner: &mut Inner,
+    inner: &mut DingTalk,
     query: &HashMap<String, String>,
     body: &Body,
 ) -> (u16, Value) {
@@ -226,9 +227,10 @@ pub(super) fn upload(
         "voice" => MAX_VOICE_BYTES,
         _ => return legacy_error(code::LEGACY_INVALID_TYPE),
     };
-    let Some((file_name, bytes)) = body.files.get("media") else {
+    let Some(media) = body.file("media") else {
         return legacy_error(code::LEGACY_MISSING_MEDIA);
     };
+    let (file_name, bytes) = (&media.file_name, &media.bytes);
     if bytes.is_empty() || bytes.len() > limit {
         return legacy_error(code::LEGACY_INVALID_SIZE);
     }

@@ -3,7 +3,6 @@
 //! scripted failures.
 
 use serde_json::Value;
-use tokio::time::Instant;
 
 /// A scripted failure of the next call of a route.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,33 +26,13 @@ pub enum Failure {
     },
 }
 
-/// One HTTP request the fake received (gateway frames are recorded separately).
-#[derive(Clone, Debug)]
-pub struct Call {
-    /// `gateway`, `gateway_bot`, `me`, `channel`, `create_message`, `edit_message`,
-    /// `start_thread`, `typing`, `reaction`, `attachment`, `ws` or `unknown` (what
-    /// [`super::FakeDiscord::fail_next`] takes).
-    pub route: &'static str,
-    /// HTTP method.
-    pub method: String,
-    /// Path and query.
-    pub path: String,
-    /// The JSON body (`payload_json` of a multipart body; `null` without one).
-    pub body: Value,
-    /// The `Authorization` header, as sent.
-    pub authorization: Option<String>,
-    /// HTTP status answered.
-    pub status: u16,
-    /// When it arrived.
-    pub at: Instant,
-}
-
-impl Call {
-    /// Whether it succeeded (2xx, or 101 for a WebSocket upgrade).
-    pub fn ok(&self) -> bool {
-        (200..300).contains(&self.status) || self.status == 101
-    }
-}
+/// One HTTP request the fake received (gateway frames are recorded separately). Its
+/// `route` is `gateway`, `gateway_bot`, `me`, `channel`, `create_message`,
+/// `edit_message`, `start_thread`, `typing`, `reaction`, `attachment`, `ws` or `unknown`
+/// (what [`super::FakeDiscord::fail_next`] takes); its `body` is the JSON, or
+/// `payload_json` of a multipart body; `code` is the JSON error's. A success is a 2xx or
+/// an accepted upgrade.
+pub type Call = crate::skeleton::Call<i64>;
 
 /// A file uploaded with a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,6 +109,8 @@ pub struct Connection {
     /// Its session, after READY or RESUMED.
     pub session: Option<String>,
 }
+
+crate::skeleton::socket::linked!(Connection, session);
 
 /// An IDENTIFY received.
 #[derive(Clone, Debug, PartialEq)]

@@ -8,9 +8,8 @@
 
 use std::sync::Arc;
 
-use axum::body::to_bytes;
-use axum::extract::{FromRequest, Multipart, Request, State};
-use axum::http::{HeaderMap, Method, header};
+use axum::extract::{Request, State};
+use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::time::{Duration, Instant};
@@ -18,10 +17,10 @@ use tokio::time::{Duration, Instant};
 use super::events::user;
 use super::records::Upload;
 use super::{
-    BOT_ID, BOT_USERNAME, Call, Edit, Failure, GUILD_ID, Inner, Reaction, Sent, Shared, TOKEN,
+    BOT_ID, BOT_USERNAME, Call, Discord, Edit, Failure, GUILD_ID, Reaction, Sent, Shared, TOKEN,
     Thread, code, gateway,
 };
-use crate::server::respond;
+use crate::skeleton::http::{Answer, Body, Encoding, Head, read_body};
 
 /// Largest request body read.
 pub(super) const MAX_BODY: usize = 16 * 1024 * 1024;
@@ -30,90 +29,50 @@ pub const MAX_CONTENT: usize = 2000;
 
 /// Every request.
 pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let full_path = request
-        .uri()
-        .path_and_query()
-        .map_or(path.clone(), |p| p.as_str().to_owned());
-    let headers = request.headers().clone();
-    let segs: Vec<String> = path
-        .trim_matches('/')
-        .split('/')
-        .map(str::to_owned)
-        .collect();
-    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
-    let route = route_of(&method, &segs, &headers);
+    let head = Head::of(&request);
+    let segs = head.segments();
+    let route = if head.is_upgrade() {
+        "ws"
+    } else {
+        route_of(&head.method, &segs)
+    };
     if route == "ws" {
         let response = gateway::upgrade(&shared, request);
-        record(
-            &shared,
-            route,
-            &method,
-            full_path,
-            Value::Null,
-            &headers,
-            101,
-        );
+        let status = response.status().as_u16();
+        record(&shared, route, &head, Value::Null, &Answer::empty(status));
         return response;
     }
-    let is_multipart = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("multipart/form-data"));
-    let (body, uploads) = if is_multipart {
-        read_multipart(request).await
-    } else {
-        let bytes = to_bytes(request.into_body(), MAX_BODY)
-            .await
-            .unwrap_or_default();
-        (
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-            Vec::new(),
-        )
+    // A multipart body carries the JSON in `payload_json` and the files as `files[n]`.
+    let (body, uploads) = match read_body(&head, request, MAX_BODY, Encoding::Json).await {
+        Ok(body) if head.is_multipart() => uploads(body),
+        Ok(body) => (body.json, Vec::new()),
+        Err(_) => (Value::Null, Vec::new()),
     };
-    let (response, status) = {
-        let mut inner = shared.lock();
-        answer(&mut inner, route, &segs, &headers, &body, uploads)
-    };
-    record(&shared, route, &method, full_path, body, &headers, status);
-    response
+    let auth = head.header("authorization").unwrap_or("");
+    let answer = answer(&mut shared.lock(), route, &segs, auth, &body, uploads);
+    record(&shared, route, &head, body, &answer);
+    answer.into_response()
 }
 
-/// `payload_json` as the body and `files[n]` as uploads; an unreadable part ends it.
-async fn read_multipart(request: Request) -> (Value, Vec<Upload>) {
-    let mut body = Value::Null;
-    let mut uploads = Vec::new();
-    let Ok(mut form) = Multipart::from_request(request, &()).await else {
-        return (body, uploads);
-    };
-    while let Ok(Some(field)) = form.next_field().await {
-        let name = field.name().unwrap_or("").to_owned();
-        let filename = field.file_name().map(str::to_owned);
-        let Ok(bytes) = field.bytes().await else {
-            break;
-        };
-        if name == "payload_json" {
-            body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        } else if let Some(filename) = filename {
-            uploads.push(Upload {
-                field: name,
-                filename,
-                bytes: bytes.to_vec(),
-            });
-        }
-    }
-    (body, uploads)
+/// `payload_json` as the body and the file parts as uploads.
+fn uploads(body: Body) -> (Value, Vec<Upload>) {
+    let json = body.json["payload_json"]
+        .as_str()
+        .and_then(|p| serde_json::from_str(p).ok())
+        .unwrap_or(Value::Null);
+    let uploads = body
+        .files
+        .into_iter()
+        .map(|(field, file)| Upload {
+            field,
+            filename: file.file_name,
+            bytes: file.bytes,
+        })
+        .collect();
+    (json, uploads)
 }
 
-fn route_of(method: &Method, segs: &[&str], headers: &HeaderMap) -> &'static str {
-    let upgrade = headers
-        .get(header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
-    if upgrade {
-        return "ws";
-    }
+fn route_of(method: &Method, segs: &[&str]) -> &'static str {
     match (method.as_str(), segs) {
         ("GET", ["api", "v10", "gateway"]) => "gateway",
         ("GET", ["api", "v10", "gateway", "bot"]) => "gateway_bot",
@@ -142,97 +101,65 @@ fn route_of(method: &Method, segs: &[&str], headers: &HeaderMap) -> &'static str
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn record(
-    shared: &Shared,
-    route: &'static str,
-    method: &Method,
-    path: String,
-    body: Value,
-    headers: &HeaderMap,
-    status: u16,
-) {
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    shared.lock().calls.push(Call {
-        route,
-        method: method.to_string(),
-        path,
-        body,
-        authorization,
-        status,
-        at: Instant::now(),
-    });
-    shared.notify();
+fn record(shared: &Shared, route: &'static str, head: &Head, body: Value, answer: &Answer) {
+    let code = answer.json_body().and_then(|b| b["code"].as_i64());
+    // A success is a 2xx, or an accepted upgrade.
+    let ok = |status, _: Option<&i64>| (200..300).contains(&status) || status == 101;
+    let call = Call::new(route, head, true, body, (answer.status, code), ok);
+    shared.record(call);
 }
 
-fn error(status: u16, code: i64, message: &str) -> (Response, u16) {
-    let body = json!({"code": code, "message": message});
-    (respond(status, Ok(body), Vec::new()), status)
+fn error(status: u16, code: i64, message: &str) -> Answer {
+    Answer::json(status, json!({"code": code, "message": message}))
 }
 
-fn ok(body: Value) -> (Response, u16) {
-    (respond(200, Ok(body), Vec::new()), 200)
+fn ok(body: Value) -> Answer {
+    Answer::json(200, body)
 }
 
-fn no_content() -> (Response, u16) {
-    (axum::http::StatusCode::NO_CONTENT.into_response(), 204)
-}
-
-fn rate_limited(retry_after: f64, global: bool) -> (Response, u16) {
+fn rate_limited(retry_after: f64, global: bool) -> Answer {
     let body = json!({"message": "You are being rate limited.", "retry_after": retry_after,
                       "global": global, "code": 0});
     let reset = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64() + retry_after)
         .unwrap_or(0.0);
-    let mut headers = vec![
-        ("retry-after", format!("{}", retry_after.ceil() as u64)),
-        ("x-ratelimit-limit", "5".to_owned()),
-        ("x-ratelimit-remaining", "0".to_owned()),
-        ("x-ratelimit-reset", format!("{reset:.3}")),
-        ("x-ratelimit-reset-after", format!("{retry_after:.3}")),
-        ("x-ratelimit-bucket", "fake-bucket".to_owned()),
-        (
-            "x-ratelimit-scope",
-            if global { "global" } else { "user" }.to_owned(),
-        ),
-    ];
+    let scope = if global { "global" } else { "user" };
+    let answer = Answer::json(429, body)
+        .with_header("retry-after", format!("{}", retry_after.ceil() as u64))
+        .with_header("x-ratelimit-limit", "5")
+        .with_header("x-ratelimit-remaining", "0")
+        .with_header("x-ratelimit-reset", format!("{reset:.3}"))
+        .with_header("x-ratelimit-reset-after", format!("{retry_after:.3}"))
+        .with_header("x-ratelimit-bucket", "fake-bucket")
+        .with_header("x-ratelimit-scope", scope);
     if global {
-        headers.push(("x-ratelimit-global", "true".to_owned()));
+        answer.with_header("x-ratelimit-global", "true")
+    } else {
+        answer
     }
-    (respond(429, Ok(body), headers), 429)
 }
 
 fn answer(
-    inner: &mut Inner,
+    inner: &mut Discord,
     route: &'static str,
     segs: &[&str],
-    headers: &HeaderMap,
+    auth: &str,
     body: &Value,
     uploads: Vec<Upload>,
-) -> (Response, u16) {
+) -> Answer {
     match route {
         "gateway" => return ok(json!({"url": inner.gateway_url.clone()})),
         "attachment" => {
             let name = segs.get(1).copied().unwrap_or("");
             return match inner.files.get(name) {
-                Some((bytes, _)) => (
-                    respond(200, Err((bytes.clone(), Some(name.to_owned()))), Vec::new()),
-                    200,
-                ),
+                Some((bytes, _)) => Answer::bytes(bytes.clone(), Some(name.to_owned()), None),
                 None => error(404, code::NOT_FOUND, "404: Not Found"),
             };
         }
         "unknown" => return error(404, code::NOT_FOUND, "404: Not Found"),
         _ => {}
     }
-    let auth = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
     if auth != format!("Bot {TOKEN}") {
         return error(401, code::UNAUTHORIZED, "401: Unauthorized");
     }
@@ -244,7 +171,7 @@ fn answer(
         let left = until.saturating_duration_since(now).as_secs_f64();
         return rate_limited(left, false);
     }
-    if let Some(failure) = inner.take_failure(route) {
+    if let Some(failure) = inner.failures.take(route, None) {
         return match failure {
             Failure::RateLimited {
                 retry_after,
@@ -338,7 +265,7 @@ fn answer(
         }
         "typing" => {
             inner.typing.push(channel);
-            no_content()
+            Answer::empty(204)
         }
         "reaction" => {
             let message_id = segs.get(5).copied().unwrap_or("").to_owned();
@@ -349,7 +276,7 @@ fn answer(
                 message_id,
                 emoji,
             });
-            no_content()
+            Answer::empty(204)
         }
         _ => error(404, code::NOT_FOUND, "404: Not Found"),
     }

@@ -25,49 +25,14 @@ pub enum Failure {
     Http(u16),
 }
 
-/// One HTTP request the fake received (WebSocket frames are in [`FakeFeishu::acks`](super::FakeFeishu::acks) and
-/// [`FakeFeishu::deliveries`](super::FakeFeishu::deliveries)).
-#[derive(Clone, Debug)]
-pub struct Call {
-    /// The route name: `endpoint`, `ws`, `token`, `reply`, `create`, `patch`,
-    /// `reactions`, `resource`, `images`, `files` (what [`FakeFeishu::fail`](super::FakeFeishu::fail) takes), or
-    /// `unknown`.
-    pub route: &'static str,
-    /// HTTP method.
-    pub method: String,
-    /// Path and query.
-    pub path: String,
-    /// The JSON body; for multipart, `{field: value}` with files as `{"file_name",
-    /// "size"}`; `null` without a body.
-    pub body: Value,
-    /// HTTP status answered.
-    pub status: u16,
-    /// The envelope's `code` (`None` for binary answers and the upgrade).
-    pub code: Option<i64>,
-    /// When it arrived.
-    pub at: Instant,
-}
-
-impl Call {
-    /// Whether Feishu would call it a success: HTTP 200 and code 0 (or a binary answer).
-    pub fn ok(&self) -> bool {
-        (self.status == 200 || self.status == 101) && self.code.unwrap_or(0) == 0
-    }
-
-    /// The call in one line, for a timeout's report.
-    pub(super) fn line(&self) -> String {
-        let c = self;
-        format!(
-            "{} {:?} {} {} {}",
-            c.status, c.code, c.method, c.path, c.body
-        )
-    }
-
-    /// A string field of the JSON body.
-    pub fn str(&self, key: &str) -> Option<&str> {
-        self.body.get(key).and_then(Value::as_str)
-    }
-}
+/// One HTTP request the fake received (WebSocket frames are in
+/// [`FakeFeishu::acks`](super::FakeFeishu::acks) and
+/// [`FakeFeishu::deliveries`](super::FakeFeishu::deliveries)). Its `route` is `endpoint`,
+/// `ws`, `token`, `reply`, `create`, `patch`, `reactions`, `resource`, `images`, `files`
+/// (what [`FakeFeishu::fail`](super::FakeFeishu::fail) takes), or `unknown`; `code` is
+/// the envelope's (`None` for binary answers and the upgrade). Feishu calls it a success
+/// when it is a 200 (or 101) with code 0.
+pub type Call = crate::skeleton::Call<i64>;
 
 /// One accepted patch of a bot message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -182,3 +147,5 @@ pub struct Connection {
     /// Pings received on it.
     pub pings: usize,
 }
+
+crate::skeleton::socket::linked!(Connection);

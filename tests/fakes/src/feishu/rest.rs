@@ -14,144 +14,89 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{FromRequest, Multipart, Request, State};
-use axum::http::{Method, StatusCode, header};
-use axum::response::Response;
-use serde_json::{Map, Value, json};
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::{
-    APP_ID, APP_SECRET, Call, Failure, Inner, MAX_FILE_BYTES, MAX_IMAGE_BYTES, Shared, Token,
-    Upload, code, ws,
+    APP_ID, APP_SECRET, Call, Failure, Feishu, MAX_FILE_BYTES, MAX_IMAGE_BYTES, Shared, Upload,
+    code, ws,
 };
+use crate::skeleton::http::{Answer, BadBody, Body, Encoding, Head, read_body};
 
 /// Largest request body read (above the 30 MB file limit, so the limit is Feishu's code,
 /// not a transport error).
 pub(super) const MAX_BODY: usize = 64 << 20;
 
-/// An answer: a JSON envelope or a binary download.
-struct Answer {
-    status: u16,
-    body: Result<Value, (Vec<u8>, String)>,
-    headers: Vec<(&'static str, String)>,
+/// `200 {code: 0, msg, data}`.
+fn data(data: Value) -> Answer {
+    Answer::json(200, json!({"code": 0, "msg": "success", "data": data}))
 }
 
-impl Answer {
-    fn json(status: u16, body: Value) -> Self {
-        Self {
+/// `400 {code, msg, data: {}}`: how Feishu refuses.
+fn error(code: i64, msg: &str) -> Answer {
+    Answer::json(400, json!({"code": code, "msg": msg, "data": {}}))
+}
+
+/// The answer of a scripted failure.
+fn scripted(failure: Failure) -> Answer {
+    match failure {
+        Failure::Code(code, msg) => error(code, &msg),
+        Failure::Http(429) => Answer::json(
+            429,
+            json!({"code": code::FREQUENCY_LIMIT, "msg": "request trigger frequency limit"}),
+        )
+        .with_header("x-ogw-ratelimit-limit", "50")
+        .with_header("x-ogw-ratelimit-reset", "1"),
+        Failure::Http(status) => Answer::json(
             status,
-            body: Ok(body),
-            headers: Vec::new(),
-        }
-    }
-
-    fn data(data: Value) -> Self {
-        Self::json(200, json!({"code": 0, "msg": "success", "data": data}))
-    }
-
-    fn error(code: i64, msg: &str) -> Self {
-        Self::json(400, json!({"code": code, "msg": msg, "data": {}}))
-    }
-
-    fn failure(failure: Failure) -> Self {
-        match failure {
-            Failure::Code(code, msg) => Self::error(code, &msg),
-            Failure::Http(429) => {
-                let mut a = Self::json(
-                    429,
-                    json!({"code": code::FREQUENCY_LIMIT, "msg": "request trigger frequency limit"}),
-                );
-                a.headers.push(("x-ogw-ratelimit-limit", "50".into()));
-                a.headers.push(("x-ogw-ratelimit-reset", "1".into()));
-                a
-            }
-            Failure::Http(status) => Self::json(
-                status,
-                json!({"code": status, "msg": StatusCode::from_u16(status)
-                    .ok().and_then(|s| s.canonical_reason()).unwrap_or("error")}),
-            ),
-        }
-    }
-
-    fn code(&self) -> Option<i64> {
-        self.body
-            .as_ref()
-            .ok()
-            .and_then(|b| b.get("code"))
-            .and_then(Value::as_i64)
-    }
-
-    fn into_response(self) -> Response {
-        let body = self.body.map_err(|(bytes, name)| (bytes, Some(name)));
-        crate::server::respond(self.status, body, self.headers)
+            json!({"code": status, "msg": StatusCode::from_u16(status)
+                .ok().and_then(|s| s.canonical_reason()).unwrap_or("error")}),
+        ),
     }
 }
 
-/// A parsed request body.
-struct Body {
-    json: Value,
-    /// Multipart file parts: field name -> (file name, bytes).
-    files: HashMap<String, (String, Vec<u8>)>,
+/// The envelope's `code`, for a JSON answer.
+fn code_of(answer: &Answer) -> Option<i64> {
+    answer
+        .json_body()
+        .and_then(|b| b.get("code"))
+        .and_then(Value::as_i64)
 }
 
 /// Every request.
 pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let full_path = request
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| path.clone());
-    let query = query_pairs(request.uri().query());
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let route = route_of(&method, &segments);
+    let head = Head::of(&request);
+    let segments = head.segments();
+    let route = route_of(&head.method, &segments);
     if route == "ws" {
-        let response = ws::upgrade(&shared, request);
+        let response = ws::upgrade(&shared, &head, request);
         let status = response.status().as_u16();
-        record(
-            &shared,
-            route,
-            &method,
-            full_path,
-            Value::Null,
-            status,
-            None,
-        );
+        let call = Call::new(route, &head, true, Value::Null, (status, None), ok);
+        shared.record(call);
         return response;
     }
-    let bearer = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
+    let bearer = head
+        .header("authorization")
         .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).trim().to_owned());
-    let answer = match parse_body(request).await {
-        Err(answer) => answer,
+    let (json, answer) = match parse_body(&head, request).await {
+        Err(answer) => (Value::Null, answer),
         Ok(body) => {
-            let mut inner = shared.lock();
-            let answer = answer(&shared, &mut inner, route, &segments, &query, bearer, &body);
-            drop(inner);
-            record(
-                &shared,
-                route,
-                &method,
-                full_path,
-                body.json,
-                answer.status,
-                answer.code(),
-            );
-            return answer.into_response();
+            let answer = answer(&shared, route, &segments, &head.query, bearer, &body);
+            (body.json, answer)
         }
     };
-    record(
-        &shared,
+    let call = Call::new(
         route,
-        &method,
-        full_path,
-        Value::Null,
-        answer.status,
-        answer.code(),
+        &head,
+        true,
+        json,
+        (answer.status, code_of(&answer)),
+        ok,
     );
+    shared.record(call);
     answer.into_response()
 }
 
@@ -175,13 +120,13 @@ fn route_of(method: &Method, s: &[&str]) -> &'static str {
 
 fn answer(
     shared: &Shared,
-    inner: &mut Inner,
     route: &'static str,
     segments: &[&str],
     query: &HashMap<String, String>,
     bearer: Option<String>,
     body: &Body,
 ) -> Answer {
+    let inner = &mut *shared.lock();
     if route == "unknown" {
         return Answer::json(404, json!({"code": 404, "msg": "404 page not found"}));
     }
@@ -192,7 +137,7 @@ fn answer(
         return refusal;
     }
     if let Some(failure) = inner.scripted_failure(route) {
-        let mut a = Answer::failure(failure);
+        let mut a = scripted(failure);
         if route == "endpoint" && a.status == 400 {
             a.status = 200;
         }
@@ -218,91 +163,73 @@ fn answer(
 
 // ---- token -------------------------------------------------------------------------
 
-fn token(inner: &mut Inner, body: &Value) -> Answer {
+fn token(inner: &mut Feishu, body: &Value) -> Answer {
     let app_id = body.get("app_id").and_then(Value::as_str);
     let secret = body.get("app_secret").and_then(Value::as_str);
     match (app_id, secret) {
         (Some(APP_ID), Some(APP_SECRET)) => {}
-        (Some(APP_ID), _) => return Answer::error(code::APP_SECRET_INVALID, "app secret invalid"),
-        _ => return Answer::error(code::INVALID_PARAM, "invalid param"),
+        (Some(APP_ID), _) => return error(code::APP_SECRET_INVALID, "app secret invalid"),
+        _ => return error(code::INVALID_PARAM, "invalid param"),
     }
     let now = Instant::now();
     // As Feishu does: the current token while more than 30 minutes remain, else a new
     // one (the old stays valid until it expires).
-    if let Some(t) = inner.tokens.last()
-        && !t.revoked
-        && t.expires_at > now + Duration::from_secs(30 * 60)
+    if let Some((value, expires_at)) = inner.tokens.newest_live()
+        && expires_at > now + Duration::from_secs(30 * 60)
     {
-        let left = (t.expires_at - now).as_secs();
+        let left = (expires_at - now).as_secs();
         return Answer::json(
             200,
-            json!({"code": 0, "msg": "ok", "tenant_access_token": t.value, "expire": left}),
+            json!({"code": 0, "msg": "ok", "tenant_access_token": value, "expire": left}),
         );
     }
     let n = inner.next_id();
     let value = format!("t-fake-{n:08}");
     let expire = inner.token_expire;
-    inner.tokens.push(Token {
-        value: value.clone(),
-        expires_at: now + Duration::from_secs(expire),
-        revoked: false,
-    });
+    inner
+        .tokens
+        .issue(value.clone(), now + Duration::from_secs(expire));
     Answer::json(
         200,
         json!({"code": 0, "msg": "ok", "tenant_access_token": value, "expire": expire}),
     )
 }
 
-fn check_token(inner: &mut Inner, bearer: Option<&str>) -> Result<(), Answer> {
+fn check_token(inner: &mut Feishu, bearer: Option<&str>) -> Result<(), Answer> {
     let Some(bearer) = bearer.filter(|b| !b.is_empty()) else {
-        return Err(Answer::error(
+        return Err(error(
             code::TOKEN_MISSING,
             "Missing access token for authorization. Please make a request with token attached.",
         ));
     };
-    let invalid = || {
-        Answer::error(
+    if inner.tokens.check(bearer, Instant::now()) {
+        Ok(())
+    } else {
+        Err(error(
             code::TOKEN_INVALID,
             "Invalid access token for authorization. Please make a request with token attached.",
-        )
-    };
-    let newest = inner.tokens.len().checked_sub(1);
-    let Some(index) = inner.tokens.iter().position(|t| t.value == bearer) else {
-        return Err(invalid());
-    };
-    if inner.stale_once && Some(index) == newest {
-        inner.stale_once = false;
-        inner.tokens[index].revoked = true;
+        ))
     }
-    let t = &inner.tokens[index];
-    if t.revoked || t.expires_at <= Instant::now() {
-        return Err(invalid());
-    }
-    Ok(())
 }
 
 // ---- messages ----------------------------------------------------------------------
 
-fn resource(inner: &Inner, id: &str, key: &str, query: &HashMap<String, String>) -> Answer {
+fn resource(inner: &Feishu, id: &str, key: &str, query: &HashMap<String, String>) -> Answer {
     if !matches!(
         query.get("type").map(String::as_str),
         Some("image" | "file")
     ) {
-        return Answer::error(code::FILE_INVALID_PARAM, "Invalid request param: type");
+        return error(code::FILE_INVALID_PARAM, "Invalid request param: type");
     }
     match inner.resources.get(&(id.to_owned(), key.to_owned())) {
-        Some(r) => Answer {
-            status: 200,
-            body: Err((r.bytes.clone(), r.name.clone())),
-            headers: Vec::new(),
-        },
-        None => Answer::error(code::FILE_NOT_IN_MESSAGE, "File not in msg."),
+        Some(r) => Answer::bytes(r.bytes.clone(), Some(r.name.clone()), None),
+        None => error(code::FILE_NOT_IN_MESSAGE, "File not in msg."),
     }
 }
 
 // ---- uploads -----------------------------------------------------------------------
 
-fn upload(inner: &mut Inner, kind: &'static str, body: &Body) -> Answer {
+fn upload(inner: &mut Feishu, kind: &'static str, body: &Body) -> Answer {
     let (type_field, file_field, limit, types): (_, _, _, &[&str]) = if kind == "image" {
         (
             "image_type",
@@ -324,22 +251,23 @@ fn upload(inner: &mut Inner, kind: &'static str, body: &Body) -> Answer {
         .and_then(Value::as_str)
         .unwrap_or("");
     if !types.contains(&type_) {
-        return Answer::error(
+        return error(
             code::FILE_INVALID_PARAM,
             &format!("Invalid request param: {type_field}"),
         );
     }
-    let Some((part_name, bytes)) = body.files.get(file_field) else {
-        return Answer::error(
+    let Some(part) = body.file(file_field) else {
+        return error(
             code::FILE_INVALID_PARAM,
             &format!("Invalid request param: {file_field} is required"),
         );
     };
+    let (part_name, bytes) = (&part.file_name, &part.bytes);
     let name = if kind == "file" {
         match body.json.get("file_name").and_then(Value::as_str) {
             Some(n) if !n.is_empty() => n.to_owned(),
             _ => {
-                return Answer::error(
+                return error(
                     code::FILE_INVALID_PARAM,
                     "Invalid request param: file_name is required",
                 );
@@ -349,10 +277,10 @@ fn upload(inner: &mut Inner, kind: &'static str, body: &Body) -> Answer {
         part_name.clone()
     };
     if bytes.is_empty() {
-        return Answer::error(code::FILE_EMPTY, "File's size can't be 0.");
+        return error(code::FILE_EMPTY, "File's size can't be 0.");
     }
     if bytes.len() > limit {
-        return Answer::error(code::FILE_TOO_LARGE, "The file size exceed the max value.");
+        return error(code::FILE_TOO_LARGE, "The file size exceed the max value.");
     }
     let n = inner.next_id();
     let (key, field) = if kind == "image" {
@@ -367,104 +295,25 @@ fn upload(inner: &mut Inner, kind: &'static str, body: &Body) -> Answer {
         name,
         bytes: bytes.clone(),
     });
-    Answer::data(json!({ field: key }))
+    data(json!({ field: key }))
 }
 
 // ---- plumbing ----------------------------------------------------------------------
 
-/// The JSON body, or a multipart body as `{field: value}` with files summarised.
-async fn parse_body(request: Request) -> Result<Body, Answer> {
-    let content_type = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
-    let bad = |what: &str| Answer::error(code::BAD_REQUEST, &format!("Bad Request: {what}"));
-    let mut files = HashMap::new();
-    if content_type.starts_with("multipart/form-data") {
-        let mut form = Multipart::from_request(request, &())
-            .await
-            .map_err(|_| bad("invalid multipart body"))?;
-        let mut fields = Map::new();
-        loop {
-            let field = match form.next_field().await {
-                Ok(Some(field)) => field,
-                Ok(None) => break,
-                Err(_) => return Err(bad("invalid multipart body")),
-            };
-            let name = field.name().unwrap_or("").to_owned();
-            let file_name = field.file_name().map(str::to_owned);
-            let bytes = field
-                .bytes()
-                .await
-                .map_err(|_| bad("invalid multipart body"))?;
-            match file_name {
-                Some(file_name) => {
-                    fields.insert(
-                        name.clone(),
-                        json!({"file_name": file_name, "size": bytes.len()}),
-                    );
-                    files.insert(name, (file_name, bytes.to_vec()));
-                }
-                None => {
-                    fields.insert(name, json!(String::from_utf8_lossy(&bytes)));
-                }
-            }
-        }
-        return Ok(Body {
-            json: Value::Object(fields),
-            files,
-        });
-    }
-    let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY)
-        .await
-        .map_err(|_| bad("unreadable body"))?;
-    if bytes.is_empty() {
-        return Ok(Body {
-            json: Value::Null,
-            files,
-        });
-    }
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(json @ Value::Object(_)) => Ok(Body { json, files }),
-        _ => Err(bad("the body is not a JSON object")),
+/// The JSON object of the body (`null` without one), or a multipart body.
+async fn parse_body(head: &Head, request: Request) -> Result<Body, Answer> {
+    let bad = |what: &str| error(code::BAD_REQUEST, &format!("Bad Request: {what}"));
+    match read_body(head, request, MAX_BODY, Encoding::Json).await {
+        Ok(body) if body.json.is_object() || body.json.is_null() => Ok(body),
+        Ok(_) | Err(BadBody::Json) => Err(bad("the body is not a JSON object")),
+        Err(BadBody::Multipart) => Err(bad("invalid multipart body")),
+        Err(BadBody::Unreadable) => Err(bad("unreadable body")),
     }
 }
 
-/// A query string's pairs (percent-decoded; a repeated key keeps its last value).
-pub(super) fn query_pairs(query: Option<&str>) -> HashMap<String, String> {
-    let Some(query) = query else {
-        return HashMap::new();
-    };
-    reqwest::Url::parse(&format!("http://x/?{query}"))
-        .map(|u| {
-            u.query_pairs()
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn record(
-    shared: &Shared,
-    route: &'static str,
-    method: &Method,
-    path: String,
-    body: Value,
-    status: u16,
-    code: Option<i64>,
-) {
-    shared.lock().calls.push(Call {
-        route,
-        method: method.to_string(),
-        path,
-        body,
-        status,
-        code,
-        at: Instant::now(),
-    });
-    shared.changed.notify_waiters();
+/// Whether Feishu calls it a success: a 200 (or 101) with code 0.
+fn ok(status: u16, code: Option<&i64>) -> bool {
+    (status == 200 || status == 101) && code.is_none_or(|c| *c == 0)
 }
 
 /// What a user reads on a card: each `markdown` element's `content` and each `div`'s

@@ -1,11 +1,9 @@
 //! What the fake QQ records and reports: HTTP calls, accepted replies, gateway
-//! connections and the frames they exchanged, scripted failures, and the timeout of a
-//! wait.
+//! connections and the frames they exchanged, scripted failures.
 
 use std::time::SystemTime;
 
 use serde_json::Value;
-use tokio::time::Instant;
 
 /// A scripted failure of the next call of a route.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,36 +16,12 @@ pub enum Failure {
     Http(u16),
 }
 
-/// One HTTP request the fake received (gateway frames are recorded separately).
-#[derive(Clone, Debug)]
-pub struct Call {
-    /// `token`, `gateway`, `group_reply`, `c2c_reply`, `file`, `ws` or `unknown` (what
-    /// [`super::FakeQq::fail_next`] takes).
-    pub route: &'static str,
-    /// HTTP method.
-    pub method: String,
-    /// Path and query.
-    pub path: String,
-    /// The JSON body (`null` without one).
-    pub body: Value,
-    /// The `Authorization` header, as sent.
-    pub authorization: Option<String>,
-    /// The `X-Union-Appid` header, as sent.
-    pub app_id: Option<String>,
-    /// HTTP status answered.
-    pub status: u16,
-    /// The answer's `code`, when it refused with one.
-    pub code: Option<i64>,
-    /// When it arrived.
-    pub at: Instant,
-}
-
-impl Call {
-    /// Whether QQ would call it a success.
-    pub fn ok(&self) -> bool {
-        (200..300).contains(&self.status) && self.code.is_none() || self.status == 101
-    }
-}
+/// One HTTP request the fake received (gateway frames are recorded separately). Its
+/// `route` is `token`, `gateway`, `group_reply`, `c2c_reply`, `file`, `ws` or `unknown`
+/// (what [`super::FakeQq::fail_next`] takes); `code` is the answer's, when it refused with
+/// one; `app_id` is the `X-Union-Appid` sent. QQ calls it a success when it is a
+/// 2xx without a code, or an accepted upgrade.
+pub type Call = crate::skeleton::Call<i64>;
 
 /// A reply the fake accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,6 +52,8 @@ pub struct Connection {
     /// Whether READY or RESUMED was sent on it.
     pub ready: bool,
 }
+
+crate::skeleton::socket::linked!(Connection, session);
 
 /// An op 2 Identify the fake received.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,31 +122,3 @@ pub struct Pushed {
     /// next READY).
     pub seq: Option<u64>,
 }
-
-/// A wait that ran out; `Debug` lists the calls so far.
-pub struct WaitTimeout {
-    pub(super) what: String,
-    pub(super) calls: Vec<Call>,
-}
-
-impl std::fmt::Debug for WaitTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "timed out waiting for {}; calls so far:", self.what)?;
-        for c in &self.calls {
-            writeln!(
-                f,
-                "  {} {:?} {} {} {}",
-                c.status, c.code, c.method, c.path, c.body
-            )?;
-        }
-        Ok(())
-    }
-}
-
-impl std::fmt::Display for WaitTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "timed out waiting for {}", self.what)
-    }
-}
-
-impl std::error::Error for WaitTimeout {}

@@ -11,63 +11,44 @@
 
 use std::sync::Arc;
 
-use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use tokio::time::Instant;
 
-use super::{APP_ID, CLIENT_SECRET, Call, Failure, Inner, Reply, Shared, code, gateway};
+use super::{APP_ID, CLIENT_SECRET, Call, Failure, Qq, Reply, Shared, code, gateway};
 use super::{C2C_WINDOW, GROUP_WINDOW, MAX_REPLIES};
+use crate::skeleton::http::{Answer, Encoding, Head, read_body};
 
 /// Largest request body read.
 pub(super) const MAX_BODY: usize = 1024 * 1024;
+/// The header naming the app on every REST call.
+const APP_ID_HEADER: &str = "x-union-appid";
 /// Where the token endpoint lives under the server (so `token_url` ≠ `api_url`).
 pub(super) const TOKEN_PREFIX: &str = "/bots";
 
 /// Every request.
 pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let full_path = request
-        .uri()
-        .path_and_query()
-        .map_or(path.clone(), |p| p.as_str().to_owned());
-    let headers = request.headers().clone();
-    let segments: Vec<String> = path
-        .trim_matches('/')
-        .split('/')
-        .map(str::to_owned)
-        .collect();
-    let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
-    let route = route_of(&method, &segs);
+    let head = Head::of(&request);
+    let route = route_of(&head.method, &head.segments());
     if route == "ws" {
         let response = gateway::upgrade(&shared, request);
-        record(
-            &shared,
-            route,
-            &method,
-            full_path,
-            Value::Null,
-            &headers,
-            response.status().as_u16(),
-            None,
-        );
+        let status = response.status().as_u16();
+        let call = Call::new(route, &head, true, Value::Null, (status, None), ok)
+            .app_id_from(APP_ID_HEADER);
+        shared.record(call);
         return response;
     }
-    let bytes = to_bytes(request.into_body(), MAX_BODY)
+    let body = read_body(&head, request, MAX_BODY, Encoding::Json)
         .await
-        .unwrap_or_default();
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    let (response, status, code) = {
-        let mut inner = shared.lock();
-        answer(&mut inner, route, &segs, &headers, &body)
-    };
-    record(
-        &shared, route, &method, full_path, body, &headers, status, code,
-    );
-    response
+        .map(|b| b.json)
+        .unwrap_or(Value::Null);
+    let answer = answer(&mut shared.lock(), route, &head, &shared.addr, &body);
+    let code = answer.json_body().and_then(|b| b["code"].as_i64());
+    let call =
+        Call::new(route, &head, true, body, (answer.status, code), ok).app_id_from(APP_ID_HEADER);
+    shared.record(call);
+    answer.into_response()
 }
 
 fn route_of(method: &Method, segs: &[&str]) -> &'static str {
@@ -82,91 +63,56 @@ fn route_of(method: &Method, segs: &[&str]) -> &'static str {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn record(
-    shared: &Shared,
-    route: &'static str,
-    method: &Method,
-    path: String,
-    body: Value,
-    headers: &HeaderMap,
-    status: u16,
-    code: Option<i64>,
-) {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    shared.lock().calls.push(Call {
-        route,
-        method: method.to_string(),
-        path,
-        body,
-        authorization: header("authorization"),
-        app_id: header("x-union-appid"),
-        status,
-        code,
-        at: Instant::now(),
-    });
-    shared.changed.notify_waiters();
+/// Whether QQ calls it a success: a 2xx without a code, or an accepted upgrade.
+fn ok(status: u16, code: Option<&i64>) -> bool {
+    (200..300).contains(&status) && code.is_none() || status == 101
 }
 
-/// `(response, status, code)` for one request.
+/// The answer to one request.
 fn answer(
-    inner: &mut Inner,
+    qq: &mut Qq,
     route: &'static str,
-    segs: &[&str],
-    headers: &HeaderMap,
+    head: &Head,
+    addr: &std::net::SocketAddr,
     body: &Value,
-) -> (Response, u16, Option<i64>) {
+) -> Answer {
+    let segs = head.segments();
     match route {
-        "token" => token(inner, body),
-        "file" => file(inner, segs.get(1).copied().unwrap_or("")),
+        "token" => token(qq, body),
+        "file" => file(qq, segs.get(1).copied().unwrap_or("")),
         "unknown" => refuse(StatusCode::NOT_FOUND, code::NOT_FOUND, "no such route"),
         _ => {
-            if let Some(refusal) = authenticate(inner, headers) {
+            if let Some(refusal) = authenticate(qq, head) {
                 return refusal;
             }
-            if let Some(failure) = inner.take_failure(route) {
+            if let Some(failure) = qq.failures.take(route, None) {
                 return scripted(failure);
             }
             match route {
-                "gateway" => {
-                    let url = format!("ws://{}/websocket", inner.addr);
-                    (axum::Json(json!({"url": url})).into_response(), 200, None)
-                }
-                _ => reply(inner, route, segs.get(2).copied().unwrap_or(""), body),
+                "gateway" => Answer::json(200, json!({"url": format!("ws://{addr}/websocket")})),
+                _ => reply(qq, route, segs.get(2).copied().unwrap_or(""), body),
             }
         }
     }
 }
 
-fn refuse(status: StatusCode, code: i64, message: &str) -> (Response, u16, Option<i64>) {
+fn refuse(status: StatusCode, code: i64, message: &str) -> Answer {
     let body =
         json!({"code": code, "message": message, "err_code": code, "trace_id": "fake-trace"});
-    (
-        (status, axum::Json(body)).into_response(),
-        status.as_u16(),
-        Some(code),
-    )
+    Answer::json(status.as_u16(), body)
 }
 
-fn scripted(failure: Failure) -> (Response, u16, Option<i64>) {
+fn scripted(failure: Failure) -> Answer {
     match failure {
         Failure::Code(c) => refuse(StatusCode::BAD_REQUEST, c, "scripted failure"),
         Failure::CodeOk(c) => refuse(StatusCode::OK, c, "scripted failure"),
-        Failure::Http(status) => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            (status.into_response(), status.as_u16(), None)
-        }
+        Failure::Http(status) => Answer::empty(status),
     }
 }
 
 /// `POST /bots/app/getAppAccessToken` with `{appId, clientSecret}`.
-fn token(inner: &mut Inner, body: &Value) -> (Response, u16, Option<i64>) {
-    if let Some(failure) = inner.take_failure("token") {
+fn token(qq: &mut Qq, body: &Value) -> Answer {
+    if let Some(failure) = qq.failures.take("token", None) {
         return scripted(failure);
     }
     let ok = body["appId"].as_str() == Some(APP_ID)
@@ -179,30 +125,26 @@ fn token(inner: &mut Inner, body: &Value) -> (Response, u16, Option<i64>) {
             "invalid appid or secret",
         );
     }
-    let (token, expires_in) = inner.issue_token();
-    let response = axum::Json(json!({"access_token": token, "expires_in": expires_in}));
-    (response.into_response(), 200, None)
+    let (token, expires_in) = qq.issue_token();
+    Answer::json(
+        200,
+        json!({"access_token": token, "expires_in": expires_in}),
+    )
 }
 
 /// `Authorization: QQBot <valid token>` and `X-Union-Appid`, or the 401.
-fn authenticate(inner: &mut Inner, headers: &HeaderMap) -> Option<(Response, u16, Option<i64>)> {
-    let header = |name| {
-        headers
-            .get(name)
-            .and_then(|v: &header::HeaderValue| v.to_str().ok())
-    };
-    let token = header(header::AUTHORIZATION)
-        .and_then(|v| v.strip_prefix("QQBot "))
-        .map(str::to_owned);
-    let valid = token.is_some_and(|t| inner.check_token(&t));
-    if !valid {
+fn authenticate(qq: &mut Qq, head: &Head) -> Option<Answer> {
+    let token = head
+        .header("authorization")
+        .and_then(|v| v.strip_prefix("QQBot "));
+    if !token.is_some_and(|t| qq.check_token(t)) {
         return Some(refuse(
             StatusCode::UNAUTHORIZED,
             code::TOKEN_INVALID,
             "token invalid",
         ));
     }
-    if header(header::HeaderName::from_static("x-union-appid")) != Some(APP_ID) {
+    if head.header(APP_ID_HEADER) != Some(APP_ID) {
         return Some(refuse(
             StatusCode::UNAUTHORIZED,
             code::APP_ID_MISMATCH,
@@ -213,12 +155,7 @@ fn authenticate(inner: &mut Inner, headers: &HeaderMap) -> Option<(Response, u16
 }
 
 /// One reply, under QQ's rules.
-fn reply(
-    inner: &mut Inner,
-    route: &str,
-    openid: &str,
-    body: &Value,
-) -> (Response, u16, Option<i64>) {
+fn reply(qq: &mut Qq, route: &str, openid: &str, body: &Value) -> Answer {
     let chat_id = if route == "group_reply" {
         format!("group:{openid}")
     } else {
@@ -243,8 +180,8 @@ fn reply(
             "msg_seq must be positive",
         );
     }
-    let now = inner.clock.now();
-    let Some(source) = inner
+    let now = qq.clock.now();
+    let Some(source) = qq
         .user_messages
         .get_mut(msg_id)
         .filter(|m| m.chat_id == chat_id)
@@ -282,9 +219,9 @@ fn reply(
         );
     }
     source.seqs.insert(msg_seq);
-    inner.next_id += 1;
-    let id = format!("ROBOT1.0_fake-reply-{}", inner.next_id);
-    inner.replies.push(Reply {
+    qq.next_id += 1;
+    let id = format!("ROBOT1.0_fake-reply-{}", qq.next_id);
+    qq.replies.push(Reply {
         id: id.clone(),
         chat_id,
         msg_id: msg_id.to_owned(),
@@ -293,20 +230,15 @@ fn reply(
         at: now,
     });
     let timestamp = super::time::rfc3339(now);
-    let answer = json!({"id": id, "timestamp": timestamp});
-    (axum::Json(answer).into_response(), 200, None)
+    Answer::json(200, json!({"id": id, "timestamp": timestamp}))
 }
 
 /// `GET /files/{name}`: an attachment's bytes (no authentication, as QQ's signed URLs).
-fn file(inner: &Inner, name: &str) -> (Response, u16, Option<i64>) {
-    match inner.files.get(name) {
+fn file(qq: &Qq, name: &str) -> Answer {
+    match qq.files.get(name) {
         Some((bytes, content_type)) => {
-            let mut response = Response::new(Body::from(bytes.clone()));
-            if let Ok(v) = header::HeaderValue::from_str(content_type) {
-                response.headers_mut().insert(header::CONTENT_TYPE, v);
-            }
-            (response, 200, None)
+            Answer::bytes(bytes.clone(), None, Some(content_type.clone()))
         }
-        None => (StatusCode::NOT_FOUND.into_response(), 404, None),
+        None => Answer::empty(404),
     }
 }

@@ -149,7 +149,7 @@ pub(super) fn download(shared: &Shared, rest: &str, method: &Method) -> Response
     };
     let mut inner = shared.lock();
     inner.files.downloads.push(path.to_owned());
-    let answer = if token != shared.token || method != Method::GET {
+    let answer = if token != inner.token || method != Method::GET {
         StatusCode::UNAUTHORIZED.into_response()
     } else {
         let id = path
@@ -169,6 +169,6 @@ pub(super) fn download(shared: &Shared, rest: &str, method: &Method) -> Response
         }
     };
     drop(inner);
-    shared.changed.notify_waiters();
+    shared.notify();
     answer
 }

@@ -28,7 +28,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{Answer, FakeTelegram, Inner, methods};
+use super::{Answer, FakeTelegram, Telegram, methods};
 
 /// The methods that draw on the budget: writes that create or change a message.
 const WRITES: &[&str] = &[
@@ -174,10 +174,10 @@ fn retry_after_secs(wait: Duration) -> u64 {
 /// Answers `method` with `run` unless the write is over budget (then 429). A successful
 /// write takes its tokens; anything else takes none.
 pub(super) fn guard(
-    inner: &mut Inner,
+    inner: &mut Telegram,
     method: &str,
     params: &Value,
-    run: impl FnOnce(&mut Inner) -> Answer,
+    run: impl FnOnce(&mut Telegram) -> Answer,
 ) -> Answer {
     if inner.flood.limits.is_none() || !WRITES.contains(&method) {
         return run(inner);

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::entity::Entity;
 use super::html;
-use super::{Answer, BotMessage, Inner, MAX_CAPTION_UTF16, MAX_TEXT_UTF16};
+use super::{Answer, BotMessage, MAX_CAPTION_UTF16, MAX_TEXT_UTF16, Telegram};
 
 /// Reads an integer parameter given as a number or a numeric string (form fields).
 pub(super) fn int(params: &Value, key: &str) -> Option<i64> {
@@ -96,7 +96,7 @@ fn reply_target(params: &Value) -> Option<i64> {
         .or_else(|| int(params, "reply_to_message_id"))
 }
 
-fn message_json(inner: &Inner, m: &BotMessage, bot: &Value) -> Value {
+fn message_json(inner: &Telegram, m: &BotMessage, bot: &Value) -> Value {
     let mut v = json!({
         "message_id": m.message_id,
         "date": inner.now_unix(),
@@ -134,7 +134,7 @@ fn message_json(inner: &Inner, m: &BotMessage, bot: &Value) -> Value {
     v
 }
 
-pub(super) fn send_message(inner: &mut Inner, params: &Value, bot: &Value) -> Answer {
+pub(super) fn send_message(inner: &mut Telegram, params: &Value, bot: &Value) -> Answer {
     let Some(chat_id) = int(params, "chat_id") else {
         return bad_request("Bad Request: chat_id is empty");
     };
@@ -164,7 +164,7 @@ pub(super) fn send_message(inner: &mut Inner, params: &Value, bot: &Value) -> An
 }
 
 /// `sendChatAction`: only `typing` is expected from the bridge; a topic must exist.
-pub(super) fn send_chat_action(inner: &Inner, params: &Value) -> Answer {
+pub(super) fn send_chat_action(inner: &Telegram, params: &Value) -> Answer {
     let Some(chat_id) = int(params, "chat_id") else {
         return bad_request("Bad Request: chat_id is empty");
     };
@@ -179,7 +179,7 @@ pub(super) fn send_chat_action(inner: &Inner, params: &Value) -> Answer {
     Answer::ok(serde_json::json!(true))
 }
 
-pub(super) fn edit_message_text(inner: &mut Inner, params: &Value, bot: &Value) -> Answer {
+pub(super) fn edit_message_text(inner: &mut Telegram, params: &Value, bot: &Value) -> Answer {
     let (Some(chat_id), Some(message_id)) = (int(params, "chat_id"), int(params, "message_id"))
     else {
         return bad_request("Bad Request: message identifier is not specified");
@@ -212,7 +212,7 @@ pub(super) fn edit_message_text(inner: &mut Inner, params: &Value, bot: &Value) 
 }
 
 pub(super) fn send_file(
-    inner: &mut Inner,
+    inner: &mut Telegram,
     params: &Value,
     bot: &Value,
     field: &'static str,
@@ -251,7 +251,7 @@ pub(super) fn send_file(
     Answer::ok(json)
 }
 
-pub(super) fn set_my_commands(inner: &mut Inner, params: &Value) -> Answer {
+pub(super) fn set_my_commands(inner: &mut Telegram, params: &Value) -> Answer {
     let Some(Value::Array(commands)) = object_or_array(params, "commands") else {
         return bad_request("Bad Request: parameter \"commands\" is required");
     };
@@ -285,7 +285,7 @@ fn object_or_array(params: &Value, key: &str) -> Option<Value> {
     }
 }
 
-pub(super) fn set_webhook(inner: &mut Inner, params: &Value) -> Answer {
+pub(super) fn set_webhook(inner: &mut Telegram, params: &Value) -> Answer {
     let url = params.get("url").and_then(Value::as_str).unwrap_or("");
     if url.is_empty() {
         inner.webhook = None;
@@ -300,7 +300,7 @@ pub(super) fn set_webhook(inner: &mut Inner, params: &Value) -> Answer {
 }
 
 /// `getWebhookInfo`: the registered URL (empty without one) and the updates waiting.
-pub(super) fn webhook_info(inner: &Inner) -> Answer {
+pub(super) fn webhook_info(inner: &Telegram) -> Answer {
     let url = inner.webhook.as_ref().map_or("", |(url, _)| url.as_str());
     Answer::ok(json!({
         "url": url,

@@ -6,11 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{FromRequest, Multipart, Request, State};
-use axum::http::header;
+use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
+
+use crate::skeleton::http::{BadBody, Encoding, Head, read_body};
 
 use super::{
     Answer, Call, MAX_POLL_HOLD, MAX_POLL_LIMIT, Scripted, Shared, files, flood, methods, update_id,
@@ -26,7 +27,7 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         return Answer::error(404, "Not Found").into_response();
     };
     let method = method.to_owned();
-    if token != shared.token {
+    if token != shared.lock().token {
         record(&shared, &method, Value::Null, 401, None);
         return Answer::error(401, "Unauthorized").into_response();
     }
@@ -36,7 +37,7 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     };
     let scripted = {
         let mut inner = shared.lock();
-        *inner.counts.entry(method.clone()).or_default() += 1;
+        inner.failures.count(&method);
         inner.scripted_failure(&method, &params)
     };
     let (scripted, lost) = match scripted {
@@ -49,11 +50,13 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     }
     let answer = {
         let mut inner = shared.lock();
+        let bot = inner.bot.clone();
+        let bot = &bot;
         match scripted {
             Some(failure) => failure,
             None => flood::guard(&mut inner, &method, &params, |inner| {
                 match method.as_str() {
-                    "getMe" => Answer::ok(shared.bot.clone()),
+                    "getMe" => Answer::ok(bot.clone()),
                     "deleteWebhook" => {
                         inner.webhook = None;
                         Answer::ok(json!(true))
@@ -61,13 +64,11 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                     "setWebhook" => methods::set_webhook(inner, &params),
                     "getWebhookInfo" => methods::webhook_info(inner),
                     "setMyCommands" => methods::set_my_commands(inner, &params),
-                    "sendMessage" => methods::send_message(inner, &params, &shared.bot),
+                    "sendMessage" => methods::send_message(inner, &params, bot),
                     "sendChatAction" => methods::send_chat_action(inner, &params),
-                    "editMessageText" => methods::edit_message_text(inner, &params, &shared.bot),
-                    "sendPhoto" => methods::send_file(inner, &params, &shared.bot, "photo", upload),
-                    "sendDocument" => {
-                        methods::send_file(inner, &params, &shared.bot, "document", upload)
-                    }
+                    "editMessageText" => methods::edit_message_text(inner, &params, bot),
+                    "sendPhoto" => methods::send_file(inner, &params, bot, "photo", upload),
+                    "sendDocument" => methods::send_file(inner, &params, bot, "document", upload),
                     "getFile" => files::get_file(&inner.files, &params),
                     _ => Answer::error(404, "Not Found: method not found"),
                 }
@@ -97,15 +98,13 @@ fn record(
         status,
         result,
     };
-    if shared.tap.receiver_count() > 0 {
-        let _ = shared.tap.send(call.clone());
+    {
+        let tap = &shared.lock().tap;
+        if tap.receiver_count() > 0 {
+            let _ = tap.send(call.clone());
+        }
     }
-    let mut inner = shared.lock();
-    inner.calls.push(call);
-    let index = inner.calls.len() - 1;
-    drop(inner);
-    shared.changed.notify_waiters();
-    index
+    shared.record(call)
 }
 
 async fn get_updates(shared: &Shared, params: Value) -> Answer {
@@ -165,85 +164,35 @@ async fn get_updates(shared: &Shared, params: Value) -> Answer {
             _ = tokio::time::timeout_at(until, notified) => {}
         }
     };
-    {
-        let mut inner = shared.lock();
-        if let Some(call) = inner.calls.get_mut(index) {
-            call.status = answer.status;
-            call.result = answer.body.get("result").cloned();
-        }
+    if let Some(call) = shared.calls().get_mut(index) {
+        call.status = answer.status;
+        call.result = answer.body.get("result").cloned();
     }
-    shared.changed.notify_waiters();
+    shared.notify();
     answer
 }
 
-/// Query, JSON, urlencoded or multipart parameters as one JSON object; the first
-/// uploaded file's bytes are returned separately.
+/// Query, JSON, urlencoded or multipart parameters as one JSON object (the body's win);
+/// the first uploaded file's bytes are returned separately.
 async fn parse_params(request: Request) -> Result<(Value, Option<Vec<u8>>), Answer> {
-    let mut params = Map::new();
-    if let Some(query) = request.uri().query() {
-        for (k, v) in url_pairs(query) {
-            params.insert(k, Value::String(v));
-        }
+    let head = Head::of(&request);
+    let mut params: Map<String, Value> = head
+        .query
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
+    let body = read_body(&head, request, 64 << 20, Encoding::ByContentType)
+        .await
+        .map_err(|bad| match bad {
+            BadBody::Multipart => Answer::error(400, "Bad Request: invalid multipart body"),
+            BadBody::Unreadable => Answer::error(400, "Bad Request: unreadable body"),
+            BadBody::Json => Answer::error(400, "Bad Request: can't parse JSON object"),
+        })?;
+    match body.json {
+        Value::Object(fields) => params.extend(fields),
+        Value::Null => {}
+        _ => return Err(Answer::error(400, "Bad Request: can't parse JSON object")),
     }
-    let content_type = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
-    let mut upload = None;
-    if content_type.starts_with("multipart/form-data") {
-        let mut form = Multipart::from_request(request, &())
-            .await
-            .map_err(|_| Answer::error(400, "Bad Request: invalid multipart body"))?;
-        while let Ok(Some(field)) = form.next_field().await {
-            let name = field.name().unwrap_or("").to_owned();
-            let file_name = field.file_name().map(str::to_owned);
-            let mime = field.content_type().map(str::to_owned);
-            let bytes = field
-                .bytes()
-                .await
-                .map_err(|_| Answer::error(400, "Bad Request: invalid multipart body"))?;
-            match file_name {
-                Some(file_name) => {
-                    params.insert(
-                        name,
-                        json!({"file_name": file_name, "content_type": mime, "size": bytes.len()}),
-                    );
-                    upload.get_or_insert(bytes.to_vec());
-                }
-                None => {
-                    params.insert(
-                        name,
-                        Value::String(String::from_utf8_lossy(&bytes).into_owned()),
-                    );
-                }
-            }
-        }
-    } else {
-        let body = axum::body::to_bytes(request.into_body(), 64 << 20)
-            .await
-            .map_err(|_| Answer::error(400, "Bad Request: unreadable body"))?;
-        if content_type.starts_with("application/json") && !body.is_empty() {
-            match serde_json::from_slice::<Value>(&body) {
-                Ok(Value::Object(map)) => params.extend(map),
-                _ => return Err(Answer::error(400, "Bad Request: can't parse JSON object")),
-            }
-        } else if content_type.starts_with("application/x-www-form-urlencoded") {
-            for (k, v) in url_pairs(&String::from_utf8_lossy(&body)) {
-                params.insert(k, Value::String(v));
-            }
-        }
-    }
+    let upload = body.files.into_iter().next().map(|(_, file)| file.bytes);
     Ok((Value::Object(params), upload))
-}
-
-fn url_pairs(text: &str) -> Vec<(String, String)> {
-    reqwest::Url::parse(&format!("http://x/?{text}"))
-        .map(|u| {
-            u.query_pairs()
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect()
-        })
-        .unwrap_or_default()
 }

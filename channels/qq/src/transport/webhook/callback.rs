@@ -18,7 +18,8 @@
 use std::fmt;
 
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
-use im_bridge_channel::{Secret, hex};
+use im_bridge_channel::Secret;
+use im_bridge_channel::digest::{from_hex, hex};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -77,7 +78,7 @@ impl WebhookKey {
 
     /// Whether `signature_hex` is a signature of `timestamp` + `body`.
     pub fn verify(&self, timestamp: &str, body: &[u8], signature_hex: &str) -> bool {
-        let Some(bytes) = hex::decode::<64>(signature_hex.trim()) else {
+        let Some(bytes) = from_hex::<64>(signature_hex.trim()) else {
             return false;
         };
         let signature = Signature::from_bytes(&bytes);
@@ -92,7 +93,7 @@ impl WebhookKey {
         let mut message = Vec::with_capacity(timestamp.len() + body.len());
         message.extend_from_slice(timestamp.as_bytes());
         message.extend_from_slice(body);
-        hex::encode(&self.signing.sign(&message).to_bytes())
+        hex(&self.signing.sign(&message).to_bytes())
     }
 
     /// The answer to a callback validation: `{plain_token, signature}`, signed over

@@ -8,32 +8,33 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::super::{
-    APP_ID, BotMessage, Inner, MAX_CARD_BYTES, MAX_TEXT_BYTES, PATCHES_PER_SECOND, Patch,
+    APP_ID, BotMessage, Feishu, MAX_CARD_BYTES, MAX_TEXT_BYTES, PATCHES_PER_SECOND, Patch,
     TENANT_KEY, code,
 };
-use super::Answer;
+use super::{data, error};
+use crate::skeleton::http::Answer;
 
 /// Checks `msg_type` + `content` as Feishu does before sending: content is a JSON
 /// string; text ≤ 150 KB, card and post ≤ 30 KB; a card is a JSON object; an image or
 /// file key must be one uploaded.
-pub(super) fn check_content(inner: &Inner, msg_type: &str, content: &str) -> Result<(), Answer> {
+pub(super) fn check_content(inner: &Feishu, msg_type: &str, content: &str) -> Result<(), Answer> {
     let parsed: Value = match serde_json::from_str(content) {
         Ok(v @ Value::Object(_)) => v,
         _ if msg_type == "interactive" => {
-            return Err(Answer::error(
+            return Err(error(
                 code::CARD_CONTENT_FAILED,
                 "Failed to create card content, ext=content is not a JSON object",
             ));
         }
         _ => {
-            return Err(Answer::error(
+            return Err(error(
                 code::INVALID_PARAMETER,
                 "Your request contains an invalid request parameter, ext=invalid content",
             ));
         }
     };
     let too_long = || {
-        Answer::error(
+        error(
             code::CONTENT_TOO_LONG,
             "The length of the message content reaches its limit.",
         )
@@ -41,7 +42,7 @@ pub(super) fn check_content(inner: &Inner, msg_type: &str, content: &str) -> Res
     let uploaded =
         |kind: &str, key: &str| inner.uploads.iter().any(|u| u.kind == kind && u.key == key);
     let invalid = |what: &str| {
-        Answer::error(
+        error(
             code::INVALID_PARAMETER,
             &format!("Your request contains an invalid request parameter, ext={what}"),
         )
@@ -82,7 +83,7 @@ pub(super) fn check_content(inner: &Inner, msg_type: &str, content: &str) -> Res
 
 fn str_field<'a>(body: &'a Value, key: &str) -> Result<&'a str, Answer> {
     body.get(key).and_then(Value::as_str).ok_or_else(|| {
-        Answer::error(
+        error(
             code::FIELD_VALIDATION,
             &format!("field validation failed: {key} is required"),
         )
@@ -90,7 +91,7 @@ fn str_field<'a>(body: &'a Value, key: &str) -> Result<&'a str, Answer> {
 }
 
 pub(super) fn send(
-    inner: &mut Inner,
+    inner: &mut Feishu,
     chat_id: String,
     reply_to: Option<String>,
     body: &Value,
@@ -113,9 +114,9 @@ pub(super) fn send(
         patches: Vec::new(),
         at: Instant::now(),
     };
-    let data = message_json(&message);
+    let answer = message_json(&message);
     inner.messages.push(message);
-    Answer::data(data)
+    data(answer)
 }
 
 pub(super) fn message_json(m: &BotMessage) -> Value {
@@ -139,7 +140,7 @@ pub(super) fn message_json(m: &BotMessage) -> Value {
 }
 
 /// The chat of a message the bot may act on: one a user sent (pushed) or one it sent.
-pub(super) fn chat_of(inner: &Inner, message_id: &str) -> Option<String> {
+pub(super) fn chat_of(inner: &Feishu, message_id: &str) -> Option<String> {
     inner.user_messages.get(message_id).cloned().or_else(|| {
         inner
             .messages
@@ -150,17 +151,17 @@ pub(super) fn chat_of(inner: &Inner, message_id: &str) -> Option<String> {
 }
 
 pub(super) fn unknown_message() -> Answer {
-    Answer::error(
+    error(
         code::INVALID_PARAMETER,
         "Your request contains an invalid request parameter, ext=invalid message_id",
     )
 }
 
-pub(super) fn create(inner: &mut Inner, query: &HashMap<String, String>, body: &Value) -> Answer {
+pub(super) fn create(inner: &mut Feishu, query: &HashMap<String, String>, body: &Value) -> Answer {
     match query.get("receive_id_type").map(String::as_str) {
         Some("chat_id" | "open_id" | "user_id" | "union_id" | "email") => {}
         _ => {
-            return Answer::error(
+            return error(
                 code::INVALID_PARAMETER,
                 "Your request contains an invalid request parameter, ext=invalid receive_id_type",
             );
@@ -171,7 +172,7 @@ pub(super) fn create(inner: &mut Inner, query: &HashMap<String, String>, body: &
             let chat = receive_id.to_owned();
             send(inner, chat, None, body)
         }
-        Ok(_) => Answer::error(
+        Ok(_) => error(
             code::FIELD_VALIDATION,
             "field validation failed: receive_id",
         ),
@@ -179,7 +180,7 @@ pub(super) fn create(inner: &mut Inner, query: &HashMap<String, String>, body: &
     }
 }
 
-pub(super) fn reply(inner: &mut Inner, id: &str, body: &Value) -> Answer {
+pub(super) fn reply(inner: &mut Feishu, id: &str, body: &Value) -> Answer {
     match chat_of(inner, id) {
         Some(chat) => send(inner, chat, Some(id.to_owned()), body),
         None => unknown_message(),
@@ -197,19 +198,19 @@ fn shared_card(content: &str) -> bool {
         == Some(true)
 }
 
-pub(super) fn patch(inner: &mut Inner, id: &str, body: &Value) -> Answer {
+pub(super) fn patch(inner: &mut Feishu, id: &str, body: &Value) -> Answer {
     let content = match str_field(body, "content") {
         Ok(c) => c.to_owned(),
         Err(a) => return a,
     };
     let Some(index) = inner.messages.iter().position(|m| m.message_id == id) else {
         if inner.user_messages.contains_key(id) {
-            return Answer::error(code::NOT_SENDER, "Bot is NOT the sender of the message.");
+            return error(code::NOT_SENDER, "Bot is NOT the sender of the message.");
         }
         return unknown_message();
     };
     if inner.messages[index].msg_type != "interactive" {
-        return Answer::error(
+        return error(
             code::INVALID_PARAMETER,
             "Your request contains an invalid request parameter, ext=only interactive messages can be patched",
         );
@@ -218,7 +219,7 @@ pub(super) fn patch(inner: &mut Inner, id: &str, body: &Value) -> Answer {
         return refusal;
     }
     if !shared_card(&inner.messages[index].content) || !shared_card(&content) {
-        return Answer::error(
+        return error(
             code::CARD_CONTENT_FAILED,
             "Failed to create card content, ext=not a shared card: config.update_multi must be true before and after the update",
         );
@@ -233,7 +234,7 @@ pub(super) fn patch(inner: &mut Inner, id: &str, body: &Value) -> Answer {
     }
     if window.len() >= PATCHES_PER_SECOND {
         inner.rate_limited += 1;
-        return Answer::error(
+        return error(
             code::RATE_LIMITED,
             "This operation triggers the frequency limit.",
         );
@@ -242,10 +243,10 @@ pub(super) fn patch(inner: &mut Inner, id: &str, body: &Value) -> Answer {
     let message = &mut inner.messages[index];
     message.content = content.clone();
     message.patches.push(Patch { content, at: now });
-    Answer::data(json!({}))
+    data(json!({}))
 }
 
-pub(super) fn reaction(inner: &mut Inner, id: &str, body: &Value) -> Answer {
+pub(super) fn reaction(inner: &mut Feishu, id: &str, body: &Value) -> Answer {
     if chat_of(inner, id).is_none() {
         return unknown_message();
     }
@@ -254,11 +255,11 @@ pub(super) fn reaction(inner: &mut Inner, id: &str, body: &Value) -> Answer {
         .and_then(Value::as_str)
         .unwrap_or("");
     if emoji.is_empty() || !emoji.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Answer::error(code::REACTION_INVALID, "reaction type is invalid.");
+        return error(code::REACTION_INVALID, "reaction type is invalid.");
     }
     let n = inner.next_id();
     inner.reactions.push((id.to_owned(), emoji.to_owned()));
-    Answer::data(json!({
+    data(json!({
         "reaction_id": format!("fake-reaction-{n}"),
         "operator": {"operator_id": APP_ID, "operator_type": "app"},
         "action_time": "0",

@@ -11,11 +11,15 @@ fn card(shared: bool, text: &str) -> String {
 }
 
 fn code_of(a: &Answer) -> i64 {
-    a.code().unwrap_or(-1)
+    super::code_of(a).unwrap_or(-1)
+}
+
+fn body(a: Answer) -> Value {
+    a.json_body().unwrap().clone()
 }
 
 /// A user message in `oc_1` and the bot's card replying to it.
-fn with_card(inner: &mut Inner, shared: bool) -> String {
+fn with_card(inner: &mut Feishu, shared: bool) -> String {
     inner.user_messages.insert("om_user".into(), "oc_1".into());
     let a = reply(
         inner,
@@ -23,19 +27,16 @@ fn with_card(inner: &mut Inner, shared: bool) -> String {
         &json!({"msg_type": "interactive", "content": card(shared, "thinking...")}),
     );
     assert_eq!(code_of(&a), 0);
-    a.body.unwrap()["data"]["message_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    body(a)["data"]["message_id"].as_str().unwrap().to_owned()
 }
 
-fn patch_to(inner: &mut Inner, id: &str, text: &str) -> Answer {
+fn patch_to(inner: &mut Feishu, id: &str, text: &str) -> Answer {
     patch(inner, id, &json!({"content": card(true, text)}))
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_message_takes_five_patches_a_second_then_230020() {
-    let mut inner = Inner::new();
+    let mut inner = Feishu::new();
     let id = with_card(&mut inner, true);
     for i in 0..PATCHES_PER_SECOND {
         assert_eq!(code_of(&patch_to(&mut inner, &id, &format!("p{i}"))), 0);
@@ -67,7 +68,7 @@ async fn a_message_takes_five_patches_a_second_then_230020() {
 
 #[test]
 fn only_shared_cards_are_patchable_before_and_after() {
-    let mut inner = Inner::new();
+    let mut inner = Feishu::new();
     let unshared = with_card(&mut inner, false);
     assert_eq!(
         code_of(&patch_to(&mut inner, &unshared, "x")),
@@ -81,7 +82,7 @@ fn only_shared_cards_are_patchable_before_and_after() {
 
 #[test]
 fn unknown_ids_users_messages_and_texts_cannot_be_patched() {
-    let mut inner = Inner::new();
+    let mut inner = Feishu::new();
     with_card(&mut inner, true);
     assert_eq!(
         code_of(&patch_to(&mut inner, "om_nope", "x")),
@@ -96,7 +97,7 @@ fn unknown_ids_users_messages_and_texts_cannot_be_patched() {
         "om_user",
         &json!({"msg_type": "text", "content": "{\"text\":\"hi\"}"}),
     );
-    let id = text.body.unwrap()["data"]["message_id"]
+    let id = body(text)["data"]["message_id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -120,7 +121,7 @@ fn unknown_ids_users_messages_and_texts_cannot_be_patched() {
 
 #[test]
 fn cards_are_limited_to_30_kb_and_texts_to_150_kb() {
-    let mut inner = Inner::new();
+    let mut inner = Feishu::new();
     let id = with_card(&mut inner, true);
     let overhead = card(true, "").len();
     let fits = "a".repeat(MAX_CARD_BYTES - overhead);
@@ -152,24 +153,24 @@ fn cards_are_limited_to_30_kb_and_texts_to_150_kb() {
 
 #[tokio::test(start_paused = true)]
 async fn a_stale_token_is_refused_once_and_a_fresh_one_works() {
-    let mut inner = Inner::new();
+    let mut inner = Feishu::new();
     let creds = json!({"app_id": APP_ID, "app_secret": APP_SECRET});
-    let first = token(&mut inner, &creds).body.unwrap();
+    let first = body(token(&mut inner, &creds));
     assert_eq!(first["expire"], TOKEN_EXPIRE_SECS);
     let t1 = first["tenant_access_token"].as_str().unwrap().to_owned();
     assert!(check_token(&mut inner, Some(&t1)).is_ok());
     // More than 30 minutes left: the same token comes back.
-    let again = token(&mut inner, &creds).body.unwrap();
+    let again = body(token(&mut inner, &creds));
     assert_eq!(again["tenant_access_token"], t1.as_str());
 
-    inner.stale_once = true;
+    inner.tokens.stale_next();
     let refused = check_token(&mut inner, Some(&t1)).err().unwrap();
     assert_eq!(code_of(&refused), code::TOKEN_INVALID);
     assert_eq!(
         code_of(&check_token(&mut inner, Some(&t1)).err().unwrap()),
         code::TOKEN_INVALID
     );
-    let fresh = token(&mut inner, &creds).body.unwrap();
+    let fresh = body(token(&mut inner, &creds));
     let t2 = fresh["tenant_access_token"].as_str().unwrap().to_owned();
     assert_ne!(t1, t2);
     assert!(
@@ -188,14 +189,14 @@ async fn a_stale_token_is_refused_once_and_a_fresh_one_works() {
 
 #[tokio::test(start_paused = true)]
 async fn tokens_expire_and_near_expiry_a_new_one_is_issued_while_the_old_stays_valid() {
-    let mut inner = Inner::new();
+    let mut inner = Feishu::new();
     let creds = json!({"app_id": APP_ID, "app_secret": APP_SECRET});
-    let t1 = token(&mut inner, &creds).body.unwrap()["tenant_access_token"]
+    let t1 = body(token(&mut inner, &creds))["tenant_access_token"]
         .as_str()
         .unwrap()
         .to_owned();
     advance(Duration::from_secs(TOKEN_EXPIRE_SECS - 20 * 60)).await;
-    let t2 = token(&mut inner, &creds).body.unwrap()["tenant_access_token"]
+    let t2 = body(token(&mut inner, &creds))["tenant_access_token"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -217,7 +218,7 @@ async fn tokens_expire_and_near_expiry_a_new_one_is_issued_while_the_old_stays_v
 
 #[test]
 fn reactions_are_kept_in_order_and_validated() {
-    let mut inner = Inner::new();
+    let mut inner = Feishu::new();
     with_card(&mut inner, true);
     for emoji in ["OK", "DONE"] {
         let body = json!({"reaction_type": {"emoji_type": emoji}});

@@ -1,0 +1,286 @@
+//! The adapter conformance suite (issue 29): one scenario body per behaviour every channel
+//! owes its users, run on every compiled-in platform through its [`Conformance`] harness.
+//!
+//! Scenarios: an answer arrives in a private chat and in a group (and over the webhook,
+//! where the platform has one); a redelivered event runs once; a long answer arrives in
+//! parts within the platform's limit, nothing lost and nothing refused; `/goal from-chat`
+//! shows the objective before the run's answer; replies are localized; a picture reaches
+//! the agent; no secret and no message text reaches a log line. A scenario a platform cannot
+//! play ([`Conformance::can`]) is skipped with the harness's reason, printed.
+//!
+//! The per-platform test files keep only what is specific to their platform.
+//!
+//! Only `logs` stops the daemon and waits for it (the lines of a shutdown are scanned too);
+//! the other scenarios drop their harness, which asks the daemon to stop without waiting:
+//! every platform's own tests check a clean stop, and Discord's takes half a second
+//! (serenity's shard shutdown) that seven scenarios would each pay again.
+//!
+//! Children: `harness` (the trait), `terminal` (the console's harness, a terminal on pipes).
+
+pub(crate) mod harness;
+mod terminal;
+
+use im_bridge::simulator::Script;
+use im_bridge_channel::LengthUnit;
+
+use crate::security::{ANSWERED, ASKED, Capture};
+use crate::support::{assert_image_reached_the_agent, catalog_text, goal_met_at_once};
+use harness::{Ability, Conformance, Place, Setup, Transport};
+
+/// `true` when `P` can do `ability`; otherwise says why the scenario is skipped.
+fn able<P: Conformance>(ability: Ability, scenario: &str) -> bool {
+    match P::can(ability) {
+        Ok(()) => true,
+        Err(reason) => {
+            eprintln!("{} skips {scenario}: {reason}", P::NAME);
+            false
+        }
+    }
+}
+
+/// Waits until the bot shows `text` in `place`; every message there then.
+async fn wait_shown<P: Conformance>(h: &P, place: Place, text: &str) -> Vec<String> {
+    h.wait_until(&format!("{text:?} in the {place:?} chat"), |h| {
+        h.shown(place).iter().any(|t| t == text)
+    })
+    .await;
+    h.shown(place)
+}
+
+/// Runs the simulator recorded, over all threads.
+fn runs<P: Conformance>(h: &P) -> usize {
+    let sim = h.sim();
+    sim.thread_ids().iter().map(|t| sim.runs(t).len()).sum()
+}
+
+/// An answer arrives in the chat that asked, and the agent got the words asked.
+pub async fn answer<P: Conformance>(transport: Transport) {
+    if transport == Transport::Webhook && !able::<P>(Ability::Webhook, "the webhook") {
+        return;
+    }
+    let h = P::start(Setup {
+        transport,
+        ..Setup::default()
+    })
+    .await;
+    h.sim()
+        .script_next_run(Script::with_answer("Hello in private.").chunks(2));
+    h.say(Place::Private, "hello there").await;
+    let shown = wait_shown(&h, Place::Private, "Hello in private.").await;
+    assert_eq!(shown, ["Hello in private."]);
+    let thread = h.sim().thread_ids().pop().unwrap();
+    assert_eq!(h.sim().messages(&thread)[0]["content"], "hello there");
+    if able::<P>(Ability::Group, "the group chat") {
+        h.sim()
+            .script_next_run(Script::with_answer("Hello, group.").chunks(2));
+        h.say(Place::Group, "hello group").await;
+        let shown = wait_shown(&h, Place::Group, "Hello, group.").await;
+        assert_eq!(shown, ["Hello, group."]);
+        assert_eq!(h.shown(Place::Private), ["Hello in private."]);
+        assert_eq!(h.sim().thread_ids().len(), 2, "a conversation per chat");
+    }
+    assert_eq!(h.refused(), Vec::<String>::new());
+    drop(h);
+}
+
+/// The platform delivers a message twice: it runs once and is answered once.
+pub async fn redelivery<P: Conformance>() {
+    if !able::<P>(Ability::Redelivery, "redelivery") {
+        return;
+    }
+    let h = P::start(Setup::default()).await;
+    h.sim()
+        .script_next_run(Script::with_answer("Only once.").chunks(1));
+    h.say_redelivered("hello twice").await;
+    wait_shown(&h, Place::Private, "Only once.").await;
+    // A later message of the chat is answered after anything the redelivery could have run.
+    h.sim()
+        .script_next_run(Script::with_answer("And this.").chunks(1));
+    h.say(Place::Private, "one more").await;
+    let shown = wait_shown(&h, Place::Private, "And this.").await;
+    assert_eq!(runs(&h), 2, "one run per message");
+    assert_eq!(shown.iter().filter(|t| *t == "Only once.").count(), 1);
+    drop(h);
+}
+
+/// An answer of two and a half times the platform's limit, with CJK and emoji, arrives in
+/// parts that each fit and read back as the answer (whitespace at a cut may go: platforms
+/// trim), and the platform refused no call on the way.
+pub async fn long_answer<P: Conformance>() {
+    if !able::<P>(Ability::LengthLimit, "the long answer") {
+        return;
+    }
+    let (unit, limit) = P::LIMIT;
+    let answer = long_text(unit, limit * 5 / 2);
+    let h = P::start(Setup::default()).await;
+    h.sim()
+        .script_next_run(Script::with_answer(answer.clone()).chunks(4));
+    h.say(Place::Private, "write a lot").await;
+    let squeezed = |t: &str| t.split_whitespace().collect::<String>();
+    h.wait_until("the whole answer", |h| {
+        squeezed(&h.shown(Place::Private).concat()) == squeezed(&answer)
+    })
+    .await;
+    let parts = h.shown(Place::Private);
+    assert!(parts.len() >= 3, "{} parts", parts.len());
+    for part in &parts {
+        let length = unit.measure(part);
+        assert!(
+            length <= limit,
+            "a part of {length} {unit:?}, limit {limit}"
+        );
+    }
+    assert_eq!(h.refused(), Vec::<String>::new());
+    drop(h);
+}
+
+/// `/goal from-chat` shows the objective it saved before the goal run's answer.
+pub async fn goal_from_chat<P: Conformance>() {
+    const OBJECTIVE: &str = "Please help me write the quarterly report";
+    const WORKING: &str = "Working on the report now.";
+    let h = P::start(Setup::default()).await;
+    h.sim()
+        .script_next_run(Script::with_answer("Sure, let's plan it.").chunks(1));
+    h.say(Place::Private, OBJECTIVE).await;
+    wait_shown(&h, Place::Private, "Sure, let's plan it.").await;
+    h.sim().script_next_run(goal_met_at_once(WORKING));
+    h.say(Place::Private, "/goal from-chat").await;
+    let shown = wait_shown(&h, Place::Private, WORKING).await;
+    let saved = format!("Goal set from our conversation: {OBJECTIVE}");
+    let objective_at = shown.iter().position(|t| *t == saved);
+    let run_at = shown.iter().position(|t| t == WORKING);
+    assert!(
+        objective_at.is_some() && objective_at < run_at,
+        "the objective first: {shown:#?}"
+    );
+    drop(h);
+}
+
+/// With `locale: zh-CN`, the bridge's own replies are Chinese.
+pub async fn localized<P: Conformance>() {
+    let zh = catalog_text("zh-CN");
+    let h = P::start(Setup {
+        locale: Some("zh-CN"),
+        ..Setup::default()
+    })
+    .await;
+    let expected = zh("goal-status-none", &[]);
+    assert!(
+        expected
+            .chars()
+            .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c))
+    );
+    h.say(Place::Private, "/goal").await;
+    wait_shown(&h, Place::Private, &expected).await;
+    drop(h);
+}
+
+/// A picture the user sends is uploaded to the thread and reaches the run as an image.
+pub async fn image<P: Conformance>() {
+    const PHOTO: &[u8] = b"\xff\xd8\xff\xe0 a photo of a whiteboard";
+    if !able::<P>(Ability::Image, "the picture") {
+        return;
+    }
+    let h = P::start(Setup::default()).await;
+    h.sim()
+        .script_next_run(Script::with_answer("A whiteboard.").chunks(1));
+    h.send_image(PHOTO.to_vec()).await;
+    wait_shown(&h, Place::Private, "A whiteboard.").await;
+    assert_image_reached_the_agent(h.sim(), PHOTO.len());
+    drop(h);
+}
+
+/// A conversation with every line of im-bridge's crates captured (trace level): no secret
+/// of the run, no word asked and none answered is in any of them.
+pub async fn logs<P: Conformance>() {
+    let (capture, _guard) = Capture::start(P::LOG_TARGETS);
+    let h = P::start(Setup::default()).await;
+    h.sim()
+        .script_next_run(Script::with_answer(ANSWERED).chunks(2));
+    h.say(Place::Private, ASKED).await;
+    wait_shown(&h, Place::Private, ANSWERED).await;
+    let secrets = h.secrets();
+    h.stop().await;
+    capture.assert_clean(&secrets);
+}
+
+/// At least `n` `unit`s of mixed ASCII, CJK and emoji in paragraphs, ending in a visible
+/// character.
+fn long_text(unit: LengthUnit, n: usize) -> String {
+    let mut text = String::new();
+    let mut i = 0;
+    while unit.measure(&text) < n {
+        i += 1;
+        text.push_str(&format!(
+            "Paragraph {i}: the deer 🦌 crosses the river 河流 at dawn, and the bridge holds.\n"
+        ));
+        if i % 7 == 0 {
+            text.push('\n');
+        }
+    }
+    text.push('.');
+    text
+}
+
+/// Stamps one test per scenario for a platform: `mod <name>` holding `answer`,
+/// `answer_webhook`, `redelivery`, `long_answer`, `goal_from_chat`, `localized`, `image`
+/// and `logs`, each behind the platform's feature.
+macro_rules! conformance {
+    ($($feature:literal => $name:ident: $harness:ty;)*) => {$(
+        #[cfg(feature = $feature)]
+        mod $name {
+            use super::harness::Transport;
+
+            type H = $harness;
+
+            #[tokio::test]
+            async fn answer() {
+                super::answer::<H>(Transport::Default).await;
+            }
+
+            #[tokio::test]
+            async fn answer_webhook() {
+                super::answer::<H>(Transport::Webhook).await;
+            }
+
+            #[tokio::test]
+            async fn redelivery() {
+                super::redelivery::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn long_answer() {
+                super::long_answer::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn goal_from_chat() {
+                super::goal_from_chat::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn localized() {
+                super::localized::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn image() {
+                super::image::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn logs() {
+                super::logs::<H>().await;
+            }
+        }
+    )*};
+}
+
+conformance! {
+    "console" => console: super::terminal::Console;
+    "telegram" => telegram: crate::telegram::conformance::Telegram;
+    "feishu" => feishu: crate::feishu::conformance::Feishu;
+    "dingtalk" => dingtalk: crate::dingtalk::conformance::DingTalk;
+    "qq" => qq: crate::qq::conformance::Qq;
+    "discord" => discord: crate::discord::conformance::Discord;
+}

@@ -1,0 +1,117 @@
+//! The adapter conformance harness: what each platform's end-to-end set-up offers the
+//! shared scenarios of `tests/adapters.rs`, so that one scenario body runs on every platform.
+//!
+//! A platform implements [`Conformance`] next to its own tests (`tests/<p>/conformance.rs`;
+//! the console, which has no test module of its own, in `tests/adapters/terminal.rs`): start
+//! the real daemon, its channel, the platform's fake and the Gateway simulator; let a user
+//! speak in a private chat, in a group, or send a picture; read back what the fake shows the
+//! user, as plain text; name the secrets that must never reach a log line.
+//!
+//! The trait is generic, not object-safe, on purpose: its methods are native `async fn`s (no
+//! boxing, no `async-trait`), and the scenarios are generic functions that a macro stamps
+//! into one `#[tokio::test]` per scenario × platform, so each pair runs in parallel with
+//! the rest, is named in the output and can be filtered (`-- adapters::qq::`). Nothing
+//! needs a list of harnesses as values; the tests that iterate platforms (security's log
+//! filter, doctor, packaging) read the daemon's registry, `im_bridge::platforms::PLATFORMS`.
+//! The futures need not be `Send`: the tests run on the current-thread runtime, which the
+//! log capture needs anyway (a thread-default subscriber then sees the daemon's tasks).
+
+use std::future::Future;
+
+use im_bridge::simulator::RunningSimulator;
+use im_bridge_channel::LengthUnit;
+
+/// How events reach the channel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Transport {
+    /// The platform's default: a long poll, a WebSocket or a stream the adapter opens.
+    #[default]
+    Default,
+    /// The platform posts events to the daemon's webhook route.
+    Webhook,
+}
+
+/// Where a user speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// A private chat with the bot.
+    Private,
+    /// A group chat, addressing the bot the way the platform requires (a mention).
+    Group,
+}
+
+/// How a harness sets the platform up.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Setup {
+    /// How events arrive.
+    pub transport: Transport,
+    /// The channel's `locale` (`channels.<p>.locale`), when set.
+    pub locale: Option<&'static str>,
+}
+
+/// Something a scenario needs that not every platform has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ability {
+    /// Group chats.
+    Group,
+    /// A webhook transport besides the default one.
+    Webhook,
+    /// The platform delivers an event again (a lost acknowledgement, a replay).
+    Redelivery,
+    /// Users send pictures.
+    Image,
+    /// Messages have a length limit, so a long answer is split.
+    LengthLimit,
+}
+
+/// A platform's end-to-end harness, as the conformance scenarios drive it.
+pub trait Conformance: Sized {
+    /// The registry name (`channels.<name>`).
+    const NAME: &'static str;
+    /// The longest message the platform accepts as the harness configures it, in the
+    /// platform's unit (ignored without [`Ability::LengthLimit`]).
+    const LIMIT: (LengthUnit, usize);
+    /// Log targets besides im-bridge's crates whose lines the log scan reads too (the
+    /// platform SDK the adapter logs through).
+    const LOG_TARGETS: &'static [&'static str] = &[];
+
+    /// `Ok` when the platform can do `ability`; otherwise why not, which the scenario
+    /// prints as the reason it is skipped.
+    fn can(ability: Ability) -> Result<(), &'static str>;
+
+    /// Starts the fake, the simulator and the daemon as `setup` says, and returns once the
+    /// channel is ready for events (connected, polling, or its webhook served).
+    fn start(setup: Setup) -> impl Future<Output = Self>;
+
+    /// The Gateway simulator the daemon talks to.
+    fn sim(&self) -> &RunningSimulator;
+
+    /// The user says `text` in `place`.
+    fn say(&self, place: Place, text: &str) -> impl Future<Output = ()>;
+
+    /// The user says `text` in the private chat and the platform delivers that event a
+    /// second time; returns once the second delivery reached the channel.
+    fn say_redelivered(&self, text: &str) -> impl Future<Output = ()>;
+
+    /// The user sends the picture `bytes` (a JPEG) in the private chat, with no text.
+    fn send_image(&self, bytes: Vec<u8>) -> impl Future<Output = ()>;
+
+    /// The bot's messages in `place` as the user sees them now (after edits), oldest first,
+    /// as plain text; files and pictures left out.
+    fn shown(&self, place: Place) -> Vec<String>;
+
+    /// The calls of the channel the fake refused (status or platform error code), one
+    /// line each: a channel within the platform's rules has none.
+    fn refused(&self) -> Vec<String>;
+
+    /// Waits until `done` holds, checking again whenever the fake records something; fails
+    /// the test, naming `what`, at the deadline.
+    fn wait_until(&self, what: &str, done: impl Fn(&Self) -> bool) -> impl Future<Output = ()>;
+
+    /// The secrets of this run: configured credentials and the tokens the fake issued.
+    fn secrets(&self) -> Vec<String>;
+
+    /// Stops the daemon as a signal would and checks that it stopped cleanly. (Dropping
+    /// the harness instead asks the daemon to stop without waiting for it.)
+    fn stop(self) -> impl Future<Output = ()>;
+}

@@ -1,0 +1,146 @@
+//! The console's conformance harness: the real daemon serving a `ConsoleChannel` whose
+//! terminal is a pair of in-memory pipes, one the test types lines into and one it reads the
+//! printed replies from, and the Gateway simulator.
+//!
+//! The console has one private chat with the person at the terminal, no groups, no
+//! pictures, no redelivery (a line is read once) and no length limit, so it plays the
+//! answer, `/goal from-chat`, localization and log scenarios.
+
+#![cfg(feature = "console")]
+
+use std::sync::{Arc, Mutex};
+
+use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
+use im_bridge_channel::{LengthUnit, WebhookHost};
+use im_bridge_console::ConsoleChannel;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::Notify;
+
+use super::harness::{Ability, Conformance, Place, Setup};
+use crate::support::{DEADLINE, Options, PlatformDaemon};
+
+/// Bytes a pipe buffers before its writer waits: more than any test types or reads at once.
+const PIPE_BYTES: usize = 1 << 16;
+
+/// The daemon with a console on in-memory pipes, and the simulator.
+pub struct Console {
+    sim: RunningSimulator,
+    keyboard: tokio::sync::Mutex<DuplexStream>,
+    screen: Arc<Screen>,
+    daemon: PlatformDaemon,
+}
+
+/// What the console printed, and a signal for each new piece of it.
+#[derive(Default)]
+struct Screen {
+    text: Mutex<String>,
+    changed: Notify,
+}
+
+impl Conformance for Console {
+    const NAME: &'static str = im_bridge_console::NAME;
+    const LIMIT: (LengthUnit, usize) = (LengthUnit::Chars, usize::MAX);
+
+    fn can(ability: Ability) -> Result<(), &'static str> {
+        match ability {
+            Ability::Group => Err("a terminal has one chat, with the person at it"),
+            Ability::Webhook => Err("the console reads its terminal, nothing is posted to it"),
+            Ability::Redelivery => Err("a terminal line is read once; nothing delivers it again"),
+            Ability::Image => Err("a terminal sends no pictures"),
+            Ability::LengthLimit => Err("a terminal shows a reply of any length in one piece"),
+        }
+    }
+
+    async fn start(setup: Setup) -> Self {
+        let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
+        let (keyboard, input) = tokio::io::duplex(PIPE_BYTES);
+        let (output, mut display) = tokio::io::duplex(PIPE_BYTES);
+        let channel =
+            ConsoleChannel::with_io(BufReader::new(input), output, false, "console-user", None)
+                .with_commands(im_bridge::manager::commands::vocabulary());
+        let screen = Arc::new(Screen::default());
+        let shown = screen.clone();
+        // Ends when the channel drops its end of the pipe.
+        tokio::spawn(async move {
+            let mut buf = vec![0; 4096];
+            while let Ok(n @ 1..) = display.read(&mut buf).await {
+                shown
+                    .text
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+                shown.changed.notify_waiters();
+            }
+        });
+        let mut options = Options::default();
+        if let Some(tag) = setup.locale {
+            options
+                .manager
+                .channel_locales
+                .insert(Self::NAME.to_owned(), tag.to_owned());
+        }
+        let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, WebhookHost::new());
+        Self {
+            sim,
+            keyboard: tokio::sync::Mutex::new(keyboard),
+            screen,
+            daemon,
+        }
+    }
+
+    fn sim(&self) -> &RunningSimulator {
+        &self.sim
+    }
+
+    async fn say(&self, _: Place, text: &str) {
+        let mut keyboard = self.keyboard.lock().await;
+        keyboard
+            .write_all(format!("{text}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+
+    async fn say_redelivered(&self, _: &str) {
+        unreachable!("{:?}", Self::can(Ability::Redelivery))
+    }
+
+    async fn send_image(&self, _: Vec<u8>) {
+        unreachable!("{:?}", Self::can(Ability::Image))
+    }
+
+    fn shown(&self, _: Place) -> Vec<String> {
+        let text = self.screen.text.lock().unwrap();
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn refused(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    async fn wait_until(&self, what: &str, done: impl Fn(&Self) -> bool) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let changed = self.screen.changed.notified();
+            if done(self) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                panic!(
+                    "timed out waiting for {what}; shown: {:#?}",
+                    self.shown(Place::Private)
+                );
+            }
+        }
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    async fn stop(self) {
+        self.daemon.stop().await;
+    }
+}
