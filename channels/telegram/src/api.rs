@@ -178,13 +178,9 @@ async fn answer<R: DeserializeOwned>(
     method: &'static str,
     request: reqwest::RequestBuilder,
 ) -> Result<R, TelegramError> {
-    let response = request
-        .send()
-        .await
-        .map_err(|e| HttpError::transport(method, e))?;
-    let status = response.status();
-    let body = http::read_answer(method, response, MAX_RESPONSE_BYTES as u64).await?;
-    let Ok(envelope) = serde_json::from_slice::<ApiResponse<Value>>(&body) else {
+    let answer = http::call(method, request, MAX_RESPONSE_BYTES as u64).await?;
+    let status = answer.status;
+    let Ok(envelope) = serde_json::from_slice::<ApiResponse<Value>>(&answer.body) else {
         return Err(TelegramError::Api {
             method,
             code: i64::from(status.as_u16()),

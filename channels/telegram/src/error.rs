@@ -136,17 +136,16 @@ impl TelegramError {
 }
 
 impl From<TelegramError> for ChannelError {
+    /// The wire's failures as the core maps them; a refused edit or markup as the delivery
+    /// engine reads them; a server error as transient; any other refusal as final.
     fn from(error: TelegramError) -> Self {
+        let reason = error.to_string();
         match error {
             TelegramError::Http(error) => error.into(),
-            TelegramError::NotEditable { .. } => ChannelError::NotEditable,
-            TelegramError::BadMarkup { .. } => ChannelError::BadMarkup,
-            TelegramError::Api { code, .. } if code >= 500 => {
-                ChannelError::Transport(error.to_string())
-            }
-            other => ChannelError::Rejected {
-                reason: other.to_string(),
-            },
+            TelegramError::NotEditable { .. } => Self::NotEditable,
+            TelegramError::BadMarkup { .. } => Self::BadMarkup,
+            TelegramError::Api { code: 500.., .. } => Self::Transport(reason),
+            _ => Self::Rejected { reason },
         }
     }
 }
