@@ -2,13 +2,13 @@
 //! file path it names, refusing anything over [`MAX_DOWNLOAD_BYTES`] or the caller's own
 //! bound.
 //!
-//! [`normalize`](crate::inbound::normalize) attaches photos and documents as `file_id`
-//! handles, so nothing is downloaded for a message the daemon never runs; the daemon
-//! fetches the bytes through [`Channel::fetch_file`](im_bridge_channel::Channel::fetch_file)
-//! when it builds the agent's input. The size is checked three times, each before the next
-//! step costs anything: the size the update declared (before `getFile`), the size
-//! `getFile` declares (before the download), and the bytes that arrive (`Content-Length`,
-//! then the running count, in [`http::download`]).
+//! `inbound::normalize` attaches photos and documents as `file_id` handles, so nothing is
+//! downloaded for a message the daemon never runs; the daemon fetches the bytes through
+//! [`Channel::fetch_file`](im_bridge_channel::Channel::fetch_file) when it builds the
+//! agent's input. The size is checked three times, each before the next step costs
+//! anything: the size the update declared (before `getFile`), the size `getFile` declares
+//! (before the download), and the bytes that arrive (`Content-Length`, then the running
+//! count, in [`http::download`]).
 //!
 //! The download URL carries the bot token in its path, so it is built here and goes
 //! nowhere else: only a plain relative file path is accepted, the request is made with the
