@@ -9,7 +9,7 @@
 //!   is a [`HttpError::Decode`], never buffered); [`download`] reads a file under its
 //!   caller's bound ([`HttpError::TooLarge`]), from a plain `http(s)` URL ([`file_url`]) on
 //!   a listed host only ([`HttpError::HostNotAllowed`], before any request). [`call`]
-//!   (child `call`) sends an API request and reads its bounded [`Answer`], the status and
+//!   (child `answer`) sends an API request and reads its bounded [`Answer`], the status and
 //!   headers kept for the adapter's envelope.
 //! - **One failure type.** [`HttpError`] is what can go wrong on the wire whatever the
 //!   platform; each adapter's error wraps it (`#[error(transparent)] Http(HttpError)`) next
@@ -28,9 +28,9 @@ use crate::body::{BoundedRead, read_bounded};
 use crate::error::ChannelError;
 use crate::file_hosts::FileHosts;
 
-mod call;
+mod answer;
 
-pub use call::{Answer, call};
+pub use answer::{Answer, call};
 
 /// Longest connection set-up (DNS, TCP, TLS) of any call.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
