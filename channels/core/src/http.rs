@@ -8,7 +8,9 @@
 //! - **Bounded reads.** [`read_answer`] reads an API answer under a bound (an answer over it
 //!   is a [`HttpError::Decode`], never buffered); [`download`] reads a file under its
 //!   caller's bound ([`HttpError::TooLarge`]), from a plain `http(s)` URL ([`file_url`]) on
-//!   a listed host only ([`HttpError::HostNotAllowed`], before any request).
+//!   a listed host only ([`HttpError::HostNotAllowed`], before any request). [`call`]
+//!   (child `answer`) sends an API request and reads its bounded [`Answer`], the status and
+//!   headers kept for the adapter's envelope.
 //! - **One failure type.** [`HttpError`] is what can go wrong on the wire whatever the
 //!   platform; each adapter's error wraps it (`#[error(transparent)] Http(HttpError)`) next
 //!   to its platform's own refusals, and maps onto [`ChannelError`] through it. No variant
@@ -25,6 +27,10 @@ use url::Url;
 use crate::body::{BoundedRead, read_bounded};
 use crate::error::ChannelError;
 use crate::file_hosts::FileHosts;
+
+mod answer;
+
+pub use answer::{Answer, call};
 
 /// Longest connection set-up (DNS, TCP, TLS) of any call.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
