@@ -282,26 +282,22 @@ async fn issue_28_a_script_is_read_one_line_at_a_time() {
         early.is_err(),
         "the second line came before the first was answered"
     );
-    let (chat, meta) = (ChatId::new(CHAT_ID), serde_json::Map::new());
-    let done = |source: &MessageId| {
+    // What the daemon calls once every reply to `source` was delivered.
+    let done = |source: &InboundMessage| {
         let console = console.clone();
-        let (chat, meta, source) = (chat.clone(), meta.clone(), source.clone());
+        let last_reply = source.reply("", true);
         async move {
-            let to = SendTarget {
-                chat_id: &chat,
-                chat_kind: ChatKind::Private,
-                reply_to: Some(&source),
-                metadata: &meta,
-                source_at: None,
-            };
-            console.turn_ended(to).await.unwrap();
+            console
+                .turn_ended(SendTarget::from(&last_reply))
+                .await
+                .unwrap();
         }
     };
-    done(first.thread_ts.as_ref().unwrap()).await;
+    done(&first).await;
     let second = next(&mut queue).await;
     assert_eq!(second.text, "two");
     assert!(!running.is_finished());
-    done(second.thread_ts.as_ref().unwrap()).await;
+    done(&second).await;
     assert_eq!(exit_of(running).await, ChannelExit::InputEnded);
 }
 

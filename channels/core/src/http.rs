@@ -8,7 +8,9 @@
 //! - **Bounded reads.** [`read_answer`] reads an API answer under a bound (an answer over it
 //!   is a [`HttpError::Decode`], never buffered); [`download`] reads a file under its
 //!   caller's bound ([`HttpError::TooLarge`]), from a plain `http(s)` URL ([`file_url`]) on
-//!   a listed host only ([`HttpError::HostNotAllowed`], before any request).
+//!   a listed host only ([`HttpError::HostNotAllowed`], before any request). [`call`]
+//!   (child `answer`) sends an API request and reads its bounded [`Answer`], the status and
+//!   headers kept for the adapter's envelope.
 //! - **One failure type.** [`HttpError`] is what can go wrong on the wire whatever the
 //!   platform; each adapter's error wraps it (`#[error(transparent)] Http(HttpError)`) next
 //!   to its platform's own refusals, and maps onto [`ChannelError`] through it. No variant
@@ -25,6 +27,10 @@ use url::Url;
 use crate::body::{BoundedRead, read_bounded};
 use crate::error::ChannelError;
 use crate::file_hosts::FileHosts;
+
+mod answer;
+
+pub use answer::{Answer, call};
 
 /// Longest connection set-up (DNS, TCP, TLS) of any call.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -270,39 +276,6 @@ pub async fn download(
             || HttpError::TooLarge { limit: max },
             |e| HttpError::transport(op, e),
         )
-    })
-}
-
-/// An API call's answer, read under its bound: what every adapter sorts a refusal by.
-#[derive(Debug)]
-pub struct Answer {
-    /// The HTTP status.
-    pub status: reqwest::StatusCode,
-    /// The headers (a rate limit's `Retry-After`, …).
-    pub headers: reqwest::header::HeaderMap,
-    /// The body, or why it could not be read ([`read_answer`]'s errors): a refusal's body
-    /// is often worth reading, and often not readable.
-    pub body: Result<Vec<u8>, HttpError>,
-}
-
-/// Sends `request` (an API call) and reads its answer under `max` bytes, whatever its
-/// status. A request that could not be sent is [`HttpError::transport`] (without its URL).
-pub async fn exchange(
-    op: &'static str,
-    request: reqwest::RequestBuilder,
-    max: u64,
-) -> Result<Answer, HttpError> {
-    let response = request
-        .send()
-        .await
-        .map_err(|e| HttpError::transport(op, e))?;
-    let status = response.status();
-    let headers = response.headers().clone();
-    let body = read_answer(op, response, max).await;
-    Ok(Answer {
-        status,
-        headers,
-        body,
     })
 }
 

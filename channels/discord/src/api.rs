@@ -91,8 +91,8 @@ impl DiscordApi {
 
     /// Sends `request`, sorts a refusal, and reads a JSON answer (`null` for 204).
     async fn call(&self, op: &'static str, request: RequestBuilder) -> Result<Value, ApiError> {
-        let answer = http::exchange(op, request, MAX_ANSWER).await?;
-        read_answer(op, answer.status, &answer.headers, &answer.body?)
+        let answer = http::call(op, request, MAX_ANSWER).await?;
+        read_answer(op, answer.status, &answer.headers, &answer.body)
     }
 
     /// `GET /gateway/bot`: the gateway URL to connect to (as Discord gives it).

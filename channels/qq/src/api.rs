@@ -251,14 +251,20 @@ pub fn attachment_url(url: &str) -> Option<reqwest::Url> {
 
 /// Sends a call and reads its answer (bounded): the body of a 2xx, the sorted refusal
 /// otherwise.
+///
+/// Not the core's `http::call`: a refusal is sorted by its status even when its body
+/// cannot be read (too large, cut off), so the body's read error is kept for 2xx only.
 async fn call(op: &'static str, request: reqwest::RequestBuilder) -> Result<Vec<u8>, ApiError> {
-    let answer = http::exchange(op, request, MAX_RESPONSE_BYTES).await?;
-    let status = answer.status.as_u16();
+    let response = request
+        .send()
+        .await
+        .map_err(|e| HttpError::transport(op, e))?;
+    let status = response.status().as_u16();
+    let body = http::read_answer(op, response, MAX_RESPONSE_BYTES).await;
     if (200..300).contains(&status) {
-        return Ok(answer.body?);
+        return Ok(body?);
     }
-    let code = answer
-        .body
+    let code = body
         .ok()
         .and_then(|b| serde_json::from_slice::<Refusal>(&b).ok())
         .and_then(|r| r.code);

@@ -102,9 +102,9 @@ impl TokenSource for AppToken {
             client_secret: self.secret.expose().to_owned(),
         };
         let request = self.http.post(&self.url).timeout(TOKEN_TIMEOUT).json(&body);
-        let answer = http::exchange(OP, request, MAX_ANSWER_BYTES).await?;
+        let answer = http::call(OP, request, MAX_ANSWER_BYTES).await?;
         let status = answer.status.as_u16();
-        let body = answer.body?;
+        let body = answer.body;
         let answer = serde_json::from_slice::<TokenAnswer>(&body).ok();
         let code = answer.as_ref().and_then(|a| a.code).filter(|c| *c != 0);
         if !(200..300).contains(&status) || code.is_some() {

@@ -104,8 +104,9 @@ fn webhook_check(name: String, transport: &Transport, info: &WebhookInfo) -> Che
     }
 }
 
-/// How a call failed, for the credential check. A malformed token gets 404 from the Bot
-/// API, a wrong one 401.
+/// How a call failed, for the credential check: the wire's failures as the core sorts
+/// them, the Bot API's refusals here. A malformed token gets 404 from the Bot API, a wrong
+/// one 401.
 fn sort(error: TelegramError) -> (Failure, String) {
     let failure = match &error {
         TelegramError::Unauthorized => return (Failure::Refused, "401 Unauthorized".into()),
@@ -115,8 +116,7 @@ fn sort(error: TelegramError) -> (Failure, String) {
                 "404 Not Found (a malformed token?)".into(),
             );
         }
-        TelegramError::Transport { .. } => Failure::Unreachable,
-        TelegramError::RetryAfter(_) => Failure::Throttled,
+        TelegramError::Http(http) => Failure::from(http),
         _ => Failure::Unexpected,
     };
     (failure, doctor::reason(&error))

@@ -1,19 +1,23 @@
 //! What can go wrong talking to the Bot API, and how it maps onto [`ChannelError`].
 //!
-//! Telegram reports failures as `{"ok": false, "error_code", "description", "parameters"}`.
+//! Wire trouble (network, a bounded answer, a 429, a download over its bound, an id that
+//! is not Telegram's) is the core's [`HttpError`], wrapped as [`TelegramError::Http`]; the
+//! other variants are the Bot API's own refusals. Telegram reports failures as
+//! `{"ok": false, "error_code", "description", "parameters"}`, and
 //! [`TelegramError::from_api`] sorts them once: 429 with `parameters.retry_after` becomes
-//! [`TelegramError::RetryAfter`] (read by the delivery engine through
+//! [`HttpError::RetryAfter`] (read by the delivery engine through
 //! `ChannelError::RetryAfter`); "message is not modified" is [`TelegramError::NotModified`],
 //! which the edit primitive treats as success; "message to edit not found" and "message
 //! can't be edited" are [`TelegramError::NotEditable`].
 //!
 //! No variant ever holds the bot token: the request URL (`/bot<token>/…` or a download's
 //! `/file/bot<token>/…`) is stripped from every `reqwest::Error` before it is stored
-//! (`without_url`), and Telegram's descriptions name the problem, never the token or
-//! message text.
+//! ([`HttpError::transport`]), and Telegram's descriptions name the problem, never the
+//! token or message text.
 
 use std::time::Duration;
 
+use im_bridge_channel::http::HttpError;
 use im_bridge_channel::{ChannelError, WebhookError};
 
 use crate::model::ResponseParameters;
@@ -27,9 +31,9 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 /// A failed Bot API call or transport step.
 #[derive(Debug, thiserror::Error)]
 pub enum TelegramError {
-    /// 429: Telegram asked us to slow down.
-    #[error("Telegram asked to retry after {0:?}")]
-    RetryAfter(Duration),
+    /// What can go wrong on the wire whatever the platform (a 429 included).
+    #[error(transparent)]
+    Http(#[from] HttpError),
     /// An edit that would not change the message (harmless).
     #[error("the message is not modified")]
     NotModified,
@@ -66,23 +70,6 @@ pub enum TelegramError {
         /// Telegram's description.
         description: String,
     },
-    /// Network trouble. The URL (which carries the token) has been removed.
-    #[error("calling {method} failed: {source}")]
-    Transport {
-        /// The Bot API method.
-        method: &'static str,
-        /// The cause, without its URL.
-        #[source]
-        source: reqwest::Error,
-    },
-    /// The answer was not the JSON we expected.
-    #[error("unexpected answer to {method}: {detail}")]
-    Decode {
-        /// The Bot API method.
-        method: &'static str,
-        /// What did not parse (serde's message; never the body).
-        detail: String,
-    },
     /// A file to upload could not be read or is too large.
     #[error("cannot upload {filename}: {reason}")]
     Upload {
@@ -91,31 +78,13 @@ pub enum TelegramError {
         /// Why.
         reason: String,
     },
-    /// An inbound file over the download bound, by its declared size or by the bytes
-    /// that arrived. Only the bound is named: never the file's name or its URL.
-    #[error("the file is larger than {limit} bytes")]
-    FileTooLarge {
-        /// The bound it exceeds.
-        limit: u64,
-    },
     /// `getFile` gave no usable download path (Telegram omits it for files it will not
     /// serve).
     #[error("Telegram gave no usable download path for the file")]
     NoFilePath,
-    /// A chat or message id is not a Telegram integer id.
-    #[error("{what} {value:?} is not a Telegram id")]
-    BadId {
-        /// `chat id` or `message id`.
-        what: &'static str,
-        /// The offending id (ids are not secret).
-        value: String,
-    },
     /// The webhook route could not be registered on the shared host (the path is taken).
     #[error("registering the webhook route failed: {0}")]
     Route(#[from] WebhookError),
-    /// The HTTP client could not be built.
-    #[error("building the HTTP client failed: {0}")]
-    Client(#[source] reqwest::Error),
 }
 
 impl TelegramError {
@@ -128,13 +97,14 @@ impl TelegramError {
     ) -> Self {
         let lower = description.to_ascii_lowercase();
         match code {
-            429 => Self::RetryAfter(
+            429 => HttpError::RetryAfter(
                 parameters
                     .and_then(|p| p.retry_after)
                     .map_or(DEFAULT_RETRY_AFTER, |s| {
                         Duration::from_secs(s).min(MAX_RETRY_AFTER)
                     }),
-            ),
+            )
+            .into(),
             401 => Self::Unauthorized,
             409 => Self::Conflict {
                 method,
@@ -156,42 +126,26 @@ impl TelegramError {
         }
     }
 
-    /// A transport error, with the token-bearing URL removed.
-    pub fn transport(method: &'static str, error: reqwest::Error) -> Self {
-        Self::Transport {
-            method,
-            source: error.without_url(),
-        }
-    }
-
-    /// Whether retrying the same call later may succeed (network trouble, 5xx, 429, a
-    /// conflict that another instance may give up).
-    pub fn is_transient(&self) -> bool {
+    /// How long Telegram asked to wait, when this is a 429.
+    pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Self::RetryAfter(_) | Self::Transport { .. } | Self::Conflict { .. } => true,
-            Self::Api { code, .. } => *code >= 500,
-            Self::Decode { .. } => true,
-            _ => false,
+            Self::Http(HttpError::RetryAfter(wait)) => Some(*wait),
+            _ => None,
         }
     }
 }
 
 impl From<TelegramError> for ChannelError {
+    /// The wire's failures as the core maps them; a refused edit or markup as the delivery
+    /// engine reads them; a server error as transient; any other refusal as final.
     fn from(error: TelegramError) -> Self {
+        let reason = error.to_string();
         match error {
-            TelegramError::RetryAfter(wait) => ChannelError::RetryAfter(wait),
-            TelegramError::NotEditable { .. } => ChannelError::NotEditable,
-            TelegramError::BadMarkup { .. } => ChannelError::BadMarkup,
-            TelegramError::Transport { .. } | TelegramError::Decode { .. } => {
-                ChannelError::Transport(error.to_string())
-            }
-            TelegramError::Api { code, .. } if code >= 500 => {
-                ChannelError::Transport(error.to_string())
-            }
-            TelegramError::FileTooLarge { limit } => ChannelError::TooLarge { limit },
-            other => ChannelError::Rejected {
-                reason: other.to_string(),
-            },
+            TelegramError::Http(error) => error.into(),
+            TelegramError::NotEditable { .. } => Self::NotEditable,
+            TelegramError::BadMarkup { .. } => Self::BadMarkup,
+            TelegramError::Api { code: 500.., .. } => Self::Transport(reason),
+            _ => Self::Rejected { reason },
         }
     }
 }
@@ -216,7 +170,7 @@ mod tests {
             matches!(ChannelError::from(e), ChannelError::RetryAfter(d) if d == Duration::from_secs(7))
         );
         let e = TelegramError::from_api("editMessageText", 429, "Too Many Requests".into(), None);
-        assert!(matches!(e, TelegramError::RetryAfter(d) if d == DEFAULT_RETRY_AFTER));
+        assert_eq!(e.retry_after(), Some(DEFAULT_RETRY_AFTER));
         // An absurd retry_after is capped, not trusted.
         let absurd = ResponseParameters {
             retry_after: Some(u64::MAX),
@@ -228,7 +182,7 @@ mod tests {
             "Too Many Requests".into(),
             Some(&absurd),
         );
-        assert!(matches!(e, TelegramError::RetryAfter(d) if d == MAX_RETRY_AFTER));
+        assert_eq!(e.retry_after(), Some(MAX_RETRY_AFTER));
         let e = TelegramError::from_api(
             "editMessageText",
             400,
@@ -244,7 +198,11 @@ mod tests {
             assert!(matches!(ChannelError::from(e), ChannelError::NotEditable));
         }
         let e = TelegramError::from_api("getMe", 401, "Unauthorized".into(), None);
-        assert!(matches!(e, TelegramError::Unauthorized) && !e.is_transient());
+        assert!(matches!(e, TelegramError::Unauthorized));
+        assert!(matches!(
+            ChannelError::from(e),
+            ChannelError::Rejected { .. }
+        ));
         let e = TelegramError::from_api(
             "sendMessage",
             400,
@@ -256,7 +214,6 @@ mod tests {
             ChannelError::Rejected { .. }
         ));
         let e = TelegramError::from_api("sendMessage", 502, "Bad Gateway".into(), None);
-        assert!(e.is_transient());
         assert!(matches!(ChannelError::from(e), ChannelError::Transport(_)));
     }
 }

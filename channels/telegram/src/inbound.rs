@@ -1,36 +1,27 @@
-//! From a Telegram `Update` to an [`InboundMessage`] (spec platforms §3.2), and the two
-//! transports that receive updates.
+//! From a Telegram `Update` to an [`InboundMessage`] (spec platforms §3.2): pure
+//! normalization, no I/O.
 //!
-//! [`normalize`] is pure: it decides everything about one update (who, where, which
-//! topic, which text, command or chat, attachments) without I/O, so every rule is unit
-//! tested below. Its children do the I/O:
-//! - `polling` — `deleteWebhook`, then `getUpdates` long polls with offset
-//!   acknowledgement, backpressure and jittered reconnects;
-//! - `webhook` — a route on the daemon's shared webhook host Telegram posts updates to,
-//!   guarded by the secret token;
-//! - `media` — a message's attachments as `file_id` handles (pure);
-//! - `files` — an attachment's bytes, when the daemon asks for them: `getFile`, then the
-//!   download, bounded;
-//! - `retry` — the one backoff and retry loop every Bot API call of the transports uses.
+//! [`normalize`] decides everything about one update (who, where, which topic, which
+//! text, command or chat, attachments), so every rule is unit tested below and fuzzed
+//! (`fuzz/fuzz_targets/telegram_update.rs`). How updates arrive (polling, the webhook) is
+//! `transport`; the bytes of an attachment are fetched on demand by `api`.
+//!
+//! Child: `media` — a message's attachments as `file_id` handles (pure).
 
-pub(crate) mod files;
 mod media;
-pub(crate) mod polling;
-pub(crate) mod retry;
-pub(crate) mod webhook;
 
 use im_bridge_channel::{
-    AllowedUsers, ChatKind, CommandVocabulary, InboundMessage, MessageId, RedeliveryKey, Stage,
+    AllowedUsers, ChatKind, CommandVocabulary, InboundMessage, MessageId, RedeliveryKey,
 };
 use serde_json::Value;
 
 use self::media::attachments;
+use crate::NAME;
 use crate::model::{ChatType, Update};
-use crate::{NAME, Shared};
 
 /// The metadata key holding a forum-topic message's `message_thread_id`, so replies are
 /// posted in the same topic.
-pub const FORUM_TOPIC_KEY: &str = "message_thread_id";
+pub(crate) const FORUM_TOPIC_KEY: &str = "message_thread_id";
 
 /// Longest file name kept from a sender, in bytes.
 const MAX_FILENAME_BYTES: usize = 128;
@@ -171,39 +162,9 @@ pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
     Normalized::Message(Box::new(msg))
 }
 
-/// The one update path of both transports: a decoded (or undecodable) update becomes a
-/// message to admit, or is skipped with a debug line. An undecodable update counts as a
-/// `processing` error and is skipped too: redelivering it cannot help. Logs carry the
-/// update id and serde's error class, never the update's text.
-pub(crate) fn accept(
-    shared: &Shared,
-    update_id: i64,
-    update: Result<Update, serde_json::Error>,
-) -> Option<Box<InboundMessage>> {
-    let update = match update {
-        Ok(update) => update,
-        Err(error) => {
-            shared.telemetry.error(Stage::Processing);
-            tracing::warn!(update_id, error = ?error.classify(), "Skipped a Telegram update that could not be read.");
-            return None;
-        }
-    };
-    match shared.normalize(&update) {
-        Normalized::Message(msg) => Some(msg),
-        Normalized::Skipped(reason) => {
-            tracing::debug!(
-                update_id,
-                reason = reason.as_str(),
-                "Skipped a Telegram update."
-            );
-            None
-        }
-    }
-}
-
 /// Rewrites a leading `/cmd@ThisBot` to `/cmd` (case-insensitive username match); any
 /// other text, including `/cmd@OtherBot`, is returned unchanged.
-pub fn rewrite_command(text: &str, bot_username: Option<&str>) -> String {
+fn rewrite_command(text: &str, bot_username: Option<&str>) -> String {
     let (Some(bot), true) = (bot_username, text.starts_with('/')) else {
         return text.to_owned();
     };

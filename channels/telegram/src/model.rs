@@ -7,6 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The MIME type of bytes of no known type (a file part's, a document's default).
+pub const OCTET_STREAM: &str = "application/octet-stream";
+
 /// The envelope of every Bot API answer: `{"ok": true, "result": …}` or
 /// `{"ok": false, "error_code": …, "description": …, "parameters": …}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -428,18 +431,10 @@ pub struct SetMyCommands {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use serde::de::DeserializeOwned;
+    use im_bridge_channel::fixtures::round_trip;
     use serde_json::Value;
 
-    /// Reads a fixture into `T` and writes it back: nothing may be lost or invented.
-    fn round_trip<T: Serialize + DeserializeOwned + std::fmt::Debug>(fixture: &str) -> T {
-        let original: Value = serde_json::from_str(fixture).unwrap();
-        let typed: T = serde_json::from_value(original.clone()).unwrap();
-        let back = serde_json::to_value(&typed).unwrap();
-        assert_eq!(back, original, "{typed:#?}");
-        typed
-    }
+    use super::*;
 
     macro_rules! fixture {
         ($name:literal) => {
@@ -503,6 +498,8 @@ mod tests {
         let send: SendMessage = round_trip(fixture!("request_send_message.json"));
         assert!(send.reply_parameters.unwrap().allow_sending_without_reply);
         let _: EditMessageText = round_trip(fixture!("request_edit_message_text.json"));
+        let typing: SendChatAction = round_trip(fixture!("request_send_chat_action.json"));
+        assert_eq!(typing.message_thread_id, Some(1187));
         let poll: GetUpdates = round_trip(fixture!("request_get_updates.json"));
         assert_eq!(poll.allowed_updates, ["message"]);
         let menu: SetMyCommands = round_trip(fixture!("request_set_my_commands.json"));

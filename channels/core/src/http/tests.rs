@@ -190,26 +190,38 @@ fn file_urls_are_plain_http() {
 }
 
 #[tokio::test]
-async fn an_exchange_reads_every_status_and_keeps_the_body_bounded() {
-    let base = serve().await;
-    let http = client().unwrap();
-    let small = exchange("small", http.get(format!("{base}/small")), 5)
+async fn a_call_keeps_the_status_headers_and_bounded_answer() {
+    let (base, http) = (serve().await, client().unwrap());
+    let answer = call("small", http.get(format!("{base}/small")), 5)
         .await
         .unwrap();
-    assert_eq!(small.status, StatusCode::OK);
-    assert_eq!(small.body.unwrap(), b"hello");
-    let gone = exchange("gone", http.get(format!("{base}/gone")), 5)
-        .await
-        .unwrap();
-    assert_eq!(gone.status, StatusCode::NOT_FOUND);
-    assert!(gone.body.unwrap().is_empty());
-    let big = exchange("big", http.get(format!("{base}/big")), 1000)
-        .await
-        .unwrap();
-    assert!(matches!(big.body, Err(HttpError::Decode { op: "big", .. })));
-    let hop = exchange("hop", http.get(format!("{base}/hop")), 5)
-        .await
-        .unwrap();
-    assert_eq!(hop.status, StatusCode::TEMPORARY_REDIRECT);
-    assert!(hop.headers.contains_key(header::LOCATION));
+    assert_eq!(answer.status, reqwest::StatusCode::OK);
+    assert_eq!(answer.headers[header::CONTENT_LENGTH], "5");
+    assert_eq!(answer.body, b"hello");
+    let gone = call("gone", http.get(format!("{base}/gone")), 5).await;
+    assert_eq!(gone.unwrap().status, reqwest::StatusCode::NOT_FOUND);
+    let big = call("big", http.get(format!("{base}/big")), 1000).await;
+    assert!(
+        matches!(&big, Err(HttpError::Decode { op: "big", .. })),
+        "{big:?}"
+    );
+    // A request that cannot leave names its operation, not its URL (which may carry a
+    // token).
+    let request = http.post("http://127.0.0.1:1/bot123:SECRET/getMe");
+    let error = call("getMe", request, 100).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            HttpError::Transport {
+                op: "getMe",
+                sent: false,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        !format!("{error} {error:?}").contains("SECRET"),
+        "{error:?}"
+    );
 }

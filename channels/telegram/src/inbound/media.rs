@@ -1,13 +1,12 @@
 //! A message's attachments as [`InboundFile`]s: one [`Media`] descriptor per Telegram
 //! file kind (photo, document, voice note, audio, video, round video), each turned into a
 //! `file_id` handle with a safe name. No I/O: the bytes are fetched later, on demand
-//! (`files.rs`).
+//! (`api/files.rs`).
 
 use im_bridge_channel::{FileKind, FileSource, InboundFile, safe_file_name};
 
 use super::MAX_FILENAME_BYTES;
-use crate::api::OCTET_STREAM;
-use crate::model::{FileRef, Message, PhotoSize};
+use crate::model::{FileRef, Message, OCTET_STREAM, PhotoSize};
 
 /// A message's attachments as `file_id` handles: the largest photo, a document, a voice
 /// note, an audio file, a video, a round video. Names are the sender's (made safe) or

@@ -13,13 +13,13 @@ use std::time::Duration;
 use im_bridge_channel::{ChannelError, Stage};
 use tokio_util::sync::CancellationToken;
 
-use crate::Shared;
+use super::Intake;
 use crate::error::TelegramError;
 
 /// Calls `call` until it succeeds. `Ok(None)` = shutdown came first; `Err` = Telegram
 /// refused the bot token. `method` names the call in logs.
 pub(crate) async fn until_ok<T, F, Fut>(
-    shared: &Shared,
+    intake: &Intake,
     shutdown: &CancellationToken,
     method: &'static str,
     mut call: F,
@@ -38,16 +38,13 @@ where
             Ok(value) => return Ok(Some(value)),
             Err(error) => error,
         };
-        shared.telemetry.set_connected(false);
-        shared.telemetry.error(Stage::Receiving);
+        intake.telemetry.set_connected(false);
+        intake.telemetry.error(Stage::Receiving);
         if matches!(error, TelegramError::Unauthorized) {
             tracing::error!(%error, method, "Telegram refused the bot token; the channel stops.");
             return Err(error.into());
         }
-        let wait = match &error {
-            TelegramError::RetryAfter(wait) => *wait,
-            _ => backoff.next_delay(),
-        };
+        let wait = error.retry_after().unwrap_or_else(|| backoff.next_delay());
         let retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
         if matches!(error, TelegramError::Conflict { .. }) {
             tracing::warn!(%error, method, retry_in_ms, "Another poller or a webhook is active for this bot; retrying.");

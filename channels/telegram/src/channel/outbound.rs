@@ -14,6 +14,7 @@
 //!   Telegram refuses the picture), anything up to 50 MB through `sendDocument`; larger
 //!   files are refused before any byte is read.
 
+use im_bridge_channel::http::HttpError;
 use im_bridge_channel::{
     ChannelError, ChannelResult, MessageId, OutboundFile, SendTarget, SentMessage,
 };
@@ -32,22 +33,14 @@ pub const MAX_DOCUMENT_BYTES: u64 = 50 * 1024 * 1024;
 /// the agent's Markdown for [`TelegramHtml`](crate::TelegramHtml) and escapes everything else.
 const PARSE_MODE: &str = "HTML";
 
-fn chat_id(target: &SendTarget<'_>) -> Result<i64, TelegramError> {
-    target
-        .chat_id
-        .as_str()
-        .parse()
-        .map_err(|_| TelegramError::BadId {
-            what: "chat id",
-            value: target.chat_id.to_string(),
-        })
+fn chat_id(target: &SendTarget<'_>) -> Result<i64, HttpError> {
+    let id = target.chat_id.as_str();
+    id.parse().map_err(|_| HttpError::bad_id("chat id", id))
 }
 
-fn message_id(id: &MessageId) -> Result<i64, TelegramError> {
-    id.as_str().parse().map_err(|_| TelegramError::BadId {
-        what: "message id",
-        value: id.to_string(),
-    })
+fn message_id(id: &MessageId) -> Result<i64, HttpError> {
+    let id = id.as_str();
+    id.parse().map_err(|_| HttpError::bad_id("message id", id))
 }
 
 /// The source message to answer; an id that is not Telegram's is ignored (the reply is
@@ -62,7 +55,7 @@ fn reply_to(target: &SendTarget<'_>) -> Option<ReplyParameters> {
 
 /// The forum topic a reply goes into: the source message's, which the adapter left in the
 /// metadata.
-pub(crate) fn forum_topic(target: &SendTarget<'_>) -> Option<i64> {
+fn forum_topic(target: &SendTarget<'_>) -> Option<i64> {
     target.metadata.get(FORUM_TOPIC_KEY)?.as_i64()
 }
 
@@ -200,7 +193,7 @@ mod tests {
             chat_id: &bad,
             ..target
         };
-        assert!(matches!(chat_id(&target), Err(TelegramError::BadId { .. })));
+        assert!(matches!(chat_id(&target), Err(HttpError::BadId { .. })));
         assert!(message_id(&MessageId::new("x")).is_err());
     }
 }

@@ -33,9 +33,8 @@ use im_bridge_channel::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::accept;
+use super::Intake;
 use super::retry::until_ok;
-use crate::Shared;
 use crate::config::WebhookSettings;
 use crate::model::Update;
 
@@ -44,14 +43,14 @@ pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
 
 /// The route's handler while the transport runs.
 struct Hook {
-    shared: Arc<Shared>,
+    intake: Arc<Intake>,
     sink: InboundSink,
 }
 
 #[async_trait]
 impl WebhookHandler for Hook {
     fn authorize(&self, headers: &HeaderMap) -> bool {
-        let secret = match &self.shared.webhook_secret {
+        let secret = match &self.intake.webhook_secret {
             Some(secret) => secret.expose().as_bytes(),
             None => return false,
         };
@@ -61,10 +60,10 @@ impl WebhookHandler for Hook {
     }
 
     async fn handle(&self, request: WebhookRequest) -> WebhookResponse {
-        self.shared.telemetry.received(1);
+        self.intake.telemetry.received(1);
         let update = serde_json::from_slice::<Update>(&request.body);
         let update_id = update.as_ref().map_or(0, |u| u.update_id);
-        let Some(msg) = accept(&self.shared, update_id, update) else {
+        let Some(msg) = self.intake.accept(update_id, update) else {
             return WebhookResponse::status(StatusCode::OK);
         };
         let status = match self.sink.offer(*msg) {
@@ -84,25 +83,25 @@ impl WebhookHandler for Hook {
 
 /// Serves the route until `shutdown`: installs the handler, then registers the webhook.
 pub(crate) async fn run(
-    shared: &Arc<Shared>,
+    intake: &Arc<Intake>,
     hook: &WebhookSettings,
     route: &WebhookRoute,
     sink: InboundSink,
     shutdown: &CancellationToken,
 ) -> ChannelResult<ChannelExit> {
     let _serving = route.install(Arc::new(Hook {
-        shared: shared.clone(),
+        intake: intake.clone(),
         sink,
     }));
     // The path is not logged: operators sometimes make it secret.
     tracing::info!(addr = ?route.local_addr(), "Serving the Telegram webhook.");
-    let registered = until_ok(shared, shutdown, "setWebhook", || {
-        shared.api.set_webhook(&hook.public_url, &hook.secret_token)
+    let registered = until_ok(intake, shutdown, "setWebhook", || {
+        intake.api.set_webhook(&hook.public_url, &hook.secret_token)
     });
     if registered.await?.is_none() {
         return Ok(ChannelExit::Stopped);
     }
-    shared.telemetry.set_connected(true);
+    intake.telemetry.set_connected(true);
     tracing::info!("Registered the Telegram webhook.");
     shutdown.cancelled().await;
     Ok(ChannelExit::Stopped)

@@ -22,9 +22,8 @@ use im_bridge_channel::{
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::accept;
+use super::Intake;
 use super::retry::until_ok;
-use crate::Shared;
 
 /// What became of one update.
 enum Settled {
@@ -38,20 +37,20 @@ enum Settled {
 
 /// Polls until `shutdown`, admitting messages through `sink`.
 pub(crate) async fn run(
-    shared: &Shared,
+    intake: &Intake,
     sink: &InboundSink,
     shutdown: &CancellationToken,
     timeout: Duration,
 ) -> ChannelResult<ChannelExit> {
-    let deleted = until_ok(shared, shutdown, "deleteWebhook", || {
-        shared.api.delete_webhook()
+    let deleted = until_ok(intake, shutdown, "deleteWebhook", || {
+        intake.api.delete_webhook()
     });
     if deleted.await?.is_none() {
         return Ok(ChannelExit::Stopped);
     }
     // The first long poll may take its whole timeout to answer; the API is reachable and
     // the token valid already.
-    shared.telemetry.set_connected(true);
+    intake.telemetry.set_connected(true);
     tracing::info!(
         timeout_s = timeout.as_secs(),
         "Polling Telegram for updates."
@@ -59,25 +58,25 @@ pub(crate) async fn run(
 
     let mut offset: Option<i64> = None;
     loop {
-        let polled = until_ok(shared, shutdown, "getUpdates", || {
-            shared.api.get_updates(offset, timeout)
+        let polled = until_ok(intake, shutdown, "getUpdates", || {
+            intake.api.get_updates(offset, timeout)
         });
         let Some(updates) = polled.await? else {
             return Ok(ChannelExit::Stopped);
         };
-        if !shared.telemetry.set_connected(true) {
+        if !intake.telemetry.set_connected(true) {
             tracing::info!("Reconnected to Telegram.");
         }
-        shared.telemetry.received(updates.len() as u64);
+        intake.telemetry.received(updates.len() as u64);
         for raw in updates {
             let Some(update_id) = raw.get("update_id").and_then(Value::as_i64) else {
                 // Without an id it cannot be acknowledged on its own; the next one's id
                 // acknowledges it anyway.
-                shared.telemetry.error(Stage::Processing);
+                intake.telemetry.error(Stage::Processing);
                 tracing::warn!("Skipped a Telegram update without an update_id.");
                 continue;
             };
-            let settled = match accept(shared, update_id, serde_json::from_value(raw)) {
+            let settled = match intake.accept(update_id, serde_json::from_value(raw)) {
                 Some(msg) => admit(sink, shutdown, update_id, *msg).await,
                 None => Settled::Done,
             };
@@ -91,7 +90,7 @@ pub(crate) async fn run(
                         update_id,
                         "Inbound admission is closed; leaving the remaining Telegram updates unacknowledged."
                     );
-                    shared.telemetry.set_connected(false);
+                    intake.telemetry.set_connected(false);
                     shutdown.cancelled().await;
                     return Ok(ChannelExit::Stopped);
                 }
