@@ -29,7 +29,6 @@ mod ids;
 mod inbound;
 mod menu;
 mod message;
-pub mod pace;
 pub mod reconnect;
 pub mod registry;
 pub mod render;

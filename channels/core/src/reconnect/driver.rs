@@ -13,10 +13,15 @@
 //! - a failed connect ([`Connect::Retry`]) waits as [`Cause::ConnectFailed`]; a
 //!   [`Connect::Fatal`] one ends the loop with its error.
 //!
+//! A platform that paces reconnects itself (Feishu's server-sent reconnect timers) stretches
+//! each wait, or gives up after its own count, through [`LongConnection::pace`]; the wait is
+//! never shorter than the policy's backoff.
+//!
 //! Shutdown is watched while connecting and while waiting; serving watches it itself.
 
 use std::borrow::Cow;
 use std::future::Future;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -73,6 +78,14 @@ pub trait LongConnection: Send {
         connection: Self::Connection,
         shutdown: &CancellationToken,
     ) -> impl Future<Output = Ended> + Send;
+
+    /// The wait before the next attempt, given the policy's `backoff` and how many
+    /// reconnects in a row came before this one; `Err` gives up. A wait shorter than
+    /// `backoff` is raised to it. By default, the backoff.
+    fn pace(&mut self, in_a_row: u32, backoff: Duration) -> Result<Duration, Self::Fatal> {
+        let _ = in_a_row;
+        Ok(backoff)
+    }
 }
 
 impl Reconnect {
@@ -86,10 +99,16 @@ impl Reconnect {
         // Why the last attempt or connection ended; `None` before the first.
         let mut ended: Option<(Cause, Cow<'static, str>)> = None;
         loop {
-            if let Some((cause, reason)) = ended.take()
-                && !self.wait(cause, reason, shutdown).await
-            {
-                return Ok(());
+            if let Some((cause, reason)) = ended.take() {
+                let in_a_row = self.failures();
+                let backoff = self.next_wait(cause);
+                let wait = link.pace(in_a_row, backoff)?.max(backoff);
+                self.report(cause, wait, reason);
+                tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(wait) => {}
+                }
             }
             let connected = tokio::select! {
                 biased;
@@ -117,7 +136,6 @@ impl Reconnect {
 #[cfg(test)]
 mod tests {
     use std::collections::VecDeque;
-    use std::time::Duration;
 
     use super::*;
     use crate::backoff::Backoff;
@@ -175,6 +193,41 @@ mod tests {
         })
     }
 
+    /// A platform with a reconnect floor after the first in a row, giving up after `most`.
+    struct Floored {
+        script: Script,
+        floor: Duration,
+        most: u32,
+    }
+
+    impl LongConnection for Floored {
+        type Connection = Ended;
+        type Fatal = &'static str;
+
+        async fn connect(&mut self) -> Result<Ended, Connect<&'static str>> {
+            self.script.connect().await
+        }
+
+        async fn serve(&mut self, ended: Ended, shutdown: &CancellationToken) -> Ended {
+            self.script.serve(ended, shutdown).await
+        }
+
+        fn pace(&mut self, in_a_row: u32, backoff: Duration) -> Result<Duration, &'static str> {
+            if in_a_row >= self.most {
+                return Err("gave up");
+            }
+            Ok(if in_a_row == 0 { backoff } else { self.floor })
+        }
+    }
+
+    fn floored(steps: impl IntoIterator<Item = Step>) -> Floored {
+        Floored {
+            script: Script::new(steps),
+            floor: Duration::from_secs(10),
+            most: 3,
+        }
+    }
+
     /// 1 s doubling, no jitter: waits are exact.
     fn policy() -> Reconnect {
         crate::Telemetry::new("unit").reconnect(Backoff::new(
@@ -216,5 +269,42 @@ mod tests {
         shutdown.cancel();
         assert_eq!(policy().drive(&mut script, &shutdown).await, Ok(()));
         assert_eq!(script.connects, 0, "cancelled before the first connect");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_platform_floor_stretches_the_waits_after_the_first() {
+        let mut link = floored([lost(false), lost(false), lost(true)]);
+        let started = tokio::time::Instant::now();
+        let shutdown = CancellationToken::new();
+        assert_eq!(policy().drive(&mut link, &shutdown).await, Ok(()));
+        assert_eq!(link.script.connects, 4);
+        // 1 s after the first loss, the floor (10 s) after the second in a row, then the
+        // backoff's first step (1 s) again after the connection that served.
+        assert_eq!(started.elapsed(), Duration::from_secs(1 + 10 + 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_platform_gives_up_after_its_most_in_a_row() {
+        let retry = || Step::Refuse(Connect::Retry("dns".into()));
+        let mut link = floored([retry(), retry(), retry(), retry()]);
+        let shutdown = CancellationToken::new();
+        assert_eq!(policy().drive(&mut link, &shutdown).await, Err("gave up"));
+        assert_eq!(
+            link.script.connects, 4,
+            "the first attempt and three reconnects"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_ends_a_paced_wait() {
+        let mut link = floored([lost(false), lost(false)]);
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            stop.cancel();
+        });
+        assert_eq!(policy().drive(&mut link, &shutdown).await, Ok(()));
+        assert_eq!(link.script.connects, 2, "cancelled during the floored wait");
     }
 }

@@ -13,10 +13,10 @@
 //!   Feishu re-pushes an event whose ack takes over 3 s. The handler therefore only admits
 //!   the event to a queue; the work happens elsewhere.
 //!
-//! **Reconnecting** is the core's driver (`Reconnect::drive_paced`) with the [`Reconnect`]
-//! policy it is given (the jittered exponential
-//! backoff every long connection has, counted and logged there) with Feishu's own timers
-//! as a floor: every reconnect waits the backoff plus `random(0..reconnect_nonce)`, and
+//! **Reconnecting** is the core's driver (`Reconnect::drive`, paced by
+//! [`LongConnection::pace`]) with the [`Reconnect`] policy it is given (the jittered
+//! exponential backoff every long connection has, counted and logged there) with Feishu's
+//! own timers as a floor: every reconnect waits the backoff plus `random(0..reconnect_nonce)`, and
 //! each one after the first in a row at least `reconnect_interval` (plus the nonce), at
 //! most `reconnect_count` in a row (-1: forever). A connection proves itself by carrying a
 //! frame from the server (a pong, an event): only then does the backoff start over. One
@@ -42,7 +42,6 @@ use futures_util::{SinkExt, StreamExt};
 use im_bridge_channel::Reconnect;
 use im_bridge_channel::Secret;
 use im_bridge_channel::backoff::jitter;
-use im_bridge_channel::pace::PacedConnection;
 use im_bridge_channel::reconnect::{Connect, Ended, LongConnection};
 use prost::Message as _;
 use tokio::time::Instant;
@@ -190,7 +189,7 @@ pub(crate) async fn run(
         config: ClientConfig::default(),
         reassembler: Reassembler::new(),
     };
-    reconnect.drive_paced(&mut link, shutdown).await
+    reconnect.drive(&mut link, shutdown).await
 }
 
 /// The long connection as the core's reconnect driver runs it: what outlives one
@@ -222,9 +221,7 @@ impl LongConnection for Link<'_> {
         )
         .await
     }
-}
 
-impl PacedConnection for Link<'_> {
     /// Feishu's timers on top of the backoff: at most `reconnect_count` in a row, each
     /// after the first at least `reconnect_interval`, each plus `random(0..reconnect_nonce)`.
     fn pace(&mut self, made: u32, backoff: Duration) -> Result<Duration, WsError> {
