@@ -8,7 +8,9 @@
 //! - `lexer`: code, comments and literals of a file; the file without its test items;
 //! - `rules`: each rule as a function over (path, text), with a failing snippet per rule;
 //! - `links`: the links of a Markdown file and the anchors of its headings, and which
-//!   links are broken, with failing snippets.
+//!   links are broken, with failing snippets;
+//! - `skeleton`: the adapter skeleton and the loops between an adapter's modules (issue
+//!   29), with failing snippets.
 //!
 //! This file walks the tree, tells test code from production code, and runs each rule over
 //! the files it concerns.
@@ -16,6 +18,7 @@
 mod lexer;
 mod links;
 mod rules;
+mod skeleton;
 
 use std::path::{Path, PathBuf};
 
@@ -197,6 +200,78 @@ fn channels_know_nothing_of_deerflow() {
 #[test]
 fn no_user_facing_sentence_outside_the_catalogs() {
     check(rules::no_user_facing_sentence);
+}
+
+/// The adapter crates under `channels/`: all but the kit (`core`) and the console, which
+/// has no platform API to hold a client, a model or a transport for.
+fn adapter_crates() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root().join("channels"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("Cargo.toml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "core" && n != "console")
+        .collect();
+    names.sort();
+    names
+}
+
+/// The names (without `.rs`) of the files, or the directories, directly in `dir`.
+fn entries(dir: &Path, dirs: bool) -> std::collections::BTreeSet<String> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Default::default();
+    };
+    read.flatten()
+        .filter(|e| e.path().is_dir() == dirs)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if dirs {
+                Some(name)
+            } else {
+                name.strip_suffix(".rs").map(str::to_owned)
+            }
+        })
+        .collect()
+}
+
+/// Issue 29: each adapter crate has the skeleton (`docs/adapter-spec.md`), a README and
+/// fixtures, and its top-level modules use each other without a loop.
+#[test]
+fn adapters_follow_the_skeleton_without_module_loops() {
+    let files = tree();
+    let crates = adapter_crates();
+    assert!(crates.len() >= 5, "{crates:?}");
+    let mut found = Vec::new();
+    for name in &crates {
+        let src = root().join("channels").join(name).join("src");
+        let top = entries(&src, false);
+        let mut modules = std::collections::BTreeMap::new();
+        for module in top.iter().filter(|m| *m != "lib") {
+            let file = format!("channels/{name}/src/{module}.rs");
+            let dir = format!("channels/{name}/src/{module}/");
+            let code: String = files
+                .iter()
+                .filter(|f| !f.test_only && (f.path == file || f.path.starts_with(&dir)))
+                .map(|f| lexer::blank(&lexer::production(&f.text), |k| k == lexer::Kind::Code))
+                .collect();
+            modules.insert(module.clone(), code);
+        }
+        let fixtures =
+            std::fs::read_dir(src.join("../tests/fixtures")).map_or(0, |d| d.flatten().count());
+        let krate = skeleton::Crate {
+            name,
+            dirs: entries(&src, true),
+            transports: entries(&src.join("transport"), false),
+            readme: src.join("../README.md").is_file(),
+            fixtures,
+            modules,
+            top,
+        };
+        found.extend(skeleton::skeleton(&krate));
+        found.extend(skeleton::module_loops(&krate));
+    }
+    let found: Vec<String> = found.iter().map(ToString::to_string).collect();
+    assert!(found.is_empty(), "\n{}", found.join("\n"));
 }
 
 /// Every relative link and image in the repository's Markdown files (README, `docs/`, the
