@@ -94,6 +94,32 @@ impl ChannelError {
     }
 }
 
+/// `From<$error> for ChannelError` for an adapter error of the kit's shape: `Http(HttpError)`
+/// as the kit maps it, each extra `pattern => expression` arm as written, a coded refusal
+/// `Api { status, .. }` by its status ([`ChannelError::refusal`]), anything else
+/// [`ChannelError::Rejected`] with the error's (log-safe) text.
+///
+/// ```ignore
+/// im_bridge_channel::channel_error!(ApiError, ApiError::NotEditable { .. } => ChannelError::NotEditable);
+/// ```
+#[macro_export]
+macro_rules! channel_error {
+    ($error:ident $(, $pattern:pat => $mapped:expr)* $(,)?) => {
+        impl ::core::convert::From<$error> for $crate::ChannelError {
+            fn from(error: $error) -> Self {
+                match error {
+                    $error::Http(e) => e.into(),
+                    $($pattern => $mapped,)*
+                    $error::Api { status, .. } => $crate::ChannelError::refusal(status, &error),
+                    other => $crate::ChannelError::Rejected {
+                        reason: other.to_string(),
+                    },
+                }
+            }
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

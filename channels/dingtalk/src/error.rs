@@ -29,7 +29,6 @@
 
 use std::time::Duration;
 
-use im_bridge_channel::ChannelError;
 use im_bridge_channel::http::HttpError;
 
 mod answer;
@@ -147,20 +146,12 @@ fn clean_code(code: &str) -> String {
         .collect()
 }
 
-impl From<ApiError> for ChannelError {
-    fn from(error: ApiError) -> Self {
-        match error {
-            ApiError::Http(e) => e.into(),
-            ApiError::Api { status, .. } => ChannelError::refusal(status, &error),
-            other => ChannelError::Rejected {
-                reason: other.to_string(),
-            },
-        }
-    }
-}
+im_bridge_channel::channel_error!(ApiError);
 
 #[cfg(test)]
 mod tests {
+    use im_bridge_channel::ChannelError;
+
     use super::*;
 
     #[test]

@@ -73,20 +73,12 @@ impl ApiError {
     }
 }
 
-impl From<ApiError> for ChannelError {
-    fn from(error: ApiError) -> Self {
-        match error {
-            ApiError::Http(e) => e.into(),
-            ApiError::RateLimited { retry_after, .. } => ChannelError::RetryAfter(retry_after),
-            ApiError::Api {
-                code: UNKNOWN_MESSAGE,
-                op: "edit_message",
-                ..
-            } => ChannelError::NotEditable,
-            ApiError::Api { status, .. } => ChannelError::refusal(status, &error),
-            other => ChannelError::Rejected {
-                reason: other.to_string(),
-            },
-        }
-    }
-}
+im_bridge_channel::channel_error!(
+    ApiError,
+    ApiError::RateLimited { retry_after, .. } => ChannelError::RetryAfter(retry_after),
+    ApiError::Api {
+        code: UNKNOWN_MESSAGE,
+        op: "edit_message",
+        ..
+    } => ChannelError::NotEditable,
+);

@@ -123,18 +123,10 @@ pub(crate) fn rate_limit_reset(headers: &HeaderMap) -> Option<Duration> {
     im_bridge_channel::header_seconds(headers, RATE_LIMIT_RESET)
 }
 
-impl From<ApiError> for ChannelError {
-    fn from(error: ApiError) -> Self {
-        match error {
-            ApiError::Http(e) => e.into(),
-            ApiError::NotEditable { .. } => ChannelError::NotEditable,
-            ApiError::Api { status, .. } => ChannelError::refusal(status, &error),
-            other => ChannelError::Rejected {
-                reason: other.to_string(),
-            },
-        }
-    }
-}
+im_bridge_channel::channel_error!(
+    ApiError,
+    ApiError::NotEditable { .. } => ChannelError::NotEditable,
+);
 
 #[cfg(test)]
 mod tests {

@@ -26,7 +26,6 @@
 
 use std::time::Duration;
 
-use im_bridge_channel::ChannelError;
 use im_bridge_channel::http::HttpError;
 
 /// Codes saying the access token was refused: 11244 (token expired or absent, the official
@@ -113,20 +112,12 @@ impl ApiError {
     }
 }
 
-impl From<ApiError> for ChannelError {
-    fn from(error: ApiError) -> Self {
-        match error {
-            ApiError::Http(e) => e.into(),
-            ApiError::Api { status, .. } => ChannelError::refusal(status, &error),
-            other => ChannelError::Rejected {
-                reason: other.to_string(),
-            },
-        }
-    }
-}
+im_bridge_channel::channel_error!(ApiError);
 
 #[cfg(test)]
 mod tests {
+    use im_bridge_channel::ChannelError;
+
     use super::*;
 
     #[test]
