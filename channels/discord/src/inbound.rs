@@ -24,7 +24,7 @@
 //! - The redelivery key is guild (or `dm`) + message id: snowflakes are unique, and a
 //!   RESUME replay repeats them.
 //! - Attachments become [`InboundFile`]s whose handle is the CDN URL; the channel
-//!   downloads them later, bounded ([`crate::api::DiscordApi::download`]).
+//!   downloads them later, bounded (`DiscordApi::download` in `api`).
 
 use im_bridge_channel::{
     ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage, MessageId,

@@ -3,7 +3,7 @@
 //! lets a test wait is written once, here.
 //!
 //! A fake is a [`Fake<P>`](Fake) over its platform's state `P` (`FakeQq` is
-//! `Fake<Qq>`): the state lives behind one lock in [`Shared`], every request goes to the
+//! `Fake<Qq>`): the state lives behind one lock in `Shared`, every request goes to the
 //! platform's handler on an HTTP server on `127.0.0.1:0`, and whatever the fake records
 //! wakes the waiters. What a platform implements is a trait per capability:
 //!
@@ -13,13 +13,13 @@
 //! - [`WithSockets`]: it accepts WebSocket connections. It gets `connections`,
 //!   `open_connections`, `wait_connected`, `bad_frames`, `close_connections`,
 //!   `drop_connections_for` and `dropped_connections`, and runs each connection with
-//!   [`socket::serve`].
+//!   `socket::serve`.
 //! - [`OpGateway`]: it speaks an op-code gateway with sessions, heartbeats and resume
 //!   (Discord, QQ). It gets the gateway's controls (op 7, op 9, close codes, dropped
 //!   sockets, raw frames) and records (IDENTIFYs, RESUMEs, heartbeats, dispatches).
 //!
 //! Children:
-//! - `server`: [`Shared`] (state, notify, stop token, address) and the HTTP server;
+//! - `server`: `Shared` (state, notify, stop token, address) and the HTTP server;
 //! - `fake`: [`Fake`] and the capability traits, with the methods they give;
 //! - `call`: [`Call`], what a REST fake records of an HTTP call;
 //! - `http`: the REST edge's plumbing (the request head, bodies in every encoding,

@@ -110,7 +110,7 @@ struct Link<C> {
 
 /// A fake's WebSocket connections, open and closed (bounded by the connections a test
 /// makes), a cursor that hands work to open ones in turn, the frames it could not use,
-/// and its [`DropWindow`].
+/// and its `DropWindow`.
 pub struct Sockets<C> {
     links: Vec<Link<C>>,
     turn: usize,
