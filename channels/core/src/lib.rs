@@ -33,6 +33,7 @@ pub mod reconnect;
 pub mod registry;
 pub mod render;
 mod secret;
+pub mod socket;
 pub mod telemetry;
 pub mod token;
 pub mod webhook;

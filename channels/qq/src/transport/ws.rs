@@ -53,13 +53,11 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use im_bridge_channel::backoff::Backoff;
 use im_bridge_channel::reconnect::{Connect, Ended, LongConnection};
+use im_bridge_channel::socket::{self, Socket, UpgradeError};
 use im_bridge_channel::{Reconnect, Secret};
 use serde_json::Value;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
 use self::close::{AfterClose, after_close};
@@ -198,13 +196,8 @@ enum Lost {
     Discovery(ApiError),
     #[error("the gateway URL was refused: {0}")]
     BadUrl(UrlRefused),
-    #[error("connecting to {host} failed: {error}")]
-    Connect {
-        host: String,
-        error: tokio_tungstenite::tungstenite::Error,
-    },
-    #[error("connecting to {host} timed out")]
-    ConnectTimeout { host: String },
+    #[error(transparent)]
+    Upgrade(UpgradeError),
     #[error("no Hello in time")]
     NoHello,
     #[error("no READY or RESUMED in time")]
@@ -248,8 +241,6 @@ fn lost(reason: Lost, next: Next) -> Outcome {
         rotated: false,
     }
 }
-
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Holds the gateway until `shutdown`, handing events to `handler` and reconnecting as
 /// `reconnect` says (the core's [`Reconnect::drive`] over [`Gateway`]).
@@ -311,16 +302,9 @@ impl LongConnection for Gateway<'_> {
         };
         let url = check_url(&text, self.loopback).map_err(|reason| retry(Lost::BadUrl(reason)))?;
         let host = url.host_str().unwrap_or("").to_owned();
-        let ws_config = WebSocketConfig::default()
-            .max_message_size(Some(MAX_WS_MESSAGE))
-            .max_frame_size(Some(MAX_WS_MESSAGE));
-        let connect =
-            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(ws_config), false);
-        let ws = match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
-            Ok(Ok((ws, _))) => ws,
-            Ok(Err(error)) => return Err(retry(Lost::Connect { host, error })),
-            Err(_) => return Err(retry(Lost::ConnectTimeout { host })),
-        };
+        let ws = socket::open(&url, MAX_WS_MESSAGE, CONNECT_TIMEOUT)
+            .await
+            .map_err(|e| retry(Lost::Upgrade(e)))?;
         tracing::info!(%host, resume = self.session.id.is_some(), "Connected to the QQ gateway.");
         Ok(ws)
     }

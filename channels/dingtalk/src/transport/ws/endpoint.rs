@@ -13,11 +13,9 @@
 use std::time::Duration;
 
 use im_bridge_channel::reconnect::Connect;
+use im_bridge_channel::socket::{self, Socket};
 use reqwest::Url;
 use serde_json::json;
-use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::{StreamError, StreamSettings, TOPIC_BOT_MESSAGE};
 use crate::error::{ApiError, Dialect, read_answer};
@@ -36,7 +34,7 @@ const OP: &str = "connections/open";
 /// An open stream connection.
 pub(super) struct Connection {
     /// The socket.
-    pub(super) ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    pub(super) ws: Socket,
     /// The endpoint's host, the only part of its URL that is logged.
     pub(super) host: String,
 }
@@ -69,23 +67,10 @@ pub(super) async fn connect(
 async fn upgrade(settings: &StreamSettings, http: &reqwest::Client) -> Result<Connection, Failure> {
     let url = open(settings, http).await?;
     let host = url.host_str().unwrap_or("").to_owned();
-    let ws_config = WebSocketConfig::default()
-        .max_message_size(Some(MAX_WS_MESSAGE))
-        .max_frame_size(Some(MAX_WS_MESSAGE));
-    let upgrade =
-        tokio_tungstenite::connect_async_with_config(url.as_str(), Some(ws_config), false);
-    match tokio::time::timeout(CONNECT_TIMEOUT, upgrade).await {
-        Err(_) => Err(retry(format!("connecting to {host} timed out"))),
-        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => Err(retry(format!(
-            "{host} refused the upgrade: HTTP {}",
-            response.status()
-        ))),
-        Ok(Err(error)) => Err(retry(format!(
-            "connecting to {host} failed: {}",
-            describe(&error)
-        ))),
-        Ok(Ok((ws, _))) => Ok(Connection { ws, host }),
-    }
+    let ws = socket::open(&url, MAX_WS_MESSAGE, CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| retry(e.to_string()))?;
+    Ok(Connection { ws, host })
 }
 
 /// `POST …/connections/open`: the socket URL with its ticket.
@@ -148,17 +133,6 @@ async fn local_ip() -> String {
         socket.local_addr().ok().map(|a| a.ip().to_string())
     };
     probe.await.unwrap_or_default()
-}
-
-/// A tungstenite error without anything that could carry the URL.
-fn describe(error: &tokio_tungstenite::tungstenite::Error) -> String {
-    use tokio_tungstenite::tungstenite::Error;
-    match error {
-        Error::Url(_) => "the endpoint URL is not usable".into(),
-        Error::Io(e) => e.kind().to_string(),
-        Error::Tls(_) => "TLS failed".into(),
-        other => other.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -16,10 +16,8 @@ use std::time::Duration;
 
 use im_bridge_channel::http;
 use im_bridge_channel::reconnect::Connect;
+use im_bridge_channel::socket::{self, Socket, UpgradeError};
 use reqwest::Url;
-use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::{self, protocol::WebSocketConfig};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::{ClientConfig, WsError};
 use crate::model::EndpointAnswer;
@@ -45,7 +43,7 @@ const MAX_ANSWER_BYTES: u64 = 64 * 1024;
 /// An open long connection.
 pub(super) struct Connection {
     /// The socket.
-    pub(super) ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    pub(super) ws: Socket,
     /// The URL's `service_id`, put into every ping.
     pub(super) service: i32,
     /// The URL's host, the only part of it that is logged.
@@ -87,26 +85,21 @@ async fn open(
 ) -> Result<Connection, Failure> {
     let url = discover(settings, http, config).await?;
     let (host, service) = check_url(&url)?;
-    let ws_config = WebSocketConfig::default()
-        .max_message_size(Some(MAX_WS_MESSAGE))
-        .max_frame_size(Some(MAX_WS_MESSAGE));
-    let upgrade =
-        tokio_tungstenite::connect_async_with_config(url.as_str(), Some(ws_config), false);
-    match tokio::time::timeout(CONNECT_TIMEOUT, upgrade).await {
-        Err(_) => Err(retry(format!("connecting to {host} timed out"))),
-        Ok(Err(tungstenite::Error::Http(response))) => Err(refusal(
-            response.status().as_u16(),
+    match socket::open(&url, MAX_WS_MESSAGE, CONNECT_TIMEOUT).await {
+        Ok(ws) => Ok(Connection { ws, service, host }),
+        Err(UpgradeError::Refused {
+            status, headers, ..
+        }) => Err(refusal(
+            status,
             |name| {
-                response
-                    .headers()
+                headers
                     .get(name)
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned)
             },
             &host,
         )),
-        Ok(Err(error)) => Err(retry(format!("connecting to {host} failed: {error}"))),
-        Ok(Ok((ws, _))) => Ok(Connection { ws, service, host }),
+        Err(other) => Err(retry(other.to_string())),
     }
 }
 

@@ -1,0 +1,149 @@
+//! Opening a long connection's WebSocket, the same way on every platform that has one:
+//! bounded message and frame sizes, one timeout over TCP, TLS and the upgrade, and failures
+//! that name the host only (a socket URL's query often carries a ticket or a token).
+//!
+//! What a refusal *means* is the platform's: [`UpgradeError::Refused`] keeps the status and
+//! the headers of the refused upgrade (Feishu answers with `Handshake-Status` and friends)
+//! for the adapter to sort, and its text is only the status.
+
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::{self, http::HeaderMap, protocol::WebSocketConfig};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use url::Url;
+
+/// An open WebSocket to a platform.
+pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Why a WebSocket could not be opened. Log-safe: the host, never the URL.
+#[derive(Debug, thiserror::Error)]
+pub enum UpgradeError {
+    /// TCP, TLS and the upgrade together took longer than the timeout.
+    #[error("connecting to {host} timed out")]
+    TimedOut {
+        /// The URL's host.
+        host: String,
+    },
+    /// The server answered the upgrade with another HTTP status.
+    #[error("{host} refused the upgrade: HTTP {status}")]
+    Refused {
+        /// The URL's host.
+        host: String,
+        /// The status of the refusal.
+        status: u16,
+        /// Its headers, for a platform that explains a refusal in them.
+        headers: Box<HeaderMap>,
+    },
+    /// Any other failure (DNS, TCP, TLS, a broken handshake).
+    #[error("connecting to {host} failed: {reason}")]
+    Failed {
+        /// The URL's host.
+        host: String,
+        /// What failed, without the URL.
+        reason: String,
+    },
+}
+
+/// Opens a WebSocket to `url`, messages and frames bounded by `max_message` bytes (a
+/// larger one fails the connection), giving up after `timeout`.
+pub async fn open(
+    url: &Url,
+    max_message: usize,
+    timeout: Duration,
+) -> Result<Socket, UpgradeError> {
+    let host = url.host_str().unwrap_or_default().to_owned();
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message));
+    let upgrade = tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), false);
+    match tokio::time::timeout(timeout, upgrade).await {
+        Err(_) => Err(UpgradeError::TimedOut { host }),
+        Ok(Err(tungstenite::Error::Http(response))) => Err(UpgradeError::Refused {
+            host,
+            status: response.status().as_u16(),
+            headers: Box::new(response.headers().clone()),
+        }),
+        Ok(Err(error)) => Err(UpgradeError::Failed {
+            host,
+            reason: describe(&error),
+        }),
+        Ok(Ok((socket, _))) => Ok(socket),
+    }
+}
+
+/// A WebSocket error in words that carry no URL.
+pub fn describe(error: &tungstenite::Error) -> String {
+    match error {
+        tungstenite::Error::Url(_) => "the socket URL is not usable".into(),
+        tungstenite::Error::Io(e) => e.kind().to_string(),
+        tungstenite::Error::Tls(_) => "TLS failed".into(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A server that answers one connection with `answer` (raw HTTP), or never if `None`.
+    async fn server(answer: Option<&'static str>) -> Url {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf).await;
+            match answer {
+                Some(answer) => {
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        });
+        Url::parse(&format!("ws://{addr}/socket?ticket=SECRET-TICKET")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_refused_upgrade_keeps_its_status_and_headers_and_no_url() {
+        let url = server(Some(
+            "HTTP/1.1 403 Forbidden\r\nHandshake-Status: 514\r\ncontent-length: 0\r\n\r\n",
+        ))
+        .await;
+        let error = open(&url, 1024, Duration::from_secs(5)).await.unwrap_err();
+        let UpgradeError::Refused {
+            status, headers, ..
+        } = &error
+        else {
+            panic!("{error:?}");
+        };
+        assert_eq!(*status, StatusCode::FORBIDDEN.as_u16());
+        assert_eq!(headers.get("handshake-status").unwrap(), "514");
+        assert_eq!(error.to_string(), "127.0.0.1 refused the upgrade: HTTP 403");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_server_times_out() {
+        let url = server(None).await;
+        let error = open(&url, 1024, Duration::from_secs(15)).await.unwrap_err();
+        assert!(matches!(error, UpgradeError::TimedOut { .. }), "{error:?}");
+    }
+
+    #[tokio::test]
+    async fn nothing_listening_fails_naming_the_host_only() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let url = Url::parse(&format!("ws://{addr}/socket?ticket=SECRET-TICKET")).unwrap();
+        let error = open(&url, 1024, Duration::from_secs(5)).await.unwrap_err();
+        assert!(matches!(error, UpgradeError::Failed { .. }), "{error:?}");
+        let text = format!("{error} {error:?}");
+        assert!(
+            !text.contains("SECRET") && !text.contains("/socket"),
+            "{text}"
+        );
+    }
+}
