@@ -9,6 +9,12 @@
 //! exceeds it. At the bound [`InboundSink::reserve`] fails at once with
 //! [`AdmitError::QueueFull`]; transports that can apply backpressure instead (polling,
 //! the console) use [`InboundSink::reserve_wait`].
+//!
+//! Child `skip`: [`Skip`], why an adapter turned an event into no message.
+
+mod skip;
+
+pub use skip::Skip;
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;

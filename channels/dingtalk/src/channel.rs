@@ -34,9 +34,10 @@ use crate::api::{
     self, Api, MAX_UPLOAD_BYTES, MediaType, NewCard, Recipient, RobotMessage, file_type,
 };
 use crate::config::DingTalkSettings;
-use crate::inbound::{InboundContext, Skip, normalize_data, parse_handle};
+use crate::inbound::{InboundContext, normalize_data, parse_handle};
 use crate::markup::DingTalkMarkdown;
 use crate::transport::ws::{self, Dropped, EventHandler, StreamSettings, Timers, Verdict};
+use im_bridge_channel::Skip;
 
 /// The longest title of a markdown message (what the chat list and notifications show).
 const TITLE_CHARS: usize = 24;
@@ -324,11 +325,7 @@ impl EventHandler for Admit<'_> {
                 return Verdict::Malformed;
             }
             Err(skip) => {
-                tracing::debug!(
-                    channel = NAME,
-                    reason = skip.as_str(),
-                    "Skipped a DingTalk message."
-                );
+                skip.log(NAME);
                 return Verdict::Accepted;
             }
         };

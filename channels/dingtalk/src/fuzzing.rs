@@ -4,8 +4,9 @@
 use im_bridge_channel::InboundMessage;
 
 pub use crate::inbound::InboundContext;
-use crate::inbound::{Skip, normalize_data};
+use crate::inbound::normalize_data;
 use crate::transport::ws::{EventHandler, Next, Verdict, receive};
+use im_bridge_channel::Skip;
 
 /// What stream mode made of one text frame.
 #[derive(Debug)]

@@ -22,7 +22,7 @@
 
 use im_bridge_channel::{
     AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
-    MessageId, MsgType, RedeliveryKey,
+    MessageId, MsgType, RedeliveryKey, Skip,
 };
 use serde_json::Value;
 
@@ -31,32 +31,6 @@ use crate::model::{ChatbotMessage, ConversationType};
 
 /// The prefix of every attachment handle.
 const HANDLE_PREFIX: &str = "dingtalk-file:";
-
-/// Why a robot message became no message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Skip {
-    /// Not a robot message: not JSON of the right shape, no `msgId`, an unknown
-    /// `conversationType`, a group without `conversationId`.
-    Malformed,
-    /// No `senderStaffId`: nobody to answer or to check against `allowed_users`.
-    NoStaffId,
-    /// The sender is not in `allowed_users`.
-    NotAllowed,
-    /// Nothing to say and nothing attached.
-    Empty,
-}
-
-impl Skip {
-    /// A stable label for logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Skip::Malformed => "malformed",
-            Skip::NoStaffId => "no_staff_id",
-            Skip::NotAllowed => "not_allowed",
-            Skip::Empty => "empty",
-        }
-    }
-}
 
 /// What normalization needs from the channel.
 pub struct InboundContext<'a> {
@@ -98,7 +72,7 @@ pub fn normalize(
     }
     let staff = message.sender_staff_id.trim();
     if staff.is_empty() {
-        return Err(Skip::NoStaffId);
+        return Err(Skip::NotAUser);
     }
     let conversation = message.conversation_id.trim();
     let (chat_id, chat_kind) = match kind {
@@ -331,7 +305,7 @@ mod tests {
             "the app's robot by default"
         );
         data["senderStaffId"] = json!(" ");
-        assert_eq!(run(&data).unwrap_err(), Skip::NoStaffId);
+        assert_eq!(run(&data).unwrap_err(), Skip::NotAUser);
     }
 
     #[test]

@@ -280,11 +280,7 @@ impl DiscordChannel {
         let mut n = match normalized {
             Ok(n) => n,
             Err(skip) => {
-                tracing::debug!(
-                    channel = NAME,
-                    reason = skip.as_str(),
-                    "Skipped a Discord message."
-                );
+                skip.log(NAME);
                 return;
             }
         };

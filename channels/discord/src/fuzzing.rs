@@ -9,8 +9,9 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::api::{message_ref, read_answer};
 use crate::error::ApiError;
-use crate::inbound::{InboundContext, Normalized, Skip, normalize};
+use crate::inbound::{InboundContext, Normalized, normalize};
 use crate::model::Message;
+use im_bridge_channel::Skip;
 
 pub use crate::api::MessageRef;
 

@@ -4,7 +4,7 @@
 //! created, each channel's active thread) and performs the side effects afterwards.
 //!
 //! - `allowed_guilds`, when set, is checked first: other guilds and every DM are skipped
-//!   ([`Skip::GuildNotAllowed`]) before anything else, so they cause no side effect at
+//!   ([`GUILD_NOT_ALLOWED`]) before anything else, so they cause no side effect at
 //!   all (no typing, no thread, no reaction, no dedupe entry).
 //! - Every `<@id>` / `<@!id>` of the bot is removed from the text (anywhere, not only in
 //!   front), then the text is trimmed; the command check runs on that text. A message
@@ -28,7 +28,7 @@
 
 use im_bridge_channel::{
     ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage, MessageId,
-    RedeliveryKey, safe_file_name,
+    RedeliveryKey, Skip, safe_file_name,
 };
 use serde_json::Value;
 
@@ -36,6 +36,9 @@ use crate::NAME;
 use crate::config::DiscordSettings;
 use crate::model::Message;
 use serenity::model::channel::MessageType;
+
+/// A guild not in `allowed_guilds`, or a DM while `allowed_guilds` is set.
+pub const GUILD_NOT_ALLOWED: Skip = Skip::Other("guild_not_allowed");
 
 /// At most this many attachments of one message are kept; the rest are ignored.
 pub const MAX_ATTACHMENTS: usize = 10;
@@ -45,31 +48,6 @@ const MAX_FILE_NAME_BYTES: usize = 255;
 const MAX_THREAD_NAME: usize = 100;
 /// How the name of a thread the bot starts begins.
 pub const THREAD_PREFIX: &str = "im-bridge-";
-
-/// Why a message became no inbound message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Skip {
-    /// A guild not in `allowed_guilds`, or a DM while `allowed_guilds` is set.
-    GuildNotAllowed,
-    /// `mention_only` and the bot is not mentioned (outside `allowed_channels`).
-    NotMentioned,
-    /// Nothing to say and nothing attached.
-    Empty,
-    /// A system message (pins, joins, boosts, …): only regular messages and replies count.
-    NotAMessage,
-}
-
-impl Skip {
-    /// A stable label for logs and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Skip::GuildNotAllowed => "guild_not_allowed",
-            Skip::NotMentioned => "not_mentioned",
-            Skip::Empty => "empty",
-            Skip::NotAMessage => "not_a_message",
-        }
-    }
-}
 
 /// Where the answer goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,7 +110,7 @@ pub struct InboundContext<'a> {
 pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normalized, Skip> {
     let guild = message.guild_id.map(|g| g.get());
     if !ctx.settings.guild_allowed(guild) {
-        return Err(Skip::GuildNotAllowed);
+        return Err(GUILD_NOT_ALLOWED);
     }
     if !matches!(
         message.kind,
@@ -155,7 +133,7 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normaliz
     let route = if parent.is_some() {
         Route::Thread { thread: channel_id }
     } else if needs_mention {
-        return Err(Skip::NotMentioned);
+        return Err(Skip::NotAddressed);
     } else if guild.is_none() {
         Route::Channel
     } else if let Some(thread) = ctx.active_thread {

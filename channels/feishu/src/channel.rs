@@ -454,11 +454,7 @@ impl Intake {
         let msg = match normalize(envelope, &ctx) {
             Ok(msg) => msg,
             Err(skip) => {
-                tracing::debug!(
-                    channel = NAME,
-                    reason = skip.as_str(),
-                    "Skipped a Feishu event."
-                );
+                skip.log(NAME);
                 return Offered::Done;
             }
         };

@@ -18,7 +18,7 @@
 
 use im_bridge_channel::{
     AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
-    MessageId, RedeliveryKey,
+    MessageId, RedeliveryKey, Skip,
 };
 use serde_json::Value;
 
@@ -27,34 +27,6 @@ use crate::model::{Envelope, Mention, MessageEvent};
 
 /// The event type the adapter handles.
 pub const MESSAGE_RECEIVED: &str = "im.message.receive_v1";
-
-/// Why an event became no message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Skip {
-    /// Another event type (read receipts, reactions, recalls…).
-    NotAMessage,
-    /// The event's fields are not what the schema promises.
-    Malformed,
-    /// Sent by an app or the bot itself.
-    NotAUser,
-    /// The sender is not in `allowed_users`.
-    NotAllowed,
-    /// Nothing to say and nothing attached.
-    Empty,
-}
-
-impl Skip {
-    /// A stable label for logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Skip::NotAMessage => "not_a_message",
-            Skip::Malformed => "malformed",
-            Skip::NotAUser => "not_a_user",
-            Skip::NotAllowed => "not_allowed",
-            Skip::Empty => "empty",
-        }
-    }
-}
 
 /// What normalization needs from the channel.
 pub struct InboundContext<'a> {

@@ -32,9 +32,11 @@ use tokio_util::sync::CancellationToken;
 use crate::NAME;
 use crate::api::{Api, C2C_WINDOW, GROUP_WINDOW, MAX_REPLIES, MAX_REPLY_BYTES, ReplyBook, Target};
 use crate::config::{QqSettings, Transport};
-use crate::inbound::{InboundContext, Seen, Skip, normalize};
+use crate::inbound::BAD_TIMESTAMP;
+use crate::inbound::{InboundContext, Seen, normalize};
 use crate::transport::ws::{self, Dispatch, Dropped, EventHandler, GatewaySettings, Ready};
 use crate::transport::{Admit, Offered, webhook};
+use im_bridge_channel::Skip;
 
 /// Counter of messages dropped because their reply window had closed before they were
 /// admitted, by `channel`.
@@ -131,7 +133,7 @@ impl Admit for Intake {
         };
         let msg = match normalize(kind, id, data, &ctx) {
             Ok(msg) => msg,
-            Err(Skip::WindowClosed) => {
+            Err(Skip::Expired) => {
                 metrics::counter!(EXPIRED_METRIC, "channel" => NAME).increment(1);
                 tracing::warn!(
                     channel = NAME,
@@ -140,14 +142,10 @@ impl Admit for Intake {
                 return Offered::Done;
             }
             Err(skip) => {
-                if matches!(skip, Skip::Malformed | Skip::BadTimestamp) {
+                if matches!(skip, Skip::Malformed | BAD_TIMESTAMP) {
                     self.telemetry.error(Stage::Processing);
                 }
-                tracing::debug!(
-                    channel = NAME,
-                    reason = skip.as_str(),
-                    "Skipped a QQ event."
-                );
+                skip.log(NAME);
                 return Offered::Done;
             }
         };

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use im_bridge_channel::InboundMessage;
 
-use crate::inbound::{InboundContext, Skip, normalize};
+use crate::inbound::{InboundContext, normalize};
 use crate::transport::webhook::{Callback, classify};
 use crate::transport::ws::payload::{self, OP_DISPATCH, OP_HELLO};
 use crate::transport::ws::{MAX_FRAME_BYTES, Ready};
+use im_bridge_channel::Skip;
 
 /// What the gateway read from one frame.
 #[derive(Debug)]

@@ -14,7 +14,7 @@
 //!   channel downloads later, bounded; handles are never logged;
 //! - the message's `timestamp` (RFC 3339) is kept in the metadata (`timestamp`, and
 //!   `sent_at` in unix seconds) for the reply window; a message whose window has already
-//!   closed is skipped ([`Skip::WindowClosed`]), one without a readable timestamp too;
+//!   closed is skipped ([`Skip::Expired`]), one without a readable timestamp too;
 //! - QQ occasionally pushes a message twice (under the same or a new event id). The
 //!   redelivery key is the message id, which both kinds of duplicate share, scoped by the
 //!   app; [`Seen`] is the adapter's own short memory of event and message ids, a second
@@ -29,7 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use im_bridge_channel::{
     AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
-    MessageId, RedeliveryKey, safe_file_name,
+    MessageId, RedeliveryKey, Skip, safe_file_name,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -39,6 +39,10 @@ use crate::NAME;
 use crate::api::{C2C_WINDOW, GROUP_WINDOW, Target};
 use crate::model::{Attachment, MessageEvent};
 
+/// The timestamp is missing or names no instant (no offset): the reply window cannot be
+/// known.
+pub const BAD_TIMESTAMP: Skip = Skip::Other("bad_timestamp");
+
 /// A message that @-mentions the bot in a group.
 pub const GROUP_AT_MESSAGE: &str = "GROUP_AT_MESSAGE_CREATE";
 /// A direct message to the bot.
@@ -47,39 +51,6 @@ pub const C2C_MESSAGE: &str = "C2C_MESSAGE_CREATE";
 pub const MAX_IMAGES: usize = 10;
 /// Longest file name kept from an attachment.
 const MAX_FILE_NAME_BYTES: usize = 255;
-
-/// Why an event became no message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Skip {
-    /// Another event type (group joins, friend adds, …).
-    NotAMessage,
-    /// The event's fields are not what the API promises.
-    Malformed,
-    /// The timestamp is missing or names no instant (no offset): the reply window cannot
-    /// be known.
-    BadTimestamp,
-    /// The reply window had already closed when the message arrived: no answer could be
-    /// delivered.
-    WindowClosed,
-    /// The sender is not in `allowed_users`.
-    NotAllowed,
-    /// Nothing to say and nothing attached.
-    Empty,
-}
-
-impl Skip {
-    /// A stable label for logs and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Skip::NotAMessage => "not_a_message",
-            Skip::Malformed => "malformed",
-            Skip::BadTimestamp => "bad_timestamp",
-            Skip::WindowClosed => "window_closed",
-            Skip::NotAllowed => "not_allowed",
-            Skip::Empty => "empty",
-        }
-    }
-}
 
 /// What normalization needs from the channel.
 pub struct InboundContext<'a> {
@@ -122,11 +93,11 @@ pub fn normalize(
         return Err(Skip::Malformed);
     }
     let stamp = event.timestamp.clone().unwrap_or_default();
-    let sent_at = parse_timestamp(&stamp).ok_or(Skip::BadTimestamp)?;
+    let sent_at = parse_timestamp(&stamp).ok_or(BAD_TIMESTAMP)?;
     let window = if group { GROUP_WINDOW } else { C2C_WINDOW };
     let window_end = sent_at + window;
     if ctx.now >= window_end {
-        return Err(Skip::WindowClosed);
+        return Err(Skip::Expired);
     }
     if !ctx.allowed_users.allows(&sender) {
         return Err(Skip::NotAllowed);

@@ -11,13 +11,16 @@
 mod media;
 
 use im_bridge_channel::{
-    AllowedUsers, ChatKind, CommandVocabulary, InboundMessage, MessageId, RedeliveryKey,
+    AllowedUsers, ChatKind, CommandVocabulary, InboundMessage, MessageId, RedeliveryKey, Skip,
 };
 use serde_json::Value;
 
 use self::media::attachments;
 use crate::NAME;
 use crate::model::{ChatType, Update};
+
+/// A chat kind the adapter does not serve (channels).
+pub const UNSUPPORTED_CHAT: Skip = Skip::Other("unsupported_chat");
 
 /// The metadata key holding a forum-topic message's `message_thread_id`, so replies are
 /// posted in the same topic.
@@ -46,37 +49,6 @@ pub enum Normalized {
     Skipped(Skip),
 }
 
-/// Why an update produced no message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Skip {
-    /// Not a new message (an edit, a channel post, another update kind).
-    NotAMessage,
-    /// No sender (anonymous channel posts).
-    NoSender,
-    /// The sender is not in `allowed_users`.
-    NotAllowed,
-    /// No text, caption or attachment (joins, pins, stickers, …).
-    Empty,
-    /// A chat kind the adapter does not serve (channels).
-    UnsupportedChat,
-    /// A command addressed to another bot (`/cmd@OtherBot`) in a shared group.
-    OtherBot,
-}
-
-impl Skip {
-    /// A short, log-safe label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::NotAMessage => "not_a_message",
-            Self::NoSender => "no_sender",
-            Self::NotAllowed => "not_allowed",
-            Self::Empty => "empty",
-            Self::UnsupportedChat => "unsupported_chat",
-            Self::OtherBot => "other_bot",
-        }
-    }
-}
-
 /// Normalizes one update.
 ///
 /// - `chat_id` = chat id, `user_id` = sender id, `thread_ts` and `metadata.message_id` =
@@ -98,11 +70,11 @@ pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
         ChatType::Private => ChatKind::Private,
         ChatType::Group | ChatType::Supergroup => ChatKind::Group,
         ChatType::Channel | ChatType::Unknown => {
-            return Normalized::Skipped(Skip::UnsupportedChat);
+            return Normalized::Skipped(UNSUPPORTED_CHAT);
         }
     };
     let Some(from) = &message.from else {
-        return Normalized::Skipped(Skip::NoSender);
+        return Normalized::Skipped(Skip::NotAUser);
     };
     let user_id = from.id.to_string();
     if !ctx.allowed_users.allows(&user_id) {
@@ -118,7 +90,7 @@ pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
         return Normalized::Skipped(Skip::Empty);
     }
     if addressed_elsewhere(raw_text, ctx.bot_username) {
-        return Normalized::Skipped(Skip::OtherBot);
+        return Normalized::Skipped(Skip::NotAddressed);
     }
     let text = start_as_help(rewrite_command(raw_text, ctx.bot_username));
 
@@ -298,9 +270,9 @@ mod tests {
         let anyone = AllowedUsers::Anyone;
         assert_eq!(
             skip(group("/goal@OtherBot clear", None), &anyone),
-            Skip::OtherBot
+            Skip::NotAddressed
         );
-        assert_eq!(skip(private("/new@otherbot"), &anyone), Skip::OtherBot);
+        assert_eq!(skip(private("/new@otherbot"), &anyone), Skip::NotAddressed);
         // An address only counts on a command, and an e-mail-like word is no address.
         assert_eq!(
             norm(group("mail me@OtherBot", None)).msg_type,
@@ -331,7 +303,7 @@ mod tests {
         }
         assert_eq!(
             skip(private("/start@OtherBot"), &AllowedUsers::Anyone),
-            Skip::OtherBot
+            Skip::NotAddressed
         );
         assert_eq!(norm(private("/startle")).text, "/startle");
     }
@@ -460,13 +432,13 @@ mod tests {
         );
         let mut no_sender = private("x");
         no_sender.as_object_mut().unwrap().remove("from");
-        assert_eq!(skip(no_sender, &anyone), Skip::NoSender);
+        assert_eq!(skip(no_sender, &anyone), Skip::NotAUser);
         let mut join = private("");
         join.as_object_mut().unwrap().remove("text");
         assert_eq!(skip(join, &anyone), Skip::Empty);
         let mut channel = private("news");
         channel["chat"]["type"] = json!("channel");
-        assert_eq!(skip(channel, &anyone), Skip::UnsupportedChat);
+        assert_eq!(skip(channel, &anyone), UNSUPPORTED_CHAT);
     }
 
     #[test]

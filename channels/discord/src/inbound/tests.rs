@@ -86,7 +86,7 @@ fn mention_only_skips_unmentioned_messages_outside_allowed_channels() {
     let s = settings(json!({"mention_only": true, "thread_mode": false, "allowed_channels": [11]}));
     assert_eq!(
         run(&s, &Event::guild("10", "20", "hi"), None, None).unwrap_err(),
-        Skip::NotMentioned
+        Skip::NotAddressed
     );
     let n = run(
         &s,
@@ -109,7 +109,7 @@ fn mention_only_skips_unmentioned_messages_outside_allowed_channels() {
     // DMs too, unless the DM channel is listed.
     assert_eq!(
         run(&s, &Event::dm("12", "20", "hi"), None, None).unwrap_err(),
-        Skip::NotMentioned
+        Skip::NotAddressed
     );
     let s = settings(json!({"mention_only": true, "allowed_channels": ["12"]}));
     let n = run(&s, &Event::dm("12", "20", "hi"), None, None).unwrap();
@@ -124,13 +124,10 @@ fn allowed_guilds_skip_other_guilds_and_dms() {
     let s = settings(json!({"allowed_guilds": [GUILD_ID]}));
     assert!(run(&s, &Event::guild("10", "20", "hi"), None, None).is_ok());
     let other = Event::guild("10", "20", "hi").in_guild("999");
-    assert_eq!(
-        run(&s, &other, None, None).unwrap_err(),
-        Skip::GuildNotAllowed
-    );
+    assert_eq!(run(&s, &other, None, None).unwrap_err(), GUILD_NOT_ALLOWED);
     assert_eq!(
         run(&s, &Event::dm("12", "20", "hi"), None, None).unwrap_err(),
-        Skip::GuildNotAllowed
+        GUILD_NOT_ALLOWED
     );
 }
 
@@ -183,7 +180,7 @@ fn mention_only_with_an_active_thread() {
     let s = settings(json!({"mention_only": true}));
     assert_eq!(
         run(&s, &Event::guild("10", "20", "x"), None, Some(77)).unwrap_err(),
-        Skip::NotMentioned
+        Skip::NotAddressed
     );
     let n = run(
         &s,
