@@ -142,6 +142,40 @@ impl<S: fmt::Debug> fmt::Debug for TokenCache<S> {
     }
 }
 
+/// What an app-token request carries on every platform that has one: the HTTP client, the
+/// token endpoint, and the app's id and secret. An adapter's [`TokenSource`] holds one and
+/// adds only its request body and its answer's shape. `Debug` shows no secret.
+#[derive(Clone, Debug)]
+pub struct AppCredentials {
+    /// The client the request goes through (no redirects: it carries the secret).
+    pub http: reqwest::Client,
+    /// The token endpoint, `base` + `path`.
+    pub url: String,
+    /// The app's id (Feishu's `app_id`, DingTalk's `appKey`, QQ's `appId`).
+    pub id: String,
+    /// The app's secret.
+    pub secret: Secret,
+}
+
+impl AppCredentials {
+    /// Credentials for app `id` whose tokens are asked for at `{base}{path}` (a trailing
+    /// slash on `base` is dropped).
+    pub fn new(
+        http: reqwest::Client,
+        base: &str,
+        path: &str,
+        id: impl Into<String>,
+        secret: Secret,
+    ) -> Self {
+        Self {
+            http,
+            url: format!("{}{path}", base.trim_end_matches('/')),
+            id: id.into(),
+            secret,
+        }
+    }
+}
+
 /// What a token answer carried, as a [`TokenSource::fetch`] returns it: the token and its
 /// lifetime, or [`HttpError::Decode`](crate::http::HttpError::Decode) naming what was `missing` (e.g. `access_token or
 /// expires_in`) when either is absent or the token is empty. Never quotes the answer.
@@ -328,5 +362,19 @@ mod tests {
             );
         }
         assert!(issued("token", Some("t".into()), None, "x").is_err());
+    }
+
+    #[test]
+    fn app_credentials_join_the_endpoint_and_hide_the_secret() {
+        let app = AppCredentials::new(
+            reqwest::Client::new(),
+            "https://open.example.com/",
+            "/auth/token",
+            "app-1",
+            Secret::new("app-SECRET"),
+        );
+        assert_eq!(app.url, "https://open.example.com/auth/token");
+        assert_eq!(app.id, "app-1");
+        assert!(!format!("{app:?}").contains("app-SECRET"));
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use im_bridge_channel::Secret;
 use im_bridge_channel::http::HttpError;
-use im_bridge_channel::token::TokenSource;
+use im_bridge_channel::token::{AppCredentials, TokenSource};
 use serde_json::json;
 
 use crate::error::{ApiError, Dialect, decode, read_answer};
@@ -37,12 +37,7 @@ pub type TokenCache = im_bridge_channel::token::TokenCache<AppToken>;
 /// Asks DingTalk for an app's `accessToken` (an enterprise internal app's). `Debug` shows
 /// no secret (the app secret is a [`Secret`]).
 #[derive(Debug)]
-pub struct AppToken {
-    http: reqwest::Client,
-    url: String,
-    app_key: String,
-    app_secret: Secret,
-}
+pub struct AppToken(AppCredentials);
 
 impl AppToken {
     /// A source for the app `app_key` (the `client_id`) asking `{api_url}` (no trailing
@@ -53,12 +48,9 @@ impl AppToken {
         app_key: impl Into<String>,
         app_secret: Secret,
     ) -> Self {
-        Self {
-            http,
-            url: format!("{}{TOKEN_PATH}", api_url.trim_end_matches('/')),
-            app_key: app_key.into(),
-            app_secret,
-        }
+        Self(AppCredentials::new(
+            http, api_url, TOKEN_PATH, app_key, app_secret,
+        ))
     }
 
     /// A cache of this source, refreshing [`REFRESH_MARGIN`] early.
@@ -74,10 +66,15 @@ impl TokenSource for AppToken {
     /// a caller ask again at once): a 401 here means the app's credentials are wrong.
     async fn fetch(&self) -> Result<(Secret, Duration), ApiError> {
         let body = json!({
-            "appKey": self.app_key,
-            "appSecret": self.app_secret.expose(),
+            "appKey": self.0.id,
+            "appSecret": self.0.secret.expose(),
         });
-        let request = self.http.post(&self.url).timeout(TOKEN_TIMEOUT).json(&body);
+        let request = self
+            .0
+            .http
+            .post(&self.0.url)
+            .timeout(TOKEN_TIMEOUT)
+            .json(&body);
         let answer = match read_answer(OP, request, Dialect::OpenApi).await {
             Err(ApiError::TokenInvalid { op, status }) => Err(ApiError::Api {
                 op,

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use im_bridge_channel::Secret;
 use im_bridge_channel::http::{self, HttpError};
-use im_bridge_channel::token::TokenSource;
+use im_bridge_channel::token::{AppCredentials, TokenSource};
 
 use crate::error::{ApiError, rate_limit_reset, rate_limited};
 use crate::model::TokenAnswer;
@@ -40,12 +40,7 @@ pub type TokenCache = im_bridge_channel::token::TokenCache<TenantToken>;
 /// Asks Feishu for an app's `tenant_access_token`. `Debug` shows no secret (the app
 /// secret is a [`Secret`]).
 #[derive(Debug)]
-pub struct TenantToken {
-    http: reqwest::Client,
-    url: String,
-    app_id: String,
-    app_secret: Secret,
-}
+pub struct TenantToken(AppCredentials);
 
 impl TenantToken {
     /// A source for `app_id` that asks `{domain}` (no trailing slash needed) through
@@ -56,12 +51,9 @@ impl TenantToken {
         app_id: impl Into<String>,
         app_secret: Secret,
     ) -> Self {
-        Self {
-            http,
-            url: format!("{}{TOKEN_PATH}", domain.trim_end_matches('/')),
-            app_id: app_id.into(),
-            app_secret,
-        }
+        Self(AppCredentials::new(
+            http, domain, TOKEN_PATH, app_id, app_secret,
+        ))
     }
 
     /// A cache of this source, refreshing [`REFRESH_MARGIN`] early.
@@ -76,12 +68,13 @@ impl TokenSource for TenantToken {
     /// One token request.
     async fn fetch(&self) -> Result<(Secret, Duration), ApiError> {
         let body = serde_json::json!({
-            "app_id": self.app_id,
-            "app_secret": self.app_secret.expose(),
+            "app_id": self.0.id,
+            "app_secret": self.0.secret.expose(),
         });
         let response = self
+            .0
             .http
-            .post(&self.url)
+            .post(&self.0.url)
             .timeout(TOKEN_TIMEOUT)
             .json(&body)
             .send()

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use im_bridge_channel::Secret;
 use im_bridge_channel::http::{self, HttpError};
-use im_bridge_channel::token::{self, TokenSource};
+use im_bridge_channel::token::{self, AppCredentials, TokenSource};
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -52,12 +52,7 @@ pub fn refresh_margin(lifetime: Duration) -> Duration {
 
 /// Asks QQ for a bot's app access token. `Debug` shows no secret (it is a [`Secret`]).
 #[derive(Debug)]
-pub struct AppToken {
-    http: reqwest::Client,
-    url: String,
-    app_id: String,
-    secret: Secret,
-}
+pub struct AppToken(AppCredentials);
 
 impl AppToken {
     /// A source for `app_id` that asks `{token_url}` (no trailing slash needed) through
@@ -68,12 +63,9 @@ impl AppToken {
         app_id: impl Into<String>,
         secret: Secret,
     ) -> Self {
-        Self {
-            http,
-            url: format!("{}{TOKEN_PATH}", token_url.trim_end_matches('/')),
-            app_id: app_id.into(),
-            secret,
-        }
+        Self(AppCredentials::new(
+            http, token_url, TOKEN_PATH, app_id, secret,
+        ))
     }
 
     /// A cache of this source; the refresh margin is applied by [`AppToken::fetch`].
@@ -98,10 +90,15 @@ impl TokenSource for AppToken {
     /// [`refresh_margin`]).
     async fn fetch(&self) -> Result<(Secret, Duration), ApiError> {
         let body = TokenRequest {
-            app_id: self.app_id.clone(),
-            client_secret: self.secret.expose().to_owned(),
+            app_id: self.0.id.clone(),
+            client_secret: self.0.secret.expose().to_owned(),
         };
-        let request = self.http.post(&self.url).timeout(TOKEN_TIMEOUT).json(&body);
+        let request = self
+            .0
+            .http
+            .post(&self.0.url)
+            .timeout(TOKEN_TIMEOUT)
+            .json(&body);
         let answer = http::call(OP, request, MAX_ANSWER_BYTES).await?;
         let status = answer.status.as_u16();
         let body = answer.body;
