@@ -8,7 +8,8 @@
 //! - **Bounded reads.** [`read_answer`] reads an API answer under a bound (an answer over it
 //!   is a [`HttpError::Decode`], never buffered); [`download`] reads a file under its
 //!   caller's bound ([`HttpError::TooLarge`]), from a plain `http(s)` URL ([`file_url`]) on
-//!   a listed host only ([`HttpError::HostNotAllowed`], before any request). [`call`]
+//!   a listed host only ([`HttpError::HostNotAllowed`], before any request); [`read_file`] is
+//!   that bounded read for a platform's own file endpoint. [`call`]
 //!   (child `answer`) sends an API request and reads its bounded [`Answer`], the status and
 //!   headers kept for the adapter's envelope.
 //! - **One failure type.** [`HttpError`] is what can go wrong on the wire whatever the
@@ -21,7 +22,6 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::TryStreamExt;
 use url::Url;
 
 use crate::body::{BoundedRead, read_bounded};
@@ -221,6 +221,19 @@ pub async fn read_answer(
     .await
 }
 
+/// The bytes of a file answered to `op`, refused with [`HttpError::TooLarge`] once there
+/// are more than `max` (by `Content-Length` before any byte is read, otherwise as soon as
+/// the bytes read pass the bound).
+pub async fn read_file(
+    op: &'static str,
+    response: reqwest::Response,
+    max: u64,
+) -> Result<Bytes, HttpError> {
+    read(op, response, max, || HttpError::TooLarge { limit: max })
+        .await
+        .map(Bytes::from)
+}
+
 /// The body of `response` under `max` bytes, or `too_large()`.
 async fn read(
     op: &'static str,
@@ -266,20 +279,7 @@ pub async fn download(
     if !(200..300).contains(&status) {
         return Err(HttpError::Status { op, status });
     }
-    let declared = response.content_length();
-    read_bounded(
-        response.bytes_stream().map_err(reqwest::Error::without_url),
-        declared,
-        max,
-    )
-    .await
-    .map(Bytes::from)
-    .map_err(|e| {
-        e.into_error(
-            || HttpError::TooLarge { limit: max },
-            |e| HttpError::transport(op, e),
-        )
-    })
+    read_file(op, response, max).await
 }
 
 #[cfg(test)]

@@ -400,33 +400,11 @@ async fn read_envelope(op: &'static str, response: reqwest::Response) -> Result<
     Ok(http::read_answer(op, response, MAX_RESPONSE_BYTES).await?)
 }
 
-/// The bytes of a download, refused with [`HttpError::TooLarge`] once over `max`.
-async fn read_file(
-    op: &'static str,
-    response: reqwest::Response,
-    max: u64,
-) -> Result<Bytes, ApiError> {
-    let declared = response.content_length();
-    let body = im_bridge_channel::read_bounded(response.bytes_stream(), declared, max).await;
-    let body = body.map_err(|e| {
-        e.into_error(
-            || HttpError::TooLarge { limit: max },
-            |e| HttpError::transport(op, e),
-        )
-    })?;
-    Ok(Bytes::from(body))
-}
-
 /// Sends a JSON or multipart call and reads its envelope: `data` on code 0.
 async fn envelope(op: &'static str, request: reqwest::RequestBuilder) -> Result<Value, ApiError> {
-    let response = request
-        .send()
-        .await
-        .map_err(|e| HttpError::transport(op, e))?;
-    let status = response.status();
-    let reset = rate_limit_reset(response.headers());
-    let body = read_envelope(op, response).await?;
-    match serde_json::from_slice::<Answer<Value>>(&body) {
+    let answer = http::call(op, request, MAX_RESPONSE_BYTES).await?;
+    let (status, reset) = (answer.status, rate_limit_reset(&answer.headers));
+    match serde_json::from_slice::<Answer<Value>>(&answer.body) {
         Ok(answer) if answer.code == 0 && status.is_success() => {
             Ok(answer.data.unwrap_or(Value::Null))
         }
@@ -451,7 +429,7 @@ async fn download(
     let status = response.status();
     if status == StatusCode::OK {
         let name = attachment_name(response.headers());
-        return Ok((read_file(op, response, max_bytes).await?, name));
+        return Ok((http::read_file(op, response, max_bytes).await?, name));
     }
     let reset = rate_limit_reset(response.headers());
     let body = read_envelope(op, response).await?;

@@ -71,18 +71,16 @@ impl TokenSource for TenantToken {
             "app_id": self.0.id,
             "app_secret": self.0.secret.expose(),
         });
-        let response = self
+        let request = self
             .0
             .http
             .post(&self.0.url)
             .timeout(TOKEN_TIMEOUT)
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| HttpError::transport(OP, e))?;
-        let status = response.status().as_u16();
-        let reset = rate_limit_reset(response.headers());
-        let body = http::read_answer(OP, response, MAX_ANSWER_BYTES).await?;
+            .json(&body);
+        let answer = http::call(OP, request, MAX_ANSWER_BYTES).await?;
+        let status = answer.status.as_u16();
+        let reset = rate_limit_reset(&answer.headers);
+        let body = answer.body;
         let refused = |code: i64| match rate_limited(code, status, reset) {
             Some(wait) => ApiError::Http(wait),
             None => ApiError::Api {

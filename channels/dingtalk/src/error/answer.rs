@@ -42,13 +42,12 @@ pub(crate) async fn read_answer(
     request: reqwest::RequestBuilder,
     dialect: Dialect,
 ) -> Result<Value, ApiError> {
-    let response = request
-        .send()
-        .await
-        .map_err(|e| HttpError::transport(op, e))?;
-    let status = response.status();
-    let wait = header_seconds(response.headers(), RETRY_AFTER.as_str());
-    let body = http::read_answer(op, response, MAX_RESPONSE_BYTES).await?;
+    let http::Answer {
+        status,
+        headers,
+        body,
+    } = http::call(op, request, MAX_RESPONSE_BYTES).await?;
+    let wait = header_seconds(&headers, RETRY_AFTER.as_str());
     let json: Option<Value> = if body.iter().all(u8::is_ascii_whitespace) {
         Some(Value::Null)
     } else {

@@ -23,6 +23,7 @@
 //!   Telegram redelivers it after the restart; likewise when the queue is full and so
 //!   many senders already wait for their "too busy" reply that this one cannot be told.
 
+use im_bridge_channel::digest::constant_time_eq;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -105,25 +106,4 @@ pub(crate) async fn run(
     tracing::info!("Registered the Telegram webhook.");
     shutdown.cancelled().await;
     Ok(ChannelExit::Stopped)
-}
-
-/// Equality whose running time does not depend on where the inputs differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secret_comparison() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"abcd"));
-        assert!(!constant_time_eq(b"", b"a"));
-    }
 }
