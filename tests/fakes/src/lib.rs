@@ -41,6 +41,7 @@ pub mod postgres;
 pub mod prereq;
 pub mod qq;
 pub mod skeleton;
+pub mod slack;
 pub mod telegram;
 pub mod telemetry;
 pub mod wait;
