@@ -115,7 +115,8 @@ fn truncation_warning(answer: &mut Value) {
     answer["warning"] = json!("message_truncated");
     answer["response_metadata"] = json!({
         "warnings": ["message_truncated"],
-        "messages": ["[WARN] Your message was truncated but still posted. The `text` field accepts up to 40,000 characters."],
+        "messages": [concat!("[WARN] Your message was truncated but still posted. ",
+                             "The `text` field accepts up to 40,000 characters.")],
     });
 }
 

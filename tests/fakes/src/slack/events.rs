@@ -93,6 +93,10 @@ impl File {
     /// The file object as a message event carries it.
     pub fn to_json(&self, user: &str) -> Value {
         let filetype = self.name.rsplit_once('.').map_or("binary", |(_, e)| e);
+        let permalink = format!(
+            "https://{TEAM_DOMAIN}.slack.com/files/{user}/{}/{}",
+            self.id, self.name
+        );
         json!({
             "id": self.id, "created": unix_now(), "timestamp": unix_now(),
             "name": self.name, "title": self.name, "mimetype": self.mimetype,
@@ -101,7 +105,7 @@ impl File {
             "is_external": false, "external_type": "", "is_public": false,
             "public_url_shared": false, "display_as_bot": false, "username": "",
             "url_private": self.url_private, "url_private_download": self.url_private_download,
-            "permalink": format!("https://{TEAM_DOMAIN}.slack.com/files/{user}/{}/{}", self.id, self.name),
+            "permalink": permalink,
             "has_rich_preview": false, "file_access": "visible",
         })
     }
@@ -382,5 +386,52 @@ impl SlashCommand {
         };
         url.query_pairs_mut().extend_pairs(self.fields());
         url.query().unwrap_or("").to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DM: &str = "D0FAKEDM01";
+    const GENERAL: &str = "C0FAKEGEN1";
+    const USER: &str = "U0FAKEUSER";
+
+    #[test]
+    fn events_are_written_as_slack_writes_them() {
+        let dm = Event::dm(DM, USER, "hello").to_json();
+        assert_eq!(
+            (dm["type"].as_str(), dm["channel_type"].as_str()),
+            (Some("message"), Some("im"))
+        );
+        assert_eq!(dm["ts"], dm["event_ts"]);
+        assert!(dm["client_msg_id"].is_string() && dm["blocks"][0]["type"] == "rich_text");
+        let mention = Event::mention(GENERAL, USER, "status?").in_thread("1700000000.000100");
+        let json = mention.to_json();
+        assert_eq!(json["type"], "app_mention");
+        assert_eq!(json["text"], format!("<@{BOT_USER_ID}> status?"));
+        assert!(json.get("channel_type").is_none());
+        assert_eq!(mention.thread_root(), "1700000000.000100");
+        let bot = Event::bot_message(GENERAL, "B0OTHER", "beep").to_json();
+        assert_eq!(
+            (bot["subtype"].as_str(), bot["bot_id"].as_str()),
+            (Some("bot_message"), Some("B0OTHER"))
+        );
+        assert!(bot.get("user").is_none());
+        let echo = Event::own_echo(DM, "mine").to_json();
+        assert_eq!(
+            (echo["user"].as_str(), echo["bot_id"].as_str()),
+            (Some(BOT_USER_ID), Some(BOT_ID))
+        );
+        let changed = Event::message_changed(DM, USER, "1.000001", "old", "new").to_json();
+        assert_eq!(changed["subtype"], "message_changed");
+        assert_eq!(
+            (
+                changed["message"]["ts"].as_str(),
+                changed["message"]["text"].as_str()
+            ),
+            (Some("1.000001"), Some("new"))
+        );
+        assert!(next_ts() < next_ts());
     }
 }

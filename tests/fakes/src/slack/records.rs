@@ -183,20 +183,7 @@ pub struct Connection {
     pub closed_at: Option<Instant>,
 }
 
-impl crate::skeleton::Linked for Connection {
-    fn id(&self) -> u64 {
-        self.id
-    }
-
-    fn is_open(&self) -> bool {
-        self.open
-    }
-
-    fn set_closed(&mut self) {
-        self.open = false;
-        self.closed_at = Some(Instant::now());
-    }
-}
+crate::skeleton::socket::linked!(Connection, closed_at);
 
 /// What [`FakeSlack::push_event`](super::FakeSlack::push_event) or
 /// [`FakeSlack::push_command`](super::FakeSlack::push_command) pushed.

@@ -184,3 +184,79 @@ impl SignedRequest {
         request.send().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::slack::{Event, SIGNING_SECRET};
+
+    const DM: &str = "D0FAKEDM01";
+    const GENERAL: &str = "C0FAKEGEN1";
+    const USER: &str = "U0FAKEUSER";
+
+    #[test]
+    fn the_signature_is_slacks_published_example() {
+        // docs.slack.dev/authentication/verifying-requests-from-slack, the worked example.
+        let body = "token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+        assert_eq!(
+            signature(
+                "8f742231b10e8888abcd99yyyzzz85a5",
+                "1531420618",
+                body.as_bytes()
+            ),
+            "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"
+        );
+    }
+
+    #[test]
+    fn signed_requests_and_their_spoiled_variants() {
+        let event = Event::dm(DM, USER, "hi").to_json();
+        let request = HttpRequest::event(&event);
+        assert!(request.event_id().unwrap().starts_with("Ev"));
+        let signed = request.signed(SIGNING_SECRET);
+        let timestamp = signed.header(TIMESTAMP_HEADER).unwrap().to_owned();
+        let expected = signature(SIGNING_SECRET, &timestamp, &signed.body);
+        assert_eq!(signed.header(SIGNATURE_HEADER), Some(expected.as_str()));
+        assert_eq!(signed.header("content-type"), Some("application/json"));
+        let body: Value = serde_json::from_slice(&signed.body).unwrap();
+        assert_eq!(
+            (body["type"].as_str(), &body["event"]),
+            (Some("event_callback"), &event)
+        );
+
+        let forged = request.forged(SIGNING_SECRET);
+        let stamp = forged.header(TIMESTAMP_HEADER).unwrap();
+        assert_ne!(
+            forged.header(SIGNATURE_HEADER),
+            Some(signature(SIGNING_SECRET, stamp, &forged.body).as_str())
+        );
+        let stale = request.stale(SIGNING_SECRET);
+        let stamp: u64 = stale.header(TIMESTAMP_HEADER).unwrap().parse().unwrap();
+        assert!(stamp + 5 * 60 < timestamp.parse::<u64>().unwrap());
+        assert_eq!(
+            stale.header(SIGNATURE_HEADER).unwrap(),
+            signature(SIGNING_SECRET, &stamp.to_string(), &stale.body)
+        );
+        let retried = signed.clone().retried(2, "http_timeout");
+        assert_eq!(retried.header("x-slack-retry-num"), Some("2"));
+        assert_eq!(retried.header("X-Slack-Retry-Reason"), Some("http_timeout"));
+        assert_ne!(signed.clone().tampered().body, signed.body);
+
+        let command = SlashCommand::new("/goal", "ship it", USER, GENERAL);
+        let form = HttpRequest::command(&command).signed(SIGNING_SECRET);
+        assert_eq!(
+            form.header("content-type"),
+            Some("application/x-www-form-urlencoded")
+        );
+        let text = String::from_utf8(form.body).unwrap();
+        assert!(
+            text.contains("command=%2Fgoal") && text.contains("text=ship+it"),
+            "{text}"
+        );
+        let challenge = HttpRequest::url_verification("abc");
+        let challenge: Value = serde_json::from_slice(challenge.body()).unwrap();
+        assert_eq!(challenge["type"], "url_verification");
+    }
+}

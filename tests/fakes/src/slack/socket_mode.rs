@@ -22,6 +22,10 @@
 //! - `disconnect` frames (`warning`, `refresh_requested`, `link_disabled`) go to every open
 //!   connection; Slack closes the socket itself about ten seconds after a `warning`
 //!   ([`FakeSlack::rotate`] plays that).
+//!
+//! [`FakeSlack::set_ack_window`]: super::FakeSlack::set_ack_window
+//! [`FakeSlack::protocol_errors`]: super::FakeSlack::protocol_errors
+//! [`FakeSlack::rotate`]: super::FakeSlack::rotate
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -426,3 +430,6 @@ impl Fake<Slack> {
         found(self).ok_or_else(|| self.timeout(&what))
     }
 }
+
+#[cfg(test)]
+mod tests;
