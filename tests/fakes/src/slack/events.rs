@@ -393,9 +393,7 @@ impl SlashCommand {
 mod tests {
     use super::*;
 
-    const DM: &str = "D0FAKEDM01";
-    const GENERAL: &str = "C0FAKEGEN1";
-    const USER: &str = "U0FAKEUSER";
+    use crate::slack::tests::{DM, GENERAL, USER};
 
     #[test]
     fn events_are_written_as_slack_writes_them() {

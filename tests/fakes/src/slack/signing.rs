@@ -192,9 +192,7 @@ mod tests {
     use super::*;
     use crate::slack::{Event, SIGNING_SECRET};
 
-    const DM: &str = "D0FAKEDM01";
-    const GENERAL: &str = "C0FAKEGEN1";
-    const USER: &str = "U0FAKEUSER";
+    use crate::slack::tests::{DM, GENERAL, USER};
 
     #[test]
     fn the_signature_is_slacks_published_example() {

@@ -9,12 +9,13 @@ use serde_json::{Value, json};
 use super::rest::Params;
 use super::*;
 
-const WAIT: Duration = Duration::from_secs(5);
-const DM: &str = "D0FAKEDM01";
-const GENERAL: &str = "C0FAKEGEN1";
-const USER: &str = "U0FAKEUSER";
+pub(super) const WAIT: Duration = Duration::from_secs(5);
+pub(super) const DM: &str = "D0FAKEDM01";
+pub(super) const GENERAL: &str = "C0FAKEGEN1";
+pub(super) const USER: &str = "U0FAKEUSER";
 
-async fn api(
+/// Calls `method` with a JSON body; the status, the answer and its `Retry-After`.
+pub(super) async fn api(
     fake: &FakeSlack,
     method: &str,
     token: Option<&str>,

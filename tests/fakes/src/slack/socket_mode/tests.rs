@@ -11,20 +11,10 @@ use tokio_tungstenite::tungstenite::Message as Ws;
 use crate::skeleton::client::{self, Client as Socket};
 use crate::slack::*;
 
-const WAIT: Duration = Duration::from_secs(5);
-const DM: &str = "D0FAKEDM01";
-const USER: &str = "U0FAKEUSER";
+use crate::slack::tests::{DM, USER, WAIT, api};
 
 async fn open(fake: &FakeSlack) -> String {
-    let answer: Value = reqwest::Client::new()
-        .post(format!("{}/api/apps.connections.open", fake.api_url()))
-        .bearer_auth(APP_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, answer, _) = api(fake, "apps.connections.open", Some(APP_TOKEN), json!({})).await;
     answer["url"].as_str().unwrap().to_owned()
 }
 
