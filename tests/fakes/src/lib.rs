@@ -49,6 +49,7 @@ pub mod slack;
 pub mod telegram;
 pub mod telemetry;
 pub mod wait;
+pub mod wecom;
 
 use im_bridge_channel::{AllowedUsers, BuildContext, CommandVocabulary};
 

@@ -1,0 +1,1 @@
+//! The fake WeCom's tests.
