@@ -170,7 +170,9 @@ async fn watch(shared: Arc<Shared>, id: u64) {
                 close(s, id, why);
                 return None;
             }
-            Some(deadline)
+            // Looked at again within a quarter of the timeout: a subscribe or a changed
+            // setting moves the deadline.
+            Some(deadline.min(Instant::now() + heartbeat / 4))
         });
         let Some(deadline) = deadline else {
             return;
