@@ -46,7 +46,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::skeleton::http::{Head, Script, When};
+use crate::skeleton::http::{Head, Script};
 use crate::skeleton::socket::Sockets;
 use crate::skeleton::{Fake, Platform, WithSockets};
 
@@ -410,13 +410,7 @@ impl Fake<Wecom> {
     /// `trigger` says. Failures fire after the frame's shape and subscription checks, so a
     /// malformed frame uses none up.
     pub fn fail(&self, cmd: &str, trigger: Trigger, failure: Failure) {
-        let when = match trigger {
-            Trigger::Next => When::Next,
-            Trigger::Nth(n) => When::Nth(n),
-            Trigger::Times(n) => When::Times(n),
-            Trigger::Always => When::Always,
-        };
-        self.with_state(|s| s.failures.add(cmd, when, failure));
+        self.with_state(|s| s.failures.add(cmd, trigger.into(), failure));
     }
 
     /// Removes every scripted failure.

@@ -6,19 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-/// When a scripted failure fires.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Trigger {
-    /// On the next frame of the command, once.
-    Next,
-    /// On the command's Nth frame that passed the shape and subscription checks (1-based),
-    /// once.
-    Nth(usize),
-    /// On each of the next `n` frames.
-    Times(usize),
-    /// On every frame until [`FakeWecom::clear_failures`](super::FakeWecom::clear_failures).
-    Always,
-}
+pub use crate::skeleton::Trigger;
 
 /// A scripted failure of a client command.
 #[derive(Clone, Debug, PartialEq, Eq)]
