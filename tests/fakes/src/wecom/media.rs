@@ -38,6 +38,7 @@ use tokio::time::Instant;
 use super::events::MediaFile;
 use super::long_connection::Answer;
 use super::records::Upload;
+use super::replies;
 use super::{
     FakeWecom, MAX_CHUNK_BYTES, MAX_CHUNKS, MIN_UPLOAD_BYTES, Shared, UPLOAD_SESSION,
     UPLOADS_PER_HOUR, UPLOADS_PER_MINUTE, URL_LIFETIME, Wecom, code,
@@ -113,24 +114,14 @@ pub(super) fn init(s: &mut Wecom, body: &Value) -> Result<Answer, i64> {
         Some(_) => return Err(code::INVALID_PARAMETER),
     };
     let now = s.now();
-    let hour = std::time::Duration::from_secs(3600);
-    while s
-        .upload_times
-        .front()
-        .is_some_and(|t| now.duration_since(*t) >= hour)
-    {
-        s.upload_times.pop_front();
-    }
-    let minute = std::time::Duration::from_secs(60);
-    let last_minute = s
-        .upload_times
-        .iter()
-        .filter(|t| now.duration_since(**t) < minute)
-        .count();
-    if last_minute >= UPLOADS_PER_MINUTE || s.upload_times.len() >= UPLOADS_PER_HOUR {
+    if !replies::within_rate(
+        &mut s.upload_times,
+        now,
+        UPLOADS_PER_MINUTE,
+        UPLOADS_PER_HOUR,
+    ) {
         return Err(code::FREQ_OUT_OF_LIMIT);
     }
-    s.upload_times.push_back(now);
     let upload_id = format!("fake_upload_{:012x}", s.next());
     s.uploads.push(Upload {
         upload_id: upload_id.clone(),

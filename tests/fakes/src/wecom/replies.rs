@@ -34,6 +34,8 @@
 //!   [`MESSAGES_PER_HOUR`] an hour (documented), beyond which `45009`. Stream updates do
 //!   not count (observed: 31 frames of one stream in 8 s were all accepted).
 
+use std::collections::VecDeque;
+
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -88,10 +90,14 @@ fn feedback_fits(holder: &Value) -> Result<Option<String>, i64> {
     }
 }
 
-/// Counts a new message to `conversation`, or refuses it for the rate.
-fn take_rate(s: &mut Wecom, conversation: &str) -> Result<(), i64> {
-    let now = s.now();
-    let times = s.rates.entry(conversation.to_owned()).or_default();
+/// Counts a call at `now` in `times` (the last hour's), unless `per_minute` were already
+/// made in the last minute or `per_hour` in the last hour; whether it was counted.
+pub(super) fn within_rate(
+    times: &mut VecDeque<Instant>,
+    now: Instant,
+    per_minute: usize,
+    per_hour: usize,
+) -> bool {
     while times
         .front()
         .is_some_and(|t| now.duration_since(*t) >= HOUR)
@@ -102,11 +108,21 @@ fn take_rate(s: &mut Wecom, conversation: &str) -> Result<(), i64> {
         .iter()
         .filter(|t| now.duration_since(**t) < MINUTE)
         .count();
-    if last_minute >= MESSAGES_PER_MINUTE || times.len() >= MESSAGES_PER_HOUR {
+    if last_minute >= per_minute || times.len() >= per_hour {
+        return false;
+    }
+    times.push_back(now);
+    true
+}
+
+/// Counts a new message to `conversation`, or refuses it for the rate.
+fn take_rate(s: &mut Wecom, conversation: &str) -> Result<(), i64> {
+    let now = s.now();
+    let times = s.rates.entry(conversation.to_owned()).or_default();
+    if !within_rate(times, now, MESSAGES_PER_MINUTE, MESSAGES_PER_HOUR) {
         s.rate_refusals += 1;
         return Err(code::FREQ_OUT_OF_LIMIT);
     }
-    times.push_back(now);
     Ok(())
 }
 
