@@ -223,7 +223,10 @@ impl RawSlackConfig {
             .as_ref()
             .is_some_and(|s| !s.expose().bytes().all(|b| b.is_ascii_graphic()))
         {
-            issues.error("signing_secret", "expected the secret alone: visible ASCII, no spaces");
+            issues.error(
+                "signing_secret",
+                "expected the secret alone: visible ASCII, no spaces",
+            );
         }
         let webhook = config::webhook_place(
             issues,
@@ -317,7 +320,10 @@ mod tests {
         };
         assert_eq!(app_token.expose(), "xapp-1-A0123-4567-abcdef");
         assert_eq!(s.api_url, API_URL);
-        assert_eq!(s.method_url("chat.postMessage"), "https://slack.com/api/chat.postMessage");
+        assert_eq!(
+            s.method_url("chat.postMessage"),
+            "https://slack.com/api/chat.postMessage"
+        );
         assert!(s.mention_only && s.thread_replies);
         assert_eq!(s.max_message_chars, DEFAULT_MESSAGE_CHARS);
         assert_eq!(s.bot_user_id, None);
@@ -345,14 +351,20 @@ mod tests {
         };
         assert_eq!(webhook.path, DEFAULT_WEBHOOK_PATH);
         assert_eq!(webhook.listen, "127.0.0.1:3000".parse().unwrap());
-        assert_eq!(s.method_url("auth.test"), "http://127.0.0.1:9/api/auth.test");
+        assert_eq!(
+            s.method_url("auth.test"),
+            "http://127.0.0.1:9/api/auth.test"
+        );
         assert!(!s.mention_only && !s.thread_replies);
         assert_eq!(s.max_message_chars, MAX_MESSAGE_CHARS);
         let (s, found) = check(json!({"bot_token": "xoxb-1", "event_delivery": "http"}));
         assert!(s.is_none());
         assert_eq!(
             found,
-            ["E channels.slack.signing_secret", "E channels.slack.webhook.listen"]
+            [
+                "E channels.slack.signing_secret",
+                "E channels.slack.webhook.listen"
+            ]
         );
     }
 
@@ -383,7 +395,10 @@ mod tests {
         assert!(said[1].starts_with("channels.slack.app_token: expected a token starting"));
         assert!(!said.concat().contains("SECRET"), "{said:?}");
         let said = messages(json!({}));
-        assert!(said[0].starts_with("channels.slack.bot_token: required"), "{said:?}");
+        assert!(
+            said[0].starts_with("channels.slack.bot_token: required"),
+            "{said:?}"
+        );
         assert!(said[0].contains("$SLACK_BOT_TOKEN"), "{said:?}");
         // Settings print no secret either.
         let (s, _) = check(json!({"bot_token": "xoxb-TOPSECRET", "app_token": "xapp-TOPSECRET"}));

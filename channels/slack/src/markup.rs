@@ -241,7 +241,8 @@ fn push_address(out: &mut String, url: &str) {
 /// Whether a link to `url` whose text is `piece` can be written `<url>`: its text is its
 /// address, which shows as written.
 fn bare(url: &str, piece: &str) -> bool {
-    piece == url && !url.contains(|c: char| matches!(c, '|' | '<' | '>' | '(' | ')') || c.is_whitespace())
+    piece == url
+        && !url.contains(|c: char| matches!(c, '|' | '<' | '>' | '(' | ')') || c.is_whitespace())
 }
 
 /// Appends `text` with `&`, `<` and `>` escaped.
