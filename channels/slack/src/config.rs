@@ -160,13 +160,13 @@ impl RawSlackConfig {
             _ => self.socket(issues),
         };
         let bot_user_id = self.bot_user_id(issues);
-        let api_url = config::base_url(issues, "api_url", self.api_url.as_deref(), API_URL);
-        if url::Url::parse(&api_url).is_ok_and(|u| !matches!(u.path(), "" | "/")) {
-            issues.error(
-                "api_url",
-                "expected a base without a path, e.g. https://slack.com (methods are under /api/)",
-            );
-        }
+        let api_url = config::root_url(
+            issues,
+            "api_url",
+            self.api_url.as_deref(),
+            API_URL,
+            "methods are under /api/",
+        );
         let max_message_chars = config::integer(
             issues,
             "max_message_chars",

@@ -87,7 +87,7 @@ fn link(inner: &str) -> Result<String, String> {
         return Err(format!("a link address {address:?} that Slack would cut"));
     }
     let shown = match label {
-        Some(label) if label.is_empty() => return Err("a link without text".into()),
+        Some("") => return Err("a link without text".into()),
         Some(label) => label,
         None => address,
     };

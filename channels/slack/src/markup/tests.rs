@@ -96,7 +96,7 @@ fn a_45000_character_answer_is_split_under_the_cap_with_nothing_lost() {
     let mut answer = String::new();
     while answer.chars().count() < 45_000 {
         answer.push_str(paragraph);
-        if answer.len() % 7 == 0 {
+        if answer.len().is_multiple_of(7) {
             answer.push_str(block);
         }
         answer.push_str("- item one\n- item two\n\n");
