@@ -6,9 +6,10 @@
 //! knows its platform, the daemon never matches on platform names. A check is one line of
 //! operator output: ok, FAIL with a fix hint, or skip with the reason.
 //!
-//! What a credential check finds is sorted into a [`Failure`] by the adapter (its error
-//! types know a refusal from an unreachable host), and [`Credentials::check`] words the
-//! line and its hint the same way for every platform. Texts never hold a secret: adapters
+//! What a credential check finds is sorted into a [`Failure`] by the adapter's error type
+//! ([`Diagnose`], which the kit's `channel_error!` implements: the error knows a refusal
+//! from an unreachable host), and [`Credentials::check`] words the line and its hint the
+//! same way for every platform. Texts never hold a secret: adapters
 //! build them from their log-safe error `Display`s and, to be sure, [`Check::scrub`] every
 //! secret value they hold out of the finished checks. URLs are printed through
 //! [`display_url`], which drops credentials, query and fragment.
@@ -191,6 +192,18 @@ pub fn address_free(name: impl Into<String>, addr: SocketAddr, key: &str) -> Che
     }
 }
 
+/// [`address_free`] for a channel's webhook: the check `<channel> webhook address`,
+/// pointing at `channels.<channel>.webhook.listen`.
+pub fn webhook_address(channel: &str, listen: SocketAddr) -> Check {
+    let key = format!("channels.{channel}.webhook.listen");
+    address_free(format!("{channel} webhook address"), listen, &key)
+}
+
+/// Every check [scrubbed](Check::scrub) of `secrets`.
+pub fn scrubbed(checks: Vec<Check>, secrets: &[&Secret]) -> Vec<Check> {
+    checks.into_iter().map(|c| c.scrub(secrets)).collect()
+}
+
 /// How a credential check failed, as the adapter sorts its error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Failure {
@@ -229,6 +242,24 @@ impl From<&HttpError> for Failure {
     }
 }
 
+/// How an adapter's error reads to `doctor`: the kind of [`Failure`] a credential check
+/// met. The kit's `channel_error!` implements it for an error of the kit's shape.
+pub trait Diagnose: std::error::Error {
+    /// What kind of failure this is.
+    fn failure(&self) -> Failure;
+}
+
+/// The configuration keys a credential check points at when it fails, written in full
+/// (`channels.<platform>.<key>`) so that a hint can be pasted into a search of the
+/// config file. An adapter declares its own once, beside its config.
+#[derive(Clone, Copy, Debug)]
+pub struct Keys {
+    /// The base URL's key, e.g. `channels.telegram.api_url`.
+    pub url: &'static str,
+    /// The credential keys, e.g. `channels.feishu.app_id and channels.feishu.app_secret`.
+    pub secrets: &'static str,
+}
+
 /// What a platform's credential check is about, to word its line and hints.
 #[derive(Clone, Copy, Debug)]
 pub struct Credentials<'a> {
@@ -242,7 +273,23 @@ pub struct Credentials<'a> {
     pub secret_keys: &'a str,
 }
 
-impl Credentials<'_> {
+impl<'a> Credentials<'a> {
+    /// The credential check named `name` of a client calling `url`, its hints naming `keys`.
+    pub fn new(name: &'a str, url: &'a str, keys: Keys) -> Self {
+        Self {
+            name,
+            url,
+            url_key: keys.url,
+            secret_keys: keys.secrets,
+        }
+    }
+
+    /// The check of one authenticated call's `answer`: `Ok(detail)` when the credentials
+    /// were accepted, else the error as it [diagnoses](Diagnose) itself.
+    pub fn answer<E: Diagnose>(&self, answer: Result<String, E>) -> Check {
+        self.check(answer.map_err(|error| (error.failure(), reason(&error))))
+    }
+
     /// The check for what the platform answered: `Ok(detail)` when the credentials were
     /// accepted, else how it failed and why (log-safe text).
     pub fn check(&self, answer: Result<String, (Failure, String)>) -> Check {
@@ -276,26 +323,22 @@ impl Credentials<'_> {
     }
 
     /// The check of a token request (Feishu's, DingTalk's, QQ's): asks `tokens` for a
-    /// token and words the answer, `issued` when one came, else the error sorted by
-    /// `sort`. `tokens` is an error when the client holding them could not be built.
+    /// token and words the answer, `issued` when one came, else the error as it
+    /// diagnoses itself. `tokens` is an error when the client holding them could not be
+    /// built.
     pub async fn token<S>(
         &self,
         tokens: Result<&TokenCache<S>, &S::Error>,
         issued: impl Into<String>,
-        sort: impl Fn(&S::Error) -> Failure,
     ) -> Check
     where
         S: TokenSource,
-        S::Error: std::error::Error,
+        S::Error: Diagnose,
     {
-        let answer = match tokens {
-            Ok(tokens) => match tokens.get().await {
-                Ok(_) => Ok(issued.into()),
-                Err(error) => Err((sort(&error), reason(&error))),
-            },
-            Err(error) => Err((Failure::Unexpected, reason(error))),
-        };
-        self.check(answer)
+        match tokens {
+            Ok(tokens) => self.answer(tokens.get().await.map(|_| issued.into())),
+            Err(error) => self.check(Err((Failure::Unexpected, reason(error)))),
+        }
     }
 }
 
@@ -370,6 +413,58 @@ mod tests {
         drop(taken);
         let check = address_free("admin address", addr, "bridge.admin_listen");
         assert!(!check.failed(), "{check}");
+    }
+
+    #[test]
+    fn a_webhook_address_check_names_the_channel_and_its_listen_key() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let check = webhook_address("demo", taken.local_addr().unwrap());
+        assert_eq!(check.name, "demo webhook address");
+        assert!(
+            check.to_string().contains("channels.demo.webhook.listen"),
+            "{check}"
+        );
+    }
+
+    /// An adapter error of the kit's shape, as `channel_error!` sees it.
+    #[derive(Debug, thiserror::Error)]
+    enum DemoError {
+        #[error(transparent)]
+        Http(#[from] HttpError),
+        #[error("token refused")]
+        TokenInvalid,
+        #[error("refused: HTTP {status}")]
+        Api { status: u16 },
+        #[error("the card is too large")]
+        CardTooLarge,
+    }
+
+    crate::channel_error!(DemoError; DemoError::TokenInvalid => Refused);
+
+    #[test]
+    fn an_error_of_the_kits_shape_diagnoses_itself() {
+        let failure = |e: DemoError| e.failure();
+        assert_eq!(failure(DemoError::TokenInvalid), Failure::Refused);
+        assert_eq!(failure(DemoError::Api { status: 403 }), Failure::Refused);
+        assert_eq!(failure(DemoError::Api { status: 502 }), Failure::Unexpected);
+        assert_eq!(failure(DemoError::CardTooLarge), Failure::Unexpected);
+        let throttled = DemoError::Http(HttpError::RetryAfter(std::time::Duration::from_secs(1)));
+        assert_eq!(failure(throttled), Failure::Throttled);
+        let keys = Keys {
+            url: "channels.demo.api_url",
+            secrets: "channels.demo.token",
+        };
+        let check = Credentials::new("demo", "https://api.example.com", keys)
+            .answer::<DemoError>(Err(DemoError::TokenInvalid));
+        assert!(
+            check
+                .to_string()
+                .ends_with("fix: check channels.demo.token"),
+            "{check}"
+        );
+        let ok = Credentials::new("demo", "https://api.example.com", keys)
+            .answer::<DemoError>(Ok("bot 1".into()));
+        assert_eq!(ok.to_string(), "ok   demo: bot 1");
     }
 
     #[test]

@@ -94,17 +94,32 @@ impl ChannelError {
     }
 }
 
-/// `From<$error> for ChannelError` for an adapter error of the kit's shape: `Http(HttpError)`
-/// as the kit maps it, each extra `pattern => expression` arm as written, a coded refusal
-/// `Api { status, .. }` by its status ([`ChannelError::refusal`]), anything else
-/// [`ChannelError::Rejected`] with the error's (log-safe) text.
+/// `From<$error> for ChannelError` and [`Diagnose`](crate::doctor::Diagnose) for an adapter
+/// error of the kit's shape.
+///
+/// Into a `ChannelError`: `Http(HttpError)` as the kit maps it, each extra
+/// `pattern => expression` arm as written, a coded refusal `Api { status, .. }` by its
+/// status ([`ChannelError::refusal`]), anything else [`ChannelError::Rejected`] with the
+/// error's (log-safe) text.
+///
+/// For `im-bridge doctor`: `Http` as the kit sorts it, each arm after `;` as written (a
+/// pattern and the [`Failure`](crate::doctor::Failure) it means, e.g. a refused token), a
+/// coded refusal by its status ([`Failure::refusal`](crate::doctor::Failure::refusal)),
+/// anything else [`Failure::Unexpected`](crate::doctor::Failure::Unexpected).
 ///
 /// ```ignore
-/// im_bridge_channel::channel_error!(ApiError, ApiError::NotEditable { .. } => ChannelError::NotEditable);
+/// im_bridge_channel::channel_error!(
+///     ApiError,
+///     ApiError::NotEditable { .. } => ChannelError::NotEditable;
+///     ApiError::TokenInvalid { .. } => Refused,
+/// );
 /// ```
 #[macro_export]
 macro_rules! channel_error {
-    ($error:ident $(, $pattern:pat => $mapped:expr)* $(,)?) => {
+    (
+        $error:ident $(, $pattern:pat => $mapped:expr)* $(,)?
+        $(; $($sorted:pat => $failure:ident),+ $(,)?)?
+    ) => {
         impl ::core::convert::From<$error> for $crate::ChannelError {
             fn from(error: $error) -> Self {
                 match error {
@@ -114,6 +129,18 @@ macro_rules! channel_error {
                     other => $crate::ChannelError::Rejected {
                         reason: other.to_string(),
                     },
+                }
+            }
+        }
+
+        impl $crate::doctor::Diagnose for $error {
+            fn failure(&self) -> $crate::doctor::Failure {
+                #[allow(unreachable_patterns)]
+                match self {
+                    $error::Http(e) => e.into(),
+                    $($($sorted => $crate::doctor::Failure::$failure,)+)?
+                    $error::Api { status, .. } => $crate::doctor::Failure::refusal(*status),
+                    _ => $crate::doctor::Failure::Unexpected,
                 }
             }
         }

@@ -52,6 +52,22 @@ macro_rules! fixture_bytes {
     };
 }
 
+/// Serves `app` on `127.0.0.1`, on a port the system picks, for the rest of the test: a
+/// platform endpoint for an adapter's unit tests. Returns its base URL,
+/// `http://127.0.0.1:<port>`.
+///
+/// # Panics
+/// When no loopback port can be bound.
+#[allow(clippy::expect_used, reason = "a test helper: a panic fails the test")]
+pub async fn serve(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("a bound address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;

@@ -174,6 +174,12 @@ impl AppCredentials {
             secret,
         }
     }
+
+    /// The token request carrying `body` as JSON, given up after `timeout` (which also
+    /// bounds how long the cache's refresh lock is held).
+    pub fn post(&self, body: &impl serde::Serialize, timeout: Duration) -> reqwest::RequestBuilder {
+        self.http.post(&self.url).timeout(timeout).json(body)
+    }
 }
 
 /// What a token answer carried, as a [`TokenSource::fetch`] returns it: the token and its

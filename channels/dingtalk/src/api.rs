@@ -35,15 +35,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use im_bridge_channel::digest::hex;
 use im_bridge_channel::http::{self, HttpError};
+use im_bridge_channel::token::AppCredentials;
 use im_bridge_channel::{FileHosts, Secret};
 use rand::Rng;
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
-use crate::config::FILE_HOSTS;
+use crate::config::{DingTalkSettings, FILE_HOSTS};
 use crate::error::{ApiError, Dialect, decode, read_answer};
 use crate::model::{DownloadUrl, Sent, Uploaded};
-use crate::token::{AppToken, TokenCache};
+use crate::token::{AppToken, TOKEN_PATH, TokenCache};
 
 /// The header every OpenAPI call carries its token in.
 pub const TOKEN_HEADER: &str = "x-acs-dingtalk-access-token";
@@ -184,7 +185,14 @@ impl Api {
         let file_hosts = FileHosts::new(FILE_HOSTS).unwrap_or_default();
         let download = http::file_client(&file_hosts)?;
         let api_url = api_url.trim_end_matches('/').to_owned();
-        let tokens = AppToken::new(http.clone(), &api_url, client_id, client_secret).cache();
+        let tokens = AppToken(AppCredentials::new(
+            http.clone(),
+            &api_url,
+            TOKEN_PATH,
+            client_id,
+            client_secret,
+        ))
+        .cache();
         Ok(Self {
             http,
             download,
@@ -200,6 +208,17 @@ impl Api {
         self.download = http::file_client(&hosts)?;
         self.file_hosts = hosts;
         Ok(self)
+    }
+
+    /// A client for the configured app, reading files only from its file hosts.
+    pub fn from_settings(settings: &DingTalkSettings) -> Result<Self, ApiError> {
+        let api = Self::new(
+            &settings.api_url,
+            &settings.oapi_url,
+            settings.client_id.clone(),
+            settings.client_secret.clone(),
+        )?;
+        api.with_file_hosts(settings.file_hosts.clone())
     }
 
     /// The token cache (shared by clones).

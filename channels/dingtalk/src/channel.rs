@@ -79,14 +79,7 @@ pub fn capabilities(settings: &DingTalkSettings) -> Capabilities {
 impl DingTalkChannel {
     /// A channel with `settings`, the daemon's commands and who may talk to it.
     pub fn new(settings: DingTalkSettings, ctx: &BuildContext) -> ChannelResult<Self> {
-        let api = Api::new(
-            &settings.api_url,
-            &settings.oapi_url,
-            settings.client_id.clone(),
-            settings.client_secret.clone(),
-        )
-        .and_then(|api| api.with_file_hosts(settings.file_hosts.clone()))
-        .map_err(ChannelError::from)?;
+        let api = Api::from_settings(&settings).map_err(ChannelError::from)?;
         let http = http::client().map_err(ChannelError::from)?;
         Ok(Self {
             caps: capabilities(&settings),

@@ -146,7 +146,7 @@ fn clean_code(code: &str) -> String {
         .collect()
 }
 
-im_bridge_channel::channel_error!(ApiError);
+im_bridge_channel::channel_error!(ApiError; ApiError::TokenInvalid { .. } => Refused);
 
 #[cfg(test)]
 mod tests {

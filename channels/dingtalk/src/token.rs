@@ -15,8 +15,7 @@
 use std::time::Duration;
 
 use im_bridge_channel::Secret;
-use im_bridge_channel::http::HttpError;
-use im_bridge_channel::token::{AppCredentials, TokenSource};
+use im_bridge_channel::token::{self, AppCredentials, TokenSource};
 use serde_json::json;
 
 use crate::error::{ApiError, Dialect, decode, read_answer};
@@ -37,22 +36,9 @@ pub type TokenCache = im_bridge_channel::token::TokenCache<AppToken>;
 /// Asks DingTalk for an app's `accessToken` (an enterprise internal app's). `Debug` shows
 /// no secret (the app secret is a [`Secret`]).
 #[derive(Debug)]
-pub struct AppToken(AppCredentials);
+pub struct AppToken(pub AppCredentials);
 
 impl AppToken {
-    /// A source for the app `app_key` (the `client_id`) asking `{api_url}` (no trailing
-    /// slash needed) through `http`.
-    pub fn new(
-        http: reqwest::Client,
-        api_url: &str,
-        app_key: impl Into<String>,
-        app_secret: Secret,
-    ) -> Self {
-        Self(AppCredentials::new(
-            http, api_url, TOKEN_PATH, app_key, app_secret,
-        ))
-    }
-
     /// A cache of this source, refreshing [`REFRESH_MARGIN`] early.
     pub fn cache(self) -> TokenCache {
         TokenCache::with_margin(self, REFRESH_MARGIN)
@@ -69,12 +55,7 @@ impl TokenSource for AppToken {
             "appKey": self.0.id,
             "appSecret": self.0.secret.expose(),
         });
-        let request = self
-            .0
-            .http
-            .post(&self.0.url)
-            .timeout(TOKEN_TIMEOUT)
-            .json(&body);
+        let request = self.0.post(&body, TOKEN_TIMEOUT);
         let answer = match read_answer(OP, request, Dialect::OpenApi).await {
             Err(ApiError::TokenInvalid { op, status }) => Err(ApiError::Api {
                 op,
@@ -84,12 +65,13 @@ impl TokenSource for AppToken {
             other => other,
         }?;
         let answer: TokenAnswer = decode(OP, answer)?;
-        match (answer.access_token, answer.expire_in) {
-            (Some(token), Some(expire)) if !token.is_empty() => {
-                Ok((Secret::new(token), Duration::from_secs(expire)))
-            }
-            _ => Err(HttpError::decode(OP, "the answer has no accessToken or expireIn").into()),
-        }
+        let lifetime = answer.expire_in.map(Duration::from_secs);
+        Ok(token::issued(
+            OP,
+            answer.access_token,
+            lifetime,
+            "accessToken or expireIn",
+        )?)
     }
 }
 
@@ -104,6 +86,9 @@ mod tests {
     use axum::response::{IntoResponse, Response};
     use axum::routing::post;
     use serde_json::Value;
+
+    use im_bridge_channel::fixtures;
+    use im_bridge_channel::http::HttpError;
 
     use super::*;
 
@@ -160,15 +145,13 @@ mod tests {
         let app = axum::Router::new()
             .route(TOKEN_PATH, post(token))
             .with_state(endpoint.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        let source = AppToken::new(
+        let source = AppToken(AppCredentials::new(
             reqwest::Client::new(),
-            &format!("http://{addr}/"),
+            &fixtures::serve(app).await,
+            TOKEN_PATH,
             "dingkey",
             Secret::new(SECRET),
-        );
+        ));
         (source.cache(), endpoint)
     }
 

@@ -80,5 +80,7 @@ im_bridge_channel::channel_error!(
         code: UNKNOWN_MESSAGE,
         op: "edit_message",
         ..
-    } => ChannelError::NotEditable,
+    } => ChannelError::NotEditable;
+    ApiError::RateLimited { .. } => Throttled,
+    ApiError::Unauthorized { .. } => Refused,
 );

@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use im_bridge_channel::http::{self, HttpError};
+use im_bridge_channel::token::AppCredentials;
 use im_bridge_channel::{ChatId, MessageId, Secret, safe_file_name};
 use reqwest::header::{CONTENT_DISPOSITION, HeaderMap};
 use reqwest::multipart::{Form, Part};
@@ -39,9 +40,10 @@ use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::config::FeishuSettings;
 use crate::error::{ApiError, NOT_EDITABLE_CODES, rate_limit_reset};
 use crate::model::{Answer, FileKey, ImageKey, Sent};
-use crate::token::{TenantToken, TokenCache};
+use crate::token::{TOKEN_PATH, TenantToken, TokenCache};
 
 pub(crate) mod card;
 
@@ -103,12 +105,30 @@ impl Api {
     ) -> Result<Self, ApiError> {
         let http = http::client()?;
         let domain = domain.trim_end_matches('/').to_owned();
-        let tokens = Arc::new(TenantToken::new(http.clone(), &domain, app_id, app_secret).cache());
+        let tokens = Arc::new(
+            TenantToken(AppCredentials::new(
+                http.clone(),
+                &domain,
+                TOKEN_PATH,
+                app_id,
+                app_secret,
+            ))
+            .cache(),
+        );
         Ok(Self {
             http,
             domain,
             tokens,
         })
+    }
+
+    /// A client for the configured app.
+    pub fn from_settings(settings: &FeishuSettings) -> Result<Self, ApiError> {
+        Self::new(
+            &settings.domain,
+            settings.app_id.clone(),
+            settings.app_secret.clone(),
+        )
     }
 
     /// The token cache (shared by clones).

@@ -151,12 +151,7 @@ impl std::fmt::Debug for FeishuChannel {
 impl FeishuChannel {
     /// A channel with `settings`, the daemon's commands and who may talk to it.
     pub fn new(settings: FeishuSettings, ctx: &BuildContext) -> ChannelResult<Self> {
-        let api = Api::new(
-            &settings.domain,
-            settings.app_id.clone(),
-            settings.app_secret.clone(),
-        )
-        .map_err(ChannelError::from)?;
+        let api = Api::from_settings(&settings).map_err(ChannelError::from)?;
         let http = http::client().map_err(ChannelError::from)?;
         let telemetry = Telemetry::new(NAME);
         let route = match &settings.transport {

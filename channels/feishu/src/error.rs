@@ -125,7 +125,8 @@ pub(crate) fn rate_limit_reset(headers: &HeaderMap) -> Option<Duration> {
 
 im_bridge_channel::channel_error!(
     ApiError,
-    ApiError::NotEditable { .. } => ChannelError::NotEditable,
+    ApiError::NotEditable { .. } => ChannelError::NotEditable;
+    ApiError::TokenInvalid { .. } => Refused,
 );
 
 #[cfg(test)]

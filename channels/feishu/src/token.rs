@@ -17,8 +17,8 @@
 use std::time::Duration;
 
 use im_bridge_channel::Secret;
-use im_bridge_channel::http::{self, HttpError};
-use im_bridge_channel::token::{AppCredentials, TokenSource};
+use im_bridge_channel::http;
+use im_bridge_channel::token::{self, AppCredentials, TokenSource};
 
 use crate::error::{ApiError, rate_limit_reset, rate_limited};
 use crate::model::TokenAnswer;
@@ -40,22 +40,9 @@ pub type TokenCache = im_bridge_channel::token::TokenCache<TenantToken>;
 /// Asks Feishu for an app's `tenant_access_token`. `Debug` shows no secret (the app
 /// secret is a [`Secret`]).
 #[derive(Debug)]
-pub struct TenantToken(AppCredentials);
+pub struct TenantToken(pub AppCredentials);
 
 impl TenantToken {
-    /// A source for `app_id` that asks `{domain}` (no trailing slash needed) through
-    /// `http`.
-    pub fn new(
-        http: reqwest::Client,
-        domain: &str,
-        app_id: impl Into<String>,
-        app_secret: Secret,
-    ) -> Self {
-        Self(AppCredentials::new(
-            http, domain, TOKEN_PATH, app_id, app_secret,
-        ))
-    }
-
     /// A cache of this source, refreshing [`REFRESH_MARGIN`] early.
     pub fn cache(self) -> TokenCache {
         TokenCache::with_margin(self, REFRESH_MARGIN)
@@ -71,12 +58,7 @@ impl TokenSource for TenantToken {
             "app_id": self.0.id,
             "app_secret": self.0.secret.expose(),
         });
-        let request = self
-            .0
-            .http
-            .post(&self.0.url)
-            .timeout(TOKEN_TIMEOUT)
-            .json(&body);
+        let request = self.0.post(&body, TOKEN_TIMEOUT);
         let answer = http::call(OP, request, MAX_ANSWER_BYTES).await?;
         let status = answer.status.as_u16();
         let reset = rate_limit_reset(&answer.headers);
@@ -100,14 +82,14 @@ impl TokenSource for TenantToken {
             };
             return Err(refused(code));
         }
-        match (answer.tenant_access_token, answer.expire) {
-            (Some(token), Some(expire)) if !token.is_empty() => {
-                Ok((Secret::new(token), Duration::from_secs(expire)))
-            }
-            _ => {
-                Err(HttpError::decode(OP, "the answer has no tenant_access_token or expire").into())
-            }
-        }
+        let lifetime = answer.expire.map(Duration::from_secs);
+        let missing = "tenant_access_token or expire";
+        Ok(token::issued(
+            OP,
+            answer.tenant_access_token,
+            lifetime,
+            missing,
+        )?)
     }
 }
 
@@ -121,6 +103,9 @@ mod tests {
     use axum::response::{IntoResponse, Response};
     use axum::routing::post;
     use serde_json::{Value, json};
+
+    use im_bridge_channel::fixtures;
+    use im_bridge_channel::http::HttpError;
 
     use super::*;
 
@@ -181,15 +166,13 @@ mod tests {
         let app = axum::Router::new()
             .route(TOKEN_PATH, post(token))
             .with_state(fake.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        let cache = TenantToken::new(
+        let cache = TenantToken(AppCredentials::new(
             reqwest::Client::new(),
-            &format!("http://{addr}/"),
+            &fixtures::serve(app).await,
+            TOKEN_PATH,
             "cli_test",
             Secret::new(SECRET),
-        )
+        ))
         .cache();
         (Arc::new(cache), fake)
     }

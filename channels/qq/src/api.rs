@@ -35,12 +35,13 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use im_bridge_channel::http::{self, HttpError};
+use im_bridge_channel::token::AppCredentials;
 use im_bridge_channel::{FileHosts, MessageId, Secret};
 
 use crate::config::{FILE_HOSTS, QqSettings};
 use crate::error::ApiError;
 use crate::model::{GatewayAnswer, Refusal, ReplyAnswer, ReplyRequest};
-use crate::token::{AppToken, TokenCache};
+use crate::token::{AppToken, TOKEN_PATH, TokenCache};
 
 /// Timeout of an ordinary call.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(15);
@@ -92,8 +93,16 @@ impl Api {
     ) -> Result<Self, ApiError> {
         let http = http::client()?;
         let app_id = app_id.into();
-        let tokens =
-            Arc::new(AppToken::new(http.clone(), token_url, app_id.clone(), secret).cache());
+        let tokens = Arc::new(
+            AppToken(AppCredentials::new(
+                http.clone(),
+                token_url,
+                TOKEN_PATH,
+                app_id.clone(),
+                secret,
+            ))
+            .cache(),
+        );
         Ok(Self {
             http,
             api_url: api_url.trim_end_matches('/').to_owned(),

@@ -112,7 +112,7 @@ impl ApiError {
     }
 }
 
-im_bridge_channel::channel_error!(ApiError);
+im_bridge_channel::channel_error!(ApiError; ApiError::TokenRefused { .. } => Refused);
 
 #[cfg(test)]
 mod tests {

@@ -52,22 +52,9 @@ pub fn refresh_margin(lifetime: Duration) -> Duration {
 
 /// Asks QQ for a bot's app access token. `Debug` shows no secret (it is a [`Secret`]).
 #[derive(Debug)]
-pub struct AppToken(AppCredentials);
+pub struct AppToken(pub AppCredentials);
 
 impl AppToken {
-    /// A source for `app_id` that asks `{token_url}` (no trailing slash needed) through
-    /// `http`.
-    pub fn new(
-        http: reqwest::Client,
-        token_url: &str,
-        app_id: impl Into<String>,
-        secret: Secret,
-    ) -> Self {
-        Self(AppCredentials::new(
-            http, token_url, TOKEN_PATH, app_id, secret,
-        ))
-    }
-
     /// A cache of this source; the refresh margin is applied by [`AppToken::fetch`].
     pub fn cache(self) -> TokenCache {
         TokenCache::with_margin(self, Duration::ZERO)
@@ -93,12 +80,7 @@ impl TokenSource for AppToken {
             app_id: self.0.id.clone(),
             client_secret: self.0.secret.expose().to_owned(),
         };
-        let request = self
-            .0
-            .http
-            .post(&self.0.url)
-            .timeout(TOKEN_TIMEOUT)
-            .json(&body);
+        let request = self.0.post(&body, TOKEN_TIMEOUT);
         let answer = http::call(OP, request, MAX_ANSWER_BYTES).await?;
         let status = answer.status.as_u16();
         let body = answer.body;
@@ -140,6 +122,8 @@ mod tests {
     use axum::routing::post;
     use serde_json::json;
 
+    use im_bridge_channel::fixtures;
+
     use super::*;
 
     const SECRET: &str = "bot-SECRET-value";
@@ -167,15 +151,13 @@ mod tests {
         let app = axum::Router::new()
             .route(&format!("/bots{TOKEN_PATH}"), post(token))
             .with_state(fake.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        let source = AppToken::new(
+        let source = AppToken(AppCredentials::new(
             reqwest::Client::new(),
-            &format!("http://{addr}/bots/"),
+            &format!("{}/bots/", fixtures::serve(app).await),
+            TOKEN_PATH,
             "1020",
             Secret::new(SECRET),
-        );
+        ));
         (source.cache(), fake)
     }
 

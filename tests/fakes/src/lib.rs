@@ -14,6 +14,10 @@
 //! - [`qq`] — the QQ bot API v2: tokens, the op-code gateway (sessions, resume with
 //!   replay, scripted op 7 / op 9 / close codes), the passive-reply rules against a
 //!   controllable clock, ed25519-signed webhook requests.
+//! - [`slack`] — Slack: the Web API with its tokens and `{"ok": …}` answers (messages with
+//!   the 40,000-character limit, threads, edits at one a second, reactions, uploads through
+//!   the upload URL, streams, scripted 429s and errors), the private file host, Socket Mode
+//!   (hello, envelopes, acks, redelivery, disconnects, hand-overs) and signed HTTP requests.
 //! - [`telegram`] — the Telegram Bot API: long polling, webhook delivery, messages, edits,
 //!   uploads, the HTML parse mode, scripted failures.
 //!
@@ -41,6 +45,7 @@ pub mod postgres;
 pub mod prereq;
 pub mod qq;
 pub mod skeleton;
+pub mod slack;
 pub mod telegram;
 pub mod telemetry;
 pub mod wait;

@@ -27,9 +27,13 @@
 //! - `socket`: the WebSocket upgrade, a connection's relay loop with its send queue and
 //!   close controls, the connection table, the drop window;
 //! - `gateway`: the sessions of an op-code gateway (sequence numbers, replay log, the
-//!   session new events go to).
+//!   session new events go to);
+//! - `client` (tests only): a test's end of a fake's WebSocket, and its next JSON frame
+//!   before a deadline.
 
 mod call;
+#[cfg(test)]
+pub(crate) mod client;
 mod fake;
 pub(crate) mod gateway;
 pub(crate) mod http;

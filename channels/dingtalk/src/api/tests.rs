@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use axum::response::IntoResponse;
+use im_bridge_channel::fixtures;
 use im_bridge_channel::{ChannelError, FileHosts};
 use im_bridge_fakes::dingtalk::{
     CARD_TEMPLATE_ID, CLIENT_ID, CLIENT_SECRET, Failure, FakeDingTalk, Message, ROBOT_CODE, code,
@@ -451,10 +452,7 @@ async fn odd_server(answer: axum::response::Response) -> String {
                 .unwrap_or_else(|| axum::http::StatusCode::GONE.into_response())
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}")
+    fixtures::serve(app).await
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use im_bridge_channel::ChannelError;
+use im_bridge_channel::fixtures;
 
 use super::card::card;
 use super::*;
@@ -143,10 +144,7 @@ async fn start() -> (Api, Arc<Fake>) {
     let app = axum::Router::new()
         .fallback(handle)
         .with_state(fake.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let api = Api::new(&format!("http://{addr}"), "cli_test", Secret::new(SECRET)).unwrap();
+    let api = Api::new(&fixtures::serve(app).await, "cli_test", Secret::new(SECRET)).unwrap();
     (api, fake)
 }
 

@@ -12,8 +12,7 @@ use super::*;
 
 const WAIT: Duration = Duration::from_secs(5);
 
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Socket = crate::skeleton::client::Client;
 
 fn subscription() -> Value {
     json!([{"type": "CALLBACK", "topic": TOPIC_BOT_MESSAGE}])
@@ -53,16 +52,7 @@ async fn connect(fake: &FakeDingTalk) -> Socket {
 }
 
 async fn next_frame(socket: &mut Socket) -> Value {
-    loop {
-        let message = tokio::time::timeout(WAIT, socket.next())
-            .await
-            .expect("no frame before the deadline")
-            .unwrap()
-            .unwrap();
-        if let Ws::Text(text) = message {
-            return serde_json::from_str(text.as_str()).unwrap();
-        }
-    }
+    crate::skeleton::client::next_json(socket, WAIT).await
 }
 
 async fn ack(socket: &mut Socket, frame: &Value, code: i64, data: &str) {

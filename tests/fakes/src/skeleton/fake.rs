@@ -200,6 +200,23 @@ impl<P: WithSockets> Fake<P> {
     pub fn dropped_connections(&self) -> usize {
         self.with_state(|p| p.sockets().drops.dropped())
     }
+
+    /// Waits, while [`Self::drop_connections_for`] drops every attempt, until the client
+    /// connects once the window has closed, or until it has made more than ten attempts
+    /// (a reconnect storm: the wait ends early so the test fails fast); returns how many
+    /// attempts were dropped. Call it after the window has started, before it ends.
+    pub async fn wait_through_dropped_connections(
+        &self,
+        deadline: Duration,
+    ) -> Result<usize, WaitTimeout> {
+        let before = self.connections().len();
+        let what = "a connection once the dropping window closed, or a storm";
+        self.wait_until(what, deadline, |f| {
+            f.connections().len() > before || f.dropped_connections() > 10
+        })
+        .await?;
+        Ok(self.dropped_connections())
+    }
 }
 
 impl<P: OpGateway> Fake<P> {

@@ -72,9 +72,11 @@ pub trait Linked: Clone + Send + 'static {
 }
 
 /// Implements [`Linked`] (and with `, session`, [`InSession`](super::gateway::InSession)) for a connection record
-/// with `id: u64` and `open: bool` (and `session: Option<String>`) fields.
+/// with `id: u64` and `open: bool` (and `session: Option<String>`) fields. With
+/// `, closed_at`, its `closed_at: Option<Instant>` is set when it ends, to tell which of
+/// two connections outlived the other.
 macro_rules! linked {
-    ($record:ty) => {
+    (@impl $record:ty, |$closed:ident| $on_close:expr) => {
         impl $crate::skeleton::Linked for $record {
             fn id(&self) -> u64 {
                 self.id
@@ -84,8 +86,18 @@ macro_rules! linked {
             }
             fn set_closed(&mut self) {
                 self.open = false;
+                let $closed = self;
+                $on_close;
             }
         }
+    };
+    ($record:ty) => {
+        $crate::skeleton::socket::linked!(@impl $record, |_record| ());
+    };
+    ($record:ty, closed_at) => {
+        $crate::skeleton::socket::linked!(@impl $record, |record| {
+            record.closed_at = Some(tokio::time::Instant::now());
+        });
     };
     ($record:ty, session) => {
         $crate::skeleton::socket::linked!($record);

@@ -9,6 +9,7 @@
 use std::sync::{Arc, Mutex};
 
 use im_bridge_channel::Telemetry;
+use im_bridge_channel::fixtures;
 use im_bridge_fakes::dingtalk::{CLIENT_ID, CLIENT_SECRET, FakeDingTalk, Message};
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -299,10 +300,7 @@ async fn silent_server() -> (String, tokio::sync::mpsc::Receiver<()>) {
             async move { axum::Json(json!({"endpoint": endpoint, "ticket": "t"})) }
         }),
     );
-    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let api_url = format!("http://{}", http.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(http, app).await });
-    (api_url, sockets)
+    (fixtures::serve(app).await, sockets)
 }
 
 #[tokio::test]
