@@ -16,10 +16,8 @@
 
 use std::time::SystemTime;
 
-use hmac::{Hmac, KeyInit, Mac};
-use im_bridge_channel::digest::{constant_time_eq, from_hex};
+use im_bridge_channel::digest::{constant_time_eq, from_hex, hmac_sha256};
 use im_bridge_channel::{Freshness, Secret, Stale};
-use sha2::Sha256;
 
 use crate::model::{EventBody, SlashCommand};
 
@@ -75,16 +73,13 @@ pub fn verify(
 
 /// The HMAC-SHA256 of `v0:{timestamp}:{body}` keyed with `secret`.
 pub fn sign(secret: &Secret, timestamp: &str, body: &[u8]) -> [u8; 32] {
-    // HMAC takes a key of any length.
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.expose().as_bytes()) else {
-        return [0; 32];
-    };
-    mac.update(VERSION.as_bytes());
-    mac.update(b":");
-    mac.update(timestamp.as_bytes());
-    mac.update(b":");
-    mac.update(body);
-    mac.finalize().into_bytes().into()
+    let mut base = Vec::with_capacity(VERSION.len() + timestamp.len() + body.len() + 2);
+    base.extend_from_slice(VERSION.as_bytes());
+    base.push(b':');
+    base.extend_from_slice(timestamp.as_bytes());
+    base.push(b':');
+    base.extend_from_slice(body);
+    hmac_sha256(secret.expose().as_bytes(), &base)
 }
 
 /// What a signed request carries.
