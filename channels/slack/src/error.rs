@@ -200,7 +200,8 @@ im_bridge_channel::channel_error!(
     ApiError::NotEditable { .. } => ChannelError::NotEditable,
     ApiError::Unavailable { method, status, code } => ChannelError::Transport(
         ApiError::Unavailable { method, status, code }.to_string()
-    ),
+    );
+    ApiError::CredentialRefused { .. } => Refused,
 );
 
 #[cfg(test)]

@@ -6,7 +6,9 @@
 //!
 //! Children:
 //! - `webhook`: the Events API request check (`X-Slack-Signature` v0 and the ±5 minute
-//!   window) and the sorting of a signed body. The route's handler and `ws` come with the
-//!   channel.
+//!   window) and the sorting of a signed body; the route's handler is the channel's
+//!   (`channel/hook.rs`), which admits what it sorts.
+//! - `ws`: Socket Mode as a kit `LongConnection`, with the hand-over on `disconnect`.
 
 pub mod webhook;
+pub(crate) mod ws;
