@@ -23,6 +23,7 @@
 //! The bot's user id is `bot_user_id`, else `auth.test`'s (asked before the first
 //! connection, or before the webhook serves).
 
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -102,6 +103,37 @@ struct Intake {
     sink: Mutex<Option<InboundSink>>,
     /// Reactions in flight (never awaited by an ack).
     reactions: TaskTracker,
+    /// Redelivery keys of messages admitted lately: a redelivery (or the `message` of an
+    /// `app_mention` pair) is acknowledged without a second `eyes` (the daemon's dedupe
+    /// is the one that counts; this only spares Slack an `already_reacted`).
+    seen: Mutex<Seen>,
+}
+
+/// The last [`SEEN_CAPACITY`] keys admitted.
+#[derive(Default)]
+struct Seen {
+    keys: HashSet<String>,
+    order: VecDeque<String>,
+}
+
+/// Redelivery keys remembered.
+const SEEN_CAPACITY: usize = 4096;
+
+impl Seen {
+    fn contains(&self, key: &str) -> bool {
+        self.keys.contains(key)
+    }
+
+    fn insert(&mut self, key: String) {
+        if self.keys.insert(key.clone()) {
+            self.order.push_back(key);
+            if self.order.len() > SEEN_CAPACITY
+                && let Some(old) = self.order.pop_front()
+            {
+                self.keys.remove(&old);
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for SlackChannel {
@@ -141,6 +173,7 @@ impl SlackChannel {
                 telemetry,
                 sink: Mutex::new(None),
                 reactions: TaskTracker::new(),
+                seen: Mutex::new(Seen::default()),
             }),
             settings,
             route,
@@ -358,14 +391,26 @@ impl Intake {
         }
     }
 
-    /// Offers a message; once admitted its source gets `eyes`.
+    /// Offers a message; once admitted its source gets `eyes`. A message admitted lately
+    /// (the same redelivery key) is acknowledged and dropped here.
     fn admit(&self, sink: &InboundSink, msg: InboundMessage) -> Offered {
+        let key = msg
+            .redelivery
+            .as_ref()
+            .map(|k| format!("{}/{}", k.scope, k.id));
+        if key.as_deref().is_some_and(|k| lock(&self.seen).contains(k)) {
+            tracing::debug!(channel = NAME, "Skipped a Slack message delivered again.");
+            return Offered::Done;
+        }
         let source = msg
             .thread_ts
             .clone()
             .map(|ts| (msg.chat_id.to_string(), ts));
         match sink.offer(msg) {
             Ok(()) => {
+                if let Some(key) = key {
+                    lock(&self.seen).insert(key);
+                }
                 if let Some((channel, ts)) = source {
                     self.react(channel, ts, WORKING_REACTION);
                 }
