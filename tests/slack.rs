@@ -410,6 +410,32 @@ async fn issue_30_an_image_reaches_the_agent_and_a_presented_pdf_arrives_in_the_
 }
 
 #[tokio::test]
+async fn issue_30_a_file_off_the_file_hosts_is_never_fetched_with_the_token() {
+    let sl = Sl::start().await;
+    // Another host (a second fake on another port) serves the "file".
+    let elsewhere = im_bridge_fakes::slack::FakeSlack::start().await.unwrap();
+    let file = elsewhere.put_file("secret.png", "image/png", b"\x89PNG".to_vec());
+    sl.sim
+        .script_next_run(Script::with_answer("No file.").chunks(1));
+    let asked = sl.fake.push_event(
+        &Event::dm(DM, ALICE, "look")
+            .with_files(vec![file])
+            .to_json(),
+    );
+    sl.fake
+        .wait_final_text(DM, &asked.ts.unwrap(), DEADLINE)
+        .await
+        .unwrap();
+    assert!(
+        elsewhere.calls().is_empty(),
+        "the token never left for another host"
+    );
+    let thread = sl.sim.thread_ids().pop().unwrap();
+    assert!(sl.sim.uploads(&thread).is_empty());
+    sl.stop().await;
+}
+
+#[tokio::test]
 async fn issue_30_replies_are_chinese_with_locale_zh_cn() {
     let zh = crate::support::catalog_text("zh-CN");
     let sl = Sl::start_with(Setup {

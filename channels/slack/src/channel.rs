@@ -352,11 +352,14 @@ impl Intake {
         }
     }
 
-    /// Normalizes with the bot's user id as known now.
-    fn normalize<T>(
+    /// Normalizes with the bot's user id as known now, and offers the message (a skip is
+    /// logged and counts as done).
+    fn offer(
         &self,
-        f: impl FnOnce(&InboundContext<'_>) -> Result<T, Skip>,
-    ) -> Result<T, Skip> {
+        sink: &InboundSink,
+        normalize: impl FnOnce(&InboundContext<'_>) -> Result<InboundMessage, Skip>,
+    ) -> Offered {
+        self.telemetry.received(1);
         let bot = lock(&self.bot_user_id).clone();
         let ctx = InboundContext {
             settings: &self.settings,
@@ -364,31 +367,23 @@ impl Intake {
             allowed_users: &self.allowed_users,
             commands: &self.commands,
         };
-        f(&ctx)
-    }
-
-    /// An Events API body: an event is normalized and offered.
-    pub(crate) fn offer_event(&self, sink: &InboundSink, callback: &EventCallback) -> Offered {
-        self.telemetry.received(1);
-        match self.normalize(|ctx| normalize_event(callback, ctx)) {
+        match normalize(&ctx) {
             Ok(msg) => self.admit(sink, msg),
             Err(skip) => {
                 skip.log(NAME);
                 Offered::Done
             }
         }
+    }
+
+    /// An Events API event: normalized and offered.
+    pub(crate) fn offer_event(&self, sink: &InboundSink, callback: &EventCallback) -> Offered {
+        self.offer(sink, |ctx| normalize_event(callback, ctx))
     }
 
     /// A slash command: normalized and offered.
     pub(crate) fn offer_command(&self, sink: &InboundSink, command: &SlashCommand) -> Offered {
-        self.telemetry.received(1);
-        match self.normalize(|ctx| normalize_command(command, ctx)) {
-            Ok(msg) => self.admit(sink, msg),
-            Err(skip) => {
-                skip.log(NAME);
-                Offered::Done
-            }
-        }
+        self.offer(sink, |ctx| normalize_command(command, ctx))
     }
 
     /// Offers a message; once admitted its source gets `eyes`. A message admitted lately

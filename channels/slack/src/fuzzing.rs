@@ -1,7 +1,7 @@
 //! Entry points for the fuzz targets in `fuzz/` (cargo feature `fuzzing`, off in every
 //! build of the daemon). Not an API.
 //!
-//! What Slack sends, as the transports will read it: a Socket Mode frame (sorted, an
+//! What Slack sends, as the transports read it: a Socket Mode frame (sorted, an
 //! envelope's events or slash command normalized) and an Events API request (its
 //! signature checked, then its body sorted and normalized).
 
@@ -16,7 +16,7 @@ use crate::transport::webhook::{Delivery, Refused, verify};
 /// What one frame or request became: nothing to handle, or a normalized message.
 pub type Outcome = Option<Result<InboundMessage, Skip>>;
 
-/// Reads a Socket Mode frame as the socket loop will: sorted, then an envelope's Events
+/// Reads a Socket Mode frame as the socket loop does: sorted, then an envelope's Events
 /// API body or slash command normalized. Also returns the envelope id to acknowledge.
 pub fn socket_frame(json: &[u8], ctx: &InboundContext<'_>) -> (Option<String>, Outcome) {
     let Ok(SocketFrame::Envelope(envelope)) = SocketFrame::read(json) else {
@@ -35,7 +35,7 @@ pub fn socket_frame(json: &[u8], ctx: &InboundContext<'_>) -> (Option<String>, O
     (Some(envelope.envelope_id), outcome)
 }
 
-/// Reads an Events API request as the route will: [`verify`] with `secret` at `now`, then
+/// Reads an Events API request as the route does: [`verify`] with `secret` at `now`, then
 /// the body sorted and normalized.
 pub fn webhook_request(
     secret: &Secret,

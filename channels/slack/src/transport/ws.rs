@@ -93,8 +93,10 @@ pub struct Link<'a> {
     api: &'a SlackApi,
     app_token: &'a Secret,
     handler: &'a dyn Envelopes,
-    /// A connection opened during a hand-over, served next.
+    /// A connection opened during a hand-over (it said `hello` already), served next.
     next: Option<Socket>,
+    /// Whether the connection being served came from a hand-over (so it proved itself).
+    handed_over: bool,
 }
 
 impl<'a> Link<'a> {
@@ -105,6 +107,7 @@ impl<'a> Link<'a> {
             app_token,
             handler,
             next: None,
+            handed_over: false,
         }
     }
 
@@ -144,6 +147,7 @@ impl LongConnection for Link<'_> {
     type Fatal = SocketError;
 
     async fn connect(&mut self) -> Result<Socket, Connect<SocketError>> {
+        self.handed_over = self.next.is_some();
         if let Some(next) = self.next.take() {
             return Ok(next);
         }
@@ -185,7 +189,8 @@ impl Link<'_> {
     /// ends; a completed hand-over returns [`Ended::Rotated`] with the new connection kept
     /// for [`LongConnection::connect`].
     async fn serve_one(&mut self, mut current: Socket, shutdown: &CancellationToken) -> Ended {
-        let mut served = false;
+        // A connection handed over said `hello` while the old one was still served.
+        let mut served = self.handed_over;
         let mut old: Option<(Socket, Instant)> = None;
         let mut deadline = Instant::now() + KEEPALIVE;
         let mut pinged = false;
@@ -219,7 +224,7 @@ impl Link<'_> {
                     if let Some((mut ws, _)) = old.take() {
                         close(&mut ws).await;
                     }
-                    return self.handed_over(current, served);
+                    return self.hand_over(current, served);
                 }
                 received = current.next() => (Side::Current, received),
                 received = next_of(&mut old) => (Side::Old, received),
@@ -237,7 +242,7 @@ impl Link<'_> {
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => match side {
                     Side::Old => {
                         // Slack closed the old connection: the hand-over is done.
-                        return self.handed_over(current, served);
+                        return self.hand_over(current, served);
                     }
                     Side::Current => {
                         let why = match received {
@@ -266,6 +271,10 @@ impl Link<'_> {
                 deadline = Instant::now() + KEEPALIVE;
             }
             let (ack, next) = receive(text.as_str(), self.handler);
+            if ack.is_some() && matches!(side, Side::Current) {
+                // An envelope proves the connection as well as `hello` does.
+                served = true;
+            }
             let socket = match side {
                 Side::Current => &mut current,
                 Side::Old => match old.as_mut() {
@@ -326,7 +335,7 @@ impl Link<'_> {
 
     /// The old connection is gone: the new one is served next, after the driver counted
     /// the rotation.
-    fn handed_over(&mut self, current: Socket, served: bool) -> Ended {
+    fn hand_over(&mut self, current: Socket, served: bool) -> Ended {
         self.next = Some(current);
         Ended::Rotated {
             served,
