@@ -410,6 +410,57 @@ async fn issue_30_an_image_reaches_the_agent_and_a_presented_pdf_arrives_in_the_
 }
 
 #[tokio::test]
+async fn issue_30_without_thread_replies_a_channel_is_one_conversation_answered_in_place() {
+    let sl = Sl::start_with(Setup {
+        thread_replies: false,
+        mention_only: false,
+        ..Setup::default()
+    })
+    .await;
+    sl.sim
+        .script_next_run(Script::with_answer("One.").chunks(1));
+    // Without mention_only, a plain channel message is answered too.
+    let first = sl
+        .fake
+        .push_event(&Event::channel_message(GENERAL, ALICE, "first").to_json());
+    sl.fake
+        .wait_until("the first answer", DEADLINE, |f| {
+            f.bot_messages(GENERAL).iter().any(|m| m.text == "One.")
+        })
+        .await
+        .unwrap();
+    sl.sim
+        .script_next_run(Script::with_answer("Two.").chunks(1));
+    sl.fake
+        .push_event(&Event::channel_message(GENERAL, ALICE, "second").to_json());
+    sl.fake
+        .wait_until("the second answer", DEADLINE, |f| {
+            f.bot_messages(GENERAL).iter().any(|m| m.text == "Two.")
+        })
+        .await
+        .unwrap();
+    // Answered at the channel's top level, both in one DeerFlow thread.
+    assert!(
+        sl.fake
+            .bot_messages(GENERAL)
+            .iter()
+            .all(|m| m.thread_ts.is_none())
+    );
+    let threads = sl.sim.thread_ids();
+    assert_eq!(threads.len(), 1);
+    assert_eq!(sl.sim.runs(&threads[0]).len(), 2);
+    // The user's message still gets its reactions.
+    let first_ts = first.ts.unwrap();
+    sl.fake
+        .wait_until("the first marked done", DEADLINE, |f| {
+            f.reactions_on(GENERAL, &first_ts) == ["eyes", "white_check_mark"]
+        })
+        .await
+        .unwrap();
+    sl.stop().await;
+}
+
+#[tokio::test]
 async fn issue_30_a_file_off_the_file_hosts_is_never_fetched_with_the_token() {
     let sl = Sl::start().await;
     // Another host (a second fake on another port) serves the "file".
