@@ -23,7 +23,7 @@
 //! The bot's user id is `bot_user_id`, else `auth.test`'s (asked before the first
 //! connection, or before the webhook serves).
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -37,6 +37,7 @@ use im_bridge_channel::{
     UpdateMode, WebhookRoute,
 };
 use serde_json::Value;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -107,6 +108,8 @@ struct Intake {
     /// `app_mention` pair) is acknowledged without a second `eyes` (the daemon's dedupe
     /// is the one that counts; this only spares Slack an `already_reacted`).
     seen: Mutex<Seen>,
+    /// The `eyes` reactions whose turn has not ended yet.
+    working: Mutex<Working>,
 }
 
 /// The last [`SEEN_CAPACITY`] keys admitted.
@@ -174,6 +177,7 @@ impl SlackChannel {
                 sink: Mutex::new(None),
                 reactions: TaskTracker::new(),
                 seen: Mutex::new(Seen::default()),
+                working: Mutex::new(Working::default()),
             }),
             settings,
             route,
@@ -286,6 +290,9 @@ impl Channel for SlackChannel {
         let Some(source) = to.reply_to else {
             return Ok(());
         };
+        self.intake
+            .working_added(to.chat_id.as_str(), source.as_str())
+            .await;
         self.api()
             .react(to.chat_id.as_str(), source.as_str(), DONE_REACTION)
             .await
@@ -424,13 +431,54 @@ impl Intake {
     /// logged).
     fn react(&self, channel: String, ts: MessageId, name: &'static str) {
         let api = self.api.clone();
-        self.reactions.spawn(async move {
+        let key = format!("{channel}/{}", ts.as_str());
+        let handle = self.reactions.spawn(async move {
             if let Err(error) = api.react(&channel, ts.as_str(), name).await {
                 tracing::debug!(channel = NAME, %error, name, "Adding a Slack reaction failed.");
             }
         });
+        lock(&self.working).insert(key, handle);
+    }
+
+    /// Waits (at most [`WORKING_WAIT`]) for the `eyes` of message `ts` in `channel` to be
+    /// added, so the user's message shows 👀 before ✅ however fast the answer was.
+    async fn working_added(&self, channel: &str, ts: &str) {
+        let handle = lock(&self.working).remove(&format!("{channel}/{ts}"));
+        if let Some(handle) = handle {
+            let _ = tokio::time::timeout(WORKING_WAIT, handle).await;
+        }
     }
 }
+
+/// The `eyes` reactions in flight or done, by `{channel}/{ts}`, until their turn ends (the
+/// oldest forgotten first past [`SEEN_CAPACITY`]).
+#[derive(Default)]
+struct Working {
+    handles: HashMap<String, JoinHandle<()>>,
+    order: VecDeque<String>,
+}
+
+impl Working {
+    fn insert(&mut self, key: String, handle: JoinHandle<()>) {
+        if self.handles.insert(key.clone(), handle).is_none() {
+            self.order.push_back(key);
+        }
+        while self.order.len() > SEEN_CAPACITY {
+            if let Some(old) = self.order.pop_front() {
+                self.handles.remove(&old);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &str) -> Option<JoinHandle<()>> {
+        let handle = self.handles.remove(key)?;
+        self.order.retain(|k| k != key);
+        Some(handle)
+    }
+}
+
+/// How long the end of a turn waits for its message's `eyes` to be added.
+const WORKING_WAIT: Duration = Duration::from_secs(10);
 
 impl Envelopes for Intake {
     fn needs_identity(&self) -> bool {
