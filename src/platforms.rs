@@ -26,6 +26,8 @@ pub const PLATFORMS: &[&dyn Platform] = &[
     &im_bridge_qq::PLATFORM,
     #[cfg(feature = "discord")]
     &im_bridge_discord::PLATFORM,
+    #[cfg(feature = "slack")]
+    &im_bridge_slack::PLATFORM,
 ];
 
 /// Every platform im-bridge has (or plans) an adapter for, compiled in or not: enabling one

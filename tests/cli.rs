@@ -164,6 +164,45 @@ fn check_config_prints_the_effective_settings_without_secrets_and_opens_no_socke
     );
 }
 
+#[test]
+fn check_config_accepts_deerflows_slack_block_unchanged() {
+    // DeerFlow's `channels.slack` of its config.example.yaml, as written there (enabled).
+    let dir = tempfile::tempdir().unwrap();
+    let text = "channels:
+  slack:
+    enabled: true
+    bot_token: $SLACK_BOT_TOKEN     # xoxb-...
+    app_token: $SLACK_APP_TOKEN     # xapp-... (Socket Mode)
+    allowed_users: []               # empty = allow all; can also be a single Slack user ID string, e.g. U123456, but list form is recommended
+";
+    let path = write_config(&dir, "slack.yaml", text);
+    let out = bin()
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .env("SLACK_BOT_TOKEN", "xoxb-1234-5678-SECRETBOT")
+        .env("SLACK_APP_TOKEN", "xapp-1-A0123-4567-SECRETAPP")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("channels.slack"),
+        "no warning on the block: {stderr}"
+    );
+    assert!(
+        stdout.contains("Channels that would start: slack"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("socket"), "Socket Mode: {stdout}");
+    for secret in ["SECRETBOT", "SECRETAPP"] {
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "{secret} leaked:\n{stdout}\n{stderr}"
+        );
+    }
+}
+
 /// Starts `cmd` with stdin open, stdout discarded, and every stderr line sent to the
 /// returned channel as it is written.
 fn spawn_reading_stderr(

@@ -18,6 +18,7 @@ use im_bridge_fakes::dingtalk::{self, FakeDingTalk};
 use im_bridge_fakes::discord::{self, FakeDiscord};
 use im_bridge_fakes::feishu::{self, FakeFeishu};
 use im_bridge_fakes::qq::{self, FakeQq};
+use im_bridge_fakes::slack::{self, FakeSlack};
 use im_bridge_fakes::telegram::{self, FakeTelegram};
 
 use crate::cli::bin;
@@ -108,6 +109,21 @@ const PLATFORM_CASES: &[PlatformCase] = &[
             format!("{{enabled: true, bot_token: $DOCTOR_DISCORD_TOKEN, api_url: {api}}}")
         },
     },
+    PlatformCase {
+        name: "slack",
+        var: "DOCTOR_SLACK_TOKEN",
+        secret: slack::BOT_TOKEN,
+        wrong: "xoxb-WRONG-slack-token",
+        hint: "channels.slack.bot_token",
+        block: |w| {
+            // The app-level token is checked too (`slack socket mode`), with the right one.
+            format!(
+                "{{enabled: true, bot_token: $DOCTOR_SLACK_TOKEN, app_token: {}, api_url: {}}}",
+                slack::APP_TOKEN,
+                w.slack.api_url()
+            )
+        },
+    },
 ];
 
 /// The cases of the platforms the daemon's registry holds in this build.
@@ -131,6 +147,7 @@ struct World {
     dingtalk: FakeDingTalk,
     qq: FakeQq,
     discord: FakeDiscord,
+    slack: FakeSlack,
     dir: tempfile::TempDir,
 }
 
@@ -146,18 +163,19 @@ struct Case {
 impl World {
     fn start() -> Self {
         let rt = tokio::runtime::Runtime::new().unwrap();
-        let (sim, telegram, feishu, dingtalk, qq, discord) = rt.block_on(async {
+        let (sim, telegram, feishu, dingtalk, qq, discord, slack) = rt.block_on(async {
             let sim = Simulator::start(SimulatorConfig {
                 internal_token: Some(INTERNAL_TOKEN.into()),
                 ..SimulatorConfig::demo()
             });
-            let (sim, telegram, feishu, dingtalk, qq, discord) = tokio::join!(
+            let (sim, telegram, feishu, dingtalk, qq, discord, slack) = tokio::join!(
                 sim,
                 FakeTelegram::start(),
                 FakeFeishu::start(),
                 FakeDingTalk::start(),
                 FakeQq::start(),
                 FakeDiscord::start(),
+                FakeSlack::start(),
             );
             (
                 sim.unwrap(),
@@ -166,6 +184,7 @@ impl World {
                 dingtalk.unwrap(),
                 qq.unwrap(),
                 discord.unwrap(),
+                slack.unwrap(),
             )
         });
         Self {
@@ -176,6 +195,7 @@ impl World {
             dingtalk,
             qq,
             discord,
+            slack,
             dir: tempfile::tempdir().unwrap(),
         }
     }

@@ -38,15 +38,16 @@ struct File {
 /// conformance body is `#[cfg(test)]` (issue 12, item 10); the renderer's and the
 /// splitter's property checks are compiled for the tests and for the fuzz targets (cargo
 /// features `fuzzing` and `test-support`, which the daemon never enables), and speak to
-/// developers only; so does the strict Telegram HTML checker, a dialect's `check`, which
-/// only the tests and the fuzz targets call; and so does the fixture round trip of wire
-/// types.
+/// developers only; so do the strict Telegram HTML and Slack `mrkdwn` checkers, a
+/// dialect's `check`, which only the tests and the fuzz targets call; and so does the
+/// fixture round trip of wire types.
 const TEST_SUPPORT: &[&str] = &[
     "channels/core/src/render/check.rs",
     "channels/core/src/render/conformance.rs",
     "channels/core/src/fixtures.rs",
     "channels/core/src/delivery/split/check.rs",
     "channels/telegram/src/markup/check.rs",
+    "channels/slack/src/markup/check.rs",
 ];
 
 fn root() -> PathBuf {

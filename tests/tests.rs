@@ -23,6 +23,8 @@
 //! - `dingtalk`: the DingTalk adapter in stream mode against the fake DingTalk (issue 16);
 //! - `discord`: the Discord adapter (serenity's gateway) against the fake Discord (issue 18);
 //! - `qq`: the QQ adapter on the gateway and the webhook against the fake QQ (issue 17);
+//! - `slack`: the Slack adapter in Socket Mode and on the Events API against the fake Slack
+//!   (issue 30);
 //! - `chaos` (ignored; `scripts/chaos`): kills, outages and 429 storms under load, counting
 //!   answers per message (issue 19);
 //! - `interop` (ignored; `scripts/interop`): the real binary through the platform fakes
@@ -58,6 +60,7 @@ mod manager;
 mod qq;
 mod security;
 mod simulator;
+mod slack;
 mod source_rules;
 mod supervisor;
 mod support;

@@ -134,7 +134,7 @@ fn version_names_the_commit_it_was_built_from() {
 
 /// Runs `check-config` on `text` with every `$VAR` the example names (in values and in
 /// comments) set to a value each validator accepts (a Telegram-shaped token is also a
-/// valid id or secret elsewhere).
+/// valid id or secret elsewhere; Slack's tokens carry their prefix).
 fn check_example(text: &str, example: &str) -> (bool, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = write_config(&dir, "config.yaml", text);
@@ -147,7 +147,12 @@ fn check_example(text: &str, example: &str) -> (bool, String, String) {
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
             .collect();
         if !name.is_empty() {
-            cmd.env(name, "123456:example-value_0");
+            let value = match name.as_str() {
+                "SLACK_BOT_TOKEN" => "xoxb-123456-example-value_0",
+                "SLACK_APP_TOKEN" => "xapp-1-A123456-example-value_0",
+                _ => "123456:example-value_0",
+            };
+            cmd.env(name, value);
         }
     }
     let out = cmd.output().unwrap();

@@ -2,7 +2,7 @@
 //! serving a platform's webhook, 200 connections from one address trickle bodies that pass
 //! the header checks (Feishu's and QQ's signatures need the body) and 1,500 connections
 //! from another address sit idle; a signed event from the platform's address must still be
-//! answered within a second, on Feishu, QQ and Telegram.
+//! answered within a second, on Feishu, QQ, Telegram and Slack (the Events API).
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -89,6 +89,32 @@ async fn issue_27_a_signed_qq_event_is_answered_through_a_flood() {
     assert_eq!(status, 200);
     assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
     qq.stop().await;
+}
+
+#[cfg(feature = "slack")]
+#[tokio::test]
+async fn issue_30_a_signed_slack_event_is_answered_through_a_flood() {
+    use crate::slack::harness::{Setup as SlSetup, Sl};
+    use im_bridge_fakes::slack::{Event, HttpRequest, SIGNING_SECRET};
+    let sl = Sl::start_with(SlSetup {
+        http: true,
+        ..SlSetup::default()
+    })
+    .await;
+    let _flood = flood(sl.webhook_url.as_deref().unwrap()).await;
+    sl.sim
+        .script_next_run(Script::with_answer("Through the flood.").chunks(1));
+    let event = Event::dm("D0FLOOD001", "U0FLOOD001", "still there?");
+    sl.fake
+        .add_message("D0FLOOD001", event.id(), "U0FLOOD001", None);
+    let request = HttpRequest::event(&event.to_json()).signed(SIGNING_SECRET);
+    let started = Instant::now();
+    let (status, _) = sl.post(&request).await;
+    assert_eq!(status, 200);
+    assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
+    sl.wait_answer("D0FLOOD001", event.id(), "Through the flood.")
+        .await;
+    sl.stop().await;
 }
 
 #[tokio::test]

@@ -260,6 +260,7 @@ pub const SENTENCES_ALLOWED: &[(&str, &str)] = &[
     ("channels/dingtalk/src/config.rs", ""),
     ("channels/qq/src/config.rs", ""),
     ("channels/discord/src/config.rs", ""),
+    ("channels/slack/src/config.rs", ""),
     // `im-bridge doctor`'s lines and fix hints, printed for the operator who runs it (the
     // files hold nothing else).
     ("src/doctor.rs", ""),
@@ -269,6 +270,7 @@ pub const SENTENCES_ALLOWED: &[(&str, &str)] = &[
     ("channels/dingtalk/src/doctor.rs", ""),
     ("channels/qq/src/doctor.rs", ""),
     ("channels/discord/src/doctor.rs", ""),
+    ("channels/slack/src/doctor.rs", ""),
     // Why the long connection could not be made or went down: reasons that are only
     // logged for the operator (the file holds no user-facing text).
     ("channels/feishu/src/transport/ws/endpoint.rs", ""),
@@ -289,6 +291,8 @@ pub const SENTENCES_ALLOWED: &[(&str, &str)] = &[
         "the server closed the connection",
     ),
     ("channels/dingtalk/src/transport/ws/endpoint.rs", ""),
+    // Slack's Socket Mode: why a connection went down, only logged (no user-facing text).
+    ("channels/slack/src/transport/ws.rs", ""),
     (
         "channels/dingtalk/src/transport/ws.rs",
         "sending a keepalive ping failed",

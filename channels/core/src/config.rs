@@ -263,6 +263,26 @@ pub fn base_url(issues: &mut Issues, key: &str, value: Option<&str>, default: &s
     }
 }
 
+/// [`base_url`] of a platform whose API paths are fixed below its root (`{api_url}/api/…`):
+/// a URL with a path is also an error, whose message says what the adapter adds (`adds`,
+/// e.g. `REST adds /api/v10`).
+pub fn root_url(
+    issues: &mut Issues,
+    key: &str,
+    value: Option<&str>,
+    default: &str,
+    adds: &str,
+) -> String {
+    let url = base_url(issues, key, value, default);
+    if url::Url::parse(&url).is_ok_and(|u| !matches!(u.path(), "" | "/")) {
+        issues.error(
+            key,
+            format!("expected a base without a path, e.g. {default} ({adds})"),
+        );
+    }
+    url
+}
+
 /// `text` without its trailing slash when it is an `http(s)://` URL with a host and no
 /// query or fragment.
 pub fn http_url(text: &str) -> Option<String> {
@@ -529,6 +549,26 @@ mod tests {
             "https://x"
         );
         assert_eq!(
+            root_url(
+                &mut issues,
+                "r",
+                Some("https://h/api"),
+                "https://x",
+                "adds /api"
+            ),
+            "https://h/api"
+        );
+        assert_eq!(
+            root_url(
+                &mut issues,
+                "r",
+                Some("http://127.0.0.1:9/"),
+                "https://x",
+                "-"
+            ),
+            "http://127.0.0.1:9"
+        );
+        assert_eq!(
             choice(&mut issues, "m", None, &["polling", "webhook"]),
             "polling"
         );
@@ -549,7 +589,9 @@ mod tests {
         let errors: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(
             errors,
-            ["c.t", "c.t", "c.n", "c.u", "c.u", "c.m", "c.l", "c.l"]
+            [
+                "c.t", "c.t", "c.n", "c.u", "c.u", "c.r", "c.m", "c.l", "c.l"
+            ]
         );
         assert!(issues.has_error_at("c.l") && !issues.has_error_at("c.x"));
     }

@@ -51,6 +51,19 @@ pub enum FileKind {
     Video,
 }
 
+impl FileKind {
+    /// The kind a declared MIME type names (lower-case; `None` or anything else is a
+    /// [`FileKind::File`]).
+    pub fn from_mime(mime: Option<&str>) -> Self {
+        match mime {
+            Some(t) if t.starts_with("image/") => FileKind::Image,
+            Some(t) if t.starts_with("audio/") => FileKind::Audio,
+            Some(t) if t.starts_with("video/") => FileKind::Video,
+            _ => FileKind::File,
+        }
+    }
+}
+
 /// Where an inbound attachment's bytes come from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -337,6 +350,15 @@ mod tests {
         let back: InboundMessage = serde_json::from_str(&json).unwrap();
         assert_eq!(back.chat_id, msg.chat_id);
         assert_eq!(back.metadata, msg.metadata);
+    }
+
+    #[test]
+    fn a_mime_type_names_the_file_kind() {
+        assert_eq!(FileKind::from_mime(Some("image/png")), FileKind::Image);
+        assert_eq!(FileKind::from_mime(Some("audio/ogg")), FileKind::Audio);
+        assert_eq!(FileKind::from_mime(Some("video/mp4")), FileKind::Video);
+        assert_eq!(FileKind::from_mime(Some("application/pdf")), FileKind::File);
+        assert_eq!(FileKind::from_mime(None), FileKind::File);
     }
 
     #[test]

@@ -114,13 +114,13 @@ impl RawDiscordConfig {
         let allowed_channels = id_set(issues, "allowed_channels", self.allowed_channels.as_ref());
         let mention_only = self.mention_only.unwrap_or(false);
         let thread_mode = self.thread_mode.unwrap_or(mention_only);
-        let api_url = config::base_url(issues, "api_url", self.api_url.as_deref(), API_URL);
-        if url::Url::parse(&api_url).is_ok_and(|u| u.path() != "/" && !u.path().is_empty()) {
-            issues.error(
-                "api_url",
-                "expected a base without a path, e.g. https://discord.com (REST adds /api/v10)",
-            );
-        }
+        let api_url = config::root_url(
+            issues,
+            "api_url",
+            self.api_url.as_deref(),
+            API_URL,
+            "REST adds /api/v10",
+        );
         let file_hosts =
             config::file_hosts(issues, "file_hosts", self.file_hosts.as_ref(), FILE_HOSTS);
         if issues.error_count() > errors_before {

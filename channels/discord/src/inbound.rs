@@ -252,12 +252,7 @@ fn attachments(message: &Message) -> Vec<InboundFile> {
                 .content_type
                 .as_deref()
                 .map(|t| t.trim().to_ascii_lowercase());
-            let kind = match mime.as_deref() {
-                Some(t) if t.starts_with("image/") => FileKind::Image,
-                Some(t) if t.starts_with("audio/") => FileKind::Audio,
-                Some(t) if t.starts_with("video/") => FileKind::Video,
-                _ => FileKind::File,
-            };
+            let kind = FileKind::from_mime(mime.as_deref());
             InboundFile {
                 kind,
                 filename: safe_file_name(&a.filename, MAX_FILE_NAME_BYTES),

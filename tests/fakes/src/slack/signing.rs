@@ -8,14 +8,13 @@
 //! a timestamp more than five minutes from its clock. A delivery Slack retries carries
 //! `X-Slack-Retry-Num` and `X-Slack-Retry-Reason` (not signed).
 //!
-//! HMAC-SHA256 is written here over the crate's `sha2` (RFC 2104, 64-byte blocks) rather
-//! than pulling a second digest stack; the test on Slack's published example pins it.
+//! HMAC-SHA256 is the adapter kit's (`digest::hmac_sha256`); the test on Slack's published
+//! example pins the signature built on it.
 
 use std::time::Duration;
 
-use im_bridge_channel::digest::hex;
+use im_bridge_channel::digest::{hex, hmac_sha256};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use super::events::{SlashCommand, event_callback, unix_now};
 
@@ -25,26 +24,6 @@ pub const SIGNATURE_HEADER: &str = "X-Slack-Signature";
 pub const TIMESTAMP_HEADER: &str = "X-Slack-Request-Timestamp";
 /// How old a timestamp [`HttpRequest::stale`] writes: past Slack's five minutes.
 const STALE: Duration = Duration::from_secs(6 * 60);
-
-/// HMAC-SHA256 of `message` under `key` (RFC 2104).
-fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    let mut block = [0u8; 64];
-    if key.len() > block.len() {
-        block[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        block[..key.len()].copy_from_slice(key);
-    }
-    let pad = |byte: u8| block.map(|b| b ^ byte);
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(message)
-        .finalize();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
-}
 
 /// Slack's signature of `body` sent at `timestamp` under `secret`: `v0=` and 64 hex digits.
 pub fn signature(secret: &str, timestamp: &str, body: &[u8]) -> String {

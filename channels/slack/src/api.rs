@@ -1,0 +1,314 @@
+//! The Web API calls the adapter makes, as thin reqwest calls on the kit's
+//! [`http`](im_bridge_channel::http) (no redirects, bounded answers, one [`HttpError`]):
+//! `POST {api_url}/api/<method>` with `Authorization: Bearer` (the bot token; the app-level
+//! token for `apps.connections.open` only).
+//!
+//! Every answer is read the same way ([`SlackApi::call`]): its `{ok, error}` first (HTTP 429
+//! or `ok: false` becomes [`ApiError::refusal`], with `Retry-After` read by the kit's
+//! [`header_seconds`]), then the typed answer of [`crate::model`]. Bodies are JSON, except
+//! the two upload methods, which Slack documents as form methods.
+//!
+//! - `auth.test` ([`SlackApi::auth_test`]): the bot user and workspace;
+//! - `apps.connections.open` ([`SlackApi::open_connection`]): a single-use Socket Mode URL
+//!   (it carries a ticket: never logged);
+//! - `chat.postMessage` (into a thread with `thread_ts`) and `chat.update`;
+//! - `reactions.add` (`already_reacted` is success);
+//! - a file out ([`SlackApi::upload`]): `files.getUploadURLExternal`, the bytes POSTed to
+//!   the `upload_url` Slack gave (no token: the URL is signed), `files.completeUploadExternal`
+//!   into the channel and thread;
+//! - a file in ([`SlackApi::download`]): `url_private_download` with the bot token, but only
+//!   from a host `file_hosts` lists (checked before anything is sent), never following a
+//!   redirect, bounded; Slack answers a refused token with its sign-in page (HTTP 200,
+//!   `text/html`), which is told apart by its content type and never taken for the file.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use im_bridge_channel::http::{self, HttpError};
+use im_bridge_channel::{FileHosts, Secret, header_seconds};
+use reqwest::RequestBuilder;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::config::SlackSettings;
+use crate::error::ApiError;
+use crate::model::{
+    AddReaction, AuthTest, CompleteUpload, ConnectionsOpen, PostMessage, Posted, Status,
+    UpdateMessage, UploadUrl, UploadedFile,
+};
+
+/// Whole-request timeout of a Web API call.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Whole-request timeout of an upload's bytes.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(300);
+/// Largest answer read.
+const MAX_ANSWER: u64 = 1024 * 1024;
+/// The code of a reaction the bot already added: nothing to do.
+const ALREADY_REACTED: &str = "already_reacted";
+
+/// The Web API client (cheap to clone). `Debug` shows no token (they are [`Secret`]s).
+#[derive(Clone, Debug)]
+pub struct SlackApi {
+    http: reqwest::Client,
+    api_url: String,
+    bot_token: Secret,
+    file_hosts: FileHosts,
+}
+
+/// A message Slack posted: its conversation and `ts`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostedRef {
+    /// The conversation.
+    pub channel: String,
+    /// The message's id.
+    pub ts: String,
+}
+
+impl SlackApi {
+    /// A client for `settings.api_url` with the bot token.
+    pub fn new(settings: &SlackSettings) -> Result<Self, ApiError> {
+        Ok(Self {
+            http: http::client()?,
+            api_url: settings.api_url.clone(),
+            bot_token: settings.bot_token.clone(),
+            file_hosts: settings.file_hosts.clone(),
+        })
+    }
+
+    fn request(&self, method: &str, token: &Secret) -> RequestBuilder {
+        self.http
+            .post(format!("{}/api/{method}", self.api_url))
+            .header(AUTHORIZATION, format!("Bearer {}", token.expose()))
+            .timeout(REQUEST_TIMEOUT)
+    }
+
+    /// Calls `method` with a JSON `body` as `token`, and reads its typed answer.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        token: &Secret,
+        body: &impl Serialize,
+    ) -> Result<T, ApiError> {
+        let request = self
+            .request(method, token)
+            .header(CONTENT_TYPE, "application/json; charset=utf-8")
+            .json(body);
+        self.send(method, request).await
+    }
+
+    /// Calls `method` with a form `body` (the upload methods) as the bot.
+    async fn call_form<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        body: &[(&str, &str)],
+    ) -> Result<T, ApiError> {
+        let request = self.request(method, &self.bot_token).form(body);
+        self.send(method, request).await
+    }
+
+    async fn send<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        request: RequestBuilder,
+    ) -> Result<T, ApiError> {
+        let answer = http::call(method, request, MAX_ANSWER).await?;
+        read_answer(
+            method,
+            answer.status.as_u16(),
+            header_seconds(&answer.headers, "retry-after"),
+            &answer.body,
+        )
+    }
+
+    /// `auth.test`: who the bot token is.
+    pub async fn auth_test(&self) -> Result<AuthTest, ApiError> {
+        let empty = serde_json::Map::new();
+        self.call("auth.test", &self.bot_token, &empty).await
+    }
+
+    /// `apps.connections.open` with the app-level token: a single-use Socket Mode URL.
+    pub async fn open_connection(&self, app_token: &Secret) -> Result<String, ApiError> {
+        let empty = serde_json::Map::new();
+        let opened: ConnectionsOpen = self
+            .call("apps.connections.open", app_token, &empty)
+            .await?;
+        Ok(opened.url)
+    }
+
+    /// `chat.postMessage` of `text` (`mrkdwn`) into `channel`, in the thread `thread_ts`.
+    pub async fn post_message(
+        &self,
+        channel: &str,
+        text: &str,
+        thread_ts: Option<&str>,
+    ) -> Result<PostedRef, ApiError> {
+        let body = PostMessage {
+            channel: channel.to_owned(),
+            text: text.to_owned(),
+            thread_ts: thread_ts.map(str::to_owned),
+            unfurl_links: false,
+        };
+        let posted: Posted = self
+            .call("chat.postMessage", &self.bot_token, &body)
+            .await?;
+        Ok(PostedRef {
+            channel: posted.channel,
+            ts: posted.ts,
+        })
+    }
+
+    /// `chat.update`: message `ts` of `channel` now shows `text`.
+    pub async fn update(&self, channel: &str, ts: &str, text: &str) -> Result<(), ApiError> {
+        let body = UpdateMessage {
+            channel: channel.to_owned(),
+            ts: ts.to_owned(),
+            text: text.to_owned(),
+        };
+        self.call::<Status>("chat.update", &self.bot_token, &body)
+            .await
+            .map(drop)
+    }
+
+    /// `reactions.add` of `name` (no colons) to message `ts` of `channel`; one the bot
+    /// already added is success.
+    pub async fn react(&self, channel: &str, ts: &str, name: &str) -> Result<(), ApiError> {
+        let body = AddReaction {
+            channel: channel.to_owned(),
+            timestamp: ts.to_owned(),
+            name: name.to_owned(),
+        };
+        match self
+            .call::<Status>("reactions.add", &self.bot_token, &body)
+            .await
+        {
+            Err(ApiError::Api { code, .. }) if code == ALREADY_REACTED => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    /// Uploads `bytes` as `filename` and shares it in `channel` (in the thread
+    /// `thread_ts`): `files.getUploadURLExternal`, the bytes, `files.completeUploadExternal`.
+    pub async fn upload(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        filename: &str,
+        bytes: Bytes,
+    ) -> Result<(), ApiError> {
+        let length = bytes.len().to_string();
+        let url: UploadUrl = self
+            .call_form(
+                "files.getUploadURLExternal",
+                &[("filename", filename), ("length", &length)],
+            )
+            .await?;
+        // The upload URL is signed: no token goes there.
+        let op = "file upload";
+        let request = self
+            .http
+            .post(&url.upload_url)
+            .header(CONTENT_TYPE, "application/octet-stream")
+            .timeout(UPLOAD_TIMEOUT)
+            .body(bytes);
+        let answer = http::call(op, request, MAX_ANSWER).await?;
+        if !answer.status.is_success() {
+            return Err(HttpError::Status {
+                op,
+                status: answer.status.as_u16(),
+            }
+            .into());
+        }
+        let complete = CompleteUpload {
+            files: vec![UploadedFile {
+                id: url.file_id,
+                title: Some(filename.to_owned()),
+            }],
+            channel_id: channel.to_owned(),
+            thread_ts: thread_ts.map(str::to_owned),
+        };
+        let files = serde_json::to_string(&complete.files)
+            .map_err(|_| HttpError::decode(op, "the files of the upload"))?;
+        let mut form = vec![("files", files.as_str()), ("channel_id", channel)];
+        if let Some(thread) = thread_ts {
+            form.push(("thread_ts", thread));
+        }
+        self.call_form::<Status>("files.completeUploadExternal", &form)
+            .await
+            .map(drop)
+    }
+
+    /// Downloads a user's file (`url_private_download`) with the bot token, at most `max`
+    /// bytes. A URL that is not plain `http(s)`, or on a host `file_hosts` does not list,
+    /// is refused before any request (the token never leaves for another host); a redirect
+    /// is not followed; Slack's sign-in page (`text/html`: the token was refused) is an
+    /// error, not the file.
+    pub async fn download(&self, url: &str, max: u64) -> Result<Bytes, ApiError> {
+        let op = "file download";
+        let url = http::file_url(url).ok_or(HttpError::BadUrl)?;
+        if !self.file_hosts.allows(&url) {
+            tracing::warn!(
+                channel = crate::NAME,
+                host = url.host_str().unwrap_or_default(),
+                "Refused a Slack file on a host not in file_hosts."
+            );
+            return Err(HttpError::HostNotAllowed.into());
+        }
+        let response = self
+            .http
+            .get(url)
+            .header(AUTHORIZATION, format!("Bearer {}", self.bot_token.expose()))
+            .timeout(http::DOWNLOAD_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| HttpError::transport(op, e))?;
+        let status = response.status().as_u16();
+        if !(200..300).contains(&status) {
+            return Err(HttpError::Status { op, status }.into());
+        }
+        let html = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.trim().to_ascii_lowercase().starts_with("text/html"));
+        if html {
+            return Err(ApiError::refusal(
+                op,
+                status,
+                Some("file_access_refused"),
+                None,
+            ));
+        }
+        Ok(http::read_file(op, response, max).await?)
+    }
+}
+
+/// Reads an answer of `method`: a refusal (HTTP 429, another non-2xx, `ok: false`) sorted
+/// by [`ApiError::refusal`], else the typed answer.
+pub(crate) fn read_answer<T: DeserializeOwned>(
+    method: &'static str,
+    status: u16,
+    retry_after: Option<Duration>,
+    body: &[u8],
+) -> Result<T, ApiError> {
+    let envelope: Option<Status> = serde_json::from_slice(body).ok();
+    let ok = envelope.as_ref().is_some_and(|s| s.ok);
+    if !(200..300).contains(&status) || !ok {
+        let code = envelope.as_ref().and_then(|s| s.error.as_deref());
+        tracing::debug!(
+            channel = crate::NAME,
+            method,
+            status,
+            "Slack refused a call."
+        );
+        if envelope.is_none() && (200..300).contains(&status) {
+            return Err(HttpError::decode(method, "the answer is not Slack's JSON").into());
+        }
+        return Err(ApiError::refusal(method, status, code, retry_after));
+    }
+    serde_json::from_slice(body)
+        .map_err(|_| HttpError::decode(method, "the answer lacks a field the adapter reads").into())
+}
+
+#[cfg(test)]
+mod tests;

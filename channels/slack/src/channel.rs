@@ -1,0 +1,548 @@
+//! The Slack channel: Socket Mode or the Events API in, Web API calls out.
+//!
+//! - **In**: each envelope's event or slash command is normalized ([`crate::inbound`]) and
+//!   offered to the daemon's queue; only then is the envelope acknowledged (the HTTP
+//!   request answered). The user's message gets the `eyes` reaction once admitted (in the
+//!   background: a hint, never awaited by the ack). An event the daemon cannot take now
+//!   (shutting down, overloaded) is left unacknowledged (answered 503), so Slack delivers
+//!   it again. A redelivery (an unacknowledged envelope, an HTTP retry) carries the same
+//!   message, whose redelivery key (workspace, `{channel}:{ts}`; a slash command's
+//!   `trigger_id`) the daemon runs once.
+//! - **Out**: an answer is posted into the thread of the message it answers (the inbound
+//!   metadata's `thread_ts`; with `thread_replies: false`, a top-level message is answered
+//!   in the channel) with `chat.postMessage` and, while it streams, edited in place with
+//!   `chat.update` (at most one edit a second per message, paced by the delivery engine
+//!   from the capabilities), in `mrkdwn` ([`SlackMrkdwn`]), cut at `max_message_chars`.
+//!   When the bridge is done with a message ([`Channel::turn_ended`], after its last
+//!   reply), the user's message gets `white_check_mark` (spec §8.3). Files go up with the
+//!   external upload into the answer's thread; files users share are fetched with the bot
+//!   token from `file_hosts` only.
+//! - **Or in by webhook** (`event_delivery: http`, child `hook`): the same admission behind
+//!   the Events API's signature and freshness checks.
+//!
+//! The bot's user id is `bot_user_id`, else `auth.test`'s (asked before the first
+//! connection, or before the webhook serves).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use im_bridge_channel::reconnect;
+use im_bridge_channel::{
+    AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
+    ChannelResult, ChatBudget, CommandVocabulary, FileSource, InboundFile, InboundMessage,
+    InboundSink, MessageId, OutboundFile, SendTarget, SentMessage, Skip, Stage, Telemetry,
+    UpdateMode, WebhookRoute,
+};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+mod hook;
+
+use crate::api::SlackApi;
+use crate::config::{Delivery, SlackSettings};
+use crate::inbound::{InboundContext, normalize_command, normalize_event};
+use crate::model::{EventBody, EventCallback, SlashCommand, envelope_kind};
+use crate::transport::ws::{self, Envelopes, Verdict};
+use crate::{NAME, SlackMrkdwn};
+
+/// The largest file sent (read into memory whole before the upload). Slack takes up to
+/// 1 GB; the bridge keeps a file's memory bounded.
+pub const MAX_UPLOAD_BYTES: u64 = 50 * 1024 * 1024;
+/// The reaction on a user's message once the bridge took it.
+pub const WORKING_REACTION: &str = "eyes";
+/// The reaction on a user's message once the bridge is done with it.
+pub const DONE_REACTION: &str = "white_check_mark";
+
+/// What Slack can show, `max_message_chars` aside: one message edited in place while an
+/// answer streams (one edit a second per message, `chat.update`'s Tier 3 pace), about one
+/// new message a second per conversation after a short burst (`chat.postMessage`), the
+/// agent's Markdown as `mrkdwn`, files, and the turn's end (for `white_check_mark`).
+pub const CAPABILITIES: Capabilities = Capabilities {
+    updates: UpdateMode::EditInPlace,
+    min_edit_interval_private: Duration::from_secs(1),
+    min_edit_interval_group: Duration::from_secs(1),
+    chat_budget: Some(ChatBudget {
+        burst: 5,
+        private: Duration::from_secs(1),
+        group: Duration::from_secs(1),
+        first_partial_hold: Duration::from_secs(1),
+    }),
+    markup: &SlackMrkdwn,
+    max_upload_bytes: MAX_UPLOAD_BYTES,
+    turn_ends: true,
+    ..Capabilities::final_only(crate::DEFAULT_MESSAGE_CHARS)
+};
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The Slack channel.
+pub struct SlackChannel {
+    settings: SlackSettings,
+    intake: Arc<Intake>,
+    /// The Events API route on the daemon's shared host (`event_delivery: http` only).
+    route: Option<WebhookRoute>,
+}
+
+/// What turns an envelope or a request into an admitted message: shared by Socket Mode and
+/// the webhook handler.
+struct Intake {
+    settings: SlackSettings,
+    api: SlackApi,
+    allowed_users: AllowedUsers,
+    commands: CommandVocabulary,
+    telemetry: Telemetry,
+    /// The bot's user id (`bot_user_id`, else `auth.test`).
+    bot_user_id: Mutex<Option<String>>,
+    /// The sink while the channel runs.
+    sink: Mutex<Option<InboundSink>>,
+    /// Reactions in flight (never awaited by an ack).
+    reactions: TaskTracker,
+    /// Redelivery keys of messages admitted lately: a redelivery (or the `message` of an
+    /// `app_mention` pair) is acknowledged without a second `eyes` (the daemon's dedupe
+    /// is the one that counts; this only spares Slack an `already_reacted`).
+    seen: Mutex<Seen>,
+    /// The `eyes` reactions whose turn has not ended yet.
+    working: Mutex<Working>,
+}
+
+/// The last [`SEEN_CAPACITY`] keys admitted.
+#[derive(Default)]
+struct Seen {
+    keys: HashSet<String>,
+    order: VecDeque<String>,
+}
+
+/// Redelivery keys remembered.
+const SEEN_CAPACITY: usize = 4096;
+
+impl Seen {
+    fn contains(&self, key: &str) -> bool {
+        self.keys.contains(key)
+    }
+
+    fn insert(&mut self, key: String) {
+        if self.keys.insert(key.clone()) {
+            self.order.push_back(key);
+            if self.order.len() > SEEN_CAPACITY
+                && let Some(old) = self.order.pop_front()
+            {
+                self.keys.remove(&old);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for SlackChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackChannel")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What became of an event or command offered to the daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Offered {
+    /// Admitted, skipped on purpose, or refused as too busy with the sender told.
+    Done,
+    /// Not admitted now: Slack should deliver it again.
+    Again,
+}
+
+impl SlackChannel {
+    /// A channel with `settings`, the daemon's commands, who may talk to it, and (with
+    /// `event_delivery: http`) its route on the daemon's webhook host.
+    pub fn new(settings: SlackSettings, ctx: &BuildContext) -> ChannelResult<Self> {
+        let api = SlackApi::new(&settings).map_err(ChannelError::from)?;
+        let telemetry = Telemetry::new(NAME);
+        let route = match &settings.delivery {
+            Delivery::Http { webhook, .. } => Some(ctx.webhooks.route_place(&telemetry, webhook)?),
+            Delivery::Socket { .. } => None,
+        };
+        Ok(Self {
+            intake: Arc::new(Intake {
+                bot_user_id: Mutex::new(settings.bot_user_id.clone()),
+                settings: settings.clone(),
+                api,
+                allowed_users: ctx.allowed_users.clone(),
+                commands: ctx.commands.clone(),
+                telemetry,
+                sink: Mutex::new(None),
+                reactions: TaskTracker::new(),
+                seen: Mutex::new(Seen::default()),
+                working: Mutex::new(Working::default()),
+            }),
+            settings,
+            route,
+        })
+    }
+
+    fn api(&self) -> &SlackApi {
+        &self.intake.api
+    }
+
+    fn telemetry(&self) -> &Telemetry {
+        &self.intake.telemetry
+    }
+
+    /// Posts `text` where `to` is answered.
+    async fn post(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let posted = self
+            .api()
+            .post_message(to.chat_id.as_str(), text, answer_thread(to))
+            .await
+            .map_err(ChannelError::from);
+        let posted = self.telemetry().sending(posted)?;
+        Ok(SentMessage {
+            id: MessageId::new(posted.ts),
+        })
+    }
+}
+
+/// The thread an answer goes into: the inbound metadata's `thread_ts` (the conversation's
+/// root), none for a top-level answer.
+fn answer_thread<'a>(to: &SendTarget<'a>) -> Option<&'a str> {
+    to.metadata
+        .get("thread_ts")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+}
+
+#[async_trait]
+impl Channel for SlackChannel {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_message_len: self.settings.max_message_chars,
+            ..CAPABILITIES
+        }
+    }
+
+    fn is_connected(&self) -> bool {
+        self.telemetry().is_connected()
+    }
+
+    async fn run(
+        &self,
+        sink: InboundSink,
+        shutdown: CancellationToken,
+    ) -> ChannelResult<ChannelExit> {
+        *lock(&self.intake.sink) = Some(sink.clone());
+        let result = match &self.settings.delivery {
+            Delivery::Socket { app_token } => {
+                let reconnect = self.telemetry().reconnect(reconnect::BACKOFF);
+                let handler: &dyn Envelopes = self.intake.as_ref();
+                let mut link = ws::Link::new(self.api(), app_token, handler);
+                match reconnect.drive(&mut link, &shutdown).await {
+                    Ok(()) => Ok(ChannelExit::Stopped),
+                    Err(error) => {
+                        self.telemetry().error(Stage::Receiving);
+                        tracing::error!(channel = NAME, %error, "Slack Socket Mode stopped.");
+                        Err(ChannelError::Transport(error.to_string()))
+                    }
+                }
+            }
+            Delivery::Http { signing_secret, .. } => match &self.route {
+                Some(route) => {
+                    self.intake.learn_identity().await;
+                    Ok(hook::run(
+                        self.intake.clone(),
+                        signing_secret.clone(),
+                        route,
+                        sink,
+                        &shutdown,
+                    )
+                    .await)
+                }
+                None => Err(ChannelError::Unsupported("a webhook without its route")),
+            },
+        };
+        self.telemetry().set_connected(false);
+        *lock(&self.intake.sink) = None;
+        result
+    }
+
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.post(&to, text).await
+    }
+
+    async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        let edited = self
+            .api()
+            .update(to.chat_id.as_str(), id.as_str(), text)
+            .await
+            .map_err(ChannelError::from);
+        self.telemetry().sending(edited)
+    }
+
+    /// The bridge is done with the message `to` answers: `white_check_mark` on it.
+    async fn turn_ended(&self, to: SendTarget<'_>) -> ChannelResult {
+        let Some(source) = to.reply_to else {
+            return Ok(());
+        };
+        self.intake
+            .working_added(to.chat_id.as_str(), source.as_str())
+            .await;
+        self.api()
+            .react(to.chat_id.as_str(), source.as_str(), DONE_REACTION)
+            .await
+            .map_err(ChannelError::from)
+    }
+
+    /// The external upload (`files.getUploadURLExternal`, the bytes,
+    /// `files.completeUploadExternal`) into the answer's thread.
+    async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+        if file.size > MAX_UPLOAD_BYTES {
+            return Err(ChannelError::TooLarge {
+                limit: MAX_UPLOAD_BYTES,
+            });
+        }
+        let bytes = tokio::fs::read(&file.path).await?;
+        if bytes.len() as u64 > MAX_UPLOAD_BYTES {
+            return Err(ChannelError::TooLarge {
+                limit: MAX_UPLOAD_BYTES,
+            });
+        }
+        let sent = self
+            .api()
+            .upload(
+                to.chat_id.as_str(),
+                answer_thread(&to),
+                &file.filename,
+                Bytes::from(bytes),
+            )
+            .await
+            .map_err(ChannelError::from);
+        self.telemetry().sending(sent)
+    }
+
+    /// Downloads a file a user shared (`url_private_download`) with the bot token, from
+    /// `file_hosts` only, bounded.
+    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
+        let FileSource::Handle { id } = &file.source else {
+            return file.inline_bytes(max_bytes);
+        };
+        let fetched = self
+            .api()
+            .download(id, max_bytes)
+            .await
+            .map_err(ChannelError::from);
+        if fetched.is_err() {
+            self.telemetry().error(Stage::Processing);
+        }
+        fetched
+    }
+}
+
+impl Intake {
+    /// Asks `auth.test` for the bot's user id when it is not known (a failure is logged:
+    /// mentions are then told by `app_mention` alone until the next try).
+    async fn learn_identity(&self) {
+        if !self.needs_identity() {
+            return;
+        }
+        match self.api.auth_test().await {
+            Ok(me) => self.identity(me.user_id, me.team_id),
+            Err(error) => {
+                tracing::warn!(channel = NAME, %error, "Could not learn the bot's Slack user id.");
+            }
+        }
+    }
+
+    /// Normalizes with the bot's user id as known now, and offers the message (a skip is
+    /// logged and counts as done).
+    fn offer(
+        &self,
+        sink: &InboundSink,
+        normalize: impl FnOnce(&InboundContext<'_>) -> Result<InboundMessage, Skip>,
+    ) -> Offered {
+        self.telemetry.received(1);
+        let bot = lock(&self.bot_user_id).clone();
+        let ctx = InboundContext {
+            settings: &self.settings,
+            bot_user_id: bot.as_deref(),
+            allowed_users: &self.allowed_users,
+            commands: &self.commands,
+        };
+        match normalize(&ctx) {
+            Ok(msg) => self.admit(sink, msg),
+            Err(skip) => {
+                skip.log(NAME);
+                Offered::Done
+            }
+        }
+    }
+
+    /// An Events API event: normalized and offered.
+    pub(crate) fn offer_event(&self, sink: &InboundSink, callback: &EventCallback) -> Offered {
+        self.offer(sink, |ctx| normalize_event(callback, ctx))
+    }
+
+    /// A slash command: normalized and offered.
+    pub(crate) fn offer_command(&self, sink: &InboundSink, command: &SlashCommand) -> Offered {
+        self.offer(sink, |ctx| normalize_command(command, ctx))
+    }
+
+    /// Offers a message; once admitted its source gets `eyes`. A message admitted lately
+    /// (the same redelivery key) is acknowledged and dropped here.
+    fn admit(&self, sink: &InboundSink, msg: InboundMessage) -> Offered {
+        let key = msg
+            .redelivery
+            .as_ref()
+            .map(|k| format!("{}/{}", k.scope, k.id));
+        if key.as_deref().is_some_and(|k| lock(&self.seen).contains(k)) {
+            tracing::debug!(channel = NAME, "Skipped a Slack message delivered again.");
+            return Offered::Done;
+        }
+        let source = msg
+            .thread_ts
+            .clone()
+            .map(|ts| (msg.chat_id.to_string(), ts));
+        match sink.offer(msg) {
+            Ok(()) => {
+                if let Some(key) = key {
+                    lock(&self.seen).insert(key);
+                }
+                if let Some((channel, ts)) = source {
+                    self.react(channel, ts, WORKING_REACTION);
+                }
+                Offered::Done
+            }
+            // Refused as too busy, the sender is told so: nothing to redeliver either.
+            Err(AdmitError::QueueFull) => Offered::Done,
+            Err(error) => {
+                tracing::warn!(channel = NAME, %error, "A Slack event was not admitted; Slack will deliver it again.");
+                Offered::Again
+            }
+        }
+    }
+
+    /// Adds `name` to message `ts` of `channel` in the background (a hint: a failure is
+    /// logged).
+    fn react(&self, channel: String, ts: MessageId, name: &'static str) {
+        let api = self.api.clone();
+        let key = format!("{channel}/{}", ts.as_str());
+        let handle = self.reactions.spawn(async move {
+            if let Err(error) = api.react(&channel, ts.as_str(), name).await {
+                tracing::debug!(channel = NAME, %error, name, "Adding a Slack reaction failed.");
+            }
+        });
+        lock(&self.working).insert(key, handle);
+    }
+
+    /// Waits (at most [`WORKING_WAIT`]) for the `eyes` of message `ts` in `channel` to be
+    /// added, so the user's message shows 👀 before ✅ however fast the answer was.
+    async fn working_added(&self, channel: &str, ts: &str) {
+        let handle = lock(&self.working).remove(&format!("{channel}/{ts}"));
+        if let Some(handle) = handle {
+            let _ = tokio::time::timeout(WORKING_WAIT, handle).await;
+        }
+    }
+}
+
+/// The `eyes` reactions in flight or done, by `{channel}/{ts}`, until their turn ends (the
+/// oldest forgotten first past [`SEEN_CAPACITY`]).
+#[derive(Default)]
+struct Working {
+    handles: HashMap<String, JoinHandle<()>>,
+    order: VecDeque<String>,
+}
+
+impl Working {
+    fn insert(&mut self, key: String, handle: JoinHandle<()>) {
+        if self.handles.insert(key.clone(), handle).is_none() {
+            self.order.push_back(key);
+        }
+        while self.order.len() > SEEN_CAPACITY {
+            if let Some(old) = self.order.pop_front() {
+                self.handles.remove(&old);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &str) -> Option<JoinHandle<()>> {
+        let handle = self.handles.remove(key)?;
+        self.order.retain(|k| k != key);
+        Some(handle)
+    }
+}
+
+/// How long the end of a turn waits for its message's `eyes` to be added.
+const WORKING_WAIT: Duration = Duration::from_secs(10);
+
+impl Envelopes for Intake {
+    fn needs_identity(&self) -> bool {
+        lock(&self.bot_user_id).is_none()
+    }
+
+    fn identity(&self, user_id: String, team_id: String) {
+        tracing::info!(channel = NAME, bot_user_id = %user_id, team_id = %team_id, "Slack bot identified.");
+        *lock(&self.bot_user_id) = Some(user_id);
+    }
+
+    fn handle(&self, envelope: crate::model::Envelope) -> Verdict {
+        let Some(sink) = lock(&self.sink).clone() else {
+            return Verdict::Again;
+        };
+        let offered = match envelope.kind.as_str() {
+            envelope_kind::EVENTS_API => match EventBody::from_value(envelope.payload) {
+                Ok(EventBody::EventCallback(callback)) => self.offer_event(&sink, &callback),
+                Ok(_) => Offered::Done,
+                Err(error) => {
+                    self.unreadable(&error);
+                    Offered::Done
+                }
+            },
+            envelope_kind::SLASH_COMMANDS => {
+                match serde_json::from_value::<SlashCommand>(envelope.payload) {
+                    // A slash command is never delivered again: acked whatever became of it.
+                    Ok(command) => {
+                        self.offer_command(&sink, &command);
+                        Offered::Done
+                    }
+                    Err(error) => {
+                        self.unreadable(&error);
+                        Offered::Done
+                    }
+                }
+            }
+            other => {
+                tracing::debug!(
+                    channel = NAME,
+                    kind = other,
+                    "Acknowledged a Slack envelope of a type not handled."
+                );
+                Offered::Done
+            }
+        };
+        match offered {
+            Offered::Done => Verdict::Ack,
+            Offered::Again => Verdict::Again,
+        }
+    }
+
+    fn connected(&self, up: bool) {
+        self.telemetry.set_connected(up);
+    }
+}
+
+impl Intake {
+    /// A payload that does not read as Slack's: counted and logged without its text.
+    pub(crate) fn unreadable(&self, error: &serde_json::Error) {
+        self.telemetry.error(Stage::Receiving);
+        tracing::warn!(channel = NAME, error = ?error.classify(), "Skipped a Slack payload that could not be read.");
+    }
+}
+
+#[cfg(test)]
+mod tests;

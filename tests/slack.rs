@@ -1,0 +1,592 @@
+//! The Slack adapter end to end (issue 30): the real daemon with a `SlackChannel` (Socket
+//! Mode or the Events API, thin Web API calls) against the fake Slack
+//! (`im_bridge_fakes::slack`: the Web API with its text limits, edit pace and 429s,
+//! Socket Mode with acks, redeliveries and `disconnect`, signed HTTP requests) and the
+//! Gateway simulator.
+//!
+//! What every platform owes (a DM and a group answered, a redelivery running once, a long
+//! answer in parts, `/goal from-chat`, localized replies, a picture reaching the agent,
+//! clean logs) is the conformance suite's (`tests/adapters.rs`), through `conformance`;
+//! this file keeps what is Slack's own: threads and reactions, streaming by `chat.update`,
+//! native slash commands, Socket Mode's redelivery and hand-over, 429s, a 45,000-character
+//! answer, files into the thread, the Events API's signature and retries.
+
+#![cfg(feature = "slack")]
+
+pub(crate) mod conformance;
+pub(crate) mod harness;
+
+use std::time::Duration;
+
+use im_bridge::simulator::Script;
+use im_bridge_fakes::slack::{
+    BOT_USER_ID, Event, Failure, HttpRequest, SIGNING_SECRET, SlashCommand, TEAM_ID, Trigger,
+    event_callback,
+};
+use serde_json::json;
+
+use harness::{DEADLINE, Setup, Sl};
+
+const DM: &str = "D0DIRECT01";
+const GENERAL: &str = "C0GENERAL1";
+const ALICE: &str = "U0ALICE001";
+
+/// The texts of the bot's replies in the thread `root` of `channel`, oldest first.
+fn replies(sl: &Sl, channel: &str, root: &str) -> Vec<String> {
+    sl.fake
+        .thread_replies(channel, root)
+        .into_iter()
+        .filter(|m| m.files.is_empty())
+        .map(|m| m.text)
+        .collect()
+}
+
+#[tokio::test]
+async fn issue_30_a_dm_is_answered_in_its_thread_streamed_with_the_exact_final() {
+    const ANSWER: &str = "The bridge streams **this** answer in four parts, then stops.";
+    const SHOWN: &str = "The bridge streams *this* answer in four parts, then stops.";
+    let sl = Sl::start().await;
+    sl.sim.script_next_run(
+        Script::with_answer(ANSWER)
+            .chunks(4)
+            .chunk_delay(Duration::from_millis(400)),
+    );
+    let asked = sl
+        .fake
+        .push_event(&Event::dm(DM, ALICE, "stream something").to_json());
+    sl.fake
+        .wait_acked(&asked.envelope_id, DEADLINE)
+        .await
+        .unwrap();
+    let root = asked.ts.unwrap();
+    let answer = sl.fake.wait_final_text(DM, &root, DEADLINE).await.unwrap();
+    assert_eq!(answer, SHOWN, "the Markdown as mrkdwn, exactly");
+    let replies = sl.fake.thread_replies(DM, &root);
+    assert_eq!(
+        replies.len(),
+        1,
+        "one message, edited in place: {replies:#?}"
+    );
+    assert!(!replies[0].edits.is_empty(), "streamed by chat.update");
+    assert_eq!(
+        sl.fake.reactions_on(DM, &root),
+        ["eyes", "white_check_mark"]
+    );
+    // The agent got the words asked.
+    let thread = sl.sim.thread_ids().pop().unwrap();
+    assert_eq!(sl.sim.messages(&thread)[0]["content"], "stream something");
+    // No edit came sooner than Slack's pace allows.
+    assert_eq!(sl.fake.rate_refusals(), 0);
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_a_channel_mention_is_answered_in_its_thread_and_the_rest_ignored() {
+    let sl = Sl::start().await;
+    // Not addressed to the bot (mention_only), another bot, the bot's own echo, an edit.
+    let ignored = [
+        Event::channel_message(GENERAL, ALICE, "talking to someone else"),
+        Event::bot_message(GENERAL, "B0OTHERBOT", "beep"),
+        Event::own_echo(GENERAL, "my own answer"),
+    ];
+    for event in &ignored {
+        let pushed = sl.fake.push_event(&event.to_json());
+        sl.fake
+            .wait_acked(&pushed.envelope_id, DEADLINE)
+            .await
+            .unwrap();
+    }
+    sl.sim
+        .script_next_run(Script::with_answer("Here, in the thread.").chunks(2));
+    let asked = sl
+        .fake
+        .push_event(&Event::mention(GENERAL, ALICE, "are you there?").to_json());
+    let root = asked.ts.unwrap();
+    let answer = sl
+        .fake
+        .wait_final_text(GENERAL, &root, DEADLINE)
+        .await
+        .unwrap();
+    assert_eq!(answer, "Here, in the thread.");
+    let thread = sl.sim.thread_ids().pop().unwrap();
+    assert_eq!(sl.sim.thread_ids().len(), 1, "only the mention ran");
+    assert_eq!(
+        sl.sim.messages(&thread)[0]["content"],
+        "are you there?",
+        "the mention stripped"
+    );
+    // Every bot message is a reply in the thread; none at the channel's top level.
+    assert!(
+        sl.fake
+            .bot_messages(GENERAL)
+            .iter()
+            .all(|m| m.thread_ts.as_deref() == Some(root.as_str()))
+    );
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_a_follow_up_in_the_thread_continues_the_same_conversation() {
+    let sl = Sl::start().await;
+    sl.sim
+        .script_next_run(Script::with_answer("First answer.").chunks(1));
+    let first = sl
+        .fake
+        .push_event(&Event::mention(GENERAL, ALICE, "first question").to_json());
+    let root = first.ts.unwrap();
+    sl.wait_answer(GENERAL, &root, "First answer.").await;
+    sl.sim
+        .script_next_run(Script::with_answer("Second answer.").chunks(1));
+    let follow_up = Event::mention(GENERAL, ALICE, "and then?").in_thread(&root);
+    let second = sl.fake.push_event(&follow_up.to_json());
+    sl.wait_answer(GENERAL, &root, "Second answer.").await;
+    let threads = sl.sim.thread_ids();
+    assert_eq!(threads.len(), 1, "one DeerFlow thread for the Slack thread");
+    assert_eq!(sl.sim.runs(&threads[0]).len(), 2);
+    assert_eq!(
+        replies(&sl, GENERAL, &root),
+        ["First answer.", "Second answer."]
+    );
+    // The follow-up got its own reactions.
+    let second_ts = second.ts.unwrap();
+    sl.fake
+        .wait_until("the follow-up marked done", DEADLINE, |f| {
+            f.reactions_on(GENERAL, &second_ts) == ["eyes", "white_check_mark"]
+        })
+        .await
+        .unwrap();
+    // A new top-level mention starts another conversation.
+    sl.sim
+        .script_next_run(Script::with_answer("A new topic.").chunks(1));
+    let third = sl
+        .fake
+        .push_event(&Event::mention(GENERAL, ALICE, "new topic").to_json());
+    sl.wait_answer(GENERAL, &third.ts.unwrap(), "A new topic.")
+        .await;
+    assert_eq!(sl.sim.thread_ids().len(), 2);
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_goal_works_as_a_native_slash_command_and_after_a_mention() {
+    let none = crate::support::catalog_text("en-US")("goal-status-none", &[]);
+    let sl = Sl::start().await;
+    // The native command, in the channel: acked, answered in the channel.
+    let pushed = sl
+        .fake
+        .push_command(&SlashCommand::new("/goal", "", ALICE, GENERAL));
+    let ack = sl
+        .fake
+        .wait_acked(&pushed.envelope_id, DEADLINE)
+        .await
+        .unwrap();
+    assert_eq!(ack.payload, None);
+    sl.fake
+        .wait_until("the native /goal's answer", DEADLINE, |f| {
+            f.bot_messages(GENERAL).iter().any(|m| m.text == none)
+        })
+        .await
+        .unwrap();
+    // Typed after a mention, in a thread of its own.
+    let typed = sl
+        .fake
+        .push_event(&Event::mention(GENERAL, ALICE, "/goal").to_json());
+    let root = typed.ts.unwrap();
+    sl.wait_answer(GENERAL, &root, &none).await;
+    assert!(
+        sl.sim
+            .thread_ids()
+            .iter()
+            .all(|t| sl.sim.runs(t).is_empty()),
+        "no run"
+    );
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_a_redelivered_envelope_runs_once() {
+    let sl = Sl::start().await;
+    sl.sim
+        .script_next_run(Script::with_answer("Once.").chunks(1));
+    let event = Event::dm(DM, ALICE, "say it once");
+    let payload = event_callback(&event.to_json());
+    let first = sl.fake.push_payload(&payload);
+    sl.fake
+        .wait_acked(&first.envelope_id, DEADLINE)
+        .await
+        .unwrap();
+    // Slack's redelivery of an envelope whose ack it missed: a new envelope, the same
+    // payload, retry_attempt 1.
+    let again = json!({"envelope_id": "0fa4e000-5eed-4000-8000-ffffffffffff", "type": "events_api",
+        "payload": payload, "accepts_response_payload": false,
+        "retry_attempt": 1, "retry_reason": "timeout"});
+    assert!(sl.fake.push_raw(&again.to_string()));
+    sl.fake
+        .wait_until("the redelivery acked", DEADLINE, |f| {
+            f.acks()
+                .iter()
+                .any(|a| a.envelope_id == "0fa4e000-5eed-4000-8000-ffffffffffff")
+        })
+        .await
+        .unwrap();
+    let root = event.id().to_owned();
+    assert_eq!(
+        sl.fake.wait_final_text(DM, &root, DEADLINE).await.unwrap(),
+        "Once."
+    );
+    let thread = sl.sim.thread_ids().pop().unwrap();
+    assert_eq!(sl.sim.runs(&thread).len(), 1);
+    assert_eq!(replies(&sl, DM, &root), ["Once."]);
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_disconnect_mid_answer_hands_over_without_losing_anything() {
+    let sl = Sl::start().await;
+    sl.sim.script_next_run(
+        Script::with_answer("A slow answer that spans the hand-over.")
+            .chunks(6)
+            .chunk_delay(Duration::from_millis(300)),
+    );
+    let asked = sl
+        .fake
+        .push_event(&Event::dm(DM, ALICE, "take your time").to_json());
+    let root = asked.ts.unwrap();
+    sl.fake
+        .wait_until("the first part", DEADLINE, |f| {
+            !f.thread_replies(DM, &root).is_empty()
+        })
+        .await
+        .unwrap();
+    // Slack refreshes the connection: a warning now, the close two seconds later.
+    let old = sl.fake.rotate(Duration::from_secs(2));
+    assert_eq!(old, [1]);
+    sl.fake.wait_connected(2, DEADLINE).await.unwrap();
+    // An event while both are open, and one after the old one closed.
+    sl.sim
+        .script_next_run(Script::with_answer("Second.").chunks(1));
+    let during = sl
+        .fake
+        .push_event(&Event::dm(DM, ALICE, "during").to_json());
+    sl.fake
+        .wait_until("the old connection closed", DEADLINE, |f| {
+            f.connections()
+                .iter()
+                .any(|c| c.id == 1 && c.closed_at.is_some())
+        })
+        .await
+        .unwrap();
+    sl.sim
+        .script_next_run(Script::with_answer("Third.").chunks(1));
+    let after = sl.fake.push_event(&Event::dm(DM, ALICE, "after").to_json());
+    assert_eq!(
+        sl.fake.wait_final_text(DM, &root, DEADLINE).await.unwrap(),
+        "A slow answer that spans the hand-over."
+    );
+    sl.wait_answer(DM, &during.ts.unwrap(), "Second.").await;
+    sl.wait_answer(DM, &after.ts.unwrap(), "Third.").await;
+    let new = sl.fake.connections().iter().map(|c| c.id).max().unwrap();
+    assert!(
+        sl.fake.opened_before_closed(new, 1),
+        "no gap between the connections"
+    );
+    assert!(
+        sl.fake.deliveries().iter().all(|d| d.attempt == 0),
+        "nothing redelivered"
+    );
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_a_rate_limit_is_waited_out() {
+    let sl = Sl::start().await;
+    sl.fake.fail(
+        "chat.postMessage",
+        Trigger::Next,
+        Failure::RateLimited { retry_after: 2 },
+    );
+    sl.sim
+        .script_next_run(Script::with_answer("After the wait.").chunks(1));
+    let asked = sl.fake.push_event(&Event::dm(DM, ALICE, "hurry").to_json());
+    let root = asked.ts.unwrap();
+    assert_eq!(
+        sl.fake.wait_final_text(DM, &root, DEADLINE).await.unwrap(),
+        "After the wait."
+    );
+    assert_eq!(
+        sl.fake.early_calls(),
+        0,
+        "no call before Retry-After was over"
+    );
+    let refused: Vec<u16> = sl
+        .fake
+        .calls_to("chat.postMessage")
+        .iter()
+        .filter(|c| !c.ok())
+        .map(|c| c.status)
+        .collect();
+    assert_eq!(refused, [429]);
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_a_45000_character_answer_arrives_split() {
+    // 45,000 characters are 13 messages of 3,500: over the daemon's default cut of 10
+    // messages (`bridge.max_reply_messages`), which an operator raises for long answers.
+    let sl = Sl::start_with(Setup {
+        max_reply_messages: Some(16),
+        ..Setup::default()
+    })
+    .await;
+    let script = Script::with_answer_chars(45_000).chunks(4);
+    let expected: String = {
+        // The same filler the simulator writes.
+        const WORDS: &str = "The simulated agent streams a steady answer of plain words so \
+            every chunk carries real text ";
+        let mut text: String = WORDS.chars().cycle().take(45_000).collect();
+        text.pop();
+        text.push('.');
+        text
+    };
+    sl.sim.script_next_run(script);
+    let asked = sl
+        .fake
+        .push_event(&Event::dm(DM, ALICE, "write a book").to_json());
+    let root = asked.ts.unwrap();
+    let squeezed = |t: &str| t.split_whitespace().collect::<String>();
+    sl.fake
+        .wait_until("the whole answer", Duration::from_secs(60), |f| {
+            let all: String = f
+                .thread_replies(DM, &root)
+                .iter()
+                .map(|m| m.text.clone())
+                .collect();
+            squeezed(&all) == squeezed(&expected)
+        })
+        .await
+        .unwrap();
+    let parts = replies(&sl, DM, &root);
+    assert!(parts.len() >= 13, "{} parts", parts.len());
+    for part in &parts {
+        assert!(part.chars().count() <= im_bridge_slack::DEFAULT_MESSAGE_CHARS);
+    }
+    let refused = sl.fake.calls().iter().filter(|c| !c.ok()).count();
+    assert_eq!(refused, 0, "nothing refused");
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_an_image_reaches_the_agent_and_a_presented_pdf_arrives_in_the_thread() {
+    const PHOTO: &[u8] = b"\x89PNG\r\n\x1a\n a chart";
+    const PDF: &[u8] = b"%PDF-1.7\n% a tiny report\n%%EOF\n";
+    let sl = Sl::start().await;
+    sl.sim.put_output("/mnt/user-data/outputs/report.pdf", PDF);
+    sl.sim.script_next_run(
+        Script::with_answer("Here is the report.")
+            .chunks(1)
+            .present_files(["/mnt/user-data/outputs/report.pdf"]),
+    );
+    let photo = sl.fake.put_file("chart.png", "image/png", PHOTO.to_vec());
+    let asked = sl.fake.push_event(
+        &Event::dm(DM, ALICE, "summarize this")
+            .with_files(vec![photo])
+            .to_json(),
+    );
+    let root = asked.ts.unwrap();
+    sl.fake
+        .wait_until("the PDF", DEADLINE, |f| !f.uploads().is_empty())
+        .await
+        .unwrap();
+    let uploads = sl.fake.uploads();
+    assert_eq!(uploads[0].bytes, PDF);
+    assert_eq!(uploads[0].filename, "report.pdf");
+    assert_eq!(uploads[0].channel.as_deref(), Some(DM));
+    assert_eq!(uploads[0].thread_ts.as_deref(), Some(root.as_str()));
+    let thread = sl.sim.thread_ids().pop().unwrap();
+    let uploaded = sl.sim.uploads(&thread);
+    assert_eq!(uploaded.len(), 1, "{uploaded:?}");
+    assert_eq!(uploaded[0].1, PHOTO.len() as u64);
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_without_thread_replies_a_channel_is_one_conversation_answered_in_place() {
+    let sl = Sl::start_with(Setup {
+        thread_replies: false,
+        mention_only: false,
+        ..Setup::default()
+    })
+    .await;
+    sl.sim
+        .script_next_run(Script::with_answer("One.").chunks(1));
+    // Without mention_only, a plain channel message is answered too.
+    let first = sl
+        .fake
+        .push_event(&Event::channel_message(GENERAL, ALICE, "first").to_json());
+    sl.fake
+        .wait_until("the first answer", DEADLINE, |f| {
+            f.bot_messages(GENERAL).iter().any(|m| m.text == "One.")
+        })
+        .await
+        .unwrap();
+    sl.sim
+        .script_next_run(Script::with_answer("Two.").chunks(1));
+    sl.fake
+        .push_event(&Event::channel_message(GENERAL, ALICE, "second").to_json());
+    sl.fake
+        .wait_until("the second answer", DEADLINE, |f| {
+            f.bot_messages(GENERAL).iter().any(|m| m.text == "Two.")
+        })
+        .await
+        .unwrap();
+    // Answered at the channel's top level, both in one DeerFlow thread.
+    assert!(
+        sl.fake
+            .bot_messages(GENERAL)
+            .iter()
+            .all(|m| m.thread_ts.is_none())
+    );
+    let threads = sl.sim.thread_ids();
+    assert_eq!(threads.len(), 1);
+    assert_eq!(sl.sim.runs(&threads[0]).len(), 2);
+    // The user's message still gets its reactions.
+    let first_ts = first.ts.unwrap();
+    sl.fake
+        .wait_until("the first marked done", DEADLINE, |f| {
+            f.reactions_on(GENERAL, &first_ts) == ["eyes", "white_check_mark"]
+        })
+        .await
+        .unwrap();
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_a_file_off_the_file_hosts_is_never_fetched_with_the_token() {
+    let sl = Sl::start().await;
+    // Another host (a second fake on another port) serves the "file".
+    let elsewhere = im_bridge_fakes::slack::FakeSlack::start().await.unwrap();
+    let file = elsewhere.put_file("secret.png", "image/png", b"\x89PNG".to_vec());
+    sl.sim
+        .script_next_run(Script::with_answer("No file.").chunks(1));
+    let asked = sl.fake.push_event(
+        &Event::dm(DM, ALICE, "look")
+            .with_files(vec![file])
+            .to_json(),
+    );
+    sl.fake
+        .wait_final_text(DM, &asked.ts.unwrap(), DEADLINE)
+        .await
+        .unwrap();
+    assert!(
+        elsewhere.calls().is_empty(),
+        "the token never left for another host"
+    );
+    let thread = sl.sim.thread_ids().pop().unwrap();
+    assert!(sl.sim.uploads(&thread).is_empty());
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_replies_are_chinese_with_locale_zh_cn() {
+    let zh = crate::support::catalog_text("zh-CN");
+    let sl = Sl::start_with(Setup {
+        locale: Some("zh-CN"),
+        ..Setup::default()
+    })
+    .await;
+    let expected = zh("goal-status-none", &[]);
+    let asked = sl.fake.push_event(&Event::dm(DM, ALICE, "/goal").to_json());
+    sl.wait_answer(DM, &asked.ts.unwrap(), &expected).await;
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_the_events_api_answers_checks_and_runs_a_retry_once() {
+    let sl = Sl::start_with(Setup {
+        http: true,
+        ..Setup::default()
+    })
+    .await;
+    let (status, body) = sl
+        .post(&HttpRequest::url_verification("c-42").signed(SIGNING_SECRET))
+        .await;
+    assert_eq!((status, body.as_str()), (200, r#"{"challenge":"c-42"}"#));
+    sl.sim
+        .script_next_run(Script::with_answer("Over HTTP.").chunks(2));
+    let event = Event::mention(GENERAL, ALICE, "over http?");
+    // Slack knows the message its user wrote (over HTTP the fake hears of it here).
+    sl.fake.add_message(GENERAL, event.id(), ALICE, None);
+    let request = HttpRequest::event(&event.to_json()).signed(SIGNING_SECRET);
+    assert_eq!(sl.post(&request).await.0, 200);
+    // Slack's retry of the same request (as if the first answer had been lost).
+    let retried = request.clone().retried(1, "http_timeout");
+    assert_eq!(sl.post(&retried).await.0, 200);
+    let root = event.id().to_owned();
+    assert_eq!(
+        sl.fake
+            .wait_final_text(GENERAL, &root, DEADLINE)
+            .await
+            .unwrap(),
+        "Over HTTP."
+    );
+    let thread = sl.sim.thread_ids().pop().unwrap();
+    assert_eq!(sl.sim.runs(&thread).len(), 1, "the retry ran once");
+    // A slash command posted to the same route: 200 at once, the answer in the channel.
+    let none = crate::support::catalog_text("en-US")("goal-status-none", &[]);
+    let command = HttpRequest::command(&SlashCommand::new("/goal", "", ALICE, GENERAL))
+        .signed(SIGNING_SECRET);
+    let (status, body) = sl.post(&command).await;
+    assert_eq!((status, body.as_str()), (200, ""));
+    sl.fake
+        .wait_until("the command's answer", DEADLINE, |f| {
+            f.bot_messages(GENERAL).iter().any(|m| m.text == none)
+        })
+        .await
+        .unwrap();
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_forged_stale_or_tampered_requests_are_refused_and_nothing_runs() {
+    let sl = Sl::start_with(Setup {
+        http: true,
+        ..Setup::default()
+    })
+    .await;
+    let event = Event::dm(DM, ALICE, "forged words");
+    let request = HttpRequest::event(&event.to_json());
+    let spoiled = [
+        request.forged(SIGNING_SECRET),
+        request.stale(SIGNING_SECRET),
+        request.signed(SIGNING_SECRET).tampered(),
+    ];
+    for bad in &spoiled {
+        assert_eq!(sl.post(bad).await.0, 401);
+    }
+    let command = HttpRequest::command(&SlashCommand::new("/new", "", ALICE, DM));
+    assert_eq!(sl.post(&command.forged(SIGNING_SECRET)).await.0, 401);
+    crate::support::assert_agent_never_saw(&sl.sim, &["forged words"]);
+    assert!(sl.sim.thread_ids().is_empty());
+    assert!(sl.fake.bot_messages(DM).is_empty());
+    assert!(sl.fake.reactions().is_empty());
+    sl.stop().await;
+}
+
+#[tokio::test]
+async fn issue_30_the_bot_user_id_comes_from_auth_test() {
+    let sl = Sl::start().await;
+    let calls = sl.fake.calls_to("auth.test");
+    assert_eq!(calls.len(), 1, "asked once, before connecting");
+    // A mention written `<@BOT|name>` is stripped too.
+    sl.sim
+        .script_next_run(Script::with_answer("Named.").chunks(1));
+    let text = format!("<@{BOT_USER_ID}|deerflow> by name");
+    let asked = sl
+        .fake
+        .push_event(&Event::channel_message(GENERAL, ALICE, &text).to_json());
+    sl.wait_answer(GENERAL, &asked.ts.unwrap(), "Named.").await;
+    let thread = sl.sim.thread_ids().pop().unwrap();
+    assert_eq!(sl.sim.messages(&thread)[0]["content"], "by name");
+    assert!(TEAM_ID.starts_with('T'));
+    sl.stop().await;
+}
