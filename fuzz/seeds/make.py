@@ -203,14 +203,14 @@ put("dingtalk_frame", "disconnect", ding("SYSTEM", "disconnect", js({"reason": "
 put("dingtalk_frame", "event", ding("EVENT", "chat_update", "{}"))
 
 # ---- qq_payload: mode 0 = gateway frame, 1 = webhook body; the clock is 2025-06-01T00:00Z ----
-group = json.loads(fixture("channels/qq/tests/fixtures/group_at_message.json"))
+group = json.loads(fixture("channels/qq/tests/fixtures/gateway_group_at_message.json"))
 group["d"]["timestamp"] = "2025-06-01T07:58:00+08:00"
-c2c = json.loads(fixture("channels/qq/tests/fixtures/c2c_message.json"))
+c2c = json.loads(fixture("channels/qq/tests/fixtures/gateway_c2c_message.json"))
 c2c["d"]["timestamp"] = "2025-05-31T23:30:00Z"
 for mode in (0, 1):
     put("qq_payload", f"group_{mode}", bytes([mode]) + js(group).encode())
     put("qq_payload", f"c2c_{mode}", bytes([mode]) + js(c2c).encode())
-put("qq_payload", "ready", b"\x00" + fixture("channels/qq/tests/fixtures/ready.json"))
+put("qq_payload", "ready", b"\x00" + fixture("channels/qq/tests/fixtures/gateway_ready.json"))
 put("qq_payload", "hello", b"\x00" + js({"op": 10, "d": {"heartbeat_interval": 41250}}).encode())
 put("qq_payload", "invalid_session", b"\x00" + js({"op": 9, "d": True}).encode())
 put("qq_payload", "validation", b"\x01" + js({"op": 13, "d": {"plain_token": "p", "event_ts": "1725442341"}}).encode())
@@ -234,3 +234,16 @@ put("discord_payload", "reply", b"\x00" + js(reply).encode())
 put("discord_payload", "created", b"\x01" + struct.pack("<H", 200) + b"\n" + js({"id": "1400000000000000009", "channel_id": "1200000000000000002"}).encode())
 put("discord_payload", "rate_limited", b"\x01" + struct.pack("<H", 429) + b"1.5\n" + js({"retry_after": 0.25, "global": False}).encode())
 put("discord_payload", "refused", b"\x01" + struct.pack("<H", 403) + b"\n" + js({"code": 50013, "message": "Missing Permissions"}).encode())
+
+# ---- slack_payload: mode 0 = Socket Mode frame, 1 = signed Events API body, 2 = pieces ----
+SLACK = "channels/slack/tests/fixtures/"
+for name in ["socket_envelope_events_api", "socket_envelope_slash_commands", "socket_hello",
+             "socket_disconnect", "parse_only_socket_envelope_unknown"]:
+    put("slack_payload", name, b"\x00" + fixture(SLACK + name + ".json"))
+for name in ["event_message_im", "event_app_mention", "event_message_file_share",
+             "event_message_bot", "event_url_verification"]:
+    put("slack_payload", name, b"\x01" + fixture(SLACK + name + ".json"))
+put("slack_payload", "slash_command_form", b"\x01" + b"command=%2Fgoal&text=ship+it&user_id=U2147483697"
+    b"&channel_id=C0LAN2Q65&team_id=T0LAN2Q3S&trigger_id=13345224609.738474920.8088930838d88f008e0")
+put("slack_payload", "unsigned_pieces", b"\x02" + b"1748736000\0\0v0=00\0\0"
+    + fixture(SLACK + "event_message_im.json"))
