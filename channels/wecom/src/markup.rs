@@ -1,0 +1,4 @@
+//! placeholder
+/// x
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WeComMarkdown;
