@@ -28,6 +28,10 @@ pub const MODES: &[&str] = &["long_connection"];
 /// The longest stream `content` WeCom takes: 20480 bytes of UTF-8 (doc path 100719,
 /// 流式消息回复; the SDKs' `StreamReplyBody`).
 pub const MAX_STREAM_BYTES: i64 = 20_480;
+/// Where answers are split by default, in UTF-8 bytes of visible text: the renderer
+/// does not count Markdown's markers, so this leaves their room under
+/// [`MAX_STREAM_BYTES`] (a text of 18000 bytes would need over 1200 bold spans to pass it).
+pub const DEFAULT_MARKDOWN_BYTES: i64 = 18_000;
 /// The range `max_markdown_bytes` accepts: below 1000 an answer becomes a flood of
 /// messages; above [`MAX_STREAM_BYTES`] WeCom refuses it.
 pub const MARKDOWN_BYTES_RANGE: std::ops::RangeInclusive<i64> = 1000..=MAX_STREAM_BYTES;
@@ -49,7 +53,7 @@ pub struct RawWeComConfig {
     /// its own, in the user's language.
     pub working_message: Option<String>,
     /// The longest reply message, in UTF-8 bytes; a longer answer is several messages.
-    /// Default and most 20480 (WeCom's limit), least 1000.
+    /// Default 18000, at most 20480 (WeCom's limit), least 1000.
     pub max_markdown_bytes: Option<i64>,
     /// Hosts callback media may be fetched from (`cdn.example.com`, `.example.com` for a
     /// domain and its subdomains, `127.0.0.1:8080`). Default [`FILE_HOSTS`].
@@ -99,7 +103,7 @@ impl RawWeComConfig {
             issues,
             "max_markdown_bytes",
             self.max_markdown_bytes,
-            MAX_STREAM_BYTES,
+            DEFAULT_MARKDOWN_BYTES,
             MARKDOWN_BYTES_RANGE,
         );
         let file_hosts =
@@ -164,7 +168,7 @@ mod tests {
         assert!(found.is_empty(), "{found:?}");
         assert_eq!(s.bot_id, "aibAbC123");
         assert_eq!(s.ws_url, WS_URL);
-        assert_eq!(s.max_markdown_bytes, 20_480);
+        assert_eq!(s.max_markdown_bytes, 18_000);
         assert_eq!(s.file_hosts.patterns().collect::<Vec<_>>(), FILE_HOSTS);
     }
 
