@@ -21,15 +21,17 @@ use im_bridge_channel::split::{split_chunks, truncate};
 use im_bridge_dingtalk::DingTalkMarkdown;
 use im_bridge_feishu::FeishuCard;
 use im_bridge_telegram::TelegramHtml;
+use im_bridge_wecom::WeComMarkdown;
 use libfuzzer_sys::fuzz_target;
 
 /// In the order the seeds' first byte was written for.
-const DIALECTS: [&dyn Dialect; 5] = [
+const DIALECTS: [&dyn Dialect; 6] = [
     &Plain,
     &PlainText,
     &TelegramHtml,
     &FeishuCard,
     &DingTalkMarkdown,
+    &WeComMarkdown,
 ];
 const UNITS: [LengthUnit; 3] = [LengthUnit::Utf16, LengthUnit::Bytes, LengthUnit::Chars];
 

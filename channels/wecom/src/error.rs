@@ -111,7 +111,9 @@ impl ApiError {
     /// server is the credentials'.
     pub fn subscribe(errcode: Option<i64>) -> Result<(), Self> {
         Self::answer(crate::model::SUBSCRIBE, errcode).map_err(|e| match e {
-            Self::Api { errcode, status, .. } if status < 500 => Self::AuthFailed { errcode },
+            Self::Api {
+                errcode, status, ..
+            } if status < 500 => Self::AuthFailed { errcode },
             other => other,
         })
     }
@@ -134,16 +136,23 @@ mod tests {
     fn each_errcode_is_sorted_once() {
         assert!(ApiError::answer("respond", Some(0)).is_ok());
         assert!(ApiError::answer("respond", None).is_ok());
-        let sorted = |code| ChannelError::from(ApiError::answer("respond", Some(code)).unwrap_err());
+        let sorted =
+            |code| ChannelError::from(ApiError::answer("respond", Some(code)).unwrap_err());
         assert!(matches!(sorted(846608), ChannelError::NotEditable));
         assert!(matches!(sorted(846605), ChannelError::NotEditable));
         assert!(matches!(sorted(45009), ChannelError::RetryAfter(d) if d == DEFAULT_RETRY_AFTER));
-        assert!(matches!(sorted(45002), ChannelError::TooLarge { limit: 20_480 }));
+        assert!(matches!(
+            sorted(45002),
+            ChannelError::TooLarge { limit: 20_480 }
+        ));
         assert!(sorted(-1).is_transient());
         let ChannelError::Rejected { reason } = sorted(93000) else {
             panic!("not rejected");
         };
-        assert!(reason.contains("93000") && reason.contains("respond"), "{reason}");
+        assert!(
+            reason.contains("93000") && reason.contains("respond"),
+            "{reason}"
+        );
     }
 
     #[test]

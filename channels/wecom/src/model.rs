@@ -108,9 +108,7 @@ impl Frame {
 
     /// The body read as `T`, when there is one of that shape.
     pub fn body_as<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
-        self.body
-            .as_ref()
-            .and_then(|b| T::deserialize(b).ok())
+        self.body.as_ref().and_then(|b| T::deserialize(b).ok())
     }
 }
 

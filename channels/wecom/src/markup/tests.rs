@@ -19,7 +19,10 @@ fn wecom_markdown_writes_each_construct() {
             "**b** *i* s run `cargo test` [x](https://e.x/a)",
         ),
         ("> said\n> twice", "> said\n> twice"),
-        ("Try:\n\n```rust\nfn main() {}\n```\n\nok", "Try:\n\n```rust\nfn main() {}\n```\n\nok"),
+        (
+            "Try:\n\n```rust\nfn main() {}\n```\n\nok",
+            "Try:\n\n```rust\nfn main() {}\n```\n\nok",
+        ),
         ("[app](wxwork://x) end", "app end"),
     ] {
         assert_eq!(one(markdown), shown, "{markdown:?}");

@@ -22,7 +22,10 @@ fn the_handshake_and_heartbeat_round_trip() {
     assert_eq!(sub.bot_id, "aibAbCdEfGh123");
     assert!(!format!("{sub:?}").contains("FAKE-SECRET"));
     let ping: Frame = round_trip(fixture!("ping.json"));
-    assert_eq!(ping, Frame::request(PING, "ping_1733467841000_e5f6a7b8", None));
+    assert_eq!(
+        ping,
+        Frame::request(PING, "ping_1733467841000_e5f6a7b8", None)
+    );
     for answer in [
         fixture!("subscribe_ack.json"),
         fixture!("ping_ack.json"),
@@ -74,7 +77,11 @@ fn every_reply_and_send_round_trips() {
     let (_, first) = frame_with::<StreamReply>(fixture!("respond_stream.json"));
     assert_eq!(
         first,
-        StreamReply::new("stream_1733467812000_0a1b2c3d", "**广州**今日天气：29度", false)
+        StreamReply::new(
+            "stream_1733467812000_0a1b2c3d",
+            "**广州**今日天气：29度",
+            false
+        )
     );
     let (_, last) = frame_with::<StreamReply>(fixture!("respond_stream_finish.json"));
     assert!(last.stream.finish && last.stream.msg_item.is_some());
