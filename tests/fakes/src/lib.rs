@@ -20,6 +20,11 @@
 //!   (hello, envelopes, acks, redelivery, disconnects, hand-overs) and signed HTTP requests.
 //! - [`telegram`] — the Telegram Bot API: long polling, webhook delivery, messages, edits,
 //!   uploads, the HTML parse mode, scripted failures.
+//! - [`wecom`] — WeCom (企业微信) intelligent bots over the long connection: subscribe,
+//!   `ping` heartbeats, one live connection per bot (`disconnected_event`), message and
+//!   event callbacks, streams and replies with WeCom's windows, byte limits and rates,
+//!   welcomes, proactive sends, chunked media uploads, the AES-256-CBC file host, scripted
+//!   failures, redelivery.
 //!
 //! And the checks every adapter's tests share:
 //!
@@ -49,6 +54,7 @@ pub mod slack;
 pub mod telegram;
 pub mod telemetry;
 pub mod wait;
+pub mod wecom;
 
 use im_bridge_channel::{AllowedUsers, BuildContext, CommandVocabulary};
 

@@ -43,5 +43,6 @@ pub(crate) mod socket;
 pub use call::Call;
 pub use fake::{Fake, OpGateway, Platform, Recorded, WithSockets};
 pub use gateway::Gateway;
+pub use http::Trigger;
 pub(crate) use server::Shared;
 pub use socket::{Linked, Sockets};

@@ -47,7 +47,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::skeleton::http::{Script, When};
+use crate::skeleton::http::Script;
 use crate::skeleton::{Fake, Platform};
 
 pub use crate::wait::WaitTimeout;
@@ -305,13 +305,7 @@ impl Fake<Slack> {
     /// `file` for the file host) when `trigger` says. Failures fire after the token check,
     /// so a call refused for its token uses none up.
     pub fn fail(&self, method: &str, trigger: Trigger, failure: Failure) {
-        let when = match trigger {
-            Trigger::Next => When::Next,
-            Trigger::Nth(n) => When::Nth(n),
-            Trigger::Times(n) => When::Times(n),
-            Trigger::Always => When::Always,
-        };
-        self.with_state(|s| s.failures.add(method, when, failure));
+        self.with_state(|s| s.failures.add(method, trigger.into(), failure));
     }
 
     /// Removes every scripted failure and ends any scripted 429 still running.

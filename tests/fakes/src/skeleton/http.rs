@@ -320,6 +320,31 @@ pub(crate) enum When {
     Always,
 }
 
+/// When a scripted failure fires, as a test says it (Slack and WeCom take it): the public
+/// face of [`When`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// On the next call (or frame) of the route, once.
+    Next,
+    /// On the route's Nth call that passed the checks before failures (1-based), once.
+    Nth(usize),
+    /// On each of the next `n` calls.
+    Times(usize),
+    /// On every call until the fake's failures are cleared.
+    Always,
+}
+
+impl From<Trigger> for When {
+    fn from(trigger: Trigger) -> Self {
+        match trigger {
+            Trigger::Next => When::Next,
+            Trigger::Nth(n) => When::Nth(n),
+            Trigger::Times(n) => When::Times(n),
+            Trigger::Always => When::Always,
+        }
+    }
+}
+
 struct Rule<F> {
     route: String,
     when: When,

@@ -5,18 +5,7 @@
 use serde_json::Value;
 use tokio::time::Instant;
 
-/// When a scripted failure fires ([`FakeSlack::fail`](super::FakeSlack::fail)).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Trigger {
-    /// On the next call of the method, once.
-    Next,
-    /// On the method's Nth call that passed the token check (1-based), once.
-    Nth(usize),
-    /// On each of the next `n` calls.
-    Times(usize),
-    /// On every call until [`FakeSlack::clear_failures`](super::FakeSlack::clear_failures).
-    Always,
-}
+pub use crate::skeleton::Trigger;
 
 /// A scripted failure.
 #[derive(Clone, Debug, PartialEq, Eq)]
