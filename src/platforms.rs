@@ -26,6 +26,8 @@ pub const PLATFORMS: &[&dyn Platform] = &[
     &im_bridge_qq::PLATFORM,
     #[cfg(feature = "discord")]
     &im_bridge_discord::PLATFORM,
+    #[cfg(feature = "wecom")]
+    &im_bridge_wecom::PLATFORM,
 ];
 
 /// Every platform im-bridge has (or plans) an adapter for, compiled in or not: enabling one

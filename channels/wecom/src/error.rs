@@ -12,6 +12,8 @@
 //!   `ChannelError::NotEditable`: the delivery engine then sends the final as a message of
 //!   its own (`aibot_send_msg`);
 //! - content over the limit (45002) is [`ApiError::TooLong`], `ChannelError::TooLarge`;
+//! - no connection, a dropped one or a late answer is [`ApiError::Connection`],
+//!   `ChannelError::Transport` (`doctor`: unreachable);
 //! - WeCom's "system busy" (-1) and everything else are [`ApiError::Api`], by a status
 //!   class (503 for busy, so the engine may retry; 400 otherwise).
 //!
@@ -70,6 +72,15 @@ pub enum ApiError {
         /// The command.
         op: &'static str,
     },
+    /// The long connection is not there for it: none is up, it dropped before the answer
+    /// came, or WeCom did not answer in time. The reason is log-safe (no frame, no URL).
+    #[error("{op} got no answer on the WeCom long connection: {reason}")]
+    Connection {
+        /// The command.
+        op: &'static str,
+        /// What happened.
+        reason: std::borrow::Cow<'static, str>,
+    },
     /// Any other refusal.
     #[error("WeCom refused {op}: errcode {errcode}")]
     Api {
@@ -122,8 +133,10 @@ impl ApiError {
 im_bridge_channel::channel_error!(
     ApiError,
     ApiError::ReplyGone { .. } => ChannelError::NotEditable,
-    ApiError::TooLong { .. } => ChannelError::TooLarge { limit: MAX_STREAM_BYTES as u64 };
+    ApiError::TooLong { .. } => ChannelError::TooLarge { limit: MAX_STREAM_BYTES as u64 },
+    e @ ApiError::Connection { .. } => ChannelError::Transport(e.to_string());
     ApiError::AuthFailed { .. } => Refused,
+    ApiError::Connection { .. } => Unreachable,
 );
 
 #[cfg(test)]

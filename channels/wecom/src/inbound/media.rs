@@ -26,10 +26,15 @@ pub enum DecryptError {
     Padding,
 }
 
-/// Decrypts `data` with `aeskey` (as the callback wrote it).
+/// Decrypts `data` with `aeskey` (as the callback wrote it: WeCom writes its keys as 43
+/// characters without the `=` padding, which is added back before decoding).
 pub fn decrypt(data: &[u8], aeskey: &str) -> Result<Vec<u8>, DecryptError> {
+    let mut padded = aeskey.trim().trim_end_matches('=').to_owned();
+    while !padded.len().is_multiple_of(4) {
+        padded.push('=');
+    }
     let key = base64::engine::general_purpose::STANDARD
-        .decode(aeskey.trim())
+        .decode(&padded)
         .map_err(|_| DecryptError::Key)?;
     let key: [u8; 32] = key.try_into().map_err(|_| DecryptError::Key)?;
     if data.is_empty() || !data.len().is_multiple_of(16) {
@@ -75,6 +80,10 @@ mod tests {
     #[test]
     fn a_file_decrypts_with_its_key() {
         assert_eq!(decrypt(&cipher(), KEY).unwrap(), PLAIN.as_bytes());
+        // As WeCom writes keys: 43 characters, no padding.
+        let unpadded = KEY.trim_end_matches('=');
+        assert_eq!(unpadded.len(), 43);
+        assert_eq!(decrypt(&cipher(), unpadded).unwrap(), PLAIN.as_bytes());
     }
 
     #[test]
