@@ -283,4 +283,5 @@ conformance! {
     "dingtalk" => dingtalk: crate::dingtalk::conformance::DingTalk;
     "qq" => qq: crate::qq::conformance::Qq;
     "discord" => discord: crate::discord::conformance::Discord;
+    "wecom" => wecom: crate::wecom::conformance::WeCom;
 }

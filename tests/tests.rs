@@ -23,6 +23,7 @@
 //! - `dingtalk`: the DingTalk adapter in stream mode against the fake DingTalk (issue 16);
 //! - `discord`: the Discord adapter (serenity's gateway) against the fake Discord (issue 18);
 //! - `qq`: the QQ adapter on the gateway and the webhook against the fake QQ (issue 17);
+//! - `wecom`: the WeCom adapter on the long connection against the fake WeCom (issue 31);
 //! - `chaos` (ignored; `scripts/chaos`): kills, outages and 429 storms under load, counting
 //!   answers per message (issue 19);
 //! - `interop` (ignored; `scripts/interop`): the real binary through the platform fakes
@@ -62,3 +63,4 @@ mod source_rules;
 mod supervisor;
 mod support;
 mod telegram;
+mod wecom;
