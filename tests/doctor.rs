@@ -1,4 +1,4 @@
-//! `im-bridge doctor` (issue 20): the real binary against the Gateway simulator and the five
+//! `im-bridge doctor` (issue 20): the real binary against the Gateway simulator and the six
 //! platform fakes, which enforce credentials. One process per case: everything passes; a
 //! wrong internal token; an unreachable Gateway; refused platform credentials; a webhook
 //! another deployment set; an unwritable store; the admin address in use. Each failure
@@ -19,6 +19,7 @@ use im_bridge_fakes::discord::{self, FakeDiscord};
 use im_bridge_fakes::feishu::{self, FakeFeishu};
 use im_bridge_fakes::qq::{self, FakeQq};
 use im_bridge_fakes::telegram::{self, FakeTelegram};
+use im_bridge_fakes::wecom::{self, FakeWecom};
 
 use crate::cli::bin;
 
@@ -108,6 +109,20 @@ const PLATFORM_CASES: &[PlatformCase] = &[
             format!("{{enabled: true, bot_token: $DOCTOR_DISCORD_TOKEN, api_url: {api}}}")
         },
     },
+    PlatformCase {
+        name: "wecom",
+        var: "DOCTOR_WECOM_SECRET",
+        secret: wecom::SECRET,
+        wrong: "WRONG-wecom-secret",
+        hint: "channels.wecom.bot_id and channels.wecom.bot_secret",
+        block: |w| {
+            format!(
+                "{{enabled: true, bot_id: {}, bot_secret: $DOCTOR_WECOM_SECRET, ws_url: \"{}\"}}",
+                wecom::BOT_ID,
+                w.wecom.ws_url()
+            )
+        },
+    },
 ];
 
 /// The cases of the platforms the daemon's registry holds in this build.
@@ -131,6 +146,7 @@ struct World {
     dingtalk: FakeDingTalk,
     qq: FakeQq,
     discord: FakeDiscord,
+    wecom: FakeWecom,
     dir: tempfile::TempDir,
 }
 
@@ -146,18 +162,19 @@ struct Case {
 impl World {
     fn start() -> Self {
         let rt = tokio::runtime::Runtime::new().unwrap();
-        let (sim, telegram, feishu, dingtalk, qq, discord) = rt.block_on(async {
+        let (sim, telegram, feishu, dingtalk, qq, discord, wecom) = rt.block_on(async {
             let sim = Simulator::start(SimulatorConfig {
                 internal_token: Some(INTERNAL_TOKEN.into()),
                 ..SimulatorConfig::demo()
             });
-            let (sim, telegram, feishu, dingtalk, qq, discord) = tokio::join!(
+            let (sim, telegram, feishu, dingtalk, qq, discord, wecom) = tokio::join!(
                 sim,
                 FakeTelegram::start(),
                 FakeFeishu::start(),
                 FakeDingTalk::start(),
                 FakeQq::start(),
                 FakeDiscord::start(),
+                FakeWecom::start(),
             );
             (
                 sim.unwrap(),
@@ -166,6 +183,7 @@ impl World {
                 dingtalk.unwrap(),
                 qq.unwrap(),
                 discord.unwrap(),
+                wecom.unwrap(),
             )
         });
         Self {
@@ -176,6 +194,7 @@ impl World {
             dingtalk,
             qq,
             discord,
+            wecom,
             dir: tempfile::tempdir().unwrap(),
         }
     }
