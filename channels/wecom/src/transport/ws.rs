@@ -392,3 +392,6 @@ async fn serve(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
