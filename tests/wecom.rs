@@ -167,6 +167,44 @@ async fn issue_31_a_dropped_connection_mid_answer_loses_nothing() {
     wc.stop().await;
 }
 
+/// Six minutes after its first frame a stream can no longer be updated (846608, on the
+/// fake's clock): the final lands anyway, as a new finished stream on the same callback.
+#[tokio::test]
+async fn issue_31_an_expired_stream_still_gets_its_final() {
+    const ANSWER: &str = "A slow answer, finished after the stream's six minutes.";
+    let wc = Wc::start().await;
+    wc.sim.script_next_run(
+        Script::with_answer(ANSWER)
+            .chunks(6)
+            .chunk_delay(Duration::from_millis(500)),
+    );
+    let pushed = wc.fake.push(&Message::text(ALICE, "take your time"));
+    wc.fake
+        .wait_until("the answer streaming", DEADLINE, |fake| {
+            fake.streams_of(&pushed.req_id)
+                .iter()
+                .any(|s| !s.updates.is_empty())
+        })
+        .await
+        .unwrap();
+    wc.fake.advance_clock(Duration::from_secs(7 * 60));
+    let shown = wc.wait_shown(ALICE, ANSWER).await;
+    assert_eq!(
+        shown.iter().filter(|t| *t == ANSWER).count(),
+        1,
+        "{shown:#?}"
+    );
+    let streams = wc.fake.streams_of(&pushed.req_id);
+    assert_eq!(streams.len(), 2, "{streams:#?}");
+    assert!(
+        streams[0].refused.iter().all(|(code, _)| *code == 846_608),
+        "{streams:#?}"
+    );
+    assert!(streams[1].finished && streams[1].content() == ANSWER);
+    assert!(wc.fake.sent().is_empty(), "the callback still took a reply");
+    wc.stop().await;
+}
+
 #[tokio::test]
 async fn issue_31_an_image_reaches_the_agent_and_a_presented_file_comes_back() {
     const OUTPUTS: &str = "/mnt/user-data/outputs";

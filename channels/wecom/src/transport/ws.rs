@@ -385,7 +385,8 @@ async fn serve(
                         action => tracing::debug!(?action, "Skipped a WeCom event."),
                     },
                     Kind::Unknown => {
-                        tracing::debug!(cmd = frame.cmd.as_deref().unwrap_or_default(), "Skipped a WeCom frame of an unknown cmd.");
+                        let cmd: String = frame.cmd.as_deref().unwrap_or_default().chars().take(40).collect();
+                        tracing::debug!(%cmd, "Skipped a WeCom frame of an unknown cmd.");
                     }
                 }
             }
