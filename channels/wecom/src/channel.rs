@@ -185,7 +185,7 @@ impl Channel for WeComChannel {
 
     /// Holds the long connection until `shutdown`. When another connection takes the bot
     /// over (`disconnected_event`), taking it back at once would start an endless mutual
-    /// kick (observed), so the channel stays off WeCom for [`REPLACED_HOLD`] first: in a
+    /// kick (observed), so the channel stays off WeCom for `REPLACED_HOLD` (ten minutes) first: in a
     /// rolling deploy the old replica is gone by then, and after a `doctor` run (whose
     /// subscribe replaces the running connection) the daemon comes back by itself.
     async fn run(

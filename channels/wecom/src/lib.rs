@@ -1,5 +1,5 @@
-//! The WeCom (企业微信) adapter (issue 31): the intelligent bot (智能机器人) over its long
-//! connection.
+//! The WeCom (企业微信) adapter (issue 31, spec platforms.md §9): the intelligent bot
+//! (智能机器人) over its long connection.
 //!
 //! Built in pieces, each tested on its own (the README says more):
 //!

@@ -321,7 +321,7 @@ pub(crate) enum When {
 }
 
 /// When a scripted failure fires, as a test says it (Slack and WeCom take it): the public
-/// face of [`When`].
+/// face of `When` (the script's own, private).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Trigger {
     /// On the next call (or frame) of the route, once.
