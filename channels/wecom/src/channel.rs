@@ -381,3 +381,6 @@ impl EventHandler for Admit<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
