@@ -298,11 +298,22 @@ impl Link {
             .map(drop)
     }
 
+    /// A command of the bot's own (not a reply): a fresh `req_id`, on the current
+    /// connection.
+    async fn call(
+        &self,
+        cmd: &'static str,
+        body: impl serde::Serialize,
+        timeout: Duration,
+    ) -> Result<Frame, ApiError> {
+        let body = serde_json::to_value(body).unwrap_or_default();
+        self.request(cmd, &req_id(cmd), body, None, timeout).await
+    }
+
     /// A markdown message of the bot's own (`aibot_send_msg`) to `chatid`.
     pub async fn send_markdown(&self, chatid: &str, content: &str) -> Result<(), ApiError> {
-        let body = serde_json::to_value(Outgoing::markdown(chatid, content)).unwrap_or_default();
-        let id = req_id(model::SEND_MSG);
-        self.request(model::SEND_MSG, &id, body, None, ANSWER_TIMEOUT)
+        let body = Outgoing::markdown(chatid, content);
+        self.call(model::SEND_MSG, body, ANSWER_TIMEOUT)
             .await
             .map(drop)
     }
@@ -363,11 +374,7 @@ impl Link {
             total_chunks: u32::try_from(chunks.len()).unwrap_or(u32::MAX),
             md5: Some(hex(&Md5::digest(bytes))),
         };
-        let body = serde_json::to_value(init).unwrap_or_default();
-        let id = req_id(model::UPLOAD_INIT);
-        let started = self
-            .request(model::UPLOAD_INIT, &id, body, None, ANSWER_TIMEOUT)
-            .await?;
+        let started = self.call(model::UPLOAD_INIT, init, ANSWER_TIMEOUT).await?;
         let upload_id = started
             .body_as::<UploadStarted>()
             .ok_or_else(|| bad_answer(model::UPLOAD_INIT))?
@@ -378,15 +385,14 @@ impl Link {
                 chunk_index: u32::try_from(index).unwrap_or(u32::MAX),
                 base64_data: base64::engine::general_purpose::STANDARD.encode(chunk),
             };
-            let body = serde_json::to_value(body).unwrap_or_default();
-            let id = req_id(model::UPLOAD_CHUNK);
-            self.request(model::UPLOAD_CHUNK, &id, body, None, CHUNK_TIMEOUT)
-                .await?;
+            self.call(model::UPLOAD_CHUNK, body, CHUNK_TIMEOUT).await?;
         }
-        let body = serde_json::to_value(UploadFinish { upload_id }).unwrap_or_default();
-        let id = req_id(model::UPLOAD_FINISH);
         let finished = self
-            .request(model::UPLOAD_FINISH, &id, body, None, ANSWER_TIMEOUT)
+            .call(
+                model::UPLOAD_FINISH,
+                UploadFinish { upload_id },
+                ANSWER_TIMEOUT,
+            )
             .await?;
         let uploaded = finished
             .body_as::<Uploaded>()
