@@ -1,12 +1,9 @@
 //! The channel against the fake WeCom: admission with the connection's id, streams and the
 //! fallbacks of a reply whose connection is gone, files both ways, the telemetry contract.
 
-use std::num::NonZeroUsize;
-
 use im_bridge_channel::reconnect::Cause;
-use im_bridge_channel::{
-    AllowedUsers, ChatKind, FileKind, InboundMessage, InboundQueue, Issues, inbound_queue,
-};
+use im_bridge_channel::{AllowedUsers, ChatKind, FileKind, InboundMessage, Issues};
+use im_bridge_fakes::running::RunningChannel;
 use im_bridge_fakes::wecom::{self, FakeWecom, Message};
 use serde_json::{Map, json};
 
@@ -25,38 +22,10 @@ fn channel(fake: &FakeWecom) -> WeComChannel {
     WeComChannel::new(settings, &ctx).unwrap()
 }
 
-struct Running {
-    queue: InboundQueue,
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<ChannelResult<ChannelExit>>,
-}
-
-async fn run(channel: std::sync::Arc<WeComChannel>, fake: &FakeWecom) -> Running {
-    let (sink, queue) = inbound_queue(NonZeroUsize::new(16).unwrap());
-    let stop = CancellationToken::new();
-    let task = tokio::spawn({
-        let stop = stop.clone();
-        async move { channel.run(sink, stop).await }
-    });
+async fn run(channel: std::sync::Arc<WeComChannel>, fake: &FakeWecom) -> RunningChannel {
+    let running = RunningChannel::start(channel);
     fake.wait_subscribed(1, DEADLINE).await.unwrap();
-    Running { queue, stop, task }
-}
-
-impl Running {
-    async fn next(&mut self) -> InboundMessage {
-        tokio::time::timeout(DEADLINE, self.queue.recv())
-            .await
-            .expect("a message in time")
-            .expect("the queue is open")
-    }
-
-    async fn stop(self) -> ChannelResult<ChannelExit> {
-        self.stop.cancel();
-        tokio::time::timeout(DEADLINE, self.task)
-            .await
-            .unwrap()
-            .unwrap()
-    }
+    running
 }
 
 fn target<'a>(m: &'a InboundMessage, metadata: &'a Map<String, Value>) -> SendTarget<'a> {
