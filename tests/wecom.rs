@@ -125,14 +125,7 @@ async fn issue_31_a_dropped_connection_mid_answer_loses_nothing() {
             .chunk_delay(Duration::from_millis(500)),
     );
     let pushed = wc.fake.push(&Message::text(ALICE, "what is the plan?"));
-    wc.fake
-        .wait_until("the answer streaming", DEADLINE, |fake| {
-            fake.streams_of(&pushed.req_id)
-                .iter()
-                .any(|s| !s.updates.is_empty())
-        })
-        .await
-        .unwrap();
+    wc.wait_streaming(&pushed.req_id).await;
     let first = wc.fake.live_connection().unwrap();
     wc.fake.close_connection(first);
     let sent = wc.fake.wait_sent(ALICE, DEADLINE).await.unwrap();
@@ -179,14 +172,7 @@ async fn issue_31_an_expired_stream_still_gets_its_final() {
             .chunk_delay(Duration::from_millis(500)),
     );
     let pushed = wc.fake.push(&Message::text(ALICE, "take your time"));
-    wc.fake
-        .wait_until("the answer streaming", DEADLINE, |fake| {
-            fake.streams_of(&pushed.req_id)
-                .iter()
-                .any(|s| !s.updates.is_empty())
-        })
-        .await
-        .unwrap();
+    wc.wait_streaming(&pushed.req_id).await;
     wc.fake.advance_clock(Duration::from_secs(7 * 60));
     let shown = wc.wait_shown(ALICE, ANSWER).await;
     assert_eq!(

@@ -4,9 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge::i18n::{Catalogs, command_menu};
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
-use im_bridge_channel::{AllowedUsers, BuildContext, FileHosts, Secret, WebhookHost};
+use im_bridge_channel::{FileHosts, Secret, WebhookHost};
 use im_bridge_fakes::wecom::{BOT_ID, FakeWecom, SECRET};
 use im_bridge_wecom::WeComChannel;
 use im_bridge_wecom::config::{DEFAULT_MARKDOWN_BYTES, WeComSettings};
@@ -74,20 +73,9 @@ impl Wc {
             // The fake serves files on loopback.
             file_hosts: FileHosts::new(["127.0.0.1"]).unwrap(),
         };
-        let ctx = BuildContext::new(
-            AllowedUsers::Anyone,
-            im_bridge::manager::commands::vocabulary(),
-            command_menu(&Catalogs::embedded().unwrap()),
-            WebhookHost::new(),
-        );
+        let ctx = crate::support::build_context(WebhookHost::new());
         let channel = WeComChannel::new(settings.clone(), &ctx).unwrap();
-        let mut options = Options::default();
-        if let Some(tag) = setup.locale {
-            options
-                .manager
-                .channel_locales
-                .insert(im_bridge_wecom::NAME.to_owned(), tag.to_owned());
-        }
+        let options = Options::default().channel_locale(im_bridge_wecom::NAME, setup.locale);
         let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, WebhookHost::new());
         fake.wait_subscribed(1, DEADLINE).await.unwrap();
         Self {
@@ -107,6 +95,18 @@ impl Wc {
             .await
             .unwrap();
         shown_in(&self.fake, conversation)
+    }
+
+    /// Waits until a stream answering the callback `req_id` showed its first frame.
+    pub async fn wait_streaming(&self, req_id: &str) {
+        self.fake
+            .wait_until("the answer streaming", DEADLINE, |fake| {
+                fake.streams_of(req_id)
+                    .iter()
+                    .any(|s| !s.updates.is_empty())
+            })
+            .await
+            .unwrap();
     }
 
     /// The client frames the fake refused, one line each.
