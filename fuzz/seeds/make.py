@@ -81,6 +81,7 @@ put("config", "every_channel", """channels:
   dingtalk: {enabled: true, client_id: ding1, client_secret: s, card_template_id: "", api_url: https://api.dingtalk.com}
   qq: {enabled: true, app_id: "102000000", client_secret: s, sandbox: true, mode: webhook, webhook: {listen: 127.0.0.1:0, path: /qq}}
   discord: {enabled: true, bot_token: t, allowed_guilds: [1], mention_only: true, thread_mode: true}
+  wecom: {enabled: true, bot_id: aibBot, bot_secret: $WECOM_BOT_SECRET, max_markdown_bytes: 4096}
   slack: {enabled: true}
 channel_connections:
   notification_locale: en-US
@@ -234,3 +235,9 @@ put("discord_payload", "reply", b"\x00" + js(reply).encode())
 put("discord_payload", "created", b"\x01" + struct.pack("<H", 200) + b"\n" + js({"id": "1400000000000000009", "channel_id": "1200000000000000002"}).encode())
 put("discord_payload", "rate_limited", b"\x01" + struct.pack("<H", 429) + b"1.5\n" + js({"retry_after": 0.25, "global": False}).encode())
 put("discord_payload", "refused", b"\x01" + struct.pack("<H", 403) + b"\n" + js({"code": 50013, "message": "Missing Permissions"}).encode())
+
+# ---- wecom_frame: one long-connection text frame (the adapter's recorded fixtures) ----
+WECOM_FIXTURES = "channels/wecom/tests/fixtures"
+for name in sorted(os.listdir(os.path.join(REPO, WECOM_FIXTURES))):
+    if name.startswith(("msg_", "event_", "subscribe_", "ping", "upload_finish_ack")):
+        put("wecom_frame", name[:-len(".json")], fixture(os.path.join(WECOM_FIXTURES, name)))
