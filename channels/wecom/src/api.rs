@@ -53,7 +53,7 @@ const OUTBOX: usize = 64;
 /// [`UPLOAD_CHUNK_BYTES`].
 pub const MAX_UPLOAD_BYTES: u64 = model::MAX_UPLOAD_CHUNKS as u64 * UPLOAD_CHUNK_BYTES as u64;
 
-/// Which connection: 1, 2, … in the order the transport subscribed them.
+/// Which connection: 1, 2, … in the order the transport subscribed them ([`Link::next_id`]).
 pub type ConnId = u64;
 
 /// A fresh `req_id` for `cmd`, shaped as the SDKs shape theirs: `<cmd>_<ms>_<hex8>`.
@@ -87,6 +87,9 @@ pub struct Link {
 #[derive(Debug, Default)]
 struct Inner {
     state: Mutex<State>,
+    /// The last connection id handed out (ids are never reused, across reconnects and
+    /// restarts of the transport alike).
+    last_id: std::sync::atomic::AtomicU64,
     /// Woken whenever a waiting command ends (its `req_id` is free again) and when a
     /// connection is attached or detached.
     freed: Notify,
@@ -153,6 +156,14 @@ impl Link {
             .state
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A new connection's id.
+    pub fn next_id(&self) -> ConnId {
+        self.inner
+            .last_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
     }
 
     /// Connection `id` is subscribed: commands go to it from now on, through the

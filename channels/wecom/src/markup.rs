@@ -42,7 +42,9 @@ impl Dialect for WeComMarkdown {
     }
 
     fn before_ellipsis(&self, text: &mut String) {
+        // A closing fence (quoted, in a quote) must stay alone on its line.
         let last = text.rsplit('\n').next().unwrap_or_default();
+        let last = last.trim_start_matches("> ");
         if last.len() >= 3 && last.bytes().all(|b| b == b'`') {
             text.push('\n');
         }

@@ -49,3 +49,18 @@ fn a_long_answer_is_split_under_the_byte_limit() {
 fn wecom_markdown_keeps_every_property() {
     conformance::run(&WeComMarkdown);
 }
+
+/// Found by the property suite: a preview cut right after a code block closed inside a
+/// quote got its `…` on the fence's line, which then no longer closed the block.
+#[test]
+fn a_quoted_closing_fence_keeps_its_line_before_the_ellipsis() {
+    use im_bridge_channel::render::Dialect;
+    for fence in ["```", "> ```", "> > ````"] {
+        let mut text = format!("> ```rust\n> x\n{fence}");
+        WeComMarkdown.before_ellipsis(&mut text);
+        assert_eq!(text, format!("> ```rust\n> x\n{fence}\n"));
+    }
+    let mut text = "> not a fence ```".to_owned();
+    WeComMarkdown.before_ellipsis(&mut text);
+    assert_eq!(text, "> not a fence ```");
+}

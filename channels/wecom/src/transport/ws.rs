@@ -150,7 +150,6 @@ pub(crate) async fn run(
         settings,
         link,
         handler,
-        next_id: 0,
         replaced: false,
     };
     reconnect.drive(&mut socket, shutdown).await?;
@@ -166,7 +165,6 @@ struct Socket<'a> {
     settings: &'a WsSettings,
     link: &'a Link,
     handler: &'a mut dyn EventHandler,
-    next_id: ConnId,
     /// A connection was replaced: the loop ended as on a shutdown.
     replaced: bool,
 }
@@ -198,16 +196,13 @@ impl LongConnection for Socket<'_> {
                 e => Connect::Retry(e.to_string().into()),
             });
         }
-        self.next_id += 1;
+        let id = self.link.next_id();
         tracing::info!(
             host = url.host_str().unwrap_or_default(),
-            connection = self.next_id,
+            connection = id,
             "Subscribed to the WeCom long connection."
         );
-        Ok(Subscribed {
-            ws,
-            id: self.next_id,
-        })
+        Ok(Subscribed { ws, id })
     }
 
     async fn serve(&mut self, conn: Subscribed, shutdown: &CancellationToken) -> Ended {
