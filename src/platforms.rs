@@ -28,6 +28,8 @@ pub const PLATFORMS: &[&dyn Platform] = &[
     &im_bridge_discord::PLATFORM,
     #[cfg(feature = "slack")]
     &im_bridge_slack::PLATFORM,
+    #[cfg(feature = "wecom")]
+    &im_bridge_wecom::PLATFORM,
 ];
 
 /// Every platform im-bridge has (or plans) an adapter for, compiled in or not: enabling one

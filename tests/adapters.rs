@@ -284,4 +284,5 @@ conformance! {
     "qq" => qq: crate::qq::conformance::Qq;
     "discord" => discord: crate::discord::conformance::Discord;
     "slack" => slack: crate::slack::conformance::Slack;
+    "wecom" => wecom: crate::wecom::conformance::WeCom;
 }

@@ -164,6 +164,7 @@ fn check_config_prints_the_effective_settings_without_secrets_and_opens_no_socke
     );
 }
 
+#[cfg(feature = "slack")]
 #[test]
 fn check_config_accepts_deerflows_slack_block_unchanged() {
     // DeerFlow's `channels.slack` of its config.example.yaml, as written there (enabled).
@@ -201,6 +202,37 @@ fn check_config_accepts_deerflows_slack_block_unchanged() {
             "{secret} leaked:\n{stdout}\n{stderr}"
         );
     }
+}
+
+/// Issue 31: DeerFlow's `channels.wecom` block (its `config.example.yaml`, uncommented and
+/// enabled) is accepted as written: no error, no warning, the Secret never printed.
+#[cfg(feature = "wecom")]
+#[test]
+fn issue_31_deerflows_wecom_block_is_accepted_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "models: [{name: x}]\nchannels:\n  wecom:\n    enabled: true\n    bot_id: $WECOM_BOT_ID\n    bot_secret: $WECOM_BOT_SECRET\nbridge: {internal_token: $TOKEN}\n";
+    let path = write_config(&dir, "deerflow.yaml", text);
+    let out = bin()
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .env("WECOM_BOT_ID", "aibExampleBot")
+        .env("WECOM_BOT_SECRET", "WECOM-SUPERSECRET")
+        .env("TOKEN", "SUPERSECRET-TOKEN")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    assert!(
+        stdout.contains("Channels that would start: wecom"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("aibExampleBot"), "{stdout}");
+    assert!(
+        !stdout.contains("WECOM-SUPERSECRET") && !stderr.contains("WECOM-SUPERSECRET"),
+        "{stdout}\n{stderr}"
+    );
 }
 
 /// Starts `cmd` with stdin open, stdout discarded, and every stderr line sent to the

@@ -1,4 +1,4 @@
-//! `im-bridge doctor` (issue 20): the real binary against the Gateway simulator and the five
+//! `im-bridge doctor` (issue 20): the real binary against the Gateway simulator and the six
 //! platform fakes, which enforce credentials. One process per case: everything passes; a
 //! wrong internal token; an unreachable Gateway; refused platform credentials; a webhook
 //! another deployment set; an unwritable store; the admin address in use. Each failure
@@ -20,6 +20,7 @@ use im_bridge_fakes::feishu::{self, FakeFeishu};
 use im_bridge_fakes::qq::{self, FakeQq};
 use im_bridge_fakes::slack::{self, FakeSlack};
 use im_bridge_fakes::telegram::{self, FakeTelegram};
+use im_bridge_fakes::wecom::{self, FakeWecom};
 
 use crate::cli::bin;
 
@@ -124,6 +125,20 @@ const PLATFORM_CASES: &[PlatformCase] = &[
             )
         },
     },
+    PlatformCase {
+        name: "wecom",
+        var: "DOCTOR_WECOM_SECRET",
+        secret: wecom::SECRET,
+        wrong: "WRONG-wecom-secret",
+        hint: "channels.wecom.bot_id and channels.wecom.bot_secret",
+        block: |w| {
+            format!(
+                "{{enabled: true, bot_id: {}, bot_secret: $DOCTOR_WECOM_SECRET, ws_url: \"{}\"}}",
+                wecom::BOT_ID,
+                w.wecom.ws_url()
+            )
+        },
+    },
 ];
 
 /// The cases of the platforms the daemon's registry holds in this build.
@@ -148,6 +163,7 @@ struct World {
     qq: FakeQq,
     discord: FakeDiscord,
     slack: FakeSlack,
+    wecom: FakeWecom,
     dir: tempfile::TempDir,
 }
 
@@ -163,12 +179,12 @@ struct Case {
 impl World {
     fn start() -> Self {
         let rt = tokio::runtime::Runtime::new().unwrap();
-        let (sim, telegram, feishu, dingtalk, qq, discord, slack) = rt.block_on(async {
+        let (sim, telegram, feishu, dingtalk, qq, discord, slack, wecom) = rt.block_on(async {
             let sim = Simulator::start(SimulatorConfig {
                 internal_token: Some(INTERNAL_TOKEN.into()),
                 ..SimulatorConfig::demo()
             });
-            let (sim, telegram, feishu, dingtalk, qq, discord, slack) = tokio::join!(
+            let (sim, telegram, feishu, dingtalk, qq, discord, slack, wecom) = tokio::join!(
                 sim,
                 FakeTelegram::start(),
                 FakeFeishu::start(),
@@ -176,6 +192,7 @@ impl World {
                 FakeQq::start(),
                 FakeDiscord::start(),
                 FakeSlack::start(),
+                FakeWecom::start(),
             );
             (
                 sim.unwrap(),
@@ -185,6 +202,7 @@ impl World {
                 qq.unwrap(),
                 discord.unwrap(),
                 slack.unwrap(),
+                wecom.unwrap(),
             )
         });
         Self {
@@ -196,6 +214,7 @@ impl World {
             qq,
             discord,
             slack,
+            wecom,
             dir: tempfile::tempdir().unwrap(),
         }
     }

@@ -314,6 +314,27 @@ impl Options {
         self.manager.notification_locale = tag.into();
         self
     }
+
+    /// These options with `channels.<channel>.locale` set to `tag`, when there is one.
+    pub fn channel_locale(mut self, channel: &str, tag: Option<&str>) -> Self {
+        if let Some(tag) = tag {
+            self.manager
+                .channel_locales
+                .insert(channel.to_owned(), tag.to_owned());
+        }
+        self
+    }
+}
+
+/// What the daemon hands a platform channel it builds, for the end-to-end harnesses:
+/// anyone may talk, the daemon's commands and localized menu, the webhook host `webhooks`.
+pub fn build_context(webhooks: im_bridge_channel::WebhookHost) -> im_bridge_channel::BuildContext {
+    im_bridge_channel::BuildContext::new(
+        AllowedUsers::Anyone,
+        im_bridge::manager::commands::vocabulary(),
+        im_bridge::i18n::command_menu(&Catalogs::embedded().unwrap()),
+        webhooks,
+    )
 }
 
 /// The real daemon, a test channel and the simulator.

@@ -25,6 +25,7 @@
 //! - `qq`: the QQ adapter on the gateway and the webhook against the fake QQ (issue 17);
 //! - `slack`: the Slack adapter in Socket Mode and on the Events API against the fake Slack
 //!   (issue 30);
+//! - `wecom`: the WeCom adapter on the long connection against the fake WeCom (issue 31);
 //! - `chaos` (ignored; `scripts/chaos`): kills, outages and 429 storms under load, counting
 //!   answers per message (issue 19);
 //! - `interop` (ignored; `scripts/interop`): the real binary through the platform fakes
@@ -65,3 +66,4 @@ mod source_rules;
 mod supervisor;
 mod support;
 mod telegram;
+mod wecom;

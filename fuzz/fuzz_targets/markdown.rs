@@ -22,16 +22,18 @@ use im_bridge_dingtalk::DingTalkMarkdown;
 use im_bridge_feishu::FeishuCard;
 use im_bridge_slack::SlackMrkdwn;
 use im_bridge_telegram::TelegramHtml;
+use im_bridge_wecom::WeComMarkdown;
 use libfuzzer_sys::fuzz_target;
 
 /// In the order the seeds' first byte was written for.
-const DIALECTS: [&dyn Dialect; 6] = [
+const DIALECTS: [&dyn Dialect; 7] = [
     &Plain,
     &PlainText,
     &TelegramHtml,
     &FeishuCard,
     &DingTalkMarkdown,
     &SlackMrkdwn,
+    &WeComMarkdown,
 ];
 const UNITS: [LengthUnit; 3] = [LengthUnit::Utf16, LengthUnit::Bytes, LengthUnit::Chars];
 

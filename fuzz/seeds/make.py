@@ -81,6 +81,7 @@ put("config", "every_channel", """channels:
   dingtalk: {enabled: true, client_id: ding1, client_secret: s, card_template_id: "", api_url: https://api.dingtalk.com}
   qq: {enabled: true, app_id: "102000000", client_secret: s, sandbox: true, mode: webhook, webhook: {listen: 127.0.0.1:0, path: /qq}}
   discord: {enabled: true, bot_token: t, allowed_guilds: [1], mention_only: true, thread_mode: true}
+  wecom: {enabled: true, bot_id: aibBot, bot_secret: $WECOM_BOT_SECRET, max_markdown_bytes: 4096}
   slack: {enabled: true}
 channel_connections:
   notification_locale: en-US
@@ -247,3 +248,9 @@ put("slack_payload", "slash_command_form", b"\x01" + b"command=%2Fgoal&text=ship
     b"&channel_id=C0LAN2Q65&team_id=T0LAN2Q3S&trigger_id=13345224609.738474920.8088930838d88f008e0")
 put("slack_payload", "unsigned_pieces", b"\x02" + b"1748736000\0\0v0=00\0\0"
     + fixture(SLACK + "event_message_im.json"))
+
+# ---- wecom_frame: one long-connection text frame (the adapter's recorded fixtures) ----
+WECOM_FIXTURES = "channels/wecom/tests/fixtures"
+for name in sorted(os.listdir(os.path.join(REPO, WECOM_FIXTURES))):
+    if name.startswith(("msg_", "event_", "subscribe_", "ping", "upload_finish_ack")):
+        put("wecom_frame", name[:-len(".json")], fixture(os.path.join(WECOM_FIXTURES, name)))

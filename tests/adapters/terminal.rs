@@ -72,13 +72,7 @@ impl Conformance for Console {
                 shown.changed.notify_waiters();
             }
         });
-        let mut options = Options::default();
-        if let Some(tag) = setup.locale {
-            options
-                .manager
-                .channel_locales
-                .insert(Self::NAME.to_owned(), tag.to_owned());
-        }
+        let options = Options::default().channel_locale(Self::NAME, setup.locale);
         let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, WebhookHost::new());
         Self {
             sim,

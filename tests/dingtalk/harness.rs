@@ -4,9 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge::i18n::{Catalogs, command_menu};
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
-use im_bridge_channel::{AllowedUsers, BuildContext, FileHosts, Secret, WebhookHost};
+use im_bridge_channel::{FileHosts, Secret, WebhookHost};
 use im_bridge_dingtalk::DingTalkChannel;
 use im_bridge_dingtalk::config::DingTalkSettings;
 use im_bridge_fakes::dingtalk::{CARD_TEMPLATE_ID, CLIENT_ID, CLIENT_SECRET, FakeDingTalk, Sent};
@@ -54,20 +53,9 @@ impl Dt {
             // The fake serves files on loopback.
             file_hosts: FileHosts::new(["127.0.0.1"]).unwrap(),
         };
-        let ctx = BuildContext::new(
-            AllowedUsers::Anyone,
-            im_bridge::manager::commands::vocabulary(),
-            command_menu(&Catalogs::embedded().unwrap()),
-            WebhookHost::new(),
-        );
+        let ctx = crate::support::build_context(WebhookHost::new());
         let channel = DingTalkChannel::new(settings, &ctx).unwrap();
-        let mut options = Options::default();
-        if let Some(tag) = setup.locale {
-            options
-                .manager
-                .channel_locales
-                .insert(im_bridge_dingtalk::NAME.to_owned(), tag.to_owned());
-        }
+        let options = Options::default().channel_locale(im_bridge_dingtalk::NAME, setup.locale);
         let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, WebhookHost::new());
         fake.wait_connected(1, DEADLINE).await.unwrap();
         Self { fake, sim, daemon }

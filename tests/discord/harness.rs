@@ -6,9 +6,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge::i18n::{Catalogs, command_menu};
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
-use im_bridge_channel::{AllowedUsers, BuildContext, FileHosts, Secret, WebhookHost};
+use im_bridge_channel::{FileHosts, Secret, WebhookHost};
 use im_bridge_discord::DiscordChannel;
 use im_bridge_discord::config::DiscordSettings;
 use im_bridge_fakes::discord::{FakeDiscord, Sent, TOKEN};
@@ -66,20 +65,9 @@ impl Dc {
                 FileHosts::new(["127.0.0.1"]).unwrap()
             },
         };
-        let ctx = BuildContext::new(
-            AllowedUsers::Anyone,
-            im_bridge::manager::commands::vocabulary(),
-            command_menu(&Catalogs::embedded().unwrap()),
-            WebhookHost::new(),
-        );
+        let ctx = crate::support::build_context(WebhookHost::new());
         let channel = DiscordChannel::new(settings, &ctx).unwrap();
-        let mut options = Options::default();
-        if let Some(tag) = setup.locale {
-            options
-                .manager
-                .channel_locales
-                .insert(im_bridge_discord::NAME.to_owned(), tag.to_owned());
-        }
+        let options = Options::default().channel_locale(im_bridge_discord::NAME, setup.locale);
         let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, WebhookHost::new());
         fake.wait_ready(1, DEADLINE).await.unwrap();
         Self { fake, sim, daemon }

@@ -4,9 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge::i18n::{Catalogs, command_menu};
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
-use im_bridge_channel::{AllowedUsers, BuildContext, Secret, WebhookHost};
+use im_bridge_channel::{Secret, WebhookHost};
 use im_bridge_fakes::feishu::{
     APP_ID, APP_SECRET, ClientConfig, ENCRYPT_KEY, FakeFeishu, VERIFICATION_TOKEN,
 };
@@ -85,12 +84,7 @@ impl Fs {
             domain: fake.domain(),
             transport,
         };
-        let ctx = BuildContext::new(
-            AllowedUsers::Anyone,
-            im_bridge::manager::commands::vocabulary(),
-            command_menu(&Catalogs::embedded().unwrap()),
-            webhooks.clone(),
-        );
+        let ctx = crate::support::build_context(webhooks.clone());
         let channel = FeishuChannel::new(settings, &ctx).unwrap();
         let mut options = Options::default();
         if let Some(tag) = locale {

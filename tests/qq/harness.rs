@@ -4,9 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge::i18n::{Catalogs, command_menu};
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
-use im_bridge_channel::{AllowedUsers, BuildContext, FileHosts, Secret, WebhookHost};
+use im_bridge_channel::{FileHosts, Secret, WebhookHost};
 use im_bridge_fakes::qq::{APP_ID, CLIENT_SECRET, FakeQq, Reply, WebhookRequest};
 use im_bridge_qq::QqChannel;
 use im_bridge_qq::config::{QqSettings, Transport, WebhookSettings};
@@ -75,20 +74,9 @@ impl Qq {
             // The fake serves attachments on loopback.
             file_hosts: FileHosts::new(["127.0.0.1"]).unwrap(),
         };
-        let ctx = BuildContext::new(
-            AllowedUsers::Anyone,
-            im_bridge::manager::commands::vocabulary(),
-            command_menu(&Catalogs::embedded().unwrap()),
-            webhooks.clone(),
-        );
+        let ctx = crate::support::build_context(webhooks.clone());
         let channel = QqChannel::new(settings, &ctx).unwrap();
-        let mut options = Options::default();
-        if let Some(tag) = setup.locale {
-            options
-                .manager
-                .channel_locales
-                .insert(im_bridge_qq::NAME.to_owned(), tag.to_owned());
-        }
+        let options = Options::default().channel_locale(im_bridge_qq::NAME, setup.locale);
         let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, webhooks);
         if !setup.webhook {
             fake.wait_ready(1, DEADLINE).await.unwrap();

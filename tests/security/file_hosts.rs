@@ -157,6 +157,26 @@ async fn dingtalk_reads_no_download_url_off_its_file_hosts() {
     assert_eq!(other.hits(), 0, "the other server was called");
 }
 
+#[cfg(feature = "wecom")]
+#[tokio::test]
+async fn wecom_reads_no_media_url_off_its_file_hosts() {
+    use im_bridge_fakes::wecom::{MediaFile, Message};
+    let other = Other::start().await;
+    let wc = crate::wecom::harness::Wc::start().await;
+    wc.sim.script_next_run(Script::with_answer("Seen."));
+    let good = wc.fake.put_file(vec![7; 64], Some("photo.jpg"));
+    let elsewhere = MediaFile {
+        url: format!("http://localhost:{}/x?sign=s", other.port),
+        ..good
+    };
+    wc.fake.push(&Message::image("filehosts", &elsewhere));
+    wc.wait_shown("filehosts", "Seen.").await;
+    let text = human_text(&wc.sim);
+    assert!(text.contains("could not be read"), "{text}");
+    wc.stop().await;
+    assert_eq!(other.hits(), 0, "the other server was called");
+}
+
 /// Only `/mnt/user-data/outputs/…` is asked of the artifacts route; a path that climbs out
 /// of it, an upload, or a URL is fetched from nowhere (the one real output is, and is sent).
 #[cfg(feature = "discord")]

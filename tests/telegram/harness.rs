@@ -8,10 +8,9 @@ use std::time::Duration;
 use im_bridge::config::{IntakeSettings, StoreLocation};
 use im_bridge::daemon::{self, DaemonConfig, DaemonError, DaemonExit};
 use im_bridge::gateway::GatewayConfig;
-use im_bridge::i18n::{Catalogs, command_menu};
 use im_bridge::manager::ManagerConfig;
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
-use im_bridge_channel::{AllowedUsers, BuildContext, Channel, Secret, WebhookHost};
+use im_bridge_channel::{Channel, Secret, WebhookHost};
 use im_bridge_fakes::telegram::{Call, FakeTelegram, TOKEN};
 use im_bridge_telegram::{TelegramChannel, TelegramSettings, Transport, WebhookSettings};
 use serde_json::Value;
@@ -182,12 +181,7 @@ impl Drop for Tg {
 
 /// The channel as the daemon builds it: its commands, the localized menu, `webhooks`.
 fn telegram_channel(settings: TelegramSettings, webhooks: &WebhookHost) -> TelegramChannel {
-    let ctx = BuildContext::new(
-        AllowedUsers::Anyone,
-        im_bridge::manager::commands::vocabulary(),
-        command_menu(&Catalogs::embedded().unwrap()),
-        webhooks.clone(),
-    );
+    let ctx = crate::support::build_context(webhooks.clone());
     TelegramChannel::new(settings, &ctx).unwrap()
 }
 

@@ -63,6 +63,24 @@ impl CommandVocabulary {
     }
 }
 
+/// `text` without the mentions it starts with (`@Bot /goal x` → `/goal x`): tokens of the
+/// form `@name` or `<@id>`, as platforms that keep a group's mention in the text write it
+/// (DingTalk, WeCom). An adapter classifies what is left, so a mention never hides a
+/// command; chat keeps its mentions.
+pub fn strip_leading_mentions(text: &str) -> &str {
+    let mut rest = text.trim_start();
+    loop {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let token = &rest[..end];
+        let mention = (token.len() > 1 && token.starts_with('@'))
+            || (token.starts_with("<@") && token.ends_with('>') && token.len() > 3);
+        if !mention {
+            return rest;
+        }
+        rest = rest[end..].trim_start();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,7 +22,7 @@
 
 use im_bridge_channel::{
     AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
-    MessageId, MsgType, RedeliveryKey, Skip,
+    MessageId, MsgType, RedeliveryKey, Skip, strip_leading_mentions,
 };
 use serde_json::Value;
 
@@ -194,22 +194,6 @@ fn read_content(message: &ChatbotMessage, robot_code: &str) -> (String, Vec<Inbo
 /// The string at `key` of `v`, trimmed; empty when absent.
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("").trim()
-}
-
-/// `text` without the mentions it starts with (`@Bot /goal x` → `/goal x`): tokens of the
-/// form `@name` or `<@id>`.
-fn strip_leading_mentions(text: &str) -> &str {
-    let mut rest = text.trim_start();
-    loop {
-        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-        let token = &rest[..end];
-        let mention = (token.len() > 1 && token.starts_with('@'))
-            || (token.starts_with("<@") && token.ends_with('>') && token.len() > 3);
-        if !mention {
-            return rest;
-        }
-        rest = rest[end..].trim_start();
-    }
 }
 
 #[cfg(test)]

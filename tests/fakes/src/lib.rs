@@ -34,6 +34,8 @@
 //!   throwaway cluster from the machine's binaries.
 //! - [`prereq`] — a missing prerequisite skips its tests with one line, or fails them
 //!   under `IM_BRIDGE_TEST_STRICT` (CI).
+//! - [`running`] — a channel's transport on its own task with its inbound queue, for
+//!   adapter tests without the daemon.
 //! - [`wait`] — the error of a wait that reached its deadline.
 //!
 //! Every fake is built on [`skeleton`]: one handle type ([`skeleton::Fake`]) over the
@@ -49,6 +51,7 @@ pub mod feishu;
 pub mod postgres;
 pub mod prereq;
 pub mod qq;
+pub mod running;
 pub mod skeleton;
 pub mod slack;
 pub mod telegram;

@@ -1,13 +1,11 @@
 //! The channel against the fake Discord: admission, thread mode, replays, allowed guilds,
 //! sends into the right channel or thread, typing, files.
 
-use std::num::NonZeroUsize;
 use std::time::Duration;
 
-use im_bridge_channel::{
-    AllowedUsers, ChatId, ChatKind, InboundMessage, InboundQueue, Issues, inbound_queue,
-};
+use im_bridge_channel::{AllowedUsers, ChatId, ChatKind, Issues};
 use im_bridge_fakes::discord::{self, Event, FakeDiscord};
+use im_bridge_fakes::running::RunningChannel;
 use serde_json::{Map, Value, json};
 
 use super::*;
@@ -25,38 +23,10 @@ fn channel(fake: &FakeDiscord, extra: Value) -> DiscordChannel {
     DiscordChannel::new(settings, &ctx).unwrap()
 }
 
-struct Running {
-    queue: InboundQueue,
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<ChannelResult<ChannelExit>>,
-}
-
-async fn run(channel: std::sync::Arc<DiscordChannel>, fake: &FakeDiscord) -> Running {
-    let (sink, queue) = inbound_queue(NonZeroUsize::new(16).unwrap());
-    let stop = CancellationToken::new();
-    let task = tokio::spawn({
-        let stop = stop.clone();
-        async move { channel.run(sink, stop).await }
-    });
+async fn run(channel: std::sync::Arc<DiscordChannel>, fake: &FakeDiscord) -> RunningChannel {
+    let running = RunningChannel::start(channel);
     fake.wait_ready(1, DEADLINE).await.unwrap();
-    Running { queue, stop, task }
-}
-
-impl Running {
-    async fn next(&mut self) -> InboundMessage {
-        tokio::time::timeout(DEADLINE, self.queue.recv())
-            .await
-            .expect("a message in time")
-            .expect("the queue is open")
-    }
-
-    async fn stop(self) -> ChannelResult<ChannelExit> {
-        self.stop.cancel();
-        tokio::time::timeout(DEADLINE, self.task)
-            .await
-            .unwrap()
-            .unwrap()
-    }
+    running
 }
 
 fn target<'a>(chat: &'a ChatId, metadata: &'a Map<String, Value>) -> SendTarget<'a> {
@@ -134,7 +104,7 @@ async fn a_replayed_message_runs_once_and_other_guilds_have_no_side_effect() {
     let mut texts = [a.text, b.text];
     texts.sort();
     assert_eq!(texts, ["marker", "once"]);
-    assert!(running.queue.is_empty());
+    assert!(running.queue().is_empty());
     // The other guild and the DM started no thread; the second message continues the
     // thread the first one started.
     assert_eq!(fake.threads().len(), 1, "{:?}", fake.threads());
@@ -167,10 +137,7 @@ async fn a_wrong_token_ends_run_with_an_error() {
     let ch = std::sync::Arc::new(channel(&fake, json!({})));
     let running = run(ch.clone(), &fake).await;
     fake.close_with(4004);
-    let ended = tokio::time::timeout(DEADLINE, running.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let ended = running.ended().await;
     assert!(
         matches!(ended, Err(ChannelError::Transport(ref e)) if e.contains("4004")),
         "{ended:?}"

@@ -1,0 +1,386 @@
+//! The WeCom channel: the long connection in, stream replies out.
+//!
+//! - **In**: each message callback is normalized (`inbound`) and offered to the daemon's
+//!   queue, with the id of the connection it came on (metadata `connection`): WeCom has no
+//!   acknowledgement, and a callback's `req_id` can be answered only on that connection.
+//!   Redeliveries carry the same `msgid` and are dropped by the daemon's dedupe.
+//! - **Out, streamed**: a reply is one stream message (`aibot_respond_msg`, `msgtype:
+//!   stream`) refreshed in place: the delivery engine starts it (with the "working on it"
+//!   notice, or the first text), sends the whole text so far at most once a second, and
+//!   finishes it with the final (`finish: true`). A long answer is several messages of at
+//!   most `max_markdown_bytes`, in [`WeComMarkdown`](crate::WeComMarkdown).
+//! - **The final always lands**: when the stream can no longer be updated (846608, six
+//!   minutes after its first frame) or its callback's connection is gone (846605, or known
+//!   without asking after a reconnect), the engine sends the final as a message of its
+//!   own: a new finished stream on the callback when it still takes one, else a proactive
+//!   markdown message (`aibot_send_msg`) to the user or the group.
+//! - **Files**: presented files are uploaded over the socket in chunks and sent as a file
+//!   or image reply (or message); files users send are downloaded from WeCom's file host
+//!   (`file_hosts` only, bounded) and decrypted with the callback's `aeskey`.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use im_bridge_channel::{
+    AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
+    ChannelResult, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit, MessageId,
+    OutboundFile, SendTarget, SentMessage, Skip, Stage, Telemetry, UpdateMode, http,
+};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::NAME;
+use crate::api::{ConnId, Link, MediaKind, To};
+use crate::config::WeComSettings;
+use crate::error::ApiError;
+use crate::inbound::media::decrypt;
+use crate::inbound::{InboundContext, normalize_frame, parse_handle};
+use crate::markup::WeComMarkdown;
+use crate::model::Frame;
+use crate::transport::ws::{self, Dropped, EventHandler, Exit, Timers, WsSettings};
+
+/// The metadata key of the connection a message came on.
+const CONNECTION: &str = "connection";
+/// The largest file sent (WeCom's file limit, 20 MB).
+pub const MAX_FILE_BYTES: u64 = 20 * 1024 * 1024;
+/// The largest picture sent as one (10 MB); a larger one goes as a file.
+pub const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+/// The most bytes a file's padding adds (PKCS#7 to 32 bytes).
+const PADDING: u64 = 32;
+/// How long the channel stays off WeCom after another connection took the bot over
+/// before it subscribes again (see [`Channel::run`]).
+pub const REPLACED_HOLD: Duration = Duration::from_secs(10 * 60);
+/// The prefix of the id of a message sent on its own (not a stream: it cannot be edited).
+const SENT_PREFIX: &str = "sent:";
+
+/// The WeCom channel. `Debug` shows no secret (the settings' Secret is a `Secret`).
+#[derive(Debug)]
+pub struct WeComChannel {
+    settings: WeComSettings,
+    link: Link,
+    files: reqwest::Client,
+    allowed_users: AllowedUsers,
+    commands: CommandVocabulary,
+    telemetry: Telemetry,
+    caps: Capabilities,
+}
+
+/// What WeCom can show: one stream message refreshed in place (at most once a second),
+/// markdown of at most `max_markdown_bytes`, files out.
+pub fn capabilities(settings: &WeComSettings) -> Capabilities {
+    Capabilities {
+        updates: UpdateMode::EditInPlace,
+        length_unit: LengthUnit::Bytes,
+        min_edit_interval_private: Duration::from_secs(1),
+        min_edit_interval_group: Duration::from_secs(1),
+        working_placeholder: true,
+        markup: &WeComMarkdown,
+        max_upload_bytes: MAX_FILE_BYTES,
+        ..Capabilities::final_only(settings.max_markdown_bytes)
+    }
+}
+
+impl WeComChannel {
+    /// A channel with `settings`, the daemon's commands and who may talk to it.
+    pub fn new(settings: WeComSettings, ctx: &BuildContext) -> ChannelResult<Self> {
+        let files = http::file_client(&settings.file_hosts).map_err(ChannelError::from)?;
+        Ok(Self {
+            caps: capabilities(&settings),
+            settings,
+            link: Link::new(),
+            files,
+            allowed_users: ctx.allowed_users.clone(),
+            commands: ctx.commands.clone(),
+            telemetry: Telemetry::new(NAME),
+        })
+    }
+
+    /// Records a send's outcome.
+    fn sent<T>(&self, result: Result<T, ApiError>) -> ChannelResult<T> {
+        self.telemetry.sending(result.map_err(ChannelError::from))
+    }
+
+    /// A markdown message on its own: a finished stream answering the callback when its
+    /// connection is still up, else a proactive message to the chat.
+    async fn send_message(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        if let Some((req_id, conn)) = reply_of(to) {
+            let stream_id = stream_id();
+            match self.link.stream(req_id, conn, &stream_id, text, true).await {
+                Ok(()) => {
+                    self.telemetry.sent();
+                    return Ok(SentMessage {
+                        id: MessageId::new(format!("{SENT_PREFIX}{stream_id}")),
+                    });
+                }
+                Err(ApiError::ReplyGone { errcode, .. }) => {
+                    tracing::debug!(
+                        errcode,
+                        "The WeCom callback takes no more replies; sending a message of the bot's own."
+                    );
+                }
+                Err(error) => return self.sent(Err(error)),
+            }
+        }
+        self.sent(self.link.send_markdown(to.chat_id.as_str(), text).await)?;
+        Ok(SentMessage {
+            id: MessageId::new(format!("{SENT_PREFIX}{}", crate::api::req_id("send"))),
+        })
+    }
+
+    /// One frame of the stream `id` (started by [`Channel::start_stream`]).
+    async fn stream(
+        &self,
+        to: &SendTarget<'_>,
+        id: &MessageId,
+        text: &str,
+        finish: bool,
+    ) -> ChannelResult {
+        let Some((req_id, conn)) = reply_of(to) else {
+            return Err(ChannelError::NotEditable);
+        };
+        if id.as_str().starts_with(SENT_PREFIX) {
+            return Err(ChannelError::NotEditable);
+        }
+        let streamed = self
+            .link
+            .stream(req_id, conn, id.as_str(), text, finish)
+            .await;
+        self.sent(streamed)
+    }
+}
+
+/// The callback a reply answers and the connection it came on, from the metadata the
+/// inbound side left.
+fn reply_of<'t>(to: &'t SendTarget<'_>) -> Option<(&'t str, ConnId)> {
+    let req_id = to.metadata.get("req_id")?.as_str()?;
+    let conn = to.metadata.get(CONNECTION)?.as_u64()?;
+    (!req_id.is_empty()).then_some((req_id, conn))
+}
+
+/// A new stream's id.
+fn stream_id() -> String {
+    format!("stream{:016x}", rand::random::<u64>())
+}
+
+#[async_trait]
+impl Channel for WeComChannel {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    fn is_connected(&self) -> bool {
+        self.telemetry.is_connected()
+    }
+
+    /// WeCom keeps one connection per bot, a newer one replacing the older: with a shared
+    /// store only the lease holder connects.
+    fn exclusive_transport(&self) -> bool {
+        true
+    }
+
+    /// Holds the long connection until `shutdown`. When another connection takes the bot
+    /// over (`disconnected_event`), taking it back at once would start an endless mutual
+    /// kick (observed), so the channel stays off WeCom for `REPLACED_HOLD` (ten minutes) first: in a
+    /// rolling deploy the old replica is gone by then, and after a `doctor` run (whose
+    /// subscribe replaces the running connection) the daemon comes back by itself.
+    async fn run(
+        &self,
+        sink: InboundSink,
+        shutdown: CancellationToken,
+    ) -> ChannelResult<ChannelExit> {
+        let settings = WsSettings {
+            ws_url: self.settings.ws_url.clone(),
+            bot_id: self.settings.bot_id.clone(),
+            secret: self.settings.bot_secret.clone(),
+            timers: Timers::default(),
+        };
+        let mut admit = Admit {
+            channel: self,
+            sink: &sink,
+        };
+        loop {
+            let reconnect = self.telemetry.reconnect(ws::RECONNECT_BACKOFF);
+            let result = ws::run(&settings, &self.link, &mut admit, reconnect, &shutdown).await;
+            self.telemetry.set_connected(false);
+            match result {
+                Ok(Exit::Shutdown) => return Ok(ChannelExit::Stopped),
+                Ok(Exit::Replaced) => {
+                    self.telemetry.error(Stage::Receiving);
+                    tracing::error!(
+                        channel = NAME,
+                        hold_s = REPLACED_HOLD.as_secs(),
+                        "Another connection took this WeCom bot over (another replica or deployment, or a doctor run); staying off WeCom for a while instead of taking it back."
+                    );
+                    tokio::select! {
+                        () = shutdown.cancelled() => return Ok(ChannelExit::Stopped),
+                        () = tokio::time::sleep(REPLACED_HOLD) => {}
+                    }
+                }
+                Err(ws::WsError::Refused(error)) => {
+                    self.telemetry.error(Stage::Receiving);
+                    return Err(ChannelError::from(error));
+                }
+            }
+        }
+    }
+
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.send_message(&to, text).await
+    }
+
+    /// Starts a stream answering the source message's callback.
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let Some((req_id, conn)) = reply_of(&to) else {
+            return Err(ChannelError::NotEditable);
+        };
+        let id = stream_id();
+        self.sent(self.link.stream(req_id, conn, &id, text, false).await)?;
+        Ok(SentMessage {
+            id: MessageId::new(id),
+        })
+    }
+
+    async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.stream(&to, id, text, false).await
+    }
+
+    async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        self.stream(&to, id, text, true).await
+    }
+
+    /// Uploads the file over the socket and sends it as a reply (or a message of its own).
+    async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+        let bytes = tokio::fs::read(&file.path)
+            .await
+            .map_err(ChannelError::Io)?;
+        let size = bytes.len() as u64;
+        if size > MAX_FILE_BYTES {
+            return Err(ChannelError::TooLarge {
+                limit: MAX_FILE_BYTES,
+            });
+        }
+        let kind = if file.is_image && size <= MAX_IMAGE_BYTES {
+            MediaKind::Image
+        } else {
+            MediaKind::File
+        };
+        let uploaded = self.link.upload(kind, &file.filename, &bytes).await;
+        let media_id = self.sent(uploaded)?;
+        if let Some((req_id, conn)) = reply_of(&to) {
+            match self
+                .link
+                .send_media(To::Reply { req_id, conn }, kind, &media_id)
+                .await
+            {
+                Err(ApiError::ReplyGone { .. }) => {}
+                other => return self.sent(other),
+            }
+        }
+        let chat = To::Chat(to.chat_id.as_str());
+        self.sent(self.link.send_media(chat, kind, &media_id).await)
+    }
+
+    /// Downloads a file a user sent (only from `file_hosts`, bounded) and decrypts it.
+    async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
+        let FileSource::Handle { id } = &file.source else {
+            return file.inline_bytes(max_bytes);
+        };
+        let fetched = self.fetch(id, max_bytes).await;
+        if fetched.is_err() {
+            self.telemetry.error(Stage::Processing);
+        }
+        fetched
+    }
+}
+
+impl WeComChannel {
+    async fn fetch(&self, handle: &str, max_bytes: u64) -> ChannelResult<Bytes> {
+        let Some((key, url)) = parse_handle(handle) else {
+            return Err(ChannelError::Rejected {
+                reason: "not a WeCom media handle".into(),
+            });
+        };
+        let bound = max_bytes.saturating_add(PADDING);
+        let data = http::download(&self.files, &self.settings.file_hosts, url, bound)
+            .await
+            .map_err(ChannelError::from)?;
+        if key.is_empty() {
+            return if data.len() as u64 > max_bytes {
+                Err(ChannelError::TooLarge { limit: max_bytes })
+            } else {
+                Ok(data)
+            };
+        }
+        let plain = decrypt(&data, key).map_err(|e| ChannelError::Rejected {
+            reason: e.to_string(),
+        })?;
+        if plain.len() as u64 > max_bytes {
+            return Err(ChannelError::TooLarge { limit: max_bytes });
+        }
+        Ok(Bytes::from(plain))
+    }
+}
+
+/// Admits each message callback.
+struct Admit<'a> {
+    channel: &'a WeComChannel,
+    sink: &'a InboundSink,
+}
+
+impl EventHandler for Admit<'_> {
+    fn subscribed(&mut self) {
+        self.channel.telemetry.set_connected(true);
+    }
+
+    fn message(&mut self, frame: &Frame, conn: ConnId) {
+        let channel = self.channel;
+        channel.telemetry.received(1);
+        let ctx = InboundContext {
+            allowed_users: &channel.allowed_users,
+            commands: &channel.commands,
+        };
+        let mut msg = match normalize_frame(frame, &ctx) {
+            Ok(msg) => msg,
+            Err(Skip::Malformed) => {
+                channel.telemetry.error(Stage::Processing);
+                tracing::warn!(
+                    channel = NAME,
+                    "Skipped a WeCom message callback that could not be read."
+                );
+                return;
+            }
+            Err(skip) => {
+                skip.log(NAME);
+                return;
+            }
+        };
+        msg.metadata
+            .insert(CONNECTION.to_owned(), Value::from(conn));
+        match self.sink.offer(msg) {
+            // Refused as too busy, the sender is told so.
+            Ok(()) | Err(AdmitError::QueueFull) => {}
+            Err(error) => {
+                tracing::warn!(channel = NAME, %error, "A WeCom message was not admitted.");
+            }
+        }
+    }
+
+    fn dropped(&mut self, _: Dropped) {
+        self.channel.telemetry.error(Stage::Processing);
+    }
+
+    fn disconnected(&mut self, lost: bool) {
+        self.channel.telemetry.set_connected(false);
+        if lost {
+            self.channel.telemetry.error(Stage::Receiving);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

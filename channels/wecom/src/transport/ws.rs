@@ -1,0 +1,393 @@
+//! The long connection: one WebSocket to `ws_url` that carries everything, held by the
+//! core's [`Reconnect::drive`] over [`Socket`] (a [`LongConnection`]):
+//!
+//! - **Connect**: open the socket ([`socket::open`], bounded), send `aibot_subscribe`
+//!   (`api::subscribe`, the BotID and Secret) and wait for its answer
+//!   ([`Timers::subscribe`]). A refusal that is the credentials' (853000, or any code but a
+//!   rate limit or a busy server) closes the socket (WeCom keeps it open) and ends `run`
+//!   with [`WsError::Refused`]: retrying cannot fix it. Anything else is retried.
+//! - **Serve**: the connection is [`attach`](Link::attach)ed to the [`Link`] the channel
+//!   sends its commands through, and the loop writes what it queues, reads what WeCom
+//!   sends, and pings: `ping` every [`Timers::ping`] (30 s, WeCom's advice); when two
+//!   pings in a row got no answer the connection counts as dead and is replaced. Answers
+//!   (frames without `cmd`) go to the command waiting for their `req_id`; message
+//!   callbacks to the [`EventHandler`]; events are sorted by `inbound::event`.
+//! - **Replaced**: when another connection subscribes for the same bot, WeCom sends this
+//!   one `disconnected_event` and closes it. That is not a failure, and reconnecting would
+//!   take the bot back from the newer connection, which would take it back in turn (an
+//!   endless mutual kick was observed). So the connection ends as a shutdown would and
+//!   `run` returns [`Exit::Replaced`]: the channel stays off WeCom until the daemon stops.
+//!   In a rolling deploy that is what the old replica wants (the new one serves); two
+//!   replicas on one shared store never meet it, since only the lease holder connects
+//!   (`Channel::exclusive_transport`).
+//!
+//! Reconnects wait the [`Reconnect`]'s backoff ([`RECONNECT_BACKOFF`], the SDKs' 1 s
+//! doubling to 30 s, plus jitter), started over after a connection that proved itself (an
+//! answer or a callback after the subscribe). A callback's `req_id` is bound to its
+//! connection, so a reconnect makes replies to earlier callbacks impossible: the channel
+//! sends those as messages of their own.
+//!
+//! Bounds: a WebSocket message over [`MAX_WS_MESSAGE`] fails the connection
+//! (tungstenite's bound); a frame that is not one is dropped and counted. Logs name
+//! commands, codes and the host only: never a frame's body, the Secret or a media URL.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use im_bridge_channel::Secret;
+use im_bridge_channel::backoff::Backoff;
+use im_bridge_channel::reconnect::{Connect, Ended, LongConnection, Reconnect};
+use im_bridge_channel::socket::{self, Socket as WebSocket};
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, ConnId, Link};
+use crate::error::ApiError;
+use crate::inbound::{self, EventAction};
+use crate::model::{self, Frame, Kind};
+
+/// The largest WebSocket message read; a larger one fails the connection. Callbacks are a
+/// few KB.
+pub const MAX_WS_MESSAGE: usize = 1024 * 1024;
+/// The reconnect backoff: 1 s doubling to 30 s (the SDKs'), plus up to 1 s of jitter.
+pub const RECONNECT_BACKOFF: Backoff = Backoff::new(
+    Duration::from_secs(1),
+    Duration::from_secs(30),
+    Duration::from_secs(1),
+);
+/// Bound on TCP, TLS and the upgrade.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a polite close may take.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+/// Pings in a row without an answer after which the connection is dead (the SDKs').
+const MISSED_PINGS: usize = 2;
+
+/// Where and as whom to connect.
+#[derive(Clone, Debug)]
+pub struct WsSettings {
+    /// The endpoint (`wss://openws.work.weixin.qq.com`, or a fake).
+    pub ws_url: String,
+    /// The BotID.
+    pub bot_id: String,
+    /// The Secret; it goes only into the subscribe frame.
+    pub secret: Secret,
+    /// The timing.
+    pub timers: Timers,
+}
+
+/// The connection's timing.
+#[derive(Clone, Copy, Debug)]
+pub struct Timers {
+    /// Between two pings.
+    pub ping: Duration,
+    /// How long the subscribe's answer may take.
+    pub subscribe: Duration,
+}
+
+impl Default for Timers {
+    /// A ping every 30 s; 10 s for the subscribe's answer.
+    fn default() -> Self {
+        Self {
+            ping: Duration::from_secs(30),
+            subscribe: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why a frame was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// Not a frame: not JSON, no `headers.req_id`, a binary message.
+    Unreadable,
+}
+
+/// Receives what the connection delivers. Called on the connection's task: admit to a
+/// queue, do not work.
+pub trait EventHandler: Send {
+    /// A connection subscribed.
+    fn subscribed(&mut self) {}
+    /// A message callback (`aibot_msg_callback`) that came on connection `conn`.
+    fn message(&mut self, frame: &Frame, conn: ConnId);
+    /// A frame was dropped (already logged).
+    fn dropped(&mut self, reason: Dropped) {
+        let _ = reason;
+    }
+    /// The connection ended: `lost` when it failed or dropped (a new one is being made),
+    /// not when it was shut down or replaced.
+    fn disconnected(&mut self, lost: bool) {
+        let _ = lost;
+    }
+}
+
+/// Why the long connection gave up. Carries no secret.
+#[derive(Debug, thiserror::Error)]
+pub enum WsError {
+    /// WeCom refused the subscribe for a reason retrying cannot fix.
+    #[error("WeCom refused the bot's subscription: {0}")]
+    Refused(#[source] ApiError),
+}
+
+/// How [`run`] ended without an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// `shutdown` was cancelled.
+    Shutdown,
+    /// Another connection took the bot over (`disconnected_event`); not reconnected.
+    Replaced,
+}
+
+/// Holds the long connection until `shutdown`, a replacement or a refusal.
+pub(crate) async fn run(
+    settings: &WsSettings,
+    link: &Link,
+    handler: &mut dyn EventHandler,
+    reconnect: Reconnect,
+    shutdown: &CancellationToken,
+) -> Result<Exit, WsError> {
+    let mut socket = Socket {
+        settings,
+        link,
+        handler,
+        replaced: false,
+    };
+    reconnect.drive(&mut socket, shutdown).await?;
+    Ok(if socket.replaced && !shutdown.is_cancelled() {
+        Exit::Replaced
+    } else {
+        Exit::Shutdown
+    })
+}
+
+/// The long connection as the driver runs it.
+struct Socket<'a> {
+    settings: &'a WsSettings,
+    link: &'a Link,
+    handler: &'a mut dyn EventHandler,
+    /// A connection was replaced: the loop ended as on a shutdown.
+    replaced: bool,
+}
+
+/// A subscribed connection.
+struct Subscribed {
+    ws: WebSocket,
+    id: ConnId,
+}
+
+impl LongConnection for Socket<'_> {
+    type Connection = Subscribed;
+    type Fatal = WsError;
+
+    async fn connect(&mut self) -> Result<Subscribed, Connect<WsError>> {
+        let url = url::Url::parse(&self.settings.ws_url)
+            .map_err(|_| Connect::Retry("the ws_url is not a URL".into()))?;
+        let mut ws = socket::open(&url, MAX_WS_MESSAGE, CONNECT_TIMEOUT)
+            .await
+            .map_err(|e| Connect::Retry(e.to_string().into()))?;
+        let subscribed = subscribe(&mut ws, self.settings).await;
+        if let Err(error) = subscribed {
+            let _ = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
+            return Err(match error {
+                e @ ApiError::AuthFailed { .. } => {
+                    tracing::error!(error = %e, "WeCom refused the bot's BotID or Secret.");
+                    Connect::Fatal(WsError::Refused(e))
+                }
+                e => Connect::Retry(e.to_string().into()),
+            });
+        }
+        let id = self.link.next_id();
+        tracing::info!(
+            host = url.host_str().unwrap_or_default(),
+            connection = id,
+            "Subscribed to the WeCom long connection."
+        );
+        Ok(Subscribed { ws, id })
+    }
+
+    async fn serve(&mut self, conn: Subscribed, shutdown: &CancellationToken) -> Ended {
+        let id = conn.id;
+        let outbox = self.link.attach(id);
+        self.handler.subscribed();
+        let served = serve(
+            conn,
+            outbox,
+            self.settings.timers,
+            &mut *self.handler,
+            self.link,
+            shutdown,
+        )
+        .await;
+        self.link.detach(id);
+        self.handler
+            .disconnected(matches!(served, Served::Lost { .. }));
+        match served {
+            Served::Shutdown => Ended::Shutdown,
+            Served::Replaced => {
+                self.replaced = true;
+                tracing::warn!(
+                    connection = id,
+                    "Another connection subscribed for this WeCom bot and took it over; not reconnecting (the newer one serves)."
+                );
+                Ended::Shutdown
+            }
+            Served::Lost { reason, served } => Ended::Lost {
+                served,
+                reason: reason.into(),
+            },
+        }
+    }
+}
+
+/// `doctor`'s round trip: opens the socket, subscribes, closes. `Ok` when WeCom accepted
+/// the BotID and Secret.
+pub(crate) async fn probe(ws_url: &str, bot_id: &str, secret: &Secret) -> Result<(), ApiError> {
+    let unreachable = |reason: String| ApiError::Connection {
+        op: model::SUBSCRIBE,
+        reason: reason.into(),
+    };
+    let url = url::Url::parse(ws_url).map_err(|_| unreachable("the ws_url is not a URL".into()))?;
+    let mut ws = socket::open(&url, MAX_WS_MESSAGE, CONNECT_TIMEOUT)
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    let settings = WsSettings {
+        ws_url: ws_url.to_owned(),
+        bot_id: bot_id.to_owned(),
+        secret: secret.clone(),
+        timers: Timers::default(),
+    };
+    let subscribed = subscribe(&mut ws, &settings).await;
+    let _ = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
+    subscribed
+}
+
+/// Sends `aibot_subscribe` and reads until its answer: `Ok` when accepted.
+async fn subscribe(ws: &mut WebSocket, settings: &WsSettings) -> Result<(), ApiError> {
+    let frame = api::subscribe(&settings.bot_id, &settings.secret);
+    let gone = |reason: &'static str| ApiError::Connection {
+        op: model::SUBSCRIBE,
+        reason: reason.into(),
+    };
+    let text = serde_json::to_string(&frame).map_err(|_| gone("the frame could not be written"))?;
+    ws.send(Message::Text(text.into()))
+        .await
+        .map_err(|_| gone("sending failed"))?;
+    let deadline = Instant::now() + settings.timers.subscribe;
+    loop {
+        let received = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .map_err(|_| gone("no answer in time"))?;
+        let text = match received {
+            Some(Ok(Message::Text(text))) => text,
+            Some(Ok(Message::Close(_))) | None => return Err(gone("the server closed the socket")),
+            Some(Err(_)) => return Err(gone("receiving failed")),
+            Some(Ok(_)) => continue,
+        };
+        let Ok(answer) = serde_json::from_str::<Frame>(text.as_str()) else {
+            continue;
+        };
+        if answer.kind() == Kind::Answer && answer.headers.req_id == frame.headers.req_id {
+            return ApiError::subscribe(answer.errcode);
+        }
+    }
+}
+
+/// How one served connection ended.
+enum Served {
+    Shutdown,
+    Replaced,
+    Lost { reason: String, served: bool },
+}
+
+/// Serves a subscribed connection until it ends.
+async fn serve(
+    conn: Subscribed,
+    mut outbox: tokio::sync::mpsc::Receiver<String>,
+    timers: Timers,
+    handler: &mut dyn EventHandler,
+    link: &Link,
+    shutdown: &CancellationToken,
+) -> Served {
+    let Subscribed { mut ws, id } = conn;
+    let mut served = false;
+    // The req_ids of the pings not answered yet, oldest first.
+    let mut pings: VecDeque<String> = VecDeque::new();
+    let mut next_ping = Instant::now() + timers.ping;
+    let lost = |reason: String, served: bool| Served::Lost { reason, served };
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => {
+                let closed = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
+                if !matches!(closed, Ok(Ok(()))) {
+                    tracing::debug!("The WeCom long connection did not close cleanly.");
+                }
+                tracing::info!(connection = id, "Closed the WeCom long connection.");
+                return Served::Shutdown;
+            }
+            () = tokio::time::sleep_until(next_ping) => {
+                if pings.len() >= MISSED_PINGS {
+                    return lost(format!("{MISSED_PINGS} pings in a row got no answer"), served);
+                }
+                let ping = Frame::request(model::PING, api::req_id(model::PING), None);
+                let text = serde_json::to_string(&ping).unwrap_or_default();
+                if let Err(error) = ws.send(Message::Text(text.into())).await {
+                    return lost(format!("sending a ping failed: {}", socket::describe(&error)), served);
+                }
+                pings.push_back(ping.headers.req_id);
+                next_ping = Instant::now() + timers.ping;
+            }
+            Some(text) = outbox.recv() => {
+                if let Err(error) = ws.send(Message::Text(text.into())).await {
+                    return lost(format!("sending failed: {}", socket::describe(&error)), served);
+                }
+            }
+            received = ws.next() => {
+                let text = match received {
+                    None | Some(Ok(Message::Close(_))) => {
+                        return lost("the server closed the connection".into(), served);
+                    }
+                    Some(Err(error)) => {
+                        return lost(format!("receiving failed: {}", socket::describe(&error)), served);
+                    }
+                    Some(Ok(Message::Text(text))) => text,
+                    Some(Ok(Message::Binary(data))) => {
+                        tracing::warn!(len = data.len(), "Dropped a binary message on the WeCom long connection.");
+                        handler.dropped(Dropped::Unreadable);
+                        continue;
+                    }
+                    Some(Ok(_)) => continue,
+                };
+                let Ok(frame) = serde_json::from_str::<Frame>(text.as_str()) else {
+                    tracing::warn!(len = text.len(), "Dropped an unreadable WeCom frame.");
+                    handler.dropped(Dropped::Unreadable);
+                    continue;
+                };
+                served = true;
+                match frame.kind() {
+                    Kind::Answer => {
+                        if let Some(at) = pings.iter().position(|p| *p == frame.headers.req_id) {
+                            pings.drain(..=at);
+                        } else if !link.answer(id, frame) {
+                            tracing::debug!("A WeCom answer came for no waiting command.");
+                        }
+                    }
+                    Kind::Message => handler.message(&frame, id),
+                    Kind::Event => match inbound::event(&frame) {
+                        EventAction::Replaced => {
+                            let _ = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
+                            return Served::Replaced;
+                        }
+                        action => tracing::debug!(?action, "Skipped a WeCom event."),
+                    },
+                    Kind::Unknown => {
+                        let cmd: String = frame.cmd.as_deref().unwrap_or_default().chars().take(40).collect();
+                        tracing::debug!(%cmd, "Skipped a WeCom frame of an unknown cmd.");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

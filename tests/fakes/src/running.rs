@@ -1,0 +1,70 @@
+//! A channel's transport running on its own task against a fake, for an adapter's unit
+//! tests without the daemon: [`RunningChannel::start`] hands `Channel::run` a bounded
+//! inbound queue, [`RunningChannel::next`] reads what it admitted (with a deadline), and
+//! [`RunningChannel::stop`] cancels it and returns how it ended.
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use im_bridge_channel::{
+    Channel, ChannelExit, ChannelResult, InboundMessage, InboundQueue, inbound_queue,
+};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long [`RunningChannel::next`] and [`RunningChannel::stop`] wait.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// The messages the queue holds before the transport's admissions are refused.
+const QUEUE: usize = 16;
+
+/// A channel's `run` on a task, with the queue it admits to.
+pub struct RunningChannel {
+    queue: InboundQueue,
+    stop: CancellationToken,
+    task: JoinHandle<ChannelResult<ChannelExit>>,
+}
+
+impl RunningChannel {
+    /// Starts `channel.run` on a task (the caller then waits for the fake to see it
+    /// connected).
+    pub fn start<C: Channel>(channel: Arc<C>) -> Self {
+        let (sink, queue) = inbound_queue(NonZeroUsize::new(QUEUE).unwrap_or(NonZeroUsize::MIN));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move { channel.run(sink, stop).await }
+        });
+        Self { queue, stop, task }
+    }
+
+    /// The next message the channel admitted; fails the test after [`DEADLINE`].
+    pub async fn next(&mut self) -> InboundMessage {
+        match tokio::time::timeout(DEADLINE, self.queue.recv()).await {
+            Ok(Some(msg)) => msg,
+            Ok(None) => panic!("the inbound queue closed"),
+            Err(_) => panic!("no message within {DEADLINE:?}"),
+        }
+    }
+
+    /// The queue, for a test that reads it otherwise.
+    pub fn queue(&mut self) -> &mut InboundQueue {
+        &mut self.queue
+    }
+
+    /// Cancels the transport and returns how `run` ended; fails the test after [`DEADLINE`].
+    pub async fn stop(self) -> ChannelResult<ChannelExit> {
+        self.stop.cancel();
+        self.ended().await
+    }
+
+    /// How `run` ended on its own (a refusal, say); fails the test after [`DEADLINE`].
+    pub async fn ended(self) -> ChannelResult<ChannelExit> {
+        match tokio::time::timeout(DEADLINE, self.task).await {
+            Ok(Ok(ended)) => ended,
+            Ok(Err(error)) => panic!("the transport panicked: {error}"),
+            Err(_) => panic!("the transport did not stop within {DEADLINE:?}"),
+        }
+    }
+}

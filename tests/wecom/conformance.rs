@@ -1,0 +1,91 @@
+//! WeCom's conformance harness (`tests/adapters.rs`): the [`Wc`] set-up on the long
+//! connection; a private chat and a group where the user @-mentions the bot; what the user
+//! sees as the fake shows it (each stream's content now, and the bot's own messages).
+
+use im_bridge::simulator::RunningSimulator;
+use im_bridge_channel::LengthUnit;
+use im_bridge_fakes::wecom::{Message, SECRET};
+use im_bridge_wecom::config::DEFAULT_MARKDOWN_BYTES;
+
+use super::harness::{DEADLINE, Setup as WcSetup, Wc, shown_in};
+use super::{ALICE, GROUP};
+use crate::adapters::harness::{Ability, Conformance, Place, Setup};
+
+/// The WeCom harness.
+pub struct WeCom {
+    wc: Wc,
+}
+
+impl Conformance for WeCom {
+    const NAME: &'static str = im_bridge_wecom::NAME;
+    // The markdown limit the harness configures (the adapter's default).
+    const LIMIT: (LengthUnit, usize) = (LengthUnit::Bytes, DEFAULT_MARKDOWN_BYTES as usize);
+
+    fn can(ability: Ability) -> Result<(), &'static str> {
+        match ability {
+            Ability::Webhook => Err("the callback mode is not built: the long connection only"),
+            _ => Ok(()),
+        }
+    }
+
+    async fn start(setup: Setup) -> Self {
+        let wc = Wc::start_with(WcSetup {
+            locale: setup.locale,
+        })
+        .await;
+        Self { wc }
+    }
+
+    fn sim(&self) -> &RunningSimulator {
+        &self.wc.sim
+    }
+
+    async fn say(&self, place: Place, text: &str) {
+        let message = match place {
+            Place::Private => Message::text(ALICE, text),
+            Place::Group => Message::mention(GROUP, ALICE, text),
+        };
+        self.wc.fake.push(&message);
+    }
+
+    async fn say_redelivered(&self, text: &str) {
+        // WeCom has no ack: it may call back the same msgid again, under a new req_id. Both
+        // callbacks are on the socket in order, ahead of anything the scenario says next.
+        let pushed = self.wc.fake.push(&Message::text(ALICE, text));
+        let again = self.wc.fake.redeliver(&pushed.msgid).unwrap();
+        assert!(again.redelivery && again.connection.is_some(), "{again:?}");
+    }
+
+    async fn send_image(&self, bytes: Vec<u8>) {
+        let file = self.wc.fake.put_file(bytes, Some("photo.jpg"));
+        self.wc.fake.push(&Message::image(ALICE, &file));
+    }
+
+    fn shown(&self, place: Place) -> Vec<String> {
+        let conversation = match place {
+            Place::Private => ALICE,
+            Place::Group => GROUP,
+        };
+        shown_in(&self.wc.fake, conversation)
+    }
+
+    fn refused(&self) -> Vec<String> {
+        self.wc.refused()
+    }
+
+    async fn wait_until(&self, what: &str, done: impl Fn(&Self) -> bool) {
+        self.wc
+            .fake
+            .wait_until(what, DEADLINE, |_| done(self))
+            .await
+            .unwrap();
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        vec![SECRET.to_owned()]
+    }
+
+    async fn stop(self) {
+        self.wc.stop().await;
+    }
+}
