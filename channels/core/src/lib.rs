@@ -34,6 +34,7 @@ pub mod registry;
 pub mod render;
 mod secret;
 pub mod socket;
+pub mod state;
 pub mod telemetry;
 pub mod token;
 pub mod webhook;
@@ -64,6 +65,7 @@ pub use message::{
 pub use reconnect::{Cause, Reconnect};
 pub use registry::{Adapter, BuildContext, Configured, Platform, Prepared};
 pub use secret::Secret;
+pub use state::{ChannelState, MemoryState, StateError};
 pub use telemetry::{Stage, Telemetry};
 pub use webhook::{
     Freshness, Installed, RunningHost, Stale, WEBHOOK_FRESHNESS, WEBHOOK_REFUSED_METRIC,

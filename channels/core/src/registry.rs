@@ -27,6 +27,7 @@ use crate::config::Issues;
 use crate::doctor::{Check, DoctorFn, no_checks};
 use crate::error::ChannelError;
 use crate::menu::CommandMenu;
+use crate::state::{ChannelState, MemoryState};
 use crate::webhook::WebhookHost;
 
 /// A chat platform the daemon can serve, as its registry lists it.
@@ -155,7 +156,7 @@ impl<S: Serialize + fmt::Debug + Send + Sync + 'static> Configured for Prepared<
 }
 
 /// What the daemon hands an adapter when it builds the channel.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct BuildContext {
     /// Who may talk to the bot (the block's `allowed_users`); messages from anyone else are
@@ -167,6 +168,21 @@ pub struct BuildContext {
     pub menu: CommandMenu,
     /// The shared inbound HTTP host webhook routes are registered on.
     pub webhooks: WebhookHost,
+    /// The channel's persistent state (a cursor, a token it logged in for), already scoped
+    /// to this channel ([`crate::state`]); in memory by default.
+    pub state: Arc<dyn ChannelState>,
+}
+
+impl Default for BuildContext {
+    fn default() -> Self {
+        Self {
+            allowed_users: AllowedUsers::default(),
+            commands: CommandVocabulary::default(),
+            menu: CommandMenu::default(),
+            webhooks: WebhookHost::default(),
+            state: Arc::new(MemoryState::new()),
+        }
+    }
 }
 
 impl fmt::Debug for BuildContext {
@@ -179,7 +195,8 @@ impl fmt::Debug for BuildContext {
 }
 
 impl BuildContext {
-    /// A context with everything given.
+    /// A context with everything given, its state in memory ([`BuildContext::with_state`]
+    /// gives it another).
     pub fn new(
         allowed_users: AllowedUsers,
         commands: CommandVocabulary,
@@ -191,6 +208,12 @@ impl BuildContext {
             commands,
             menu,
             webhooks,
+            state: Arc::new(MemoryState::new()),
         }
+    }
+
+    /// The same context with `state` as the channel's persistent state.
+    pub fn with_state(self, state: Arc<dyn ChannelState>) -> Self {
+        Self { state, ..self }
     }
 }
