@@ -28,6 +28,10 @@
 //! - [`postgres`]: [`PostgresStore`], the shared backend for several replicas.
 //! - `cache`: the bounded read-through cache the SQLite backend keeps in front of the file.
 //! - `conformance` (tests only): the shared contract test body every backend runs.
+//!
+//! Channel state (issue 32) is an opaque value per `(channel, key)` that adapters keep
+//! across restarts ([`Store::put_channel_state`]); the daemon's `state` module scopes it
+//! per channel and encrypts secrets before they reach the store.
 
 mod cache;
 #[cfg(test)]
@@ -292,6 +296,26 @@ pub trait Store: Send + Sync + 'static {
         locale: Option<&str>,
     ) -> Result<(), StoreError>;
 
+    /// The channel-state value under `key` of `channel`, if any (issue 32).
+    async fn get_channel_state(
+        &self,
+        channel: &str,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Stores `value` under `key` of `channel`, replacing what was there. A key over
+    /// [`STATE_KEY_MAX`] bytes (or empty) or a value over [`STATE_VALUE_MAX`] bytes is
+    /// refused with [`StoreError::OutOfBounds`].
+    async fn put_channel_state(
+        &self,
+        channel: &str,
+        key: &str,
+        value: &[u8],
+    ) -> Result<(), StoreError>;
+
+    /// Removes `key` of `channel`. Idempotent.
+    async fn delete_channel_state(&self, channel: &str, key: &str) -> Result<(), StoreError>;
+
     /// Flushes and releases the backend (file lock, connections). Later calls fail with
     /// [`StoreError::Closed`]. Idempotent. Dropping the store without closing is safe but
     /// finishes in the background.
@@ -306,6 +330,25 @@ pub trait Store: Send + Sync + 'static {
     /// The backend and its location for logs, e.g. `sqlite:/var/lib/im-bridge/bridge.store`.
     /// Never includes a password.
     fn describe(&self) -> String;
+}
+
+/// The longest channel-state key, in bytes: the adapter's own bound.
+pub const STATE_KEY_MAX: usize = im_bridge_channel::state::MAX_KEY_LEN;
+
+/// The largest channel-state value, in bytes: the adapter's bound plus room for the
+/// envelope an encrypted secret is stored in (a version byte, a nonce and a tag).
+pub const STATE_VALUE_MAX: usize = im_bridge_channel::state::MAX_VALUE_LEN + 64;
+
+/// Refuses a channel-state key or value outside the bounds, before any I/O.
+pub(crate) fn check_state(op: &'static str, key: &str, value: &[u8]) -> Result<(), StoreError> {
+    if key.is_empty() || key.len() > STATE_KEY_MAX || value.len() > STATE_VALUE_MAX {
+        return Err(StoreError::OutOfBounds {
+            op,
+            key: key.len(),
+            value: value.len(),
+        });
+    }
+    Ok(())
 }
 
 /// Unix time in seconds, as bindings record it. A clock before 1970 reads as 0.

@@ -353,6 +353,24 @@ mod tests {
         ) -> Result<(), StoreError> {
             self.0.set_chat_locale(channel, chat, locale).await
         }
+        async fn get_channel_state(
+            &self,
+            channel: &str,
+            key: &str,
+        ) -> Result<Option<Vec<u8>>, StoreError> {
+            self.0.get_channel_state(channel, key).await
+        }
+        async fn put_channel_state(
+            &self,
+            channel: &str,
+            key: &str,
+            value: &[u8],
+        ) -> Result<(), StoreError> {
+            self.0.put_channel_state(channel, key, value).await
+        }
+        async fn delete_channel_state(&self, channel: &str, key: &str) -> Result<(), StoreError> {
+            self.0.delete_channel_state(channel, key).await
+        }
         async fn close(&self) -> Result<(), StoreError> {
             self.0.close().await
         }

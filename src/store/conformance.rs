@@ -9,9 +9,10 @@
 //! Test support (`#[cfg(test)]`); it panics on a contract violation, like any assertion.
 //!
 //! Children: `held` (what a holder holds until it runs out: transport leases and journal
-//! entries).
+//! entries), `state` (channel state, issue 32).
 
 mod held;
+mod state;
 
 use std::fmt::Display;
 use std::sync::Arc;
@@ -43,6 +44,7 @@ pub async fn conformance(store: Arc<dyn Store>, cap: usize) {
     issue_13_the_message_cap_drops_the_least_recently_touched(store.as_ref(), cap).await;
     held::leases(store.as_ref()).await;
     held::issue_19_journal(store.as_ref()).await;
+    state::issue_32_channel_state(store.as_ref()).await;
 }
 
 /// The bindings of the schema-version-1 fixture [`migrated_from_version_1`] checks, as SQL

@@ -105,4 +105,17 @@ pub enum StoreError {
     /// The store was closed (or its worker stopped); no further calls are served.
     #[error("The store is closed.")]
     Closed,
+    /// A channel-state key or value is outside the bounds ([`super::STATE_KEY_MAX`],
+    /// [`super::STATE_VALUE_MAX`]); nothing was written.
+    #[error(
+        "Store operation {op} refused a key of {key} bytes or a value of {value} bytes: out of bounds."
+    )]
+    OutOfBounds {
+        /// The trait method.
+        op: &'static str,
+        /// The key's length in bytes.
+        key: usize,
+        /// The value's length in bytes (0 for a read).
+        value: usize,
+    },
 }

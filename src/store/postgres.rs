@@ -50,12 +50,13 @@
 //! Children: `clock` (the database's clock every expiry is judged by, issue 27), `schema`
 //! (the embedded migrations and applying them), `journal` (the in-flight journal, issue 19),
 //! `conversations`
-//! (reply-chain records and pruning), `tests`.
+//! (reply-chain records and pruning), `state` (channel state, issue 32), `tests`.
 
 mod clock;
 mod conversations;
 mod journal;
 mod schema;
+mod state;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -583,6 +584,27 @@ impl Store for PostgresStore {
         )
         .await?;
         Ok(())
+    }
+
+    async fn get_channel_state(
+        &self,
+        channel: &str,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.state_get(channel, key).await
+    }
+
+    async fn put_channel_state(
+        &self,
+        channel: &str,
+        key: &str,
+        value: &[u8],
+    ) -> Result<(), StoreError> {
+        self.state_put(channel, key, value).await
+    }
+
+    async fn delete_channel_state(&self, channel: &str, key: &str) -> Result<(), StoreError> {
+        self.state_delete(channel, key).await
     }
 
     async fn close(&self) -> Result<(), StoreError> {

@@ -58,8 +58,8 @@ use self::worker::{Job, Step};
 
 use super::journal::{self, JournalRecord, Journaled};
 use super::{
-    Binding, BindingWrite, ConversationKey, DedupeKey, Pruned, Store, StoreError, ttl_millis,
-    unix_millis, unix_seconds,
+    Binding, BindingWrite, ConversationKey, DedupeKey, Pruned, Store, StoreError, check_state,
+    ttl_millis, unix_millis, unix_seconds,
 };
 use crate::gateway::ThreadId;
 
@@ -501,6 +501,48 @@ impl Store for SqliteStore {
             "set_chat_locale",
             move |db| db.set_chat_locale(&write, locale.as_deref(), unix_seconds()),
             move |caches, ()| caches.put_locale(key, cached),
+        )
+        .await
+    }
+
+    async fn get_channel_state(
+        &self,
+        channel: &str,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        check_state("get_channel_state", key, &[])?;
+        let (channel, key) = (channel.to_owned(), key.to_owned());
+        self.call(
+            "get_channel_state",
+            move |db| db.get_channel_state(&channel, &key),
+            |_, _| {},
+        )
+        .await
+    }
+
+    async fn put_channel_state(
+        &self,
+        channel: &str,
+        key: &str,
+        value: &[u8],
+    ) -> Result<(), StoreError> {
+        check_state("put_channel_state", key, value)?;
+        let (channel, key, value) = (channel.to_owned(), key.to_owned(), value.to_vec());
+        self.call(
+            "put_channel_state",
+            move |db| db.put_channel_state(&channel, &key, &value, unix_seconds()),
+            |_, ()| {},
+        )
+        .await
+    }
+
+    async fn delete_channel_state(&self, channel: &str, key: &str) -> Result<(), StoreError> {
+        check_state("delete_channel_state", key, &[])?;
+        let (channel, key) = (channel.to_owned(), key.to_owned());
+        self.call(
+            "delete_channel_state",
+            move |db| db.delete_channel_state(&channel, &key),
+            |_, ()| {},
         )
         .await
     }

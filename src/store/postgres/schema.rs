@@ -72,6 +72,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX im_bridge_journal_seq ON im_bridge_journal (seq);
     CREATE INDEX im_bridge_journal_holder ON im_bridge_journal (holder);",
+    // 5: channel state (issue 32): an adapter's opaque values, one per (channel, key).
+    "CREATE TABLE im_bridge_channel_state (
+        channel    TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        value      BYTEA NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,  -- unix seconds
+        PRIMARY KEY (channel, key)
+    );",
 ];
 
 impl PostgresStore {

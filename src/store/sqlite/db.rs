@@ -11,10 +11,11 @@
 //! the file by hand while the daemon runs is not supported.
 //!
 //! Children: `conversations` (reply-chain records and pruning, issue 13), `journal` (the
-//! in-flight journal, issue 19).
+//! in-flight journal, issue 19), `state` (channel state, issue 32).
 
 mod conversations;
 mod journal;
+mod state;
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions, TryLockError};

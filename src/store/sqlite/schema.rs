@@ -96,4 +96,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
         created_at  INTEGER NOT NULL    -- unix milliseconds
     ) STRICT;
     ",
+    // 5: channel state (issue 32): an adapter's opaque values (a cursor, an encrypted
+    // token), one per (channel, key).
+    "
+    CREATE TABLE channel_state (
+        channel    TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        value      BLOB NOT NULL,
+        updated_at REAL NOT NULL,   -- unix seconds
+        PRIMARY KEY (channel, key)
+    ) STRICT, WITHOUT ROWID;
+    ",
 ];
