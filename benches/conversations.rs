@@ -217,6 +217,7 @@ impl Bridge {
             webhooks: WebhookHost::new(),
             conversation_ttl: im_bridge::retention::DEFAULT_TTL,
             supervisor: im_bridge::supervisor::SupervisorConfig::default(),
+            states: im_bridge::state::ChannelStates::default(),
         };
         let shutdown = CancellationToken::new();
         let channels: Vec<Arc<dyn Channel>> = vec![Arc::new(channel)];

@@ -358,6 +358,7 @@ async fn start(sim: &Sim) -> Running {
         webhooks: im_bridge_channel::WebhookHost::default(),
         conversation_ttl: im_bridge::retention::DEFAULT_TTL,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
+        states: im_bridge::state::ChannelStates::default(),
     };
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();

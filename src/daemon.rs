@@ -36,6 +36,7 @@ use crate::gateway::{GatewayClient, GatewayConfig, GatewayError};
 use crate::i18n::{Catalogs, I18nError, msg};
 use crate::lease::{self, Lease, Standby};
 use crate::manager::{DrainReport, Manager, ManagerConfig, Replier};
+use crate::state::ChannelStates;
 use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
 use crate::supervisor::{Supervisor, SupervisorConfig, TransportHealth};
 
@@ -64,6 +65,9 @@ pub struct DaemonConfig {
     pub webhooks: WebhookHost,
     /// How failed transports are restarted ([`crate::supervisor`]).
     pub supervisor: SupervisorConfig,
+    /// The channels' persistent state ([`crate::state`]), attached to the store once it is
+    /// open (before any transport starts).
+    pub states: ChannelStates,
 }
 
 /// Why the daemon could not start or stopped with an error. Each message names the step;
@@ -119,6 +123,7 @@ pub async fn run(
     let catalogs = Arc::new(Catalogs::load(config.locales_dir.as_deref())?);
     let store = open_store(&config.store).await?;
     tracing::info!(store = %store.describe(), "Opened the store.");
+    config.states.attach(store.clone());
     let gateway = GatewayClient::new(config.gateway.clone())?;
     let (sink, mut queue) = inbound_queue(config.intake.inbound_queue_maxsize);
     let refusals = queue.take_refusals();

@@ -20,5 +20,6 @@ pub mod manager;
 pub mod platforms;
 pub mod retention;
 pub mod simulator;
+pub mod state;
 pub mod store;
 pub mod supervisor;

@@ -281,9 +281,11 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
             // renders must be in place first.
             im_bridge::admin::metrics_handle();
             let webhooks = im_bridge_channel::WebhookHost::new();
-            let channels = im_bridge::platforms::build_channels(&settings, &webhooks)?;
+            let states = im_bridge::state::ChannelStates::new(settings.secret_key.clone());
+            let channels = im_bridge::platforms::build_channels(&settings, &webhooks, &states)?;
             let config = DaemonConfig {
                 webhooks,
+                states,
                 ..daemon_config(&settings)
             };
             let exit = daemon::run(config, channels, shutdown).await?;
@@ -392,6 +394,7 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
         webhooks: im_bridge_channel::WebhookHost::default(),
         conversation_ttl: im_bridge::retention::DEFAULT_TTL,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
+        states: im_bridge::state::ChannelStates::default(),
     };
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         eprintln!(
@@ -455,6 +458,7 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
         webhooks: im_bridge_channel::WebhookHost::default(),
         conversation_ttl: settings.conversation_ttl,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
+        states: im_bridge::state::ChannelStates::default(),
     }
 }
 

@@ -11,6 +11,7 @@ use im_bridge_channel::{BuildContext, Channel, ChannelError, Issues, Platform, W
 
 use crate::config::Settings;
 use crate::i18n::{Catalogs, command_menu};
+use crate::state::ChannelStates;
 
 /// The platforms this build serves, in the order their channels start.
 pub const PLATFORMS: &[&dyn Platform] = &[
@@ -66,10 +67,12 @@ pub enum BuildError {
 }
 
 /// Builds every enabled channel of `settings` through its platform, handing each the
-/// daemon's command vocabulary, the localized menu and the shared webhook host.
+/// daemon's command vocabulary, the localized menu, the shared webhook host and its own
+/// persistent state from `states`.
 pub fn build_channels(
     settings: &Settings,
     webhooks: &WebhookHost,
+    states: &ChannelStates,
 ) -> Result<Vec<Arc<dyn Channel>>, BuildError> {
     let catalogs = Catalogs::load(settings.locales_dir.as_deref())?;
     let menu = command_menu(&catalogs);
@@ -83,7 +86,8 @@ pub fn build_channels(
                 commands.clone(),
                 menu.clone(),
                 webhooks.clone(),
-            );
+            )
+            .with_state(states.for_channel(&channel.name));
             channel
                 .platform
                 .build(&ctx)
@@ -215,7 +219,8 @@ mod tests {
     #[test]
     fn issue_12_channels_are_built_through_the_registry() {
         let (settings, _) = load("channels:\n  console: {enabled: true}\n").unwrap();
-        let channels = build_channels(&settings, &WebhookHost::new()).unwrap();
+        let channels =
+            build_channels(&settings, &WebhookHost::new(), &ChannelStates::default()).unwrap();
         assert_eq!(
             channels.iter().map(|c| c.name()).collect::<Vec<_>>(),
             [DEMO_PLATFORM]

@@ -534,6 +534,7 @@ pub fn daemon_config(
         locales_dir: None,
         lease_ttl: im_bridge::lease::DEFAULT_TTL,
         supervisor: SupervisorConfig::default(),
+        states: im_bridge::state::ChannelStates::default(),
         webhooks: im_bridge_channel::WebhookHost::default(),
         conversation_ttl: im_bridge::retention::DEFAULT_TTL,
     }

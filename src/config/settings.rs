@@ -64,6 +64,9 @@ pub struct Settings {
     /// DeerFlow runs in single-user mode (`DEER_FLOW_AUTH_DISABLED=1` in the bridge's
     /// environment, as in DeerFlow's own): every conversation belongs to its default user.
     pub single_user: bool,
+    /// The key channel secrets are encrypted with at rest (`IM_BRIDGE_SECRET_KEY`, issue
+    /// 32); without it they are not persisted. Prints as `<redacted>`.
+    pub secret_key: Option<crate::state::SecretKey>,
 }
 
 /// How to reach the DeerFlow Gateway.
@@ -274,6 +277,14 @@ pub fn validate(
         warnings.push("bridge.internal_token: not set and DEER_FLOW_INTERNAL_AUTH_TOKEN is empty; the Gateway will refuse our calls unless its auth is disabled".into());
     }
     let store = store_location(b.store.as_deref().unwrap_or(DEFAULT_STORE), &mut errors);
+    // Named by the variable, never echoed (issue 32).
+    let secret_key = crate::state::SecretKey::from_env(env).unwrap_or_else(|error| {
+        errors.push(ConfigError::error(
+            crate::state::SECRET_KEY_ENV,
+            error.to_string(),
+        ));
+        None
+    });
     let max_reply_messages = positive(
         "bridge.max_reply_messages",
         b.max_reply_messages,
@@ -503,6 +514,7 @@ pub fn validate(
         single_user: env
             .var("DEER_FLOW_AUTH_DISABLED")
             .is_some_and(|v| matches!(v.trim(), "1" | "true" | "TRUE" | "True" | "yes")),
+        secret_key,
     };
     Ok((settings, warnings))
 }

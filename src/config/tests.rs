@@ -358,3 +358,26 @@ fn issue_27_every_problem_is_reported_in_one_pass_type_errors_included() {
         );
     }
 }
+
+#[test]
+fn issue_32_the_secret_key_is_read_from_the_environment_and_never_printed() {
+    let text = with_console("channels:\n");
+    let (s, _) = load_str(&text, &env(&[])).unwrap();
+    assert!(s.secret_key.is_none());
+    let key = "ZmFrZS1rZXktZm9yLXRlc3RzLW9ubHktMzItYnl0ZXM="; // 32 bytes
+    let (s, _) = load_str(&text, &env(&[("IM_BRIDGE_SECRET_KEY", key)])).unwrap();
+    assert!(s.secret_key.is_some());
+    let printed = printable(&s).unwrap();
+    assert!(!printed.contains(key), "{printed}");
+    assert!(printed.contains("secret_key: <redacted>"), "{printed}");
+    // A malformed key is an error naming the variable, never echoing it.
+    for bad in ["c2hvcnQ=", "not base64 at all!"] {
+        let errors = errors_of(&text, &env(&[("IM_BRIDGE_SECRET_KEY", bad)]));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with("IM_BRIDGE_SECRET_KEY: expected the base64 of 32"),
+            "{errors:?}"
+        );
+        assert!(!errors[0].contains(bad), "{errors:?}");
+    }
+}
