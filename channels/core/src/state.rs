@@ -1,8 +1,8 @@
 //! [`ChannelState`]: small values an adapter keeps across restarts (a long-poll cursor, a
 //! token it obtained by logging in), scoped to its own channel by whoever built it.
 //!
-//! The daemon hands each channel a [`ChannelState`] in its [`BuildContext`]
-//! (crate::BuildContext) backed by its store; the adapter never names its channel, so one
+//! The daemon hands each channel a [`ChannelState`] in its
+//! [`BuildContext`](crate::BuildContext), backed by its store; the adapter never names its channel, so one
 //! adapter cannot read another's state. Secrets ([`ChannelState::put_secret`]) are encrypted
 //! at rest by the daemon; with no encryption key configured they are refused with
 //! [`StateError::NoKey`] (the adapter logs that the secret is not persisted and carries on
