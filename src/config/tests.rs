@@ -358,3 +358,18 @@ fn issue_27_every_problem_is_reported_in_one_pass_type_errors_included() {
         );
     }
 }
+
+#[test]
+fn issue_12_an_enabled_platform_without_its_adapter_is_an_error_only_when_im_bridge_has_it() {
+    let known = ["telegram", "wechat"];
+    let error = super::settings::absent_adapter("channels.wechat", "wechat", &known).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "channels.wechat: this build of im-bridge has no wechat adapter; rebuild with the wechat feature, or set enabled: false"
+    );
+    let warning = super::settings::absent_adapter("channels.buzz", "buzz", &known).unwrap();
+    assert_eq!(
+        warning,
+        "channels.buzz: enabled, but im-bridge has no buzz adapter; it will not start here"
+    );
+}
