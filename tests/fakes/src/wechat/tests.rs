@@ -1,0 +1,1 @@
+//! The fake iLink's rules, proven against a plain HTTP client.
