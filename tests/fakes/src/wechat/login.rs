@@ -108,15 +108,14 @@ fn status_now(state: &mut Wechat, qrcode: &str, last: Option<QrStatus>) -> Optio
 /// `get_qrcode_status`: the long poll.
 pub(super) async fn qrcode_status(shared: &Shared, head: &Head) -> Answer {
     let qrcode = head.query.get("qrcode").cloned().unwrap_or_default();
-    let (last, until) = {
-        let mut state = shared.lock();
+    let (last, until) = shared.update(|state| {
         let until = Instant::now() + state.hold;
         let last = state.qr(Some(&qrcode)).map(|q| {
             q.polls += 1;
             q.last_reported()
         });
         (last.flatten(), until)
-    };
+    });
     let answer = hold(shared, until, |s| status_now(s, &qrcode, last)).await;
     let answer = match answer {
         Some(a) => a,
