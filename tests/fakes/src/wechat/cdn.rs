@@ -138,21 +138,25 @@ impl Wechat {
 
     /// The download URL of `param` on the fake's CDN.
     pub(super) fn download_url(&self, param: &str) -> String {
-        let mut url = reqwest::Url::parse(&format!("{}/download", self.cdn_base))
-            .expect("the CDN base is a URL");
-        url.query_pairs_mut()
-            .append_pair("encrypted_query_param", param);
-        url.to_string()
+        self.cdn_url("download", &[("encrypted_query_param", param)])
     }
 
     /// The upload URL of an `upload_param` and `filekey` (what `upload_full_url` carries).
     pub(super) fn upload_url(&self, param: &str, filekey: &str) -> String {
-        let mut url = reqwest::Url::parse(&format!("{}/upload", self.cdn_base))
-            .expect("the CDN base is a URL");
-        url.query_pairs_mut()
-            .append_pair("encrypted_query_param", param)
-            .append_pair("filekey", filekey);
-        url.to_string()
+        self.cdn_url(
+            "upload",
+            &[("encrypted_query_param", param), ("filekey", filekey)],
+        )
+    }
+
+    /// `<cdn>/<path>?<pairs>`, the values percent-encoded.
+    fn cdn_url(&self, path: &str, pairs: &[(&str, &str)]) -> String {
+        reqwest::Url::parse(&format!("{}/{path}", self.cdn_base))
+            .map(|mut url| {
+                url.query_pairs_mut().extend_pairs(pairs);
+                url.to_string()
+            })
+            .unwrap_or_default()
     }
 
     /// The plain bytes of a hosted file under `key`, if `param` is hosted and `key` opens

@@ -16,22 +16,41 @@ fn uin() -> String {
     STANDARD.encode("2813405412")
 }
 
-/// POSTs `body` to `/ilink/bot/{endpoint}` with the token headers; the status and the JSON.
-async fn post(fake: &FakeWechat, endpoint: &str, token: &str, body: Value) -> (u16, Value) {
-    let response = reqwest::Client::new()
+/// A POST to `/ilink/bot/{endpoint}` with the token headers (`app`: with the app headers).
+fn request(fake: &FakeWechat, endpoint: &str, token: &str, app: bool) -> reqwest::RequestBuilder {
+    let request = reqwest::Client::new()
         .post(format!("{}/ilink/bot/{endpoint}", fake.base_url()))
         .header("content-type", "application/json")
         .header("AuthorizationType", "ilink_bot_token")
         .header("Authorization", format!("Bearer {token}"))
-        .header("X-WECHAT-UIN", uin())
+        .header("X-WECHAT-UIN", uin());
+    if !app {
+        return request;
+    }
+    request
         .header("iLink-App-Id", "bot")
         .header("iLink-App-ClientVersion", "65536")
+}
+
+/// POSTs `body` to `/ilink/bot/{endpoint}` with the token headers; the status and the JSON.
+async fn post(fake: &FakeWechat, endpoint: &str, token: &str, body: Value) -> (u16, Value) {
+    let response = request(fake, endpoint, token, true)
         .body(body.to_string())
         .send()
         .await
         .unwrap();
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// POSTs `body` to `getupdates` without the app headers; the JSON.
+async fn poll_without_app_headers(fake: &FakeWechat, body: &Value) -> Value {
+    let response = request(fake, "getupdates", BOT_TOKEN, false)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    response.json().await.unwrap()
 }
 
 /// GETs `/ilink/bot/{path_and_query}` with the common headers only (the QR endpoints).
@@ -110,7 +129,7 @@ async fn qr_login_walks_wait_scaned_confirmed_and_issues_a_token() {
     assert_eq!(status(get(&fake, &path).await), "wait");
     // Nothing changed: held, then `wait` again.
     assert_eq!(status(get(&fake, &path).await), "wait");
-    assert!(!fake.confirm().is_some(), "confirming needs a scan first");
+    assert!(fake.confirm().is_none(), "confirming needs a scan first");
     assert!(fake.scan());
     assert_eq!(status(get(&fake, &path).await), "scaned");
     let token = fake.confirm().unwrap();
@@ -172,32 +191,10 @@ async fn the_token_and_the_app_headers_are_required() {
     assert_eq!(status, 200);
     assert_eq!(answer, json!({"errcode": -14, "errmsg": "session timeout"}));
     // Without iLink-App-Id / iLink-App-ClientVersion.
-    let bare = reqwest::Client::new()
-        .post(format!("{}/ilink/bot/getupdates", fake.base_url()))
-        .header("AuthorizationType", "ilink_bot_token")
-        .header("Authorization", format!("Bearer {BOT_TOKEN}"))
-        .header("X-WECHAT-UIN", uin())
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+    let bare = poll_without_app_headers(&fake, &body).await;
     assert_eq!(bare["errcode"], -14);
     fake.set_require_app_headers(false);
-    let relaxed = reqwest::Client::new()
-        .post(format!("{}/ilink/bot/getupdates", fake.base_url()))
-        .header("AuthorizationType", "ilink_bot_token")
-        .header("Authorization", format!("Bearer {BOT_TOKEN}"))
-        .header("X-WECHAT-UIN", uin())
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap();
+    let relaxed = poll_without_app_headers(&fake, &body).await;
     assert_eq!(relaxed["ret"], 0);
     let calls = fake.calls_to("getupdates");
     assert_eq!(calls[0].code, Some(-14));
@@ -431,13 +428,7 @@ async fn scripted_failures_fire_after_the_token_check() {
         Trigger::Next,
         Failure::Delay(Duration::from_secs(30)),
     );
-    let slow = reqwest::Client::new()
-        .post(format!("{}/ilink/bot/sendmessage", fake.base_url()))
-        .header("AuthorizationType", "ilink_bot_token")
-        .header("Authorization", format!("Bearer {BOT_TOKEN}"))
-        .header("X-WECHAT-UIN", uin())
-        .header("iLink-App-Id", "bot")
-        .header("iLink-App-ClientVersion", "65536")
+    let slow = request(&fake, "sendmessage", BOT_TOKEN, true)
         .timeout(Duration::from_millis(200))
         .body(text_msg(USER, &pushed.context_token, "f").to_string())
         .send()
