@@ -157,11 +157,11 @@ mod tests {
                 .starts_with("channels.myspace: enabled, but im-bridge has no myspace adapter")),
             "{warnings:?}"
         );
-        // A platform this build lacks: an error naming the block and the feature.
-        let missing = KNOWN_PLATFORMS
-            .iter()
-            .find(|name| find(name).is_none())
-            .expect("some planned platform is not compiled in");
+        // A platform this build lacks: an error naming the block and the feature (when a
+        // build lacks one; `config::tests` checks the rule itself in every build).
+        let Some(missing) = KNOWN_PLATFORMS.iter().find(|name| find(name).is_none()) else {
+            return;
+        };
         let errors = load(&format!(
             "channels:\n  console: {{enabled: true}}\n  {missing}: {{enabled: true}}\n"
         ))

@@ -370,15 +370,9 @@ pub fn validate(
         }
         let path = format!("channels.{name}");
         let Some(platform) = crate::platforms::find(&name) else {
-            if crate::platforms::KNOWN_PLATFORMS.contains(&name.as_str()) {
-                errors.push(ConfigError::error(
-                    &path,
-                    format!("this build of im-bridge has no {name} adapter; rebuild with the {name} feature, or set enabled: false"),
-                ));
-            } else {
-                warnings.push(format!(
-                    "{path}: enabled, but im-bridge has no {name} adapter; it will not start here"
-                ));
+            match absent_adapter(&path, &name, crate::platforms::KNOWN_PLATFORMS) {
+                Ok(warning) => warnings.push(warning),
+                Err(error) => errors.push(error),
             }
             continue;
         };
@@ -517,4 +511,26 @@ pub fn validate(
         secret_key,
     };
     Ok((settings, warnings))
+}
+
+/// An enabled block whose platform this build has no adapter for: an error when im-bridge
+/// has the platform (one of `known`: this build lacks its feature), else a warning (a
+/// platform im-bridge has no adapter for at all, e.g. one only DeerFlow serves).
+pub(crate) fn absent_adapter(
+    path: &str,
+    name: &str,
+    known: &[&str],
+) -> Result<String, ConfigError> {
+    if known.contains(&name) {
+        Err(ConfigError::error(
+            path,
+            format!(
+                "this build of im-bridge has no {name} adapter; rebuild with the {name} feature, or set enabled: false"
+            ),
+        ))
+    } else {
+        Ok(format!(
+            "{path}: enabled, but im-bridge has no {name} adapter; it will not start here"
+        ))
+    }
 }

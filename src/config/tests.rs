@@ -381,3 +381,18 @@ fn issue_32_the_secret_key_is_read_from_the_environment_and_never_printed() {
         assert!(!errors[0].contains(bad), "{errors:?}");
     }
 }
+
+#[test]
+fn issue_12_an_enabled_platform_without_its_adapter_is_an_error_only_when_im_bridge_has_it() {
+    let known = ["telegram", "wechat"];
+    let error = super::settings::absent_adapter("channels.wechat", "wechat", &known).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "channels.wechat: this build of im-bridge has no wechat adapter; rebuild with the wechat feature, or set enabled: false"
+    );
+    let warning = super::settings::absent_adapter("channels.buzz", "buzz", &known).unwrap();
+    assert_eq!(
+        warning,
+        "channels.buzz: enabled, but im-bridge has no buzz adapter; it will not start here"
+    );
+}

@@ -20,6 +20,11 @@
 //!   (hello, envelopes, acks, redelivery, disconnects, hand-overs) and signed HTTP requests.
 //! - [`telegram`] — the Telegram Bot API: long polling, webhook delivery, messages, edits,
 //!   uploads, the HTML parse mode, scripted failures.
+//! - [`wechat`] — personal WeChat over Tencent's iLink bot API: QR login (wait, scaned,
+//!   confirmed, expired), the token headers and session expiry (`-14`), `getupdates` long
+//!   polling with its opaque cursor (replay from an old one), `sendmessage` with the
+//!   `context_token` rules and the 16 KiB text limit, typing tickets, the AES-128-ECB CDN
+//!   (uploads checked against `getuploadurl`, encrypted downloads), scripted failures.
 //! - [`wecom`] — WeCom (企业微信) intelligent bots over the long connection: subscribe,
 //!   `ping` heartbeats, one live connection per bot (`disconnected_event`), message and
 //!   event callbacks, streams and replies with WeCom's windows, byte limits and rates,
@@ -57,6 +62,7 @@ pub mod slack;
 pub mod telegram;
 pub mod telemetry;
 pub mod wait;
+pub mod wechat;
 pub mod wecom;
 
 use im_bridge_channel::{AllowedUsers, BuildContext, CommandVocabulary};

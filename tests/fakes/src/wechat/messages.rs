@@ -1,0 +1,186 @@
+//! Inbound messages as `getupdates` returns them (SDK `types.ts`, `WeixinMessage`): built by
+//! [`Inbound`], queued by [`FakeWechat::push`](super::FakeWechat::push), which hosts their
+//! media on the CDN and gives each its `context_token`.
+//!
+//! A message: `{seq, message_id, from_user_id, to_user_id, client_id, create_time_ms,
+//! session_id, message_type: 1 (USER), message_state: 2 (FINISH), item_list, context_token}`.
+//! Items (SDK): `{type: 1, text_item: {text}}`; `{type: 2, image_item: {media, aeskey,
+//! mid_size}}`; `{type: 3, voice_item: {media, encode_type: 6 (silk), playtime, text}}` (the
+//! transcript in `text`); `{type: 4, file_item: {media, file_name, md5, len}}` (`len` a
+//! string); `{type: 5, video_item: {media, video_size, play_length, video_md5}}`. `media` is
+//! `{encrypt_query_param, aes_key, encrypt_type: 1, full_url}`; an image's `aes_key` is
+//! base64 of the raw key and its `image_item.aeskey` the hex key, the other types' `aes_key`
+//! base64 of the hex key (SDK `pic-decrypt.ts`: both encodings are seen).
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Map, Value, json};
+
+use super::cdn::{hex, md5_hex};
+use super::{BOT_ID, Wechat};
+
+/// One item of an inbound message.
+#[derive(Clone, Debug)]
+enum Item {
+    Text(String),
+    Image(Vec<u8>),
+    Voice {
+        bytes: Vec<u8>,
+        transcript: Option<String>,
+        playtime_ms: u64,
+    },
+    File {
+        name: String,
+        bytes: Vec<u8>,
+    },
+    Video(Vec<u8>),
+}
+
+/// An inbound message a test builds, from a user (`…@im.wechat`) to the bot.
+#[derive(Clone, Debug)]
+pub struct Inbound {
+    from: String,
+    items: Vec<Item>,
+}
+
+impl Inbound {
+    fn one(from: &str, item: Item) -> Self {
+        Self {
+            from: from.to_owned(),
+            items: vec![item],
+        }
+    }
+
+    /// A text message.
+    pub fn text(from: &str, text: &str) -> Self {
+        Self::one(from, Item::Text(text.to_owned()))
+    }
+
+    /// An image whose plain bytes are `bytes` (hosted encrypted on the CDN when pushed).
+    pub fn image(from: &str, bytes: &[u8]) -> Self {
+        Self::one(from, Item::Image(bytes.to_vec()))
+    }
+
+    /// A voice message (silk bytes) with WeChat's transcript, when it has one.
+    pub fn voice(from: &str, bytes: &[u8], transcript: Option<&str>) -> Self {
+        Self::one(
+            from,
+            Item::Voice {
+                bytes: bytes.to_vec(),
+                transcript: transcript.map(str::to_owned),
+                playtime_ms: 2_000,
+            },
+        )
+    }
+
+    /// A file named `name`.
+    pub fn file(from: &str, name: &str, bytes: &[u8]) -> Self {
+        Self::one(
+            from,
+            Item::File {
+                name: name.to_owned(),
+                bytes: bytes.to_vec(),
+            },
+        )
+    }
+
+    /// A video.
+    pub fn video(from: &str, bytes: &[u8]) -> Self {
+        Self::one(from, Item::Video(bytes.to_vec()))
+    }
+
+    /// The same message with a text item after its items (a caption).
+    pub fn and_text(mut self, text: &str) -> Self {
+        self.items.push(Item::Text(text.to_owned()));
+        self
+    }
+
+    /// The sender.
+    pub fn from(&self) -> &str {
+        &self.from
+    }
+}
+
+impl Wechat {
+    /// The `media` object of `plain`, hosted now; `raw_key`: `aes_key` as base64 of the raw
+    /// key (images), else of its hex.
+    fn media(&mut self, plain: &[u8], raw_key: bool) -> (Value, [u8; 16], usize) {
+        let (param, key) = self.host(plain);
+        let aes_key = if raw_key {
+            STANDARD.encode(key)
+        } else {
+            STANDARD.encode(hex(&key))
+        };
+        let mut media = Map::new();
+        media.insert("encrypt_query_param".into(), json!(param));
+        media.insert("aes_key".into(), json!(aes_key));
+        media.insert("encrypt_type".into(), json!(1));
+        if self.media_full_url {
+            media.insert("full_url".into(), json!(self.download_url(&param)));
+        }
+        let size = super::cdn::padded_size(plain.len() as u64) as usize;
+        (Value::Object(media), key, size)
+    }
+
+    fn item(&mut self, item: &Item) -> Value {
+        match item {
+            Item::Text(text) => json!({"type": 1, "text_item": {"text": text}}),
+            Item::Image(bytes) => {
+                let (media, key, size) = self.media(bytes, true);
+                json!({"type": 2, "image_item": {"media": media, "aeskey": hex(&key),
+                                                 "mid_size": size}})
+            }
+            Item::Voice {
+                bytes,
+                transcript,
+                playtime_ms,
+            } => {
+                let (media, _, _) = self.media(bytes, false);
+                let mut voice = json!({"media": media, "encode_type": 6, "sample_rate": 16000,
+                                       "bits_per_sample": 16, "playtime": playtime_ms});
+                if let Some(t) = transcript {
+                    voice["text"] = json!(t);
+                }
+                json!({"type": 3, "voice_item": voice})
+            }
+            Item::File { name, bytes } => {
+                let (media, _, _) = self.media(bytes, false);
+                json!({"type": 4, "file_item": {"media": media, "file_name": name,
+                                                "md5": md5_hex(bytes),
+                                                "len": bytes.len().to_string()}})
+            }
+            Item::Video(bytes) => {
+                let (media, _, size) = self.media(bytes, false);
+                json!({"type": 5, "video_item": {"media": media, "video_size": size,
+                                                 "play_length": 3, "video_md5": md5_hex(bytes)}})
+            }
+        }
+    }
+
+    /// The `WeixinMessage` of `inbound`, number `seq`, its media hosted now.
+    pub(super) fn message(
+        &mut self,
+        inbound: &Inbound,
+        seq: u64,
+        message_id: u64,
+        context_token: &str,
+        created_ms: u64,
+    ) -> Value {
+        let items: Vec<Value> = inbound.items.iter().map(|i| self.item(i)).collect();
+        json!({
+            "seq": seq,
+            "message_id": message_id,
+            "from_user_id": inbound.from,
+            "to_user_id": BOT_ID,
+            "client_id": format!("wx-client-{message_id}"),
+            "create_time_ms": created_ms,
+            "update_time_ms": created_ms,
+            "session_id": format!("session-{}", inbound.from),
+            "group_id": "",
+            "message_type": 1,
+            "message_state": 2,
+            "item_list": items,
+            "context_token": context_token,
+        })
+    }
+}
