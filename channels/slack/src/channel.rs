@@ -23,7 +23,7 @@
 //! The bot's user id is `bot_user_id`, else `auth.test`'s (asked before the first
 //! connection, or before the webhook serves).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -104,39 +104,8 @@ struct Intake {
     sink: Mutex<Option<InboundSink>>,
     /// Reactions in flight (never awaited by an ack).
     reactions: TaskTracker,
-    /// Redelivery keys of messages admitted lately: a redelivery (or the `message` of an
-    /// `app_mention` pair) is acknowledged without a second `eyes` (the daemon's dedupe
-    /// is the one that counts; this only spares Slack an `already_reacted`).
-    seen: Mutex<Seen>,
     /// The `eyes` reactions whose turn has not ended yet.
     working: Mutex<Working>,
-}
-
-/// The last [`SEEN_CAPACITY`] keys admitted.
-#[derive(Default)]
-struct Seen {
-    keys: HashSet<String>,
-    order: VecDeque<String>,
-}
-
-/// Redelivery keys remembered.
-const SEEN_CAPACITY: usize = 4096;
-
-impl Seen {
-    fn contains(&self, key: &str) -> bool {
-        self.keys.contains(key)
-    }
-
-    fn insert(&mut self, key: String) {
-        if self.keys.insert(key.clone()) {
-            self.order.push_back(key);
-            if self.order.len() > SEEN_CAPACITY
-                && let Some(old) = self.order.pop_front()
-            {
-                self.keys.remove(&old);
-            }
-        }
-    }
 }
 
 impl std::fmt::Debug for SlackChannel {
@@ -176,7 +145,6 @@ impl SlackChannel {
                 telemetry,
                 sink: Mutex::new(None),
                 reactions: TaskTracker::new(),
-                seen: Mutex::new(Seen::default()),
                 working: Mutex::new(Working::default()),
             }),
             settings,
@@ -393,26 +361,16 @@ impl Intake {
         self.offer(sink, |ctx| normalize_command(command, ctx))
     }
 
-    /// Offers a message; once admitted its source gets `eyes`. A message admitted lately
-    /// (the same redelivery key) is acknowledged and dropped here.
+    /// Offers a message; once admitted its source gets `eyes`. A redelivery (or the
+    /// `message` of an `app_mention` pair) is offered too: the daemon's dedupe runs it
+    /// once, and Slack answers the second `eyes` with `already_reacted`, which is success.
     fn admit(&self, sink: &InboundSink, msg: InboundMessage) -> Offered {
-        let key = msg
-            .redelivery
-            .as_ref()
-            .map(|k| format!("{}/{}", k.scope, k.id));
-        if key.as_deref().is_some_and(|k| lock(&self.seen).contains(k)) {
-            tracing::debug!(channel = NAME, "Skipped a Slack message delivered again.");
-            return Offered::Done;
-        }
         let source = msg
             .thread_ts
             .clone()
             .map(|ts| (msg.chat_id.to_string(), ts));
         match sink.offer(msg) {
             Ok(()) => {
-                if let Some(key) = key {
-                    lock(&self.seen).insert(key);
-                }
                 if let Some((channel, ts)) = source {
                     self.react(channel, ts, WORKING_REACTION);
                 }
@@ -451,7 +409,7 @@ impl Intake {
 }
 
 /// The `eyes` reactions in flight or done, by `{channel}/{ts}`, until their turn ends (the
-/// oldest forgotten first past [`SEEN_CAPACITY`]).
+/// oldest forgotten first past [`WORKING_CAPACITY`]).
 #[derive(Default)]
 struct Working {
     handles: HashMap<String, JoinHandle<()>>,
@@ -463,7 +421,7 @@ impl Working {
         if self.handles.insert(key.clone(), handle).is_none() {
             self.order.push_back(key);
         }
-        while self.order.len() > SEEN_CAPACITY {
+        while self.order.len() > WORKING_CAPACITY {
             if let Some(old) = self.order.pop_front() {
                 self.handles.remove(&old);
             }
@@ -476,6 +434,9 @@ impl Working {
         Some(handle)
     }
 }
+
+/// `eyes` reactions remembered until their turn ends.
+const WORKING_CAPACITY: usize = 4096;
 
 /// How long the end of a turn waits for its message's `eyes` to be added.
 const WORKING_WAIT: Duration = Duration::from_secs(10);
