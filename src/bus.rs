@@ -128,7 +128,6 @@ impl Outbound {
     pub async fn show_typing(&self, msg: &OutboundMessage) {
         if let Some(delivery) = self.deliveries.get(msg.channel_name.as_str())
             && let Err(error) = delivery
-                .channel()
                 .show_typing(im_bridge_channel::SendTarget::from(msg))
                 .await
         {

@@ -10,6 +10,7 @@
 mod access;
 pub mod backoff;
 mod body;
+pub mod budget;
 mod capabilities;
 mod channel;
 mod commands;
@@ -41,12 +42,15 @@ pub mod webhook;
 
 pub use access::AllowedUsers;
 pub use body::{BoundedRead, header_seconds, read_bounded};
-pub use capabilities::{Capabilities, ChatBudget, LengthUnit, ReplyWindow, UpdateMode};
+pub use capabilities::{
+    Capabilities, ChatBudget, LengthUnit, RateBudget, ReplyWindow, UpdateMode, Writes,
+};
 pub use channel::{Channel, ChannelExit, SendTarget, SentMessage};
 pub use commands::{CommandVocabulary, strip_leading_mentions};
 pub use config::{ConfigIssue, Issues, Severity};
 pub use delivery::{
-    BeforeFinal, ChannelExt, Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT,
+    BUDGET_FALLBACKS, BUDGET_SKIPS, BUDGET_WAITS, BeforeFinal, BudgetPlan, Budgets, ChannelExt,
+    Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT,
     MAX_SOURCES, MAX_STREAMS, PassiveReplies, REPLY_WINDOW_REFUSED, RESUME_MESSAGE_KEY,
     ReplyQuotas, RetryFinals, RetryPolicy, StreamStarted, TRUNCATED_NOTE_KEY, Throttle, split,
 };
