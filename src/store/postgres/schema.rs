@@ -80,6 +80,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         updated_at DOUBLE PRECISION NOT NULL,  -- unix seconds
         PRIMARY KEY (channel, key)
     );",
+    // 6: rate budgets shared by replicas (issue 33): one token bucket per `<channel>:<budget>`.
+    // `granted` and `wait_us` hold the last take's answer, so the statement can return it.
+    "CREATE TABLE im_bridge_rate_budgets (
+        name    TEXT NOT NULL PRIMARY KEY,
+        tat_us  BIGINT NOT NULL,               -- whole again at, unix µs on the database's clock
+        granted BIGINT NOT NULL,
+        wait_us BIGINT NOT NULL
+    );",
 ];
 
 impl PostgresStore {

@@ -107,4 +107,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (channel, key)
     ) STRICT, WITHOUT ROWID;
     ",
+    // 6: rate budgets (issue 33): one token bucket per `<channel>:<budget>`, whole again at
+    // `tat_us` (unix microseconds on this process's clock).
+    "
+    CREATE TABLE rate_budgets (
+        name   TEXT NOT NULL PRIMARY KEY,
+        tat_us INTEGER NOT NULL
+    ) STRICT, WITHOUT ROWID;
+    ",
 ];
