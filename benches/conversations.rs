@@ -218,6 +218,7 @@ impl Bridge {
             conversation_ttl: im_bridge::retention::DEFAULT_TTL,
             supervisor: im_bridge::supervisor::SupervisorConfig::default(),
             states: im_bridge::state::ChannelStates::default(),
+            rate_budgets: Default::default(),
         };
         let shutdown = CancellationToken::new();
         let channels: Vec<Arc<dyn Channel>> = vec![Arc::new(channel)];

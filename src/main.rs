@@ -395,6 +395,7 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
         conversation_ttl: im_bridge::retention::DEFAULT_TTL,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
         states: im_bridge::state::ChannelStates::default(),
+        rate_budgets: Default::default(),
     };
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         eprintln!(
@@ -459,6 +460,11 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
         conversation_ttl: settings.conversation_ttl,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
         states: im_bridge::state::ChannelStates::default(),
+        rate_budgets: settings
+            .channels
+            .iter()
+            .map(|channel| (channel.name.clone(), channel.rate_budgets.clone()))
+            .collect(),
     }
 }
 

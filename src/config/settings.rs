@@ -123,6 +123,8 @@ pub struct ChannelSettings {
     pub locale: Option<String>,
     /// What a message meets while its conversation is busy.
     pub queueing: Queueing,
+    /// Adjustments of the channel's declared rate budgets (issue 33).
+    pub rate_budgets: Vec<crate::budgets::BudgetOverride>,
     /// The adapter's own settings, validated by its [`Platform`](im_bridge_channel::Platform)
     /// and ready to build.
     #[serde(serialize_with = "effective")]
@@ -146,8 +148,8 @@ pub enum StoreLocation {
 mod values;
 
 use values::{
-    check_locale_tag, is_channel_block, join, positive, queueing, seconds, session_layer,
-    store_location, url_setting, user_list,
+    check_locale_tag, is_channel_block, join, positive, queueing, rate_budgets, seconds,
+    session_layer, store_location, url_setting, user_list,
 };
 
 mod secs {
@@ -399,6 +401,7 @@ pub fn validate(
             check_locale_tag(&format!("{path}.locale"), locale, &mut errors);
         }
         let queueing = queueing(&path, &block, &mut errors);
+        let rate_budgets = rate_budgets(&path, &block, &mut errors);
         channels.push(ChannelSettings {
             allowed_users: user_list(
                 &format!("{path}.allowed_users"),
@@ -417,6 +420,7 @@ pub fn validate(
                 .unwrap_or_default(),
             locale: block.locale.clone(),
             queueing,
+            rate_budgets,
             name,
             platform: configured,
         });
