@@ -44,15 +44,8 @@ const ENDLESS: RateBudget = RateBudget {
     every: Duration::from_micros(1),
 };
 
-fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a Tokio runtime");
-    runtime.block_on(run());
-}
-
-async fn run() {
+#[tokio::main]
+async fn main() {
     let local = LocalBucket::default();
     let started = Instant::now();
     for _ in 0..TAKES * 100 {
@@ -80,10 +73,9 @@ async fn run() {
     let url = format!("{base}{separator}options=-c%20search_path%3D{schema}");
     let mut stores = Vec::new();
     for _ in 0..REPLICAS {
-        let config = im_bridge::store::postgres::parse_url(&im_bridge_channel::Secret::new(
-            url.clone(),
-        ))
-        .expect("the bench URL");
+        let config =
+            im_bridge::store::postgres::parse_url(&im_bridge_channel::Secret::new(url.clone()))
+                .expect("the bench URL");
         let store = PostgresStore::connect_with(config, PostgresOptions::default())
             .await
             .expect("the store connects");

@@ -47,7 +47,11 @@ pub type BudgetOverrides = BTreeMap<String, Vec<BudgetOverride>>;
 /// Refuses adjustments of budgets `channel` does not declare, naming the key and the
 /// budgets it has.
 pub fn check(channel: &dyn Channel, overrides: &[BudgetOverride]) -> Result<(), ConfigError> {
-    check_names(channel.name(), channel.capabilities().rate_budgets, overrides)
+    check_names(
+        channel.name(),
+        channel.capabilities().rate_budgets,
+        overrides,
+    )
 }
 
 fn check_names(
@@ -87,9 +91,9 @@ pub fn plan(
         .iter()
         .map(|declared| {
             let found = overrides.iter().find(|o| o.name == declared.name);
-            let every = found
-                .and_then(|o| o.per_second)
-                .map(|rate| Duration::from_secs_f64(1.0 / rate.clamp(MIN_PER_SECOND, MAX_PER_SECOND)));
+            let every = found.and_then(|o| o.per_second).map(|rate| {
+                Duration::from_secs_f64(1.0 / rate.clamp(MIN_PER_SECOND, MAX_PER_SECOND))
+            });
             RateBudget {
                 burst: found.and_then(|o| o.burst).unwrap_or(declared.burst),
                 every: every.unwrap_or(declared.every),
@@ -171,7 +175,11 @@ mod tests {
         };
         let error = check_names("telegram", &DECLARED, std::slice::from_ref(&typo)).unwrap_err();
         assert_eq!(error.path, "channels.telegram.rate_budgets.bots");
-        assert!(error.message.contains("bot, card_updates"), "{}", error.message);
+        assert!(
+            error.message.contains("bot, card_updates"),
+            "{}",
+            error.message
+        );
         let error = check_names("qq", &[], &[typo]).unwrap_err();
         assert!(error.message.contains("declares none"), "{}", error.message);
         assert!(check_names("telegram", &DECLARED, &[]).is_ok());

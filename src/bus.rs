@@ -91,12 +91,12 @@ impl Outbound {
                 let plan = plan(c.as_ref());
                 let delivery = Delivery::with_budgets(c.clone(), RetryPolicy::default(), plan)
                     .on_stream_started(Arc::new(
-                    move |chat: &ChatId, source: Option<&MessageId>, shown: &MessageId| {
-                        if let Some(watcher) = watch.0.get() {
-                            watcher(name, chat, source, shown);
-                        }
-                    },
-                ));
+                        move |chat: &ChatId, source: Option<&MessageId>, shown: &MessageId| {
+                            if let Some(watcher) = watch.0.get() {
+                                watcher(name, chat, source, shown);
+                            }
+                        },
+                    ));
                 (name, Arc::new(delivery))
             })
             .collect();

@@ -141,11 +141,22 @@ pub async fn run(
         MAX_PENDING_REPLIES,
         |channel: &dyn Channel| {
             let overrides = config.rate_budgets.get(channel.name());
-            budgets::plan(
+            let plan = budgets::plan(
                 &channel.capabilities(),
                 overrides.map_or(&[], Vec::as_slice),
                 shared.clone(),
-            )
+            );
+            for budget in &plan.budgets {
+                tracing::info!(
+                    channel = channel.name(),
+                    budget = budget.name,
+                    burst = budget.burst,
+                    per_second = 1.0 / budget.every.as_secs_f64().max(1e-9),
+                    shared = plan.shared.is_some(),
+                    "Pacing the channel within a rate budget."
+                );
+            }
+            plan
         },
     ));
     let manager = Manager::new(

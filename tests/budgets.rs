@@ -8,14 +8,14 @@
 //! 429 from the fake: each replica alone would keep within the limit, three together only
 //! if they draw on one budget.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use im_bridge::simulator::{Simulator, SimulatorConfig};
 use im_bridge_fakes::telegram::{FakeTelegram, FloodLimits, Incoming, Rate, TOKEN};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::time::Instant;
 
+use crate::crash::run_daemon;
 use crate::support::PgSchema;
 
 const REPLICAS: usize = 3;
@@ -66,19 +66,7 @@ bridge:
     );
     let path = dir.join(format!("replica-{n}.yaml"));
     std::fs::write(&path, config).unwrap();
-    let log = std::fs::File::create(dir.join(format!("replica-{n}.log"))).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_im-bridge"))
-        .args(["run", "--config"])
-        .arg(&path)
-        .env_remove("DEER_FLOW_INTERNAL_AUTH_TOKEN")
-        .env_remove("DEER_FLOW_CONFIG_PATH")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
+    run_daemon(&path, &dir.join(format!("replica-{n}.log")), &[])
 }
 
 fn logs(dir: &std::path::Path) -> String {
@@ -104,7 +92,10 @@ async fn post(client: &reqwest::Client, listen: std::net::SocketAddr, update: &s
         if sent.is_ok_and(|r| r.status().is_success()) {
             return;
         }
-        assert!(Instant::now() < until, "the replica at {listen} never took an update");
+        assert!(
+            Instant::now() < until,
+            "the replica at {listen} never took an update"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

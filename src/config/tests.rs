@@ -428,7 +428,8 @@ fn issue_33_rate_budget_adjustments_per_channel() {
     let errors = errors_of(text, &env(&[]));
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(
-        errors[0].starts_with("channels.console.rate_budgets.bot.per_second: expected writes a second"),
+        errors[0]
+            .starts_with("channels.console.rate_budgets.bot.per_second: expected writes a second"),
         "{errors:?}"
     );
     assert!(

@@ -142,25 +142,40 @@ pub struct RateBudget {
 }
 
 impl RateBudget {
-    /// `burst` at once, then `per_second` writes a second.
-    pub const fn per_second(name: &'static str, writes: Writes, burst: u32, per_second: u32) -> Self {
-        let per_second = if per_second == 0 { 1 } else { per_second };
-        Self {
-            name,
-            writes,
-            burst,
-            every: Duration::from_nanos(1_000_000_000 / per_second as u64),
-        }
+    /// `burst` at once, then `per_second` writes a second (0 counts as 1).
+    pub const fn per_second(
+        name: &'static str,
+        writes: Writes,
+        burst: u32,
+        per_second: u32,
+    ) -> Self {
+        Self::per_period(name, writes, burst, 1_000_000_000, per_second)
     }
 
-    /// `burst` at once, then `per_minute` writes a minute.
-    pub const fn per_minute(name: &'static str, writes: Writes, burst: u32, per_minute: u32) -> Self {
-        let per_minute = if per_minute == 0 { 1 } else { per_minute };
+    /// `burst` at once, then `per_minute` writes a minute (0 counts as 1).
+    pub const fn per_minute(
+        name: &'static str,
+        writes: Writes,
+        burst: u32,
+        per_minute: u32,
+    ) -> Self {
+        Self::per_period(name, writes, burst, 60_000_000_000, per_minute)
+    }
+
+    /// `burst` at once, then `n` writes per `period_ns` nanoseconds.
+    const fn per_period(
+        name: &'static str,
+        writes: Writes,
+        burst: u32,
+        period_ns: u64,
+        n: u32,
+    ) -> Self {
+        let n = if n == 0 { 1 } else { n as u64 };
         Self {
             name,
             writes,
             burst,
-            every: Duration::from_nanos(60_000_000_000 / per_minute as u64),
+            every: Duration::from_nanos(period_ns / n),
         }
     }
 }

@@ -124,7 +124,11 @@ struct Gate {
 }
 
 impl Gate {
-    fn new(channel: &'static str, budget: RateBudget, shared: Option<Arc<dyn TokenSource>>) -> Self {
+    fn new(
+        channel: &'static str,
+        budget: RateBudget,
+        shared: Option<Arc<dyn TokenSource>>,
+    ) -> Self {
         let earned = BATCH_WINDOW.as_nanos() / budget.every.as_nanos().max(1);
         let batch = u32::try_from(earned)
             .unwrap_or(u32::MAX)
@@ -162,7 +166,7 @@ impl Gate {
         let deadline = Instant::now() + bound;
         let mut held = tokio::time::timeout_at(deadline, self.held.lock())
             .await
-            .map_err(|_| self.budget.every)?;
+            .map_err(|_| bound)?;
         let mut waited = false;
         loop {
             match self.take_held(&mut held).await {
@@ -214,7 +218,11 @@ impl Gate {
         match asked {
             Ok(Ok(grant)) => {
                 if held.degraded_until.take().is_some() {
-                    tracing::info!(channel = self.channel, budget = self.budget.name, "The shared rate budget answers again.");
+                    tracing::info!(
+                        channel = self.channel,
+                        budget = self.budget.name,
+                        "The shared rate budget answers again."
+                    );
                 }
                 grant
             }
@@ -371,7 +379,10 @@ mod tests {
             over_budget(layer.edit_text(target(), &MessageId::new("m1"), "p").await),
             secs(0.1)
         );
-        layer.finish_stream(target(), &MessageId::new("m1"), "d").await.unwrap();
+        layer
+            .finish_stream(target(), &MessageId::new("m1"), "d")
+            .await
+            .unwrap();
         assert_eq!(
             rec.timed(),
             [
@@ -381,7 +392,11 @@ mod tests {
                 (secs(0.2), Call::Finish("m1".into(), "d".into())),
             ]
         );
-        assert_eq!(rec.attempts(Op::Start), 0, "the skipped partial never reached the platform");
+        assert_eq!(
+            rec.attempts(Op::Start),
+            0,
+            "the skipped partial never reached the platform"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -394,7 +409,14 @@ mod tests {
         let times: Vec<_> = rec.timed().into_iter().map(|(at, _)| at).collect();
         assert_eq!(
             times,
-            [secs(0.0), secs(0.0), secs(0.1), secs(0.2), secs(0.3), secs(0.4)]
+            [
+                secs(0.0),
+                secs(0.0),
+                secs(0.1),
+                secs(0.2),
+                secs(0.3),
+                secs(0.4)
+            ]
         );
         assert_eq!(rec.calls()[2], Call::Send("2".into()), "in call order");
     }
@@ -410,7 +432,10 @@ mod tests {
             layer.send_text(target(), "new").await.unwrap();
             layer.show_typing(target()).await.unwrap();
         }
-        layer.edit_text(target(), &MessageId::new("m1"), "e").await.unwrap();
+        layer
+            .edit_text(target(), &MessageId::new("m1"), "e")
+            .await
+            .unwrap();
         over_budget(layer.edit_text(target(), &MessageId::new("m1"), "e2").await);
         assert!(rec.timed().iter().all(|(at, _)| *at == secs(0.0)));
 
@@ -449,7 +474,10 @@ mod tests {
         let (z, when) = z;
         assert_eq!(over_budget(z), Duration::from_secs(40));
         assert_eq!(when, Duration::from_secs(40), "refused as soon as it knew");
-        assert_eq!(rec.calls(), [Call::Send("x".into()), Call::Send("y".into())]);
+        assert_eq!(
+            rec.calls(),
+            [Call::Send("x".into()), Call::Send("y".into())]
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -474,7 +502,11 @@ mod tests {
                 (secs(2.0), Call::Finish("m1".into(), "abcd".into())),
             ]
         );
-        assert_eq!(rec.attempts(Op::Edit), 1, "the skipped update never reached the platform");
+        assert_eq!(
+            rec.attempts(Op::Edit),
+            1,
+            "the skipped update never reached the platform"
+        );
     }
 
     /// A source several replicas share: one bucket, counting the calls made to it, and
@@ -488,17 +520,27 @@ mod tests {
 
     #[async_trait]
     impl TokenSource for Shared {
-        async fn take(&self, key: &str, budget: &RateBudget, want: u32) -> Result<Grant, BudgetError> {
+        async fn take(
+            &self,
+            key: &str,
+            budget: &RateBudget,
+            want: u32,
+        ) -> Result<Grant, BudgetError> {
             assert_eq!(key, "recorder:bot");
             self.calls.fetch_add(1, Ordering::Relaxed);
             if self.down.load(Ordering::Relaxed) {
-                return Err(BudgetError { reason: "down".into() });
+                return Err(BudgetError {
+                    reason: "down".into(),
+                });
             }
             Ok(self.bucket.take_now(budget, want))
         }
     }
 
-    fn replica(shared: &Arc<Shared>, budget: RateBudget) -> (Arc<Recorder>, Budgets<Arc<Recorder>>) {
+    fn replica(
+        shared: &Arc<Shared>,
+        budget: RateBudget,
+    ) -> (Arc<Recorder>, Budgets<Arc<Recorder>>) {
         let plan = BudgetPlan {
             budgets: vec![budget],
             shared: Some(shared.clone()),
@@ -524,12 +566,24 @@ mod tests {
                 }
             }
         );
-        let mut times: Vec<_> = a_rec.timed().into_iter().chain(b_rec.timed()).map(|(at, _)| at).collect();
+        let mut times: Vec<_> = a_rec
+            .timed()
+            .into_iter()
+            .chain(b_rec.timed())
+            .map(|(at, _)| at)
+            .collect();
         times.sort();
         // Six writes of two replicas: the burst of 2, then one per 100 ms between them.
         assert_eq!(
             times,
-            [secs(0.0), secs(0.0), secs(0.1), secs(0.2), secs(0.3), secs(0.4)]
+            [
+                secs(0.0),
+                secs(0.0),
+                secs(0.1),
+                secs(0.2),
+                secs(0.3),
+                secs(0.4)
+            ]
         );
     }
 
@@ -566,6 +620,10 @@ mod tests {
         shared.down.store(false, Ordering::Relaxed);
         tokio::time::sleep(SHARED_RETRY).await;
         layer.send_text(target(), "y").await.unwrap();
-        assert_eq!(shared.calls.load(Ordering::Relaxed), 2, "asked again after the pause");
+        assert_eq!(
+            shared.calls.load(Ordering::Relaxed),
+            2,
+            "asked again after the pause"
+        );
     }
 }
