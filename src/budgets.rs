@@ -7,8 +7,8 @@
 //! - **The operator's adjustments**: `channels.<name>.rate_budgets.<budget>` may set a
 //!   budget's `per_second` and `burst` (a bot with higher limits, or a test's lowered fake).
 //!   The keys are read with the config ([`BudgetOverride`]); that each names a budget the
-//!   channel declares is checked once the channel is built ([`check`]), before anything
-//!   starts.
+//!   channel declares is checked once the channel is built
+//!   ([`check_rate_budgets`](crate::config::check_rate_budgets)), before anything starts.
 //! - **Where tokens come from**: with a store several replicas share (Postgres), the store
 //!   ([`StoreTokens`], one row per budget), so the replicas together stay within one bot's
 //!   limits; otherwise each budget is a bucket in this process ([`plan`]).
@@ -19,9 +19,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use im_bridge_channel::budget::{BudgetError, Grant, TokenSource};
-use im_bridge_channel::{BudgetPlan, Capabilities, Channel, RateBudget};
+use im_bridge_channel::{BudgetPlan, Capabilities, RateBudget};
 
-use crate::config::ConfigError;
 use crate::store::Store;
 
 /// The operator's adjustment of one declared budget.
@@ -43,41 +42,6 @@ pub const MAX_PER_SECOND: f64 = 100_000.0;
 
 /// Each channel's adjustments, by channel name.
 pub type BudgetOverrides = BTreeMap<String, Vec<BudgetOverride>>;
-
-/// Refuses adjustments of budgets `channel` does not declare, naming the key and the
-/// budgets it has.
-pub fn check(channel: &dyn Channel, overrides: &[BudgetOverride]) -> Result<(), ConfigError> {
-    check_names(
-        channel.name(),
-        channel.capabilities().rate_budgets,
-        overrides,
-    )
-}
-
-fn check_names(
-    channel: &str,
-    declared: &[RateBudget],
-    overrides: &[BudgetOverride],
-) -> Result<(), ConfigError> {
-    match overrides
-        .iter()
-        .find(|o| !declared.iter().any(|b| b.name == o.name))
-    {
-        None => Ok(()),
-        Some(unknown) => {
-            let names: Vec<&str> = declared.iter().map(|b| b.name).collect();
-            let has = if names.is_empty() {
-                "it declares none".to_owned()
-            } else {
-                format!("it declares {}", names.join(", "))
-            };
-            Err(ConfigError::error(
-                format!("channels.{channel}.rate_budgets.{}", unknown.name),
-                format!("the {channel} channel has no rate budget of this name; {has}"),
-            ))
-        }
-    }
-}
 
 /// The budgets `caps` declares with `overrides` applied, their tokens from `shared` when
 /// set, else kept in this process.
@@ -164,24 +128,5 @@ mod tests {
         let plan = super::plan(&caps, &[slower], None);
         assert_eq!(plan.budgets[1].every, Duration::from_secs(2));
         assert_eq!(plan.budgets[1].burst, 5);
-    }
-
-    #[test]
-    fn an_adjustment_of_a_budget_the_channel_lacks_is_refused_with_its_key() {
-        let typo = BudgetOverride {
-            name: "bots".into(),
-            burst: Some(1),
-            per_second: None,
-        };
-        let error = check_names("telegram", &DECLARED, std::slice::from_ref(&typo)).unwrap_err();
-        assert_eq!(error.path, "channels.telegram.rate_budgets.bots");
-        assert!(
-            error.message.contains("bot, card_updates"),
-            "{}",
-            error.message
-        );
-        let error = check_names("qq", &[], &[typo]).unwrap_err();
-        assert!(error.message.contains("declares none"), "{}", error.message);
-        assert!(check_names("telegram", &DECLARED, &[]).is_ok());
     }
 }

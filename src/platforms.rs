@@ -98,7 +98,7 @@ pub fn build_channels(
                     channel: channel.name.clone(),
                     source,
                 })?;
-            crate::budgets::check(built.as_ref(), &channel.rate_budgets)
+            crate::config::check_rate_budgets(built.as_ref(), &channel.rate_budgets)
                 .map_err(BuildError::Config)?;
             Ok(built)
         })

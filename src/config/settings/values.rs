@@ -66,7 +66,7 @@ pub(super) fn rate_budgets(
     let Some(raw) = &block.rate_budgets else {
         return Vec::new();
     };
-    let mut issues = Issues::new(&format!("{path}.rate_budgets"));
+    let mut issues = Issues::new(format!("{path}.rate_budgets"));
     let overrides = raw
         .iter()
         .map(|(name, raw)| {

@@ -23,7 +23,7 @@ const TAKE: &str = concat!(
             LEAST($4::BIGINT, $2::BIGINT), 0
      FROM (SELECT ",
     now_us!(),
-    " AS us) n
+    ") AS n(us)
      ON CONFLICT (name) DO UPDATE SET (tat_us, granted, wait_us) = (
          SELECT base + k * $3::BIGINT, k,
                 CASE WHEN k = 0 THEN GREATEST(base + $3::BIGINT - (us + $2::BIGINT * $3::BIGINT), 1)
@@ -34,7 +34,7 @@ const TAKE: &str = concat!(
                FROM (SELECT GREATEST(b.tat_us, n.us) AS base, n.us
                      FROM (SELECT ",
     now_us!(),
-    " AS us) n) x) y)
+    ") AS n(us)) x) y)
      RETURNING granted, wait_us"
 );
 

@@ -229,7 +229,7 @@ impl Gate {
             failed => {
                 let reason = match failed {
                     Ok(Err(error)) => error.reason,
-                    _ => format!("no answer within {SHARED_TIMEOUT:?}"),
+                    _ => "timeout".to_owned(),
                 };
                 tracing::warn!(
                     channel = self.channel,
