@@ -21,12 +21,16 @@
 //!    crash delivers exactly the finals that did not land (never the run's answer read
 //!    again). One that failed for a reason that may pass (a platform outage, a long
 //!    `Retry-After`, the network) is retried with backoff for `bridge.final_retry_hours`,
-//!    across restarts. A final that finishes a streamed message records that message
+//!    across restarts (child `retry`). A final that finishes a streamed message records that message
 //!    before the platform hears of the edit (the delivery engine's `before` hook), so one
 //!    whose edit landed unacknowledged is delivered again as the same edit (a no-op on the
 //!    platform), never as a second message (issue 27).
 //! 5. Deleted once every final of the turn landed (or was refused for good, which a retry
-//!    cannot change).
+//!    cannot change); or **given up** once the retry window is over: then no process works
+//!    on it and it waits for an operator (issue 33, `im-bridge deliveries`: the `Deliveries`
+//!    handle of `crate::operator`), who retries it (any process claims it, its window
+//!    restarted) or drops it, for at most [`GAVE_UP_KEPT`]. A retry of a pending final
+//!    marks it due: its holder's next sweep wakes its retries at once.
 //!
 //! # How replies find their entry
 //!
@@ -46,24 +50,34 @@
 //! every replica claims expired entries at the same pace.
 //!
 //! Bounded: entries exist only for messages queued, running or with finals pending (at most
-//! `final_retry_hours`), and the store caps them ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
+//! `final_retry_hours`), or given up (at most [`GAVE_UP_KEPT`]), and the store caps them
+//! ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
+//!
+//! A drain (issue 33) holds the retries of pending finals at once ([`Journal::hold`]): they
+//! stay for the next process, their attempts not counted.
+//!
+//! Children: `retry` (the retries of pending finals), `starting` (a run start journaled
+//! before its request, issue 27).
 
+mod retry;
 mod starting;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use im_bridge_channel::backoff::Backoff;
 use im_bridge_channel::{
     ChatId, InboundMessage, MessageId, MsgType, OutboundMessage, RESUME_MESSAGE_KEY,
 };
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::bus::{AfterShown, Hooks, Landed, Outbound};
+use crate::admin::names;
+use crate::bus::{Hooks, Landed, Outbound};
 use crate::store::{
-    DedupeKey, JournalRecord, JournalState, Journaled, PendingFinal, Store, unix_millis,
+    DedupeKey, GAVE_UP_KEPT, JournalRecord, JournalState, Journaled, PendingFinal, Store,
+    unix_millis,
 };
 
 tokio::task_local! {
@@ -91,12 +105,6 @@ impl Default for JournalConfig {
         }
     }
 }
-
-/// The first wait before a pending final is tried again; it doubles up to
-/// [`RETRY_MAX_WAIT`].
-const RETRY_FIRST_WAIT: Duration = Duration::from_secs(2);
-/// The longest wait between two tries of a pending final.
-const RETRY_MAX_WAIT: Duration = Duration::from_secs(300);
 
 /// What admitting a message found.
 pub(crate) enum Admission {
@@ -126,6 +134,11 @@ struct Shared {
     /// Retries of pending finals, cancelled at shutdown (their entries stay in the store).
     retries: TaskTracker,
     stop: CancellationToken,
+    /// What wakes each running retry of pending finals when an operator asks to retry it
+    /// now, by entry id. Bounded by the retries running (at most the journal's cap).
+    wakers: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Asks the manager for the journal's upkeep now (an operator retried something).
+    upkeep: Arc<Notify>,
 }
 
 impl Journal {
@@ -142,6 +155,8 @@ impl Journal {
             live: Mutex::new(HashMap::new()),
             retries: TaskTracker::new(),
             stop: CancellationToken::new(),
+            wakers: Mutex::new(HashMap::new()),
+            upkeep: Arc::new(Notify::new()),
         });
         // A streamed reply's platform message is saved as soon as the engine started it.
         let weak = Arc::downgrade(&shared);
@@ -215,7 +230,7 @@ impl Journal {
 
     /// Takes over the entries no live process holds (`take_live`: every entry another
     /// holder has, for a store only one process opens), oldest first, as entries this
-    /// process now owns. Entries older than the retry window are dropped, logged.
+    /// process now owns. Entries older than the retry window are given up, logged.
     pub(crate) async fn claim(&self, take_live: bool) -> Vec<Entry> {
         let shared = &self.shared;
         let claimed = match shared
@@ -234,21 +249,21 @@ impl Journal {
         let mut entries = Vec::with_capacity(claimed.len());
         for Journaled {
             id,
-            created_ms,
+            retry_from_ms,
             record,
+            ..
         } in claimed
         {
-            if now.saturating_sub(created_ms) > window {
+            if now.saturating_sub(retry_from_ms) > window {
                 tracing::warn!(
                     channel = %record.message.channel_name,
                     state = ?record.state,
                     "Gave up on a journaled message older than the final retry window."
                 );
-                metrics::counter!(crate::admin::names::JOURNAL_GIVEN_UP).increment(1);
-                remove(&shared.store, &id).await;
+                give_up(shared, &id, &record).await;
                 continue;
             }
-            entries.push(Entry::new(shared.clone(), id, created_ms, record, true));
+            entries.push(Entry::new(shared.clone(), id, retry_from_ms, record, true));
         }
         if !entries.is_empty() {
             tracing::info!(entries = entries.len(), "Recovering journaled messages.");
@@ -266,6 +281,56 @@ impl Journal {
         {
             tracing::warn!(%error, "Renewing the journal lease failed.");
         }
+    }
+
+    /// The journal's upkeep on the store besides renewing (`Store::journal_sweep`): wakes
+    /// the retries an operator asked to run now, forgets entries given up longer than
+    /// [`GAVE_UP_KEPT`] ago, and sets the gauge of entries given up.
+    pub(crate) async fn sweep(&self) {
+        let shared = &self.shared;
+        let sweep = match shared
+            .store
+            .journal_sweep(&shared.holder, GAVE_UP_KEPT)
+            .await
+        {
+            Ok(sweep) => sweep,
+            Err(error) => {
+                tracing::warn!(%error, "Sweeping the journal failed.");
+                return;
+            }
+        };
+        {
+            let wakers = relock(&shared.wakers);
+            for id in &sweep.due {
+                if let Some(waker) = wakers.get(id) {
+                    waker.notify_one();
+                }
+            }
+        }
+        metrics::gauge!(names::JOURNAL_GAVE_UP).set(sweep.gave_up as f64);
+        if sweep.forgotten > 0 {
+            tracing::info!(
+                entries = sweep.forgotten,
+                "Forgot deliveries that gave up longer ago than they are kept."
+            );
+        }
+    }
+
+    /// What an operator's retry notifies, so the upkeep runs at once ([`Journal::upkept`]).
+    pub(crate) fn upkeep_handle(&self) -> Arc<Notify> {
+        self.shared.upkeep.clone()
+    }
+
+    /// Resolves when an operator asked for the journal's upkeep now.
+    pub(crate) async fn upkept(&self) {
+        self.shared.upkeep.notified().await;
+    }
+
+    /// Holds the retries of pending finals for a drain (issue 33): none is tried again by
+    /// this process, and none counts an attempt; [`Journal::shut_down`] then leaves them to
+    /// the next one.
+    pub(crate) fn hold(&self) {
+        self.shared.stop.cancel();
     }
 
     /// Stops the retries of pending finals and gives this process's leases up, so another
@@ -303,13 +368,28 @@ async fn remove(store: &Arc<dyn Store>, id: &str) {
     }
 }
 
+/// Gives entry `id` up with its `record`: counted, and kept for an operator.
+async fn give_up(shared: &Shared, id: &str, record: &JournalRecord) {
+    metrics::counter!(names::JOURNAL_GIVEN_UP).increment(1);
+    match shared
+        .store
+        .journal_give_up(id, record, &shared.holder)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => tracing::debug!("A journal entry was removed or taken over before giving up."),
+        Err(error) => tracing::warn!(%error, "Giving a journal entry up failed."),
+    }
+}
+
 /// One admitted message's entry, owned by the work that handles it. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Entry(Arc<EntryState>);
 
 struct EntryState {
     id: String,
-    created_ms: i64,
+    /// When its final retry window began: admission, or an operator's retry.
+    retry_from_ms: i64,
     /// Claimed from a previous holder: its replies are marked late.
     recovered: bool,
     shared: Arc<Shared>,
@@ -339,7 +419,7 @@ impl Entry {
     fn new(
         shared: Arc<Shared>,
         id: String,
-        created_ms: i64,
+        retry_from_ms: i64,
         record: JournalRecord,
         recovered: bool,
     ) -> Self {
@@ -351,7 +431,7 @@ impl Entry {
         };
         let entry = Self(Arc::new(EntryState {
             id,
-            created_ms,
+            retry_from_ms,
             recovered,
             shared,
             progress: Mutex::new(Progress {
@@ -524,11 +604,20 @@ impl Entry {
             progress.outstanding = progress.outstanding.saturating_sub(1);
             match landed {
                 // Landed, or refused for good (trying again cannot change that).
-                Landed::Shown(_) | Landed::Failed { transient: false } => {
+                Landed::Shown(_)
+                | Landed::Failed {
+                    transient: false, ..
+                } => {
                     progress.record.finals.retain(|f| f.id != id);
                     true
                 }
-                Landed::Failed { transient: true } => false,
+                Landed::Failed {
+                    transient: true,
+                    error,
+                } => {
+                    progress.record.note_error(&error);
+                    false
+                }
             }
         };
         if struck && !self.progress().ended {
@@ -569,6 +658,11 @@ impl Entry {
                 false
             } else {
                 progress.record.state = JournalState::FinalPending;
+                // The turn's own delivery was the first attempt, unless it was cut short
+                // by a drain or a shutdown (issue 33).
+                if !self.0.shared.stop.is_cancelled() {
+                    progress.record.attempts = progress.record.attempts.saturating_add(1);
+                }
                 true
             }
         };
@@ -580,89 +674,9 @@ impl Entry {
         self.retry_finals_later();
     }
 
-    /// Retries this entry's pending finals in the background; see [`Entry::retry_finals`].
-    pub(crate) fn retry_finals_later(&self) {
-        let entry = self.clone();
-        let shared = self.0.shared.clone();
-        shared.retries.spawn(async move {
-            tokio::select! {
-                () = entry.retry_finals() => {}
-                () = entry.0.shared.stop.cancelled() => {}
-            }
-        });
-    }
-
-    /// Delivers the pending finals again with backoff until each landed or was refused for
-    /// good, or the retry window since admission is over; then deletes the entry.
-    async fn retry_finals(&self) {
-        let shared = &self.0.shared;
-        let mut backoff = Backoff::new(RETRY_FIRST_WAIT, RETRY_MAX_WAIT, RETRY_FIRST_WAIT);
-        let window = i64::try_from(shared.config.final_retry.as_millis()).unwrap_or(i64::MAX);
-        loop {
-            let finals = self.progress().record.finals.clone();
-            if finals.is_empty() {
-                break;
-            }
-            for pending in finals {
-                if self.deliver_again(&pending).await {
-                    // Struck off at once, so a crash right after cannot deliver it twice.
-                    self.progress().record.finals.retain(|f| f.id != pending.id);
-                    self.save().await;
-                }
-            }
-            let done = {
-                let mut progress = self.progress();
-                progress.record.attempts = progress.record.attempts.saturating_add(1);
-                progress.record.finals.is_empty()
-            };
-            if done {
-                break;
-            }
-            if unix_millis().saturating_sub(self.0.created_ms) > window {
-                tracing::warn!("Gave up delivering a final after the retry window.");
-                metrics::counter!(crate::admin::names::JOURNAL_GIVEN_UP).increment(1);
-                break;
-            }
-            self.save().await;
-            tokio::time::sleep(backoff.next_wait()).await;
-        }
-        self.leave_live();
-        remove(&shared.store, &self.0.id).await;
-    }
-
-    /// Publishes `pending` once more and waits for its fate: `true` when it landed or was
-    /// refused for good.
-    async fn deliver_again(&self, pending: &PendingFinal) -> bool {
-        let text = match (&pending.late, &pending.finishes) {
-            // A final that replaces a message goes out unchanged: the same edit again, a
-            // no-op if the first one landed unacknowledged.
-            (_, Some(_)) => pending.text.clone(),
-            // Delivered by a later process than the one that wrote it: say why it is late.
-            (Some(late), None) if self.recovered() && !pending.text.starts_with(late.as_str()) => {
-                format!("{late}\n\n{}", pending.text)
-            }
-            _ => pending.text.clone(),
-        };
-        let mut out = self.progress().record.message.reply(text, true);
-        out.metadata.extend(pending.metadata.clone());
-        if let Some(message) = &pending.finishes {
-            out.metadata
-                .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
-        }
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let hook: AfterShown = Box::new(move |landed: Landed| {
-            Box::pin(async move {
-                let _ = tx.send(landed);
-            })
-        });
-        self.0.shared.outbound.publish(out, Some(hook)).await;
-        match rx.await {
-            Ok(Landed::Shown(_)) | Ok(Landed::Failed { transient: false }) => true,
-            Ok(Landed::Failed { transient: true }) | Err(_) => false,
-        }
-    }
-
-    async fn save(&self) {
+    /// Saves the record: `false` when the entry is no longer this process's (an operator
+    /// dropped it, or another replica took it over); a failed write counts as still ours.
+    async fn save(&self) -> bool {
         let _saving = self.0.saving.lock().await;
         let record = self.record();
         let shared = &self.0.shared;
@@ -671,11 +685,15 @@ impl Entry {
             .journal_save(&self.0.id, &record, &shared.holder)
             .await
         {
-            Ok(true) => {}
+            Ok(true) => true,
             Ok(false) => {
-                tracing::debug!("A journal entry was removed or taken over before a save.")
+                tracing::debug!("A journal entry was removed or taken over before a save.");
+                false
             }
-            Err(error) => tracing::warn!(%error, "Saving a journal entry failed."),
+            Err(error) => {
+                tracing::warn!(%error, "Saving a journal entry failed.");
+                true
+            }
         }
     }
 }

@@ -5,6 +5,11 @@
 //! store keeps entries opaque: a serialized [`JournalRecord`] plus who holds the entry and
 //! until when ([`Store::journal_claim`](super::Store::journal_claim)). The manager owns the
 //! record's meaning (`src/manager/journal.rs`).
+//!
+//! An entry whose finals could not be delivered within `bridge.final_retry_hours` is given
+//! up ([`Store::journal_give_up`](super::Store::journal_give_up)): no process holds or
+//! claims it any more, and it waits for an operator (issue 33: `im-bridge deliveries`) to
+//! retry or drop it, for at most [`GAVE_UP_KEPT`].
 
 use im_bridge_channel::InboundMessage;
 use serde::{Deserialize, Serialize};
@@ -13,6 +18,11 @@ use serde::{Deserialize, Serialize};
 /// final waits to land, so traffic bounds them far below this; at the bound the oldest
 /// entries are dropped at admission (and logged by the manager as lost).
 pub const JOURNAL_CAP: usize = 10_000;
+
+/// How long an entry that gave up is kept for an operator to retry or drop it; then it is
+/// forgotten ([`Store::journal_sweep`](super::Store::journal_sweep)), so a message's text
+/// does not outlive it in the store indefinitely.
+pub const GAVE_UP_KEPT: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
 
 /// Where an admitted message stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,10 +57,17 @@ pub struct JournalRecord {
     /// Finals published and not landed yet (written ahead of each delivery).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub finals: Vec<PendingFinal>,
-    /// Delivery attempts of `finals` so far.
+    /// Delivery attempts of `finals` so far: the first delivery and each retry.
     #[serde(default)]
     pub attempts: u32,
+    /// Why the last attempt failed: the channel's log-safe error (an operation and a code,
+    /// never message text or a token), clipped to [`LAST_ERROR_MAX`] characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
+
+/// The longest [`JournalRecord::last_error`] kept, in characters.
+pub const LAST_ERROR_MAX: usize = 300;
 
 /// A final reply that did not land yet.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -84,7 +101,19 @@ impl JournalRecord {
             stream_message_id: None,
             finals: Vec::new(),
             attempts: 0,
+            last_error: None,
         }
+    }
+
+    /// Whether finals wait to be delivered: the run ended (or a crash came after its answer
+    /// was written ahead) and not every final landed.
+    pub fn has_pending_finals(&self) -> bool {
+        self.state == JournalState::FinalPending || !self.finals.is_empty()
+    }
+
+    /// Notes why a delivery failed, clipped to [`LAST_ERROR_MAX`] characters.
+    pub fn note_error(&mut self, error: &str) {
+        self.last_error = Some(error.chars().take(LAST_ERROR_MAX).collect());
     }
 }
 
@@ -95,8 +124,51 @@ pub struct Journaled {
     pub id: String,
     /// When it was admitted, unix milliseconds.
     pub created_ms: i64,
+    /// When its final retry window began, unix milliseconds: `created_ms`, or when an
+    /// operator last retried it after it gave up ([`Store::journal_retry`](super::Store::journal_retry)).
+    pub retry_from_ms: i64,
     /// Its record.
     pub record: JournalRecord,
+}
+
+/// A journal entry as the operator's listing sees it ([`Store::journal_list`](super::Store::journal_list)).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Listed {
+    /// Its place in admission order: a page after it starts after this.
+    pub seq: i64,
+    /// The entry's id.
+    pub id: String,
+    /// When it was admitted, unix milliseconds.
+    pub created_ms: i64,
+    /// When it gave up, unix milliseconds; `None` while it is still worked on.
+    pub gave_up_ms: Option<i64>,
+    /// Its record.
+    pub record: JournalRecord,
+}
+
+impl Listed {
+    /// Whether the operator's tools act on it: it gave up, or finals wait to be delivered.
+    /// An entry whose turn is still under way is not a delivery yet.
+    pub fn is_delivery(&self) -> bool {
+        self.gave_up_ms.is_some() || self.record.has_pending_finals()
+    }
+}
+
+/// What one [`Store::journal_sweep`](super::Store::journal_sweep) found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sweep {
+    /// The sweeper's entries an operator asked to retry now (their flag is cleared).
+    pub due: Vec<String>,
+    /// Entries that gave up and are kept, after forgetting the old ones.
+    pub gave_up: u64,
+    /// Entries that gave up longer ago than the sweep's horizon, deleted now.
+    pub forgotten: u64,
+}
+
+/// Whether a stored entry is one the operator's tools act on: it gave up, or its record
+/// (undecodable: no) has finals waiting.
+pub(crate) fn is_delivery(record: &str, gave_up: bool) -> bool {
+    gave_up || decode(record).is_some_and(|r| r.has_pending_finals())
 }
 
 /// A record as stored: JSON. Never fails for a record (every field serializes).

@@ -127,17 +127,19 @@ impl PostgresStore {
             .with_client("journal_claim", async |client| {
                 let statement = client
                     .prepare_cached(concat!(
-                        "UPDATE im_bridge_journal SET holder = $1, lease_until = ",
+                        "UPDATE im_bridge_journal SET holder = $1, due = FALSE, lease_until = ",
                         now_ms!(),
                         " + $3
                          WHERE id IN (
                              SELECT id FROM im_bridge_journal
-                             WHERE holder <> $1 AND ($2 OR lease_until <= ",
+                             WHERE holder <> $1 AND gave_up_at IS NULL
+                               AND ($2 OR lease_until <= ",
                         now_ms!(),
                         ")
                              ORDER BY seq FOR UPDATE SKIP LOCKED
                          )
-                         RETURNING id, record, created_at, seq"
+                         RETURNING id, record, created_at, seq,
+                                   coalesce(retried_at, created_at)"
                     ))
                     .await?;
                 client
@@ -152,12 +154,14 @@ impl PostgresStore {
             let text: String = row.try_get(1).map_err(failed("journal_claim"))?;
             let created_ms: i64 = row.try_get(2).map_err(failed("journal_claim"))?;
             let seq: i64 = row.try_get(3).map_err(failed("journal_claim"))?;
+            let retry_from_ms: i64 = row.try_get(4).map_err(failed("journal_claim"))?;
             match journal::decode(&text) {
                 Some(record) => claimed.push((
                     seq,
                     Journaled {
                         id,
                         created_ms,
+                        retry_from_ms,
                         record,
                     },
                 )),

@@ -1,11 +1,12 @@
 //! The in-flight journal on the store thread (issue 19). Admission writes the dedupe record
 //! and the entry in one savepoint, so a redelivery is either refused with the entry in
-//! place or admitted with it; the other operations are one statement each.
+//! place or admitted with it; the other operations are one statement each, or one
+//! savepoint (an operator's retry or drop and the sweep, issue 33).
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use super::Db;
-use crate::store::journal::{self, Journaled};
+use crate::store::journal::{self, Journaled, Listed, Sweep};
 use crate::store::{DedupeKey, JOURNAL_CAP};
 
 impl Db {
@@ -82,31 +83,35 @@ impl Db {
             let mut unreadable = Vec::new();
             {
                 let mut select = db.conn.prepare_cached(
-                    "SELECT id, record, created_at FROM journal
-                     WHERE holder <> ?1 AND lease_until <= ?2 ORDER BY seq",
+                    "SELECT id, record, created_at, coalesce(retried_at, created_at)
+                     FROM journal
+                     WHERE holder <> ?1 AND lease_until <= ?2 AND gave_up_at IS NULL
+                     ORDER BY seq",
                 )?;
                 let rows = select.query_map(params![holder, cutoff], |row| {
                     Ok((
                         row.get::<_, String>(0)?,
                         row.get::<_, String>(1)?,
                         row.get::<_, i64>(2)?,
+                        row.get::<_, i64>(3)?,
                     ))
                 })?;
                 for row in rows {
-                    let (id, record, created_ms) = row?;
+                    let (id, record, created_ms, retry_from_ms) = row?;
                     match journal::decode(&record) {
                         Some(record) => claimed.push(Journaled {
                             id,
                             created_ms,
+                            retry_from_ms,
                             record,
                         }),
                         None => unreadable.push(id),
                     }
                 }
             }
-            let mut take = db
-                .conn
-                .prepare_cached("UPDATE journal SET holder = ?2, lease_until = ?3 WHERE id = ?1")?;
+            let mut take = db.conn.prepare_cached(
+                "UPDATE journal SET holder = ?2, lease_until = ?3, due = 0 WHERE id = ?1",
+            )?;
             let until = now_ms.saturating_add(lease_ms);
             for entry in &claimed {
                 take.execute(params![entry.id, holder, until])?;
@@ -129,5 +134,154 @@ impl Db {
             .prepare_cached("UPDATE journal SET lease_until = ?2 WHERE holder = ?1")?
             .execute(params![holder, until_ms])?;
         Ok(())
+    }
+
+    /// See `Store::journal_give_up`.
+    pub(in crate::store::sqlite) fn journal_give_up(
+        &self,
+        id: &str,
+        record: &str,
+        holder: &str,
+        now_ms: i64,
+    ) -> rusqlite::Result<bool> {
+        let given = self
+            .conn
+            .prepare_cached(
+                "UPDATE journal SET record = ?2, gave_up_at = ?4, holder = '', lease_until = 0,
+                     due = 0
+                 WHERE id = ?1 AND holder = ?3",
+            )?
+            .execute(params![id, record, holder, now_ms])?;
+        Ok(given == 1)
+    }
+
+    /// See `Store::journal_list`.
+    pub(in crate::store::sqlite) fn journal_list(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> rusqlite::Result<Vec<Listed>> {
+        let mut select = self.conn.prepare_cached(
+            "SELECT seq, id, record, created_at, gave_up_at FROM journal
+             WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = select.query_map(params![after, limit], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, i64>(3)?,
+                row.get::<_, Option<i64>>(4)?,
+            ))
+        })?;
+        let mut listed = Vec::new();
+        for row in rows {
+            let (seq, id, record, created_ms, gave_up_ms) = row?;
+            if let Some(record) = journal::decode(&record) {
+                listed.push(Listed {
+                    seq,
+                    id,
+                    created_ms,
+                    gave_up_ms,
+                    record,
+                });
+            }
+        }
+        Ok(listed)
+    }
+
+    /// See `Store::journal_retry`.
+    pub(in crate::store::sqlite) fn journal_retry(
+        &mut self,
+        ids: &[String],
+        now_ms: i64,
+    ) -> rusqlite::Result<usize> {
+        self.atomically(|db| {
+            let mut retried = 0;
+            for id in ids {
+                let Some(gave_up) = db.delivery(id)? else {
+                    continue;
+                };
+                retried += if gave_up {
+                    db.conn
+                        .prepare_cached(
+                            "UPDATE journal SET gave_up_at = NULL, retried_at = ?2, holder = '',
+                                 lease_until = 0, due = 0
+                             WHERE id = ?1",
+                        )?
+                        .execute(params![id, now_ms])?
+                } else {
+                    db.conn
+                        .prepare_cached("UPDATE journal SET due = 1 WHERE id = ?1")?
+                        .execute([id])?
+                };
+            }
+            Ok(retried)
+        })
+    }
+
+    /// See `Store::journal_drop`.
+    pub(in crate::store::sqlite) fn journal_drop(
+        &mut self,
+        ids: &[String],
+    ) -> rusqlite::Result<usize> {
+        self.atomically(|db| {
+            let mut dropped = 0;
+            for id in ids {
+                if db.delivery(id)?.is_some() {
+                    dropped += db
+                        .conn
+                        .prepare_cached("DELETE FROM journal WHERE id = ?1")?
+                        .execute([id])?;
+                }
+            }
+            Ok(dropped)
+        })
+    }
+
+    /// Whether entry `id` is a delivery an operator may act on: `Some(gave_up)`, or `None`
+    /// for an entry still under way (or none).
+    fn delivery(&self, id: &str) -> rusqlite::Result<Option<bool>> {
+        let found = self
+            .conn
+            .prepare_cached("SELECT record, gave_up_at IS NOT NULL FROM journal WHERE id = ?1")?
+            .query_row([id], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, bool>(1)?))
+            })
+            .optional()?;
+        Ok(found
+            .filter(|(record, gave_up)| journal::is_delivery(record, *gave_up))
+            .map(|(_, gave_up)| gave_up))
+    }
+
+    /// See `Store::journal_sweep`.
+    pub(in crate::store::sqlite) fn journal_sweep(
+        &mut self,
+        holder: &str,
+        forget_before_ms: i64,
+    ) -> rusqlite::Result<Sweep> {
+        self.atomically(|db| {
+            let due = db
+                .conn
+                .prepare_cached(
+                    "UPDATE journal SET due = 0 WHERE holder = ?1 AND due = 1 RETURNING id",
+                )?
+                .query_map([holder], |row| row.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let forgotten = db
+                .conn
+                .prepare_cached("DELETE FROM journal WHERE gave_up_at <= ?1")?
+                .execute([forget_before_ms])?;
+            let gave_up: i64 = db
+                .conn
+                .prepare_cached("SELECT count(*) FROM journal WHERE gave_up_at IS NOT NULL")?
+                .query_row([], |row| row.get(0))?;
+            Ok(Sweep {
+                due,
+                gave_up: u64::try_from(gave_up).unwrap_or(0),
+                forgotten: forgotten as u64,
+            })
+        })
     }
 }

@@ -1,0 +1,167 @@
+//! Retrying the finals of a turn that did not land (issue 19), and how that ends (issue
+//! 33): delivered (the entry goes), given up once the retry window is over (kept for an
+//! operator), or left because the entry is no longer this process's (an operator dropped
+//! it, or another replica took it over while this one could not renew).
+//!
+//! Between two passes the retry waits with backoff, or until an operator asks to retry now
+//! (the holder's sweep wakes it). Each pass that tried every pending final counts one
+//! attempt; a pass cut short by a drain or shutdown counts none.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use im_bridge_channel::backoff::Backoff;
+use im_bridge_channel::{ChannelError, RESUME_MESSAGE_KEY};
+use tokio::sync::Notify;
+
+use super::{Entry, give_up, relock, remove};
+use crate::bus::{AfterShown, Landed};
+use crate::store::{PendingFinal, unix_millis};
+
+/// The first wait before a pending final is tried again; it doubles up to
+/// [`RETRY_MAX_WAIT`].
+const RETRY_FIRST_WAIT: Duration = Duration::from_secs(2);
+/// The longest wait between two tries of a pending final.
+const RETRY_MAX_WAIT: Duration = Duration::from_secs(300);
+
+/// How a retry of pending finals ended.
+enum Ended {
+    /// Each landed, or was refused for good.
+    Delivered,
+    /// The retry window is over.
+    GaveUp,
+    /// The entry is no longer this process's.
+    Gone,
+}
+
+impl Entry {
+    /// Retries this entry's pending finals in the background; see [`Entry::retry_finals`].
+    pub(crate) fn retry_finals_later(&self) {
+        let entry = self.clone();
+        let shared = self.0.shared.clone();
+        shared.retries.spawn(async move {
+            tokio::select! {
+                () = entry.retry_finals() => {}
+                () = entry.0.shared.stop.cancelled() => entry.forget_waker(),
+            }
+        });
+    }
+
+    /// Delivers the pending finals again with backoff until each landed or was refused for
+    /// good (the entry goes), the retry window is over (it is given up), or the entry is no
+    /// longer this process's.
+    async fn retry_finals(&self) {
+        let wake = Arc::new(Notify::new());
+        relock(&self.0.shared.wakers).insert(self.0.id.clone(), wake.clone());
+        let ended = self.retry_until_settled(&wake).await;
+        self.forget_waker();
+        self.leave_live();
+        let shared = &self.0.shared;
+        match ended {
+            Ended::Delivered => remove(&shared.store, &self.0.id).await,
+            Ended::GaveUp => {
+                tracing::warn!("Gave up delivering a final after the retry window.");
+                give_up(shared, &self.0.id, &self.record()).await;
+            }
+            Ended::Gone => {
+                tracing::info!(
+                    "A pending delivery was dropped or taken over; this process no longer retries it."
+                );
+            }
+        }
+    }
+
+    async fn retry_until_settled(&self, wake: &Notify) -> Ended {
+        let shared = &self.0.shared;
+        let mut backoff = Backoff::new(RETRY_FIRST_WAIT, RETRY_MAX_WAIT, RETRY_FIRST_WAIT);
+        let window = i64::try_from(shared.config.final_retry.as_millis()).unwrap_or(i64::MAX);
+        loop {
+            let finals = self.progress().record.finals.clone();
+            if finals.is_empty() {
+                return Ended::Delivered;
+            }
+            for pending in finals {
+                match self.deliver_again(&pending).await {
+                    Ok(()) => {
+                        // Struck off at once, so a crash right after cannot deliver it twice.
+                        self.progress().record.finals.retain(|f| f.id != pending.id);
+                        if !self.save().await {
+                            return Ended::Gone;
+                        }
+                    }
+                    Err(error) => self.progress().record.note_error(&error),
+                }
+            }
+            let done = {
+                let mut progress = self.progress();
+                progress.record.attempts = progress.record.attempts.saturating_add(1);
+                progress.record.finals.is_empty()
+            };
+            if done {
+                return Ended::Delivered;
+            }
+            if unix_millis().saturating_sub(self.0.retry_from_ms) > window {
+                return Ended::GaveUp;
+            }
+            if !self.save().await {
+                return Ended::Gone;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(backoff.next_wait()) => {}
+                () = wake.notified() => {
+                    tracing::info!("Retrying a pending delivery now, as an operator asked.");
+                }
+            }
+            // An operator may have dropped it meanwhile: then it is not delivered again.
+            if !self.save().await {
+                return Ended::Gone;
+            }
+        }
+    }
+
+    fn forget_waker(&self) {
+        relock(&self.0.shared.wakers).remove(&self.0.id);
+    }
+
+    /// Publishes `pending` once more and waits for its fate: `Ok` when it landed or was
+    /// refused for good, else why it failed (log-safe).
+    async fn deliver_again(&self, pending: &PendingFinal) -> Result<(), String> {
+        let text = match (&pending.late, &pending.finishes) {
+            // A final that replaces a message goes out unchanged: the same edit again, a
+            // no-op if the first one landed unacknowledged.
+            (_, Some(_)) => pending.text.clone(),
+            // Delivered by a later process than the one that wrote it: say why it is late.
+            (Some(late), None) if self.recovered() && !pending.text.starts_with(late.as_str()) => {
+                format!("{late}\n\n{}", pending.text)
+            }
+            _ => pending.text.clone(),
+        };
+        let mut out = self.progress().record.message.reply(text, true);
+        out.metadata.extend(pending.metadata.clone());
+        if let Some(message) = &pending.finishes {
+            out.metadata
+                .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let hook: AfterShown = Box::new(move |landed: Landed| {
+            Box::pin(async move {
+                let _ = tx.send(landed);
+            })
+        });
+        self.0.shared.outbound.publish(out, Some(hook)).await;
+        match rx.await {
+            Ok(
+                Landed::Shown(_)
+                | Landed::Failed {
+                    transient: false, ..
+                },
+            ) => Ok(()),
+            Ok(Landed::Failed {
+                transient: true,
+                error,
+            }) => Err(error),
+            // Never run: the lanes were dropped at shutdown.
+            Err(_) => Err(ChannelError::Stopped.to_string()),
+        }
+    }
+}
