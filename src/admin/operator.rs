@@ -199,3 +199,6 @@ fn store_failed(action: &'static str, error: &crate::store::StoreError) -> Respo
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests;

@@ -402,6 +402,9 @@ struct Progress {
     record: JournalRecord,
     /// The turn finished publishing.
     ended: bool,
+    /// [`Entry::settle`] went past its guard: the entry was removed or its retries began.
+    /// The turn's end and its last final's landing may both reach it; only one goes on.
+    settled: bool,
     /// Finals published whose fate is not known yet.
     outstanding: usize,
     /// A recovered reply still has to finish the message the previous process streamed
@@ -437,6 +440,7 @@ impl Entry {
             progress: Mutex::new(Progress {
                 record,
                 ended: false,
+                settled: false,
                 outstanding: 0,
                 resume,
                 next_final,
@@ -651,9 +655,10 @@ impl Entry {
     async fn settle(&self) {
         let pending = {
             let mut progress = self.progress();
-            if !progress.ended || progress.outstanding > 0 {
+            if !progress.ended || progress.outstanding > 0 || progress.settled {
                 return;
             }
+            progress.settled = true;
             if progress.record.finals.is_empty() {
                 false
             } else {

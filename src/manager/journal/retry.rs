@@ -41,8 +41,10 @@ impl Entry {
         let shared = self.0.shared.clone();
         shared.retries.spawn(async move {
             tokio::select! {
-                () = entry.retry_finals() => {}
+                // Held (a drain) or stopped first: not even one more try.
+                biased;
                 () = entry.0.shared.stop.cancelled() => entry.forget_waker(),
+                () = entry.retry_finals() => {}
             }
         });
     }
@@ -165,3 +167,6 @@ impl Entry {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
