@@ -254,7 +254,7 @@ impl Journal {
             ..
         } in claimed
         {
-            if now.saturating_sub(retry_from_ms) > window {
+            if now.saturating_sub(retry_from_ms) >= window {
                 tracing::warn!(
                     channel = %record.message.channel_name,
                     state = ?record.state,

@@ -102,7 +102,7 @@ impl Entry {
             if done {
                 return Ended::Delivered;
             }
-            if unix_millis().saturating_sub(self.0.retry_from_ms) > window {
+            if unix_millis().saturating_sub(self.0.retry_from_ms) >= window {
                 return Ended::GaveUp;
             }
             if !self.save().await {

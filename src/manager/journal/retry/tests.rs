@@ -125,7 +125,7 @@ impl Rig {
 
 #[tokio::test]
 async fn issue_33_a_final_undeliverable_for_the_retry_window_is_given_up_and_kept() {
-    let rig = rig(Duration::from_millis(1)).await;
+    let rig = rig(Duration::ZERO).await;
     let id = rig.answer().await;
     let given_up = rig
         .wait_entry("the entry given up", |e| e.gave_up_ms.is_some())
