@@ -35,7 +35,7 @@ use crate::operator::{Deliveries, Selection};
 pub const BODY_MAX: usize = 64 * 1024;
 
 /// The key both tokens are hashed with before they are compared.
-const COMPARE_KEY: &[u8] = b"im-bridge admin token";
+const COMPARE_KEY: &[u8] = b"im-bridge/admin-token";
 
 /// What the operator's endpoints act on.
 #[derive(Clone)]

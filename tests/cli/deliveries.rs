@@ -85,10 +85,20 @@ fn answered(question: &str, answer: &str, attempts: u32) -> JournalRecord {
 /// `gone`, given up after 12 attempts, and `waits`, still held by a process.
 async fn seed(store: &dyn Store) {
     let gone = answered("what was it", "the lost answer", 12);
-    assert!(store.journal_admit(None, "gone", &gone, "dead", LONG).await.unwrap());
+    assert!(
+        store
+            .journal_admit(None, "gone", &gone, "dead", LONG)
+            .await
+            .unwrap()
+    );
     assert!(store.journal_give_up("gone", &gone, "dead").await.unwrap());
     let waits = answered("and this", "the waiting answer", 2);
-    assert!(store.journal_admit(None, "waits", &waits, "dead", LONG).await.unwrap());
+    assert!(
+        store
+            .journal_admit(None, "waits", &waits, "dead", LONG)
+            .await
+            .unwrap()
+    );
 }
 
 /// The listing of the seeded store (who, when and why, never what, unless asked), a retry
@@ -142,7 +152,10 @@ async fn list_retry_and_drop(config: &Path, retried: &str) {
     let json = listed(config, &[]).await;
     assert_eq!(json.len(), 1, "{json:?}");
     assert_eq!(json[0]["id"], "gone");
-    assert_eq!(json[0]["state"], "pending", "retried, it is no longer given up");
+    assert_eq!(
+        json[0]["state"], "pending",
+        "retried, it is no longer given up"
+    );
 }
 
 #[tokio::test]
@@ -208,7 +221,11 @@ async fn exited(c: &Crashable, child: &mut Child) -> std::process::ExitStatus {
 async fn logged(c: &Crashable, n: usize, text: &str) {
     let until = Instant::now() + DEADLINE;
     while !c.log(n).contains(text) {
-        assert!(Instant::now() < until, "never logged {text:?}\n{}", c.logs());
+        assert!(
+            Instant::now() < until,
+            "never logged {text:?}\n{}",
+            c.logs()
+        );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
@@ -241,7 +258,10 @@ async fn issue_33_a_running_daemon_answers_deliveries_and_drains_through_its_adm
     let json = listed(&config, &env).await;
     assert_eq!(json.len(), 1, "{json:?}");
     assert_eq!(json[0]["state"], "pending");
-    assert!(json[0]["last_error"].as_str().unwrap().contains("502"), "{json:?}");
+    assert!(
+        json[0]["last_error"].as_str().unwrap().contains("502"),
+        "{json:?}"
+    );
     let wrong = [("IM_BRIDGE_ADMIN_TOKEN", "not-the-daemons-token-0000")];
     let refused = cli(&config, &["deliveries", "list"], &wrong).await;
     assert_eq!(refused.status.code(), Some(1));
@@ -253,11 +273,18 @@ async fn issue_33_a_running_daemon_answers_deliveries_and_drains_through_its_adm
     let out = stdout(&cli(&config, &["deliveries", "retry", "--all"], &env).await);
     assert_eq!(out, "Retried 1 delivery.\nThe daemon tries again now.\n");
     let messages = c.wait_text("patience pays").await;
-    assert_eq!(with_text(&messages, "patience pays").len(), 1, "{messages:?}");
+    assert_eq!(
+        with_text(&messages, "patience pays").len(),
+        1,
+        "{messages:?}"
+    );
     c.wait_journal_empty().await;
 
     let drained = stdout(&cli(&config, &["drain"], &env).await);
-    assert!(drained.ends_with("The daemon drained and stopped.\n"), "{drained}");
+    assert!(
+        drained.ends_with("The daemon drained and stopped.\n"),
+        "{drained}"
+    );
     assert!(exited(&c, &mut daemon).await.success());
     assert!(c.log(0).contains("Drained"), "{}", c.log(0));
     assert!(!c.logs().contains(ADMIN_TOKEN), "the token is never logged");
@@ -284,7 +311,12 @@ async fn issue_33_sigusr1_finishes_admitted_work_and_leaves_new_messages_to_the_
     logged(&c, 0, "Draining").await;
     // Admission is closed: the poller leaves the new message unacknowledged.
     c.say("second");
-    logged(&c, 0, "leaving the remaining Telegram updates unacknowledged").await;
+    logged(
+        &c,
+        0,
+        "leaving the remaining Telegram updates unacknowledged",
+    )
+    .await;
     let thread = c.sim.thread_ids().pop().unwrap();
     for run in c.sim.active_runs(&thread) {
         c.sim.finish_run(&run);
@@ -319,7 +351,11 @@ async fn issue_33_a_drain_leaves_pending_deliveries_to_the_next_start_without_an
     let sends = c.fake.calls_to("sendMessage").len();
     usr1(&daemon).await;
     assert!(exited(&c, &mut daemon).await.success());
-    assert_eq!(c.fake.calls_to("sendMessage").len(), sends, "no try after the drain");
+    assert_eq!(
+        c.fake.calls_to("sendMessage").len(),
+        sends,
+        "no try after the drain"
+    );
     let records = journal_records(&c.store_path());
     assert_eq!(records.len(), 1);
     assert!(records[0].contains("\"attempts\":2"), "{records:?}");
@@ -327,6 +363,10 @@ async fn issue_33_a_drain_leaves_pending_deliveries_to_the_next_start_without_an
     c.fake.heal();
     let daemon = c.spawn(1);
     let messages = c.wait_text(&late("still coming")).await;
-    assert_eq!(with_text(&messages, "still coming").len(), 1, "{messages:?}");
+    assert_eq!(
+        with_text(&messages, "still coming").len(),
+        1,
+        "{messages:?}"
+    );
     drop(daemon);
 }

@@ -30,7 +30,8 @@ impl GatewayProbe for Up {
 /// A store holding a delivery that gave up (`gone`), one still pending (`waits`) and a
 /// turn under way (`busy`).
 async fn seeded(dir: &tempfile::TempDir) -> Arc<dyn Store> {
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
     let message = im_bridge_channel::InboundMessage::new("fake", "4242", "u1", "secret question");
     let asked = JournalRecord::admitted(message);
     let mut answered = asked.clone();
@@ -45,7 +46,12 @@ async fn seeded(dir: &tempfile::TempDir) -> Arc<dyn Store> {
     answered.attempts = 7;
     answered.note_error("transport error: calling sendMessage failed: 502");
     for id in ["gone", "waits", "busy"] {
-        assert!(store.journal_admit(None, id, &asked, "h", LONG).await.unwrap());
+        assert!(
+            store
+                .journal_admit(None, id, &asked, "h", LONG)
+                .await
+                .unwrap()
+        );
     }
     for id in ["gone", "waits"] {
         assert!(store.journal_save(id, &answered, "h").await.unwrap());
@@ -71,7 +77,11 @@ async fn start(token: Option<&str>) -> Served {
     let mut state = AdminState::new(Vec::new(), Arc::new(Up)).with_draining(drain.clone());
     if let Some(token) = token {
         let deliveries = Deliveries::new(store.clone()).with_upkeep(upkeep.clone());
-        state = state.with_operator(Operator::new(&Secret::new(token), deliveries, drain.clone()));
+        state = state.with_operator(Operator::new(
+            &Secret::new(token),
+            deliveries,
+            drain.clone(),
+        ));
     }
     let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -109,7 +119,10 @@ async fn issue_33_without_a_token_the_operator_endpoints_do_not_exist() {
         assert_eq!(answer.status(), 404, "{path}");
     }
     let refused = client(&served, TOKEN).page(0, 10, false).await.unwrap_err();
-    assert!(matches!(refused, ClientError::NotEnabled { .. }), "{refused}");
+    assert!(
+        matches!(refused, ClientError::NotEnabled { .. }),
+        "{refused}"
+    );
     assert!(!served.drain.is_cancelled());
     served.stop.cancel();
 }
@@ -122,15 +135,28 @@ async fn issue_33_a_missing_or_wrong_token_is_refused() {
     let bare = http.get(&url).send().await.unwrap();
     assert_eq!(bare.status(), 401);
     assert_eq!(bare.headers()["www-authenticate"], "Bearer");
-    for wrong in ["0123456789abcdef-operatoR", "short", "", TOKEN.repeat(2).as_str()] {
+    for wrong in [
+        "0123456789abcdef-operatoR",
+        "short",
+        "",
+        TOKEN.repeat(2).as_str(),
+    ] {
         let answer = http.get(&url).bearer_auth(wrong).send().await.unwrap();
         assert_eq!(answer.status(), 401, "{wrong:?}");
     }
-    let basic = http.get(&url).basic_auth(TOKEN, None::<&str>).send().await.unwrap();
+    let basic = http
+        .get(&url)
+        .basic_auth(TOKEN, None::<&str>)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(basic.status(), 401, "only a bearer token counts");
     let refused = client(&served, "wrong-token-of-some-length").drain().await;
     assert!(matches!(refused, Err(ClientError::Unauthorized { .. })));
-    assert!(!served.drain.is_cancelled(), "a refused drain changes nothing");
+    assert!(
+        !served.drain.is_cancelled(),
+        "a refused drain changes nothing"
+    );
     let page = client(&served, TOKEN).page(0, 10, false).await.unwrap();
     assert_eq!(page.deliveries.len(), 2);
     served.stop.cancel();
@@ -161,7 +187,10 @@ async fn issue_33_deliveries_are_listed_retried_and_dropped() {
         .collect();
     assert_eq!(
         listed,
-        [("gone", DeliveryState::GaveUp), ("waits", DeliveryState::Pending)],
+        [
+            ("gone", DeliveryState::GaveUp),
+            ("waits", DeliveryState::Pending)
+        ],
         "the turn under way is no delivery"
     );
     let gone = &page.deliveries[0];
@@ -195,7 +224,11 @@ async fn issue_33_deliveries_are_listed_retried_and_dropped() {
         .await
         .expect("a retry wakes the upkeep");
     let page = client.page(0, 10, false).await.unwrap();
-    assert!(page.deliveries.iter().all(|d| d.state == DeliveryState::Pending));
+    assert!(
+        page.deliveries
+            .iter()
+            .all(|d| d.state == DeliveryState::Pending)
+    );
 
     // A selection must name something.
     let empty = reqwest::Client::new()
@@ -208,7 +241,14 @@ async fn issue_33_deliveries_are_listed_retried_and_dropped() {
     assert_eq!(empty.status(), 400);
 
     assert_eq!(client.drop(&Selection::All).await.unwrap(), 2);
-    assert!(client.page(0, 10, false).await.unwrap().deliveries.is_empty());
+    assert!(
+        client
+            .page(0, 10, false)
+            .await
+            .unwrap()
+            .deliveries
+            .is_empty()
+    );
     let left = served.store.journal_list(0, 10).await.unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].id, "busy", "the turn under way stays");
@@ -222,11 +262,15 @@ async fn issue_33_deliveries_are_listed_retried_and_dropped() {
 #[tokio::test]
 async fn issue_33_a_drain_is_accepted_and_the_daemon_is_no_longer_ready() {
     let served = start(Some(TOKEN)).await;
-    let ready = reqwest::get(format!("{}/readyz", served.base)).await.unwrap();
+    let ready = reqwest::get(format!("{}/readyz", served.base))
+        .await
+        .unwrap();
     assert_eq!(ready.status(), 200);
     client(&served, TOKEN).drain().await.unwrap();
     assert!(served.drain.is_cancelled());
-    let ready = reqwest::get(format!("{}/readyz", served.base)).await.unwrap();
+    let ready = reqwest::get(format!("{}/readyz", served.base))
+        .await
+        .unwrap();
     assert_eq!(ready.status(), 503);
     let body: serde_json::Value = ready.json().await.unwrap();
     assert_eq!(body["not_ready"], serde_json::json!(["draining"]));

@@ -11,7 +11,9 @@ use crate::store::{JournalRecord, JournalState, PendingFinal, Store};
 
 /// A record whose answer waits to be delivered.
 fn pending(text: &str) -> JournalRecord {
-    let message = im_bridge_channel::InboundMessage::new("journal", "c33", "u1", "question");
+    let mut message = im_bridge_channel::InboundMessage::new("journal", "c33", "u1", "question");
+    // Exactly representable, so the JSON round trip compares equal.
+    message.created_at = 1_700_000_000.5;
     let mut record = JournalRecord::admitted(message);
     record.state = JournalState::FinalPending;
     record.finals.push(PendingFinal {

@@ -172,9 +172,9 @@ impl PostgresStore {
                          UPDATE im_bridge_journal SET due = FALSE
                          WHERE holder = $1 AND due RETURNING id
                      ), forgotten AS (
-                         DELETE FROM im_bridge_journal WHERE gave_up_at <= ",
+                         DELETE FROM im_bridge_journal WHERE gave_up_at + $2 <= ",
                     now_ms!(),
-                    " - $2 RETURNING 1
+                    " RETURNING 1
                      )
                      SELECT (SELECT array_agg(id) FROM due),
                             (SELECT count(*) FROM forgotten),

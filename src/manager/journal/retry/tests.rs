@@ -164,7 +164,10 @@ async fn issue_33_a_drain_holds_the_retries_and_counts_no_attempt() {
     );
     let after = rig.store.journal_list(0, 10).await.unwrap();
     assert_eq!(after.len(), 1, "left for the next process");
-    assert_eq!(after[0].record.attempts, 0, "a delivery cut short by the drain");
+    assert_eq!(
+        after[0].record.attempts, 0,
+        "a delivery cut short by the drain"
+    );
     assert_eq!(after[0].record, pending.record);
 }
 
@@ -199,7 +202,9 @@ async fn issue_33_a_dropped_delivery_is_not_tried_again() {
     let sends = rig.channel.sends.load(Ordering::SeqCst);
     // An operator's retry wakes the waiting retry, which finds the entry gone.
     rig.channel.failing.store(false, Ordering::SeqCst);
-    let waker = super::super::relock(&rig.journal.shared.wakers).get(&id).cloned();
+    let waker = super::super::relock(&rig.journal.shared.wakers)
+        .get(&id)
+        .cloned();
     waker.expect("the retry waits").notify_one();
     let until = Instant::now() + DEADLINE;
     while super::super::relock(&rig.journal.shared.wakers).contains_key(&id) {
