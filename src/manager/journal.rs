@@ -29,8 +29,9 @@
 //!    cannot change); or **given up** once the retry window is over: then no process works
 //!    on it and it waits for an operator (issue 33, `im-bridge deliveries`: the `Deliveries`
 //!    handle of `crate::operator`), who retries it (any process claims it, its window
-//!    restarted) or drops it, for at most [`GAVE_UP_KEPT`]. A retry of a pending final
-//!    marks it due: its holder's next sweep wakes its retries at once.
+//!    restarted) or drops it, for at most [`GAVE_UP_KEPT`](crate::store::GAVE_UP_KEPT). A
+//!    retry of a pending final marks it due: its holder's next sweep wakes its retries at
+//!    once.
 //!
 //! # How replies find their entry
 //!
@@ -50,10 +51,11 @@
 //! every replica claims expired entries at the same pace.
 //!
 //! Bounded: entries exist only for messages queued, running or with finals pending (at most
-//! `final_retry_hours`), or given up (at most [`GAVE_UP_KEPT`]), and the store caps them
+//! `final_retry_hours`), or given up (at most
+//! [`GAVE_UP_KEPT`](crate::store::GAVE_UP_KEPT)), and the store caps them
 //! ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
 //!
-//! A drain (issue 33) holds the retries of pending finals at once ([`Journal::hold`]): they
+//! A drain (issue 33) holds the retries of pending finals at once (`Journal::hold`): they
 //! stay for the next process, their attempts not counted.
 //!
 //! Children: `retry` (the retries of pending finals), `starting` (a run start journaled
@@ -73,11 +75,10 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admin::names;
+use self::retry::give_up;
 use crate::bus::{Hooks, Landed, Outbound};
 use crate::store::{
-    DedupeKey, GAVE_UP_KEPT, JournalRecord, JournalState, Journaled, PendingFinal, Store,
-    unix_millis,
+    DedupeKey, JournalRecord, JournalState, Journaled, PendingFinal, Store, unix_millis,
 };
 
 tokio::task_local! {
@@ -283,56 +284,6 @@ impl Journal {
         }
     }
 
-    /// The journal's upkeep on the store besides renewing (`Store::journal_sweep`): wakes
-    /// the retries an operator asked to run now, forgets entries given up longer than
-    /// [`GAVE_UP_KEPT`] ago, and sets the gauge of entries given up.
-    pub(crate) async fn sweep(&self) {
-        let shared = &self.shared;
-        let sweep = match shared
-            .store
-            .journal_sweep(&shared.holder, GAVE_UP_KEPT)
-            .await
-        {
-            Ok(sweep) => sweep,
-            Err(error) => {
-                tracing::warn!(%error, "Sweeping the journal failed.");
-                return;
-            }
-        };
-        {
-            let wakers = relock(&shared.wakers);
-            for id in &sweep.due {
-                if let Some(waker) = wakers.get(id) {
-                    waker.notify_one();
-                }
-            }
-        }
-        metrics::gauge!(names::JOURNAL_GAVE_UP).set(sweep.gave_up as f64);
-        if sweep.forgotten > 0 {
-            tracing::info!(
-                entries = sweep.forgotten,
-                "Forgot deliveries that gave up longer ago than they are kept."
-            );
-        }
-    }
-
-    /// What an operator's retry notifies, so the upkeep runs at once ([`Journal::upkept`]).
-    pub(crate) fn upkeep_handle(&self) -> Arc<Notify> {
-        self.shared.upkeep.clone()
-    }
-
-    /// Resolves when an operator asked for the journal's upkeep now.
-    pub(crate) async fn upkept(&self) {
-        self.shared.upkeep.notified().await;
-    }
-
-    /// Holds the retries of pending finals for a drain (issue 33): none is tried again by
-    /// this process, and none counts an attempt; [`Journal::shut_down`] then leaves them to
-    /// the next one.
-    pub(crate) fn hold(&self) {
-        self.shared.stop.cancel();
-    }
-
     /// Stops the retries of pending finals and gives this process's leases up, so another
     /// replica (or the next start) takes the entries at once. The entries stay.
     pub(crate) async fn shut_down(&self) {
@@ -365,20 +316,6 @@ fn new_id() -> String {
 async fn remove(store: &Arc<dyn Store>, id: &str) {
     if let Err(error) = store.journal_remove(id).await {
         tracing::warn!(%error, "Removing a journal entry failed; it will be recovered again.");
-    }
-}
-
-/// Gives entry `id` up with its `record`: counted, and kept for an operator.
-async fn give_up(shared: &Shared, id: &str, record: &JournalRecord) {
-    metrics::counter!(names::JOURNAL_GIVEN_UP).increment(1);
-    match shared
-        .store
-        .journal_give_up(id, record, &shared.holder)
-        .await
-    {
-        Ok(true) => {}
-        Ok(false) => tracing::debug!("A journal entry was removed or taken over before giving up."),
-        Err(error) => tracing::warn!(%error, "Giving a journal entry up failed."),
     }
 }
 

@@ -1,7 +1,9 @@
 //! Retrying the finals of a turn that did not land (issue 19), and how that ends (issue
 //! 33): delivered (the entry goes), given up once the retry window is over (kept for an
 //! operator), or left because the entry is no longer this process's (an operator dropped
-//! it, or another replica took it over while this one could not renew).
+//! it, or another replica took it over while this one could not renew). Also what an
+//! operator and a drain do to the retries: the sweep that wakes the ones asked for, and
+//! holding them all.
 //!
 //! Between two passes the retry waits with backoff, or until an operator asks to retry now
 //! (the holder's sweep wakes it). Each pass that tried every pending final counts one
@@ -14,9 +16,10 @@ use im_bridge_channel::backoff::Backoff;
 use im_bridge_channel::{ChannelError, RESUME_MESSAGE_KEY};
 use tokio::sync::Notify;
 
-use super::{Entry, give_up, relock, remove};
+use super::{Entry, Journal, Shared, relock, remove};
+use crate::admin::names;
 use crate::bus::{AfterShown, Landed};
-use crate::store::{PendingFinal, unix_millis};
+use crate::store::{GAVE_UP_KEPT, JournalRecord, PendingFinal, unix_millis};
 
 /// The first wait before a pending final is tried again; it doubles up to
 /// [`RETRY_MAX_WAIT`].
@@ -32,6 +35,72 @@ enum Ended {
     GaveUp,
     /// The entry is no longer this process's.
     Gone,
+}
+
+impl Journal {
+    /// The journal's upkeep on the store besides renewing (`Store::journal_sweep`): wakes
+    /// the retries an operator asked to run now, forgets entries given up longer than
+    /// [`GAVE_UP_KEPT`] ago, and sets the gauge of entries given up.
+    pub(crate) async fn sweep(&self) {
+        let shared = &self.shared;
+        let sweep = match shared
+            .store
+            .journal_sweep(&shared.holder, GAVE_UP_KEPT)
+            .await
+        {
+            Ok(sweep) => sweep,
+            Err(error) => {
+                tracing::warn!(%error, "Sweeping the journal failed.");
+                return;
+            }
+        };
+        {
+            let wakers = relock(&shared.wakers);
+            for id in &sweep.due {
+                if let Some(waker) = wakers.get(id) {
+                    waker.notify_one();
+                }
+            }
+        }
+        metrics::gauge!(names::JOURNAL_GAVE_UP).set(sweep.gave_up as f64);
+        if sweep.forgotten > 0 {
+            tracing::info!(
+                entries = sweep.forgotten,
+                "Forgot deliveries that gave up longer ago than they are kept."
+            );
+        }
+    }
+
+    /// What an operator's retry notifies, so the upkeep runs at once ([`Journal::upkept`]).
+    pub(crate) fn upkeep_handle(&self) -> Arc<Notify> {
+        self.shared.upkeep.clone()
+    }
+
+    /// Resolves when an operator asked for the journal's upkeep now.
+    pub(crate) async fn upkept(&self) {
+        self.shared.upkeep.notified().await;
+    }
+
+    /// Holds the retries of pending finals for a drain (issue 33): none is tried again by
+    /// this process, and none counts an attempt; [`Journal::shut_down`] then leaves them to
+    /// the next one.
+    pub(crate) fn hold(&self) {
+        self.shared.stop.cancel();
+    }
+}
+
+/// Gives entry `id` up with its `record`: counted, and kept for an operator.
+pub(super) async fn give_up(shared: &Shared, id: &str, record: &JournalRecord) {
+    metrics::counter!(names::JOURNAL_GIVEN_UP).increment(1);
+    match shared
+        .store
+        .journal_give_up(id, record, &shared.holder)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => tracing::debug!("A journal entry was removed or taken over before giving up."),
+        Err(error) => tracing::warn!(%error, "Giving a journal entry up failed."),
+    }
 }
 
 impl Entry {
