@@ -20,4 +20,4 @@ pub mod client;
 pub mod deliveries;
 
 pub use client::{AdminClient, ClientError};
-pub use deliveries::{Deliveries, Delivery, DeliveryState, Page, Selection, Texts};
+pub use deliveries::{Change, Deliveries, Delivery, DeliveryState, Page, Selection, Texts};

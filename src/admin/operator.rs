@@ -3,7 +3,7 @@
 //!
 //! - `GET /admin/deliveries?after=N&limit=N&show_text=true`: one page of the deliveries
 //!   ([`Page`]: who, when, how often, the last error; texts only with `show_text`);
-//! - `POST /admin/deliveries/retry` and `POST /admin/deliveries/drop` with
+//! - `POST /admin/deliveries/retry` and `POST /admin/deliveries/drop` ([`Change`]) with
 //!   `{"ids": ["…"]}` or `{"all": true}`: `{"retried": N}`, `{"dropped": N}`; a retry wakes
 //!   the journal's upkeep, so this daemon takes the retried deliveries up at once;
 //! - `POST /admin/drain`: 202 `{"draining": true}`, then the daemon drains and stops.
@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::names;
 use crate::operator::deliveries::IDS_MAX;
-use crate::operator::{Deliveries, Selection};
+use crate::operator::{Change, Deliveries, Selection};
 
 /// The largest request body, in bytes (a thousand ids fit).
 pub const BODY_MAX: usize = 64 * 1024;
@@ -69,8 +69,7 @@ pub(super) fn routes(operator: Operator) -> Router {
     let operator = Arc::new(operator);
     Router::new()
         .route("/admin/deliveries", get(list))
-        .route("/admin/deliveries/retry", post(retry))
-        .route("/admin/deliveries/drop", post(drop_deliveries))
+        .route("/admin/deliveries/{change}", post(change))
         .route("/admin/drain", post(drain))
         .layer(DefaultBodyLimit::max(BODY_MAX))
         .layer(middleware::from_fn_with_state(
@@ -154,34 +153,32 @@ fn bad_selection() -> Response {
         .into_response()
 }
 
-async fn retry(State(operator): State<Arc<Operator>>, Json(chosen): Json<Chosen>) -> Response {
-    let Some(selection) = chosen.selection() else {
-        return bad_selection();
-    };
-    match operator.deliveries.retry(&selection).await {
-        Ok(retried) => {
-            metrics::counter!(names::JOURNAL_RETRIED).increment(retried as u64);
-            tracing::info!(retried, "An operator retried deliveries.");
-            Json(json!({ "retried": retried })).into_response()
-        }
-        Err(error) => store_failed("retry", &error),
-    }
-}
-
-async fn drop_deliveries(
+async fn change(
     State(operator): State<Arc<Operator>>,
+    Path(name): Path<String>,
     Json(chosen): Json<Chosen>,
 ) -> Response {
+    let Some(change) = Change::named(&name) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
     let Some(selection) = chosen.selection() else {
         return bad_selection();
     };
-    match operator.deliveries.drop(&selection).await {
-        Ok(dropped) => {
-            metrics::counter!(names::JOURNAL_DROPPED).increment(dropped as u64);
-            tracing::info!(dropped, "An operator dropped deliveries.");
-            Json(json!({ "dropped": dropped })).into_response()
+    match operator.deliveries.change(change, &selection).await {
+        Ok(count) => {
+            let counter = match change {
+                Change::Retry => names::JOURNAL_RETRIED,
+                Change::Drop => names::JOURNAL_DROPPED,
+            };
+            metrics::counter!(counter).increment(count as u64);
+            tracing::info!(
+                change = change.as_str(),
+                count,
+                "An operator changed deliveries."
+            );
+            Json(json!({ change.done(): count })).into_response()
         }
-        Err(error) => store_failed("drop", &error),
+        Err(error) => store_failed(change.as_str(), &error),
     }
 }
 

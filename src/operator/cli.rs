@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 
 use super::{
-    AdminClient, ClientError, Deliveries, Delivery, Page, Selection, deliveries::PAGE_MAX,
+    AdminClient, Change, ClientError, Deliveries, Delivery, Page, Selection, deliveries::PAGE_MAX,
 };
 use crate::config::{Settings, StoreLocation};
 use crate::store::{Store, StoreError};
@@ -151,12 +151,14 @@ impl Route {
         })
     }
 
-    async fn act(&self, retry: bool, selection: &Selection) -> Result<usize, CliError> {
-        Ok(match (self, retry) {
-            (Self::Store(store), true) => Deliveries::new(store.clone()).retry(selection).await?,
-            (Self::Store(store), false) => Deliveries::new(store.clone()).drop(selection).await?,
-            (Self::Daemon(client), true) => client.retry(selection).await?,
-            (Self::Daemon(client), false) => client.drop(selection).await?,
+    async fn change(&self, change: Change, selection: &Selection) -> Result<usize, CliError> {
+        Ok(match self {
+            Self::Store(store) => {
+                Deliveries::new(store.clone())
+                    .change(change, selection)
+                    .await?
+            }
+            Self::Daemon(client) => client.change(change, selection).await?,
         })
     }
 }
@@ -232,7 +234,7 @@ fn daemon_client(base: &str, settings: &Settings) -> Result<AdminClient, CliErro
 
 async fn run(action: &Action, route: &Route, settings: &Settings) -> Result<ExitCode, CliError> {
     let mut out = std::io::stdout();
-    let (retry, target) = match action {
+    let (change, target) = match action {
         Action::List { json, show_text } => {
             let mut all = Vec::new();
             let mut after = 0;
@@ -252,12 +254,12 @@ async fn run(action: &Action, route: &Route, settings: &Settings) -> Result<Exit
             }
             return Ok(ExitCode::SUCCESS);
         }
-        Action::Retry(target) => (true, target),
-        Action::Drop(target) => (false, target),
+        Action::Retry(target) => (Change::Retry, target),
+        Action::Drop(target) => (Change::Drop, target),
     };
-    let count = route.act(retry, &target.selection()).await?;
+    let count = route.change(change, &target.selection()).await?;
     let noun = if count == 1 { "delivery" } else { "deliveries" };
-    if retry {
+    if change == Change::Retry {
         writeln!(out, "Retried {count} {noun}.")?;
         match (count, route, &settings.store) {
             (0, _, _) => {}

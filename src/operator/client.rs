@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use im_bridge_channel::Secret;
 use reqwest::StatusCode;
-use serde::Deserialize;
 use serde_json::json;
 
-use super::{Page, Selection};
+use super::{Change, Page, Selection};
 
 /// How long one call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -73,12 +72,6 @@ pub struct AdminClient {
     http: reqwest::Client,
 }
 
-#[derive(Deserialize)]
-struct Count {
-    #[serde(alias = "retried", alias = "dropped")]
-    count: usize,
-}
-
 impl AdminClient {
     /// A client of the endpoints at `base` (`http://HOST:PORT`), authenticating with `token`.
     pub fn new(base: &str, token: Secret) -> Result<Self, ClientError> {
@@ -119,14 +112,31 @@ impl AdminClient {
         self.json(request).await
     }
 
-    /// Retries the selected deliveries; returns how many the daemon retried.
-    pub async fn retry(&self, selection: &Selection) -> Result<usize, ClientError> {
-        self.act("retry", selection).await
-    }
-
-    /// Drops the selected deliveries; returns how many the daemon dropped.
-    pub async fn drop(&self, selection: &Selection) -> Result<usize, ClientError> {
-        self.act("drop", selection).await
+    /// Retries or drops the selected deliveries; returns how many the daemon changed.
+    pub async fn change(
+        &self,
+        change: Change,
+        selection: &Selection,
+    ) -> Result<usize, ClientError> {
+        let body = match selection {
+            Selection::Ids(ids) => json!({ "ids": ids }),
+            Selection::All => json!({ "all": true }),
+        };
+        let request = self
+            .http
+            .post(format!(
+                "{}/admin/deliveries/{}",
+                self.base,
+                change.as_str()
+            ))
+            .json(&body);
+        let answer: serde_json::Value = self.json(request).await?;
+        answer[change.done()]
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| ClientError::Decode {
+                base: self.base.clone(),
+            })
     }
 
     /// Asks the daemon to drain; it answers at once and stops once drained.
@@ -142,19 +152,6 @@ impl AdminClient {
             .send()
             .await
             .is_ok()
-    }
-
-    async fn act(&self, action: &str, selection: &Selection) -> Result<usize, ClientError> {
-        let body = match selection {
-            Selection::Ids(ids) => json!({ "ids": ids }),
-            Selection::All => json!({ "all": true }),
-        };
-        let request = self
-            .http
-            .post(format!("{}/admin/deliveries/{action}", self.base))
-            .json(&body);
-        let count: Count = self.json(request).await?;
-        Ok(count.count)
     }
 
     async fn json<T: serde::de::DeserializeOwned>(

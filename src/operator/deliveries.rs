@@ -93,6 +93,41 @@ pub struct Page {
     pub next: Option<i64>,
 }
 
+/// What an operator does to deliveries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Makes them due now: one that gave up is retried for another retry window, a
+    /// pending one at once ([`Store::journal_retry`]).
+    Retry,
+    /// Removes them: their answers are never delivered ([`Store::journal_drop`]).
+    Drop,
+}
+
+impl Change {
+    /// Its name: the command, and the last segment of its admin endpoint.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::Drop => "drop",
+        }
+    }
+
+    /// The change named `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        [Self::Retry, Self::Drop]
+            .into_iter()
+            .find(|change| change.as_str() == name)
+    }
+
+    /// The key of the count in its endpoint's answer (`{"retried": 1}`).
+    pub fn done(self) -> &'static str {
+        match self {
+            Self::Retry => "retried",
+            Self::Drop => "dropped",
+        }
+    }
+}
+
 /// Which deliveries a retry or drop acts on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Selection {
@@ -149,27 +184,22 @@ impl Deliveries {
         Ok(Page { deliveries, next })
     }
 
-    /// Retries the selected deliveries; returns how many.
-    pub async fn retry(&self, selection: &Selection) -> Result<usize, StoreError> {
-        let mut retried = 0;
+    /// Retries or drops the selected deliveries; returns how many.
+    pub async fn change(&self, change: Change, selection: &Selection) -> Result<usize, StoreError> {
+        let mut changed = 0;
         for ids in self.resolve(selection).await?.chunks(PAGE_MAX) {
-            retried += self.store.journal_retry(ids).await?;
+            changed += match change {
+                Change::Retry => self.store.journal_retry(ids).await?,
+                Change::Drop => self.store.journal_drop(ids).await?,
+            };
         }
-        if retried > 0
+        if change == Change::Retry
+            && changed > 0
             && let Some(upkeep) = &self.upkeep
         {
             upkeep.notify_one();
         }
-        Ok(retried)
-    }
-
-    /// Drops the selected deliveries; returns how many.
-    pub async fn drop(&self, selection: &Selection) -> Result<usize, StoreError> {
-        let mut dropped = 0;
-        for ids in self.resolve(selection).await?.chunks(PAGE_MAX) {
-            dropped += self.store.journal_drop(ids).await?;
-        }
-        Ok(dropped)
+        Ok(changed)
     }
 
     /// The ids a selection names: for [`Selection::All`], every delivery listed now (at

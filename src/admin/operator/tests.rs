@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::{AdminState, GatewayProbe, bind, serve};
 use super::Operator;
-use crate::operator::{AdminClient, ClientError, Deliveries, DeliveryState, Selection};
+use crate::operator::{AdminClient, Change, ClientError, Deliveries, DeliveryState, Selection};
 use crate::store::{JournalRecord, JournalState, PendingFinal, SqliteStore, Store};
 
 const TOKEN: &str = "0123456789abcdef-operator";
@@ -216,7 +216,10 @@ async fn issue_33_deliveries_are_listed_retried_and_dropped() {
     // A retry revives the given-up one and wakes the journal's upkeep.
     let woken = served.upkeep.notified();
     let retried = client
-        .retry(&Selection::Ids(vec!["gone".into(), "busy".into()]))
+        .change(
+            Change::Retry,
+            &Selection::Ids(vec!["gone".into(), "busy".into()]),
+        )
         .await
         .unwrap();
     assert_eq!(retried, 1, "only deliveries are retried");
@@ -240,7 +243,18 @@ async fn issue_33_deliveries_are_listed_retried_and_dropped() {
         .unwrap();
     assert_eq!(empty.status(), 400);
 
-    assert_eq!(client.drop(&Selection::All).await.unwrap(), 2);
+    let unknown = reqwest::Client::new()
+        .post(format!("{}/admin/deliveries/forget", served.base))
+        .bearer_auth(TOKEN)
+        .json(&serde_json::json!({"all": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    assert_eq!(
+        client.change(Change::Drop, &Selection::All).await.unwrap(),
+        2
+    );
     assert!(
         client
             .page(0, 10, false)
