@@ -198,7 +198,13 @@ async fn issue_33_a_dropped_delivery_is_not_tried_again() {
     let id = rig.answer().await;
     rig.wait_entry("two attempts", |e| e.record.attempts == 2)
         .await;
-    assert_eq!(rig.store.journal_drop(&[id.clone()]).await.unwrap(), 1);
+    assert_eq!(
+        rig.store
+            .journal_drop(std::slice::from_ref(&id))
+            .await
+            .unwrap(),
+        1
+    );
     let sends = rig.channel.sends.load(Ordering::SeqCst);
     // An operator's retry wakes the waiting retry, which finds the entry gone.
     rig.channel.failing.store(false, Ordering::SeqCst);
