@@ -1,5 +1,6 @@
 //! Localization end to end (issue 6): the locale chain with its fall-through, `/lang` in
-//! private and group chats, and the `/goal` outcomes in both shipped locales.
+//! private and group chats, and the `/goal` outcomes in every shipped locale (Traditional
+//! Chinese and Japanese since issue 33).
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use im_bridge::simulator::{Fault, GoalState, Reply, Route, Script};
 use im_bridge_channel::RedeliveryKey;
 
 use crate::support::{
-    DEADLINE, Harness, Options, admins, catalog_text, goal_met_at_once, in_group,
+    DEADLINE, Harness, Options, admins, catalog_text, goal_met_at_once, in_group, shipped_locales,
 };
 
 const EN_NONE: &str = "There's no active goal in this conversation.";
@@ -101,7 +102,7 @@ async fn lang_reports_its_source_and_switches_both_ways() {
     );
     assert_eq!(
         h.ask("/lang klingon", 5).await,
-        "我暂时还不能用 klingon 回复。可用的语言有：English (en-US)、简体中文 (zh-CN)"
+        "我暂时还不能用 klingon 回复。可用的语言有：English (en-US)、简体中文 (zh-CN)、繁體中文 (zh-TW)、日本語 (ja-JP)"
     );
     h.stop().await;
 }
@@ -138,10 +139,11 @@ async fn in_groups_only_admins_change_the_language() {
 }
 
 /// Every `/goal` outcome in each shipped locale: each reply is that locale's catalog text
-/// (in zh-CN, not English).
+/// (outside en-US, not English).
 #[tokio::test]
-async fn every_goal_outcome_in_both_locales() {
-    for tag in ["en-US", "zh-CN"] {
+async fn every_goal_outcome_in_every_shipped_locale() {
+    for tag in shipped_locales() {
+        let tag = tag.as_str();
         let text = catalog_text(tag);
         let h = Harness::with(Options {
             from_chat_timeout: Duration::from_millis(300),
@@ -280,7 +282,7 @@ async fn every_goal_outcome_in_both_locales() {
         ));
         let finals = h.channel.wait_finals(expected.len()).await;
         assert_eq!(finals, expected, "{tag}");
-        if tag == "zh-CN" {
+        if tag != "en-US" {
             for f in &finals[..3] {
                 assert!(
                     f.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
@@ -311,7 +313,12 @@ async fn issue_13_single_user_deerflow_replies_in_the_default_users_language() {
 /// DeerFlow's own wording.
 #[tokio::test]
 async fn a_bare_bootstrap_asks_in_the_chats_language() {
-    for (tag, input) in [("en-US", "Initialize workspace"), ("zh-CN", "初始化工作区")] {
+    for (tag, input) in [
+        ("en-US", "Initialize workspace"),
+        ("zh-CN", "初始化工作区"),
+        ("zh-TW", "初始化工作區"),
+        ("ja-JP", "ワークスペースを初期化"),
+    ] {
         let h = Harness::with(Options::final_only().notification_locale(tag)).await;
         h.say("/bootstrap").await;
         h.channel.wait_finals(1).await;
@@ -320,4 +327,59 @@ async fn a_bare_bootstrap_asks_in_the_chats_language() {
         assert_eq!(body["context"]["is_bootstrap"], true);
         h.stop().await;
     }
+}
+
+/// Issue 33: `/lang` takes Traditional Chinese and Japanese by any of their tags, confirms
+/// in the new language by its own name, and says where the language came from; a sender
+/// whose app is in Traditional Chinese or Japanese is answered in it.
+#[tokio::test]
+async fn issue_33_traditional_chinese_and_japanese_by_lang_and_by_the_senders_language() {
+    let h = Harness::with(Options::final_only()).await;
+    assert_eq!(
+        h.ask("/lang zh-Hant", 1).await,
+        "好的，在這個聊天室裡我會用 繁體中文 回覆。"
+    );
+    assert_eq!(
+        h.ask("/lang", 2).await,
+        "我現在用 繁體中文 回覆，因為這個聊天室用 /lang 選了它。"
+    );
+    assert_eq!(h.ask("/goal", 3).await, "這個對話目前沒有設定目標。");
+    assert_eq!(
+        h.ask("/lang ja", 4).await,
+        "承知しました。このチャットでは日本語で返信します。"
+    );
+    assert_eq!(
+        h.ask("/lang", 5).await,
+        "現在は日本語で返信しています。このチャットで /lang により選ばれているためです。"
+    );
+    assert_eq!(
+        h.ask("/lang klingon", 6).await,
+        "klingon での返信にはまだ対応していません。使える言語：English (en-US)、简体中文 (zh-CN)、繁體中文 (zh-TW)、日本語 (ja-JP)"
+    );
+    assert_eq!(
+        h.ask("/lang auto", 7).await,
+        "This chat no longer has its own language. I'll reply in English."
+    );
+    for (n, (hint, want)) in [
+        ("zh-HK", "這個對話目前沒有設定目標。"),
+        ("zh-Hant-MO", "這個對話目前沒有設定目標。"),
+        ("zh-SG", ZH_NONE),
+        ("ja-JP", "この会話には目標が設定されていません。"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut m = h.message("/goal");
+        m.locale_hint = Some(hint.into());
+        h.send(m).await;
+        assert_eq!(h.channel.nth_final(8 + n).await, want, "{hint}");
+    }
+    let mut m = h.message("/lang");
+    m.locale_hint = Some("zh-TW".into());
+    h.send(m).await;
+    assert_eq!(
+        h.channel.nth_final(12).await,
+        "我現在用 繁體中文 回覆，因為這是你的應用程式使用的語言。"
+    );
+    h.stop().await;
 }
