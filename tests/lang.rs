@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use im_bridge::i18n::{Arg, msg};
+use im_bridge::i18n::{Arg, Catalogs, msg};
 use im_bridge::manager::Owners;
-use im_bridge::simulator::{Fault, GoalState, Reply, Route, Script};
+use im_bridge::simulator::{Failure, Fault, GoalState, Hold, Reply, Route, Script, SimModel};
 use im_bridge_channel::RedeliveryKey;
 
 use crate::support::{
@@ -382,4 +382,140 @@ async fn issue_33_traditional_chinese_and_japanese_by_lang_and_by_the_senders_la
         "我現在用 繁體中文 回覆，因為這是你的應用程式使用的語言。"
     );
     h.stop().await;
+}
+
+/// Issue 33: the run, failure and command replies, one of each class, in every shipped
+/// locale (the `/goal`, `/compact`, `/help`, `/lang`, bootstrap and cut-off ones have
+/// their own tests): each is that locale's catalog sentence.
+#[tokio::test]
+async fn issue_33_each_run_failure_and_command_reply_in_every_shipped_locale() {
+    let commands = "/bootstrap | /compact | /context | /goal | /help | /lang | /memory | /models | /new | /status | /stop";
+    for tag in shipped_locales() {
+        let tag = tag.as_str();
+        let text = catalog_text(tag);
+        let mut o = Options::default().notification_locale(tag);
+        o.sim.models = vec![SimModel::new("gpt-4")];
+        o.sim.memory_facts = vec!["likes tea".into()];
+        let h = Harness::with(o).await;
+        let mut finals = Finals {
+            tag,
+            expected: Vec::new(),
+        };
+        finals
+            .check(&h, "/status", text(msg::CMD_STATUS_NONE, &[]))
+            .await;
+        finals
+            .check(&h, "/stop", text(msg::CMD_STOP_NONE, &[]))
+            .await;
+        let unknown = [
+            ("command", Arg::Str("/nosuch")),
+            ("commands", Arg::Str(commands)),
+        ];
+        finals
+            .check(&h, "/nosuch", text(msg::CMD_UNKNOWN, &unknown))
+            .await;
+        let models = [("models", Arg::Str("• gpt-4"))];
+        finals
+            .check(&h, "/models", text(msg::CMD_MODELS_LIST, &models))
+            .await;
+        let facts = [("count", Arg::Num(1))];
+        finals
+            .check(&h, "/memory", text(msg::CMD_MEMORY_FACTS, &facts))
+            .await;
+        h.sim.push_fault(
+            Fault::on(Route::CreateThread)
+                .reply(Reply::html(503))
+                .sticky(),
+        );
+        finals
+            .check(&h, "hello?", text(msg::ERR_GATEWAY_UNAVAILABLE, &[]))
+            .await;
+        h.sim.clear_faults();
+        h.sim
+            .script_next_run(Script::rejected(Reply::run_busy("x")));
+        finals
+            .check(&h, "are you there?", text(msg::RUN_BUSY, &[]))
+            .await;
+        h.sim.script_next_run(Script::with_answer(""));
+        finals
+            .check(&h, "say nothing", text(msg::RUN_NO_RESPONSE, &[]))
+            .await;
+        let boom = Failure::Error {
+            message: "boom".into(),
+            name: "RuntimeError".into(),
+        };
+        h.sim
+            .script_next_run(Script::with_answer("x").chunks(1).fail_after_chunk(0, boom));
+        finals.check(&h, "fail", text(msg::RUN_FAILED, &[])).await;
+        let thread = h.only_thread();
+        let active = [("thread", Arg::Str(&thread))];
+        finals
+            .check(&h, "/status", text(msg::CMD_STATUS_ACTIVE, &active))
+            .await;
+        h.sim
+            .script_next_run(Script::with_answer("Here.").present_files([
+                "/mnt/user-data/outputs/a.pdf",
+                "/mnt/user-data/outputs/b.png",
+            ]));
+        let names = list_in(tag, &["a.pdf", "b.png"]);
+        let files = [("count", Arg::Num(2)), ("names", Arg::Str(&names))];
+        let created = text(msg::RUN_FILES_CREATED, &files);
+        finals
+            .check(&h, "the files?", format!("Here.\n\n{created}"))
+            .await;
+        // A second message while the first runs waits, told so, then starts with the
+        // working notice.
+        h.sim.script_next_run(
+            Script::with_answer("first")
+                .chunks(1)
+                .hold(Hold::UntilFinished),
+        );
+        h.sim
+            .script_next_run(Script::with_answer("second").chunks(1));
+        let started = h.streamed_runs();
+        h.say("one").await;
+        h.wait_until_sent(started + 1, "/runs/stream").await;
+        h.say("two").await;
+        let (queued, thinking) = (text(msg::RUN_QUEUED, &[]), text(msg::RUN_THINKING, &[]));
+        h.channel
+            .wait_for("the queued notice", |calls| {
+                calls.iter().any(|c| c.text() == queued)
+            })
+            .await;
+        h.finish_runs();
+        finals
+            .expected
+            .extend(["first".to_owned(), "second".to_owned()]);
+        let all = h.channel.wait_finals(finals.expected.len()).await;
+        assert_eq!(all, finals.expected, "{tag}");
+        h.channel
+            .wait_for("the working notice", |calls| {
+                calls.iter().any(|c| c.text() == thinking)
+            })
+            .await;
+        finals.check(&h, "/new", text(msg::CMD_NEW_DONE, &[])).await;
+        h.stop().await;
+    }
+}
+
+/// The finals a test expects so far, in locale `tag`.
+struct Finals<'a> {
+    tag: &'a str,
+    expected: Vec<String>,
+}
+
+impl Finals<'_> {
+    /// Says `said` and checks that the next final is `want`.
+    async fn check(&mut self, h: &Harness, said: &str, want: String) {
+        h.say(said).await;
+        self.expected.push(want);
+        let finals = h.channel.wait_finals(self.expected.len()).await;
+        assert_eq!(finals.last(), self.expected.last(), "{} {said}", self.tag);
+    }
+}
+
+/// `items` as locale `tag` lists them in a sentence.
+fn list_in(tag: &str, items: &[&str]) -> String {
+    let catalogs = Catalogs::embedded().unwrap();
+    catalogs.join_list(&catalogs.negotiate(tag).unwrap(), items)
 }
