@@ -16,6 +16,28 @@ use crate::support::{
 const EN_NONE: &str = "There's no active goal in this conversation.";
 const ZH_NONE: &str = "这个对话目前没有目标。";
 
+/// The finals a test expects so far, in locale `tag`.
+struct Finals<'a> {
+    tag: &'a str,
+    expected: Vec<String>,
+}
+
+impl Finals<'_> {
+    /// Says `said` and checks that the next final is `want`.
+    async fn check(&mut self, h: &Harness, said: &str, want: String) {
+        h.say(said).await;
+        self.expected.push(want);
+        let finals = h.channel.wait_finals(self.expected.len()).await;
+        assert_eq!(finals.last(), self.expected.last(), "{} {said}", self.tag);
+    }
+}
+
+/// `items` as locale `tag` lists them in a sentence.
+fn list_in(tag: &str, items: &[&str]) -> String {
+    let catalogs = Catalogs::embedded().unwrap();
+    catalogs.join_list(&catalogs.negotiate(tag).unwrap(), items)
+}
+
 #[tokio::test]
 async fn each_step_of_the_chain_and_its_fall_through() {
     // 6. Nothing configured: en-US.
@@ -150,78 +172,90 @@ async fn every_goal_outcome_in_every_shipped_locale() {
             ..Options::final_only().notification_locale(tag)
         })
         .await;
-        let mut expected: Vec<String> = Vec::new();
-        let mut check = async |h: &Harness, command: &str, want: String| {
-            h.say(command).await;
-            expected.push(want);
-            let finals = h.channel.wait_finals(expected.len()).await;
-            assert_eq!(
-                finals.last().unwrap(),
-                expected.last().unwrap(),
-                "{tag} {command}"
-            );
+        let mut finals = Finals {
+            tag,
+            expected: Vec::new(),
         };
-        check(&h, "/goal", text(msg::GOAL_STATUS_NONE, &[])).await;
-        check(&h, "/goal clear", text(msg::GOAL_CLEARED, &[])).await;
-        check(
-            &h,
-            "/goal from-chat",
-            text(msg::GOAL_FROM_CHAT_NO_CONTEXT, &[]),
-        )
-        .await;
+        finals
+            .check(&h, "/goal", text(msg::GOAL_STATUS_NONE, &[]))
+            .await;
+        finals
+            .check(&h, "/goal clear", text(msg::GOAL_CLEARED, &[]))
+            .await;
+        finals
+            .check(
+                &h,
+                "/goal from-chat",
+                text(msg::GOAL_FROM_CHAT_NO_CONTEXT, &[]),
+            )
+            .await;
         h.sim.script_next_run(goal_met_at_once("ok"));
-        check(&h, "Please draft the launch plan", "ok".into()).await;
+        finals
+            .check(&h, "Please draft the launch plan", "ok".into())
+            .await;
         let thread = h.only_thread();
         h.sim.set_goal(&thread, Some(GoalState::new("launch", 8)));
-        check(
-            &h,
-            "/goal",
-            text(
-                msg::GOAL_STATUS_ACTIVE,
-                &[("objective", Arg::Str("launch"))],
-            ),
-        )
-        .await;
+        finals
+            .check(
+                &h,
+                "/goal",
+                text(
+                    msg::GOAL_STATUS_ACTIVE,
+                    &[("objective", Arg::Str("launch"))],
+                ),
+            )
+            .await;
         let mut g = GoalState::new("launch", 8);
         g.continuation_count = 2;
         h.sim.set_goal(&thread, Some(g));
-        check(
-            &h,
-            "/goal",
-            text(
-                msg::GOAL_STATUS_PROGRESS,
-                &[
-                    ("objective", Arg::Str("launch")),
-                    ("n", Arg::Num(2)),
-                    ("max", Arg::Num(8)),
-                ],
-            ),
-        )
-        .await;
+        finals
+            .check(
+                &h,
+                "/goal",
+                text(
+                    msg::GOAL_STATUS_PROGRESS,
+                    &[
+                        ("objective", Arg::Str("launch")),
+                        ("n", Arg::Num(2)),
+                        ("max", Arg::Num(8)),
+                    ],
+                ),
+            )
+            .await;
         h.sim
             .push_fault(Fault::on(Route::GoalGet).reply(Reply::html(502)));
-        check(&h, "/goal", text(msg::GOAL_STATUS_FAILED, &[])).await;
+        finals
+            .check(&h, "/goal", text(msg::GOAL_STATUS_FAILED, &[]))
+            .await;
         h.sim
             .push_fault(Fault::on(Route::GoalDelete).reply(Reply::detail(409, "busy")));
-        check(&h, "/goal clear", text(msg::GOAL_BUSY_UNCHANGED, &[])).await;
+        finals
+            .check(&h, "/goal clear", text(msg::GOAL_BUSY_UNCHANGED, &[]))
+            .await;
         h.sim
             .push_fault(Fault::on(Route::GoalDelete).reply(Reply::detail(500, "x")));
-        check(&h, "/goal clear", text(msg::GOAL_CLEAR_FAILED, &[])).await;
+        finals
+            .check(&h, "/goal clear", text(msg::GOAL_CLEAR_FAILED, &[]))
+            .await;
         h.sim
             .push_fault(Fault::on(Route::GoalPut).reply(Reply::detail(500, "x")));
-        check(&h, "/goal launch it", text(msg::GOAL_SET_FAILED, &[])).await;
-        check(
-            &h,
-            &format!("/goal {}", "x".repeat(4001)),
-            text(msg::GOAL_TOO_LONG, &[("max", Arg::Num(4000))]),
-        )
-        .await;
-        check(
-            &h,
-            &format!("/goal from-chat {}", "x".repeat(4001)),
-            text(msg::GOAL_HINT_TOO_LONG, &[("max", Arg::Num(4000))]),
-        )
-        .await;
+        finals
+            .check(&h, "/goal launch it", text(msg::GOAL_SET_FAILED, &[]))
+            .await;
+        finals
+            .check(
+                &h,
+                &format!("/goal {}", "x".repeat(4001)),
+                text(msg::GOAL_TOO_LONG, &[("max", Arg::Num(4000))]),
+            )
+            .await;
+        finals
+            .check(
+                &h,
+                &format!("/goal from-chat {}", "x".repeat(4001)),
+                text(msg::GOAL_HINT_TOO_LONG, &[("max", Arg::Num(4000))]),
+            )
+            .await;
         for (reply, id) in [
             (
                 Reply::coded(409, "thread_busy", "m"),
@@ -255,16 +289,17 @@ async fn every_goal_outcome_in_every_shipped_locale() {
         ] {
             h.sim
                 .push_fault(Fault::on(Route::GoalFromChat).reply(reply));
-            check(&h, "/goal from-chat", text(id, &[])).await;
+            finals.check(&h, "/goal from-chat", text(id, &[])).await;
         }
         h.sim
             .push_fault(Fault::on(Route::GoalFromChat).delay(Duration::from_secs(2)));
-        check(
-            &h,
-            "/goal from-chat",
-            text(msg::GOAL_FROM_CHAT_TIMEOUT, &[]),
-        )
-        .await;
+        finals
+            .check(
+                &h,
+                "/goal from-chat",
+                text(msg::GOAL_FROM_CHAT_TIMEOUT, &[]),
+            )
+            .await;
         // Saved, then the run is refused: the objective, then "saved but not started".
         h.sim.wait_idle(&thread, DEADLINE).await.unwrap();
         h.sim.set_goal(&thread, None);
@@ -272,18 +307,18 @@ async fn every_goal_outcome_in_every_shipped_locale() {
             .script_next_run(Script::rejected(Reply::run_busy("x")));
         h.say("/goal from-chat").await;
         let objective = "Please draft the launch plan";
-        expected.push(text(
+        finals.expected.push(text(
             msg::GOAL_FROM_CHAT_SAVED,
             &[("objective", Arg::Str(objective))],
         ));
-        expected.push(text(
+        finals.expected.push(text(
             msg::GOAL_FROM_CHAT_RUN_NOT_STARTED,
             &[("objective", Arg::Str(objective))],
         ));
-        let finals = h.channel.wait_finals(expected.len()).await;
-        assert_eq!(finals, expected, "{tag}");
+        let all = h.channel.wait_finals(finals.expected.len()).await;
+        assert_eq!(all, finals.expected, "{tag}");
         if tag != "en-US" {
-            for f in &finals[..3] {
+            for f in &all[..3] {
                 assert!(
                     f.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
                     "{f}"
@@ -496,26 +531,4 @@ async fn issue_33_each_run_failure_and_command_reply_in_every_shipped_locale() {
         finals.check(&h, "/new", text(msg::CMD_NEW_DONE, &[])).await;
         h.stop().await;
     }
-}
-
-/// The finals a test expects so far, in locale `tag`.
-struct Finals<'a> {
-    tag: &'a str,
-    expected: Vec<String>,
-}
-
-impl Finals<'_> {
-    /// Says `said` and checks that the next final is `want`.
-    async fn check(&mut self, h: &Harness, said: &str, want: String) {
-        h.say(said).await;
-        self.expected.push(want);
-        let finals = h.channel.wait_finals(self.expected.len()).await;
-        assert_eq!(finals.last(), self.expected.last(), "{} {said}", self.tag);
-    }
-}
-
-/// `items` as locale `tag` lists them in a sentence.
-fn list_in(tag: &str, items: &[&str]) -> String {
-    let catalogs = Catalogs::embedded().unwrap();
-    catalogs.join_list(&catalogs.negotiate(tag).unwrap(), items)
 }
