@@ -201,6 +201,16 @@ async fn deliver(
             metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => kind).increment(1);
             Landed::Shown(shown)
         }
+        Err(ChannelError::ReplyWindow(reason)) => {
+            // Counted by the delivery engine; the publisher decides what becomes of it.
+            tracing::info!(
+                channel,
+                reason,
+                is_final = msg.is_final,
+                "A reply's source takes no more replies."
+            );
+            Landed::WindowClosed
+        }
         Err(error) => {
             tracing::warn!(channel, %error, is_final = msg.is_final, "Delivering a reply failed.");
             metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "error")

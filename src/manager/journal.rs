@@ -48,7 +48,10 @@
 //! Bounded: entries exist only for messages queued, running or with finals pending (at most
 //! `final_retry_hours`), and the store caps them ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
 
+mod held;
 mod starting;
+
+pub(crate) use held::HELD_NOTE_KEY;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -198,13 +201,11 @@ impl Journal {
             )
             .await
         {
-            Ok(true) => Admission::New(Some(Entry::new(
-                self.shared.clone(),
-                id,
-                unix_millis(),
-                record,
-                false,
-            ))),
+            Ok(true) => {
+                let entry = Entry::new(self.shared.clone(), id, unix_millis(), record, false);
+                entry.go_live();
+                Admission::New(Some(entry))
+            }
             Ok(false) => Admission::Duplicate,
             Err(error) => {
                 tracing::warn!(%error, "Journaling a message failed; handling it unjournaled.");
@@ -238,6 +239,11 @@ impl Journal {
             record,
         } in claimed
         {
+            if record.state == JournalState::Held {
+                // Waiting for its chat, in the store (and never given up on: it stays
+                // there for the operator to see until a message takes it up).
+                continue;
+            }
             if now.saturating_sub(created_ms) > window {
                 tracing::warn!(
                     channel = %record.message.channel_name,
@@ -248,7 +254,9 @@ impl Journal {
                 remove(&shared.store, &id).await;
                 continue;
             }
-            entries.push(Entry::new(shared.clone(), id, created_ms, record, true));
+            let entry = Entry::new(shared.clone(), id, created_ms, record, true);
+            entry.go_live();
+            entries.push(entry);
         }
         if !entries.is_empty() {
             tracing::info!(entries = entries.len(), "Recovering journaled messages.");
@@ -335,6 +343,53 @@ struct Progress {
     open_stream: Option<String>,
 }
 
+impl Progress {
+    /// Records what became of final `id`: struck off when it landed or was refused for
+    /// good, held for the chat's next message when its source takes no more replies (or,
+    /// sent unsourced, the platform refused it), kept for a retry otherwise. Whether the
+    /// record changed.
+    fn settle_final(&mut self, id: u32, landed: &Landed) -> bool {
+        let Some(index) = self.record.finals.iter().position(|f| f.id == id) else {
+            return false;
+        };
+        let unsourced = self.record.finals[index].unsourced;
+        match landed {
+            Landed::Failed { transient: true } => false,
+            Landed::Shown(_) => {
+                self.record.finals.remove(index);
+                true
+            }
+            Landed::Failed { transient: false } if !unsourced => {
+                self.record.finals.remove(index);
+                true
+            }
+            Landed::Failed { .. } | Landed::WindowClosed => {
+                let pending = &mut self.record.finals[index];
+                pending.held = true;
+                pending.unsourced = false;
+                true
+            }
+        }
+    }
+
+    /// Where an entry whose turn ended and whose finals are all settled stands: `None`
+    /// when nothing is left to deliver, [`JournalState::Held`] when what is left waits
+    /// for the chat's next message, else [`JournalState::FinalPending`] (set in the record
+    /// too).
+    fn settled_state(&mut self) -> Option<JournalState> {
+        let finals = &self.record.finals;
+        if finals.is_empty() {
+            return None;
+        }
+        self.record.state = if finals.iter().all(|f| f.held) {
+            JournalState::Held
+        } else {
+            JournalState::FinalPending
+        };
+        Some(self.record.state)
+    }
+}
+
 impl Entry {
     fn new(
         shared: Arc<Shared>,
@@ -364,7 +419,6 @@ impl Entry {
             }),
             saving: tokio::sync::Mutex::new(()),
         }));
-        entry.go_live();
         entry
     }
 
@@ -436,6 +490,12 @@ impl Entry {
     /// platform call, and is struck off once it landed or was refused for good. `late` is
     /// the line a delivery by a later process opens with.
     pub(crate) async fn track(&self, out: &mut OutboundMessage, late: &str) -> Hooks {
+        self.track_final(out, late, false).await
+    }
+
+    /// [`Entry::track`]; an `unsourced` final answers no source, and waits for the chat's
+    /// next message when the platform refuses it.
+    async fn track_final(&self, out: &mut OutboundMessage, late: &str, unsourced: bool) -> Hooks {
         let id = {
             let mut progress = self.progress();
             if let Some(message) = &progress.resume {
@@ -465,6 +525,8 @@ impl Entry {
                 metadata: out.metadata.clone(),
                 late: Some(late.to_owned()).filter(|l| !l.is_empty()),
                 finishes,
+                unsourced,
+                held: false,
             });
             id
         };
@@ -519,19 +581,12 @@ impl Entry {
     }
 
     async fn final_landed(&self, landed: Landed, id: u32) {
-        let struck = {
+        let changed = {
             let mut progress = self.progress();
             progress.outstanding = progress.outstanding.saturating_sub(1);
-            match landed {
-                // Landed, or refused for good (trying again cannot change that).
-                Landed::Shown(_) | Landed::Failed { transient: false } => {
-                    progress.record.finals.retain(|f| f.id != id);
-                    true
-                }
-                Landed::Failed { transient: true } => false,
-            }
+            progress.settle_final(id, &landed)
         };
-        if struck && !self.progress().ended {
+        if changed && !self.progress().ended {
             self.save().await;
         }
         self.settle().await;
@@ -557,27 +612,25 @@ impl Entry {
         self.settle().await;
     }
 
-    /// Once the turn ended and no final is in flight: deletes the entry, or keeps its
-    /// undelivered finals and retries them.
+    /// Once the turn ended and no final is in flight: deletes the entry, keeps its
+    /// undelivered finals and retries them, or leaves them waiting for the chat's next
+    /// message when that is all they can do (`held.rs`).
     async fn settle(&self) {
-        let pending = {
+        let state = {
             let mut progress = self.progress();
             if !progress.ended || progress.outstanding > 0 {
                 return;
             }
-            if progress.record.finals.is_empty() {
-                false
-            } else {
-                progress.record.state = JournalState::FinalPending;
-                true
-            }
+            progress.settled_state()
         };
-        if !pending {
-            remove(&self.0.shared.store, &self.0.id).await;
-            return;
+        match state {
+            None => remove(&self.0.shared.store, &self.0.id).await,
+            Some(JournalState::Held) => self.wait_for_next_message().await,
+            Some(_) => {
+                self.save().await;
+                self.retry_finals_later();
+            }
         }
-        self.save().await;
-        self.retry_finals_later();
     }
 
     /// Retries this entry's pending finals in the background; see [`Entry::retry_finals`].
@@ -599,21 +652,31 @@ impl Entry {
         let mut backoff = Backoff::new(RETRY_FIRST_WAIT, RETRY_MAX_WAIT, RETRY_FIRST_WAIT);
         let window = i64::try_from(shared.config.final_retry.as_millis()).unwrap_or(i64::MAX);
         loop {
-            let finals = self.progress().record.finals.clone();
+            let finals: Vec<PendingFinal> = {
+                let progress = self.progress();
+                progress
+                    .record
+                    .finals
+                    .iter()
+                    .filter(|f| !f.held)
+                    .cloned()
+                    .collect()
+            };
             if finals.is_empty() {
                 break;
             }
             for pending in finals {
-                if self.deliver_again(&pending).await {
-                    // Struck off at once, so a crash right after cannot deliver it twice.
-                    self.progress().record.finals.retain(|f| f.id != pending.id);
+                let landed = self.deliver_again(&pending).await;
+                // Struck off (or held) at once, so a crash right after cannot deliver it
+                // twice.
+                if self.progress().settle_final(pending.id, &landed) {
                     self.save().await;
                 }
             }
             let done = {
                 let mut progress = self.progress();
                 progress.record.attempts = progress.record.attempts.saturating_add(1);
-                progress.record.finals.is_empty()
+                progress.record.finals.iter().all(|f| f.held)
             };
             if done {
                 break;
@@ -621,18 +684,22 @@ impl Entry {
             if unix_millis().saturating_sub(self.0.created_ms) > window {
                 tracing::warn!("Gave up delivering a final after the retry window.");
                 metrics::counter!(crate::admin::names::JOURNAL_GIVEN_UP).increment(1);
+                self.progress().record.finals.retain(|f| f.held);
                 break;
             }
             self.save().await;
             tokio::time::sleep(backoff.next_wait()).await;
         }
         self.leave_live();
-        remove(&shared.store, &self.0.id).await;
+        if self.progress().settled_state() == Some(JournalState::Held) {
+            self.wait_for_next_message().await;
+        } else {
+            remove(&shared.store, &self.0.id).await;
+        }
     }
 
-    /// Publishes `pending` once more and waits for its fate: `true` when it landed or was
-    /// refused for good.
-    async fn deliver_again(&self, pending: &PendingFinal) -> bool {
+    /// Publishes `pending` once more and waits for its fate.
+    async fn deliver_again(&self, pending: &PendingFinal) -> Landed {
         let text = match (&pending.late, &pending.finishes) {
             // A final that replaces a message goes out unchanged: the same edit again, a
             // no-op if the first one landed unacknowledged.
@@ -643,8 +710,7 @@ impl Entry {
             }
             _ => pending.text.clone(),
         };
-        let mut out = self.progress().record.message.reply(text, true);
-        out.metadata.extend(pending.metadata.clone());
+        let mut out = self.reply(pending, text);
         if let Some(message) = &pending.finishes {
             out.metadata
                 .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
@@ -656,10 +722,25 @@ impl Entry {
             })
         });
         self.0.shared.outbound.publish(out, Some(hook)).await;
-        match rx.await {
-            Ok(Landed::Shown(_)) | Ok(Landed::Failed { transient: false }) => true,
-            Ok(Landed::Failed { transient: true }) | Err(_) => false,
+        rx.await.unwrap_or(Landed::Failed { transient: true })
+    }
+
+    /// `pending` as a reply with `text`: to the message that carries it now (the entry's
+    /// own, or the later one a held entry was taken up by), or to none when unsourced.
+    fn reply(&self, pending: &PendingFinal, text: String) -> OutboundMessage {
+        let progress = self.progress();
+        let record = &progress.record;
+        let mut out = record
+            .carrier
+            .as_ref()
+            .unwrap_or(&record.message)
+            .reply(text, true);
+        out.metadata.extend(pending.metadata.clone());
+        if pending.unsourced {
+            out.thread_ts = None;
+            out.source_created_at = None;
         }
+        out
     }
 
     async fn save(&self) {
