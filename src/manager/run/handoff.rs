@@ -280,9 +280,9 @@ mod tests {
         let long = "abcdefghij".repeat(3);
         let (shown, text) = shown_part(&long, line, LengthUnit::Chars, 26);
         assert_eq!(text.chars().count(), 26, "{text}");
-        assert_eq!(shown, "abcdefghijab");
-        assert_eq!(text, "abcdefghijab…\n\n(more later)");
-        assert_eq!(rest_of(&long, &shown), &long[12..]);
+        assert_eq!(shown, "abcdefghija");
+        assert_eq!(text, "abcdefghija…\n\n(more later)");
+        assert_eq!(rest_of(&long, &shown), &long[11..]);
         // Counted in the channel's unit: QQ's bytes.
         let (shown, text) = shown_part(&"答".repeat(40), line, LengthUnit::Bytes, 60);
         assert!(text.len() <= 60, "{}", text.len());
