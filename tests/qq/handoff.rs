@@ -1,7 +1,7 @@
 //! Issue 33, item 4: an answer that outlives QQ's passive-reply window. The real
 //! `im-bridge` binary runs against the fake QQ (on its gateway) and the Gateway simulator.
 //!
-//! No test waits minutes: the question is stamped as sent 32 s before its window closes
+//! No test waits minutes: the question is stamped as sent 36 s before its window closes
 //! (both the bridge and the fake read the window from that stamp), the simulator's run
 //! writes part of its answer and then waits for the test, and "six minutes later" is the
 //! fake's clock moved on, so the fake refuses any reply to the question from then on, as
@@ -25,8 +25,9 @@ use crate::support::catalog_text;
 const DEADLINE: Duration = Duration::from_secs(30);
 const BOB: &str = "MEMBEROPENID00000000000000000002";
 /// How long before the window closes the question was asked: the bridge hands the answer
-/// off 30 s before the end, so about 2 s after it arrives.
-const LEFT: Duration = Duration::from_secs(32);
+/// off 30 s before the end, so 5 to 6 s after it arrives (stamps are whole seconds): time
+/// for the run to have written the first half.
+const LEFT: Duration = Duration::from_secs(36);
 const ANSWER: &str = "The first half of the answer was written in good time. \
                       The second half came long after QQ stopped taking replies to the question.";
 

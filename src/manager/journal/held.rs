@@ -156,3 +156,77 @@ impl Journal {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use im_bridge_channel::MessageId;
+
+    use super::super::Progress;
+    use super::*;
+    use crate::store::JournalRecord;
+
+    fn pending(id: u32, unsourced: bool) -> PendingFinal {
+        PendingFinal {
+            id,
+            text: format!("final {id}"),
+            metadata: Default::default(),
+            late: None,
+            finishes: None,
+            unsourced,
+            held: false,
+        }
+    }
+
+    fn progress(finals: Vec<PendingFinal>) -> Progress {
+        let message = InboundMessage::new("qq", "group:g", "u", "question");
+        let mut record = JournalRecord::admitted(message);
+        record.finals = finals;
+        Progress {
+            record,
+            ended: true,
+            outstanding: 0,
+            resume: None,
+            next_final: 9,
+            open_stream: None,
+        }
+    }
+
+    fn held(progress: &Progress) -> Vec<(u32, bool, bool)> {
+        let finals = &progress.record.finals;
+        finals.iter().map(|f| (f.id, f.held, f.unsourced)).collect()
+    }
+
+    #[test]
+    fn a_final_whose_source_takes_no_more_replies_waits_for_the_next_message() {
+        let mut p = progress((1..=5).map(|id| pending(id, id == 5)).collect());
+        let shown = Landed::Shown(Some(MessageId::new("m")));
+        assert!(p.settle_final(1, &shown), "landed: struck off");
+        assert!(
+            !p.settle_final(2, &Landed::Failed { transient: true }),
+            "kept for a retry"
+        );
+        assert!(
+            p.settle_final(3, &Landed::Failed { transient: false }),
+            "refused: struck off"
+        );
+        assert!(p.settle_final(4, &Landed::WindowClosed), "held");
+        // Sent unsourced and refused: held, and a later message carries it as a reply.
+        assert!(p.settle_final(5, &Landed::Failed { transient: false }));
+        assert!(
+            !p.settle_final(42, &shown),
+            "an unknown final changes nothing"
+        );
+        assert_eq!(
+            held(&p),
+            [(2, false, false), (4, true, false), (5, true, false)]
+        );
+        // One still to retry: the entry is a pending final.
+        assert_eq!(p.settled_state(), Some(JournalState::FinalPending));
+        assert!(p.settle_final(2, &Landed::WindowClosed));
+        // Only held finals: the entry waits for its chat.
+        assert_eq!(p.settled_state(), Some(JournalState::Held));
+        assert_eq!(p.record.state, JournalState::Held);
+        assert_eq!(p.record.held_chat(), Some(("qq", "group:g")));
+        assert_eq!(progress(Vec::new()).settled_state(), None, "nothing left");
+    }
+}
