@@ -46,7 +46,7 @@ pub fn margin(window: Duration) -> Duration {
 pub fn due_in(window: ReplyWindow, kind: ChatKind, source_at: f64, now: f64) -> Option<Duration> {
     let length = window.length(kind);
     let closes = source_at + length.as_secs_f64();
-    if !(closes > now) {
+    if !closes.is_finite() || closes <= now {
         return None;
     }
     let due = closes - margin(length).as_secs_f64();
