@@ -404,7 +404,7 @@ impl Entry {
         } else {
             None
         };
-        let entry = Self(Arc::new(EntryState {
+        Self(Arc::new(EntryState {
             id,
             created_ms,
             recovered,
@@ -418,8 +418,7 @@ impl Entry {
                 open_stream: None,
             }),
             saving: tokio::sync::Mutex::new(()),
-        }));
-        entry
+        }))
     }
 
     /// The entry of the journaled turn this task runs, if any.
