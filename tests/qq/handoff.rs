@@ -119,24 +119,25 @@ impl Bridge {
         }
     }
 
-    /// Lets the (only) thread's waiting run write the rest of its answer and end.
-    fn finish_the_run(&self) {
-        let thread = self.sim.thread_ids().pop().unwrap();
-        let runs = self.sim.active_runs(&thread);
-        assert_eq!(runs.len(), 1, "one run in flight");
-        assert!(self.sim.finish_run(&runs[0]));
-    }
-
-    /// The question was asked and the bridge handed the answer off: what it showed then.
-    async fn handed_off(&self, question: &str, line: &str) -> String {
-        self.wait_reply("the handoff", |r| r.content.ends_with(line))
+    /// Asks `question` (a message whose window is `window` long) so late that the bridge
+    /// hands the answer off (`route` the line's `where`) while the run still writes: what
+    /// the handoff showed.
+    async fn ask_slowly(&self, question: Event, window: Duration, route: &str) -> String {
+        self.sim.script_next_run(slow_run());
+        let asked = self.fake.now() - (window - LEFT);
+        let question = self.fake.push(&question.sent_at(asked));
+        let line = text(
+            "run-handoff",
+            &[("where", Arg::Str(route)), ("shown", Arg::Str("yes"))],
+        );
+        self.wait_reply("the handoff", |r| r.content.ends_with(&line))
             .await;
-        let replies = self.fake.replies_to(question);
+        let replies = self.fake.replies_to(&question.message_id);
         assert_eq!(replies.len(), 1, "{replies:#?}");
         assert_eq!(replies[0].msg_seq, 1);
         let shown = replies[0]
             .content
-            .strip_suffix(line)
+            .strip_suffix(&line)
             .and_then(|s| s.strip_suffix("\n\n"))
             .unwrap_or_else(|| panic!("nothing shown before the line: {replies:#?}"));
         assert!(
@@ -144,6 +145,42 @@ impl Bridge {
             "{shown:?}"
         );
         shown.to_owned()
+    }
+
+    /// `later` after the question (its window long closed) the run ends: the rest waits
+    /// in the journal, and nothing but the handoff was sent or tried on `route`.
+    async fn finish_later(&self, later: Duration, route: &str) {
+        self.fake.advance_clock(later);
+        let thread = self.sim.thread_ids().pop().unwrap();
+        let runs = self.sim.active_runs(&thread);
+        assert_eq!(runs.len(), 1, "one run in flight");
+        assert!(self.sim.finish_run(&runs[0]));
+        self.wait_journal("the rest waiting for the chat", is_held)
+            .await;
+        assert_eq!(
+            self.fake.calls_to(route).len(),
+            1,
+            "{:#?}",
+            self.fake.calls()
+        );
+    }
+
+    /// The chat's next message, `next`, gets the rest of the answer after `shown` as its
+    /// first reply, then `answer`, its own; nothing is left in the journal.
+    async fn next_message_carries_the_rest(&self, next: &Event, shown: &str, answer: &str) {
+        self.sim
+            .script_next_run(Script::with_answer(answer).chunks(1));
+        let next = self.fake.push(next);
+        self.wait_reply("the next message's answer", |r| r.content == answer)
+            .await;
+        let replies = self.fake.replies_to(&next.message_id);
+        let texts: Vec<(u64, &str)> = replies
+            .iter()
+            .map(|r| (r.msg_seq, r.content.as_str()))
+            .collect();
+        assert_eq!(texts, [(1, rest(shown).as_str()), (2, answer)]);
+        self.wait_journal("nothing left", <[String]>::is_empty)
+            .await;
     }
 }
 
@@ -170,27 +207,13 @@ fn is_held(records: &[String]) -> bool {
 async fn issue_33_a_six_minute_group_run_delivers_its_whole_answer_across_a_restart() {
     let b = Bridge::start().await;
     let daemon = b.spawn(0).await;
-    b.sim.script_next_run(slow_run());
-    let asked = b.fake.now() - (Duration::from_secs(300) - LEFT);
-    let question = b
-        .fake
-        .push(&Event::group_at(GROUP, ALICE, &format!("<@!{BOT_ID}> write it all")).sent_at(asked));
-    let line = text(
-        "run-handoff",
-        &[("where", Arg::Str("group")), ("shown", Arg::Str("yes"))],
-    );
-    let shown = b.handed_off(&question.message_id, &line).await;
-
-    // Six minutes after the question, the run ends: QQ takes no reply to it any more.
-    b.fake.advance_clock(Duration::from_secs(360));
-    b.finish_the_run();
-    b.wait_journal("the rest waiting for the group", is_held)
+    let question = Event::group_at(GROUP, ALICE, &format!("<@!{BOT_ID}> write it all"));
+    let shown = b
+        .ask_slowly(question, Duration::from_secs(300), "group")
         .await;
-    assert_eq!(
-        b.fake.calls_to("group_reply").len(),
-        1,
-        "nothing but the handoff was sent or tried"
-    );
+    // Six minutes after the question, the run ends: QQ takes no reply to it any more.
+    b.finish_later(Duration::from_secs(360), "group_reply")
+        .await;
 
     // The journal keeps it across a crash.
     kill9(daemon).await;
@@ -198,24 +221,11 @@ async fn issue_33_a_six_minute_group_run_delivers_its_whole_answer_across_a_rest
     assert!(is_held(&journal_records(&b.store())));
 
     // Anyone's next message in the group opens a reply: the rest first, then its answer.
-    b.sim
-        .script_next_run(Script::with_answer("Bob's own answer.").chunks(1));
-    let bob = b.fake.push(&Event::group_at(
-        GROUP,
-        BOB,
-        &format!("<@!{BOT_ID}> anything new?"),
-    ));
-    b.wait_reply("Bob's answer", |r| r.content == "Bob's own answer.")
+    let bob = Event::group_at(GROUP, BOB, &format!("<@!{BOT_ID}> anything new?"));
+    b.next_message_carries_the_rest(&bob, &shown, "Bob's own answer.")
         .await;
-    let to_bob = b.fake.replies_to(&bob.message_id);
-    assert_eq!(to_bob.len(), 2, "{to_bob:#?}");
-    assert_eq!((to_bob[0].msg_seq, to_bob[1].msg_seq), (1, 2));
-    assert_eq!(to_bob[0].content, rest(&shown));
-    assert_eq!(to_bob[1].content, "Bob's own answer.");
     // Every word of the answer reached the group, once.
-    let all = b.fake.replies();
-    assert_eq!(all.len(), 3, "{all:#?}");
-    b.wait_journal("nothing left", <[String]>::is_empty).await;
+    assert_eq!(b.fake.replies().len(), 3, "{:#?}", b.fake.replies());
     drop(daemon);
 }
 
@@ -223,33 +233,13 @@ async fn issue_33_a_six_minute_group_run_delivers_its_whole_answer_across_a_rest
 async fn issue_33_a_private_run_past_the_hour_finishes_with_the_users_next_message() {
     let b = Bridge::start().await;
     let daemon = b.spawn(0).await;
-    b.sim.script_next_run(slow_run());
-    let asked = b.fake.now() - (Duration::from_secs(3600) - LEFT);
-    let question = b
-        .fake
-        .push(&Event::c2c(ALICE, "research this").sent_at(asked));
-    let line = text(
-        "run-handoff",
-        &[("where", Arg::Str("private")), ("shown", Arg::Str("yes"))],
-    );
-    let shown = b.handed_off(&question.message_id, &line).await;
-    b.fake.advance_clock(Duration::from_secs(3600));
-    b.finish_the_run();
-    b.wait_journal("the rest waiting for the chat", is_held)
+    let question = Event::c2c(ALICE, "research this");
+    let shown = b
+        .ask_slowly(question, Duration::from_secs(3600), "private")
         .await;
-    assert_eq!(b.fake.calls_to("c2c_reply").len(), 1);
-
-    b.sim
-        .script_next_run(Script::with_answer("Your new answer.").chunks(1));
-    let next = b
-        .fake
-        .push(&Event::c2c(ALICE, "thanks, and one more thing"));
-    b.wait_reply("the new answer", |r| r.content == "Your new answer.")
+    b.finish_later(Duration::from_secs(3600), "c2c_reply").await;
+    let next = Event::c2c(ALICE, "thanks, and one more thing");
+    b.next_message_carries_the_rest(&next, &shown, "Your new answer.")
         .await;
-    let replies = b.fake.replies_to(&next.message_id);
-    assert_eq!(replies.len(), 2, "{replies:#?}");
-    assert_eq!(replies[0].content, rest(&shown));
-    assert_eq!(replies[1].content, "Your new answer.");
-    b.wait_journal("nothing left", <[String]>::is_empty).await;
     drop(daemon);
 }
