@@ -445,10 +445,7 @@ impl Manager {
         };
         // What waits for this chat's next message goes out first (issue 33).
         let outbound = self.inner.replier.outbound();
-        if outbound
-            .capabilities(&msg.channel_name)
-            .is_some_and(|c| c.reply_window.is_some())
-        {
+        if outbound.reply_window(&msg.channel_name).is_some() {
             self.inner.journal.carry_held(msg).await;
         }
         // A journaled message stopped by shutdown stays journaled (and its key kept): the

@@ -197,11 +197,7 @@ impl Replier {
                 let late = match out.is_final {
                     true => {
                         let (locale, _) = self.locale_for(msg).await;
-                        if self
-                            .outbound
-                            .capabilities(&msg.channel_name)
-                            .is_some_and(|c| c.reply_window.is_some())
-                        {
+                        if self.outbound.reply_window(&msg.channel_name).is_some() {
                             // What it opens with if its source takes no more replies by
                             // the time it is delivered, and a later message carries it.
                             let held = self.text(&locale, crate::i18n::msg::RUN_HELD, &[]);

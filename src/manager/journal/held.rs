@@ -178,7 +178,7 @@ mod tests {
     }
 
     fn progress(finals: Vec<PendingFinal>) -> Progress {
-        let message = InboundMessage::new("qq", "group:g", "u", "question");
+        let message = InboundMessage::new("windowed", "group:g", "u", "question");
         let mut record = JournalRecord::admitted(message);
         record.finals = finals;
         Progress {
@@ -226,7 +226,7 @@ mod tests {
         // Only held finals: the entry waits for its chat.
         assert_eq!(p.settled_state(), Some(JournalState::Held));
         assert_eq!(p.record.state, JournalState::Held);
-        assert_eq!(p.record.held_chat(), Some(("qq", "group:g")));
+        assert_eq!(p.record.held_chat(), Some(("windowed", "group:g")));
         assert_eq!(progress(Vec::new()).settled_state(), None, "nothing left");
     }
 }

@@ -34,12 +34,12 @@ pub(super) async fn wait_turn(
     // an id from the start, which `/stop` cancels by and a restart follows (issue 19).
     // A channel with a reply window may have to show what the run wrote before it ends
     // (`handoff`): its run's events carry the text as it is written.
-    let windowed = inner
+    let mode = if inner
         .replier
         .outbound()
-        .capabilities(&msg.channel_name)
-        .is_some_and(|c| c.reply_window.is_some());
-    let mode = if windowed {
+        .reply_window(&msg.channel_name)
+        .is_some()
+    {
         RunMode::CreateWithText
     } else {
         RunMode::Create

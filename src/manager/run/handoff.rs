@@ -1,6 +1,6 @@
 //! Answers that outlive their source's reply window (issue 33).
 //!
-//! On a channel that may answer a message only for a while ([`ReplyWindow`]: QQ's 5
+//! On a channel that may answer a message only for a while ([`ReplyWindow`]: say 5
 //! minutes in a group, 60 in a private chat), a run that takes longer would lose its
 //! answer. So a turn that is still running [`margin`] before its source's window closes
 //! *hands the answer off*: what the run has written so far goes out as a reply while the
@@ -106,11 +106,7 @@ impl Handoff {
 
 /// The channel's reply window, if it has one.
 fn window_of(inner: &Inner, msg: &InboundMessage) -> Option<ReplyWindow> {
-    inner
-        .replier
-        .outbound()
-        .capabilities(&msg.channel_name)
-        .and_then(|c| c.reply_window)
+    inner.replier.outbound().reply_window(&msg.channel_name)
 }
 
 /// Awaits `work`; if `handoff` falls due first, hands the answer off (once) with what
@@ -214,7 +210,8 @@ fn now_unix() -> f64 {
 mod tests {
     use super::*;
 
-    const QQ: ReplyWindow = ReplyWindow {
+    /// 5 minutes in a group, an hour in a private chat.
+    const WINDOW: ReplyWindow = ReplyWindow {
         group: Duration::from_secs(300),
         private: Duration::from_secs(3600),
         max_replies_per_source: 5,
@@ -226,33 +223,54 @@ mod tests {
         let sent = 1_700_000_000.0;
         // A group message: 5 minutes, handed off 30 s before the end.
         assert_eq!(
-            due_in(QQ, ChatKind::Group, sent, sent),
+            due_in(WINDOW, ChatKind::Group, sent, sent),
             Some(Duration::from_secs(270))
         );
         assert_eq!(
-            due_in(QQ, ChatKind::Group, sent, sent + 100.0),
+            due_in(WINDOW, ChatKind::Group, sent, sent + 100.0),
             Some(Duration::from_secs(170))
         );
         // Within the margin: at once, while the window is still open.
         assert_eq!(
-            due_in(QQ, ChatKind::Group, sent, sent + 285.0),
+            due_in(WINDOW, ChatKind::Group, sent, sent + 285.0),
             Some(Duration::ZERO)
         );
         // Closed: nothing can go out any more.
-        assert_eq!(due_in(QQ, ChatKind::Group, sent, sent + 300.0), None);
+        assert_eq!(due_in(WINDOW, ChatKind::Group, sent, sent + 300.0), None);
         // A private chat's hour.
         assert_eq!(
-            due_in(QQ, ChatKind::Private, sent, sent + 300.0),
+            due_in(WINDOW, ChatKind::Private, sent, sent + 300.0),
             Some(Duration::from_secs(3270))
         );
         // A message stamped ahead of this host's clock counts from its stamp.
         assert_eq!(
-            due_in(QQ, ChatKind::Group, sent + 60.0, sent),
+            due_in(WINDOW, ChatKind::Group, sent + 60.0, sent),
             Some(Duration::from_secs(330))
         );
         // A short window hands off at a tenth of it.
         assert_eq!(margin(Duration::from_secs(3)), Duration::from_millis(300));
         assert_eq!(margin(Duration::from_secs(3600)), MARGIN);
+    }
+
+    #[test]
+    fn the_handoff_line_reads_as_one_sentence_in_every_route_and_locale() {
+        let catalogs = crate::i18n::Catalogs::embedded().unwrap();
+        for tag in ["en-US", "zh-CN"] {
+            let locale = catalogs.negotiate(tag).unwrap();
+            let mut seen = Vec::new();
+            for route in ["group", "private", "soon"] {
+                for shown in ["yes", "no"] {
+                    let args = [("where", Arg::Str(route)), ("shown", Arg::Str(shown))];
+                    let line = catalogs.text(&locale, m::RUN_HANDOFF, &args);
+                    assert!(
+                        !line.contains('\n') && !line.contains("  "),
+                        "{tag}: {line:?}"
+                    );
+                    assert!(!seen.contains(&line), "{tag}: {line:?} twice");
+                    seen.push(line);
+                }
+            }
+        }
     }
 
     #[test]
@@ -283,7 +301,7 @@ mod tests {
         assert_eq!(shown, "abcdefghija");
         assert_eq!(text, "abcdefghija…\n\n(more later)");
         assert_eq!(rest_of(&long, &shown), &long[11..]);
-        // Counted in the channel's unit: QQ's bytes.
+        // Counted in the channel's unit, bytes here.
         let (shown, text) = shown_part(&"答".repeat(40), line, LengthUnit::Bytes, 60);
         assert!(text.len() <= 60, "{}", text.len());
         assert!(text.starts_with(&shown));
