@@ -27,6 +27,9 @@
 //!    platform), never as a second message (issue 27).
 //! 5. Deleted once every final of the turn landed (or was refused for good, which a retry
 //!    cannot change).
+//! 6. **Held** instead when what is left could not go out because its message took no more
+//!    replies (a reply window closed, issue 33): it waits, indexed by its chat, for the
+//!    chat's next message to carry it (child `held`).
 //!
 //! # How replies find their entry
 //!
@@ -45,8 +48,9 @@
 //! it comes late. Holders renew their leases every third of the lease; on a shared store
 //! every replica claims expired entries at the same pace.
 //!
-//! Bounded: entries exist only for messages queued, running or with finals pending (at most
-//! `final_retry_hours`), and the store caps them ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
+//! Bounded: entries exist only for messages queued, running, with finals pending (at most
+//! `final_retry_hours`) or held for their chat, and the store caps them
+//! ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
 
 mod held;
 mod starting;
@@ -343,53 +347,6 @@ struct Progress {
     open_stream: Option<String>,
 }
 
-impl Progress {
-    /// Records what became of final `id`: struck off when it landed or was refused for
-    /// good, held for the chat's next message when its source takes no more replies (or,
-    /// sent unsourced, the platform refused it), kept for a retry otherwise. Whether the
-    /// record changed.
-    fn settle_final(&mut self, id: u32, landed: &Landed) -> bool {
-        let Some(index) = self.record.finals.iter().position(|f| f.id == id) else {
-            return false;
-        };
-        let unsourced = self.record.finals[index].unsourced;
-        match landed {
-            Landed::Failed { transient: true } => false,
-            Landed::Shown(_) => {
-                self.record.finals.remove(index);
-                true
-            }
-            Landed::Failed { transient: false } if !unsourced => {
-                self.record.finals.remove(index);
-                true
-            }
-            Landed::Failed { .. } | Landed::WindowClosed => {
-                let pending = &mut self.record.finals[index];
-                pending.held = true;
-                pending.unsourced = false;
-                true
-            }
-        }
-    }
-
-    /// Where an entry whose turn ended and whose finals are all settled stands: `None`
-    /// when nothing is left to deliver, [`JournalState::Held`] when what is left waits
-    /// for the chat's next message, else [`JournalState::FinalPending`] (set in the record
-    /// too).
-    fn settled_state(&mut self) -> Option<JournalState> {
-        let finals = &self.record.finals;
-        if finals.is_empty() {
-            return None;
-        }
-        self.record.state = if finals.iter().all(|f| f.held) {
-            JournalState::Held
-        } else {
-            JournalState::FinalPending
-        };
-        Some(self.record.state)
-    }
-}
-
 impl Entry {
     fn new(
         shared: Arc<Shared>,
@@ -681,9 +638,20 @@ impl Entry {
                 break;
             }
             if unix_millis().saturating_sub(self.0.created_ms) > window {
-                tracing::warn!("Gave up delivering a final after the retry window.");
-                metrics::counter!(crate::admin::names::JOURNAL_GIVEN_UP).increment(1);
-                self.progress().record.finals.retain(|f| f.held);
+                let mut progress = self.progress();
+                if progress.record.carrier.is_some() {
+                    // Held once already (issue 33): it waits for the chat's next message
+                    // again rather than be dropped.
+                    progress
+                        .record
+                        .finals
+                        .iter_mut()
+                        .for_each(|f| f.held = true);
+                } else {
+                    tracing::warn!("Gave up delivering a final after the retry window.");
+                    metrics::counter!(crate::admin::names::JOURNAL_GIVEN_UP).increment(1);
+                    progress.record.finals.retain(|f| f.held);
+                }
                 break;
             }
             self.save().await;
@@ -722,24 +690,6 @@ impl Entry {
         });
         self.0.shared.outbound.publish(out, Some(hook)).await;
         rx.await.unwrap_or(Landed::Failed { transient: true })
-    }
-
-    /// `pending` as a reply with `text`: to the message that carries it now (the entry's
-    /// own, or the later one a held entry was taken up by), or to none when unsourced.
-    fn reply(&self, pending: &PendingFinal, text: String) -> OutboundMessage {
-        let progress = self.progress();
-        let record = &progress.record;
-        let mut out = record
-            .carrier
-            .as_ref()
-            .unwrap_or(&record.message)
-            .reply(text, true);
-        out.metadata.extend(pending.metadata.clone());
-        if pending.unsourced {
-            out.thread_ts = None;
-            out.source_created_at = None;
-        }
-        out
     }
 
     async fn save(&self) {

@@ -17,7 +17,7 @@
 
 use im_bridge_channel::{InboundMessage, OutboundMessage};
 
-use super::{Entry, Journal, remove};
+use super::{Entry, Journal, Progress, remove};
 use crate::admin::names;
 use crate::bus::{AfterShown, Landed};
 use crate::store::{JournalState, Journaled, PendingFinal};
@@ -66,6 +66,24 @@ impl Entry {
         self.save().await;
     }
 
+    /// `pending` as a reply with `text`: to the message that carries it now (the entry's
+    /// own, or the later one a held entry was taken up by), or to none when unsourced.
+    pub(super) fn reply(&self, pending: &PendingFinal, text: String) -> OutboundMessage {
+        let progress = self.progress();
+        let record = &progress.record;
+        let mut out = record
+            .carrier
+            .as_ref()
+            .unwrap_or(&record.message)
+            .reply(text, true);
+        out.metadata.extend(pending.metadata.clone());
+        if pending.unsourced {
+            out.thread_ts = None;
+            out.source_created_at = None;
+        }
+        out
+    }
+
     /// The entry's finals all wait for the chat's next message: saved so, for the store
     /// to find by its chat. The record's state says [`JournalState::Held`] already.
     pub(super) async fn wait_for_next_message(&self) {
@@ -82,6 +100,53 @@ impl Entry {
         );
         let channel = self.0.shared.outbound.channel_label(&channel);
         metrics::counter!(names::HANDOFFS, "channel" => channel, "step" => "held").increment(1);
+    }
+}
+
+impl Progress {
+    /// Records what became of final `id`: struck off when it landed or was refused for
+    /// good, held for the chat's next message when its source takes no more replies (or,
+    /// sent unsourced, the platform refused it), kept for a retry otherwise. Whether the
+    /// record changed.
+    pub(super) fn settle_final(&mut self, id: u32, landed: &Landed) -> bool {
+        let Some(index) = self.record.finals.iter().position(|f| f.id == id) else {
+            return false;
+        };
+        let unsourced = self.record.finals[index].unsourced;
+        match landed {
+            Landed::Failed { transient: true } => false,
+            Landed::Shown(_) => {
+                self.record.finals.remove(index);
+                true
+            }
+            Landed::Failed { transient: false } if !unsourced => {
+                self.record.finals.remove(index);
+                true
+            }
+            Landed::Failed { .. } | Landed::WindowClosed => {
+                let pending = &mut self.record.finals[index];
+                pending.held = true;
+                pending.unsourced = false;
+                true
+            }
+        }
+    }
+
+    /// Where an entry whose turn ended and whose finals are all settled stands: `None`
+    /// when nothing is left to deliver, [`JournalState::Held`] when what is left waits
+    /// for the chat's next message, else [`JournalState::FinalPending`] (set in the record
+    /// too).
+    pub(super) fn settled_state(&mut self) -> Option<JournalState> {
+        let finals = &self.record.finals;
+        if finals.is_empty() {
+            return None;
+        }
+        self.record.state = if finals.iter().all(|f| f.held) {
+            JournalState::Held
+        } else {
+            JournalState::FinalPending
+        };
+        Some(self.record.state)
     }
 }
 
@@ -161,7 +226,6 @@ impl Journal {
 mod tests {
     use im_bridge_channel::MessageId;
 
-    use super::super::Progress;
     use super::*;
     use crate::store::JournalRecord;
 
