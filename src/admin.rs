@@ -51,6 +51,10 @@ pub mod names {
     pub const JOURNAL_RECOVERED: &str = "im_bridge_journal_recovered_total";
     /// Counter: journaled messages given up on (older than `bridge.final_retry_hours`).
     pub const JOURNAL_GIVEN_UP: &str = "im_bridge_journal_given_up_total";
+    /// Counter: answers that outlived their source's reply window (issue 33), by `channel`
+    /// and `step`: `handed_off` (what was written went out in time), `held` (the rest
+    /// waits for the chat's next message), `carried` (a later message took it up).
+    pub const HANDOFFS: &str = "im_bridge_reply_handoffs_total";
     /// Gauge: replies waiting in the per-chat delivery lanes (or being delivered).
     pub const OUTBOUND_PENDING: &str = "im_bridge_outbound_pending";
     /// Counter: transport attempts that ended unexpectedly and were scheduled for a restart,
