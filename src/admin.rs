@@ -60,6 +60,10 @@ pub mod names {
     /// Counter: journaled messages given up on (undelivered for `bridge.final_retry_hours`);
     /// each is kept for an operator (issue 33, `im-bridge deliveries`).
     pub const JOURNAL_GIVEN_UP: &str = "im_bridge_journal_given_up_total";
+    /// Counter: answers that outlived their source's reply window (issue 33), by `channel`
+    /// and `step`: `handed_off` (what was written went out in time), `held` (the rest
+    /// waits for the chat's next message), `carried` (a later message took it up).
+    pub const HANDOFFS: &str = "im_bridge_reply_handoffs_total";
     /// Gauge: journal entries that gave up and wait for an operator to retry or drop them,
     /// as the store holds them (every replica of a shared store reports the same number;
     /// refreshed each journal renewal, every 5 s).

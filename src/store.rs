@@ -284,6 +284,18 @@ pub trait Store: Send + Sync + 'static {
     /// Extends `holder`'s lease on every entry it holds to `lease` from now.
     async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError>;
 
+    /// Takes up, atomically, the entries waiting for a message of `channel` / `chat_id`
+    /// (saved [`JournalState::Held`], issue 33), whoever holds them: they stop waiting and
+    /// are `holder`'s for `lease`; returned oldest first. Two replicas taking at once never
+    /// both get an entry. The caller then saves each with its new state.
+    async fn journal_take_held(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Vec<Journaled>, StoreError>;
+
     /// Gives entry `id` up if `holder` still holds it (`false` otherwise): its `record` is
     /// saved, it is marked given up now, and nobody holds it. [`Store::journal_claim`] never
     /// returns it again; it stays for an operator to retry or drop (issue 33) until
@@ -304,7 +316,9 @@ pub trait Store: Send + Sync + 'static {
     /// returning how many: one that gave up is no longer given up, nobody holds it and its
     /// retry window starts now, so the next claim (any process's) takes it; one still
     /// worked on is marked due, so its holder's next [`Store::journal_sweep`] names it. Ids
-    /// of entries still under way, or of none, are left alone.
+    /// of entries still under way, of entries held for their chat's next message
+    /// ([`JournalState::Held`]: a retry would meet the same closed window), or of none, are
+    /// left alone.
     async fn journal_retry(&self, ids: &[String]) -> Result<usize, StoreError>;
 
     /// An operator's drop, atomically, of the deliveries among `ids`, returning how many

@@ -61,6 +61,9 @@ pub enum Landed {
         /// text or a token), for the journal's record of the last failure (issue 33).
         error: String,
     },
+    /// Not delivered, because its source message takes no more replies (its reply window
+    /// closed, or its replies are spent): a later message's replies may carry it.
+    WindowClosed,
 }
 
 impl Landed {
@@ -68,7 +71,7 @@ impl Landed {
     pub fn shown(&self) -> Option<&MessageId> {
         match self {
             Self::Shown(id) => id.as_ref(),
-            Self::Failed { .. } => None,
+            Self::Failed { .. } | Self::WindowClosed => None,
         }
     }
 }

@@ -32,6 +32,10 @@
 //!    restarted) or drops it, for at most [`GAVE_UP_KEPT`](crate::store::GAVE_UP_KEPT). A
 //!    retry of a pending final marks it due: its holder's next sweep wakes its retries at
 //!    once.
+//! 6. **Held** instead when what is left could not go out because its message took no more
+//!    replies (a reply window closed, issue 33): it waits, indexed by its chat, for the
+//!    chat's next message to carry it (child `held`); it is never given up, and an operator
+//!    may only drop it.
 //!
 //! # How replies find their entry
 //!
@@ -50,19 +54,22 @@
 //! it comes late. Holders renew their leases every third of the lease; on a shared store
 //! every replica claims expired entries at the same pace.
 //!
-//! Bounded: entries exist only for messages queued, running or with finals pending (at most
-//! `final_retry_hours`), or given up (at most
+//! Bounded: entries exist only for messages queued, running, with finals pending (at most
+//! `final_retry_hours`), held for their chat, or given up (at most
 //! [`GAVE_UP_KEPT`](crate::store::GAVE_UP_KEPT)), and the store caps them
 //! ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
 //!
 //! A drain (issue 33) holds the retries of pending finals at once (`Journal::hold`): they
 //! stay for the next process, their attempts not counted.
 //!
-//! Children: `retry` (the retries of pending finals), `starting` (a run start journaled
-//! before its request, issue 27).
+//! Children: `held` (answers held for a chat's next message), `retry` (the retries of
+//! pending finals), `starting` (a run start journaled before its request, issue 27).
 
+mod held;
 mod retry;
 mod starting;
+
+pub(crate) use held::HELD_NOTE_KEY;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -214,13 +221,11 @@ impl Journal {
             )
             .await
         {
-            Ok(true) => Admission::New(Some(Entry::new(
-                self.shared.clone(),
-                id,
-                unix_millis(),
-                record,
-                false,
-            ))),
+            Ok(true) => {
+                let entry = Entry::new(self.shared.clone(), id, unix_millis(), record, false);
+                entry.go_live();
+                Admission::New(Some(entry))
+            }
             Ok(false) => Admission::Duplicate,
             Err(error) => {
                 tracing::warn!(%error, "Journaling a message failed; handling it unjournaled.");
@@ -255,6 +260,11 @@ impl Journal {
             ..
         } in claimed
         {
+            if record.state == JournalState::Held {
+                // Waiting for its chat, in the store (and never given up on: it stays
+                // there for the operator to see until a message takes it up).
+                continue;
+            }
             if now.saturating_sub(retry_from_ms) >= window {
                 tracing::warn!(
                     channel = %record.message.channel_name,
@@ -264,7 +274,9 @@ impl Journal {
                 give_up(shared, &id, &record).await;
                 continue;
             }
-            entries.push(Entry::new(shared.clone(), id, retry_from_ms, record, true));
+            let entry = Entry::new(shared.clone(), id, retry_from_ms, record, true);
+            entry.go_live();
+            entries.push(entry);
         }
         if !entries.is_empty() {
             tracing::info!(entries = entries.len(), "Recovering journaled messages.");
@@ -369,7 +381,7 @@ impl Entry {
         } else {
             None
         };
-        let entry = Self(Arc::new(EntryState {
+        Self(Arc::new(EntryState {
             id,
             retry_from_ms,
             recovered,
@@ -384,9 +396,7 @@ impl Entry {
                 open_stream: None,
             }),
             saving: tokio::sync::Mutex::new(()),
-        }));
-        entry.go_live();
-        entry
+        }))
     }
 
     /// The entry of the journaled turn this task runs, if any.
@@ -457,6 +467,12 @@ impl Entry {
     /// platform call, and is struck off once it landed or was refused for good. `late` is
     /// the line a delivery by a later process opens with.
     pub(crate) async fn track(&self, out: &mut OutboundMessage, late: &str) -> Hooks {
+        self.track_final(out, late, false).await
+    }
+
+    /// [`Entry::track`]; an `unsourced` final answers no source, and waits for the chat's
+    /// next message when the platform refuses it.
+    async fn track_final(&self, out: &mut OutboundMessage, late: &str, unsourced: bool) -> Hooks {
         let id = {
             let mut progress = self.progress();
             if let Some(message) = &progress.resume {
@@ -486,6 +502,8 @@ impl Entry {
                 metadata: out.metadata.clone(),
                 late: Some(late.to_owned()).filter(|l| !l.is_empty()),
                 finishes,
+                unsourced,
+                held: false,
             });
             id
         };
@@ -540,28 +558,12 @@ impl Entry {
     }
 
     async fn final_landed(&self, landed: Landed, id: u32) {
-        let struck = {
+        let changed = {
             let mut progress = self.progress();
             progress.outstanding = progress.outstanding.saturating_sub(1);
-            match landed {
-                // Landed, or refused for good (trying again cannot change that).
-                Landed::Shown(_)
-                | Landed::Failed {
-                    transient: false, ..
-                } => {
-                    progress.record.finals.retain(|f| f.id != id);
-                    true
-                }
-                Landed::Failed {
-                    transient: true,
-                    error,
-                } => {
-                    progress.record.note_error(&error);
-                    false
-                }
-            }
+            progress.settle_final(id, &landed)
         };
-        if struck && !self.progress().ended {
+        if changed && !self.progress().ended {
             self.save().await;
         }
         self.settle().await;
@@ -587,33 +589,32 @@ impl Entry {
         self.settle().await;
     }
 
-    /// Once the turn ended and no final is in flight: deletes the entry, or keeps its
-    /// undelivered finals and retries them.
+    /// Once the turn ended and no final is in flight: deletes the entry, keeps its
+    /// undelivered finals and retries them, or leaves them waiting for the chat's next
+    /// message when that is all they can do (`held.rs`).
     async fn settle(&self) {
-        let pending = {
+        let state = {
             let mut progress = self.progress();
             if !progress.ended || progress.outstanding > 0 || progress.settled {
                 return;
             }
             progress.settled = true;
-            if progress.record.finals.is_empty() {
-                false
-            } else {
-                progress.record.state = JournalState::FinalPending;
-                // The turn's own delivery was the first attempt, unless it was cut short
-                // by a drain or a shutdown (issue 33).
-                if !self.0.shared.stop.is_cancelled() {
-                    progress.record.attempts = progress.record.attempts.saturating_add(1);
-                }
-                true
+            let state = progress.settled_state();
+            // The turn's own delivery was the first attempt, unless it was cut short by a
+            // drain or a shutdown (issue 33).
+            if state == Some(JournalState::FinalPending) && !self.0.shared.stop.is_cancelled() {
+                progress.record.attempts = progress.record.attempts.saturating_add(1);
             }
+            state
         };
-        if !pending {
-            remove(&self.0.shared.store, &self.0.id).await;
-            return;
+        match state {
+            None => remove(&self.0.shared.store, &self.0.id).await,
+            Some(JournalState::Held) => self.wait_for_next_message().await,
+            Some(_) => {
+                self.save().await;
+                self.retry_finals_later();
+            }
         }
-        self.save().await;
-        self.retry_finals_later();
     }
 
     /// Saves the record: `false` when the entry is no longer this process's (an operator

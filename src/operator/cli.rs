@@ -278,10 +278,17 @@ async fn run(action: &Action, route: &Route, settings: &Settings) -> Result<Exit
     if count == 0
         && let Some(id) = &target.id
     {
-        writeln!(
-            std::io::stderr(),
-            "im-bridge: no delivery {id}: it is not in the journal, or its answer is still under way."
-        )?;
+        let mut err = std::io::stderr();
+        match change {
+            Change::Retry => writeln!(
+                err,
+                "im-bridge: no delivery {id} to retry: it is not in the journal, its answer is still under way, or it waits for its chat's next message."
+            )?,
+            Change::Drop => writeln!(
+                err,
+                "im-bridge: no delivery {id} to drop: it is not in the journal, or its answer is still under way."
+            )?,
+        }
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)

@@ -30,6 +30,9 @@ pub enum DeliveryState {
     Pending,
     /// Its retries gave up; it waits for an operator.
     GaveUp,
+    /// It waits for the chat's next message: its own took no more replies (a reply
+    /// window closed). Never retried nor given up; an operator may drop it.
+    Held,
 }
 
 impl DeliveryState {
@@ -38,6 +41,7 @@ impl DeliveryState {
         match self {
             Self::Pending => "pending",
             Self::GaveUp => "gave_up",
+            Self::Held => "held",
         }
     }
 }
@@ -53,8 +57,9 @@ pub struct Delivery {
     pub conversation: String,
     /// Pending or given up.
     pub state: DeliveryState,
-    /// How far its turn got: `final_pending` (the answer waits), or `admitted` / `running`
-    /// for a message given up before its answer was written.
+    /// How far its turn got: `final_pending` (the answer waits), `held` (for the chat's
+    /// next message), or `admitted` / `running` for a message given up before its answer
+    /// was written.
     pub stage: JournalState,
     /// When the message was admitted, unix milliseconds.
     pub admitted_at_ms: i64,
@@ -97,7 +102,8 @@ pub struct Page {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Change {
     /// Makes them due now: one that gave up is retried for another retry window, a
-    /// pending one at once ([`Store::journal_retry`]).
+    /// pending one at once ([`Store::journal_retry`]); one held for its chat's next
+    /// message is left alone.
     Retry,
     /// Removes them: their answers are never delivered ([`Store::journal_drop`]).
     Drop,
@@ -236,10 +242,10 @@ fn describe(entry: &Listed, now: i64, show_text: bool) -> Delivery {
         id: entry.id.clone(),
         channel: message.channel_name.clone(),
         conversation: conversation_key(message).storage_key(),
-        state: if entry.gave_up_ms.is_some() {
-            DeliveryState::GaveUp
-        } else {
-            DeliveryState::Pending
+        state: match (entry.gave_up_ms, record.state) {
+            (Some(_), _) => DeliveryState::GaveUp,
+            (None, JournalState::Held) => DeliveryState::Held,
+            (None, _) => DeliveryState::Pending,
         },
         stage: record.state,
         admitted_at_ms: entry.created_ms,

@@ -35,6 +35,11 @@ pub enum JournalState {
     Running,
     /// The run ended; finals that did not land wait in `finals`.
     FinalPending,
+    /// Its finals wait for the chat's next message (issue 33): their source takes no more
+    /// replies (its reply window closed) and the platform sends nothing unprompted, so
+    /// they go out as the first replies to whatever the chat says next
+    /// ([`Store::journal_take_held`](super::Store::journal_take_held)).
+    Held,
 }
 
 /// One journal entry's record.
@@ -64,6 +69,14 @@ pub struct JournalRecord {
     /// never message text or a token), clipped to [`LAST_ERROR_MAX`] characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// What the turn showed when it handed its answer off before the source's reply window
+    /// closed (issue 33): the final that ends the run then carries only the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handed_off: Option<String>,
+    /// The later message of the same chat whose replies carry `finals` once a held entry
+    /// was taken up (issue 33); `None`: they answer `message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carrier: Option<InboundMessage>,
 }
 
 /// The longest [`JournalRecord::last_error`] kept, in characters.
@@ -88,6 +101,13 @@ pub struct PendingFinal {
     /// nothing if the first delivery landed, instead of sending the answer twice (issue 27).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finishes: Option<String>,
+    /// Sent as a message that answers no source (the rest of an answer on a platform that
+    /// allows one); refused, it waits for the chat's next message instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unsourced: bool,
+    /// Waits for the chat's next message: the message it answered takes no more replies.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
 }
 
 impl JournalRecord {
@@ -102,6 +122,8 @@ impl JournalRecord {
             finals: Vec::new(),
             attempts: 0,
             last_error: None,
+            handed_off: None,
+            carrier: None,
         }
     }
 
@@ -114,6 +136,17 @@ impl JournalRecord {
     /// Notes why a delivery failed, clipped to [`LAST_ERROR_MAX`] characters.
     pub fn note_error(&mut self, error: &str) {
         self.last_error = Some(error.chars().take(LAST_ERROR_MAX).collect());
+    }
+
+    /// The chat (channel, chat id) whose next message this entry waits for, when it is
+    /// [`JournalState::Held`]: what the store indexes it by.
+    pub fn held_chat(&self) -> Option<(&str, &str)> {
+        (self.state == JournalState::Held).then(|| {
+            (
+                self.message.channel_name.as_str(),
+                self.message.chat_id.as_str(),
+            )
+        })
     }
 }
 
@@ -165,10 +198,30 @@ pub struct Sweep {
     pub forgotten: u64,
 }
 
-/// Whether a stored entry is one the operator's tools act on: it gave up, or its record
-/// (undecodable: no) has finals waiting.
-pub(crate) fn is_delivery(record: &str, gave_up: bool) -> bool {
-    gave_up || decode(record).is_some_and(|r| r.has_pending_finals())
+/// What an operator may do with a stored entry that is a delivery ([`Listed::is_delivery`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Operable {
+    /// It gave up: a retry revives it; a drop removes it.
+    GaveUp,
+    /// Its finals are still retried: a retry makes them due now; a drop removes it.
+    Pending,
+    /// Its finals wait for the chat's next message ([`JournalState::Held`]): a retry would
+    /// meet the same closed window, so only a drop acts on it.
+    Held,
+}
+
+/// What an operator may do with a stored entry (its `record`, and whether it gave up);
+/// `None` for one whose turn is still under way (or whose record this build cannot read).
+pub(crate) fn operable(record: &str, gave_up: bool) -> Option<Operable> {
+    if gave_up {
+        return Some(Operable::GaveUp);
+    }
+    let record = decode(record)?;
+    match record.state {
+        JournalState::Held => Some(Operable::Held),
+        _ if record.has_pending_finals() => Some(Operable::Pending),
+        _ => None,
+    }
 }
 
 /// A record as stored: JSON. Never fails for a record (every field serializes).
@@ -179,4 +232,11 @@ pub(crate) fn encode(record: &JournalRecord) -> String {
 /// A stored record, or `None` for one this build cannot read (logged by the caller).
 pub(crate) fn decode(text: &str) -> Option<JournalRecord> {
     serde_json::from_str(text).ok()
+}
+
+/// Logs entries a claim or a take dropped because this build cannot read their record.
+pub(crate) fn warn_unreadable(entries: usize) {
+    if entries > 0 {
+        tracing::warn!(entries, "Dropped journal entries this build cannot read.");
+    }
 }

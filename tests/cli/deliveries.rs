@@ -76,6 +76,8 @@ fn answered(question: &str, answer: &str, attempts: u32) -> JournalRecord {
         metadata: Default::default(),
         late: Some(catalog_text("en-US")("run-recovered", &[])),
         finishes: None,
+        unsourced: false,
+        held: false,
     });
     record.attempts = attempts;
     record.note_error("transport error: calling sendMessage failed: 502 Bad Gateway");

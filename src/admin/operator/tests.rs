@@ -42,6 +42,8 @@ async fn seeded(dir: &tempfile::TempDir) -> Arc<dyn Store> {
         metadata: Default::default(),
         late: None,
         finishes: None,
+        unsourced: false,
+        held: false,
     });
     answered.attempts = 7;
     answered.note_error("transport error: calling sendMessage failed: 502");

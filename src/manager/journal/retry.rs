@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 use super::{Entry, Journal, Shared, relock, remove};
 use crate::admin::names;
 use crate::bus::{AfterShown, Landed};
-use crate::store::{GAVE_UP_KEPT, JournalRecord, PendingFinal, unix_millis};
+use crate::store::{GAVE_UP_KEPT, JournalRecord, JournalState, PendingFinal, unix_millis};
 
 /// The first wait before a pending final is tried again; it doubles up to
 /// [`RETRY_MAX_WAIT`].
@@ -29,8 +29,8 @@ const RETRY_MAX_WAIT: Duration = Duration::from_secs(300);
 
 /// How a retry of pending finals ended.
 enum Ended {
-    /// Each landed, or was refused for good.
-    Delivered,
+    /// Each landed, was refused for good, or waits for the chat's next message (held).
+    Settled,
     /// The retry window is over.
     GaveUp,
     /// The entry is no longer this process's.
@@ -119,8 +119,8 @@ impl Entry {
     }
 
     /// Delivers the pending finals again with backoff until each landed or was refused for
-    /// good (the entry goes), the retry window is over (it is given up), or the entry is no
-    /// longer this process's.
+    /// good (the entry goes, or waits for the chat's next message with what was held), the
+    /// retry window is over (it is given up), or the entry is no longer this process's.
     async fn retry_finals(&self) {
         let wake = Arc::new(Notify::new());
         relock(&self.0.shared.wakers).insert(self.0.id.clone(), wake.clone());
@@ -129,7 +129,10 @@ impl Entry {
         self.leave_live();
         let shared = &self.0.shared;
         match ended {
-            Ended::Delivered => remove(&shared.store, &self.0.id).await,
+            Ended::Settled if self.progress().settled_state() == Some(JournalState::Held) => {
+                self.wait_for_next_message().await;
+            }
+            Ended::Settled => remove(&shared.store, &self.0.id).await,
             Ended::GaveUp => {
                 tracing::warn!("Gave up delivering a final after the retry window.");
                 give_up(shared, &self.0.id, &self.record()).await;
@@ -147,32 +150,40 @@ impl Entry {
         let mut backoff = Backoff::new(RETRY_FIRST_WAIT, RETRY_MAX_WAIT, RETRY_FIRST_WAIT);
         let window = i64::try_from(shared.config.final_retry.as_millis()).unwrap_or(i64::MAX);
         loop {
-            let finals = self.progress().record.finals.clone();
+            let finals: Vec<PendingFinal> = {
+                let progress = self.progress();
+                let finals = progress.record.finals.iter();
+                finals.filter(|f| !f.held).cloned().collect()
+            };
             if finals.is_empty() {
-                return Ended::Delivered;
+                return Ended::Settled;
             }
             for pending in finals {
-                match self.deliver_again(&pending).await {
-                    Ok(()) => {
-                        // Struck off at once, so a crash right after cannot deliver it twice.
-                        self.progress().record.finals.retain(|f| f.id != pending.id);
-                        if !self.save().await {
-                            return Ended::Gone;
-                        }
-                    }
-                    Err(error) => self.progress().record.note_error(&error),
+                let landed = self.deliver_again(&pending).await;
+                // Struck off (or held) at once, so a crash right after cannot deliver it
+                // twice.
+                if self.progress().settle_final(pending.id, &landed) && !self.save().await {
+                    return Ended::Gone;
                 }
             }
             let done = {
                 let mut progress = self.progress();
                 progress.record.attempts = progress.record.attempts.saturating_add(1);
-                progress.record.finals.is_empty()
+                progress.record.finals.iter().all(|f| f.held)
             };
             if done {
-                return Ended::Delivered;
+                return Ended::Settled;
             }
             if unix_millis().saturating_sub(self.0.retry_from_ms) >= window {
-                return Ended::GaveUp;
+                let mut progress = self.progress();
+                if progress.record.carrier.is_none() {
+                    return Ended::GaveUp;
+                }
+                // Held once already (issue 33): it waits for the chat's next message again
+                // rather than be given up.
+                let finals = progress.record.finals.iter_mut();
+                finals.for_each(|f| f.held = true);
+                return Ended::Settled;
             }
             if !self.save().await {
                 return Ended::Gone;
@@ -194,9 +205,8 @@ impl Entry {
         relock(&self.0.shared.wakers).remove(&self.0.id);
     }
 
-    /// Publishes `pending` once more and waits for its fate: `Ok` when it landed or was
-    /// refused for good, else why it failed (log-safe).
-    async fn deliver_again(&self, pending: &PendingFinal) -> Result<(), String> {
+    /// Publishes `pending` once more and waits for its fate.
+    async fn deliver_again(&self, pending: &PendingFinal) -> Landed {
         let text = match (&pending.late, &pending.finishes) {
             // A final that replaces a message goes out unchanged: the same edit again, a
             // no-op if the first one landed unacknowledged.
@@ -207,8 +217,7 @@ impl Entry {
             }
             _ => pending.text.clone(),
         };
-        let mut out = self.progress().record.message.reply(text, true);
-        out.metadata.extend(pending.metadata.clone());
+        let mut out = self.reply(pending, text);
         if let Some(message) = &pending.finishes {
             out.metadata
                 .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
@@ -220,20 +229,11 @@ impl Entry {
             })
         });
         self.0.shared.outbound.publish(out, Some(hook)).await;
-        match rx.await {
-            Ok(
-                Landed::Shown(_)
-                | Landed::Failed {
-                    transient: false, ..
-                },
-            ) => Ok(()),
-            Ok(Landed::Failed {
-                transient: true,
-                error,
-            }) => Err(error),
-            // Never run: the lanes were dropped at shutdown.
-            Err(_) => Err(ChannelError::Stopped.to_string()),
-        }
+        // Never run: the lanes were dropped at shutdown.
+        rx.await.unwrap_or_else(|_| Landed::Failed {
+            transient: true,
+            error: ChannelError::Stopped.to_string(),
+        })
     }
 }
 

@@ -22,6 +22,8 @@ fn pending(text: &str) -> JournalRecord {
         metadata: Default::default(),
         late: None,
         finishes: None,
+        unsourced: false,
+        held: false,
     });
     record.attempts = 3;
     record.note_error("transport error: calling sendMessage failed");
@@ -132,6 +134,46 @@ pub(super) async fn issue_33_deliveries(store: &dyn Store) {
     let listed = must(store.journal_list(0, 10).await, "journal_list");
     let names: Vec<&str> = listed.iter().map(|l| l.id.as_str()).collect();
     assert_eq!(names, ["d2", "d3"]);
+
+    // An answer held for its chat's next message is a delivery a retry leaves alone (its
+    // window would still be closed) and a drop removes.
+    let mut held = answer.clone();
+    held.state = JournalState::Held;
+    held.finals[0].held = true;
+    assert!(must(
+        store.journal_admit(None, "d4", &asked, "a", LONG).await,
+        "journal_admit"
+    ));
+    assert!(must(
+        store.journal_save("d4", &held, "a").await,
+        "journal_save"
+    ));
+    let listed = must(store.journal_list(0, 10).await, "journal_list");
+    assert!(listed.iter().any(|l| l.id == "d4" && l.is_delivery()));
+    let retried = store.journal_retry(&ids(&["d4"])).await;
+    assert_eq!(
+        must(retried, "journal_retry"),
+        0,
+        "a held answer is not retried"
+    );
+    assert!(
+        must(store.journal_sweep("a", LONG).await, "journal_sweep")
+            .due
+            .is_empty()
+    );
+    let dropped = store.journal_drop(&ids(&["d4"])).await;
+    assert_eq!(
+        must(dropped, "journal_drop"),
+        1,
+        "a held answer may be dropped"
+    );
+    let taken = store
+        .journal_take_held("journal", &"c33".into(), "a", LONG)
+        .await;
+    assert!(
+        must(taken, "journal_take_held").is_empty(),
+        "dropped, it waits no more"
+    );
 
     // The sweep forgets what gave up longer ago than its horizon.
     assert!(must(

@@ -3,8 +3,9 @@
 //!
 //! A retry or a drop reads the named entries under row locks (`FOR UPDATE`) and decides in
 //! one transaction which are deliveries ([`Listed::is_delivery`]: the record says whether
-//! finals wait), so an entry whose turn is still under way is never touched, whichever
-//! replica works on it. Times written here are the database's clock (`now_ms!`).
+//! finals wait, and whether they wait for the chat's next message, which a retry leaves
+//! alone), so an entry whose turn is still under way is never touched, whichever replica
+//! works on it. Times written here are the database's clock (`now_ms!`).
 
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use deadpool_postgres::Transaction;
 use super::clock::{now_ms, ttl_param};
 use super::{PostgresStore, failed};
 use crate::store::StoreError;
-use crate::store::journal::{self, JournalRecord, Listed, Sweep};
+use crate::store::journal::{self, JournalRecord, Listed, Operable, Sweep};
 
 impl PostgresStore {
     /// `Store::journal_give_up`.
@@ -46,15 +47,12 @@ impl PostgresStore {
     ) -> Result<Vec<Listed>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self
-            .with_client("journal_list", async |client| {
-                let statement = client
-                    .prepare_cached(
-                        "SELECT seq, id, record, created_at, gave_up_at FROM im_bridge_journal
-                         WHERE seq > $1 ORDER BY seq LIMIT $2",
-                    )
-                    .await?;
-                client.query(&statement, &[&after, &limit]).await
-            })
+            .query(
+                "journal_list",
+                "SELECT seq, id, record, created_at, gave_up_at FROM im_bridge_journal
+                 WHERE seq > $1 ORDER BY seq LIMIT $2",
+                &[&after, &limit],
+            )
             .await?;
         let mut listed = Vec::with_capacity(rows.len());
         for row in &rows {
@@ -75,33 +73,37 @@ impl PostgresStore {
 
     /// `Store::journal_retry`.
     pub(super) async fn retry_journaled(&self, ids: &[String]) -> Result<usize, StoreError> {
-        self.on_deliveries("journal_retry", ids, async |tx, gave_up, pending| {
-            let revived = tx
-                .execute(
-                    concat!(
-                        "UPDATE im_bridge_journal SET gave_up_at = NULL, holder = '',
+        self.on_deliveries(
+            "journal_retry",
+            ids,
+            async |tx, [gave_up, pending, _held]| {
+                let revived = tx
+                    .execute(
+                        concat!(
+                            "UPDATE im_bridge_journal SET gave_up_at = NULL, holder = '',
                              lease_until = 0, due = FALSE, retried_at = ",
-                        now_ms!(),
-                        " WHERE id = ANY($1)"
-                    ),
-                    &[&gave_up],
-                )
-                .await?;
-            let nudged = tx
-                .execute(
-                    "UPDATE im_bridge_journal SET due = TRUE WHERE id = ANY($1)",
-                    &[&pending],
-                )
-                .await?;
-            Ok(revived + nudged)
-        })
+                            now_ms!(),
+                            " WHERE id = ANY($1)"
+                        ),
+                        &[&gave_up],
+                    )
+                    .await?;
+                let nudged = tx
+                    .execute(
+                        "UPDATE im_bridge_journal SET due = TRUE WHERE id = ANY($1)",
+                        &[&pending],
+                    )
+                    .await?;
+                Ok(revived + nudged)
+            },
+        )
         .await
     }
 
     /// `Store::journal_drop`.
     pub(super) async fn drop_journaled(&self, ids: &[String]) -> Result<usize, StoreError> {
-        self.on_deliveries("journal_drop", ids, async |tx, gave_up, pending| {
-            let all: Vec<&str> = gave_up.iter().chain(&pending).copied().collect();
+        self.on_deliveries("journal_drop", ids, async |tx, lists| {
+            let all: Vec<&str> = lists.concat();
             tx.execute("DELETE FROM im_bridge_journal WHERE id = ANY($1)", &[&all])
                 .await
         })
@@ -109,7 +111,8 @@ impl PostgresStore {
     }
 
     /// Runs `act` in one transaction on the deliveries among `ids`, locked and split into
-    /// those that gave up and those still pending; returns the rows it changed.
+    /// those that gave up, those still pending and those held for their chat's next
+    /// message; returns the rows it changed.
     async fn on_deliveries<F>(
         &self,
         op: &'static str,
@@ -117,11 +120,7 @@ impl PostgresStore {
         act: F,
     ) -> Result<usize, StoreError>
     where
-        F: AsyncFnOnce(
-            &Transaction<'_>,
-            Vec<&str>,
-            Vec<&str>,
-        ) -> Result<u64, tokio_postgres::Error>,
+        F: AsyncFnOnce(&Transaction<'_>, [Vec<&str>; 3]) -> Result<u64, tokio_postgres::Error>,
     {
         let attempt = async {
             let mut client = self.client().await?;
@@ -134,21 +133,20 @@ impl PostgresStore {
                 )
                 .await
                 .map_err(failed(op))?;
-            let (mut gave_up, mut pending) = (Vec::new(), Vec::new());
+            let mut lists: [Vec<&str>; 3] = Default::default();
             for row in &rows {
                 let id: &str = row.try_get(0).map_err(failed(op))?;
                 let record: &str = row.try_get(1).map_err(failed(op))?;
                 let given_up: bool = row.try_get(2).map_err(failed(op))?;
-                if !journal::is_delivery(record, given_up) {
-                    continue;
-                }
-                if given_up {
-                    gave_up.push(id);
-                } else {
-                    pending.push(id);
-                }
+                let list = match journal::operable(record, given_up) {
+                    Some(Operable::GaveUp) => 0,
+                    Some(Operable::Pending) => 1,
+                    Some(Operable::Held) => 2,
+                    None => continue,
+                };
+                lists[list].push(id);
             }
-            let changed = act(&tx, gave_up, pending).await.map_err(failed(op))?;
+            let changed = act(&tx, lists).await.map_err(failed(op))?;
             tx.commit().await.map_err(failed(op))?;
             Ok(usize::try_from(changed).unwrap_or(usize::MAX))
         };

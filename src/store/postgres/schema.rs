@@ -89,6 +89,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
         ADD COLUMN due BOOLEAN NOT NULL DEFAULT FALSE;
     CREATE INDEX im_bridge_journal_gave_up_at ON im_bridge_journal (gave_up_at)
         WHERE gave_up_at IS NOT NULL;",
+    // 7: answers held for a chat's next message (issue 33): the chat a held entry waits
+    // for, NULL otherwise.
+    "ALTER TABLE im_bridge_journal ADD COLUMN held_channel TEXT, ADD COLUMN held_chat TEXT;
+    CREATE INDEX im_bridge_journal_held ON im_bridge_journal (held_channel, held_chat)
+        WHERE held_channel IS NOT NULL;",
 ];
 
 impl PostgresStore {

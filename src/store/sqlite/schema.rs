@@ -116,4 +116,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE journal ADD COLUMN due INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX journal_gave_up_at ON journal (gave_up_at) WHERE gave_up_at IS NOT NULL;
     ",
+    // 7: answers held for a chat's next message (issue 33). `held_channel` and `held_chat`
+    // name the chat a held entry waits for (NULL otherwise), so a message finds them.
+    "
+    ALTER TABLE journal ADD COLUMN held_channel TEXT;
+    ALTER TABLE journal ADD COLUMN held_chat TEXT;
+    CREATE INDEX journal_held ON journal (held_channel, held_chat)
+        WHERE held_channel IS NOT NULL;
+    ",
 ];
