@@ -167,21 +167,25 @@ impl Login {
             tracing::warn!(channel = NAME, %error, "Deleting the ended WeChat bot token from the store failed.");
         }
         let qr = self.api.settings().qrcode_login;
-        tracing::error!(
-            channel = NAME,
-            op,
-            token = match source {
-                Source::Config => "channels.wechat.bot_token",
-                Source::QrLogin => "from a QR login",
-            },
-            relogin = qr,
-            "iLink ended the WeChat bot's session (errcode -14): the token is no longer valid. {}",
-            if qr {
-                "Logging in again: scan the new QR code in this log."
-            } else {
-                "Set channels.wechat.bot_token to a new token (or qrcode_login_enabled: true) and restart."
-            }
-        );
+        let token = match source {
+            Source::Config => "config",
+            Source::QrLogin => "qr_login",
+        };
+        if qr {
+            tracing::error!(
+                channel = NAME,
+                op,
+                token,
+                "iLink ended the WeChat bot's session (errcode -14): the token is no longer valid; logging in again, scan the new QR code in this log."
+            );
+        } else {
+            tracing::error!(
+                channel = NAME,
+                op,
+                token,
+                "iLink ended the WeChat bot's session (errcode -14): the token is no longer valid; set channels.wechat.bot_token to a new one (or qrcode_login_enabled: true) and restart."
+            );
+        }
         if source == Source::Config && qr {
             // The configured token is dead: from now on only a QR login's counts.
             self.set_source(Source::QrLogin);
