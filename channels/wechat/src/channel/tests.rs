@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use im_bridge_channel::{AllowedUsers, ChannelState, InboundMessage, Issues, MemoryState, Stage};
-use im_bridge_fakes::running::RunningChannel;
+use im_bridge_fakes::running::{RunningChannel, reply_target};
 use im_bridge_fakes::wechat::{self, FakeWechat, Inbound, SentItem};
-use serde_json::{Map, json};
+use serde_json::json;
 
 use super::*;
 use crate::config;
@@ -38,16 +38,6 @@ async fn started() -> FakeWechat {
     fake
 }
 
-fn target<'a>(m: &'a InboundMessage, metadata: &'a Map<String, Value>) -> SendTarget<'a> {
-    SendTarget {
-        chat_id: &m.chat_id,
-        chat_kind: m.chat_kind,
-        reply_to: m.thread_ts.as_ref(),
-        metadata,
-        source_at: None,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn telemetry_follows_the_adapter_contract() {
     let fake = started().await;
@@ -62,15 +52,12 @@ async fn telemetry_follows_the_adapter_contract() {
     assert_eq!(m.text, "hi");
     assert_eq!(probe.received(NAME), 1);
     assert_eq!(probe.connected(NAME), Some(true));
-    ch.send_text(target(&m, &m.metadata), "answer")
-        .await
-        .unwrap();
+    ch.send_text(reply_target(&m), "answer").await.unwrap();
     assert_eq!(probe.sent(NAME), 1);
     assert_eq!(fake.sent_to(USER)[0].text(), Some("answer"));
     // A refused send is a sending error; a failed poll a receiving one.
-    let none = Map::new();
     let stranger = InboundMessage::new(NAME, "nobody@im.wechat", "nobody@im.wechat", "");
-    assert!(ch.send_text(target(&stranger, &none), "x").await.is_err());
+    assert!(ch.send_text(reply_target(&stranger), "x").await.is_err());
     assert_eq!(probe.errors(NAME, Stage::Sending), 1);
     fake.fail(
         "getupdates",
@@ -155,7 +142,7 @@ async fn files_go_both_ways_through_the_encrypted_cdn_and_typing_shows() {
         ch.fetch_file(&m.files[0], 5).await,
         Err(ChannelError::TooLarge { limit: 5 })
     ));
-    let to = target(&m, &m.metadata);
+    let to = reply_target(&m);
     ch.show_typing(to).await.unwrap();
     ch.turn_ended(to).await.unwrap();
     let typing: Vec<i64> = fake.typing().iter().map(|t| t.status).collect();

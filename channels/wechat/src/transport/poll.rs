@@ -7,7 +7,7 @@
 //!   for again) nor replays one (a batch admitted is behind the stored cursor; a batch
 //!   admitted in part comes again and the daemon's dedupe drops what it already took, by
 //!   the message id).
-//! - **Backpressure.** Admission waits for queue space ([`InboundSink::reserve_wait`]);
+//! - **Backpressure.** Admission waits for queue space ([`InboundSink::send_waiting`]);
 //!   when admission is closed (the daemon is stopping) the rest of the batch is left and
 //!   the cursor not moved.
 //! - **Holds.** A poll is held `polling_timeout`, or as long as iLink's
@@ -23,9 +23,7 @@
 use std::time::Duration;
 
 use im_bridge_channel::backoff::Backoff;
-use im_bridge_channel::{
-    AdmitError, ChannelError, ChannelExit, ChannelResult, InboundMessage, InboundSink, Stage,
-};
+use im_bridge_channel::{ChannelError, ChannelExit, ChannelResult, InboundSink, Stage, Waited};
 use tokio_util::sync::CancellationToken;
 
 use super::Intake;
@@ -40,16 +38,6 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 pub const MAX_HOLD: Duration = Duration::from_secs(300);
 /// Refusals of the stored cursor in a row after which it is dropped.
 pub const CURSOR_REFUSALS: u32 = 3;
-
-/// What became of one message.
-enum Settled {
-    /// Admitted or skipped.
-    Done,
-    /// Admission is closed: leave it, and the rest.
-    Closed,
-    /// Shutdown came while waiting for queue space.
-    Stopped,
-}
 
 /// Polls until `shutdown`, admitting messages through `sink`.
 pub(crate) async fn run(
@@ -96,14 +84,14 @@ pub(crate) async fn run(
                 let msgs = updates.msgs.unwrap_or_default();
                 intake.telemetry.received(msgs.len() as u64);
                 for raw in msgs {
-                    let settled = match intake.accept(raw) {
-                        Some(msg) => admit(sink, shutdown, msg).await,
-                        None => Settled::Done,
+                    let waited = match intake.accept(raw) {
+                        Some(msg) => sink.send_waiting(msg, shutdown).await,
+                        None => Waited::Admitted,
                     };
-                    match settled {
-                        Settled::Done => {}
-                        Settled::Stopped => return Ok(ChannelExit::Stopped),
-                        Settled::Closed => {
+                    match waited {
+                        Waited::Admitted => {}
+                        Waited::Stopped => return Ok(ChannelExit::Stopped),
+                        Waited::Closed => {
                             tracing::info!(
                                 channel = NAME,
                                 "Inbound admission is closed; leaving the rest of the WeChat batch for the next start."
@@ -180,16 +168,5 @@ async fn load_cursor(intake: &Intake) -> String {
 async fn store_cursor(intake: &Intake, cursor: &str) {
     if let Err(error) = intake.state.put(CURSOR_KEY, cursor.as_bytes()).await {
         tracing::warn!(channel = NAME, %error, "Storing the WeChat cursor failed.");
-    }
-}
-
-async fn admit(sink: &InboundSink, shutdown: &CancellationToken, msg: InboundMessage) -> Settled {
-    let reservation = tokio::select! {
-        () = shutdown.cancelled() => return Settled::Stopped,
-        r = sink.reserve_wait() => r,
-    };
-    match reservation.and_then(|slot| slot.commit(msg)) {
-        Ok(()) => Settled::Done,
-        Err(AdmitError::Closed | AdmitError::QueueFull | AdmitError::Overloaded) => Settled::Closed,
     }
 }
