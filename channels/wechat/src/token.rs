@@ -35,6 +35,37 @@ use crate::error::ApiError;
 
 /// The state key of a token a QR login obtained (a secret).
 pub const TOKEN_KEY: &str = "bot_token";
+/// The state key of where the login last stood (a plain value, [`Status`]), for `doctor`.
+pub const STATUS_KEY: &str = "login";
+
+/// Where the login stands, as stored under [`STATUS_KEY`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// A token is in use.
+    LoggedIn,
+    /// A QR code was shown and not yet confirmed.
+    WaitingForScan,
+    /// iLink ended the session and no new login followed yet.
+    SessionExpired,
+}
+
+impl Status {
+    /// The stored value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::LoggedIn => "logged_in",
+            Self::WaitingForScan => "waiting_for_scan",
+            Self::SessionExpired => "session_expired",
+        }
+    }
+
+    /// The value stored, read back.
+    pub fn parse(value: &[u8]) -> Option<Self> {
+        [Self::LoggedIn, Self::WaitingForScan, Self::SessionExpired]
+            .into_iter()
+            .find(|s| s.as_str().as_bytes() == value)
+    }
+}
 /// Counter: sessions iLink ended (`-14`), by `channel`.
 pub const SESSION_EXPIRED_METRIC: &str = "im_bridge_wechat_session_expired_total";
 /// Gauge: 1 while the channel holds a token iLink has not refused, by `channel`.
@@ -108,6 +139,7 @@ impl Login {
                 "Using the WeChat bot token kept from an earlier QR login."
             );
             self.use_token(token, Source::QrLogin);
+            self.record(Status::LoggedIn).await;
             return Ok(true);
         }
         if !self.api.settings().qrcode_login {
@@ -120,6 +152,14 @@ impl Login {
         self.api.set_token(Some(token));
         self.set_source(source);
         self.logged_in.set(1.0);
+    }
+
+    /// Stores where the login stands (a failure is logged at debug: it only informs
+    /// `doctor`).
+    async fn record(&self, status: Status) {
+        if let Err(error) = self.state.put(STATUS_KEY, status.as_str().as_bytes()).await {
+            tracing::debug!(channel = NAME, %error, "Storing the WeChat login status failed.");
+        }
     }
 
     /// The stored token, if one is there and readable.
@@ -160,6 +200,7 @@ impl Login {
         self.expired.increment(1);
         self.logged_in.set(0.0);
         self.api.set_token(None);
+        self.record(Status::SessionExpired).await;
         let source = self.source();
         if source == Source::QrLogin
             && let Err(error) = self.state.delete(TOKEN_KEY).await
@@ -232,6 +273,7 @@ impl Login {
     /// A confirmed login's token: in use, and stored when the daemon can keep secrets.
     async fn confirmed(&self, token: Secret) {
         self.use_token(token.clone(), Source::QrLogin);
+        self.record(Status::LoggedIn).await;
         match self.state.put_secret(TOKEN_KEY, &token).await {
             Ok(()) => tracing::info!(
                 channel = NAME,
@@ -260,6 +302,7 @@ impl Login {
             );
         }
         show(&code.qrcode_img_content);
+        self.record(Status::WaitingForScan).await;
         let deadline = Instant::now() + settings.qr_poll_timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
