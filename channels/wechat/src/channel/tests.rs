@@ -176,3 +176,25 @@ async fn files_go_both_ways_through_the_encrypted_cdn_and_typing_shows() {
     std::fs::remove_dir_all(&dir).ok();
     running.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_ilink_keeps_refusing_is_dropped() {
+    let fake = started().await;
+    let state: Arc<dyn ChannelState> = Arc::new(MemoryState::new());
+    state
+        .put(crate::CURSOR_KEY, b"bm90LWEtY3Vyc29yLWlsaW5rLWlzc3VlZA==")
+        .await
+        .unwrap();
+    let ch = Arc::new(channel(&fake, Some(wechat::BOT_TOKEN), state.clone()));
+    let mut running = RunningChannel::start(ch);
+    fake.push(&Inbound::text(USER, "after the bad cursor"));
+    let m = running.next().await;
+    assert_eq!(m.text, "after the bad cursor");
+    let refused = fake
+        .calls_to("getupdates")
+        .iter()
+        .filter(|c| c.code.is_some())
+        .count();
+    assert_eq!(refused, poll::CURSOR_REFUSALS as usize);
+    running.stop().await.unwrap();
+}
