@@ -26,8 +26,8 @@ use bytes::Bytes;
 use im_bridge_channel::render::PlainText;
 use im_bridge_channel::{
     BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, FileKind,
-    FileSource, InboundFile, InboundSink, LengthUnit, MessageId, OutboundFile, ReplyWindow,
-    SendTarget, SentMessage, Stage, Telemetry, http,
+    FileSource, InboundFile, InboundSink, LateReplies, LengthUnit, MessageId, OutboundFile,
+    ReplyWindow, SendTarget, SentMessage, Stage, Telemetry, http,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -74,6 +74,9 @@ pub fn capabilities(settings: &WechatSettings) -> Capabilities {
             group: DELIVERY_WINDOW,
             private: DELIVERY_WINDOW,
             max_replies_per_source: REPLIES_PER_MESSAGE,
+            // A reply needs a context token, and only the user's next message brings a
+            // fresh one: iLink has no proactive message.
+            late: LateReplies::NextMessage,
         }),
         typing_refresh: Some(TYPING_REFRESH),
         turn_ends: true,
