@@ -218,6 +218,8 @@ impl Bridge {
             conversation_ttl: im_bridge::retention::DEFAULT_TTL,
             supervisor: im_bridge::supervisor::SupervisorConfig::default(),
             states: im_bridge::state::ChannelStates::default(),
+            admin_token: None,
+            drain: CancellationToken::new(),
         };
         let shutdown = CancellationToken::new();
         let channels: Vec<Arc<dyn Channel>> = vec![Arc::new(channel)];

@@ -359,6 +359,8 @@ async fn start(sim: &Sim) -> Running {
         conversation_ttl: im_bridge::retention::DEFAULT_TTL,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
         states: im_bridge::state::ChannelStates::default(),
+        admin_token: None,
+        drain: CancellationToken::new(),
     };
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();

@@ -163,7 +163,12 @@ impl Outbound {
             metrics::counter!(names::OUTBOUND, "channel" => "unknown", "result" => "no_channel")
                 .increment(1);
             if let Some(after) = hooks.after {
-                after(Landed::Failed { transient: false }).await;
+                let error = ChannelError::Stopped.to_string();
+                after(Landed::Failed {
+                    transient: false,
+                    error,
+                })
+                .await;
             }
             return;
         };
@@ -224,6 +229,7 @@ async fn deliver(
                 .increment(1);
             Landed::Failed {
                 transient: error.is_transient(),
+                error: error.to_string(),
             }
         }
     }

@@ -23,6 +23,7 @@ mod bindings;
 mod clarify;
 pub mod commands;
 mod dedupe;
+mod deliveries;
 mod files;
 mod inflight;
 mod join;
@@ -273,6 +274,7 @@ impl Manager {
         let take_live = !self.inner.store.is_shared();
         let recovered = self.inner.journal.claim(take_live).await;
         self.spawn_recovered(recovered, &tasks, &cancel_handlers, &slots);
+        self.inner.journal.sweep().await;
         let mut journal_tick = tokio::time::interval(
             (self.inner.journal.config().lease / 3).max(Duration::from_millis(100)),
         );
@@ -290,13 +292,13 @@ impl Manager {
                     continue;
                 }
                 () = &mut deadline, if closed => break,
+                // Another replica may have died holding work, or an operator retried some.
                 _ = journal_tick.tick() => {
-                    self.inner.journal.renew().await;
-                    if !take_live && !closed {
-                        // Another replica may have died holding work.
-                        let orphans = self.inner.journal.claim(false).await;
-                        self.spawn_recovered(orphans, &tasks, &cancel_handlers, &slots);
-                    }
+                    self.journal_upkeep(closed, &tasks, &cancel_handlers, &slots).await;
+                    continue;
+                }
+                () = self.inner.journal.upkept() => {
+                    self.journal_upkeep(closed, &tasks, &cancel_handlers, &slots).await;
                     continue;
                 }
                 next = async {

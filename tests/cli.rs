@@ -1,7 +1,7 @@
 //! The `im-bridge` binary (issue 2): `check-config` on good and bad files, `run` with the
 //! console channel against the simulator, and the scriptable `demo`; for packaging (issue
 //! 20) the completions, the man page, `--version` naming the commit, and the example
-//! configuration under `deploy/`.
+//! configuration under `deploy/`; for the operator (issue 33) `deliveries` and `drain`.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use crate::support::PgSchema;
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 
+/// The operator's tools: `deliveries` and `drain` (issue 33).
+mod deliveries;
 /// Completions, the man page, `--version` and the example configuration (issue 20).
 mod packaging;
 

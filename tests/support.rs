@@ -538,6 +538,8 @@ pub fn daemon_config(
         lease_ttl: im_bridge::lease::DEFAULT_TTL,
         supervisor: SupervisorConfig::default(),
         states: im_bridge::state::ChannelStates::default(),
+        admin_token: None,
+        drain: CancellationToken::new(),
         webhooks: im_bridge_channel::WebhookHost::default(),
         conversation_ttl: im_bridge::retention::DEFAULT_TTL,
     }

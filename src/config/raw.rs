@@ -125,4 +125,8 @@ pub struct RawBridge {
     /// How long a final the platform could not take (an outage, a long `Retry-After`) is
     /// retried, across restarts. Default 6.
     pub final_retry_hours: Option<f64>,
+    /// The bearer token of the operator's admin endpoints (`/admin/…`: deliveries, drain);
+    /// unset (the default), they do not exist. At least 16 characters, e.g.
+    /// `$IM_BRIDGE_ADMIN_TOKEN`.
+    pub admin_token: Option<Secret>,
 }

@@ -30,6 +30,8 @@ const DEFAULT_GRACE_SECONDS: f64 = 3.0;
 const DEFAULT_FROM_CHAT_SECONDS: f64 = 120.0;
 const DEFAULT_STORE: &str = "sqlite://./im-bridge.db";
 const DEFAULT_ADMIN: &str = "127.0.0.1:9464";
+/// The shortest `bridge.admin_token`: guessing it must be hopeless.
+const ADMIN_TOKEN_MIN: usize = 16;
 const DEFAULT_LOCALE: &str = "en-US";
 
 /// Everything the daemon needs, validated.
@@ -51,6 +53,8 @@ pub struct Settings {
     pub store: StoreLocation,
     /// Address of the admin endpoints.
     pub admin_listen: SocketAddr,
+    /// The bearer token of the operator's admin endpoints (issue 33); `None`: they are off.
+    pub admin_token: Option<Secret>,
     /// Directory of extra or overriding catalogs.
     pub locales_dir: Option<PathBuf>,
     /// Most messages one reply may fill.
@@ -339,6 +343,16 @@ pub fn validate(
         ));
         SocketAddr::from(([127, 0, 0, 1], 9464))
     });
+    let admin_token = b.admin_token.clone().filter(|t| !t.is_empty());
+    if admin_token
+        .as_ref()
+        .is_some_and(|t| t.expose().chars().count() < ADMIN_TOKEN_MIN)
+    {
+        errors.push(ConfigError::error(
+            "bridge.admin_token",
+            format!("expected at least {ADMIN_TOKEN_MIN} characters (e.g. openssl rand -hex 32)"),
+        ));
+    }
     let locales_dir = b
         .locales_dir
         .as_ref()
@@ -501,6 +515,7 @@ pub fn validate(
         notification_locale,
         store,
         admin_listen,
+        admin_token,
         locales_dir,
         max_reply_messages,
         conversation_ttl,

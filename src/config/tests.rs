@@ -330,6 +330,31 @@ fn issue_13_conversation_ttl_days() {
 }
 
 #[test]
+fn issue_33_the_admin_token_is_off_by_default_long_enough_and_never_printed() {
+    let (s, _) = load_str(&with_console("channels:\n"), &env(&[])).unwrap();
+    assert!(
+        s.admin_token.is_none(),
+        "no operator endpoints unless asked for"
+    );
+    let text = with_console("channels:\nbridge:\n  admin_token: $ADMIN\n");
+    let (s, _) = load_str(&text, &env(&[("ADMIN", "0123456789abcdef-OPERATOR")])).unwrap();
+    assert_eq!(
+        s.admin_token.as_ref().map(|t| t.expose()),
+        Some("0123456789abcdef-OPERATOR")
+    );
+    let printed = crate::config::printable(&s).unwrap();
+    assert!(printed.contains("admin_token: <redacted>"), "{printed}");
+    assert!(!printed.contains("OPERATOR"), "{printed}");
+    let (s, _) = load_str(&text, &env(&[("ADMIN", "")])).unwrap();
+    assert!(s.admin_token.is_none(), "an empty token is no token");
+    let errors = errors_of(&text, &env(&[("ADMIN", "short-SECRET")]));
+    assert_eq!(
+        errors,
+        ["bridge.admin_token: expected at least 16 characters (e.g. openssl rand -hex 32)"]
+    );
+}
+
+#[test]
 fn issue_19_final_retry_hours() {
     let (s, _) = load_str(&with_console("channels:\n"), &env(&[])).unwrap();
     assert_eq!(s.final_retry, std::time::Duration::from_secs(6 * 3600));

@@ -21,15 +21,21 @@
 //!    crash delivers exactly the finals that did not land (never the run's answer read
 //!    again). One that failed for a reason that may pass (a platform outage, a long
 //!    `Retry-After`, the network) is retried with backoff for `bridge.final_retry_hours`,
-//!    across restarts. A final that finishes a streamed message records that message
+//!    across restarts (child `retry`). A final that finishes a streamed message records that message
 //!    before the platform hears of the edit (the delivery engine's `before` hook), so one
 //!    whose edit landed unacknowledged is delivered again as the same edit (a no-op on the
 //!    platform), never as a second message (issue 27).
 //! 5. Deleted once every final of the turn landed (or was refused for good, which a retry
-//!    cannot change).
+//!    cannot change); or **given up** once the retry window is over: then no process works
+//!    on it and it waits for an operator (issue 33, `im-bridge deliveries`: the `Deliveries`
+//!    handle of `crate::operator`), who retries it (any process claims it, its window
+//!    restarted) or drops it, for at most [`GAVE_UP_KEPT`](crate::store::GAVE_UP_KEPT). A
+//!    retry of a pending final marks it due: its holder's next sweep wakes its retries at
+//!    once.
 //! 6. **Held** instead when what is left could not go out because its message took no more
 //!    replies (a reply window closed, issue 33): it waits, indexed by its chat, for the
-//!    chat's next message to carry it (child `held`).
+//!    chat's next message to carry it (child `held`); it is never given up, and an operator
+//!    may only drop it.
 //!
 //! # How replies find their entry
 //!
@@ -49,10 +55,18 @@
 //! every replica claims expired entries at the same pace.
 //!
 //! Bounded: entries exist only for messages queued, running, with finals pending (at most
-//! `final_retry_hours`) or held for their chat, and the store caps them
+//! `final_retry_hours`), held for their chat, or given up (at most
+//! [`GAVE_UP_KEPT`](crate::store::GAVE_UP_KEPT)), and the store caps them
 //! ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
+//!
+//! A drain (issue 33) holds the retries of pending finals at once (`Journal::hold`): they
+//! stay for the next process, their attempts not counted.
+//!
+//! Children: `held` (answers held for a chat's next message), `retry` (the retries of
+//! pending finals), `starting` (a run start journaled before its request, issue 27).
 
 mod held;
+mod retry;
 mod starting;
 
 pub(crate) use held::HELD_NOTE_KEY;
@@ -61,14 +75,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use im_bridge_channel::backoff::Backoff;
 use im_bridge_channel::{
     ChatId, InboundMessage, MessageId, MsgType, OutboundMessage, RESUME_MESSAGE_KEY,
 };
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::bus::{AfterShown, Hooks, Landed, Outbound};
+use self::retry::give_up;
+use crate::bus::{Hooks, Landed, Outbound};
 use crate::store::{
     DedupeKey, JournalRecord, JournalState, Journaled, PendingFinal, Store, unix_millis,
 };
@@ -99,12 +114,6 @@ impl Default for JournalConfig {
     }
 }
 
-/// The first wait before a pending final is tried again; it doubles up to
-/// [`RETRY_MAX_WAIT`].
-const RETRY_FIRST_WAIT: Duration = Duration::from_secs(2);
-/// The longest wait between two tries of a pending final.
-const RETRY_MAX_WAIT: Duration = Duration::from_secs(300);
-
 /// What admitting a message found.
 pub(crate) enum Admission {
     /// A live dedupe record says this is a redelivery.
@@ -133,6 +142,11 @@ struct Shared {
     /// Retries of pending finals, cancelled at shutdown (their entries stay in the store).
     retries: TaskTracker,
     stop: CancellationToken,
+    /// What wakes each running retry of pending finals when an operator asks to retry it
+    /// now, by entry id. Bounded by the retries running (at most the journal's cap).
+    wakers: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Asks the manager for the journal's upkeep now (an operator retried something).
+    upkeep: Arc<Notify>,
 }
 
 impl Journal {
@@ -149,6 +163,8 @@ impl Journal {
             live: Mutex::new(HashMap::new()),
             retries: TaskTracker::new(),
             stop: CancellationToken::new(),
+            wakers: Mutex::new(HashMap::new()),
+            upkeep: Arc::new(Notify::new()),
         });
         // A streamed reply's platform message is saved as soon as the engine started it.
         let weak = Arc::downgrade(&shared);
@@ -220,7 +236,7 @@ impl Journal {
 
     /// Takes over the entries no live process holds (`take_live`: every entry another
     /// holder has, for a store only one process opens), oldest first, as entries this
-    /// process now owns. Entries older than the retry window are dropped, logged.
+    /// process now owns. Entries older than the retry window are given up, logged.
     pub(crate) async fn claim(&self, take_live: bool) -> Vec<Entry> {
         let shared = &self.shared;
         let claimed = match shared
@@ -239,8 +255,9 @@ impl Journal {
         let mut entries = Vec::with_capacity(claimed.len());
         for Journaled {
             id,
-            created_ms,
+            retry_from_ms,
             record,
+            ..
         } in claimed
         {
             if record.state == JournalState::Held {
@@ -248,17 +265,16 @@ impl Journal {
                 // there for the operator to see until a message takes it up).
                 continue;
             }
-            if now.saturating_sub(created_ms) > window {
+            if now.saturating_sub(retry_from_ms) >= window {
                 tracing::warn!(
                     channel = %record.message.channel_name,
                     state = ?record.state,
                     "Gave up on a journaled message older than the final retry window."
                 );
-                metrics::counter!(crate::admin::names::JOURNAL_GIVEN_UP).increment(1);
-                remove(&shared.store, &id).await;
+                give_up(shared, &id, &record).await;
                 continue;
             }
-            let entry = Entry::new(shared.clone(), id, created_ms, record, true);
+            let entry = Entry::new(shared.clone(), id, retry_from_ms, record, true);
             entry.go_live();
             entries.push(entry);
         }
@@ -321,7 +337,8 @@ pub(crate) struct Entry(Arc<EntryState>);
 
 struct EntryState {
     id: String,
-    created_ms: i64,
+    /// When its final retry window began: admission, or an operator's retry.
+    retry_from_ms: i64,
     /// Claimed from a previous holder: its replies are marked late.
     recovered: bool,
     shared: Arc<Shared>,
@@ -334,6 +351,9 @@ struct Progress {
     record: JournalRecord,
     /// The turn finished publishing.
     ended: bool,
+    /// [`Entry::settle`] went past its guard: the entry was removed or its retries began.
+    /// The turn's end and its last final's landing may both reach it; only one goes on.
+    settled: bool,
     /// Finals published whose fate is not known yet.
     outstanding: usize,
     /// A recovered reply still has to finish the message the previous process streamed
@@ -351,7 +371,7 @@ impl Entry {
     fn new(
         shared: Arc<Shared>,
         id: String,
-        created_ms: i64,
+        retry_from_ms: i64,
         record: JournalRecord,
         recovered: bool,
     ) -> Self {
@@ -363,12 +383,13 @@ impl Entry {
         };
         Self(Arc::new(EntryState {
             id,
-            created_ms,
+            retry_from_ms,
             recovered,
             shared,
             progress: Mutex::new(Progress {
                 record,
                 ended: false,
+                settled: false,
                 outstanding: 0,
                 resume,
                 next_final,
@@ -574,10 +595,17 @@ impl Entry {
     async fn settle(&self) {
         let state = {
             let mut progress = self.progress();
-            if !progress.ended || progress.outstanding > 0 {
+            if !progress.ended || progress.outstanding > 0 || progress.settled {
                 return;
             }
-            progress.settled_state()
+            progress.settled = true;
+            let state = progress.settled_state();
+            // The turn's own delivery was the first attempt, unless it was cut short by a
+            // drain or a shutdown (issue 33).
+            if state == Some(JournalState::FinalPending) && !self.0.shared.stop.is_cancelled() {
+                progress.record.attempts = progress.record.attempts.saturating_add(1);
+            }
+            state
         };
         match state {
             None => remove(&self.0.shared.store, &self.0.id).await,
@@ -589,110 +617,9 @@ impl Entry {
         }
     }
 
-    /// Retries this entry's pending finals in the background; see [`Entry::retry_finals`].
-    pub(crate) fn retry_finals_later(&self) {
-        let entry = self.clone();
-        let shared = self.0.shared.clone();
-        shared.retries.spawn(async move {
-            tokio::select! {
-                () = entry.retry_finals() => {}
-                () = entry.0.shared.stop.cancelled() => {}
-            }
-        });
-    }
-
-    /// Delivers the pending finals again with backoff until each landed or was refused for
-    /// good, or the retry window since admission is over; then deletes the entry.
-    async fn retry_finals(&self) {
-        let shared = &self.0.shared;
-        let mut backoff = Backoff::new(RETRY_FIRST_WAIT, RETRY_MAX_WAIT, RETRY_FIRST_WAIT);
-        let window = i64::try_from(shared.config.final_retry.as_millis()).unwrap_or(i64::MAX);
-        loop {
-            let finals: Vec<PendingFinal> = {
-                let progress = self.progress();
-                progress
-                    .record
-                    .finals
-                    .iter()
-                    .filter(|f| !f.held)
-                    .cloned()
-                    .collect()
-            };
-            if finals.is_empty() {
-                break;
-            }
-            for pending in finals {
-                let landed = self.deliver_again(&pending).await;
-                // Struck off (or held) at once, so a crash right after cannot deliver it
-                // twice.
-                if self.progress().settle_final(pending.id, &landed) {
-                    self.save().await;
-                }
-            }
-            let done = {
-                let mut progress = self.progress();
-                progress.record.attempts = progress.record.attempts.saturating_add(1);
-                progress.record.finals.iter().all(|f| f.held)
-            };
-            if done {
-                break;
-            }
-            if unix_millis().saturating_sub(self.0.created_ms) > window {
-                let mut progress = self.progress();
-                if progress.record.carrier.is_some() {
-                    // Held once already (issue 33): it waits for the chat's next message
-                    // again rather than be dropped.
-                    progress
-                        .record
-                        .finals
-                        .iter_mut()
-                        .for_each(|f| f.held = true);
-                } else {
-                    tracing::warn!("Gave up delivering a final after the retry window.");
-                    metrics::counter!(crate::admin::names::JOURNAL_GIVEN_UP).increment(1);
-                    progress.record.finals.retain(|f| f.held);
-                }
-                break;
-            }
-            self.save().await;
-            tokio::time::sleep(backoff.next_wait()).await;
-        }
-        self.leave_live();
-        if self.progress().settled_state() == Some(JournalState::Held) {
-            self.wait_for_next_message().await;
-        } else {
-            remove(&shared.store, &self.0.id).await;
-        }
-    }
-
-    /// Publishes `pending` once more and waits for its fate.
-    async fn deliver_again(&self, pending: &PendingFinal) -> Landed {
-        let text = match (&pending.late, &pending.finishes) {
-            // A final that replaces a message goes out unchanged: the same edit again, a
-            // no-op if the first one landed unacknowledged.
-            (_, Some(_)) => pending.text.clone(),
-            // Delivered by a later process than the one that wrote it: say why it is late.
-            (Some(late), None) if self.recovered() && !pending.text.starts_with(late.as_str()) => {
-                format!("{late}\n\n{}", pending.text)
-            }
-            _ => pending.text.clone(),
-        };
-        let mut out = self.reply(pending, text);
-        if let Some(message) = &pending.finishes {
-            out.metadata
-                .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
-        }
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let hook: AfterShown = Box::new(move |landed: Landed| {
-            Box::pin(async move {
-                let _ = tx.send(landed);
-            })
-        });
-        self.0.shared.outbound.publish(out, Some(hook)).await;
-        rx.await.unwrap_or(Landed::Failed { transient: true })
-    }
-
-    async fn save(&self) {
+    /// Saves the record: `false` when the entry is no longer this process's (an operator
+    /// dropped it, or another replica took it over); a failed write counts as still ours.
+    async fn save(&self) -> bool {
         let _saving = self.0.saving.lock().await;
         let record = self.record();
         let shared = &self.0.shared;
@@ -701,11 +628,15 @@ impl Entry {
             .journal_save(&self.0.id, &record, &shared.holder)
             .await
         {
-            Ok(true) => {}
+            Ok(true) => true,
             Ok(false) => {
-                tracing::debug!("A journal entry was removed or taken over before a save.")
+                tracing::debug!("A journal entry was removed or taken over before a save.");
+                false
             }
-            Err(error) => tracing::warn!(%error, "Saving a journal entry failed."),
+            Err(error) => {
+                tracing::warn!(%error, "Saving a journal entry failed.");
+                true
+            }
         }
     }
 }

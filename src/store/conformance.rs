@@ -9,8 +9,10 @@
 //! Test support (`#[cfg(test)]`); it panics on a contract violation, like any assertion.
 //!
 //! Children: `held` (what a holder holds until it runs out: transport leases and journal
-//! entries), `state` (channel state, issue 32).
+//! entries), `deliveries` (the operator's journal operations, issue 33), `state` (channel
+//! state, issue 32).
 
+mod deliveries;
 mod held;
 mod state;
 
@@ -45,6 +47,7 @@ pub async fn conformance(store: Arc<dyn Store>, cap: usize) {
     held::leases(store.as_ref()).await;
     held::issue_19_journal(store.as_ref()).await;
     held::issue_33_held_answers(store.as_ref()).await;
+    deliveries::issue_33_deliveries(store.as_ref()).await;
     state::issue_32_channel_state(store.as_ref()).await;
 }
 

@@ -31,8 +31,9 @@
 //! file, so no other clock ever judges them (the shared Postgres store uses the database's
 //! clock instead, issue 27).
 //!
-//! Children: `db` (the file and its statements, the caches), `schema` (embedded
-//! migrations), `worker` (the store thread's loop and group commit), `tests`.
+//! Children: `db` (the file and its statements, the caches), `deliveries` (the async side
+//! of the operator's journal operations, issue 33), `schema` (embedded migrations),
+//! `worker` (the store thread's loop and group commit), `tests`.
 //!
 //! Measured on the 2-core dev VM (`tests.rs`, `throughput_of_a_message_mix`: per message one
 //! admission, one binding read, one locale read, a binding write per 100; 64 callers):
@@ -41,6 +42,7 @@
 //! records, 13,000 bindings) takes ~50–75 ms, most of it the integrity check.
 
 mod db;
+mod deliveries;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -56,7 +58,7 @@ use tokio::sync::{mpsc, oneshot};
 use self::db::{Caches, Db};
 use self::worker::{Job, Step};
 
-use super::journal::{self, JournalRecord, Journaled};
+use super::journal::{self, JournalRecord, Journaled, Listed, Sweep};
 use super::{
     Binding, BindingWrite, ConversationKey, DedupeKey, Pruned, Store, StoreError, check_state,
     ttl_millis, unix_millis, unix_seconds,
@@ -492,6 +494,31 @@ impl Store for SqliteStore {
             |_, _| {},
         )
         .await
+    }
+
+    async fn journal_give_up(
+        &self,
+        id: &str,
+        record: &JournalRecord,
+        holder: &str,
+    ) -> Result<bool, StoreError> {
+        self.give_up_journaled(id, record, holder).await
+    }
+
+    async fn journal_list(&self, after: i64, limit: usize) -> Result<Vec<Listed>, StoreError> {
+        self.list_journaled(after, limit).await
+    }
+
+    async fn journal_retry(&self, ids: &[String]) -> Result<usize, StoreError> {
+        self.retry_journaled(ids).await
+    }
+
+    async fn journal_drop(&self, ids: &[String]) -> Result<usize, StoreError> {
+        self.drop_journaled(ids).await
+    }
+
+    async fn journal_sweep(&self, holder: &str, forget: Duration) -> Result<Sweep, StoreError> {
+        self.sweep_journal(holder, forget).await
     }
 
     async fn get_chat_locale(

@@ -242,6 +242,8 @@ fn spawn_daemon_with(
         conversation_ttl: im_bridge::retention::DEFAULT_TTL,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
         states: im_bridge::state::ChannelStates::default(),
+        admin_token: None,
+        drain: CancellationToken::new(),
     };
     let shutdown = CancellationToken::new();
     let channels: Vec<Arc<dyn Channel>> = vec![Arc::new(channel)];

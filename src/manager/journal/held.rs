@@ -114,12 +114,21 @@ impl Progress {
         };
         let unsourced = self.record.finals[index].unsourced;
         match landed {
-            Landed::Failed { transient: true } => false,
+            Landed::Failed {
+                transient: true,
+                error,
+            } => {
+                // Kept for a retry; why is saved with the entry (issue 33).
+                self.record.note_error(error);
+                false
+            }
             Landed::Shown(_) => {
                 self.record.finals.remove(index);
                 true
             }
-            Landed::Failed { transient: false } if !unsourced => {
+            Landed::Failed {
+                transient: false, ..
+            } if !unsourced => {
                 self.record.finals.remove(index);
                 true
             }
@@ -177,8 +186,9 @@ impl Journal {
         };
         for Journaled {
             id,
-            created_ms,
+            retry_from_ms,
             mut record,
+            ..
         } in taken
         {
             record.carrier = Some(msg.clone());
@@ -196,7 +206,7 @@ impl Journal {
                 remove(&shared.store, &id).await;
                 continue;
             }
-            let entry = Entry::new(shared.clone(), id, created_ms, record, false);
+            let entry = Entry::new(shared.clone(), id, retry_from_ms, record, false);
             {
                 let mut progress = entry.progress();
                 progress.ended = true;
@@ -248,10 +258,18 @@ mod tests {
         Progress {
             record,
             ended: true,
+            settled: false,
             outstanding: 0,
             resume: None,
             next_final: 9,
             open_stream: None,
+        }
+    }
+
+    fn failed(transient: bool) -> Landed {
+        Landed::Failed {
+            transient,
+            error: "calling sendMessage failed".into(),
         }
     }
 
@@ -265,17 +283,11 @@ mod tests {
         let mut p = progress((1..=5).map(|id| pending(id, id == 5)).collect());
         let shown = Landed::Shown(Some(MessageId::new("m")));
         assert!(p.settle_final(1, &shown), "landed: struck off");
-        assert!(
-            !p.settle_final(2, &Landed::Failed { transient: true }),
-            "kept for a retry"
-        );
-        assert!(
-            p.settle_final(3, &Landed::Failed { transient: false }),
-            "refused: struck off"
-        );
+        assert!(!p.settle_final(2, &failed(true)), "kept for a retry");
+        assert!(p.settle_final(3, &failed(false)), "refused: struck off");
         assert!(p.settle_final(4, &Landed::WindowClosed), "held");
         // Sent unsourced and refused: held, and a later message carries it as a reply.
-        assert!(p.settle_final(5, &Landed::Failed { transient: false }));
+        assert!(p.settle_final(5, &failed(false)));
         assert!(
             !p.settle_final(42, &shown),
             "an unknown final changes nothing"

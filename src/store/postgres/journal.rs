@@ -125,7 +125,7 @@ impl PostgresStore {
                     now_ms!(),
                     " + $4, held_channel = NULL, held_chat = NULL
                      WHERE held_channel = $1 AND held_chat = $2
-                     RETURNING id, record, created_at, seq"
+                     RETURNING id, record, created_at, seq, coalesce(retried_at, created_at)"
                 ),
                 &[&channel, &chat_id.as_str(), &holder, &ttl_param(lease)],
             )
@@ -157,17 +157,18 @@ impl PostgresStore {
             .query(
                 "journal_claim",
                 concat!(
-                    "UPDATE im_bridge_journal SET holder = $1, lease_until = ",
+                    "UPDATE im_bridge_journal SET holder = $1, due = FALSE, lease_until = ",
                     now_ms!(),
                     " + $3
                      WHERE id IN (
                          SELECT id FROM im_bridge_journal
-                         WHERE holder <> $1 AND ($2 OR lease_until <= ",
+                         WHERE holder <> $1 AND gave_up_at IS NULL
+                           AND ($2 OR lease_until <= ",
                     now_ms!(),
                     ")
                          ORDER BY seq FOR UPDATE SKIP LOCKED
                      )
-                     RETURNING id, record, created_at, seq"
+                     RETURNING id, record, created_at, seq, coalesce(retried_at, created_at)"
                 ),
                 &[&holder, &take_live, &lease],
             )
@@ -175,7 +176,7 @@ impl PostgresStore {
         self.taken("journal_claim", &rows).await
     }
 
-    /// Rows of `id, record, created_at, seq` a claim or a take returned, as entries in
+    /// Rows of `id, record, created_at, seq, retry_from` a claim or a take returned, as entries in
     /// admission order; those whose record this build cannot read are deleted (logged).
     async fn taken(&self, op: &'static str, rows: &[Row]) -> Result<Vec<Journaled>, StoreError> {
         let mut taken = Vec::with_capacity(rows.len());
@@ -185,12 +186,14 @@ impl PostgresStore {
             let text: String = row.try_get(1).map_err(failed(op))?;
             let created_ms: i64 = row.try_get(2).map_err(failed(op))?;
             let seq: i64 = row.try_get(3).map_err(failed(op))?;
+            let retry_from_ms: i64 = row.try_get(4).map_err(failed(op))?;
             match journal::decode(&text) {
                 Some(record) => taken.push((
                     seq,
                     Journaled {
                         id,
                         created_ms,
+                        retry_from_ms,
                         record,
                     },
                 )),

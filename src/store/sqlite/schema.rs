@@ -107,8 +107,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (channel, key)
     ) STRICT, WITHOUT ROWID;
     ",
-    // 6: reserved for issue 33's other branch (the deliveries tool); nothing of its own.
-    "SELECT 1;",
+    // 6: deliveries for operators (issue 33). An entry that gave up stays until an
+    // operator retries or drops it (or it is forgotten after a week); a retry restarts its
+    // retry window (`retried_at`), or asks its holder to try again now (`due`).
+    "
+    ALTER TABLE journal ADD COLUMN gave_up_at INTEGER;   -- unix milliseconds; NULL while worked on
+    ALTER TABLE journal ADD COLUMN retried_at INTEGER;   -- unix milliseconds of the last retry
+    ALTER TABLE journal ADD COLUMN due INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX journal_gave_up_at ON journal (gave_up_at) WHERE gave_up_at IS NOT NULL;
+    ",
     // 7: answers held for a chat's next message (issue 33). `held_channel` and `held_chat`
     // name the chat a held entry waits for (NULL otherwise), so a message finds them.
     "
