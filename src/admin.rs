@@ -51,6 +51,9 @@ pub mod names {
     pub const JOURNAL_RECOVERED: &str = "im_bridge_journal_recovered_total";
     /// Counter: journaled messages given up on (older than `bridge.final_retry_hours`).
     pub const JOURNAL_GIVEN_UP: &str = "im_bridge_journal_given_up_total";
+    /// Counter: messages not acted on because they were older than their channel's
+    /// `max_event_age_seconds` when they arrived, by `channel`.
+    pub const STALE: &str = "im_bridge_stale_messages_total";
     /// Gauge: replies waiting in the per-chat delivery lanes (or being delivered).
     pub const OUTBOUND_PENDING: &str = "im_bridge_outbound_pending";
     /// Counter: transport attempts that ended unexpectedly and were scheduled for a restart,

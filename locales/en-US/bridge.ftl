@@ -15,6 +15,7 @@ run-truncated = (The answer was too long for this chat, so I cut it here.)
 run-recovered = (Sorry this is late: the bridge restarted while your answer was on its way.)
 run-queued = Another request in this conversation is still running. I'll start on yours as soon as it's done.
 run-thread-replaced = I couldn't find this chat's earlier conversation on the agent's side any more, so I've started a new one with your message. Earlier messages aren't carried over.
+run-too-late = What was sent here while I was offline reached me too late, so I didn't act on it. If it still matters, please send it again.
 run-thinking = Working on it…
 run-files-created =
     { $count ->

@@ -15,6 +15,7 @@ run-truncated = （回答太长，在这里截断了。）
 run-recovered = （抱歉来晚了：回答送达途中桥接服务重启了一次。）
 run-queued = 这个对话里还有一个请求在进行，它一结束我就开始处理你的消息。
 run-thread-replaced = 在智能体那边找不到这个聊天之前的对话了，所以我用你这条消息开始了一个新对话，之前的消息不会带过来。
+run-too-late = 我离线期间发到这里的消息到得太晚了，我就没有处理。还需要的话，请重新发一次。
 run-thinking = 正在处理…
 run-files-created = 已创建 { $count } 个文件：📎 { $names }
 run-file-too-large = { $name } 太大了，超过了这里 { $limit } MB 的上限，所以没有附上。

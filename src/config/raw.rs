@@ -67,6 +67,9 @@ pub struct RawChannelBlock {
     /// With `queue`: chat messages that may wait behind the one being handled (default 3);
     /// the next gets the busy reply.
     pub max_queued_per_conversation: Option<i64>,
+    /// This channel's `bridge.max_event_age_seconds`: a message older than this when it
+    /// arrives is not acted on. 0 turns the guard off here.
+    pub max_event_age_seconds: Option<f64>,
     /// Everything else: the adapter's own keys.
     #[serde(flatten)]
     pub platform: Mapping,
@@ -125,4 +128,8 @@ pub struct RawBridge {
     /// How long a final the platform could not take (an outage, a long `Retry-After`) is
     /// retried, across restarts. Default 6.
     pub final_retry_hours: Option<f64>,
+    /// A message older than this many seconds when it arrives (by the platform's own
+    /// timestamp) is not acted on; its chat is told once to send it again. Default 3600;
+    /// 0 turns the guard off. `channels.<name>.max_event_age_seconds` overrides it.
+    pub max_event_age_seconds: Option<f64>,
 }

@@ -53,7 +53,8 @@ impl Manager {
                 continue;
             }
             let msg = record.message;
-            let place = self.place_in_line(&msg);
+            // A recovered message gives no queued notice, so it claims none.
+            let place = self.place_in_line(&msg, false);
             let (manager, cancel, slots) = (self.clone(), cancel.clone(), slots.clone());
             let span = tracing::info_span!("recovered", channel = %msg.channel_name, chat = %msg.chat_id, state);
             tasks.spawn(
@@ -73,7 +74,7 @@ impl Manager {
     ) {
         let mut ticket = match place {
             Place::InLine(ticket) => Some(ticket),
-            Place::Free | Place::Busy => None,
+            Place::Free | Place::Busy(_) => None,
         };
         let turn = async {
             if let Some(ticket) = &mut ticket {
