@@ -332,7 +332,12 @@ impl Manager {
             metrics::counter!(names::INBOUND, "channel" => outbound.channel_label(&msg.channel_name))
                 .increment(1);
             let manager = self.clone();
-            if let Some(age) = self.inner.config.max_event_age.stale(&msg, stale::now_unix()) {
+            if let Some(age) = self
+                .inner
+                .config
+                .max_event_age
+                .stale(&msg, stale::now_unix())
+            {
                 // Too old to act on: it takes no place in any line.
                 let span = message_span(&msg);
                 tasks.spawn(

@@ -48,8 +48,14 @@ impl Crashable {
     }
 
     fn config(&self) -> PathBuf {
+        self.config_with("", "")
+    }
+
+    /// The configuration with more keys: `telegram` in the `channels.telegram` block and
+    /// `bridge` in the `bridge` section (YAML lines indented for their place).
+    pub(crate) fn config_with(&self, telegram: &str, bridge: &str) -> PathBuf {
         let text = format!(
-            "channels:\n  langgraph_url: {}\n  gateway_url: {}\n  telegram:\n    enabled: true\n    bot_token: \"{TOKEN}\"\n    api_url: {}\n    poll_timeout_seconds: 1\nbridge:\n  store: \"{}\"\n  admin_listen: 127.0.0.1:0\n",
+            "channels:\n  langgraph_url: {}\n  gateway_url: {}\n  telegram:\n    enabled: true\n    bot_token: \"{TOKEN}\"\n    api_url: {}\n    poll_timeout_seconds: 1\n{telegram}bridge:\n  store: \"{}\"\n  admin_listen: 127.0.0.1:0\n{bridge}",
             self.sim.langgraph_url(),
             self.sim.gateway_url(),
             self.fake.api_url(),
@@ -67,10 +73,15 @@ impl Crashable {
 
     /// [`spawn`](Self::spawn) with extra environment variables (e.g. a preloaded library).
     pub(crate) fn spawn_with(&self, n: usize, env: &[(&str, &str)]) -> Child {
+        self.spawn_configured(n, &self.config(), env)
+    }
+
+    /// [`spawn_with`](Self::spawn_with) on the configuration at `config`.
+    pub(crate) fn spawn_configured(&self, n: usize, config: &Path, env: &[(&str, &str)]) -> Child {
         let log = std::fs::File::create(self.log_path(n)).unwrap();
         Command::new(env!("CARGO_BIN_EXE_im-bridge"))
             .args(["run", "--config"])
-            .arg(self.config())
+            .arg(config)
             .env_remove("DEER_FLOW_INTERNAL_AUTH_TOKEN")
             .env_remove("DEER_FLOW_CONFIG_PATH")
             .env("RUST_LOG", "info")

@@ -385,7 +385,10 @@ mod tests {
         assert_eq!(msg.created_at, 1_700_000_000.0);
         msg.sent_at_millis(1_700_000_123_500);
         assert_eq!(msg.created_at, 1_700_000_123.5);
-        assert_eq!(msg.reply("r", true).source_created_at, Some(1_700_000_123.5));
+        assert_eq!(
+            msg.reply("r", true).source_created_at,
+            Some(1_700_000_123.5)
+        );
     }
 
     #[test]

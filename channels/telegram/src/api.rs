@@ -167,7 +167,9 @@ impl Api {
         &self,
         params: &SetMessageReaction,
     ) -> Result<(), TelegramError> {
-        let _: Value = self.call("setMessageReaction", params, CALL_TIMEOUT).await?;
+        let _: Value = self
+            .call("setMessageReaction", params, CALL_TIMEOUT)
+            .await?;
         Ok(())
     }
 

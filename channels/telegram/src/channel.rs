@@ -15,8 +15,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::{
     BuildContext, Capabilities, Channel, ChannelExit, ChannelResult, ChatBudget, CommandMenu,
-    InboundFile, InboundSink, LengthUnit, MenuEntry, MessageId, OutboundFile, Reaction,
-    SendTarget, SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute,
+    InboundFile, InboundSink, LengthUnit, MenuEntry, MessageId, OutboundFile, Reaction, SendTarget,
+    SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute,
 };
 use tokio_util::sync::CancellationToken;
 

@@ -520,8 +520,7 @@ mod tests {
         let send: SendMessage = round_trip(fixture!("request_send_message.json"));
         assert!(send.reply_parameters.unwrap().allow_sending_without_reply);
         let _: EditMessageText = round_trip(fixture!("request_edit_message_text.json"));
-        let react: SetMessageReaction =
-            round_trip(fixture!("request_set_message_reaction.json"));
+        let react: SetMessageReaction = round_trip(fixture!("request_set_message_reaction.json"));
         assert_eq!(react.reaction[0].emoji, "👀");
         let typing: SendChatAction = round_trip(fixture!("request_send_chat_action.json"));
         assert_eq!(typing.message_thread_id, Some(1187));

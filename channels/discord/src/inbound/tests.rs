@@ -29,7 +29,12 @@ fn run(
     known_thread_parent: Option<u64>,
     active_thread: Option<u64>,
 ) -> Result<Normalized, Skip> {
-    run_on(settings, &message(event), known_thread_parent, active_thread)
+    run_on(
+        settings,
+        &message(event),
+        known_thread_parent,
+        active_thread,
+    )
 }
 
 fn run_on(

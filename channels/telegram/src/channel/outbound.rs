@@ -25,8 +25,7 @@ use crate::api::{Api, Upload, UploadKind};
 use crate::error::TelegramError;
 use crate::inbound::FORUM_TOPIC_KEY;
 use crate::model::{
-    EditMessageText, ReactionType, ReplyParameters, SendChatAction, SendMessage,
-    SetMessageReaction,
+    EditMessageText, ReactionType, ReplyParameters, SendChatAction, SendMessage, SetMessageReaction,
 };
 
 /// Largest picture `sendPhoto` accepts.
@@ -86,7 +85,9 @@ fn reaction_emoji(reaction: Reaction) -> &'static str {
 /// `setMessageReaction` on the source message.
 pub(crate) async fn react(api: &Api, to: SendTarget<'_>, reaction: Reaction) -> ChannelResult {
     let Some(source) = to.reply_to else {
-        return Err(ChannelError::Unsupported("a reaction without its source message"));
+        return Err(ChannelError::Unsupported(
+            "a reaction without its source message",
+        ));
     };
     let params = SetMessageReaction {
         chat_id: chat_id(&to)?,
