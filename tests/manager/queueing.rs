@@ -106,8 +106,8 @@ async fn issue_13_a_full_line_gets_the_busy_reply_and_the_rest_still_run() {
     }
     let calls = h
         .channel
-        .wait_for("two reactions", |calls| {
-            reacted(calls, Reaction::Queued).len() == 2
+        .wait_for("the queued notice and two reactions", |calls| {
+            reacted(calls, Reaction::Queued).len() == 2 && calls.iter().any(|c| c.text() == QUEUED)
         })
         .await;
     assert_eq!(calls.iter().filter(|c| c.text() == QUEUED).count(), 1);
