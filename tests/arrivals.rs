@@ -176,6 +176,19 @@ fn topic_message(user: i64, text: &str) -> Incoming {
     Incoming::group(GROUP, user, text).in_forum_topic(TOPIC)
 }
 
+/// Scripts the next runs: each answers `Answer <name>.`, the first only once finished.
+fn script_runs(c: &Crashable, names: &[&str]) {
+    for (i, name) in names.iter().enumerate() {
+        let script = Script::with_answer(format!("Answer {name}.")).chunks(1);
+        let hold = if i == 0 {
+            Hold::UntilFinished
+        } else {
+            Hold::Natural
+        };
+        c.sim.script_next_run(script.hold(hold));
+    }
+}
+
 /// The calls that showed `text` (a new message or an edit to it).
 fn showing(c: &Crashable, text: &str) -> Vec<Call> {
     c.fake
@@ -189,15 +202,7 @@ fn showing(c: &Crashable, text: &str) -> Vec<Call> {
 async fn issue_33_a_crowd_during_one_run_gets_one_notice_then_reactions() {
     let c = Crashable::start().await;
     let daemon = c.spawn(0);
-    c.sim.script_next_run(
-        Script::with_answer("Answer one.")
-            .chunks(1)
-            .hold(Hold::UntilFinished),
-    );
-    for n in ["two", "three", "four"] {
-        c.sim
-            .script_next_run(Script::with_answer(format!("Answer {n}.")).chunks(1));
-    }
+    script_runs(&c, &["one", "two", "three", "four"]);
     c.fake.inject(topic_message(1, "one"));
     c.sim
         .wait_for_requests(1, DEADLINE, |r| r.path.ends_with("/runs/stream"))
@@ -262,13 +267,7 @@ async fn issue_33_a_crowd_during_one_run_gets_one_notice_then_reactions() {
     }
 
     // A new run starts the count again: the next message to wait is told.
-    c.sim.script_next_run(
-        Script::with_answer("Answer five.")
-            .chunks(1)
-            .hold(Hold::UntilFinished),
-    );
-    c.sim
-        .script_next_run(Script::with_answer("Answer six.").chunks(1));
+    script_runs(&c, &["five", "six"]);
     c.fake.inject(topic_message(5, "five again"));
     c.sim
         .wait_for_requests(5, DEADLINE, |r| r.path.ends_with("/runs/stream"))

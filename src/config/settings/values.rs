@@ -66,7 +66,7 @@ pub(super) fn event_age(
     const LONGEST: f64 = 7.0 * 86_400.0;
     match value {
         None => default,
-        Some(v) if v == 0.0 => Duration::ZERO,
+        Some(0.0) => Duration::ZERO,
         Some(v) if v.is_finite() && (60.0..=LONGEST).contains(&v) => Duration::from_secs_f64(v),
         Some(v) => {
             errors.push(ConfigError::error(
