@@ -341,16 +341,25 @@ fn issue_28_a_piped_script_gets_every_answer_in_order() {
     assert!(at.is_sorted(), "out of order ({at:?}):\n{stdout}");
 }
 
+/// The terminal's `LANG` picks the demo's language: Simplified and Traditional Chinese (by
+/// region, Hong Kong's included) and Japanese (issue 33).
 #[test]
 fn demo_speaks_the_terminal_language() {
-    let mut cmd = bin();
-    cmd.arg("demo")
-        .env("LANG", "zh_CN.UTF-8")
-        .env_remove("LC_ALL")
-        .env_remove("LC_MESSAGES");
-    let (stdout, stderr, status) = run_with_input(cmd, "/goal\n");
-    assert!(status.success(), "{stderr}");
-    assert_eq!(stdout, "这个对话目前没有目标。\n");
+    for (lang, answer) in [
+        ("zh_CN.UTF-8", "这个对话目前没有目标。"),
+        ("zh_TW.UTF-8", "這個對話目前沒有設定目標。"),
+        ("zh_HK.UTF-8", "這個對話目前沒有設定目標。"),
+        ("ja_JP.UTF-8", "この会話には目標が設定されていません。"),
+    ] {
+        let mut cmd = bin();
+        cmd.arg("demo")
+            .env("LANG", lang)
+            .env_remove("LC_ALL")
+            .env_remove("LC_MESSAGES");
+        let (stdout, stderr, status) = run_with_input(cmd, "/goal\n");
+        assert!(status.success(), "{lang}: {stderr}");
+        assert_eq!(stdout, format!("{answer}\n"), "{lang}");
+    }
 }
 
 #[test]

@@ -577,6 +577,17 @@ pub fn admins(channel: &str, ids: &[&str]) -> HashMap<String, AllowedUsers> {
     HashMap::from([(channel.to_owned(), AllowedUsers::from_entries(Some(list)))])
 }
 
+/// The tags of every shipped locale, `en-US` first (`en-US`, `zh-CN`, `zh-TW`, `ja-JP`):
+/// the tests of a reply class run in each.
+pub fn shipped_locales() -> Vec<String> {
+    let catalogs = Catalogs::embedded().unwrap();
+    catalogs
+        .supported()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
 /// A function `text(id, args)` giving the embedded catalogs' sentence in locale `tag`, to
 /// compare replies with.
 pub fn catalog_text(tag: &str) -> impl Fn(&str, &[(&str, Arg<'_>)]) -> String {

@@ -218,12 +218,33 @@ fn an_empty_or_null_section_is_empty() {
 }
 
 #[test]
+fn traditional_chinese_and_japanese_tags_are_valid_locales() {
+    for tag in [
+        "zh-TW",
+        "zh-Hant",
+        "zh-Hant-HK",
+        "zh-HK",
+        "zh_TW",
+        "ja",
+        "ja-JP",
+    ] {
+        let text = format!(
+            "channels:\n  console: {{enabled: true, locale: {tag}}}\nchannel_connections:\n  notification_locale: {tag}\n"
+        );
+        let (settings, _) =
+            load_str(&text, &env(&[])).unwrap_or_else(|errors| panic!("{tag}: {errors:?}"));
+        assert_eq!(settings.notification_locale, tag);
+        assert_eq!(settings.channels[0].locale.as_deref(), Some(tag));
+    }
+}
+
+#[test]
 fn locales_must_have_a_catalog_and_a_catalog_directory_is_checked() {
     let errors = errors_of(
         "channels:\n  console: {enabled: true, locale: fr-FR}\nchannel_connections:\n  notification_locale: de-DE\n",
         &env(&[]),
     );
-    assert!(errors.contains(&"channel_connections.notification_locale: there is no catalog for \"de-DE\"; supported: en-US, zh-CN".to_owned()), "{errors:?}");
+    assert!(errors.contains(&"channel_connections.notification_locale: there is no catalog for \"de-DE\"; supported: en-US, zh-CN, zh-TW, ja-JP".to_owned()), "{errors:?}");
     assert!(
         errors
             .iter()

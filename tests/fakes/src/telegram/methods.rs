@@ -390,11 +390,16 @@ pub(super) fn set_my_commands(inner: &mut Telegram, params: &Value) -> Answer {
         }
         menu.push((command.to_owned(), description.to_owned()));
     }
-    let language = params
-        .get("language_code")
-        .and_then(Value::as_str)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned);
+    // Like Telegram: empty or absent is the default menu, anything else must be a two-letter
+    // ISO 639-1 code (`zh-TW` and `zh-hant` are refused).
+    let language = match params.get("language_code") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(l)) if l.is_empty() => None,
+        Some(Value::String(l)) if l.len() == 2 && l.bytes().all(|b| b.is_ascii_lowercase()) => {
+            Some(l.clone())
+        }
+        Some(_) => return bad_request("Bad Request: invalid language code specified"),
+    };
     inner.menus.insert(language, menu);
     Answer::ok(json!(true))
 }
@@ -523,6 +528,24 @@ mod tests {
         assert_eq!(fake.reactions(CHAT), [(id, vec!["🤷".to_owned()])]);
         call(&fake, "setMessageReaction", react(id, &[])).await;
         assert_eq!(fake.reactions(CHAT), [(id, vec![])]);
+    }
+
+    #[tokio::test]
+    async fn menus_are_kept_per_two_letter_language_code_and_other_codes_refused() {
+        let fake = FakeTelegram::start().await.unwrap();
+        let menu = |code: Value| json!({"commands": [{"command": "new", "description": "x y z"}], "language_code": code});
+        for (code, stored) in [(json!(""), None), (json!("ja"), Some("ja"))] {
+            assert_eq!(call(&fake, "setMyCommands", menu(code)).await.0, 200);
+            assert!(fake.commands(stored).is_some(), "{stored:?}");
+        }
+        for code in ["zh-TW", "zh-hant", "ZH", "jpn", "j"] {
+            assert_eq!(
+                call(&fake, "setMyCommands", menu(json!(code))).await,
+                bad("Bad Request: invalid language code specified"),
+                "{code}"
+            );
+            assert!(fake.commands(Some(code)).is_none());
+        }
     }
 
     #[tokio::test]
