@@ -169,7 +169,7 @@ pub(crate) enum Place {
     InLine(order::Ticket),
     /// The line is full (or the channel rejects while busy): the busy reply, or when the
     /// run had its busy reply already, a reaction.
-    Busy(order::LineFull),
+    Busy,
 }
 
 impl Place {
@@ -354,7 +354,7 @@ impl Manager {
             // in arrival order, before it takes a place.
             let msg = self.follow_reply_chain(msg).await;
             let msg = self.inner.clarifications.join(msg);
-            let place = self.place_in_line(&msg, msg.msg_type == MsgType::Chat);
+            let place = self.place_in_line(&msg);
             let cancel = cancel_handlers.clone();
             let slots = slots.clone();
             let span = message_span(&msg);
@@ -409,10 +409,8 @@ impl Manager {
 
     /// The message's place in its conversation's line, taken in arrival order: chat turns
     /// keep their order on every channel (commands answer at once, beside them), and every
-    /// message does on channels that serialize conversations. With `notice`, a message that
-    /// will wait claims its run's queued notice if it is the first (chat messages do;
-    /// commands in line and recovered messages give none).
-    fn place_in_line(&self, msg: &InboundMessage, notice: bool) -> Place {
+    /// message does on channels that serialize conversations.
+    fn place_in_line(&self, msg: &InboundMessage) -> Place {
         let serialized = self
             .inner
             .replier
@@ -429,13 +427,13 @@ impl Manager {
             .get(&msg.channel_name)
             .copied()
             .unwrap_or_default();
-        match self.inner.turnstile.enter(
-            conversation_key(msg).storage_key(),
-            queueing.limit(),
-            notice,
-        ) {
+        match self
+            .inner
+            .turnstile
+            .enter(conversation_key(msg).storage_key(), queueing.limit())
+        {
             Ok(ticket) => Place::InLine(ticket),
-            Err(full) => Place::Busy(full),
+            Err(order::LineFull) => Place::Busy,
         }
     }
 
@@ -482,9 +480,13 @@ impl Manager {
         let mut ticket = match place {
             Place::Free => None,
             Place::InLine(ticket) => Some(ticket),
-            Place::Busy(order::LineFull { noticed }) => {
+            Place::Busy => {
                 // As many wait as the channel allows (or it rejects): DeerFlow's busy reply
                 // (once per run; later ones a reaction), and the platform may redeliver.
+                let noticed = self
+                    .inner
+                    .turnstile
+                    .claim_busy_reply(&conversation_key(msg).storage_key());
                 tracing::info!(noticed, "The conversation is busy and its line is full.");
                 metrics::counter!(names::RUNS, "outcome" => "busy").increment(1);
                 if noticed {
@@ -517,7 +519,7 @@ impl Manager {
             // on the way: the wait is short, and the notice would follow that answer. Only
             // the first message to wait during a run is told; the others get a reaction.
             let waits = chat && !ticket.predecessor_settling();
-            let noticed = waits && ticket.noticed();
+            let noticed = waits && ticket.claim_notice();
             if noticed {
                 let queued = self.notify(msg, crate::i18n::msg::RUN_QUEUED);
                 match &entry {

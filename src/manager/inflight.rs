@@ -158,8 +158,8 @@ mod tests {
     #[tokio::test]
     async fn a_run_ending_marks_its_turn_settling() {
         let turnstile = super::super::order::Turnstile::default();
-        let first = turnstile.enter("c".into(), 3, false).unwrap();
-        let second = turnstile.enter("c".into(), 3, false).unwrap();
+        let first = turnstile.enter("c".into(), 3).unwrap();
+        let second = turnstile.enter("c".into(), 3).unwrap();
         let runs = Runs::default();
         first
             .settling()

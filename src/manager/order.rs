@@ -19,11 +19,13 @@
 //! when its answer is already on the way.
 //!
 //! Notices once per run (issue 33, item 6): when several messages arrive while one is
-//! being handled, only the first to wait is told it is queued ([`Ticket::noticed`]), and
-//! only the first turned away gets the busy reply ([`LineFull::noticed`]); the others are
-//! marked with a reaction where the channel has reactions. The run they count against is
-//! the message being handled, the oldest in the line; when the next one's turn comes, that
-//! is a new run, and the next message to wait is told again.
+//! being handled, only the first to wait is told it is queued ([`Ticket::claim_notice`]),
+//! and only the first turned away gets the busy reply ([`Turnstile::claim_busy_reply`]);
+//! the others are marked with a reaction where the channel has reactions. The run they
+//! count against is the message being handled, the oldest in the line; when the next
+//! one's turn comes, that is a new run, and the next message to wait is told again. A
+//! message claims its notice only once it is known to be handled (not a redelivery), so a
+//! redelivery never takes the notice from the message after it.
 //!
 //! Bound: the table holds one entry per conversation that has a message in flight; an
 //! entry goes when its latest ticket is dropped. Tickets per conversation are bounded by
@@ -37,7 +39,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
 /// A conversation's line: its latest ticket, that ticket's completion signal and settling
-/// mark, the tickets outstanding (handled or waiting), and which runs were noticed.
+/// mark, the tickets outstanding (handled or waiting), and which runs gave their notices.
 #[derive(Debug)]
 struct Tail {
     id: u64,
@@ -45,16 +47,16 @@ struct Tail {
     settling: Settling,
     /// The outstanding tickets' ids, oldest first: the first is the one being handled.
     line: VecDeque<u64>,
-    /// The run (the id of the ticket being handled) whose queued notice was given.
+    /// The run (the id of the ticket being handled) whose queued notice was claimed.
     queued_noticed: Option<u64>,
-    /// The run whose busy reply was given.
+    /// The run whose busy reply was claimed.
     busy_noticed: Option<u64>,
 }
 
 impl Tail {
-    /// Whether the notice whose record is `noticed` is still to be given in the current
-    /// run; if so, it is recorded as given.
-    fn first_in_run(line: &VecDeque<u64>, noticed: &mut Option<u64>) -> bool {
+    /// Whether the current run's notice recorded in `noticed` is still to be given; if so,
+    /// it is recorded as given now.
+    fn claim(line: &VecDeque<u64>, noticed: &mut Option<u64>) -> bool {
         let run = line.front().copied();
         if run.is_some() && *noticed == run {
             return false;
@@ -81,9 +83,6 @@ pub struct Ticket {
     previous: Option<oneshot::Receiver<()>>,
     previous_settling: Option<Settling>,
     settling: Settling,
-    /// Whether this message gets the queued notice if it waits: it is the first of its run
-    /// to wait (and the caller asked for one).
-    noticed: bool,
     _done: oneshot::Sender<()>,
     tails: Tails,
 }
@@ -114,23 +113,15 @@ impl Settling {
 
 /// The line is full: the message gets the busy reply instead of a place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LineFull {
-    /// This is the first message of the run turned away: it gets the busy reply, later
-    /// ones a reaction.
-    pub noticed: bool,
-}
+pub struct LineFull;
 
 impl Turnstile {
     /// Takes the next place in `key`'s line, unless `limit` messages already wait behind
-    /// the one being handled. With `notice`, a message that will wait (behind one whose run
-    /// is not already over) claims the run's queued notice if no message did before it.
-    pub fn enter(&self, key: String, limit: usize, notice: bool) -> Result<Ticket, LineFull> {
+    /// the one being handled.
+    pub fn enter(&self, key: String, limit: usize) -> Result<Ticket, LineFull> {
         let mut tails = lock(&self.tails);
-        if let Some(tail) = tails.get_mut(&key)
-            && tail.line.len() > limit
-        {
-            let noticed = Tail::first_in_run(&tail.line, &mut tail.busy_noticed);
-            return Err(LineFull { noticed });
+        if tails.get(&key).is_some_and(|t| t.line.len() > limit) {
+            return Err(LineFull);
         }
         let id = {
             let mut next = lock(&self.next);
@@ -147,32 +138,35 @@ impl Turnstile {
             queued_noticed: None,
             busy_noticed: None,
         };
-        let (previous, previous_settling, noticed) = match tails.remove(&key) {
-            None => (None, None, false),
-            Some(before) => {
-                tail.line = before.line;
-                tail.queued_noticed = before.queued_noticed;
-                tail.busy_noticed = before.busy_noticed;
-                // No notice behind a run that is over: only its answer is on the way.
-                let noticed = notice
-                    && !before.settling.is_set()
-                    && Tail::first_in_run(&tail.line, &mut tail.queued_noticed);
-                (Some(before.done), Some(before.settling), noticed)
-            }
-        };
+        let before = tails.remove(&key).map(|before| {
+            tail.line = before.line;
+            tail.queued_noticed = before.queued_noticed;
+            tail.busy_noticed = before.busy_noticed;
+            (before.done, before.settling)
+        });
         tail.line.push_back(id);
         tails.insert(key.clone(), tail);
         drop(tails);
+        let (previous, previous_settling) = before.unzip();
         Ok(Ticket {
             key,
             id,
             previous,
             previous_settling,
             settling,
-            noticed,
             _done: done,
             tails: self.tails.clone(),
         })
+    }
+
+    /// Whether a message turned away from `key`'s full line is the first of the current
+    /// run: it gets the busy reply, later ones a reaction. Claims the reply if so (a line
+    /// that emptied meanwhile has no run to share it with: the message gets it).
+    pub fn claim_busy_reply(&self, key: &str) -> bool {
+        match lock(&self.tails).get_mut(key) {
+            Some(tail) => Tail::claim(&tail.line, &mut tail.busy_noticed),
+            None => true,
+        }
     }
 
     #[cfg(test)]
@@ -197,10 +191,13 @@ impl Ticket {
             .is_some_and(Settling::is_set)
     }
 
-    /// Whether this message, if it waits, is the first of its run to wait: it gets the
-    /// queued notice, later ones a reaction.
-    pub fn noticed(&self) -> bool {
-        self.noticed
+    /// Whether this message, which waits, is the first of the current run to wait: it gets
+    /// the queued notice, later ones a reaction. Claims the notice if so.
+    pub fn claim_notice(&self) -> bool {
+        match lock(&self.tails).get_mut(&self.key) {
+            Some(tail) => Tail::claim(&tail.line, &mut tail.queued_noticed),
+            None => true,
+        }
     }
 
     /// This message's settling mark, for [`Settling::scope`].
@@ -253,9 +250,9 @@ mod tests {
     #[tokio::test]
     async fn tickets_run_in_entry_order_per_key() {
         let turnstile = Turnstile::default();
-        let mut first = turnstile.enter("a".into(), 3, false).unwrap();
-        let mut second = turnstile.enter("a".into(), 3, false).unwrap();
-        let mut other = turnstile.enter("b".into(), 3, false).unwrap();
+        let mut first = turnstile.enter("a".into(), 3).unwrap();
+        let mut second = turnstile.enter("a".into(), 3).unwrap();
+        let mut other = turnstile.enter("b".into(), 3).unwrap();
         assert!(!first.must_wait());
         assert!(second.must_wait());
         assert!(!other.must_wait());
@@ -276,9 +273,9 @@ mod tests {
     #[tokio::test]
     async fn a_successor_sees_when_its_predecessor_is_only_settling() {
         let turnstile = Turnstile::default();
-        let first = turnstile.enter("a".into(), 3, false).unwrap();
-        let mut second = turnstile.enter("a".into(), 3, false).unwrap();
-        let mut third = turnstile.enter("a".into(), 3, false).unwrap();
+        let first = turnstile.enter("a".into(), 3).unwrap();
+        let mut second = turnstile.enter("a".into(), 3).unwrap();
+        let mut third = turnstile.enter("a".into(), 3).unwrap();
         assert!(!second.predecessor_settling());
         // Outside a scope nothing is marked.
         Settling::mark_current();
@@ -300,75 +297,48 @@ mod tests {
     #[test]
     fn a_full_line_refuses_a_place() {
         let turnstile = Turnstile::default();
-        let running = turnstile.enter("a".into(), 1, false).unwrap();
-        let waiting = turnstile.enter("a".into(), 1, false).unwrap();
-        assert_eq!(
-            turnstile.enter("a".into(), 1, false).unwrap_err(),
-            LineFull { noticed: true }
-        );
-        // `reject`: nothing may wait behind a message being handled (and this run had its
-        // busy reply).
-        assert_eq!(
-            turnstile.enter("a".into(), 0, false).unwrap_err(),
-            LineFull { noticed: false }
-        );
-        assert!(turnstile.enter("b".into(), 0, false).is_ok());
+        let running = turnstile.enter("a".into(), 1).unwrap();
+        let waiting = turnstile.enter("a".into(), 1).unwrap();
+        assert_eq!(turnstile.enter("a".into(), 1).unwrap_err(), LineFull);
+        // `reject`: nothing may wait behind a message being handled.
+        assert_eq!(turnstile.enter("a".into(), 0).unwrap_err(), LineFull);
+        assert!(turnstile.enter("b".into(), 0).is_ok());
         drop(running);
-        let third = turnstile.enter("a".into(), 1, false).unwrap();
+        let third = turnstile.enter("a".into(), 1).unwrap();
         drop((waiting, third));
-        assert!(turnstile.enter("a".into(), 0, false).is_ok());
+        assert!(turnstile.enter("a".into(), 0).is_ok());
     }
 
     #[test]
     fn issue_33_one_queued_notice_and_one_busy_reply_per_run() {
         let turnstile = Turnstile::default();
-        let enter = |notice| turnstile.enter("a".into(), 2, notice);
-        let running = enter(true).unwrap();
-        assert!(!running.noticed(), "nothing to wait for");
-        // A command beside the run asks for no notice and takes none.
-        let command = enter(false).unwrap();
-        assert!(!command.noticed());
-        let first = enter(true).unwrap();
-        assert!(first.noticed());
-        assert_eq!(enter(true).unwrap_err(), LineFull { noticed: true });
-        assert_eq!(enter(true).unwrap_err(), LineFull { noticed: false });
-        drop(command);
-        let second = enter(true).unwrap();
-        assert!(!second.noticed(), "the run was noticed already");
-        // The next message's turn is a new run: the next to wait is told again, and so is
-        // the next turned away.
+        let enter = || turnstile.enter("a".into(), 2);
+        let running = enter().unwrap();
+        let first = enter().unwrap();
+        let second = enter().unwrap();
+        assert!(first.claim_notice());
+        assert!(!second.claim_notice(), "the run was noticed already");
+        assert_eq!(enter().unwrap_err(), LineFull);
+        assert!(turnstile.claim_busy_reply("a"));
+        assert!(!turnstile.claim_busy_reply("a"));
+        // The next message's turn is a new run: its first notices are given again.
         drop(running);
-        let third = enter(true).unwrap();
-        assert!(third.noticed());
-        assert_eq!(enter(true).unwrap_err(), LineFull { noticed: true });
-        assert_eq!(enter(true).unwrap_err(), LineFull { noticed: false });
+        let third = enter().unwrap();
+        assert!(third.claim_notice());
+        assert!(turnstile.claim_busy_reply("a"));
+        // Another conversation counts its own; one with nothing in line turns nobody away.
+        let _elsewhere = turnstile.enter("b".into(), 2).unwrap();
+        assert!(turnstile.enter("b".into(), 2).unwrap().claim_notice());
+        assert!(turnstile.claim_busy_reply("c"));
         drop((first, second, third));
-        // Another conversation counts its own.
-        let elsewhere = turnstile.enter("b".into(), 2, true).unwrap();
-        assert!(!elsewhere.noticed());
-        assert!(turnstile.enter("b".into(), 2, true).unwrap().noticed());
-    }
-
-    #[test]
-    fn issue_33_no_notice_claimed_behind_a_run_that_is_only_settling() {
-        let turnstile = Turnstile::default();
-        let running = turnstile.enter("a".into(), 3, true).unwrap();
-        running.settling().0.store(true, Ordering::Release);
-        let behind = turnstile.enter("a".into(), 3, true).unwrap();
-        assert!(!behind.noticed(), "its wait is short: no notice, no claim");
-        // The one after waits for a run that has not started: it is told.
-        let after = turnstile.enter("a".into(), 3, true).unwrap();
-        assert!(after.noticed());
-        drop((running, behind, after));
-        assert_eq!(turnstile.len(), 0);
     }
 
     #[tokio::test]
     async fn an_abandoned_ticket_keeps_the_line_in_order() {
         let turnstile = Turnstile::default();
-        let first = turnstile.enter("a".into(), 3, false).unwrap();
-        let skipped = turnstile.enter("a".into(), 3, false).unwrap();
-        let mut third = turnstile.enter("a".into(), 3, false).unwrap();
+        let first = turnstile.enter("a".into(), 3).unwrap();
+        let skipped = turnstile.enter("a".into(), 3).unwrap();
+        let mut third = turnstile.enter("a".into(), 3).unwrap();
         skipped.abandon();
         // The skipped one is gone, but the third still waits for the first.
         let early = tokio::time::timeout(Duration::from_millis(20), third.wait_turn()).await;

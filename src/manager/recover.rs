@@ -53,8 +53,7 @@ impl Manager {
                 continue;
             }
             let msg = record.message;
-            // A recovered message gives no queued notice, so it claims none.
-            let place = self.place_in_line(&msg, false);
+            let place = self.place_in_line(&msg);
             let (manager, cancel, slots) = (self.clone(), cancel.clone(), slots.clone());
             let span = tracing::info_span!("recovered", channel = %msg.channel_name, chat = %msg.chat_id, state);
             tasks.spawn(
@@ -74,7 +73,7 @@ impl Manager {
     ) {
         let mut ticket = match place {
             Place::InLine(ticket) => Some(ticket),
-            Place::Free | Place::Busy(_) => None,
+            Place::Free | Place::Busy => None,
         };
         let turn = async {
             if let Some(ticket) = &mut ticket {
