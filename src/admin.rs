@@ -54,6 +54,10 @@ pub mod names {
     /// Counter: messages not acted on because they were older than their channel's
     /// `max_event_age_seconds` when they arrived, by `channel`.
     pub const STALE: &str = "im_bridge_stale_messages_total";
+    /// Counter: answers that outlived their source's reply window (issue 33), by `channel`
+    /// and `step`: `handed_off` (what was written went out in time), `held` (the rest
+    /// waits for the chat's next message), `carried` (a later message took it up).
+    pub const HANDOFFS: &str = "im_bridge_reply_handoffs_total";
     /// Gauge: replies waiting in the per-chat delivery lanes (or being delivered).
     pub const OUTBOUND_PENDING: &str = "im_bridge_outbound_pending";
     /// Counter: transport attempts that ended unexpectedly and were scheduled for a restart,

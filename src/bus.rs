@@ -163,6 +163,11 @@ impl Outbound {
             .map(|d| d.channel().capabilities())
     }
 
+    /// The named channel's reply window (issue 33), if it is running and has one.
+    pub fn reply_window(&self, channel: &str) -> Option<im_bridge_channel::ReplyWindow> {
+        self.capabilities(channel).and_then(|c| c.reply_window)
+    }
+
     /// Queues `msg` on its chat's delivery lane and returns without waiting for it to be
     /// delivered (only, when [`MAX_PENDING_REPLIES`] already wait, for room). `after` runs
     /// once it was delivered or failed, with what became of it ([`Landed`]).
@@ -220,6 +225,18 @@ async fn deliver(
             let kind = if msg.is_final { "final" } else { "partial" };
             metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => kind).increment(1);
             Landed::Shown(shown)
+        }
+        Err(ChannelError::ReplyWindow(reason)) => {
+            // Not a failure of the platform: the publisher holds it for a later message.
+            tracing::info!(
+                channel,
+                reason,
+                is_final = msg.is_final,
+                "A reply's source takes no more replies."
+            );
+            metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "window_closed")
+                .increment(1);
+            Landed::WindowClosed
         }
         Err(error) => {
             tracing::warn!(channel, %error, is_final = msg.is_final, "Delivering a reply failed.");

@@ -469,6 +469,11 @@ impl Manager {
                 return;
             }
         };
+        // What waits for this chat's next message goes out first (issue 33).
+        let outbound = self.inner.replier.outbound();
+        if outbound.reply_window(&msg.channel_name).is_some() {
+            self.inner.journal.carry_held(msg).await;
+        }
         // A journaled message stopped by shutdown stays journaled (and its key kept): the
         // next start finishes it. Otherwise the key goes, so the platform may redeliver.
         let left_unfinished = async |key: Option<&crate::store::DedupeKey>| {

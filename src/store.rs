@@ -281,6 +281,18 @@ pub trait Store: Send + Sync + 'static {
     /// Extends `holder`'s lease on every entry it holds to `lease` from now.
     async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError>;
 
+    /// Takes up, atomically, the entries waiting for a message of `channel` / `chat_id`
+    /// (saved [`JournalState::Held`], issue 33), whoever holds them: they stop waiting and
+    /// are `holder`'s for `lease`; returned oldest first. Two replicas taking at once never
+    /// both get an entry. The caller then saves each with its new state.
+    async fn journal_take_held(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Vec<Journaled>, StoreError>;
+
     /// The chat's locale override, if an admin set one.
     async fn get_chat_locale(
         &self,

@@ -53,6 +53,8 @@ pub enum Call {
         text: String,
         /// Whether it started a stream.
         stream: bool,
+        /// The source message it answers (`None`: a message that answers none).
+        answers: Option<String>,
     },
     /// `edit_text`.
     Edit {
@@ -175,12 +177,13 @@ impl TestChannel {
         self.wait_finals(n).await.swap_remove(n - 1)
     }
 
-    fn record_send(&self, text: &str, stream: bool) -> SentMessage {
+    fn record_send(&self, to: &SendTarget<'_>, text: &str, stream: bool) -> SentMessage {
         let id = self.new_id();
         self.record(Call::Send {
             id: id.clone(),
             text: text.to_owned(),
             stream,
+            answers: to.reply_to.map(|m| m.as_str().to_owned()),
         });
         SentMessage {
             id: MessageId::new(id),
@@ -226,12 +229,12 @@ impl Channel for TestChannel {
         }
     }
 
-    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        Ok(self.record_send(text, false))
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        Ok(self.record_send(&to, text, false))
     }
 
-    async fn start_stream(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        Ok(self.record_send(text, true))
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        Ok(self.record_send(&to, text, true))
     }
 
     async fn edit_text(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {

@@ -58,6 +58,9 @@ pub enum Landed {
         /// Whether a later try may succeed.
         transient: bool,
     },
+    /// Not delivered, because its source message takes no more replies (its reply window
+    /// closed, or its replies are spent): a later message's replies may carry it.
+    WindowClosed,
 }
 
 impl Landed {
@@ -65,7 +68,7 @@ impl Landed {
     pub fn shown(&self) -> Option<&MessageId> {
         match self {
             Self::Shown(id) => id.as_ref(),
-            Self::Failed { .. } => None,
+            Self::Failed { .. } | Self::WindowClosed => None,
         }
     }
 }

@@ -306,6 +306,17 @@ mod tests {
         async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {
             self.0.journal_renew(holder, lease).await
         }
+        async fn journal_take_held(
+            &self,
+            channel: &str,
+            chat_id: &ChatId,
+            holder: &str,
+            lease: Duration,
+        ) -> Result<Vec<Journaled>, StoreError> {
+            self.0
+                .journal_take_held(channel, chat_id, holder, lease)
+                .await
+        }
         async fn acquire_lease(
             &self,
             name: &str,

@@ -27,6 +27,9 @@
 //!    platform), never as a second message (issue 27).
 //! 5. Deleted once every final of the turn landed (or was refused for good, which a retry
 //!    cannot change).
+//! 6. **Held** instead when what is left could not go out because its message took no more
+//!    replies (a reply window closed, issue 33): it waits, indexed by its chat, for the
+//!    chat's next message to carry it (child `held`).
 //!
 //! # How replies find their entry
 //!
@@ -45,10 +48,14 @@
 //! it comes late. Holders renew their leases every third of the lease; on a shared store
 //! every replica claims expired entries at the same pace.
 //!
-//! Bounded: entries exist only for messages queued, running or with finals pending (at most
-//! `final_retry_hours`), and the store caps them ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
+//! Bounded: entries exist only for messages queued, running, with finals pending (at most
+//! `final_retry_hours`) or held for their chat, and the store caps them
+//! ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
 
+mod held;
 mod starting;
+
+pub(crate) use held::HELD_NOTE_KEY;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -198,13 +205,11 @@ impl Journal {
             )
             .await
         {
-            Ok(true) => Admission::New(Some(Entry::new(
-                self.shared.clone(),
-                id,
-                unix_millis(),
-                record,
-                false,
-            ))),
+            Ok(true) => {
+                let entry = Entry::new(self.shared.clone(), id, unix_millis(), record, false);
+                entry.go_live();
+                Admission::New(Some(entry))
+            }
             Ok(false) => Admission::Duplicate,
             Err(error) => {
                 tracing::warn!(%error, "Journaling a message failed; handling it unjournaled.");
@@ -238,6 +243,11 @@ impl Journal {
             record,
         } in claimed
         {
+            if record.state == JournalState::Held {
+                // Waiting for its chat, in the store (and never given up on: it stays
+                // there for the operator to see until a message takes it up).
+                continue;
+            }
             if now.saturating_sub(created_ms) > window {
                 tracing::warn!(
                     channel = %record.message.channel_name,
@@ -248,7 +258,9 @@ impl Journal {
                 remove(&shared.store, &id).await;
                 continue;
             }
-            entries.push(Entry::new(shared.clone(), id, created_ms, record, true));
+            let entry = Entry::new(shared.clone(), id, created_ms, record, true);
+            entry.go_live();
+            entries.push(entry);
         }
         if !entries.is_empty() {
             tracing::info!(entries = entries.len(), "Recovering journaled messages.");
@@ -349,7 +361,7 @@ impl Entry {
         } else {
             None
         };
-        let entry = Self(Arc::new(EntryState {
+        Self(Arc::new(EntryState {
             id,
             created_ms,
             recovered,
@@ -363,9 +375,7 @@ impl Entry {
                 open_stream: None,
             }),
             saving: tokio::sync::Mutex::new(()),
-        }));
-        entry.go_live();
-        entry
+        }))
     }
 
     /// The entry of the journaled turn this task runs, if any.
@@ -436,6 +446,12 @@ impl Entry {
     /// platform call, and is struck off once it landed or was refused for good. `late` is
     /// the line a delivery by a later process opens with.
     pub(crate) async fn track(&self, out: &mut OutboundMessage, late: &str) -> Hooks {
+        self.track_final(out, late, false).await
+    }
+
+    /// [`Entry::track`]; an `unsourced` final answers no source, and waits for the chat's
+    /// next message when the platform refuses it.
+    async fn track_final(&self, out: &mut OutboundMessage, late: &str, unsourced: bool) -> Hooks {
         let id = {
             let mut progress = self.progress();
             if let Some(message) = &progress.resume {
@@ -465,6 +481,8 @@ impl Entry {
                 metadata: out.metadata.clone(),
                 late: Some(late.to_owned()).filter(|l| !l.is_empty()),
                 finishes,
+                unsourced,
+                held: false,
             });
             id
         };
@@ -519,19 +537,12 @@ impl Entry {
     }
 
     async fn final_landed(&self, landed: Landed, id: u32) {
-        let struck = {
+        let changed = {
             let mut progress = self.progress();
             progress.outstanding = progress.outstanding.saturating_sub(1);
-            match landed {
-                // Landed, or refused for good (trying again cannot change that).
-                Landed::Shown(_) | Landed::Failed { transient: false } => {
-                    progress.record.finals.retain(|f| f.id != id);
-                    true
-                }
-                Landed::Failed { transient: true } => false,
-            }
+            progress.settle_final(id, &landed)
         };
-        if struck && !self.progress().ended {
+        if changed && !self.progress().ended {
             self.save().await;
         }
         self.settle().await;
@@ -557,27 +568,25 @@ impl Entry {
         self.settle().await;
     }
 
-    /// Once the turn ended and no final is in flight: deletes the entry, or keeps its
-    /// undelivered finals and retries them.
+    /// Once the turn ended and no final is in flight: deletes the entry, keeps its
+    /// undelivered finals and retries them, or leaves them waiting for the chat's next
+    /// message when that is all they can do (`held.rs`).
     async fn settle(&self) {
-        let pending = {
+        let state = {
             let mut progress = self.progress();
             if !progress.ended || progress.outstanding > 0 {
                 return;
             }
-            if progress.record.finals.is_empty() {
-                false
-            } else {
-                progress.record.state = JournalState::FinalPending;
-                true
-            }
+            progress.settled_state()
         };
-        if !pending {
-            remove(&self.0.shared.store, &self.0.id).await;
-            return;
+        match state {
+            None => remove(&self.0.shared.store, &self.0.id).await,
+            Some(JournalState::Held) => self.wait_for_next_message().await,
+            Some(_) => {
+                self.save().await;
+                self.retry_finals_later();
+            }
         }
-        self.save().await;
-        self.retry_finals_later();
     }
 
     /// Retries this entry's pending finals in the background; see [`Entry::retry_finals`].
@@ -599,40 +608,65 @@ impl Entry {
         let mut backoff = Backoff::new(RETRY_FIRST_WAIT, RETRY_MAX_WAIT, RETRY_FIRST_WAIT);
         let window = i64::try_from(shared.config.final_retry.as_millis()).unwrap_or(i64::MAX);
         loop {
-            let finals = self.progress().record.finals.clone();
+            let finals: Vec<PendingFinal> = {
+                let progress = self.progress();
+                progress
+                    .record
+                    .finals
+                    .iter()
+                    .filter(|f| !f.held)
+                    .cloned()
+                    .collect()
+            };
             if finals.is_empty() {
                 break;
             }
             for pending in finals {
-                if self.deliver_again(&pending).await {
-                    // Struck off at once, so a crash right after cannot deliver it twice.
-                    self.progress().record.finals.retain(|f| f.id != pending.id);
+                let landed = self.deliver_again(&pending).await;
+                // Struck off (or held) at once, so a crash right after cannot deliver it
+                // twice.
+                if self.progress().settle_final(pending.id, &landed) {
                     self.save().await;
                 }
             }
             let done = {
                 let mut progress = self.progress();
                 progress.record.attempts = progress.record.attempts.saturating_add(1);
-                progress.record.finals.is_empty()
+                progress.record.finals.iter().all(|f| f.held)
             };
             if done {
                 break;
             }
             if unix_millis().saturating_sub(self.0.created_ms) > window {
-                tracing::warn!("Gave up delivering a final after the retry window.");
-                metrics::counter!(crate::admin::names::JOURNAL_GIVEN_UP).increment(1);
+                let mut progress = self.progress();
+                if progress.record.carrier.is_some() {
+                    // Held once already (issue 33): it waits for the chat's next message
+                    // again rather than be dropped.
+                    progress
+                        .record
+                        .finals
+                        .iter_mut()
+                        .for_each(|f| f.held = true);
+                } else {
+                    tracing::warn!("Gave up delivering a final after the retry window.");
+                    metrics::counter!(crate::admin::names::JOURNAL_GIVEN_UP).increment(1);
+                    progress.record.finals.retain(|f| f.held);
+                }
                 break;
             }
             self.save().await;
             tokio::time::sleep(backoff.next_wait()).await;
         }
         self.leave_live();
-        remove(&shared.store, &self.0.id).await;
+        if self.progress().settled_state() == Some(JournalState::Held) {
+            self.wait_for_next_message().await;
+        } else {
+            remove(&shared.store, &self.0.id).await;
+        }
     }
 
-    /// Publishes `pending` once more and waits for its fate: `true` when it landed or was
-    /// refused for good.
-    async fn deliver_again(&self, pending: &PendingFinal) -> bool {
+    /// Publishes `pending` once more and waits for its fate.
+    async fn deliver_again(&self, pending: &PendingFinal) -> Landed {
         let text = match (&pending.late, &pending.finishes) {
             // A final that replaces a message goes out unchanged: the same edit again, a
             // no-op if the first one landed unacknowledged.
@@ -643,8 +677,7 @@ impl Entry {
             }
             _ => pending.text.clone(),
         };
-        let mut out = self.progress().record.message.reply(text, true);
-        out.metadata.extend(pending.metadata.clone());
+        let mut out = self.reply(pending, text);
         if let Some(message) = &pending.finishes {
             out.metadata
                 .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
@@ -656,10 +689,7 @@ impl Entry {
             })
         });
         self.0.shared.outbound.publish(out, Some(hook)).await;
-        match rx.await {
-            Ok(Landed::Shown(_)) | Ok(Landed::Failed { transient: false }) => true,
-            Ok(Landed::Failed { transient: true }) | Err(_) => false,
-        }
+        rx.await.unwrap_or(Landed::Failed { transient: true })
     }
 
     async fn save(&self) {

@@ -25,6 +25,11 @@ pub enum JournalState {
     Running,
     /// The run ended; finals that did not land wait in `finals`.
     FinalPending,
+    /// Its finals wait for the chat's next message (issue 33): their source takes no more
+    /// replies (its reply window closed) and the platform sends nothing unprompted, so
+    /// they go out as the first replies to whatever the chat says next
+    /// ([`Store::journal_take_held`](super::Store::journal_take_held)).
+    Held,
 }
 
 /// One journal entry's record.
@@ -50,6 +55,14 @@ pub struct JournalRecord {
     /// Delivery attempts of `finals` so far.
     #[serde(default)]
     pub attempts: u32,
+    /// What the turn showed when it handed its answer off before the source's reply window
+    /// closed (issue 33): the final that ends the run then carries only the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handed_off: Option<String>,
+    /// The later message of the same chat whose replies carry `finals` once a held entry
+    /// was taken up (issue 33); `None`: they answer `message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carrier: Option<InboundMessage>,
 }
 
 /// A final reply that did not land yet.
@@ -71,6 +84,13 @@ pub struct PendingFinal {
     /// nothing if the first delivery landed, instead of sending the answer twice (issue 27).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finishes: Option<String>,
+    /// Sent as a message that answers no source (the rest of an answer on a platform that
+    /// allows one); refused, it waits for the chat's next message instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unsourced: bool,
+    /// Waits for the chat's next message: the message it answered takes no more replies.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
 }
 
 impl JournalRecord {
@@ -84,7 +104,20 @@ impl JournalRecord {
             stream_message_id: None,
             finals: Vec::new(),
             attempts: 0,
+            handed_off: None,
+            carrier: None,
         }
+    }
+
+    /// The chat (channel, chat id) whose next message this entry waits for, when it is
+    /// [`JournalState::Held`]: what the store indexes it by.
+    pub fn held_chat(&self) -> Option<(&str, &str)> {
+        (self.state == JournalState::Held).then(|| {
+            (
+                self.message.channel_name.as_str(),
+                self.message.chat_id.as_str(),
+            )
+        })
     }
 }
 
@@ -107,4 +140,11 @@ pub(crate) fn encode(record: &JournalRecord) -> String {
 /// A stored record, or `None` for one this build cannot read (logged by the caller).
 pub(crate) fn decode(text: &str) -> Option<JournalRecord> {
     serde_json::from_str(text).ok()
+}
+
+/// Logs entries a claim or a take dropped because this build cannot read their record.
+pub(crate) fn warn_unreadable(entries: usize) {
+    if entries > 0 {
+        tracing::warn!(entries, "Dropped journal entries this build cannot read.");
+    }
 }

@@ -286,6 +286,20 @@ impl PostgresStore {
         .await
     }
 
+    /// Every row of a statement (prepared once per connection).
+    async fn query(
+        &self,
+        op: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        self.with_client(op, async |client: &Object| {
+            let statement = client.prepare_cached(sql).await?;
+            client.query(&statement, params).await
+        })
+        .await
+    }
+
     /// At most one row of a statement (prepared once per connection).
     async fn query_opt(
         &self,
@@ -531,6 +545,17 @@ impl Store for PostgresStore {
         holder: &str,
     ) -> Result<bool, StoreError> {
         self.save_journaled(id, record, holder).await
+    }
+
+    async fn journal_take_held(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        self.take_held_journaled(channel, chat_id, holder, lease)
+            .await
     }
 
     async fn journal_remove(&self, id: &str) -> Result<(), StoreError> {

@@ -415,10 +415,16 @@ impl Store for SqliteStore {
         record: &JournalRecord,
         holder: &str,
     ) -> Result<bool, StoreError> {
+        let held = record
+            .held_chat()
+            .map(|(channel, chat)| (channel.to_owned(), chat.to_owned()));
         let (id, record, holder) = (id.to_owned(), journal::encode(record), holder.to_owned());
         self.call(
             "journal_save",
-            move |db| db.journal_save(&id, &record, &holder),
+            move |db| {
+                let held = held.as_ref().map(|(a, b)| (a.as_str(), b.as_str()));
+                db.journal_save(&id, &record, &holder, held)
+            },
             |_, _| {},
         )
         .await
@@ -449,13 +455,32 @@ impl Store for SqliteStore {
                 |_, _| {},
             )
             .await?;
-        if unreadable > 0 {
-            tracing::warn!(
-                entries = unreadable,
-                "Dropped journal entries this build cannot read."
-            );
-        }
+        journal::warn_unreadable(unreadable);
         Ok(claimed)
+    }
+
+    async fn journal_take_held(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let (channel, chat, holder) = (
+            channel.to_owned(),
+            chat_id.as_str().to_owned(),
+            holder.to_owned(),
+        );
+        let until = unix_millis().saturating_add(ttl_millis(lease));
+        let (taken, unreadable) = self
+            .call(
+                "journal_take_held",
+                move |db| db.journal_take_held(&channel, &chat, &holder, until),
+                |_, _| {},
+            )
+            .await?;
+        journal::warn_unreadable(unreadable);
+        Ok(taken)
     }
 
     async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {

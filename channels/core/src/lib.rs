@@ -41,7 +41,9 @@ pub mod webhook;
 
 pub use access::AllowedUsers;
 pub use body::{BoundedRead, header_seconds, read_bounded};
-pub use capabilities::{Capabilities, ChatBudget, LengthUnit, ReplyWindow, UpdateMode};
+pub use capabilities::{
+    Capabilities, ChatBudget, LateReplies, LengthUnit, ReplyWindow, UpdateMode,
+};
 pub use channel::{Channel, ChannelExit, Reaction, SendTarget, SentMessage};
 pub use commands::{CommandVocabulary, strip_leading_mentions};
 pub use config::{ConfigIssue, Issues, Severity};

@@ -80,6 +80,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
         updated_at DOUBLE PRECISION NOT NULL,  -- unix seconds
         PRIMARY KEY (channel, key)
     );",
+    // 6: reserved for issue 33's other branch (the deliveries tool); nothing of its own.
+    "SELECT 1",
+    // 7: answers held for a chat's next message (issue 33): the chat a held entry waits
+    // for, NULL otherwise.
+    "ALTER TABLE im_bridge_journal ADD COLUMN held_channel TEXT, ADD COLUMN held_chat TEXT;
+    CREATE INDEX im_bridge_journal_held ON im_bridge_journal (held_channel, held_chat)
+        WHERE held_channel IS NOT NULL;",
 ];
 
 impl PostgresStore {

@@ -107,4 +107,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (channel, key)
     ) STRICT, WITHOUT ROWID;
     ",
+    // 6: reserved for issue 33's other branch (the deliveries tool); nothing of its own.
+    "SELECT 1;",
+    // 7: answers held for a chat's next message (issue 33). `held_channel` and `held_chat`
+    // name the chat a held entry waits for (NULL otherwise), so a message finds them.
+    "
+    ALTER TABLE journal ADD COLUMN held_channel TEXT;
+    ALTER TABLE journal ADD COLUMN held_chat TEXT;
+    CREATE INDEX journal_held ON journal (held_channel, held_chat)
+        WHERE held_channel IS NOT NULL;
+    ",
 ];

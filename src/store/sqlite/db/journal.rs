@@ -45,18 +45,50 @@ impl Db {
         })
     }
 
-    /// See `Store::journal_save`.
+    /// See `Store::journal_save`; `held` is the chat a held record waits for.
     pub(in crate::store::sqlite) fn journal_save(
         &self,
         id: &str,
         record: &str,
         holder: &str,
+        held: Option<(&str, &str)>,
     ) -> rusqlite::Result<bool> {
+        let (channel, chat) = held.unzip();
         let saved = self
             .conn
-            .prepare_cached("UPDATE journal SET record = ?2 WHERE id = ?1 AND holder = ?3")?
-            .execute(params![id, record, holder])?;
+            .prepare_cached(
+                "UPDATE journal SET record = ?2, held_channel = ?4, held_chat = ?5
+                 WHERE id = ?1 AND holder = ?3",
+            )?
+            .execute(params![id, record, holder, channel, chat])?;
         Ok(saved == 1)
+    }
+
+    /// See `Store::journal_take_held`: one savepoint reads and takes them.
+    pub(in crate::store::sqlite) fn journal_take_held(
+        &mut self,
+        channel: &str,
+        chat: &str,
+        holder: &str,
+        until_ms: i64,
+    ) -> rusqlite::Result<(Vec<Journaled>, usize)> {
+        self.atomically(|db| {
+            let rows = db
+                .conn
+                .prepare_cached(
+                    "UPDATE journal SET holder = ?3, lease_until = ?4,
+                         held_channel = NULL, held_chat = NULL
+                     WHERE held_channel = ?1 AND held_chat = ?2
+                     RETURNING seq, id, record, created_at",
+                )?
+                .query_map(params![channel, chat, holder, until_ms], entry_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let (taken, unreadable) = decode_rows(rows);
+            for id in &unreadable {
+                db.journal_remove(id)?;
+            }
+            Ok((taken, unreadable.len()))
+        })
     }
 
     /// See `Store::journal_remove`.
@@ -78,32 +110,15 @@ impl Db {
     ) -> rusqlite::Result<(Vec<Journaled>, usize)> {
         self.atomically(|db| {
             let cutoff = if take_live { i64::MAX } else { now_ms };
-            let mut claimed = Vec::new();
-            let mut unreadable = Vec::new();
-            {
-                let mut select = db.conn.prepare_cached(
-                    "SELECT id, record, created_at FROM journal
-                     WHERE holder <> ?1 AND lease_until <= ?2 ORDER BY seq",
-                )?;
-                let rows = select.query_map(params![holder, cutoff], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, i64>(2)?,
-                    ))
-                })?;
-                for row in rows {
-                    let (id, record, created_ms) = row?;
-                    match journal::decode(&record) {
-                        Some(record) => claimed.push(Journaled {
-                            id,
-                            created_ms,
-                            record,
-                        }),
-                        None => unreadable.push(id),
-                    }
-                }
-            }
+            let rows = db
+                .conn
+                .prepare_cached(
+                    "SELECT seq, id, record, created_at FROM journal
+                     WHERE holder <> ?1 AND lease_until <= ?2",
+                )?
+                .query_map(params![holder, cutoff], entry_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let (claimed, unreadable) = decode_rows(rows);
             let mut take = db
                 .conn
                 .prepare_cached("UPDATE journal SET holder = ?2, lease_until = ?3 WHERE id = ?1")?;
@@ -130,4 +145,30 @@ impl Db {
             .execute(params![holder, until_ms])?;
         Ok(())
     }
+}
+
+/// One row of `seq, id, record, created_at`.
+type EntryRow = (i64, String, String, i64);
+
+fn entry_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EntryRow> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+}
+
+/// Rows of `(seq, id, record, created_at)` as entries in admission order, and the ids of
+/// those whose record this build cannot read.
+fn decode_rows(mut rows: Vec<EntryRow>) -> (Vec<Journaled>, Vec<String>) {
+    rows.sort_by_key(|(seq, ..)| *seq);
+    let mut entries = Vec::with_capacity(rows.len());
+    let mut unreadable = Vec::new();
+    for (_, id, record, created_ms) in rows {
+        match journal::decode(&record) {
+            Some(record) => entries.push(Journaled {
+                id,
+                created_ms,
+                record,
+            }),
+            None => unreadable.push(id),
+        }
+    }
+    (entries, unreadable)
 }
