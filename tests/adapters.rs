@@ -298,4 +298,5 @@ conformance! {
     "discord" => discord: crate::discord::conformance::Discord;
     "slack" => slack: crate::slack::conformance::Slack;
     "wecom" => wecom: crate::wecom::conformance::WeCom;
+    "wechat" => wechat: crate::wechat::conformance::Wechat;
 }

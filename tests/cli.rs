@@ -167,7 +167,7 @@ fn check_config_prints_the_effective_settings_without_secrets_and_opens_no_socke
 /// DeerFlow's own example (`tests/fixtures/deerflow-channels.yaml`, its config.example.yaml
 /// uncommented), each of its platform blocks this build has enabled in turn and nothing else
 /// changed: `check-config` accepts it, warns about nothing in the block, would start that
-/// channel, and prints none of the secrets (issues 30 and 31 for Slack and WeCom).
+/// channel, and prints none of the secrets (issues 30, 31 and 32 for Slack, WeCom and WeChat).
 #[test]
 fn check_config_accepts_each_of_deerflows_channel_blocks_unchanged() {
     const DEERFLOW: &str = include_str!("fixtures/deerflow-channels.yaml");
@@ -180,6 +180,8 @@ fn check_config_accepts_each_of_deerflows_channel_blocks_unchanged() {
         ("TELEGRAM_BOT_TOKEN", "123456789:AAtelegramSECRET"),
         ("WECOM_BOT_ID", "aibExampleBot"),
         ("WECOM_BOT_SECRET", "wecom-SECRET"),
+        ("WECHAT_BOT_TOKEN", "wechat@im.bot:SECRET"),
+        ("WECHAT_ILINK_BOT_ID", "b0f5860fdecb@im.bot"),
         ("DINGTALK_CLIENT_ID", "dingexample"),
         ("DINGTALK_CLIENT_SECRET", "dingtalk-SECRET"),
         ("DISCORD_BOT_TOKEN", "discord-SECRET"),
@@ -213,7 +215,7 @@ fn check_config_accepts_each_of_deerflows_channel_blocks_unchanged() {
         );
         checked.push(*name);
     }
-    for name in ["slack", "wecom"] {
+    for name in ["slack", "wecom", "wechat"] {
         assert!(
             checked.contains(&name) || im_bridge::platforms::find(name).is_none(),
             "{name} was not checked: {checked:?}"

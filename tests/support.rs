@@ -683,6 +683,27 @@ impl PlatformDaemon {
         }
     }
 
+    /// Starts the daemon with `channel` on the SQLite store in `dir` (kept by the caller,
+    /// so a later start finds what this one stored), channel state handed out by `states`
+    /// (the channel was built with `states.for_channel(..)`).
+    pub fn start_in(
+        sim: &RunningSimulator,
+        channel: Arc<dyn Channel>,
+        options: &Options,
+        dir: &std::path::Path,
+        states: im_bridge::state::ChannelStates,
+    ) -> Self {
+        let mut config = daemon_config(sim, StoreLocation::Sqlite(dir.join("bridge.db")), options);
+        config.states = states;
+        let shutdown = CancellationToken::new();
+        let daemon = tokio::spawn(daemon::run(config, vec![channel], shutdown.clone()));
+        Self {
+            shutdown,
+            daemon: Some(daemon),
+            _dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
     /// Stops the daemon as a signal would and checks it stopped cleanly.
     pub async fn stop(mut self) {
         self.shutdown.cancel();

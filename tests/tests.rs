@@ -29,6 +29,8 @@
 //! - `slack`: the Slack adapter in Socket Mode and on the Events API against the fake Slack
 //!   (issue 30);
 //! - `wecom`: the WeCom adapter on the long connection against the fake WeCom (issue 31);
+//! - `wechat`: the WeChat adapter on iLink's long poll against the fake iLink: QR login, the
+//!   stored token and cursor across restarts, the ten-sends cap, the encrypted CDN (issue 32);
 //! - `chaos` (ignored; `scripts/chaos`): kills, outages and 429 storms under load, counting
 //!   answers per message (issue 19);
 //! - `interop` (ignored; `scripts/interop`): the real binary through the platform fakes
@@ -70,4 +72,5 @@ mod source_rules;
 mod supervisor;
 mod support;
 mod telegram;
+mod wechat;
 mod wecom;

@@ -57,7 +57,7 @@ pub use file_hosts::{FileHostError, FileHosts, MAX_FILE_HOSTS};
 pub use ids::{ChatId, MessageId, UserId};
 pub use inbound::{
     AdmitError, InboundQueue, InboundSink, REFUSALS_CAPACITY, REFUSED_METRIC, Reservation, Skip,
-    inbound_queue,
+    Waited, inbound_queue,
 };
 pub use menu::{CommandMenu, MenuEntry};
 pub use message::{
