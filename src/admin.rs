@@ -60,6 +60,9 @@ pub mod names {
     /// Counter: journaled messages given up on (undelivered for `bridge.final_retry_hours`);
     /// each is kept for an operator (issue 33, `im-bridge deliveries`).
     pub const JOURNAL_GIVEN_UP: &str = "im_bridge_journal_given_up_total";
+    /// Counter: messages not acted on because they were older than their channel's
+    /// `max_event_age_seconds` when they arrived, by `channel`.
+    pub const STALE: &str = "im_bridge_stale_messages_total";
     /// Counter: answers that outlived their source's reply window (issue 33), by `channel`
     /// and `step`: `handed_off` (what was written went out in time), `held` (the rest
     /// waits for the chat's next message), `carried` (a later message took it up).

@@ -32,7 +32,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use im_bridge_channel::{
     Capabilities, Channel, ChannelError, ChatId, Delivery, InboundFile, InboundMessage, MessageId,
-    OutboundMessage,
+    OutboundMessage, Reaction,
 };
 
 use crate::admin::names;
@@ -133,6 +133,26 @@ impl Outbound {
                 .await
         {
             tracing::debug!(%error, "Showing the typing hint failed.");
+        }
+    }
+
+    /// Puts `reaction` on `source`, the user's message, if its channel has reactions
+    /// ([`Capabilities::reactions`]); nothing otherwise. A hint: a failure is logged at
+    /// debug, nothing more.
+    pub async fn react(&self, source: &InboundMessage, reaction: Reaction) {
+        let Some(delivery) = self.deliveries.get(source.channel_name.as_str()) else {
+            return;
+        };
+        let channel = delivery.channel();
+        if !channel.capabilities().reactions {
+            return;
+        }
+        let target = source.reply(String::new(), false);
+        if let Err(error) = channel
+            .react(im_bridge_channel::SendTarget::from(&target), reaction)
+            .await
+        {
+            tracing::debug!(%error, ?reaction, "Adding a reaction failed.");
         }
     }
 

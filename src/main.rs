@@ -450,8 +450,15 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
     let mut channel_locales = HashMap::new();
     let mut channel_admins = HashMap::new();
     let mut channel_queueing = HashMap::new();
+    let mut max_event_age = im_bridge::manager::stale::EventAge {
+        default: settings.max_event_age,
+        by_channel: HashMap::new(),
+    };
     for channel in &settings.channels {
         channel_queueing.insert(channel.name.clone(), channel.queueing);
+        max_event_age
+            .by_channel
+            .insert(channel.name.clone(), channel.max_event_age);
         channel_sessions.insert(channel.name.clone(), channel.session.clone());
         if let Some(locale) = &channel.locale {
             channel_locales.insert(channel.name.clone(), locale.clone());
@@ -468,6 +475,7 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
             notification_locale: settings.notification_locale.clone(),
             max_concurrency: settings.intake.max_concurrency.get(),
             channel_queueing,
+            max_event_age,
             max_reply_messages: settings.max_reply_messages.get(),
             journal: JournalConfig {
                 lease: im_bridge::lease::DEFAULT_TTL,

@@ -31,6 +31,8 @@ pub(crate) struct Crashable {
     store: String,
     /// More `channels:` keys, each line indented by two spaces (issue 33).
     pub(crate) channels_keys: String,
+    /// More `channels.telegram:` keys, each line indented by four spaces (issue 33).
+    pub(crate) telegram_keys: String,
     /// More `bridge:` keys, each line indented by two spaces (issue 33).
     pub(crate) bridge_keys: String,
     /// `bridge.admin_listen` (default `127.0.0.1:0`).
@@ -51,6 +53,7 @@ impl Crashable {
             dir,
             store,
             channels_keys: String::new(),
+            telegram_keys: String::new(),
             bridge_keys: String::new(),
             admin_listen: "127.0.0.1:0".into(),
         }
@@ -63,11 +66,12 @@ impl Crashable {
 
     pub(crate) fn config(&self) -> PathBuf {
         let text = format!(
-            "channels:\n  langgraph_url: {}\n  gateway_url: {}\n{}  telegram:\n    enabled: true\n    bot_token: \"{TOKEN}\"\n    api_url: {}\n    poll_timeout_seconds: 1\nbridge:\n  store: \"{}\"\n  admin_listen: {}\n{}",
+            "channels:\n  langgraph_url: {}\n  gateway_url: {}\n{}  telegram:\n    enabled: true\n    bot_token: \"{TOKEN}\"\n    api_url: {}\n    poll_timeout_seconds: 1\n{}bridge:\n  store: \"{}\"\n  admin_listen: {}\n{}",
             self.sim.langgraph_url(),
             self.sim.gateway_url(),
             self.channels_keys,
             self.fake.api_url(),
+            self.telegram_keys,
             self.store,
             self.admin_listen,
             self.bridge_keys,

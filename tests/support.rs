@@ -23,8 +23,8 @@ use im_bridge::simulator::{RecordedRequest, RunningSimulator, Script, Simulator,
 use im_bridge::supervisor::SupervisorConfig;
 use im_bridge_channel::{
     AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, ChatKind,
-    InboundMessage, InboundSink, LengthUnit, MessageId, RedeliveryKey, SendTarget, SentMessage,
-    UpdateMode,
+    InboundMessage, InboundSink, LengthUnit, MessageId, Reaction, RedeliveryKey, SendTarget,
+    SentMessage, UpdateMode,
 };
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
@@ -70,6 +70,13 @@ pub enum Call {
         /// Its final text.
         text: String,
     },
+    /// `react` (issue 33): a reaction on the user's message.
+    React {
+        /// The user's message.
+        source: String,
+        /// What it says.
+        reaction: Reaction,
+    },
 }
 
 impl Call {
@@ -77,6 +84,7 @@ impl Call {
     pub fn text(&self) -> &str {
         match self {
             Call::Send { text, .. } | Call::Edit { text, .. } | Call::Finish { text, .. } => text,
+            Call::React { .. } => "",
         }
     }
 
@@ -242,6 +250,12 @@ impl Channel for TestChannel {
             id: id.to_string(),
             text: text.to_owned(),
         });
+        Ok(())
+    }
+
+    async fn react(&self, to: SendTarget<'_>, reaction: Reaction) -> ChannelResult {
+        let source = to.reply_to.map(MessageId::to_string).unwrap_or_default();
+        self.record(Call::React { source, reaction });
         Ok(())
     }
 }

@@ -1,6 +1,9 @@
 //! Integration tests, built as one binary (one link, one process):
 //!
 //! - `support`: the test channel and the daemon + simulator harness;
+//! - `arrivals`: the real binary through the fake Telegram: a backlog of stale updates
+//!   after downtime is not acted on, its chat told once; a crowd writing during one run
+//!   gets one notice, then reactions (issue 33);
 //! - `adapters`: the adapter conformance suite, one scenario body run on every platform
 //!   through the harness each implements in its own module (issue 29);
 //! - `manager`: the channel manager end to end, one theme a child module (issue 4);
@@ -45,6 +48,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod adapters;
+mod arrivals;
 mod chaos;
 mod cli;
 mod clock;

@@ -36,6 +36,7 @@ run-rest =
     }
 run-held = (This answers an earlier message. It was ready only after I could no longer reply to that message.)
 run-thread-replaced = I couldn't find this chat's earlier conversation on the agent's side any more, so I've started a new one with your message. Earlier messages aren't carried over.
+run-too-late = What was sent here while I was offline reached me too late, so I didn't act on it. If it still matters, please send it again.
 run-thinking = Working on it…
 run-files-created =
     { $count ->

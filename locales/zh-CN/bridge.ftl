@@ -36,6 +36,7 @@ run-rest =
     }
 run-held = （这是对之前一条消息的回答。它完成时，我已经没法再回复那条消息了。）
 run-thread-replaced = 在智能体那边找不到这个聊天之前的对话了，所以我用你这条消息开始了一个新对话，之前的消息不会带过来。
+run-too-late = 我离线期间发到这里的消息到得太晚了，我就没有处理。还需要的话，请重新发一次。
 run-thinking = 正在处理…
 run-files-created = 已创建 { $count } 个文件：📎 { $names }
 run-file-too-large = { $name } 太大了，超过了这里 { $limit } MB 的上限，所以没有附上。

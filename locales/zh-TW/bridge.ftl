@@ -36,6 +36,7 @@ run-rest =
     }
 run-held = （這是對先前一則訊息的回答。回答完成時，我已經無法再回覆那則訊息了。）
 run-thread-replaced = AI 代理程式那邊已經找不到這個聊天室先前的對話，所以我用你這則訊息開了一個新對話，之前的訊息不會帶過來。
+run-too-late = 我離線期間傳到這裡的訊息太晚才送到，所以我沒有處理。如果還需要，請再傳一次。
 run-thinking = 處理中…
 run-files-created = 已建立 { $count } 個檔案：📎 { $names }
 run-file-too-large = { $name } 太大了，超過這裡 { $limit } MB 的上限，所以沒有附上。

@@ -67,6 +67,9 @@ pub struct RawChannelBlock {
     /// With `queue`: chat messages that may wait behind the one being handled (default 3);
     /// the next gets the busy reply.
     pub max_queued_per_conversation: Option<i64>,
+    /// This channel's `bridge.max_event_age_seconds`: a message older than this when it
+    /// arrives is not acted on. 0 turns the guard off here.
+    pub max_event_age_seconds: Option<f64>,
     /// Everything else: the adapter's own keys.
     #[serde(flatten)]
     pub platform: Mapping,
@@ -129,4 +132,8 @@ pub struct RawBridge {
     /// unset (the default), they do not exist. At least 16 characters, e.g.
     /// `$IM_BRIDGE_ADMIN_TOKEN`.
     pub admin_token: Option<Secret>,
+    /// A message older than this many seconds when it arrives (by the platform's own
+    /// timestamp) is not acted on; its chat is told once to send it again. Default 3600;
+    /// 0 turns the guard off. `channels.<name>.max_event_age_seconds` overrides it.
+    pub max_event_age_seconds: Option<f64>,
 }

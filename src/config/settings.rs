@@ -65,6 +65,10 @@ pub struct Settings {
     /// How long a final that could not be delivered is retried (`bridge.final_retry_hours`).
     #[serde(with = "secs")]
     pub final_retry: Duration,
+    /// A message older than this when it arrives is not acted on
+    /// (`bridge.max_event_age_seconds`; zero: the guard is off). Channels may have their own.
+    #[serde(with = "secs")]
+    pub max_event_age: Duration,
     /// DeerFlow runs in single-user mode (`DEER_FLOW_AUTH_DISABLED=1` in the bridge's
     /// environment, as in DeerFlow's own): every conversation belongs to its default user.
     pub single_user: bool,
@@ -127,6 +131,10 @@ pub struct ChannelSettings {
     pub locale: Option<String>,
     /// What a message meets while its conversation is busy.
     pub queueing: Queueing,
+    /// How old a message may be and still be acted on (its `max_event_age_seconds`, else
+    /// the bridge's; zero: the guard is off).
+    #[serde(with = "secs")]
+    pub max_event_age: Duration,
     /// The adapter's own settings, validated by its [`Platform`](im_bridge_channel::Platform)
     /// and ready to build.
     #[serde(serialize_with = "effective")]
@@ -150,8 +158,8 @@ pub enum StoreLocation {
 mod values;
 
 use values::{
-    check_locale_tag, is_channel_block, join, positive, queueing, seconds, session_layer,
-    store_location, url_setting, user_list,
+    check_locale_tag, event_age, is_channel_block, join, positive, queueing, seconds,
+    session_layer, store_location, url_setting, user_list,
 };
 
 mod secs {
@@ -335,6 +343,12 @@ pub fn validate(
         }
         retry
     };
+    let max_event_age = event_age(
+        "bridge.max_event_age_seconds",
+        b.max_event_age_seconds,
+        crate::manager::stale::DEFAULT_MAX_EVENT_AGE,
+        &mut errors,
+    );
     let admin_text = b.admin_listen.as_deref().unwrap_or(DEFAULT_ADMIN);
     let admin_listen = admin_text.parse::<SocketAddr>().unwrap_or_else(|_| {
         errors.push(ConfigError::error(
@@ -413,6 +427,12 @@ pub fn validate(
             check_locale_tag(&format!("{path}.locale"), locale, &mut errors);
         }
         let queueing = queueing(&path, &block, &mut errors);
+        let channel_event_age = event_age(
+            &format!("{path}.max_event_age_seconds"),
+            block.max_event_age_seconds,
+            max_event_age,
+            &mut errors,
+        );
         channels.push(ChannelSettings {
             allowed_users: user_list(
                 &format!("{path}.allowed_users"),
@@ -431,6 +451,7 @@ pub fn validate(
                 .unwrap_or_default(),
             locale: block.locale.clone(),
             queueing,
+            max_event_age: channel_event_age,
             name,
             platform: configured,
         });
@@ -520,6 +541,7 @@ pub fn validate(
         max_reply_messages,
         conversation_ttl,
         final_retry,
+        max_event_age,
         single_user: env
             .var("DEER_FLOW_AUTH_DISABLED")
             .is_some_and(|v| matches!(v.trim(), "1" | "true" | "TRUE" | "True" | "yes")),

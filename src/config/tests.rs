@@ -355,6 +355,30 @@ fn issue_33_the_admin_token_is_off_by_default_long_enough_and_never_printed() {
 }
 
 #[test]
+fn issue_33_max_event_age_with_a_channels_own() {
+    use std::time::Duration;
+    let (s, _) = load_str(&with_console("channels:\n"), &env(&[])).unwrap();
+    assert_eq!(s.max_event_age, Duration::from_secs(3600));
+    assert_eq!(s.channels[0].max_event_age, Duration::from_secs(3600));
+    // The bridge's applies to every channel without its own; 0 turns the guard off.
+    let text = "channels:\n  console:\n    enabled: true\n    max_event_age_seconds: 0\nbridge:\n  max_event_age_seconds: 600\n";
+    let (s, _) = load_str(text, &env(&[])).unwrap();
+    assert_eq!(s.max_event_age, Duration::from_secs(600));
+    assert_eq!(s.channels[0].max_event_age, Duration::ZERO);
+    let text = with_console("channels:\nbridge:\n  max_event_age_seconds: 90.5\n");
+    let (s, _) = load_str(&text, &env(&[])).unwrap();
+    assert_eq!(s.channels[0].max_event_age, Duration::from_secs_f64(90.5));
+    let text = "channels:\n  console:\n    enabled: true\n    max_event_age_seconds: 30\nbridge:\n  max_event_age_seconds: -1\n";
+    assert_eq!(
+        errors_of(text, &env(&[])),
+        [
+            "bridge.max_event_age_seconds: expected 0 (off) or a number of seconds from 60 to 604800, got -1",
+            "channels.console.max_event_age_seconds: expected 0 (off) or a number of seconds from 60 to 604800, got 30",
+        ]
+    );
+}
+
+#[test]
 fn issue_19_final_retry_hours() {
     let (s, _) = load_str(&with_console("channels:\n"), &env(&[])).unwrap();
     assert_eq!(s.final_retry, std::time::Duration::from_secs(6 * 3600));

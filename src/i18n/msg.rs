@@ -46,6 +46,9 @@ ids! {
     /// The conversation's thread is gone for its DeerFlow identity (deleted, or made by an
     /// older bridge under another user), so this message starts a new one (issue 26).
     RUN_THREAD_REPLACED = "run-thread-replaced";
+    /// A message older than its channel's `max_event_age` was not acted on (issue 33): said
+    /// once per chat for a burst of them.
+    RUN_TOO_LATE = "run-too-late";
     /// "Working on it": the placeholder, and the notice that a queued request started.
     RUN_THINKING = "run-thinking";
     /// Files the agent created. `$count`, `$names`

@@ -153,6 +153,11 @@ pub struct Capabilities {
     /// goal's follow-ups) was delivered. The console asks while it reads a script, one line
     /// at a time.
     pub turn_ends: bool,
+    /// The channel can put a reaction on a user's message
+    /// ([`Channel::react`](crate::Channel::react)). The manager then shows a busy or queued
+    /// notice only once per conversation and run, and marks later messages with a reaction
+    /// instead; without reactions they get nothing visible (they are still handled).
+    pub reactions: bool,
 }
 
 impl Capabilities {
@@ -172,6 +177,7 @@ impl Capabilities {
             markup: &Plain,
             max_upload_bytes: 0,
             turn_ends: false,
+            reactions: false,
         }
     }
 

@@ -44,7 +44,7 @@ pub use body::{BoundedRead, header_seconds, read_bounded};
 pub use capabilities::{
     Capabilities, ChatBudget, LateReplies, LengthUnit, ReplyWindow, UpdateMode,
 };
-pub use channel::{Channel, ChannelExit, SendTarget, SentMessage};
+pub use channel::{Channel, ChannelExit, Reaction, SendTarget, SentMessage};
 pub use commands::{CommandVocabulary, strip_leading_mentions};
 pub use config::{ConfigIssue, Issues, Severity};
 pub use delivery::{
