@@ -219,6 +219,8 @@ impl Bridge {
             supervisor: im_bridge::supervisor::SupervisorConfig::default(),
             states: im_bridge::state::ChannelStates::default(),
             rate_budgets: Default::default(),
+            admin_token: None,
+            drain: CancellationToken::new(),
         };
         let shutdown = CancellationToken::new();
         let channels: Vec<Arc<dyn Channel>> = vec![Arc::new(channel)];

@@ -360,6 +360,8 @@ async fn start(sim: &Sim) -> Running {
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
         states: im_bridge::state::ChannelStates::default(),
         rate_budgets: Default::default(),
+        admin_token: None,
+        drain: CancellationToken::new(),
     };
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();

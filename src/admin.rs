@@ -9,6 +9,10 @@
 //!   kind of the last one (`error`, `panic`, `stopped`), never the error's text (errors may
 //!   name hosts).
 //! - `/metrics` renders Prometheus text from the process-wide `metrics` recorder.
+//! - `/admin/…`: the operator's endpoints (issue 33: deliveries, drain), only with
+//!   `bridge.admin_token` set (child `operator`).
+//!
+//! While the daemon drains, `/readyz` answers 503 naming `draining`.
 //!
 //! The handlers hold no locks across awaits; the Gateway probe result is cached for
 //! [`PROBE_TTL`] so a scraping load balancer cannot turn into load on the Gateway.
@@ -31,6 +35,10 @@ use tokio_util::sync::CancellationToken;
 use crate::lease::Standby;
 use crate::supervisor::{TransportHealth, TransportState};
 
+mod operator;
+
+pub use operator::Operator;
+
 /// How long a Gateway probe result is reused.
 pub const PROBE_TTL: Duration = Duration::from_secs(5);
 
@@ -49,8 +57,24 @@ pub mod names {
     /// Counter: journaled messages finished after a restart or by another replica, by
     /// `state` they were found in (`admitted`, `running`, `final_pending`).
     pub const JOURNAL_RECOVERED: &str = "im_bridge_journal_recovered_total";
-    /// Counter: journaled messages given up on (older than `bridge.final_retry_hours`).
+    /// Counter: journaled messages given up on (undelivered for `bridge.final_retry_hours`);
+    /// each is kept for an operator (issue 33, `im-bridge deliveries`).
     pub const JOURNAL_GIVEN_UP: &str = "im_bridge_journal_given_up_total";
+    /// Counter: messages not acted on because they were older than their channel's
+    /// `max_event_age_seconds` when they arrived, by `channel`.
+    pub const STALE: &str = "im_bridge_stale_messages_total";
+    /// Counter: answers that outlived their source's reply window (issue 33), by `channel`
+    /// and `step`: `handed_off` (what was written went out in time), `held` (the rest
+    /// waits for the chat's next message), `carried` (a later message took it up).
+    pub const HANDOFFS: &str = "im_bridge_reply_handoffs_total";
+    /// Gauge: journal entries that gave up and wait for an operator to retry or drop them,
+    /// as the store holds them (every replica of a shared store reports the same number;
+    /// refreshed each journal renewal, every 5 s).
+    pub const JOURNAL_GAVE_UP: &str = "im_bridge_journal_gave_up_entries";
+    /// Counter: deliveries an operator retried through this daemon's admin endpoint.
+    pub const JOURNAL_RETRIED: &str = "im_bridge_journal_retried_total";
+    /// Counter: deliveries an operator dropped through this daemon's admin endpoint.
+    pub const JOURNAL_DROPPED: &str = "im_bridge_journal_dropped_total";
     /// Gauge: replies waiting in the per-chat delivery lanes (or being delivered).
     pub const OUTBOUND_PENDING: &str = "im_bridge_outbound_pending";
     /// Counter: transport attempts that ended unexpectedly and were scheduled for a restart,
@@ -94,6 +118,10 @@ pub struct AdminState {
     metrics: PrometheusHandle,
     standby: Standby,
     transports: TransportHealth,
+    /// The operator's endpoints, when a token is configured.
+    operator: Option<Operator>,
+    /// Cancelled while the daemon drains.
+    draining: CancellationToken,
 }
 
 impl AdminState {
@@ -106,7 +134,21 @@ impl AdminState {
             metrics: metrics_handle(),
             standby: Standby::default(),
             transports: TransportHealth::default(),
+            operator: None,
+            draining: CancellationToken::new(),
         }
+    }
+
+    /// Serves the operator's endpoints (`/admin/…`).
+    pub fn with_operator(mut self, operator: Operator) -> Self {
+        self.operator = Some(operator);
+        self
+    }
+
+    /// Not ready once `draining` is cancelled.
+    pub fn with_draining(mut self, draining: CancellationToken) -> Self {
+        self.draining = draining;
+        self
     }
 
     /// Channels standing by for their transport lease count as ready: another replica
@@ -137,11 +179,16 @@ impl AdminState {
 
 /// The admin router.
 pub fn router(state: AdminState) -> Router {
-    Router::new()
+    let operator = state.operator.clone();
+    let router = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_page))
-        .with_state(state)
+        .with_state(state);
+    match operator {
+        Some(operator) => router.merge(operator::routes(operator)),
+        None => router,
+    }
 }
 
 /// Serves the admin endpoints on `listener` until `shutdown` is cancelled, under the
@@ -190,6 +237,9 @@ async fn readyz(State(state): State<AdminState>) -> Response {
     }
     if !state.gateway_ready().await {
         not_ready.push("gateway".into());
+    }
+    if state.draining.is_cancelled() {
+        not_ready.push("draining".into());
     }
     if not_ready.is_empty() {
         (

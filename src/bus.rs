@@ -32,7 +32,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use im_bridge_channel::{
     BudgetPlan, Capabilities, Channel, ChannelError, ChatId, Delivery, InboundFile, InboundMessage,
-    MessageId, OutboundMessage, RetryPolicy,
+    MessageId, OutboundMessage, Reaction, RetryPolicy,
 };
 
 use crate::admin::names;
@@ -150,11 +150,36 @@ impl Outbound {
         }
     }
 
+    /// Puts `reaction` on `source`, the user's message, if its channel has reactions
+    /// ([`Capabilities::reactions`]); nothing otherwise. A hint: a failure is logged at
+    /// debug, nothing more.
+    pub async fn react(&self, source: &InboundMessage, reaction: Reaction) {
+        let Some(delivery) = self.deliveries.get(source.channel_name.as_str()) else {
+            return;
+        };
+        let channel = delivery.channel();
+        if !channel.capabilities().reactions {
+            return;
+        }
+        let target = source.reply(String::new(), false);
+        if let Err(error) = channel
+            .react(im_bridge_channel::SendTarget::from(&target), reaction)
+            .await
+        {
+            tracing::debug!(%error, ?reaction, "Adding a reaction failed.");
+        }
+    }
+
     /// What the named channel can show, if it is running.
     pub fn capabilities(&self, channel: &str) -> Option<Capabilities> {
         self.deliveries
             .get(channel)
             .map(|d| d.channel().capabilities())
+    }
+
+    /// The named channel's reply window (issue 33), if it is running and has one.
+    pub fn reply_window(&self, channel: &str) -> Option<im_bridge_channel::ReplyWindow> {
+        self.capabilities(channel).and_then(|c| c.reply_window)
     }
 
     /// Queues `msg` on its chat's delivery lane and returns without waiting for it to be
@@ -172,7 +197,12 @@ impl Outbound {
             metrics::counter!(names::OUTBOUND, "channel" => "unknown", "result" => "no_channel")
                 .increment(1);
             if let Some(after) = hooks.after {
-                after(Landed::Failed { transient: false }).await;
+                let error = ChannelError::Stopped.to_string();
+                after(Landed::Failed {
+                    transient: false,
+                    error,
+                })
+                .await;
             }
             return;
         };
@@ -215,12 +245,25 @@ async fn deliver(
             metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => kind).increment(1);
             Landed::Shown(shown)
         }
+        Err(ChannelError::ReplyWindow(reason)) => {
+            // Not a failure of the platform: the publisher holds it for a later message.
+            tracing::info!(
+                channel,
+                reason,
+                is_final = msg.is_final,
+                "A reply's source takes no more replies."
+            );
+            metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "window_closed")
+                .increment(1);
+            Landed::WindowClosed
+        }
         Err(error) => {
             tracing::warn!(channel, %error, is_final = msg.is_final, "Delivering a reply failed.");
             metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "error")
                 .increment(1);
             Landed::Failed {
                 transient: error.is_transient(),
+                error: error.to_string(),
             }
         }
     }

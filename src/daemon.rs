@@ -10,6 +10,13 @@
 //! webhook listeners (requests in flight get 5 s); the admin endpoints go
 //! last and the store is closed.
 //!
+//! A drain (issue 33: SIGUSR1, `im-bridge drain`, `POST /admin/drain`) stops the same
+//! way, except that the retries of pending deliveries are held at once (they stay in the
+//! journal for the next process, their attempts not counted) and `/readyz` says
+//! `draining` meanwhile; [`run`] then returns [`DaemonExit::Drained`]. Messages arriving
+//! meanwhile are refused at admission, so a platform that redelivers hands them to the next
+//! replica (Telegram's polling leaves them unacknowledged, a webhook answers 503).
+//!
 //! Each transport runs under a [`Supervisor`]: one that fails, panics or stops on its own is
 //! restarted with backoff while the other channels keep serving, so a channel never ends the
 //! daemon. [`run`] returns `Err` only for what it cannot start without (catalogs, store,
@@ -24,13 +31,13 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use im_bridge_channel::budget::TokenSource;
 use im_bridge_channel::{
-    Channel, ChannelExit, InboundMessage, WebhookError, WebhookHost, inbound_queue,
+    Channel, ChannelExit, InboundMessage, Secret, WebhookError, WebhookHost, inbound_queue,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admin::{self, AdminState, GatewayProbe, names};
+use crate::admin::{self, AdminState, GatewayProbe, Operator, names};
 use crate::budgets::{self, BudgetOverrides, StoreTokens};
 use crate::bus::{MAX_PENDING_REPLIES, Outbound};
 use crate::config::{IntakeSettings, StoreLocation};
@@ -73,6 +80,11 @@ pub struct DaemonConfig {
     /// The operator's adjustments of each channel's rate budgets ([`crate::budgets`]); with
     /// a shared store the budgets' tokens come from it.
     pub rate_budgets: BudgetOverrides,
+    /// The bearer token of the operator's admin endpoints (`bridge.admin_token`); `None`:
+    /// they are not served.
+    pub admin_token: Option<Secret>,
+    /// Cancelled to drain the daemon (module docs): by SIGUSR1, or the admin endpoint.
+    pub drain: CancellationToken,
 }
 
 /// Why the daemon could not start or stopped with an error. Each message names the step;
@@ -109,6 +121,8 @@ pub enum DaemonExit {
     Stopped,
     /// A channel's input ended and every admitted message was answered.
     InputEnded,
+    /// The daemon was drained (module docs).
+    Drained,
 }
 
 /// Opens the configured store.
@@ -179,16 +193,22 @@ pub async fn run(
         // With port 0 the system picked one: log where we actually listen.
         let bound = listener.local_addr().unwrap_or(addr);
         let probe = Arc::new(HttpProbe::new(&config.gateway));
-        let state = AdminState::new(channels.clone(), probe)
+        let mut state = AdminState::new(channels.clone(), probe)
             .with_standby(standby.clone())
-            .with_transports(transports.clone());
+            .with_transports(transports.clone())
+            .with_draining(config.drain.clone());
+        if let Some(token) = &config.admin_token {
+            let operator = Operator::new(token, manager.deliveries(), config.drain.clone());
+            state = state.with_operator(operator);
+        }
         let token = admin_token.clone();
         tasks.spawn(async move {
             if let Err(error) = admin::serve(listener, state, token).await {
                 tracing::error!(%error, "The admin endpoints stopped.");
             }
         });
-        tracing::info!(addr = %bound, "Serving /healthz, /readyz and /metrics.");
+        let operator = config.admin_token.is_some();
+        tracing::info!(addr = %bound, operator, "Serving /healthz, /readyz and /metrics.");
     }
 
     // Refused messages hear "too busy" through the normal reply path.
@@ -216,7 +236,7 @@ pub async fn run(
     let closing = CancellationToken::new();
     let (grace_tx, grace_rx) = tokio::sync::watch::channel(config.intake.shutdown_grace);
     let manager_task = {
-        let closing = closing.clone();
+        let (manager, closing) = (manager.clone(), closing.clone());
         tokio::spawn(async move { manager.run(queue, closing, grace_rx).await })
     };
 
@@ -274,6 +294,11 @@ pub async fn run(
     let outcome = loop {
         tokio::select! {
             () = shutdown.cancelled() => break DaemonExit::Stopped,
+            () = config.drain.cancelled() => {
+                tracing::info!("Draining: no new messages; admitted ones finish; pending deliveries stay for the next process.");
+                manager.hold_deliveries();
+                break DaemonExit::Drained;
+            }
             exit = exit_rx.recv() => match exit {
                 None => break DaemonExit::Stopped,
                 Some((_, ChannelExit::InputEnded)) => {

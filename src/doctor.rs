@@ -14,8 +14,10 @@
 //!   daemon started right after finds it free;
 //! - the admin address is free (bound and let go);
 //! - each enabled channel's own checks ([`Configured::doctor`](im_bridge_channel::Configured)):
-//!   its credentials against its platform, its webhook state and listen address. The
-//!   daemon never names a platform here: the adapter knows its own.
+//!   its credentials against its platform, its webhook state and listen address, and what
+//!   it keeps in the store (its state, read with `IM_BRIDGE_SECRET_KEY`: a login's token).
+//!   They run while the store is open, which is closed after them. The daemon never names
+//!   a platform here: the adapter knows its own.
 //!
 //! Nothing here changes state anywhere but in the store (its creation, the lease row). Texts never carry a
 //! secret: errors are log-safe by contract, URLs are printed without credentials, and
@@ -24,17 +26,19 @@
 
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use im_bridge_channel::Secret;
-use im_bridge_channel::doctor::{Check, address_free, display_url};
+use im_bridge_channel::doctor::{Check, Context, address_free, display_url};
 
 use crate::config::{ChannelSettings, GatewaySettings, Settings, StoreLocation};
 use crate::daemon::open_store;
 use crate::gateway::{
     GatewayClient, GatewayConfig, GatewayError, OptionalRoute, Support, ThreadId,
 };
-use crate::store::StoreError;
+use crate::state::ChannelStates;
+use crate::store::{Store, StoreError};
 
 /// The lease the store check writes and releases.
 pub const DOCTOR_LEASE: &str = "doctor";
@@ -78,10 +82,9 @@ impl fmt::Display for Report {
 
 /// Runs every check against what `settings` name.
 pub async fn run(settings: &Settings) -> Report {
-    let (gateway, store, channels) = tokio::join!(
+    let (gateway, (store, channels)) = tokio::join!(
         gateway_checks(&settings.gateway),
-        store_check(&settings.store),
-        futures_util::future::join_all(settings.channels.iter().map(channel_checks)),
+        store_and_channels(settings),
     );
     let admin = address_free(
         "admin address",
@@ -267,20 +270,49 @@ fn gateway_failure(name: &str, url: &str, key: &str, env: &str, error: &GatewayE
     }
 }
 
-/// Opens the store, writes and releases the doctor lease, and closes it.
-async fn store_check(location: &StoreLocation) -> Check {
-    match tokio::time::timeout(STORE_TIMEOUT, store_write(location)).await {
-        Ok(Ok(describe)) => Check::ok("store", format!("{describe} opens and takes writes")),
-        Ok(Err(error)) => store_failure(location, &error),
-        Err(_) => Check::fail(
-            "store",
-            format!("no answer within {} s", STORE_TIMEOUT.as_secs()),
-            "check bridge.store and that its disk or database server responds",
+/// The store's check, then each channel's own with its state read from that store (the
+/// secrets' key from the environment, as the daemon reads them); the store is closed
+/// after the channels' checks, so a daemon started right after finds it free.
+async fn store_and_channels(settings: &Settings) -> (Check, Vec<Vec<Check>>) {
+    let location = &settings.store;
+    let opened = tokio::time::timeout(STORE_TIMEOUT, store_write(location)).await;
+    let states = ChannelStates::new(settings.secret_key.clone());
+    let (store, check) = match opened {
+        Ok(Ok(store)) => {
+            let describe = store.describe();
+            states.attach(store.clone());
+            (
+                Some(store),
+                Check::ok("store", format!("{describe} opens and takes writes")),
+            )
+        }
+        Ok(Err(error)) => (None, store_failure(location, &error)),
+        Err(_) => (
+            None,
+            Check::fail(
+                "store",
+                format!("no answer within {} s", STORE_TIMEOUT.as_secs()),
+                "check bridge.store and that its disk or database server responds",
+            ),
         ),
-    }
+    };
+    let channels = futures_util::future::join_all(settings.channels.iter().map(|channel| {
+        let ctx = Context::new(states.for_channel(&channel.name));
+        async move { channel_checks(channel, &ctx).await }
+    }))
+    .await;
+    let check = match store {
+        Some(store) => match store.close().await {
+            Ok(()) => check,
+            Err(error) => store_failure(location, &error),
+        },
+        None => check,
+    };
+    (check, channels)
 }
 
-async fn store_write(location: &StoreLocation) -> Result<String, StoreError> {
+/// Opens the store, and writes and releases the doctor lease: the open store.
+async fn store_write(location: &StoreLocation) -> Result<Arc<dyn Store>, StoreError> {
     let store = open_store(location).await?;
     let holder = format!("doctor-{}", crate::lease::holder_id());
     let written = async {
@@ -290,9 +322,13 @@ async fn store_write(location: &StoreLocation) -> Result<String, StoreError> {
         store.release_lease(DOCTOR_LEASE, &holder).await
     }
     .await;
-    let closed = store.close().await;
-    written.and(closed)?;
-    Ok(store.describe())
+    match written {
+        Ok(()) => Ok(store),
+        Err(error) => {
+            let _ = store.close().await;
+            Err(error)
+        }
+    }
 }
 
 fn store_failure(location: &StoreLocation, error: &StoreError) -> Check {
@@ -328,8 +364,8 @@ fn parent(path: &Path) -> String {
 }
 
 /// One channel's own checks, bounded by [`CHANNEL_TIMEOUT`].
-async fn channel_checks(channel: &ChannelSettings) -> Vec<Check> {
-    match tokio::time::timeout(CHANNEL_TIMEOUT, channel.platform.doctor()).await {
+async fn channel_checks(channel: &ChannelSettings, ctx: &Context) -> Vec<Check> {
+    match tokio::time::timeout(CHANNEL_TIMEOUT, channel.platform.doctor(ctx)).await {
         Ok(checks) if checks.is_empty() => {
             vec![Check::skip(
                 &channel.name,

@@ -1,6 +1,6 @@
 //! The im-bridge daemon as a library: configuration, the inbound bus, the DeerFlow Gateway
-//! client and simulator, the admin endpoints, the transport supervisor and the daemon that
-//! wires them together.
+//! client and simulator, the admin endpoints, the transport supervisor, the daemon that
+//! wires them together, and the operator's tools (`deliveries`, `drain`).
 //!
 //! `main.rs` is only the command-line edge; everything it runs lives here so end-to-end
 //! tests can drive the real daemon in-process.
@@ -18,6 +18,7 @@ pub mod gateway;
 pub mod i18n;
 pub mod lease;
 pub mod manager;
+pub mod operator;
 pub mod platforms;
 pub mod retention;
 pub mod simulator;

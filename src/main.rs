@@ -14,6 +14,10 @@
 //! `--version` names the commit the binary was built from (see `build.rs`).
 //! - `doctor --config FILE`: live pre-flight checks (`im_bridge::doctor`), one line each;
 //!   exit status 1 when one fails, 2 on an invalid file.
+//! - `deliveries list|retry|drop` and `drain` (issue 33): the operator's tools
+//!   (`im_bridge::operator::cli`); exit status 1 when one fails, 2 on an invalid file.
+//!
+//! `run` drains on SIGUSR1 (issue 33) and stops on SIGINT or SIGTERM.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -28,6 +32,7 @@ use im_bridge::daemon::{self, DaemonConfig, DaemonExit};
 use im_bridge::gateway::GatewayConfig;
 use im_bridge::manager::journal::JournalConfig;
 use im_bridge::manager::{ManagerConfig, Owners};
+use im_bridge::operator::cli::{DeliveriesArgs, DrainArgs};
 use im_bridge::simulator::{Script, Simulator, SimulatorConfig};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -116,6 +121,13 @@ enum Command {
         )]
         config: PathBuf,
     },
+    /// List, retry or drop the answers that could not be delivered (the journal's pending
+    /// and given-up deliveries), on the store or through the running daemon.
+    Deliveries(DeliveriesArgs),
+    /// Drain the running daemon for a deploy: it takes no new messages, finishes what it
+    /// admitted and leaves pending deliveries to the next process, then stops (SIGUSR1 does
+    /// the same).
+    Drain(DrainArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -129,7 +141,9 @@ enum LogFormat {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Demo | Command::Doctor { .. } => "warn",
+        Command::Demo | Command::Doctor { .. } | Command::Deliveries(_) | Command::Drain(_) => {
+            "warn"
+        }
         _ => "info",
     };
     init_logging(cli.log_format, default_level);
@@ -228,15 +242,23 @@ fn invalid_config(path: &std::path::Path, error: &config::LoadError) -> ExitCode
     ExitCode::from(EXIT_INVALID_CONFIG)
 }
 
-/// `im-bridge doctor`: the checks' lines on standard output.
-async fn doctor(path: &std::path::Path) -> ExitCode {
-    let (settings, warnings) = match config::load_file(path, &ProcessEnv) {
-        Ok(loaded) => loaded,
-        Err(error) => return invalid_config(path, &error),
-    };
+/// The settings in the file at `path`, its warnings printed; or the exit status of an
+/// invalid file, its problems printed.
+fn settings(path: &std::path::Path) -> Result<Settings, ExitCode> {
+    let (settings, warnings) =
+        config::load_file(path, &ProcessEnv).map_err(|error| invalid_config(path, &error))?;
     for warning in &warnings {
         eprintln!("warning: {warning}");
     }
+    Ok(settings)
+}
+
+/// `im-bridge doctor`: the checks' lines on standard output.
+async fn doctor(path: &std::path::Path) -> ExitCode {
+    let settings = match settings(path) {
+        Ok(settings) => settings,
+        Err(code) => return code,
+    };
     let report = im_bridge::doctor::run(&settings).await;
     print!("{report}");
     if report.passed() {
@@ -270,6 +292,8 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     match command {
         Command::Run { config } => {
+            // Taken before anything else: SIGUSR1 unhandled would end the process.
+            let drain = drain_on_signal()?;
             let (settings, warnings) = match config::load_file(&config, &ProcessEnv) {
                 Ok(loaded) => loaded,
                 Err(error) => return Ok(invalid_config(&config, &error)),
@@ -286,6 +310,7 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
             let config = DaemonConfig {
                 webhooks,
                 states,
+                drain,
                 ..daemon_config(&settings)
             };
             let exit = daemon::run(config, channels, shutdown).await?;
@@ -295,6 +320,14 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
         Command::Demo => demo(shutdown).await,
         Command::Simulate(args) => simulate(args, shutdown).await,
         Command::Doctor { config } => Ok(doctor(&config).await),
+        Command::Deliveries(args) => Ok(match settings(&args.config) {
+            Ok(settings) => im_bridge::operator::cli::deliveries(&args, &settings).await,
+            Err(code) => code,
+        }),
+        Command::Drain(args) => Ok(match settings(&args.config) {
+            Ok(settings) => im_bridge::operator::cli::drain(&args, &settings).await,
+            Err(code) => code,
+        }),
         Command::CheckConfig { .. } | Command::Completions { .. } | Command::Man { .. } => {
             Ok(ExitCode::SUCCESS)
         }
@@ -396,6 +429,8 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
         states: im_bridge::state::ChannelStates::default(),
         rate_budgets: Default::default(),
+        admin_token: None,
+        drain: CancellationToken::new(),
     };
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         eprintln!(
@@ -407,7 +442,7 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
         tracing::debug!(%error, "Stopping the simulator failed.");
     }
     Ok(match exit {
-        DaemonExit::InputEnded | DaemonExit::Stopped => ExitCode::SUCCESS,
+        DaemonExit::InputEnded | DaemonExit::Stopped | DaemonExit::Drained => ExitCode::SUCCESS,
     })
 }
 
@@ -416,8 +451,15 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
     let mut channel_locales = HashMap::new();
     let mut channel_admins = HashMap::new();
     let mut channel_queueing = HashMap::new();
+    let mut max_event_age = im_bridge::manager::stale::EventAge {
+        default: settings.max_event_age,
+        by_channel: HashMap::new(),
+    };
     for channel in &settings.channels {
         channel_queueing.insert(channel.name.clone(), channel.queueing);
+        max_event_age
+            .by_channel
+            .insert(channel.name.clone(), channel.max_event_age);
         channel_sessions.insert(channel.name.clone(), channel.session.clone());
         if let Some(locale) = &channel.locale {
             channel_locales.insert(channel.name.clone(), locale.clone());
@@ -434,6 +476,7 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
             notification_locale: settings.notification_locale.clone(),
             max_concurrency: settings.intake.max_concurrency.get(),
             channel_queueing,
+            max_event_age,
             max_reply_messages: settings.max_reply_messages.get(),
             journal: JournalConfig {
                 lease: im_bridge::lease::DEFAULT_TTL,
@@ -465,7 +508,29 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
             .iter()
             .map(|channel| (channel.name.clone(), channel.rate_budgets.clone()))
             .collect(),
+        admin_token: settings.admin_token.clone(),
+        drain: CancellationToken::new(),
     }
+}
+
+/// A token cancelled on SIGUSR1: the daemon drains (issue 33). The handler is installed
+/// before this returns.
+fn drain_on_signal() -> anyhow::Result<CancellationToken> {
+    let drain = CancellationToken::new();
+    #[cfg(unix)]
+    {
+        let mut usr1 =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+                .context("listening for SIGUSR1")?;
+        let token = drain.clone();
+        tokio::spawn(async move {
+            if usr1.recv().await.is_some() {
+                tracing::info!("Drain requested (SIGUSR1).");
+                token.cancel();
+            }
+        });
+    }
+    Ok(drain)
 }
 
 async fn cancel_on_signal(token: CancellationToken) {

@@ -4,6 +4,8 @@
 //! `channels.max_concurrency` messages are handled at once; the rest wait in the bounded
 //! queue), then the next message, and handles it in a tracked task:
 //!
+//! 0. **age** — a message older than its channel's `max_event_age` (a backlog delivered
+//!    after an outage) is consumed without being acted on, its chat told once (`stale`);
 //! 1. **dedupe** — a redelivered message (same channel, workspace, chat and platform
 //!    message id within the TTL, persisted across restarts) is dropped silently;
 //! 2. **command or chat** — known commands are answered here (`commands`), everything else
@@ -23,6 +25,7 @@ mod bindings;
 mod clarify;
 pub mod commands;
 mod dedupe;
+mod deliveries;
 mod files;
 mod inflight;
 mod join;
@@ -33,6 +36,7 @@ pub mod params;
 mod recover;
 mod reply;
 mod run;
+pub mod stale;
 pub mod stream;
 pub mod turn;
 mod typing;
@@ -41,7 +45,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge_channel::{ChatKind, InboundMessage, InboundQueue, MsgType};
+use im_bridge_channel::{ChatKind, InboundMessage, InboundQueue, MsgType, Reaction};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -89,6 +93,9 @@ pub struct ManagerConfig {
     pub channel_queueing: HashMap<String, Queueing>,
     /// The in-flight journal's holder name, lease and final retry window.
     pub journal: journal::JournalConfig,
+    /// How old a message may be and still be acted on, by channel
+    /// (`max_event_age_seconds`).
+    pub max_event_age: stale::EventAge,
 }
 
 /// The default `bridge.max_reply_messages`.
@@ -107,6 +114,7 @@ impl Default for ManagerConfig {
             max_reply_messages: DEFAULT_MAX_REPLY_MESSAGES,
             channel_queueing: HashMap::new(),
             journal: journal::JournalConfig::default(),
+            max_event_age: stale::EventAge::default(),
         }
     }
 }
@@ -160,7 +168,8 @@ pub(crate) enum Place {
     Free,
     /// It waits for the earlier ones.
     InLine(order::Ticket),
-    /// The line is full (or the channel rejects while busy): the busy reply.
+    /// The line is full (or the channel rejects while busy): the busy reply, or when the
+    /// run had its busy reply already, a reaction.
     Busy,
 }
 
@@ -273,6 +282,7 @@ impl Manager {
         let take_live = !self.inner.store.is_shared();
         let recovered = self.inner.journal.claim(take_live).await;
         self.spawn_recovered(recovered, &tasks, &cancel_handlers, &slots);
+        self.inner.journal.sweep().await;
         let mut journal_tick = tokio::time::interval(
             (self.inner.journal.config().lease / 3).max(Duration::from_millis(100)),
         );
@@ -290,13 +300,13 @@ impl Manager {
                     continue;
                 }
                 () = &mut deadline, if closed => break,
+                // Another replica may have died holding work, or an operator retried some.
                 _ = journal_tick.tick() => {
-                    self.inner.journal.renew().await;
-                    if !take_live && !closed {
-                        // Another replica may have died holding work.
-                        let orphans = self.inner.journal.claim(false).await;
-                        self.spawn_recovered(orphans, &tasks, &cancel_handlers, &slots);
-                    }
+                    self.journal_upkeep(closed, &tasks, &cancel_handlers, &slots).await;
+                    continue;
+                }
+                () = self.inner.journal.upkept() => {
+                    self.journal_upkeep(closed, &tasks, &cancel_handlers, &slots).await;
                     continue;
                 }
                 next = async {
@@ -323,15 +333,33 @@ impl Manager {
             let outbound = self.inner.replier.outbound();
             metrics::counter!(names::INBOUND, "channel" => outbound.channel_label(&msg.channel_name))
                 .increment(1);
+            let manager = self.clone();
+            if let Some(age) = self
+                .inner
+                .config
+                .max_event_age
+                .stale(&msg, stale::now_unix())
+            {
+                // Too old to act on: it takes no place in any line.
+                let span = message_span(&msg);
+                tasks.spawn(
+                    async move {
+                        stale::consume(&manager.inner, &msg, age).await;
+                        manager.inner.replier.outbound().turn_ended(&msg).await;
+                        drop(permit);
+                    }
+                    .instrument(span),
+                );
+                continue;
+            }
             // The conversation a group reply belongs to decides its line: resolved here,
             // in arrival order, before it takes a place.
             let msg = self.follow_reply_chain(msg).await;
             let msg = self.inner.clarifications.join(msg);
             let place = self.place_in_line(&msg);
-            let manager = self.clone();
             let cancel = cancel_handlers.clone();
             let slots = slots.clone();
-            let span = tracing::info_span!("message", channel = %msg.channel_name, chat = %msg.chat_id, message = msg.thread_ts.as_ref().map(|m| m.as_str()).unwrap_or(""));
+            let span = message_span(&msg);
             tasks.spawn(
                 async move {
                     manager.handle(msg, cancel, place, (permit, slots)).await;
@@ -443,6 +471,11 @@ impl Manager {
                 return;
             }
         };
+        // What waits for this chat's next message goes out first (issue 33).
+        let outbound = self.inner.replier.outbound();
+        if outbound.reply_window(&msg.channel_name).is_some() {
+            self.inner.journal.carry_held(msg).await;
+        }
         // A journaled message stopped by shutdown stays journaled (and its key kept): the
         // next start finishes it. Otherwise the key goes, so the platform may redeliver.
         let left_unfinished = async |key: Option<&crate::store::DedupeKey>| {
@@ -455,20 +488,32 @@ impl Manager {
             Place::Free => None,
             Place::InLine(ticket) => Some(ticket),
             Place::Busy => {
-                // As many wait as the channel allows (or it rejects): DeerFlow's busy reply,
-                // and the platform may redeliver.
-                tracing::info!("The conversation is busy and its line is full.");
-                metrics::counter!(names::RUNS, "outcome" => "busy").increment(1);
-                let busy = self
+                // As many wait as the channel allows (or it rejects): DeerFlow's busy reply
+                // (once per run; later ones a reaction), and the platform may redeliver.
+                let noticed = self
                     .inner
-                    .replier
-                    .reply(msg, crate::i18n::msg::RUN_BUSY, &[]);
-                match &entry {
-                    Some(entry) => {
-                        entry.scope(busy).await;
-                        entry.turn_ended().await;
+                    .turnstile
+                    .claim_busy_reply(&conversation_key(msg).storage_key());
+                tracing::info!(noticed, "The conversation is busy and its line is full.");
+                metrics::counter!(names::RUNS, "outcome" => "busy").increment(1);
+                if noticed {
+                    let busy = self
+                        .inner
+                        .replier
+                        .reply(msg, crate::i18n::msg::RUN_BUSY, &[]);
+                    match &entry {
+                        Some(entry) => entry.scope(busy).await,
+                        None => busy.await,
                     }
-                    None => busy.await,
+                } else {
+                    self.inner
+                        .replier
+                        .outbound()
+                        .react(msg, Reaction::Busy)
+                        .await;
+                }
+                if let Some(entry) = &entry {
+                    entry.turn_ended().await;
                 }
                 self.release(key.as_ref()).await;
                 return;
@@ -478,14 +523,22 @@ impl Manager {
             && ticket.must_wait()
         {
             // No "still running" notice when the run before is over and only its answer is
-            // on the way: the wait is short, and the notice would follow that answer.
-            let noticed = chat && !ticket.predecessor_settling();
+            // on the way: the wait is short, and the notice would follow that answer. Only
+            // the first message to wait during a run is told; the others get a reaction.
+            let waits = chat && !ticket.predecessor_settling();
+            let noticed = waits && ticket.claim_notice();
             if noticed {
                 let queued = self.notify(msg, crate::i18n::msg::RUN_QUEUED);
                 match &entry {
                     Some(entry) => entry.scope(queued).await,
                     None => queued.await,
                 }
+            } else if waits {
+                self.inner
+                    .replier
+                    .outbound()
+                    .react(msg, Reaction::Queued)
+                    .await;
             }
             // Waiting holds no worker slot; the turn takes one again.
             drop(permit.take());
@@ -598,6 +651,12 @@ impl Manager {
             }
         }
     }
+}
+
+/// The span every log line about one inbound message is in.
+fn message_span(msg: &InboundMessage) -> tracing::Span {
+    let message = msg.thread_ts.as_ref().map(|m| m.as_str()).unwrap_or("");
+    tracing::info_span!("message", channel = %msg.channel_name, chat = %msg.chat_id, message)
 }
 
 /// `now + grace`, clamped so an "unbounded" grace cannot overflow the clock.

@@ -31,12 +31,14 @@ pub const PLATFORMS: &[&dyn Platform] = &[
     &im_bridge_slack::PLATFORM,
     #[cfg(feature = "wecom")]
     &im_bridge_wecom::PLATFORM,
+    #[cfg(feature = "wechat")]
+    &im_bridge_wechat::PLATFORM,
 ];
 
 /// Every platform im-bridge has (or plans) an adapter for, compiled in or not: enabling one
 /// this build lacks is an error that says so, instead of a silent no-op.
 pub const KNOWN_PLATFORMS: &[&str] = &[
-    "console", "telegram", "feishu", "dingtalk", "qq", "discord", "slack", "wecom",
+    "console", "telegram", "feishu", "dingtalk", "qq", "discord", "slack", "wecom", "wechat",
 ];
 
 /// The compiled-in platform called `name`.

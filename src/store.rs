@@ -35,7 +35,7 @@
 //!
 //! Rate budgets (issue 33) are token buckets several replicas draw on
 //! ([`Store::take_tokens`]): one row per budget (a handful per channel), the bucket's
-//! theoretical arrival time in microseconds on the store's clock (schema version 6).
+//! theoretical arrival time in microseconds on the store's clock (schema version 8).
 
 mod cache;
 #[cfg(test)]
@@ -53,7 +53,9 @@ use im_bridge_channel::{ChatId, RateBudget};
 use crate::gateway::ThreadId;
 
 pub use error::StoreError;
-pub use journal::{JOURNAL_CAP, JournalRecord, JournalState, Journaled, PendingFinal};
+pub use journal::{
+    GAVE_UP_KEPT, JOURNAL_CAP, JournalRecord, JournalState, Journaled, Listed, PendingFinal, Sweep,
+};
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore};
 
@@ -275,7 +277,8 @@ pub trait Store: Send + Sync + 'static {
     /// Takes over, atomically, the entries `holder` does not hold whose lease ran out (and,
     /// with `take_live`, every such entry: a single-replica store after a restart, where
     /// the previous holder is known dead), holding them for `lease`; returns them oldest
-    /// first. Two replicas claiming at once never both get an entry.
+    /// first. Two replicas claiming at once never both get an entry. Entries that gave up
+    /// are never claimed ([`Store::journal_give_up`]); a claimed entry is no longer due.
     async fn journal_claim(
         &self,
         holder: &str,
@@ -285,6 +288,53 @@ pub trait Store: Send + Sync + 'static {
 
     /// Extends `holder`'s lease on every entry it holds to `lease` from now.
     async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError>;
+
+    /// Takes up, atomically, the entries waiting for a message of `channel` / `chat_id`
+    /// (saved [`JournalState::Held`], issue 33), whoever holds them: they stop waiting and
+    /// are `holder`'s for `lease`; returned oldest first. Two replicas taking at once never
+    /// both get an entry. The caller then saves each with its new state.
+    async fn journal_take_held(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Vec<Journaled>, StoreError>;
+
+    /// Gives entry `id` up if `holder` still holds it (`false` otherwise): its `record` is
+    /// saved, it is marked given up now, and nobody holds it. [`Store::journal_claim`] never
+    /// returns it again; it stays for an operator to retry or drop (issue 33) until
+    /// [`Store::journal_sweep`] forgets it.
+    async fn journal_give_up(
+        &self,
+        id: &str,
+        record: &JournalRecord,
+        holder: &str,
+    ) -> Result<bool, StoreError>;
+
+    /// Up to `limit` entries admitted after the one whose seq is `after` (0: from the
+    /// start), oldest first, whoever holds them: the operator's listing, one page at a time
+    /// so that memory stays bounded. Entries this build cannot read are left out.
+    async fn journal_list(&self, after: i64, limit: usize) -> Result<Vec<Listed>, StoreError>;
+
+    /// An operator's retry, atomically, of the deliveries among `ids` ([`Listed::is_delivery`]),
+    /// returning how many: one that gave up is no longer given up, nobody holds it and its
+    /// retry window starts now, so the next claim (any process's) takes it; one still
+    /// worked on is marked due, so its holder's next [`Store::journal_sweep`] names it. Ids
+    /// of entries still under way, of entries held for their chat's next message
+    /// ([`JournalState::Held`]: a retry would meet the same closed window), or of none, are
+    /// left alone.
+    async fn journal_retry(&self, ids: &[String]) -> Result<usize, StoreError>;
+
+    /// An operator's drop, atomically, of the deliveries among `ids`, returning how many
+    /// went. Entries still under way are left alone. A holder's next
+    /// [`Store::journal_save`] of a dropped entry returns `false`.
+    async fn journal_drop(&self, ids: &[String]) -> Result<usize, StoreError>;
+
+    /// The journal's upkeep for `holder`, run every renewal: returns (and clears) which of
+    /// its entries an operator marked due, forgets entries that gave up more than `forget`
+    /// ago, and counts those that remain given up.
+    async fn journal_sweep(&self, holder: &str, forget: Duration) -> Result<Sweep, StoreError>;
 
     /// The chat's locale override, if an admin set one.
     async fn get_chat_locale(

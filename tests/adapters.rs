@@ -20,6 +20,7 @@
 pub(crate) mod harness;
 mod terminal;
 
+use im_bridge::i18n::Arg;
 use im_bridge::simulator::Script;
 use im_bridge_channel::LengthUnit;
 
@@ -156,7 +157,8 @@ pub async fn goal_from_chat<P: Conformance>() {
     drop(h);
 }
 
-/// With `locale: zh-CN`, the bridge's own replies are Chinese.
+/// With `locale: zh-CN`, the bridge's own replies are Chinese; after `/lang zh-Hant` they
+/// are Traditional Chinese, after `/lang ja` Japanese (issue 33), each shown as written.
 pub async fn localized<P: Conformance>() {
     let zh = catalog_text("zh-CN");
     let h = P::start(Setup {
@@ -172,6 +174,17 @@ pub async fn localized<P: Conformance>() {
     );
     h.say(Place::Private, "/goal").await;
     wait_shown(&h, Place::Private, &expected).await;
+    for (command, tag, name) in [
+        ("/lang zh-Hant", "zh-TW", "繁體中文"),
+        ("/lang ja", "ja-JP", "日本語"),
+    ] {
+        let text = catalog_text(tag);
+        h.say(Place::Private, command).await;
+        let set = text("lang-set", &[("locale", Arg::Str(name))]);
+        wait_shown(&h, Place::Private, &set).await;
+        h.say(Place::Private, "/goal").await;
+        wait_shown(&h, Place::Private, &text("goal-status-none", &[])).await;
+    }
     drop(h);
 }
 
@@ -285,4 +298,5 @@ conformance! {
     "discord" => discord: crate::discord::conformance::Discord;
     "slack" => slack: crate::slack::conformance::Slack;
     "wecom" => wecom: crate::wecom::conformance::WeCom;
+    "wechat" => wechat: crate::wechat::conformance::Wechat;
 }

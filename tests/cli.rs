@@ -1,7 +1,7 @@
 //! The `im-bridge` binary (issue 2): `check-config` on good and bad files, `run` with the
 //! console channel against the simulator, and the scriptable `demo`; for packaging (issue
 //! 20) the completions, the man page, `--version` naming the commit, and the example
-//! configuration under `deploy/`.
+//! configuration under `deploy/`; for the operator (issue 33) `deliveries` and `drain`.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use crate::support::PgSchema;
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 
+/// The operator's tools: `deliveries` and `drain` (issue 33).
+mod deliveries;
 /// Completions, the man page, `--version` and the example configuration (issue 20).
 mod packaging;
 
@@ -167,7 +169,7 @@ fn check_config_prints_the_effective_settings_without_secrets_and_opens_no_socke
 /// DeerFlow's own example (`tests/fixtures/deerflow-channels.yaml`, its config.example.yaml
 /// uncommented), each of its platform blocks this build has enabled in turn and nothing else
 /// changed: `check-config` accepts it, warns about nothing in the block, would start that
-/// channel, and prints none of the secrets (issues 30 and 31 for Slack and WeCom).
+/// channel, and prints none of the secrets (issues 30, 31 and 32 for Slack, WeCom and WeChat).
 #[test]
 fn check_config_accepts_each_of_deerflows_channel_blocks_unchanged() {
     const DEERFLOW: &str = include_str!("fixtures/deerflow-channels.yaml");
@@ -180,6 +182,8 @@ fn check_config_accepts_each_of_deerflows_channel_blocks_unchanged() {
         ("TELEGRAM_BOT_TOKEN", "123456789:AAtelegramSECRET"),
         ("WECOM_BOT_ID", "aibExampleBot"),
         ("WECOM_BOT_SECRET", "wecom-SECRET"),
+        ("WECHAT_BOT_TOKEN", "wechat@im.bot:SECRET"),
+        ("WECHAT_ILINK_BOT_ID", "b0f5860fdecb@im.bot"),
         ("DINGTALK_CLIENT_ID", "dingexample"),
         ("DINGTALK_CLIENT_SECRET", "dingtalk-SECRET"),
         ("DISCORD_BOT_TOKEN", "discord-SECRET"),
@@ -213,7 +217,7 @@ fn check_config_accepts_each_of_deerflows_channel_blocks_unchanged() {
         );
         checked.push(*name);
     }
-    for name in ["slack", "wecom"] {
+    for name in ["slack", "wecom", "wechat"] {
         assert!(
             checked.contains(&name) || im_bridge::platforms::find(name).is_none(),
             "{name} was not checked: {checked:?}"
@@ -341,16 +345,25 @@ fn issue_28_a_piped_script_gets_every_answer_in_order() {
     assert!(at.is_sorted(), "out of order ({at:?}):\n{stdout}");
 }
 
+/// The terminal's `LANG` picks the demo's language: Simplified and Traditional Chinese (by
+/// region, Hong Kong's included) and Japanese (issue 33).
 #[test]
 fn demo_speaks_the_terminal_language() {
-    let mut cmd = bin();
-    cmd.arg("demo")
-        .env("LANG", "zh_CN.UTF-8")
-        .env_remove("LC_ALL")
-        .env_remove("LC_MESSAGES");
-    let (stdout, stderr, status) = run_with_input(cmd, "/goal\n");
-    assert!(status.success(), "{stderr}");
-    assert_eq!(stdout, "这个对话目前没有目标。\n");
+    for (lang, answer) in [
+        ("zh_CN.UTF-8", "这个对话目前没有目标。"),
+        ("zh_TW.UTF-8", "這個對話目前沒有設定目標。"),
+        ("zh_HK.UTF-8", "這個對話目前沒有設定目標。"),
+        ("ja_JP.UTF-8", "この会話には目標が設定されていません。"),
+    ] {
+        let mut cmd = bin();
+        cmd.arg("demo")
+            .env("LANG", lang)
+            .env_remove("LC_ALL")
+            .env_remove("LC_MESSAGES");
+        let (stdout, stderr, status) = run_with_input(cmd, "/goal\n");
+        assert!(status.success(), "{lang}: {stderr}");
+        assert_eq!(stdout, format!("{answer}\n"), "{lang}");
+    }
 }
 
 #[test]

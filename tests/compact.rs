@@ -1,4 +1,4 @@
-//! `/compact` in chat (issue 8): every outcome in both locales, the no-binding path, the
+//! `/compact` in chat (issue 8): every outcome in every shipped locale, the no-binding path, the
 //! `keep` argument, and a `/compact` while a run streams.
 
 use std::time::Duration;
@@ -6,7 +6,7 @@ use std::time::Duration;
 use im_bridge::i18n::{Arg, msg};
 use im_bridge::simulator::{Fault, Hold, Reply, Route, Script};
 
-use crate::support::{Harness, Options, catalog_text};
+use crate::support::{Harness, Options, catalog_text, shipped_locales};
 
 /// A final-only channel in locale `tag`, with a Gateway timeout (`from_chat_timeout`, which
 /// also bounds `/compact`) short enough that a delayed reply times out quickly.
@@ -40,8 +40,9 @@ async fn no_conversation_means_nothing_to_compact_and_no_call() {
 }
 
 #[tokio::test]
-async fn every_outcome_in_both_locales() {
-    for tag in ["en-US", "zh-CN"] {
+async fn every_outcome_in_every_shipped_locale() {
+    for tag in shipped_locales() {
+        let tag = tag.as_str();
         let text = catalog_text(tag);
         let h = Harness::with(options(tag)).await;
         chat(&h, 1, 0).await;

@@ -29,6 +29,14 @@ pub(crate) struct Crashable {
     pub(crate) sim: RunningSimulator,
     dir: tempfile::TempDir,
     store: String,
+    /// More `channels:` keys, each line indented by two spaces (issue 33).
+    pub(crate) channels_keys: String,
+    /// More `channels.telegram:` keys, each line indented by four spaces (issue 33).
+    pub(crate) telegram_keys: String,
+    /// More `bridge:` keys, each line indented by two spaces (issue 33).
+    pub(crate) bridge_keys: String,
+    /// `bridge.admin_listen` (default `127.0.0.1:0`).
+    pub(crate) admin_listen: String,
 }
 
 impl Crashable {
@@ -44,16 +52,29 @@ impl Crashable {
             sim: Simulator::start(SimulatorConfig::default()).await.unwrap(),
             dir,
             store,
+            channels_keys: String::new(),
+            telegram_keys: String::new(),
+            bridge_keys: String::new(),
+            admin_listen: "127.0.0.1:0".into(),
         }
     }
 
-    fn config(&self) -> PathBuf {
+    /// The SQLite store file (when the store is SQLite).
+    pub(crate) fn store_path(&self) -> PathBuf {
+        self.dir.path().join("bridge.store")
+    }
+
+    pub(crate) fn config(&self) -> PathBuf {
         let text = format!(
-            "channels:\n  langgraph_url: {}\n  gateway_url: {}\n  telegram:\n    enabled: true\n    bot_token: \"{TOKEN}\"\n    api_url: {}\n    poll_timeout_seconds: 1\nbridge:\n  store: \"{}\"\n  admin_listen: 127.0.0.1:0\n",
+            "channels:\n  langgraph_url: {}\n  gateway_url: {}\n{}  telegram:\n    enabled: true\n    bot_token: \"{TOKEN}\"\n    api_url: {}\n    poll_timeout_seconds: 1\n{}bridge:\n  store: \"{}\"\n  admin_listen: {}\n{}",
             self.sim.langgraph_url(),
             self.sim.gateway_url(),
+            self.channels_keys,
             self.fake.api_url(),
+            self.telegram_keys,
             self.store,
+            self.admin_listen,
+            self.bridge_keys,
         );
         let path = self.dir.path().join("bridge.yaml");
         std::fs::write(&path, text).unwrap();
@@ -129,7 +150,7 @@ impl Crashable {
     }
 
     /// Waits until a journal record in the SQLite store satisfies `pick`.
-    async fn wait_journal(&self, what: &str, pick: impl Fn(&str) -> bool) {
+    pub(crate) async fn wait_journal(&self, what: &str, pick: impl Fn(&str) -> bool) {
         let path = self.dir.path().join("bridge.store");
         let until = Instant::now() + DEADLINE;
         loop {

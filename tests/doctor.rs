@@ -20,6 +20,7 @@ use im_bridge_fakes::feishu::{self, FakeFeishu};
 use im_bridge_fakes::qq::{self, FakeQq};
 use im_bridge_fakes::slack::{self, FakeSlack};
 use im_bridge_fakes::telegram::{self, FakeTelegram};
+use im_bridge_fakes::wechat::{self, FakeWechat};
 use im_bridge_fakes::wecom::{self, FakeWecom};
 
 use crate::cli::bin;
@@ -139,6 +140,20 @@ const PLATFORM_CASES: &[PlatformCase] = &[
             )
         },
     },
+    PlatformCase {
+        name: "wechat",
+        var: "DOCTOR_WECHAT_TOKEN",
+        secret: wechat::BOT_TOKEN,
+        wrong: "fakebot00000001@im.bot:WRONG-wechat-token",
+        hint: "channels.wechat.bot_token",
+        block: |w| {
+            format!(
+                "{{enabled: true, bot_token: $DOCTOR_WECHAT_TOKEN, base_url: {}, cdn_base_url: {}}}",
+                w.wechat.base_url(),
+                w.wechat.cdn_base_url()
+            )
+        },
+    },
 ];
 
 /// The cases of the platforms the daemon's registry holds in this build.
@@ -164,6 +179,7 @@ struct World {
     discord: FakeDiscord,
     slack: FakeSlack,
     wecom: FakeWecom,
+    wechat: FakeWechat,
     dir: tempfile::TempDir,
 }
 
@@ -179,12 +195,12 @@ struct Case {
 impl World {
     fn start() -> Self {
         let rt = tokio::runtime::Runtime::new().unwrap();
-        let (sim, telegram, feishu, dingtalk, qq, discord, slack, wecom) = rt.block_on(async {
+        let (sim, telegram, feishu, dingtalk, qq, discord, slack, wecom, wechat) = rt.block_on(async {
             let sim = Simulator::start(SimulatorConfig {
                 internal_token: Some(INTERNAL_TOKEN.into()),
                 ..SimulatorConfig::demo()
             });
-            let (sim, telegram, feishu, dingtalk, qq, discord, slack, wecom) = tokio::join!(
+            let (sim, telegram, feishu, dingtalk, qq, discord, slack, wecom, wechat) = tokio::join!(
                 sim,
                 FakeTelegram::start(),
                 FakeFeishu::start(),
@@ -193,6 +209,7 @@ impl World {
                 FakeDiscord::start(),
                 FakeSlack::start(),
                 FakeWecom::start(),
+                FakeWechat::start(),
             );
             (
                 sim.unwrap(),
@@ -203,6 +220,7 @@ impl World {
                 discord.unwrap(),
                 slack.unwrap(),
                 wecom.unwrap(),
+                wechat.unwrap(),
             )
         });
         Self {
@@ -215,6 +233,7 @@ impl World {
             discord,
             slack,
             wecom,
+            wechat,
             dir: tempfile::tempdir().unwrap(),
         }
     }

@@ -7,7 +7,7 @@ use im_bridge::simulator::{
     Fault, GoalEvaluation, GoalState, Hold, RecordedRequest, Reply, Route, Script, SimulatorConfig,
 };
 
-use crate::support::{Harness, Options, catalog_text, goal_met_at_once};
+use crate::support::{Harness, Options, catalog_text, goal_met_at_once, shipped_locales};
 
 /// Sends one chat message so the conversation has a thread, and returns it.
 async fn bind(h: &Harness, finals_before: usize) -> String {
@@ -464,8 +464,9 @@ async fn continuations_end_in_finals_on_final_only_channels() {
 /// cannot compose a goal (not "nothing in the conversation yet"), in the reader's language,
 /// starts nothing, and once it knows the route is missing does not ask again.
 #[tokio::test]
-async fn issue_26_from_chat_on_a_gateway_without_the_route_says_so_in_both_locales() {
-    for tag in ["en-US", "zh-CN"] {
+async fn issue_26_from_chat_on_a_gateway_without_the_route_says_so_in_every_locale() {
+    for tag in shipped_locales() {
+        let tag = tag.as_str();
         let text = catalog_text(tag);
         let h = Harness::with(Options {
             sim: SimulatorConfig::default().deerflow_routes_only(),

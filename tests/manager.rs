@@ -14,6 +14,8 @@
 //! - `intake`: queueing, a full queue, shutdown with work in flight, the input ending.
 //! - `queueing`: a busy conversation's messages: arrival order, the queued notice, the
 //!   busy reply for a full line and under `busy_policy: reject` (issue 13).
+//! - `windows`: an answer that outlives its source's reply window on a channel that takes
+//!   messages answering no source (issue 33; QQ's way, the next message, is `qq::handoff`).
 
 mod commands;
 mod conversations;
@@ -23,3 +25,4 @@ mod following;
 mod identity;
 mod intake;
 mod queueing;
+mod windows;

@@ -7,12 +7,14 @@
 //! `/goal from-chat`; localized replies; an image reaching the agent; clean logs) is the
 //! conformance suite's (`tests/adapters.rs`), through `conformance`; this file keeps what
 //! is QQ's own: `msg_seq` and the reply budget, the mention, sessions and resume, the
-//! passive-reply windows, the webhook's handshake and signatures.
+//! passive-reply windows, the webhook's handshake and signatures; and (`handoff`, the real
+//! binary) answers that outlive the window, finished with the chat's next message.
 
 #![cfg(feature = "qq")]
 
 pub(crate) mod conformance;
 mod freshness;
+mod handoff;
 pub(crate) mod harness;
 
 use std::time::{Duration, SystemTime};
@@ -120,20 +122,23 @@ async fn issue_17_op_9_and_close_4004_identify_again() {
 }
 
 #[tokio::test]
-async fn issue_17_an_expired_message_is_dropped_and_a_window_closing_during_a_run_is_not_retried() {
+async fn issue_17_an_expired_message_is_dropped_and_a_run_past_the_window_is_handed_off_in_time() {
     let qq = Qq::start().await;
     let now = SystemTime::now();
     // Sent 301 s ago in a group: its 5 minutes are over before it arrives.
     qq.fake
         .push(&group("too late").sent_at(now - Duration::from_secs(301)));
-    // Sent 298 s ago: admitted, but its window closes while the agent thinks.
+    // Sent 290 s ago: admitted, but its window closes while the agent thinks. Issue 33:
+    // the answer is handed off at once (within 30 s of the end), while a reply still goes
+    // out, and the answer itself waits for the group's next message.
     qq.sim.script_next_run(
         Script::with_answer("Too slow.")
             .chunks(1)
             .response_delay(Duration::from_millis(2500)),
     );
-    qq.fake
-        .push(&group("just in time").sent_at(now - Duration::from_secs(298)));
+    let in_time = qq
+        .fake
+        .push(&group("just in time").sent_at(now - Duration::from_secs(290)));
     // Scripts go to runs in the order they start: the next message only once this one's
     // run started, so "Too slow." is surely its answer.
     qq.sim
@@ -164,13 +169,22 @@ async fn issue_17_an_expired_message_is_dropped_and_a_window_closing_during_a_ru
     );
     // Stopping delivers or refuses every reply published by then.
     let fake = qq.stop().await;
-    let replies = fake.replies();
-    assert_eq!(
-        replies.len(),
-        1,
-        "nothing after the window closed: {replies:#?}"
+    let line = crate::support::catalog_text("en-US")(
+        "run-handoff",
+        &[
+            ("where", im_bridge::i18n::Arg::Str("group")),
+            ("shown", im_bridge::i18n::Arg::Str("no")),
+        ],
     );
-    assert_eq!(fake.calls_to("group_reply").len(), 0, "no attempt at all");
+    let handed_off = fake.replies_to(&in_time.message_id);
+    assert_eq!(handed_off.len(), 1, "{handed_off:#?}");
+    assert_eq!(handed_off[0].content, line);
+    assert_eq!(fake.replies().len(), 2, "{:#?}", fake.replies());
+    assert_eq!(
+        fake.calls_to("group_reply").len(),
+        1,
+        "nothing tried after the window closed"
+    );
 }
 
 #[tokio::test]

@@ -80,11 +80,16 @@ impl Capture {
         (capture, guard)
     }
 
+    /// Everything captured so far.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
     /// Checks that nothing of `secrets` (nor the conversation) was logged, and that the
     /// manager's lines about it were (so the check cannot pass on a capture that missed the
     /// daemon's tasks; the console's adapter, for one, logs nothing on a good day).
     pub(crate) fn assert_clean(&self, secrets: &[String]) {
-        let logs = String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned();
+        let logs = self.text();
         assert!(
             logs.lines().any(|l| l.contains(" im_bridge::manager")),
             "the conversation's lines were not captured:\n{logs}"

@@ -23,8 +23,8 @@ use im_bridge::simulator::{RecordedRequest, RunningSimulator, Script, Simulator,
 use im_bridge::supervisor::SupervisorConfig;
 use im_bridge_channel::{
     AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, ChatKind,
-    InboundMessage, InboundSink, LengthUnit, MessageId, RedeliveryKey, SendTarget, SentMessage,
-    UpdateMode,
+    InboundMessage, InboundSink, LengthUnit, MessageId, Reaction, RedeliveryKey, SendTarget,
+    SentMessage, UpdateMode,
 };
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
@@ -53,6 +53,8 @@ pub enum Call {
         text: String,
         /// Whether it started a stream.
         stream: bool,
+        /// The source message it answers (`None`: a message that answers none).
+        answers: Option<String>,
     },
     /// `edit_text`.
     Edit {
@@ -68,6 +70,13 @@ pub enum Call {
         /// Its final text.
         text: String,
     },
+    /// `react` (issue 33): a reaction on the user's message.
+    React {
+        /// The user's message.
+        source: String,
+        /// What it says.
+        reaction: Reaction,
+    },
 }
 
 impl Call {
@@ -75,6 +84,7 @@ impl Call {
     pub fn text(&self) -> &str {
         match self {
             Call::Send { text, .. } | Call::Edit { text, .. } | Call::Finish { text, .. } => text,
+            Call::React { .. } => "",
         }
     }
 
@@ -167,12 +177,13 @@ impl TestChannel {
         self.wait_finals(n).await.swap_remove(n - 1)
     }
 
-    fn record_send(&self, text: &str, stream: bool) -> SentMessage {
+    fn record_send(&self, to: &SendTarget<'_>, text: &str, stream: bool) -> SentMessage {
         let id = self.new_id();
         self.record(Call::Send {
             id: id.clone(),
             text: text.to_owned(),
             stream,
+            answers: to.reply_to.map(|m| m.as_str().to_owned()),
         });
         SentMessage {
             id: MessageId::new(id),
@@ -218,12 +229,12 @@ impl Channel for TestChannel {
         }
     }
 
-    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        Ok(self.record_send(text, false))
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        Ok(self.record_send(&to, text, false))
     }
 
-    async fn start_stream(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        Ok(self.record_send(text, true))
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        Ok(self.record_send(&to, text, true))
     }
 
     async fn edit_text(&self, _: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
@@ -239,6 +250,12 @@ impl Channel for TestChannel {
             id: id.to_string(),
             text: text.to_owned(),
         });
+        Ok(())
+    }
+
+    async fn react(&self, to: SendTarget<'_>, reaction: Reaction) -> ChannelResult {
+        let source = to.reply_to.map(MessageId::to_string).unwrap_or_default();
+        self.record(Call::React { source, reaction });
         Ok(())
     }
 }
@@ -536,6 +553,8 @@ pub fn daemon_config(
         supervisor: SupervisorConfig::default(),
         states: im_bridge::state::ChannelStates::default(),
         rate_budgets: Default::default(),
+        admin_token: None,
+        drain: CancellationToken::new(),
         webhooks: im_bridge_channel::WebhookHost::default(),
         conversation_ttl: im_bridge::retention::DEFAULT_TTL,
     }
@@ -562,6 +581,17 @@ pub fn in_group(mut msg: InboundMessage, topic: Option<&str>) -> InboundMessage 
 pub fn admins(channel: &str, ids: &[&str]) -> HashMap<String, AllowedUsers> {
     let list = ids.iter().map(|s| Some((*s).to_owned())).collect();
     HashMap::from([(channel.to_owned(), AllowedUsers::from_entries(Some(list)))])
+}
+
+/// The tags of every shipped locale, `en-US` first (`en-US`, `zh-CN`, `zh-TW`, `ja-JP`):
+/// the tests of a reply class run in each.
+pub fn shipped_locales() -> Vec<String> {
+    let catalogs = Catalogs::embedded().unwrap();
+    catalogs
+        .supported()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// A function `text(id, args)` giving the embedded catalogs' sentence in locale `tag`, to
@@ -653,6 +683,27 @@ impl PlatformDaemon {
             shutdown,
             daemon: Some(daemon),
             _dir: dir,
+        }
+    }
+
+    /// Starts the daemon with `channel` on the SQLite store in `dir` (kept by the caller,
+    /// so a later start finds what this one stored), channel state handed out by `states`
+    /// (the channel was built with `states.for_channel(..)`).
+    pub fn start_in(
+        sim: &RunningSimulator,
+        channel: Arc<dyn Channel>,
+        options: &Options,
+        dir: &std::path::Path,
+        states: im_bridge::state::ChannelStates,
+    ) -> Self {
+        let mut config = daemon_config(sim, StoreLocation::Sqlite(dir.join("bridge.db")), options);
+        config.states = states;
+        let shutdown = CancellationToken::new();
+        let daemon = tokio::spawn(daemon::run(config, vec![channel], shutdown.clone()));
+        Self {
+            shutdown,
+            daemon: Some(daemon),
+            _dir: tempfile::tempdir().unwrap(),
         }
     }
 

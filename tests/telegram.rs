@@ -342,11 +342,7 @@ async fn startup_identifies_the_bot_and_registers_menus_per_language() {
         .fake
         .wait_for("the menus and the first poll", DEADLINE, |calls| {
             calls.iter().any(|c| c.method == "getUpdates")
-                && calls
-                    .iter()
-                    .filter(|c| c.method == "setMyCommands" && c.ok())
-                    .count()
-                    >= 2
+                && calls.iter().filter(|c| c.method == "setMyCommands").count() >= 4
         })
         .await
         .unwrap();
@@ -360,7 +356,49 @@ async fn startup_identifies_the_bot_and_registers_menus_per_language() {
         "{default:?}"
     );
     let zh = tg.fake.commands(Some("zh")).expect("a zh menu");
-    assert!(zh.contains(&entry("new", "开始新的对话")), "{zh:?}");
+    assert!(
+        zh.contains(&entry("new", "开始新的对话")),
+        "zh is Simplified Chinese: {zh:?}"
+    );
+    let ja = tg.fake.commands(Some("ja")).expect("a ja menu");
+    assert!(ja.contains(&entry("new", "新しい会話を始める")), "{ja:?}");
+    // Telegram takes two-letter codes only: zh-TW has no menu of its own, and none of the
+    // four calls (default, en, zh, ja) was refused.
+    let menus: Vec<&Call> = calls
+        .iter()
+        .filter(|c| c.method == "setMyCommands")
+        .collect();
+    assert_eq!(menus.len(), 4, "{menus:?}");
+    assert!(menus.iter().all(|c| c.ok()), "{menus:?}");
+    tg.stop().await;
+}
+
+/// Issue 33: the sender's Telegram `language_code` picks the reply's language, Chinese by
+/// script: `zh-hant` (and Hong Kong's `zh-hk`) is Traditional Chinese, `zh-hans` Simplified,
+/// `ja` Japanese.
+#[tokio::test]
+async fn issue_33_replies_follow_the_senders_telegram_language() {
+    let tg = Tg::start().await;
+    tg.ready().await;
+    for (user, code, tag) in [
+        (USER, "zh-hant", "zh-TW"),
+        (USER + 1, "zh-hk", "zh-TW"),
+        (USER + 2, "zh-hans", "zh-CN"),
+        (USER + 3, "ja", "ja-JP"),
+        (USER + 4, "en", "en-US"),
+    ] {
+        tg.fake
+            .inject(Incoming::private(user, "/goal").language(code));
+        let want = crate::support::catalog_text(tag)(im_bridge::i18n::msg::GOAL_STATUS_NONE, &[]);
+        tg.fake
+            .wait_for(code, DEADLINE, |calls| {
+                ok_calls(calls, "sendMessage", user)
+                    .iter()
+                    .any(|c| c.text() == Some(want.as_str()))
+            })
+            .await
+            .unwrap();
+    }
     tg.stop().await;
 }
 

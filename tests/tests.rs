@@ -1,6 +1,9 @@
 //! Integration tests, built as one binary (one link, one process):
 //!
 //! - `support`: the test channel and the daemon + simulator harness;
+//! - `arrivals`: the real binary through the fake Telegram: a backlog of stale updates
+//!   after downtime is not acted on, its chat told once; a crowd writing during one run
+//!   gets one notice, then reactions (issue 33);
 //! - `adapters`: the adapter conformance suite, one scenario body run on every platform
 //!   through the harness each implements in its own module (issue 29);
 //! - `manager`: the channel manager end to end, one theme a child module (issue 4);
@@ -26,6 +29,8 @@
 //! - `slack`: the Slack adapter in Socket Mode and on the Events API against the fake Slack
 //!   (issue 30);
 //! - `wecom`: the WeCom adapter on the long connection against the fake WeCom (issue 31);
+//! - `wechat`: the WeChat adapter on iLink's long poll against the fake iLink: QR login, the
+//!   stored token and cursor across restarts, the ten-sends cap, the encrypted CDN (issue 32);
 //! - `chaos` (ignored; `scripts/chaos`): kills, outages and 429 storms under load, counting
 //!   answers per message (issue 19);
 //! - `interop` (ignored; `scripts/interop`): the real binary through the platform fakes
@@ -45,6 +50,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod adapters;
+mod arrivals;
 mod budgets;
 mod chaos;
 mod cli;
@@ -69,4 +75,5 @@ mod source_rules;
 mod supervisor;
 mod support;
 mod telegram;
+mod wechat;
 mod wecom;

@@ -238,7 +238,7 @@ async fn issue_31_an_image_reaches_the_agent_and_a_presented_file_comes_back() {
 #[tokio::test]
 async fn issue_31_a_replaced_connection_is_not_taken_back() {
     let wc = Wc::start().await;
-    let checks = (im_bridge_wecom::PLATFORM.doctor)(&wc.settings).await;
+    let checks = (im_bridge_wecom::PLATFORM.doctor)(&wc.settings, &Default::default()).await;
     assert!(checks.iter().all(|c| !c.failed()), "{checks:#?}");
     let replaced = wc.fake.wait_closed(1, DEADLINE).await.unwrap();
     assert_eq!(replaced.closed_by, Some(Closed::Replaced));

@@ -82,6 +82,7 @@ put("config", "every_channel", """channels:
   qq: {enabled: true, app_id: "102000000", client_secret: s, sandbox: true, mode: webhook, webhook: {listen: 127.0.0.1:0, path: /qq}}
   discord: {enabled: true, bot_token: t, allowed_guilds: [1], mention_only: true, thread_mode: true}
   wecom: {enabled: true, bot_id: aibBot, bot_secret: $WECOM_BOT_SECRET, max_markdown_bytes: 4096}
+  wechat: {enabled: true, qrcode_login_enabled: true, base_url: http://127.0.0.1:9, polling_timeout: 35, allowed_file_extensions: [pdf]}
   slack: {enabled: true}
 channel_connections:
   notification_locale: en-US
@@ -254,3 +255,11 @@ WECOM_FIXTURES = "channels/wecom/tests/fixtures"
 for name in sorted(os.listdir(os.path.join(REPO, WECOM_FIXTURES))):
     if name.startswith(("msg_", "event_", "subscribe_", "ping", "upload_finish_ack")):
         put("wecom_frame", name[:-len(".json")], fixture(os.path.join(WECOM_FIXTURES, name)))
+
+# ---- wechat_poll: a getupdates answer (the adapter's recorded fixtures), or CDN bytes ----
+WECHAT_FIXTURES = "channels/wechat/tests/fixtures"
+for name in ["updates_text.json", "updates_media.json", "updates_empty_without_ret.json",
+             "session_expired.json"]:
+    put("wechat_poll", name[:-len(".json")], fixture(os.path.join(WECHAT_FIXTURES, name)))
+put("wechat_poll", "handle", "wechat-media:00112233445566778899aabbccddeeff:++//ZmFrZQ==:https://novac2c.cdn.weixin.qq.com/c2c/download?encrypted_query_param=x")
+put("wechat_poll", "cipher_block", bytes(range(32)))

@@ -14,7 +14,29 @@ run-stopped = (Stopped at your request.)
 run-truncated = (The answer was too long for this chat, so I cut it here.)
 run-recovered = (Sorry this is late: the bridge restarted while your answer was on its way.)
 run-queued = Another request in this conversation is still running. I'll start on yours as soon as it's done.
+run-handoff =
+    { $where ->
+        [group] (Still working on this, and I can only reply to a message here for a few minutes after it was sent. I'll send { $shown ->
+            [yes] the rest
+           *[no] the answer
+        } with my reply to the next message anyone here sends me.)
+        [soon] (Still working on this. I'll send { $shown ->
+            [yes] the rest
+           *[no] the answer
+        } here as soon as it's ready.)
+       *[private] (Still working on this, and I can only reply to a message here for a limited time after it was sent. I'll send { $shown ->
+            [yes] the rest
+           *[no] the answer
+        } with my reply to your next message.)
+    }
+run-rest =
+    { $more ->
+        [no] (About my earlier answer: that was all of it. Nothing more came after it.)
+       *[yes] (Continuing my earlier answer:)
+    }
+run-held = (This answers an earlier message. It was ready only after I could no longer reply to that message.)
 run-thread-replaced = I couldn't find this chat's earlier conversation on the agent's side any more, so I've started a new one with your message. Earlier messages aren't carried over.
+run-too-late = What was sent here while I was offline reached me too late, so I didn't act on it. If it still matters, please send it again.
 run-thinking = Working on it…
 run-files-created =
     { $count ->

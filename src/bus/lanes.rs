@@ -57,7 +57,13 @@ pub enum Landed {
     Failed {
         /// Whether a later try may succeed.
         transient: bool,
+        /// Why, log-safe (the channel error's text: an operation and a code, never message
+        /// text or a token), for the journal's record of the last failure (issue 33).
+        error: String,
     },
+    /// Not delivered, because its source message takes no more replies (its reply window
+    /// closed, or its replies are spent): a later message's replies may carry it.
+    WindowClosed,
 }
 
 impl Landed {
@@ -65,7 +71,7 @@ impl Landed {
     pub fn shown(&self) -> Option<&MessageId> {
         match self {
             Self::Shown(id) => id.as_ref(),
-            Self::Failed { .. } => None,
+            Self::Failed { .. } | Self::WindowClosed => None,
         }
     }
 }

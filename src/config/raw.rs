@@ -69,6 +69,9 @@ pub struct RawChannelBlock {
     pub max_queued_per_conversation: Option<i64>,
     /// Adjustments of the channel's declared rate budgets, by budget name (issue 33).
     pub rate_budgets: Option<BTreeMap<String, RawRateBudget>>,
+    /// This channel's `bridge.max_event_age_seconds`: a message older than this when it
+    /// arrives is not acted on. 0 turns the guard off here.
+    pub max_event_age_seconds: Option<f64>,
     /// Everything else: the adapter's own keys.
     #[serde(flatten)]
     pub platform: Mapping,
@@ -137,4 +140,12 @@ pub struct RawBridge {
     /// How long a final the platform could not take (an outage, a long `Retry-After`) is
     /// retried, across restarts. Default 6.
     pub final_retry_hours: Option<f64>,
+    /// The bearer token of the operator's admin endpoints (`/admin/…`: deliveries, drain);
+    /// unset (the default), they do not exist. At least 16 characters, e.g.
+    /// `$IM_BRIDGE_ADMIN_TOKEN`.
+    pub admin_token: Option<Secret>,
+    /// A message older than this many seconds when it arrives (by the platform's own
+    /// timestamp) is not acted on; its chat is told once to send it again. Default 3600;
+    /// 0 turns the guard off. `channels.<name>.max_event_age_seconds` overrides it.
+    pub max_event_age_seconds: Option<f64>,
 }

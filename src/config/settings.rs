@@ -30,6 +30,8 @@ const DEFAULT_GRACE_SECONDS: f64 = 3.0;
 const DEFAULT_FROM_CHAT_SECONDS: f64 = 120.0;
 const DEFAULT_STORE: &str = "sqlite://./im-bridge.db";
 const DEFAULT_ADMIN: &str = "127.0.0.1:9464";
+/// The shortest `bridge.admin_token`: guessing it must be hopeless.
+const ADMIN_TOKEN_MIN: usize = 16;
 const DEFAULT_LOCALE: &str = "en-US";
 
 /// Everything the daemon needs, validated.
@@ -51,6 +53,8 @@ pub struct Settings {
     pub store: StoreLocation,
     /// Address of the admin endpoints.
     pub admin_listen: SocketAddr,
+    /// The bearer token of the operator's admin endpoints (issue 33); `None`: they are off.
+    pub admin_token: Option<Secret>,
     /// Directory of extra or overriding catalogs.
     pub locales_dir: Option<PathBuf>,
     /// Most messages one reply may fill.
@@ -61,6 +65,10 @@ pub struct Settings {
     /// How long a final that could not be delivered is retried (`bridge.final_retry_hours`).
     #[serde(with = "secs")]
     pub final_retry: Duration,
+    /// A message older than this when it arrives is not acted on
+    /// (`bridge.max_event_age_seconds`; zero: the guard is off). Channels may have their own.
+    #[serde(with = "secs")]
+    pub max_event_age: Duration,
     /// DeerFlow runs in single-user mode (`DEER_FLOW_AUTH_DISABLED=1` in the bridge's
     /// environment, as in DeerFlow's own): every conversation belongs to its default user.
     pub single_user: bool,
@@ -125,6 +133,10 @@ pub struct ChannelSettings {
     pub queueing: Queueing,
     /// Adjustments of the channel's declared rate budgets (issue 33).
     pub rate_budgets: Vec<crate::budgets::BudgetOverride>,
+    /// How old a message may be and still be acted on (its `max_event_age_seconds`, else
+    /// the bridge's; zero: the guard is off).
+    #[serde(with = "secs")]
+    pub max_event_age: Duration,
     /// The adapter's own settings, validated by its [`Platform`](im_bridge_channel::Platform)
     /// and ready to build.
     #[serde(serialize_with = "effective")]
@@ -148,7 +160,7 @@ pub enum StoreLocation {
 mod values;
 
 use values::{
-    check_locale_tag, is_channel_block, join, positive, queueing, rate_budgets, seconds,
+    check_locale_tag, event_age, is_channel_block, join, positive, queueing, rate_budgets, seconds,
     session_layer, store_location, url_setting, user_list,
 };
 
@@ -333,6 +345,12 @@ pub fn validate(
         }
         retry
     };
+    let max_event_age = event_age(
+        "bridge.max_event_age_seconds",
+        b.max_event_age_seconds,
+        crate::manager::stale::DEFAULT_MAX_EVENT_AGE,
+        &mut errors,
+    );
     let admin_text = b.admin_listen.as_deref().unwrap_or(DEFAULT_ADMIN);
     let admin_listen = admin_text.parse::<SocketAddr>().unwrap_or_else(|_| {
         errors.push(ConfigError::error(
@@ -341,6 +359,16 @@ pub fn validate(
         ));
         SocketAddr::from(([127, 0, 0, 1], 9464))
     });
+    let admin_token = b.admin_token.clone().filter(|t| !t.is_empty());
+    if admin_token
+        .as_ref()
+        .is_some_and(|t| t.expose().chars().count() < ADMIN_TOKEN_MIN)
+    {
+        errors.push(ConfigError::error(
+            "bridge.admin_token",
+            format!("expected at least {ADMIN_TOKEN_MIN} characters (e.g. openssl rand -hex 32)"),
+        ));
+    }
     let locales_dir = b
         .locales_dir
         .as_ref()
@@ -402,6 +430,12 @@ pub fn validate(
         }
         let queueing = queueing(&path, &block, &mut errors);
         let rate_budgets = rate_budgets(&path, &block, &mut errors);
+        let channel_event_age = event_age(
+            &format!("{path}.max_event_age_seconds"),
+            block.max_event_age_seconds,
+            max_event_age,
+            &mut errors,
+        );
         channels.push(ChannelSettings {
             allowed_users: user_list(
                 &format!("{path}.allowed_users"),
@@ -421,6 +455,7 @@ pub fn validate(
             locale: block.locale.clone(),
             queueing,
             rate_budgets,
+            max_event_age: channel_event_age,
             name,
             platform: configured,
         });
@@ -505,10 +540,12 @@ pub fn validate(
         notification_locale,
         store,
         admin_listen,
+        admin_token,
         locales_dir,
         max_reply_messages,
         conversation_ttl,
         final_retry,
+        max_event_age,
         single_user: env
             .var("DEER_FLOW_AUTH_DISABLED")
             .is_some_and(|v| matches!(v.trim(), "1" | "true" | "TRUE" | "True" | "yes")),

@@ -218,12 +218,33 @@ fn an_empty_or_null_section_is_empty() {
 }
 
 #[test]
+fn traditional_chinese_and_japanese_tags_are_valid_locales() {
+    for tag in [
+        "zh-TW",
+        "zh-Hant",
+        "zh-Hant-HK",
+        "zh-HK",
+        "zh_TW",
+        "ja",
+        "ja-JP",
+    ] {
+        let text = format!(
+            "channels:\n  console: {{enabled: true, locale: {tag}}}\nchannel_connections:\n  notification_locale: {tag}\n"
+        );
+        let (settings, _) =
+            load_str(&text, &env(&[])).unwrap_or_else(|errors| panic!("{tag}: {errors:?}"));
+        assert_eq!(settings.notification_locale, tag);
+        assert_eq!(settings.channels[0].locale.as_deref(), Some(tag));
+    }
+}
+
+#[test]
 fn locales_must_have_a_catalog_and_a_catalog_directory_is_checked() {
     let errors = errors_of(
         "channels:\n  console: {enabled: true, locale: fr-FR}\nchannel_connections:\n  notification_locale: de-DE\n",
         &env(&[]),
     );
-    assert!(errors.contains(&"channel_connections.notification_locale: there is no catalog for \"de-DE\"; supported: en-US, zh-CN".to_owned()), "{errors:?}");
+    assert!(errors.contains(&"channel_connections.notification_locale: there is no catalog for \"de-DE\"; supported: en-US, zh-CN, zh-TW, ja-JP".to_owned()), "{errors:?}");
     assert!(
         errors
             .iter()
@@ -304,6 +325,55 @@ fn issue_13_conversation_ttl_days() {
         errors,
         [
             "bridge.conversation_ttl_days: expected a number of days from 0.05 (about an hour) to 3650, got 0"
+        ]
+    );
+}
+
+#[test]
+fn issue_33_the_admin_token_is_off_by_default_long_enough_and_never_printed() {
+    let (s, _) = load_str(&with_console("channels:\n"), &env(&[])).unwrap();
+    assert!(
+        s.admin_token.is_none(),
+        "no operator endpoints unless asked for"
+    );
+    let text = with_console("channels:\nbridge:\n  admin_token: $ADMIN\n");
+    let (s, _) = load_str(&text, &env(&[("ADMIN", "0123456789abcdef-OPERATOR")])).unwrap();
+    assert_eq!(
+        s.admin_token.as_ref().map(|t| t.expose()),
+        Some("0123456789abcdef-OPERATOR")
+    );
+    let printed = crate::config::printable(&s).unwrap();
+    assert!(printed.contains("admin_token: <redacted>"), "{printed}");
+    assert!(!printed.contains("OPERATOR"), "{printed}");
+    let (s, _) = load_str(&text, &env(&[("ADMIN", "")])).unwrap();
+    assert!(s.admin_token.is_none(), "an empty token is no token");
+    let errors = errors_of(&text, &env(&[("ADMIN", "short-SECRET")]));
+    assert_eq!(
+        errors,
+        ["bridge.admin_token: expected at least 16 characters (e.g. openssl rand -hex 32)"]
+    );
+}
+
+#[test]
+fn issue_33_max_event_age_with_a_channels_own() {
+    use std::time::Duration;
+    let (s, _) = load_str(&with_console("channels:\n"), &env(&[])).unwrap();
+    assert_eq!(s.max_event_age, Duration::from_secs(3600));
+    assert_eq!(s.channels[0].max_event_age, Duration::from_secs(3600));
+    // The bridge's applies to every channel without its own; 0 turns the guard off.
+    let text = "channels:\n  console:\n    enabled: true\n    max_event_age_seconds: 0\nbridge:\n  max_event_age_seconds: 600\n";
+    let (s, _) = load_str(text, &env(&[])).unwrap();
+    assert_eq!(s.max_event_age, Duration::from_secs(600));
+    assert_eq!(s.channels[0].max_event_age, Duration::ZERO);
+    let text = with_console("channels:\nbridge:\n  max_event_age_seconds: 90.5\n");
+    let (s, _) = load_str(&text, &env(&[])).unwrap();
+    assert_eq!(s.channels[0].max_event_age, Duration::from_secs_f64(90.5));
+    let text = "channels:\n  console:\n    enabled: true\n    max_event_age_seconds: 30\nbridge:\n  max_event_age_seconds: -1\n";
+    assert_eq!(
+        errors_of(text, &env(&[])),
+        [
+            "bridge.max_event_age_seconds: expected 0 (off) or a number of seconds from 60 to 604800, got -1",
+            "channels.console.max_event_age_seconds: expected 0 (off) or a number of seconds from 60 to 604800, got 30",
         ]
     );
 }

@@ -88,6 +88,10 @@ impl RunRequest {
             ),
             RunMode::Wait => (None, None),
             RunMode::Create => (Some(StreamMode::One("values")), Some(false)),
+            RunMode::CreateWithText => (
+                Some(StreamMode::Many(&["messages-tuple", "values"])),
+                Some(false),
+            ),
         };
         RunBody {
             assistant_id: &self.assistant_id,
@@ -147,6 +151,10 @@ pub enum RunMode {
     Wait,
     /// `POST …/runs`.
     Create,
+    /// `POST …/runs` whose events carry the answer's text as it is written too, so a join
+    /// can tell what the run wrote before it ended (an answer handed off before its
+    /// source's reply window closes, issue 33).
+    CreateWithText,
 }
 
 #[derive(Serialize)]
@@ -276,6 +284,19 @@ impl GatewayClient {
         thread: &ThreadId,
         run: &RunRequest,
     ) -> Result<String, GatewayError> {
+        self.create_run_as(owner, thread, run, RunMode::Create)
+            .await
+    }
+
+    /// [`GatewayClient::create_run`], with `mode` [`RunMode::Create`] or
+    /// [`RunMode::CreateWithText`].
+    pub async fn create_run_as(
+        &self,
+        owner: Option<&Owner>,
+        thread: &ThreadId,
+        run: &RunRequest,
+        mode: RunMode,
+    ) -> Result<String, GatewayError> {
         #[derive(Deserialize)]
         struct Created {
             run_id: String,
@@ -284,7 +305,7 @@ impl GatewayClient {
         let request = self
             .request(Method::POST, &url, owner)?
             .timeout(self.config().request_timeout)
-            .json(&run.wire(RunMode::Create));
+            .json(&run.wire(mode));
         let response = self.send("create_run", CallFamily::Run, request).await?;
         Ok(read_json::<Created>(response, "create_run").await?.run_id)
     }
@@ -445,6 +466,12 @@ mod tests {
             ]
         );
         assert_eq!(create["stream_mode"], "values");
+        let with_text = run.body(RunMode::CreateWithText);
+        assert_eq!(keys(&with_text), keys(&create));
+        assert_eq!(
+            with_text["stream_mode"],
+            json!(["messages-tuple", "values"])
+        );
         // Issue 26: DeerFlow's `sse_consumer` cancels a `cancel` run when any reader, a
         // join too, goes away; the bridge's joins must never kill what they follow.
         assert_eq!(create["on_disconnect"], "continue");

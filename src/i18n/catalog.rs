@@ -16,6 +16,8 @@ pub const DEFAULT_LOCALE: &str = "en-US";
 const EMBEDDED: &[(&str, &str)] = &[
     ("en-US", include_str!("../../locales/en-US/bridge.ftl")),
     ("zh-CN", include_str!("../../locales/zh-CN/bridge.ftl")),
+    ("zh-TW", include_str!("../../locales/zh-TW/bridge.ftl")),
+    ("ja-JP", include_str!("../../locales/ja-JP/bridge.ftl")),
 ];
 
 /// A supported locale.
@@ -198,16 +200,27 @@ impl Catalogs {
             .unwrap_or_else(|| Locale(LanguageIdentifier::default()))
     }
 
-    /// The supported locale a language tag asks for: an exact match, else the first
-    /// supported locale of the same language (`zh-SG` → `zh-CN`, `en-GB` → `en-US`).
+    /// The supported locale a language tag asks for: an exact match, else, among the
+    /// supported locales of the same language, the first one in the same script, preferring
+    /// the same region, else the first of that language. A Chinese tag without a script is
+    /// in the one its region writes: `zh-Hant`, `zh-Hant-HK`, `zh-HK`, `zh-MO` → `zh-TW`;
+    /// `zh`, `zh-Hans`, `zh-SG` → `zh-CN`; `ja` → `ja-JP`; `en-GB` → `en-US`.
     pub fn negotiate(&self, tag: &str) -> Option<Locale> {
         let wanted = parse_tag(tag)?;
         if self.locales.contains(&wanted) {
             return Some(wanted);
         }
+        let script = written_script(&wanted.0);
         self.locales
             .iter()
-            .find(|l| l.0.language == wanted.0.language)
+            .filter(|l| l.0.language == wanted.0.language)
+            // `min_by_key` keeps the first of equals: the catalogs' order breaks ties.
+            .min_by_key(|l| {
+                (
+                    written_script(&l.0) != script,
+                    l.0.region != wanted.0.region,
+                )
+            })
             .cloned()
     }
 
@@ -322,8 +335,8 @@ pub fn check_dir(dir: &Path) -> Result<Vec<String>, Vec<String>> {
     }
 }
 
-/// Message id → the variables it references, for one catalog source. Unparsable entries
-/// are skipped (loading reports them).
+/// Message id → the variables it references, for one catalog source; each attribute is an
+/// entry of its own, `id.attribute`. Unparsable entries are skipped (loading reports them).
 pub(crate) fn placeables(
     source: &str,
 ) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
@@ -352,6 +365,12 @@ pub(crate) fn placeables(
                 vars.insert(id.name.to_owned());
             }
             ast::InlineExpression::Placeable { expression } => expr(expression, vars),
+            ast::InlineExpression::FunctionReference { arguments, .. } => {
+                let named = arguments.named.iter().map(|n| &n.value);
+                for argument in arguments.positional.iter().chain(named) {
+                    inline(argument, vars);
+                }
+            }
             _ => {}
         }
     }
@@ -367,20 +386,43 @@ pub(crate) fn placeables(
                 pattern(value, &mut vars);
             }
             out.insert(m.id.name.to_owned(), vars);
+            for attribute in &m.attributes {
+                let mut vars = std::collections::BTreeSet::new();
+                pattern(&attribute.value, &mut vars);
+                out.insert(format!("{}.{}", m.id.name, attribute.id.name), vars);
+            }
         }
     }
     out
 }
 
-/// Parses `zh_CN`, `zh-Hans`, `en-us` into a language identifier.
+/// The script a tag is written in: its script subtag, else for Chinese the one its region
+/// writes (Traditional in Taiwan, Hong Kong and Macau; Simplified elsewhere, and with no
+/// region); `None` for other languages without a script subtag.
+fn written_script(id: &LanguageIdentifier) -> Option<&str> {
+    if let Some(script) = &id.script {
+        return Some(script.as_str());
+    }
+    (id.language.as_str() == "zh").then(|| match id.region.as_ref().map(|r| r.as_str()) {
+        Some("TW" | "HK" | "MO") => "Hant",
+        _ => "Hans",
+    })
+}
+
+/// Parses `zh_CN`, `zh-Hans`, `en-us`, `ja_JP.UTF-8` into a language identifier. Of a tag
+/// that does not parse whole, the longest leading part that does counts (`zh-hant-raw`, a
+/// client's private language pack, → `zh-Hant`).
 fn parse_tag(tag: &str) -> Option<Locale> {
     let normalized = tag.trim().replace('_', "-");
-    let normalized = normalized.split(['.', '@']).next()?;
-    normalized
-        .parse::<LanguageIdentifier>()
-        .ok()
-        .filter(|l| l.language.as_str() != "und")
-        .map(Locale)
+    let mut candidate = normalized.split(['.', '@']).next()?;
+    loop {
+        if let Ok(id) = candidate.parse::<LanguageIdentifier>()
+            && id.language.as_str() != "und"
+        {
+            return Some(Locale(id));
+        }
+        candidate = candidate.get(..candidate.rfind('-')?)?;
+    }
 }
 
 fn parse_resource(source: &str, path: &Path) -> Result<FluentResource, I18nError> {

@@ -22,14 +22,23 @@ fn entries(catalogs: &Catalogs, locale: &Locale) -> Vec<MenuEntry> {
         .collect()
 }
 
-/// The menu in `en-US` by default and in every supported locale by language code.
+/// The menu in `en-US` by default and once per ISO 639-1 language code (two letters) of
+/// the supported locales. A code stands for the locale it negotiates to, so one language
+/// written two ways gets one menu: `zh` is Simplified Chinese (`zh-CN`), as a bare `zh`
+/// tag is; a language without a two-letter code has no menu of its own.
 pub fn command_menu(catalogs: &Catalogs) -> CommandMenu {
     let default = entries(catalogs, &catalogs.default_locale());
-    let by_language = catalogs
-        .supported()
-        .iter()
-        .map(|l| (l.language().to_owned(), entries(catalogs, l)))
-        .collect();
+    let mut by_language: Vec<(String, Vec<MenuEntry>)> = Vec::new();
+    for locale in catalogs.supported() {
+        let language = locale.language();
+        if language.len() != 2 || by_language.iter().any(|(code, _)| code == language) {
+            continue;
+        }
+        let chosen = catalogs
+            .negotiate(language)
+            .unwrap_or_else(|| locale.clone());
+        by_language.push((language.to_owned(), entries(catalogs, &chosen)));
+    }
     CommandMenu {
         default,
         by_language,
@@ -62,12 +71,18 @@ mod tests {
             "the table's menu commands in table order; /context stays out"
         );
         assert_eq!(menu.default[0].description, "Start a fresh conversation");
-        let zh = menu
-            .by_language
-            .iter()
-            .find(|(lang, _)| lang == "zh")
-            .unwrap();
-        assert_eq!(zh.1[0].description, "开始新的对话");
+        let codes: Vec<&str> = menu.by_language.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(
+            codes,
+            ["en", "zh", "ja"],
+            "one menu per two-letter code: zh-CN and zh-TW share zh"
+        );
+        let first = |code: &str| {
+            let (_, entries) = menu.by_language.iter().find(|(c, _)| c == code).unwrap();
+            entries[0].description.clone()
+        };
+        assert_eq!(first("zh"), "开始新的对话", "zh is Simplified Chinese");
+        assert_eq!(first("ja"), "新しい会話を始める");
         for (_, entries) in &menu.by_language {
             assert_eq!(entries.len(), menu.default.len());
             for e in entries {

@@ -32,9 +32,23 @@ ids! {
     RUN_RECOVERED = "run-recovered";
     /// A same-thread request waits behind another.
     RUN_QUEUED = "run-queued";
+    /// The last line of an answer handed off before its source's reply window closed
+    /// (issue 33): the rest follows. `$where` (`group`: with the reply to anyone's next
+    /// message; `private`: with the reply to the user's next message; `soon`: as soon as
+    /// it is ready), `$shown` (`yes` when text came before this line, else `no`)
+    RUN_HANDOFF = "run-handoff";
+    /// The first line of the rest of a handed-off answer. `$more` (`no` when the answer
+    /// had nothing after what was shown)
+    RUN_REST = "run-rest";
+    /// The first line of an answer delivered with a later message's reply, because its own
+    /// message took no more replies by the time it was ready (issue 33).
+    RUN_HELD = "run-held";
     /// The conversation's thread is gone for its DeerFlow identity (deleted, or made by an
     /// older bridge under another user), so this message starts a new one (issue 26).
     RUN_THREAD_REPLACED = "run-thread-replaced";
+    /// A message older than its channel's `max_event_age` was not acted on (issue 33): said
+    /// once per chat for a burst of them.
+    RUN_TOO_LATE = "run-too-late";
     /// "Working on it": the placeholder, and the notice that a queued request started.
     RUN_THINKING = "run-thinking";
     /// Files the agent created. `$count`, `$names`

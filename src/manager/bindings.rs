@@ -231,7 +231,7 @@ mod tests {
     use super::*;
     use crate::gateway::GatewayConfig;
     use crate::simulator::{Simulator, SimulatorConfig};
-    use crate::store::{Binding, DedupeKey, JournalRecord, Journaled, SqliteStore};
+    use crate::store::{Binding, DedupeKey, JournalRecord, Journaled, Listed, SqliteStore, Sweep};
 
     /// A store whose reads never see a binding: as if another replica bound the
     /// conversation between this replica's read and its write.
@@ -305,6 +305,37 @@ mod tests {
         }
         async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {
             self.0.journal_renew(holder, lease).await
+        }
+        async fn journal_take_held(
+            &self,
+            channel: &str,
+            chat_id: &ChatId,
+            holder: &str,
+            lease: Duration,
+        ) -> Result<Vec<Journaled>, StoreError> {
+            self.0
+                .journal_take_held(channel, chat_id, holder, lease)
+                .await
+        }
+        async fn journal_give_up(
+            &self,
+            id: &str,
+            record: &JournalRecord,
+            holder: &str,
+        ) -> Result<bool, StoreError> {
+            self.0.journal_give_up(id, record, holder).await
+        }
+        async fn journal_list(&self, after: i64, limit: usize) -> Result<Vec<Listed>, StoreError> {
+            self.0.journal_list(after, limit).await
+        }
+        async fn journal_retry(&self, ids: &[String]) -> Result<usize, StoreError> {
+            self.0.journal_retry(ids).await
+        }
+        async fn journal_drop(&self, ids: &[String]) -> Result<usize, StoreError> {
+            self.0.journal_drop(ids).await
+        }
+        async fn journal_sweep(&self, holder: &str, forget: Duration) -> Result<Sweep, StoreError> {
+            self.0.journal_sweep(holder, forget).await
         }
         async fn acquire_lease(
             &self,

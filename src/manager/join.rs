@@ -19,6 +19,7 @@ use im_bridge_channel::backoff::Backoff;
 use tokio::time::Instant;
 
 use super::Inner;
+use super::stream::SoFar;
 use crate::gateway::{GatewayError, Owner, RunEvent, RunStatus, RunStream, Snapshot, ThreadId};
 
 /// Joins in a row that may lose their connection before one event arrives; past it the
@@ -42,12 +43,14 @@ enum Leg {
     Gap,
 }
 
-/// Follows run `run_id` of `thread` until it ended; see the module docs.
+/// Follows run `run_id` of `thread` until it ended; see the module docs. What the run
+/// writes meanwhile (when its events carry text) is fed into `so_far`.
 pub async fn join(
     inner: &Inner,
     owner: Option<&Owner>,
     thread: &ThreadId,
     run_id: &str,
+    so_far: Option<&SoFar>,
 ) -> Result<Joined, GatewayError> {
     let mut last: Option<Snapshot> = None;
     let mut failed = false;
@@ -72,13 +75,17 @@ pub async fn join(
             Err(error) => return Err(error),
         };
         let mut stream = stream;
-        match read_leg(&mut stream, &mut last, &mut failed).await {
+        match read_leg(&mut stream, &mut last, &mut failed, so_far).await {
             Ok(Leg::Ended) => break,
             // A second gap in a row means the buffer turns over faster than it is read;
             // the thread's state after the run ends is then the honest answer.
             Ok(Leg::Gap) if gaps == 0 => {
                 gaps += 1;
                 resume = None;
+                // Read again from the earliest retained event: text already seen comes again.
+                if let Some(so_far) = so_far {
+                    so_far.reset();
+                }
             }
             Ok(Leg::Gap) => return settle_elsewhere(inner, owner, thread, run_id).await,
             Err(error) if retryable(&error) && rejoins < MAX_REJOINS => {
@@ -114,6 +121,7 @@ async fn read_leg(
     stream: &mut RunStream,
     last: &mut Option<Snapshot>,
     failed: &mut bool,
+    so_far: Option<&SoFar>,
 ) -> Result<Leg, GatewayError> {
     while let Some(event) = stream.next().await {
         match event? {
@@ -124,7 +132,12 @@ async fn read_leg(
             }
             RunEvent::End => return Ok(Leg::Ended),
             RunEvent::Gap => return Ok(Leg::Gap),
-            RunEvent::Metadata { .. } | RunEvent::Messages { .. } | RunEvent::Other(_) => {}
+            RunEvent::Messages { message, metadata } => {
+                if let Some(so_far) = so_far {
+                    so_far.on_message(&message, &metadata);
+                }
+            }
+            RunEvent::Metadata { .. } | RunEvent::Other(_) => {}
         }
     }
     // `RunStream` ends only after `end`, `gap` or its one error.

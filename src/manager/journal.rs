@@ -21,12 +21,21 @@
 //!    crash delivers exactly the finals that did not land (never the run's answer read
 //!    again). One that failed for a reason that may pass (a platform outage, a long
 //!    `Retry-After`, the network) is retried with backoff for `bridge.final_retry_hours`,
-//!    across restarts. A final that finishes a streamed message records that message
+//!    across restarts (child `retry`). A final that finishes a streamed message records that message
 //!    before the platform hears of the edit (the delivery engine's `before` hook), so one
 //!    whose edit landed unacknowledged is delivered again as the same edit (a no-op on the
 //!    platform), never as a second message (issue 27).
 //! 5. Deleted once every final of the turn landed (or was refused for good, which a retry
-//!    cannot change).
+//!    cannot change); or **given up** once the retry window is over: then no process works
+//!    on it and it waits for an operator (issue 33, `im-bridge deliveries`: the `Deliveries`
+//!    handle of `crate::operator`), who retries it (any process claims it, its window
+//!    restarted) or drops it, for at most [`GAVE_UP_KEPT`](crate::store::GAVE_UP_KEPT). A
+//!    retry of a pending final marks it due: its holder's next sweep wakes its retries at
+//!    once.
+//! 6. **Held** instead when what is left could not go out because its message took no more
+//!    replies (a reply window closed, issue 33): it waits, indexed by its chat, for the
+//!    chat's next message to carry it (child `held`); it is never given up, and an operator
+//!    may only drop it.
 //!
 //! # How replies find their entry
 //!
@@ -45,23 +54,36 @@
 //! it comes late. Holders renew their leases every third of the lease; on a shared store
 //! every replica claims expired entries at the same pace.
 //!
-//! Bounded: entries exist only for messages queued, running or with finals pending (at most
-//! `final_retry_hours`), and the store caps them ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
+//! Bounded: entries exist only for messages queued, running, with finals pending (at most
+//! `final_retry_hours`), held for their chat, or given up (at most
+//! [`GAVE_UP_KEPT`](crate::store::GAVE_UP_KEPT)), and the store caps them
+//! ([`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
+//!
+//! A drain (issue 33) holds the retries of pending finals at once (`Journal::hold`): they
+//! stay for the next process, their attempts not counted.
+//!
+//! Children: `held` (answers held for a chat's next message), `retry` (the retries of
+//! pending finals), `starting` (a run start journaled before its request, issue 27).
 
+mod held;
+mod retry;
 mod starting;
+
+pub(crate) use held::HELD_NOTE_KEY;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use im_bridge_channel::backoff::Backoff;
 use im_bridge_channel::{
     ChatId, InboundMessage, MessageId, MsgType, OutboundMessage, RESUME_MESSAGE_KEY,
 };
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::bus::{AfterShown, Hooks, Landed, Outbound};
+use self::retry::give_up;
+use crate::bus::{Hooks, Landed, Outbound};
 use crate::store::{
     DedupeKey, JournalRecord, JournalState, Journaled, PendingFinal, Store, unix_millis,
 };
@@ -92,12 +114,6 @@ impl Default for JournalConfig {
     }
 }
 
-/// The first wait before a pending final is tried again; it doubles up to
-/// [`RETRY_MAX_WAIT`].
-const RETRY_FIRST_WAIT: Duration = Duration::from_secs(2);
-/// The longest wait between two tries of a pending final.
-const RETRY_MAX_WAIT: Duration = Duration::from_secs(300);
-
 /// What admitting a message found.
 pub(crate) enum Admission {
     /// A live dedupe record says this is a redelivery.
@@ -126,6 +142,11 @@ struct Shared {
     /// Retries of pending finals, cancelled at shutdown (their entries stay in the store).
     retries: TaskTracker,
     stop: CancellationToken,
+    /// What wakes each running retry of pending finals when an operator asks to retry it
+    /// now, by entry id. Bounded by the retries running (at most the journal's cap).
+    wakers: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Asks the manager for the journal's upkeep now (an operator retried something).
+    upkeep: Arc<Notify>,
 }
 
 impl Journal {
@@ -142,6 +163,8 @@ impl Journal {
             live: Mutex::new(HashMap::new()),
             retries: TaskTracker::new(),
             stop: CancellationToken::new(),
+            wakers: Mutex::new(HashMap::new()),
+            upkeep: Arc::new(Notify::new()),
         });
         // A streamed reply's platform message is saved as soon as the engine started it.
         let weak = Arc::downgrade(&shared);
@@ -198,13 +221,11 @@ impl Journal {
             )
             .await
         {
-            Ok(true) => Admission::New(Some(Entry::new(
-                self.shared.clone(),
-                id,
-                unix_millis(),
-                record,
-                false,
-            ))),
+            Ok(true) => {
+                let entry = Entry::new(self.shared.clone(), id, unix_millis(), record, false);
+                entry.go_live();
+                Admission::New(Some(entry))
+            }
             Ok(false) => Admission::Duplicate,
             Err(error) => {
                 tracing::warn!(%error, "Journaling a message failed; handling it unjournaled.");
@@ -215,7 +236,7 @@ impl Journal {
 
     /// Takes over the entries no live process holds (`take_live`: every entry another
     /// holder has, for a store only one process opens), oldest first, as entries this
-    /// process now owns. Entries older than the retry window are dropped, logged.
+    /// process now owns. Entries older than the retry window are given up, logged.
     pub(crate) async fn claim(&self, take_live: bool) -> Vec<Entry> {
         let shared = &self.shared;
         let claimed = match shared
@@ -234,21 +255,28 @@ impl Journal {
         let mut entries = Vec::with_capacity(claimed.len());
         for Journaled {
             id,
-            created_ms,
+            retry_from_ms,
             record,
+            ..
         } in claimed
         {
-            if now.saturating_sub(created_ms) > window {
+            if record.state == JournalState::Held {
+                // Waiting for its chat, in the store (and never given up on: it stays
+                // there for the operator to see until a message takes it up).
+                continue;
+            }
+            if now.saturating_sub(retry_from_ms) >= window {
                 tracing::warn!(
                     channel = %record.message.channel_name,
                     state = ?record.state,
                     "Gave up on a journaled message older than the final retry window."
                 );
-                metrics::counter!(crate::admin::names::JOURNAL_GIVEN_UP).increment(1);
-                remove(&shared.store, &id).await;
+                give_up(shared, &id, &record).await;
                 continue;
             }
-            entries.push(Entry::new(shared.clone(), id, created_ms, record, true));
+            let entry = Entry::new(shared.clone(), id, retry_from_ms, record, true);
+            entry.go_live();
+            entries.push(entry);
         }
         if !entries.is_empty() {
             tracing::info!(entries = entries.len(), "Recovering journaled messages.");
@@ -309,7 +337,8 @@ pub(crate) struct Entry(Arc<EntryState>);
 
 struct EntryState {
     id: String,
-    created_ms: i64,
+    /// When its final retry window began: admission, or an operator's retry.
+    retry_from_ms: i64,
     /// Claimed from a previous holder: its replies are marked late.
     recovered: bool,
     shared: Arc<Shared>,
@@ -322,6 +351,9 @@ struct Progress {
     record: JournalRecord,
     /// The turn finished publishing.
     ended: bool,
+    /// [`Entry::settle`] went past its guard: the entry was removed or its retries began.
+    /// The turn's end and its last final's landing may both reach it; only one goes on.
+    settled: bool,
     /// Finals published whose fate is not known yet.
     outstanding: usize,
     /// A recovered reply still has to finish the message the previous process streamed
@@ -339,7 +371,7 @@ impl Entry {
     fn new(
         shared: Arc<Shared>,
         id: String,
-        created_ms: i64,
+        retry_from_ms: i64,
         record: JournalRecord,
         recovered: bool,
     ) -> Self {
@@ -349,23 +381,22 @@ impl Entry {
         } else {
             None
         };
-        let entry = Self(Arc::new(EntryState {
+        Self(Arc::new(EntryState {
             id,
-            created_ms,
+            retry_from_ms,
             recovered,
             shared,
             progress: Mutex::new(Progress {
                 record,
                 ended: false,
+                settled: false,
                 outstanding: 0,
                 resume,
                 next_final,
                 open_stream: None,
             }),
             saving: tokio::sync::Mutex::new(()),
-        }));
-        entry.go_live();
-        entry
+        }))
     }
 
     /// The entry of the journaled turn this task runs, if any.
@@ -436,6 +467,12 @@ impl Entry {
     /// platform call, and is struck off once it landed or was refused for good. `late` is
     /// the line a delivery by a later process opens with.
     pub(crate) async fn track(&self, out: &mut OutboundMessage, late: &str) -> Hooks {
+        self.track_final(out, late, false).await
+    }
+
+    /// [`Entry::track`]; an `unsourced` final answers no source, and waits for the chat's
+    /// next message when the platform refuses it.
+    async fn track_final(&self, out: &mut OutboundMessage, late: &str, unsourced: bool) -> Hooks {
         let id = {
             let mut progress = self.progress();
             if let Some(message) = &progress.resume {
@@ -465,6 +502,8 @@ impl Entry {
                 metadata: out.metadata.clone(),
                 late: Some(late.to_owned()).filter(|l| !l.is_empty()),
                 finishes,
+                unsourced,
+                held: false,
             });
             id
         };
@@ -519,19 +558,12 @@ impl Entry {
     }
 
     async fn final_landed(&self, landed: Landed, id: u32) {
-        let struck = {
+        let changed = {
             let mut progress = self.progress();
             progress.outstanding = progress.outstanding.saturating_sub(1);
-            match landed {
-                // Landed, or refused for good (trying again cannot change that).
-                Landed::Shown(_) | Landed::Failed { transient: false } => {
-                    progress.record.finals.retain(|f| f.id != id);
-                    true
-                }
-                Landed::Failed { transient: true } => false,
-            }
+            progress.settle_final(id, &landed)
         };
-        if struck && !self.progress().ended {
+        if changed && !self.progress().ended {
             self.save().await;
         }
         self.settle().await;
@@ -557,112 +589,37 @@ impl Entry {
         self.settle().await;
     }
 
-    /// Once the turn ended and no final is in flight: deletes the entry, or keeps its
-    /// undelivered finals and retries them.
+    /// Once the turn ended and no final is in flight: deletes the entry, keeps its
+    /// undelivered finals and retries them, or leaves them waiting for the chat's next
+    /// message when that is all they can do (`held.rs`).
     async fn settle(&self) {
-        let pending = {
+        let state = {
             let mut progress = self.progress();
-            if !progress.ended || progress.outstanding > 0 {
+            if !progress.ended || progress.outstanding > 0 || progress.settled {
                 return;
             }
-            if progress.record.finals.is_empty() {
-                false
-            } else {
-                progress.record.state = JournalState::FinalPending;
-                true
-            }
-        };
-        if !pending {
-            remove(&self.0.shared.store, &self.0.id).await;
-            return;
-        }
-        self.save().await;
-        self.retry_finals_later();
-    }
-
-    /// Retries this entry's pending finals in the background; see [`Entry::retry_finals`].
-    pub(crate) fn retry_finals_later(&self) {
-        let entry = self.clone();
-        let shared = self.0.shared.clone();
-        shared.retries.spawn(async move {
-            tokio::select! {
-                () = entry.retry_finals() => {}
-                () = entry.0.shared.stop.cancelled() => {}
-            }
-        });
-    }
-
-    /// Delivers the pending finals again with backoff until each landed or was refused for
-    /// good, or the retry window since admission is over; then deletes the entry.
-    async fn retry_finals(&self) {
-        let shared = &self.0.shared;
-        let mut backoff = Backoff::new(RETRY_FIRST_WAIT, RETRY_MAX_WAIT, RETRY_FIRST_WAIT);
-        let window = i64::try_from(shared.config.final_retry.as_millis()).unwrap_or(i64::MAX);
-        loop {
-            let finals = self.progress().record.finals.clone();
-            if finals.is_empty() {
-                break;
-            }
-            for pending in finals {
-                if self.deliver_again(&pending).await {
-                    // Struck off at once, so a crash right after cannot deliver it twice.
-                    self.progress().record.finals.retain(|f| f.id != pending.id);
-                    self.save().await;
-                }
-            }
-            let done = {
-                let mut progress = self.progress();
+            progress.settled = true;
+            let state = progress.settled_state();
+            // The turn's own delivery was the first attempt, unless it was cut short by a
+            // drain or a shutdown (issue 33).
+            if state == Some(JournalState::FinalPending) && !self.0.shared.stop.is_cancelled() {
                 progress.record.attempts = progress.record.attempts.saturating_add(1);
-                progress.record.finals.is_empty()
-            };
-            if done {
-                break;
             }
-            if unix_millis().saturating_sub(self.0.created_ms) > window {
-                tracing::warn!("Gave up delivering a final after the retry window.");
-                metrics::counter!(crate::admin::names::JOURNAL_GIVEN_UP).increment(1);
-                break;
-            }
-            self.save().await;
-            tokio::time::sleep(backoff.next_wait()).await;
-        }
-        self.leave_live();
-        remove(&shared.store, &self.0.id).await;
-    }
-
-    /// Publishes `pending` once more and waits for its fate: `true` when it landed or was
-    /// refused for good.
-    async fn deliver_again(&self, pending: &PendingFinal) -> bool {
-        let text = match (&pending.late, &pending.finishes) {
-            // A final that replaces a message goes out unchanged: the same edit again, a
-            // no-op if the first one landed unacknowledged.
-            (_, Some(_)) => pending.text.clone(),
-            // Delivered by a later process than the one that wrote it: say why it is late.
-            (Some(late), None) if self.recovered() && !pending.text.starts_with(late.as_str()) => {
-                format!("{late}\n\n{}", pending.text)
-            }
-            _ => pending.text.clone(),
+            state
         };
-        let mut out = self.progress().record.message.reply(text, true);
-        out.metadata.extend(pending.metadata.clone());
-        if let Some(message) = &pending.finishes {
-            out.metadata
-                .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
-        }
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let hook: AfterShown = Box::new(move |landed: Landed| {
-            Box::pin(async move {
-                let _ = tx.send(landed);
-            })
-        });
-        self.0.shared.outbound.publish(out, Some(hook)).await;
-        match rx.await {
-            Ok(Landed::Shown(_)) | Ok(Landed::Failed { transient: false }) => true,
-            Ok(Landed::Failed { transient: true }) | Err(_) => false,
+        match state {
+            None => remove(&self.0.shared.store, &self.0.id).await,
+            Some(JournalState::Held) => self.wait_for_next_message().await,
+            Some(_) => {
+                self.save().await;
+                self.retry_finals_later();
+            }
         }
     }
 
-    async fn save(&self) {
+    /// Saves the record: `false` when the entry is no longer this process's (an operator
+    /// dropped it, or another replica took it over); a failed write counts as still ours.
+    async fn save(&self) -> bool {
         let _saving = self.0.saving.lock().await;
         let record = self.record();
         let shared = &self.0.shared;
@@ -671,11 +628,15 @@ impl Entry {
             .journal_save(&self.0.id, &record, &shared.holder)
             .await
         {
-            Ok(true) => {}
+            Ok(true) => true,
             Ok(false) => {
-                tracing::debug!("A journal entry was removed or taken over before a save.")
+                tracing::debug!("A journal entry was removed or taken over before a save.");
+                false
             }
-            Err(error) => tracing::warn!(%error, "Saving a journal entry failed."),
+            Err(error) => {
+                tracing::warn!(%error, "Saving a journal entry failed.");
+                true
+            }
         }
     }
 }

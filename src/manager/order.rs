@@ -18,11 +18,20 @@
 //! keep a successor's place without telling the user another request "is still running"
 //! when its answer is already on the way.
 //!
+//! Notices once per run (issue 33, item 6): when several messages arrive while one is
+//! being handled, only the first to wait is told it is queued ([`Ticket::claim_notice`]),
+//! and only the first turned away gets the busy reply ([`Turnstile::claim_busy_reply`]);
+//! the others are marked with a reaction where the channel has reactions. The run they
+//! count against is the message being handled, the oldest in the line; when the next
+//! one's turn comes, that is a new run, and the next message to wait is told again. A
+//! message claims its notice only once it is known to be handled (not a redelivery), so a
+//! redelivery never takes the notice from the message after it.
+//!
 //! Bound: the table holds one entry per conversation that has a message in flight; an
 //! entry goes when its latest ticket is dropped. Tickets per conversation are bounded by
 //! the limit plus the one being handled.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -30,13 +39,31 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
 /// A conversation's line: its latest ticket, that ticket's completion signal and settling
-/// mark, and how many tickets are outstanding (handled or waiting).
+/// mark, the tickets outstanding (handled or waiting), and which runs gave their notices.
 #[derive(Debug)]
 struct Tail {
     id: u64,
     done: oneshot::Receiver<()>,
     settling: Settling,
-    outstanding: usize,
+    /// The outstanding tickets' ids, oldest first: the first is the one being handled.
+    line: VecDeque<u64>,
+    /// The run (the id of the ticket being handled) whose queued notice was claimed.
+    queued_noticed: Option<u64>,
+    /// The run whose busy reply was claimed.
+    busy_noticed: Option<u64>,
+}
+
+impl Tail {
+    /// Whether the current run's notice recorded in `noticed` is still to be given; if so,
+    /// it is recorded as given now.
+    fn claim(line: &VecDeque<u64>, noticed: &mut Option<u64>) -> bool {
+        let run = line.front().copied();
+        if run.is_some() && *noticed == run {
+            return false;
+        }
+        *noticed = run;
+        true
+    }
 }
 
 type Tails = Arc<Mutex<HashMap<String, Tail>>>;
@@ -93,8 +120,7 @@ impl Turnstile {
     /// the one being handled.
     pub fn enter(&self, key: String, limit: usize) -> Result<Ticket, LineFull> {
         let mut tails = lock(&self.tails);
-        let outstanding = tails.get(&key).map_or(0, |t| t.outstanding);
-        if outstanding > limit {
+        if tails.get(&key).is_some_and(|t| t.line.len() > limit) {
             return Err(LineFull);
         }
         let id = {
@@ -104,19 +130,24 @@ impl Turnstile {
         };
         let (done, waiter) = oneshot::channel();
         let settling = Settling::default();
-        let (previous, previous_settling) = tails
-            .insert(
-                key.clone(),
-                Tail {
-                    id,
-                    done: waiter,
-                    settling: settling.clone(),
-                    outstanding: outstanding + 1,
-                },
-            )
-            .map(|tail| (tail.done, tail.settling))
-            .unzip();
+        let mut tail = Tail {
+            id,
+            done: waiter,
+            settling: settling.clone(),
+            line: VecDeque::new(),
+            queued_noticed: None,
+            busy_noticed: None,
+        };
+        let before = tails.remove(&key).map(|before| {
+            tail.line = before.line;
+            tail.queued_noticed = before.queued_noticed;
+            tail.busy_noticed = before.busy_noticed;
+            (before.done, before.settling)
+        });
+        tail.line.push_back(id);
+        tails.insert(key.clone(), tail);
         drop(tails);
+        let (previous, previous_settling) = before.unzip();
         Ok(Ticket {
             key,
             id,
@@ -126,6 +157,16 @@ impl Turnstile {
             _done: done,
             tails: self.tails.clone(),
         })
+    }
+
+    /// Whether a message turned away from `key`'s full line is the first of the current
+    /// run: it gets the busy reply, later ones a reaction. Claims the reply if so (a line
+    /// that emptied meanwhile has no run to share it with: the message gets it).
+    pub fn claim_busy_reply(&self, key: &str) -> bool {
+        match lock(&self.tails).get_mut(key) {
+            Some(tail) => Tail::claim(&tail.line, &mut tail.busy_noticed),
+            None => true,
+        }
     }
 
     #[cfg(test)]
@@ -148,6 +189,15 @@ impl Ticket {
         self.previous_settling
             .as_ref()
             .is_some_and(Settling::is_set)
+    }
+
+    /// Whether this message, which waits, is the first of the current run to wait: it gets
+    /// the queued notice, later ones a reaction. Claims the notice if so.
+    pub fn claim_notice(&self) -> bool {
+        match lock(&self.tails).get_mut(&self.key) {
+            Some(tail) => Tail::claim(&tail.line, &mut tail.queued_noticed),
+            None => true,
+        }
     }
 
     /// This message's settling mark, for [`Settling::scope`].
@@ -180,7 +230,7 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         let mut tails = lock(&self.tails);
         if let Some(tail) = tails.get_mut(&self.key) {
-            tail.outstanding = tail.outstanding.saturating_sub(1);
+            tail.line.retain(|id| *id != self.id);
             if tail.id == self.id {
                 tails.remove(&self.key);
             }
@@ -257,6 +307,30 @@ mod tests {
         let third = turnstile.enter("a".into(), 1).unwrap();
         drop((waiting, third));
         assert!(turnstile.enter("a".into(), 0).is_ok());
+    }
+
+    #[test]
+    fn issue_33_one_queued_notice_and_one_busy_reply_per_run() {
+        let turnstile = Turnstile::default();
+        let enter = || turnstile.enter("a".into(), 2);
+        let running = enter().unwrap();
+        let first = enter().unwrap();
+        let second = enter().unwrap();
+        assert!(first.claim_notice());
+        assert!(!second.claim_notice(), "the run was noticed already");
+        assert_eq!(enter().unwrap_err(), LineFull);
+        assert!(turnstile.claim_busy_reply("a"));
+        assert!(!turnstile.claim_busy_reply("a"));
+        // The next message's turn is a new run: its first notices are given again.
+        drop(running);
+        let third = enter().unwrap();
+        assert!(third.claim_notice());
+        assert!(turnstile.claim_busy_reply("a"));
+        // Another conversation counts its own; one with nothing in line turns nobody away.
+        let _elsewhere = turnstile.enter("b".into(), 2).unwrap();
+        assert!(turnstile.enter("b".into(), 2).unwrap().claim_notice());
+        assert!(turnstile.claim_busy_reply("c"));
+        drop((first, second, third));
     }
 
     #[tokio::test]

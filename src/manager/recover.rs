@@ -44,6 +44,8 @@ impl Manager {
                 JournalState::Admitted => "admitted",
                 JournalState::Running => "running",
                 JournalState::FinalPending => "final_pending",
+                // Never claimed for recovery: it waits in the store for its chat.
+                JournalState::Held => "held",
             };
             metrics::counter!(names::JOURNAL_RECOVERED, "state" => state).increment(1);
             // Finals written ahead mean the run had ended and its answer was on the way

@@ -18,7 +18,7 @@ use crate::i18n::{Arg, Catalogs, Locale};
 use crate::store::Store;
 
 use super::artifacts::Staged;
-use super::journal::Entry;
+use super::journal::{Entry, HELD_NOTE_KEY};
 use super::typing::{Typing, TypingGuard};
 use super::{ManagerConfig, Owners};
 
@@ -197,6 +197,12 @@ impl Replier {
                 let late = match out.is_final {
                     true => {
                         let (locale, _) = self.locale_for(msg).await;
+                        if self.outbound.reply_window(&msg.channel_name).is_some() {
+                            // What it opens with if its source takes no more replies by
+                            // the time it is delivered, and a later message carries it.
+                            let held = self.text(&locale, crate::i18n::msg::RUN_HELD, &[]);
+                            out.metadata.insert(HELD_NOTE_KEY.into(), held.into());
+                        }
                         self.text(&locale, crate::i18n::msg::RUN_RECOVERED, &[])
                     }
                     false => String::new(),

@@ -26,6 +26,7 @@ use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest};
 use crate::i18n::{Arg, msg as m};
 
 mod followed;
+mod handoff;
 
 pub(super) use followed::follow;
 use followed::wait_turn;
@@ -534,6 +535,13 @@ async fn publish_final(
             .insert("pending_clarification".into(), true.into());
     }
     out.attachments = fetched.files;
+    // The rest of an answer handed off before its reply window closed goes the late way.
+    let Some(out) = handoff::route_final(inner, msg, &locale, out).await else {
+        if let Some(staged) = fetched.staged {
+            staged.release();
+        }
+        return;
+    };
     inner
         .replier
         .publish_keeping(msg, out, fetched.staged)

@@ -197,6 +197,35 @@ impl Accumulator {
     }
 }
 
+/// What a followed run has written so far (issue 33): fed by its join, read by the turn
+/// when it hands the answer off before the source's reply window closes. Bounded like the
+/// [`Accumulator`] it wraps.
+#[derive(Debug, Default)]
+pub struct SoFar(std::sync::Mutex<Accumulator>);
+
+impl SoFar {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Accumulator> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Feeds one `messages` payload of the run's events.
+    pub fn on_message(&self, message: &Message, metadata: &ChunkMetadata) {
+        self.lock().on_message(message, metadata);
+    }
+
+    /// Forgets what was read (the events are read again from an earlier point).
+    pub fn reset(&self) {
+        *self.lock() = Accumulator::new();
+    }
+
+    /// The text the run shows now.
+    pub fn text(&self) -> String {
+        self.lock().visible_text().to_owned()
+    }
+}
+
 /// When to publish a partial update.
 #[derive(Debug, Default)]
 pub struct Throttle {

@@ -144,6 +144,21 @@ impl Out {
         self.until(tokio::time::sleep(delay)).await
     }
 
+    /// Waits until the test calls `Simulator::finish_run` for this run, or fails when the
+    /// run is cancelled first.
+    async fn until_finished(&self) -> Result<(), Cancelled> {
+        let finish = self
+            .sim
+            .state()
+            .runs
+            .get(&self.spec.run_id)
+            .map(|r| r.finish.clone());
+        match finish {
+            Some(finish) => self.until(finish.notified()).await,
+            None => Ok(()),
+        }
+    }
+
     /// Awaits `future`, or fails when the run is cancelled first.
     async fn until<F: Future>(&self, future: F) -> Result<F::Output, Cancelled> {
         tokio::select! {
@@ -210,7 +225,7 @@ pub(crate) async fn execute(
     };
     let (status, tail) = match play(&mut out, &script).await {
         Err(Cancelled) => (RunStatus::Interrupted, stopped()),
-        Ok(Ending::Done) => match hold(&mut out, &guard, script.hold).await {
+        Ok(Ending::Done) => match hold(&mut out, script.hold).await {
             Ok(()) => (RunStatus::Success, Tail::End),
             Err(Cancelled) => (RunStatus::Interrupted, stopped()),
         },
@@ -230,22 +245,11 @@ pub(crate) async fn execute(
     out.end(tail);
 }
 
-async fn hold(out: &mut Out, guard: &RunGuard, hold: Hold) -> Result<(), Cancelled> {
+async fn hold(out: &mut Out, hold: Hold) -> Result<(), Cancelled> {
     match hold {
         Hold::Natural => Ok(()),
         Hold::For(delay) => out.pause(delay).await,
-        Hold::UntilFinished => {
-            let finish = out
-                .sim
-                .state()
-                .runs
-                .get(&guard.run_id)
-                .map(|r| r.finish.clone());
-            match finish {
-                Some(finish) => out.until(finish.notified()).await,
-                None => Ok(()),
-            }
-        }
+        Hold::UntilFinished => out.until_finished().await,
     }
 }
 
@@ -309,6 +313,9 @@ async fn stream_text(
         if scripted {
             for (_, delay) in script.pauses.iter().filter(|(at, _)| due(*at, k)) {
                 out.pause(*delay).await?;
+            }
+            if script.wait_after.is_some_and(|at| due(at, k)) {
+                out.until_finished().await?;
             }
             if let Some((at, failure)) = &script.failure
                 && due(*at, k)

@@ -256,7 +256,9 @@ impl Simulator {
     }
 
     /// Ends a run held with [`Hold::UntilFinished`](super::Hold::UntilFinished) (it then
-    /// finishes normally). False if no such run is active.
+    /// finishes normally), or lets one waiting after a chunk
+    /// ([`Script::wait_after_chunk`](super::Script::wait_after_chunk)) go on. False if no
+    /// such run is active.
     pub fn finish_run(&self, run_id: &str) -> bool {
         match self.state().runs.get(run_id) {
             Some(run) if run.status.is_active() => {

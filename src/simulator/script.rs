@@ -171,6 +171,10 @@ pub struct Script {
     /// `(k, d)`: pause `d` after the k-th chunk (0 = before the first, past the end = after
     /// the last); heartbeats flow meanwhile.
     pub pauses: Vec<(usize, Duration)>,
+    /// After the k-th chunk (as in `pauses`), wait until the test calls
+    /// `Simulator::finish_run`, then go on: a run that writes part of its answer and takes
+    /// as long as the test needs for the rest.
+    pub wait_after: Option<usize>,
     /// `(k, f)`: fail after the k-th chunk (past the end = after the last, before the final
     /// `values`).
     pub failure: Option<(usize, Failure)>,
@@ -201,6 +205,7 @@ impl Default for Script {
             clarification: None,
             present_files: Vec::new(),
             pauses: Vec::new(),
+            wait_after: None,
             failure: None,
             hold: Hold::Natural,
             goal: GoalPlan::default(),
@@ -341,6 +346,12 @@ impl Script {
     /// Pause `delay` after chunk `k` (a long value gives an idle gap with heartbeats).
     pub fn pause_after_chunk(mut self, k: usize, delay: Duration) -> Self {
         self.pauses.push((k, delay));
+        self
+    }
+
+    /// After chunk `k`, wait for `Simulator::finish_run` before writing the rest.
+    pub fn wait_after_chunk(mut self, k: usize) -> Self {
+        self.wait_after = Some(k);
         self
     }
 

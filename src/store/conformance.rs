@@ -9,10 +9,11 @@
 //! Test support (`#[cfg(test)]`); it panics on a contract violation, like any assertion.
 //!
 //! Children: `budgets` (rate budgets' token buckets, issue 33), `held` (what a holder
-//! holds until it runs out: transport leases and journal entries), `state` (channel state,
-//! issue 32).
+//! holds until it runs out: transport leases and journal entries), `deliveries` (the
+//! operator's journal operations, issue 33), `state` (channel state, issue 32).
 
 mod budgets;
+mod deliveries;
 mod held;
 mod state;
 
@@ -46,6 +47,8 @@ pub async fn conformance(store: Arc<dyn Store>, cap: usize) {
     issue_13_the_message_cap_drops_the_least_recently_touched(store.as_ref(), cap).await;
     held::leases(store.as_ref()).await;
     held::issue_19_journal(store.as_ref()).await;
+    held::issue_33_held_answers(store.as_ref()).await;
+    deliveries::issue_33_deliveries(store.as_ref()).await;
     state::issue_32_channel_state(store.as_ref()).await;
     budgets::issue_33_rate_budgets(store.as_ref()).await;
 }

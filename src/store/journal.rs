@@ -5,6 +5,11 @@
 //! store keeps entries opaque: a serialized [`JournalRecord`] plus who holds the entry and
 //! until when ([`Store::journal_claim`](super::Store::journal_claim)). The manager owns the
 //! record's meaning (`src/manager/journal.rs`).
+//!
+//! An entry whose finals could not be delivered within `bridge.final_retry_hours` is given
+//! up ([`Store::journal_give_up`](super::Store::journal_give_up)): no process holds or
+//! claims it any more, and it waits for an operator (issue 33: `im-bridge deliveries`) to
+//! retry or drop it, for at most [`GAVE_UP_KEPT`].
 
 use im_bridge_channel::InboundMessage;
 use serde::{Deserialize, Serialize};
@@ -13,6 +18,11 @@ use serde::{Deserialize, Serialize};
 /// final waits to land, so traffic bounds them far below this; at the bound the oldest
 /// entries are dropped at admission (and logged by the manager as lost).
 pub const JOURNAL_CAP: usize = 10_000;
+
+/// How long an entry that gave up is kept for an operator to retry or drop it; then it is
+/// forgotten ([`Store::journal_sweep`](super::Store::journal_sweep)), so a message's text
+/// does not outlive it in the store indefinitely.
+pub const GAVE_UP_KEPT: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
 
 /// Where an admitted message stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +35,11 @@ pub enum JournalState {
     Running,
     /// The run ended; finals that did not land wait in `finals`.
     FinalPending,
+    /// Its finals wait for the chat's next message (issue 33): their source takes no more
+    /// replies (its reply window closed) and the platform sends nothing unprompted, so
+    /// they go out as the first replies to whatever the chat says next
+    /// ([`Store::journal_take_held`](super::Store::journal_take_held)).
+    Held,
 }
 
 /// One journal entry's record.
@@ -47,10 +62,25 @@ pub struct JournalRecord {
     /// Finals published and not landed yet (written ahead of each delivery).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub finals: Vec<PendingFinal>,
-    /// Delivery attempts of `finals` so far.
+    /// Delivery attempts of `finals` so far: the first delivery and each retry.
     #[serde(default)]
     pub attempts: u32,
+    /// Why the last attempt failed: the channel's log-safe error (an operation and a code,
+    /// never message text or a token), clipped to [`LAST_ERROR_MAX`] characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// What the turn showed when it handed its answer off before the source's reply window
+    /// closed (issue 33): the final that ends the run then carries only the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handed_off: Option<String>,
+    /// The later message of the same chat whose replies carry `finals` once a held entry
+    /// was taken up (issue 33); `None`: they answer `message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carrier: Option<InboundMessage>,
 }
+
+/// The longest [`JournalRecord::last_error`] kept, in characters.
+pub const LAST_ERROR_MAX: usize = 300;
 
 /// A final reply that did not land yet.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -71,6 +101,13 @@ pub struct PendingFinal {
     /// nothing if the first delivery landed, instead of sending the answer twice (issue 27).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finishes: Option<String>,
+    /// Sent as a message that answers no source (the rest of an answer on a platform that
+    /// allows one); refused, it waits for the chat's next message instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unsourced: bool,
+    /// Waits for the chat's next message: the message it answered takes no more replies.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
 }
 
 impl JournalRecord {
@@ -84,7 +121,32 @@ impl JournalRecord {
             stream_message_id: None,
             finals: Vec::new(),
             attempts: 0,
+            last_error: None,
+            handed_off: None,
+            carrier: None,
         }
+    }
+
+    /// Whether finals wait to be delivered: the run ended (or a crash came after its answer
+    /// was written ahead) and not every final landed.
+    pub fn has_pending_finals(&self) -> bool {
+        self.state == JournalState::FinalPending || !self.finals.is_empty()
+    }
+
+    /// Notes why a delivery failed, clipped to [`LAST_ERROR_MAX`] characters.
+    pub fn note_error(&mut self, error: &str) {
+        self.last_error = Some(error.chars().take(LAST_ERROR_MAX).collect());
+    }
+
+    /// The chat (channel, chat id) whose next message this entry waits for, when it is
+    /// [`JournalState::Held`]: what the store indexes it by.
+    pub fn held_chat(&self) -> Option<(&str, &str)> {
+        (self.state == JournalState::Held).then(|| {
+            (
+                self.message.channel_name.as_str(),
+                self.message.chat_id.as_str(),
+            )
+        })
     }
 }
 
@@ -95,8 +157,71 @@ pub struct Journaled {
     pub id: String,
     /// When it was admitted, unix milliseconds.
     pub created_ms: i64,
+    /// When its final retry window began, unix milliseconds: `created_ms`, or when an
+    /// operator last retried it after it gave up ([`Store::journal_retry`](super::Store::journal_retry)).
+    pub retry_from_ms: i64,
     /// Its record.
     pub record: JournalRecord,
+}
+
+/// A journal entry as the operator's listing sees it ([`Store::journal_list`](super::Store::journal_list)).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Listed {
+    /// Its place in admission order: a page after it starts after this.
+    pub seq: i64,
+    /// The entry's id.
+    pub id: String,
+    /// When it was admitted, unix milliseconds.
+    pub created_ms: i64,
+    /// When it gave up, unix milliseconds; `None` while it is still worked on.
+    pub gave_up_ms: Option<i64>,
+    /// Its record.
+    pub record: JournalRecord,
+}
+
+impl Listed {
+    /// Whether the operator's tools act on it: it gave up, or finals wait to be delivered.
+    /// An entry whose turn is still under way is not a delivery yet.
+    pub fn is_delivery(&self) -> bool {
+        self.gave_up_ms.is_some() || self.record.has_pending_finals()
+    }
+}
+
+/// What one [`Store::journal_sweep`](super::Store::journal_sweep) found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sweep {
+    /// The sweeper's entries an operator asked to retry now (their flag is cleared).
+    pub due: Vec<String>,
+    /// Entries that gave up and are kept, after forgetting the old ones.
+    pub gave_up: u64,
+    /// Entries that gave up longer ago than the sweep's horizon, deleted now.
+    pub forgotten: u64,
+}
+
+/// What an operator may do with a stored entry that is a delivery ([`Listed::is_delivery`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Operable {
+    /// It gave up: a retry revives it; a drop removes it.
+    GaveUp,
+    /// Its finals are still retried: a retry makes them due now; a drop removes it.
+    Pending,
+    /// Its finals wait for the chat's next message ([`JournalState::Held`]): a retry would
+    /// meet the same closed window, so only a drop acts on it.
+    Held,
+}
+
+/// What an operator may do with a stored entry (its `record`, and whether it gave up);
+/// `None` for one whose turn is still under way (or whose record this build cannot read).
+pub(crate) fn operable(record: &str, gave_up: bool) -> Option<Operable> {
+    if gave_up {
+        return Some(Operable::GaveUp);
+    }
+    let record = decode(record)?;
+    match record.state {
+        JournalState::Held => Some(Operable::Held),
+        _ if record.has_pending_finals() => Some(Operable::Pending),
+        _ => None,
+    }
 }
 
 /// A record as stored: JSON. Never fails for a record (every field serializes).
@@ -107,4 +232,11 @@ pub(crate) fn encode(record: &JournalRecord) -> String {
 /// A stored record, or `None` for one this build cannot read (logged by the caller).
 pub(crate) fn decode(text: &str) -> Option<JournalRecord> {
     serde_json::from_str(text).ok()
+}
+
+/// Logs entries a claim or a take dropped because this build cannot read their record.
+pub(crate) fn warn_unreadable(entries: usize) {
+    if entries > 0 {
+        tracing::warn!(entries, "Dropped journal entries this build cannot read.");
+    }
 }

@@ -54,12 +54,14 @@
 //! Children: `budgets` (rate budgets' token buckets, issue 33), `clock` (the database's
 //! clock every expiry is judged by, issue 27), `schema`
 //! (the embedded migrations and applying them), `journal` (the in-flight journal, issue 19),
+//! `deliveries` (the operator's journal operations, issue 33),
 //! `conversations`
 //! (reply-chain records and pruning), `state` (channel state, issue 32), `tests`.
 
 mod budgets;
 mod clock;
 mod conversations;
+mod deliveries;
 mod journal;
 mod schema;
 mod state;
@@ -76,8 +78,8 @@ use tokio_postgres::{Config, NoTls, Row};
 
 use self::clock::{now_ms, ttl_param};
 use super::{
-    Binding, BindingWrite, ConversationKey, DedupeKey, JournalRecord, Journaled, Pruned, Store,
-    StoreError, unix_seconds,
+    Binding, BindingWrite, ConversationKey, DedupeKey, JournalRecord, Journaled, Listed, Pruned,
+    Store, StoreError, Sweep, unix_seconds,
 };
 use crate::gateway::ThreadId;
 
@@ -289,6 +291,20 @@ impl PostgresStore {
         self.with_client(op, async |client: &Object| {
             let statement = client.prepare_cached(sql).await?;
             client.query_one(&statement, params).await
+        })
+        .await
+    }
+
+    /// Every row of a statement (prepared once per connection).
+    async fn query(
+        &self,
+        op: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        self.with_client(op, async |client: &Object| {
+            let statement = client.prepare_cached(sql).await?;
+            client.query(&statement, params).await
         })
         .await
     }
@@ -540,6 +556,17 @@ impl Store for PostgresStore {
         self.save_journaled(id, record, holder).await
     }
 
+    async fn journal_take_held(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        self.take_held_journaled(channel, chat_id, holder, lease)
+            .await
+    }
+
     async fn journal_remove(&self, id: &str) -> Result<(), StoreError> {
         self.remove_journaled(id).await
     }
@@ -555,6 +582,31 @@ impl Store for PostgresStore {
 
     async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {
         self.renew_journaled(holder, lease).await
+    }
+
+    async fn journal_give_up(
+        &self,
+        id: &str,
+        record: &JournalRecord,
+        holder: &str,
+    ) -> Result<bool, StoreError> {
+        self.give_up_journaled(id, record, holder).await
+    }
+
+    async fn journal_list(&self, after: i64, limit: usize) -> Result<Vec<Listed>, StoreError> {
+        self.list_journaled(after, limit).await
+    }
+
+    async fn journal_retry(&self, ids: &[String]) -> Result<usize, StoreError> {
+        self.retry_journaled(ids).await
+    }
+
+    async fn journal_drop(&self, ids: &[String]) -> Result<usize, StoreError> {
+        self.drop_journaled(ids).await
+    }
+
+    async fn journal_sweep(&self, holder: &str, forget: Duration) -> Result<Sweep, StoreError> {
+        self.sweep_journal(holder, forget).await
     }
 
     async fn get_chat_locale(

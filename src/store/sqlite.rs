@@ -31,8 +31,9 @@
 //! file, so no other clock ever judges them (the shared Postgres store uses the database's
 //! clock instead, issue 27).
 //!
-//! Children: `db` (the file and its statements, the caches), `schema` (embedded
-//! migrations), `worker` (the store thread's loop and group commit), `tests`.
+//! Children: `db` (the file and its statements, the caches), `deliveries` (the async side
+//! of the operator's journal operations, issue 33), `schema` (embedded migrations),
+//! `worker` (the store thread's loop and group commit), `tests`.
 //!
 //! Measured on the 2-core dev VM (`tests.rs`, `throughput_of_a_message_mix`: per message one
 //! admission, one binding read, one locale read, a binding write per 100; 64 callers):
@@ -41,6 +42,7 @@
 //! records, 13,000 bindings) takes ~50–75 ms, most of it the integrity check.
 
 mod db;
+mod deliveries;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -57,7 +59,7 @@ use tokio::sync::{mpsc, oneshot};
 use self::db::{Caches, Db};
 use self::worker::{Job, Step};
 
-use super::journal::{self, JournalRecord, Journaled};
+use super::journal::{self, JournalRecord, Journaled, Listed, Sweep};
 use super::{
     Binding, BindingWrite, ConversationKey, DedupeKey, Pruned, Store, StoreError, check_state,
     ttl_millis, unix_micros, unix_millis, unix_seconds,
@@ -416,10 +418,16 @@ impl Store for SqliteStore {
         record: &JournalRecord,
         holder: &str,
     ) -> Result<bool, StoreError> {
+        let held = record
+            .held_chat()
+            .map(|(channel, chat)| (channel.to_owned(), chat.to_owned()));
         let (id, record, holder) = (id.to_owned(), journal::encode(record), holder.to_owned());
         self.call(
             "journal_save",
-            move |db| db.journal_save(&id, &record, &holder),
+            move |db| {
+                let held = held.as_ref().map(|(a, b)| (a.as_str(), b.as_str()));
+                db.journal_save(&id, &record, &holder, held)
+            },
             |_, _| {},
         )
         .await
@@ -450,13 +458,32 @@ impl Store for SqliteStore {
                 |_, _| {},
             )
             .await?;
-        if unreadable > 0 {
-            tracing::warn!(
-                entries = unreadable,
-                "Dropped journal entries this build cannot read."
-            );
-        }
+        journal::warn_unreadable(unreadable);
         Ok(claimed)
+    }
+
+    async fn journal_take_held(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let (channel, chat, holder) = (
+            channel.to_owned(),
+            chat_id.as_str().to_owned(),
+            holder.to_owned(),
+        );
+        let until = unix_millis().saturating_add(ttl_millis(lease));
+        let (taken, unreadable) = self
+            .call(
+                "journal_take_held",
+                move |db| db.journal_take_held(&channel, &chat, &holder, until),
+                |_, _| {},
+            )
+            .await?;
+        journal::warn_unreadable(unreadable);
+        Ok(taken)
     }
 
     async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {
@@ -468,6 +495,31 @@ impl Store for SqliteStore {
             |_, _| {},
         )
         .await
+    }
+
+    async fn journal_give_up(
+        &self,
+        id: &str,
+        record: &JournalRecord,
+        holder: &str,
+    ) -> Result<bool, StoreError> {
+        self.give_up_journaled(id, record, holder).await
+    }
+
+    async fn journal_list(&self, after: i64, limit: usize) -> Result<Vec<Listed>, StoreError> {
+        self.list_journaled(after, limit).await
+    }
+
+    async fn journal_retry(&self, ids: &[String]) -> Result<usize, StoreError> {
+        self.retry_journaled(ids).await
+    }
+
+    async fn journal_drop(&self, ids: &[String]) -> Result<usize, StoreError> {
+        self.drop_journaled(ids).await
+    }
+
+    async fn journal_sweep(&self, holder: &str, forget: Duration) -> Result<Sweep, StoreError> {
+        self.sweep_journal(holder, forget).await
     }
 
     async fn get_chat_locale(

@@ -16,6 +16,8 @@ const SUBCOMMANDS: &[&str] = &[
     "completions",
     "man",
     "doctor",
+    "deliveries",
+    "drain",
 ];
 
 #[test]

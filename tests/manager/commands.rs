@@ -66,16 +66,31 @@ async fn help_lists_the_commands_in_the_chats_language() {
          /help — show this list\n\
          Installed skills work as commands too: /<skill> <task>"
     );
-    h.ask("/lang zh", 2).await;
-    let zh = h.ask("/help", 3).await;
-    assert!(
-        zh.starts_with("我能听懂这些命令：\n/new — 开始一个新的对话\n"),
-        "{zh}"
-    );
-    assert!(
-        zh.ends_with("\n/help — 显示这份列表\n已安装的技能也可以当命令用：/<技能> <任务>"),
-        "{zh}"
-    );
+    for (n, (lang, header, footer)) in [
+        (
+            "zh",
+            "我能听懂这些命令：\n/new — 开始一个新的对话\n",
+            "\n/help — 显示这份列表\n已安装的技能也可以当命令用：/<技能> <任务>",
+        ),
+        (
+            "zh-TW",
+            "我看得懂這些指令：\n/new — 開始新的對話\n",
+            "\n/help — 顯示這份清單\n已安裝的技能也能當作指令使用：/<技能> <任務>",
+        ),
+        (
+            "ja",
+            "使えるコマンドは次のとおりです：\n/new — 新しい会話を始めます\n",
+            "\n/help — この一覧を表示します\nインストール済みのスキルもコマンドとして使えます：/<スキル> <タスク>",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        h.ask(&format!("/lang {lang}"), 2 + 2 * n).await;
+        let help = h.ask("/help", 3 + 2 * n).await;
+        assert!(help.starts_with(header), "{lang}: {help}");
+        assert!(help.ends_with(footer), "{lang}: {help}");
+    }
     h.stop().await;
 }
 

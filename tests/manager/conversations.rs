@@ -10,7 +10,16 @@ use crate::support::{Harness, Options, in_group};
 
 #[tokio::test]
 async fn concurrent_first_messages_create_one_thread() {
-    let h = Harness::start().await;
+    // All eight may wait their turn (issue 33: a turned-away message may show nothing).
+    let mut options = Options::default();
+    options.manager.channel_queueing.insert(
+        options.channel.to_owned(),
+        im_bridge::manager::Queueing {
+            max_queued: 7,
+            ..Default::default()
+        },
+    );
+    let h = Harness::with(options).await;
     for _ in 0..8 {
         h.sim.script_next_run(Script::with_answer("ok").chunks(1));
     }

@@ -23,6 +23,7 @@ fn opened_stream(calls: &[Call]) -> (&str, &str) {
         id,
         text,
         stream: true,
+        ..
     } = &calls[0]
     else {
         panic!("{calls:#?}")

@@ -124,13 +124,21 @@ async fn a_gateway_that_is_down_gets_an_honest_reply() {
 /// Issue 13: partial text is never passed off as complete. A run that fails after text was
 /// shown keeps that text and ends with a localized line saying the answer was cut off.
 #[tokio::test]
-async fn issue_13_a_stream_broken_mid_way_ends_with_the_interrupted_line_in_both_locales() {
+async fn issue_13_a_stream_broken_mid_way_ends_with_the_interrupted_line_in_every_locale() {
     for (locale, line) in [
         (
             "en-US",
             "(This answer was cut off: something went wrong before the agent finished.)",
         ),
         ("zh-CN", "（回答没有写完：智能体完成之前出了问题。）"),
+        (
+            "zh-TW",
+            "（這則回答沒有寫完：AI 代理程式完成前發生了問題。）",
+        ),
+        (
+            "ja-JP",
+            "（この回答は途中で途切れています。エージェントの処理が終わる前に問題が発生しました。）",
+        ),
     ] {
         let h = Harness::with(crate::support::Options::default().notification_locale(locale)).await;
         h.sim.script_next_run(

@@ -1,12 +1,13 @@
 //! Messages of one conversation arriving while it is busy (issue 13): they run in arrival
 //! order on one thread, waiting their turn with the queued notice (`busy_policy: queue`, at
 //! most `max_queued_per_conversation` waiting), or get DeerFlow's busy reply (`reject`, or a
-//! full line).
+//! full line); each notice once per run, later messages marked with a reaction (issue 33).
 
 use im_bridge::manager::{BusyPolicy, Queueing};
 use im_bridge::simulator::{Hold, Script};
+use im_bridge_channel::{InboundMessage, Reaction};
 
-use crate::support::{Harness, Options};
+use crate::support::{Call, Harness, Options};
 
 const QUEUED: &str = "Another request in this conversation is still running. I'll start on yours as soon as it's done.";
 const BUSY: &str = "This conversation is still busy with an earlier request. Please wait until it finishes, then send your message again.";
@@ -21,14 +22,15 @@ fn with_policy(policy: BusyPolicy, max_queued: usize) -> Options {
 }
 
 /// Says `text` and waits until its run started; the run answers "running" once finished.
-async fn run_held(h: &Harness, text: &str) {
+async fn run_held(h: &Harness, text: &str) -> InboundMessage {
     h.sim.script_next_run(
         Script::with_answer("running")
             .chunks(1)
             .hold(Hold::UntilFinished),
     );
-    h.say(text).await;
+    let msg = h.say(text).await;
     h.wait_until_sent(1, "/runs/stream").await;
+    msg
 }
 
 #[tokio::test]
@@ -74,21 +76,62 @@ async fn issue_13_two_messages_sent_together_run_in_order_on_one_thread() {
     h.stop().await;
 }
 
+/// The sources of the reactions saying `reaction` so far.
+fn reacted(calls: &[Call], reaction: Reaction) -> Vec<String> {
+    calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::React {
+                source,
+                reaction: r,
+            } if *r == reaction => Some(source.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn source(msg: &InboundMessage) -> String {
+    msg.thread_ts.as_ref().unwrap().to_string()
+}
+
 #[tokio::test]
 async fn issue_13_a_full_line_gets_the_busy_reply_and_the_rest_still_run() {
-    let h = Harness::start().await;
+    // Issue 33: one notice of each kind per run; the later messages get a reaction.
+    let mut options = Options::default();
+    options.caps.reactions = true;
+    let h = Harness::with(options).await;
     run_held(&h, "one").await;
+    let mut waiting = Vec::new();
     for text in ["two", "three", "four"] {
-        h.say(text).await;
+        waiting.push(h.say(text).await);
     }
-    h.channel
-        .wait_for("three queued notices", |calls| {
-            calls.iter().filter(|c| c.text() == QUEUED).count() == 3
+    let calls = h
+        .channel
+        .wait_for("the queued notice and two reactions", |calls| {
+            reacted(calls, Reaction::Queued).len() == 2 && calls.iter().any(|c| c.text() == QUEUED)
         })
         .await;
-    // One running and three waiting: the fifth is refused at once.
+    assert_eq!(calls.iter().filter(|c| c.text() == QUEUED).count(), 1);
+    // Whichever of the three was told (the first handled), the other two are marked.
+    let marked = reacted(&calls, Reaction::Queued);
+    assert_eq!(marked.len(), 2, "{marked:?}");
+    assert_ne!(marked[0], marked[1]);
+    assert!(
+        marked
+            .iter()
+            .all(|m| waiting.iter().any(|w| source(w) == *m))
+    );
+    // One running and three waiting: the fifth is refused at once, the sixth marked.
     h.say("five").await;
     assert_eq!(h.channel.nth_final(1).await, BUSY);
+    let sixth = h.say("six").await;
+    let calls = h
+        .channel
+        .wait_for("a busy reaction", |calls| {
+            !reacted(calls, Reaction::Busy).is_empty()
+        })
+        .await;
+    assert_eq!(reacted(&calls, Reaction::Busy), [source(&sixth)]);
     h.finish_runs();
     let finals = h.channel.wait_finals(5).await;
     assert_eq!(finals[0], BUSY);
@@ -98,6 +141,47 @@ async fn issue_13_a_full_line_gets_the_busy_reply_and_the_rest_still_run() {
         4,
         "one, then two, three and four in turn"
     );
+    assert_eq!(h.channel.finals().iter().filter(|f| *f == BUSY).count(), 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn issue_33_a_redelivery_during_the_run_leaves_the_notice_to_the_next_message() {
+    let h = Harness::start().await;
+    let first = run_held(&h, "one").await;
+    // The platform delivers the running message again: dropped, and it takes no notice.
+    h.send(first).await;
+    h.say("two").await;
+    h.channel
+        .wait_for("the queued notice", |calls| {
+            calls.iter().any(|c| c.text() == QUEUED)
+        })
+        .await;
+    h.finish_runs();
+    assert_eq!(h.channel.wait_finals(2).await.len(), 2);
+    assert_eq!(h.streamed_runs(), 2);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn issue_33_without_reactions_later_waiting_messages_show_nothing_and_still_run() {
+    let h = Harness::start().await;
+    run_held(&h, "one").await;
+    for text in ["two", "three"] {
+        h.say(text).await;
+    }
+    h.channel
+        .wait_for("the queued notice", |calls| {
+            calls.iter().any(|c| c.text() == QUEUED)
+        })
+        .await;
+    h.finish_runs();
+    let finals = h.channel.wait_finals(3).await;
+    assert_eq!(finals.len(), 3, "{finals:?}");
+    assert_eq!(h.streamed_runs(), 3);
+    let calls = h.channel.calls();
+    assert_eq!(calls.iter().filter(|c| c.text() == QUEUED).count(), 1);
+    assert!(!calls.iter().any(|c| matches!(c, Call::React { .. })));
     h.stop().await;
 }
 

@@ -262,6 +262,7 @@ pub const SENTENCES_ALLOWED: &[(&str, &str)] = &[
     ("channels/discord/src/config.rs", ""),
     ("channels/slack/src/config.rs", ""),
     ("channels/wecom/src/config.rs", ""),
+    ("channels/wechat/src/config.rs", ""),
     // `im-bridge doctor`'s lines and fix hints, printed for the operator who runs it (the
     // files hold nothing else).
     ("src/doctor.rs", ""),
@@ -273,6 +274,7 @@ pub const SENTENCES_ALLOWED: &[(&str, &str)] = &[
     ("channels/discord/src/doctor.rs", ""),
     ("channels/slack/src/doctor.rs", ""),
     ("channels/wecom/src/doctor.rs", ""),
+    ("channels/wechat/src/doctor.rs", ""),
     // Why the long connection could not be made or went down: reasons that are only
     // logged for the operator (the file holds no user-facing text).
     ("channels/feishu/src/transport/ws/endpoint.rs", ""),

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use im_bridge_channel::{
     Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, CommandVocabulary, Configured,
     InboundMessage, InboundSink, Issues, LengthUnit, MessageId, OutboundFile, Platform, Prepared,
-    SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
+    SendTarget, SentMessage, Stage, Telemetry, UpdateMode, Waited,
 };
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, BufReader};
@@ -358,14 +358,14 @@ impl ConsoleChannel {
                 .as_ref()
                 .and_then(|id| id.as_str().parse().ok());
             // A local user can wait: hold the input back while the queue is full.
-            let reservation = tokio::select! {
-                () = shutdown.cancelled() => return Ok(ChannelExit::Stopped),
-                r = sink.reserve_wait() => r,
-            };
-            match reservation.and_then(|r| r.commit(msg)) {
-                Ok(()) => {}
-                Err(error) => {
-                    tracing::warn!(channel = NAME, %error, "Console input was not admitted.");
+            match sink.send_waiting(msg, shutdown).await {
+                Waited::Admitted => {}
+                Waited::Stopped => return Ok(ChannelExit::Stopped),
+                Waited::Closed => {
+                    tracing::warn!(
+                        channel = NAME,
+                        "Console input was not admitted: admission is closed."
+                    );
                     return Ok(ChannelExit::Stopped);
                 }
             }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::message::ChatKind;
 use crate::render::{Dialect, Plain};
 
 /// How a channel can show a reply that is still being written.
@@ -47,6 +48,11 @@ impl LengthUnit {
 }
 
 /// Passive-reply rules of platforms that only let a bot answer a recent message (QQ).
+///
+/// An answer whose run would outlive its source's window is handed off before the window
+/// closes: what is written so far goes out as a reply while it still can, with a line
+/// saying the rest follows, and the rest reaches the chat the way [`ReplyWindow::late`]
+/// says (the daemon's manager does this; `docs/platforms/qq.md` tells the story).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct ReplyWindow {
     /// How long after a group message a reply is accepted.
@@ -55,6 +61,35 @@ pub struct ReplyWindow {
     pub private: Duration,
     /// How many replies one source message allows.
     pub max_replies_per_source: u32,
+    /// How the rest of an answer reaches the chat once its source takes no more replies.
+    pub late: LateReplies,
+}
+
+impl ReplyWindow {
+    /// How long after a message of `kind` a reply to it is accepted.
+    pub const fn length(&self, kind: ChatKind) -> Duration {
+        match kind {
+            ChatKind::Group => self.group,
+            ChatKind::Private => self.private,
+        }
+    }
+}
+
+/// How a platform lets an answer through once its source message takes no more replies
+/// (its window closed, or its replies are spent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LateReplies {
+    /// Only as a reply to a newer message: the rest waits, journaled, for the chat's next
+    /// message (in a group, anyone's) and is sent as the first reply to it, before that
+    /// message's own answer. QQ since 2025-04-21, when proactive messages ended.
+    NextMessage,
+    /// As a message that answers no source ([`SendTarget::reply_to`] `None`, an "active"
+    /// message); when the platform refuses one, the rest waits for the next message as
+    /// with [`LateReplies::NextMessage`].
+    ///
+    /// [`SendTarget::reply_to`]: crate::SendTarget::reply_to
+    Unsourced,
 }
 
 /// How many writes (new messages, edits, uploads) a platform lets a bot make in one chat:
@@ -226,6 +261,11 @@ pub struct Capabilities {
     /// goal's follow-ups) was delivered. The console asks while it reads a script, one line
     /// at a time.
     pub turn_ends: bool,
+    /// The channel can put a reaction on a user's message
+    /// ([`Channel::react`](crate::Channel::react)). The manager then shows a busy or queued
+    /// notice only once per conversation and run, and marks later messages with a reaction
+    /// instead; without reactions they get nothing visible (they are still handled).
+    pub reactions: bool,
 }
 
 impl Capabilities {
@@ -246,6 +286,7 @@ impl Capabilities {
             markup: &Plain,
             max_upload_bytes: 0,
             turn_ends: false,
+            reactions: false,
         }
     }
 

@@ -52,6 +52,18 @@ pub struct SentMessage {
     pub id: MessageId,
 }
 
+/// What a reaction on a user's message says ([`Channel::react`]). The adapter picks the
+/// emoji its platform allows for each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reaction {
+    /// Seen, and waiting its turn: the conversation is busy and the message will be handled
+    /// after the request before it (the notice saying so was already given once).
+    Queued,
+    /// Seen, and turned away: the conversation is busy and its line is full, so the message
+    /// will not be handled (the notice saying so was already given once).
+    Busy,
+}
+
 /// Why a channel's transport stopped running.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChannelExit {
@@ -127,6 +139,16 @@ pub trait Channel: Send + Sync + 'static {
     async fn turn_ended(&self, to: SendTarget<'_>) -> ChannelResult {
         let _ = to;
         Ok(())
+    }
+
+    /// Puts `reaction` on the user's message `to` answers (`to.reply_to`): a mark that
+    /// creates no message, so the delivery engine does not pace it. Called only on a
+    /// channel whose capabilities say it has reactions
+    /// ([`Capabilities::reactions`](crate::Capabilities::reactions)); defaults to
+    /// unsupported.
+    async fn react(&self, to: SendTarget<'_>, reaction: Reaction) -> ChannelResult {
+        let _ = (to, reaction);
+        Err(ChannelError::Unsupported("reactions"))
     }
 
     /// Uploads a file after a reply's text.

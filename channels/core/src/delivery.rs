@@ -122,7 +122,7 @@ impl<C: Channel> ChannelExt for C {}
 /// A shared channel is a channel, so layers can wrap `Arc<dyn Channel>`.
 impl<C: Channel + ?Sized> Channel for Arc<C> {
     forward_channel!(as_ref() => name, capabilities, is_connected, exclusive_transport, run, send_text, start_stream,
-        edit_text, finish_stream, send_file, show_typing, turn_ended, fetch_file);
+        edit_text, finish_stream, send_file, show_typing, turn_ended, react, fetch_file);
 }
 
 /// Delivers outbound messages to one channel.

@@ -16,21 +16,54 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 pub use futures_util::future::BoxFuture;
 
 use crate::http::HttpError;
 use crate::secret::Secret;
+use crate::state::{ChannelState, MemoryState};
 use crate::token::{TokenCache, TokenSource};
 
 /// An adapter's checks over its validated settings (the [`Adapter`](crate::Adapter)
-/// field). They may call the platform (one cheap authenticated call, a token request), but
-/// change nothing there and start no transport.
-pub type DoctorFn<S> = for<'a> fn(&'a S) -> BoxFuture<'a, Vec<Check>>;
+/// field) and what the daemon knows of the channel ([`Context`]). They may call the
+/// platform (one cheap authenticated call, a token request) and read the channel's state,
+/// but change nothing and start no transport.
+pub type DoctorFn<S> = for<'a> fn(&'a S, &'a Context) -> BoxFuture<'a, Vec<Check>>;
 
 /// The [`DoctorFn`] of an adapter with nothing to check.
-pub fn no_checks<S>(_settings: &S) -> BoxFuture<'_, Vec<Check>> {
+pub fn no_checks<'a, S>(_settings: &'a S, _ctx: &'a Context) -> BoxFuture<'a, Vec<Check>> {
     Box::pin(async { Vec::new() })
+}
+
+/// What `im-bridge doctor` hands a channel's checks besides its settings.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct Context {
+    /// The channel's persistent state as the daemon's store holds it (a login the adapter
+    /// keeps there): for reading only. When the store cannot be opened every call fails
+    /// with [`StateError::Store`](crate::StateError::Store).
+    pub state: Arc<dyn ChannelState>,
+}
+
+impl Context {
+    /// A context reading the channel's state from `state`.
+    pub fn new(state: Arc<dyn ChannelState>) -> Self {
+        Self { state }
+    }
+}
+
+/// An empty state in memory (tests).
+impl Default for Context {
+    fn default() -> Self {
+        Self::new(Arc::new(MemoryState::new()))
+    }
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context").finish_non_exhaustive()
+    }
 }
 
 /// One pre-flight check and what it found.

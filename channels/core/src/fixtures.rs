@@ -26,6 +26,23 @@ pub fn round_trip<T: Serialize + DeserializeOwned + std::fmt::Debug>(fixture: &s
     typed
 }
 
+/// Validates the adapter block `block` with `validate` under `prefix`
+/// (`channels.<name>`): the settings, and each issue found as `E <path>` (an error) or
+/// `W <path>` (a warning), in order: what an adapter's config tests compare.
+pub fn validated<S>(
+    validate: fn(Value, &mut crate::Issues) -> Option<S>,
+    prefix: &str,
+    block: Value,
+) -> (Option<S>, Vec<String>) {
+    let mut issues = crate::Issues::new(prefix);
+    let settings = validate(block, &mut issues);
+    let found = issues
+        .iter()
+        .map(|i| format!("{}{}", if i.is_error() { "E " } else { "W " }, i.path))
+        .collect();
+    (settings, found)
+}
+
 /// The text of a recorded payload, `tests/fixtures/<name>` of the crate that calls it
 /// (read at compile time): `round_trip::<Update>(fixture!("update_private_text.json"))`.
 #[macro_export]

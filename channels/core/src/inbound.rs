@@ -21,8 +21,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::message::InboundMessage;
+
+/// What became of a message admitted with [`InboundSink::send_waiting`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waited {
+    /// It is in the queue.
+    Admitted,
+    /// Admission is closed: it is not.
+    Closed,
+    /// Shutdown came while it waited for room.
+    Stopped,
+}
 
 /// Why a message was not admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -122,6 +134,22 @@ impl InboundSink {
         match self.tx.clone().reserve_owned().await {
             Ok(permit) => Ok(Reservation::new(permit, &self.shared)),
             Err(_) => Err(AdmitError::Closed),
+        }
+    }
+
+    /// Waits for a slot ([`InboundSink::reserve_wait`]) and commits `msg` into it: the one
+    /// admission of the transports that hold their input back (long polls, the console).
+    /// [`Waited::Stopped`] when `shutdown` came first, [`Waited::Closed`] when admission is
+    /// closed (the daemon is stopping): the caller then leaves the message, and what follows
+    /// it, unacknowledged.
+    pub async fn send_waiting(&self, msg: InboundMessage, shutdown: &CancellationToken) -> Waited {
+        let reservation = tokio::select! {
+            () = shutdown.cancelled() => return Waited::Stopped,
+            r = self.reserve_wait() => r,
+        };
+        match reservation.and_then(|slot| slot.commit(msg)) {
+            Ok(()) => Waited::Admitted,
+            Err(_) => Waited::Closed,
         }
     }
 

@@ -43,9 +43,9 @@ pub mod webhook;
 pub use access::AllowedUsers;
 pub use body::{BoundedRead, header_seconds, read_bounded};
 pub use capabilities::{
-    Capabilities, ChatBudget, LengthUnit, RateBudget, ReplyWindow, UpdateMode, Writes,
+    Capabilities, ChatBudget, LateReplies, LengthUnit, RateBudget, ReplyWindow, UpdateMode, Writes,
 };
-pub use channel::{Channel, ChannelExit, SendTarget, SentMessage};
+pub use channel::{Channel, ChannelExit, Reaction, SendTarget, SentMessage};
 pub use commands::{CommandVocabulary, strip_leading_mentions};
 pub use config::{ConfigIssue, Issues, Severity};
 pub use delivery::{
@@ -59,7 +59,7 @@ pub use file_hosts::{FileHostError, FileHosts, MAX_FILE_HOSTS};
 pub use ids::{ChatId, MessageId, UserId};
 pub use inbound::{
     AdmitError, InboundQueue, InboundSink, REFUSALS_CAPACITY, REFUSED_METRIC, Reservation, Skip,
-    inbound_queue,
+    Waited, inbound_queue,
 };
 pub use menu::{CommandMenu, MenuEntry};
 pub use message::{

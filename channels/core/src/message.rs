@@ -184,7 +184,11 @@ pub struct InboundMessage {
     /// The sender's platform language when the platform reports one (BCP 47-ish tag).
     #[serde(default)]
     pub locale_hint: Option<String>,
-    /// Unix seconds at which the adapter received it.
+    /// When it was sent, in Unix seconds: the platform's own timestamp where the adapter
+    /// reads one ([`InboundMessage::sent_at`]), else when the adapter received it. Reply
+    /// windows run from it, and the daemon does not act on a message older than its
+    /// channel's `max_event_age` by it, so a message without a platform timestamp is never
+    /// taken for stale.
     #[serde(default = "now_unix")]
     pub created_at: f64,
 }
@@ -214,6 +218,21 @@ impl InboundMessage {
             locale_hint: None,
             created_at: now_unix(),
         }
+    }
+
+    /// Dates the message by the platform's timestamp (Unix seconds): when it was sent, not
+    /// when it arrived here. A value that names no time (not finite, zero or below, as a
+    /// missing field often reads) is ignored: the message keeps its arrival time.
+    pub fn sent_at(&mut self, unix_seconds: f64) {
+        if unix_seconds.is_finite() && unix_seconds > 0.0 {
+            self.created_at = unix_seconds;
+        }
+    }
+
+    /// [`InboundMessage::sent_at`] from milliseconds since the epoch, as many platforms
+    /// write their timestamps.
+    pub fn sent_at_millis(&mut self, unix_millis: i64) {
+        self.sent_at(unix_millis as f64 / 1000.0);
     }
 
     /// A reply to this message: routing fields and slimmed metadata copied over, as the
@@ -350,6 +369,26 @@ mod tests {
         let back: InboundMessage = serde_json::from_str(&json).unwrap();
         assert_eq!(back.chat_id, msg.chat_id);
         assert_eq!(back.metadata, msg.metadata);
+    }
+
+    #[test]
+    fn only_a_real_platform_timestamp_dates_a_message() {
+        let mut msg = InboundMessage::new("any", "c", "u", "x");
+        let arrived = msg.created_at;
+        for nothing in [0.0, -5.0, f64::NAN, f64::INFINITY] {
+            msg.sent_at(nothing);
+            assert_eq!(msg.created_at, arrived, "{nothing}");
+        }
+        msg.sent_at_millis(0);
+        assert_eq!(msg.created_at, arrived);
+        msg.sent_at(1_700_000_000.0);
+        assert_eq!(msg.created_at, 1_700_000_000.0);
+        msg.sent_at_millis(1_700_000_123_500);
+        assert_eq!(msg.created_at, 1_700_000_123.5);
+        assert_eq!(
+            msg.reply("r", true).source_created_at,
+            Some(1_700_000_123.5)
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::access::AllowedUsers;
 use crate::channel::Channel;
 use crate::commands::CommandVocabulary;
 use crate::config::Issues;
-use crate::doctor::{Check, DoctorFn, no_checks};
+use crate::doctor::{Check, Context, DoctorFn, no_checks};
 use crate::error::ChannelError;
 use crate::menu::CommandMenu;
 use crate::state::{ChannelState, MemoryState};
@@ -52,9 +52,10 @@ pub trait Configured: Send + Sync + fmt::Debug {
     fn build(&self, ctx: &BuildContext) -> Result<Arc<dyn Channel>, ChannelError>;
 
     /// The adapter's pre-flight checks for `im-bridge doctor` (its credentials, its
-    /// webhook state): one cheap call each, changing nothing on the platform. None by
-    /// default.
-    fn doctor(&self) -> BoxFuture<'_, Vec<Check>> {
+    /// webhook state, what it keeps in `ctx`'s state): one cheap call each, changing
+    /// nothing on the platform. None by default.
+    fn doctor<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Vec<Check>> {
+        let _ = ctx;
         Box::pin(async { Vec::new() })
     }
 }
@@ -150,8 +151,8 @@ impl<S: Serialize + fmt::Debug + Send + Sync + 'static> Configured for Prepared<
         (self.build)(&self.settings, ctx)
     }
 
-    fn doctor(&self) -> BoxFuture<'_, Vec<Check>> {
-        (self.doctor)(&self.settings)
+    fn doctor<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, Vec<Check>> {
+        (self.doctor)(&self.settings, ctx)
     }
 }
 

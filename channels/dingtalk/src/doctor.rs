@@ -1,7 +1,7 @@
 //! `im-bridge doctor` for DingTalk: an `accessToken` request (the client id and secret
 //! work at `api_url`). Nothing is sent to a chat.
 
-use im_bridge_channel::doctor::{BoxFuture, Check, Credentials, Keys};
+use im_bridge_channel::doctor::{BoxFuture, Check, Context, Credentials, Keys};
 
 use crate::NAME;
 use crate::api::Api;
@@ -13,7 +13,7 @@ const KEYS: Keys = Keys {
 };
 
 /// The check, its texts scrubbed of the client secret.
-pub fn checks(settings: &DingTalkSettings) -> BoxFuture<'_, Vec<Check>> {
+pub fn checks<'a>(settings: &'a DingTalkSettings, _: &'a Context) -> BoxFuture<'a, Vec<Check>> {
     Box::pin(async move {
         let api = Api::from_settings(settings);
         let issued = format!("accessToken issued to app {}", settings.client_id);

@@ -14,7 +14,8 @@
 //! - pictures, the images of a `richText`, files, audio and video are attached as handles
 //!   ([`file_handle`]: the `robotCode` and `downloadCode` the channel exchanges through
 //!   `messageFiles/download` later);
-//! - the redelivery key is the `msgId` scoped by the conversation;
+//! - the redelivery key is the `msgId` scoped by the conversation; `createAt`
+//!   (milliseconds) dates the message;
 //! - the metadata the replies need: `conversation_type`, `conversation_id`,
 //!   `sender_staff_id`, `sender_nick`, `message_id`, `robot_code`.
 //!
@@ -98,6 +99,9 @@ pub fn normalize(
         text
     };
     let mut msg = InboundMessage::new(NAME, chat_id, staff, text);
+    if let Some(millis) = message.create_at {
+        msg.sent_at_millis(millis);
+    }
     msg.msg_type = ctx.commands.classify(&msg.text);
     msg.chat_kind = chat_kind;
     msg.thread_ts = Some(MessageId::new(msg_id));
@@ -233,6 +237,7 @@ mod tests {
             (private.chat_kind, private.chat_id.as_str()),
             (ChatKind::Private, "manager4862")
         );
+        assert_eq!(private.created_at, 1_767_225_600.123, "createAt dates it");
         let group = read(im_bridge_channel::fixture!("chatbot_text_group.json"));
         assert_eq!(group.text, "/goal ship the 1.4 release");
         assert_eq!(group.msg_type, MsgType::Command);

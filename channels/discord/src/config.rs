@@ -183,13 +183,7 @@ mod tests {
     use serde_json::json;
 
     fn check(block: Value) -> (Option<DiscordSettings>, Vec<String>) {
-        let mut issues = Issues::new("channels.discord");
-        let settings = validate(block, &mut issues);
-        let found = issues
-            .iter()
-            .map(|i| format!("{}{}", if i.is_error() { "E " } else { "W " }, i.path))
-            .collect();
-        (settings, found)
+        im_bridge_channel::fixtures::validated(validate, "channels.discord", block)
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `im-bridge doctor` for Discord: `GET /users/@me` (the bot token works at `api_url`).
 //! Nothing is sent to a channel and no gateway session is opened.
 
-use im_bridge_channel::doctor::{BoxFuture, Check, Credentials, Keys};
+use im_bridge_channel::doctor::{BoxFuture, Check, Context, Credentials, Keys};
 
 use crate::NAME;
 use crate::api::DiscordApi;
@@ -13,7 +13,7 @@ const KEYS: Keys = Keys {
 };
 
 /// The check, its texts scrubbed of the bot token.
-pub fn checks(settings: &DiscordSettings) -> BoxFuture<'_, Vec<Check>> {
+pub fn checks<'a>(settings: &'a DiscordSettings, _: &'a Context) -> BoxFuture<'a, Vec<Check>> {
     Box::pin(async move {
         let answer = match DiscordApi::new(settings) {
             Ok(api) => api.current_user_id().await,

@@ -22,7 +22,7 @@
 //!   `message_reference` becomes `reply_to`, so replying to an answer continues its
 //!   conversation.
 //! - The redelivery key is guild (or `dm`) + message id: snowflakes are unique, and a
-//!   RESUME replay repeats them.
+//!   RESUME replay repeats them. The message's `timestamp` dates it.
 //! - Attachments become [`InboundFile`]s whose handle is the CDN URL; the channel
 //!   downloads them later, bounded (`DiscordApi::download` in `api`).
 
@@ -161,6 +161,7 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normaliz
         message.author.id.get().to_string(),
         text,
     );
+    msg.sent_at(message.timestamp.unix_timestamp() as f64);
     msg.msg_type = ctx.commands.classify(&msg.text);
     msg.chat_kind = if guild.is_some() {
         ChatKind::Group

@@ -77,6 +77,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     markup: &FeishuCard,
     max_upload_bytes: MAX_FILE_BYTES,
     turn_ends: false,
+    // Every message already gets the `OK` reaction when it arrives.
+    reactions: false,
 };
 
 /// The app as a whole, per API: sending a message (`POST /im/v1/messages`, replies too)

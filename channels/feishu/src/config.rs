@@ -156,13 +156,7 @@ mod tests {
     use serde_json::json;
 
     fn check(block: Value) -> (Option<FeishuSettings>, Vec<String>) {
-        let mut issues = Issues::new("channels.feishu");
-        let settings = validate(block, &mut issues);
-        let found = issues
-            .iter()
-            .map(|i| format!("{}{}", if i.is_error() { "E " } else { "W " }, i.path))
-            .collect();
-        (settings, found)
+        im_bridge_channel::fixtures::validated(validate, "channels.feishu", block)
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! secret work at `domain`) and, in webhook mode, whether the listen address is free.
 //! Nothing is sent to a chat.
 
-use im_bridge_channel::doctor::{self, BoxFuture, Check, Credentials, Keys};
+use im_bridge_channel::doctor::{self, BoxFuture, Check, Context, Credentials, Keys};
 
 use crate::NAME;
 use crate::api::Api;
@@ -14,7 +14,7 @@ const KEYS: Keys = Keys {
 };
 
 /// The checks, every text scrubbed of the app secret and the webhook keys.
-pub fn checks(settings: &FeishuSettings) -> BoxFuture<'_, Vec<Check>> {
+pub fn checks<'a>(settings: &'a FeishuSettings, _: &'a Context) -> BoxFuture<'a, Vec<Check>> {
     Box::pin(async move {
         let api = Api::from_settings(settings);
         let issued = format!("tenant_access_token issued to app {}", settings.app_id);

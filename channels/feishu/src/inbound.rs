@@ -14,7 +14,8 @@
 //!   a reply in a thread (to the bot's card too) continues that thread's conversation; the
 //!   replied-to message (`parent_id`) is the reply chain's link;
 //! - the redelivery key is the message id scoped by its chat, since Feishu re-pushes an
-//!   event it did not see acknowledged in time.
+//!   event it did not see acknowledged in time;
+//! - the message's `create_time` (milliseconds, as a string) dates it.
 
 use im_bridge_channel::{
     AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
@@ -88,6 +89,9 @@ pub fn normalize(envelope: &Envelope, ctx: &InboundContext<'_>) -> Result<Inboun
         ChatKind::Group
     };
     let mut msg = InboundMessage::new(NAME, message.chat_id.clone(), user, text);
+    if let Some(millis) = message.create_time.as_deref().and_then(|t| t.parse().ok()) {
+        msg.sent_at_millis(millis);
+    }
     msg.msg_type = ctx.commands.classify(&msg.text);
     msg.chat_kind = chat_kind;
     msg.thread_ts = Some(MessageId::new(message.message_id.clone()));
@@ -339,6 +343,8 @@ mod tests {
         let private = read(im_bridge_channel::fixture!("event_text_p2p.json")).unwrap();
         assert_eq!(private.chat_kind, ChatKind::Private);
         assert_eq!(private.text, "Summarize the last release notes, please");
+        // The message's own `create_time` dates it (not the event header's).
+        assert_eq!(private.created_at, 1_767_225_600.1);
         let group = read(im_bridge_channel::fixture!("event_text_group_mention.json")).unwrap();
         assert_eq!(group.text, "/goal ship the 1.4 release");
         let reply = read(im_bridge_channel::fixture!("event_post_thread_reply.json")).unwrap();

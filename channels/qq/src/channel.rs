@@ -7,7 +7,9 @@
 //! - **Out**: final-only. Every reply is a passive reply to its source message; the
 //!   delivery engine enforces the window (5 minutes in groups, an hour in C2C) and the 5
 //!   replies per source from [`CAPABILITIES`]`.reply_window`, and this adapter numbers
-//!   them (`msg_seq`, taken before each attempt and never reused). The agent's Markdown
+//!   them (`msg_seq`, taken before each attempt and never reused). An answer that would
+//!   outlive its window is handed off by the daemon ([`LateReplies::NextMessage`]): what
+//!   is written goes out in time, the rest as the first reply to the chat's next message. The agent's Markdown
 //!   is sent as readable text (QQ's markdown needs permissions a bot rarely has), at most
 //!   4000 UTF-8 bytes a message.
 //!
@@ -22,8 +24,8 @@ use bytes::Bytes;
 use im_bridge_channel::render::PlainText;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
-    ChannelResult, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit,
-    ReplyWindow, SendTarget, SentMessage, Stage, Telemetry, WebhookRoute,
+    ChannelResult, CommandVocabulary, FileSource, InboundFile, InboundSink, LateReplies,
+    LengthUnit, ReplyWindow, SendTarget, SentMessage, Stage, Telemetry, WebhookRoute,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -54,6 +56,9 @@ pub const CAPABILITIES: Capabilities = Capabilities {
         group: GROUP_WINDOW,
         private: C2C_WINDOW,
         max_replies_per_source: MAX_REPLIES,
+        // No proactive messages since 2025-04-21 (api::reply): an answer that outlives its
+        // source's window is finished as the first reply to the chat's next message.
+        late: LateReplies::NextMessage,
     }),
     markup: &PlainText,
     ..Capabilities::final_only(MAX_REPLY_BYTES)

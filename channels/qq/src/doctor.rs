@@ -2,7 +2,7 @@
 //! `token_url`) and, in webhook mode, whether the listen address is free. Nothing is sent
 //! to a chat.
 
-use im_bridge_channel::doctor::{self, BoxFuture, Check, Credentials, Keys};
+use im_bridge_channel::doctor::{self, BoxFuture, Check, Context, Credentials, Keys};
 
 use crate::NAME;
 use crate::api::Api;
@@ -15,7 +15,7 @@ const KEYS: Keys = Keys {
 
 /// The checks, every text scrubbed of the client secret. QQ refuses wrong credentials
 /// under HTTP 200 too (`ApiError::TokenRefused`).
-pub fn checks(settings: &QqSettings) -> BoxFuture<'_, Vec<Check>> {
+pub fn checks<'a>(settings: &'a QqSettings, _: &'a Context) -> BoxFuture<'a, Vec<Check>> {
     Box::pin(async move {
         let api = Api::from_settings(settings);
         let issued = format!("access token issued to bot {}", settings.app_id);

@@ -112,7 +112,11 @@ impl ApiError {
     }
 }
 
-im_bridge_channel::channel_error!(ApiError; ApiError::TokenRefused { .. } => Refused);
+im_bridge_channel::channel_error!(ApiError,
+    // The reply budget's own refusals: the daemon holds such an answer for a later message.
+    ApiError::WindowClosed => im_bridge_channel::ChannelError::ReplyWindow("closed"),
+    ApiError::RepliesExhausted => im_bridge_channel::ChannelError::ReplyWindow("used");
+    ApiError::TokenRefused { .. } => Refused);
 
 #[cfg(test)]
 mod tests {
@@ -159,11 +163,14 @@ mod tests {
         assert!(matches!(e, ApiError::Api { code: 502, .. }));
         assert!(e.is_transient() && e.may_have_delivered());
         assert!(matches!(ChannelError::from(e), ChannelError::Transport(_)));
-        for local in [ApiError::WindowClosed, ApiError::RepliesExhausted] {
+        for (local, reason) in [
+            (ApiError::WindowClosed, "closed"),
+            (ApiError::RepliesExhausted, "used"),
+        ] {
             assert!(!local.may_have_delivered());
             assert!(matches!(
                 ChannelError::from(local),
-                ChannelError::Rejected { .. }
+                ChannelError::ReplyWindow(r) if r == reason
             ));
         }
     }

@@ -290,13 +290,7 @@ mod tests {
     use serde_json::json;
 
     fn check(block: Value) -> (Option<SlackSettings>, Vec<String>) {
-        let mut issues = Issues::new("channels.slack");
-        let settings = validate(block, &mut issues);
-        let found = issues
-            .iter()
-            .map(|i| format!("{}{}", if i.is_error() { "E " } else { "W " }, i.path))
-            .collect();
-        (settings, found)
+        im_bridge_channel::fixtures::validated(validate, "channels.slack", block)
     }
 
     fn messages(block: Value) -> Vec<String> {

@@ -4,7 +4,7 @@
 //! connection of the running daemon is disturbed); with `event_delivery: http`, whether the
 //! listen address is free. Nothing is sent to a conversation.
 
-use im_bridge_channel::doctor::{self, BoxFuture, Check, Credentials, Keys};
+use im_bridge_channel::doctor::{self, BoxFuture, Check, Context, Credentials, Keys};
 
 use crate::NAME;
 use crate::api::SlackApi;
@@ -22,7 +22,7 @@ const APP_KEYS: Keys = Keys {
 };
 
 /// The checks, every text scrubbed of the tokens and the signing secret.
-pub fn checks(settings: &SlackSettings) -> BoxFuture<'_, Vec<Check>> {
+pub fn checks<'a>(settings: &'a SlackSettings, _: &'a Context) -> BoxFuture<'a, Vec<Check>> {
     Box::pin(async move {
         let credentials = Credentials::new(NAME, &settings.api_url, KEYS);
         let mut secrets = vec![&settings.bot_token];

@@ -17,7 +17,7 @@
 //!   rest of the text is made readable: links `<url|text>` as their text (and address when
 //!   it differs), `&amp;`, `&lt;`, `&gt;` decoded. Other mentions stay as Slack wrote them.
 //! - `chat_id` is the channel, `user_id` the sender; `thread_ts` the message's own `ts`
-//!   (what reactions and the answer's thread name); the conversation (`topic_id`) is the
+//!   (what reactions and the answer's thread name, and what dates it); the conversation (`topic_id`) is the
 //!   thread: `thread_ts`, or with `thread_replies` the message's own `ts` for a top-level
 //!   message, so a Slack thread is one conversation. Without `thread_replies` a top-level
 //!   message belongs to the channel's one conversation.
@@ -107,6 +107,10 @@ pub fn normalize_event(
     }
     let team = nonempty(&callback.team_id).or(nonempty(&event.team));
     let mut msg = InboundMessage::new(NAME, channel, user, text);
+    // A message's `ts` is when it was posted (Unix seconds with microseconds).
+    if let Ok(posted) = ts.parse() {
+        msg.sent_at(posted);
+    }
     msg.msg_type = ctx.commands.classify(&msg.text);
     msg.chat_kind = if direct {
         ChatKind::Private

@@ -30,7 +30,7 @@ use serde_json::Value;
 use crate::error::TelegramError;
 use crate::model::{
     ApiResponse, DeleteWebhook, EditMessageText, GetUpdates, Message, SendChatAction, SendMessage,
-    SetMyCommands, SetWebhook, User, WebhookInfo,
+    SetMessageReaction, SetMyCommands, SetWebhook, User, WebhookInfo,
 };
 
 pub use files::MAX_DOWNLOAD_BYTES;
@@ -159,6 +159,17 @@ impl Api {
     /// `sendChatAction`: "typing…" for a few seconds, or until the bot's next message.
     pub async fn send_chat_action(&self, params: &SendChatAction) -> Result<(), TelegramError> {
         let _: Value = self.call("sendChatAction", params, CALL_TIMEOUT).await?;
+        Ok(())
+    }
+
+    /// `setMessageReaction`.
+    pub async fn set_message_reaction(
+        &self,
+        params: &SetMessageReaction,
+    ) -> Result<(), TelegramError> {
+        let _: Value = self
+            .call("setMessageReaction", params, CALL_TIMEOUT)
+            .await?;
         Ok(())
     }
 

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::{
     BuildContext, Capabilities, Channel, ChannelExit, ChannelResult, ChatBudget, CommandMenu,
-    InboundFile, InboundSink, LengthUnit, MenuEntry, MessageId, OutboundFile, RateBudget,
+    InboundFile, InboundSink, LengthUnit, MenuEntry, MessageId, OutboundFile, RateBudget, Reaction,
     SendTarget, SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute, Writes,
 };
 use tokio_util::sync::CancellationToken;
@@ -58,6 +58,9 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     // Photos up to 10 MB go as photos, everything up to 50 MB as a document.
     max_upload_bytes: outbound::MAX_DOCUMENT_BYTES,
     turn_ends: false,
+    // `setMessageReaction`: a message sent while its conversation is busy is marked 👀
+    // (queued) or 🤷 (turned away) once the notice was given.
+    reactions: true,
 };
 
 /// The bot as a whole: "If you're sending bulk notifications to multiple users, the API will
@@ -230,6 +233,16 @@ impl Channel for TelegramChannel {
     /// otherwise ignored (it is only a hint).
     async fn show_typing(&self, to: SendTarget<'_>) -> ChannelResult {
         let result = outbound::show_typing(&self.api, to).await;
+        if result.is_err() {
+            self.telemetry.error(Stage::Sending);
+        }
+        result
+    }
+
+    /// 👀 or 🤷 on the user's message; a failure counts as a `sending` error (a reaction
+    /// is no message, so a success counts as none).
+    async fn react(&self, to: SendTarget<'_>, reaction: Reaction) -> ChannelResult {
+        let result = outbound::react(&self.api, to, reaction).await;
         if result.is_err() {
             self.telemetry.error(Stage::Sending);
         }

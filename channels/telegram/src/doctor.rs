@@ -7,7 +7,7 @@
 //! updates away, so it fails the check. In webhook mode no webhook yet is fine (the
 //! transport registers `public_url` at start); one pointing elsewhere fails.
 
-use im_bridge_channel::doctor::{self, BoxFuture, Check, Credentials, Failure};
+use im_bridge_channel::doctor::{self, BoxFuture, Check, Context, Credentials, Failure};
 
 use crate::NAME;
 use crate::api::Api;
@@ -16,7 +16,7 @@ use crate::error::TelegramError;
 use crate::model::WebhookInfo;
 
 /// The checks, in order; every text is scrubbed of the bot token and the webhook secret.
-pub fn checks(settings: &TelegramSettings) -> BoxFuture<'_, Vec<Check>> {
+pub fn checks<'a>(settings: &'a TelegramSettings, _: &'a Context) -> BoxFuture<'a, Vec<Check>> {
     Box::pin(async move {
         let mut checks = run(settings).await;
         if let Transport::Webhook(hook) = &settings.transport {

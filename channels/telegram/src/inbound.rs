@@ -60,7 +60,7 @@ pub enum Normalized {
 /// - the text is the text or else the caption; `/cmd@ThisBot` becomes `/cmd`;
 ///   `/cmd@OtherBot` is skipped (another bot's command in a shared group); `/start` with or
 ///   without arguments becomes `/help`;
-/// - the sender's `language_code` is the locale hint;
+/// - the sender's `language_code` is the locale hint; the message's `date` dates it;
 /// - photos (largest size) and documents are attached as `file_id` handles, never URLs.
 pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
     let Some(message) = &update.message else {
@@ -96,6 +96,7 @@ pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
 
     let message_id = message.message_id.to_string();
     let mut msg = InboundMessage::new(NAME, message.chat.id.to_string(), user_id, text);
+    msg.sent_at(message.date as f64);
     msg.msg_type = ctx.commands.classify(&msg.text);
     msg.chat_kind = chat_kind;
     msg.thread_ts = Some(MessageId::new(message_id.clone()));
@@ -245,6 +246,16 @@ mod tests {
         assert_eq!(m.metadata["message_id"], "10");
         assert_eq!(m.locale_hint.as_deref(), Some("zh-hans"));
         assert_eq!(m.msg_type, MsgType::Chat);
+    }
+
+    #[test]
+    fn the_messages_date_dates_it() {
+        let mut sent = private("hello");
+        sent["date"] = json!(1_700_000_000);
+        assert_eq!(norm(sent).created_at, 1_700_000_000.0);
+        // Without a date (0), the message keeps its arrival time: never taken for stale.
+        let before = InboundMessage::new("t", "c", "u", "x").created_at;
+        assert!(norm(private("hello")).created_at >= before);
     }
 
     #[test]

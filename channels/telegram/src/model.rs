@@ -361,6 +361,28 @@ pub struct SendChatAction {
     pub message_thread_id: Option<i64>,
 }
 
+/// `setMessageReaction` parameters: the bot's reaction on a message, replacing any it set
+/// before (a bot sets at most one).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetMessageReaction {
+    /// The conversation.
+    pub chat_id: i64,
+    /// The user's message to react to.
+    pub message_id: i64,
+    /// The reaction; only emoji from Telegram's fixed list are accepted.
+    pub reaction: Vec<ReactionType>,
+}
+
+/// `ReactionType`: the adapter only sets emoji (`{"type": "emoji", "emoji": "👀"}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReactionType {
+    /// `emoji`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// One of the emoji Telegram allows as a reaction.
+    pub emoji: String,
+}
+
 /// `editMessageText` parameters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EditMessageText {
@@ -498,6 +520,8 @@ mod tests {
         let send: SendMessage = round_trip(fixture!("request_send_message.json"));
         assert!(send.reply_parameters.unwrap().allow_sending_without_reply);
         let _: EditMessageText = round_trip(fixture!("request_edit_message_text.json"));
+        let react: SetMessageReaction = round_trip(fixture!("request_set_message_reaction.json"));
+        assert_eq!(react.reaction[0].emoji, "👀");
         let typing: SendChatAction = round_trip(fixture!("request_send_chat_action.json"));
         assert_eq!(typing.message_thread_id, Some(1187));
         let poll: GetUpdates = round_trip(fixture!("request_get_updates.json"));

@@ -4,7 +4,7 @@
 //! the connection of a daemon already running with this bot (which comes back by itself,
 //! see `WeComChannel::run`).
 
-use im_bridge_channel::doctor::{BoxFuture, Check, Credentials, Keys};
+use im_bridge_channel::doctor::{BoxFuture, Check, Context, Credentials, Keys};
 
 use crate::NAME;
 use crate::config::WeComSettings;
@@ -16,7 +16,7 @@ const KEYS: Keys = Keys {
 };
 
 /// The check, its texts scrubbed of the Secret.
-pub fn checks(settings: &WeComSettings) -> BoxFuture<'_, Vec<Check>> {
+pub fn checks<'a>(settings: &'a WeComSettings, _: &'a Context) -> BoxFuture<'a, Vec<Check>> {
     Box::pin(async move {
         let answer = ws::probe(&settings.ws_url, &settings.bot_id, &settings.bot_secret)
             .await

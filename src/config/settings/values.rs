@@ -102,6 +102,30 @@ pub(super) fn rate_budgets(
     overrides
 }
 
+/// A `max_event_age_seconds` (`path` names it): 0 turns the stale-event guard off;
+/// otherwise at least a minute (below that, ordinary delivery delays and clock skew would
+/// turn fresh messages away) and at most a week. Absent = `default`.
+pub(super) fn event_age(
+    path: &str,
+    value: Option<f64>,
+    default: Duration,
+    errors: &mut Vec<ConfigError>,
+) -> Duration {
+    const LONGEST: f64 = 7.0 * 86_400.0;
+    match value {
+        None => default,
+        Some(0.0) => Duration::ZERO,
+        Some(v) if v.is_finite() && (60.0..=LONGEST).contains(&v) => Duration::from_secs_f64(v),
+        Some(v) => {
+            errors.push(ConfigError::error(
+                path,
+                format!("expected 0 (off) or a number of seconds from 60 to {LONGEST}, got {v}"),
+            ));
+            default
+        }
+    }
+}
+
 pub(super) fn is_channel_block(key: &str) -> bool {
     !matches!(
         key,

@@ -6,14 +6,16 @@
 
 use im_bridge_channel::InboundMessage;
 
+use super::handoff::{self, Handoff};
 use super::{
     Ending, Refusal, RunStart, Source, awaiting, continuation_marker, is_unavailable, not_started,
     placeholder_due, publish_final,
 };
 use crate::admin::names;
-use crate::gateway::{GatewayError, Owner, RunRequest, RunStatus, Snapshot, ThreadId};
+use crate::gateway::{GatewayError, Owner, RunMode, RunRequest, RunStatus, Snapshot, ThreadId};
 use crate::i18n::msg as m;
 use crate::manager::journal::Entry;
+use crate::manager::stream::SoFar;
 use crate::manager::turn::Turn;
 use crate::manager::{Disposition, Inner, conversation_key, join};
 
@@ -30,11 +32,23 @@ pub(super) async fn wait_turn(
     let mut placeholder_at = placeholder_due(inner, msg);
     // Started in the background and joined, rather than waited for in one call: the run has
     // an id from the start, which `/stop` cancels by and a restart follows (issue 19).
+    // A channel with a reply window may have to show what the run wrote before it ends
+    // (`handoff`): its run's events carry the text as it is written.
+    let mode = if inner
+        .replier
+        .outbound()
+        .reply_window(&msg.channel_name)
+        .is_some()
+    {
+        RunMode::CreateWithText
+    } else {
+        RunMode::Create
+    };
     let created = awaiting(
         inner,
         msg,
         &mut placeholder_at,
-        inner.gateway.create_run(owner, thread, request),
+        inner.gateway.create_run_as(owner, thread, request, mode),
     )
     .await;
     let run_id = match created {
@@ -47,11 +61,18 @@ pub(super) async fn wait_turn(
     if let Some(entry) = Entry::current() {
         entry.run_started(thread.as_str(), &run_id).await;
     }
+    let so_far = SoFar::default();
     let joined = awaiting(
         inner,
         msg,
         &mut placeholder_at,
-        join::join(inner, owner, thread, &run_id),
+        handoff::watching(
+            inner,
+            msg,
+            Handoff::plan(inner, msg),
+            &so_far,
+            join::join(inner, owner, thread, &run_id, Some(&so_far)),
+        ),
     )
     .await;
     let stopped = running.stopped();
@@ -101,7 +122,9 @@ pub(in crate::manager) async fn follow(
     let outcome = match inner.gateway.get_run(owner, thread, run_id).await {
         Ok(status) if status.is_active() => {
             tracing::info!("Following a run a previous process started.");
-            join::join(inner, owner, thread, run_id).await
+            let so_far = SoFar::default();
+            let joined = join::join(inner, owner, thread, run_id, Some(&so_far));
+            handoff::watching(inner, msg, Handoff::plan(inner, msg), &so_far, joined).await
         }
         Ok(status) => inner
             .gateway

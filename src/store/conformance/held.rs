@@ -1,10 +1,13 @@
 //! The contract of what a holder holds until it runs out: transport leases (one replica
-//! runs Telegram long polling) and in-flight journal entries (issue 19). Expiry is
+//! runs Telegram long polling), in-flight journal entries (issue 19) and the answers held
+//! for a chat's next message (issue 33). Expiry is
 //! exercised with `Duration::ZERO` ("expired at once"), never by sleeping; that the store's
 //! clock, not the caller's, judges it is the Postgres backend's own test and `tests/clock.rs`
 //! (issue 27).
 
 use std::time::Duration;
+
+use im_bridge_channel::ChatId;
 
 use super::{LONG, delivery, must};
 use crate::store::{JournalRecord, JournalState, Store};
@@ -137,5 +140,83 @@ pub(super) async fn issue_19_journal(store: &dyn Store) {
         "journal_remove (idempotent)",
     );
     must(store.journal_remove("e2").await, "journal_remove");
+    assert!(must(store.journal_claim("d", LONG, true).await, "journal_claim").is_empty());
+}
+
+/// Issue 33: an entry saved held waits for its chat: a take for that chat (by any holder)
+/// gets it once, oldest first, and nothing of another chat; saved otherwise it waits for
+/// nothing.
+pub(super) async fn issue_33_held_answers(store: &dyn Store) {
+    let entry = |chat: &str| {
+        let message = im_bridge_channel::InboundMessage::new("held", chat, "u1", "long question");
+        JournalRecord::admitted(message)
+    };
+    let chat = ChatId::new("group:g1");
+    for (id, chat) in [("h1", "group:g1"), ("h2", "group:g2"), ("h3", "group:g1")] {
+        let added = store.journal_admit(None, id, &entry(chat), "a", LONG).await;
+        assert!(must(added, "journal_admit"));
+    }
+    // Admitted, not held: a message of the chat finds nothing.
+    let none = store.journal_take_held("held", &chat, "b", LONG).await;
+    assert!(must(none, "journal_take_held").is_empty());
+    for (id, chat) in [("h1", "group:g1"), ("h2", "group:g2"), ("h3", "group:g1")] {
+        let mut held = entry(chat);
+        held.state = JournalState::Held;
+        held.handed_off = Some("what was shown".into());
+        assert!(must(
+            store.journal_save(id, &held, "a").await,
+            "journal_save"
+        ));
+    }
+    let other = store.journal_take_held("other", &chat, "b", LONG).await;
+    assert!(
+        must(other, "journal_take_held").is_empty(),
+        "another channel's chat"
+    );
+    let taken = must(
+        store.journal_take_held("held", &chat, "b", LONG).await,
+        "journal_take_held",
+    );
+    let ids: Vec<&str> = taken.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["h1", "h3"], "the chat's held entries, oldest first");
+    assert_eq!(
+        taken[0].record.handed_off.as_deref(),
+        Some("what was shown")
+    );
+    let again = store.journal_take_held("held", &chat, "c", LONG).await;
+    assert!(must(again, "journal_take_held").is_empty(), "taken once");
+    // The taker holds them now; saved as no longer held, they wait for nothing.
+    assert!(!must(
+        store.journal_save("h1", &entry("group:g1"), "a").await,
+        "journal_save"
+    ));
+    let mut pending = entry("group:g1");
+    pending.state = JournalState::FinalPending;
+    assert!(must(
+        store.journal_save("h1", &pending, "b").await,
+        "journal_save"
+    ));
+    // Saved held again (its new carrier took no more replies either), it waits again.
+    let mut held = entry("group:g1");
+    held.state = JournalState::Held;
+    assert!(must(
+        store.journal_save("h3", &held, "b").await,
+        "journal_save"
+    ));
+    let taken = must(
+        store.journal_take_held("held", &chat, "c", LONG).await,
+        "journal_take_held",
+    );
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].id, "h3");
+    let g2 = ChatId::new("group:g2");
+    let taken = must(
+        store.journal_take_held("held", &g2, "c", LONG).await,
+        "journal_take_held",
+    );
+    assert_eq!(taken.len(), 1, "whoever held it");
+    for id in ["h1", "h2", "h3"] {
+        must(store.journal_remove(id).await, "journal_remove");
+    }
     assert!(must(store.journal_claim("d", LONG, true).await, "journal_claim").is_empty());
 }

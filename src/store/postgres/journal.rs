@@ -11,6 +11,9 @@ use std::time::Duration;
 use super::clock::{now_ms, ttl_param};
 use super::{PostgresStore, failed};
 use crate::store::journal::{self, JournalRecord, Journaled};
+use im_bridge_channel::ChatId;
+use tokio_postgres::Row;
+
 use crate::store::{DedupeKey, JOURNAL_CAP, StoreError, unix_millis};
 
 impl PostgresStore {
@@ -93,14 +96,41 @@ impl PostgresStore {
         record: &JournalRecord,
         holder: &str,
     ) -> Result<bool, StoreError> {
+        let (channel, chat) = record.held_chat().unzip();
         let saved = self
             .execute(
                 "journal_save",
-                "UPDATE im_bridge_journal SET record = $2 WHERE id = $1 AND holder = $3",
-                &[&id, &journal::encode(record), &holder],
+                "UPDATE im_bridge_journal SET record = $2, held_channel = $4, held_chat = $5
+                 WHERE id = $1 AND holder = $3",
+                &[&id, &journal::encode(record), &holder, &channel, &chat],
             )
             .await?;
         Ok(saved == 1)
+    }
+
+    /// `Store::journal_take_held`: one statement; a replica taking the same rows at once
+    /// waits for the row locks, then finds them no longer held and takes none.
+    pub(super) async fn take_held_journaled(
+        &self,
+        channel: &str,
+        chat_id: &ChatId,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let rows = self
+            .query(
+                "journal_take_held",
+                concat!(
+                    "UPDATE im_bridge_journal SET holder = $3, lease_until = ",
+                    now_ms!(),
+                    " + $4, held_channel = NULL, held_chat = NULL
+                     WHERE held_channel = $1 AND held_chat = $2
+                     RETURNING id, record, created_at, seq, coalesce(retried_at, created_at)"
+                ),
+                &[&channel, &chat_id.as_str(), &holder, &ttl_param(lease)],
+            )
+            .await?;
+        self.taken("journal_take_held", &rows).await
     }
 
     /// `Store::journal_remove`.
@@ -124,57 +154,58 @@ impl PostgresStore {
     ) -> Result<Vec<Journaled>, StoreError> {
         let lease = ttl_param(lease);
         let rows = self
-            .with_client("journal_claim", async |client| {
-                let statement = client
-                    .prepare_cached(concat!(
-                        "UPDATE im_bridge_journal SET holder = $1, lease_until = ",
-                        now_ms!(),
-                        " + $3
-                         WHERE id IN (
-                             SELECT id FROM im_bridge_journal
-                             WHERE holder <> $1 AND ($2 OR lease_until <= ",
-                        now_ms!(),
-                        ")
-                             ORDER BY seq FOR UPDATE SKIP LOCKED
-                         )
-                         RETURNING id, record, created_at, seq"
-                    ))
-                    .await?;
-                client
-                    .query(&statement, &[&holder, &take_live, &lease])
-                    .await
-            })
+            .query(
+                "journal_claim",
+                concat!(
+                    "UPDATE im_bridge_journal SET holder = $1, due = FALSE, lease_until = ",
+                    now_ms!(),
+                    " + $3
+                     WHERE id IN (
+                         SELECT id FROM im_bridge_journal
+                         WHERE holder <> $1 AND gave_up_at IS NULL
+                           AND ($2 OR lease_until <= ",
+                    now_ms!(),
+                    ")
+                         ORDER BY seq FOR UPDATE SKIP LOCKED
+                     )
+                     RETURNING id, record, created_at, seq, coalesce(retried_at, created_at)"
+                ),
+                &[&holder, &take_live, &lease],
+            )
             .await?;
-        let mut claimed = Vec::with_capacity(rows.len());
+        self.taken("journal_claim", &rows).await
+    }
+
+    /// Rows of `id, record, created_at, seq, retry_from` a claim or a take returned, as entries in
+    /// admission order; those whose record this build cannot read are deleted (logged).
+    async fn taken(&self, op: &'static str, rows: &[Row]) -> Result<Vec<Journaled>, StoreError> {
+        let mut taken = Vec::with_capacity(rows.len());
         let mut unreadable = Vec::new();
-        for row in &rows {
-            let id: String = row.try_get(0).map_err(failed("journal_claim"))?;
-            let text: String = row.try_get(1).map_err(failed("journal_claim"))?;
-            let created_ms: i64 = row.try_get(2).map_err(failed("journal_claim"))?;
-            let seq: i64 = row.try_get(3).map_err(failed("journal_claim"))?;
+        for row in rows {
+            let id: String = row.try_get(0).map_err(failed(op))?;
+            let text: String = row.try_get(1).map_err(failed(op))?;
+            let created_ms: i64 = row.try_get(2).map_err(failed(op))?;
+            let seq: i64 = row.try_get(3).map_err(failed(op))?;
+            let retry_from_ms: i64 = row.try_get(4).map_err(failed(op))?;
             match journal::decode(&text) {
-                Some(record) => claimed.push((
+                Some(record) => taken.push((
                     seq,
                     Journaled {
                         id,
                         created_ms,
+                        retry_from_ms,
                         record,
                     },
                 )),
                 None => unreadable.push(id),
             }
         }
-        if !unreadable.is_empty() {
-            tracing::warn!(
-                entries = unreadable.len(),
-                "Dropped journal entries this build cannot read."
-            );
-            for id in &unreadable {
-                self.remove_journaled(id).await?;
-            }
+        journal::warn_unreadable(unreadable.len());
+        for id in &unreadable {
+            self.remove_journaled(id).await?;
         }
-        claimed.sort_by_key(|(seq, _)| *seq);
-        Ok(claimed.into_iter().map(|(_, entry)| entry).collect())
+        taken.sort_by_key(|(seq, _)| *seq);
+        Ok(taken.into_iter().map(|(_, entry)| entry).collect())
     }
 
     /// `Store::journal_renew`.

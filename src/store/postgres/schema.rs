@@ -80,7 +80,21 @@ pub(super) const MIGRATIONS: &[&str] = &[
         updated_at DOUBLE PRECISION NOT NULL,  -- unix seconds
         PRIMARY KEY (channel, key)
     );",
-    // 6: rate budgets shared by replicas (issue 33): one token bucket per `<channel>:<budget>`.
+    // 6: deliveries for operators (issue 33): an entry that gave up stays until an operator
+    // retries or drops it (or it is forgotten after a week); a retry restarts its retry
+    // window (`retried_at`) or asks its holder to try again now (`due`).
+    "ALTER TABLE im_bridge_journal
+        ADD COLUMN gave_up_at BIGINT,          -- unix milliseconds; NULL while worked on
+        ADD COLUMN retried_at BIGINT,          -- unix milliseconds of the last retry
+        ADD COLUMN due BOOLEAN NOT NULL DEFAULT FALSE;
+    CREATE INDEX im_bridge_journal_gave_up_at ON im_bridge_journal (gave_up_at)
+        WHERE gave_up_at IS NOT NULL;",
+    // 7: answers held for a chat's next message (issue 33): the chat a held entry waits
+    // for, NULL otherwise.
+    "ALTER TABLE im_bridge_journal ADD COLUMN held_channel TEXT, ADD COLUMN held_chat TEXT;
+    CREATE INDEX im_bridge_journal_held ON im_bridge_journal (held_channel, held_chat)
+        WHERE held_channel IS NOT NULL;",
+    // 8: rate budgets shared by replicas (issue 33): one token bucket per `<channel>:<budget>`.
     // `granted` and `wait_us` hold the last take's answer, so the statement can return it.
     "CREATE TABLE im_bridge_rate_budgets (
         name    TEXT NOT NULL PRIMARY KEY,

@@ -107,7 +107,24 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (channel, key)
     ) STRICT, WITHOUT ROWID;
     ",
-    // 6: rate budgets (issue 33): one token bucket per `<channel>:<budget>`, whole again at
+    // 6: deliveries for operators (issue 33). An entry that gave up stays until an
+    // operator retries or drops it (or it is forgotten after a week); a retry restarts its
+    // retry window (`retried_at`), or asks its holder to try again now (`due`).
+    "
+    ALTER TABLE journal ADD COLUMN gave_up_at INTEGER;   -- unix milliseconds; NULL while worked on
+    ALTER TABLE journal ADD COLUMN retried_at INTEGER;   -- unix milliseconds of the last retry
+    ALTER TABLE journal ADD COLUMN due INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX journal_gave_up_at ON journal (gave_up_at) WHERE gave_up_at IS NOT NULL;
+    ",
+    // 7: answers held for a chat's next message (issue 33). `held_channel` and `held_chat`
+    // name the chat a held entry waits for (NULL otherwise), so a message finds them.
+    "
+    ALTER TABLE journal ADD COLUMN held_channel TEXT;
+    ALTER TABLE journal ADD COLUMN held_chat TEXT;
+    CREATE INDEX journal_held ON journal (held_channel, held_chat)
+        WHERE held_channel IS NOT NULL;
+    ",
+    // 8: rate budgets (issue 33): one token bucket per `<channel>:<budget>`, whole again at
     // `tat_us` (unix microseconds on this process's clock).
     "
     CREATE TABLE rate_budgets (

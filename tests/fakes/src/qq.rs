@@ -85,6 +85,10 @@ pub mod code {
     pub const INVALID_CREDENTIALS: i64 = 100016;
     /// REST: `X-Union-Appid` missing or another bot's.
     pub const APP_ID_MISMATCH: i64 = 11241;
+    /// REST: a message that answers no source (a proactive message): "主动消息失败, 无权限",
+    /// as bots report it since QQ stopped proactive pushes on 2025-04-21
+    /// (tencent-connect/openclaw-qqbot#43). *documented* (observed)
+    pub const PROACTIVE_REFUSED: i64 = 40034102;
     /// REST: the body lacks a field or has a wrong value.
     pub const BAD_REQUEST: i64 = 40034001;
     /// REST: the `msg_id` is not a message of that chat ("msg_id invalid or not yours").

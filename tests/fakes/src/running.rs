@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use im_bridge_channel::{
-    Channel, ChannelExit, ChannelResult, InboundMessage, InboundQueue, inbound_queue,
+    Channel, ChannelExit, ChannelResult, InboundMessage, InboundQueue, SendTarget, inbound_queue,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +18,18 @@ pub const DEADLINE: Duration = Duration::from_secs(20);
 
 /// The messages the queue holds before the transport's admissions are refused.
 const QUEUE: usize = 16;
+
+/// Where a reply to `m` goes, as the daemon would address it: its chat, its message, and
+/// the metadata the adapter left on it.
+pub fn reply_target(m: &InboundMessage) -> SendTarget<'_> {
+    SendTarget {
+        chat_id: &m.chat_id,
+        chat_kind: m.chat_kind,
+        reply_to: m.thread_ts.as_ref(),
+        metadata: &m.metadata,
+        source_at: None,
+    }
+}
 
 /// A channel's `run` on a task, with the queue it admits to.
 pub struct RunningChannel {

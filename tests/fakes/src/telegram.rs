@@ -15,7 +15,12 @@
 //! limit counts the visible text, and the message keeps the visible text and its
 //! [`Entity`]s.
 //!
-//! Test hooks: [`FakeTelegram::inject`] queues a user's message ([`Incoming`]),
+//! Reactions: `setMessageReaction` takes one emoji from Telegram's list on a message the
+//! chat has ("message to react not found" otherwise, `REACTION_INVALID` for another emoji);
+//! [`FakeTelegram::reactions`] shows them.
+//!
+//! Test hooks: [`FakeTelegram::inject`] queues a user's message ([`Incoming`], dated now or
+//! [`Incoming::sent_ago`]),
 //! [`FakeTelegram::forget_offset`] redelivers what was already confirmed,
 //! [`FakeTelegram::fail`] scripts a failure for the Nth call of a method (or the first
 //! edit to a given text), or withholds the answer of a call that took effect
@@ -207,6 +212,8 @@ pub struct Telegram {
     messages: Vec<BotMessage>,
     files: files::Files,
     menus: BTreeMap<Option<String>, Vec<(String, String)>>,
+    /// The bot's reaction on each message it reacted to, by `(chat, message)`.
+    reactions: BTreeMap<(i64, i64), Vec<String>>,
     /// Forum topics `(chat, message_thread_id)` users wrote in: the only ones a bot may
     /// post into.
     forum_topics: std::collections::HashSet<(i64, i64)>,
@@ -358,6 +365,7 @@ impl Fake<Telegram> {
             messages: Vec::new(),
             files: files::Files::default(),
             menus: BTreeMap::new(),
+            reactions: BTreeMap::new(),
             forum_topics: Default::default(),
             flood: flood::Flood::default(),
         };
@@ -469,6 +477,17 @@ impl Fake<Telegram> {
             .iter()
             .filter(|m| m.chat_id == chat_id)
             .cloned()
+            .collect()
+    }
+
+    /// The bot's reactions in `chat_id` as they are now (`setMessageReaction`): each
+    /// message it reacted to, in id order, with its emoji (none once removed).
+    pub fn reactions(&self, chat_id: i64) -> Vec<(i64, Vec<String>)> {
+        self.shared
+            .lock()
+            .reactions
+            .range((chat_id, i64::MIN)..=(chat_id, i64::MAX))
+            .map(|((_, message), emoji)| (*message, emoji.clone()))
             .collect()
     }
 

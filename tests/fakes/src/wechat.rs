@@ -562,6 +562,24 @@ impl Fake<Wechat> {
         })
     }
 
+    /// Delivers the message pushed as `seq` again, unchanged (its `message_id` and
+    /// `context_token`), after everything queued: what a poller sees when iLink hands a
+    /// message out twice (the fake's script of a redelivery; iLink repeats what follows a
+    /// cursor a poller goes back to). False when there is no such message.
+    pub fn redeliver(&self, seq: u64) -> bool {
+        self.shared.update(|s| {
+            let Some(original) = s.log.iter().find(|p| p.seq == seq).cloned() else {
+                return false;
+            };
+            s.seq += 1;
+            let mut again = original;
+            again.seq = s.seq;
+            again.body["seq"] = serde_json::json!(s.seq);
+            s.log.push(again);
+            true
+        })
+    }
+
     /// Every message pushed, in order.
     pub fn pushed(&self) -> Vec<Pushed> {
         self.with_state(|s| s.log.clone())

@@ -22,7 +22,7 @@
 //! source does not answer (within [`SHARED_TIMEOUT`]), the budget is kept in-process and
 //! the source is asked again after [`SHARED_RETRY`] (counted in [`BUDGET_FALLBACKS`]).
 //!
-//! Reading an inbound file (`fetch_file`) and `turn_ended` pass through unpaced.
+//! Reading an inbound file (`fetch_file`), `turn_ended` and reactions pass through unpaced.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -306,7 +306,8 @@ impl<C: Channel> Budgets<C> {
 
 #[async_trait]
 impl<C: Channel> Channel for Budgets<C> {
-    forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, turn_ended, fetch_file);
+    forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, turn_ended,
+        react, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         self.for_final(Family::Messages).await?;

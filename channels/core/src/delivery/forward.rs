@@ -99,6 +99,12 @@ macro_rules! forward_channel {
             to: $crate::channel::SendTarget<'t>,
         ) -> ());
     };
+    (@ $inner:ident react) => {
+        $crate::delivery::forward::forward_channel!(@async $inner react<'t>(
+            to: $crate::channel::SendTarget<'t>,
+            reaction: $crate::channel::Reaction,
+        ) -> ());
+    };
     (@ $inner:ident fetch_file) => {
         $crate::delivery::forward::forward_channel!(@async $inner fetch_file<'f>(
             file: &'f $crate::message::InboundFile,
@@ -148,9 +154,9 @@ mod tests {
 
     use tokio_util::sync::CancellationToken;
 
-    use crate::channel::{Channel, ChannelExit};
+    use crate::channel::{Channel, ChannelExit, Reaction};
     use crate::delivery::recorder::{Call, Recorder, attachment, handle, target, unpaced};
-    use crate::delivery::{ChannelExt, RetryPolicy};
+    use crate::delivery::{BudgetPlan, ChannelExt, RetryPolicy};
     use crate::inbound::inbound_queue;
 
     /// A recorder that reports itself disconnected and exclusive, so a layer that does not
@@ -166,7 +172,7 @@ mod tests {
     #[async_trait::async_trait]
     impl Channel for Offline {
         forward_channel!(recorder() => name, capabilities, run, send_text, start_stream, edit_text,
-            finish_stream, send_file, show_typing, turn_ended, fetch_file);
+            finish_stream, send_file, show_typing, turn_ended, react, fetch_file);
 
         fn is_connected(&self) -> bool {
             false
@@ -182,6 +188,7 @@ mod tests {
         let rec = Recorder::new(unpaced());
         let shared: Arc<dyn Channel> = Arc::new(Offline(rec.clone()));
         let stack = shared
+            .budgets(BudgetPlan::default())
             .throttle()
             .retry_finals(RetryPolicy::default())
             .finish_or_send()
@@ -202,6 +209,7 @@ mod tests {
         stack.send_file(to, &attachment("f.txt")).await.unwrap();
         stack.show_typing(to).await.unwrap();
         stack.turn_ended(to).await.unwrap();
+        stack.react(to, Reaction::Queued).await.unwrap();
         // The recorder answers a handle with its id: the trait default would refuse it.
         let bytes = stack.fetch_file(&handle("h1"), 2).await.unwrap();
         assert_eq!(bytes, "h1");
@@ -215,6 +223,7 @@ mod tests {
                 Call::File("f.txt".into()),
                 Call::Typing,
                 Call::TurnEnded,
+                Call::React(Reaction::Queued),
                 Call::Fetch("h1".into(), 2),
             ]
         );

@@ -26,7 +26,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -34,7 +33,7 @@ use crate::capabilities::ReplyWindow;
 use crate::channel::{Channel, SendTarget, SentMessage};
 use crate::error::{ChannelError, ChannelResult};
 use crate::ids::{ChatId, MessageId};
-use crate::message::{ChatKind, OutboundFile, now_unix};
+use crate::message::{OutboundFile, now_unix};
 
 use super::forward_channel;
 
@@ -109,7 +108,7 @@ impl ReplyQuotas {
 /// its source was created is taken as answering a message that just arrived.
 fn closes_at(window: ReplyWindow, to: &SendTarget<'_>) -> f64 {
     let created = to.source_at.unwrap_or_else(now_unix);
-    created + window_for(window, to.chat_kind).as_secs_f64()
+    created + window.length(to.chat_kind).as_secs_f64()
 }
 
 /// The passive-reply layer (see the module docs).
@@ -152,7 +151,7 @@ impl<C: Channel> PassiveReplies<C> {
 #[async_trait]
 impl<C: Channel> Channel for PassiveReplies<C> {
     forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, edit_text,
-        show_typing, turn_ended, fetch_file);
+        show_typing, turn_ended, react, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         self.admit(&to)?;
@@ -175,20 +174,15 @@ impl<C: Channel> Channel for PassiveReplies<C> {
     }
 }
 
-/// The window's length for a chat kind.
-fn window_for(window: ReplyWindow, kind: ChatKind) -> Duration {
-    match kind {
-        ChatKind::Group => window.group,
-        ChatKind::Private => window.private,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capabilities::Capabilities;
+    use std::time::Duration;
+
+    use crate::capabilities::{Capabilities, LateReplies};
     use crate::delivery::Delivery;
     use crate::delivery::recorder::{Call, Recorder, attachment, out_to};
+    use crate::message::ChatKind;
     use crate::message::OutboundMessage;
 
     /// QQ's rules on a 10-character final-only channel.
@@ -198,6 +192,7 @@ mod tests {
                 group: Duration::from_secs(300),
                 private: Duration::from_secs(3600),
                 max_replies_per_source: 5,
+                late: LateReplies::NextMessage,
             }),
             ..Capabilities::final_only(10)
         }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::capabilities::{Capabilities, LengthUnit, UpdateMode};
-use crate::channel::{Channel, ChannelExit, SendTarget, SentMessage};
+use crate::channel::{Channel, ChannelExit, Reaction, SendTarget, SentMessage};
 use crate::error::{ChannelError, ChannelResult};
 use crate::ids::MessageId;
 use crate::inbound::InboundSink;
@@ -35,6 +35,8 @@ pub(crate) enum Call {
     Typing,
     /// The bridge is done with a message.
     TurnEnded,
+    /// A reaction on the user's message.
+    React(Reaction),
 }
 
 /// A primitive operation, to script failures and count attempts.
@@ -48,6 +50,7 @@ pub(crate) enum Op {
     Fetch,
     Typing,
     TurnEnded,
+    React,
 }
 
 pub(crate) struct Recorder {
@@ -161,6 +164,10 @@ impl Channel for Recorder {
 
     async fn turn_ended(&self, _: SendTarget<'_>) -> ChannelResult {
         self.call(Op::TurnEnded, Call::TurnEnded)
+    }
+
+    async fn react(&self, _: SendTarget<'_>, reaction: Reaction) -> ChannelResult {
+        self.call(Op::React, Call::React(reaction))
     }
 
     /// Answers a handle with the bytes of its id; inline bytes are refused, so a layer

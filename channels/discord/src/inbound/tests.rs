@@ -29,6 +29,20 @@ fn run(
     known_thread_parent: Option<u64>,
     active_thread: Option<u64>,
 ) -> Result<Normalized, Skip> {
+    run_on(
+        settings,
+        &message(event),
+        known_thread_parent,
+        active_thread,
+    )
+}
+
+fn run_on(
+    settings: &DiscordSettings,
+    message: &Message,
+    known_thread_parent: Option<u64>,
+    active_thread: Option<u64>,
+) -> Result<Normalized, Skip> {
     let commands = CommandVocabulary::new(im_bridge_fakes::COMMANDS);
     let ctx = InboundContext {
         settings,
@@ -37,7 +51,7 @@ fn run(
         known_thread_parent,
         active_thread,
     };
-    normalize(&message(event), &ctx)
+    normalize(message, &ctx)
 }
 
 #[test]
@@ -60,6 +74,15 @@ fn a_guild_message_becomes_a_group_message_with_its_redelivery_key() {
     );
     assert_eq!(m.workspace_id.as_deref(), Some(GUILD_ID));
     assert_eq!(m.msg_type, MsgType::Chat);
+}
+
+#[test]
+fn the_messages_timestamp_dates_it() {
+    let s = settings(json!({}));
+    let mut data = Event::dm("5", "20", "hi").data();
+    data["timestamp"] = json!("2024-10-15T16:33:15.250000+08:00");
+    let n = run_on(&s, &serde_json::from_value(data).unwrap(), None, None).unwrap();
+    assert_eq!(n.message.created_at, 1_728_981_195.0);
 }
 
 #[test]

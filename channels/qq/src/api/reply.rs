@@ -1,9 +1,16 @@
 //! The passive-reply budget of one source message (spec platforms.md §6.3).
 //!
-//! QQ lets a bot answer a user's message, never speak first (proactive messages are gone
-//! since 2025-04): a reply names the source `msg_id` and a `msg_seq`, and QQ accepts it
-//! only within the window after the source was sent ([`GROUP_WINDOW`], [`C2C_WINDOW`]),
-//! at most [`MAX_REPLIES`] times per source, and never twice with the same `msg_seq`.
+//! QQ lets a bot answer a user's message, never speak first: a reply names the source
+//! `msg_id` and a `msg_seq`, and QQ accepts it only within the window after the source was
+//! sent ([`GROUP_WINDOW`], [`C2C_WINDOW`]), at most [`MAX_REPLIES`] times per source, and
+//! never twice with the same `msg_seq`. QQ's "send message" page
+//! (bot.q.qq.com/wiki/develop/api-v2/server-inter/message/send-receive/send.html, kept in
+//! tencent-connect/bot-docs as `docs/develop/api-v2/server-inter/message/send-receive/send.md`)
+//! states these numbers and that proactive pushes "are no longer provided from 2025-04-21;
+//! calls get an error"; bots report that error as code 40034102 "主动消息失败, 无权限"
+//! (tencent-connect/openclaw-qqbot#43). The one exception since 2026-01-10, a C2C
+//! "interactive recall" message (`is_wakeup`, one per period of 0/1–3/3–7/7–30 days after
+//! the user's last message), is not used: it carries one message, not an answer.
 //!
 //! A [`ReplyContext`] is that budget for one (chat, source message), shared by everything
 //! answering it (the objective of `/goal from-chat` and the run's answer use one budget).

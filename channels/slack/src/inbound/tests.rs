@@ -84,6 +84,7 @@ fn a_mention_is_stripped_before_the_command_check_and_the_thread_is_the_topic() 
     assert_eq!(m.chat_kind, ChatKind::Group);
     assert_eq!(m.topic_id.as_deref(), Some("1515449438.000011"));
     assert_eq!(m.thread_ts, Some(MessageId::new("1515449522.000016")));
+    assert_eq!(m.created_at, 1_515_449_522.000_016, "its ts dates it");
     assert_eq!(
         strip_mentions(&format!("<@{BOT}>  hi <@U2|x> <@{BOT}|bot>"), Some(BOT)),
         ("hi <@U2|x>".to_owned(), true)

@@ -10,19 +10,23 @@
 //! - New messages reply to the source message with `allow_sending_without_reply`, so a
 //!   deleted question does not lose its answer.
 //! - An edit Telegram reports as "not modified" is a success.
+//! - Reactions (`setMessageReaction`) go on the source message: 👀 for one that waits its
+//!   turn, 🤷 for one turned away, both on Telegram's list of reaction emoji.
 //! - Files: images up to 10 MB go through `sendPhoto` (falling back to `sendDocument` when
 //!   Telegram refuses the picture), anything up to 50 MB through `sendDocument`; larger
 //!   files are refused before any byte is read.
 
 use im_bridge_channel::http::HttpError;
 use im_bridge_channel::{
-    ChannelError, ChannelResult, MessageId, OutboundFile, SendTarget, SentMessage,
+    ChannelError, ChannelResult, MessageId, OutboundFile, Reaction, SendTarget, SentMessage,
 };
 
 use crate::api::{Api, Upload, UploadKind};
 use crate::error::TelegramError;
 use crate::inbound::FORUM_TOPIC_KEY;
-use crate::model::{EditMessageText, ReplyParameters, SendChatAction, SendMessage};
+use crate::model::{
+    EditMessageText, ReactionType, ReplyParameters, SendChatAction, SendMessage, SetMessageReaction,
+};
 
 /// Largest picture `sendPhoto` accepts.
 pub const MAX_PHOTO_BYTES: u64 = 10 * 1024 * 1024;
@@ -67,6 +71,33 @@ pub(crate) async fn show_typing(api: &Api, to: SendTarget<'_>) -> ChannelResult 
         message_thread_id: forum_topic(&to),
     };
     api.send_chat_action(&params).await?;
+    Ok(())
+}
+
+/// The emoji standing for `reaction` (each on Telegram's list of reaction emoji).
+fn reaction_emoji(reaction: Reaction) -> &'static str {
+    match reaction {
+        Reaction::Queued => "👀",
+        Reaction::Busy => "🤷",
+    }
+}
+
+/// `setMessageReaction` on the source message.
+pub(crate) async fn react(api: &Api, to: SendTarget<'_>, reaction: Reaction) -> ChannelResult {
+    let Some(source) = to.reply_to else {
+        return Err(ChannelError::Unsupported(
+            "a reaction without its source message",
+        ));
+    };
+    let params = SetMessageReaction {
+        chat_id: chat_id(&to)?,
+        message_id: message_id(source)?,
+        reaction: vec![ReactionType {
+            kind: "emoji".to_owned(),
+            emoji: reaction_emoji(reaction).to_owned(),
+        }],
+    };
+    api.set_message_reaction(&params).await?;
     Ok(())
 }
 

@@ -4,7 +4,7 @@
 //! `getUpdates`. The offset advances past an update only once it is settled: admitted into
 //! the inbound queue, or skipped on purpose (not a message, not allowed, unreadable).
 //!
-//! Backpressure: admission waits for queue space ([`InboundSink::reserve_wait`]), so a busy
+//! Backpressure: admission waits for queue space ([`InboundSink::send_waiting`]), so a busy
 //! daemon simply polls later and Telegram keeps the rest. When admission is *closed* (the
 //! daemon is shutting down) the update is left unacknowledged, polling stops, and the next
 //! start receives it again.
@@ -16,24 +16,12 @@
 
 use std::time::Duration;
 
-use im_bridge_channel::{
-    AdmitError, ChannelExit, ChannelResult, InboundMessage, InboundSink, Stage,
-};
+use im_bridge_channel::{ChannelExit, ChannelResult, InboundSink, Stage, Waited};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::Intake;
 use super::retry::until_ok;
-
-/// What became of one update.
-enum Settled {
-    /// Admitted or skipped: acknowledge it.
-    Done,
-    /// Admission is closed: leave it (and everything after it) unacknowledged.
-    Closed,
-    /// Shutdown was requested while waiting for queue space.
-    Stopped,
-}
 
 /// Polls until `shutdown`, admitting messages through `sink`.
 pub(crate) async fn run(
@@ -76,16 +64,17 @@ pub(crate) async fn run(
                 tracing::warn!("Skipped a Telegram update without an update_id.");
                 continue;
             };
-            let settled = match intake.accept(update_id, serde_json::from_value(raw)) {
-                Some(msg) => admit(sink, shutdown, update_id, *msg).await,
-                None => Settled::Done,
+            let waited = match intake.accept(update_id, serde_json::from_value(raw)) {
+                Some(msg) => sink.send_waiting(*msg, shutdown).await,
+                None => Waited::Admitted,
             };
-            match settled {
-                Settled::Done => {
+            match waited {
+                Waited::Admitted => {
+                    tracing::debug!(update_id, "Settled a Telegram update.");
                     offset = Some(offset.map_or(update_id + 1, |o| o.max(update_id + 1)));
                 }
-                Settled::Stopped => return Ok(ChannelExit::Stopped),
-                Settled::Closed => {
+                Waited::Stopped => return Ok(ChannelExit::Stopped),
+                Waited::Closed => {
                     tracing::info!(
                         update_id,
                         "Inbound admission is closed; leaving the remaining Telegram updates unacknowledged."
@@ -96,24 +85,5 @@ pub(crate) async fn run(
                 }
             }
         }
-    }
-}
-
-async fn admit(
-    sink: &InboundSink,
-    shutdown: &CancellationToken,
-    update_id: i64,
-    msg: InboundMessage,
-) -> Settled {
-    let reservation = tokio::select! {
-        () = shutdown.cancelled() => return Settled::Stopped,
-        r = sink.reserve_wait() => r,
-    };
-    match reservation.and_then(|slot| slot.commit(msg)) {
-        Ok(()) => {
-            tracing::debug!(update_id, "Admitted a Telegram message.");
-            Settled::Done
-        }
-        Err(AdmitError::Closed | AdmitError::QueueFull | AdmitError::Overloaded) => Settled::Closed,
     }
 }

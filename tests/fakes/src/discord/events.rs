@@ -2,6 +2,7 @@
 //! bot authors, attachments (CDN URLs on the fake).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
 
 use serde_json::{Value, json};
 
@@ -26,6 +27,8 @@ pub struct Event {
     content: String,
     mentions: Vec<Value>,
     attachments: Vec<Value>,
+    /// When it was sent (RFC 3339), as Discord dates every message: when it was built.
+    sent_at: String,
 }
 
 impl Event {
@@ -41,6 +44,8 @@ impl Event {
             content: content.to_owned(),
             mentions: Vec::new(),
             attachments: Vec::new(),
+            // Any RFC 3339 offset names the instant; QQ's writer is at hand.
+            sent_at: crate::qq::rfc3339(SystemTime::now()),
         }
     }
 
@@ -141,7 +146,7 @@ impl Event {
         let mut d = json!({
             "id": self.id, "channel_id": self.channel_id, "type": 0,
             "author": user(&self.author_id, &self.author_name, self.author_bot),
-            "content": self.content, "timestamp": "2026-01-01T00:00:00.000000+00:00",
+            "content": self.content, "timestamp": self.sent_at,
             "edited_timestamp": null, "tts": false, "mention_everyone": false,
             "mentions": self.mentions, "mention_roles": [], "attachments": self.attachments,
             "embeds": [], "pinned": false,

@@ -4,7 +4,8 @@
 //! A reply (`POST /v2/groups/{group_openid}/messages`, `POST /v2/users/{openid}/messages`)
 //! passes, in order: the token (`Authorization: QQBot <token>`, else 401 with
 //! [`code::TOKEN_INVALID`]) and `X-Union-Appid`; a scripted failure; the body
-//! (`msg_type` 0, a non-empty `content`, `msg_id`, `msg_seq` ≥ 1); the source message
+//! (`msg_type` 0, a non-empty `content`, `msg_seq` ≥ 1); a source `msg_id` (a message
+//! without one is proactive, refused with [`code::PROACTIVE_REFUSED`]); the source message
 //! (known in that chat); its window by the fake's clock (5 min in groups, 60 min in
 //! C2C); the `(msg_id, msg_seq)` pair not used before; fewer than 5 replies so far.
 //! Refusals are HTTP 400 with `{code, message}`.
@@ -161,15 +162,23 @@ fn reply(qq: &mut Qq, route: &str, openid: &str, body: &Value) -> Answer {
     } else {
         format!("c2c:{openid}")
     };
-    let (Some(0), Some(content), Some(msg_id)) = (
+    let (Some(0), Some(content)) = (
         body["msg_type"].as_u64(),
         body["content"].as_str().filter(|c| !c.trim().is_empty()),
-        body["msg_id"].as_str(),
     ) else {
         return refuse(
             StatusCode::BAD_REQUEST,
             code::BAD_REQUEST,
-            "msg_type, content and msg_id are required",
+            "msg_type and content are required",
+        );
+    };
+    // Without a source it is a proactive message, which QQ stopped providing on
+    // 2025-04-21 (the `is_wakeup` recall message included: the fake serves none).
+    let Some(msg_id) = body["msg_id"].as_str() else {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            code::PROACTIVE_REFUSED,
+            "主动消息失败, 无权限",
         );
     };
     let msg_seq = body["msg_seq"].as_u64().unwrap_or(1);

@@ -160,6 +160,27 @@ async fn replies_follow_the_passive_reply_rules() {
     assert_eq!(fake.replies_to(group.message_id()).len(), 5);
     let (_, body) = post_reply(&fake, &t, "group:OTHER", group.message_id(), 9).await;
     assert_eq!(body["code"], code::MSG_ID_INVALID, "another chat's message");
+    // A message that answers no source is proactive, which QQ no longer serves.
+    for (path, extra) in [
+        ("/v2/groups/G1/messages", json!({})),
+        ("/v2/users/U1/messages", json!({"is_wakeup": true})),
+    ] {
+        let mut body = json!({"msg_type": 0, "content": "unprompted", "msg_seq": 1});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let response = reqwest::Client::new()
+            .post(format!("{}{path}", fake.api_url()))
+            .header("Authorization", format!("QQBot {t}"))
+            .header("X-Union-Appid", APP_ID)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 400);
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["code"], code::PROACTIVE_REFUSED, "{path}");
+    }
     let (status, body) = post_reply(&fake, "stale", &chat, group.message_id(), 9).await;
     assert_eq!(
         (status, body["code"].as_i64()),

@@ -12,6 +12,7 @@ pub struct Incoming {
     pub(super) reply_to: Option<i64>,
     pub(super) forum_topic: Option<i64>,
     pub(super) message_id: Option<i64>,
+    pub(super) date: Option<i64>,
     pub(super) photo: Vec<Value>,
     pub(super) document: Option<Value>,
 }
@@ -44,6 +45,7 @@ impl Incoming {
             reply_to: None,
             forum_topic: None,
             message_id: None,
+            date: None,
             photo: Vec::new(),
             document: None,
         }
@@ -65,6 +67,18 @@ impl Incoming {
     /// Uses this message id instead of a fresh one (to simulate a redelivery).
     pub fn message_id(mut self, message_id: i64) -> Self {
         self.message_id = Some(message_id);
+        self
+    }
+
+    /// Sent `ago` before now (its `date`): a message Telegram delivers late, as it does
+    /// with what was sent while the bot was down.
+    pub fn sent_ago(mut self, ago: std::time::Duration) -> Self {
+        let now = std::time::SystemTime::now();
+        let at = now.checked_sub(ago).unwrap_or(std::time::UNIX_EPOCH);
+        self.date = Some(
+            at.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(0)),
+        );
         self
     }
 
@@ -115,7 +129,7 @@ impl Incoming {
     pub(super) fn to_message(&self, message_id: i64, date: i64, replied: Option<Value>) -> Value {
         let mut m = json!({
             "message_id": message_id,
-            "date": date,
+            "date": self.date.unwrap_or(date),
             "chat": self.chat,
             "from": self.from,
         });

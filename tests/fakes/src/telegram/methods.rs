@@ -251,6 +251,128 @@ pub(super) fn send_file(
     Answer::ok(json)
 }
 
+/// The emoji Telegram accepts as a reaction (`ReactionTypeEmoji`); any other is
+/// `REACTION_INVALID`.
+const REACTION_EMOJI: &[&str] = &[
+    "👍",
+    "👎",
+    "❤",
+    "🔥",
+    "🥰",
+    "👏",
+    "😁",
+    "🤔",
+    "🤯",
+    "😱",
+    "🤬",
+    "😢",
+    "🎉",
+    "🤩",
+    "🤮",
+    "💩",
+    "🙏",
+    "👌",
+    "🕊",
+    "🤡",
+    "🥱",
+    "🥴",
+    "😍",
+    "🐳",
+    "❤‍🔥",
+    "🌚",
+    "🌭",
+    "💯",
+    "🤣",
+    "⚡",
+    "🍌",
+    "🏆",
+    "💔",
+    "🤨",
+    "😐",
+    "🍓",
+    "🍾",
+    "💋",
+    "🖕",
+    "😈",
+    "😴",
+    "😭",
+    "🤓",
+    "👻",
+    "👨‍💻",
+    "👀",
+    "🎃",
+    "🙈",
+    "😇",
+    "😨",
+    "🤝",
+    "✍",
+    "🤗",
+    "🫡",
+    "🎅",
+    "🎄",
+    "☃",
+    "💅",
+    "🤪",
+    "🗿",
+    "🆒",
+    "💘",
+    "🙉",
+    "🦄",
+    "😘",
+    "💊",
+    "🙊",
+    "😎",
+    "👾",
+    "🤷‍♂",
+    "🤷",
+    "🤷‍♀",
+    "😡",
+];
+
+/// Whether message `message_id` of chat `chat_id` exists: a user's (an update the fake
+/// delivered or holds) or the bot's.
+fn message_exists(inner: &Telegram, chat_id: i64, message_id: i64) -> bool {
+    let of_user = |update: &Value| {
+        let message = &update["message"];
+        message["chat"]["id"].as_i64() == Some(chat_id)
+            && message["message_id"].as_i64() == Some(message_id)
+    };
+    inner.pending.iter().chain(&inner.confirmed).any(of_user)
+        || inner
+            .messages
+            .iter()
+            .any(|m| m.chat_id == chat_id && m.message_id == message_id)
+}
+
+/// `setMessageReaction`: the bot's reaction on a message replaces the one it set before
+/// (an empty list removes it). A bot sets at most one, from [`REACTION_EMOJI`].
+pub(super) fn set_message_reaction(inner: &mut Telegram, params: &Value) -> Answer {
+    let (Some(chat_id), Some(message_id)) = (int(params, "chat_id"), int(params, "message_id"))
+    else {
+        return bad_request("Bad Request: message identifier is not specified");
+    };
+    let reaction = match object_or_array(params, "reaction") {
+        None => Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(_) => return bad_request("Bad Request: can't parse reaction types JSON object"),
+    };
+    if reaction.len() > 1 {
+        return bad_request("Bad Request: REACTIONS_TOO_MANY");
+    }
+    let mut emoji = Vec::new();
+    for item in &reaction {
+        match (item["type"].as_str(), item["emoji"].as_str()) {
+            (Some("emoji"), Some(e)) if REACTION_EMOJI.contains(&e) => emoji.push(e.to_owned()),
+            _ => return bad_request("Bad Request: REACTION_INVALID"),
+        }
+    }
+    if !message_exists(inner, chat_id, message_id) {
+        return bad_request("Bad Request: message to react not found");
+    }
+    inner.reactions.insert((chat_id, message_id), emoji);
+    Answer::ok(json!(true))
+}
+
 pub(super) fn set_my_commands(inner: &mut Telegram, params: &Value) -> Answer {
     let Some(Value::Array(commands)) = object_or_array(params, "commands") else {
         return bad_request("Bad Request: parameter \"commands\" is required");
@@ -268,11 +390,16 @@ pub(super) fn set_my_commands(inner: &mut Telegram, params: &Value) -> Answer {
         }
         menu.push((command.to_owned(), description.to_owned()));
     }
-    let language = params
-        .get("language_code")
-        .and_then(Value::as_str)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned);
+    // Like Telegram: empty or absent is the default menu, anything else must be a two-letter
+    // ISO 639-1 code (`zh-TW` and `zh-hant` are refused).
+    let language = match params.get("language_code") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(l)) if l.is_empty() => None,
+        Some(Value::String(l)) if l.len() == 2 && l.bytes().all(|b| b.is_ascii_lowercase()) => {
+            Some(l.clone())
+        }
+        Some(_) => return bad_request("Bad Request: invalid language code specified"),
+    };
     inner.menus.insert(language, menu);
     Answer::ok(json!(true))
 }
@@ -364,6 +491,61 @@ mod tests {
             Some("<b>Hi</b> &amp; <i>😀</i>"),
             "the call keeps what was sent"
         );
+    }
+
+    #[tokio::test]
+    async fn a_reaction_takes_one_listed_emoji_on_a_message_the_chat_has() {
+        let fake = FakeTelegram::start().await.unwrap();
+        let id = fake
+            .inject(crate::telegram::Incoming::private(CHAT, "hi"))
+            .message_id;
+        let react = |message: i64, emoji: &[&str]| {
+            let reaction: Vec<Value> = emoji
+                .iter()
+                .map(|e| json!({"type": "emoji", "emoji": e}))
+                .collect();
+            json!({"chat_id": CHAT, "message_id": message, "reaction": reaction})
+        };
+        assert_eq!(
+            call(&fake, "setMessageReaction", react(id, &["👀"])).await,
+            (200, json!({"ok": true, "result": true}))
+        );
+        assert_eq!(
+            call(&fake, "setMessageReaction", react(id, &["⏳"])).await,
+            bad("Bad Request: REACTION_INVALID")
+        );
+        assert_eq!(
+            call(&fake, "setMessageReaction", react(id, &["👀", "🤷"])).await,
+            bad("Bad Request: REACTIONS_TOO_MANY")
+        );
+        assert_eq!(
+            call(&fake, "setMessageReaction", react(id + 1, &["👀"])).await,
+            bad("Bad Request: message to react not found")
+        );
+        assert_eq!(fake.reactions(CHAT), [(id, vec!["👀".to_owned()])]);
+        // The next replaces it; an empty list removes it.
+        call(&fake, "setMessageReaction", react(id, &["🤷"])).await;
+        assert_eq!(fake.reactions(CHAT), [(id, vec!["🤷".to_owned()])]);
+        call(&fake, "setMessageReaction", react(id, &[])).await;
+        assert_eq!(fake.reactions(CHAT), [(id, vec![])]);
+    }
+
+    #[tokio::test]
+    async fn menus_are_kept_per_two_letter_language_code_and_other_codes_refused() {
+        let fake = FakeTelegram::start().await.unwrap();
+        let menu = |code: Value| json!({"commands": [{"command": "new", "description": "x y z"}], "language_code": code});
+        for (code, stored) in [(json!(""), None), (json!("ja"), Some("ja"))] {
+            assert_eq!(call(&fake, "setMyCommands", menu(code)).await.0, 200);
+            assert!(fake.commands(stored).is_some(), "{stored:?}");
+        }
+        for code in ["zh-TW", "zh-hant", "ZH", "jpn", "j"] {
+            assert_eq!(
+                call(&fake, "setMyCommands", menu(json!(code))).await,
+                bad("Bad Request: invalid language code specified"),
+                "{code}"
+            );
+            assert!(fake.commands(Some(code)).is_none());
+        }
     }
 
     #[tokio::test]

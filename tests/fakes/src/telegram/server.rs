@@ -66,6 +66,7 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                     "setMyCommands" => methods::set_my_commands(inner, &params),
                     "sendMessage" => methods::send_message(inner, &params, bot),
                     "sendChatAction" => methods::send_chat_action(inner, &params),
+                    "setMessageReaction" => methods::set_message_reaction(inner, &params),
                     "editMessageText" => methods::edit_message_text(inner, &params, bot),
                     "sendPhoto" => methods::send_file(inner, &params, bot, "photo", upload),
                     "sendDocument" => methods::send_file(inner, &params, bot, "document", upload),

@@ -1,0 +1,200 @@
+//! The channel against the fake iLink: the telemetry contract, a QR login kept in the
+//! channel's state and reused, an ended session, the cursor, context tokens, typing and
+//! files both ways through the encrypted CDN.
+
+use std::sync::Arc;
+
+use im_bridge_channel::{AllowedUsers, ChannelState, InboundMessage, Issues, MemoryState, Stage};
+use im_bridge_fakes::running::{RunningChannel, reply_target};
+use im_bridge_fakes::wechat::{self, FakeWechat, Inbound, SentItem};
+use serde_json::json;
+
+use super::*;
+use crate::config;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+const USER: &str = "o9cq8fakeuser00000000001@im.wechat";
+
+fn settings(fake: &FakeWechat, token: Option<&str>) -> WechatSettings {
+    let mut block = json!({
+        "qrcode_login_enabled": true, "base_url": fake.base_url(),
+        "cdn_base_url": fake.cdn_base_url(), "qrcode_poll_interval": 0.1,
+        "polling_retry_delay": 0.1,
+    });
+    if let Some(token) = token {
+        block["bot_token"] = json!(token);
+    }
+    config::validate(block, &mut Issues::new("channels.wechat")).unwrap()
+}
+
+fn channel(fake: &FakeWechat, token: Option<&str>, state: Arc<dyn ChannelState>) -> WechatChannel {
+    let ctx = im_bridge_fakes::build_context(AllowedUsers::Anyone).with_state(state);
+    WechatChannel::new(settings(fake, token), &ctx).unwrap()
+}
+
+async fn started() -> FakeWechat {
+    let fake = FakeWechat::start().await.unwrap();
+    fake.set_long_poll_hold(Duration::from_millis(300));
+    fake
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telemetry_follows_the_adapter_contract() {
+    let fake = started().await;
+    let probe = im_bridge_fakes::telemetry::TelemetryProbe::new();
+    let state = Arc::new(MemoryState::new());
+    let ch = Arc::new(probe.build(|| channel(&fake, Some(wechat::BOT_TOKEN), state)));
+    probe.assert_contract(NAME);
+    let mut running = RunningChannel::start(ch.clone());
+    fake.wait_polling(DEADLINE).await.unwrap();
+    fake.push(&Inbound::text(USER, "hi"));
+    let m = running.next().await;
+    assert_eq!(m.text, "hi");
+    assert_eq!(probe.received(NAME), 1);
+    assert_eq!(probe.connected(NAME), Some(true));
+    ch.send_text(reply_target(&m), "answer").await.unwrap();
+    assert_eq!(probe.sent(NAME), 1);
+    assert_eq!(fake.sent_to(USER)[0].text(), Some("answer"));
+    // A refused send is a sending error; a failed poll a receiving one.
+    let stranger = InboundMessage::new(NAME, "nobody@im.wechat", "nobody@im.wechat", "");
+    assert!(ch.send_text(reply_target(&stranger), "x").await.is_err());
+    assert_eq!(probe.errors(NAME, Stage::Sending), 1);
+    fake.fail(
+        "getupdates",
+        wechat::Trigger::Next,
+        wechat::Failure::Http(502),
+    );
+    fake.wait_until("a failed poll", DEADLINE, |_| {
+        probe.errors(NAME, Stage::Receiving) == 1
+    })
+    .await
+    .unwrap();
+    running.stop().await.unwrap();
+    assert_eq!(probe.connected(NAME), Some(false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_qr_login_is_kept_in_the_state_and_reused() {
+    let fake = FakeWechat::start_logged_out().await.unwrap();
+    fake.set_long_poll_hold(Duration::from_millis(300));
+    let state: Arc<dyn ChannelState> = Arc::new(MemoryState::new());
+    let ch = Arc::new(channel(&fake, None, state.clone()));
+    let running = RunningChannel::start(ch);
+    let code = fake.wait_qrcode(1, DEADLINE).await.unwrap();
+    assert!(code.img_content.starts_with("http"));
+    assert!(fake.scan());
+    let token = fake.confirm().unwrap();
+    fake.wait_polling(DEADLINE).await.unwrap();
+    let stored = state.get_secret(crate::TOKEN_KEY).await.unwrap().unwrap();
+    assert_eq!(stored.expose(), token);
+    running.stop().await.unwrap();
+    // A new channel on the same state polls with the stored token, no new code.
+    let again = Arc::new(channel(&fake, None, state.clone()));
+    let running = RunningChannel::start(again);
+    fake.wait_until("polling again", DEADLINE, |f| {
+        f.waiting_polls() > 0 || f.qrcodes().len() > 1
+    })
+    .await
+    .unwrap();
+    assert_eq!(fake.qrcodes().len(), 1);
+    // An ended session deletes the stored token and shows a new code.
+    fake.expire_session();
+    fake.wait_qrcode(2, DEADLINE).await.unwrap();
+    assert_eq!(state.get_secret(crate::TOKEN_KEY).await.unwrap(), None);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cursor_is_kept_after_each_batch() {
+    let fake = started().await;
+    let state: Arc<dyn ChannelState> = Arc::new(MemoryState::new());
+    let ch = Arc::new(channel(&fake, Some(wechat::BOT_TOKEN), state.clone()));
+    let mut running = RunningChannel::start(ch);
+    fake.wait_polling(DEADLINE).await.unwrap();
+    let pushed = fake.push(&Inbound::text(USER, "one"));
+    running.next().await;
+    let cursor = loop {
+        if let Some(c) = state.get(crate::CURSOR_KEY).await.unwrap() {
+            break c;
+        }
+        fake.wait_polling(DEADLINE).await.unwrap();
+    };
+    assert_eq!(cursor, fake.cursor_after(pushed.seq).into_bytes());
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_go_both_ways_through_the_encrypted_cdn_and_typing_shows() {
+    let fake = started().await;
+    let ch = Arc::new(channel(
+        &fake,
+        Some(wechat::BOT_TOKEN),
+        Arc::new(MemoryState::new()),
+    ));
+    let mut running = RunningChannel::start(ch.clone());
+    fake.wait_polling(DEADLINE).await.unwrap();
+    let photo = b"\xff\xd8\xff\xe0 a photo".to_vec();
+    fake.push(&Inbound::image(USER, &photo).and_text("what is it?"));
+    let m = running.next().await;
+    assert_eq!(m.text, "what is it?");
+    assert_eq!(ch.fetch_file(&m.files[0], 1000).await.unwrap(), photo);
+    assert!(matches!(
+        ch.fetch_file(&m.files[0], 5).await,
+        Err(ChannelError::TooLarge { limit: 5 })
+    ));
+    let to = reply_target(&m);
+    ch.show_typing(to).await.unwrap();
+    ch.turn_ended(to).await.unwrap();
+    let typing: Vec<i64> = fake.typing().iter().map(|t| t.status).collect();
+    assert_eq!(typing, [1, 2]);
+    let dir = std::env::temp_dir().join(format!("wechat-send-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("report.md");
+    std::fs::write(&path, "# Report\n").unwrap();
+    let file = OutboundFile {
+        path: path.clone(),
+        filename: "report.md".into(),
+        mime_type: "text/markdown".into(),
+        size: 9,
+        is_image: false,
+        if_refused: None,
+    };
+    ch.send_file(to, &file).await.unwrap();
+    let exe = OutboundFile {
+        filename: "run.exe".into(),
+        ..file.clone()
+    };
+    assert!(ch.send_file(to, &exe).await.is_err());
+    let sent = fake.sent_to(USER);
+    assert_eq!(
+        sent.last().unwrap().item,
+        SentItem::File {
+            name: "report.md".into(),
+            bytes: b"# Report\n".to_vec()
+        }
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_ilink_keeps_refusing_is_dropped() {
+    let fake = started().await;
+    let state: Arc<dyn ChannelState> = Arc::new(MemoryState::new());
+    state
+        .put(crate::CURSOR_KEY, b"bm90LWEtY3Vyc29yLWlsaW5rLWlzc3VlZA==")
+        .await
+        .unwrap();
+    let ch = Arc::new(channel(&fake, Some(wechat::BOT_TOKEN), state.clone()));
+    let mut running = RunningChannel::start(ch);
+    fake.push(&Inbound::text(USER, "after the bad cursor"));
+    let m = running.next().await;
+    assert_eq!(m.text, "after the bad cursor");
+    let refused = fake
+        .calls_to("getupdates")
+        .iter()
+        .filter(|c| c.code.is_some())
+        .count();
+    assert_eq!(refused, poll::CURSOR_REFUSALS as usize);
+    running.stop().await.unwrap();
+}

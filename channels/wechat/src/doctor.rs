@@ -1,0 +1,175 @@
+//! `im-bridge doctor` for WeChat: where the login stands, and whether iLink takes the token.
+//!
+//! The token checked is the configured `bot_token`, else the one a QR login stored in the
+//! channel's state (read with `IM_BRIDGE_SECRET_KEY`). Checking it is one `getconfig` (a
+//! read, nothing sent to anyone): any answer but `-14` passed iLink's token check; `-14`
+//! says the session ended. Without a token the check says what the next start does (a QR
+//! code in its log) and where the last run stood (`waiting_for_scan`, `session_expired`,
+//! stored by the channel), and whether the token will be kept.
+
+use std::sync::Arc;
+
+use im_bridge_channel::doctor::{BoxFuture, Check, Context, Credentials, Keys};
+use im_bridge_channel::{Secret, StateError};
+
+use crate::NAME;
+use crate::api::Api;
+use crate::config::WechatSettings;
+use crate::error::ApiError;
+use crate::token::{STATUS_KEY, Status, TOKEN_KEY};
+
+const KEYS: Keys = Keys {
+    url: "channels.wechat.api_url",
+    secrets: "channels.wechat.bot_token (a new one from a QR login, or qrcode_login_enabled: true)",
+};
+
+/// What the stored QR login's token shows: what to say when iLink ended its session.
+const STORED_KEYS: Keys = Keys {
+    url: "channels.wechat.api_url",
+    secrets: "nothing: the session of the stored QR login ended; the next start shows a new QR code in the log to scan",
+};
+
+/// The checks, their texts scrubbed of the token.
+pub fn checks<'a>(settings: &'a WechatSettings, ctx: &'a Context) -> BoxFuture<'a, Vec<Check>> {
+    Box::pin(async move {
+        if let Some(token) = settings.bot_token.clone() {
+            return vec![accepted(settings, &token, KEYS, "the configured bot token").await];
+        }
+        let last = match ctx.state.get(STATUS_KEY).await {
+            Ok(Some(value)) => Status::parse(&value),
+            _ => None,
+        };
+        match ctx.state.get_secret(TOKEN_KEY).await {
+            Ok(Some(token)) => vec![
+                accepted(
+                    settings,
+                    &token,
+                    STORED_KEYS,
+                    "logged in by QR code: the stored bot token",
+                )
+                .await,
+            ],
+            Ok(None) => vec![Check::skip(NAME, not_logged_in(last))],
+            Err(StateError::NoKey) => vec![Check::skip(
+                NAME,
+                "IM_BRIDGE_SECRET_KEY is not set: a QR login's token is not kept, so every start shows a QR code in its log to scan",
+            )],
+            Err(StateError::Unreadable | StateError::WrongKind) => vec![Check::fail(
+                NAME,
+                "the stored bot token cannot be read with this IM_BRIDGE_SECRET_KEY",
+                "set IM_BRIDGE_SECRET_KEY to the key the daemon ran with, or scan the new QR code the next start shows",
+            )],
+            Err(error) => vec![Check::skip(
+                NAME,
+                format!("the login kept in the store cannot be read ({error})"),
+            )],
+        }
+    })
+}
+
+/// Why no token is there, with where the last run stood.
+fn not_logged_in(last: Option<Status>) -> &'static str {
+    match last {
+        Some(Status::WaitingForScan) => {
+            "not logged in: the last run was waiting for its QR code to be scanned; the next start shows a new one in its log"
+        }
+        Some(Status::SessionExpired) => {
+            "not logged in: iLink ended the last session (errcode -14); the next start shows a new QR code in its log"
+        }
+        _ => {
+            "not logged in yet: at start the daemon shows a QR code in its log (and its URL) to scan with WeChat"
+        }
+    }
+}
+
+/// Whether iLink takes `token` (`what` names it in the line).
+async fn accepted(settings: &WechatSettings, token: &Secret, keys: Keys, what: &str) -> Check {
+    let answer = match Api::new(Arc::new(WechatSettings {
+        bot_token: Some(token.clone()),
+        ..settings.clone()
+    })) {
+        Ok(api) => {
+            let user = settings
+                .ilink_bot_id
+                .as_deref()
+                .unwrap_or("im-bridge-doctor");
+            match api.typing_ticket(user, None).await {
+                // Any answer but -14 passed the token check.
+                Ok(_) | Err(ApiError::Api { .. }) => Ok(format!("{what} is accepted by iLink")),
+                Err(error) => Err(error),
+            }
+        }
+        Err(error) => Err(error),
+    };
+    Credentials::new(NAME, &settings.api_url, keys)
+        .answer(answer)
+        .scrub(&[token])
+}
+
+#[cfg(test)]
+mod tests {
+    use im_bridge_channel::{ChannelState, Issues, MemoryState};
+    use im_bridge_fakes::wechat::{BOT_TOKEN, FakeWechat};
+    use serde_json::json;
+
+    use super::*;
+
+    fn settings(fake: &FakeWechat, token: Option<&str>) -> WechatSettings {
+        let mut block = json!({"qrcode_login_enabled": true, "base_url": fake.base_url()});
+        if let Some(token) = token {
+            block["bot_token"] = json!(token);
+        }
+        crate::config::validate(block, &mut Issues::new("channels.wechat")).unwrap()
+    }
+
+    async fn line(settings: &WechatSettings, state: Arc<dyn ChannelState>) -> String {
+        let checks = checks(settings, &Context::new(state)).await;
+        assert_eq!(checks.len(), 1);
+        checks[0].to_string()
+    }
+
+    #[tokio::test]
+    async fn doctor_says_where_the_login_stands() {
+        let fake = FakeWechat::start().await.unwrap();
+        let empty = || Arc::new(MemoryState::new());
+        let configured = line(&settings(&fake, Some(BOT_TOKEN)), empty()).await;
+        assert!(
+            configured.starts_with("ok   wechat: the configured bot token is accepted"),
+            "{configured}"
+        );
+        let qr = settings(&fake, None);
+        assert!(line(&qr, empty()).await.contains("not logged in yet"));
+        let state = empty();
+        state.put(STATUS_KEY, b"waiting_for_scan").await.unwrap();
+        assert!(
+            line(&qr, state.clone())
+                .await
+                .contains("waiting for its QR code to be scanned")
+        );
+        state
+            .put_secret(TOKEN_KEY, &Secret::new(BOT_TOKEN))
+            .await
+            .unwrap();
+        let stored = line(&qr, state.clone()).await;
+        assert!(
+            stored.starts_with("ok   wechat: logged in by QR code"),
+            "{stored}"
+        );
+        fake.expire_session();
+        let ended = line(&qr, state).await;
+        assert!(
+            ended.starts_with("FAIL wechat: the credentials were refused"),
+            "{ended}"
+        );
+        assert!(
+            ended.contains("the next start shows a new QR code"),
+            "{ended}"
+        );
+        assert!(!ended.contains(BOT_TOKEN));
+        let keyless = line(&qr, Arc::new(MemoryState::without_secrets())).await;
+        assert!(
+            keyless.contains("IM_BRIDGE_SECRET_KEY is not set"),
+            "{keyless}"
+        );
+    }
+}

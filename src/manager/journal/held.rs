@@ -1,0 +1,308 @@
+//! Answers held for a chat's next message (issue 33): what a channel with a reply window
+//! could not deliver because its source took no more replies.
+//!
+//! - A turn that **handed off** its answer records what it showed
+//!   ([`Entry::hand_off`]); the rest of its final is then written into the entry as a held
+//!   final, or, where the platform takes messages that answer no source, published as one
+//!   and held only if refused ([`Entry::send_rest`]).
+//! - Any final whose delivery meets a closed window (or spent replies) is held the same way
+//!   (`Progress::settle_final`).
+//! - An entry left with held finals only is saved [`JournalState::Held`]: the store indexes
+//!   it by its chat, it is never retried nor given up on, and a restart leaves it in place.
+//! - Every admitted message of a channel with a reply window first takes up what waits for
+//!   its chat ([`Journal::carry_held`]): each held final goes out as a reply to that message,
+//!   before the message's own answer (one delivery lane per chat keeps the order), opening
+//!   with the line its final carried for this case. The entry then lives on as an ordinary
+//!   pending final of that message, and is held again if that one's window closes too.
+
+use im_bridge_channel::{InboundMessage, OutboundMessage};
+
+use super::{Entry, Journal, Progress, remove};
+use crate::admin::names;
+use crate::bus::{AfterShown, Landed};
+use crate::store::{JournalState, Journaled, PendingFinal};
+
+/// The outbound metadata key of the line a final opens with if it is held for a later
+/// message (the manager sets it on every final of a channel with a reply window).
+pub(crate) const HELD_NOTE_KEY: &str = "im_bridge_held_note";
+
+impl Entry {
+    /// What the turn showed when it handed its answer off, if it did.
+    pub(crate) fn handed_off(&self) -> Option<String> {
+        self.progress().record.handed_off.clone()
+    }
+
+    /// Records (saved) that the turn handed its answer off, showing `shown`.
+    pub(crate) async fn hand_off(&self, shown: &str) {
+        self.progress().record.handed_off = Some(shown.to_owned());
+        self.save().await;
+    }
+
+    /// Delivers `out`, the rest of a handed-off answer: published as a message that answers
+    /// no source when `unsourced` (held if the platform refuses it), else written into the
+    /// entry as held, for the chat's next message.
+    pub(crate) async fn send_rest(&self, mut out: OutboundMessage, unsourced: bool) {
+        if unsourced {
+            out.thread_ts = None;
+            out.source_created_at = None;
+            let hooks = self.track_final(&mut out, "", true).await;
+            self.0.shared.outbound.publish_hooked(out, hooks).await;
+            return;
+        }
+        {
+            let mut progress = self.progress();
+            progress.next_final += 1;
+            let id = progress.next_final;
+            progress.record.finals.push(PendingFinal {
+                id,
+                text: out.text,
+                metadata: out.metadata,
+                late: None,
+                finishes: None,
+                unsourced: false,
+                held: true,
+            });
+        }
+        self.save().await;
+    }
+
+    /// `pending` as a reply with `text`: to the message that carries it now (the entry's
+    /// own, or the later one a held entry was taken up by), or to none when unsourced.
+    pub(super) fn reply(&self, pending: &PendingFinal, text: String) -> OutboundMessage {
+        let progress = self.progress();
+        let record = &progress.record;
+        let mut out = record
+            .carrier
+            .as_ref()
+            .unwrap_or(&record.message)
+            .reply(text, true);
+        out.metadata.extend(pending.metadata.clone());
+        if pending.unsourced {
+            out.thread_ts = None;
+            out.source_created_at = None;
+        }
+        out
+    }
+
+    /// The entry's finals all wait for the chat's next message: saved so, for the store
+    /// to find by its chat. The record's state says [`JournalState::Held`] already.
+    pub(super) async fn wait_for_next_message(&self) {
+        self.leave_live();
+        self.save().await;
+        let (channel, finals) = {
+            let progress = self.progress();
+            let channel = progress.record.message.channel_name.clone();
+            (channel, progress.record.finals.len())
+        };
+        tracing::info!(
+            finals,
+            "An answer waits for the chat's next message: its own took no more replies."
+        );
+        let channel = self.0.shared.outbound.channel_label(&channel);
+        metrics::counter!(names::HANDOFFS, "channel" => channel, "step" => "held").increment(1);
+    }
+}
+
+impl Progress {
+    /// Records what became of final `id`: struck off when it landed or was refused for
+    /// good, held for the chat's next message when its source takes no more replies (or,
+    /// sent unsourced, the platform refused it), kept for a retry otherwise. Whether the
+    /// record changed.
+    pub(super) fn settle_final(&mut self, id: u32, landed: &Landed) -> bool {
+        let Some(index) = self.record.finals.iter().position(|f| f.id == id) else {
+            return false;
+        };
+        let unsourced = self.record.finals[index].unsourced;
+        match landed {
+            Landed::Failed {
+                transient: true,
+                error,
+            } => {
+                // Kept for a retry; why is saved with the entry (issue 33).
+                self.record.note_error(error);
+                false
+            }
+            Landed::Shown(_) => {
+                self.record.finals.remove(index);
+                true
+            }
+            Landed::Failed {
+                transient: false, ..
+            } if !unsourced => {
+                self.record.finals.remove(index);
+                true
+            }
+            Landed::Failed { .. } | Landed::WindowClosed => {
+                let pending = &mut self.record.finals[index];
+                pending.held = true;
+                pending.unsourced = false;
+                true
+            }
+        }
+    }
+
+    /// Where an entry whose turn ended and whose finals are all settled stands: `None`
+    /// when nothing is left to deliver, [`JournalState::Held`] when what is left waits
+    /// for the chat's next message, else [`JournalState::FinalPending`] (set in the record
+    /// too).
+    pub(super) fn settled_state(&mut self) -> Option<JournalState> {
+        let finals = &self.record.finals;
+        if finals.is_empty() {
+            return None;
+        }
+        self.record.state = if finals.iter().all(|f| f.held) {
+            JournalState::Held
+        } else {
+            JournalState::FinalPending
+        };
+        Some(self.record.state)
+    }
+}
+
+impl Journal {
+    /// Takes up the answers waiting for `msg`'s chat (whichever replica held them) and
+    /// publishes them as `msg`'s first replies; see the module docs. A store failure leaves
+    /// them waiting (logged).
+    pub(crate) async fn carry_held(&self, msg: &InboundMessage) {
+        let shared = &self.shared;
+        if msg.thread_ts.is_none() {
+            return;
+        }
+        let taken = match shared
+            .store
+            .journal_take_held(
+                &msg.channel_name,
+                &msg.chat_id,
+                &shared.holder,
+                shared.config.lease,
+            )
+            .await
+        {
+            Ok(taken) => taken,
+            Err(error) => {
+                tracing::warn!(%error, "Looking for answers held for this chat failed; they keep waiting.");
+                return;
+            }
+        };
+        for Journaled {
+            id,
+            retry_from_ms,
+            mut record,
+            ..
+        } in taken
+        {
+            record.carrier = Some(msg.clone());
+            record.state = JournalState::FinalPending;
+            for pending in &mut record.finals {
+                pending.held = false;
+                // Said once, in the text, so a retry says it the same way.
+                let note = pending.metadata.remove(HELD_NOTE_KEY);
+                if let Some(note) = note.as_ref().and_then(|n| n.as_str()) {
+                    pending.text = format!("{note}\n\n{}", pending.text);
+                }
+            }
+            let finals = record.finals.clone();
+            if finals.is_empty() {
+                remove(&shared.store, &id).await;
+                continue;
+            }
+            let entry = Entry::new(shared.clone(), id, retry_from_ms, record, false);
+            {
+                let mut progress = entry.progress();
+                progress.ended = true;
+                progress.outstanding = finals.len();
+            }
+            entry.save().await;
+            tracing::info!(
+                finals = finals.len(),
+                "Sending an answer that waited for this chat's next message."
+            );
+            let channel = shared.outbound.channel_label(&msg.channel_name);
+            metrics::counter!(names::HANDOFFS, "channel" => channel, "step" => "carried")
+                .increment(1);
+            for pending in finals {
+                let out = entry.reply(&pending, pending.text.clone());
+                let after = entry.clone();
+                let hook: AfterShown = Box::new(move |landed: Landed| {
+                    Box::pin(async move { after.final_landed(landed, pending.id).await })
+                });
+                shared.outbound.publish(out, Some(hook)).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use im_bridge_channel::MessageId;
+
+    use super::*;
+    use crate::store::JournalRecord;
+
+    fn pending(id: u32, unsourced: bool) -> PendingFinal {
+        PendingFinal {
+            id,
+            text: format!("final {id}"),
+            metadata: Default::default(),
+            late: None,
+            finishes: None,
+            unsourced,
+            held: false,
+        }
+    }
+
+    fn progress(finals: Vec<PendingFinal>) -> Progress {
+        let message = InboundMessage::new("windowed", "group:g", "u", "question");
+        let mut record = JournalRecord::admitted(message);
+        record.finals = finals;
+        Progress {
+            record,
+            ended: true,
+            settled: false,
+            outstanding: 0,
+            resume: None,
+            next_final: 9,
+            open_stream: None,
+        }
+    }
+
+    fn failed(transient: bool) -> Landed {
+        Landed::Failed {
+            transient,
+            error: "calling sendMessage failed".into(),
+        }
+    }
+
+    fn held(progress: &Progress) -> Vec<(u32, bool, bool)> {
+        let finals = &progress.record.finals;
+        finals.iter().map(|f| (f.id, f.held, f.unsourced)).collect()
+    }
+
+    #[test]
+    fn a_final_whose_source_takes_no_more_replies_waits_for_the_next_message() {
+        let mut p = progress((1..=5).map(|id| pending(id, id == 5)).collect());
+        let shown = Landed::Shown(Some(MessageId::new("m")));
+        assert!(p.settle_final(1, &shown), "landed: struck off");
+        assert!(!p.settle_final(2, &failed(true)), "kept for a retry");
+        assert!(p.settle_final(3, &failed(false)), "refused: struck off");
+        assert!(p.settle_final(4, &Landed::WindowClosed), "held");
+        // Sent unsourced and refused: held, and a later message carries it as a reply.
+        assert!(p.settle_final(5, &failed(false)));
+        assert!(
+            !p.settle_final(42, &shown),
+            "an unknown final changes nothing"
+        );
+        assert_eq!(
+            held(&p),
+            [(2, false, false), (4, true, false), (5, true, false)]
+        );
+        // One still to retry: the entry is a pending final.
+        assert_eq!(p.settled_state(), Some(JournalState::FinalPending));
+        assert!(p.settle_final(2, &Landed::WindowClosed));
+        // Only held finals: the entry waits for its chat.
+        assert_eq!(p.settled_state(), Some(JournalState::Held));
+        assert_eq!(p.record.state, JournalState::Held);
+        assert_eq!(p.record.held_chat(), Some(("windowed", "group:g")));
+        assert_eq!(progress(Vec::new()).settled_state(), None, "nothing left");
+    }
+}

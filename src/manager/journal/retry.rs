@@ -1,0 +1,241 @@
+//! Retrying the finals of a turn that did not land (issue 19), and how that ends (issue
+//! 33): delivered (the entry goes), given up once the retry window is over (kept for an
+//! operator), or left because the entry is no longer this process's (an operator dropped
+//! it, or another replica took it over while this one could not renew). Also what an
+//! operator and a drain do to the retries: the sweep that wakes the ones asked for, and
+//! holding them all.
+//!
+//! Between two passes the retry waits with backoff, or until an operator asks to retry now
+//! (the holder's sweep wakes it). Each pass that tried every pending final counts one
+//! attempt; a pass cut short by a drain or shutdown counts none.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use im_bridge_channel::backoff::Backoff;
+use im_bridge_channel::{ChannelError, RESUME_MESSAGE_KEY};
+use tokio::sync::Notify;
+
+use super::{Entry, Journal, Shared, relock, remove};
+use crate::admin::names;
+use crate::bus::{AfterShown, Landed};
+use crate::store::{GAVE_UP_KEPT, JournalRecord, JournalState, PendingFinal, unix_millis};
+
+/// The first wait before a pending final is tried again; it doubles up to
+/// [`RETRY_MAX_WAIT`].
+const RETRY_FIRST_WAIT: Duration = Duration::from_secs(2);
+/// The longest wait between two tries of a pending final.
+const RETRY_MAX_WAIT: Duration = Duration::from_secs(300);
+
+/// How a retry of pending finals ended.
+enum Ended {
+    /// Each landed, was refused for good, or waits for the chat's next message (held).
+    Settled,
+    /// The retry window is over.
+    GaveUp,
+    /// The entry is no longer this process's.
+    Gone,
+}
+
+impl Journal {
+    /// The journal's upkeep on the store besides renewing (`Store::journal_sweep`): wakes
+    /// the retries an operator asked to run now, forgets entries given up longer than
+    /// [`GAVE_UP_KEPT`] ago, and sets the gauge of entries given up.
+    pub(crate) async fn sweep(&self) {
+        let shared = &self.shared;
+        let sweep = match shared
+            .store
+            .journal_sweep(&shared.holder, GAVE_UP_KEPT)
+            .await
+        {
+            Ok(sweep) => sweep,
+            Err(error) => {
+                tracing::warn!(%error, "Sweeping the journal failed.");
+                return;
+            }
+        };
+        {
+            let wakers = relock(&shared.wakers);
+            for id in &sweep.due {
+                if let Some(waker) = wakers.get(id) {
+                    waker.notify_one();
+                }
+            }
+        }
+        metrics::gauge!(names::JOURNAL_GAVE_UP).set(sweep.gave_up as f64);
+        if sweep.forgotten > 0 {
+            tracing::info!(
+                entries = sweep.forgotten,
+                "Forgot deliveries that gave up longer ago than they are kept."
+            );
+        }
+    }
+
+    /// What an operator's retry notifies, so the upkeep runs at once ([`Journal::upkept`]).
+    pub(crate) fn upkeep_handle(&self) -> Arc<Notify> {
+        self.shared.upkeep.clone()
+    }
+
+    /// Resolves when an operator asked for the journal's upkeep now.
+    pub(crate) async fn upkept(&self) {
+        self.shared.upkeep.notified().await;
+    }
+
+    /// Holds the retries of pending finals for a drain (issue 33): none is tried again by
+    /// this process, and none counts an attempt; [`Journal::shut_down`] then leaves them to
+    /// the next one.
+    pub(crate) fn hold(&self) {
+        self.shared.stop.cancel();
+    }
+}
+
+/// Gives entry `id` up with its `record`: counted, and kept for an operator.
+pub(super) async fn give_up(shared: &Shared, id: &str, record: &JournalRecord) {
+    metrics::counter!(names::JOURNAL_GIVEN_UP).increment(1);
+    match shared
+        .store
+        .journal_give_up(id, record, &shared.holder)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => tracing::debug!("A journal entry was removed or taken over before giving up."),
+        Err(error) => tracing::warn!(%error, "Giving a journal entry up failed."),
+    }
+}
+
+impl Entry {
+    /// Retries this entry's pending finals in the background; see [`Entry::retry_finals`].
+    pub(crate) fn retry_finals_later(&self) {
+        let entry = self.clone();
+        let shared = self.0.shared.clone();
+        shared.retries.spawn(async move {
+            tokio::select! {
+                // Held (a drain) or stopped first: not even one more try.
+                biased;
+                () = entry.0.shared.stop.cancelled() => entry.forget_waker(),
+                () = entry.retry_finals() => {}
+            }
+        });
+    }
+
+    /// Delivers the pending finals again with backoff until each landed or was refused for
+    /// good (the entry goes, or waits for the chat's next message with what was held), the
+    /// retry window is over (it is given up), or the entry is no longer this process's.
+    async fn retry_finals(&self) {
+        let wake = Arc::new(Notify::new());
+        relock(&self.0.shared.wakers).insert(self.0.id.clone(), wake.clone());
+        let ended = self.retry_until_settled(&wake).await;
+        self.forget_waker();
+        self.leave_live();
+        let shared = &self.0.shared;
+        match ended {
+            Ended::Settled if self.progress().settled_state() == Some(JournalState::Held) => {
+                self.wait_for_next_message().await;
+            }
+            Ended::Settled => remove(&shared.store, &self.0.id).await,
+            Ended::GaveUp => {
+                tracing::warn!("Gave up delivering a final after the retry window.");
+                give_up(shared, &self.0.id, &self.record()).await;
+            }
+            Ended::Gone => {
+                tracing::info!(
+                    "A pending delivery was dropped or taken over; this process no longer retries it."
+                );
+            }
+        }
+    }
+
+    async fn retry_until_settled(&self, wake: &Notify) -> Ended {
+        let shared = &self.0.shared;
+        let mut backoff = Backoff::new(RETRY_FIRST_WAIT, RETRY_MAX_WAIT, RETRY_FIRST_WAIT);
+        let window = i64::try_from(shared.config.final_retry.as_millis()).unwrap_or(i64::MAX);
+        loop {
+            let finals: Vec<PendingFinal> = {
+                let progress = self.progress();
+                let finals = progress.record.finals.iter();
+                finals.filter(|f| !f.held).cloned().collect()
+            };
+            if finals.is_empty() {
+                return Ended::Settled;
+            }
+            for pending in finals {
+                let landed = self.deliver_again(&pending).await;
+                // Struck off (or held) at once, so a crash right after cannot deliver it
+                // twice.
+                if self.progress().settle_final(pending.id, &landed) && !self.save().await {
+                    return Ended::Gone;
+                }
+            }
+            let done = {
+                let mut progress = self.progress();
+                progress.record.attempts = progress.record.attempts.saturating_add(1);
+                progress.record.finals.iter().all(|f| f.held)
+            };
+            if done {
+                return Ended::Settled;
+            }
+            if unix_millis().saturating_sub(self.0.retry_from_ms) >= window {
+                let mut progress = self.progress();
+                if progress.record.carrier.is_none() {
+                    return Ended::GaveUp;
+                }
+                // Held once already (issue 33): it waits for the chat's next message again
+                // rather than be given up.
+                let finals = progress.record.finals.iter_mut();
+                finals.for_each(|f| f.held = true);
+                return Ended::Settled;
+            }
+            if !self.save().await {
+                return Ended::Gone;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(backoff.next_wait()) => {}
+                () = wake.notified() => {
+                    tracing::info!("Retrying a pending delivery now, as an operator asked.");
+                }
+            }
+            // An operator may have dropped it meanwhile: then it is not delivered again.
+            if !self.save().await {
+                return Ended::Gone;
+            }
+        }
+    }
+
+    fn forget_waker(&self) {
+        relock(&self.0.shared.wakers).remove(&self.0.id);
+    }
+
+    /// Publishes `pending` once more and waits for its fate.
+    async fn deliver_again(&self, pending: &PendingFinal) -> Landed {
+        let text = match (&pending.late, &pending.finishes) {
+            // A final that replaces a message goes out unchanged: the same edit again, a
+            // no-op if the first one landed unacknowledged.
+            (_, Some(_)) => pending.text.clone(),
+            // Delivered by a later process than the one that wrote it: say why it is late.
+            (Some(late), None) if self.recovered() && !pending.text.starts_with(late.as_str()) => {
+                format!("{late}\n\n{}", pending.text)
+            }
+            _ => pending.text.clone(),
+        };
+        let mut out = self.reply(pending, text);
+        if let Some(message) = &pending.finishes {
+            out.metadata
+                .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let hook: AfterShown = Box::new(move |landed: Landed| {
+            Box::pin(async move {
+                let _ = tx.send(landed);
+            })
+        });
+        self.0.shared.outbound.publish(out, Some(hook)).await;
+        // Never run: the lanes were dropped at shutdown.
+        rx.await.unwrap_or_else(|_| Landed::Failed {
+            transient: true,
+            error: ChannelError::Stopped.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

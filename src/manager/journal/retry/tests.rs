@@ -1,0 +1,223 @@
+//! The retries of pending finals against a channel that fails while told to, on a real
+//! SQLite store (issue 33): a final undeliverable for the whole retry window is given up,
+//! kept with its attempts and last error; a drain holds the retries without counting an
+//! attempt; an operator's retry wakes a waiting retry at once, and a drop stops it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use im_bridge_channel::{
+    Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, InboundMessage, InboundSink,
+    MessageId, SendTarget, SentMessage,
+};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::super::{Admission, Journal, JournalConfig};
+use crate::bus::Outbound;
+use crate::store::{JournalState, Listed, SqliteStore, Store};
+
+/// How long any wait here may take.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// A final-only channel whose sends fail (transiently) while `failing`.
+struct Flaky {
+    failing: AtomicBool,
+    sends: AtomicUsize,
+    delivered: AtomicUsize,
+}
+
+#[async_trait]
+impl Channel for Flaky {
+    fn name(&self) -> &'static str {
+        "flaky"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::final_only(1000)
+    }
+    async fn run(&self, _: InboundSink, _: CancellationToken) -> ChannelResult<ChannelExit> {
+        Ok(ChannelExit::Stopped)
+    }
+    async fn send_text(&self, _: SendTarget<'_>, _: &str) -> ChannelResult<SentMessage> {
+        let n = self.sends.fetch_add(1, Ordering::SeqCst);
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(ChannelError::Transport(
+                "calling sendMessage failed: 502".into(),
+            ));
+        }
+        self.delivered.fetch_add(1, Ordering::SeqCst);
+        Ok(SentMessage {
+            id: MessageId::new(format!("m{n}")),
+        })
+    }
+}
+
+struct Rig {
+    store: Arc<dyn Store>,
+    channel: Arc<Flaky>,
+    outbound: Arc<Outbound>,
+    journal: Journal,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig(final_retry: Duration) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
+    let channel = Arc::new(Flaky {
+        failing: AtomicBool::new(true),
+        sends: AtomicUsize::new(0),
+        delivered: AtomicUsize::new(0),
+    });
+    let outbound = Arc::new(Outbound::new(&[channel.clone() as Arc<dyn Channel>]));
+    let config = JournalConfig {
+        lease: Duration::from_secs(15),
+        final_retry,
+    };
+    let journal = Journal::new(store.clone(), outbound.clone(), config);
+    Rig {
+        store,
+        channel,
+        outbound,
+        journal,
+        _dir: dir,
+    }
+}
+
+impl Rig {
+    /// Admits a message and publishes its answer as the turn's one final, then ends the
+    /// turn; returns the entry's id.
+    async fn answer(&self) -> String {
+        let msg = InboundMessage::new("flaky", "4242", "u1", "question");
+        let Admission::New(Some(entry)) = self.journal.admit(&msg, None).await else {
+            panic!("a chat message is journaled");
+        };
+        let mut out = msg.reply("the answer".to_owned(), true);
+        let hooks = entry.track(&mut out, "").await;
+        self.outbound.publish_hooked(out, hooks).await;
+        entry.turn_ended().await;
+        entry.0.id.clone()
+    }
+
+    /// Waits until the journal's only entry satisfies `pick`; returns it.
+    async fn wait_entry(&self, what: &str, pick: impl Fn(&Listed) -> bool) -> Listed {
+        let until = Instant::now() + DEADLINE;
+        loop {
+            let listed = self.store.journal_list(0, 10).await.unwrap();
+            if let Some(entry) = listed.into_iter().find(|e| pick(e)) {
+                return entry;
+            }
+            assert!(Instant::now() < until, "never saw {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn wait_empty(&self) {
+        let until = Instant::now() + DEADLINE;
+        while !self.store.journal_list(0, 10).await.unwrap().is_empty() {
+            assert!(Instant::now() < until, "the entry stayed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn issue_33_a_final_undeliverable_for_the_retry_window_is_given_up_and_kept() {
+    let rig = rig(Duration::ZERO).await;
+    let id = rig.answer().await;
+    let given_up = rig
+        .wait_entry("the entry given up", |e| e.gave_up_ms.is_some())
+        .await;
+    assert_eq!(given_up.id, id);
+    let record = &given_up.record;
+    assert_eq!(record.state, JournalState::FinalPending);
+    assert_eq!(record.finals.len(), 1, "the answer is kept for an operator");
+    // The turn's own delivery and one retry, each counted, each the channel's.
+    assert_eq!(record.attempts, 2);
+    assert_eq!(rig.channel.sends.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        record.last_error.as_deref(),
+        Some("transport error: calling sendMessage failed: 502")
+    );
+    // Nobody works on it any more, this process included.
+    assert!(rig.journal.claim(true).await.is_empty());
+    rig.journal.shut_down().await;
+}
+
+#[tokio::test]
+async fn issue_33_a_drain_holds_the_retries_and_counts_no_attempt() {
+    let rig = rig(Duration::from_secs(3600)).await;
+    rig.journal.hold();
+    rig.answer().await;
+    let pending = rig
+        .wait_entry("the pending final and why", |e| {
+            e.record.state == JournalState::FinalPending && e.record.last_error.is_some()
+        })
+        .await;
+    rig.journal.shut_down().await;
+    assert_eq!(
+        rig.channel.sends.load(Ordering::SeqCst),
+        1,
+        "the turn's own delivery, then no retry"
+    );
+    let after = rig.store.journal_list(0, 10).await.unwrap();
+    assert_eq!(after.len(), 1, "left for the next process");
+    assert_eq!(
+        after[0].record.attempts, 0,
+        "a delivery cut short by the drain"
+    );
+    assert_eq!(after[0].record, pending.record);
+}
+
+#[tokio::test]
+async fn issue_33_an_operators_retry_wakes_a_waiting_retry_at_once() {
+    let rig = rig(Duration::from_secs(3600)).await;
+    let id = rig.answer().await;
+    // The first delivery, a retry at once, a second after 2 s: then the wait is 4 s.
+    rig.wait_entry("three attempts", |e| e.record.attempts == 3)
+        .await;
+    rig.channel.failing.store(false, Ordering::SeqCst);
+    let asked = Instant::now();
+    assert_eq!(rig.store.journal_retry(&[id]).await.unwrap(), 1);
+    rig.journal.sweep().await;
+    rig.wait_empty().await;
+    assert_eq!(rig.channel.delivered.load(Ordering::SeqCst), 1);
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "woken, not after the 4 s wait: {:?}",
+        asked.elapsed()
+    );
+    rig.journal.shut_down().await;
+}
+
+#[tokio::test]
+async fn issue_33_a_dropped_delivery_is_not_tried_again() {
+    let rig = rig(Duration::from_secs(3600)).await;
+    let id = rig.answer().await;
+    rig.wait_entry("two attempts", |e| e.record.attempts == 2)
+        .await;
+    assert_eq!(
+        rig.store
+            .journal_drop(std::slice::from_ref(&id))
+            .await
+            .unwrap(),
+        1
+    );
+    let sends = rig.channel.sends.load(Ordering::SeqCst);
+    // An operator's retry wakes the waiting retry, which finds the entry gone.
+    rig.channel.failing.store(false, Ordering::SeqCst);
+    let waker = super::super::relock(&rig.journal.shared.wakers)
+        .get(&id)
+        .cloned();
+    waker.expect("the retry waits").notify_one();
+    let until = Instant::now() + DEADLINE;
+    while super::super::relock(&rig.journal.shared.wakers).contains_key(&id) {
+        assert!(Instant::now() < until, "the retry went on");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    rig.journal.shut_down().await;
+    assert_eq!(rig.channel.sends.load(Ordering::SeqCst), sends);
+    assert!(rig.store.journal_list(0, 10).await.unwrap().is_empty());
+}

@@ -1,0 +1,245 @@
+//! Issue 33, item 4: an answer that outlives QQ's passive-reply window. The real
+//! `im-bridge` binary runs against the fake QQ (on its gateway) and the Gateway simulator.
+//!
+//! No test waits minutes: the question is stamped as sent 36 s before its window closes
+//! (both the bridge and the fake read the window from that stamp), the simulator's run
+//! writes part of its answer and then waits for the test, and "six minutes later" is the
+//! fake's clock moved on, so the fake refuses any reply to the question from then on, as
+//! QQ would. The fake refuses a reply that answers no message (a proactive message, gone
+//! since 2025-04-21), so the rest can only come as a reply to a later message.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use im_bridge::i18n::Arg;
+use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
+use im_bridge_fakes::qq::{APP_ID, BOT_ID, CLIENT_SECRET, Event, FakeQq, Reply};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+use super::{ALICE, GROUP};
+use crate::crash::{journal_records, kill9};
+use crate::support::catalog_text;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+const BOB: &str = "MEMBEROPENID00000000000000000002";
+/// How long before the window closes the question was asked: the bridge hands the answer
+/// off 30 s before the end, so 5 to 6 s after it arrives (stamps are whole seconds): time
+/// for the run to have written the first half.
+const LEFT: Duration = Duration::from_secs(36);
+const ANSWER: &str = "The first half of the answer was written in good time. \
+                      The second half came long after QQ stopped taking replies to the question.";
+
+/// The fake QQ, the simulator and the daemon's directory (config, store, logs).
+struct Bridge {
+    fake: FakeQq,
+    sim: RunningSimulator,
+    dir: tempfile::TempDir,
+}
+
+impl Bridge {
+    async fn start() -> Self {
+        Self {
+            fake: FakeQq::start().await.unwrap(),
+            sim: Simulator::start(SimulatorConfig::default()).await.unwrap(),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn store(&self) -> PathBuf {
+        self.dir.path().join("bridge.store")
+    }
+
+    /// Starts the real daemon (log in `daemon-<n>.log`) and waits for its session.
+    async fn spawn(&self, n: usize) -> Child {
+        let config = format!(
+            "channels:\n  langgraph_url: {}\n  gateway_url: {}\n  qq:\n    enabled: true\n    \
+             app_id: \"{APP_ID}\"\n    client_secret: \"{CLIENT_SECRET}\"\n    api_url: {}\n    \
+             token_url: {}\nbridge:\n  store: \"sqlite://{}\"\n  admin_listen: 127.0.0.1:0\n",
+            self.sim.langgraph_url(),
+            self.sim.gateway_url(),
+            self.fake.api_url(),
+            self.fake.token_url(),
+            self.store().display(),
+        );
+        let path = self.dir.path().join("bridge.yaml");
+        std::fs::write(&path, config).unwrap();
+        let log = std::fs::File::create(self.dir.path().join(format!("daemon-{n}.log"))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_im-bridge"))
+            .args(["run", "--config"])
+            .arg(&path)
+            .env_remove("DEER_FLOW_INTERNAL_AUTH_TOKEN")
+            .env_remove("DEER_FLOW_CONFIG_PATH")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        if let Err(error) = self.fake.wait_ready(n + 1, DEADLINE).await {
+            panic!("{error}\n{}", self.logs());
+        }
+        child
+    }
+
+    fn logs(&self) -> String {
+        (0..3)
+            .filter_map(|n| {
+                let path = self.dir.path().join(format!("daemon-{n}.log"));
+                std::fs::read_to_string(path)
+                    .ok()
+                    .map(|text| format!("--- daemon {n}\n{text}"))
+            })
+            .collect()
+    }
+
+    /// Waits until a reply satisfies `pick`.
+    async fn wait_reply(&self, what: &str, pick: impl Fn(&Reply) -> bool) {
+        let found = self
+            .fake
+            .wait_until(what, DEADLINE, |fake| fake.replies().iter().any(&pick))
+            .await;
+        if let Err(error) = found {
+            panic!("{error}\n{:#?}\n{}", self.fake.replies(), self.logs());
+        }
+    }
+
+    /// Waits until the journal (read beside the daemon) satisfies `pick`.
+    async fn wait_journal(&self, what: &str, pick: impl Fn(&[String]) -> bool) {
+        let until = Instant::now() + DEADLINE;
+        while !pick(&journal_records(&self.store())) {
+            assert!(
+                Instant::now() < until,
+                "the journal never showed {what}\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Asks `question` (a message whose window is `window` long) so late that the bridge
+    /// hands the answer off (`route` the line's `where`) while the run still writes: what
+    /// the handoff showed.
+    async fn ask_slowly(&self, question: Event, window: Duration, route: &str) -> String {
+        self.sim.script_next_run(slow_run());
+        let asked = self.fake.now() - (window - LEFT);
+        let question = self.fake.push(&question.sent_at(asked));
+        let line = text(
+            "run-handoff",
+            &[("where", Arg::Str(route)), ("shown", Arg::Str("yes"))],
+        );
+        self.wait_reply("the handoff", |r| r.content.ends_with(&line))
+            .await;
+        let replies = self.fake.replies_to(&question.message_id);
+        assert_eq!(replies.len(), 1, "{replies:#?}");
+        assert_eq!(replies[0].msg_seq, 1);
+        let shown = replies[0]
+            .content
+            .strip_suffix(&line)
+            .and_then(|s| s.strip_suffix("\n\n"))
+            .unwrap_or_else(|| panic!("nothing shown before the line: {replies:#?}"));
+        assert!(
+            !shown.is_empty() && ANSWER.starts_with(shown) && shown.len() < ANSWER.len(),
+            "{shown:?}"
+        );
+        shown.to_owned()
+    }
+
+    /// `later` after the question (its window long closed) the run ends: the rest waits
+    /// in the journal, and nothing but the handoff was sent or tried on `route`.
+    async fn finish_later(&self, later: Duration, route: &str) {
+        self.fake.advance_clock(later);
+        let thread = self.sim.thread_ids().pop().unwrap();
+        let runs = self.sim.active_runs(&thread);
+        assert_eq!(runs.len(), 1, "one run in flight");
+        assert!(self.sim.finish_run(&runs[0]));
+        self.wait_journal("the rest waiting for the chat", is_held)
+            .await;
+        assert_eq!(
+            self.fake.calls_to(route).len(),
+            1,
+            "{:#?}",
+            self.fake.calls()
+        );
+    }
+
+    /// The chat's next message, `next`, gets the rest of the answer after `shown` as its
+    /// first reply, then `answer`, its own; nothing is left in the journal.
+    async fn next_message_carries_the_rest(&self, next: &Event, shown: &str, answer: &str) {
+        self.sim
+            .script_next_run(Script::with_answer(answer).chunks(1));
+        let next = self.fake.push(next);
+        self.wait_reply("the next message's answer", |r| r.content == answer)
+            .await;
+        let replies = self.fake.replies_to(&next.message_id);
+        let texts: Vec<(u64, &str)> = replies
+            .iter()
+            .map(|r| (r.msg_seq, r.content.as_str()))
+            .collect();
+        assert_eq!(texts, [(1, rest(shown).as_str()), (2, answer)]);
+        self.wait_journal("nothing left", <[String]>::is_empty)
+            .await;
+    }
+}
+
+fn text(id: &str, args: &[(&str, Arg<'_>)]) -> String {
+    catalog_text("en-US")(id, args)
+}
+
+/// The rest of [`ANSWER`] after `shown`, as it reaches the chat.
+fn rest(shown: &str) -> String {
+    let heading = text("run-rest", &[("more", Arg::Str("yes"))]);
+    format!("{heading}\n\n{}", ANSWER[shown.len()..].trim_start())
+}
+
+/// A run that writes the first part of [`ANSWER`], then waits for the test.
+fn slow_run() -> Script {
+    Script::with_answer(ANSWER).chunks(2).wait_after_chunk(1)
+}
+
+fn is_held(records: &[String]) -> bool {
+    records.len() == 1 && records[0].contains("\"state\":\"held\"")
+}
+
+#[tokio::test]
+async fn issue_33_a_six_minute_group_run_delivers_its_whole_answer_across_a_restart() {
+    let b = Bridge::start().await;
+    let daemon = b.spawn(0).await;
+    let question = Event::group_at(GROUP, ALICE, &format!("<@!{BOT_ID}> write it all"));
+    let shown = b
+        .ask_slowly(question, Duration::from_secs(300), "group")
+        .await;
+    // Six minutes after the question, the run ends: QQ takes no reply to it any more.
+    b.finish_later(Duration::from_secs(360), "group_reply")
+        .await;
+
+    // The journal keeps it across a crash.
+    kill9(daemon).await;
+    let daemon = b.spawn(1).await;
+    assert!(is_held(&journal_records(&b.store())));
+
+    // Anyone's next message in the group opens a reply: the rest first, then its answer.
+    let bob = Event::group_at(GROUP, BOB, &format!("<@!{BOT_ID}> anything new?"));
+    b.next_message_carries_the_rest(&bob, &shown, "Bob's own answer.")
+        .await;
+    // Every word of the answer reached the group, once.
+    assert_eq!(b.fake.replies().len(), 3, "{:#?}", b.fake.replies());
+    drop(daemon);
+}
+
+#[tokio::test]
+async fn issue_33_a_private_run_past_the_hour_finishes_with_the_users_next_message() {
+    let b = Bridge::start().await;
+    let daemon = b.spawn(0).await;
+    let question = Event::c2c(ALICE, "research this");
+    let shown = b
+        .ask_slowly(question, Duration::from_secs(3600), "private")
+        .await;
+    b.finish_later(Duration::from_secs(3600), "c2c_reply").await;
+    let next = Event::c2c(ALICE, "thanks, and one more thing");
+    b.next_message_carries_the_rest(&next, &shown, "Your new answer.")
+        .await;
+    drop(daemon);
+}

@@ -1,0 +1,83 @@
+//! WeChat's conformance harness (`tests/adapters.rs`): the [`Wx`] set-up on the long poll;
+//! a private chat (iLink's bots have no groups); what the user sees as the fake shows it
+//! (the texts sent to them).
+
+use im_bridge::simulator::RunningSimulator;
+use im_bridge_channel::LengthUnit;
+use im_bridge_fakes::wechat::{BOT_TOKEN, Inbound};
+use im_bridge_wechat::MAX_TEXT_BYTES;
+
+use super::USER;
+use super::harness::{DEADLINE, Setup as WxSetup, Wx};
+use crate::adapters::harness::{Ability, Conformance, Place, Setup};
+
+/// The WeChat harness.
+pub struct Wechat {
+    wx: Wx,
+}
+
+impl Conformance for Wechat {
+    const NAME: &'static str = im_bridge_wechat::NAME;
+    // The adapter splits plain text under this many UTF-8 bytes (iLink's limit: 16,384).
+    const LIMIT: (LengthUnit, usize) = (LengthUnit::Bytes, MAX_TEXT_BYTES);
+
+    fn can(ability: Ability) -> Result<(), &'static str> {
+        match ability {
+            Ability::Group => Err("iLink's bots serve private chats only"),
+            Ability::Webhook => Err("iLink has no webhook: the long poll only"),
+            _ => Ok(()),
+        }
+    }
+
+    async fn start(setup: Setup) -> Self {
+        let wx = Wx::start_with(WxSetup {
+            locale: setup.locale,
+            ..WxSetup::default()
+        })
+        .await;
+        Self { wx }
+    }
+
+    fn sim(&self) -> &RunningSimulator {
+        &self.wx.sim
+    }
+
+    async fn say(&self, _place: Place, text: &str) {
+        self.wx.fake.push(&Inbound::text(USER, text));
+    }
+
+    async fn say_redelivered(&self, text: &str) {
+        // iLink may hand a message out twice (a poller back at an older cursor): the same
+        // message_id and context token. Both are queued ahead of anything said next.
+        let pushed = self.wx.fake.push(&Inbound::text(USER, text));
+        assert!(self.wx.fake.redeliver(pushed.seq));
+    }
+
+    async fn send_image(&self, bytes: Vec<u8>) {
+        self.wx.fake.push(&Inbound::image(USER, &bytes));
+    }
+
+    fn shown(&self, _place: Place) -> Vec<String> {
+        self.wx.shown(USER)
+    }
+
+    fn refused(&self) -> Vec<String> {
+        self.wx.refused()
+    }
+
+    async fn wait_until(&self, what: &str, done: impl Fn(&Self) -> bool) {
+        self.wx
+            .fake
+            .wait_until(what, DEADLINE, |_| done(self))
+            .await
+            .unwrap();
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        vec![BOT_TOKEN.to_owned()]
+    }
+
+    async fn stop(self) {
+        self.wx.stop().await;
+    }
+}
