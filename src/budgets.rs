@@ -92,11 +92,12 @@ impl TokenSource for StoreTokens {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use im_bridge_channel::Writes;
 
-    const DECLARED: [RateBudget; 2] = [
+    /// Two budgets a channel declares, for the tests here and in the config's check.
+    pub(crate) const DECLARED: [RateBudget; 2] = [
         RateBudget::per_second("bot", Writes::ALL, 20, 30),
         RateBudget::per_second("card_updates", Writes::EDITS, 5, 5),
     ];

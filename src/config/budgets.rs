@@ -51,12 +51,7 @@ fn check_names(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use im_bridge_channel::Writes;
-
-    const DECLARED: [RateBudget; 2] = [
-        RateBudget::per_second("bot", Writes::ALL, 20, 30),
-        RateBudget::per_second("card_updates", Writes::EDITS, 5, 5),
-    ];
+    use crate::budgets::tests::DECLARED;
 
     #[test]
     fn an_adjustment_of_a_budget_the_channel_lacks_is_refused_with_its_key() {

@@ -358,6 +358,11 @@ mod tests {
         }
     }
 
+    /// Six writes within [`BOT`]: two at once, then one per 100 ms.
+    fn six_paced() -> [Duration; 6] {
+        [0.0, 0.0, 0.1, 0.2, 0.3, 0.4].map(secs)
+    }
+
     fn over_budget<T: std::fmt::Debug>(result: ChannelResult<T>) -> Duration {
         match result {
             Err(ChannelError::OverBudget(wait)) => wait,
@@ -408,17 +413,7 @@ mod tests {
         let texts: Vec<String> = (0..6).map(|i| i.to_string()).collect();
         futures_util::future::join_all(texts.iter().map(|t| layer.send_text(target(), t))).await;
         let times: Vec<_> = rec.timed().into_iter().map(|(at, _)| at).collect();
-        assert_eq!(
-            times,
-            [
-                secs(0.0),
-                secs(0.0),
-                secs(0.1),
-                secs(0.2),
-                secs(0.3),
-                secs(0.4)
-            ]
-        );
+        assert_eq!(times, six_paced());
         assert_eq!(rec.calls()[2], Call::Send("2".into()), "in call order");
     }
 
@@ -575,17 +570,7 @@ mod tests {
             .collect();
         times.sort();
         // Six writes of two replicas: the burst of 2, then one per 100 ms between them.
-        assert_eq!(
-            times,
-            [
-                secs(0.0),
-                secs(0.0),
-                secs(0.1),
-                secs(0.2),
-                secs(0.3),
-                secs(0.4)
-            ]
-        );
+        assert_eq!(times, six_paced());
     }
 
     #[tokio::test(start_paused = true)]
