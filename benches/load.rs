@@ -359,6 +359,7 @@ async fn start(sim: &Sim) -> Running {
         conversation_ttl: im_bridge::retention::DEFAULT_TTL,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
         states: im_bridge::state::ChannelStates::default(),
+        rate_budgets: Default::default(),
         admin_token: None,
         drain: CancellationToken::new(),
     };

@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, ChatId, Delivery, InboundFile, InboundMessage, MessageId,
-    OutboundMessage, Reaction,
+    BudgetPlan, Capabilities, Channel, ChannelError, ChatId, Delivery, InboundFile, InboundMessage,
+    MessageId, OutboundMessage, Reaction, RetryPolicy,
 };
 
 use crate::admin::names;
@@ -68,20 +68,35 @@ impl Outbound {
         Self::with_bound(channels, MAX_PENDING_REPLIES)
     }
 
-    /// A router whose lanes hold at most `max_pending` replies together.
+    /// A router whose lanes hold at most `max_pending` replies together, each channel
+    /// within the rate budgets it declares, kept in this process.
     pub fn with_bound(channels: &[Arc<dyn Channel>], max_pending: usize) -> Self {
+        Self::with_budgets(channels, max_pending, |channel: &dyn Channel| {
+            BudgetPlan::declared(&channel.capabilities())
+        })
+    }
+
+    /// A router whose lanes hold at most `max_pending` replies together, each channel
+    /// within the rate budgets `plan` makes for it (issue 33).
+    pub fn with_budgets(
+        channels: &[Arc<dyn Channel>],
+        max_pending: usize,
+        plan: impl Fn(&dyn Channel) -> BudgetPlan,
+    ) -> Self {
         let streams = Arc::new(StreamWatch::default());
         let deliveries = channels
             .iter()
             .map(|c| {
                 let (name, watch) = (c.name(), streams.clone());
-                let delivery = Delivery::new(c.clone()).on_stream_started(Arc::new(
-                    move |chat: &ChatId, source: Option<&MessageId>, shown: &MessageId| {
-                        if let Some(watcher) = watch.0.get() {
-                            watcher(name, chat, source, shown);
-                        }
-                    },
-                ));
+                let plan = plan(c.as_ref());
+                let delivery = Delivery::with_budgets(c.clone(), RetryPolicy::default(), plan)
+                    .on_stream_started(Arc::new(
+                        move |chat: &ChatId, source: Option<&MessageId>, shown: &MessageId| {
+                            if let Some(watcher) = watch.0.get() {
+                                watcher(name, chat, source, shown);
+                            }
+                        },
+                    ));
                 (name, Arc::new(delivery))
             })
             .collect();
@@ -128,7 +143,6 @@ impl Outbound {
     pub async fn show_typing(&self, msg: &OutboundMessage) {
         if let Some(delivery) = self.deliveries.get(msg.channel_name.as_str())
             && let Err(error) = delivery
-                .channel()
                 .show_typing(im_bridge_channel::SendTarget::from(msg))
                 .await
         {

@@ -10,6 +10,7 @@
 //!
 //! `im-bridge check-config` runs exactly these steps and nothing else.
 
+mod budgets;
 mod raw;
 mod settings;
 
@@ -17,6 +18,7 @@ use std::path::Path;
 
 use serde_yaml_ng::Value;
 
+pub use budgets::check_rate_budgets;
 pub use raw::{
     RawBridge, RawChannelBlock, RawChannelConnections, RawChannels, RawConfig, RawSession,
 };

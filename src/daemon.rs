@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
+use im_bridge_channel::budget::TokenSource;
 use im_bridge_channel::{
     Channel, ChannelExit, InboundMessage, Secret, WebhookError, WebhookHost, inbound_queue,
 };
@@ -37,7 +38,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admin::{self, AdminState, GatewayProbe, Operator, names};
-use crate::bus::Outbound;
+use crate::budgets::{self, BudgetOverrides, StoreTokens};
+use crate::bus::{MAX_PENDING_REPLIES, Outbound};
 use crate::config::{IntakeSettings, StoreLocation};
 use crate::gateway::{GatewayClient, GatewayConfig, GatewayError};
 use crate::i18n::{Catalogs, I18nError, msg};
@@ -75,6 +77,9 @@ pub struct DaemonConfig {
     /// The channels' persistent state ([`crate::state`]), attached to the store once it is
     /// open (before any transport starts).
     pub states: ChannelStates,
+    /// The operator's adjustments of each channel's rate budgets ([`crate::budgets`]); with
+    /// a shared store the budgets' tokens come from it.
+    pub rate_budgets: BudgetOverrides,
     /// The bearer token of the operator's admin endpoints (`bridge.admin_token`); `None`:
     /// they are not served.
     pub admin_token: Option<Secret>,
@@ -141,7 +146,33 @@ pub async fn run(
     let gateway = GatewayClient::new(config.gateway.clone())?;
     let (sink, mut queue) = inbound_queue(config.intake.inbound_queue_maxsize);
     let refusals = queue.take_refusals();
-    let outbound = Arc::new(Outbound::new(&channels));
+    // With a store several replicas share, so are the channels' rate budgets (issue 33).
+    let shared: Option<Arc<dyn TokenSource>> = store
+        .is_shared()
+        .then(|| Arc::new(StoreTokens(store.clone())) as Arc<dyn TokenSource>);
+    let outbound = Arc::new(Outbound::with_budgets(
+        &channels,
+        MAX_PENDING_REPLIES,
+        |channel: &dyn Channel| {
+            let overrides = config.rate_budgets.get(channel.name());
+            let plan = budgets::plan(
+                &channel.capabilities(),
+                overrides.map_or(&[], Vec::as_slice),
+                shared.clone(),
+            );
+            for budget in &plan.budgets {
+                tracing::info!(
+                    channel = channel.name(),
+                    budget = budget.name,
+                    burst = budget.burst,
+                    per_second = 1.0 / budget.every.as_secs_f64().max(1e-9),
+                    shared = plan.shared.is_some(),
+                    "Pacing the channel within a rate budget."
+                );
+            }
+            plan
+        },
+    ));
     let manager = Manager::new(
         config.manager.clone(),
         gateway.clone(),

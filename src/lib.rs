@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod budgets;
 pub mod bus;
 pub mod config;
 pub mod daemon;

@@ -428,6 +428,7 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
         conversation_ttl: im_bridge::retention::DEFAULT_TTL,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
         states: im_bridge::state::ChannelStates::default(),
+        rate_budgets: Default::default(),
         admin_token: None,
         drain: CancellationToken::new(),
     };
@@ -502,6 +503,11 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
         conversation_ttl: settings.conversation_ttl,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
         states: im_bridge::state::ChannelStates::default(),
+        rate_budgets: settings
+            .channels
+            .iter()
+            .map(|channel| (channel.name.clone(), channel.rate_budgets.clone()))
+            .collect(),
         admin_token: settings.admin_token.clone(),
         drain: CancellationToken::new(),
     }

@@ -58,6 +58,9 @@ pub enum BuildError {
     /// The catalogs for the command menu could not be loaded.
     #[error("loading the message catalogs for the command menus failed: {0}")]
     Catalogs(#[from] crate::i18n::I18nError),
+    /// A key names something the channel does not have (a rate budget it does not declare).
+    #[error("{0}")]
+    Config(crate::config::ConfigError),
     /// An adapter refused to build.
     #[error("building the {channel} channel failed: {source}")]
     Channel {
@@ -90,13 +93,16 @@ pub fn build_channels(
                 webhooks.clone(),
             )
             .with_state(states.for_channel(&channel.name));
-            channel
+            let built = channel
                 .platform
                 .build(&ctx)
                 .map_err(|source| BuildError::Channel {
                     channel: channel.name.clone(),
                     source,
-                })
+                })?;
+            crate::config::check_rate_budgets(built.as_ref(), &channel.rate_budgets)
+                .map_err(BuildError::Config)?;
+            Ok(built)
         })
         .collect()
 }

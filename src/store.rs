@@ -32,6 +32,10 @@
 //! Channel state (issue 32) is an opaque value per `(channel, key)` that adapters keep
 //! across restarts ([`Store::put_channel_state`]); the daemon's `state` module scopes it
 //! per channel and encrypts secrets before they reach the store.
+//!
+//! Rate budgets (issue 33) are token buckets several replicas draw on
+//! ([`Store::take_tokens`]): one row per budget (a handful per channel), the bucket's
+//! theoretical arrival time in microseconds on the store's clock (schema version 8).
 
 mod cache;
 #[cfg(test)]
@@ -43,7 +47,8 @@ pub mod sqlite;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use im_bridge_channel::ChatId;
+use im_bridge_channel::budget::Grant;
+use im_bridge_channel::{ChatId, RateBudget};
 
 use crate::gateway::ThreadId;
 
@@ -366,6 +371,19 @@ pub trait Store: Send + Sync + 'static {
     /// Removes `key` of `channel`. Idempotent.
     async fn delete_channel_state(&self, channel: &str, key: &str) -> Result<(), StoreError>;
 
+    /// Takes up to `want` tokens (at least 1) from the token bucket `key`, which holds
+    /// `budget.burst` tokens when whole and earns one more per `budget.every` (as
+    /// [`im_bridge_channel::budget::limits_of`] bounds them), atomically: replicas taking at
+    /// once never get more between them than the bucket holds. A bucket never used is
+    /// whole. Judged by the store's clock; the grant says how long until the next token
+    /// when none is free (issue 33: rate budgets shared by replicas).
+    async fn take_tokens(
+        &self,
+        key: &str,
+        budget: &RateBudget,
+        want: u32,
+    ) -> Result<Grant, StoreError>;
+
     /// Flushes and releases the backend (file lock, connections). Later calls fail with
     /// [`StoreError::Closed`]. Idempotent. Dropping the store without closing is safe but
     /// finishes in the background.
@@ -414,6 +432,15 @@ pub(crate) fn unix_millis() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| {
             i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+/// Unix time in microseconds, as the SQLite store's rate budgets keep it.
+pub(crate) fn unix_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_micros()).unwrap_or(i64::MAX / 2)
         })
 }
 

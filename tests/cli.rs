@@ -574,6 +574,30 @@ fn run_refuses_an_invalid_file_with_status_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("channels.max_concurrency"));
 }
 
+/// Issue 33: an adjustment of a rate budget the channel does not declare is refused at
+/// start with its key path (the console declares none), before anything runs.
+#[test]
+fn issue_33_run_refuses_a_rate_budget_the_channel_does_not_declare() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "channels:\n  console:\n    enabled: true\n    rate_budgets:\n      bot: {per_second: 5}\nbridge:\n  admin_listen: 127.0.0.1:0\n";
+    let path = write_config(&dir, "budget.yaml", text);
+    let out = bin()
+        .args(["run", "--config"])
+        .arg(&path)
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "channels.console.rate_budgets.bot: the console channel declares no rate budget"
+        ),
+        "{stderr}"
+    );
+}
+
 /// Issue 27: a store that cannot be opened is named once, with the part that failed.
 #[test]
 fn issue_27_a_missing_postgres_database_is_said_once_and_named() {

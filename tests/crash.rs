@@ -88,20 +88,7 @@ impl Crashable {
 
     /// [`spawn`](Self::spawn) with extra environment variables (e.g. a preloaded library).
     pub(crate) fn spawn_with(&self, n: usize, env: &[(&str, &str)]) -> Child {
-        let log = std::fs::File::create(self.log_path(n)).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_im-bridge"))
-            .args(["run", "--config"])
-            .arg(self.config())
-            .env_remove("DEER_FLOW_INTERNAL_AUTH_TOKEN")
-            .env_remove("DEER_FLOW_CONFIG_PATH")
-            .env("RUST_LOG", "info")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap()
+        run_daemon(&self.config(), &self.log_path(n), env)
     }
 
     /// Injects a private message from the test's user; returns its message id.
@@ -211,6 +198,25 @@ impl Crashable {
         }
         all
     }
+}
+
+/// Starts the real daemon (`im-bridge run`) on `config`, its log (info level) in `log`,
+/// with extra environment variables; it is killed when the handle is dropped.
+pub(crate) fn run_daemon(config: &Path, log: &Path, env: &[(&str, &str)]) -> Child {
+    let log = std::fs::File::create(log).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_im-bridge"))
+        .args(["run", "--config"])
+        .arg(config)
+        .env_remove("DEER_FLOW_INTERNAL_AUTH_TOKEN")
+        .env_remove("DEER_FLOW_CONFIG_PATH")
+        .env("RUST_LOG", "info")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
 }
 
 /// The journal's records, read beside the running daemon.

@@ -552,6 +552,7 @@ pub fn daemon_config(
         lease_ttl: im_bridge::lease::DEFAULT_TTL,
         supervisor: SupervisorConfig::default(),
         states: im_bridge::state::ChannelStates::default(),
+        rate_budgets: Default::default(),
         admin_token: None,
         drain: CancellationToken::new(),
         webhooks: im_bridge_channel::WebhookHost::default(),

@@ -39,6 +39,8 @@
 //!   (libfaketime): one poller, no in-flight work taken from a live replica (issue 27);
 //! - `crash`: the real binary killed with SIGKILL at each risky point; the next start (or
 //!   another replica on Postgres) answers every message exactly once (issue 19);
+//! - `budgets`: three replicas of the real binary on PostgreSQL under a burst through the
+//!   fake Telegram with its bot-wide limit on: every answer, no 429 (issue 33);
 //! - `security`: the log capture the conformance suite scans for secrets and message text,
 //!   file fetches only from the platforms' file hosts, webhooks under a flood;
 //! - `supervisor`: a failing or panicking transport is restarted while the other channels
@@ -49,6 +51,7 @@
 
 mod adapters;
 mod arrivals;
+mod budgets;
 mod chaos;
 mod cli;
 mod clock;

@@ -67,12 +67,24 @@ pub struct RawChannelBlock {
     /// With `queue`: chat messages that may wait behind the one being handled (default 3);
     /// the next gets the busy reply.
     pub max_queued_per_conversation: Option<i64>,
+    /// Adjustments of the channel's declared rate budgets, by budget name (issue 33).
+    pub rate_budgets: Option<BTreeMap<String, RawRateBudget>>,
     /// This channel's `bridge.max_event_age_seconds`: a message older than this when it
     /// arrives is not acted on. 0 turns the guard off here.
     pub max_event_age_seconds: Option<f64>,
     /// Everything else: the adapter's own keys.
     #[serde(flatten)]
     pub platform: Mapping,
+}
+
+/// One rate budget's adjustment (`channels.<name>.rate_budgets.<budget>`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRateBudget {
+    /// Sustained writes a second (may be a fraction: 0.5 is one every two seconds).
+    pub per_second: Option<f64>,
+    /// Writes allowed back to back when the budget is whole.
+    pub burst: Option<i64>,
 }
 
 /// A session layer: run defaults at the global, channel or user level.

@@ -131,6 +131,8 @@ pub struct ChannelSettings {
     pub locale: Option<String>,
     /// What a message meets while its conversation is busy.
     pub queueing: Queueing,
+    /// Adjustments of the channel's declared rate budgets (issue 33).
+    pub rate_budgets: Vec<crate::budgets::BudgetOverride>,
     /// How old a message may be and still be acted on (its `max_event_age_seconds`, else
     /// the bridge's; zero: the guard is off).
     #[serde(with = "secs")]
@@ -158,7 +160,7 @@ pub enum StoreLocation {
 mod values;
 
 use values::{
-    check_locale_tag, event_age, is_channel_block, join, positive, queueing, seconds,
+    check_locale_tag, event_age, is_channel_block, join, positive, queueing, rate_budgets, seconds,
     session_layer, store_location, url_setting, user_list,
 };
 
@@ -427,6 +429,7 @@ pub fn validate(
             check_locale_tag(&format!("{path}.locale"), locale, &mut errors);
         }
         let queueing = queueing(&path, &block, &mut errors);
+        let rate_budgets = rate_budgets(&path, &block, &mut errors);
         let channel_event_age = event_age(
             &format!("{path}.max_event_age_seconds"),
             block.max_event_age_seconds,
@@ -451,6 +454,7 @@ pub fn validate(
                 .unwrap_or_default(),
             locale: block.locale.clone(),
             queueing,
+            rate_budgets,
             max_event_age: channel_event_age,
             name,
             platform: configured,

@@ -466,3 +466,46 @@ fn issue_12_an_enabled_platform_without_its_adapter_is_an_error_only_when_im_bri
         "channels.buzz: enabled, but im-bridge has no buzz adapter; it will not start here"
     );
 }
+
+#[test]
+fn issue_33_rate_budget_adjustments_per_channel() {
+    let text = "channels:\n  console:\n    enabled: true\n    rate_budgets:\n      bot: {per_second: 10, burst: 4}\n      card_updates: {per_second: 0.5}\n";
+    let (s, _) = load_str(text, &env(&[])).unwrap();
+    assert_eq!(
+        s.channels[0].rate_budgets,
+        [
+            crate::budgets::BudgetOverride {
+                name: "bot".into(),
+                burst: Some(4),
+                per_second: Some(10.0),
+            },
+            crate::budgets::BudgetOverride {
+                name: "card_updates".into(),
+                burst: None,
+                per_second: Some(0.5),
+            },
+        ]
+    );
+    let text = "channels:\n  console:\n    enabled: true\n    rate_budgets:\n      bot: {per_second: 0, burst: 0}\n      other: {per_minute: 3}\n";
+    let errors = errors_of(text, &env(&[]));
+    assert!(
+        errors[0].starts_with(
+            "channels.console.rate_budgets.other.per_minute: unknown field `per_minute`"
+        ),
+        "{errors:?}"
+    );
+    let text = "channels:\n  console:\n    enabled: true\n    rate_budgets:\n      bot: {per_second: 0, burst: 0}\n";
+    let errors = errors_of(text, &env(&[]));
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[0]
+            .starts_with("channels.console.rate_budgets.bot.per_second: expected writes a second"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].starts_with(
+            "channels.console.rate_budgets.bot.burst: expected a whole number from 1 to 1000000"
+        ),
+        "{errors:?}"
+    );
+}

@@ -402,6 +402,14 @@ mod tests {
         async fn delete_channel_state(&self, channel: &str, key: &str) -> Result<(), StoreError> {
             self.0.delete_channel_state(channel, key).await
         }
+        async fn take_tokens(
+            &self,
+            key: &str,
+            budget: &im_bridge_channel::RateBudget,
+            want: u32,
+        ) -> Result<im_bridge_channel::budget::Grant, StoreError> {
+            self.0.take_tokens(key, budget, want).await
+        }
         async fn close(&self) -> Result<(), StoreError> {
             self.0.close().await
         }

@@ -8,10 +8,11 @@
 //!
 //! Test support (`#[cfg(test)]`); it panics on a contract violation, like any assertion.
 //!
-//! Children: `held` (what a holder holds until it runs out: transport leases and journal
-//! entries), `deliveries` (the operator's journal operations, issue 33), `state` (channel
-//! state, issue 32).
+//! Children: `budgets` (rate budgets' token buckets, issue 33), `held` (what a holder
+//! holds until it runs out: transport leases and journal entries), `deliveries` (the
+//! operator's journal operations, issue 33), `state` (channel state, issue 32).
 
+mod budgets;
 mod deliveries;
 mod held;
 mod state;
@@ -49,6 +50,7 @@ pub async fn conformance(store: Arc<dyn Store>, cap: usize) {
     held::issue_33_held_answers(store.as_ref()).await;
     deliveries::issue_33_deliveries(store.as_ref()).await;
     state::issue_32_channel_state(store.as_ref()).await;
+    budgets::issue_33_rate_budgets(store.as_ref()).await;
 }
 
 /// The bindings of the schema-version-1 fixture [`migrated_from_version_1`] checks, as SQL

@@ -47,12 +47,18 @@
 //!   admitting replica keeps the same value in memory, and the final retry window measured
 //!   from it is hours long).
 //!
-//! Children: `clock` (the database's clock every expiry is judged by, issue 27), `schema`
+//! - **Rate budgets** (issue 33): one upsert per take locks the budget's row, reads the
+//!   database's clock once and moves the bucket in the same statement (`budgets`), so
+//!   replicas taking at once are served one after another and never oversubscribe it.
+//!
+//! Children: `budgets` (rate budgets' token buckets, issue 33), `clock` (the database's
+//! clock every expiry is judged by, issue 27), `schema`
 //! (the embedded migrations and applying them), `journal` (the in-flight journal, issue 19),
 //! `deliveries` (the operator's journal operations, issue 33),
 //! `conversations`
 //! (reply-chain records and pruning), `state` (channel state, issue 32), `tests`.
 
+mod budgets;
 mod clock;
 mod conversations;
 mod deliveries;
@@ -64,7 +70,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Timeouts};
-use im_bridge_channel::{ChatId, Secret};
+use im_bridge_channel::budget::Grant;
+use im_bridge_channel::{ChatId, RateBudget, Secret};
 use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls, Row};
@@ -657,6 +664,15 @@ impl Store for PostgresStore {
 
     async fn delete_channel_state(&self, channel: &str, key: &str) -> Result<(), StoreError> {
         self.state_delete(channel, key).await
+    }
+
+    async fn take_tokens(
+        &self,
+        key: &str,
+        budget: &RateBudget,
+        want: u32,
+    ) -> Result<Grant, StoreError> {
+        self.take(key, budget, want).await
     }
 
     async fn close(&self) -> Result<(), StoreError> {

@@ -52,7 +52,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge_channel::ChatId;
+use im_bridge_channel::budget::Grant;
+use im_bridge_channel::{ChatId, RateBudget};
 use tokio::sync::{mpsc, oneshot};
 
 use self::db::{Caches, Db};
@@ -61,7 +62,7 @@ use self::worker::{Job, Step};
 use super::journal::{self, JournalRecord, Journaled, Listed, Sweep};
 use super::{
     Binding, BindingWrite, ConversationKey, DedupeKey, Pruned, Store, StoreError, check_state,
-    ttl_millis, unix_millis, unix_seconds,
+    ttl_millis, unix_micros, unix_millis, unix_seconds,
 };
 use crate::gateway::ThreadId;
 
@@ -595,6 +596,21 @@ impl Store for SqliteStore {
             "delete_channel_state",
             move |db| db.delete_channel_state(&channel, &key),
             |_, ()| {},
+        )
+        .await
+    }
+
+    async fn take_tokens(
+        &self,
+        key: &str,
+        budget: &RateBudget,
+        want: u32,
+    ) -> Result<Grant, StoreError> {
+        let (key, budget) = (key.to_owned(), *budget);
+        self.call(
+            "take_tokens",
+            move |db| db.take_tokens(&key, &budget, want, unix_micros()),
+            |_, _| {},
         )
         .await
     }

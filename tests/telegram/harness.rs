@@ -242,6 +242,7 @@ fn spawn_daemon_with(
         conversation_ttl: im_bridge::retention::DEFAULT_TTL,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),
         states: im_bridge::state::ChannelStates::default(),
+        rate_budgets: Default::default(),
         admin_token: None,
         drain: CancellationToken::new(),
     };

@@ -110,6 +110,111 @@ pub struct ChatBudget {
     pub first_partial_hold: Duration,
 }
 
+/// Which writes draw on a [`RateBudget`], by the [`Channel`](crate::Channel) call that makes
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Writes {
+    /// New messages: `send_text`, `start_stream`.
+    pub messages: bool,
+    /// Changes to a message already shown: `edit_text`, `finish_stream` (card updates).
+    pub edits: bool,
+    /// Uploads: `send_file`.
+    pub files: bool,
+    /// The typing hint: `show_typing`.
+    pub typing: bool,
+}
+
+impl Writes {
+    /// Every message, edit and upload; not the typing hint.
+    pub const MESSAGES_EDITS_FILES: Self = Self {
+        messages: true,
+        edits: true,
+        files: true,
+        typing: false,
+    };
+    /// Every call that writes, the typing hint included.
+    pub const ALL: Self = Self {
+        typing: true,
+        ..Self::MESSAGES_EDITS_FILES
+    };
+    /// New messages and uploads only.
+    pub const MESSAGES_FILES: Self = Self {
+        edits: false,
+        ..Self::MESSAGES_EDITS_FILES
+    };
+    /// Edits only (a family of update calls with a limit of its own).
+    pub const EDITS: Self = Self {
+        messages: false,
+        edits: true,
+        files: false,
+        typing: false,
+    };
+}
+
+/// A limit the platform sets on the bot (or app) as a whole, across all its chats, for one
+/// family of calls: `burst` writes back to back from a quiet start, then one per `every`
+/// (a token bucket). Telegram's ~30 messages/s per bot, Discord's 50 requests/s, an app's
+/// per-API QPS on Feishu or DingTalk.
+///
+/// The delivery engine keeps every write of [`RateBudget::writes`] within it: a final waits
+/// for its token, a partial update or the typing hint is skipped while the budget is short
+/// (the next update, or the final, shows the text). With a store shared by several
+/// replicas the tokens come from the store, so the replicas together stay within it.
+/// Declare a little under the platform's figure: tokens are counted when a call is sent,
+/// the platform counts it when it arrives, and the adapter's own calls (reactions, reads)
+/// are not counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct RateBudget {
+    /// The budget's name: a metric label, the key under `channels.<name>.rate_budgets`
+    /// that overrides it, and part of its key in a shared store. Lowercase, e.g. `bot`.
+    pub name: &'static str,
+    /// The calls that draw on it.
+    pub writes: Writes,
+    /// Writes allowed back to back when the budget is whole (at least 1).
+    pub burst: u32,
+    /// The sustained spacing: one more write per interval.
+    pub every: Duration,
+}
+
+impl RateBudget {
+    /// `burst` at once, then `per_second` writes a second (0 counts as 1).
+    pub const fn per_second(
+        name: &'static str,
+        writes: Writes,
+        burst: u32,
+        per_second: u32,
+    ) -> Self {
+        Self::per_period(name, writes, burst, 1_000_000_000, per_second)
+    }
+
+    /// `burst` at once, then `per_minute` writes a minute (0 counts as 1).
+    pub const fn per_minute(
+        name: &'static str,
+        writes: Writes,
+        burst: u32,
+        per_minute: u32,
+    ) -> Self {
+        Self::per_period(name, writes, burst, 60_000_000_000, per_minute)
+    }
+
+    /// `burst` at once, then `n` writes per `period_ns` nanoseconds.
+    const fn per_period(
+        name: &'static str,
+        writes: Writes,
+        burst: u32,
+        period_ns: u64,
+        n: u32,
+    ) -> Self {
+        let n = if n == 0 { 1 } else { n as u64 };
+        Self {
+            name,
+            writes,
+            burst,
+            every: Duration::from_nanos(period_ns / n),
+        }
+    }
+}
+
 /// Everything the manager and the delivery engine may know about a channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Capabilities {
@@ -126,6 +231,9 @@ pub struct Capabilities {
     pub min_edit_interval_group: Duration,
     /// Writes per chat the platform allows; `None` = no per-chat limit.
     pub chat_budget: Option<ChatBudget>,
+    /// Limits on the bot (or app) as a whole, across chats, each for a family of calls
+    /// (see [`RateBudget`]); empty = none.
+    pub rate_budgets: &'static [RateBudget],
     /// Passive-reply rules, for platforms that have them.
     pub reply_window: Option<ReplyWindow>,
     /// Messages of one conversation are handled one after another, in arrival order: a chat
@@ -170,6 +278,7 @@ impl Capabilities {
             min_edit_interval_private: Duration::ZERO,
             min_edit_interval_group: Duration::ZERO,
             chat_budget: None,
+            rate_budgets: &[],
             reply_window: None,
             serialize_conversations: false,
             working_placeholder: false,

@@ -22,13 +22,15 @@
 //!   PassiveReplies each write answering a source takes one of its replies (passive.rs)
 //!   RetryFinals   finals wait out Retry-After (bounded); partials never retried (retry.rs)
 //!   Throttle      min edit interval per message; Retry-After pauses the chat (throttle.rs)
+//!   Budgets       the bot-wide rate budgets: finals wait, partials skip (budgets.rs)
 //!   the adapter   primitive calls only
 //! ```
 //!
 //! The order matters: splitting happens above the fallback, so a failed finish falls back
 //! to sending the *first chunk* only; both sit above the retries, so each chunk is retried
-//! on its own and a retry never resends a chunk that landed; the throttle is lowest, so
-//! every call, retries included, is paced.
+//! on its own and a retry never resends a chunk that landed; the throttle and the budgets
+//! are lowest, so every call, retries included, is paced, and a bot-wide token is taken
+//! just before the call that spends it (not before a wait for the chat's own budget).
 //!
 //! What is not a per-call layer lives here and in `streams.rs`: which partials to show at
 //! all. That needs state across calls (the stream's message, the one pending text, a
@@ -42,6 +44,7 @@
 //! stream, tracked, and cancelled by their stream's final or when the engine is dropped.
 //! The throttle's maps are bounded as documented in `throttle.rs`.
 
+mod budgets;
 mod fallback;
 mod forward;
 mod limit;
@@ -63,6 +66,7 @@ use crate::error::ChannelResult;
 use crate::ids::MessageId;
 use crate::message::OutboundMessage;
 
+pub use budgets::{BUDGET_FALLBACKS, BUDGET_SKIPS, BUDGET_WAITS, BudgetPlan, Budgets};
 pub use fallback::FinishOrSend;
 pub use limit::LimitLength;
 pub use passive::{
@@ -77,7 +81,8 @@ pub use streams::StreamStarted;
 use streams::{Flusher, Offer, Streams};
 
 /// The layers [`Delivery`] puts over a channel, top first.
-type Stack = LimitLength<FinishOrSend<PassiveReplies<RetryFinals<Throttle<Arc<dyn Channel>>>>>>;
+type Stack =
+    LimitLength<FinishOrSend<PassiveReplies<RetryFinals<Throttle<Budgets<Arc<dyn Channel>>>>>>>;
 
 /// Composes the delivery layers over a channel (see the module docs for their order).
 pub trait ChannelExt: Channel + Sized {
@@ -104,6 +109,11 @@ pub trait ChannelExt: Channel + Sized {
     /// Paces edits and pauses a chat after `Retry-After`.
     fn throttle(self) -> Throttle<Self> {
         Throttle::new(self)
+    }
+
+    /// Keeps writes within `plan`'s rate budgets (see `budgets.rs`).
+    fn budgets(self, plan: BudgetPlan) -> Budgets<Self> {
+        Budgets::new(self, plan)
     }
 }
 
@@ -143,9 +153,17 @@ impl Delivery {
         Self::with_policy(channel, RetryPolicy::default())
     }
 
-    /// A delivery engine over `channel` whose finals retry under `policy`.
+    /// A delivery engine over `channel` whose finals retry under `policy`, within the rate
+    /// budgets the channel declares, kept in this process.
     pub fn with_policy(channel: Arc<dyn Channel>, policy: RetryPolicy) -> Self {
-        let throttle = channel.clone().throttle();
+        let plan = BudgetPlan::declared(&channel.capabilities());
+        Self::with_budgets(channel, policy, plan)
+    }
+
+    /// A delivery engine over `channel` whose finals retry under `policy`, within the rate
+    /// budgets of `plan`.
+    pub fn with_budgets(channel: Arc<dyn Channel>, policy: RetryPolicy, plan: BudgetPlan) -> Self {
+        let throttle = channel.clone().budgets(plan).throttle();
         let clock = throttle.clock().clone();
         let quotas = Arc::new(ReplyQuotas::default());
         let stack = LimitLength::with_quotas(
@@ -188,6 +206,11 @@ impl Delivery {
             self.channel.capabilities().reply_window,
             &SendTarget::from(msg),
         )
+    }
+
+    /// Shows the typing hint in `to`'s chat, unless a rate budget it draws on is short.
+    pub async fn show_typing(&self, to: SendTarget<'_>) -> ChannelResult {
+        self.flusher.stack.show_typing(to).await
     }
 
     /// How many replies are being streamed right now.

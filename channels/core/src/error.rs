@@ -50,6 +50,10 @@ pub enum ChannelError {
     /// nothing was sent (`"closed"`: the window is over; `"used"`: every reply is spent).
     #[error("the source message can take no more replies (window {0})")]
     ReplyWindow(&'static str),
+    /// The bridge's own rate budget for the platform ([`RateBudget`](crate::RateBudget))
+    /// has no room for this write: nothing was sent; room is expected after the duration.
+    #[error("the rate budget has no room for {0:?}")]
+    OverBudget(Duration),
 }
 
 impl ChannelError {
@@ -58,7 +62,7 @@ impl ChannelError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Self::RetryAfter(_) | Self::Transport(_) | Self::Stopped
+            Self::RetryAfter(_) | Self::Transport(_) | Self::Stopped | Self::OverBudget(_)
         )
     }
 }

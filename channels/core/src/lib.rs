@@ -10,6 +10,7 @@
 mod access;
 pub mod backoff;
 mod body;
+pub mod budget;
 mod capabilities;
 mod channel;
 mod commands;
@@ -42,15 +43,16 @@ pub mod webhook;
 pub use access::AllowedUsers;
 pub use body::{BoundedRead, header_seconds, read_bounded};
 pub use capabilities::{
-    Capabilities, ChatBudget, LateReplies, LengthUnit, ReplyWindow, UpdateMode,
+    Capabilities, ChatBudget, LateReplies, LengthUnit, RateBudget, ReplyWindow, UpdateMode, Writes,
 };
 pub use channel::{Channel, ChannelExit, Reaction, SendTarget, SentMessage};
 pub use commands::{CommandVocabulary, strip_leading_mentions};
 pub use config::{ConfigIssue, Issues, Severity};
 pub use delivery::{
-    BeforeFinal, ChannelExt, Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT,
-    MAX_SOURCES, MAX_STREAMS, PassiveReplies, REPLY_WINDOW_REFUSED, RESUME_MESSAGE_KEY,
-    ReplyQuotas, RetryFinals, RetryPolicy, StreamStarted, TRUNCATED_NOTE_KEY, Throttle, split,
+    BUDGET_FALLBACKS, BUDGET_SKIPS, BUDGET_WAITS, BeforeFinal, BudgetPlan, Budgets, ChannelExt,
+    Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT, MAX_SOURCES, MAX_STREAMS,
+    PassiveReplies, REPLY_WINDOW_REFUSED, RESUME_MESSAGE_KEY, ReplyQuotas, RetryFinals,
+    RetryPolicy, StreamStarted, TRUNCATED_NOTE_KEY, Throttle, split,
 };
 pub use error::{ChannelError, ChannelResult, RetryAfterHint};
 pub use file_hosts::{FileHostError, FileHosts, MAX_FILE_HOSTS};

@@ -24,7 +24,8 @@ use bytes::Bytes;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelResult, ChatKind, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit,
-    MessageId, OutboundFile, SendTarget, SentMessage, Stage, Telemetry, UpdateMode, http,
+    MessageId, OutboundFile, RateBudget, SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
+    Writes, http,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -55,11 +56,21 @@ pub struct DingTalkChannel {
     caps: Capabilities,
 }
 
+/// The app as a whole, per API: an enterprise-internal app may call each server API at most
+/// 20 times a second (DingTalk's "调用频率限制", <https://open.dingtalk.com/document/orgapp/invocation-frequency-limit>).
+/// Robot messages (`groupMessages/send`, `oToMessages/batchSend`, a file's message too) and
+/// AI-card updates (`card/streaming`) are budgets of their own, each kept at 15/s.
+pub const RATE_BUDGETS: [RateBudget; 2] = [
+    RateBudget::per_second("messages", Writes::MESSAGES_FILES, 10, 15),
+    RateBudget::per_second("card_updates", Writes::EDITS, 10, 15),
+];
+
 /// What DingTalk can show: markdown messages of `max_markdown_bytes`, final-only; with a
 /// card template, one AI card updated in place about once a second.
 pub fn capabilities(settings: &DingTalkSettings) -> Capabilities {
     let base = Capabilities {
         length_unit: LengthUnit::Bytes,
+        rate_budgets: &RATE_BUDGETS,
         working_placeholder: true,
         markup: &DingTalkMarkdown,
         max_upload_bytes: MAX_UPLOAD_BYTES,

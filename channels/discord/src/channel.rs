@@ -24,7 +24,7 @@ use im_bridge_channel::render::Plain;
 use im_bridge_channel::{
     AdmitError, BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult,
     ChatBudget, CommandVocabulary, FileSource, InboundFile, InboundSink, MessageId, OutboundFile,
-    SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
+    RateBudget, SendTarget, SentMessage, Stage, Telemetry, UpdateMode, Writes,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -60,12 +60,19 @@ pub const CAPABILITIES: Capabilities = Capabilities {
         group: Duration::from_secs(1),
         first_partial_hold: Duration::from_secs(1),
     }),
+    rate_budgets: &[BOT_BUDGET],
     markup: &Plain,
     max_upload_bytes: MAX_UPLOAD_BYTES,
     // Discord's typing hint fades after about 10 s.
     typing_refresh: Some(Duration::from_secs(8)),
     ..Capabilities::final_only(MAX_MESSAGE_CHARS)
 };
+
+/// The bot as a whole: "All bots can make up to 50 requests per second to our API" (the
+/// global rate limit, <https://discord.com/developers/docs/topics/rate-limits#global-rate-limit>).
+/// Every call the engine makes counts, the typing hint too; 40/s leaves the rest for the
+/// calls the adapter makes on its own (the ✅ reaction, threads, file downloads).
+pub const BOT_BUDGET: RateBudget = RateBudget::per_second("bot", Writes::ALL, 40, 40);
 
 /// The intake's memory: the bot's id, threads, message ids seen.
 #[derive(Default)]

@@ -22,8 +22,8 @@ use bytes::Bytes;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelResult, ChatBudget, ChatKind, CommandVocabulary, FileSource, InboundFile,
-    InboundMessage, InboundSink, LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage,
-    Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute,
+    InboundMessage, InboundSink, LengthUnit, MessageId, OutboundFile, RateBudget, SendTarget,
+    SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute, Writes,
 };
 use im_bridge_channel::{http, reconnect};
 use tokio_util::sync::CancellationToken;
@@ -69,6 +69,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
         group: Duration::from_millis(200),
         first_partial_hold: Duration::from_millis(300),
     }),
+    rate_budgets: &RATE_BUDGETS,
     reply_window: None,
     serialize_conversations: true,
     working_placeholder: true,
@@ -79,6 +80,18 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     // Every message already gets the `OK` reaction when it arrives.
     reactions: false,
 };
+
+/// The app as a whole, per API: sending a message (`POST /im/v1/messages`, replies too)
+/// and patching a card (`PATCH /im/v1/messages/:message_id`) each allow "1000 次/分钟、50
+/// 次/秒" per app (<https://open.feishu.cn/document/server-docs/im-v1/message/create>,
+/// <https://open.feishu.cn/document/server-docs/im-v1/message/patch>; whichever bound is
+/// met first refuses, <https://open.feishu.cn/document/server-docs/api-call-guide/frequency-control>).
+/// A burst of 40 then 16/s keeps within both: at most 40 in any second, 1000 in any minute.
+/// Sending a file is an upload (its own API) and a message: it counts as a message.
+pub const RATE_BUDGETS: [RateBudget; 2] = [
+    RateBudget::per_second("messages", Writes::MESSAGES_FILES, 40, 16),
+    RateBudget::per_second("card_updates", Writes::EDITS, 40, 16),
+];
 
 /// The Feishu / Lark channel.
 pub struct FeishuChannel {

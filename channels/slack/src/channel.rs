@@ -33,8 +33,8 @@ use im_bridge_channel::reconnect;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelResult, ChatBudget, CommandVocabulary, FileSource, InboundFile, InboundMessage,
-    InboundSink, MessageId, OutboundFile, SendTarget, SentMessage, Skip, Stage, Telemetry,
-    UpdateMode, WebhookRoute,
+    InboundSink, MessageId, OutboundFile, RateBudget, SendTarget, SentMessage, Skip, Stage,
+    Telemetry, UpdateMode, WebhookRoute, Writes,
 };
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -72,11 +72,18 @@ pub const CAPABILITIES: Capabilities = Capabilities {
         group: Duration::from_secs(1),
         first_partial_hold: Duration::from_secs(1),
     }),
+    rate_budgets: &[UPDATES_BUDGET],
     markup: &SlackMrkdwn,
     max_upload_bytes: MAX_UPLOAD_BYTES,
     turn_ends: true,
     ..Capabilities::final_only(crate::DEFAULT_MESSAGE_CHARS)
 };
+
+/// The workspace as a whole: `chat.update` is a Tier 3 method, "50+ per minute" per method
+/// per workspace per app (<https://api.slack.com/apis/rate-limits>, and the method's page).
+/// Every streamed edit and finish counts; new messages (`chat.postMessage`, one a second per
+/// conversation) are paced by the chat budget.
+pub const UPDATES_BUDGET: RateBudget = RateBudget::per_minute("updates", Writes::EDITS, 10, 50);
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)

@@ -15,8 +15,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::{
     BuildContext, Capabilities, Channel, ChannelExit, ChannelResult, ChatBudget, CommandMenu,
-    InboundFile, InboundSink, LengthUnit, MenuEntry, MessageId, OutboundFile, Reaction, SendTarget,
-    SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute,
+    InboundFile, InboundSink, LengthUnit, MenuEntry, MessageId, OutboundFile, RateBudget, Reaction,
+    SendTarget, SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute, Writes,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -48,6 +48,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
         // its finish.
         first_partial_hold: Duration::from_millis(300),
     }),
+    rate_budgets: &[BOT_BUDGET],
     reply_window: None,
     serialize_conversations: false,
     working_placeholder: true,
@@ -61,6 +62,15 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     // (queued) or 🤷 (turned away) once the notice was given.
     reactions: true,
 };
+
+/// The bot as a whole: "If you're sending bulk notifications to multiple users, the API will
+/// not allow more than 30 messages per second or so" (the Bot API FAQ, "My bot is hitting
+/// limits, how do I avoid this?", <https://core.telegram.org/bots/faq>). Every message, edit
+/// and upload counts; the typing hint does not. The sustained rate is Telegram's 30/s; the
+/// burst stays under it (20), so writes counted when sent and delayed on the way still
+/// arrive within Telegram's second.
+pub const BOT_BUDGET: RateBudget =
+    RateBudget::per_second("bot", Writes::MESSAGES_EDITS_FILES, 20, 30);
 
 /// The Telegram channel.
 pub struct TelegramChannel {

@@ -14,7 +14,9 @@ use serde_yaml_ng::{Mapping, Value};
 use super::super::ConfigError;
 use super::super::raw::{RawChannelBlock, RawSession};
 use super::{SessionLayer, StoreLocation};
+use crate::budgets::{BudgetOverride, MAX_PER_SECOND, MIN_PER_SECOND};
 use crate::manager::{BusyPolicy, Queueing};
+use im_bridge_channel::budget::MAX_BURST;
 
 pub(super) fn join(base: &str, rest: &str) -> String {
     if rest.is_empty() || rest == "." {
@@ -52,6 +54,52 @@ pub(super) fn queueing(
         policy,
         max_queued: usize::try_from(max_queued).unwrap_or(Queueing::DEFAULT_MAX_QUEUED),
     }
+}
+
+/// `rate_budgets` of one channel block: each budget's `per_second` and `burst` in range
+/// (whether the channel declares the budget is checked when it is built).
+pub(super) fn rate_budgets(
+    path: &str,
+    block: &RawChannelBlock,
+    errors: &mut Vec<ConfigError>,
+) -> Vec<BudgetOverride> {
+    let Some(raw) = &block.rate_budgets else {
+        return Vec::new();
+    };
+    let mut issues = Issues::new(format!("{path}.rate_budgets"));
+    let overrides = raw
+        .iter()
+        .map(|(name, raw)| {
+            let per_second = raw.per_second.filter(|rate| {
+                let fits = rate.is_finite() && (MIN_PER_SECOND..=MAX_PER_SECOND).contains(rate);
+                if !fits {
+                    issues.error(
+                        &format!("{name}.per_second"),
+                        format!(
+                            "expected writes a second from {MIN_PER_SECOND:.6} (one a day) to {MAX_PER_SECOND}, got {rate}"
+                        ),
+                    );
+                }
+                fits
+            });
+            let burst = raw.burst.map(|_| {
+                config::integer(
+                    &mut issues,
+                    &format!("{name}.burst"),
+                    raw.burst,
+                    1,
+                    1..=i64::from(MAX_BURST),
+                )
+            });
+            BudgetOverride {
+                name: name.clone(),
+                burst: burst.and_then(|b| u32::try_from(b).ok()),
+                per_second,
+            }
+        })
+        .collect();
+    errors.extend(issues.into_vec());
+    overrides
 }
 
 /// A `max_event_age_seconds` (`path` names it): 0 turns the stale-event guard off;

@@ -94,6 +94,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE im_bridge_journal ADD COLUMN held_channel TEXT, ADD COLUMN held_chat TEXT;
     CREATE INDEX im_bridge_journal_held ON im_bridge_journal (held_channel, held_chat)
         WHERE held_channel IS NOT NULL;",
+    // 8: rate budgets shared by replicas (issue 33): one token bucket per `<channel>:<budget>`.
+    // `granted` and `wait_us` hold the last take's answer, so the statement can return it.
+    "CREATE TABLE im_bridge_rate_budgets (
+        name    TEXT NOT NULL PRIMARY KEY,
+        tat_us  BIGINT NOT NULL,               -- whole again at, unix µs on the database's clock
+        granted BIGINT NOT NULL,
+        wait_us BIGINT NOT NULL
+    );",
 ];
 
 impl PostgresStore {

@@ -10,9 +10,11 @@
 //! to go through this thread, which the lock file guarantees for im-bridge processes; editing
 //! the file by hand while the daemon runs is not supported.
 //!
-//! Children: `conversations` (reply-chain records and pruning, issue 13), `journal` (the
-//! in-flight journal, issue 19), `state` (channel state, issue 32).
+//! Children: `budgets` (rate budgets' token buckets, issue 33), `conversations`
+//! (reply-chain records and pruning, issue 13), `journal` (the in-flight journal, issue
+//! 19), `state` (channel state, issue 32).
 
+mod budgets;
 mod conversations;
 mod journal;
 mod state;

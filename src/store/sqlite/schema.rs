@@ -124,4 +124,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX journal_held ON journal (held_channel, held_chat)
         WHERE held_channel IS NOT NULL;
     ",
+    // 8: rate budgets (issue 33): one token bucket per `<channel>:<budget>`, whole again at
+    // `tat_us` (unix microseconds on this process's clock).
+    "
+    CREATE TABLE rate_budgets (
+        name   TEXT NOT NULL PRIMARY KEY,
+        tat_us INTEGER NOT NULL
+    ) STRICT, WITHOUT ROWID;
+    ",
 ];

@@ -156,7 +156,7 @@ mod tests {
 
     use crate::channel::{Channel, ChannelExit, Reaction};
     use crate::delivery::recorder::{Call, Recorder, attachment, handle, target, unpaced};
-    use crate::delivery::{ChannelExt, RetryPolicy};
+    use crate::delivery::{BudgetPlan, ChannelExt, RetryPolicy};
     use crate::inbound::inbound_queue;
 
     /// A recorder that reports itself disconnected and exclusive, so a layer that does not
@@ -188,6 +188,7 @@ mod tests {
         let rec = Recorder::new(unpaced());
         let shared: Arc<dyn Channel> = Arc::new(Offline(rec.clone()));
         let stack = shared
+            .budgets(BudgetPlan::default())
             .throttle()
             .retry_finals(RetryPolicy::default())
             .finish_or_send()

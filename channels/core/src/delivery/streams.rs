@@ -13,6 +13,11 @@
 //!
 //! The final supersedes everything: [`Stream::close`] drops the pending text, stops the
 //! flusher and waits for a call in flight, then hands the message over to be finished.
+//!
+//! A text the bot-wide rate budget had no room for ([`ChannelError::OverBudget`]) was not
+//! sent: it goes back to pending (unless a newer one came meanwhile) and the flusher waits
+//! until the budget expects room, so a stream skips updates while the bot is busy instead
+//! of queueing them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -131,6 +136,8 @@ struct State {
     flushing: bool,
     /// The final or an eviction ended the stream: nothing more is shown.
     closed: bool,
+    /// A rate budget had no room: nothing is shown before this.
+    not_before: Option<Instant>,
 }
 
 /// What the publisher of a partial must do after offering it.
@@ -203,13 +210,19 @@ impl Stream {
         Some((text, state.message.clone()))
     }
 
-    /// Records the outcome of showing a text; returns whether a newer one is pending (the
-    /// flush keeps its ownership then).
-    fn shown(&self, result: Result<Option<MessageId>, ChannelError>) -> bool {
+    /// Records the outcome of showing `text`; returns whether a text is pending (the flush
+    /// keeps its ownership then): a newer one, or `text` itself when a rate budget had no
+    /// room for it.
+    fn shown(&self, text: String, result: Result<Option<MessageId>, ChannelError>) -> bool {
         let mut state = lock(&self.state);
         match result {
             Ok(Some(started)) => state.message = Some(started),
             Ok(None) => {}
+            Err(ChannelError::OverBudget(wait)) => {
+                state.shown = None;
+                state.pending.get_or_insert(text);
+                state.not_before = Some(Instant::now() + wait);
+            }
             Err(error) => {
                 state.shown = None;
                 if matches!(error, ChannelError::NotEditable) {
@@ -300,10 +313,14 @@ impl<S: Channel + ?Sized> Flusher<S> {
     /// first text not before the hold ran out (a final that comes meanwhile costs the only
     /// write).
     fn ready_at(&self, stream: &Stream) -> Instant {
-        let message = lock(&stream.state).message.clone();
-        let ready =
-            self.clock
-                .ready_at(&stream.target.chat_id, stream.chat_kind(), message.as_ref());
+        let (message, not_before) = {
+            let state = lock(&stream.state);
+            (state.message.clone(), state.not_before)
+        };
+        let ready = self
+            .clock
+            .ready_at(&stream.target.chat_id, stream.chat_kind(), message.as_ref())
+            .max(not_before.unwrap_or_else(Instant::now));
         match message {
             Some(_) => ready,
             None => ready.max(stream.opened + self.clock.first_partial_hold()),
@@ -330,7 +347,7 @@ impl<S: Channel + ?Sized> Flusher<S> {
                 .map(|()| None),
         };
         if let Err(error) = &result {
-            tracing::debug!(channel = self.stack.name(), %error, "Dropped a partial update.");
+            tracing::debug!(channel = self.stack.name(), %error, "A partial update was not shown.");
         }
         if let (Ok(Some(started)), Some(tell)) = (&result, &self.started) {
             tell(
@@ -339,7 +356,7 @@ impl<S: Channel + ?Sized> Flusher<S> {
                 started,
             );
         }
-        stream.shown(result)
+        stream.shown(text, result)
     }
 }
 

@@ -14,9 +14,10 @@
 //! ("message is not modified", a bad chat) takes no token. `sendChatAction` and reads never
 //! count. A scripted failure fires before the limiter and takes no token either.
 //!
-//! Limits are off until [`FakeTelegram::enforce_flood_limits`]: the bridge's own pacing is
-//! not yet per-chat, and existing tests script their timings exactly. Time is
-//! [`tokio::time::Instant`], so paused-time tests drive the refill.
+//! Limits are off until [`FakeTelegram::enforce_flood_limits`]: existing tests script their
+//! timings exactly. The benchmarks and the replicas' test (issue 33) switch them on, the
+//! bot-wide one included. Time is [`tokio::time::Instant`], so paused-time tests drive the
+//! refill.
 //!
 //! Each bucket is kept as the instant it will be full again (the "theoretical arrival time"
 //! of GCRA): a write at `now` is admitted when `max(full_at, now) + every - now` stays within
