@@ -131,10 +131,12 @@ async fn issue_17_an_expired_message_is_dropped_and_a_run_past_the_window_is_han
     // Sent 290 s ago: admitted, but its window closes while the agent thinks. Issue 33:
     // the answer is handed off at once (within 30 s of the end), while a reply still goes
     // out, and the answer itself waits for the group's next message.
+    // The run writes nothing until the handoff was seen: what the handoff shows cannot
+    // depend on how fast this machine is.
     qq.sim.script_next_run(
         Script::with_answer("Too slow.")
             .chunks(1)
-            .response_delay(Duration::from_millis(2500)),
+            .wait_after_chunk(0),
     );
     let in_time = qq
         .fake
@@ -147,6 +149,22 @@ async fn issue_17_an_expired_message_is_dropped_and_a_run_past_the_window_is_han
         })
         .await
         .unwrap();
+    let line = crate::support::catalog_text("en-US")(
+        "run-handoff",
+        &[
+            ("where", im_bridge::i18n::Arg::Str("group")),
+            ("shown", im_bridge::i18n::Arg::Str("no")),
+        ],
+    );
+    qq.wait_reply("the handoff line", &line).await;
+    let waiting: Vec<String> = qq
+        .sim
+        .thread_ids()
+        .iter()
+        .flat_map(|t| qq.sim.active_runs(t))
+        .collect();
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert!(qq.sim.finish_run(&waiting[0]));
     qq.sim
         .script_next_run(Script::with_answer("Fresh.").chunks(1));
     qq.fake.push(&Event::c2c(ALICE, "a fresh one"));
@@ -169,13 +187,6 @@ async fn issue_17_an_expired_message_is_dropped_and_a_run_past_the_window_is_han
     );
     // Stopping delivers or refuses every reply published by then.
     let fake = qq.stop().await;
-    let line = crate::support::catalog_text("en-US")(
-        "run-handoff",
-        &[
-            ("where", im_bridge::i18n::Arg::Str("group")),
-            ("shown", im_bridge::i18n::Arg::Str("no")),
-        ],
-    );
     let handed_off = fake.replies_to(&in_time.message_id);
     assert_eq!(handed_off.len(), 1, "{handed_off:#?}");
     assert_eq!(handed_off[0].content, line);

@@ -13,7 +13,13 @@
 //!   webhook event from being answered (issue 27).
 //!
 //! `#[tokio::test]` runs on one thread, so a thread-default subscriber sees the daemon's
-//! tasks too.
+//! tasks too. tracing caches each callsite's interest for the whole process the first time
+//! the callsite is hit, from the subscribers alive then: a callsite first hit on another
+//! test's thread while this thread's subscriber was being installed could be cached as
+//! "never" and its lines missed for good (seen under load as "the conversation's lines
+//! were not captured"). So the capture first installs [`Undecided`] as the process's
+//! global subscriber: it records nothing and answers every callsite "sometimes", so no
+//! callsite is ever cached as "never" and each event asks the thread's own subscriber.
 
 mod file_hosts;
 mod webhook_flood;
@@ -21,7 +27,9 @@ mod webhook_flood;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use tracing::subscriber::DefaultGuard;
+use tracing::level_filters::LevelFilter;
+use tracing::subscriber::{DefaultGuard, Interest};
+use tracing::{Event, Metadata, span};
 use tracing_subscriber::fmt::MakeWriter;
 
 /// What the user writes: it may not reach a log line.
@@ -52,11 +60,49 @@ impl<'a> MakeWriter<'a> for Capture {
     }
 }
 
+/// The process's global subscriber in this test binary: records nothing, decides nothing
+/// once and for all (see the module's documentation).
+struct Undecided;
+
+impl tracing::Subscriber for Undecided {
+    fn register_callsite(&self, _: &'static Metadata<'static>) -> Interest {
+        Interest::sometimes()
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(LevelFilter::TRACE)
+    }
+
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        false
+    }
+
+    fn new_span(&self, _: &span::Attributes<'_>) -> span::Id {
+        span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
+
+    fn event(&self, _: &Event<'_>) {}
+
+    fn enter(&self, _: &span::Id) {}
+
+    fn exit(&self, _: &span::Id) {}
+}
+
 impl Capture {
     /// Captures every event of im-bridge's crates (the daemon, the core and every
     /// registered platform's adapter) and of `extra` targets on this thread until the guard
     /// drops.
     pub(crate) fn start(extra: &[&str]) -> (Self, DefaultGuard) {
+        static UNDECIDED: std::sync::Once = std::sync::Once::new();
+        // Another global subscriber already installed serves as well as long as it is not
+        // picky; none is in this binary.
+        UNDECIDED.call_once(|| {
+            let _ = tracing::subscriber::set_global_default(Undecided);
+        });
         let capture = Capture::default();
         let adapters = im_bridge::platforms::PLATFORMS
             .iter()
