@@ -41,6 +41,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(300);
 /// Redirects a file download follows at most, each to a listed host.
 pub const MAX_FILE_REDIRECTS: usize = 3;
+/// How long to wait on a rate limit that names no time.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// The longest wait believed: a larger one (a broken endpoint behind a configured URL)
+/// would park a conversation for years; after this the call is simply tried again.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 /// What can go wrong calling a platform over HTTP, whatever the platform.
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +110,12 @@ pub enum HttpError {
 }
 
 impl HttpError {
+    /// A rate limit: wait what the platform named ([`DEFAULT_RETRY_AFTER`] when it named
+    /// nothing), at most [`MAX_RETRY_AFTER`].
+    pub fn rate_limited(wait: Option<Duration>) -> Self {
+        Self::RetryAfter(wait.unwrap_or(DEFAULT_RETRY_AFTER).min(MAX_RETRY_AFTER))
+    }
+
     /// A transport error, with the URL removed.
     pub fn transport(op: &'static str, error: reqwest::Error) -> Self {
         Self::Transport {
@@ -209,6 +220,49 @@ pub fn file_url(url: &str) -> Option<Url> {
     plain.then_some(parsed)
 }
 
+/// Sends `request` for `op`: its response, whatever its status; a request that cannot be
+/// sent is a [`HttpError::Transport`] without its URL.
+pub async fn send(
+    op: &'static str,
+    request: reqwest::RequestBuilder,
+) -> Result<reqwest::Response, HttpError> {
+    request
+        .send()
+        .await
+        .map_err(|e| HttpError::transport(op, e))
+}
+
+/// `response` when its status is 2xx; any other is [`HttpError::Status`], its body unread
+/// (for a host whose refusals carry nothing to sort them by: a file host, a CDN).
+pub fn checked(
+    op: &'static str,
+    response: reqwest::Response,
+) -> Result<reqwest::Response, HttpError> {
+    success(op, response.status()).map(|()| response)
+}
+
+/// `Ok` for a 2xx `status`, else [`HttpError::Status`].
+fn success(op: &'static str, status: reqwest::StatusCode) -> Result<(), HttpError> {
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(HttpError::Status {
+            op,
+            status: status.as_u16(),
+        })
+    }
+}
+
+/// Whether `value` can go into a URL path as one segment: a non-empty id of at most `max`
+/// ASCII letters, digits, `_` and `-`.
+pub fn is_plain_id(value: &str, max: usize) -> bool {
+    !value.is_empty()
+        && value.len() <= max
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// The body of an API answer to `op`, refused (unread) once it is over `max` bytes.
 pub async fn read_answer(
     op: &'static str,
@@ -269,17 +323,8 @@ pub async fn download(
         );
         return Err(HttpError::HostNotAllowed);
     }
-    let response = client
-        .get(url)
-        .timeout(DOWNLOAD_TIMEOUT)
-        .send()
-        .await
-        .map_err(|e| HttpError::transport(op, e))?;
-    let status = response.status().as_u16();
-    if !(200..300).contains(&status) {
-        return Err(HttpError::Status { op, status });
-    }
-    read_file(op, response, max).await
+    let response = send(op, client.get(url).timeout(DOWNLOAD_TIMEOUT)).await?;
+    read_file(op, checked(op, response)?, max).await
 }
 
 #[cfg(test)]

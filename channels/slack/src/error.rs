@@ -54,11 +54,6 @@ pub const UNAVAILABLE_CODES: &[&str] = &[
 ];
 /// Slack's rate-limit code.
 pub const RATE_LIMITED: &str = "ratelimited";
-/// How long to wait on a rate limit that names no time.
-pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait believed: a larger one (a broken endpoint behind `api_url`) would park
-/// a conversation for years; after this the call is simply tried again.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 /// The longest code kept in an error.
 pub const MAX_CODE_CHARS: usize = 64;
 
@@ -125,11 +120,7 @@ impl ApiError {
         let code = code.map(clean_code).unwrap_or_default();
         let is = |codes: &[&str]| codes.contains(&code.as_str());
         if status == 429 || code == RATE_LIMITED {
-            Self::Http(HttpError::RetryAfter(
-                retry_after
-                    .unwrap_or(DEFAULT_RETRY_AFTER)
-                    .min(MAX_RETRY_AFTER),
-            ))
+            Self::Http(HttpError::rate_limited(retry_after))
         } else if is(CREDENTIAL_CODES) || status == 401 {
             let code = if code.is_empty() {
                 "http_401".to_owned()
@@ -207,6 +198,7 @@ im_bridge_channel::channel_error!(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use im_bridge_channel::http::{DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER};
 
     fn sorted(status: u16, code: Option<&str>) -> ApiError {
         ApiError::refusal("chat.postMessage", status, code, None)
