@@ -253,6 +253,16 @@ fn success(op: &'static str, status: reqwest::StatusCode) -> Result<(), HttpErro
     }
 }
 
+/// A platform's error code kept as an identifier: ASCII letters and digits and the
+/// characters `also`, at most `max` of them. Whatever else an endpoint answers is reduced
+/// to what cannot carry text, so the code is safe in errors and logs.
+pub fn clean_code(code: &str, max: usize, also: &[char]) -> String {
+    code.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || also.contains(c))
+        .take(max)
+        .collect()
+}
+
 /// Whether `value` can go into a URL path as one segment: a non-empty id of at most `max`
 /// ASCII letters, digits, `_` and `-`.
 pub fn is_plain_id(value: &str, max: usize) -> bool {

@@ -29,7 +29,7 @@
 
 use std::time::Duration;
 
-use im_bridge_channel::http::HttpError;
+use im_bridge_channel::http::{self, HttpError};
 
 mod answer;
 
@@ -128,13 +128,10 @@ impl ApiError {
     }
 }
 
-/// `code` kept as an identifier: only letters, digits, `.`, `_`, `-`, at most
-/// [`MAX_CODE_CHARS`].
+/// `code` kept as an identifier ([`http::clean_code`]): letters, digits, `.`, `_`, `-`
+/// (the OpenAPI's codes are dotted), at most [`MAX_CODE_CHARS`].
 fn clean_code(code: &str) -> String {
-    code.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        .take(MAX_CODE_CHARS)
-        .collect()
+    http::clean_code(code, MAX_CODE_CHARS, &['.', '_', '-'])
 }
 
 im_bridge_channel::channel_error!(ApiError; ApiError::TokenInvalid { .. } => Refused);

@@ -105,16 +105,13 @@ impl Api {
     ) -> Result<Self, ApiError> {
         let http = http::client()?;
         let domain = domain.trim_end_matches('/').to_owned();
-        let tokens = Arc::new(
-            TenantToken(AppCredentials::new(
-                http.clone(),
-                &domain,
-                TOKEN_PATH,
-                app_id,
-                app_secret,
-            ))
-            .cache(),
-        );
+        let tokens = Arc::new(TokenCache::new(TenantToken(AppCredentials::new(
+            http.clone(),
+            &domain,
+            TOKEN_PATH,
+            app_id,
+            app_secret,
+        ))));
         Ok(Self {
             http,
             domain,

@@ -93,16 +93,13 @@ impl Api {
     ) -> Result<Self, ApiError> {
         let http = http::client()?;
         let app_id = app_id.into();
-        let tokens = Arc::new(
-            AppToken(AppCredentials::new(
-                http.clone(),
-                token_url,
-                TOKEN_PATH,
-                app_id.clone(),
-                secret,
-            ))
-            .cache(),
-        );
+        let tokens = Arc::new(TokenCache::new(AppToken(AppCredentials::new(
+            http.clone(),
+            token_url,
+            TOKEN_PATH,
+            app_id.clone(),
+            secret,
+        ))));
         Ok(Self {
             http,
             api_url: api_url.trim_end_matches('/').to_owned(),

@@ -27,7 +27,7 @@
 use std::time::Duration;
 
 use im_bridge_channel::ChannelError;
-use im_bridge_channel::http::HttpError;
+use im_bridge_channel::http::{self, HttpError};
 
 use crate::markup::MAX_MESSAGE_CHARS;
 
@@ -175,14 +175,11 @@ impl ApiError {
     }
 }
 
-/// `code` kept as an identifier: ASCII letters, digits and `_`, at most
-/// [`MAX_CODE_CHARS`]. Slack's codes are `snake_case`; anything else an endpoint answers
-/// is reduced to what cannot carry text.
+/// `code` kept as an identifier ([`http::clean_code`]): ASCII letters, digits and `_`, at
+/// most [`MAX_CODE_CHARS`]. Slack's codes are `snake_case`; a `-` would keep a token's
+/// shape (`xoxb-…`).
 fn clean_code(code: &str) -> String {
-    code.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
-        .take(MAX_CODE_CHARS)
-        .collect()
+    http::clean_code(code, MAX_CODE_CHARS, &['_'])
 }
 
 im_bridge_channel::channel_error!(

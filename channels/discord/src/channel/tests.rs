@@ -3,13 +3,12 @@
 
 use std::time::Duration;
 
-use im_bridge_channel::{AllowedUsers, ChatId, ChatKind, Issues};
+use im_bridge_channel::{ChatId, ChatKind};
 use im_bridge_fakes::discord::{self, Event, FakeDiscord};
 use im_bridge_fakes::running::RunningChannel;
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::config;
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -18,9 +17,7 @@ fn channel(fake: &FakeDiscord, extra: Value) -> DiscordChannel {
     if let (Some(b), Some(e)) = (block.as_object_mut(), extra.as_object()) {
         b.extend(e.clone());
     }
-    let settings = config::validate(block, &mut Issues::new("channels.discord")).unwrap();
-    let ctx = im_bridge_fakes::build_context(AllowedUsers::Anyone);
-    DiscordChannel::new(settings, &ctx).unwrap()
+    im_bridge_fakes::built(&crate::PLATFORM, block, DiscordChannel::new)
 }
 
 async fn run(channel: std::sync::Arc<DiscordChannel>, fake: &FakeDiscord) -> RunningChannel {

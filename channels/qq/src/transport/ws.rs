@@ -282,11 +282,6 @@ struct Gateway<'a> {
     fatal: Option<GatewayError>,
 }
 
-/// A connect attempt that failed for now.
-fn retry(reason: Lost) -> Connect<GatewayError> {
-    Connect::Retry(reason.to_string().into())
-}
-
 impl LongConnection for Gateway<'_> {
     type Connection = Socket;
     type Fatal = GatewayError;
@@ -294,17 +289,20 @@ impl LongConnection for Gateway<'_> {
     async fn connect(&mut self) -> Result<Socket, Connect<GatewayError>> {
         let text = match self.api.gateway_url().await {
             Ok(text) => text,
-            Err(error) if error.is_transient() => return Err(retry(Lost::Discovery(error))),
+            Err(error) if error.is_transient() => {
+                return Err(Connect::retry(Lost::Discovery(error)));
+            }
             Err(error) => {
                 tracing::error!(%error, "QQ refused the gateway discovery.");
                 return Err(Connect::Fatal(GatewayError::Refused(error)));
             }
         };
-        let url = check_url(&text, self.loopback).map_err(|reason| retry(Lost::BadUrl(reason)))?;
+        let url = check_url(&text, self.loopback)
+            .map_err(|reason| Connect::retry(Lost::BadUrl(reason)))?;
         let host = url.host_str().unwrap_or("").to_owned();
         let ws = socket::open(&url, MAX_WS_MESSAGE, CONNECT_TIMEOUT)
             .await
-            .map_err(|e| retry(Lost::Upgrade(e)))?;
+            .map_err(|e| Connect::retry(Lost::Upgrade(e)))?;
         tracing::info!(%host, resume = self.session.id.is_some(), "Connected to the QQ gateway.");
         Ok(ws)
     }

@@ -127,7 +127,7 @@ impl<'a> Link<'a> {
         let host = url.host_str().unwrap_or_default().to_owned();
         let ws = socket::open(&url, MAX_FRAME_BYTES, CONNECT_TIMEOUT)
             .await
-            .map_err(|e| Connect::Retry(e.to_string().into()))?;
+            .map_err(Connect::retry)?;
         tracing::info!(channel = crate::NAME, %host, "Connected to Slack Socket Mode.");
         Ok(ws)
     }
@@ -136,7 +136,7 @@ impl<'a> Link<'a> {
 /// A refusal retrying cannot fix is fatal; the rest is retried.
 fn sort(error: ApiError) -> Connect<SocketError> {
     if error.is_transient() || matches!(error, ApiError::Http(_)) {
-        Connect::Retry(error.to_string().into())
+        Connect::retry(error)
     } else {
         Connect::Fatal(SocketError::Refused(error))
     }

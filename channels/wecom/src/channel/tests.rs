@@ -2,13 +2,12 @@
 //! fallbacks of a reply whose connection is gone, files both ways, the telemetry contract.
 
 use im_bridge_channel::reconnect::Cause;
-use im_bridge_channel::{AllowedUsers, ChatKind, FileKind, InboundMessage, Issues};
+use im_bridge_channel::{ChatKind, FileKind, InboundMessage};
 use im_bridge_fakes::running::RunningChannel;
 use im_bridge_fakes::wecom::{self, FakeWecom, Message};
 use serde_json::{Map, json};
 
 use super::*;
-use crate::config;
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -17,9 +16,7 @@ fn channel(fake: &FakeWecom) -> WeComChannel {
         "bot_id": wecom::BOT_ID, "bot_secret": wecom::SECRET, "ws_url": fake.ws_url(),
         "file_hosts": ["127.0.0.1"],
     });
-    let settings = config::validate(block, &mut Issues::new("channels.wecom")).unwrap();
-    let ctx = im_bridge_fakes::build_context(AllowedUsers::Anyone);
-    WeComChannel::new(settings, &ctx).unwrap()
+    im_bridge_fakes::built(&crate::PLATFORM, block, WeComChannel::new)
 }
 
 async fn run(channel: std::sync::Arc<WeComChannel>, fake: &FakeWecom) -> RunningChannel {

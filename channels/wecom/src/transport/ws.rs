@@ -184,7 +184,7 @@ impl LongConnection for Socket<'_> {
             .map_err(|_| Connect::Retry("the ws_url is not a URL".into()))?;
         let mut ws = socket::open(&url, MAX_WS_MESSAGE, CONNECT_TIMEOUT)
             .await
-            .map_err(|e| Connect::Retry(e.to_string().into()))?;
+            .map_err(Connect::retry)?;
         let subscribed = subscribe(&mut ws, self.settings).await;
         if let Err(error) = subscribed {
             let _ = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
@@ -193,7 +193,7 @@ impl LongConnection for Socket<'_> {
                     tracing::error!(error = %e, "WeCom refused the bot's BotID or Secret.");
                     Connect::Fatal(WsError::Refused(e))
                 }
-                e => Connect::Retry(e.to_string().into()),
+                e => Connect::retry(e),
             });
         }
         let id = self.link.next_id();
