@@ -373,11 +373,7 @@ impl Conn<'_> {
             let far = Instant::now() + Duration::from_secs(3600);
             tokio::select! {
                 () = shutdown.cancelled() => {
-                    let closed = tokio::time::timeout(CLOSE_GRACE, self.ws.close(None)).await;
-                    if !matches!(closed, Ok(Ok(()))) {
-                        tracing::debug!("The QQ gateway did not close cleanly.");
-                    }
-                    tracing::info!("Closed the QQ gateway connection.");
+                    self.close().await;
                     return Outcome::Shutdown;
                 }
                 () = tokio::time::sleep_until(handshake.unwrap_or(far)), if handshake.is_some() => {
@@ -526,6 +522,15 @@ impl Conn<'_> {
                 Live::Unchanged
             }
         }
+    }
+
+    /// Closes the connection at shutdown, politely (within [`CLOSE_GRACE`]).
+    async fn close(&mut self) {
+        let closed = tokio::time::timeout(CLOSE_GRACE, self.ws.close(None)).await;
+        if !matches!(closed, Ok(Ok(()))) {
+            tracing::debug!("The QQ gateway did not close cleanly.");
+        }
+        tracing::info!("Closed the QQ gateway connection.");
     }
 
     /// The server closed the connection with `code`.
