@@ -86,8 +86,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long Hello may take after the upgrade, and READY or RESUMED after Identify or
 /// Resume.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long a polite close may take at shutdown.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// How the gateway connects.
 #[derive(Clone, Debug)]
@@ -524,10 +522,9 @@ impl Conn<'_> {
         }
     }
 
-    /// Closes the connection at shutdown, politely (within [`CLOSE_GRACE`]).
+    /// Closes the connection at shutdown, politely (the kit's [`socket::close`]).
     async fn close(&mut self) {
-        let closed = tokio::time::timeout(CLOSE_GRACE, self.ws.close(None)).await;
-        if !matches!(closed, Ok(Ok(()))) {
+        if !socket::close(&mut self.ws).await {
             tracing::debug!("The QQ gateway did not close cleanly.");
         }
         tracing::info!("Closed the QQ gateway connection.");

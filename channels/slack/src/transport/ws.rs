@@ -55,8 +55,6 @@ pub const DRAIN: Duration = Duration::from_secs(15);
 pub const KEEPALIVE: Duration = Duration::from_secs(60);
 /// How long that ping may go unanswered before the connection counts as lost.
 pub const PONG_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a polite close may take.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// What became of an envelope's content.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,7 +228,7 @@ impl Serving {
     /// Closes the connection being drained, if any.
     async fn close_old(&mut self) {
         if let Some((mut ws, _)) = self.old.take() {
-            close(&mut ws).await;
+            socket::close(&mut ws).await;
         }
     }
 
@@ -321,7 +319,7 @@ impl Link<'_> {
         let drain_until = serving.old.as_ref().map(|(_, until)| *until);
         let (side, received) = tokio::select! {
             () = shutdown.cancelled() => {
-                close(&mut serving.current).await;
+                socket::close(&mut serving.current).await;
                 serving.close_old().await;
                 tracing::info!(channel = crate::NAME, "Closed the Slack Socket Mode connection.");
                 return Ok(Some(Ended::Shutdown));
@@ -383,7 +381,7 @@ impl Link<'_> {
     /// one beside it; `link_disabled` ends the connection instead.
     async fn rotate(&mut self, serving: &mut Serving, reason: &str) -> Result<(), Stop> {
         if reason == "link_disabled" {
-            close(&mut serving.current).await;
+            socket::close(&mut serving.current).await;
             return Err(Stop::Lost("Slack disabled the Socket Mode link".into()));
         }
         tracing::info!(channel = crate::NAME, %reason, "Slack asked for a new Socket Mode connection; opening it first.");
@@ -430,10 +428,6 @@ async fn next_of(
         Some((ws, _)) => ws.next().await,
         None => std::future::pending().await,
     }
-}
-
-async fn close(ws: &mut Socket) {
-    let _ = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
 }
 
 /// Handles one text frame: the ack to send (the JSON text) and what the frame asks of the
