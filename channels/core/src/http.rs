@@ -9,9 +9,15 @@
 //!   is a [`HttpError::Decode`], never buffered); [`download`] reads a file under its
 //!   caller's bound ([`HttpError::TooLarge`]), from a plain `http(s)` URL ([`file_url`]) on
 //!   a listed host only ([`HttpError::HostNotAllowed`], before any request); [`read_file`] is
-//!   that bounded read for a platform's own file endpoint. [`call`]
-//!   (child `answer`) sends an API request and reads its bounded [`Answer`], the status and
-//!   headers kept for the adapter's envelope.
+//!   that bounded read for a platform's own file endpoint, and [`read_staged`](crate::read_staged)
+//!   the file an adapter uploads. [`send`] sends a request (its failure without the URL);
+//!   [`call`] (child `answer`) sends an API request and reads its bounded [`Answer`], the
+//!   status and headers kept for the adapter's envelope; [`checked`] and
+//!   [`Answer::checked`] refuse a non-2xx where the status says all there is to say.
+//! - **Small rules every adapter keeps.** [`HttpError::rate_limited`] (a rate limit's wait,
+//!   [`DEFAULT_RETRY_AFTER`] when the platform named none, at most [`MAX_RETRY_AFTER`]),
+//!   [`clean_code`] (a refusal's code kept as an identifier) and [`is_plain_id`] (an id that
+//!   may go into a URL path).
 //! - **One failure type.** [`HttpError`] is what can go wrong on the wire whatever the
 //!   platform; each adapter's error wraps it (`#[error(transparent)] Http(HttpError)`) next
 //!   to its platform's own refusals, and maps onto [`ChannelError`] through it. No variant
