@@ -2,10 +2,10 @@
 //! fallbacks of a reply whose connection is gone, files both ways, the telemetry contract.
 
 use im_bridge_channel::reconnect::Cause;
-use im_bridge_channel::{ChatKind, FileKind, InboundMessage};
-use im_bridge_fakes::running::RunningChannel;
+use im_bridge_channel::{ChatKind, FileKind};
+use im_bridge_fakes::running::{RunningChannel, reply_target};
 use im_bridge_fakes::wecom::{self, FakeWecom, Message};
-use serde_json::{Map, json};
+use serde_json::json;
 
 use super::*;
 
@@ -25,16 +25,6 @@ async fn run(channel: std::sync::Arc<WeComChannel>, fake: &FakeWecom) -> Running
     running
 }
 
-fn target<'a>(m: &'a InboundMessage, metadata: &'a Map<String, Value>) -> SendTarget<'a> {
-    SendTarget {
-        chat_id: &m.chat_id,
-        chat_kind: m.chat_kind,
-        reply_to: m.thread_ts.as_ref(),
-        metadata,
-        source_at: None,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn telemetry_follows_the_adapter_contract() {
     let fake = FakeWecom::start().await.unwrap();
@@ -46,9 +36,7 @@ async fn telemetry_follows_the_adapter_contract() {
     let m = running.next().await;
     assert_eq!(probe.received(NAME), 1);
     assert_eq!(probe.connected(NAME), Some(true));
-    ch.send_text(target(&m, &m.metadata), "answer")
-        .await
-        .unwrap();
+    ch.send_text(reply_target(&m), "answer").await.unwrap();
     assert_eq!(probe.sent(NAME), 1);
     // A dropped connection is a receiving error and a reconnect.
     fake.close_connection(1);
@@ -73,7 +61,7 @@ async fn a_reply_whose_connection_is_gone_goes_as_a_message_of_its_own() {
     assert_eq!(m.chat_kind, ChatKind::Group);
     assert_eq!(m.metadata[CONNECTION], 1);
     assert_eq!(m.metadata["req_id"], pushed.req_id.as_str());
-    let to = target(&m, &m.metadata);
+    let to = reply_target(&m);
     let started = ch.start_stream(to, "work").await.unwrap();
     ch.edit_text(to, &started.id, "working").await.unwrap();
     fake.close_connection(1);
@@ -149,7 +137,7 @@ async fn a_presented_file_is_uploaded_and_replied_with() {
         is_image: true,
         if_refused: None,
     };
-    ch.send_file(target(&m, &m.metadata), &file).await.unwrap();
+    ch.send_file(reply_target(&m), &file).await.unwrap();
     let upload = fake.wait_upload("chart.png", DEADLINE).await.unwrap();
     assert_eq!(upload.kind, "image");
     assert_eq!(upload.bytes, b"\x89PNG fake chart bytes");
