@@ -526,13 +526,7 @@ async fn publish_final(
     if caps.is_some_and(|c| c.reply_window.is_some()) {
         // Where a source takes only a few replies, the delivery engine may have to cut the
         // answer short; it ends the last message it may send with this.
-        let note = inner.replier.text(&locale, m::RUN_TRUNCATED, &[]);
-        out.metadata
-            .insert(im_bridge_channel::TRUNCATED_NOTE_KEY.into(), note.into());
-    }
-    if turn.pending_clarification {
-        out.metadata
-            .insert("pending_clarification".into(), true.into());
+        out.hints.truncated_note = Some(inner.replier.text(&locale, m::RUN_TRUNCATED, &[]));
     }
     out.attachments = fetched.files;
     // The rest of an answer handed off before its reply window closed goes the late way.
