@@ -2,17 +2,29 @@
 //!
 //! One dispatcher owns the inbound queue. It takes a worker slot (at most
 //! `channels.max_concurrency` messages are handled at once; the rest wait in the bounded
-//! queue), then the next message, and handles it in a tracked task:
+//! queue), then the next message. A message older than its channel's `max_event_age` (a
+//! backlog delivered after an outage) is consumed without being acted on, its chat told
+//! once (`stale`). Any other is resolved to its conversation (a group reply joins the
+//! conversation of the message it answers, `follow_reply_chain`; an answer to a pending
+//! question, `clarify`), takes its place in that conversation's line in arrival order, and
+//! is handled on a tracked task in five stages (`handle`):
 //!
-//! 0. **age** — a message older than its channel's `max_event_age` (a backlog delivered
-//!    after an outage) is consumed without being acted on, its chat told once (`stale`);
-//! 1. **dedupe** — a redelivered message (same channel, workspace, chat and platform
-//!    message id within the TTL, persisted across restarts) is dropped silently;
-//! 2. **command or chat** — known commands are answered here (`commands`), everything else
+//! 1. **admit** — journaled with its dedupe record; a redelivery (same channel, workspace,
+//!    chat and platform message id within the TTL, persisted across restarts) is dropped
+//!    silently;
+//! 2. **take its place** — it waits for the conversation's earlier messages, or a full line
+//!    gets the busy reply;
+//! 3. **show presence** — "typing…" for an agent turn;
+//! 4. **dispatch** — known commands are answered here (`commands`), everything else
 //!    becomes an agent run on the conversation's thread (`run`);
-//! 3. **disposition** — the dedupe key is kept on success and released when the provider
+//! 5. **settle** — the dedupe key is kept on success and released when the provider
 //!    should be able to retry (a failed run, a busy thread, a cancelled message), always
-//!    after the final reply was published.
+//!    after the final reply was published; the journal entry hears the turn ended.
+//!
+//! Replies reach the delivery engine as `OutboundMessage`s; what the manager tells the
+//! engine beyond the text (the truncation note, the message a recovered reply finishes, the
+//! line a held answer opens with) travels in their typed
+//! [`hints`](im_bridge_channel::DeliveryHints).
 //!
 //! Shutdown order (spec manager §3.4), driven by [`Manager::run`]'s `closing` token: close
 //! admission → let the queue drain for the grace period → cancel unfinished handlers

@@ -21,8 +21,10 @@
 
 use std::sync::Arc;
 
+use futures_util::future::Either;
 use im_bridge_channel::{InboundMessage, MsgType, Reaction};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::futures::TaskLocalFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::journal::{Admission, Entry};
@@ -71,11 +73,12 @@ struct Admitted<'m> {
 
 impl Admitted<'_> {
     /// Runs `work` in the journal entry's scope, if there is one: the replies it publishes
-    /// are tracked against the entry until they landed (`journal.rs`).
-    async fn journaled<F: Future>(&self, work: F) -> F::Output {
+    /// are tracked against the entry until they landed (`journal.rs`). Not an `async fn`:
+    /// a turn's future is large, and is moved in once instead of copied into a wrapper.
+    fn journaled<F: Future>(&self, work: F) -> Either<TaskLocalFuture<Entry, F>, F> {
         match &self.entry {
-            Some(entry) => entry.scope(work).await,
-            None => work.await,
+            Some(entry) => Either::Left(entry.scope(work)),
+            None => Either::Right(work),
         }
     }
 
@@ -261,11 +264,9 @@ impl Manager {
             "Handling a message."
         );
         let dispatched = admitted.journaled(self.dispatch(msg));
-        let dispatched = async {
-            match ticket.map(Ticket::settling) {
-                Some(settling) => settling.scope(dispatched).await,
-                None => dispatched.await,
-            }
+        let dispatched = match ticket {
+            Some(ticket) => Either::Left(ticket.settling().scope(dispatched)),
+            None => Either::Right(dispatched),
         };
         tokio::select! {
             d = dispatched => Some(d),

@@ -75,6 +75,7 @@ use std::time::Duration;
 
 use im_bridge_channel::{ChatId, InboundMessage, MessageId, MsgType, OutboundMessage};
 use tokio::sync::Notify;
+use tokio::task::futures::TaskLocalFuture;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -400,9 +401,10 @@ impl Entry {
         CURRENT.try_with(Clone::clone).ok()
     }
 
-    /// Runs `work` as this entry's turn (see the module docs).
-    pub(crate) async fn scope<F: Future>(&self, work: F) -> F::Output {
-        CURRENT.scope(self.clone(), work).await
+    /// Runs `work` as this entry's turn (see the module docs). A plain function, not an
+    /// `async` one: the turn's future is moved in once, not copied into a wrapper too.
+    pub(crate) fn scope<F: Future>(&self, work: F) -> TaskLocalFuture<Entry, F> {
+        CURRENT.scope(self.clone(), work)
     }
 
     /// Makes the entry findable by its reply stream until its turn ends.
