@@ -95,7 +95,7 @@ pub struct PendingFinal {
     pub metadata: serde_json::Map<String, serde_json::Value>,
     /// What the manager told the delivery engine about it (its notes, the message it
     /// finishes). A row written before the hints were typed carries them in `metadata`
-    /// ([`decode`] moves them).
+    /// (moved into the hints as the row is read).
     #[serde(default, skip_serializing_if = "DeliveryHints::is_empty")]
     pub hints: DeliveryHints,
     /// The localized line a delivery by a later process opens with (it comes late).
