@@ -112,6 +112,7 @@ impl Manager {
         self.inner.replier.outbound().turn_ended(&msg).await;
     }
 
+    /// The five stages, in order; a redelivery, a busy line or shutdown ends them early.
     async fn handle_stages(
         &self,
         msg: &InboundMessage,
@@ -131,6 +132,7 @@ impl Manager {
         let _presence = self.show_presence(&admitted).await;
         let disposition = self.dispatch_turn(&admitted, ticket.as_ref(), cancel).await;
         self.settle(&admitted, disposition).await;
+        // Settled: only now may the conversation's next message go, in this slot or another.
         drop(ticket);
         drop(slot);
     }

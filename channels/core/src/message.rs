@@ -445,6 +445,21 @@ mod tests {
     }
 
     #[test]
+    fn delivery_hints_are_serialized_only_when_set() {
+        let msg = InboundMessage::new("qq", "group:g", "u", "question");
+        let mut out = msg.reply("answer", true);
+        assert!(out.hints.is_empty());
+        let json = serde_json::to_string(&out).unwrap();
+        assert!(!json.contains("hints"), "{json}");
+        out.hints.truncated_note = Some("(cut)".into());
+        out.hints.resumes = Some(MessageId::new("m1"));
+        let json = serde_json::to_string(&out).unwrap();
+        let back: OutboundMessage = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.hints, out.hints);
+        assert!(back.metadata.is_empty(), "hints never become metadata");
+    }
+
+    #[test]
     fn minimal_outbound_defaults_to_final() {
         let out: OutboundMessage =
             serde_json::from_str(r#"{"channel_name":"qq","chat_id":"c2c:1","text":"hi"}"#).unwrap();
