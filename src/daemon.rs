@@ -37,7 +37,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admin::{self, AdminState, GatewayProbe, Operator, names};
+use crate::admin::{self, AdminState, GatewayProbe, Operator};
 use crate::budgets::{self, BudgetOverrides, StoreTokens};
 use crate::bus::{MAX_PENDING_REPLIES, Outbound};
 use crate::config::{IntakeSettings, StoreLocation};
@@ -46,8 +46,9 @@ use crate::i18n::{Catalogs, I18nError, msg};
 use crate::lease::{self, Lease, Standby};
 use crate::manager::{DrainReport, Manager, ManagerConfig, Replier};
 use crate::state::ChannelStates;
-use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
+use crate::store::StoreError;
 use crate::supervisor::{Supervisor, SupervisorConfig, TransportHealth};
+use crate::telemetry::names;
 
 /// Everything the daemon is built from.
 #[derive(Clone, Debug)]
@@ -125,14 +126,6 @@ pub enum DaemonExit {
     Drained,
 }
 
-/// Opens the configured store.
-pub async fn open_store(location: &StoreLocation) -> Result<Arc<dyn Store>, StoreError> {
-    match location {
-        StoreLocation::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
-        StoreLocation::Postgres(url) => Ok(Arc::new(PostgresStore::connect(url).await?)),
-    }
-}
-
 /// Runs the daemon with `channels` until `shutdown` is cancelled or a channel's input ends.
 pub async fn run(
     config: DaemonConfig,
@@ -140,7 +133,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<DaemonExit, DaemonError> {
     let catalogs = Arc::new(Catalogs::load(config.locales_dir.as_deref())?);
-    let store = open_store(&config.store).await?;
+    let store = config.store.open().await?;
     tracing::info!(store = %store.describe(), "Opened the store.");
     config.states.attach(store.clone());
     let gateway = GatewayClient::new(config.gateway.clone())?;

@@ -14,13 +14,15 @@ use std::sync::Arc;
 
 use im_bridge_channel::{AllowedUsers, Configured, Issues, Secret, config};
 
-use crate::manager::Queueing;
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 use serde_yaml_ng::{Mapping, Value};
 
 use super::raw::RawChannelBlock;
 use super::{ConfigError, Env, Parsed};
+use crate::policy::Queueing;
+use crate::state::{SECRET_KEY_ENV, SecretKey};
+pub use crate::store::StoreLocation;
 
 const DEFAULT_LANGGRAPH_URL: &str = "http://localhost:8001/api";
 const DEFAULT_GATEWAY_URL: &str = "http://localhost:8001";
@@ -145,16 +147,6 @@ pub struct ChannelSettings {
 
 fn effective<S: serde::Serializer>(c: &Arc<dyn Configured>, s: S) -> Result<S::Ok, S::Error> {
     c.effective().serialize(s)
-}
-
-/// Where state is stored.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StoreLocation {
-    /// An embedded SQLite file.
-    Sqlite(PathBuf),
-    /// A shared Postgres database (the URL may carry a password, so it is a secret).
-    Postgres(Secret),
 }
 
 mod values;
@@ -292,17 +284,15 @@ pub fn validate(
     }
     let store = store_location(b.store.as_deref().unwrap_or(DEFAULT_STORE), &mut errors);
     // Named by the variable, never echoed (issue 32).
-    let secret_key = crate::state::SecretKey::from_env(env).unwrap_or_else(|error| {
-        errors.push(ConfigError::error(
-            crate::state::SECRET_KEY_ENV,
-            error.to_string(),
-        ));
-        None
-    });
+    let secret_key =
+        SecretKey::from_var(env.var(SECRET_KEY_ENV).as_deref()).unwrap_or_else(|error| {
+            errors.push(ConfigError::error(SECRET_KEY_ENV, error.to_string()));
+            None
+        });
     let max_reply_messages = positive(
         "bridge.max_reply_messages",
         b.max_reply_messages,
-        crate::manager::DEFAULT_MAX_REPLY_MESSAGES,
+        crate::policy::DEFAULT_MAX_REPLY_MESSAGES,
         1_000,
         &mut errors,
     );
@@ -328,7 +318,7 @@ pub fn validate(
     };
     let final_retry = {
         let mut issues = Issues::new("bridge");
-        let default = crate::manager::journal::DEFAULT_FINAL_RETRY_HOURS as f64;
+        let default = crate::policy::DEFAULT_FINAL_RETRY_HOURS as f64;
         let hours = b.final_retry_hours.unwrap_or(default);
         let retry = config::seconds(
             &mut issues,
@@ -348,7 +338,7 @@ pub fn validate(
     let max_event_age = event_age(
         "bridge.max_event_age_seconds",
         b.max_event_age_seconds,
-        crate::manager::stale::DEFAULT_MAX_EVENT_AGE,
+        crate::policy::DEFAULT_MAX_EVENT_AGE,
         &mut errors,
     );
     let admin_text = b.admin_listen.as_deref().unwrap_or(DEFAULT_ADMIN);

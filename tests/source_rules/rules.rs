@@ -110,7 +110,7 @@ fn platform_lines(path: &str, text: &str, allowed: &[(&str, &str)], who: &str) -
 }
 
 /// Platform names `src/` may keep outside the registry: (file, text on the line). None: the
-/// demo builds its channel through the registry (`platforms::demo_channel`), and the
+/// demo builds its channel through the registry (`channels::demo_channel`), and the
 /// command line's `--help` names no platform.
 pub const PLATFORMS_ALLOWED: &[(&str, &str)] = &[];
 
