@@ -207,6 +207,11 @@ fn no_user_facing_sentence_outside_the_catalogs() {
     check(rules::no_user_facing_sentence);
 }
 
+#[test]
+fn no_production_function_over_100_lines() {
+    check(rules::no_long_function);
+}
+
 /// The adapter crates under `channels/`: all but the kit (`core`) and the console, which
 /// has no platform API to hold a client, a model or a transport for.
 fn adapter_crates() -> Vec<String> {
@@ -445,6 +450,12 @@ fn allow_list_entries_are_live() {
     }
     for path in TEST_SUPPORT {
         assert!(files.iter().any(|f| f.path == *path), "stale: {path}");
+    }
+    for (path, name) in rules::LONG_FUNCTIONS_ALLOWED {
+        let long = rules::function_lengths(&production(path))
+            .into_iter()
+            .any(|(n, _, lines)| n == *name && lines > rules::MAX_FUNCTION_LINES);
+        assert!(long, "stale: {path}: `{name}` is no longer over the limit");
     }
     let loops = daemon_module_loops();
     for (dir, _) in graph::LOOPS_ALLOWED {
