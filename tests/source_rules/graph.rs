@@ -132,12 +132,15 @@ pub struct Source<'a> {
     pub code: &'a str,
 }
 
+/// One directory's modules, each with its files: how far below the directory each stands,
+/// and its code.
+type Modules<'a> = BTreeMap<String, Vec<(usize, &'a str)>>;
+
 /// Every loop among sibling modules below `root` (a crate's source directory, such as
 /// `src/` or `crates/gateway/src/`), by directory (from the repository root, ending in
 /// `/`). `lib.rs` and `main.rs` declare the top-level modules and are none of them.
 pub fn loops_below(root: &str, files: &[Source<'_>]) -> BTreeMap<String, Vec<(String, String)>> {
-    // Directory → module → (how far below the directory each of its files stands, code).
-    let mut dirs: BTreeMap<String, BTreeMap<String, Vec<(usize, &str)>>> = BTreeMap::new();
+    let mut dirs: BTreeMap<String, Modules<'_>> = BTreeMap::new();
     for file in files {
         let Some(rel) = file.path.strip_prefix(root) else {
             continue;
