@@ -11,6 +11,7 @@
 pub mod admin;
 pub mod budgets;
 pub mod bus;
+pub mod channels;
 pub mod config;
 pub mod daemon;
 pub mod doctor;
@@ -20,8 +21,10 @@ pub mod lease;
 pub mod manager;
 pub mod operator;
 pub mod platforms;
+pub mod policy;
 pub mod retention;
 pub mod simulator;
 pub mod state;
 pub mod store;
 pub mod supervisor;
+pub mod telemetry;

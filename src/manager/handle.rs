@@ -31,9 +31,9 @@ use super::journal::{Admission, Entry};
 use super::order::Ticket;
 use super::typing::TypingGuard;
 use super::{Disposition, Manager, Place, commands, conversation_key, dedupe, run};
-use crate::admin::names;
 use crate::i18n::msg as m;
 use crate::store::DedupeKey;
+use crate::telemetry::names;
 
 /// The worker slot a message holds while it is handled (at most
 /// `channels.max_concurrency` are held at once).

@@ -23,9 +23,9 @@ use tracing::Instrument;
 
 use super::journal::Entry;
 use super::{Disposition, Manager, Place, Workers, dedupe, run};
-use crate::admin::names;
 use crate::gateway::{GatewayError, ThreadId};
 use crate::store::JournalState;
+use crate::telemetry::names;
 
 impl Manager {
     /// Starts finishing each claimed entry (oldest first, so each conversation keeps its

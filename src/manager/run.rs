@@ -19,10 +19,10 @@ use super::journal::Entry;
 use super::params::{self, Layers, TurnFlags};
 use super::stream::{Accumulator, Throttle};
 use super::{BindError, Disposition, Inner, conversation_key};
-use crate::admin::names;
 use crate::gateway::ThreadId;
 use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest, RunStream};
 use crate::i18n::{Arg, msg as m};
+use crate::telemetry::names;
 
 mod answer;
 mod followed;

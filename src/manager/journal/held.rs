@@ -18,9 +18,9 @@
 use im_bridge_channel::{InboundMessage, OutboundMessage};
 
 use super::{Entry, Journal, Progress, remove};
-use crate::admin::names;
 use crate::bus::{AfterShown, Landed};
 use crate::store::{JournalState, Journaled, PendingFinal};
+use crate::telemetry::names;
 
 impl Entry {
     /// What the turn showed when it handed its answer off, if it did.
