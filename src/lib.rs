@@ -14,14 +14,18 @@ pub mod bus;
 pub mod config;
 pub mod daemon;
 pub mod doctor;
-pub mod gateway;
 pub mod i18n;
 pub mod lease;
 pub mod manager;
 pub mod operator;
 pub mod platforms;
 pub mod retention;
-pub mod simulator;
 pub mod state;
 pub mod store;
 pub mod supervisor;
+
+/// The DeerFlow Gateway client: the `im-bridge-gateway` crate.
+pub use im_bridge_gateway as gateway;
+/// The DeerFlow Gateway simulator: the `im-bridge-simulator` crate (feature `simulator`).
+#[cfg(any(test, feature = "simulator"))]
+pub use im_bridge_simulator as simulator;

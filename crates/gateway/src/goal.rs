@@ -14,7 +14,7 @@ use super::client::{Base, GatewayClient, Owner, read_json};
 use super::error::{CallFamily, GatewayError};
 use super::routes::OptionalRoute;
 
-use crate::gateway::ThreadId;
+use crate::ThreadId;
 
 /// Longest `/goal from-chat` hint in characters; a longer one is refused locally.
 pub const MAX_HINT_CHARS: usize = 4000;

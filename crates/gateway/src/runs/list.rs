@@ -11,9 +11,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::RunStatus;
-use crate::gateway::ThreadId;
-use crate::gateway::client::{Base, GatewayClient, Owner, read_json};
-use crate::gateway::error::{CallFamily, GatewayError};
+use crate::ThreadId;
+use crate::client::{Base, GatewayClient, Owner, read_json};
+use crate::error::{CallFamily, GatewayError};
 
 /// One run of a thread's list.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

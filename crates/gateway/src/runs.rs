@@ -1,5 +1,5 @@
 //! Runs (gateway.md §3): the request body, `/runs/stream` and `/runs/{id}/join` as a
-//! [`RunStream`] of [`RunEvent`](crate::gateway::RunEvent)s (child `stream`), `/runs/wait`
+//! [`RunStream`] of [`RunEvent`](crate::RunEvent)s (child `stream`), `/runs/wait`
 //! and `/runs`; child `list`: `GET /runs`, the thread's runs with their metadata.
 //!
 //! The Gateway's run model forbids unknown keys (422), so each call serializes exactly the
@@ -29,7 +29,7 @@ pub use stream::{OFFLOAD_FRAME_BYTES, RunStream};
 use super::client::{Base, GatewayClient, Owner, SEGMENT, read_json};
 use super::error::{CallFamily, GatewayError};
 
-use crate::gateway::ThreadId;
+use crate::ThreadId;
 
 /// One run's parameters. `config` and `context` are the maps the manager resolved
 /// (manager.md §6); they are sent as given.
@@ -335,7 +335,7 @@ impl GatewayClient {
     /// `sse_consumer`): the retained events from the start, or those after `last_event_id`
     /// when given (`Last-Event-ID`), then the live ones, then `end`. A run that ended and
     /// whose events are gone yields `end` alone; one whose requested event is no longer
-    /// retained yields [`RunEvent::Gap`](crate::gateway::RunEvent::Gap). The Gateway answers 409 ([`GatewayError::Conflict`])
+    /// retained yields [`RunEvent::Gap`](crate::RunEvent::Gap). The Gateway answers 409 ([`GatewayError::Conflict`])
     /// when the run lives on another worker it cannot stream from, and 404
     /// ([`GatewayError::NotFound`]) when it does not know the run.
     ///

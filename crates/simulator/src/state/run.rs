@@ -193,7 +193,7 @@ impl State {
     /// `bridge.cleanup(run_id, delay=60)`), and the oldest beyond
     /// [`MAX_RETAINED_STREAM_BYTES`]. A consumer reading a forgotten log keeps its copy.
     ///
-    /// [`stream_retention`]: crate::simulator::SimulatorConfig::stream_retention
+    /// [`stream_retention`]: crate::SimulatorConfig::stream_retention
     pub(crate) fn prune_streams(&mut self) {
         let now = Instant::now();
         let retention = self.config.stream_retention;

@@ -12,9 +12,9 @@ use futures_util::Stream;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, Sleep};
 
-use crate::gateway::error::GatewayError;
-use crate::gateway::event::RunEvent;
-use crate::gateway::sse::SseParser;
+use crate::error::GatewayError;
+use crate::event::RunEvent;
+use crate::sse::SseParser;
 
 pub(super) type Body = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
@@ -31,7 +31,7 @@ pub(crate) static OFFLOADED: std::sync::atomic::AtomicUsize =
 /// run's [`RunEvent::Gap`]) and then `None`.
 ///
 /// It ends early with exactly one error: `StreamClosed` when the connection ends (cleanly
-/// or not) before `end`, `Timeout` after [`GatewayConfig::stream_idle_timeout`](crate::gateway::GatewayConfig::stream_idle_timeout) of
+/// or not) before `end`, `Timeout` after [`GatewayConfig::stream_idle_timeout`](crate::GatewayConfig::stream_idle_timeout) of
 /// silence (heartbeats count as activity), `Decode` when a frame breaks the parser's size
 /// bound. Use it as a `Stream` or through [`RunStream::next`]; both are cancel-safe.
 ///

@@ -2,7 +2,8 @@
 //! makes (threads, runs, goal, compaction, models, memory, skills, preferences), with
 //! errors as a closed enum that never carries server- or model-written text.
 //!
-//! The wire contract is `spec/gateway.md`; this module knows nothing about chat platforms.
+//! The wire contract is `spec/gateway.md`; this crate knows nothing about chat platforms
+//! (it depends on no chat-side crate, so Cargo keeps it that way).
 //! A [`GatewayClient`] is cheap to clone and shares one connection pool; every call takes
 //! the binding's [`Owner`] (or `None`) and sends the identity and CSRF headers itself.
 //!
@@ -18,7 +19,11 @@
 //! - `message`: the typed [`Message`] and [`Snapshot`] read from `messages` and `values`;
 //! - [`sse`]: the incremental SSE parser (public for the `sse_parse` bench);
 //! - `thread_id`: [`ThreadId`], which only the daemon knows;
+//! - `token`: [`InternalToken`], the redacted `X-DeerFlow-Internal-Token`;
 //! - `error`: [`GatewayError`] and the `(call, status, detail)` tables.
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod artifacts;
 mod client;
@@ -31,6 +36,7 @@ mod routes;
 mod runs;
 pub mod sse;
 mod thread_id;
+mod token;
 mod uploads;
 
 pub use artifacts::{ARTIFACT_TIMEOUT, ArtifactError, OUTPUTS_DIR, is_output_path};
@@ -48,6 +54,7 @@ pub use runs::{
     HumanMessage, OFFLOAD_FRAME_BYTES, RunMode, RunRequest, RunStatus, RunStream, RunSummary,
 };
 pub use thread_id::ThreadId;
+pub use token::InternalToken;
 pub use uploads::{UPLOAD_TIMEOUT, UploadFile, UploadedFile};
 
 #[cfg(test)]

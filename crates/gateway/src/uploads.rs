@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::client::{Base, GatewayClient, Owner, read_json};
 use super::error::{CallFamily, GatewayError};
 
-use crate::gateway::ThreadId;
+use crate::ThreadId;
 
 /// Total time for an upload call: the bodies are up to tens of megabytes.
 pub const UPLOAD_TIMEOUT: Duration = Duration::from_secs(120);

@@ -168,7 +168,7 @@ impl GatewayClient {
     }
 
     async fn probe_from_chat(&self) -> Result<(), GatewayError> {
-        let thread = crate::gateway::ThreadId::new(PROBE_THREAD);
+        let thread = crate::ThreadId::new(PROBE_THREAD);
         let url = self.thread_url(Base::Gateway, &thread, "/goal/from-chat")?;
         let request = self
             .request(Method::POST, &url, None)?

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::*;
 
-use crate::gateway::ThreadId;
+use crate::ThreadId;
 
 #[tokio::test]
 async fn statuses_map_over_http() {
@@ -273,7 +273,7 @@ async fn tiny_chunks_and_the_stream_trait_give_the_same_events() {
         .await
         .unwrap();
     let events: Vec<RunEvent> = stream.map(Result::unwrap).collect().await;
-    let expected: Vec<RunEvent> = crate::gateway::sse::tests::parse_chunks([SAMPLE.as_bytes()])
+    let expected: Vec<RunEvent> = crate::sse::tests::parse_chunks([SAMPLE.as_bytes()])
         .iter()
         .filter_map(RunEvent::from_frame)
         .collect();
@@ -299,7 +299,7 @@ async fn stream_requires_an_event_stream_content_type() {
 #[tokio::test]
 async fn a_large_frame_is_decoded_off_the_runtime_in_order() {
     // A `values` snapshot past the offload bound, between small frames.
-    let long = "x".repeat(crate::gateway::runs::OFFLOAD_FRAME_BYTES);
+    let long = "x".repeat(crate::runs::OFFLOAD_FRAME_BYTES);
     let values = serde_json::json!({"messages": [
         {"type": "human", "content": "q"},
         {"type": "ai", "content": long},
@@ -308,7 +308,7 @@ async fn a_large_frame_is_decoded_off_the_runtime_in_order() {
         "{HEAD}event: values\ndata: {values}\n\nevent: messages\ndata: [{{\"type\":\"AIMessageChunk\",\"content\":\"!\"}},{{}}]\n\nevent: end\ndata: null\n\n"
     );
     let server = Server::start(move |_| sse(&text, 64 * 1024, Tail::Close)).await;
-    let offloaded = crate::gateway::runs::OFFLOADED.load(std::sync::atomic::Ordering::Relaxed);
+    let offloaded = crate::runs::OFFLOADED.load(std::sync::atomic::Ordering::Relaxed);
     let mut stream = server
         .client()
         .stream_run(None, &ThreadId::new("t1"), &RunRequest::new("x"))
@@ -323,7 +323,7 @@ async fn a_large_frame_is_decoded_off_the_runtime_in_order() {
     assert_eq!(kinds, ["metadata", "messages", "values", "messages", "end"]);
     // Only the snapshot went to the blocking pool (no other test sends frames this large).
     assert_eq!(
-        crate::gateway::runs::OFFLOADED.load(std::sync::atomic::Ordering::Relaxed),
+        crate::runs::OFFLOADED.load(std::sync::atomic::Ordering::Relaxed),
         offloaded + 1
     );
     let RunEvent::Values(snapshot) = &events[2] else {

@@ -18,12 +18,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::{StreamExt, stream};
-use im_bridge_channel::Secret;
 use serde_json::{Value, json};
 
 use super::*;
 
-use crate::gateway::ThreadId;
+use crate::ThreadId;
 
 const TOKEN: &str = "internal-token-XYZ";
 const OWNER: &str = "alice@example.com";
@@ -87,7 +86,7 @@ impl Server {
         GatewayConfig {
             langgraph_url: format!("http://{}/api/", self.addr),
             gateway_url: format!("http://{}", self.addr),
-            internal_token: Some(Secret::new(TOKEN)),
+            internal_token: Some(InternalToken::new(TOKEN)),
             ..GatewayConfig::default()
         }
     }
@@ -153,7 +152,7 @@ fn sse(text: &str, chunk: usize, tail: Tail) -> Reply {
     Reply::Sse(chunks, tail)
 }
 
-const SAMPLE: &str = crate::gateway::sse::tests::SAMPLE;
+const SAMPLE: &str = crate::sse::tests::SAMPLE;
 const HEAD: &str = "event: metadata\ndata: {\"run_id\":\"r1\",\"thread_id\":\"t1\"}\n\nevent: messages\ndata: [{\"type\":\"AIMessageChunk\",\"content\":\"Hi\"},{}]\n\n";
 
 /// A server answering every route the client knows with a plausible 200.

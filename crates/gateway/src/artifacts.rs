@@ -15,7 +15,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::client::{Base, GatewayClient, Owner, SEGMENT};
 use super::error::{CallFamily, GatewayError};
-use crate::gateway::ThreadId;
+use crate::ThreadId;
 
 /// Where the agent puts the files it presents; the only directory artifacts are read from.
 pub const OUTPUTS_DIR: &str = "/mnt/user-data/outputs/";

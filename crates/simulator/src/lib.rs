@@ -11,11 +11,11 @@
 //! deterministic agent (no model); tests script runs ([`Script`]) and scripted faults on
 //! other routes ([`Fault`]), which the real Gateway never produces on purpose, and read back
 //! every request ([`RecordedRequest`]). It deliberately shares no code with the gateway
-//! client, so it checks the wire format independently.
+//! client (it depends on no im-bridge crate), so it checks the wire format independently.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
-//! use im_bridge::simulator::{Script, Simulator, SimulatorConfig};
+//! use im_bridge_simulator::{Script, Simulator, SimulatorConfig};
 //! let sim = Simulator::start(SimulatorConfig::default()).await?;
 //! sim.script_next_run(Script::with_answer("Hello!").chunks(2));
 //! println!("LangGraph URL: {}", sim.langgraph_url());
@@ -44,6 +44,9 @@
 //! - `threads`: thread create/get/patch/state and compaction.
 //! - `wire`: ids, timestamps, message dumps and error bodies.
 
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 // Validation helpers and handlers return `Err(Response)` so a refusal answers early with
 // `?`, the usual axum shape; boxing a response on this test server's refusal paths buys
 // nothing.

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::message::{ChunkMetadata, Message, Snapshot};
 use super::sse::SseFrame;
 
-use crate::gateway::ThreadId;
+use crate::ThreadId;
 
 /// Longest exception name kept from an `error` event; longer names are cut.
 const MAX_ERROR_NAME: usize = 128;
@@ -161,9 +161,7 @@ mod tests {
 
     #[test]
     fn decodes_the_sample_stream() {
-        let frames = crate::gateway::sse::tests::parse_chunks([
-            crate::gateway::sse::tests::SAMPLE.as_bytes()
-        ]);
+        let frames = crate::sse::tests::parse_chunks([crate::sse::tests::SAMPLE.as_bytes()]);
         let events: Vec<_> = frames.iter().filter_map(RunEvent::from_frame).collect();
         assert_eq!(events.len(), 7);
         assert_eq!(

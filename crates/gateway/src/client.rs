@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use im_bridge_channel::Secret;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use rand::Rng;
 use reqwest::header::{COOKIE, HeaderMap, HeaderValue};
@@ -29,8 +28,9 @@ use serde_json::Value;
 
 use super::error::{CallFamily, GatewayError, TransportKind, map_status};
 use super::routes::Routes;
+use super::token::InternalToken;
 
-use crate::gateway::ThreadId;
+use crate::ThreadId;
 
 /// Bound on a 2xx JSON body. A `/runs/wait` values dict holds a whole thread state; past
 /// this the response is refused as undecodable rather than buffered.
@@ -55,7 +55,7 @@ pub struct GatewayConfig {
     /// `http://localhost:8001`.
     pub gateway_url: String,
     /// `X-DeerFlow-Internal-Token`; must equal the Gateway's `DEER_FLOW_INTERNAL_AUTH_TOKEN`.
-    pub internal_token: Option<Secret>,
+    pub internal_token: Option<InternalToken>,
     /// Total time for a short call (threads, goal GET/PUT/DELETE, models, memory, skills,
     /// preferences). Default 10 s, as upstream. At the bound the call fails with `Timeout`.
     pub request_timeout: Duration,
