@@ -9,8 +9,9 @@
 //! - `rules`: each rule as a function over (path, text), with a failing snippet per rule;
 //! - `links`: the links of a Markdown file and the anchors of its headings, and which
 //!   links are broken, with failing snippets;
-//! - `skeleton`: the adapter skeleton and the loops between an adapter's modules (issue
-//!   29), with failing snippets.
+//! - `skeleton`: the adapter skeleton and the loops between a crate's top-level modules
+//!   (issue 29; the Gateway client's and the simulator's too, issue 34), with failing
+//!   snippets.
 //!
 //! This file walks the tree, tells test code from production code, and runs each rule over
 //! the files it concerns.
@@ -20,6 +21,7 @@ mod links;
 mod rules;
 mod skeleton;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rules::Violation;
@@ -103,21 +105,22 @@ fn module_dir(path: &str) -> String {
 }
 
 /// Integration tests, benches and the fakes crate: `tests/…`, `benches/…` at the root or in
-/// a crate under `channels/`.
+/// a crate under `channels/` or `crates/`.
 fn in_test_crate_dir(path: &str) -> bool {
     let in_crate = path
         .strip_prefix("channels/")
+        .or_else(|| path.strip_prefix("crates/"))
         .and_then(|p| p.split_once('/'));
     let rest = in_crate.map_or(path, |(_, rest)| rest);
     rest.starts_with("tests/") || rest.starts_with("benches/")
 }
 
-/// Every `.rs` file under `src/`, `channels/`, `tests/` and `benches/`, each marked test-only
-/// or not.
+/// Every `.rs` file under `src/`, `channels/`, `crates/`, `tests/` and `benches/`, each
+/// marked test-only or not.
 fn tree() -> Vec<File> {
     let root = root();
     let mut paths = Vec::new();
-    for dir in ["src", "channels", "tests", "benches"] {
+    for dir in ["src", "channels", "crates", "tests", "benches"] {
         files(&root.join(dir), "rs", &mut paths);
     }
     paths.sort();
@@ -235,6 +238,110 @@ fn entries(dir: &Path, dirs: bool) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// The production code of `text`, comments and literals blanked.
+fn code_only(text: &str) -> String {
+    lexer::blank(&lexer::production(text), |k| k == lexer::Kind::Code)
+}
+
+/// What a crate root (`lib.rs`, code only) re-exports: each name and the module it is
+/// defined in (`pub use goal::{ThreadState, …};` gives `ThreadState` → `goal`).
+fn reexports(lib: &str) -> BTreeMap<String, String> {
+    let mut found = BTreeMap::new();
+    for (at, _) in lib.match_indices("use ") {
+        let before = lib[..at].trim_end();
+        if !(before.ends_with("pub") || before.ends_with("pub(crate)")) {
+            continue;
+        }
+        let statement = &lib[at + "use ".len()..];
+        let statement = &statement[..statement.find(';').unwrap_or(statement.len())];
+        let Some((module, rest)) = statement.split_once("::") else {
+            continue;
+        };
+        for item in rest
+            .trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())
+            .split(',')
+        {
+            let name = item.trim().rsplit("::").next().unwrap_or_default();
+            if !name.is_empty() {
+                found.insert(name.to_owned(), module.trim().to_owned());
+            }
+        }
+    }
+    found
+}
+
+/// `code` with every `crate::Name` that the root re-exports spelled through its module
+/// (`crate::goal::Name`, in a `crate::{…}` group too), so a use through the root counts as
+/// a use of the module that defines the name.
+fn through_root(code: &str, reexports: &BTreeMap<String, String>) -> String {
+    let spelled = |item: &str| {
+        let trimmed = item.trim_start();
+        let end = trimmed
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(trimmed.len());
+        match reexports.get(&trimmed[..end]) {
+            Some(module) => format!("{module}::{trimmed}"),
+            None => trimmed.to_owned(),
+        }
+    };
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        out.push_str(&rest[..at + "crate::".len()]);
+        rest = &rest[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            let items: Vec<String> = group[..end].split(',').map(spelled).collect();
+            out.push('{');
+            out.push_str(&items.join(", "));
+            rest = &group[end..];
+        } else {
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            out.push_str(&spelled(&rest[..end]));
+            rest = &rest[end..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// What the walk saw of the crate in `dir` (from the repository root): its top of `src/`,
+/// README, fixtures and each top-level module's production code (comments and literals
+/// blanked, names used through the root's re-exports spelled through their module).
+fn read_crate<'a>(files: &[File], dir: &'a str) -> skeleton::Crate<'a> {
+    let src = root().join(dir).join("src");
+    let top = entries(&src, false);
+    let lib = format!("{dir}/src/lib.rs");
+    let lib = files.iter().find(|f| f.path == lib);
+    let reexports = lib
+        .map(|f| reexports(&code_only(&f.text)))
+        .unwrap_or_default();
+    let mut modules = BTreeMap::new();
+    for module in top.iter().filter(|m| *m != "lib") {
+        let file = format!("{dir}/src/{module}.rs");
+        let children = format!("{dir}/src/{module}/");
+        let code: String = files
+            .iter()
+            .filter(|f| !f.test_only && (f.path == file || f.path.starts_with(&children)))
+            .map(|f| through_root(&code_only(&f.text), &reexports))
+            .collect();
+        modules.insert(module.clone(), code);
+    }
+    let fixtures =
+        std::fs::read_dir(src.join("../tests/fixtures")).map_or(0, |d| d.flatten().count());
+    skeleton::Crate {
+        name: dir,
+        dirs: entries(&src, true),
+        transports: entries(&src.join("transport"), false),
+        readme: src.join("../README.md").is_file(),
+        fixtures,
+        modules,
+        top,
+    }
+}
+
 /// Issue 29: each adapter crate has the skeleton (`docs/adapter-spec.md`), a README and
 /// fixtures, and its top-level modules use each other without a loop.
 #[test]
@@ -242,33 +349,49 @@ fn adapters_follow_the_skeleton_without_module_loops() {
     let files = tree();
     let crates = adapter_crates();
     assert!(crates.len() >= 5, "{crates:?}");
+    let dirs: Vec<String> = crates
+        .iter()
+        .map(|name| format!("channels/{name}"))
+        .collect();
     let mut found = Vec::new();
-    for name in &crates {
-        let src = root().join("channels").join(name).join("src");
-        let top = entries(&src, false);
-        let mut modules = std::collections::BTreeMap::new();
-        for module in top.iter().filter(|m| *m != "lib") {
-            let file = format!("channels/{name}/src/{module}.rs");
-            let dir = format!("channels/{name}/src/{module}/");
-            let code: String = files
-                .iter()
-                .filter(|f| !f.test_only && (f.path == file || f.path.starts_with(&dir)))
-                .map(|f| lexer::blank(&lexer::production(&f.text), |k| k == lexer::Kind::Code))
-                .collect();
-            modules.insert(module.clone(), code);
-        }
-        let fixtures =
-            std::fs::read_dir(src.join("../tests/fixtures")).map_or(0, |d| d.flatten().count());
-        let krate = skeleton::Crate {
-            name,
-            dirs: entries(&src, true),
-            transports: entries(&src.join("transport"), false),
-            readme: src.join("../README.md").is_file(),
-            fixtures,
-            modules,
-            top,
-        };
+    for dir in &dirs {
+        let krate = read_crate(&files, dir);
         found.extend(skeleton::skeleton(&krate));
+        found.extend(skeleton::module_loops(&krate));
+    }
+    let found: Vec<String> = found.iter().map(ToString::to_string).collect();
+    assert!(found.is_empty(), "\n{}", found.join("\n"));
+}
+
+/// A use of a name the crate root re-exports counts as a use of the module defining it, so
+/// `crate::ThreadState` cannot hide a loop with `goal`.
+#[test]
+fn a_use_through_the_root_counts_as_a_use_of_the_defining_module() {
+    let lib = "mod goal;\npub use goal::{\n    GoalState, ThreadState,\n};\npub(crate) use client::Owner;\n";
+    let map = reexports(lib);
+    assert_eq!(map.get("ThreadState").map(String::as_str), Some("goal"));
+    let code =
+        "use crate::{ThreadState, wire};\nlet o = crate::Owner::new();\nlet s = crate::Simulator;";
+    assert_eq!(
+        through_root(code, &map),
+        "use crate::{goal::ThreadState, wire};\nlet o = crate::client::Owner::new();\nlet s = crate::Simulator;"
+    );
+}
+
+/// Issue 34: the Gateway client and the simulator, crates of their own, have a README and
+/// no loop between their top-level modules either.
+#[test]
+fn the_gateway_and_the_simulator_have_no_module_loops() {
+    let files = tree();
+    let mut found = Vec::new();
+    for dir in ["crates/gateway", "crates/simulator"] {
+        let krate = read_crate(&files, dir);
+        assert!(
+            krate.modules.len() >= 5,
+            "{dir}: {:?}",
+            krate.modules.keys()
+        );
+        assert!(krate.readme, "{dir} has no README");
         found.extend(skeleton::module_loops(&krate));
     }
     let found: Vec<String> = found.iter().map(ToString::to_string).collect();
@@ -316,8 +439,8 @@ fn test_code_is_told_from_production_code() {
     let file = |path: &str| files.iter().find(|f| f.path == path).unwrap();
     for test_only in [
         "src/store/sqlite/tests.rs",
-        "src/gateway/tests.rs",
-        "src/gateway/tests/transport.rs",
+        "crates/gateway/src/tests.rs",
+        "crates/gateway/src/tests/transport.rs",
         "channels/core/src/delivery/recorder.rs",
         "channels/core/src/delivery/split/tests.rs",
         "channels/core/src/webhook/tests/kit.rs",
@@ -341,7 +464,7 @@ fn test_code_is_told_from_production_code() {
             "fn tracked(",
         ),
         (
-            "src/gateway/runs/stream.rs",
+            "crates/gateway/src/runs/stream.rs",
             "RunEvent::from_frame(&frame)",
             "OFFLOADED.fetch_add",
         ),

@@ -28,9 +28,9 @@ pub const OPTIONAL: &[&str] = &["token", "markup", "fuzzing"];
 /// Children of `transport/` that name how events arrive.
 pub const TRANSPORTS: &[&str] = &["ws", "poll", "webhook"];
 
-/// What the walk saw of one adapter crate `channels/<name>`.
+/// What the walk saw of one crate (an adapter, `channels/<name>`, or one of `crates/`).
 pub struct Crate<'a> {
-    /// The directory name.
+    /// The crate's directory from the repository root (`channels/telegram`).
     pub name: &'a str,
     /// The `.rs` files directly under `src/`, without the extension.
     pub top: BTreeSet<String>,
@@ -48,7 +48,7 @@ pub struct Crate<'a> {
 
 fn at(krate: &Crate<'_>, file: &str, what: String) -> Violation {
     Violation {
-        path: format!("channels/{}/{file}", krate.name),
+        path: format!("{}/{file}", krate.name),
         line: 1,
         what,
     }
@@ -172,7 +172,7 @@ mod tests {
         let mut top = set(REQUIRED);
         top.insert("token".into());
         Crate {
-            name: "x",
+            name: "channels/x",
             top,
             dirs: set(&["transport", "api"]),
             transports: set(&["ws", "webhook"]),

@@ -13,9 +13,9 @@ use reqwest::Method;
 use reqwest::header::CONTENT_LENGTH;
 use tokio::io::AsyncWriteExt;
 
-use super::client::{Base, GatewayClient, Owner, SEGMENT};
-use super::error::{CallFamily, GatewayError};
 use crate::ThreadId;
+use crate::client::{Base, GatewayClient, Owner, SEGMENT};
+use crate::error::{CallFamily, GatewayError};
 
 /// Where the agent puts the files it presents; the only directory artifacts are read from.
 pub const OUTPUTS_DIR: &str = "/mnt/user-data/outputs/";

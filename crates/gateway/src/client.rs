@@ -26,9 +26,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::error::{CallFamily, GatewayError, TransportKind, map_status};
-use super::routes::Routes;
-use super::token::InternalToken;
+use crate::error::{CallFamily, GatewayError, TransportKind, map_status};
+use crate::routes::Routes;
+use crate::token::InternalToken;
 
 use crate::ThreadId;
 
@@ -281,22 +281,6 @@ impl GatewayClient {
         self.send("update_thread", CallFamily::Plain, request)
             .await?;
         Ok(())
-    }
-
-    /// `GET {langgraph_url}/threads/{id}/state` (§2.4): the current state values.
-    pub async fn get_thread_state(
-        &self,
-        owner: Option<&Owner>,
-        thread: &ThreadId,
-    ) -> Result<super::ThreadState, GatewayError> {
-        let url = self.thread_url(Base::LangGraph, thread, "/state")?;
-        let request = self
-            .request(Method::GET, &url, owner)?
-            .timeout(self.inner.config.request_timeout);
-        let response = self
-            .send("get_thread_state", CallFamily::Plain, request)
-            .await?;
-        read_json(response, "get_thread_state").await
     }
 
     /// `{base}{path}`; `path` starts with `/`.

@@ -11,8 +11,8 @@
 
 use serde::Deserialize;
 
-use super::message::{ChunkMetadata, Message, Snapshot};
-use super::sse::SseFrame;
+use crate::message::{ChunkMetadata, Message, Snapshot};
+use crate::sse::SseFrame;
 
 use crate::ThreadId;
 

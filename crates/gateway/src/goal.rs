@@ -1,5 +1,5 @@
-//! The goal routes (gateway.md §4.1, §4.5), manual compaction (§4.7) and the typed views
-//! of goal state found in `/state` values (§4.3).
+//! The goal routes (gateway.md §4.1, §4.5), manual compaction (§4.7), a thread's `/state`
+//! (§2.4) and the typed views of goal state found in its values (§4.3).
 //!
 //! The typed structs deliberately leave out the evaluator's free text (`reason`,
 //! `evidence_summary`): status replies show fixed localized phrases per code, so those
@@ -10,9 +10,9 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::client::{Base, GatewayClient, Owner, read_json};
-use super::error::{CallFamily, GatewayError};
-use super::routes::OptionalRoute;
+use crate::client::{Base, GatewayClient, Owner, read_json};
+use crate::error::{CallFamily, GatewayError};
+use crate::routes::OptionalRoute;
 
 use crate::ThreadId;
 
@@ -170,6 +170,23 @@ pub struct CompactOutcome {
 }
 
 impl GatewayClient {
+    /// `GET {langgraph_url}/threads/{id}/state` (§2.4): the current state values, read
+    /// for their goal views.
+    pub async fn get_thread_state(
+        &self,
+        owner: Option<&Owner>,
+        thread: &ThreadId,
+    ) -> Result<ThreadState, GatewayError> {
+        let url = self.thread_url(Base::LangGraph, thread, "/state")?;
+        let request = self
+            .request(Method::GET, &url, owner)?
+            .timeout(self.config().request_timeout);
+        let response = self
+            .send("get_thread_state", CallFamily::Plain, request)
+            .await?;
+        read_json(response, "get_thread_state").await
+    }
+
     /// `GET {gateway_url}/api/threads/{id}/goal`: the active goal, or `None`.
     pub async fn get_goal(
         &self,

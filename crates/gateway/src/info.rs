@@ -5,9 +5,9 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::client::{Base, GatewayClient, Owner, read_json};
-use super::error::{CallFamily, GatewayError};
-use super::routes::{OptionalRoute, Support};
+use crate::client::{Base, GatewayClient, Owner, read_json};
+use crate::error::{CallFamily, GatewayError};
+use crate::routes::{OptionalRoute, Support};
 
 /// Longest language tag accepted from the preferences endpoint (BCP 47 tags are short).
 const MAX_LOCALE_LEN: usize = 35;

@@ -14,7 +14,8 @@
 //! - `goal`: goal routes, `goal/from-chat`, compaction, goal views of state values;
 //! - `info`: models, memory, skills, owner language;
 //! - `uploads`: files for a thread's uploads directory;
-//! - `routes`: the optional routes not every DeerFlow serves, probed and remembered;
+//! - `routes`: the optional routes not every DeerFlow serves, and what is known of them;
+//! - `probe`: asking the Gateway which of them it serves;
 //! - [`event`]: decoding SSE frames into [`RunEvent`]s;
 //! - `message`: the typed [`Message`] and [`Snapshot`] read from `messages` and `values`;
 //! - [`sse`]: the incremental SSE parser (public for the `sse_parse` bench);
@@ -32,6 +33,7 @@ pub mod event;
 mod goal;
 mod info;
 mod message;
+mod probe;
 mod routes;
 mod runs;
 pub mod sse;

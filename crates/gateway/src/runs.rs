@@ -26,8 +26,8 @@ pub use list::RunSummary;
 pub(crate) use stream::OFFLOADED;
 pub use stream::{OFFLOAD_FRAME_BYTES, RunStream};
 
-use super::client::{Base, GatewayClient, Owner, SEGMENT, read_json};
-use super::error::{CallFamily, GatewayError};
+use crate::client::{Base, GatewayClient, Owner, SEGMENT, read_json};
+use crate::error::{CallFamily, GatewayError};
 
 use crate::ThreadId;
 

@@ -10,8 +10,8 @@ use reqwest::Method;
 use reqwest::multipart::{Form, Part};
 use serde::Deserialize;
 
-use super::client::{Base, GatewayClient, Owner, read_json};
-use super::error::{CallFamily, GatewayError};
+use crate::client::{Base, GatewayClient, Owner, read_json};
+use crate::error::{CallFamily, GatewayError};
 
 use crate::ThreadId;
 

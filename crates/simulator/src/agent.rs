@@ -22,12 +22,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::bridge::{RunStream, Tail};
-use super::goal::{GoalEvaluation, GoalOutcome};
-use super::script::{Delivery, ExtraFrame, Failure, GoalEnd, Hold, Script};
-use super::sse::Event;
-use super::state::{RunGuard, RunStatus, Thread};
-use super::{Simulator, wire};
+use crate::bridge::{RunStream, Tail};
+use crate::script::{Delivery, ExtraFrame, Failure, GoalEnd, Hold, Script};
+use crate::sse::Event;
+use crate::state::{GoalEvaluation, GoalOutcome};
+use crate::state::{RunGuard, RunStatus, Thread};
+use crate::{Simulator, wire};
 
 /// What the run needs besides its script.
 #[derive(Debug)]
@@ -561,7 +561,7 @@ async fn pursue_goal(out: &mut Out, script: &Script, mut last_ai: String) -> Res
 
 fn evaluation(
     out: &Out,
-    plan: &super::script::GoalPlan,
+    plan: &crate::script::GoalPlan,
     blocker: &str,
     stand_down_reason: Option<String>,
     count: u32,

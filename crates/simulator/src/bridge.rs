@@ -24,8 +24,8 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::sse;
-use super::wire;
+use crate::sse;
+use crate::wire;
 
 /// Events a run keeps for replay, the Gateway's `stream_bridge.queue_maxsize` default; past
 /// it the oldest event is dropped for each new one.

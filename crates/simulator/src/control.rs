@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::fault::Fault;
-use super::goal::{GoalOutcome, GoalState};
-use super::record::RecordedRequest;
-use super::script::Script;
-use super::state::{RunStatus, Thread};
-use super::{Simulator, SimulatorConfig, wire};
+use crate::fault::Fault;
+use crate::record::RecordedRequest;
+use crate::script::Script;
+use crate::state::{GoalOutcome, GoalState};
+use crate::state::{RunStatus, Thread};
+use crate::{Simulator, SimulatorConfig, wire};
 
 /// A wait ran past its deadline.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -63,7 +63,7 @@ impl Simulator {
     /// `GET …/artifacts/{path}` finds it for calls acting for that user only.
     pub fn put_output(&self, path: impl Into<String>, bytes: impl Into<bytes::Bytes>) {
         let mut state = self.state();
-        if state.outputs.len() >= super::state::MAX_OUTPUTS
+        if state.outputs.len() >= crate::state::MAX_OUTPUTS
             && let Some(old) = state.outputs.keys().next().cloned()
         {
             state.outputs.remove(&old);
@@ -255,9 +255,9 @@ impl Simulator {
             .unwrap_or_default()
     }
 
-    /// Ends a run held with [`Hold::UntilFinished`](super::Hold::UntilFinished) (it then
+    /// Ends a run held with [`Hold::UntilFinished`](crate::Hold::UntilFinished) (it then
     /// finishes normally), or lets one waiting after a chunk
-    /// ([`Script::wait_after_chunk`](super::Script::wait_after_chunk)) go on. False if no
+    /// ([`Script::wait_after_chunk`](crate::Script::wait_after_chunk)) go on. False if no
     /// such run is active.
     pub fn finish_run(&self, run_id: &str) -> bool {
         match self.state().runs.get(run_id) {
@@ -335,7 +335,7 @@ impl Simulator {
     }
 }
 
-fn run_info(run: &super::state::RunEntry) -> RunInfo {
+fn run_info(run: &crate::state::RunEntry) -> RunInfo {
     RunInfo {
         run_id: run.run_id.clone(),
         thread_id: run.thread_id.clone(),

@@ -6,14 +6,14 @@
 //! snapshot does by itself; `docs/gateway-routes.md` says what it does. They are queued on
 //! the simulator and consumed one per matching request, unless made sticky; they are
 //! applied after auth, thread-id validation and the owner check, before the route's own
-//! logic (see `routes::fault`).
+//! logic (see `call::fault`).
 
 use std::time::Duration;
 
 use axum::{http::StatusCode, response::Response};
 use serde_json::{Value, json};
 
-use super::wire;
+use crate::wire;
 
 /// A canned HTTP answer.
 #[derive(Debug, Clone, PartialEq)]

@@ -23,24 +23,25 @@
 //! # }
 //! ```
 //!
-//! Children:
+//! Children (no two of them use each other, even through a third; a source rule checks it):
 //! - `agent`: plays a [`Script`] as a run: frames, history, goal continuations.
 //! - `bridge`: a run's event log (ids, replay, `Last-Event-ID`, gaps), the stream bridge.
+//! - `call`: what the thread routes share (`ThreadCall`: path id, caller, connection, the
+//!   id and owner checks, route faults).
 //! - `conn`: a listener whose connections handlers can cut.
+//! - `consumer`: one HTTP client reading a run's log (`sse_consumer`), with heartbeats.
 //! - `control`: the Rust API tests use: scripting, inspection, request log, waiting.
 //! - `fault`: route faults and canned replies.
-//! - `files`: thread files per user: uploads, agent outputs, the artifacts route.
-//! - `goal`: the goal resource, from-chat and the goal state types.
+//! - `files`: the uploads and artifacts routes.
+//! - `goal`: the goal resource and from-chat.
 //! - `history`: a thread's messages, each serialized once for `values` snapshots.
 //! - `record`: the bounded request log.
-//! - `routes`: the router, the auth/CSRF/recording middleware, what the thread routes share
-//!   (`ThreadCall`: path id, caller, connection, the id and owner checks, route faults) and
-//!   the small GET routes.
+//! - `routes`: the router, the auth/CSRF/recording middleware and the small GET routes.
 //! - `runs`: run request validation and the stream / wait / create handlers.
 //! - `run_routes`: the routes of an existing run: get, join, stream, cancel.
 //! - `script`: the scripting vocabulary.
-//! - `sse`: the event-stream encoder (`sse_consumer`).
-//! - `state`: threads, runs, files and queues behind one lock.
+//! - `sse`: the event-stream frame encoder.
+//! - `state`: threads (their goal and files), runs and queues behind one lock.
 //! - `threads`: thread create/get/patch/state and compaction.
 //! - `wire`: ids, timestamps, message dumps and error bodies.
 
@@ -54,7 +55,9 @@
 
 mod agent;
 mod bridge;
+mod call;
 mod conn;
+mod consumer;
 mod control;
 mod fault;
 mod files;
@@ -86,11 +89,12 @@ use tokio_util::task::TaskTracker;
 pub use bridge::STREAM_BUFFER_EVENTS;
 pub use control::{RunInfo, WaitTimeout};
 pub use fault::{Fault, FaultAction, Reply, ReplyBody, Route};
-pub use files::{MAX_FILE_BYTES, MAX_FILES};
-pub use goal::{GoalEvaluation, GoalOutcome, GoalState};
 pub use record::{MAX_RECORDED_REQUESTS, RecordedBody, RecordedRequest};
 pub use script::{Delivery, ExtraFrame, Failure, GoalEnd, GoalPlan, Hold, Script, WaitBody};
-pub use state::{MAX_FINISHED_RUNS, MAX_RETAINED_STREAM_BYTES, RunStatus};
+pub use state::{
+    GoalEvaluation, GoalOutcome, GoalState, MAX_FILE_BYTES, MAX_FILES, MAX_FINISHED_RUNS,
+    MAX_RETAINED_STREAM_BYTES, RunStatus,
+};
 
 /// A model listed by `GET /api/models` and accepted as `context.model_name`.
 #[derive(Debug, Clone, PartialEq)]

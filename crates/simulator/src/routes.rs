@@ -1,6 +1,7 @@
-//! The router, the middleware every request passes, what the thread routes share
-//! ([`ThreadCall`]), and the small read-only routes (`/api/models`, `/api/memory`,
-//! `/api/skills`, `/api/user-preferences`).
+//! The router, the middleware every request passes, and the small read-only routes
+//! (`/api/models`, `/api/memory`, `/api/skills`, `/api/user-preferences`). What the thread
+//! routes share ([`ThreadCall`](crate::call::ThreadCall)) is in `call.rs`, so the handlers
+//! the router names never reach back into it.
 //!
 //! A path the router does not know answers FastAPI's route-level `404 {"detail":"Not
 //! Found"}` (a known path with another method, 405). The [`ExtraRoute`]s, which the DeerFlow
@@ -10,25 +11,26 @@
 //! The middleware runs in the Gateway's order, with the simulator's extras around it:
 //! record the request → global latency → global HTML failure (as a proxy in front would) →
 //! CSRF (§1.4; the real CSRF middleware runs before auth) → internal token (§1.3) → the route.
-//! Route faults ([`Fault`](super::Fault)) are applied by each handler after its thread-id
-//! validation and owner check, via [`fault`] (or [`ThreadCall::fault`]).
+//! Route faults ([`Fault`](crate::Fault)) are applied by each handler after its thread-id
+//! validation and owner check, via [`fault`](crate::call::fault) (or
+//! [`ThreadCall::fault`](crate::call::ThreadCall::fault)).
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::connect_info::ConnectInfo;
-use axum::extract::{Extension, FromRequestParts, Path, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{any, get, post};
 use serde_json::{Value, json};
 
-use super::conn::{Conn, ConnKill, Dropped};
-use super::fault::{FaultAction, Route};
-use super::record::cookie_value;
-use super::state::{Caller, Lookup, Thread, WriteGuard};
-use super::{ExtraRoute, Simulator, files, goal, run_routes, runs, threads, wire};
+use crate::call::{ThreadCall, fault, unavailable};
+use crate::conn::{Conn, ConnKill, Dropped};
+use crate::fault::Route;
+use crate::record::cookie_value;
+use crate::state::Caller;
+use crate::{ExtraRoute, Simulator, files, goal, run_routes, runs, threads, wire};
 
 /// Request bodies are read whole (to record them) up to this size; larger ones get 413.
 pub(crate) const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -211,161 +213,6 @@ fn csrf_failure(method: &Method, headers: &HeaderMap) -> Option<Response> {
             StatusCode::FORBIDDEN,
             "CSRF token missing. Include X-CSRF-Token header.",
         )),
-    }
-}
-
-/// 503 for requests caught by the simulator shutting down.
-pub(crate) fn unavailable() -> Response {
-    wire::detail(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "Simulator is shutting down",
-    )
-}
-
-/// Applies the first queued fault for `route` (and `thread_id`): waits its delay, then
-/// answers for the route or lets it proceed (`None`). During a delay on a goal write or a
-/// compaction the thread holds a checkpoint write, so runs get 409 meanwhile.
-pub(crate) async fn fault(
-    sim: &Simulator,
-    route: Route,
-    thread_id: Option<&str>,
-    conn: &Conn,
-) -> Option<Response> {
-    let (fault, _write) = {
-        let mut state = sim.state();
-        let fault = state.take_fault(route, thread_id)?;
-        // Marked under the same lock that consumed the fault, so a test that saw the fault
-        // consumed also sees the write in progress.
-        let write = match (route, thread_id) {
-            (Route::GoalPut | Route::GoalDelete | Route::Compact, Some(t))
-                if !fault.delay.is_zero() =>
-            {
-                Some(WriteGuard::new(sim, &mut state, t))
-            }
-            _ => None,
-        };
-        (fault, write)
-    };
-    sim.bump();
-    if !sim.sleep(fault.delay).await {
-        return Some(unavailable());
-    }
-    match fault.action {
-        FaultAction::Proceed => None,
-        FaultAction::Reply(reply) => Some(reply.to_response()),
-        FaultAction::DropConnection => Some(conn.drop_response()),
-    }
-}
-
-/// A request to a `/api/threads/{thread_id}/…` route: the path id, and the caller and
-/// connection the middleware attached, extracted in that order with axum's own rejections.
-/// Handlers check the id and owner, then apply the route fault, through its methods.
-pub(crate) struct ThreadCall {
-    pub sim: Simulator,
-    pub thread_id: String,
-    pub caller: Caller,
-    pub conn: Conn,
-}
-
-impl FromRequestParts<Simulator> for ThreadCall {
-    type Rejection = Response;
-
-    async fn from_request_parts(parts: &mut Parts, sim: &Simulator) -> Result<Self, Response> {
-        let Path(thread_id) = Path::<String>::from_request_parts(parts, sim)
-            .await
-            .map_err(IntoResponse::into_response)?;
-        Self::with_id(parts, sim, thread_id).await
-    }
-}
-
-/// A request to a `/api/threads/{thread_id}/…/{item}` route: the [`ThreadCall`] and the
-/// path's second parameter (a run id, an artifact's path).
-pub(crate) struct ItemCall {
-    pub call: ThreadCall,
-    pub item: String,
-}
-
-impl FromRequestParts<Simulator> for ItemCall {
-    type Rejection = Response;
-
-    async fn from_request_parts(parts: &mut Parts, sim: &Simulator) -> Result<Self, Response> {
-        let Path((thread_id, item)) = Path::<(String, String)>::from_request_parts(parts, sim)
-            .await
-            .map_err(IntoResponse::into_response)?;
-        let call = ThreadCall::with_id(parts, sim, thread_id).await?;
-        Ok(Self { call, item })
-    }
-}
-
-impl ThreadCall {
-    /// The caller and connection the middleware attached, for the path's `thread_id`.
-    async fn with_id(
-        parts: &mut Parts,
-        sim: &Simulator,
-        thread_id: String,
-    ) -> Result<Self, Response> {
-        let Extension(caller) = Extension::<Caller>::from_request_parts(parts, sim)
-            .await
-            .map_err(IntoResponse::into_response)?;
-        let Extension(conn) = Extension::<Conn>::from_request_parts(parts, sim)
-            .await
-            .map_err(IntoResponse::into_response)?;
-        Ok(Self {
-            sim: sim.clone(),
-            thread_id,
-            caller,
-            conn,
-        })
-    }
-
-    /// The 422 for a path id that does not match the thread id pattern.
-    pub(crate) fn check_id(&self) -> Result<(), Response> {
-        if wire::valid_thread_id(&self.thread_id) {
-            Ok(())
-        } else {
-            Err(wire::bad_path_thread_id(&self.thread_id))
-        }
-    }
-
-    /// The 404 for a thread that does not exist or belongs to another owner.
-    pub(crate) fn not_found(&self) -> Response {
-        wire::thread_not_found(&self.thread_id)
-    }
-
-    /// Id check, then the owner check of DeerFlow's read routes (`require_existing=False`):
-    /// whether the thread exists (another owner's thread is a 404, a missing one is left to
-    /// the route).
-    pub(crate) fn exists(&self) -> Result<bool, Response> {
-        self.lookup(|thread| thread.is_some())
-    }
-
-    /// Id check, then the owner check of DeerFlow's write routes (`require_existing=True`):
-    /// 404 when the thread is missing or another owner's.
-    pub(crate) fn found(&self) -> Result<(), Response> {
-        self.read(|_| ())
-    }
-
-    /// [`found`](Self::found), then `f` on the thread under the lock.
-    pub(crate) fn read<R>(&self, f: impl FnOnce(&Thread) -> R) -> Result<R, Response> {
-        self.lookup(|thread| thread.map(f))?
-            .ok_or_else(|| self.not_found())
-    }
-
-    fn lookup<R>(&self, f: impl FnOnce(Option<&Thread>) -> R) -> Result<R, Response> {
-        self.check_id()?;
-        match self.sim.state().visible(&self.thread_id, &self.caller) {
-            Lookup::Denied => Err(self.not_found()),
-            Lookup::Missing => Ok(f(None)),
-            Lookup::Found(thread) => Ok(f(Some(thread))),
-        }
-    }
-
-    /// [`fault`] for `route` on this thread: `Err` with the fault's answer, if it has one.
-    pub(crate) async fn fault(&self, route: Route) -> Result<(), Response> {
-        match fault(&self.sim, route, Some(&self.thread_id), &self.conn).await {
-            Some(answer) => Err(answer),
-            None => Ok(()),
-        }
     }
 }
 

@@ -18,11 +18,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::fault::Route;
-use super::routes::{ItemCall, ThreadCall, unavailable};
-use super::sse::{self, Consumer};
-use super::state::{DisconnectGuard, RunEntry, RunStatus};
-use super::{Simulator, wire};
+use crate::call::{ItemCall, ThreadCall, unavailable};
+use crate::consumer::{self, Consumer};
+use crate::fault::Route;
+use crate::sse;
+use crate::state::{DisconnectGuard, RunEntry, RunStatus};
+use crate::{Simulator, wire};
 
 /// Longest a `wait` cancel waits for the run to stop (the Gateway waits without bound).
 const CANCEL_WAIT: Duration = Duration::from_secs(300);
@@ -259,7 +260,7 @@ fn consume(
         stop: sim.stop_token().clone(),
         guard: DisconnectGuard::new(sim, run_id),
     };
-    Ok(sse::response(consumer, None))
+    Ok(consumer::response(consumer, None))
 }
 
 /// A stream of just `end` (a finished run whose events are gone).

@@ -21,14 +21,14 @@ use axum::response::Response;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::agent::{self, RunSpec};
-use super::bridge::{RunStream, Tail};
-use super::fault::Route;
-use super::routes::{ThreadCall, unavailable};
-use super::script::{Script, WaitBody};
-use super::sse;
-use super::state::{DisconnectGuard, RunEntry, RunGuard, RunStatus};
-use super::{Simulator, wire};
+use crate::agent::{self, RunSpec};
+use crate::bridge::{RunStream, Tail};
+use crate::call::{ThreadCall, unavailable};
+use crate::consumer;
+use crate::fault::Route;
+use crate::script::{Script, WaitBody};
+use crate::state::{DisconnectGuard, RunEntry, RunGuard, RunStatus};
+use crate::{Simulator, wire};
 use validate::{RunRequest, validate};
 
 /// Which route started the run.
@@ -215,7 +215,7 @@ fn register(call: &ThreadCall, kind: Kind, request: RunRequest) -> Result<Starte
 pub(crate) async fn stream(call: ThreadCall, body: Bytes) -> Result<Response, Response> {
     let started = start(&call, Kind::Stream, &body).await?;
     let run_id = started.spec.run_id.clone();
-    let consumer = sse::Consumer {
+    let consumer = consumer::Consumer {
         sub: started.stream.subscribe(None),
         heartbeat: call.sim.heartbeat(),
         stop: call.sim.stop_token().clone(),
@@ -228,7 +228,7 @@ pub(crate) async fn stream(call: ThreadCall, body: Bytes) -> Result<Response, Re
         return Err(unavailable());
     }
     let location = format!("/api/threads/{}/runs/{run_id}", call.thread_id);
-    Ok(sse::response(consumer, Some(&location)))
+    Ok(consumer::response(consumer, Some(&location)))
 }
 
 /// `POST …/runs/wait`: the thread's values once the run's log ended. A client that goes

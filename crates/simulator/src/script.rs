@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::fault::Reply;
+use crate::fault::Reply;
 
 /// How the answer text is spread over `messages` frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

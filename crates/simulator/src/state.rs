@@ -12,21 +12,26 @@
 //! raw header; a thread with no recorded owner (made through the Rust API) is shared.
 //!
 //! Children:
-//! - `run`: run records, the run and disconnect guards, and how long event logs are kept.
+//! - `run`: run records, the run and disconnect guards, and how long event logs are kept;
+//! - `goal`: the goal state types a thread's values hold;
+//! - `files`: the bounded per-user file store.
 
+mod files;
+mod goal;
 mod run;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use serde_json::{Map, Value, json};
 
-use super::fault::{Fault, Route};
-use super::files::Files;
-use super::goal::{GoalOutcome, GoalState};
-use super::history::History;
-use super::script::Script;
-use super::{Simulator, SimulatorConfig, wire};
+use crate::fault::{Fault, Route};
+use crate::history::History;
+use crate::script::Script;
+use crate::{Simulator, SimulatorConfig, wire};
 
+pub(crate) use files::Files;
+pub use files::{MAX_FILE_BYTES, MAX_FILES};
+pub use goal::{GoalEvaluation, GoalOutcome, GoalState};
 pub(crate) use run::{DisconnectGuard, RunEntry, RunGuard};
 pub use run::{MAX_RETAINED_STREAM_BYTES, RunStatus};
 

@@ -17,11 +17,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-use super::conn::Conn;
-use super::fault::Route;
-use super::routes::{ThreadCall, fault};
-use super::state::{Caller, Thread};
-use super::{Simulator, wire};
+use crate::call::{ThreadCall, fault};
+use crate::conn::Conn;
+use crate::fault::Route;
+use crate::state::{Caller, Thread};
+use crate::{Simulator, wire};
 
 /// Metadata keys the Gateway strips on create and update.
 const RESERVED_METADATA: [&str; 3] = ["owner_id", "user_id", "project_id"];

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::super::wire;
+use crate::wire;
 
 /// Keys the run request model declares and DeerFlow supports.
 const SUPPORTED_KEYS: &[&str] = &[

@@ -9,9 +9,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::super::bridge::RunStream;
-use super::super::{Simulator, wire};
 use super::State;
+use crate::bridge::RunStream;
+use crate::{Simulator, wire};
 
 /// Bytes of finished runs' event logs kept for replay (`…/join` after the end); past it the
 /// oldest finished log is forgotten early, and a join of that run answers just `end`, as
