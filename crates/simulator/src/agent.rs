@@ -355,6 +355,8 @@ async fn stream_text(
     Ok(None)
 }
 
+/// Plays `script` as the run: metadata, the scripted extra frames and presented files,
+/// the answer (or the scripted failure), the final values, then the goal loop.
 async fn play(out: &mut Out, script: &Script) -> Result<Ending, Cancelled> {
     let (run_id, thread_id) = (out.spec.run_id.clone(), out.spec.thread_id.clone());
     out.frame(
@@ -365,6 +367,37 @@ async fn play(out: &mut Out, script: &Script) -> Result<Ending, Cancelled> {
     if script.initial_values {
         out.values().await?;
     }
+    extra_frames(out, script).await?;
+    if !script.present_files.is_empty() {
+        present_files(out, script).await?;
+    }
+    let goal = out
+        .sim
+        .state()
+        .threads
+        .get(&thread_id)
+        .and_then(|t| t.goal.clone());
+    let text = script.answer.clone().unwrap_or_else(|| {
+        default_answer(
+            &out.spec.input_text,
+            goal.as_ref().map(|g| g.objective.as_str()),
+        )
+    });
+    let ai_id = script
+        .message_id
+        .clone()
+        .unwrap_or_else(|| format!("lc_run--{}", wire::new_uuid()));
+    if let Some(failure) = stream_text(out, script, &ai_id, &text, true).await? {
+        return Ok(Ending::Failed(failure));
+    }
+    record_answer(out, script, &ai_id, &text);
+    out.values().await?;
+    pursue_goal(out, script, ai_id).await?;
+    Ok(Ending::Done)
+}
+
+/// The script's extra frames, in order, before the answer.
+async fn extra_frames(out: &mut Out, script: &Script) -> Result<(), Cancelled> {
     let event = script.messages_event.clone();
     for frame in &script.extra_frames {
         let id = wire::new_uuid();
@@ -388,49 +421,41 @@ async fn play(out: &mut Out, script: &Script) -> Result<Ending, Cancelled> {
             ExtraFrame::Raw { event, data } => out.frame(event, data.clone()).await?,
         }
     }
-    if !script.present_files.is_empty() {
-        let (ai_id, tool_id) = (format!("lc_run--{}", wire::new_uuid()), wire::new_uuid());
-        let call_id = format!("call_{}", wire::new_uuid());
-        let args = json!({"filepaths": script.present_files});
-        let ai = wire::ai_message(
-            &ai_id,
-            "",
-            vec![wire::tool_call("present_files", args, &call_id)],
-        );
-        let tool = wire::tool_message(
-            &tool_id,
-            "present_files",
-            "Successfully presented files",
-            &call_id,
-        );
-        out.message(&event, ai.clone()).await?;
-        out.message(&event, tool.clone()).await?;
-        let paths = script.present_files.clone();
-        out.update(|t| {
-            t.messages.extend([ai, tool]);
-            t.artifacts.extend(paths);
-        });
-        out.write_outputs(&script.present_files);
-    }
-    let goal = out
-        .sim
-        .state()
-        .threads
-        .get(&thread_id)
-        .and_then(|t| t.goal.clone());
-    let text = script.answer.clone().unwrap_or_else(|| {
-        default_answer(
-            &out.spec.input_text,
-            goal.as_ref().map(|g| g.objective.as_str()),
-        )
+    Ok(())
+}
+
+/// The `present_files` tool call and its result, streamed and kept in the history, and the
+/// files written as the run's outputs.
+async fn present_files(out: &mut Out, script: &Script) -> Result<(), Cancelled> {
+    let event = script.messages_event.clone();
+    let (ai_id, tool_id) = (format!("lc_run--{}", wire::new_uuid()), wire::new_uuid());
+    let call_id = format!("call_{}", wire::new_uuid());
+    let args = json!({"filepaths": script.present_files});
+    let ai = wire::ai_message(
+        &ai_id,
+        "",
+        vec![wire::tool_call("present_files", args, &call_id)],
+    );
+    let tool = wire::tool_message(
+        &tool_id,
+        "present_files",
+        "Successfully presented files",
+        &call_id,
+    );
+    out.message(&event, ai.clone()).await?;
+    out.message(&event, tool.clone()).await?;
+    let paths = script.present_files.clone();
+    out.update(|t| {
+        t.messages.extend([ai, tool]);
+        t.artifacts.extend(paths);
     });
-    let ai_id = script
-        .message_id
-        .clone()
-        .unwrap_or_else(|| format!("lc_run--{}", wire::new_uuid()));
-    if let Some(failure) = stream_text(out, script, &ai_id, &text, true).await? {
-        return Ok(Ending::Failed(failure));
-    }
+    out.write_outputs(&script.present_files);
+    Ok(())
+}
+
+/// The answer in the thread's history (with the clarification call, when scripted) and
+/// the thread's title.
+fn record_answer(out: &mut Out, script: &Script, ai_id: &str, text: &str) {
     let mut tool_calls = Vec::new();
     let mut extra = Vec::new();
     if let Some(question) = &script.clarification {
@@ -449,15 +474,12 @@ async fn play(out: &mut Out, script: &Script) -> Result<Ending, Cancelled> {
         .clone()
         .or_else(|| default_title(&out.spec.input_text));
     out.update(|t| {
-        t.messages.push(wire::ai_message(&ai_id, &text, tool_calls));
+        t.messages.push(wire::ai_message(ai_id, text, tool_calls));
         t.messages.extend(extra);
         if script.title.is_some() || t.title.is_none() {
             t.title = title.or(t.title.take());
         }
     });
-    out.values().await?;
-    pursue_goal(out, script, ai_id).await?;
-    Ok(Ending::Done)
 }
 
 /// The evaluation loop of §4.4, when the thread has a goal.

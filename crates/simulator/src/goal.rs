@@ -11,7 +11,7 @@
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::call::ThreadCall;
 use crate::fault::Route;
@@ -36,34 +36,40 @@ pub(crate) async fn get(call: ThreadCall) -> Result<Response, Response> {
     Ok(goal_body(thread.and_then(|t| t.goal.as_ref())))
 }
 
-/// Validates a PUT body into `(normalised objective, max_continuations)`.
+/// Validates a PUT body into `(normalised objective, max_continuations)`: the model's
+/// entries for both fields at once (422), then the normalised objective's bounds.
 fn parse_put(body: &[u8]) -> Result<(String, u32), Response> {
-    let entry = |kind: &str, field: &str, msg: &str, input: Value, ctx: Option<Value>| {
-        wire::validation_entry(kind, json!(["body", field]), msg, input, ctx)
-    };
-    let obj = match wire::parse_body(body)? {
-        Some(Value::Object(obj)) => obj,
-        None => {
-            return Err(wire::validation(vec![wire::validation_entry(
-                "missing",
-                json!(["body"]),
-                "Field required",
-                Value::Null,
-                None,
-            )]));
-        }
-        Some(other) => {
-            return Err(wire::validation(vec![wire::validation_entry(
-                "model_attributes_type",
-                json!(["body"]),
-                "Input should be a valid dictionary or object to extract fields from",
-                other,
-                None,
-            )]));
-        }
-    };
+    let obj = wire::body_object(body)?;
     let mut errors = Vec::new();
-    let objective = match obj.get("objective") {
+    let objective = objective_field(&obj, &mut errors);
+    let max = max_continuations_field(&obj, &mut errors);
+    let (Some(objective), Some(max), true) = (objective, max, errors.is_empty()) else {
+        return Err(wire::validation(errors));
+    };
+    let objective = wire::normalize_whitespace(&objective);
+    if objective.is_empty() {
+        return Err(wire::detail(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Goal objective must not be empty.",
+        ));
+    }
+    if objective.chars().count() > MAX_OBJECTIVE_CHARS {
+        return Err(wire::detail(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Goal objective must be at most 4000 characters.",
+        ));
+    }
+    Ok((objective, max))
+}
+
+/// A validation entry for the body's `field`.
+fn entry(kind: &str, field: &str, msg: &str, input: Value, ctx: Option<Value>) -> Value {
+    wire::validation_entry(kind, json!(["body", field]), msg, input, ctx)
+}
+
+/// `objective`: a string of 1 to [`MAX_OBJECTIVE_CHARS`] characters, else an entry.
+fn objective_field(obj: &Map<String, Value>, errors: &mut Vec<Value>) -> Option<String> {
+    match obj.get("objective") {
         None => {
             errors.push(entry(
                 "missing",
@@ -105,8 +111,12 @@ fn parse_put(body: &[u8]) -> Result<(String, u32), Response> {
             ));
             None
         }
-    };
-    let max = match obj.get("max_continuations") {
+    }
+}
+
+/// `max_continuations`: an integer in `0..=8` (default 8), else an entry.
+fn max_continuations_field(obj: &Map<String, Value>, errors: &mut Vec<Value>) -> Option<u32> {
+    match obj.get("max_continuations") {
         None => Some(MAX_CONTINUATIONS),
         Some(v) => match v.as_f64().filter(|f| f.fract() == 0.0 && !v.is_boolean()) {
             None => {
@@ -142,24 +152,7 @@ fn parse_put(body: &[u8]) -> Result<(String, u32), Response> {
             // In range 0..=8 and integral, so the conversion is exact.
             Some(n) => Some(n as u32),
         },
-    };
-    let (Some(objective), Some(max), true) = (objective, max, errors.is_empty()) else {
-        return Err(wire::validation(errors));
-    };
-    let objective = wire::normalize_whitespace(&objective);
-    if objective.is_empty() {
-        return Err(wire::detail(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Goal objective must not be empty.",
-        ));
     }
-    if objective.chars().count() > MAX_OBJECTIVE_CHARS {
-        return Err(wire::detail(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Goal objective must be at most 4000 characters.",
-        ));
-    }
-    Ok((objective, max))
 }
 
 /// `PUT …/goal`: replaces the goal (creating the thread if needed).

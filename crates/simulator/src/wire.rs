@@ -430,6 +430,33 @@ pub fn parse_body(bytes: &[u8]) -> Result<Option<Value>, Response> {
         .map_err(|e| json_invalid(&e))
 }
 
+/// The body as a JSON object, or the 422 for a missing body or another JSON value.
+pub(crate) fn body_object(body: &[u8]) -> Result<Map<String, Value>, Response> {
+    match parse_body(body)? {
+        Some(Value::Object(obj)) => Ok(obj),
+        None => {
+            let missing = validation_entry(
+                "missing",
+                json!(["body"]),
+                "Field required",
+                Value::Null,
+                None,
+            );
+            Err(validation(vec![missing]))
+        }
+        Some(other) => {
+            let kind = validation_entry(
+                "model_attributes_type",
+                json!(["body"]),
+                "Input should be a valid dictionary or object to extract fields from",
+                other,
+                None,
+            );
+            Err(validation(vec![kind]))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::wire;
 
@@ -75,38 +75,57 @@ fn entry(kind: &str, field: &str, msg: &str, input: &Value, ctx: Option<Value>) 
     wire::validation_entry(kind, json!(["body", field]), msg, input.clone(), ctx)
 }
 
-/// Validates the body like the Gateway's `extra="forbid"` model.
+/// Validates the body like the Gateway's `extra="forbid"` model: every refusal of the
+/// options, the stream modes and `on_disconnect` at once (422), then the input messages
+/// (400 for the first bad one).
 pub(crate) fn validate(body: &[u8]) -> Result<RunRequest, Response> {
-    let obj = match wire::parse_body(body)? {
-        Some(Value::Object(obj)) => obj,
-        None => {
-            let missing = wire::validation_entry(
-                "missing",
-                json!(["body"]),
-                "Field required",
-                Value::Null,
-                None,
-            );
-            return Err(wire::validation(vec![missing]));
-        }
-        Some(other) => {
-            let kind = wire::validation_entry(
-                "model_attributes_type",
-                json!(["body"]),
-                "Input should be a valid dictionary or object to extract fields from",
-                other,
-                None,
-            );
-            return Err(wire::validation(vec![kind]));
-        }
-    };
+    let obj = wire::body_object(body)?;
     let mut errors = Vec::new();
+    check_options(&obj, &mut errors);
+    let (mode_value, modes) = stream_modes(&obj, &mut errors);
+    let cancel_on_disconnect = cancel_on_disconnect(&obj, &mut errors);
+    if !errors.is_empty() {
+        return Err(wire::validation(errors));
+    }
+    let messages = input_messages(&obj)?;
+    let context_str = |key: &str| {
+        obj.get("context")
+            .and_then(|c| c.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let kwargs = json!({
+        "input": obj.get("input"), "config": obj.get("config"),
+        "context": obj.get("context"), "stream_mode": mode_value,
+    });
+    Ok(RunRequest {
+        assistant_id: obj.get("assistant_id").cloned().unwrap_or(Value::Null),
+        messages,
+        modes,
+        cancel_on_disconnect,
+        interrupts: matches!(
+            obj.get("multitask_strategy").and_then(Value::as_str),
+            Some("interrupt" | "rollback")
+        ),
+        model_name: context_str("model_name"),
+        user_id: context_str("user_id").filter(|u| !u.is_empty()),
+        kwargs,
+        metadata: obj
+            .get("metadata")
+            .filter(|m| m.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({})),
+    })
+}
+
+/// The entries for keys the model forbids and options DeerFlow refuses or limits.
+fn check_options(obj: &Map<String, Value>, errors: &mut Vec<Value>) {
     let unsupported_option = |key: &str, value: &Value| {
         let msg = format!("Run option '{key}' is not supported by DeerFlow");
         let ctx = Some(json!({"option": key}));
         entry("unsupported_run_option", key, &msg, value, ctx)
     };
-    for (key, value) in &obj {
+    for (key, value) in obj {
         if let Some((_, allowed, expected)) = LITERAL_OPTIONS.iter().find(|(k, ..)| k == key) {
             match value {
                 Value::Null => {}
@@ -136,6 +155,11 @@ pub(crate) fn validate(body: &[u8]) -> Result<RunRequest, Response> {
             ));
         }
     }
+}
+
+/// `stream_mode` as given (`null` when absent) and as a list (default `values`), with the
+/// entries for a value of the wrong type or unsupported modes.
+fn stream_modes(obj: &Map<String, Value>, errors: &mut Vec<Value>) -> (Value, Vec<String>) {
     let mode_value = obj.get("stream_mode").cloned().unwrap_or(Value::Null);
     let modes: Vec<String> = match &mode_value {
         Value::Null => vec!["values".to_owned()],
@@ -172,7 +196,12 @@ pub(crate) fn validate(body: &[u8]) -> Result<RunRequest, Response> {
             ctx,
         ));
     }
-    let cancel_on_disconnect = match obj.get("on_disconnect") {
+    (mode_value, modes)
+}
+
+/// `on_disconnect`: `cancel` (the default) or `continue`; another value is an entry.
+fn cancel_on_disconnect(obj: &Map<String, Value>, errors: &mut Vec<Value>) -> bool {
+    match obj.get("on_disconnect") {
         None => true,
         Some(v) if v == "cancel" => true,
         Some(v) if v == "continue" => false,
@@ -182,59 +211,29 @@ pub(crate) fn validate(body: &[u8]) -> Result<RunRequest, Response> {
             errors.push(entry("literal_error", "on_disconnect", msg, v, ctx));
             true
         }
-    };
-    let interrupts = matches!(
-        obj.get("multitask_strategy").and_then(Value::as_str),
-        Some("interrupt" | "rollback")
-    );
-    if !errors.is_empty() {
-        return Err(wire::validation(errors));
     }
-    let messages = match obj.get("input") {
-        Some(Value::Object(input)) => match input.get("messages") {
-            Some(Value::Array(list)) => list
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    convert_message(m).map_err(|reason| {
-                        wire::detail(
-                            StatusCode::BAD_REQUEST,
-                            format!("Invalid message at input.messages[{i}]: {reason}"),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?,
-            _ => Vec::new(),
-        },
-        _ => Vec::new(),
+}
+
+/// `input.messages` converted to stored dumps (none without input), or the 400 naming the
+/// first message that cannot be.
+fn input_messages(obj: &Map<String, Value>) -> Result<Vec<Value>, Response> {
+    let Some(Value::Array(list)) = obj.get("input").and_then(|input| match input {
+        Value::Object(input) => input.get("messages"),
+        _ => None,
+    }) else {
+        return Ok(Vec::new());
     };
-    let context_str = |key: &str| {
-        obj.get("context")
-            .and_then(|c| c.get(key))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
-    let model_name = context_str("model_name");
-    let user_id = context_str("user_id").filter(|u| !u.is_empty());
-    let kwargs = json!({
-        "input": obj.get("input"), "config": obj.get("config"),
-        "context": obj.get("context"), "stream_mode": mode_value,
-    });
-    Ok(RunRequest {
-        assistant_id: obj.get("assistant_id").cloned().unwrap_or(Value::Null),
-        messages,
-        modes,
-        cancel_on_disconnect,
-        interrupts,
-        model_name,
-        user_id,
-        kwargs,
-        metadata: obj
-            .get("metadata")
-            .filter(|m| m.is_object())
-            .cloned()
-            .unwrap_or_else(|| json!({})),
-    })
+    list.iter()
+        .enumerate()
+        .map(|(i, m)| {
+            convert_message(m).map_err(|reason| {
+                wire::detail(
+                    StatusCode::BAD_REQUEST,
+                    format!("Invalid message at input.messages[{i}]: {reason}"),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Converts an input message (`role` or `type`) to the stored LangChain dump.
