@@ -1,6 +1,8 @@
-//! The im-bridge daemon as a library: configuration, the inbound bus, the DeerFlow Gateway
-//! client and simulator, the admin endpoints, the transport supervisor, the daemon that
-//! wires them together, and the operator's tools (`deliveries`, `drain`).
+//! The im-bridge daemon as a library: configuration, the inbound bus, the admin endpoints,
+//! the transport supervisor, the daemon that wires them together, and the operator's tools
+//! (`deliveries`, `drain`). The DeerFlow Gateway client and its simulator are crates of
+//! their own (`crates/gateway`, `crates/simulator`), re-exported here as [`gateway`] and,
+//! with the default `simulator` feature, `simulator`.
 //!
 //! `main.rs` is only the command-line edge; everything it runs lives here so end-to-end
 //! tests can drive the real daemon in-process.
