@@ -33,7 +33,6 @@ use im_bridge_channel::Secret;
 use im_bridge_channel::doctor::{Check, Context, address_free, display_url};
 
 use crate::config::{ChannelSettings, GatewaySettings, Settings, StoreLocation};
-use crate::daemon::open_store;
 use crate::gateway::{
     GatewayClient, GatewayConfig, GatewayError, OptionalRoute, Support, ThreadId,
 };
@@ -310,7 +309,7 @@ async fn store_and_channels(settings: &Settings) -> (Check, Vec<Vec<Check>>) {
 
 /// Opens the store, and writes and releases the doctor lease: the open store.
 async fn store_write(location: &StoreLocation) -> Result<Arc<dyn Store>, StoreError> {
-    let store = open_store(location).await?;
+    let store = location.open().await?;
     let holder = format!("doctor-{}", crate::lease::holder_id());
     let written = async {
         store

@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod budgets;
 pub mod bus;
+pub mod channels;
 pub mod config;
 pub mod daemon;
 pub mod doctor;
@@ -21,10 +22,12 @@ pub mod lease;
 pub mod manager;
 pub mod operator;
 pub mod platforms;
+pub mod policy;
 pub mod retention;
 pub mod state;
 pub mod store;
 pub mod supervisor;
+pub mod telemetry;
 
 /// The DeerFlow Gateway client: the `im-bridge-gateway` crate.
 pub use im_bridge_gateway as gateway;

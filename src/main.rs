@@ -315,7 +315,7 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
             im_bridge::admin::metrics_handle();
             let webhooks = im_bridge_channel::WebhookHost::new();
             let states = im_bridge::state::ChannelStates::new(settings.secret_key.clone());
-            let channels = im_bridge::platforms::build_channels(&settings, &webhooks, &states)?;
+            let channels = im_bridge::channels::build_channels(&settings, &webhooks, &states)?;
             let config = DaemonConfig {
                 webhooks,
                 states,
@@ -418,7 +418,7 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
         .context("starting the Gateway simulator")?;
     let state =
         tempfile::tempdir().context("creating a temporary directory for the demo's state")?;
-    let channel = im_bridge::platforms::demo_channel()?;
+    let channel = im_bridge::channels::demo_channel()?;
     let config = DaemonConfig {
         intake: config::IntakeSettings {
             inbound_queue_maxsize: std::num::NonZeroUsize::new(100)

@@ -51,16 +51,17 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::admin::names;
 use crate::bus::Outbound;
 use crate::config::SessionLayer;
 use crate::gateway::{GatewayClient, Owner};
 use crate::i18n::Catalogs;
+use crate::policy::DEFAULT_MAX_REPLY_MESSAGES;
 use crate::store::Store;
+use crate::telemetry::names;
 
+pub use crate::policy::{BusyPolicy, Queueing};
 pub use bindings::{BindError, Bindings, channel_source, conversation_key};
 pub use owners::{Owners, SINGLE_USER};
-// `BusyPolicy` and `Queueing` are declared below.
 pub use reply::{LocaleSource, Replier};
 pub use run::PLACEHOLDER_DELAY;
 
@@ -98,9 +99,6 @@ pub struct ManagerConfig {
     pub max_event_age: stale::EventAge,
 }
 
-/// The default `bridge.max_reply_messages`.
-pub const DEFAULT_MAX_REPLY_MESSAGES: usize = 10;
-
 impl Default for ManagerConfig {
     fn default() -> Self {
         Self {
@@ -115,48 +113,6 @@ impl Default for ManagerConfig {
             channel_queueing: HashMap::new(),
             journal: journal::JournalConfig::default(),
             max_event_age: stale::EventAge::default(),
-        }
-    }
-}
-
-/// What a chat message meets when its conversation is busy with an earlier one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BusyPolicy {
-    /// Wait its turn (up to a bound), with the localized queued notice.
-    Queue,
-    /// Get DeerFlow's busy reply at once.
-    Reject,
-}
-
-/// A channel's busy policy and its bound.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Queueing {
-    /// `busy_policy`.
-    pub policy: BusyPolicy,
-    /// `max_queued_per_conversation`: chat messages that may wait behind the one being
-    /// handled; the next gets the busy reply.
-    pub max_queued: usize,
-}
-
-impl Queueing {
-    /// The default bound of `max_queued_per_conversation`.
-    pub const DEFAULT_MAX_QUEUED: usize = 3;
-
-    /// How many may wait behind the message being handled.
-    fn limit(self) -> usize {
-        match self.policy {
-            BusyPolicy::Queue => self.max_queued,
-            BusyPolicy::Reject => 0,
-        }
-    }
-}
-
-impl Default for Queueing {
-    fn default() -> Self {
-        Self {
-            policy: BusyPolicy::Queue,
-            max_queued: Self::DEFAULT_MAX_QUEUED,
         }
     }
 }

@@ -9,19 +9,20 @@
 //! - `rules`: each rule as a function over (path, text), with a failing snippet per rule;
 //! - `links`: the links of a Markdown file and the anchors of its headings, and which
 //!   links are broken, with failing snippets;
-//! - `skeleton`: the adapter skeleton and the loops between a crate's top-level modules
-//!   (issue 29; the Gateway client's and the simulator's too, issue 34), with failing
-//!   snippets.
+//! - `skeleton`: the adapter skeleton and the loops between an adapter's modules (issue
+//!   29), with failing snippets;
+//! - `graph`: the module graph of a crate's source directory and its loops (issues 29 and
+//!   34), with failing snippets.
 //!
 //! This file walks the tree, tells test code from production code, and runs each rule over
 //! the files it concerns.
 
+mod graph;
 mod lexer;
 mod links;
 mod rules;
 mod skeleton;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rules::Violation;
@@ -115,12 +116,12 @@ fn in_test_crate_dir(path: &str) -> bool {
     rest.starts_with("tests/") || rest.starts_with("benches/")
 }
 
-/// Every `.rs` file under `src/`, `channels/`, `crates/`, `tests/` and `benches/`, each
+/// Every `.rs` file under `src/`, `crates/`, `channels/`, `tests/` and `benches/`, each
 /// marked test-only or not.
 fn tree() -> Vec<File> {
     let root = root();
     let mut paths = Vec::new();
-    for dir in ["src", "channels", "crates", "tests", "benches"] {
+    for dir in ["src", "crates", "channels", "tests", "benches"] {
         files(&root.join(dir), "rs", &mut paths);
     }
     paths.sort();
@@ -206,6 +207,11 @@ fn no_user_facing_sentence_outside_the_catalogs() {
     check(rules::no_user_facing_sentence);
 }
 
+#[test]
+fn no_production_function_over_100_lines() {
+    check(rules::no_long_function);
+}
+
 /// The adapter crates under `channels/`: all but the kit (`core`) and the console, which
 /// has no platform API to hold a client, a model or a transport for.
 fn adapter_crates() -> Vec<String> {
@@ -238,110 +244,6 @@ fn entries(dir: &Path, dirs: bool) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
-/// The production code of `text`, comments and literals blanked.
-fn code_only(text: &str) -> String {
-    lexer::blank(&lexer::production(text), |k| k == lexer::Kind::Code)
-}
-
-/// What a crate root (`lib.rs`, code only) re-exports: each name and the module it is
-/// defined in (`pub use goal::{ThreadState, …};` gives `ThreadState` → `goal`).
-fn reexports(lib: &str) -> BTreeMap<String, String> {
-    let mut found = BTreeMap::new();
-    for (at, _) in lib.match_indices("use ") {
-        let before = lib[..at].trim_end();
-        if !(before.ends_with("pub") || before.ends_with("pub(crate)")) {
-            continue;
-        }
-        let statement = &lib[at + "use ".len()..];
-        let statement = &statement[..statement.find(';').unwrap_or(statement.len())];
-        let Some((module, rest)) = statement.split_once("::") else {
-            continue;
-        };
-        for item in rest
-            .trim_matches(|c: char| c == '{' || c == '}' || c.is_whitespace())
-            .split(',')
-        {
-            let name = item.trim().rsplit("::").next().unwrap_or_default();
-            if !name.is_empty() {
-                found.insert(name.to_owned(), module.trim().to_owned());
-            }
-        }
-    }
-    found
-}
-
-/// `code` with every `crate::Name` that the root re-exports spelled through its module
-/// (`crate::goal::Name`, in a `crate::{…}` group too), so a use through the root counts as
-/// a use of the module that defines the name.
-fn through_root(code: &str, reexports: &BTreeMap<String, String>) -> String {
-    let spelled = |item: &str| {
-        let trimmed = item.trim_start();
-        let end = trimmed
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(trimmed.len());
-        match reexports.get(&trimmed[..end]) {
-            Some(module) => format!("{module}::{trimmed}"),
-            None => trimmed.to_owned(),
-        }
-    };
-    let mut out = String::with_capacity(code.len());
-    let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        out.push_str(&rest[..at + "crate::".len()]);
-        rest = &rest[at + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let end = group.find('}').unwrap_or(group.len());
-            let items: Vec<String> = group[..end].split(',').map(spelled).collect();
-            out.push('{');
-            out.push_str(&items.join(", "));
-            rest = &group[end..];
-        } else {
-            let end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(rest.len());
-            out.push_str(&spelled(&rest[..end]));
-            rest = &rest[end..];
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// What the walk saw of the crate in `dir` (from the repository root): its top of `src/`,
-/// README, fixtures and each top-level module's production code (comments and literals
-/// blanked, names used through the root's re-exports spelled through their module).
-fn read_crate<'a>(files: &[File], dir: &'a str) -> skeleton::Crate<'a> {
-    let src = root().join(dir).join("src");
-    let top = entries(&src, false);
-    let lib = format!("{dir}/src/lib.rs");
-    let lib = files.iter().find(|f| f.path == lib);
-    let reexports = lib
-        .map(|f| reexports(&code_only(&f.text)))
-        .unwrap_or_default();
-    let mut modules = BTreeMap::new();
-    for module in top.iter().filter(|m| *m != "lib") {
-        let file = format!("{dir}/src/{module}.rs");
-        let children = format!("{dir}/src/{module}/");
-        let code: String = files
-            .iter()
-            .filter(|f| !f.test_only && (f.path == file || f.path.starts_with(&children)))
-            .map(|f| through_root(&code_only(&f.text), &reexports))
-            .collect();
-        modules.insert(module.clone(), code);
-    }
-    let fixtures =
-        std::fs::read_dir(src.join("../tests/fixtures")).map_or(0, |d| d.flatten().count());
-    skeleton::Crate {
-        name: dir,
-        dirs: entries(&src, true),
-        transports: entries(&src.join("transport"), false),
-        readme: src.join("../README.md").is_file(),
-        fixtures,
-        modules,
-        top,
-    }
-}
-
 /// Issue 29: each adapter crate has the skeleton (`docs/adapter-spec.md`), a README and
 /// fixtures, and its top-level modules use each other without a loop.
 #[test]
@@ -349,13 +251,32 @@ fn adapters_follow_the_skeleton_without_module_loops() {
     let files = tree();
     let crates = adapter_crates();
     assert!(crates.len() >= 5, "{crates:?}");
-    let dirs: Vec<String> = crates
-        .iter()
-        .map(|name| format!("channels/{name}"))
-        .collect();
     let mut found = Vec::new();
-    for dir in &dirs {
-        let krate = read_crate(&files, dir);
+    for name in &crates {
+        let src = root().join("channels").join(name).join("src");
+        let top = entries(&src, false);
+        let mut modules = std::collections::BTreeMap::new();
+        for module in top.iter().filter(|m| *m != "lib") {
+            let file = format!("channels/{name}/src/{module}.rs");
+            let dir = format!("channels/{name}/src/{module}/");
+            let code: String = files
+                .iter()
+                .filter(|f| !f.test_only && (f.path == file || f.path.starts_with(&dir)))
+                .map(|f| lexer::blank(&lexer::production(&f.text), |k| k == lexer::Kind::Code))
+                .collect();
+            modules.insert(module.clone(), code);
+        }
+        let fixtures =
+            std::fs::read_dir(src.join("../tests/fixtures")).map_or(0, |d| d.flatten().count());
+        let krate = skeleton::Crate {
+            name,
+            dirs: entries(&src, true),
+            transports: entries(&src.join("transport"), false),
+            readme: src.join("../README.md").is_file(),
+            fixtures,
+            modules,
+            top,
+        };
         found.extend(skeleton::skeleton(&krate));
         found.extend(skeleton::module_loops(&krate));
     }
@@ -363,38 +284,59 @@ fn adapters_follow_the_skeleton_without_module_loops() {
     assert!(found.is_empty(), "\n{}", found.join("\n"));
 }
 
-/// A use of a name the crate root re-exports counts as a use of the module defining it, so
-/// `crate::ThreadState` cannot hide a loop with `goal`.
-#[test]
-fn a_use_through_the_root_counts_as_a_use_of_the_defining_module() {
-    let lib = "mod goal;\npub use goal::{\n    GoalState, ThreadState,\n};\npub(crate) use client::Owner;\n";
-    let map = reexports(lib);
-    assert_eq!(map.get("ThreadState").map(String::as_str), Some("goal"));
-    let code =
-        "use crate::{ThreadState, wire};\nlet o = crate::Owner::new();\nlet s = crate::Simulator;";
-    assert_eq!(
-        through_root(code, &map),
-        "use crate::{goal::ThreadState, wire};\nlet o = crate::client::Owner::new();\nlet s = crate::Simulator;"
-    );
+/// The source directories of the daemon and of the crates it is split into: `src/` and each
+/// `crates/<name>/src/` (none while `crates/` does not exist).
+fn crate_roots() -> Vec<String> {
+    let mut roots = vec!["src/".to_owned()];
+    let crates = std::fs::read_dir(root().join("crates"));
+    let mut names: Vec<String> = crates
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join("src").is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    roots.extend(names.iter().map(|n| format!("crates/{n}/src/")));
+    roots
 }
 
-/// Issue 34: the Gateway client and the simulator, crates of their own, have a README and
-/// no loop between their top-level modules either.
-#[test]
-fn the_gateway_and_the_simulator_have_no_module_loops() {
+/// The loops among sibling modules in every directory of [`crate_roots`], production code
+/// only, by directory.
+fn daemon_module_loops() -> std::collections::BTreeMap<String, Vec<(String, String)>> {
     let files = tree();
-    let mut found = Vec::new();
-    for dir in ["crates/gateway", "crates/simulator"] {
-        let krate = read_crate(&files, dir);
-        assert!(
-            krate.modules.len() >= 5,
-            "{dir}: {:?}",
-            krate.modules.keys()
-        );
-        assert!(krate.readme, "{dir} has no README");
-        found.extend(skeleton::module_loops(&krate));
-    }
-    let found: Vec<String> = found.iter().map(ToString::to_string).collect();
+    let codes: Vec<(&str, String)> = files
+        .iter()
+        .filter(|f| !f.test_only)
+        .map(|f| {
+            let code = lexer::blank(&lexer::production(&f.text), |k| k == lexer::Kind::Code);
+            (f.path.as_str(), code)
+        })
+        .collect();
+    let sources: Vec<graph::Source<'_>> = codes
+        .iter()
+        .map(|(path, code)| graph::Source { path, code })
+        .collect();
+    crate_roots()
+        .iter()
+        .flat_map(|root| graph::loops_below(root, &sources))
+        .collect()
+}
+
+/// Issue 34: no module of the daemon (`src/`, and `crates/*/src/`) reaches back to itself
+/// through its siblings, at the top or inside a module directory; [`graph::LOOPS_ALLOWED`]
+/// lists the directories being untangled on another branch.
+#[test]
+fn no_module_loop_in_the_daemon_or_its_crates() {
+    let found: Vec<String> = daemon_module_loops()
+        .into_iter()
+        .filter(|(dir, _)| !graph::LOOPS_ALLOWED.iter().any(|(d, _)| d == dir))
+        .flat_map(|(dir, pairs)| {
+            pairs
+                .into_iter()
+                .map(move |(a, b)| format!("{dir}: `{a}` and `{b}` use each other"))
+        })
+        .collect();
     assert!(found.is_empty(), "\n{}", found.join("\n"));
 }
 
@@ -508,5 +450,15 @@ fn allow_list_entries_are_live() {
     }
     for path in TEST_SUPPORT {
         assert!(files.iter().any(|f| f.path == *path), "stale: {path}");
+    }
+    for (path, name) in rules::LONG_FUNCTIONS_ALLOWED {
+        let long = rules::function_lengths(&production(path))
+            .into_iter()
+            .any(|(n, _, lines)| n == *name && lines > rules::MAX_FUNCTION_LINES);
+        assert!(long, "stale: {path}: `{name}` is no longer over the limit");
+    }
+    let loops = daemon_module_loops();
+    for (dir, _) in graph::LOOPS_ALLOWED {
+        assert!(loops.contains_key(*dir), "stale: {dir} has no module loop");
     }
 }

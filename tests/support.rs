@@ -349,7 +349,7 @@ pub fn build_context(webhooks: im_bridge_channel::WebhookHost) -> im_bridge_chan
     im_bridge_channel::BuildContext::new(
         AllowedUsers::Anyone,
         im_bridge::manager::commands::vocabulary(),
-        im_bridge::i18n::command_menu(&Catalogs::embedded().unwrap()),
+        im_bridge::channels::command_menu(&Catalogs::embedded().unwrap()),
         webhooks,
     )
 }

@@ -84,6 +84,7 @@ use tokio_util::task::TaskTracker;
 
 use self::retry::give_up;
 use crate::bus::{Hooks, Landed, Outbound};
+use crate::policy::DEFAULT_FINAL_RETRY_HOURS;
 use crate::store::{
     DedupeKey, JournalRecord, JournalState, Journaled, PendingFinal, Store, unix_millis,
 };
@@ -101,9 +102,6 @@ pub struct JournalConfig {
     /// How long a final that cannot be delivered is retried (`bridge.final_retry_hours`).
     pub final_retry: Duration,
 }
-
-/// The default `bridge.final_retry_hours`.
-pub const DEFAULT_FINAL_RETRY_HOURS: u64 = 6;
 
 impl Default for JournalConfig {
     fn default() -> Self {

@@ -24,9 +24,9 @@ use tracing::Instrument;
 
 use super::journal::Entry;
 use super::{Disposition, Manager, Place, dedupe, run};
-use crate::admin::names;
 use crate::gateway::{GatewayError, ThreadId};
 use crate::store::JournalState;
+use crate::telemetry::names;
 
 impl Manager {
     /// Starts finishing each claimed entry (oldest first, so each conversation keeps its

@@ -20,10 +20,10 @@ use super::params::{self, Layers, TurnFlags};
 use super::stream::{Accumulator, Throttle};
 use super::turn::Turn;
 use super::{BindError, Disposition, Inner, conversation_key};
-use crate::admin::names;
 use crate::gateway::ThreadId;
 use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest};
 use crate::i18n::{Arg, msg as m};
+use crate::telemetry::names;
 
 mod followed;
 mod handoff;

@@ -110,7 +110,7 @@ fn platform_lines(path: &str, text: &str, allowed: &[(&str, &str)], who: &str) -
 }
 
 /// Platform names `src/` may keep outside the registry: (file, text on the line). None: the
-/// demo builds its channel through the registry (`platforms::demo_channel`), and the
+/// demo builds its channel through the registry (`channels::demo_channel`), and the
 /// command line's `--help` names no platform.
 pub const PLATFORMS_ALLOWED: &[(&str, &str)] = &[];
 
@@ -436,6 +436,75 @@ pub fn no_user_facing_sentence(path: &str, text: &str) -> Vec<Violation> {
         .collect()
 }
 
+/// The most lines a production function may take, from its `fn` to its closing brace,
+/// lines holding only a comment or nothing left out (issue 34).
+pub const MAX_FUNCTION_LINES: usize = 100;
+
+/// Production functions that may still be longer, each being split on another branch:
+/// (file, function name). The liveness check (`allow_list_entries_are_live`) flags an
+/// entry once its function is short or gone, and then the entry goes.
+pub const LONG_FUNCTIONS_ALLOWED: &[(&str, &str)] = &[
+    // Being split on branch issue34-manager (`Manager::handle` as stages).
+    ("src/manager.rs", "run"),
+    ("src/manager.rs", "handle_turn"),
+    ("src/manager/run.rs", "publish_final"),
+    // Being split on branch issue29-kit.
+    ("channels/slack/src/transport/ws.rs", "serve_one"),
+    ("channels/wechat/src/config.rs", "validate"),
+    ("channels/wechat/src/transport/poll.rs", "run"),
+];
+
+/// The Rust source a crate compiles into its library or binary: `src/` of the daemon and
+/// `src/` of each crate under `crates/` and `channels/`.
+fn in_crate_source(path: &str) -> bool {
+    path.starts_with("src/")
+        || ["crates/", "channels/"].iter().any(|dir| {
+            path.strip_prefix(dir)
+                .and_then(|p| p.split_once('/'))
+                .is_some_and(|(_, rest)| rest.starts_with("src/"))
+        })
+}
+
+/// Every function with a body in `text`'s production code: (name, line of its `fn`, lines
+/// of code from its `fn` to its closing brace, blank and comment-only lines left out).
+pub fn function_lengths(text: &str) -> Vec<(String, usize, usize)> {
+    let production = lexer::production(text);
+    let code = lexer::blank(&production, |k| k == Kind::Code);
+    let counted = code_and_literals(text);
+    lexer::functions(&code)
+        .into_iter()
+        .map(|f| {
+            let lines = counted[f.range.clone()]
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .count();
+            (f.name, lexer::line_of(text, f.range.start), lines)
+        })
+        .collect()
+}
+
+/// Issue 34: no production function over [`MAX_FUNCTION_LINES`] lines of code, outside
+/// [`LONG_FUNCTIONS_ALLOWED`]; a long one reads as named steps instead.
+pub fn no_long_function(path: &str, text: &str) -> Vec<Violation> {
+    if !in_crate_source(path) {
+        return vec![];
+    }
+    function_lengths(text)
+        .into_iter()
+        .filter(|(name, _, lines)| {
+            *lines > MAX_FUNCTION_LINES
+                && !LONG_FUNCTIONS_ALLOWED.contains(&(path, name.as_str()))
+        })
+        .map(|(name, line, lines)| Violation {
+            path: path.to_owned(),
+            line,
+            what: format!(
+                "`{name}` has {lines} lines of code (at most {MAX_FUNCTION_LINES}): split it into named steps"
+            ),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -555,5 +624,26 @@ mod tests {
             lines(no_user_facing_sentence("src/store/sqlite/db.rs", prose)),
             [1]
         );
+    }
+
+    #[test]
+    fn a_long_production_function_fails() {
+        let body = |n: usize| "    step();\n    // a comment\n\n".repeat(n);
+        let text = format!(
+            "fn short() {{\n{}}}\nfn long() {{\n{}}}\n#[cfg(test)]\nmod tests {{\n    fn long_test() {{\n{}    }}\n}}\n",
+            body(98),
+            body(99),
+            body(200)
+        );
+        let found = no_long_function("src/x.rs", &text);
+        let whats: Vec<&str> = found.iter().map(|v| v.what.as_str()).collect();
+        assert_eq!(
+            whats,
+            ["`long` has 101 lines of code (at most 100): split it into named steps"]
+        );
+        assert_eq!(found[0].line, 2 + 3 * 98 + 1);
+        assert!(no_long_function("tests/x.rs", &text).is_empty());
+        assert!(no_long_function("channels/core/tests/x.rs", &text).is_empty());
+        assert_eq!(no_long_function("crates/gateway/src/x.rs", &text).len(), 1);
     }
 }

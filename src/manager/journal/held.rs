@@ -18,9 +18,9 @@
 use im_bridge_channel::{InboundMessage, OutboundMessage};
 
 use super::{Entry, Journal, Progress, remove};
-use crate::admin::names;
 use crate::bus::{AfterShown, Landed};
 use crate::store::{JournalState, Journaled, PendingFinal};
+use crate::telemetry::names;
 
 /// The outbound metadata key of the line a final opens with if it is held for a later
 /// message (the manager sets it on every final of a channel with a reply window).

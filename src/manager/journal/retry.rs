@@ -17,9 +17,9 @@ use im_bridge_channel::{ChannelError, RESUME_MESSAGE_KEY};
 use tokio::sync::Notify;
 
 use super::{Entry, Journal, Shared, relock, remove};
-use crate::admin::names;
 use crate::bus::{AfterShown, Landed};
 use crate::store::{GAVE_UP_KEPT, JournalRecord, JournalState, PendingFinal, unix_millis};
+use crate::telemetry::names;
 
 /// The first wait before a pending final is tried again; it doubles up to
 /// [`RETRY_MAX_WAIT`].

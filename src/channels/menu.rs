@@ -2,12 +2,13 @@
 //!
 //! The entries are the commands of `manager::commands`' table that have a menu
 //! description, in table order; this module only localizes them. It reads the table (plain
-//! data) rather than the table calling into localization, so `command_menu` stays where
-//! the daemon and the tests already build the menu from the catalogs.
+//! data) rather than the table calling into localization, and lives with channel building
+//! rather than in `i18n` (where it was), so the catalogs depend on no part of the daemon
+//! (issue 34: the manager localizes its replies through them).
 
 use im_bridge_channel::{CommandMenu, MenuEntry};
 
-use super::{Catalogs, Locale};
+use crate::i18n::{Catalogs, Locale};
 use crate::manager::commands::TABLE;
 
 fn entries(catalogs: &Catalogs, locale: &Locale) -> Vec<MenuEntry> {
