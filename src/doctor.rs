@@ -123,12 +123,9 @@ fn secrets(settings: &Settings) -> Vec<Secret> {
 /// answer).
 async fn gateway_checks(settings: &GatewaySettings) -> Vec<Check> {
     let config = GatewayConfig {
-        langgraph_url: settings.langgraph_url.clone(),
-        gateway_url: settings.gateway_url.clone(),
-        internal_token: settings.internal_token.clone(),
         request_timeout: GATEWAY_TIMEOUT,
         connect_timeout: GATEWAY_TIMEOUT,
-        ..GatewayConfig::default()
+        ..settings.client_config()
     };
     let client = match GatewayClient::new(config) {
         Ok(client) => client,

@@ -381,8 +381,8 @@ fn test_code_is_told_from_production_code() {
     let file = |path: &str| files.iter().find(|f| f.path == path).unwrap();
     for test_only in [
         "src/store/sqlite/tests.rs",
-        "src/gateway/tests.rs",
-        "src/gateway/tests/transport.rs",
+        "crates/gateway/src/tests.rs",
+        "crates/gateway/src/tests/transport.rs",
         "channels/core/src/delivery/recorder.rs",
         "channels/core/src/delivery/split/tests.rs",
         "channels/core/src/webhook/tests/kit.rs",
@@ -406,7 +406,7 @@ fn test_code_is_told_from_production_code() {
             "fn tracked(",
         ),
         (
-            "src/gateway/runs/stream.rs",
+            "crates/gateway/src/runs/stream.rs",
             "RunEvent::from_frame(&frame)",
             "OFFLOADED.fetch_add",
         ),

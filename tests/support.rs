@@ -542,7 +542,7 @@ pub fn daemon_config(
             internal_token: sim
                 .config()
                 .internal_token
-                .map(im_bridge_channel::Secret::new),
+                .map(im_bridge::gateway::InternalToken::new),
             from_chat_timeout: options.from_chat_timeout,
             ..GatewayConfig::default()
         },

@@ -77,6 +77,22 @@ pub struct GatewaySettings {
     pub goal_from_chat_timeout: Duration,
 }
 
+impl GatewaySettings {
+    /// The Gateway client's configuration: these URLs, the token (as the client's own
+    /// redacted type, so the client crate needs no chat-side crate) and the from-chat
+    /// timeout; every other bound at the client's default.
+    pub fn client_config(&self) -> crate::gateway::GatewayConfig {
+        let token = |t: &Secret| crate::gateway::InternalToken::new(t.expose());
+        crate::gateway::GatewayConfig {
+            langgraph_url: self.langgraph_url.clone(),
+            gateway_url: self.gateway_url.clone(),
+            internal_token: self.internal_token.as_ref().map(token),
+            from_chat_timeout: self.goal_from_chat_timeout,
+            ..crate::gateway::GatewayConfig::default()
+        }
+    }
+}
+
 /// Intake bounds.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct IntakeSettings {
