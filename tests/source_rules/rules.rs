@@ -444,10 +444,6 @@ pub const MAX_FUNCTION_LINES: usize = 100;
 /// (file, function name). The liveness check (`allow_list_entries_are_live`) flags an
 /// entry once its function is short or gone, and then the entry goes.
 pub const LONG_FUNCTIONS_ALLOWED: &[(&str, &str)] = &[
-    // Being split on branch issue34-manager (`Manager::handle` as stages).
-    ("src/manager.rs", "run"),
-    ("src/manager.rs", "handle_turn"),
-    ("src/manager/run.rs", "publish_final"),
     // Being split on branch issue29-kit.
     ("channels/slack/src/transport/ws.rs", "serve_one"),
     ("channels/wechat/src/config.rs", "validate"),

@@ -27,6 +27,7 @@ pub fn reply_target(m: &InboundMessage) -> SendTarget<'_> {
         chat_kind: m.chat_kind,
         reply_to: m.thread_ts.as_ref(),
         metadata: &m.metadata,
+        hints: im_bridge_channel::DeliveryHints::NONE,
         source_at: None,
     }
 }

@@ -11,6 +11,7 @@ fn target<'a>(
         chat_kind: im_bridge_channel::ChatKind::Group,
         reply_to: None,
         metadata,
+        hints: im_bridge_channel::DeliveryHints::NONE,
         source_at: None,
     }
 }

@@ -34,6 +34,7 @@ fn target<'a>(m: &'a InboundMessage, metadata: &'a Map<String, Value>) -> SendTa
         chat_kind: m.chat_kind,
         reply_to: m.thread_ts.as_ref(),
         metadata,
+        hints: im_bridge_channel::DeliveryHints::NONE,
         source_at: None,
     }
 }
