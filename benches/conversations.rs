@@ -36,10 +36,11 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use im_bridge::channels::command_menu;
 use im_bridge::config::{IntakeSettings, StoreLocation};
 use im_bridge::daemon::{self, DaemonConfig, DaemonError, DaemonExit};
-use im_bridge::gateway::{GatewayClient, GatewayConfig, RunRequest};
-use im_bridge::i18n::{Catalogs, command_menu};
+use im_bridge::gateway::{GatewayClient, GatewayConfig, InternalToken, RunRequest};
+use im_bridge::i18n::Catalogs;
 use im_bridge::manager::ManagerConfig;
 use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
 use im_bridge_channel::{AllowedUsers, BuildContext, Channel, Secret, WebhookHost};
@@ -381,7 +382,7 @@ fn gateway_config(sim: &RunningSimulator) -> GatewayConfig {
     GatewayConfig {
         langgraph_url: sim.langgraph_url(),
         gateway_url: sim.gateway_url(),
-        internal_token: sim.config().internal_token.clone().map(Secret::new),
+        internal_token: sim.config().internal_token.clone().map(InternalToken::new),
         ..GatewayConfig::default()
     }
 }

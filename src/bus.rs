@@ -35,7 +35,7 @@ use im_bridge_channel::{
     MessageId, OutboundMessage, Reaction, RetryPolicy,
 };
 
-use crate::admin::names;
+use crate::telemetry::names;
 
 use lanes::Lanes;
 pub use lanes::{AfterShown, Hooks, Landed, MAX_PENDING_REPLIES};

@@ -1,14 +1,23 @@
 //! The daemon: builds every part from validated settings, runs them, and stops them in
 //! order.
 //!
-//! Start: catalogs → store → Gateway client → bounded inbound queue → manager → admin
-//! endpoints → webhook listeners → channel transports. Stop (on a signal, or when the console's input ended):
-//! the manager drains first (admission closes, admitted work finishes within the grace
-//! period), then the delivery lanes flush (replies waiting for their chat's write budget,
-//! again within the grace period), *then* the transports stop, so a reply already under way
-//! still lands; then the
-//! webhook listeners (requests in flight get 5 s); the admin endpoints go
-//! last and the store is closed.
+//! [`run`] is a list of phases, each a function below:
+//!
+//! 1. *open* (`Parts::open`): catalogs → store (the channels' state attached) → Gateway
+//!    client → delivery lanes (paced within the rate budgets) → manager;
+//! 2. the bounded inbound queue; *serve admin* (`serve_admin`) and the "too busy" notices
+//!    for messages the full queue refused (`answer_refusals`);
+//! 3. *start the manager* (`RunningManager::start`) and its upkeep beside it (retention,
+//!    the Gateway's optional routes: `start_upkeep`);
+//! 4. the webhook listeners, then the channel transports, each under its supervisor
+//!    (`Transports::start`);
+//! 5. *wait* (`wait`) for a signal, a drain, or a channel's input ending;
+//! 6. *stop* (`stop`), in this order: the manager drains first (admission closes, admitted
+//!    work finishes within the grace period), then the delivery lanes flush (replies
+//!    waiting for their chat's write budget, again within the grace period), *then* the
+//!    transports stop, so a reply already under way still lands; then the webhook
+//!    listeners (requests in flight get 5 s); the admin endpoints and the other background
+//!    tasks go last and the store is closed.
 //!
 //! A drain (issue 33: SIGUSR1, `im-bridge drain`, `POST /admin/drain`) stops the same
 //! way, except that the retries of pending deliveries are held at once (they stay in the
@@ -31,13 +40,14 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use im_bridge_channel::budget::TokenSource;
 use im_bridge_channel::{
-    Channel, ChannelExit, InboundMessage, Secret, WebhookError, WebhookHost, inbound_queue,
+    Channel, ChannelExit, InboundMessage, InboundQueue, InboundSink, RunningHost, Secret,
+    WebhookError, WebhookHost, inbound_queue,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admin::{self, AdminState, GatewayProbe, Operator, names};
+use crate::admin::{self, AdminState, GatewayProbe, Operator};
 use crate::budgets::{self, BudgetOverrides, StoreTokens};
 use crate::bus::{MAX_PENDING_REPLIES, Outbound};
 use crate::config::{IntakeSettings, StoreLocation};
@@ -46,8 +56,9 @@ use crate::i18n::{Catalogs, I18nError, msg};
 use crate::lease::{self, Lease, Standby};
 use crate::manager::{DrainReport, Manager, ManagerConfig, Replier};
 use crate::state::ChannelStates;
-use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
+use crate::store::{Store, StoreError};
 use crate::supervisor::{Supervisor, SupervisorConfig, TransportHealth};
+use crate::telemetry::names;
 
 /// Everything the daemon is built from.
 #[derive(Clone, Debug)]
@@ -125,33 +136,89 @@ pub enum DaemonExit {
     Drained,
 }
 
-/// Opens the configured store.
-pub async fn open_store(location: &StoreLocation) -> Result<Arc<dyn Store>, StoreError> {
-    match location {
-        StoreLocation::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
-        StoreLocation::Postgres(url) => Ok(Arc::new(PostgresStore::connect(url).await?)),
-    }
-}
-
-/// Runs the daemon with `channels` until `shutdown` is cancelled or a channel's input ends.
+/// Runs the daemon with `channels` until `shutdown` is cancelled or a channel's input ends:
+/// the phases of the module docs, in their order.
 pub async fn run(
     config: DaemonConfig,
     channels: Vec<Arc<dyn Channel>>,
     shutdown: CancellationToken,
 ) -> Result<DaemonExit, DaemonError> {
-    let catalogs = Arc::new(Catalogs::load(config.locales_dir.as_deref())?);
-    let store = open_store(&config.store).await?;
-    tracing::info!(store = %store.describe(), "Opened the store.");
-    config.states.attach(store.clone());
-    let gateway = GatewayClient::new(config.gateway.clone())?;
+    let parts = Parts::open(&config, &channels).await?;
     let (sink, mut queue) = inbound_queue(config.intake.inbound_queue_maxsize);
     let refusals = queue.take_refusals();
-    // With a store several replicas share, so are the channels' rate budgets (issue 33).
+    let health = Health::new(&channels);
+    // Stops what runs beside the channels (admin endpoints, notices, upkeep), last.
+    let background = Background::default();
+    serve_admin(&config, &channels, &parts, &health, &background).await?;
+    if let Some(refusals) = refusals {
+        answer_refusals(&config, &parts, refusals, &background);
+    }
+    let manager = RunningManager::start(&config, &parts, queue);
+    start_upkeep(&config, &parts, &background);
+    // Webhook routes answer 503 until their channel's transport installs its handler.
+    let webhooks = if config.webhooks.is_empty() {
+        None
+    } else {
+        Some(config.webhooks.start().await?)
+    };
+    let mut transports = Transports::start(&config, &channels, &parts, &health, sink, &background);
+    tracing::info!(channels = channels.len(), "im-bridge is running.");
+    let outcome = wait(&config, &shutdown, &parts, &mut transports, &manager).await;
+    stop(parts, manager, transports, webhooks, background).await;
+    Ok(outcome)
+}
+
+/// The daemon's parts every phase uses, built in order: catalogs, store (with the channels'
+/// state attached), Gateway client, delivery lanes, manager.
+struct Parts {
+    catalogs: Arc<Catalogs>,
+    store: Arc<dyn Store>,
+    gateway: GatewayClient,
+    outbound: Arc<Outbound>,
+    manager: Manager,
+}
+
+impl Parts {
+    /// Opens and builds the parts; the errors are those [`run`] cannot start without.
+    async fn open(
+        config: &DaemonConfig,
+        channels: &[Arc<dyn Channel>],
+    ) -> Result<Self, DaemonError> {
+        let catalogs = Arc::new(Catalogs::load(config.locales_dir.as_deref())?);
+        let store = config.store.open().await?;
+        tracing::info!(store = %store.describe(), "Opened the store.");
+        config.states.attach(store.clone());
+        let gateway = GatewayClient::new(config.gateway.clone())?;
+        let outbound = delivery_lanes(config, channels, &store);
+        let manager = Manager::new(
+            config.manager.clone(),
+            gateway.clone(),
+            store.clone(),
+            catalogs.clone(),
+            outbound.clone(),
+        );
+        Ok(Self {
+            catalogs,
+            store,
+            gateway,
+            outbound,
+            manager,
+        })
+    }
+}
+
+/// The per-chat delivery lanes, each channel paced within its rate budgets (with a store
+/// several replicas share, so are the budgets: issue 33).
+fn delivery_lanes(
+    config: &DaemonConfig,
+    channels: &[Arc<dyn Channel>],
+    store: &Arc<dyn Store>,
+) -> Arc<Outbound> {
     let shared: Option<Arc<dyn TokenSource>> = store
         .is_shared()
         .then(|| Arc::new(StoreTokens(store.clone())) as Arc<dyn TokenSource>);
-    let outbound = Arc::new(Outbound::with_budgets(
-        &channels,
+    Arc::new(Outbound::with_budgets(
+        channels,
         MAX_PENDING_REPLIES,
         |channel: &dyn Channel| {
             let overrides = config.rate_budgets.get(channel.name());
@@ -172,171 +239,248 @@ pub async fn run(
             }
             plan
         },
-    ));
-    let manager = Manager::new(
-        config.manager.clone(),
-        gateway.clone(),
-        store.clone(),
-        catalogs.clone(),
-        outbound.clone(),
-    );
+    ))
+}
 
-    let standby = Standby::default();
-    let transports = TransportHealth::new(channels.iter().map(|c| c.name()));
-    let holder = lease::holder_id();
-    let admin_token = CancellationToken::new();
-    let tasks = TaskTracker::new();
-    if let Some(addr) = config.admin_listen {
-        let listener = admin::bind(addr)
-            .await
-            .map_err(|source| DaemonError::AdminBind { addr, source })?;
-        // With port 0 the system picked one: log where we actually listen.
-        let bound = listener.local_addr().unwrap_or(addr);
-        let probe = Arc::new(HttpProbe::new(&config.gateway));
-        let mut state = AdminState::new(channels.clone(), probe)
-            .with_standby(standby.clone())
-            .with_transports(transports.clone())
-            .with_draining(config.drain.clone());
-        if let Some(token) = &config.admin_token {
-            let operator = Operator::new(token, manager.deliveries(), config.drain.clone());
-            state = state.with_operator(operator);
+/// What `/readyz` reads of the transports: which stand by for their lease, which run.
+struct Health {
+    standby: Standby,
+    transports: TransportHealth,
+}
+
+impl Health {
+    fn new(channels: &[Arc<dyn Channel>]) -> Self {
+        Self {
+            standby: Standby::default(),
+            transports: TransportHealth::new(channels.iter().map(|c| c.name())),
         }
-        let token = admin_token.clone();
-        tasks.spawn(async move {
-            if let Err(error) = admin::serve(listener, state, token).await {
-                tracing::error!(%error, "The admin endpoints stopped.");
-            }
-        });
-        let operator = config.admin_token.is_some();
-        tracing::info!(addr = %bound, operator, "Serving /healthz, /readyz and /metrics.");
     }
+}
 
-    // Refused messages hear "too busy" through the normal reply path.
-    if let Some(mut refusals) = refusals {
-        let replier = Replier::new(
-            catalogs.clone(),
-            store.clone(),
-            gateway.clone(),
-            outbound.clone(),
-            &config.manager,
-        );
-        tasks.spawn(async move {
-            // A few at once: one slow chat (a platform's flood wait) must not hold back
-            // the notices of every other sender.
-            let refused = futures_util::stream::poll_fn(|cx| refusals.poll_recv(cx));
-            refused
-                .for_each_concurrent(BUSY_NOTICES_AT_ONCE, |refused| {
-                    let replier = &replier;
-                    async move { tell_too_busy(replier, &refused).await }
-                })
-                .await;
-        });
-    }
+/// The tasks that run beside the channels (the admin endpoints, the "too busy" notices,
+/// retention, the Gateway route probe) and the token that stops them, after the transports.
+#[derive(Default)]
+struct Background {
+    tasks: TaskTracker,
+    stop: CancellationToken,
+}
 
-    let closing = CancellationToken::new();
-    let (grace_tx, grace_rx) = tokio::sync::watch::channel(config.intake.shutdown_grace);
-    let manager_task = {
-        let (manager, closing) = (manager.clone(), closing.clone());
-        tokio::spawn(async move { manager.run(queue, closing, grace_rx).await })
+/// Serves the admin endpoints on `bridge.admin_listen`, if set (and the operator's, with
+/// `bridge.admin_token`).
+async fn serve_admin(
+    config: &DaemonConfig,
+    channels: &[Arc<dyn Channel>],
+    parts: &Parts,
+    health: &Health,
+    background: &Background,
+) -> Result<(), DaemonError> {
+    let Some(addr) = config.admin_listen else {
+        return Ok(());
     };
+    let listener = admin::bind(addr)
+        .await
+        .map_err(|source| DaemonError::AdminBind { addr, source })?;
+    // With port 0 the system picked one: log where we actually listen.
+    let bound = listener.local_addr().unwrap_or(addr);
+    let probe = Arc::new(HttpProbe::new(&config.gateway));
+    let mut state = AdminState::new(channels.to_vec(), probe)
+        .with_standby(health.standby.clone())
+        .with_transports(health.transports.clone())
+        .with_draining(config.drain.clone());
+    if let Some(token) = &config.admin_token {
+        let operator = Operator::new(token, parts.manager.deliveries(), config.drain.clone());
+        state = state.with_operator(operator);
+    }
+    let token = background.stop.clone();
+    background.tasks.spawn(async move {
+        if let Err(error) = admin::serve(listener, state, token).await {
+            tracing::error!(%error, "The admin endpoints stopped.");
+        }
+    });
+    let operator = config.admin_token.is_some();
+    tracing::info!(addr = %bound, operator, "Serving /healthz, /readyz and /metrics.");
+    Ok(())
+}
 
-    // Bounded state: old group topics and reply-chain records are pruned (stopped with the
-    // admin endpoints, before the store closes).
-    tasks.spawn(crate::retention::run(
-        store.clone(),
+/// Messages the full inbound queue refused hear "too busy" through the normal reply path.
+fn answer_refusals(
+    config: &DaemonConfig,
+    parts: &Parts,
+    mut refusals: mpsc::Receiver<InboundMessage>,
+    background: &Background,
+) {
+    let replier = Replier::new(
+        parts.catalogs.clone(),
+        parts.store.clone(),
+        parts.gateway.clone(),
+        parts.outbound.clone(),
+        &config.manager,
+    );
+    background.tasks.spawn(async move {
+        // A few at once: one slow chat (a platform's flood wait) must not hold back the
+        // notices of every other sender.
+        let refused = futures_util::stream::poll_fn(|cx| refusals.poll_recv(cx));
+        refused
+            .for_each_concurrent(BUSY_NOTICES_AT_ONCE, |refused| {
+                let replier = &replier;
+                async move { tell_too_busy(replier, &refused).await }
+            })
+            .await;
+    });
+}
+
+/// The manager's task, the token that closes its admission, and its drain grace (which
+/// becomes unbounded when the input ended).
+struct RunningManager {
+    task: tokio::task::JoinHandle<DrainReport>,
+    closing: CancellationToken,
+    grace: tokio::sync::watch::Sender<Duration>,
+}
+
+impl RunningManager {
+    /// Starts the manager on the inbound `queue`.
+    fn start(config: &DaemonConfig, parts: &Parts, queue: InboundQueue) -> Self {
+        let closing = CancellationToken::new();
+        let (grace, grace_rx) = tokio::sync::watch::channel(config.intake.shutdown_grace);
+        let task = {
+            let (manager, closing) = (parts.manager.clone(), closing.clone());
+            tokio::spawn(async move { manager.run(queue, closing, grace_rx).await })
+        };
+        Self {
+            task,
+            closing,
+            grace,
+        }
+    }
+}
+
+/// The daemon's upkeep beside the channels: pruning old group topics and reply-chain
+/// records (bounded state), and asking which optional routes the Gateway serves (issue 26:
+/// at start and each time it answers after an outage, so `/goal from-chat` can say the
+/// version lacks it).
+fn start_upkeep(config: &DaemonConfig, parts: &Parts, background: &Background) {
+    background.tasks.spawn(crate::retention::run(
+        parts.store.clone(),
         config.conversation_ttl,
         crate::retention::PRUNE_INTERVAL,
-        admin_token.clone(),
+        background.stop.clone(),
     ));
+    background
+        .tasks
+        .spawn(probe_routes(parts.gateway.clone(), background.stop.clone()));
+}
 
-    // Which optional routes this Gateway serves (issue 26): asked at start and again each
-    // time it answers after an outage, so `/goal from-chat` can say the version lacks it.
-    tasks.spawn(probe_routes(gateway.clone(), admin_token.clone()));
+/// The channels' transports, each under its supervisor, and how they end.
+struct Transports {
+    /// Stops them: only after the manager drained.
+    stop: CancellationToken,
+    /// Each transport's end, by channel name.
+    exits: mpsc::Receiver<(&'static str, ChannelExit)>,
+}
 
-    // Webhook routes answer 503 until their channel's transport installs its handler.
-    let webhooks = if config.webhooks.is_empty() {
-        None
-    } else {
-        Some(config.webhooks.start().await?)
-    };
-
-    // Transports run under their own token: they stop only after the manager drained.
-    let transport_token = CancellationToken::new();
-    let (exit_tx, mut exit_rx) = mpsc::channel(channels.len().max(1));
-    for channel in &channels {
-        // With a store only this daemon can open, no other replica can compete: a lease
-        // would only delay the transport after a crash until the old one expired.
-        let lease = (channel.exclusive_transport() && store.is_shared()).then(|| Lease {
-            store: store.clone(),
-            holder: holder.clone(),
-            ttl: config.lease_ttl,
-            standby: standby.clone(),
-        });
-        let supervisor = Supervisor::new(
-            channel.clone(),
-            lease,
-            config.supervisor,
-            transports.clone(),
-        );
-        let sink = sink.clone();
-        let token = transport_token.clone();
-        let exit_tx = exit_tx.clone();
-        tasks.spawn(async move {
-            let name = supervisor.name();
-            let exit = supervisor.run(sink, token).await;
-            let _ = exit_tx.send((name, exit)).await;
-        });
+impl Transports {
+    /// Starts every channel's transport under a [`Supervisor`], feeding `sink`.
+    fn start(
+        config: &DaemonConfig,
+        channels: &[Arc<dyn Channel>],
+        parts: &Parts,
+        health: &Health,
+        sink: InboundSink,
+        background: &Background,
+    ) -> Self {
+        let stop = CancellationToken::new();
+        let holder = lease::holder_id();
+        let (exit_tx, exits) = mpsc::channel(channels.len().max(1));
+        for channel in channels {
+            // With a store only this daemon can open, no other replica can compete: a
+            // lease would only delay the transport after a crash until the old one expired.
+            let lease = (channel.exclusive_transport() && parts.store.is_shared()).then(|| Lease {
+                store: parts.store.clone(),
+                holder: holder.clone(),
+                ttl: config.lease_ttl,
+                standby: health.standby.clone(),
+            });
+            let supervisor = Supervisor::new(
+                channel.clone(),
+                lease,
+                config.supervisor,
+                health.transports.clone(),
+            );
+            let (sink, token, exit_tx) = (sink.clone(), stop.clone(), exit_tx.clone());
+            background.tasks.spawn(async move {
+                let name = supervisor.name();
+                let exit = supervisor.run(sink, token).await;
+                let _ = exit_tx.send((name, exit)).await;
+            });
+        }
+        Self { stop, exits }
     }
-    drop(exit_tx);
-    drop(sink);
-    tracing::info!(channels = channels.len(), "im-bridge is running.");
+}
 
-    let outcome = loop {
+/// Waits for the reason to stop: a signal, a drain (whose pending deliveries are held for
+/// the next process at once), or a channel's input ending (the manager's grace becomes
+/// unbounded: everything admitted is answered, however long the agent takes).
+async fn wait(
+    config: &DaemonConfig,
+    shutdown: &CancellationToken,
+    parts: &Parts,
+    transports: &mut Transports,
+    manager: &RunningManager,
+) -> DaemonExit {
+    loop {
         tokio::select! {
-            () = shutdown.cancelled() => break DaemonExit::Stopped,
+            () = shutdown.cancelled() => return DaemonExit::Stopped,
             () = config.drain.cancelled() => {
                 tracing::info!("Draining: no new messages; admitted ones finish; pending deliveries stay for the next process.");
-                manager.hold_deliveries();
-                break DaemonExit::Drained;
+                parts.manager.hold_deliveries();
+                return DaemonExit::Drained;
             }
-            exit = exit_rx.recv() => match exit {
-                None => break DaemonExit::Stopped,
+            exit = transports.exits.recv() => match exit {
+                None => return DaemonExit::Stopped,
                 Some((_, ChannelExit::InputEnded)) => {
-                    // Finish everything admitted, however long the agent takes.
-                    let _ = grace_tx.send(UNBOUNDED_GRACE);
-                    break DaemonExit::InputEnded;
+                    let _ = manager.grace.send(UNBOUNDED_GRACE);
+                    return DaemonExit::InputEnded;
                 }
-                // A supervisor restarts its transport until the transports are told to stop,
-                // which is after this loop: it cannot have stopped before.
+                // A supervisor restarts its transport until the transports are told to
+                // stop, which is after this wait: it cannot have stopped before.
                 Some((_, ChannelExit::Stopped)) => {}
             },
         }
-    };
+    }
+}
 
+/// Stops in the documented order: the manager drains; the replies still waiting for their
+/// chat's write budget land (for at most the grace period; when the input ended, however
+/// long that takes); then the transports stop, then the webhook listeners, then the
+/// background tasks; the store closes last.
+async fn stop(
+    parts: Parts,
+    manager: RunningManager,
+    transports: Transports,
+    webhooks: Option<RunningHost>,
+    background: Background,
+) {
     tracing::info!("Shutting down: draining admitted messages.");
-    closing.cancel();
-    let report: DrainReport = manager_task.await.unwrap_or_default();
+    manager.closing.cancel();
+    let report: DrainReport = manager.task.await.unwrap_or_default();
     tracing::info!(
         invalidated_reservations = report.invalidated_reservations,
         cancelled = report.cancelled,
         discarded = report.discarded,
         "The manager stopped."
     );
-    // Replies still waiting for their chat's write budget land before the transports stop
-    // (for at most the grace period; when the input ended, however long that takes).
-    let delivery_bound = *grace_tx.borrow();
-    outbound.flush(delivery_bound).await;
-    transport_token.cancel();
+    let delivery_bound = *manager.grace.borrow();
+    parts.outbound.flush(delivery_bound).await;
+    transports.stop.cancel();
     if let Some(webhooks) = webhooks {
         webhooks.stop(WEBHOOK_DRAIN).await;
     }
-    admin_token.cancel();
-    tasks.close();
-    tasks.wait().await;
-    if let Err(error) = store.close().await {
+    background.stop.cancel();
+    background.tasks.close();
+    background.tasks.wait().await;
+    if let Err(error) = parts.store.close().await {
         tracing::warn!(%error, "Closing the store failed.");
     }
-    Ok(outcome)
 }
 
 /// How long webhook requests in flight may take to finish at shutdown.

@@ -33,7 +33,6 @@ use im_bridge_channel::Secret;
 use im_bridge_channel::doctor::{Check, Context, address_free, display_url};
 
 use crate::config::{ChannelSettings, GatewaySettings, Settings, StoreLocation};
-use crate::daemon::open_store;
 use crate::gateway::{
     GatewayClient, GatewayConfig, GatewayError, OptionalRoute, Support, ThreadId,
 };
@@ -124,12 +123,9 @@ fn secrets(settings: &Settings) -> Vec<Secret> {
 /// answer).
 async fn gateway_checks(settings: &GatewaySettings) -> Vec<Check> {
     let config = GatewayConfig {
-        langgraph_url: settings.langgraph_url.clone(),
-        gateway_url: settings.gateway_url.clone(),
-        internal_token: settings.internal_token.clone(),
         request_timeout: GATEWAY_TIMEOUT,
         connect_timeout: GATEWAY_TIMEOUT,
-        ..GatewayConfig::default()
+        ..settings.client_config()
     };
     let client = match GatewayClient::new(config) {
         Ok(client) => client,
@@ -313,7 +309,7 @@ async fn store_and_channels(settings: &Settings) -> (Check, Vec<Vec<Check>>) {
 
 /// Opens the store, and writes and releases the doctor lease: the open store.
 async fn store_write(location: &StoreLocation) -> Result<Arc<dyn Store>, StoreError> {
-    let store = open_store(location).await?;
+    let store = location.open().await?;
     let holder = format!("doctor-{}", crate::lease::holder_id());
     let written = async {
         store

@@ -15,8 +15,6 @@
 //!   `ja`, `ja_JP.UTF-8` → `ja-JP`; `en-GB` → `en-US`.
 
 mod catalog;
-mod menu;
 pub mod msg;
 
 pub use catalog::{Arg, Catalogs, I18nError, Locale, check_dir};
-pub use menu::command_menu;

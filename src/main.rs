@@ -5,6 +5,9 @@
 //!   the manager, an SQLite store in a temporary directory, and the Gateway simulator.
 //! - `simulate --listen ADDR`: the Gateway simulator alone (flags shape its answers, for
 //!   the load benchmark).
+//!
+//!   Both exist only with the `simulator` feature (a default one); without it the command
+//!   line lacks them, as it lacks anything the build does not hold.
 //! - `check-config --config FILE`: validate only; prints the effective settings with secrets
 //!   redacted and which channels would start. Exit status 2 on an invalid file. It opens no
 //!   socket and touches no store.
@@ -20,6 +23,7 @@
 //! `run` drains on SIGUSR1 (issue 33) and stops on SIGINT or SIGTERM.
 
 use std::collections::HashMap;
+#[cfg(feature = "simulator")]
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,13 +31,16 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{CommandFactory as _, Parser, Subcommand, ValueEnum};
-use im_bridge::config::{self, ProcessEnv, Settings, StoreLocation};
-use im_bridge::daemon::{self, DaemonConfig, DaemonExit};
-use im_bridge::gateway::GatewayConfig;
+use im_bridge::config::{self, ProcessEnv, Settings};
+use im_bridge::daemon::{self, DaemonConfig};
 use im_bridge::manager::journal::JournalConfig;
 use im_bridge::manager::{ManagerConfig, Owners};
 use im_bridge::operator::cli::{DeliveriesArgs, DrainArgs};
+// What `demo` and `simulate` use.
+#[cfg(feature = "simulator")]
 use im_bridge::simulator::{Script, Simulator, SimulatorConfig};
+#[cfg(feature = "simulator")]
+use im_bridge::{config::StoreLocation, daemon::DaemonExit, gateway::GatewayConfig};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -78,8 +85,10 @@ enum Command {
         config: PathBuf,
     },
     /// Chat with a simulated DeerFlow agent in this terminal; no credentials needed.
+    #[cfg(feature = "simulator")]
     Demo,
     /// Serve the DeerFlow Gateway simulator alone, e.g. to try a bot before deploying DeerFlow.
+    #[cfg(feature = "simulator")]
     Simulate(SimulateArgs),
     /// Validate a configuration file and print the effective settings (secrets redacted).
     CheckConfig {
@@ -141,9 +150,9 @@ enum LogFormat {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Demo | Command::Doctor { .. } | Command::Deliveries(_) | Command::Drain(_) => {
-            "warn"
-        }
+        #[cfg(feature = "simulator")]
+        Command::Demo => "warn",
+        Command::Doctor { .. } | Command::Deliveries(_) | Command::Drain(_) => "warn",
         _ => "info",
     };
     init_logging(cli.log_format, default_level);
@@ -306,7 +315,7 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
             im_bridge::admin::metrics_handle();
             let webhooks = im_bridge_channel::WebhookHost::new();
             let states = im_bridge::state::ChannelStates::new(settings.secret_key.clone());
-            let channels = im_bridge::platforms::build_channels(&settings, &webhooks, &states)?;
+            let channels = im_bridge::channels::build_channels(&settings, &webhooks, &states)?;
             let config = DaemonConfig {
                 webhooks,
                 states,
@@ -317,7 +326,9 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
             tracing::info!(?exit, "im-bridge stopped.");
             Ok(ExitCode::SUCCESS)
         }
+        #[cfg(feature = "simulator")]
         Command::Demo => demo(shutdown).await,
+        #[cfg(feature = "simulator")]
         Command::Simulate(args) => simulate(args, shutdown).await,
         Command::Doctor { config } => Ok(doctor(&config).await),
         Command::Deliveries(args) => Ok(match settings(&args.config) {
@@ -336,6 +347,7 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
 
 /// `im-bridge simulate`: the demo's agent by default; the flags shape its answers for load
 /// tests (`benches/load.rs` runs it as a separate process).
+#[cfg(feature = "simulator")]
 #[derive(clap::Args, Debug)]
 struct SimulateArgs {
     /// Address to listen on; port 0 picks a free port (the line on standard error names it).
@@ -363,6 +375,7 @@ struct SimulateArgs {
     record_limit: usize,
 }
 
+#[cfg(feature = "simulator")]
 async fn simulate(args: SimulateArgs, shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -396,13 +409,16 @@ async fn simulate(args: SimulateArgs, shutdown: CancellationToken) -> anyhow::Re
     Ok(ExitCode::SUCCESS)
 }
 
+/// `im-bridge demo`: the console channel, an SQLite store in a temporary directory and the
+/// simulator, in this process.
+#[cfg(feature = "simulator")]
 async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
     let simulator = Simulator::start(SimulatorConfig::demo())
         .await
         .context("starting the Gateway simulator")?;
     let state =
         tempfile::tempdir().context("creating a temporary directory for the demo's state")?;
-    let channel = im_bridge::platforms::demo_channel()?;
+    let channel = im_bridge::channels::demo_channel()?;
     let config = DaemonConfig {
         intake: config::IntakeSettings {
             inbound_queue_maxsize: std::num::NonZeroUsize::new(100)
@@ -488,13 +504,7 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
                 Owners::PerConversation
             },
         },
-        gateway: GatewayConfig {
-            langgraph_url: settings.gateway.langgraph_url.clone(),
-            gateway_url: settings.gateway.gateway_url.clone(),
-            internal_token: settings.gateway.internal_token.clone(),
-            from_chat_timeout: settings.gateway.goal_from_chat_timeout,
-            ..GatewayConfig::default()
-        },
+        gateway: settings.gateway.client_config(),
         store: settings.store.clone(),
         admin_listen: Some(settings.admin_listen),
         locales_dir: settings.locales_dir.clone(),

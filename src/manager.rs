@@ -2,17 +2,29 @@
 //!
 //! One dispatcher owns the inbound queue. It takes a worker slot (at most
 //! `channels.max_concurrency` messages are handled at once; the rest wait in the bounded
-//! queue), then the next message, and handles it in a tracked task:
+//! queue), then the next message. A message older than its channel's `max_event_age` (a
+//! backlog delivered after an outage) is consumed without being acted on, its chat told
+//! once (`stale`). Any other is resolved to its conversation (a group reply joins the
+//! conversation of the message it answers, `follow_reply_chain`; an answer to a pending
+//! question, `clarify`), takes its place in that conversation's line in arrival order, and
+//! is handled on a tracked task in five stages (`handle`):
 //!
-//! 0. **age** — a message older than its channel's `max_event_age` (a backlog delivered
-//!    after an outage) is consumed without being acted on, its chat told once (`stale`);
-//! 1. **dedupe** — a redelivered message (same channel, workspace, chat and platform
-//!    message id within the TTL, persisted across restarts) is dropped silently;
-//! 2. **command or chat** — known commands are answered here (`commands`), everything else
+//! 1. **admit** — journaled with its dedupe record; a redelivery (same channel, workspace,
+//!    chat and platform message id within the TTL, persisted across restarts) is dropped
+//!    silently;
+//! 2. **take its place** — it waits for the conversation's earlier messages, or a full line
+//!    gets the busy reply;
+//! 3. **show presence** — "typing…" for an agent turn;
+//! 4. **dispatch** — known commands are answered here (`commands`), everything else
 //!    becomes an agent run on the conversation's thread (`run`);
-//! 3. **disposition** — the dedupe key is kept on success and released when the provider
+//! 5. **settle** — the dedupe key is kept on success and released when the provider
 //!    should be able to retry (a failed run, a busy thread, a cancelled message), always
-//!    after the final reply was published.
+//!    after the final reply was published; the journal entry hears the turn ended.
+//!
+//! Replies reach the delivery engine as `OutboundMessage`s; what the manager tells the
+//! engine beyond the text (the truncation note, the message a recovered reply finishes, the
+//! line a held answer opens with) travels in their typed
+//! [`hints`](im_bridge_channel::DeliveryHints).
 //!
 //! Shutdown order (spec manager §3.4), driven by [`Manager::run`]'s `closing` token: close
 //! admission → let the queue drain for the grace period → cancel unfinished handlers
@@ -27,6 +39,7 @@ pub mod commands;
 mod dedupe;
 mod deliveries;
 mod files;
+mod handle;
 mod inflight;
 mod join;
 pub mod journal;
@@ -45,22 +58,23 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge_channel::{ChatKind, InboundMessage, InboundQueue, MsgType, Reaction};
+use im_bridge_channel::{ChatKind, InboundMessage, InboundQueue, MsgType};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::admin::names;
 use crate::bus::Outbound;
 use crate::config::SessionLayer;
 use crate::gateway::{GatewayClient, Owner};
 use crate::i18n::Catalogs;
+use crate::policy::DEFAULT_MAX_REPLY_MESSAGES;
 use crate::store::Store;
+use crate::telemetry::names;
 
+pub use crate::policy::{BusyPolicy, Queueing};
 pub use bindings::{BindError, Bindings, channel_source, conversation_key};
 pub use owners::{Owners, SINGLE_USER};
-// `BusyPolicy` and `Queueing` are declared below.
 pub use reply::{LocaleSource, Replier};
 pub use run::PLACEHOLDER_DELAY;
 
@@ -98,9 +112,6 @@ pub struct ManagerConfig {
     pub max_event_age: stale::EventAge,
 }
 
-/// The default `bridge.max_reply_messages`.
-pub const DEFAULT_MAX_REPLY_MESSAGES: usize = 10;
-
 impl Default for ManagerConfig {
     fn default() -> Self {
         Self {
@@ -115,48 +126,6 @@ impl Default for ManagerConfig {
             channel_queueing: HashMap::new(),
             journal: journal::JournalConfig::default(),
             max_event_age: stale::EventAge::default(),
-        }
-    }
-}
-
-/// What a chat message meets when its conversation is busy with an earlier one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BusyPolicy {
-    /// Wait its turn (up to a bound), with the localized queued notice.
-    Queue,
-    /// Get DeerFlow's busy reply at once.
-    Reject,
-}
-
-/// A channel's busy policy and its bound.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Queueing {
-    /// `busy_policy`.
-    pub policy: BusyPolicy,
-    /// `max_queued_per_conversation`: chat messages that may wait behind the one being
-    /// handled; the next gets the busy reply.
-    pub max_queued: usize,
-}
-
-impl Queueing {
-    /// The default bound of `max_queued_per_conversation`.
-    pub const DEFAULT_MAX_QUEUED: usize = 3;
-
-    /// How many may wait behind the message being handled.
-    fn limit(self) -> usize {
-        match self.policy {
-            BusyPolicy::Queue => self.max_queued,
-            BusyPolicy::Reject => 0,
-        }
-    }
-}
-
-impl Default for Queueing {
-    fn default() -> Self {
-        Self {
-            policy: BusyPolicy::Queue,
-            max_queued: Self::DEFAULT_MAX_QUEUED,
         }
     }
 }
@@ -200,6 +169,25 @@ pub struct DrainReport {
     pub cancelled: usize,
     /// Queued messages that never started.
     pub discarded: usize,
+}
+
+/// The dispatcher's workers: the slots that bound how many messages are handled at once,
+/// the tasks handling them, and what cancels those once the grace period ran out.
+pub(crate) struct Workers {
+    slots: Arc<Semaphore>,
+    tasks: TaskTracker,
+    cancel: CancellationToken,
+}
+
+impl Workers {
+    /// `max_concurrency` slots (at least one).
+    fn new(max_concurrency: usize) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(max_concurrency.max(1))),
+            tasks: TaskTracker::new(),
+            cancel: CancellationToken::new(),
+        }
+    }
 }
 
 /// The channel manager. Cheap to clone.
@@ -271,23 +259,12 @@ impl Manager {
         closing: CancellationToken,
         grace: tokio::sync::watch::Receiver<Duration>,
     ) -> DrainReport {
-        let slots = Arc::new(Semaphore::new(self.inner.config.max_concurrency.max(1)));
-        let tasks = TaskTracker::new();
-        let cancel_handlers = CancellationToken::new();
+        let workers = Workers::new(self.inner.config.max_concurrency);
         let mut report = DrainReport::default();
         let mut closed = false;
         let deadline = tokio::time::sleep(Duration::MAX);
         tokio::pin!(deadline);
-        // What a previous process (or a dead replica) left unfinished goes first.
-        let take_live = !self.inner.store.is_shared();
-        let recovered = self.inner.journal.claim(take_live).await;
-        self.spawn_recovered(recovered, &tasks, &cancel_handlers, &slots);
-        self.inner.journal.sweep().await;
-        let mut journal_tick = tokio::time::interval(
-            (self.inner.journal.config().lease / 3).max(Duration::from_millis(100)),
-        );
-        journal_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        journal_tick.reset();
+        let mut journal_tick = self.recover_at_start(&workers).await;
         loop {
             // Closing (or the grace running out) wins over both waits: for a worker slot,
             // then for a message to give it. A slot taken meanwhile is given back.
@@ -302,15 +279,15 @@ impl Manager {
                 () = &mut deadline, if closed => break,
                 // Another replica may have died holding work, or an operator retried some.
                 _ = journal_tick.tick() => {
-                    self.journal_upkeep(closed, &tasks, &cancel_handlers, &slots).await;
+                    self.journal_upkeep(closed, &workers).await;
                     continue;
                 }
                 () = self.inner.journal.upkept() => {
-                    self.journal_upkeep(closed, &tasks, &cancel_handlers, &slots).await;
+                    self.journal_upkeep(closed, &workers).await;
                     continue;
                 }
                 next = async {
-                    let permit = slots.clone().acquire_owned().await.ok()?;
+                    let permit = workers.slots.clone().acquire_owned().await.ok()?;
                     Some((permit, queue.recv().await))
                 } => match next {
                     Some(next) => next,
@@ -320,9 +297,9 @@ impl Manager {
             };
             let Some(msg) = msg else {
                 // Closed and drained: wait for the running handlers within the grace.
-                tasks.close();
+                workers.tasks.close();
                 tokio::select! {
-                    () = tasks.wait() => {
+                    () = workers.tasks.wait() => {
                         self.inner.journal.shut_down().await;
                         return report;
                     }
@@ -330,49 +307,14 @@ impl Manager {
                 }
             };
             metrics::gauge!(names::QUEUE_DEPTH).set(queue.len() as f64);
-            let outbound = self.inner.replier.outbound();
-            metrics::counter!(names::INBOUND, "channel" => outbound.channel_label(&msg.channel_name))
-                .increment(1);
-            let manager = self.clone();
-            if let Some(age) = self
-                .inner
-                .config
-                .max_event_age
-                .stale(&msg, stale::now_unix())
-            {
-                // Too old to act on: it takes no place in any line.
-                let span = message_span(&msg);
-                tasks.spawn(
-                    async move {
-                        stale::consume(&manager.inner, &msg, age).await;
-                        manager.inner.replier.outbound().turn_ended(&msg).await;
-                        drop(permit);
-                    }
-                    .instrument(span),
-                );
-                continue;
-            }
-            // The conversation a group reply belongs to decides its line: resolved here,
-            // in arrival order, before it takes a place.
-            let msg = self.follow_reply_chain(msg).await;
-            let msg = self.inner.clarifications.join(msg);
-            let place = self.place_in_line(&msg);
-            let cancel = cancel_handlers.clone();
-            let slots = slots.clone();
-            let span = message_span(&msg);
-            tasks.spawn(
-                async move {
-                    manager.handle(msg, cancel, place, (permit, slots)).await;
-                }
-                .instrument(span),
-            );
+            self.start(msg, permit, &workers).await;
         }
         // The grace period ran out: cancel what still runs, drop what never started.
-        report.cancelled = tasks.len();
-        cancel_handlers.cancel();
+        report.cancelled = workers.tasks.len();
+        workers.cancel.cancel();
         report.discarded = queue.discard_pending();
-        tasks.close();
-        tasks.wait().await;
+        workers.tasks.close();
+        workers.tasks.wait().await;
         self.inner.journal.shut_down().await;
         if report.cancelled > 0 || report.discarded > 0 {
             tracing::warn!(
@@ -382,6 +324,63 @@ impl Manager {
             );
         }
         report
+    }
+
+    /// What a previous process (or a dead replica) left unfinished goes first: claimed and
+    /// started before any new message. Returns the clock of the journal's upkeep.
+    async fn recover_at_start(&self, workers: &Workers) -> tokio::time::Interval {
+        let take_live = !self.inner.store.is_shared();
+        let recovered = self.inner.journal.claim(take_live).await;
+        self.spawn_recovered(recovered, workers);
+        self.inner.journal.sweep().await;
+        let mut journal_tick = tokio::time::interval(
+            (self.inner.journal.config().lease / 3).max(Duration::from_millis(100)),
+        );
+        journal_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        journal_tick.reset();
+        journal_tick
+    }
+
+    /// Starts handling `msg` in `permit`'s worker slot: a message too old to act on is
+    /// only consumed; any other takes its place in its conversation's line now, in arrival
+    /// order, and is handled on a task of its own (`handle.rs`).
+    async fn start(&self, msg: InboundMessage, permit: OwnedSemaphorePermit, workers: &Workers) {
+        let outbound = self.inner.replier.outbound();
+        metrics::counter!(names::INBOUND, "channel" => outbound.channel_label(&msg.channel_name))
+            .increment(1);
+        let manager = self.clone();
+        if let Some(age) = self
+            .inner
+            .config
+            .max_event_age
+            .stale(&msg, stale::now_unix())
+        {
+            // Too old to act on: it takes no place in any line.
+            let span = message_span(&msg);
+            workers.tasks.spawn(
+                async move {
+                    stale::consume(&manager.inner, &msg, age).await;
+                    manager.inner.replier.outbound().turn_ended(&msg).await;
+                    drop(permit);
+                }
+                .instrument(span),
+            );
+            return;
+        }
+        // The conversation a group reply belongs to decides its line: resolved here,
+        // in arrival order, before it takes a place.
+        let msg = self.follow_reply_chain(msg).await;
+        let msg = self.inner.clarifications.join(msg);
+        let place = self.place_in_line(&msg);
+        let cancel = workers.cancel.clone();
+        let slot = handle::Slot::new(permit, workers.slots.clone());
+        let span = message_span(&msg);
+        workers.tasks.spawn(
+            async move {
+                manager.handle(msg, cancel, place, slot).await;
+            }
+            .instrument(span),
+        );
     }
 
     /// A group message that replies to a message the bridge saw or sent continues that
@@ -436,219 +435,6 @@ impl Manager {
         {
             Ok(ticket) => Place::InLine(ticket),
             Err(order::LineFull) => Place::Busy,
-        }
-    }
-
-    /// Handles one message end to end; in line, only after the conversation's earlier
-    /// messages were handled. A message waiting its turn gives its worker slot back
-    /// meanwhile: only messages being handled hold one. Then, whatever became of it, its
-    /// channel hears that the bridge is done with it (if it asks to).
-    pub(crate) async fn handle(
-        &self,
-        msg: InboundMessage,
-        cancel: CancellationToken,
-        place: Place,
-        slot: (OwnedSemaphorePermit, Arc<Semaphore>),
-    ) {
-        self.handle_turn(&msg, cancel, place, slot).await;
-        self.inner.replier.outbound().turn_ended(&msg).await;
-    }
-
-    async fn handle_turn(
-        &self,
-        msg: &InboundMessage,
-        cancel: CancellationToken,
-        place: Place,
-        (permit, slots): (OwnedSemaphorePermit, Arc<Semaphore>),
-    ) {
-        let mut permit = Some(permit);
-        let key = dedupe::dedupe_key(msg);
-        let entry = match self.inner.journal.admit(msg, key.as_ref()).await {
-            journal::Admission::New(entry) => entry,
-            journal::Admission::Duplicate => {
-                tracing::info!("Dropped a redelivered message.");
-                place.abandon();
-                return;
-            }
-        };
-        // What waits for this chat's next message goes out first (issue 33).
-        let outbound = self.inner.replier.outbound();
-        if outbound.reply_window(&msg.channel_name).is_some() {
-            self.inner.journal.carry_held(msg).await;
-        }
-        // A journaled message stopped by shutdown stays journaled (and its key kept): the
-        // next start finishes it. Otherwise the key goes, so the platform may redeliver.
-        let left_unfinished = async |key: Option<&crate::store::DedupeKey>| {
-            if entry.is_none() {
-                self.release(key).await;
-            }
-        };
-        let chat = msg.msg_type == MsgType::Chat;
-        let mut ticket = match place {
-            Place::Free => None,
-            Place::InLine(ticket) => Some(ticket),
-            Place::Busy => {
-                // As many wait as the channel allows (or it rejects): DeerFlow's busy reply
-                // (once per run; later ones a reaction), and the platform may redeliver.
-                let noticed = self
-                    .inner
-                    .turnstile
-                    .claim_busy_reply(&conversation_key(msg).storage_key());
-                tracing::info!(noticed, "The conversation is busy and its line is full.");
-                metrics::counter!(names::RUNS, "outcome" => "busy").increment(1);
-                if noticed {
-                    let busy = self
-                        .inner
-                        .replier
-                        .reply(msg, crate::i18n::msg::RUN_BUSY, &[]);
-                    match &entry {
-                        Some(entry) => entry.scope(busy).await,
-                        None => busy.await,
-                    }
-                } else {
-                    self.inner
-                        .replier
-                        .outbound()
-                        .react(msg, Reaction::Busy)
-                        .await;
-                }
-                if let Some(entry) = &entry {
-                    entry.turn_ended().await;
-                }
-                self.release(key.as_ref()).await;
-                return;
-            }
-        };
-        if let Some(ticket) = &mut ticket
-            && ticket.must_wait()
-        {
-            // No "still running" notice when the run before is over and only its answer is
-            // on the way: the wait is short, and the notice would follow that answer. Only
-            // the first message to wait during a run is told; the others get a reaction.
-            let waits = chat && !ticket.predecessor_settling();
-            let noticed = waits && ticket.claim_notice();
-            if noticed {
-                let queued = self.notify(msg, crate::i18n::msg::RUN_QUEUED);
-                match &entry {
-                    Some(entry) => entry.scope(queued).await,
-                    None => queued.await,
-                }
-            } else if waits {
-                self.inner
-                    .replier
-                    .outbound()
-                    .react(msg, Reaction::Queued)
-                    .await;
-            }
-            // Waiting holds no worker slot; the turn takes one again.
-            drop(permit.take());
-            let turn = async {
-                ticket.wait_turn().await;
-                slots.acquire_owned().await.ok()
-            };
-            tokio::select! {
-                slot = turn => permit = slot,
-                () = cancel.cancelled() => {
-                    left_unfinished(key.as_ref()).await;
-                    return;
-                }
-            }
-            if noticed {
-                let thinking = self.notify(msg, crate::i18n::msg::RUN_THINKING);
-                match &entry {
-                    Some(entry) => entry.scope(thinking).await,
-                    None => thinking.await,
-                }
-            }
-        }
-        let caps = self
-            .inner
-            .replier
-            .outbound()
-            .capabilities(&msg.channel_name);
-        // Only agent turns wait long enough to need a sign of life: "typing…" at once, and
-        // the placeholder only if no text came soon (`run.rs`). Replies the bridge answers
-        // itself go out at once, with neither.
-        let refresh = caps.and_then(|c| c.typing_refresh);
-        if chat && caps.is_some_and(|c| c.working_placeholder || c.typing_refresh.is_some()) {
-            self.inner
-                .replier
-                .outbound()
-                .show_typing(&msg.reply(String::new(), false))
-                .await;
-        }
-        // Kept up until the first reply, where the hint fades (the guard ends it otherwise).
-        let _typing = refresh
-            .filter(|_| chat)
-            .map(|every| self.inner.replier.keep_typing(msg, every));
-        tracing::debug!(
-            text_len = msg.text.len(),
-            files = msg.files.len(),
-            "Handling a message."
-        );
-        let settling = ticket.as_ref().map(order::Ticket::settling);
-        let dispatched = async {
-            let dispatch = async {
-                match &entry {
-                    Some(entry) => entry.scope(self.dispatch(msg)).await,
-                    None => self.dispatch(msg).await,
-                }
-            };
-            match settling {
-                Some(settling) => settling.scope(dispatch).await,
-                None => dispatch.await,
-            }
-        };
-        let disposition = tokio::select! {
-            d = dispatched => Some(d),
-            () = cancel.cancelled() => {
-                tracing::warn!("Cancelled a message at shutdown.");
-                None
-            }
-        };
-        match disposition {
-            Some(disposition) => {
-                // The key first: a platform retry may follow the final at once.
-                if disposition == Disposition::Release {
-                    self.release(key.as_ref()).await;
-                }
-                if let Some(entry) = &entry {
-                    entry.turn_ended().await;
-                }
-            }
-            None => left_unfinished(key.as_ref()).await,
-        }
-        drop(ticket);
-        drop(permit);
-    }
-
-    /// Publishes message `id` as an interim (not final) reply to `msg`, in its locale.
-    async fn notify(&self, msg: &InboundMessage, id: &str) {
-        let replier = &self.inner.replier;
-        let (locale, _) = replier.locale_for(msg).await;
-        let text = replier.text(&locale, id, &[]);
-        replier.publish(msg, msg.reply(text, false)).await;
-    }
-
-    pub(crate) async fn release(&self, key: Option<&crate::store::DedupeKey>) {
-        if let Some(key) = key
-            && let Err(error) = self.inner.store.dedupe_release(key).await
-        {
-            tracing::warn!(%error, "Releasing a dedupe key failed.");
-        }
-    }
-
-    async fn dispatch(&self, msg: &InboundMessage) -> Disposition {
-        match msg.msg_type {
-            MsgType::Command => commands::handle(&self.inner, msg).await,
-            MsgType::Chat => {
-                if let Some(disposition) = commands::slash_skill(&self.inner, msg).await {
-                    return disposition;
-                }
-                run::chat_turn(&self.inner, msg, &msg.text, run::TurnOptions::default())
-                    .await
-                    .0
-            }
         }
     }
 }

@@ -25,7 +25,6 @@ use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Serialize, Serializer};
 
-use crate::config::Env;
 use crate::store::Store;
 
 /// The environment variable holding the secrets' key: base64 of 32 random bytes
@@ -73,10 +72,11 @@ impl SecretKey {
         Ok(Self(Arc::new(LessSafeKey::new(key))))
     }
 
-    /// The key from [`SECRET_KEY_ENV`] in `env`: `None` when unset or empty.
-    pub fn from_env(env: &dyn Env) -> Result<Option<Self>, KeyError> {
-        match env.var(SECRET_KEY_ENV) {
-            Some(text) if !text.trim().is_empty() => Self::parse(&text).map(Some),
+    /// The key from the value of [`SECRET_KEY_ENV`] (the configuration reads the variable):
+    /// `None` when unset or empty.
+    pub fn from_var(value: Option<&str>) -> Result<Option<Self>, KeyError> {
+        match value {
+            Some(text) if !text.trim().is_empty() => Self::parse(text).map(Some),
             _ => Ok(None),
         }
     }

@@ -45,10 +45,14 @@ pub mod journal;
 pub mod postgres;
 pub mod sqlite;
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::Serialize;
+
 use im_bridge_channel::budget::Grant;
-use im_bridge_channel::{ChatId, RateBudget};
+use im_bridge_channel::{ChatId, InboundMessage, RateBudget, Secret};
 
 use crate::gateway::ThreadId;
 
@@ -58,6 +62,27 @@ pub use journal::{
 };
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore};
+
+/// Where state is stored (`bridge.store`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreLocation {
+    /// An embedded SQLite file.
+    Sqlite(PathBuf),
+    /// A shared Postgres database (the URL may carry a password, so it is a secret).
+    Postgres(Secret),
+}
+
+impl StoreLocation {
+    /// Opens the store here: the SQLite file (created if missing, locked for this process)
+    /// or a pool of connections to Postgres.
+    pub async fn open(&self) -> Result<Arc<dyn Store>, StoreError> {
+        match self {
+            StoreLocation::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
+            StoreLocation::Postgres(url) => Ok(Arc::new(PostgresStore::connect(url).await?)),
+        }
+    }
+}
 
 /// Where one conversation's binding lives: a chat on a channel, optionally a topic in it
 /// (manager.md §4.3: what a topic is depends on the platform; the store treats it opaquely).
@@ -69,6 +94,16 @@ pub struct ConversationKey {
     pub chat_id: ChatId,
     /// The topic inside the chat. `None` and `Some("")` are the same key: the chat itself.
     pub topic_id: Option<String>,
+}
+
+/// The conversation key of a message: its channel, chat and topic (an empty topic is
+/// none).
+pub fn conversation_key(msg: &InboundMessage) -> ConversationKey {
+    ConversationKey {
+        channel: msg.channel_name.clone(),
+        chat_id: msg.chat_id.clone(),
+        topic_id: msg.topic_id.clone().filter(|t| !t.is_empty()),
+    }
 }
 
 impl ConversationKey {

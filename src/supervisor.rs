@@ -29,8 +29,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::admin::names;
 use crate::lease::{self, Lease};
+use crate::telemetry::names;
 
 /// How a failed transport is restarted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use im_bridge::gateway::ThreadId;
 use im_bridge::gateway::{
-    CompactRequest, GatewayClient, GatewayConfig, GatewayError, Owner, RunEvent, RunRequest,
+    CompactRequest, GatewayClient, GatewayConfig, GatewayError, InternalToken, Owner, RunEvent,
+    RunRequest,
 };
 use im_bridge::simulator::{
     Fault, GoalState, Hold, Reply, Route, RunningSimulator, Script, SimModel, SimSkill, Simulator,
     SimulatorConfig,
 };
-use im_bridge_channel::Secret;
 use serde_json::json;
 
 const TOKEN: &str = "internal-token-for-tests";
@@ -43,7 +43,7 @@ fn client_for(sim: &RunningSimulator, token: &str, from_chat_timeout: Duration) 
     GatewayClient::new(GatewayConfig {
         langgraph_url: sim.langgraph_url(),
         gateway_url: sim.gateway_url(),
-        internal_token: Some(Secret::new(token)),
+        internal_token: Some(InternalToken::new(token)),
         from_chat_timeout,
         ..GatewayConfig::default()
     })

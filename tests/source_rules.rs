@@ -10,11 +10,14 @@
 //! - `links`: the links of a Markdown file and the anchors of its headings, and which
 //!   links are broken, with failing snippets;
 //! - `skeleton`: the adapter skeleton and the loops between an adapter's modules (issue
-//!   29), with failing snippets.
+//!   29), with failing snippets;
+//! - `graph`: the module graph of a crate's source directory and its loops (issues 29 and
+//!   34), with failing snippets.
 //!
 //! This file walks the tree, tells test code from production code, and runs each rule over
 //! the files it concerns.
 
+mod graph;
 mod lexer;
 mod links;
 mod rules;
@@ -103,21 +106,22 @@ fn module_dir(path: &str) -> String {
 }
 
 /// Integration tests, benches and the fakes crate: `tests/…`, `benches/…` at the root or in
-/// a crate under `channels/`.
+/// a crate under `channels/` or `crates/`.
 fn in_test_crate_dir(path: &str) -> bool {
     let in_crate = path
         .strip_prefix("channels/")
+        .or_else(|| path.strip_prefix("crates/"))
         .and_then(|p| p.split_once('/'));
     let rest = in_crate.map_or(path, |(_, rest)| rest);
     rest.starts_with("tests/") || rest.starts_with("benches/")
 }
 
-/// Every `.rs` file under `src/`, `channels/`, `tests/` and `benches/`, each marked test-only
-/// or not.
+/// Every `.rs` file under `src/`, `crates/`, `channels/`, `tests/` and `benches/`, each
+/// marked test-only or not.
 fn tree() -> Vec<File> {
     let root = root();
     let mut paths = Vec::new();
-    for dir in ["src", "channels", "tests", "benches"] {
+    for dir in ["src", "crates", "channels", "tests", "benches"] {
         files(&root.join(dir), "rs", &mut paths);
     }
     paths.sort();
@@ -203,6 +207,11 @@ fn no_user_facing_sentence_outside_the_catalogs() {
     check(rules::no_user_facing_sentence);
 }
 
+#[test]
+fn no_production_function_over_100_lines() {
+    check(rules::no_long_function);
+}
+
 /// The adapter crates under `channels/`: all but the kit (`core`) and the console, which
 /// has no platform API to hold a client, a model or a transport for.
 fn adapter_crates() -> Vec<String> {
@@ -275,6 +284,62 @@ fn adapters_follow_the_skeleton_without_module_loops() {
     assert!(found.is_empty(), "\n{}", found.join("\n"));
 }
 
+/// The source directories of the daemon and of the crates it is split into: `src/` and each
+/// `crates/<name>/src/` (none while `crates/` does not exist).
+fn crate_roots() -> Vec<String> {
+    let mut roots = vec!["src/".to_owned()];
+    let crates = std::fs::read_dir(root().join("crates"));
+    let mut names: Vec<String> = crates
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join("src").is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    roots.extend(names.iter().map(|n| format!("crates/{n}/src/")));
+    roots
+}
+
+/// The loops among sibling modules in every directory of [`crate_roots`], production code
+/// only, by directory.
+fn daemon_module_loops() -> std::collections::BTreeMap<String, Vec<(String, String)>> {
+    let files = tree();
+    let codes: Vec<(&str, String)> = files
+        .iter()
+        .filter(|f| !f.test_only)
+        .map(|f| {
+            let code = lexer::blank(&lexer::production(&f.text), |k| k == lexer::Kind::Code);
+            (f.path.as_str(), code)
+        })
+        .collect();
+    let sources: Vec<graph::Source<'_>> = codes
+        .iter()
+        .map(|(path, code)| graph::Source { path, code })
+        .collect();
+    crate_roots()
+        .iter()
+        .flat_map(|root| graph::loops_below(root, &sources))
+        .collect()
+}
+
+/// Issue 34: no module of the daemon (`src/`, and `crates/*/src/`) reaches back to itself
+/// through its siblings, at the top or inside a module directory; [`graph::LOOPS_ALLOWED`]
+/// lists the directories being untangled on another branch.
+#[test]
+fn no_module_loop_in_the_daemon_or_its_crates() {
+    let found: Vec<String> = daemon_module_loops()
+        .into_iter()
+        .filter(|(dir, _)| !graph::LOOPS_ALLOWED.iter().any(|(d, _)| d == dir))
+        .flat_map(|(dir, pairs)| {
+            pairs
+                .into_iter()
+                .map(move |(a, b)| format!("{dir}: `{a}` and `{b}` use each other"))
+        })
+        .collect();
+    assert!(found.is_empty(), "\n{}", found.join("\n"));
+}
+
 /// Every relative link and image in the repository's Markdown files (README, `docs/`, the
 /// crate READMEs, …) names a file or directory that exists, and every `#fragment` into a
 /// Markdown file one of its headings; all broken links are reported at once.
@@ -316,8 +381,8 @@ fn test_code_is_told_from_production_code() {
     let file = |path: &str| files.iter().find(|f| f.path == path).unwrap();
     for test_only in [
         "src/store/sqlite/tests.rs",
-        "src/gateway/tests.rs",
-        "src/gateway/tests/transport.rs",
+        "crates/gateway/src/tests.rs",
+        "crates/gateway/src/tests/transport.rs",
         "channels/core/src/delivery/recorder.rs",
         "channels/core/src/delivery/split/tests.rs",
         "channels/core/src/webhook/tests/kit.rs",
@@ -341,7 +406,7 @@ fn test_code_is_told_from_production_code() {
             "fn tracked(",
         ),
         (
-            "src/gateway/runs/stream.rs",
+            "crates/gateway/src/runs/stream.rs",
             "RunEvent::from_frame(&frame)",
             "OFFLOADED.fetch_add",
         ),
@@ -385,5 +450,15 @@ fn allow_list_entries_are_live() {
     }
     for path in TEST_SUPPORT {
         assert!(files.iter().any(|f| f.path == *path), "stale: {path}");
+    }
+    for (path, name) in rules::LONG_FUNCTIONS_ALLOWED {
+        let long = rules::function_lengths(&production(path))
+            .into_iter()
+            .any(|(n, _, lines)| n == *name && lines > rules::MAX_FUNCTION_LINES);
+        assert!(long, "stale: {path}: `{name}` is no longer over the limit");
+    }
+    let loops = daemon_module_loops();
+    for (dir, _) in graph::LOOPS_ALLOWED {
+        assert!(loops.contains_key(*dir), "stale: {dir} has no module loop");
     }
 }

@@ -349,7 +349,7 @@ pub fn build_context(webhooks: im_bridge_channel::WebhookHost) -> im_bridge_chan
     im_bridge_channel::BuildContext::new(
         AllowedUsers::Anyone,
         im_bridge::manager::commands::vocabulary(),
-        im_bridge::i18n::command_menu(&Catalogs::embedded().unwrap()),
+        im_bridge::channels::command_menu(&Catalogs::embedded().unwrap()),
         webhooks,
     )
 }
@@ -542,7 +542,7 @@ pub fn daemon_config(
             internal_token: sim
                 .config()
                 .internal_token
-                .map(im_bridge_channel::Secret::new),
+                .map(im_bridge::gateway::InternalToken::new),
             from_chat_timeout: options.from_chat_timeout,
             ..GatewayConfig::default()
         },

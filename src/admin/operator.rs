@@ -27,9 +27,9 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::names;
 use crate::operator::deliveries::IDS_MAX;
 use crate::operator::{Change, Deliveries, Selection};
+use crate::telemetry::names;
 
 /// The largest request body, in bytes (a thousand ids fit).
 pub const BODY_MAX: usize = 64 * 1024;

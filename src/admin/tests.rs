@@ -8,6 +8,7 @@ use im_bridge_channel::{
 };
 
 use super::*;
+use crate::telemetry::names;
 
 struct FakeChannel {
     connected: AtomicBool,

@@ -16,7 +16,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::admin::names;
+use crate::telemetry::names;
 
 /// Most replies waiting in all lanes together (each a final of at most
 /// `bridge.max_reply_messages` messages, or one partial per reply).

@@ -293,13 +293,13 @@ fn issue_13_auth_disabled_means_single_user_deerflow() {
 #[test]
 fn issue_13_busy_policy_and_queue_bound_per_channel() {
     let (s, _) = load_str(&with_console("channels:\n"), &env(&[])).unwrap();
-    assert_eq!(s.channels[0].queueing, crate::manager::Queueing::default());
+    assert_eq!(s.channels[0].queueing, crate::policy::Queueing::default());
     let text = "channels:\n  console:\n    enabled: true\n    busy_policy: reject\n    max_queued_per_conversation: 0\n";
     let (s, _) = load_str(text, &env(&[])).unwrap();
     assert_eq!(
         s.channels[0].queueing,
-        crate::manager::Queueing {
-            policy: crate::manager::BusyPolicy::Reject,
+        crate::policy::Queueing {
+            policy: crate::policy::BusyPolicy::Reject,
             max_queued: 0
         }
     );

@@ -18,6 +18,7 @@ use serde_json::{Map, Value, json};
 
 use crate::gateway::ThreadId;
 use crate::gateway::{GatewayClient, GatewayError, Owner};
+pub use crate::store::conversation_key;
 use crate::store::{ConversationKey, Store, StoreError};
 
 /// Thread ids remembered as already synced before the set is cleared.
@@ -32,15 +33,6 @@ pub enum BindError {
     /// The Gateway refused to create the thread.
     #[error(transparent)]
     Gateway(#[from] GatewayError),
-}
-
-/// The conversation key of a message.
-pub fn conversation_key(msg: &InboundMessage) -> ConversationKey {
-    ConversationKey {
-        channel: msg.channel_name.clone(),
-        chat_id: msg.chat_id.clone(),
-        topic_id: msg.topic_id.clone().filter(|t| !t.is_empty()),
-    }
 }
 
 /// How a new thread is bound.

@@ -1,7 +1,7 @@
 //! Commands (spec manager §9) as one table: each command is a child module exporting one
 //! `COMMAND` (its name, aliases, menu and help catalog ids, and handler), and everything
 //! else derives from `TABLE`: dispatch, the vocabulary adapters classify messages with,
-//! the platform command menus (`crate::i18n::command_menu`), the `/help` reply and the
+//! the platform command menus (`crate::channels::command_menu`), the `/help` reply and the
 //! list in the unknown-command reply. Adding a command is one module, one line in
 //! `TABLE` and its catalog entries; the tests below fail until the catalogs have them.
 //!

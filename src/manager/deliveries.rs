@@ -5,13 +5,7 @@
 //! entries, set their gauge), and take over the entries nobody holds: another replica's
 //! whose lease ran out, or one an operator retried after it gave up.
 
-use std::sync::Arc;
-
-use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-
-use super::Manager;
+use super::{Manager, Workers};
 use crate::operator::Deliveries;
 
 impl Manager {
@@ -30,19 +24,13 @@ impl Manager {
     }
 
     /// The journal's upkeep (module docs); no takeover once admission `closed`.
-    pub(super) async fn journal_upkeep(
-        &self,
-        closed: bool,
-        tasks: &TaskTracker,
-        cancel: &CancellationToken,
-        slots: &Arc<Semaphore>,
-    ) {
+    pub(super) async fn journal_upkeep(&self, closed: bool, workers: &Workers) {
         let journal = &self.inner.journal;
         journal.renew().await;
         journal.sweep().await;
         if !closed {
             let orphans = journal.claim(false).await;
-            self.spawn_recovered(orphans, tasks, cancel, slots);
+            self.spawn_recovered(orphans, workers);
         }
     }
 }

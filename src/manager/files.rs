@@ -86,6 +86,9 @@ pub struct Ingested {
     pub kwargs: Option<Value>,
 }
 
+/// Why a file did not come through (a message id) and the file's name, in order.
+type Notices = Vec<(&'static str, String)>;
+
 /// Reads and uploads `msg`'s files to `thread`.
 pub async fn ingest(
     inner: &Inner,
@@ -94,13 +97,43 @@ pub async fn ingest(
     thread: &ThreadId,
     text: &str,
 ) -> Ingested {
-    let replier = &inner.replier;
-    let mut notices: Vec<(&'static str, String)> = Vec::new();
+    let mut notices = Notices::new();
+    let read = read_files(inner, msg, &mut notices).await;
+    let described = upload(
+        inner,
+        owner,
+        thread,
+        read.uploads,
+        read.images,
+        &mut notices,
+    )
+    .await;
+    // The bytes are gone (uploaded or dropped): give their room back.
+    drop(read.shares);
+    let text = with_notices(inner, msg, text, &notices).await;
+    let kwargs = (!described.is_empty()).then(|| json!({ "files": described }));
+    Ingested { text, kwargs }
+}
+
+/// The files read from a message, to upload.
+struct Read {
+    uploads: Vec<UploadFile>,
+    /// Whether each upload is an image.
+    images: Vec<bool>,
+    /// Each file's share of the memory budget, held until the upload is done: the bytes
+    /// are in memory until then.
+    shares: Vec<OwnedSemaphorePermit>,
+}
+
+/// Reads `msg`'s files through its channel, each within the room it reserved in the memory
+/// budget; each file that cannot be read gets a notice.
+async fn read_files(inner: &Inner, msg: &InboundMessage, notices: &mut Notices) -> Read {
+    let mut read = Read {
+        uploads: Vec::new(),
+        images: Vec::new(),
+        shares: Vec::new(),
+    };
     let mut names: Vec<String> = Vec::new();
-    let mut uploads = Vec::new();
-    let mut images = Vec::new();
-    // Held until the upload is done: the bytes are in memory until then.
-    let mut shares = Vec::new();
     for (i, file) in msg.files.iter().enumerate() {
         let name = unique_name(&mut names, file, i);
         if i >= MAX_FILES {
@@ -117,8 +150,9 @@ pub async fn ingest(
             notices.push((m::RUN_ATTACHMENT_UNAVAILABLE, name));
             continue;
         };
-        shares.push(share);
-        match replier
+        read.shares.push(share);
+        match inner
+            .replier
             .outbound()
             .fetch_file(&msg.channel_name, file, bound)
             .await
@@ -127,8 +161,8 @@ pub async fn ingest(
                 notices.push((m::RUN_ATTACHMENT_TOO_LARGE, name));
             }
             Ok(bytes) => {
-                images.push(is_image(file));
-                uploads.push(UploadFile {
+                read.images.push(is_image(file));
+                read.uploads.push(UploadFile {
                     filename: name,
                     mime_type: mime_type(file),
                     bytes,
@@ -144,52 +178,73 @@ pub async fn ingest(
             }
         }
     }
+    read
+}
 
+/// Uploads the files read to `thread` in one call: how the run's message describes each
+/// one stored; each one not stored gets a notice.
+async fn upload(
+    inner: &Inner,
+    owner: Option<&Owner>,
+    thread: &ThreadId,
+    uploads: Vec<UploadFile>,
+    images: Vec<bool>,
+    notices: &mut Notices,
+) -> Vec<Value> {
     let mut described = Vec::new();
-    if !uploads.is_empty() {
-        let sent: Vec<(String, bool)> = uploads
-            .iter()
-            .map(|u| u.filename.clone())
-            .zip(images)
-            .collect();
-        match inner.gateway.upload_files(owner, thread, uploads).await {
-            Ok(stored) => {
-                for (name, image) in sent {
-                    match stored.iter().find(|s| s.filename == name) {
-                        Some(s) => described.push(json!({
-                            "filename": s.filename,
-                            "size": s.size,
-                            "path": s.agent_path(),
-                            "is_image": image,
-                        })),
-                        None => notices.push((m::RUN_ATTACHMENT_UNAVAILABLE, name)),
-                    }
+    if uploads.is_empty() {
+        return described;
+    }
+    let sent: Vec<(String, bool)> = uploads
+        .iter()
+        .map(|u| u.filename.clone())
+        .zip(images)
+        .collect();
+    match inner.gateway.upload_files(owner, thread, uploads).await {
+        Ok(stored) => {
+            for (name, image) in sent {
+                match stored.iter().find(|s| s.filename == name) {
+                    Some(s) => described.push(json!({
+                        "filename": s.filename,
+                        "size": s.size,
+                        "path": s.agent_path(),
+                        "is_image": image,
+                    })),
+                    None => notices.push((m::RUN_ATTACHMENT_UNAVAILABLE, name)),
                 }
             }
-            Err(error) => {
-                tracing::warn!(%error, files = sent.len(), "Uploading attachments failed.");
-                notices.extend(
-                    sent.into_iter()
-                        .map(|(name, _)| (m::RUN_ATTACHMENT_UNAVAILABLE, name)),
-                );
-            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, files = sent.len(), "Uploading attachments failed.");
+            notices.extend(
+                sent.into_iter()
+                    .map(|(name, _)| (m::RUN_ATTACHMENT_UNAVAILABLE, name)),
+            );
         }
     }
-    // The bytes are gone (uploaded or dropped): give their room back.
-    drop(shares);
+    described
+}
 
+/// `text` with a localized line naming each file that did not come through.
+async fn with_notices(
+    inner: &Inner,
+    msg: &InboundMessage,
+    text: &str,
+    notices: &Notices,
+) -> String {
     let mut text = text.to_owned();
-    if !notices.is_empty() {
-        let (locale, _) = replier.locale_for(msg).await;
-        for (id, name) in &notices {
-            if !text.is_empty() {
-                text.push_str(if text.ends_with(']') { "\n" } else { "\n\n" });
-            }
-            text.push_str(&replier.text(&locale, id, &[("name", Arg::Str(name))]));
-        }
+    if notices.is_empty() {
+        return text;
     }
-    let kwargs = (!described.is_empty()).then(|| json!({ "files": described }));
-    Ingested { text, kwargs }
+    let replier = &inner.replier;
+    let (locale, _) = replier.locale_for(msg).await;
+    for (id, name) in notices {
+        if !text.is_empty() {
+            text.push_str(if text.ends_with(']') { "\n" } else { "\n\n" });
+        }
+        text.push_str(&replier.text(&locale, id, &[("name", Arg::Str(name))]));
+    }
+    text
 }
 
 /// A safe, unique name for the `i`th file: its own base name, else one by kind.

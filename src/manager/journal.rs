@@ -69,21 +69,19 @@ mod held;
 mod retry;
 mod starting;
 
-pub(crate) use held::HELD_NOTE_KEY;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use im_bridge_channel::{
-    ChatId, InboundMessage, MessageId, MsgType, OutboundMessage, RESUME_MESSAGE_KEY,
-};
+use im_bridge_channel::{ChatId, InboundMessage, MessageId, MsgType, OutboundMessage};
 use tokio::sync::Notify;
+use tokio::task::futures::TaskLocalFuture;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use self::retry::give_up;
 use crate::bus::{Hooks, Landed, Outbound};
+use crate::policy::DEFAULT_FINAL_RETRY_HOURS;
 use crate::store::{
     DedupeKey, JournalRecord, JournalState, Journaled, PendingFinal, Store, unix_millis,
 };
@@ -101,9 +99,6 @@ pub struct JournalConfig {
     /// How long a final that cannot be delivered is retried (`bridge.final_retry_hours`).
     pub final_retry: Duration,
 }
-
-/// The default `bridge.final_retry_hours`.
-pub const DEFAULT_FINAL_RETRY_HOURS: u64 = 6;
 
 impl Default for JournalConfig {
     fn default() -> Self {
@@ -404,9 +399,10 @@ impl Entry {
         CURRENT.try_with(Clone::clone).ok()
     }
 
-    /// Runs `work` as this entry's turn (see the module docs).
-    pub(crate) async fn scope<F: Future>(&self, work: F) -> F::Output {
-        CURRENT.scope(self.clone(), work).await
+    /// Runs `work` as this entry's turn (see the module docs). A plain function, not an
+    /// `async` one: the turn's future is moved in once, not copied into a wrapper too.
+    pub(crate) fn scope<F: Future>(&self, work: F) -> TaskLocalFuture<Entry, F> {
+        CURRENT.scope(self.clone(), work)
     }
 
     /// Makes the entry findable by its reply stream until its turn ends.
@@ -476,8 +472,7 @@ impl Entry {
         let id = {
             let mut progress = self.progress();
             if let Some(message) = &progress.resume {
-                out.metadata
-                    .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
+                out.hints.resumes = Some(MessageId::new(message.as_str()));
                 if out.is_final {
                     progress.resume = None;
                 }
@@ -488,18 +483,15 @@ impl Entry {
             progress.outstanding += 1;
             progress.next_final += 1;
             let id = progress.next_final;
-            let resumed = out
-                .metadata
-                .get(RESUME_MESSAGE_KEY)
-                .and_then(|m| m.as_str());
-            let finishes = match resumed {
-                Some(message) => Some(message.to_owned()),
+            let finishes = match &out.hints.resumes {
+                Some(message) => Some(message.as_str().to_owned()),
                 None => progress.open_stream.take(),
             };
             progress.record.finals.push(PendingFinal {
                 id,
                 text: out.text.clone(),
                 metadata: out.metadata.clone(),
+                hints: out.hints.clone(),
                 late: Some(late.to_owned()).filter(|l| !l.is_empty()),
                 finishes,
                 unsourced,

@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
+use tokio::task::futures::TaskLocalFuture;
 
 /// A conversation's line: its latest ticket, that ticket's completion signal and settling
 /// mark, the tickets outstanding (handled or waiting), and which runs gave their notices.
@@ -97,8 +98,8 @@ tokio::task_local! {
 
 impl Settling {
     /// Runs `future` with `self` as the mark [`Settling::mark_current`] sets.
-    pub async fn scope<F: Future>(self, future: F) -> F::Output {
-        SETTLING.scope(self, future).await
+    pub fn scope<F: Future>(self, future: F) -> TaskLocalFuture<Settling, F> {
+        SETTLING.scope(self, future)
     }
 
     /// Marks the current task's message as settling, if it is in line.

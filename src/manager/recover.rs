@@ -19,25 +19,18 @@ use std::sync::Arc;
 use im_bridge_channel::InboundMessage;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::journal::Entry;
-use super::{Disposition, Manager, Place, dedupe, run};
-use crate::admin::names;
+use super::{Disposition, Manager, Place, Workers, dedupe, run};
 use crate::gateway::{GatewayError, ThreadId};
 use crate::store::JournalState;
+use crate::telemetry::names;
 
 impl Manager {
     /// Starts finishing each claimed entry (oldest first, so each conversation keeps its
     /// order).
-    pub(super) fn spawn_recovered(
-        &self,
-        entries: Vec<Entry>,
-        tasks: &TaskTracker,
-        cancel: &CancellationToken,
-        slots: &Arc<Semaphore>,
-    ) {
+    pub(super) fn spawn_recovered(&self, entries: Vec<Entry>, workers: &Workers) {
         for entry in entries {
             let record = entry.record();
             let state = match record.state {
@@ -56,9 +49,10 @@ impl Manager {
             }
             let msg = record.message;
             let place = self.place_in_line(&msg);
-            let (manager, cancel, slots) = (self.clone(), cancel.clone(), slots.clone());
+            let manager = self.clone();
+            let (cancel, slots) = (workers.cancel.clone(), workers.slots.clone());
             let span = tracing::info_span!("recovered", channel = %msg.channel_name, chat = %msg.chat_id, state);
-            tasks.spawn(
+            workers.tasks.spawn(
                 async move { manager.resume(entry, msg, cancel, place, slots).await }
                     .instrument(span),
             );

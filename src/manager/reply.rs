@@ -18,7 +18,7 @@ use crate::i18n::{Arg, Catalogs, Locale};
 use crate::store::Store;
 
 use super::artifacts::Staged;
-use super::journal::{Entry, HELD_NOTE_KEY};
+use super::journal::Entry;
 use super::typing::{Typing, TypingGuard};
 use super::{ManagerConfig, Owners};
 
@@ -201,7 +201,7 @@ impl Replier {
                             // What it opens with if its source takes no more replies by
                             // the time it is delivered, and a later message carries it.
                             let held = self.text(&locale, crate::i18n::msg::RUN_HELD, &[]);
-                            out.metadata.insert(HELD_NOTE_KEY.into(), held.into());
+                            out.hints.held_note = Some(held);
                         }
                         self.text(&locale, crate::i18n::msg::RUN_RECOVERED, &[])
                     }

@@ -8,26 +8,27 @@
 //! A busy thread (409) gets the busy reply and is not retried. The caller learns whether the run started, which
 //! `/goal from-chat` needs to tell "saved but not started" apart.
 
-use im_bridge_channel::{InboundMessage, LengthUnit, split};
+use im_bridge_channel::InboundMessage;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::artifacts::{self, Fetched, Source};
+use super::artifacts::Source;
 use super::files;
 use super::journal::Entry;
 use super::params::{self, Layers, TurnFlags};
 use super::stream::{Accumulator, Throttle};
-use super::turn::Turn;
 use super::{BindError, Disposition, Inner, conversation_key};
-use crate::admin::names;
 use crate::gateway::ThreadId;
-use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest};
+use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest, RunStream};
 use crate::i18n::{Arg, msg as m};
+use crate::telemetry::names;
 
+mod answer;
 mod followed;
 mod handoff;
 
+use answer::{Ending, publish_final};
 pub(super) use followed::follow;
 use followed::wait_turn;
 
@@ -213,10 +214,53 @@ async fn stream_turn(
     if let (Some(entry), Some(run_id)) = (Entry::current(), stream.run_id()) {
         entry.run_started(thread.as_str(), run_id).await;
     }
+    let streamed = show_stream(inner, msg, source, &mut stream, placeholder_at).await;
+    // A run stopped on request may end any way the Gateway ends it: that is not a failure.
+    let stopped = running.stopped();
+    drop(running);
+    let failed = !stopped && (streamed.failed || streamed.acc.failed());
+    let turn = streamed.acc.finish();
+    let ending = match (stopped, failed) {
+        (true, _) => Ending::Stopped,
+        (false, true) => Ending::Failed,
+        (false, false) => Ending::Complete,
+    };
+    let marker = streamed.marker.as_deref();
+    publish_final(inner, msg, source, turn, ending, marker).await;
+    metrics::counter!(names::RUNS, "outcome" => ending.outcome()).increment(1);
+    (
+        if failed {
+            Disposition::Release
+        } else {
+            Disposition::Keep
+        },
+        RunStart::Started,
+    )
+}
+
+/// What showing a run's stream came to.
+struct Streamed {
+    /// The reply of the segment the run ended in.
+    acc: Accumulator,
+    /// The stream itself failed (it ended without the run's end).
+    failed: bool,
+    /// The opening line of a goal continuation's messages, once one started.
+    marker: Option<String>,
+}
+
+/// Reads the run's events until it ends, showing the reply as it is written (throttled,
+/// with the cursor); each goal continuation the agent starts in the same run finishes the
+/// message so far and goes on in a new one that says why it appears.
+async fn show_stream(
+    inner: &Inner,
+    msg: &InboundMessage,
+    source: Source<'_>,
+    stream: &mut RunStream,
+    mut placeholder_at: Option<Instant>,
+) -> Streamed {
     let mut acc = Accumulator::new();
     let mut throttle = Throttle::default();
-    let mut failure = None;
-    // The opening line of a goal continuation's messages, once one started.
+    let mut failed = false;
     let mut marker: Option<String> = None;
     loop {
         let Some(event) = awaiting(inner, msg, &mut placeholder_at, stream.next()).await else {
@@ -234,23 +278,16 @@ async fn stream_turn(
             Ok(RunEvent::Metadata { .. } | RunEvent::Gap | RunEvent::Other(_)) => false,
             Err(error) => {
                 tracing::warn!(%error, "The run stream failed.");
-                failure = Some(error);
+                failed = true;
                 break;
             }
         };
         if acc.continuation_pending() {
             // The agent keeps working toward the goal in the same run: finish the message
-            // so far, and show the continuation as a new one that says why it appears.
+            // so far, and show the continuation as a new one.
             let previous = acc.next_segment();
-            publish_final(
-                inner,
-                msg,
-                source,
-                previous,
-                Ending::Complete,
-                marker.as_deref(),
-            )
-            .await;
+            let ending = Ending::Complete;
+            publish_final(inner, msg, source, previous, ending, marker.as_deref()).await;
             placeholder_at = None;
             throttle = Throttle::default();
             let n = i64::try_from(acc.segment()).unwrap_or(i64::MAX);
@@ -267,55 +304,11 @@ async fn stream_turn(
             placeholder_at = None;
         }
     }
-    // A run stopped on request may end any way the Gateway ends it: that is not a failure.
-    let stopped = running.stopped();
-    drop(running);
-    let failed = !stopped && (failure.is_some() || acc.failed());
-    let turn = acc.finish();
-    let ending = match (stopped, failed) {
-        (true, _) => Ending::Stopped,
-        (false, true) => Ending::Failed,
-        (false, false) => Ending::Complete,
-    };
-    publish_final(inner, msg, source, turn, ending, marker.as_deref()).await;
-    metrics::counter!(names::RUNS, "outcome" => ending.outcome()).increment(1);
-    (
-        if failed {
-            Disposition::Release
-        } else {
-            Disposition::Keep
-        },
-        RunStart::Started,
-    )
-}
-
-/// `text` cut so that it fills at most `max` messages of `limit` `unit`s, the last one
-/// ending with `note()` (a runaway answer must not flood the chat). The cut is checked with
-/// the same splitter the delivery engine uses, so the bound holds after splitting.
-fn bounded(
-    text: String,
-    unit: LengthUnit,
-    limit: usize,
-    max: usize,
-    note: impl FnOnce() -> String,
-) -> String {
-    let chunks = split::split_chunks(&text, unit, limit);
-    if chunks.len() <= max {
-        return text;
+    Streamed {
+        acc,
+        failed,
+        marker,
     }
-    let note = format!("\n\n{}", note());
-    let start = chunks[max - 1].body.start;
-    let mut room = limit.saturating_sub(unit.measure(&note) + chunks[max - 1].head);
-    // A few tries: cutting the last message shorter can only help.
-    for _ in 0..8 {
-        let last = split::truncate(&text[start..], unit, room);
-        let candidate = format!("{}{last}{note}", &text[..start]);
-        if split::split_chunks(&candidate, unit, limit).len() <= max || room == 0 {
-            return candidate;
-        }
-        room /= 2;
-    }
-    format!("{}{note}", &text[..start])
 }
 
 /// When the "working on it" notice falls due, on a channel that shows one.
@@ -356,29 +349,6 @@ async fn awaiting<F: Future>(
             .await;
     }
     work.await
-}
-
-/// How a turn's final ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ending {
-    /// The run finished: the text as it is (or the no-response sentence).
-    Complete,
-    /// The run failed: the failure sentence, or after text already shown, that text and a
-    /// line saying the answer was cut off.
-    Failed,
-    /// `/stop` stopped it: the text so far and a line saying so (or that line alone).
-    Stopped,
-}
-
-impl Ending {
-    /// The `outcome` label of the runs counter.
-    fn outcome(self) -> &'static str {
-        match self {
-            Self::Complete => "completed",
-            Self::Failed => "failed",
-            Self::Stopped => "stopped",
-        }
-    }
 }
 
 /// The run never started: busy, a thread gone, or refused. Replies unless `quiet`.
@@ -428,155 +398,4 @@ async fn continuation_marker(inner: &Inner, msg: &InboundMessage, n: i64, max: i
         m::GOAL_CONTINUING,
         &[("n", Arg::Num(n)), ("max", Arg::Num(max))],
     )
-}
-
-/// Publishes the final of a turn (or of one goal-continuation segment): its text (or the
-/// files line, or the failure or no-response sentence) under the segment's marker line,
-/// and the clarification flag.
-async fn publish_final(
-    inner: &Inner,
-    msg: &InboundMessage,
-    source: Source<'_>,
-    turn: Turn,
-    ending: Ending,
-    marker: Option<&str>,
-) {
-    let (locale, _) = inner.replier.locale_for(msg).await;
-    let caps = inner.replier.outbound().capabilities(&msg.channel_name);
-    // The files the agent presented, read back for a channel that can send files.
-    let fetched = match caps.map_or(0, |c| c.max_upload_bytes) {
-        0 => Fetched::default(),
-        _ if turn.artifacts.is_empty() => Fetched::default(),
-        limit => artifacts::fetch(inner, source, &locale, &turn.artifacts, limit).await,
-    };
-    let files_line = (!turn.artifacts.is_empty()).then(|| {
-        let names: Vec<&str> = turn
-            .artifacts
-            .iter()
-            .map(|p| artifacts::base_name(p))
-            .collect();
-        let created = inner.replier.text(
-            &locale,
-            m::RUN_FILES_CREATED,
-            &[
-                ("count", Arg::Num(names.len() as i64)),
-                (
-                    "names",
-                    Arg::Str(&inner.replier.catalogs().join_list(&locale, &names)),
-                ),
-            ],
-        );
-        // Each file that is not attached says why, on a line of its own.
-        std::iter::once(created)
-            .chain(fetched.lines.iter().cloned())
-            .collect::<Vec<_>>()
-            .join("\n")
-    });
-    let wrote = !turn.text.trim().is_empty();
-    let mut text = if wrote {
-        match &files_line {
-            Some(line) => format!("{}\n\n{line}", turn.text),
-            None => turn.text,
-        }
-    } else {
-        files_line.unwrap_or_default()
-    };
-    // What the user must know about how the answer ended: alone when nothing was written,
-    // else as its last line, so partial text is never passed off as complete.
-    let closing = match (ending, wrote || !text.is_empty()) {
-        (Ending::Complete, true) => None,
-        (Ending::Complete, false) => Some(m::RUN_NO_RESPONSE),
-        (Ending::Failed, true) => Some(m::RUN_INTERRUPTED),
-        (Ending::Failed, false) => Some(m::RUN_FAILED),
-        (Ending::Stopped, _) => Some(m::RUN_STOPPED),
-    };
-    if let Some(id) = closing {
-        let line = inner.replier.text(&locale, id, &[]);
-        text = if text.is_empty() {
-            line
-        } else {
-            format!("{text}\n\n{line}")
-        };
-    }
-    let text = match marker {
-        Some(line) => format!("{line}\n\n{text}"),
-        None => text,
-    };
-    // A reply a restarted bridge (or another replica) finished says why it comes late.
-    let text = match Entry::current().filter(Entry::recovered) {
-        Some(_) => {
-            let note = inner.replier.text(&locale, m::RUN_RECOVERED, &[]);
-            format!("{note}\n\n{text}")
-        }
-        None => text,
-    };
-    let text = match caps {
-        Some(caps) => {
-            let max = inner.config.max_reply_messages.max(1);
-            bounded(text, caps.length_unit, caps.max_message_len, max, || {
-                inner.replier.text(&locale, m::RUN_TRUNCATED, &[])
-            })
-        }
-        None => text,
-    };
-    inner
-        .clarifications
-        .turn_ended(msg, turn.pending_clarification);
-    let mut out = msg.reply(text, true);
-    if caps.is_some_and(|c| c.reply_window.is_some()) {
-        // Where a source takes only a few replies, the delivery engine may have to cut the
-        // answer short; it ends the last message it may send with this.
-        let note = inner.replier.text(&locale, m::RUN_TRUNCATED, &[]);
-        out.metadata
-            .insert(im_bridge_channel::TRUNCATED_NOTE_KEY.into(), note.into());
-    }
-    if turn.pending_clarification {
-        out.metadata
-            .insert("pending_clarification".into(), true.into());
-    }
-    out.attachments = fetched.files;
-    // The rest of an answer handed off before its reply window closed goes the late way.
-    let Some(out) = handoff::route_final(inner, msg, &locale, out).await else {
-        if let Some(staged) = fetched.staged {
-            staged.release();
-        }
-        return;
-    };
-    inner
-        .replier
-        .publish_keeping(msg, out, fetched.staged)
-        .await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn issue_13_a_runaway_answer_fills_at_most_max_messages_and_says_it_was_cut() {
-        let note = || "(cut)".to_owned();
-        let short = "a short answer".to_owned();
-        assert_eq!(
-            bounded(short.clone(), LengthUnit::Chars, 100, 3, note),
-            short
-        );
-        let words = "word ".repeat(20_000);
-        for (unit, limit, max) in [
-            (LengthUnit::Utf16, 4096, 10),
-            (LengthUnit::Chars, 50, 1),
-            (LengthUnit::Bytes, 2000, 3),
-        ] {
-            let cut = bounded(words.clone(), unit, limit, max, note);
-            let messages = split::split(&cut, unit, limit);
-            assert_eq!(messages.len(), max, "{unit:?}");
-            assert!(messages.last().unwrap().ends_with("\n\n(cut)"), "{unit:?}");
-            assert!(cut.starts_with("word word"));
-        }
-        // Inside a code fence too: the note still lands in the last allowed message.
-        let code = format!("```\n{}\n```", "let x = 1;\n".repeat(5_000));
-        let cut = bounded(code, LengthUnit::Chars, 500, 4, note);
-        let messages = split::split(&cut, LengthUnit::Chars, 500);
-        assert!(messages.len() <= 4, "{}", messages.len());
-        assert!(messages.last().unwrap().contains("(cut)"));
-    }
 }

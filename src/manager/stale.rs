@@ -24,11 +24,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use im_bridge_channel::InboundMessage;
 
 use super::{DEDUPE_TTL, Inner, dedupe};
-use crate::admin::names;
+use crate::policy::DEFAULT_MAX_EVENT_AGE;
 use crate::store::DedupeKey;
-
-/// The default `bridge.max_event_age_seconds`: an hour.
-pub const DEFAULT_MAX_EVENT_AGE: Duration = Duration::from_secs(3600);
+use crate::telemetry::names;
 
 /// How long one "too late" reply covers its chat: later stale messages there within it get
 /// none.

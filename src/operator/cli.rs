@@ -202,7 +202,7 @@ async fn route(args: &DeliveriesArgs, settings: &Settings) -> Result<Route, CliE
     {
         return Err(CliError::NoStore(path.clone()));
     }
-    match crate::daemon::open_store(&settings.store).await {
+    match settings.store.open().await {
         Ok(store) => Ok(Route::Store(store)),
         Err(StoreError::Locked { .. }) if settings.admin_token.is_some() => {
             let base = admin_base(settings);

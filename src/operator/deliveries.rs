@@ -13,8 +13,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::manager::conversation_key;
-use crate::store::{JOURNAL_CAP, JournalState, Listed, Store, StoreError, unix_millis};
+use crate::store::{
+    JOURNAL_CAP, JournalState, Listed, Store, StoreError, conversation_key, unix_millis,
+};
 
 /// Most entries one page reads from the store (and most deliveries it holds).
 pub const PAGE_MAX: usize = 500;

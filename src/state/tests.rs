@@ -1,7 +1,6 @@
 //! Channel state over a real SQLite store: scoping, the version byte, sealing and what is
 //! refused (another key, a moved value, no key), and the key's parsing.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -218,12 +217,8 @@ fn issue_32_key_parsing() {
     assert_eq!(format!("{:?}", key(3)), "<redacted>");
     assert_eq!(serde_json::to_string(&key(3)).unwrap(), "\"<redacted>\"");
 
-    let mut env = HashMap::new();
-    assert!(SecretKey::from_env(&env).unwrap().is_none());
-    env.insert(SECRET_KEY_ENV.to_owned(), String::new());
-    assert!(SecretKey::from_env(&env).unwrap().is_none());
-    env.insert(SECRET_KEY_ENV.to_owned(), key_text(4));
-    assert!(SecretKey::from_env(&env).unwrap().is_some());
-    env.insert(SECRET_KEY_ENV.to_owned(), "nope".into());
-    assert!(SecretKey::from_env(&env).is_err());
+    assert!(SecretKey::from_var(None).unwrap().is_none());
+    assert!(SecretKey::from_var(Some(" ")).unwrap().is_none());
+    assert!(SecretKey::from_var(Some(&key_text(4))).unwrap().is_some());
+    assert!(SecretKey::from_var(Some("nope")).is_err());
 }

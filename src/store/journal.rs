@@ -11,7 +11,7 @@
 //! claims it any more, and it waits for an operator (issue 33: `im-bridge deliveries`) to
 //! retry or drop it, for at most [`GAVE_UP_KEPT`].
 
-use im_bridge_channel::InboundMessage;
+use im_bridge_channel::{DeliveryHints, InboundMessage, MessageId};
 use serde::{Deserialize, Serialize};
 
 /// Most entries a store keeps. Entries live while their message is queued, running or its
@@ -90,9 +90,14 @@ pub struct PendingFinal {
     pub id: u32,
     /// The text, as published.
     pub text: String,
-    /// The outbound metadata the manager set (notes, flags).
+    /// The reply's outbound metadata (the inbound message's, for its adapter).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// What the manager told the delivery engine about it (its notes, the message it
+    /// finishes). A row written before the hints were typed carries them in `metadata`
+    /// (moved into the hints as the row is read).
+    #[serde(default, skip_serializing_if = "DeliveryHints::is_empty")]
+    pub hints: DeliveryHints,
     /// The localized line a delivery by a later process opens with (it comes late).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late: Option<String>,
@@ -229,14 +234,73 @@ pub(crate) fn encode(record: &JournalRecord) -> String {
     serde_json::to_string(record).unwrap_or_default()
 }
 
-/// A stored record, or `None` for one this build cannot read (logged by the caller).
+/// A stored record, or `None` for one this build cannot read (logged by the caller). A
+/// record an earlier build wrote is upgraded as it is read ([`PendingFinal::upgrade`]).
 pub(crate) fn decode(text: &str) -> Option<JournalRecord> {
-    serde_json::from_str(text).ok()
+    let mut record: JournalRecord = serde_json::from_str(text).ok()?;
+    record.finals.iter_mut().for_each(PendingFinal::upgrade);
+    Some(record)
+}
+
+impl PendingFinal {
+    /// Moves the delivery hints a row written before they were typed carries as metadata
+    /// keys into [`PendingFinal::hints`], so a final written ahead by the previous version
+    /// keeps its notes and the message it finishes; drops the key nothing read
+    /// (`pending_clarification`).
+    fn upgrade(&mut self) {
+        let mut take = |key: &str| match self.metadata.remove(key) {
+            Some(serde_json::Value::String(text)) => Some(text),
+            _ => None,
+        };
+        let truncated_note = take("truncated_note");
+        let resumes = take("im_bridge_resume_message");
+        let held_note = take("im_bridge_held_note");
+        take("pending_clarification");
+        let hints = &mut self.hints;
+        hints.truncated_note = hints.truncated_note.take().or(truncated_note);
+        hints.resumes = hints.resumes.take().or(resumes.map(MessageId::new));
+        hints.held_note = hints.held_note.take().or(held_note);
+    }
 }
 
 /// Logs entries a claim or a take dropped because this build cannot read their record.
 pub(crate) fn warn_unreadable(entries: usize) {
     if entries > 0 {
         tracing::warn!(entries, "Dropped journal entries this build cannot read.");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_written_before_the_typed_hints_keeps_its_notes_and_its_message() {
+        // `created_at` given: a default of "now" need not survive serde_json's float parsing
+        // to the last bit, and the round trip below compares whole records.
+        let old = r#"{"message":{"channel_name":"qq","chat_id":"group:g","user_id":"u",
+            "text":"question","created_at":1700000000.25},"state":"final_pending","finals":[{"id":1,"text":"answer",
+            "metadata":{"event_id":"e1","truncated_note":"(cut)",
+            "im_bridge_resume_message":"m7","im_bridge_held_note":"(held)",
+            "pending_clarification":true},"finishes":"m7"},{"id":2,"text":"more"}]}"#;
+        let record = decode(old).expect("an old row reads");
+        let [first, second] = &record.finals[..] else {
+            panic!("two finals: {:?}", record.finals);
+        };
+        assert_eq!(first.hints.truncated_note.as_deref(), Some("(cut)"));
+        assert_eq!(first.hints.resumes, Some(MessageId::new("m7")));
+        assert_eq!(first.hints.held_note.as_deref(), Some("(held)"));
+        // The adapter's own metadata stays; the old keys and the dead one are gone.
+        assert_eq!(
+            first.metadata.keys().collect::<Vec<_>>(),
+            ["event_id"],
+            "{:?}",
+            first.metadata
+        );
+        assert!(second.hints.is_empty());
+        // Written again, it is in the new shape and reads back the same.
+        let again = encode(&record);
+        assert!(!again.contains("im_bridge_"), "{again}");
+        assert_eq!(decode(&again), Some(record));
     }
 }

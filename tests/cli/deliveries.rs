@@ -74,6 +74,7 @@ fn answered(question: &str, answer: &str, attempts: u32) -> JournalRecord {
         id: 1,
         text: answer.into(),
         metadata: Default::default(),
+        hints: Default::default(),
         late: Some(catalog_text("en-US")("run-recovered", &[])),
         finishes: None,
         unsourced: false,

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge::i18n::{Catalogs, command_menu};
+use im_bridge::channels::command_menu;
+use im_bridge::i18n::Catalogs;
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 use im_bridge_channel::config::WebhookPlace;
 use im_bridge_channel::{AllowedUsers, BuildContext, FileHosts, Secret, WebhookHost};

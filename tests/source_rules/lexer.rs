@@ -273,6 +273,57 @@ pub fn test_modules(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// A function with a body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Function {
+    /// Its name.
+    pub name: String,
+    /// From its `fn` keyword to the `}` that closes its body (inclusive).
+    pub range: Range<usize>,
+}
+
+/// The functions with a body in `code` (code only: comments and literals blanked), nested
+/// ones too, in source order. A `fn` keyword opens one when a name follows it (a
+/// `fn(…)` pointer type does not); its body is the first `{` outside parentheses and
+/// brackets, unless a `;` comes first (a declaration in a trait).
+pub fn functions(code: &str) -> Vec<Function> {
+    let b = code.as_bytes();
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("fn") {
+        let before_ok = at == 0 || !is_ident(b[at - 1]);
+        let after = &code[at + 2..];
+        let name_start = after.len() - after.trim_start().len();
+        if !before_ok || name_start == 0 {
+            continue;
+        }
+        let name: String = after[name_start..]
+            .bytes()
+            .take_while(|&c| is_ident(c))
+            .map(char::from)
+            .collect();
+        if name.is_empty() {
+            continue;
+        }
+        let mut depth = 0i32;
+        for (k, &c) in b.iter().enumerate().skip(at + 2) {
+            match c {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b';' if depth == 0 => break,
+                b'{' if depth == 0 => {
+                    found.push(Function {
+                        name,
+                        range: at..matching_brace(b, k),
+                    });
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
 /// A string literal and where it stands.
 #[derive(Clone, Debug)]
 pub struct Literal {
@@ -393,6 +444,22 @@ mod tests {
     fn an_attribute_in_a_literal_or_comment_is_not_a_test_item() {
         let text = "// #[cfg(test)]\nconst S: &str = \"#[cfg(test)]\";\nfn f() {}\n";
         assert_eq!(production(text), text);
+    }
+
+    #[test]
+    fn functions_are_found_with_their_bodies() {
+        let text = "trait T { fn decl(&self) -> u8; }\ntype H = fn(&str) -> u8;\npub async fn outer<F: Fn() -> u8>(f: [u8; 2]) -> impl Fn() -> u8\nwhere F: Send {\n    fn inner() { let s = \"}\"; }\n    move || 1\n}\nfn after() {}\n";
+        let code = blank(text, |k| k == Kind::Code);
+        let found = functions(&code);
+        let names: Vec<&str> = found.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["outer", "inner", "after"]);
+        assert_eq!(line_of(text, found[0].range.start), 3);
+        assert_eq!(
+            line_of(text, found[0].range.end),
+            7,
+            "outer ends at its own brace"
+        );
+        assert_eq!(&text[found[2].range.clone()], "fn after() {}");
     }
 
     #[test]

@@ -110,14 +110,17 @@ fn platform_lines(path: &str, text: &str, allowed: &[(&str, &str)], who: &str) -
 }
 
 /// Platform names `src/` may keep outside the registry: (file, text on the line). None: the
-/// demo builds its channel through the registry (`platforms::demo_channel`), and the
+/// demo builds its channel through the registry (`channels::demo_channel`), and the
 /// command line's `--help` names no platform.
 pub const PLATFORMS_ALLOWED: &[(&str, &str)] = &[];
 
 /// Issue 12: nothing in `src/` but the registry (`src/platforms.rs`) names a platform, in
-/// code or string literals; the daemon's generic code learns them from the registry.
+/// code or string literals; the daemon's generic code learns them from the registry. Issue
+/// 34: nor do the crates under `crates/` (the Gateway client, the simulator), which Cargo
+/// already keeps from every adapter crate.
 pub fn only_the_registry_names_platforms(path: &str, text: &str) -> Vec<Violation> {
-    if !path.starts_with("src/") || path == "src/platforms.rs" {
+    let daemon_side = path.starts_with("src/") || path.starts_with("crates/");
+    if !daemon_side || path == "src/platforms.rs" {
         return vec![];
     }
     platform_lines(path, text, PLATFORMS_ALLOWED, "code outside the registry")
@@ -334,15 +337,18 @@ pub const SENTENCES_ALLOWED: &[(&str, &str)] = &[
         "channels/telegram/src/error.rs",
         "message can not be edited",
     ),
-    ("src/gateway/error.rs", "already running a task"),
-    ("src/gateway/error.rs", "compaction is disabled"),
+    ("crates/gateway/src/error.rs", "already running a task"),
+    ("crates/gateway/src/error.rs", "compaction is disabled"),
     // serde's "expected …" phrases, which end up in decode errors (logged).
-    ("src/gateway/message/decode.rs", "a content block"),
-    ("src/gateway/message/decode.rs", "a tool call"),
-    ("src/gateway/message/decode.rs", "tool call arguments"),
-    ("src/gateway/message/decode.rs", "a message list"),
-    ("src/gateway/message/lenient.rs", "a field name"),
-    ("src/gateway/message/lenient.rs", "a list of strings"),
+    ("crates/gateway/src/message/decode.rs", "a content block"),
+    ("crates/gateway/src/message/decode.rs", "a tool call"),
+    (
+        "crates/gateway/src/message/decode.rs",
+        "tool call arguments",
+    ),
+    ("crates/gateway/src/message/decode.rs", "a message list"),
+    ("crates/gateway/src/message/lenient.rs", "a field name"),
+    ("crates/gateway/src/message/lenient.rs", "a list of strings"),
 ];
 
 fn sentence_allowed(path: &str, literal: &str) -> bool {
@@ -402,13 +408,15 @@ fn is_sentence(literal: &str) -> bool {
         >= 3
 }
 
-/// Whether the user-facing sentence rule covers `path`: all of `src/` but the simulator
-/// (which plays the agent: its text is agent output), the configuration and `main.rs` (which
-/// talk to the operator) and `src/i18n` (which holds ids); all of `channels/`.
+/// Whether the user-facing sentence rule covers `path`: all of `src/` but the configuration
+/// and `main.rs` (which talk to the operator) and `src/i18n` (which holds ids); all of
+/// `channels/`; the Gateway client in `crates/gateway`, not the simulator (which plays the
+/// agent: its text is agent output).
 fn speaks_to_users(path: &str) -> bool {
-    let operator_or_agent = ["src/simulator", "src/config", "src/main.rs", "src/i18n"];
-    path.starts_with("channels/")
-        || (path.starts_with("src/") && !operator_or_agent.iter().any(|p| path.starts_with(p)))
+    let operator_or_agent = ["crates/simulator/", "src/config", "src/main.rs", "src/i18n"];
+    let covered = ["channels/", "src/", "crates/"];
+    covered.iter().any(|p| path.starts_with(p))
+        && !operator_or_agent.iter().any(|p| path.starts_with(p))
 }
 
 /// STYLE habit 11: every sentence a user can read lives in `locales/*.ftl`.
@@ -424,6 +432,71 @@ pub fn no_user_facing_sentence(path: &str, text: &str) -> Vec<Violation> {
         .map(|l| {
             let what = format!("a sentence outside locales/*.ftl: {:?}", l.text);
             violation(path, text, l.offset, what)
+        })
+        .collect()
+}
+
+/// The most lines a production function may take, from its `fn` to its closing brace,
+/// lines holding only a comment or nothing left out (issue 34).
+pub const MAX_FUNCTION_LINES: usize = 100;
+
+/// Production functions that may still be longer, each being split on another branch:
+/// (file, function name). The liveness check (`allow_list_entries_are_live`) flags an
+/// entry once its function is short or gone, and then the entry goes.
+pub const LONG_FUNCTIONS_ALLOWED: &[(&str, &str)] = &[
+    // Being split on branch issue29-kit.
+    ("channels/slack/src/transport/ws.rs", "serve_one"),
+    ("channels/wechat/src/config.rs", "validate"),
+    ("channels/wechat/src/transport/poll.rs", "run"),
+];
+
+/// The Rust source a crate compiles into its library or binary: `src/` of the daemon and
+/// `src/` of each crate under `crates/` and `channels/`.
+fn in_crate_source(path: &str) -> bool {
+    path.starts_with("src/")
+        || ["crates/", "channels/"].iter().any(|dir| {
+            path.strip_prefix(dir)
+                .and_then(|p| p.split_once('/'))
+                .is_some_and(|(_, rest)| rest.starts_with("src/"))
+        })
+}
+
+/// Every function with a body in `text`'s production code: (name, line of its `fn`, lines
+/// of code from its `fn` to its closing brace, blank and comment-only lines left out).
+pub fn function_lengths(text: &str) -> Vec<(String, usize, usize)> {
+    let production = lexer::production(text);
+    let code = lexer::blank(&production, |k| k == Kind::Code);
+    let counted = code_and_literals(text);
+    lexer::functions(&code)
+        .into_iter()
+        .map(|f| {
+            let lines = counted[f.range.clone()]
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .count();
+            (f.name, lexer::line_of(text, f.range.start), lines)
+        })
+        .collect()
+}
+
+/// Issue 34: no production function over [`MAX_FUNCTION_LINES`] lines of code, outside
+/// [`LONG_FUNCTIONS_ALLOWED`]; a long one reads as named steps instead.
+pub fn no_long_function(path: &str, text: &str) -> Vec<Violation> {
+    if !in_crate_source(path) {
+        return vec![];
+    }
+    function_lengths(text)
+        .into_iter()
+        .filter(|(name, _, lines)| {
+            *lines > MAX_FUNCTION_LINES
+                && !LONG_FUNCTIONS_ALLOWED.contains(&(path, name.as_str()))
+        })
+        .map(|(name, line, lines)| Violation {
+            path: path.to_owned(),
+            line,
+            what: format!(
+                "`{name}` has {lines} lines of code (at most {MAX_FUNCTION_LINES}): split it into named steps"
+            ),
         })
         .collect()
 }
@@ -463,6 +536,16 @@ mod tests {
         );
         assert!(only_the_registry_names_platforms("src/platforms.rs", bad).is_empty());
         assert!(only_the_registry_names_platforms("channels/x/src/lib.rs", bad).is_empty());
+        // The Gateway client and the simulator are daemon-side crates.
+        for krate in [
+            "crates/gateway/src/client.rs",
+            "crates/simulator/src/wire.rs",
+        ] {
+            assert_eq!(
+                lines(only_the_registry_names_platforms(krate, bad)),
+                [3, 4, 5]
+            );
+        }
         let words = "let faq = \"qqq\"; let lq = \"a qq b\";";
         assert_eq!(platforms_in(words), ["qq"]);
         assert!(platforms_in("let faq = \"qqq\";").is_empty());
@@ -502,7 +585,7 @@ mod tests {
         let bad = "use im_bridge::gateway::ThreadId;\n// DeerFlow threads are fine in comments.\nconst K: &str = \"thread_id\";\nconst P: &str = \"/mnt/user-data/outputs\";\nstruct M { message_thread_id: i64 }\n";
         let found = channels_know_no_deerflow("channels/telegram/src/model.rs", bad);
         assert_eq!(lines(found), [1, 3, 4]);
-        assert!(channels_know_no_deerflow("src/gateway.rs", bad).is_empty());
+        assert!(channels_know_no_deerflow("crates/gateway/src/lib.rs", bad).is_empty());
         let fine = "struct M { message_thread_id: Option<i64> }\n";
         assert!(channels_know_no_deerflow("channels/telegram/src/model.rs", fine).is_empty());
     }
@@ -511,14 +594,13 @@ mod tests {
     fn a_sentence_in_code_fails_where_users_read_it() {
         let bad = "fn f() -> &'static str {\n    tracing::info!(\"Logs may say things.\");\n    \"Hello there, dear user\"\n}\n";
         assert_eq!(lines(no_user_facing_sentence("src/daemon.rs", bad)), [3]);
-        assert_eq!(
-            lines(no_user_facing_sentence("channels/x/src/outbound.rs", bad)),
-            [3]
-        );
+        for user_facing in ["channels/x/src/outbound.rs", "crates/gateway/src/error.rs"] {
+            assert_eq!(lines(no_user_facing_sentence(user_facing, bad)), [3]);
+        }
         for operator in [
             "src/main.rs",
             "src/config/settings.rs",
-            "src/simulator/agent.rs",
+            "crates/simulator/src/agent.rs",
         ] {
             assert!(
                 no_user_facing_sentence(operator, bad).is_empty(),
@@ -538,5 +620,26 @@ mod tests {
             lines(no_user_facing_sentence("src/store/sqlite/db.rs", prose)),
             [1]
         );
+    }
+
+    #[test]
+    fn a_long_production_function_fails() {
+        let body = |n: usize| "    step();\n    // a comment\n\n".repeat(n);
+        let text = format!(
+            "fn short() {{\n{}}}\nfn long() {{\n{}}}\n#[cfg(test)]\nmod tests {{\n    fn long_test() {{\n{}    }}\n}}\n",
+            body(98),
+            body(99),
+            body(200)
+        );
+        let found = no_long_function("src/x.rs", &text);
+        let whats: Vec<&str> = found.iter().map(|v| v.what.as_str()).collect();
+        assert_eq!(
+            whats,
+            ["`long` has 101 lines of code (at most 100): split it into named steps"]
+        );
+        assert_eq!(found[0].line, 2 + 3 * 98 + 1);
+        assert!(no_long_function("tests/x.rs", &text).is_empty());
+        assert!(no_long_function("channels/core/tests/x.rs", &text).is_empty());
+        assert_eq!(no_long_function("crates/gateway/src/x.rs", &text).len(), 1);
     }
 }

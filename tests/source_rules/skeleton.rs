@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::graph;
 use super::rules::Violation;
 
 /// Modules every adapter has at the top of `src/`.
@@ -95,69 +96,25 @@ pub fn skeleton(krate: &Crate<'_>) -> Vec<Violation> {
     found
 }
 
-/// The top-level modules a module's code names through `crate::…` (in a path or a
-/// `crate::{a, b::c}` group), itself aside.
-pub fn uses(code: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    for (at, _) in code.match_indices("crate::") {
-        let rest = &code[at + "crate::".len()..];
-        let head: &str = if let Some(group) = rest.strip_prefix('{') {
-            &group[..group.find('}').unwrap_or(group.len())]
-        } else {
-            rest
-        };
-        let mut words = vec![];
-        if rest.starts_with('{') {
-            // Each item of the group starts after `{` or `,`.
-            words.extend(head.split(',').map(str::trim));
-        } else {
-            words.push(head);
-        }
-        for word in words {
-            let end = word
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(word.len());
-            let name = &word[..end];
-            if name != module && names.contains(name) {
-                found.insert(name.to_owned());
-            }
-        }
-    }
-    found
-}
-
 /// Loops between top-level modules: each pair that reaches the other through `crate::`
-/// references, once.
+/// references, once (the module graph of `graph`).
 pub fn module_loops(krate: &Crate<'_>) -> Vec<Violation> {
-    let names: BTreeSet<String> = krate.modules.keys().cloned().collect();
-    let graph: BTreeMap<&str, BTreeSet<String>> = krate
+    let graph: BTreeMap<String, BTreeSet<String>> = krate
         .modules
         .iter()
-        .map(|(m, code)| (m.as_str(), uses(code, m, &names)))
+        .map(|(m, code)| {
+            let mut named = graph::named_after(code, "crate::");
+            named.retain(|n| n != m && krate.modules.contains_key(n));
+            (m.clone(), named)
+        })
         .collect();
-    let reach = |from: &str| {
-        let mut seen = BTreeSet::new();
-        let mut todo = vec![from.to_owned()];
-        while let Some(m) = todo.pop() {
-            for next in graph.get(m.as_str()).into_iter().flatten() {
-                if seen.insert(next.clone()) {
-                    todo.push(next.clone());
-                }
-            }
-        }
-        seen
-    };
-    let reached: BTreeMap<&str, BTreeSet<String>> = graph.keys().map(|m| (*m, reach(m))).collect();
-    let mut found = Vec::new();
-    for (a, from_a) in &reached {
-        for b in from_a {
-            if a < &b.as_str() && reached[b.as_str()].contains(*a) {
-                let what = format!("`{a}` and `{b}` use each other (through `crate::`)");
-                found.push(at(krate, &format!("src/{a}.rs"), what));
-            }
-        }
-    }
-    found
+    graph::loops(&graph)
+        .into_iter()
+        .map(|(a, b)| {
+            let what = format!("`{a}` and `{b}` use each other (through `crate::`)");
+            at(krate, &format!("src/{a}.rs"), what)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use im_bridge::config::{IntakeSettings, StoreLocation};
 use im_bridge::daemon::{self, DaemonConfig, DaemonError, DaemonExit};
-use im_bridge::gateway::GatewayConfig;
+use im_bridge::gateway::{GatewayConfig, InternalToken};
 use im_bridge::manager::ManagerConfig;
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 use im_bridge_channel::{Channel, Secret, WebhookHost};
@@ -231,7 +231,7 @@ fn spawn_daemon_with(
         gateway: GatewayConfig {
             langgraph_url: sim.langgraph_url(),
             gateway_url: sim.gateway_url(),
-            internal_token: sim.config().internal_token.map(Secret::new),
+            internal_token: sim.config().internal_token.map(InternalToken::new),
             ..GatewayConfig::default()
         },
         store,

@@ -64,6 +64,7 @@ async fn telemetry_meets_the_adapter_contract() {
         chat_kind: ChatKind::Private,
         reply_to: None,
         metadata: &meta,
+        hints: im_bridge_channel::DeliveryHints::NONE,
         source_at: None,
     };
     console.send_text(target, "answer").await.unwrap();

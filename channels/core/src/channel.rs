@@ -15,7 +15,7 @@ use crate::capabilities::Capabilities;
 use crate::error::{ChannelError, ChannelResult};
 use crate::ids::{ChatId, MessageId};
 use crate::inbound::InboundSink;
-use crate::message::{ChatKind, InboundFile, OutboundFile, OutboundMessage};
+use crate::message::{ChatKind, DeliveryHints, InboundFile, OutboundFile, OutboundMessage};
 
 /// Where a primitive send goes: the conversation, the message to reply under, and the
 /// routing hints the adapter left in the inbound metadata.
@@ -29,6 +29,9 @@ pub struct SendTarget<'a> {
     pub reply_to: Option<&'a MessageId>,
     /// Inbound metadata copied onto the outbound message.
     pub metadata: &'a Map<String, Value>,
+    /// What the daemon told the delivery layers about this reply
+    /// ([`DeliveryHints::NONE`] for a send of no particular reply).
+    pub hints: &'a DeliveryHints,
     /// When the source message was created (Unix seconds), if known.
     pub source_at: Option<f64>,
 }
@@ -40,6 +43,7 @@ impl<'a> From<&'a OutboundMessage> for SendTarget<'a> {
             chat_kind: msg.chat_kind,
             reply_to: msg.thread_ts.as_ref(),
             metadata: &msg.metadata,
+            hints: &msg.hints,
             source_at: msg.source_created_at,
         }
     }

@@ -69,9 +69,7 @@ use crate::message::OutboundMessage;
 pub use budgets::{BUDGET_FALLBACKS, BUDGET_SKIPS, BUDGET_WAITS, BudgetPlan, Budgets};
 pub use fallback::FinishOrSend;
 pub use limit::LimitLength;
-pub use passive::{
-    MAX_SOURCES, PassiveReplies, REPLY_WINDOW_REFUSED, ReplyQuotas, TRUNCATED_NOTE_KEY,
-};
+pub use passive::{MAX_SOURCES, PassiveReplies, REPLY_WINDOW_REFUSED, ReplyQuotas};
 pub use retry::{RetryFinals, RetryPolicy};
 pub use streams::MAX_STREAMS;
 pub use throttle::{EditClock, MAX_PAUSE_WAIT, Throttle};
@@ -230,7 +228,8 @@ impl Delivery {
     /// it belongs to; a partial's names the message showing its stream once there is one
     /// (the daemon journals it, so a restarted bridge can finish that same message).
     ///
-    /// A final whose metadata carries [`RESUME_MESSAGE_KEY`] and whose stream is not live
+    /// A final whose [`hints`](OutboundMessage::hints) name a message it
+    /// [`resumes`](crate::DeliveryHints::resumes) and whose stream is not live
     /// (the process that streamed it stopped) finishes that message instead of sending a new
     /// one; if it can no longer be edited, the final is sent as a new message.
     pub async fn deliver(&self, msg: &OutboundMessage) -> ChannelResult<Option<MessageId>> {
@@ -316,17 +315,13 @@ impl Delivery {
 pub type BeforeFinal =
     Box<dyn FnOnce(Option<MessageId>) -> futures_util::future::BoxFuture<'static, ()> + Send>;
 
-/// The metadata key naming the platform message an earlier process streamed this reply
-/// into (see [`Delivery::deliver`]).
-pub const RESUME_MESSAGE_KEY: &str = "im_bridge_resume_message";
-
-/// The message a final resumes, on a channel that edits streamed messages.
+/// The message a reply resumes (see [`Delivery::deliver`]), on a channel that edits
+/// streamed messages.
 pub(super) fn resumed(msg: &OutboundMessage) -> Option<MessageId> {
-    msg.metadata
-        .get(RESUME_MESSAGE_KEY)
-        .and_then(|id| id.as_str())
-        .filter(|id| !id.is_empty())
-        .map(MessageId::new)
+    msg.hints
+        .resumes
+        .clone()
+        .filter(|id| !id.as_str().is_empty())
 }
 
 impl Drop for Delivery {

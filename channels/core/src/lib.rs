@@ -51,8 +51,8 @@ pub use config::{ConfigIssue, Issues, Severity};
 pub use delivery::{
     BUDGET_FALLBACKS, BUDGET_SKIPS, BUDGET_WAITS, BeforeFinal, BudgetPlan, Budgets, ChannelExt,
     Delivery, EditClock, FinishOrSend, LimitLength, MAX_PAUSE_WAIT, MAX_SOURCES, MAX_STREAMS,
-    PassiveReplies, REPLY_WINDOW_REFUSED, RESUME_MESSAGE_KEY, ReplyQuotas, RetryFinals,
-    RetryPolicy, StreamStarted, TRUNCATED_NOTE_KEY, Throttle, split,
+    PassiveReplies, REPLY_WINDOW_REFUSED, ReplyQuotas, RetryFinals, RetryPolicy, StreamStarted,
+    Throttle, split,
 };
 pub use error::{ChannelError, ChannelResult, RetryAfterHint};
 pub use file_hosts::{FileHostError, FileHosts, MAX_FILE_HOSTS};
@@ -63,8 +63,8 @@ pub use inbound::{
 };
 pub use menu::{CommandMenu, MenuEntry};
 pub use message::{
-    ChatKind, FileKind, FileSource, InboundFile, InboundMessage, MsgType, OutboundFile,
-    OutboundMessage, RedeliveryKey, safe_file_name,
+    ChatKind, DeliveryHints, FileKind, FileSource, InboundFile, InboundMessage, MsgType,
+    OutboundFile, OutboundMessage, RedeliveryKey, safe_file_name,
 };
 pub use reconnect::{Cause, Reconnect};
 pub use registry::{Adapter, BuildContext, Configured, Platform, Prepared};

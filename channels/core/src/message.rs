@@ -250,6 +250,7 @@ impl InboundMessage {
             is_final,
             thread_ts: self.thread_ts.clone(),
             metadata,
+            hints: DeliveryHints::default(),
             source_created_at: Some(self.created_at),
             created_at: now_unix(),
         }
@@ -320,15 +321,58 @@ pub struct OutboundMessage {
     /// The source message id: reply threading and stream keying.
     #[serde(default)]
     pub thread_ts: Option<MessageId>,
-    /// Inbound metadata (slimmed); a final may add `pending_clarification: true`.
+    /// Inbound metadata (slimmed): the provider extras the adapter reads back (a Discord
+    /// `channel_id`, a DingTalk `robot_code`, …). The daemon adds nothing here; what it
+    /// tells the delivery engine goes in [`hints`](Self::hints).
     #[serde(default)]
     pub metadata: Map<String, Value>,
+    /// How the delivery engine treats this reply beyond its text.
+    #[serde(default, skip_serializing_if = "DeliveryHints::is_empty")]
+    pub hints: DeliveryHints,
     /// When the source message was created (Unix seconds): reply windows run from it.
     #[serde(default)]
     pub source_created_at: Option<f64>,
     /// Unix seconds.
     #[serde(default = "now_unix")]
     pub created_at: f64,
+}
+
+/// What the daemon tells the delivery engine about a reply, beside its text: read by the
+/// delivery layers, never sent to a platform nor read by an adapter. Empty for most
+/// replies.
+///
+/// Non-exhaustive: build one with [`Default`] and set the fields it needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct DeliveryHints {
+    /// The localized sentence a final ends with when the delivery engine has to cut it
+    /// short (a source's replies run out under a [`ReplyWindow`](crate::ReplyWindow));
+    /// `None`: an ellipsis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated_note: Option<String>,
+    /// The platform message this reply goes on in when no stream of it is live in this
+    /// engine: the one a process that stopped streamed the reply into (a restarted bridge
+    /// finishes it in place), or the one a retried final edits again. A live stream wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumes: Option<MessageId>,
+    /// The localized line a final opens with if it waits for the chat's next message and
+    /// goes out as a reply to that one (its own source took no more replies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_note: Option<String>,
+}
+
+impl DeliveryHints {
+    /// No hints: what a reply carries unless the daemon sets some.
+    pub const NONE: &'static Self = &Self {
+        truncated_note: None,
+        resumes: None,
+        held_note: None,
+    };
+
+    /// Whether no hint is set (then the hints are not serialized).
+    pub fn is_empty(&self) -> bool {
+        self == Self::NONE
+    }
 }
 
 fn default_true() -> bool {
@@ -398,6 +442,21 @@ mod tests {
         assert_eq!(FileKind::from_mime(Some("video/mp4")), FileKind::Video);
         assert_eq!(FileKind::from_mime(Some("application/pdf")), FileKind::File);
         assert_eq!(FileKind::from_mime(None), FileKind::File);
+    }
+
+    #[test]
+    fn delivery_hints_are_serialized_only_when_set() {
+        let msg = InboundMessage::new("qq", "group:g", "u", "question");
+        let mut out = msg.reply("answer", true);
+        assert!(out.hints.is_empty());
+        let json = serde_json::to_string(&out).unwrap();
+        assert!(!json.contains("hints"), "{json}");
+        out.hints.truncated_note = Some("(cut)".into());
+        out.hints.resumes = Some(MessageId::new("m1"));
+        let json = serde_json::to_string(&out).unwrap();
+        let back: OutboundMessage = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.hints, out.hints);
+        assert!(back.metadata.is_empty(), "hints never become metadata");
     }
 
     #[test]

@@ -54,6 +54,7 @@ impl Reply {
             chat_kind: ChatKind::Private,
             reply_to: Some(&self.source),
             metadata: &self.meta,
+            hints: im_bridge_channel::DeliveryHints::NONE,
             source_at: None,
         }
     }

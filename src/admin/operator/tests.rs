@@ -40,6 +40,7 @@ async fn seeded(dir: &tempfile::TempDir) -> Arc<dyn Store> {
         id: 1,
         text: "secret answer".into(),
         metadata: Default::default(),
+        hints: Default::default(),
         late: None,
         finishes: None,
         unsourced: false,

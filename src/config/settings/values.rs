@@ -15,7 +15,7 @@ use super::super::ConfigError;
 use super::super::raw::{RawChannelBlock, RawSession};
 use super::{SessionLayer, StoreLocation};
 use crate::budgets::{BudgetOverride, MAX_PER_SECOND, MIN_PER_SECOND};
-use crate::manager::{BusyPolicy, Queueing};
+use crate::policy::{BusyPolicy, Queueing};
 use im_bridge_channel::budget::MAX_BURST;
 
 pub(super) fn join(base: &str, rest: &str) -> String {

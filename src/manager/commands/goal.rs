@@ -308,21 +308,7 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
         Ok(goal) => goal,
         Err(error) => {
             tracing::info!(%error, "Composing a goal from the chat did not save one.");
-            let id = match error {
-                GatewayError::Busy => m::GOAL_FROM_CHAT_BUSY,
-                GatewayError::PendingInput => m::GOAL_FROM_CHAT_PENDING_INPUT,
-                GatewayError::PendingApproval => m::GOAL_FROM_CHAT_PENDING_APPROVAL,
-                GatewayError::GoalChanged => m::GOAL_FROM_CHAT_GOAL_CHANGED,
-                GatewayError::NoContext | GatewayError::NotFound => m::GOAL_FROM_CHAT_NO_CONTEXT,
-                GatewayError::Unclear => m::GOAL_FROM_CHAT_UNCLEAR,
-                GatewayError::SynthesisFailed => m::GOAL_FROM_CHAT_SYNTHESIS_FAILED,
-                GatewayError::Forbidden => m::GOAL_FROM_CHAT_FORBIDDEN,
-                // The Gateway may still finish and save: never claim nothing was saved.
-                GatewayError::Timeout => m::GOAL_FROM_CHAT_TIMEOUT,
-                GatewayError::RouteMissing => m::GOAL_FROM_CHAT_UNSUPPORTED,
-                _ => m::GOAL_FROM_CHAT_FAILED,
-            };
-            inner.replier.reply(msg, id, &[]).await;
+            inner.replier.reply(msg, not_composed(&error), &[]).await;
             return Disposition::Keep;
         }
     };
@@ -370,6 +356,24 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
         return Disposition::Keep;
     }
     disposition
+}
+
+/// The reply to a `/goal from-chat` the Gateway did not save a goal for.
+fn not_composed(error: &GatewayError) -> &'static str {
+    match error {
+        GatewayError::Busy => m::GOAL_FROM_CHAT_BUSY,
+        GatewayError::PendingInput => m::GOAL_FROM_CHAT_PENDING_INPUT,
+        GatewayError::PendingApproval => m::GOAL_FROM_CHAT_PENDING_APPROVAL,
+        GatewayError::GoalChanged => m::GOAL_FROM_CHAT_GOAL_CHANGED,
+        GatewayError::NoContext | GatewayError::NotFound => m::GOAL_FROM_CHAT_NO_CONTEXT,
+        GatewayError::Unclear => m::GOAL_FROM_CHAT_UNCLEAR,
+        GatewayError::SynthesisFailed => m::GOAL_FROM_CHAT_SYNTHESIS_FAILED,
+        GatewayError::Forbidden => m::GOAL_FROM_CHAT_FORBIDDEN,
+        // The Gateway may still finish and save: never claim nothing was saved.
+        GatewayError::Timeout => m::GOAL_FROM_CHAT_TIMEOUT,
+        GatewayError::RouteMissing => m::GOAL_FROM_CHAT_UNSUPPORTED,
+        _ => m::GOAL_FROM_CHAT_FAILED,
+    }
 }
 
 #[cfg(test)]

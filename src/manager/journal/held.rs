@@ -18,13 +18,9 @@
 use im_bridge_channel::{InboundMessage, OutboundMessage};
 
 use super::{Entry, Journal, Progress, remove};
-use crate::admin::names;
 use crate::bus::{AfterShown, Landed};
 use crate::store::{JournalState, Journaled, PendingFinal};
-
-/// The outbound metadata key of the line a final opens with if it is held for a later
-/// message (the manager sets it on every final of a channel with a reply window).
-pub(crate) const HELD_NOTE_KEY: &str = "im_bridge_held_note";
+use crate::telemetry::names;
 
 impl Entry {
     /// What the turn showed when it handed its answer off, if it did.
@@ -57,6 +53,7 @@ impl Entry {
                 id,
                 text: out.text,
                 metadata: out.metadata,
+                hints: out.hints,
                 late: None,
                 finishes: None,
                 unsourced: false,
@@ -77,6 +74,7 @@ impl Entry {
             .unwrap_or(&record.message)
             .reply(text, true);
         out.metadata.extend(pending.metadata.clone());
+        out.hints = pending.hints.clone();
         if pending.unsourced {
             out.thread_ts = None;
             out.source_created_at = None;
@@ -196,8 +194,7 @@ impl Journal {
             for pending in &mut record.finals {
                 pending.held = false;
                 // Said once, in the text, so a retry says it the same way.
-                let note = pending.metadata.remove(HELD_NOTE_KEY);
-                if let Some(note) = note.as_ref().and_then(|n| n.as_str()) {
+                if let Some(note) = pending.hints.held_note.take() {
                     pending.text = format!("{note}\n\n{}", pending.text);
                 }
             }
@@ -244,6 +241,7 @@ mod tests {
             id,
             text: format!("final {id}"),
             metadata: Default::default(),
+            hints: Default::default(),
             late: None,
             finishes: None,
             unsourced,

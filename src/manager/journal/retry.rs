@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use im_bridge_channel::backoff::Backoff;
-use im_bridge_channel::{ChannelError, RESUME_MESSAGE_KEY};
+use im_bridge_channel::{ChannelError, MessageId};
 use tokio::sync::Notify;
 
 use super::{Entry, Journal, Shared, relock, remove};
-use crate::admin::names;
 use crate::bus::{AfterShown, Landed};
 use crate::store::{GAVE_UP_KEPT, JournalRecord, JournalState, PendingFinal, unix_millis};
+use crate::telemetry::names;
 
 /// The first wait before a pending final is tried again; it doubles up to
 /// [`RETRY_MAX_WAIT`].
@@ -219,8 +219,7 @@ impl Entry {
         };
         let mut out = self.reply(pending, text);
         if let Some(message) = &pending.finishes {
-            out.metadata
-                .insert(RESUME_MESSAGE_KEY.into(), message.clone().into());
+            out.hints.resumes = Some(MessageId::new(message.as_str()));
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let hook: AfterShown = Box::new(move |landed: Landed| {

@@ -11,13 +11,13 @@ use super::{
     Ending, Refusal, RunStart, Source, awaiting, continuation_marker, is_unavailable, not_started,
     placeholder_due, publish_final,
 };
-use crate::admin::names;
 use crate::gateway::{GatewayError, Owner, RunMode, RunRequest, RunStatus, Snapshot, ThreadId};
 use crate::i18n::msg as m;
 use crate::manager::journal::Entry;
 use crate::manager::stream::SoFar;
 use crate::manager::turn::Turn;
 use crate::manager::{Disposition, Inner, conversation_key, join};
+use crate::telemetry::names;
 
 pub(super) async fn wait_turn(
     inner: &Inner,

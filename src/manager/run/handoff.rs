@@ -24,11 +24,11 @@ use im_bridge_channel::{
 };
 use tokio::time::Instant;
 
-use crate::admin::names;
 use crate::i18n::{Arg, Locale, msg as m};
 use crate::manager::Inner;
 use crate::manager::journal::Entry;
 use crate::manager::stream::SoFar;
+use crate::telemetry::names;
 
 /// How long before a window closes the answer is handed off, at most: time for the reply
 /// to be written and accepted. Windows shorter than ten times this hand off at a tenth.

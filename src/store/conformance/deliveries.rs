@@ -20,6 +20,7 @@ fn pending(text: &str) -> JournalRecord {
         id: 1,
         text: text.into(),
         metadata: Default::default(),
+        hints: Default::default(),
         late: None,
         finishes: None,
         unsourced: false,

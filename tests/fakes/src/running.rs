@@ -29,6 +29,7 @@ pub fn reply_target(m: &InboundMessage) -> SendTarget<'_> {
         chat_kind: m.chat_kind,
         reply_to: m.thread_ts.as_ref(),
         metadata: &m.metadata,
+        hints: im_bridge_channel::DeliveryHints::NONE,
         source_at: None,
     }
 }
@@ -41,6 +42,7 @@ pub fn group_target<'a>(chat: &'a ChatId, metadata: &'a Map<String, Value>) -> S
         chat_kind: ChatKind::Group,
         reply_to: None,
         metadata,
+        hints: im_bridge_channel::DeliveryHints::NONE,
         source_at: None,
     }
 }

@@ -22,7 +22,8 @@
 //! On a channel with a [`ReplyWindow`](crate::ReplyWindow), a final never fills more
 //! messages than its source has replies left ([`ReplyQuotas::remaining`], read at delivery
 //! time, so replies delivered before it are counted): the last message it may fill is cut
-//! and ends with the reply's truncation note ([`TRUNCATED_NOTE_KEY`]).
+//! and ends with the reply's truncation note
+//! ([`DeliveryHints::truncated_note`](crate::DeliveryHints::truncated_note)).
 //!
 //! The limit, its unit and the markup are read from the inner channel's capabilities on
 //! every call.
@@ -38,7 +39,7 @@ use crate::ids::MessageId;
 use crate::render::{self, Rendered};
 
 use super::forward_channel;
-use super::passive::{ReplyQuotas, TRUNCATED_NOTE_KEY};
+use super::passive::ReplyQuotas;
 use super::split::{split, truncate};
 
 /// Counter: messages resent as plain text after the platform refused their markup, by
@@ -101,9 +102,9 @@ impl<C: Channel> LimitLength<C> {
         });
         messages.truncate(room);
         let note = to
-            .metadata
-            .get(TRUNCATED_NOTE_KEY)
-            .and_then(serde_json::Value::as_str)
+            .hints
+            .truncated_note
+            .as_deref()
             .unwrap_or(render::ELLIPSIS);
         let note = format!("\n\n{note}");
         let (unit, limit) = (caps.length_unit, caps.max_message_len);

@@ -13,7 +13,8 @@
 //!   shares the count: a command's answer, a notice, the final's messages.
 //! - [`ReplyQuotas::remaining`] tells the length layer, at delivery time, how many messages a
 //!   final may still fill, so it can end the last one with the reply's truncation note
-//!   ([`TRUNCATED_NOTE_KEY`]) instead of losing its tail.
+//!   ([`DeliveryHints::truncated_note`](crate::DeliveryHints::truncated_note)) instead of
+//!   losing its tail.
 //!
 //! Refusals are counted in [`REPLY_WINDOW_REFUSED`] and logged (never the text). The count
 //! is per replica and bounded ([`MAX_SOURCES`], the oldest forgotten first); a source whose
@@ -37,8 +38,6 @@ use crate::message::{OutboundFile, now_unix};
 
 use super::forward_channel;
 
-/// Reply metadata: the localized sentence a final cut short by the reply budget ends with.
-pub const TRUNCATED_NOTE_KEY: &str = "truncated_note";
 /// Counter of writes refused by a reply window, by `channel` and `reason` (`closed`,
 /// `used`).
 pub const REPLY_WINDOW_REFUSED: &str = "im_bridge_reply_window_refused_total";
@@ -201,8 +200,7 @@ mod tests {
     fn answer(source: &str, kind: ChatKind, text: &str, age_secs: f64) -> OutboundMessage {
         let mut msg = out_to(source, kind, text, true);
         msg.source_created_at = Some(now_unix() - age_secs);
-        msg.metadata
-            .insert(TRUNCATED_NOTE_KEY.into(), "[cut]".into());
+        msg.hints.truncated_note = Some("[cut]".into());
         msg
     }
 

@@ -31,7 +31,7 @@ use tracing::Instrument;
 use crate::channel::{Channel, SendTarget};
 use crate::error::ChannelError;
 use crate::ids::{ChatId, MessageId};
-use crate::message::{ChatKind, OutboundMessage};
+use crate::message::{ChatKind, DeliveryHints, OutboundMessage};
 
 use super::throttle::EditClock;
 
@@ -381,6 +381,7 @@ struct OwnedTarget {
     chat_kind: ChatKind,
     reply_to: Option<MessageId>,
     metadata: Map<String, Value>,
+    hints: DeliveryHints,
     source_at: Option<f64>,
 }
 
@@ -391,6 +392,7 @@ impl From<&OutboundMessage> for OwnedTarget {
             chat_kind: msg.chat_kind,
             reply_to: msg.thread_ts.clone(),
             metadata: msg.metadata.clone(),
+            hints: msg.hints.clone(),
             source_at: msg.source_created_at,
         }
     }
@@ -403,6 +405,7 @@ impl OwnedTarget {
             chat_kind: self.chat_kind,
             reply_to: self.reply_to.as_ref(),
             metadata: &self.metadata,
+            hints: &self.hints,
             source_at: self.source_at,
         }
     }

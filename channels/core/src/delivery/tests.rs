@@ -57,9 +57,7 @@ async fn issue_19_partials_name_their_stream_message_and_a_final_resumes_one() {
     // A restarted process finishes the message the previous one streamed into.
     let (rec2, d2) = engine(unpaced());
     let mut resumed = out("the answer", true);
-    resumed
-        .metadata
-        .insert(RESUME_MESSAGE_KEY.into(), "m1".into());
+    resumed.hints.resumes = Some(MessageId::new("m1"));
     assert_eq!(
         d2.deliver(&resumed).await.unwrap(),
         Some(MessageId::new("m1"))

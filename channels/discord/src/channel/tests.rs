@@ -214,6 +214,7 @@ async fn the_delivery_engine_splits_at_2000_and_waits_out_a_429_on_create() {
         is_final: true,
         thread_ts: None,
         metadata: Map::new(),
+        hints: Default::default(),
         source_created_at: None,
         created_at: 0.0,
     };

@@ -203,6 +203,7 @@ mod tests {
             chat_kind: ChatKind::Group,
             reply_to: Some(&source),
             metadata: &metadata,
+            hints: im_bridge_channel::DeliveryHints::NONE,
             source_at: None,
         };
         assert_eq!(chat_id(&target).unwrap(), -100_123);

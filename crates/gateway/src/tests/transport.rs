@@ -1,0 +1,348 @@
+//! Transport-level behaviour over real sockets: status mapping end to end, timeouts,
+//! refused connections, and how run streams end (cut, clean EOF, idle, heartbeats).
+//!
+//! Timeout tests use short configured timeouts against handlers that never answer and wait
+//! on the client's own outcome, never on a sleep.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use serde_json::json;
+
+use super::*;
+
+use crate::ThreadId;
+
+#[tokio::test]
+async fn statuses_map_over_http() {
+    let server = Server::start(|r| match r.path.as_str() {
+        "/api/threads/busy/runs/stream" | "/api/threads/busy/runs/wait" => Reply::Json(
+            409,
+            json!({"detail": "Thread busy already has an active run"}),
+        ),
+        "/api/threads/lg/runs" => {
+            Reply::Json(500, json!({"detail": "Thread is already running a task"}))
+        }
+        "/api/threads/t1/goal/from-chat" => Reply::Json(
+            409,
+            json!({"detail": {"code": "pending_human_input", "message": "m"}}),
+        ),
+        "/api/threads/t1/compact" => {
+            Reply::Json(409, json!({"detail": "Context compaction is disabled."}))
+        }
+        "/api/threads/t1/goal" => Reply::Json(
+            409,
+            json!({"detail": "Thread has a run in flight. Set the goal after the run finishes."}),
+        ),
+        "/api/models" => Reply::Raw(
+            502,
+            "text/html",
+            "<html><body><h1>502 Bad Gateway</h1></body></html>",
+        ),
+        "/api/memory" => Reply::Raw(200, "application/json", "{not json"),
+        "/api/user-preferences" => Reply::Json(404, json!({"detail": "Not Found"})),
+        _ => Reply::Json(
+            401,
+            json!({"detail": {"code": "not_authenticated", "message": "Authentication required"}}),
+        ),
+    })
+    .await;
+    let client = server.client();
+    let run = RunRequest::new("x");
+    let (busy, lg, t1) = (
+        ThreadId::new("busy"),
+        ThreadId::new("lg"),
+        ThreadId::new("t1"),
+    );
+    assert_eq!(
+        client.stream_run(None, &busy, &run).await.unwrap_err(),
+        GatewayError::Busy
+    );
+    assert_eq!(
+        client.wait_run(None, &busy, &run).await.unwrap_err(),
+        GatewayError::Busy
+    );
+    assert_eq!(
+        client.create_run(None, &lg, &run).await.unwrap_err(),
+        GatewayError::Busy
+    );
+    assert_eq!(
+        client.goal_from_chat(None, &t1, None).await.unwrap_err(),
+        GatewayError::PendingInput
+    );
+    let compact = client
+        .compact_thread(None, &t1, &CompactRequest::default())
+        .await;
+    assert_eq!(compact.unwrap_err(), GatewayError::Disabled);
+    assert_eq!(
+        client.put_goal(None, &t1, "x").await.unwrap_err(),
+        GatewayError::Busy
+    );
+    assert_eq!(
+        client.list_models(None).await.unwrap_err(),
+        GatewayError::Server { status: 502 }
+    );
+    assert_eq!(
+        client.get_memory(None).await.unwrap_err(),
+        GatewayError::Decode { what: "get_memory" }
+    );
+    assert_eq!(client.owner_locale(None).await.unwrap(), None);
+    assert_eq!(
+        client.list_skills(None).await.unwrap_err(),
+        GatewayError::Unauthorized
+    );
+}
+
+#[tokio::test]
+async fn timeouts_use_the_configured_bounds() {
+    let server = Server::start(|_| Reply::Hang).await;
+    let short = Duration::from_millis(200);
+    let long = Duration::from_secs(30);
+    let t1 = ThreadId::new("t1");
+    let run = RunRequest::new("x");
+    let with = |f: fn(&mut GatewayConfig, Duration, Duration)| {
+        let mut config = server.config();
+        f(&mut config, short, long);
+        GatewayClient::new(config).unwrap()
+    };
+    let plain = with(|c, short, long| (c.request_timeout, c.from_chat_timeout) = (short, long));
+    let from_chat = with(|c, short, long| (c.request_timeout, c.from_chat_timeout) = (long, short));
+    let wait = with(|c, short, _| c.wait_timeout = short);
+    let stream = with(|c, short, _| c.stream_idle_timeout = short);
+    // All at once: the test takes one short timeout, not five.
+    let (goal, models, composed, waited, streamed) = tokio::join!(
+        plain.get_goal(None, &t1),
+        plain.list_models(None),
+        from_chat.goal_from_chat(None, &t1, None),
+        wait.wait_run(None, &t1, &run),
+        // Stream headers that never come fall under the idle timeout.
+        stream.stream_run(None, &t1, &run),
+    );
+    assert_eq!(goal.unwrap_err(), GatewayError::Timeout);
+    assert_eq!(models.unwrap_err(), GatewayError::Timeout);
+    assert_eq!(composed.unwrap_err(), GatewayError::Timeout);
+    assert_eq!(waited.unwrap_err(), GatewayError::Timeout);
+    assert_eq!(streamed.unwrap_err(), GatewayError::Timeout);
+}
+
+#[tokio::test]
+async fn connection_refused_is_transport() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let config = GatewayConfig {
+        langgraph_url: format!("http://{addr}/api"),
+        gateway_url: format!("http://{addr}"),
+        ..GatewayConfig::default()
+    };
+    let client = GatewayClient::new(config).unwrap();
+    let connect = GatewayError::Transport {
+        kind: TransportKind::Connect,
+    };
+    assert_eq!(client.list_models(None).await.unwrap_err(), connect);
+    let err = client
+        .stream_run(None, &ThreadId::new("t1"), &RunRequest::new("x"))
+        .await
+        .unwrap_err();
+    assert_eq!(err, connect);
+}
+
+async fn collect(stream: &mut RunStream) -> Vec<Result<RunEvent, GatewayError>> {
+    let mut out = Vec::new();
+    while let Some(item) = stream.next().await {
+        out.push(item);
+    }
+    out
+}
+
+/// A one-shot raw HTTP server: reads one whole request, writes `response`, closes. Used
+/// where the connection must be cut at an exact byte, which a real HTTP stack won't do.
+async fn raw_server(response: Vec<u8>) -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 4096];
+        // Read the head, then the body by Content-Length, so closing sends FIN, not RST.
+        let (head_end, length) = loop {
+            let n = socket.read(&mut buf).await.unwrap();
+            request.extend_from_slice(&buf[..n]);
+            if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
+                let length = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+                break (end + 4, length);
+            }
+        };
+        while request.len() < head_end + length {
+            let n = socket.read(&mut buf).await.unwrap();
+            request.extend_from_slice(&buf[..n]);
+        }
+        socket.write_all(&response).await.unwrap();
+        socket.shutdown().await.unwrap();
+    });
+    addr
+}
+
+#[tokio::test]
+async fn streams_cut_before_end_report_stream_closed() {
+    // A chunked body cut after two frames, without its terminating chunk.
+    let mut cut =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    for piece in HEAD.as_bytes().chunks(9) {
+        cut.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+        cut.extend_from_slice(piece);
+        cut.extend_from_slice(b"\r\n");
+    }
+    let cut_addr = raw_server(cut).await;
+    // A body that ends cleanly, but before the `end` event.
+    let clean = Server::start(|_| sse(HEAD, 4096, Tail::Close)).await;
+    for base in [cut_addr, clean.addr] {
+        let config = GatewayConfig {
+            langgraph_url: format!("http://{base}/api"),
+            ..GatewayConfig::default()
+        };
+        let client = GatewayClient::new(config).unwrap();
+        let mut stream = client
+            .stream_run(None, &ThreadId::new("t1"), &RunRequest::new("x"))
+            .await
+            .unwrap();
+        let items = collect(&mut stream).await;
+        assert_eq!(items.len(), 3, "{items:?}");
+        assert!(matches!(items[0], Ok(RunEvent::Metadata { .. })));
+        assert!(matches!(items[1], Ok(RunEvent::Messages { .. })));
+        assert_eq!(items[2], Err(GatewayError::StreamClosed));
+        assert!(
+            stream.next().await.is_none(),
+            "nothing after the terminal error"
+        );
+    }
+}
+
+#[tokio::test]
+async fn silent_stream_times_out_and_heartbeats_keep_it_alive() {
+    let server = Server::start(|r| {
+        if r.path.contains("silent") {
+            return sse(HEAD, 4096, Tail::Hang);
+        }
+        // 12 heartbeats 25 ms apart span 300 ms, longer than the 200 ms idle bound.
+        let mut chunks = vec![(Duration::ZERO, HEAD.as_bytes().to_vec())];
+        chunks.extend((0..12).map(|_| (Duration::from_millis(25), b": heartbeat\n\n".to_vec())));
+        chunks.push((Duration::ZERO, b"event: end\ndata: null\n\n".to_vec()));
+        Reply::Sse(chunks, Tail::Hang)
+    })
+    .await;
+    let config = GatewayConfig {
+        stream_idle_timeout: Duration::from_millis(200),
+        ..server.config()
+    };
+    let client = GatewayClient::new(config).unwrap();
+    let mut stream = client
+        .stream_run(None, &ThreadId::new("silent"), &RunRequest::new("x"))
+        .await
+        .unwrap();
+    let items = collect(&mut stream).await;
+    assert_eq!(items.len(), 3, "{items:?}");
+    assert_eq!(items[2], Err(GatewayError::Timeout));
+    let mut stream = client
+        .stream_run(None, &ThreadId::new("alive"), &RunRequest::new("x"))
+        .await
+        .unwrap();
+    let items = collect(&mut stream).await;
+    assert_eq!(items.len(), 3, "{items:?}");
+    assert_eq!(
+        items[2],
+        Ok(RunEvent::End),
+        "the stream stops at end even though the body stays open"
+    );
+}
+
+#[tokio::test]
+async fn tiny_chunks_and_the_stream_trait_give_the_same_events() {
+    let server = Server::start(|_| sse(&SAMPLE.replace('\n', "\r\n"), 3, Tail::Close)).await;
+    let stream = server
+        .client()
+        .stream_run(None, &ThreadId::new("t1"), &RunRequest::new("x"))
+        .await
+        .unwrap();
+    let events: Vec<RunEvent> = stream.map(Result::unwrap).collect().await;
+    let expected: Vec<RunEvent> = crate::sse::tests::parse_chunks([SAMPLE.as_bytes()])
+        .iter()
+        .filter_map(RunEvent::from_frame)
+        .collect();
+    assert_eq!(events, expected);
+}
+
+#[tokio::test]
+async fn stream_requires_an_event_stream_content_type() {
+    let server = Server::start(|_| Reply::Json(200, json!({"messages": []}))).await;
+    let err = server
+        .client()
+        .stream_run(None, &ThreadId::new("t1"), &RunRequest::new("x"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        GatewayError::Decode {
+            what: "run stream content type"
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_large_frame_is_decoded_off_the_runtime_in_order() {
+    // A `values` snapshot past the offload bound, between small frames.
+    let long = "x".repeat(crate::runs::OFFLOAD_FRAME_BYTES);
+    let values = serde_json::json!({"messages": [
+        {"type": "human", "content": "q"},
+        {"type": "ai", "content": long},
+    ]});
+    let text = format!(
+        "{HEAD}event: values\ndata: {values}\n\nevent: messages\ndata: [{{\"type\":\"AIMessageChunk\",\"content\":\"!\"}},{{}}]\n\nevent: end\ndata: null\n\n"
+    );
+    let server = Server::start(move |_| sse(&text, 64 * 1024, Tail::Close)).await;
+    let offloaded = crate::runs::OFFLOADED.load(std::sync::atomic::Ordering::Relaxed);
+    let mut stream = server
+        .client()
+        .stream_run(None, &ThreadId::new("t1"), &RunRequest::new("x"))
+        .await
+        .unwrap();
+    let events: Vec<RunEvent> = collect(&mut stream)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(kind).collect();
+    assert_eq!(kinds, ["metadata", "messages", "values", "messages", "end"]);
+    // Only the snapshot went to the blocking pool (no other test sends frames this large).
+    assert_eq!(
+        crate::runs::OFFLOADED.load(std::sync::atomic::Ordering::Relaxed),
+        offloaded + 1
+    );
+    let RunEvent::Values(snapshot) = &events[2] else {
+        panic!("{:?}", events[2])
+    };
+    assert_eq!(snapshot.message_count(), 2);
+    assert_eq!(
+        snapshot.turn().len(),
+        1,
+        "the long answer is the current turn"
+    );
+}
+
+fn kind(event: &RunEvent) -> &'static str {
+    match event {
+        RunEvent::Metadata { .. } => "metadata",
+        RunEvent::Messages { .. } => "messages",
+        RunEvent::Values(_) => "values",
+        RunEvent::End => "end",
+        _ => "other",
+    }
+}

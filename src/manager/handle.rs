@@ -1,0 +1,333 @@
+//! Handling one message, in five stages ([`Manager::handle`] reads as their sequence):
+//!
+//! 1. **admit** — the message is journaled with its dedupe record in one store transaction
+//!    (`journal.rs`); a redelivery ends here, dropped silently. On a channel with a reply
+//!    window, what waits for the chat's next message goes out first (issue 33).
+//! 2. **take its place** — in its conversation's line (`order.rs`): it waits for the earlier
+//!    messages, giving its worker slot back meanwhile, told so once per run (the queued
+//!    notice; later ones a reaction). A full line, or a channel that rejects while busy,
+//!    gets the busy reply instead, and the message ends there.
+//! 3. **show presence** — an agent turn shows "typing…" at once and keeps it up until its
+//!    first reply (the "working on it" placeholder is the run's, `run.rs`).
+//! 4. **dispatch** — a command is answered (`commands`), anything else becomes an agent run
+//!    (`run`), inside the journal entry's scope, so every reply is tracked against it.
+//! 5. **settle** — the dedupe key is released when the provider should be able to retry,
+//!    after the final reply was published, and the entry hears the turn ended; then the
+//!    line moves on, and the channel hears the bridge is done with the message.
+//!
+//! Shutdown may cancel a message while it waits its turn or is dispatched: a journaled one
+//! stays journaled (its key kept) for the next start to finish; an unjournaled one's key is
+//! released, so the platform may redeliver it.
+
+use std::sync::Arc;
+
+use futures_util::future::Either;
+use im_bridge_channel::{InboundMessage, MsgType, Reaction};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::futures::TaskLocalFuture;
+use tokio_util::sync::CancellationToken;
+
+use super::journal::{Admission, Entry};
+use super::order::Ticket;
+use super::typing::TypingGuard;
+use super::{Disposition, Manager, Place, commands, conversation_key, dedupe, run};
+use crate::i18n::msg as m;
+use crate::store::DedupeKey;
+use crate::telemetry::names;
+
+/// The worker slot a message holds while it is handled (at most
+/// `channels.max_concurrency` are held at once).
+pub(crate) struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    slots: Arc<Semaphore>,
+}
+
+impl Slot {
+    /// `permit`, taken from `slots`.
+    pub(crate) fn new(permit: OwnedSemaphorePermit, slots: Arc<Semaphore>) -> Self {
+        Self {
+            permit: Some(permit),
+            slots,
+        }
+    }
+
+    /// Gives the slot back: a message waiting its turn holds none.
+    fn give_back(&mut self) {
+        self.permit = None;
+    }
+
+    /// Takes a slot again, once one is free.
+    async fn take_again(&mut self) {
+        self.permit = self.slots.clone().acquire_owned().await.ok();
+    }
+}
+
+/// An admitted message: what its later stages share.
+struct Admitted<'m> {
+    msg: &'m InboundMessage,
+    /// Its dedupe key, when its channel names redeliveries.
+    key: Option<DedupeKey>,
+    /// Its journal entry: a chat message's, unless the store failed at admission.
+    entry: Option<Entry>,
+}
+
+impl Admitted<'_> {
+    /// Runs `work` in the journal entry's scope, if there is one: the replies it publishes
+    /// are tracked against the entry until they landed (`journal.rs`). Not an `async fn`:
+    /// a turn's future is large, and is moved in once instead of copied into a wrapper.
+    fn journaled<F: Future>(&self, work: F) -> Either<TaskLocalFuture<Entry, F>, F> {
+        match &self.entry {
+            Some(entry) => Either::Left(entry.scope(work)),
+            None => Either::Right(work),
+        }
+    }
+
+    fn is_chat(&self) -> bool {
+        self.msg.msg_type == MsgType::Chat
+    }
+}
+
+/// What taking its place in line came to.
+enum Placed {
+    /// Its turn came: handle it, keeping its place (when it has one) until it settled.
+    Turn(Option<Ticket>),
+    /// The line was full: it had the busy reply (or a reaction), and a redelivery may retry.
+    TurnedAway,
+    /// Shutdown came while it waited.
+    Cancelled,
+}
+
+impl Manager {
+    /// Handles one message end to end, in the module's five stages; in line, only after
+    /// its conversation's earlier messages were handled. Then, whatever became of it, its
+    /// channel hears that the bridge is done with it (if it asks to).
+    pub(crate) async fn handle(
+        &self,
+        msg: InboundMessage,
+        cancel: CancellationToken,
+        place: Place,
+        slot: Slot,
+    ) {
+        self.handle_stages(&msg, &cancel, place, slot).await;
+        self.inner.replier.outbound().turn_ended(&msg).await;
+    }
+
+    /// The five stages, in order; a redelivery, a busy line or shutdown ends them early.
+    async fn handle_stages(
+        &self,
+        msg: &InboundMessage,
+        cancel: &CancellationToken,
+        place: Place,
+        mut slot: Slot,
+    ) {
+        let Some(admitted) = self.admit(msg).await else {
+            place.abandon();
+            return;
+        };
+        let ticket = match self.take_place(&admitted, place, &mut slot, cancel).await {
+            Placed::Turn(ticket) => ticket,
+            Placed::TurnedAway => return self.settle(&admitted, Some(Disposition::Release)).await,
+            Placed::Cancelled => return self.settle(&admitted, None).await,
+        };
+        let _presence = self.show_presence(&admitted).await;
+        let disposition = self.dispatch_turn(&admitted, ticket.as_ref(), cancel).await;
+        self.settle(&admitted, disposition).await;
+        // Settled: only now may the conversation's next message go, in this slot or another.
+        drop(ticket);
+        drop(slot);
+    }
+
+    /// **Admit**: journals `msg` with its dedupe record; `None` for a redelivery. What
+    /// waits for the chat's next message goes out first.
+    async fn admit<'m>(&self, msg: &'m InboundMessage) -> Option<Admitted<'m>> {
+        let key = dedupe::dedupe_key(msg);
+        let entry = match self.inner.journal.admit(msg, key.as_ref()).await {
+            Admission::New(entry) => entry,
+            Admission::Duplicate => {
+                tracing::info!("Dropped a redelivered message.");
+                return None;
+            }
+        };
+        if self
+            .inner
+            .replier
+            .outbound()
+            .reply_window(&msg.channel_name)
+            .is_some()
+        {
+            self.inner.journal.carry_held(msg).await;
+        }
+        Some(Admitted { msg, key, entry })
+    }
+
+    /// **Take its place**: waits for the conversation's earlier messages, holding no worker
+    /// slot meanwhile; a full line gets the busy reply instead.
+    async fn take_place(
+        &self,
+        admitted: &Admitted<'_>,
+        place: Place,
+        slot: &mut Slot,
+        cancel: &CancellationToken,
+    ) -> Placed {
+        let mut ticket = match place {
+            Place::Free => return Placed::Turn(None),
+            Place::InLine(ticket) => ticket,
+            Place::Busy => {
+                self.turn_away(admitted).await;
+                return Placed::TurnedAway;
+            }
+        };
+        if !ticket.must_wait() {
+            return Placed::Turn(Some(ticket));
+        }
+        let msg = admitted.msg;
+        // No "still running" notice when the run before is over and only its answer is on
+        // the way: the wait is short, and the notice would follow that answer. Only the
+        // first message to wait during a run is told; the others get a reaction.
+        let waits = admitted.is_chat() && !ticket.predecessor_settling();
+        let noticed = waits && ticket.claim_notice();
+        if noticed {
+            admitted.journaled(self.notify(msg, m::RUN_QUEUED)).await;
+        } else if waits {
+            self.inner
+                .replier
+                .outbound()
+                .react(msg, Reaction::Queued)
+                .await;
+        }
+        // Waiting holds no worker slot; the turn takes one again.
+        slot.give_back();
+        let turn = async {
+            ticket.wait_turn().await;
+            slot.take_again().await;
+        };
+        tokio::select! {
+            () = turn => {}
+            () = cancel.cancelled() => return Placed::Cancelled,
+        }
+        if noticed {
+            admitted.journaled(self.notify(msg, m::RUN_THINKING)).await;
+        }
+        Placed::Turn(Some(ticket))
+    }
+
+    /// The line is full (or the channel rejects while busy): DeerFlow's busy reply, once
+    /// per run (later ones a reaction).
+    async fn turn_away(&self, admitted: &Admitted<'_>) {
+        let msg = admitted.msg;
+        let noticed = self
+            .inner
+            .turnstile
+            .claim_busy_reply(&conversation_key(msg).storage_key());
+        tracing::info!(noticed, "The conversation is busy and its line is full.");
+        metrics::counter!(names::RUNS, "outcome" => "busy").increment(1);
+        if noticed {
+            let busy = self.inner.replier.reply(msg, m::RUN_BUSY, &[]);
+            admitted.journaled(busy).await;
+        } else {
+            self.inner
+                .replier
+                .outbound()
+                .react(msg, Reaction::Busy)
+                .await;
+        }
+    }
+
+    /// **Show presence**: only agent turns wait long enough to need a sign of life —
+    /// "typing…" at once, kept up until the first reply, where the hint fades (or the
+    /// returned guard is dropped). Replies the bridge answers itself go out at once,
+    /// without it.
+    async fn show_presence(&self, admitted: &Admitted<'_>) -> Option<TypingGuard> {
+        let msg = admitted.msg;
+        let outbound = self.inner.replier.outbound();
+        let caps = outbound.capabilities(&msg.channel_name);
+        if !admitted.is_chat() {
+            return None;
+        }
+        if caps.is_some_and(|c| c.working_placeholder || c.typing_refresh.is_some()) {
+            outbound.show_typing(&msg.reply(String::new(), false)).await;
+        }
+        let every = caps.and_then(|c| c.typing_refresh)?;
+        Some(self.inner.replier.keep_typing(msg, every))
+    }
+
+    /// **Dispatch**: the command's answer or the agent run, in the journal entry's scope
+    /// (and, in line, the ticket's settling scope); `None` when shutdown cancelled it.
+    async fn dispatch_turn(
+        &self,
+        admitted: &Admitted<'_>,
+        ticket: Option<&Ticket>,
+        cancel: &CancellationToken,
+    ) -> Option<Disposition> {
+        let msg = admitted.msg;
+        tracing::debug!(
+            text_len = msg.text.len(),
+            files = msg.files.len(),
+            "Handling a message."
+        );
+        let dispatched = admitted.journaled(self.dispatch(msg));
+        let dispatched = match ticket {
+            Some(ticket) => Either::Left(ticket.settling().scope(dispatched)),
+            None => Either::Right(dispatched),
+        };
+        tokio::select! {
+            d = dispatched => Some(d),
+            () = cancel.cancelled() => {
+                tracing::warn!("Cancelled a message at shutdown.");
+                None
+            }
+        }
+    }
+
+    /// A command is answered here, anything else becomes an agent run.
+    pub(super) async fn dispatch(&self, msg: &InboundMessage) -> Disposition {
+        match msg.msg_type {
+            MsgType::Command => commands::handle(&self.inner, msg).await,
+            MsgType::Chat => {
+                if let Some(disposition) = commands::slash_skill(&self.inner, msg).await {
+                    return disposition;
+                }
+                run::chat_turn(&self.inner, msg, &msg.text, run::TurnOptions::default())
+                    .await
+                    .0
+            }
+        }
+    }
+
+    /// **Settle**: what became of the message (`None`: shutdown stopped it) decides its
+    /// dedupe key, and the entry hears the turn ended. A journaled message stopped by
+    /// shutdown stays journaled, its key kept: the next start finishes it. Otherwise the key
+    /// goes, so the platform may redeliver.
+    async fn settle(&self, admitted: &Admitted<'_>, disposition: Option<Disposition>) {
+        match (disposition, &admitted.entry) {
+            (Some(disposition), entry) => {
+                // The key first: a platform retry may follow the final at once.
+                if disposition == Disposition::Release {
+                    self.release(admitted.key.as_ref()).await;
+                }
+                if let Some(entry) = entry {
+                    entry.turn_ended().await;
+                }
+            }
+            (None, Some(_)) => {}
+            (None, None) => self.release(admitted.key.as_ref()).await,
+        }
+    }
+
+    /// Publishes message `id` as an interim (not final) reply to `msg`, in its locale.
+    async fn notify(&self, msg: &InboundMessage, id: &str) {
+        let replier = &self.inner.replier;
+        let (locale, _) = replier.locale_for(msg).await;
+        let text = replier.text(&locale, id, &[]);
+        replier.publish(msg, msg.reply(text, false)).await;
+    }
+
+    /// Forgets `key`, so a redelivery of its message is handled again.
+    pub(crate) async fn release(&self, key: Option<&DedupeKey>) {
+        if let Some(key) = key
+            && let Err(error) = self.inner.store.dedupe_release(key).await
+        {
+            tracing::warn!(%error, "Releasing a dedupe key failed.");
+        }
+    }
+}
