@@ -43,6 +43,16 @@ impl Backoff {
         }
     }
 
+    /// Waits of one to five milliseconds, without jitter: for tests, where a connection is
+    /// tried again at once but a loop of failures must not spin.
+    pub const fn quick() -> Self {
+        Self::new(
+            Duration::from_millis(1),
+            Duration::from_millis(5),
+            Duration::ZERO,
+        )
+    }
+
     /// The wait before the next attempt; each call counts one more failure in a row.
     pub fn next_wait(&mut self) -> Duration {
         let doubled = self

@@ -1,11 +1,16 @@
 //! Reading a platform's response, for every adapter's HTTP client: its body under a size
-//! bound, and a header that names a number of seconds (a rate limit's wait).
+//! bound, and a header that names a number of seconds (a rate limit's wait); and reading a
+//! staged file to upload under the platform's bound.
 
+use std::path::Path;
 use std::time::Duration;
 
 use axum::http::HeaderMap;
 use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
+use tokio::io::AsyncReadExt;
+
+use crate::error::{ChannelError, ChannelResult};
 
 /// Why a bounded read stopped.
 #[derive(Debug)]
@@ -25,6 +30,26 @@ impl<E> BoundedRead<E> {
             Self::Failed(e) => failed(e),
         }
     }
+}
+
+/// The bytes of a staged file to upload (an [`OutboundFile`](crate::OutboundFile)'s
+/// path), refused with [`ChannelError::TooLarge`] once there are more than `max`: by its
+/// size on disk before any byte is read (the size the agent declared may be stale), and
+/// again while reading (a file that grew meanwhile is never read past the bound).
+pub async fn read_staged(path: &Path, max: u64) -> ChannelResult<Vec<u8>> {
+    let file = tokio::fs::File::open(path).await?;
+    let size = file.metadata().await?.len();
+    if size > max {
+        return Err(ChannelError::TooLarge { limit: max });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or_default());
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .await?;
+    if bytes.len() as u64 > max {
+        return Err(ChannelError::TooLarge { limit: max });
+    }
+    Ok(bytes)
 }
 
 /// Collects `body` (a response's chunks, e.g. reqwest's `bytes_stream()`), refused once it
@@ -112,5 +137,22 @@ mod tests {
         );
         let big = BoundedRead::<()>::TooLarge.into_error(|| "big", |_| "failed");
         assert_eq!(big, "big");
+    }
+
+    #[tokio::test]
+    async fn a_staged_file_is_read_within_its_bound_and_refused_past_it() {
+        let dir = std::env::temp_dir().join(format!("im-bridge-staged-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ten.bin");
+        std::fs::write(&path, b"0123456789").unwrap();
+        assert_eq!(read_staged(&path, 10).await.unwrap(), b"0123456789");
+        let refused = read_staged(&path, 9).await;
+        assert!(
+            matches!(refused, Err(ChannelError::TooLarge { limit: 9 })),
+            "{refused:?}"
+        );
+        let gone = read_staged(&dir.join("gone.bin"), 10).await;
+        assert!(matches!(gone, Err(ChannelError::Io(_))), "{gone:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

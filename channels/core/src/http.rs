@@ -9,9 +9,15 @@
 //!   is a [`HttpError::Decode`], never buffered); [`download`] reads a file under its
 //!   caller's bound ([`HttpError::TooLarge`]), from a plain `http(s)` URL ([`file_url`]) on
 //!   a listed host only ([`HttpError::HostNotAllowed`], before any request); [`read_file`] is
-//!   that bounded read for a platform's own file endpoint. [`call`]
-//!   (child `answer`) sends an API request and reads its bounded [`Answer`], the status and
-//!   headers kept for the adapter's envelope.
+//!   that bounded read for a platform's own file endpoint, and [`read_staged`](crate::read_staged)
+//!   the file an adapter uploads. [`send`] sends a request (its failure without the URL);
+//!   [`call`] (child `answer`) sends an API request and reads its bounded [`Answer`], the
+//!   status and headers kept for the adapter's envelope; [`checked`] and
+//!   [`Answer::checked`] refuse a non-2xx where the status says all there is to say.
+//! - **Small rules every adapter keeps.** [`HttpError::rate_limited`] (a rate limit's wait,
+//!   [`DEFAULT_RETRY_AFTER`] when the platform named none, at most [`MAX_RETRY_AFTER`]),
+//!   [`clean_code`] (a refusal's code kept as an identifier) and [`is_plain_id`] (an id that
+//!   may go into a URL path).
 //! - **One failure type.** [`HttpError`] is what can go wrong on the wire whatever the
 //!   platform; each adapter's error wraps it (`#[error(transparent)] Http(HttpError)`) next
 //!   to its platform's own refusals, and maps onto [`ChannelError`] through it. No variant
@@ -41,6 +47,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(300);
 /// Redirects a file download follows at most, each to a listed host.
 pub const MAX_FILE_REDIRECTS: usize = 3;
+/// How long to wait on a rate limit that names no time.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// The longest wait believed: a larger one (a broken endpoint behind a configured URL)
+/// would park a conversation for years; after this the call is simply tried again.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 /// What can go wrong calling a platform over HTTP, whatever the platform.
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +116,12 @@ pub enum HttpError {
 }
 
 impl HttpError {
+    /// A rate limit: wait what the platform named ([`DEFAULT_RETRY_AFTER`] when it named
+    /// nothing), at most [`MAX_RETRY_AFTER`].
+    pub fn rate_limited(wait: Option<Duration>) -> Self {
+        Self::RetryAfter(wait.unwrap_or(DEFAULT_RETRY_AFTER).min(MAX_RETRY_AFTER))
+    }
+
     /// A transport error, with the URL removed.
     pub fn transport(op: &'static str, error: reqwest::Error) -> Self {
         Self::Transport {
@@ -209,6 +226,59 @@ pub fn file_url(url: &str) -> Option<Url> {
     plain.then_some(parsed)
 }
 
+/// Sends `request` for `op`: its response, whatever its status; a request that cannot be
+/// sent is a [`HttpError::Transport`] without its URL.
+pub async fn send(
+    op: &'static str,
+    request: reqwest::RequestBuilder,
+) -> Result<reqwest::Response, HttpError> {
+    request
+        .send()
+        .await
+        .map_err(|e| HttpError::transport(op, e))
+}
+
+/// `response` when its status is 2xx; any other is [`HttpError::Status`], its body unread
+/// (for a host whose refusals carry nothing to sort them by: a file host, a CDN).
+pub fn checked(
+    op: &'static str,
+    response: reqwest::Response,
+) -> Result<reqwest::Response, HttpError> {
+    success(op, response.status()).map(|()| response)
+}
+
+/// `Ok` for a 2xx `status`, else [`HttpError::Status`].
+fn success(op: &'static str, status: reqwest::StatusCode) -> Result<(), HttpError> {
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(HttpError::Status {
+            op,
+            status: status.as_u16(),
+        })
+    }
+}
+
+/// A platform's error code kept as an identifier: ASCII letters and digits and the
+/// characters `also`, at most `max` of them. Whatever else an endpoint answers is reduced
+/// to what cannot carry text, so the code is safe in errors and logs.
+pub fn clean_code(code: &str, max: usize, also: &[char]) -> String {
+    code.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || also.contains(c))
+        .take(max)
+        .collect()
+}
+
+/// Whether `value` can go into a URL path as one segment: a non-empty id of at most `max`
+/// ASCII letters, digits, `_` and `-`.
+pub fn is_plain_id(value: &str, max: usize) -> bool {
+    !value.is_empty()
+        && value.len() <= max
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// The body of an API answer to `op`, refused (unread) once it is over `max` bytes.
 pub async fn read_answer(
     op: &'static str,
@@ -269,17 +339,8 @@ pub async fn download(
         );
         return Err(HttpError::HostNotAllowed);
     }
-    let response = client
-        .get(url)
-        .timeout(DOWNLOAD_TIMEOUT)
-        .send()
-        .await
-        .map_err(|e| HttpError::transport(op, e))?;
-    let status = response.status().as_u16();
-    if !(200..300).contains(&status) {
-        return Err(HttpError::Status { op, status });
-    }
-    read_file(op, response, max).await
+    let response = send(op, client.get(url).timeout(DOWNLOAD_TIMEOUT)).await?;
+    read_file(op, checked(op, response)?, max).await
 }
 
 #[cfg(test)]

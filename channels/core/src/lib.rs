@@ -41,7 +41,7 @@ pub mod token;
 pub mod webhook;
 
 pub use access::AllowedUsers;
-pub use body::{BoundedRead, header_seconds, read_bounded};
+pub use body::{BoundedRead, header_seconds, read_bounded, read_staged};
 pub use capabilities::{
     Capabilities, ChatBudget, LateReplies, LengthUnit, RateBudget, ReplyWindow, UpdateMode, Writes,
 };

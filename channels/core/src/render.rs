@@ -29,6 +29,8 @@
 //! Children:
 //! - `dialect.rs`: the [`Dialect`] trait an adapter implements for its platform's markup,
 //!   and the two the core knows, [`Plain`] and [`PlainText`].
+//! - `markdown.rs`: CommonMark pieces several platforms' markdowns share (inline markers,
+//!   a link's address, a fenced code block), for their writers.
 //! - `doc.rs`: Markdown to the intermediate form (visible text + styled runs).
 //! - `cut.rs`: where messages are cut, by visible length.
 //! - `emit.rs`: one message's markup from a range of the intermediate form.
@@ -42,14 +44,16 @@ mod cut;
 mod dialect;
 mod doc;
 mod emit;
+mod markdown;
 
 #[cfg(any(test, feature = "fuzzing", feature = "test-support"))]
 pub(crate) mod check;
 #[cfg(any(test, feature = "test-support"))]
 pub mod conformance;
 
-pub use dialect::{Dialect, HTTP, Plain, PlainText, Writer, push_link_url};
+pub use dialect::{Dialect, HTTP, Plain, PlainText, Writer};
 pub use doc::Frame;
+pub use markdown::{CodeFence, close_style, longest_backticks, open_style, push_link_url};
 
 use crate::capabilities::LengthUnit;
 

@@ -4,10 +4,12 @@
 //!
 //! What a refusal *means* is the platform's: [`UpgradeError::Refused`] keeps the status and
 //! the headers of the refused upgrade (Feishu answers with `Handshake-Status` and friends)
-//! for the adapter to sort, and its text is only the status.
+//! for the adapter to sort, and its text is only the status. A socket ends the same way
+//! everywhere too: [`close`], politely and within [`CLOSE_GRACE`].
 
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::{self, http::HeaderMap, protocol::WebSocketConfig};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -15,6 +17,18 @@ use url::Url;
 
 /// An open WebSocket to a platform.
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// How long a polite close may take before the socket is simply dropped.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// Closes `ws` politely: a close frame, the server's answer awaited at most
+/// [`CLOSE_GRACE`]. Whether it closed cleanly; either way the socket may be dropped.
+pub async fn close<T: AsyncRead + AsyncWrite + Unpin>(ws: &mut WebSocketStream<T>) -> bool {
+    matches!(
+        tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await,
+        Ok(Ok(()))
+    )
+}
 
 /// Why a WebSocket could not be opened. Log-safe: the host, never the URL.
 #[derive(Debug, thiserror::Error)]

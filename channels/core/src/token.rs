@@ -38,6 +38,10 @@ pub trait TokenSource: Send + Sync {
     /// Why a fetch failed (the adapter's API error).
     type Error: Send;
 
+    /// How much of a token's life is given up to refresh it before use: a token with
+    /// less than this left is fetched again. By default [`DEFAULT_REFRESH_MARGIN`].
+    const REFRESH_MARGIN: Duration = DEFAULT_REFRESH_MARGIN;
+
     /// Asks for a new token: the token and how long it lives from now. Should be bounded
     /// by a timeout, since the cache's lock is held while it runs.
     fn fetch(&self) -> impl Future<Output = Result<(Secret, Duration), Self::Error>> + Send;
@@ -46,7 +50,6 @@ pub trait TokenSource: Send + Sync {
 /// The cached token of one app, fetched through `S`.
 pub struct TokenCache<S> {
     source: S,
-    margin: Duration,
     /// The current token; the lock doubles as the single-flight guard of the fetch.
     current: Mutex<Option<Cached>>,
 }
@@ -58,17 +61,11 @@ struct Cached {
 }
 
 impl<S: TokenSource> TokenCache<S> {
-    /// An empty cache over `source`, refreshing [`DEFAULT_REFRESH_MARGIN`] early.
+    /// An empty cache over `source`, refreshing a token once less than its
+    /// [`TokenSource::REFRESH_MARGIN`] of its life remains.
     pub fn new(source: S) -> Self {
-        Self::with_margin(source, DEFAULT_REFRESH_MARGIN)
-    }
-
-    /// An empty cache over `source`, refreshing a token once less than `margin` of its
-    /// life remains.
-    pub fn with_margin(source: S, margin: Duration) -> Self {
         Self {
             source,
-            margin,
             current: Mutex::new(None),
         }
     }
@@ -89,7 +86,7 @@ impl<S: TokenSource> TokenCache<S> {
         }
         let asked_at = Instant::now();
         let (token, lives) = self.source.fetch().await?;
-        let fresh_until = asked_at + lives.saturating_sub(self.margin);
+        let fresh_until = asked_at + lives.saturating_sub(S::REFRESH_MARGIN);
         *current = (fresh_until > asked_at).then(|| Cached {
             token: token.clone(),
             fresh_until,
@@ -133,11 +130,11 @@ impl<S: TokenSource> TokenCache<S> {
     }
 }
 
-impl<S: fmt::Debug> fmt::Debug for TokenCache<S> {
+impl<S: TokenSource + fmt::Debug> fmt::Debug for TokenCache<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenCache")
             .field("source", &self.source)
-            .field("margin", &self.margin)
+            .field("margin", &S::REFRESH_MARGIN)
             .finish_non_exhaustive()
     }
 }

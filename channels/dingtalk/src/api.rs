@@ -185,14 +185,13 @@ impl Api {
         let file_hosts = FileHosts::new(FILE_HOSTS).unwrap_or_default();
         let download = http::file_client(&file_hosts)?;
         let api_url = api_url.trim_end_matches('/').to_owned();
-        let tokens = AppToken(AppCredentials::new(
+        let tokens = TokenCache::new(AppToken(AppCredentials::new(
             http.clone(),
             &api_url,
             TOKEN_PATH,
             client_id,
             client_secret,
-        ))
-        .cache();
+        )));
         Ok(Self {
             http,
             download,

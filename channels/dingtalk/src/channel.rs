@@ -253,11 +253,8 @@ impl Channel for DingTalkChannel {
 
     /// Uploads the file and sends it as an image or a file message.
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
-        let bytes = Bytes::from(
-            tokio::fs::read(&file.path)
-                .await
-                .map_err(ChannelError::Io)?,
-        );
+        let bytes =
+            Bytes::from(im_bridge_channel::read_staged(&file.path, MAX_UPLOAD_BYTES).await?);
         let kind = if file.is_image {
             MediaType::Image
         } else {

@@ -29,7 +29,7 @@
 
 use std::time::Duration;
 
-use im_bridge_channel::http::HttpError;
+use im_bridge_channel::http::{self, HttpError};
 
 mod answer;
 
@@ -44,11 +44,6 @@ pub const TOKEN_INVALID_CODES: &[&str] = &["InvalidAuthentication", "40014", "42
 /// Legacy rate-limit `errcode`s: `90018` (an app's calls of one API per second), `90006`
 /// and `90005` (per minute), `88` (temporarily forbidden for calling too fast).
 pub const LEGACY_RATE_LIMIT_CODES: &[&str] = &["90018", "90006", "90005", "88"];
-/// How long to wait on a rate limit that names no time.
-pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait believed: a larger one (a broken endpoint behind `api_url`) would park
-/// a conversation for years; after this the call is simply tried again.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 /// The longest `code` kept in an error.
 pub const MAX_CODE_CHARS: usize = 80;
 
@@ -109,11 +104,7 @@ impl ApiError {
     ) -> Self {
         let code = code.map(clean_code).unwrap_or_default();
         if status == 429 || is_rate_limit_code(&code) {
-            Self::Http(HttpError::RetryAfter(
-                retry_after
-                    .unwrap_or(DEFAULT_RETRY_AFTER)
-                    .min(MAX_RETRY_AFTER),
-            ))
+            Self::Http(HttpError::rate_limited(retry_after))
         } else if status == 401 || TOKEN_INVALID_CODES.contains(&code.as_str()) {
             Self::TokenInvalid { op, status }
         } else {
@@ -137,13 +128,10 @@ impl ApiError {
     }
 }
 
-/// `code` kept as an identifier: only letters, digits, `.`, `_`, `-`, at most
-/// [`MAX_CODE_CHARS`].
+/// `code` kept as an identifier ([`http::clean_code`]): letters, digits, `.`, `_`, `-`
+/// (the OpenAPI's codes are dotted), at most [`MAX_CODE_CHARS`].
 fn clean_code(code: &str) -> String {
-    code.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        .take(MAX_CODE_CHARS)
-        .collect()
+    http::clean_code(code, MAX_CODE_CHARS, &['.', '_', '-'])
 }
 
 im_bridge_channel::channel_error!(ApiError; ApiError::TokenInvalid { .. } => Refused);
@@ -153,6 +141,7 @@ mod tests {
     use im_bridge_channel::ChannelError;
 
     use super::*;
+    use im_bridge_channel::http::{DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER};
 
     #[test]
     fn refusals_are_sorted_by_status_and_code() {

@@ -12,7 +12,7 @@
 //! - `tests.rs`: the renderer's output in this dialect, and the renderer's properties.
 
 use im_bridge_channel::LengthUnit;
-use im_bridge_channel::render::{Dialect, Frame, Rendered, Writer, push_link_url};
+use im_bridge_channel::render::{Dialect, Frame, Rendered, Writer, close_style, open_style};
 
 /// DingTalk's `sampleMarkdown` (see the module docs).
 #[derive(Clone, Copy, Debug, Default)]
@@ -61,24 +61,13 @@ impl Writer for MarkdownWriter {
                     out.push_str("**\n> ");
                 }
             }
-            Frame::Bold => out.push_str("**"),
-            Frame::Italic => out.push('*'),
-            Frame::Link(_) => out.push('['),
-            Frame::Strike | Frame::Code => {}
+            // Bold, italic and links as CommonMark; strikethrough and code are their text.
+            _ => open_style(out, frame),
         }
     }
 
     fn close(&mut self, out: &mut String, frame: &Frame) {
-        match frame {
-            Frame::Bold => out.push_str("**"),
-            Frame::Italic => out.push('*'),
-            Frame::Link(url) => {
-                out.push_str("](");
-                push_link_url(out, url);
-                out.push(')');
-            }
-            Frame::Quote | Frame::Pre(_) | Frame::Strike | Frame::Code => {}
-        }
+        close_style(out, frame);
     }
 
     fn text(&mut self, out: &mut String, text: &str, frames: &[Frame]) {

@@ -3,7 +3,8 @@
 //!
 //! `POST {api_url}/v1.0/oauth2/accessToken` with `{appKey, appSecret}` answers
 //! `{accessToken, expireIn}` (seconds, 7200). The token is kept until less than
-//! [`REFRESH_MARGIN`] of its life remains (DeerFlow and the SDKs refresh 300 s early), so
+//! the kit's [`DEFAULT_REFRESH_MARGIN`](im_bridge_channel::token::DEFAULT_REFRESH_MARGIN)
+//! of its life remains (DeerFlow and the SDKs refresh 300 s early), so
 //! a call never leaves with a dying token; one DingTalk refuses earlier is invalidated by
 //! the REST client. The cache's lock is held at most [`TOKEN_TIMEOUT`], the
 //! request's own timeout. The same token serves the legacy host's media upload
@@ -23,8 +24,6 @@ use crate::model::TokenAnswer;
 
 /// Where the token is asked for, under `api_url`.
 pub const TOKEN_PATH: &str = "/v1.0/oauth2/accessToken";
-/// A token with less than this left is refreshed before use.
-pub const REFRESH_MARGIN: Duration = im_bridge_channel::token::DEFAULT_REFRESH_MARGIN;
 /// Timeout of the token request (and so the longest the refresh lock is held).
 pub const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How the token request names itself in errors.
@@ -37,13 +36,6 @@ pub type TokenCache = im_bridge_channel::token::TokenCache<AppToken>;
 /// no secret (the app secret is a [`Secret`]).
 #[derive(Debug)]
 pub struct AppToken(pub AppCredentials);
-
-impl AppToken {
-    /// A cache of this source, refreshing [`REFRESH_MARGIN`] early.
-    pub fn cache(self) -> TokenCache {
-        TokenCache::with_margin(self, REFRESH_MARGIN)
-    }
-}
 
 impl TokenSource for AppToken {
     type Error = ApiError;
@@ -152,7 +144,7 @@ mod tests {
             "dingkey",
             Secret::new(SECRET),
         ));
-        (source.cache(), endpoint)
+        (TokenCache::new(source), endpoint)
     }
 
     #[tokio::test]

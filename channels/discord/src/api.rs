@@ -22,11 +22,12 @@ use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::Value;
 
 use crate::config::DiscordSettings;
-use crate::error::{ApiError, DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER};
+use crate::error::ApiError;
 use crate::model::{
     AllowedMentions, ChannelAnswer, CurrentUser, ErrorBody, GatewayBot, MessageAnswer, MessageBody,
     StartThread, UploadAttachment, UploadPayload, snowflake,
 };
+use im_bridge_channel::http::{DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER};
 
 /// Whole-request timeout of JSON calls (uploads get their own; downloads the core's).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

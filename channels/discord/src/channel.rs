@@ -441,12 +441,7 @@ impl Channel for DiscordChannel {
             });
         }
         let channel = target_channel(&to)?;
-        let bytes = tokio::fs::read(&file.path).await?;
-        if bytes.len() as u64 > MAX_UPLOAD_BYTES {
-            return Err(ChannelError::TooLarge {
-                limit: MAX_UPLOAD_BYTES,
-            });
-        }
+        let bytes = im_bridge_channel::read_staged(&file.path, MAX_UPLOAD_BYTES).await?;
         let sent = self
             .api
             .upload(channel, &file.filename, bytes, None)

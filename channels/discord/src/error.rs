@@ -23,10 +23,6 @@ pub const WRONG_CHANNEL_TYPE: i64 = 50024;
 pub const MISSING_PERMISSIONS: i64 = 50013;
 /// Discord's code: a thread was already started from this message.
 pub const THREAD_EXISTS: i64 = 160004;
-/// The wait on a 429 that names none.
-pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait honoured (a hostile or broken answer cannot park a send for days).
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 /// A failed Discord REST call.
 #[derive(Debug, thiserror::Error)]

@@ -105,16 +105,13 @@ impl Api {
     ) -> Result<Self, ApiError> {
         let http = http::client()?;
         let domain = domain.trim_end_matches('/').to_owned();
-        let tokens = Arc::new(
-            TenantToken(AppCredentials::new(
-                http.clone(),
-                &domain,
-                TOKEN_PATH,
-                app_id,
-                app_secret,
-            ))
-            .cache(),
-        );
+        let tokens = Arc::new(TokenCache::new(TenantToken(AppCredentials::new(
+            http.clone(),
+            &domain,
+            TOKEN_PATH,
+            app_id,
+            app_secret,
+        ))));
         Ok(Self {
             http,
             domain,
@@ -397,12 +394,7 @@ pub fn file_type(file_name: &str) -> &'static str {
 /// `value` if it can go into a URL path as one segment: a non-empty id of letters,
 /// digits, `_` and `-`.
 fn path_id<'a>(what: &'static str, value: &'a str) -> Result<&'a str, ApiError> {
-    let plain = !value.is_empty()
-        && value.len() <= MAX_ID_LEN
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if plain {
+    if http::is_plain_id(value, MAX_ID_LEN) {
         Ok(value)
     } else {
         Err(HttpError::bad_id(what, value).into())
@@ -442,10 +434,7 @@ async fn download(
     request: reqwest::RequestBuilder,
     max_bytes: u64,
 ) -> Result<(Bytes, Option<String>), ApiError> {
-    let response = request
-        .send()
-        .await
-        .map_err(|e| HttpError::transport(op, e))?;
+    let response = http::send(op, request).await?;
     let status = response.status();
     if status == StatusCode::OK {
         let name = attachment_name(response.headers());

@@ -367,11 +367,7 @@ impl Channel for FeishuChannel {
     }
 
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
-        let bytes = Bytes::from(
-            tokio::fs::read(&file.path)
-                .await
-                .map_err(ChannelError::Io)?,
-        );
+        let bytes = Bytes::from(im_bridge_channel::read_staged(&file.path, MAX_FILE_BYTES).await?);
         let size = bytes.len() as u64;
         let as_image = file.is_image && size <= MAX_IMAGE_BYTES;
         let result = async {

@@ -37,11 +37,6 @@ pub const RATE_LIMIT_CODES: &[i64] = &[99991400, 230020];
 /// Codes of a card patch that can never succeed: 230011 (the message was recalled) and
 /// 230031 (older than the 14 days within which messages can be updated).
 pub const NOT_EDITABLE_CODES: &[i64] = &[230011, 230031];
-/// How long to wait on a rate limit that names no reset time.
-pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest reset time believed: a larger one (a broken endpoint behind `domain`) would
-/// park a transport for years; after this the call is simply tried again.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
 /// The header Feishu's gateway names the seconds until the rate-limit window resets in.
 const RATE_LIMIT_RESET: &str = "x-ogw-ratelimit-reset";
@@ -111,11 +106,10 @@ impl ApiError {
 }
 
 /// [`HttpError::RetryAfter`] when `code` or HTTP `status` asks us to slow down, waiting
-/// `reset` (the `x-ogw-ratelimit-reset` header) or [`DEFAULT_RETRY_AFTER`], at most
-/// [`MAX_RETRY_AFTER`].
+/// `reset` (the `x-ogw-ratelimit-reset` header) or the kit's default, at most its
+/// longest ([`HttpError::rate_limited`]).
 pub(crate) fn rate_limited(code: i64, status: u16, reset: Option<Duration>) -> Option<HttpError> {
-    (status == 429 || RATE_LIMIT_CODES.contains(&code))
-        .then(|| HttpError::RetryAfter(reset.unwrap_or(DEFAULT_RETRY_AFTER).min(MAX_RETRY_AFTER)))
+    (status == 429 || RATE_LIMIT_CODES.contains(&code)).then(|| HttpError::rate_limited(reset))
 }
 
 /// The `x-ogw-ratelimit-reset` header, in whole seconds.
@@ -132,6 +126,7 @@ im_bridge_channel::channel_error!(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use im_bridge_channel::http::{DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER};
 
     #[test]
     fn feishu_codes_map_onto_channel_errors() {

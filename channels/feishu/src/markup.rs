@@ -15,7 +15,9 @@
 //!   them), and the renderer's properties.
 
 use im_bridge_channel::LengthUnit;
-use im_bridge_channel::render::{Dialect, Frame, Rendered, Writer, push_link_url};
+use im_bridge_channel::render::{
+    CodeFence, Dialect, Frame, Rendered, Writer, close_style, longest_backticks, open_style,
+};
 
 /// A Feishu card's markdown (see the module docs).
 #[derive(Clone, Copy, Debug, Default)]
@@ -78,20 +80,8 @@ fn ends_with_fence(text: &str) -> bool {
 /// they show their text; code uses a fence longer than any run of backticks it holds.
 #[derive(Default)]
 struct CardWriter {
-    /// The fence of the code block open.
-    fence: String,
-    /// A code block was just closed: what follows starts on a line of its own, or the
-    /// closing fence would not close it.
-    after_fence: bool,
-}
-
-impl CardWriter {
-    /// Starts a new line after a closing fence, unless `next` does.
-    fn leave_fence(&mut self, out: &mut String, next: &str) {
-        if std::mem::take(&mut self.after_fence) && !next.starts_with('\n') {
-            out.push('\n');
-        }
-    }
+    /// The code block open, or just closed.
+    code: CodeFence,
 }
 
 /// Whether what is written next starts a line (as a fence could: after at most three
@@ -101,60 +91,35 @@ fn at_line_start(out: &str) -> bool {
     line.len() <= 3 && line.bytes().all(|b| b == b' ')
 }
 
-/// The longest run of backticks in `text`.
-fn longest_backticks(text: &str) -> usize {
-    text.split(|c| c != '`')
-        .map(str::len)
-        .max()
-        .unwrap_or_default()
-}
-
 impl Writer for CardWriter {
     fn open(&mut self, out: &mut String, frame: &Frame, piece: &str) {
-        self.leave_fence(out, piece);
+        self.code.leave(out, piece);
         match frame {
-            Frame::Quote => {}
             Frame::Pre(language) => {
                 // A fence opens a block only at a line's start (a list item's marker may
                 // precede it).
                 if !out.is_empty() && !out.ends_with('\n') {
                     out.push('\n');
                 }
-                self.fence = "`".repeat(longest_backticks(piece).max(2) + 1);
-                out.push_str(&self.fence);
-                out.push_str(language.as_deref().unwrap_or_default());
-                out.push('\n');
+                self.code.open(out, piece, language.as_deref());
             }
-            Frame::Bold => out.push_str("**"),
-            Frame::Italic => out.push('*'),
             Frame::Strike => out.push_str("~~"),
-            Frame::Link(_) => out.push('['),
-            // Written with its text, which decides the fence.
-            Frame::Code => {}
+            // Bold, italic and links as CommonMark; code is written with its text, which
+            // decides the fence.
+            _ => open_style(out, frame),
         }
     }
 
     fn close(&mut self, out: &mut String, frame: &Frame) {
         match frame {
-            Frame::Quote | Frame::Code => {}
-            Frame::Pre(_) => {
-                out.push('\n');
-                out.push_str(&self.fence);
-                self.after_fence = true;
-            }
-            Frame::Bold => out.push_str("**"),
-            Frame::Italic => out.push('*'),
+            Frame::Pre(_) => self.code.close(out, ""),
             Frame::Strike => out.push_str("~~"),
-            Frame::Link(url) => {
-                out.push_str("](");
-                push_link_url(out, url);
-                out.push(')');
-            }
+            _ => close_style(out, frame),
         }
     }
 
     fn text(&mut self, out: &mut String, text: &str, frames: &[Frame]) {
-        self.leave_fence(out, text);
+        self.code.leave(out, text);
         if frames.iter().any(|f| matches!(f, Frame::Pre(_))) {
             out.push_str(text);
         } else if frames.last() == Some(&Frame::Code) {

@@ -4,7 +4,8 @@
 //!
 //! `POST {domain}/open-apis/auth/v3/tenant_access_token/internal` with `{app_id,
 //! app_secret}` answers `{code, msg, tenant_access_token, expire}` (seconds, at most two
-//! hours). The token is kept until less than [`REFRESH_MARGIN`] of its life remains, then
+//! hours). The token is kept until less than the kit's
+//! [`DEFAULT_REFRESH_MARGIN`](token::DEFAULT_REFRESH_MARGIN) of its life remains, then
 //! fetched again. Feishu hands out a new token once less than 30 minutes remain while the
 //! old one stays valid, so a refresh five minutes before expiry never leaves a call
 //! holding a dead token for long; one that was revoked early is invalidated by the client
@@ -25,8 +26,6 @@ use crate::model::TokenAnswer;
 
 /// Where the token is asked for, under `domain`.
 pub const TOKEN_PATH: &str = "/open-apis/auth/v3/tenant_access_token/internal";
-/// A token with less than this left is refreshed before use.
-pub const REFRESH_MARGIN: Duration = im_bridge_channel::token::DEFAULT_REFRESH_MARGIN;
 /// Timeout of the token request (and so the longest the refresh lock is held).
 pub const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How the token request names itself in errors.
@@ -41,13 +40,6 @@ pub type TokenCache = im_bridge_channel::token::TokenCache<TenantToken>;
 /// secret is a [`Secret`]).
 #[derive(Debug)]
 pub struct TenantToken(pub AppCredentials);
-
-impl TenantToken {
-    /// A cache of this source, refreshing [`REFRESH_MARGIN`] early.
-    pub fn cache(self) -> TokenCache {
-        TokenCache::with_margin(self, REFRESH_MARGIN)
-    }
-}
 
 impl TokenSource for TenantToken {
     type Error = ApiError;
@@ -166,14 +158,13 @@ mod tests {
         let app = axum::Router::new()
             .route(TOKEN_PATH, post(token))
             .with_state(fake.clone());
-        let cache = TenantToken(AppCredentials::new(
+        let cache = TokenCache::new(TenantToken(AppCredentials::new(
             reqwest::Client::new(),
             &fixtures::serve(app).await,
             TOKEN_PATH,
             "cli_test",
             Secret::new(SECRET),
-        ))
-        .cache();
+        )));
         (Arc::new(cache), fake)
     }
 

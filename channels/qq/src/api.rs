@@ -93,16 +93,13 @@ impl Api {
     ) -> Result<Self, ApiError> {
         let http = http::client()?;
         let app_id = app_id.into();
-        let tokens = Arc::new(
-            AppToken(AppCredentials::new(
-                http.clone(),
-                token_url,
-                TOKEN_PATH,
-                app_id.clone(),
-                secret,
-            ))
-            .cache(),
-        );
+        let tokens = Arc::new(TokenCache::new(AppToken(AppCredentials::new(
+            http.clone(),
+            token_url,
+            TOKEN_PATH,
+            app_id.clone(),
+            secret,
+        ))));
         Ok(Self {
             http,
             api_url: api_url.trim_end_matches('/').to_owned(),
@@ -264,10 +261,7 @@ pub fn attachment_url(url: &str) -> Option<reqwest::Url> {
 /// Not the core's `http::call`: a refusal is sorted by its status even when its body
 /// cannot be read (too large, cut off), so the body's read error is kept for 2xx only.
 async fn call(op: &'static str, request: reqwest::RequestBuilder) -> Result<Vec<u8>, ApiError> {
-    let response = request
-        .send()
-        .await
-        .map_err(|e| HttpError::transport(op, e))?;
+    let response = http::send(op, request).await?;
     let status = response.status().as_u16();
     let body = http::read_answer(op, response, MAX_RESPONSE_BYTES).await;
     if (200..300).contains(&status) {

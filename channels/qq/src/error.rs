@@ -8,7 +8,7 @@
 //! for a sent message). [`ApiError::from_answer`] sorts a refusal once:
 //!
 //! - HTTP 429, or [`RATE_LIMIT_CODES`] (22009, "message sending too frequent"), is
-//!   [`HttpError::RetryAfter`] with [`DEFAULT_RETRY_AFTER`] (QQ names no reset time), read
+//!   [`HttpError::RetryAfter`] with the kit's default wait (QQ names no reset time), read
 //!   by the delivery engine through `ChannelError::RetryAfter`;
 //! - HTTP 401, or [`TOKEN_INVALID_CODES`], is [`ApiError::TokenRefused`]: the call was
 //!   turned away at the door, so it is retried once with a fresh token;
@@ -24,8 +24,6 @@
 //! No variant holds the answer's `message`, the request body or a credential: `message`
 //! can quote what was sent, and the token request carries the bot secret.
 
-use std::time::Duration;
-
 use im_bridge_channel::http::HttpError;
 
 /// Codes saying the access token was refused: 11244 (token expired or absent, the official
@@ -33,8 +31,6 @@ use im_bridge_channel::http::HttpError;
 pub const TOKEN_INVALID_CODES: &[i64] = &[11244];
 /// Codes asking us to slow down: 22009 (message sending too frequent).
 pub const RATE_LIMIT_CODES: &[i64] = &[22009];
-/// How long to wait on a rate limit: QQ names no reset time.
-pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// A failed QQ API call, or a reply refused before it was sent.
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +69,7 @@ impl ApiError {
     pub fn from_answer(op: &'static str, status: u16, code: Option<i64>) -> Self {
         let code = code.filter(|c| *c != 0);
         if status == 429 || code.is_some_and(|c| RATE_LIMIT_CODES.contains(&c)) {
-            HttpError::RetryAfter(DEFAULT_RETRY_AFTER).into()
+            HttpError::rate_limited(None).into()
         } else if status == 401 || code.is_some_and(|c| TOKEN_INVALID_CODES.contains(&c)) {
             Self::TokenRefused { op }
         } else {
@@ -123,6 +119,7 @@ mod tests {
     use im_bridge_channel::ChannelError;
 
     use super::*;
+    use im_bridge_channel::http::DEFAULT_RETRY_AFTER;
 
     #[test]
     fn refusals_are_sorted_by_status_and_code() {

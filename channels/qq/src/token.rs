@@ -54,13 +54,6 @@ pub fn refresh_margin(lifetime: Duration) -> Duration {
 #[derive(Debug)]
 pub struct AppToken(pub AppCredentials);
 
-impl AppToken {
-    /// A cache of this source; the refresh margin is applied by [`AppToken::fetch`].
-    pub fn cache(self) -> TokenCache {
-        TokenCache::with_margin(self, Duration::ZERO)
-    }
-}
-
 /// `expires_in` as QQ writes it: seconds, a number or a string of digits.
 fn seconds(value: &Value) -> Option<u64> {
     match value {
@@ -72,6 +65,9 @@ fn seconds(value: &Value) -> Option<u64> {
 
 impl TokenSource for AppToken {
     type Error = ApiError;
+    /// None here: [`AppToken::fetch`] gives up [`refresh_margin`] of each token's life,
+    /// which depends on the lifetime QQ answered.
+    const REFRESH_MARGIN: Duration = Duration::ZERO;
 
     /// One token request; the duration is the token's usable life (its lifetime less
     /// [`refresh_margin`]).
@@ -158,7 +154,7 @@ mod tests {
             "1020",
             Secret::new(SECRET),
         ));
-        (source.cache(), fake)
+        (TokenCache::new(source), fake)
     }
 
     #[test]

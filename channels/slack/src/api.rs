@@ -211,14 +211,7 @@ impl SlackApi {
             .header(CONTENT_TYPE, "application/octet-stream")
             .timeout(UPLOAD_TIMEOUT)
             .body(bytes);
-        let answer = http::call(op, request, MAX_ANSWER).await?;
-        if !answer.status.is_success() {
-            return Err(HttpError::Status {
-                op,
-                status: answer.status.as_u16(),
-            }
-            .into());
-        }
+        http::call(op, request, MAX_ANSWER).await?.checked(op)?;
         let complete = CompleteUpload {
             files: vec![UploadedFile {
                 id: url.file_id,
@@ -254,18 +247,12 @@ impl SlackApi {
             );
             return Err(HttpError::HostNotAllowed.into());
         }
-        let response = self
+        let request = self
             .http
             .get(url)
             .header(AUTHORIZATION, format!("Bearer {}", self.bot_token.expose()))
-            .timeout(http::DOWNLOAD_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| HttpError::transport(op, e))?;
-        let status = response.status().as_u16();
-        if !(200..300).contains(&status) {
-            return Err(HttpError::Status { op, status }.into());
-        }
+            .timeout(http::DOWNLOAD_TIMEOUT);
+        let response = http::checked(op, http::send(op, request).await?)?;
         let html = response
             .headers()
             .get(CONTENT_TYPE)
@@ -274,7 +261,7 @@ impl SlackApi {
         if html {
             return Err(ApiError::refusal(
                 op,
-                status,
+                response.status().as_u16(),
                 Some("file_access_refused"),
                 None,
             ));

@@ -27,7 +27,7 @@
 use std::time::Duration;
 
 use im_bridge_channel::ChannelError;
-use im_bridge_channel::http::HttpError;
+use im_bridge_channel::http::{self, HttpError};
 
 use crate::markup::MAX_MESSAGE_CHARS;
 
@@ -54,11 +54,6 @@ pub const UNAVAILABLE_CODES: &[&str] = &[
 ];
 /// Slack's rate-limit code.
 pub const RATE_LIMITED: &str = "ratelimited";
-/// How long to wait on a rate limit that names no time.
-pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest wait believed: a larger one (a broken endpoint behind `api_url`) would park
-/// a conversation for years; after this the call is simply tried again.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 /// The longest code kept in an error.
 pub const MAX_CODE_CHARS: usize = 64;
 
@@ -125,11 +120,7 @@ impl ApiError {
         let code = code.map(clean_code).unwrap_or_default();
         let is = |codes: &[&str]| codes.contains(&code.as_str());
         if status == 429 || code == RATE_LIMITED {
-            Self::Http(HttpError::RetryAfter(
-                retry_after
-                    .unwrap_or(DEFAULT_RETRY_AFTER)
-                    .min(MAX_RETRY_AFTER),
-            ))
+            Self::Http(HttpError::rate_limited(retry_after))
         } else if is(CREDENTIAL_CODES) || status == 401 {
             let code = if code.is_empty() {
                 "http_401".to_owned()
@@ -184,14 +175,11 @@ impl ApiError {
     }
 }
 
-/// `code` kept as an identifier: ASCII letters, digits and `_`, at most
-/// [`MAX_CODE_CHARS`]. Slack's codes are `snake_case`; anything else an endpoint answers
-/// is reduced to what cannot carry text.
+/// `code` kept as an identifier ([`http::clean_code`]): ASCII letters, digits and `_`, at
+/// most [`MAX_CODE_CHARS`]. Slack's codes are `snake_case`; a `-` would keep a token's
+/// shape (`xoxb-…`).
 fn clean_code(code: &str) -> String {
-    code.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
-        .take(MAX_CODE_CHARS)
-        .collect()
+    http::clean_code(code, MAX_CODE_CHARS, &['_'])
 }
 
 im_bridge_channel::channel_error!(
@@ -207,6 +195,7 @@ im_bridge_channel::channel_error!(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use im_bridge_channel::http::{DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER};
 
     fn sorted(status: u16, code: Option<&str>) -> ApiError {
         ApiError::refusal("chat.postMessage", status, code, None)

@@ -283,10 +283,7 @@ fn looks_like_bot_token(token: &str) -> bool {
 }
 
 fn is_valid_secret_token(token: &str) -> bool {
-    (1..=MAX_SECRET_TOKEN_LEN).contains(&token.len())
-        && token
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    im_bridge_channel::http::is_plain_id(token, MAX_SECRET_TOKEN_LEN)
 }
 
 #[cfg(test)]

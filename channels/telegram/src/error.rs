@@ -22,12 +22,6 @@ use im_bridge_channel::{ChannelError, WebhookError};
 
 use crate::model::ResponseParameters;
 
-/// How long to wait on a 429 that carries no `retry_after`.
-const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
-/// The longest `retry_after` believed: a larger one (a broken or hostile endpoint behind
-/// `api_url`) would park a transport for years; after this the call is simply tried again.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
-
 /// A failed Bot API call or transport step.
 #[derive(Debug, thiserror::Error)]
 pub enum TelegramError {
@@ -97,12 +91,10 @@ impl TelegramError {
     ) -> Self {
         let lower = description.to_ascii_lowercase();
         match code {
-            429 => HttpError::RetryAfter(
+            429 => HttpError::rate_limited(
                 parameters
                     .and_then(|p| p.retry_after)
-                    .map_or(DEFAULT_RETRY_AFTER, |s| {
-                        Duration::from_secs(s).min(MAX_RETRY_AFTER)
-                    }),
+                    .map(Duration::from_secs),
             )
             .into(),
             401 => Self::Unauthorized,
@@ -153,6 +145,7 @@ impl From<TelegramError> for ChannelError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use im_bridge_channel::http::{DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER};
 
     #[test]
     fn telegram_answers_map_onto_channel_errors() {

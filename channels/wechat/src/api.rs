@@ -159,14 +159,7 @@ impl Api {
         request: reqwest::RequestBuilder,
         max: u64,
     ) -> Result<T, ApiError> {
-        let answer = http::call(op, request, max).await?;
-        if !answer.status.is_success() {
-            return Err(HttpError::Status {
-                op,
-                status: answer.status.as_u16(),
-            }
-            .into());
-        }
+        let answer = http::call(op, request, max).await?.checked(op)?;
         let body: &[u8] = if answer.body.iter().all(u8::is_ascii_whitespace) {
             b"{}"
         } else {
@@ -272,19 +265,13 @@ impl Api {
             .await?;
         let url = self.upload_url(&answer, &filekey)?;
         let sealed = cdn::encrypt(plain, &key);
-        let response = self
+        let request = self
             .files
             .post(url)
             .timeout(CDN_TIMEOUT)
             .header("Content-Type", "application/octet-stream")
-            .body(sealed)
-            .send()
-            .await
-            .map_err(|e| HttpError::transport(op, e))?;
-        let status = response.status().as_u16();
-        if !(200..300).contains(&status) {
-            return Err(HttpError::Status { op, status }.into());
-        }
+            .body(sealed);
+        let response = http::checked(op, http::send(op, request).await?)?;
         let param = response
             .headers()
             .get("x-encrypted-param")

@@ -261,12 +261,7 @@ impl WechatChannel {
         if file.size > limit {
             return Err(ChannelError::TooLarge { limit });
         }
-        let bytes = tokio::fs::read(&file.path)
-            .await
-            .map_err(ChannelError::Io)?;
-        if bytes.len() as u64 > limit {
-            return Err(ChannelError::TooLarge { limit });
-        }
+        let bytes = im_bridge_channel::read_staged(&file.path, limit).await?;
         let to_user = to.chat_id.as_str();
         let kind = if image {
             media_type::IMAGE

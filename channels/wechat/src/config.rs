@@ -188,6 +188,51 @@ impl RawWechatConfig {
     /// Resolves the raw keys, recording every problem. Pure.
     pub fn validate(&self, issues: &mut Issues) -> Option<WechatSettings> {
         let errors_before = issues.error_count();
+        let (bot_token, qrcode_login) = self.login(issues);
+        let api_url = config::base_url(issues, "api_url", self.api_url.as_deref(), API_URL);
+        let cdn_url = config::base_url(issues, "cdn_url", self.cdn_url.as_deref(), CDN_URL);
+        let timers = self.timers(issues);
+        let qr_bot_type = config::integer(
+            issues,
+            "qrcode_bot_type",
+            self.qrcode_bot_type,
+            DEFAULT_BOT_TYPE,
+            0..=1000,
+        );
+        let bounds = self.bounds(issues);
+        let file_hosts = file_hosts(issues, self.file_hosts.as_ref(), &cdn_url);
+        if issues.error_count() > errors_before {
+            return None;
+        }
+        Some(WechatSettings {
+            bot_token,
+            ilink_bot_id: config::optional_text(self.ilink_bot_id.as_deref()),
+            qrcode_login,
+            app_id: config::optional_text(self.ilink_app_id.as_deref())
+                .unwrap_or_else(|| DEFAULT_APP_ID.to_owned()),
+            route_tag: config::optional_text(self.route_tag.as_deref()),
+            polling_timeout: timers.polling_timeout,
+            retry_delay: timers.retry_delay,
+            qr_poll_interval: timers.qr_poll_interval,
+            qr_poll_timeout: timers.qr_poll_timeout,
+            qr_bot_type,
+            channel_version: config::optional_text(self.channel_version.as_deref())
+                .unwrap_or_else(|| DEFAULT_CHANNEL_VERSION.to_owned()),
+            respect_server_longpoll_timeout: self.respect_server_longpoll_timeout.unwrap_or(true),
+            max_inbound_image_bytes: bounds.inbound_image,
+            max_outbound_image_bytes: bounds.outbound_image,
+            max_inbound_file_bytes: bounds.inbound_file,
+            max_outbound_file_bytes: bounds.outbound_file,
+            allowed_file_extensions: extensions(self.allowed_file_extensions.as_deref()),
+            api_url,
+            cdn_url,
+            file_hosts,
+        })
+    }
+
+    /// The configured token (blank is none) and whether a QR login may get one: one of
+    /// the two is required. `state_dir` is DeerFlow's and ignored, with a warning.
+    fn login(&self, issues: &mut Issues) -> (Option<Secret>, bool) {
         let bot_token = self
             .bot_token
             .clone()
@@ -205,99 +250,91 @@ impl RawWechatConfig {
                 "ignored: im-bridge keeps the poll cursor and a QR login's token in its store (bridge.store)",
             );
         }
-        let api_url = config::base_url(issues, "api_url", self.api_url.as_deref(), API_URL);
-        let cdn_url = config::base_url(issues, "cdn_url", self.cdn_url.as_deref(), CDN_URL);
+        (bot_token, qrcode_login)
+    }
+
+    /// The poll's and the QR login's durations, each in its range.
+    fn timers(&self, issues: &mut Issues) -> Timers {
         let secs = |issues: &mut Issues, key, value, default, range| {
             config::seconds(issues, key, value, default, range)
         };
-        let polling_timeout = secs(
-            issues,
-            "polling_timeout",
-            self.polling_timeout,
-            DEFAULT_POLLING_TIMEOUT,
-            1.0..=300.0,
-        );
-        let retry_delay = secs(
-            issues,
-            "polling_retry_delay",
-            self.polling_retry_delay,
-            DEFAULT_RETRY_DELAY,
-            0.1..=3600.0,
-        );
-        let qr_poll_interval = secs(
-            issues,
-            "qrcode_poll_interval",
-            self.qrcode_poll_interval,
-            DEFAULT_QR_POLL_INTERVAL,
-            0.1..=60.0,
-        );
-        let qr_poll_timeout = secs(
-            issues,
-            "qrcode_poll_timeout",
-            self.qrcode_poll_timeout,
-            DEFAULT_QR_POLL_TIMEOUT,
-            1.0..=86_400.0,
-        );
-        let qr_bot_type = config::integer(
-            issues,
-            "qrcode_bot_type",
-            self.qrcode_bot_type,
-            DEFAULT_BOT_TYPE,
-            0..=1000,
-        );
-        let max_inbound_image_bytes = bytes(
-            issues,
-            "max_inbound_image_bytes",
-            self.max_inbound_image_bytes,
-            DEFAULT_IMAGE_BYTES,
-        );
-        let max_outbound_image_bytes = bytes(
-            issues,
-            "max_outbound_image_bytes",
-            self.max_outbound_image_bytes,
-            DEFAULT_IMAGE_BYTES,
-        );
-        let max_inbound_file_bytes = bytes(
-            issues,
-            "max_inbound_file_bytes",
-            self.max_inbound_file_bytes,
-            DEFAULT_FILE_BYTES,
-        );
-        let max_outbound_file_bytes = bytes(
-            issues,
-            "max_outbound_file_bytes",
-            self.max_outbound_file_bytes,
-            DEFAULT_FILE_BYTES,
-        );
-        let file_hosts = file_hosts(issues, self.file_hosts.as_ref(), &cdn_url);
-        if issues.error_count() > errors_before {
-            return None;
+        Timers {
+            polling_timeout: secs(
+                issues,
+                "polling_timeout",
+                self.polling_timeout,
+                DEFAULT_POLLING_TIMEOUT,
+                1.0..=300.0,
+            ),
+            retry_delay: secs(
+                issues,
+                "polling_retry_delay",
+                self.polling_retry_delay,
+                DEFAULT_RETRY_DELAY,
+                0.1..=3600.0,
+            ),
+            qr_poll_interval: secs(
+                issues,
+                "qrcode_poll_interval",
+                self.qrcode_poll_interval,
+                DEFAULT_QR_POLL_INTERVAL,
+                0.1..=60.0,
+            ),
+            qr_poll_timeout: secs(
+                issues,
+                "qrcode_poll_timeout",
+                self.qrcode_poll_timeout,
+                DEFAULT_QR_POLL_TIMEOUT,
+                1.0..=86_400.0,
+            ),
         }
-        Some(WechatSettings {
-            bot_token,
-            ilink_bot_id: config::optional_text(self.ilink_bot_id.as_deref()),
-            qrcode_login,
-            app_id: config::optional_text(self.ilink_app_id.as_deref())
-                .unwrap_or_else(|| DEFAULT_APP_ID.to_owned()),
-            route_tag: config::optional_text(self.route_tag.as_deref()),
-            polling_timeout,
-            retry_delay,
-            qr_poll_interval,
-            qr_poll_timeout,
-            qr_bot_type,
-            channel_version: config::optional_text(self.channel_version.as_deref())
-                .unwrap_or_else(|| DEFAULT_CHANNEL_VERSION.to_owned()),
-            respect_server_longpoll_timeout: self.respect_server_longpoll_timeout.unwrap_or(true),
-            max_inbound_image_bytes,
-            max_outbound_image_bytes,
-            max_inbound_file_bytes,
-            max_outbound_file_bytes,
-            allowed_file_extensions: extensions(self.allowed_file_extensions.as_deref()),
-            api_url,
-            cdn_url,
-            file_hosts,
-        })
     }
+
+    /// The size bounds of pictures and files, each way.
+    fn bounds(&self, issues: &mut Issues) -> Bounds {
+        Bounds {
+            inbound_image: bytes(
+                issues,
+                "max_inbound_image_bytes",
+                self.max_inbound_image_bytes,
+                DEFAULT_IMAGE_BYTES,
+            ),
+            outbound_image: bytes(
+                issues,
+                "max_outbound_image_bytes",
+                self.max_outbound_image_bytes,
+                DEFAULT_IMAGE_BYTES,
+            ),
+            inbound_file: bytes(
+                issues,
+                "max_inbound_file_bytes",
+                self.max_inbound_file_bytes,
+                DEFAULT_FILE_BYTES,
+            ),
+            outbound_file: bytes(
+                issues,
+                "max_outbound_file_bytes",
+                self.max_outbound_file_bytes,
+                DEFAULT_FILE_BYTES,
+            ),
+        }
+    }
+}
+
+/// The durations [`RawWechatConfig::validate`] resolves.
+struct Timers {
+    polling_timeout: Duration,
+    retry_delay: Duration,
+    qr_poll_interval: Duration,
+    qr_poll_timeout: Duration,
+}
+
+/// The size bounds [`RawWechatConfig::validate`] resolves, in bytes.
+struct Bounds {
+    inbound_image: u64,
+    outbound_image: u64,
+    inbound_file: u64,
+    outbound_file: u64,
 }
 
 /// DeerFlow's normalization: lower-case, a leading dot; blank entries dropped; an absent

@@ -255,15 +255,8 @@ impl Channel for WeComChannel {
 
     /// Uploads the file over the socket and sends it as a reply (or a message of its own).
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
-        let bytes = tokio::fs::read(&file.path)
-            .await
-            .map_err(ChannelError::Io)?;
+        let bytes = im_bridge_channel::read_staged(&file.path, MAX_FILE_BYTES).await?;
         let size = bytes.len() as u64;
-        if size > MAX_FILE_BYTES {
-            return Err(ChannelError::TooLarge {
-                limit: MAX_FILE_BYTES,
-            });
-        }
         let kind = if file.is_image && size <= MAX_IMAGE_BYTES {
             MediaKind::Image
         } else {

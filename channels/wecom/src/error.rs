@@ -21,8 +21,6 @@
 //! handles both); the others are WeCom's platform-wide codes (全局错误码). No variant holds
 //! `errmsg`, a body or a credential: a code is a number, safe in logs.
 
-use std::time::Duration;
-
 use im_bridge_channel::ChannelError;
 use im_bridge_channel::http::HttpError;
 
@@ -42,8 +40,6 @@ pub const INVALID_REQ_ID: i64 = 846605;
 pub const STREAM_EXPIRED: i64 = 846608;
 /// The content is over WeCom's limit.
 pub const CONTENT_TOO_LONG: i64 = 45002;
-/// How long to wait on a rate limit (WeCom names no time).
-pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// A refused or failed request.
 #[derive(Debug, thiserror::Error)]
@@ -103,7 +99,7 @@ impl ApiError {
         Err(if AUTH_FAILED_CODES.contains(&errcode) {
             Self::AuthFailed { errcode }
         } else if RATE_LIMIT_CODES.contains(&errcode) {
-            Self::Http(HttpError::RetryAfter(DEFAULT_RETRY_AFTER))
+            Self::Http(HttpError::rate_limited(None))
         } else if matches!(errcode, INVALID_REQ_ID | STREAM_EXPIRED) {
             Self::ReplyGone { op, errcode }
         } else if errcode == CONTENT_TOO_LONG {
@@ -144,6 +140,7 @@ mod tests {
     use im_bridge_channel::doctor::{Diagnose, Failure};
 
     use super::*;
+    use im_bridge_channel::http::DEFAULT_RETRY_AFTER;
 
     #[test]
     fn each_errcode_is_sorted_once() {

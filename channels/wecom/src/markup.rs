@@ -16,7 +16,9 @@
 //!   limit, and the renderer's properties.
 
 use im_bridge_channel::LengthUnit;
-use im_bridge_channel::render::{Dialect, Frame, Rendered, Writer, push_link_url};
+use im_bridge_channel::render::{
+    CodeFence, Dialect, Frame, Rendered, Writer, close_style, open_style,
+};
 
 /// WeCom's markdown (see the module docs).
 #[derive(Clone, Copy, Debug, Default)]
@@ -73,22 +75,10 @@ impl Dialect for WeComMarkdown {
 /// Writes one message.
 #[derive(Default)]
 struct MarkdownWriter {
-    /// The fence of the code block open.
-    fence: String,
-    /// A code block was just closed: what follows starts a line.
-    after_fence: bool,
+    /// The code block open, or just closed.
+    code: CodeFence,
     /// How many quotes are open: a code block inside one has every line quoted.
     quotes: usize,
-}
-
-/// The longest run of backticks in `text`.
-fn ticks_in(text: &str) -> usize {
-    let (mut run, mut most) = (0, 0);
-    for c in text.chars() {
-        run = if c == '`' { run + 1 } else { 0 };
-        most = most.max(run);
-    }
-    most
 }
 
 /// Starts a quoted line where a line starts.
@@ -98,17 +88,9 @@ fn quote_line(out: &mut String) {
     }
 }
 
-impl MarkdownWriter {
-    fn leave_fence(&mut self, out: &mut String, next: &str) {
-        if std::mem::take(&mut self.after_fence) && !next.starts_with('\n') {
-            out.push('\n');
-        }
-    }
-}
-
 impl Writer for MarkdownWriter {
     fn open(&mut self, out: &mut String, frame: &Frame, piece: &str) {
-        self.leave_fence(out, piece);
+        self.code.leave(out, piece);
         match frame {
             Frame::Quote => {
                 self.quotes += 1;
@@ -121,42 +103,27 @@ impl Writer for MarkdownWriter {
                         out.push_str("> ");
                     }
                 }
-                self.fence = "`".repeat(ticks_in(piece).max(2) + 1);
-                out.push_str(&self.fence);
-                out.push_str(language.as_deref().unwrap_or_default());
-                out.push('\n');
+                self.code.open(out, piece, language.as_deref());
             }
-            Frame::Bold => out.push_str("**"),
-            Frame::Italic => out.push('*'),
-            Frame::Link(_) => out.push('['),
-            Frame::Strike | Frame::Code => {}
+            // Bold, italic and links as CommonMark; strikethrough and code are written
+            // with their text.
+            _ => open_style(out, frame),
         }
     }
 
     fn close(&mut self, out: &mut String, frame: &Frame) {
         match frame {
             Frame::Pre(_) => {
-                out.push('\n');
-                if self.quotes > 0 {
-                    out.push_str("> ");
-                }
-                out.push_str(&self.fence);
-                self.after_fence = true;
-            }
-            Frame::Bold => out.push_str("**"),
-            Frame::Italic => out.push('*'),
-            Frame::Link(url) => {
-                out.push_str("](");
-                push_link_url(out, url);
-                out.push(')');
+                let prefix = if self.quotes > 0 { "> " } else { "" };
+                self.code.close(out, prefix);
             }
             Frame::Quote => self.quotes = self.quotes.saturating_sub(1),
-            Frame::Strike | Frame::Code => {}
+            _ => close_style(out, frame),
         }
     }
 
     fn text(&mut self, out: &mut String, text: &str, frames: &[Frame]) {
-        self.leave_fence(out, text);
+        self.code.leave(out, text);
         let pre = frames.iter().any(|f| matches!(f, Frame::Pre(_)));
         let quoted = !pre && frames.contains(&Frame::Quote);
         if !pre && frames.last() == Some(&Frame::Code) && !text.contains('`') {

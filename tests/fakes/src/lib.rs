@@ -65,7 +65,10 @@ pub mod wait;
 pub mod wechat;
 pub mod wecom;
 
-use im_bridge_channel::{AllowedUsers, BuildContext, CommandVocabulary};
+use im_bridge_channel::{
+    Adapter, AllowedUsers, BuildContext, ChannelResult, CommandVocabulary, Issues,
+};
+use serde_json::Value;
 
 /// The daemon's command names, as adapter tests that run without the daemon see them.
 pub const COMMANDS: &[&str] = &[
@@ -90,4 +93,27 @@ pub fn build_context(allowed_users: AllowedUsers) -> BuildContext {
     ctx.allowed_users = allowed_users;
     ctx.commands = CommandVocabulary::new(COMMANDS);
     ctx
+}
+
+/// An adapter's channel as the daemon builds it, for adapter tests: `block` validated as
+/// `channels.<name>` by the adapter's registry entry, then built by `new` with a
+/// [`build_context`] that lets anyone talk to it. Panics on a block with an error (the
+/// test's own mistake) and on a build that fails.
+pub fn built<S, C>(
+    adapter: &Adapter<S>,
+    block: Value,
+    new: impl FnOnce(S, &BuildContext) -> ChannelResult<C>,
+) -> C {
+    let mut issues = Issues::new(format!("channels.{}", adapter.name));
+    let settings = (adapter.validate)(block, &mut issues);
+    let Some(settings) = settings.filter(|_| issues.error_count() == 0) else {
+        panic!(
+            "the test's block does not validate: {:?}",
+            issues.iter().collect::<Vec<_>>()
+        );
+    };
+    match new(settings, &build_context(AllowedUsers::Anyone)) {
+        Ok(channel) => channel,
+        Err(error) => panic!("the channel could not be built: {error}"),
+    }
 }

@@ -8,8 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use im_bridge_channel::{
-    Channel, ChannelExit, ChannelResult, InboundMessage, InboundQueue, SendTarget, inbound_queue,
+    Channel, ChannelExit, ChannelResult, ChatId, ChatKind, InboundMessage, InboundQueue,
+    SendTarget, inbound_queue,
 };
+use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -27,6 +29,19 @@ pub fn reply_target(m: &InboundMessage) -> SendTarget<'_> {
         chat_kind: m.chat_kind,
         reply_to: m.thread_ts.as_ref(),
         metadata: &m.metadata,
+        hints: im_bridge_channel::DeliveryHints::NONE,
+        source_at: None,
+    }
+}
+
+/// Where a message to group `chat` goes, answering no message in particular, with the
+/// routing hints `metadata`.
+pub fn group_target<'a>(chat: &'a ChatId, metadata: &'a Map<String, Value>) -> SendTarget<'a> {
+    SendTarget {
+        chat_id: chat,
+        chat_kind: ChatKind::Group,
+        reply_to: None,
+        metadata,
         hints: im_bridge_channel::DeliveryHints::NONE,
         source_at: None,
     }

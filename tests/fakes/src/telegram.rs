@@ -272,6 +272,10 @@ impl Recorded for Call {
         &self.method
     }
 
+    fn status(&self) -> u16 {
+        self.status
+    }
+
     fn line(&self) -> String {
         format!("{} {} {}", self.status, self.method, self.params)
     }

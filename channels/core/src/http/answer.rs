@@ -8,7 +8,7 @@
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 
-use super::{HttpError, read_answer};
+use super::{HttpError, read_answer, send, success};
 
 /// An API answer, whatever its status: the adapter reads its platform's envelope from it.
 #[derive(Debug)]
@@ -21,16 +21,21 @@ pub struct Answer {
     pub body: Vec<u8>,
 }
 
+impl Answer {
+    /// The answer when its status is 2xx; any other is [`HttpError::Status`] (for an
+    /// endpoint whose refusals carry nothing more to sort them by).
+    pub fn checked(self, op: &'static str) -> Result<Self, HttpError> {
+        success(op, self.status).map(|()| self)
+    }
+}
+
 /// Sends `request` for `op` and reads its answer, at most `max` bytes of it.
 pub async fn call(
     op: &'static str,
     request: reqwest::RequestBuilder,
     max: u64,
 ) -> Result<Answer, HttpError> {
-    let response = request
-        .send()
-        .await
-        .map_err(|e| HttpError::transport(op, e))?;
+    let response = send(op, request).await?;
     let (status, headers) = (response.status(), response.headers().clone());
     let body = read_answer(op, response, max).await?;
     Ok(Answer {

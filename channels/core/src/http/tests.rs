@@ -225,3 +225,55 @@ async fn a_call_keeps_the_status_headers_and_bounded_answer() {
         "{error:?}"
     );
 }
+
+#[tokio::test]
+async fn a_call_answered_with_a_refusal_is_checked_into_its_status() {
+    let base = serve().await;
+    let http = client().unwrap();
+    let gone = call("gone", http.get(format!("{base}/gone")), 100)
+        .await
+        .unwrap();
+    let refused = gone.checked("gone");
+    assert!(
+        matches!(
+            refused,
+            Err(HttpError::Status {
+                op: "gone",
+                status: 404
+            })
+        ),
+        "{refused:?}"
+    );
+    let small = send("small", http.get(format!("{base}/small")))
+        .await
+        .unwrap();
+    assert_eq!(checked("small", small).unwrap().status(), StatusCode::OK);
+}
+
+#[test]
+fn a_rate_limit_waits_what_was_named_within_bounds() {
+    let wait = |named| match HttpError::rate_limited(named) {
+        HttpError::RetryAfter(wait) => wait,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(wait(None), DEFAULT_RETRY_AFTER);
+    assert_eq!(wait(Some(Duration::from_secs(7))), Duration::from_secs(7));
+    assert_eq!(wait(Some(Duration::MAX)), MAX_RETRY_AFTER);
+}
+
+#[test]
+fn codes_and_ids_keep_only_what_cannot_carry_text() {
+    assert_eq!(
+        clean_code("bad code <b> \"x-y.z\"", 64, &['_']),
+        "badcodebxyz"
+    );
+    assert_eq!(
+        clean_code("Forbidden.Qps-Limit", 64, &['.', '-']),
+        "Forbidden.Qps-Limit"
+    );
+    assert_eq!(clean_code(&"x".repeat(100), 8, &[]).len(), 8);
+    assert!(is_plain_id("oc_a-1", 64));
+    for refused in ["", "a/b", "a b", "a?b", &"x".repeat(65)] {
+        assert!(!is_plain_id(refused, 64), "{refused:?}");
+    }
+}

@@ -59,6 +59,13 @@ pub enum Connect<E> {
     Retry(Cow<'static, str>),
 }
 
+impl<E> Connect<E> {
+    /// A retry after the backoff, for `reason` (log-safe: no secret, no URL query).
+    pub fn retry(reason: impl std::fmt::Display) -> Self {
+        Self::Retry(reason.to_string().into())
+    }
+}
+
 /// One platform's long connection, as [`Reconnect::drive`] runs it.
 pub trait LongConnection: Send {
     /// An open connection, ready to serve.

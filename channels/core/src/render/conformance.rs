@@ -34,6 +34,14 @@ pub fn one(markdown: &str, dialect: &dyn Dialect) -> String {
         .unwrap_or_default()
 }
 
+/// Each `(markdown, shown)` of `cases`: `markdown` as one message in `dialect` is `shown`
+/// (a dialect's table of what it writes for each construct).
+pub fn assert_each(dialect: &dyn Dialect, cases: &[(&str, &str)]) {
+    for (markdown, shown) in cases {
+        assert_eq!(one(markdown, dialect), *shown, "{markdown:?}");
+    }
+}
+
 /// The texts of `chunks`, to compare with what they should be.
 pub fn texts(chunks: &[Rendered]) -> Vec<&str> {
     chunks.iter().map(|c| c.text.as_str()).collect()

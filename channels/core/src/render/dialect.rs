@@ -195,19 +195,3 @@ impl Serialize for dyn Dialect {
         serializer.serialize_str(self.name())
     }
 }
-
-/// Appends a Markdown link's address with the characters that would end its destination
-/// encoded (`(`, `)`, space), and `<` and `>` too, which a markdown that takes tags would
-/// read as the start of one (a mention of everyone).
-pub fn push_link_url(out: &mut String, url: &str) {
-    for c in url.chars() {
-        match c {
-            '(' => out.push_str("%28"),
-            ')' => out.push_str("%29"),
-            ' ' => out.push_str("%20"),
-            '<' => out.push_str("%3C"),
-            '>' => out.push_str("%3E"),
-            c => out.push(c),
-        }
-    }
-}

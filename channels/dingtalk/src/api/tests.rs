@@ -111,11 +111,7 @@ async fn a_stale_token_is_refreshed_and_the_call_sent_once_more_and_only_once() 
     fake.make_token_stale();
     api.send(ROBOT_CODE, GROUP, &markdown("two")).await.unwrap();
     assert_eq!(fake.tokens().len(), 2);
-    let statuses: Vec<u16> = fake
-        .calls_to("group_send")
-        .iter()
-        .map(|c| c.status)
-        .collect();
+    let statuses = fake.statuses("group_send");
     assert_eq!(statuses, [200, 401, 200]);
     let texts: Vec<String> = fake.sent().iter().map(|s| s.text().to_owned()).collect();
     assert_eq!(texts, ["one", "two"], "each delivered exactly once");

@@ -14,22 +14,23 @@ fn one(markdown: &str) -> String {
 
 #[test]
 fn dingtalk_markdown_adapts_what_it_cannot_show() {
-    for (markdown, shown) in [
-        (
-            "**b** *i* ~~s~~ run `cargo test` [x](https://e.x/a)",
-            "**b** *i* s run **cargo test** [x](https://e.x/a)",
-        ),
-        // A code block is quoted lines under its language; so is a quote.
-        (
-            "Try:\n\n```rust\nfn main() {\n    go();\n}\n```\n\n> said\n> twice",
-            "Try:\n\n> **rust**\n> fn main() {\n>     go();\n> }\n\n> said\n> twice",
-        ),
-        ("**bold `code`**", "**bold code**"),
-        ("[app](dingtalk://x) ---", "app ---"),
-        ("| a | b |\n|---|---|\n| 1 | 2 |", "**a | b**\n1 | 2"),
-    ] {
-        assert_eq!(one(markdown), shown, "{markdown:?}");
-    }
+    conformance::assert_each(
+        &DingTalkMarkdown,
+        &[
+            (
+                "**b** *i* ~~s~~ run `cargo test` [x](https://e.x/a)",
+                "**b** *i* s run **cargo test** [x](https://e.x/a)",
+            ),
+            // A code block is quoted lines under its language; so is a quote.
+            (
+                "Try:\n\n```rust\nfn main() {\n    go();\n}\n```\n\n> said\n> twice",
+                "Try:\n\n> **rust**\n> fn main() {\n>     go();\n> }\n\n> said\n> twice",
+            ),
+            ("**bold `code`**", "**bold code**"),
+            ("[app](dingtalk://x) ---", "app ---"),
+            ("| a | b |\n|---|---|\n| 1 | 2 |", "**a | b**\n1 | 2"),
+        ],
+    );
     // A code block cut between messages is quoted again, under its language, in the next.
     let code = format!("```py\n{}```", "print(1)\n".repeat(40));
     let chunks = render(&code, &DingTalkMarkdown, LengthUnit::Bytes, 120);

@@ -44,7 +44,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use im_bridge_channel::backoff::Backoff;
 use im_bridge_channel::reconnect::{Connect, Ended, LongConnection};
-use im_bridge_channel::{Reconnect, Secret, reconnect};
+use im_bridge_channel::{Reconnect, Secret, reconnect, socket};
 use serde_json::Value;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -58,8 +58,6 @@ pub const TOPIC_BOT_MESSAGE: &str = "/v1.0/im/bot/messages/get";
 /// The largest frame worth reading: robot messages are a few KB. A larger one is dropped
 /// unread (the connection stays up).
 pub const MAX_FRAME_BYTES: usize = 1024 * 1024;
-/// How long a polite close may take at shutdown before the socket is simply dropped.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// The reconnect backoff: 1 s doubling to 60 s plus up to 1 s of jitter, the Python
 /// SDK's schedule (and the core's default).
 pub const RECONNECT_BACKOFF: Backoff = reconnect::BACKOFF;
@@ -230,8 +228,7 @@ async fn serve(
     loop {
         tokio::select! {
             () = shutdown.cancelled() => {
-                let closed = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
-                if !matches!(closed, Ok(Ok(()))) {
+                if !socket::close(&mut ws).await {
                     tracing::debug!("The DingTalk stream connection did not close cleanly.");
                 }
                 tracing::info!("Closed the DingTalk stream connection.");
@@ -273,7 +270,7 @@ async fn serve(
                     return lost(format!("sending an ack failed: {error}"), served);
                 }
                 if let Next::Reconnect = next {
-                    let _ = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
+                    socket::close(&mut ws).await;
                     return Ended::Rotated {
                         served: served_before,
                         reason: "SYSTEM disconnect".into(),

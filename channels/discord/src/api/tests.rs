@@ -126,7 +126,7 @@ async fn a_429_is_retry_after_with_discords_wait_and_nothing_is_resent() {
     );
     let err = api.typing(5).await.unwrap_err();
     assert!(
-        matches!(err, ApiError::RateLimited { retry_after, global: true, .. } if retry_after == crate::error::MAX_RETRY_AFTER)
+        matches!(err, ApiError::RateLimited { retry_after, global: true, .. } if retry_after == im_bridge_channel::http::MAX_RETRY_AFTER)
     );
 }
 

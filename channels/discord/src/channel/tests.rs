@@ -3,13 +3,12 @@
 
 use std::time::Duration;
 
-use im_bridge_channel::{AllowedUsers, ChatId, ChatKind, Issues};
+use im_bridge_channel::{ChatId, ChatKind};
 use im_bridge_fakes::discord::{self, Event, FakeDiscord};
-use im_bridge_fakes::running::RunningChannel;
+use im_bridge_fakes::running::{RunningChannel, group_target};
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::config;
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -18,26 +17,13 @@ fn channel(fake: &FakeDiscord, extra: Value) -> DiscordChannel {
     if let (Some(b), Some(e)) = (block.as_object_mut(), extra.as_object()) {
         b.extend(e.clone());
     }
-    let settings = config::validate(block, &mut Issues::new("channels.discord")).unwrap();
-    let ctx = im_bridge_fakes::build_context(AllowedUsers::Anyone);
-    DiscordChannel::new(settings, &ctx).unwrap()
+    im_bridge_fakes::built(&crate::PLATFORM, block, DiscordChannel::new)
 }
 
 async fn run(channel: std::sync::Arc<DiscordChannel>, fake: &FakeDiscord) -> RunningChannel {
     let running = RunningChannel::start(channel);
     fake.wait_ready(1, DEADLINE).await.unwrap();
     running
-}
-
-fn target<'a>(chat: &'a ChatId, metadata: &'a Map<String, Value>) -> SendTarget<'a> {
-    SendTarget {
-        chat_id: chat,
-        chat_kind: ChatKind::Group,
-        reply_to: None,
-        metadata,
-        hints: im_bridge_channel::DeliveryHints::NONE,
-        source_at: None,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,15 +43,19 @@ async fn thread_mode_answers_in_a_thread_and_a_follow_up_continues_it() {
     assert_eq!(m.topic_id.as_deref(), Some(thread.id.as_str()));
     // The reply goes into the thread, not the channel.
     let sent = ch
-        .send_text(target(&m.chat_id, &m.metadata), "answer")
+        .send_text(group_target(&m.chat_id, &m.metadata), "answer")
         .await
         .unwrap();
     assert_eq!(fake.sent_to(&thread.id)[0].id, sent.id.as_str());
-    ch.edit_text(target(&m.chat_id, &m.metadata), &sent.id, "answer, edited")
-        .await
-        .unwrap();
+    ch.edit_text(
+        group_target(&m.chat_id, &m.metadata),
+        &sent.id,
+        "answer, edited",
+    )
+    .await
+    .unwrap();
     assert_eq!(fake.sent_to(&thread.id)[0].content, "answer, edited");
-    ch.show_typing(target(&m.chat_id, &m.metadata))
+    ch.show_typing(group_target(&m.chat_id, &m.metadata))
         .await
         .unwrap();
     assert_eq!(fake.typing(), std::slice::from_ref(&thread.id));
@@ -78,7 +68,9 @@ async fn thread_mode_answers_in_a_thread_and_a_follow_up_continues_it() {
     );
     assert_eq!(fake.threads().len(), 1, "no second thread");
     // Done: ✅ on the user's message, in the thread it was written in.
-    ch.mark_done(target(&f.chat_id, &f.metadata)).await.unwrap();
+    ch.mark_done(group_target(&f.chat_id, &f.metadata))
+        .await
+        .unwrap();
     let r = &fake.reactions()[0];
     assert_eq!(
         (r.channel_id.as_str(), r.emoji.as_str()),
@@ -163,7 +155,9 @@ async fn files_go_up_as_attachments_and_come_down_bounded() {
     };
     let chat = ChatId::from("5");
     let meta = Map::new();
-    ch.send_file(target(&chat, &meta), &file).await.unwrap();
+    ch.send_file(group_target(&chat, &meta), &file)
+        .await
+        .unwrap();
     let sent = fake.sent_to("5");
     assert_eq!(sent[0].uploads[0].bytes, b"report");
     assert_eq!(sent[0].allowed_mentions, json!({"parse": []}));
@@ -194,7 +188,7 @@ async fn telemetry_follows_the_adapter_contract() {
     let m = running.next().await;
     assert_eq!(probe.received(NAME), 1);
     assert_eq!(probe.connected(NAME), Some(true));
-    ch.send_text(target(&m.chat_id, &m.metadata), "answer")
+    ch.send_text(group_target(&m.chat_id, &m.metadata), "answer")
         .await
         .unwrap();
     assert_eq!(probe.sent(NAME), 1);

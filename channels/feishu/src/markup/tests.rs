@@ -17,33 +17,34 @@ fn card(markdown: &str) -> String {
 
 #[test]
 fn feishu_cards_keep_what_card_markdown_shows_and_degrade_the_rest() {
-    for (markdown, shown) in [
-        (
-            "**b** *i* _i_ ~~s~~ `c` [x](<https://e.x/a(1) b>)",
-            "**b** *i* *i* ~~s~~ `c` [x](https://e.x/a%281%29%20b)",
-        ),
-        // Headings bold; code as code; quotes show their text; tags are escaped.
-        (
-            "# Plan\n\n```rust\nlet a = b < c;\n```\n\n> quoted <at id=all></at>",
-            "**Plan**\n\n```rust\nlet a = b < c;\n```\n\nquoted &#60;at id=all&#62;&#60;/at&#62;",
-        ),
-        // Lists and tables as text; only http(s) links; an image is a link to it.
-        (
-            "- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |",
-            "• one\n• two\n\n**a | b**\n1 | 2",
-        ),
-        (
-            "[mail](mailto:a@b.c) ![chart](https://e.x/c.png)",
-            "mail [chart](https://e.x/c.png)",
-        ),
-        // Code holding backticks gets a longer fence; inline code's `<` is escaped too.
-        ("``a`b<``", "`` a`b&#60; ``"),
-        ("````\n```rust\n<\n````", "````\n```rust\n<\n````"),
-        // A code block in a list item starts on a line of its own, so its fence holds.
-        ("- ```rust\n  a < b\n  ```", "• \n```rust\na < b\n```"),
-    ] {
-        assert_eq!(card(markdown), shown, "{markdown:?}");
-    }
+    conformance::assert_each(
+        &FeishuCard,
+        &[
+            (
+                "**b** *i* _i_ ~~s~~ `c` [x](<https://e.x/a(1) b>)",
+                "**b** *i* *i* ~~s~~ `c` [x](https://e.x/a%281%29%20b)",
+            ),
+            // Headings bold; code as code; quotes show their text; tags are escaped.
+            (
+                "# Plan\n\n```rust\nlet a = b < c;\n```\n\n> quoted <at id=all></at>",
+                "**Plan**\n\n```rust\nlet a = b < c;\n```\n\nquoted &#60;at id=all&#62;&#60;/at&#62;",
+            ),
+            // Lists and tables as text; only http(s) links; an image is a link to it.
+            (
+                "- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |",
+                "• one\n• two\n\n**a | b**\n1 | 2",
+            ),
+            (
+                "[mail](mailto:a@b.c) ![chart](https://e.x/c.png)",
+                "mail [chart](https://e.x/c.png)",
+            ),
+            // Code holding backticks gets a longer fence; inline code's `<` is escaped too.
+            ("``a`b<``", "`` a`b&#60; ``"),
+            ("````\n```rust\n<\n````", "````\n```rust\n<\n````"),
+            // A code block in a list item starts on a line of its own, so its fence holds.
+            ("- ```rust\n  a < b\n  ```", "• \n```rust\na < b\n```"),
+        ],
+    );
 }
 
 /// Found by the `markdown` fuzz target: a link's address kept its `<` and `>`, so a card

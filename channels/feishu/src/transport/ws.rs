@@ -43,6 +43,7 @@ use im_bridge_channel::Reconnect;
 use im_bridge_channel::Secret;
 use im_bridge_channel::backoff::jitter;
 use im_bridge_channel::reconnect::{Connect, Ended, LongConnection};
+use im_bridge_channel::socket;
 use prost::Message as _;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -52,8 +53,6 @@ use crate::model::ClientConfig as WireConfig;
 use endpoint::Connection;
 use frame::{Dropped, Frame, MAX_PAYLOAD, METHOD_CONTROL, METHOD_DATA, Reassembler};
 
-/// How long a polite close may take at shutdown before the socket is simply dropped.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// How long the server may stay silent after a ping (or the ping interval, if shorter)
 /// before the connection counts as lost and is made again.
 const PONG_TIMEOUT: Duration = Duration::from_secs(30);
@@ -273,8 +272,7 @@ async fn serve(
                 return lost("the server did not answer a ping".into(), served);
             }
             () = shutdown.cancelled() => {
-                let closed = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
-                if !matches!(closed, Ok(Ok(()))) {
+                if !socket::close(&mut ws).await {
                     tracing::debug!("The Feishu long connection did not close cleanly.");
                 }
                 tracing::info!("Closed the Feishu long connection.");

@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use im_bridge_channel::http::HttpError;
+use im_bridge_channel::http::{self, HttpError};
 use im_bridge_channel::{ChatId, MessageId};
 use tokio::sync::Mutex;
 
@@ -73,12 +73,7 @@ impl Target {
             } else {
                 return Err(bad("chat id", text));
             };
-        let plain = !openid.is_empty()
-            && openid.len() <= MAX_OPENID_LEN
-            && openid
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if plain {
+        if http::is_plain_id(openid, MAX_OPENID_LEN) {
             Ok(target(openid.to_owned()))
         } else {
             Err(bad("chat id", text))

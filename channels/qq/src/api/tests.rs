@@ -91,11 +91,7 @@ async fn a_refused_token_is_replaced_once_and_the_retry_takes_a_new_seq() {
     fake.make_token_stale();
     let sent = api.reply(&mut ctx, "second").await.unwrap();
     assert_eq!(sent.msg_seq, 3, "seq 2 went with the refused token");
-    let statuses: Vec<u16> = fake
-        .calls_to("group_reply")
-        .iter()
-        .map(|c| c.status)
-        .collect();
+    let statuses = fake.statuses("group_reply");
     assert_eq!(statuses, [200, 401, 200]);
     assert_eq!(fake.tokens().len(), 2);
     assert_eq!(ctx.used(), 2, "the refused attempt gave its reply back");

@@ -86,8 +86,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long Hello may take after the upgrade, and READY or RESUMED after Identify or
 /// Resume.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long a polite close may take at shutdown.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// How the gateway connects.
 #[derive(Clone, Debug)]
@@ -282,11 +280,6 @@ struct Gateway<'a> {
     fatal: Option<GatewayError>,
 }
 
-/// A connect attempt that failed for now.
-fn retry(reason: Lost) -> Connect<GatewayError> {
-    Connect::Retry(reason.to_string().into())
-}
-
 impl LongConnection for Gateway<'_> {
     type Connection = Socket;
     type Fatal = GatewayError;
@@ -294,17 +287,20 @@ impl LongConnection for Gateway<'_> {
     async fn connect(&mut self) -> Result<Socket, Connect<GatewayError>> {
         let text = match self.api.gateway_url().await {
             Ok(text) => text,
-            Err(error) if error.is_transient() => return Err(retry(Lost::Discovery(error))),
+            Err(error) if error.is_transient() => {
+                return Err(Connect::retry(Lost::Discovery(error)));
+            }
             Err(error) => {
                 tracing::error!(%error, "QQ refused the gateway discovery.");
                 return Err(Connect::Fatal(GatewayError::Refused(error)));
             }
         };
-        let url = check_url(&text, self.loopback).map_err(|reason| retry(Lost::BadUrl(reason)))?;
+        let url = check_url(&text, self.loopback)
+            .map_err(|reason| Connect::retry(Lost::BadUrl(reason)))?;
         let host = url.host_str().unwrap_or("").to_owned();
         let ws = socket::open(&url, MAX_WS_MESSAGE, CONNECT_TIMEOUT)
             .await
-            .map_err(|e| retry(Lost::Upgrade(e)))?;
+            .map_err(|e| Connect::retry(Lost::Upgrade(e)))?;
         tracing::info!(%host, resume = self.session.id.is_some(), "Connected to the QQ gateway.");
         Ok(ws)
     }
@@ -375,11 +371,7 @@ impl Conn<'_> {
             let far = Instant::now() + Duration::from_secs(3600);
             tokio::select! {
                 () = shutdown.cancelled() => {
-                    let closed = tokio::time::timeout(CLOSE_GRACE, self.ws.close(None)).await;
-                    if !matches!(closed, Ok(Ok(()))) {
-                        tracing::debug!("The QQ gateway did not close cleanly.");
-                    }
-                    tracing::info!("Closed the QQ gateway connection.");
+                    self.close().await;
                     return Outcome::Shutdown;
                 }
                 () = tokio::time::sleep_until(handshake.unwrap_or(far)), if handshake.is_some() => {
@@ -528,6 +520,14 @@ impl Conn<'_> {
                 Live::Unchanged
             }
         }
+    }
+
+    /// Closes the connection at shutdown, politely (the kit's [`socket::close`]).
+    async fn close(&mut self) {
+        if !socket::close(&mut self.ws).await {
+            tracing::debug!("The QQ gateway did not close cleanly.");
+        }
+        tracing::info!("Closed the QQ gateway connection.");
     }
 
     /// The server closed the connection with `code`.

@@ -37,7 +37,7 @@ use im_bridge_channel::Secret;
 use im_bridge_channel::reconnect::{Connect, Ended, LongConnection};
 use im_bridge_channel::socket::{self, Socket};
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::SlackApi;
@@ -55,8 +55,6 @@ pub const DRAIN: Duration = Duration::from_secs(15);
 pub const KEEPALIVE: Duration = Duration::from_secs(60);
 /// How long that ping may go unanswered before the connection counts as lost.
 pub const PONG_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a polite close may take.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// What became of an envelope's content.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,7 +125,7 @@ impl<'a> Link<'a> {
         let host = url.host_str().unwrap_or_default().to_owned();
         let ws = socket::open(&url, MAX_FRAME_BYTES, CONNECT_TIMEOUT)
             .await
-            .map_err(|e| Connect::Retry(e.to_string().into()))?;
+            .map_err(Connect::retry)?;
         tracing::info!(channel = crate::NAME, %host, "Connected to Slack Socket Mode.");
         Ok(ws)
     }
@@ -136,7 +134,7 @@ impl<'a> Link<'a> {
 /// A refusal retrying cannot fix is fatal; the rest is retried.
 fn sort(error: ApiError) -> Connect<SocketError> {
     if error.is_transient() || matches!(error, ApiError::Http(_)) {
-        Connect::Retry(error.to_string().into())
+        Connect::retry(error)
     } else {
         Connect::Fatal(SocketError::Refused(error))
     }
@@ -184,153 +182,225 @@ enum Side {
     Old,
 }
 
+/// The sockets of one served connection: the current one, the one being drained after a
+/// `disconnect` (until when), and the current one's keepalive.
+struct Serving {
+    current: Socket,
+    old: Option<(Socket, Instant)>,
+    /// When the next ping goes out (or, once it went, when the connection counts as lost).
+    deadline: Instant,
+    pinged: bool,
+    /// Whether the connection proved itself (`hello`, or an envelope).
+    served: bool,
+}
+
+/// Why serving stops: the drained connection is gone (the rotation is done), or the
+/// current one was lost.
+enum Stop {
+    HandOver,
+    Lost(String),
+}
+
+impl Serving {
+    /// The current connection showed life: the keepalive starts over.
+    fn alive(&mut self) {
+        self.pinged = false;
+        self.deadline = Instant::now() + KEEPALIVE;
+    }
+
+    /// The keepalive is due: a ping, or the connection is lost when the last one went
+    /// unanswered.
+    async fn keep_alive(&mut self) -> Result<(), Stop> {
+        if self.pinged {
+            return Err(Stop::Lost("the keepalive ping went unanswered".into()));
+        }
+        if let Err(error) = self.current.send(Message::Ping(Vec::new().into())).await {
+            return Err(Stop::Lost(format!(
+                "sending a keepalive ping failed: {}",
+                socket::describe(&error)
+            )));
+        }
+        self.pinged = true;
+        self.deadline = Instant::now() + PONG_TIMEOUT;
+        Ok(())
+    }
+
+    /// Closes the connection being drained, if any.
+    async fn close_old(&mut self) {
+        if let Some((mut ws, _)) = self.old.take() {
+            socket::close(&mut ws).await;
+        }
+    }
+
+    /// The text of what `side` received; `None` for a frame with no text (a binary one,
+    /// dropped; a ping or a pong, which only proves life).
+    async fn text(
+        &mut self,
+        side: &Side,
+        received: Option<Result<Message, tokio_tungstenite::tungstenite::Error>>,
+    ) -> Result<Option<Utf8Bytes>, Stop> {
+        match received {
+            Some(Ok(Message::Text(text))) => Ok(Some(text)),
+            Some(Ok(Message::Binary(data))) => {
+                tracing::warn!(
+                    channel = crate::NAME,
+                    len = data.len(),
+                    "Dropped a binary Socket Mode message."
+                );
+                Ok(None)
+            }
+            // Slack closed the old connection: the hand-over is done.
+            Some(Ok(Message::Close(_))) | None | Some(Err(_)) if matches!(side, Side::Old) => {
+                Err(Stop::HandOver)
+            }
+            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
+                let why = match received {
+                    Some(Err(error)) => format!("receiving failed: {}", socket::describe(&error)),
+                    _ => "Slack closed the connection".to_owned(),
+                };
+                self.close_old().await;
+                Err(Stop::Lost(why))
+            }
+            // Pings are answered by tungstenite; pongs only prove life.
+            Some(Ok(_)) => {
+                if matches!(side, Side::Current) {
+                    self.alive();
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// The socket of `side`, while it is open.
+    fn socket(&mut self, side: &Side) -> Option<&mut Socket> {
+        match side {
+            Side::Current => Some(&mut self.current),
+            Side::Old => self.old.as_mut().map(|(ws, _)| ws),
+        }
+    }
+}
+
 impl Link<'_> {
     /// Serves `current` (and, after a `disconnect`, its replacement alongside it) until it
     /// ends; a completed hand-over returns [`Ended::Rotated`] with the new connection kept
     /// for [`LongConnection::connect`].
-    async fn serve_one(&mut self, mut current: Socket, shutdown: &CancellationToken) -> Ended {
-        // A connection handed over said `hello` while the old one was still served.
-        let mut served = self.handed_over;
-        let mut old: Option<(Socket, Instant)> = None;
-        let mut deadline = Instant::now() + KEEPALIVE;
-        let mut pinged = false;
-        let lost = |reason: String, served: bool| Ended::Lost {
-            reason: reason.into(),
-            served,
+    async fn serve_one(&mut self, current: Socket, shutdown: &CancellationToken) -> Ended {
+        let mut serving = Serving {
+            current,
+            old: None,
+            deadline: Instant::now() + KEEPALIVE,
+            pinged: false,
+            // A connection handed over said `hello` while the old one was still served.
+            served: self.handed_over,
         };
-        loop {
-            let drain_until = old.as_ref().map(|(_, until)| *until);
-            let (side, received) = tokio::select! {
-                () = shutdown.cancelled() => {
-                    close(&mut current).await;
-                    if let Some((mut ws, _)) = old.take() {
-                        close(&mut ws).await;
-                    }
-                    tracing::info!(channel = crate::NAME, "Closed the Slack Socket Mode connection.");
-                    return Ended::Shutdown;
-                }
-                () = tokio::time::sleep_until(deadline) => {
-                    if pinged {
-                        return lost("the keepalive ping went unanswered".into(), served);
-                    }
-                    if let Err(error) = current.send(Message::Ping(Vec::new().into())).await {
-                        return lost(format!("sending a keepalive ping failed: {}", socket::describe(&error)), served);
-                    }
-                    pinged = true;
-                    deadline = Instant::now() + PONG_TIMEOUT;
-                    continue;
-                }
-                () = sleep_until(drain_until) => {
-                    if let Some((mut ws, _)) = old.take() {
-                        close(&mut ws).await;
-                    }
-                    return self.hand_over(current, served);
-                }
-                received = current.next() => (Side::Current, received),
-                received = next_of(&mut old) => (Side::Old, received),
-            };
-            let text = match received {
-                Some(Ok(Message::Text(text))) => text,
-                Some(Ok(Message::Binary(data))) => {
-                    tracing::warn!(
-                        channel = crate::NAME,
-                        len = data.len(),
-                        "Dropped a binary Socket Mode message."
-                    );
-                    continue;
-                }
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => match side {
-                    Side::Old => {
-                        // Slack closed the old connection: the hand-over is done.
-                        return self.hand_over(current, served);
-                    }
-                    Side::Current => {
-                        let why = match received {
-                            Some(Err(error)) => {
-                                format!("receiving failed: {}", socket::describe(&error))
-                            }
-                            _ => "Slack closed the connection".to_owned(),
-                        };
-                        if let Some((mut ws, _)) = old.take() {
-                            close(&mut ws).await;
-                        }
-                        return lost(why, served);
-                    }
-                },
-                // Pings are answered by tungstenite; pongs only prove life.
-                Some(Ok(_)) => {
-                    if matches!(side, Side::Current) {
-                        pinged = false;
-                        deadline = Instant::now() + KEEPALIVE;
-                    }
-                    continue;
-                }
-            };
-            if matches!(side, Side::Current) {
-                pinged = false;
-                deadline = Instant::now() + KEEPALIVE;
+        let stop = loop {
+            match self.step(&mut serving, shutdown).await {
+                Ok(Some(ended)) => return ended,
+                Ok(None) => {}
+                Err(stop) => break stop,
             }
-            let (ack, next) = receive(text.as_str(), self.handler);
-            if ack.is_some() && matches!(side, Side::Current) {
-                // An envelope proves the connection as well as `hello` does.
-                served = true;
+        };
+        match stop {
+            Stop::HandOver => self.hand_over(serving.current, serving.served),
+            Stop::Lost(reason) => Ended::Lost {
+                reason: reason.into(),
+                served: serving.served,
+            },
+        }
+    }
+
+    /// Waits for what comes first (shutdown, the keepalive, the end of the drain, a frame
+    /// on either socket) and handles it; `Some` when the connection ended at shutdown.
+    async fn step(
+        &mut self,
+        serving: &mut Serving,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<Ended>, Stop> {
+        let drain_until = serving.old.as_ref().map(|(_, until)| *until);
+        let (side, received) = tokio::select! {
+            () = shutdown.cancelled() => {
+                socket::close(&mut serving.current).await;
+                serving.close_old().await;
+                tracing::info!(channel = crate::NAME, "Closed the Slack Socket Mode connection.");
+                return Ok(Some(Ended::Shutdown));
             }
-            let socket = match side {
-                Side::Current => &mut current,
-                Side::Old => match old.as_mut() {
-                    Some((ws, _)) => ws,
-                    None => continue,
-                },
-            };
-            if let Some(ack) = ack
-                && let Err(error) = socket.send(Message::Text(ack.into())).await
-            {
-                tracing::debug!(channel = crate::NAME, error = %socket::describe(&error), "Sending an ack failed.");
-                if matches!(side, Side::Current) {
-                    return lost(
-                        format!("sending an ack failed: {}", socket::describe(&error)),
-                        served,
-                    );
-                }
+            () = tokio::time::sleep_until(serving.deadline) => {
+                serving.keep_alive().await?;
+                return Ok(None);
             }
-            match next {
-                Next::Continue => {}
-                Next::Ready => {
-                    if matches!(side, Side::Current) {
-                        served = true;
-                        self.handler.connected(true);
-                    }
-                }
-                Next::Disconnect(reason) => {
-                    if matches!(side, Side::Old) {
-                        continue;
-                    }
-                    if reason == "link_disabled" {
-                        close(&mut current).await;
-                        return lost("Slack disabled the Socket Mode link".into(), served);
-                    }
-                    tracing::info!(channel = crate::NAME, %reason, "Slack asked for a new Socket Mode connection; opening it first.");
-                    match self.open().await {
-                        Ok(new) => {
-                            // An older connection still draining is closed now.
-                            if let Some((mut ws, _)) = old.take() {
-                                close(&mut ws).await;
-                            }
-                            let previous = std::mem::replace(&mut current, new);
-                            old = Some((previous, Instant::now() + DRAIN));
-                            pinged = false;
-                            deadline = Instant::now() + KEEPALIVE;
-                        }
-                        Err(_) => {
-                            tracing::warn!(
-                                channel = crate::NAME,
-                                "Opening the replacement Socket Mode connection failed; serving the old one until it closes."
-                            );
-                        }
-                    }
-                }
+            () = sleep_until(drain_until) => {
+                serving.close_old().await;
+                return Err(Stop::HandOver);
+            }
+            received = serving.current.next() => (Side::Current, received),
+            received = next_of(&mut serving.old) => (Side::Old, received),
+        };
+        if let Some(text) = serving.text(&side, received).await? {
+            self.frame(serving, &side, &text).await?;
+        }
+        Ok(None)
+    }
+
+    /// Handles a text frame that came on `side`: the handler sees it, its ack goes back
+    /// on the same socket, and what it asks of the connection is done.
+    async fn frame(&mut self, serving: &mut Serving, side: &Side, text: &str) -> Result<(), Stop> {
+        let current = matches!(side, Side::Current);
+        if current {
+            serving.alive();
+        }
+        let (ack, next) = receive(text, self.handler);
+        if ack.is_some() && current {
+            // An envelope proves the connection as well as `hello` does.
+            serving.served = true;
+        }
+        let Some(socket) = serving.socket(side) else {
+            return Ok(());
+        };
+        if let Some(ack) = ack
+            && let Err(error) = socket.send(Message::Text(ack.into())).await
+        {
+            let error = socket::describe(&error);
+            tracing::debug!(channel = crate::NAME, %error, "Sending an ack failed.");
+            if current {
+                return Err(Stop::Lost(format!("sending an ack failed: {error}")));
             }
         }
+        match next {
+            Next::Continue => {}
+            Next::Ready if current => {
+                serving.served = true;
+                self.handler.connected(true);
+            }
+            Next::Disconnect(reason) if current => self.rotate(serving, &reason).await?,
+            Next::Ready | Next::Disconnect(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Slack asked for a new connection (`disconnect`): opens it and drains the current
+    /// one beside it; `link_disabled` ends the connection instead.
+    async fn rotate(&mut self, serving: &mut Serving, reason: &str) -> Result<(), Stop> {
+        if reason == "link_disabled" {
+            socket::close(&mut serving.current).await;
+            return Err(Stop::Lost("Slack disabled the Socket Mode link".into()));
+        }
+        tracing::info!(channel = crate::NAME, %reason, "Slack asked for a new Socket Mode connection; opening it first.");
+        match self.open().await {
+            Ok(new) => {
+                // An older connection still draining is closed now.
+                serving.close_old().await;
+                let previous = std::mem::replace(&mut serving.current, new);
+                serving.old = Some((previous, Instant::now() + DRAIN));
+                serving.alive();
+            }
+            Err(_) => {
+                tracing::warn!(
+                    channel = crate::NAME,
+                    "Opening the replacement Socket Mode connection failed; serving the old one until it closes."
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The old connection is gone: the new one is served next, after the driver counted
@@ -358,10 +428,6 @@ async fn next_of(
         Some((ws, _)) => ws.next().await,
         None => std::future::pending().await,
     }
-}
-
-async fn close(ws: &mut Socket) {
-    let _ = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
 }
 
 /// Handles one text frame: the ack to send (the JSON text) and what the frame asks of the

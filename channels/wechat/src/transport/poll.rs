@@ -46,69 +46,29 @@ pub(crate) async fn run(
     shutdown: &CancellationToken,
 ) -> ChannelResult<ChannelExit> {
     let settings = intake.api.settings();
-    let mut cursor = load_cursor(intake).await;
-    let mut hold = settings.polling_timeout;
     let jitter = settings.retry_delay / 2;
-    let mut backoff = Backoff::new(settings.retry_delay, MAX_RETRY_DELAY, jitter);
-    let mut refused = 0;
+    let mut poll = Poll {
+        cursor: load_cursor(intake).await,
+        hold: settings.polling_timeout,
+        backoff: Backoff::new(settings.retry_delay, MAX_RETRY_DELAY, jitter),
+        refused: 0,
+    };
     loop {
-        match intake.login.ensure(shutdown).await {
-            Ok(true) => {}
-            Ok(false) => return Ok(ChannelExit::Stopped),
-            Err(error) => {
-                intake.telemetry.error(Stage::Receiving);
-                tracing::error!(channel = NAME, %error, "The WeChat channel has no bot token: set channels.wechat.bot_token or qrcode_login_enabled: true.");
-                return Err(error.into());
-            }
+        if !logged_in(intake, shutdown).await? {
+            return Ok(ChannelExit::Stopped);
         }
         let polled = tokio::select! {
             () = shutdown.cancelled() => return Ok(ChannelExit::Stopped),
-            r = intake.api.get_updates(&cursor, hold) => r,
+            r = intake.api.get_updates(&poll.cursor, poll.hold) => r,
         };
         let error = match polled {
             Ok(updates) => {
-                backoff.reset();
-                refused = 0;
-                if !intake.telemetry.set_connected(true) {
-                    tracing::info!(
-                        channel = NAME,
-                        hold_s = hold.as_secs(),
-                        "Polling WeChat (iLink) for messages."
-                    );
-                }
-                if settings.respect_server_longpoll_timeout
-                    && let Some(ms) = updates.longpolling_timeout_ms.filter(|ms| *ms > 0)
-                {
-                    hold = Duration::from_millis(ms.unsigned_abs()).min(MAX_HOLD);
-                }
+                poll.answered(intake, updates.longpolling_timeout_ms);
                 let msgs = updates.msgs.unwrap_or_default();
-                intake.telemetry.received(msgs.len() as u64);
-                for raw in msgs {
-                    let waited = match intake.accept(raw) {
-                        Some(msg) => sink.send_waiting(msg, shutdown).await,
-                        None => Waited::Admitted,
-                    };
-                    match waited {
-                        Waited::Admitted => {}
-                        Waited::Stopped => return Ok(ChannelExit::Stopped),
-                        Waited::Closed => {
-                            tracing::info!(
-                                channel = NAME,
-                                "Inbound admission is closed; leaving the rest of the WeChat batch for the next start."
-                            );
-                            intake.telemetry.set_connected(false);
-                            shutdown.cancelled().await;
-                            return Ok(ChannelExit::Stopped);
-                        }
-                    }
+                if let Some(exit) = admit(intake, sink, msgs, shutdown).await {
+                    return Ok(exit);
                 }
-                if let Some(next) = updates
-                    .get_updates_buf
-                    .filter(|b| !b.is_empty() && *b != cursor)
-                {
-                    cursor = next;
-                    store_cursor(intake, &cursor).await;
-                }
+                poll.advance(intake, updates.get_updates_buf).await;
                 continue;
             }
             Err(error) => error,
@@ -121,32 +81,118 @@ pub(crate) async fn run(
             }
             return Err(ChannelError::from(error));
         }
-        if matches!(error, ApiError::Api { .. }) && !cursor.is_empty() {
-            refused += 1;
-            if refused >= CURSOR_REFUSALS {
-                tracing::warn!(
-                    channel = NAME,
-                    refusals = refused,
-                    "iLink keeps refusing the stored WeChat cursor; polling from iLink's own position."
-                );
-                cursor.clear();
-                refused = 0;
-                if let Err(error) = intake.state.delete(CURSOR_KEY).await {
-                    tracing::warn!(channel = NAME, %error, "Deleting the WeChat cursor failed.");
-                }
-            }
-        }
-        let wait = backoff.next_wait();
+        poll.refusal(intake, &error).await;
+        let wait = poll.backoff.next_wait();
         tracing::warn!(
             channel = NAME,
             %error,
-            failures = backoff.failures(),
+            failures = poll.backoff.failures(),
             retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
             "Polling WeChat failed; retrying."
         );
         tokio::select! {
             () = shutdown.cancelled() => return Ok(ChannelExit::Stopped),
             () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// Whether the channel has a bot token to poll with (a QR login gets one when it may);
+/// `false` at shutdown, an error when there is none and no QR login.
+async fn logged_in(intake: &Intake, shutdown: &CancellationToken) -> ChannelResult<bool> {
+    intake.login.ensure(shutdown).await.map_err(|error| {
+        intake.telemetry.error(Stage::Receiving);
+        tracing::error!(channel = NAME, %error, "The WeChat channel has no bot token: set channels.wechat.bot_token or qrcode_login_enabled: true.");
+        error.into()
+    })
+}
+
+/// Offers each message of a batch to the daemon's queue, waiting for space; the exit when
+/// the daemon stops taking them (the rest of the batch is left for the next start).
+async fn admit(
+    intake: &Intake,
+    sink: &InboundSink,
+    msgs: Vec<serde_json::Value>,
+    shutdown: &CancellationToken,
+) -> Option<ChannelExit> {
+    intake.telemetry.received(msgs.len() as u64);
+    for raw in msgs {
+        let waited = match intake.accept(raw) {
+            Some(msg) => sink.send_waiting(msg, shutdown).await,
+            None => Waited::Admitted,
+        };
+        match waited {
+            Waited::Admitted => {}
+            Waited::Stopped => return Some(ChannelExit::Stopped),
+            Waited::Closed => {
+                tracing::info!(
+                    channel = NAME,
+                    "Inbound admission is closed; leaving the rest of the WeChat batch for the next start."
+                );
+                intake.telemetry.set_connected(false);
+                shutdown.cancelled().await;
+                return Some(ChannelExit::Stopped);
+            }
+        }
+    }
+    None
+}
+
+/// Where the poll stands: the cursor, the hold asked for, the wait after failures.
+struct Poll {
+    cursor: String,
+    hold: Duration,
+    backoff: Backoff,
+    /// Refusals of the stored cursor in a row.
+    refused: u32,
+}
+
+impl Poll {
+    /// A poll was answered: the failures are over, the channel is connected, and the hold
+    /// is what iLink asked for (when it may ask).
+    fn answered(&mut self, intake: &Intake, longpolling_timeout_ms: Option<i64>) {
+        self.backoff.reset();
+        self.refused = 0;
+        if !intake.telemetry.set_connected(true) {
+            tracing::info!(
+                channel = NAME,
+                hold_s = self.hold.as_secs(),
+                "Polling WeChat (iLink) for messages."
+            );
+        }
+        if intake.api.settings().respect_server_longpoll_timeout
+            && let Some(ms) = longpolling_timeout_ms.filter(|ms| *ms > 0)
+        {
+            self.hold = Duration::from_millis(ms.unsigned_abs()).min(MAX_HOLD);
+        }
+    }
+
+    /// The batch was admitted: the cursor after it, stored.
+    async fn advance(&mut self, intake: &Intake, next: Option<String>) {
+        if let Some(next) = next.filter(|b| !b.is_empty() && *b != self.cursor) {
+            self.cursor = next;
+            store_cursor(intake, &self.cursor).await;
+        }
+    }
+
+    /// A failed poll: iLink refusing the stored cursor [`CURSOR_REFUSALS`] times in a row
+    /// drops it.
+    async fn refusal(&mut self, intake: &Intake, error: &ApiError) {
+        if !matches!(error, ApiError::Api { .. }) || self.cursor.is_empty() {
+            return;
+        }
+        self.refused += 1;
+        if self.refused >= CURSOR_REFUSALS {
+            tracing::warn!(
+                channel = NAME,
+                refusals = self.refused,
+                "iLink keeps refusing the stored WeChat cursor; polling from iLink's own position."
+            );
+            self.cursor.clear();
+            self.refused = 0;
+            if let Err(error) = intake.state.delete(CURSOR_KEY).await {
+                tracing::warn!(channel = NAME, %error, "Deleting the WeChat cursor failed.");
+            }
         }
     }
 }

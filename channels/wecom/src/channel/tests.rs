@@ -2,13 +2,12 @@
 //! fallbacks of a reply whose connection is gone, files both ways, the telemetry contract.
 
 use im_bridge_channel::reconnect::Cause;
-use im_bridge_channel::{AllowedUsers, ChatKind, FileKind, InboundMessage, Issues};
-use im_bridge_fakes::running::RunningChannel;
+use im_bridge_channel::{ChatKind, FileKind};
+use im_bridge_fakes::running::{RunningChannel, reply_target};
 use im_bridge_fakes::wecom::{self, FakeWecom, Message};
-use serde_json::{Map, json};
+use serde_json::json;
 
 use super::*;
-use crate::config;
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -17,26 +16,13 @@ fn channel(fake: &FakeWecom) -> WeComChannel {
         "bot_id": wecom::BOT_ID, "bot_secret": wecom::SECRET, "ws_url": fake.ws_url(),
         "file_hosts": ["127.0.0.1"],
     });
-    let settings = config::validate(block, &mut Issues::new("channels.wecom")).unwrap();
-    let ctx = im_bridge_fakes::build_context(AllowedUsers::Anyone);
-    WeComChannel::new(settings, &ctx).unwrap()
+    im_bridge_fakes::built(&crate::PLATFORM, block, WeComChannel::new)
 }
 
 async fn run(channel: std::sync::Arc<WeComChannel>, fake: &FakeWecom) -> RunningChannel {
     let running = RunningChannel::start(channel);
     fake.wait_subscribed(1, DEADLINE).await.unwrap();
     running
-}
-
-fn target<'a>(m: &'a InboundMessage, metadata: &'a Map<String, Value>) -> SendTarget<'a> {
-    SendTarget {
-        chat_id: &m.chat_id,
-        chat_kind: m.chat_kind,
-        reply_to: m.thread_ts.as_ref(),
-        metadata,
-        hints: im_bridge_channel::DeliveryHints::NONE,
-        source_at: None,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,9 +36,7 @@ async fn telemetry_follows_the_adapter_contract() {
     let m = running.next().await;
     assert_eq!(probe.received(NAME), 1);
     assert_eq!(probe.connected(NAME), Some(true));
-    ch.send_text(target(&m, &m.metadata), "answer")
-        .await
-        .unwrap();
+    ch.send_text(reply_target(&m), "answer").await.unwrap();
     assert_eq!(probe.sent(NAME), 1);
     // A dropped connection is a receiving error and a reconnect.
     fake.close_connection(1);
@@ -77,7 +61,7 @@ async fn a_reply_whose_connection_is_gone_goes_as_a_message_of_its_own() {
     assert_eq!(m.chat_kind, ChatKind::Group);
     assert_eq!(m.metadata[CONNECTION], 1);
     assert_eq!(m.metadata["req_id"], pushed.req_id.as_str());
-    let to = target(&m, &m.metadata);
+    let to = reply_target(&m);
     let started = ch.start_stream(to, "work").await.unwrap();
     ch.edit_text(to, &started.id, "working").await.unwrap();
     fake.close_connection(1);
@@ -153,7 +137,7 @@ async fn a_presented_file_is_uploaded_and_replied_with() {
         is_image: true,
         if_refused: None,
     };
-    ch.send_file(target(&m, &m.metadata), &file).await.unwrap();
+    ch.send_file(reply_target(&m), &file).await.unwrap();
     let upload = fake.wait_upload("chart.png", DEADLINE).await.unwrap();
     assert_eq!(upload.kind, "image");
     assert_eq!(upload.bytes, b"\x89PNG fake chart bytes");

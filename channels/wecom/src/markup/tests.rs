@@ -7,26 +7,23 @@ use im_bridge_channel::render::{conformance, render};
 use super::WeComMarkdown;
 use crate::config::{DEFAULT_MARKDOWN_BYTES, MAX_STREAM_BYTES};
 
-fn one(markdown: &str) -> String {
-    conformance::one(markdown, &WeComMarkdown)
-}
-
 #[test]
 fn wecom_markdown_writes_each_construct() {
-    for (markdown, shown) in [
-        (
-            "**b** *i* ~~s~~ run `cargo test` [x](https://e.x/a)",
-            "**b** *i* s run `cargo test` [x](https://e.x/a)",
-        ),
-        ("> said\n> twice", "> said\n> twice"),
-        (
-            "Try:\n\n```rust\nfn main() {}\n```\n\nok",
-            "Try:\n\n```rust\nfn main() {}\n```\n\nok",
-        ),
-        ("[app](wxwork://x) end", "app end"),
-    ] {
-        assert_eq!(one(markdown), shown, "{markdown:?}");
-    }
+    conformance::assert_each(
+        &WeComMarkdown,
+        &[
+            (
+                "**b** *i* ~~s~~ run `cargo test` [x](https://e.x/a)",
+                "**b** *i* s run `cargo test` [x](https://e.x/a)",
+            ),
+            ("> said\n> twice", "> said\n> twice"),
+            (
+                "Try:\n\n```rust\nfn main() {}\n```\n\nok",
+                "Try:\n\n```rust\nfn main() {}\n```\n\nok",
+            ),
+            ("[app](wxwork://x) end", "app end"),
+        ],
+    );
 }
 
 #[test]

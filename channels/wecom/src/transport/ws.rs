@@ -59,8 +59,6 @@ pub const RECONNECT_BACKOFF: Backoff = Backoff::new(
 );
 /// Bound on TCP, TLS and the upgrade.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long a polite close may take.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// Pings in a row without an answer after which the connection is dead (the SDKs').
 const MISSED_PINGS: usize = 2;
 
@@ -184,16 +182,16 @@ impl LongConnection for Socket<'_> {
             .map_err(|_| Connect::Retry("the ws_url is not a URL".into()))?;
         let mut ws = socket::open(&url, MAX_WS_MESSAGE, CONNECT_TIMEOUT)
             .await
-            .map_err(|e| Connect::Retry(e.to_string().into()))?;
+            .map_err(Connect::retry)?;
         let subscribed = subscribe(&mut ws, self.settings).await;
         if let Err(error) = subscribed {
-            let _ = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
+            socket::close(&mut ws).await;
             return Err(match error {
                 e @ ApiError::AuthFailed { .. } => {
                     tracing::error!(error = %e, "WeCom refused the bot's BotID or Secret.");
                     Connect::Fatal(WsError::Refused(e))
                 }
-                e => Connect::Retry(e.to_string().into()),
+                e => Connect::retry(e),
             });
         }
         let id = self.link.next_id();
@@ -257,7 +255,7 @@ pub(crate) async fn probe(ws_url: &str, bot_id: &str, secret: &Secret) -> Result
         timers: Timers::default(),
     };
     let subscribed = subscribe(&mut ws, &settings).await;
-    let _ = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
+    socket::close(&mut ws).await;
     subscribed
 }
 
@@ -317,8 +315,7 @@ async fn serve(
     loop {
         tokio::select! {
             () = shutdown.cancelled() => {
-                let closed = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
-                if !matches!(closed, Ok(Ok(()))) {
+                if !socket::close(&mut ws).await {
                     tracing::debug!("The WeCom long connection did not close cleanly.");
                 }
                 tracing::info!(connection = id, "Closed the WeCom long connection.");
@@ -374,7 +371,7 @@ async fn serve(
                     Kind::Message => handler.message(&frame, id),
                     Kind::Event => match inbound::event(&frame) {
                         EventAction::Replaced => {
-                            let _ = tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await;
+                            socket::close(&mut ws).await;
                             return Served::Replaced;
                         }
                         action => tracing::debug!(?action, "Skipped a WeCom event."),

@@ -101,6 +101,10 @@ impl<Code: Debug + Clone + Send + 'static> Recorded for Call<Code> {
         self.route
     }
 
+    fn status(&self) -> u16 {
+        self.status
+    }
+
     fn line(&self) -> String {
         let code = self
             .code

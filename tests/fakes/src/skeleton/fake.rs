@@ -38,6 +38,8 @@ pub trait Recorded: Clone + Send + 'static {
     fn route(&self) -> &str;
     /// One line describing it, for a timeout's report.
     fn line(&self) -> String;
+    /// The HTTP status it was answered with.
+    fn status(&self) -> u16;
 }
 
 /// A platform whose fake accepts WebSocket connections.
@@ -106,6 +108,11 @@ impl<P: Platform> Fake<P> {
             .filter(|c| c.route() == route)
             .cloned()
             .collect()
+    }
+
+    /// The HTTP statuses the calls of `route` were answered with, in order.
+    pub fn statuses(&self, route: &str) -> Vec<u16> {
+        self.calls_to(route).iter().map(Recorded::status).collect()
     }
 
     /// Waits until `condition` holds over the fake (anything the fake records wakes it),

@@ -43,11 +43,6 @@ pub(super) struct Connection {
 /// [`Connect::Retry`] with a reason safe to log (no secret, no ticket).
 type Failure = Connect<StreamError>;
 
-/// A retry for `reason`.
-fn retry(reason: String) -> Failure {
-    Connect::Retry(reason.into())
-}
-
 /// Asks for an endpoint and a ticket, and opens the socket; logs the host it connected
 /// to, or a refusal retrying cannot fix.
 pub(super) async fn connect(
@@ -69,7 +64,7 @@ async fn upgrade(settings: &StreamSettings, http: &reqwest::Client) -> Result<Co
     let host = url.host_str().unwrap_or("").to_owned();
     let ws = socket::open(&url, MAX_WS_MESSAGE, CONNECT_TIMEOUT)
         .await
-        .map_err(|e| retry(e.to_string()))?;
+        .map_err(Failure::retry)?;
     Ok(Connection { ws, host })
 }
 
@@ -86,7 +81,7 @@ async fn open(settings: &StreamSettings, http: &reqwest::Client) -> Result<Url, 
     let request = http.post(url).timeout(CONNECT_TIMEOUT).json(&body);
     let answer = match read_answer(OP, request, Dialect::OpenApi).await {
         Ok(answer) => answer,
-        Err(error) if error.is_transient() => return Err(retry(error.to_string())),
+        Err(error) if error.is_transient() => return Err(Failure::retry(error)),
         Err(ApiError::Api { status, code, .. }) => {
             return Err(Failure::Fatal(StreamError::Refused { status, code }));
         }
@@ -96,7 +91,7 @@ async fn open(settings: &StreamSettings, http: &reqwest::Client) -> Result<Url, 
                 code: String::new(),
             }));
         }
-        Err(error) => return Err(retry(error.to_string())),
+        Err(error) => return Err(Failure::retry(error)),
     };
     let opened: Opened = serde_json::from_value(answer)
         .map_err(|_| Failure::Retry("the connections/open answer is unreadable".into()))?;
@@ -115,7 +110,7 @@ fn socket_url(endpoint: &str, ticket: &str) -> Result<Url, Failure> {
         .map_err(|_| Failure::Retry("the stream endpoint is not a URL".into()))?;
     if !matches!(url.scheme(), "ws" | "wss") {
         let host = url.host_str().unwrap_or("").to_owned();
-        return Err(retry(format!(
+        return Err(Failure::retry(format!(
             "the stream endpoint for {host} is not ws(s)"
         )));
     }

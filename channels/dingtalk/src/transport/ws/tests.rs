@@ -28,11 +28,7 @@ fn quick() -> Timers {
 
 /// Reconnects after 1 ms, doubling to 5 ms, no jitter.
 fn quick_reconnect() -> Reconnect {
-    Telemetry::new("dingtalk-test").reconnect(Backoff::new(
-        Duration::from_millis(1),
-        Duration::from_millis(5),
-        Duration::ZERO,
-    ))
+    Telemetry::new("dingtalk-test").reconnect(Backoff::quick())
 }
 
 /// What the handler saw, in order; the verdicts it gives, in order (then `Accepted`).

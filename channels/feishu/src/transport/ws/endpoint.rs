@@ -54,11 +54,6 @@ pub(super) struct Connection {
 /// [`Connect::Retry`] with a reason safe to log (no secret, no URL query).
 type Failure = Connect<WsError>;
 
-/// A retry for `reason`.
-fn retry(reason: String) -> Failure {
-    Connect::Retry(reason.into())
-}
-
 /// Discovers the endpoint (updating `config` with the server's timers) and opens the
 /// socket; logs the host it connected to, or a refusal retrying cannot fix.
 pub(super) async fn connect(
@@ -99,7 +94,7 @@ async fn open(
             },
             &host,
         )),
-        Err(other) => Err(retry(other.to_string())),
+        Err(other) => Err(Failure::retry(other)),
     }
 }
 
@@ -123,16 +118,18 @@ async fn discover(
         .timeout(CONNECT_TIMEOUT)
         .send()
         .await
-        .map_err(|e| retry(format!("endpoint discovery failed: {}", e.without_url())))?;
+        .map_err(|e| Failure::retry(format!("endpoint discovery failed: {}", e.without_url())))?;
     let status = sent.status();
     if !status.is_success() {
-        return Err(retry(format!("endpoint discovery answered HTTP {status}")));
+        return Err(Failure::retry(format!(
+            "endpoint discovery answered HTTP {status}"
+        )));
     }
     let body = http::read_answer("endpoint discovery", sent, MAX_ANSWER_BYTES)
         .await
-        .map_err(|e| retry(format!("unreadable endpoint answer: {e}")))?;
+        .map_err(|e| Failure::retry(format!("unreadable endpoint answer: {e}")))?;
     let answer: EndpointAnswer = serde_json::from_slice(&body).map_err(|e| {
-        retry(format!(
+        Failure::retry(format!(
             "unreadable endpoint answer: {:?} error",
             e.classify()
         ))
@@ -141,7 +138,7 @@ async fn discover(
         CODE_OK => {}
         CODE_BUSY => return Err(Failure::Retry("the endpoint is busy".into())),
         CODE_INTERNAL => {
-            return Err(retry(format!(
+            return Err(Failure::retry(format!(
                 "the endpoint had an internal error: {}",
                 clip(&answer.msg)
             )));
@@ -166,7 +163,9 @@ async fn discover(
 fn check_url(url: &Url) -> Result<(String, i32), Failure> {
     let host = url.host_str().unwrap_or("").to_owned();
     if !matches!(url.scheme(), "ws" | "wss") {
-        return Err(retry(format!("the endpoint URL for {host} is not ws(s)")));
+        return Err(Failure::retry(format!(
+            "the endpoint URL for {host} is not ws(s)"
+        )));
     }
     let query = |key: &str| {
         url.query_pairs()
@@ -174,12 +173,12 @@ fn check_url(url: &Url) -> Result<(String, i32), Failure> {
             .map(|(_, v)| v.into_owned())
     };
     if query("device_id").is_none_or(|d| d.is_empty()) {
-        return Err(retry(format!(
+        return Err(Failure::retry(format!(
             "the endpoint URL for {host} has no device_id"
         )));
     }
     let Some(service) = query("service_id").and_then(|s| s.trim().parse::<i32>().ok()) else {
-        return Err(retry(format!(
+        return Err(Failure::retry(format!(
             "the endpoint URL for {host} has no numeric service_id"
         )));
     };
@@ -197,7 +196,7 @@ fn refusal(status: u16, header: impl Fn(&str) -> Option<String>, host: &str) -> 
     match handshake {
         STATUS_AUTH_FAILED => Failure::Fatal(WsError::AuthFailed { msg }),
         STATUS_FORBIDDEN => Failure::Fatal(WsError::Forbidden { msg }),
-        other => retry(format!("{host} refused the upgrade: status {other}: {msg}")),
+        other => Failure::retry(format!("{host} refused the upgrade: status {other}: {msg}")),
     }
 }
 

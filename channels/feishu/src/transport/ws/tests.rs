@@ -503,7 +503,7 @@ async fn shutdown_returns_promptly_and_closes_politely() {
     let asked = Instant::now();
     client.shutdown.cancel();
     assert_eq!(finished(client).await, Ok(()));
-    assert!(asked.elapsed() < CLOSE_GRACE + Duration::from_millis(500));
+    assert!(asked.elapsed() < socket::CLOSE_GRACE + Duration::from_millis(500));
     let closing = tokio::time::timeout(DEADLINE, ws.next()).await.unwrap();
     assert!(
         matches!(closing, Some(Ok(Message::Close(_)))),

@@ -288,7 +288,7 @@ async fn a_refused_token_at_discovery_is_replaced_once() {
     fake.make_token_stale();
     let client = spawn(&fake);
     client.log.wait("READY", |l| ready_count(l) == 1).await;
-    let statuses: Vec<u16> = fake.calls_to("gateway").iter().map(|c| c.status).collect();
+    let statuses = fake.statuses("gateway");
     assert_eq!(statuses, [401, 200]);
     let tokens = fake.tokens();
     assert_eq!(tokens.len(), 2);

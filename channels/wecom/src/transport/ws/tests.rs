@@ -19,11 +19,7 @@ const DEADLINE: Duration = Duration::from_secs(5);
 
 /// Reconnects after 1 ms, doubling to 5 ms, no jitter.
 fn quick_reconnect() -> Reconnect {
-    Telemetry::new("wecom-test").reconnect(Backoff::new(
-        Duration::from_millis(1),
-        Duration::from_millis(5),
-        Duration::ZERO,
-    ))
+    Telemetry::new("wecom-test").reconnect(Backoff::quick())
 }
 
 /// The `msgid`s of the callbacks handed over, with their connection.
