@@ -7,8 +7,10 @@
 //! the directory's absolute path (`crate::a::y`) or through as many `super::` as the file
 //! stands below the directory (`super::y` from `src/a/x.rs`, `super::super::y` from
 //! `src/a/x/z.rs`), in a path or a `{…}` group. A child naming its parent's items is not
-//! an edge. The caller hands in production code only (comments and literals blanked,
-//! `#[cfg(test)]` items and test files left out), so tests never make a loop.
+//! an edge, unless the parent re-exports the item from a sibling (`pub use x::Thing;` in
+//! the parent: naming `Thing` there names `x`). The caller hands in production code only
+//! (comments and literals blanked, `#[cfg(test)]` items and test files left out), so tests
+//! never make a loop.
 //!
 //! The adapter skeleton's rule (`skeleton`) and the daemon's rule (`source_rules.rs`) share
 //! [`named_after`] and [`loops`].
@@ -161,6 +163,10 @@ pub fn loops_below(root: &str, files: &[Source<'_>]) -> BTreeMap<String, Vec<(St
     for (dir, modules) in &dirs {
         let absolute = format!("crate::{}", dir[root.len()..].replace('/', "::"));
         let names: BTreeSet<&String> = modules.keys().collect();
+        let parent = parent_code(root, dir, files);
+        let reexported = parent
+            .map(|code| reexports(code, &names))
+            .unwrap_or_default();
         let graph: BTreeMap<String, BTreeSet<String>> = modules
             .iter()
             .map(|(module, codes)| {
@@ -169,6 +175,12 @@ pub fn loops_below(root: &str, files: &[Source<'_>]) -> BTreeMap<String, Vec<(St
                     named.extend(named_after(code, &absolute));
                     named.extend(named_after(code, &"super::".repeat(depth + 1)));
                 }
+                // An item the parent re-exports from a sibling names that sibling.
+                let through: Vec<String> = named
+                    .iter()
+                    .filter_map(|n| reexported.get(n).cloned())
+                    .collect();
+                named.extend(through);
                 named.retain(|n| n != module && names.contains(n));
                 (module.clone(), named)
             })
@@ -179,6 +191,61 @@ pub fn loops_below(root: &str, files: &[Source<'_>]) -> BTreeMap<String, Vec<(St
         }
     }
     found
+}
+
+/// The code of the file that declares `dir`'s modules: `lib.rs` (else `main.rs`) for the
+/// crate's root, `src/m.rs` for `src/m/`.
+fn parent_code<'a>(root: &str, dir: &str, files: &[Source<'a>]) -> Option<&'a str> {
+    let wanted: Vec<String> = if dir == root {
+        vec![format!("{root}lib.rs"), format!("{root}main.rs")]
+    } else {
+        vec![format!("{}.rs", dir.trim_end_matches('/'))]
+    };
+    wanted
+        .iter()
+        .find_map(|w| files.iter().find(|f| f.path == w.as_str()))
+        .map(|f| f.code)
+}
+
+/// The names `code` (a parent module) re-exports from one of its child modules `modules`:
+/// `pub use goal::{ThreadState, Goal as G};` maps `ThreadState` and `G` to `goal`, so a
+/// sibling writing `crate::ThreadState` names `goal` as surely as `crate::goal::…` would.
+fn reexports(code: &str, modules: &BTreeSet<&String>) -> BTreeMap<String, String> {
+    let mut found = BTreeMap::new();
+    for (at, _) in code.match_indices("use ") {
+        if !starts_path(code, at) {
+            continue;
+        }
+        let rest = &code[at + 4..];
+        let statement = &rest[..rest.find(';').unwrap_or(rest.len())];
+        let path = statement.trim_start().trim_start_matches("self::");
+        let module = first_word(path);
+        if !modules.iter().any(|m| m.as_str() == module) {
+            continue;
+        }
+        for leaf in leaves(path) {
+            found.insert(leaf, module.to_owned());
+        }
+    }
+    found
+}
+
+/// The names a `use` path brings in: its last segment (or its `as` name), through groups.
+fn leaves(path: &str) -> Vec<String> {
+    let path = path.trim();
+    if let Some(open) = path.find('{') {
+        let inner = &path[open + 1..];
+        return group_items(inner).into_iter().flat_map(leaves).collect();
+    }
+    let name = match path.split_once(" as ") {
+        Some((_, alias)) => alias.trim(),
+        None => path.rsplit("::").next().unwrap_or(path).trim(),
+    };
+    if name.is_empty() || name == "*" || name == "self" {
+        vec![]
+    } else {
+        vec![name.to_owned()]
+    }
 }
 
 #[cfg(test)]
@@ -251,6 +318,24 @@ mod tests {
         assert_eq!(
             found,
             [("src/", vec![("a", "m")]), ("src/m/", vec![("x", "y")])]
+        );
+        // A loop through an item the crate root re-exports is a loop too.
+        let files = [
+            (
+                "src/lib.rs",
+                "mod c; mod g; pub use g::{State, Other as O};",
+            ),
+            ("src/c.rs", "use crate::State;"),
+            ("src/g.rs", "use crate::c::Client;"),
+        ];
+        let files: Vec<Source<'_>> = files
+            .iter()
+            .map(|(path, code)| Source { path, code })
+            .collect();
+        let found = loops_below("src/", &files);
+        assert_eq!(
+            found.get("src/"),
+            Some(&vec![("c".to_owned(), "g".to_owned())])
         );
         // Another crate's root is its own: `crate::` there names its modules.
         let other = [
