@@ -16,8 +16,9 @@ use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
 use im_bridge_channel::Secret;
+use im_bridge_channel::http::MAX_RETRY_AFTER;
 use im_bridge_discord::config::DiscordSettings;
-use im_bridge_discord::error::{ApiError, MAX_RETRY_AFTER};
+use im_bridge_discord::error::ApiError;
 use im_bridge_discord::fuzzing::{message_json, rest_answer};
 use im_bridge_discord::inbound::{InboundContext, Route};
 use im_bridge_fuzz::{check_inbound, commands};
