@@ -277,6 +277,55 @@ async fn doctor(path: &std::path::Path) -> ExitCode {
     }
 }
 
+/// How long start-up may take before its pages are given back anyway (a channel on standby
+/// for its lease, or one that cannot connect, never reports connected).
+const STARTUP_LIMIT: Duration = Duration::from_secs(60);
+/// How long after every channel connected start-up is taken to be over: the first exchanges
+/// with the platform (menus, a recovered turn) run their one-off code meanwhile.
+const STARTUP_SETTLE: Duration = Duration::from_secs(5);
+
+/// Gives back the executable's pages only start-up used (issue 35, `im_bridge_sys`), once
+/// every channel is connected and a moment has passed, or after [`STARTUP_LIMIT`]. Only
+/// `run` does this: tests and the benches start daemons inside one process, whose code a
+/// release would evict while it runs.
+async fn release_startup_pages(
+    channels: Vec<std::sync::Arc<dyn im_bridge_channel::Channel>>,
+    shutdown: CancellationToken,
+) {
+    let started = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    while !channels.iter().all(|channel| channel.is_connected())
+        && started.elapsed() < STARTUP_LIMIT
+    {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+    tokio::select! {
+        () = tokio::time::sleep(STARTUP_SETTLE) => {}
+        () = shutdown.cancelled() => return,
+    }
+    let released = tokio::task::spawn_blocking(|| {
+        let before = im_bridge_sys::resident_bytes();
+        let released = im_bridge_sys::release_startup_pages();
+        (before, released, im_bridge_sys::resident_bytes())
+    })
+    .await;
+    match released {
+        Ok((before, Ok(released), after)) => tracing::info!(
+            mappings = released.mappings,
+            rss_before_kb = before.map(|b| b / 1024).ok(),
+            rss_after_kb = after.map(|b| b / 1024).ok(),
+            "Gave back the pages of code only start-up used."
+        ),
+        Ok((_, Err(error), _)) => {
+            tracing::debug!(%error, "Could not give back start-up's code pages.");
+        }
+        Err(error) => tracing::debug!(%error, "The start-up page release did not run."),
+    }
+}
+
 /// Writes generated text (a completion script, the man page) to standard output in one
 /// piece: generated into memory first, so a closed pipe (`| head`) is an error status, not
 /// a panic inside the generator.
@@ -316,6 +365,7 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
             let webhooks = im_bridge_channel::WebhookHost::new();
             let states = im_bridge::state::ChannelStates::new(settings.secret_key.clone());
             let channels = im_bridge::channels::build_channels(&settings, &webhooks, &states)?;
+            tokio::spawn(release_startup_pages(channels.clone(), shutdown.clone()));
             let config = DaemonConfig {
                 webhooks,
                 states,
