@@ -6,6 +6,9 @@
 //! [`Delivery`](crate::Delivery) engine composes those over the primitives, driven by
 //! [`Capabilities`]. What the daemon reads of it (name, capabilities, connection,
 //! exclusivity) is one [`ChannelIdentity`] (child `identity`), built with the channel.
+//! What the adapters' `run` and `fetch_file` did alike is here once: [`transport_ended`]
+//! (how a long connection's `run` ends) and [`fetch_handle`] (an attachment that arrived
+//! as a handle).
 
 mod identity;
 
