@@ -61,8 +61,9 @@ use im_bridge::daemon::{self, DaemonConfig};
 use im_bridge::gateway::GatewayConfig;
 use im_bridge::manager::ManagerConfig;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, InboundMessage, InboundSink,
-    LengthUnit, MessageId, RedeliveryKey, SendTarget, SentMessage, UpdateMode,
+    Capabilities, Channel, ChannelError, ChannelExit, ChannelIdentity, ChannelResult,
+    InboundMessage, InboundSink, LengthUnit, MessageId, RedeliveryKey, SendTarget, SentMessage,
+    UpdateMode,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -79,6 +80,7 @@ const POSTGRES_ENV: &str = "IM_BRIDGE_BENCH_POSTGRES";
 
 /// Delivers finals to the driver: (chat, source message id) → arrival time.
 struct BenchChannel {
+    identity: ChannelIdentity,
     feed: Mutex<Option<mpsc::Receiver<InboundMessage>>>,
     /// Bounded by the messages of one phase; every final fits.
     finals: mpsc::Sender<(String, Instant)>,
@@ -87,15 +89,8 @@ struct BenchChannel {
 
 #[async_trait]
 impl Channel for BenchChannel {
-    fn name(&self) -> &'static str {
-        "bench"
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            updates: UpdateMode::EditInPlace,
-            length_unit: LengthUnit::Chars,
-            ..Capabilities::final_only(100_000)
-        }
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
     async fn run(
         &self,
@@ -327,7 +322,13 @@ async fn fresh_store(
 async fn start(sim: &Sim) -> Running {
     let (feed, rx) = mpsc::channel(CONVERSATIONS * 2);
     let (finals_tx, finals) = mpsc::channel(TOTAL * 2);
+    let caps = Capabilities {
+        updates: UpdateMode::EditInPlace,
+        length_unit: LengthUnit::Chars,
+        ..Capabilities::final_only(100_000)
+    };
     let channel = Arc::new(BenchChannel {
+        identity: ChannelIdentity::always_connected("bench", caps),
         feed: Mutex::new(Some(rx)),
         finals: finals_tx,
         next_id: AtomicU64::new(1),

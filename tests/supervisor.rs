@@ -13,8 +13,8 @@ use im_bridge::daemon::{self, DaemonError, DaemonExit};
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 use im_bridge::supervisor::SupervisorConfig;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, InboundMessage, InboundSink,
-    SendTarget, SentMessage,
+    Channel, ChannelError, ChannelExit, ChannelIdentity, ChannelResult, InboundMessage,
+    InboundSink, SendTarget, SentMessage,
 };
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, watch};
@@ -64,12 +64,8 @@ impl Flaky {
 
 #[async_trait]
 impl Channel for Flaky {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+    fn identity(&self) -> &ChannelIdentity {
+        self.inner.identity()
     }
 
     async fn run(

@@ -22,9 +22,9 @@ use im_bridge::manager::ManagerConfig;
 use im_bridge::simulator::{RecordedRequest, RunningSimulator, Script, Simulator, SimulatorConfig};
 use im_bridge::supervisor::SupervisorConfig;
 use im_bridge_channel::{
-    AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, ChatKind,
-    InboundMessage, InboundSink, LengthUnit, MessageId, Reaction, RedeliveryKey, SendTarget,
-    SentMessage, UpdateMode,
+    AllowedUsers, Capabilities, Channel, ChannelError, ChannelExit, ChannelIdentity, ChannelResult,
+    ChatKind, InboundMessage, InboundSink, LengthUnit, MessageId, Reaction, RedeliveryKey,
+    SendTarget, SentMessage, UpdateMode,
 };
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
@@ -96,8 +96,7 @@ impl Call {
 
 /// An in-process channel for tests.
 pub struct TestChannel {
-    name: &'static str,
-    caps: Capabilities,
+    identity: ChannelIdentity,
     feed: Mutex<Option<mpsc::Receiver<InboundMessage>>>,
     calls: Mutex<Vec<(Instant, Call)>>,
     changed: Notify,
@@ -112,8 +111,7 @@ impl TestChannel {
     ) -> (Arc<Self>, mpsc::Sender<InboundMessage>) {
         let (tx, rx) = mpsc::channel(1024);
         let channel = Arc::new(Self {
-            name,
-            caps,
+            identity: ChannelIdentity::always_connected(name, caps),
             feed: Mutex::new(Some(rx)),
             calls: Mutex::new(Vec::new()),
             changed: Notify::new(),
@@ -202,12 +200,8 @@ impl TestChannel {
 
 #[async_trait]
 impl Channel for TestChannel {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.caps
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
 
     async fn run(

@@ -4,23 +4,32 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use im_bridge_channel::{
-    Capabilities, ChannelError, ChannelExit, ChannelResult, InboundSink, SendTarget, SentMessage,
+    Capabilities, ChannelError, ChannelExit, ChannelIdentity, ChannelResult, InboundSink,
+    SendTarget, SentMessage,
 };
 
 use super::*;
 use crate::telemetry::names;
 
+/// A channel whose connection a test switches (it overrides what its identity says).
 struct FakeChannel {
+    identity: ChannelIdentity,
     connected: AtomicBool,
+}
+
+impl FakeChannel {
+    fn new(connected: bool) -> Arc<Self> {
+        Arc::new(Self {
+            identity: ChannelIdentity::always_connected("fake", Capabilities::final_only(100)),
+            connected: AtomicBool::new(connected),
+        })
+    }
 }
 
 #[async_trait]
 impl Channel for FakeChannel {
-    fn name(&self) -> &'static str {
-        "fake"
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::final_only(100)
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
     fn is_connected(&self) -> bool {
         self.connected.load(Ordering::SeqCst)
@@ -56,9 +65,7 @@ async fn start(state: AdminState) -> (String, CancellationToken) {
 
 #[tokio::test]
 async fn healthz_readyz_and_metrics() {
-    let channel = Arc::new(FakeChannel {
-        connected: AtomicBool::new(false),
-    });
+    let channel = FakeChannel::new(false);
     let probe = Arc::new(FakeProbe {
         up: AtomicBool::new(true),
         calls: AtomicUsize::new(0),
@@ -94,9 +101,7 @@ async fn healthz_readyz_and_metrics() {
 
 #[tokio::test]
 async fn a_channel_standing_by_for_its_lease_is_ready() {
-    let channel = Arc::new(FakeChannel {
-        connected: AtomicBool::new(false),
-    });
+    let channel = FakeChannel::new(false);
     let probe = Arc::new(FakeProbe {
         up: AtomicBool::new(true),
         calls: AtomicUsize::new(0),
@@ -116,9 +121,7 @@ async fn a_channel_standing_by_for_its_lease_is_ready() {
 
 #[tokio::test]
 async fn an_unreachable_gateway_is_not_ready() {
-    let channel = Arc::new(FakeChannel {
-        connected: AtomicBool::new(true),
-    });
+    let channel = FakeChannel::new(true);
     let probe = Arc::new(FakeProbe {
         up: AtomicBool::new(false),
         calls: AtomicUsize::new(0),
@@ -135,9 +138,7 @@ async fn an_unreachable_gateway_is_not_ready() {
 async fn issue_12_a_transport_waiting_to_restart_is_not_ready_and_named() {
     use crate::supervisor::{Failure, TransportHealth, TransportState};
     // Connected as far as the channel knows, and even standing by: restarting wins.
-    let channel = Arc::new(FakeChannel {
-        connected: AtomicBool::new(true),
-    });
+    let channel = FakeChannel::new(true);
     let probe = Arc::new(FakeProbe {
         up: AtomicBool::new(true),
         calls: AtomicUsize::new(0),
@@ -188,9 +189,7 @@ async fn issue_12_a_transport_waiting_to_restart_is_not_ready_and_named() {
 #[tokio::test]
 async fn issue_27_idle_connections_from_one_address_are_bounded() {
     use tokio::io::AsyncReadExt;
-    let channel = Arc::new(FakeChannel {
-        connected: AtomicBool::new(true),
-    });
+    let channel = FakeChannel::new(true);
     let probe = Arc::new(FakeProbe {
         up: AtomicBool::new(true),
         calls: AtomicUsize::new(0),

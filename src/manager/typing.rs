@@ -107,23 +107,22 @@ mod tests {
 
     use async_trait::async_trait;
     use im_bridge_channel::{
-        Capabilities, Channel, ChannelExit, ChannelResult, InboundSink, SendTarget, SentMessage,
+        Capabilities, Channel, ChannelExit, ChannelIdentity, ChannelResult, InboundSink,
+        SendTarget, SentMessage,
     };
 
     use super::*;
 
     /// Counts the typing hints it is asked for.
-    #[derive(Default)]
-    struct Hints(AtomicUsize);
+    struct Hints {
+        identity: ChannelIdentity,
+        hints: AtomicUsize,
+    }
 
     #[async_trait]
     impl Channel for Hints {
-        fn name(&self) -> &'static str {
-            "hints"
-        }
-
-        fn capabilities(&self) -> Capabilities {
-            Capabilities::final_only(100)
+        fn identity(&self) -> &ChannelIdentity {
+            &self.identity
         }
 
         async fn run(&self, _: InboundSink, _: CancellationToken) -> ChannelResult<ChannelExit> {
@@ -137,13 +136,16 @@ mod tests {
         }
 
         async fn show_typing(&self, _: SendTarget<'_>) -> ChannelResult {
-            self.0.fetch_add(1, Ordering::SeqCst);
+            self.hints.fetch_add(1, Ordering::SeqCst);
             Ok(())
         }
     }
 
     fn setup() -> (Arc<Hints>, Arc<Outbound>, InboundMessage) {
-        let hints = Arc::new(Hints::default());
+        let hints = Arc::new(Hints {
+            identity: ChannelIdentity::always_connected("hints", Capabilities::final_only(100)),
+            hints: AtomicUsize::new(0),
+        });
         let channels: Vec<Arc<dyn Channel>> = vec![hints.clone()];
         let outbound = Arc::new(Outbound::new(&channels));
         let mut msg = InboundMessage::new("hints", "c1", "u1", "hello");
@@ -165,12 +167,16 @@ mod tests {
         let typing = Typing::default();
         let _guard = typing.keep(outbound, &msg, Duration::from_secs(8));
         until(Duration::from_millis(8_100)).await;
-        assert_eq!(hints.0.load(Ordering::SeqCst), 1);
+        assert_eq!(hints.hints.load(Ordering::SeqCst), 1);
         until(Duration::from_secs(8)).await;
-        assert_eq!(hints.0.load(Ordering::SeqCst), 2);
+        assert_eq!(hints.hints.load(Ordering::SeqCst), 2);
         typing.replied(&msg.reply("answer", false));
         until(Duration::from_secs(30)).await;
-        assert_eq!(hints.0.load(Ordering::SeqCst), 2, "none after the reply");
+        assert_eq!(
+            hints.hints.load(Ordering::SeqCst),
+            2,
+            "none after the reply"
+        );
         assert!(lock(&typing.kept).is_empty());
     }
 
@@ -181,11 +187,11 @@ mod tests {
         let guard = typing.keep(outbound.clone(), &msg, Duration::from_secs(8));
         drop(guard);
         until(Duration::from_secs(30)).await;
-        assert_eq!(hints.0.load(Ordering::SeqCst), 0);
+        assert_eq!(hints.hints.load(Ordering::SeqCst), 0);
         assert!(lock(&typing.kept).is_empty());
         let _kept = typing.keep(outbound, &msg, Duration::from_secs(60));
         until(MAX_TYPING + Duration::from_secs(120)).await;
-        let sent = hints.0.load(Ordering::SeqCst);
+        let sent = hints.hints.load(Ordering::SeqCst);
         assert_eq!(sent, 29, "one a minute for 30 minutes, then no more");
     }
 }

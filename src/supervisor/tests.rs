@@ -6,7 +6,8 @@ use std::num::NonZeroUsize;
 
 use async_trait::async_trait;
 use im_bridge_channel::{
-    Capabilities, ChannelResult, InboundQueue, SendTarget, SentMessage, inbound_queue,
+    Capabilities, ChannelIdentity, ChannelResult, InboundQueue, SendTarget, SentMessage,
+    inbound_queue,
 };
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -32,6 +33,7 @@ enum Step {
 /// A channel running its steps one attempt each, then serving until shutdown; it records
 /// when each attempt started.
 struct Scripted {
+    identity: ChannelIdentity,
     steps: Mutex<VecDeque<Step>>,
     attempts: watch::Sender<Vec<Instant>>,
 }
@@ -42,11 +44,8 @@ fn failed() -> ChannelError {
 
 #[async_trait]
 impl Channel for Scripted {
-    fn name(&self) -> &'static str {
-        "scripted"
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::final_only(100)
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
     async fn run(&self, _: InboundSink, shutdown: CancellationToken) -> ChannelResult<ChannelExit> {
         self.attempts.send_modify(|a| a.push(Instant::now()));
@@ -88,6 +87,7 @@ impl Run {
     fn start(steps: impl IntoIterator<Item = Step>, config: SupervisorConfig) -> Self {
         let (attempts, rx) = watch::channel(Vec::new());
         let channel = Arc::new(Scripted {
+            identity: ChannelIdentity::always_connected("scripted", Capabilities::final_only(100)),
             steps: Mutex::new(steps.into_iter().collect()),
             attempts,
         });

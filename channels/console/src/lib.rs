@@ -17,9 +17,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, CommandVocabulary, Configured,
-    InboundMessage, InboundSink, Issues, LengthUnit, MessageId, OutboundFile, Platform, Prepared,
-    SendTarget, SentMessage, Stage, Telemetry, UpdateMode, Waited,
+    Capabilities, Channel, ChannelError, ChannelExit, ChannelIdentity, ChannelResult,
+    CommandVocabulary, Configured, InboundMessage, InboundSink, Issues, LengthUnit, MessageId,
+    OutboundFile, Platform, Prepared, SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
+    Waited,
 };
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, BufReader};
@@ -66,6 +67,9 @@ impl Platform for ConsolePlatform {
 
 /// The console channel.
 pub struct ConsoleChannel {
+    /// Its name and capabilities (live updates on a terminal, turn ends for a script);
+    /// connected while the input is being read.
+    identity: ChannelIdentity,
     input: Mutex<Option<Input>>,
     renderer: Renderer,
     tty: bool,
@@ -130,7 +134,9 @@ impl ConsoleChannel {
         user_id: impl Into<String>,
         locale_hint: Option<String>,
     ) -> Self {
+        let telemetry = Telemetry::new(NAME);
         Self {
+            identity: ChannelIdentity::new(&telemetry, capabilities(tty, false)),
             input: Mutex::new(Some(Box::new(input))),
             renderer: Renderer::new(Box::new(output), tty),
             tty,
@@ -138,7 +144,7 @@ impl ConsoleChannel {
             locale_hint,
             next_id: AtomicU64::new(1),
             commands: CommandVocabulary::default(),
-            telemetry: Telemetry::new(NAME),
+            telemetry,
             files_dir: FILES_DIR.into(),
             one_at_a_time: false,
             settled: tokio::sync::watch::Sender::new(0),
@@ -151,6 +157,7 @@ impl ConsoleChannel {
     /// none is cut off. Off by default (a person typing ahead is not held back).
     pub fn one_line_at_a_time(mut self, on: bool) -> Self {
         self.one_at_a_time = on;
+        self.identity = ChannelIdentity::new(&self.telemetry, capabilities(self.tty, on));
         self
     }
 
@@ -186,31 +193,29 @@ impl ConsoleChannel {
     }
 }
 
+/// What the console can show: live updates on a terminal (`tty`), finals elsewhere; files
+/// saved; the end of each turn when it reads a script `one_at_a_time`.
+fn capabilities(tty: bool, one_at_a_time: bool) -> Capabilities {
+    let updates = if tty {
+        UpdateMode::EditInPlace
+    } else {
+        UpdateMode::FinalOnly
+    };
+    // A terminal user types ahead; replies must come back in the order asked.
+    Capabilities {
+        updates,
+        length_unit: LengthUnit::Chars,
+        serialize_conversations: true,
+        max_upload_bytes: MAX_FILE_BYTES,
+        turn_ends: one_at_a_time,
+        ..Capabilities::final_only(usize::MAX)
+    }
+}
+
 #[async_trait]
 impl Channel for ConsoleChannel {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        let updates = if self.tty {
-            UpdateMode::EditInPlace
-        } else {
-            UpdateMode::FinalOnly
-        };
-        // A terminal user types ahead; replies must come back in the order asked.
-        Capabilities {
-            updates,
-            length_unit: LengthUnit::Chars,
-            serialize_conversations: true,
-            max_upload_bytes: MAX_FILE_BYTES,
-            turn_ends: self.one_at_a_time,
-            ..Capabilities::final_only(usize::MAX)
-        }
-    }
-
-    fn is_connected(&self) -> bool {
-        self.telemetry.is_connected()
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
 
     async fn run(

@@ -4,7 +4,13 @@
 //! send operations, and the one read the daemon asks of it: an inbound attachment's bytes
 //! ([`Channel::fetch_file`]). It does not throttle, split or retry: the
 //! [`Delivery`](crate::Delivery) engine composes those over the primitives, driven by
-//! [`Capabilities`].
+//! [`Capabilities`]. What the daemon reads of it (name, capabilities, connection,
+//! exclusivity) is one [`ChannelIdentity`] (child `identity`), built with the channel.
+//! What the adapters' `run` and `fetch_file` did alike is here once: [`transport_ended`]
+//! (how a long connection's `run` ends) and [`fetch_handle`] (an attachment that arrived
+//! as a handle).
+
+mod identity;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -15,7 +21,12 @@ use crate::capabilities::Capabilities;
 use crate::error::{ChannelError, ChannelResult};
 use crate::ids::{ChatId, MessageId};
 use crate::inbound::InboundSink;
-use crate::message::{ChatKind, DeliveryHints, InboundFile, OutboundFile, OutboundMessage};
+use crate::message::{
+    ChatKind, DeliveryHints, FileSource, InboundFile, OutboundFile, OutboundMessage,
+};
+use crate::telemetry::{Stage, Telemetry};
+
+pub use identity::ChannelIdentity;
 
 /// Where a primitive send goes: the conversation, the message to reply under, and the
 /// routing hints the adapter left in the inbound metadata.
@@ -81,22 +92,31 @@ pub enum ChannelExit {
 /// A chat platform adapter.
 #[async_trait]
 pub trait Channel: Send + Sync + 'static {
+    /// Who this channel is: its name, capabilities, connection state and whether its
+    /// transport is exclusive, built once with the channel. The four methods below read
+    /// it; the daemon asks them, so a channel (a test double) may still override one.
+    fn identity(&self) -> &ChannelIdentity;
+
     /// The provider key (`telegram`, `console`, …), equal to `InboundMessage::channel_name`.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.identity().name()
+    }
 
     /// What this channel can show.
-    fn capabilities(&self) -> Capabilities;
+    fn capabilities(&self) -> Capabilities {
+        self.identity().capabilities()
+    }
 
     /// Whether the transport is connected right now (for `/readyz`).
     fn is_connected(&self) -> bool {
-        true
+        self.identity().is_connected()
     }
 
-    /// Whether only one process at a time may run this transport (Telegram long polling:
-    /// the platform answers a second poller with a conflict). The daemon then runs it only
-    /// while it holds the channel's lease in the shared store; other replicas stand by.
+    /// Whether only one process at a time may run this transport
+    /// ([`ChannelIdentity::exclusive`]): the daemon then runs it only while it holds the
+    /// channel's lease in the shared store; other replicas stand by.
     fn exclusive_transport(&self) -> bool {
-        false
+        self.identity().exclusive_transport()
     }
 
     /// Runs the transport until `shutdown` is cancelled or the input ends, admitting every
@@ -169,22 +189,75 @@ pub trait Channel: Send + Sync + 'static {
     }
 }
 
+/// How [`Channel::run`] ends over a transport that serves until shutdown or a failure (a
+/// long connection): the channel is no longer connected; a clean end is
+/// [`ChannelExit::Stopped`]; a failure (a refused credential) is counted as a `receiving`
+/// error in `telemetry` and returned as [`ChannelError::Transport`], for the daemon's
+/// supervisor to restart. The error's text must be log-safe, as the kit's errors are.
+pub fn transport_ended<E: std::fmt::Display>(
+    telemetry: &Telemetry,
+    ended: Result<(), E>,
+) -> ChannelResult<ChannelExit> {
+    telemetry.set_connected(false);
+    ended.map(|()| ChannelExit::Stopped).map_err(|error| {
+        telemetry.error(Stage::Receiving);
+        ChannelError::Transport(error.to_string())
+    })
+}
+
+/// [`Channel::fetch_file`] for an adapter whose attachments arrive as platform handles:
+/// inline bytes are read as they are (within `max_bytes`), a [`FileSource::Handle`] is
+/// downloaded by `download`, which enforces `max_bytes` (and the platform's own limit), and
+/// a failed download counts as a `processing` error in `telemetry`: the message arrived,
+/// its attachment did not.
+pub async fn fetch_handle<'f, D, T, E>(
+    telemetry: &Telemetry,
+    file: &'f InboundFile,
+    max_bytes: u64,
+    download: impl FnOnce(&'f str) -> D,
+) -> ChannelResult<Bytes>
+where
+    D: Future<Output = Result<T, E>>,
+    T: Into<Bytes>,
+    ChannelError: From<E>,
+{
+    let FileSource::Handle { id } = &file.source else {
+        return file.inline_bytes(max_bytes);
+    };
+    let fetched = download(id)
+        .await
+        .map(Into::into)
+        .map_err(ChannelError::from);
+    if fetched.is_err() {
+        telemetry.error(Stage::Processing);
+    }
+    fetched
+}
+
 #[cfg(test)]
 mod tests {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+
     use super::*;
-    use crate::message::{FileKind, FileSource};
+    use crate::message::FileKind;
+    use crate::telemetry::names;
 
     /// A channel that overrides nothing it need not.
-    struct Bare;
+    struct Bare(ChannelIdentity);
+
+    impl Bare {
+        fn new() -> Self {
+            Self(ChannelIdentity::always_connected(
+                "bare",
+                Capabilities::final_only(100),
+            ))
+        }
+    }
 
     #[async_trait]
     impl Channel for Bare {
-        fn name(&self) -> &'static str {
-            "bare"
-        }
-
-        fn capabilities(&self) -> Capabilities {
-            Capabilities::final_only(100)
+        fn identity(&self) -> &ChannelIdentity {
+            &self.0
         }
 
         async fn run(&self, _: InboundSink, _: CancellationToken) -> ChannelResult<ChannelExit> {
@@ -208,12 +281,13 @@ mod tests {
 
     #[tokio::test]
     async fn by_default_only_inline_bytes_within_the_bound_are_fetched() {
+        let bare = Bare::new();
         let inline = file(FileSource::Inline {
             bytes: Bytes::from_static(b"hello"),
         });
-        assert_eq!(Bare.fetch_file(&inline, 5).await.unwrap(), "hello");
-        assert_eq!(Bare.fetch_file(&inline, u64::MAX).await.unwrap(), "hello");
-        let e = Bare.fetch_file(&inline, 4).await.unwrap_err();
+        assert_eq!(bare.fetch_file(&inline, 5).await.unwrap(), "hello");
+        assert_eq!(bare.fetch_file(&inline, u64::MAX).await.unwrap(), "hello");
+        let e = bare.fetch_file(&inline, 4).await.unwrap_err();
         assert!(matches!(e, ChannelError::TooLarge { limit: 4 }), "{e:?}");
         // Log-safe: the bound, never the name.
         assert_eq!(e.to_string(), "the file is larger than 4 bytes");
@@ -223,8 +297,63 @@ mod tests {
                 path: "/tmp/staged".into(),
             },
         ] {
-            let e = Bare.fetch_file(&file(source), u64::MAX).await.unwrap_err();
+            let e = bare.fetch_file(&file(source), u64::MAX).await.unwrap_err();
             assert!(matches!(e, ChannelError::Unsupported(_)), "{e:?}");
         }
+    }
+
+    /// The `errors_total` values recorded at `stage`.
+    fn errors(snapshot: &Snapshotter, stage: &str) -> Vec<DebugValue> {
+        snapshot
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(key, ..)| {
+                key.key().name() == names::ERRORS && key.key().labels().any(|l| l.value() == stage)
+            })
+            .map(|(.., value)| value)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_handle_is_downloaded_and_only_a_failed_download_counts_as_processing() {
+        let recorder = DebuggingRecorder::new();
+        let snapshot = recorder.snapshotter();
+        let telemetry = metrics::with_local_recorder(&recorder, || Telemetry::new("kit"));
+        let handle = file(FileSource::Handle { id: "h1".into() });
+        let echo = |id: &str| std::future::ready(Ok::<_, ChannelError>(id.as_bytes().to_vec()));
+        let got = fetch_handle(&telemetry, &handle, 9, echo).await.unwrap();
+        assert_eq!(got, "h1");
+        // Inline bytes are read as they are, and their bound refused without a download.
+        let inline = file(FileSource::Inline {
+            bytes: Bytes::from_static(b"hello"),
+        });
+        let e = fetch_handle(&telemetry, &inline, 4, echo)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ChannelError::TooLarge { limit: 4 }), "{e:?}");
+        let refused =
+            |_: &str| std::future::ready(Err::<Bytes, _>(ChannelError::TooLarge { limit: 9 }));
+        let e = fetch_handle(&telemetry, &handle, 9, refused)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ChannelError::TooLarge { limit: 9 }), "{e:?}");
+        assert_eq!(errors(&snapshot, "processing"), [DebugValue::Counter(1)]);
+    }
+
+    #[test]
+    fn a_transport_that_ended_is_disconnected_and_its_failure_counted_as_receiving() {
+        let recorder = DebuggingRecorder::new();
+        let snapshot = recorder.snapshotter();
+        let telemetry = metrics::with_local_recorder(&recorder, || Telemetry::new("kit"));
+        telemetry.set_connected(true);
+        let stopped = transport_ended(&telemetry, Ok::<_, ChannelError>(()));
+        assert_eq!(stopped.unwrap(), ChannelExit::Stopped);
+        assert!(!telemetry.is_connected());
+        telemetry.set_connected(true);
+        let e = transport_ended(&telemetry, Err("the token was refused")).unwrap_err();
+        assert!(!telemetry.is_connected());
+        assert!(matches!(&e, ChannelError::Transport(why) if why == "the token was refused"));
+        assert_eq!(errors(&snapshot, "receiving"), [DebugValue::Counter(1)]);
     }
 }

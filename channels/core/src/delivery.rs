@@ -119,7 +119,7 @@ impl<C: Channel> ChannelExt for C {}
 
 /// A shared channel is a channel, so layers can wrap `Arc<dyn Channel>`.
 impl<C: Channel + ?Sized> Channel for Arc<C> {
-    forward_channel!(as_ref() => name, capabilities, is_connected, exclusive_transport, run, send_text, start_stream,
+    forward_channel!(as_ref() => identity, name, capabilities, is_connected, exclusive_transport, run, send_text, start_stream,
         edit_text, finish_stream, send_file, show_typing, turn_ended, react, fetch_file);
 }
 

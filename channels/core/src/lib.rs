@@ -45,7 +45,10 @@ pub use body::{BoundedRead, header_seconds, read_bounded, read_staged};
 pub use capabilities::{
     Capabilities, ChatBudget, LateReplies, LengthUnit, RateBudget, ReplyWindow, UpdateMode, Writes,
 };
-pub use channel::{Channel, ChannelExit, Reaction, SendTarget, SentMessage};
+pub use channel::{
+    Channel, ChannelExit, ChannelIdentity, Reaction, SendTarget, SentMessage, fetch_handle,
+    transport_ended,
+};
 pub use commands::{CommandVocabulary, strip_leading_mentions};
 pub use config::{ConfigIssue, Issues, Severity};
 pub use delivery::{

@@ -23,9 +23,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
-    ChannelResult, ChatKind, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit,
-    MessageId, OutboundFile, RateBudget, SendTarget, SentMessage, Stage, Telemetry, UpdateMode,
-    Writes, http,
+    ChannelIdentity, ChannelResult, ChatKind, CommandVocabulary, InboundFile, InboundSink,
+    LengthUnit, MessageId, OutboundFile, RateBudget, SendTarget, SentMessage, Stage, Telemetry,
+    UpdateMode, Writes, fetch_handle, http, transport_ended,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -47,13 +47,13 @@ const TITLE_CHARS: usize = 24;
 /// client's token cache shows none).
 #[derive(Debug)]
 pub struct DingTalkChannel {
+    identity: ChannelIdentity,
     settings: DingTalkSettings,
     api: Api,
     http: reqwest::Client,
     allowed_users: AllowedUsers,
     commands: CommandVocabulary,
     telemetry: Telemetry,
-    caps: Capabilities,
 }
 
 /// The app as a whole, per API: an enterprise-internal app may call each server API at most
@@ -92,14 +92,17 @@ impl DingTalkChannel {
     pub fn new(settings: DingTalkSettings, ctx: &BuildContext) -> ChannelResult<Self> {
         let api = Api::from_settings(&settings).map_err(ChannelError::from)?;
         let http = http::client().map_err(ChannelError::from)?;
+        let telemetry = Telemetry::new(NAME);
         Ok(Self {
-            caps: capabilities(&settings),
+            // DingTalk gives each message to one connection of the app: every replica
+            // connects.
+            identity: ChannelIdentity::new(&telemetry, capabilities(&settings)),
             settings,
             api,
             http,
             allowed_users: ctx.allowed_users.clone(),
             commands: ctx.commands.clone(),
-            telemetry: Telemetry::new(NAME),
+            telemetry,
         })
     }
 
@@ -117,6 +120,16 @@ impl DingTalkChannel {
         let recipient = recipient(to);
         let sent = self.api.send(self.robot(to), recipient, message).await;
         self.telemetry.sending(sent.map_err(ChannelError::from))
+    }
+
+    /// The file a handle (`inbound::parse_handle`) names, at most `max_bytes` of it.
+    async fn download(&self, handle: &str, max_bytes: u64) -> ChannelResult<Bytes> {
+        let Some((robot, code)) = parse_handle(handle) else {
+            return Err(ChannelError::Rejected {
+                reason: "not a DingTalk file handle".into(),
+            });
+        };
+        Ok(self.api.download_file(robot, code, max_bytes).await?)
     }
 
     async fn send_markdown(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
@@ -169,21 +182,8 @@ fn title(text: &str) -> String {
 
 #[async_trait]
 impl Channel for DingTalkChannel {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.caps
-    }
-
-    fn is_connected(&self) -> bool {
-        self.telemetry.is_connected()
-    }
-
-    /// DingTalk gives each message to one connection of the app: every replica connects.
-    fn exclusive_transport(&self) -> bool {
-        false
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
 
     async fn run(
@@ -204,14 +204,7 @@ impl Channel for DingTalkChannel {
         self.telemetry.set_connected(true);
         let reconnect = self.telemetry.reconnect(ws::RECONNECT_BACKOFF);
         let result = ws::run(&settings, &self.http, &mut admit, reconnect, &shutdown).await;
-        self.telemetry.set_connected(false);
-        match result {
-            Ok(()) => Ok(ChannelExit::Stopped),
-            Err(error) => {
-                self.telemetry.error(Stage::Receiving);
-                Err(ChannelError::Transport(error.to_string()))
-            }
-        }
+        transport_ended(&self.telemetry, result)
     }
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
@@ -280,23 +273,8 @@ impl Channel for DingTalkChannel {
 
     /// Downloads a picture or file a user sent (`messageFiles/download`, bounded).
     async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
-        let FileSource::Handle { id } = &file.source else {
-            return file.inline_bytes(max_bytes);
-        };
-        let Some((robot, code)) = parse_handle(id) else {
-            return Err(ChannelError::Rejected {
-                reason: "not a DingTalk file handle".into(),
-            });
-        };
-        let fetched = self
-            .api
-            .download_file(robot, code, max_bytes)
-            .await
-            .map_err(ChannelError::from);
-        if fetched.is_err() {
-            self.telemetry.error(Stage::Processing);
-        }
-        fetched
+        let download = |handle| self.download(handle, max_bytes);
+        fetch_handle(&self.telemetry, file, max_bytes, download).await
     }
 }
 

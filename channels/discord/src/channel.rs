@@ -22,9 +22,10 @@ use bytes::Bytes;
 use im_bridge_channel::reconnect;
 use im_bridge_channel::render::Plain;
 use im_bridge_channel::{
-    AdmitError, BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult,
-    ChatBudget, CommandVocabulary, FileSource, InboundFile, InboundSink, MessageId, OutboundFile,
-    RateBudget, SendTarget, SentMessage, Stage, Telemetry, UpdateMode, Writes,
+    AdmitError, BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelIdentity,
+    ChannelResult, ChatBudget, CommandVocabulary, InboundFile, InboundSink, MessageId,
+    OutboundFile, RateBudget, SendTarget, SentMessage, Telemetry, UpdateMode, Writes, fetch_handle,
+    transport_ended,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -164,6 +165,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The Discord channel.
 pub struct DiscordChannel {
+    identity: ChannelIdentity,
     settings: DiscordSettings,
     api: DiscordApi,
     commands: CommandVocabulary,
@@ -183,11 +185,13 @@ impl DiscordChannel {
     /// A channel with `settings` and the daemon's commands.
     pub fn new(settings: DiscordSettings, ctx: &BuildContext) -> ChannelResult<Self> {
         let api = DiscordApi::new(&settings).map_err(ChannelError::from)?;
+        let telemetry = Telemetry::new(NAME);
         Ok(Self {
+            identity: ChannelIdentity::new(&telemetry, CAPABILITIES),
             settings,
             api,
             commands: ctx.commands.clone(),
-            telemetry: Telemetry::new(NAME),
+            telemetry,
             state: Mutex::new(State::default()),
         })
     }
@@ -347,16 +351,8 @@ fn message_id(id: &MessageId) -> ChannelResult<u64> {
 
 #[async_trait]
 impl Channel for DiscordChannel {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
-    }
-
-    fn is_connected(&self) -> bool {
-        self.telemetry.is_connected()
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
 
     async fn run(
@@ -388,15 +384,10 @@ impl Channel for DiscordChannel {
                 },
             }
         };
-        self.telemetry.set_connected(false);
-        match result {
-            Ok(()) => Ok(ChannelExit::Stopped),
-            Err(error) => {
-                self.telemetry.error(Stage::Receiving);
-                tracing::error!(channel = NAME, %error, "The Discord gateway stopped.");
-                Err(ChannelError::Transport(error.to_string()))
-            }
+        if let Err(error) = &result {
+            tracing::error!(channel = NAME, %error, "The Discord gateway stopped.");
         }
+        transport_ended(&self.telemetry, result)
     }
 
     /// A new message; the answer (or a command's reply) is done, so its source gets ✅.
@@ -453,19 +444,8 @@ impl Channel for DiscordChannel {
 
     /// Downloads an attachment a user sent (a CDN URL), bounded.
     async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
-        let FileSource::Handle { id } = &file.source else {
-            return file.inline_bytes(max_bytes);
-        };
-        let fetched = self
-            .api
-            .download(id, max_bytes)
-            .await
-            .map(Bytes::from)
-            .map_err(ChannelError::from);
-        if fetched.is_err() {
-            self.telemetry.error(Stage::Processing);
-        }
-        fetched
+        let download = |url| self.api.download(url, max_bytes);
+        fetch_handle(&self.telemetry, file, max_bytes, download).await
     }
 }
 

@@ -21,9 +21,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
-    ChannelResult, ChatBudget, ChatKind, CommandVocabulary, FileSource, InboundFile,
+    ChannelIdentity, ChannelResult, ChatBudget, ChatKind, CommandVocabulary, InboundFile,
     InboundMessage, InboundSink, LengthUnit, MessageId, OutboundFile, RateBudget, SendTarget,
-    SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute, Writes,
+    SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute, Writes, fetch_handle,
+    transport_ended,
 };
 use im_bridge_channel::{http, reconnect};
 use tokio_util::sync::CancellationToken;
@@ -95,6 +96,7 @@ pub const RATE_BUDGETS: [RateBudget; 2] = [
 
 /// The Feishu / Lark channel.
 pub struct FeishuChannel {
+    identity: ChannelIdentity,
     settings: FeishuSettings,
     http: reqwest::Client,
     /// What admits events, shared with the webhook handler.
@@ -183,6 +185,8 @@ impl FeishuChannel {
             Transport::Websocket => None,
         };
         Ok(Self {
+            // Feishu gives each event to one connected client: every replica connects.
+            identity: ChannelIdentity::new(&telemetry, CAPABILITIES),
             settings,
             http,
             intake: Arc::new(Intake {
@@ -288,21 +292,8 @@ fn card_texts(text: &str) -> Vec<String> {
 
 #[async_trait]
 impl Channel for FeishuChannel {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
-    }
-
-    fn is_connected(&self) -> bool {
-        self.telemetry().is_connected()
-    }
-
-    /// Feishu gives each event to one connected client: every replica connects.
-    fn exclusive_transport(&self) -> bool {
-        false
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
 
     async fn run(
@@ -325,14 +316,7 @@ impl Channel for FeishuChannel {
                 let reconnect = self.telemetry().reconnect(reconnect::BACKOFF);
                 let result = ws::run(&settings, &self.http, &mut admit, reconnect, &shutdown).await;
                 self.intake.flush_bursts(&sink);
-                self.telemetry().set_connected(false);
-                match result {
-                    Ok(()) => Ok(ChannelExit::Stopped),
-                    Err(error) => {
-                        self.telemetry().error(Stage::Receiving);
-                        Err(ChannelError::Transport(error.to_string()))
-                    }
-                }
+                transport_ended(self.telemetry(), result)
             }
             Transport::Webhook(settings) => match &self.route {
                 Some(route) => {
@@ -394,10 +378,15 @@ impl Channel for FeishuChannel {
 
     /// Downloads an image or file a user sent (`…/messages/{id}/resources/{key}`).
     async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
-        let FileSource::Handle { id } = &file.source else {
-            return file.inline_bytes(max_bytes);
-        };
-        let Some((kind, message, key)) = parse_handle(id) else {
+        let download = |handle| self.download(handle, max_bytes);
+        fetch_handle(self.telemetry(), file, max_bytes, download).await
+    }
+}
+
+impl FeishuChannel {
+    /// The resource a handle (`inbound::parse_handle`) names, at most `max_bytes` of it.
+    async fn download(&self, handle: &str, max_bytes: u64) -> ChannelResult<Bytes> {
+        let Some((kind, message, key)) = parse_handle(handle) else {
             return Err(ChannelError::Rejected {
                 reason: "not a Feishu resource handle".into(),
             });
@@ -407,16 +396,12 @@ impl Channel for FeishuChannel {
         } else {
             MediaKind::File
         };
-        let result = self
+        let message = MessageId::new(message);
+        let (bytes, _) = self
             .api()
-            .download_resource(&MessageId::new(message), key, kind, max_bytes)
-            .await
-            .map(|(bytes, _)| bytes)
-            .map_err(ChannelError::from);
-        if result.is_err() {
-            self.telemetry().error(Stage::Processing);
-        }
-        result
+            .download_resource(&message, key, kind, max_bytes)
+            .await?;
+        Ok(bytes)
     }
 }
 

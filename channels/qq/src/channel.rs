@@ -24,8 +24,9 @@ use bytes::Bytes;
 use im_bridge_channel::render::PlainText;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
-    ChannelResult, CommandVocabulary, FileSource, InboundFile, InboundSink, LateReplies,
-    LengthUnit, ReplyWindow, SendTarget, SentMessage, Stage, Telemetry, WebhookRoute,
+    ChannelIdentity, ChannelResult, CommandVocabulary, InboundFile, InboundSink, LateReplies,
+    LengthUnit, ReplyWindow, SendTarget, SentMessage, Stage, Telemetry, WebhookRoute, fetch_handle,
+    transport_ended,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -66,6 +67,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
 
 /// The QQ channel.
 pub struct QqChannel {
+    identity: ChannelIdentity,
     settings: QqSettings,
     api: Api,
     intake: Arc<Intake>,
@@ -109,6 +111,7 @@ impl QqChannel {
             Transport::Websocket => None,
         };
         Ok(Self {
+            identity: ChannelIdentity::new(&telemetry, CAPABILITIES),
             intake: Arc::new(Intake {
                 app_id: settings.app_id.clone(),
                 allowed_users: ctx.allowed_users.clone(),
@@ -212,16 +215,8 @@ fn source_time(to: &SendTarget<'_>) -> SystemTime {
 
 #[async_trait]
 impl Channel for QqChannel {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
-    }
-
-    fn is_connected(&self) -> bool {
-        self.intake.telemetry.is_connected()
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
 
     async fn run(
@@ -244,14 +239,7 @@ impl Channel for QqChannel {
                     &shutdown,
                 )
                 .await;
-                self.intake.telemetry.set_connected(false);
-                match result {
-                    Ok(()) => Ok(ChannelExit::Stopped),
-                    Err(error) => {
-                        self.intake.telemetry.error(Stage::Receiving);
-                        Err(ChannelError::Transport(error.to_string()))
-                    }
-                }
+                transport_ended(&self.intake.telemetry, result)
             }
             Transport::Webhook(_) => match &self.route {
                 Some(route) => {
@@ -290,17 +278,7 @@ impl Channel for QqChannel {
 
     /// Downloads an image a user sent (QQ's attachment URLs carry their own signature).
     async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
-        let FileSource::Handle { id } = &file.source else {
-            return file.inline_bytes(max_bytes);
-        };
-        let fetched = self
-            .api
-            .download(id, max_bytes)
-            .await
-            .map_err(ChannelError::from);
-        if fetched.is_err() {
-            self.intake.telemetry.error(Stage::Processing);
-        }
-        fetched
+        let download = |url| self.api.download(url, max_bytes);
+        fetch_handle(&self.intake.telemetry, file, max_bytes, download).await
     }
 }

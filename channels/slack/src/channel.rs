@@ -32,9 +32,9 @@ use bytes::Bytes;
 use im_bridge_channel::reconnect;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
-    ChannelResult, ChatBudget, CommandVocabulary, FileSource, InboundFile, InboundMessage,
+    ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, InboundFile, InboundMessage,
     InboundSink, MessageId, OutboundFile, RateBudget, SendTarget, SentMessage, Skip, Stage,
-    Telemetry, UpdateMode, WebhookRoute, Writes,
+    Telemetry, UpdateMode, WebhookRoute, Writes, fetch_handle, transport_ended,
 };
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -91,6 +91,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The Slack channel.
 pub struct SlackChannel {
+    identity: ChannelIdentity,
     settings: SlackSettings,
     intake: Arc<Intake>,
     /// The Events API route on the daemon's shared host (`event_delivery: http` only).
@@ -142,7 +143,12 @@ impl SlackChannel {
             Delivery::Http { webhook, .. } => Some(ctx.webhooks.route_place(&telemetry, webhook)?),
             Delivery::Socket { .. } => None,
         };
+        let capabilities = Capabilities {
+            max_message_len: settings.max_message_chars,
+            ..CAPABILITIES
+        };
         Ok(Self {
+            identity: ChannelIdentity::new(&telemetry, capabilities),
             intake: Arc::new(Intake {
                 bot_user_id: Mutex::new(settings.bot_user_id.clone()),
                 settings: settings.clone(),
@@ -192,19 +198,8 @@ fn answer_thread<'a>(to: &SendTarget<'a>) -> Option<&'a str> {
 
 #[async_trait]
 impl Channel for SlackChannel {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            max_message_len: self.settings.max_message_chars,
-            ..CAPABILITIES
-        }
-    }
-
-    fn is_connected(&self) -> bool {
-        self.telemetry().is_connected()
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
 
     async fn run(
@@ -218,14 +213,11 @@ impl Channel for SlackChannel {
                 let reconnect = self.telemetry().reconnect(reconnect::BACKOFF);
                 let handler: &dyn Envelopes = self.intake.as_ref();
                 let mut link = ws::Link::new(self.api(), app_token, handler);
-                match reconnect.drive(&mut link, &shutdown).await {
-                    Ok(()) => Ok(ChannelExit::Stopped),
-                    Err(error) => {
-                        self.telemetry().error(Stage::Receiving);
-                        tracing::error!(channel = NAME, %error, "Slack Socket Mode stopped.");
-                        Err(ChannelError::Transport(error.to_string()))
-                    }
+                let result = reconnect.drive(&mut link, &shutdown).await;
+                if let Err(error) = &result {
+                    tracing::error!(channel = NAME, %error, "Slack Socket Mode stopped.");
                 }
+                transport_ended(self.telemetry(), result)
             }
             Delivery::Http { signing_secret, .. } => match &self.route {
                 Some(route) => {
@@ -299,18 +291,8 @@ impl Channel for SlackChannel {
     /// Downloads a file a user shared (`url_private_download`) with the bot token, from
     /// `file_hosts` only, bounded.
     async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
-        let FileSource::Handle { id } = &file.source else {
-            return file.inline_bytes(max_bytes);
-        };
-        let fetched = self
-            .api()
-            .download(id, max_bytes)
-            .await
-            .map_err(ChannelError::from);
-        if fetched.is_err() {
-            self.telemetry().error(Stage::Processing);
-        }
-        fetched
+        let download = |url| self.api().download(url, max_bytes);
+        fetch_handle(self.telemetry(), file, max_bytes, download).await
     }
 }
 

@@ -14,9 +14,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::{
-    BuildContext, Capabilities, Channel, ChannelExit, ChannelResult, ChatBudget, CommandMenu,
-    InboundFile, InboundSink, LengthUnit, MenuEntry, MessageId, OutboundFile, RateBudget, Reaction,
-    SendTarget, SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute, Writes,
+    BuildContext, Capabilities, Channel, ChannelExit, ChannelIdentity, ChannelResult, ChatBudget,
+    CommandMenu, InboundFile, InboundSink, LengthUnit, MenuEntry, MessageId, OutboundFile,
+    RateBudget, Reaction, SendTarget, SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits,
+    WebhookRoute, Writes,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -74,6 +75,7 @@ pub const BOT_BUDGET: RateBudget =
 
 /// The Telegram channel.
 pub struct TelegramChannel {
+    identity: ChannelIdentity,
     /// The client the primitives call (a clone of the intake's).
     api: Api,
     telemetry: Telemetry,
@@ -121,7 +123,10 @@ impl TelegramChannel {
             ctx.commands.clone(),
             webhook_secret,
         );
+        // Long polling admits one poller per bot; a webhook serves every replica.
+        let polling = matches!(settings.transport, Transport::Polling { .. });
         Ok(Self {
+            identity: ChannelIdentity::new(&telemetry, CAPABILITIES).exclusive(polling),
             api,
             telemetry,
             intake: Arc::new(intake),
@@ -177,21 +182,8 @@ fn bot_command(entry: &MenuEntry) -> BotCommand {
 
 #[async_trait]
 impl Channel for TelegramChannel {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
-    }
-
-    fn is_connected(&self) -> bool {
-        self.telemetry.is_connected()
-    }
-
-    /// Long polling admits one poller per bot; a webhook serves every replica.
-    fn exclusive_transport(&self) -> bool {
-        matches!(self.settings.transport, Transport::Polling { .. })
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
 
     async fn run(

@@ -25,9 +25,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::render::PlainText;
 use im_bridge_channel::{
-    BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, FileKind,
-    FileSource, InboundFile, InboundSink, LateReplies, LengthUnit, MessageId, OutboundFile,
-    ReplyWindow, SendTarget, SentMessage, Stage, Telemetry, http,
+    BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelIdentity, ChannelResult,
+    FileKind, InboundFile, InboundSink, LateReplies, LengthUnit, MessageId, OutboundFile,
+    ReplyWindow, SendTarget, SentMessage, Telemetry, fetch_handle, http,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -59,10 +59,10 @@ const PADDING: u64 = 16;
 /// The WeChat channel. `Debug` shows no secret.
 #[derive(Debug)]
 pub struct WechatChannel {
+    identity: ChannelIdentity,
     intake: Arc<Intake>,
     /// Each user's typing ticket, at most [`MAX_TICKETS`] (cleared when full).
     tickets: Mutex<HashMap<String, String>>,
-    caps: Capabilities,
 }
 
 /// What WeChat can show: finals only, plain text of at most [`MAX_TEXT_BYTES`], ten sends a
@@ -91,19 +91,22 @@ pub fn capabilities(settings: &WechatSettings) -> Capabilities {
 impl WechatChannel {
     /// A channel with `settings`, the daemon's commands, who may talk to it and its state.
     pub fn new(settings: WechatSettings, ctx: &BuildContext) -> ChannelResult<Self> {
-        let caps = capabilities(&settings);
+        // iLink hands each message to one poller: with a shared store only the lease
+        // holder polls.
+        let telemetry = Telemetry::new(NAME);
+        let identity = ChannelIdentity::new(&telemetry, capabilities(&settings)).exclusive(true);
         let api = Api::new(Arc::new(settings)).map_err(ChannelError::from)?;
         let intake = Intake::new(
             api,
-            Telemetry::new(NAME),
+            telemetry,
             ctx.state.clone(),
             ctx.allowed_users.clone(),
             ctx.commands.clone(),
         );
         Ok(Self {
+            identity,
             intake: Arc::new(intake),
             tickets: Mutex::new(HashMap::new()),
-            caps,
         })
     }
 
@@ -305,22 +308,8 @@ impl WechatChannel {
 
 #[async_trait]
 impl Channel for WechatChannel {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.caps
-    }
-
-    fn is_connected(&self) -> bool {
-        self.intake.telemetry.is_connected()
-    }
-
-    /// iLink hands each message to one poller: with a shared store only the lease holder
-    /// polls.
-    fn exclusive_transport(&self) -> bool {
-        true
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
 
     async fn run(
@@ -367,14 +356,8 @@ impl Channel for WechatChannel {
     /// Downloads a file a user sent from the CDN (only from `file_hosts`, bounded) and
     /// decrypts it.
     async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
-        let FileSource::Handle { id } = &file.source else {
-            return file.inline_bytes(max_bytes);
-        };
-        let fetched = self.fetch(file, id, max_bytes).await;
-        if fetched.is_err() {
-            self.intake.telemetry.error(Stage::Processing);
-        }
-        fetched
+        let download = |handle| self.fetch(file, handle, max_bytes);
+        fetch_handle(&self.intake.telemetry, file, max_bytes, download).await
     }
 }
 

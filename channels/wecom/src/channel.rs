@@ -24,8 +24,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
-    ChannelResult, CommandVocabulary, FileSource, InboundFile, InboundSink, LengthUnit, MessageId,
-    OutboundFile, SendTarget, SentMessage, Skip, Stage, Telemetry, UpdateMode, http,
+    ChannelIdentity, ChannelResult, CommandVocabulary, InboundFile, InboundSink, LengthUnit,
+    MessageId, OutboundFile, SendTarget, SentMessage, Skip, Stage, Telemetry, UpdateMode,
+    fetch_handle, http,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -57,13 +58,13 @@ const SENT_PREFIX: &str = "sent:";
 /// The WeCom channel. `Debug` shows no secret (the settings' Secret is a `Secret`).
 #[derive(Debug)]
 pub struct WeComChannel {
+    identity: ChannelIdentity,
     settings: WeComSettings,
     link: Link,
     files: reqwest::Client,
     allowed_users: AllowedUsers,
     commands: CommandVocabulary,
     telemetry: Telemetry,
-    caps: Capabilities,
 }
 
 /// What WeCom can show: one stream message refreshed in place (at most once a second),
@@ -85,14 +86,17 @@ impl WeComChannel {
     /// A channel with `settings`, the daemon's commands and who may talk to it.
     pub fn new(settings: WeComSettings, ctx: &BuildContext) -> ChannelResult<Self> {
         let files = http::file_client(&settings.file_hosts).map_err(ChannelError::from)?;
+        let telemetry = Telemetry::new(NAME);
         Ok(Self {
-            caps: capabilities(&settings),
+            // WeCom keeps one connection per bot, a newer one replacing the older: with a
+            // shared store only the lease holder connects.
+            identity: ChannelIdentity::new(&telemetry, capabilities(&settings)).exclusive(true),
             settings,
             link: Link::new(),
             files,
             allowed_users: ctx.allowed_users.clone(),
             commands: ctx.commands.clone(),
-            telemetry: Telemetry::new(NAME),
+            telemetry,
         })
     }
 
@@ -165,22 +169,8 @@ fn stream_id() -> String {
 
 #[async_trait]
 impl Channel for WeComChannel {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.caps
-    }
-
-    fn is_connected(&self) -> bool {
-        self.telemetry.is_connected()
-    }
-
-    /// WeCom keeps one connection per bot, a newer one replacing the older: with a shared
-    /// store only the lease holder connects.
-    fn exclusive_transport(&self) -> bool {
-        true
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
 
     /// Holds the long connection until `shutdown`. When another connection takes the bot
@@ -280,14 +270,8 @@ impl Channel for WeComChannel {
 
     /// Downloads a file a user sent (only from `file_hosts`, bounded) and decrypts it.
     async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
-        let FileSource::Handle { id } = &file.source else {
-            return file.inline_bytes(max_bytes);
-        };
-        let fetched = self.fetch(id, max_bytes).await;
-        if fetched.is_err() {
-            self.telemetry.error(Stage::Processing);
-        }
-        fetched
+        let download = |handle| self.fetch(handle, max_bytes);
+        fetch_handle(&self.telemetry, file, max_bytes, download).await
     }
 }
 

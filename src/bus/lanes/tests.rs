@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::FutureExt;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelExit, ChannelResult, InboundMessage, InboundSink, SendTarget,
-    SentMessage, UpdateMode,
+    Capabilities, Channel, ChannelExit, ChannelIdentity, ChannelResult, InboundMessage,
+    InboundSink, SendTarget, SentMessage, UpdateMode,
 };
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -19,6 +19,7 @@ const DEADLINE: Duration = Duration::from_secs(10);
 
 /// Records every write as `(chat, text)`; writes to `slow` first take a permit of `gate`.
 struct Gated {
+    identity: ChannelIdentity,
     gate: Semaphore,
     writes: StdMutex<Vec<(String, String)>>,
     wrote: Notify,
@@ -26,7 +27,12 @@ struct Gated {
 
 impl Gated {
     fn new() -> Arc<Self> {
+        let caps = Capabilities {
+            updates: UpdateMode::EditInPlace,
+            ..Capabilities::final_only(4096)
+        };
         Arc::new(Self {
+            identity: ChannelIdentity::always_connected("gated", caps),
             gate: Semaphore::new(0),
             writes: StdMutex::new(Vec::new()),
             wrote: Notify::new(),
@@ -73,15 +79,8 @@ impl Gated {
 
 #[async_trait]
 impl Channel for Gated {
-    fn name(&self) -> &'static str {
-        "gated"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            updates: UpdateMode::EditInPlace,
-            ..Capabilities::final_only(4096)
-        }
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
 
     async fn run(&self, _: InboundSink, _: CancellationToken) -> ChannelResult<ChannelExit> {

@@ -1,14 +1,14 @@
 //! `forward_channel!`: the [`Channel`](crate::Channel) methods a layer passes on unchanged.
 //!
 //! Each delivery layer wraps one channel and changes a few of its calls; everything else
-//! (name, capabilities, transport, attachment fetches, and the sends it leaves alone) goes
+//! (identity, transport, attachment fetches, and the sends it leaves alone) goes
 //! to the wrapped channel as it is. Rather than spell each of those out again, a layer names them, the way
 //! teloxide's adaptors use `requester_forward!`:
 //!
 //! ```text
 //! #[async_trait]
 //! impl<C: Channel> Channel for RetryFinals<C> {
-//!     forward_channel!(inner() => name, capabilities, is_connected, run, start_stream, edit_text);
+//!     forward_channel!(inner() => identity, name, capabilities, is_connected, run, start_stream, edit_text);
 //!
 //!     async fn send_text(/* … */) { /* retried */ }
 //!     // …
@@ -44,6 +44,11 @@ pub(crate) type ChannelFuture<'a, T> = Pin<Box<dyn Future<Output = ChannelResult
 macro_rules! forward_channel {
     ($inner:ident() => $($method:ident),+ $(,)?) => {
         $($crate::delivery::forward::forward_channel!(@ $inner $method);)+
+    };
+    (@ $inner:ident identity) => {
+        fn identity(&self) -> &$crate::channel::ChannelIdentity {
+            $crate::channel::Channel::identity(self.$inner())
+        }
     };
     (@ $inner:ident name) => {
         fn name(&self) -> &'static str {
@@ -171,7 +176,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Channel for Offline {
-        forward_channel!(recorder() => name, capabilities, run, send_text, start_stream, edit_text,
+        forward_channel!(recorder() => identity, name, capabilities, run, send_text, start_stream, edit_text,
             finish_stream, send_file, show_typing, turn_ended, react, fetch_file);
 
         fn is_connected(&self) -> bool {
@@ -197,6 +202,13 @@ mod tests {
             (stack.name(), stack.capabilities(), stack.is_connected()),
             ("recorder", unpaced(), false)
         );
+        // The identity itself is the recorder's (always connected, not exclusive).
+        let identity = stack.identity();
+        assert_eq!(
+            (identity.name(), identity.is_connected()),
+            ("recorder", true)
+        );
+        assert!(!identity.exclusive_transport());
         assert!(stack.exclusive_transport());
         let (sink, _queue) = inbound_queue(NonZeroUsize::MIN);
         let exit = stack.run(sink, CancellationToken::new()).await.unwrap();

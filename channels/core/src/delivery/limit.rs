@@ -210,7 +210,7 @@ impl<C: Channel> LimitLength<C> {
 
 #[async_trait]
 impl<C: Channel> Channel for LimitLength<C> {
-    forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, send_file,
+    forward_channel!(inner() => identity, name, capabilities, is_connected, exclusive_transport, run, send_file,
         show_typing, turn_ended, react, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {

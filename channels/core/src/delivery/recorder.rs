@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::capabilities::{Capabilities, LengthUnit, UpdateMode};
-use crate::channel::{Channel, ChannelExit, Reaction, SendTarget, SentMessage};
+use crate::channel::{Channel, ChannelExit, ChannelIdentity, Reaction, SendTarget, SentMessage};
 use crate::error::{ChannelError, ChannelResult};
 use crate::ids::MessageId;
 use crate::inbound::InboundSink;
@@ -54,7 +54,7 @@ pub(crate) enum Op {
 }
 
 pub(crate) struct Recorder {
-    caps: Capabilities,
+    identity: ChannelIdentity,
     epoch: Instant,
     calls: Mutex<Vec<(Duration, Call)>>,
     failures: Mutex<HashMap<Op, VecDeque<ChannelError>>>,
@@ -65,7 +65,7 @@ pub(crate) struct Recorder {
 impl Recorder {
     pub(crate) fn new(caps: Capabilities) -> Arc<Self> {
         Arc::new(Self {
-            caps,
+            identity: ChannelIdentity::always_connected("recorder", caps),
             epoch: Instant::now(),
             calls: Mutex::new(Vec::new()),
             failures: Mutex::new(HashMap::new()),
@@ -124,12 +124,8 @@ impl Recorder {
 
 #[async_trait]
 impl Channel for Recorder {
-    fn name(&self) -> &'static str {
-        "recorder"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.caps
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
 
     async fn run(&self, _: InboundSink, _: CancellationToken) -> ChannelResult<ChannelExit> {

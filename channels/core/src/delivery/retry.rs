@@ -87,7 +87,7 @@ impl<C> RetryFinals<C> {
 
 #[async_trait]
 impl<C: Channel> Channel for RetryFinals<C> {
-    forward_channel!(inner() => name, capabilities, is_connected, exclusive_transport, run, start_stream, edit_text,
+    forward_channel!(inner() => identity, name, capabilities, is_connected, exclusive_transport, run, start_stream, edit_text,
         show_typing, turn_ended, react, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {

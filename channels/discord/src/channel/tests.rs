@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use im_bridge_channel::{ChatId, ChatKind};
+use im_bridge_channel::{ChatId, ChatKind, FileSource};
 use im_bridge_fakes::discord::{self, Event, FakeDiscord};
 use im_bridge_fakes::running::{RunningChannel, group_target};
 use serde_json::{Map, Value, json};

@@ -2,7 +2,7 @@
 //! fallbacks of a reply whose connection is gone, files both ways, the telemetry contract.
 
 use im_bridge_channel::reconnect::Cause;
-use im_bridge_channel::{ChatKind, FileKind};
+use im_bridge_channel::{ChatKind, FileKind, FileSource};
 use im_bridge_fakes::running::{RunningChannel, reply_target};
 use im_bridge_fakes::wecom::{self, FakeWecom, Message};
 use serde_json::json;

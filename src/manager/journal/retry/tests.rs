@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelError, ChannelExit, ChannelResult, InboundMessage, InboundSink,
-    MessageId, SendTarget, SentMessage,
+    Capabilities, Channel, ChannelError, ChannelExit, ChannelIdentity, ChannelResult,
+    InboundMessage, InboundSink, MessageId, SendTarget, SentMessage,
 };
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -24,6 +24,7 @@ const DEADLINE: Duration = Duration::from_secs(10);
 
 /// A final-only channel whose sends fail (transiently) while `failing`.
 struct Flaky {
+    identity: ChannelIdentity,
     failing: AtomicBool,
     sends: AtomicUsize,
     delivered: AtomicUsize,
@@ -31,11 +32,8 @@ struct Flaky {
 
 #[async_trait]
 impl Channel for Flaky {
-    fn name(&self) -> &'static str {
-        "flaky"
-    }
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::final_only(1000)
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
     }
     async fn run(&self, _: InboundSink, _: CancellationToken) -> ChannelResult<ChannelExit> {
         Ok(ChannelExit::Stopped)
@@ -67,6 +65,7 @@ async fn rig(final_retry: Duration) -> Rig {
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
     let channel = Arc::new(Flaky {
+        identity: ChannelIdentity::always_connected("flaky", Capabilities::final_only(1000)),
         failing: AtomicBool::new(true),
         sends: AtomicUsize::new(0),
         delivered: AtomicUsize::new(0),
