@@ -32,12 +32,6 @@ impl Dialect for FeishuCard {
         Box::<CardWriter>::default()
     }
 
-    fn literal(&self, plain: &str) -> String {
-        let mut out = String::with_capacity(plain.len());
-        escape_card_into(&mut out, plain);
-        out
-    }
-
     fn extra_units(&self, c: char) -> usize {
         // `&#60;` `&#62;` `&#96;` are 5 bytes, `&#126;` 6; code counts them too (more than
         // it needs, never less).
