@@ -7,7 +7,7 @@
 //! for the adapter to sort, and its text is only the status. What a read gives is sorted
 //! the same way everywhere ([`read`], [`read_text`]: a message, a sign of life, or why the
 //! connection is [`Gone`]), and a socket ends the same way too: [`close`], politely and
-//! within [`CLOSE_GRACE`].
+//! within [`CLOSE_GRACE`] ([`close_at_shutdown`] logs it).
 
 use std::time::Duration;
 
@@ -97,6 +97,18 @@ pub fn read_text(
     );
     dropped();
     Ok(None)
+}
+
+/// Closes a long connection's `ws` at shutdown ([`close`]) and logs it for `channel`
+/// (a debug line too when it did not close cleanly).
+pub async fn close_at_shutdown<T: AsyncRead + AsyncWrite + Unpin>(
+    ws: &mut WebSocketStream<T>,
+    channel: &'static str,
+) {
+    if !close(ws).await {
+        tracing::debug!(channel, "The long connection did not close cleanly.");
+    }
+    tracing::info!(channel, "Closed the long connection.");
 }
 
 /// Why a WebSocket could not be opened. Log-safe: the host, never the URL.

@@ -228,10 +228,7 @@ async fn serve(
     loop {
         tokio::select! {
             () = shutdown.cancelled() => {
-                if !socket::close(&mut ws).await {
-                    tracing::debug!("The DingTalk stream connection did not close cleanly.");
-                }
-                tracing::info!("Closed the DingTalk stream connection.");
+                socket::close_at_shutdown(&mut ws, crate::NAME).await;
                 return Ended::Shutdown;
             }
             () = tokio::time::sleep_until(deadline) => {

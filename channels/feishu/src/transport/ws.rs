@@ -272,10 +272,7 @@ async fn serve(
                 return lost("the server did not answer a ping".into(), served);
             }
             () = shutdown.cancelled() => {
-                if !socket::close(&mut ws).await {
-                    tracing::debug!("The Feishu long connection did not close cleanly.");
-                }
-                tracing::info!("Closed the Feishu long connection.");
+                socket::close_at_shutdown(&mut ws, crate::NAME).await;
                 return Ended::Shutdown;
             }
             () = tokio::time::sleep_until(next_ping) => {

@@ -369,7 +369,7 @@ impl Conn<'_> {
             let far = Instant::now() + Duration::from_secs(3600);
             tokio::select! {
                 () = shutdown.cancelled() => {
-                    self.close().await;
+                    socket::close_at_shutdown(&mut self.ws, crate::NAME).await;
                     return Outcome::Shutdown;
                 }
                 () = tokio::time::sleep_until(handshake.unwrap_or(far)), if handshake.is_some() => {
@@ -513,14 +513,6 @@ impl Conn<'_> {
                 Live::Unchanged
             }
         }
-    }
-
-    /// Closes the connection at shutdown, politely (the kit's [`socket::close`]).
-    async fn close(&mut self) {
-        if !socket::close(&mut self.ws).await {
-            tracing::debug!("The QQ gateway did not close cleanly.");
-        }
-        tracing::info!("Closed the QQ gateway connection.");
     }
 
     /// The server closed the connection with `code`.

@@ -316,10 +316,7 @@ async fn serve(
     loop {
         tokio::select! {
             () = shutdown.cancelled() => {
-                if !socket::close(&mut ws).await {
-                    tracing::debug!("The WeCom long connection did not close cleanly.");
-                }
-                tracing::info!(connection = id, "Closed the WeCom long connection.");
+                socket::close_at_shutdown(&mut ws, crate::NAME).await;
                 return Served::Shutdown;
             }
             () = tokio::time::sleep_until(next_ping) => {
