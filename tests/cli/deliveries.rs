@@ -314,12 +314,7 @@ async fn issue_33_sigusr1_finishes_admitted_work_and_leaves_new_messages_to_the_
     logged(&c, 0, "Draining").await;
     // Admission is closed: the poller leaves the new message unacknowledged.
     c.say("second");
-    logged(
-        &c,
-        0,
-        "leaving the remaining Telegram updates unacknowledged",
-    )
-    .await;
+    logged(&c, 0, "leaving the rest of the polled batch unacknowledged").await;
     let thread = c.sim.thread_ids().pop().unwrap();
     for run in c.sim.active_runs(&thread) {
         c.sim.finish_run(&run);

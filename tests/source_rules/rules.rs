@@ -293,10 +293,6 @@ pub const SENTENCES_ALLOWED: &[(&str, &str)] = &[
         "channels/feishu/src/transport/ws.rs",
         "the server did not answer a ping",
     ),
-    (
-        "channels/feishu/src/transport/ws.rs",
-        "the server closed the connection",
-    ),
     ("channels/dingtalk/src/transport/ws/endpoint.rs", ""),
     // Slack's Socket Mode: why a connection went down, only logged (no user-facing text).
     ("channels/slack/src/transport/ws.rs", ""),
@@ -311,10 +307,6 @@ pub const SENTENCES_ALLOWED: &[(&str, &str)] = &[
     (
         "channels/dingtalk/src/transport/ws.rs",
         "sending an ack failed",
-    ),
-    (
-        "channels/dingtalk/src/transport/ws.rs",
-        "the server closed the connection",
     ),
     // Why a WeCom command got no answer or the long connection went down: reasons that are
     // only logged for the operator (the files hold no user-facing text).

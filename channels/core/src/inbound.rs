@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::message::InboundMessage;
+use crate::telemetry::Telemetry;
 
 /// What became of a message admitted with [`InboundSink::send_waiting`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,6 +151,35 @@ impl InboundSink {
         match reservation.and_then(|slot| slot.commit(msg)) {
             Ok(()) => Waited::Admitted,
             Err(_) => Waited::Closed,
+        }
+    }
+
+    /// [`InboundSink::send_waiting`] for a polling transport's batch: whether to go on
+    /// with the next message. `msg` is `None` for a message the adapter skipped, which
+    /// counts as taken. Not at shutdown, nor once admission is closed: then the transport
+    /// shows as disconnected on `telemetry` and this returns only at the shutdown that
+    /// follows, the rest of the batch left unacknowledged for the next start.
+    pub async fn send_polled(
+        &self,
+        msg: Option<InboundMessage>,
+        telemetry: &Telemetry,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let Some(msg) = msg else {
+            return true;
+        };
+        match self.send_waiting(msg, shutdown).await {
+            Waited::Admitted => true,
+            Waited::Stopped => false,
+            Waited::Closed => {
+                tracing::info!(
+                    channel = telemetry.channel(),
+                    "Inbound admission is closed; leaving the rest of the polled batch unacknowledged."
+                );
+                telemetry.set_connected(false);
+                shutdown.cancelled().await;
+                false
+            }
         }
     }
 
@@ -380,6 +410,33 @@ mod tests {
             assert_eq!(sink.offer(msg("told")), Err(AdmitError::QueueFull));
         }
         assert_eq!(sink.offer(msg("untold")), Err(AdmitError::Overloaded));
+    }
+
+    #[tokio::test]
+    async fn a_polled_batch_stops_at_closed_admission_and_waits_for_the_shutdown() {
+        let (sink, mut queue) = inbound_queue(NonZeroUsize::new(4).unwrap());
+        let telemetry = Telemetry::new("poll");
+        telemetry.set_connected(true);
+        let shutdown = CancellationToken::new();
+        assert!(sink.send_polled(None, &telemetry, &shutdown).await);
+        assert!(
+            sink.send_polled(Some(msg("a")), &telemetry, &shutdown)
+                .await
+        );
+        queue.close();
+        let closed = {
+            let (sink, telemetry, shutdown) = (sink.clone(), telemetry.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                sink.send_polled(Some(msg("b")), &telemetry, &shutdown)
+                    .await
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(!closed.is_finished(), "it waits for the shutdown");
+        shutdown.cancel();
+        assert!(!closed.await.unwrap());
+        assert!(!telemetry.is_connected());
+        assert_eq!(queue.recv().await.unwrap().text, "a");
     }
 
     #[tokio::test]

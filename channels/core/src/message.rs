@@ -235,6 +235,16 @@ impl InboundMessage {
         self.sent_at(unix_millis as f64 / 1000.0);
     }
 
+    /// Keeps each `(key, value)` of `extras` as a string in
+    /// [`metadata`](InboundMessage::metadata), for the replies (the platform's message
+    /// id, its chat's kind, …).
+    pub fn keep_metadata<'a>(&mut self, extras: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        for (key, value) in extras {
+            self.metadata
+                .insert(key.to_owned(), Value::String(value.to_owned()));
+        }
+    }
+
     /// A reply to this message: routing fields and slimmed metadata copied over, as the
     /// spec requires (metadata minus `raw_message` and `ref_msg`).
     pub fn reply(&self, text: impl Into<String>, is_final: bool) -> OutboundMessage {
@@ -413,6 +423,16 @@ mod tests {
         let back: InboundMessage = serde_json::from_str(&json).unwrap();
         assert_eq!(back.chat_id, msg.chat_id);
         assert_eq!(back.metadata, msg.metadata);
+    }
+
+    #[test]
+    fn kept_metadata_are_strings_a_later_value_replacing_an_earlier() {
+        let mut msg = InboundMessage::new("any", "c", "u", "x");
+        msg.keep_metadata([("message_id", "m1"), ("chat_type", "group")]);
+        msg.keep_metadata([("message_id", "m2")]);
+        assert_eq!(msg.metadata["message_id"], Value::from("m2"));
+        assert_eq!(msg.metadata["chat_type"], Value::from("group"));
+        assert_eq!(msg.metadata.len(), 2);
     }
 
     #[test]

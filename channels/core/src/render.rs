@@ -30,7 +30,8 @@
 //! - `dialect.rs`: the [`Dialect`] trait an adapter implements for its platform's markup,
 //!   and the two the core knows, [`Plain`] and [`PlainText`].
 //! - `markdown.rs`: CommonMark pieces several platforms' markdowns share (inline markers,
-//!   a link's address, a fenced code block), for their writers.
+//!   a link's address, a fenced code block), for their writers, and their checks' reading
+//!   of code blocks.
 //! - `doc.rs`: Markdown to the intermediate form (visible text + styled runs).
 //! - `cut.rs`: where messages are cut, by visible length.
 //! - `emit.rs`: one message's markup from a range of the intermediate form.
@@ -53,7 +54,9 @@ pub mod conformance;
 
 pub use dialect::{Dialect, HTTP, Plain, PlainText, Writer};
 pub use doc::Frame;
-pub use markdown::{CodeFence, close_style, longest_backticks, open_style, push_link_url};
+pub use markdown::{
+    CodeFence, FenceReader, close_style, is_fence, longest_backticks, open_style, push_link_url,
+};
 
 use crate::capabilities::LengthUnit;
 

@@ -4,14 +4,18 @@
 //!
 //! What a refusal *means* is the platform's: [`UpgradeError::Refused`] keeps the status and
 //! the headers of the refused upgrade (Feishu answers with `Handshake-Status` and friends)
-//! for the adapter to sort, and its text is only the status. A socket ends the same way
-//! everywhere too: [`close`], politely and within [`CLOSE_GRACE`].
+//! for the adapter to sort, and its text is only the status. What a read gives is sorted
+//! the same way everywhere ([`read`], [`read_text`]: a message, a sign of life, or why the
+//! connection is [`Gone`]), and a socket ends the same way too: [`close`], politely and
+//! within [`CLOSE_GRACE`] ([`close_at_shutdown`] logs it).
 
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::{self, http::HeaderMap, protocol::WebSocketConfig};
+use tokio_tungstenite::tungstenite::{
+    self, Bytes, Message, Utf8Bytes, http::HeaderMap, protocol::WebSocketConfig,
+};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use url::Url;
 
@@ -28,6 +32,83 @@ pub async fn close<T: AsyncRead + AsyncWrite + Unpin>(ws: &mut WebSocketStream<T
         tokio::time::timeout(CLOSE_GRACE, ws.close(None)).await,
         Ok(Ok(()))
     )
+}
+
+/// A message read from a long connection's socket, sorted by [`read`].
+#[derive(Debug)]
+pub enum Read {
+    /// A text message.
+    Text(Utf8Bytes),
+    /// A binary message.
+    Binary(Bytes),
+    /// A ping or a pong: the connection is alive, and there is nothing to handle
+    /// (tungstenite answers pings itself).
+    Alive,
+}
+
+/// Why a long connection's socket gives no more messages. Log-safe: no URL.
+#[derive(Debug, thiserror::Error)]
+pub enum Gone {
+    /// The server closed the connection (`code`: its close frame's, when it sent one), or
+    /// the stream ended.
+    #[error("the server closed the connection")]
+    Closed {
+        /// The close frame's code.
+        code: Option<u16>,
+    },
+    /// Reading failed (a reset, a broken frame, a message over the bound).
+    #[error("receiving failed: {0}")]
+    Failed(String),
+}
+
+/// Sorts what a long connection's `ws.next()` gave: a message, a sign of life, or why the
+/// connection is gone.
+pub fn read(received: Option<Result<Message, tungstenite::Error>>) -> Result<Read, Gone> {
+    match received {
+        None => Err(Gone::Closed { code: None }),
+        Some(Ok(Message::Close(frame))) => Err(Gone::Closed {
+            code: frame.map(|f| u16::from(f.code)),
+        }),
+        Some(Err(error)) => Err(Gone::Failed(describe(&error))),
+        Some(Ok(Message::Text(text))) => Ok(Read::Text(text)),
+        Some(Ok(Message::Binary(data))) => Ok(Read::Binary(data)),
+        Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => Ok(Read::Alive),
+    }
+}
+
+/// [`read`] for a protocol spoken in text messages: the text, or `None` for a message
+/// that carries none. That is a ping or a pong, or a binary message, which such a protocol
+/// never sends: that one is logged (its length and `channel`) and `dropped` is called,
+/// for the caller's error count.
+pub fn read_text(
+    received: Option<Result<Message, tungstenite::Error>>,
+    channel: &'static str,
+    dropped: impl FnOnce(),
+) -> Result<Option<Utf8Bytes>, Gone> {
+    let data = match read(received)? {
+        Read::Text(text) => return Ok(Some(text)),
+        Read::Alive => return Ok(None),
+        Read::Binary(data) => data,
+    };
+    tracing::warn!(
+        channel,
+        len = data.len(),
+        "Dropped a binary message on a long connection that speaks text."
+    );
+    dropped();
+    Ok(None)
+}
+
+/// Closes a long connection's `ws` at shutdown ([`close`]) and logs it for `channel`
+/// (a debug line too when it did not close cleanly).
+pub async fn close_at_shutdown<T: AsyncRead + AsyncWrite + Unpin>(
+    ws: &mut WebSocketStream<T>,
+    channel: &'static str,
+) {
+    if !close(ws).await {
+        tracing::debug!(channel, "The long connection did not close cleanly.");
+    }
+    tracing::info!(channel, "Closed the long connection.");
 }
 
 /// Why a WebSocket could not be opened. Log-safe: the host, never the URL.
@@ -119,6 +200,40 @@ mod tests {
             }
         });
         Url::parse(&format!("ws://{addr}/socket?ticket=SECRET-TICKET")).unwrap()
+    }
+
+    #[test]
+    fn a_read_is_a_message_a_sign_of_life_or_the_end() {
+        let text = read(Some(Ok(Message::text("hi"))));
+        assert!(matches!(text, Ok(Read::Text(t)) if t.as_str() == "hi"));
+        let binary = read(Some(Ok(Message::binary(vec![1, 2]))));
+        assert!(matches!(binary, Ok(Read::Binary(b)) if b.len() == 2));
+        let ping = read(Some(Ok(Message::Ping(Bytes::new()))));
+        assert!(matches!(ping, Ok(Read::Alive)));
+        assert!(matches!(read(None), Err(Gone::Closed { code: None })));
+        let going_away = tungstenite::protocol::CloseFrame {
+            code: tungstenite::protocol::frame::coding::CloseCode::Away,
+            reason: "".into(),
+        };
+        assert!(matches!(
+            read(Some(Ok(Message::Close(Some(going_away))))),
+            Err(Gone::Closed { code: Some(1001) })
+        ));
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        let failed = read(Some(Err(tungstenite::Error::Io(reset)))).unwrap_err();
+        assert_eq!(failed.to_string(), "receiving failed: connection reset");
+    }
+
+    #[test]
+    fn a_text_protocol_drops_a_binary_message_and_says_so() {
+        let mut dropped = 0;
+        let binary = Some(Ok(Message::binary(vec![0])));
+        assert!(matches!(read_text(binary, "x", || dropped += 1), Ok(None)));
+        let pong = Some(Ok(Message::Pong(Bytes::new())));
+        assert!(matches!(read_text(pong, "x", || dropped += 1), Ok(None)));
+        assert_eq!(dropped, 1);
+        let text = read_text(Some(Ok(Message::text("{}"))), "x", || dropped += 1);
+        assert_eq!(text.unwrap().unwrap().as_str(), "{}");
     }
 
     #[tokio::test]

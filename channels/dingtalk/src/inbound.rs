@@ -113,18 +113,14 @@ pub fn normalize(
         conversation
     };
     msg.redelivery = Some(RedeliveryKey::new(scope.to_owned(), msg_id.to_owned()));
-    let meta = [
+    msg.keep_metadata([
         ("conversation_type", kind.as_str()),
         ("conversation_id", conversation),
         ("sender_staff_id", staff),
         ("sender_nick", message.sender_nick.trim()),
         ("message_id", msg_id),
         ("robot_code", robot_code),
-    ];
-    for (key, value) in meta {
-        msg.metadata
-            .insert(key.to_owned(), Value::String(value.to_owned()));
-    }
+    ]);
     msg.files = files;
     Ok(msg)
 }

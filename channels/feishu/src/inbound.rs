@@ -109,13 +109,9 @@ pub fn normalize(envelope: &Envelope, ctx: &InboundContext<'_>) -> Result<Inboun
         message.chat_id.clone(),
         message.message_id.clone(),
     ));
-    msg.metadata
-        .insert("message_id".into(), Value::String(message.message_id));
+    msg.keep_metadata([("message_id", message.message_id.as_str())]);
     if !envelope.header.event_id.is_empty() {
-        msg.metadata.insert(
-            "event_id".into(),
-            Value::String(envelope.header.event_id.clone()),
-        );
+        msg.keep_metadata([("event_id", envelope.header.event_id.as_str())]);
     }
     msg.files = files;
     Ok(msg)

@@ -16,7 +16,8 @@
 
 use im_bridge_channel::LengthUnit;
 use im_bridge_channel::render::{
-    CodeFence, Dialect, Frame, Rendered, Writer, close_style, longest_backticks, open_style,
+    CodeFence, Dialect, FenceReader, Frame, Rendered, Writer, close_style, is_fence,
+    longest_backticks, open_style,
 };
 
 /// A Feishu card's markdown (see the module docs).
@@ -32,12 +33,6 @@ impl Dialect for FeishuCard {
         Box::<CardWriter>::default()
     }
 
-    fn literal(&self, plain: &str) -> String {
-        let mut out = String::with_capacity(plain.len());
-        escape_card_into(&mut out, plain);
-        out
-    }
-
     fn extra_units(&self, c: char) -> usize {
         // `&#60;` `&#62;` `&#96;` are 5 bytes, `&#126;` 6; code counts them too (more than
         // it needs, never less).
@@ -51,7 +46,7 @@ impl Dialect for FeishuCard {
     fn before_ellipsis(&self, text: &mut String) {
         // After a closing fence, on a line of its own: on the fence's line it would keep
         // the block open.
-        if ends_with_fence(text) {
+        if is_fence(text.rsplit('\n').next().unwrap_or_default()) {
             text.push('\n');
         }
     }
@@ -68,12 +63,6 @@ impl Dialect for FeishuCard {
         }
         Ok(())
     }
-}
-
-/// Whether `text`'s last line is a code fence (three backticks or more, alone).
-fn ends_with_fence(text: &str) -> bool {
-    let last = text.rsplit('\n').next().unwrap_or_default();
-    last.len() >= 3 && last.bytes().all(|b| b == b'`')
 }
 
 /// Writes one message of a card's markdown. Quotes have no syntax there (JSON 1.0), so
@@ -174,20 +163,12 @@ fn escape_card_tag(out: &mut String, c: char) {
 /// Whether a card's markdown holds no `<` or `>` outside its fenced code blocks (no text
 /// can become a card tag), and closes every block it opens.
 fn card_safe(text: &str) -> bool {
-    // The open fence's length, as CommonMark closes it: a line of at least as many.
-    let mut fence: Option<usize> = None;
-    let tags_outside_code = text.split('\n').all(|line| {
-        let ticks = line.len() - line.trim_start_matches('`').len();
-        match fence {
-            Some(open) if ticks >= open && line[ticks..].trim().is_empty() => fence = None,
-            Some(_) => {}
-            None if ticks >= 3 => fence = Some(ticks),
-            None => return !line.contains(['<', '>']),
-        }
-        true
-    });
+    let mut fences = FenceReader::default();
+    let tags_outside_code = text
+        .split('\n')
+        .all(|line| fences.code(line) || !line.contains(['<', '>']));
     // A block left open would show its closing fence (and what follows) as code.
-    tags_outside_code && fence.is_none()
+    tags_outside_code && !fences.is_open()
 }
 
 #[cfg(test)]

@@ -57,12 +57,6 @@ impl Dialect for SlackMrkdwn {
         Box::new(MrkdwnWriter::default())
     }
 
-    fn literal(&self, plain: &str) -> String {
-        let mut out = String::with_capacity(plain.len());
-        escape_into(&mut out, plain);
-        out
-    }
-
     fn extra_units(&self, c: char) -> usize {
         match c {
             '&' => "&amp;".len() - 1,
@@ -243,18 +237,6 @@ fn push_address(out: &mut String, url: &str) {
 fn bare(url: &str, piece: &str) -> bool {
     piece == url
         && !url.contains(|c: char| matches!(c, '|' | '<' | '>' | '(' | ')') || c.is_whitespace())
-}
-
-/// Appends `text` with `&`, `<` and `>` escaped.
-fn escape_into(out: &mut String, text: &str) {
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -128,8 +128,7 @@ pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
         message.chat.id.to_string(),
         message_id.clone(),
     ));
-    msg.metadata
-        .insert("message_id".into(), Value::String(message_id));
+    msg.keep_metadata([("message_id", message_id.as_str())]);
     msg.locale_hint = from.language_code.clone().filter(|l| !l.is_empty());
     msg.files = files;
     Normalized::Message(Box::new(msg))

@@ -31,12 +31,6 @@ impl Dialect for TelegramHtml {
         Box::new(TelegramHtml)
     }
 
-    fn literal(&self, plain: &str) -> String {
-        let mut out = String::with_capacity(plain.len());
-        escape_into(&mut out, plain, false);
-        out
-    }
-
     fn link_schemes(&self) -> &'static [&'static str] {
         &["http://", "https://", "tg://", "mailto:"]
     }

@@ -21,7 +21,6 @@ use im_bridge_channel::{
     AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
     MessageId, RedeliveryKey, Skip, safe_file_name,
 };
-use serde_json::Value;
 
 use crate::NAME;
 use crate::api::cdn;
@@ -108,8 +107,8 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<InboundM
     let bot = message.to_user_id.trim();
     let scope = if bot.is_empty() { NAME } else { bot };
     msg.redelivery = Some(RedeliveryKey::new(scope, id.clone()));
-    if let Some(ms) = message.create_time_ms.filter(|ms| *ms > 0) {
-        msg.created_at = ms as f64 / 1000.0;
+    if let Some(ms) = message.create_time_ms {
+        msg.sent_at(ms as f64 / 1000.0);
     }
     if let Some(token) = message
         .context_token
@@ -117,11 +116,9 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<InboundM
         .map(str::trim)
         .filter(|t| !t.is_empty())
     {
-        msg.metadata
-            .insert(CONTEXT_TOKEN.to_owned(), Value::String(token.to_owned()));
+        msg.keep_metadata([(CONTEXT_TOKEN, token)]);
     }
-    msg.metadata
-        .insert("message_id".to_owned(), Value::String(id));
+    msg.keep_metadata([("message_id", id.as_str())]);
     msg.files = files;
     Ok(msg)
 }

@@ -27,7 +27,6 @@ use im_bridge_channel::{
     AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
     MessageId, RedeliveryKey, Skip, strip_leading_mentions,
 };
-use serde_json::Value;
 
 use crate::NAME;
 use crate::model::{
@@ -132,20 +131,16 @@ pub fn normalize(
     msg.topic_id = (chat_kind == ChatKind::Group).then(|| msgid.to_owned());
     let bot = message.aibotid.trim();
     msg.redelivery = Some(RedeliveryKey::new(bot.to_owned(), msgid.to_owned()));
-    if let Some(at) = message.create_time.filter(|t| *t > 0) {
-        msg.created_at = at as f64;
+    if let Some(at) = message.create_time {
+        msg.sent_at(at as f64);
     }
-    let meta = [
+    msg.keep_metadata([
         ("req_id", req_id.trim()),
         ("chattype", message.chattype.as_str()),
         ("aibotid", bot),
         ("chatid", chat_id),
         ("message_id", msgid),
-    ];
-    for (key, value) in meta {
-        msg.metadata
-            .insert(key.to_owned(), Value::String(value.to_owned()));
-    }
+    ]);
     msg.files = files;
     Ok(msg)
 }

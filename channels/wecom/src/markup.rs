@@ -17,7 +17,7 @@
 
 use im_bridge_channel::LengthUnit;
 use im_bridge_channel::render::{
-    CodeFence, Dialect, Frame, Rendered, Writer, close_style, open_style,
+    CodeFence, Dialect, FenceReader, Frame, Rendered, Writer, close_style, is_fence, open_style,
 };
 
 /// WeCom's markdown (see the module docs).
@@ -46,8 +46,7 @@ impl Dialect for WeComMarkdown {
     fn before_ellipsis(&self, text: &mut String) {
         // A closing fence (quoted, in a quote) must stay alone on its line.
         let last = text.rsplit('\n').next().unwrap_or_default();
-        let last = last.trim_start_matches("> ");
-        if last.len() >= 3 && last.bytes().all(|b| b == b'`') {
+        if is_fence(last.trim_start_matches("> ")) {
             text.push('\n');
         }
     }
@@ -55,19 +54,14 @@ impl Dialect for WeComMarkdown {
     fn check(&self, message: &Rendered, _: LengthUnit, _: usize) -> Result<(), String> {
         // WeCom refuses no markdown (at worst it shows as text); a code block left open
         // would swallow what follows.
-        let mut open: Option<usize> = None;
+        let mut fences = FenceReader::default();
         for line in message.text.split('\n') {
-            let line = line.trim_start_matches("> ");
-            let ticks = line.len() - line.trim_start_matches('`').len();
-            match open {
-                Some(n) if ticks >= n && line[ticks..].trim().is_empty() => open = None,
-                None if ticks >= 3 => open = Some(ticks),
-                _ => {}
-            }
+            fences.code(line.trim_start_matches("> "));
         }
-        match open {
-            None => Ok(()),
-            Some(_) => Err("a code block is left open".to_owned()),
+        if fences.is_open() {
+            Err("a code block is left open".to_owned())
+        } else {
+            Ok(())
         }
     }
 }

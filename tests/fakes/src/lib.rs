@@ -40,7 +40,8 @@
 //! - [`prereq`] — a missing prerequisite skips its tests with one line, or fails them
 //!   under `IM_BRIDGE_TEST_STRICT` (CI).
 //! - [`running`] — a channel's transport on its own task with its inbound queue, for
-//!   adapter tests without the daemon.
+//!   adapter tests without the daemon; any transport's `run` on a task with its shutdown
+//!   token.
 //! - [`wait`] — the error of a wait that reached its deadline.
 //!
 //! Every fake is built on [`skeleton`]: one handle type ([`skeleton::Fake`]) over the

@@ -1,8 +1,10 @@
 //! A channel's transport running on its own task against a fake, for an adapter's unit
 //! tests without the daemon: [`RunningChannel::start`] hands `Channel::run` a bounded
 //! inbound queue, [`RunningChannel::next`] reads what it admitted (with a deadline), and
-//! [`RunningChannel::stop`] cancels it and returns how it ended.
+//! [`RunningChannel::stop`] cancels it and returns how it ended. Under it, [`Spawned`]:
+//! any future on its own task with the token that stops it (a long connection's `run`).
 
+use std::future::Future;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,11 +49,46 @@ pub fn group_target<'a>(chat: &'a ChatId, metadata: &'a Map<String, Value>) -> S
     }
 }
 
+/// A future on its own task, with the token that asks it to stop.
+pub struct Spawned<T> {
+    /// Cancelling it asks the future to stop.
+    pub shutdown: CancellationToken,
+    task: JoinHandle<T>,
+}
+
+impl<T: Send + 'static> Spawned<T> {
+    /// Spawns the future `run` makes of a fresh shutdown token.
+    pub fn spawn<F>(run: impl FnOnce(CancellationToken) -> F) -> Self
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(run(shutdown.clone()));
+        Self { shutdown, task }
+    }
+
+    /// What the future returned, once it ended on its own (a refusal, say); fails the test
+    /// after [`DEADLINE`].
+    pub async fn finished(self) -> T {
+        match tokio::time::timeout(DEADLINE, self.task).await {
+            Ok(Ok(ended)) => ended,
+            Ok(Err(error)) => panic!("the task panicked: {error}"),
+            Err(_) => panic!("the task did not end within {DEADLINE:?}"),
+        }
+    }
+
+    /// Cancels the shutdown token and returns what the future returned; fails the test
+    /// after [`DEADLINE`].
+    pub async fn stop(self) -> T {
+        self.shutdown.cancel();
+        self.finished().await
+    }
+}
+
 /// A channel's `run` on a task, with the queue it admits to.
 pub struct RunningChannel {
     queue: InboundQueue,
-    stop: CancellationToken,
-    task: JoinHandle<ChannelResult<ChannelExit>>,
+    task: Spawned<ChannelResult<ChannelExit>>,
 }
 
 impl RunningChannel {
@@ -59,12 +96,8 @@ impl RunningChannel {
     /// connected).
     pub fn start<C: Channel>(channel: Arc<C>) -> Self {
         let (sink, queue) = inbound_queue(NonZeroUsize::new(QUEUE).unwrap_or(NonZeroUsize::MIN));
-        let stop = CancellationToken::new();
-        let task = tokio::spawn({
-            let stop = stop.clone();
-            async move { channel.run(sink, stop).await }
-        });
-        Self { queue, stop, task }
+        let task = Spawned::spawn(|stop| async move { channel.run(sink, stop).await });
+        Self { queue, task }
     }
 
     /// The next message the channel admitted; fails the test after [`DEADLINE`].
@@ -83,16 +116,11 @@ impl RunningChannel {
 
     /// Cancels the transport and returns how `run` ended; fails the test after [`DEADLINE`].
     pub async fn stop(self) -> ChannelResult<ChannelExit> {
-        self.stop.cancel();
-        self.ended().await
+        self.task.stop().await
     }
 
     /// How `run` ended on its own (a refusal, say); fails the test after [`DEADLINE`].
     pub async fn ended(self) -> ChannelResult<ChannelExit> {
-        match tokio::time::timeout(DEADLINE, self.task).await {
-            Ok(Ok(ended)) => ended,
-            Ok(Err(error)) => panic!("the transport panicked: {error}"),
-            Err(_) => panic!("the transport did not stop within {DEADLINE:?}"),
-        }
+        self.task.finished().await
     }
 }

@@ -337,10 +337,6 @@ mod tests {
             Box::new(Brackets)
         }
 
-        fn literal(&self, plain: &str) -> String {
-            plain.replace('[', "[[")
-        }
-
         fn check(&self, _: &Rendered, _: LengthUnit, _: usize) -> Result<(), String> {
             Ok(())
         }

@@ -31,9 +31,12 @@ pub trait Dialect: Send + Sync + 'static {
     fn writer(&self) -> Box<dyn Writer>;
 
     /// A text in this markup that shows exactly `plain`, nothing formatted: what a reply
-    /// the platform could not parse is resent as. By default `plain` itself.
+    /// the platform could not parse is resent as. By default what a fresh [`Writer`]
+    /// writes for `plain` in no style: the dialect's escaping of text, written once.
     fn literal(&self, plain: &str) -> String {
-        plain.to_owned()
+        let mut out = String::with_capacity(plain.len());
+        self.writer().text(&mut out, plain, &[]);
+        out
     }
 
     /// How many units more than itself the character `c` counts for when the platform's

@@ -1,6 +1,7 @@
 //! Pieces of CommonMark that several platforms' markdowns write alike, for their
 //! dialects' [`Writer`](super::Writer)s: the inline styles' markers, a link's address, and
-//! a fenced code block whose fence no backtick inside can close.
+//! a fenced code block whose fence no backtick inside can close; and, to check what was
+//! written, its code blocks read back as a reader would ([`FenceReader`], [`is_fence`]).
 
 use super::doc::Frame;
 
@@ -91,5 +92,57 @@ impl CodeFence {
         if std::mem::take(&mut self.after) && !next.starts_with('\n') {
             out.push('\n');
         }
+    }
+}
+
+/// Whether `line` is a code fence alone: three backticks or more and nothing else (what
+/// must stay on a line of its own, or it would keep its block open).
+pub fn is_fence(line: &str) -> bool {
+    line.len() >= 3 && line.bytes().all(|b| b == b'`')
+}
+
+/// Reads a markdown's fenced code blocks line by line as CommonMark does: three backticks
+/// or more open a block, and a line of at least as many with nothing after them closes it.
+#[derive(Debug, Default)]
+pub struct FenceReader {
+    /// The open block's fence length.
+    open: Option<usize>,
+}
+
+impl FenceReader {
+    /// Reads the next `line`: whether it is code (a fence, or inside a block).
+    pub fn code(&mut self, line: &str) -> bool {
+        let ticks = line.len() - line.trim_start_matches('`').len();
+        match self.open {
+            Some(open) if ticks >= open && line[ticks..].trim().is_empty() => self.open = None,
+            Some(_) => {}
+            None if ticks >= 3 => self.open = Some(ticks),
+            None => return false,
+        }
+        true
+    }
+
+    /// Whether a block is open: its closing fence not read yet.
+    pub fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_closes_on_a_fence_at_least_as_long_and_alone() {
+        let mut fences = FenceReader::default();
+        let read: Vec<bool> = ["a", "````rust", "```", "``` x", "`````", "b"]
+            .into_iter()
+            .map(|line| fences.code(line))
+            .collect();
+        assert_eq!(read, [false, true, true, true, true, false]);
+        assert!(!fences.is_open());
+        assert!(fences.code("```"));
+        assert!(fences.is_open());
+        assert!(is_fence("```") && !is_fence("``") && !is_fence("``` x"));
     }
 }

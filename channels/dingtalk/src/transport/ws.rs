@@ -228,10 +228,7 @@ async fn serve(
     loop {
         tokio::select! {
             () = shutdown.cancelled() => {
-                if !socket::close(&mut ws).await {
-                    tracing::debug!("The DingTalk stream connection did not close cleanly.");
-                }
-                tracing::info!("Closed the DingTalk stream connection.");
+                socket::close_at_shutdown(&mut ws, crate::NAME).await;
                 return Ended::Shutdown;
             }
             () = tokio::time::sleep_until(deadline) => {
@@ -247,19 +244,11 @@ async fn serve(
             received = ws.next() => {
                 pinged = false;
                 deadline = Instant::now() + timers.keepalive;
-                let text = match received {
-                    None | Some(Ok(Message::Close(_))) => {
-                        return lost("the server closed the connection".into(), served);
-                    }
-                    Some(Err(error)) => return lost(format!("receiving failed: {error}"), served),
-                    Some(Ok(Message::Text(text))) => text,
-                    Some(Ok(Message::Binary(data))) => {
-                        tracing::warn!(len = data.len(), "Dropped a binary message on the DingTalk stream.");
-                        handler.dropped(Dropped::Unreadable);
-                        continue;
-                    }
-                    // Pings are answered by tungstenite; pongs only prove life.
-                    Some(Ok(_)) => continue,
+                let text = match socket::read_text(received, crate::NAME, || handler.dropped(Dropped::Unreadable)) {
+                    Ok(Some(text)) => text,
+                    // A ping or a pong only proves life.
+                    Ok(None) => continue,
+                    Err(gone) => return lost(gone.to_string(), served),
                 };
                 let served_before = served;
                 served = true;

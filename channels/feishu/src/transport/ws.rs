@@ -43,7 +43,7 @@ use im_bridge_channel::Reconnect;
 use im_bridge_channel::Secret;
 use im_bridge_channel::backoff::jitter;
 use im_bridge_channel::reconnect::{Connect, Ended, LongConnection};
-use im_bridge_channel::socket;
+use im_bridge_channel::socket::{self, Read};
 use prost::Message as _;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -272,10 +272,7 @@ async fn serve(
                 return lost("the server did not answer a ping".into(), served);
             }
             () = shutdown.cancelled() => {
-                if !socket::close(&mut ws).await {
-                    tracing::debug!("The Feishu long connection did not close cleanly.");
-                }
-                tracing::info!("Closed the Feishu long connection.");
+                socket::close_at_shutdown(&mut ws, crate::NAME).await;
                 return Ended::Shutdown;
             }
             () = tokio::time::sleep_until(next_ping) => {
@@ -292,23 +289,18 @@ async fn serve(
             }
             received = ws.next() => {
                 answer_due = None;
-                let message = match received {
-                    None => return lost("the server closed the connection".into(), served),
-                    Some(Err(error)) => return lost(format!("receiving failed: {error}"), served),
-                    Some(Ok(Message::Close(_))) => {
-                        return lost("the server closed the connection".into(), served);
-                    }
-                    Some(Ok(message)) => message,
+                let read = match socket::read(received) {
+                    Ok(read) => read,
+                    Err(gone) => return lost(gone.to_string(), served),
                 };
                 served = true;
-                let data = match message {
-                    Message::Binary(data) => data,
-                    Message::Text(_) => {
+                let data = match read {
+                    Read::Binary(data) => data,
+                    Read::Text(_) => {
                         tracing::debug!("Ignored a text message on the Feishu long connection.");
                         continue;
                     }
-                    // WebSocket pings are answered by tungstenite.
-                    _ => continue,
+                    Read::Alive => continue,
                 };
                 let Some(ack) = receive(&data, config, reassembler, handler) else {
                     continue;

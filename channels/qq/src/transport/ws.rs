@@ -53,7 +53,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use im_bridge_channel::backoff::Backoff;
 use im_bridge_channel::reconnect::{Connect, Ended, LongConnection};
-use im_bridge_channel::socket::{self, Socket, UpgradeError};
+use im_bridge_channel::socket::{self, Gone, Read, Socket, UpgradeError};
 use im_bridge_channel::{Reconnect, Secret};
 use serde_json::Value;
 use tokio::time::Instant;
@@ -202,8 +202,8 @@ enum Lost {
     NoReady,
     #[error("the last heartbeat got no ACK")]
     NoAck,
-    #[error("the server closed the connection")]
-    ServerClosed,
+    #[error(transparent)]
+    Gone(Gone),
     #[error("closed with code {0}")]
     Closed(u16),
     #[error("QQ asked to reconnect (op 7)")]
@@ -214,8 +214,6 @@ enum Lost {
     BadReady,
     #[error("no access token: {0}")]
     NoToken(ApiError),
-    #[error("receiving failed: {0}")]
-    Receive(tokio_tungstenite::tungstenite::Error),
     #[error("sending failed: {0}")]
     Send(tokio_tungstenite::tungstenite::Error),
 }
@@ -371,7 +369,7 @@ impl Conn<'_> {
             let far = Instant::now() + Duration::from_secs(3600);
             tokio::select! {
                 () = shutdown.cancelled() => {
-                    self.close().await;
+                    socket::close_at_shutdown(&mut self.ws, crate::NAME).await;
                     return Outcome::Shutdown;
                 }
                 () = tokio::time::sleep_until(handshake.unwrap_or(far)), if handshake.is_some() => {
@@ -389,17 +387,12 @@ impl Conn<'_> {
                     next_beat = Some(Instant::now() + interval);
                 }
                 received = self.ws.next() => {
-                    let bytes = match received {
-                        None => return lost(Lost::ServerClosed, Next::Resume),
-                        Some(Err(error)) => return lost(Lost::Receive(error), Next::Resume),
-                        Some(Ok(Message::Close(frame))) => {
-                            let code = frame.map(|f| u16::from(f.code));
-                            return self.closed(code).await;
-                        }
-                        Some(Ok(Message::Text(text))) => bytes::Bytes::from(text),
-                        Some(Ok(Message::Binary(data))) => data,
-                        // WebSocket pings are answered by tungstenite.
-                        Some(Ok(_)) => continue,
+                    let bytes = match socket::read(received) {
+                        Err(Gone::Closed { code }) => return self.closed(code).await,
+                        Err(gone) => return lost(Lost::Gone(gone), Next::Resume),
+                        Ok(Read::Text(text)) => bytes::Bytes::from(text),
+                        Ok(Read::Binary(data)) => data,
+                        Ok(Read::Alive) => continue,
                     };
                     let frame = match payload::decode(&bytes, MAX_FRAME_BYTES) {
                         Ok(frame) => frame,
@@ -522,18 +515,10 @@ impl Conn<'_> {
         }
     }
 
-    /// Closes the connection at shutdown, politely (the kit's [`socket::close`]).
-    async fn close(&mut self) {
-        if !socket::close(&mut self.ws).await {
-            tracing::debug!("The QQ gateway did not close cleanly.");
-        }
-        tracing::info!("Closed the QQ gateway connection.");
-    }
-
     /// The server closed the connection with `code`.
     async fn closed(&mut self, code: Option<u16>) -> Outcome {
         let Some(code) = code else {
-            return lost(Lost::ServerClosed, Next::Resume);
+            return lost(Lost::Gone(Gone::Closed { code: None }), Next::Resume);
         };
         match after_close(code) {
             AfterClose::Resume => lost(Lost::Closed(code), Next::Resume),

@@ -35,7 +35,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use im_bridge_channel::Secret;
 use im_bridge_channel::reconnect::{Connect, Ended, LongConnection};
-use im_bridge_channel::socket::{self, Socket};
+use im_bridge_channel::socket::{self, Read, Socket};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_util::sync::CancellationToken;
@@ -239,9 +239,9 @@ impl Serving {
         side: &Side,
         received: Option<Result<Message, tokio_tungstenite::tungstenite::Error>>,
     ) -> Result<Option<Utf8Bytes>, Stop> {
-        match received {
-            Some(Ok(Message::Text(text))) => Ok(Some(text)),
-            Some(Ok(Message::Binary(data))) => {
+        match socket::read(received) {
+            Ok(Read::Text(text)) => Ok(Some(text)),
+            Ok(Read::Binary(data)) => {
                 tracing::warn!(
                     channel = crate::NAME,
                     len = data.len(),
@@ -249,24 +249,18 @@ impl Serving {
                 );
                 Ok(None)
             }
-            // Slack closed the old connection: the hand-over is done.
-            Some(Ok(Message::Close(_))) | None | Some(Err(_)) if matches!(side, Side::Old) => {
-                Err(Stop::HandOver)
-            }
-            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
-                let why = match received {
-                    Some(Err(error)) => format!("receiving failed: {}", socket::describe(&error)),
-                    _ => "Slack closed the connection".to_owned(),
-                };
-                self.close_old().await;
-                Err(Stop::Lost(why))
-            }
-            // Pings are answered by tungstenite; pongs only prove life.
-            Some(Ok(_)) => {
+            // Pongs only prove life.
+            Ok(Read::Alive) => {
                 if matches!(side, Side::Current) {
                     self.alive();
                 }
                 Ok(None)
+            }
+            // Slack closed the old connection: the hand-over is done.
+            Err(_) if matches!(side, Side::Old) => Err(Stop::HandOver),
+            Err(gone) => {
+                self.close_old().await;
+                Err(Stop::Lost(gone.to_string()))
             }
         }
     }

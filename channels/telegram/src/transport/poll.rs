@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use im_bridge_channel::{ChannelExit, ChannelResult, InboundSink, Stage, Waited};
+use im_bridge_channel::{ChannelExit, ChannelResult, InboundSink, Stage};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -64,26 +64,14 @@ pub(crate) async fn run(
                 tracing::warn!("Skipped a Telegram update without an update_id.");
                 continue;
             };
-            let waited = match intake.accept(update_id, serde_json::from_value(raw)) {
-                Some(msg) => sink.send_waiting(*msg, shutdown).await,
-                None => Waited::Admitted,
-            };
-            match waited {
-                Waited::Admitted => {
-                    tracing::debug!(update_id, "Settled a Telegram update.");
-                    offset = Some(offset.map_or(update_id + 1, |o| o.max(update_id + 1)));
-                }
-                Waited::Stopped => return Ok(ChannelExit::Stopped),
-                Waited::Closed => {
-                    tracing::info!(
-                        update_id,
-                        "Inbound admission is closed; leaving the remaining Telegram updates unacknowledged."
-                    );
-                    intake.telemetry.set_connected(false);
-                    shutdown.cancelled().await;
-                    return Ok(ChannelExit::Stopped);
-                }
+            let msg = intake
+                .accept(update_id, serde_json::from_value(raw))
+                .map(|m| *m);
+            if !sink.send_polled(msg, &intake.telemetry, shutdown).await {
+                return Ok(ChannelExit::Stopped);
             }
+            tracing::debug!(update_id, "Settled a Telegram update.");
+            offset = Some(offset.map_or(update_id + 1, |o| o.max(update_id + 1)));
         }
     }
 }

@@ -23,7 +23,7 @@
 use std::time::Duration;
 
 use im_bridge_channel::backoff::Backoff;
-use im_bridge_channel::{ChannelError, ChannelExit, ChannelResult, InboundSink, Stage, Waited};
+use im_bridge_channel::{ChannelError, ChannelExit, ChannelResult, InboundSink, Stage};
 use tokio_util::sync::CancellationToken;
 
 use super::Intake;
@@ -117,22 +117,11 @@ async fn admit(
 ) -> Option<ChannelExit> {
     intake.telemetry.received(msgs.len() as u64);
     for raw in msgs {
-        let waited = match intake.accept(raw) {
-            Some(msg) => sink.send_waiting(msg, shutdown).await,
-            None => Waited::Admitted,
-        };
-        match waited {
-            Waited::Admitted => {}
-            Waited::Stopped => return Some(ChannelExit::Stopped),
-            Waited::Closed => {
-                tracing::info!(
-                    channel = NAME,
-                    "Inbound admission is closed; leaving the rest of the WeChat batch for the next start."
-                );
-                intake.telemetry.set_connected(false);
-                shutdown.cancelled().await;
-                return Some(ChannelExit::Stopped);
-            }
+        if !sink
+            .send_polled(intake.accept(raw), &intake.telemetry, shutdown)
+            .await
+        {
+            return Some(ChannelExit::Stopped);
         }
     }
     None

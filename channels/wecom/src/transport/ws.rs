@@ -31,6 +31,7 @@
 //! (tungstenite's bound); a frame that is not one is dropped and counted. Logs name
 //! commands, codes and the host only: never a frame's body, the Secret or a media URL.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -38,7 +39,7 @@ use futures_util::{SinkExt, StreamExt};
 use im_bridge_channel::Secret;
 use im_bridge_channel::backoff::Backoff;
 use im_bridge_channel::reconnect::{Connect, Ended, LongConnection, Reconnect};
-use im_bridge_channel::socket::{self, Socket as WebSocket};
+use im_bridge_channel::socket::{self, Read, Socket as WebSocket};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
@@ -262,24 +263,24 @@ pub(crate) async fn probe(ws_url: &str, bot_id: &str, secret: &Secret) -> Result
 /// Sends `aibot_subscribe` and reads until its answer: `Ok` when accepted.
 async fn subscribe(ws: &mut WebSocket, settings: &WsSettings) -> Result<(), ApiError> {
     let frame = api::subscribe(&settings.bot_id, &settings.secret);
-    let gone = |reason: &'static str| ApiError::Connection {
+    let gone = |reason: Cow<'static, str>| ApiError::Connection {
         op: model::SUBSCRIBE,
-        reason: reason.into(),
+        reason,
     };
-    let text = serde_json::to_string(&frame).map_err(|_| gone("the frame could not be written"))?;
+    let text =
+        serde_json::to_string(&frame).map_err(|_| gone("the frame could not be written".into()))?;
     ws.send(Message::Text(text.into()))
         .await
-        .map_err(|_| gone("sending failed"))?;
+        .map_err(|_| gone("sending failed".into()))?;
     let deadline = Instant::now() + settings.timers.subscribe;
     loop {
         let received = tokio::time::timeout_at(deadline, ws.next())
             .await
-            .map_err(|_| gone("no answer in time"))?;
-        let text = match received {
-            Some(Ok(Message::Text(text))) => text,
-            Some(Ok(Message::Close(_))) | None => return Err(gone("the server closed the socket")),
-            Some(Err(_)) => return Err(gone("receiving failed")),
-            Some(Ok(_)) => continue,
+            .map_err(|_| gone("no answer in time".into()))?;
+        let text = match socket::read(received) {
+            Ok(Read::Text(text)) => text,
+            Ok(_) => continue,
+            Err(ended) => return Err(gone(ended.to_string().into())),
         };
         let Ok(answer) = serde_json::from_str::<Frame>(text.as_str()) else {
             continue;
@@ -315,10 +316,7 @@ async fn serve(
     loop {
         tokio::select! {
             () = shutdown.cancelled() => {
-                if !socket::close(&mut ws).await {
-                    tracing::debug!("The WeCom long connection did not close cleanly.");
-                }
-                tracing::info!(connection = id, "Closed the WeCom long connection.");
+                socket::close_at_shutdown(&mut ws, crate::NAME).await;
                 return Served::Shutdown;
             }
             () = tokio::time::sleep_until(next_ping) => {
@@ -339,20 +337,10 @@ async fn serve(
                 }
             }
             received = ws.next() => {
-                let text = match received {
-                    None | Some(Ok(Message::Close(_))) => {
-                        return lost("the server closed the connection".into(), served);
-                    }
-                    Some(Err(error)) => {
-                        return lost(format!("receiving failed: {}", socket::describe(&error)), served);
-                    }
-                    Some(Ok(Message::Text(text))) => text,
-                    Some(Ok(Message::Binary(data))) => {
-                        tracing::warn!(len = data.len(), "Dropped a binary message on the WeCom long connection.");
-                        handler.dropped(Dropped::Unreadable);
-                        continue;
-                    }
-                    Some(Ok(_)) => continue,
+                let text = match socket::read_text(received, crate::NAME, || handler.dropped(Dropped::Unreadable)) {
+                    Ok(Some(text)) => text,
+                    Ok(None) => continue,
+                    Err(gone) => return lost(gone.to_string(), served),
                 };
                 let Ok(frame) = serde_json::from_str::<Frame>(text.as_str()) else {
                     tracing::warn!(len = text.len(), "Dropped an unreadable WeCom frame.");

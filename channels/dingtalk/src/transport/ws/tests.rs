@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use im_bridge_channel::Telemetry;
 use im_bridge_channel::fixtures;
 use im_bridge_fakes::dingtalk::{CLIENT_ID, CLIENT_SECRET, FakeDingTalk, Message};
+use im_bridge_fakes::running::Spawned;
 use serde_json::json;
-use tokio::task::JoinHandle;
 
 use super::endpoint::OPEN_PATH;
 use super::*;
@@ -63,8 +63,7 @@ impl EventHandler for Seen {
 }
 
 struct Client {
-    shutdown: CancellationToken,
-    task: JoinHandle<Result<(), StreamError>>,
+    task: Spawned<Result<(), StreamError>>,
     seen: Seen,
 }
 
@@ -77,17 +76,11 @@ fn spawn_client(api_url: String, secret: &str, timers: Timers) -> Client {
         client_secret: Secret::new(secret),
         timers,
     };
-    let shutdown = CancellationToken::new();
-    let token = shutdown.clone();
-    let task = tokio::spawn(async move {
+    let task = Spawned::spawn(|shutdown| async move {
         let http = reqwest::Client::new();
-        run(&settings, &http, &mut handler, quick_reconnect(), &token).await
+        run(&settings, &http, &mut handler, quick_reconnect(), &shutdown).await
     });
-    Client {
-        shutdown,
-        task,
-        seen,
-    }
+    Client { task, seen }
 }
 
 async fn connected() -> (FakeDingTalk, Client) {
@@ -95,13 +88,6 @@ async fn connected() -> (FakeDingTalk, Client) {
     let client = spawn_client(fake.api_url(), CLIENT_SECRET, quick());
     fake.wait_connected(1, DEADLINE).await.unwrap();
     (fake, client)
-}
-
-async fn finished(client: Client) -> Result<(), StreamError> {
-    tokio::time::timeout(DEADLINE, client.task)
-        .await
-        .expect("run did not return before the deadline")
-        .unwrap()
 }
 
 async fn wait_log(client: &Client, fake: &FakeDingTalk, entry: &str) {
@@ -130,8 +116,7 @@ async fn a_robot_message_is_handed_over_and_acked_200_and_shutdown_closes() {
     assert_eq!(ack.message.as_deref(), Some("OK"));
     let data: Value = serde_json::from_str(ack.data.as_deref().unwrap()).unwrap();
     assert_eq!(data, json!({"response": "OK"}));
-    client.shutdown.cancel();
-    assert_eq!(finished(client).await, Ok(()));
+    assert_eq!(client.task.stop().await, Ok(()));
     fake.wait_until("the socket closed", DEADLINE, |f| f.open_connections() == 0)
         .await
         .unwrap();
@@ -254,7 +239,7 @@ async fn malformed_frames_are_counted_and_acked_as_errors_without_breaking_the_c
 async fn wrong_credentials_end_run_with_the_refusal() {
     let fake = FakeDingTalk::start().await.unwrap();
     let client = spawn_client(fake.api_url(), "wrong-secret", quick());
-    let error = finished(client).await.unwrap_err();
+    let error = client.task.finished().await.unwrap_err();
     let StreamError::Refused { status, code } = &error;
     assert_eq!(
         (*status, code.as_str()),
@@ -312,8 +297,7 @@ async fn an_unanswered_keepalive_ping_counts_as_a_lost_connection() {
             .await
             .unwrap_or_else(|_| panic!("no connection {n} before the deadline"));
     }
-    client.shutdown.cancel();
-    assert_eq!(finished(client).await, Ok(()));
+    assert_eq!(client.task.stop().await, Ok(()));
 }
 
 /// Collects formatted log lines.
@@ -355,8 +339,7 @@ async fn logs_name_no_secret_ticket_or_message_text() {
     fake.wait_until("two tickets", DEADLINE, |f| f.connections().len() == 2)
         .await
         .unwrap();
-    client.shutdown.cancel();
-    finished(client).await.unwrap();
+    client.task.stop().await.unwrap();
     let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     assert!(
         text.contains("Connected to DingTalk stream mode."),

@@ -7,11 +7,10 @@ use std::time::Duration;
 use im_bridge_channel::backoff::Backoff;
 use im_bridge_channel::{Cause, Secret, Telemetry};
 use im_bridge_fakes::discord::{self, Event, FakeDiscord};
+use im_bridge_fakes::running::Spawned;
 use im_bridge_fakes::telemetry::TelemetryProbe;
 use serde_json::json;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::config;
@@ -31,8 +30,7 @@ fn settings(fake: &FakeDiscord, token: &str) -> DiscordSettings {
 
 struct Running {
     events: mpsc::Receiver<GatewayEvent>,
-    stop: CancellationToken,
-    task: JoinHandle<Result<(), GatewayError>>,
+    task: Spawned<Result<(), GatewayError>>,
 }
 
 /// The gateway with no reconnect wait of its own (but the gate's polling).
@@ -52,15 +50,11 @@ fn start_with(fake: &FakeDiscord, token: &str, backoff: Backoff) -> Running {
 
 fn start_reporting(settings: DiscordSettings, reconnect: Reconnect) -> Running {
     let (tx, events) = mpsc::channel(64);
-    let stop = CancellationToken::new();
-    let task = tokio::spawn({
-        let stop = stop.clone();
-        async move {
-            let api = DiscordApi::new(&settings).unwrap();
-            run(&settings, &api, tx, reconnect, stop).await
-        }
+    let task = Spawned::spawn(|stop| async move {
+        let api = DiscordApi::new(&settings).unwrap();
+        run(&settings, &api, tx, reconnect, stop).await
     });
-    Running { events, stop, task }
+    Running { events, task }
 }
 
 impl Running {
@@ -87,8 +81,7 @@ impl Running {
     }
 
     async fn stop(self) {
-        self.stop.cancel();
-        let _ = tokio::time::timeout(DEADLINE, self.task).await;
+        let _ = self.task.stop().await;
     }
 }
 
@@ -232,19 +225,13 @@ async fn a_wrong_token_is_fatal_and_clear() {
     let gw = start(&fake, discord::TOKEN);
     fake.wait_ready(1, DEADLINE).await.unwrap();
     fake.close_with(4004);
-    let result = tokio::time::timeout(DEADLINE, gw.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let result = gw.task.finished().await;
     let error = result.unwrap_err();
     assert!(matches!(error, GatewayError::InvalidToken), "{error:?}");
     assert!(error.to_string().contains("bot_token"));
     // A wrong token from the start is refused by discovery already (REST 401).
     let bad = start(&fake, "wrong.token");
-    let result = tokio::time::timeout(DEADLINE, bad.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let result = bad.task.finished().await;
     assert!(
         matches!(
             result,
@@ -268,10 +255,7 @@ async fn serenity_and_the_adapter_log_no_token_at_trace_level() {
         .await
         .unwrap();
     fake.close_with(4004);
-    let result = tokio::time::timeout(DEADLINE, gw.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let result = gw.task.finished().await;
     assert!(matches!(result, Err(GatewayError::InvalidToken)));
     let text = logs.text();
     assert!(text.contains("serenity"), "serenity's lines are captured");

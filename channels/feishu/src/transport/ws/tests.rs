@@ -18,13 +18,13 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 
 use im_bridge_channel::backoff::Backoff;
 use im_bridge_channel::fixtures;
 use im_bridge_channel::{Cause, Telemetry};
+use im_bridge_fakes::running::Spawned;
 
 use super::frame::Header;
 use super::*;
@@ -164,8 +164,7 @@ impl EventHandler for Recorder {
 }
 
 struct Client {
-    shutdown: CancellationToken,
-    task: JoinHandle<Result<(), WsError>>,
+    task: Spawned<Result<(), WsError>>,
     log: Arc<Mutex<Vec<String>>>,
 }
 
@@ -180,17 +179,11 @@ fn spawn_client(fake: &Fake, accept: bool) -> Client {
         app_id: "cli_test".into(),
         app_secret: Secret::new(SECRET),
     };
-    let shutdown = CancellationToken::new();
-    let token = shutdown.clone();
-    let task = tokio::spawn(async move {
+    let task = Spawned::spawn(|shutdown| async move {
         let http = reqwest::Client::new();
-        run(&settings, &http, &mut handler, no_backoff(), &token).await
+        run(&settings, &http, &mut handler, no_backoff(), &shutdown).await
     });
-    Client {
-        shutdown,
-        task,
-        log,
-    }
+    Client { task, log }
 }
 
 async fn next_conn(fake: &mut Fake) -> ServerWs {
@@ -198,17 +191,6 @@ async fn next_conn(fake: &mut Fake) -> ServerWs {
         .await
         .expect("no connection before the deadline")
         .expect("the fake stopped")
-}
-
-async fn finished(client: Client) -> Result<(), WsError> {
-    finished_task(client.task).await
-}
-
-async fn finished_task(task: JoinHandle<Result<(), WsError>>) -> Result<(), WsError> {
-    tokio::time::timeout(DEADLINE, task)
-        .await
-        .expect("run did not return before the deadline")
-        .unwrap()
 }
 
 /// The next frame the client sent (skipping pings unless `pings`).
@@ -289,8 +271,7 @@ async fn pings_are_sent_and_a_pong_config_changes_the_interval() {
     let body = fake.discovery.bodies.lock().unwrap()[0].clone();
     assert_eq!(body, json!({"AppID": "cli_test", "AppSecret": SECRET}));
 
-    client.shutdown.cancel();
-    assert_eq!(finished(client).await, Ok(()));
+    assert_eq!(client.task.stop().await, Ok(()));
 }
 
 #[tokio::test]
@@ -311,8 +292,7 @@ async fn a_server_that_stops_answering_pings_is_left_for_a_new_connection() {
     let _second = next_conn(&mut fake).await;
     assert_eq!(fake.discovery.calls.load(Ordering::SeqCst), 2);
     drop(ws);
-    client.shutdown.cancel();
-    assert_eq!(finished(client).await, Ok(()));
+    assert_eq!(client.task.stop().await, Ok(()));
 }
 
 #[tokio::test]
@@ -338,8 +318,7 @@ async fn a_data_frame_is_acked_200_after_the_handler_saw_it() {
         *client.log.lock().unwrap(),
         [r#"event:{"schema":"2.0"}"#, "ack"]
     );
-    client.shutdown.cancel();
-    assert_eq!(finished(client).await, Ok(()));
+    assert_eq!(client.task.stop().await, Ok(()));
 }
 
 #[tokio::test]
@@ -358,8 +337,7 @@ async fn a_split_payload_is_reassembled_and_acked_once() {
     send(&mut ws, &event("msg-3", 1, 0, "{}")).await;
     let next = next_frame(&mut ws, false).await;
     assert_eq!(next.header("message_id"), Some("msg-3"));
-    client.shutdown.cancel();
-    assert_eq!(finished(client).await, Ok(()));
+    assert_eq!(client.task.stop().await, Ok(()));
 }
 
 #[tokio::test]
@@ -372,8 +350,7 @@ async fn a_refused_event_is_acked_500() {
     let ack = next_frame(&mut ws, false).await;
     assert_eq!(ack_code(&ack), json!({"code": 500}));
     assert_eq!(*client.log.lock().unwrap(), ["event:{}"]);
-    client.shutdown.cancel();
-    assert_eq!(finished(client).await, Ok(()));
+    assert_eq!(client.task.stop().await, Ok(()));
 }
 
 #[tokio::test]
@@ -399,8 +376,7 @@ async fn junk_is_dropped_and_the_connection_stays() {
         *client.log.lock().unwrap(),
         ["dropped:Undecodable", "dropped:TooLarge", "event:{}"]
     );
-    client.shutdown.cancel();
-    assert_eq!(finished(client).await, Ok(()));
+    assert_eq!(client.task.stop().await, Ok(()));
 }
 
 #[tokio::test]
@@ -419,8 +395,7 @@ async fn the_client_reconnects_after_the_server_closes() {
     send(&mut second, &event("msg-6", 1, 0, "{}")).await;
     let ack = next_frame(&mut second, false).await;
     assert_eq!(ack_code(&ack), json!({"code": 200}));
-    client.shutdown.cancel();
-    assert_eq!(finished(client).await, Ok(()));
+    assert_eq!(client.task.stop().await, Ok(()));
 }
 
 #[tokio::test]
@@ -436,15 +411,14 @@ async fn busy_discovery_is_retried() {
         4,
         "busy, internal, then ok"
     );
-    client.shutdown.cancel();
-    assert_eq!(finished(client).await, Ok(()));
+    assert_eq!(client.task.stop().await, Ok(()));
 }
 
 #[tokio::test]
 async fn a_refused_discovery_is_fatal_and_names_no_secret() {
     let fake = start(quick(), Upgrade::Accept, vec![10_014]).await;
     let client = spawn_client(&fake, true);
-    let error = finished(client).await.unwrap_err();
+    let error = client.task.finished().await.unwrap_err();
     assert_eq!(
         error,
         WsError::Refused {
@@ -461,7 +435,10 @@ async fn retries_stop_after_the_reconnect_count() {
     // Discovery succeeds (bringing the timers); the upgrade is refused with a retryable 502.
     let fake = start(config, Upgrade::Refuse("502", None), vec![]).await;
     let client = spawn_client(&fake, true);
-    assert_eq!(finished(client).await, Err(WsError::GaveUp { attempts: 2 }));
+    assert_eq!(
+        client.task.finished().await,
+        Err(WsError::GaveUp { attempts: 2 })
+    );
     assert_eq!(
         fake.discovery.calls.load(Ordering::SeqCst),
         3,
@@ -474,7 +451,7 @@ async fn a_514_handshake_is_auth_failed() {
     let fake = start(quick(), Upgrade::Refuse("514", None), vec![]).await;
     let client = spawn_client(&fake, true);
     assert_eq!(
-        finished(client).await,
+        client.task.finished().await,
         Err(WsError::AuthFailed {
             msg: "refused by the fake".into()
         })
@@ -486,7 +463,7 @@ async fn too_many_connections_is_its_own_error() {
     let fake = start(quick(), Upgrade::Refuse("514", Some("1000040350")), vec![]).await;
     let client = spawn_client(&fake, true);
     assert_eq!(
-        finished(client).await,
+        client.task.finished().await,
         Err(WsError::TooManyConnections {
             msg: "refused by the fake".into()
         })
@@ -501,8 +478,7 @@ async fn shutdown_returns_promptly_and_closes_politely() {
     let _ping = next_frame(&mut ws, true).await;
 
     let asked = Instant::now();
-    client.shutdown.cancel();
-    assert_eq!(finished(client).await, Ok(()));
+    assert_eq!(client.task.stop().await, Ok(()));
     assert!(asked.elapsed() < socket::CLOSE_GRACE + Duration::from_millis(500));
     let closing = tokio::time::timeout(DEADLINE, ws.next()).await.unwrap();
     assert!(
@@ -522,8 +498,7 @@ async fn shutdown_while_waiting_to_reconnect_returns_at_once() {
         }
     };
     tokio::time::timeout(DEADLINE, wait).await.unwrap();
-    client.shutdown.cancel();
-    assert_eq!(finished(client).await, Ok(()));
+    assert_eq!(client.task.stop().await, Ok(()));
 }
 
 #[tokio::test]
@@ -532,7 +507,10 @@ async fn a_failed_tls_handshake_is_retried_not_a_panic() {
     let config = json!({"ReconnectCount": 0, "ReconnectInterval": 0, "ReconnectNonce": 0, "PingInterval": 3600});
     let fake = start(config, Upgrade::Tls, vec![]).await;
     let client = spawn_client(&fake, true);
-    assert_eq!(finished(client).await, Err(WsError::GaveUp { attempts: 0 }));
+    assert_eq!(
+        client.task.finished().await,
+        Err(WsError::GaveUp { attempts: 0 })
+    );
 }
 
 /// A server that drops every new connection for 15 s, with the fake's timers (reconnect
@@ -559,12 +537,10 @@ async fn issue_27_fifteen_seconds_of_dropped_connections_make_at_most_ten_attemp
         log: log.clone(),
         accept: true,
     };
-    let shutdown = CancellationToken::new();
-    let token = shutdown.clone();
-    let task = tokio::spawn(async move {
+    let task = Spawned::spawn(|shutdown| async move {
         let http = reqwest::Client::new();
         let reconnect = telemetry.reconnect(BACKOFF);
-        run(&settings, &http, &mut handler, reconnect, &token).await
+        run(&settings, &http, &mut handler, reconnect, &shutdown).await
     });
     let attempts = fake
         .wait_through_dropped_connections(DEADLINE * 12)
@@ -580,6 +556,5 @@ async fn issue_27_fifteen_seconds_of_dropped_connections_make_at_most_ten_attemp
     let ack = fake.wait_acked(&pushed.event_id, DEADLINE).await.unwrap();
     assert_eq!(ack.code, Some(200));
     assert_eq!(log.lock().unwrap().len(), 1, "{:?}", log.lock().unwrap());
-    shutdown.cancel();
-    assert_eq!(finished_task(task).await, Ok(()));
+    assert_eq!(task.stop().await, Ok(()));
 }

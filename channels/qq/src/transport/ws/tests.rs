@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use im_bridge_channel::Telemetry;
 use im_bridge_fakes::qq::{self as fake, Event, FakeQq};
+use im_bridge_fakes::running::Spawned;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 
 use super::*;
 
@@ -79,21 +79,16 @@ impl EventHandler for Recorder {
 
 struct Client {
     log: Arc<Log>,
-    shutdown: CancellationToken,
-    task: JoinHandle<Result<(), GatewayError>>,
+    task: Spawned<Result<(), GatewayError>>,
 }
 
 impl Client {
     async fn finished(self) -> Result<(), GatewayError> {
-        tokio::time::timeout(DEADLINE, self.task)
-            .await
-            .expect("run did not return")
-            .unwrap()
+        self.task.finished().await
     }
 
     async fn stop(self) {
-        self.shutdown.cancel();
-        self.finished().await.unwrap();
+        self.task.stop().await.unwrap();
     }
 }
 
@@ -113,15 +108,10 @@ fn spawn(fake: &FakeQq) -> Client {
         Duration::ZERO,
         Duration::ZERO,
     ));
-    let shutdown = CancellationToken::new();
-    let token = shutdown.clone();
-    let task =
-        tokio::spawn(async move { run(&api, &settings, &mut handler, reconnect, &token).await });
-    Client {
-        log,
-        shutdown,
-        task,
-    }
+    let task = Spawned::spawn(|shutdown| async move {
+        run(&api, &settings, &mut handler, reconnect, &shutdown).await
+    });
+    Client { log, task }
 }
 
 fn ready_count(lines: &[String]) -> usize {

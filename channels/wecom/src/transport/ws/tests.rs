@@ -8,8 +8,8 @@
 use std::sync::{Arc, Mutex};
 
 use im_bridge_channel::Telemetry;
+use im_bridge_fakes::running::Spawned;
 use im_bridge_fakes::wecom::{BOT_ID, Closed, Failure, FakeWecom, Message, SECRET, Trigger};
-use tokio::task::JoinHandle;
 
 use super::*;
 use crate::api::MediaKind;
@@ -45,8 +45,7 @@ impl EventHandler for Seen {
 struct Running {
     link: Link,
     seen: Seen,
-    shutdown: CancellationToken,
-    task: JoinHandle<Result<Exit, WsError>>,
+    task: Spawned<Result<Exit, WsError>>,
 }
 
 fn start(fake: &FakeWecom, secret: &str, timers: Timers) -> Running {
@@ -58,19 +57,13 @@ fn start(fake: &FakeWecom, secret: &str, timers: Timers) -> Running {
     };
     let link = Link::new();
     let seen = Seen::default();
-    let shutdown = CancellationToken::new();
     let task = {
-        let (link, mut seen, shutdown) = (link.clone(), seen.clone(), shutdown.clone());
-        tokio::spawn(
-            async move { run(&settings, &link, &mut seen, quick_reconnect(), &shutdown).await },
-        )
+        let (link, mut seen) = (link.clone(), seen.clone());
+        Spawned::spawn(|shutdown| async move {
+            run(&settings, &link, &mut seen, quick_reconnect(), &shutdown).await
+        })
     };
-    Running {
-        link,
-        seen,
-        shutdown,
-        task,
-    }
+    Running { link, seen, task }
 }
 
 impl Running {
@@ -91,11 +84,7 @@ impl Running {
     }
 
     async fn stop(self) -> Result<Exit, WsError> {
-        self.shutdown.cancel();
-        tokio::time::timeout(DEADLINE, self.task)
-            .await
-            .unwrap()
-            .unwrap()
+        self.task.stop().await
     }
 }
 
@@ -103,10 +92,7 @@ impl Running {
 async fn a_refused_secret_closes_the_socket_and_ends_run() {
     let fake = FakeWecom::start().await.unwrap();
     let running = start(&fake, "WRONG-secret", Timers::default());
-    let ended = tokio::time::timeout(DEADLINE, running.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let ended = running.task.finished().await;
     let Err(WsError::Refused(ApiError::AuthFailed { errcode })) = ended else {
         panic!("{ended:?}");
     };
@@ -228,10 +214,7 @@ async fn a_replaced_connection_ends_run_without_reconnecting() {
     probe(&fake.ws_url(), BOT_ID, &Secret::new(SECRET))
         .await
         .unwrap();
-    let ended = tokio::time::timeout(DEADLINE, running.task)
-        .await
-        .unwrap()
-        .unwrap();
+    let ended = running.task.finished().await;
     assert_eq!(ended.unwrap(), Exit::Replaced);
     assert_eq!(fake.connections()[0].closed_by, Some(Closed::Replaced));
     assert_eq!(fake.connections().len(), 2, "only the probe's");
