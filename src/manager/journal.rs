@@ -563,20 +563,19 @@ impl Entry {
 
     /// The turn published everything it will: the entry goes once its finals landed. Until
     /// then it is a pending final: a crash now delivers the written-ahead finals, and never
-    /// follows the run again.
+    /// follows the run again. That needs no store write here: every final in flight was
+    /// written into the stored record before it was published, and recovery takes an entry
+    /// with finals for a pending final whatever its stage (`recover.rs`). The stage is
+    /// saved with the entry's next write, if it has one before it goes (issue 35: one
+    /// store write less per message).
     pub(crate) async fn turn_ended(&self) {
         self.leave_live();
-        let waiting = {
+        {
             let mut progress = self.progress();
             progress.ended = true;
-            let waiting = progress.outstanding > 0;
-            if waiting {
+            if progress.outstanding > 0 {
                 progress.record.state = JournalState::FinalPending;
             }
-            waiting
-        };
-        if waiting {
-            self.save().await;
         }
         self.settle().await;
     }
