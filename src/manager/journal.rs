@@ -19,7 +19,8 @@
 //! 4. **Final pending** once the turn ended while a final had not landed yet: every final
 //!    is written into the entry before it is published and struck off once it landed, so a
 //!    crash delivers exactly the finals that did not land (never the run's answer read
-//!    again). One that failed for a reason that may pass (a platform outage, a long
+//!    again). An entry with finals is a pending final to recovery whatever its stage, so
+//!    the stage itself is not written at the turn's end, only with the entry's next save. One that failed for a reason that may pass (a platform outage, a long
 //!    `Retry-After`, the network) is retried with backoff for `bridge.final_retry_hours`,
 //!    across restarts (child `retry`). A final that finishes a streamed message records that message
 //!    before the platform hears of the edit (the delivery engine's `before` hook), so one
