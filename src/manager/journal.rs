@@ -19,7 +19,8 @@
 //! 4. **Final pending** once the turn ended while a final had not landed yet: every final
 //!    is written into the entry before it is published and struck off once it landed, so a
 //!    crash delivers exactly the finals that did not land (never the run's answer read
-//!    again). One that failed for a reason that may pass (a platform outage, a long
+//!    again). An entry with finals is a pending final to recovery whatever its stage, so
+//!    the stage itself is not written at the turn's end, only with the entry's next save. One that failed for a reason that may pass (a platform outage, a long
 //!    `Retry-After`, the network) is retried with backoff for `bridge.final_retry_hours`,
 //!    across restarts (child `retry`). A final that finishes a streamed message records that message
 //!    before the platform hears of the edit (the delivery engine's `before` hook), so one
@@ -563,20 +564,19 @@ impl Entry {
 
     /// The turn published everything it will: the entry goes once its finals landed. Until
     /// then it is a pending final: a crash now delivers the written-ahead finals, and never
-    /// follows the run again.
+    /// follows the run again. That needs no store write here: every final in flight was
+    /// written into the stored record before it was published, and recovery takes an entry
+    /// with finals for a pending final whatever its stage (`recover.rs`). The stage is
+    /// saved with the entry's next write, if it has one before it goes (issue 35: one
+    /// store write less per message).
     pub(crate) async fn turn_ended(&self) {
         self.leave_live();
-        let waiting = {
+        {
             let mut progress = self.progress();
             progress.ended = true;
-            let waiting = progress.outstanding > 0;
-            if waiting {
+            if progress.outstanding > 0 {
                 progress.record.state = JournalState::FinalPending;
             }
-            waiting
-        };
-        if waiting {
-            self.save().await;
         }
         self.settle().await;
     }
