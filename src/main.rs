@@ -211,8 +211,12 @@ fn init_logging(format: LogFormat, default_level: &str) {
         Ok(cap) => filter.add_directive(cap),
         Err(_) => filter,
     };
+    // Colours only for a person at a terminal: a log file or the journal gets plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),

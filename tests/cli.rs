@@ -1,7 +1,8 @@
 //! The `im-bridge` binary (issue 2): `check-config` on good and bad files, `run` with the
 //! console channel against the simulator, and the scriptable `demo`; for packaging (issue
 //! 20) the completions, the man page, `--version` naming the commit, and the example
-//! configuration under `deploy/`; for the operator (issue 33) `deliveries` and `drain`.
+//! configuration under `deploy/`; for the operator (issue 33) `deliveries` and `drain`; for
+//! idle memory (issue 35) the release of start-up's code pages.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -12,6 +13,8 @@ use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 
 /// The operator's tools: `deliveries` and `drain` (issue 33).
 mod deliveries;
+/// `run` gives back start-up's code pages (issue 35).
+mod memory;
 /// Completions, the man page, `--version` and the example configuration (issue 20).
 mod packaging;
 
