@@ -79,6 +79,19 @@ pub fn split(text: &str, unit: LengthUnit, limit: usize) -> Vec<String> {
 /// [`split`], keeping track of which input bytes and which added fence lines each message
 /// holds.
 pub fn split_chunks(text: &str, unit: LengthUnit, limit: usize) -> Vec<Chunk> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    // The common case, a text that fits: one chunk, as the search below would find, without
+    // scanning fences or grapheme clusters. Its byte length bounds its length in every unit.
+    if text.len() <= limit || unit.measure(text) <= limit {
+        return vec![Chunk {
+            text: text.to_owned(),
+            body: 0..text.len(),
+            head: 0,
+            tail: 0,
+        }];
+    }
     let fences = scan_fences(text);
     let mut chunks: Vec<Chunk> = Vec::new();
     let mut start = 0;

@@ -236,6 +236,21 @@ proptest! {
     }
 
     #[test]
+    fn a_text_that_fits_is_one_message_as_it_is(
+        pieces in prop::collection::vec(piece(), 0..8),
+        unit in unit(),
+        spare in 0usize..4,
+    ) {
+        let text = pieces.concat();
+        let limit = unit.measure(&text) + spare;
+        let expected: Vec<String> = Some(text.clone())
+            .filter(|t| !t.is_empty())
+            .into_iter()
+            .collect();
+        prop_assert_eq!(split(&text, unit, limit), expected);
+    }
+
+    #[test]
     fn truncated_previews_fit_and_are_prefixes(
         text in any::<String>(),
         unit in unit(),
