@@ -252,6 +252,14 @@ fn leaves(path: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// The sources of (path, code) pairs.
+    fn sources<'a>(files: &'a [(&'a str, &'a str)]) -> Vec<Source<'a>> {
+        files
+            .iter()
+            .map(|&(path, code)| Source { path, code })
+            .collect()
+    }
+
     fn set(items: &[&str]) -> BTreeSet<String> {
         items.iter().map(|s| (*s).to_owned()).collect()
     }
@@ -300,11 +308,7 @@ mod tests {
             ("src/ok.rs", "mod k; pub struct P;"),
             ("src/ok/k.rs", "use super::P; use crate::ok::P as Q;"),
         ];
-        let files: Vec<Source<'_>> = files
-            .iter()
-            .map(|(path, code)| Source { path, code })
-            .collect();
-        let found = loops_below("src/", &files);
+        let found = loops_below("src/", &sources(&files));
         let found: Vec<(&str, Vec<(&str, &str)>)> = found
             .iter()
             .map(|(dir, pairs)| {
@@ -328,11 +332,7 @@ mod tests {
             ("src/c.rs", "use crate::State;"),
             ("src/g.rs", "use crate::c::Client;"),
         ];
-        let files: Vec<Source<'_>> = files
-            .iter()
-            .map(|(path, code)| Source { path, code })
-            .collect();
-        let found = loops_below("src/", &files);
+        let found = loops_below("src/", &sources(&files));
         assert_eq!(
             found.get("src/"),
             Some(&vec![("c".to_owned(), "g".to_owned())])
