@@ -366,6 +366,41 @@ async fn issue_27_a_gateway_that_cannot_list_runs_runs_the_message_again_and_ans
     drop(daemon);
 }
 
+/// Issue 35: the run id is saved with the entry's next write only while the Gateway is
+/// known to list a thread's runs; without the route it is saved the moment the run
+/// starts, so a crash before the first word still follows the run instead of starting it
+/// again.
+#[tokio::test]
+async fn issue_35_without_the_run_list_the_run_id_is_journaled_before_the_first_word() {
+    let c = Crashable::start().await;
+    c.sim.push_fault(
+        Fault::on(Route::RunList)
+            .reply(Reply::detail(404, "Not Found"))
+            .sticky(),
+    );
+    c.sim.script_next_run(
+        Script::with_answer("followed by its id")
+            .chunks(1)
+            .wait_after_chunk(0),
+    );
+    let daemon = c.spawn(0);
+    c.say("hello");
+    c.wait_journal("the run id, before any word", |r| r.contains("run_id"))
+        .await;
+    kill9(daemon).await;
+    let daemon = c.spawn(1);
+    c.finish_once_joined().await;
+    let messages = c.wait_text(&late("followed by its id")).await;
+    assert_eq!(
+        with_text(&messages, "followed by its id").len(),
+        1,
+        "{messages:?}"
+    );
+    assert_eq!(c.run_starts(), 1, "{:?}", c.paths());
+    c.wait_journal_empty().await;
+    drop(daemon);
+}
+
 #[tokio::test]
 async fn issue_19_killed_mid_stream_completes_the_same_message_and_runs_once() {
     let c = Crashable::start().await;

@@ -371,7 +371,7 @@ fn every_check_passes_against_the_simulator_and_the_fakes() {
     assert_eq!(
         line(&stdout, "gateway routes"),
         "ok   gateway routes: POST /api/threads/{id}/goal/from-chat: served; \
-         GET /api/user-preferences: served",
+         GET /api/user-preferences: served; GET /api/threads/{id}/runs: served",
     );
     assert!(stdout.ends_with(&format!("All {} checks passed.\n", checks.len())));
     // The store check closed the file (its lock is free) and gave its lease back.

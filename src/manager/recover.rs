@@ -110,7 +110,7 @@ impl Manager {
             && let Some(run_id) = self.started_run(entry, msg, &thread).await
         {
             let thread = ThreadId::new(thread.as_str());
-            entry.run_started(thread.as_str(), &run_id).await;
+            entry.run_started(thread.as_str(), &run_id, false).await;
             if let Some(disposition) = run::follow(&self.inner, msg, &thread, &run_id).await {
                 return disposition;
             }

@@ -20,7 +20,9 @@ use super::params::{self, Layers, TurnFlags};
 use super::stream::{Accumulator, Throttle};
 use super::{BindError, Disposition, Inner, conversation_key};
 use crate::gateway::ThreadId;
-use crate::gateway::{GatewayError, Owner, RunEvent, RunRequest, RunStream};
+use crate::gateway::{
+    GatewayError, OptionalRoute, Owner, RunEvent, RunRequest, RunStream, Support,
+};
 use crate::i18n::{Arg, msg as m};
 use crate::telemetry::names;
 
@@ -212,7 +214,9 @@ async fn stream_turn(
         stream.run_id().map(str::to_owned),
     );
     if let (Some(entry), Some(run_id)) = (Entry::current(), stream.run_id()) {
-        entry.run_started(thread.as_str(), run_id).await;
+        entry
+            .run_started(thread.as_str(), run_id, runs_findable(inner))
+            .await;
     }
     let streamed = show_stream(inner, msg, source, &mut stream, placeholder_at).await;
     // A run stopped on request may end any way the Gateway ends it: that is not a failure.
@@ -236,6 +240,12 @@ async fn stream_turn(
         },
         RunStart::Started,
     )
+}
+
+/// Whether a restarted process could find a run whose id was not journaled: the Gateway
+/// is known to list a thread's runs (`journal/starting.rs`).
+fn runs_findable(inner: &Inner) -> bool {
+    inner.gateway.route_support(OptionalRoute::ListRuns) == Support::Present
 }
 
 /// What showing a run's stream came to.

@@ -30,12 +30,16 @@ impl GatewayClient {
     /// validation (422) before any handler runs, and one without it answers the
     /// route-level 404.
     pub async fn probe_optional_routes(&self) -> Vec<(OptionalRoute, Support)> {
-        let (from_chat, preferences) =
-            tokio::join!(self.probe_from_chat(), self.probe_preferences());
+        let (from_chat, preferences, list_runs) = tokio::join!(
+            self.probe_from_chat(),
+            self.probe_preferences(),
+            self.probe_list_runs()
+        );
         let mut found = Vec::with_capacity(OptionalRoute::ALL.len());
         for (route, outcome) in [
             (OptionalRoute::GoalFromChat, from_chat),
             (OptionalRoute::UserPreferences, preferences),
+            (OptionalRoute::ListRuns, list_runs),
         ] {
             let support = Support::from_outcome(&outcome).unwrap_or(Support::Unknown);
             if support != Support::Unknown {
@@ -55,6 +59,19 @@ impl GatewayClient {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body("[]");
         self.send("probe_goal_from_chat", CallFamily::Plain, request)
+            .await
+            .map(drop)
+    }
+
+    /// The runs of a thread no Gateway has: an empty list or a 404 naming the thread from a
+    /// Gateway that serves the route, the route-level 404 from one that does not.
+    async fn probe_list_runs(&self) -> Result<(), GatewayError> {
+        let thread = crate::ThreadId::new(PROBE_THREAD);
+        let url = self.thread_url(Base::LangGraph, &thread, "/runs")?;
+        let request = self
+            .request(Method::GET, &url, None)?
+            .timeout(self.config().request_timeout);
+        self.send("probe_list_runs", CallFamily::Plain, request)
             .await
             .map(drop)
     }

@@ -1,6 +1,6 @@
 //! Optional routes (issue 26): Gateway routes some DeerFlow versions serve and others do
-//! not (`POST …/goal/from-chat`, `GET /api/user-preferences`), and what this client knows
-//! about them.
+//! not (`POST …/goal/from-chat`, `GET /api/user-preferences`, `GET …/runs`), and what this
+//! client knows about them.
 //!
 //! A Gateway without a route answers FastAPI's route-level `404 {"detail": "Not Found"}`
 //! ([`GatewayError::RouteMissing`]), which is not a thread that does not exist. The client
@@ -8,7 +8,8 @@
 //! - [`GatewayClient::probe_optional_routes`], which the daemon calls at start and after a
 //!   reconnect ([`GatewayClient::reconnected`]): one request per route that no Gateway acts
 //!   on (a from-chat body of the wrong shape, refused by validation before any handler
-//!   runs; a plain GET of the preferences); the probes and the client's questions live in
+//!   runs; a plain GET of the preferences, and of the runs of a thread no Gateway has);
+//!   the probes and the client's questions live in
 //!   `probe.rs`, this module only keeps what is known;
 //! - every real call of a route: a route-level 404 marks it missing, any other answer
 //!   present;
@@ -33,17 +34,22 @@ pub enum OptionalRoute {
     GoalFromChat,
     /// `GET /api/user-preferences`.
     UserPreferences,
+    /// `GET {langgraph_url}/threads/{id}/runs`: how a restarted bridge finds a run whose id
+    /// it could not journal (issue 27), so while the Gateway serves it the id need not be
+    /// saved the moment the run starts (issue 35).
+    ListRuns,
 }
 
 impl OptionalRoute {
     /// Every optional route, in a stable order.
-    pub const ALL: [Self; 2] = [Self::GoalFromChat, Self::UserPreferences];
+    pub const ALL: [Self; 3] = [Self::GoalFromChat, Self::UserPreferences, Self::ListRuns];
 
     /// The route as a reader knows it (`doctor`, logs).
     pub fn path(self) -> &'static str {
         match self {
             Self::GoalFromChat => "POST /api/threads/{id}/goal/from-chat",
             Self::UserPreferences => "GET /api/user-preferences",
+            Self::ListRuns => "GET /api/threads/{id}/runs",
         }
     }
 
@@ -51,6 +57,7 @@ impl OptionalRoute {
         match self {
             Self::GoalFromChat => 0,
             Self::UserPreferences => 1,
+            Self::ListRuns => 2,
         }
     }
 }

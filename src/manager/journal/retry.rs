@@ -237,4 +237,4 @@ impl Entry {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -82,4 +82,48 @@ mod tests {
         assert!(!names(&Value::Null, "e1"));
         assert!(!names(&json!({"im_bridge": {"entry": 1}}), "1"));
     }
+
+    /// The stored record of the journal's only entry.
+    async fn stored(rig: &super::super::retry::tests::Rig) -> crate::store::JournalRecord {
+        let listed = rig.store.journal_list(0, 10).await.unwrap();
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        listed.into_iter().next().unwrap().record
+    }
+
+    #[tokio::test]
+    async fn issue_35_a_findable_run_id_goes_with_the_next_save_and_an_unfindable_one_at_once() {
+        let rig = super::super::retry::tests::rig(std::time::Duration::from_secs(60)).await;
+        let msg = im_bridge_channel::InboundMessage::new("flaky", "4242", "u1", "question");
+        let super::super::Admission::New(Some(entry)) = rig.journal.admit(&msg, None).await else {
+            panic!("a chat message is journaled");
+        };
+        entry.starting("t1").await;
+        // The Gateway lists runs: the stored record still says a run may have started on
+        // t1, which recovery looks up by the entry key, and the id waits for the next save.
+        entry.run_started("t1", "r1", true).await;
+        let record = stored(&rig).await;
+        assert_eq!(record.state, JournalState::Admitted);
+        assert_eq!(record.thread_id.as_deref(), Some("t1"));
+        assert_eq!(record.run_id, None);
+        assert_eq!(entry.maybe_started_on(), None, "this process knows the run");
+        entry.stream_shown("m1");
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while stored(&rig).await.run_id.is_none() {
+            assert!(
+                tokio::time::Instant::now() < until,
+                "the next save carries the id"
+            );
+            tokio::task::yield_now().await;
+        }
+        let record = stored(&rig).await;
+        assert_eq!(record.state, JournalState::Running);
+        assert_eq!(record.run_id.as_deref(), Some("r1"));
+        assert_eq!(record.stream_message_id.as_deref(), Some("m1"));
+        // A Gateway that cannot list runs (or not known to): the id is saved at once.
+        entry.starting("t2").await;
+        entry.run_started("t2", "r2", false).await;
+        let record = stored(&rig).await;
+        assert_eq!(record.state, JournalState::Running);
+        assert_eq!(record.run_id.as_deref(), Some("r2"));
+    }
 }

@@ -59,7 +59,9 @@ pub(super) async fn wait_turn(
         .runs
         .register(conversation_key(msg), thread.clone(), Some(run_id.clone()));
     if let Some(entry) = Entry::current() {
-        entry.run_started(thread.as_str(), &run_id).await;
+        entry
+            .run_started(thread.as_str(), &run_id, super::runs_findable(inner))
+            .await;
     }
     let so_far = SoFar::default();
     let joined = awaiting(

@@ -39,8 +39,9 @@ impl GatewayClient {
         let request = self
             .request(Method::GET, &url, owner)?
             .timeout(self.config().request_timeout);
-        let response = self.send("list_runs", CallFamily::Plain, request).await?;
-        read_json(response, "list_runs").await
+        let sent = self.send("list_runs", CallFamily::Plain, request).await;
+        self.note_route(OptionalRoute::ListRuns, &sent);
+        read_json(sent?, "list_runs").await
     }
 }
 

@@ -52,15 +52,17 @@ impl Channel for Flaky {
     }
 }
 
-struct Rig {
-    store: Arc<dyn Store>,
+/// A journal on a real SQLite store, publishing to a [`Flaky`] channel (also used by the
+/// journal's other tests).
+pub(in crate::manager::journal) struct Rig {
+    pub(in crate::manager::journal) store: Arc<dyn Store>,
     channel: Arc<Flaky>,
     outbound: Arc<Outbound>,
-    journal: Journal,
+    pub(in crate::manager::journal) journal: Journal,
     _dir: tempfile::TempDir,
 }
 
-async fn rig(final_retry: Duration) -> Rig {
+pub(in crate::manager::journal) async fn rig(final_retry: Duration) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
