@@ -14,6 +14,7 @@ use super::RunStatus;
 use crate::ThreadId;
 use crate::client::{Base, GatewayClient, Owner, read_json};
 use crate::error::{CallFamily, GatewayError};
+use crate::routes::OptionalRoute;
 
 /// One run of a thread's list.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
