@@ -236,8 +236,9 @@ const COST_IDLE: Duration = Duration::from_secs(2);
 /// What a platform's path costs (issue 35): after one message to warm up, [`COST_MESSAGES`]
 /// private messages one after another, each sent once the previous one's answer (a distinct
 /// 20-chunk stream) shows; prints the process's CPU per message over that loop, the answers
-/// per second, and the CPU per second of [`COST_IDLE`] before it with nothing said (long
-/// polls, heartbeats, timers: what a paced loop also pays while it waits), on one
+/// per second, the CPU per second of [`COST_IDLE`] before it with nothing said (long polls,
+/// heartbeats, timers: what a paced loop also pays while it waits) and the platform API
+/// calls per message where the harness counts them ([`Conformance::api_calls`]), on one
 /// `platform-cost` line `scripts/platform-costs` collects.
 ///
 /// The CPU is the whole test process's, every thread: the daemon with the platform's real
@@ -264,15 +265,24 @@ pub async fn cost<P: Conformance>() {
     // The measured window itself, not a wait for an outcome.
     tokio::time::sleep(COST_IDLE).await;
     let idle = process_cpu() - idle;
-    let (cpu, started) = (process_cpu(), Instant::now());
+    let (calls, cpu, started) = (h.api_calls(), process_cpu(), Instant::now());
     for i in 1..=COST_MESSAGES {
         ask(i).await;
     }
     let (cpu, elapsed) = (process_cpu() - cpu, started.elapsed());
+    let calls = match (calls, h.api_calls()) {
+        (Some(before), Some(after)) => {
+            format!(
+                "{:.1}",
+                after.saturating_sub(before) as f64 / f64::from(COST_MESSAGES)
+            )
+        }
+        _ => "-".to_owned(),
+    };
     assert_eq!(h.refused(), Vec::<String>::new());
     println!(
         "platform-cost {}: {COST_MESSAGES} messages, {:.3} ms CPU/message, {:.1} answers/s, \
-         idle {:.3} ms CPU/s",
+         idle {:.3} ms CPU/s, {calls} API calls/message",
         P::NAME,
         cpu.as_secs_f64() * 1e3 / f64::from(COST_MESSAGES),
         f64::from(COST_MESSAGES) / elapsed.as_secs_f64(),
