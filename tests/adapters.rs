@@ -10,8 +10,15 @@
 //!
 //! The per-platform test files keep only what is specific to their platform.
 //!
-//! Only `logs` stops the daemon and waits for it (the lines of a shutdown are scanned too);
-//! the other scenarios drop their harness, which asks the daemon to stop without waiting:
+//! One more scenario is a measurement, not a check: [`cost`] (issue 35) answers a run of
+//! private messages one after another and prints the CPU each took and the answers per
+//! second. It is `#[ignore]`d, so the suite's normal run skips it; `scripts/platform-costs`
+//! runs it on every platform in a release build and prints the table of
+//! `docs/performance.md`.
+//!
+//! Only `logs` and `cost` stop the daemon and wait for it (the lines of a shutdown are
+//! scanned too; the next platform's measurement shares no CPU with this one's); the other
+//! scenarios drop their harness, which asks the daemon to stop without waiting:
 //! every platform's own tests check a clean stop, and Discord's takes half a second
 //! (serenity's shard shutdown) that seven scenarios would each pay again.
 //!
@@ -19,6 +26,8 @@
 
 pub(crate) mod harness;
 mod terminal;
+
+use std::time::{Duration, Instant};
 
 use im_bridge::i18n::Arg;
 use im_bridge::simulator::Script;
@@ -217,6 +226,78 @@ pub async fn logs<P: Conformance>() {
     capture.assert_clean(&secrets);
 }
 
+/// Messages [`cost`] measures, after one that warms the path up: with it, within WeCom's 30
+/// messages a minute per conversation (the daemon does not pace those; over them it meets
+/// `45009` and waits out the minute).
+const COST_MESSAGES: u32 = 25;
+/// How long [`cost`] measures the process idle, the user silent.
+const COST_IDLE: Duration = Duration::from_secs(2);
+
+/// What a platform's path costs (issue 35): after one message to warm up, [`COST_MESSAGES`]
+/// private messages one after another, each sent once the previous one's answer (a distinct
+/// 20-chunk stream) shows; prints the process's CPU per message over that loop, the answers
+/// per second, the CPU per second of [`COST_IDLE`] before it with nothing said (long polls,
+/// heartbeats, timers: what a paced loop also pays while it waits) and the platform API
+/// calls per message where the harness counts them ([`Conformance::api_calls`]), on one
+/// `platform-cost` line `scripts/platform-costs` collects.
+///
+/// The CPU is the whole test process's, every thread: the daemon with the platform's real
+/// channel, the platform's fake, the Gateway simulator and this loop. The console has no
+/// fake and no network, so its line is the baseline: a platform's own cost (its channel and
+/// its fake) is its line minus the console's. The rate is one chat's, sequential: where a
+/// platform paces a chat's writes (Telegram: a burst of 3, then one a second), it is that
+/// pace, not the bridge's.
+pub async fn cost<P: Conformance>() {
+    let h = P::start(Setup::default()).await;
+    let ask = async |i: u32| {
+        let answer = format!(
+            "Answer {i}: here is the whole answer at once, streamed in twenty chunks without \
+             a pause, so what the user waits for is the bridge and the platform, not a model."
+        );
+        h.sim()
+            .script_next_run(Script::with_answer(answer.clone()).chunks(20));
+        h.say(Place::Private, &format!("Question {i}, please answer it."))
+            .await;
+        wait_shown(&h, Place::Private, &answer).await;
+    };
+    ask(0).await;
+    let idle = process_cpu();
+    // The measured window itself, not a wait for an outcome.
+    tokio::time::sleep(COST_IDLE).await;
+    let idle = process_cpu() - idle;
+    let (calls, cpu, started) = (h.api_calls(), process_cpu(), Instant::now());
+    for i in 1..=COST_MESSAGES {
+        ask(i).await;
+    }
+    let (cpu, elapsed) = (process_cpu() - cpu, started.elapsed());
+    let calls = match (calls, h.api_calls()) {
+        (Some(before), Some(after)) => {
+            format!(
+                "{:.1}",
+                after.saturating_sub(before) as f64 / f64::from(COST_MESSAGES)
+            )
+        }
+        _ => "-".to_owned(),
+    };
+    assert_eq!(h.refused(), Vec::<String>::new());
+    println!(
+        "platform-cost {}: {COST_MESSAGES} messages, {:.3} ms CPU/message, {:.1} answers/s, \
+         idle {:.3} ms CPU/s, {calls} API calls/message",
+        P::NAME,
+        cpu.as_secs_f64() * 1e3 / f64::from(COST_MESSAGES),
+        f64::from(COST_MESSAGES) / elapsed.as_secs_f64(),
+        idle.as_secs_f64() * 1e3 / COST_IDLE.as_secs_f64(),
+    );
+    h.stop().await;
+}
+
+/// The CPU time this process used so far, every thread's (live or ended), user and system,
+/// to the nanosecond: `/proc/self/stat` counts 10 ms ticks, too coarse for a short loop.
+fn process_cpu() -> Duration {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::try_from(now).unwrap_or_default()
+}
+
 /// At least `n` `unit`s of mixed ASCII, CJK and emoji in paragraphs, ending in a visible
 /// character.
 fn long_text(unit: LengthUnit, n: usize) -> String {
@@ -237,7 +318,8 @@ fn long_text(unit: LengthUnit, n: usize) -> String {
 
 /// Stamps one test per scenario for a platform: `mod <name>` holding `answer`,
 /// `answer_webhook`, `redelivery`, `long_answer`, `goal_from_chat`, `localized`, `image`
-/// and `logs`, each behind the platform's feature.
+/// and `logs`, and the ignored measurement `platform_cost`, each behind the platform's
+/// feature.
 macro_rules! conformance {
     ($($feature:literal => $name:ident: $harness:ty;)*) => {$(
         #[cfg(feature = $feature)]
@@ -284,6 +366,12 @@ macro_rules! conformance {
             #[tokio::test]
             async fn logs() {
                 super::logs::<H>().await;
+            }
+
+            #[tokio::test]
+            #[ignore = "a measurement: run with scripts/platform-costs"]
+            async fn platform_cost() {
+                super::cost::<H>().await;
             }
         }
     )*};

@@ -5,7 +5,8 @@
 //!   after downtime is not acted on, its chat told once; a crowd writing during one run
 //!   gets one notice, then reactions (issue 33);
 //! - `adapters`: the adapter conformance suite, one scenario body run on every platform
-//!   through the harness each implements in its own module (issue 29);
+//!   through the harness each implements in its own module (issue 29), and the ignored
+//!   per-platform cost measurement (`scripts/platform-costs`, issue 35);
 //! - `manager`: the channel manager end to end, one theme a child module (issue 4);
 //! - `goal`: the `/goal` family (issue 5);
 //! - `lang`: localization and `/lang` (issue 6);

@@ -104,6 +104,14 @@ pub trait Conformance: Sized {
     /// line each: a channel within the platform's rules has none.
     fn refused(&self) -> Vec<String>;
 
+    /// How many requests the channel has made to the platform's API so far, as the fake
+    /// recorded them: HTTP calls (long polls and token requests too), or, where the API is
+    /// the long connection itself (WeCom), the frames the channel sent on it. Acks of
+    /// pushed events are not counted. `None` where there is no API (the console).
+    fn api_calls(&self) -> Option<usize> {
+        None
+    }
+
     /// Waits until `done` holds, checking again whenever the fake records something; fails
     /// the test, naming `what`, at the deadline.
     fn wait_until(&self, what: &str, done: impl Fn(&Self) -> bool) -> impl Future<Output = ()>;

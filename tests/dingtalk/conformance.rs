@@ -88,6 +88,10 @@ impl Conformance for DingTalk {
         here.map(|s| s.text().to_owned()).collect()
     }
 
+    fn api_calls(&self) -> Option<usize> {
+        Some(self.dt.fake.calls().len())
+    }
+
     fn refused(&self) -> Vec<String> {
         let calls = self.dt.fake.calls();
         let refused = calls.iter().filter(|c| !c.ok());

@@ -74,6 +74,10 @@ impl Conformance for Discord {
         sent.map(|s| s.content).collect()
     }
 
+    fn api_calls(&self) -> Option<usize> {
+        Some(self.dc.fake.calls().len())
+    }
+
     fn refused(&self) -> Vec<String> {
         let calls = self.dc.fake.calls();
         let refused = calls.iter().filter(|c| !c.ok());

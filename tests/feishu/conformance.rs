@@ -122,6 +122,10 @@ impl Conformance for Feishu {
             .collect()
     }
 
+    fn api_calls(&self) -> Option<usize> {
+        Some(self.fs.fake.calls().len())
+    }
+
     fn refused(&self) -> Vec<String> {
         let calls = self.fs.fake.calls();
         let refused = calls.iter().filter(|c| !c.ok());

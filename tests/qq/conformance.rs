@@ -90,6 +90,10 @@ impl Conformance for Qq {
             .collect()
     }
 
+    fn api_calls(&self) -> Option<usize> {
+        Some(self.qq.fake.calls().len())
+    }
+
     fn refused(&self) -> Vec<String> {
         let calls = self.qq.fake.calls();
         let refused = calls.iter().filter(|c| !c.ok());

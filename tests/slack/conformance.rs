@@ -137,6 +137,10 @@ impl Conformance for Slack {
             .collect()
     }
 
+    fn api_calls(&self) -> Option<usize> {
+        Some(self.sl.fake.calls().len())
+    }
+
     fn refused(&self) -> Vec<String> {
         let calls = self.sl.fake.calls();
         let refused = calls.iter().filter(|c| !c.ok());

@@ -133,6 +133,10 @@ impl Conformance for Telegram {
         texts.map(|m| m.text).collect()
     }
 
+    fn api_calls(&self) -> Option<usize> {
+        Some(self.tg.fake.calls().len())
+    }
+
     fn refused(&self) -> Vec<String> {
         // A long poll still open is recorded with status 0.
         let calls = self.tg.fake.calls();

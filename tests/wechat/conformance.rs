@@ -61,6 +61,10 @@ impl Conformance for Wechat {
         self.wx.shown(USER)
     }
 
+    fn api_calls(&self) -> Option<usize> {
+        Some(self.wx.fake.calls().len())
+    }
+
     fn refused(&self) -> Vec<String> {
         self.wx.refused()
     }

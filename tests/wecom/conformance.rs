@@ -69,6 +69,10 @@ impl Conformance for WeCom {
         shown_in(&self.wc.fake, conversation)
     }
 
+    fn api_calls(&self) -> Option<usize> {
+        Some(self.wc.fake.frames().len())
+    }
+
     fn refused(&self) -> Vec<String> {
         self.wc.refused()
     }
