@@ -132,3 +132,30 @@ async fn with_postgres_a_second_replica_completes_a_killed_replicas_answer() {
     completed_once(&b, USER, question, shown, &thread).await;
     pg.drop().await;
 }
+
+/// Issue 35: the real Gateway serves `GET …/runs` as the client's probe asks it (with the
+/// internal token where auth is on, as the daemon does at start), so the bridge may leave
+/// a run id for the entry's next save: a restart finds that run by the list (the tests
+/// above kill a bridge in that window).
+#[tokio::test]
+#[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
+async fn the_real_gateway_lists_a_threads_runs_for_the_probe() {
+    use im_bridge::gateway::{GatewayClient, GatewayConfig, InternalToken, OptionalRoute, Support};
+    let gw = super::gateway::Gateway::from_env();
+    let client = GatewayClient::new(GatewayConfig {
+        langgraph_url: format!("{}/api", gw.url),
+        gateway_url: gw.url.clone(),
+        internal_token: gw.token.clone().map(InternalToken::new),
+        ..GatewayConfig::default()
+    })
+    .unwrap();
+    let found = client.probe_optional_routes().await;
+    assert!(
+        found.contains(&(OptionalRoute::ListRuns, Support::Present)),
+        "{found:?}"
+    );
+    assert_eq!(
+        client.route_support(OptionalRoute::ListRuns),
+        Support::Present
+    );
+}

@@ -182,6 +182,25 @@ mod tests {
     }
 
     #[test]
+    fn issue_35_gathering_takes_what_was_queued_up_to_the_batch_bound() {
+        let (report, _outcomes) = std_mpsc::channel();
+        let (tx, mut queue) = mpsc::channel::<Job>(MAX_BATCH * 2);
+        for _ in 0..MAX_BATCH + 5 {
+            assert!(tx.try_send(job("x", "SELECT 1", &report)).is_ok());
+        }
+        let mut batch = Vec::new();
+        assert_eq!(queue.blocking_recv_many(&mut batch, 1), 1);
+        gather(&mut queue, &mut batch);
+        assert_eq!(batch.len(), MAX_BATCH);
+        assert_eq!(queue.len(), 5, "the rest wait for the next batch");
+        // A lone job gathers nothing and does not wait for more.
+        let (_tx, mut idle) = mpsc::channel::<Job>(1);
+        let mut lone = vec![job("y", "SELECT 1", &report)];
+        gather(&mut idle, &mut lone);
+        assert_eq!(lone.len(), 1);
+    }
+
+    #[test]
     fn a_failing_job_does_not_fail_its_batch() {
         let (_dir, mut db, caches) = setup();
         let (tx, rx) = std_mpsc::channel();
