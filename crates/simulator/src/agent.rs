@@ -107,7 +107,7 @@ impl Out {
         let writer = self
             .chunks
             .get_or_insert_with(|| wire::ChunkWriter::new(&spec.thread_id, &spec.run_id));
-        let frame = Event::frame(event, content.len() + 640, |buf| {
+        let frame = Event::frame(event, writer.data_len(id, content), |buf| {
             writer.write(buf, id, content, last, step)
         });
         self.send(frame).await

@@ -209,6 +209,16 @@ impl ChunkWriter {
         }
     }
 
+    /// About how many bytes [`write`](Self::write) writes for a chunk (a little more, so
+    /// that a frame buffer reserved with it never grows): the chunk's fixed fields, its id,
+    /// its text and the metadata.
+    pub fn data_len(&self, id: &str, content: &str) -> usize {
+        /// The chunk's fields besides its id and text, the brackets, `langgraph_step` and
+        /// some room for escapes.
+        const FIXED: usize = 320;
+        FIXED + id.len() + content.len() + self.meta_rest.len()
+    }
+
     /// Writes one chunk's frame data: `[chunk, metadata]`.
     pub fn write(
         &self,
@@ -526,6 +536,7 @@ mod tests {
             writer
                 .write(&mut out, "lc_run--a", content, last, 7)
                 .unwrap();
+            assert!(out.len() <= writer.data_len("lc_run--a", content));
             let written: Value = serde_json::from_slice(&out).unwrap();
             let expected = json!([
                 ai_chunk("lc_run--a", content, last),
