@@ -68,21 +68,19 @@ impl GatewayClient {
     async fn probe_list_runs(&self) -> Result<(), GatewayError> {
         let thread = crate::ThreadId::new(PROBE_THREAD);
         let url = self.thread_url(Base::LangGraph, &thread, "/runs")?;
-        let request = self
-            .request(Method::GET, &url, None)?
-            .timeout(self.config().request_timeout);
-        self.send("probe_list_runs", CallFamily::Plain, request)
-            .await
-            .map(drop)
+        self.probe_get("probe_list_runs", &url).await
     }
 
     async fn probe_preferences(&self) -> Result<(), GatewayError> {
         let url = self.url(Base::Gateway, "/api/user-preferences");
+        self.probe_get("probe_user_preferences", &url).await
+    }
+
+    /// A plain `GET` of `url` for a probe; only whether and how it failed matters.
+    async fn probe_get(&self, call: &'static str, url: &str) -> Result<(), GatewayError> {
         let request = self
-            .request(Method::GET, &url, None)?
+            .request(Method::GET, url, None)?
             .timeout(self.config().request_timeout);
-        self.send("probe_user_preferences", CallFamily::Plain, request)
-            .await
-            .map(drop)
+        self.send(call, CallFamily::Plain, request).await.map(drop)
     }
 }
