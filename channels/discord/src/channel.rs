@@ -273,6 +273,27 @@ impl DiscordChannel {
     }
 
     /// Normalizes a user's message, performs its side effects, and offers it.
+    /// One event from the gateway. serenity hands each dispatch to its raw handler in a
+    /// task of its own, so READY and the first MESSAGE_CREATE reach the queue in either
+    /// order: a message proves the session as READY does (the bot's id is known from
+    /// [`GatewayEvent::Identity`], sent before the shard starts).
+    async fn on_event(&self, sink: &InboundSink, event: GatewayEvent) {
+        match event {
+            GatewayEvent::Identity { bot_id } => lock(&self.state).bot_id = Some(bot_id),
+            GatewayEvent::Ready { bot_id } => {
+                lock(&self.state).bot_id = Some(bot_id);
+                self.telemetry.set_connected(true);
+            }
+            GatewayEvent::Resumed => {
+                self.telemetry.set_connected(true);
+            }
+            GatewayEvent::Message(message) => {
+                self.telemetry.set_connected(true);
+                self.intake(sink, &message).await;
+            }
+        }
+    }
+
     async fn intake(&self, sink: &InboundSink, message: &Message) {
         self.telemetry.received(1);
         self.learn_channel(message).await;
@@ -369,17 +390,7 @@ impl Channel for DiscordChannel {
             tokio::select! {
                 ended = &mut gateway => break ended,
                 event = events.recv(), if open => match event {
-                    Some(GatewayEvent::Identity { bot_id }) => {
-                        lock(&self.state).bot_id = Some(bot_id);
-                    }
-                    Some(GatewayEvent::Ready { bot_id }) => {
-                        lock(&self.state).bot_id = Some(bot_id);
-                        self.telemetry.set_connected(true);
-                    }
-                    Some(GatewayEvent::Resumed) => {
-                        self.telemetry.set_connected(true);
-                    }
-                    Some(GatewayEvent::Message(message)) => self.intake(&sink, &message).await,
+                    Some(event) => self.on_event(&sink, event).await,
                     None => open = false,
                 },
             }

@@ -196,6 +196,36 @@ async fn telemetry_follows_the_adapter_contract() {
     assert_eq!(probe.connected(NAME), Some(false));
 }
 
+/// serenity runs each dispatch's handler in a task of its own, so the first message can
+/// reach the channel before READY does: it still finds the channel connected, and is taken
+/// in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_message_that_overtakes_ready_proves_the_session() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let probe = im_bridge_fakes::telemetry::TelemetryProbe::new();
+    let ch = probe.build(|| channel(&fake, json!({})));
+    let (sink, mut queue) =
+        im_bridge_channel::inbound_queue(std::num::NonZeroUsize::new(4).unwrap());
+    let bot_id = discord::BOT_ID.parse().unwrap();
+    ch.on_event(&sink, GatewayEvent::Identity { bot_id }).await;
+    assert_ne!(
+        probe.connected(NAME),
+        Some(true),
+        "identified, not connected"
+    );
+    let first: Message = serde_json::from_value(Event::guild("10", "20", "hi").data()).unwrap();
+    ch.on_event(&sink, GatewayEvent::Message(Box::new(first)))
+        .await;
+    assert_eq!(probe.connected(NAME), Some(true));
+    let m = tokio::time::timeout(DEADLINE, queue.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.text, "hi");
+    ch.on_event(&sink, GatewayEvent::Ready { bot_id }).await;
+    assert_eq!(probe.connected(NAME), Some(true));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_delivery_engine_splits_at_2000_and_waits_out_a_429_on_create() {
     let fake = FakeDiscord::start().await.unwrap();
