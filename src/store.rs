@@ -187,6 +187,14 @@ pub trait Store: Send + Sync + 'static {
     /// The conversation's binding, if any.
     async fn get_binding(&self, key: &ConversationKey) -> Result<Option<Binding>, StoreError>;
 
+    /// The conversation's binding when this process holds it in memory, without a round
+    /// trip to the store; `None` when only [`Store::get_binding`] could tell. A hint, not an
+    /// answer: the journal records it at admission as the thread a message will most likely
+    /// run on (issue 35). A store shared by replicas keeps no such copy (the default).
+    fn cached_binding(&self, _key: &ConversationKey) -> Option<Binding> {
+        None
+    }
+
     /// Binds the conversation to `thread_id` (insert or overwrite). On overwrite `created_at`
     /// is kept and `updated_at` becomes now. Returns the stored binding.
     async fn set_binding(

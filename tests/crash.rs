@@ -167,6 +167,26 @@ impl Crashable {
     }
 
     /// Waits until every journal entry is gone (each final landed).
+    /// Kills `daemon` and starts the bridge again; the restarted bridge must join the run
+    /// the first one started (let finish then) and show `answer` once, as a late reply,
+    /// with no run started again (`runs` in all). Returns the restarted bridge, its journal
+    /// empty.
+    pub(crate) async fn restart_and_follow(
+        &self,
+        daemon: Child,
+        answer: &str,
+        runs: usize,
+    ) -> Child {
+        kill9(daemon).await;
+        let daemon = self.spawn(1);
+        self.finish_once_joined().await;
+        let messages = self.wait_text(&late(answer)).await;
+        assert_eq!(with_text(&messages, answer).len(), 1, "{messages:?}");
+        assert_eq!(self.run_starts(), runs, "{:?}", self.paths());
+        self.wait_journal_empty().await;
+        daemon
+    }
+
     pub(crate) async fn wait_journal_empty(&self) {
         let path = self.dir.path().join("bridge.store");
         let until = Instant::now() + DEADLINE;
@@ -248,6 +268,15 @@ pub(crate) fn late(answer: &str) -> String {
     )
 }
 
+/// A one-chunk answer whose run the Gateway starts and holds open (until the test finishes
+/// it) while its answer to the run request, the run id, never reaches the bridge.
+pub(crate) fn accepted_unanswered(answer: &str) -> Script {
+    Script::with_answer(answer)
+        .chunks(1)
+        .hold(Hold::UntilFinished)
+        .started_response_delay(Duration::from_secs(600))
+}
+
 /// The messages whose text contains `text`.
 pub(crate) fn with_text<'a>(messages: &'a [BotMessage], text: &str) -> Vec<&'a BotMessage> {
     messages.iter().filter(|m| m.text.contains(text)).collect()
@@ -287,12 +316,7 @@ async fn issue_27_killed_after_the_gateway_accepted_the_run_follows_it_instead_o
 {
     let c = Crashable::start().await;
     // The Gateway started the run but its answer (the run id) has not reached the bridge.
-    c.sim.script_next_run(
-        Script::with_answer("only once")
-            .chunks(1)
-            .hold(Hold::UntilFinished)
-            .started_response_delay(Duration::from_secs(600)),
-    );
+    c.sim.script_next_run(accepted_unanswered("only once"));
     let daemon = c.spawn(0);
     c.say("hello");
     c.wait_request("the run request", |m, p| {
@@ -308,15 +332,8 @@ async fn issue_27_killed_after_the_gateway_accepted_the_run_follows_it_instead_o
         journal_records(&path).iter().all(|r| !r.contains("run_id")),
         "the run id must not be journaled yet"
     );
-    kill9(daemon).await;
-    let daemon = c.spawn(1);
     // The restarted bridge finds the run by its metadata and joins it.
-    c.finish_once_joined().await;
-    let messages = c.wait_text(&late("only once")).await;
-    assert_eq!(with_text(&messages, "only once").len(), 1, "{messages:?}");
-    assert_eq!(c.run_starts(), 1, "{:?}", c.paths());
-    c.wait_journal_empty().await;
-    drop(daemon);
+    drop(c.restart_and_follow(daemon, "only once", 1).await);
 }
 
 #[tokio::test]
@@ -366,6 +383,39 @@ async fn issue_27_a_gateway_that_cannot_list_runs_runs_the_message_again_and_ans
     drop(daemon);
 }
 
+/// Issue 35: a conversation's later message is admitted with the thread its binding names
+/// and makes no store write of its own before its run request; killed once the Gateway
+/// accepted that run, the restarted bridge still finds the run by its metadata and
+/// follows it instead of starting another.
+#[tokio::test]
+async fn issue_35_a_later_message_admitted_with_its_thread_is_followed_after_a_crash() {
+    let c = Crashable::start().await;
+    c.sim
+        .script_next_run(Script::with_answer("the first answer").chunks(1));
+    c.sim
+        .script_next_run(accepted_unanswered("the second answer"));
+    let daemon = c.spawn(0);
+    c.say("hello");
+    c.wait_text("the first answer").await;
+    c.wait_journal_empty().await;
+    c.say("and then?");
+    c.sim
+        .wait_for_requests(2, DEADLINE, |r| {
+            r.method == "POST" && r.path.ends_with("/runs/stream")
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the second run request: {:?}", c.paths()));
+    let path = c.dir.path().join("bridge.store");
+    let records = journal_records(&path);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert!(
+        records[0].contains("\"admitted\"") && records[0].contains("thread_id"),
+        "admitted with its thread: {records:?}"
+    );
+    assert!(!records[0].contains("run_id"), "{records:?}");
+    drop(c.restart_and_follow(daemon, "the second answer", 2).await);
+}
+
 /// Issue 35: the run id is saved with the entry's next write only while the Gateway is
 /// known to list a thread's runs; without the route it is saved the moment the run
 /// starts, so a crash before the first word still follows the run instead of starting it
@@ -387,18 +437,7 @@ async fn issue_35_without_the_run_list_the_run_id_is_journaled_before_the_first_
     c.say("hello");
     c.wait_journal("the run id, before any word", |r| r.contains("run_id"))
         .await;
-    kill9(daemon).await;
-    let daemon = c.spawn(1);
-    c.finish_once_joined().await;
-    let messages = c.wait_text(&late("followed by its id")).await;
-    assert_eq!(
-        with_text(&messages, "followed by its id").len(),
-        1,
-        "{messages:?}"
-    );
-    assert_eq!(c.run_starts(), 1, "{:?}", c.paths());
-    c.wait_journal_empty().await;
-    drop(daemon);
+    drop(c.restart_and_follow(daemon, "followed by its id", 1).await);
 }
 
 #[tokio::test]

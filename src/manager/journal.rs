@@ -205,7 +205,13 @@ impl Journal {
             };
         }
         let id = new_id();
-        let record = JournalRecord::admitted(msg.clone());
+        let mut record = JournalRecord::admitted(msg.clone());
+        // The thread the message will most likely run on, when the store has the binding in
+        // memory: a run that starts there needs no store write of its own before its
+        // request (`starting.rs`; issue 35).
+        record.thread_id = store
+            .cached_binding(&crate::store::conversation_key(msg))
+            .map(|binding| binding.thread_id.as_str().to_owned());
         let config = &self.shared.config;
         match store
             .journal_admit(

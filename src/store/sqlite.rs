@@ -251,6 +251,10 @@ impl Store for SqliteStore {
         .await
     }
 
+    fn cached_binding(&self, key: &ConversationKey) -> Option<Binding> {
+        self.caches.binding(&binding_key(key)).flatten()
+    }
+
     async fn set_binding(
         &self,
         key: &ConversationKey,

@@ -29,13 +29,23 @@ impl Entry {
     }
 
     /// Records, before the run request, that a run is about to start on `thread`: from here
-    /// on recovery looks for it there before starting another.
+    /// on recovery looks for it there before starting another. No store write when the
+    /// record says so already: admission recorded the conversation's thread when the store
+    /// had it in memory (issue 35), and nothing was changed since without being saved (a
+    /// change that waits for the next save, a started run's id, also leaves `Admitted`).
     pub(crate) async fn starting(&self, thread: &str) {
         {
             let mut progress = self.progress();
-            progress.record.state = JournalState::Admitted;
-            progress.record.thread_id = Some(thread.to_owned());
-            progress.record.run_id = None;
+            let record = &mut progress.record;
+            if record.state == JournalState::Admitted
+                && record.run_id.is_none()
+                && record.thread_id.as_deref() == Some(thread)
+            {
+                return;
+            }
+            record.state = JournalState::Admitted;
+            record.thread_id = Some(thread.to_owned());
+            record.run_id = None;
         }
         self.save().await;
     }
@@ -88,6 +98,55 @@ mod tests {
         let listed = rig.store.journal_list(0, 10).await.unwrap();
         assert_eq!(listed.len(), 1, "{listed:?}");
         listed.into_iter().next().unwrap().record
+    }
+
+    /// Issue 35: a message whose conversation's binding the store holds in memory is
+    /// admitted with that thread, so a run starting there needs no write of its own before
+    /// its request; a run on another thread (a `/new` in between) is saved first, and a
+    /// conversation the store does not know yet is admitted without a thread.
+    #[tokio::test]
+    async fn issue_35_the_thread_known_at_admission_spares_the_write_before_the_run() {
+        let rig = super::super::retry::tests::rig(std::time::Duration::from_secs(60)).await;
+        let unbound = im_bridge_channel::InboundMessage::new("flaky", "7", "u1", "first");
+        let super::super::Admission::New(Some(first)) = rig.journal.admit(&unbound, None).await
+        else {
+            panic!("a chat message is journaled");
+        };
+        assert_eq!(stored(&rig).await.thread_id, None, "no binding, no thread");
+        crate::store::Store::journal_remove(rig.store.as_ref(), &first.0.id)
+            .await
+            .unwrap();
+        let msg = im_bridge_channel::InboundMessage::new("flaky", "4242", "u1", "question");
+        let key = crate::store::conversation_key(&msg);
+        rig.store
+            .set_binding(&key, &crate::gateway::ThreadId::new("t1"), "u1")
+            .await
+            .unwrap();
+        let super::super::Admission::New(Some(entry)) = rig.journal.admit(&msg, None).await else {
+            panic!("a chat message is journaled");
+        };
+        let mut record = stored(&rig).await;
+        assert_eq!(record.state, JournalState::Admitted);
+        assert_eq!(
+            record.thread_id.as_deref(),
+            Some("t1"),
+            "admitted with its thread"
+        );
+        // The stored record is marked behind the entry's back: a save would overwrite it.
+        record.attempts = 7;
+        let holder = &rig.journal.shared.holder;
+        assert!(
+            rig.store
+                .journal_save(&entry.0.id, &record, holder)
+                .await
+                .unwrap()
+        );
+        entry.starting("t1").await;
+        assert_eq!(stored(&rig).await.attempts, 7, "no write before the run");
+        entry.starting("t2").await;
+        let record = stored(&rig).await;
+        assert_eq!(record.thread_id.as_deref(), Some("t2"));
+        assert_eq!(record.attempts, 0, "saved before a run on another thread");
     }
 
     #[tokio::test]
