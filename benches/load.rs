@@ -41,7 +41,9 @@
 //!
 //! The store is SQLite in a temporary directory; with `IM_BRIDGE_BENCH_POSTGRES` set to a
 //! `postgres://` URL it is the Postgres store instead, each phase in a fresh schema that is
-//! dropped afterwards (the server's own CPU is not counted).
+//! dropped afterwards (the server's own CPU is not counted). `IM_BRIDGE_BENCH_CHUNKS` sets
+//! the chunks per answer (20 otherwise): runs at 1 and at 20 tell what reading a chunk costs
+//! from what the rest of a message does.
 // A benchmark that cannot set itself up should stop loudly.
 #![allow(clippy::expect_used)]
 
@@ -72,8 +74,10 @@ const CONVERSATIONS: usize = 1_000;
 const MESSAGES_EACH: usize = 10;
 const TOTAL: usize = CONVERSATIONS * MESSAGES_EACH;
 const OPEN_LOOP_RATE: f64 = 2_000.0;
-/// Chunks per streamed answer, and the answer's length in characters.
+/// Chunks per streamed answer (`IM_BRIDGE_BENCH_CHUNKS` overrides it, to tell what a
+/// chunk costs from what a message does), and the answer's length in characters.
 const CHUNKS: usize = 20;
+const CHUNKS_ENV: &str = "IM_BRIDGE_BENCH_CHUNKS";
 const ANSWER_CHARS: usize = 240;
 /// Set to a `postgres://` URL to run on the Postgres store instead of SQLite.
 const POSTGRES_ENV: &str = "IM_BRIDGE_BENCH_POSTGRES";
@@ -187,7 +191,7 @@ impl Sim {
                 "--chunk-delay-ms",
                 "0",
             ])
-            .args(["--chunks", &CHUNKS.to_string()])
+            .args(["--chunks", &chunks().to_string()])
             .args(["--answer-chars", &ANSWER_CHARS.to_string()])
             .args(["--record-limit", "0"])
             .env("RUST_LOG", "warn")
@@ -250,6 +254,15 @@ impl Drop for Sim {
 }
 
 /// `IM_BRIDGE_BIN`, else `target/release/im-bridge` next to this bench's `deps/` directory.
+/// Chunks per answer: [`CHUNKS`], or a positive count in `IM_BRIDGE_BENCH_CHUNKS`.
+fn chunks() -> usize {
+    std::env::var(CHUNKS_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(CHUNKS)
+}
+
 fn simulator_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("IM_BRIDGE_BIN") {
         return PathBuf::from(path);
@@ -563,8 +576,9 @@ fn main() {
         "SQLite"
     };
     println!(
-        "load: {CONVERSATIONS} conversations x {MESSAGES_EACH} messages, {CHUNKS}-chunk streams of \
+        "load: {CONVERSATIONS} conversations x {MESSAGES_EACH} messages, {}-chunk streams of \
          {ANSWER_CHARS} characters, {store} store, simulator pid {} at {}; load average before: {}",
+        chunks(),
         sim.child.id(),
         sim.addr,
         loadavg

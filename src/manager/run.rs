@@ -9,6 +9,7 @@
 //! `/goal from-chat` needs to tell "saved but not started" apart.
 
 use im_bridge_channel::InboundMessage;
+use std::pin::{Pin, pin};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -198,9 +199,12 @@ async fn stream_turn(
     let source = Source { thread, owner };
     // When the placeholder is due, until some text was shown (placeholder channels only).
     let mut placeholder_at = placeholder_due(inner, msg);
-    let opened = awaiting(inner, msg, &mut placeholder_at, async {
-        inner.gateway.stream_run(owner, thread, request).await
-    })
+    let opened = awaiting(
+        inner,
+        msg,
+        &mut placeholder_at,
+        pin!(inner.gateway.stream_run(owner, thread, request)),
+    )
     .await;
     let mut stream = match opened {
         Ok(s) => s,
@@ -273,7 +277,8 @@ async fn show_stream(
     let mut failed = false;
     let mut marker: Option<String> = None;
     loop {
-        let Some(event) = awaiting(inner, msg, &mut placeholder_at, stream.next()).await else {
+        let Some(event) = awaiting(inner, msg, &mut placeholder_at, pin!(stream.next())).await
+        else {
             break;
         };
         let changed = match event {
@@ -332,16 +337,18 @@ fn placeholder_due(inner: &Inner, msg: &InboundMessage) -> Option<Instant> {
 }
 
 /// Awaits `work`; if the placeholder falls due first, shows it (once) and keeps waiting.
+/// `work` is pinned by the caller (`std::pin::pin!`): taken by value and pinned here, it
+/// would be held twice in this future's state (the argument and the pinned local), and a
+/// run's futures are several KiB (issue 35: a turn's task was 22 KiB for it).
 async fn awaiting<F: Future>(
     inner: &Inner,
     msg: &InboundMessage,
     placeholder_at: &mut Option<Instant>,
-    work: F,
+    mut work: Pin<&mut F>,
 ) -> F::Output {
-    tokio::pin!(work);
     if let Some(at) = *placeholder_at {
         tokio::select! {
-            output = &mut work => return output,
+            output = work.as_mut() => return output,
             () = tokio::time::sleep_until(at) => {}
         }
         *placeholder_at = None;

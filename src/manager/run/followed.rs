@@ -4,6 +4,8 @@
 //! answer is the run's final snapshot, published as one final per goal-continuation
 //! segment. How a join is read is `manager/join.rs`.
 
+use std::pin::pin;
+
 use im_bridge_channel::InboundMessage;
 
 use super::handoff::{self, Handoff};
@@ -48,7 +50,7 @@ pub(super) async fn wait_turn(
         inner,
         msg,
         &mut placeholder_at,
-        inner.gateway.create_run_as(owner, thread, request, mode),
+        pin!(inner.gateway.create_run_as(owner, thread, request, mode)),
     )
     .await;
     let run_id = match created {
@@ -68,13 +70,16 @@ pub(super) async fn wait_turn(
         inner,
         msg,
         &mut placeholder_at,
-        handoff::watching(
+        // Boxed: the join is the largest future of a turn (about 8 KiB), and held inline
+        // it would size every turn's task, the streaming channels' too.
+        Box::pin(handoff::watching(
             inner,
             msg,
             Handoff::plan(inner, msg),
             &so_far,
             join::join(inner, owner, thread, &run_id, Some(&so_far)),
-        ),
+        ))
+        .as_mut(),
     )
     .await;
     let stopped = running.stopped();
