@@ -52,6 +52,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// The daemon's allocator (`src/main.rs`), so the bridge measured here allocates as it does.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// The answer every run streams, in this many chunks.
 const ANSWER: &str = "Here is the whole answer at once: the simulated agent streams it in twenty \
     chunks without pausing, so what the user waits for is the bridge and the platform's rules, \

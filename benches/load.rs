@@ -70,6 +70,10 @@ use im_bridge_channel::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// The daemon's allocator (`src/main.rs`), so the bridge measured here allocates as it does.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 const CONVERSATIONS: usize = 1_000;
 const MESSAGES_EACH: usize = 10;
 const TOTAL: usize = CONVERSATIONS * MESSAGES_EACH;
