@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::handler::Handler;
-use axum::serve::ListenerExt;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -146,11 +145,6 @@ impl<I: Platform> Server<I> {
             .with_state(shared.clone());
         let stop = shared.stop.clone();
         tokio::spawn(async move {
-            // As a platform's servers do: a pushed event frame goes out at once instead of
-            // waiting (Nagle) for the client's delayed ACK of the frame before it.
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(stop.cancelled_owned())
                 .await;
