@@ -91,6 +91,26 @@ impl Crashable {
         run_daemon(&self.config(), &self.log_path(n), env)
     }
 
+    /// [`spawn`](Self::spawn) from a copy of the binary of this test's own: its pages of
+    /// code are mapped by this daemon alone, not by the other tests' daemons running
+    /// beside it (the kernel pages out only what no other process maps).
+    pub(crate) fn spawn_own_copy(&self, n: usize) -> Child {
+        let copy = self.dir.path().join("im-bridge");
+        std::fs::copy(env!("CARGO_BIN_EXE_im-bridge"), &copy).unwrap();
+        let mut command = daemon_command(&copy, &self.config(), &self.log_path(n), &[]);
+        // Another test's fork may still hold the copy's write descriptor until it execs
+        // (ETXTBSY): that passes in a moment.
+        let until = std::time::Instant::now() + DEADLINE;
+        loop {
+            match command.spawn() {
+                Err(e) if e.raw_os_error() == Some(26) && std::time::Instant::now() < until => {
+                    std::thread::yield_now();
+                }
+                spawned => return spawned.unwrap(),
+            }
+        }
+    }
+
     /// Injects a private message from the test's user; returns its message id.
     pub(crate) fn say(&self, text: &str) -> i64 {
         self.fake.inject(Incoming::private(USER, text)).message_id
@@ -223,8 +243,16 @@ impl Crashable {
 /// Starts the real daemon (`im-bridge run`) on `config`, its log (info level) in `log`,
 /// with extra environment variables; it is killed when the handle is dropped.
 pub(crate) fn run_daemon(config: &Path, log: &Path, env: &[(&str, &str)]) -> Child {
+    daemon_command(Path::new(env!("CARGO_BIN_EXE_im-bridge")), config, log, env)
+        .spawn()
+        .unwrap()
+}
+
+/// `program run --config config`, as [`run_daemon`] runs it.
+fn daemon_command(program: &Path, config: &Path, log: &Path, env: &[(&str, &str)]) -> Command {
     let log = std::fs::File::create(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_im-bridge"))
+    let mut command = Command::new(program);
+    command
         .args(["run", "--config"])
         .arg(config)
         .env_remove("DEER_FLOW_INTERNAL_AUTH_TOKEN")
@@ -234,9 +262,8 @@ pub(crate) fn run_daemon(config: &Path, log: &Path, env: &[(&str, &str)]) -> Chi
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
+        .kill_on_drop(true);
+    command
 }
 
 /// The journal's records, read beside the running daemon.

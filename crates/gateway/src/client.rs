@@ -26,6 +26,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::direct::Direct;
 use crate::error::{CallFamily, GatewayError, TransportKind, map_status};
 use crate::routes::Routes;
 use crate::token::InternalToken;
@@ -36,7 +37,9 @@ use crate::ThreadId;
 /// this the response is refused as undecodable rather than buffered.
 const MAX_JSON_BYTES: usize = 64 * 1024 * 1024;
 /// Bound on the prefix of an error body read to find its `detail`; the rest is discarded.
-const MAX_ERROR_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_ERROR_BYTES: usize = 64 * 1024;
+/// The `User-Agent` of every call.
+pub(crate) const USER_AGENT: &str = concat!("im-bridge/", env!("CARGO_PKG_VERSION"));
 
 /// A path segment keeps only RFC 3986 unreserved characters.
 pub(crate) const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
@@ -138,6 +141,11 @@ pub struct GatewayClient {
 
 struct Inner {
     http: reqwest::Client,
+    /// The run streams' own HTTP/1.1 path to a plain-HTTP `langgraph_url` (`direct.rs`);
+    /// `None` sends them through `http` too.
+    direct: Option<Arc<Direct>>,
+    /// `X-DeerFlow-Internal-Token`, for the calls `http` does not make.
+    token: Option<HeaderValue>,
     config: GatewayConfig,
     langgraph: String,
     gateway: String,
@@ -165,18 +173,35 @@ impl GatewayClient {
     /// Builds the client. Fails only when the token cannot be a header value or the TLS
     /// backend cannot start.
     pub fn new(config: GatewayConfig) -> Result<Self, GatewayError> {
+        let direct = Direct::for_base(&config.langgraph_url);
+        Self::with_direct(config, direct)
+    }
+
+    /// A client whose run streams go through reqwest whatever the base, as they do over
+    /// TLS or a proxy: tests read the same streams both ways.
+    #[cfg(test)]
+    pub(crate) fn pooled_only(config: GatewayConfig) -> Result<Self, GatewayError> {
+        Self::with_direct(config, None)
+    }
+
+    fn with_direct(
+        config: GatewayConfig,
+        direct: Option<Arc<Direct>>,
+    ) -> Result<Self, GatewayError> {
         let mut headers = HeaderMap::new();
-        if let Some(token) = config.internal_token.as_ref().filter(|t| !t.is_empty()) {
-            let mut value = HeaderValue::from_str(token.expose()).map_err(|_| {
+        let mut internal = None;
+        if let Some(secret) = config.internal_token.as_ref().filter(|t| !t.is_empty()) {
+            let mut value = HeaderValue::from_str(secret.expose()).map_err(|_| {
                 GatewayError::InvalidArgument {
                     what: "internal token",
                 }
             })?;
             value.set_sensitive(true);
-            headers.insert("x-deerflow-internal-token", value);
+            headers.insert("x-deerflow-internal-token", value.clone());
+            internal = Some(value);
         }
         let http = reqwest::Client::builder()
-            .user_agent(concat!("im-bridge/", env!("CARGO_PKG_VERSION")))
+            .user_agent(USER_AGENT)
             .default_headers(headers)
             .connect_timeout(config.connect_timeout)
             .pool_idle_timeout(Duration::from_secs(60))
@@ -196,6 +221,8 @@ impl GatewayClient {
         Ok(Self {
             inner: Arc::new(Inner {
                 http,
+                direct,
+                token: internal,
                 langgraph: config.langgraph_url.trim_end_matches('/').to_owned(),
                 gateway: config.gateway_url.trim_end_matches('/').to_owned(),
                 config,
@@ -213,6 +240,21 @@ impl GatewayClient {
     /// about its optional routes is forgotten by then: it may have been upgraded.
     pub async fn reconnected(&self) {
         self.inner.reconnected.notified().await;
+    }
+
+    /// The run streams' own path, when `langgraph_url` allows it.
+    pub(crate) fn direct(&self) -> Option<&Arc<Direct>> {
+        self.inner.direct.as_ref()
+    }
+
+    /// `X-DeerFlow-Internal-Token`, when configured.
+    pub(crate) fn token(&self) -> Option<&HeaderValue> {
+        self.inner.token.as_ref()
+    }
+
+    /// The CSRF pair every state-changing call carries: `X-CSRF-Token` and its `Cookie`.
+    pub(crate) fn csrf(&self) -> (&HeaderValue, &HeaderValue) {
+        (&self.inner.csrf, &self.inner.csrf_cookie)
     }
 
     pub(crate) fn routes(&self) -> &Routes {
@@ -299,6 +341,16 @@ impl GatewayClient {
         thread: &ThreadId,
         rest: &str,
     ) -> Result<String, GatewayError> {
+        Ok(self.url(base, &Self::thread_path(base, thread, rest)?))
+    }
+
+    /// [`Self::thread_url`] without the base: `/threads/{encoded id}{rest}` (LangGraph) or
+    /// `/api/threads/…` (Gateway).
+    pub(crate) fn thread_path(
+        base: Base,
+        thread: &ThreadId,
+        rest: &str,
+    ) -> Result<String, GatewayError> {
         let id = thread.as_str();
         // `.`/`..` (even percent-encoded) would be folded away by URL normalization and
         // address another route.
@@ -310,7 +362,7 @@ impl GatewayClient {
             Base::Gateway => "/api",
         };
         let id = utf8_percent_encode(id, SEGMENT);
-        Ok(self.url(base, &format!("{prefix}/threads/{id}{rest}")))
+        Ok(format!("{prefix}/threads/{id}{rest}"))
     }
 
     /// A request with the identity headers, plus the CSRF pair on state-changing methods.
@@ -335,6 +387,21 @@ impl GatewayClient {
         Ok(request)
     }
 
+    /// Notes that a call could not connect.
+    pub(crate) fn unreachable(&self) {
+        self.inner.unreachable.store(true, Ordering::Relaxed);
+    }
+
+    /// Notes that a call got an answer: after an outage, the routes are forgotten and
+    /// [`Self::reconnected`] wakes.
+    pub(crate) fn answered(&self) {
+        if self.inner.unreachable.swap(false, Ordering::Relaxed) {
+            tracing::info!("The Gateway answers again.");
+            self.inner.routes.forget();
+            self.inner.reconnected.notify_one();
+        }
+    }
+
     /// Sends a request; a non-2xx response becomes the `family`'s error.
     pub(crate) async fn send(
         &self,
@@ -353,16 +420,12 @@ impl GatewayClient {
                         kind: TransportKind::Connect
                     }
                 ) {
-                    self.inner.unreachable.store(true, Ordering::Relaxed);
+                    self.unreachable();
                 }
                 return Err(error);
             }
         };
-        if self.inner.unreachable.swap(false, Ordering::Relaxed) {
-            tracing::info!("The Gateway answers again.");
-            self.inner.routes.forget();
-            self.inner.reconnected.notify_one();
-        }
+        self.answered();
         let status = response.status().as_u16();
         let elapsed_ms = started.elapsed().as_millis() as u64;
         if response.status().is_success() {

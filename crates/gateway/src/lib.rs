@@ -9,6 +9,8 @@
 //!
 //! Children:
 //! - `client`: configuration, headers, status mapping entry point, thread calls;
+//! - `direct`: the HTTP/1.1 client that reads run streams on the run's own task over a
+//!   plain-HTTP base (everything else goes through reqwest);
 //! - `runs`: run bodies, `/runs/stream` and `/runs/{id}/join` as a [`RunStream`] (both are
 //!   event streams on DeerFlow), `/runs/wait`, `/runs`;
 //! - `goal`: goal routes, `goal/from-chat`, compaction, goal views of state values;
@@ -28,6 +30,7 @@
 
 mod artifacts;
 mod client;
+mod direct;
 mod error;
 pub mod event;
 mod goal;

@@ -12,22 +12,27 @@
 //! arrives before any event, as `Err(GatewayError::Busy)` from the call itself; a started
 //! stream never reports busy.
 
+use std::sync::Arc;
+
 use percent_encoding::utf8_percent_encode;
 use reqwest::Method;
-use reqwest::header::{ACCEPT, CONTENT_LOCATION, CONTENT_TYPE};
+use reqwest::header::{ACCEPT, CONTENT_LOCATION, CONTENT_TYPE, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod list;
 mod stream;
 
+use stream::Source;
+
 pub use list::RunSummary;
 #[cfg(test)]
 pub(crate) use stream::OFFLOADED;
 pub use stream::{OFFLOAD_FRAME_BYTES, RunStream};
 
-use crate::client::{Base, GatewayClient, Owner, SEGMENT, read_json};
-use crate::error::{CallFamily, GatewayError};
+use crate::client::{Base, GatewayClient, MAX_ERROR_BYTES, Owner, SEGMENT, USER_AGENT, read_json};
+use crate::direct::{self, Direct, OpenError};
+use crate::error::{CallFamily, GatewayError, TransportKind, map_status};
 
 use crate::ThreadId;
 
@@ -196,6 +201,25 @@ enum StreamMode {
     One(&'static str),
 }
 
+/// A call answered by an event stream, before it is sent one way or the other.
+struct EventCall<'a> {
+    call: &'static str,
+    family: CallFamily,
+    method: Method,
+    /// After `langgraph_url`, percent-encoded.
+    path: String,
+    owner: Option<&'a Owner>,
+    last_event_id: Option<HeaderValue>,
+    json: Option<Vec<u8>>,
+}
+
+/// An event stream's response, its head read.
+struct Opened {
+    content_type: Option<String>,
+    content_location: Option<String>,
+    source: Source,
+}
+
 impl GatewayClient {
     /// `POST {langgraph_url}/threads/{id}/runs/stream`. Resolves once the response headers
     /// arrive (bounded by the idle timeout); busy and other refusals are errors here.
@@ -206,22 +230,30 @@ impl GatewayClient {
         thread: &ThreadId,
         run: &RunRequest,
     ) -> Result<RunStream, GatewayError> {
-        let url = self.thread_url(Base::LangGraph, thread, "/runs/stream")?;
-        let request = self
-            .request(Method::POST, &url, owner)?
-            .json(&run.wire(RunMode::Stream));
-        let response = self
-            .open_event_stream("stream_run", CallFamily::Run, request)
+        let json = serde_json::to_vec(&run.wire(RunMode::Stream)).map_err(|_| {
+            GatewayError::InvalidArgument {
+                what: "run request",
+            }
+        })?;
+        let opened = self
+            .open_event_stream(EventCall {
+                call: "stream_run",
+                family: CallFamily::Run,
+                method: Method::POST,
+                path: Self::thread_path(Base::LangGraph, thread, "/runs/stream")?,
+                owner,
+                last_event_id: None,
+                json: Some(json),
+            })
             .await?;
-        let run_id = response
-            .headers()
-            .get(CONTENT_LOCATION)
-            .and_then(|v| v.to_str().ok())
+        let run_id = opened
+            .content_location
+            .as_deref()
             .and_then(|v| v.rsplit_once("/runs/"))
             .map(|(_, id)| id.trim_end_matches('/').to_owned())
             .filter(|id| !id.is_empty() && !id.contains('/'));
         Ok(RunStream::new(
-            Box::pin(response.bytes_stream()),
+            opened.source,
             self.config().stream_idle_timeout,
             run_id,
         ))
@@ -229,33 +261,139 @@ impl GatewayClient {
 
     /// Sends a request answered by an event stream: resolves once the response headers
     /// arrive (bounded by the idle timeout), refusing a 2xx that is not `text/event-stream`.
-    async fn open_event_stream(
-        &self,
-        call: &'static str,
-        family: CallFamily,
-        request: reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, GatewayError> {
-        let request = request.header(ACCEPT, "text/event-stream");
+    /// On the run's own task over a plain-HTTP base (`direct.rs`), through reqwest otherwise.
+    async fn open_event_stream(&self, call: EventCall<'_>) -> Result<Opened, GatewayError> {
         let idle = self.config().stream_idle_timeout;
-        let response = tokio::time::timeout(idle, self.send(call, family, request))
-            .await
-            .map_err(|_| GatewayError::Timeout)??;
-        let is_event_stream = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
-                v.trim_start()
-                    .to_ascii_lowercase()
-                    .starts_with("text/event-stream")
-            });
+        let opened = match self.direct() {
+            Some(direct) => tokio::time::timeout(idle, self.open_direct(direct, &call)).await,
+            None => tokio::time::timeout(idle, self.open_pooled(&call)).await,
+        }
+        .map_err(|_| GatewayError::Timeout)??;
+        let is_event_stream = opened.content_type.as_deref().is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        });
         if !is_event_stream {
-            tracing::debug!(call, "Run stream response is not an event stream.");
+            tracing::debug!(
+                call = call.call,
+                "Run stream response is not an event stream."
+            );
             return Err(GatewayError::Decode {
                 what: "run stream content type",
             });
         }
-        Ok(response)
+        Ok(opened)
+    }
+
+    /// [`Self::open_event_stream`] through reqwest.
+    async fn open_pooled(&self, call: &EventCall<'_>) -> Result<Opened, GatewayError> {
+        let url = format!("{}{}", self.url(Base::LangGraph, ""), call.path);
+        let mut request = self
+            .request(call.method.clone(), &url, call.owner)?
+            .header(ACCEPT, "text/event-stream");
+        if let Some(id) = &call.last_event_id {
+            request = request.header("last-event-id", id.clone());
+        }
+        if let Some(json) = &call.json {
+            request = request
+                .header(CONTENT_TYPE, "application/json")
+                .body(json.clone());
+        }
+        let response = self.send(call.call, call.family, request).await?;
+        let header = |name| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v: &HeaderValue| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        Ok(Opened {
+            content_type: header(CONTENT_TYPE),
+            content_location: header(CONTENT_LOCATION),
+            source: Source::Pooled(Box::pin(response.bytes_stream())),
+        })
+    }
+
+    /// [`Self::open_event_stream`] on the caller's task: the same headers as
+    /// [`GatewayClient::request`] puts on a reqwest call, the same status mapping as
+    /// [`GatewayClient::send`].
+    async fn open_direct(
+        &self,
+        direct: &Arc<Direct>,
+        call: &EventCall<'_>,
+    ) -> Result<Opened, GatewayError> {
+        let started = std::time::Instant::now();
+        let owner = call
+            .owner
+            .map(|owner| HeaderValue::from_bytes(owner.as_str().as_bytes()))
+            .transpose()
+            .map_err(|_| GatewayError::InvalidArgument { what: "owner id" })?;
+        let mut headers: Vec<(&'static str, &[u8])> = Vec::with_capacity(7);
+        headers.push(("user-agent", USER_AGENT.as_bytes()));
+        headers.push(("accept", b"text/event-stream"));
+        if let Some(token) = self.token() {
+            headers.push(("x-deerflow-internal-token", token.as_bytes()));
+        }
+        if let Some(owner) = &owner {
+            headers.push(("x-deerflow-owner-user-id", owner.as_bytes()));
+        }
+        if call.method != Method::GET {
+            let (csrf, cookie) = self.csrf();
+            headers.push(("x-csrf-token", csrf.as_bytes()));
+            headers.push(("cookie", cookie.as_bytes()));
+        }
+        if let Some(id) = &call.last_event_id {
+            headers.push(("last-event-id", id.as_bytes()));
+        }
+        let request = direct::Request {
+            method: call.method.as_str(),
+            path: &call.path,
+            headers: &headers,
+            json: call.json.as_deref(),
+        };
+        let response = match direct.open(&request, self.config().connect_timeout).await {
+            Ok(response) => response,
+            Err(error) => {
+                let (kind, error) = match error {
+                    OpenError::Connect(error) => {
+                        self.unreachable();
+                        (TransportKind::Connect, error)
+                    }
+                    OpenError::Request(error) => (TransportKind::Request, error),
+                };
+                let mapped = GatewayError::Transport { kind };
+                tracing::debug!(call = call.call, kind = mapped.kind(), %error, "Gateway request failed.");
+                return Err(mapped);
+            }
+        };
+        self.answered();
+        let status = response.head.status;
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        if (200..300).contains(&status) {
+            tracing::debug!(
+                call = call.call,
+                status,
+                elapsed_ms,
+                "Gateway call answered."
+            );
+            let head = response.head;
+            return Ok(Opened {
+                content_type: head.content_type,
+                content_location: head.content_location,
+                source: Source::Direct(response.body),
+            });
+        }
+        let body = response.body.read_prefix(MAX_ERROR_BYTES).await;
+        let error = map_status(call.family, status, &body);
+        tracing::debug!(
+            call = call.call,
+            status,
+            elapsed_ms,
+            kind = error.kind(),
+            "Gateway call refused."
+        );
+        Err(error)
     }
 
     /// `POST {langgraph_url}/threads/{id}/runs/wait`: the final values dict (or the
@@ -349,18 +487,23 @@ impl GatewayClient {
         run_id: &str,
         last_event_id: Option<&str>,
     ) -> Result<RunStream, GatewayError> {
-        let url = self.run_url(thread, run_id, "/join")?;
-        let mut request = self.request(Method::GET, &url, owner)?;
-        if let Some(id) = last_event_id {
-            let value = reqwest::header::HeaderValue::from_str(id)
-                .map_err(|_| GatewayError::InvalidArgument { what: "event id" })?;
-            request = request.header("last-event-id", value);
-        }
-        let response = self
-            .open_event_stream("join_run", CallFamily::Plain, request)
+        let last_event_id = last_event_id
+            .map(HeaderValue::from_str)
+            .transpose()
+            .map_err(|_| GatewayError::InvalidArgument { what: "event id" })?;
+        let opened = self
+            .open_event_stream(EventCall {
+                call: "join_run",
+                family: CallFamily::Plain,
+                method: Method::GET,
+                path: Self::run_path(thread, run_id, "/join")?,
+                owner,
+                last_event_id,
+                json: None,
+            })
             .await?;
         Ok(RunStream::new(
-            Box::pin(response.bytes_stream()),
+            opened.source,
             self.config().stream_idle_timeout,
             Some(run_id.to_owned()),
         ))
@@ -368,12 +511,17 @@ impl GatewayClient {
 
     /// `{langgraph_url}/threads/{id}/runs/{run_id}{rest}`.
     fn run_url(&self, thread: &ThreadId, run_id: &str, rest: &str) -> Result<String, GatewayError> {
+        Ok(self.url(Base::LangGraph, &Self::run_path(thread, run_id, rest)?))
+    }
+
+    /// [`Self::run_url`] without the base.
+    fn run_path(thread: &ThreadId, run_id: &str, rest: &str) -> Result<String, GatewayError> {
         // `.`/`..` would be folded away by URL normalization and address another route.
         if run_id.is_empty() || run_id.bytes().all(|b| b == b'.') {
             return Err(GatewayError::InvalidArgument { what: "run id" });
         }
         let rest = format!("/runs/{}{rest}", utf8_percent_encode(run_id, SEGMENT));
-        self.thread_url(Base::LangGraph, thread, &rest)
+        Self::thread_path(Base::LangGraph, thread, &rest)
     }
 
     /// `POST {langgraph_url}/threads/{id}/runs/{run_id}/cancel?action=interrupt` (DeerFlow's

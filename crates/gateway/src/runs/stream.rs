@@ -12,11 +12,49 @@ use futures_util::Stream;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, Sleep};
 
+use crate::direct;
 use crate::error::GatewayError;
 use crate::event::RunEvent;
 use crate::sse::SseParser;
 
 pub(super) type Body = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+/// Where a run stream's bytes come from.
+pub(super) enum Source {
+    /// A response read through reqwest (TLS, a proxy): its connection has a task of its own.
+    Pooled(Body),
+    /// A plain-HTTP response read on the run's own task ([`direct`]).
+    Direct(direct::Body),
+}
+
+impl Source {
+    /// Feeds what arrived to `parser`: `Ok(true)` when something was fed, `Ok(false)` at
+    /// the body's end. A failure is logged here, with its cause.
+    fn poll_into(
+        &mut self,
+        cx: &mut Context<'_>,
+        parser: &mut SseParser,
+        run_id: Option<&str>,
+    ) -> Poll<Result<bool, ()>> {
+        match self {
+            Self::Pooled(body) => match std::task::ready!(body.as_mut().poll_next(cx)) {
+                Some(Ok(chunk)) => {
+                    parser.push(&chunk);
+                    Poll::Ready(Ok(true))
+                }
+                Some(Err(error)) => {
+                    let error = error.without_url();
+                    tracing::debug!(%error, ?run_id, "Run stream connection failed.");
+                    Poll::Ready(Err(()))
+                }
+                None => Poll::Ready(Ok(false)),
+            },
+            Self::Direct(body) => body.poll_into(cx, parser).map_err(|error| {
+                tracing::debug!(%error, ?run_id, "Run stream connection failed.");
+            }),
+        }
+    }
+}
 
 /// Run stream frames at least this large are decoded on the blocking pool (see
 /// [`RunStream`]); smaller ones, nearly all of them, inline.
@@ -39,7 +77,7 @@ pub(crate) static OFFLOADED: std::sync::atomic::AtomicUsize =
 /// decoded on tokio's blocking pool, so its milliseconds of decoding never stall the other
 /// tasks of a runtime worker.
 pub struct RunStream {
-    body: Body,
+    source: Source,
     parser: SseParser,
     /// A frame of at least [`OFFLOAD_FRAME_BYTES`] being decoded on the blocking pool; the
     /// stream yields nothing else (and reads no further) until it is done, so events stay
@@ -65,10 +103,10 @@ impl std::fmt::Debug for RunStream {
 }
 
 impl RunStream {
-    pub(super) fn new(body: Body, idle: Duration, run_id: Option<String>) -> Self {
+    pub(super) fn new(source: Source, idle: Duration, run_id: Option<String>) -> Self {
         let now = Instant::now();
         Self {
-            body,
+            source,
             parser: SseParser::new(),
             decoding: None,
             idle,
@@ -165,17 +203,13 @@ impl Stream for RunStream {
                 tracing::debug!(run_id = ?this.run_id, "Run stream ended before its end event.");
                 return this.finish(GatewayError::StreamClosed);
             }
-            match this.body.as_mut().poll_next(cx) {
-                Poll::Ready(Some(Ok(chunk))) => {
-                    this.parser.push(&chunk);
-                    this.last_activity = Instant::now();
-                }
-                Poll::Ready(Some(Err(error))) => {
-                    let error = error.without_url();
-                    tracing::debug!(%error, run_id = ?this.run_id, "Run stream connection failed.");
-                    return this.finish(GatewayError::StreamClosed);
-                }
-                Poll::Ready(None) => {
+            match this
+                .source
+                .poll_into(cx, &mut this.parser, this.run_id.as_deref())
+            {
+                Poll::Ready(Ok(true)) => this.last_activity = Instant::now(),
+                Poll::Ready(Err(())) => return this.finish(GatewayError::StreamClosed),
+                Poll::Ready(Ok(false)) => {
                     this.parser.finish();
                     this.eof = true;
                 }
@@ -209,7 +243,7 @@ mod tests {
             .map(|c| Ok(Bytes::from_static(c.as_bytes())))
             .collect();
         RunStream::new(
-            Box::pin(futures_util::stream::iter(chunks)),
+            Source::Pooled(Box::pin(futures_util::stream::iter(chunks))),
             Duration::from_secs(5),
             Some("r1".into()),
         )

@@ -157,51 +157,17 @@ async fn collect(stream: &mut RunStream) -> Vec<Result<RunEvent, GatewayError>> 
     out
 }
 
-/// A one-shot raw HTTP server: reads one whole request, writes `response`, closes. Used
-/// where the connection must be cut at an exact byte, which a real HTTP stack won't do.
+/// A raw HTTP server answering each connection's one request with `response`, then
+/// closing it. Used where the connection must be cut at an exact byte, which a real HTTP
+/// stack won't do.
 async fn raw_server(response: Vec<u8>) -> SocketAddr {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let (mut socket, _) = listener.accept().await.unwrap();
-        let mut request = Vec::new();
-        let mut buf = [0u8; 4096];
-        // Read the head, then the body by Content-Length, so closing sends FIN, not RST.
-        let (head_end, length) = loop {
-            let n = socket.read(&mut buf).await.unwrap();
-            request.extend_from_slice(&buf[..n]);
-            if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
-                let length = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .map_or(0, |v| v.trim().parse::<usize>().unwrap());
-                break (end + 4, length);
-            }
-        };
-        while request.len() < head_end + length {
-            let n = socket.read(&mut buf).await.unwrap();
-            request.extend_from_slice(&buf[..n]);
-        }
-        socket.write_all(&response).await.unwrap();
-        socket.shutdown().await.unwrap();
-    });
-    addr
+    keep_alive_server(response, 1).await.0
 }
 
 #[tokio::test]
 async fn streams_cut_before_end_report_stream_closed() {
     // A chunked body cut after two frames, without its terminating chunk.
-    let mut cut =
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-            .to_vec();
-    for piece in HEAD.as_bytes().chunks(9) {
-        cut.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
-        cut.extend_from_slice(piece);
-        cut.extend_from_slice(b"\r\n");
-    }
-    let cut_addr = raw_server(cut).await;
+    let cut_addr = raw_server(chunked_response(HEAD, 9, false)).await;
     // A body that ends cleanly, but before the `end` event.
     let clean = Server::start(|_| sse(HEAD, 4096, Tail::Close)).await;
     for base in [cut_addr, clean.addr] {
@@ -267,17 +233,27 @@ async fn silent_stream_times_out_and_heartbeats_keep_it_alive() {
 #[tokio::test]
 async fn tiny_chunks_and_the_stream_trait_give_the_same_events() {
     let server = Server::start(|_| sse(&SAMPLE.replace('\n', "\r\n"), 3, Tail::Close)).await;
-    let stream = server
-        .client()
-        .stream_run(None, &ThreadId::new("t1"), &RunRequest::new("x"))
-        .await
-        .unwrap();
-    let events: Vec<RunEvent> = stream.map(Result::unwrap).collect().await;
-    let expected: Vec<RunEvent> = crate::sse::tests::parse_chunks([SAMPLE.as_bytes()])
+    // Read on the run's task (a plain-HTTP base), and through reqwest (TLS, a proxy).
+    for client in [
+        server.client(),
+        GatewayClient::pooled_only(server.config()).unwrap(),
+    ] {
+        let stream = client
+            .stream_run(None, &ThreadId::new("t1"), &RunRequest::new("x"))
+            .await
+            .unwrap();
+        assert_eq!(stream.run_id(), Some("run-7"));
+        let events: Vec<RunEvent> = stream.map(Result::unwrap).collect().await;
+        assert_eq!(events, sample_events());
+    }
+}
+
+/// The run events of [`SAMPLE`].
+fn sample_events() -> Vec<RunEvent> {
+    crate::sse::tests::parse_chunks([SAMPLE.as_bytes()])
         .iter()
         .filter_map(RunEvent::from_frame)
-        .collect();
-    assert_eq!(events, expected);
+        .collect()
 }
 
 #[tokio::test]
@@ -344,5 +320,178 @@ fn kind(event: &RunEvent) -> &'static str {
         RunEvent::Values(_) => "values",
         RunEvent::End => "end",
         _ => "other",
+    }
+}
+
+#[tokio::test]
+async fn issue_35_the_pooled_path_ends_and_joins_streams_alike() {
+    // Over TLS or a proxy, run streams go through reqwest: the same ends, the same joins.
+    let server = Server::start(|r| match r.path.as_str() {
+        "/api/threads/cut/runs/stream" => sse(HEAD, 4096, Tail::Close),
+        _ => sse(&SAMPLE.replace('\n', "\r\n"), 3, Tail::Close),
+    })
+    .await;
+    let client = GatewayClient::pooled_only(server.config()).unwrap();
+    assert!(client.direct().is_none());
+    let mut cut = client
+        .stream_run(None, &ThreadId::new("cut"), &RunRequest::new("x"))
+        .await
+        .unwrap();
+    let items = collect(&mut cut).await;
+    assert_eq!(items.last(), Some(&Err(GatewayError::StreamClosed)));
+    let joined = client
+        .join_run(None, &ThreadId::new("t1"), "run-7", Some("3-1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        joined.map(Result::unwrap).collect::<Vec<_>>().await,
+        sample_events()
+    );
+    let join = server.last();
+    assert_eq!(join.header("last-event-id"), Some("3-1"));
+    assert_eq!(join.header("accept"), Some("text/event-stream"));
+}
+
+/// A keep-alive raw HTTP server answering every request with `response`: it closes a
+/// connection after `per_connection` answers and says so on `closed`, and counts the
+/// connections it accepted.
+async fn keep_alive_server(
+    response: Vec<u8>,
+    per_connection: usize,
+) -> (
+    SocketAddr,
+    Arc<std::sync::atomic::AtomicUsize>,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let (closed_tx, closed) = tokio::sync::mpsc::unbounded_channel();
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            count.fetch_add(1, Ordering::SeqCst);
+            let response = response.clone();
+            let closed_tx = closed_tx.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                for _ in 0..per_connection {
+                    // One request: its head, then its body by Content-Length.
+                    let (end, length) = loop {
+                        if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head =
+                                String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
+                            let length = head
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length:"))
+                                .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+                            break (end + 4, length);
+                        }
+                        let n = socket.read(&mut buf).await.unwrap();
+                        if n == 0 {
+                            return;
+                        }
+                        request.extend_from_slice(&buf[..n]);
+                    };
+                    while request.len() < end + length {
+                        let n = socket.read(&mut buf).await.unwrap();
+                        request.extend_from_slice(&buf[..n]);
+                    }
+                    request.drain(..end + length);
+                    socket.write_all(&response).await.unwrap();
+                }
+                socket.shutdown().await.unwrap();
+                // Nobody listens when the test only needed the answers.
+                let _ = closed_tx.send(());
+            });
+        }
+    });
+    (addr, accepted, closed)
+}
+
+/// A chunked event-stream response carrying `frames` in chunks of `size` (each with an
+/// extension, which a reader must skip), with its terminating chunk or cut before it.
+fn chunked_response(frames: &str, size: usize, terminated: bool) -> Vec<u8> {
+    let mut wire =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    for piece in frames.as_bytes().chunks(size) {
+        wire.extend_from_slice(format!("{:x};x=y\r\n", piece.len()).as_bytes());
+        wire.extend_from_slice(piece);
+        wire.extend_from_slice(b"\r\n");
+    }
+    if terminated {
+        wire.extend_from_slice(b"0\r\n\r\n");
+    }
+    wire
+}
+
+#[tokio::test]
+async fn issue_35_a_connection_carries_stream_after_stream_until_the_server_closes_it() {
+    use std::sync::atomic::Ordering;
+    let frames = format!("{HEAD}event: end\ndata: null\n\n");
+    let (addr, accepted, mut closed) =
+        keep_alive_server(chunked_response(&frames, 7, true), 2).await;
+    let client = GatewayClient::new(GatewayConfig {
+        langgraph_url: format!("http://{addr}/api"),
+        ..GatewayConfig::default()
+    })
+    .unwrap();
+    let direct = client
+        .direct()
+        .expect("a plain-HTTP base is read directly")
+        .clone();
+    let run = RunRequest::new("x");
+    let t1 = ThreadId::new("t1");
+    for round in 1..=3 {
+        let mut stream = client.stream_run(None, &t1, &run).await.unwrap();
+        let items = collect(&mut stream).await;
+        assert_eq!(items.len(), 3, "round {round}: {items:?}");
+        assert_eq!(items[2], Ok(RunEvent::End));
+        drop(stream);
+        assert_eq!(direct.idle_count(), 1, "round {round}: kept for the next");
+        if round == 2 {
+            // The server closed the connection after its second answer: the next stream
+            // must notice before it writes, and connect anew.
+            closed.recv().await.unwrap();
+        }
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+
+    // A stream dropped before its end closes its connection (that is what cancels a run
+    // started with it): nothing goes back to the pool.
+    let (addr, _, _) = keep_alive_server(chunked_response(": hi\n", 8, false), 1).await;
+    let client = GatewayClient::new(GatewayConfig {
+        langgraph_url: format!("http://{addr}/api"),
+        ..GatewayConfig::default()
+    })
+    .unwrap();
+    let stream = client.stream_run(None, &t1, &run).await.unwrap();
+    drop(stream);
+    assert_eq!(client.direct().unwrap().idle_count(), 0);
+}
+
+#[tokio::test]
+async fn issue_35_an_error_answer_read_directly_maps_like_any_other() {
+    // A 409 with a Content-Length body on a kept-alive connection, and one delimited by
+    // the connection's close.
+    let busy = b"HTTP/1.1 409 Conflict\r\ncontent-type: application/json\r\ncontent-length: 42\r\n\r\n{\"detail\": \"Thread t1 has an active run.\"}";
+    let closing = b"HTTP/1.0 409 Conflict\r\ncontent-type: application/json\r\n\r\n{\"detail\": \"Thread t1 has an active run.\"}";
+    for response in [&busy[..], &closing[..]] {
+        let addr = raw_server(response.to_vec()).await;
+        let client = GatewayClient::new(GatewayConfig {
+            langgraph_url: format!("http://{addr}/api"),
+            ..GatewayConfig::default()
+        })
+        .unwrap();
+        let error = client
+            .stream_run(None, &ThreadId::new("t1"), &RunRequest::new("x"))
+            .await
+            .unwrap_err();
+        assert_eq!(error, GatewayError::Busy);
     }
 }
