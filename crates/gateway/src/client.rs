@@ -133,7 +133,8 @@ pub struct ThreadInfo {
     pub status: Option<String>,
 }
 
-/// A Gateway client. Cloning is cheap and shares one connection pool.
+/// A Gateway client. Cloning is cheap and shares its connections (reqwest's pool, and the
+/// run streams' own, `direct.rs`).
 #[derive(Clone)]
 pub struct GatewayClient {
     inner: Arc<Inner>,

@@ -4,7 +4,7 @@
 //!
 //! The wire contract is `spec/gateway.md`; this crate knows nothing about chat platforms
 //! (it depends on no chat-side crate, so Cargo keeps it that way).
-//! A [`GatewayClient`] is cheap to clone and shares one connection pool; every call takes
+//! A [`GatewayClient`] is cheap to clone and shares its connections; every call takes
 //! the binding's [`Owner`] (or `None`) and sends the identity and CSRF headers itself.
 //!
 //! Children:

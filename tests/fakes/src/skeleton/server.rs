@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::handler::Handler;
+use axum::serve::ListenerExt;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -144,6 +145,11 @@ impl<I: Platform> Server<I> {
             .layer(axum::extract::DefaultBodyLimit::max(max_body))
             .with_state(shared.clone());
         let stop = shared.stop.clone();
+        // No Nagle, as a platform's servers have it: a frame pushed right after another
+        // must not wait for the client's delayed ACK.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         tokio::spawn(async move {
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(stop.cancelled_owned())
