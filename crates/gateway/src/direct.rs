@@ -347,10 +347,14 @@ impl Conn {
         Poll::Ready(Ok(n))
     }
 
+    /// The final response's head: an informational one (`1xx`, such as `103 Early Hints`)
+    /// is skipped, as any HTTP/1.1 client must (RFC 9110 §15.2).
     async fn read_head(&mut self) -> io::Result<Head> {
         loop {
-            if let Some(head) = self.parse_head()? {
-                return Ok(head);
+            match self.parse_head()? {
+                Some(head) if (100..200).contains(&head.status) => continue,
+                Some(head) => return Ok(head),
+                None => {}
             }
             let n = std::future::poll_fn(|cx| self.poll_fill(cx, MAX_HEAD)).await?;
             if n == 0 {
@@ -685,6 +689,53 @@ mod tests {
             (body.as_slice(), framing),
             (&b"all of it"[..], Framing::Close)
         );
+    }
+
+    proptest::proptest! {
+        /// Any body, framed in chunks of any sizes (some with extensions, a trailer or
+        /// none), read in pieces of any size, decodes back to itself and leaves what
+        /// follows; and no bytes at all make the decoder panic.
+        #[test]
+        fn issue_35_any_chunked_body_decodes_back_to_itself(
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..2048),
+            cuts in proptest::collection::vec(1usize..300, 1..20),
+            read in 1usize..512,
+            extensions in proptest::bool::ANY,
+            trailer in proptest::bool::ANY,
+        ) {
+            let mut wire = Vec::new();
+            let mut rest = body.as_slice();
+            for cut in cuts.iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (chunk, after) = rest.split_at((*cut).min(rest.len()));
+                let extension = if extensions { ";a=b" } else { "" };
+                wire.extend_from_slice(format!("{:X}{extension}\r\n", chunk.len()).as_bytes());
+                wire.extend_from_slice(chunk);
+                wire.extend_from_slice(b"\r\n");
+                rest = after;
+            }
+            wire.extend_from_slice(b"0\r\n");
+            if trailer {
+                wire.extend_from_slice(b"x-checksum: 1\r\n");
+            }
+            wire.extend_from_slice(b"\r\nnext");
+            let (decoded, framing, left) =
+                decode_in_pieces(Framing::Chunked(Chunked::Size), &wire, read).unwrap();
+            proptest::prop_assert_eq!(decoded, body);
+            proptest::prop_assert_eq!(framing, Framing::Done);
+            proptest::prop_assert_eq!(left, 4);
+        }
+
+        #[test]
+        fn issue_35_no_bytes_make_the_chunk_decoder_panic(
+            wire in proptest::collection::vec(proptest::num::u8::ANY, 0..1024),
+            read in 1usize..64,
+        ) {
+            let _ = decode_in_pieces(Framing::Chunked(Chunked::Size), &wire, read);
+            let _ = decode_in_pieces(Framing::Length(300), &wire, read);
+        }
     }
 
     #[test]

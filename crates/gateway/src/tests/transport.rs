@@ -157,6 +157,24 @@ async fn collect(stream: &mut RunStream) -> Vec<Result<RunEvent, GatewayError>> 
     out
 }
 
+/// A client with the defaults, its LangGraph base on `addr`.
+fn client_at(addr: SocketAddr) -> GatewayClient {
+    GatewayClient::new(GatewayConfig {
+        langgraph_url: format!("http://{addr}/api"),
+        ..GatewayConfig::default()
+    })
+    .unwrap()
+}
+
+/// Everything a run stream on `thread` yields, to its end.
+async fn run_items(client: &GatewayClient, thread: &str) -> Vec<Result<RunEvent, GatewayError>> {
+    let mut stream = client
+        .stream_run(None, &ThreadId::new(thread), &RunRequest::new("x"))
+        .await
+        .unwrap();
+    collect(&mut stream).await
+}
+
 /// A raw HTTP server answering each connection's one request with `response`, then
 /// closing it. Used where the connection must be cut at an exact byte, which a real HTTP
 /// stack won't do.
@@ -436,11 +454,7 @@ async fn issue_35_a_connection_carries_stream_after_stream_until_the_server_clos
     let frames = format!("{HEAD}event: end\ndata: null\n\n");
     let (addr, accepted, mut closed) =
         keep_alive_server(chunked_response(&frames, 7, true), 2).await;
-    let client = GatewayClient::new(GatewayConfig {
-        langgraph_url: format!("http://{addr}/api"),
-        ..GatewayConfig::default()
-    })
-    .unwrap();
+    let client = client_at(addr);
     let direct = client
         .direct()
         .expect("a plain-HTTP base is read directly")
@@ -465,11 +479,7 @@ async fn issue_35_a_connection_carries_stream_after_stream_until_the_server_clos
     // A stream dropped before its end closes its connection (that is what cancels a run
     // started with it): nothing goes back to the pool.
     let (addr, _, _) = keep_alive_server(chunked_response(": hi\n", 8, false), 1).await;
-    let client = GatewayClient::new(GatewayConfig {
-        langgraph_url: format!("http://{addr}/api"),
-        ..GatewayConfig::default()
-    })
-    .unwrap();
+    let client = client_at(addr);
     let stream = client.stream_run(None, &t1, &run).await.unwrap();
     drop(stream);
     assert_eq!(client.direct().unwrap().idle_count(), 0);
@@ -483,15 +493,23 @@ async fn issue_35_an_error_answer_read_directly_maps_like_any_other() {
     let closing = b"HTTP/1.0 409 Conflict\r\ncontent-type: application/json\r\n\r\n{\"detail\": \"Thread t1 has an active run.\"}";
     for response in [&busy[..], &closing[..]] {
         let addr = raw_server(response.to_vec()).await;
-        let client = GatewayClient::new(GatewayConfig {
-            langgraph_url: format!("http://{addr}/api"),
-            ..GatewayConfig::default()
-        })
-        .unwrap();
+        let client = client_at(addr);
         let error = client
             .stream_run(None, &ThreadId::new("t1"), &RunRequest::new("x"))
             .await
             .unwrap_err();
         assert_eq!(error, GatewayError::Busy);
     }
+}
+
+#[tokio::test]
+async fn issue_35_an_informational_answer_before_the_stream_is_skipped() {
+    let frames = format!("{HEAD}event: end\ndata: null\n\n");
+    let mut wire = b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n".to_vec();
+    wire.extend_from_slice(&chunked_response(&frames, 64, true));
+    let addr = raw_server(wire).await;
+    let client = client_at(addr);
+    let items = run_items(&client, "t1").await;
+    assert_eq!(items.len(), 3, "{items:?}");
+    assert_eq!(items[2], Ok(RunEvent::End));
 }
