@@ -133,6 +133,14 @@ pub struct ThreadInfo {
     pub status: Option<String>,
 }
 
+/// The identity headers of one call ([`GatewayClient::identity`]).
+pub(crate) struct Identity<'a> {
+    /// `X-DeerFlow-Owner-User-Id`, when the call names an owner.
+    pub owner: Option<HeaderValue>,
+    /// `X-CSRF-Token` and its `Cookie`, on a state-changing method.
+    pub csrf: Option<(&'a HeaderValue, &'a HeaderValue)>,
+}
+
 /// A Gateway client. Cloning is cheap and shares its connections (reqwest's pool, and the
 /// run streams' own, `direct.rs`).
 #[derive(Clone)]
@@ -253,11 +261,6 @@ impl GatewayClient {
         self.inner.token.as_ref()
     }
 
-    /// The CSRF pair every state-changing call carries: `X-CSRF-Token` and its `Cookie`.
-    pub(crate) fn csrf(&self) -> (&HeaderValue, &HeaderValue) {
-        (&self.inner.csrf, &self.inner.csrf_cookie)
-    }
-
     pub(crate) fn routes(&self) -> &Routes {
         &self.inner.routes
     }
@@ -373,19 +376,35 @@ impl GatewayClient {
         url: &str,
         owner: Option<&Owner>,
     ) -> Result<RequestBuilder, GatewayError> {
-        let state_changing = method != Method::GET && method != Method::HEAD;
+        let Identity { owner, csrf } = self.identity(&method, owner)?;
         let mut request = self.inner.http.request(method, url);
         if let Some(owner) = owner {
-            let value = HeaderValue::from_bytes(owner.as_str().as_bytes())
-                .map_err(|_| GatewayError::InvalidArgument { what: "owner id" })?;
-            request = request.header("x-deerflow-owner-user-id", value);
+            request = request.header("x-deerflow-owner-user-id", owner);
         }
-        if state_changing {
+        if let Some((token, cookie)) = csrf {
             request = request
-                .header("x-csrf-token", self.inner.csrf.clone())
-                .header(COOKIE, self.inner.csrf_cookie.clone());
+                .header("x-csrf-token", token.clone())
+                .header(COOKIE, cookie.clone());
         }
         Ok(request)
+    }
+
+    /// What a call sends besides the internal token, by one rule for reqwest's calls and
+    /// the run streams' own (`direct.rs`): `X-DeerFlow-Owner-User-Id` when an owner is
+    /// named, and the CSRF pair (`X-CSRF-Token`, its `Cookie`) on every method but GET and
+    /// HEAD.
+    pub(crate) fn identity(
+        &self,
+        method: &Method,
+        owner: Option<&Owner>,
+    ) -> Result<Identity<'_>, GatewayError> {
+        let owner = owner
+            .map(|owner| HeaderValue::from_bytes(owner.as_str().as_bytes()))
+            .transpose()
+            .map_err(|_| GatewayError::InvalidArgument { what: "owner id" })?;
+        let state_changing = method != Method::GET && method != Method::HEAD;
+        let csrf = state_changing.then_some((&self.inner.csrf, &self.inner.csrf_cookie));
+        Ok(Identity { owner, csrf })
     }
 
     /// Notes that a call could not connect.
@@ -438,16 +457,27 @@ impl GatewayClient {
             .await
             .map(|(b, _)| b)
             .unwrap_or_default();
-        let error = map_status(family, status, &body);
-        tracing::debug!(
-            call,
-            status,
-            elapsed_ms,
-            kind = error.kind(),
-            "Gateway call refused."
-        );
-        Err(error)
+        Err(refused(call, family, status, elapsed_ms, &body))
     }
+}
+
+/// The `family`'s error for a non-2xx answer whose body starts with `body`, logged.
+pub(crate) fn refused(
+    call: &'static str,
+    family: CallFamily,
+    status: u16,
+    elapsed_ms: u64,
+    body: &[u8],
+) -> GatewayError {
+    let error = map_status(family, status, body);
+    tracing::debug!(
+        call,
+        status,
+        elapsed_ms,
+        kind = error.kind(),
+        "Gateway call refused."
+    );
+    error
 }
 
 /// Reads a 2xx body as `T`, bounded by [`MAX_JSON_BYTES`].

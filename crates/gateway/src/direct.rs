@@ -28,8 +28,6 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::sse::SseParser;
-
 /// How long a connection is kept between streams: under uvicorn's default keep-alive of
 /// 5 s, so the Gateway seldom closes one as it is being reused.
 const IDLE_FOR: Duration = Duration::from_secs(4);
@@ -135,16 +133,14 @@ impl Direct {
             .await
             .map_err(OpenError::Request)?;
         let head = conn.read_head().await.map_err(OpenError::Request)?;
-        Ok(Response {
-            head,
-            body: Body {
-                conn: Some(conn),
-                framing: Framing::Chunked(Chunked::Size),
-                reusable: false,
-                pool: Arc::clone(self),
-            },
-        }
-        .framed())
+        let framing = head.framing();
+        let body = Body {
+            conn: Some(conn),
+            framing,
+            reusable: head.keep_alive && framing != Framing::Close,
+            pool: Arc::clone(self),
+        };
+        Ok(Response { head, body })
     }
 
     /// A kept connection that is still open, newest first; stale ones are closed.
@@ -263,29 +259,6 @@ pub(crate) struct Response {
     pub body: Body,
 }
 
-impl Response {
-    /// Sets the body's framing from the head (RFC 9112 §6.3).
-    fn framed(mut self) -> Self {
-        let head = &self.head;
-        let chunked = head.transfer_encoding.as_deref().is_some_and(|te| {
-            te.rsplit(',')
-                .next()
-                .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"))
-        });
-        self.body.framing = if chunked {
-            Framing::Chunked(Chunked::Size)
-        } else if head.transfer_encoding.is_some() {
-            Framing::Close
-        } else if let Some(length) = head.content_length {
-            Framing::Length(length)
-        } else {
-            Framing::Close
-        };
-        self.body.reusable = head.keep_alive && !matches!(self.body.framing, Framing::Close);
-        self
-    }
-}
-
 /// What the client reads off a response head.
 #[derive(Debug, Default)]
 pub(crate) struct Head {
@@ -295,6 +268,25 @@ pub(crate) struct Head {
     transfer_encoding: Option<String>,
     content_length: Option<u64>,
     keep_alive: bool,
+}
+
+impl Head {
+    /// How the body ends (RFC 9112 §6.3): chunked when that is the last transfer coding,
+    /// at the close under any other, else after `Content-Length` bytes, else at the close.
+    fn framing(&self) -> Framing {
+        match (&self.transfer_encoding, self.content_length) {
+            (Some(codings), _) => {
+                let last = codings.rsplit(',').next().unwrap_or_default();
+                if last.trim().eq_ignore_ascii_case("chunked") {
+                    Framing::Chunked(Chunked::Size)
+                } else {
+                    Framing::Close
+                }
+            }
+            (None, Some(length)) => Framing::Length(length),
+            (None, None) => Framing::Close,
+        }
+    }
 }
 
 /// A connection and what was read off it and not decoded yet (`buf[start..end]`).
@@ -558,15 +550,6 @@ impl Body {
         }
     }
 
-    /// Feeds `sink` from the SSE parser's side: the body's bytes, as they arrive.
-    pub(crate) fn poll_into(
-        &mut self,
-        cx: &mut Context<'_>,
-        parser: &mut SseParser,
-    ) -> Poll<io::Result<bool>> {
-        self.poll_feed(cx, &mut |data| parser.push(data))
-    }
-
     /// Reads the whole body (for an error's `detail`), keeping at most `limit` bytes.
     pub(crate) async fn read_prefix(mut self, limit: usize) -> Vec<u8> {
         let mut body = Vec::new();
@@ -602,22 +585,12 @@ impl Body {
 
 impl Drop for Body {
     /// A stream is dropped once its last event was read, often before the body's last
-    /// chunk: when that arrived already, the connection is kept all the same.
+    /// chunk was: when the rest has arrived already, the body ends cleanly and the
+    /// connection is kept; otherwise it is closed (which cancels a run still going).
     fn drop(&mut self) {
-        if self.conn.is_none() || self.framing == Framing::Close {
-            return;
-        }
-        let waker = std::task::Waker::noop();
-        let mut cx = Context::from_waker(waker);
-        let mut rest = false;
-        // Only the terminating chunk may be left: any data means the stream was cut short.
-        while let Poll::Ready(Ok(true)) = self.poll_feed(&mut cx, &mut |_| rest = true) {
-            if rest {
-                break;
-            }
-        }
-        if !rest {
-            self.release();
+        if self.conn.is_some() {
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            let _ = self.poll_feed(&mut cx, &mut |_| {});
         }
     }
 }

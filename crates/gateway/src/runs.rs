@@ -30,9 +30,11 @@ pub use list::RunSummary;
 pub(crate) use stream::OFFLOADED;
 pub use stream::{OFFLOAD_FRAME_BYTES, RunStream};
 
-use crate::client::{Base, GatewayClient, MAX_ERROR_BYTES, Owner, SEGMENT, USER_AGENT, read_json};
+use crate::client::{
+    Base, GatewayClient, Identity, MAX_ERROR_BYTES, Owner, SEGMENT, USER_AGENT, read_json, refused,
+};
 use crate::direct::{self, Direct, OpenError};
-use crate::error::{CallFamily, GatewayError, TransportKind, map_status};
+use crate::error::{CallFamily, GatewayError, TransportKind};
 
 use crate::ThreadId;
 
@@ -324,11 +326,7 @@ impl GatewayClient {
         call: &EventCall<'_>,
     ) -> Result<Opened, GatewayError> {
         let started = std::time::Instant::now();
-        let owner = call
-            .owner
-            .map(|owner| HeaderValue::from_bytes(owner.as_str().as_bytes()))
-            .transpose()
-            .map_err(|_| GatewayError::InvalidArgument { what: "owner id" })?;
+        let Identity { owner, csrf } = self.identity(&call.method, call.owner)?;
         let mut headers: Vec<(&'static str, &[u8])> = Vec::with_capacity(7);
         headers.push(("user-agent", USER_AGENT.as_bytes()));
         headers.push(("accept", b"text/event-stream"));
@@ -338,9 +336,8 @@ impl GatewayClient {
         if let Some(owner) = &owner {
             headers.push(("x-deerflow-owner-user-id", owner.as_bytes()));
         }
-        if call.method != Method::GET {
-            let (csrf, cookie) = self.csrf();
-            headers.push(("x-csrf-token", csrf.as_bytes()));
+        if let Some((token, cookie)) = csrf {
+            headers.push(("x-csrf-token", token.as_bytes()));
             headers.push(("cookie", cookie.as_bytes()));
         }
         if let Some(id) = &call.last_event_id {
@@ -385,15 +382,7 @@ impl GatewayClient {
             });
         }
         let body = response.body.read_prefix(MAX_ERROR_BYTES).await;
-        let error = map_status(call.family, status, &body);
-        tracing::debug!(
-            call = call.call,
-            status,
-            elapsed_ms,
-            kind = error.kind(),
-            "Gateway call refused."
-        );
-        Err(error)
+        Err(refused(call.call, call.family, status, elapsed_ms, &body))
     }
 
     /// `POST {langgraph_url}/threads/{id}/runs/wait`: the final values dict (or the

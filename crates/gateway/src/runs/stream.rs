@@ -49,9 +49,12 @@ impl Source {
                 }
                 None => Poll::Ready(Ok(false)),
             },
-            Self::Direct(body) => body.poll_into(cx, parser).map_err(|error| {
-                tracing::debug!(%error, ?run_id, "Run stream connection failed.");
-            }),
+            Self::Direct(body) => {
+                body.poll_feed(cx, &mut |data| parser.push(data))
+                    .map_err(|error| {
+                        tracing::debug!(%error, ?run_id, "Run stream connection failed.");
+                    })
+            }
         }
     }
 }
