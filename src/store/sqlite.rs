@@ -10,7 +10,7 @@
 //!   statements;
 //! - the thread sees the whole queue, so it commits everything queued in one transaction
 //!   (group commit, `worker.rs`). On the 2-core dev VM a commit costs ~150 µs of wall time
-//!   (WAL append, lock calls, periodic checkpoint fsyncs) against a few µs per statement, so
+//!   (WAL append, lock calls) against a few µs per statement, so
 //!   batching is what lifts the write rate under load from ~4,000/s to well above 10,000/s;
 //! - jobs run in arrival order, which is what lets the binding and locale caches be exact
 //!   (`db.rs`): a cache hit is answered by the caller itself, with no thread hop;
@@ -31,7 +31,10 @@
 //! file, so no other clock ever judges them (the shared Postgres store uses the database's
 //! clock instead, issue 27).
 //!
-//! Children: `db` (the file and its statements, the caches), `deliveries` (the async side
+//! The WAL's checkpoints (copying the log into the file, with its `fsync`s) run on a thread
+//! and connection of their own, so no job waits behind one (`checkpoint`, issue 35).
+//!
+//! Children: `checkpoint` (the checkpoint thread), `db` (the file and its statements, the caches), `deliveries` (the async side
 //! of the operator's journal operations, issue 33), `schema` (embedded migrations),
 //! `worker` (the store thread's loop and group commit), `tests`.
 //!
@@ -41,6 +44,7 @@
 //! commit). A cache hit costs ~0.2 µs (release). Opening a 12 MB file (100,000 dedupe
 //! records, 13,000 bindings) takes ~50–75 ms, most of it the integrity check.
 
+mod checkpoint;
 mod db;
 mod deliveries;
 mod schema;

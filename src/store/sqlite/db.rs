@@ -28,6 +28,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use super::SqliteOptions;
+use super::checkpoint::Checkpointer;
 use super::schema::{APPLICATION_ID, LATEST, MIGRATIONS};
 use crate::gateway::ThreadId;
 use crate::store::cache::BoundedCache;
@@ -130,6 +131,10 @@ fn relock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// An open, checked and migrated store file.
 pub(super) struct Db {
+    /// The thread that checkpoints the WAL, if it could start. Declared before `conn` so it
+    /// stops (and closes its connection) first: the store connection, closing last, then
+    /// checkpoints what is left and removes the log.
+    checkpointer: Option<Checkpointer>,
     /// The connection. Declared before `_lock` so it closes before the lock is released.
     conn: Connection,
     /// The process-exclusive lock on `<file>.lock`, held while the connection is open.
@@ -209,8 +214,18 @@ impl Db {
             .map_err(|e| fail(e.to_string()))?;
         migrate(&mut conn, path, version)?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        let checkpointer = Checkpointer::start(path, &mut conn)
+            .inspect_err(|reason| {
+                tracing::warn!(
+                    path = %path.display(),
+                    reason,
+                    "The store's checkpoint thread did not start; commits checkpoint the write-ahead log themselves."
+                );
+            })
+            .ok();
 
         Ok(Self {
+            checkpointer,
             conn,
             _lock: lock,
             dedupe_cap: i64::try_from(options.dedupe_cap.max(1)).unwrap_or(i64::MAX),
@@ -270,9 +285,16 @@ impl Db {
         &self.conn
     }
 
-    /// Closes the connection (checkpointing the WAL into the file), then releases the lock.
+    /// Stops the checkpoint thread, closes the connection (checkpointing the WAL into the
+    /// file), then releases the lock.
     pub(super) fn close(self) -> rusqlite::Result<()> {
-        let Self { conn, _lock, .. } = self;
+        let Self {
+            checkpointer,
+            conn,
+            _lock,
+            ..
+        } = self;
+        drop(checkpointer);
         conn.close().map_err(|(_, error)| error)
     }
 
