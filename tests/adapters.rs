@@ -226,9 +226,9 @@ pub async fn logs<P: Conformance>() {
     capture.assert_clean(&secrets);
 }
 
-/// Messages [`cost`] measures, after one that warms the path up: with it, within WeCom's 30
-/// messages a minute per conversation (the daemon does not pace those; over them it meets
-/// `45009` and waits out the minute).
+/// Messages [`cost`] measures, after one that warms the path up. On WeCom the daemon keeps a
+/// conversation's new messages to 12 back to back, then one every 3.7 s (its 30 a minute),
+/// so that line's rate is WeCom's pace after the first dozen.
 const COST_MESSAGES: u32 = 25;
 /// How long [`cost`] measures the process idle, the user silent.
 const COST_IDLE: Duration = Duration::from_secs(2);

@@ -92,12 +92,16 @@ pub enum LateReplies {
     Unsourced,
 }
 
-/// How many writes (new messages, edits, uploads) a platform lets a bot make in one chat:
-/// a short burst, then one per interval, by chat kind (Telegram: 3, then about 1/s in
-/// private chats and 20/min in groups). The delivery engine keeps within it, so a final
-/// goes out as soon as the budget allows instead of after a fixed gap.
+/// How many writes a platform lets a bot make in one chat: a short burst, then one per
+/// interval, by chat kind (Telegram: 3, then about 1/s in private chats and 20/min in
+/// groups, every new message, edit and upload counted; WeCom: 30 new messages a minute per
+/// conversation, a stream counted once however often it is refreshed). The delivery engine
+/// keeps within it, so a final goes out as soon as the budget allows instead of after a
+/// fixed gap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct ChatBudget {
+    /// The calls that draw on it (the typing hint never does).
+    pub writes: Writes,
     /// Writes allowed back to back in a chat that has been quiet.
     pub burst: u32,
     /// The sustained spacing of writes in a private chat.

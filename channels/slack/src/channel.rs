@@ -67,6 +67,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     min_edit_interval_private: Duration::from_secs(1),
     min_edit_interval_group: Duration::from_secs(1),
     chat_budget: Some(ChatBudget {
+        writes: Writes::MESSAGES_EDITS_FILES,
         burst: 5,
         private: Duration::from_secs(1),
         group: Duration::from_secs(1),

@@ -42,6 +42,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     // Telegram's flood limits: a short burst, then about 1 message/s per private chat and
     // 20 per minute per group.
     chat_budget: Some(ChatBudget {
+        writes: Writes::MESSAGES_EDITS_FILES,
         burst: 3,
         private: Duration::from_secs(1),
         group: Duration::from_secs(3),

@@ -24,9 +24,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
-    ChannelIdentity, ChannelResult, CommandVocabulary, InboundFile, InboundSink, LengthUnit,
-    MessageId, OutboundFile, SendTarget, SentMessage, Skip, Stage, Telemetry, UpdateMode,
-    fetch_handle, http,
+    ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, InboundFile, InboundSink,
+    LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage, Skip, Stage, Telemetry,
+    UpdateMode, Writes, fetch_handle, http,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -67,6 +67,20 @@ pub struct WeComChannel {
     telemetry: Telemetry,
 }
 
+/// WeCom takes at most 30 messages a minute and 1,000 an hour in one conversation, replies
+/// and messages sent on the bot's own together; a stream counts once, however often it is
+/// refreshed (documented: "总共给某个会话发消息的限制为 30 条/分钟，1000 条/小时"). One
+/// budget keeps within both: a burst of 12, then one every 3.7 s, is at most 28 in any
+/// minute and 985 in any hour, a little under each as a budget should be (a write is
+/// counted when its answer comes). Over them WeCom answers `45009` and the chat waits.
+pub const CONVERSATION_BUDGET: ChatBudget = ChatBudget {
+    writes: Writes::MESSAGES_FILES,
+    burst: 12,
+    private: Duration::from_millis(3_700),
+    group: Duration::from_millis(3_700),
+    first_partial_hold: Duration::ZERO,
+};
+
 /// What WeCom can show: one stream message refreshed in place (at most once a second),
 /// markdown of at most `max_markdown_bytes`, files out.
 pub fn capabilities(settings: &WeComSettings) -> Capabilities {
@@ -75,6 +89,7 @@ pub fn capabilities(settings: &WeComSettings) -> Capabilities {
         length_unit: LengthUnit::Bytes,
         min_edit_interval_private: Duration::from_secs(1),
         min_edit_interval_group: Duration::from_secs(1),
+        chat_budget: Some(CONVERSATION_BUDGET),
         working_placeholder: true,
         markup: &WeComMarkdown,
         max_upload_bytes: MAX_FILE_BYTES,

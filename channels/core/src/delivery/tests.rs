@@ -513,6 +513,7 @@ async fn dropping_the_engine_stops_its_flushers() {
 fn held() -> Capabilities {
     Capabilities {
         chat_budget: Some(crate::capabilities::ChatBudget {
+            writes: crate::capabilities::Writes::MESSAGES_EDITS_FILES,
             burst: 3,
             private: secs(1.0),
             group: secs(3.0),

@@ -5,7 +5,8 @@
 //! with a text that may be stale by then:
 //!
 //! - **The chat's budget** ([`ChatBudget`], when the platform has one). Every write to a
-//!   chat (a new message, an edit, a finish, an upload) takes a place in the chat's budget:
+//!   chat the budget counts ([`ChatBudget::writes`]: new messages, edits and finishes,
+//!   uploads) takes a place in the chat's budget:
 //!   `burst` writes back to back, then one per interval by [`ChatKind`] (a GCRA, so places
 //!   are handed out in call order and never oversubscribed). A final goes out as soon as
 //!   the budget allows: an instant answer after the placeholder costs no fixed wait. A
@@ -82,8 +83,10 @@ struct ClockState {
 /// Which rules a write is paced by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Write<'a> {
-    /// A new message or an upload: the pause and the budget.
+    /// A new message: the pause and the budget.
     New,
+    /// An upload: the pause and the budget.
+    Upload,
     /// An intermediate edit of `message`: also its minimum edit interval.
     Edit(&'a MessageId),
     /// The final text of a streamed message: the pause and the budget only.
@@ -106,9 +109,18 @@ impl EditClock {
         self.budget.map_or(Duration::ZERO, |b| b.first_partial_hold)
     }
 
-    /// The budget's spacing and burst tolerance in a chat of this kind.
-    fn spacing(&self, kind: ChatKind) -> Option<(Duration, Duration)> {
+    /// The budget's spacing and burst tolerance in a chat of this kind, if it counts
+    /// `write`.
+    fn spacing(&self, kind: ChatKind, write: Write<'_>) -> Option<(Duration, Duration)> {
         let budget = self.budget?;
+        let counted = match write {
+            Write::New => budget.writes.messages,
+            Write::Upload => budget.writes.files,
+            Write::Edit(_) | Write::Finish => budget.writes.edits,
+        };
+        if !counted {
+            return None;
+        }
         let every = match kind {
             ChatKind::Private => budget.private,
             ChatKind::Group => budget.group,
@@ -127,14 +139,16 @@ impl EditClock {
         Some(tat.checked_sub(tolerance).unwrap_or(tat))
     }
 
-    /// Takes the chat's next place in its budget, at `at` or later; returns when it is.
+    /// Takes the chat's next place in its budget for `write` (none when the budget does
+    /// not count it), at `not_before` or later; returns when it is.
     fn reserve(
         &self,
         chat: &ChatId,
         kind: ChatKind,
+        write: Write<'_>,
         not_before: Instant,
     ) -> ChannelResult<Instant> {
-        let spacing = self.spacing(kind);
+        let spacing = self.spacing(kind, write);
         let mut state = self.lock();
         let at = Self::budget_at(&state, chat, spacing).map_or(not_before, |b| b.max(not_before));
         let wait = at.saturating_duration_since(Instant::now());
@@ -160,8 +174,8 @@ impl EditClock {
     /// and its answer; counting it at the answer can only be later, so network jitter can
     /// never make two writes look closer to the platform than the budget allows (the cost
     /// is one round trip per write, and places already taken keep their time).
-    fn landed(&self, chat: &ChatId, kind: ChatKind) {
-        let Some((every, _)) = self.spacing(kind) else {
+    fn landed(&self, chat: &ChatId, kind: ChatKind, write: Write<'_>) {
+        let Some((every, _)) = self.spacing(kind, write) else {
             return;
         };
         let now = Instant::now();
@@ -188,7 +202,8 @@ impl EditClock {
         let written = message
             .and_then(|m| state.written.get(&(chat.clone(), m.clone())))
             .map(|at| *at + self.interval(kind));
-        let budget = Self::budget_at(&state, chat, self.spacing(kind));
+        let write = message.map_or(Write::New, Write::Edit);
+        let budget = Self::budget_at(&state, chat, self.spacing(kind, write));
         let now = Instant::now();
         [paused, written, budget]
             .into_iter()
@@ -320,7 +335,7 @@ impl<C: Channel> Throttle<C> {
     {
         self.ready(to, write).await?;
         let result = call().await;
-        self.clock.landed(to.chat_id, to.chat_kind);
+        self.clock.landed(to.chat_id, to.chat_kind, write);
         if let Some(wait) = retry_after(&result) {
             self.clock.pause(to.chat_id, wait);
         }
@@ -334,7 +349,7 @@ impl<C: Channel> Throttle<C> {
         let (chat, kind) = (to.chat_id, to.chat_kind);
         let not_before = match write {
             Write::Edit(id) => self.clock.ready_at(chat, kind, Some(id)),
-            Write::New | Write::Finish => {
+            Write::New | Write::Upload | Write::Finish => {
                 self.clock.paused_until(chat).unwrap_or_else(Instant::now)
             }
         };
@@ -342,7 +357,7 @@ impl<C: Channel> Throttle<C> {
         if wait > MAX_PAUSE_WAIT {
             return Err(ChannelError::RetryAfter(wait));
         }
-        let at = self.clock.reserve(chat, kind, not_before)?;
+        let at = self.clock.reserve(chat, kind, write, not_before)?;
         if at > Instant::now() {
             tokio::time::sleep_until(at).await;
         }
@@ -391,7 +406,7 @@ impl<C: Channel> Channel for Throttle<C> {
     }
 
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
-        self.paced(to, Write::New, || self.inner.send_file(to, file))
+        self.paced(to, Write::Upload, || self.inner.send_file(to, file))
             .await
     }
 }
@@ -399,8 +414,11 @@ impl<C: Channel> Channel for Throttle<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capabilities::Writes;
     use crate::delivery::ChannelExt;
-    use crate::delivery::recorder::{Call, Op, editable, layered, out, out_to, secs, target};
+    use crate::delivery::recorder::{
+        Call, Op, attachment, editable, layered, out, out_to, secs, target,
+    };
 
     #[tokio::test(start_paused = true)]
     async fn edits_of_one_message_are_an_interval_apart_by_chat_kind() {
@@ -433,6 +451,7 @@ mod tests {
     fn budgeted() -> Capabilities {
         Capabilities {
             chat_budget: Some(ChatBudget {
+                writes: Writes::MESSAGES_EDITS_FILES,
                 burst: 3,
                 private: Duration::from_secs(1),
                 group: Duration::from_secs(3),
@@ -440,6 +459,51 @@ mod tests {
             }),
             ..editable(100)
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_budget_of_new_messages_lets_edits_and_finishes_pass() {
+        // WeCom's: a stream counts once, however often it is refreshed.
+        let caps = Capabilities {
+            chat_budget: Some(ChatBudget {
+                writes: Writes::MESSAGES_FILES,
+                burst: 2,
+                private: Duration::from_secs(10),
+                group: Duration::from_secs(10),
+                first_partial_hold: Duration::ZERO,
+            }),
+            min_edit_interval_private: Duration::ZERO,
+            ..editable(100)
+        };
+        let (rec, throttle) = crate::delivery::recorder::layered_with(caps, ChannelExt::throttle);
+        let msg = out_to("s1", ChatKind::Private, "", false);
+        let target = SendTarget::from(&msg);
+        let sent = throttle.start_stream(target, "a").await.unwrap();
+        for text in ["ab", "abc", "abcd"] {
+            throttle.edit_text(target, &sent.id, text).await.unwrap();
+        }
+        throttle
+            .finish_stream(target, &sent.id, "abcde")
+            .await
+            .unwrap();
+        // The stream took one place; the second new message takes the burst's other, and
+        // the third waits for the next interval, upload or text alike.
+        throttle.send_text(target, "two").await.unwrap();
+        throttle
+            .send_file(target, &attachment("f.txt"))
+            .await
+            .unwrap();
+        let times: Vec<_> = rec.timed().into_iter().map(|(at, _)| at).collect();
+        let mut expected = vec![secs(0.0); 6];
+        expected.push(secs(10.0));
+        assert_eq!(times, expected);
+        // With nothing counted, the clock schedules an edit with no wait.
+        assert!(
+            throttle
+                .clock()
+                .ready_at(target.chat_id, ChatKind::Private, Some(&sent.id))
+                <= Instant::now()
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -511,15 +575,16 @@ mod tests {
         let clock = EditClock::new(&budgeted());
         let chat = ChatId::new("c1");
         let start = Instant::now();
-        let place = |clock: &EditClock| clock.reserve(&chat, ChatKind::Private, Instant::now());
+        let place =
+            |clock: &EditClock| clock.reserve(&chat, ChatKind::Private, Write::New, Instant::now());
         // The burst's first write is answered only after 0.5 s: the platform may have
         // counted it as late as that.
         assert_eq!(place(&clock).unwrap(), start);
         tokio::time::sleep(secs(0.5)).await;
-        clock.landed(&chat, ChatKind::Private);
+        clock.landed(&chat, ChatKind::Private, Write::New);
         for _ in 0..2 {
             assert_eq!(place(&clock).unwrap(), start + secs(0.5));
-            clock.landed(&chat, ChatKind::Private);
+            clock.landed(&chat, ChatKind::Private, Write::New);
         }
         // The next place is a second after that answer, not after the call.
         assert_eq!(place(&clock).unwrap(), start + secs(1.5));
@@ -533,6 +598,7 @@ mod tests {
                 .reserve(
                     &ChatId::new(format!("c{i}")),
                     ChatKind::Private,
+                    Write::New,
                     tokio::time::Instant::now(),
                 )
                 .unwrap();
@@ -542,7 +608,12 @@ mod tests {
         let busy = ChatId::new("busy group");
         let mut refused = None;
         for _ in 0..100 {
-            if let Err(e) = clock.reserve(&busy, ChatKind::Group, tokio::time::Instant::now()) {
+            if let Err(e) = clock.reserve(
+                &busy,
+                ChatKind::Group,
+                Write::New,
+                tokio::time::Instant::now(),
+            ) {
                 refused = Some(e);
                 break;
             }

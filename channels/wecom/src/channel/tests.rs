@@ -150,3 +150,21 @@ async fn a_presented_file_is_uploaded_and_replied_with() {
     std::fs::remove_dir_all(&dir).ok();
     running.stop().await.unwrap();
 }
+
+#[test]
+fn the_conversation_budget_keeps_within_both_of_wecoms_windows() {
+    let budget = CONVERSATION_BUDGET;
+    // The most writes a budget admits in any window of `window`: the burst, then one per
+    // interval.
+    let most =
+        |window: Duration| u128::from(budget.burst) + window.as_nanos() / budget.private.as_nanos();
+    assert!(most(Duration::from_secs(60)) < wecom::MESSAGES_PER_MINUTE as u128);
+    assert!(most(Duration::from_secs(3600)) < wecom::MESSAGES_PER_HOUR as u128);
+    assert_eq!(budget.private, budget.group);
+    // A stream refreshed in place counts once: edits and finishes draw nothing.
+    assert!(budget.writes.messages && budget.writes.files && !budget.writes.edits);
+    let fake_url = "ws://127.0.0.1:9";
+    let block = json!({ "bot_id": wecom::BOT_ID, "bot_secret": wecom::SECRET, "ws_url": fake_url });
+    let channel = im_bridge_fakes::built(&crate::PLATFORM, block, WeComChannel::new);
+    assert_eq!(channel.capabilities().chat_budget, Some(budget));
+}
