@@ -10,7 +10,8 @@ use im_bridge::simulator::{Failure, Fault, GoalState, Hold, Reply, Route, Script
 use im_bridge_channel::RedeliveryKey;
 
 use crate::support::{
-    DEADLINE, Harness, Options, admins, catalog_text, goal_met_at_once, in_group, shipped_locales,
+    Call, DEADLINE, Harness, Options, admins, catalog_text, goal_met_at_once, in_group,
+    shipped_locales,
 };
 
 const EN_NONE: &str = "There's no active goal in this conversation.";
@@ -499,35 +500,42 @@ async fn issue_33_each_run_failure_and_command_reply_in_every_shipped_locale() {
             .check(&h, "the files?", format!("Here.\n\n{created}"))
             .await;
         // A second message while the first runs waits, told so, then starts with the
-        // working notice.
+        // working notice. Its run writes nothing until the notice showed: the notice is a
+        // partial update, which a first word arriving sooner would rightly replace.
         h.sim.script_next_run(
             Script::with_answer("first")
                 .chunks(1)
                 .hold(Hold::UntilFinished),
         );
         h.sim
-            .script_next_run(Script::with_answer("second").chunks(1));
+            .script_next_run(Script::with_answer("second").chunks(1).wait_after_chunk(0));
+        let (queued, thinking) = (text(msg::RUN_QUEUED, &[]), text(msg::RUN_THINKING, &[]));
+        // Earlier turns may have shown either notice already: count them.
+        let shown = |calls: &[Call], text: &str| calls.iter().filter(|c| c.text() == text).count();
+        let calls = h.channel.calls();
+        let (queued_before, thinking_before) = (shown(&calls, &queued), shown(&calls, &thinking));
         let started = h.streamed_runs();
         h.say("one").await;
         h.wait_until_sent(started + 1, "/runs/stream").await;
         h.say("two").await;
-        let (queued, thinking) = (text(msg::RUN_QUEUED, &[]), text(msg::RUN_THINKING, &[]));
         h.channel
             .wait_for("the queued notice", |calls| {
-                calls.iter().any(|c| c.text() == queued)
+                shown(calls, &queued) > queued_before
             })
             .await;
+        h.finish_runs();
+        h.channel
+            .wait_for("the working notice", |calls| {
+                shown(calls, &thinking) > thinking_before
+            })
+            .await;
+        h.wait_until_sent(started + 2, "/runs/stream").await;
         h.finish_runs();
         finals
             .expected
             .extend(["first".to_owned(), "second".to_owned()]);
         let all = h.channel.wait_finals(finals.expected.len()).await;
         assert_eq!(all, finals.expected, "{tag}");
-        h.channel
-            .wait_for("the working notice", |calls| {
-                calls.iter().any(|c| c.text() == thinking)
-            })
-            .await;
         finals.check(&h, "/new", text(msg::CMD_NEW_DONE, &[])).await;
         h.stop().await;
     }
