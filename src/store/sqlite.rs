@@ -10,8 +10,8 @@
 //!   statements;
 //! - the thread sees the whole queue, so it commits everything queued in one transaction
 //!   (group commit, `worker.rs`). On the 2-core dev VM a commit costs ~150 µs of wall time
-//!   (WAL append, lock calls) against a few µs per statement, so
-//!   batching is what lifts the write rate under load from ~4,000/s to well above 10,000/s;
+//!   (WAL append, lock calls) against a few µs per statement, so batching is what lifts
+//!   the write rate under load from ~4,000/s to well above 10,000/s;
 //! - jobs run in arrival order, which is what lets the binding and locale caches be exact
 //!   (`db.rs`): a cache hit is answered by the caller itself, with no thread hop;
 //! - the queue is the bound: at most [`QUEUE_CAPACITY`] jobs wait; when it is full a caller's
@@ -34,9 +34,10 @@
 //! The WAL's checkpoints (copying the log into the file, with its `fsync`s) run on a thread
 //! and connection of their own, so no job waits behind one (`checkpoint`, issue 35).
 //!
-//! Children: `checkpoint` (the checkpoint thread), `db` (the file and its statements, the caches), `deliveries` (the async side
-//! of the operator's journal operations, issue 33), `schema` (embedded migrations),
-//! `worker` (the store thread's loop and group commit), `tests`.
+//! Children: `checkpoint` (the checkpoint thread), `db` (the file and its statements, the
+//! caches), `deliveries` (the async side of the operator's journal operations, issue 33),
+//! `schema` (embedded migrations), `worker` (the store thread's loop and group commit),
+//! `tests`.
 //!
 //! Measured on the 2-core dev VM (`tests.rs`, `throughput_of_a_message_mix`: per message one
 //! admission, one binding read, one locale read, a binding write per 100; 64 callers):

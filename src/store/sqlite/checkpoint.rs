@@ -34,11 +34,11 @@ use rusqlite::{Connection, OpenFlags};
 
 /// Log pages after which a commit wakes the checkpoint thread: SQLite's own
 /// `wal_autocheckpoint` default.
-pub(super) const BACKGROUND_AT: i32 = 1_000;
+const BACKGROUND_AT: i32 = 1_000;
 
 /// Log pages after which the store connection checkpoints itself after a commit, because the
 /// checkpoint thread has not caught up (about 40 MB at the default 4 KiB page).
-pub(super) const WRITER_AT: i32 = 10_000;
+const WRITER_AT: i32 = 10_000;
 
 /// What the checkpoint thread is asked.
 enum Ask {
@@ -50,11 +50,11 @@ enum Ask {
 
 /// How many checkpoints ran where, for tests and the stop log line.
 #[derive(Debug, Default)]
-pub(super) struct Counts {
+struct Counts {
     /// Passive checkpoints the checkpoint thread ran.
-    pub background: AtomicU64,
+    background: AtomicU64,
     /// Checkpoints the store connection ran itself (the log past [`WRITER_AT`]).
-    pub writer: AtomicU64,
+    writer: AtomicU64,
 }
 
 /// The checkpoint thread of one store file. Dropping it stops the thread and waits for it,

@@ -163,8 +163,10 @@ fn the_conversation_budget_keeps_within_both_of_wecoms_windows() {
     assert_eq!(budget.private, budget.group);
     // A stream refreshed in place counts once: edits and finishes draw nothing.
     assert!(budget.writes.messages && budget.writes.files && !budget.writes.edits);
-    let fake_url = "ws://127.0.0.1:9";
-    let block = json!({ "bot_id": wecom::BOT_ID, "bot_secret": wecom::SECRET, "ws_url": fake_url });
+    // Built, never run: nothing listens at the URL.
+    let block = json!({
+        "bot_id": wecom::BOT_ID, "bot_secret": wecom::SECRET, "ws_url": "ws://127.0.0.1:9",
+    });
     let channel = im_bridge_fakes::built(&crate::PLATFORM, block, WeComChannel::new);
     assert_eq!(channel.capabilities().chat_budget, Some(budget));
 }
