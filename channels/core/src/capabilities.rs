@@ -114,6 +114,36 @@ pub struct ChatBudget {
     pub first_partial_hold: Duration,
 }
 
+impl ChatBudget {
+    /// `burst` writes back to back in a quiet chat, then one every `spacing`, in private
+    /// and group chats alike; no first partial held back.
+    pub const fn new(writes: Writes, burst: u32, spacing: Duration) -> Self {
+        Self {
+            writes,
+            burst,
+            private: spacing,
+            group: spacing,
+            first_partial_hold: Duration::ZERO,
+        }
+    }
+
+    /// The same budget, its writes in group chats one every `spacing`.
+    pub const fn in_groups(self, spacing: Duration) -> Self {
+        Self {
+            group: spacing,
+            ..self
+        }
+    }
+
+    /// The same budget, a reply's first partial text held back for `hold`.
+    pub const fn holding_first_partial(self, hold: Duration) -> Self {
+        Self {
+            first_partial_hold: hold,
+            ..self
+        }
+    }
+}
+
 /// Which writes draw on a [`RateBudget`], by the [`Channel`](crate::Channel) call that makes
 /// them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -60,6 +60,8 @@ pub use self::freshness::{Freshness, Stale, WEBHOOK_FRESHNESS};
 use self::listener::Routes;
 use self::refusal::Refusal;
 use self::route::Route;
+use crate::channel::ChannelExit;
+use crate::error::{ChannelError, ChannelResult};
 use crate::telemetry::Telemetry;
 
 /// Counter of webhook requests the host refused, by `channel` and `reason`:
@@ -460,6 +462,12 @@ pub struct WebhookRoute {
 }
 
 impl WebhookRoute {
+    /// The route of a channel whose settings chose a webhook. The registry gives every such
+    /// channel one; a channel built by hand without it cannot run its transport.
+    pub fn required(route: Option<&Self>) -> ChannelResult<&Self> {
+        route.ok_or(ChannelError::Unsupported("a webhook without its route"))
+    }
+
     /// Installs `handler`; requests are served by it until the guard is dropped. While no
     /// handler is installed (before the channel runs, while it restarts, after it stopped)
     /// the route answers 503 so the platform redelivers later. Installing twice replaces the
@@ -478,19 +486,20 @@ impl WebhookRoute {
 
     /// A webhook channel's whole transport when nothing is registered with the platform:
     /// installs `handler`, reports the channel connected while it serves, and returns once
-    /// `shutdown` is cancelled (the handler uninstalled). The path is not logged:
-    /// operators sometimes make it secret.
+    /// `shutdown` is cancelled (the handler uninstalled): the transport's
+    /// [`ChannelExit::Stopped`]. The path is not logged: operators sometimes make it secret.
     pub async fn serve(
         &self,
         handler: Arc<dyn WebhookHandler>,
         telemetry: &Telemetry,
         shutdown: &CancellationToken,
-    ) {
+    ) -> ChannelExit {
         let _serving = self.install(handler);
         tracing::info!(channel = telemetry.channel(), addr = ?self.local_addr(), "Serving the webhook.");
         telemetry.set_connected(true);
         shutdown.cancelled().await;
         telemetry.set_connected(false);
+        ChannelExit::Stopped
     }
 }
 

@@ -55,13 +55,10 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     updates: UpdateMode::EditInPlace,
     min_edit_interval_private: Duration::from_secs(1),
     min_edit_interval_group: Duration::from_secs(1),
-    chat_budget: Some(ChatBudget {
-        writes: Writes::MESSAGES_EDITS_FILES,
-        burst: 5,
-        private: Duration::from_secs(1),
-        group: Duration::from_secs(1),
-        first_partial_hold: Duration::from_secs(1),
-    }),
+    chat_budget: Some(
+        ChatBudget::new(Writes::MESSAGES_EDITS_FILES, 5, Duration::from_secs(1))
+            .holding_first_partial(Duration::from_secs(1)),
+    ),
     rate_budgets: &[BOT_BUDGET],
     markup: &Plain,
     max_upload_bytes: MAX_UPLOAD_BYTES,

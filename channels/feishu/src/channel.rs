@@ -64,13 +64,10 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     max_message_len: MAX_CARD_TEXT_BYTES,
     min_edit_interval_private: Duration::from_secs(1),
     min_edit_interval_group: Duration::from_secs(1),
-    chat_budget: Some(ChatBudget {
-        writes: Writes::MESSAGES_EDITS_FILES,
-        burst: 5,
-        private: Duration::from_millis(200),
-        group: Duration::from_millis(200),
-        first_partial_hold: Duration::from_millis(300),
-    }),
+    chat_budget: Some(
+        ChatBudget::new(Writes::MESSAGES_EDITS_FILES, 5, Duration::from_millis(200))
+            .holding_first_partial(Duration::from_millis(300)),
+    ),
     rate_budgets: &RATE_BUDGETS,
     reply_window: None,
     serialize_conversations: true,
@@ -319,12 +316,10 @@ impl Channel for FeishuChannel {
                 self.intake.flush_bursts(&sink);
                 transport_ended(self.telemetry(), result)
             }
-            Transport::Webhook(settings) => match &self.route {
-                Some(route) => {
-                    Ok(hook::run(self.intake.clone(), settings, route, sink, &shutdown).await)
-                }
-                None => Err(ChannelError::Unsupported("a webhook without its route")),
-            },
+            Transport::Webhook(settings) => {
+                let route = WebhookRoute::required(self.route.as_ref())?;
+                Ok(hook::run(self.intake.clone(), settings, route, sink, &shutdown).await)
+            }
         }
     }
 

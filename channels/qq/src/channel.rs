@@ -241,15 +241,13 @@ impl Channel for QqChannel {
                 .await;
                 transport_ended(&self.intake.telemetry, result)
             }
-            Transport::Webhook(_) => match &self.route {
-                Some(route) => {
-                    let key = webhook::key(&self.settings)?;
-                    let telemetry = self.intake.telemetry.clone();
-                    let intake = self.intake.clone();
-                    Ok(webhook::run(intake, telemetry, key, route, sink, &shutdown).await)
-                }
-                None => Err(ChannelError::Unsupported("a webhook without its route")),
-            },
+            Transport::Webhook(_) => {
+                let route = WebhookRoute::required(self.route.as_ref())?;
+                let key = webhook::key(&self.settings)?;
+                let telemetry = self.intake.telemetry.clone();
+                let intake = self.intake.clone();
+                Ok(webhook::run(intake, telemetry, key, route, sink, &shutdown).await)
+            }
         }
     }
 

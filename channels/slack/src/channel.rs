@@ -66,13 +66,10 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     updates: UpdateMode::EditInPlace,
     min_edit_interval_private: Duration::from_secs(1),
     min_edit_interval_group: Duration::from_secs(1),
-    chat_budget: Some(ChatBudget {
-        writes: Writes::MESSAGES_EDITS_FILES,
-        burst: 5,
-        private: Duration::from_secs(1),
-        group: Duration::from_secs(1),
-        first_partial_hold: Duration::from_secs(1),
-    }),
+    chat_budget: Some(
+        ChatBudget::new(Writes::MESSAGES_EDITS_FILES, 5, Duration::from_secs(1))
+            .holding_first_partial(Duration::from_secs(1)),
+    ),
     rate_budgets: &[UPDATES_BUDGET],
     markup: &SlackMrkdwn,
     max_upload_bytes: MAX_UPLOAD_BYTES,
@@ -220,20 +217,12 @@ impl Channel for SlackChannel {
                 }
                 transport_ended(self.telemetry(), result)
             }
-            Delivery::Http { signing_secret, .. } => match &self.route {
-                Some(route) => {
-                    self.intake.learn_identity().await;
-                    Ok(hook::run(
-                        self.intake.clone(),
-                        signing_secret.clone(),
-                        route,
-                        sink,
-                        &shutdown,
-                    )
-                    .await)
-                }
-                None => Err(ChannelError::Unsupported("a webhook without its route")),
-            },
+            Delivery::Http { signing_secret, .. } => {
+                let route = WebhookRoute::required(self.route.as_ref())?;
+                self.intake.learn_identity().await;
+                let secret = signing_secret.clone();
+                Ok(hook::run(self.intake.clone(), secret, route, sink, &shutdown).await)
+            }
         };
         self.telemetry().set_connected(false);
         *lock(&self.intake.sink) = None;

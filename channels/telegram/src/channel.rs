@@ -41,15 +41,13 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     min_edit_interval_group: Duration::from_secs(3),
     // Telegram's flood limits: a short burst, then about 1 message/s per private chat and
     // 20 per minute per group.
-    chat_budget: Some(ChatBudget {
-        writes: Writes::MESSAGES_EDITS_FILES,
-        burst: 3,
-        private: Duration::from_secs(1),
-        group: Duration::from_secs(3),
-        // An answer that is complete within this costs one write, not a stream start and
-        // its finish.
-        first_partial_hold: Duration::from_millis(300),
-    }),
+    // An answer that is complete within the first partial's hold costs one write, not a
+    // stream start and its finish.
+    chat_budget: Some(
+        ChatBudget::new(Writes::MESSAGES_EDITS_FILES, 3, Duration::from_secs(1))
+            .in_groups(Duration::from_secs(3))
+            .holding_first_partial(Duration::from_millis(300)),
+    ),
     rate_budgets: &[BOT_BUDGET],
     reply_window: None,
     serialize_conversations: false,

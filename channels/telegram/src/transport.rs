@@ -25,8 +25,8 @@ mod webhook;
 use std::sync::{Arc, RwLock};
 
 use im_bridge_channel::{
-    AllowedUsers, ChannelError, ChannelExit, ChannelResult, CommandVocabulary, InboundMessage,
-    InboundSink, Secret, Stage, Telemetry, WebhookRoute,
+    AllowedUsers, ChannelExit, ChannelResult, CommandVocabulary, InboundMessage, InboundSink,
+    Secret, Stage, Telemetry, WebhookRoute,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -147,10 +147,10 @@ pub(crate) async fn run(
 ) -> ChannelResult<ChannelExit> {
     let exit = match transport {
         Transport::Polling { timeout } => poll::run(intake, &sink, shutdown, *timeout).await,
-        Transport::Webhook(hook) => match route {
-            Some(route) => webhook::run(intake, hook, route, sink, shutdown).await,
-            None => Err(ChannelError::Unsupported("a webhook without its route")),
-        },
+        Transport::Webhook(hook) => {
+            let route = WebhookRoute::required(route)?;
+            webhook::run(intake, hook, route, sink, shutdown).await
+        }
     };
     intake.telemetry.set_connected(false);
     exit

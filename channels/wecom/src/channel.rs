@@ -73,13 +73,8 @@ pub struct WeComChannel {
 /// budget keeps within both: a burst of 12, then one every 3.7 s, is at most 28 in any
 /// minute and 985 in any hour, a little under each as a budget should be (a write is
 /// counted when its answer comes). Over them WeCom answers `45009` and the chat waits.
-pub const CONVERSATION_BUDGET: ChatBudget = ChatBudget {
-    writes: Writes::MESSAGES_FILES,
-    burst: 12,
-    private: Duration::from_millis(3_700),
-    group: Duration::from_millis(3_700),
-    first_partial_hold: Duration::ZERO,
-};
+pub const CONVERSATION_BUDGET: ChatBudget =
+    ChatBudget::new(Writes::MESSAGES_FILES, 12, Duration::from_millis(3_700));
 
 /// What WeCom can show: one stream message refreshed in place (at most once a second),
 /// markdown of at most `max_markdown_bytes`, files out.

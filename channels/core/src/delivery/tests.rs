@@ -512,13 +512,15 @@ async fn dropping_the_engine_stops_its_flushers() {
 /// Telegram-like: a budget, and the first partial held 300 ms.
 fn held() -> Capabilities {
     Capabilities {
-        chat_budget: Some(crate::capabilities::ChatBudget {
-            writes: crate::capabilities::Writes::MESSAGES_EDITS_FILES,
-            burst: 3,
-            private: secs(1.0),
-            group: secs(3.0),
-            first_partial_hold: secs(0.3),
-        }),
+        chat_budget: Some(
+            crate::capabilities::ChatBudget::new(
+                crate::capabilities::Writes::MESSAGES_EDITS_FILES,
+                3,
+                secs(1.0),
+            )
+            .in_groups(secs(3.0))
+            .holding_first_partial(secs(0.3)),
+        ),
         ..editable(4096)
     }
 }

@@ -450,13 +450,10 @@ mod tests {
 
     fn budgeted() -> Capabilities {
         Capabilities {
-            chat_budget: Some(ChatBudget {
-                writes: Writes::MESSAGES_EDITS_FILES,
-                burst: 3,
-                private: Duration::from_secs(1),
-                group: Duration::from_secs(3),
-                first_partial_hold: Duration::ZERO,
-            }),
+            chat_budget: Some(
+                ChatBudget::new(Writes::MESSAGES_EDITS_FILES, 3, Duration::from_secs(1))
+                    .in_groups(Duration::from_secs(3)),
+            ),
             ..editable(100)
         }
     }
@@ -465,13 +462,11 @@ mod tests {
     async fn a_budget_of_new_messages_lets_edits_and_finishes_pass() {
         // WeCom's: a stream counts once, however often it is refreshed.
         let caps = Capabilities {
-            chat_budget: Some(ChatBudget {
-                writes: Writes::MESSAGES_FILES,
-                burst: 2,
-                private: Duration::from_secs(10),
-                group: Duration::from_secs(10),
-                first_partial_hold: Duration::ZERO,
-            }),
+            chat_budget: Some(ChatBudget::new(
+                Writes::MESSAGES_FILES,
+                2,
+                Duration::from_secs(10),
+            )),
             min_edit_interval_private: Duration::ZERO,
             ..editable(100)
         };

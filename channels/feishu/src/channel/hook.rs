@@ -148,6 +148,5 @@ pub(super) async fn run(
         settings: settings.clone(),
         sink,
     };
-    route.serve(Arc::new(hook), &telemetry, shutdown).await;
-    ChannelExit::Stopped
+    route.serve(Arc::new(hook), &telemetry, shutdown).await
 }

@@ -125,6 +125,5 @@ pub(crate) async fn run<A: Admit>(
         key,
         sink,
     };
-    route.serve(Arc::new(hook), &telemetry, shutdown).await;
-    ChannelExit::Stopped
+    route.serve(Arc::new(hook), &telemetry, shutdown).await
 }

@@ -121,6 +121,5 @@ pub(super) async fn run(
         signing_secret,
         sink,
     };
-    route.serve(Arc::new(hook), &telemetry, shutdown).await;
-    ChannelExit::Stopped
+    route.serve(Arc::new(hook), &telemetry, shutdown).await
 }
