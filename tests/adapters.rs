@@ -5,7 +5,8 @@
 //! where the platform has one); a redelivered event runs once; a long answer arrives in
 //! parts within the platform's limit, nothing lost and nothing refused; `/goal from-chat`
 //! shows the objective before the run's answer; replies are localized; a picture reaches
-//! the agent; no secret and no message text reaches a log line. A scenario a platform cannot
+//! the agent; a webhook delivery signed outside five minutes of the daemon's clock is refused
+//! and never runs; no secret and no message text reaches a log line. A scenario a platform cannot
 //! play ([`Conformance::can`]) is skipped with the harness's reason, printed.
 //!
 //! The per-platform test files keep only what is specific to their platform.
@@ -27,14 +28,16 @@
 pub(crate) mod harness;
 mod terminal;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use im_bridge::i18n::Arg;
 use im_bridge::simulator::Script;
 use im_bridge_channel::LengthUnit;
 
 use crate::security::{ANSWERED, ASKED, Capture};
-use crate::support::{assert_image_reached_the_agent, catalog_text, goal_met_at_once};
+use crate::support::{
+    assert_agent_never_saw, assert_image_reached_the_agent, catalog_text, goal_met_at_once,
+};
 use harness::{Ability, Conformance, Place, Setup, Transport};
 
 /// `true` when `P` can do `ability`; otherwise says why the scenario is skipped.
@@ -212,6 +215,53 @@ pub async fn image<P: Conformance>() {
     drop(h);
 }
 
+/// Issue 27: a webhook delivery signed more than five minutes before or after the daemon's
+/// clock is refused with 401 and never runs, so a captured one cannot be replayed once its
+/// dedupe record is gone; one signed four minutes either way is answered.
+pub async fn signed_time<P: Conformance>() {
+    if !able::<P>(Ability::SignedTime, "the signed delivery time") {
+        return;
+    }
+    let h = P::start(Setup {
+        transport: Transport::Webhook,
+        ..Setup::default()
+    })
+    .await;
+    let now = SystemTime::now();
+    let minutes = |n: u64| Duration::from_secs(60 * n);
+    let in_2017 = UNIX_EPOCH + Duration::from_secs(1_483_228_800);
+    for (signed_at, text) in [
+        (in_2017, "signed in 2017"),
+        (now - minutes(6), "signed 6 minutes ago"),
+        (now + minutes(6), "signed 6 minutes ahead"),
+    ] {
+        assert_eq!(h.say_signed_at(text, signed_at).await, 401, "{text}");
+    }
+    let fresh = [
+        (
+            now - minutes(4),
+            "signed 4 minutes ago",
+            "Answered the older one.",
+        ),
+        (
+            now + minutes(4),
+            "signed 4 minutes ahead",
+            "Answered the newer one.",
+        ),
+    ];
+    for (signed_at, text, answer) in fresh {
+        h.sim()
+            .script_next_run(Script::with_answer(answer).chunks(1));
+        assert_eq!(h.say_signed_at(text, signed_at).await, 200, "{text}");
+        wait_shown(&h, Place::Private, answer).await;
+    }
+    let answers = fresh.map(|(_, _, answer)| answer);
+    assert_eq!(h.shown(Place::Private), answers, "only the fresh ones");
+    assert_eq!(runs(&h), 2, "no refused delivery ran");
+    assert_agent_never_saw(h.sim(), &["2017", "6 minutes"]);
+    drop(h);
+}
+
 /// A conversation with every line of im-bridge's crates captured (trace level): no secret
 /// of the run, no word asked and none answered is in any of them.
 pub async fn logs<P: Conformance>() {
@@ -317,8 +367,8 @@ fn long_text(unit: LengthUnit, n: usize) -> String {
 }
 
 /// Stamps one test per scenario for a platform: `mod <name>` holding `answer`,
-/// `answer_webhook`, `redelivery`, `long_answer`, `goal_from_chat`, `localized`, `image`
-/// and `logs`, and the ignored measurement `platform_cost`, each behind the platform's
+/// `answer_webhook`, `redelivery`, `long_answer`, `goal_from_chat`, `localized`, `image`,
+/// `signed_time` and `logs`, and the ignored measurement `platform_cost`, each behind the platform's
 /// feature.
 macro_rules! conformance {
     ($($feature:literal => $name:ident: $harness:ty;)*) => {$(
@@ -361,6 +411,11 @@ macro_rules! conformance {
             #[tokio::test]
             async fn image() {
                 super::image::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn signed_time() {
+                super::signed_time::<H>().await;
             }
 
             #[tokio::test]

@@ -3,18 +3,18 @@
 //! a WebSocket, the REST calls with Feishu's rules) and the Gateway simulator.
 //!
 //! What every platform owes (an answer, a re-push running once, a long answer across cards,
-//! `/goal from-chat` in a p2p chat, localized replies, an image reaching the agent, clean
-//! logs) is the conformance suite's (`tests/adapters.rs`), through `conformance`; this file
-//! keeps what is Feishu's own: cards, reactions, topics, threads, the webhook's handshake.
+//! `/goal from-chat` in a p2p chat, localized replies, an image reaching the agent, a
+//! webhook delivery signed too long ago refused, clean logs) is the conformance suite's
+//! (`tests/adapters.rs`), through `conformance`; this file keeps what is Feishu's own:
+//! cards, reactions, topics, threads, the webhook's handshake.
 //!
 //! Children: `harness` (the set-up), `conformance` (the suite's harness), `files` (files
-//! the agent presents), `freshness` (stale events and tokens).
+//! the agent presents).
 
 #![cfg(feature = "feishu")]
 
 pub(crate) mod conformance;
 mod files;
-mod freshness;
 pub(crate) mod harness;
 
 use im_bridge::simulator::Script;

@@ -4,16 +4,16 @@
 //!
 //! What every platform owes (an answer in c2c and in a group, on the gateway and the
 //! webhook; a duplicate push running once; a long answer within 4000 bytes a reply;
-//! `/goal from-chat`; localized replies; an image reaching the agent; clean logs) is the
-//! conformance suite's (`tests/adapters.rs`), through `conformance`; this file keeps what
-//! is QQ's own: `msg_seq` and the reply budget, the mention, sessions and resume, the
-//! passive-reply windows, the webhook's handshake and signatures; and (`handoff`, the real
-//! binary) answers that outlive the window, finished with the chat's next message.
+//! `/goal from-chat`; localized replies; an image reaching the agent; a callback signed
+//! outside five minutes refused; clean logs) is the conformance suite's
+//! (`tests/adapters.rs`), through `conformance`; this file keeps what is QQ's own:
+//! `msg_seq` and the reply budget, the mention, sessions and resume, the passive-reply
+//! windows, the webhook's handshake and signatures; and (`handoff`, the real binary)
+//! answers that outlive the window, finished with the chat's next message.
 
 #![cfg(feature = "qq")]
 
 pub(crate) mod conformance;
-mod freshness;
 mod handoff;
 pub(crate) mod harness;
 

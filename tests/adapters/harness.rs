@@ -17,6 +17,7 @@
 //! log capture needs anyway (a thread-default subscriber then sees the daemon's tasks).
 
 use std::future::Future;
+use std::time::SystemTime;
 
 use im_bridge::simulator::RunningSimulator;
 use im_bridge_channel::LengthUnit;
@@ -62,6 +63,9 @@ pub enum Ability {
     Image,
     /// Messages have a length limit, so a long answer is split.
     LengthLimit,
+    /// Webhook deliveries carry the time they were signed, under the signature: a
+    /// captured one can be told from a fresh one.
+    SignedTime,
 }
 
 /// A platform's end-to-end harness, as the conformance scenarios drive it.
@@ -92,6 +96,14 @@ pub trait Conformance: Sized {
     /// The user says `text` in the private chat and the platform delivers that event a
     /// second time; returns once the second delivery reached the channel.
     fn say_redelivered(&self, text: &str) -> impl Future<Output = ()>;
+
+    /// The user says `text` in the private chat, delivered to the webhook signed as at
+    /// `signed_at`; the HTTP status the daemon answered. Only with [`Ability::SignedTime`]
+    /// (and a harness started with [`Transport::Webhook`]).
+    fn say_signed_at(&self, text: &str, signed_at: SystemTime) -> impl Future<Output = u16> {
+        let _ = (text, signed_at);
+        async { panic!("{} signs no delivery time", Self::NAME) }
+    }
 
     /// The user sends the picture `bytes` (a JPEG) in the private chat, with no text.
     fn send_image(&self, bytes: Vec<u8>) -> impl Future<Output = ()>;

@@ -44,7 +44,9 @@ impl Conformance for Console {
     fn can(ability: Ability) -> Result<(), &'static str> {
         match ability {
             Ability::Group => Err("a terminal has one chat, with the person at it"),
-            Ability::Webhook => Err("the console reads its terminal, nothing is posted to it"),
+            Ability::Webhook | Ability::SignedTime => {
+                Err("the console reads its terminal, nothing is posted to it")
+            }
             Ability::Redelivery => Err("a terminal line is read once; nothing delivers it again"),
             Ability::Image => Err("a terminal sends no pictures"),
             Ability::LengthLimit => Err("a terminal shows a reply of any length in one piece"),

@@ -25,7 +25,9 @@ impl Conformance for DingTalk {
 
     fn can(ability: Ability) -> Result<(), &'static str> {
         match ability {
-            Ability::Webhook => Err("DingTalk robots receive messages in stream mode only"),
+            Ability::Webhook | Ability::SignedTime => {
+                Err("DingTalk robots receive messages in stream mode only")
+            }
             _ => Ok(()),
         }
     }

@@ -28,7 +28,9 @@ impl Conformance for Discord {
 
     fn can(ability: Ability) -> Result<(), &'static str> {
         match ability {
-            Ability::Webhook => Err("Discord bots receive messages on the gateway only"),
+            Ability::Webhook | Ability::SignedTime => {
+                Err("Discord bots receive messages on the gateway only")
+            }
             _ => Ok(()),
         }
     }

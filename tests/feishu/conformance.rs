@@ -2,7 +2,7 @@
 //! connection or the event webhook; a p2p chat and a group where the user mentions the
 //! bot; cards and text messages read as the user sees them.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use im_bridge::simulator::RunningSimulator;
 use im_bridge_channel::LengthUnit;
@@ -100,6 +100,12 @@ impl Conformance for Feishu {
             })
             .await
             .unwrap();
+    }
+
+    async fn say_signed_at(&self, text: &str, signed_at: SystemTime) -> u16 {
+        let event = Event::text(P2P, ALICE, text).p2p().to_json();
+        let (headers, body) = self.fs.fake.webhook_event_at(&event, signed_at);
+        self.fs.post_webhook(&headers, body).await.0
     }
 
     async fn send_image(&self, bytes: Vec<u8>) {

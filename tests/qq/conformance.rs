@@ -2,6 +2,8 @@
 //! gateway or the signed webhook; a c2c chat and a group where the user @-mentions the bot;
 //! the passive replies the fake accepted.
 
+use std::time::SystemTime;
+
 use im_bridge::simulator::RunningSimulator;
 use im_bridge_channel::LengthUnit;
 use im_bridge_fakes::qq::{CLIENT_SECRET, Event};
@@ -70,6 +72,18 @@ impl Conformance for Qq {
         let event = Event::c2c(ALICE, text);
         self.deliver(&event).await;
         self.deliver(&event.duplicate()).await;
+    }
+
+    async fn say_signed_at(&self, text: &str, signed_at: SystemTime) -> u16 {
+        let event = Event::c2c(ALICE, text);
+        let request = self.qq.fake.webhook_event_at(&event, signed_at);
+        let (status, body) = self.qq.post(&request).await;
+        if status == 200 {
+            // A dispatch taken is acknowledged with op 12.
+            let ack: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(ack, serde_json::json!({"op": 12, "d": 0}));
+        }
+        status
     }
 
     async fn send_image(&self, bytes: Vec<u8>) {

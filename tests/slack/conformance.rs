@@ -4,6 +4,7 @@
 //! one conversation as on the other platforms); the bot's messages as they read after edits.
 
 use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use im_bridge::simulator::RunningSimulator;
 use im_bridge_channel::LengthUnit;
@@ -55,21 +56,26 @@ impl Slack {
         }
     }
 
+    /// Posts `payload` (an `event_callback`) to the Events API signed as at `signed_at`;
+    /// the daemon's answer. The fake hears of the message itself first (as Slack knows what
+    /// its users wrote).
+    async fn post_at(&self, payload: &serde_json::Value, signed_at: SystemTime) -> (u16, String) {
+        let event = &payload["event"];
+        let text = |key: &str| event[key].as_str().unwrap_or_default().to_owned();
+        let thread = event["thread_ts"].as_str();
+        self.sl
+            .fake
+            .add_message(&text("channel"), &text("ts"), &text("user"), thread);
+        let at = signed_at.duration_since(UNIX_EPOCH).unwrap().as_secs();
+        let request = HttpRequest::payload(payload).signed_at(SIGNING_SECRET, at);
+        self.sl.post(&request).await
+    }
+
     /// Delivers `payload` (an `event_callback`) as the set-up receives events; returns once
-    /// the channel took it (acked, or answered 200). Over HTTP the fake hears of the
-    /// message itself first (as Slack knows what its users wrote).
+    /// the channel took it (acked, or answered 200).
     async fn deliver(&self, payload: &serde_json::Value) {
         if self.http {
-            let event = &payload["event"];
-            let text = |key: &str| event[key].as_str().unwrap_or_default().to_owned();
-            let thread = event["thread_ts"].as_str();
-            self.sl
-                .fake
-                .add_message(&text("channel"), &text("ts"), &text("user"), thread);
-            let (status, body) = self
-                .sl
-                .post(&HttpRequest::payload(payload).signed(SIGNING_SECRET))
-                .await;
+            let (status, body) = self.post_at(payload, SystemTime::now()).await;
             assert_eq!(status, 200, "{body}");
         } else {
             let pushed = self.sl.fake.push_payload(payload);
@@ -120,6 +126,11 @@ impl Conformance for Slack {
         let payload = event_callback(&self.event(Place::Private, text).to_json());
         self.deliver(&payload).await;
         self.deliver(&payload).await;
+    }
+
+    async fn say_signed_at(&self, text: &str, signed_at: SystemTime) -> u16 {
+        let payload = event_callback(&self.event(Place::Private, text).to_json());
+        self.post_at(&payload, signed_at).await.0
     }
 
     async fn send_image(&self, bytes: Vec<u8>) {

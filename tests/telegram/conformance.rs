@@ -62,8 +62,13 @@ impl Conformance for Telegram {
     const NAME: &'static str = im_bridge_telegram::NAME;
     const LIMIT: (LengthUnit, usize) = (LengthUnit::Utf16, MAX_TEXT_UTF16);
 
-    fn can(_: Ability) -> Result<(), &'static str> {
-        Ok(())
+    fn can(ability: Ability) -> Result<(), &'static str> {
+        match ability {
+            Ability::SignedTime => {
+                Err("Telegram's webhook proves itself with a fixed secret token and no time")
+            }
+            _ => Ok(()),
+        }
     }
 
     async fn start(setup: Setup) -> Self {

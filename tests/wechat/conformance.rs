@@ -24,7 +24,9 @@ impl Conformance for Wechat {
     fn can(ability: Ability) -> Result<(), &'static str> {
         match ability {
             Ability::Group => Err("iLink's bots serve private chats only"),
-            Ability::Webhook => Err("iLink has no webhook: the long poll only"),
+            Ability::Webhook | Ability::SignedTime => {
+                Err("iLink has no webhook: the long poll only")
+            }
             _ => Ok(()),
         }
     }

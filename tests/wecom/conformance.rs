@@ -23,7 +23,9 @@ impl Conformance for WeCom {
 
     fn can(ability: Ability) -> Result<(), &'static str> {
         match ability {
-            Ability::Webhook => Err("the callback mode is not built: the long connection only"),
+            Ability::Webhook | Ability::SignedTime => {
+                Err("the callback mode is not built: the long connection only")
+            }
             _ => Ok(()),
         }
     }
