@@ -487,20 +487,6 @@ async fn issue_30_a_file_off_the_file_hosts_is_never_fetched_with_the_token() {
 }
 
 #[tokio::test]
-async fn issue_30_replies_are_chinese_with_locale_zh_cn() {
-    let zh = crate::support::catalog_text("zh-CN");
-    let sl = Sl::start_with(Setup {
-        locale: Some("zh-CN"),
-        ..Setup::default()
-    })
-    .await;
-    let expected = zh("goal-status-none", &[]);
-    let asked = sl.fake.push_event(&Event::dm(DM, ALICE, "/goal").to_json());
-    sl.wait_answer(DM, &asked.ts.unwrap(), &expected).await;
-    sl.stop().await;
-}
-
-#[tokio::test]
 async fn issue_30_the_events_api_answers_checks_and_runs_a_retry_once() {
     let sl = Sl::start_with(Setup {
         http: true,

@@ -247,21 +247,3 @@ async fn issue_32_an_ended_session_is_reported_and_a_new_login_follows() {
     wx.wait_shown(USER, "Back again.").await;
     wx.stop().await;
 }
-
-/// A redelivered message (the same `message_id`) runs once.
-#[tokio::test]
-async fn issue_32_a_redelivery_runs_once() {
-    let wx = Wx::start().await;
-    wx.sim
-        .script_next_run(Script::with_answer("Only once.").chunks(1));
-    let pushed = wx.fake.push(&Inbound::text(USER, "hello twice"));
-    assert!(wx.fake.redeliver(pushed.seq));
-    wx.wait_shown(USER, "Only once.").await;
-    wx.sim
-        .script_next_run(Script::with_answer("And this.").chunks(1));
-    wx.fake.push(&Inbound::text(USER, "one more"));
-    let shown = wx.wait_shown(USER, "And this.").await;
-    assert_eq!(shown, ["Only once.", "And this."]);
-    assert_eq!(runs(&wx), 2);
-    wx.stop().await;
-}
