@@ -5,7 +5,8 @@
 //! where the platform has one); a redelivered event runs once; a long answer arrives in
 //! parts within the platform's limit, nothing lost and nothing refused; `/goal from-chat`
 //! shows the objective before the run's answer; replies are localized; a picture reaches
-//! the agent; a webhook delivery signed outside five minutes of the daemon's clock is refused
+//! the agent; a file the agent presents arrives after its answer; a webhook delivery signed
+//! outside five minutes of the daemon's clock is refused
 //! and never runs; no secret and no message text reaches a log line. A scenario a platform cannot
 //! play ([`Conformance::can`]) is skipped with the harness's reason, printed.
 //!
@@ -219,6 +220,39 @@ pub async fn image<P: Conformance>() {
     drop(h);
 }
 
+/// A file the agent presents (issue 14) arrives in the chat after the answer that presents
+/// it, whole.
+pub async fn presented_file<P: Conformance>() {
+    const REPORT: &str = "/mnt/user-data/outputs/report.pdf";
+    const PDF: &[u8] = b"%PDF-1.7\n% a tiny report\n%%EOF\n";
+    const ANSWER: &str = "Here is the report.";
+    if !able::<P>(Ability::FilesOut, "the presented file") {
+        return;
+    }
+    let h = P::start(Setup::default()).await;
+    h.sim().put_output(REPORT, PDF);
+    h.sim().script_next_run(
+        Script::with_answer(ANSWER)
+            .chunks(1)
+            .present_files([REPORT]),
+    );
+    h.say(Place::Private, "the report, please").await;
+    let whole = [("report.pdf".to_owned(), PDF.len())];
+    let answered_first = std::cell::Cell::new(false);
+    h.wait_until("report.pdf, whole and alone", |h| {
+        let arrived = h.files_sent(Place::Private) == whole;
+        if arrived {
+            let shown = h.shown(Place::Private);
+            answered_first.set(shown.iter().any(|t| t.starts_with(ANSWER)));
+        }
+        arrived
+    })
+    .await;
+    assert!(answered_first.get(), "the file came before the answer");
+    assert_eq!(h.refused(), Vec::<String>::new());
+    drop(h);
+}
+
 /// Issue 27: a webhook delivery signed more than five minutes before or after the daemon's
 /// clock is refused with 401 and never runs, so a captured one cannot be replayed once its
 /// dedupe record is gone; one signed four minutes either way is answered.
@@ -372,7 +406,7 @@ fn long_text(unit: LengthUnit, n: usize) -> String {
 
 /// Stamps one test per scenario for a platform: `mod <name>` holding `answer`,
 /// `answer_webhook`, `redelivery`, `long_answer`, `goal_from_chat`, `localized`, `image`,
-/// `signed_time` and `logs`, and the ignored measurement `platform_cost`, each behind the platform's
+/// `presented_file`, `signed_time` and `logs`, and the ignored measurement `platform_cost`, each behind the platform's
 /// feature.
 macro_rules! conformance {
     ($($feature:literal => $name:ident: $harness:ty;)*) => {$(
@@ -415,6 +449,11 @@ macro_rules! conformance {
             #[tokio::test]
             async fn image() {
                 super::image::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn presented_file() {
+                super::presented_file::<H>().await;
             }
 
             #[tokio::test]

@@ -66,6 +66,8 @@ pub enum Ability {
     /// Webhook deliveries carry the time they were signed, under the signature: a
     /// captured one can be told from a fresh one.
     SignedTime,
+    /// The bot sends files (the ones the agent presents).
+    FilesOut,
 }
 
 /// A platform's end-to-end harness, as the conformance scenarios drive it.
@@ -111,6 +113,13 @@ pub trait Conformance: Sized {
     /// The bot's messages in `place` as the user sees them now (after edits), oldest first,
     /// as plain text; files and pictures left out.
     fn shown(&self, place: Place) -> Vec<String>;
+
+    /// The files the bot sent in `place`, as the user would save them: each one's name and
+    /// size in bytes, oldest first. Only with [`Ability::FilesOut`].
+    fn files_sent(&self, place: Place) -> Vec<(String, usize)> {
+        let _ = place;
+        panic!("{} sends no files", Self::NAME)
+    }
 
     /// The calls of the channel the fake refused (status or platform error code), one
     /// line each: a channel within the platform's rules has none.

@@ -4,7 +4,8 @@
 //!
 //! The console has one private chat with the person at the terminal, no groups, no
 //! pictures, no redelivery (a line is read once) and no length limit, so it plays the
-//! answer, `/goal from-chat`, localization and log scenarios.
+//! answer, `/goal from-chat`, localization, presented file (saved in a folder of the test's
+//! own) and log scenarios.
 
 #![cfg(feature = "console")]
 
@@ -28,6 +29,8 @@ pub struct Console {
     keyboard: tokio::sync::Mutex<DuplexStream>,
     screen: Arc<Screen>,
     daemon: PlatformDaemon,
+    /// Where the console saves the files the agent presents.
+    files: tempfile::TempDir,
 }
 
 /// What the console printed, and a signal for each new piece of it.
@@ -50,6 +53,7 @@ impl Conformance for Console {
             Ability::Redelivery => Err("a terminal line is read once; nothing delivers it again"),
             Ability::Image => Err("a terminal sends no pictures"),
             Ability::LengthLimit => Err("a terminal shows a reply of any length in one piece"),
+            Ability::FilesOut => Ok(()),
         }
     }
 
@@ -57,9 +61,11 @@ impl Conformance for Console {
         let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
         let (keyboard, input) = tokio::io::duplex(PIPE_BYTES);
         let (output, mut display) = tokio::io::duplex(PIPE_BYTES);
+        let files = tempfile::tempdir().unwrap();
         let channel =
             ConsoleChannel::with_io(BufReader::new(input), output, false, "console-user", None)
-                .with_commands(im_bridge::manager::commands::vocabulary());
+                .with_commands(im_bridge::manager::commands::vocabulary())
+                .with_files_dir(files.path());
         let screen = Arc::new(Screen::default());
         let shown = screen.clone();
         // Ends when the channel drops its end of the pipe.
@@ -81,6 +87,7 @@ impl Conformance for Console {
             keyboard: tokio::sync::Mutex::new(keyboard),
             screen,
             daemon,
+            files,
         }
     }
 
@@ -110,6 +117,23 @@ impl Conformance for Console {
             .filter(|l| !l.trim().is_empty())
             .map(str::to_owned)
             .collect()
+    }
+
+    fn files_sent(&self, _: Place) -> Vec<(String, usize)> {
+        let Ok(entries) = std::fs::read_dir(self.files.path()) else {
+            return Vec::new();
+        };
+        let mut files: Vec<_> = entries
+            .map(|e| e.unwrap())
+            .map(|e| {
+                (
+                    e.file_name().into_string().unwrap(),
+                    e.metadata().unwrap().len() as usize,
+                )
+            })
+            .collect();
+        files.sort();
+        files
     }
 
     fn refused(&self) -> Vec<String> {

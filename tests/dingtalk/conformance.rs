@@ -90,6 +90,22 @@ impl Conformance for DingTalk {
         here.map(|s| s.text().to_owned()).collect()
     }
 
+    fn files_sent(&self, place: Place) -> Vec<(String, usize)> {
+        let uploads = self.dt.fake.uploads();
+        let sent = self.dt.fake.sent().into_iter();
+        let files = sent.filter(|s| s.msg_key == "sampleFile");
+        let here = files.filter(|s| match place {
+            Place::Private => s.route == "private_send",
+            Place::Group => s.conversation_id.as_deref() == Some(GROUP),
+        });
+        here.filter_map(|s| {
+            let id = s.msg_param["mediaId"].as_str()?;
+            uploads.iter().find(|u| u.media_id == id)
+        })
+        .map(|u| (u.file_name.clone(), u.bytes.len()))
+        .collect()
+    }
+
     fn api_calls(&self) -> Option<usize> {
         Some(self.dt.fake.calls().len())
     }

@@ -76,6 +76,12 @@ impl Conformance for Discord {
         sent.map(|s| s.content).collect()
     }
 
+    fn files_sent(&self, place: Place) -> Vec<(String, usize)> {
+        let sent = self.dc.fake.sent_to(channel(place)).into_iter();
+        let uploads = sent.flat_map(|s| s.uploads);
+        uploads.map(|u| (u.filename, u.bytes.len())).collect()
+    }
+
     fn api_calls(&self) -> Option<usize> {
         Some(self.dc.fake.calls().len())
     }

@@ -128,6 +128,21 @@ impl Conformance for Feishu {
             .collect()
     }
 
+    fn files_sent(&self, place: Place) -> Vec<(String, usize)> {
+        let chat = match place {
+            Place::Private => P2P,
+            Place::Group => CHAT,
+        };
+        let uploads = self.fs.fake.uploads();
+        let messages = self.fs.fake.messages().into_iter();
+        let files =
+            messages.filter(|m| m.chat_id == chat && ["file", "image"].contains(&&*m.msg_type));
+        files
+            .filter_map(|m| uploads.iter().find(|u| m.content.contains(u.key.as_str())))
+            .map(|u| (u.name.clone(), u.bytes.len()))
+            .collect()
+    }
+
     fn api_calls(&self) -> Option<usize> {
         Some(self.fs.fake.calls().len())
     }

@@ -38,8 +38,11 @@ impl Conformance for Qq {
     const NAME: &'static str = im_bridge_qq::NAME;
     const LIMIT: (LengthUnit, usize) = (LengthUnit::Bytes, MAX_REPLY_BYTES);
 
-    fn can(_: Ability) -> Result<(), &'static str> {
-        Ok(())
+    fn can(ability: Ability) -> Result<(), &'static str> {
+        match ability {
+            Ability::FilesOut => Err("the adapter sends no files: QQ's passive replies are text"),
+            _ => Ok(()),
+        }
     }
 
     async fn start(setup: Setup) -> Self {

@@ -148,6 +148,12 @@ impl Conformance for Slack {
             .collect()
     }
 
+    fn files_sent(&self, place: Place) -> Vec<(String, usize)> {
+        let uploads = self.sl.fake.uploads().into_iter();
+        let here = uploads.filter(|u| u.channel.as_deref() == Some(channel(place)));
+        here.map(|u| (u.filename, u.bytes.len())).collect()
+    }
+
     fn api_calls(&self) -> Option<usize> {
         Some(self.sl.fake.calls().len())
     }

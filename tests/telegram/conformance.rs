@@ -138,6 +138,24 @@ impl Conformance for Telegram {
         texts.map(|m| m.text).collect()
     }
 
+    fn files_sent(&self, place: Place) -> Vec<(String, usize)> {
+        let calls = self.tg.fake.calls();
+        let sent = calls
+            .iter()
+            .filter(|c| c.ok() && c.int("chat_id") == Some(chat(place)));
+        let file = |c: &Call| match c.method.as_str() {
+            "sendDocument" => Some(c.params["document"].clone()),
+            "sendPhoto" => Some(c.params["photo"].clone()),
+            _ => None,
+        };
+        sent.filter_map(file)
+            .map(|f| {
+                let name = f["file_name"].as_str().unwrap_or_default().to_owned();
+                (name, f["size"].as_u64().unwrap_or_default() as usize)
+            })
+            .collect()
+    }
+
     fn api_calls(&self) -> Option<usize> {
         Some(self.tg.fake.calls().len())
     }

@@ -4,7 +4,7 @@
 
 use im_bridge::simulator::RunningSimulator;
 use im_bridge_channel::LengthUnit;
-use im_bridge_fakes::wechat::{BOT_TOKEN, Inbound};
+use im_bridge_fakes::wechat::{BOT_TOKEN, Inbound, SentItem};
 use im_bridge_wechat::MAX_TEXT_BYTES;
 
 use super::USER;
@@ -61,6 +61,15 @@ impl Conformance for Wechat {
 
     fn shown(&self, _place: Place) -> Vec<String> {
         self.wx.shown(USER)
+    }
+
+    fn files_sent(&self, _place: Place) -> Vec<(String, usize)> {
+        let sent = self.wx.fake.sent_to(USER).into_iter();
+        let files = sent.filter_map(|s| match s.item {
+            SentItem::File { name, bytes } => Some((name, bytes.len())),
+            _ => None,
+        });
+        files.collect()
     }
 
     fn api_calls(&self) -> Option<usize> {

@@ -4,7 +4,7 @@
 
 use im_bridge::simulator::RunningSimulator;
 use im_bridge_channel::LengthUnit;
-use im_bridge_fakes::wecom::{Message, SECRET};
+use im_bridge_fakes::wecom::{MediaUse, Message, SECRET};
 use im_bridge_wecom::config::DEFAULT_MARKDOWN_BYTES;
 
 use super::harness::{DEADLINE, Setup as WcSetup, Wc, shown_in};
@@ -69,6 +69,24 @@ impl Conformance for WeCom {
             Place::Group => GROUP,
         };
         shown_in(&self.wc.fake, conversation)
+    }
+
+    fn files_sent(&self, place: Place) -> Vec<(String, usize)> {
+        let conversation = match place {
+            Place::Private => ALICE,
+            Place::Group => GROUP,
+        };
+        let fake = &self.wc.fake;
+        let here = |used: &MediaUse| match used {
+            MediaUse::Reply { req_id } => {
+                let streams = fake.streams_of(req_id);
+                streams.iter().any(|s| s.conversation == conversation)
+            }
+            MediaUse::Send { chatid } => chatid == conversation,
+        };
+        let uploads = fake.uploads().into_iter();
+        let sent = uploads.filter(|u| u.used_in.iter().any(here));
+        sent.map(|u| (u.filename, u.bytes.len())).collect()
     }
 
     fn api_calls(&self) -> Option<usize> {
