@@ -8,8 +8,8 @@
 //! answer in parts, `/goal from-chat`, localized replies, a picture reaching the agent,
 //! clean logs) is the conformance suite's (`tests/adapters.rs`), through `conformance`;
 //! this file keeps what is Slack's own: threads and reactions, streaming by `chat.update`,
-//! native slash commands, Socket Mode's redelivery and hand-over, 429s, a 45,000-character
-//! answer, files into the thread, the Events API's signature and retries.
+//! native slash commands, Socket Mode's hand-over, 429s, a 45,000-character answer, files
+//! into the thread, the Events API's signature and retries.
 
 #![cfg(feature = "slack")]
 
@@ -21,9 +21,7 @@ use std::time::Duration;
 use im_bridge::simulator::Script;
 use im_bridge_fakes::slack::{
     BOT_USER_ID, Event, Failure, HttpRequest, SIGNING_SECRET, SlashCommand, TEAM_ID, Trigger,
-    event_callback,
 };
-use serde_json::json;
 
 use harness::{DEADLINE, Setup, Sl};
 
@@ -200,43 +198,6 @@ async fn issue_30_goal_works_as_a_native_slash_command_and_after_a_mention() {
             .all(|t| sl.sim.runs(t).is_empty()),
         "no run"
     );
-    sl.stop().await;
-}
-
-#[tokio::test]
-async fn issue_30_a_redelivered_envelope_runs_once() {
-    let sl = Sl::start().await;
-    sl.sim
-        .script_next_run(Script::with_answer("Once.").chunks(1));
-    let event = Event::dm(DM, ALICE, "say it once");
-    let payload = event_callback(&event.to_json());
-    let first = sl.fake.push_payload(&payload);
-    sl.fake
-        .wait_acked(&first.envelope_id, DEADLINE)
-        .await
-        .unwrap();
-    // Slack's redelivery of an envelope whose ack it missed: a new envelope, the same
-    // payload, retry_attempt 1.
-    let again = json!({"envelope_id": "0fa4e000-5eed-4000-8000-ffffffffffff", "type": "events_api",
-        "payload": payload, "accepts_response_payload": false,
-        "retry_attempt": 1, "retry_reason": "timeout"});
-    assert!(sl.fake.push_raw(&again.to_string()));
-    sl.fake
-        .wait_until("the redelivery acked", DEADLINE, |f| {
-            f.acks()
-                .iter()
-                .any(|a| a.envelope_id == "0fa4e000-5eed-4000-8000-ffffffffffff")
-        })
-        .await
-        .unwrap();
-    let root = event.id().to_owned();
-    assert_eq!(
-        sl.fake.wait_final_text(DM, &root, DEADLINE).await.unwrap(),
-        "Once."
-    );
-    let thread = sl.sim.thread_ids().pop().unwrap();
-    assert_eq!(sl.sim.runs(&thread).len(), 1);
-    assert_eq!(replies(&sl, DM, &root), ["Once."]);
     sl.stop().await;
 }
 

@@ -4,7 +4,7 @@
 //! one conversation as on the other platforms); the bot's messages as they read after edits.
 
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use im_bridge::simulator::RunningSimulator;
 use im_bridge_channel::LengthUnit;
@@ -121,11 +121,31 @@ impl Conformance for Slack {
     }
 
     async fn say_redelivered(&self, text: &str) {
-        // The same event_callback twice (an envelope whose ack Slack missed, an HTTP
-        // retry): the same event_id, the same message.
         let payload = event_callback(&self.event(Place::Private, text).to_json());
-        self.deliver(&payload).await;
-        self.deliver(&payload).await;
+        if self.http {
+            // Slack's retry of a request whose answer it missed: the same body, with
+            // `X-Slack-Retry-Num`.
+            self.deliver(&payload).await;
+            let signed = HttpRequest::payload(&payload).signed(SIGNING_SECRET);
+            let (status, body) = self.sl.post(&signed.retried(1, "http_timeout")).await;
+            assert_eq!(status, 200, "{body}");
+            return;
+        }
+        // Slack missed the ack: after the ack window the payload comes again in a new
+        // envelope with `retry_attempt` 1, which is acked in turn.
+        self.sl.fake.set_ack_window(Duration::from_millis(100));
+        self.sl.fake.lose_acks(1);
+        let first = self.sl.fake.push_payload(&payload).envelope_id;
+        self.sl
+            .fake
+            .wait_until("the redelivery acked", DEADLINE, |fake| {
+                let acks = fake.acks();
+                let again = fake.deliveries().into_iter().filter(|d| d.first == first);
+                let mut again = again.filter(|d| d.attempt == 1);
+                again.any(|d| acks.iter().any(|a| a.envelope_id == d.envelope_id))
+            })
+            .await
+            .unwrap();
     }
 
     async fn say_signed_at(&self, text: &str, signed_at: SystemTime) -> u16 {

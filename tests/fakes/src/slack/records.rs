@@ -212,6 +212,9 @@ pub struct Ack {
     pub payload: Option<Value>,
     /// Whether the fake sent an envelope of that id.
     pub known: bool,
+    /// Whether it went missing on the way and counted for nothing
+    /// ([`FakeSlack::lose_acks`](super::FakeSlack::lose_acks)).
+    pub lost: bool,
     /// The connection it came on.
     pub connection: u64,
     /// When it arrived.

@@ -17,6 +17,8 @@
 //!   again, in a new envelope (a new `envelope_id`, as Slack's retries arrive) with
 //!   `retry_attempt` 1, 2, 3 and `retry_reason: "timeout"`, at most [`MAX_RETRIES`] times;
 //!   an ack of any envelope of the payload stops it. Slash commands are not retried.
+//!   [`FakeSlack::lose_acks`] makes the next acks go missing on the way, as when Slack
+//!   redelivers a payload the app did ack.
 //! - Any frame that is not a JSON object with a string `envelope_id` is a protocol error:
 //!   counted in `bad_frames` and kept in [`FakeSlack::protocol_errors`].
 //! - `disconnect` frames (`warning`, `refresh_requested`, `link_disabled`) go to every open
@@ -24,6 +26,7 @@
 //!   ([`FakeSlack::rotate`] plays that).
 //!
 //! [`FakeSlack::set_ack_window`]: super::FakeSlack::set_ack_window
+//! [`FakeSlack::lose_acks`]: super::FakeSlack::lose_acks
 //! [`FakeSlack::protocol_errors`]: super::FakeSlack::protocol_errors
 //! [`FakeSlack::rotate`]: super::FakeSlack::rotate
 
@@ -75,6 +78,8 @@ pub(super) struct State {
     acks: Vec<Ack>,
     protocol_errors: Vec<String>,
     ack_window: Duration,
+    /// Acks still to lose on the way (recorded, not taken).
+    lose_acks: usize,
     refused: usize,
     next: u64,
 }
@@ -91,6 +96,7 @@ impl Default for State {
             acks: Vec::new(),
             protocol_errors: Vec::new(),
             ack_window: ACK_WINDOW,
+            lose_acks: 0,
             refused: 0,
             next: 0,
         }
@@ -236,13 +242,17 @@ fn on_text(state: &mut State, connection: u64, text: &str) {
         return;
     };
     let first = state.envelopes.get(&envelope_id).map(|e| e.first.clone());
-    if let Some(first) = &first {
+    let lost = first.is_some() && state.lose_acks > 0;
+    if lost {
+        state.lose_acks -= 1;
+    } else if let Some(first) = &first {
         state.acked.insert(first.clone(), true);
     }
     state.acks.push(Ack {
         envelope_id,
         payload: frame.get("payload").cloned(),
         known: first.is_some(),
+        lost,
         connection,
         at: Instant::now(),
     });
@@ -326,6 +336,13 @@ impl Fake<Slack> {
                 .next_in_turn()
                 .is_some_and(|id| sockets.send(id, Out::text(text)))
         })
+    }
+
+    /// Loses the next `n` acks of known envelopes on their way to Slack: each is recorded
+    /// in [`Self::acks`] but counts for nothing, so the payload is delivered again once the
+    /// ack window passes, as when Slack misses an ack the app sent.
+    pub fn lose_acks(&self, n: usize) {
+        self.with_state(|s| s.socket.lose_acks = n);
     }
 
     /// How long an `events_api` envelope may stay un-acked before it is delivered again

@@ -135,6 +135,32 @@ async fn socket_mode_says_hello_and_delivers_unacked_events_again() {
 }
 
 #[tokio::test]
+async fn a_lost_ack_counts_for_nothing_and_the_payload_comes_again() {
+    let fake = FakeSlack::start().await.unwrap();
+    let mut socket = connect(&fake).await;
+    assert_eq!(next_frame(&mut socket).await["type"], "hello");
+    fake.set_ack_window(Duration::from_millis(100));
+    fake.lose_acks(1);
+    let pushed = fake.push_event(&Event::dm(DM, USER, "hi").to_json());
+    let first = next_frame(&mut socket).await;
+    ack(&mut socket, &first).await;
+    let second = next_frame(&mut socket).await;
+    assert_eq!(second["retry_attempt"], 1);
+    assert_eq!(second["payload"], first["payload"]);
+    ack(&mut socket, &second).await;
+    fake.wait_until("the second ack", WAIT, |f| f.acks().len() == 2)
+        .await
+        .unwrap();
+    let lost: Vec<bool> = fake.acks().iter().map(|a| a.lost).collect();
+    assert_eq!(lost, [true, false]);
+    let chain = fake
+        .deliveries()
+        .into_iter()
+        .filter(|d| d.first == pushed.envelope_id);
+    assert_eq!(chain.map(|d| d.attempt).take(2).collect::<Vec<_>>(), [0, 1]);
+}
+
+#[tokio::test]
 async fn frames_that_are_no_ack_are_protocol_errors() {
     let fake = FakeSlack::start().await.unwrap();
     let mut socket = connect(&fake).await;
