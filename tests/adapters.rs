@@ -2,7 +2,7 @@
 //! owes its users, run on every compiled-in platform through its [`Conformance`] harness.
 //!
 //! Scenarios: an answer arrives in a private chat and in a group (and over the webhook,
-//! where the platform has one); a redelivered event runs once; a long answer arrives in
+//! where the platform has one); a redelivered event runs once (on each transport); a long answer arrives in
 //! parts within the platform's limit, nothing lost and nothing refused; `/goal from-chat`
 //! shows the objective before the run's answer; replies are localized; a picture reaches
 //! the agent; a file the agent presents arrives after its answer; a webhook delivery signed
@@ -67,16 +67,23 @@ fn runs<P: Conformance>(h: &P) -> usize {
     sim.thread_ids().iter().map(|t| sim.runs(t).len()).sum()
 }
 
-/// An answer arrives in the chat that asked, and the agent got the words asked.
-pub async fn answer<P: Conformance>(transport: Transport) {
+/// `P` started on `transport`; `None`, saying why, where the platform has no webhook.
+async fn start_on<P: Conformance>(transport: Transport) -> Option<P> {
     if transport == Transport::Webhook && !able::<P>(Ability::Webhook, "the webhook") {
-        return;
+        return None;
     }
-    let h = P::start(Setup {
+    let setup = Setup {
         transport,
         ..Setup::default()
-    })
-    .await;
+    };
+    Some(P::start(setup).await)
+}
+
+/// An answer arrives in the chat that asked, and the agent got the words asked.
+pub async fn answer<P: Conformance>(transport: Transport) {
+    let Some(h) = start_on::<P>(transport).await else {
+        return;
+    };
     h.sim()
         .script_next_run(Script::with_answer("Hello in private.").chunks(2));
     h.say(Place::Private, "hello there").await;
@@ -98,11 +105,13 @@ pub async fn answer<P: Conformance>(transport: Transport) {
 }
 
 /// The platform delivers a message twice: it runs once and is answered once.
-pub async fn redelivery<P: Conformance>() {
+pub async fn redelivery<P: Conformance>(transport: Transport) {
     if !able::<P>(Ability::Redelivery, "redelivery") {
         return;
     }
-    let h = P::start(Setup::default()).await;
+    let Some(h) = start_on::<P>(transport).await else {
+        return;
+    };
     h.sim()
         .script_next_run(Script::with_answer("Only once.").chunks(1));
     h.say_redelivered("hello twice").await;
@@ -405,7 +414,7 @@ fn long_text(unit: LengthUnit, n: usize) -> String {
 }
 
 /// Stamps one test per scenario for a platform: `mod <name>` holding `answer`,
-/// `answer_webhook`, `redelivery`, `long_answer`, `goal_from_chat`, `localized`, `image`,
+/// `answer_webhook`, `redelivery`, `redelivery_webhook`, `long_answer`, `goal_from_chat`, `localized`, `image`,
 /// `presented_file`, `signed_time` and `logs`, and the ignored measurement `platform_cost`, each behind the platform's
 /// feature.
 macro_rules! conformance {
@@ -428,7 +437,12 @@ macro_rules! conformance {
 
             #[tokio::test]
             async fn redelivery() {
-                super::redelivery::<H>().await;
+                super::redelivery::<H>(Transport::Default).await;
+            }
+
+            #[tokio::test]
+            async fn redelivery_webhook() {
+                super::redelivery::<H>(Transport::Webhook).await;
             }
 
             #[tokio::test]
