@@ -2,13 +2,14 @@
 //! owes its users, run on every compiled-in platform through its [`Conformance`] harness.
 //!
 //! Scenarios: an answer arrives in a private chat and in a group (and over the webhook,
-//! where the platform has one); a redelivered event runs once (on each transport); a long answer arrives in
-//! parts within the platform's limit, nothing lost and nothing refused; `/goal from-chat`
-//! shows the objective before the run's answer; replies are localized; a picture reaches
-//! the agent; a file the agent presents arrives after its answer; a webhook delivery signed
-//! outside five minutes of the daemon's clock is refused
-//! and never runs; no secret and no message text reaches a log line. A scenario a platform cannot
-//! play ([`Conformance::can`]) is skipped with the harness's reason, printed.
+//! where the platform has one); a redelivered event runs once (on each transport); a long
+//! answer arrives in parts within the platform's limit, nothing lost and nothing refused;
+//! a plain answer to the agent's question in a group continues its conversation; `/goal
+//! from-chat` shows the objective before the run's answer; replies are localized; a picture
+//! reaches the agent; a file the agent presents arrives after its answer; a webhook delivery
+//! signed outside five minutes of the daemon's clock is refused and never runs; no secret
+//! and no message text reaches a log line. A scenario a platform cannot play
+//! ([`Conformance::can`]) is skipped with the harness's reason, printed.
 //!
 //! The per-platform test files keep only what is specific to their platform.
 //!
@@ -158,6 +159,38 @@ pub async fn long_answer<P: Conformance>() {
         );
     }
     assert_eq!(h.refused(), Vec::<String>::new());
+    drop(h);
+}
+
+/// In a group, the user's plain next message answers the question the agent asked there: it
+/// continues that conversation (one thread, its second run), also where every group
+/// message would otherwise start a conversation of its own (Telegram without a reply,
+/// Feishu outside a topic, DingTalk).
+pub async fn group_question<P: Conformance>() {
+    if !able::<P>(Ability::Group, "the question in a group") {
+        return;
+    }
+    let h = P::start(Setup::default()).await;
+    let question = Script::with_answer("").chunks(1);
+    h.sim()
+        .script_next_run(question.ask_clarification("Which quarter?"));
+    h.say(Place::Group, "write the report").await;
+    // The final's question: a streamed partial shows it too, with the cursor after it,
+    // before the turn has ended.
+    h.wait_until("the question", |h| {
+        let shown = h.shown(Place::Group);
+        shown
+            .iter()
+            .any(|t| t.trim_end().ends_with("Which quarter?"))
+    })
+    .await;
+    h.sim()
+        .script_next_run(Script::with_answer("The Q3 report it is.").chunks(1));
+    h.say(Place::Group, "Q3").await;
+    wait_shown(&h, Place::Group, "The Q3 report it is.").await;
+    let threads = h.sim().thread_ids();
+    assert_eq!(threads.len(), 1, "one conversation: {threads:?}");
+    assert_eq!(h.sim().runs(&threads[0]).len(), 2);
     drop(h);
 }
 
@@ -414,9 +447,9 @@ fn long_text(unit: LengthUnit, n: usize) -> String {
 }
 
 /// Stamps one test per scenario for a platform: `mod <name>` holding `answer`,
-/// `answer_webhook`, `redelivery`, `redelivery_webhook`, `long_answer`, `goal_from_chat`, `localized`, `image`,
-/// `presented_file`, `signed_time` and `logs`, and the ignored measurement `platform_cost`, each behind the platform's
-/// feature.
+/// `answer_webhook`, `redelivery`, `redelivery_webhook`, `long_answer`, `group_question`,
+/// `goal_from_chat`, `localized`, `image`, `presented_file`, `signed_time` and `logs`, and
+/// the ignored measurement `platform_cost`, each behind the platform's feature.
 macro_rules! conformance {
     ($($feature:literal => $name:ident: $harness:ty;)*) => {$(
         #[cfg(feature = $feature)]
@@ -448,6 +481,11 @@ macro_rules! conformance {
             #[tokio::test]
             async fn long_answer() {
                 super::long_answer::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn group_question() {
+                super::group_question::<H>().await;
             }
 
             #[tokio::test]

@@ -3,10 +3,11 @@
 //! frame stream, the robot and card APIs with DingTalk's rules) and the Gateway simulator.
 //!
 //! What every platform owes (an answer, a redelivered frame running once, a long answer
-//! within the markdown limit, `/goal from-chat`, localized replies, a picture reaching the
-//! agent, clean logs) is the conformance suite's (`tests/adapters.rs`), through
-//! `conformance`; this file keeps what is DingTalk's own: markdown titles, AI cards and
-//! their fallback, the stream's reconnect, files sent back, group conversations.
+//! within the markdown limit, a plain answer to the agent's question in a group, `/goal
+//! from-chat`, localized replies, a picture reaching the agent, clean logs) is the
+//! conformance suite's (`tests/adapters.rs`), through `conformance`; this file keeps what
+//! is DingTalk's own: markdown titles, AI cards and their fallback, the stream's
+//! reconnect, files sent back, group conversations.
 
 #![cfg(feature = "dingtalk")]
 
@@ -207,35 +208,5 @@ async fn issue_16_a_slow_answers_notice_is_localized() {
         sent.iter().any(|s| s.text() == notice),
         "the working notice: {sent:#?}"
     );
-    dt.stop().await;
-}
-
-#[tokio::test]
-async fn issue_16_a_plain_answer_to_the_bots_question_continues_its_conversation() {
-    let dt = Dt::start().await;
-    dt.sim.script_next_run(
-        Script::with_answer("")
-            .chunks(1)
-            .ask_clarification("Which quarter?"),
-    );
-    dt.fake
-        .push(&Message::group_text(GROUP, ALICE, "@Bridge write the report").to_json());
-    dt.fake
-        .wait_until("the question", DEADLINE, |fake| {
-            fake.sent()
-                .iter()
-                .any(|s| s.text().contains("Which quarter?"))
-        })
-        .await
-        .unwrap();
-    // Every DingTalk group message is a conversation of its own, but this one answers.
-    dt.sim
-        .script_next_run(Script::with_answer("The Q3 report it is.").chunks(1));
-    dt.fake
-        .push(&Message::group_text(GROUP, ALICE, "@Bridge Q3").to_json());
-    dt.wait_sent("the answer", "The Q3 report it is.").await;
-    let threads = dt.sim.thread_ids();
-    assert_eq!(threads.len(), 1, "{threads:?}");
-    assert_eq!(dt.sim.runs(&threads[0]).len(), 2);
     dt.stop().await;
 }
