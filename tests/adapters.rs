@@ -7,9 +7,10 @@
 //! a plain answer to the agent's question in a group continues its conversation; `/goal
 //! from-chat` shows the objective before the run's answer; replies are localized; a picture
 //! reaches the agent; a file the agent presents arrives after its answer; a webhook delivery
-//! signed outside five minutes of the daemon's clock is refused and never runs; no secret
-//! and no message text reaches a log line. A scenario a platform cannot play
-//! ([`Conformance::can`]) is skipped with the harness's reason, printed.
+//! signed outside five minutes of the daemon's clock is refused and never runs; a user
+//! `allowed_users` does not list is answered nowhere; no secret and no message text
+//! reaches a log line. A scenario a platform cannot play ([`Conformance::can`]) is skipped
+//! with the harness's reason, printed.
 //!
 //! The per-platform test files keep only what is specific to their platform.
 //!
@@ -342,6 +343,55 @@ pub async fn signed_time<P: Conformance>() {
     drop(h);
 }
 
+/// Someone `allowed_users` does not list; the user a harness speaks as is never this.
+const STRANGERS_ONLY: &[&str] = &["someone-else-0001"];
+
+/// `allowed_users` holds: a user it lists is answered; a user it does not list is
+/// answered nowhere, in private or in a group, and nothing they said reaches the agent.
+/// Every adapter checks the list itself (`Skip::NotAllowed`, logged at debug), so the
+/// scenario waits for those lines, then looks at what happened.
+pub async fn allowed_users<P: Conformance>() {
+    if !able::<P>(Ability::AllowedUsers, "allowed_users") {
+        return;
+    }
+    // Listed: answered, so the id the adapter checks is the user's.
+    let h = P::start(Setup {
+        allowed_users: Some(const { &[P::USER] }),
+        ..Setup::default()
+    })
+    .await;
+    h.sim().script_next_run(Script::with_answer("Welcome."));
+    h.say(Place::Private, "may I?").await;
+    wait_shown(&h, Place::Private, "Welcome.").await;
+    drop(h);
+    // Not listed: skipped wherever they speak.
+    let (capture, _guard) = Capture::start(P::LOG_TARGETS);
+    let h = P::start(Setup {
+        allowed_users: Some(STRANGERS_ONLY),
+        ..Setup::default()
+    })
+    .await;
+    let mut places = vec![Place::Private];
+    if P::can(Ability::Group).is_ok() {
+        places.push(Place::Group);
+    }
+    for place in &places {
+        h.say(*place, "let me in").await;
+    }
+    capture
+        .wait_for("every message skipped as not allowed", |logs| {
+            logs.matches(r#"reason="not_allowed""#).count() >= places.len()
+        })
+        .await;
+    assert_eq!(runs(&h), 0, "a stranger's message ran");
+    for place in places {
+        assert_eq!(h.shown(place), Vec::<String>::new(), "{place:?}");
+    }
+    assert_agent_never_saw(h.sim(), &["let me in"]);
+    assert_eq!(h.refused(), Vec::<String>::new());
+    drop(h);
+}
+
 /// A conversation with every line of im-bridge's crates captured (trace level): no secret
 /// of the run, no word asked and none answered is in any of them.
 pub async fn logs<P: Conformance>() {
@@ -448,8 +498,9 @@ fn long_text(unit: LengthUnit, n: usize) -> String {
 
 /// Stamps one test per scenario for a platform: `mod <name>` holding `answer`,
 /// `answer_webhook`, `redelivery`, `redelivery_webhook`, `long_answer`, `group_question`,
-/// `goal_from_chat`, `localized`, `image`, `presented_file`, `signed_time` and `logs`, and
-/// the ignored measurement `platform_cost`, each behind the platform's feature.
+/// `goal_from_chat`, `localized`, `image`, `presented_file`, `signed_time`,
+/// `allowed_users` and `logs`, and the ignored measurement `platform_cost`, each behind
+/// the platform's feature.
 macro_rules! conformance {
     ($($feature:literal => $name:ident: $harness:ty;)*) => {$(
         #[cfg(feature = $feature)]
@@ -511,6 +562,11 @@ macro_rules! conformance {
             #[tokio::test]
             async fn signed_time() {
                 super::signed_time::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn allowed_users() {
+                super::allowed_users::<H>().await;
             }
 
             #[tokio::test]

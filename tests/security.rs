@@ -27,10 +27,13 @@ mod webhook_flood;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::Notify;
 use tracing::level_filters::LevelFilter;
 use tracing::subscriber::{DefaultGuard, Interest};
 use tracing::{Event, Metadata, span};
 use tracing_subscriber::fmt::MakeWriter;
+
+use crate::support::DEADLINE;
 
 /// What the user writes: it may not reach a log line.
 pub(crate) const ASKED: &str = "quiet-question-7f3a";
@@ -39,11 +42,19 @@ pub(crate) const ANSWERED: &str = "quiet-answer-91c2";
 
 /// The log lines written on this thread while its guard lives.
 #[derive(Clone, Default)]
-pub(crate) struct Capture(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct Capture(Arc<Lines>);
+
+/// What a [`Capture`] holds, and a signal for each write.
+#[derive(Default)]
+pub(crate) struct Lines {
+    bytes: Mutex<Vec<u8>>,
+    written: Notify,
+}
 
 impl Write for Capture {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
+        self.0.bytes.lock().unwrap().extend_from_slice(buf);
+        self.0.written.notify_waiters();
         Ok(buf.len())
     }
 
@@ -128,7 +139,26 @@ impl Capture {
 
     /// Everything captured so far.
     pub(crate) fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+        String::from_utf8_lossy(&self.0.bytes.lock().unwrap()).into_owned()
+    }
+
+    /// Waits until `done` holds of the captured lines, checking again after each write;
+    /// fails the test, naming `what` and showing the lines, at the [`DEADLINE`].
+    pub(crate) async fn wait_for(&self, what: &str, done: impl Fn(&str) -> bool) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let written = self.0.written.notified();
+            tokio::pin!(written);
+            // Registered before the check, so a write between the two still wakes it.
+            written.as_mut().enable();
+            let logs = self.text();
+            if done(&logs) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, written).await.is_err() {
+                panic!("no log line showed {what} in time:\n{logs}");
+            }
+        }
     }
 
     /// Checks that nothing of `secrets` (nor the conversation) was logged, and that the

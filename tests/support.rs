@@ -337,11 +337,17 @@ impl Options {
     }
 }
 
-/// What the daemon hands a platform channel it builds, for the end-to-end harnesses:
-/// anyone may talk, the daemon's commands and localized menu, the webhook host `webhooks`.
-pub fn build_context(webhooks: im_bridge_channel::WebhookHost) -> im_bridge_channel::BuildContext {
+/// What the daemon hands a platform channel it builds, for the end-to-end harnesses: the
+/// channel's `allowed_users` (`None`: the key unset, anyone may talk), the daemon's
+/// commands and localized menu, the webhook host `webhooks`.
+pub fn build_context(
+    webhooks: im_bridge_channel::WebhookHost,
+    allowed_users: Option<&[&str]>,
+) -> im_bridge_channel::BuildContext {
+    let allowed_users =
+        allowed_users.map(|ids| ids.iter().map(|id| Some((*id).to_owned())).collect());
     im_bridge_channel::BuildContext::new(
-        AllowedUsers::Anyone,
+        AllowedUsers::from_entries(allowed_users),
         im_bridge::manager::commands::vocabulary(),
         im_bridge::channels::command_menu(&Catalogs::embedded().unwrap()),
         webhooks,

@@ -15,8 +15,8 @@
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
-use im_bridge_channel::Secret;
 use im_bridge_channel::http::MAX_RETRY_AFTER;
+use im_bridge_channel::{AllowedUsers, Secret};
 use im_bridge_discord::config::DiscordSettings;
 use im_bridge_discord::error::ApiError;
 use im_bridge_discord::fuzzing::{message_json, rest_answer};
@@ -71,6 +71,7 @@ fuzz_target!(|data: &[u8]| {
                     let ctx = InboundContext {
                         settings,
                         bot_id,
+                        allowed_users: &AllowedUsers::Anyone,
                         commands: commands(),
                         known_thread_parent,
                         active_thread: None,

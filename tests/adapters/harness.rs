@@ -48,6 +48,8 @@ pub struct Setup {
     pub transport: Transport,
     /// The channel's `locale` (`channels.<p>.locale`), when set.
     pub locale: Option<&'static str>,
+    /// The channel's `allowed_users` (`channels.<p>.allowed_users`), when set.
+    pub allowed_users: Option<&'static [&'static str]>,
 }
 
 /// Something a scenario needs that not every platform has.
@@ -68,12 +70,17 @@ pub enum Ability {
     SignedTime,
     /// The bot sends files (the ones the agent presents).
     FilesOut,
+    /// Users have ids an operator lists in `allowed_users`.
+    AllowedUsers,
 }
 
 /// A platform's end-to-end harness, as the conformance scenarios drive it.
 pub trait Conformance: Sized {
     /// The registry name (`channels.<name>`).
     const NAME: &'static str;
+    /// The id of the user who speaks, as `allowed_users` lists it (ignored without
+    /// [`Ability::AllowedUsers`]).
+    const USER: &'static str;
     /// The longest message the platform accepts as the harness configures it, in the
     /// platform's unit (ignored without [`Ability::LengthLimit`]).
     const LIMIT: (LengthUnit, usize);

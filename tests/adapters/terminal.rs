@@ -42,6 +42,8 @@ struct Screen {
 
 impl Conformance for Console {
     const NAME: &'static str = im_bridge_console::NAME;
+    // Unused: the console reads no `allowed_users` (see `can`).
+    const USER: &'static str = "";
     const LIMIT: (LengthUnit, usize) = (LengthUnit::Chars, usize::MAX);
 
     fn can(ability: Ability) -> Result<(), &'static str> {
@@ -54,6 +56,9 @@ impl Conformance for Console {
             Ability::Image => Err("a terminal sends no pictures"),
             Ability::LengthLimit => Err("a terminal shows a reply of any length in one piece"),
             Ability::FilesOut => Ok(()),
+            Ability::AllowedUsers => {
+                Err("a terminal's one user is whoever runs it; the console reads no allowed_users")
+            }
         }
     }
 

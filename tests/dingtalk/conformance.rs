@@ -20,6 +20,7 @@ pub struct DingTalk {
 
 impl Conformance for DingTalk {
     const NAME: &'static str = im_bridge_dingtalk::NAME;
+    const USER: &'static str = ALICE;
     // The markdown limit the harness configures (the adapter's default).
     const LIMIT: (LengthUnit, usize) = (LengthUnit::Bytes, DEFAULT_MAX_MARKDOWN_BYTES as usize);
 
@@ -35,6 +36,7 @@ impl Conformance for DingTalk {
     async fn start(setup: Setup) -> Self {
         let dt = Dt::start_with(DtSetup {
             locale: setup.locale,
+            allowed_users: setup.allowed_users,
             ..DtSetup::default()
         })
         .await;

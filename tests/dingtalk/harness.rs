@@ -22,6 +22,8 @@ pub struct Setup {
     pub cards: bool,
     /// `channels.dingtalk.locale`.
     pub locale: Option<&'static str>,
+    /// `channels.dingtalk.allowed_users`, when set.
+    pub allowed_users: Option<&'static [&'static str]>,
 }
 
 /// The daemon with a DingTalk channel, the fake DingTalk and the Gateway simulator.
@@ -53,7 +55,7 @@ impl Dt {
             // The fake serves files on loopback.
             file_hosts: FileHosts::new(["127.0.0.1"]).unwrap(),
         };
-        let ctx = crate::support::build_context(WebhookHost::new());
+        let ctx = crate::support::build_context(WebhookHost::new(), setup.allowed_users);
         let channel = DingTalkChannel::new(settings, &ctx).unwrap();
         let options = Options::default().channel_locale(im_bridge_dingtalk::NAME, setup.locale);
         let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, WebhookHost::new());

@@ -23,6 +23,7 @@ fn channel(place: Place) -> &'static str {
 
 impl Conformance for Discord {
     const NAME: &'static str = im_bridge_discord::NAME;
+    const USER: &'static str = ALICE;
     const LIMIT: (LengthUnit, usize) = (LengthUnit::Chars, MAX_CONTENT);
     const LOG_TARGETS: &'static [&'static str] = &["serenity"];
 
@@ -38,6 +39,7 @@ impl Conformance for Discord {
     async fn start(setup: Setup) -> Self {
         let dc = Dc::start_with(super::harness::Setup {
             locale: setup.locale,
+            allowed_users: setup.allowed_users,
             ..super::harness::Setup::default()
         })
         .await;

@@ -28,6 +28,8 @@ pub struct Setup {
     pub allowed_guilds: Vec<u64>,
     /// `channels.discord.locale`.
     pub locale: Option<&'static str>,
+    /// `channels.discord.allowed_users`, when set.
+    pub allowed_users: Option<&'static [&'static str]>,
     /// `file_hosts` names the fake's port too (`127.0.0.1:<port>`), not only its address.
     pub pin_file_port: bool,
 }
@@ -65,7 +67,7 @@ impl Dc {
                 FileHosts::new(["127.0.0.1"]).unwrap()
             },
         };
-        let ctx = crate::support::build_context(WebhookHost::new());
+        let ctx = crate::support::build_context(WebhookHost::new(), setup.allowed_users);
         let channel = DiscordChannel::new(settings, &ctx).unwrap();
         let options = Options::default().channel_locale(im_bridge_discord::NAME, setup.locale);
         let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, WebhookHost::new());

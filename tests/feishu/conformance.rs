@@ -47,6 +47,7 @@ fn readable(message: BotMessage) -> Option<String> {
 
 impl Conformance for Feishu {
     const NAME: &'static str = im_bridge_feishu::NAME;
+    const USER: &'static str = ALICE;
     const LIMIT: (LengthUnit, usize) = (LengthUnit::Bytes, MAX_CARD_BYTES);
 
     fn can(_: Ability) -> Result<(), &'static str> {
@@ -55,7 +56,7 @@ impl Conformance for Feishu {
 
     async fn start(setup: Setup) -> Self {
         let webhook = setup.transport == Transport::Webhook;
-        let fs = Fs::start_with(webhook, setup.locale).await;
+        let fs = Fs::start_with(webhook, setup.locale, setup.allowed_users).await;
         if webhook {
             assert_eq!(fs.wait_webhook_served().await.0, 200);
         }

@@ -43,12 +43,16 @@ impl Fs {
     }
 
     async fn start_in(webhook: bool) -> Self {
-        Self::start_with(webhook, None).await
+        Self::start_with(webhook, None, None).await
     }
 
     /// Everything started, on the event webhook or the long connection, replies in the
-    /// channel `locale` when one is given.
-    pub async fn start_with(webhook: bool, locale: Option<&str>) -> Self {
+    /// channel `locale` and only `allowed_users` answered, each when given.
+    pub async fn start_with(
+        webhook: bool,
+        locale: Option<&str>,
+        allowed_users: Option<&[&str]>,
+    ) -> Self {
         let fake = FakeFeishu::start().await.unwrap();
         // Quick reconnects, so the reconnect test waits a second at most.
         fake.set_client_config(ClientConfig {
@@ -84,15 +88,9 @@ impl Fs {
             domain: fake.domain(),
             transport,
         };
-        let ctx = crate::support::build_context(webhooks.clone());
+        let ctx = crate::support::build_context(webhooks.clone(), allowed_users);
         let channel = FeishuChannel::new(settings, &ctx).unwrap();
-        let mut options = Options::default();
-        if let Some(tag) = locale {
-            options
-                .manager
-                .channel_locales
-                .insert(im_bridge_feishu::NAME.to_owned(), tag.to_owned());
-        }
+        let options = Options::default().channel_locale(im_bridge_feishu::NAME, locale);
         let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, webhooks);
         if !webhook {
             fake.wait_connected(1, DEADLINE).await.unwrap();

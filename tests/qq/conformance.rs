@@ -36,6 +36,7 @@ impl Qq {
 
 impl Conformance for Qq {
     const NAME: &'static str = im_bridge_qq::NAME;
+    const USER: &'static str = ALICE;
     const LIMIT: (LengthUnit, usize) = (LengthUnit::Bytes, MAX_REPLY_BYTES);
 
     fn can(ability: Ability) -> Result<(), &'static str> {
@@ -50,6 +51,7 @@ impl Conformance for Qq {
         let qq = QqHarness::start_with(QqSetup {
             webhook,
             locale: setup.locale,
+            allowed_users: setup.allowed_users,
         })
         .await;
         if webhook {

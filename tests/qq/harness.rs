@@ -24,6 +24,8 @@ pub struct Setup {
     pub webhook: bool,
     /// `channels.qq.locale`.
     pub locale: Option<&'static str>,
+    /// `channels.qq.allowed_users`, when set.
+    pub allowed_users: Option<&'static [&'static str]>,
 }
 
 /// The daemon with a QQ channel, the fake QQ and the Gateway simulator.
@@ -74,7 +76,7 @@ impl Qq {
             // The fake serves attachments on loopback.
             file_hosts: FileHosts::new(["127.0.0.1"]).unwrap(),
         };
-        let ctx = crate::support::build_context(webhooks.clone());
+        let ctx = crate::support::build_context(webhooks.clone(), setup.allowed_users);
         let channel = QqChannel::new(settings, &ctx).unwrap();
         let options = Options::default().channel_locale(im_bridge_qq::NAME, setup.locale);
         let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, webhooks);

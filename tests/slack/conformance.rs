@@ -90,6 +90,7 @@ impl Slack {
 
 impl Conformance for Slack {
     const NAME: &'static str = im_bridge_slack::NAME;
+    const USER: &'static str = ALICE;
     const LIMIT: (LengthUnit, usize) = (LengthUnit::Chars, im_bridge_slack::DEFAULT_MESSAGE_CHARS);
 
     fn can(_ability: Ability) -> Result<(), &'static str> {
@@ -101,6 +102,7 @@ impl Conformance for Slack {
         let sl = Sl::start_with(SlSetup {
             http,
             locale: setup.locale,
+            allowed_users: setup.allowed_users,
             ..SlSetup::default()
         })
         .await;

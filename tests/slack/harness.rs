@@ -5,11 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge::channels::command_menu;
-use im_bridge::i18n::Catalogs;
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 use im_bridge_channel::config::WebhookPlace;
-use im_bridge_channel::{AllowedUsers, BuildContext, FileHosts, Secret, WebhookHost};
+use im_bridge_channel::{FileHosts, Secret, WebhookHost};
 use im_bridge_fakes::slack::{APP_TOKEN, BOT_TOKEN, FakeSlack, HttpRequest, SIGNING_SECRET};
 use im_bridge_slack::SlackChannel;
 use im_bridge_slack::config::{Delivery, SlackSettings};
@@ -28,6 +26,8 @@ pub struct Setup {
     pub http: bool,
     /// `channels.slack.locale`.
     pub locale: Option<&'static str>,
+    /// `channels.slack.allowed_users`, when set.
+    pub allowed_users: Option<&'static [&'static str]>,
     /// `mention_only`.
     pub mention_only: bool,
     /// `thread_replies`.
@@ -43,6 +43,7 @@ impl Default for Setup {
         Self {
             http: false,
             locale: None,
+            allowed_users: None,
             mention_only: true,
             thread_replies: true,
             max_message_chars: im_bridge_slack::DEFAULT_MESSAGE_CHARS,
@@ -103,20 +104,9 @@ impl Sl {
             // The fake serves users' files on loopback.
             file_hosts: FileHosts::new([fake.addr().to_string()]).unwrap(),
         };
-        let ctx = BuildContext::new(
-            AllowedUsers::Anyone,
-            im_bridge::manager::commands::vocabulary(),
-            command_menu(&Catalogs::embedded().unwrap()),
-            webhooks.clone(),
-        );
+        let ctx = crate::support::build_context(webhooks.clone(), setup.allowed_users);
         let channel = SlackChannel::new(settings, &ctx).unwrap();
-        let mut options = Options::default();
-        if let Some(tag) = setup.locale {
-            options
-                .manager
-                .channel_locales
-                .insert(im_bridge_slack::NAME.to_owned(), tag.to_owned());
-        }
+        let mut options = Options::default().channel_locale(im_bridge_slack::NAME, setup.locale);
         if let Some(most) = setup.max_reply_messages {
             options.manager.max_reply_messages = most;
         }

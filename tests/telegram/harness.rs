@@ -62,15 +62,25 @@ impl Tg {
 
     /// Everything started in `mode`, the manager running at most `workers` messages at once.
     pub async fn start_with(mode: Mode, workers: usize) -> Self {
-        Self::launch(mode, workers, None).await
+        Self::launch(mode, workers, None, None).await
     }
 
-    /// Everything started in `mode`, the channel's `locale` set to `tag`.
-    pub async fn start_localized(mode: Mode, tag: Option<&str>) -> Self {
-        Self::launch(mode, WORKERS, tag).await
+    /// Everything started in `mode`, the channel's `locale` and `allowed_users` set to
+    /// these when given.
+    pub async fn start_as(
+        mode: Mode,
+        locale: Option<&str>,
+        allowed_users: Option<&[&str]>,
+    ) -> Self {
+        Self::launch(mode, WORKERS, locale, allowed_users).await
     }
 
-    async fn launch(mode: Mode, workers: usize, locale: Option<&str>) -> Self {
+    async fn launch(
+        mode: Mode,
+        workers: usize,
+        locale: Option<&str>,
+        allowed_users: Option<&[&str]>,
+    ) -> Self {
         let fake = FakeTelegram::start().await.unwrap();
         let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
         let settings = TelegramSettings::new(Secret::new(TOKEN)).with_api_url(fake.api_url());
@@ -107,7 +117,7 @@ impl Tg {
         if let Some(listener) = listener {
             webhooks.adopt(listener.local_addr().unwrap(), listener);
         }
-        let channel = telegram_channel(settings, &webhooks);
+        let channel = telegram_channel(settings, &webhooks, allowed_users);
         let dir = tempfile::tempdir().unwrap();
         let store = StoreLocation::Sqlite(dir.path().join("bridge.db"));
         let (shutdown, daemon) = spawn_daemon_with(
@@ -138,6 +148,7 @@ impl Tg {
                 ..TelegramSettings::new(Secret::new(TOKEN)).with_api_url(fake.api_url())
             },
             &WebhookHost::new(),
+            None,
         )
     }
 
@@ -179,9 +190,14 @@ impl Drop for Tg {
     }
 }
 
-/// The channel as the daemon builds it: its commands, the localized menu, `webhooks`.
-fn telegram_channel(settings: TelegramSettings, webhooks: &WebhookHost) -> TelegramChannel {
-    let ctx = crate::support::build_context(webhooks.clone());
+/// The channel as the daemon builds it: its commands, the localized menu, `webhooks`,
+/// `allowed_users`.
+fn telegram_channel(
+    settings: TelegramSettings,
+    webhooks: &WebhookHost,
+    allowed_users: Option<&[&str]>,
+) -> TelegramChannel {
+    let ctx = crate::support::build_context(webhooks.clone(), allowed_users);
     TelegramChannel::new(settings, &ctx).unwrap()
 }
 

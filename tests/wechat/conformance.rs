@@ -18,6 +18,7 @@ pub struct Wechat {
 
 impl Conformance for Wechat {
     const NAME: &'static str = im_bridge_wechat::NAME;
+    const USER: &'static str = USER;
     // The adapter splits plain text under this many UTF-8 bytes (iLink's limit: 16,384).
     const LIMIT: (LengthUnit, usize) = (LengthUnit::Bytes, MAX_TEXT_BYTES);
 
@@ -34,6 +35,7 @@ impl Conformance for Wechat {
     async fn start(setup: Setup) -> Self {
         let wx = Wx::start_with(WxSetup {
             locale: setup.locale,
+            allowed_users: setup.allowed_users,
             ..WxSetup::default()
         })
         .await;

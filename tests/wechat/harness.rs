@@ -25,6 +25,8 @@ pub const SECRET_KEY: &str = "d2VjaGF0LXRlc3Qta2V5LTMyLWJ5dGVzLWxvbmchISE=";
 pub struct Setup {
     /// `channels.wechat.locale`.
     pub locale: Option<&'static str>,
+    /// `channels.wechat.allowed_users`, when set.
+    pub allowed_users: Option<&'static [&'static str]>,
     /// No `bot_token`: the fake starts logged out and the channel logs in by QR code.
     pub qr_login: bool,
     /// Whether the daemon has `IM_BRIDGE_SECRET_KEY`.
@@ -99,7 +101,7 @@ impl Wx {
             .keep_secrets
             .then(|| SecretKey::parse(SECRET_KEY).unwrap());
         let states = ChannelStates::new(key);
-        let ctx = crate::support::build_context(WebhookHost::new())
+        let ctx = crate::support::build_context(WebhookHost::new(), self.setup.allowed_users)
             .with_state(states.for_channel(im_bridge_wechat::NAME));
         let channel = WechatChannel::new(settings, &ctx).unwrap();
         let options = Options::default().channel_locale(im_bridge_wechat::NAME, self.setup.locale);

@@ -18,6 +18,7 @@ pub struct WeCom {
 
 impl Conformance for WeCom {
     const NAME: &'static str = im_bridge_wecom::NAME;
+    const USER: &'static str = ALICE;
     // The markdown limit the harness configures (the adapter's default).
     const LIMIT: (LengthUnit, usize) = (LengthUnit::Bytes, DEFAULT_MARKDOWN_BYTES as usize);
 
@@ -33,6 +34,7 @@ impl Conformance for WeCom {
     async fn start(setup: Setup) -> Self {
         let wc = Wc::start_with(WcSetup {
             locale: setup.locale,
+            allowed_users: setup.allowed_users,
         })
         .await;
         Self { wc }

@@ -20,6 +20,8 @@ pub const DEADLINE: Duration = Duration::from_secs(20);
 pub struct Setup {
     /// `channels.wecom.locale`.
     pub locale: Option<&'static str>,
+    /// `channels.wecom.allowed_users`, when set.
+    pub allowed_users: Option<&'static [&'static str]>,
 }
 
 /// What the user sees in one conversation: `(when, text)` of every stream (its content
@@ -73,7 +75,7 @@ impl Wc {
             // The fake serves files on loopback.
             file_hosts: FileHosts::new(["127.0.0.1"]).unwrap(),
         };
-        let ctx = crate::support::build_context(WebhookHost::new());
+        let ctx = crate::support::build_context(WebhookHost::new(), setup.allowed_users);
         let channel = WeComChannel::new(settings.clone(), &ctx).unwrap();
         let options = Options::default().channel_locale(im_bridge_wecom::NAME, setup.locale);
         let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, WebhookHost::new());

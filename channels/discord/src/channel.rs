@@ -22,10 +22,10 @@ use bytes::Bytes;
 use im_bridge_channel::reconnect;
 use im_bridge_channel::render::Plain;
 use im_bridge_channel::{
-    AdmitError, BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelIdentity,
-    ChannelResult, ChatBudget, CommandVocabulary, InboundFile, InboundSink, MessageId,
-    OutboundFile, RateBudget, SendTarget, SentMessage, Telemetry, UpdateMode, Writes, fetch_handle,
-    transport_ended,
+    AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
+    ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, InboundFile, InboundSink,
+    MessageId, OutboundFile, RateBudget, SendTarget, SentMessage, Telemetry, UpdateMode, Writes,
+    fetch_handle, transport_ended,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -166,6 +166,7 @@ pub struct DiscordChannel {
     identity: ChannelIdentity,
     settings: DiscordSettings,
     api: DiscordApi,
+    allowed_users: AllowedUsers,
     commands: CommandVocabulary,
     telemetry: Telemetry,
     state: Mutex<State>,
@@ -188,6 +189,7 @@ impl DiscordChannel {
             identity: ChannelIdentity::new(&telemetry, CAPABILITIES),
             settings,
             api,
+            allowed_users: ctx.allowed_users.clone(),
             commands: ctx.commands.clone(),
             telemetry,
             state: Mutex::new(State::default()),
@@ -301,6 +303,7 @@ impl DiscordChannel {
             let ctx = InboundContext {
                 settings: &self.settings,
                 bot_id: state.bot_id,
+                allowed_users: &self.allowed_users,
                 commands: &self.commands,
                 known_thread_parent: state.threads.get(&channel).copied(),
                 active_thread: state.active.get(&channel).copied(),

@@ -6,6 +6,8 @@
 //! - `allowed_guilds`, when set, is checked first: other guilds and every DM are skipped
 //!   ([`GUILD_NOT_ALLOWED`]) before anything else, so they cause no side effect at
 //!   all (no typing, no thread, no reaction, no dedupe entry).
+//! - A sender `allowed_users` does not list is skipped next ([`Skip::NotAllowed`]), also
+//!   before any side effect.
 //! - Every `<@id>` / `<@!id>` of the bot is removed from the text (anywhere, not only in
 //!   front), then the text is trimmed; the command check runs on that text. A message
 //!   mentions the bot when the text did or `mentions` lists it.
@@ -27,8 +29,8 @@
 //!   downloads them later, bounded (`DiscordApi::download` in `api`).
 
 use im_bridge_channel::{
-    ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage, MessageId,
-    RedeliveryKey, Skip, safe_file_name,
+    AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
+    MessageId, RedeliveryKey, Skip, safe_file_name,
 };
 use serde_json::Value;
 
@@ -98,6 +100,8 @@ pub struct InboundContext<'a> {
     pub settings: &'a DiscordSettings,
     /// The bot's user id from READY, when known.
     pub bot_id: Option<u64>,
+    /// Who may talk to the bot (`allowed_users`: user ids).
+    pub allowed_users: &'a AllowedUsers,
     /// The daemon's commands.
     pub commands: &'a CommandVocabulary,
     /// The parent channel of `channel_id` when it is a thread the bot created.
@@ -106,8 +110,9 @@ pub struct InboundContext<'a> {
     pub active_thread: Option<u64>,
 }
 
-/// Normalizes a user's message (bots were dropped by the gateway).
-pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normalized, Skip> {
+/// Who may be answered, checked before anything else: the message's guild (`None` in a
+/// DM) and its sender's id, or why it is skipped.
+fn admit(message: &Message, ctx: &InboundContext<'_>) -> Result<(Option<u64>, String), Skip> {
     let guild = message.guild_id.map(|g| g.get());
     if !ctx.settings.guild_allowed(guild) {
         return Err(GUILD_NOT_ALLOWED);
@@ -118,6 +123,16 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normaliz
     ) {
         return Err(Skip::NotAMessage);
     }
+    let user = message.author.id.get().to_string();
+    if !ctx.allowed_users.allows(&user) {
+        return Err(Skip::NotAllowed);
+    }
+    Ok((guild, user))
+}
+
+/// Normalizes a user's message (bots were dropped by the gateway).
+pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normalized, Skip> {
+    let (guild, user) = admit(message, ctx)?;
     let channel_id = message.channel_id.get();
     let message_id = message.id.get();
     let (text, mentioned_in_text) = strip_mentions(&message.content, ctx.bot_id);
@@ -155,12 +170,7 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<Normaliz
     if text.is_empty() && files.is_empty() {
         return Err(Skip::Empty);
     }
-    let mut msg = InboundMessage::new(
-        NAME,
-        home.to_string(),
-        message.author.id.get().to_string(),
-        text,
-    );
+    let mut msg = InboundMessage::new(NAME, home.to_string(), user, text);
     msg.sent_at(message.timestamp.unix_timestamp() as f64);
     msg.msg_type = ctx.commands.classify(&msg.text);
     msg.chat_kind = if guild.is_some() {

@@ -47,6 +47,7 @@ fn run_on(
     let ctx = InboundContext {
         settings,
         bot_id: Some(bot()),
+        allowed_users: &AllowedUsers::Anyone,
         commands: &commands,
         known_thread_parent,
         active_thread,
@@ -264,6 +265,7 @@ fn system_messages_are_skipped_and_replies_name_their_message() {
     let ctx = InboundContext {
         settings: &s,
         bot_id: Some(bot()),
+        allowed_users: &AllowedUsers::Anyone,
         commands: &commands,
         known_thread_parent: None,
         active_thread: None,
@@ -285,4 +287,25 @@ fn system_messages_are_skipped_and_replies_name_their_message() {
             .reply_to,
         None
     );
+}
+
+#[test]
+fn allowed_users_skip_other_senders_before_anything_else() {
+    let s = settings(json!({"mention_only": false}));
+    let commands = CommandVocabulary::new(im_bridge_fakes::COMMANDS);
+    let only = AllowedUsers::from_entries(Some(vec![Some("20".into())]));
+    let ctx = InboundContext {
+        settings: &s,
+        bot_id: Some(bot()),
+        allowed_users: &only,
+        commands: &commands,
+        known_thread_parent: None,
+        active_thread: None,
+    };
+    let listed = normalize(&message(&Event::guild("10", "20", "hello")), &ctx).unwrap();
+    assert_eq!(listed.message.user_id.as_str(), "20");
+    let other = message(&Event::guild("10", "21", "hello"));
+    assert_eq!(normalize(&other, &ctx).unwrap_err(), Skip::NotAllowed);
+    let dm = message(&Event::dm("30", "21", "/new"));
+    assert_eq!(normalize(&dm, &ctx).unwrap_err(), Skip::NotAllowed);
 }
