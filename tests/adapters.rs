@@ -7,8 +7,9 @@
 //! a plain answer to the agent's question in a group continues its conversation; `/goal
 //! from-chat` shows the objective before the run's answer; replies are localized; a picture
 //! reaches the agent; a file the agent presents arrives after its answer; a webhook delivery
-//! signed outside five minutes of the daemon's clock is refused and never runs; a user
-//! `allowed_users` does not list is answered nowhere; no secret and no message text
+//! signed outside five minutes of the daemon's clock is refused and never runs; what
+//! arrives hours late is not acted on, its chat told once; a user `allowed_users` does not
+//! list is answered nowhere; no secret and no message text
 //! reaches a log line. A scenario a platform cannot play ([`Conformance::can`]) is skipped
 //! with the harness's reason, printed.
 //!
@@ -343,6 +344,35 @@ pub async fn signed_time<P: Conformance>() {
     drop(h);
 }
 
+/// How late [`late_message`]'s messages arrive: past the default `max_event_age` (an hour).
+const TWO_HOURS: Duration = Duration::from_secs(2 * 3600);
+
+/// What a platform delivers hours late (the backlog after an outage) is not acted on: no
+/// run, nothing of it reaches the agent; the chat hears once that it came too late, however
+/// many there were; what the user says now is answered. Each adapter dates a message by
+/// the platform's own time, in the platform's unit: a wrong unit makes every message stale,
+/// or none.
+pub async fn late_message<P: Conformance>() {
+    if !able::<P>(Ability::Dated, "a late message") {
+        return;
+    }
+    let h = P::start(Setup::default()).await;
+    h.say_sent_ago("restart the server", TWO_HOURS).await;
+    h.say_sent_ago("and the database", TWO_HOURS - Duration::from_secs(60))
+        .await;
+    let too_late = catalog_text("en-US")("run-too-late", &[]);
+    wait_shown(&h, Place::Private, &too_late).await;
+    h.sim()
+        .script_next_run(Script::with_answer("Answered now."));
+    h.say(Place::Private, "is it up?").await;
+    let shown = wait_shown(&h, Place::Private, "Answered now.").await;
+    assert_eq!(shown, [too_late.as_str(), "Answered now."]);
+    assert_eq!(runs(&h), 1, "a late message ran");
+    assert_agent_never_saw(h.sim(), &["restart the server", "and the database"]);
+    assert_eq!(h.refused(), Vec::<String>::new());
+    drop(h);
+}
+
 /// Someone `allowed_users` does not list; the user a harness speaks as is never this.
 const STRANGERS_ONLY: &[&str] = &["someone-else-0001"];
 
@@ -499,8 +529,8 @@ fn long_text(unit: LengthUnit, n: usize) -> String {
 /// Stamps one test per scenario for a platform: `mod <name>` holding `answer`,
 /// `answer_webhook`, `redelivery`, `redelivery_webhook`, `long_answer`, `group_question`,
 /// `goal_from_chat`, `localized`, `image`, `presented_file`, `signed_time`,
-/// `allowed_users` and `logs`, and the ignored measurement `platform_cost`, each behind
-/// the platform's feature.
+/// `late_message`, `allowed_users` and `logs`, and the ignored measurement
+/// `platform_cost`, each behind the platform's feature.
 macro_rules! conformance {
     ($($feature:literal => $name:ident: $harness:ty;)*) => {$(
         #[cfg(feature = $feature)]
@@ -562,6 +592,11 @@ macro_rules! conformance {
             #[tokio::test]
             async fn signed_time() {
                 super::signed_time::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn late_message() {
+                super::late_message::<H>().await;
             }
 
             #[tokio::test]

@@ -17,7 +17,7 @@
 //! log capture needs anyway (a thread-default subscriber then sees the daemon's tasks).
 
 use std::future::Future;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use im_bridge::simulator::RunningSimulator;
 use im_bridge_channel::LengthUnit;
@@ -72,6 +72,9 @@ pub enum Ability {
     FilesOut,
     /// Users have ids an operator lists in `allowed_users`.
     AllowedUsers,
+    /// A message carries the time it was sent, so one the platform delivers late (the
+    /// backlog after an outage) can be told, and its chat still answered.
+    Dated,
 }
 
 /// A platform's end-to-end harness, as the conformance scenarios drive it.
@@ -112,6 +115,13 @@ pub trait Conformance: Sized {
     fn say_signed_at(&self, text: &str, signed_at: SystemTime) -> impl Future<Output = u16> {
         let _ = (text, signed_at);
         async { panic!("{} signs no delivery time", Self::NAME) }
+    }
+
+    /// The user says `text` in the private chat, and the platform delivers it `ago` after
+    /// it was sent. Only with [`Ability::Dated`].
+    fn say_sent_ago(&self, text: &str, ago: Duration) -> impl Future<Output = ()> {
+        let _ = (text, ago);
+        async { panic!("{} dates no message", Self::NAME) }
     }
 
     /// The user sends the picture `bytes` (a JPEG) in the private chat, with no text.

@@ -55,6 +55,11 @@ impl Conformance for DingTalk {
         self.dt.fake.push(&message.to_json());
     }
 
+    async fn say_sent_ago(&self, text: &str, ago: Duration) {
+        let message = Message::p2p_text(ALICE, text).sent_ago(ago);
+        self.dt.fake.push(&message.to_json());
+    }
+
     async fn say_redelivered(&self, text: &str) {
         // DingTalk delivers again what it did not see acknowledged in time: the first ack
         // is late.

@@ -1,6 +1,8 @@
 //! Discord's conformance harness (`tests/adapters.rs`): the [`Dc`] set-up on serenity's
 //! gateway; a DM channel and a guild channel; the bot's messages as they read after edits.
 
+use std::time::Duration;
+
 use im_bridge::simulator::RunningSimulator;
 use im_bridge_channel::LengthUnit;
 use im_bridge_fakes::discord::{Event, MAX_CONTENT, TOKEN};
@@ -57,6 +59,10 @@ impl Conformance for Discord {
             Place::Group => Event::guild(CHANNEL, ALICE, text),
         };
         self.dc.fake.push(&event);
+    }
+
+    async fn say_sent_ago(&self, text: &str, ago: Duration) {
+        self.dc.fake.push(&Event::dm(DM, ALICE, text).sent_ago(ago));
     }
 
     async fn say_redelivered(&self, text: &str) {

@@ -75,6 +75,11 @@ impl Conformance for Feishu {
         self.deliver(&event).await;
     }
 
+    async fn say_sent_ago(&self, text: &str, ago: Duration) {
+        let event = Event::text(P2P, ALICE, text).p2p().sent_ago(ago);
+        self.deliver(&event).await;
+    }
+
     async fn say_redelivered(&self, text: &str) {
         let event = Event::text(P2P, ALICE, text).p2p();
         if self.webhook {

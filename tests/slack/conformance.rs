@@ -122,6 +122,12 @@ impl Conformance for Slack {
         self.deliver(&event_callback(&event.to_json())).await;
     }
 
+    async fn say_sent_ago(&self, text: &str, ago: Duration) {
+        // A message of its own, not in the thread of an earlier one.
+        let event = Event::dm(DM, ALICE, text).sent_ago(ago);
+        self.deliver(&event_callback(&event.to_json())).await;
+    }
+
     async fn say_redelivered(&self, text: &str) {
         let payload = event_callback(&self.event(Place::Private, text).to_json());
         if self.http {

@@ -2,6 +2,8 @@
 //! webhook; a private chat with the user and a group; what the fake Bot API shows, after
 //! edits.
 
+use std::time::Duration;
+
 use im_bridge::simulator::RunningSimulator;
 use im_bridge_channel::LengthUnit;
 use im_bridge_fakes::telegram::{Call, Incoming, MAX_TEXT_UTF16, TOKEN};
@@ -99,6 +101,11 @@ impl Conformance for Telegram {
             Place::Group => Incoming::group(GROUP, USER, text),
         };
         self.deliver(incoming).await;
+    }
+
+    async fn say_sent_ago(&self, text: &str, ago: Duration) {
+        self.deliver(Incoming::private(USER, text).sent_ago(ago))
+            .await;
     }
 
     async fn say_redelivered(&self, text: &str) {

@@ -2,6 +2,8 @@
 //! a private chat (iLink's bots have no groups); what the user sees as the fake shows it
 //! (the texts sent to them).
 
+use std::time::Duration;
+
 use im_bridge::simulator::RunningSimulator;
 use im_bridge_channel::LengthUnit;
 use im_bridge_fakes::wechat::{BOT_TOKEN, Inbound, SentItem};
@@ -48,6 +50,10 @@ impl Conformance for Wechat {
 
     async fn say(&self, _place: Place, text: &str) {
         self.wx.fake.push(&Inbound::text(USER, text));
+    }
+
+    async fn say_sent_ago(&self, text: &str, ago: Duration) {
+        self.wx.fake.push(&Inbound::text(USER, text).sent_ago(ago));
     }
 
     async fn say_redelivered(&self, text: &str) {

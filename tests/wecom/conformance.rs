@@ -27,6 +27,9 @@ impl Conformance for WeCom {
             Ability::Webhook | Ability::SignedTime => {
                 Err("the callback mode is not built: the long connection only")
             }
+            Ability::Dated => Err(
+                "WeCom's message callbacks carry no send time (only its event callbacks do): a message is dated by its arrival",
+            ),
             _ => Ok(()),
         }
     }

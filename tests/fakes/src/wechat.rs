@@ -540,7 +540,8 @@ impl Fake<Wechat> {
             let since_epoch = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default();
-            let created_ms = (since_epoch + s.clock_offset).as_millis() as u64;
+            let sent = (since_epoch + s.clock_offset).saturating_sub(inbound.ago());
+            let created_ms = sent.as_millis() as u64;
             let body = s.message(inbound, seq, message_id, &context_token, created_ms);
             s.contexts.insert(
                 context_token.clone(),

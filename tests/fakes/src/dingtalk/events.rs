@@ -11,7 +11,7 @@
 //! copies it anywhere.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
@@ -23,9 +23,8 @@ fn next() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+fn unix_ms(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
 }
@@ -64,6 +63,7 @@ pub struct Message {
     kind: Kind,
     robot_code: String,
     numeric_type: bool,
+    sent: Option<SystemTime>,
 }
 
 impl Message {
@@ -76,7 +76,15 @@ impl Message {
             kind,
             robot_code: ROBOT_CODE.to_owned(),
             numeric_type: false,
+            sent: None,
         }
+    }
+
+    /// Sent `ago` before now (`createAt`; its session webhook expires 90 minutes after
+    /// that): what DingTalk delivers after an outage. Default: now.
+    pub fn sent_ago(mut self, ago: Duration) -> Self {
+        self.sent = Some(SystemTime::now() - ago);
+        self
     }
 
     /// A text message in the group `conversation_id` (`conversationType` "2"), sent by
@@ -175,7 +183,7 @@ impl Message {
             (true, true) => json!(2),
             (false, true) => json!(1),
         };
-        let created = now_ms();
+        let created = unix_ms(self.sent.unwrap_or_else(SystemTime::now));
         let mut message = json!({
             "conversationId": self.conversation_id(),
             "conversationType": conversation_type,

@@ -2,7 +2,7 @@
 //! bot authors, attachments (CDN URLs on the fake).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
@@ -47,6 +47,12 @@ impl Event {
             // Any RFC 3339 offset names the instant; QQ's writer is at hand.
             sent_at: crate::qq::rfc3339(SystemTime::now()),
         }
+    }
+
+    /// Sent `ago` before now (its `timestamp`): what a RESUME replays after an outage.
+    pub fn sent_ago(mut self, ago: Duration) -> Self {
+        self.sent_at = crate::qq::rfc3339(SystemTime::now() - ago);
+        self
     }
 
     /// A direct message by `user_id` in DM channel `channel_id` (no `guild_id`).

@@ -11,7 +11,7 @@
 //! `thread_id`, `mentions`) are omitted unless set.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
@@ -23,9 +23,8 @@ fn next() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-fn now_ms() -> String {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+fn unix_ms(time: SystemTime) -> String {
+    time.duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0)
         .to_string()
@@ -52,6 +51,7 @@ pub struct Event {
     parent_id: Option<String>,
     thread_id: Option<String>,
     mentions: Vec<(String, String, String)>,
+    sent: Option<SystemTime>,
 }
 
 impl Event {
@@ -67,7 +67,15 @@ impl Event {
             parent_id: None,
             thread_id: None,
             mentions: Vec::new(),
+            sent: None,
         }
+    }
+
+    /// Sent `ago` before now (`create_time`, the message's and the event's): what Feishu
+    /// pushes after an outage. Default: now.
+    pub fn sent_ago(mut self, ago: Duration) -> Self {
+        self.sent = Some(SystemTime::now() - ago);
+        self
     }
 
     /// A text message: content `{"text": text}`.
@@ -206,7 +214,7 @@ impl Event {
             .clone()
             .unwrap_or_else(|| format!("fake-event-{n:016}"));
         let (message_type, content) = self.content();
-        let now = now_ms();
+        let now = unix_ms(self.sent.unwrap_or_else(SystemTime::now));
         let mut message = json!({
             "message_id": message_id,
             "chat_id": self.chat_id,

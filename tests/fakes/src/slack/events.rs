@@ -14,7 +14,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
@@ -29,6 +29,11 @@ fn next() -> u64 {
 /// A new message timestamp: `seconds.micros` of now, later than every one before it in
 /// the process (Slack's `ts` is unique in a channel and orders its messages).
 pub fn next_ts() -> String {
+    ts(next_micros())
+}
+
+/// `next_ts` in microseconds.
+fn next_micros() -> u64 {
     static LAST: AtomicU64 = AtomicU64::new(0);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -37,8 +42,12 @@ pub fn next_ts() -> String {
     let last = LAST
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, step)
         .unwrap_or(now);
-    let ts = now.max(last + 1);
-    format!("{}.{:06}", ts / 1_000_000, ts % 1_000_000)
+    now.max(last + 1)
+}
+
+/// A `ts` of `micros` since the epoch.
+fn ts(micros: u64) -> String {
+    format!("{}.{:06}", micros / 1_000_000, micros % 1_000_000)
 }
 
 /// Seconds since the epoch, now.
@@ -151,6 +160,14 @@ impl Event {
             files: Vec::new(),
             client_msg_id: format!("0f0e0d0c-0000-4000-8000-{:012}", next()),
         }
+    }
+
+    /// Sent `ago` before now (its `ts`, still unique): what Slack delivers late after
+    /// an outage.
+    pub fn sent_ago(mut self, ago: Duration) -> Self {
+        let ago = u64::try_from(ago.as_micros()).unwrap_or(u64::MAX);
+        self.ts = ts(next_micros().saturating_sub(ago));
+        self
     }
 
     /// A user's message in their DM with the bot (`channel` a `D…` id, `channel_type:

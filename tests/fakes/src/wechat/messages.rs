@@ -12,6 +12,8 @@
 //! base64 of the raw key and its `image_item.aeskey` the hex key, the other types' `aes_key`
 //! base64 of the hex key (SDK `pic-decrypt.ts`: both encodings are seen).
 
+use std::time::Duration;
+
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value, json};
@@ -41,6 +43,7 @@ enum Item {
 pub struct Inbound {
     from: String,
     items: Vec<Item>,
+    ago: Duration,
 }
 
 impl Inbound {
@@ -48,7 +51,20 @@ impl Inbound {
         Self {
             from: from.to_owned(),
             items: vec![item],
+            ago: Duration::ZERO,
         }
+    }
+
+    /// Sent `ago` before it is pushed (its `create_time_ms`): what iLink holds for a
+    /// daemon that was down. Default: when pushed.
+    pub fn sent_ago(mut self, ago: Duration) -> Self {
+        self.ago = ago;
+        self
+    }
+
+    /// How long before it is pushed it was sent.
+    pub(super) fn ago(&self) -> Duration {
+        self.ago
     }
 
     /// A text message.
