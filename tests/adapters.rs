@@ -4,14 +4,15 @@
 //! Scenarios: an answer arrives in a private chat and in a group (and over the webhook,
 //! where the platform has one); a redelivered event runs once (on each transport); a long
 //! answer arrives in parts within the platform's limit, nothing lost and nothing refused;
-//! a plain answer to the agent's question in a group continues its conversation; `/goal
+//! a plain answer to the agent's question in a group continues its conversation; a command
+//! addressed to the bot in a group is the bridge's, never words for the agent; `/goal
 //! from-chat` shows the objective before the run's answer; replies are localized; a picture
 //! reaches the agent; a file the agent presents arrives after its answer; a webhook delivery
 //! signed outside five minutes of the daemon's clock is refused and never runs; what
 //! arrives hours late is not acted on, its chat told once; a user `allowed_users` does not
-//! list is answered nowhere; no secret and no message text
-//! reaches a log line. A scenario a platform cannot play ([`Conformance::can`]) is skipped
-//! with the harness's reason, printed.
+//! list is answered nowhere; no secret and no message text reaches a log line. A scenario
+//! a platform cannot play ([`Conformance::can`]) is skipped with the harness's reason,
+//! printed.
 //!
 //! The per-platform test files keep only what is specific to their platform.
 //!
@@ -215,6 +216,28 @@ pub async fn goal_from_chat<P: Conformance>() {
         objective_at.is_some() && objective_at < run_at,
         "the objective first: {shown:#?}"
     );
+    drop(h);
+}
+
+/// In a group, a command addressed to the bot the platform's way (a mention, where one is
+/// needed) is the bridge's command, not words for the agent: `/new` there is answered as
+/// done, runs nothing, and the agent never sees it.
+pub async fn group_command<P: Conformance>() {
+    if !able::<P>(Ability::Group, "the group chat") {
+        return;
+    }
+    let h = P::start(Setup::default()).await;
+    h.sim()
+        .script_next_run(Script::with_answer("First answer."));
+    h.say(Place::Group, "hello group").await;
+    wait_shown(&h, Place::Group, "First answer.").await;
+    h.say(Place::Group, "/new").await;
+    let done = catalog_text("en-US")("cmd-new-done", &[]);
+    let shown = wait_shown(&h, Place::Group, &done).await;
+    assert_eq!(shown, ["First answer.", done.as_str()]);
+    assert_eq!(runs(&h), 1, "the command ran as words");
+    assert_agent_never_saw(h.sim(), &["/new"]);
+    assert_eq!(h.refused(), Vec::<String>::new());
     drop(h);
 }
 
@@ -528,7 +551,7 @@ fn long_text(unit: LengthUnit, n: usize) -> String {
 
 /// Stamps one test per scenario for a platform: `mod <name>` holding `answer`,
 /// `answer_webhook`, `redelivery`, `redelivery_webhook`, `long_answer`, `group_question`,
-/// `goal_from_chat`, `localized`, `image`, `presented_file`, `signed_time`,
+/// `goal_from_chat`, `group_command`, `localized`, `image`, `presented_file`, `signed_time`,
 /// `late_message`, `allowed_users` and `logs`, and the ignored measurement
 /// `platform_cost`, each behind the platform's feature.
 macro_rules! conformance {
@@ -572,6 +595,11 @@ macro_rules! conformance {
             #[tokio::test]
             async fn goal_from_chat() {
                 super::goal_from_chat::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn group_command() {
+                super::group_command::<H>().await;
             }
 
             #[tokio::test]
