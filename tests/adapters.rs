@@ -4,7 +4,8 @@
 //! Scenarios: an answer arrives in a private chat and in a group (and over the webhook,
 //! where the platform has one); a redelivered event runs once (on each transport); a long
 //! answer arrives in parts within the platform's limit, nothing lost and nothing refused;
-//! a plain answer to the agent's question in a group continues its conversation; a command
+//! a message sent during a run is told it waits, then answered after the first; a plain
+//! answer to the agent's question in a group continues its conversation; a command
 //! addressed to the bot in a group is the bridge's, never words for the agent; `/goal
 //! from-chat` shows the objective before the run's answer; replies are localized; a picture
 //! reaches the agent; a file the agent presents arrives after its answer; a webhook delivery
@@ -36,12 +37,13 @@ mod terminal;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use im_bridge::i18n::Arg;
-use im_bridge::simulator::Script;
+use im_bridge::simulator::{Hold, Script, Simulator};
 use im_bridge_channel::LengthUnit;
 
 use crate::security::{ANSWERED, ASKED, Capture};
 use crate::support::{
-    assert_agent_never_saw, assert_image_reached_the_agent, catalog_text, goal_met_at_once,
+    DEADLINE, assert_agent_never_saw, assert_image_reached_the_agent, catalog_text,
+    goal_met_at_once,
 };
 use harness::{Ability, Conformance, Place, Setup, Transport};
 
@@ -216,6 +218,45 @@ pub async fn goal_from_chat<P: Conformance>() {
         objective_at.is_some() && objective_at < run_at,
         "the objective first: {shown:#?}"
     );
+    drop(h);
+}
+
+/// A message sent while its conversation's run is still going waits its turn: the chat
+/// hears that it is queued (never silence, never a drop), and once the run ends it is
+/// answered, after the first, each answer once.
+pub async fn queued<P: Conformance>() {
+    let h = P::start(Setup::default()).await;
+    let sim = h.sim();
+    let held = Script::with_answer("First answer.").hold(Hold::UntilFinished);
+    sim.script_next_run(held);
+    sim.script_next_run(Script::with_answer("Second answer."));
+    h.say(Place::Private, "first question").await;
+    let running = |sim: &Simulator| {
+        let threads = sim.thread_ids();
+        threads.iter().any(|t| !sim.active_runs(t).is_empty())
+    };
+    sim.wait_until(DEADLINE, running).await.unwrap();
+    if P::can(Ability::LiveReplies).is_ok() {
+        // The user sees the first answer being written, then writes again.
+        h.wait_until("the first answer being written", |h| {
+            !h.shown(Place::Private).is_empty()
+        })
+        .await;
+    }
+    h.say(Place::Private, "second question").await;
+    let queued = catalog_text("en-US")("run-queued", &[]);
+    wait_shown(&h, Place::Private, &queued).await;
+    assert_eq!(runs(&h), 1, "the second ran beside the first");
+    let thread = sim.thread_ids().pop().unwrap();
+    for run in sim.active_runs(&thread) {
+        sim.finish_run(&run);
+    }
+    // The notice may stay, or become the answer where the platform edits messages.
+    let shown = wait_shown(&h, Place::Private, "Second answer.").await;
+    let answers: Vec<&String> = shown.iter().filter(|t| **t != queued).collect();
+    assert_eq!(answers, ["First answer.", "Second answer."], "{shown:#?}");
+    assert_eq!(runs(&h), 2);
+    assert_eq!(h.refused(), Vec::<String>::new());
     drop(h);
 }
 
@@ -550,8 +591,8 @@ fn long_text(unit: LengthUnit, n: usize) -> String {
 }
 
 /// Stamps one test per scenario for a platform: `mod <name>` holding `answer`,
-/// `answer_webhook`, `redelivery`, `redelivery_webhook`, `long_answer`, `group_question`,
-/// `goal_from_chat`, `group_command`, `localized`, `image`, `presented_file`, `signed_time`,
+/// `answer_webhook`, `redelivery`, `redelivery_webhook`, `long_answer`, `queued`,
+/// `group_question`, `goal_from_chat`, `group_command`, `localized`, `image`, `presented_file`, `signed_time`,
 /// `late_message`, `allowed_users` and `logs`, and the ignored measurement
 /// `platform_cost`, each behind the platform's feature.
 macro_rules! conformance {
@@ -595,6 +636,11 @@ macro_rules! conformance {
             #[tokio::test]
             async fn goal_from_chat() {
                 super::goal_from_chat::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn queued() {
+                super::queued::<H>().await;
             }
 
             #[tokio::test]

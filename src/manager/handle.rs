@@ -187,7 +187,8 @@ impl Manager {
         let waits = admitted.is_chat() && !ticket.predecessor_settling();
         let noticed = waits && ticket.claim_notice();
         if noticed {
-            admitted.journaled(self.notify(msg, m::RUN_QUEUED)).await;
+            let notice = self.inner.replier.notice(msg, m::RUN_QUEUED);
+            admitted.journaled(notice).await;
         } else if waits {
             self.inner
                 .replier
@@ -205,8 +206,11 @@ impl Manager {
             () = turn => {}
             () = cancel.cancelled() => return Placed::Cancelled,
         }
-        if noticed {
-            admitted.journaled(self.notify(msg, m::RUN_THINKING)).await;
+        // Where the notice is a partial, the reply's stream now says the agent is on it; a
+        // notice of its own stays as it is (another message would only repeat it).
+        if noticed && self.inner.replier.shows_partials(msg) {
+            let notice = self.inner.replier.notice(msg, m::RUN_THINKING);
+            admitted.journaled(notice).await;
         }
         Placed::Turn(Some(ticket))
     }
@@ -312,14 +316,6 @@ impl Manager {
             (None, Some(_)) => {}
             (None, None) => self.release(admitted.key.as_ref()).await,
         }
-    }
-
-    /// Publishes message `id` as an interim (not final) reply to `msg`, in its locale.
-    async fn notify(&self, msg: &InboundMessage, id: &str) {
-        let replier = &self.inner.replier;
-        let (locale, _) = replier.locale_for(msg).await;
-        let text = replier.text(&locale, id, &[]);
-        replier.publish(msg, msg.reply(text, false)).await;
     }
 
     /// Forgets `key`, so a redelivery of its message is handled again.

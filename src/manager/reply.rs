@@ -174,6 +174,25 @@ impl Replier {
         self.publish(msg, msg.reply(text, true)).await;
     }
 
+    /// Whether `msg`'s channel shows a reply's partial updates (edits or a stream), not
+    /// only its finals.
+    pub fn shows_partials(&self, msg: &InboundMessage) -> bool {
+        self.outbound
+            .capabilities(&msg.channel_name)
+            .is_some_and(|c| c.shows_partial_updates())
+    }
+
+    /// Publishes the notice `id` (the message waits, the agent is on it) to `msg`, in the
+    /// message's locale: where the channel shows partials, as a partial of the reply, which
+    /// the answer then takes the place of; where it shows finals only, as a message of its
+    /// own, since a partial would never be seen there.
+    pub async fn notice(&self, msg: &InboundMessage, id: &str) {
+        let (locale, _) = self.locale_for(msg).await;
+        let text = self.text(&locale, id, &[]);
+        let own_message = !self.shows_partials(msg);
+        self.publish(msg, msg.reply(text, own_message)).await;
+    }
+
     /// Publishes `out`, a reply to `msg`, without waiting for its chat's write budget (the
     /// delivery lane waits). A group reply's final is remembered together with the message
     /// it answers once it landed (in the store, bounded and pruned), so a later reply to

@@ -352,18 +352,7 @@ async fn awaiting<F: Future>(
             () = tokio::time::sleep_until(at) => {}
         }
         *placeholder_at = None;
-        let (locale, _) = inner.replier.locale_for(msg).await;
-        let text = inner.replier.text(&locale, m::RUN_THINKING, &[]);
-        // A channel that shows finals only shows the notice as a message of its own.
-        let own_message = inner
-            .replier
-            .outbound()
-            .capabilities(&msg.channel_name)
-            .is_some_and(|c| !c.shows_partial_updates());
-        inner
-            .replier
-            .publish(msg, msg.reply(text, own_message))
-            .await;
+        inner.replier.notice(msg, m::RUN_THINKING).await;
     }
     work.await
 }

@@ -72,6 +72,8 @@ pub enum Ability {
     FilesOut,
     /// Users have ids an operator lists in `allowed_users`.
     AllowedUsers,
+    /// A reply shows while it is written (edited in place, or streamed), before its final.
+    LiveReplies,
     /// A message carries the time it was sent, so one the platform delivers late (the
     /// backlog after an outage) can be told, and its chat still answered.
     Dated,

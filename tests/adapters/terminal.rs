@@ -56,6 +56,7 @@ impl Conformance for Console {
             Ability::Image => Err("a terminal sends no pictures"),
             Ability::LengthLimit => Err("a terminal shows a reply of any length in one piece"),
             Ability::FilesOut => Ok(()),
+            Ability::LiveReplies => Err("on pipes, not a terminal, the console writes finals only"),
             Ability::Dated => Err("a terminal line is read as it is typed, never late"),
             Ability::AllowedUsers => {
                 Err("a terminal's one user is whoever runs it; the console reads no allowed_users")

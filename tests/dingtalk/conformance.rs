@@ -26,6 +26,9 @@ impl Conformance for DingTalk {
 
     fn can(ability: Ability) -> Result<(), &'static str> {
         match ability {
+            Ability::LiveReplies => {
+                Err("the harness sends markdown messages, which are final (cards stream)")
+            }
             Ability::Webhook | Ability::SignedTime => {
                 Err("DingTalk robots receive messages in stream mode only")
             }

@@ -42,6 +42,7 @@ impl Conformance for Qq {
     fn can(ability: Ability) -> Result<(), &'static str> {
         match ability {
             Ability::FilesOut => Err("the adapter sends no files: QQ's passive replies are text"),
+            Ability::LiveReplies => Err("QQ's passive replies cannot be edited: finals only"),
             Ability::Dated => Err(
                 "QQ's reply window (60 minutes in a direct chat) has closed by max_event_age: a message that late is skipped as expired, with no reply possible",
             ),

@@ -27,6 +27,7 @@ impl Conformance for Wechat {
     fn can(ability: Ability) -> Result<(), &'static str> {
         match ability {
             Ability::Group => Err("iLink's bots serve private chats only"),
+            Ability::LiveReplies => Err("iLink's messages cannot be edited: finals only"),
             Ability::Webhook | Ability::SignedTime => {
                 Err("iLink has no webhook: the long poll only")
             }
