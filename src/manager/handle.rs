@@ -275,7 +275,14 @@ impl Manager {
             None => Either::Right(dispatched),
         };
         tokio::select! {
-            d = dispatched => Some(d),
+            d = dispatched => {
+                // Run or none (a command, a Gateway that is down), the turn's work is done:
+                // a message behind it is not told that a request is still running.
+                if let Some(ticket) = ticket {
+                    ticket.settling().mark();
+                }
+                Some(d)
+            }
             () = cancel.cancelled() => {
                 tracing::warn!("Cancelled a message at shutdown.");
                 None

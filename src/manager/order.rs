@@ -88,7 +88,8 @@ pub struct Ticket {
     tails: Tails,
 }
 
-/// Set once a message's run is over and only its answer's delivery remains.
+/// Set once a message's run is over and only its answer's delivery remains, or, with no
+/// run, once its turn's work is done and only its bookkeeping remains.
 #[derive(Debug, Clone, Default)]
 pub struct Settling(Arc<AtomicBool>);
 
@@ -104,7 +105,12 @@ impl Settling {
 
     /// Marks the current task's message as settling, if it is in line.
     pub fn mark_current() {
-        let _ = SETTLING.try_with(|settling| settling.0.store(true, Ordering::Release));
+        let _ = SETTLING.try_with(Settling::mark);
+    }
+
+    /// Marks this message as settling.
+    pub fn mark(&self) {
+        self.0.store(true, Ordering::Release);
     }
 
     fn is_set(&self) -> bool {
