@@ -187,9 +187,16 @@ fn allowed_users_that_are_not_a_list_of_ids_are_refused() {
         );
     }
     let text = "channels:\n  console:\n    enabled: true\n    allowed_users: [12345, u2]\n";
-    let (s, _) = load_str(text, &env(&[])).unwrap();
+    let (s, warnings) = load_str(text, &env(&[])).unwrap();
     assert!(s.channels[0].allowed_users.allows("12345"));
     assert!(!s.channels[0].allowed_users.allows("1"));
+    // The console does not check it: said, not silently ignored.
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("channels.console.allowed_users:") && w.contains("no effect")),
+        "{warnings:?}"
+    );
 }
 
 #[test]

@@ -40,6 +40,13 @@ pub trait Platform: Send + Sync + 'static {
     /// Pure: it opens no file or socket. Every problem goes into `issues` with its full key
     /// path (warnings too, e.g. unknown keys); `None` when the block has errors.
     fn validate(&self, block: Value, issues: &mut Issues) -> Option<Arc<dyn Configured>>;
+
+    /// Whether its channel answers only the users `allowed_users` lists, when the key is
+    /// set: every platform whose users have ids does. One that has a single user (the
+    /// console: whoever runs it) does not, and the daemon warns that the key has no effect.
+    fn checks_allowed_users(&self) -> bool {
+        true
+    }
 }
 
 /// A validated channel: printable for `check-config`, and ready to build.

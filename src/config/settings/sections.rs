@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge_channel::{Configured, Issues, Secret, config};
+use im_bridge_channel::{AllowedUsers, Configured, Issues, Secret, config};
 use serde_yaml_ng::{Mapping, Value};
 
 use super::super::raw::{RawBridge, RawChannelBlock, RawChannelConnections, RawChannels};
@@ -402,6 +402,18 @@ pub(super) fn enabled_channels(
         let Some(configured) = adapter(&path, &name, &block, found) else {
             continue;
         };
+        let allowed_users = user_list(
+            &format!("{path}.allowed_users"),
+            block.allowed_users.as_ref(),
+            &mut found.errors,
+        );
+        if matches!(allowed_users, AllowedUsers::Only(_))
+            && crate::platforms::find(&name).is_some_and(|p| !p.checks_allowed_users())
+        {
+            found.warnings.push(format!(
+                "{path}.allowed_users: this channel has one user, whoever runs it, so the list has no effect"
+            ));
+        }
         let errors = &mut found.errors;
         if let Some(locale) = &block.locale {
             check_locale_tag(&format!("{path}.locale"), locale, errors);
@@ -415,11 +427,7 @@ pub(super) fn enabled_channels(
             errors,
         );
         channels.push(ChannelSettings {
-            allowed_users: user_list(
-                &format!("{path}.allowed_users"),
-                block.allowed_users.as_ref(),
-                errors,
-            ),
+            allowed_users,
             admin_users: user_list(
                 &format!("{path}.admin_users"),
                 block.admin_users.as_ref(),
