@@ -172,11 +172,7 @@ async fn turn_on(
         entry.mark(&mut request);
         entry.starting(thread.as_str()).await;
     }
-    let streaming = inner
-        .replier
-        .outbound()
-        .capabilities(&msg.channel_name)
-        .is_some_and(|c| c.shows_partial_updates());
+    let streaming = inner.replier.shows_partials(msg);
     let refusal = Refusal {
         quiet: opts.caller_reports_not_started,
         rebindable,
