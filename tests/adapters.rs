@@ -223,12 +223,32 @@ pub async fn goal_from_chat<P: Conformance>() {
 
 /// A message sent while its conversation's run is still going waits its turn: the chat
 /// hears that it is queued (never silence, never a drop), and once the run ends it is
-/// answered, after the first, each answer once.
+/// answered, after the first, each answer once. Where answers are shown as they are
+/// written, the second message comes once the first answer shows.
 pub async fn queued<P: Conformance>() {
+    let first = Script::with_answer("First answer.").hold(Hold::UntilFinished);
+    let first_shows = P::can(Ability::LiveReplies).is_ok();
+    in_turn::<P>(first, first_shows).await;
+}
+
+/// [`queued`] with the second message sent before anything of the first answer shows (the
+/// agent is still thinking): its notice is shown first, and still the first answer stands
+/// above the second, not the notice's message, turned into the second answer, above both.
+pub async fn queued_early<P: Conformance>() {
+    if !able::<P>(Ability::LiveReplies, "the order of live answers") {
+        return;
+    }
+    let first = Script::with_answer("First answer.").wait_after_chunk(0);
+    in_turn::<P>(first, false).await;
+}
+
+/// Two messages in the private chat, the second while `first` (held until the test
+/// finishes it) runs and, if `first_shows`, once something of its answer shows: the second
+/// is told it waits, and both are answered in order, each once.
+async fn in_turn<P: Conformance>(first: Script, first_shows: bool) {
     let h = P::start(Setup::default()).await;
     let sim = h.sim();
-    let held = Script::with_answer("First answer.").hold(Hold::UntilFinished);
-    sim.script_next_run(held);
+    sim.script_next_run(first);
     sim.script_next_run(Script::with_answer("Second answer."));
     h.say(Place::Private, "first question").await;
     let running = |sim: &Simulator| {
@@ -236,7 +256,7 @@ pub async fn queued<P: Conformance>() {
         threads.iter().any(|t| !sim.active_runs(t).is_empty())
     };
     sim.wait_until(DEADLINE, running).await.unwrap();
-    if P::can(Ability::LiveReplies).is_ok() {
+    if first_shows {
         // The user sees the first answer being written, then writes again.
         h.wait_until("the first answer being written", |h| {
             !h.shown(Place::Private).is_empty()
@@ -641,6 +661,11 @@ macro_rules! conformance {
             #[tokio::test]
             async fn queued() {
                 super::queued::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn queued_early() {
+                super::queued_early::<H>().await;
             }
 
             #[tokio::test]

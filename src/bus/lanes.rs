@@ -226,10 +226,11 @@ impl Lanes {
 /// Replaces the lane's newest job with `msg` when that job is a partial of the same reply,
 /// not shown yet: a reply's texts are cumulative, so a newer partial, or its final, says
 /// everything the queued partial did (a reply whose final overtakes its only partial so
-/// costs one write). Gives `msg` back when it needs a place of its own.
+/// costs one write). Gives `msg` back when it needs a place of its own. A reply the queued
+/// partial told to stay last still does.
 fn fold(
     lane: &mut VecDeque<Job>,
-    msg: OutboundMessage,
+    mut msg: OutboundMessage,
     hooks: Hooks,
 ) -> Option<(OutboundMessage, Hooks)> {
     match lane.back_mut() {
@@ -238,6 +239,7 @@ fn fold(
                 && !newest.msg.is_final
                 && newest.msg.thread_ts == msg.thread_ts =>
         {
+            msg.hints.stays_last |= newest.msg.hints.stays_last;
             newest.msg = msg;
             newest.hooks = hooks;
             None

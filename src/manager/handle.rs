@@ -209,7 +209,7 @@ impl Manager {
         // Where the notice is a partial, the reply's stream now says the agent is on it; a
         // notice of its own stays as it is (another message would only repeat it).
         if noticed && self.inner.replier.shows_partials(msg) {
-            let notice = self.inner.replier.notice(msg, m::RUN_THINKING);
+            let notice = self.inner.replier.turn_notice(msg);
             admitted.journaled(notice).await;
         }
         Placed::Turn(Some(ticket))

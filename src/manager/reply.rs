@@ -193,6 +193,18 @@ impl Replier {
         self.publish(msg, msg.reply(text, own_message)).await;
     }
 
+    /// Publishes, in place of the "waiting" notice partial of `msg`, that its turn came
+    /// and the agent is on it. The reply stays last: where the answer before it came
+    /// below the notice, the notice is left as it reads and the answer goes on in a new
+    /// message under that answer, never above it.
+    pub async fn turn_notice(&self, msg: &InboundMessage) {
+        let (locale, _) = self.locale_for(msg).await;
+        let text = self.text(&locale, crate::i18n::msg::RUN_THINKING, &[]);
+        let mut out = msg.reply(text, false);
+        out.hints.stays_last = true;
+        self.publish(msg, out).await;
+    }
+
     /// Publishes `out`, a reply to `msg`, without waiting for its chat's write budget (the
     /// delivery lane waits). A group reply's final is remembered together with the message
     /// it answers once it landed (in the store, bounded and pruned), so a later reply to

@@ -300,6 +300,14 @@ pub struct Capabilities {
     /// notice only once per conversation and run, and marks later messages with a reaction
     /// instead; without reactions they get nothing visible (they are still handled).
     pub reactions: bool,
+    /// A streamed message shows that it is still being written until
+    /// [`Channel::finish_stream`](crate::Channel::finish_stream) closes it (a DingTalk AI
+    /// card, a WeCom stream). One that a reply leaves behind to go on below it
+    /// ([`DeliveryHints::stays_last`](crate::DeliveryHints::stays_last)) is then finished
+    /// as it reads. Where false (a message edited in place) such a message is left as it
+    /// is: finishing it could only repeat its text, and some channels mark the user's
+    /// message answered on a finish.
+    pub finish_closes_stream: bool,
 }
 
 impl Capabilities {
@@ -321,6 +329,7 @@ impl Capabilities {
             max_upload_bytes: 0,
             turn_ends: false,
             reactions: false,
+            finish_closes_stream: false,
         }
     }
 

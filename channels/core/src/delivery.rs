@@ -23,6 +23,7 @@
 //!   RetryFinals   finals wait out Retry-After (bounded); partials never retried (retry.rs)
 //!   Throttle      min edit interval per message; Retry-After pauses the chat (throttle.rs)
 //!   Budgets       the bot-wide rate budgets: finals wait, partials skip (budgets.rs)
+//!   Newest        notes each chat's newest message, for replies that stay last (newest.rs)
 //!   the adapter   primitive calls only
 //! ```
 //!
@@ -48,6 +49,7 @@ mod budgets;
 mod fallback;
 mod forward;
 mod limit;
+mod newest;
 mod passive;
 #[cfg(test)]
 mod recorder;
@@ -69,6 +71,7 @@ use crate::message::OutboundMessage;
 pub use budgets::{BUDGET_FALLBACKS, BUDGET_SKIPS, BUDGET_WAITS, BudgetPlan, Budgets};
 pub use fallback::FinishOrSend;
 pub use limit::LimitLength;
+pub use newest::{MAX_NEWEST_CHATS, Newest, NewestMessages};
 pub use passive::{MAX_SOURCES, PassiveReplies, REPLY_WINDOW_REFUSED, ReplyQuotas};
 pub use retry::{RetryFinals, RetryPolicy};
 pub use streams::MAX_STREAMS;
@@ -76,11 +79,12 @@ pub use throttle::{EditClock, MAX_PAUSE_WAIT, Throttle};
 
 use forward::forward_channel;
 pub use streams::StreamStarted;
-use streams::{Flusher, Offer, Streams};
+use streams::{Flusher, Offer, Stream, Streams};
 
 /// The layers [`Delivery`] puts over a channel, top first.
-type Stack =
-    LimitLength<FinishOrSend<PassiveReplies<RetryFinals<Throttle<Budgets<Arc<dyn Channel>>>>>>>;
+type Stack = LimitLength<
+    FinishOrSend<PassiveReplies<RetryFinals<Throttle<Budgets<Newest<Arc<dyn Channel>>>>>>>,
+>;
 
 /// Composes the delivery layers over a channel (see the module docs for their order).
 pub trait ChannelExt: Channel + Sized {
@@ -113,6 +117,11 @@ pub trait ChannelExt: Channel + Sized {
     fn budgets(self, plan: BudgetPlan) -> Budgets<Self> {
         Budgets::new(self, plan)
     }
+
+    /// Notes into `newest` what each chat was sent last (see `newest.rs`).
+    fn newest(self, newest: Arc<NewestMessages>) -> Newest<Self> {
+        Newest::new(self, newest)
+    }
 }
 
 impl<C: Channel> ChannelExt for C {}
@@ -130,6 +139,8 @@ pub struct Delivery {
     channel: Arc<dyn Channel>,
     /// The replies each source message has taken (channels with a reply window).
     quotas: Arc<ReplyQuotas>,
+    /// What each chat was sent last, for replies that stay last.
+    newest: Arc<NewestMessages>,
     flusher: Flusher<Stack>,
     streams: Streams,
     /// Parent of every stream's token; cancelled on drop.
@@ -161,7 +172,12 @@ impl Delivery {
     /// A delivery engine over `channel` whose finals retry under `policy`, within the rate
     /// budgets of `plan`.
     pub fn with_budgets(channel: Arc<dyn Channel>, policy: RetryPolicy, plan: BudgetPlan) -> Self {
-        let throttle = channel.clone().budgets(plan).throttle();
+        let newest = Arc::new(NewestMessages::default());
+        let throttle = channel
+            .clone()
+            .newest(newest.clone())
+            .budgets(plan)
+            .throttle();
         let clock = throttle.clock().clone();
         let quotas = Arc::new(ReplyQuotas::default());
         let stack = LimitLength::with_quotas(
@@ -174,6 +190,7 @@ impl Delivery {
         Self {
             channel,
             quotas,
+            newest,
             flusher: Flusher {
                 stack: Arc::new(stack),
                 clock,
@@ -256,7 +273,12 @@ impl Delivery {
         if !self.channel.capabilities().shows_partial_updates() {
             return None;
         }
-        let stream = self.streams.get_or_open(msg, &self.shutdown);
+        let mut stream = self.streams.get_or_open(msg, &self.shutdown);
+        if msg.hints.stays_last && self.overtaken(&stream) {
+            self.streams.remove(&stream_key(msg));
+            self.leave_behind(&stream).await;
+            stream = self.streams.reopen(msg, &self.shutdown);
+        }
         if stream.offer(&msg.text) == Offer::Flush {
             self.flusher.flush(stream.clone()).await;
         }
@@ -268,13 +290,16 @@ impl Delivery {
         msg: &OutboundMessage,
         before: Option<BeforeFinal>,
     ) -> ChannelResult<MessageId> {
-        let key = (msg.chat_id.clone(), msg.thread_ts.clone());
-        let started = match self.streams.remove(&key) {
-            Some(stream) => stream.close().await,
-            None => resumed(msg),
+        let (started, overtaken) = match self.streams.remove(&stream_key(msg)) {
+            Some(stream) if msg.hints.stays_last && self.overtaken(&stream) => (None, Some(stream)),
+            Some(stream) => (stream.close().await, None),
+            None => (resumed(msg), None),
         };
         if let Some(before) = before {
             before(started.clone()).await;
+        }
+        if let Some(stream) = overtaken {
+            self.leave_behind(&stream).await;
         }
         let stack = &self.flusher.stack;
         let target = SendTarget::from(msg);
@@ -308,6 +333,39 @@ impl Delivery {
         }
         Ok(shown)
     }
+
+    /// Whether `stream`'s message is no longer the newest in its chat.
+    fn overtaken(&self, stream: &Stream) -> bool {
+        stream
+            .message()
+            .is_some_and(|message| self.newest.overtaken(stream.chat_id(), &message))
+    }
+
+    /// Ends `stream` (already removed) where it stands, since the reply goes on below it:
+    /// where a streamed message shows it is still being written until finished, it is
+    /// finished with what it shows.
+    async fn leave_behind(&self, stream: &Stream) {
+        let (Some(message), Some(text)) = stream.close_showing().await else {
+            return;
+        };
+        if !self.channel.capabilities().finish_closes_stream {
+            return;
+        }
+        let target = stream.target();
+        if let Err(error) = self
+            .flusher
+            .stack
+            .finish_stream(target, &message, &text)
+            .await
+        {
+            tracing::debug!(channel = self.channel.name(), %error, "Finishing an overtaken stream message failed.");
+        }
+    }
+}
+
+/// The key of the stream `msg` belongs to: its chat and the source message it answers.
+fn stream_key(msg: &OutboundMessage) -> streams::StreamKey {
+    (msg.chat_id.clone(), msg.thread_ts.clone())
 }
 
 /// Told which message a final is about to finish, before the platform hears of it (see

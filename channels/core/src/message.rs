@@ -369,6 +369,13 @@ pub struct DeliveryHints {
     /// goes out as a reply to that one (its own source took no more replies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_note: Option<String>,
+    /// The reply goes on below everything its chat was sent since its stream's message:
+    /// where this engine sent the chat another message after that one, the message is
+    /// finished as it shows and the reply continues in a new one. Set when a message that
+    /// waited for the run before it gets its turn, so that its answer never stands above
+    /// the answer before it (its "waiting" notice may have been shown first).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stays_last: bool,
 }
 
 impl DeliveryHints {
@@ -377,6 +384,7 @@ impl DeliveryHints {
         truncated_note: None,
         resumes: None,
         held_note: None,
+        stays_last: false,
     };
 
     /// Whether no hint is set (then the hints are not serialized).

@@ -66,7 +66,8 @@ pub const RATE_BUDGETS: [RateBudget; 2] = [
 ];
 
 /// What DingTalk can show: markdown messages of `max_markdown_bytes`, final-only; with a
-/// card template, one AI card updated in place about once a second.
+/// card template, one AI card updated in place about once a second, which shows it is
+/// being written until its last update says it is finished.
 pub fn capabilities(settings: &DingTalkSettings) -> Capabilities {
     let base = Capabilities {
         length_unit: LengthUnit::Bytes,
@@ -81,6 +82,7 @@ pub fn capabilities(settings: &DingTalkSettings) -> Capabilities {
             updates: UpdateMode::Card,
             min_edit_interval_private: Duration::from_secs(1),
             min_edit_interval_group: Duration::from_secs(1),
+            finish_closes_stream: true,
             ..base
         },
         None => base,

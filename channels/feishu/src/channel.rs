@@ -78,6 +78,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     turn_ends: false,
     // Every message already gets the `OK` reaction when it arrives.
     reactions: false,
+    // A card is patched whole; a finish also marks the user's message answered.
+    finish_closes_stream: false,
 };
 
 /// The app as a whole, per API: sending a message (`POST /im/v1/messages`, replies too)

@@ -61,6 +61,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     // `setMessageReaction`: a message sent while its conversation is busy is marked 👀
     // (queued) or 🤷 (turned away) once the notice was given.
     reactions: true,
+    // A message edited in place needs no ending.
+    finish_closes_stream: false,
 };
 
 /// The bot as a whole: "If you're sending bulk notifications to multiple users, the API will

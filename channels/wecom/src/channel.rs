@@ -76,8 +76,9 @@ pub struct WeComChannel {
 pub const CONVERSATION_BUDGET: ChatBudget =
     ChatBudget::new(Writes::MESSAGES_FILES, 12, Duration::from_millis(3_700));
 
-/// What WeCom can show: one stream message refreshed in place (at most once a second),
-/// markdown of at most `max_markdown_bytes`, files out.
+/// What WeCom can show: one stream message refreshed in place (at most once a second)
+/// until a refresh says it is finished, markdown of at most `max_markdown_bytes`, files
+/// out.
 pub fn capabilities(settings: &WeComSettings) -> Capabilities {
     Capabilities {
         updates: UpdateMode::EditInPlace,
@@ -86,6 +87,7 @@ pub fn capabilities(settings: &WeComSettings) -> Capabilities {
         min_edit_interval_group: Duration::from_secs(1),
         chat_budget: Some(CONVERSATION_BUDGET),
         working_placeholder: true,
+        finish_closes_stream: true,
         markup: &WeComMarkdown,
         max_upload_bytes: MAX_FILE_BYTES,
         ..Capabilities::final_only(settings.max_markdown_bytes)

@@ -341,3 +341,41 @@ async fn flush_gives_up_at_its_bound_and_says_so() {
     assert!(lanes.flush(Duration::from_secs(5)).await);
     assert_eq!(channel.writes_to("slow"), ["stuck"]);
 }
+
+#[tokio::test]
+async fn a_final_folded_into_a_partial_that_stays_last_stays_last_too() {
+    let (channel, delivery, lanes) = setup(16);
+    let push = |msg: OutboundMessage, hooks| lanes.push("gated", &delivery, msg, hooks, false);
+    // The second message's notice is shown before anything of the first answer.
+    push(reply("slow", "s2", "waiting", false), Hooks::default()).await;
+    channel.gate.add_permits(1);
+    assert_eq!(channel.wait_writes("slow", 1).await, ["waiting"]);
+    // The first answer waits for its chat; meanwhile the second's turn begins and ends.
+    push(reply("slow", "s1", "first answer", true), Hooks::default()).await;
+    let mut turn = reply("slow", "s2", "thinking", false);
+    turn.hints.stays_last = true;
+    push(turn, Hooks::default()).await;
+    let (tx, rx) = oneshot::channel();
+    let hook: AfterShown = Box::new(move |shown| {
+        Box::pin(async move {
+            let _ = tx.send(shown);
+        })
+    });
+    push(
+        reply("slow", "s2", "second answer", true),
+        Hooks::after(Some(hook)),
+    )
+    .await;
+    assert_eq!(lanes.pending(), 2, "the final took the partial's place");
+    channel.gate.add_permits(2);
+    // The second answer is a message below the first, not the notice's message above it.
+    let shown = tokio::time::timeout(DEADLINE, rx).await.unwrap().unwrap();
+    assert_eq!(
+        shown,
+        Landed::Shown(Some(MessageId::new("shown-second answer")))
+    );
+    assert_eq!(
+        channel.writes_to("slow"),
+        ["waiting", "first answer", "second answer"]
+    );
+}

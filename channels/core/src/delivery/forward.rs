@@ -193,6 +193,7 @@ mod tests {
         let rec = Recorder::new(unpaced());
         let shared: Arc<dyn Channel> = Arc::new(Offline(rec.clone()));
         let stack = shared
+            .newest(Arc::default())
             .budgets(BudgetPlan::default())
             .throttle()
             .retry_finals(RetryPolicy::default())

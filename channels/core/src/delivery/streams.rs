@@ -70,33 +70,15 @@ impl Streams {
         if let Some(stream) = table.map.get(&key) {
             return stream.clone();
         }
-        if table.map.len() >= MAX_STREAMS
-            && let Some(oldest) = table
-                .map
-                .iter()
-                .min_by_key(|(_, s)| s.seq)
-                .map(|(k, _)| k.clone())
-            && let Some(evicted) = table.map.remove(&oldest)
-        {
-            tracing::debug!("Evicted the oldest live stream.");
-            evicted.abandon();
-        }
-        let seq = table.next_seq;
-        table.next_seq += 1;
-        let stream = Arc::new(Stream {
-            seq,
-            opened: Instant::now(),
-            target: OwnedTarget::from(msg),
-            // A reply an earlier process streamed goes on in the message it showed.
-            state: Mutex::new(State {
-                message: super::resumed(msg),
-                ..State::default()
-            }),
-            io: tokio::sync::Mutex::new(()),
-            cancel: parent.child_token(),
-        });
-        table.map.insert(key, stream.clone());
-        stream
+        // A reply an earlier process streamed goes on in the message it showed.
+        table.open(key, msg, super::resumed(msg), parent)
+    }
+
+    /// A new stream for `msg`'s key, in a message of its own, in place of the one the
+    /// caller removed.
+    pub(super) fn reopen(&self, msg: &OutboundMessage, parent: &CancellationToken) -> Arc<Stream> {
+        let key = (msg.chat_id.clone(), msg.thread_ts.clone());
+        lock(&self.table).open(key, msg, None, parent)
     }
 
     /// Removes and returns the stream of `key`, if one is live.
@@ -107,6 +89,44 @@ impl Streams {
     /// How many streams are live.
     pub(super) fn len(&self) -> usize {
         lock(&self.table).map.len()
+    }
+}
+
+impl Table {
+    /// Opens the stream of `key` going on in `message` (evicting the oldest at the bound).
+    fn open(
+        &mut self,
+        key: StreamKey,
+        msg: &OutboundMessage,
+        message: Option<MessageId>,
+        parent: &CancellationToken,
+    ) -> Arc<Stream> {
+        if self.map.len() >= MAX_STREAMS
+            && let Some(oldest) = self
+                .map
+                .iter()
+                .min_by_key(|(_, s)| s.seq)
+                .map(|(k, _)| k.clone())
+            && let Some(evicted) = self.map.remove(&oldest)
+        {
+            tracing::debug!("Evicted the oldest live stream.");
+            evicted.abandon();
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let stream = Arc::new(Stream {
+            seq,
+            opened: Instant::now(),
+            target: OwnedTarget::from(msg),
+            state: Mutex::new(State {
+                message,
+                ..State::default()
+            }),
+            io: tokio::sync::Mutex::new(()),
+            cancel: parent.child_token(),
+        });
+        self.map.insert(key, stream.clone());
+        stream
     }
 }
 
@@ -172,9 +192,15 @@ impl Stream {
     /// Ends the stream for its final: drops the pending text, stops the flusher, waits for
     /// a call in flight, and returns the message to finish, if one was started.
     pub(super) async fn close(&self) -> Option<MessageId> {
+        self.close_showing().await.0
+    }
+
+    /// [`Stream::close`], also returning what the message shows, if that is known.
+    pub(super) async fn close_showing(&self) -> (Option<MessageId>, Option<String>) {
         self.abandon();
         let _io = self.io.lock().await;
-        lock(&self.state).message.clone()
+        let state = lock(&self.state);
+        (state.message.clone(), state.shown.clone())
     }
 
     /// The message showing the stream, once one was started.
@@ -193,6 +219,16 @@ impl Stream {
 
     fn chat_kind(&self) -> ChatKind {
         self.target.chat_kind
+    }
+
+    /// The chat the stream is shown in.
+    pub(super) fn chat_id(&self) -> &ChatId {
+        &self.target.chat_id
+    }
+
+    /// Where the stream's calls go.
+    pub(super) fn target(&self) -> SendTarget<'_> {
+        self.target.as_target()
     }
 
     /// Takes the pending text to show it, with the message to edit; clears the flush

@@ -576,3 +576,99 @@ async fn a_refused_file_is_named_in_the_chat_by_its_line() {
         ]
     );
 }
+
+/// A reply in the private chat `c1` answering `source`, told to stay last or not.
+fn reply(source: &str, text: &str, is_final: bool, stays_last: bool) -> OutboundMessage {
+    let mut msg = out_to(source, ChatKind::Private, text, is_final);
+    msg.hints.stays_last = stays_last;
+    msg
+}
+
+/// Delivers [`reply`]; the message that shows it.
+async fn deliver(
+    d: &Delivery,
+    source: &str,
+    text: &str,
+    is_final: bool,
+    stays_last: bool,
+) -> Option<MessageId> {
+    d.deliver(&reply(source, text, is_final, stays_last))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_reply_that_stays_last_leaves_an_overtaken_message_and_goes_on_below() {
+    // Streamed messages show they are being written until finished (cards, bubbles).
+    let (rec, d) = engine(Capabilities {
+        finish_closes_stream: true,
+        ..unpaced()
+    });
+    // The second message's notice was shown before anything of the first answer…
+    deliver(&d, "s2", "waiting", false, false).await;
+    // …which then came below it.
+    deliver(&d, "s1", "first answer", true, false).await;
+    // The second's turn: its notice is finished as it reads, the answer goes on below.
+    let shown = deliver(&d, "s2", "thinking", false, true).await;
+    assert_eq!(shown, Some(MessageId::new("m3")));
+    deliver(&d, "s2", "second answer", true, false).await;
+    assert_eq!(
+        rec.calls(),
+        [
+            Call::Start("waiting".into()),
+            Call::Send("first answer".into()),
+            Call::Finish("m1".into(), "waiting".into()),
+            Call::Start("thinking".into()),
+            Call::Finish("m3".into(), "second answer".into()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_reply_that_stays_last_goes_on_in_its_message_while_that_is_the_newest() {
+    let (rec, d) = engine(unpaced());
+    deliver(&d, "s1", "thinking", false, false).await;
+    deliver(&d, "s2", "waiting", false, false).await;
+    // The first answer is finished in its own message, above the notice.
+    deliver(&d, "s1", "first answer", true, false).await;
+    deliver(&d, "s2", "thinking", false, true).await;
+    deliver(&d, "s2", "second answer", true, true).await;
+    assert_eq!(
+        rec.calls(),
+        [
+            Call::Start("thinking".into()),
+            Call::Start("waiting".into()),
+            Call::Finish("m1".into(), "first answer".into()),
+            Call::Edit("m2".into(), "thinking".into()),
+            Call::Finish("m2".into(), "second answer".into()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_final_that_stays_last_is_a_new_message_below_an_upload_that_overtook_its_stream() {
+    // Messages edited in place: the one left behind needs no ending.
+    let (rec, d) = engine(unpaced());
+    deliver(&d, "s2", "waiting", false, false).await;
+    let mut first = reply("s1", "first answer", true, false);
+    first.attachments.push(attachment("report.txt"));
+    d.deliver(&first).await.unwrap();
+    // The journal hears before any call that the final is a new message.
+    let (hook, seen) = noting(&rec);
+    let shown = d
+        .deliver_noting(&reply("s2", "second answer", true, true), Some(hook))
+        .await
+        .unwrap();
+    assert_eq!(*seen.lock().unwrap(), [(None, 3)]);
+    assert_eq!(shown, Some(MessageId::new("m3")));
+    // The notice's message was left as it reads.
+    assert_eq!(
+        rec.calls(),
+        [
+            Call::Start("waiting".into()),
+            Call::Send("first answer".into()),
+            Call::File("report.txt".into()),
+            Call::Send("second answer".into()),
+        ]
+    );
+}

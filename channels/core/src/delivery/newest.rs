@@ -1,0 +1,188 @@
+//! `Newest`: remembers what each chat was sent last, so the engine can tell whether a
+//! stream's message still stands at the bottom of its chat or was overtaken by another
+//! ([`DeliveryHints::stays_last`](crate::DeliveryHints::stays_last)).
+//!
+//! Only what this layer saw is known: a chat nothing was sent to since the process started
+//! (or since its entry was forgotten at the bound) has no newest message, and no stream
+//! message counts as overtaken there, which is how replies behaved before the hint.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use crate::channel::{Channel, SendTarget, SentMessage};
+use crate::error::ChannelResult;
+use crate::ids::{ChatId, MessageId};
+use crate::message::OutboundFile;
+
+use super::forward_channel;
+
+/// How many chats' newest messages are remembered at once; at the bound the chat written
+/// to longest ago is forgotten.
+pub const MAX_NEWEST_CHATS: usize = 4096;
+
+/// The newest message of each chat this engine sent to (bounded by [`MAX_NEWEST_CHATS`]).
+#[derive(Debug, Default)]
+pub struct NewestMessages {
+    chats: Mutex<HashMap<ChatId, (Instant, Last)>>,
+}
+
+/// What a chat was sent last.
+#[derive(Debug, PartialEq, Eq)]
+enum Last {
+    /// A message whose id the platform answered.
+    Message(MessageId),
+    /// An upload: the platforms do not name the message it became.
+    File,
+}
+
+impl NewestMessages {
+    /// Whether `chat` is known to have been sent something after `message`.
+    pub fn overtaken(&self, chat: &ChatId, message: &MessageId) -> bool {
+        self.lock()
+            .get(chat)
+            .is_some_and(|(_, last)| *last != Last::Message(message.clone()))
+    }
+
+    /// How many chats are remembered (for tests of the bound).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn note(&self, chat: &ChatId, last: Last) {
+        let now = Instant::now();
+        let mut chats = self.lock();
+        if !chats.contains_key(chat)
+            && chats.len() >= MAX_NEWEST_CHATS
+            && let Some(oldest) = chats
+                .iter()
+                .min_by_key(|(_, (at, _))| *at)
+                .map(|(k, _)| k.clone())
+        {
+            chats.remove(&oldest);
+        }
+        chats.insert(chat.clone(), (now, last));
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<ChatId, (Instant, Last)>> {
+        // Poisoning only means a panic elsewhere mid-update; the map is still valid.
+        self.chats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The layer that keeps [`NewestMessages`] (see the module docs): it notes every message
+/// and upload that landed, and changes no call.
+#[derive(Debug)]
+pub struct Newest<C> {
+    inner: C,
+    newest: Arc<NewestMessages>,
+}
+
+impl<C: Channel> Newest<C> {
+    /// Notes into `newest` what `inner` sends.
+    pub fn new(inner: C, newest: Arc<NewestMessages>) -> Self {
+        Self { inner, newest }
+    }
+
+    fn inner(&self) -> &C {
+        &self.inner
+    }
+
+    fn sent(
+        &self,
+        to: SendTarget<'_>,
+        sent: ChannelResult<SentMessage>,
+    ) -> ChannelResult<SentMessage> {
+        if let Ok(message) = &sent {
+            self.newest
+                .note(to.chat_id, Last::Message(message.id.clone()));
+        }
+        sent
+    }
+}
+
+#[async_trait]
+impl<C: Channel> Channel for Newest<C> {
+    forward_channel!(inner() => identity, name, capabilities, is_connected, exclusive_transport, run, edit_text,
+        finish_stream, show_typing, turn_ended, react, fetch_file);
+
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let sent = self.inner.send_text(to, text).await;
+        self.sent(to, sent)
+    }
+
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let sent = self.inner.start_stream(to, text).await;
+        self.sent(to, sent)
+    }
+
+    async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
+        self.inner.send_file(to, file).await?;
+        self.newest.note(to.chat_id, Last::File);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::ChannelExt;
+    use crate::delivery::recorder::{Op, attachment, layered, out_to, target};
+    use crate::error::ChannelError;
+    use crate::message::ChatKind;
+
+    #[tokio::test]
+    async fn the_newest_message_or_upload_of_each_chat_is_known() {
+        let newest = Arc::new(NewestMessages::default());
+        let (rec, layer) = layered(4096, |rec| rec.newest(newest.clone()));
+        let chat = target().chat_id.clone();
+        let m1 = layer.start_stream(target(), "a").await.unwrap().id;
+        assert!(!newest.overtaken(&chat, &m1));
+        // Edits and finishes add no message.
+        layer.edit_text(target(), &m1, "ab").await.unwrap();
+        layer.finish_stream(target(), &m1, "abc").await.unwrap();
+        assert!(!newest.overtaken(&chat, &m1));
+        let m2 = layer.send_text(target(), "next").await.unwrap().id;
+        assert!(newest.overtaken(&chat, &m1));
+        assert!(!newest.overtaken(&chat, &m2));
+        layer
+            .send_file(target(), &attachment("a.txt"))
+            .await
+            .unwrap();
+        assert!(newest.overtaken(&chat, &m2));
+        // What did not land changes nothing.
+        let m3 = layer.send_text(target(), "again").await.unwrap().id;
+        rec.fail(Op::Send, ChannelError::Unsupported("refused"));
+        assert!(layer.send_text(target(), "lost").await.is_err());
+        assert!(!newest.overtaken(&chat, &m3));
+        // Another chat's messages are its own, and an unknown chat overtakes nothing.
+        let elsewhere = out_to("s9", ChatKind::Group, "", true);
+        let mut other = elsewhere.clone();
+        other.chat_id = ChatId::new("c2");
+        layer
+            .send_text(SendTarget::from(&other), "there")
+            .await
+            .unwrap();
+        assert!(!newest.overtaken(&chat, &m3));
+        assert!(!newest.overtaken(&ChatId::new("c3"), &m3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn it_stays_bounded_forgetting_the_chat_written_to_longest_ago() {
+        let newest = Arc::new(NewestMessages::default());
+        let (_, layer) = layered(4096, |rec| rec.newest(newest.clone()));
+        let first = layer.send_text(target(), "first").await.unwrap().id;
+        let mut msg = out_to("s1", ChatKind::Private, "", true);
+        for n in 0..MAX_NEWEST_CHATS + 10 {
+            msg.chat_id = ChatId::new(format!("other{n}"));
+            tokio::time::advance(std::time::Duration::from_millis(1)).await;
+            layer.send_text(SendTarget::from(&msg), "x").await.unwrap();
+        }
+        assert_eq!(newest.len(), MAX_NEWEST_CHATS);
+        // Forgotten: the first chat is not known any more, so nothing there is overtaken.
+        assert!(!newest.overtaken(target().chat_id, &first));
+    }
+}
