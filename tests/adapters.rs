@@ -275,6 +275,11 @@ async fn in_turn<P: Conformance>(first: Script, first_shows: bool) {
     let shown = wait_shown(&h, Place::Private, "Second answer.").await;
     let answers: Vec<&String> = shown.iter().filter(|t| **t != queued).collect();
     assert_eq!(answers, ["First answer.", "Second answer."], "{shown:#?}");
+    let unfinished = h.unfinished(Place::Private);
+    assert!(
+        unfinished.unwrap_or(0) == 0,
+        "{unfinished:?} still being written"
+    );
     assert_eq!(runs(&h), 2);
     assert_eq!(h.refused(), Vec::<String>::new());
     drop(h);
@@ -612,7 +617,7 @@ fn long_text(unit: LengthUnit, n: usize) -> String {
 
 /// Stamps one test per scenario for a platform: `mod <name>` holding `answer`,
 /// `answer_webhook`, `redelivery`, `redelivery_webhook`, `long_answer`, `queued`,
-/// `group_question`, `goal_from_chat`, `group_command`, `localized`, `image`, `presented_file`, `signed_time`,
+/// `queued_early`, `group_question`, `goal_from_chat`, `group_command`, `localized`, `image`, `presented_file`, `signed_time`,
 /// `late_message`, `allowed_users` and `logs`, and the ignored measurement
 /// `platform_cost`, each behind the platform's feature.
 macro_rules! conformance {
@@ -722,6 +727,7 @@ conformance! {
     "telegram" => telegram: crate::telegram::conformance::Telegram;
     "feishu" => feishu: crate::feishu::conformance::Feishu;
     "dingtalk" => dingtalk: crate::dingtalk::conformance::DingTalk;
+    "dingtalk" => dingtalk_cards: crate::dingtalk::conformance::DingTalkCards;
     "qq" => qq: crate::qq::conformance::Qq;
     "discord" => discord: crate::discord::conformance::Discord;
     "slack" => slack: crate::slack::conformance::Slack;

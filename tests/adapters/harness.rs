@@ -133,6 +133,13 @@ pub trait Conformance: Sized {
     /// as plain text; files and pictures left out.
     fn shown(&self, place: Place) -> Vec<String>;
 
+    /// How many of the bot's messages in `place` still show that they are being written
+    /// (a stream or card never finished); `None` where a message cannot show that.
+    fn unfinished(&self, place: Place) -> Option<usize> {
+        let _ = place;
+        None
+    }
+
     /// The files the bot sent in `place`, as the user would save them: each one's name and
     /// size in bytes, oldest first. Only with [`Ability::FilesOut`].
     fn files_sent(&self, place: Place) -> Vec<(String, usize)> {

@@ -1,24 +1,45 @@
-//! DingTalk's conformance harness (`tests/adapters.rs`): the [`Dt`] set-up in stream mode
-//! with markdown replies; a private chat and a group where the user @-mentions the robot;
-//! the robot's messages as the fake accepted them.
+//! DingTalk's conformance harnesses (`tests/adapters.rs`): the [`Dt`] set-up in stream
+//! mode, replying in markdown messages ([`DingTalk`]) or streaming into AI cards
+//! ([`DingTalkCards`]); a private chat and a group where the user @-mentions the robot; the
+//! robot's messages and cards as the fake accepted them.
 
 use std::time::Duration;
 
 use im_bridge::simulator::RunningSimulator;
 use im_bridge_channel::LengthUnit;
 use im_bridge_dingtalk::config::DEFAULT_MAX_MARKDOWN_BYTES;
-use im_bridge_fakes::dingtalk::{CLIENT_SECRET, Message};
+use im_bridge_fakes::dingtalk::{CLIENT_SECRET, Card, Message, Sent};
 
 use super::harness::{DEADLINE, Dt, Setup as DtSetup};
 use super::{ALICE, GROUP};
 use crate::adapters::harness::{Ability, Conformance, Place, Setup};
 
-/// The DingTalk harness.
-pub struct DingTalk {
+/// The DingTalk harness; `CARDS`: replies stream into AI cards of a template.
+pub struct DingTalk<const CARDS: bool = false> {
     dt: Dt,
 }
 
-impl Conformance for DingTalk {
+/// The DingTalk harness with a card template: live replies.
+pub type DingTalkCards = DingTalk<true>;
+
+/// Whether the robot's message `sent` is in `place`.
+fn sent_in(sent: &Sent, place: Place) -> bool {
+    match place {
+        Place::Private => sent.route == "private_send",
+        Place::Group => sent.conversation_id.as_deref() == Some(GROUP),
+    }
+}
+
+/// Whether `card` is in `place` (its open space: `IM_ROBOT.<staff>` or `IM_GROUP.<cid>`).
+fn card_in(card: &Card, place: Place) -> bool {
+    let space = match place {
+        Place::Private => format!("IM_ROBOT.{ALICE}"),
+        Place::Group => format!("IM_GROUP.{GROUP}"),
+    };
+    card.delivered && card.open_space_id.ends_with(&space)
+}
+
+impl<const CARDS: bool> Conformance for DingTalk<CARDS> {
     const NAME: &'static str = im_bridge_dingtalk::NAME;
     const USER: &'static str = ALICE;
     // The markdown limit the harness configures (the adapter's default).
@@ -26,8 +47,8 @@ impl Conformance for DingTalk {
 
     fn can(ability: Ability) -> Result<(), &'static str> {
         match ability {
-            Ability::LiveReplies => {
-                Err("the harness sends markdown messages, which are final (cards stream)")
+            Ability::LiveReplies if !CARDS => {
+                Err("markdown messages are final (the harness with cards streams)")
             }
             Ability::Webhook | Ability::SignedTime => {
                 Err("DingTalk robots receive messages in stream mode only")
@@ -38,9 +59,9 @@ impl Conformance for DingTalk {
 
     async fn start(setup: Setup) -> Self {
         let dt = Dt::start_with(DtSetup {
+            cards: CARDS,
             locale: setup.locale,
             allowed_users: setup.allowed_users,
-            ..DtSetup::default()
         })
         .await;
         Self { dt }
@@ -93,21 +114,34 @@ impl Conformance for DingTalk {
     fn shown(&self, place: Place) -> Vec<String> {
         let sent = self.dt.fake.sent().into_iter();
         let texts = sent.filter(|s| ["sampleMarkdown", "sampleText"].contains(&s.msg_key.as_str()));
-        let here = texts.filter(|s| match place {
-            Place::Private => s.route == "private_send",
-            Place::Group => s.conversation_id.as_deref() == Some(GROUP),
-        });
-        here.map(|s| s.text().to_owned()).collect()
+        let mut shown: Vec<_> = texts
+            .filter(|s| sent_in(s, place))
+            .map(|s| (s.at, s.text().to_owned()))
+            .collect();
+        let cards = self.dt.fake.cards().into_iter();
+        shown.extend(
+            cards
+                .filter(|c| card_in(c, place))
+                .map(|c| (c.at, c.content())),
+        );
+        shown.sort_by_key(|(at, _)| *at);
+        shown.into_iter().map(|(_, text)| text).collect()
+    }
+
+    fn unfinished(&self, place: Place) -> Option<usize> {
+        let cards = self.dt.fake.cards().into_iter();
+        Some(
+            cards
+                .filter(|c| card_in(c, place) && !c.finalized())
+                .count(),
+        )
     }
 
     fn files_sent(&self, place: Place) -> Vec<(String, usize)> {
         let uploads = self.dt.fake.uploads();
         let sent = self.dt.fake.sent().into_iter();
         let files = sent.filter(|s| s.msg_key == "sampleFile");
-        let here = files.filter(|s| match place {
-            Place::Private => s.route == "private_send",
-            Place::Group => s.conversation_id.as_deref() == Some(GROUP),
-        });
+        let here = files.filter(|s| sent_in(s, place));
         here.filter_map(|s| {
             let id = s.msg_param["mediaId"].as_str()?;
             uploads.iter().find(|u| u.media_id == id)

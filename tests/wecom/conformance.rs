@@ -69,18 +69,19 @@ impl Conformance for WeCom {
     }
 
     fn shown(&self, place: Place) -> Vec<String> {
-        let conversation = match place {
-            Place::Private => ALICE,
-            Place::Group => GROUP,
-        };
+        let conversation = conversation(place);
         shown_in(&self.wc.fake, conversation)
     }
 
+    fn unfinished(&self, place: Place) -> Option<usize> {
+        let conversation = conversation(place);
+        let streams = self.wc.fake.streams().into_iter();
+        let here = streams.filter(|s| s.conversation == conversation);
+        Some(here.filter(|s| !s.finished).count())
+    }
+
     fn files_sent(&self, place: Place) -> Vec<(String, usize)> {
-        let conversation = match place {
-            Place::Private => ALICE,
-            Place::Group => GROUP,
-        };
+        let conversation = conversation(place);
         let fake = &self.wc.fake;
         let here = |used: &MediaUse| match used {
             MediaUse::Reply { req_id } => {
@@ -116,5 +117,13 @@ impl Conformance for WeCom {
 
     async fn stop(self) {
         self.wc.stop().await;
+    }
+}
+
+/// The fake's conversation id of `place`: the user's for the private chat.
+fn conversation(place: Place) -> &'static str {
+    match place {
+        Place::Private => ALICE,
+        Place::Group => GROUP,
     }
 }
