@@ -74,7 +74,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use im_bridge_channel::{ChatId, InboundMessage, MessageId, MsgType, OutboundMessage};
+use im_bridge_channel::{ChatId, ChatKind, InboundMessage, MessageId, MsgType, OutboundMessage};
 use tokio::sync::Notify;
 use tokio::task::futures::TaskLocalFuture;
 use tokio_util::sync::CancellationToken;
@@ -525,20 +525,40 @@ impl Entry {
     }
 
     /// The engine started a stream of this turn showing `message`: the next final finishes
-    /// it, and the first one is what a recovered run's reply goes on in (saved).
+    /// it, and the first one is what a recovered run's reply goes on in (saved). In a group
+    /// the message joins the turn's conversation at once, with the one it answers: a reply
+    /// to the answer while it is still being written continues the conversation, as one
+    /// after the answer does (its final remembers them again when it lands).
     fn stream_shown(&self, message: &str) {
-        let first = {
+        let (first, chain) = {
             let mut progress = self.progress();
             progress.open_stream = Some(message.to_owned());
             let first = progress.record.stream_message_id.is_none();
             if first {
                 progress.record.stream_message_id = Some(message.to_owned());
             }
-            first
+            let msg = &progress.record.message;
+            let chain = (msg.chat_kind == ChatKind::Group)
+                .then(|| (super::conversation_key(msg), msg.thread_ts.clone()));
+            (first, chain)
         };
         if first {
             let entry = self.clone();
             tokio::spawn(async move { entry.save().await });
+        }
+        if let Some((key, source)) = chain {
+            let store = self.0.shared.store.clone();
+            let message = message.to_owned();
+            tokio::spawn(async move {
+                let ids: Vec<&str> = source
+                    .iter()
+                    .map(MessageId::as_str)
+                    .chain([message.as_str()])
+                    .collect();
+                if let Err(error) = store.remember_messages(&key, &ids).await {
+                    tracing::debug!(%error, "Remembering a streamed reply's message failed.");
+                }
+            });
         }
     }
 

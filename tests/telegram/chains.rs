@@ -269,3 +269,47 @@ async fn issue_13_a_reply_waiting_for_its_chats_budget_holds_no_worker() {
     assert_eq!(tg.fake.flood_refusals(), 0);
     tg.stop().await;
 }
+
+#[tokio::test]
+async fn a_reply_to_an_answer_still_being_written_continues_its_conversation() {
+    let tg = Tg::start().await;
+    tg.ready().await;
+    // The answer's first half shows, then the agent stops until the test lets it go on.
+    tg.sim.script_next_run(
+        Script::with_answer("The first half, and the second half.")
+            .chunks(2)
+            .wait_after_chunk(1),
+    );
+    tg.fake
+        .inject(Incoming::group(GROUP, USER, "long question"));
+    let calls = tg
+        .fake
+        .wait_for("the answer being written", DEADLINE, |calls| {
+            calls.iter().any(|c| {
+                c.ok() && c.method == "sendMessage" && c.text().is_some_and(|t| t.contains("half"))
+            })
+        })
+        .await
+        .unwrap();
+    let streaming = calls
+        .iter()
+        .find(|c| {
+            c.ok() && c.method == "sendMessage" && c.text().is_some_and(|t| t.contains("half"))
+        })
+        .and_then(|c| c.result.as_ref()?["message_id"].as_i64())
+        .unwrap();
+    // The user answers the message being written: that conversation, waiting its turn.
+    tg.sim
+        .script_next_run(Script::with_answer("About that, then.").chunks(1));
+    tg.fake
+        .inject(Incoming::group(GROUP, USER, "wait, one more thing").reply_to(streaming));
+    let queued = crate::support::catalog_text("en-US")("run-queued", &[]);
+    shown(&tg.fake, &queued).await;
+    let threads = tg.sim.thread_ids();
+    for run in tg.sim.active_runs(&threads[0]) {
+        tg.sim.finish_run(&run);
+    }
+    shown(&tg.fake, "About that, then.").await;
+    assert_eq!(runs_on_the_only_thread(&tg.sim), 2);
+    tg.stop().await;
+}
