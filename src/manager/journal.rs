@@ -525,24 +525,29 @@ impl Entry {
     }
 
     /// The engine started a stream of this turn showing `message`: the next final finishes
-    /// it, and the first one is what a recovered run's reply goes on in (saved). In a group
+    /// it, and the first one is what a recovered run's reply goes on in (saved), or one
+    /// that took the place of a stream left without a final (a notice overtaken by the
+    /// answer before it, a message the platform lost): the reply goes on there. In a group
     /// the message joins the turn's conversation at once, with the one it answers: a reply
     /// to the answer while it is still being written continues the conversation, as one
     /// after the answer does (its final remembers them again when it lands).
     fn stream_shown(&self, message: &str) {
-        let (first, chain) = {
+        let (save, chain) = {
             let mut progress = self.progress();
-            progress.open_stream = Some(message.to_owned());
-            let first = progress.record.stream_message_id.is_none();
-            if first {
+            let left = progress.open_stream.replace(message.to_owned());
+            let save = match &progress.record.stream_message_id {
+                None => true,
+                Some(saved) => left.as_ref() == Some(saved) && saved != message,
+            };
+            if save {
                 progress.record.stream_message_id = Some(message.to_owned());
             }
             let msg = &progress.record.message;
             let chain = (msg.chat_kind == ChatKind::Group)
                 .then(|| (super::conversation_key(msg), msg.thread_ts.clone()));
-            (first, chain)
+            (save, chain)
         };
-        if first {
+        if save {
             let entry = self.clone();
             tokio::spawn(async move { entry.save().await });
         }

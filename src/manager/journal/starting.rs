@@ -185,4 +185,34 @@ mod tests {
         assert_eq!(record.state, JournalState::Running);
         assert_eq!(record.run_id.as_deref(), Some("r2"));
     }
+
+    #[tokio::test]
+    async fn a_stream_that_took_the_place_of_one_left_without_a_final_is_where_recovery_goes_on() {
+        let rig = super::super::retry::tests::rig(std::time::Duration::from_secs(60)).await;
+        let msg = im_bridge_channel::InboundMessage::new("flaky", "4242", "u1", "question");
+        let super::super::Admission::New(Some(entry)) = rig.journal.admit(&msg, None).await else {
+            panic!("a chat message is journaled");
+        };
+        let saved = |expected: &'static str| {
+            let rig = &rig;
+            async move {
+                let until = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+                while stored(rig).await.stream_message_id.as_deref() != Some(expected) {
+                    assert!(tokio::time::Instant::now() < until, "{expected} saved");
+                    tokio::task::yield_now().await;
+                }
+            }
+        };
+        // The queued notice's message, then, overtaken, a new one below for the answer.
+        entry.stream_shown("m1");
+        saved("m1").await;
+        entry.stream_shown("m3");
+        saved("m3").await;
+        // A stream after a final is a later reply's: recovery still goes on in m3.
+        let mut out = msg.reply("first part", true);
+        let _hooks = entry.track(&mut out, "").await;
+        entry.stream_shown("m5");
+        entry.save().await;
+        assert_eq!(stored(&rig).await.stream_message_id.as_deref(), Some("m3"));
+    }
 }
