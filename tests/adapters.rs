@@ -73,6 +73,12 @@ fn runs<P: Conformance>(h: &P) -> usize {
     sim.thread_ids().iter().map(|t| sim.runs(t).len()).sum()
 }
 
+/// Whether the simulator runs something, on any thread.
+fn running(sim: &Simulator) -> bool {
+    let threads = sim.thread_ids();
+    threads.iter().any(|t| !sim.active_runs(t).is_empty())
+}
+
 /// `P` started on `transport`; `None`, saying why, where the platform has no webhook.
 async fn start_on<P: Conformance>(transport: Transport) -> Option<P> {
     if transport == Transport::Webhook && !able::<P>(Ability::Webhook, "the webhook") {
@@ -251,10 +257,6 @@ async fn in_turn<P: Conformance>(first: Script, first_shows: bool) {
     sim.script_next_run(first);
     sim.script_next_run(Script::with_answer("Second answer."));
     h.say(Place::Private, "first question").await;
-    let running = |sim: &Simulator| {
-        let threads = sim.thread_ids();
-        threads.iter().any(|t| !sim.active_runs(t).is_empty())
-    };
     sim.wait_until(DEADLINE, running).await.unwrap();
     if first_shows {
         // The user sees the first answer being written, then writes again.
@@ -281,6 +283,31 @@ async fn in_turn<P: Conformance>(first: Script, first_shows: bool) {
         "{unfinished:?} still being written"
     );
     assert_eq!(runs(&h), 2);
+    assert_eq!(h.refused(), Vec::<String>::new());
+    drop(h);
+}
+
+/// While the agent is still thinking and nothing of its answer exists, the user can see
+/// that the bot is on their message (never silence), and then the answer comes.
+pub async fn thinking<P: Conformance>() {
+    if !able::<P>(Ability::Presence, "a sign of life") {
+        return;
+    }
+    const ANSWER: &str = "Thought it through.";
+    let h = P::start(Setup::default()).await;
+    let sim = h.sim();
+    sim.script_next_run(Script::with_answer(ANSWER).wait_after_chunk(0));
+    h.say(Place::Private, "a hard question").await;
+    h.wait_until("a sign the bot is on it", |h| h.on_it(Place::Private))
+        .await;
+    assert!(!h.shown(Place::Private).iter().any(|t| t == ANSWER));
+    sim.wait_until(DEADLINE, running).await.unwrap();
+    for thread in sim.thread_ids() {
+        for run in sim.active_runs(&thread) {
+            sim.finish_run(&run);
+        }
+    }
+    wait_shown(&h, Place::Private, ANSWER).await;
     assert_eq!(h.refused(), Vec::<String>::new());
     drop(h);
 }
@@ -617,7 +644,7 @@ fn long_text(unit: LengthUnit, n: usize) -> String {
 
 /// Stamps one test per scenario for a platform: `mod <name>` holding `answer`,
 /// `answer_webhook`, `redelivery`, `redelivery_webhook`, `long_answer`, `queued`,
-/// `queued_early`, `group_question`, `goal_from_chat`, `group_command`, `localized`, `image`, `presented_file`, `signed_time`,
+/// `queued_early`, `thinking`, `group_question`, `goal_from_chat`, `group_command`, `localized`, `image`, `presented_file`, `signed_time`,
 /// `late_message`, `allowed_users` and `logs`, and the ignored measurement
 /// `platform_cost`, each behind the platform's feature.
 macro_rules! conformance {
@@ -671,6 +698,11 @@ macro_rules! conformance {
             #[tokio::test]
             async fn queued_early() {
                 super::queued_early::<H>().await;
+            }
+
+            #[tokio::test]
+            async fn thinking() {
+                super::thinking::<H>().await;
             }
 
             #[tokio::test]

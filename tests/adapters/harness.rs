@@ -77,6 +77,9 @@ pub enum Ability {
     /// A message carries the time it was sent, so one the platform delivers late (the
     /// backlog after an outage) can be told, and its chat still answered.
     Dated,
+    /// The bot can show it is on a message before any of the answer exists (a typing
+    /// hint, a reaction, a "working on it" placeholder).
+    Presence,
 }
 
 /// A platform's end-to-end harness, as the conformance scenarios drive it.
@@ -132,6 +135,14 @@ pub trait Conformance: Sized {
     /// The bot's messages in `place` as the user sees them now (after edits), oldest first,
     /// as plain text; files and pictures left out.
     fn shown(&self, place: Place) -> Vec<String>;
+
+    /// Whether the user in `place` can see that the bot is on their message: a typing hint
+    /// sent to the chat, a reaction on the message, or a message of the bot shown (a
+    /// "working on it" placeholder). The default reads only the last; a platform with a
+    /// hint or a reaction reads that. Only with [`Ability::Presence`].
+    fn on_it(&self, place: Place) -> bool {
+        !self.shown(place).is_empty()
+    }
 
     /// How many of the bot's messages in `place` still show that they are being written
     /// (a stream or card never finished); `None` where a message cannot show that.

@@ -58,6 +58,9 @@ impl Conformance for Console {
             Ability::FilesOut => Ok(()),
             Ability::LiveReplies => Err("on pipes, not a terminal, the console writes finals only"),
             Ability::Dated => Err("a terminal line is read as it is typed, never late"),
+            Ability::Presence => Err(
+                "on pipes the console writes nothing before an answer (a terminal shows a status line)",
+            ),
             Ability::AllowedUsers => {
                 Err("a terminal's one user is whoever runs it; the console reads no allowed_users")
             }

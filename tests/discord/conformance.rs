@@ -84,6 +84,11 @@ impl Conformance for Discord {
         sent.map(|s| s.content).collect()
     }
 
+    /// The typing indicator in the channel.
+    fn on_it(&self, place: Place) -> bool {
+        self.dc.fake.typing().iter().any(|c| c == channel(place))
+    }
+
     fn files_sent(&self, place: Place) -> Vec<(String, usize)> {
         let sent = self.dc.fake.sent_to(channel(place)).into_iter();
         let uploads = sent.flat_map(|s| s.uploads);

@@ -43,6 +43,9 @@ impl Conformance for Qq {
         match ability {
             Ability::FilesOut => Err("the adapter sends no files: QQ's passive replies are text"),
             Ability::LiveReplies => Err("QQ's passive replies cannot be edited: finals only"),
+            Ability::Presence => Err(
+                "QQ documents no typing hint for bots, and a placeholder would spend one of the few replies a message may take",
+            ),
             Ability::Dated => Err(
                 "QQ's reply window (60 minutes in a direct chat) has closed by max_event_age: a message that late is skipped as expired, with no reply possible",
             ),

@@ -176,6 +176,14 @@ impl Conformance for Slack {
             .collect()
     }
 
+    /// `eyes` on a message of the channel (Slack shows bots no typing hint).
+    fn on_it(&self, place: Place) -> bool {
+        let reactions = self.sl.fake.reactions();
+        reactions
+            .iter()
+            .any(|r| r.channel == channel(place) && r.name == im_bridge_slack::WORKING_REACTION)
+    }
+
     fn files_sent(&self, place: Place) -> Vec<(String, usize)> {
         let uploads = self.sl.fake.uploads().into_iter();
         let here = uploads.filter(|u| u.channel.as_deref() == Some(channel(place)));

@@ -148,6 +148,14 @@ impl Conformance for Telegram {
         texts.map(|m| m.text).collect()
     }
 
+    /// `sendChatAction typing` to the chat, or the placeholder.
+    fn on_it(&self, place: Place) -> bool {
+        let calls = self.tg.fake.calls();
+        let typing =
+            |c: &Call| c.method == "sendChatAction" && c.int("chat_id") == Some(chat(place));
+        calls.iter().any(|c| c.ok() && typing(c)) || !self.shown(place).is_empty()
+    }
+
     fn files_sent(&self, place: Place) -> Vec<(String, usize)> {
         let calls = self.tg.fake.calls();
         let sent = calls

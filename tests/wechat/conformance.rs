@@ -72,6 +72,12 @@ impl Conformance for Wechat {
         self.wx.shown(USER)
     }
 
+    /// `sendtyping` with status 1 ("typing…") to the user.
+    fn on_it(&self, _place: Place) -> bool {
+        let typing = self.wx.fake.typing();
+        typing.iter().any(|t| t.user == USER && t.status == 1)
+    }
+
     fn files_sent(&self, _place: Place) -> Vec<(String, usize)> {
         let sent = self.wx.fake.sent_to(USER).into_iter();
         let files = sent.filter_map(|s| match s.item {
