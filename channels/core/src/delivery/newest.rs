@@ -30,7 +30,7 @@ pub struct NewestMessages {
 }
 
 /// What a chat was sent last.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 enum Last {
     /// A message whose id the platform answered.
     Message(MessageId),
@@ -43,7 +43,7 @@ impl NewestMessages {
     pub fn overtaken(&self, chat: &ChatId, message: &MessageId) -> bool {
         self.lock()
             .get(chat)
-            .is_some_and(|(_, last)| *last != Last::Message(message.clone()))
+            .is_some_and(|(_, last)| !matches!(last, Last::Message(m) if m == message))
     }
 
     /// How many chats are remembered (for tests of the bound).
@@ -55,8 +55,11 @@ impl NewestMessages {
     fn note(&self, chat: &ChatId, last: Last) {
         let now = Instant::now();
         let mut chats = self.lock();
-        if !chats.contains_key(chat)
-            && chats.len() >= MAX_NEWEST_CHATS
+        if let Some(known) = chats.get_mut(chat) {
+            *known = (now, last);
+            return;
+        }
+        if chats.len() >= MAX_NEWEST_CHATS
             && let Some(oldest) = chats
                 .iter()
                 .min_by_key(|(_, (at, _))| *at)
