@@ -343,7 +343,8 @@ impl Delivery {
 
     /// Ends `stream` (already removed) where it stands, since the reply goes on below it:
     /// where a streamed message shows it is still being written until finished, it is
-    /// finished with what it shows.
+    /// finished with what it shows. Below the splitting and the fallback: the text fits
+    /// (it is shown), and one that cannot be finished is not sent again as a new message.
     async fn leave_behind(&self, stream: &Stream) {
         let (Some(message), Some(text)) = stream.close_showing().await else {
             return;
@@ -352,12 +353,8 @@ impl Delivery {
             return;
         }
         let target = stream.target();
-        if let Err(error) = self
-            .flusher
-            .stack
-            .finish_stream(target, &message, &text)
-            .await
-        {
+        let below_fallback = self.flusher.stack.inner().inner();
+        if let Err(error) = below_fallback.finish_stream(target, &message, &text).await {
             tracing::debug!(channel = self.channel.name(), %error, "Finishing an overtaken stream message failed.");
         }
     }

@@ -672,3 +672,25 @@ async fn a_final_that_stays_last_is_a_new_message_below_an_upload_that_overtook_
         ]
     );
 }
+
+#[tokio::test]
+async fn a_stream_left_behind_that_cannot_be_finished_is_not_sent_again() {
+    let (rec, d) = engine(Capabilities {
+        finish_closes_stream: true,
+        ..unpaced()
+    });
+    deliver(&d, "s2", "waiting", false, false).await;
+    deliver(&d, "s1", "first answer", true, false).await;
+    // The notice's stream expired meanwhile (WeCom's last six minutes).
+    rec.fail(Op::Finish, ChannelError::NotEditable);
+    deliver(&d, "s2", "second answer", true, true).await;
+    assert_eq!(rec.attempts(Op::Finish), 1);
+    assert_eq!(
+        rec.calls(),
+        [
+            Call::Start("waiting".into()),
+            Call::Send("first answer".into()),
+            Call::Send("second answer".into()),
+        ]
+    );
+}
