@@ -239,13 +239,22 @@ async fn two_messages_back_to_back_are_both_answered_in_order() {
                 .all(|q| m.iter().any(|m| m.text == echo(q)))
         })
         .await;
-    // What the chat showed, in order: the second message was told it waits (that notice
-    // later becomes its answer), and the first answer was complete before the second.
+    // What the chat showed, in order: the second message was told it waits, and the first
+    // answer was complete before the second.
+    let queued = en("run-queued", &[]);
     let shown = b.tg_shown();
     let at = |text: &str| shown.iter().position(|t| t == text);
-    assert!(at(&en("run-queued", &[])).is_some(), "{shown:#?}");
+    assert!(at(&queued).is_some(), "{shown:#?}");
     assert!(at(&echo(first)) < at(&echo(second)), "{shown:#?}");
-    assert_eq!(messages.len(), 2, "{messages:#?}");
+    // And as the chat reads, top to bottom: the second answer below the first. The notice
+    // became the second answer, or, shown before anything of the first answer, stays as
+    // it reads above both.
+    let answers: Vec<&str> = messages
+        .iter()
+        .map(|m| m.text.as_str())
+        .filter(|t| *t != queued)
+        .collect();
+    assert_eq!(answers, [echo(first), echo(second)], "{messages:#?}");
     let runs = b.gw.runs(&owner, &b.tg_thread(USER)).await;
     assert_eq!(runs.len(), 2, "{runs:#?}");
     assert!(runs.iter().all(|r| r["status"] == "success"), "{runs:#?}");
