@@ -290,6 +290,40 @@ async fn issue_30_a_rate_limit_is_waited_out() {
     sl.stop().await;
 }
 
+/// The reactions on the DM message `text` once its turn ended (two: `eyes`, then the
+/// turn's mark), the agent answering `answer`.
+async fn marks_after(sl: &Sl, text: &str, answer: &str) -> Vec<String> {
+    sl.sim
+        .script_next_run(Script::with_answer(answer).chunks(1));
+    let asked = sl.fake.push_event(&Event::dm(DM, ALICE, text).to_json());
+    let root = asked.ts.unwrap();
+    sl.fake
+        .wait_until("the turn's mark", DEADLINE, |f| {
+            f.reactions_on(DM, &root).len() >= 2
+        })
+        .await
+        .unwrap();
+    sl.fake.reactions_on(DM, &root)
+}
+
+#[tokio::test]
+async fn an_answer_refused_for_good_marks_the_message_x_not_done() {
+    use im_bridge_slack::{DONE_REACTION, FAILED_REACTION, WORKING_REACTION};
+    let sl = Sl::start().await;
+    sl.fake.fail(
+        "chat.postMessage",
+        Trigger::Always,
+        Failure::Error("channel_not_found".into()),
+    );
+    let marks = marks_after(&sl, "hello?", "Never seen.").await;
+    assert_eq!(marks, [WORKING_REACTION, FAILED_REACTION]);
+    // The next answer that lands is marked done again.
+    sl.fake.clear_failures();
+    let marks = marks_after(&sl, "now?", "Seen.").await;
+    assert_eq!(marks, [WORKING_REACTION, DONE_REACTION]);
+    sl.stop().await;
+}
+
 #[tokio::test]
 async fn issue_30_a_45000_character_answer_arrives_split() {
     // 45,000 characters are 13 messages of 3,500: over the daemon's default cut of 10

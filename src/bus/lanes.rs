@@ -6,7 +6,7 @@
 //! engine one at a time, in the order they were pushed.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -21,6 +21,10 @@ use crate::telemetry::names;
 /// Most replies waiting in all lanes together (each a final of at most
 /// `bridge.max_reply_messages` messages, or one partial per reply).
 pub const MAX_PENDING_REPLIES: usize = 4096;
+
+/// Replies refused for good whose turn's end has not been told yet, at most; at the bound
+/// they are forgotten (those turns' ends then say answered).
+pub const MAX_UNANSWERED: usize = 1024;
 
 /// Runs once a reply was delivered or failed, with what became of it. A partial replaced
 /// by a newer one before it was delivered drops its hook unrun.
@@ -91,6 +95,9 @@ struct Job {
 
 struct Shared {
     lanes: Mutex<HashMap<Key, VecDeque<Job>>>,
+    /// The sources (by lane) a final was refused for good to, on channels told of turns'
+    /// ends, until that end is told (bounded by [`MAX_UNANSWERED`]).
+    unanswered: Mutex<HashSet<(Key, Option<MessageId>)>>,
     room: Arc<Semaphore>,
     max: usize,
 }
@@ -102,6 +109,12 @@ impl Shared {
 
     fn pending(&self) -> usize {
         self.max.saturating_sub(self.room.available_permits())
+    }
+
+    fn unanswered(&self) -> MutexGuard<'_, HashSet<(Key, Option<MessageId>)>> {
+        self.unanswered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn report(&self) {
@@ -121,6 +134,7 @@ impl Lanes {
         Self {
             shared: Arc::new(Shared {
                 lanes: Mutex::new(HashMap::new()),
+                unanswered: Mutex::new(HashSet::new()),
                 room: Arc::new(Semaphore::new(max)),
                 max,
             }),
@@ -154,7 +168,7 @@ impl Lanes {
         };
         let Ok(room) = self.shared.room.clone().acquire_owned().await else {
             // The semaphore is never closed; were it, delivering in place keeps the reply.
-            perform(delivery, &msg, hooks, turn_end).await;
+            perform(&self.shared, &key, delivery, msg, hooks, turn_end).await;
             return;
         };
         {
@@ -267,23 +281,49 @@ async fn drain(shared: Arc<Shared>, key: Key, delivery: Arc<Delivery>) {
                 }
             }
         };
-        perform(&delivery, &job.msg, job.hooks, job.turn_end).await;
+        perform(&shared, &key, &delivery, job.msg, job.hooks, job.turn_end).await;
         drop(job.room);
         shared.report();
     }
     guard.armed = false;
 }
 
-/// Delivers `msg` (running its hooks), or for a turn's end tells the channel so.
-async fn perform(delivery: &Delivery, msg: &OutboundMessage, hooks: Hooks, turn_end: bool) {
+/// Delivers `msg` (running its hooks), or for a turn's end tells the channel so, and
+/// whether a final of the turn was refused for good.
+async fn perform(
+    shared: &Shared,
+    key: &Key,
+    delivery: &Delivery,
+    mut msg: OutboundMessage,
+    hooks: Hooks,
+    turn_end: bool,
+) {
+    let source = (key.clone(), msg.thread_ts.clone());
     if turn_end {
-        let to = im_bridge_channel::SendTarget::from(msg);
+        msg.hints.unanswered = shared.unanswered().remove(&source);
+        let to = im_bridge_channel::SendTarget::from(&msg);
         if let Err(error) = delivery.channel().turn_ended(to).await {
             tracing::debug!(%error, "Telling a channel a turn ended failed.");
         }
         return;
     }
-    let shown = super::deliver(delivery, msg, hooks.before).await;
+    let shown = super::deliver(delivery, &msg, hooks.before).await;
+    if msg.is_final
+        && matches!(
+            shown,
+            Landed::Failed {
+                transient: false,
+                ..
+            }
+        )
+        && delivery.channel().capabilities().turn_ends
+    {
+        let mut unanswered = shared.unanswered();
+        if unanswered.len() >= MAX_UNANSWERED {
+            unanswered.clear();
+        }
+        unanswered.insert(source);
+    }
     if let Some(after) = hooks.after {
         after(shown).await;
     }

@@ -376,6 +376,11 @@ pub struct DeliveryHints {
     /// the answer before it (its "waiting" notice may have been shown first).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stays_last: bool,
+    /// On a turn's end ([`Channel::turn_ended`](crate::Channel::turn_ended)): a final of
+    /// the turn was refused for good, so the user's message went without its answer (Slack
+    /// then marks it `x`, not `white_check_mark`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unanswered: bool,
 }
 
 impl DeliveryHints {
@@ -385,6 +390,7 @@ impl DeliveryHints {
         resumes: None,
         held_note: None,
         stays_last: false,
+        unanswered: false,
     };
 
     /// Whether no hint is set (then the hints are not serialized).

@@ -14,7 +14,8 @@
 //!   `chat.update` (at most one edit a second per message, paced by the delivery engine
 //!   from the capabilities), in `mrkdwn` ([`SlackMrkdwn`]), cut at `max_message_chars`.
 //!   When the bridge is done with a message ([`Channel::turn_ended`], after its last
-//!   reply), the user's message gets `white_check_mark` (spec §8.3). Files go up with the
+//!   reply), the user's message gets `white_check_mark` (spec §8.3), or `x` when an answer
+//!   of it was refused for good. Files go up with the
 //!   external upload into the answer's thread; files users share are fetched with the bot
 //!   token from `file_hosts` only.
 //! - **Or in by webhook** (`event_delivery: http`, child `hook`): the same admission behind
@@ -57,6 +58,9 @@ pub const MAX_UPLOAD_BYTES: u64 = 50 * 1024 * 1024;
 pub const WORKING_REACTION: &str = "eyes";
 /// The reaction on a user's message once the bridge is done with it.
 pub const DONE_REACTION: &str = "white_check_mark";
+/// What the user's message gets instead when its answer was refused for good (spec
+/// §1.7, DeerFlow's failure mark).
+pub const FAILED_REACTION: &str = "x";
 
 /// What Slack can show, `max_message_chars` aside: one message edited in place while an
 /// answer streams (one edit a second per message, `chat.update`'s Tier 3 pace), about one
@@ -242,7 +246,8 @@ impl Channel for SlackChannel {
         self.telemetry().sending(edited)
     }
 
-    /// The bridge is done with the message `to` answers: `white_check_mark` on it.
+    /// The bridge is done with the message `to` answers: `white_check_mark` on it, or `x`
+    /// where its answer was refused for good.
     async fn turn_ended(&self, to: SendTarget<'_>) -> ChannelResult {
         let Some(source) = to.reply_to else {
             return Ok(());
@@ -250,8 +255,12 @@ impl Channel for SlackChannel {
         self.intake
             .working_added(to.chat_id.as_str(), source.as_str())
             .await;
+        let reaction = match to.hints.unanswered {
+            true => FAILED_REACTION,
+            false => DONE_REACTION,
+        };
         self.api()
-            .react(to.chat_id.as_str(), source.as_str(), DONE_REACTION)
+            .react(to.chat_id.as_str(), source.as_str(), reaction)
             .await
             .map_err(ChannelError::from)
     }

@@ -44,7 +44,9 @@ pub mod transport;
 /// The channel's name: the provider key in configuration and bindings.
 pub const NAME: &str = "slack";
 
-pub use channel::{CAPABILITIES, DONE_REACTION, MAX_UPLOAD_BYTES, SlackChannel, WORKING_REACTION};
+pub use channel::{
+    CAPABILITIES, DONE_REACTION, FAILED_REACTION, MAX_UPLOAD_BYTES, SlackChannel, WORKING_REACTION,
+};
 pub use markup::{DEFAULT_MESSAGE_CHARS, MAX_MESSAGE_CHARS, SlackMrkdwn};
 
 use std::sync::Arc;

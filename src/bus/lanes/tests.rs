@@ -379,3 +379,79 @@ async fn a_final_folded_into_a_partial_that_stays_last_stays_last_too() {
         ["waiting", "first answer", "second answer"]
     );
 }
+
+/// Refuses every reply for good; asks to hear of turns' ends, which it records with
+/// whether the turn went unanswered.
+struct Refusing {
+    identity: ChannelIdentity,
+    ended: StdMutex<Vec<bool>>,
+}
+
+#[async_trait]
+impl Channel for Refusing {
+    fn identity(&self) -> &ChannelIdentity {
+        &self.identity
+    }
+
+    async fn run(&self, _: InboundSink, _: CancellationToken) -> ChannelResult<ChannelExit> {
+        Ok(ChannelExit::Stopped)
+    }
+
+    async fn send_text(&self, _: SendTarget<'_>, _: &str) -> ChannelResult<SentMessage> {
+        Err(im_bridge_channel::ChannelError::Unsupported("refused"))
+    }
+
+    async fn turn_ended(&self, to: SendTarget<'_>) -> ChannelResult {
+        self.ended.lock().unwrap().push(to.hints.unanswered);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_turn_whose_answer_was_refused_ends_unanswered_and_the_record_stays_bounded() {
+    let caps = Capabilities {
+        turn_ends: true,
+        ..Capabilities::final_only(4096)
+    };
+    let channel = Arc::new(Refusing {
+        identity: ChannelIdentity::always_connected("refusing", caps),
+        ended: StdMutex::new(Vec::new()),
+    });
+    let delivery = Arc::new(Delivery::new(channel.clone()));
+    let lanes = Lanes::new(16);
+    let marker = |source: &str| reply("c1", source, "", true);
+    lanes
+        .push(
+            "refusing",
+            &delivery,
+            reply("c1", "s1", "lost", true),
+            Hooks::default(),
+            false,
+        )
+        .await;
+    lanes
+        .push("refusing", &delivery, marker("s1"), Hooks::default(), true)
+        .await;
+    // A turn with no final refused ends answered.
+    lanes
+        .push("refusing", &delivery, marker("s2"), Hooks::default(), true)
+        .await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(*channel.ended.lock().unwrap(), [true, false]);
+    assert!(lanes.shared.unanswered().is_empty(), "told, then forgotten");
+    // Refused finals whose turn's end never comes are forgotten at the bound.
+    for n in 0..MAX_UNANSWERED + 5 {
+        let source = format!("r{n}");
+        lanes
+            .push(
+                "refusing",
+                &delivery,
+                reply("c1", &source, "lost", true),
+                Hooks::default(),
+                false,
+            )
+            .await;
+    }
+    assert!(lanes.flush(DEADLINE).await);
+    assert!(lanes.shared.unanswered().len() <= MAX_UNANSWERED);
+}
