@@ -67,6 +67,16 @@ async fn wait_shown<P: Conformance>(h: &P, place: Place, text: &str) -> Vec<Stri
     h.shown(place)
 }
 
+/// Waits until no message of the bot in `place` shows it is still being written, where a
+/// message can show that ([`Conformance::unfinished`]).
+async fn all_finished<P: Conformance>(h: &P, place: Place) {
+    h.wait_until(
+        &format!("every stream in the {place:?} chat finished"),
+        |h| h.unfinished(place).unwrap_or(0) == 0,
+    )
+    .await;
+}
+
 /// Runs the simulator recorded, over all threads.
 fn runs<P: Conformance>(h: &P) -> usize {
     let sim = h.sim();
@@ -101,6 +111,7 @@ pub async fn answer<P: Conformance>(transport: Transport) {
     h.say(Place::Private, "hello there").await;
     let shown = wait_shown(&h, Place::Private, "Hello in private.").await;
     assert_eq!(shown, ["Hello in private."]);
+    all_finished(&h, Place::Private).await;
     let thread = h.sim().thread_ids().pop().unwrap();
     assert_eq!(h.sim().messages(&thread)[0]["content"], "hello there");
     if able::<P>(Ability::Group, "the group chat") {
@@ -109,6 +120,7 @@ pub async fn answer<P: Conformance>(transport: Transport) {
         h.say(Place::Group, "hello group").await;
         let shown = wait_shown(&h, Place::Group, "Hello, group.").await;
         assert_eq!(shown, ["Hello, group."]);
+        all_finished(&h, Place::Group).await;
         assert_eq!(h.shown(Place::Private), ["Hello in private."]);
         assert_eq!(h.sim().thread_ids().len(), 2, "a conversation per chat");
     }
@@ -169,6 +181,7 @@ pub async fn long_answer<P: Conformance>() {
             "a part of {length} {unit:?}, limit {limit}"
         );
     }
+    all_finished(&h, Place::Private).await;
     assert_eq!(h.refused(), Vec::<String>::new());
     drop(h);
 }
@@ -199,6 +212,7 @@ pub async fn group_question<P: Conformance>() {
         .script_next_run(Script::with_answer("The Q3 report it is.").chunks(1));
     h.say(Place::Group, "Q3").await;
     wait_shown(&h, Place::Group, "The Q3 report it is.").await;
+    all_finished(&h, Place::Group).await;
     let threads = h.sim().thread_ids();
     assert_eq!(threads.len(), 1, "one conversation: {threads:?}");
     assert_eq!(h.sim().runs(&threads[0]).len(), 2);
@@ -224,6 +238,7 @@ pub async fn goal_from_chat<P: Conformance>() {
         objective_at.is_some() && objective_at < run_at,
         "the objective first: {shown:#?}"
     );
+    all_finished(&h, Place::Private).await;
     drop(h);
 }
 
@@ -277,11 +292,7 @@ async fn in_turn<P: Conformance>(first: Script, first_shows: bool) {
     let shown = wait_shown(&h, Place::Private, "Second answer.").await;
     let answers: Vec<&String> = shown.iter().filter(|t| **t != queued).collect();
     assert_eq!(answers, ["First answer.", "Second answer."], "{shown:#?}");
-    let unfinished = h.unfinished(Place::Private);
-    assert!(
-        unfinished.unwrap_or(0) == 0,
-        "{unfinished:?} still being written"
-    );
+    all_finished(&h, Place::Private).await;
     assert_eq!(runs(&h), 2);
     assert_eq!(h.refused(), Vec::<String>::new());
     drop(h);
