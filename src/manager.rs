@@ -58,7 +58,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge_channel::{ChatKind, InboundMessage, InboundQueue, MsgType};
+use im_bridge_channel::{ChatKind, InboundMessage, InboundQueue, MessageId, MsgType};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -69,7 +69,7 @@ use crate::config::SessionLayer;
 use crate::gateway::{GatewayClient, Owner};
 use crate::i18n::Catalogs;
 use crate::policy::DEFAULT_MAX_REPLY_MESSAGES;
-use crate::store::Store;
+use crate::store::{ConversationKey, Store};
 use crate::telemetry::names;
 
 pub use crate::policy::{BusyPolicy, Queueing};
@@ -449,4 +449,23 @@ fn message_span(msg: &InboundMessage) -> tracing::Span {
 fn grace_deadline(grace: Duration) -> tokio::time::Instant {
     const LONGEST: Duration = Duration::from_secs(30 * 24 * 3600);
     tokio::time::Instant::now() + grace.min(LONGEST)
+}
+
+/// Remembers that `shown`, a reply's message, and `source`, the message it answers, belong
+/// to the conversation `key`, so a reply to either continues it (issue 13, reply chains).
+/// A failure is only logged: the next message then starts a conversation of its own.
+async fn remember_chain(
+    store: &dyn Store,
+    key: &ConversationKey,
+    source: Option<&MessageId>,
+    shown: Option<&MessageId>,
+) {
+    let ids: Vec<&str> = source
+        .into_iter()
+        .chain(shown)
+        .map(MessageId::as_str)
+        .collect();
+    if let Err(error) = store.remember_messages(key, &ids).await {
+        tracing::debug!(%error, "Remembering a reply chain failed.");
+    }
 }

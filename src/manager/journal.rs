@@ -553,16 +553,9 @@ impl Entry {
         }
         if let Some((key, source)) = chain {
             let store = self.0.shared.store.clone();
-            let message = message.to_owned();
+            let shown = MessageId::new(message);
             tokio::spawn(async move {
-                let ids: Vec<&str> = source
-                    .iter()
-                    .map(MessageId::as_str)
-                    .chain([message.as_str()])
-                    .collect();
-                if let Err(error) = store.remember_messages(&key, &ids).await {
-                    tracing::debug!(%error, "Remembering a streamed reply's message failed.");
-                }
+                super::remember_chain(store.as_ref(), &key, source.as_ref(), Some(&shown)).await;
             });
         }
     }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use im_bridge_channel::{ChatKind, InboundMessage, MessageId, OutboundMessage};
+use im_bridge_channel::{ChatKind, InboundMessage, OutboundMessage};
 use tokio::time::Instant;
 
 use crate::bus::{AfterShown, Hooks, Landed, Outbound};
@@ -169,9 +169,20 @@ impl Replier {
 
     /// Publishes a final reply to `msg` with message `id`, in the message's locale.
     pub async fn reply(&self, msg: &InboundMessage, id: &str, args: &[(&str, Arg<'_>)]) {
+        let out = self.localized(msg, id, args, true).await;
+        self.publish(msg, out).await;
+    }
+
+    /// A reply to `msg` with message `id` in the message's locale, final or not.
+    async fn localized(
+        &self,
+        msg: &InboundMessage,
+        id: &str,
+        args: &[(&str, Arg<'_>)],
+        is_final: bool,
+    ) -> OutboundMessage {
         let (locale, _) = self.locale_for(msg).await;
-        let text = self.text(&locale, id, args);
-        self.publish(msg, msg.reply(text, true)).await;
+        msg.reply(self.text(&locale, id, args), is_final)
     }
 
     /// Whether `msg`'s channel shows a reply's partial updates (edits or a stream), not
@@ -187,10 +198,9 @@ impl Replier {
     /// the answer then takes the place of; where it shows finals only, as a message of its
     /// own, since a partial would never be seen there.
     pub async fn notice(&self, msg: &InboundMessage, id: &str) {
-        let (locale, _) = self.locale_for(msg).await;
-        let text = self.text(&locale, id, &[]);
         let own_message = !self.shows_partials(msg);
-        self.publish(msg, msg.reply(text, own_message)).await;
+        let out = self.localized(msg, id, &[], own_message).await;
+        self.publish(msg, out).await;
     }
 
     /// Publishes, in place of the "waiting" notice partial of `msg`, that its turn came
@@ -198,9 +208,9 @@ impl Replier {
     /// below the notice, the notice is left as it reads and the answer goes on in a new
     /// message under that answer, never above it.
     pub async fn turn_notice(&self, msg: &InboundMessage) {
-        let (locale, _) = self.locale_for(msg).await;
-        let text = self.text(&locale, crate::i18n::msg::RUN_THINKING, &[]);
-        let mut out = msg.reply(text, false);
+        let mut out = self
+            .localized(msg, crate::i18n::msg::RUN_THINKING, &[], false)
+            .await;
         out.hints.stays_last = true;
         self.publish(msg, out).await;
     }
@@ -255,17 +265,9 @@ impl Replier {
                     if let Some(staged) = staged {
                         staged.release();
                     }
-                    let shown = &shown;
-                    let Some((store, key, source)) = chain else {
-                        return;
-                    };
-                    let ids: Vec<&str> = source
-                        .iter()
-                        .chain(shown.shown())
-                        .map(MessageId::as_str)
-                        .collect();
-                    if let Err(error) = store.remember_messages(&key, &ids).await {
-                        tracing::debug!(%error, "Remembering a reply chain failed.");
+                    if let Some((store, key, source)) = chain {
+                        super::remember_chain(store.as_ref(), &key, source.as_ref(), shown.shown())
+                            .await;
                     }
                 })
             });

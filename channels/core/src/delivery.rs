@@ -79,7 +79,7 @@ pub use throttle::{EditClock, MAX_PAUSE_WAIT, Throttle};
 
 use forward::forward_channel;
 pub use streams::StreamStarted;
-use streams::{Flusher, Offer, Stream, Streams};
+use streams::{Flusher, Offer, Stream, Streams, stream_key};
 
 /// The layers [`Delivery`] puts over a channel, top first.
 type Stack = LimitLength<
@@ -358,11 +358,6 @@ impl Delivery {
             tracing::debug!(channel = self.channel.name(), %error, "Finishing an overtaken stream message failed.");
         }
     }
-}
-
-/// The key of the stream `msg` belongs to: its chat and the source message it answers.
-fn stream_key(msg: &OutboundMessage) -> streams::StreamKey {
-    (msg.chat_id.clone(), msg.thread_ts.clone())
 }
 
 /// Told which message a final is about to finish, before the platform hears of it (see

@@ -18,6 +18,7 @@ use crate::ids::{ChatId, MessageId};
 use crate::message::OutboundFile;
 
 use super::forward_channel;
+use super::throttle::insert_bounded;
 
 /// How many chats' newest messages are remembered at once; at the bound the chat written
 /// to longest ago is forgotten.
@@ -55,19 +56,17 @@ impl NewestMessages {
     fn note(&self, chat: &ChatId, last: Last) {
         let now = Instant::now();
         let mut chats = self.lock();
-        if let Some(known) = chats.get_mut(chat) {
-            *known = (now, last);
-            return;
+        match chats.get_mut(chat) {
+            Some(known) => *known = (now, last),
+            // Nothing here expires: a chat's newest message stays its newest.
+            None => insert_bounded(
+                &mut chats,
+                chat.clone(),
+                (now, last),
+                MAX_NEWEST_CHATS,
+                |_| false,
+            ),
         }
-        if chats.len() >= MAX_NEWEST_CHATS
-            && let Some(oldest) = chats
-                .iter()
-                .min_by_key(|(_, (at, _))| *at)
-                .map(|(k, _)| k.clone())
-        {
-            chats.remove(&oldest);
-        }
-        chats.insert(chat.clone(), (now, last));
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<ChatId, (Instant, Last)>> {

@@ -45,6 +45,11 @@ pub const MAX_STREAMS: usize = 1024;
 /// A stream's key: the chat and the source message the reply answers.
 pub(super) type StreamKey = (ChatId, Option<MessageId>);
 
+/// The key of the stream `msg` belongs to.
+pub(super) fn stream_key(msg: &OutboundMessage) -> StreamKey {
+    (msg.chat_id.clone(), msg.thread_ts.clone())
+}
+
 /// The live streams of one channel (bounded by [`MAX_STREAMS`]).
 #[derive(Debug, Default)]
 pub(super) struct Streams {
@@ -65,7 +70,7 @@ impl Streams {
         msg: &OutboundMessage,
         parent: &CancellationToken,
     ) -> Arc<Stream> {
-        let key = (msg.chat_id.clone(), msg.thread_ts.clone());
+        let key = stream_key(msg);
         let mut table = lock(&self.table);
         if let Some(stream) = table.map.get(&key) {
             return stream.clone();
@@ -77,8 +82,7 @@ impl Streams {
     /// A new stream for `msg`'s key, in a message of its own, in place of the one the
     /// caller removed.
     pub(super) fn reopen(&self, msg: &OutboundMessage, parent: &CancellationToken) -> Arc<Stream> {
-        let key = (msg.chat_id.clone(), msg.thread_ts.clone());
-        lock(&self.table).open(key, msg, None, parent)
+        lock(&self.table).open(stream_key(msg), msg, None, parent)
     }
 
     /// Removes and returns the stream of `key`, if one is live.

@@ -577,6 +577,15 @@ async fn a_refused_file_is_named_in_the_chat_by_its_line() {
     );
 }
 
+/// An unpaced channel whose streamed messages show they are being written until finished
+/// (cards, bubbles).
+fn closing() -> Capabilities {
+    Capabilities {
+        finish_closes_stream: true,
+        ..unpaced()
+    }
+}
+
 /// A reply in the private chat `c1` answering `source`, told to stay last or not.
 fn reply(source: &str, text: &str, is_final: bool, stays_last: bool) -> OutboundMessage {
     let mut msg = out_to(source, ChatKind::Private, text, is_final);
@@ -599,11 +608,7 @@ async fn deliver(
 
 #[tokio::test]
 async fn a_reply_that_stays_last_leaves_an_overtaken_message_and_goes_on_below() {
-    // Streamed messages show they are being written until finished (cards, bubbles).
-    let (rec, d) = engine(Capabilities {
-        finish_closes_stream: true,
-        ..unpaced()
-    });
+    let (rec, d) = engine(closing());
     // The second message's notice was shown before anything of the first answer…
     deliver(&d, "s2", "waiting", false, false).await;
     // …which then came below it.
@@ -675,10 +680,7 @@ async fn a_final_that_stays_last_is_a_new_message_below_an_upload_that_overtook_
 
 #[tokio::test]
 async fn a_stream_left_behind_that_cannot_be_finished_is_not_sent_again() {
-    let (rec, d) = engine(Capabilities {
-        finish_closes_stream: true,
-        ..unpaced()
-    });
+    let (rec, d) = engine(closing());
     deliver(&d, "s2", "waiting", false, false).await;
     deliver(&d, "s1", "first answer", true, false).await;
     // The notice's stream expired meanwhile (WeCom's last six minutes).

@@ -273,27 +273,45 @@ impl EditClock {
     }
 }
 
+/// A value of a bounded map: the instant that orders its entries, and what it stands for.
+pub(super) trait Stamped {
+    /// The instant the entry is ordered by.
+    fn stamp(&self) -> Instant;
+}
+
+impl Stamped for Instant {
+    fn stamp(&self) -> Instant {
+        *self
+    }
+}
+
+impl<T> Stamped for (Instant, T) {
+    fn stamp(&self) -> Instant {
+        self.0
+    }
+}
+
 /// Inserts into a map bounded by `cap`: first drops the entries `expired` says are
 /// useless, then, still full, the one with the earliest instant.
-fn insert_bounded<K: Eq + Hash + Clone>(
-    map: &mut HashMap<K, Instant>,
+pub(super) fn insert_bounded<K: Eq + Hash + Clone, V: Stamped>(
+    map: &mut HashMap<K, V>,
     key: K,
-    at: Instant,
+    value: V,
     cap: usize,
     expired: impl Fn(Instant) -> bool,
 ) {
     if !map.contains_key(&key) && map.len() >= cap {
-        map.retain(|_, at| !expired(*at));
+        map.retain(|_, v| !expired(v.stamp()));
         if map.len() >= cap
             && let Some(oldest) = map
                 .iter()
-                .min_by_key(|(_, at)| **at)
+                .min_by_key(|(_, v)| v.stamp())
                 .map(|(k, _)| k.clone())
         {
             map.remove(&oldest);
         }
     }
-    map.insert(key, at);
+    map.insert(key, value);
 }
 
 /// The pacing layer (see the module docs).
