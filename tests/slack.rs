@@ -18,7 +18,7 @@ pub(crate) mod harness;
 
 use std::time::Duration;
 
-use im_bridge::simulator::Script;
+use im_bridge::simulator::{Hold, Script};
 use im_bridge_fakes::slack::{
     BOT_USER_ID, Event, Failure, HttpRequest, SIGNING_SECRET, SlashCommand, TEAM_ID, Trigger,
 };
@@ -162,6 +162,59 @@ async fn issue_30_a_follow_up_in_the_thread_continues_the_same_conversation() {
     sl.wait_answer(GENERAL, &third.ts.unwrap(), "A new topic.")
         .await;
     assert_eq!(sl.sim.thread_ids().len(), 2);
+    sl.stop().await;
+}
+
+/// Answers read in the order asked within their thread: another conversation of the same
+/// channel, answered in its own thread while a follow-up waited, is not "below" the
+/// follow-up's notice, so the answer takes the notice's place instead of leaving it behind.
+#[tokio::test]
+async fn a_waiting_follow_up_is_answered_in_place_of_its_notice_though_another_thread_spoke() {
+    let queued = crate::support::catalog_text("en-US")("run-queued", &[]);
+    let sl = Sl::start().await;
+    sl.sim
+        .script_next_run(Script::with_answer("First answer.").hold(Hold::UntilFinished));
+    let first = sl
+        .fake
+        .push_event(&Event::mention(GENERAL, ALICE, "first question").to_json());
+    let root = first.ts.unwrap();
+    sl.fake
+        .wait_until("the first answer being written", DEADLINE, |f| {
+            !f.thread_replies(GENERAL, &root).is_empty()
+        })
+        .await
+        .unwrap();
+    let conversation = sl.sim.thread_ids().pop().unwrap();
+    // The follow-up waits for the first answer, and says so in the thread.
+    let follow_up = Event::mention(GENERAL, ALICE, "and then?").in_thread(&root);
+    sl.fake.push_event(&follow_up.to_json());
+    sl.fake
+        .wait_until("the follow-up's notice", DEADLINE, |f| {
+            f.thread_replies(GENERAL, &root)
+                .iter()
+                .any(|m| m.text == queued)
+        })
+        .await
+        .unwrap();
+    // Meanwhile another conversation of the channel is answered, in its own thread.
+    sl.sim
+        .script_next_run(Script::with_answer("Elsewhere.").chunks(1));
+    let other = sl
+        .fake
+        .push_event(&Event::mention(GENERAL, ALICE, "another topic").to_json());
+    sl.wait_answer(GENERAL, &other.ts.unwrap(), "Elsewhere.")
+        .await;
+    sl.sim
+        .script_next_run(Script::with_answer("Second answer.").chunks(1));
+    for run in sl.sim.active_runs(&conversation) {
+        sl.sim.finish_run(&run);
+    }
+    sl.wait_answer(GENERAL, &root, "Second answer.").await;
+    assert_eq!(
+        replies(&sl, GENERAL, &root),
+        ["First answer.", "Second answer."],
+        "the notice became the second answer"
+    );
     sl.stop().await;
 }
 

@@ -12,6 +12,8 @@
 
 mod identity;
 
+use std::borrow::Cow;
+
 use async_trait::async_trait;
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -173,6 +175,17 @@ pub trait Channel: Send + Sync + 'static {
     async fn react(&self, to: SendTarget<'_>, reaction: Reaction) -> ChannelResult {
         let _ = (to, reaction);
         Err(ChannelError::Unsupported("reactions"))
+    }
+
+    /// The thread of its chat that a reply to `to` is shown in, where a chat's threads
+    /// read apart from one another (Slack's and Discord's threads, Feishu's topics,
+    /// Telegram's forum topics); `None`, the default, where the whole chat reads as one.
+    /// The delivery engine keeps answers in the order asked within what reads as one
+    /// ([`DeliveryHints::stays_last`]): a message shown in another thread does not stand
+    /// between an answer and the one before it.
+    fn thread_of<'a>(&self, to: SendTarget<'a>) -> Option<Cow<'a, str>> {
+        let _ = to;
+        None
     }
 
     /// Uploads a file after a reply's text.

@@ -129,7 +129,7 @@ impl<C: Channel> ChannelExt for C {}
 /// A shared channel is a channel, so layers can wrap `Arc<dyn Channel>`.
 impl<C: Channel + ?Sized> Channel for Arc<C> {
     forward_channel!(as_ref() => identity, name, capabilities, is_connected, exclusive_transport, run, send_text, start_stream,
-        edit_text, finish_stream, send_file, show_typing, turn_ended, react, fetch_file);
+        edit_text, finish_stream, send_file, show_typing, turn_ended, react, thread_of, fetch_file);
 }
 
 /// Delivers outbound messages to one channel.
@@ -334,11 +334,15 @@ impl Delivery {
         Ok(shown)
     }
 
-    /// Whether `stream`'s message is no longer the newest in its chat.
+    /// Whether `stream`'s message is no longer the newest in its chat (or its thread,
+    /// where the chat's threads read apart).
     fn overtaken(&self, stream: &Stream) -> bool {
-        stream
-            .message()
-            .is_some_and(|message| self.newest.overtaken(stream.chat_id(), &message))
+        let Some(message) = stream.message() else {
+            return false;
+        };
+        let to = stream.target();
+        self.newest
+            .overtaken(to.chat_id, self.channel.thread_of(to), &message)
     }
 
     /// Ends `stream` (already removed) where it stands, since the reply goes on below it:

@@ -13,6 +13,7 @@
 //!   message with `allowed_mentions: {"parse": []}`. A reply goes into the thread named by
 //!   the inbound metadata's `thread`, else into the chat (the parent channel).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -346,15 +347,17 @@ impl DiscordChannel {
     }
 }
 
-/// Where a reply goes: the inbound metadata's `thread`, else the chat.
+/// The thread a reply goes into: the inbound metadata's `thread`, as text and as the
+/// channel id it names.
+fn reply_thread<'a>(to: &SendTarget<'a>) -> Option<(&'a str, u64)> {
+    let thread = to.metadata.get("thread")?.as_str()?;
+    Some((thread, thread.parse().ok()?))
+}
+
+/// Where a reply goes: its thread (see [`reply_thread`]), else the chat.
 fn target_channel(to: &SendTarget<'_>) -> ChannelResult<u64> {
-    let thread = to
-        .metadata
-        .get("thread")
-        .and_then(|v| v.as_str())
-        .and_then(|s| s.parse::<u64>().ok());
-    match thread {
-        Some(t) => Ok(t),
+    match reply_thread(to) {
+        Some((_, t)) => Ok(t),
         None => to
             .chat_id
             .as_str()
@@ -430,6 +433,11 @@ impl Channel for DiscordChannel {
             .await
             .map_err(ChannelError::from);
         self.telemetry.sending(edited)
+    }
+
+    /// A thread reads apart from its channel and from the other threads.
+    fn thread_of<'a>(&self, to: SendTarget<'a>) -> Option<Cow<'a, str>> {
+        reply_thread(&to).map(|(thread, _)| Cow::Borrowed(thread))
     }
 
     async fn show_typing(&self, to: SendTarget<'_>) -> ChannelResult {

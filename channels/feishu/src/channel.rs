@@ -13,6 +13,7 @@
 //! - **Or in by webhook** (`mode: webhook`, child `hook`): the same admission behind the
 //!   event webhook's signature, decryption and token checks.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,7 +37,7 @@ mod hook;
 use crate::NAME;
 use crate::api::{Api, MAX_CARD_BYTES, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MediaKind, card};
 use crate::config::{FeishuSettings, Transport};
-use crate::inbound::{InboundContext, normalize, parse_handle};
+use crate::inbound::{InboundContext, TOPIC_THREAD_KEY, normalize, parse_handle};
 use crate::markup::FeishuCard;
 use crate::model::Envelope;
 use crate::transport::ws::{self, EventHandler, WsSettings};
@@ -323,6 +324,12 @@ impl Channel for FeishuChannel {
                 Ok(hook::run(self.intake.clone(), settings, route, sink, &shutdown).await)
             }
         }
+    }
+
+    /// A topic thread reads apart from the rest of its chat.
+    fn thread_of<'a>(&self, to: SendTarget<'a>) -> Option<Cow<'a, str>> {
+        let thread = to.metadata.get(TOPIC_THREAD_KEY)?.as_str()?;
+        Some(Cow::Borrowed(thread))
     }
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {

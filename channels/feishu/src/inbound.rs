@@ -15,7 +15,9 @@
 //!   replied-to message (`parent_id`) is the reply chain's link;
 //! - the redelivery key is the message id scoped by its chat, since Feishu re-pushes an
 //!   event it did not see acknowledged in time;
-//! - the message's `create_time` (milliseconds, as a string) dates it.
+//! - the message's `create_time` (milliseconds, as a string) dates it;
+//! - a message sent in a topic thread keeps its `thread_id` in the metadata: the answer is
+//!   shown in that thread, which reads apart from the rest of the chat.
 
 use im_bridge_channel::{
     AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
@@ -28,6 +30,8 @@ use crate::model::{Envelope, Mention, MessageEvent};
 
 /// The event type the adapter handles.
 pub const MESSAGE_RECEIVED: &str = "im.message.receive_v1";
+/// The metadata key holding the topic thread (`thread_id`) of a message sent in one.
+pub(crate) const TOPIC_THREAD_KEY: &str = "thread_id";
 
 /// What normalization needs from the channel.
 pub struct InboundContext<'a> {
@@ -110,6 +114,10 @@ pub fn normalize(envelope: &Envelope, ctx: &InboundContext<'_>) -> Result<Inboun
         message.message_id.clone(),
     ));
     msg.keep_metadata([("message_id", message.message_id.as_str())]);
+    // A reply to a message in a topic thread is shown in that thread.
+    if let Some(thread) = non_empty(&message.topic_thread) {
+        msg.keep_metadata([(TOPIC_THREAD_KEY, thread.as_str())]);
+    }
     if !envelope.header.event_id.is_empty() {
         msg.keep_metadata([("event_id", envelope.header.event_id.as_str())]);
     }
@@ -416,9 +424,15 @@ mod tests {
         let mut message = text_message("group", "and then?");
         message["root_id"] = json!("om_root");
         message["parent_id"] = json!("om_card");
-        let m = run(&envelope(message)).unwrap();
+        let m = run(&envelope(message.clone())).unwrap();
         assert_eq!(m.topic_id.as_deref(), Some("om_root"));
         assert_eq!(m.reply_to.as_ref().map(MessageId::as_str), Some("om_card"));
+        // A quoted reply in the chat is no topic thread; one in a topic thread names it.
+        assert_eq!(m.metadata.get(TOPIC_THREAD_KEY), None);
+        message["thread_id"] = json!("omt_topic");
+        let m = run(&envelope(message)).unwrap();
+        assert_eq!(m.topic_id.as_deref(), Some("om_root"));
+        assert_eq!(m.metadata[TOPIC_THREAD_KEY], "omt_topic");
     }
 
     #[test]

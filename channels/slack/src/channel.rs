@@ -24,6 +24,7 @@
 //! The bot's user id is `bot_user_id`, else `auth.test`'s (asked before the first
 //! connection, or before the webhook serves).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -231,6 +232,11 @@ impl Channel for SlackChannel {
         self.telemetry().set_connected(false);
         *lock(&self.intake.sink) = None;
         result
+    }
+
+    /// Answers in a thread read apart from the channel and from the other threads.
+    fn thread_of<'a>(&self, to: SendTarget<'a>) -> Option<Cow<'a, str>> {
+        answer_thread(&to).map(Cow::Borrowed)
     }
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {

@@ -8,6 +8,7 @@
 
 mod outbound;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -220,6 +221,11 @@ impl Channel for TelegramChannel {
     async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         let result = outbound::edit_text(&self.api, to, id, text).await;
         self.telemetry.sending(result)
+    }
+
+    /// A forum topic reads apart from the chat's other topics.
+    fn thread_of<'a>(&self, to: SendTarget<'a>) -> Option<Cow<'a, str>> {
+        outbound::forum_topic(&to).map(|topic| Cow::Owned(topic.to_string()))
     }
 
     /// "Typing…" while the agent works; a failure counts as a `sending` error and is

@@ -307,7 +307,7 @@ impl<C: Channel> Budgets<C> {
 #[async_trait]
 impl<C: Channel> Channel for Budgets<C> {
     forward_channel!(inner() => identity, name, capabilities, is_connected, exclusive_transport, run, turn_ended,
-        react, fetch_file);
+        react, thread_of, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         self.for_final(Family::Messages).await?;

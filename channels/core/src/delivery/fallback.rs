@@ -36,7 +36,7 @@ impl<C> FinishOrSend<C> {
 #[async_trait]
 impl<C: Channel> Channel for FinishOrSend<C> {
     forward_channel!(inner() => identity, name, capabilities, is_connected, exclusive_transport, run, send_text, start_stream,
-        edit_text, send_file, show_typing, turn_ended, react, fetch_file);
+        edit_text, send_file, show_typing, turn_ended, react, thread_of, fetch_file);
 
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         match self.inner.finish_stream(to, id, text).await {

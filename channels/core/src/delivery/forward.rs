@@ -110,6 +110,14 @@ macro_rules! forward_channel {
             reaction: $crate::channel::Reaction,
         ) -> ());
     };
+    (@ $inner:ident thread_of) => {
+        fn thread_of<'t>(
+            &self,
+            to: $crate::channel::SendTarget<'t>,
+        ) -> ::std::option::Option<::std::borrow::Cow<'t, str>> {
+            $crate::channel::Channel::thread_of(self.$inner(), to)
+        }
+    };
     (@ $inner:ident fetch_file) => {
         $crate::delivery::forward::forward_channel!(@async $inner fetch_file<'f>(
             file: &'f $crate::message::InboundFile,
@@ -160,9 +168,10 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use crate::channel::{Channel, ChannelExit, Reaction};
-    use crate::delivery::recorder::{Call, Recorder, attachment, handle, target, unpaced};
+    use crate::delivery::recorder::{Call, Recorder, attachment, handle, out_to, target, unpaced};
     use crate::delivery::{BudgetPlan, ChannelExt, RetryPolicy};
     use crate::inbound::inbound_queue;
+    use crate::message::ChatKind;
 
     /// A recorder that reports itself disconnected and exclusive, so a layer that does not
     /// pass `is_connected` or `exclusive_transport` on shows up as the trait default.
@@ -177,7 +186,7 @@ mod tests {
     #[async_trait::async_trait]
     impl Channel for Offline {
         forward_channel!(recorder() => identity, name, capabilities, run, send_text, start_stream, edit_text,
-            finish_stream, send_file, show_typing, turn_ended, react, fetch_file);
+            finish_stream, send_file, show_typing, turn_ended, react, thread_of, fetch_file);
 
         fn is_connected(&self) -> bool {
             false
@@ -223,6 +232,10 @@ mod tests {
         stack.show_typing(to).await.unwrap();
         stack.turn_ended(to).await.unwrap();
         stack.react(to, Reaction::Queued).await.unwrap();
+        // The recorder reads a thread from the metadata: the trait default knows none.
+        let mut threaded = out_to("s1", ChatKind::Group, "", true);
+        threaded.metadata.insert("thread".into(), "t1".into());
+        assert_eq!(stack.thread_of((&threaded).into()).as_deref(), Some("t1"));
         // The recorder answers a handle with its id: the trait default would refuse it.
         let bytes = stack.fetch_file(&handle("h1"), 2).await.unwrap();
         assert_eq!(bytes, "h1");

@@ -211,7 +211,7 @@ impl<C: Channel> LimitLength<C> {
 #[async_trait]
 impl<C: Channel> Channel for LimitLength<C> {
     forward_channel!(inner() => identity, name, capabilities, is_connected, exclusive_transport, run, send_file,
-        show_typing, turn_ended, react, fetch_file);
+        show_typing, turn_ended, react, thread_of, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         match self.messages(&to, text).as_deref() {

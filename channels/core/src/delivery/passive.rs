@@ -150,7 +150,7 @@ impl<C: Channel> PassiveReplies<C> {
 #[async_trait]
 impl<C: Channel> Channel for PassiveReplies<C> {
     forward_channel!(inner() => identity, name, capabilities, is_connected, exclusive_transport, run, edit_text,
-        show_typing, turn_ended, react, fetch_file);
+        show_typing, turn_ended, react, thread_of, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         self.admit(&to)?;

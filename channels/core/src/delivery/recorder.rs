@@ -2,6 +2,7 @@
 //! with the (paused) time it arrived, and fails calls on request. Shared by the engine
 //! tests and the layers' tests.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -152,6 +153,14 @@ impl Channel for Recorder {
 
     async fn send_file(&self, _: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
         self.call(Op::File, Call::File(file.filename.clone()))
+    }
+
+    /// The metadata's `thread`, as a platform with threads keeps it.
+    fn thread_of<'a>(&self, to: SendTarget<'a>) -> Option<Cow<'a, str>> {
+        to.metadata
+            .get("thread")
+            .and_then(serde_json::Value::as_str)
+            .map(Cow::Borrowed)
     }
 
     async fn show_typing(&self, _: SendTarget<'_>) -> ChannelResult {

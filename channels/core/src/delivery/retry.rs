@@ -88,7 +88,7 @@ impl<C> RetryFinals<C> {
 #[async_trait]
 impl<C: Channel> Channel for RetryFinals<C> {
     forward_channel!(inner() => identity, name, capabilities, is_connected, exclusive_transport, run, start_stream, edit_text,
-        show_typing, turn_ended, react, fetch_file);
+        show_typing, turn_ended, react, thread_of, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         self.policy.run(|| self.inner.send_text(to, text)).await

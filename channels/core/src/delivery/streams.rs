@@ -225,11 +225,6 @@ impl Stream {
         self.target.chat_kind
     }
 
-    /// The chat the stream is shown in.
-    pub(super) fn chat_id(&self) -> &ChatId {
-        &self.target.chat_id
-    }
-
     /// Where the stream's calls go.
     pub(super) fn target(&self) -> SendTarget<'_> {
         self.target.as_target()

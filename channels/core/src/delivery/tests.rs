@@ -651,6 +651,41 @@ async fn a_reply_that_stays_last_goes_on_in_its_message_while_that_is_the_newest
 }
 
 #[tokio::test]
+async fn a_reply_that_stays_last_is_not_overtaken_by_an_answer_in_another_thread() {
+    let (rec, d) = engine(closing());
+    let in_thread = |source: &str, thread: &str, text: &str, is_final, stays_last| {
+        let mut msg = reply(source, text, is_final, stays_last);
+        msg.metadata.insert("thread".into(), thread.into());
+        msg
+    };
+    // A notice waits in thread t2; then another conversation, in thread t1, is answered.
+    d.deliver(&in_thread("s2", "t2", "waiting", false, false))
+        .await
+        .unwrap();
+    d.deliver(&in_thread("s1", "t1", "elsewhere", true, false))
+        .await
+        .unwrap();
+    // The notice is still the newest of its thread: the answer takes its place.
+    let shown = d
+        .deliver(&in_thread("s2", "t2", "thinking", false, true))
+        .await
+        .unwrap();
+    assert_eq!(shown, Some(MessageId::new("m1")));
+    d.deliver(&in_thread("s2", "t2", "second answer", true, true))
+        .await
+        .unwrap();
+    assert_eq!(
+        rec.calls(),
+        [
+            Call::Start("waiting".into()),
+            Call::Send("elsewhere".into()),
+            Call::Edit("m1".into(), "thinking".into()),
+            Call::Finish("m1".into(), "second answer".into()),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn a_final_that_stays_last_is_a_new_message_below_an_upload_that_overtook_its_stream() {
     // Messages edited in place: the one left behind needs no ending.
     let (rec, d) = engine(unpaced());

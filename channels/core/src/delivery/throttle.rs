@@ -390,7 +390,7 @@ fn retry_after<T>(result: &ChannelResult<T>) -> Option<Duration> {
 
 #[async_trait]
 impl<C: Channel> Channel for Throttle<C> {
-    forward_channel!(inner() => identity, name, capabilities, is_connected, exclusive_transport, run, show_typing, turn_ended, react, fetch_file);
+    forward_channel!(inner() => identity, name, capabilities, is_connected, exclusive_transport, run, show_typing, turn_ended, react, thread_of, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         self.paced(to, Write::New, || self.inner.send_text(to, text))

@@ -41,6 +41,10 @@ async fn thread_mode_answers_in_a_thread_and_a_follow_up_continues_it() {
     );
     assert_eq!(m.chat_id.as_str(), "10");
     assert_eq!(m.topic_id.as_deref(), Some(thread.id.as_str()));
+    // The thread reads apart from its channel; the channel itself is one place.
+    let to = group_target(&m.chat_id, &m.metadata);
+    assert_eq!(ch.thread_of(to).as_deref(), Some(thread.id.as_str()));
+    assert_eq!(ch.thread_of(group_target(&m.chat_id, &Map::new())), None);
     // The reply goes into the thread, not the channel.
     let sent = ch
         .send_text(group_target(&m.chat_id, &m.metadata), "answer")

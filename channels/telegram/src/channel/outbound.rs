@@ -59,7 +59,7 @@ fn reply_to(target: &SendTarget<'_>) -> Option<ReplyParameters> {
 
 /// The forum topic a reply goes into: the source message's, which the adapter left in the
 /// metadata.
-fn forum_topic(target: &SendTarget<'_>) -> Option<i64> {
+pub(crate) fn forum_topic(target: &SendTarget<'_>) -> Option<i64> {
     target.metadata.get(FORUM_TOPIC_KEY)?.as_i64()
 }
 
