@@ -43,6 +43,7 @@ use im_bridge::simulator::{Script, Simulator, SimulatorConfig};
 use im_bridge::{config::StoreLocation, daemon::DaemonExit, gateway::GatewayConfig};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::LevelFilter;
 
 /// jemalloc, not the C library's malloc (issue 35): glibc's allocator took about a tenth of
 /// the daemon's CPU in the load bench, much of it serving tokio's tasks (aligned to 128
@@ -212,15 +213,38 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
+/// Dependencies that log what must never reach a log below some level, each with the
+/// most verbose level it may log at, whatever `RUST_LOG` says.
+const LOG_CAPS: &[(&str, LevelFilter)] = &[
+    // Whole handshake requests at trace, query strings (Feishu's connection tickets) too.
+    ("tungstenite", LevelFilter::DEBUG),
+    // Every statement's parameters at debug: the journal's message texts.
+    ("tokio_postgres", LevelFilter::INFO),
+    // A gateway frame it cannot read, whole, at warn: a Discord message's content.
+    ("serenity::gateway", LevelFilter::ERROR),
+];
+
+/// The log filter: `spec` (`RUST_LOG`) when it parses, else `default_level`, with each of
+/// [`LOG_CAPS`] holding its target to its cap (a filter that is quieter anyway is left as
+/// it is: a cap never makes a target louder).
+fn log_filter(spec: Option<&str>, default_level: &str) -> EnvFilter {
+    let filter = spec
+        .and_then(|spec| EnvFilter::try_new(spec).ok())
+        .unwrap_or_else(|| EnvFilter::new(default_level));
+    LOG_CAPS.iter().fold(filter, |filter, &(target, cap)| {
+        if filter.max_level_hint().is_some_and(|max| max <= cap) {
+            return filter;
+        }
+        match format!("{target}={cap}").parse() {
+            Ok(directive) => filter.add_directive(directive),
+            Err(_) => filter,
+        }
+    })
+}
+
 fn init_logging(format: LogFormat, default_level: &str) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
-    // The WebSocket library logs whole handshake requests at trace level, query strings
-    // (Feishu's connection tickets) included: never below debug, whatever RUST_LOG says.
-    let filter = match "tungstenite=debug".parse() {
-        Ok(cap) => filter.add_directive(cap),
-        Err(_) => filter,
-    };
+    let spec = std::env::var("RUST_LOG").ok();
+    let filter = log_filter(spec.as_deref(), default_level);
     // Colours only for a person at a terminal: a log file or the journal gets plain text.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
@@ -632,4 +656,78 @@ async fn cancel_on_signal(token: CancellationToken) {
     }
     tracing::info!("Shutdown requested.");
     token.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A log sink the test reads back.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// What `log` writes under `spec`.
+    fn logged(spec: &str, log: impl FnOnce()) -> String {
+        let sink = Sink::default();
+        let writer = sink.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(log_filter(Some(spec), "info"))
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, log);
+        String::from_utf8(sink.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn dependencies_never_log_past_their_caps_and_are_never_made_louder() {
+        let out = logged("info", || {
+            tracing::warn!(target: "serenity::gateway::ws", "an unread frame's text");
+            tracing::error!(target: "serenity::gateway::shard", "refused token");
+            tracing::debug!(target: "tungstenite::handshake::client", "handshake");
+            tracing::info!(target: "im_bridge::daemon", "started");
+        });
+        assert!(!out.contains("frame's text"), "{out}");
+        assert!(out.contains("refused token"), "{out}");
+        assert!(
+            !out.contains("handshake"),
+            "a cap made tungstenite louder: {out}"
+        );
+        assert!(out.contains("started"), "{out}");
+        let out = logged("trace", || {
+            tracing::trace!(target: "tungstenite::handshake::client", "request with ticket");
+            tracing::debug!(target: "tungstenite::protocol", "frame");
+            tracing::debug!(target: "tokio_postgres::query", "parameters");
+            tracing::info!(target: "tokio_postgres::connection", "connected");
+            tracing::trace!(target: "im_bridge::bus", "lane");
+        });
+        for hidden in ["ticket", "parameters"] {
+            assert!(!out.contains(hidden), "{hidden}: {out}");
+        }
+        for shown in ["frame", "connected", "lane"] {
+            assert!(out.contains(shown), "{shown}: {out}");
+        }
+        // An unreadable RUST_LOG falls back to the default level, caps and all.
+        let out = logged("=[", || {
+            tracing::warn!(target: "serenity::gateway::ws", "an unread frame's text");
+            tracing::info!(target: "im_bridge::daemon", "started");
+        });
+        assert!(
+            !out.contains("frame's text") && out.contains("started"),
+            "{out}"
+        );
+    }
 }

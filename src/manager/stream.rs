@@ -17,7 +17,9 @@
 //!   finishes the current message and shows the continuation's output as a new one.
 //!
 //! Memory: buffers are kept for at most [`MAX_TRACKED_IDS`] message ids per run; at the
-//! bound the oldest id's buffer is dropped (its text is no longer visible anyway).
+//! bound the oldest id's buffer is dropped (its text is no longer visible anyway). Together
+//! they hold at most [`MAX_TEXT_BYTES`]: past it the older buffers are dropped, then what
+//! a runaway stream adds to the latest one is.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -33,6 +35,10 @@ pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 pub const MIN_NEW_CHARS: usize = 60;
 /// Message ids whose buffers a run keeps.
 pub const MAX_TRACKED_IDS: usize = 64;
+/// The most text a run's buffers hold together, in UTF-8 bytes: more than any chat is
+/// sent of one answer (`bridge.max_reply_messages` cuts it long before for every
+/// platform's usual limits), so only a runaway stream reaches it.
+pub const MAX_TEXT_BYTES: usize = 16 << 20;
 /// The key of chunks that carry no id at all.
 const DEFAULT_ID: &str = "__default__";
 
@@ -64,6 +70,8 @@ pub struct Accumulator {
     continuation_ids: Vec<String>,
     /// Continuations counted in the latest snapshot.
     snapshot_continuations: usize,
+    /// Whether text was dropped at [`MAX_TEXT_BYTES`] (told to the log once).
+    capped: bool,
 }
 
 impl Accumulator {
@@ -118,8 +126,35 @@ impl Accumulator {
         if let Some((_, buffer)) = self.buffers.get_mut(index) {
             merge_chunk(buffer, chunk);
         }
+        self.stay_bounded();
         self.clarification = None;
         !chunk.is_empty()
+    }
+
+    /// Keeps the buffers within [`MAX_TEXT_BYTES`]: the oldest go first, then the end of
+    /// the latest.
+    fn stay_bounded(&mut self) {
+        let mut total: usize = self.buffers.iter().map(|(_, text)| text.len()).sum();
+        if total <= MAX_TEXT_BYTES {
+            return;
+        }
+        while total > MAX_TEXT_BYTES && self.buffers.len() > 1 {
+            if let Some((_, dropped)) = self.buffers.pop_front() {
+                total -= dropped.len();
+            }
+        }
+        if let Some((_, latest)) = self.buffers.back_mut()
+            && latest.len() > MAX_TEXT_BYTES
+        {
+            latest.truncate(latest.floor_char_boundary(MAX_TEXT_BYTES));
+            if !self.capped {
+                self.capped = true;
+                tracing::warn!(
+                    max_bytes = MAX_TEXT_BYTES,
+                    "A run's answer grew past the most the bridge keeps; the rest of it is dropped."
+                );
+            }
+        }
     }
 
     /// Feeds a `values` snapshot. Returns whether the visible text may have changed.
@@ -285,6 +320,29 @@ mod tests {
         fn on_json_values(&mut self, values: Value) -> bool {
             self.on_values(Snapshot::from_value(&values))
         }
+    }
+
+    #[test]
+    fn a_runaway_stream_is_kept_within_the_bound() {
+        let mut acc = Accumulator::new();
+        let metadata = json!({});
+        let chunk =
+            |id: &str, text: &str| json!({"type": "AIMessageChunk", "id": id, "content": text});
+        // An older message's text goes first…
+        acc.on_json(&chunk("m1", &"a".repeat(MAX_TEXT_BYTES / 2)), &metadata);
+        let delta = "é".repeat(1 << 20);
+        for _ in 0..6 {
+            acc.on_json(&chunk("m2", &delta), &metadata);
+        }
+        assert_eq!(acc.buffers.len(), 1, "m1 dropped");
+        assert!(acc.visible_text().starts_with('é'));
+        // …then the latest keeps what fits, cut on a character.
+        for _ in 0..12 {
+            acc.on_json(&chunk("m2", &delta), &metadata);
+        }
+        let text = acc.visible_text();
+        assert!(text.len() <= MAX_TEXT_BYTES && text.len() > MAX_TEXT_BYTES - 2);
+        assert!(text.ends_with('é'));
     }
 
     #[test]

@@ -24,6 +24,9 @@ use super::{
 use crate::config::{Settings, StoreLocation};
 use crate::store::{Store, StoreError};
 
+/// The longest `drain --timeout`: a week.
+const MAX_DRAIN_WAIT_SECS: u64 = 7 * 24 * 3600;
+
 /// `im-bridge deliveries`.
 #[derive(Args, Debug)]
 pub struct DeliveriesArgs {
@@ -102,9 +105,9 @@ pub struct DrainArgs {
     /// Return once the daemon started draining, without waiting for it to stop.
     #[arg(long)]
     pub no_wait: bool,
-    /// How long to wait for the daemon to stop [default: twice the shutdown grace period
-    /// plus 30 s].
-    #[arg(long, value_name = "SECONDS")]
+    /// How long to wait for the daemon to stop, at most a week [default: twice the
+    /// shutdown grace period plus 30 s].
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(..=MAX_DRAIN_WAIT_SECS))]
     pub timeout: Option<u64>,
 }
 

@@ -283,6 +283,12 @@ async fn issue_33_a_running_daemon_answers_deliveries_and_drains_through_its_adm
     );
     c.wait_journal_empty().await;
 
+    // A wait past any clock is refused before the daemon is asked anything.
+    let endless = ["drain", "--timeout", "18446744073709551615"];
+    let refused = cli(&config, &endless, &env).await;
+    assert_eq!(refused.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("--timeout"), "{said}");
     let drained = stdout(&cli(&config, &["drain"], &env).await);
     assert!(
         drained.ends_with("The daemon drained and stopped.\n"),

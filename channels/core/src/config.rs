@@ -256,7 +256,10 @@ pub fn base_url(issues: &mut Issues, key: &str, value: Option<&str>, default: &s
         None => {
             issues.error(
                 key,
-                format!("expected an http:// or https:// URL without query, got {text:?}"),
+                format!(
+                    "expected an http:// or https:// URL without query, got {}",
+                    shown_url(text)
+                ),
             );
             default.trim_end_matches('/').to_owned()
         }
@@ -281,6 +284,21 @@ pub fn root_url(
         );
     }
     url
+}
+
+/// A URL an operator wrote, as an error about it may repeat it: quoted, without its user,
+/// password, query or fragment (any of which may hold a credential), saying so when any was
+/// left out; a text that is no URL as written.
+pub fn shown_url(text: &str) -> String {
+    if url::Url::parse(text).is_err() {
+        return format!("{text:?}");
+    }
+    let shown = crate::doctor::display_url(text);
+    if shown == text.trim_end_matches('/') {
+        format!("{shown:?}")
+    } else {
+        format!("{shown:?} (its user, password, query or fragment not shown)")
+    }
 }
 
 /// `text` without its trailing slash when it is an `http(s)://` URL with a host and no
@@ -548,6 +566,22 @@ mod tests {
             base_url(&mut issues, "u", Some("https://h/?q=1"), "https://x"),
             "https://x"
         );
+        // What an error repeats of a URL holds no credential.
+        base_url(
+            &mut issues,
+            "v",
+            Some("https://me:pw@h/?token=t0k"),
+            "https://x",
+        );
+        let said: Vec<String> = issues.iter().map(ToString::to_string).collect();
+        let said = said.join("\n");
+        assert!(
+            said.contains(r#"got "https://h" (its user, password, query or fragment not shown)"#),
+            "{said}"
+        );
+        assert!(!said.contains("pw") && !said.contains("t0k"), "{said}");
+        assert_eq!(shown_url("ftp://h/x"), r#""ftp://h/x""#);
+        assert_eq!(shown_url("api.example.com"), r#""api.example.com""#);
         assert_eq!(
             root_url(
                 &mut issues,
@@ -590,7 +624,7 @@ mod tests {
         assert_eq!(
             errors,
             [
-                "c.t", "c.t", "c.n", "c.u", "c.u", "c.r", "c.m", "c.l", "c.l"
+                "c.t", "c.t", "c.n", "c.u", "c.u", "c.v", "c.r", "c.m", "c.l", "c.l"
             ]
         );
         assert!(issues.has_error_at("c.l") && !issues.has_error_at("c.x"));

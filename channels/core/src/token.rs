@@ -33,6 +33,11 @@ use crate::secret::Secret;
 /// A token with less than this left is refreshed before use.
 pub const DEFAULT_REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
 
+/// The longest a token is kept, whatever life the platform gives it (theirs live about two
+/// hours): a longer one is fetched again after a day, and a lifetime too large for the
+/// clock to add never reaches it.
+pub const MAX_TOKEN_LIFE: Duration = Duration::from_secs(24 * 3600);
+
 /// How an adapter asks its platform for a token.
 pub trait TokenSource: Send + Sync {
     /// Why a fetch failed (the adapter's API error).
@@ -86,6 +91,7 @@ impl<S: TokenSource> TokenCache<S> {
         }
         let asked_at = Instant::now();
         let (token, lives) = self.source.fetch().await?;
+        let lives = lives.min(MAX_TOKEN_LIFE);
         let fresh_until = asked_at + lives.saturating_sub(S::REFRESH_MARGIN);
         *current = (fresh_until > asked_at).then(|| Cached {
             token: token.clone(),
@@ -284,6 +290,17 @@ mod tests {
         let short = TokenCache::new(Counter::new(Duration::from_secs(299), 100));
         assert_eq!(short.get().await.unwrap().expose(), "tok-1");
         assert_eq!(short.get().await.unwrap().expose(), "tok-2");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lifetime_past_the_clock_is_kept_a_day() {
+        let cache = TokenCache::new(Counter::new(Duration::MAX, 100));
+        assert_eq!(cache.get().await.unwrap().expose(), "tok-1");
+        tokio::time::advance(MAX_TOKEN_LIFE - DEFAULT_REFRESH_MARGIN - Duration::from_secs(1))
+            .await;
+        assert_eq!(cache.get().await.unwrap().expose(), "tok-1");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(cache.get().await.unwrap().expose(), "tok-2");
     }
 
     #[tokio::test(start_paused = true)]

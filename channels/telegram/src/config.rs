@@ -237,7 +237,10 @@ fn validate_webhook(
             None => {
                 issues.error(
                     "webhook.public_url",
-                    format!("expected an https:// URL without query, got {text:?}"),
+                    format!(
+                        "expected an https:// URL without query, got {}",
+                        config::shown_url(text)
+                    ),
                 );
                 None
             }

@@ -64,11 +64,10 @@ pub enum TelegramError {
         /// Telegram's description.
         description: String,
     },
-    /// A file to upload could not be read or is too large.
-    #[error("cannot upload {filename}: {reason}")]
+    /// A file to upload could not be read or is too large. Its name is not kept: the
+    /// agent chose it, and this text reaches the log.
+    #[error("cannot upload a file: {reason}")]
     Upload {
-        /// The file's display name.
-        filename: String,
         /// Why.
         reason: String,
     },

@@ -136,7 +136,10 @@ fn ws_url(issues: &mut Issues, value: Option<&str>) -> String {
     } else {
         issues.error(
             "ws_url",
-            format!("expected a ws:// or wss:// URL, got {text:?}"),
+            format!(
+                "expected a ws:// or wss:// URL, got {}",
+                config::shown_url(text)
+            ),
         );
         WS_URL.to_owned()
     }

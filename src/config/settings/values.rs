@@ -156,7 +156,10 @@ pub(super) fn url_setting(
         None => {
             errors.push(ConfigError::error(
                 path,
-                format!("expected an http:// or https:// URL without query, got {value:?}"),
+                format!(
+                    "expected an http:// or https:// URL without query, got {}",
+                    im_bridge_channel::config::shown_url(&value)
+                ),
             ));
             value
         }

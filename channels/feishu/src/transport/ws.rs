@@ -60,6 +60,11 @@ const PONG_TIMEOUT: Duration = Duration::from_secs(30);
 /// headers. A larger one is dropped unread (the connection stays up).
 const MAX_FRAME_BYTES: usize = MAX_PAYLOAD + 64 * 1024;
 
+/// The longest timer the server may set: a larger figure (a slip, or a proxy's) would
+/// leave the connection unwatched, or the channel idle, for longer than anyone waits, and
+/// one past the clock could not be added to it.
+const MAX_SERVER_TIMER: Duration = Duration::from_secs(600);
+
 /// Where and as whom to connect.
 #[derive(Debug, Clone)]
 pub struct WsSettings {
@@ -98,11 +103,12 @@ impl Default for ClientConfig {
 
 impl ClientConfig {
     /// Takes the fields the server sent. A missing or negative duration, or a zero ping
-    /// interval (a ping storm), keeps the current value.
+    /// interval (a ping storm), keeps the current value; a longer one than
+    /// [`MAX_SERVER_TIMER`] is taken as that.
     fn apply(&mut self, wire: &WireConfig) {
         let secs = |v: Option<i64>| {
             v.and_then(|s| u64::try_from(s).ok())
-                .map(Duration::from_secs)
+                .map(|s| Duration::from_secs(s).min(MAX_SERVER_TIMER))
         };
         if let Some(count) = wire.reconnect_count {
             self.reconnect_count = count.max(-1);

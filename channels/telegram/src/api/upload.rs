@@ -73,7 +73,6 @@ impl Api {
             .file_name(upload.filename.clone())
             .mime_str(mime)
             .map_err(|_| TelegramError::Upload {
-                filename: upload.filename.clone(),
                 reason: "its MIME type is not valid".into(),
             })?;
         let mut form = reqwest::multipart::Form::new()

@@ -143,7 +143,6 @@ pub(crate) async fn edit_text(
 pub(crate) async fn send_file(api: &Api, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
     let chat = chat_id(&to)?;
     let too_large = |size: u64| TelegramError::Upload {
-        filename: file.filename.clone(),
         reason: format!("{size} bytes exceeds Telegram's {MAX_DOCUMENT_BYTES}-byte limit"),
     };
     // Check the size on disk before reading: the declared size may be stale.

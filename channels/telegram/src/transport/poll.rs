@@ -71,7 +71,8 @@ pub(crate) async fn run(
                 return Ok(ChannelExit::Stopped);
             }
             tracing::debug!(update_id, "Settled a Telegram update.");
-            offset = Some(offset.map_or(update_id + 1, |o| o.max(update_id + 1)));
+            let next = update_id.saturating_add(1);
+            offset = Some(offset.map_or(next, |o| o.max(next)));
         }
     }
 }

@@ -558,3 +558,33 @@ async fn issue_27_fifteen_seconds_of_dropped_connections_make_at_most_ten_attemp
     assert_eq!(log.lock().unwrap().len(), 1, "{:?}", log.lock().unwrap());
     assert_eq!(task.stop().await, Ok(()));
 }
+
+#[test]
+fn the_servers_timers_are_taken_within_bounds() {
+    let mut config = ClientConfig::default();
+    config.apply(&WireConfig {
+        reconnect_count: Some(3),
+        reconnect_interval: Some(i64::MAX),
+        reconnect_nonce: Some(-5),
+        ping_interval: Some(i64::MAX),
+    });
+    assert_eq!(
+        config,
+        ClientConfig {
+            reconnect_count: 3,
+            reconnect_interval: MAX_SERVER_TIMER,
+            reconnect_nonce: ClientConfig::default().reconnect_nonce,
+            ping_interval: MAX_SERVER_TIMER,
+        }
+    );
+    // The next ping can be scheduled: nothing overflows the clock.
+    assert!(Instant::now().checked_add(config.ping_interval).is_some());
+    config.apply(&WireConfig {
+        ping_interval: Some(0),
+        ..WireConfig::default()
+    });
+    assert_eq!(
+        config.ping_interval, MAX_SERVER_TIMER,
+        "a ping storm is refused"
+    );
+}
