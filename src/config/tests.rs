@@ -146,6 +146,23 @@ fn unknown_keys_warn_in_deerflow_blocks_and_fail_in_ours() {
         warnings.contains(&"channels.session.assistnt_id: unknown key, ignored".to_owned()),
         "{warnings:?}"
     );
+    // A slip directly under `channels:` is no platform: warned of and ignored, as DeerFlow
+    // ignores it; DeerFlow's own channels pass in silence until one is enabled.
+    let text = "channels:\n  console: {enabled: true}\n  max_concurency: 8\n  sesion: {assistant_id: x}\n  buzz: {enabled: false, relay_url: wss://r}\n  github: {}\n";
+    let (_, warnings) = load_str(text, &env(&[("DEER_FLOW_INTERNAL_AUTH_TOKEN", "t")])).unwrap();
+    assert_eq!(
+        warnings,
+        [
+            "channels.max_concurency: unknown key, ignored",
+            "channels.sesion: unknown key, ignored",
+        ]
+    );
+    // A known platform's block of the wrong shape is still an error.
+    let errors = errors_of(
+        "channels:\n  console: {enabled: true}\n  telegram: yes\n",
+        &env(&[]),
+    );
+    assert!(errors[0].starts_with("channels.telegram: "), "{errors:?}");
     let errors = errors_of(
         "channels:\n  console: {enabled: true}\nbridge:\n  stor: x\n",
         &env(&[]),
@@ -331,7 +348,7 @@ fn issue_13_conversation_ttl_days() {
     assert_eq!(
         errors,
         [
-            "bridge.conversation_ttl_days: expected a number of days from 0.05 (about an hour) to 3650, got 0"
+            "bridge.conversation_ttl_days: expected a number of days from 0.042 (an hour) to 3650, got 0"
         ]
     );
 }
@@ -398,7 +415,7 @@ fn issue_19_final_retry_hours() {
         assert_eq!(
             errors,
             [format!(
-                "bridge.final_retry_hours: expected a number of hours from 0.02 (a minute) to 168, got {bad}"
+                "bridge.final_retry_hours: expected a number of hours from 0.017 (a minute) to 168, got {bad}"
             )]
         );
     }

@@ -199,4 +199,24 @@ fn the_deploy_example_config_is_valid_and_names_only_real_keys() {
     assert!(!stderr.contains("warning"), "{stderr}");
     let starting = format!("Channels that would start: {}\n", registered.join(", "));
     assert!(stdout.contains(&starting), "{stdout}");
+    // Every variable the example names reaches the container the compose file starts.
+    let compose = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/docker-compose.yml");
+    let compose = std::fs::read_to_string(compose).unwrap();
+    let named = text
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("# ") || line.contains(": $"))
+        .flat_map(|line| line.split('$').skip(1))
+        .map(|rest| {
+            let end = rest
+                .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .filter(|name| name.len() > 1 && *name != "NAME");
+    for name in named {
+        assert!(
+            compose.contains(&format!("      {name}: ")),
+            "deploy/docker-compose.yml does not pass {name}"
+        );
+    }
 }

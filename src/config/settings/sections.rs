@@ -60,8 +60,14 @@ impl Findings {
     }
 }
 
+/// DeerFlow's own channels that im-bridge has no adapter for: their blocks in the shared
+/// file are DeerFlow's business (a warning only when one is enabled).
+pub(crate) const DEERFLOW_ONLY_CHANNELS: &[&str] = &["buzz", "github"];
+
 /// The channel blocks (`channels.<name>`) in the shape every platform shares, by name; an
-/// empty block is an empty mapping.
+/// empty block is an empty mapping. A key that names no platform im-bridge or DeerFlow
+/// knows (a slip such as `max_concurency: 8` or `sesion:`) is a warning and ignored, as
+/// unknown keys in DeerFlow's blocks are, unless it is an enabled block (see `adapter`).
 pub(super) fn channel_blocks(
     raw: BTreeMap<String, Value>,
     found: &mut Findings,
@@ -69,10 +75,25 @@ pub(super) fn channel_blocks(
     let mut blocks = Vec::new();
     for (name, value) in raw {
         let path = format!("channels.{name}");
-        let value = if value.is_null() {
-            Value::Mapping(Mapping::new())
-        } else {
-            value
+        let known = crate::platforms::KNOWN_PLATFORMS.contains(&name.as_str())
+            || DEERFLOW_ONLY_CHANNELS.contains(&name.as_str());
+        let value = match value {
+            Value::Null => Value::Mapping(Mapping::new()),
+            Value::Mapping(block)
+                if !known
+                    && !block
+                        .get("enabled")
+                        .is_some_and(|e| e == &Value::Bool(true)) =>
+            {
+                found.warnings.push(format!("{path}: unknown key, ignored"));
+                continue;
+            }
+            Value::Mapping(block) => Value::Mapping(block),
+            _ if !known => {
+                found.warnings.push(format!("{path}: unknown key, ignored"));
+                continue;
+            }
+            other => other,
         };
         match serde_path_to_error::deserialize::<_, RawChannelBlock>(value) {
             Ok(block) => blocks.push((name, block)),
@@ -288,14 +309,14 @@ fn bounds(
         ("bridge.conversation_ttl_days", b.conversation_ttl_days),
         (crate::retention::DEFAULT_TTL_DAYS, 86_400.0),
         3_600.0..=(3_650.0 * 86_400.0),
-        "a number of days from 0.05 (about an hour) to 3650",
+        "a number of days from 0.042 (an hour) to 3650",
         errors,
     );
     let final_retry = in_units(
         ("bridge.final_retry_hours", b.final_retry_hours),
         (crate::policy::DEFAULT_FINAL_RETRY_HOURS as f64, 3_600.0),
         60.0..=(7.0 * 86_400.0),
-        "a number of hours from 0.02 (a minute) to 168",
+        "a number of hours from 0.017 (a minute) to 168",
         errors,
     );
     let max_event_age = event_age(
