@@ -200,7 +200,15 @@ impl Replier {
     pub async fn notice(&self, msg: &InboundMessage, id: &str) {
         let own_message = !self.shows_partials(msg);
         let out = self.localized(msg, id, &[], own_message).await;
-        self.publish(msg, out).await;
+        self.publish_with(msg, out, None, false).await;
+    }
+
+    /// Publishes a final reply to `msg` with message `id` that comes before the turn's
+    /// answer (the goal `/goal from-chat` composed), like [`Replier::notice`] not written
+    /// ahead into the turn's journal entry: see [`Replier::publish_with`].
+    pub async fn preamble(&self, msg: &InboundMessage, id: &str, args: &[(&str, Arg<'_>)]) {
+        let out = self.localized(msg, id, args, true).await;
+        self.publish_with(msg, out, None, false).await;
     }
 
     /// Publishes, in place of the "waiting" notice partial of `msg`, that its turn came
@@ -220,7 +228,7 @@ impl Replier {
     /// it answers once it landed (in the store, bounded and pruned), so a later reply to
     /// either continues this conversation (issue 13, reply chains).
     pub async fn publish(&self, msg: &InboundMessage, out: OutboundMessage) {
-        self.publish_keeping(msg, out, None).await;
+        self.publish_with(msg, out, None, true).await;
     }
 
     /// [`Replier::publish`], keeping `staged` (the final's attachment files and their
@@ -228,12 +236,29 @@ impl Replier {
     pub(super) async fn publish_keeping(
         &self,
         msg: &InboundMessage,
+        out: OutboundMessage,
+        staged: Option<Staged>,
+    ) {
+        self.publish_with(msg, out, staged, true).await;
+    }
+
+    /// [`Replier::publish_keeping`]; `written_ahead` false for a reply that comes before
+    /// the turn's answer (a notice, a placeholder, the composed goal). Those are not
+    /// written ahead into the turn's journal entry: its finals are then its answer alone,
+    /// and a restart that finds finals there knows the run ended and delivers them. A
+    /// notice written ahead made a restart deliver the notice, late, and never run the
+    /// message or follow its run. A crash before such a reply landed loses only it.
+    async fn publish_with(
+        &self,
+        msg: &InboundMessage,
         mut out: OutboundMessage,
         staged: Option<Staged>,
+        written_ahead: bool,
     ) {
         self.typing.replied(&out);
         // A journaled turn's replies are tracked until they landed (issue 19).
-        let tracked = match Entry::current() {
+        let entry = Entry::current().filter(|_| written_ahead || !out.is_final);
+        let tracked = match entry {
             Some(entry) => {
                 let late = match out.is_final {
                     true => {

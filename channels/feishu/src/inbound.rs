@@ -16,8 +16,8 @@
 //! - the redelivery key is the message id scoped by its chat, since Feishu re-pushes an
 //!   event it did not see acknowledged in time;
 //! - the message's `create_time` (milliseconds, as a string) dates it;
-//! - a message sent in a topic thread keeps its `thread_id` in the metadata: the answer is
-//!   shown in that thread, which reads apart from the rest of the chat.
+//! - a message sent in a topic thread keeps that thread in the metadata (`topic_thread`):
+//!   the answer is shown in it, and it reads apart from the rest of the chat.
 
 use im_bridge_channel::{
     AllowedUsers, ChatKind, CommandVocabulary, FileKind, FileSource, InboundFile, InboundMessage,
@@ -30,8 +30,9 @@ use crate::model::{Envelope, Mention, MessageEvent};
 
 /// The event type the adapter handles.
 pub const MESSAGE_RECEIVED: &str = "im.message.receive_v1";
-/// The metadata key holding the topic thread (`thread_id`) of a message sent in one.
-pub(crate) const TOPIC_THREAD_KEY: &str = "thread_id";
+/// The metadata key holding the topic thread of a message sent in one (Feishu's own
+/// thread id, not a DeerFlow thread).
+pub(crate) const TOPIC_THREAD_KEY: &str = "topic_thread";
 
 /// What normalization needs from the channel.
 pub struct InboundContext<'a> {

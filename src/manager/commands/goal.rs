@@ -335,7 +335,7 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
     }
     inner
         .replier
-        .reply(msg, m::GOAL_FROM_CHAT_SAVED, &[("objective", objective)])
+        .preamble(msg, m::GOAL_FROM_CHAT_SAVED, &[("objective", objective)])
         .await;
     let options = TurnOptions {
         thread: Some(thread.clone()),

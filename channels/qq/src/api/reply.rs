@@ -23,7 +23,10 @@
 //!
 //! [`ReplyBook`] keeps the contexts of recent source messages, bounded by
 //! [`MAX_CONTEXTS`]: at the bound, contexts whose window has closed go first, then the
-//! oldest.
+//! oldest. Its contexts hand out seqs past a base drawn at random when the book is made
+//! (once per process, [`SEQ_BASES`]): QQ remembers the seqs a source was answered with,
+//! and a restarted bridge that began at 1 again would have the answer it finishes after a
+//! crash refused as a duplicate of a reply sent before it (a "waiting" notice), for good.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,6 +48,13 @@ pub const MAX_REPLIES: u32 = 5;
 pub const MAX_CONTEXTS: usize = 2048;
 /// Longest openid accepted into a URL path (real ones are 32 hex digits).
 const MAX_OPENID_LEN: usize = 128;
+/// How many seq bases a book draws from: base `n` hands out seqs from `n * SEQ_SPAN + 1`,
+/// so two processes share one with a chance of one in 2²⁴ (and then only a source answered
+/// by both could meet a repeated seq).
+pub const SEQ_BASES: u32 = 1 << 24;
+/// The seqs of one base, far more than one source's replies take (a reply, refused or not,
+/// spends one; at most [`MAX_REPLIES`] land).
+const SEQ_SPAN: u32 = 64;
 
 /// Where a reply goes: a group or a user, by openid.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -122,7 +132,8 @@ pub struct ReplyContext {
 }
 
 impl ReplyContext {
-    /// The budget of replies to `source` in `target`, a message sent at `sent_at`.
+    /// The budget of replies to `source` in `target`, a message sent at `sent_at`; its
+    /// first `msg_seq` is 1.
     pub fn new(target: Target, source: MessageId, sent_at: SystemTime) -> Self {
         let window_end = sent_at + target.window();
         Self {
@@ -131,6 +142,14 @@ impl ReplyContext {
             window_end,
             used: 0,
             last_seq: 0,
+        }
+    }
+
+    /// This budget handing out `msg_seq`s after `seq` (the first is `seq + 1`).
+    fn after_seq(self, seq: u32) -> Self {
+        Self {
+            last_seq: seq,
+            ..self
         }
     }
 
@@ -188,7 +207,7 @@ impl ReplyContext {
             return Err(ApiError::RepliesExhausted);
         }
         self.used += 1;
-        self.last_seq += 1;
+        self.last_seq = self.last_seq.wrapping_add(1).max(1);
         Ok(self.last_seq)
     }
 
@@ -204,17 +223,34 @@ pub type SharedContext = Arc<Mutex<ReplyContext>>;
 
 /// The reply contexts of recent source messages, by (chat, source), at most
 /// [`MAX_CONTEXTS`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ReplyBook {
     contexts: HashMap<(ChatId, MessageId), (u64, SharedContext)>,
     /// Insertion counter, to find the oldest context.
     next: u64,
+    /// The seq each new context's first reply follows.
+    seq_base: u32,
+}
+
+impl Default for ReplyBook {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl ReplyBook {
-    /// An empty book.
+    /// An empty book, its seqs past a base drawn at random (see the module docs).
     pub fn new() -> Self {
-        Self::default()
+        Self::with_seq_base(rand::random_range(0..SEQ_BASES))
+    }
+
+    /// An empty book whose contexts' seqs start after base `n`'s first.
+    fn with_seq_base(n: u32) -> Self {
+        Self {
+            contexts: HashMap::new(),
+            next: 0,
+            seq_base: n.min(SEQ_BASES - 1) * SEQ_SPAN,
+        }
     }
 
     /// How many contexts are kept.
@@ -253,7 +289,8 @@ impl ReplyBook {
         {
             self.contexts.remove(&oldest);
         }
-        let shared = Arc::new(Mutex::new(ReplyContext::new(target, source, sent_at)));
+        let context = ReplyContext::new(target, source, sent_at).after_seq(self.seq_base);
+        let shared = Arc::new(Mutex::new(context));
         self.next += 1;
         self.contexts.insert(key, (self.next, shared.clone()));
         shared
@@ -324,6 +361,31 @@ mod tests {
         assert!(c2c.begin(at(3599)).is_ok());
         assert!(matches!(c2c.begin(at(3600)), Err(ApiError::WindowClosed)));
         assert_eq!(c2c.window_end(), at(3600));
+    }
+
+    #[tokio::test]
+    async fn each_book_answers_a_source_with_seqs_past_its_own_base() {
+        let target = Target::User("u".into());
+        let seqs = |book: &mut ReplyBook| {
+            let shared = book.context(target.clone(), MessageId::new("m"), at(0), at(1));
+            let mut ctx = shared.try_lock().unwrap();
+            [ctx.begin(at(1)).unwrap(), ctx.begin(at(1)).unwrap()]
+        };
+        // A bridge started again answers the same source with seqs it never used before.
+        let before = seqs(&mut ReplyBook::with_seq_base(7));
+        let after = seqs(&mut ReplyBook::with_seq_base(8));
+        assert_eq!(before, [7 * SEQ_SPAN + 1, 7 * SEQ_SPAN + 2]);
+        assert_eq!(after, [8 * SEQ_SPAN + 1, 8 * SEQ_SPAN + 2]);
+        // Every base's seqs are positive and fit QQ's int32 field.
+        let first = seqs(&mut ReplyBook::with_seq_base(0));
+        assert_eq!(first, [1, 2]);
+        let last = seqs(&mut ReplyBook::with_seq_base(u32::MAX));
+        assert!(
+            last.iter().all(|&s| s > 0 && i32::try_from(s).is_ok()),
+            "{last:?}"
+        );
+        let drawn = ReplyBook::new().seq_base;
+        assert!(drawn.is_multiple_of(SEQ_SPAN) && drawn / SEQ_SPAN < SEQ_BASES);
     }
 
     #[tokio::test]
