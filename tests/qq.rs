@@ -70,12 +70,9 @@ async fn issue_17_a_long_answer_fills_the_reply_budget_exactly_and_ends_with_the
         .unwrap();
     let replies = qq.fake.replies_to(&pushed.message_id);
     assert_eq!(replies.len(), 5, "the whole budget, no more");
-    // Each msg_seq once, in order, past the base this process drew.
-    let seqs: Vec<u64> = replies
-        .iter()
-        .map(|r| r.msg_seq - replies[0].msg_seq)
-        .collect();
-    assert_eq!(seqs, [0, 1, 2, 3, 4], "each msg_seq once");
+    // Each msg_seq once (each part of the answer has its own, kept across restarts).
+    let seqs: std::collections::HashSet<u64> = replies.iter().map(|r| r.msg_seq).collect();
+    assert_eq!(seqs.len(), 5, "each msg_seq once: {replies:#?}");
     assert!(replies.iter().all(|r| r.content.len() <= 4000));
     assert!(replies[4].content.ends_with(&marker));
     assert!(replies[..4].iter().all(|r| !r.content.contains(&marker)));

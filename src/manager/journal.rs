@@ -496,6 +496,9 @@ impl Entry {
             progress.outstanding += 1;
             progress.next_final += 1;
             let id = progress.next_final;
+            // Every attempt at this final, after a restart too, names it alike, so a
+            // platform that drops a repeated send shows it once.
+            out.hints.send_key = Some(format!("{}:{id}", self.0.id));
             let finishes = match &out.hints.resumes {
                 Some(message) => Some(message.as_str().to_owned()),
                 None => progress.open_stream.take(),

@@ -4,12 +4,14 @@
 //! daemon publishes back. Attachments carry bytes or an opaque fetch handle, never a
 //! token-bearing URL, so a message can be logged by shape and persisted without leaking.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
 use crate::error::{ChannelError, ChannelResult};
 use crate::ids::{ChatId, MessageId, UserId};
@@ -381,6 +383,16 @@ pub struct DeliveryHints {
     /// then marks it `x`, not `white_check_mark`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unanswered: bool,
+    /// Names this reply for a platform's own deduplication of sends: the same for every
+    /// attempt at it, in this process or after a restart, and no other reply's. Where a
+    /// platform drops a second send under one key (QQ's `msg_seq` per source message,
+    /// Discord's `nonce`, Feishu's `uuid`), a final whose send landed while its answer was
+    /// lost (a timeout, or the bridge died before it read it) shows once, not twice. Set by
+    /// the journal on the finals it writes ahead; each part of a reply split into several
+    /// messages has its own ([`DeliveryHints::part`]). Adapters read it through
+    /// [`DeliveryHints::send_key_hash`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_key: Option<String>,
 }
 
 impl DeliveryHints {
@@ -391,11 +403,34 @@ impl DeliveryHints {
         held_note: None,
         stays_last: false,
         unanswered: false,
+        send_key: None,
     };
 
     /// Whether no hint is set (then the hints are not serialized).
     pub fn is_empty(&self) -> bool {
         self == Self::NONE
+    }
+
+    /// The hints of part `n` (0 the first) of this reply split into several messages:
+    /// part 0 keeps the reply's send key, each later part has one of its own.
+    pub fn part(&self, n: usize) -> Cow<'_, Self> {
+        match &self.send_key {
+            Some(key) if n > 0 => Cow::Owned(Self {
+                send_key: Some(format!("{key}.{n}")),
+                ..self.clone()
+            }),
+            _ => Cow::Borrowed(self),
+        }
+    }
+
+    /// The send key as 64 bits of its SHA-256, for a platform field of its own shape
+    /// (a number, a short string); `None` without a key.
+    pub fn send_key_hash(&self) -> Option<u64> {
+        let key = self.send_key.as_deref()?;
+        let digest = Sha256::digest(key.as_bytes());
+        let mut first = [0; 8];
+        first.copy_from_slice(&digest[..8]);
+        Some(u64::from_be_bytes(first))
     }
 }
 
@@ -414,6 +449,27 @@ pub(crate) fn now_unix() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_part_of_a_keyed_reply_has_a_key_of_its_own() {
+        assert_eq!(DeliveryHints::NONE.part(3).send_key, None);
+        assert_eq!(DeliveryHints::NONE.send_key_hash(), None);
+        let hints = DeliveryHints {
+            send_key: Some("e1:2".into()),
+            stays_last: true,
+            ..DeliveryHints::default()
+        };
+        assert!(matches!(hints.part(0), Cow::Borrowed(_)));
+        let second = hints.part(1);
+        assert_eq!(second.send_key.as_deref(), Some("e1:2.1"));
+        assert!(second.stays_last, "the other hints stay");
+        // Stable (the same after a restart) and apart from other keys.
+        let hash = hints.send_key_hash().unwrap();
+        assert_eq!(Some(hash), hints.clone().send_key_hash());
+        assert_ne!(Some(hash), second.send_key_hash());
+        // Pinned: a bridge restarted on a newer build names the reply as the older one did.
+        assert_eq!(hash, 0x73d7_c410_84c5_9616);
+    }
 
     #[test]
     fn inbound_round_trips_and_never_serializes_bytes() {

@@ -28,7 +28,9 @@
 
 mod reply;
 
-pub use reply::{C2C_WINDOW, GROUP_WINDOW, MAX_REPLIES, ReplyBook, ReplyContext, Target};
+pub use reply::{
+    C2C_WINDOW, GROUP_WINDOW, MAX_REPLIES, ReplyBook, ReplyContext, Target, keyed_seq,
+};
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -39,7 +41,7 @@ use im_bridge_channel::token::AppCredentials;
 use im_bridge_channel::{FileHosts, MessageId, Secret};
 
 use crate::config::{FILE_HOSTS, QqSettings};
-use crate::error::ApiError;
+use crate::error::{ApiError, DUPLICATE_SEQ};
 use crate::model::{GatewayAnswer, Refusal, ReplyAnswer, ReplyRequest};
 use crate::token::{AppToken, TOKEN_PATH, TokenCache};
 
@@ -163,16 +165,38 @@ impl Api {
     /// message, or why not. A refusal before sending ([`ApiError::WindowClosed`],
     /// [`ApiError::RepliesExhausted`]) changes nothing; a failed attempt that certainly
     /// did not reach the chat gives its reply back to `ctx`.
-    pub async fn reply(&self, ctx: &mut ReplyContext, content: &str) -> Result<Sent, ApiError> {
+    ///
+    /// A reply with a `keyed` seq ([`reply::keyed_seq`]) that QQ refuses as a duplicate
+    /// (40054005) was sent before under that seq: it landed, and it is answered as sent
+    /// (its id then names the source and the seq, since QQ's answer is lost).
+    pub async fn reply(
+        &self,
+        ctx: &mut ReplyContext,
+        content: &str,
+        keyed: Option<u32>,
+    ) -> Result<Sent, ApiError> {
         let token = self.tokens.get().await?;
-        let seq = ctx.begin(SystemTime::now())?;
+        let seq = ctx.begin(SystemTime::now(), keyed)?;
         let result = match self.post_reply(ctx, &token, seq, content).await {
             Err(ApiError::TokenRefused { .. }) => {
                 ctx.refund();
                 self.tokens.invalidate(&token).await;
                 let fresh = self.tokens.get().await?;
-                let seq = ctx.begin(SystemTime::now())?;
+                let seq = ctx.begin(SystemTime::now(), keyed)?;
                 self.post_reply(ctx, &fresh, seq, content).await
+            }
+            other => other,
+        };
+        let result = match result {
+            Err(ApiError::Api { code, .. }) if code == DUPLICATE_SEQ && keyed.is_some() => {
+                tracing::info!(
+                    msg_seq = seq,
+                    "QQ already had this reply; it was not sent again."
+                );
+                Ok(Sent {
+                    id: MessageId::new(format!("{}#{seq}", ctx.source())),
+                    msg_seq: seq,
+                })
             }
             other => other,
         };

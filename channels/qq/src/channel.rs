@@ -33,7 +33,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::NAME;
-use crate::api::{Api, C2C_WINDOW, GROUP_WINDOW, MAX_REPLIES, MAX_REPLY_BYTES, ReplyBook, Target};
+use crate::api::{
+    Api, C2C_WINDOW, GROUP_WINDOW, MAX_REPLIES, MAX_REPLY_BYTES, ReplyBook, Target, keyed_seq,
+};
 use crate::config::{QqSettings, Transport};
 use crate::inbound::BAD_TIMESTAMP;
 use crate::inbound::{InboundContext, Seen, normalize};
@@ -266,7 +268,8 @@ impl Channel for QqChannel {
             SystemTime::now(),
         );
         let mut context = context.lock().await;
-        let sent = self.api.reply(&mut context, text).await;
+        let keyed = to.hints.send_key_hash().map(keyed_seq);
+        let sent = self.api.reply(&mut context, text, keyed).await;
         let sent = self
             .intake
             .telemetry

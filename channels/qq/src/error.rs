@@ -31,6 +31,9 @@ use im_bridge_channel::http::HttpError;
 pub const TOKEN_INVALID_CODES: &[i64] = &[11244];
 /// Codes asking us to slow down: 22009 (message sending too frequent).
 pub const RATE_LIMIT_CODES: &[i64] = &[22009];
+/// The code of a reply refused because its source was answered with its `msg_seq`
+/// before ("消息被去重").
+pub const DUPLICATE_SEQ: i64 = 40054005;
 
 /// A failed QQ API call, or a reply refused before it was sent.
 #[derive(Debug, thiserror::Error)]

@@ -49,11 +49,13 @@ impl Entry {
             let mut progress = self.progress();
             progress.next_final += 1;
             let id = progress.next_final;
+            let mut hints = out.hints;
+            hints.send_key = Some(format!("{}:{id}", self.0.id));
             progress.record.finals.push(PendingFinal {
                 id,
                 text: out.text,
                 metadata: out.metadata,
-                hints: out.hints,
+                hints,
                 late: None,
                 finishes: None,
                 unsourced: false,

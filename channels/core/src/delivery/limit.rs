@@ -180,10 +180,17 @@ impl<C: Channel> LimitLength<C> {
         }
     }
 
+    /// Sends the parts after the first, each under its own send key (parts 1, 2, …).
     async fn send_rest(&self, to: SendTarget<'_>, rest: &[Rendered]) -> ChannelResult {
         // A blank chunk (the tail of a text ending in a long run of whitespace) shows
         // nothing, and platforms refuse blank messages: skip it.
-        for message in rest.iter().filter(|m| !m.plain.trim().is_empty()) {
+        let parts = rest.iter().enumerate().map(|(i, m)| (i + 1, m));
+        for (n, message) in parts.filter(|(_, m)| !m.plain.trim().is_empty()) {
+            let hints = to.hints.part(n);
+            let to = SendTarget {
+                hints: &hints,
+                ..to
+            };
             self.with_fallback(message, |text| async move {
                 self.inner.send_text(to, &text).await
             })
@@ -290,6 +297,37 @@ mod tests {
                 Call::Send("d".into()),
                 Call::Send(String::new()),
                 Call::Send("abcde".into()),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn each_part_of_a_split_final_is_sent_under_its_own_key() {
+        let (rec, layer) = layered(5, ChannelExt::limit_length);
+        let mut keyed = crate::delivery::recorder::out_to("s1", crate::ChatKind::Private, "", true);
+        keyed.hints.send_key = Some("e:1".into());
+        layer
+            .send_text((&keyed).into(), "abc def ghi")
+            .await
+            .unwrap();
+        let m = layer.start_stream((&keyed).into(), "ab").await.unwrap().id;
+        layer
+            .finish_stream((&keyed).into(), &m, "hello world")
+            .await
+            .unwrap();
+        layer.send_text(target(), "abc def").await.unwrap();
+        let key = |k: &str| Some(k.to_owned());
+        assert_eq!(
+            rec.send_keys(),
+            [
+                key("e:1"),
+                key("e:1.1"),
+                key("e:1.2"),
+                // The finish edits the stream's message; the parts after it are new.
+                key("e:1.1"),
+                key("e:1.2"),
+                None,
+                None,
             ]
         );
     }

@@ -60,6 +60,8 @@ pub(crate) struct Recorder {
     calls: Mutex<Vec<(Duration, Call)>>,
     failures: Mutex<HashMap<Op, VecDeque<ChannelError>>>,
     attempts: Mutex<HashMap<Op, usize>>,
+    /// The send key of each new message sent, in order.
+    send_keys: Mutex<Vec<Option<String>>>,
     next_id: AtomicU64,
 }
 
@@ -71,6 +73,7 @@ impl Recorder {
             calls: Mutex::new(Vec::new()),
             failures: Mutex::new(HashMap::new()),
             attempts: Mutex::new(HashMap::new()),
+            send_keys: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
         })
     }
@@ -93,6 +96,11 @@ impl Recorder {
     /// The accepted calls with their time since the recorder was made.
     pub(crate) fn timed(&self) -> Vec<(Duration, Call)> {
         self.calls.lock().unwrap().clone()
+    }
+
+    /// The send key of each new message accepted, in order.
+    pub(crate) fn send_keys(&self) -> Vec<Option<String>> {
+        self.send_keys.lock().unwrap().clone()
     }
 
     /// How many times `op` was called, failures included.
@@ -133,8 +141,12 @@ impl Channel for Recorder {
         Ok(ChannelExit::Stopped)
     }
 
-    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+    async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         self.call(Op::Send, Call::Send(text.into()))?;
+        self.send_keys
+            .lock()
+            .unwrap()
+            .push(to.hints.send_key.clone());
         Ok(self.sent())
     }
 

@@ -51,10 +51,22 @@ const MAX_OPENID_LEN: usize = 128;
 /// How many seq bases a book draws from: base `n` hands out seqs from `n * SEQ_SPAN + 1`,
 /// so two processes share one with a chance of one in 2²⁴ (and then only a source answered
 /// by both could meet a repeated seq).
-pub const SEQ_BASES: u32 = 1 << 24;
+pub const SEQ_BASES: u32 = (1 << 24) - 1;
 /// The seqs of one base, far more than one source's replies take (a reply, refused or not,
 /// spends one; at most [`MAX_REPLIES`] land).
 const SEQ_SPAN: u32 = 64;
+/// Where the seqs of keyed replies ([`keyed_seq`]) start: past every base's.
+const KEYED_SEQS: u32 = 1 << 30;
+
+/// The `msg_seq` of a reply the daemon named ([`DeliveryHints::send_key_hash`]): the same
+/// for every attempt at it, after a restart too, so that QQ refuses a second send of a
+/// reply that landed unacknowledged as a duplicate (the adapter takes that refusal as
+/// "landed") instead of showing it twice. In `2³⁰..2³¹`, apart from the counted seqs.
+///
+/// [`DeliveryHints::send_key_hash`]: im_bridge_channel::DeliveryHints::send_key_hash
+pub fn keyed_seq(hash: u64) -> u32 {
+    KEYED_SEQS | u32::try_from(hash >> 34).unwrap_or(0)
+}
 
 /// Where a reply goes: a group or a user, by openid.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -196,10 +208,11 @@ impl ReplyContext {
         self.last_seq
     }
 
-    /// Starts one attempt at `now`: the next `msg_seq`, with the reply counted as used.
-    /// Refused with [`ApiError::WindowClosed`] or [`ApiError::RepliesExhausted`], and then
-    /// nothing changes.
-    pub fn begin(&mut self, now: SystemTime) -> Result<u32, ApiError> {
+    /// Starts one attempt at `now`: the next `msg_seq`, or `keyed` for a reply that has its
+    /// own ([`keyed_seq`]; the counted seqs are left as they are then), with the reply
+    /// counted as used. Refused with [`ApiError::WindowClosed`] or
+    /// [`ApiError::RepliesExhausted`], and then nothing changes.
+    pub fn begin(&mut self, now: SystemTime, keyed: Option<u32>) -> Result<u32, ApiError> {
         if !self.is_open(now) {
             return Err(ApiError::WindowClosed);
         }
@@ -207,6 +220,9 @@ impl ReplyContext {
             return Err(ApiError::RepliesExhausted);
         }
         self.used += 1;
+        if let Some(seq) = keyed {
+            return Ok(seq);
+        }
         self.last_seq = self.last_seq.wrapping_add(1).max(1);
         Ok(self.last_seq)
     }
@@ -330,20 +346,20 @@ mod tests {
     fn five_replies_each_with_a_new_seq_then_none() {
         let mut ctx = ReplyContext::new(Target::Group("g".into()), MessageId::new("m"), at(0));
         assert_eq!(ctx.remaining(at(1)), MAX_REPLIES);
-        let seqs: Vec<u32> = (0..5).map(|_| ctx.begin(at(1)).unwrap()).collect();
+        let seqs: Vec<u32> = (0..5).map(|_| ctx.begin(at(1), None).unwrap()).collect();
         assert_eq!(seqs, [1, 2, 3, 4, 5]);
         assert_eq!(ctx.remaining(at(1)), 0);
-        assert!(matches!(ctx.begin(at(1)), Err(ApiError::RepliesExhausted)));
+        assert!(matches!(ctx.begin(at(1), None), Err(ApiError::RepliesExhausted)));
         assert_eq!(ctx.last_seq(), 5, "a refusal hands out no seq");
     }
 
     #[test]
     fn a_refund_gives_the_reply_back_but_never_the_seq() {
         let mut ctx = ReplyContext::new(Target::User("u".into()), MessageId::new("m"), at(0));
-        assert_eq!(ctx.begin(at(1)).unwrap(), 1);
+        assert_eq!(ctx.begin(at(1), None).unwrap(), 1);
         ctx.refund();
         assert_eq!(ctx.used(), 0);
-        assert_eq!(ctx.begin(at(1)).unwrap(), 2);
+        assert_eq!(ctx.begin(at(1), None).unwrap(), 2);
         assert_eq!(ctx.used(), 1);
         ctx.refund();
         ctx.refund();
@@ -353,13 +369,13 @@ mod tests {
     #[test]
     fn the_window_closes_after_five_minutes_in_groups_and_an_hour_in_c2c() {
         let mut group = ReplyContext::new(Target::Group("g".into()), MessageId::new("m"), at(0));
-        assert!(group.begin(at(299)).is_ok());
-        assert!(matches!(group.begin(at(300)), Err(ApiError::WindowClosed)));
+        assert!(group.begin(at(299), None).is_ok());
+        assert!(matches!(group.begin(at(300), None), Err(ApiError::WindowClosed)));
         assert_eq!(group.remaining(at(300)), 0);
         assert_eq!(group.used(), 1);
         let mut c2c = ReplyContext::new(Target::User("u".into()), MessageId::new("m"), at(0));
-        assert!(c2c.begin(at(3599)).is_ok());
-        assert!(matches!(c2c.begin(at(3600)), Err(ApiError::WindowClosed)));
+        assert!(c2c.begin(at(3599), None).is_ok());
+        assert!(matches!(c2c.begin(at(3600), None), Err(ApiError::WindowClosed)));
         assert_eq!(c2c.window_end(), at(3600));
     }
 
@@ -369,7 +385,7 @@ mod tests {
         let seqs = |book: &mut ReplyBook| {
             let shared = book.context(target.clone(), MessageId::new("m"), at(0), at(1));
             let mut ctx = shared.try_lock().unwrap();
-            [ctx.begin(at(1)).unwrap(), ctx.begin(at(1)).unwrap()]
+            [ctx.begin(at(1), None).unwrap(), ctx.begin(at(1), None).unwrap()]
         };
         // A bridge started again answers the same source with seqs it never used before.
         let before = seqs(&mut ReplyBook::with_seq_base(7));
@@ -384,6 +400,9 @@ mod tests {
             last.iter().all(|&s| s > 0 && i32::try_from(s).is_ok()),
             "{last:?}"
         );
+        // Keyed seqs stand apart from every base's.
+        let highest = (SEQ_BASES - 1) * SEQ_SPAN + SEQ_SPAN;
+        assert!(highest < keyed_seq(0) && keyed_seq(u64::MAX) <= i32::MAX as u32);
         let drawn = ReplyBook::new().seq_base;
         assert!(drawn.is_multiple_of(SEQ_SPAN) && drawn / SEQ_SPAN < SEQ_BASES);
     }
@@ -393,7 +412,7 @@ mod tests {
         let mut book = ReplyBook::new();
         let target = Target::Group("g".into());
         let a = book.context(target.clone(), MessageId::new("m0"), at(0), at(1));
-        a.lock().await.begin(at(1)).unwrap();
+        a.lock().await.begin(at(1), None).unwrap();
         let again = book.context(target.clone(), MessageId::new("m0"), at(0), at(1));
         assert_eq!(again.lock().await.used(), 1, "the same budget");
         for i in 1..MAX_CONTEXTS {

@@ -37,7 +37,7 @@ async fn a_reply_names_its_source_and_seq_with_the_bots_headers() {
     let (fake, api) = start().await;
     let group = Event::group_at("G1", "M1", "hi");
     let mut ctx = source(&fake, &group);
-    let sent = api.reply(&mut ctx, "你好 there").await.unwrap();
+    let sent = api.reply(&mut ctx, "你好 there", None).await.unwrap();
     assert_eq!(sent.msg_seq, 1);
     assert!(sent.id.as_str().starts_with("ROBOT1.0_"));
     let call = &fake.calls_to("group_reply")[0];
@@ -53,7 +53,7 @@ async fn a_reply_names_its_source_and_seq_with_the_bots_headers() {
     assert_eq!(call.app_id.as_deref(), Some(fake::APP_ID));
     let c2c = Event::c2c("U1", "hi");
     let mut ctx = source(&fake, &c2c);
-    api.reply(&mut ctx, "a").await.unwrap();
+    api.reply(&mut ctx, "a", None).await.unwrap();
     assert_eq!(fake.calls_to("c2c_reply")[0].path, "/v2/users/U1/messages");
     assert_eq!(fake.replies().len(), 2);
 }
@@ -63,11 +63,11 @@ async fn five_replies_then_none_without_a_request() {
     let (fake, api) = start().await;
     let mut ctx = source(&fake, &Event::c2c("U1", "hi"));
     for n in 1..=5 {
-        assert_eq!(api.reply(&mut ctx, "part").await.unwrap().msg_seq, n);
+        assert_eq!(api.reply(&mut ctx, "part", None).await.unwrap().msg_seq, n);
     }
     let calls = fake.calls().len();
     assert!(matches!(
-        api.reply(&mut ctx, "one more").await,
+        api.reply(&mut ctx, "one more", None).await,
         Err(ApiError::RepliesExhausted)
     ));
     assert_eq!(fake.calls().len(), calls, "nothing was sent");
@@ -77,7 +77,7 @@ async fn five_replies_then_none_without_a_request() {
         SystemTime::now() - C2C_WINDOW,
     );
     assert!(matches!(
-        api.reply(&mut old, "late").await,
+        api.reply(&mut old, "late", None).await,
         Err(ApiError::WindowClosed)
     ));
     assert_eq!(fake.calls().len(), calls);
@@ -87,9 +87,9 @@ async fn five_replies_then_none_without_a_request() {
 async fn a_refused_token_is_replaced_once_and_the_retry_takes_a_new_seq() {
     let (fake, api) = start().await;
     let mut ctx = source(&fake, &Event::group_at("G1", "M1", "hi"));
-    api.reply(&mut ctx, "first").await.unwrap();
+    api.reply(&mut ctx, "first", None).await.unwrap();
     fake.make_token_stale();
-    let sent = api.reply(&mut ctx, "second").await.unwrap();
+    let sent = api.reply(&mut ctx, "second", None).await.unwrap();
     assert_eq!(sent.msg_seq, 3, "seq 2 went with the refused token");
     let statuses = fake.statuses("group_reply");
     assert_eq!(statuses, [200, 401, 200]);
@@ -103,7 +103,7 @@ async fn a_rate_limit_is_a_retry_hint_and_sends_nothing() {
     let mut ctx = source(&fake, &Event::c2c("U1", "hi"));
     for failure in [Failure::Code(22009), Failure::CodeOk(22009)] {
         fake.fail_next("c2c_reply", failure);
-        let error = api.reply(&mut ctx, "x").await.unwrap_err();
+        let error = api.reply(&mut ctx, "x", None).await.unwrap_err();
         assert!(
             matches!(error, ApiError::Http(HttpError::RetryAfter(_))),
             "{error:?}"
@@ -114,7 +114,7 @@ async fn a_rate_limit_is_a_retry_hint_and_sends_nothing() {
         ));
         assert_eq!(ctx.used(), 0);
     }
-    assert_eq!(api.reply(&mut ctx, "x").await.unwrap().msg_seq, 3);
+    assert_eq!(api.reply(&mut ctx, "x", None).await.unwrap().msg_seq, 3);
 }
 
 #[tokio::test]
@@ -122,7 +122,7 @@ async fn a_window_closed_on_the_platform_is_not_retried() {
     let (fake, api) = start().await;
     let mut ctx = source(&fake, &Event::group_at("G1", "M1", "hi"));
     fake.advance_clock(GROUP_WINDOW);
-    let error = api.reply(&mut ctx, "late").await.unwrap_err();
+    let error = api.reply(&mut ctx, "late", None).await.unwrap_err();
     assert!(
         matches!(
             error,
@@ -147,7 +147,7 @@ async fn a_server_error_may_have_posted_so_its_reply_counts() {
     let (fake, api) = start().await;
     let mut ctx = source(&fake, &Event::c2c("U1", "hi"));
     fake.fail_next("c2c_reply", Failure::Http(502));
-    let error = api.reply(&mut ctx, "maybe").await.unwrap_err();
+    let error = api.reply(&mut ctx, "maybe", None).await.unwrap_err();
     assert!(error.may_have_delivered(), "{error:?}");
     assert_eq!(ctx.used(), 1);
     assert_eq!(fake.calls_to("c2c_reply").len(), 1, "never sent twice");
@@ -249,4 +249,24 @@ async fn redirects_are_not_followed() {
         api.gateway_url().await,
         Err(ApiError::Api { status: 307, .. })
     ));
+}
+
+#[tokio::test]
+async fn a_keyed_reply_sent_again_is_shown_once_and_answered_as_sent() {
+    let (fake, api) = start().await;
+    let c2c = Event::c2c("U1", "hi");
+    let mut ctx = source(&fake, &c2c);
+    let seq = keyed_seq(0x0123_4567_89ab_cdef);
+    let first = api.reply(&mut ctx, "the answer", Some(seq)).await.unwrap();
+    assert_eq!(first.msg_seq, seq);
+    // The same reply again (its answer was lost, or the bridge restarted): QQ refuses
+    // the repeated seq, and the reply counts as the one that landed.
+    let again = api.reply(&mut ctx, "the answer", Some(seq)).await.unwrap();
+    assert_eq!(again.msg_seq, seq);
+    assert_eq!(fake.replies().len(), 1, "{:#?}", fake.replies());
+    // Counted seqs go on as before, apart from the keyed one.
+    assert_eq!(api.reply(&mut ctx, "other", None).await.unwrap().msg_seq, 1);
+    // An unkeyed reply refused as a duplicate is no success.
+    fake.fail_next("c2c_reply", Failure::Code(fake::code::DUPLICATE_SEQ));
+    assert!(api.reply(&mut ctx, "x", None).await.is_err());
 }

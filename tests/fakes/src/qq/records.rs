@@ -14,6 +14,10 @@ pub enum Failure {
     CodeOk(i64),
     /// This HTTP status with an empty body.
     Http(u16),
+    /// The reply is taken (recorded, its seq spent) but its answer never leaves: the
+    /// request is held until the client gives up or goes away (an answer lost with a
+    /// dying bridge).
+    AnswerLost,
 }
 
 /// One HTTP request the fake received (gateway frames are recorded separately). Its

@@ -44,11 +44,14 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         .await
         .map(|b| b.json)
         .unwrap_or(Value::Null);
-    let answer = answer(&mut shared.lock(), route, &head, &shared.addr, &body);
+    let (answer, lost) = answer(&mut shared.lock(), route, &head, &shared.addr, &body);
     let code = answer.json_body().and_then(|b| b["code"].as_i64());
     let call =
         Call::new(route, &head, true, body, (answer.status, code), ok).app_id_from(APP_ID_HEADER);
     shared.record(call);
+    if lost {
+        std::future::pending::<()>().await;
+    }
     answer.into_response()
 }
 
@@ -76,25 +79,29 @@ fn answer(
     head: &Head,
     addr: &std::net::SocketAddr,
     body: &Value,
-) -> Answer {
+) -> (Answer, bool) {
     let segs = head.segments();
-    match route {
+    let answer = match route {
         "token" => token(qq, body),
         "file" => file(qq, segs.get(1).copied().unwrap_or("")),
         "unknown" => refuse(StatusCode::NOT_FOUND, code::NOT_FOUND, "no such route"),
         _ => {
             if let Some(refusal) = authenticate(qq, head) {
-                return refusal;
+                return (refusal, false);
             }
-            if let Some(failure) = qq.failures.take(route, None) {
-                return scripted(failure);
-            }
-            match route {
+            let lost = match qq.failures.take(route, None) {
+                Some(Failure::AnswerLost) => true,
+                Some(failure) => return (scripted(failure), false),
+                None => false,
+            };
+            let answer = match route {
                 "gateway" => Answer::json(200, json!({"url": format!("ws://{addr}/websocket")})),
                 _ => reply(qq, route, segs.get(2).copied().unwrap_or(""), body),
-            }
+            };
+            return (answer, lost);
         }
-    }
+    };
+    (answer, false)
 }
 
 fn refuse(status: StatusCode, code: i64, message: &str) -> Answer {
@@ -108,6 +115,8 @@ fn scripted(failure: Failure) -> Answer {
         Failure::Code(c) => refuse(StatusCode::BAD_REQUEST, c, "scripted failure"),
         Failure::CodeOk(c) => refuse(StatusCode::OK, c, "scripted failure"),
         Failure::Http(status) => Answer::empty(status),
+        // Taken before the route runs (see `answer`).
+        Failure::AnswerLost => Answer::empty(200),
     }
 }
 
