@@ -69,6 +69,8 @@ fn message(content: &str) -> MessageBody {
     MessageBody {
         content: content.to_owned(),
         allowed_mentions: AllowedMentions::default(),
+        nonce: None,
+        enforce_nonce: None,
     }
 }
 
@@ -144,14 +146,20 @@ impl DiscordApi {
     }
 
     /// `POST /channels/{channel}/messages` with `content` (at most 2000 characters) and
-    /// no mentions parsed.
+    /// no mentions parsed; with a `nonce`, enforced: a create Discord took in the past few
+    /// minutes under it answers with that message instead of posting another.
     pub async fn create_message(
         &self,
         channel: u64,
         content: &str,
+        nonce: Option<String>,
     ) -> Result<MessageRef, ApiError> {
         let op = "create_message";
-        let body = message(content);
+        let body = MessageBody {
+            enforce_nonce: nonce.is_some().then_some(true),
+            nonce,
+            ..message(content)
+        };
         let request = self
             .request(
                 Method::POST,

@@ -226,9 +226,12 @@ impl DiscordChannel {
     async fn create(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         let channel = target_channel(to)?;
 
+        // A final's send key names it for Discord: sent again (a lost answer, a restart),
+        // it is the same message.
+        let nonce = to.hints.send_key_hash().map(|hash| format!("{hash:016x}"));
         let sent = self
             .api
-            .create_message(channel, text)
+            .create_message(channel, text, nonce)
             .await
             .map_err(ChannelError::from);
         let sent = self.telemetry.sending(sent)?;

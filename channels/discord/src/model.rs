@@ -47,6 +47,13 @@ pub struct MessageBody {
     pub content: String,
     /// Always none.
     pub allowed_mentions: AllowedMentions,
+    /// A create's name for the message (at most 25 characters), from the reply's send key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
+    /// With a `nonce`: Discord returns the message the bot created under it in the past
+    /// few minutes instead of creating another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforce_nonce: Option<bool>,
 }
 
 /// `payload_json` of a message carrying a file (`files[0]`).

@@ -239,11 +239,18 @@ impl FeishuChannel {
     /// to the chat): one, unless what the renderer cannot see (link addresses, JSON
     /// escaping) grew it past the card limit; then it is cut again into follow-up cards.
     /// The first card is the reply.
+    /// Each card goes under its own `uuid` when the reply has a send key, so a card sent
+    /// again (a lost answer, a restart) is not shown twice.
     async fn send_card(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         let mut texts = card_texts(text).into_iter();
         let first = texts.next().unwrap_or_default();
         let sent = self.send_one(to, &first).await?;
-        for rest in texts {
+        for (n, rest) in texts.enumerate() {
+            let hints = to.hints.part(n + 1);
+            let to = SendTarget {
+                hints: &hints,
+                ..to
+            };
             self.send_one(to, &rest).await?;
         }
         Ok(sent)
@@ -251,9 +258,14 @@ impl FeishuChannel {
 
     async fn send_one(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         let card = card::quoting(self.intake.quote(&to).as_deref(), text);
+        let uuid = to
+            .hints
+            .send_key_hash()
+            .map(|hash| format!("imb-{hash:016x}"));
+        let uuid = uuid.as_deref();
         let sent = match to.reply_to {
-            Some(source) => self.api().reply_card(source, &card).await,
-            None => self.api().send_card(to.chat_id, &card).await,
+            Some(source) => self.api().reply_card(source, &card, uuid).await,
+            None => self.api().send_card(to.chat_id, &card, uuid).await,
         };
         let id = self.telemetry().sending(sent.map_err(ChannelError::from))?;
         Ok(SentMessage { id })

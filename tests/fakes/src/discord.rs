@@ -59,6 +59,9 @@ pub const BOT_ID: &str = "1300000000000000001";
 pub const BOT_USERNAME: &str = "fake-bridge";
 /// The guild of the builders' guild messages (and READY / GUILD_CREATE).
 pub const GUILD_ID: &str = "1300000000000000100";
+/// How long an enforced `nonce` names its message: Discord checks "the past few minutes";
+/// the fake keeps one, the least that reading allows.
+pub const NONCE_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Discord's JSON error codes the fake answers.
 pub mod code {

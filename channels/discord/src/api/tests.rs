@@ -19,10 +19,36 @@ fn api(fake: &FakeDiscord, token: &str) -> DiscordApi {
 }
 
 #[tokio::test]
+async fn a_create_sent_again_under_its_nonce_is_the_same_message() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let api = api(&fake, discord::TOKEN);
+    let nonce = || Some("00ab12cd34ef5678".to_owned());
+    let first = api.create_message(5, "the answer", nonce()).await.unwrap();
+    let again = api.create_message(5, "the answer", nonce()).await.unwrap();
+    assert_eq!(again, first);
+    assert_eq!(fake.sent().len(), 1, "{:#?}", fake.sent());
+    let call = &fake.calls_to("create_message")[1];
+    assert_eq!(
+        (&call.body["nonce"], &call.body["enforce_nonce"]),
+        (&json!("00ab12cd34ef5678"), &json!(true))
+    );
+    // Elsewhere, or without one, it is a message of its own.
+    api.create_message(6, "the answer", nonce()).await.unwrap();
+    api.create_message(5, "the answer", None).await.unwrap();
+    assert_eq!(fake.sent().len(), 3);
+    assert!(
+        fake.calls_to("create_message")[3]
+            .body
+            .get("nonce")
+            .is_none()
+    );
+}
+
+#[tokio::test]
 async fn messages_always_parse_no_mentions_and_edits_keep_them_off() {
     let fake = FakeDiscord::start().await.unwrap();
     let api = api(&fake, discord::TOKEN);
-    let sent = api.create_message(5, "@everyone done").await.unwrap();
+    let sent = api.create_message(5, "@everyone done", None).await.unwrap();
     assert_eq!(sent.channel_id, 5);
     let record = &fake.sent()[0];
     assert_eq!(record.id, sent.message_id.to_string());
@@ -42,7 +68,7 @@ async fn messages_always_parse_no_mentions_and_edits_keep_them_off() {
     assert_eq!(err.code(), Some(crate::error::UNKNOWN_MESSAGE));
     assert!(matches!(ChannelError::from(err), ChannelError::NotEditable));
     let too_long = api
-        .create_message(5, &"x".repeat(MAX_CONTENT + 1))
+        .create_message(5, &"x".repeat(MAX_CONTENT + 1), None)
         .await
         .unwrap_err();
     assert!(matches!(
@@ -95,7 +121,7 @@ async fn a_429_is_retry_after_with_discords_wait_and_nothing_is_resent() {
             global: false,
         },
     );
-    let err = api.create_message(5, "hi").await.unwrap_err();
+    let err = api.create_message(5, "hi", None).await.unwrap_err();
     assert!(
         matches!(err, ApiError::RateLimited { retry_after, global: false, .. } if retry_after == Duration::from_millis(2500)),
         "{err:?}"
@@ -112,7 +138,7 @@ async fn a_429_is_retry_after_with_discords_wait_and_nothing_is_resent() {
     assert_eq!(fake.early_calls(), 0);
     // A call before the wait is over is refused again (the fake counts it as early).
     assert!(matches!(
-        api.create_message(5, "hi").await,
+        api.create_message(5, "hi", None).await,
         Err(ApiError::RateLimited { .. })
     ));
     assert_eq!(fake.early_calls(), 1);
@@ -134,7 +160,7 @@ async fn a_429_is_retry_after_with_discords_wait_and_nothing_is_resent() {
 async fn errors_never_carry_the_token_and_a_wrong_token_is_unauthorized() {
     let fake = FakeDiscord::start().await.unwrap();
     let api = api(&fake, "TOPSECRET.token");
-    let err = api.create_message(5, "hi").await.unwrap_err();
+    let err = api.create_message(5, "hi", None).await.unwrap_err();
     assert!(matches!(err, ApiError::Unauthorized { .. }));
     let shown = format!("{err} {err:?} {api:?}");
     let printed = format!("{shown} {}", ChannelError::from(err));

@@ -283,3 +283,21 @@ async fn the_delivery_engine_splits_at_2000_and_waits_out_a_429_on_create() {
     assert_eq!(calls[0].status, 429);
     assert!(calls[1].at - calls[0].at >= Duration::from_millis(300));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_sent_again_under_its_send_key_is_one_message() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let ch = channel(&fake, json!({}));
+    let chat = ChatId::new("10");
+    let mut hints = im_bridge_channel::DeliveryHints::default();
+    hints.send_key = Some("entry:1".into());
+    let metadata = Map::new();
+    let to = SendTarget {
+        hints: &hints,
+        ..group_target(&chat, &metadata)
+    };
+    let first = ch.send_text(to, "the answer").await.unwrap();
+    let again = ch.send_text(to, "the answer").await.unwrap();
+    assert_eq!(again.id, first.id);
+    assert_eq!(fake.sent_to("10").len(), 1);
+}

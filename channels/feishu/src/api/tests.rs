@@ -153,12 +153,30 @@ fn msg(id: &str) -> MessageId {
 }
 
 #[tokio::test]
+async fn a_named_card_carries_its_uuid() {
+    let (api, fake) = start().await;
+    let c = card("the answer");
+    api.send_card(&ChatId::new("oc_1"), &c, Some("imb-00ab"))
+        .await
+        .unwrap();
+    api.reply_card(&msg("om_src"), &c, Some("imb-00cd"))
+        .await
+        .unwrap();
+    let seen = fake.seen();
+    let uuids: Vec<&Value> = seen
+        .iter()
+        .map(|s| &s.json.as_ref().unwrap()["uuid"])
+        .collect();
+    assert_eq!(uuids, [&json!("imb-00ab"), &json!("imb-00cd")]);
+}
+
+#[tokio::test]
 async fn cards_are_sent_replied_and_patched_in_the_envelope() {
     let (api, fake) = start().await;
     let c = card("**thinking…**");
-    let sent = api.send_card(&ChatId::new("oc_1"), &c).await.unwrap();
+    let sent = api.send_card(&ChatId::new("oc_1"), &c, None).await.unwrap();
     assert_eq!(sent, msg("om_new"));
-    let replied = api.reply_card(&msg("om_src"), &c).await.unwrap();
+    let replied = api.reply_card(&msg("om_src"), &c, None).await.unwrap();
     assert_eq!(replied, msg("om_new"));
     api.patch_card(&msg("om_new"), &card("done")).await.unwrap();
     api.add_reaction(&msg("om_src"), "OK").await.unwrap();
@@ -173,6 +191,10 @@ async fn cards_are_sent_replied_and_patched_in_the_envelope() {
     let body = seen[0].json.as_ref().unwrap();
     assert_eq!(body["receive_id"], "oc_1");
     assert_eq!(body["msg_type"], "interactive");
+    assert!(
+        body.get("uuid").is_none(),
+        "no uuid unless the reply is named"
+    );
     // The card travels as a JSON string.
     let content: Value = serde_json::from_str(body["content"].as_str().unwrap()).unwrap();
     assert_eq!(content, c);
@@ -214,7 +236,7 @@ async fn a_stale_token_is_refreshed_and_the_call_retried_exactly_once() {
         json!({"code": 99991663, "msg": "Invalid access token for authorization"}),
     );
     let sent = api
-        .send_card(&ChatId::new("oc_1"), &card("x"))
+        .send_card(&ChatId::new("oc_1"), &card("x"), None)
         .await
         .unwrap();
     assert_eq!(sent, msg("om_new"));
@@ -229,7 +251,7 @@ async fn a_stale_token_is_refreshed_and_the_call_retried_exactly_once() {
         fake.push_json(401, json!({"code": code, "msg": "token expired"}));
     }
     let error = api
-        .reply_card(&msg("om_src"), &card("x"))
+        .reply_card(&msg("om_src"), &card("x"), None)
         .await
         .unwrap_err();
     assert!(matches!(error, ApiError::TokenInvalid { .. }), "{error:?}");
@@ -249,7 +271,7 @@ async fn other_failures_are_never_sent_twice() {
         json!({"code": 230002, "msg": "The bot SECRET-TEXT is not in the chat"}),
     );
     let error = api
-        .send_card(&ChatId::new("oc_1"), &card("x"))
+        .send_card(&ChatId::new("oc_1"), &card("x"), None)
         .await
         .unwrap_err();
     let ChannelError::Rejected { reason } = ChannelError::from(error) else {
@@ -261,7 +283,7 @@ async fn other_failures_are_never_sent_twice() {
 
     fake.push(502, &[], "<html>bad gateway</html>");
     let error = api
-        .send_card(&ChatId::new("oc_1"), &card("x"))
+        .send_card(&ChatId::new("oc_1"), &card("x"), None)
         .await
         .unwrap_err();
     assert!(matches!(
@@ -285,7 +307,7 @@ async fn rate_limits_become_retry_after() {
     let (api, fake) = start().await;
     fake.push(429, &[("x-ogw-ratelimit-reset", "3")], "");
     let error = api
-        .send_card(&ChatId::new("oc_1"), &card("x"))
+        .send_card(&ChatId::new("oc_1"), &card("x"), None)
         .await
         .unwrap_err();
     assert!(
@@ -329,7 +351,7 @@ async fn oversized_cards_uploads_and_odd_ids_are_refused_unsent() {
     let (api, fake) = start().await;
     let huge = card(&"a".repeat(MAX_CARD_BYTES));
     let error = api
-        .send_card(&ChatId::new("oc_1"), &huge)
+        .send_card(&ChatId::new("oc_1"), &huge, None)
         .await
         .unwrap_err();
     assert!(matches!(error, ApiError::CardTooLarge { .. }));
@@ -515,7 +537,7 @@ async fn an_answer_without_data_is_a_decode_error() {
     let (api, fake) = start().await;
     fake.push_json(200, json!({"code": 0, "msg": "success"}));
     let error = api
-        .send_card(&ChatId::new("oc_1"), &card("x"))
+        .send_card(&ChatId::new("oc_1"), &card("x"), None)
         .await
         .unwrap_err();
     assert!(
@@ -563,7 +585,7 @@ async fn secrets_never_reach_debug_or_errors() {
     // A transport error (nothing listens on port 1).
     let dead = Api::new("http://127.0.0.1:1", "cli_test", Secret::new(SECRET)).unwrap();
     let error = dead
-        .send_card(&ChatId::new("oc_1"), &card("x"))
+        .send_card(&ChatId::new("oc_1"), &card("x"), None)
         .await
         .unwrap_err();
     assert!(

@@ -349,7 +349,10 @@ mod tests {
         let seqs: Vec<u32> = (0..5).map(|_| ctx.begin(at(1), None).unwrap()).collect();
         assert_eq!(seqs, [1, 2, 3, 4, 5]);
         assert_eq!(ctx.remaining(at(1)), 0);
-        assert!(matches!(ctx.begin(at(1), None), Err(ApiError::RepliesExhausted)));
+        assert!(matches!(
+            ctx.begin(at(1), None),
+            Err(ApiError::RepliesExhausted)
+        ));
         assert_eq!(ctx.last_seq(), 5, "a refusal hands out no seq");
     }
 
@@ -370,12 +373,18 @@ mod tests {
     fn the_window_closes_after_five_minutes_in_groups_and_an_hour_in_c2c() {
         let mut group = ReplyContext::new(Target::Group("g".into()), MessageId::new("m"), at(0));
         assert!(group.begin(at(299), None).is_ok());
-        assert!(matches!(group.begin(at(300), None), Err(ApiError::WindowClosed)));
+        assert!(matches!(
+            group.begin(at(300), None),
+            Err(ApiError::WindowClosed)
+        ));
         assert_eq!(group.remaining(at(300)), 0);
         assert_eq!(group.used(), 1);
         let mut c2c = ReplyContext::new(Target::User("u".into()), MessageId::new("m"), at(0));
         assert!(c2c.begin(at(3599), None).is_ok());
-        assert!(matches!(c2c.begin(at(3600), None), Err(ApiError::WindowClosed)));
+        assert!(matches!(
+            c2c.begin(at(3600), None),
+            Err(ApiError::WindowClosed)
+        ));
         assert_eq!(c2c.window_end(), at(3600));
     }
 
@@ -385,7 +394,10 @@ mod tests {
         let seqs = |book: &mut ReplyBook| {
             let shared = book.context(target.clone(), MessageId::new("m"), at(0), at(1));
             let mut ctx = shared.try_lock().unwrap();
-            [ctx.begin(at(1), None).unwrap(), ctx.begin(at(1), None).unwrap()]
+            [
+                ctx.begin(at(1), None).unwrap(),
+                ctx.begin(at(1), None).unwrap(),
+            ]
         };
         // A bridge started again answers the same source with seqs it never used before.
         let before = seqs(&mut ReplyBook::with_seq_base(7));

@@ -60,6 +60,9 @@ pub struct Sent {
     pub uploads: Vec<Upload>,
     /// How many times it was edited.
     pub edits: usize,
+    /// The `nonce` it was created with under `enforce_nonce`, and when: a create under the
+    /// same nonce in that channel within [`super::NONCE_WINDOW`] returns this message.
+    pub nonce: Option<(String, std::time::Instant)>,
 }
 
 /// An accepted edit.

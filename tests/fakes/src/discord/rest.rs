@@ -201,6 +201,29 @@ fn answer(
             if content.is_empty() && uploads.is_empty() {
                 return error(400, code::EMPTY_MESSAGE, "Cannot send an empty message");
             }
+            // `nonce`: at most 25 characters; with `enforce_nonce`, a message the bot
+            // created under it in the past few minutes is returned, and none is created.
+            let nonce = body["nonce"].as_str().map(str::to_owned);
+            if nonce.as_ref().is_some_and(|n| n.chars().count() > 25) {
+                return error(400, code::INVALID_FORM_BODY, "Invalid Form Body");
+            }
+            let nonce = nonce.filter(|_| body["enforce_nonce"] == json!(true));
+            if let Some(nonce) = &nonce {
+                let earlier = inner.sent.iter().find(|s| {
+                    s.channel_id == channel
+                        && s.nonce
+                            .as_ref()
+                            .is_some_and(|(n, at)| n == nonce && at.elapsed() < super::NONCE_WINDOW)
+                });
+                if let Some(earlier) = earlier {
+                    return ok(bot_message(
+                        &earlier.id,
+                        &channel,
+                        &earlier.content,
+                        Vec::new(),
+                    ));
+                }
+            }
             let id = inner.next_id();
             let attachments: Vec<Value> = uploads
                 .iter()
@@ -216,6 +239,7 @@ fn answer(
                 allowed_mentions: body["allowed_mentions"].clone(),
                 uploads,
                 edits: 0,
+                nonce: nonce.map(|n| (n, std::time::Instant::now())),
             });
             ok(bot_message(&id, &channel, &content, attachments))
         }

@@ -60,6 +60,9 @@ pub struct BotMessage {
     pub patches: Vec<Patch>,
     /// When it was sent.
     pub at: Instant,
+    /// The `uuid` it was sent under, if any: for an hour, a send under the same uuid
+    /// sends nothing more.
+    pub uuid: Option<String>,
 }
 
 impl BotMessage {

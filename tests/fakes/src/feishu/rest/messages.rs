@@ -103,6 +103,23 @@ pub(super) fn send(
     if let Err(refusal) = check_content(inner, msg_type, content) {
         return refusal;
     }
+    // `uuid` (at most 50 characters): Feishu sends at most one message per uuid within
+    // an hour. What it answers the others it does not document; the fake answers with the
+    // message sent under it.
+    let uuid = body.get("uuid").and_then(Value::as_str).map(str::to_owned);
+    if uuid.as_ref().is_some_and(|u| u.chars().count() > 50) {
+        return error(code::FIELD_VALIDATION, "field validation failed: uuid");
+    }
+    if let Some(uuid) = &uuid {
+        let hour = std::time::Duration::from_secs(3600);
+        let earlier = inner
+            .messages
+            .iter()
+            .find(|m| m.uuid.as_ref() == Some(uuid) && m.at.elapsed() < hour);
+        if let Some(earlier) = earlier {
+            return data(message_json(earlier));
+        }
+    }
     let n = inner.next_id();
     let message_id = format!("om_bot{n:026}");
     let message = BotMessage {
@@ -113,6 +130,7 @@ pub(super) fn send(
         content: content.to_owned(),
         patches: Vec::new(),
         at: Instant::now(),
+        uuid,
     };
     let answer = message_json(&message);
     inner.messages.push(message);

@@ -255,3 +255,22 @@ fn the_routes_are_recognised() {
     assert_eq!(r(Method::GET, "/open-apis/im/v1/messages/om_1"), "unknown");
     assert_eq!(r(Method::POST, "/callback/ws/endpoint"), "endpoint");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_uuid_sends_one_message_an_hour() {
+    let mut inner = Feishu::new();
+    inner.user_messages.insert("om_user".into(), "oc_1".into());
+    let named = |uuid: &str| json!({"msg_type": "interactive", "content": card(true, "the answer"), "uuid": uuid});
+    let first = body(reply(&mut inner, "om_user", &named("u-1")));
+    let again = body(reply(&mut inner, "om_user", &named("u-1")));
+    assert_eq!(again["data"]["message_id"], first["data"]["message_id"]);
+    assert_eq!(inner.messages.len(), 1);
+    reply(&mut inner, "om_user", &named("u-2"));
+    assert_eq!(inner.messages.len(), 2);
+    // After the hour a uuid names nothing any more.
+    advance(std::time::Duration::from_secs(3601)).await;
+    reply(&mut inner, "om_user", &named("u-1"));
+    assert_eq!(inner.messages.len(), 3);
+    let long = "u".repeat(51);
+    assert_ne!(code_of(&reply(&mut inner, "om_user", &named(&long))), 0);
+}
