@@ -43,7 +43,9 @@ use im_bridge::simulator::{Script, Simulator, SimulatorConfig};
 use im_bridge::{config::StoreLocation, daemon::DaemonExit, gateway::GatewayConfig};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
-use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::filter::{FilterExt as _, LevelFilter, Targets};
+use tracing_subscriber::layer::{Filter, Layer as _, SubscriberExt as _};
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 /// jemalloc, not the C library's malloc (issue 35): glibc's allocator took about a tenth of
 /// the daemon's CPU in the load bench, much of it serving tokio's tasks (aligned to 128
@@ -224,22 +226,21 @@ const LOG_CAPS: &[(&str, LevelFilter)] = &[
     ("serenity::gateway", LevelFilter::ERROR),
 ];
 
-/// The log filter: `spec` (`RUST_LOG`) when it parses, else `default_level`, with each of
-/// [`LOG_CAPS`] holding its target to its cap (a filter that is quieter anyway is left as
-/// it is: a cap never makes a target louder).
-fn log_filter(spec: Option<&str>, default_level: &str) -> EnvFilter {
+/// The log filter: `spec` (`RUST_LOG`) when it parses, else `default_level`, and, apart
+/// from it, [`LOG_CAPS`]: an event passes both, so a cap only ever lowers its target's
+/// level, whatever the spec gives it or anything else.
+fn log_filter<S>(spec: Option<&str>, default_level: &str) -> impl Filter<S> + use<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
     let filter = spec
         .and_then(|spec| EnvFilter::try_new(spec).ok())
         .unwrap_or_else(|| EnvFilter::new(default_level));
-    LOG_CAPS.iter().fold(filter, |filter, &(target, cap)| {
-        if filter.max_level_hint().is_some_and(|max| max <= cap) {
-            return filter;
-        }
-        match format!("{target}={cap}").parse() {
-            Ok(directive) => filter.add_directive(directive),
-            Err(_) => filter,
-        }
-    })
+    let caps = LOG_CAPS.iter().fold(
+        Targets::new().with_default(LevelFilter::TRACE),
+        |caps, &(target, cap)| caps.with_target(target, cap),
+    );
+    filter.and(caps)
 }
 
 fn init_logging(format: LogFormat, default_level: &str) {
@@ -248,13 +249,15 @@ fn init_logging(format: LogFormat, default_level: &str) {
     // Colours only for a person at a terminal: a log file or the journal gets plain text.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = tracing_subscriber::fmt::layer()
         .with_ansi(colour)
         .with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry();
     match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => registry.with(layer.with_filter(filter)).init(),
+        LogFormat::Json => registry
+            .with(layer.json().flatten_event(true).with_filter(filter))
+            .init(),
     }
 }
 
@@ -683,11 +686,11 @@ mod tests {
     fn logged(spec: &str, log: impl FnOnce()) -> String {
         let sink = Sink::default();
         let writer = sink.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_env_filter(log_filter(Some(spec), "info"))
+        let layer = tracing_subscriber::fmt::layer()
             .with_ansi(false)
             .with_writer(move || writer.clone())
-            .finish();
+            .with_filter(log_filter(Some(spec), "info"));
+        let subscriber = tracing_subscriber::registry().with(layer);
         tracing::subscriber::with_default(subscriber, log);
         String::from_utf8(sink.0.lock().unwrap().clone()).unwrap()
     }
@@ -720,6 +723,12 @@ mod tests {
         for shown in ["frame", "connected", "lane"] {
             assert!(out.contains(shown), "{shown}: {out}");
         }
+        // A cap lowers only: a spec quieter for its target than the cap stays as quiet.
+        let out = logged("warn,im_bridge=debug", || {
+            tracing::info!(target: "tokio_postgres::connection", "connected");
+            tracing::debug!(target: "im_bridge::bus", "lane");
+        });
+        assert!(!out.contains("connected") && out.contains("lane"), "{out}");
         // An unreadable RUST_LOG falls back to the default level, caps and all.
         let out = logged("=[", || {
             tracing::warn!(target: "serenity::gateway::ws", "an unread frame's text");

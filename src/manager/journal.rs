@@ -327,6 +327,12 @@ fn new_id() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
+/// A new final's send key ([`DeliveryHints::send_key`](im_bridge_channel::DeliveryHints)):
+/// random, 128 bits, hex, as entry ids are.
+pub(super) fn new_send_key() -> String {
+    new_id()
+}
+
 async fn remove(store: &Arc<dyn Store>, id: &str) {
     if let Err(error) = store.journal_remove(id).await {
         tracing::warn!(%error, "Removing a journal entry failed; it will be recovered again.");
@@ -496,9 +502,11 @@ impl Entry {
             progress.outstanding += 1;
             progress.next_final += 1;
             let id = progress.next_final;
-            // Every attempt at this final, after a restart too, names it alike, so a
-            // platform that drops a repeated send shows it once.
-            out.hints.send_key = Some(format!("{}:{id}", self.0.id));
+            // Every attempt at this final, after a restart too, names it alike (the key
+            // is written ahead with it), so a platform that drops a repeated send shows it
+            // once. Random: final ids start again after a restart, once the finals before
+            // were struck off, and a key must never name two replies.
+            out.hints.send_key = Some(new_send_key());
             let finishes = match &out.hints.resumes {
                 Some(message) => Some(message.as_str().to_owned()),
                 None => progress.open_stream.take(),

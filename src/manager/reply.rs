@@ -204,9 +204,10 @@ impl Replier {
     }
 
     /// Publishes a final reply to `msg` with message `id` that comes before the turn's
-    /// answer (the goal `/goal from-chat` composed), like [`Replier::notice`] not written
-    /// ahead into the turn's journal entry (a restart that finds finals there takes them
-    /// for the answer, and a crash before this landed loses only it).
+    /// answer (the goal `/goal from-chat` composed, a new thread replacing a lost one),
+    /// like [`Replier::notice`] not written ahead into the turn's journal entry (a restart
+    /// that finds finals there takes them for the answer, and a crash before this landed
+    /// loses only it).
     pub async fn preamble(&self, msg: &InboundMessage, id: &str, args: &[(&str, Arg<'_>)]) {
         let out = self.localized(msg, id, args, true).await;
         self.publish_with(msg, out, None, false).await;

@@ -107,7 +107,10 @@ pub async fn chat_turn(
         Ok(t) => t,
         Err(error) => return bind_failed(inner, msg, &error).await,
     };
-    inner.replier.reply(msg, m::RUN_THREAD_REPLACED, &[]).await;
+    inner
+        .replier
+        .preamble(msg, m::RUN_THREAD_REPLACED, &[])
+        .await;
     turn_on(inner, msg, text, &opts, &owner, &thread, false).await
 }
 

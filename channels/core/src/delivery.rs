@@ -323,7 +323,13 @@ impl Delivery {
         for file in &msg.attachments {
             if let Err(error) = stack.send_file(target, file).await {
                 tracing::warn!(channel = self.channel.name(), %error, "Uploading an attachment failed.");
-                // Never silent: the reader is told which file did not come.
+                // Never silent: the reader is told which file did not come. A line of its
+                // own, never under the answer's send key (that would name the answer).
+                let hints = target.hints.unnamed();
+                let target = SendTarget {
+                    hints: &hints,
+                    ..target
+                };
                 if let Some(line) = &file.if_refused
                     && let Err(error) = stack.send_text(target, line).await
                 {

@@ -423,6 +423,31 @@ impl DeliveryHints {
         }
     }
 
+    /// The hints of a message an adapter cuts from a part on its own (a card that came
+    /// out too large): cut `n` (1 the first after the part itself) has a key apart from
+    /// every part's ([`DeliveryHints::part`]).
+    pub fn cut(&self, n: usize) -> Cow<'_, Self> {
+        match &self.send_key {
+            Some(key) if n > 0 => Cow::Owned(Self {
+                send_key: Some(format!("{key}/{n}")),
+                ..self.clone()
+            }),
+            _ => Cow::Borrowed(self),
+        }
+    }
+
+    /// The hints of a message that is not the reply itself (a line saying a file did not
+    /// come): the same, without the send key.
+    pub fn unnamed(&self) -> Cow<'_, Self> {
+        match self.send_key {
+            Some(_) => Cow::Owned(Self {
+                send_key: None,
+                ..self.clone()
+            }),
+            None => Cow::Borrowed(self),
+        }
+    }
+
     /// The send key as 64 bits of its SHA-256, for a platform field of its own shape
     /// (a number, a short string); `None` without a key.
     pub fn send_key_hash(&self) -> Option<u64> {
@@ -467,6 +492,11 @@ mod tests {
         let hash = hints.send_key_hash().unwrap();
         assert_eq!(Some(hash), hints.clone().send_key_hash());
         assert_ne!(Some(hash), second.send_key_hash());
+        // An adapter's own cuts stand apart from the parts; a line of its own has none.
+        assert_eq!(hints.cut(1).send_key.as_deref(), Some("e1:2/1"));
+        assert_eq!(second.cut(1).send_key.as_deref(), Some("e1:2.1/1"));
+        assert_eq!(hints.unnamed().send_key, None);
+        assert!(hints.unnamed().stays_last);
         // Pinned: a bridge restarted on a newer build names the reply as the older one did.
         assert_eq!(hash, 0x73d7_c410_84c5_9616);
     }

@@ -245,15 +245,26 @@ impl FeishuChannel {
         let mut texts = card_texts(text).into_iter();
         let first = texts.next().unwrap_or_default();
         let sent = self.send_one(to, &first).await?;
-        for (n, rest) in texts.enumerate() {
-            let hints = to.hints.part(n + 1);
+        self.send_cuts(to, texts).await?;
+        Ok(sent)
+    }
+
+    /// The cards cut from one part after its first, each under a key of its own
+    /// ([`DeliveryHints::cut`](im_bridge_channel::DeliveryHints::cut)).
+    async fn send_cuts(
+        &self,
+        to: SendTarget<'_>,
+        cuts: impl IntoIterator<Item = String>,
+    ) -> ChannelResult {
+        for (n, text) in cuts.into_iter().enumerate() {
+            let hints = to.hints.cut(n + 1);
             let to = SendTarget {
                 hints: &hints,
                 ..to
             };
-            self.send_one(to, &rest).await?;
+            self.send_one(to, &text).await?;
         }
-        Ok(sent)
+        Ok(())
     }
 
     async fn send_one(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
@@ -360,9 +371,8 @@ impl Channel for FeishuChannel {
     }
 
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        for rest in self.patch(&to, id, text).await? {
-            self.send_one(to, &rest).await?;
-        }
+        let rest = self.patch(&to, id, text).await?;
+        self.send_cuts(to, rest).await?;
         self.done(&to);
         Ok(())
     }

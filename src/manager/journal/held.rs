@@ -50,7 +50,7 @@ impl Entry {
             progress.next_final += 1;
             let id = progress.next_final;
             let mut hints = out.hints;
-            hints.send_key = Some(format!("{}:{id}", self.0.id));
+            hints.send_key = Some(super::new_send_key());
             progress.record.finals.push(PendingFinal {
                 id,
                 text: out.text,

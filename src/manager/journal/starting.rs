@@ -187,6 +187,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn every_final_written_ahead_has_a_send_key_of_its_own_that_is_kept() {
+        let rig = super::super::retry::tests::rig(std::time::Duration::from_secs(60)).await;
+        let msg = im_bridge_channel::InboundMessage::new("flaky", "4242", "u1", "question");
+        let super::super::Admission::New(Some(entry)) = rig.journal.admit(&msg, None).await else {
+            panic!("a chat message is journaled");
+        };
+        let mut first = msg.reply("first part", true);
+        let _hooks = entry.track(&mut first, "").await;
+        let mut second = msg.reply("second part", true);
+        let _hooks = entry.track(&mut second, "").await;
+        let keys = [&first.hints.send_key, &second.hints.send_key];
+        assert!(
+            keys.iter().all(|k| k.is_some()) && keys[0] != keys[1],
+            "{keys:?}"
+        );
+        // Written ahead with it: a delivery after a restart names the reply alike.
+        let record = stored(&rig).await;
+        let saved: Vec<_> = record.finals.iter().map(|f| &f.hints.send_key).collect();
+        assert_eq!(saved, keys);
+        // A partial has none.
+        let mut partial = msg.reply("writing", false);
+        let _hooks = entry.track(&mut partial, "").await;
+        assert_eq!(partial.hints.send_key, None);
+    }
+
+    #[tokio::test]
     async fn a_stream_that_took_the_place_of_one_left_without_a_final_is_where_recovery_goes_on() {
         let rig = super::super::retry::tests::rig(std::time::Duration::from_secs(60)).await;
         let msg = im_bridge_channel::InboundMessage::new("flaky", "4242", "u1", "question");

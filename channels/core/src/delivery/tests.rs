@@ -557,6 +557,7 @@ async fn a_slower_answer_shows_its_newest_text_when_the_hold_runs_out() {
 async fn a_refused_file_is_named_in_the_chat_by_its_line() {
     let (rec, d) = engine(Capabilities::final_only(100));
     let mut msg = out("here", true);
+    msg.hints.send_key = Some("k".into());
     let mut refused = attachment("a.pdf");
     refused.if_refused = Some("The chat did not take a.pdf.".into());
     msg.attachments = vec![refused, attachment("b.txt")];
@@ -575,6 +576,8 @@ async fn a_refused_file_is_named_in_the_chat_by_its_line() {
             Call::File("b.txt".into()),
         ]
     );
+    // The line is no part of the answer: it never goes under the answer's send key.
+    assert_eq!(rec.send_keys(), [Some("k".to_owned()), None]);
 }
 
 /// An unpaced channel whose streamed messages show they are being written until finished
