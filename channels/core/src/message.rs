@@ -414,22 +414,21 @@ impl DeliveryHints {
     /// The hints of part `n` (0 the first) of this reply split into several messages:
     /// part 0 keeps the reply's send key, each later part has one of its own.
     pub fn part(&self, n: usize) -> Cow<'_, Self> {
-        match &self.send_key {
-            Some(key) if n > 0 => Cow::Owned(Self {
-                send_key: Some(format!("{key}.{n}")),
-                ..self.clone()
-            }),
-            _ => Cow::Borrowed(self),
-        }
+        self.suffixed('.', n)
     }
 
     /// The hints of a message an adapter cuts from a part on its own (a card that came
     /// out too large): cut `n` (1 the first after the part itself) has a key apart from
     /// every part's ([`DeliveryHints::part`]).
     pub fn cut(&self, n: usize) -> Cow<'_, Self> {
+        self.suffixed('/', n)
+    }
+
+    /// These hints with the send key followed by `sep` and `n`, for `n` past 0.
+    fn suffixed(&self, sep: char, n: usize) -> Cow<'_, Self> {
         match &self.send_key {
             Some(key) if n > 0 => Cow::Owned(Self {
-                send_key: Some(format!("{key}/{n}")),
+                send_key: Some(format!("{key}{sep}{n}")),
                 ..self.clone()
             }),
             _ => Cow::Borrowed(self),
