@@ -174,12 +174,13 @@ impl Crashable {
         let path = self.dir.path().join("bridge.store");
         let until = Instant::now() + DEADLINE;
         loop {
-            if journal_records(&path).iter().any(|r| pick(r)) {
+            let records = journal_records(&path);
+            if records.iter().any(|r| pick(r)) {
                 return;
             }
             assert!(
                 Instant::now() < until,
-                "journal never showed {what}\n{}",
+                "journal never showed {what}: {records:?}\n{}",
                 self.logs()
             );
             tokio::time::sleep(Duration::from_millis(25)).await;
@@ -703,4 +704,127 @@ async fn issue_19_with_postgres_a_second_replica_completes_a_killed_replicas_mes
     assert_eq!(c.run_starts(), 1);
     drop(second);
     pg.drop().await;
+}
+
+/// Sets a goal (the command's own run stands down at once, the goal kept), then says
+/// something whose run answers as `first` says, continues toward the goal once, and is
+/// held open until the test finishes it. Returns the continuation's text and how many
+/// messages were shown before.
+async fn goal_run_with_a_continuation(c: &Crashable, first: Script) -> (&'static str, usize) {
+    c.sim.script_next_run(
+        Script::with_answer("Goal noted.")
+            .chunks(1)
+            .goal_continuations(0)
+            .goal_stand_down("blocked:needs_user_input"),
+    );
+    c.say("/goal ship it");
+    let before = c.wait_text("Goal noted.").await.len();
+    let thread = c.sim.thread_ids().pop().unwrap();
+    c.sim.wait_idle(&thread, DEADLINE).await.unwrap();
+    c.sim.script_next_run(
+        first
+            .goal_continuations(1)
+            .goal_met()
+            .hold(Hold::UntilFinished),
+    );
+    c.say("how is it going");
+    let next = "↻ Still working toward the goal (follow-up 1 of 8)\n\n\
+                Still on it: continuing toward “ship it” (continuation 1 of 8).";
+    (next, before)
+}
+
+/// Waits for the message Telegram shows a reply's first `words` in; returns its id.
+async fn streamed(fake: &FakeTelegram, what: &str, words: &str) -> i64 {
+    let call = fake
+        .wait_for_call(what, DEADLINE, |call| {
+            call.method == "sendMessage"
+                && call.ok()
+                && call.text().is_some_and(|t| t.contains(words))
+        })
+        .await
+        .unwrap();
+    call.result.unwrap()["message_id"].as_i64().unwrap()
+}
+
+/// The journal entry of a goal run whose first segment's final went out: a part of the
+/// answer, the run going on.
+fn first_segment_sent(record: &str) -> bool {
+    record.contains("\"segments_sent\":1") && record.contains("\"running\"")
+}
+
+#[tokio::test]
+async fn a_goal_segment_pending_at_a_crash_is_shown_once_and_the_run_still_answers() {
+    let c = Crashable::start().await;
+    let daemon = c.spawn(0);
+    // Telegram is down from the first segment's final on.
+    c.fake.fail(
+        "sendMessage",
+        Trigger::TextEquals("First answer.".into()),
+        Failure::Status(502, "Bad Gateway".into()),
+    );
+    let first = Script::with_answer("First answer.").chunks(2);
+    let (next, before) = goal_run_with_a_continuation(&c, first).await;
+    c.wait_journal("the segment written ahead as a part", |r| {
+        first_segment_sent(r) && r.contains("\"part\":true")
+    })
+    .await;
+    outage(&c.fake);
+    kill9(daemon).await;
+    c.fake.heal();
+    let daemon = c.spawn(1);
+    // The restarted bridge sends the segment, then follows the run for the rest instead
+    // of taking the segment for its whole answer.
+    c.finish_once_joined().await;
+    let messages = c.wait_text(&late(next)).await;
+    let answer = &messages[before..];
+    assert_eq!(answer.len(), 2, "{messages:?}");
+    assert_eq!(answer[0].text, late("First answer."));
+    assert_eq!(c.run_starts(), 2, "{:?}", c.paths());
+    c.wait_journal_empty().await;
+    drop(daemon);
+}
+
+#[tokio::test]
+async fn a_goal_segment_shown_before_a_crash_is_not_shown_again() {
+    let c = Crashable::start().await;
+    let daemon = c.spawn(0);
+    // The first segment streams into a message of its own, which its final completes.
+    let first = Script::with_answer("First answer.")
+        .chunks(2)
+        .wait_after_chunk(1);
+    let (next, before) = goal_run_with_a_continuation(&c, first).await;
+    let first = streamed(&c.fake, "the first words", "First").await;
+    let shows = |id: i64| format!("\"stream_message_id\":\"{id}\"");
+    let showing_first = shows(first);
+    c.wait_journal("the first stream", |r| r.contains(&showing_first))
+        .await;
+    let thread = c.sim.thread_ids().pop().unwrap();
+    for run in c.sim.active_runs(&thread) {
+        c.sim.finish_run(&run);
+    }
+    let continuation = streamed(&c.fake, "the continuation's first words", "Still on").await;
+    // The first segment landed (struck off), and the continuation's message is the one
+    // journaled to go on in.
+    let goes_on = shows(continuation);
+    c.wait_journal("the continuation's stream", |r| {
+        first_segment_sent(r) && !r.contains("\"finals\"") && r.contains(&goes_on)
+    })
+    .await;
+    kill9(daemon).await;
+    let shown = c.fake.bot_messages(USER);
+    assert_eq!(shown.len(), before + 2, "{shown:?}");
+    let daemon = c.spawn(1);
+    c.finish_once_joined().await;
+    let messages = c.wait_text(&late(next)).await;
+    // The first segment stands as it was; the continuation is finished in its own message.
+    assert_eq!(messages.len(), before + 2, "{messages:?}");
+    assert_eq!(messages[before].text, "First answer.");
+    assert_eq!(messages[before].message_id, shown[before].message_id);
+    assert_eq!(
+        messages[before + 1].message_id,
+        shown[before + 1].message_id
+    );
+    assert_eq!(c.run_starts(), 2, "{:?}", c.paths());
+    c.wait_journal_empty().await;
+    drop(daemon);
 }

@@ -19,8 +19,14 @@
 //! 4. **Final pending** once the turn ended while a final had not landed yet: every final
 //!    is written into the entry before it is published and struck off once it landed, so a
 //!    crash delivers exactly the finals that did not land (never the run's answer read
-//!    again). An entry with finals is a pending final to recovery whatever its stage, so
-//!    the stage itself is not written at the turn's end, only with the entry's next save. One that failed for a reason that may pass (a platform outage, a long
+//!    again). The answer's final writes the stage ahead with it, and an entry holding one
+//!    is a pending final to recovery whatever its stage, so the stage itself is not written
+//!    at the turn's end, only with the entry's next save. A final published while the run
+//!    goes on (a goal continuation's segment, what a hand-off shows) is written ahead as a
+//!    *part* instead, and the goal segments sent are counted: a crash then resends the
+//!    parts that did not land and follows the run for the rest, publishing only the
+//!    segments after those (`recover.rs`). A final that failed for a reason that may pass
+//!    (a platform outage, a long
 //!    `Retry-After`, the network) is retried with backoff for `bridge.final_retry_hours`,
 //!    across restarts (child `retry`). A final that finishes a streamed message records that message
 //!    before the platform hears of the edit (the delivery engine's `before` hook), so one
@@ -466,9 +472,14 @@ impl Entry {
     pub(crate) async fn run_started(&self, thread: &str, run_id: &str, findable: bool) {
         {
             let mut progress = self.progress();
-            progress.record.state = JournalState::Running;
-            progress.record.thread_id = Some(thread.to_owned());
-            progress.record.run_id = Some(run_id.to_owned());
+            let record = &mut progress.record;
+            if record.run_id.as_deref() != Some(run_id) {
+                // Another run (the one before was lost): none of its segments went out.
+                record.segments_sent = 0;
+            }
+            record.state = JournalState::Running;
+            record.thread_id = Some(thread.to_owned());
+            record.run_id = Some(run_id.to_owned());
         }
         if !findable {
             self.save().await;
@@ -480,14 +491,21 @@ impl Entry {
     /// written ahead into the entry before it is published (so a crash before it landed
     /// delivers exactly this text later), records the message it finishes before the
     /// platform call, and is struck off once it landed or was refused for good. `late` is
-    /// the line a delivery by a later process opens with.
-    pub(crate) async fn track(&self, out: &mut OutboundMessage, late: &str) -> Hooks {
-        self.track_final(out, late, false).await
+    /// the line a delivery by a later process opens with; a final that is a `part` of the
+    /// answer ([`PendingFinal::part`]) leaves the turn under way for a restart.
+    pub(crate) async fn track(&self, out: &mut OutboundMessage, late: &str, part: bool) -> Hooks {
+        self.track_final(out, late, false, part).await
     }
 
     /// [`Entry::track`]; an `unsourced` final answers no source, and waits for the chat's
     /// next message when the platform refuses it.
-    async fn track_final(&self, out: &mut OutboundMessage, late: &str, unsourced: bool) -> Hooks {
+    async fn track_final(
+        &self,
+        out: &mut OutboundMessage,
+        late: &str,
+        unsourced: bool,
+        part: bool,
+    ) -> Hooks {
         let id = {
             let mut progress = self.progress();
             if let Some(message) = &progress.resume {
@@ -520,10 +538,25 @@ impl Entry {
                 finishes,
                 unsourced,
                 held: false,
+                part,
             });
+            if part {
+                // The message it finishes is done with: the run's next stream is the one
+                // a restart goes on in.
+                progress.record.stream_message_id = None;
+            } else {
+                // The answer is out (saved with it): a restart delivers what did not land
+                // and follows the run no more.
+                progress.record.state = JournalState::FinalPending;
+            }
             id
         };
         self.save().await;
+        self.hooks(id)
+    }
+
+    /// The hooks that track final `id` (see [`Entry::track`]).
+    fn hooks(&self, id: u32) -> Hooks {
         let (before, after) = (self.clone(), self.clone());
         Hooks {
             before: Some(Box::new(move |target: Option<MessageId>| {
@@ -533,6 +566,36 @@ impl Entry {
                 Box::pin(async move { after.final_landed(landed, id).await })
             })),
         }
+    }
+
+    /// Publishes again, in order, the parts of the answer a previous process published
+    /// while the run went on and that did not land ([`PendingFinal::part`]), tracked like
+    /// the turn's own finals; the turn then follows the run for the rest.
+    pub(crate) async fn resend_parts(&self) {
+        let parts: Vec<PendingFinal> = {
+            let progress = self.progress();
+            let finals = progress.record.finals.iter();
+            finals.filter(|f| f.part && !f.held).cloned().collect()
+        };
+        for pending in parts {
+            let out = self.again(&pending);
+            self.progress().outstanding += 1;
+            let hooks = self.hooks(pending.id);
+            self.0.shared.outbound.publish_hooked(out, hooks).await;
+        }
+    }
+
+    /// How many goal-continuation segments of the run had their finals published
+    /// ([`JournalRecord::segments_sent`]).
+    pub(crate) fn segments_sent(&self) -> usize {
+        self.progress().record.segments_sent as usize
+    }
+
+    /// Records that a goal-continuation segment's final is about to be published while
+    /// the run goes on (saved with it, as it is written ahead).
+    pub(crate) fn segment_sent(&self) {
+        let mut progress = self.progress();
+        progress.record.segments_sent = progress.record.segments_sent.saturating_add(1);
     }
 
     /// The engine started a stream of this turn showing `message`: the next final finishes

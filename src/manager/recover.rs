@@ -12,7 +12,9 @@
 //!   the platform message the previous process streamed into. A run the Gateway no longer
 //!   knows (it restarted too) runs again;
 //! - **final pending**: the finals that did not land are retried in the background, outside
-//!   the line.
+//!   the line. Parts of an answer alone (a goal segment's final, a hand-off: the run went
+//!   on) are not: they are sent again first in the turn, which then follows the run for
+//!   the segments after them.
 
 use std::sync::Arc;
 
@@ -43,7 +45,9 @@ impl Manager {
             metrics::counter!(names::JOURNAL_RECOVERED, "state" => state).increment(1);
             // Finals written ahead mean the run had ended and its answer was on the way
             // (the crash came before the turn recorded its end): deliver exactly those.
-            if record.state == JournalState::FinalPending || !record.finals.is_empty() {
+            // Parts alone (a goal segment's final, a hand-off) are resent in the turn,
+            // which then follows the run for the rest.
+            if record.has_pending_finals() {
                 entry.retry_finals_later();
                 continue;
             }
@@ -82,6 +86,8 @@ impl Manager {
             // Still journaled: the next start takes it up again.
             () = cancel.cancelled() => return,
         };
+        // Before anything the turn publishes: the line keeps them in order.
+        entry.resend_parts().await;
         let disposition = tokio::select! {
             d = entry.scope(self.resume_turn(&entry, &msg)) => d,
             () = cancel.cancelled() => {

@@ -200,7 +200,7 @@ impl Replier {
     pub async fn notice(&self, msg: &InboundMessage, id: &str) {
         let own_message = !self.shows_partials(msg);
         let out = self.localized(msg, id, &[], own_message).await;
-        self.publish_with(msg, out, None, false).await;
+        self.publish_with(msg, out, None, Ahead::Not).await;
     }
 
     /// Publishes a final reply to `msg` with message `id` that comes before the turn's
@@ -210,7 +210,7 @@ impl Replier {
     /// loses only it).
     pub async fn preamble(&self, msg: &InboundMessage, id: &str, args: &[(&str, Arg<'_>)]) {
         let out = self.localized(msg, id, args, true).await;
-        self.publish_with(msg, out, None, false).await;
+        self.publish_with(msg, out, None, Ahead::Not).await;
     }
 
     /// Publishes, in place of the "waiting" notice partial of `msg`, that its turn came
@@ -230,36 +230,41 @@ impl Replier {
     /// it answers once it landed (in the store, bounded and pruned), so a later reply to
     /// either continues this conversation (issue 13, reply chains).
     pub async fn publish(&self, msg: &InboundMessage, out: OutboundMessage) {
-        self.publish_with(msg, out, None, true).await;
+        self.publish_with(msg, out, None, Ahead::Answer).await;
     }
 
-    /// [`Replier::publish`], keeping `staged` (the final's attachment files and their
-    /// budget shares) until the reply was delivered.
+    /// [`Replier::publish`] for a final that is part of the answer while the run goes on
+    /// (a goal-continuation segment's, or what a hand-off shows): written ahead as a part,
+    /// so a restart delivers it and then follows the run for the rest.
+    pub async fn publish_part(&self, msg: &InboundMessage, out: OutboundMessage) {
+        self.publish_with(msg, out, None, Ahead::Part).await;
+    }
+
+    /// [`Replier::publish`] (or [`Replier::publish_part`] for a `part`), keeping `staged`
+    /// (the final's attachment files and their budget shares) until the reply was
+    /// delivered.
     pub(super) async fn publish_keeping(
         &self,
         msg: &InboundMessage,
         out: OutboundMessage,
         staged: Option<Staged>,
+        part: bool,
     ) {
-        self.publish_with(msg, out, staged, true).await;
+        let ahead = if part { Ahead::Part } else { Ahead::Answer };
+        self.publish_with(msg, out, staged, ahead).await;
     }
 
-    /// [`Replier::publish_keeping`]; `written_ahead` false for a reply that comes before
-    /// the turn's answer (a notice, a placeholder, the composed goal). Those are not
-    /// written ahead into the turn's journal entry: its finals are then its answer alone,
-    /// and a restart that finds finals there knows the run ended and delivers them. A
-    /// notice written ahead made a restart deliver the notice, late, and never run the
-    /// message or follow its run. A crash before such a reply landed loses only it.
+    /// [`Replier::publish_keeping`], its final written `ahead` as it says.
     async fn publish_with(
         &self,
         msg: &InboundMessage,
         mut out: OutboundMessage,
         staged: Option<Staged>,
-        written_ahead: bool,
+        ahead: Ahead,
     ) {
         self.typing.replied(&out);
         // A journaled turn's replies are tracked until they landed (issue 19).
-        let entry = Entry::current().filter(|_| written_ahead || !out.is_final);
+        let entry = Entry::current().filter(|_| ahead != Ahead::Not || !out.is_final);
         let tracked = match entry {
             Some(entry) => {
                 let late = match out.is_final {
@@ -275,7 +280,7 @@ impl Replier {
                     }
                     false => String::new(),
                 };
-                entry.track(&mut out, &late).await
+                entry.track(&mut out, &late, ahead == Ahead::Part).await
             }
             None => Hooks::default(),
         };
@@ -306,6 +311,22 @@ impl Replier {
         };
         self.outbound.publish_hooked(out, hooks).await;
     }
+}
+
+/// How a final of a journaled turn is written ahead into the turn's entry before it is
+/// published (`journal.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ahead {
+    /// Not at all: it comes before the answer (a notice, a placeholder, the composed
+    /// goal). The entry's finals are then the answer alone: a notice written ahead made a
+    /// restart deliver the notice, late, and never run the message or follow its run. A
+    /// crash before such a reply landed loses only it.
+    Not,
+    /// As a part of the answer while the run goes on: a restart delivers it, then follows
+    /// the run for the rest.
+    Part,
+    /// As the answer: a restart that finds it knows the run ended and delivers it.
+    Answer,
 }
 
 /// Both hooks, in order.

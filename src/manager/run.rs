@@ -233,7 +233,7 @@ async fn stream_turn(
         (false, false) => Ending::Complete,
     };
     let marker = streamed.marker.as_deref();
-    publish_final(inner, msg, source, turn, ending, marker).await;
+    publish_final(inner, msg, source, turn, ending, marker, false).await;
     metrics::counter!(names::RUNS, "outcome" => ending.outcome()).increment(1);
     (
         if failed {
@@ -300,8 +300,8 @@ async fn show_stream(
             // The agent keeps working toward the goal in the same run: finish the message
             // so far, and show the continuation as a new one.
             let previous = acc.next_segment();
-            let ending = Ending::Complete;
-            publish_final(inner, msg, source, previous, ending, marker.as_deref()).await;
+            let (ending, line) = (Ending::Complete, marker.as_deref());
+            publish_final(inner, msg, source, previous, ending, line, true).await;
             placeholder_at = None;
             throttle = Throttle::default();
             let n = i64::try_from(acc.segment()).unwrap_or(i64::MAX);

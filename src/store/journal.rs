@@ -77,6 +77,15 @@ pub struct JournalRecord {
     /// was taken up (issue 33); `None`: they answer `message`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carrier: Option<InboundMessage>,
+    /// How many goal-continuation segments of the run (`run_id`) had their finals published
+    /// while it went on: each one landed or waits in `finals`, so a restart that follows
+    /// the run publishes only the segments after them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub segments_sent: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The longest [`JournalRecord::last_error`] kept, in characters.
@@ -113,6 +122,11 @@ pub struct PendingFinal {
     /// Waits for the chat's next message: the message it answered takes no more replies.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub held: bool,
+    /// A part of the answer published while its run went on (a goal-continuation
+    /// segment's final, or what a hand-off showed): the turn had not ended, so a restart
+    /// delivers it and then follows the run for the rest.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub part: bool,
 }
 
 impl JournalRecord {
@@ -129,13 +143,15 @@ impl JournalRecord {
             last_error: None,
             handed_off: None,
             carrier: None,
+            segments_sent: 0,
         }
     }
 
     /// Whether finals wait to be delivered: the run ended (or a crash came after its answer
-    /// was written ahead) and not every final landed.
+    /// was written ahead) and not every final landed. Parts alone mean the run went on
+    /// ([`PendingFinal::part`]): the turn is still under way.
     pub fn has_pending_finals(&self) -> bool {
-        self.state == JournalState::FinalPending || !self.finals.is_empty()
+        self.state == JournalState::FinalPending || self.finals.iter().any(|f| !f.part)
     }
 
     /// Notes why a delivery failed, clipped to [`LAST_ERROR_MAX`] characters.
@@ -302,5 +318,29 @@ mod tests {
         let again = encode(&record);
         assert!(!again.contains("im_bridge_"), "{again}");
         assert_eq!(decode(&again), Some(record));
+    }
+
+    #[test]
+    fn parts_alone_leave_the_turn_under_way_and_an_earlier_builds_finals_do_not() {
+        let running = r#"{"message":{"channel_name":"telegram","chat_id":"1","user_id":"1",
+            "text":"question","created_at":1700000000.0},"state":"running","run_id":"r",
+            "segments_sent":1,"finals":[{"id":1,"text":"first segment","part":true}]}"#;
+        let mut record = decode(running).expect("reads");
+        assert_eq!(record.segments_sent, 1);
+        assert!(!record.has_pending_finals(), "the run goes on: {record:?}");
+        // The answer's final joined the part: the turn answered.
+        let mut last = record.finals[0].clone();
+        (last.id, last.part) = (2, false);
+        record.finals.push(last);
+        assert!(record.has_pending_finals());
+        // A record written before parts existed: its finals are the answer, as they were.
+        let earlier = running.replace(r#","part":true"#, "");
+        assert!(decode(&earlier).expect("reads").has_pending_finals());
+        // Nothing of either is written while unset.
+        let fresh = encode(&JournalRecord::admitted(record.message.clone()));
+        assert!(
+            !fresh.contains("segments_sent") && !fresh.contains("part"),
+            "{fresh}"
+        );
     }
 }

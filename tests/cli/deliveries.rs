@@ -79,6 +79,7 @@ fn answered(question: &str, answer: &str, attempts: u32) -> JournalRecord {
         finishes: None,
         unsourced: false,
         held: false,
+        part: false,
     });
     record.attempts = attempts;
     record.note_error("transport error: calling sendMessage failed: 502 Bad Gateway");

@@ -45,6 +45,7 @@ async fn seeded(dir: &tempfile::TempDir) -> Arc<dyn Store> {
         finishes: None,
         unsourced: false,
         held: false,
+        part: false,
     });
     answered.attempts = 7;
     answered.note_error("transport error: calling sendMessage failed: 502");

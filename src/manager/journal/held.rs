@@ -36,12 +36,12 @@ impl Entry {
 
     /// Delivers `out`, the rest of a handed-off answer: published as a message that answers
     /// no source when `unsourced` (held if the platform refuses it), else written into the
-    /// entry as held, for the chat's next message.
-    pub(crate) async fn send_rest(&self, mut out: OutboundMessage, unsourced: bool) {
+    /// entry as held, for the chat's next message. `part`: a segment the run goes on after.
+    pub(crate) async fn send_rest(&self, mut out: OutboundMessage, unsourced: bool, part: bool) {
         if unsourced {
             out.thread_ts = None;
             out.source_created_at = None;
-            let hooks = self.track_final(&mut out, "", true).await;
+            let hooks = self.track_final(&mut out, "", true, part).await;
             self.0.shared.outbound.publish_hooked(out, hooks).await;
             return;
         }
@@ -60,6 +60,7 @@ impl Entry {
                 finishes: None,
                 unsourced: false,
                 held: true,
+                part,
             });
         }
         self.save().await;
@@ -248,6 +249,7 @@ mod tests {
             finishes: None,
             unsourced,
             held: false,
+            part: false,
         }
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use im_bridge_channel::backoff::Backoff;
-use im_bridge_channel::{ChannelError, MessageId};
+use im_bridge_channel::{ChannelError, MessageId, OutboundMessage};
 use tokio::sync::Notify;
 
 use super::{Entry, Journal, Shared, relock, remove};
@@ -207,6 +207,25 @@ impl Entry {
 
     /// Publishes `pending` once more and waits for its fate.
     async fn deliver_again(&self, pending: &PendingFinal) -> Landed {
+        let out = self.again(pending);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let hook: AfterShown = Box::new(move |landed: Landed| {
+            Box::pin(async move {
+                let _ = tx.send(landed);
+            })
+        });
+        self.0.shared.outbound.publish(out, Some(hook)).await;
+        // Never run: the lanes were dropped at shutdown.
+        rx.await.unwrap_or_else(|_| Landed::Failed {
+            transient: true,
+            error: ChannelError::Stopped.to_string(),
+        })
+    }
+
+    /// `pending` as it is delivered again: a final that replaces a message unchanged (the
+    /// same edit), another one under the line saying why it comes late when this process
+    /// did not write it.
+    pub(super) fn again(&self, pending: &PendingFinal) -> OutboundMessage {
         let text = match (&pending.late, &pending.finishes) {
             // A final that replaces a message goes out unchanged: the same edit again, a
             // no-op if the first one landed unacknowledged.
@@ -221,18 +240,7 @@ impl Entry {
         if let Some(message) = &pending.finishes {
             out.hints.resumes = Some(MessageId::new(message.as_str()));
         }
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let hook: AfterShown = Box::new(move |landed: Landed| {
-            Box::pin(async move {
-                let _ = tx.send(landed);
-            })
-        });
-        self.0.shared.outbound.publish(out, Some(hook)).await;
-        // Never run: the lanes were dropped at shutdown.
-        rx.await.unwrap_or_else(|_| Landed::Failed {
-            transient: true,
-            error: ChannelError::Stopped.to_string(),
-        })
+        out
     }
 }
 

@@ -37,7 +37,9 @@ impl Ending {
 
 /// Publishes the final of a turn (or of one goal-continuation segment): its text (or the
 /// files line, or the failure or no-response sentence) under the segment's marker line,
-/// and the clarification flag.
+/// and the clarification flag. `part`: a segment the run goes on after (or whose turn
+/// publishes more segments), journaled as a part of the answer so a restart publishes
+/// only the segments after it.
 pub(super) async fn publish_final(
     inner: &Inner,
     msg: &InboundMessage,
@@ -45,6 +47,7 @@ pub(super) async fn publish_final(
     turn: Turn,
     ending: Ending,
     marker: Option<&str>,
+    part: bool,
 ) {
     let (locale, _) = inner.replier.locale_for(msg).await;
     let caps = inner.replier.outbound().capabilities(&msg.channel_name);
@@ -75,8 +78,11 @@ pub(super) async fn publish_final(
         out.hints.truncated_note = Some(inner.replier.text(&locale, m::RUN_TRUNCATED, &[]));
     }
     out.attachments = fetched.files;
+    if part && let Some(entry) = Entry::current() {
+        entry.segment_sent();
+    }
     // The rest of an answer handed off before its reply window closed goes the late way.
-    let Some(out) = handoff::route_final(inner, msg, &locale, out).await else {
+    let Some(out) = handoff::route_final(inner, msg, &locale, out, part).await else {
         if let Some(staged) = fetched.staged {
             staged.release();
         }
@@ -84,7 +90,7 @@ pub(super) async fn publish_final(
     };
     inner
         .replier
-        .publish_keeping(msg, out, fetched.staged)
+        .publish_keeping(msg, out, fetched.staged, part)
         .await;
 }
 

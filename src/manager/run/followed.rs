@@ -86,7 +86,8 @@ pub(super) async fn wait_turn(
     drop(running);
     match joined {
         Ok(_) if stopped => {
-            publish_final(inner, msg, source, Turn::default(), Ending::Stopped, None).await;
+            let ending = Ending::Stopped;
+            publish_final(inner, msg, source, Turn::default(), ending, None, false).await;
             metrics::counter!(names::RUNS, "outcome" => Ending::Stopped.outcome()).increment(1);
             (Disposition::Keep, RunStart::Started)
         }
@@ -148,7 +149,8 @@ pub(in crate::manager) async fn follow(
     drop(running);
     Some(match outcome {
         Ok(_) if stopped => {
-            publish_final(inner, msg, source, Turn::default(), Ending::Stopped, None).await;
+            let ending = Ending::Stopped;
+            publish_final(inner, msg, source, Turn::default(), ending, None, false).await;
             Disposition::Keep
         }
         Ok(joined) => publish_values(inner, msg, source, &joined.snapshot, joined.failed).await,
@@ -167,7 +169,9 @@ pub(in crate::manager) async fn follow(
 
 /// Publishes the answer in a run's final snapshot: one final per goal-continuation segment
 /// (each continuation in its own message, even where partial updates cannot be shown), the
-/// last one ending as failed when the run failed.
+/// last one ending as failed when the run failed. The segments whose finals the turn's
+/// entry says went out already (a restart follows the run) are not published again; the
+/// last one always is.
 async fn publish_values(
     inner: &Inner,
     msg: &InboundMessage,
@@ -177,10 +181,11 @@ async fn publish_values(
 ) -> Disposition {
     let segments = crate::manager::turn::segments(snapshot);
     let last = segments.len().saturating_sub(1);
+    let sent = Entry::current().map_or(0, |entry| entry.segments_sent().min(last));
     let max = snapshot
         .goal_progress()
         .map_or(0, |(_, max)| i64::from(max));
-    for (i, turn) in segments.into_iter().enumerate() {
+    for (i, turn) in segments.into_iter().enumerate().skip(sent) {
         let marker = match i {
             0 => None,
             n => Some(
@@ -192,7 +197,8 @@ async fn publish_values(
         } else {
             Ending::Complete
         };
-        publish_final(inner, msg, source, turn, ending, marker.as_deref()).await;
+        let marker = marker.as_deref();
+        publish_final(inner, msg, source, turn, ending, marker, i < last).await;
     }
     metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" })
         .increment(1);

@@ -162,7 +162,7 @@ async fn hand_off(inner: &Inner, msg: &InboundMessage, so_far: &str) {
     );
     let channel = inner.replier.outbound().channel_label(&msg.channel_name);
     metrics::counter!(names::HANDOFFS, "channel" => channel, "step" => "handed_off").increment(1);
-    inner.replier.publish(msg, msg.reply(text, true)).await;
+    inner.replier.publish_part(msg, msg.reply(text, true)).await;
 }
 
 /// Routes a turn's final `out`: the rest of a handed-off answer goes the late way (`None`
@@ -174,6 +174,7 @@ pub(super) async fn route_final(
     msg: &InboundMessage,
     locale: &Locale,
     mut out: OutboundMessage,
+    part: bool,
 ) -> Option<OutboundMessage> {
     let Some(window) = window_of(inner, msg) else {
         return Some(out);
@@ -194,7 +195,7 @@ pub(super) async fn route_final(
     // Files cannot wait in the journal; the answer's text names them.
     out.attachments.clear();
     entry
-        .send_rest(out, window.late == LateReplies::Unsourced)
+        .send_rest(out, window.late == LateReplies::Unsourced, part)
         .await;
     None
 }

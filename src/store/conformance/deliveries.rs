@@ -25,6 +25,7 @@ fn pending(text: &str) -> JournalRecord {
         finishes: None,
         unsourced: false,
         held: false,
+        part: false,
     });
     record.attempts = 3;
     record.note_error("transport error: calling sendMessage failed");

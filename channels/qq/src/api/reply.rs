@@ -19,7 +19,9 @@
 //! counts the reply as used. The seq is taken *before* the request, because a request that
 //! timed out may still have been delivered and a reused seq would fail. An attempt that
 //! certainly did not reach the chat (QQ refused it, or the token was refused at the door)
-//! gives its reply back with [`ReplyContext::refund`]; its seq stays spent.
+//! gives its reply back with [`ReplyContext::refund`]; its seq stays spent. A keyed reply
+//! ([`keyed_seq`]) tried again under its seq is the same reply, counted once: QQ shows a
+//! seq at most once, so a timed-out attempt and its retry cannot both use the budget.
 //!
 //! [`ReplyBook`] keeps the contexts of recent source messages, bounded by
 //! [`MAX_CONTEXTS`]: at the bound, contexts whose window has closed go first, then the
@@ -141,6 +143,22 @@ pub struct ReplyContext {
     used: u32,
     /// The last `msg_seq` handed out; 0 before the first.
     last_seq: u32,
+    /// The keyed seqs counted in `used` (at most [`MAX_REPLIES`]): another attempt under
+    /// one of them is the same reply (QQ shows a seq once), not one more.
+    keyed: Vec<u32>,
+    /// What the last attempt counted, for [`ReplyContext::refund`] to give back.
+    last: Counted,
+}
+
+/// What one attempt counted as used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Counted {
+    /// Nothing: it repeated a keyed reply counted before (or none began).
+    Nothing,
+    /// One reply under a counted seq.
+    Reply,
+    /// One reply under this keyed seq.
+    Keyed(u32),
 }
 
 impl ReplyContext {
@@ -154,6 +172,8 @@ impl ReplyContext {
             window_end,
             used: 0,
             last_seq: 0,
+            keyed: Vec::new(),
+            last: Counted::Nothing,
         }
     }
 
@@ -210,27 +230,46 @@ impl ReplyContext {
 
     /// Starts one attempt at `now`: the next `msg_seq`, or `keyed` for a reply that has its
     /// own ([`keyed_seq`]; the counted seqs are left as they are then), with the reply
-    /// counted as used. Refused with [`ApiError::WindowClosed`] or
-    /// [`ApiError::RepliesExhausted`], and then nothing changes.
+    /// counted as used, unless it is a keyed one counted before (a timed-out attempt that
+    /// may have landed, tried again: at most one of them is shown). Refused with
+    /// [`ApiError::WindowClosed`] or [`ApiError::RepliesExhausted`], and then nothing
+    /// changes.
     pub fn begin(&mut self, now: SystemTime, keyed: Option<u32>) -> Result<u32, ApiError> {
         if !self.is_open(now) {
             return Err(ApiError::WindowClosed);
+        }
+        if let Some(seq) = keyed
+            && self.keyed.contains(&seq)
+        {
+            self.last = Counted::Nothing;
+            return Ok(seq);
         }
         if self.used >= MAX_REPLIES {
             return Err(ApiError::RepliesExhausted);
         }
         self.used += 1;
         if let Some(seq) = keyed {
+            self.keyed.push(seq);
+            self.last = Counted::Keyed(seq);
             return Ok(seq);
         }
+        self.last = Counted::Reply;
         self.last_seq = self.last_seq.wrapping_add(1).max(1);
         Ok(self.last_seq)
     }
 
-    /// The last attempt certainly did not reach the chat: its reply is given back. Its
-    /// `msg_seq` is not: it is never handed out again.
+    /// The last attempt certainly did not reach the chat: what it counted is given back
+    /// (nothing when it repeated a keyed reply that may have landed before). Its
+    /// `msg_seq` is not: a counted seq is never handed out again.
     pub fn refund(&mut self) {
-        self.used = self.used.saturating_sub(1);
+        match std::mem::replace(&mut self.last, Counted::Nothing) {
+            Counted::Nothing => {}
+            Counted::Reply => self.used = self.used.saturating_sub(1),
+            Counted::Keyed(seq) => {
+                self.used = self.used.saturating_sub(1);
+                self.keyed.retain(|&k| k != seq);
+            }
+        }
     }
 }
 
@@ -367,6 +406,41 @@ mod tests {
         ctx.refund();
         ctx.refund();
         assert_eq!(ctx.used(), 0, "never below zero");
+    }
+
+    #[test]
+    fn a_keyed_reply_tried_again_counts_once() {
+        let mut ctx = ReplyContext::new(Target::User("u".into()), MessageId::new("m"), at(0));
+        let key = keyed_seq(7 << 40);
+        // Timed out (it may have landed), then tried again: one reply, not two.
+        assert_eq!(ctx.begin(at(1), Some(key)).unwrap(), key);
+        assert_eq!(ctx.begin(at(1), Some(key)).unwrap(), key);
+        assert_eq!(ctx.used(), 1);
+        // The repeat certainly did not land; the first still may have.
+        ctx.refund();
+        assert_eq!(ctx.used(), 1);
+        // Four more replies fit, as QQ allows five; a repeat still goes when all are used.
+        for n in 0..4 {
+            ctx.begin(at(1), Some(keyed_seq((100 + n) << 40))).unwrap();
+        }
+        assert!(matches!(
+            ctx.begin(at(1), None),
+            Err(ApiError::RepliesExhausted)
+        ));
+        assert_eq!(ctx.begin(at(1), Some(key)).unwrap(), key);
+        // A keyed attempt that certainly did not land gives its reply back, and the next
+        // attempt under that seq counts again.
+        let mut ctx = ReplyContext::new(Target::User("u".into()), MessageId::new("m"), at(0));
+        ctx.begin(at(1), Some(key)).unwrap();
+        ctx.refund();
+        assert_eq!(ctx.used(), 0);
+        ctx.begin(at(1), Some(key)).unwrap();
+        assert_eq!(ctx.used(), 1);
+        // Past its window, no attempt goes, a repeat neither.
+        assert!(matches!(
+            ctx.begin(at(4000), Some(key)),
+            Err(ApiError::WindowClosed)
+        ));
     }
 
     #[test]

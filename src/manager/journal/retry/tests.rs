@@ -96,7 +96,7 @@ impl Rig {
             panic!("a chat message is journaled");
         };
         let mut out = msg.reply("the answer".to_owned(), true);
-        let hooks = entry.track(&mut out, "").await;
+        let hooks = entry.track(&mut out, "", false).await;
         self.outbound.publish_hooked(out, hooks).await;
         entry.turn_ended().await;
         entry.0.id.clone()
