@@ -37,8 +37,8 @@ use im_bridge_channel::{
 
 use crate::telemetry::names;
 
-use lanes::Lanes;
 pub use lanes::{AfterShown, Hooks, Landed, MAX_PENDING_REPLIES};
+use lanes::{Job, Lanes};
 
 /// Routes outbound messages to channels.
 pub struct Outbound {
@@ -206,13 +206,28 @@ impl Outbound {
             }
             return;
         };
-        self.lanes.push(name, delivery, msg, hooks, false).await;
+        self.lanes
+            .push(name, delivery, msg, hooks, Job::Reply)
+            .await;
     }
 
     /// Tells `source`'s channel, after every reply published to it so far was delivered,
     /// that the bridge is done with it, if the channel asks to hear it
     /// ([`Capabilities::turn_ends`]).
+    /// A final of the turn that failed and waits for the journal's retry holds this back
+    /// until [`Outbound::retries_settled`].
     pub async fn turn_ended(&self, source: &InboundMessage) {
+        self.tell_end(source, Job::TurnEnd).await;
+    }
+
+    /// Tells `source`'s channel, as [`Outbound::turn_ended`] does, that the bridge is done
+    /// with it now that the journal's retries of its finals settled: delivered
+    /// (`answered`), or given up.
+    pub async fn retries_settled(&self, source: &InboundMessage, answered: bool) {
+        self.tell_end(source, Job::Settled { answered }).await;
+    }
+
+    async fn tell_end(&self, source: &InboundMessage, job: Job) {
         let Some((name, delivery)) = self.deliveries.get_key_value(source.channel_name.as_str())
         else {
             return;
@@ -220,7 +235,7 @@ impl Outbound {
         if delivery.channel().capabilities().turn_ends {
             let marker = source.reply(String::new(), true);
             self.lanes
-                .push(name, delivery, marker, Hooks::default(), true)
+                .push(name, delivery, marker, Hooks::default(), job)
                 .await;
         }
     }

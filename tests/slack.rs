@@ -624,3 +624,46 @@ async fn issue_30_the_bot_user_id_comes_from_auth_test() {
     assert!(TEAM_ID.starts_with('T'));
     sl.stop().await;
 }
+
+/// Issue 19's journal and Slack's marks: an answer that failed for now is retried, and the
+/// message is marked done only once it landed, not when its turn ended.
+#[tokio::test]
+async fn an_answer_retried_after_an_outage_marks_the_message_done_only_once_it_landed() {
+    use im_bridge_slack::{DONE_REACTION, WORKING_REACTION};
+    let sl = Sl::start().await;
+    sl.fake
+        .fail("chat.postMessage", Trigger::Always, Failure::Http(502));
+    sl.sim
+        .script_next_run(Script::with_answer("Worth the wait.").chunks(1));
+    let asked = sl
+        .fake
+        .push_event(&Event::dm(DM, ALICE, "still there?").to_json());
+    let root = asked.ts.unwrap();
+    // The answer failed, and the journal tried it again after a wait: the turn's end, told
+    // at once after the answer's first failure, has long been handled.
+    sl.fake
+        .wait_until("a later retry", DEADLINE, |f| {
+            f.calls_to("chat.postMessage").len() >= 3
+        })
+        .await
+        .unwrap();
+    assert_eq!(sl.fake.reactions_on(DM, &root), [WORKING_REACTION]);
+    sl.fake.clear_failures();
+    sl.fake
+        .wait_until("the turn's mark", DEADLINE, |f| {
+            f.reactions_on(DM, &root).len() >= 2
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        sl.fake.reactions_on(DM, &root),
+        [WORKING_REACTION, DONE_REACTION]
+    );
+    let answers = sl.fake.bot_messages(DM);
+    let shown: Vec<_> = answers
+        .iter()
+        .filter(|m| m.text.contains("Worth the wait."))
+        .collect();
+    assert_eq!(shown.len(), 1, "{answers:?}");
+    sl.stop().await;
+}

@@ -6,7 +6,7 @@
 //! engine one at a time, in the order they were pushed.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -22,8 +22,9 @@ use crate::telemetry::names;
 /// `bridge.max_reply_messages` messages, or one partial per reply).
 pub const MAX_PENDING_REPLIES: usize = 4096;
 
-/// Replies refused for good whose turn's end has not been told yet, at most; at the bound
-/// they are forgotten (those turns' ends then say answered).
+/// Sources whose finals were refused for good or wait for a retry and whose end was not
+/// told yet, at most; at the bound they are forgotten (those turns' ends then say
+/// answered).
 pub const MAX_UNANSWERED: usize = 1024;
 
 /// Runs once a reply was delivered or failed, with what became of it. A partial replaced
@@ -83,27 +84,53 @@ impl Landed {
 /// A lane: the channel's name and the chat.
 type Key = (&'static str, ChatId);
 
-struct Job {
+/// What a lane's job is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Job {
+    /// A reply.
+    Reply,
+    /// The bridge is done with the message the job's `msg` answers (its turn ended): the
+    /// channel hears so ([`Channel::turn_ended`](im_bridge_channel::Channel::turn_ended)),
+    /// unless a final of the turn failed and waits for the journal's retry, which tells
+    /// it once that settled ([`Job::Settled`]).
+    TurnEnd,
+    /// The retried finals of the message the job's `msg` answers settled: delivered
+    /// (`answered`), or given up. The channel hears that the bridge is done with it.
+    Settled {
+        /// Every final landed or was refused for good; not when the retries gave up.
+        answered: bool,
+    },
+}
+
+struct Queued {
     msg: OutboundMessage,
     hooks: Hooks,
-    /// Not a reply: the bridge is done with the message `msg` answers
-    /// ([`Channel::turn_ended`](im_bridge_channel::Channel::turn_ended)).
-    turn_end: bool,
+    job: Job,
     /// This job's room in [`MAX_PENDING_REPLIES`], given back when it was delivered.
     room: OwnedSemaphorePermit,
 }
 
+/// What became of a source's finals so far, on a channel told of turns' ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Fate {
+    /// One was refused for good (or failed with no retry to come).
+    refused: bool,
+    /// One failed and waits for the journal's retry.
+    retried: bool,
+}
+
 struct Shared {
-    lanes: Mutex<HashMap<Key, VecDeque<Job>>>,
-    /// The sources (by lane) a final was refused for good to, on channels told of turns'
-    /// ends, until that end is told (bounded by [`MAX_UNANSWERED`]).
-    unanswered: Mutex<HashSet<(Key, Option<MessageId>)>>,
+    lanes: Mutex<HashMap<Key, VecDeque<Queued>>>,
+    /// The sources (by lane) a final was refused for good to or waits for a retry, on
+    /// channels told of turns' ends, until their end is told (bounded by
+    /// [`MAX_UNANSWERED`]).
+    fates: Mutex<HashMap<(Key, Option<MessageId>), Fate>>,
     room: Arc<Semaphore>,
     max: usize,
 }
 
 impl Shared {
-    fn lanes(&self) -> MutexGuard<'_, HashMap<Key, VecDeque<Job>>> {
+    fn lanes(&self) -> MutexGuard<'_, HashMap<Key, VecDeque<Queued>>> {
         self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -111,10 +138,8 @@ impl Shared {
         self.max.saturating_sub(self.room.available_permits())
     }
 
-    fn unanswered(&self) -> MutexGuard<'_, HashSet<(Key, Option<MessageId>)>> {
-        self.unanswered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn fates(&self) -> MutexGuard<'_, HashMap<(Key, Option<MessageId>), Fate>> {
+        self.fates.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn report(&self) {
@@ -134,7 +159,7 @@ impl Lanes {
         Self {
             shared: Arc::new(Shared {
                 lanes: Mutex::new(HashMap::new()),
-                unanswered: Mutex::new(HashSet::new()),
+                fates: Mutex::new(HashMap::new()),
                 room: Arc::new(Semaphore::new(max)),
                 max,
             }),
@@ -154,11 +179,11 @@ impl Lanes {
         delivery: &Arc<Delivery>,
         msg: OutboundMessage,
         hooks: Hooks,
-        turn_end: bool,
+        job: Job,
     ) {
         let key = (channel, msg.chat_id.clone());
         // A reply that only supersedes the lane's newest partial needs no room of its own.
-        let (msg, hooks) = if turn_end {
+        let (msg, hooks) = if job != Job::Reply {
             (msg, hooks)
         } else {
             let Some(reply) = self.fold(&key, msg, hooks) else {
@@ -168,7 +193,7 @@ impl Lanes {
         };
         let Ok(room) = self.shared.room.clone().acquire_owned().await else {
             // The semaphore is never closed; were it, delivering in place keeps the reply.
-            perform(&self.shared, &key, delivery, msg, hooks, turn_end).await;
+            perform(&self.shared, &key, delivery, msg, hooks, job).await;
             return;
         };
         {
@@ -177,7 +202,7 @@ impl Lanes {
                 Entry::Occupied(mut lane) => {
                     let lane = lane.get_mut();
                     // Another partial of this reply may have been queued while we waited.
-                    let (msg, hooks) = if turn_end {
+                    let (msg, hooks) = if job != Job::Reply {
                         (msg, hooks)
                     } else {
                         let Some(reply) = fold(lane, msg, hooks) else {
@@ -185,19 +210,19 @@ impl Lanes {
                         };
                         reply
                     };
-                    lane.push_back(Job {
+                    lane.push_back(Queued {
                         msg,
                         hooks,
-                        turn_end,
+                        job,
                         room,
                     });
                 }
                 Entry::Vacant(vacant) => {
                     let key = vacant.key().clone();
-                    vacant.insert(VecDeque::from([Job {
+                    vacant.insert(VecDeque::from([Queued {
                         msg,
                         hooks,
-                        turn_end,
+                        job,
                         room,
                     }]));
                     let span = tracing::debug_span!("lane", channel, chat = %key.1);
@@ -243,13 +268,13 @@ impl Lanes {
 /// costs one write). Gives `msg` back when it needs a place of its own. A reply the queued
 /// partial told to stay last still does.
 fn fold(
-    lane: &mut VecDeque<Job>,
+    lane: &mut VecDeque<Queued>,
     mut msg: OutboundMessage,
     hooks: Hooks,
 ) -> Option<(OutboundMessage, Hooks)> {
     match lane.back_mut() {
         Some(newest)
-            if !newest.turn_end
+            if newest.job == Job::Reply
                 && !newest.msg.is_final
                 && newest.msg.thread_ts == msg.thread_ts =>
         {
@@ -281,52 +306,75 @@ async fn drain(shared: Arc<Shared>, key: Key, delivery: Arc<Delivery>) {
                 }
             }
         };
-        perform(&shared, &key, &delivery, job.msg, job.hooks, job.turn_end).await;
+        perform(&shared, &key, &delivery, job.msg, job.hooks, job.job).await;
         drop(job.room);
         shared.report();
     }
     guard.armed = false;
 }
 
-/// Delivers `msg` (running its hooks), or for a turn's end tells the channel so, and
-/// whether a final of the turn was refused for good.
+/// Delivers `msg` (running its hooks) and notes what became of a final, or for a turn's
+/// end tells the channel so, with whether a final of the turn went unanswered.
 async fn perform(
     shared: &Shared,
     key: &Key,
     delivery: &Delivery,
     mut msg: OutboundMessage,
     hooks: Hooks,
-    turn_end: bool,
+    job: Job,
 ) {
     let source = (key.clone(), msg.thread_ts.clone());
-    if turn_end {
-        msg.hints.unanswered = shared.unanswered().remove(&source);
-        let to = im_bridge_channel::SendTarget::from(&msg);
-        if let Err(error) = delivery.channel().turn_ended(to).await {
-            tracing::debug!(%error, "Telling a channel a turn ended failed.");
-        }
-        return;
-    }
-    let shown = super::deliver(delivery, &msg, hooks.before).await;
-    if msg.is_final
-        && matches!(
-            shown,
-            Landed::Failed {
-                transient: false,
-                ..
+    let unanswered = match job {
+        Job::Reply => {
+            let shown = super::deliver(delivery, &msg, hooks.before).await;
+            if msg.is_final && delivery.channel().capabilities().turn_ends {
+                note_fate(shared, source, &msg, &shown);
             }
-        )
-        && delivery.channel().capabilities().turn_ends
-    {
-        let mut unanswered = shared.unanswered();
-        if unanswered.len() >= MAX_UNANSWERED {
-            unanswered.clear();
+            if let Some(after) = hooks.after {
+                after(shown).await;
+            }
+            return;
         }
-        unanswered.insert(source);
+        Job::TurnEnd => {
+            let mut fates = shared.fates();
+            if fates.get(&source).is_some_and(|fate| fate.retried) {
+                // The journal's retry tells the end once it settled.
+                return;
+            }
+            fates.remove(&source).is_some_and(|fate| fate.refused)
+        }
+        Job::Settled { answered } => {
+            let fate = shared.fates().remove(&source).unwrap_or_default();
+            !answered || fate.refused
+        }
+    };
+    msg.hints.unanswered = unanswered;
+    let to = im_bridge_channel::SendTarget::from(&msg);
+    if let Err(error) = delivery.channel().turn_ended(to).await {
+        tracing::debug!(%error, "Telling a channel a turn ended failed.");
     }
-    if let Some(after) = hooks.after {
-        after(shown).await;
+}
+
+/// Notes what became of final `msg` to `source` for its turn's end: refused for good, or
+/// failed for now and retried by the journal (a final it wrote ahead carries a send key);
+/// a failed final nothing retries is as good as refused.
+fn note_fate(
+    shared: &Shared,
+    source: (Key, Option<MessageId>),
+    msg: &OutboundMessage,
+    shown: &Landed,
+) {
+    let Landed::Failed { transient, .. } = shown else {
+        return;
+    };
+    let retried = *transient && msg.hints.send_key.is_some();
+    let mut fates = shared.fates();
+    if fates.len() >= MAX_UNANSWERED && !fates.contains_key(&source) {
+        fates.clear();
     }
+    let fate = fates.entry(source).or_default();
+    fate.retried |= retried;
+    fate.refused |= !retried;
 }
 
 /// Removes a lane whose drainer panicked, so the chat's next reply starts a new one.

@@ -99,6 +99,8 @@ impl Manager {
             self.release(dedupe::dedupe_key(&msg).as_ref()).await;
         }
         entry.turn_ended().await;
+        // As a turn that was not interrupted does (`handle.rs`).
+        self.inner.replier.outbound().turn_ended(&msg).await;
         drop(ticket);
         drop(permit);
     }

@@ -159,7 +159,8 @@ pub trait Channel: Send + Sync + 'static {
     }
 
     /// The bridge is done with the message `to` answers: every reply to it was delivered
-    /// before this call (the console's scripted input reads its next line then). Called
+    /// before this call (the console's scripted input reads its next line then), or, for
+    /// a final that failed for now, once the daemon's retries of it settled. Called
     /// only on a channel whose capabilities ask for it
     /// ([`Capabilities::turn_ends`](crate::Capabilities::turn_ends)); defaults to nothing.
     async fn turn_ended(&self, to: SendTarget<'_>) -> ChannelResult {

@@ -379,8 +379,8 @@ pub struct DeliveryHints {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stays_last: bool,
     /// On a turn's end ([`Channel::turn_ended`](crate::Channel::turn_ended)): a final of
-    /// the turn was refused for good, so the user's message went without its answer (Slack
-    /// then marks it `x`, not `white_check_mark`).
+    /// the turn was refused for good, or its retries gave up, so the user's message went
+    /// without its answer (Slack then marks it `x`, not `white_check_mark`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unanswered: bool,
     /// Names this reply for a platform's own deduplication of sends: the same for every

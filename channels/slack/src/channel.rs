@@ -15,7 +15,8 @@
 //!   from the capabilities), in `mrkdwn` ([`SlackMrkdwn`]), cut at `max_message_chars`.
 //!   When the bridge is done with a message ([`Channel::turn_ended`], after its last
 //!   reply), the user's message gets `white_check_mark` (spec §8.3), or `x` when an answer
-//!   of it was refused for good. Files go up with the
+//!   of it was refused for good (or its retries after an outage gave up: the daemon tells
+//!   the end once they settled). Files go up with the
 //!   external upload into the answer's thread; files users share are fetched with the bot
 //!   token from `file_hosts` only.
 //! - **Or in by webhook** (`event_delivery: http`, child `hook`): the same admission behind

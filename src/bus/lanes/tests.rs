@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::FutureExt;
 use im_bridge_channel::{
-    Capabilities, Channel, ChannelExit, ChannelIdentity, ChannelResult, InboundMessage,
-    InboundSink, SendTarget, SentMessage, UpdateMode,
+    Capabilities, Channel, ChannelError, ChannelExit, ChannelIdentity, ChannelResult,
+    InboundMessage, InboundSink, SendTarget, SentMessage, UpdateMode,
 };
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -128,7 +128,7 @@ async fn a_reply_waiting_in_its_chat_holds_neither_the_publisher_nor_other_chats
             &delivery,
             reply("slow", "s1", "late", true),
             Hooks::default(),
-            false,
+            Job::Reply,
         )
         .now_or_never()
         .expect("publishing waits for nobody's budget");
@@ -138,7 +138,7 @@ async fn a_reply_waiting_in_its_chat_holds_neither_the_publisher_nor_other_chats
             &delivery,
             reply("fast", "f1", "quick", true),
             Hooks::default(),
-            false,
+            Job::Reply,
         )
         .now_or_never()
         .expect("publishing waits for nobody's budget");
@@ -163,7 +163,7 @@ async fn a_chat_reads_its_replies_in_the_order_they_were_published() {
                 &delivery,
                 reply("slow", &source, text, true),
                 Hooks::default(),
-                false,
+                Job::Reply,
             )
             .await;
     }
@@ -183,7 +183,7 @@ async fn partials_of_one_reply_fold_into_one_while_the_lane_waits() {
             &delivery,
             reply("slow", "s1", "first answer", true),
             Hooks::default(),
-            false,
+            Job::Reply,
         )
         .await;
     for text in ["Sec", "Second", "Second ans"] {
@@ -193,7 +193,7 @@ async fn partials_of_one_reply_fold_into_one_while_the_lane_waits() {
                 &delivery,
                 reply("slow", "s2", text, false),
                 Hooks::default(),
-                false,
+                Job::Reply,
             )
             .await;
     }
@@ -219,7 +219,7 @@ async fn a_final_overtakes_its_replys_queued_partial_but_never_the_reverse() {
             &delivery,
             reply("slow", "s0", "hold", true),
             Hooks::default(),
-            false,
+            Job::Reply,
         )
         .await;
     lanes
@@ -228,7 +228,7 @@ async fn a_final_overtakes_its_replys_queued_partial_but_never_the_reverse() {
             &delivery,
             reply("slow", "s1", "Hel", false),
             Hooks::default(),
-            false,
+            Job::Reply,
         )
         .await;
     // The final says all the queued partial did: one write for the whole reply.
@@ -238,7 +238,7 @@ async fn a_final_overtakes_its_replys_queued_partial_but_never_the_reverse() {
             &delivery,
             reply("slow", "s1", "Hello", true),
             Hooks::default(),
-            false,
+            Job::Reply,
         )
         .await;
     assert_eq!(lanes.pending(), 2);
@@ -250,7 +250,7 @@ async fn a_final_overtakes_its_replys_queued_partial_but_never_the_reverse() {
             &delivery,
             reply("slow", "s1", "late partial", false),
             Hooks::default(),
-            false,
+            Job::Reply,
         )
         .await;
     assert_eq!(lanes.pending(), 3);
@@ -268,7 +268,7 @@ async fn at_the_bound_publishing_waits_for_room() {
             &delivery,
             reply("slow", "s1", "a", true),
             Hooks::default(),
-            false,
+            Job::Reply,
         )
         .await;
     lanes
@@ -277,7 +277,7 @@ async fn at_the_bound_publishing_waits_for_room() {
             &delivery,
             reply("slow", "s2", "b", true),
             Hooks::default(),
-            false,
+            Job::Reply,
         )
         .await;
     let mut third = Box::pin(lanes.push(
@@ -285,7 +285,7 @@ async fn at_the_bound_publishing_waits_for_room() {
         &delivery,
         reply("slow", "s3", "c", true),
         Hooks::default(),
-        false,
+        Job::Reply,
     ));
     assert!(
         (&mut third).now_or_never().is_none(),
@@ -314,7 +314,7 @@ async fn the_hook_hears_which_message_shows_the_final() {
             &delivery,
             reply("slow", "s1", "answer", true),
             Hooks::after(Some(hook)),
-            false,
+            Job::Reply,
         )
         .await;
     channel.gate.add_permits(1);
@@ -331,7 +331,7 @@ async fn flush_gives_up_at_its_bound_and_says_so() {
             &delivery,
             reply("slow", "s1", "stuck", true),
             Hooks::default(),
-            false,
+            Job::Reply,
         )
         .await;
     assert!(!lanes.flush(Duration::from_secs(5)).await);
@@ -345,7 +345,7 @@ async fn flush_gives_up_at_its_bound_and_says_so() {
 #[tokio::test]
 async fn a_final_folded_into_a_partial_that_stays_last_stays_last_too() {
     let (channel, delivery, lanes) = setup(16);
-    let push = |msg: OutboundMessage, hooks| lanes.push("gated", &delivery, msg, hooks, false);
+    let push = |msg: OutboundMessage, hooks| lanes.push("gated", &delivery, msg, hooks, Job::Reply);
     // The second message's notice is shown before anything of the first answer.
     push(reply("slow", "s2", "waiting", false), Hooks::default()).await;
     channel.gate.add_permits(1);
@@ -380,11 +380,29 @@ async fn a_final_folded_into_a_partial_that_stays_last_stays_last_too() {
     );
 }
 
-/// Refuses every reply for good; asks to hear of turns' ends, which it records with
-/// whether the turn went unanswered.
+/// Refuses every reply (for good, unless `error` is transient); asks to hear of turns'
+/// ends, which it records with whether the turn went unanswered.
 struct Refusing {
     identity: ChannelIdentity,
+    error: fn() -> ChannelError,
     ended: StdMutex<Vec<bool>>,
+}
+
+impl Refusing {
+    /// The channel and its delivery engine.
+    fn start(error: fn() -> ChannelError) -> (Arc<Self>, Arc<Delivery>) {
+        let caps = Capabilities {
+            turn_ends: true,
+            ..Capabilities::final_only(4096)
+        };
+        let channel = Arc::new(Refusing {
+            identity: ChannelIdentity::always_connected("refusing", caps),
+            error,
+            ended: StdMutex::new(Vec::new()),
+        });
+        let delivery = Arc::new(Delivery::new(channel.clone()));
+        (channel, delivery)
+    }
 }
 
 #[async_trait]
@@ -398,7 +416,7 @@ impl Channel for Refusing {
     }
 
     async fn send_text(&self, _: SendTarget<'_>, _: &str) -> ChannelResult<SentMessage> {
-        Err(im_bridge_channel::ChannelError::Unsupported("refused"))
+        Err((self.error)())
     }
 
     async fn turn_ended(&self, to: SendTarget<'_>) -> ChannelResult {
@@ -409,15 +427,7 @@ impl Channel for Refusing {
 
 #[tokio::test]
 async fn a_turn_whose_answer_was_refused_ends_unanswered_and_the_record_stays_bounded() {
-    let caps = Capabilities {
-        turn_ends: true,
-        ..Capabilities::final_only(4096)
-    };
-    let channel = Arc::new(Refusing {
-        identity: ChannelIdentity::always_connected("refusing", caps),
-        ended: StdMutex::new(Vec::new()),
-    });
-    let delivery = Arc::new(Delivery::new(channel.clone()));
+    let (channel, delivery) = Refusing::start(|| ChannelError::Unsupported("refused"));
     let lanes = Lanes::new(16);
     let marker = |source: &str| reply("c1", source, "", true);
     lanes
@@ -426,19 +436,31 @@ async fn a_turn_whose_answer_was_refused_ends_unanswered_and_the_record_stays_bo
             &delivery,
             reply("c1", "s1", "lost", true),
             Hooks::default(),
-            false,
+            Job::Reply,
         )
         .await;
     lanes
-        .push("refusing", &delivery, marker("s1"), Hooks::default(), true)
+        .push(
+            "refusing",
+            &delivery,
+            marker("s1"),
+            Hooks::default(),
+            Job::TurnEnd,
+        )
         .await;
     // A turn with no final refused ends answered.
     lanes
-        .push("refusing", &delivery, marker("s2"), Hooks::default(), true)
+        .push(
+            "refusing",
+            &delivery,
+            marker("s2"),
+            Hooks::default(),
+            Job::TurnEnd,
+        )
         .await;
     assert!(lanes.flush(DEADLINE).await);
     assert_eq!(*channel.ended.lock().unwrap(), [true, false]);
-    assert!(lanes.shared.unanswered().is_empty(), "told, then forgotten");
+    assert!(lanes.shared.fates().is_empty(), "told, then forgotten");
     // Refused finals whose turn's end never comes are forgotten at the bound.
     for n in 0..MAX_UNANSWERED + 5 {
         let source = format!("r{n}");
@@ -448,10 +470,39 @@ async fn a_turn_whose_answer_was_refused_ends_unanswered_and_the_record_stays_bo
                 &delivery,
                 reply("c1", &source, "lost", true),
                 Hooks::default(),
-                false,
+                Job::Reply,
             )
             .await;
     }
     assert!(lanes.flush(DEADLINE).await);
-    assert!(lanes.shared.unanswered().len() <= MAX_UNANSWERED);
+    assert!(lanes.shared.fates().len() <= MAX_UNANSWERED);
+}
+
+#[tokio::test]
+async fn a_turn_whose_answer_waits_for_a_retry_ends_once_the_retry_settled() {
+    let (channel, delivery) = Refusing::start(|| ChannelError::Transport("down".into()));
+    let lanes = Lanes::new(16);
+    let push = |msg, job| lanes.push("refusing", &delivery, msg, Hooks::default(), job);
+    let marker = |source: &str| reply("c1", source, "", true);
+    // The journal wrote this final ahead (it carries a send key): it retries it.
+    let retried = |source: &str| {
+        let mut msg = reply("c1", source, "later", true);
+        msg.hints.send_key = Some(format!("key-{source}"));
+        msg
+    };
+    push(retried("s1"), Job::Reply).await;
+    push(marker("s1"), Job::TurnEnd).await;
+    // A final nothing retries is as good as refused.
+    push(reply("c1", "s2", "lost", true), Job::Reply).await;
+    push(marker("s2"), Job::TurnEnd).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(*channel.ended.lock().unwrap(), [true], "s1's end waits");
+    // Its retry landed, or gave up.
+    push(marker("s1"), Job::Settled { answered: true }).await;
+    push(retried("s3"), Job::Reply).await;
+    push(marker("s3"), Job::TurnEnd).await;
+    push(marker("s3"), Job::Settled { answered: false }).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(*channel.ended.lock().unwrap(), [true, false, true]);
+    assert!(lanes.shared.fates().is_empty(), "told, then forgotten");
 }

@@ -132,10 +132,14 @@ impl Entry {
             Ended::Settled if self.progress().settled_state() == Some(JournalState::Held) => {
                 self.wait_for_next_message().await;
             }
-            Ended::Settled => remove(&shared.store, &self.0.id).await,
+            Ended::Settled => {
+                remove(&shared.store, &self.0.id).await;
+                self.tell_settled(true).await;
+            }
             Ended::GaveUp => {
                 tracing::warn!("Gave up delivering a final after the retry window.");
                 give_up(shared, &self.0.id, &self.record()).await;
+                self.tell_settled(false).await;
             }
             Ended::Gone => {
                 tracing::info!(
@@ -198,6 +202,17 @@ impl Entry {
             if !self.save().await {
                 return Ended::Gone;
             }
+        }
+    }
+
+    /// Tells the message's channel that the bridge is done with it, now that its retried
+    /// finals were delivered (`answered`) or given up: it held the turn's end back
+    /// (`Outbound::turn_ended`). Not for finals a later message carried.
+    async fn tell_settled(&self, answered: bool) {
+        let record = self.record();
+        if record.carrier.is_none() {
+            let outbound = &self.0.shared.outbound;
+            outbound.retries_settled(&record.message, answered).await;
         }
     }
 
