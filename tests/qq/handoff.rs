@@ -340,3 +340,39 @@ async fn issue_33_a_private_run_past_the_hour_finishes_with_the_users_next_messa
         .await;
     drop(daemon);
 }
+
+/// A bridge restarted after its hand-off landed follows the run, and the rest it sends is
+/// the rest: what the hand-off showed is not sent again (the line saying the restart made
+/// it late goes above the rest, not into what is compared with the hand-off).
+#[tokio::test]
+async fn a_handed_off_run_followed_after_a_restart_sends_only_the_rest() {
+    let b = Bridge::start().await;
+    let daemon = b.spawn(0).await;
+    let question = Event::group_at(GROUP, ALICE, &format!("<@!{BOT_ID}> write it all"));
+    let shown = b
+        .ask_slowly(question, Duration::from_secs(300), "group")
+        .await;
+    b.wait_journal("the hand-off landed", |r| {
+        r.len() == 1 && r[0].contains("handed_off") && !r[0].contains("\"finals\"")
+    })
+    .await;
+    kill9(daemon).await;
+    let daemon = b.spawn(1).await;
+    b.finish_later(Duration::from_secs(360), "group_reply")
+        .await;
+    let bob = Event::group_at(GROUP, BOB, &format!("<@!{BOT_ID}> anything new?"));
+    b.sim
+        .script_next_run(Script::with_answer("Bob's own answer.").chunks(1));
+    let next = b.fake.push(&bob);
+    b.wait_reply("Bob's answer", |r| r.content == "Bob's own answer.")
+        .await;
+    let replies = b.fake.replies_to(&next.message_id);
+    let texts: Vec<&str> = replies.iter().map(|r| r.content.as_str()).collect();
+    let heading = text("run-rest", &[("more", Arg::Str("yes"))]);
+    let late = text("run-recovered", &[]);
+    let rest = ANSWER[shown.len()..].trim_start();
+    let expected = format!("{heading}\n\n{late}\n\n{rest}");
+    assert_eq!(texts, [expected.as_str(), "Bob's own answer."]);
+    b.wait_journal("nothing left", <[String]>::is_empty).await;
+    drop(daemon);
+}

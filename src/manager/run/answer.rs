@@ -58,7 +58,17 @@ pub(super) async fn publish_final(
         limit => artifacts::fetch(inner, source, &locale, &turn.artifacts, limit).await,
     };
     let files_line = files_line(inner, &locale, &turn.artifacts, &fetched);
-    let text = final_text(inner, &locale, turn.text, files_line, ending, marker);
+    // After a hand-off, only what it did not show: cut from the agent's own text, before
+    // any line goes above it (a segment's marker, the one saying a restart made it late).
+    let (wrote, rest) = match handoff::shown(inner, msg) {
+        Some(shown) => (handoff::rest_of(&turn.text, &shown).to_owned(), true),
+        None => (turn.text, false),
+    };
+    let text = match rest && wrote.trim().is_empty() && files_line.is_none() {
+        // The hand-off showed all of it: the rest's heading says so.
+        true if ending == Ending::Complete => String::new(),
+        _ => final_text(inner, &locale, wrote, files_line, ending, marker),
+    };
     let text = match caps {
         Some(caps) => {
             let max = inner.config.max_reply_messages.max(1);

@@ -165,10 +165,18 @@ async fn hand_off(inner: &Inner, msg: &InboundMessage, so_far: &str) {
     inner.replier.publish_part(msg, msg.reply(text, true)).await;
 }
 
-/// Routes a turn's final `out`: the rest of a handed-off answer goes the late way (`None`
-/// returned: nothing left to publish); any other final is returned to be published as
-/// usual (`Replier::publish_keeping` gives it the line it opens with if it is held after
-/// all).
+/// What the turn's hand-off showed of the answer, if it handed off (the final then carries
+/// only the rest, [`rest_of`] the agent's text, and goes the late way: [`route_final`]).
+pub(super) fn shown(inner: &Inner, msg: &InboundMessage) -> Option<String> {
+    window_of(inner, msg)?;
+    Entry::current()?.handed_off()
+}
+
+/// Routes a turn's final `out`: the rest of a handed-off answer (its text composed from
+/// the rest alone, empty when nothing more came) goes the late way under the line saying
+/// it continues (`None` returned: nothing left to publish); any other final is returned to
+/// be published as usual (`Replier::publish_keeping` gives it the line it opens with if it
+/// is held after all).
 pub(super) async fn route_final(
     inner: &Inner,
     msg: &InboundMessage,
@@ -179,18 +187,20 @@ pub(super) async fn route_final(
     let Some(window) = window_of(inner, msg) else {
         return Some(out);
     };
-    let entry = Entry::current();
-    let Some((entry, shown)) = entry.and_then(|e| e.handed_off().map(|shown| (e, shown))) else {
+    let Some(entry) = Entry::current().filter(|e| e.handed_off().is_some()) else {
         return Some(out);
     };
-    let rest = rest_of(&out.text, &shown);
-    let more = if rest.trim().is_empty() { "no" } else { "yes" };
+    let more = if out.text.trim().is_empty() {
+        "no"
+    } else {
+        "yes"
+    };
     let heading = inner
         .replier
         .text(locale, m::RUN_REST, &[("more", Arg::Str(more))]);
     out.text = match more {
         "no" => heading,
-        _ => format!("{heading}\n\n{rest}"),
+        _ => format!("{heading}\n\n{}", out.text),
     };
     // Files cannot wait in the journal; the answer's text names them.
     out.attachments.clear();
