@@ -345,6 +345,41 @@ async fn remove(store: &Arc<dyn Store>, id: &str) {
     }
 }
 
+/// What a final of a journaled turn is to its entry ([`Entry::track`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Final {
+    /// The answer, or its last part: a restart that finds it knows the run ended.
+    Answer,
+    /// A goal-continuation segment's final while the run goes on (counted: a restart
+    /// that follows the run publishes only the segments after it).
+    Segment,
+    /// What a hand-off shows while the run goes on: `shown`, the part of the answer the
+    /// rest continues from ([`JournalRecord::handed_off`]).
+    HandOff(String),
+}
+
+/// What writing a final of `kind` ahead tells the record.
+trait Note {
+    fn note(&mut self, kind: Final);
+}
+
+impl Note for JournalRecord {
+    fn note(&mut self, kind: Final) {
+        match kind {
+            // The answer is out: a restart delivers what did not land and follows the run
+            // no more.
+            Final::Answer => self.state = JournalState::FinalPending,
+            Final::Segment => {
+                self.segments_sent = self.segments_sent.saturating_add(1);
+                // The message it finishes is done with: the run's next stream is the one
+                // a restart goes on in.
+                self.stream_message_id = None;
+            }
+            Final::HandOff(shown) => self.handed_off = Some(shown),
+        }
+    }
+}
+
 /// One admitted message's entry, owned by the work that handles it. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Entry(Arc<EntryState>);
@@ -491,10 +526,10 @@ impl Entry {
     /// written ahead into the entry before it is published (so a crash before it landed
     /// delivers exactly this text later), records the message it finishes before the
     /// platform call, and is struck off once it landed or was refused for good. `late` is
-    /// the line a delivery by a later process opens with; a final that is a `part` of the
-    /// answer ([`PendingFinal::part`]) leaves the turn under way for a restart.
-    pub(crate) async fn track(&self, out: &mut OutboundMessage, late: &str, part: bool) -> Hooks {
-        self.track_final(out, late, false, part).await
+    /// the line a delivery by a later process opens with; a final that is a part of the
+    /// answer ([`Final`]) leaves the turn under way for a restart.
+    pub(crate) async fn track(&self, out: &mut OutboundMessage, late: &str, kind: Final) -> Hooks {
+        self.track_final(out, late, false, kind).await
     }
 
     /// [`Entry::track`]; an `unsourced` final answers no source, and waits for the chat's
@@ -504,7 +539,7 @@ impl Entry {
         out: &mut OutboundMessage,
         late: &str,
         unsourced: bool,
-        part: bool,
+        kind: Final,
     ) -> Hooks {
         let id = {
             let mut progress = self.progress();
@@ -538,17 +573,11 @@ impl Entry {
                 finishes,
                 unsourced,
                 held: false,
-                part,
+                part: kind != Final::Answer,
+                hand_off: matches!(kind, Final::HandOff(_)),
             });
-            if part {
-                // The message it finishes is done with: the run's next stream is the one
-                // a restart goes on in.
-                progress.record.stream_message_id = None;
-            } else {
-                // The answer is out (saved with it): a restart delivers what did not land
-                // and follows the run no more.
-                progress.record.state = JournalState::FinalPending;
-            }
+            // All saved with it, as it is written ahead.
+            progress.record.note(kind);
             id
         };
         self.save().await;
@@ -589,13 +618,6 @@ impl Entry {
     /// ([`JournalRecord::segments_sent`]).
     pub(crate) fn segments_sent(&self) -> usize {
         self.progress().record.segments_sent as usize
-    }
-
-    /// Records that a goal-continuation segment's final is about to be published while
-    /// the run goes on (saved with it, as it is written ahead).
-    pub(crate) fn segment_sent(&self) {
-        let mut progress = self.progress();
-        progress.record.segments_sent = progress.record.segments_sent.saturating_add(1);
     }
 
     /// The engine started a stream of this turn showing `message`: the next final finishes

@@ -18,7 +18,7 @@ use crate::i18n::{Arg, Catalogs, Locale};
 use crate::store::Store;
 
 use super::artifacts::Staged;
-use super::journal::Entry;
+use super::journal::{Entry, Final};
 use super::typing::{Typing, TypingGuard};
 use super::{ManagerConfig, Owners};
 
@@ -230,28 +230,35 @@ impl Replier {
     /// it answers once it landed (in the store, bounded and pruned), so a later reply to
     /// either continues this conversation (issue 13, reply chains).
     pub async fn publish(&self, msg: &InboundMessage, out: OutboundMessage) {
-        self.publish_with(msg, out, None, Ahead::Answer).await;
+        self.publish_with(msg, out, None, Ahead::Final(Final::Answer))
+            .await;
     }
 
-    /// [`Replier::publish`] for a final that is part of the answer while the run goes on
-    /// (a goal-continuation segment's, or what a hand-off shows): written ahead as a part,
-    /// so a restart delivers it and then follows the run for the rest.
-    pub async fn publish_part(&self, msg: &InboundMessage, out: OutboundMessage) {
-        self.publish_with(msg, out, None, Ahead::Part).await;
+    /// [`Replier::publish`] for what a hand-off shows of the answer while the run goes on
+    /// (`shown`: the part the rest continues from): written ahead as a part, with what it
+    /// shows, so a restart delivers it and then follows the run for the rest.
+    pub(super) async fn publish_hand_off(
+        &self,
+        msg: &InboundMessage,
+        out: OutboundMessage,
+        shown: String,
+    ) {
+        let ahead = Ahead::Final(Final::HandOff(shown));
+        self.publish_with(msg, out, None, ahead).await;
     }
 
-    /// [`Replier::publish`] (or [`Replier::publish_part`] for a `part`), keeping `staged`
-    /// (the final's attachment files and their budget shares) until the reply was
-    /// delivered.
+    /// [`Replier::publish`] for a final of `kind` (the answer, or a goal segment the run
+    /// goes on after), keeping `staged` (the final's attachment files and their budget
+    /// shares) until the reply was delivered.
     pub(super) async fn publish_keeping(
         &self,
         msg: &InboundMessage,
         out: OutboundMessage,
         staged: Option<Staged>,
-        part: bool,
+        kind: Final,
     ) {
-        let ahead = if part { Ahead::Part } else { Ahead::Answer };
-        self.publish_with(msg, out, staged, ahead).await;
+        self.publish_with(msg, out, staged, Ahead::Final(kind))
+            .await;
     }
 
     /// [`Replier::publish_keeping`], its final written `ahead` as it says.
@@ -264,7 +271,11 @@ impl Replier {
     ) {
         self.typing.replied(&out);
         // A journaled turn's replies are tracked until they landed (issue 19).
-        let entry = Entry::current().filter(|_| ahead != Ahead::Not || !out.is_final);
+        let kind = match ahead {
+            Ahead::Final(kind) => Some(kind),
+            Ahead::Not => None,
+        };
+        let entry = Entry::current().filter(|_| kind.is_some() || !out.is_final);
         let tracked = match entry {
             Some(entry) => {
                 let late = match out.is_final {
@@ -280,7 +291,8 @@ impl Replier {
                     }
                     false => String::new(),
                 };
-                entry.track(&mut out, &late, ahead == Ahead::Part).await
+                let kind = kind.unwrap_or(Final::Answer);
+                entry.track(&mut out, &late, kind).await
             }
             None => Hooks::default(),
         };
@@ -315,18 +327,15 @@ impl Replier {
 
 /// How a final of a journaled turn is written ahead into the turn's entry before it is
 /// published (`journal.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Ahead {
     /// Not at all: it comes before the answer (a notice, a placeholder, the composed
     /// goal). The entry's finals are then the answer alone: a notice written ahead made a
     /// restart deliver the notice, late, and never run the message or follow its run. A
     /// crash before such a reply landed loses only it.
     Not,
-    /// As a part of the answer while the run goes on: a restart delivers it, then follows
-    /// the run for the rest.
-    Part,
-    /// As the answer: a restart that finds it knows the run ended and delivers it.
-    Answer,
+    /// As what it is to the answer.
+    Final(Final),
 }
 
 /// Both hooks, in order.

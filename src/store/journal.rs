@@ -127,6 +127,10 @@ pub struct PendingFinal {
     /// delivers it and then follows the run for the rest.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub part: bool,
+    /// The part a hand-off showed ([`JournalRecord::handed_off`]): refused for good, it
+    /// was never shown, and the rest is the whole answer again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hand_off: bool,
 }
 
 impl JournalRecord {

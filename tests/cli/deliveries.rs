@@ -80,6 +80,7 @@ fn answered(question: &str, answer: &str, attempts: u32) -> JournalRecord {
         unsourced: false,
         held: false,
         part: false,
+        hand_off: false,
     });
     record.attempts = attempts;
     record.note_error("transport error: calling sendMessage failed: 502 Bad Gateway");

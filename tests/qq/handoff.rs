@@ -109,10 +109,14 @@ impl Bridge {
     /// Waits until the journal (read beside the daemon) satisfies `pick`.
     async fn wait_journal(&self, what: &str, pick: impl Fn(&[String]) -> bool) {
         let until = Instant::now() + DEADLINE;
-        while !pick(&journal_records(&self.store())) {
+        loop {
+            let records = journal_records(&self.store());
+            if pick(&records) {
+                return;
+            }
             assert!(
                 Instant::now() < until,
-                "the journal never showed {what}\n{}",
+                "the journal never showed {what}: {records:?}\n{}",
                 self.logs()
             );
             tokio::time::sleep(Duration::from_millis(25)).await;
@@ -373,6 +377,45 @@ async fn a_handed_off_run_followed_after_a_restart_sends_only_the_rest() {
     let rest = ANSWER[shown.len()..].trim_start();
     let expected = format!("{heading}\n\n{late}\n\n{rest}");
     assert_eq!(texts, [expected.as_str(), "Bob's own answer."]);
+    b.wait_journal("nothing left", <[String]>::is_empty).await;
+    drop(daemon);
+}
+
+/// A hand-off QQ refuses for good was never shown: the answer that ends the run is then
+/// the whole answer, not the rest after what the hand-off would have shown.
+#[tokio::test]
+async fn a_refused_hand_off_leaves_the_whole_answer_to_come() {
+    use im_bridge_fakes::qq::{Failure, code};
+    let b = Bridge::start().await;
+    let daemon = b.spawn(0).await;
+    b.sim.script_next_run(slow_run());
+    b.fake
+        .fail_next("group_reply", Failure::Code(code::BAD_REQUEST));
+    let window = Duration::from_secs(300);
+    let asked = b.fake.now() - (window - LEFT);
+    let question = Event::group_at(GROUP, ALICE, &format!("<@!{BOT_ID}> write it all"));
+    let question = b.fake.push(&question.sent_at(asked));
+    let refused = |fake: &FakeQq| {
+        let calls = fake.calls_to("group_reply");
+        calls.iter().any(|c| c.code == Some(code::BAD_REQUEST))
+    };
+    b.fake
+        .wait_until("the hand-off refused", DEADLINE, refused)
+        .await
+        .unwrap();
+    b.wait_journal("the hand-off forgotten", |r| {
+        r.len() == 1 && r[0].contains("\"running\"") && !r[0].contains("\"finals\"")
+    })
+    .await;
+    assert!(!journal_records(&b.store())[0].contains("handed_off"));
+    // The run ends while the question still takes replies: its answer is all of it.
+    let thread = b.sim.thread_ids().pop().unwrap();
+    for run in b.sim.active_runs(&thread) {
+        b.sim.finish_run(&run);
+    }
+    b.wait_reply("the whole answer", |r| r.content == ANSWER)
+        .await;
+    assert_eq!(b.fake.replies_to(&question.message_id).len(), 1);
     b.wait_journal("nothing left", <[String]>::is_empty).await;
     drop(daemon);
 }

@@ -46,6 +46,7 @@ async fn seeded(dir: &tempfile::TempDir) -> Arc<dyn Store> {
         unsourced: false,
         held: false,
         part: false,
+        hand_off: false,
     });
     answered.attempts = 7;
     answered.note_error("transport error: calling sendMessage failed: 502");

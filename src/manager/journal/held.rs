@@ -17,7 +17,7 @@
 
 use im_bridge_channel::{InboundMessage, OutboundMessage};
 
-use super::{Entry, Journal, Progress, remove};
+use super::{Entry, Final, Journal, Note, Progress, remove};
 use crate::bus::{AfterShown, Landed};
 use crate::store::{JournalState, Journaled, PendingFinal};
 use crate::telemetry::names;
@@ -28,20 +28,15 @@ impl Entry {
         self.progress().record.handed_off.clone()
     }
 
-    /// Records (saved) that the turn handed its answer off, showing `shown`.
-    pub(crate) async fn hand_off(&self, shown: &str) {
-        self.progress().record.handed_off = Some(shown.to_owned());
-        self.save().await;
-    }
-
     /// Delivers `out`, the rest of a handed-off answer: published as a message that answers
     /// no source when `unsourced` (held if the platform refuses it), else written into the
-    /// entry as held, for the chat's next message. `part`: a segment the run goes on after.
-    pub(crate) async fn send_rest(&self, mut out: OutboundMessage, unsourced: bool, part: bool) {
+    /// entry as held, for the chat's next message. `kind`: the answer, or a segment the run
+    /// goes on after.
+    pub(crate) async fn send_rest(&self, mut out: OutboundMessage, unsourced: bool, kind: Final) {
         if unsourced {
             out.thread_ts = None;
             out.source_created_at = None;
-            let hooks = self.track_final(&mut out, "", true, part).await;
+            let hooks = self.track_final(&mut out, "", true, kind).await;
             self.0.shared.outbound.publish_hooked(out, hooks).await;
             return;
         }
@@ -60,8 +55,10 @@ impl Entry {
                 finishes: None,
                 unsourced: false,
                 held: true,
-                part,
+                part: kind != Final::Answer,
+                hand_off: false,
             });
+            progress.record.note(kind);
         }
         self.save().await;
     }
@@ -130,7 +127,11 @@ impl Progress {
             Landed::Failed {
                 transient: false, ..
             } if !unsourced => {
-                self.record.finals.remove(index);
+                let refused = self.record.finals.remove(index);
+                if refused.hand_off {
+                    // Never shown: the rest is the whole answer.
+                    self.record.handed_off = None;
+                }
                 true
             }
             Landed::Failed { .. } | Landed::WindowClosed => {
@@ -250,6 +251,7 @@ mod tests {
             unsourced,
             held: false,
             part: false,
+            hand_off: false,
         }
     }
 

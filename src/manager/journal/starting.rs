@@ -80,6 +80,7 @@ fn names(metadata: &Value, id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manager::journal::Final;
 
     #[test]
     fn issue_27_the_entry_key_joins_the_origin_and_is_recognised() {
@@ -194,9 +195,9 @@ mod tests {
             panic!("a chat message is journaled");
         };
         let mut first = msg.reply("first part", true);
-        let _hooks = entry.track(&mut first, "", false).await;
+        let _hooks = entry.track(&mut first, "", Final::Answer).await;
         let mut second = msg.reply("second part", true);
-        let _hooks = entry.track(&mut second, "", false).await;
+        let _hooks = entry.track(&mut second, "", Final::Answer).await;
         let keys = [&first.hints.send_key, &second.hints.send_key];
         assert!(
             keys.iter().all(|k| k.is_some()) && keys[0] != keys[1],
@@ -208,7 +209,7 @@ mod tests {
         assert_eq!(saved, keys);
         // A partial has none.
         let mut partial = msg.reply("writing", false);
-        let _hooks = entry.track(&mut partial, "", false).await;
+        let _hooks = entry.track(&mut partial, "", Final::Answer).await;
         assert_eq!(partial.hints.send_key, None);
     }
 
@@ -236,7 +237,7 @@ mod tests {
         saved("m3").await;
         // A stream after a final is a later reply's: recovery still goes on in m3.
         let mut out = msg.reply("first part", true);
-        let _hooks = entry.track(&mut out, "", false).await;
+        let _hooks = entry.track(&mut out, "", Final::Answer).await;
         entry.stream_shown("m5");
         entry.save().await;
         assert_eq!(stored(&rig).await.stream_message_id.as_deref(), Some("m3"));

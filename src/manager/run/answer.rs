@@ -9,7 +9,7 @@ use super::handoff;
 use crate::i18n::{Arg, Locale, msg as m};
 use crate::manager::Inner;
 use crate::manager::artifacts::{self, Fetched, Source};
-use crate::manager::journal::Entry;
+use crate::manager::journal::{Entry, Final};
 use crate::manager::turn::Turn;
 
 /// How a turn's final ends.
@@ -88,9 +88,6 @@ pub(super) async fn publish_final(
         out.hints.truncated_note = Some(inner.replier.text(&locale, m::RUN_TRUNCATED, &[]));
     }
     out.attachments = fetched.files;
-    if part && let Some(entry) = Entry::current() {
-        entry.segment_sent();
-    }
     // The rest of an answer handed off before its reply window closed goes the late way.
     let Some(out) = handoff::route_final(inner, msg, &locale, out, part).await else {
         if let Some(staged) = fetched.staged {
@@ -100,8 +97,14 @@ pub(super) async fn publish_final(
     };
     inner
         .replier
-        .publish_keeping(msg, out, fetched.staged, part)
+        .publish_keeping(msg, out, fetched.staged, kind(part))
         .await;
+}
+
+/// What a turn's final is to its journal entry: a goal segment the run goes on after
+/// (`part`), or the answer.
+pub(super) fn kind(part: bool) -> Final {
+    if part { Final::Segment } else { Final::Answer }
 }
 
 /// The line naming the files the agent presented, each one not attached saying why on a

@@ -129,10 +129,11 @@ pub(super) async fn watching<F: Future>(
     work.await
 }
 
-/// Sends what was written so far with the line saying the rest follows, recording first
-/// what was shown (so the rest is right after a restart too).
+/// Sends what was written so far with the line saying the rest follows, written ahead with
+/// what it shows (so the rest is right after a restart too; forgotten if the platform
+/// refuses it for good, so the rest is then the whole answer).
 async fn hand_off(inner: &Inner, msg: &InboundMessage, so_far: &str) {
-    let (Some(entry), Some(window), Some(caps)) = (
+    let (Some(_), Some(window), Some(caps)) = (
         Entry::current(),
         window_of(inner, msg),
         inner.replier.outbound().capabilities(&msg.channel_name),
@@ -155,14 +156,15 @@ async fn hand_off(inner: &Inner, msg: &InboundMessage, so_far: &str) {
     };
     let (unit, limit) = (caps.length_unit, caps.max_message_len);
     let (shown, text) = shown_part(so_far, &line(so_far.trim()), unit, limit);
-    entry.hand_off(&shown).await;
     tracing::info!(
         shown_len = shown.len(),
         "Handing an answer off before its reply window closes."
     );
     let channel = inner.replier.outbound().channel_label(&msg.channel_name);
     metrics::counter!(names::HANDOFFS, "channel" => channel, "step" => "handed_off").increment(1);
-    inner.replier.publish_part(msg, msg.reply(text, true)).await;
+    // Written ahead with what it shows: the final that ends the run carries the rest.
+    let out = msg.reply(text, true);
+    inner.replier.publish_hand_off(msg, out, shown).await;
 }
 
 /// What the turn's hand-off showed of the answer, if it handed off (the final then carries
@@ -205,7 +207,11 @@ pub(super) async fn route_final(
     // Files cannot wait in the journal; the answer's text names them.
     out.attachments.clear();
     entry
-        .send_rest(out, window.late == LateReplies::Unsourced, part)
+        .send_rest(
+            out,
+            window.late == LateReplies::Unsourced,
+            super::answer::kind(part),
+        )
         .await;
     None
 }

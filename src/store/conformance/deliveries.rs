@@ -26,6 +26,7 @@ fn pending(text: &str) -> JournalRecord {
         unsourced: false,
         held: false,
         part: false,
+        hand_off: false,
     });
     record.attempts = 3;
     record.note_error("transport error: calling sendMessage failed");

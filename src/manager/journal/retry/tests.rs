@@ -15,7 +15,7 @@ use im_bridge_channel::{
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::super::{Admission, Journal, JournalConfig};
+use super::super::{Admission, Final, Journal, JournalConfig};
 use crate::bus::Outbound;
 use crate::store::{JournalState, Listed, SqliteStore, Store};
 
@@ -96,7 +96,7 @@ impl Rig {
             panic!("a chat message is journaled");
         };
         let mut out = msg.reply("the answer".to_owned(), true);
-        let hooks = entry.track(&mut out, "", false).await;
+        let hooks = entry.track(&mut out, "", Final::Answer).await;
         self.outbound.publish_hooked(out, hooks).await;
         entry.turn_ended().await;
         entry.0.id.clone()
