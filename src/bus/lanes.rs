@@ -23,9 +23,10 @@ use crate::telemetry::names;
 pub const MAX_PENDING_REPLIES: usize = 4096;
 
 /// Sources whose finals were refused for good or wait for a retry and whose end was not
-/// told yet, at most; at the bound they are forgotten (those turns' ends then say
-/// answered).
-pub const MAX_UNANSWERED: usize = 1024;
+/// told yet, at most. At the bound the refused ones are forgotten first (those turns'
+/// ends then say answered), the retried ones only when there are this many (their ends
+/// are then told at once, and again once their retries settled).
+pub const MAX_UNANSWERED: usize = 4096;
 
 /// Runs once a reply was delivered or failed, with what became of it. A partial replaced
 /// by a newer one before it was delivered drops its hook unrun.
@@ -370,7 +371,12 @@ fn note_fate(
     let retried = *transient && msg.hints.send_key.is_some();
     let mut fates = shared.fates();
     if fates.len() >= MAX_UNANSWERED && !fates.contains_key(&source) {
-        fates.clear();
+        // Refusals whose turn's end never came go first; ends held back for a retry
+        // (they live as long as it does) only when nothing else is left.
+        fates.retain(|_, fate| fate.retried);
+        if fates.len() >= MAX_UNANSWERED {
+            fates.clear();
+        }
     }
     let fate = fates.entry(source).or_default();
     fate.retried |= retried;

@@ -505,4 +505,17 @@ async fn a_turn_whose_answer_waits_for_a_retry_ends_once_the_retry_settled() {
     assert!(lanes.flush(DEADLINE).await);
     assert_eq!(*channel.ended.lock().unwrap(), [true, false, true]);
     assert!(lanes.shared.fates().is_empty(), "told, then forgotten");
+    // At the bound, refusals whose end never came are forgotten before an end held back.
+    push(retried("held"), Job::Reply).await;
+    for n in 0..MAX_UNANSWERED + 5 {
+        push(reply("c1", &format!("r{n}"), "lost", true), Job::Reply).await;
+    }
+    assert!(lanes.flush(DEADLINE).await);
+    let fates = lanes.shared.fates();
+    assert!(fates.len() <= MAX_UNANSWERED);
+    let held = (
+        ("refusing", ChatId::new("c1")),
+        Some(MessageId::new("held")),
+    );
+    assert!(fates.get(&held).is_some_and(|fate| fate.retried));
 }

@@ -130,6 +130,8 @@ impl Entry {
         let shared = &self.0.shared;
         match ended {
             Ended::Settled if self.progress().settled_state() == Some(JournalState::Held) => {
+                // Done with for now: what is left comes with the chat's next message.
+                self.tell_settled(true).await;
                 self.wait_for_next_message().await;
             }
             Ended::Settled => {
@@ -145,6 +147,8 @@ impl Entry {
                 tracing::info!(
                     "A pending delivery was dropped or taken over; this process no longer retries it."
                 );
+                // Dropped, it will not come from here.
+                self.tell_settled(false).await;
             }
         }
     }
@@ -205,15 +209,14 @@ impl Entry {
         }
     }
 
-    /// Tells the message's channel that the bridge is done with it, now that its retried
-    /// finals were delivered (`answered`) or given up: it held the turn's end back
-    /// (`Outbound::turn_ended`). Not for finals a later message carried.
+    /// Tells the channel that the bridge is done with the message the retried finals
+    /// answer (the entry's own, or the later one that carried them), now that they were
+    /// delivered (`answered`) or not: it held that turn's end back (`Outbound::turn_ended`).
     async fn tell_settled(&self, answered: bool) {
         let record = self.record();
-        if record.carrier.is_none() {
-            let outbound = &self.0.shared.outbound;
-            outbound.retries_settled(&record.message, answered).await;
-        }
+        let answers = record.carrier.as_ref().unwrap_or(&record.message);
+        let outbound = &self.0.shared.outbound;
+        outbound.retries_settled(answers, answered).await;
     }
 
     fn forget_waker(&self) {
