@@ -357,8 +357,9 @@ async fn perform(
 }
 
 /// Notes what became of final `msg` to `source` for its turn's end: refused for good, or
-/// failed for now and retried by the journal (a final it wrote ahead carries a send key);
-/// a failed final nothing retries is as good as refused.
+/// failed for now and retried by the journal (a final it wrote ahead carries a send key).
+/// A final that failed for now and is not retried (a notice, a command's reply) changes
+/// nothing: it may not have been the answer.
 fn note_fate(
     shared: &Shared,
     source: (Key, Option<MessageId>),
@@ -369,6 +370,9 @@ fn note_fate(
         return;
     };
     let retried = *transient && msg.hints.send_key.is_some();
+    if *transient && !retried {
+        return;
+    }
     let mut fates = shared.fates();
     if fates.len() >= MAX_UNANSWERED && !fates.contains_key(&source) {
         // Refusals whose turn's end never came go first; ends held back for a retry

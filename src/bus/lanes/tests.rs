@@ -380,17 +380,17 @@ async fn a_final_folded_into_a_partial_that_stays_last_stays_last_too() {
     );
 }
 
-/// Refuses every reply (for good, unless `error` is transient); asks to hear of turns'
-/// ends, which it records with whether the turn went unanswered.
+/// Refuses every reply with what `error` says for its text (for good, unless transient);
+/// asks to hear of turns' ends, which it records with whether the turn went unanswered.
 struct Refusing {
     identity: ChannelIdentity,
-    error: fn() -> ChannelError,
+    error: fn(&str) -> ChannelError,
     ended: StdMutex<Vec<bool>>,
 }
 
 impl Refusing {
     /// The channel and its delivery engine.
-    fn start(error: fn() -> ChannelError) -> (Arc<Self>, Arc<Delivery>) {
+    fn start(error: fn(&str) -> ChannelError) -> (Arc<Self>, Arc<Delivery>) {
         let caps = Capabilities {
             turn_ends: true,
             ..Capabilities::final_only(4096)
@@ -415,8 +415,8 @@ impl Channel for Refusing {
         Ok(ChannelExit::Stopped)
     }
 
-    async fn send_text(&self, _: SendTarget<'_>, _: &str) -> ChannelResult<SentMessage> {
-        Err((self.error)())
+    async fn send_text(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        Err((self.error)(text))
     }
 
     async fn turn_ended(&self, to: SendTarget<'_>) -> ChannelResult {
@@ -427,7 +427,7 @@ impl Channel for Refusing {
 
 #[tokio::test]
 async fn a_turn_whose_answer_was_refused_ends_unanswered_and_the_record_stays_bounded() {
-    let (channel, delivery) = Refusing::start(|| ChannelError::Unsupported("refused"));
+    let (channel, delivery) = Refusing::start(|_| ChannelError::Unsupported("refused"));
     let lanes = Lanes::new(16);
     let marker = |source: &str| reply("c1", source, "", true);
     lanes
@@ -480,7 +480,11 @@ async fn a_turn_whose_answer_was_refused_ends_unanswered_and_the_record_stays_bo
 
 #[tokio::test]
 async fn a_turn_whose_answer_waits_for_a_retry_ends_once_the_retry_settled() {
-    let (channel, delivery) = Refusing::start(|| ChannelError::Transport("down".into()));
+    // "lost" is refused for good, anything else fails for now.
+    let (channel, delivery) = Refusing::start(|text| match text {
+        "lost" => ChannelError::Unsupported("refused"),
+        _ => ChannelError::Transport("down".into()),
+    });
     let lanes = Lanes::new(16);
     let push = |msg, job| lanes.push("refusing", &delivery, msg, Hooks::default(), job);
     let marker = |source: &str| reply("c1", source, "", true);
