@@ -89,7 +89,7 @@ pub(super) async fn publish_final(
     }
     out.attachments = fetched.files;
     // The rest of an answer handed off before its reply window closed goes the late way.
-    let Some(out) = handoff::route_final(inner, msg, &locale, out, part).await else {
+    let Some(out) = handoff::route_final(inner, msg, &locale, out, kind(part)).await else {
         if let Some(staged) = fetched.staged {
             staged.release();
         }
@@ -103,7 +103,7 @@ pub(super) async fn publish_final(
 
 /// What a turn's final is to its journal entry: a goal segment the run goes on after
 /// (`part`), or the answer.
-pub(super) fn kind(part: bool) -> Final {
+fn kind(part: bool) -> Final {
     if part { Final::Segment } else { Final::Answer }
 }
 

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use crate::i18n::{Arg, Locale, msg as m};
 use crate::manager::Inner;
-use crate::manager::journal::Entry;
+use crate::manager::journal::{Entry, Final};
 use crate::manager::stream::SoFar;
 use crate::telemetry::names;
 
@@ -184,7 +184,7 @@ pub(super) async fn route_final(
     msg: &InboundMessage,
     locale: &Locale,
     mut out: OutboundMessage,
-    part: bool,
+    kind: Final,
 ) -> Option<OutboundMessage> {
     let Some(window) = window_of(inner, msg) else {
         return Some(out);
@@ -207,11 +207,7 @@ pub(super) async fn route_final(
     // Files cannot wait in the journal; the answer's text names them.
     out.attachments.clear();
     entry
-        .send_rest(
-            out,
-            window.late == LateReplies::Unsourced,
-            super::answer::kind(part),
-        )
+        .send_rest(out, window.late == LateReplies::Unsourced, kind)
         .await;
     None
 }
