@@ -419,3 +419,50 @@ async fn a_refused_hand_off_leaves_the_whole_answer_to_come() {
     b.wait_journal("nothing left", <[String]>::is_empty).await;
     drop(daemon);
 }
+
+/// QQ's count of a window may end before the bridge's (clocks differ, a source's stamp
+/// is late): the answer QQ then refuses as too late is held for the chat's next message,
+/// not lost.
+#[tokio::test]
+async fn an_answer_qq_refuses_as_too_late_waits_for_the_next_message() {
+    use im_bridge_fakes::qq::code;
+    let b = Bridge::start().await;
+    let daemon = b.spawn(0).await;
+    b.sim.script_next_run(slow_run());
+    let question = Event::group_at(GROUP, ALICE, &format!("<@!{BOT_ID}> write it all"));
+    let question = b.fake.push(&question);
+    let thread = |sim: &Simulator| {
+        sim.thread_ids()
+            .iter()
+            .any(|t| !sim.active_runs(t).is_empty())
+    };
+    b.sim.wait_until(DEADLINE, thread).await.unwrap();
+    // Six minutes pass for QQ, seconds for the bridge.
+    b.fake.advance_clock(Duration::from_secs(360));
+    let thread = b.sim.thread_ids().pop().unwrap();
+    for run in b.sim.active_runs(&thread) {
+        b.sim.finish_run(&run);
+    }
+    let expired = |fake: &FakeQq| {
+        let calls = fake.calls_to("group_reply");
+        calls.iter().any(|c| c.code == Some(code::REPLY_EXPIRED))
+    };
+    b.fake
+        .wait_until("QQ refusing the late answer", DEADLINE, expired)
+        .await
+        .unwrap();
+    b.wait_journal("the answer waiting for the chat", is_held)
+        .await;
+    assert!(b.fake.replies_to(&question.message_id).is_empty());
+    b.sim
+        .script_next_run(Script::with_answer("Bob's own answer.").chunks(1));
+    let bob = Event::group_at(GROUP, BOB, &format!("<@!{BOT_ID}> anything new?"));
+    let next = b.fake.push(&bob);
+    b.wait_reply("Bob's answer", |r| r.content == "Bob's own answer.")
+        .await;
+    let replies = b.fake.replies_to(&next.message_id);
+    assert_eq!(replies.len(), 2, "{replies:#?}");
+    assert!(replies[0].content.ends_with(ANSWER), "{replies:#?}");
+    b.wait_journal("nothing left", <[String]>::is_empty).await;
+    drop(daemon);
+}

@@ -205,6 +205,10 @@ impl Api {
         {
             ctx.refund();
         }
+        if let Err(ApiError::WindowClosed) = &result {
+            // As QQ counts it: no later reply to this source is tried.
+            ctx.close();
+        }
         result
     }
 

@@ -34,6 +34,14 @@ pub const RATE_LIMIT_CODES: &[i64] = &[22009];
 /// The code of a reply refused because its source was answered with its `msg_seq`
 /// before ("消息被去重").
 pub const DUPLICATE_SEQ: i64 = 40054005;
+/// Codes saying the source message takes no more replies (its passive-reply window is
+/// over, or its replies are used up): 304027 (`MSG_EXPIRE`), 304103 ("消息ID已过期，不能
+/// 回复"), 40034005 ("回复消息msg_id已过期"), 40034031 ("msgid已经过期，不能回复"),
+/// 40034128 ("被动回复时间或次数超限"). QQ's "send message" page states the limits but no
+/// codes; these are the ones bots report meeting (several open-source QQ adapters list
+/// them alike), so the daemon holds such an answer for the chat's next message instead of
+/// losing it when QQ's count of the window ends before the bridge's does.
+pub const REPLY_CLOSED_CODES: &[i64] = &[304027, 304103, 40034005, 40034031, 40034128];
 
 /// A failed QQ API call, or a reply refused before it was sent.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +56,8 @@ pub enum ApiError {
         op: &'static str,
     },
     /// The source message's passive-reply window has closed (5 min in groups, 60 min in
-    /// direct chats); nothing was sent.
+    /// direct chats), as the budget counts it or as QQ said ([`REPLY_CLOSED_CODES`]);
+    /// nothing was sent.
     #[error("the reply window of the source message has closed")]
     WindowClosed,
     /// The source message's replies are used up (5 per message); nothing was sent.
@@ -75,6 +84,8 @@ impl ApiError {
             HttpError::rate_limited(None).into()
         } else if status == 401 || code.is_some_and(|c| TOKEN_INVALID_CODES.contains(&c)) {
             Self::TokenRefused { op }
+        } else if code.is_some_and(|c| REPLY_CLOSED_CODES.contains(&c)) {
+            Self::WindowClosed
         } else {
             Self::Api {
                 op,

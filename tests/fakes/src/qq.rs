@@ -93,10 +93,12 @@ pub mod code {
     pub const BAD_REQUEST: i64 = 40034001;
     /// REST: the `msg_id` is not a message of that chat ("msg_id invalid or not yours").
     pub const MSG_ID_INVALID: i64 = 40034024;
-    /// REST: the passive-reply window of the source message has closed.
-    pub const REPLY_EXPIRED: i64 = 40034025;
-    /// REST: the source message already has 5 replies.
-    pub const REPLY_LIMIT: i64 = 40034026;
+    /// REST: the passive-reply window of the source message has closed ("消息ID已过期，
+    /// 不能回复", as bots report it; QQ's page names no code).
+    pub const REPLY_EXPIRED: i64 = 304103;
+    /// REST: the source message already has 5 replies ("被动回复时间或次数超限", as bots
+    /// report it).
+    pub const REPLY_LIMIT: i64 = 40034128;
     /// An unknown route.
     pub const NOT_FOUND: i64 = 404;
 }

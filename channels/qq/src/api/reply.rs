@@ -258,6 +258,12 @@ impl ReplyContext {
         Ok(self.last_seq)
     }
 
+    /// QQ said the source takes no more replies: the window is over now, whatever the
+    /// budget's own count said.
+    pub fn close(&mut self) {
+        self.window_end = std::time::UNIX_EPOCH;
+    }
+
     /// The last attempt certainly did not reach the chat: what it counted is given back
     /// (nothing when it repeated a keyed reply that may have landed before). Its
     /// `msg_seq` is not: a counted seq is never handed out again.

@@ -123,18 +123,20 @@ async fn a_window_closed_on_the_platform_is_not_retried() {
     let mut ctx = source(&fake, &Event::group_at("G1", "M1", "hi"));
     fake.advance_clock(GROUP_WINDOW);
     let error = api.reply(&mut ctx, "late", None).await.unwrap_err();
-    assert!(
-        matches!(
-            error,
-            ApiError::Api {
-                code: fake::code::REPLY_EXPIRED,
-                ..
-            }
-        ),
-        "{error:?}"
-    );
-    assert_eq!(fake.calls_to("group_reply").len(), 1);
+    // QQ's own refusal reads as the window closed: the daemon holds the answer.
+    assert!(matches!(error, ApiError::WindowClosed), "{error:?}");
+    assert!(matches!(
+        im_bridge_channel::ChannelError::from(ApiError::WindowClosed),
+        im_bridge_channel::ChannelError::ReplyWindow(_)
+    ));
+    let calls = fake.calls_to("group_reply");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].code, Some(fake::code::REPLY_EXPIRED));
     assert_eq!(ctx.used(), 0);
+    // The budget knows now: the next reply is refused without a call.
+    let again = api.reply(&mut ctx, "later", None).await.unwrap_err();
+    assert!(matches!(again, ApiError::WindowClosed), "{again:?}");
+    assert_eq!(fake.calls_to("group_reply").len(), 1);
     let text = format!("{error} {error:?}");
     assert!(
         !text.contains("late") && !text.contains("fake-token"),
