@@ -148,16 +148,17 @@ impl Manager {
                 return None;
             }
         };
-        if self
-            .inner
-            .replier
-            .outbound()
-            .reply_window(&msg.channel_name)
-            .is_some()
-        {
+        self.carry_held(msg).await;
+        Some(Admitted { msg, key, entry })
+    }
+
+    /// Publishes what waits for `msg`'s chat as its first replies, on a channel with reply
+    /// windows (`journal/held.rs`).
+    async fn carry_held(&self, msg: &InboundMessage) {
+        let outbound = self.inner.replier.outbound();
+        if outbound.reply_window(&msg.channel_name).is_some() {
             self.inner.journal.carry_held(msg).await;
         }
-        Some(Admitted { msg, key, entry })
     }
 
     /// **Take its place**: waits for the conversation's earlier messages, holding no worker
@@ -206,6 +207,9 @@ impl Manager {
             () = turn => {}
             () = cancel.cancelled() => return Placed::Cancelled,
         }
+        // The run it waited for may have left the rest of its answer for the chat's next
+        // message (issue 33): this one carries it, first.
+        self.carry_held(msg).await;
         // Where the notice is a partial, the reply's stream now says the agent is on it; a
         // notice of its own stays as it is (another message would only repeat it).
         if noticed && self.inner.replier.shows_partials(msg) {

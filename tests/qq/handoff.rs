@@ -466,3 +466,42 @@ async fn an_answer_qq_refuses_as_too_late_waits_for_the_next_message() {
     b.wait_journal("nothing left", <[String]>::is_empty).await;
     drop(daemon);
 }
+
+/// A message that waited behind a handed-off run carries the rest of its answer once its
+/// turn comes: the rest does not wait for a message after it.
+#[tokio::test]
+async fn a_message_waiting_behind_a_handed_off_run_carries_the_rest() {
+    let b = Bridge::start().await;
+    let daemon = b.spawn(0).await;
+    let shown = b
+        .ask_slowly(
+            Event::c2c(ALICE, "research this"),
+            Duration::from_secs(3600),
+            "private",
+        )
+        .await;
+    let queued = text("run-queued", &[]);
+    let next = b.fake.push(&Event::c2c(ALICE, "and the rest?"));
+    b.wait_reply("the waiting notice", |r| r.content == queued)
+        .await;
+    // A minute later for QQ: the question takes no more replies; the one waiting does.
+    b.fake.advance_clock(Duration::from_secs(60));
+    b.sim
+        .script_next_run(Script::with_answer("Your new answer.").chunks(1));
+    let thread = b.sim.thread_ids().pop().unwrap();
+    let runs = b.sim.active_runs(&thread);
+    assert_eq!(runs.len(), 1, "one run in flight");
+    assert!(b.sim.finish_run(&runs[0]));
+    b.wait_reply("the waiting message's answer", |r| {
+        r.content == "Your new answer."
+    })
+    .await;
+    let replies = b.fake.replies_to(&next.message_id);
+    let texts: Vec<&str> = replies.iter().map(|r| r.content.as_str()).collect();
+    assert_eq!(
+        texts,
+        [queued.as_str(), rest(&shown).as_str(), "Your new answer."]
+    );
+    b.wait_journal("nothing left", <[String]>::is_empty).await;
+    drop(daemon);
+}
