@@ -509,8 +509,10 @@ impl Entry {
             let mut progress = self.progress();
             let record = &mut progress.record;
             if record.run_id.as_deref() != Some(run_id) {
-                // Another run (the one before was lost): none of its segments went out.
+                // Another run (the one before was lost): none of its segments went out,
+                // and nothing of its answer was handed off.
                 record.segments_sent = 0;
+                record.handed_off = None;
             }
             record.state = JournalState::Running;
             record.thread_id = Some(thread.to_owned());

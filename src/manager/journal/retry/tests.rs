@@ -222,3 +222,31 @@ async fn issue_33_a_dropped_delivery_is_not_tried_again() {
     assert_eq!(rig.channel.sends.load(Ordering::SeqCst), sends);
     assert!(rig.store.journal_list(0, 10).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn another_run_forgets_what_the_lost_one_sent() {
+    let rig = rig(Duration::from_secs(60)).await;
+    let msg = InboundMessage::new("flaky", "4242", "u1", "question");
+    let Admission::New(Some(entry)) = rig.journal.admit(&msg, None).await else {
+        panic!("a chat message is journaled");
+    };
+    entry.run_started("t1", "r1", false).await;
+    let mut shown = msg.reply("so far".to_owned(), true);
+    let _hooks = entry
+        .track(&mut shown, "", Final::HandOff("so far".to_owned()))
+        .await;
+    let mut segment = msg.reply("first".to_owned(), true);
+    let _hooks = entry.track(&mut segment, "", Final::Segment).await;
+    let record = entry.record();
+    assert_eq!(record.handed_off.as_deref(), Some("so far"));
+    assert_eq!(record.segments_sent, 1);
+    assert!(record.finals.iter().all(|f| f.part) && record.finals[0].hand_off);
+    assert!(!record.has_pending_finals(), "parts alone: the run goes on");
+    // The same run again (a restart that found it): nothing is forgotten.
+    entry.run_started("t1", "r1", false).await;
+    assert_eq!(entry.record().segments_sent, 1);
+    // Another run (the Gateway lost the first): what the lost one sent is not this one's.
+    entry.run_started("t1", "r2", false).await;
+    let record = entry.record();
+    assert_eq!((record.handed_off, record.segments_sent), (None, 0));
+}
