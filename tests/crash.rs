@@ -828,3 +828,42 @@ async fn a_goal_segment_shown_before_a_crash_is_not_shown_again() {
     c.wait_journal_empty().await;
     drop(daemon);
 }
+
+#[tokio::test]
+async fn a_goal_segment_of_a_run_the_gateway_lost_is_not_sent_before_the_new_answer() {
+    let c = Crashable::start().await;
+    let daemon = c.spawn(0);
+    c.fake.fail(
+        "sendMessage",
+        Trigger::TextEquals("First answer.".into()),
+        Failure::Status(502, "Bad Gateway".into()),
+    );
+    let first = Script::with_answer("First answer.").chunks(2);
+    let (_, before) = goal_run_with_a_continuation(&c, first).await;
+    c.wait_journal("the segment written ahead as a part", |r| {
+        first_segment_sent(r) && r.contains("\"part\":true")
+    })
+    .await;
+    outage(&c.fake);
+    kill9(daemon).await;
+    c.fake.heal();
+    // The Gateway restarted too, and lost its runs: the message runs again.
+    let thread = c.sim.thread_ids().pop().unwrap();
+    c.sim.forget_runs(&thread);
+    c.sim.script_next_run(
+        Script::with_answer("A fresh answer.")
+            .chunks(1)
+            .goal_continuations(0)
+            .goal_met(),
+    );
+    let daemon = c.spawn(1);
+    let messages = c.wait_text(&late("A fresh answer.")).await;
+    c.wait_journal_empty().await;
+    let messages: Vec<&str> = messages[before..].iter().map(|m| m.text.as_str()).collect();
+    assert!(
+        !messages.iter().any(|m| m.contains("First answer.")),
+        "{messages:?}"
+    );
+    assert_eq!(c.run_starts(), 3, "{:?}", c.paths());
+    drop(daemon);
+}

@@ -616,6 +616,13 @@ impl Entry {
         }
     }
 
+    /// Forgets the parts a previous process published of a run the Gateway no longer knows:
+    /// the message runs again, and they are not its answer (saved with the next write).
+    pub(crate) fn drop_parts(&self) {
+        let mut progress = self.progress();
+        progress.record.finals.retain(|f| !f.part || f.held);
+    }
+
     /// How many goal-continuation segments of the run had their finals published
     /// ([`JournalRecord::segments_sent`]).
     pub(crate) fn segments_sent(&self) -> usize {

@@ -14,7 +14,8 @@
 //! - **final pending**: the finals that did not land are retried in the background, outside
 //!   the line. Parts of an answer alone (a goal segment's final, a hand-off: the run went
 //!   on) are not: they are sent again first in the turn, which then follows the run for
-//!   the segments after them.
+//!   the segments after them (`run::follow`; dropped when the Gateway no longer knows the
+//!   run, and the message runs again).
 
 use std::sync::Arc;
 
@@ -86,8 +87,6 @@ impl Manager {
             // Still journaled: the next start takes it up again.
             () = cancel.cancelled() => return,
         };
-        // Before anything the turn publishes: the line keeps them in order.
-        entry.resend_parts().await;
         let disposition = tokio::select! {
             d = entry.scope(self.resume_turn(&entry, &msg)) => d,
             () = cancel.cancelled() => {

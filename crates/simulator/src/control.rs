@@ -269,6 +269,22 @@ impl Simulator {
         }
     }
 
+    /// Forgets every run of `thread_id`, as a Gateway that restarted does (it keeps runs in
+    /// memory): a running one stops where it is, and each answers 404 from then on.
+    pub fn forget_runs(&self, thread_id: &str) {
+        {
+            let mut state = self.state();
+            let runs = state.runs.values().filter(|r| r.thread_id == thread_id);
+            let ids: Vec<String> = runs.map(|r| r.run_id.clone()).collect();
+            for id in ids {
+                if let Some(run) = state.runs.remove(&id) {
+                    run.cancel.cancel();
+                }
+            }
+        }
+        self.bump();
+    }
+
     /// The retained requests, oldest first.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.recorder().all().cloned().collect()

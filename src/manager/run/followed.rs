@@ -127,7 +127,16 @@ pub(in crate::manager) async fn follow(
         thread.clone(),
         Some(run_id.to_owned()),
     );
-    let outcome = match inner.gateway.get_run(owner, thread, run_id).await {
+    let status = inner.gateway.get_run(owner, thread, run_id).await;
+    if let Some(entry) = Entry::current() {
+        match &status {
+            // The message runs again: the lost run's parts are not its answer's.
+            Err(GatewayError::NotFound) => entry.drop_parts(),
+            // Before anything the turn publishes: the line keeps them in order.
+            _ => entry.resend_parts().await,
+        }
+    }
+    let outcome = match status {
         Ok(status) if status.is_active() => {
             tracing::info!("Following a run a previous process started.");
             let so_far = SoFar::default();
