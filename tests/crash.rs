@@ -752,18 +752,18 @@ fn first_segment_sent(record: &str) -> bool {
     record.contains("\"segments_sent\":1") && record.contains("\"running\"")
 }
 
-#[tokio::test]
-async fn a_goal_segment_pending_at_a_crash_is_shown_once_and_the_run_still_answers() {
-    let c = Crashable::start().await;
+/// Runs a goal run whose first segment's final meets an outage (from that final on) and
+/// kills the bridge while it waits, the run going on; the outage is over then. Returns
+/// the continuation's text and how many messages were shown before.
+async fn segment_pending_at_a_crash(c: &Crashable) -> (&'static str, usize) {
     let daemon = c.spawn(0);
-    // Telegram is down from the first segment's final on.
     c.fake.fail(
         "sendMessage",
         Trigger::TextEquals("First answer.".into()),
         Failure::Status(502, "Bad Gateway".into()),
     );
     let first = Script::with_answer("First answer.").chunks(2);
-    let (next, before) = goal_run_with_a_continuation(&c, first).await;
+    let shown = goal_run_with_a_continuation(c, first).await;
     c.wait_journal("the segment written ahead as a part", |r| {
         first_segment_sent(r) && r.contains("\"part\":true")
     })
@@ -771,6 +771,13 @@ async fn a_goal_segment_pending_at_a_crash_is_shown_once_and_the_run_still_answe
     outage(&c.fake);
     kill9(daemon).await;
     c.fake.heal();
+    shown
+}
+
+#[tokio::test]
+async fn a_goal_segment_pending_at_a_crash_is_shown_once_and_the_run_still_answers() {
+    let c = Crashable::start().await;
+    let (next, before) = segment_pending_at_a_crash(&c).await;
     let daemon = c.spawn(1);
     // The restarted bridge sends the segment, then follows the run for the rest instead
     // of taking the segment for its whole answer.
@@ -832,21 +839,7 @@ async fn a_goal_segment_shown_before_a_crash_is_not_shown_again() {
 #[tokio::test]
 async fn a_goal_segment_of_a_run_the_gateway_lost_is_not_sent_before_the_new_answer() {
     let c = Crashable::start().await;
-    let daemon = c.spawn(0);
-    c.fake.fail(
-        "sendMessage",
-        Trigger::TextEquals("First answer.".into()),
-        Failure::Status(502, "Bad Gateway".into()),
-    );
-    let first = Script::with_answer("First answer.").chunks(2);
-    let (_, before) = goal_run_with_a_continuation(&c, first).await;
-    c.wait_journal("the segment written ahead as a part", |r| {
-        first_segment_sent(r) && r.contains("\"part\":true")
-    })
-    .await;
-    outage(&c.fake);
-    kill9(daemon).await;
-    c.fake.heal();
+    let (_, before) = segment_pending_at_a_crash(&c).await;
     // The Gateway restarted too, and lost its runs: the message runs again.
     let thread = c.sim.thread_ids().pop().unwrap();
     c.sim.forget_runs(&thread);
