@@ -24,8 +24,8 @@ pub const MAX_PENDING_REPLIES: usize = 4096;
 
 /// Sources whose finals were refused for good or wait for a retry and whose end was not
 /// told yet, at most. At the bound the refused ones are forgotten first (those turns'
-/// ends then say answered), the retried ones only when there are this many (their ends
-/// are then told at once, and again once their retries settled).
+/// ends then say answered), the retried ones only when there are this many (an end held
+/// back is then told once the retry settled, one still to come at once, and again then).
 pub const MAX_UNANSWERED: usize = 4096;
 
 /// Runs once a reply was delivered or failed, with what became of it. A partial replaced
@@ -114,10 +114,12 @@ struct Queued {
 /// What became of a source's finals so far, on a channel told of turns' ends.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Fate {
-    /// One was refused for good (or failed with no retry to come).
+    /// One was refused for good.
     refused: bool,
     /// One failed and waits for the journal's retry.
     retried: bool,
+    /// The turn's end came and was held back for the retry.
+    ended: bool,
 }
 
 struct Shared {
@@ -338,15 +340,27 @@ async fn perform(
         }
         Job::TurnEnd => {
             let mut fates = shared.fates();
-            if fates.get(&source).is_some_and(|fate| fate.retried) {
+            if let Some(fate) = fates.get_mut(&source).filter(|fate| fate.retried) {
                 // The journal's retry tells the end once it settled.
+                fate.ended = true;
                 return;
             }
             fates.remove(&source).is_some_and(|fate| fate.refused)
         }
         Job::Settled { answered } => {
-            let fate = shared.fates().remove(&source).unwrap_or_default();
-            !answered || fate.refused
+            let mut fates = shared.fates();
+            match fates.get_mut(&source) {
+                // The turn goes on (a later message that carried held finals runs): its
+                // own end tells.
+                Some(fate) if !fate.ended => {
+                    fate.retried = false;
+                    fate.refused |= !answered;
+                    return;
+                }
+                Some(_) => fates.remove(&source).is_some_and(|fate| fate.refused) || !answered,
+                // Its end was told (or this process never saw the turn: a restart).
+                None => !answered,
+            }
         }
     };
     msg.hints.unanswered = unanswered;

@@ -372,10 +372,13 @@ impl Note for JournalRecord {
             Final::Segment => {
                 self.segments_sent = self.segments_sent.saturating_add(1);
                 // The message it finishes is done with: the run's next stream is the one
-                // a restart goes on in.
+                // a restart goes on in (after a hand-off too).
                 self.stream_message_id = None;
             }
-            Final::HandOff(shown) => self.handed_off = Some(shown),
+            Final::HandOff(shown) => {
+                self.handed_off = Some(shown);
+                self.stream_message_id = None;
+            }
         }
     }
 }
@@ -620,7 +623,7 @@ impl Entry {
     /// the message runs again, and they are not its answer (saved with the next write).
     pub(crate) fn drop_parts(&self) {
         let mut progress = self.progress();
-        progress.record.finals.retain(|f| !f.part || f.held);
+        progress.record.finals.retain(|f| !f.part);
     }
 
     /// How many goal-continuation segments of the run had their finals published

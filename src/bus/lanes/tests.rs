@@ -496,19 +496,37 @@ async fn a_turn_whose_answer_waits_for_a_retry_ends_once_the_retry_settled() {
     };
     push(retried("s1"), Job::Reply).await;
     push(marker("s1"), Job::TurnEnd).await;
-    // A final nothing retries is as good as refused.
+    // A final refused for good: unanswered.
     push(reply("c1", "s2", "lost", true), Job::Reply).await;
     push(marker("s2"), Job::TurnEnd).await;
+    // A final that failed for now and that nothing retries (a notice, a command's reply)
+    // may not have been the answer: it changes nothing.
+    push(reply("c1", "s5", "not retried", true), Job::Reply).await;
+    push(marker("s5"), Job::TurnEnd).await;
     assert!(lanes.flush(DEADLINE).await);
-    assert_eq!(*channel.ended.lock().unwrap(), [true], "s1's end waits");
+    assert_eq!(
+        *channel.ended.lock().unwrap(),
+        [true, false],
+        "s1's end waits"
+    );
     // Its retry landed, or gave up.
     push(marker("s1"), Job::Settled { answered: true }).await;
     push(retried("s3"), Job::Reply).await;
     push(marker("s3"), Job::TurnEnd).await;
     push(marker("s3"), Job::Settled { answered: false }).await;
     assert!(lanes.flush(DEADLINE).await);
-    assert_eq!(*channel.ended.lock().unwrap(), [true, false, true]);
+    assert_eq!(*channel.ended.lock().unwrap(), [true, false, false, true]);
     assert!(lanes.shared.fates().is_empty(), "told, then forgotten");
+    // A retry that settles while the turn goes on (a later message carried the final, and
+    // runs): the turn's own end tells, once.
+    push(retried("s4"), Job::Reply).await;
+    push(marker("s4"), Job::Settled { answered: true }).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(channel.ended.lock().unwrap().len(), 4, "the turn goes on");
+    push(marker("s4"), Job::TurnEnd).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(channel.ended.lock().unwrap()[4..], [false]);
+    assert!(lanes.shared.fates().is_empty());
     // At the bound, refusals whose end never came are forgotten before an end held back.
     push(retried("held"), Job::Reply).await;
     for n in 0..MAX_UNANSWERED + 5 {

@@ -1,8 +1,8 @@
 //! Answers held for a chat's next message (issue 33): what a channel with a reply window
 //! could not deliver because its source took no more replies.
 //!
-//! - A turn that **handed off** its answer records what it showed
-//!   ([`Entry::hand_off`]); the rest of its final is then written into the entry as a held
+//! - A turn that **handed off** its answer records what it showed, written ahead with the
+//!   hand-off (`Final::HandOff`); the rest of its final is then written into the entry as a held
 //!   final, or, where the platform takes messages that answer no source, published as one
 //!   and held only if refused ([`Entry::send_rest`]).
 //! - Any final whose delivery meets a closed window (or spent replies) is held the same way

@@ -64,9 +64,14 @@ pub(super) async fn publish_final(
         Some(shown) => (handoff::rest_of(&turn.text, &shown).to_owned(), true),
         None => (turn.text, false),
     };
-    let text = match rest && wrote.trim().is_empty() && files_line.is_none() {
+    let text = match (
+        rest && wrote.trim().is_empty() && files_line.is_none(),
+        ending,
+    ) {
         // The hand-off showed all of it: the rest's heading says so.
-        true if ending == Ending::Complete => String::new(),
+        (true, Ending::Complete) => String::new(),
+        // What the hand-off showed was cut off.
+        (true, Ending::Failed) => inner.replier.text(&locale, m::RUN_INTERRUPTED, &[]),
         _ => final_text(inner, &locale, wrote, files_line, ending, marker),
     };
     let text = match caps {
