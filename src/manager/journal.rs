@@ -397,6 +397,8 @@ struct EntryState {
     progress: Mutex<Progress>,
     /// Serializes saves, so the last save writes the newest record.
     saving: tokio::sync::Mutex<()>,
+    /// Woken when the hand-off's first delivery came to an end ([`Entry::handed_off_known`]).
+    hand_off_done: Notify,
 }
 
 struct Progress {
@@ -417,6 +419,8 @@ struct Progress {
     /// the message the next final most likely finishes (written ahead with it, so the
     /// engine's `before` hook usually confirms it without another store write).
     open_stream: Option<String>,
+    /// The hand-off's final while its first delivery has not come to an end.
+    hand_off_in_flight: Option<u32>,
 }
 
 impl Entry {
@@ -446,8 +450,10 @@ impl Entry {
                 resume,
                 next_final,
                 open_stream: None,
+                hand_off_in_flight: None,
             }),
             saving: tokio::sync::Mutex::new(()),
+            hand_off_done: Notify::new(),
         }))
     }
 
@@ -581,6 +587,9 @@ impl Entry {
                 part: kind != Final::Answer,
                 hand_off: matches!(kind, Final::HandOff(_)),
             });
+            if matches!(kind, Final::HandOff(_)) {
+                progress.hand_off_in_flight = Some(id);
+            }
             // All saved with it, as it is written ahead.
             progress.record.note(kind);
             id
@@ -689,11 +698,18 @@ impl Entry {
     }
 
     async fn final_landed(&self, landed: Landed, id: u32) {
-        let changed = {
+        let (changed, hand_off) = {
             let mut progress = self.progress();
             progress.outstanding = progress.outstanding.saturating_sub(1);
-            progress.settle_final(id, &landed)
+            let hand_off = progress.hand_off_in_flight == Some(id);
+            if hand_off {
+                progress.hand_off_in_flight = None;
+            }
+            (progress.settle_final(id, &landed), hand_off)
         };
+        if hand_off {
+            self.0.hand_off_done.notify_waiters();
+        }
         if changed && !self.progress().ended {
             self.save().await;
         }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use im_bridge::i18n::Arg;
 use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
-use im_bridge_fakes::qq::{APP_ID, BOT_ID, CLIENT_SECRET, Event, FakeQq, Reply};
+use im_bridge_fakes::qq::{APP_ID, BOT_ID, CLIENT_SECRET, Event, FakeQq, Pushed, Reply};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
@@ -148,6 +148,29 @@ impl Bridge {
             "{shown:?}"
         );
         shown.to_owned()
+    }
+
+    /// Asks a group question so late that the bridge hands the answer off while the run
+    /// still writes, QQ answering the hand-off's attempts with `codes` in turn; returns
+    /// the question once the first was answered.
+    async fn hand_off_meeting(&self, codes: &[i64]) -> Pushed {
+        use im_bridge_fakes::qq::Failure;
+        self.sim.script_next_run(slow_run());
+        for &code in codes {
+            self.fake.fail_next("group_reply", Failure::Code(code));
+        }
+        let asked = self.fake.now() - (Duration::from_secs(300) - LEFT);
+        let question = Event::group_at(GROUP, ALICE, &format!("<@!{BOT_ID}> write it all"));
+        let question = self.fake.push(&question.sent_at(asked));
+        let met = |fake: &FakeQq| {
+            let calls = fake.calls_to("group_reply");
+            calls.iter().any(|c| c.code == Some(codes[0]))
+        };
+        self.fake
+            .wait_until("the hand-off refused", DEADLINE, met)
+            .await
+            .unwrap();
+        question
     }
 
     /// `later` after the question (its window long closed) the run ends: the rest waits
@@ -385,24 +408,10 @@ async fn a_handed_off_run_followed_after_a_restart_sends_only_the_rest() {
 /// the whole answer, not the rest after what the hand-off would have shown.
 #[tokio::test]
 async fn a_refused_hand_off_leaves_the_whole_answer_to_come() {
-    use im_bridge_fakes::qq::{Failure, code};
+    use im_bridge_fakes::qq::code;
     let b = Bridge::start().await;
     let daemon = b.spawn(0).await;
-    b.sim.script_next_run(slow_run());
-    b.fake
-        .fail_next("group_reply", Failure::Code(code::BAD_REQUEST));
-    let window = Duration::from_secs(300);
-    let asked = b.fake.now() - (window - LEFT);
-    let question = Event::group_at(GROUP, ALICE, &format!("<@!{BOT_ID}> write it all"));
-    let question = b.fake.push(&question.sent_at(asked));
-    let refused = |fake: &FakeQq| {
-        let calls = fake.calls_to("group_reply");
-        calls.iter().any(|c| c.code == Some(code::BAD_REQUEST))
-    };
-    b.fake
-        .wait_until("the hand-off refused", DEADLINE, refused)
-        .await
-        .unwrap();
+    let question = b.hand_off_meeting(&[code::BAD_REQUEST]).await;
     b.wait_journal("the hand-off forgotten", |r| {
         r.len() == 1 && r[0].contains("\"running\"") && !r[0].contains("\"finals\"")
     })
@@ -502,6 +511,33 @@ async fn a_message_waiting_behind_a_handed_off_run_carries_the_rest() {
         texts,
         [queued.as_str(), rest(&shown).as_str(), "Your new answer."]
     );
+    b.wait_journal("nothing left", <[String]>::is_empty).await;
+    drop(daemon);
+}
+
+/// A hand-off still on its way when the run ends (QQ asked for a pause), and then refused
+/// for good, showed nothing: the final waits for its fate, and is the whole answer.
+#[tokio::test]
+async fn a_run_that_ends_while_its_hand_off_waits_is_cut_only_once_it_landed() {
+    use im_bridge_fakes::qq::code;
+    let b = Bridge::start().await;
+    let daemon = b.spawn(0).await;
+    let question = b
+        .hand_off_meeting(&[code::RATE_LIMITED, code::BAD_REQUEST])
+        .await;
+    // The run ends while the hand-off waits out QQ's pause.
+    let thread = b.sim.thread_ids().pop().unwrap();
+    for run in b.sim.active_runs(&thread) {
+        b.sim.finish_run(&run);
+    }
+    b.wait_reply("the whole answer", |r| r.content == ANSWER)
+        .await;
+    let calls = b.fake.calls_to("group_reply");
+    assert!(
+        calls.iter().any(|c| c.code == Some(code::BAD_REQUEST)),
+        "{calls:#?}"
+    );
+    assert_eq!(b.fake.replies_to(&question.message_id).len(), 1);
     b.wait_journal("nothing left", <[String]>::is_empty).await;
     drop(daemon);
 }

@@ -22,10 +22,36 @@ use crate::bus::{AfterShown, Landed};
 use crate::store::{JournalState, Journaled, PendingFinal};
 use crate::telemetry::names;
 
+/// How long a turn's final waits for its hand-off's delivery to come to an end before it
+/// cuts the rest from what the hand-off showed ([`Entry::handed_off_known`]).
+const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 impl Entry {
     /// What the turn showed when it handed its answer off, if it did.
     pub(crate) fn handed_off(&self) -> Option<String> {
         self.progress().record.handed_off.clone()
+    }
+
+    /// [`Entry::handed_off`] once the hand-off's first delivery came to an end (waiting at
+    /// most [`HAND_OFF_WAIT`]): a hand-off refused for good showed nothing, and the rest
+    /// must not be cut from it. Its delivery is ahead of the final in the chat's lane anyway.
+    pub(crate) async fn handed_off_known(&self) -> Option<String> {
+        let until = tokio::time::Instant::now() + HAND_OFF_WAIT;
+        loop {
+            let done = self.0.hand_off_done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            {
+                let progress = self.progress();
+                if progress.hand_off_in_flight.is_none() {
+                    return progress.record.handed_off.clone();
+                }
+            }
+            if tokio::time::timeout_at(until, done).await.is_err() {
+                // Still on its way (a shutdown dropped it, a long wait): as recorded.
+                return self.handed_off();
+            }
+        }
     }
 
     /// Delivers `out`, the rest of a handed-off answer: published as a message that answers
@@ -267,6 +293,7 @@ mod tests {
             resume: None,
             next_final: 9,
             open_stream: None,
+            hand_off_in_flight: None,
         }
     }
 

@@ -60,7 +60,7 @@ pub(super) async fn publish_final(
     let files_line = files_line(inner, &locale, &turn.artifacts, &fetched);
     // After a hand-off, only what it did not show: cut from the agent's own text, before
     // any line goes above it (a segment's marker, the one saying a restart made it late).
-    let (wrote, rest) = match handoff::shown(inner, msg) {
+    let (wrote, rest) = match handoff::shown(inner, msg).await {
         Some(shown) => (handoff::rest_of(&turn.text, &shown).to_owned(), true),
         None => (turn.text, false),
     };
@@ -94,7 +94,7 @@ pub(super) async fn publish_final(
     }
     out.attachments = fetched.files;
     // The rest of an answer handed off before its reply window closed goes the late way.
-    let Some(out) = handoff::route_final(inner, msg, &locale, out, kind(part)).await else {
+    let Some(out) = handoff::route_final(inner, msg, &locale, out, kind(part), rest).await else {
         if let Some(staged) = fetched.staged {
             staged.release();
         }

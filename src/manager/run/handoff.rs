@@ -167,14 +167,15 @@ async fn hand_off(inner: &Inner, msg: &InboundMessage, so_far: &str) {
     inner.replier.publish_hand_off(msg, out, shown).await;
 }
 
-/// What the turn's hand-off showed of the answer, if it handed off (the final then carries
-/// only the rest, [`rest_of`] the agent's text, and goes the late way: [`route_final`]).
-pub(super) fn shown(inner: &Inner, msg: &InboundMessage) -> Option<String> {
+/// What the turn's hand-off showed of the answer, if it handed off, once its delivery came
+/// to an end (the final then carries only the rest, [`rest_of`] the agent's text, and goes
+/// the late way: [`route_final`]).
+pub(super) async fn shown(inner: &Inner, msg: &InboundMessage) -> Option<String> {
     window_of(inner, msg)?;
-    Entry::current()?.handed_off()
+    Entry::current()?.handed_off_known().await
 }
 
-/// Routes a turn's final `out`: the rest of a handed-off answer (its text composed from
+/// Routes a turn's final `out`: the `rest` of a handed-off answer (its text composed from
 /// the rest alone, empty when nothing more came) goes the late way under the line saying
 /// it continues (`None` returned: nothing left to publish); any other final is returned to
 /// be published as usual (`Replier::publish_keeping` gives it the line it opens with if it
@@ -185,11 +186,9 @@ pub(super) async fn route_final(
     locale: &Locale,
     mut out: OutboundMessage,
     kind: Final,
+    rest: bool,
 ) -> Option<OutboundMessage> {
-    let Some(window) = window_of(inner, msg) else {
-        return Some(out);
-    };
-    let Some(entry) = Entry::current().filter(|e| e.handed_off().is_some()) else {
+    let (true, Some(window), Some(entry)) = (rest, window_of(inner, msg), Entry::current()) else {
         return Some(out);
     };
     let more = if out.text.trim().is_empty() {
