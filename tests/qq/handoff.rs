@@ -191,16 +191,30 @@ impl Bridge {
         );
     }
 
-    /// The chat's next message, `next`, gets the rest of the answer after `shown` as its
-    /// first reply, then `answer`, its own; nothing is left in the journal.
-    async fn next_message_carries_the_rest(&self, next: &Event, shown: &str, answer: &str) {
+    /// Lets every run of the (only) thread end.
+    fn finish_runs(&self) {
+        let thread = self.sim.thread_ids().pop().unwrap();
+        for run in self.sim.active_runs(&thread) {
+            self.sim.finish_run(&run);
+        }
+    }
+
+    /// Sends `next`, the chat's next message, answered `answer`: the texts of its replies
+    /// once that answer came.
+    async fn replies_to_next(&self, next: &Event, answer: &str) -> Vec<String> {
         self.sim
             .script_next_run(Script::with_answer(answer).chunks(1));
         let next = self.fake.push(next);
         self.wait_reply("the next message's answer", |r| r.content == answer)
             .await;
         let replies = self.fake.replies_to(&next.message_id);
-        let texts: Vec<&str> = replies.iter().map(|r| r.content.as_str()).collect();
+        replies.into_iter().map(|r| r.content).collect()
+    }
+
+    /// The chat's next message, `next`, gets the rest of the answer after `shown` as its
+    /// first reply, then `answer`, its own; nothing is left in the journal.
+    async fn next_message_carries_the_rest(&self, next: &Event, shown: &str, answer: &str) {
+        let texts = self.replies_to_next(next, answer).await;
         assert_eq!(texts, [rest(shown).as_str(), answer]);
         self.wait_journal("nothing left", <[String]>::is_empty)
             .await;
@@ -333,10 +347,7 @@ async fn queued_across_a_restart(notice_paused: bool) {
     b.wait_journal("both messages kept", |r| r.len() == 2).await;
     kill9(daemon).await;
     let daemon = b.spawn(1).await;
-    let thread = b.sim.thread_ids().pop().unwrap();
-    for run in b.sim.active_runs(&thread) {
-        b.sim.finish_run(&run);
-    }
+    b.finish_runs();
     b.wait_reply("the second answer", |r| {
         r.content.ends_with("Second answer.")
     })
@@ -388,13 +399,7 @@ async fn a_handed_off_run_followed_after_a_restart_sends_only_the_rest() {
     b.finish_later(Duration::from_secs(360), "group_reply")
         .await;
     let bob = Event::group_at(GROUP, BOB, &format!("<@!{BOT_ID}> anything new?"));
-    b.sim
-        .script_next_run(Script::with_answer("Bob's own answer.").chunks(1));
-    let next = b.fake.push(&bob);
-    b.wait_reply("Bob's answer", |r| r.content == "Bob's own answer.")
-        .await;
-    let replies = b.fake.replies_to(&next.message_id);
-    let texts: Vec<&str> = replies.iter().map(|r| r.content.as_str()).collect();
+    let texts = b.replies_to_next(&bob, "Bob's own answer.").await;
     let heading = text("run-rest", &[("more", Arg::Str("yes"))]);
     let late = text("run-recovered", &[]);
     let rest = ANSWER[shown.len()..].trim_start();
@@ -418,10 +423,7 @@ async fn a_refused_hand_off_leaves_the_whole_answer_to_come() {
     .await;
     assert!(!journal_records(&b.store())[0].contains("handed_off"));
     // The run ends while the question still takes replies: its answer is all of it.
-    let thread = b.sim.thread_ids().pop().unwrap();
-    for run in b.sim.active_runs(&thread) {
-        b.sim.finish_run(&run);
-    }
+    b.finish_runs();
     b.wait_reply("the whole answer", |r| r.content == ANSWER)
         .await;
     assert_eq!(b.fake.replies_to(&question.message_id).len(), 1);
@@ -448,10 +450,7 @@ async fn an_answer_qq_refuses_as_too_late_waits_for_the_next_message() {
     b.sim.wait_until(DEADLINE, thread).await.unwrap();
     // Six minutes pass for QQ, seconds for the bridge.
     b.fake.advance_clock(Duration::from_secs(360));
-    let thread = b.sim.thread_ids().pop().unwrap();
-    for run in b.sim.active_runs(&thread) {
-        b.sim.finish_run(&run);
-    }
+    b.finish_runs();
     let expired = |fake: &FakeQq| {
         let calls = fake.calls_to("group_reply");
         calls.iter().any(|c| c.code == Some(code::REPLY_EXPIRED))
@@ -463,15 +462,10 @@ async fn an_answer_qq_refuses_as_too_late_waits_for_the_next_message() {
     b.wait_journal("the answer waiting for the chat", is_held)
         .await;
     assert!(b.fake.replies_to(&question.message_id).is_empty());
-    b.sim
-        .script_next_run(Script::with_answer("Bob's own answer.").chunks(1));
     let bob = Event::group_at(GROUP, BOB, &format!("<@!{BOT_ID}> anything new?"));
-    let next = b.fake.push(&bob);
-    b.wait_reply("Bob's answer", |r| r.content == "Bob's own answer.")
-        .await;
-    let replies = b.fake.replies_to(&next.message_id);
-    assert_eq!(replies.len(), 2, "{replies:#?}");
-    assert!(replies[0].content.ends_with(ANSWER), "{replies:#?}");
+    let texts = b.replies_to_next(&bob, "Bob's own answer.").await;
+    assert_eq!(texts.len(), 2, "{texts:#?}");
+    assert!(texts[0].ends_with(ANSWER), "{texts:#?}");
     b.wait_journal("nothing left", <[String]>::is_empty).await;
     drop(daemon);
 }
@@ -526,10 +520,7 @@ async fn a_run_that_ends_while_its_hand_off_waits_is_cut_only_once_it_landed() {
         .hand_off_meeting(&[code::RATE_LIMITED, code::BAD_REQUEST])
         .await;
     // The run ends while the hand-off waits out QQ's pause.
-    let thread = b.sim.thread_ids().pop().unwrap();
-    for run in b.sim.active_runs(&thread) {
-        b.sim.finish_run(&run);
-    }
+    b.finish_runs();
     b.wait_reply("the whole answer", |r| r.content == ANSWER)
         .await;
     let calls = b.fake.calls_to("group_reply");

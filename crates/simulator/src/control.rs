@@ -269,8 +269,10 @@ impl Simulator {
         }
     }
 
-    /// Forgets every run of `thread_id`, as a Gateway that restarted does (it keeps runs in
-    /// memory): a running one stops where it is, and each answers 404 from then on.
+    /// Forgets every run of `thread_id`, as a Gateway restarted without a persistent run
+    /// store does (`RunManager.get` finds only its in-memory runs and answers 404; with a
+    /// store it would hydrate the record instead): a running one stops where it is, and
+    /// each answers 404 from then on.
     pub fn forget_runs(&self, thread_id: &str) {
         {
             let mut state = self.state();
