@@ -227,6 +227,13 @@ impl Outbound {
         self.tell_end(source, Job::Settled { answered }).await;
     }
 
+    /// Tells `source`'s channel nothing yet, but that a final of its turn that failed
+    /// and waited for the journal's retry gave way to a later one: the turn's end, held
+    /// back for that retry, is told as it comes (or now, if it came).
+    pub async fn retry_superseded(&self, source: &InboundMessage) {
+        self.tell_end(source, Job::Superseded).await;
+    }
+
     async fn tell_end(&self, source: &InboundMessage, job: Job) {
         let Some((name, delivery)) = self.deliveries.get_key_value(source.channel_name.as_str())
         else {

@@ -101,6 +101,10 @@ pub(super) enum Job {
         /// Every final landed or was refused for good; not when the retries gave up.
         answered: bool,
     },
+    /// A final of the message the job's `msg` answers that failed and waited for the
+    /// journal's retry will not be retried: a later final of the turn carries its text
+    /// (a hand-off the answer took the place of). The turn's own end tells.
+    Superseded,
 }
 
 struct Queued {
@@ -360,6 +364,18 @@ async fn perform(
                 Some(_) => fates.remove(&source).is_some_and(|fate| fate.refused) || !answered,
                 // Its end was told (or this process never saw the turn: a restart).
                 None => !answered,
+            }
+        }
+        Job::Superseded => {
+            let mut fates = shared.fates();
+            match fates.get_mut(&source) {
+                Some(fate) if !fate.ended => {
+                    fate.retried = false;
+                    return;
+                }
+                Some(_) => fates.remove(&source).is_some_and(|fate| fate.refused),
+                // Nothing held back: the turn's end tells as it comes.
+                None => return,
             }
         }
     };

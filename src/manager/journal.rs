@@ -622,7 +622,14 @@ impl Entry {
         };
         for pending in parts {
             let out = self.again(&pending);
-            self.progress().outstanding += 1;
+            {
+                let mut progress = self.progress();
+                progress.outstanding += 1;
+                if pending.hand_off {
+                    // The final waits for its fate, as for the first delivery's.
+                    progress.hand_off_in_flight = Some(pending.id);
+                }
+            }
             let hooks = self.hooks(pending.id);
             self.0.shared.outbound.publish_hooked(out, hooks).await;
         }

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use im_bridge::i18n::Arg;
 use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
-use im_bridge_fakes::qq::{APP_ID, BOT_ID, CLIENT_SECRET, Event, FakeQq, Pushed, Reply};
+use im_bridge_fakes::qq::{
+    APP_ID, BOT_ID, CLIENT_SECRET, Event, Failure, FakeQq, Pushed, Reply, code,
+};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
@@ -151,21 +153,17 @@ impl Bridge {
     }
 
     /// Asks a group question so late that the bridge hands the answer off while the run
-    /// still writes, QQ answering the hand-off's attempts with `codes` in turn; returns
+    /// still writes, QQ answering the hand-off's attempts with `failures` in turn; returns
     /// the question once the first was answered.
-    async fn hand_off_meeting(&self, codes: &[i64]) -> Pushed {
-        use im_bridge_fakes::qq::Failure;
+    async fn hand_off_meeting(&self, failures: &[Failure]) -> Pushed {
         self.sim.script_next_run(slow_run());
-        for &code in codes {
-            self.fake.fail_next("group_reply", Failure::Code(code));
+        for failure in failures {
+            self.fake.fail_next("group_reply", failure.clone());
         }
         let asked = self.fake.now() - (Duration::from_secs(300) - LEFT);
         let question = Event::group_at(GROUP, ALICE, &format!("<@!{BOT_ID}> write it all"));
         let question = self.fake.push(&question.sent_at(asked));
-        let met = |fake: &FakeQq| {
-            let calls = fake.calls_to("group_reply");
-            calls.iter().any(|c| c.code == Some(codes[0]))
-        };
+        let met = |fake: &FakeQq| !fake.calls_to("group_reply").is_empty();
         self.fake
             .wait_until("the hand-off refused", DEADLINE, met)
             .await
@@ -413,10 +411,11 @@ async fn a_handed_off_run_followed_after_a_restart_sends_only_the_rest() {
 /// the whole answer, not the rest after what the hand-off would have shown.
 #[tokio::test]
 async fn a_refused_hand_off_leaves_the_whole_answer_to_come() {
-    use im_bridge_fakes::qq::code;
     let b = Bridge::start().await;
     let daemon = b.spawn(0).await;
-    let question = b.hand_off_meeting(&[code::BAD_REQUEST]).await;
+    let question = b
+        .hand_off_meeting(&[Failure::Code(code::BAD_REQUEST)])
+        .await;
     b.wait_journal("the hand-off forgotten", |r| {
         r.len() == 1 && r[0].contains("\"running\"") && !r[0].contains("\"finals\"")
     })
@@ -436,7 +435,6 @@ async fn a_refused_hand_off_leaves_the_whole_answer_to_come() {
 /// not lost.
 #[tokio::test]
 async fn an_answer_qq_refuses_as_too_late_waits_for_the_next_message() {
-    use im_bridge_fakes::qq::code;
     let b = Bridge::start().await;
     let daemon = b.spawn(0).await;
     b.sim.script_next_run(slow_run());
@@ -513,11 +511,13 @@ async fn a_message_waiting_behind_a_handed_off_run_carries_the_rest() {
 /// for good, showed nothing: the final waits for its fate, and is the whole answer.
 #[tokio::test]
 async fn a_run_that_ends_while_its_hand_off_waits_is_cut_only_once_it_landed() {
-    use im_bridge_fakes::qq::code;
     let b = Bridge::start().await;
     let daemon = b.spawn(0).await;
     let question = b
-        .hand_off_meeting(&[code::RATE_LIMITED, code::BAD_REQUEST])
+        .hand_off_meeting(&[
+            Failure::Code(code::RATE_LIMITED),
+            Failure::Code(code::BAD_REQUEST),
+        ])
         .await;
     // The run ends while the hand-off waits out QQ's pause.
     b.finish_runs();
@@ -530,5 +530,28 @@ async fn a_run_that_ends_while_its_hand_off_waits_is_cut_only_once_it_landed() {
     );
     assert_eq!(b.fake.replies_to(&question.message_id).len(), 1);
     b.wait_journal("nothing left", <[String]>::is_empty).await;
+    drop(daemon);
+}
+
+/// A hand-off that failed for now (QQ answered 500) gives way to the answer when the run
+/// ends: the answer is the whole of it, and the hand-off is not tried again, so a retry
+/// QQ refused for good could not cut the beginning away, nor one landing late put the
+/// beginning after the rest.
+#[tokio::test]
+async fn a_hand_off_that_failed_for_now_gives_way_to_the_whole_answer() {
+    let b = Bridge::start().await;
+    let daemon = b.spawn(0).await;
+    let question = b.hand_off_meeting(&[Failure::Http(500)]).await;
+    b.wait_journal("the hand-off waiting for a retry", |r| {
+        r.len() == 1 && r[0].contains("handed_off") && r[0].contains("\"finals\"")
+    })
+    .await;
+    b.finish_runs();
+    b.wait_reply("the whole answer", |r| r.content == ANSWER)
+        .await;
+    b.wait_journal("nothing left", <[String]>::is_empty).await;
+    assert_eq!(b.fake.replies_to(&question.message_id).len(), 1);
+    let calls = b.fake.calls_to("group_reply");
+    assert_eq!(calls.len(), 2, "the hand-off, then the answer: {calls:#?}");
     drop(daemon);
 }

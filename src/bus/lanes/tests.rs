@@ -541,3 +541,35 @@ async fn a_turn_whose_answer_waits_for_a_retry_ends_once_the_retry_settled() {
     );
     assert!(fates.get(&held).is_some_and(|fate| fate.retried));
 }
+
+#[tokio::test]
+async fn a_retried_final_that_gave_way_to_a_later_one_holds_the_end_back_no_more() {
+    let (channel, delivery) = Refusing::start(|_| ChannelError::Transport("down".into()));
+    let lanes = Lanes::new(16);
+    let push = |msg, job| lanes.push("refusing", &delivery, msg, Hooks::default(), job);
+    let marker = |source: &str| reply("c1", source, "", true);
+    let retried = |source: &str| {
+        let mut msg = reply("c1", source, "so far", true);
+        msg.hints.send_key = Some(format!("key-{source}"));
+        msg
+    };
+    // A hand-off failed for now, and the answer took its place before the turn ended.
+    push(retried("s1"), Job::Reply).await;
+    push(marker("s1"), Job::Superseded).await;
+    push(marker("s1"), Job::TurnEnd).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(*channel.ended.lock().unwrap(), [false]);
+    // The end came first: told once the retry gave way.
+    push(retried("s2"), Job::Reply).await;
+    push(marker("s2"), Job::TurnEnd).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(channel.ended.lock().unwrap().len(), 1, "s2's end waits");
+    push(marker("s2"), Job::Superseded).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(*channel.ended.lock().unwrap(), [false, false]);
+    // Nothing held back: nothing to tell before the turn's end.
+    push(marker("s3"), Job::Superseded).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(channel.ended.lock().unwrap().len(), 2);
+    assert!(lanes.shared.fates().is_empty());
+}

@@ -35,23 +35,36 @@ impl Entry {
     /// [`Entry::handed_off`] once the hand-off's first delivery came to an end (waiting at
     /// most [`HAND_OFF_WAIT`]): a hand-off refused for good showed nothing, and the rest
     /// must not be cut from it. Its delivery is ahead of the final in the chat's lane anyway.
+    ///
+    /// A hand-off that failed for now gives way to the final (`None`): it is not retried,
+    /// and the final carries the whole answer. Cut from a hand-off still to be retried, the
+    /// rest would lose the answer's beginning should the retry be refused for good, and
+    /// come before it should the retry land after the rest.
     pub(crate) async fn handed_off_known(&self) -> Option<String> {
         let until = tokio::time::Instant::now() + HAND_OFF_WAIT;
         loop {
             let done = self.0.hand_off_done.notified();
             tokio::pin!(done);
             done.as_mut().enable();
-            {
-                let progress = self.progress();
-                if progress.hand_off_in_flight.is_none() {
-                    return progress.record.handed_off.clone();
-                }
+            if self.progress().hand_off_in_flight.is_none() {
+                break;
             }
             if tokio::time::timeout_at(until, done).await.is_err() {
                 // Still on its way (a shutdown dropped it, a long wait): as recorded.
                 return self.handed_off();
             }
         }
+        let (shown, gave_way) = {
+            let mut progress = self.progress();
+            let gave_way = progress.hand_off_gives_way();
+            (progress.record.handed_off.clone(), gave_way)
+        };
+        if gave_way {
+            tracing::info!("A hand-off that failed for now gave way to the whole answer.");
+            let msg = self.record().message;
+            self.0.shared.outbound.retry_superseded(&msg).await;
+        }
+        shown
     }
 
     /// Delivers `out`, the rest of a handed-off answer: published as a message that answers
@@ -167,6 +180,20 @@ impl Progress {
                 true
             }
         }
+    }
+
+    /// Drops the hand-off's final when its delivery failed for now (it waits for a retry,
+    /// not for the chat's next message), and what it was to show: `true` when it did
+    /// (saved with the entry's next write, the final's; a crash before that delivers the
+    /// hand-off again and follows the run, as if this never happened).
+    pub(super) fn hand_off_gives_way(&mut self) -> bool {
+        let finals = &mut self.record.finals;
+        let Some(index) = finals.iter().position(|f| f.hand_off && !f.held) else {
+            return false;
+        };
+        finals.remove(index);
+        self.record.handed_off = None;
+        true
     }
 
     /// Where an entry whose turn ended and whose finals are all settled stands: `None`

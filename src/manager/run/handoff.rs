@@ -131,7 +131,8 @@ pub(super) async fn watching<F: Future>(
 
 /// Sends what was written so far with the line saying the rest follows, written ahead with
 /// what it shows (so the rest is right after a restart too; forgotten if the platform
-/// refuses it for good, so the rest is then the whole answer).
+/// refuses it for good, and given up for the whole answer if its delivery failed for now:
+/// [`Entry::handed_off_known`]).
 async fn hand_off(inner: &Inner, msg: &InboundMessage, so_far: &str) {
     let (Some(_), Some(window), Some(caps)) = (
         Entry::current(),
