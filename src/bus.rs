@@ -267,17 +267,9 @@ async fn deliver(
             metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => kind).increment(1);
             Landed::Shown(shown)
         }
-        Err(ChannelError::ReplyWindow(reason)) => {
-            // Not a failure of the platform: the publisher holds it for a later message.
-            tracing::info!(
-                channel,
-                reason,
-                is_final = msg.is_final,
-                "A reply's source takes no more replies."
-            );
-            metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "window_closed")
-                .increment(1);
-            Landed::WindowClosed
+        Err(ChannelError::ReplyWindow(reason)) => window_closed(channel, msg, reason, None),
+        Err(ChannelError::ReplyWindowRest { reason, rest }) => {
+            window_closed(channel, msg, reason, Some(rest))
         }
         Err(error) => {
             tracing::warn!(channel, %error, is_final = msg.is_final, "Delivering a reply failed.");
@@ -289,4 +281,24 @@ async fn deliver(
             }
         }
     }
+}
+
+/// What became of `msg` when its source took no more replies (`rest`: after its first
+/// messages): not a failure of the platform, the publisher holds it for a later message.
+fn window_closed(
+    channel: &'static str,
+    msg: &OutboundMessage,
+    reason: &'static str,
+    rest: Option<String>,
+) -> Landed {
+    tracing::info!(
+        channel,
+        reason,
+        is_final = msg.is_final,
+        partly = rest.is_some(),
+        "A reply's source takes no more replies."
+    );
+    metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "window_closed")
+        .increment(1);
+    Landed::WindowClosed { rest }
 }

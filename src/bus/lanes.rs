@@ -68,8 +68,13 @@ pub enum Landed {
         error: String,
     },
     /// Not delivered, because its source message takes no more replies (its reply window
-    /// closed, or its replies are spent): a later message's replies may carry it.
-    WindowClosed,
+    /// closed, or its replies are spent): a later message's replies may carry it. `rest`:
+    /// only its first messages were delivered, and this is what the reader did not get,
+    /// as the reader would have seen it (`ChannelError::ReplyWindowRest`).
+    WindowClosed {
+        /// What is left, when part of it was delivered.
+        rest: Option<String>,
+    },
 }
 
 impl Landed {
@@ -77,7 +82,7 @@ impl Landed {
     pub fn shown(&self) -> Option<&MessageId> {
         match self {
             Self::Shown(id) => id.as_ref(),
-            Self::Failed { .. } | Self::WindowClosed => None,
+            Self::Failed { .. } | Self::WindowClosed { .. } => None,
         }
     }
 }

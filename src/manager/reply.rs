@@ -286,6 +286,11 @@ impl Replier {
                             // the time it is delivered, and a later message carries it.
                             let held = self.text(&locale, crate::i18n::msg::RUN_HELD, &[]);
                             out.hints.held_note = Some(held);
+                            // What the rest opens with, if the source stops taking
+                            // replies after its first messages.
+                            let more = [("more", Arg::Str("yes"))];
+                            let rest = self.text(&locale, crate::i18n::msg::RUN_REST, &more);
+                            out.hints.rest_note = Some(rest);
                         }
                         self.text(&locale, crate::i18n::msg::RUN_RECOVERED, &[])
                     }

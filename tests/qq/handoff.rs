@@ -555,3 +555,40 @@ async fn a_hand_off_that_failed_for_now_gives_way_to_the_whole_answer() {
     assert_eq!(calls.len(), 2, "the hand-off, then the answer: {calls:#?}");
     drop(daemon);
 }
+
+/// QQ's count of a window may end between the messages of a long answer: what the chat
+/// was shown is not sent again; the rest waits for the chat's next message and comes as
+/// its first reply, under the line saying it continues.
+#[tokio::test]
+async fn an_answer_cut_short_between_its_messages_leaves_only_the_rest_for_later() {
+    use im_bridge_fakes::qq::Trigger;
+    let b = Bridge::start().await;
+    let daemon = b.spawn(0).await;
+    // Two messages: the first paragraph fills one (QQ takes 4000 bytes).
+    let first = "The first part. ".repeat(240);
+    let first = first.trim_end();
+    let second = "The second part, which QQ no longer took. ".repeat(8);
+    let second = second.trim_end();
+    let answer = format!("{first}\n\n{second}");
+    b.sim
+        .script_next_run(Script::with_answer(&answer).chunks(1));
+    b.fake.fail(
+        "group_reply",
+        Trigger::Nth(2),
+        Failure::Code(code::REPLY_EXPIRED),
+    );
+    let question = Event::group_at(GROUP, ALICE, &format!("<@!{BOT_ID}> write a lot"));
+    let question = b.fake.push(&question);
+    b.wait_journal("the rest waiting for the chat", is_held)
+        .await;
+    let shown = b.fake.replies_to(&question.message_id);
+    let shown: Vec<&str> = shown.iter().map(|r| r.content.as_str()).collect();
+    assert_eq!(shown, [first]);
+    let bob = Event::group_at(GROUP, BOB, &format!("<@!{BOT_ID}> anything new?"));
+    let texts = b.replies_to_next(&bob, "Bob's own answer.").await;
+    let heading = text("run-rest", &[("more", Arg::Str("yes"))]);
+    let rest = format!("{heading}\n\n{second}");
+    assert_eq!(texts, [rest.as_str(), "Bob's own answer."]);
+    b.wait_journal("nothing left", <[String]>::is_empty).await;
+    drop(daemon);
+}

@@ -50,6 +50,18 @@ pub enum ChannelError {
     /// nothing was sent (`"closed"`: the window is over; `"used"`: every reply is spent).
     #[error("the source message can take no more replies (window {0})")]
     ReplyWindow(&'static str),
+    /// A reply split into several messages met [`ChannelError::ReplyWindow`] after its
+    /// first messages were shown: `rest` is what the reader did not get, as the reader
+    /// would have seen it (the markup taken out), for a later message to carry (sent with
+    /// [`DeliveryHints::literal`](crate::DeliveryHints::literal)). Never shown in a log:
+    /// the error's text names the window's `reason` only.
+    #[error("the source message took only the first messages of the reply (window {reason})")]
+    ReplyWindowRest {
+        /// As [`ChannelError::ReplyWindow`]'s.
+        reason: &'static str,
+        /// The text of the messages not sent.
+        rest: String,
+    },
     /// The bridge's own rate budget for the platform ([`RateBudget`](crate::RateBudget))
     /// has no room for this write: nothing was sent; room is expected after the duration.
     #[error("the rate budget has no room for {0:?}")]

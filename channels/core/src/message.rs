@@ -371,6 +371,17 @@ pub struct DeliveryHints {
     /// goes out as a reply to that one (its own source took no more replies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_note: Option<String>,
+    /// The localized line what is left of a final opens with if its source stopped taking
+    /// replies after the final's first messages
+    /// ([`ChannelError::ReplyWindowRest`](crate::ChannelError::ReplyWindowRest)), and a
+    /// later message carries the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rest_note: Option<String>,
+    /// The text is what the reader sees, not the agent's Markdown: the length layer
+    /// splits it as it is and writes each message in the markup literally (what is left
+    /// of a reply, [`ChannelError::ReplyWindowRest`](crate::ChannelError::ReplyWindowRest)).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub literal: bool,
     /// The reply goes on below everything its chat was sent since its stream's message:
     /// where this engine sent the chat another message after that one, the message is
     /// finished as it shows and the reply continues in a new one. Set when a message that
@@ -401,6 +412,8 @@ impl DeliveryHints {
         truncated_note: None,
         resumes: None,
         held_note: None,
+        rest_note: None,
+        literal: false,
         stays_last: false,
         unanswered: false,
         send_key: None,

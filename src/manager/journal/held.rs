@@ -173,10 +173,18 @@ impl Progress {
                 }
                 true
             }
-            Landed::Failed { .. } | Landed::WindowClosed => {
+            Landed::Failed { .. } | Landed::WindowClosed { .. } => {
                 let pending = &mut self.record.finals[index];
                 pending.held = true;
                 pending.unsourced = false;
+                if let Landed::WindowClosed { rest: Some(rest) } = landed {
+                    // Its first messages were shown: only what they did not show waits,
+                    // as the reader would have seen it, under the line saying it goes on.
+                    pending.text.clone_from(rest);
+                    pending.finishes = None;
+                    pending.hints.literal = true;
+                    pending.hints.held_note.clone_from(&pending.hints.rest_note);
+                }
                 true
             }
         }
@@ -343,7 +351,10 @@ mod tests {
         assert!(p.settle_final(1, &shown), "landed: struck off");
         assert!(!p.settle_final(2, &failed(true)), "kept for a retry");
         assert!(p.settle_final(3, &failed(false)), "refused: struck off");
-        assert!(p.settle_final(4, &Landed::WindowClosed), "held");
+        assert!(
+            p.settle_final(4, &Landed::WindowClosed { rest: None }),
+            "held"
+        );
         // Sent unsourced and refused: held, and a later message carries it as a reply.
         assert!(p.settle_final(5, &failed(false)));
         assert!(
@@ -356,11 +367,30 @@ mod tests {
         );
         // One still to retry: the entry is a pending final.
         assert_eq!(p.settled_state(), Some(JournalState::FinalPending));
-        assert!(p.settle_final(2, &Landed::WindowClosed));
+        assert!(p.settle_final(2, &Landed::WindowClosed { rest: None }));
         // Only held finals: the entry waits for its chat.
         assert_eq!(p.settled_state(), Some(JournalState::Held));
         assert_eq!(p.record.state, JournalState::Held);
         assert_eq!(p.record.held_chat(), Some(("windowed", "group:g")));
         assert_eq!(progress(Vec::new()).settled_state(), None, "nothing left");
+    }
+
+    #[test]
+    fn a_final_cut_short_by_its_window_waits_with_only_what_was_not_shown() {
+        let mut first = pending(1, false);
+        first.finishes = Some("m1".into());
+        first.hints.held_note = Some("(held)".into());
+        first.hints.rest_note = Some("(continuing)".into());
+        let mut p = progress(vec![first]);
+        let rest = Landed::WindowClosed {
+            rest: Some("the tail".into()),
+        };
+        assert!(p.settle_final(1, &rest));
+        let f = &p.record.finals[0];
+        assert_eq!((f.text.as_str(), f.held), ("the tail", true));
+        assert_eq!(f.finishes, None, "a new message, not the edit shown");
+        assert!(f.hints.literal, "as the reader would have seen it");
+        assert_eq!(f.hints.held_note.as_deref(), Some("(continuing)"));
+        assert_eq!(p.settled_state(), Some(JournalState::Held));
     }
 }

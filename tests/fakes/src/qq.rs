@@ -38,6 +38,7 @@ use std::time::{Duration, SystemTime};
 use crate::skeleton::http::{Script, Tokens, When};
 use crate::skeleton::{Fake, Gateway, Platform};
 
+pub use crate::skeleton::Trigger;
 pub use crate::skeleton::gateway::{DEFAULT_HEARTBEAT_MS, MAX_LOG};
 pub use crate::wait::WaitTimeout;
 pub use events::Event;
@@ -238,6 +239,12 @@ impl Fake<Qq> {
     /// `c2c_reply`), after authentication. Scripts of one route fire in order.
     pub fn fail_next(&self, route: &str, failure: Failure) {
         self.with_state(|qq| qq.failures.add(route, When::Next, failure));
+    }
+
+    /// Scripts a failure of `route` when `trigger` says (`Trigger::Nth(2)`: its second
+    /// call since the fake started, after authentication).
+    pub fn fail(&self, route: &str, trigger: Trigger, failure: Failure) {
+        self.with_state(|qq| qq.failures.add(route, trigger.into(), failure));
     }
 
     /// Serves `bytes` at `GET /files/{name}` (no authentication); its URL, for

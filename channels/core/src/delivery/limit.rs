@@ -25,6 +25,12 @@
 //! and ends with the reply's truncation note
 //! ([`DeliveryHints::truncated_note`](crate::DeliveryHints::truncated_note)).
 //!
+//! Where a source stops taking replies after a final's first messages (its window closed
+//! between them), the layer answers [`ChannelError::ReplyWindowRest`] with the text of the
+//! messages not sent, as the reader would have seen it: a final marked
+//! [`literal`](crate::DeliveryHints::literal) (what a later message carries of it) is split
+//! as it is and each message written in the markup literally.
+//!
 //! The limit, its unit and the markup are read from the inner channel's capabilities on
 //! every call.
 
@@ -79,7 +85,10 @@ impl<C: Channel> LimitLength<C> {
 
     /// A final's messages: for plain channels `None` when it fits in one as it is.
     fn messages(&self, to: &SendTarget<'_>, text: &str) -> Option<Vec<Rendered>> {
-        let messages = self.unbounded(text);
+        let messages = match to.hints.literal {
+            true => Some(self.literal(text)),
+            false => self.unbounded(text),
+        };
         let caps = self.inner.capabilities();
         let Some(room) = self
             .quotas
@@ -147,6 +156,40 @@ impl<C: Channel> LimitLength<C> {
         })
     }
 
+    /// `text`, what the reader is to see, as messages split on it, each written in the
+    /// markup literally; split shorter where the markup's escapes would take a message
+    /// over the limit.
+    fn literal(&self, text: &str) -> Vec<Rendered> {
+        let caps = self.inner.capabilities();
+        let (unit, limit, markup) = (caps.length_unit, caps.max_message_len, caps.markup);
+        let mut room = limit;
+        loop {
+            let messages: Vec<Rendered> = split(text, unit, room)
+                .into_iter()
+                .map(|plain| Rendered {
+                    text: markup.literal(&plain),
+                    plain,
+                })
+                .collect();
+            if room <= 1 || messages.iter().all(|m| unit.measure(&m.text) <= limit) {
+                return messages;
+            }
+            room = room * 3 / 4;
+        }
+    }
+
+    /// What the reader did not get of a final whose `unsent` messages were not sent.
+    fn rest_of(&self, unsent: &[Rendered]) -> String {
+        let plains = unsent.iter().map(|m| m.plain.as_str());
+        let rest = match self.inner.capabilities().markup.renders_markdown() {
+            // Rendered messages end at a block, whose break each leaves out.
+            true => plains.collect::<Vec<_>>().join("\n\n"),
+            // Cut from the text as it is: together, they are the rest of it.
+            false => plains.collect(),
+        };
+        rest.trim_start().to_owned()
+    }
+
     /// A partial text as one message, the preview of a text still growing.
     fn preview<'t>(&self, text: &'t str) -> Cow<'t, str> {
         let caps = self.inner.capabilities();
@@ -180,7 +223,9 @@ impl<C: Channel> LimitLength<C> {
         }
     }
 
-    /// Sends the parts after the first, each under its own send key (parts 1, 2, …).
+    /// Sends the parts after the first, each under its own send key (parts 1, 2, …). A
+    /// source that takes no more replies from one of them on: what was not sent, in
+    /// [`ChannelError::ReplyWindowRest`].
     async fn send_rest(&self, to: SendTarget<'_>, rest: &[Rendered]) -> ChannelResult {
         // A blank chunk (the tail of a text ending in a long run of whitespace) shows
         // nothing, and platforms refuse blank messages: skip it.
@@ -191,10 +236,19 @@ impl<C: Channel> LimitLength<C> {
                 hints: &hints,
                 ..to
             };
-            self.with_fallback(message, |text| async move {
-                self.inner.send_text(to, &text).await
-            })
-            .await?;
+            let sent = self
+                .with_fallback(message, |text| async move {
+                    self.inner.send_text(to, &text).await
+                })
+                .await;
+            match sent {
+                Ok(_) => {}
+                Err(ChannelError::ReplyWindow(reason)) => {
+                    let rest = self.rest_of(&rest[n - 1..]);
+                    return Err(ChannelError::ReplyWindowRest { reason, rest });
+                }
+                Err(error) => return Err(error),
+            }
         }
         Ok(())
     }
@@ -432,5 +486,61 @@ mod tests {
         layer.send_text(target(), "**bold** & [b]").await.unwrap();
         assert_eq!(rec.calls(), [Call::Send("bold & [[b]".into())]);
         assert_eq!(rec.attempts(Op::Send), 2);
+    }
+
+    #[tokio::test]
+    async fn a_window_closing_between_the_messages_of_a_final_answers_with_the_rest() {
+        let (rec, layer) = layered(5, ChannelExt::limit_length);
+        let m = layer.start_stream(target(), "hel").await.unwrap().id;
+        rec.fail(Op::Send, ChannelError::ReplyWindow("closed"));
+        let refused = layer.finish_stream(target(), &m, "hello world").await;
+        let Err(ChannelError::ReplyWindowRest { reason, rest }) = refused else {
+            panic!("{refused:?}");
+        };
+        assert_eq!((reason, rest.as_str()), ("closed", "world"));
+        assert_eq!(
+            rec.calls()[1..],
+            [Call::Finish(m.to_string(), "hello".into())]
+        );
+        // The first message refused: nothing was shown, the window's own error.
+        rec.fail(Op::Send, ChannelError::ReplyWindow("used"));
+        let refused = layer.send_text(target(), "hello world").await;
+        assert!(matches!(refused, Err(ChannelError::ReplyWindow("used"))));
+    }
+
+    #[tokio::test]
+    async fn a_literal_final_is_split_as_it_is_and_written_in_the_markup_literally() {
+        let hints = crate::DeliveryHints {
+            literal: true,
+            ..Default::default()
+        };
+        let to = SendTarget {
+            hints: &hints,
+            ..target()
+        };
+        let (rec, layer) =
+            crate::delivery::recorder::layered_with(brackets(4096), ChannelExt::limit_length);
+        layer.send_text(to, "**x** [y]").await.unwrap();
+        assert_eq!(rec.calls(), [Call::Send("**x** [[y]".into())]);
+        // Each message within the limit as written, its escapes counted.
+        let (rec, layer) =
+            crate::delivery::recorder::layered_with(brackets(6), ChannelExt::limit_length);
+        layer.send_text(to, "[[[[[[[[").await.unwrap();
+        let calls = rec.calls();
+        assert!(calls.len() > 1, "{calls:?}");
+        for call in &calls {
+            let Call::Send(text) = call else {
+                panic!("{calls:?}")
+            };
+            assert!(text.chars().count() <= 6, "{calls:?}");
+        }
+        let shown: String = calls
+            .iter()
+            .map(|c| match c {
+                Call::Send(text) => text.replace("[[", "["),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(shown, "[[[[[[[[");
     }
 }

@@ -89,6 +89,7 @@ fn answer(
             if let Some(refusal) = authenticate(qq, head) {
                 return (refusal, false);
             }
+            qq.failures.count(route);
             let lost = match qq.failures.take(route, None) {
                 Some(Failure::AnswerLost) => true,
                 Some(failure) => return (scripted(failure), false),
