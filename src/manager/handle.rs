@@ -97,6 +97,11 @@ enum Placed {
     Cancelled,
 }
 
+/// How long a turn on a channel with reply windows waits, at the most, for its finals'
+/// first deliveries to end before the conversation's next message takes its turn: one
+/// delivery, its waits for a platform's pauses included.
+const AT_REST_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 impl Manager {
     /// Handles one message end to end, in the module's five stages; in line, only after
     /// its conversation's earlier messages were handled. Then, whatever became of it, its
@@ -132,6 +137,9 @@ impl Manager {
         let _presence = self.show_presence(&admitted).await;
         let disposition = self.dispatch_turn(&admitted, ticket.as_ref(), cancel).await;
         self.settle(&admitted, disposition).await;
+        if ticket.is_some() {
+            self.rest_for_the_next(&admitted, cancel).await;
+        }
         // Settled: only now may the conversation's next message go, in this slot or another.
         drop(ticket);
         drop(slot);
@@ -158,6 +166,24 @@ impl Manager {
         let outbound = self.inner.replier.outbound();
         if outbound.reply_window(&msg.channel_name).is_some() {
             self.inner.journal.carry_held(msg).await;
+        }
+    }
+
+    /// On a channel with reply windows, waits until what the turn leaves for the chat's
+    /// next message is in the store (its finals' first deliveries ended: one that found
+    /// its source closed is held), so that a message waiting behind the turn carries it
+    /// (at most [`AT_REST_WAIT`], or until shutdown).
+    async fn rest_for_the_next(&self, admitted: &Admitted<'_>, cancel: &CancellationToken) {
+        let Some(entry) = &admitted.entry else {
+            return;
+        };
+        let outbound = self.inner.replier.outbound();
+        if outbound.reply_window(&admitted.msg.channel_name).is_none() {
+            return;
+        }
+        tokio::select! {
+            () = entry.at_rest(AT_REST_WAIT) => {}
+            () = cancel.cancelled() => {}
         }
     }
 

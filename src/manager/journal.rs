@@ -399,6 +399,8 @@ struct EntryState {
     saving: tokio::sync::Mutex<()>,
     /// Woken when the hand-off's first delivery came to an end ([`Entry::handed_off_known`]).
     hand_off_done: Notify,
+    /// Woken when the entry came to rest ([`Entry::at_rest`]).
+    rested: Notify,
 }
 
 struct Progress {
@@ -421,6 +423,9 @@ struct Progress {
     open_stream: Option<String>,
     /// The hand-off's final while its first delivery has not come to an end.
     hand_off_in_flight: Option<u32>,
+    /// [`Entry::settle`] went through: the entry was removed, saved for its retries, or
+    /// held for the chat's next message.
+    at_rest: bool,
 }
 
 impl Entry {
@@ -451,9 +456,11 @@ impl Entry {
                 next_final,
                 open_stream: None,
                 hand_off_in_flight: None,
+                at_rest: false,
             }),
             saving: tokio::sync::Mutex::new(()),
             hand_off_done: Notify::new(),
+            rested: Notify::new(),
         }))
     }
 
@@ -766,6 +773,27 @@ impl Entry {
             Some(_) => {
                 self.save().await;
                 self.retry_finals_later();
+            }
+        }
+        self.progress().at_rest = true;
+        self.0.rested.notify_waiters();
+    }
+
+    /// Waits, for at most `bound`, until the turn ended and each of its finals was
+    /// delivered once or failed, and the store says so: the entry is gone, saved for its
+    /// retries, or held, where the chat's next message finds it (`held.rs`).
+    pub(crate) async fn at_rest(&self, bound: Duration) {
+        let until = tokio::time::Instant::now() + bound;
+        loop {
+            let rested = self.0.rested.notified();
+            tokio::pin!(rested);
+            rested.as_mut().enable();
+            if self.progress().at_rest {
+                return;
+            }
+            if tokio::time::timeout_at(until, rested).await.is_err() {
+                tracing::debug!("A turn's finals did not come to rest in time; going on.");
+                return;
             }
         }
     }

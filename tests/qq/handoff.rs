@@ -189,6 +189,16 @@ impl Bridge {
         );
     }
 
+    /// Waits until a run is in flight.
+    async fn wait_running(&self) {
+        let running = |sim: &Simulator| {
+            sim.thread_ids()
+                .iter()
+                .any(|t| !sim.active_runs(t).is_empty())
+        };
+        self.sim.wait_until(DEADLINE, running).await.unwrap();
+    }
+
     /// Lets every run of the (only) thread end.
     fn finish_runs(&self) {
         let thread = self.sim.thread_ids().pop().unwrap();
@@ -318,12 +328,7 @@ async fn queued_across_a_restart(notice_paused: bool) {
         Script::with_answer("First answer.").hold(im_bridge::simulator::Hold::UntilFinished),
     );
     b.fake.push(&Event::c2c(ALICE, "first question"));
-    let running = |sim: &Simulator| {
-        sim.thread_ids()
-            .iter()
-            .any(|t| !sim.active_runs(t).is_empty())
-    };
-    b.sim.wait_until(DEADLINE, running).await.unwrap();
+    b.wait_running().await;
     b.sim
         .script_next_run(Script::with_answer("Second answer.").chunks(1));
     if notice_paused {
@@ -440,12 +445,7 @@ async fn an_answer_qq_refuses_as_too_late_waits_for_the_next_message() {
     b.sim.script_next_run(slow_run());
     let question = Event::group_at(GROUP, ALICE, &format!("<@!{BOT_ID}> write it all"));
     let question = b.fake.push(&question);
-    let thread = |sim: &Simulator| {
-        sim.thread_ids()
-            .iter()
-            .any(|t| !sim.active_runs(t).is_empty())
-    };
-    b.sim.wait_until(DEADLINE, thread).await.unwrap();
+    b.wait_running().await;
     // Six minutes pass for QQ, seconds for the bridge.
     b.fake.advance_clock(Duration::from_secs(360));
     b.finish_runs();
@@ -589,6 +589,42 @@ async fn an_answer_cut_short_between_its_messages_leaves_only_the_rest_for_later
     let heading = text("run-rest", &[("more", Arg::Str("yes"))]);
     let rest = format!("{heading}\n\n{second}");
     assert_eq!(texts, [rest.as_str(), "Bob's own answer."]);
+    b.wait_journal("nothing left", <[String]>::is_empty).await;
+    drop(daemon);
+}
+
+/// A message waiting behind a run carries that run's answer when QQ refuses it as too
+/// late only after a pause QQ asked for: the next turn starts once the answer is held.
+#[tokio::test]
+async fn a_message_waiting_behind_an_answer_refused_late_carries_it() {
+    let b = Bridge::start().await;
+    let daemon = b.spawn(0).await;
+    b.sim.script_next_run(slow_run());
+    b.fake.push(&Event::c2c(ALICE, "research this"));
+    b.wait_running().await;
+    // More than an hour passes for QQ: the question takes no more replies there.
+    b.fake.advance_clock(Duration::from_secs(3700));
+    let queued = text("run-queued", &[]);
+    let next = b.fake.push(&Event::c2c(ALICE, "and this?"));
+    b.wait_reply("the waiting notice", |r| r.content == queued)
+        .await;
+    b.fake
+        .fail_next("c2c_reply", Failure::Code(code::RATE_LIMITED));
+    b.fake
+        .fail_next("c2c_reply", Failure::Code(code::REPLY_EXPIRED));
+    b.sim
+        .script_next_run(Script::with_answer("Your new answer.").chunks(1));
+    b.finish_runs();
+    b.wait_reply("the waiting message's answer", |r| {
+        r.content == "Your new answer."
+    })
+    .await;
+    let replies = b.fake.replies_to(&next.message_id);
+    let texts: Vec<&str> = replies.iter().map(|r| r.content.as_str()).collect();
+    assert_eq!(texts.len(), 3, "{texts:#?}");
+    assert_eq!(texts[0], queued);
+    assert!(texts[1].ends_with(ANSWER), "{texts:#?}");
+    assert_eq!(texts[2], "Your new answer.");
     b.wait_journal("nothing left", <[String]>::is_empty).await;
     drop(daemon);
 }
