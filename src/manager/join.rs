@@ -125,7 +125,12 @@ async fn read_leg(
 ) -> Result<Leg, GatewayError> {
     while let Some(event) = stream.next().await {
         match event? {
-            RunEvent::Values(snapshot) => *last = Some(snapshot),
+            RunEvent::Values(snapshot) => {
+                if let Some(so_far) = so_far {
+                    so_far.on_values(&snapshot);
+                }
+                *last = Some(snapshot);
+            }
             RunEvent::Error { name } => {
                 tracing::warn!(error_name = %name, "The joined run reported an error.");
                 *failed = true;

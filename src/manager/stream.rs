@@ -233,31 +233,101 @@ impl Accumulator {
 }
 
 /// What a followed run has written so far (issue 33): fed by its join, read by the turn
-/// when it hands the answer off before the source's reply window closes. Bounded like the
-/// [`Accumulator`] it wraps.
+/// when it hands the answer off before the source's reply window closes, and by a turn
+/// that publishes each goal-continuation segment as it ends ([`SoFar::continued`]).
+/// Bounded like the [`Accumulator`] it wraps.
 #[derive(Debug, Default)]
-pub struct SoFar(std::sync::Mutex<Accumulator>);
+pub struct SoFar {
+    acc: std::sync::Mutex<Progress>,
+    /// Woken when a goal continuation ended a segment.
+    continued: tokio::sync::Notify,
+}
+
+/// What [`SoFar`] holds.
+#[derive(Debug, Default)]
+struct Progress {
+    /// The segment the run is in.
+    acc: Accumulator,
+    /// The segments ended and not yet taken, oldest first: `(n, streamed)`. Bounded by
+    /// the continuations a goal takes (at most 8); past [`MAX_ENDED`], the oldest go.
+    ended: VecDeque<(usize, Turn)>,
+}
+
+/// The most ended segments [`SoFar`] keeps untaken.
+const MAX_ENDED: usize = 16;
 
 impl SoFar {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Accumulator> {
-        self.0
+    /// What a run shows from segment `segment` on: the segments before it were published
+    /// already (a restart follows the run).
+    pub fn from_segment(segment: usize) -> Self {
+        let so_far = Self::default();
+        so_far.lock().acc.segment = segment;
+        so_far
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
+        self.acc
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Feeds one `messages` payload of the run's events.
     pub fn on_message(&self, message: &Message, metadata: &ChunkMetadata) {
-        self.lock().on_message(message, metadata);
+        let mut progress = self.lock();
+        progress.acc.on_message(message, metadata);
+        self.end_segments(&mut progress);
     }
 
-    /// Forgets what was read (the events are read again from an earlier point).
+    /// Feeds a `values` snapshot of the run's events: only the goal continuations it
+    /// counts (the text comes from the messages).
+    pub fn on_values(&self, values: &Snapshot) {
+        let mut progress = self.lock();
+        progress.acc.snapshot_continuations = turn::continuations(values);
+        self.end_segments(&mut progress);
+    }
+
+    /// Ends the segment a continuation that started ended, at once: what the run writes
+    /// next is the next segment's.
+    fn end_segments(&self, progress: &mut Progress) {
+        let mut ended = false;
+        while progress.acc.continuation_pending() {
+            let n = progress.acc.segment;
+            let streamed = progress.acc.next_segment();
+            if progress.ended.len() == MAX_ENDED {
+                progress.ended.pop_front();
+            }
+            progress.ended.push_back((n, streamed));
+            ended = true;
+        }
+        if ended {
+            self.continued.notify_one();
+        }
+    }
+
+    /// Forgets what was read (the events are read again from an earlier point), but not
+    /// the segments ended: their continuations come again.
     pub fn reset(&self) {
-        *self.lock() = Accumulator::new();
+        let mut progress = self.lock();
+        let segment = progress.acc.segment;
+        progress.acc = Accumulator::new();
+        progress.acc.segment = segment;
     }
 
-    /// The text the run shows now.
+    /// The text the run shows now (in the segment it is in).
     pub fn text(&self) -> String {
-        self.lock().visible_text().to_owned()
+        self.lock().acc.visible_text().to_owned()
+    }
+
+    /// Waits until a goal continuation ended a segment: `(n, streamed)`, its number (0
+    /// the first) and what was streamed of it.
+    pub async fn continued(&self) -> (usize, Turn) {
+        loop {
+            let continued = self.continued.notified();
+            if let Some(ended) = self.lock().ended.pop_front() {
+                return ended;
+            }
+            continued.await;
+        }
     }
 }
 

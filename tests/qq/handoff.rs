@@ -628,3 +628,61 @@ async fn a_message_waiting_behind_an_answer_refused_late_carries_it() {
     b.wait_journal("nothing left", <[String]>::is_empty).await;
     drop(daemon);
 }
+
+/// A goal run on QQ shows each segment as a goal continuation ends it, while the question
+/// still takes replies, as a streaming channel would: a hand-off later in the run shows
+/// only the segment the run is in, after the ones before it.
+#[tokio::test]
+async fn a_goal_segment_goes_out_as_it_ends_before_a_later_hand_off() {
+    use im_bridge::simulator::Hold;
+    const FIRST: &str = "First, the plan: three steps, in order.";
+    let b = Bridge::start().await;
+    let daemon = b.spawn(0).await;
+    b.sim.script_next_run(
+        Script::with_answer("Goal noted.")
+            .chunks(1)
+            .goal_continuations(0)
+            .goal_stand_down("blocked:needs_user_input"),
+    );
+    b.fake.push(&Event::c2c(ALICE, "/goal ship it"));
+    b.wait_reply("the goal's first answer", |r| r.content == "Goal noted.")
+        .await;
+    let thread = b.sim.thread_ids().pop().unwrap();
+    b.sim.wait_idle(&thread, DEADLINE).await.unwrap();
+    b.sim.script_next_run(
+        Script::with_answer(FIRST)
+            .chunks(1)
+            .goal_continuations(1)
+            .goal_met()
+            .hold(Hold::UntilFinished),
+    );
+    let asked = b.fake.now() - (Duration::from_secs(3600) - LEFT);
+    let question = Event::c2c(ALICE, "how is it going").sent_at(asked);
+    let question = b.fake.push(&question);
+    let line = text(
+        "run-handoff",
+        &[("where", Arg::Str("private")), ("shown", Arg::Str("yes"))],
+    );
+    b.wait_reply("the handoff", |r| r.content.ends_with(&line))
+        .await;
+    let replies = b.fake.replies_to(&question.message_id);
+    let texts: Vec<&str> = replies.iter().map(|r| r.content.as_str()).collect();
+    assert_eq!(texts.len(), 2, "{texts:#?}");
+    assert_eq!(texts[0], FIRST, "the first segment, as it ended");
+    let second = texts[1].strip_suffix(&line).unwrap_or_default();
+    assert!(
+        second.contains("continuation 1 of 8") && !second.contains(FIRST),
+        "{texts:#?}"
+    );
+    // The run ends an hour later: the hand-off showed all of the second segment.
+    b.fake.advance_clock(Duration::from_secs(3600));
+    b.finish_runs();
+    b.wait_journal("the end waiting for the chat", is_held)
+        .await;
+    let next = Event::c2c(ALICE, "done?");
+    let texts = b.replies_to_next(&next, "Yes.").await;
+    let all = text("run-rest", &[("more", Arg::Str("no"))]);
+    assert_eq!(texts, [all.as_str(), "Yes."]);
+    b.wait_journal("nothing left", <[String]>::is_empty).await;
+    drop(daemon);
+}

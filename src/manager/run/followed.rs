@@ -2,7 +2,9 @@
 //! channels start the run in the background (`POST …/runs`) and join it, and a run a
 //! previous process started (recovery, failover) is followed the same way. Either way the
 //! answer is the run's final snapshot, published as one final per goal-continuation
-//! segment. How a join is read is `manager/join.rs`.
+//! segment; on a channel with a reply window, each segment's final goes out as the
+//! segment ends instead, while its source still takes replies (`watching`). How a join is
+//! read is `manager/join.rs`.
 
 use std::pin::pin;
 
@@ -72,9 +74,10 @@ pub(super) async fn wait_turn(
         &mut placeholder_at,
         // Boxed: the join is the largest future of a turn (about 8 KiB), and held inline
         // it would size every turn's task, the streaming channels' too.
-        Box::pin(handoff::watching(
+        Box::pin(watching(
             inner,
             msg,
+            source,
             Handoff::plan(inner, msg),
             &so_far,
             join::join(inner, owner, thread, &run_id, Some(&so_far)),
@@ -139,9 +142,12 @@ pub(in crate::manager) async fn follow(
     let outcome = match status {
         Ok(status) if status.is_active() => {
             tracing::info!("Following a run a previous process started.");
-            let so_far = SoFar::default();
+            // From the segment the previous process had come to.
+            let sent = Entry::current().map_or(0, |entry| entry.segments_sent());
+            let so_far = SoFar::from_segment(sent);
             let joined = join::join(inner, owner, thread, run_id, Some(&so_far));
-            handoff::watching(inner, msg, Handoff::plan(inner, msg), &so_far, joined).await
+            let handoff = Handoff::plan(inner, msg);
+            watching(inner, msg, source, handoff, &so_far, joined).await
         }
         Ok(status) => inner
             .gateway
@@ -216,4 +222,81 @@ async fn publish_values(
     } else {
         Disposition::Keep
     }
+}
+
+/// Awaits `work`; if `handoff` falls due first, hands the answer off (once) with what
+/// `so_far` holds, and keeps waiting. On a channel with a reply window, in a journaled
+/// turn, each goal-continuation segment's final is published as the segment ends (as a
+/// streaming channel shows it), while the source still takes replies: a hand-off then
+/// shows only the segment the run is in, after the ones before it, and the final
+/// snapshot's answer skips the segments published ([`Entry::segments_sent`]).
+async fn watching<F: Future>(
+    inner: &Inner,
+    msg: &InboundMessage,
+    source: Source<'_>,
+    handoff: Option<Handoff>,
+    so_far: &SoFar,
+    work: F,
+) -> F::Output {
+    tokio::pin!(work);
+    let by_segment = handoff::window_of(inner, msg).is_some() && Entry::current().is_some();
+    let mut due = handoff.map(|handoff| handoff.due);
+    loop {
+        tokio::select! {
+            output = &mut work => return output,
+            () = sleep_until_some(due) => {
+                due = None;
+                handoff::hand_off(inner, msg, &so_far.text()).await;
+            }
+            (n, streamed) = so_far.continued(), if by_segment => {
+                segment_ended(inner, msg, source, n, streamed).await;
+            }
+        }
+    }
+}
+
+/// Sleeps until `at`; never ends without one.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Publishes the final of the segment a goal continuation just ended, as the thread's
+/// state shows it (its files too), or as it was streamed when the state cannot be read.
+async fn segment_ended(
+    inner: &Inner,
+    msg: &InboundMessage,
+    source: Source<'_>,
+    n: usize,
+    streamed: Turn,
+) {
+    let state = inner
+        .gateway
+        .get_thread_state(source.owner, source.thread)
+        .await;
+    let snapshot = match state {
+        Ok(state) => Some(Snapshot::from_value(&state.values)),
+        Err(error) => {
+            tracing::debug!(%error, "Reading a goal segment's final state failed; using its stream.");
+            None
+        }
+    };
+    let turn = snapshot
+        .as_ref()
+        .and_then(|values| crate::manager::turn::segments(values).into_iter().nth(n))
+        .filter(|turn| !turn.text.trim().is_empty())
+        .unwrap_or(streamed);
+    let marker = match n {
+        0 => None,
+        n => {
+            let max = snapshot.as_ref().and_then(Snapshot::goal_progress);
+            let max = max.map_or(0, |(_, max)| i64::from(max));
+            let n = i64::try_from(n).unwrap_or(i64::MAX);
+            Some(continuation_marker(inner, msg, n, max).await)
+        }
+    };
+    let ending = Ending::Complete;
+    publish_final(inner, msg, source, turn, ending, marker.as_deref(), true).await;
 }

@@ -27,7 +27,6 @@ use tokio::time::Instant;
 use crate::i18n::{Arg, Locale, msg as m};
 use crate::manager::Inner;
 use crate::manager::journal::{Entry, Final};
-use crate::manager::stream::SoFar;
 use crate::telemetry::names;
 
 /// How long before a window closes the answer is handed off, at most: time for the reply
@@ -83,7 +82,8 @@ pub fn shown_part(so_far: &str, line: &str, unit: LengthUnit, limit: usize) -> (
 
 /// When a turn's answer is to be handed off.
 pub(super) struct Handoff {
-    due: Instant,
+    /// When it falls due.
+    pub(super) due: Instant,
 }
 
 impl Handoff {
@@ -105,35 +105,15 @@ impl Handoff {
 }
 
 /// The channel's reply window, if it has one.
-fn window_of(inner: &Inner, msg: &InboundMessage) -> Option<ReplyWindow> {
+pub(super) fn window_of(inner: &Inner, msg: &InboundMessage) -> Option<ReplyWindow> {
     inner.replier.outbound().reply_window(&msg.channel_name)
-}
-
-/// Awaits `work`; if `handoff` falls due first, hands the answer off (once) with what
-/// `so_far` holds, and keeps waiting.
-pub(super) async fn watching<F: Future>(
-    inner: &Inner,
-    msg: &InboundMessage,
-    handoff: Option<Handoff>,
-    so_far: &SoFar,
-    work: F,
-) -> F::Output {
-    tokio::pin!(work);
-    if let Some(handoff) = handoff {
-        tokio::select! {
-            output = &mut work => return output,
-            () = tokio::time::sleep_until(handoff.due) => {}
-        }
-        hand_off(inner, msg, &so_far.text()).await;
-    }
-    work.await
 }
 
 /// Sends what was written so far with the line saying the rest follows, written ahead with
 /// what it shows (so the rest is right after a restart too; forgotten if the platform
 /// refuses it for good, and given up for the whole answer if its delivery failed for now:
 /// [`Entry::handed_off_known`]).
-async fn hand_off(inner: &Inner, msg: &InboundMessage, so_far: &str) {
+pub(super) async fn hand_off(inner: &Inner, msg: &InboundMessage, so_far: &str) {
     let (Some(_), Some(window), Some(caps)) = (
         Entry::current(),
         window_of(inner, msg),
