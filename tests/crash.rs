@@ -782,10 +782,12 @@ async fn a_goal_segment_pending_at_a_crash_is_shown_once_and_the_run_still_answe
     // The restarted bridge sends the segment, then follows the run for the rest instead
     // of taking the segment for its whole answer.
     c.finish_once_joined().await;
-    let messages = c.wait_text(&late(next)).await;
+    let messages = c.wait_text(next).await;
     let answer = &messages[before..];
     assert_eq!(answer.len(), 2, "{messages:?}");
+    // Only the first reply of the recovered turn says why it comes late.
     assert_eq!(answer[0].text, late("First answer."));
+    assert_eq!(answer[1].text, next);
     assert_eq!(c.run_starts(), 2, "{:?}", c.paths());
     c.wait_journal_empty().await;
     drop(daemon);

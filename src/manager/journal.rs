@@ -383,6 +383,10 @@ impl Note for JournalRecord {
     }
 }
 
+/// What [`Progress::late_on`] names for a final the turn composed, not one delivered again
+/// (final ids start at 1).
+const COMPOSED: u32 = 0;
+
 /// One admitted message's entry, owned by the work that handles it. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Entry(Arc<EntryState>);
@@ -423,6 +427,10 @@ struct Progress {
     open_stream: Option<String>,
     /// The hand-off's final while its first delivery has not come to an end.
     hand_off_in_flight: Option<u32>,
+    /// The final of a recovered entry that says why the answer comes late
+    /// ([`COMPOSED`]: one the turn composed): only the first one the turn publishes does
+    /// (a goal run's later segments, and the rest after a resent part, go on without it).
+    late_on: Option<u32>,
     /// [`Entry::settle`] went through: the entry was removed, saved for its retries, or
     /// held for the chat's next message.
     at_rest: bool,
@@ -456,6 +464,7 @@ impl Entry {
                 next_final,
                 open_stream: None,
                 hand_off_in_flight: None,
+                late_on: None,
                 at_rest: false,
             }),
             saving: tokio::sync::Mutex::new(()),
@@ -498,9 +507,20 @@ impl Entry {
         )
     }
 
-    /// Whether this entry was claimed from a previous holder.
-    pub(crate) fn recovered(&self) -> bool {
-        self.0.recovered
+    /// Whether the final the turn composes now opens with the line saying why the answer
+    /// comes late: in a recovered entry, when no final did before (noted so).
+    pub(crate) fn late_line_due(&self) -> bool {
+        self.late_line_for(COMPOSED)
+    }
+
+    /// Whether final `id`, delivered again, opens with the line saying why it comes late:
+    /// in a recovered entry, when no other final of the turn did (noted so).
+    fn late_line_for(&self, id: u32) -> bool {
+        if !self.0.recovered {
+            return false;
+        }
+        let mut progress = self.progress();
+        *progress.late_on.get_or_insert(id) == id
     }
 
     /// A copy of the record.
@@ -597,6 +617,7 @@ impl Entry {
             if matches!(kind, Final::HandOff(_)) {
                 progress.hand_off_in_flight = Some(id);
             }
+
             // All saved with it, as it is written ahead.
             progress.record.note(kind);
             id

@@ -329,6 +329,7 @@ mod tests {
             next_final: 9,
             open_stream: None,
             hand_off_in_flight: None,
+            late_on: None,
             at_rest: false,
         }
     }

@@ -249,7 +249,9 @@ impl Entry {
             // no-op if the first one landed unacknowledged.
             (_, Some(_)) => pending.text.clone(),
             // Delivered by a later process than the one that wrote it: say why it is late.
-            (Some(late), None) if self.recovered() && !pending.text.starts_with(late.as_str()) => {
+            (Some(late), None)
+                if !pending.text.starts_with(late.as_str()) && self.late_line_for(pending.id) =>
+            {
                 format!("{late}\n\n{}", pending.text)
             }
             _ => pending.text.clone(),

@@ -143,7 +143,7 @@ fn files_line(
 /// know about how the answer ended (alone when nothing was written, else as its last line,
 /// so partial text is never passed off as complete), under the segment's `marker` line, and
 /// after the line saying why it comes late when a restarted bridge (or another replica)
-/// finishes it.
+/// finishes it (its first final only).
 fn final_text(
     inner: &Inner,
     locale: &Locale,
@@ -180,7 +180,7 @@ fn final_text(
         Some(line) => format!("{line}\n\n{text}"),
         None => text,
     };
-    match Entry::current().filter(Entry::recovered) {
+    match Entry::current().filter(Entry::late_line_due) {
         Some(_) => {
             let note = inner.replier.text(locale, m::RUN_RECOVERED, &[]);
             format!("{note}\n\n{text}")
