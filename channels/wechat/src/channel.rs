@@ -132,10 +132,17 @@ impl WechatChannel {
             .ok_or(ApiError::NoContext)
     }
 
-    /// Sends one item to `to`; its client id is the sent message's id.
-    async fn send_item(&self, to: &SendTarget<'_>, item: Item) -> Result<SentMessage, ApiError> {
+    /// Sends one item to `to`; its client id (`keyed`: named by the reply's send key) is
+    /// the sent message's id.
+    async fn send_item(
+        &self,
+        to: &SendTarget<'_>,
+        item: Item,
+        keyed: bool,
+    ) -> Result<SentMessage, ApiError> {
         let context_token = self.context_token(to)?;
-        let client_id = format!("im-bridge-{:016x}", rand::random::<u64>());
+        let key = to.hints.send_key_hash().filter(|_| keyed);
+        let client_id = client_id(key);
         let msg = OutMessage {
             from_user_id: String::new(),
             to_user_id: to.chat_id.as_str().to_owned(),
@@ -301,7 +308,8 @@ impl WechatChannel {
                 ..Item::default()
             }
         };
-        self.send_item(to, item).await?;
+        // Never under the answer's key: the file is a message of its own.
+        self.send_item(to, item, false).await?;
         Ok(())
     }
 }
@@ -330,7 +338,7 @@ impl Channel for WechatChannel {
             }),
             ..Item::default()
         };
-        let sent = self.send_item(&to, item).await;
+        let sent = self.send_item(&to, item, true).await;
         self.sent(sent)
     }
 
@@ -359,6 +367,15 @@ impl Channel for WechatChannel {
         let download = |handle| self.fetch(file, handle, max_bytes);
         fetch_handle(&self.intake.telemetry, file, max_bytes, download).await
     }
+}
+
+/// A sent message's `client_id`: named by `key`, a reply's send key
+/// ([`DeliveryHints::send_key_hash`](im_bridge_channel::DeliveryHints::send_key_hash)), so
+/// every attempt at a reply names it alike, or random. iLink documents no deduplication by
+/// it; should it drop a repeat, a reply sent twice (a retry after a lost answer) shows once.
+fn client_id(key: Option<u64>) -> String {
+    let id = key.unwrap_or_else(rand::random::<u64>);
+    format!("im-bridge-{id:016x}")
 }
 
 #[cfg(test)]

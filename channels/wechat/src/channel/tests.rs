@@ -173,6 +173,25 @@ async fn files_go_both_ways_through_the_encrypted_cdn_and_typing_shows() {
             bytes: b"# Report\n".to_vec()
         }
     );
+    // A reply's every attempt names it alike; a file, and an unnamed line, stand apart.
+    let mut hints = im_bridge_channel::DeliveryHints::default();
+    hints.send_key = Some("entry:1".into());
+    let keyed = SendTarget {
+        hints: &hints,
+        ..to
+    };
+    let first = ch.send_text(keyed, "the answer").await.unwrap().id;
+    let again = ch.send_text(keyed, "the answer").await.unwrap().id;
+    let unnamed = ch.send_text(to, "a line").await.unwrap().id;
+    ch.send_file(keyed, &file).await.unwrap();
+    assert_eq!(first, again);
+    assert_ne!(first, unnamed);
+    let ids: Vec<String> = fake
+        .sent_to(USER)
+        .into_iter()
+        .map(|m| m.client_id)
+        .collect();
+    assert_eq!(ids.iter().filter(|id| **id == first.as_str()).count(), 2);
     std::fs::remove_dir_all(&dir).ok();
     running.stop().await.unwrap();
 }
