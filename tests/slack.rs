@@ -667,3 +667,25 @@ async fn an_answer_retried_after_an_outage_marks_the_message_done_only_once_it_l
     assert_eq!(shown.len(), 1, "{answers:?}");
     sl.stop().await;
 }
+
+/// A message whose turn shutdown stopped is not marked done: it was not answered (the
+/// journal keeps it, and the next process answers it and marks it then).
+#[tokio::test]
+async fn a_message_stopped_by_shutdown_is_not_marked_done() {
+    use im_bridge_slack::WORKING_REACTION;
+    let sl = Sl::start().await;
+    sl.sim
+        .script_next_run(Script::with_answer("Not yet.").hold(Hold::UntilFinished));
+    let asked = sl
+        .fake
+        .push_event(&Event::dm(DM, ALICE, "take your time").to_json());
+    let root = asked.ts.unwrap();
+    let running = |sim: &im_bridge::simulator::Simulator| {
+        sim.thread_ids()
+            .iter()
+            .any(|t| !sim.active_runs(t).is_empty())
+    };
+    sl.sim.wait_until(DEADLINE, running).await.unwrap();
+    let fake = sl.stop().await;
+    assert_eq!(fake.reactions_on(DM, &root), [WORKING_REACTION]);
+}

@@ -105,7 +105,9 @@ const AT_REST_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 impl Manager {
     /// Handles one message end to end, in the module's five stages; in line, only after
     /// its conversation's earlier messages were handled. Then, whatever became of it, its
-    /// channel hears that the bridge is done with it (if it asks to).
+    /// channel hears that the bridge is done with it (if it asks to), unless shutdown
+    /// stopped it: then the process that finishes it tells (or nobody, when it is not
+    /// journaled and nothing will answer it), never a "done" on a message not answered.
     pub(crate) async fn handle(
         &self,
         msg: InboundMessage,
@@ -113,29 +115,38 @@ impl Manager {
         place: Place,
         slot: Slot,
     ) {
-        self.handle_stages(&msg, &cancel, place, slot).await;
-        self.inner.replier.outbound().turn_ended(&msg).await;
+        if self.handle_stages(&msg, &cancel, place, slot).await {
+            self.inner.replier.outbound().turn_ended(&msg).await;
+        }
     }
 
     /// The five stages, in order; a redelivery, a busy line or shutdown ends them early.
+    /// `false` when shutdown stopped the message.
     async fn handle_stages(
         &self,
         msg: &InboundMessage,
         cancel: &CancellationToken,
         place: Place,
         mut slot: Slot,
-    ) {
+    ) -> bool {
         let Some(admitted) = self.admit(msg).await else {
             place.abandon();
-            return;
+            return true;
         };
         let ticket = match self.take_place(&admitted, place, &mut slot, cancel).await {
             Placed::Turn(ticket) => ticket,
-            Placed::TurnedAway => return self.settle(&admitted, Some(Disposition::Release)).await,
-            Placed::Cancelled => return self.settle(&admitted, None).await,
+            Placed::TurnedAway => {
+                self.settle(&admitted, Some(Disposition::Release)).await;
+                return true;
+            }
+            Placed::Cancelled => {
+                self.settle(&admitted, None).await;
+                return false;
+            }
         };
         let _presence = self.show_presence(&admitted).await;
         let disposition = self.dispatch_turn(&admitted, ticket.as_ref(), cancel).await;
+        let finished = disposition.is_some();
         self.settle(&admitted, disposition).await;
         if ticket.is_some() {
             self.rest_for_the_next(&admitted, cancel).await;
@@ -143,6 +154,7 @@ impl Manager {
         // Settled: only now may the conversation's next message go, in this slot or another.
         drop(ticket);
         drop(slot);
+        finished
     }
 
     /// **Admit**: journals `msg` with its dedupe record; `None` for a redelivery. What
