@@ -215,7 +215,7 @@ impl Outbound {
     /// that the bridge is done with it, if the channel asks to hear it
     /// ([`Capabilities::turn_ends`]).
     /// A final of the turn that failed and waits for the journal's retry holds this back
-    /// until [`Outbound::retries_settled`].
+    /// until [`Outbound::retries_settled`] (or [`Outbound::retry_superseded`]).
     pub async fn turn_ended(&self, source: &InboundMessage) {
         self.tell_end(source, Job::TurnEnd).await;
     }

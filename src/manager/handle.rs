@@ -13,11 +13,13 @@
 //!    (`run`), inside the journal entry's scope, so every reply is tracked against it.
 //! 5. **settle** — the dedupe key is released when the provider should be able to retry,
 //!    after the final reply was published, and the entry hears the turn ended; then the
-//!    line moves on, and the channel hears the bridge is done with the message.
+//!    line moves on (on a channel with a reply window, once the turn's finals came to rest,
+//!    so that the next message carries what they left for it), and the channel hears the
+//!    bridge is done with the message.
 //!
 //! Shutdown may cancel a message while it waits its turn or is dispatched: a journaled one
 //! stays journaled (its key kept) for the next start to finish; an unjournaled one's key is
-//! released, so the platform may redeliver it.
+//! released, so the platform may redeliver it. Neither is told done to its channel.
 
 use std::sync::Arc;
 
@@ -148,8 +150,10 @@ impl Manager {
         let disposition = self.dispatch_turn(&admitted, ticket.as_ref(), cancel).await;
         let finished = disposition.is_some();
         self.settle(&admitted, disposition).await;
-        if ticket.is_some() {
-            self.rest_for_the_next(&admitted, cancel).await;
+        if let (Some(_), Some(entry)) = (&ticket, &admitted.entry) {
+            // The lanes deliver without a worker slot: the wait holds only the line.
+            slot.give_back();
+            self.rest_for_the_next(entry, msg, cancel).await;
         }
         // Settled: only now may the conversation's next message go, in this slot or another.
         drop(ticket);
@@ -185,12 +189,14 @@ impl Manager {
     /// next message is in the store (its finals' first deliveries ended: one that found
     /// its source closed is held), so that a message waiting behind the turn carries it
     /// (at most [`AT_REST_WAIT`], or until shutdown).
-    async fn rest_for_the_next(&self, admitted: &Admitted<'_>, cancel: &CancellationToken) {
-        let Some(entry) = &admitted.entry else {
-            return;
-        };
+    pub(super) async fn rest_for_the_next(
+        &self,
+        entry: &Entry,
+        msg: &InboundMessage,
+        cancel: &CancellationToken,
+    ) {
         let outbound = self.inner.replier.outbound();
-        if outbound.reply_window(&admitted.msg.channel_name).is_none() {
+        if outbound.reply_window(&msg.channel_name).is_none() {
             return;
         }
         tokio::select! {

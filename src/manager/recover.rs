@@ -100,8 +100,11 @@ impl Manager {
         entry.turn_ended().await;
         // As a turn that was not interrupted does (`handle.rs`).
         self.inner.replier.outbound().turn_ended(&msg).await;
+        if ticket.is_some() {
+            drop(permit);
+            self.rest_for_the_next(&entry, &msg, &cancel).await;
+        }
         drop(ticket);
-        drop(permit);
     }
 
     async fn resume_turn(&self, entry: &Entry, msg: &InboundMessage) -> Disposition {

@@ -189,7 +189,12 @@ impl Accumulator {
 
     /// Whether a goal continuation started that the current segment has not yet ended for.
     pub fn continuation_pending(&self) -> bool {
-        self.continuation_ids.len().max(self.snapshot_continuations) > self.segment
+        self.continuations_seen() > self.segment
+    }
+
+    /// How many goal continuations the events read so far showed.
+    fn continuations_seen(&self) -> usize {
+        self.continuation_ids.len().max(self.snapshot_continuations)
     }
 
     /// Ends the current segment at a continuation: returns its result and starts the next.
@@ -251,6 +256,9 @@ struct Progress {
     /// The segments ended and not yet taken, oldest first: `(n, streamed)`. Bounded by
     /// the continuations a goal takes (at most 8); past [`MAX_ENDED`], the oldest go.
     ended: VecDeque<(usize, Turn)>,
+    /// The continuations seen so far in the events read (after a reset or a restart,
+    /// those of segments ended before come again).
+    seen: usize,
 }
 
 /// The most ended segments [`SoFar`] keeps untaken.
@@ -289,6 +297,13 @@ impl SoFar {
     /// Ends the segment a continuation that started ended, at once: what the run writes
     /// next is the next segment's.
     fn end_segments(&self, progress: &mut Progress) {
+        let seen = progress.acc.continuations_seen();
+        if seen > progress.seen && seen <= progress.acc.segment {
+            // The events are read again: a segment ended before is over once more, and
+            // what follows is the next one's (not shown twice by a hand-off).
+            progress.acc.buffers.clear();
+        }
+        progress.seen = progress.seen.max(seen);
         let mut ended = false;
         while progress.acc.continuation_pending() {
             let n = progress.acc.segment;
@@ -311,6 +326,7 @@ impl SoFar {
         let segment = progress.acc.segment;
         progress.acc = Accumulator::new();
         progress.acc.segment = segment;
+        progress.seen = 0;
     }
 
     /// The text the run shows now (in the segment it is in).
@@ -531,6 +547,43 @@ mod tests {
         assert_eq!(acc.visible_text(), "second");
         // The snapshot's turn ends in the first answer: the stream is the better source.
         assert_eq!(acc.finish().text, "second");
+    }
+
+    #[tokio::test]
+    async fn so_far_ends_each_segment_as_its_continuation_starts() {
+        let cont = |id: &str| json!({"type": "human", "id": id, "content": "<goal_continuation/>", "additional_kwargs": {"hide_from_ui": true, "deerflow_goal_continuation": true}});
+        let feed = |so_far: &SoFar, message: &Value| {
+            so_far.on_message(
+                &Message::from_value(message),
+                &ChunkMetadata::from_value(&json!({})),
+            );
+        };
+        let so_far = SoFar::default();
+        feed(&so_far, &ai("a1", "first answer"));
+        // The next segment's text, read in the same poll, is not the first one's.
+        feed(&so_far, &cont("c1"));
+        feed(&so_far, &ai("a2", "second"));
+        assert_eq!(so_far.text(), "second");
+        let (n, first) = so_far.continued().await;
+        assert_eq!((n, first.text.as_str()), (0, "first answer"));
+        // Read again from the start (a gap): the ended segment is not ended twice, nor
+        // shown as the run's text once its continuation came again.
+        so_far.reset();
+        feed(&so_far, &ai("a1", "first answer"));
+        assert_eq!(so_far.text(), "first answer");
+        feed(&so_far, &cont("c1"));
+        assert_eq!(so_far.text(), "");
+        feed(&so_far, &ai("a2", "second, again"));
+        assert_eq!(so_far.text(), "second, again");
+        assert!(so_far.lock().ended.is_empty());
+        // A restart that follows the run from its second segment.
+        let so_far = SoFar::from_segment(1);
+        feed(&so_far, &ai("a1", "first answer"));
+        feed(&so_far, &cont("c1"));
+        feed(&so_far, &ai("a2", "second"));
+        feed(&so_far, &cont("c2"));
+        let (n, second) = so_far.continued().await;
+        assert_eq!((n, second.text.as_str()), (1, "second"));
     }
 
     #[test]

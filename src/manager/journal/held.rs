@@ -183,7 +183,9 @@ impl Progress {
                     pending.text.clone_from(rest);
                     pending.finishes = None;
                     pending.hints.literal = true;
-                    pending.hints.held_note.clone_from(&pending.hints.rest_note);
+                    if let Some(note) = &pending.hints.rest_note {
+                        pending.hints.held_note = Some(note.clone());
+                    }
                 }
                 true
             }

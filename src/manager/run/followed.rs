@@ -2,8 +2,8 @@
 //! channels start the run in the background (`POST …/runs`) and join it, and a run a
 //! previous process started (recovery, failover) is followed the same way. Either way the
 //! answer is the run's final snapshot, published as one final per goal-continuation
-//! segment; on a channel with a reply window, each segment's final goes out as the
-//! segment ends instead, while its source still takes replies (`watching`). How a join is
+//! segment; in a journaled turn on a channel with a reply window, each segment's final goes
+//! out as the segment ends instead, while its source still takes replies (`watching`). How a join is
 //! read is `manager/join.rs`.
 
 use std::pin::pin;
@@ -242,14 +242,17 @@ async fn watching<F: Future>(
     let by_segment = handoff::window_of(inner, msg).is_some() && Entry::current().is_some();
     let mut due = handoff.map(|handoff| handoff.due);
     loop {
+        // Biased: a segment that ended goes out before a hand-off that falls due with it,
+        // which shows the segment after it.
         tokio::select! {
+            biased;
+            (n, streamed) = so_far.continued(), if by_segment => {
+                segment_ended(inner, msg, source, n, streamed).await;
+            }
             output = &mut work => return output,
             () = sleep_until_some(due) => {
                 due = None;
                 handoff::hand_off(inner, msg, &so_far.text()).await;
-            }
-            (n, streamed) = so_far.continued(), if by_segment => {
-                segment_ended(inner, msg, source, n, streamed).await;
             }
         }
     }

@@ -180,6 +180,12 @@ pub(super) async fn route_final(
     let heading = inner
         .replier
         .text(locale, m::RUN_REST, &[("more", Arg::Str(more))]);
+    // What is left of it opens with the same line, should its carrier's window close
+    // between its messages.
+    let goes_on = inner
+        .replier
+        .text(locale, m::RUN_REST, &[("more", Arg::Str("yes"))]);
+    out.hints.rest_note = Some(goes_on);
     out.text = match more {
         "no" => heading,
         _ => format!("{heading}\n\n{}", out.text),

@@ -46,7 +46,7 @@ use crate::render::{self, Rendered};
 
 use super::forward_channel;
 use super::passive::ReplyQuotas;
-use super::split::{split, truncate};
+use super::split::{split, split_chunks, truncate};
 
 /// Counter: messages resent as plain text after the platform refused their markup, by
 /// `channel`.
@@ -164,11 +164,16 @@ impl<C: Channel> LimitLength<C> {
         let (unit, limit, markup) = (caps.length_unit, caps.max_message_len, caps.markup);
         let mut room = limit;
         loop {
-            let messages: Vec<Rendered> = split(text, unit, room)
+            // The text's own bytes only: a code fence in it is text, not a block to close
+            // and reopen across messages.
+            let messages: Vec<Rendered> = split_chunks(text, unit, room)
                 .into_iter()
-                .map(|plain| Rendered {
-                    text: markup.literal(&plain),
-                    plain,
+                .map(|chunk| {
+                    let plain = text[chunk.body].to_owned();
+                    Rendered {
+                        text: markup.literal(&plain),
+                        plain,
+                    }
                 })
                 .collect();
             if room <= 1 || messages.iter().all(|m| unit.measure(&m.text) <= limit) {
@@ -178,16 +183,23 @@ impl<C: Channel> LimitLength<C> {
         }
     }
 
-    /// What the reader did not get of a final whose `unsent` messages were not sent.
-    fn rest_of(&self, unsent: &[Rendered]) -> String {
+    /// What the reader did not get of a final (`literal`, or not) whose `unsent` messages
+    /// were not sent.
+    fn rest_of(&self, unsent: &[Rendered], literal: bool) -> String {
         let plains = unsent.iter().map(|m| m.plain.as_str());
-        let rest = match self.inner.capabilities().markup.renders_markdown() {
-            // Rendered messages end at a block, whose break each leaves out.
-            true => plains.collect::<Vec<_>>().join("\n\n"),
+        let rest = match literal || !self.inner.capabilities().markup.renders_markdown() {
             // Cut from the text as it is: together, they are the rest of it.
-            false => plains.collect(),
+            true => plains.collect(),
+            // Rendered messages end at a block, whose break each leaves out.
+            false => plains.collect::<Vec<_>>().join("\n\n"),
         };
-        rest.trim_start().to_owned()
+        // Cut at a line break: the next line as it is (a code line keeps its indent); cut
+        // within a line: the spaces it was cut at go.
+        let lines = rest.trim_start_matches(['\n', '\r']);
+        match lines.len() < rest.len() {
+            true => lines.to_owned(),
+            false => rest.trim_start().to_owned(),
+        }
     }
 
     /// A partial text as one message, the preview of a text still growing.
@@ -244,7 +256,7 @@ impl<C: Channel> LimitLength<C> {
             match sent {
                 Ok(_) => {}
                 Err(ChannelError::ReplyWindow(reason)) => {
-                    let rest = self.rest_of(&rest[n - 1..]);
+                    let rest = self.rest_of(&rest[n - 1..], to.hints.literal);
                     return Err(ChannelError::ReplyWindowRest { reason, rest });
                 }
                 Err(error) => return Err(error),
@@ -542,5 +554,18 @@ mod tests {
             })
             .collect();
         assert_eq!(shown, "[[[[[[[[");
+        // A code fence in it is text: no fence line is added to close or reopen it.
+        let (rec, layer) = layered(12, ChannelExt::limit_length);
+        let fenced = "```\naaa bbb ccc ddd\n```";
+        layer.send_text(to, fenced).await.unwrap();
+        let sent: String = rec
+            .calls()
+            .into_iter()
+            .map(|c| match c {
+                Call::Send(text) => text,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(sent, fenced);
     }
 }
