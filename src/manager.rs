@@ -300,7 +300,8 @@ impl Manager {
                 workers.tasks.close();
                 tokio::select! {
                     () = workers.tasks.wait() => {
-                        self.inner.journal.shut_down().await;
+                        let flush = *grace.borrow();
+                        self.inner.journal.shut_down(flush).await;
                         return report;
                     }
                     () = &mut deadline => break,
@@ -315,7 +316,8 @@ impl Manager {
         report.discarded = queue.discard_pending();
         workers.tasks.close();
         workers.tasks.wait().await;
-        self.inner.journal.shut_down().await;
+        let flush = *grace.borrow();
+        self.inner.journal.shut_down(flush).await;
         if report.cancelled > 0 || report.discarded > 0 {
             tracing::warn!(
                 cancelled = report.cancelled,

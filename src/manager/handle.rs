@@ -178,7 +178,7 @@ impl Manager {
 
     /// Publishes what waits for `msg`'s chat as its first replies, on a channel with reply
     /// windows (`journal/held.rs`).
-    async fn carry_held(&self, msg: &InboundMessage) {
+    pub(super) async fn carry_held(&self, msg: &InboundMessage) {
         let outbound = self.inner.replier.outbound();
         if outbound.reply_window(&msg.channel_name).is_some() {
             self.inner.journal.carry_held(msg).await;

@@ -264,13 +264,21 @@ impl Journal {
         for Journaled {
             id,
             retry_from_ms,
-            record,
+            mut record,
             ..
         } in claimed
         {
             if record.state == JournalState::Held {
                 // Waiting for its chat, in the store (and never given up on: it stays
-                // there for the operator to see until a message takes it up).
+                // there for the operator to see until a message takes it up). Saved as it
+                // is, so it is indexed by its chat again should its holder have died
+                // between taking it up and saving it as that message's.
+                self.keep_held(&id, &record).await;
+                continue;
+            }
+            if now.saturating_sub(retry_from_ms) >= window && record.hold_instead_of_giving_up() {
+                // Carried or held before: it waits for the chat's next message again.
+                self.keep_held(&id, &record).await;
                 continue;
             }
             if now.saturating_sub(retry_from_ms) >= window {
@@ -292,6 +300,14 @@ impl Journal {
         entries
     }
 
+    /// Saves `record`, held, as this process's.
+    async fn keep_held(&self, id: &str, record: &JournalRecord) {
+        let shared = &self.shared;
+        if let Err(error) = shared.store.journal_save(id, record, &shared.holder).await {
+            tracing::warn!(%error, "Saving an answer held for its chat failed.");
+        }
+    }
+
     /// Renews this process's lease on every entry it holds.
     pub(crate) async fn renew(&self) {
         let shared = &self.shared;
@@ -305,12 +321,16 @@ impl Journal {
     }
 
     /// Stops the retries of pending finals and gives this process's leases up, so another
-    /// replica (or the next start) takes the entries at once. The entries stay.
-    pub(crate) async fn shut_down(&self) {
+    /// replica (or the next start) takes the entries at once. The entries stay. The leases
+    /// go only once the replies already in the delivery lanes landed (for at most
+    /// `flush`): a replica that took an entry while this process still delivers its final
+    /// would deliver it too.
+    pub(crate) async fn shut_down(&self, flush: Duration) {
         let shared = &self.shared;
         shared.stop.cancel();
         shared.retries.close();
         shared.retries.wait().await;
+        shared.outbound.flush(flush).await;
         if let Err(error) = shared
             .store
             .journal_renew(&shared.holder, Duration::ZERO)

@@ -87,6 +87,11 @@ impl Manager {
             // Still journaled: the next start takes it up again.
             () = cancel.cancelled() => return,
         };
+        // Like a message that waited its turn (`handle.rs`), it carries what the run before
+        // it left for the chat's next message, first.
+        if ticket.is_some() {
+            self.carry_held(&msg).await;
+        }
         let disposition = tokio::select! {
             d = entry.scope(self.resume_turn(&entry, &msg)) => d,
             () = cancel.cancelled() => {

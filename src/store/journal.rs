@@ -133,6 +133,25 @@ pub struct PendingFinal {
     pub hand_off: bool,
 }
 
+impl PendingFinal {
+    /// Final `id` with `text`, a reply to its entry's message: no hint, not delivered yet
+    /// by anyone, neither held nor a part of the answer.
+    pub fn new(id: u32, text: impl Into<String>) -> Self {
+        Self {
+            id,
+            text: text.into(),
+            metadata: Default::default(),
+            hints: Default::default(),
+            late: None,
+            finishes: None,
+            unsourced: false,
+            held: false,
+            part: false,
+            hand_off: false,
+        }
+    }
+}
+
 impl JournalRecord {
     /// A new record of `message`, admitted.
     pub fn admitted(message: InboundMessage) -> Self {
@@ -156,6 +175,18 @@ impl JournalRecord {
     /// ([`PendingFinal::part`]): the turn is still under way.
     pub fn has_pending_finals(&self) -> bool {
         self.state == JournalState::FinalPending || self.finals.iter().any(|f| !f.part)
+    }
+
+    /// At the end of its retry window: when what is left may still come with the chat's
+    /// next message (it was held before, or a later message carried it, issue 33), holds
+    /// all of it for that, `true`; otherwise (`false`) it is to be given up.
+    pub fn hold_instead_of_giving_up(&mut self) -> bool {
+        if self.carrier.is_none() && !self.finals.iter().any(|f| f.held) {
+            return false;
+        }
+        self.finals.iter_mut().for_each(|f| f.held = true);
+        self.state = JournalState::Held;
+        true
     }
 
     /// Notes why a delivery failed, clipped to [`LAST_ERROR_MAX`] characters.

@@ -36,18 +36,7 @@ async fn seeded(dir: &tempfile::TempDir) -> Arc<dyn Store> {
     let asked = JournalRecord::admitted(message);
     let mut answered = asked.clone();
     answered.state = JournalState::FinalPending;
-    answered.finals.push(PendingFinal {
-        id: 1,
-        text: "secret answer".into(),
-        metadata: Default::default(),
-        hints: Default::default(),
-        late: None,
-        finishes: None,
-        unsourced: false,
-        held: false,
-        part: false,
-        hand_off: false,
-    });
+    answered.finals.push(PendingFinal::new(1, "secret answer"));
     answered.attempts = 7;
     answered.note_error("transport error: calling sendMessage failed: 502");
     for id in ["gone", "waits", "busy"] {

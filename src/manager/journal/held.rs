@@ -305,16 +305,8 @@ mod tests {
 
     fn pending(id: u32, unsourced: bool) -> PendingFinal {
         PendingFinal {
-            id,
-            text: format!("final {id}"),
-            metadata: Default::default(),
-            hints: Default::default(),
-            late: None,
-            finishes: None,
             unsourced,
-            held: false,
-            part: false,
-            hand_off: false,
+            ..PendingFinal::new(id, format!("final {id}"))
         }
     }
 

@@ -167,11 +167,19 @@ impl Entry {
                 return Ended::Settled;
             }
             for pending in finals {
-                let landed = self.deliver_again(&pending).await;
-                // Struck off (or held) at once, so a crash right after cannot deliver it
-                // twice.
-                if self.progress().settle_final(pending.id, &landed) && !self.save().await {
+                let (landed, ours) = self.deliver_again(&pending).await;
+                if !ours {
                     return Ended::Gone;
+                }
+                // The finals after one that failed for now wait for it: they come in order.
+                if matches!(
+                    landed,
+                    Landed::Failed {
+                        transient: true,
+                        ..
+                    }
+                ) {
+                    break;
                 }
             }
             let done = {
@@ -184,13 +192,9 @@ impl Entry {
             }
             if unix_millis().saturating_sub(self.0.retry_from_ms) >= window {
                 let mut progress = self.progress();
-                if progress.record.carrier.is_none() {
+                if !progress.record.hold_instead_of_giving_up() {
                     return Ended::GaveUp;
                 }
-                // Held once already (issue 33): it waits for the chat's next message again
-                // rather than be given up.
-                let finals = progress.record.finals.iter_mut();
-                finals.for_each(|f| f.held = true);
                 return Ended::Settled;
             }
             if !self.save().await {
@@ -223,20 +227,30 @@ impl Entry {
         relock(&self.0.shared.wakers).remove(&self.0.id);
     }
 
-    /// Publishes `pending` once more and waits for its fate.
-    async fn deliver_again(&self, pending: &PendingFinal) -> Landed {
+    /// Publishes `pending` once more and waits for its fate: what became of it, and
+    /// whether the entry is still this process's. It is struck off (or held) as soon as
+    /// its fate is known, in the delivery's own hook: a shutdown that stops this retry
+    /// while the lanes still deliver it must not leave it to be delivered again.
+    async fn deliver_again(&self, pending: &PendingFinal) -> (Landed, bool) {
         let out = self.again(pending);
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let (entry, id) = (self.clone(), pending.id);
         let hook: AfterShown = Box::new(move |landed: Landed| {
             Box::pin(async move {
-                let _ = tx.send(landed);
+                let changed = entry.progress().settle_final(id, &landed);
+                let ours = !changed || entry.save().await;
+                let _ = tx.send((landed, ours));
             })
         });
         self.0.shared.outbound.publish(out, Some(hook)).await;
         // Never run: the lanes were dropped at shutdown.
-        rx.await.unwrap_or_else(|_| Landed::Failed {
-            transient: true,
-            error: ChannelError::Stopped.to_string(),
+        rx.await.unwrap_or_else(|_| {
+            let error = ChannelError::Stopped.to_string();
+            let landed = Landed::Failed {
+                transient: true,
+                error,
+            };
+            (landed, true)
         })
     }
 

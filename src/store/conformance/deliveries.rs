@@ -16,18 +16,7 @@ fn pending(text: &str) -> JournalRecord {
     message.created_at = 1_700_000_000.5;
     let mut record = JournalRecord::admitted(message);
     record.state = JournalState::FinalPending;
-    record.finals.push(PendingFinal {
-        id: 1,
-        text: text.into(),
-        metadata: Default::default(),
-        hints: Default::default(),
-        late: None,
-        finishes: None,
-        unsourced: false,
-        held: false,
-        part: false,
-        hand_off: false,
-    });
+    record.finals.push(PendingFinal::new(1, text));
     record.attempts = 3;
     record.note_error("transport error: calling sendMessage failed");
     record

@@ -144,7 +144,7 @@ async fn issue_33_a_final_undeliverable_for_the_retry_window_is_given_up_and_kep
     );
     // Nobody works on it any more, this process included.
     assert!(rig.journal.claim(true).await.is_empty());
-    rig.journal.shut_down().await;
+    rig.journal.shut_down(DEADLINE).await;
 }
 
 #[tokio::test]
@@ -157,7 +157,7 @@ async fn issue_33_a_drain_holds_the_retries_and_counts_no_attempt() {
             e.record.state == JournalState::FinalPending && e.record.last_error.is_some()
         })
         .await;
-    rig.journal.shut_down().await;
+    rig.journal.shut_down(DEADLINE).await;
     assert_eq!(
         rig.channel.sends.load(Ordering::SeqCst),
         1,
@@ -190,7 +190,7 @@ async fn issue_33_an_operators_retry_wakes_a_waiting_retry_at_once() {
         "woken, not after the 4 s wait: {:?}",
         asked.elapsed()
     );
-    rig.journal.shut_down().await;
+    rig.journal.shut_down(DEADLINE).await;
 }
 
 #[tokio::test]
@@ -218,7 +218,7 @@ async fn issue_33_a_dropped_delivery_is_not_tried_again() {
         assert!(Instant::now() < until, "the retry went on");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    rig.journal.shut_down().await;
+    rig.journal.shut_down(DEADLINE).await;
     assert_eq!(rig.channel.sends.load(Ordering::SeqCst), sends);
     assert!(rig.store.journal_list(0, 10).await.unwrap().is_empty());
 }
@@ -249,4 +249,49 @@ async fn another_run_forgets_what_the_lost_one_sent() {
     entry.run_started("t1", "r2", false).await;
     let record = entry.record();
     assert_eq!((record.handed_off, record.segments_sent), (None, 0));
+}
+
+/// An answer held for its chat, or carried by a later message, is never given up: a
+/// restart past its retry window holds it for the chat's next message again, and one whose
+/// holder died between taking it up and saving it is found by its chat again.
+#[tokio::test]
+async fn a_held_or_carried_answer_past_its_window_waits_for_the_chat_again() {
+    use crate::store::{JournalRecord, PendingFinal};
+    let rig = rig(Duration::ZERO).await;
+    let msg = InboundMessage::new("flaky", "4242", "u1", "question");
+    let carried = |id: u32| {
+        let mut record = JournalRecord::admitted(msg.clone());
+        record.state = JournalState::FinalPending;
+        record.carrier = Some(InboundMessage::new("flaky", "4242", "u2", "later"));
+        record
+            .finals
+            .push(PendingFinal::new(id, format!("answer {id}")));
+        record
+    };
+    let mut taken = JournalRecord::admitted(msg.clone());
+    taken.state = JournalState::Held;
+    let lease = Duration::ZERO;
+    let admit = |id: &'static str, record: JournalRecord| {
+        let store = rig.store.clone();
+        async move {
+            let admitted = store.journal_admit(None, id, &record, "dead", lease);
+            assert!(admitted.await.unwrap());
+        }
+    };
+    admit("carried", carried(1)).await;
+    // Taken up by a process that died before saving it as the later message's: in the
+    // store it reads held, but no chat index names it.
+    admit("taken", taken).await;
+    assert!(rig.journal.claim(true).await.is_empty(), "nothing to retry");
+    let listed = rig.store.journal_list(0, 10).await.unwrap();
+    assert!(listed.iter().all(|e| e.gave_up_ms.is_none()), "{listed:?}");
+    let held = rig
+        .store
+        .journal_take_held("flaky", &msg.chat_id, "next", Duration::from_secs(15))
+        .await
+        .unwrap();
+    let mut ids: Vec<&str> = held.iter().map(|h| h.id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["carried", "taken"]);
+    rig.journal.shut_down(DEADLINE).await;
 }
