@@ -3,9 +3,29 @@
 //! a comparison of a secret or a signature that takes as long whichever byte differs,
 //! so a forger learns nothing from timing, and HMAC-SHA256 (RFC 2104) for the platforms
 //! that sign with it (Slack's `X-Slack-Signature`, and the fakes that sign like them).
+//! Also a platform's base64 key read as leniently as its own clients read it.
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
+
+/// A key a platform wrote in base64 (a media file's AES key), decoded as leniently as the
+/// platforms' own clients decode theirs: with or without its `=` padding, with stray bits
+/// in its last character (Tencent's 43-character keys have them), in the standard or the
+/// URL-safe alphabet. `None` when it is none of these.
+pub fn base64_key(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    use base64::alphabet::{STANDARD, URL_SAFE};
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const LENIENT: GeneralPurposeConfig = GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true);
+    const ENGINES: [GeneralPurpose; 2] = [
+        GeneralPurpose::new(&STANDARD, LENIENT),
+        GeneralPurpose::new(&URL_SAFE, LENIENT),
+    ];
+    let text = text.trim();
+    ENGINES.iter().find_map(|engine| engine.decode(text).ok())
+}
 
 /// HMAC-SHA256 (RFC 2104) of `message` under `key` (a key of any length).
 pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
@@ -101,5 +121,22 @@ mod tests {
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"ab"));
         assert!(!constant_time_eq(b"xbc", b"abc"));
+    }
+
+    #[test]
+    fn a_base64_key_is_read_as_the_platforms_clients_read_it() {
+        let key: Vec<u8> = (0u8..32).collect();
+        // 32 bytes: 43 characters and one `=`, written with it or without.
+        let padded = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+        assert_eq!(base64_key(padded), Some(key.clone()));
+        assert_eq!(base64_key(padded.trim_end_matches('=')), Some(key.clone()));
+        // Stray bits in the last character: the key is the same.
+        assert_eq!(
+            base64_key("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh9"),
+            Some(key)
+        );
+        // The URL-safe alphabet.
+        assert_eq!(base64_key(" -_-_ "), Some(vec![0xfb, 0xff, 0xbf]));
+        assert_eq!(base64_key("not base64!"), None);
     }
 }

@@ -143,6 +143,7 @@ impl WechatChannel {
         let context_token = self.context_token(to)?;
         let key = to.hints.send_key_hash().filter(|_| keyed);
         let client_id = client_id(key);
+        let mut wait = THROTTLE_FIRST_WAIT;
         let msg = OutMessage {
             from_user_id: String::new(),
             to_user_id: to.chat_id.as_str().to_owned(),
@@ -152,10 +153,19 @@ impl WechatChannel {
             context_token,
             item_list: vec![item],
         };
+        for _ in 1..THROTTLE_TRIES {
+            match self.api().send_message(msg.clone()).await {
+                // Refused alike for every cause, and the others are ruled out before the
+                // send (a context token, the text's size, the sends left): throttled.
+                Err(ApiError::Api { ret: REFUSED, .. }) => {
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+                sent => return sent.map(|()| sent_as(client_id)),
+            }
+        }
         self.api().send_message(msg).await?;
-        Ok(SentMessage {
-            id: MessageId::new(client_id),
-        })
+        Ok(sent_as(client_id))
     }
 
     fn ticket(&self, user: &str) -> Option<String> {
@@ -366,6 +376,20 @@ impl Channel for WechatChannel {
     async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
         let download = |handle| self.fetch(file, handle, max_bytes);
         fetch_handle(&self.intake.telemetry, file, max_bytes, download).await
+    }
+}
+
+/// How many times a send iLink refuses (`ret -2`, as it throttles) is made before the
+/// refusal stands, and the first wait between them (doubled each time).
+const THROTTLE_TRIES: u32 = 3;
+const THROTTLE_FIRST_WAIT: Duration = Duration::from_secs(1);
+/// iLink's `ret` for a refused send.
+const REFUSED: i64 = -2;
+
+/// The message sent under `client_id`.
+fn sent_as(client_id: String) -> SentMessage {
+    SentMessage {
+        id: MessageId::new(client_id),
     }
 }
 

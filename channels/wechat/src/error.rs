@@ -8,7 +8,8 @@
 //!   alike. [`ApiError::SessionExpired`]: the transport logs in again (QR login) or stops.
 //! - any other non-zero `ret` or `errcode` is [`ApiError::Api`] with the code; iLink's
 //!   `errmsg` is never kept (it is iLink's text). `-2` is a refused send (no or a spent
-//!   context token, a text over the limit, throttling: observed, all alike).
+//!   context token, a text over the limit, throttling: observed, all alike); the channel
+//!   rules the others out before a send, so it sends a refused one again (`channel.rs`).
 //! - no context token for the user a reply goes to is [`ApiError::NoContext`], before any
 //!   call.
 //!

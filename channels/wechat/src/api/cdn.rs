@@ -9,6 +9,7 @@ use aes::Aes128;
 use aes::cipher::{BlockDecrypt, BlockEncrypt, KeyInit};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use im_bridge_channel::digest;
 use md5::{Digest, Md5};
 
 /// The AES block.
@@ -69,9 +70,10 @@ pub fn hex_key(text: &str) -> Option<Key> {
     Some(key)
 }
 
-/// A `media.aes_key`: base64 of the raw key, or of its hex.
+/// A `media.aes_key`: base64 of the raw key, or of its hex (read leniently, as
+/// DeerFlow's client reads it: [`digest::base64_key`]).
 pub fn base64_key(text: &str) -> Option<Key> {
-    let decoded = STANDARD.decode(text.trim()).ok()?;
+    let decoded = digest::base64_key(text)?;
     if let Ok(raw) = Key::try_from(decoded.as_slice()) {
         return Some(raw);
     }

@@ -192,6 +192,19 @@ async fn files_go_both_ways_through_the_encrypted_cdn_and_typing_shows() {
         .map(|m| m.client_id)
         .collect();
     assert_eq!(ids.iter().filter(|id| **id == first.as_str()).count(), 2);
+    // A send iLink throttles is made again after a pause, under the same client id.
+    fake.fail(
+        "sendmessage",
+        wechat::Trigger::Next,
+        wechat::Failure::RateLimited,
+    );
+    let throttled = ch.send_text(keyed, "after a pause").await.unwrap().id;
+    assert_eq!(throttled, first);
+    let shown = fake.sent_to(USER);
+    assert_eq!(
+        shown.last().map(|m| &m.item),
+        Some(&SentItem::Text("after a pause".into()))
+    );
     std::fs::remove_dir_all(&dir).ok();
     running.stop().await.unwrap();
 }

@@ -7,7 +7,7 @@
 
 use aes::Aes256;
 use aes::cipher::{BlockDecryptMut, KeyIvInit, block_padding::NoPadding};
-use base64::Engine;
+use im_bridge_channel::digest;
 
 /// The padding's block: 32 bytes, not AES's 16.
 const PAD_BLOCK: usize = 32;
@@ -27,15 +27,9 @@ pub enum DecryptError {
 }
 
 /// Decrypts `data` with `aeskey` (as the callback wrote it: WeCom writes its keys as 43
-/// characters without the `=` padding, which is added back before decoding).
+/// characters without the `=` padding, read leniently: [`digest::base64_key`]).
 pub fn decrypt(data: &[u8], aeskey: &str) -> Result<Vec<u8>, DecryptError> {
-    let mut padded = aeskey.trim().trim_end_matches('=').to_owned();
-    while !padded.len().is_multiple_of(4) {
-        padded.push('=');
-    }
-    let key = base64::engine::general_purpose::STANDARD
-        .decode(&padded)
-        .map_err(|_| DecryptError::Key)?;
+    let key = digest::base64_key(aeskey).ok_or(DecryptError::Key)?;
     let key: [u8; 32] = key.try_into().map_err(|_| DecryptError::Key)?;
     if data.is_empty() || !data.len().is_multiple_of(16) {
         return Err(DecryptError::Length);
@@ -72,9 +66,7 @@ mod tests {
         "WeCom media decrypt test vector: 企业微信 AES-256-CBC, PKCS#7 to 32 bytes.\n";
 
     fn cipher() -> Vec<u8> {
-        base64::engine::general_purpose::STANDARD
-            .decode(CIPHER)
-            .unwrap()
+        digest::base64_key(CIPHER).unwrap()
     }
 
     #[test]
