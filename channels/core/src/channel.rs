@@ -62,6 +62,29 @@ impl<'a> From<&'a OutboundMessage> for SendTarget<'a> {
     }
 }
 
+impl<'a> SendTarget<'a> {
+    /// The messages an adapter cut from one part after its first (what the renderer
+    /// cannot see, link addresses or escaping, grew the part past what the platform
+    /// takes), in order, each with the hints it goes under: a send key of its own
+    /// ([`DeliveryHints::cut`]).
+    pub fn cuts(
+        &self,
+        cuts: impl IntoIterator<Item = String>,
+    ) -> impl Iterator<Item = (std::borrow::Cow<'a, DeliveryHints>, String)> {
+        let hints = self.hints;
+        let cuts = cuts.into_iter().enumerate();
+        cuts.map(move |(n, text)| (hints.cut(n + 1), text))
+    }
+
+    /// This target with other `hints` (a cut's: [`SendTarget::cuts`]).
+    pub fn with_hints<'b>(&self, hints: &'b DeliveryHints) -> SendTarget<'b>
+    where
+        'a: 'b,
+    {
+        SendTarget { hints, ..*self }
+    }
+}
+
 /// A message the platform accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SentMessage {

@@ -245,26 +245,10 @@ impl FeishuChannel {
         let mut texts = card_texts(text).into_iter();
         let first = texts.next().unwrap_or_default();
         let sent = self.send_one(to, &first).await?;
-        self.send_cuts(to, texts).await?;
-        Ok(sent)
-    }
-
-    /// The cards cut from one part after its first, each under a key of its own
-    /// ([`DeliveryHints::cut`](im_bridge_channel::DeliveryHints::cut)).
-    async fn send_cuts(
-        &self,
-        to: SendTarget<'_>,
-        cuts: impl IntoIterator<Item = String>,
-    ) -> ChannelResult {
-        for (n, text) in cuts.into_iter().enumerate() {
-            let hints = to.hints.cut(n + 1);
-            let to = SendTarget {
-                hints: &hints,
-                ..to
-            };
-            self.send_one(to, &text).await?;
+        for (hints, text) in to.cuts(texts) {
+            self.send_one(to.with_hints(&hints), &text).await?;
         }
-        Ok(())
+        Ok(sent)
     }
 
     async fn send_one(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
@@ -372,7 +356,9 @@ impl Channel for FeishuChannel {
 
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         let rest = self.patch(&to, id, text).await?;
-        self.send_cuts(to, rest).await?;
+        for (hints, text) in to.cuts(rest) {
+            self.send_one(to.with_hints(&hints), &text).await?;
+        }
         self.done(&to);
         Ok(())
     }

@@ -26,14 +26,14 @@ use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, InboundFile, InboundSink,
     LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage, Skip, Stage, Telemetry,
-    UpdateMode, Writes, fetch_handle, http,
+    UpdateMode, Writes, fetch_handle, http, split,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::NAME;
 use crate::api::{ConnId, Link, MediaKind, To};
-use crate::config::WeComSettings;
+use crate::config::{MAX_STREAM_BYTES, WeComSettings};
 use crate::error::ApiError;
 use crate::inbound::media::decrypt;
 use crate::inbound::{InboundContext, normalize_frame, parse_handle};
@@ -174,6 +174,17 @@ fn reply_of<'t>(to: &'t SendTarget<'_>) -> Option<(&'t str, ConnId)> {
     (!req_id.is_empty()).then_some((req_id, conn))
 }
 
+/// `text` (WeCom markdown, split on its visible text) as contents WeCom takes, each at
+/// most [`MAX_STREAM_BYTES`] written: one, unless what the renderer does not count (link
+/// addresses, markers) grew it past that; then it is cut again on what is written.
+fn contents(text: &str) -> Vec<String> {
+    let max = usize::try_from(MAX_STREAM_BYTES).unwrap_or(usize::MAX);
+    if text.len() <= max {
+        return vec![text.to_owned()];
+    }
+    split::split(text, LengthUnit::Bytes, max)
+}
+
 /// A new stream's id.
 fn stream_id() -> String {
     format!("stream{:016x}", rand::random::<u64>())
@@ -232,7 +243,13 @@ impl Channel for WeComChannel {
     }
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        self.send_message(&to, text).await
+        let mut contents = contents(text).into_iter();
+        let first = contents.next().unwrap_or_default();
+        let sent = self.send_message(&to, &first).await?;
+        for (hints, text) in to.cuts(contents) {
+            self.send_message(&to.with_hints(&hints), &text).await?;
+        }
+        Ok(sent)
     }
 
     /// Starts a stream answering the source message's callback.
@@ -252,7 +269,13 @@ impl Channel for WeComChannel {
     }
 
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        self.stream(&to, id, text, true).await
+        let mut contents = contents(text).into_iter();
+        let first = contents.next().unwrap_or_default();
+        self.stream(&to, id, &first, true).await?;
+        for (hints, text) in to.cuts(contents) {
+            self.send_message(&to.with_hints(&hints), &text).await?;
+        }
+        Ok(())
     }
 
     /// Uploads the file over the socket and sends it as a reply (or a message of its own).

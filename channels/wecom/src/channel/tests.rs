@@ -170,3 +170,27 @@ fn the_conversation_budget_keeps_within_both_of_wecoms_windows() {
     let channel = im_bridge_fakes::built(&crate::PLATFORM, block, WeComChannel::new);
     assert_eq!(channel.capabilities().chat_budget, Some(budget));
 }
+
+/// What the renderer does not count (link addresses) may grow a part past the 20480 bytes
+/// a stream's content takes: it is cut again on what is written, nothing refused or lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_grown_past_a_streams_content_by_its_links_is_cut_again() {
+    let fake = FakeWecom::start().await.unwrap();
+    let ch = std::sync::Arc::new(channel(&fake));
+    let mut running = run(ch.clone(), &fake).await;
+    let pushed = fake.push(&Message::text("zhangsan", "sources?"));
+    let m = running.next().await;
+    let link = format!("[source](https://example.com/{}) ", "a".repeat(200));
+    let text = link.repeat(120);
+    assert!(text.len() > 20_480);
+    ch.send_text(reply_target(&m), &text).await.unwrap();
+    let contents: Vec<String> = fake
+        .streams_of(&pushed.req_id)
+        .iter()
+        .map(|s| s.content().to_owned())
+        .collect();
+    assert!(contents.len() > 1, "{}", contents.len());
+    assert!(contents.iter().all(|c| c.len() <= 20_480));
+    assert_eq!(contents.concat(), text);
+    running.stop().await.unwrap();
+}
