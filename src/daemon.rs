@@ -14,7 +14,8 @@
 //! 5. *wait* (`wait`) for a signal, a drain, or a channel's input ending;
 //! 6. *stop* (`stop`), in this order: the manager drains first (admission closes, admitted
 //!    work finishes within the grace period, and the journal gives its leases up only once
-//!    the lanes delivered what they hold, so no replica delivers a final twice), then the
+//!    the lanes delivered what they hold, so that another replica does not deliver a
+//!    final this process is still delivering), then the
 //!    delivery lanes flush (replies waiting for their chat's write budget, again within the
 //!    grace period), *then* the
 //!    transports stop, so a reply already under way still lands; then the webhook

@@ -276,7 +276,13 @@ impl Journal {
                 self.keep_held(&id, &record).await;
                 continue;
             }
-            if now.saturating_sub(retry_from_ms) >= window && record.hold_instead_of_giving_up() {
+            let windowed = shared
+                .outbound
+                .reply_window(&record.message.channel_name)
+                .is_some();
+            if now.saturating_sub(retry_from_ms) >= window
+                && record.hold_instead_of_giving_up(windowed)
+            {
                 // Carried or held before: it waits for the chat's next message again.
                 self.keep_held(&id, &record).await;
                 continue;
@@ -322,15 +328,23 @@ impl Journal {
 
     /// Stops the retries of pending finals and gives this process's leases up, so another
     /// replica (or the next start) takes the entries at once. The entries stay. The leases
-    /// go only once the replies already in the delivery lanes landed (for at most
-    /// `flush`): a replica that took an entry while this process still delivers its final
-    /// would deliver it too.
+    /// go only once the replies already in the delivery lanes landed (waiting for at most
+    /// `flush`, the leases renewed first): a replica that took an entry while this process
+    /// still delivers its final would deliver it too. Lanes that did not empty in time
+    /// keep the leases to their end (a lease outlasts the daemon's last flush of the
+    /// shutdown grace period).
     pub(crate) async fn shut_down(&self, flush: Duration) {
         let shared = &self.shared;
         shared.stop.cancel();
         shared.retries.close();
         shared.retries.wait().await;
-        shared.outbound.flush(flush).await;
+        self.renew().await;
+        if !shared.outbound.flush(flush).await {
+            tracing::info!(
+                "Replies were still on their way at shutdown; the journal's leases run out on their own."
+            );
+            return;
+        }
         if let Err(error) = shared
             .store
             .journal_renew(&shared.holder, Duration::ZERO)

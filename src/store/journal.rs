@@ -178,10 +178,12 @@ impl JournalRecord {
     }
 
     /// At the end of its retry window: when what is left may still come with the chat's
-    /// next message (it was held before, or a later message carried it, issue 33), holds
-    /// all of it for that, `true`; otherwise (`false`) it is to be given up.
-    pub fn hold_instead_of_giving_up(&mut self) -> bool {
-        if self.carrier.is_none() && !self.finals.iter().any(|f| f.held) {
+    /// next message (its channel has reply windows, `windowed`, its turn ended, and it was
+    /// held before or a later message carried it, issue 33), holds all of it for that,
+    /// `true`; otherwise (`false`) it is to be given up.
+    pub fn hold_instead_of_giving_up(&mut self, windowed: bool) -> bool {
+        let carried = self.carrier.is_some() || self.finals.iter().any(|f| f.held);
+        if !windowed || self.state != JournalState::FinalPending || !carried {
             return false;
         }
         self.finals.iter_mut().for_each(|f| f.held = true);

@@ -6,8 +6,9 @@
 //! holding them all.
 //!
 //! Between two passes the retry waits with backoff, or until an operator asks to retry now
-//! (the holder's sweep wakes it). Each pass that tried every pending final counts one
-//! attempt; a pass cut short by a drain or shutdown counts none.
+//! (the holder's sweep wakes it). Each pass counts one attempt (one that stopped at a
+//! final that failed for now, the finals after it waiting for it, too); a pass cut short
+//! by a drain or shutdown counts none.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -192,7 +193,9 @@ impl Entry {
             }
             if unix_millis().saturating_sub(self.0.retry_from_ms) >= window {
                 let mut progress = self.progress();
-                if !progress.record.hold_instead_of_giving_up() {
+                let channel = &progress.record.message.channel_name;
+                let windowed = shared.outbound.reply_window(channel).is_some();
+                if !progress.record.hold_instead_of_giving_up(windowed) {
                     return Ended::GaveUp;
                 }
                 return Ended::Settled;

@@ -63,11 +63,16 @@ pub(in crate::manager::journal) struct Rig {
 }
 
 pub(in crate::manager::journal) async fn rig(final_retry: Duration) -> Rig {
+    rig_with(final_retry, Capabilities::final_only(1000)).await
+}
+
+/// [`rig`] on a channel of `caps`.
+async fn rig_with(final_retry: Duration, caps: Capabilities) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
     let channel = Arc::new(Flaky {
-        identity: ChannelIdentity::always_connected("flaky", Capabilities::final_only(1000)),
+        identity: ChannelIdentity::always_connected("flaky", caps),
         failing: AtomicBool::new(true),
         sends: AtomicUsize::new(0),
         delivered: AtomicUsize::new(0),
@@ -257,7 +262,18 @@ async fn another_run_forgets_what_the_lost_one_sent() {
 #[tokio::test]
 async fn a_held_or_carried_answer_past_its_window_waits_for_the_chat_again() {
     use crate::store::{JournalRecord, PendingFinal};
-    let rig = rig(Duration::ZERO).await;
+    use im_bridge_channel::{LateReplies, ReplyWindow};
+    let window = ReplyWindow {
+        group: Duration::from_secs(300),
+        private: Duration::from_secs(3600),
+        max_replies_per_source: 5,
+        late: LateReplies::NextMessage,
+    };
+    let caps = Capabilities {
+        reply_window: Some(window),
+        ..Capabilities::final_only(1000)
+    };
+    let rig = rig_with(Duration::ZERO, caps).await;
     let msg = InboundMessage::new("flaky", "4242", "u1", "question");
     let carried = |id: u32| {
         let mut record = JournalRecord::admitted(msg.clone());
