@@ -164,8 +164,11 @@ impl WechatChannel {
                 sent => return sent.map(|()| sent_as(client_id)),
             }
         }
-        self.api().send_message(msg).await?;
-        Ok(sent_as(client_id))
+        match self.api().send_message(msg).await {
+            Ok(()) => Ok(sent_as(client_id)),
+            Err(ApiError::Api { ret: REFUSED, .. }) => Err(ApiError::SendsSpent),
+            Err(error) => Err(error),
+        }
     }
 
     fn ticket(&self, user: &str) -> Option<String> {

@@ -9,7 +9,8 @@
 //! - any other non-zero `ret` or `errcode` is [`ApiError::Api`] with the code; iLink's
 //!   `errmsg` is never kept (it is iLink's text). `-2` is a refused send (no or a spent
 //!   context token, a text over the limit, throttling: observed, all alike); the channel
-//!   rules the others out before a send, so it sends a refused one again (`channel.rs`).
+//!   rules the others out before a send, so it sends a refused one again (`channel.rs`),
+//!   and one still refused is [`ApiError::SendsSpent`]: held for the user's next message.
 //! - no context token for the user a reply goes to is [`ApiError::NoContext`], before any
 //!   call.
 //!
@@ -50,6 +51,12 @@ pub enum ApiError {
         /// iLink's `ret` (or `errcode`).
         ret: i64,
     },
+    /// A send iLink kept refusing (`ret -2`) when made again: after the causes the channel
+    /// rules out and a throttle's pause, most likely the message's context token took its
+    /// last send (the count of them is lost with a restart). Its source takes no more
+    /// replies: the daemon holds the answer for the user's next message.
+    #[error("iLink kept refusing sendmessage: ret -2")]
+    SendsSpent,
     /// A reply to a user the bridge holds no context token for (they never wrote, or not
     /// since a restart without the message's own token).
     #[error("no context token for this WeChat user: a reply needs the user's message")]
@@ -88,7 +95,8 @@ impl ApiError {
 
 im_bridge_channel::channel_error!(
     ApiError,
-    e @ (ApiError::SessionExpired { .. } | ApiError::NotLoggedIn) => ChannelError::Transport(e.to_string());
+    e @ (ApiError::SessionExpired { .. } | ApiError::NotLoggedIn) => ChannelError::Transport(e.to_string()),
+    ApiError::SendsSpent => ChannelError::ReplyWindow("used");
     ApiError::SessionExpired { .. } => Refused,
     ApiError::NotLoggedIn => Refused,
 );

@@ -205,6 +205,18 @@ async fn files_go_both_ways_through_the_encrypted_cdn_and_typing_shows() {
         shown.last().map(|m| &m.item),
         Some(&SentItem::Text("after a pause".into()))
     );
+    // Still refused when made again: its source takes no more replies (held for the
+    // user's next message), not refused for good.
+    fake.fail(
+        "sendmessage",
+        wechat::Trigger::Times(3),
+        wechat::Failure::RateLimited,
+    );
+    let refused = ch.send_text(keyed, "never taken").await.unwrap_err();
+    assert!(
+        matches!(refused, ChannelError::ReplyWindow("used")),
+        "{refused:?}"
+    );
     std::fs::remove_dir_all(&dir).ok();
     running.stop().await.unwrap();
 }
