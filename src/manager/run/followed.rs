@@ -3,8 +3,8 @@
 //! previous process started (recovery, failover) is followed the same way. Either way the
 //! answer is the run's final snapshot, published as one final per goal-continuation
 //! segment; in a journaled turn on a channel with a reply window, each segment's final goes
-//! out as the segment ends instead, while its source still takes replies (`watching`). How a join is
-//! read is `manager/join.rs`.
+//! out as the segment ends instead, while its source still takes replies (`watching`).
+//! How a join is read is `manager/join.rs`.
 
 use std::pin::pin;
 
