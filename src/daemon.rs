@@ -179,6 +179,8 @@ struct Parts {
     gateway: GatewayClient,
     outbound: Arc<Outbound>,
     manager: Manager,
+    /// With Postgres, the directory of inbound files read ahead, removed with the parts.
+    _inbound_dir: Option<tempfile::TempDir>,
 }
 
 impl Parts {
@@ -193,8 +195,10 @@ impl Parts {
         config.states.attach(store.clone());
         let gateway = GatewayClient::new(config.gateway.clone())?;
         let outbound = delivery_lanes(config, channels, &store);
+        let mut manager_config = config.manager.clone();
+        let inbound_dir = inbound_files(config, &mut manager_config).await;
         let manager = Manager::new(
-            config.manager.clone(),
+            manager_config,
             gateway.clone(),
             store.clone(),
             catalogs.clone(),
@@ -206,7 +210,42 @@ impl Parts {
             gateway,
             outbound,
             manager,
+            _inbound_dir: inbound_dir,
         })
+    }
+}
+
+/// Where the manager keeps inbound files read ahead (`manager/staging.rs`): as configured,
+/// else beside the SQLite file, else (Postgres) a temporary directory of this process's,
+/// returned to be kept until the daemon ends (then removed). `None` stages nothing.
+async fn inbound_files(
+    config: &DaemonConfig,
+    manager: &mut crate::manager::ManagerConfig,
+) -> Option<tempfile::TempDir> {
+    if manager.inbound_files.is_some() {
+        return None;
+    }
+    manager.inbound_files = config.store.inbound_files();
+    if manager.inbound_files.is_some() {
+        return None;
+    }
+    let made = tokio::task::spawn_blocking(|| {
+        tempfile::Builder::new()
+            .prefix("im-bridge-inbound-")
+            .tempdir()
+    })
+    .await
+    .map_err(|joined| std::io::Error::other(joined.to_string()))
+    .and_then(|made| made);
+    match made {
+        Ok(dir) => {
+            manager.inbound_files = Some(dir.path().to_path_buf());
+            Some(dir)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "Creating a directory for inbound files failed; they are read at their turn.");
+            None
+        }
     }
 }
 

@@ -594,6 +594,7 @@ fn daemon_config(settings: &Settings) -> DaemonConfig {
             } else {
                 Owners::PerConversation
             },
+            inbound_files: settings.store.inbound_files(),
         },
         gateway: settings.gateway.client_config(),
         store: settings.store.clone(),

@@ -49,6 +49,7 @@ pub mod params;
 mod recover;
 mod reply;
 mod run;
+mod staging;
 pub mod stale;
 pub mod stream;
 pub mod turn;
@@ -110,6 +111,12 @@ pub struct ManagerConfig {
     /// How old a message may be and still be acted on, by channel
     /// (`max_event_age_seconds`).
     pub max_event_age: stale::EventAge,
+    /// Where inbound files are kept from a message's admission to its turn, on channels
+    /// whose file handles expire (`staging.rs`); `None` reads them at the turn. The daemon
+    /// puts it beside the SQLite file
+    /// ([`StoreLocation::inbound_files`](crate::store::StoreLocation::inbound_files)), or,
+    /// with Postgres, in a temporary directory of its process.
+    pub inbound_files: Option<std::path::PathBuf>,
 }
 
 impl Default for ManagerConfig {
@@ -126,6 +133,7 @@ impl Default for ManagerConfig {
             channel_queueing: HashMap::new(),
             journal: journal::JournalConfig::default(),
             max_event_age: stale::EventAge::default(),
+            inbound_files: None,
         }
     }
 }
@@ -211,6 +219,8 @@ pub(crate) struct Inner {
     pub(crate) clarifications: clarify::Pending,
     /// Admitted chat messages until their final landed (issue 19).
     pub(crate) journal: journal::Journal,
+    /// Inbound files read ahead, on channels whose file handles expire.
+    pub(crate) staging: staging::Staging,
 }
 
 impl Inner {
@@ -233,6 +243,7 @@ impl Manager {
             journal::Journal::new(store.clone(), outbound.clone(), config.journal.clone());
         let replier = Replier::new(catalogs, store.clone(), gateway.clone(), outbound, &config);
         let bindings = Bindings::new(store.clone(), gateway.clone());
+        let staging = staging::Staging::new(config.inbound_files.clone());
         Self {
             inner: Arc::new(Inner {
                 gateway,
@@ -245,6 +256,7 @@ impl Manager {
                 attachments: files::AttachmentBudget::new(files::MEMORY_BUDGET_BYTES),
                 clarifications: clarify::Pending::default(),
                 journal,
+                staging,
             }),
         }
     }
@@ -333,6 +345,8 @@ impl Manager {
     async fn recover_at_start(&self, workers: &Workers) -> tokio::time::Interval {
         let take_live = !self.inner.store.is_shared();
         let recovered = self.inner.journal.claim(take_live).await;
+        let staged = staging::named_by(&recovered);
+        self.inner.staging.sweep(&staged).await;
         self.spawn_recovered(recovered, workers);
         self.inner.journal.sweep().await;
         let mut journal_tick = tokio::time::interval(

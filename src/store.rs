@@ -82,6 +82,21 @@ impl StoreLocation {
             StoreLocation::Postgres(url) => Ok(Arc::new(PostgresStore::connect(url).await?)),
         }
     }
+
+    /// Where inbound files wait for their message's turn (the manager's `staging.rs`):
+    /// beside the SQLite file (`im-bridge.db.inbound`), so they live as long as the
+    /// journal that names them. `None` with Postgres: each process stages in a temporary
+    /// directory of its own (the daemon makes it), as replicas cannot see each other's.
+    pub fn inbound_files(&self) -> Option<PathBuf> {
+        match self {
+            StoreLocation::Sqlite(path) => {
+                let mut name = path.as_os_str().to_owned();
+                name.push(".inbound");
+                Some(PathBuf::from(name))
+            }
+            StoreLocation::Postgres(_) => None,
+        }
+    }
 }
 
 /// Where one conversation's binding lives: a chat on a channel, optionally a topic in it

@@ -18,9 +18,9 @@ pub(crate) mod harness;
 use std::time::Duration;
 
 use im_bridge::simulator::Script;
-use im_bridge_fakes::wecom::{Closed, MediaUse, Message};
+use im_bridge_fakes::wecom::{Closed, MediaUse, Message, URL_LIFETIME};
 
-use crate::support::assert_image_reached_the_agent;
+use crate::support::{assert_image_reached_the_agent, catalog_text};
 use harness::{DEADLINE, Wc, shown_in};
 
 const GROUP: &str = "wrkGroupChat0001";
@@ -202,6 +202,106 @@ async fn issue_31_an_image_reaches_the_agent_and_a_presented_file_comes_back() {
     assert!(shown.starts_with("Here is the report."), "{shown}");
     assert_eq!(wc.refused(), Vec::<String>::new());
     wc.stop().await;
+}
+
+/// WeCom's media URLs serve for five minutes after the callback: a picture sent while a
+/// long run goes on is read when it arrives, kept until its turn, and still reaches the
+/// agent when the run ends long after; once handled, nothing of it stays on disk.
+#[tokio::test]
+async fn a_picture_waiting_behind_a_long_run_outlives_its_url() {
+    let wc = picture_behind_a_long_run(Meanwhile::Nothing).await;
+    assert_eq!(wc.refused(), Vec::<String>::new());
+    wc.stop().await;
+}
+
+/// The same picture, its message stopped by a restart while it waited: the next start
+/// finds it on disk and the agent gets it, though its URL has long expired.
+#[tokio::test]
+async fn a_picture_recovered_after_a_restart_outlives_its_url() {
+    let wc = picture_behind_a_long_run(Meanwhile::Restart).await;
+    wc.stop().await;
+}
+
+/// The same, taken over where the copy on disk is not (another replica, sharing a
+/// Postgres store, within the URL's five minutes): the picture is read from WeCom again.
+#[tokio::test]
+async fn a_picture_read_ahead_elsewhere_is_read_again_from_its_url() {
+    let wc = picture_behind_a_long_run(Meanwhile::RestartElsewhere).await;
+    wc.stop().await;
+}
+
+/// What happens while the picture waits.
+#[derive(Clone, Copy, PartialEq)]
+enum Meanwhile {
+    /// The run goes on past the picture URL's five minutes.
+    Nothing,
+    /// The same, and the daemon restarts.
+    Restart,
+    /// The daemon restarts and its copy of the picture is gone; the URL still serves.
+    RestartElsewhere,
+}
+
+/// A picture sent while a run goes on waits its turn, `meanwhile` happens, the run ends;
+/// the agent gets the picture, read once on arrival (twice where the copy was gone), and
+/// its staged copy is gone after.
+async fn picture_behind_a_long_run(meanwhile: Meanwhile) -> Wc {
+    const PHOTO: &[u8] = b"\xff\xd8\xff\xe0 the whiteboard, ten minutes into the run";
+    let wc = Wc::start().await;
+    wc.sim
+        .script_next_run(Script::with_answer("First answer.").wait_after_chunk(0));
+    wc.sim
+        .script_next_run(Script::with_answer("I see the whiteboard."));
+    let first = wc.fake.push(&Message::text(ALICE, "a long question"));
+    wc.wait_streaming(&first.req_id).await;
+    let photo = wc.fake.put_file(PHOTO.to_vec(), Some("photo.jpg"));
+    wc.fake.push(&Message::image(ALICE, &photo));
+    let queued = catalog_text("en-US")("run-queued", &[]);
+    wc.wait_shown(ALICE, &queued).await;
+    let wc = match meanwhile {
+        Meanwhile::Nothing => wc,
+        Meanwhile::Restart | Meanwhile::RestartElsewhere => wc.restart().await,
+    };
+    let staged = wc.staged_files();
+    assert_eq!(staged.len(), 1, "kept until its turn");
+    if meanwhile == Meanwhile::RestartElsewhere {
+        std::fs::remove_file(&staged[0]).unwrap();
+    } else {
+        wc.fake.advance_clock(URL_LIFETIME + Duration::from_secs(1));
+    }
+    for thread in wc.sim.thread_ids() {
+        for run in wc.sim.active_runs(&thread) {
+            wc.sim.finish_run(&run);
+        }
+    }
+    // After a restart, the answer opens with a line saying it is late.
+    wc.fake
+        .wait_until("the picture's answer", DEADLINE, |fake| {
+            shown_in(fake, ALICE)
+                .iter()
+                .any(|t| t.ends_with("I see the whiteboard."))
+        })
+        .await
+        .unwrap();
+    let thread = wc.sim.thread_ids().pop().unwrap();
+    let uploads = wc.sim.uploads(&thread);
+    assert_eq!(uploads.len(), 1, "{uploads:?}");
+    assert_eq!(uploads[0].1, PHOTO.len() as u64);
+    let runs = wc
+        .sim
+        .requests_matching(|r| r.method == "POST" && r.path.ends_with("/runs/stream"));
+    let asked = runs.last().unwrap().json().unwrap();
+    let files = &asked["input"]["messages"][0]["additional_kwargs"]["files"];
+    assert_eq!(files[0]["is_image"], true, "{asked:#}");
+    assert_eq!(files[0]["size"], PHOTO.len(), "{asked:#}");
+    let reads = 1 + usize::from(meanwhile == Meanwhile::RestartElsewhere);
+    assert_eq!(wc.fake.calls_to("file").len(), reads);
+    wc.fake
+        .wait_until("the staged file removed", DEADLINE, |_| {
+            wc.staged_files().is_empty()
+        })
+        .await
+        .unwrap();
+    wc
 }
 
 /// A newer connection for the bot replaces this one (`disconnected_event`; here `doctor`'s

@@ -11,14 +11,17 @@
 //! [`MEMORY_BUDGET_BYTES`] of attachments are held at once ([`AttachmentBudget`]: each
 //! file reserves its declared size, or the per-file bound when undeclared, before it is
 //! read, and keeps it until the upload is done). A file that cannot get its share within
-//! [`BUDGET_WAIT`] is named in the text like any other that did not come through.
+//! [`BUDGET_WAIT`] is named in the text like any other that did not come through. A file
+//! read ahead (`staging.rs`) is read back from its staged path.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use im_bridge_channel::{ChannelError, FileKind, InboundFile, InboundMessage, safe_file_name};
+use im_bridge_channel::{
+    ChannelError, FileKind, FileSource, InboundFile, InboundMessage, safe_file_name,
+};
 use serde_json::{Value, json};
 
 use super::Inner;
@@ -151,12 +154,7 @@ async fn read_files(inner: &Inner, msg: &InboundMessage, notices: &mut Notices) 
             continue;
         };
         read.shares.push(share);
-        match inner
-            .replier
-            .outbound()
-            .fetch_file(&msg.channel_name, file, bound)
-            .await
-        {
+        match read_one(inner, msg, file, bound).await {
             Ok(bytes) if bytes.len() as u64 > bound => {
                 notices.push((m::RUN_ATTACHMENT_TOO_LARGE, name));
             }
@@ -179,6 +177,35 @@ async fn read_files(inner: &Inner, msg: &InboundMessage, notices: &mut Notices) 
         }
     }
     read
+}
+
+/// One file's bytes (at most `bound`): through its channel, or, read ahead
+/// (`staging.rs`), from disk, else from its handle again (another replica read it ahead).
+async fn read_one(
+    inner: &Inner,
+    msg: &InboundMessage,
+    file: &InboundFile,
+    bound: u64,
+) -> Result<bytes::Bytes, ChannelError> {
+    let outbound = inner.replier.outbound();
+    let (path, handle) = match &file.source {
+        FileSource::Path { path, handle } if handle.is_some() || inner.staging.is_staged(path) => {
+            (path, handle)
+        }
+        // A handle, bytes, or the adapter's own staged file.
+        _ => return outbound.fetch_file(&msg.channel_name, file, bound).await,
+    };
+    match (inner.staging.read(path, bound).await, handle) {
+        (Err(error), Some(id)) if !matches!(error, ChannelError::TooLarge { .. }) => {
+            tracing::info!(%error, "A file read ahead is not on this host; reading it again.");
+            let again = InboundFile {
+                source: FileSource::Handle { id: id.clone() },
+                ..file.clone()
+            };
+            outbound.fetch_file(&msg.channel_name, &again, bound).await
+        }
+        (read, _) => read,
+    }
 }
 
 /// Uploads the files read to `thread` in one call: how the run's message describes each

@@ -1,5 +1,8 @@
 //! Handling one message, in five stages ([`Manager::handle`] reads as their sequence):
 //!
+//! 0. On a channel whose file handles expire, a chat message's files are read first and
+//!    kept on disk until its turn (`staging.rs`), so the journal names the copies; they are
+//!    removed once the message was handled.
 //! 1. **admit** — the message is journaled with its dedupe record in one store transaction
 //!    (`journal.rs`); a redelivery ends here, dropped silently. On a channel with a reply
 //!    window, what waits for the chat's next message goes out first (issue 33).
@@ -117,9 +120,41 @@ impl Manager {
         place: Place,
         slot: Slot,
     ) {
+        let msg = self.read_files_ahead(msg, &place, &cancel).await;
         if self.handle_stages(&msg, &cancel, place, slot).await {
+            // Handled (or a redelivery): its files read ahead are no longer needed; a
+            // message shutdown stopped keeps them for the next start.
+            self.inner.staging.release(&msg).await;
             self.inner.replier.outbound().turn_ended(&msg).await;
         }
+    }
+
+    /// On a channel whose file handles expire, a chat message that will have a turn gets
+    /// its files read now and kept on disk until then (`staging.rs`): it may wait behind a
+    /// long run, or be recovered after a restart. Staged before it is journaled, so the
+    /// journal names the files by path; shutdown stops the reading (what was not staged
+    /// keeps its handle).
+    async fn read_files_ahead(
+        &self,
+        mut msg: InboundMessage,
+        place: &Place,
+        cancel: &CancellationToken,
+    ) -> InboundMessage {
+        let outbound = self.inner.replier.outbound();
+        let expire = outbound
+            .capabilities(&msg.channel_name)
+            .and_then(|c| c.files_expire_after);
+        let Some(within) = expire else {
+            return msg;
+        };
+        if msg.files.is_empty() || msg.msg_type != MsgType::Chat || matches!(place, Place::Busy) {
+            return msg;
+        }
+        tokio::select! {
+            () = self.inner.staging.stage(&self.inner, &mut msg, within) => {}
+            () = cancel.cancelled() => {}
+        }
+        msg
     }
 
     /// The five stages, in order; a redelivery, a busy line or shutdown ends them early.

@@ -50,6 +50,10 @@ impl Manager {
             // which then follows the run for the rest.
             if record.has_pending_finals() {
                 entry.retry_finals_later();
+                let manager = self.clone();
+                workers.tasks.spawn(async move {
+                    manager.inner.staging.release(&record.message).await;
+                });
                 continue;
             }
             let msg = record.message;
@@ -103,6 +107,7 @@ impl Manager {
             self.release(dedupe::dedupe_key(&msg).as_ref()).await;
         }
         entry.turn_ended().await;
+        self.inner.staging.release(&msg).await;
         // As a turn that was not interrupted does (`handle.rs`).
         self.inner.replier.outbound().turn_ended(&msg).await;
         if ticket.is_some() {

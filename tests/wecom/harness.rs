@@ -1,6 +1,7 @@
 //! The WeCom end-to-end harness: the real daemon running a real `WeComChannel` on the long
 //! connection against the fake WeCom, and the Gateway simulator, all over loopback.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,7 +55,11 @@ pub struct Wc {
     pub sim: RunningSimulator,
     /// The channel's settings.
     pub settings: WeComSettings,
-    daemon: PlatformDaemon,
+    setup: Setup,
+    /// `None` only while restarting.
+    daemon: Option<PlatformDaemon>,
+    /// The store's directory, kept across a restart.
+    dir: tempfile::TempDir,
 }
 
 impl Wc {
@@ -75,17 +80,52 @@ impl Wc {
             // The fake serves files on loopback.
             file_hosts: FileHosts::new(["127.0.0.1"]).unwrap(),
         };
-        let ctx = crate::support::build_context(WebhookHost::new(), setup.allowed_users);
-        let channel = WeComChannel::new(settings.clone(), &ctx).unwrap();
-        let options = Options::default().channel_locale(im_bridge_wecom::NAME, setup.locale);
-        let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, WebhookHost::new());
+        let dir = tempfile::tempdir().unwrap();
+        let daemon = Some(Self::daemon(&sim, &settings, setup, dir.path()));
         fake.wait_subscribed(1, DEADLINE).await.unwrap();
         Self {
             fake,
             sim,
             settings,
+            setup,
             daemon,
+            dir,
         }
+    }
+
+    /// A daemon with a new channel on the store in `dir`.
+    fn daemon(
+        sim: &RunningSimulator,
+        settings: &WeComSettings,
+        setup: Setup,
+        dir: &Path,
+    ) -> PlatformDaemon {
+        let ctx = crate::support::build_context(WebhookHost::new(), setup.allowed_users);
+        let channel = WeComChannel::new(settings.clone(), &ctx).unwrap();
+        let options = Options::default().channel_locale(im_bridge_wecom::NAME, setup.locale);
+        let states = im_bridge::state::ChannelStates::default();
+        PlatformDaemon::start_in(sim, Arc::new(channel), &options, dir, states)
+    }
+
+    /// Stops the daemon as a signal would, then starts another on the same store, with a
+    /// new connection (subscribed when this returns).
+    pub async fn restart(mut self) -> Self {
+        let subscribed = self
+            .fake
+            .connections()
+            .iter()
+            .filter(|c| c.subscribed)
+            .count();
+        if let Some(daemon) = self.daemon.take() {
+            daemon.stop().await;
+        }
+        let daemon = Self::daemon(&self.sim, &self.settings, self.setup, self.dir.path());
+        self.daemon = Some(daemon);
+        self.fake
+            .wait_subscribed(subscribed + 1, DEADLINE)
+            .await
+            .unwrap();
+        self
     }
 
     /// Waits until the user sees `text` in `conversation`; everything shown there then.
@@ -111,6 +151,14 @@ impl Wc {
             .unwrap();
     }
 
+    /// The inbound files the daemon keeps on disk for messages still to be handled.
+    pub fn staged_files(&self) -> Vec<PathBuf> {
+        match std::fs::read_dir(self.dir.path().join("bridge.db.inbound")) {
+            Ok(dir) => dir.map(|item| item.unwrap().path()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// The client frames the fake refused, one line each.
     pub fn refused(&self) -> Vec<String> {
         let frames = self.fake.frames();
@@ -122,6 +170,8 @@ impl Wc {
 
     /// Stops the daemon as a signal would and checks it stopped cleanly.
     pub async fn stop(self) {
-        self.daemon.stop().await;
+        if let Some(daemon) = self.daemon {
+            daemon.stop().await;
+        }
     }
 }

@@ -282,6 +282,12 @@ pub struct Capabilities {
     /// being written, until the first reply shows (Discord's fades after about 10 s).
     /// `None`: shown once, with the placeholder, where there is one.
     pub typing_refresh: Option<Duration>,
+    /// How long after a message arrives the handles of its files stop working (WeCom's
+    /// media URLs expire after five minutes). The manager then reads a chat message's files
+    /// as soon as it admits the message and keeps them on disk until its turn, so a message
+    /// that waits behind a long run, or is recovered after a restart, still has them.
+    /// `None`: handles keep working; files are read when the turn starts.
+    pub files_expire_after: Option<Duration>,
     /// The markup the channel's texts are in, as the adapter describes it: the delivery
     /// engine renders the agent's Markdown into it ([`Plain`](crate::render::Plain): the
     /// text as written). Compared and shown by its [`Dialect::name`].
@@ -325,6 +331,7 @@ impl Capabilities {
             serialize_conversations: false,
             working_placeholder: false,
             typing_refresh: None,
+            files_expire_after: None,
             markup: &Plain,
             max_upload_bytes: 0,
             turn_ends: false,

@@ -332,6 +332,7 @@ mod tests {
             FileSource::Handle { id: "h1".into() },
             FileSource::Path {
                 path: "/tmp/staged".into(),
+                handle: None,
             },
         ] {
             let e = bare.fetch_file(&file(source), u64::MAX).await.unwrap_err();

@@ -81,10 +81,16 @@ pub enum FileSource {
         /// The handle.
         id: String,
     },
-    /// A file already staged on local disk by the adapter.
+    /// A file already on local disk: staged by the adapter, or read ahead by the daemon
+    /// where handles expire
+    /// ([`Capabilities::files_expire_after`](crate::Capabilities::files_expire_after)).
     Path {
         /// The local path.
         path: PathBuf,
+        /// The handle it was read from, if any: a process that cannot see the path (another
+        /// replica) reads the handle again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        handle: Option<String>,
     },
 }
 

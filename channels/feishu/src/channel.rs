@@ -74,6 +74,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     serialize_conversations: true,
     working_placeholder: true,
     typing_refresh: None,
+    files_expire_after: None,
     markup: &FeishuCard,
     max_upload_bytes: MAX_FILE_BYTES,
     turn_ends: false,

@@ -54,6 +54,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     serialize_conversations: false,
     working_placeholder: true,
     typing_refresh: None,
+    files_expire_after: None,
     // The agent's Markdown is rendered into Telegram's HTML subset.
     markup: &TelegramHtml,
     // Photos up to 10 MB go as photos, everything up to 50 MB as a document.

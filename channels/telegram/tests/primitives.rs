@@ -332,6 +332,7 @@ async fn attachments_come_back_byte_for_byte() {
     let staged = InboundFile {
         source: FileSource::Path {
             path: "/tmp/x".into(),
+            handle: None,
         },
         ..handle("", None)
     };

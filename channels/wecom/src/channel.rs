@@ -76,6 +76,10 @@ pub struct WeComChannel {
 pub const CONVERSATION_BUDGET: ChatBudget =
     ChatBudget::new(Writes::MESSAGES_FILES, 12, Duration::from_millis(3_700));
 
+/// How long a callback's media URL can be downloaded: "资源下载地址，5 分钟内有效" (the intelligent
+/// bot's message callbacks, <https://developer.work.weixin.qq.com/document/path/100719>).
+pub const MEDIA_URL_LIFETIME: Duration = Duration::from_secs(5 * 60);
+
 /// What WeCom can show: one stream message refreshed in place (at most once a second)
 /// until a refresh says it is finished, markdown of at most `max_markdown_bytes`, files
 /// out.
@@ -90,6 +94,7 @@ pub fn capabilities(settings: &WeComSettings) -> Capabilities {
         finish_closes_stream: true,
         markup: &WeComMarkdown,
         max_upload_bytes: MAX_FILE_BYTES,
+        files_expire_after: Some(MEDIA_URL_LIFETIME),
         ..Capabilities::final_only(settings.max_markdown_bytes)
     }
 }
