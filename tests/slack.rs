@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use im_bridge::simulator::{Hold, Script};
 use im_bridge_fakes::slack::{
-    BOT_USER_ID, Event, Failure, HttpRequest, SIGNING_SECRET, SlashCommand, TEAM_ID, Trigger,
+    BOT_USER_ID, Event, Failure, HttpRequest, RESPONSES_PER_URL, SIGNING_SECRET, SlashCommand,
+    TEAM_ID, Trigger,
 };
 
 use harness::{DEADLINE, Setup, Sl};
@@ -218,10 +219,53 @@ async fn a_waiting_follow_up_is_answered_in_place_of_its_notice_though_another_t
     sl.stop().await;
 }
 
+/// A slash command typed where the bot is not a member (a direct message between two
+/// people): Slack refuses the bot's posts there, so the answer goes through the command's
+/// `response_url`, for both to see, each message whole (an edit would spend one of the
+/// URL's five posts).
+#[tokio::test]
+async fn a_slash_command_where_the_bot_is_not_is_answered_through_its_response_url() {
+    const ANSWER: &str = "Release notes drafted, two items left.";
+    const OTHERS: &str = "D0BETWEEN2";
+    let sl = Sl::start().await;
+    sl.sim.script_next_run(
+        Script::with_answer(ANSWER)
+            .chunks(4)
+            .chunk_delay(Duration::from_millis(300)),
+    );
+    sl.fake.push_command(&SlashCommand::new(
+        "/goal",
+        "ship the release",
+        ALICE,
+        OTHERS,
+    ));
+    sl.fake
+        .wait_until("the answer through the response_url", DEADLINE, |f| {
+            f.responses().iter().any(|r| r.text == ANSWER)
+        })
+        .await
+        .unwrap();
+    let responses = sl.fake.responses();
+    assert_eq!(responses[0].text, ANSWER, "{responses:#?}");
+    assert!(
+        responses
+            .iter()
+            .all(|r| r.in_channel && r.channel == OTHERS)
+    );
+    assert!(responses.len() <= RESPONSES_PER_URL as usize);
+    assert_eq!(sl.fake.bot_messages(OTHERS)[0].text, ANSWER);
+    // One post was tried (and refused) before the URL took over; nothing was edited.
+    let posts = sl.fake.calls_to("chat.postMessage");
+    assert_eq!(posts.len(), 1, "{posts:#?}");
+    assert!(sl.fake.calls_to("chat.update").is_empty());
+    sl.stop().await;
+}
+
 #[tokio::test]
 async fn issue_30_goal_works_as_a_native_slash_command_and_after_a_mention() {
     let none = crate::support::catalog_text("en-US")("goal-status-none", &[]);
     let sl = Sl::start().await;
+    sl.fake.add_channel(GENERAL, "channel");
     // The native command, in the channel: acked, answered in the channel.
     let pushed = sl
         .fake

@@ -34,8 +34,8 @@ use serde::de::DeserializeOwned;
 use crate::config::SlackSettings;
 use crate::error::ApiError;
 use crate::model::{
-    AddReaction, AuthTest, CompleteUpload, ConnectionsOpen, PostMessage, Posted, Status,
-    UpdateMessage, UploadUrl, UploadedFile,
+    AddReaction, AuthTest, CommandResponse, CompleteUpload, ConnectionsOpen, PostMessage, Posted,
+    Status, UpdateMessage, UploadUrl, UploadedFile,
 };
 
 /// Whole-request timeout of a Web API call.
@@ -156,6 +156,40 @@ impl SlackApi {
             channel: posted.channel,
             ts: posted.ts,
         })
+    }
+
+    /// Posts `text` (`mrkdwn`) through a slash command's `response_url`, for the whole
+    /// conversation to see (`in_channel`). Slack answers a refusal with a status and a
+    /// short code as the body (`used_url`, `expired_url`); the URL itself is never in an
+    /// error.
+    pub async fn respond(&self, url: &Secret, text: &str) -> Result<(), ApiError> {
+        let op = "response_url";
+        let body = CommandResponse {
+            text: text.to_owned(),
+            response_type: "in_channel".to_owned(),
+        };
+        let request = self
+            .http
+            .post(url.expose())
+            .header(CONTENT_TYPE, "application/json; charset=utf-8")
+            .json(&body)
+            .timeout(REQUEST_TIMEOUT);
+        let answer = http::call(op, request, MAX_ANSWER).await?;
+        // The body is `ok`, or a code (`used_url`); some hooks answer `{"ok": false, ..}`.
+        let body = std::str::from_utf8(&answer.body).unwrap_or_default().trim();
+        let refused = serde_json::from_str::<Status>(body).ok().filter(|s| !s.ok);
+        if answer.status.is_success() && refused.is_none() {
+            return Ok(());
+        }
+        let code = match &refused {
+            Some(status) => status.error.as_deref(),
+            // Only a short code is kept: a body could echo the signed URL.
+            None => Some(body).filter(|b| {
+                b.len() <= 40 && b.bytes().all(|c| c.is_ascii_lowercase() || c == b'_')
+            }),
+        };
+        let wait = header_seconds(&answer.headers, "retry-after");
+        Err(ApiError::refusal(op, answer.status.as_u16(), code, wait))
     }
 
     /// `chat.update`: message `ts` of `channel` now shows `text`.

@@ -18,7 +18,8 @@
 //!   of it was refused for good (or its retries after an outage gave up: the daemon tells
 //!   the end once they settled). Files go up with the
 //!   external upload into the answer's thread; files users share are fetched with the bot
-//!   token from `file_hosts` only.
+//!   token from `file_hosts` only. A slash command typed where the bot is not a member is
+//!   answered through its `response_url` (child `respond`).
 //! - **Or in by webhook** (`event_delivery: http`, child `hook`): the same admission behind
 //!   the Events API's signature and freshness checks.
 //!
@@ -45,6 +46,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 mod hook;
+mod respond;
 
 use crate::api::SlackApi;
 use crate::config::{Delivery, SlackSettings};
@@ -118,6 +120,8 @@ struct Intake {
     reactions: TaskTracker,
     /// The `eyes` reactions whose turn has not ended yet.
     working: Mutex<Working>,
+    /// Recent slash commands' `response_url`s (`respond.rs`).
+    responders: respond::Responders,
 }
 
 impl std::fmt::Debug for SlackChannel {
@@ -163,6 +167,7 @@ impl SlackChannel {
                 sink: Mutex::new(None),
                 reactions: TaskTracker::new(),
                 working: Mutex::new(Working::default()),
+                responders: respond::Responders::default(),
             }),
             settings,
             route,
@@ -177,16 +182,56 @@ impl SlackChannel {
         &self.intake.telemetry
     }
 
-    /// Posts `text` where `to` is answered.
-    async fn post(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+    /// Posts `text` where `to` is answered: through the command's `response_url` where the
+    /// bot cannot post (`respond.rs`), where a `partial` is held back.
+    async fn post(
+        &self,
+        to: &SendTarget<'_>,
+        text: &str,
+        partial: bool,
+    ) -> ChannelResult<SentMessage> {
+        let command = respond::command_of(to);
+        if let Some(trigger) = command
+            && self.intake.responders.outside(trigger)
+        {
+            return self.respond(trigger, text, partial).await;
+        }
         let posted = self
             .api()
             .post_message(to.chat_id.as_str(), text, answer_thread(to))
-            .await
-            .map_err(ChannelError::from);
-        let posted = self.telemetry().sending(posted)?;
+            .await;
+        let posted = match (posted, command) {
+            (Err(error), Some(trigger)) if self.intake.responders.refused(trigger, &error) => {
+                return self.respond(trigger, text, partial).await;
+            }
+            (posted, _) => self
+                .telemetry()
+                .sending(posted.map_err(ChannelError::from))?,
+        };
         Ok(SentMessage {
             id: MessageId::new(posted.ts),
+        })
+    }
+
+    /// `text` through the command `trigger`'s `response_url`; a `partial` only opens the
+    /// answer's message, which its final posts.
+    async fn respond(
+        &self,
+        trigger: &str,
+        text: &str,
+        partial: bool,
+    ) -> ChannelResult<SentMessage> {
+        if !partial {
+            let responded = self
+                .intake
+                .responders
+                .respond(self.api(), trigger, text)
+                .await;
+            self.telemetry()
+                .sending(responded.map_err(ChannelError::from))?;
+        }
+        Ok(SentMessage {
+            id: respond::message_id(trigger),
         })
     }
 }
@@ -241,16 +286,31 @@ impl Channel for SlackChannel {
     }
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        self.post(&to, text).await
+        self.post(&to, text, false).await
+    }
+
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.post(&to, text, true).await
     }
 
     async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        // An answer through a `response_url` shows only its final.
+        if respond::trigger_of(id).is_some() {
+            return Ok(());
+        }
         let edited = self
             .api()
             .update(to.chat_id.as_str(), id.as_str(), text)
             .await
             .map_err(ChannelError::from);
         self.telemetry().sending(edited)
+    }
+
+    async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        match respond::trigger_of(id) {
+            Some(trigger) => self.respond(trigger, text, false).await.map(drop),
+            None => self.edit_text(to, id, text).await,
+        }
     }
 
     /// The bridge is done with the message `to` answers: `white_check_mark` on it, or `x`
@@ -346,8 +406,13 @@ impl Intake {
         self.offer(sink, |ctx| normalize_event(callback, ctx))
     }
 
-    /// A slash command: normalized and offered.
+    /// A slash command: normalized and offered, its `response_url` kept for a conversation
+    /// the bot cannot post in (`respond.rs`).
     pub(crate) fn offer_command(&self, sink: &InboundSink, command: &SlashCommand) -> Offered {
+        if let (Some(url), Some(trigger)) = (&command.response_url, &command.trigger_id) {
+            let api_url = &self.settings.api_url;
+            self.responders.remember(trigger, url, api_url);
+        }
         self.offer(sink, |ctx| normalize_command(command, ctx))
     }
 

@@ -7,7 +7,8 @@
 //! DeerFlow's block (`bot_token`, `app_token`, `allowed_users`) is accepted unchanged and
 //! means what it means there: Socket Mode with both tokens. Every Web API call goes to
 //! `{api_url}/api/<method>` and the Socket Mode URL is whatever `apps.connections.open`
-//! answers, so tests point `api_url` at a fake; nothing else names `slack.com`.
+//! answers, so tests point `api_url` at a fake; beside the file hosts, only the slash
+//! commands' response URLs (`hooks.slack.com`, `channel/respond.rs`) name `slack.com`.
 //!
 //! Defaults, and why:
 //! - `event_delivery: socket` (DeerFlow's only mode); `http` serves the Events API (and

@@ -177,6 +177,9 @@ pub fn normalize_command(
     let meta = &mut msg.metadata;
     meta.insert("channel".into(), Value::from(channel));
     meta.insert("slash_command".into(), Value::from(name));
+    if let Some(trigger) = nonempty(&command.trigger_id) {
+        meta.insert("trigger_id".into(), Value::from(trigger));
+    }
     if let Some(root) = &msg.topic_id {
         meta.insert("thread_ts".into(), Value::from(root.as_str()));
     }

@@ -467,6 +467,16 @@ pub struct PostMessage {
     pub unfurl_links: bool,
 }
 
+/// A post to a slash command's `response_url` (`in_channel`: the conversation sees it;
+/// `ephemeral`: only the user who typed it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandResponse {
+    /// The text, in `mrkdwn`.
+    pub text: String,
+    /// `in_channel` or `ephemeral`.
+    pub response_type: String,
+}
+
 /// `chat.update` request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UpdateMessage {

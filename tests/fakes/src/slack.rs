@@ -34,6 +34,7 @@
 //! messages, edits, reactions and streams; `files` uploads and the file host.
 
 mod chat;
+mod commands;
 mod events;
 mod files;
 mod records;
@@ -51,10 +52,17 @@ use crate::skeleton::http::Script;
 use crate::skeleton::{Fake, Platform};
 
 pub use crate::wait::WaitTimeout;
+
+/// A response URL's secret part: unguessable enough for a fake.
+fn rand_secret() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::SystemTime::now())
+}
+pub use commands::{RESPONSE_URL_LIFETIME, RESPONSES_PER_URL};
 pub use events::{Event, File, SlashCommand, event_callback, next_ts};
 pub use records::{
-    Ack, Call, Connection, Delivery, Edit, Failure, Message, Pushed, Reaction, Stream, Trigger,
-    Upload,
+    Ack, Call, Connection, Delivery, Edit, Failure, Message, Pushed, Reaction, Response, Stream,
+    Trigger, Upload,
 };
 pub use signing::{HttpRequest, SIGNATURE_HEADER, SignedRequest, TIMESTAMP_HEADER, signature};
 
@@ -178,6 +186,10 @@ pub struct Slack {
     /// File id -> a file users shared.
     hosted: HashMap<String, HostedFile>,
     socket: socket_mode::State,
+    /// `{team}/{n}/{secret}` -> a slash command's `response_url` handed out.
+    responses_issued: HashMap<String, commands::Issued>,
+    /// Every post to a `response_url` taken, oldest first.
+    responses: Vec<Response>,
     next_id: u64,
 }
 
@@ -199,6 +211,8 @@ impl Slack {
             pending: HashMap::new(),
             hosted: HashMap::new(),
             socket: socket_mode::State::default(),
+            responses_issued: HashMap::new(),
+            responses: Vec::new(),
             next_id: 0,
         }
     }
@@ -374,6 +388,24 @@ impl Fake<Slack> {
     /// Every reaction the bot added, in order.
     pub fn reactions(&self) -> Vec<Reaction> {
         self.with_state(|s| s.reactions.clone())
+    }
+
+    /// Every post to a slash command's `response_url` the fake took, oldest first.
+    pub fn responses(&self) -> Vec<Response> {
+        self.with_state(|s| s.responses.clone())
+    }
+
+    /// Gives `command` a `response_url` the fake serves (`commands`), as Slack gives each
+    /// command one of its own.
+    pub fn issue_response_url(&self, command: &mut SlashCommand) {
+        let addr = self.addr();
+        let url = self.with_state(|s| {
+            let key = format!("{TEAM_ID}/{}/{:016x}", s.next_id(), rand_secret());
+            let issued = commands::Issued::new(&command.channel_id, &command.user_id);
+            s.responses_issued.insert(key.clone(), issued);
+            format!("http://{addr}/commands/{key}")
+        });
+        command.response_url = url;
     }
 
     /// The names of the bot's reactions on `ts` in `channel`, in order.

@@ -149,6 +149,8 @@ fn web_api_answers_and_requests_round_trip() {
     assert!(open.url.starts_with("wss://"));
     let upload: UploadUrl = round_trip(fixture!("response_upload_url.json"));
     assert_eq!(upload.file_id, "F0UPLOAD0001");
+    let response: CommandResponse = round_trip(fixture!("request_command_response.json"));
+    assert_eq!(response.response_type, "in_channel");
     let post: PostMessage = round_trip(fixture!("request_post_message.json"));
     assert!(!post.unfurl_links);
     let _: UpdateMessage = round_trip(fixture!("request_update_message.json"));

@@ -346,6 +346,10 @@ pub struct SlashCommand {
     pub channel_id: String,
     /// `trigger_id` (unique).
     pub trigger_id: String,
+    /// Where responses may be posted: a URL on `.invalid` (that no adapter posts to)
+    /// unless the fake issued one
+    /// ([`FakeSlack::issue_response_url`](super::FakeSlack::issue_response_url)).
+    pub response_url: String,
 }
 
 impl SlashCommand {
@@ -357,6 +361,8 @@ impl SlashCommand {
             user_id: user.to_owned(),
             channel_id: channel.to_owned(),
             trigger_id: format!("{}.{}.fake{:08x}", next(), next(), next()),
+            // Never Slack's own host: a test must not reach the internet.
+            response_url: format!("https://hooks.slack.com.invalid/commands/{TEAM_ID}/1/fake"),
         }
     }
 
@@ -378,10 +384,7 @@ impl SlashCommand {
             ("text", self.text.clone()),
             ("api_app_id", APP_ID.to_owned()),
             ("is_enterprise_install", "false".to_owned()),
-            (
-                "response_url",
-                format!("https://hooks.slack.com/commands/{TEAM_ID}/1/fake"),
-            ),
+            ("response_url", self.response_url.clone()),
             ("trigger_id", self.trigger_id.clone()),
         ]
     }

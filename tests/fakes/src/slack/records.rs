@@ -203,6 +203,21 @@ pub struct Delivery {
     pub at: Instant,
 }
 
+/// A post to a slash command's `response_url` the fake took.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    /// The command's conversation.
+    pub channel: String,
+    /// Who typed the command.
+    pub user: String,
+    /// The text posted.
+    pub text: String,
+    /// `in_channel` (the conversation sees it), else ephemeral.
+    pub in_channel: bool,
+    /// When.
+    pub at: Instant,
+}
+
 /// An ack a client sent: `{"envelope_id": …, "payload": …}`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ack {

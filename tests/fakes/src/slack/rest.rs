@@ -21,7 +21,7 @@ use tokio::time::{Duration, Instant};
 
 use super::{
     APP_TOKEN, BOT_ID, BOT_NAME, BOT_TOKEN, BOT_USER_ID, Call, Failure, Shared, Slack, TEAM_DOMAIN,
-    TEAM_ID, chat, code, files, socket_mode,
+    TEAM_ID, chat, code, commands, files, socket_mode,
 };
 use crate::skeleton::http::{Answer, BadBody, Encoding, Head, read_body};
 
@@ -139,6 +139,11 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             ("file", Value::Null, answer)
         }
         (_, ["api", method]) => web_api(&shared, &head, method, request).await,
+        ("POST", ["commands", team, n, secret]) => {
+            let key = format!("{team}/{n}/{secret}");
+            let (body, answer) = commands::respond(&shared, &head, key, request).await;
+            ("response_url", body, answer)
+        }
         _ => ("unknown", Value::Null, Answer::empty(404)),
     };
     record(&shared, route, &head, params, &answer);

@@ -306,12 +306,12 @@ impl Fake<Slack> {
     }
 
     /// Pushes a slash command in a `slash_commands` envelope (`accepts_response_payload`;
-    /// never delivered again).
+    /// never delivered again), with a `response_url` the fake serves. As on Slack, a
+    /// command may come from a conversation the bot is not in (`add_channel` makes it a
+    /// member).
     pub fn push_command(&self, command: &SlashCommand) -> Pushed {
-        self.add_channel(
-            &command.channel_id,
-            &super::events::channel_kind(&command.channel_id),
-        );
+        let mut command = command.clone();
+        self.issue_response_url(&mut command);
         Pushed {
             envelope_id: push(&self.shared, "slash_commands", &command.to_json()),
             event_id: None,

@@ -488,3 +488,72 @@ async fn streams_start_append_and_stop_once() {
         (404, Some(code::UNKNOWN_METHOD))
     );
 }
+
+#[tokio::test]
+async fn a_response_url_takes_five_json_posts_seen_in_the_conversation_or_by_the_user() {
+    let fake = FakeSlack::start().await.unwrap();
+    let mut command = SlashCommand::new("/goal", "", USER, "D0OUTSIDE1");
+    fake.issue_response_url(&mut command);
+    assert!(command.response_url.starts_with(&fake.api_url()));
+    let post = |body: String, json: bool| {
+        let request = reqwest::Client::new()
+            .post(&command.response_url)
+            .header(
+                "content-type",
+                if json {
+                    "application/json"
+                } else {
+                    "text/plain"
+                },
+            )
+            .body(body);
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+    let said = |text: &str, kind: &str| json!({"text": text, "response_type": kind}).to_string();
+    assert_eq!(
+        post(said("x", "in_channel"), false).await,
+        (400, "invalid_payload".into())
+    );
+    assert_eq!(
+        post(json!({}).to_string(), true).await,
+        (400, "no_text".into())
+    );
+    assert_eq!(
+        post(said("only you", "ephemeral"), true).await,
+        (200, "ok".into())
+    );
+    for n in 2..=RESPONSES_PER_URL {
+        let text = format!("answer {n}");
+        assert_eq!(
+            post(said(&text, "in_channel"), true).await,
+            (200, "ok".into())
+        );
+    }
+    assert_eq!(
+        post(said("sixth", "in_channel"), true).await,
+        (404, "used_url".into())
+    );
+    let responses = fake.responses();
+    assert_eq!(responses.len(), RESPONSES_PER_URL as usize);
+    assert!(!responses[0].in_channel && responses[1].in_channel);
+    // Only what the conversation sees is a message in it.
+    let shown: Vec<String> = fake
+        .bot_messages("D0OUTSIDE1")
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(shown, ["answer 2", "answer 3", "answer 4", "answer 5"]);
+    // A URL the fake never issued takes nothing.
+    let forged = command.response_url.replace("/commands/", "/commands/x");
+    let response = reqwest::Client::new()
+        .post(forged)
+        .header("content-type", "application/json")
+        .body(said("forged", "in_channel"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 404);
+}
