@@ -228,10 +228,11 @@ impl Outbound {
     }
 
     /// Tells `source`'s channel nothing yet, but that a final of its turn that failed
-    /// and waited for the journal's retry gave way to a later one: the turn's end, held
-    /// back for that retry, is told as it comes (or now, if it came).
-    pub async fn retry_superseded(&self, source: &InboundMessage) {
-        self.tell_end(source, Job::Superseded).await;
+    /// and waited for the journal's retry gave way to a later one (its send key `key`):
+    /// the turn's end, held back for that retry, is told as it comes (or now, if it came
+    /// and no other final of the turn waits for a retry).
+    pub async fn retry_superseded(&self, source: &InboundMessage, key: Option<String>) {
+        self.tell_end(source, Job::Superseded { key }).await;
     }
 
     async fn tell_end(&self, source: &InboundMessage, job: Job) {

@@ -27,6 +27,8 @@ pub const MAX_PENDING_REPLIES: usize = 4096;
 /// ends then say answered), the retried ones only when there are this many (an end held
 /// back is then told once the retry settled, one still to come at once, and again then).
 pub const MAX_UNANSWERED: usize = 4096;
+/// The most finals of one source whose retries an end waits for, told apart by send key.
+const MAX_RETRIED_KEYS: usize = 16;
 
 /// Runs once a reply was delivered or failed, with what became of it. A partial replaced
 /// by a newer one before it was delivered drops its hook unrun.
@@ -91,7 +93,7 @@ impl Landed {
 type Key = (&'static str, ChatId);
 
 /// What a lane's job is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Job {
     /// A reply.
     Reply,
@@ -108,8 +110,12 @@ pub(super) enum Job {
     },
     /// A final of the message the job's `msg` answers that failed and waited for the
     /// journal's retry will not be retried: a later final of the turn carries its text
-    /// (a hand-off the answer took the place of). The turn's own end tells.
-    Superseded,
+    /// (a hand-off the answer took the place of). The turn's own end tells, once no other
+    /// final of it waits for a retry.
+    Superseded {
+        /// The final's send key (`None`: every final of the turn).
+        key: Option<String>,
+    },
 }
 
 struct Queued {
@@ -121,12 +127,13 @@ struct Queued {
 }
 
 /// What became of a source's finals so far, on a channel told of turns' ends.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 struct Fate {
     /// One was refused for good.
     refused: bool,
-    /// One failed and waits for the journal's retry.
-    retried: bool,
+    /// The send keys of those that failed and wait for the journal's retry (at most
+    /// [`MAX_RETRIED_KEYS`]).
+    retried: Vec<String>,
     /// The turn's end came and was held back for the retry.
     ended: bool,
 }
@@ -349,7 +356,10 @@ async fn perform(
         }
         Job::TurnEnd => {
             let mut fates = shared.fates();
-            if let Some(fate) = fates.get_mut(&source).filter(|fate| fate.retried) {
+            if let Some(fate) = fates
+                .get_mut(&source)
+                .filter(|fate| !fate.retried.is_empty())
+            {
                 // The journal's retry tells the end once it settled.
                 fate.ended = true;
                 return;
@@ -362,7 +372,7 @@ async fn perform(
                 // The turn goes on (a later message that carried held finals runs): its
                 // own end tells.
                 Some(fate) if !fate.ended => {
-                    fate.retried = false;
+                    fate.retried.clear();
                     fate.refused |= !answered;
                     return;
                 }
@@ -371,17 +381,21 @@ async fn perform(
                 None => !answered,
             }
         }
-        Job::Superseded => {
+        Job::Superseded { key } => {
             let mut fates = shared.fates();
-            match fates.get_mut(&source) {
-                Some(fate) if !fate.ended => {
-                    fate.retried = false;
-                    return;
-                }
-                Some(_) => fates.remove(&source).is_some_and(|fate| fate.refused),
+            let Some(fate) = fates.get_mut(&source) else {
                 // Nothing held back: the turn's end tells as it comes.
-                None => return,
+                return;
+            };
+            match &key {
+                Some(key) => fate.retried.retain(|k| k != key),
+                None => fate.retried.clear(),
             }
+            // The end waits for the turn, or for the other finals' retries.
+            if !fate.ended || !fate.retried.is_empty() {
+                return;
+            }
+            fates.remove(&source).is_some_and(|fate| fate.refused)
         }
     };
     msg.hints.unanswered = unanswered;
@@ -412,14 +426,20 @@ fn note_fate(
     if fates.len() >= MAX_UNANSWERED && !fates.contains_key(&source) {
         // Refusals whose turn's end never came go first; ends held back for a retry
         // (they live as long as it does) only when nothing else is left.
-        fates.retain(|_, fate| fate.retried);
+        fates.retain(|_, fate| !fate.retried.is_empty());
         if fates.len() >= MAX_UNANSWERED {
             fates.clear();
         }
     }
     let fate = fates.entry(source).or_default();
-    fate.retried |= retried;
-    fate.refused |= !retried;
+    match &msg.hints.send_key {
+        Some(key) if retried => {
+            if !fate.retried.contains(key) && fate.retried.len() < MAX_RETRIED_KEYS {
+                fate.retried.push(key.clone());
+            }
+        }
+        _ => fate.refused = true,
+    }
 }
 
 /// Removes a lane whose drainer panicked, so the chat's next reply starts a new one.

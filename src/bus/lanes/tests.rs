@@ -539,7 +539,11 @@ async fn a_turn_whose_answer_waits_for_a_retry_ends_once_the_retry_settled() {
         ("refusing", ChatId::new("c1")),
         Some(MessageId::new("held")),
     );
-    assert!(fates.get(&held).is_some_and(|fate| fate.retried));
+    assert!(
+        fates
+            .get(&held)
+            .is_some_and(|fate| !fate.retried.is_empty())
+    );
 }
 
 #[tokio::test]
@@ -555,7 +559,7 @@ async fn a_retried_final_that_gave_way_to_a_later_one_holds_the_end_back_no_more
     };
     // A hand-off failed for now, and the answer took its place before the turn ended.
     push(retried("s1"), Job::Reply).await;
-    push(marker("s1"), Job::Superseded).await;
+    push(marker("s1"), superseded("s1")).await;
     push(marker("s1"), Job::TurnEnd).await;
     assert!(lanes.flush(DEADLINE).await);
     assert_eq!(*channel.ended.lock().unwrap(), [false]);
@@ -564,12 +568,32 @@ async fn a_retried_final_that_gave_way_to_a_later_one_holds_the_end_back_no_more
     push(marker("s2"), Job::TurnEnd).await;
     assert!(lanes.flush(DEADLINE).await);
     assert_eq!(channel.ended.lock().unwrap().len(), 1, "s2's end waits");
-    push(marker("s2"), Job::Superseded).await;
+    push(marker("s2"), superseded("s2")).await;
     assert!(lanes.flush(DEADLINE).await);
     assert_eq!(*channel.ended.lock().unwrap(), [false, false]);
     // Nothing held back: nothing to tell before the turn's end.
-    push(marker("s3"), Job::Superseded).await;
+    push(marker("s3"), superseded("s3")).await;
     assert!(lanes.flush(DEADLINE).await);
     assert_eq!(channel.ended.lock().unwrap().len(), 2);
     assert!(lanes.shared.fates().is_empty());
+    // Two finals wait for retries, one gives way: the end still waits for the other's.
+    let mut answer = retried("s4");
+    answer.hints.send_key = Some("key-s4-answer".into());
+    push(retried("s4"), Job::Reply).await;
+    push(answer, Job::Reply).await;
+    push(marker("s4"), superseded("s4")).await;
+    push(marker("s4"), Job::TurnEnd).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(channel.ended.lock().unwrap().len(), 2, "s4's end waits");
+    push(marker("s4"), Job::Settled { answered: true }).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(*channel.ended.lock().unwrap(), [false, false, false]);
+    assert!(lanes.shared.fates().is_empty());
+}
+
+/// The hand-off `source`'s retried final gave way (its key as `retried` writes it).
+fn superseded(source: &str) -> Job {
+    Job::Superseded {
+        key: Some(format!("key-{source}")),
+    }
 }

@@ -59,10 +59,11 @@ impl Entry {
             let gave_way = progress.hand_off_gives_way();
             (progress.record.handed_off.clone(), gave_way)
         };
-        if gave_way {
+        if let Some(gone) = gave_way {
             tracing::info!("A hand-off that failed for now gave way to the whole answer.");
             let msg = self.record().message;
-            self.0.shared.outbound.retry_superseded(&msg).await;
+            let key = gone.hints.send_key;
+            self.0.shared.outbound.retry_superseded(&msg, key).await;
         }
         shown
     }
@@ -196,14 +197,12 @@ impl Progress {
     /// not for the chat's next message), and what it was to show: `true` when it did
     /// (saved with the entry's next write, the final's; a crash before that delivers the
     /// hand-off again and follows the run, as if this never happened).
-    pub(super) fn hand_off_gives_way(&mut self) -> bool {
+    pub(super) fn hand_off_gives_way(&mut self) -> Option<PendingFinal> {
         let finals = &mut self.record.finals;
-        let Some(index) = finals.iter().position(|f| f.hand_off && !f.held) else {
-            return false;
-        };
-        finals.remove(index);
+        let index = finals.iter().position(|f| f.hand_off && !f.held)?;
+        let gone = finals.remove(index);
         self.record.handed_off = None;
-        true
+        Some(gone)
     }
 
     /// Where an entry whose turn ended and whose finals are all settled stands: `None`
