@@ -511,8 +511,13 @@ async fn stop(
         discarded = report.discarded,
         "The manager stopped."
     );
-    let delivery_bound = *manager.grace.borrow();
-    parts.outbound.flush(delivery_bound).await;
+    // The journal's flush had the grace period for the replies on their way: what it left
+    // is not waited for again, so a shutdown takes two grace periods at most (the drain,
+    // the replies), as the operations guide says.
+    if !report.replies_left {
+        let delivery_bound = *manager.grace.borrow();
+        parts.outbound.flush(delivery_bound).await;
+    }
     transports.stop.cancel();
     if let Some(webhooks) = webhooks {
         webhooks.stop(WEBHOOK_DRAIN).await;

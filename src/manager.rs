@@ -177,6 +177,9 @@ pub struct DrainReport {
     pub cancelled: usize,
     /// Queued messages that never started.
     pub discarded: usize,
+    /// Replies were still on their way when the journal's flush (one grace period after
+    /// the drain) gave up: the daemon waits for them no longer.
+    pub replies_left: bool,
 }
 
 /// The dispatcher's workers: the slots that bound how many messages are handled at once,
@@ -313,7 +316,7 @@ impl Manager {
                 tokio::select! {
                     () = workers.tasks.wait() => {
                         let flush = *grace.borrow();
-                        self.inner.journal.shut_down(flush).await;
+                        report.replies_left = !self.inner.journal.shut_down(flush).await;
                         return report;
                     }
                     () = &mut deadline => break,
@@ -329,7 +332,7 @@ impl Manager {
         workers.tasks.close();
         workers.tasks.wait().await;
         let flush = *grace.borrow();
-        self.inner.journal.shut_down(flush).await;
+        report.replies_left = !self.inner.journal.shut_down(flush).await;
         if report.cancelled > 0 || report.discarded > 0 {
             tracing::warn!(
                 cancelled = report.cancelled,

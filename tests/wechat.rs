@@ -15,8 +15,11 @@
 pub(crate) mod conformance;
 pub(crate) mod harness;
 
+use std::time::Duration;
+
 use im_bridge::simulator::Script;
-use im_bridge_fakes::wechat::{Inbound, SentItem};
+use im_bridge_fakes::wechat::{Failure, Inbound, SentItem, Trigger};
+use tokio::time::Instant;
 
 use crate::security::Capture;
 use crate::support::{assert_image_reached_the_agent, catalog_text};
@@ -62,6 +65,36 @@ async fn issue_32_a_text_is_answered_with_an_exact_plain_final_while_typing_show
 
 /// iLink takes ten sends per context token: an answer of fifteen messages' worth fills
 /// ten, the tenth ending with the localized line that it was cut, and nothing is refused.
+/// iLink does not answer a send before shutdown: the drain gives the turn its grace period,
+/// the reply one more, and nothing waits for it a third time (the journal keeps it for the
+/// next start). The operations guide's bound: two grace periods (3 s each here).
+#[tokio::test]
+async fn a_send_still_hanging_at_shutdown_is_waited_for_two_grace_periods_at_most() {
+    let wx = Wx::start().await;
+    wx.fake.fail(
+        "sendmessage",
+        Trigger::Always,
+        Failure::Delay(Duration::from_secs(60)),
+    );
+    wx.sim
+        .script_next_run(Script::with_answer("It will not land in time."));
+    wx.fake
+        .push(&Inbound::text(USER, "a question before shutdown"));
+    wx.sim
+        .wait_until(DEADLINE, |sim| {
+            let threads = sim.thread_ids();
+            threads.len() == 1
+                && sim.runs(&threads[0]).len() == 1
+                && sim.active_runs(&threads[0]).is_empty()
+        })
+        .await
+        .unwrap();
+    let stopping = Instant::now();
+    wx.stop().await;
+    let took = stopping.elapsed();
+    assert!(took < Duration::from_millis(7_500), "{took:?}");
+}
+
 #[tokio::test]
 async fn issue_32_an_answer_past_ten_messages_is_cut_honestly_within_the_cap() {
     let wx = Wx::start().await;

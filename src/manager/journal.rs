@@ -331,9 +331,9 @@ impl Journal {
     /// go only once the replies already in the delivery lanes landed (waiting for at most
     /// `flush`, the leases renewed first): a replica that took an entry while this process
     /// still delivers its final would deliver it too. Lanes that did not empty in time
-    /// keep the leases to their end (a lease outlasts the daemon's last flush of the
-    /// shutdown grace period).
-    pub(crate) async fn shut_down(&self, flush: Duration) {
+    /// keep the leases to their end (a lease outlasts the shutdown grace period); `false`
+    /// then, so the daemon does not wait for them again.
+    pub(crate) async fn shut_down(&self, flush: Duration) -> bool {
         let shared = &self.shared;
         shared.stop.cancel();
         shared.retries.close();
@@ -343,7 +343,7 @@ impl Journal {
             tracing::info!(
                 "Replies were still on their way at shutdown; the journal's leases run out on their own."
             );
-            return;
+            return false;
         }
         if let Err(error) = shared
             .store
@@ -352,6 +352,7 @@ impl Journal {
         {
             tracing::debug!(%error, "Giving the journal leases up failed.");
         }
+        true
     }
 }
 
