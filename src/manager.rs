@@ -429,7 +429,8 @@ impl Manager {
 
     /// The message's place in its conversation's line, taken in arrival order: chat turns
     /// keep their order on every channel (commands answer at once, beside them), and every
-    /// message does on channels that serialize conversations.
+    /// message does on channels that serialize conversations, but `/stop`, which acts on
+    /// the run in line before it.
     fn place_in_line(&self, msg: &InboundMessage) -> Place {
         let serialized = self
             .inner
@@ -437,7 +438,7 @@ impl Manager {
             .outbound()
             .capabilities(&msg.channel_name)
             .is_some_and(|c| c.serialize_conversations);
-        if msg.msg_type != MsgType::Chat && !serialized {
+        if (msg.msg_type != MsgType::Chat && !serialized) || commands::acts_on_the_line(msg) {
             return Place::Free;
         }
         let queueing = self

@@ -119,7 +119,7 @@ async fn set_refusals_start_no_run() {
         )));
     assert_eq!(
         h.ask("/goal finish it", 2).await,
-        "A task is still running in this conversation, so I left the goal as it was. Please wait for the task to finish, then try again."
+        "A task is still running in this conversation, so I left the goal as it was. Send /stop to stop it, or wait for it to finish, then try again."
     );
     h.sim.push_fault(
         Fault::on(Route::GoalPut).reply(Reply::detail(500, "Failed to set thread goal")),

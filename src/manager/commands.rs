@@ -34,7 +34,7 @@ mod status;
 mod stop;
 
 use futures_util::future::BoxFuture;
-use im_bridge_channel::{CommandVocabulary, InboundMessage};
+use im_bridge_channel::{CommandVocabulary, InboundMessage, MsgType};
 
 use super::{Disposition, Inner};
 use crate::i18n::{Arg, msg as m};
@@ -85,6 +85,14 @@ pub(crate) const TABLE: &[&Command] = &[
 /// The vocabulary adapters classify messages with: every name and alias in the table.
 pub fn vocabulary() -> CommandVocabulary {
     CommandVocabulary::new(TABLE.iter().flat_map(|c| c.names()))
+}
+
+/// Whether `msg` is a command that acts on the message before it in its conversation's
+/// line (`/stop`): it takes no place in the line, even on a channel that serializes
+/// conversations, where waiting its turn it would find nothing left to stop.
+pub(crate) fn acts_on_the_line(msg: &InboundMessage) -> bool {
+    msg.msg_type == MsgType::Command
+        && lookup(TABLE, &parse(&msg.text).name).is_some_and(|c| c.name == stop::COMMAND.name)
 }
 
 /// The command of `table` called `name` (lower case, without its slash) or aliased so.

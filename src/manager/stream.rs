@@ -334,6 +334,12 @@ impl SoFar {
         self.lock().acc.visible_text().to_owned()
     }
 
+    /// The segment the run is in and what was streamed of it.
+    pub fn current(&self) -> (usize, Turn) {
+        let progress = self.lock();
+        (progress.acc.segment(), progress.acc.finish())
+    }
+
     /// Waits until a goal continuation ended a segment: `(n, streamed)`, its number (0
     /// the first) and what was streamed of it.
     pub async fn continued(&self) -> (usize, Turn) {

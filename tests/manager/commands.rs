@@ -205,6 +205,106 @@ async fn issue_13_stop_on_a_final_only_channel_cancels_the_run_waited_for() {
     h.stop().await;
 }
 
+/// On a channel that shows finals only, what the run wrote before `/stop` stays: the
+/// final is that text and the line saying it was stopped (the checkpoint does not hold a
+/// message cut short: the text comes from the run's events).
+#[tokio::test]
+async fn stop_on_a_final_only_channel_keeps_what_the_run_wrote() {
+    use im_bridge_channel::{Capabilities, LateReplies, ReplyWindow};
+    use std::time::Duration;
+
+    // A channel with reply windows (QQ's kind): its runs' events carry their text.
+    let window = ReplyWindow {
+        group: Duration::from_secs(3600),
+        private: Duration::from_secs(3600),
+        max_replies_per_source: 5,
+        late: LateReplies::NextMessage,
+    };
+    let h = Harness::with(Options {
+        caps: Capabilities {
+            reply_window: Some(window),
+            ..crate::support::final_only()
+        },
+        ..Options::final_only()
+    })
+    .await;
+    h.sim.script_next_run(
+        Script::with_answer("The first half. The second half.")
+            .chunks(2)
+            .wait_after_chunk(1),
+    );
+    h.say("take your time").await;
+    h.wait_until_sent(1, "/join").await;
+    h.sim
+        .wait_until(Duration::from_secs(10), |sim| {
+            sim.requests().iter().any(|r| r.path.ends_with("/join"))
+        })
+        .await
+        .unwrap();
+    h.say("/stop").await;
+    let last = h.channel.nth_final(1).await;
+    assert!(last.starts_with("The first half."), "{last:?}");
+    assert!(!last.contains("second half"), "{last:?}");
+    assert!(last.ends_with("\n\n(Stopped at your request.)"), "{last:?}");
+    h.stop().await;
+}
+
+/// Starts a run on a streaming channel that goes on until the test finishes it.
+async fn start_a_long_task(h: &Harness) {
+    h.sim.script_next_run(
+        Script::with_answer("words that wait")
+            .chunks(1)
+            .hold(im_bridge::simulator::Hold::UntilFinished),
+    );
+    h.say("a long task").await;
+    h.wait_until_sent(1, "/runs/stream").await;
+}
+
+/// A Gateway worker that cannot stop the run (another worker holds it) answers 409 while
+/// the run goes on: `/stop` says it could not stop it, not that nothing was running.
+#[tokio::test]
+async fn stop_refused_for_a_run_still_going_says_it_failed() {
+    let h = Harness::start().await;
+    start_a_long_task(&h).await;
+    h.sim
+        .push_fault(Fault::on(Route::RunCancel).reply(Reply::detail(
+            409,
+            "Run x is not active on this worker and cannot be cancelled",
+        )));
+    let failed = h.ask("/stop", 1).await;
+    assert_eq!(
+        failed,
+        "I couldn't stop the current task. It may still finish on its own; try /stop again in a moment."
+    );
+    h.finish_runs();
+    let answer = h.channel.nth_final(2).await;
+    assert!(!answer.contains("Stopped"), "{answer:?}");
+    h.stop().await;
+}
+
+/// On a channel that handles a conversation's messages one after another, `/stop` does not
+/// wait behind the run it is meant to stop.
+#[tokio::test]
+async fn stop_on_a_serializing_channel_stops_the_run_it_would_wait_behind() {
+    use crate::support::streaming;
+    use im_bridge_channel::Capabilities;
+
+    let h = Harness::with(Options {
+        caps: Capabilities {
+            serialize_conversations: true,
+            ..streaming()
+        },
+        ..Options::default()
+    })
+    .await;
+    start_a_long_task(&h).await;
+    h.say("/stop").await;
+    let last = h.channel.nth_final(1).await;
+    assert!(last.ends_with("(Stopped at your request.)"), "{last:?}");
+    assert!(h.sim.requests().iter().any(|r| r.path.ends_with("/cancel")));
+    h.stop().await;
+}
+
 /// Issue 13: `/stop` during a slow stream cancels the run on the Gateway; the text so far
 /// stays and the final says it was stopped; with nothing running, `/stop` says so.
 #[tokio::test]

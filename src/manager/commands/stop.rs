@@ -3,7 +3,10 @@
 //! connection (`on_disconnect: "continue"`), so hanging up stops nothing. What the agent
 //! wrote so far stays; the
 //! run's own final then ends with the localized "stopped" line, so this command replies
-//! only when there is nothing to stop or the stop failed.
+//! only when there is nothing to stop or the stop failed. A 409 is told apart by the run's
+//! status: it ended meanwhile (nothing to stop), or it still runs where this Gateway
+//! worker cannot stop it (the stop failed). It never waits in its conversation's line,
+//! not even on a channel that serializes conversations (`commands::acts_on_the_line`).
 
 use im_bridge_channel::InboundMessage;
 
@@ -42,9 +45,29 @@ async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     {
         Ok(()) => tracing::info!("Asked the Gateway to stop the run in flight."),
         // It finished meanwhile: its final is on its way, complete.
-        Err(GatewayError::Conflict | GatewayError::NotFound) => {
+        Err(GatewayError::NotFound) => {
             run.mark_stopped(false);
             inner.replier.reply(msg, m::CMD_STOP_NONE, &[]).await;
+        }
+        // Finished meanwhile, or still running where this Gateway worker cannot stop it
+        // (another worker holds it): the run's status tells which.
+        Err(GatewayError::Conflict) => {
+            run.mark_stopped(false);
+            let status = inner
+                .gateway
+                .get_run(Some(&owner), &run.thread, run_id)
+                .await;
+            let id = match status {
+                Ok(status) if !status.is_active() => m::CMD_STOP_NONE,
+                Err(GatewayError::NotFound) => m::CMD_STOP_NONE,
+                _ => {
+                    tracing::warn!(
+                        "The Gateway could not stop the run in flight (409); it still runs."
+                    );
+                    m::CMD_STOP_FAILED
+                }
+            };
+            inner.replier.reply(msg, id, &[]).await;
         }
         Err(error) => {
             run.mark_stopped(false);

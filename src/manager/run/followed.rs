@@ -88,16 +88,14 @@ pub(super) async fn wait_turn(
     let stopped = running.stopped();
     drop(running);
     match joined {
-        Ok(_) if stopped => {
-            let ending = Ending::Stopped;
-            publish_final(inner, msg, source, Turn::default(), ending, None, false).await;
-            metrics::counter!(names::RUNS, "outcome" => Ending::Stopped.outcome()).increment(1);
-            (Disposition::Keep, RunStart::Started)
+        Ok(joined) => {
+            // Stopped mid-segment: the checkpoint lacks what was being written.
+            let current = stopped.then(|| so_far.current());
+            let end = ending(&joined, stopped);
+            let snapshot = &joined.snapshot;
+            let disposition = publish_values(inner, msg, source, snapshot, end, current).await;
+            (disposition, RunStart::Started)
         }
-        Ok(joined) => (
-            publish_values(inner, msg, source, &joined.snapshot, joined.failed).await,
-            RunStart::Started,
-        ),
         Err(error) => {
             // The run was accepted but its end never came (the wait timed out, the
             // Gateway went away): it is stopped, so it cannot answer after the failure reply.
@@ -163,12 +161,10 @@ pub(in crate::manager) async fn follow(
     let stopped = running.stopped();
     drop(running);
     Some(match outcome {
-        Ok(_) if stopped => {
-            let ending = Ending::Stopped;
-            publish_final(inner, msg, source, Turn::default(), ending, None, false).await;
-            Disposition::Keep
+        Ok(joined) => {
+            let end = ending(&joined, stopped);
+            publish_values(inner, msg, source, &joined.snapshot, end, None).await
         }
-        Ok(joined) => publish_values(inner, msg, source, &joined.snapshot, joined.failed).await,
         Err(error) => {
             tracing::warn!(%error, "Following a recovered run failed.");
             let id = if is_unavailable(&error) {
@@ -187,14 +183,46 @@ pub(in crate::manager) async fn follow(
 /// last one ending as failed when the run failed. The segments whose finals the turn's
 /// entry says went out already (a restart follows the run) are not published again; the
 /// last one always is.
+/// `segments` as the checkpoint has them, with segment `n` as it was streamed when `/stop`
+/// came: the checkpoint holds a segment only once its message is complete, so a segment
+/// cut short is missing, or shorter there.
+fn with_streamed(segments: &mut Vec<Turn>, n: usize, streamed: Turn) {
+    if streamed.text.trim().is_empty() {
+        return;
+    }
+    let len = segments.len();
+    match segments.get_mut(n) {
+        Some(kept) if kept.text.len() < streamed.text.len() => kept.text = streamed.text,
+        Some(_) => {}
+        None if n == len => segments.push(streamed),
+        None => {}
+    }
+}
+
+/// How a followed run's answer ends: stopped by `/stop` (its text so far kept), failed, or
+/// complete.
+fn ending(joined: &join::Joined, stopped: bool) -> Ending {
+    if stopped {
+        Ending::Stopped
+    } else if joined.failed {
+        Ending::Failed
+    } else {
+        Ending::Complete
+    }
+}
+
 async fn publish_values(
     inner: &Inner,
     msg: &InboundMessage,
     source: Source<'_>,
     snapshot: &Snapshot,
-    failed: bool,
+    end: Ending,
+    current: Option<(usize, Turn)>,
 ) -> Disposition {
-    let segments = crate::manager::turn::segments(snapshot);
+    let mut segments = crate::manager::turn::segments(snapshot);
+    if let Some((n, streamed)) = current {
+        with_streamed(&mut segments, n, streamed);
+    }
     let last = segments.len().saturating_sub(1);
     let sent = Entry::current().map_or(0, |entry| entry.segments_sent().min(last));
     let max = snapshot
@@ -207,20 +235,15 @@ async fn publish_values(
                 continuation_marker(inner, msg, i64::try_from(n).unwrap_or(i64::MAX), max).await,
             ),
         };
-        let ending = if failed && i == last {
-            Ending::Failed
-        } else {
-            Ending::Complete
-        };
+        // What `/stop` left is the text so far with its line; a failure cuts the last one.
+        let ending = if i == last { end } else { Ending::Complete };
         let marker = marker.as_deref();
         publish_final(inner, msg, source, turn, ending, marker, i < last).await;
     }
-    metrics::counter!(names::RUNS, "outcome" => if failed { "failed" } else { "completed" })
-        .increment(1);
-    if failed {
-        Disposition::Release
-    } else {
-        Disposition::Keep
+    metrics::counter!(names::RUNS, "outcome" => end.outcome()).increment(1);
+    match end {
+        Ending::Failed => Disposition::Release,
+        Ending::Complete | Ending::Stopped => Disposition::Keep,
     }
 }
 
