@@ -186,6 +186,36 @@ async fn issue_16_a_presented_file_comes_back_as_a_file_message() {
     dt.stop().await;
 }
 
+/// An `image/*` file the media upload does not take as `type=image` (an SVG; it takes jpg,
+/// gif, png, bmp) goes up as a file, so it still arrives.
+#[tokio::test]
+async fn a_picture_dingtalk_cannot_show_as_one_comes_as_a_file() {
+    const OUTPUTS: &str = "/mnt/user-data/outputs";
+    const SVG: &[u8] = b"<svg xmlns=\"http://www.w3.org/2000/svg\"><circle r=\"4\"/></svg>";
+    let dt = Dt::start().await;
+    dt.sim.put_output(format!("{OUTPUTS}/chart.svg"), SVG);
+    dt.sim.script_next_run(
+        Script::with_answer("Here is the chart.")
+            .chunks(1)
+            .present_files([format!("{OUTPUTS}/chart.svg")]),
+    );
+    dt.fake
+        .push(&Message::group_text(GROUP, ALICE, "@Bridge the chart, please").to_json());
+    dt.fake
+        .wait_until("the file message", DEADLINE, |fake| {
+            fake.sent().iter().any(|s| s.msg_key == "sampleFile")
+        })
+        .await
+        .unwrap();
+    let uploads = dt.fake.uploads();
+    assert_eq!(uploads.len(), 1, "{uploads:#?}");
+    assert_eq!(
+        (uploads[0].kind.as_str(), uploads[0].file_name.as_str()),
+        ("file", "chart.svg")
+    );
+    dt.stop().await;
+}
+
 /// A final-only channel with a working notice: a slow answer's notice is in the channel's
 /// language too (the bridge's own replies are the conformance suite's `localized`).
 #[tokio::test]

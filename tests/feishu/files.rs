@@ -63,6 +63,40 @@ async fn issue_15_presented_files_come_back_replying_to_the_answer() {
     fs.stop().await;
 }
 
+/// An `image/*` file Feishu's image upload does not decode (an SVG) goes up as a file, so
+/// it still arrives instead of a line saying it was refused.
+#[tokio::test]
+async fn a_picture_feishu_cannot_show_as_one_comes_as_a_file() {
+    const SVG: &[u8] = b"<svg xmlns=\"http://www.w3.org/2000/svg\"><circle r=\"4\"/></svg>";
+    let fs = Fs::start().await;
+    fs.sim.put_output(format!("{OUTPUTS}/chart.svg"), SVG);
+    fs.sim.script_next_run(
+        Script::with_answer("Here is the chart.")
+            .chunks(1)
+            .present_files([format!("{OUTPUTS}/chart.svg")]),
+    );
+    fs.fake
+        .push_event(&Event::text(CHAT, ALICE, "the chart, please").to_json());
+    fs.fake
+        .wait_until("a file message", DEADLINE, |fake| {
+            fake.messages().iter().any(|m| m.msg_type == "file")
+        })
+        .await
+        .unwrap();
+    let uploads = fs.fake.uploads();
+    assert_eq!(uploads.len(), 1, "{uploads:#?}");
+    assert_eq!(
+        (uploads[0].kind, uploads[0].name.as_str()),
+        ("file", "chart.svg")
+    );
+    assert_eq!(uploads[0].bytes, SVG);
+    assert!(
+        fs.fake.calls_to("images").is_empty(),
+        "not tried as an image"
+    );
+    fs.stop().await;
+}
+
 #[tokio::test]
 async fn issue_15_photos_sent_together_are_one_question() {
     let fs = Fs::start().await;

@@ -318,6 +318,18 @@ pub struct OutboundFile {
     pub if_refused: Option<String>,
 }
 
+impl OutboundFile {
+    /// Whether the file is a picture of one of `types`, the MIME types a platform takes as
+    /// an image message (an SVG is an `image/*` no chat app shows as one): any other file
+    /// goes as a file message, which the platform does take.
+    pub fn is_image_of(&self, types: &[&str]) -> bool {
+        self.is_image
+            && types
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(&self.mime_type))
+    }
+}
+
 /// A reply the daemon publishes to a channel (spec manager §2.2).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OutboundMessage {

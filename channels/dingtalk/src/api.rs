@@ -50,6 +50,15 @@ use crate::token::{AppToken, TOKEN_PATH, TokenCache};
 pub const TOKEN_HEADER: &str = "x-acs-dingtalk-access-token";
 /// Largest upload sent: DingTalk's limit for images and files on the media upload.
 pub const MAX_UPLOAD_BYTES: u64 = 20 * 1024 * 1024;
+/// The pictures the media upload takes as `type=image` (jpg, gif, png, bmp); any other
+/// goes up as a file.
+pub const IMAGE_TYPES: &[&str] = &[
+    "image/jpeg",
+    "image/jpg",
+    "image/png",
+    "image/gif",
+    "image/bmp",
+];
 /// Timeout of an ordinary call.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Timeout of an upload (up to 20 MB).

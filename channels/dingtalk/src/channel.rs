@@ -32,7 +32,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::NAME;
 use crate::api::{
-    self, Api, MAX_UPLOAD_BYTES, MediaType, NewCard, Recipient, RobotMessage, file_type,
+    self, Api, IMAGE_TYPES, MAX_UPLOAD_BYTES, MediaType, NewCard, Recipient, RobotMessage,
+    file_type,
 };
 use crate::config::DingTalkSettings;
 use crate::inbound::{InboundContext, normalize_data, parse_handle};
@@ -250,7 +251,7 @@ impl Channel for DingTalkChannel {
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
         let bytes =
             Bytes::from(im_bridge_channel::read_staged(&file.path, MAX_UPLOAD_BYTES).await?);
-        let kind = if file.is_image {
+        let kind = if file.is_image_of(IMAGE_TYPES) {
             MediaType::Image
         } else {
             MediaType::File

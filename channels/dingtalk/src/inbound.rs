@@ -5,8 +5,10 @@
 //! - `conversationType` `"1"` (or `1`) is a one-to-one chat with the robot, `"2"` (or `2`)
 //!   a group;
 //! - `chat_id` is the group's `conversationId`, or in a one-to-one chat the sender's
-//!   `senderStaffId` (a message without one is dropped: nobody could be answered);
-//!   `user_id` is `senderStaffId`; `thread_ts` is `msgId`;
+//!   `senderStaffId` (a one-to-one message without one is dropped: nobody could be
+//!   answered; in a group, a member from outside the organization has none and is told
+//!   apart by `senderId`, the answer going to the group);
+//!   `user_id` is `senderStaffId` (else, in a group, `senderId`); `thread_ts` is `msgId`;
 //! - in a group every message starts a conversation of its own (`topic_id` = `msgId`),
 //!   as DeerFlow does; a one-to-one chat is one long conversation;
 //! - text is `text.content` trimmed; a `richText` joins its text items with spaces; a
@@ -72,16 +74,22 @@ pub fn normalize(
         return Err(Skip::Malformed);
     }
     let staff = message.sender_staff_id.trim();
-    if staff.is_empty() {
-        return Err(Skip::NotAUser);
-    }
+    let sender = message.sender_id.as_deref().map_or("", str::trim);
+    // A group is answered in the group: a member from outside the organization, who has
+    // no staff id, is told apart by the (encrypted) senderId. A one-to-one answer needs
+    // the staff id.
+    let user = match (staff, kind) {
+        ("", ConversationType::Group) if !sender.is_empty() => sender,
+        ("", _) => return Err(Skip::NotAUser),
+        (staff, _) => staff,
+    };
     let conversation = message.conversation_id.trim();
     let (chat_id, chat_kind) = match kind {
         ConversationType::Private => (staff, ChatKind::Private),
         ConversationType::Group if conversation.is_empty() => return Err(Skip::Malformed),
         ConversationType::Group => (conversation, ChatKind::Group),
     };
-    if !ctx.allowed_users.allows(staff) {
+    if !ctx.allowed_users.allows(user) {
         return Err(Skip::NotAllowed);
     }
     let robot_code = match message.robot_code.trim() {
@@ -98,7 +106,7 @@ pub fn normalize(
     } else {
         text
     };
-    let mut msg = InboundMessage::new(NAME, chat_id, staff, text);
+    let mut msg = InboundMessage::new(NAME, chat_id, user, text);
     if let Some(millis) = message.create_at {
         msg.sent_at_millis(millis);
     }
@@ -108,7 +116,7 @@ pub fn normalize(
     msg.topic_id = (chat_kind == ChatKind::Group).then(|| msg_id.to_owned());
     // A one-to-one chat's conversationId is its own; the staff id scopes it otherwise.
     let scope = if conversation.is_empty() {
-        staff
+        user
     } else {
         conversation
     };
@@ -290,6 +298,19 @@ mod tests {
             "the app's robot by default"
         );
         data["senderStaffId"] = json!(" ");
+        assert_eq!(run(&data).unwrap_err(), Skip::NotAUser);
+    }
+
+    #[test]
+    fn a_group_member_from_outside_the_organization_is_answered_in_the_group() {
+        let mut data = group_text("@DeerFlow what is the plan?");
+        data["senderStaffId"] = json!("");
+        data["senderId"] = json!("$:LWCP_v1:$outsider");
+        let m = run(&data).unwrap();
+        assert_eq!(m.user_id.as_str(), "$:LWCP_v1:$outsider");
+        assert_eq!(m.chat_kind, ChatKind::Group);
+        assert_eq!(m.metadata["sender_staff_id"], "");
+        data["senderId"] = json!("");
         assert_eq!(run(&data).unwrap_err(), Skip::NotAUser);
     }
 

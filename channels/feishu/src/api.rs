@@ -49,6 +49,21 @@ pub(crate) mod card;
 
 /// Largest image `upload_image` sends (the platform's limit).
 pub const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+/// The pictures `upload_image` takes ("JPG、JPEG、PNG、WEBP、GIF、BMP、ICO、TIFF、HEIC",
+/// <https://open.feishu.cn/document/server-docs/im-v1/image/create>); any other goes up as a
+/// file.
+pub const IMAGE_TYPES: &[&str] = &[
+    "image/jpeg",
+    "image/jpg",
+    "image/png",
+    "image/webp",
+    "image/gif",
+    "image/bmp",
+    "image/x-icon",
+    "image/vnd.microsoft.icon",
+    "image/tiff",
+    "image/heic",
+];
 /// Largest file `upload_file` sends (the platform's limit).
 pub const MAX_FILE_BYTES: u64 = 30 * 1024 * 1024;
 /// Largest card, as serialized JSON, that is sent or patched (the platform's limit).

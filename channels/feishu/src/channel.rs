@@ -35,7 +35,9 @@ mod burst;
 mod hook;
 
 use crate::NAME;
-use crate::api::{Api, MAX_CARD_BYTES, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MediaKind, card};
+use crate::api::{
+    Api, IMAGE_TYPES, MAX_CARD_BYTES, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MediaKind, card,
+};
 use crate::config::{FeishuSettings, Transport};
 use crate::inbound::{InboundContext, TOPIC_THREAD_KEY, normalize, parse_handle};
 use crate::markup::FeishuCard;
@@ -367,7 +369,7 @@ impl Channel for FeishuChannel {
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
         let bytes = Bytes::from(im_bridge_channel::read_staged(&file.path, MAX_FILE_BYTES).await?);
         let size = bytes.len() as u64;
-        let as_image = file.is_image && size <= MAX_IMAGE_BYTES;
+        let as_image = file.is_image_of(IMAGE_TYPES) && size <= MAX_IMAGE_BYTES;
         let result = async {
             let (kind, content) = if as_image {
                 let key = self.api().upload_image(bytes).await?;

@@ -47,6 +47,9 @@ const CONNECTION: &str = "connection";
 pub const MAX_FILE_BYTES: u64 = 20 * 1024 * 1024;
 /// The largest picture sent as one (10 MB); a larger one goes as a file.
 pub const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+/// The pictures WeCom takes as images ("图片（image）：10MB，支持JPG,PNG格式", 上传临时素材);
+/// any other goes as a file.
+pub const IMAGE_TYPES: &[&str] = &["image/jpeg", "image/jpg", "image/png"];
 /// The most bytes a file's padding adds (PKCS#7 to 32 bytes).
 const PADDING: u64 = 32;
 /// How long the channel stays off WeCom after another connection took the bot over
@@ -287,7 +290,7 @@ impl Channel for WeComChannel {
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
         let bytes = im_bridge_channel::read_staged(&file.path, MAX_FILE_BYTES).await?;
         let size = bytes.len() as u64;
-        let kind = if file.is_image && size <= MAX_IMAGE_BYTES {
+        let kind = if file.is_image_of(IMAGE_TYPES) && size <= MAX_IMAGE_BYTES {
             MediaKind::Image
         } else {
             MediaKind::File

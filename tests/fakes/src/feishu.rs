@@ -140,6 +140,9 @@ pub mod code {
     pub const FILE_TOO_LARGE: i64 = 234_006;
     /// Files: an empty file.
     pub const FILE_EMPTY: i64 = 234_010;
+    /// Files: an image upload that is not a picture the platform decodes (an SVG). The
+    /// fake's code: Feishu documents the formats, not this answer's number.
+    pub const IMAGE_FORMAT: i64 = 234_011;
 }
 
 /// The timers Feishu hands the client (seconds), in discovery and optionally in pongs.

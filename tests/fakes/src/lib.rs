@@ -54,6 +54,7 @@
 pub mod dingtalk;
 pub mod discord;
 pub mod feishu;
+pub mod image;
 pub mod postgres;
 pub mod prereq;
 pub mod qq;

@@ -10,6 +10,7 @@
 //! a file or image message names an uploaded `media_id`; uploads are of a known `type`,
 //! not empty, and at most [`MAX_UPLOAD_BYTES`] (2 MB for voice).
 
+use crate::image::ImageFormat;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -233,6 +234,14 @@ pub(super) fn upload(
     let (file_name, bytes) = (&media.file_name, &media.bytes);
     if bytes.is_empty() || bytes.len() > limit {
         return legacy_error(code::LEGACY_INVALID_SIZE);
+    }
+    // An image must be a picture of "jpg、gif、png、bmp" (observed: 40004 "不合法的媒体文件类型").
+    let picture = matches!(
+        crate::image::sniff(bytes),
+        Some(ImageFormat::Jpeg | ImageFormat::Png | ImageFormat::Gif | ImageFormat::Bmp)
+    );
+    if kind == "image" && !picture {
+        return legacy_error(code::LEGACY_INVALID_TYPE);
     }
     let media_id = format!("@lAfakeMedia{}", inner.next_id());
     inner.uploads.push(Upload {

@@ -282,6 +282,10 @@ fn upload(inner: &mut Feishu, kind: &'static str, body: &Body) -> Answer {
     if bytes.len() > limit {
         return error(code::FILE_TOO_LARGE, "The file size exceed the max value.");
     }
+    // The image upload decodes the picture: "JPG、JPEG、PNG、WEBP、GIF、BMP、ICO、TIFF、HEIC".
+    if kind == "image" && crate::image::sniff(bytes).is_none() {
+        return error(code::IMAGE_FORMAT, "Can't recognize image format.");
+    }
     let n = inner.next_id();
     let (key, field) = if kind == "image" {
         (format!("img_v3_fake_{n:08}"), "image_key")
