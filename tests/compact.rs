@@ -149,7 +149,26 @@ async fn the_configured_agent_summarizes() {
     chat(&h, 2, 0).await;
     h.say("/compact").await;
     h.channel.wait_finals(3).await;
-    assert_eq!(h.last_body("/compact")["agent_name"], "report-writer");
+    let body = h.last_body("/compact");
+    assert_eq!(body["agent_name"], "report-writer");
+    assert!(body.get("model_name").is_none(), "no model named: {body}");
+    h.stop().await;
+}
+
+/// The model the conversation's runs name (`session.context.model_name`) writes the
+/// summary too, not the Gateway's default (which may not fit the thread).
+#[tokio::test]
+async fn the_chats_model_summarizes() {
+    let mut o = options("en-US");
+    o.manager
+        .session
+        .context
+        .insert("model_name".into(), serde_json::json!("gpt-long-context"));
+    let h = Harness::with(o).await;
+    chat(&h, 2, 0).await;
+    h.say("/compact").await;
+    h.channel.wait_finals(3).await;
+    assert_eq!(h.last_body("/compact")["model_name"], "gpt-long-context");
     h.stop().await;
 }
 

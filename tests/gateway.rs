@@ -410,6 +410,7 @@ async fn compaction_outcomes() {
             &CompactRequest {
                 keep_messages: Some(2),
                 agent_name: Some("writer".into()),
+                model_name: Some("sim-model".into()),
             },
         )
         .await

@@ -40,15 +40,33 @@ pub struct TurnFlags {
     pub bootstrap: bool,
 }
 
+/// The session layers that apply to `msg`, the widest first: global, channel, user.
+fn stack<'l>(msg: &InboundMessage, layers: Layers<'l>) -> [Option<&'l SessionLayer>; 3] {
+    let user_layer = layers
+        .channel
+        .and_then(|c| c.users.get(msg.user_id.as_str()));
+    [Some(layers.global), layers.channel, user_layer]
+}
+
+/// The model `msg`'s runs use, when the session layers name one (`context.model_name`, the
+/// narrowest layer's): what a compaction of its thread summarizes with too.
+pub fn model_for(msg: &InboundMessage, layers: Layers<'_>) -> Option<String> {
+    stack(msg, layers)
+        .iter()
+        .rev()
+        .flatten()
+        .find_map(|layer| layer.context.get("model_name")?.as_str())
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .map(str::to_owned)
+}
+
 /// The custom agent that runs for `msg` (`None` = the lead agent).
 pub fn agent_for(
     msg: &InboundMessage,
     layers: Layers<'_>,
 ) -> Result<Option<String>, InvalidAgentName> {
-    let user_layer = layers
-        .channel
-        .and_then(|c| c.users.get(msg.user_id.as_str()));
-    let stack = [Some(layers.global), layers.channel, user_layer];
+    let stack = stack(msg, layers);
     let explicit = ["assistant_id", "agent_name"]
         .iter()
         .find_map(|k| msg.metadata.get(*k))
@@ -76,13 +94,7 @@ pub fn build_request(
     layers: Layers<'_>,
     flags: TurnFlags,
 ) -> Result<RunRequest, InvalidAgentName> {
-    let user_layer = layers
-        .channel
-        .and_then(|c| c.users.get(msg.user_id.as_str()));
-    let stack: Vec<&SessionLayer> = [Some(layers.global), layers.channel, user_layer]
-        .into_iter()
-        .flatten()
-        .collect();
+    let stack: Vec<&SessionLayer> = stack(msg, layers).into_iter().flatten().collect();
 
     let agent_name = agent_for(msg, layers)?;
 

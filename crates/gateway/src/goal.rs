@@ -118,6 +118,10 @@ pub struct CompactRequest {
     pub keep_messages: Option<u32>,
     /// The custom agent whose model summarizes (`agent_name`).
     pub agent_name: Option<String>,
+    /// The model that summarizes (`model_name`): the one the conversation's runs name in
+    /// `context.model_name`, so the summary is written by the model the chat uses. `None`:
+    /// the agent's model, else the Gateway's default.
+    pub model_name: Option<String>,
 }
 
 impl CompactRequest {
@@ -130,6 +134,7 @@ impl CompactRequest {
                 value,
             }),
             agent_name: self.agent_name.as_deref(),
+            model_name: self.model_name.as_deref(),
         }
     }
 }
@@ -141,6 +146,8 @@ struct CompactBody<'a> {
     keep: Option<Keep>,
     #[serde(skip_serializing_if = "Option::is_none")]
     agent_name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_name: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -336,10 +343,12 @@ mod tests {
         let full = CompactRequest {
             keep_messages: Some(6),
             agent_name: Some("coder".into()),
+            model_name: Some("gpt-long-context".into()),
         };
         assert_eq!(
             body(&full),
-            json!({"force": true, "keep": {"type": "messages", "value": 6}, "agent_name": "coder"})
+            json!({"force": true, "keep": {"type": "messages", "value": 6}, "agent_name": "coder",
+                   "model_name": "gpt-long-context"})
         );
     }
 }

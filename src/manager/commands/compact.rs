@@ -100,6 +100,7 @@ async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition 
     let request = CompactRequest {
         keep_messages: keep,
         agent_name,
+        model_name: params::model_for(msg, layers),
     };
     match inner
         .gateway
