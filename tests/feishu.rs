@@ -205,6 +205,36 @@ async fn issue_15_two_messages_in_one_topic_are_queued_not_rejected() {
     fs.stop().await;
 }
 
+/// Feishu's 30 KB is on the request body, where the card's JSON is a JSON string: a quote
+/// takes four bytes there. An answer full of quotes whose card JSON is under 30 KB but
+/// whose request is over is cut into cards that each fit, nothing refused.
+#[tokio::test]
+async fn an_answer_full_of_quotes_is_cut_by_its_request_size() {
+    let answer = "\"x\" ".repeat(4_000);
+    let fs = Fs::start().await;
+    fs.sim
+        .script_next_run(Script::with_answer(answer.trim_end()).chunks(1));
+    fs.fake
+        .push_event(&Event::text(CHAT, ALICE, "quote it all").to_json());
+    fs.fake
+        .wait_until("the whole answer", DEADLINE, |fake| {
+            let shown: String = fake.messages().iter().map(|m| m.card_text()).collect();
+            shown.matches("\"x\"").count() == 4_000
+        })
+        .await
+        .unwrap();
+    let texts: Vec<String> = cards(&fs).iter().map(|m| m.card_text()).collect();
+    assert!(texts.len() >= 2, "one card would be over: {}", texts.len());
+    let refused: Vec<_> = fs
+        .fake
+        .calls()
+        .into_iter()
+        .filter(|c| c.code.is_some_and(|code| code != 0))
+        .collect();
+    assert!(refused.is_empty(), "{refused:#?}");
+    fs.stop().await;
+}
+
 #[tokio::test]
 async fn issue_15_the_webhook_answers_the_challenge_runs_signed_events_and_refuses_forgeries() {
     use im_bridge_fakes::feishu::{tamper_signature, url_verification_request, webhook_request};

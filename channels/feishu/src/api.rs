@@ -66,8 +66,12 @@ pub const IMAGE_TYPES: &[&str] = &[
 ];
 /// Largest file `upload_file` sends (the platform's limit).
 pub const MAX_FILE_BYTES: u64 = 30 * 1024 * 1024;
-/// Largest card, as serialized JSON, that is sent or patched (the platform's limit).
+/// Largest card request body (the platform's 30 KB): what the card's serialized JSON takes
+/// as a JSON string in the body ([`card::wire_len`]), the body's other fields left room
+/// ([`BODY_ROOM`]).
 pub const MAX_CARD_BYTES: usize = 30 * 1024;
+/// What a card request body holds beside the card (`receive_id`, `msg_type`, `uuid`).
+const BODY_ROOM: usize = 256;
 /// Timeout of an ordinary call.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Timeout of an upload (up to 30 MB).
@@ -388,7 +392,7 @@ impl Api {
 /// The card serialized into a message's `content`, refused over [`MAX_CARD_BYTES`].
 fn card_content(card: &Value) -> Result<String, ApiError> {
     let content = card.to_string();
-    if content.len() > MAX_CARD_BYTES {
+    if card::wire_len(&content) + BODY_ROOM > MAX_CARD_BYTES {
         return Err(ApiError::CardTooLarge {
             limit: MAX_CARD_BYTES,
         });

@@ -292,9 +292,9 @@ impl FeishuChannel {
 
 /// `text` as the texts of cards within the card limit: itself when it surely fits.
 fn card_texts(text: &str) -> Vec<String> {
-    // JSON escaping grows a byte to six at most: short texts need no measuring.
+    // Escaping twice grows a byte to seven at most: short texts need no measuring.
     let max = MAX_CARD_BYTES - QUOTE_ROOM;
-    if text.len() * 6 + 256 <= max || card::card_len(text) <= max {
+    if text.len() * card::MAX_ESCAPE_GROWTH + 512 <= max || card::card_len(text) <= max {
         vec![text.to_owned()]
     } else {
         card::split_for_cards(text, max)

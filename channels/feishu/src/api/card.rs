@@ -7,9 +7,11 @@
 //! makes it a shared card, which is what allows later `PATCH`es to be seen by everyone;
 //! it must be present in the card sent and in every patch.
 //!
-//! The limit ([`MAX_CARD_BYTES`](crate::api::MAX_CARD_BYTES)) is on the card's serialized
-//! JSON, so the text's budget is the limit minus the envelope, and JSON escaping (a quote
-//! or newline takes two bytes, a control character six) can still push a piece over it.
+//! The limit ([`MAX_CARD_BYTES`](crate::api::MAX_CARD_BYTES)) is on the request body
+//! ("卡片消息请求体最大不能超过 30 KB"), which carries the card's serialized JSON as a
+//! JSON string: escaped twice. So the text's budget is the limit minus the envelope, and
+//! the escaping (a quote takes four bytes there, a newline three, a control character
+//! seven) can still push a piece over it.
 //! [`split_for_cards`] therefore cuts with the core splitter
 //! (`im_bridge_channel::split::split`, in UTF-8 bytes:
 //! on paragraph, line or space boundaries, never inside a character, closing and
@@ -20,8 +22,8 @@ use im_bridge_channel::LengthUnit;
 use im_bridge_channel::split::split;
 use serde_json::{Value, json};
 
-/// Escaping makes at most this many bytes of one byte of text (`\u001f`).
-const MAX_ESCAPE_GROWTH: usize = 6;
+/// Escaping twice makes at most this many bytes of one byte of text (`\\u001f`).
+pub const MAX_ESCAPE_GROWTH: usize = 7;
 
 /// The card showing `markdown`.
 pub fn card(markdown: &str) -> Value {
@@ -70,9 +72,25 @@ pub fn quote(text: &str) -> Option<String> {
     Some(quote)
 }
 
-/// The length of [`card`]`(markdown)` serialized, in bytes: what the card limit bounds.
+/// The length of [`card`]`(markdown)` as a request carries it (serialized, then a JSON
+/// string in the body), in bytes: what the card limit bounds.
 pub fn card_len(markdown: &str) -> usize {
-    card(markdown).to_string().len()
+    wire_len(&card(markdown).to_string())
+}
+
+/// The bytes `content` takes as a JSON string in a request body, quotes included: what
+/// `serde_json` writes for it (`"` and `\` take two bytes, `\n` and its kind two, other
+/// control characters six).
+pub fn wire_len(content: &str) -> usize {
+    let escaped: usize = content
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0x00..=0x1f => 6,
+            _ => 1,
+        })
+        .sum();
+    escaped + 2
 }
 
 /// `text` cut into the texts of cards whose serialized JSON is at most `max_bytes` each
@@ -114,6 +132,23 @@ fn push_fitting(piece: String, budget: usize, max_bytes: usize, cards: &mut Vec<
 mod tests {
     use super::*;
     use crate::api::MAX_CARD_BYTES;
+
+    #[test]
+    fn a_cards_wire_length_is_what_serde_json_writes() {
+        for content in [
+            "",
+            "plain",
+            "a \"quote\" and a \\ back",
+            "lines\n\tand\r\u{1}\u{8}\u{c}",
+            "中文",
+        ] {
+            assert_eq!(
+                wire_len(content),
+                serde_json::to_string(content).unwrap().len(),
+                "{content:?}"
+            );
+        }
+    }
 
     fn assert_fits(cards: &[String], max: usize) {
         for (i, c) in cards.iter().enumerate() {

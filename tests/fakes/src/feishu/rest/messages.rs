@@ -57,7 +57,8 @@ pub(super) fn check_content(inner: &Feishu, msg_type: &str, content: &str) -> Re
             }
         }
         "interactive" | "post" => {
-            if content.len() > MAX_CARD_BYTES {
+            // The limit is on the request body, where the content is a JSON string.
+            if Value::from(content).to_string().len() > MAX_CARD_BYTES {
                 return Err(too_long());
             }
         }

@@ -123,7 +123,8 @@ fn unknown_ids_users_messages_and_texts_cannot_be_patched() {
 fn cards_are_limited_to_30_kb_and_texts_to_150_kb() {
     let mut inner = Feishu::new();
     let id = with_card(&mut inner, true);
-    let overhead = card(true, "").len();
+    // The limit is on the request body, where the card is a JSON string: escaped again.
+    let overhead = Value::from(card(true, "")).to_string().len();
     let fits = "a".repeat(MAX_CARD_BYTES - overhead);
     assert_eq!(code_of(&patch_to(&mut inner, &id, &fits)), 0);
     let over = fits.clone() + "a";
@@ -134,6 +135,12 @@ fn cards_are_limited_to_30_kb_and_texts_to_150_kb() {
     let big = json!({"msg_type": "interactive", "content": card(true, &over)});
     assert_eq!(
         code_of(&reply(&mut inner, "om_user", &big)),
+        code::CONTENT_TOO_LONG
+    );
+    // Quotes take four bytes there: a card of 8 KB of them is over.
+    let quoted = "\"".repeat(8 * 1024);
+    assert_eq!(
+        code_of(&patch_to(&mut inner, &id, &quoted)),
         code::CONTENT_TOO_LONG
     );
     let text = |n: usize| json!({"text": "a".repeat(n)}).to_string();
