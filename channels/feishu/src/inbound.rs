@@ -210,7 +210,14 @@ fn read_post(
         for element in paragraph.as_array().into_iter().flatten() {
             let text_of = |key: &str| element.get(key).and_then(Value::as_str).unwrap_or("");
             match text_of("tag") {
-                "text" | "a" => words.push(text_of("text").to_owned()),
+                "text" => words.push(text_of("text").to_owned()),
+                // A named link keeps where it points: the agent may need to open it.
+                "a" => words.push(match (text_of("text").trim(), text_of("href").trim()) {
+                    (text, "") => text.to_owned(),
+                    ("", href) => href.to_owned(),
+                    (text, href) if text == href => href.to_owned(),
+                    (text, href) => format!("[{text}]({href})"),
+                }),
                 "at" => {
                     // The placeholder, like a text's: commands strip it, chat names it.
                     let key = text_of("user_id");
@@ -443,10 +450,16 @@ mod tests {
             "content": json!({"title": "Plan", "content": [
                 [{"tag": "text", "text": "look at"}, {"tag": "at", "user_id": "@_user_1", "user_name": "Bot"}],
                 [{"tag": "img", "image_key": "img_k"}],
+                [{"tag": "text", "text": "read"},
+                 {"tag": "a", "text": "the spec", "href": "https://example.com/spec"},
+                 {"tag": "a", "text": "https://e.x", "href": "https://e.x"}],
             ]}).to_string(),
         });
         let m = run(&envelope(post)).unwrap();
-        assert_eq!(m.text, "Plan\n\nlook at @Bot\n\n[image]");
+        assert_eq!(
+            m.text,
+            "Plan\n\nlook at @Bot\n\n[image]\n\nread [the spec](https://example.com/spec) https://e.x"
+        );
         assert_eq!(m.files.len(), 1);
         assert_eq!(
             m.files[0].source,
