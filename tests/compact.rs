@@ -96,6 +96,23 @@ async fn every_outcome_in_every_shipped_locale() {
             text(msg::COMPACT_BUSY, &[]),
             "{tag}"
         );
+        // A Gateway from before compaction has no such route (FastAPI's bare 404).
+        h.sim
+            .push_fault(Fault::on(Route::Compact).reply(Reply::detail(404, "Not Found")));
+        assert_eq!(
+            h.ask("/compact", 10).await,
+            text(msg::COMPACT_DISABLED, &[]),
+            "{tag}"
+        );
+        // The thread was deleted in DeerFlow: nothing to condense (the next message
+        // starts another), not a failure to try again.
+        h.sim
+            .push_fault(Fault::on(Route::Compact).reply(Reply::detail(404, "Thread not found")));
+        assert_eq!(
+            h.ask("/compact", 11).await,
+            text(msg::COMPACT_NOTHING, &[]),
+            "{tag}"
+        );
         for f in h.channel.finals() {
             assert!(
                 !f.contains("Failed to compact"),

@@ -171,7 +171,7 @@ compact-done =
        *[other] the latest { $kept } were
     } kept as they are. The chat history itself is unchanged.
 compact-not-needed = There isn't enough in this conversation to condense yet.
-compact-disabled = Condensing conversations is turned off on this DeerFlow server.
+compact-disabled = Condensing conversations isn't available on this DeerFlow server (it is turned off, or the server is too old for it).
 compact-busy = A task is still running in this conversation. Please send /compact again once it has finished.
 compact-timeout = Condensing is taking longer than expected. It may still finish on its own; check again in a little while.
 compact-failed = I couldn't condense this conversation, so nothing changed. Please try again later.

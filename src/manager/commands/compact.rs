@@ -123,9 +123,12 @@ async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition 
         Err(error) => {
             tracing::info!(%error, "Compaction did not happen.");
             let id = match error {
-                GatewayError::Disabled => m::COMPACT_DISABLED,
+                // Turned off, or a Gateway from before compaction.
+                GatewayError::Disabled | GatewayError::RouteMissing => m::COMPACT_DISABLED,
                 GatewayError::Busy => m::COMPACT_BUSY,
                 GatewayError::Timeout => m::COMPACT_TIMEOUT,
+                // The thread is gone (deleted in DeerFlow): the next message starts another.
+                GatewayError::NotFound => m::COMPACT_NOTHING,
                 _ => m::COMPACT_FAILED,
             };
             inner.replier.reply(msg, id, &[]).await;
