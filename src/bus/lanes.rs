@@ -134,8 +134,17 @@ struct Fate {
     /// The send keys of those that failed and wait for the journal's retry (at most
     /// [`MAX_RETRIED_KEYS`]).
     retried: Vec<String>,
+    /// More failed than [`MAX_RETRIED_KEYS`]: only the retries' settling tells the end.
+    overflowed: bool,
     /// The turn's end came and was held back for the retry.
     ended: bool,
+}
+
+impl Fate {
+    /// Whether a final of the source waits for the journal's retry.
+    fn waits_for_retries(&self) -> bool {
+        !self.retried.is_empty() || self.overflowed
+    }
 }
 
 struct Shared {
@@ -358,7 +367,7 @@ async fn perform(
             let mut fates = shared.fates();
             if let Some(fate) = fates
                 .get_mut(&source)
-                .filter(|fate| !fate.retried.is_empty())
+                .filter(|fate| fate.waits_for_retries())
             {
                 // The journal's retry tells the end once it settled.
                 fate.ended = true;
@@ -373,6 +382,7 @@ async fn perform(
                 // own end tells.
                 Some(fate) if !fate.ended => {
                     fate.retried.clear();
+                    fate.overflowed = false;
                     fate.refused |= !answered;
                     return;
                 }
@@ -392,7 +402,7 @@ async fn perform(
                 None => fate.retried.clear(),
             }
             // The end waits for the turn, or for the other finals' retries.
-            if !fate.ended || !fate.retried.is_empty() {
+            if !fate.ended || fate.waits_for_retries() {
                 return;
             }
             fates.remove(&source).is_some_and(|fate| fate.refused)
@@ -426,7 +436,7 @@ fn note_fate(
     if fates.len() >= MAX_UNANSWERED && !fates.contains_key(&source) {
         // Refusals whose turn's end never came go first; ends held back for a retry
         // (they live as long as it does) only when nothing else is left.
-        fates.retain(|_, fate| !fate.retried.is_empty());
+        fates.retain(|_, fate| fate.waits_for_retries());
         if fates.len() >= MAX_UNANSWERED {
             fates.clear();
         }
@@ -434,7 +444,9 @@ fn note_fate(
     let fate = fates.entry(source).or_default();
     match &msg.hints.send_key {
         Some(key) if retried => {
-            if !fate.retried.contains(key) && fate.retried.len() < MAX_RETRIED_KEYS {
+            if fate.retried.len() >= MAX_RETRIED_KEYS {
+                fate.overflowed = true;
+            } else if !fate.retried.contains(key) {
                 fate.retried.push(key.clone());
             }
         }

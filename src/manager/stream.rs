@@ -259,6 +259,8 @@ struct Progress {
     /// The continuations seen so far in the events read (after a reset or a restart,
     /// those of segments ended before come again).
     seen: usize,
+    /// A `values` snapshot of the run came: the thread's state is the run's own.
+    values_seen: bool,
 }
 
 /// The most ended segments [`SoFar`] keeps untaken.
@@ -290,6 +292,7 @@ impl SoFar {
     /// counts (the text comes from the messages).
     pub fn on_values(&self, values: &Snapshot) {
         let mut progress = self.lock();
+        progress.values_seen = true;
         progress.acc.snapshot_continuations = turn::continuations(values);
         self.end_segments(&mut progress);
     }
@@ -332,6 +335,11 @@ impl SoFar {
     /// The text the run shows now (in the segment it is in).
     pub fn text(&self) -> String {
         self.lock().acc.visible_text().to_owned()
+    }
+
+    /// Whether a `values` snapshot of the run came (the run wrote its state).
+    pub fn values_seen(&self) -> bool {
+        self.lock().values_seen
     }
 
     /// The segment the run is in and what was streamed of it.

@@ -591,6 +591,33 @@ async fn a_retried_final_that_gave_way_to_a_later_one_holds_the_end_back_no_more
     assert!(lanes.shared.fates().is_empty());
 }
 
+#[tokio::test]
+async fn past_the_keys_it_tells_apart_an_end_waits_for_the_retries_to_settle() {
+    let (channel, delivery) = Refusing::start(|_| ChannelError::Transport("down".into()));
+    let lanes = Lanes::new(64);
+    let push = |msg, job| lanes.push("refusing", &delivery, msg, Hooks::default(), job);
+    let marker = reply("c1", "s1", "", true);
+    for n in 0..=MAX_RETRIED_KEYS {
+        let mut msg = reply("c1", "s1", "so far", true);
+        msg.hints.send_key = Some(format!("key-{n}"));
+        push(msg, Job::Reply).await;
+    }
+    push(marker.clone(), Job::TurnEnd).await;
+    // Every final it told apart gave way; the one past them did not.
+    for n in 0..MAX_RETRIED_KEYS {
+        let key = Some(format!("key-{n}"));
+        push(marker.clone(), Job::Superseded { key }).await;
+    }
+    assert!(lanes.flush(DEADLINE).await);
+    assert!(
+        channel.ended.lock().unwrap().is_empty(),
+        "one final untracked still waits"
+    );
+    push(marker, Job::Settled { answered: true }).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(*channel.ended.lock().unwrap(), [false]);
+}
+
 /// The hand-off `source`'s retried final gave way (its key as `retried` writes it).
 fn superseded(source: &str) -> Job {
     Job::Superseded {

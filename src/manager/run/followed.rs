@@ -92,7 +92,13 @@ pub(super) async fn wait_turn(
             // Stopped mid-segment: the checkpoint lacks what was being written.
             let current = stopped.then(|| so_far.current());
             let end = ending(&joined, stopped);
-            let snapshot = &joined.snapshot;
+            // Stopped before the run wrote its state, the thread's state is the turn
+            // before's: only what this run sent counts.
+            let empty = Snapshot::default();
+            let snapshot = match stopped && !so_far.values_seen() {
+                true => &empty,
+                false => &joined.snapshot,
+            };
             let disposition = publish_values(inner, msg, source, snapshot, end, current).await;
             (disposition, RunStart::Started)
         }
@@ -163,7 +169,10 @@ pub(in crate::manager) async fn follow(
     Some(match outcome {
         Ok(joined) => {
             let end = ending(&joined, stopped);
-            publish_values(inner, msg, source, &joined.snapshot, end, None).await
+            // A recovered run stopped: the thread's state may still be the turn before's.
+            let empty = Snapshot::default();
+            let snapshot = if stopped { &empty } else { &joined.snapshot };
+            publish_values(inner, msg, source, snapshot, end, None).await
         }
         Err(error) => {
             tracing::warn!(%error, "Following a recovered run failed.");
@@ -178,11 +187,6 @@ pub(in crate::manager) async fn follow(
     })
 }
 
-/// Publishes the answer in a run's final snapshot: one final per goal-continuation segment
-/// (each continuation in its own message, even where partial updates cannot be shown), the
-/// last one ending as failed when the run failed. The segments whose finals the turn's
-/// entry says went out already (a restart follows the run) are not published again; the
-/// last one always is.
 /// `segments` as the checkpoint has them, with segment `n` as it was streamed when `/stop`
 /// came: the checkpoint holds a segment only once its message is complete, so a segment
 /// cut short is missing, or shorter there.
@@ -211,6 +215,11 @@ fn ending(joined: &join::Joined, stopped: bool) -> Ending {
     }
 }
 
+/// Publishes the answer in a run's final snapshot: one final per goal-continuation segment
+/// (each continuation in its own message, even where partial updates cannot be shown), the
+/// last one ending as failed when the run failed. The segments whose finals the turn's
+/// entry says went out already (a restart follows the run) are not published again; the
+/// last one always is.
 async fn publish_values(
     inner: &Inner,
     msg: &InboundMessage,
