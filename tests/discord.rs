@@ -88,6 +88,32 @@ async fn issue_18_mention_only_ignores_the_unmentioned_and_strips_the_mention() 
     dc.stop().await;
 }
 
+/// A thread someone else started (a user's thread, a forum post) is a channel like any
+/// other: with `mention_only`, its unmentioned messages are not the bot's, only those that
+/// mention it.
+#[tokio::test]
+async fn mention_only_holds_in_a_thread_the_bot_did_not_open() {
+    const USERS_THREAD: &str = "1300000000000000600";
+    let dc = Dc::start_with(Setup {
+        mention_only: true,
+        ..Setup::default()
+    })
+    .await;
+    dc.fake.add_thread_of(USERS_THREAD, CHANNEL, ALICE);
+    dc.fake
+        .push(&Event::in_thread(USERS_THREAD, ALICE, "just us talking"));
+    dc.sim
+        .script_next_run(Script::with_answer("You called?").chunks(1));
+    dc.fake
+        .push(&Event::in_thread(USERS_THREAD, ALICE, "are you there?").mentioning_bot(true));
+    dc.wait_sent("the answer", "You called?").await;
+    let threads = dc.sim.thread_ids();
+    assert_eq!(threads.len(), 1, "the unmentioned message never ran");
+    let asked = dc.sim.messages(&threads[0])[0]["content"].clone();
+    assert_eq!(asked, "are you there?");
+    dc.stop().await;
+}
+
 #[tokio::test]
 async fn issue_18_thread_mode_answers_in_a_thread_and_a_follow_up_there_continues() {
     let dc = Dc::start_with(Setup {

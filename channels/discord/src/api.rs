@@ -74,6 +74,15 @@ fn message(content: &str) -> MessageBody {
     }
 }
 
+/// A thread, as `GET /channels/{id}` tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadOf {
+    /// The channel it is in.
+    pub parent: u64,
+    /// Who started it.
+    pub owner: Option<u64>,
+}
+
 impl DiscordApi {
     /// A client for `settings.api_url` with the bot token.
     pub fn new(settings: &DiscordSettings) -> Result<Self, ApiError> {
@@ -128,7 +137,7 @@ impl DiscordApi {
 
     /// `GET /channels/{channel}`: the parent channel when `channel` is a thread (types 10,
     /// 11, 12), `None` for any other channel.
-    pub async fn thread_parent(&self, channel: u64) -> Result<Option<u64>, ApiError> {
+    pub async fn thread_parent(&self, channel: u64) -> Result<Option<ThreadOf>, ApiError> {
         let op = "channel";
         let answer = self
             .call(
@@ -142,7 +151,10 @@ impl DiscordApi {
             .await?;
         let channel: ChannelAnswer = read(answer);
         let parent = channel.parent_id.as_ref().and_then(snowflake);
-        Ok(parent.filter(|_| channel.is_thread()))
+        let owner = channel.owner_id.as_ref().and_then(snowflake);
+        Ok(parent
+            .filter(|_| channel.is_thread())
+            .map(|parent| ThreadOf { parent, owner }))
     }
 
     /// `POST /channels/{channel}/messages` with `content` (at most 2000 characters) and

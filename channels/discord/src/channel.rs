@@ -254,9 +254,9 @@ impl DiscordChannel {
         }
     }
 
-    /// Asks Discord whether an unknown guild channel is a thread, and of which channel: a
-    /// message in a thread the bot opened before a restart (or on another replica) then
-    /// continues that thread's conversation, as the answers before it did. Other guilds,
+    /// Asks Discord whether an unknown guild channel is a thread the bot opened, and in
+    /// which channel: a message in a thread the bot opened before a restart (or on another
+    /// replica) then continues that thread's conversation, as the answers before it did. Other guilds,
     /// when `allowed_guilds` excludes them, are never asked about.
     async fn learn_channel(&self, message: &Message) {
         let guild = message.guild_id.map(|g| g.get());
@@ -267,9 +267,16 @@ impl DiscordChannel {
         {
             return;
         }
-        match self.api.thread_parent(channel).await {
-            Ok(Some(parent)) => lock(&self.state).know_thread(channel, parent),
-            Ok(None) => lock(&self.state).add_plain(channel),
+        let thread = self.api.thread_parent(channel).await;
+        let bot = lock(&self.state).bot_id;
+        match thread {
+            // The bot's own thread continues its conversation; anyone else's thread (a
+            // forum post, a user's thread) is a channel like any other: `mention_only`
+            // holds there.
+            Ok(Some(thread)) if bot.is_some() && thread.owner == bot => {
+                lock(&self.state).know_thread(channel, thread.parent);
+            }
+            Ok(_) => lock(&self.state).add_plain(channel),
             Err(error) => {
                 tracing::debug!(channel = NAME, %error, "Could not tell whether a Discord channel is a thread.");
             }

@@ -134,6 +134,9 @@ pub struct ChannelAnswer {
     /// A thread's parent channel (a snowflake).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<Value>,
+    /// Who started the thread (a snowflake).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<Value>,
     /// The guild (not read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guild_id: Option<Value>,

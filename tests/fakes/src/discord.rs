@@ -134,7 +134,7 @@ impl Discord {
     fn channel_object(&self, id: &str) -> Value {
         if let Some(t) = self.threads.iter().find(|t| t.id == id) {
             return json!({"id": t.id, "type": 11, "guild_id": GUILD_ID, "parent_id": t.parent_id,
-                          "name": t.name, "thread_metadata": {"archived": false,
+                          "owner_id": t.owner_id, "name": t.name, "thread_metadata": {"archived": false,
                           "auto_archive_duration": 1440, "locked": false,
                           "archive_timestamp": "2026-01-01T00:00:00.000000+00:00"}});
         }
@@ -208,14 +208,20 @@ impl Fake<Discord> {
         format!("http://{}/attachments/{name}", self.addr())
     }
 
-    /// Makes `id` a thread in `parent` that already exists (the bot opened it before a
+    /// Makes `id` a thread in `parent` that already exists, started by the bot (before a
     /// restart, say): `GET /channels/{id}` says so.
     pub fn add_thread(&self, id: &str, parent: &str) {
+        self.add_thread_of(id, parent, BOT_ID);
+    }
+
+    /// Makes `id` a thread in `parent` that `owner` started (a user's thread, a forum post).
+    pub fn add_thread_of(&self, id: &str, parent: &str, owner: &str) {
         let thread = Thread {
             id: id.to_owned(),
             parent_id: parent.to_owned(),
             message_id: String::new(),
             name: format!("thread-{id}"),
+            owner_id: owner.to_owned(),
         };
         self.with_state(|d| d.threads.push(thread));
     }

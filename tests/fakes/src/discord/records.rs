@@ -87,6 +87,8 @@ pub struct Thread {
     pub message_id: String,
     /// Its name.
     pub name: String,
+    /// Who started it (`owner_id`): the bot, or a user.
+    pub owner_id: String,
 }
 
 /// A reaction the bot added.

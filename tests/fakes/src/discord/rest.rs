@@ -284,6 +284,7 @@ fn answer(
                 parent_id: channel.clone(),
                 message_id,
                 name,
+                owner_id: BOT_ID.to_owned(),
             });
             ok(inner.channel_object(&id))
         }
