@@ -298,7 +298,7 @@ async fn uploads_become_file_and_image_messages() {
         .upload_media(
             MediaType::Image,
             "chart.png",
-            Bytes::from_static(b"\x89PNG"),
+            Bytes::from_static(b"\x89PNG\r\n\x1a\n a tiny chart"),
         )
         .await
         .unwrap();
@@ -316,7 +316,7 @@ async fn uploads_become_file_and_image_messages() {
     );
     assert_eq!(
         (uploads[1].kind.as_str(), &uploads[1].bytes[..]),
-        ("image", &b"\x89PNG"[..])
+        ("image", &b"\x89PNG\r\n\x1a\n a tiny chart"[..])
     );
     assert_eq!(fake.calls_to("upload").len(), 3);
     let too_big = Bytes::from(vec![0u8; MAX_UPLOAD_BYTES as usize + 1]);
