@@ -230,6 +230,45 @@ async fn a_picture_read_ahead_elsewhere_is_read_again_from_its_url() {
     wc.stop().await;
 }
 
+/// A picture is journaled before its file is read ahead: while WeCom's file host is slow,
+/// the message is already in the store (a crash then loses nothing: the next start reads
+/// the file by its URL), and once the file came the agent gets it.
+#[tokio::test]
+async fn a_picture_is_journaled_before_its_file_is_read_ahead() {
+    const PHOTO: &[u8] = b"\xff\xd8\xff\xe0 a slow file host";
+    let wc = Wc::start().await;
+    wc.sim
+        .script_next_run(Script::with_answer("I see the slow photo."));
+    wc.fake.hold_files();
+    let photo = wc.fake.put_file(PHOTO.to_vec(), Some("photo.jpg"));
+    wc.fake.push(&Message::image(ALICE, &photo));
+    wc.fake
+        .wait_until("the file read ahead", DEADLINE, |fake| {
+            fake.files_waiting() == 1
+        })
+        .await
+        .unwrap();
+    let records = wc.journal_records();
+    assert_eq!(records.len(), 1, "journaled while its file downloads");
+    assert!(records[0].contains(&photo.aeskey), "with the file's handle");
+    wc.fake.release_files();
+    wc.fake
+        .wait_until("the picture's answer", DEADLINE, |fake| {
+            shown_in(fake, ALICE)
+                .iter()
+                .any(|t| t == "I see the slow photo.")
+        })
+        .await
+        .unwrap();
+    let thread = wc.sim.thread_ids().pop().unwrap();
+    assert_eq!(
+        wc.sim.uploads(&thread).len(),
+        1,
+        "the agent got the picture"
+    );
+    wc.stop().await;
+}
+
 /// What happens while the picture waits.
 #[derive(Clone, Copy, PartialEq)]
 enum Meanwhile {

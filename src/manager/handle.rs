@@ -1,11 +1,11 @@
 //! Handling one message, in five stages ([`Manager::handle`] reads as their sequence):
 //!
-//! 0. On a channel whose file handles expire, a chat message's files are read first and
-//!    kept on disk until its turn (`staging.rs`), so the journal names the copies; they are
-//!    removed once the message was handled.
 //! 1. **admit** — the message is journaled with its dedupe record in one store transaction
-//!    (`journal.rs`); a redelivery ends here, dropped silently. On a channel with a reply
-//!    window, what waits for the chat's next message goes out first (issue 33).
+//!    (`journal.rs`); a redelivery ends here, dropped silently. On a channel whose file
+//!    handles expire, a chat message's files are then read and kept on disk until its turn
+//!    (`staging.rs`), and the entry names the copies; they are removed once the message was
+//!    handled. On a channel with a reply window, what waits for the chat's next message
+//!    goes out first (issue 33).
 //! 2. **take its place** — in its conversation's line (`order.rs`): it waits for the earlier
 //!    messages, giving its worker slot back meanwhile, told so once per run (the queued
 //!    notice; later ones a reaction). A full line, or a channel that rejects while busy,
@@ -115,61 +115,80 @@ impl Manager {
     /// journaled and nothing will answer it), never a "done" on a message not answered.
     pub(crate) async fn handle(
         &self,
-        msg: InboundMessage,
+        mut msg: InboundMessage,
         cancel: CancellationToken,
         place: Place,
         slot: Slot,
     ) {
-        let msg = self.read_files_ahead(msg, &place, &cancel).await;
-        if self.handle_stages(&msg, &cancel, place, slot).await {
-            // Handled (or a redelivery): its files read ahead are no longer needed; a
-            // message shutdown stopped keeps them for the next start.
+        let key = dedupe::dedupe_key(&msg);
+        let admitted = match self.inner.journal.admit(&msg, key.as_ref()).await {
+            Admission::New(entry) => entry,
+            Admission::Duplicate => {
+                tracing::info!("Dropped a redelivered message.");
+                place.abandon();
+                self.inner.replier.outbound().turn_ended(&msg).await;
+                return;
+            }
+        };
+        self.read_files_ahead(&mut msg, admitted.as_ref(), &place, &cancel)
+            .await;
+        let admitted = Admitted {
+            msg: &msg,
+            key,
+            entry: admitted,
+        };
+        if self.handle_stages(admitted, &cancel, place, slot).await {
+            // Handled: its files read ahead are no longer needed; a message shutdown
+            // stopped keeps them for the next start.
             self.inner.staging.release(&msg).await;
             self.inner.replier.outbound().turn_ended(&msg).await;
         }
     }
 
-    /// On a channel whose file handles expire, a chat message that will have a turn gets
-    /// its files read now and kept on disk until then (`staging.rs`): it may wait behind a
-    /// long run, or be recovered after a restart. Staged before it is journaled, so the
-    /// journal names the files by path; shutdown stops the reading (what was not staged
-    /// keeps its handle).
+    /// On a channel whose file handles expire, a journaled chat message that will have a
+    /// turn gets its files read now and kept on disk until then (`staging.rs`): it may
+    /// wait behind a long run, or be recovered after a restart. The journal entry was
+    /// written first, with the handles, so a crash while the files download loses nothing
+    /// (the next start reads them by handle); it names the copies once they are on disk.
+    /// Shutdown stops the reading (what was not staged keeps its handle).
     async fn read_files_ahead(
         &self,
-        mut msg: InboundMessage,
+        msg: &mut InboundMessage,
+        entry: Option<&Entry>,
         place: &Place,
         cancel: &CancellationToken,
-    ) -> InboundMessage {
+    ) {
         let outbound = self.inner.replier.outbound();
         let expire = outbound
             .capabilities(&msg.channel_name)
             .and_then(|c| c.files_expire_after);
         let Some(within) = expire else {
-            return msg;
+            return;
         };
         if msg.files.is_empty() || msg.msg_type != MsgType::Chat || matches!(place, Place::Busy) {
-            return msg;
+            return;
         }
+        let mut staged = msg.clone();
         tokio::select! {
-            () = self.inner.staging.stage(&self.inner, &mut msg, within) => {}
-            () = cancel.cancelled() => {}
+            () = self.inner.staging.stage(&self.inner, &mut staged, within) => {}
+            () = cancel.cancelled() => return,
         }
-        msg
+        if let Some(entry) = entry {
+            entry.files_staged(&staged.files).await;
+        }
+        msg.files = staged.files;
     }
 
-    /// The five stages, in order; a redelivery, a busy line or shutdown ends them early.
+    /// The stages after admission, in order; a busy line or shutdown ends them early.
     /// `false` when shutdown stopped the message.
     async fn handle_stages(
         &self,
-        msg: &InboundMessage,
+        admitted: Admitted<'_>,
         cancel: &CancellationToken,
         place: Place,
         mut slot: Slot,
     ) -> bool {
-        let Some(admitted) = self.admit(msg).await else {
-            place.abandon();
-            return true;
-        };
+        self.carry_held(admitted.msg).await;
         let ticket = match self.take_place(&admitted, place, &mut slot, cancel).await {
             Placed::Turn(ticket) => ticket,
             Placed::TurnedAway => {
@@ -188,27 +207,12 @@ impl Manager {
         if let (Some(_), Some(entry)) = (&ticket, &admitted.entry) {
             // The lanes deliver without a worker slot: the wait holds only the line.
             slot.give_back();
-            self.rest_for_the_next(entry, msg, cancel).await;
+            self.rest_for_the_next(entry, admitted.msg, cancel).await;
         }
         // Settled: only now may the conversation's next message go, in this slot or another.
         drop(ticket);
         drop(slot);
         finished
-    }
-
-    /// **Admit**: journals `msg` with its dedupe record; `None` for a redelivery. What
-    /// waits for the chat's next message goes out first.
-    async fn admit<'m>(&self, msg: &'m InboundMessage) -> Option<Admitted<'m>> {
-        let key = dedupe::dedupe_key(msg);
-        let entry = match self.inner.journal.admit(msg, key.as_ref()).await {
-            Admission::New(entry) => entry,
-            Admission::Duplicate => {
-                tracing::info!("Dropped a redelivered message.");
-                return None;
-            }
-        };
-        self.carry_held(msg).await;
-        Some(Admitted { msg, key, entry })
     }
 
     /// Publishes what waits for `msg`'s chat as its first replies, on a channel with reply

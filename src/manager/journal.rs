@@ -80,7 +80,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use im_bridge_channel::{ChatId, ChatKind, InboundMessage, MessageId, MsgType, OutboundMessage};
+use im_bridge_channel::{
+    ChatId, ChatKind, InboundFile, InboundMessage, MessageId, MsgType, OutboundMessage,
+};
 use tokio::sync::Notify;
 use tokio::task::futures::TaskLocalFuture;
 use tokio_util::sync::CancellationToken;
@@ -696,6 +698,20 @@ impl Entry {
             let hooks = self.hooks(pending.id);
             self.0.shared.outbound.publish_hooked(out, hooks).await;
         }
+    }
+
+    /// The message's files were read ahead (`staging.rs`): the entry names the copies from
+    /// now on, saved at once, so a restart reads them from disk rather than from handles
+    /// that may have expired. A file still as it was admitted keeps its handle.
+    pub(crate) async fn files_staged(&self, files: &[InboundFile]) {
+        {
+            let mut progress = self.progress();
+            if progress.record.message.files == files {
+                return;
+            }
+            progress.record.message.files = files.to_vec();
+        }
+        self.save().await;
     }
 
     /// Forgets the parts a previous process published of a run the Gateway no longer knows:

@@ -159,6 +159,11 @@ impl Wc {
         }
     }
 
+    /// The journal's records in the daemon's store, read beside it.
+    pub fn journal_records(&self) -> Vec<String> {
+        crate::crash::journal_records(&self.dir.path().join("bridge.db"))
+    }
+
     /// The client frames the fake refused, one line each.
     pub fn refused(&self) -> Vec<String> {
         let frames = self.fake.frames();

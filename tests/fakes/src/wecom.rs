@@ -249,6 +249,10 @@ pub struct Wecom {
     uploads: Vec<Upload>,
     sessions: HashMap<String, media::Session>,
     hosted: HashMap<String, media::Hosted>,
+    /// While `true`, file downloads wait ([`FakeWecom::hold_files`]).
+    files_held: tokio::sync::watch::Sender<bool>,
+    /// Downloads waiting for the hold to end.
+    files_waiting: usize,
     next: u64,
 }
 
@@ -282,6 +286,8 @@ impl Wecom {
             uploads: Vec::new(),
             sessions: HashMap::new(),
             hosted: HashMap::new(),
+            files_held: tokio::sync::watch::Sender::new(false),
+            files_waiting: 0,
             next: 0,
         }
     }
@@ -332,7 +338,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         return long_connection::upgrade(&shared, request);
     }
     if segments.first() == Some(&"cos") {
-        return media::download(&shared, &head, segments.get(1).copied());
+        return media::download(&shared, &head, segments.get(1).copied()).await;
     }
     (axum::http::StatusCode::NOT_FOUND, "not found").into_response()
 }
@@ -350,6 +356,22 @@ impl Fake<Wecom> {
     }
 
     // ---- settings --------------------------------------------------------------------
+
+    /// Holds every file download from now until [`FakeWecom::release_files`]: each waits,
+    /// counted by [`FakeWecom::files_waiting`], before it is answered.
+    pub fn hold_files(&self) {
+        self.with_state(|s| s.files_held.send_replace(true));
+    }
+
+    /// Lets the downloads [`FakeWecom::hold_files`] held go on.
+    pub fn release_files(&self) {
+        self.with_state(|s| s.files_held.send_replace(false));
+    }
+
+    /// How many file downloads wait for [`FakeWecom::release_files`] now.
+    pub fn files_waiting(&self) -> usize {
+        self.with_state(|s| s.files_waiting)
+    }
 
     /// Moves the fake's clock forward by `by`: reply windows, stream expiry, welcome
     /// windows, rates, upload sessions, media and URL lifetimes are measured on it.

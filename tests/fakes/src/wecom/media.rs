@@ -254,7 +254,17 @@ pub fn decrypt_file(encrypted: &[u8], aeskey: &str) -> Option<Vec<u8>> {
 
 /// `GET /cos/{id}?sign=…`: the file's encrypted bytes while its URL lives, else 403; an
 /// unknown file or a wrong `sign` is 404 / 403.
-pub(super) fn download(shared: &Arc<Shared>, head: &Head, id: Option<&str>) -> Response {
+/// While the fake holds files, the download waits first (a slow file host).
+pub(super) async fn download(shared: &Arc<Shared>, head: &Head, id: Option<&str>) -> Response {
+    let mut held = shared.lock().files_held.subscribe();
+    if *held.borrow_and_update() {
+        shared.update(|s| s.files_waiting += 1);
+        tokio::select! {
+            _ = held.wait_for(|held| !held) => {}
+            () = shared.stop.cancelled() => {}
+        }
+        shared.update(|s| s.files_waiting -= 1);
+    }
     let sign = head.query.get("sign").cloned().unwrap_or_default();
     let answer = shared.update(|s| {
         let now = s.now();
