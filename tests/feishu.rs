@@ -235,6 +235,53 @@ async fn an_answer_full_of_quotes_is_cut_by_its_request_size() {
     fs.stop().await;
 }
 
+/// An answer the card limit cuts in two, whose second card fails once after the stream's
+/// card was patched with the first part: the final is delivered again (the same patch, then
+/// the second card), and the reader sees each part once, not the first part in a new card.
+#[tokio::test]
+async fn a_cut_card_that_fails_after_the_patch_does_not_repeat_the_first_part() {
+    use im_bridge_fakes::feishu::{Failure, Trigger};
+    let answer = "\"x\" ".repeat(4_000);
+    let fs = Fs::start().await;
+    fs.sim.script_next_run(
+        Script::with_answer(answer.trim_end())
+            .chunks(8)
+            .chunk_delay(std::time::Duration::from_millis(250)),
+    );
+    // The first reply is the stream's card; the second, the card cut after it.
+    fs.fake.fail("reply", Trigger::Nth(2), Failure::Http(500));
+    let pushed = fs
+        .fake
+        .push_event(&Event::text(CHAT, ALICE, "quote it all").to_json());
+    let source = pushed.message_id.unwrap();
+    let shown = |fake: &im_bridge_fakes::feishu::FakeFeishu| -> usize {
+        let texts = fake
+            .messages()
+            .iter()
+            .map(|m| m.card_text())
+            .collect::<String>();
+        texts.matches("\"x\"").count()
+    };
+    fs.fake
+        .wait_until("the whole answer, then DONE", DEADLINE, |fake| {
+            shown(fake) >= 4_000 && fake.reactions(&source).contains(&"DONE".to_owned())
+        })
+        .await
+        .unwrap();
+    let failed = fs.fake.calls_to("reply");
+    assert!(
+        failed.iter().any(|c| c.status == 500),
+        "the cut card failed once: {failed:#?}"
+    );
+    assert_eq!(shown(&fs.fake), 4_000, "each part shown once");
+    let all = cards(&fs);
+    assert!(
+        !all[0].patches.is_empty(),
+        "the first part is the stream's card"
+    );
+    fs.stop().await;
+}
+
 #[tokio::test]
 async fn issue_15_the_webhook_answers_the_challenge_runs_signed_events_and_refuses_forgeries() {
     use im_bridge_fakes::feishu::{tamper_signature, url_verification_request, webhook_request};

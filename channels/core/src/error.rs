@@ -66,16 +66,37 @@ pub enum ChannelError {
     /// has no room for this write: nothing was sent; room is expected after the duration.
     #[error("the rate budget has no room for {0:?}")]
     OverBudget(Duration),
+    /// `finish_stream` finished the stream message with the final's first part, then a
+    /// message the adapter cut after it ([`SendTarget::cuts`](crate::SendTarget::cuts))
+    /// failed with the inner error: the reader has the first part. Sending the final as a
+    /// new message would show that part twice, so the fallback does not; the final is
+    /// delivered again as it was, finishing the same message, which an adapter returning
+    /// this makes safe (each cut goes under its own send key, which the platform shows
+    /// once). Transient as the inner error is; never waited out in place.
+    #[error("the stream message was finished, a message cut after it failed: {0}")]
+    FinishedThen(Box<ChannelError>),
 }
 
 impl ChannelError {
     /// Whether the same call may succeed later (rate limit, network or platform trouble, a
     /// channel restarting), as opposed to a refusal that will not change.
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            Self::RetryAfter(_) | Self::Transport(_) | Self::Stopped | Self::OverBudget(_)
-        )
+        match self {
+            Self::FinishedThen(error) => error.is_transient(),
+            _ => matches!(
+                self,
+                Self::RetryAfter(_) | Self::Transport(_) | Self::Stopped | Self::OverBudget(_)
+            ),
+        }
+    }
+
+    /// `self` as what a failure after the stream message was finished with the final's
+    /// first part means ([`ChannelError::FinishedThen`]).
+    pub fn after_finishing(self) -> Self {
+        match self {
+            Self::FinishedThen(_) => self,
+            error => Self::FinishedThen(Box::new(error)),
+        }
     }
 }
 

@@ -357,10 +357,16 @@ impl Channel for FeishuChannel {
         self.patch(&to, id, text).await.map(drop)
     }
 
+    /// The card shows the final's first part; what the card limit left is sent after it,
+    /// each under its send key. A failure after the patch is `FinishedThen`: the final is
+    /// delivered again as it was (the same patch, the cards already sent shown once by
+    /// their `uuid`), never as a new card repeating the first part.
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         let rest = self.patch(&to, id, text).await?;
         for (hints, text) in to.cuts(rest) {
-            self.send_one(to.with_hints(&hints), &text).await?;
+            self.send_one(to.with_hints(&hints), &text)
+                .await
+                .map_err(ChannelError::after_finishing)?;
         }
         self.done(&to);
         Ok(())

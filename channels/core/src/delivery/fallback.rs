@@ -4,13 +4,15 @@
 //! may refuse the edit for another reason. The final must land anyway, so any failure of
 //! `finish_stream` other than `RetryAfter` sends the same text as a new message. A
 //! `RetryAfter` that reaches this layer was already waited out below as far as the retry
-//! policy allows; sending instead would meet the same limit, so it is returned as is.
+//! policy allows; sending instead would meet the same limit, so it is returned as is. So
+//! is a failure after the stream message was finished (`FinishedThen`): the reader has
+//! the final's first part there, and a new message would show it twice.
 //! Every other call passes through.
 
 use async_trait::async_trait;
 
 use crate::channel::{Channel, SendTarget};
-use crate::error::{ChannelResult, RetryAfterHint};
+use crate::error::{ChannelError, ChannelResult, RetryAfterHint};
 use crate::ids::MessageId;
 
 use super::forward_channel;
@@ -40,7 +42,10 @@ impl<C: Channel> Channel for FinishOrSend<C> {
 
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         match self.inner.finish_stream(to, id, text).await {
-            Err(error) if error.retry_after().is_none() => {
+            Err(error)
+                if error.retry_after().is_none()
+                    && !matches!(error, ChannelError::FinishedThen(_)) =>
+            {
                 tracing::warn!(
                     channel = self.inner.name(),
                     %error,
@@ -60,7 +65,6 @@ mod tests {
     use super::*;
     use crate::delivery::ChannelExt;
     use crate::delivery::recorder::{Call, Op, layered, target};
-    use crate::error::ChannelError;
 
     #[tokio::test]
     async fn a_refused_finish_becomes_a_send_but_retry_after_does_not() {
@@ -77,5 +81,18 @@ mod tests {
         rec.fail(Op::Finish, ChannelError::RetryAfter(Duration::from_secs(1)));
         assert!(layer.finish_stream(target(), &m, "final").await.is_err());
         assert_eq!(rec.attempts(Op::Send), 1);
+    }
+
+    #[tokio::test]
+    async fn a_finish_that_failed_after_the_first_part_is_not_sent_again() {
+        let (rec, layer) = layered(100, ChannelExt::finish_or_send);
+        let cut = ChannelError::Transport("timeout".into()).after_finishing();
+        rec.fail(Op::Finish, cut);
+        let error = layer
+            .finish_stream(target(), &MessageId::new("m1"), "final")
+            .await
+            .unwrap_err();
+        assert!(error.is_transient(), "delivered again later: {error}");
+        assert_eq!(rec.attempts(Op::Send), 0, "the first part would show twice");
     }
 }
