@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::NAME;
 use crate::api::{DONE_EMOJI, DiscordApi, MessageRef};
 use crate::config::DiscordSettings;
+use crate::error::{ApiError, THREAD_EXISTS};
 use crate::inbound::{InboundContext, Route, normalize};
 use crate::model::Message;
 use crate::transport::ws::{self, GatewayEvent};
@@ -48,6 +49,12 @@ const SEEN_CAPACITY: usize = 4096;
 const EVENTS: usize = 256;
 /// Threads remembered (oldest forgotten first).
 const MAX_THREADS: usize = 10_000;
+/// Calls made in all to start a thread before the answer goes into the channel instead.
+const THREAD_ATTEMPTS: u32 = 3;
+/// The longest rate-limit wait for a thread: longer, and the answer goes into the channel.
+const THREAD_WAIT: Duration = Duration::from_secs(5);
+/// The pause before starting a thread again after network or server trouble.
+const THREAD_RETRY: Duration = Duration::from_millis(500);
 
 /// What Discord can show: one message edited in place (about one edit a second), 2000
 /// characters, Discord's Markdown as the agent writes it, files up to 10 MiB. Discord
@@ -305,6 +312,36 @@ impl DiscordChannel {
         }
     }
 
+    /// Starts the thread an answer to `at` goes into. A rate limit is waited out (at most
+    /// [`THREAD_WAIT`]) and network or server trouble tried again, [`THREAD_ATTEMPTS`]
+    /// calls in all, so a passing hiccup does not move the conversation into the channel.
+    /// A thread that exists already (an earlier call landed, its answer lost) has the
+    /// message's id, as every thread started from a message has.
+    async fn start_thread(&self, at: MessageRef, name: &str) -> Result<u64, ApiError> {
+        let mut attempt = 1;
+        loop {
+            let error = match self.api.start_thread(at, name).await {
+                Ok(thread) => return Ok(thread),
+                Err(error) if error.code() == Some(THREAD_EXISTS) => {
+                    return Ok(at.message_id);
+                }
+                Err(error) => error,
+            };
+            let wait = match &error {
+                ApiError::RateLimited { retry_after, .. } => *retry_after,
+                ApiError::Http(http) if http.is_transient() => THREAD_RETRY,
+                ApiError::Api { status, .. } if *status >= 500 => THREAD_RETRY,
+                _ => return Err(error),
+            };
+            if attempt >= THREAD_ATTEMPTS || wait > THREAD_WAIT {
+                return Err(error);
+            }
+            tracing::debug!(channel = NAME, %error, attempt, "Starting a Discord thread failed; trying again.");
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+        }
+    }
+
     async fn intake(&self, sink: &InboundSink, message: &Message) {
         self.telemetry.received(1);
         self.learn_channel(message).await;
@@ -337,7 +374,7 @@ impl DiscordChannel {
                 channel_id: n.channel_id,
                 message_id: n.message_id,
             };
-            match self.api.start_thread(at, name).await {
+            match self.start_thread(at, name).await {
                 Ok(thread) => {
                     lock(&self.state).add_thread(thread, n.channel_id);
                     n.in_thread(thread);

@@ -4,7 +4,9 @@
 //! limit is HTTP 429 with `{retry_after, global}` and the `Retry-After` /
 //! `X-RateLimit-Reset-After` headers. [`ApiError::RateLimited`] carries the wait, read by
 //! the delivery engine through `ChannelError::RetryAfter`: the adapter never sleeps on a
-//! limit itself, so nothing is sent early and nothing is dropped.
+//! limit of a send itself, so nothing is sent early and nothing is dropped. Only starting
+//! an answer's thread, which comes before the message is offered, waits out a short limit
+//! in place (`channel.rs`).
 //!
 //! What can go wrong on any platform's wire is the core's [`HttpError`], wrapped as
 //! [`ApiError::Http`]; the other variants are Discord's own answers. No variant holds the

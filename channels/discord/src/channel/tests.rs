@@ -129,6 +129,53 @@ async fn a_refused_thread_falls_back_to_the_channel() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_is_started_through_a_rate_limit_and_a_server_error() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let ch = std::sync::Arc::new(channel(&fake, json!({"thread_mode": true})));
+    let mut running = run(ch, &fake).await;
+    let limit = discord::Failure::RateLimited {
+        retry_after: 0.2,
+        global: false,
+    };
+    fake.fail_next("start_thread", limit);
+    let first = Event::guild("10", "20", "hi");
+    fake.push(&first);
+    let m = running.next().await;
+    assert_eq!(m.topic_id.as_deref(), Some(first.id()), "in its thread");
+    assert_eq!(m.metadata["thread"], first.id());
+    let down = discord::Failure::Error {
+        status: 502,
+        code: 0,
+    };
+    fake.fail_next("start_thread", down);
+    let second = Event::guild("11", "20", "elsewhere");
+    fake.push(&second);
+    let m = running.next().await;
+    assert_eq!(m.topic_id.as_deref(), Some(second.id()));
+    assert_eq!(fake.threads().len(), 2);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_started_already_is_the_one_answered_in() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let ch = std::sync::Arc::new(channel(&fake, json!({"thread_mode": true})));
+    let mut running = run(ch, &fake).await;
+    // An earlier call started it, and its answer was lost.
+    let exists = discord::Failure::Error {
+        status: 400,
+        code: discord::code::THREAD_EXISTS,
+    };
+    fake.fail_next("start_thread", exists);
+    let first = Event::guild("10", "20", "hi");
+    fake.push(&first);
+    let m = running.next().await;
+    assert_eq!(m.topic_id.as_deref(), Some(first.id()));
+    assert_eq!(m.metadata["thread"], first.id());
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_token_ends_run_with_an_error() {
     let fake = FakeDiscord::start().await.unwrap();
     let ch = std::sync::Arc::new(channel(&fake, json!({})));

@@ -278,7 +278,8 @@ fn answer(
                     "A thread has already been created for this message",
                 );
             }
-            let id = inner.next_id();
+            // A thread started from a message has the message's id.
+            let id = message_id.clone();
             inner.threads.push(Thread {
                 id: id.clone(),
                 parent_id: channel.clone(),
