@@ -105,6 +105,10 @@ impl Entry {
 
     /// `pending` as a reply with `text`: to the message that carries it now (the entry's
     /// own, or the later one a held entry was taken up by), or to none when unsourced.
+    /// The carrier's metadata wins over what the final was written with: what a platform
+    /// answers a message by (WeChat's `context_token`, WeCom's `req_id`, QQ's `msg_id`) is
+    /// the carrier's, live, where the held final's is the spent or expired one it could
+    /// not go out on.
     pub(super) fn reply(&self, pending: &PendingFinal, text: String) -> OutboundMessage {
         let progress = self.progress();
         let record = &progress.record;
@@ -113,7 +117,8 @@ impl Entry {
             .as_ref()
             .unwrap_or(&record.message)
             .reply(text, true);
-        out.metadata.extend(pending.metadata.clone());
+        let carried = std::mem::replace(&mut out.metadata, pending.metadata.clone());
+        out.metadata.extend(carried);
         out.hints = pending.hints.clone();
         if pending.unsourced {
             out.thread_ts = None;
@@ -368,6 +373,37 @@ mod tests {
         assert_eq!(p.record.state, JournalState::Held);
         assert_eq!(p.record.held_chat(), Some(("windowed", "group:g")));
         assert_eq!(progress(Vec::new()).settled_state(), None, "nothing left");
+    }
+
+    /// A held final a later message carries answers with that message's metadata (its
+    /// live context token), keeping only what the carrier lacks.
+    #[tokio::test]
+    async fn a_carried_final_answers_with_the_carriers_metadata() {
+        use serde_json::json;
+        let rig = super::super::retry::tests::rig(std::time::Duration::from_secs(60)).await;
+        let mut msg = InboundMessage::new("flaky", "4242", "u1", "question");
+        msg.metadata.insert("context_token".into(), json!("spent"));
+        msg.metadata.insert("first_only".into(), json!("kept"));
+        let super::super::Admission::New(Some(entry)) = rig.journal.admit(&msg, None).await else {
+            panic!("a chat message is journaled");
+        };
+        let pending = PendingFinal {
+            metadata: msg.reply("answer", true).metadata,
+            ..PendingFinal::new(1, "answer")
+        };
+        let mut later = InboundMessage::new("flaky", "4242", "u1", "later");
+        later
+            .metadata
+            .insert("context_token".into(), json!("fresh"));
+        assert_eq!(
+            entry.reply(&pending, "answer".into()).metadata["context_token"],
+            "spent",
+            "not carried: its own message's"
+        );
+        entry.progress().record.carrier = Some(later);
+        let out = entry.reply(&pending, "answer".into());
+        assert_eq!(out.metadata["context_token"], "fresh");
+        assert_eq!(out.metadata["first_only"], "kept");
     }
 
     #[test]
