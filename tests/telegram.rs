@@ -13,12 +13,13 @@
 //! units, `/goal from-chat`, localized replies, a photo reaching the agent, clean logs) is
 //! the conformance suite's (`tests/adapters.rs`), through `conformance`.
 //!
-//! Children: `harness` (the daemon + fake + simulator set-up), `conformance` (the suite's
-//! harness), `replicas` (two daemons on one Postgres store: one poller at a time, and the
-//! hand-over).
+//! Children: `harness` (the daemon + fake + simulator set-up), `albums` (an album is one
+//! turn, once), `conformance` (the suite's harness), `replicas` (two daemons on one
+//! Postgres store: one poller at a time, and the hand-over).
 
 #![cfg(feature = "telegram")]
 
+mod albums;
 mod artifacts;
 mod chains;
 pub(crate) mod conformance;

@@ -6,8 +6,11 @@
 //! (`fuzz/fuzz_targets/telegram_update.rs`). How updates arrive (polling, the webhook) is
 //! `transport`; the bytes of an attachment are fetched on demand by `api`.
 //!
-//! Child: `media` — a message's attachments as `file_id` handles (pure).
+//! Children: `media` — a message's attachments as `file_id` handles (pure); `album` —
+//! which album (media group) a message is a part of, and how a part joins the album's
+//! message (pure; the transports gather the parts).
 
+mod album;
 mod media;
 
 use im_bridge_channel::{
@@ -15,6 +18,7 @@ use im_bridge_channel::{
 };
 use serde_json::Value;
 
+pub(crate) use self::album::{AlbumKey, MAX_ALBUM_PARTS, album_key, join};
 use self::media::attachments;
 use crate::NAME;
 use crate::model::{ChatType, Update};

@@ -264,6 +264,10 @@ pub struct Message {
     /// A round video message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub video_note: Option<VideoNote>,
+    /// The album (media group) the message is a part of: Telegram delivers each photo,
+    /// video or document of an album as a message of its own, all with this id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_group_id: Option<String>,
     /// Caption of a photo, document, audio or video.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caption: Option<String>,
@@ -483,6 +487,13 @@ mod tests {
         assert!(media[2].video.is_some() && media[3].video_note.is_some());
         let edited: Update = round_trip(fixture!("update_edited_message.json"));
         assert!(edited.message.is_none() && edited.edited_message.is_some());
+        let album: Vec<Update> = round_trip(fixture!("updates_album.json"));
+        let groups: Vec<Option<String>> = album
+            .into_iter()
+            .map(|u| u.message.and_then(|m| m.media_group_id))
+            .collect();
+        let id = Some("13862045827411925".to_owned());
+        assert_eq!(groups, [id.clone(), id]);
     }
 
     #[test]

@@ -7,22 +7,29 @@
 //! [`accept`](Intake::accept) is the one update path of both transports: a decoded update
 //! is normalized (`inbound`, pure) into a message to admit, or skipped with a debug line.
 //!
+//! An album (media group) arrives as one update per photo or document; both transports
+//! gather its parts into one message (`inbound::join`) for [`ALBUM_WINDOW`] after the
+//! latest part, each in the way its acknowledgement allows (see `poll` and `webhook`).
+//!
 //! Children:
 //! - `poll` — `deleteWebhook`, then `getUpdates` long polls with offset acknowledgement
-//!   and backpressure;
+//!   and backpressure (child `backlog`: the updates polled and not yet acknowledged);
 //! - `webhook` — a route on the daemon's shared webhook host Telegram posts updates to,
 //!   guarded by the secret token;
+//! - `album` — the webhook's open albums, bounded;
 //! - `retry` — the one backoff and retry loop every Bot API call of the transports uses.
 //!
 //! Polling is no long connection (each `getUpdates` is a call of its own), so it is not
 //! driven by the core's `Reconnect`: a failed call is retried by `retry`, with Telegram's
 //! `retry_after` honoured.
 
+mod album;
 mod poll;
 mod retry;
 mod webhook;
 
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use im_bridge_channel::{
     AllowedUsers, ChannelExit, ChannelResult, CommandVocabulary, InboundMessage, InboundSink,
@@ -32,8 +39,21 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::Api;
 use crate::config::Transport;
-use crate::inbound::{self, InboundContext, Normalized};
+use crate::inbound::{self, AlbumKey, InboundContext, Normalized};
 use crate::model::{Update, User};
+
+/// How long an album waits for its next part after the latest one. Telegram hands a
+/// client's album to the bot as consecutive updates, well within a second of each other.
+pub(crate) const ALBUM_WINDOW: Duration = Duration::from_secs(1);
+
+/// An update turned into a message to admit.
+#[derive(Debug)]
+pub(crate) struct Accepted {
+    /// The message.
+    pub(crate) msg: InboundMessage,
+    /// The album it is a part of, whose other parts it is to be gathered with.
+    pub(crate) album: Option<AlbumKey>,
+}
 
 /// What turns an update into an admitted message: shared by the channel, both transports
 /// and the webhook handler.
@@ -99,6 +119,11 @@ impl Intake {
         Ok(me)
     }
 
+    /// Joins a later part of an album into the album's message.
+    fn join(&self, album: &mut InboundMessage, part: InboundMessage) {
+        inbound::join(album, part, &self.commands);
+    }
+
     /// The one update path of both transports: a decoded (or undecodable) update becomes a
     /// message to admit, or is skipped with a debug line. An undecodable update counts as a
     /// `processing` error and is skipped too: redelivering it cannot help. Logs carry the
@@ -107,7 +132,7 @@ impl Intake {
         &self,
         update_id: i64,
         update: Result<Update, serde_json::Error>,
-    ) -> Option<Box<InboundMessage>> {
+    ) -> Option<Accepted> {
         let update = match update {
             Ok(update) => update,
             Err(error) => {
@@ -123,7 +148,10 @@ impl Intake {
             commands: &self.commands,
         };
         match inbound::normalize(&update, &context) {
-            Normalized::Message(msg) => Some(msg),
+            Normalized::Message(msg) => Some(Accepted {
+                msg: *msg,
+                album: inbound::album_key(&update),
+            }),
             Normalized::Skipped(reason) => {
                 tracing::debug!(
                     update_id,

@@ -1,5 +1,7 @@
 //! The adapter's transports against the fake Bot API, without the daemon: backpressure,
 //! acknowledgement, reconnects, and the webhook's answers.
+//!
+//! Child: `albums` — an album's parts gathered into one message by either transport.
 
 // Helpers outside `#[test]` functions fail the test by panicking, like the tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -19,6 +21,10 @@ use im_bridge_telegram::{NAME, TelegramChannel, TelegramSettings, Transport, Web
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+// A test crate root finds its modules beside it; this one keeps its child in its folder.
+#[path = "transport/albums.rs"]
+mod albums;
 
 const DEADLINE: Duration = Duration::from_secs(10);
 const SECRET: &str = "transport-Secret_1";

@@ -20,7 +20,8 @@
 //! [`FakeTelegram::reactions`] shows them.
 //!
 //! Test hooks: [`FakeTelegram::inject`] queues a user's message ([`Incoming`], dated now or
-//! [`Incoming::sent_ago`]),
+//! [`Incoming::sent_ago`]), [`FakeTelegram::inject_album`] an album (2 to 10 photos or
+//! documents, one update each, sharing a `media_group_id`),
 //! [`FakeTelegram::forget_offset`] redelivers what was already confirmed,
 //! [`FakeTelegram::fail`] scripts a failure for the Nth call of a method (or the first
 //! edit to a given text), or withholds the answer of a call that took effect
@@ -42,7 +43,7 @@
 //! [`FakeTelegram::downloads`] lists the downloads requested. Downloads are not Bot API
 //! calls and do not appear in [`FakeTelegram::calls`].
 //!
-//! Children: `incoming` builds the updates a test injects; `methods` answers the
+//! Children: `incoming` builds the updates a test injects (albums too); `methods` answers the
 //! immediate methods; `html` parses the HTML parse mode into visible text and `entity`s;
 //! `files` holds the files, answers `getFile` and serves downloads;
 //! `flood` is the opt-in token-bucket limiter in front of the writes;
@@ -71,7 +72,7 @@ pub use crate::wait::WaitTimeout;
 
 pub use entity::Entity;
 pub use flood::{FloodLimits, Rate};
-pub use incoming::Incoming;
+pub use incoming::{Incoming, MAX_ALBUM_ITEMS};
 
 /// The default bot token the fake accepts.
 pub const TOKEN: &str = "123456:FAKE-token_for-tests";

@@ -22,20 +22,34 @@
 //! - 503 when admission is closed (shutting down): the update is not ours to drop, and
 //!   Telegram redelivers it after the restart; likewise when the queue is full and so
 //!   many senders already wait for their "too busy" reply that this one cannot be told.
+//!
+//! Albums are the one exception to "answered once admitted". Telegram's Bot API server
+//! sends a chat's updates one at a time: the next only once the previous was answered
+//! 2xx (tdlib/telegram-bot-api, `WebhookActor`: one queue per chat, its next update sent
+//! after `on_update_ok`). An album's second part therefore never arrives while its first
+//! is held unanswered, and gathering the parts means answering each 200 as it is held
+//! (in [`Albums`], bounded) and admitting the album [`ALBUM_WINDOW`] after its latest
+//! part. The cost, stated precisely: a crash (not a clean stop) within that window loses
+//! the album, since Telegram holds none of its parts any more; so does a stop that finds
+//! admission already closed (logged). A clean stop offers every open album at once.
+//! Polling keeps the full guarantee (see `poll`).
 
 use im_bridge_channel::digest::constant_time_eq;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use im_bridge_channel::webhook::{HeaderMap, StatusCode};
 use im_bridge_channel::{
-    AdmitError, ChannelExit, ChannelResult, InboundSink, WebhookHandler, WebhookRequest,
-    WebhookResponse, WebhookRoute,
+    AdmitError, ChannelExit, ChannelResult, InboundMessage, InboundSink, WebhookHandler,
+    WebhookRequest, WebhookResponse, WebhookRoute,
 };
+use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::Intake;
+use super::album::Albums;
 use super::retry::until_ok;
+use super::{ALBUM_WINDOW, Intake};
 use crate::config::WebhookSettings;
 use crate::model::Update;
 
@@ -46,6 +60,70 @@ pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
 struct Hook {
     intake: Arc<Intake>,
     sink: InboundSink,
+    /// Albums being gathered (bounded: see `album`).
+    albums: Mutex<Albums>,
+    /// Wakes the gathering loop when an album opened or grew.
+    gathered: Notify,
+}
+
+impl Hook {
+    fn albums(&self) -> MutexGuard<'_, Albums> {
+        self.albums
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Admits `msg` now: the status Telegram is to be answered with.
+    fn admit(&self, update_id: i64, msg: InboundMessage) -> StatusCode {
+        match self.sink.offer(msg) {
+            Ok(()) => {
+                tracing::debug!(update_id, "Admitted a Telegram message.");
+                StatusCode::OK
+            }
+            // The sender is being told to try again: acknowledge, or they would hear it twice.
+            Err(AdmitError::QueueFull) => StatusCode::OK,
+            // Shutting down, or too overloaded even to tell the sender: Telegram keeps the
+            // update and delivers it again later.
+            Err(AdmitError::Closed | AdmitError::Overloaded) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// Admits a gathered album, whose parts Telegram was told are taken.
+    fn admit_album(&self, msg: InboundMessage) {
+        let parts = msg.files.len();
+        match self.sink.offer(msg) {
+            Ok(()) => tracing::debug!(parts, "Admitted a Telegram album."),
+            Err(AdmitError::QueueFull) => {}
+            Err(error @ (AdmitError::Closed | AdmitError::Overloaded)) => {
+                tracing::warn!(%error, parts, "Lost a Telegram album gathered from the webhook: it was acknowledged part by part and cannot be admitted.");
+            }
+        }
+    }
+
+    /// Admits each album once complete, until `stop`; then every open album at once.
+    async fn gather(&self, stop: &CancellationToken) {
+        loop {
+            let changed = self.gathered.notified();
+            let now = Instant::now();
+            let (due, next) = {
+                let mut albums = self.albums();
+                (albums.take_due(now), albums.next_due())
+            };
+            for msg in due {
+                self.admit_album(msg);
+            }
+            let wake = next.unwrap_or_else(|| now + ALBUM_WINDOW);
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = changed => {}
+                () = tokio::time::sleep_until(wake), if next.is_some() => {}
+            }
+        }
+        let open = self.albums().drain();
+        for msg in open {
+            self.admit_album(msg);
+        }
+    }
 }
 
 #[async_trait]
@@ -64,21 +142,23 @@ impl WebhookHandler for Hook {
         self.intake.telemetry.received(1);
         let update = serde_json::from_slice::<Update>(&request.body);
         let update_id = update.as_ref().map_or(0, |u| u.update_id);
-        let Some(msg) = self.intake.accept(update_id, update) else {
+        let Some(accepted) = self.intake.accept(update_id, update) else {
             return WebhookResponse::status(StatusCode::OK);
         };
-        let status = match self.sink.offer(*msg) {
-            Ok(()) => {
-                tracing::debug!(update_id, "Admitted a Telegram message.");
-                StatusCode::OK
+        let msg = match accepted.album {
+            Some(key) => {
+                let join = |album: &mut InboundMessage, part| self.intake.join(album, part);
+                let unheld = self.albums().hold(key, accepted.msg, Instant::now(), join);
+                let Some(msg) = unheld else {
+                    self.gathered.notify_one();
+                    tracing::debug!(update_id, "Holding a part of a Telegram album.");
+                    return WebhookResponse::status(StatusCode::OK);
+                };
+                msg
             }
-            // The sender is being told to try again: acknowledge, or they would hear it twice.
-            Err(AdmitError::QueueFull) => StatusCode::OK,
-            // Shutting down, or too overloaded even to tell the sender: Telegram keeps the
-            // update and delivers it again later.
-            Err(AdmitError::Closed | AdmitError::Overloaded) => StatusCode::SERVICE_UNAVAILABLE,
+            None => accepted.msg,
         };
-        WebhookResponse::status(status)
+        WebhookResponse::status(self.admit(update_id, msg))
     }
 }
 
@@ -90,20 +170,43 @@ pub(crate) async fn run(
     sink: InboundSink,
     shutdown: &CancellationToken,
 ) -> ChannelResult<ChannelExit> {
-    let _serving = route.install(Arc::new(Hook {
+    let handler = Arc::new(Hook {
         intake: intake.clone(),
         sink,
-    }));
+        albums: Mutex::new(Albums::default()),
+        gathered: Notify::new(),
+    });
+    let _serving = route.install(handler.clone());
     // The path is not logged: operators sometimes make it secret.
     tracing::info!(addr = ?route.local_addr(), "Serving the Telegram webhook.");
+    // Updates may come before the registration below (the webhook stays set across
+    // restarts), so albums are gathered from the start; a failed registration stops that.
+    let stop = shutdown.child_token();
+    let registering = async {
+        let registered = register(intake, hook, shutdown).await;
+        stop.cancel();
+        registered
+    };
+    let (registered, ()) = tokio::join!(registering, handler.gather(&stop));
+    registered?;
+    Ok(ChannelExit::Stopped)
+}
+
+/// `setWebhook`, then serving until `shutdown`: `Ok(false)` when shutdown came before
+/// the registration.
+async fn register(
+    intake: &Intake,
+    hook: &WebhookSettings,
+    shutdown: &CancellationToken,
+) -> ChannelResult<bool> {
     let registered = until_ok(intake, shutdown, "setWebhook", || {
         intake.api.set_webhook(&hook.public_url, &hook.secret_token)
     });
     if registered.await?.is_none() {
-        return Ok(ChannelExit::Stopped);
+        return Ok(false);
     }
     intake.telemetry.set_connected(true);
     tracing::info!("Registered the Telegram webhook.");
     shutdown.cancelled().await;
-    Ok(ChannelExit::Stopped)
+    Ok(true)
 }

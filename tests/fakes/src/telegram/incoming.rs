@@ -1,6 +1,64 @@
-//! Builders for the updates a test injects: what a user in a chat sends to the bot.
+//! Builders for the updates a test injects: what a user in a chat sends to the bot, one
+//! message or an album ([`FakeTelegram::inject_album`]).
 
 use serde_json::{Value, json};
+
+use super::{FakeTelegram, Injected};
+
+/// Most items in an album (`sendMediaGroup` takes 2 to 10).
+pub const MAX_ALBUM_ITEMS: usize = 10;
+
+impl FakeTelegram {
+    /// Queues an album as Telegram delivers one: each part an update of its own, in order,
+    /// every part carrying one fresh `media_group_id`. Returns the parts' ids in order.
+    pub fn inject_album(&self, parts: Vec<Incoming>) -> Vec<Injected> {
+        let album = self.make_album(parts);
+        for part in &album {
+            self.push_update(part.update.clone());
+        }
+        album
+    }
+
+    /// Builds an album's updates (assigning ids) without queueing them, e.g. to post them
+    /// to a webhook or queue them one by one. Telegram's rules hold, or this panics: 2 to
+    /// 10 parts, all in one chat, each a photo or a document and no text (an item's words
+    /// are its caption), photos and documents not mixed.
+    pub fn make_album(&self, parts: Vec<Incoming>) -> Vec<Injected> {
+        assert!(
+            (2..=MAX_ALBUM_ITEMS).contains(&parts.len()),
+            "an album has 2 to {MAX_ALBUM_ITEMS} items, not {}",
+            parts.len()
+        );
+        let chat = &parts[0].chat;
+        assert!(
+            parts.iter().all(|p| &p.chat == chat),
+            "an album is sent in one chat"
+        );
+        let photos = parts.iter().filter(|p| !p.photo.is_empty()).count();
+        let documents = parts.iter().filter(|p| p.document.is_some()).count();
+        assert!(
+            (photos == parts.len() && documents == 0) || (documents == parts.len() && photos == 0),
+            "each item is a photo or a document, not mixed ({photos} photos, {documents} documents)"
+        );
+        let mut group: Option<String> = None;
+        parts
+            .into_iter()
+            .map(|mut part| {
+                assert!(
+                    part.text.as_deref().is_none_or(str::is_empty),
+                    "an album item has a caption, not a text: use `as_caption`"
+                );
+                part.text = None;
+                let mut injected = self.make_update(part);
+                let id = group
+                    .get_or_insert_with(|| format!("1386{}", injected.update_id))
+                    .clone();
+                injected.update["message"]["media_group_id"] = json!(id);
+                injected
+            })
+            .collect()
+    }
+}
 
 /// A message from a user, before the fake assigns its ids.
 #[derive(Clone, Debug)]
