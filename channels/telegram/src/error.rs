@@ -117,6 +117,20 @@ impl TelegramError {
         }
     }
 
+    /// Whether Telegram refused the request itself: 401, or any other 4xx but 429 (wait
+    /// and retry) and 409 (another poller or webhook, which may go away). The same request
+    /// again cannot succeed.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Self::Unauthorized
+                | Self::Api {
+                    code: 400..=499,
+                    ..
+                }
+        )
+    }
+
     /// How long Telegram asked to wait, when this is a 429.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -206,6 +220,18 @@ mod tests {
             ChannelError::Rejected { .. }
         ));
         let e = TelegramError::from_api("sendMessage", 502, "Bad Gateway".into(), None);
+        assert!(!e.is_refusal());
         assert!(matches!(ChannelError::from(e), ChannelError::Transport(_)));
+    }
+
+    #[test]
+    fn refusals_are_the_4xx_that_cannot_pass_on_a_retry() {
+        let refused = |code: i64| TelegramError::from_api("setWebhook", code, "x".into(), None);
+        for code in [400, 401, 403, 404] {
+            assert!(refused(code).is_refusal(), "{code}");
+        }
+        for code in [409, 429, 500, 502] {
+            assert!(!refused(code).is_refusal(), "{code}");
+        }
     }
 }

@@ -244,6 +244,53 @@ async fn a_refused_token_stops_the_channel() {
     assert!(error.to_string().contains("401"), "{error}");
 }
 
+#[tokio::test]
+async fn a_refused_webhook_stops_the_channel_and_a_failing_one_is_retried() {
+    let fake = FakeTelegram::start().await.unwrap();
+    // Telegram failing (a 5xx, a 429) is waited out until the registration passes.
+    fake.fail(
+        "setWebhook",
+        Trigger::Nth(1),
+        Failure::Status(502, "Bad Gateway".into()),
+    );
+    fake.fail("setWebhook", Trigger::Nth(2), Failure::RetryAfter(1));
+    let (running, _queue, _) = serve_webhook(&fake, 4).await;
+    running.stop().await;
+
+    // Telegram refusing the URL itself cannot pass on a retry: the transport stops with
+    // Telegram's reason, and neither the URL nor a secret in the error.
+    fake.require_hosted_webhooks();
+    let (mut settings, listener) = webhook(&fake);
+    if let Transport::Webhook(hook) = &mut settings.transport {
+        hook.public_url = format!("https://{}/hook", hook.listen);
+    }
+    let probe = TelemetryProbe::new();
+    let (channel, host) = webhook_channel(settings, listener, AllowedUsers::Anyone, &probe).await;
+    let (sink, _queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
+    let error = tokio::time::timeout(DEADLINE, channel.run(sink, CancellationToken::new()))
+        .await
+        .expect("the transport stops instead of retrying")
+        .unwrap_err();
+    let text = format!("{error} {error:?}");
+    assert!(
+        text.contains("setWebhook") && text.contains("ports 80, 88, 443 or 8443"),
+        "{text}"
+    );
+    for secret in ["127.0.0.1", "/hook", SECRET, TOKEN] {
+        assert!(!text.contains(secret), "{secret:?} in {text}");
+    }
+    let refused: Vec<Call> = fake
+        .calls_to("setWebhook")
+        .into_iter()
+        .filter(|c| c.status == 400)
+        .collect();
+    assert_eq!(refused.len(), 1, "asked once: {refused:?}");
+    assert!(!channel.is_connected());
+    tokio::time::timeout(DEADLINE, host.stop(HOST_DRAIN))
+        .await
+        .unwrap();
+}
+
 /// A webhook channel for `allowed`, its route on a fresh host serving `listener` (the
 /// daemon's part in production), and the started host.
 async fn webhook_channel(

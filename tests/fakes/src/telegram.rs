@@ -15,6 +15,10 @@
 //! limit counts the visible text, and the message keeps the visible text and its
 //! [`Entity`]s.
 //!
+//! Webhooks: like a local Bot API server, `setWebhook` takes any URL, unless
+//! [`FakeTelegram::require_hosted_webhooks`] makes it refuse what the hosted Bot API
+//! refuses (not HTTPS, or a port other than 80, 88, 443 and 8443).
+//!
 //! Reactions: `setMessageReaction` takes one emoji from Telegram's list on a message the
 //! chat has ("message to react not found" otherwise, `REACTION_INVALID` for another emoji);
 //! [`FakeTelegram::reactions`] shows them.
@@ -209,6 +213,9 @@ pub struct Telegram {
     /// `getUpdates` calls so far: a waiting poll that sees a newer one gives up.
     polls: u64,
     webhook: Option<(String, Option<String>)>,
+    /// Whether `setWebhook` checks the URL as the hosted Bot API does (a local Bot API
+    /// server, which the fake plays by default, takes any URL).
+    hosted_webhooks: bool,
     failures: Script<Failure>,
     messages: Vec<BotMessage>,
     files: files::Files,
@@ -366,6 +373,7 @@ impl Fake<Telegram> {
             ignore_offset_once: false,
             polls: 0,
             webhook: None,
+            hosted_webhooks: false,
             failures: Script::default(),
             messages: Vec::new(),
             files: files::Files::default(),
@@ -503,6 +511,13 @@ impl Fake<Telegram> {
             .menus
             .get(&language.map(str::to_owned))
             .cloned()
+    }
+
+    /// Makes `setWebhook` check the URL as the hosted Bot API (api.telegram.org) does: an
+    /// HTTPS URL on port 80, 88, 443 or 8443, refused with Telegram's 400 otherwise. By
+    /// default the fake is a local Bot API server, which delivers anywhere.
+    pub fn require_hosted_webhooks(&self) {
+        self.with_state(|t| t.hosted_webhooks = true);
     }
 
     /// The registered webhook URL and secret token.

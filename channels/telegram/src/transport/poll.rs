@@ -18,8 +18,8 @@
 //!
 //! Connection state: connected once `deleteWebhook` succeeded, then after every successful
 //! poll. Failures go through the transports' one retry loop ([`until_ok`]): disconnected,
-//! a jittered doubling delay or Telegram's `retry_after`, and a refused token ends the
-//! transport with an error.
+//! a jittered doubling delay or Telegram's `retry_after`; a refused token, or a refused
+//! `deleteWebhook`, ends the transport with an error.
 //!
 //! Child: `backlog` — the updates received and not yet acknowledged.
 
@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::backlog::Backlog;
 use super::Intake;
-use super::retry::until_ok;
+use super::retry::{Refused, until_ok};
 
 /// How often the poller asks again while an album gathers.
 const ALBUM_POLL_PACE: Duration = Duration::from_millis(250);
@@ -46,7 +46,7 @@ pub(crate) async fn run(
     shutdown: &CancellationToken,
     timeout: Duration,
 ) -> ChannelResult<ChannelExit> {
-    let deleted = until_ok(intake, shutdown, "deleteWebhook", || {
+    let deleted = until_ok(intake, shutdown, "deleteWebhook", Refused::Stops, || {
         intake.api.delete_webhook()
     });
     if deleted.await?.is_none() {
@@ -78,7 +78,7 @@ pub(crate) async fn run(
             None => timeout,
         };
         let offset = backlog.offset();
-        let polled = until_ok(intake, shutdown, "getUpdates", || {
+        let polled = until_ok(intake, shutdown, "getUpdates", Refused::Retries, || {
             intake.api.get_updates(offset, wait)
         });
         let Some(updates) = polled.await? else {

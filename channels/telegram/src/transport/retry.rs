@@ -4,8 +4,13 @@
 //! A failure marks the channel disconnected, counts a `receiving` error and waits before
 //! the next attempt: Telegram's `retry_after` when it sent one (a 429), otherwise a
 //! jittered, doubling [`Backoff`]. A refused token (401) is permanent: the loop ends with
-//! an error and the daemon's supervisor decides what happens next. Every wait `select!`s
-//! on shutdown.
+//! an error and the daemon's supervisor decides what happens next (it restarts the
+//! transport after its own, longer backoff). So is any other refusal ([`Refused::Stops`]:
+//! a 4xx but 429 and 409) of a call the transport cannot start without, whose request
+//! never changes (`getMe`, `deleteWebhook`, `setWebhook`: "bad webhook: Webhook can be set
+//! up only on ports 80, 88, 443 or 8443" fails the same way forever). `getUpdates` retries
+//! refusals ([`Refused::Retries`]). A 429, a 5xx and a network failure are always retried.
+//! Every wait `select!`s on shutdown.
 
 use std::future::Future;
 use std::time::Duration;
@@ -16,12 +21,24 @@ use tokio_util::sync::CancellationToken;
 use super::Intake;
 use crate::error::TelegramError;
 
+/// What a refusal of the call (a 4xx but 429 and 409; see [`TelegramError::is_refusal`])
+/// does; a refused token always stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Stops the transport with an error: the call is the same every time.
+    Stops,
+    /// Is retried like any failure.
+    Retries,
+}
+
 /// Calls `call` until it succeeds. `Ok(None)` = shutdown came first; `Err` = Telegram
-/// refused the bot token. `method` names the call in logs.
+/// refused the bot token, or (`refused` = [`Refused::Stops`]) the call itself. `method`
+/// names the call in logs.
 pub(crate) async fn until_ok<T, F, Fut>(
     intake: &Intake,
     shutdown: &CancellationToken,
     method: &'static str,
+    refused: Refused,
     mut call: F,
 ) -> Result<Option<T>, ChannelError>
 where
@@ -42,6 +59,11 @@ where
         intake.telemetry.error(Stage::Receiving);
         if matches!(error, TelegramError::Unauthorized) {
             tracing::error!(%error, method, "Telegram refused the bot token; the channel stops.");
+            return Err(error.into());
+        }
+        if refused == Refused::Stops && error.is_refusal() {
+            // Telegram's description names the problem, never the token or the URL.
+            tracing::error!(%error, method, "Telegram refused a call the channel cannot start without; the channel stops until the configuration is fixed.");
             return Err(error.into());
         }
         let wait = error.retry_after().unwrap_or_else(|| backoff.next_delay());

@@ -9,8 +9,9 @@
 //!   `webhook.secret_token` (compared in constant time) before its body is even read;
 //!   anything else gets 401 at once (the host counts and logs refusals, rate-limited).
 //! - `setWebhook` (url = `public_url`, the secret, `allowed_updates: [message]`) is called
-//!   once the handler is installed, retried through the transports' one retry loop; the
-//!   channel reports connected from then on. The webhook is left in place at shutdown so
+//!   once the handler is installed, retried through the transports' one retry loop
+//!   (except a refusal, e.g. a URL on a port Telegram does not deliver to: the transport
+//!   stops with an error naming it); the channel reports connected from then on. The webhook is left in place at shutdown so
 //!   Telegram queues updates for the next start (or another replica behind the same URL).
 //!
 //! Answers (Telegram retries any non-2xx, and holds back later updates meanwhile):
@@ -48,7 +49,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::album::Albums;
-use super::retry::until_ok;
+use super::retry::{Refused, until_ok};
 use super::{ALBUM_WINDOW, Intake};
 use crate::config::WebhookSettings;
 use crate::model::Update;
@@ -199,7 +200,7 @@ async fn register(
     hook: &WebhookSettings,
     shutdown: &CancellationToken,
 ) -> ChannelResult<bool> {
-    let registered = until_ok(intake, shutdown, "setWebhook", || {
+    let registered = until_ok(intake, shutdown, "setWebhook", Refused::Stops, || {
         intake.api.set_webhook(&hook.public_url, &hook.secret_token)
     });
     if registered.await?.is_none() {

@@ -414,6 +414,12 @@ fn object_or_array(params: &Value, key: &str) -> Option<Value> {
 
 pub(super) fn set_webhook(inner: &mut Telegram, params: &Value) -> Answer {
     let url = params.get("url").and_then(Value::as_str).unwrap_or("");
+    if inner.hosted_webhooks
+        && !url.is_empty()
+        && let Some(refusal) = hosted_webhook_refusal(url)
+    {
+        return bad_request(refusal);
+    }
     if url.is_empty() {
         inner.webhook = None;
     } else {
@@ -424,6 +430,24 @@ pub(super) fn set_webhook(inner: &mut Telegram, params: &Value) -> Answer {
         inner.webhook = Some((url.to_owned(), secret));
     }
     Answer::ok(json!(true))
+}
+
+/// Why the hosted Bot API refuses to deliver to `url`, in its words, if it does
+/// (telegram-bot-api's `WebhookActor::start_up` outside `--local`).
+fn hosted_webhook_refusal(url: &str) -> Option<&'static str> {
+    const HTTPS: &str = "Bad Request: bad webhook: An HTTPS URL must be provided for webhook";
+    const PORTS: &str =
+        "Bad Request: bad webhook: Webhook can be set up only on ports 80, 88, 443 or 8443";
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return Some(HTTPS);
+    };
+    if parsed.scheme() != "https" {
+        return Some(HTTPS);
+    }
+    match parsed.port_or_known_default() {
+        Some(80 | 88 | 443 | 8443) => None,
+        _ => Some(PORTS),
+    }
 }
 
 /// `getWebhookInfo`: the registered URL (empty without one) and the updates waiting.
@@ -465,6 +489,36 @@ mod tests {
             400,
             json!({"ok": false, "error_code": 400, "description": description}),
         )
+    }
+
+    #[tokio::test]
+    async fn hosted_webhooks_are_https_on_telegrams_ports() {
+        let fake = FakeTelegram::start().await.unwrap();
+        let set = |url: &str| call(&fake, "setWebhook", json!({"url": url}));
+        // A local Bot API server delivers anywhere.
+        assert_eq!(set("http://127.0.0.1:9/hook").await.0, 200);
+        fake.require_hosted_webhooks();
+        assert_eq!(
+            set("http://bot.example.com/hook").await,
+            bad("Bad Request: bad webhook: An HTTPS URL must be provided for webhook")
+        );
+        assert_eq!(
+            set("https://bot.example.com:8080/hook").await,
+            bad(
+                "Bad Request: bad webhook: Webhook can be set up only on ports 80, 88, 443 or 8443"
+            )
+        );
+        assert_eq!(
+            fake.webhook().map(|(url, _)| url).as_deref(),
+            Some("http://127.0.0.1:9/hook")
+        );
+        for url in [
+            "https://bot.example.com/hook",
+            "https://bot.example.com:8443/hook",
+            "",
+        ] {
+            assert_eq!(set(url).await.0, 200, "{url}");
+        }
     }
 
     #[tokio::test]
