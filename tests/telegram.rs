@@ -14,8 +14,9 @@
 //! the conformance suite's (`tests/adapters.rs`), through `conformance`.
 //!
 //! Children: `harness` (the daemon + fake + simulator set-up), `albums` (an album is one
-//! turn, once), `conformance` (the suite's harness), `replicas` (two daemons on one
-//! Postgres store: one poller at a time, and the hand-over).
+//! turn, once), `conformance` (the suite's harness), `migration` (a group upgraded to a
+//! supergroup is answered there), `replicas` (two daemons on one Postgres store: one
+//! poller at a time, and the hand-over).
 
 #![cfg(feature = "telegram")]
 
@@ -25,6 +26,7 @@ mod chains;
 pub(crate) mod conformance;
 mod formatting;
 pub(crate) mod harness;
+mod migration;
 mod replicas;
 
 use std::num::NonZeroUsize;

@@ -8,7 +8,9 @@
 //! [`HttpError::RetryAfter`] (read by the delivery engine through
 //! `ChannelError::RetryAfter`); "message is not modified" is [`TelegramError::NotModified`],
 //! which the edit primitive treats as success; "message to edit not found" and "message
-//! can't be edited" are [`TelegramError::NotEditable`].
+//! can't be edited" are [`TelegramError::NotEditable`]; a 400 naming
+//! `parameters.migrate_to_chat_id` (a group upgraded to a supergroup) is
+//! [`TelegramError::Migrated`], which the send primitives retry once in the new chat.
 //!
 //! No variant ever holds the bot token: the request URL (`/bot<token>/…` or a download's
 //! `/file/bot<token>/…`) is stripped from every `reqwest::Error` before it is stored
@@ -42,6 +44,13 @@ pub enum TelegramError {
     NotEditable {
         /// Telegram's description.
         description: String,
+    },
+    /// 400 with `parameters.migrate_to_chat_id`: the group became a supergroup, which
+    /// has a chat id of its own; the call can be made again there.
+    #[error("the group was upgraded to a supergroup")]
+    Migrated {
+        /// The supergroup's chat id.
+        to: i64,
     },
     /// 401: the bot token was refused. Retrying will not help.
     #[error("Telegram refused the bot token (401 Unauthorized); check channels.telegram.bot_token")]
@@ -89,6 +98,11 @@ impl TelegramError {
         parameters: Option<&ResponseParameters>,
     ) -> Self {
         let lower = description.to_ascii_lowercase();
+        if code == 400
+            && let Some(to) = parameters.and_then(|p| p.migrate_to_chat_id)
+        {
+            return Self::Migrated { to };
+        }
         match code {
             429 => HttpError::rate_limited(
                 parameters
@@ -219,6 +233,17 @@ mod tests {
             ChannelError::from(e),
             ChannelError::Rejected { .. }
         ));
+        let moved = ResponseParameters {
+            retry_after: None,
+            migrate_to_chat_id: Some(-1_001_234),
+        };
+        let e = TelegramError::from_api(
+            "sendMessage",
+            400,
+            "Bad Request: group chat was upgraded to a supergroup chat".into(),
+            Some(&moved),
+        );
+        assert!(matches!(e, TelegramError::Migrated { to: -1_001_234 }));
         let e = TelegramError::from_api("sendMessage", 502, "Bad Gateway".into(), None);
         assert!(!e.is_refusal());
         assert!(matches!(ChannelError::from(e), ChannelError::Transport(_)));

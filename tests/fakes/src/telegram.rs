@@ -19,6 +19,10 @@
 //! [`FakeTelegram::require_hosted_webhooks`] makes it refuse what the hosted Bot API
 //! refuses (not HTTPS, or a port other than 80, 88, 443 and 8443).
 //!
+//! Groups: [`FakeTelegram::migrate_group`] upgrades a group to a supergroup; a call naming
+//! the old chat id is then refused as Telegram refuses it (400 "group chat was upgraded to a
+//! supergroup chat" with `parameters.migrate_to_chat_id`).
+//!
 //! Reactions: `setMessageReaction` takes one emoji from Telegram's list on a message the
 //! chat has ("message to react not found" otherwise, `REACTION_INVALID` for another emoji);
 //! [`FakeTelegram::reactions`] shows them.
@@ -216,6 +220,8 @@ pub struct Telegram {
     /// Whether `setWebhook` checks the URL as the hosted Bot API does (a local Bot API
     /// server, which the fake plays by default, takes any URL).
     hosted_webhooks: bool,
+    /// Groups upgraded to supergroups: old chat id → new chat id.
+    migrated: BTreeMap<i64, i64>,
     failures: Script<Failure>,
     messages: Vec<BotMessage>,
     files: files::Files,
@@ -326,6 +332,16 @@ impl Answer {
         }
     }
 
+    /// 400 for a call to a group that became a supergroup, as Telegram answers it.
+    fn migrated(to: i64) -> Self {
+        Self {
+            status: 400,
+            body: json!({"ok": false, "error_code": 400,
+                "description": "Bad Request: group chat was upgraded to a supergroup chat",
+                "parameters": {"migrate_to_chat_id": to}}),
+        }
+    }
+
     fn error(code: u16, description: &str) -> Self {
         Self {
             status: code,
@@ -374,6 +390,7 @@ impl Fake<Telegram> {
             polls: 0,
             webhook: None,
             hosted_webhooks: false,
+            migrated: BTreeMap::new(),
             failures: Script::default(),
             messages: Vec::new(),
             files: files::Files::default(),
@@ -518,6 +535,16 @@ impl Fake<Telegram> {
     /// default the fake is a local Bot API server, which delivers anywhere.
     pub fn require_hosted_webhooks(&self) {
         self.with_state(|t| t.hosted_webhooks = true);
+    }
+
+    /// Upgrades group `chat_id` to a supergroup: from now on every call naming the old id
+    /// is refused with the new one in `parameters.migrate_to_chat_id`, as Telegram does.
+    /// Returns the supergroup's id.
+    pub fn migrate_group(&self, chat_id: i64) -> i64 {
+        // A supergroup's id is -100 followed by its own number.
+        let to = -1_000_000_000_000 - chat_id.abs();
+        self.with_state(|t| t.migrated.insert(chat_id, to));
+        to
     }
 
     /// The registered webhook URL and secret token.

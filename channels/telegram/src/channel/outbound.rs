@@ -10,6 +10,10 @@
 //! - New messages reply to the source message with `allow_sending_without_reply`, so a
 //!   deleted question does not lose its answer.
 //! - An edit Telegram reports as "not modified" is a success.
+//! - A group upgraded to a supergroup has a new chat id, and a call to the old one is
+//!   refused with `migrate_to_chat_id`: texts, edits, the typing hint and reactions are
+//!   made once more in the new chat ([`migrating`]), logged at info. (Files are not: the
+//!   upload's bytes are gone by then; it fails as refused.)
 //! - Reactions (`setMessageReaction`) go on the source message: 👀 for one that waits its
 //!   turn, 🤷 for one turned away, both on Telegram's list of reaction emoji.
 //! - Files: images up to 10 MB go through `sendPhoto` (falling back to `sendDocument` when
@@ -63,6 +67,26 @@ pub(crate) fn forum_topic(target: &SendTarget<'_>) -> Option<i64> {
     target.metadata.get(FORUM_TOPIC_KEY)?.as_i64()
 }
 
+/// `call` in chat `chat`, and once more in the supergroup the group became when Telegram
+/// answers that it did (a reply to a message sent before the upgrade).
+async fn migrating<T, F, Fut>(chat: i64, call: F) -> Result<T, TelegramError>
+where
+    F: Fn(i64) -> Fut,
+    Fut: Future<Output = Result<T, TelegramError>>,
+{
+    match call(chat).await {
+        Err(TelegramError::Migrated { to }) => {
+            tracing::info!(
+                from = chat,
+                to,
+                "A Telegram group became a supergroup; sending to its new chat id."
+            );
+            call(to).await
+        }
+        other => other,
+    }
+}
+
 /// `sendChatAction typing` in the target's chat (and forum topic).
 pub(crate) async fn show_typing(api: &Api, to: SendTarget<'_>) -> ChannelResult {
     let params = SendChatAction {
@@ -70,7 +94,14 @@ pub(crate) async fn show_typing(api: &Api, to: SendTarget<'_>) -> ChannelResult 
         action: "typing".to_owned(),
         message_thread_id: forum_topic(&to),
     };
-    api.send_chat_action(&params).await?;
+    migrating(params.chat_id, |chat_id| {
+        let params = SendChatAction {
+            chat_id,
+            ..params.clone()
+        };
+        async move { api.send_chat_action(&params).await }
+    })
+    .await?;
     Ok(())
 }
 
@@ -97,7 +128,14 @@ pub(crate) async fn react(api: &Api, to: SendTarget<'_>, reaction: Reaction) -> 
             emoji: reaction_emoji(reaction).to_owned(),
         }],
     };
-    api.set_message_reaction(&params).await?;
+    migrating(params.chat_id, |chat_id| {
+        let params = SetMessageReaction {
+            chat_id,
+            ..params.clone()
+        };
+        async move { api.set_message_reaction(&params).await }
+    })
+    .await?;
     Ok(())
 }
 
@@ -114,7 +152,14 @@ pub(crate) async fn send_text(
         reply_parameters: reply_to(&to),
         message_thread_id: forum_topic(&to),
     };
-    let sent = api.send_message(&params).await?;
+    let sent = migrating(params.chat_id, |chat_id| {
+        let params = SendMessage {
+            chat_id,
+            ..params.clone()
+        };
+        async move { api.send_message(&params).await }
+    })
+    .await?;
     Ok(SentMessage {
         id: MessageId::new(sent.message_id.to_string()),
     })
@@ -133,7 +178,14 @@ pub(crate) async fn edit_text(
         text: text.to_owned(),
         parse_mode: Some(PARSE_MODE.to_owned()),
     };
-    match api.edit_message_text(&params).await {
+    let edited = migrating(params.chat_id, |chat_id| {
+        let params = EditMessageText {
+            chat_id,
+            ..params.clone()
+        };
+        async move { api.edit_message_text(&params).await }
+    });
+    match edited.await {
         Ok(()) | Err(TelegramError::NotModified) => Ok(()),
         Err(error) => Err(error.into()),
     }

@@ -94,6 +94,16 @@ impl Incoming {
         )
     }
 
+    /// A basic group's text message from `user_id` in group `chat_id` (negative): a group
+    /// that can still be upgraded to a supergroup ([`FakeTelegram::migrate_group`]).
+    pub fn basic_group(chat_id: i64, user_id: i64, text: &str) -> Self {
+        Self::new(
+            json!({"id": chat_id, "type": "group", "title": "Test group"}),
+            user_id,
+            text,
+        )
+    }
+
     fn new(chat: Value, user_id: i64, text: &str) -> Self {
         Self {
             chat,

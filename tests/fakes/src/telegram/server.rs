@@ -52,9 +52,11 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         let mut inner = shared.lock();
         let bot = inner.bot.clone();
         let bot = &bot;
-        match scripted {
-            Some(failure) => failure,
-            None => flood::guard(&mut inner, &method, &params, |inner| {
+        let moved = methods::int(&params, "chat_id").and_then(|c| inner.migrated.get(&c).copied());
+        match (scripted, moved) {
+            (Some(failure), _) => failure,
+            (None, Some(to)) => Answer::migrated(to),
+            (None, None) => flood::guard(&mut inner, &method, &params, |inner| {
                 match method.as_str() {
                     "getMe" => Answer::ok(bot.clone()),
                     "deleteWebhook" => {

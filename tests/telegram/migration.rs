@@ -1,0 +1,44 @@
+//! A group upgraded to a supergroup: Telegram refuses every call naming the old chat id
+//! with the new one, and the answer still reaches the chat, in the supergroup.
+
+use std::collections::BTreeMap;
+
+use im_bridge::simulator::Script;
+use im_bridge_fakes::telegram::Incoming;
+
+use super::USER;
+use super::harness::Tg;
+
+const OLD_GROUP: i64 = -4_123_456_789;
+
+#[tokio::test]
+async fn an_answer_to_a_group_that_became_a_supergroup_goes_to_the_supergroup() {
+    let tg = Tg::start().await;
+    tg.ready().await;
+    let answer = "Answered in the supergroup.";
+    tg.sim
+        .script_next_run(Script::with_answer(answer).chunks(1));
+    // Sent just before the upgrade, delivered after it.
+    let supergroup = tg.fake.migrate_group(OLD_GROUP);
+    tg.fake
+        .inject(Incoming::basic_group(OLD_GROUP, USER, "still there?"));
+    let calls = tg.wait_text("the answer", answer).await;
+
+    // Each call to the old group was refused once and made once more in the supergroup.
+    let count = |status: u16, chat: i64| {
+        let mut by_method = BTreeMap::<&str, usize>::new();
+        for call in &calls {
+            if call.status == status && call.int("chat_id") == Some(chat) {
+                *by_method.entry(call.method.as_str()).or_default() += 1;
+            }
+        }
+        by_method
+    };
+    let refused = count(400, OLD_GROUP);
+    assert!(refused.contains_key("sendMessage"), "{refused:?}");
+    assert_eq!(refused, count(200, supergroup), "{calls:#?}");
+    let shown = tg.fake.bot_messages(supergroup);
+    assert_eq!(shown.last().map(|m| m.text.as_str()), Some(answer));
+    assert!(tg.fake.bot_messages(OLD_GROUP).is_empty());
+    tg.stop().await;
+}
