@@ -669,6 +669,39 @@ async fn issue_30_the_bot_user_id_comes_from_auth_test() {
     sl.stop().await;
 }
 
+/// Over the Events API, an `auth.test` that failed at start is tried again, and meanwhile
+/// the bot is known by the event's own authorization: a channel message naming the bot
+/// (not an `app_mention`) is answered, the mention stripped.
+#[tokio::test]
+async fn over_http_the_bot_is_known_though_auth_test_failed_at_start() {
+    let sl = Sl::start_with(Setup {
+        http: true,
+        auth_test_failures: 1,
+        ..Setup::default()
+    })
+    .await;
+    sl.sim
+        .script_next_run(Script::with_answer("Known.").chunks(1));
+    let text = format!("<@{BOT_USER_ID}> who am I talking to?");
+    let event = Event::channel_message(GENERAL, ALICE, &text);
+    sl.fake.add_message(GENERAL, event.id(), ALICE, None);
+    let request = HttpRequest::event(&event.to_json()).signed(SIGNING_SECRET);
+    assert_eq!(sl.post(&request).await.0, 200);
+    sl.wait_answer(GENERAL, event.id(), "Known.").await;
+    let thread = sl.sim.thread_ids().pop().unwrap();
+    assert_eq!(
+        sl.sim.messages(&thread)[0]["content"],
+        "who am I talking to?"
+    );
+    sl.fake
+        .wait_until("auth.test asked again", DEADLINE, |f| {
+            f.calls_to("auth.test").iter().any(|c| c.status == 200)
+        })
+        .await
+        .unwrap();
+    sl.stop().await;
+}
+
 /// Issue 19's journal and Slack's marks: an answer that failed for now is retried, and the
 /// message is marked done only once it landed, not when its turn ended.
 #[tokio::test]

@@ -8,7 +8,9 @@ use std::time::Duration;
 use im_bridge::simulator::{RunningSimulator, Simulator, SimulatorConfig};
 use im_bridge_channel::config::WebhookPlace;
 use im_bridge_channel::{FileHosts, Secret, WebhookHost};
-use im_bridge_fakes::slack::{APP_TOKEN, BOT_TOKEN, FakeSlack, HttpRequest, SIGNING_SECRET};
+use im_bridge_fakes::slack::{
+    APP_TOKEN, BOT_TOKEN, Failure, FakeSlack, HttpRequest, SIGNING_SECRET, Trigger,
+};
 use im_bridge_slack::SlackChannel;
 use im_bridge_slack::config::{Delivery, SlackSettings};
 
@@ -36,6 +38,8 @@ pub struct Setup {
     pub max_message_chars: usize,
     /// `bridge.max_reply_messages`, when not the default.
     pub max_reply_messages: Option<usize>,
+    /// How many `auth.test` calls fail (a 503 of Slack's edge) before one passes.
+    pub auth_test_failures: usize,
 }
 
 impl Default for Setup {
@@ -48,6 +52,7 @@ impl Default for Setup {
             thread_replies: true,
             max_message_chars: im_bridge_slack::DEFAULT_MESSAGE_CHARS,
             max_reply_messages: None,
+            auth_test_failures: 0,
         }
     }
 }
@@ -72,6 +77,10 @@ impl Sl {
     /// Everything started as `setup` says; in Socket Mode, one connection is open.
     pub async fn start_with(setup: Setup) -> Self {
         let fake = FakeSlack::start().await.unwrap();
+        if setup.auth_test_failures > 0 {
+            let times = Trigger::Times(setup.auth_test_failures);
+            fake.fail("auth.test", times, Failure::Http(503));
+        }
         let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
         let webhooks = WebhookHost::new();
         let (delivery, webhook_url) = if setup.http {

@@ -270,9 +270,11 @@ impl Channel for SlackChannel {
             }
             Delivery::Http { signing_secret, .. } => {
                 let route = WebhookRoute::required(self.route.as_ref())?;
-                self.intake.learn_identity().await;
                 let secret = signing_secret.clone();
-                Ok(hook::run(self.intake.clone(), secret, route, sink, &shutdown).await)
+                let serving = hook::run(self.intake.clone(), secret, route, sink, &shutdown);
+                // Both end by shutdown; the identity's ends sooner, once the id is known.
+                let (exit, ()) = tokio::join!(serving, self.intake.learn_identity(&shutdown));
+                Ok(exit)
             }
         };
         self.telemetry().set_connected(false);
@@ -363,16 +365,28 @@ impl Channel for SlackChannel {
 }
 
 impl Intake {
-    /// Asks `auth.test` for the bot's user id when it is not known (a failure is logged:
-    /// mentions are then told by `app_mention` alone until the next try).
-    async fn learn_identity(&self) {
+    /// Asks `auth.test` for the bot's user id, when it is not known at start, until it
+    /// answers or `shutdown` (Events API mode, beside the route: events are served
+    /// meanwhile), tried again after a failure with the reconnect backoff. Until then the
+    /// bot is told by the `authorizations` an event carries ([`Intake::offer_event`]),
+    /// which `auth.test`'s answer then confirms or corrects.
+    async fn learn_identity(&self, shutdown: &CancellationToken) {
         if !self.needs_identity() {
             return;
         }
-        match self.api.auth_test().await {
-            Ok(me) => self.identity(me.user_id, me.team_id),
-            Err(error) => {
-                tracing::warn!(channel = NAME, %error, "Could not learn the bot's Slack user id.");
+        let mut backoff = reconnect::BACKOFF;
+        loop {
+            match self.api.auth_test().await {
+                Ok(me) => return self.identity(me.user_id, me.team_id),
+                Err(error) => {
+                    let wait = backoff.next_wait();
+                    let failures = backoff.failures();
+                    tracing::warn!(channel = NAME, %error, failures, ?wait, "Could not learn the bot's Slack user id; trying again.");
+                    tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
             }
         }
     }
@@ -401,8 +415,21 @@ impl Intake {
         }
     }
 
-    /// An Events API event: normalized and offered.
+    /// An Events API event: normalized and offered. While `auth.test` has not told the
+    /// bot's user id, the event's bot authorization does (Slack lists the installation the
+    /// event is delivered for; for a bot token, the bot user), so a mention of the bot is
+    /// recognized and stripped from the first event on.
     pub(crate) fn offer_event(&self, sink: &InboundSink, callback: &EventCallback) -> Offered {
+        if self.needs_identity()
+            && let Some(bot) = callback.authorizations.iter().find(|a| a.is_bot)
+            && let Some(user_id) = bot.user_id.as_ref().filter(|u| !u.is_empty())
+        {
+            let mut known = lock(&self.bot_user_id);
+            if known.is_none() {
+                tracing::info!(channel = NAME, bot_user_id = %user_id, "Slack bot identified by an event's authorization.");
+                *known = Some(user_id.clone());
+            }
+        }
         self.offer(sink, |ctx| normalize_event(callback, ctx))
     }
 
