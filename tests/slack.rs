@@ -298,6 +298,47 @@ async fn issue_30_goal_works_as_a_native_slash_command_and_after_a_mention() {
     sl.stop().await;
 }
 
+/// Slack runs no slash command inside a thread: a native `/stop` typed in the DM while an
+/// answer is written in the thread of the user's message stops that answer, not the DM's
+/// own conversation, where nothing runs.
+#[tokio::test]
+async fn a_native_stop_stops_the_answer_being_written_in_the_users_thread() {
+    let text = crate::support::catalog_text("en-US");
+    let sl = Sl::start().await;
+    sl.sim
+        .script_next_run(Script::with_answer("Half of it.").hold(Hold::UntilFinished));
+    let asked = sl
+        .fake
+        .push_event(&Event::dm(DM, ALICE, "a long question").to_json());
+    let root = asked.ts.unwrap();
+    sl.fake
+        .wait_until("the answer being written", DEADLINE, |f| {
+            !f.thread_replies(DM, &root).is_empty()
+        })
+        .await
+        .unwrap();
+    sl.fake
+        .push_command(&SlashCommand::new("/stop", "", ALICE, DM));
+    let stopped = text("run-stopped", &[]);
+    sl.fake
+        .wait_until("the answer stopped", DEADLINE, |f| {
+            f.thread_replies(DM, &root)
+                .iter()
+                .any(|m| m.settled() && m.text.ends_with(&stopped))
+        })
+        .await
+        .unwrap();
+    let none = text("cmd-stop-none", &[]);
+    let everything: Vec<String> = sl
+        .fake
+        .bot_messages(DM)
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert!(!everything.contains(&none), "{everything:?}");
+    sl.stop().await;
+}
+
 #[tokio::test]
 async fn issue_30_disconnect_mid_answer_hands_over_without_losing_anything() {
     let sl = Sl::start().await;

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use hashlink::LruCache;
 use im_bridge_channel::reconnect;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
@@ -122,6 +123,9 @@ struct Intake {
     working: Mutex<Working>,
     /// Recent slash commands' `response_url`s (`respond.rs`).
     responders: respond::Responders,
+    /// Each user's latest thread conversation by channel and user: where a native slash
+    /// command acts (Slack sends none from a thread).
+    latest_threads: Mutex<LruCache<(String, String), String>>,
 }
 
 impl std::fmt::Debug for SlackChannel {
@@ -168,6 +172,7 @@ impl SlackChannel {
                 reactions: TaskTracker::new(),
                 working: Mutex::new(Working::default()),
                 responders: respond::Responders::default(),
+                latest_threads: Mutex::new(LruCache::new(LATEST_THREADS)),
             }),
             settings,
             route,
@@ -434,19 +439,45 @@ impl Intake {
     }
 
     /// A slash command: normalized and offered, its `response_url` kept for a conversation
-    /// the bot cannot post in (`respond.rs`).
+    /// the bot cannot post in (`respond.rs`). Slack runs no slash command inside a thread,
+    /// so with `thread_replies` a native command acts in the conversation its user spoke
+    /// in last in that channel (its thread, where the answer goes too): `/stop` stops the
+    /// answer being written there, not the channel's own conversation, which no message
+    /// uses. A user with no thread there yet gets the channel's.
     pub(crate) fn offer_command(&self, sink: &InboundSink, command: &SlashCommand) -> Offered {
         if let (Some(url), Some(trigger)) = (&command.response_url, &command.trigger_id) {
             let api_url = &self.settings.api_url;
             self.responders.remember(trigger, url, api_url);
         }
-        self.offer(sink, |ctx| normalize_command(command, ctx))
+        self.offer(sink, |ctx| {
+            let mut msg = normalize_command(command, ctx)?;
+            if self.settings.thread_replies && msg.topic_id.is_none() {
+                let key = (msg.chat_id.to_string(), msg.user_id.to_string());
+                if let Some(root) = lock(&self.latest_threads).get(&key) {
+                    msg.metadata
+                        .insert("thread_ts".into(), Value::from(root.as_str()));
+                    msg.topic_id = Some(root.clone());
+                }
+            }
+            Ok(msg)
+        })
+    }
+
+    /// Notes `msg`'s thread as its user's latest conversation in its channel.
+    fn note_thread(&self, msg: &InboundMessage) {
+        if let Some(root) = &msg.topic_id
+            && !msg.metadata.contains_key("slash_command")
+        {
+            let key = (msg.chat_id.to_string(), msg.user_id.to_string());
+            lock(&self.latest_threads).insert(key, root.clone());
+        }
     }
 
     /// Offers a message; once admitted its source gets `eyes`. A redelivery (or the
     /// `message` of an `app_mention` pair) is offered too: the daemon's dedupe runs it
     /// once, and Slack answers the second `eyes` with `already_reacted`, which is success.
     fn admit(&self, sink: &InboundSink, msg: InboundMessage) -> Offered {
+        self.note_thread(&msg);
         let source = msg
             .thread_ts
             .clone()
@@ -519,6 +550,9 @@ impl Working {
 
 /// `eyes` reactions remembered until their turn ends.
 const WORKING_CAPACITY: usize = 4096;
+
+/// Users' latest threads remembered (by channel and user), for native slash commands.
+const LATEST_THREADS: usize = 4096;
 
 /// How long the end of a turn waits for its message's `eyes` to be added.
 const WORKING_WAIT: Duration = Duration::from_secs(10);
