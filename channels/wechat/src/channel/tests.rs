@@ -89,6 +89,10 @@ async fn a_qr_login_is_kept_in_the_state_and_reused() {
     assert_eq!(stored.expose(), token);
     running.stop().await.unwrap();
     // A new channel on the same state polls with the stored token, no new code.
+    state
+        .put(crate::CURSOR_KEY, fake.cursor_after(0).as_bytes())
+        .await
+        .unwrap();
     let again = Arc::new(channel(&fake, None, state.clone()));
     let running = RunningChannel::start(again);
     fake.wait_until("polling again", DEADLINE, |f| {
@@ -97,10 +101,12 @@ async fn a_qr_login_is_kept_in_the_state_and_reused() {
     .await
     .unwrap();
     assert_eq!(fake.qrcodes().len(), 1);
-    // An ended session deletes the stored token and shows a new code.
+    // An ended session deletes the stored token and its cursor (DeerFlow's rule), and
+    // shows a new code.
     fake.expire_session();
     fake.wait_qrcode(2, DEADLINE).await.unwrap();
     assert_eq!(state.get_secret(crate::TOKEN_KEY).await.unwrap(), None);
+    assert_eq!(state.get(crate::CURSOR_KEY).await.unwrap(), None);
     running.stop().await.unwrap();
 }
 
@@ -221,24 +227,47 @@ async fn files_go_both_ways_through_the_encrypted_cdn_and_typing_shows() {
     running.stop().await.unwrap();
 }
 
+/// iLink refusing polls (a server incident, throttling) more often in a row than the old
+/// rule of three allowed: the stored cursor is sent on every poll and kept, so what came
+/// after it arrives and nothing before it comes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cursor_ilink_keeps_refusing_is_dropped() {
+async fn a_cursor_is_kept_through_refused_polls() {
     let fake = started().await;
+    let seen = fake.push(&Inbound::text(USER, "already handled"));
+    let cursor = fake.cursor_after(seen.seq);
     let state: Arc<dyn ChannelState> = Arc::new(MemoryState::new());
     state
-        .put(crate::CURSOR_KEY, b"bm90LWEtY3Vyc29yLWlsaW5rLWlzc3VlZA==")
+        .put(crate::CURSOR_KEY, cursor.as_bytes())
         .await
         .unwrap();
+    fake.fail(
+        "getupdates",
+        wechat::Trigger::Times(3),
+        wechat::Failure::Error {
+            ret: -1,
+            errmsg: "system error".into(),
+        },
+    );
+    fake.fail(
+        "getupdates",
+        wechat::Trigger::Times(2),
+        wechat::Failure::RateLimited,
+    );
     let ch = Arc::new(channel(&fake, Some(wechat::BOT_TOKEN), state.clone()));
     let mut running = RunningChannel::start(ch);
-    fake.push(&Inbound::text(USER, "after the bad cursor"));
+    fake.push(&Inbound::text(USER, "after the refusals"));
     let m = running.next().await;
-    assert_eq!(m.text, "after the bad cursor");
-    let refused = fake
-        .calls_to("getupdates")
-        .iter()
-        .filter(|c| c.code.is_some())
-        .count();
-    assert_eq!(refused, poll::CURSOR_REFUSALS as usize);
+    assert_eq!(
+        m.text, "after the refusals",
+        "nothing before the cursor again"
+    );
+    let polls = fake.calls_to("getupdates");
+    assert_eq!(polls.iter().filter(|c| c.code.is_some()).count(), 5);
+    assert!(
+        polls
+            .iter()
+            .all(|c| c.body["get_updates_buf"] == cursor.as_str()),
+        "every poll asked from the stored cursor"
+    );
     running.stop().await.unwrap();
 }

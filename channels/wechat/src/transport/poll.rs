@@ -15,10 +15,12 @@
 //!   that and [`POLL_SLACK`](crate::api::POLL_SLACK) more.
 //! - **Failures.** A failed poll marks the channel disconnected, counts a `receiving`
 //!   error and waits `polling_retry_delay`, doubled after each failure in a row up to
-//!   [`MAX_RETRY_DELAY`], with jitter (the kit's `Backoff`). iLink refusing the stored
-//!   cursor [`CURSOR_REFUSALS`] times in a row drops it (iLink then answers from its own
-//!   position; the dedupe drops a message seen again). An ended session (`-14`) goes to the
-//!   login: a QR login again, or the transport ends with the error.
+//!   [`MAX_RETRY_DELAY`], with jitter (the kit's `Backoff`). The cursor is kept through
+//!   every refusal (`ret -1`, `-2`, a server incident), as the plugin and DeerFlow keep
+//!   it: what iLink does with an empty cursor is unknown (a lost gap or a replay), so
+//!   only a backoff answers a refusal. An ended session (`-14`) drops the cursor with the
+//!   session it belonged to (DeerFlow's rule) and goes to the login: a QR login again, or
+//!   the transport ends with the error.
 
 use std::time::Duration;
 
@@ -36,8 +38,6 @@ pub const CURSOR_KEY: &str = "get_updates_buf";
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 /// The longest hold iLink may ask for (a bound on `longpolling_timeout_ms`).
 pub const MAX_HOLD: Duration = Duration::from_secs(300);
-/// Refusals of the stored cursor in a row after which it is dropped.
-pub const CURSOR_REFUSALS: u32 = 3;
 
 /// Polls until `shutdown`, admitting messages through `sink`.
 pub(crate) async fn run(
@@ -51,7 +51,6 @@ pub(crate) async fn run(
         cursor: load_cursor(intake).await,
         hold: settings.polling_timeout,
         backoff: Backoff::new(settings.retry_delay, MAX_RETRY_DELAY, jitter),
-        refused: 0,
     };
     loop {
         if !logged_in(intake, shutdown).await? {
@@ -76,12 +75,12 @@ pub(crate) async fn run(
         intake.telemetry.set_connected(false);
         intake.telemetry.error(Stage::Receiving);
         if let ApiError::SessionExpired { op } = error {
+            poll.forget(intake).await;
             if intake.login.expired(op).await {
                 continue;
             }
             return Err(ChannelError::from(error));
         }
-        poll.refusal(intake, &error).await;
         let wait = poll.backoff.next_wait();
         tracing::warn!(
             channel = NAME,
@@ -132,8 +131,6 @@ struct Poll {
     cursor: String,
     hold: Duration,
     backoff: Backoff,
-    /// Refusals of the stored cursor in a row.
-    refused: u32,
 }
 
 impl Poll {
@@ -141,7 +138,6 @@ impl Poll {
     /// is what iLink asked for (when it may ask).
     fn answered(&mut self, intake: &Intake, longpolling_timeout_ms: Option<i64>) {
         self.backoff.reset();
-        self.refused = 0;
         if !intake.telemetry.set_connected(true) {
             tracing::info!(
                 channel = NAME,
@@ -164,24 +160,16 @@ impl Poll {
         }
     }
 
-    /// A failed poll: iLink refusing the stored cursor [`CURSOR_REFUSALS`] times in a row
-    /// drops it.
-    async fn refusal(&mut self, intake: &Intake, error: &ApiError) {
-        if !matches!(error, ApiError::Api { .. }) || self.cursor.is_empty() {
+    /// The session ended: its cursor is dropped, here and in the store (DeerFlow clears it
+    /// on `-14`; the next login polls from iLink's own position, and the dedupe drops a
+    /// message seen again).
+    async fn forget(&mut self, intake: &Intake) {
+        if self.cursor.is_empty() {
             return;
         }
-        self.refused += 1;
-        if self.refused >= CURSOR_REFUSALS {
-            tracing::warn!(
-                channel = NAME,
-                refusals = self.refused,
-                "iLink keeps refusing the stored WeChat cursor; polling from iLink's own position."
-            );
-            self.cursor.clear();
-            self.refused = 0;
-            if let Err(error) = intake.state.delete(CURSOR_KEY).await {
-                tracing::warn!(channel = NAME, %error, "Deleting the WeChat cursor failed.");
-            }
+        self.cursor.clear();
+        if let Err(error) = intake.state.delete(CURSOR_KEY).await {
+            tracing::warn!(channel = NAME, %error, "Deleting the WeChat cursor failed.");
         }
     }
 }

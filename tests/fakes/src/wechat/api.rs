@@ -64,6 +64,8 @@ pub(super) async fn get_updates(shared: &Shared, head: &Head, body: &Value) -> A
     let cursor = str_field(body, "get_updates_buf").to_owned();
     let (from, until, hold_ms) = {
         let state = shared.lock();
+        // A cursor the fake never issued: iLink's answer is unknown (no reference sends
+        // one), so the fake refuses it on every poll, its strictest reading (fake).
         let Some(from) = cursor_seq(&cursor).filter(|&s| s <= state.seq) else {
             return refused(code::INVALID_PARAM, "invalid get_updates_buf");
         };
