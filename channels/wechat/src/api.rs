@@ -25,7 +25,7 @@ use im_bridge_channel::http::{self, HttpError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::config::WechatSettings;
+use crate::config::{POLL_SLACK, WechatSettings};
 use crate::error::ApiError;
 use crate::model::{
     BaseInfo, Config, Envelope, GetConfig, GetUpdates, GetUploadUrl, OutMessage, QrCode, QrStatus,
@@ -41,8 +41,6 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 /// Timeout of a CDN upload or download (DeerFlow's 30 s was for small files; a 50 MiB file
 /// needs the kit's download bound).
 pub const CDN_TIMEOUT: Duration = http::DOWNLOAD_TIMEOUT;
-/// How much longer than its hold a long poll may take to answer.
-pub const POLL_SLACK: Duration = Duration::from_secs(10);
 
 /// What an answer type carries of the envelope.
 pub trait Answered {
@@ -172,13 +170,14 @@ impl Api {
         Ok(typed)
     }
 
-    /// `getupdates` from `cursor`, held up to `hold` by iLink.
+    /// `getupdates` from `cursor`, held up to `hold` by iLink; the client waits that and
+    /// `poll_slack` more (an answer later than that is [`ApiError::is_timeout`]).
     pub async fn get_updates(&self, cursor: &str, hold: Duration) -> Result<Updates, ApiError> {
         let body = GetUpdates {
             get_updates_buf: cursor.to_owned(),
             base_info: self.base_info(),
         };
-        let timeout = (hold + POLL_SLACK).max(Duration::from_secs(15));
+        let timeout = hold + self.settings.poll_slack;
         self.post("getupdates", "getupdates", &body, timeout, MAX_POLL_ANSWER)
             .await
     }

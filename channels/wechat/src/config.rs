@@ -18,6 +18,10 @@ use im_bridge_channel::{FileHosts, Secret};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// How much longer than its hold a long poll may take to answer before the client stops
+/// waiting (DeerFlow waits 5 s more, at least 10 s in all).
+pub const POLL_SLACK: Duration = Duration::from_secs(10);
+
 /// iLink's bot API (DeerFlow's and Tencent's plugin's default).
 pub const API_URL: &str = "https://ilinkai.weixin.qq.com";
 /// iLink's CDN for media (DeerFlow's and the plugin's default).
@@ -148,6 +152,10 @@ pub struct WechatSettings {
     pub cdn_url: String,
     /// Where media is read from.
     pub file_hosts: FileHosts,
+    /// How much longer than its hold the client waits for a poll's answer: [`POLL_SLACK`]
+    /// (not a key of `channels.wechat`; a test shortens it to play a poll that outlasts
+    /// the client's wait).
+    pub poll_slack: Duration,
 }
 
 impl WechatSettings {
@@ -227,6 +235,7 @@ impl RawWechatConfig {
             api_url,
             cdn_url,
             file_hosts,
+            poll_slack: POLL_SLACK,
         })
     }
 

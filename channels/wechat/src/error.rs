@@ -87,6 +87,12 @@ impl ApiError {
         }
     }
 
+    /// Whether the client's own timeout ran out after the request left: iLink held the
+    /// call longer than the client waits (a failed connect is not one).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Http(HttpError::Transport { sent: true, source, .. }) if source.is_timeout())
+    }
+
     /// Whether only a new login can help.
     pub fn is_session_expired(&self) -> bool {
         matches!(self, Self::SessionExpired { .. } | Self::NotLoggedIn)

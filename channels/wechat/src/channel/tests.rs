@@ -73,6 +73,37 @@ async fn telemetry_follows_the_adapter_contract() {
     assert_eq!(probe.connected(NAME), Some(false));
 }
 
+/// iLink holding polls past the client's own wait (its hold plus the slack): each is an
+/// empty batch (the plugin's rule), not a failure: no `receiving` error, still connected,
+/// and the message those polls carried comes with the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_that_outlasts_the_clients_wait_is_an_empty_batch() {
+    let fake = started().await;
+    // The first poll answers at once (and sets the 300 ms hold); the next two answer
+    // only after the client stopped waiting (300 ms + 200 ms).
+    for nth in [2, 3] {
+        fake.fail(
+            "getupdates",
+            wechat::Trigger::Nth(nth),
+            wechat::Failure::Delay(Duration::from_secs(30)),
+        );
+    }
+    fake.push(&Inbound::text(USER, "first"));
+    let probe = im_bridge_fakes::telemetry::TelemetryProbe::new();
+    let mut s = settings(&fake, Some(wechat::BOT_TOKEN));
+    s.poll_slack = Duration::from_millis(200);
+    let ctx = im_bridge_fakes::build_context(AllowedUsers::Anyone)
+        .with_state(Arc::new(MemoryState::new()));
+    let ch = Arc::new(probe.build(|| WechatChannel::new(s, &ctx).unwrap()));
+    let mut running = RunningChannel::start(ch);
+    assert_eq!(running.next().await.text, "first");
+    fake.push(&Inbound::text(USER, "second"));
+    assert_eq!(running.next().await.text, "second");
+    assert_eq!(probe.errors(NAME, Stage::Receiving), 0);
+    assert_eq!(probe.connected(NAME), Some(true));
+    running.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_qr_login_is_kept_in_the_state_and_reused() {
     let fake = FakeWechat::start_logged_out().await.unwrap();

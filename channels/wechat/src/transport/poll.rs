@@ -12,7 +12,9 @@
 //!   the cursor not moved.
 //! - **Holds.** A poll is held `polling_timeout`, or as long as iLink's
 //!   `longpolling_timeout_ms` says (`respect_server_longpoll_timeout`); the client waits
-//!   that and [`POLL_SLACK`](crate::api::POLL_SLACK) more.
+//!   that and [`POLL_SLACK`](crate::config::POLL_SLACK) more. A poll still unanswered then
+//!   is an empty batch, as the plugin takes its own timeout: no failure, no backoff, the
+//!   cursor unmoved, and the next poll asks again at once.
 //! - **Failures.** A failed poll marks the channel disconnected, counts a `receiving`
 //!   error and waits `polling_retry_delay`, doubled after each failure in a row up to
 //!   [`MAX_RETRY_DELAY`], with jitter (the kit's `Backoff`). The cursor is kept through
@@ -68,6 +70,15 @@ pub(crate) async fn run(
                     return Ok(exit);
                 }
                 poll.advance(intake, updates.get_updates_buf).await;
+                continue;
+            }
+            Err(error) if error.is_timeout() => {
+                tracing::debug!(
+                    channel = NAME,
+                    hold_ms = u64::try_from(poll.hold.as_millis()).unwrap_or(u64::MAX),
+                    "A WeChat poll outlasted the client's wait; polling again."
+                );
+                poll.answered(intake, None);
                 continue;
             }
             Err(error) => error,
