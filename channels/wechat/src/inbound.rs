@@ -11,8 +11,10 @@
 //! - pictures, files, videos (and untranscribed voice) are attached as handles
 //!   ([`file_handle`]: the key, the CDN parameter and the `full_url`), fetched and
 //!   decrypted by the channel when the daemon asks;
-//! - `thread_ts` is `message_id`, and the redelivery key is `message_id` scoped by the bot
-//!   (`to_user_id`): a message iLink delivers again runs once;
+//! - the message's id is `message_id`, else `msg_id`, else `client_id` (DeerFlow's
+//!   fallbacks; one with none of them is skipped as malformed); `thread_ts` is it, and the
+//!   redelivery key is it scoped by the bot (`to_user_id`), a `client_id` marked as one
+//!   (another namespace): a message iLink delivers again runs once;
 //! - `created_at` is `create_time_ms`: the window a reply is delivered within runs from it;
 //! - the metadata a reply needs: `context_token` (each reply carries its message's), and
 //!   `message_id`.
@@ -24,7 +26,7 @@ use im_bridge_channel::{
 
 use crate::NAME;
 use crate::api::cdn;
-use crate::model::{FROM_USER, Item, MediaItem, Message, item};
+use crate::model::{FROM_USER, IdField, Item, MediaItem, Message, item};
 
 /// The prefix of every attachment handle.
 const HANDLE_PREFIX: &str = "wechat-media:";
@@ -90,7 +92,7 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<InboundM
     if user.is_empty() {
         return Err(Skip::NotAUser);
     }
-    let Some(id) = message.id() else {
+    let Some((id, field)) = message.id() else {
         return Err(Skip::Malformed);
     };
     if !ctx.allowed_users.allows(user) {
@@ -106,7 +108,11 @@ pub fn normalize(message: &Message, ctx: &InboundContext<'_>) -> Result<InboundM
     msg.thread_ts = Some(MessageId::new(id.clone()));
     let bot = message.to_user_id.trim();
     let scope = if bot.is_empty() { NAME } else { bot };
-    msg.redelivery = Some(RedeliveryKey::new(scope, id.clone()));
+    let key = match field {
+        IdField::MessageId => id.clone(),
+        IdField::ClientId => format!("client_id:{id}"),
+    };
+    msg.redelivery = Some(RedeliveryKey::new(scope, key));
     if let Some(ms) = message.create_time_ms {
         msg.sent_at(ms as f64 / 1000.0);
     }

@@ -98,6 +98,12 @@ pub struct Message {
     /// A uint64 (or a string of one): what a redelivery repeats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<Value>,
+    /// The same id under another name (DeerFlow reads it when `message_id` is missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg_id: Option<Value>,
+    /// The sending client's own id of the message (DeerFlow's last fallback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<Value>,
     /// The sender (`…@im.wechat`).
     #[serde(default)]
     pub from_user_id: String,
@@ -124,14 +130,36 @@ pub struct Message {
     pub extra: Map<String, Value>,
 }
 
+/// Which field a message's id was read from ([`Message::id`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdField {
+    /// `message_id`, or its other name `msg_id`: iLink's id of the message.
+    MessageId,
+    /// `client_id`: the sending client's id, another namespace.
+    ClientId,
+}
+
 impl Message {
-    /// `message_id` as text (a number or a string on the wire).
-    pub fn id(&self) -> Option<String> {
-        match self.message_id.as_ref()? {
-            Value::Number(n) => Some(n.to_string()),
-            Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
-            _ => None,
-        }
+    /// The message's id as text (a number or a string on the wire) and where it came from:
+    /// `message_id`, else `msg_id`, else `client_id` (DeerFlow's fallbacks); `None` when
+    /// none is usable.
+    pub fn id(&self) -> Option<(String, IdField)> {
+        [
+            (&self.message_id, IdField::MessageId),
+            (&self.msg_id, IdField::MessageId),
+            (&self.client_id, IdField::ClientId),
+        ]
+        .into_iter()
+        .find_map(|(value, field)| id_text(value.as_ref()?).map(|id| (id, field)))
+    }
+}
+
+/// An id on the wire as text: a number, or a string that is not blank.
+fn id_text(value: &Value) -> Option<String> {
+    match value {
+        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+        _ => None,
     }
 }
 

@@ -120,7 +120,7 @@ impl Intake {
                 self.telemetry.error(Stage::Processing);
                 tracing::warn!(
                     channel = NAME,
-                    "Skipped a WeChat message without a message_id."
+                    "Skipped a WeChat message without an id (message_id, msg_id or client_id)."
                 );
                 None
             }

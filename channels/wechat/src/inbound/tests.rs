@@ -106,7 +106,9 @@ fn commands_bots_groups_strangers_and_empties() {
     assert_eq!(run(&empty), Err(Skip::Empty));
     let mut no_id = message.clone();
     no_id.message_id = Some(json!(""));
-    assert_eq!(run(&no_id), Err(Skip::Malformed));
+    no_id.msg_id = Some(json!(" "));
+    no_id.client_id = Some(json!(null));
+    assert_eq!(run(&no_id), Err(Skip::Malformed), "no usable id at all");
     let unvoiced: Message = serde_json::from_value(json!({
         "message_id": 9, "from_user_id": USER, "message_type": 1,
         "item_list": [{"type": 3, "voice_item": {"media": {
@@ -126,4 +128,31 @@ fn a_handle_is_only_what_file_handle_made() {
     let (_, param, url) =
         parse_handle("wechat-media:00112233445566778899aabbccddeeff:p:http://h/x?a=b:c").unwrap();
     assert_eq!((param, url), ("p", "http://h/x?a=b:c"));
+}
+
+#[test]
+fn without_a_message_id_the_msg_id_or_the_client_id_stands_in() {
+    let bot = "b0f5860fdecb@im.bot";
+    let mut message = messages(fixture!("updates_text.json")).remove(0);
+    message.message_id = None;
+    message.msg_id = Some(json!(7_000_000_000_000_000_002_u64));
+    message.client_id = Some(json!("wx-client-1"));
+    let by_msg_id = run(&message).unwrap();
+    assert_eq!(
+        by_msg_id.redelivery,
+        Some(RedeliveryKey::new(bot, "7000000000000000002"))
+    );
+    assert_eq!(by_msg_id.metadata["message_id"], "7000000000000000002");
+    message.msg_id = None;
+    let by_client_id = run(&message).unwrap();
+    assert_eq!(by_client_id.text, "你好, what can you do?");
+    assert_eq!(
+        by_client_id.thread_ts.as_ref().unwrap().as_str(),
+        "wx-client-1"
+    );
+    assert_eq!(
+        by_client_id.redelivery,
+        Some(RedeliveryKey::new(bot, "client_id:wx-client-1")),
+        "a client's id never meets a message_id"
+    );
 }
