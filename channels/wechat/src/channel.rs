@@ -235,7 +235,9 @@ impl WechatChannel {
         max_bytes: u64,
     ) -> ChannelResult<Bytes> {
         let settings = self.api().settings();
-        let (key, param, full_url) = parse_handle(handle).ok_or(ApiError::BadHandle)?;
+        let (key, param, full_url) = parse_handle(handle)
+            .filter(|(key, ..)| key.is_some() || file.kind == FileKind::Image)
+            .ok_or(ApiError::BadHandle)?;
         if file.kind == FileKind::File
             && !file
                 .filename
@@ -256,6 +258,10 @@ impl WechatChannel {
             None => self
                 .api()
                 .cdn_url("download", &[("encrypted_query_param", param)])?,
+        };
+        let Some(key) = key else {
+            // A picture sent unencrypted (no key): its bytes as they are, under the bound.
+            return Ok(self.api().download(url.as_str(), bound).await?);
         };
         let sealed = self
             .api()

@@ -10,7 +10,8 @@
 //!   as a quoted line;
 //! - pictures, files, videos (and untranscribed voice) are attached as handles
 //!   ([`file_handle`]: the key, the CDN parameter and the `full_url`), fetched and
-//!   decrypted by the channel when the daemon asks;
+//!   decrypted by the channel when the daemon asks; a picture that names no key is
+//!   fetched and used unencrypted (the plugin's rule; other media need their key);
 //! - the message's id is `message_id`, else `msg_id`, else `client_id` (DeerFlow's
 //!   fallbacks; one with none of them is skipped as malformed); `thread_ts` is it, and the
 //!   redelivery key is it scoped by the bot (`to_user_id`), a `client_id` marked as one
@@ -43,14 +44,22 @@ pub struct InboundContext<'a> {
     pub commands: &'a CommandVocabulary,
 }
 
-/// A media handle: `wechat-media:<hex key>:<download param>:<full_url or nothing>`.
-pub fn file_handle(item: &MediaItem) -> Option<String> {
+/// A media handle: `wechat-media:<hex key>:<download param>:<full_url or nothing>`. With
+/// `plain_ok` (pictures: the plugin downloads one without a key unencrypted), an item
+/// that names no key at all gets an empty key, meaning its bytes are used as they are; a
+/// key that is named but unreadable never makes a plain handle (its bytes are ciphertext).
+pub fn file_handle(item: &MediaItem, plain_ok: bool) -> Option<String> {
     let media = item.media.as_ref()?;
-    let key = item
-        .aeskey
-        .as_deref()
-        .and_then(cdn::hex_key)
-        .or_else(|| media.aes_key.as_deref().and_then(cdn::base64_key))?;
+    let hex_key = named(item.aeskey.as_deref());
+    let base64_key = named(media.aes_key.as_deref());
+    let key = match (hex_key, base64_key) {
+        (None, None) if plain_ok => String::new(),
+        _ => cdn::hex(
+            &hex_key
+                .and_then(cdn::hex_key)
+                .or_else(|| base64_key.and_then(cdn::base64_key))?,
+        ),
+    };
     let param = media
         .encrypt_query_param
         .as_deref()
@@ -60,17 +69,22 @@ pub fn file_handle(item: &MediaItem) -> Option<String> {
     if param.is_empty() && full_url.is_empty() || param.contains(':') {
         return None;
     }
-    Some(format!(
-        "{HANDLE_PREFIX}{}:{param}:{full_url}",
-        cdn::hex(&key)
-    ))
+    Some(format!("{HANDLE_PREFIX}{key}:{param}:{full_url}"))
 }
 
-/// A handle's parts: the key, the download parameter (maybe empty), the `full_url` (maybe
-/// empty).
-pub fn parse_handle(handle: &str) -> Option<(cdn::Key, &str, &str)> {
+/// A key field that is there and not blank.
+fn named(key: Option<&str>) -> Option<&str> {
+    key.map(str::trim).filter(|k| !k.is_empty())
+}
+
+/// A handle's parts: the key (`None`: the file is not encrypted), the download parameter
+/// (maybe empty), the `full_url` (maybe empty).
+pub fn parse_handle(handle: &str) -> Option<(Option<cdn::Key>, &str, &str)> {
     let mut parts = handle.strip_prefix(HANDLE_PREFIX)?.splitn(3, ':');
-    let key = cdn::hex_key(parts.next()?)?;
+    let key = match parts.next()? {
+        "" => None,
+        hex => Some(cdn::hex_key(hex)?),
+    };
     let param = parts.next()?;
     let full_url = parts.next()?;
     (!param.is_empty() || !full_url.is_empty()).then_some((key, param, full_url))
@@ -194,7 +208,7 @@ fn attach(
     let Some(media) = media else {
         return;
     };
-    let Some(handle) = file_handle(media) else {
+    let Some(handle) = file_handle(media, kind == FileKind::Image) else {
         return;
     };
     let n = files.len() + 1;

@@ -261,6 +261,33 @@ async fn files_go_both_ways_through_the_encrypted_cdn_and_typing_shows() {
 /// iLink refusing polls (a server incident, throttling) more often in a row than the old
 /// rule of three allowed: the stored cursor is sent on every poll and kept, so what came
 /// after it arrives and nothing before it comes again.
+/// A picture iLink sends without a key (the plugin downloads such a one unencrypted): its
+/// bytes reach the agent as they are, under the same bound, with or without `full_url`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_picture_without_a_key_is_fetched_as_it_is() {
+    let fake = started().await;
+    let ch = Arc::new(channel(
+        &fake,
+        Some(wechat::BOT_TOKEN),
+        Arc::new(MemoryState::new()),
+    ));
+    let mut running = RunningChannel::start(ch.clone());
+    let photo = b"\x89PNG\r\n\x1a\n an unencrypted picture".to_vec();
+    fake.push(&Inbound::plain_image(USER, &photo).and_text("and this?"));
+    let m = running.next().await;
+    assert_eq!(m.text, "and this?");
+    assert_eq!(ch.fetch_file(&m.files[0], 1000).await.unwrap(), photo);
+    assert!(matches!(
+        ch.fetch_file(&m.files[0], 5).await,
+        Err(ChannelError::TooLarge { limit: 5 })
+    ));
+    fake.set_media_full_url(false);
+    fake.push(&Inbound::plain_image(USER, &photo));
+    let m = running.next().await;
+    assert_eq!(ch.fetch_file(&m.files[0], 1000).await.unwrap(), photo);
+    running.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cursor_is_kept_through_refused_polls() {
     let fake = started().await;

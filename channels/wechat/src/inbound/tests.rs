@@ -68,7 +68,7 @@ fn media_are_handles_and_a_voice_is_its_transcript() {
     };
     let (key, param, full_url) = parse_handle(id).unwrap();
     // The item's hex `aeskey` wins over `media.aes_key`.
-    assert_eq!(cdn::hex(&key), "deadbeef000102030405060708090a0b");
+    assert_eq!(cdn::hex(&key.unwrap()), "deadbeef000102030405060708090a0b");
     assert_eq!(param, "++//ZmFrZS1kb3dubG9hZC0x");
     assert!(full_url.starts_with("https://novac2c.cdn.weixin.qq.com/"));
     let voice = run(&msgs[1]).unwrap();
@@ -84,7 +84,7 @@ fn media_are_handles_and_a_voice_is_its_transcript() {
         panic!("not a handle");
     };
     let (key, _, full_url) = parse_handle(id).unwrap();
-    assert_eq!(cdn::hex(&key), "00112233445566778899aabbccddeeff");
+    assert_eq!(cdn::hex(&key.unwrap()), "00112233445566778899aabbccddeeff");
     assert_eq!(full_url, "");
 }
 
@@ -123,6 +123,7 @@ fn commands_bots_groups_strangers_and_empties() {
 #[test]
 fn a_handle_is_only_what_file_handle_made() {
     assert!(parse_handle("wechat-media:zz:p:").is_none());
+    assert!(parse_handle("wechat-media:::").is_none());
     assert!(parse_handle("other:00112233445566778899aabbccddeeff:p:").is_none());
     assert!(parse_handle("wechat-media:00112233445566778899aabbccddeeff::").is_none());
     let (_, param, url) =
@@ -155,4 +156,32 @@ fn without_a_message_id_the_msg_id_or_the_client_id_stands_in() {
         Some(RedeliveryKey::new(bot, "client_id:wx-client-1")),
         "a client's id never meets a message_id"
     );
+}
+
+#[test]
+fn a_picture_without_a_key_is_a_plain_handle_and_other_media_need_theirs() {
+    let media = json!({"encrypt_query_param": "p", "full_url": "https://c.weixin.qq.com/d?x=1"});
+    let message = |item: serde_json::Value| -> Message {
+        serde_json::from_value(json!({
+            "message_id": 11, "from_user_id": USER, "message_type": 1, "item_list": [item],
+        }))
+        .unwrap()
+    };
+    let plain = run(&message(json!({"type": 2, "image_item": {"media": media}}))).unwrap();
+    let FileSource::Handle { id } = &plain.files[0].source else {
+        panic!("not a handle");
+    };
+    let (key, param, full_url) = parse_handle(id).unwrap();
+    assert_eq!(key, None, "used as it is");
+    assert_eq!((param, full_url), ("p", "https://c.weixin.qq.com/d?x=1"));
+    // A key named but unreadable is not a plain picture: its bytes are ciphertext.
+    let mut bad_key = media.clone();
+    bad_key["aes_key"] = json!("not a key");
+    let unreadable = message(json!({"type": 2, "image_item": {"media": bad_key}}));
+    assert_eq!(run(&unreadable), Err(Skip::Empty));
+    // Files, videos and voice notes without a key are still not attached.
+    for (kind, field) in [(4, "file_item"), (5, "video_item"), (3, "voice_item")] {
+        let keyless = message(json!({"type": kind, field: {"media": media, "file_name": "a.pdf"}}));
+        assert_eq!(run(&keyless), Err(Skip::Empty), "{field}");
+    }
 }

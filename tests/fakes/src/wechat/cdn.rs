@@ -121,7 +121,10 @@ pub(super) fn param(kind: &str, n: u64) -> String {
 
 /// A file the CDN serves.
 pub(super) struct Hosted {
+    /// The bytes served: ciphertext, or a picture sent unencrypted as it is.
     pub(super) encrypted: Vec<u8>,
+    /// Whether `encrypted` is ciphertext (false: a plain picture, which no key opens).
+    pub(super) sealed: bool,
 }
 
 impl Wechat {
@@ -132,8 +135,25 @@ impl Wechat {
         let key = key(n);
         let download = param("download", n);
         let encrypted = encrypt(plain, &key);
-        self.hosted.insert(download.clone(), Hosted { encrypted });
+        let hosted = Hosted {
+            encrypted,
+            sealed: true,
+        };
+        self.hosted.insert(download.clone(), hosted);
         (download, key)
+    }
+
+    /// Hosts `plain` on the CDN as it is (a picture sent unencrypted); returns the download
+    /// parameter.
+    pub(super) fn host_plain(&mut self, plain: &[u8]) -> String {
+        let n = self.next();
+        let download = param("download", n);
+        let hosted = Hosted {
+            encrypted: plain.to_vec(),
+            sealed: false,
+        };
+        self.hosted.insert(download.clone(), hosted);
+        download
     }
 
     /// The download URL of `param` on the fake's CDN.
@@ -162,7 +182,8 @@ impl Wechat {
     /// The plain bytes of a hosted file under `key`, if `param` is hosted and `key` opens
     /// it.
     pub(super) fn open(&self, param: &str, key: &[u8; 16]) -> Option<Vec<u8>> {
-        decrypt(&self.hosted.get(param)?.encrypted, key)
+        let hosted = self.hosted.get(param).filter(|h| h.sealed)?;
+        decrypt(&hosted.encrypted, key)
     }
 }
 
@@ -222,6 +243,7 @@ pub(super) fn upload(state: &mut Wechat, head: &Head, body: &[u8]) -> Answer {
         download.clone(),
         Hosted {
             encrypted: body.to_vec(),
+            sealed: true,
         },
     );
     let upload = &mut state.uploads[index];

@@ -10,7 +10,8 @@
 //! string); `{type: 5, video_item: {media, video_size, play_length, video_md5}}`. `media` is
 //! `{encrypt_query_param, aes_key, encrypt_type: 1, full_url}`; an image's `aes_key` is
 //! base64 of the raw key and its `image_item.aeskey` the hex key, the other types' `aes_key`
-//! base64 of the hex key (SDK `pic-decrypt.ts`: both encodings are seen).
+//! base64 of the hex key (SDK `pic-decrypt.ts`: both encodings are seen). An image may
+//! come unencrypted ([`Inbound::plain_image`]): its `media` names no key.
 
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ use super::{BOT_ID, Wechat};
 enum Item {
     Text(String),
     Image(Vec<u8>),
+    PlainImage(Vec<u8>),
     Voice {
         bytes: Vec<u8>,
         transcript: Option<String>,
@@ -75,6 +77,14 @@ impl Inbound {
     /// An image whose plain bytes are `bytes` (hosted encrypted on the CDN when pushed).
     pub fn image(from: &str, bytes: &[u8]) -> Self {
         Self::one(from, Item::Image(bytes.to_vec()))
+    }
+
+    /// An image hosted unencrypted: its `media` names no key (no `aes_key`, no
+    /// `image_item.aeskey`, no `encrypt_type`), and the CDN serves `bytes` as they are
+    /// (SDK `media-download.ts`: an image without a key is downloaded plain; iLink's exact
+    /// shape of one is not known).
+    pub fn plain_image(from: &str, bytes: &[u8]) -> Self {
+        Self::one(from, Item::PlainImage(bytes.to_vec()))
     }
 
     /// A voice message (silk bytes) with WeChat's transcript, when it has one.
@@ -145,6 +155,15 @@ impl Wechat {
                 let (media, key, size) = self.media(bytes, true);
                 json!({"type": 2, "image_item": {"media": media, "aeskey": hex(&key),
                                                  "mid_size": size}})
+            }
+            Item::PlainImage(bytes) => {
+                let param = self.host_plain(bytes);
+                let mut media = Map::new();
+                media.insert("encrypt_query_param".into(), json!(param));
+                if self.media_full_url {
+                    media.insert("full_url".into(), json!(self.download_url(&param)));
+                }
+                json!({"type": 2, "image_item": {"media": media, "mid_size": bytes.len()}})
             }
             Item::Voice {
                 bytes,
