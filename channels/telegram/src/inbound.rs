@@ -8,9 +8,11 @@
 //!
 //! Children: `media` — a message's attachments as `file_id` handles (pure); `album` —
 //! which album (media group) a message is a part of, and how a part joins the album's
-//! message (pure; the transports gather the parts).
+//! message (pure; the transports gather the parts); `links` — a named link
+//! (`text_link`) written `[text](url)` for the agent (pure).
 
 mod album;
+mod links;
 mod media;
 
 use im_bridge_channel::{
@@ -19,6 +21,7 @@ use im_bridge_channel::{
 use serde_json::Value;
 
 pub(crate) use self::album::{AlbumKey, MAX_ALBUM_PARTS, album_key, join};
+use self::links::with_links;
 use self::media::attachments;
 use crate::NAME;
 use crate::model::{ChatType, Update};
@@ -61,7 +64,8 @@ pub enum Normalized {
 ///   (kept in the metadata so replies are posted there); in other groups it is the
 ///   replied-to message id, else the message's own id; `reply_to` is the replied-to message
 ///   (the daemon follows reply chains through it);
-/// - the text is the text or else the caption; `/cmd@ThisBot` becomes `/cmd`;
+/// - the text is the text or else the caption, a named link in it (`text_link`) written
+///   `[text](url)`; `/cmd@ThisBot` becomes `/cmd`;
 ///   `/cmd@OtherBot` is skipped (another bot's command in a shared group); `/start` with or
 ///   without arguments becomes `/help`;
 /// - the sender's `language_code` is the locale hint; the message's `date` dates it;
@@ -84,11 +88,11 @@ pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
     if !ctx.allowed_users.allows(&user_id) {
         return Normalized::Skipped(Skip::NotAllowed);
     }
-    let raw_text = message
-        .text
-        .as_deref()
-        .or(message.caption.as_deref())
-        .unwrap_or("");
+    let (raw_text, entities) = match (&message.text, &message.caption) {
+        (Some(text), _) => (text.as_str(), message.entities.as_slice()),
+        (None, Some(caption)) => (caption.as_str(), message.caption_entities.as_slice()),
+        (None, None) => ("", &[][..]),
+    };
     let files = attachments(message);
     if raw_text.trim().is_empty() && files.is_empty() {
         return Normalized::Skipped(Skip::Empty);
@@ -96,7 +100,10 @@ pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
     if addressed_elsewhere(raw_text, ctx.bot_username) {
         return Normalized::Skipped(Skip::NotAddressed);
     }
-    let text = start_as_help(rewrite_command(raw_text, ctx.bot_username));
+    let text = start_as_help(rewrite_command(
+        &with_links(raw_text, entities),
+        ctx.bot_username,
+    ));
 
     let message_id = message.message_id.to_string();
     let mut msg = InboundMessage::new(NAME, message.chat.id.to_string(), user_id, text);
@@ -377,6 +384,33 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn a_named_link_reaches_the_agent_with_its_url() {
+        let linked: Update =
+            serde_json::from_str(include_str!("../tests/fixtures/update_text_link.json")).unwrap();
+        let ctx = InboundContext {
+            bot_username: Some(BOT),
+            allowed_users: &AllowedUsers::Anyone,
+            commands: &vocabulary(),
+        };
+        let Normalized::Message(m) = normalize(&linked, &ctx) else {
+            panic!()
+        };
+        assert_eq!(
+            m.text,
+            "🦌 Summarize [the release notes](https://example.com/releases/v2), not the \
+             [old](https://example.com/releases/v1) ones"
+        );
+        // A caption's links are in `caption_entities`; the text's entities do not apply.
+        let mut captioned = private("");
+        captioned.as_object_mut().unwrap().remove("text");
+        captioned["caption"] = json!("see the plan");
+        captioned["caption_entities"] =
+            json!([{"type": "text_link", "offset": 4, "length": 8, "url": "https://e.x/plan"}]);
+        captioned["document"] = json!({"file_id": "F", "file_unique_id": "U"});
+        assert_eq!(norm(captioned).text, "see [the plan](https://e.x/plan)");
     }
 
     #[test]

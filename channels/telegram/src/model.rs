@@ -98,7 +98,7 @@ pub struct Chat {
     pub first_name: Option<String>,
 }
 
-/// `MessageEntity` (only its position and kind matter here).
+/// `MessageEntity`: its position and kind, and a `text_link`'s URL.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageEntity {
     /// `bot_command`, `mention`, `url`, ….
@@ -108,6 +108,9 @@ pub struct MessageEntity {
     pub offset: u32,
     /// Length in UTF-16 code units.
     pub length: u32,
+    /// Where a `text_link` points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// What every Bot API file carries: the handles and, when known, the size.
@@ -479,6 +482,13 @@ mod tests {
         assert!(msg.reply_to_message.is_some());
         let photo: Update = round_trip(fixture!("update_photo_caption.json"));
         assert_eq!(photo.message.unwrap().photo.len(), 3);
+        let linked: Update = round_trip(fixture!("update_text_link.json"));
+        let entities = linked.message.unwrap().entities;
+        assert_eq!(
+            entities[0].url.as_deref(),
+            Some("https://example.com/releases/v2")
+        );
+        assert_eq!(entities[1].url, None);
         let doc: Update = round_trip(fixture!("update_document.json"));
         assert!(doc.message.unwrap().document.is_some());
         let media: Vec<Update> = round_trip(fixture!("updates_voice_audio_video.json"));
