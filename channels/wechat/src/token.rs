@@ -196,18 +196,24 @@ impl Login {
 
     /// iLink ended the session: counted, logged, the token dropped (and deleted from the
     /// store when it came from there). `true` when the channel can log in again by QR code.
+    /// A configured token without a QR login to replace it is kept: the transport ends,
+    /// and the supervisor's restart (after its backoff, up to minutes) tries it again, as
+    /// Tencent's plugin pauses and tries the same token; a token that stays refused says
+    /// so again each time, never "no bot token".
     pub async fn expired(&self, op: &'static str) -> bool {
         self.expired.increment(1);
         self.logged_in.set(0.0);
-        self.api.set_token(None);
-        self.record(Status::SessionExpired).await;
         let source = self.source();
+        let qr = self.api.settings().qrcode_login;
+        if source == Source::QrLogin || qr {
+            self.api.set_token(None);
+        }
+        self.record(Status::SessionExpired).await;
         if source == Source::QrLogin
             && let Err(error) = self.state.delete(TOKEN_KEY).await
         {
             tracing::warn!(channel = NAME, %error, "Deleting the ended WeChat bot token from the store failed.");
         }
-        let qr = self.api.settings().qrcode_login;
         let token = match source {
             Source::Config => "config",
             Source::QrLogin => "qr_login",
@@ -224,7 +230,7 @@ impl Login {
                 channel = NAME,
                 op,
                 token,
-                "iLink ended the WeChat bot's session (errcode -14): the token is no longer valid; set channels.wechat.bot_token to a new one (or qrcode_login_enabled: true) and restart."
+                "iLink ended the WeChat bot's session (errcode -14): the channel restarts and tries the configured token again; if this repeats, set channels.wechat.bot_token to a new one (or qrcode_login_enabled: true) and restart."
             );
         }
         if source == Source::Config && qr {

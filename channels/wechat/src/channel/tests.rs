@@ -141,6 +141,35 @@ async fn a_qr_login_is_kept_in_the_state_and_reused() {
     running.stop().await.unwrap();
 }
 
+/// Without a QR login, a configured token whose session iLink ended is tried again by the
+/// next run (the supervisor's restart), not forgotten: the channel never claims it has no
+/// token, and once iLink takes the token again it polls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_token_is_tried_again_after_its_session_ended() {
+    let fake = started().await;
+    let mut settings = settings(&fake, Some(wechat::BOT_TOKEN));
+    settings.qrcode_login = false;
+    let state: Arc<dyn ChannelState> = Arc::new(MemoryState::new());
+    let ctx = im_bridge_fakes::build_context(AllowedUsers::Anyone).with_state(state);
+    let ch = Arc::new(WechatChannel::new(settings, &ctx).unwrap());
+    let running = RunningChannel::start(ch.clone());
+    fake.wait_polling(DEADLINE).await.unwrap();
+    fake.expire_session();
+    let ended = running.ended().await.unwrap_err();
+    assert!(ended.to_string().contains("-14"), "{ended}");
+    // The supervisor's restart: the same token again, refused the same way.
+    let polls = fake.calls_to("getupdates").len();
+    let ended = RunningChannel::start(ch.clone()).ended().await.unwrap_err();
+    assert!(
+        ended.to_string().contains("-14"),
+        "not 'not logged in': {ended}"
+    );
+    assert!(
+        fake.calls_to("getupdates").len() > polls,
+        "polled with it again"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cursor_is_kept_after_each_batch() {
     let fake = started().await;
