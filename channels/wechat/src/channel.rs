@@ -17,12 +17,12 @@
 //!   `getuploadurl` and the CDN, and sent one item per message; files users send are
 //!   downloaded from the CDN (`file_hosts` only, bounded) and decrypted.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use hashlink::LruCache;
 use im_bridge_channel::render::PlainText;
 use im_bridge_channel::{
     BuildContext, Capabilities, Channel, ChannelError, ChannelExit, ChannelIdentity, ChannelResult,
@@ -51,8 +51,14 @@ pub const REPLIES_PER_MESSAGE: u32 = 10;
 pub const DELIVERY_WINDOW: Duration = Duration::from_secs(24 * 3600);
 /// How often the typing hint is sent again (the plugin's keepalive: 5 s).
 pub const TYPING_REFRESH: Duration = Duration::from_secs(5);
-/// Users whose typing ticket is kept; past it the tickets are forgotten and asked again.
+/// Users whose typing ticket is kept; past it the least recently used is forgotten.
 pub const MAX_TICKETS: usize = 4096;
+/// After `getconfig` gave a user no ticket (or failed), typing is not asked for that user
+/// again for this long, doubled each time up to [`NO_TICKET_MAX_WAIT`] (the plugin's
+/// config cache backs off so, up to an hour), instead of once every [`TYPING_REFRESH`].
+const NO_TICKET_WAIT: Duration = Duration::from_secs(60);
+/// The longest pause before asking `getconfig` again for a user without a ticket.
+const NO_TICKET_MAX_WAIT: Duration = Duration::from_secs(3600);
 /// The most bytes a file's padding adds.
 const PADDING: u64 = 16;
 
@@ -61,8 +67,32 @@ const PADDING: u64 = 16;
 pub struct WechatChannel {
     identity: ChannelIdentity,
     intake: Arc<Intake>,
-    /// Each user's typing ticket, at most [`MAX_TICKETS`] (cleared when full).
-    tickets: Mutex<HashMap<String, String>>,
+    /// Each user's typing ticket (or why there is none), at most [`MAX_TICKETS`].
+    tickets: Mutex<Tickets>,
+}
+
+/// What `getconfig` last said of a user's typing ticket.
+#[derive(Clone, Debug)]
+enum Ticket {
+    /// The ticket typing is sent with.
+    Kept(String),
+    /// None came: not asked again before `until`; the next pause is `next`.
+    Absent {
+        until: tokio::time::Instant,
+        next: Duration,
+    },
+}
+
+/// The users' typing tickets, the least recently used forgotten first past
+/// [`MAX_TICKETS`].
+struct Tickets(LruCache<String, Ticket>);
+
+impl std::fmt::Debug for Tickets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tickets")
+            .field("users", &self.0.len())
+            .finish()
+    }
 }
 
 /// What WeChat can show: finals only, plain text of at most [`MAX_TEXT_BYTES`], ten sends a
@@ -106,7 +136,7 @@ impl WechatChannel {
         Ok(Self {
             identity,
             intake: Arc::new(intake),
-            tickets: Mutex::new(HashMap::new()),
+            tickets: Mutex::new(Tickets(LruCache::new(MAX_TICKETS))),
         })
     }
 
@@ -171,25 +201,19 @@ impl WechatChannel {
         }
     }
 
-    fn ticket(&self, user: &str) -> Option<String> {
-        self.tickets
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(user)
-            .cloned()
+    fn ticket(&self, user: &str) -> Option<Ticket> {
+        let mut tickets = self.tickets.lock().unwrap_or_else(PoisonError::into_inner);
+        tickets.0.get(user).cloned()
     }
 
-    fn keep_ticket(&self, user: &str, ticket: Option<String>) {
+    fn keep_ticket(&self, user: &str, ticket: Option<Ticket>) {
         let mut tickets = self.tickets.lock().unwrap_or_else(PoisonError::into_inner);
         match ticket {
             Some(ticket) => {
-                if tickets.len() >= MAX_TICKETS && !tickets.contains_key(user) {
-                    tickets.clear();
-                }
-                tickets.insert(user.to_owned(), ticket);
+                tickets.0.insert(user.to_owned(), ticket);
             }
             None => {
-                tickets.remove(user);
+                tickets.0.remove(user);
             }
         }
     }
@@ -197,16 +221,27 @@ impl WechatChannel {
     /// Sends `status` to `user`'s chat, asking for a ticket first when none is kept.
     async fn typing(&self, to: &SendTarget<'_>, status: i64) -> Result<(), ApiError> {
         let user = to.chat_id.as_str();
-        let ticket = match self.ticket(user) {
-            Some(ticket) => ticket,
-            None if status == model::TYPING_DONE => return Ok(()),
-            None => {
+        let now = tokio::time::Instant::now();
+        let pause = match self.ticket(user) {
+            Some(Ticket::Kept(ticket)) => Ok(ticket),
+            Some(Ticket::Absent { until, .. }) if now < until => return Ok(()),
+            Some(Ticket::Absent { next, .. }) => Err(next),
+            None => Err(NO_TICKET_WAIT),
+        };
+        let ticket = match pause {
+            Ok(ticket) => ticket,
+            Err(_) if status == model::TYPING_DONE => return Ok(()),
+            Err(pause) => {
                 let context = self.context_token(to).ok();
-                let ticket = self.api().typing_ticket(user, context.as_deref()).await?;
-                let Some(ticket) = ticket else {
-                    return Ok(());
+                let asked = self.api().typing_ticket(user, context.as_deref()).await;
+                let Ok(Some(ticket)) = asked else {
+                    // No ticket for this user now: not asked again for a while.
+                    let next = (pause * 2).min(NO_TICKET_MAX_WAIT);
+                    let until = now + pause;
+                    self.keep_ticket(user, Some(Ticket::Absent { until, next }));
+                    return asked.map(drop);
                 };
-                self.keep_ticket(user, Some(ticket.clone()));
+                self.keep_ticket(user, Some(Ticket::Kept(ticket.clone())));
                 ticket
             }
         };

@@ -11,9 +11,9 @@
 
 pub(crate) mod poll;
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use hashlink::LruCache;
 use im_bridge_channel::{
     AllowedUsers, ChannelState, CommandVocabulary, InboundMessage, Skip, Stage, Telemetry,
 };
@@ -28,31 +28,42 @@ use crate::token::Login;
 /// Users whose newest context token is kept; the oldest is forgotten first.
 pub const MAX_CONTEXTS: usize = 4096;
 
-/// The newest context token of each user, at most [`MAX_CONTEXTS`] users.
-#[derive(Debug, Default)]
+/// The newest context token of each user, at most [`MAX_CONTEXTS`] users: the one whose
+/// latest message is the oldest forgotten first.
 pub(crate) struct Contexts {
-    inner: Mutex<(HashMap<String, String>, VecDeque<String>)>,
+    inner: Mutex<LruCache<String, String>>,
+}
+
+impl Default for Contexts {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::new(LruCache::new(MAX_CONTEXTS)),
+        }
+    }
+}
+
+impl std::fmt::Debug for Contexts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let users = self
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        f.debug_struct("Contexts").field("users", &users).finish()
+    }
 }
 
 impl Contexts {
     /// Keeps `token` as `user`'s newest.
     pub(crate) fn put(&self, user: &str, token: &str) {
-        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let (map, order) = &mut *guard;
-        if map.insert(user.to_owned(), token.to_owned()).is_none() {
-            order.push_back(user.to_owned());
-            while order.len() > MAX_CONTEXTS {
-                if let Some(old) = order.pop_front() {
-                    map.remove(&old);
-                }
-            }
-        }
+        let mut contexts = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        contexts.insert(user.to_owned(), token.to_owned());
     }
 
     /// `user`'s newest token.
     pub(crate) fn get(&self, user: &str) -> Option<String> {
-        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        guard.0.get(user).cloned()
+        let mut contexts = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        contexts.get(user).cloned()
     }
 }
 

@@ -170,6 +170,36 @@ async fn a_configured_token_is_tried_again_after_its_session_ended() {
     );
 }
 
+/// A user `getconfig` gives no typing ticket is not asked again at every typing refresh
+/// (every 5 s of a long run), but after a pause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_without_a_ticket_is_not_asked_for_at_every_refresh() {
+    let fake = started().await;
+    let state = Arc::new(MemoryState::new());
+    let ch = Arc::new(channel(&fake, Some(wechat::BOT_TOKEN), state));
+    let mut running = RunningChannel::start(ch.clone());
+    fake.wait_polling(DEADLINE).await.unwrap();
+    fake.push(&Inbound::text(USER, "hi"));
+    let m = running.next().await;
+    let refused = wechat::Failure::Error {
+        ret: -1,
+        errmsg: "system error".into(),
+    };
+    fake.fail("getconfig", wechat::Trigger::Always, refused);
+    let to = reply_target(&m);
+    assert!(
+        ch.show_typing(to).await.is_err(),
+        "the refusal is told once"
+    );
+    for _ in 0..3 {
+        ch.show_typing(to).await.unwrap();
+    }
+    ch.turn_ended(to).await.unwrap();
+    assert_eq!(fake.calls_to("getconfig").len(), 1);
+    assert!(fake.typing().is_empty());
+    running.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cursor_is_kept_after_each_batch() {
     let fake = started().await;
