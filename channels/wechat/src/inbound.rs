@@ -7,7 +7,8 @@
 //! - `chat_id` and `user_id` are the sender (`…@im.wechat`): one conversation per user;
 //! - the text is the text items' texts, one per line; a voice message is its transcript
 //!   when iLink made one, else its audio is attached; a quoted message (`ref_msg`) follows
-//!   as a quoted line;
+//!   as a quoted line, and a quoted picture, file or video is attached when the message
+//!   brings no media of its own (the plugin's rule: "what is this?" quoting a photo);
 //! - pictures, files, videos (and untranscribed voice) are attached as handles
 //!   ([`file_handle`]: the key, the CDN parameter and the `full_url`), fetched and
 //!   decrypted by the channel when the daemon asks; a picture that names no key is
@@ -157,24 +158,16 @@ fn read_items(items: &[Item], id: &str) -> (String, Vec<InboundFile>) {
                 }
                 voice => attach(&mut files, FileKind::Audio, voice, id, "silk"),
             },
-            item::IMAGE => attach(
-                &mut files,
-                FileKind::Image,
-                it.image_item.as_ref(),
-                id,
-                "jpg",
-            ),
-            item::FILE => attach(&mut files, FileKind::File, it.file_item.as_ref(), id, "bin"),
-            item::VIDEO => attach(
-                &mut files,
-                FileKind::Video,
-                it.video_item.as_ref(),
-                id,
-                "mp4",
-            ),
-            _ => {}
+            _ => attach_media(&mut files, it, id),
         }
         quotes.extend(quoted(it));
+    }
+    if files.is_empty() {
+        // "What is this?" quoting a picture or a file: the agent gets what was quoted (as
+        // Tencent's plugin reads it), when the message brings no media of its own.
+        for quoted in items.iter().filter_map(quoted_item) {
+            attach_media(&mut files, &quoted, id);
+        }
     }
     let mut text = lines
         .into_iter()
@@ -189,6 +182,22 @@ fn read_items(items: &[Item], id: &str) -> (String, Vec<InboundFile>) {
         text.push_str(&quote.replace('\n', "\n> "));
     }
     (text, files)
+}
+
+/// Attaches `it`'s picture, file or video, if it is one.
+fn attach_media(files: &mut Vec<InboundFile>, it: &Item, id: &str) {
+    match it.kind {
+        item::IMAGE => attach(files, FileKind::Image, it.image_item.as_ref(), id, "jpg"),
+        item::FILE => attach(files, FileKind::File, it.file_item.as_ref(), id, "bin"),
+        item::VIDEO => attach(files, FileKind::Video, it.video_item.as_ref(), id, "mp4"),
+        _ => {}
+    }
+}
+
+/// The item a quoted message (`ref_msg.message_item`) was, when it reads as one.
+fn quoted_item(it: &Item) -> Option<Item> {
+    let inner = it.extra.get("ref_msg")?.get("message_item")?;
+    serde_json::from_value(inner.clone()).ok()
 }
 
 /// The text a quoted message (`ref_msg.message_item`) showed, if any.

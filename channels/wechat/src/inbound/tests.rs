@@ -185,3 +185,40 @@ fn a_picture_without_a_key_is_a_plain_handle_and_other_media_need_theirs() {
         assert_eq!(run(&keyless), Err(Skip::Empty), "{field}");
     }
 }
+
+#[test]
+fn a_quoted_picture_comes_with_a_question_that_brings_none() {
+    let media = json!({
+        "encrypt_query_param": "q",
+        "aes_key": "MDAxMTIyMzM0NDU1NjY3Nzg4OTlhYWJiY2NkZGVlZmY=",
+        "encrypt_type": 1,
+    });
+    let quoting = |own: Option<serde_json::Value>| -> Message {
+        let mut items = vec![json!({
+            "type": 1,
+            "text_item": {"text": "what is this?"},
+            "ref_msg": {"title": "", "message_item": {"type": 2, "image_item": {"media": media}}},
+        })];
+        items.extend(own);
+        serde_json::from_value(json!({
+            "message_id": 12, "from_user_id": USER, "message_type": 1, "item_list": items,
+        }))
+        .unwrap()
+    };
+    let asked = run(&quoting(None)).unwrap();
+    assert_eq!(asked.text, "what is this?");
+    assert_eq!(asked.files.len(), 1);
+    assert_eq!(asked.files[0].kind, FileKind::Image);
+    // A message with a picture of its own brings that one only.
+    let mut own = media.clone();
+    own["encrypt_query_param"] = json!("own");
+    let with_own = run(&quoting(Some(
+        json!({"type": 2, "image_item": {"media": own}}),
+    )))
+    .unwrap();
+    assert_eq!(with_own.files.len(), 1);
+    let FileSource::Handle { id } = &with_own.files[0].source else {
+        panic!("not a handle");
+    };
+    assert_eq!(parse_handle(id).unwrap().1, "own");
+}
