@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use im_bridge_channel::{
-    BudgetPlan, Capabilities, Channel, ChannelError, ChatId, Delivery, InboundFile, InboundMessage,
-    MessageId, OutboundMessage, Reaction, RetryPolicy,
+    BudgetPlan, Capabilities, Channel, ChannelError, ChatId, Delivery, FileLabel, InboundFile,
+    InboundMessage, MessageId, OutboundMessage, Reaction, RetryPolicy,
 };
 
 use crate::telemetry::names;
@@ -126,15 +126,16 @@ impl Outbound {
     }
 
     /// Reads an inbound attachment through the channel that received it, refusing more
-    /// than `max_bytes`.
+    /// than `max_bytes`, with what reading it told of the file (its name and type, where
+    /// the message did not carry them).
     pub async fn fetch_file(
         &self,
         channel: &str,
         file: &InboundFile,
         max_bytes: u64,
-    ) -> Result<Bytes, ChannelError> {
+    ) -> Result<(Bytes, FileLabel), ChannelError> {
         match self.deliveries.get(channel) {
-            Some(delivery) => delivery.channel().fetch_file(file, max_bytes).await,
+            Some(delivery) => delivery.channel().fetch_labeled(file, max_bytes).await,
             None => Err(ChannelError::Stopped),
         }
     }

@@ -204,6 +204,27 @@ async fn issue_31_an_image_reaches_the_agent_and_a_presented_file_comes_back() {
     wc.stop().await;
 }
 
+/// A file a user sends reaches the agent under its own name: WeCom names it only in the
+/// download's `Content-Disposition` (the callback's `file` carries no name), and a name
+/// of non-ASCII characters comes through too.
+#[tokio::test]
+async fn a_file_reaches_the_agent_under_the_name_its_download_gives() {
+    const PDF: &[u8] = b"%PDF-1.7\n% the quarterly numbers\n%%EOF\n";
+    let wc = Wc::start().await;
+    wc.sim
+        .script_next_run(Script::with_answer("Read it.").chunks(1));
+    let report = wc.fake.put_file(PDF.to_vec(), Some("季度报告 Q3.pdf"));
+    let pushed = wc.fake.push(&Message::file(ALICE, &report));
+    wc.fake
+        .wait_final_text(&pushed.req_id, DEADLINE)
+        .await
+        .unwrap();
+    let thread = wc.sim.thread_ids().pop().unwrap();
+    let uploads = wc.sim.uploads(&thread);
+    assert_eq!(uploads, [("季度报告 Q3.pdf".to_owned(), PDF.len() as u64)]);
+    wc.stop().await;
+}
+
 /// WeCom's media URLs serve for five minutes after the callback: a picture sent while a
 /// long run goes on is read when it arrives, kept until its turn, and still reaches the
 /// agent when the run ends long after; once handled, nothing of it stays on disk.

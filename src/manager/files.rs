@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use im_bridge_channel::{
-    ChannelError, FileKind, FileSource, InboundFile, InboundMessage, safe_file_name,
+    ChannelError, FileKind, FileLabel, FileSource, InboundFile, InboundMessage, safe_file_name,
 };
 use serde_json::{Value, json};
 
@@ -138,8 +138,8 @@ async fn read_files(inner: &Inner, msg: &InboundMessage, notices: &mut Notices) 
     };
     let mut names: Vec<String> = Vec::new();
     for (i, file) in msg.files.iter().enumerate() {
-        let name = unique_name(&mut names, file, i);
         if i >= MAX_FILES {
+            let name = unique_name(&mut names, file, i);
             notices.push((m::RUN_ATTACHMENT_UNAVAILABLE, name));
             continue;
         }
@@ -150,19 +150,29 @@ async fn read_files(inner: &Inner, msg: &InboundMessage, notices: &mut Notices) 
                 file = i,
                 "No room for an attachment within the memory budget."
             );
-            notices.push((m::RUN_ATTACHMENT_UNAVAILABLE, name));
+            notices.push((
+                m::RUN_ATTACHMENT_UNAVAILABLE,
+                unique_name(&mut names, file, i),
+            ));
             continue;
         };
         read.shares.push(share);
-        match read_one(inner, msg, file, bound).await {
-            Ok(bytes) if bytes.len() as u64 > bound => {
+        let read_file = read_one(inner, msg, file, bound).await;
+        // Named once read: reading may have told the name the message did not carry.
+        let mut file = file.clone();
+        if let Ok((_, label)) = &read_file {
+            file.learn(label.clone());
+        }
+        let name = unique_name(&mut names, &file, i);
+        match read_file {
+            Ok((bytes, _)) if bytes.len() as u64 > bound => {
                 notices.push((m::RUN_ATTACHMENT_TOO_LARGE, name));
             }
-            Ok(bytes) => {
-                read.images.push(is_image(file));
+            Ok((bytes, _)) => {
+                read.images.push(is_image(&file));
                 read.uploads.push(UploadFile {
                     filename: name,
-                    mime_type: mime_type(file),
+                    mime_type: mime_type(&file),
                     bytes,
                 });
             }
@@ -179,14 +189,15 @@ async fn read_files(inner: &Inner, msg: &InboundMessage, notices: &mut Notices) 
     read
 }
 
-/// One file's bytes (at most `bound`): through its channel, or, read ahead
-/// (`staging.rs`), from disk, else from its handle again (another replica read it ahead).
+/// One file's bytes (at most `bound`), with what reading them told of the file: through
+/// its channel, or, read ahead (`staging.rs`), from disk, else from its handle again
+/// (another replica read it ahead).
 async fn read_one(
     inner: &Inner,
     msg: &InboundMessage,
     file: &InboundFile,
     bound: u64,
-) -> Result<bytes::Bytes, ChannelError> {
+) -> Result<(bytes::Bytes, FileLabel), ChannelError> {
     let outbound = inner.replier.outbound();
     let (path, handle) = match &file.source {
         FileSource::Path { path, handle } if handle.is_some() || inner.staging.is_staged(path) => {
@@ -195,7 +206,8 @@ async fn read_one(
         // A handle, bytes, or the adapter's own staged file.
         _ => return outbound.fetch_file(&msg.channel_name, file, bound).await,
     };
-    match (inner.staging.read(path, bound).await, handle) {
+    let staged = inner.staging.read(path, bound).await;
+    match (staged.map(|bytes| (bytes, FileLabel::default())), handle) {
         (Err(error), Some(id)) if !matches!(error, ChannelError::TooLarge { .. }) => {
             tracing::info!(%error, "A file read ahead is not on this host; reading it again.");
             let again = InboundFile {

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use im_bridge_channel::{ChannelError, ChannelResult, FileSource, InboundMessage};
+use im_bridge_channel::{ChannelError, ChannelResult, FileLabel, FileSource, InboundMessage};
 
 use super::Inner;
 use super::files::{BUDGET_WAIT, MAX_FILE_BYTES, MAX_FILES};
@@ -84,7 +84,7 @@ impl Staging {
         }
         let deadline = tokio::time::Instant::now() + within;
         for i in 0..msg.files.len().min(MAX_FILES) {
-            if let Some((path, size)) = self.stage_one(inner, msg, i, root, deadline).await {
+            if let Some((path, size, label)) = self.stage_one(inner, msg, i, root, deadline).await {
                 let file = &mut msg.files[i];
                 let handle = match &file.source {
                     FileSource::Handle { id } => Some(id.clone()),
@@ -92,12 +92,14 @@ impl Staging {
                 };
                 file.source = FileSource::Path { path, handle };
                 file.size = Some(size);
+                file.learn(label);
             }
         }
     }
 
     /// Reads `msg`'s `i`th file through its channel (by `deadline`) and writes it under
-    /// `root`: its path and size, or `None` (logged) where it stays as it was.
+    /// `root`: its path, its size and what reading it told of it, or `None` (logged) where
+    /// it stays as it was.
     async fn stage_one(
         &self,
         inner: &Inner,
@@ -105,7 +107,7 @@ impl Staging {
         i: usize,
         root: &Path,
         deadline: tokio::time::Instant,
-    ) -> Option<(PathBuf, u64)> {
+    ) -> Option<(PathBuf, u64, FileLabel)> {
         let file = &msg.files[i];
         if matches!(file.source, FileSource::Path { .. }) {
             return None;
@@ -119,8 +121,10 @@ impl Staging {
                 outbound.fetch_file(&msg.channel_name, file, bound).await,
             ))
         };
-        let (mut share, bytes) = match tokio::time::timeout_at(deadline, read).await {
-            Ok(Some((share, Ok(bytes)))) if bytes.len() as u64 <= bound => (share, bytes),
+        let (mut share, bytes, label) = match tokio::time::timeout_at(deadline, read).await {
+            Ok(Some((share, Ok((bytes, label))))) if bytes.len() as u64 <= bound => {
+                (share, bytes, label)
+            }
             // Too large, or unreadable: the turn says so, as it would have.
             Ok(Some((_, Ok(_)))) => return None,
             Ok(Some((_, Err(error)))) => {
@@ -150,7 +154,7 @@ impl Staging {
             width = NAME_LEN
         ));
         match write_private(&path, &bytes).await {
-            Ok(()) => Some((path, size)),
+            Ok(()) => Some((path, size, label)),
             Err(error) => {
                 self.give_room(size);
                 tracing::warn!(%error, file = i, "Writing an inbound file failed; reading it at its turn.");

@@ -24,7 +24,7 @@ use crate::error::{ChannelError, ChannelResult};
 use crate::ids::{ChatId, MessageId};
 use crate::inbound::InboundSink;
 use crate::message::{
-    ChatKind, DeliveryHints, FileSource, InboundFile, OutboundFile, OutboundMessage,
+    ChatKind, DeliveryHints, FileLabel, FileSource, InboundFile, OutboundFile, OutboundMessage,
 };
 use crate::telemetry::{Stage, Telemetry};
 
@@ -223,6 +223,18 @@ pub trait Channel: Send + Sync + 'static {
     /// handles or staged paths override it.
     async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
         file.inline_bytes(max_bytes)
+    }
+
+    /// [`Channel::fetch_file`], with what reading the file told of it ([`FileLabel`]: a
+    /// name and a media type the message did not carry). By default the bytes alone; an
+    /// adapter whose platform names a file only in its download overrides it.
+    async fn fetch_labeled(
+        &self,
+        file: &InboundFile,
+        max_bytes: u64,
+    ) -> ChannelResult<(Bytes, FileLabel)> {
+        let bytes = self.fetch_file(file, max_bytes).await?;
+        Ok((bytes, FileLabel::default()))
     }
 }
 

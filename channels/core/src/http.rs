@@ -33,6 +33,7 @@ use url::Url;
 use crate::body::{BoundedRead, read_bounded};
 use crate::error::ChannelError;
 use crate::file_hosts::FileHosts;
+use crate::message::FileLabel;
 
 mod answer;
 
@@ -330,6 +331,18 @@ pub async fn download(
     url: &str,
     max: u64,
 ) -> Result<Bytes, HttpError> {
+    download_labeled(client, hosts, url, max)
+        .await
+        .map(|(bytes, _)| bytes)
+}
+
+/// [`download`], with what the answer's headers name of the file ([`label_of`]).
+pub async fn download_labeled(
+    client: &reqwest::Client,
+    hosts: &FileHosts,
+    url: &str,
+    max: u64,
+) -> Result<(Bytes, FileLabel), HttpError> {
     let op = "file download";
     let url = file_url(url).ok_or(HttpError::BadUrl)?;
     if !hosts.allows(&url) {
@@ -339,8 +352,82 @@ pub async fn download(
         );
         return Err(HttpError::HostNotAllowed);
     }
-    let response = send(op, client.get(url).timeout(DOWNLOAD_TIMEOUT)).await?;
-    read_file(op, checked(op, response)?, max).await
+    let response = checked(
+        op,
+        send(op, client.get(url).timeout(DOWNLOAD_TIMEOUT)).await?,
+    )?;
+    let label = label_of(response.headers());
+    Ok((read_file(op, response, max).await?, label))
+}
+
+/// The longest file name a download's `Content-Disposition` is taken with, in bytes.
+const MAX_LABEL_NAME: usize = 255;
+
+/// What a download's headers name of its file: the name `Content-Disposition` gives
+/// (RFC 6266: `filename*=UTF-8''…` first, percent-decoded, else `filename="…"`), and the
+/// `Content-Type` when it is more than generic bytes. Anything unreadable is left out.
+pub fn label_of(headers: &reqwest::header::HeaderMap) -> FileLabel {
+    let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    let mime_type = text(reqwest::header::CONTENT_TYPE)
+        .and_then(|t| t.split(';').next())
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| t.contains('/') && t != "application/octet-stream");
+    let filename = headers
+        .get(reqwest::header::CONTENT_DISPOSITION)
+        .and_then(|v| disposition_name(v.as_bytes()))
+        .filter(|n| !n.is_empty() && n.len() <= MAX_LABEL_NAME);
+    FileLabel {
+        filename,
+        mime_type,
+    }
+}
+
+/// The file name of a `Content-Disposition` value.
+fn disposition_name(value: &[u8]) -> Option<String> {
+    let value = String::from_utf8_lossy(value);
+    let params = value.split(';').skip(1).filter_map(|p| p.split_once('='));
+    let mut plain = None;
+    for (key, raw) in params {
+        let raw = raw.trim();
+        match key.trim().to_ascii_lowercase().as_str() {
+            "filename*" => {
+                let extended = raw.split_once('\'').and_then(|(charset, rest)| {
+                    let (_, encoded) = rest.split_once('\'')?;
+                    charset.eq_ignore_ascii_case("utf-8").then_some(encoded)
+                });
+                if let Some(name) = extended.and_then(percent_decoded) {
+                    return Some(name);
+                }
+            }
+            "filename" => {
+                let unquoted = raw.strip_prefix('"').and_then(|r| r.strip_suffix('"'));
+                plain = Some(unquoted.unwrap_or(raw).replace("\\\"", "\""));
+            }
+            _ => {}
+        }
+    }
+    plain.map(|name| {
+        // Servers write UTF-8 names raw too (WeCom does); a `%` escape is decoded as well.
+        percent_decoded(&name).unwrap_or(name)
+    })
+}
+
+/// `text` with its `%XX` escapes decoded, if they are and the result is UTF-8.
+fn percent_decoded(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ pub use inbound::{
 };
 pub use menu::{CommandMenu, MenuEntry};
 pub use message::{
-    ChatKind, DeliveryHints, FileKind, FileSource, InboundFile, InboundMessage, MsgType,
+    ChatKind, DeliveryHints, FileKind, FileLabel, FileSource, InboundFile, InboundMessage, MsgType,
     OutboundFile, OutboundMessage, RedeliveryKey, safe_file_name,
 };
 pub use reconnect::{Cause, Reconnect};

@@ -112,6 +112,17 @@ pub struct InboundFile {
     pub source: FileSource,
 }
 
+/// What a platform tells of an inbound file only when it is read: its name and media type
+/// (WeCom names a file in its download's `Content-Disposition`, not in the message), each
+/// when told. [`Channel::fetch_labeled`](crate::Channel::fetch_labeled) returns it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileLabel {
+    /// The file's name, as the download named it (unsanitized: see [`safe_file_name`]).
+    pub filename: Option<String>,
+    /// The file's media type (`application/pdf`), when more than generic bytes.
+    pub mime_type: Option<String>,
+}
+
 /// A file name safe to store under: the base name only (no directories), without control
 /// characters or leading dots, cut to `max_bytes` on a character boundary; `None` when
 /// nothing usable is left. Adapters name attachments with it, and the manager applies it
@@ -130,6 +141,16 @@ pub fn safe_file_name(name: &str, max_bytes: usize) -> Option<String> {
 }
 
 impl InboundFile {
+    /// Takes from `label` what the file does not say of itself: its name, its media type.
+    pub fn learn(&mut self, label: FileLabel) {
+        if self.filename.as_deref().is_none_or(str::is_empty) {
+            self.filename = label.filename.or(self.filename.take());
+        }
+        if self.mime_type.as_deref().is_none_or(str::is_empty) {
+            self.mime_type = label.mime_type.or(self.mime_type.take());
+        }
+    }
+
     /// The bytes the adapter already read ([`FileSource::Inline`]), if there are at most
     /// `max_bytes` of them: what [`Channel::fetch_file`](crate::Channel::fetch_file) does
     /// by default, and what an adapter overriding it for its handles falls back to.

@@ -24,9 +24,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
-    ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, InboundFile, InboundSink,
-    LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage, Skip, Stage, Telemetry,
-    UpdateMode, Writes, fetch_handle, http, split,
+    ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, FileLabel, InboundFile,
+    InboundSink, LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage, Skip, Stage,
+    Telemetry, UpdateMode, Writes, fetch_handle, http, split,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -313,27 +313,49 @@ impl Channel for WeComChannel {
 
     /// Downloads a file a user sent (only from `file_hosts`, bounded) and decrypts it.
     async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
-        let download = |handle| self.fetch(handle, max_bytes);
-        fetch_handle(&self.telemetry, file, max_bytes, download).await
+        self.fetch_labeled(file, max_bytes)
+            .await
+            .map(|(bytes, _)| bytes)
+    }
+
+    /// The same, with the name and type WeCom gives a file only in its download's
+    /// `Content-Disposition` and `Content-Type` (a callback's `file` carries neither): a
+    /// user's `report.pdf` reaches the agent as `report.pdf`, not `attachment-1.bin`.
+    async fn fetch_labeled(
+        &self,
+        file: &InboundFile,
+        max_bytes: u64,
+    ) -> ChannelResult<(Bytes, FileLabel)> {
+        let mut label = FileLabel::default();
+        let told = &mut label;
+        let download = move |handle| async move {
+            let (bytes, label) = self.fetch(handle, max_bytes).await?;
+            *told = label;
+            Ok::<_, ChannelError>(bytes)
+        };
+        let bytes = fetch_handle(&self.telemetry, file, max_bytes, download).await?;
+        Ok((bytes, label))
     }
 }
 
 impl WeComChannel {
-    async fn fetch(&self, handle: &str, max_bytes: u64) -> ChannelResult<Bytes> {
+    /// A file's bytes (decrypted) and what its download's headers named of it.
+    async fn fetch(&self, handle: &str, max_bytes: u64) -> ChannelResult<(Bytes, FileLabel)> {
         let Some((key, url)) = parse_handle(handle) else {
             return Err(ChannelError::Rejected {
                 reason: "not a WeCom media handle".into(),
             });
         };
         let bound = max_bytes.saturating_add(PADDING);
-        let data = http::download(&self.files, &self.settings.file_hosts, url, bound)
-            .await
-            .map_err(ChannelError::from)?;
+        let (data, label) =
+            http::download_labeled(&self.files, &self.settings.file_hosts, url, bound)
+                .await
+                .map_err(ChannelError::from)?;
         if key.is_empty() {
             return if data.len() as u64 > max_bytes {
                 Err(ChannelError::TooLarge { limit: max_bytes })
             } else {
-                Ok(data)
+                Ok((data, label))
             };
         }
         let plain = decrypt(&data, key).map_err(|e| ChannelError::Rejected {
@@ -342,7 +364,12 @@ impl WeComChannel {
         if plain.len() as u64 > max_bytes {
             return Err(ChannelError::TooLarge { limit: max_bytes });
         }
-        Ok(Bytes::from(plain))
+        // The file host serves the ciphertext: its type says nothing of the file.
+        let label = FileLabel {
+            mime_type: None,
+            ..label
+        };
+        Ok((Bytes::from(plain), label))
     }
 }
 

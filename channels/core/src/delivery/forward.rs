@@ -118,11 +118,17 @@ macro_rules! forward_channel {
             $crate::channel::Channel::thread_of(self.$inner(), to)
         }
     };
+    // A file's bytes, and the same with what reading it told (`fetch_labeled`): one
+    // name forwards both, so a layer never drops an adapter's label.
     (@ $inner:ident fetch_file) => {
         $crate::delivery::forward::forward_channel!(@async $inner fetch_file<'f>(
             file: &'f $crate::message::InboundFile,
             max_bytes: u64,
         ) -> ::bytes::Bytes);
+        $crate::delivery::forward::forward_channel!(@async $inner fetch_labeled<'f>(
+            file: &'f $crate::message::InboundFile,
+            max_bytes: u64,
+        ) -> (::bytes::Bytes, $crate::message::FileLabel));
     };
     // `send_text` and `start_stream`: a text to a target, answered by the new message.
     (@send $inner:ident $method:ident) => {
@@ -239,6 +245,12 @@ mod tests {
         // The recorder answers a handle with its id: the trait default would refuse it.
         let bytes = stack.fetch_file(&handle("h1"), 2).await.unwrap();
         assert_eq!(bytes, "h1");
+        let (_, label) = stack.fetch_labeled(&handle("h1"), 2).await.unwrap();
+        assert_eq!(
+            label.filename.as_deref(),
+            Some("h1.txt"),
+            "the label passes too"
+        );
         assert_eq!(
             rec.calls(),
             [
@@ -250,6 +262,7 @@ mod tests {
                 Call::Typing,
                 Call::TurnEnded,
                 Call::React(Reaction::Queued),
+                Call::Fetch("h1".into(), 2),
                 Call::Fetch("h1".into(), 2),
             ]
         );

@@ -196,6 +196,20 @@ impl Channel for Recorder {
         self.call(Op::Fetch, Call::Fetch(id.clone(), max_bytes))?;
         Ok(Bytes::from(id.clone()))
     }
+
+    /// Names the file after its handle: a layer that dropped the label would show none.
+    async fn fetch_labeled(
+        &self,
+        file: &InboundFile,
+        max_bytes: u64,
+    ) -> ChannelResult<(Bytes, crate::message::FileLabel)> {
+        let bytes = self.fetch_file(file, max_bytes).await?;
+        let label = crate::message::FileLabel {
+            filename: Some(format!("{}.txt", String::from_utf8_lossy(&bytes))),
+            mime_type: None,
+        };
+        Ok((bytes, label))
+    }
 }
 
 /// A recorder over an [`editable`] channel of `len` chars, and `layer` over it.

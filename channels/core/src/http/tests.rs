@@ -277,3 +277,38 @@ fn codes_and_ids_keep_only_what_cannot_carry_text() {
         assert!(!is_plain_id(refused, 64), "{refused:?}");
     }
 }
+
+#[test]
+fn a_download_is_labeled_by_its_headers() {
+    use reqwest::header::{CONTENT_DISPOSITION, CONTENT_TYPE, HeaderMap, HeaderValue};
+    let label = |disposition: &[u8], kind: &str| {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            CONTENT_DISPOSITION,
+            HeaderValue::from_bytes(disposition).unwrap(),
+        );
+        headers.insert(CONTENT_TYPE, HeaderValue::from_str(kind).unwrap());
+        label_of(&headers)
+    };
+    let plain = label(b"attachment; filename=\"report.pdf\"", "application/pdf");
+    assert_eq!(plain.filename.as_deref(), Some("report.pdf"));
+    assert_eq!(plain.mime_type.as_deref(), Some("application/pdf"));
+    // RFC 6266's extended name wins, percent-decoded; a generic type says nothing.
+    let extended = label(
+        b"attachment; filename=\"r.docx\"; filename*=UTF-8''%E5%91%A8%E6%8A%A5.docx",
+        "application/octet-stream",
+    );
+    assert_eq!(extended.filename.as_deref(), Some("周报.docx"));
+    assert_eq!(extended.mime_type, None);
+    // A raw UTF-8 name (as WeCom writes it), and a broken extended one beside a plain one.
+    let raw = label(
+        "attachment; filename=\"季度报告.xlsx\"".as_bytes(),
+        "text/plain; charset=utf-8",
+    );
+    assert_eq!(raw.filename.as_deref(), Some("季度报告.xlsx"));
+    assert_eq!(raw.mime_type.as_deref(), Some("text/plain"));
+    let broken = label(b"attachment; filename*=nonsense; filename=a.txt", "x");
+    assert_eq!(broken.filename.as_deref(), Some("a.txt"));
+    assert_eq!(broken.mime_type, None);
+    assert_eq!(label(b"inline", "image/png").filename, None);
+}

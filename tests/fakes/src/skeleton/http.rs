@@ -280,8 +280,7 @@ impl IntoResponse for Answer {
                 content_type,
             } => {
                 let mut r = (status, bytes).into_response();
-                let disposition =
-                    name.map(|n| format!("attachment; filename=\"{}\"", n.replace('"', "")));
+                let disposition = name.map(|n| disposition(&n));
                 let content_type =
                     content_type.unwrap_or_else(|| "application/octet-stream".into());
                 let headers = r.headers_mut();
@@ -492,4 +491,27 @@ impl<T: PartialOrd + Copy> Tokens<T> {
         let t = &self.issued[index];
         !t.revoked && now < t.expires_at
     }
+}
+
+/// `Content-Disposition: attachment` naming `name` as servers do (RFC 6266): a name of
+/// ASCII as `filename="…"`; any other with an ASCII stand-in beside its UTF-8 form,
+/// percent-encoded in `filename*` (a header value carries no raw UTF-8).
+fn disposition(name: &str) -> String {
+    let plain: String = name.chars().filter(|c| *c != '"').collect();
+    if plain.is_ascii() {
+        return format!("attachment; filename=\"{plain}\"");
+    }
+    let stand_in: String = plain
+        .chars()
+        .map(|c| if c.is_ascii() { c } else { '_' })
+        .collect();
+    let mut encoded = String::new();
+    for byte in plain.bytes() {
+        if byte.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&byte) {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    format!("attachment; filename=\"{stand_in}\"; filename*=UTF-8''{encoded}")
 }
