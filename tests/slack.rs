@@ -508,6 +508,88 @@ async fn issue_30_a_45000_character_answer_arrives_split() {
     sl.stop().await;
 }
 
+/// An answer near 40,000 visible characters whose markup (styles on short words, links
+/// with long addresses, quotes, code) writes it well past Slack's 40,000, ending in a code
+/// block: one message to the renderer at `max_message_chars: 40000`.
+fn marked_up_answer() -> String {
+    let mut md = String::new();
+    for n in 0..520 {
+        md.push_str(&format!(
+            "**b{n}** _i_ ~~s~~ `c&d` [x](https://example.com/a/long/path/{n}?q=1&r=2) a<b\n\n\
+             > quoted **line** {n}\n> and *more* & more\n\n"
+        ));
+    }
+    md.push_str("```\nfn the_last_line() {}\n```");
+    md
+}
+
+#[tokio::test]
+async fn an_answer_whose_markup_passes_slacks_cap_is_posted_whole_in_more_messages() {
+    use im_bridge_channel::LengthUnit;
+    use im_bridge_channel::render::render;
+    const CAP: usize = im_bridge_slack::MAX_MESSAGE_CHARS;
+    let answer = marked_up_answer();
+    let written = render(
+        &answer,
+        &im_bridge_slack::SlackMrkdwn,
+        LengthUnit::Chars,
+        CAP,
+    );
+    assert_eq!(written.len(), 1, "one message to the renderer");
+    let written = &written[0].text;
+    assert!(
+        written.chars().count() > CAP + 5_000,
+        "the markup passes the cap"
+    );
+    let sl = Sl::start_with(Setup {
+        max_message_chars: CAP,
+        ..Setup::default()
+    })
+    .await;
+    // As Slack does: a longer text is posted cut, with a `message_truncated` warning.
+    sl.fake.set_truncate_long_text(true);
+    // What the cut may add or take: fences closed and opened, blank lines, quote marks.
+    let squeezed = |t: &str| -> String {
+        t.replace("```", "")
+            .replace("> ", "")
+            .chars()
+            .filter(|c| !c.is_whitespace() && *c != '\u{200B}')
+            .collect()
+    };
+    for (n, chunks) in [(1, 4), (2, 1)] {
+        sl.sim
+            .script_next_run(Script::with_answer(answer.clone()).chunks(chunks));
+        let asked = sl
+            .fake
+            .push_event(&Event::dm(DM, ALICE, &format!("long answer {n}")).to_json());
+        let root = asked.ts.unwrap();
+        sl.fake
+            .wait_until("the whole answer", Duration::from_secs(60), |f| {
+                let all: String = f
+                    .thread_replies(DM, &root)
+                    .iter()
+                    .filter(|m| m.settled())
+                    .map(|m| m.text.clone())
+                    .collect();
+                squeezed(&all) == squeezed(written)
+            })
+            .await
+            .unwrap();
+        let parts = replies(&sl, DM, &root);
+        assert!(parts.len() >= 2, "cut into {} messages", parts.len());
+        for part in &parts {
+            assert!(
+                part.chars().count() <= CAP,
+                "{} characters",
+                part.chars().count()
+            );
+            assert_eq!(part.matches("```").count() % 2, 0, "a code block left open");
+        }
+        assert!(parts.last().unwrap().ends_with("fn the_last_line() {}```"));
+    }
+    sl.stop().await;
+}
+
 #[tokio::test]
 async fn issue_30_an_image_reaches_the_agent_and_a_presented_pdf_arrives_in_the_thread() {
     const PHOTO: &[u8] = b"\x89PNG\r\n\x1a\n a chart";

@@ -11,7 +11,9 @@
 //! - `auth.test` ([`SlackApi::auth_test`]): the bot user and workspace;
 //! - `apps.connections.open` ([`SlackApi::open_connection`]): a single-use Socket Mode URL
 //!   (it carries a ticket: never logged);
-//! - `chat.postMessage` (into a thread with `thread_ts`) and `chat.update`;
+//! - `chat.postMessage` (into a thread with `thread_ts`) and `chat.update`; an accepted
+//!   call's warnings are logged by code (`message_truncated` as a warning: Slack posted a
+//!   message cut short, which the adapter's cut to its cap should never let happen);
 //! - `reactions.add` (`already_reacted` is success);
 //! - a file out ([`SlackApi::upload`]): `files.getUploadURLExternal`, the bytes POSTed to
 //!   the `upload_url` Slack gave (no token: the URL is signed), `files.completeUploadExternal`
@@ -327,8 +329,54 @@ pub(crate) fn read_answer<T: DeserializeOwned>(
         }
         return Err(ApiError::refusal(method, status, code, retry_after));
     }
+    if let Some(status) = &envelope {
+        log_warnings(method, status);
+    }
     serde_json::from_slice(body)
         .map_err(|_| HttpError::decode(method, "the answer lacks a field the adapter reads").into())
+}
+
+/// The code of Slack's warning that it posted a `text` cut at 40,000 characters
+/// (<https://api.slack.com/changelog/2018-04-truncating-really-long-messages>).
+const MESSAGE_TRUNCATED: &str = "message_truncated";
+
+/// Logs the warnings of an accepted call (in `warning`, comma-separated, and in
+/// `response_metadata.warnings`), by code only. `message_truncated` should never come:
+/// the adapter cuts what it posts within Slack's cap (`markup::slack_texts`); if it does,
+/// part of an answer was lost, so it is a warning.
+fn log_warnings(method: &'static str, status: &Status) {
+    let inline = status.warning.iter().flat_map(|w| w.split(','));
+    let listed = status.response_metadata.iter().flat_map(|m| &m.warnings);
+    let codes = inline.chain(listed.map(String::as_str)).map(str::trim);
+    let mut truncated = false;
+    for code in codes {
+        if code == MESSAGE_TRUNCATED {
+            truncated = true;
+        } else if is_code(code) {
+            tracing::debug!(
+                channel = crate::NAME,
+                method,
+                warning = code,
+                "Slack accepted a call with a warning."
+            );
+        }
+    }
+    if truncated {
+        tracing::warn!(
+            channel = crate::NAME,
+            method,
+            warning = MESSAGE_TRUNCATED,
+            "Slack posted a message cut short; the end of an answer is missing."
+        );
+    }
+}
+
+/// Whether `text` reads as one of Slack's codes (short, lowercase and `_`), which a log
+/// may show; anything else could quote a request.
+fn is_code(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 40
+        && text.bytes().all(|c| c.is_ascii_lowercase() || c == b'_')
 }
 
 #[cfg(test)]

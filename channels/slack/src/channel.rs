@@ -12,7 +12,9 @@
 //!   metadata's `thread_ts`; with `thread_replies: false`, a top-level message is answered
 //!   in the channel) with `chat.postMessage` and, while it streams, edited in place with
 //!   `chat.update` (at most one edit a second per message, paced by the delivery engine
-//!   from the capabilities), in `mrkdwn` ([`SlackMrkdwn`]), cut at `max_message_chars`.
+//!   from the capabilities), in `mrkdwn` ([`SlackMrkdwn`]), cut at `max_message_chars`;
+//!   a message its markup writes past Slack's 40,000 characters is cut again into
+//!   follow-up messages ([`SendTarget::cuts`]), since Slack would post it truncated.
 //!   When the bridge is done with a message ([`Channel::turn_ended`], after its last
 //!   reply), the user's message gets `white_check_mark` (spec §8.3), or `x` when an answer
 //!   of it was refused for good (or its retries after an outage gave up: the daemon tells
@@ -52,6 +54,7 @@ mod respond;
 use crate::api::SlackApi;
 use crate::config::{Delivery, SlackSettings};
 use crate::inbound::{InboundContext, normalize_command, normalize_event};
+use crate::markup::slack_texts;
 use crate::model::{EventBody, EventCallback, SlashCommand, envelope_kind};
 use crate::transport::ws::{self, Envelopes, Verdict};
 use crate::{NAME, SlackMrkdwn};
@@ -241,6 +244,12 @@ impl SlackChannel {
     }
 }
 
+/// The first message of `text` within Slack's cap: a preview's (the rest waits for the
+/// final).
+fn first_text(text: &str) -> String {
+    slack_texts(text).into_iter().next().unwrap_or_default()
+}
+
 /// The thread an answer goes into: the inbound metadata's `thread_ts` (the conversation's
 /// root), none for a top-level answer.
 fn answer_thread<'a>(to: &SendTarget<'a>) -> Option<&'a str> {
@@ -292,14 +301,24 @@ impl Channel for SlackChannel {
         answer_thread(&to).map(Cow::Borrowed)
     }
 
+    /// The text as one message, or (grown past Slack's cap by its markup) several: the
+    /// first is the reply, the rest follow it, each under its cut's hints.
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        self.post(&to, text, false).await
+        let mut texts = slack_texts(text).into_iter();
+        let first = texts.next().unwrap_or_default();
+        let sent = self.post(&to, &first, false).await?;
+        for (hints, text) in to.cuts(texts) {
+            self.post(&to.with_hints(&hints), &text, false).await?;
+        }
+        Ok(sent)
     }
 
+    /// A preview: what does not fit Slack's cap waits for the final.
     async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        self.post(&to, text, true).await
+        self.post(&to, &first_text(text), true).await
     }
 
+    /// A preview: what does not fit Slack's cap waits for the final.
     async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         // An answer through a `response_url` shows only its final.
         if respond::trigger_of(id).is_some() {
@@ -307,17 +326,28 @@ impl Channel for SlackChannel {
         }
         let edited = self
             .api()
-            .update(to.chat_id.as_str(), id.as_str(), text)
+            .update(to.chat_id.as_str(), id.as_str(), &first_text(text))
             .await
             .map_err(ChannelError::from);
         self.telemetry().sending(edited)
     }
 
+    /// The stream message shows the final's first part; what Slack's cap left is posted
+    /// after it. A failure after the stream message was finished is `FinishedThen`, so
+    /// the final is not sent again as a new message repeating its first part.
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        let mut texts = slack_texts(text).into_iter();
+        let first = texts.next().unwrap_or_default();
         match respond::trigger_of(id) {
-            Some(trigger) => self.respond(trigger, text, false).await.map(drop),
-            None => self.edit_text(to, id, text).await,
+            Some(trigger) => self.respond(trigger, &first, false).await.map(drop)?,
+            None => self.edit_text(to, id, &first).await?,
         }
+        for (hints, text) in to.cuts(texts) {
+            self.post(&to.with_hints(&hints), &text, false)
+                .await
+                .map_err(ChannelError::after_finishing)?;
+        }
+        Ok(())
     }
 
     /// The bridge is done with the message `to` answers: `white_check_mark` on it, or `x`

@@ -24,14 +24,17 @@
 //! recommends staying under 4,000; answers are split at [`DEFAULT_MESSAGE_CHARS`] unless
 //! `max_message_chars` says otherwise. Each escaped character counts its entity's
 //! length, so a cut message stays within the cap as written, but for its markers and
-//! link addresses.
+//! link addresses: what those grow past the cap is cut again into follow-up messages
+//! ([`slack_texts`], child `fit`).
 //!
 //! Children:
 //! - `check.rs`: what Slack would show of a message ([`Dialect::check`]).
+//! - `fit.rs`: written `mrkdwn` cut to Slack's cap, well-formed.
 //! - `tests.rs`: the output construct by construct, the 45,000-character split, and the
 //!   renderer's properties for this dialect.
 
 mod check;
+mod fit;
 
 use im_bridge_channel::LengthUnit;
 use im_bridge_channel::render::{Dialect, Frame, Rendered, Writer, push_link_url};
@@ -40,6 +43,12 @@ use im_bridge_channel::render::{Dialect, Frame, Rendered, Writer, push_link_url}
 pub const MAX_MESSAGE_CHARS: usize = 40_000;
 /// Where answers are split by default, in characters: under Slack's recommended 4,000.
 pub const DEFAULT_MESSAGE_CHARS: usize = 3_500;
+
+/// `text` (written `mrkdwn`) as the messages Slack keeps whole: itself when it is at most
+/// [`MAX_MESSAGE_CHARS`], else cut into several of at most that (child `fit`).
+pub(crate) fn slack_texts(text: &str) -> Vec<String> {
+    fit::within_limit(text, MAX_MESSAGE_CHARS)
+}
 
 /// Separates a marker from a letter next to it, so Slack still reads it as a marker.
 const BOUNDARY: char = '\u{200B}';

@@ -98,6 +98,27 @@ async fn a_rate_limit_is_a_retry_after_with_slacks_wait() {
 }
 
 #[tokio::test]
+async fn a_message_slack_truncated_is_logged_by_its_warning_without_its_text() {
+    let logs = im_bridge_channel::logs::capture("im_bridge_slack=trace");
+    let fake = FakeSlack::start().await.unwrap();
+    fake.add_channel("C0TRUNCATE", "channel");
+    fake.set_truncate_long_text(true);
+    let api = SlackApi::new(&settings(&fake, &[])).unwrap();
+    let text = format!("secret-words {}", "x".repeat(slack::MAX_TEXT_CHARS));
+    api.post_message("C0TRUNCATE", &text, None).await.unwrap();
+    let lines = logs.text();
+    let line = lines
+        .lines()
+        .find(|l| l.contains("message_truncated"))
+        .unwrap_or_else(|| panic!("no warning logged in {lines}"));
+    assert!(
+        line.contains("WARN") && line.contains("chat.postMessage"),
+        "{line}"
+    );
+    assert!(!lines.contains("secret-words"));
+}
+
+#[tokio::test]
 async fn files_go_up_into_the_thread_and_come_down_only_from_file_hosts() {
     let fake = FakeSlack::start().await.unwrap();
     fake.add_message("D0DIRECT01", "1700000000.000200", "U0USER0001", None);
