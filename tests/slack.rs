@@ -774,6 +774,46 @@ async fn issue_30_forged_stale_or_tampered_requests_are_refused_and_nothing_runs
 }
 
 #[tokio::test]
+async fn slacks_unsigned_certificate_check_gets_200_and_runs_nothing() {
+    let sl = Sl::start_with(Setup {
+        http: true,
+        ..Setup::default()
+    })
+    .await;
+    let (status, body) = sl.post(&HttpRequest::ssl_check().unsigned()).await;
+    assert_eq!((status, body.as_str()), (200, ""));
+    // A command that says it is a certificate check is answered as one: nothing runs.
+    let command = HttpRequest::command(&SlashCommand::new("/new", "", ALICE, DM));
+    let checked = command.clone().with_pair("ssl_check=1").unsigned();
+    assert_eq!(sl.post(&checked).await.0, 200);
+    // Anything else unsigned is refused, a check of another value too.
+    assert_eq!(sl.post(&command.unsigned()).await.0, 401);
+    let other = command.with_pair("ssl_check=0").unsigned();
+    assert_eq!(sl.post(&other).await.0, 401);
+    // A signed command after them is answered, and alone: the `/new` above, had it been
+    // admitted, would have been taken from the daemon's queue before it.
+    sl.fake.add_channel(DM, "im");
+    let none = crate::support::catalog_text("en-US")("goal-status-none", &[]);
+    let goal = HttpRequest::command(&SlashCommand::new("/goal", "", ALICE, DM));
+    assert_eq!(sl.post(&goal.signed(SIGNING_SECRET)).await.0, 200);
+    sl.fake
+        .wait_until("the signed command's answer", DEADLINE, |f| {
+            !f.bot_messages(DM).is_empty()
+        })
+        .await
+        .unwrap();
+    let answers: Vec<String> = sl
+        .fake
+        .bot_messages(DM)
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(answers, [none]);
+    assert!(sl.fake.responses().is_empty());
+    sl.stop().await;
+}
+
+#[tokio::test]
 async fn issue_30_the_bot_user_id_comes_from_auth_test() {
     let sl = Sl::start().await;
     let calls = sl.fake.calls_to("auth.test");

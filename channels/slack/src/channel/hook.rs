@@ -2,14 +2,16 @@
 //! to one route on the daemon's shared webhook host, which owns the listener and the
 //! request bounds; the checks are the pure functions of `transport::webhook`.
 //!
-//! A request passes, in this order:
+//! Slack's certificate check (a form whose `ssl_check` is `1`, sent unsigned) is answered
+//! an empty 200 before anything else, and nothing in it is acted on. Every other request
+//! passes, in this order:
 //!
 //! 1. the signature: `X-Slack-Signature` over `v0:{timestamp}:{body}` with the signing
 //!    secret, compared in constant time; missing or wrong is 401 and nothing runs;
 //! 2. freshness: the signed `X-Slack-Request-Timestamp` within ±5 minutes of this host's
 //!    clock, else 401 `stale` (a captured request cannot be replayed);
-//! 3. the body: `url_verification` is answered with its `challenge`, `ssl_check` and
-//!    interactions with an empty 200; an `event_callback` is normalized and offered; a
+//! 3. the body: `url_verification` is answered with its `challenge`, interactions (and a
+//!    signed `ssl_check` of another value) with an empty 200; an `event_callback` is normalized and offered; a
 //!    slash command (a form) is normalized and offered, and answered at once with an empty
 //!    200 (well within Slack's 3 seconds) while the answer is posted in the channel or
 //!    thread by the normal outbound path; anything else is 400.
@@ -35,7 +37,7 @@ use super::{Intake, Offered};
 use crate::NAME;
 use crate::model::EventBody;
 use crate::transport::webhook::{
-    Delivery, RETRY_NUM_HEADER, Refused, SIGNATURE_HEADER, TIMESTAMP_HEADER, verify,
+    Delivery, RETRY_NUM_HEADER, Refused, SIGNATURE_HEADER, TIMESTAMP_HEADER, is_ssl_check, verify,
 };
 
 /// The route's handler while the channel runs.
@@ -52,6 +54,10 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 #[async_trait]
 impl WebhookHandler for Hook {
     async fn handle(&self, request: WebhookRequest) -> WebhookResponse {
+        if is_ssl_check(&request.body) {
+            tracing::debug!(channel = NAME, "Answered Slack's certificate check.");
+            return WebhookResponse::status(StatusCode::OK);
+        }
         let headers = &request.headers;
         let checked = verify(
             &self.signing_secret,

@@ -9,8 +9,9 @@
 //!
 //! A signed body is then sorted by [`Delivery::read`]: Slack posts Events API bodies as
 //! JSON and slash commands as a form (`command=…`) to the same route, so one path and one
-//! check serve both; an interaction (`payload=…`) and Slack's certificate check
-//! (`ssl_check=1`) are answered 200 and ignored. A retried event carries
+//! check serve both; an interaction (`payload=…`) is answered 200 and ignored. Slack's
+//! certificate check (`ssl_check=1`), which Slack sends unsigned, is answered 200 before
+//! the signature is checked ([`is_ssl_check`]), and nothing in it runs. A retried event carries
 //! `X-Slack-Retry-Num`; it is read like the first delivery, and the daemon's dedupe drops
 //! it by the message's redelivery key.
 
@@ -69,6 +70,16 @@ pub fn verify(
     }
     Freshness::default().check(timestamp, now)?;
     Ok(())
+}
+
+/// Whether `body` is Slack's certificate check: a form whose `ssl_check` is `1`. Slack
+/// posts it to a slash command's Request URL unsigned, to see the certificate is good
+/// (bolt-js answers it before verifying: `src/receivers/HTTPModuleFunctions.ts`,
+/// "`ssl_check=1` requests do not require x-slack-signature verification"), so it is
+/// answered 200 before the signature is checked, and nothing else in it is read.
+pub fn is_ssl_check(body: &[u8]) -> bool {
+    let json = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    !json && url::form_urlencoded::parse(body).any(|(k, v)| k == "ssl_check" && v == "1")
 }
 
 /// The HMAC-SHA256 of `v0:{timestamp}:{body}` keyed with `secret`.
@@ -248,10 +259,29 @@ mod tests {
             Delivery::SslCheck
         );
         assert!(Delivery::read(b"hello=world").is_err());
+        assert!(!is_ssl_check(BODY.as_bytes()));
         assert!(Delivery::read(b"{not json").is_err());
         assert!(
             Delivery::read(b"command=%2Fgoal").is_err(),
             "no user or channel"
         );
+    }
+
+    #[test]
+    fn the_certificate_check_is_a_form_whose_ssl_check_is_1() {
+        assert!(is_ssl_check(b"ssl_check=1&token=x"));
+        assert!(is_ssl_check(b"token=x&ssl_check=1"));
+        assert!(is_ssl_check(format!("{BODY}&ssl_check=1").as_bytes()));
+        for not in [
+            &b"ssl_check=0&token=x"[..],
+            b"ssl_check=true",
+            b"ssl_check=11",
+            b"ssl_check=",
+            b"{\"ssl_check\": 1}",
+            b"{\"ssl_check=1\": 1}",
+            b"",
+        ] {
+            assert!(!is_ssl_check(not), "{:?}", String::from_utf8_lossy(not));
+        }
     }
 }

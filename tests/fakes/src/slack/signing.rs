@@ -68,6 +68,23 @@ impl HttpRequest {
         }
     }
 
+    /// Slack's certificate check (`ssl_check=1` and the app's verification token), which
+    /// Slack posts to a slash command's Request URL unsigned ([`Self::unsigned`]).
+    pub fn ssl_check() -> Self {
+        let token = super::VERIFICATION_TOKEN;
+        Self {
+            content_type: "application/x-www-form-urlencoded",
+            body: format!("ssl_check=1&token={token}").into_bytes(),
+        }
+    }
+
+    /// This body with `&{pair}` appended (`ssl_check=1`, say).
+    pub fn with_pair(mut self, pair: &str) -> Self {
+        self.body.push(b'&');
+        self.body.extend_from_slice(pair.as_bytes());
+        self
+    }
+
     /// The body.
     pub fn body(&self) -> &[u8] {
         &self.body
@@ -77,6 +94,22 @@ impl HttpRequest {
     pub fn event_id(&self) -> Option<String> {
         let body: Value = serde_json::from_slice(&self.body).ok()?;
         body.get("event_id")?.as_str().map(str::to_owned)
+    }
+
+    /// Not signed (no timestamp or signature header), as Slack sends its certificate
+    /// check.
+    pub fn unsigned(&self) -> SignedRequest {
+        let headers = [
+            ("Content-Type", self.content_type),
+            ("User-Agent", "Slackbot 1.0 (+https://api.slack.com/robots)"),
+        ];
+        SignedRequest {
+            headers: headers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            body: self.body.clone(),
+        }
     }
 
     /// Signed under `secret` now, as Slack sends it.
