@@ -590,6 +590,52 @@ async fn an_answer_whose_markup_passes_slacks_cap_is_posted_whole_in_more_messag
     sl.stop().await;
 }
 
+/// An answer whose links write it into three messages, the third failing once after the
+/// stream's message was finished: the final is delivered again, and only the message that
+/// failed is posted again (Slack has no send key: the adapter remembers the cuts that
+/// landed), so no part shows twice.
+#[tokio::test]
+async fn a_cut_that_failed_is_posted_again_without_the_cuts_that_landed() {
+    const CAP: usize = im_bridge_slack::MAX_MESSAGE_CHARS;
+    let path = "a".repeat(110);
+    let answer: String = (0..700)
+        .map(|n| format!("[link {n}](https://example.com/{path}/{n})\n\n"))
+        .collect();
+    let sl = Sl::start_with(Setup {
+        max_message_chars: CAP,
+        ..Setup::default()
+    })
+    .await;
+    sl.fake.set_truncate_long_text(true);
+    sl.sim
+        .script_next_run(Script::with_answer(answer.trim_end()).chunks(4));
+    // The stream's message is the first post, the cuts after it the second and third.
+    sl.fake
+        .fail("chat.postMessage", Trigger::Nth(3), Failure::Http(500));
+    let asked = sl
+        .fake
+        .push_event(&Event::dm(DM, ALICE, "all the links").to_json());
+    let root = asked.ts.unwrap();
+    let links = |f: &im_bridge_fakes::slack::FakeSlack| -> usize {
+        f.thread_replies(DM, &root)
+            .iter()
+            .filter(|m| m.settled())
+            .map(|m| m.text.matches("|link ").count())
+            .sum()
+    };
+    sl.fake
+        .wait_until("every link shown", Duration::from_secs(60), |f| {
+            links(f) >= 700
+        })
+        .await
+        .unwrap();
+    let failed = sl.fake.calls_to("chat.postMessage");
+    assert!(failed.iter().any(|c| !c.ok()), "a cut failed once");
+    assert_eq!(links(&sl.fake), 700, "each part shown once");
+    assert_eq!(replies(&sl, DM, &root).len(), 3);
+    sl.stop().await;
+}
+
 #[tokio::test]
 async fn issue_30_an_image_reaches_the_agent_and_a_presented_pdf_arrives_in_the_thread() {
     const PHOTO: &[u8] = b"\x89PNG\r\n\x1a\n a chart";

@@ -129,6 +129,10 @@ struct Intake {
     /// Each user's latest thread conversation by channel and user: where a native slash
     /// command acts (Slack sends none from a thread).
     latest_threads: Mutex<LruCache<(String, String), String>>,
+    /// The messages of finals that landed, by send key (hashed): Slack has no send key of
+    /// its own, so a final delivered again posts only what is still missing
+    /// ([`SlackChannel::post_once`]).
+    posted: Mutex<LruCache<u64, MessageId>>,
 }
 
 impl std::fmt::Debug for SlackChannel {
@@ -176,6 +180,7 @@ impl SlackChannel {
                 working: Mutex::new(Working::default()),
                 responders: respond::Responders::default(),
                 latest_threads: Mutex::new(LruCache::new(LATEST_THREADS)),
+                posted: Mutex::new(LruCache::new(POSTED)),
             }),
             settings,
             route,
@@ -188,6 +193,37 @@ impl SlackChannel {
 
     fn telemetry(&self) -> &Telemetry {
         &self.intake.telemetry
+    }
+
+    /// Posts the follow-up messages cut from a final after its first, each under its cut's
+    /// hints ([`SlackChannel::post_once`]).
+    async fn post_cuts(
+        &self,
+        to: &SendTarget<'_>,
+        texts: impl IntoIterator<Item = String>,
+    ) -> ChannelResult {
+        for (hints, text) in to.cuts(texts) {
+            self.post_once(&to.with_hints(&hints), &text).await?;
+        }
+        Ok(())
+    }
+
+    /// Posts a final's message once per send key: one that landed before (the final
+    /// delivered again after a later message of it failed) is not posted again, its
+    /// message answered instead. Slack has no send key of its own, so the keys are
+    /// remembered in memory (the newest [`POSTED`]).
+    async fn post_once(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let key = to.hints.send_key_hash();
+        if let Some(key) = key
+            && let Some(id) = lock(&self.intake.posted).get(&key).cloned()
+        {
+            return Ok(SentMessage { id });
+        }
+        let sent = self.post(to, text, false).await?;
+        if let Some(key) = key {
+            lock(&self.intake.posted).insert(key, sent.id.clone());
+        }
+        Ok(sent)
     }
 
     /// Posts `text` where `to` is answered: through the command's `response_url` where the
@@ -306,10 +342,8 @@ impl Channel for SlackChannel {
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         let mut texts = slack_texts(text).into_iter();
         let first = texts.next().unwrap_or_default();
-        let sent = self.post(&to, &first, false).await?;
-        for (hints, text) in to.cuts(texts) {
-            self.post(&to.with_hints(&hints), &text, false).await?;
-        }
+        let sent = self.post_once(&to, &first).await?;
+        self.post_cuts(&to, texts).await?;
         Ok(sent)
     }
 
@@ -342,12 +376,9 @@ impl Channel for SlackChannel {
             Some(trigger) => self.respond(trigger, &first, false).await.map(drop)?,
             None => self.edit_text(to, id, &first).await?,
         }
-        for (hints, text) in to.cuts(texts) {
-            self.post(&to.with_hints(&hints), &text, false)
-                .await
-                .map_err(ChannelError::after_finishing)?;
-        }
-        Ok(())
+        self.post_cuts(&to, texts)
+            .await
+            .map_err(ChannelError::after_finishing)
     }
 
     /// The bridge is done with the message `to` answers: `white_check_mark` on it, or `x`
@@ -583,6 +614,9 @@ const WORKING_CAPACITY: usize = 4096;
 
 /// Users' latest threads remembered (by channel and user), for native slash commands.
 const LATEST_THREADS: usize = 4096;
+
+/// Finals' messages remembered as posted, so a final delivered again repeats none.
+const POSTED: usize = 4096;
 
 /// How long the end of a turn waits for its message's `eyes` to be added.
 const WORKING_WAIT: Duration = Duration::from_secs(10);
