@@ -125,3 +125,35 @@ async fn issue_14_a_reply_whose_markup_is_refused_is_resent_as_plain_text() {
     assert!(shown[0].entities.is_empty());
     tg.stop().await;
 }
+
+/// An answer citing many sources: its link addresses carry more entity data than Telegram
+/// takes in one message ("entities too long", long before 4096 visible characters). The
+/// answer still arrives, its words as plain text.
+#[tokio::test]
+async fn an_answer_whose_links_are_too_much_entity_data_arrives_as_plain_text() {
+    let path = "p".repeat(180);
+    let answer: String = (0..60)
+        .map(|n| format!("See [source {n}](https://example.com/{path}/{n}).\n"))
+        .collect();
+    let tg = Tg::start().await;
+    tg.ready().await;
+    tg.sim
+        .script_next_run(Script::with_answer(answer.trim_end()).chunks(1));
+    tg.fake.inject(Incoming::private(USER, "cite everything"));
+    let calls = tg
+        .fake
+        .wait_for("the whole answer", DEADLINE, |_| {
+            tg.fake
+                .bot_messages(USER)
+                .iter()
+                .any(|m| m.text.ends_with("See source 59."))
+        })
+        .await
+        .unwrap();
+    let refused = calls.iter().filter(|c| c.status == 400).count();
+    assert!(refused >= 1, "Telegram refused the links first");
+    let shown = tg.fake.bot_messages(USER).pop().unwrap();
+    assert!(shown.entities.is_empty(), "as plain text");
+    assert!(shown.text.starts_with("See source 0."), "{}", shown.text);
+    tg.stop().await;
+}

@@ -116,7 +116,15 @@ impl TelegramError {
                 description,
             },
             400 if lower.contains("message is not modified") => Self::NotModified,
-            400 if lower.contains("can't parse entities") => Self::BadMarkup { description },
+            // Markup Telegram cannot take: unparsable, or more entity data (link addresses
+            // count) than a message may carry, well before 4096 visible characters. The
+            // same words as plain text go through.
+            400 if lower.contains("can't parse entities")
+                || lower.contains("entities too long")
+                || lower.contains("entities_too_long") =>
+            {
+                Self::BadMarkup { description }
+            }
             400 if lower.contains("message to edit not found")
                 || lower.contains("message can't be edited")
                 || lower.contains("message can not be edited") =>

@@ -84,7 +84,16 @@ pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
     let Some(from) = &message.from else {
         return Normalized::Skipped(Skip::NotAUser);
     };
-    let user_id = from.id.to_string();
+    if message.is_automatic_forward == Some(true) {
+        // A channel's post copied into its discussion group: nobody asked anything.
+        return Normalized::Skipped(Skip::NotAUser);
+    }
+    // On behalf of a chat (an anonymous admin, a channel), `from` is a placeholder every
+    // such sender shares: the chat is who speaks.
+    let user_id = match &message.sender_chat {
+        Some(chat) => chat.id.to_string(),
+        None => from.id.to_string(),
+    };
     if !ctx.allowed_users.allows(&user_id) {
         return Normalized::Skipped(Skip::NotAllowed);
     }
@@ -256,6 +265,19 @@ mod tests {
         assert_eq!(m.metadata["message_id"], "10");
         assert_eq!(m.locale_hint.as_deref(), Some("zh-hans"));
         assert_eq!(m.msg_type, MsgType::Chat);
+    }
+
+    #[test]
+    fn a_channels_automatic_forward_is_skipped_and_a_chat_speaks_as_itself() {
+        let mut forward = group("a channel post", None);
+        forward["from"] = json!({"id": 777_000, "is_bot": false, "first_name": "Telegram"});
+        forward["sender_chat"] = json!({"id": -100_555, "type": "channel"});
+        forward["is_automatic_forward"] = json!(true);
+        assert_eq!(skip(forward, &AllowedUsers::Anyone), Skip::NotAUser);
+        let mut anonymous = group("a question", None);
+        anonymous["from"] = json!({"id": 1_087_968_824, "is_bot": true, "first_name": "Group", "username": "GroupAnonymousBot"});
+        anonymous["sender_chat"] = json!({"id": -100, "type": "supergroup"});
+        assert_eq!(norm(anonymous).user_id.as_str(), "-100");
     }
 
     #[test]

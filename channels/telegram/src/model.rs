@@ -227,9 +227,17 @@ pub struct Message {
     pub date: i64,
     /// The conversation.
     pub chat: Chat,
-    /// The sender; absent for channel posts.
+    /// The sender; absent for channel posts. A placeholder user for a message sent on
+    /// behalf of a chat (see `sender_chat`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<User>,
+    /// The chat a message was sent on behalf of: an anonymous group admin's (the group
+    /// itself), a channel posting in its discussion group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_chat: Option<Chat>,
+    /// A channel post the linked discussion group received automatically.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_automatic_forward: Option<bool>,
     /// The forum topic the message belongs to (supergroups with topics), or the thread of
     /// a reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]

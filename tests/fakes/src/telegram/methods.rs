@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 
 use super::entity::Entity;
 use super::html;
-use super::{Answer, BotMessage, MAX_CAPTION_UTF16, MAX_TEXT_UTF16, Telegram};
+use super::{
+    Answer, BotMessage, MAX_CAPTION_UTF16, MAX_ENTITY_URL_BYTES, MAX_TEXT_UTF16, Telegram,
+};
 
 /// Reads an integer parameter given as a number or a numeric string (form fields).
 pub(super) fn int(params: &Value, key: &str) -> Option<i64> {
@@ -61,6 +63,14 @@ fn check_text(params: &Value) -> Result<(String, Vec<Entity>), Answer> {
     }
     if text.encode_utf16().count() > MAX_TEXT_UTF16 {
         return Err(bad_request("Bad Request: message is too long"));
+    }
+    let addresses: usize = entities
+        .iter()
+        .filter_map(|e| e.url.as_deref())
+        .map(str::len)
+        .sum();
+    if addresses > MAX_ENTITY_URL_BYTES {
+        return Err(bad_request("Bad Request: entities too long"));
     }
     Ok((text, entities))
 }
