@@ -11,9 +11,11 @@
 //!   deleted question does not lose its answer.
 //! - An edit Telegram reports as "not modified" is a success.
 //! - A group upgraded to a supergroup has a new chat id, and a call to the old one is
-//!   refused with `migrate_to_chat_id`: texts, edits, the typing hint and reactions are
-//!   made once more in the new chat ([`migrating`]), logged at info. (Files are not: the
-//!   upload's bytes are gone by then; it fails as refused.)
+//!   refused with `migrate_to_chat_id`: a text and the typing hint are made once more in
+//!   the new chat ([`migrating`]), logged at info, the text replying to nothing (the
+//!   supergroup numbers its messages anew). An edit is `NotEditable` (the final then goes
+//!   as a new message, to the supergroup); a reaction is not made. (Files are not retried:
+//!   the upload's bytes are gone by then; it fails as refused.)
 //! - Reactions (`setMessageReaction`) go on the source message: 👀 for one that waits its
 //!   turn, 🤷 for one turned away, both on Telegram's list of reaction emoji.
 //! - Files: images up to 10 MB go through `sendPhoto` (falling back to `sendDocument` when
@@ -67,21 +69,24 @@ pub(crate) fn forum_topic(target: &SendTarget<'_>) -> Option<i64> {
     target.metadata.get(FORUM_TOPIC_KEY)?.as_i64()
 }
 
-/// `call` in chat `chat`, and once more in the supergroup the group became when Telegram
-/// answers that it did (a reply to a message sent before the upgrade).
+/// `call(chat, false)`, and once more as `call(supergroup, true)` when Telegram answers
+/// that the group became a supergroup (a reply to a message sent before the upgrade). The
+/// supergroup numbers its messages anew, so a call made there names none of the old
+/// group's messages (the retried send replies to nothing); edits and reactions, which
+/// only name such messages, are not made there at all.
 async fn migrating<T, F, Fut>(chat: i64, call: F) -> Result<T, TelegramError>
 where
-    F: Fn(i64) -> Fut,
+    F: Fn(i64, bool) -> Fut,
     Fut: Future<Output = Result<T, TelegramError>>,
 {
-    match call(chat).await {
+    match call(chat, false).await {
         Err(TelegramError::Migrated { to }) => {
             tracing::info!(
                 from = chat,
                 to,
                 "A Telegram group became a supergroup; sending to its new chat id."
             );
-            call(to).await
+            call(to, true).await
         }
         other => other,
     }
@@ -94,7 +99,7 @@ pub(crate) async fn show_typing(api: &Api, to: SendTarget<'_>) -> ChannelResult 
         action: "typing".to_owned(),
         message_thread_id: forum_topic(&to),
     };
-    migrating(params.chat_id, |chat_id| {
+    migrating(params.chat_id, |chat_id, _| {
         let params = SendChatAction {
             chat_id,
             ..params.clone()
@@ -128,14 +133,8 @@ pub(crate) async fn react(api: &Api, to: SendTarget<'_>, reaction: Reaction) -> 
             emoji: reaction_emoji(reaction).to_owned(),
         }],
     };
-    migrating(params.chat_id, |chat_id| {
-        let params = SetMessageReaction {
-            chat_id,
-            ..params.clone()
-        };
-        async move { api.set_message_reaction(&params).await }
-    })
-    .await?;
+    // The message is the old group's: the supergroup's of the same number is another.
+    api.set_message_reaction(&params).await?;
     Ok(())
 }
 
@@ -152,9 +151,14 @@ pub(crate) async fn send_text(
         reply_parameters: reply_to(&to),
         message_thread_id: forum_topic(&to),
     };
-    let sent = migrating(params.chat_id, |chat_id| {
+    let sent = migrating(params.chat_id, |chat_id, migrated| {
         let params = SendMessage {
             chat_id,
+            reply_parameters: if migrated {
+                None
+            } else {
+                params.reply_parameters.clone()
+            },
             ..params.clone()
         };
         async move { api.send_message(&params).await }
@@ -178,15 +182,10 @@ pub(crate) async fn edit_text(
         text: text.to_owned(),
         parse_mode: Some(PARSE_MODE.to_owned()),
     };
-    let edited = migrating(params.chat_id, |chat_id| {
-        let params = EditMessageText {
-            chat_id,
-            ..params.clone()
-        };
-        async move { api.edit_message_text(&params).await }
-    });
-    match edited.await {
+    match api.edit_message_text(&params).await {
         Ok(()) | Err(TelegramError::NotModified) => Ok(()),
+        // The message is the old group's: the final goes as a new one, to the supergroup.
+        Err(TelegramError::Migrated { .. }) => Err(ChannelError::NotEditable),
         Err(error) => Err(error.into()),
     }
 }
