@@ -60,7 +60,8 @@ pub enum Normalized {
 ///
 /// - `chat_id` = chat id, `user_id` = sender id, `thread_ts` and `metadata.message_id` =
 ///   the message id; the redelivery key is (chat id, message id);
-/// - private chats have no topic; in a forum topic the topic is `forum:<message_thread_id>`
+/// - a private chat has no topic unless it has topics (Bot API 9.3); in a topic (a forum's,
+///   or a private chat's) the topic is `forum:<message_thread_id>`
 ///   (kept in the metadata so replies are posted there); in other groups it is the
 ///   replied-to message id, else the message's own id; `reply_to` is the replied-to message
 ///   (the daemon follows reply chains through it);
@@ -128,13 +129,14 @@ pub fn normalize(update: &Update, ctx: &InboundContext<'_>) -> Normalized {
         .as_ref()
         .map(|r| MessageId::new(r.message_id.to_string()));
     msg.topic_id = match (chat_kind, forum_topic) {
-        (ChatKind::Private, _) => None,
-        // A forum topic is one conversation, its replies posted back into it.
-        (ChatKind::Group, Some(topic)) => {
+        // A topic is one conversation, its replies posted back into it: a forum's, or (Bot
+        // API 9.3) one of a private chat with topics.
+        (_, Some(topic)) => {
             msg.metadata
                 .insert(FORUM_TOPIC_KEY.into(), Value::from(topic));
             Some(format!("forum:{topic}"))
         }
+        (ChatKind::Private, None) => None,
         (ChatKind::Group, None) => Some(
             message
                 .reply_to_message
@@ -278,6 +280,17 @@ mod tests {
         anonymous["from"] = json!({"id": 1_087_968_824, "is_bot": true, "first_name": "Group", "username": "GroupAnonymousBot"});
         anonymous["sender_chat"] = json!({"id": -100, "type": "supergroup"});
         assert_eq!(norm(anonymous).user_id.as_str(), "-100");
+    }
+
+    #[test]
+    fn a_private_chats_topics_are_conversations_of_their_own() {
+        let mut topic = private("in a topic");
+        topic["message_thread_id"] = json!(5);
+        topic["is_topic_message"] = json!(true);
+        let m = norm(topic);
+        assert_eq!(m.topic_id.as_deref(), Some("forum:5"));
+        assert_eq!(m.metadata[FORUM_TOPIC_KEY], 5);
+        assert_eq!(norm(private("no topic")).topic_id, None);
     }
 
     #[test]
