@@ -204,6 +204,30 @@ async fn issue_31_an_image_reaches_the_agent_and_a_presented_file_comes_back() {
     wc.stop().await;
 }
 
+/// In a group the bot hears only text and mixed messages: a user shows it a picture by
+/// quoting it, "@DeerFlow what is in this?", and the picture reaches the agent.
+#[tokio::test]
+async fn a_quoted_picture_reaches_the_agent_from_a_group_mention() {
+    const PHOTO: &[u8] = b"\xff\xd8\xff\xe0 the whiteboard, quoted in the group";
+    let wc = Wc::start().await;
+    wc.sim
+        .script_next_run(Script::with_answer("A whiteboard.").chunks(1));
+    let photo = wc.fake.put_file(PHOTO.to_vec(), Some("photo.jpg"));
+    let pushed = wc
+        .fake
+        .push(&Message::mention(GROUP, ALICE, "what is in this?").quoting_image(&photo));
+    let shown = wc
+        .fake
+        .wait_final_text(&pushed.req_id, DEADLINE)
+        .await
+        .unwrap();
+    assert_eq!(shown, "A whiteboard.");
+    assert_image_reached_the_agent(&wc.sim, PHOTO.len());
+    assert_eq!(wc.fake.calls_to("file").len(), 1, "read once, on arrival");
+    assert_eq!(wc.refused(), Vec::<String>::new());
+    wc.stop().await;
+}
+
 /// A file a user sends reaches the agent under its own name: WeCom names it only in the
 /// download's `Content-Disposition` (the callback's `file` carries no name), and a name
 /// of non-ASCII characters comes through too.

@@ -11,7 +11,10 @@
 //!   conversation of its own (`topic_id` = `msgid`), a private chat is one conversation;
 //! - text: `text.content`; a voice message is WeCom's transcript (`voice.content`); a
 //!   mixed message's texts joined by blank lines, its images attached; a quote's text
-//!   follows the message's, as a quoted line;
+//!   follows the message's, as a quoted line, and a quoted picture, file or video (or a
+//!   quoted mixed message's pictures) is attached when the message brings no media of its
+//!   own: in a group the bot hears only text and mixed messages, so "@Bot what is this?"
+//!   quoting a photo is how a user shows it one (WeCom's plugin downloads quoted media);
 //! - images, files and videos are attached as handles ([`file_handle`]: the signed `url`
 //!   and the `aeskey` the channel downloads and decrypts with, `media`);
 //! - the redelivery key is `msgid` scoped by `aibotid`;
@@ -163,6 +166,11 @@ fn read_content(message: &Message) -> (String, Vec<InboundFile>) {
         "mixed" => read_mixed(message.mixed.as_ref(), &mut parts, &mut files),
         _ => {}
     }
+    if files.is_empty()
+        && let Some(quote) = &message.quote
+    {
+        attach_quoted(&mut files, quote);
+    }
     let mut text = parts
         .into_iter()
         .filter(|p| !p.is_empty())
@@ -198,7 +206,19 @@ fn read_mixed(mixed: Option<&Mixed>, parts: &mut Vec<String>, files: &mut Vec<In
     }
 }
 
-/// A quote's text: its text, transcript or mixed texts (its media are not fetched).
+/// Attaches a quote's picture, file or video, or a quoted mixed message's pictures, as
+/// handles like the message's own.
+fn attach_quoted(files: &mut Vec<InboundFile>, quote: &Quote) {
+    match quote.msgtype.as_str() {
+        "image" => attach(files, FileKind::Image, quote.image.as_ref()),
+        "file" => attach(files, FileKind::File, quote.file.as_ref()),
+        "video" => attach(files, FileKind::Video, quote.video.as_ref()),
+        "mixed" => read_mixed(quote.mixed.as_ref(), &mut Vec::new(), files),
+        _ => {}
+    }
+}
+
+/// A quote's text: its text, transcript or mixed texts (its media are [`attach_quoted`]'s).
 fn quote_text(quote: &Quote) -> String {
     let mut parts = Vec::new();
     let mut ignored = Vec::new();

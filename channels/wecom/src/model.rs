@@ -187,10 +187,12 @@ pub struct Mixed {
     pub msg_item: Vec<MixedItem>,
 }
 
-/// The message a user quoted (replied to).
+/// The message a user quoted (replied to). In a group, where the bot hears only text and
+/// mixed messages, quoting is how a user shows it a picture, a file or a video.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Quote {
-    /// `text`, `image`, `mixed`, `voice` or `file`.
+    /// `text`, `image`, `mixed`, `voice`, `file` or `video` (WeCom's plugin reads a quoted
+    /// video; the SDK's type lists the other five).
     #[serde(default)]
     pub msgtype: String,
     /// With `text`.
@@ -208,6 +210,9 @@ pub struct Quote {
     /// With `file`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<Media>,
+    /// With `video`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub video: Option<Media>,
 }
 
 /// `aibot_msg_callback`'s body: a user's message. Text and mixed messages (and quotes)

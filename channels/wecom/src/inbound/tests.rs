@@ -76,6 +76,78 @@ fn images_and_files_are_handles_with_their_key() {
     );
 }
 
+/// In a group the bot hears only text and mixed messages: "@Bot what is this?" quoting a
+/// picture, a file, a video or a mixed message brings what was quoted, as handles like the
+/// message's own; a message with media of its own keeps only those.
+#[test]
+fn a_quoted_picture_file_or_video_is_attached_when_the_message_has_none() {
+    let msg = run(fixture!("msg_text_group_quote_image.json")).unwrap();
+    assert_eq!(msg.text, "@RobotA 这张图里是什么？");
+    assert_eq!(msg.chat_kind, ChatKind::Group);
+    assert_eq!(msg.files.len(), 1, "{:?}", msg.files);
+    assert_eq!(msg.files[0].kind, FileKind::Image);
+    let FileSource::Handle { id } = &msg.files[0].source else {
+        panic!("not a handle");
+    };
+    let (key, url) = parse_handle(id).unwrap();
+    assert_eq!(key, "kx3nD0pZqS8vB2wYt6mL9cR4fH1jE7uA5gN0oP2iQ3s=");
+    assert!(
+        url.starts_with("https://ww-aibot-img-1258476243.cos."),
+        "{url}"
+    );
+
+    let media =
+        |n: u32| json!({"url": format!("https://cos.example/{n}"), "aeskey": format!("k{n}")});
+    let with_quote = |body: serde_json::Value, quote: serde_json::Value| {
+        let mut body = body;
+        body["quote"] = quote;
+        let frame = json!({"cmd": "aibot_msg_callback", "headers": {"req_id": "r"}, "body": body});
+        run(&frame.to_string()).unwrap()
+    };
+    let text = json!({"msgid": "m", "aibotid": "b", "chattype": "group", "chatid": "g",
+                      "from": {"userid": "u"}, "msgtype": "text",
+                      "text": {"content": "@RobotA what is this?"}});
+    let handles = |msg: &InboundMessage| -> Vec<(FileKind, String)> {
+        msg.files
+            .iter()
+            .map(|f| match &f.source {
+                FileSource::Handle { id } => (f.kind, parse_handle(id).unwrap().1.to_owned()),
+                other => panic!("not a handle: {other:?}"),
+            })
+            .collect()
+    };
+    for (msgtype, kind) in [("file", FileKind::File), ("video", FileKind::Video)] {
+        let msg = with_quote(text.clone(), json!({"msgtype": msgtype, msgtype: media(1)}));
+        assert_eq!(handles(&msg), [(kind, "https://cos.example/1".to_owned())]);
+    }
+    let quoted_mixed = json!({"msgtype": "mixed", "mixed": {"msg_item": [
+        {"msgtype": "text", "text": {"content": "两张图"}},
+        {"msgtype": "image", "image": media(1)},
+        {"msgtype": "image", "image": media(2)}]}});
+    let msg = with_quote(text.clone(), quoted_mixed.clone());
+    assert_eq!(msg.text, "@RobotA what is this?\n\n> 两张图");
+    assert_eq!(
+        handles(&msg),
+        [
+            (FileKind::Image, "https://cos.example/1".to_owned()),
+            (FileKind::Image, "https://cos.example/2".to_owned()),
+        ]
+    );
+    // A mixed message's own picture: the quoted ones are not added.
+    let own = json!({"msgid": "m", "aibotid": "b", "chattype": "group", "chatid": "g",
+                     "from": {"userid": "u"}, "msgtype": "mixed", "mixed": {"msg_item": [
+                         {"msgtype": "text", "text": {"content": "@RobotA compare"}},
+                         {"msgtype": "image", "image": media(3)}]}});
+    let msg = with_quote(own, quoted_mixed);
+    assert_eq!(
+        handles(&msg),
+        [(FileKind::Image, "https://cos.example/3".to_owned())]
+    );
+    // A quote without a URL attaches nothing.
+    let msg = with_quote(text, json!({"msgtype": "image", "image": {"url": ""}}));
+    assert!(msg.files.is_empty());
+}
+
 #[test]
 fn what_cannot_be_answered_is_skipped_with_its_reason() {
     let frame = |body: serde_json::Value| {

@@ -43,6 +43,7 @@ fn every_message_callback_round_trips() {
     for text in [
         fixture!("msg_text_group.json"),
         fixture!("msg_text_single_quote.json"),
+        fixture!("msg_text_group_quote_image.json"),
         fixture!("msg_image.json"),
         fixture!("msg_mixed.json"),
         fixture!("msg_voice.json"),

@@ -145,6 +145,14 @@ impl Message {
         self
     }
 
+    /// The same message quoting a picture the user sent before (`quote: {msgtype: image,
+    /// image: {url, aeskey}}`): in a group, where images do not reach the bot, how a user
+    /// shows it one.
+    pub fn quoting_image(mut self, image: &MediaFile) -> Self {
+        self.body["quote"] = json!({"msgtype": "image", "image": image.to_json()});
+        self
+    }
+
     /// The same message with this `msgid`.
     pub fn msgid(mut self, msgid: &str) -> Self {
         self.body["msgid"] = json!(msgid);
