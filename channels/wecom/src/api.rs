@@ -202,6 +202,30 @@ impl Link {
         waiting.answer.send(frame).is_ok()
     }
 
+    /// WeCom's refusal `frame` that names no `req_id` (its answer to an invalid request
+    /// has no `headers`), on connection `conn`: handed to the command waiting on `conn`
+    /// when it is the only one, so a permanent refusal is seen as one instead of as a
+    /// missing answer. `false` when none or several wait (it cannot be placed; the
+    /// transport also holds it back while a ping waits).
+    pub fn refuse_only_waiting(&self, conn: ConnId, frame: Frame) -> bool {
+        let mut state = self.state();
+        let mut on_conn = state
+            .pending
+            .iter()
+            .filter(|(_, p)| p.conn == conn)
+            .map(|(key, _)| key);
+        let key = match (on_conn.next(), on_conn.next()) {
+            (Some(key), None) => key.clone(),
+            _ => return false,
+        };
+        let Some(waiting) = state.pending.remove(&key) else {
+            return false;
+        };
+        drop(state);
+        self.inner.freed.notify_waiters();
+        waiting.answer.send(frame).is_ok()
+    }
+
     /// Sends `cmd` with `req_id` and `body` and waits for WeCom's answer (within
     /// `timeout`); `on` is the connection a reply is bound to. The answer when its
     /// `errcode` is 0.

@@ -6,7 +6,9 @@
 //! answer to a frame the bot sent has no `cmd`: `{headers: {req_id}, errcode, errmsg,
 //! body?}`, the `req_id` the request's. A reply to a message reuses the callback's
 //! `req_id`; every other request (subscribe, ping, a proactive send, an upload step)
-//! carries a fresh one. Bodies stay [`Value`] in the envelope and are read into their type
+//! carries a fresh one. WeCom's answer to a request it cannot read has no `headers` at all
+//! (observed: 40058 "invalid Request Parameter"): it is read with an empty `req_id`
+//! ([`Frame::is_unnamed_refusal`]). Bodies stay [`Value`] in the envelope and are read into their type
 //! by what the `cmd` says, so an unknown `cmd`, field or `msgtype` never fails a frame:
 //! readers skip what they do not know.
 
@@ -53,7 +55,9 @@ pub struct Frame {
     /// What the frame is; absent on WeCom's answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmd: Option<String>,
-    /// The correlation id.
+    /// The correlation id; absent on WeCom's answer to an invalid request (read as an
+    /// empty `req_id`, and then not written back).
+    #[serde(default, skip_serializing_if = "Headers::is_unnamed")]
     pub headers: Headers,
     /// The command's body (absent on a ping and on most answers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,10 +71,18 @@ pub struct Frame {
 }
 
 /// A frame's headers.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Headers {
     /// Pairs a request with its answer, and a reply with its callback.
+    #[serde(default)]
     pub req_id: String,
+}
+
+impl Headers {
+    /// Whether they name no `req_id`.
+    pub fn is_unnamed(&self) -> bool {
+        self.req_id.trim().is_empty()
+    }
 }
 
 /// What an incoming frame is, by its `cmd`.
@@ -108,6 +120,14 @@ impl Frame {
             Some(EVENT_CALLBACK) => Kind::Event,
             Some(_) => Kind::Unknown,
         }
+    }
+
+    /// Whether this is WeCom's refusal of a request it does not name: an answer with a
+    /// non-zero `errcode` and no `req_id` (how WeCom answers an invalid request).
+    pub fn is_unnamed_refusal(&self) -> bool {
+        self.kind() == Kind::Answer
+            && self.headers.is_unnamed()
+            && self.errcode.is_some_and(|code| code != 0)
     }
 
     /// The body read as `T`, when there is one of that shape.

@@ -138,6 +138,8 @@ pub mod code {
     /// A body WeCom would not take: a missing or mistyped field, a content over its byte
     /// limit, an unknown `msgtype`, a malformed frame, an unknown `cmd`. *global*
     /// (40058 "不合法的参数"; the group-robot webhook answers it for an over-long markdown).
+    /// Answered `{"errcode": 40058, "errmsg": "invalid Request Parameter"}` with no
+    /// `headers`, naming no request: *observed* (a public probe's record).
     pub const INVALID_PARAMETER: i64 = 40_058;
     /// A command before a successful `aibot_subscribe` (the connection is then closed).
     /// *fake*
@@ -171,7 +173,7 @@ pub(crate) fn errmsg(errcode: i64) -> &'static str {
         code::INVALID_REQ_ID => "invalid req_id",
         code::STREAM_EXPIRED => "stream message update expired",
         code::FREQ_OUT_OF_LIMIT => "api freq out of limit",
-        code::INVALID_PARAMETER => "invalid parameter",
+        code::INVALID_PARAMETER => "invalid Request Parameter",
         code::NOT_SUBSCRIBED => "not subscribed",
         code::STREAM_FINISHED => "stream message already finished",
         code::ALREADY_REPLIED => "already replied",

@@ -31,11 +31,18 @@ fn the_handshake_and_heartbeat_round_trip() {
         fixture!("ping_ack.json"),
         fixture!("subscribe_refused.json"),
         fixture!("respond_refused_expired.json"),
+        fixture!("answer_refused_unnamed.json"),
     ] {
         let answer: Frame = round_trip(answer);
         assert_eq!(answer.kind(), Kind::Answer);
         assert!(answer.errcode.is_some());
     }
+    // WeCom's answer to an invalid request names no req_id: a refusal of no known request.
+    let unnamed: Frame = round_trip(fixture!("answer_refused_unnamed.json"));
+    assert!(unnamed.is_unnamed_refusal());
+    assert_eq!(unnamed.errcode, Some(40058));
+    let expired: Frame = round_trip(fixture!("respond_refused_expired.json"));
+    assert!(!expired.is_unnamed_refusal());
 }
 
 #[test]

@@ -10,7 +10,9 @@
 //!   sends its commands through, and the loop writes what it queues, reads what WeCom
 //!   sends, and pings: `ping` every [`Timers::ping`] (30 s, WeCom's advice); when two
 //!   pings in a row got no answer the connection counts as dead and is replaced. Answers
-//!   (frames without `cmd`) go to the command waiting for their `req_id`; message
+//!   (frames without `cmd`) go to the command waiting for their `req_id`; a refusal
+//!   without one (WeCom's answer to an invalid request has no `headers`) fails the only
+//!   command waiting (pings included) and is logged by its code when several wait; message
 //!   callbacks to the [`EventHandler`]; events are sorted by `inbound::event`.
 //! - **Replaced**: when another connection subscribes for the same bot, WeCom sends this
 //!   one `disconnected_event` and closes it. That is not a failure, and reconnecting would
@@ -285,7 +287,10 @@ async fn subscribe(ws: &mut WebSocket, settings: &WsSettings) -> Result<(), ApiE
         let Ok(answer) = serde_json::from_str::<Frame>(text.as_str()) else {
             continue;
         };
-        if answer.kind() == Kind::Answer && answer.headers.req_id == frame.headers.req_id {
+        // The subscribe is the only request on the connection: a refusal naming none is
+        // its.
+        let ours = answer.headers.req_id == frame.headers.req_id || answer.is_unnamed_refusal();
+        if answer.kind() == Kind::Answer && ours {
             return ApiError::subscribe(answer.errcode);
         }
     }
@@ -349,6 +354,15 @@ async fn serve(
                 };
                 served = true;
                 match frame.kind() {
+                    Kind::Answer if frame.is_unnamed_refusal() => {
+                        let errcode = frame.errcode.unwrap_or_default();
+                        if !pings.is_empty() || !link.refuse_only_waiting(id, frame) {
+                            tracing::warn!(
+                                errcode,
+                                "WeCom refused a request without naming it, and not exactly one command waits: it goes unplaced."
+                            );
+                        }
+                    }
                     Kind::Answer => {
                         if let Some(at) = pings.iter().position(|p| *p == frame.headers.req_id) {
                             pings.drain(..=at);

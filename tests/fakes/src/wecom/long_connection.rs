@@ -8,7 +8,10 @@
 //!   not a JSON object, has no `cmd` or no non-empty `headers.req_id`, or names a `cmd`
 //!   the protocol has not, is a protocol error: kept, counted in `bad_frames`, answered
 //!   [`code::INVALID_PARAMETER`] (the fake's choice: WeCom's answer is not documented).
-//!   Binary frames are protocol errors too, not answered.
+//!   Binary frames are protocol errors too, not answered. Every
+//!   [`code::INVALID_PARAMETER`] answer is `{"errcode": 40058, "errmsg": "invalid Request
+//!   Parameter"}` with no `headers` (observed: a public probe recorded WeCom's answers to
+//!   invalid requests so), so a client cannot tell by `req_id` which request it refuses.
 //! - The first frame must come within the subscribe window (the fake's, default
 //!   [`SUBSCRIBE_WINDOW`](super::SUBSCRIBE_WINDOW)), else the connection is closed. A
 //!   command before a successful `aibot_subscribe` is answered
@@ -95,8 +98,13 @@ impl From<Result<Answer, i64>> for Answer {
     }
 }
 
-/// The frame answering `req_id` with `errcode` (and its `errmsg`), and `body` if any.
+/// The frame answering `req_id` with `errcode` (and its `errmsg`), and `body` if any; a
+/// [`code::INVALID_PARAMETER`] answer names no request and says WeCom's words (observed).
 fn answer_frame(req_id: &str, errcode: i64, errmsg: &str, body: Option<Value>) -> Out {
+    if errcode == code::INVALID_PARAMETER {
+        let frame = json!({"errcode": errcode, "errmsg": super::errmsg(errcode)});
+        return Out::text(frame.to_string());
+    }
     let mut frame = json!({"headers": {"req_id": req_id}, "errcode": errcode, "errmsg": errmsg});
     if let Some(body) = body {
         frame["body"] = body;

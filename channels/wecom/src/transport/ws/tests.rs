@@ -206,6 +206,49 @@ async fn a_refused_reply_is_sorted_by_its_errcode() {
     running.stop().await.unwrap();
 }
 
+/// WeCom answers a request it cannot read with no `headers` (40058): the command that
+/// alone waits gets the refusal, a permanent one, instead of waiting out its timeout and
+/// reading as a network fault.
+#[tokio::test]
+async fn a_refusal_naming_no_request_fails_the_only_waiting_command() {
+    let fake = FakeWecom::start().await.unwrap();
+    let running = start(&fake, SECRET, Timers::default());
+    fake.wait_subscribed(1, DEADLINE).await.unwrap();
+    let pushed = fake.push(&Message::text("zhangsan", "hello"));
+    running.wait_messages(1).await;
+    let unreadable = serde_json::json!({"msgtype": "hologram"});
+    let refused = running
+        .link
+        .request(
+            model::RESPOND_MSG,
+            &pushed.req_id,
+            unreadable,
+            Some(1),
+            api::ANSWER_TIMEOUT,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            ApiError::Api {
+                errcode: 40_058,
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
+    assert!(!im_bridge_channel::ChannelError::from(refused).is_transient());
+    // The reply's req_id is free again, and the connection still serves.
+    running
+        .link
+        .stream(&pushed.req_id, 1, "s1", "hi", true)
+        .await
+        .unwrap();
+    assert_eq!(fake.connections().len(), 1);
+    running.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_replaced_connection_ends_run_without_reconnecting() {
     let fake = FakeWecom::start().await.unwrap();
