@@ -30,7 +30,9 @@
 //! sends those as messages of their own.
 //!
 //! Bounds: a WebSocket message over [`MAX_WS_MESSAGE`] fails the connection
-//! (tungstenite's bound); a frame that is not one is dropped and counted. Logs name
+//! (tungstenite's bound); a frame that is not one is dropped and counted; a write that
+//! takes over [`SEND_TIMEOUT`] (a stalled, half-open connection) fails the connection, and
+//! a shutdown does not wait for one. Logs name
 //! commands, codes and the host only: never a frame's body, the Secret or a media URL.
 
 use std::borrow::Cow;
@@ -42,7 +44,9 @@ use im_bridge_channel::Secret;
 use im_bridge_channel::backoff::Backoff;
 use im_bridge_channel::reconnect::{Connect, Ended, LongConnection, Reconnect};
 use im_bridge_channel::socket::{self, Read, Socket as WebSocket};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
@@ -64,6 +68,12 @@ pub const RECONNECT_BACKOFF: Backoff = Backoff::new(
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Pings in a row without an answer after which the connection is dead (the SDKs').
 const MISSED_PINGS: usize = 2;
+/// How long one frame may take to write before the connection counts as lost. While a
+/// write waits the loop does nothing else (no reads, no pings, no shutdown), and on a
+/// half-open TCP connection it would wait forever. The largest frame, an upload chunk
+/// (about 700 KB of base64), goes within it at 35 KB/s; it is below a chunk's answer
+/// timeout (`api::CHUNK_TIMEOUT`, 30 s) and the 60 s two missed pings take.
+const SEND_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Where and as whom to connect.
 #[derive(Clone, Debug)]
@@ -211,7 +221,8 @@ impl LongConnection for Socket<'_> {
         let outbox = self.link.attach(id);
         self.handler.subscribed();
         let served = serve(
-            conn,
+            conn.ws,
+            id,
             outbox,
             self.settings.timers,
             &mut *self.handler,
@@ -303,21 +314,61 @@ enum Served {
     Lost { reason: String, served: bool },
 }
 
-/// Serves a subscribed connection until it ends.
-async fn serve(
-    conn: Subscribed,
+/// Why a write did not go.
+enum Unwritten {
+    /// The socket failed or stalled past [`SEND_TIMEOUT`]: the reason, log-safe.
+    Lost(String),
+    /// `shutdown` came while it waited.
+    Shutdown,
+}
+
+/// Writes `text` (a `what`), within [`SEND_TIMEOUT`] and giving way to `shutdown`.
+async fn write<T: AsyncRead + AsyncWrite + Unpin>(
+    ws: &mut WebSocketStream<T>,
+    text: String,
+    what: &str,
+    shutdown: &CancellationToken,
+) -> Result<(), Unwritten> {
+    let sent = tokio::select! {
+        () = shutdown.cancelled() => return Err(Unwritten::Shutdown),
+        sent = tokio::time::timeout(SEND_TIMEOUT, ws.send(Message::Text(text.into()))) => sent,
+    };
+    match sent {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => Err(Unwritten::Lost(format!(
+            "sending {what} failed: {}",
+            socket::describe(&error)
+        ))),
+        Err(_) => Err(Unwritten::Lost(format!(
+            "sending {what} took over {} s: the connection stalled",
+            SEND_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// Serves subscribed connection `id` until it ends.
+async fn serve<T: AsyncRead + AsyncWrite + Unpin>(
+    mut ws: WebSocketStream<T>,
+    id: ConnId,
     mut outbox: tokio::sync::mpsc::Receiver<String>,
     timers: Timers,
     handler: &mut dyn EventHandler,
     link: &Link,
     shutdown: &CancellationToken,
 ) -> Served {
-    let Subscribed { mut ws, id } = conn;
     let mut served = false;
     // The req_ids of the pings not answered yet, oldest first.
     let mut pings: VecDeque<String> = VecDeque::new();
     let mut next_ping = Instant::now() + timers.ping;
     let lost = |reason: String, served: bool| Served::Lost { reason, served };
+    let unwritten = |why: Unwritten, served: bool| match why {
+        Unwritten::Lost(reason) => lost(reason, served),
+        Unwritten::Shutdown => {
+            // The socket may be stalled: not waited for (dropping it closes it).
+            tracing::info!(channel = crate::NAME, "Closed the long connection.");
+            Served::Shutdown
+        }
+    };
     loop {
         tokio::select! {
             () = shutdown.cancelled() => {
@@ -330,15 +381,15 @@ async fn serve(
                 }
                 let ping = Frame::request(model::PING, api::req_id(model::PING), None);
                 let text = serde_json::to_string(&ping).unwrap_or_default();
-                if let Err(error) = ws.send(Message::Text(text.into())).await {
-                    return lost(format!("sending a ping failed: {}", socket::describe(&error)), served);
+                if let Err(why) = write(&mut ws, text, "a ping", shutdown).await {
+                    return unwritten(why, served);
                 }
                 pings.push_back(ping.headers.req_id);
                 next_ping = Instant::now() + timers.ping;
             }
             Some(text) = outbox.recv() => {
-                if let Err(error) = ws.send(Message::Text(text.into())).await {
-                    return lost(format!("sending failed: {}", socket::describe(&error)), served);
+                if let Err(why) = write(&mut ws, text, "a command", shutdown).await {
+                    return unwritten(why, served);
                 }
             }
             received = ws.next() => {

@@ -249,6 +249,86 @@ async fn a_refusal_naming_no_request_fails_the_only_waiting_command() {
     running.stop().await.unwrap();
 }
 
+/// A served connection whose writes stall, as on a half-open TCP connection: an in-memory
+/// pipe of 64 bytes whose other end (returned) reads nothing.
+async fn stalled() -> (
+    WebSocketStream<tokio::io::DuplexStream>,
+    tokio::io::DuplexStream,
+) {
+    let (ours, theirs) = tokio::io::duplex(64);
+    let role = tokio_tungstenite::tungstenite::protocol::Role::Client;
+    (
+        WebSocketStream::from_raw_socket(ours, role, None).await,
+        theirs,
+    )
+}
+
+/// Queues a markdown message too large for the stalled pipe on `link`'s connection.
+fn queue_a_large_command(link: &Link) -> tokio::task::JoinHandle<Result<(), ApiError>> {
+    let link = link.clone();
+    tokio::spawn(async move { link.send_markdown("zhangsan", &"x".repeat(100_000)).await })
+}
+
+/// A write that stalls (the peer reads nothing) ends the connection as lost after
+/// [`SEND_TIMEOUT`], instead of freezing the loop: no reads, pings or shutdown meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_write_ends_the_connection_as_lost() {
+    let (ws, _peer) = stalled().await;
+    let link = Link::new();
+    let outbox = link.attach(1);
+    let shutdown = CancellationToken::new();
+    let mut seen = Seen::default();
+    let command = queue_a_large_command(&link);
+    let started = Instant::now();
+    let serving = serve(
+        ws,
+        1,
+        outbox,
+        Timers::default(),
+        &mut seen,
+        &link,
+        &shutdown,
+    );
+    let served = tokio::time::timeout(SEND_TIMEOUT * 3, serving)
+        .await
+        .expect("the stalled connection ended");
+    let Served::Lost { reason, .. } = served else {
+        panic!("not lost");
+    };
+    assert!(reason.contains("stalled"), "{reason}");
+    assert_eq!(started.elapsed(), SEND_TIMEOUT);
+    assert!(command.await.unwrap().is_err(), "the command got no answer");
+}
+
+/// A shutdown while a write stalls ends the connection at once.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_does_not_wait_for_a_stalled_write() {
+    let (ws, _peer) = stalled().await;
+    let link = Link::new();
+    let outbox = link.attach(1);
+    let shutdown = CancellationToken::new();
+    let mut seen = Seen::default();
+    let _command = queue_a_large_command(&link);
+    let started = Instant::now();
+    let serving = serve(
+        ws,
+        1,
+        outbox,
+        Timers::default(),
+        &mut seen,
+        &link,
+        &shutdown,
+    );
+    let stop = async {
+        // Paused time: the write is under way by then (nothing else runs).
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        shutdown.cancel();
+    };
+    let (served, ()) = tokio::join!(serving, stop);
+    assert!(matches!(served, Served::Shutdown));
+    assert_eq!(started.elapsed(), Duration::from_secs(1));
+}
+
 #[tokio::test]
 async fn a_replaced_connection_ends_run_without_reconnecting() {
     let fake = FakeWecom::start().await.unwrap();
