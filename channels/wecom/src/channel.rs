@@ -12,12 +12,16 @@
 //! - **The final always lands**: when the stream can no longer be updated (846608, six
 //!   minutes after its first frame) or its callback's connection is gone (846605, or known
 //!   without asking after a reconnect), the engine sends the final as a message of its
-//!   own: a new finished stream on the callback when it still takes one, else a proactive
-//!   markdown message (`aibot_send_msg`) to the user or the group.
+//!   own: after 846608 straight as a proactive markdown message (`aibot_send_msg`) to the
+//!   user or the group, as WeCom's plugin does (the callback's stream channel is spent);
+//!   otherwise a new finished stream on the callback when it still takes one, else the
+//!   proactive message.
 //! - **Files**: presented files are uploaded over the socket in chunks and sent as a file
 //!   or image reply (or message); files users send are downloaded from WeCom's file host
 //!   (`file_hosts` only, bounded) and decrypted with the callback's `aeskey`.
 
+use std::collections::VecDeque;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -34,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 use crate::NAME;
 use crate::api::{ConnId, Link, MediaKind, To};
 use crate::config::{MAX_STREAM_BYTES, WeComSettings};
-use crate::error::ApiError;
+use crate::error::{ApiError, STREAM_EXPIRED};
 use crate::inbound::media::decrypt;
 use crate::inbound::{InboundContext, normalize_frame, parse_handle};
 use crate::markup::WeComMarkdown;
@@ -57,6 +61,10 @@ const PADDING: u64 = 32;
 pub const REPLACED_HOLD: Duration = Duration::from_secs(10 * 60);
 /// The prefix of the id of a message sent on its own (not a stream: it cannot be edited).
 const SENT_PREFIX: &str = "sent:";
+/// How many callbacks whose stream expired (846608) are remembered, so what follows goes
+/// straight as a message of the bot's own. At the bound the oldest is forgotten: a
+/// forgotten one costs one more refused stream frame before that message.
+const EXPIRED_CALLBACKS: usize = 256;
 
 /// The WeCom channel. `Debug` shows no secret (the settings' Secret is a `Secret`).
 #[derive(Debug)]
@@ -68,6 +76,9 @@ pub struct WeComChannel {
     allowed_users: AllowedUsers,
     commands: CommandVocabulary,
     telemetry: Telemetry,
+    /// The `req_id`s of callbacks whose stream expired, newest last (at most
+    /// [`EXPIRED_CALLBACKS`]).
+    expired: Mutex<VecDeque<String>>,
 }
 
 /// WeCom takes at most 30 messages a minute and 1,000 an hour in one conversation, replies
@@ -117,7 +128,34 @@ impl WeComChannel {
             allowed_users: ctx.allowed_users.clone(),
             commands: ctx.commands.clone(),
             telemetry,
+            expired: Mutex::new(VecDeque::new()),
         })
+    }
+
+    fn expired(&self) -> std::sync::MutexGuard<'_, VecDeque<String>> {
+        self.expired.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the callback `req_id`'s stream expired: it takes no new stream.
+    fn stream_expired(&self, req_id: &str) -> bool {
+        self.expired().iter().any(|r| r == req_id)
+    }
+
+    /// Remembers that the callback `req_id`'s stream expired, when `result` says so.
+    fn note_expiry<T>(&self, req_id: &str, result: &Result<T, ApiError>) {
+        if let Err(ApiError::ReplyGone {
+            errcode: STREAM_EXPIRED,
+            ..
+        }) = result
+        {
+            let mut expired = self.expired();
+            if !expired.iter().any(|r| r == req_id) {
+                if expired.len() >= EXPIRED_CALLBACKS {
+                    expired.pop_front();
+                }
+                expired.push_back(req_id.to_owned());
+            }
+        }
     }
 
     /// Records a send's outcome.
@@ -126,11 +164,14 @@ impl WeComChannel {
     }
 
     /// A markdown message on its own: a finished stream answering the callback when its
-    /// connection is still up, else a proactive message to the chat.
+    /// connection is still up and its stream has not expired, else a proactive message to
+    /// the chat.
     async fn send_message(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        if let Some((req_id, conn)) = reply_of(to) {
+        if let Some((req_id, conn)) = reply_of(to).filter(|(r, _)| !self.stream_expired(r)) {
             let stream_id = stream_id();
-            match self.link.stream(req_id, conn, &stream_id, text, true).await {
+            let streamed = self.link.stream(req_id, conn, &stream_id, text, true).await;
+            self.note_expiry(req_id, &streamed);
+            match streamed {
                 Ok(()) => {
                     self.telemetry.sent();
                     return Ok(SentMessage {
@@ -170,6 +211,7 @@ impl WeComChannel {
             .link
             .stream(req_id, conn, id.as_str(), text, finish)
             .await;
+        self.note_expiry(req_id, &streamed);
         self.sent(streamed)
     }
 }
@@ -260,13 +302,16 @@ impl Channel for WeComChannel {
         Ok(sent)
     }
 
-    /// Starts a stream answering the source message's callback.
+    /// Starts a stream answering the source message's callback, unless its stream expired
+    /// (then the engine goes on with messages of the bot's own).
     async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let Some((req_id, conn)) = reply_of(&to) else {
+        let Some((req_id, conn)) = reply_of(&to).filter(|(r, _)| !self.stream_expired(r)) else {
             return Err(ChannelError::NotEditable);
         };
         let id = stream_id();
-        self.sent(self.link.stream(req_id, conn, &id, text, false).await)?;
+        let started = self.link.stream(req_id, conn, &id, text, false).await;
+        self.note_expiry(req_id, &started);
+        self.sent(started)?;
         Ok(SentMessage {
             id: MessageId::new(id),
         })

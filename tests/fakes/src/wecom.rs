@@ -130,7 +130,8 @@ pub mod code {
     /// (24 h, or 5 s for welcome / card update): *fake* choice of code.
     pub const INVALID_REQ_ID: i64 = 846_605;
     /// An update of a stream past [`STREAM_WINDOW`](super::STREAM_WINDOW) ("stream message
-    /// update expired"). *observed*
+    /// update expired"). *observed*. The fake also answers it for a new stream on a callback
+    /// one of whose streams expired: *fake* (WeCom's plugin never opens one after 846608).
     pub const STREAM_EXPIRED: i64 = 846_608;
     /// Too many calls ("api freq out of limit"): subscribes, the per-conversation message
     /// rate, the upload rate. *observed* (at subscribe) / *global*.

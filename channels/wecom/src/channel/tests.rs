@@ -87,6 +87,44 @@ async fn a_reply_whose_connection_is_gone_goes_as_a_message_of_its_own() {
     running.stop().await.unwrap();
 }
 
+/// After 846608 (six minutes) the callback's stream channel is spent: the final goes
+/// straight as a message of the bot's own, as WeCom's plugin sends it, with no new stream
+/// tried on the callback (WeCom refuses one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_expired_stream_the_final_goes_as_a_message_of_its_own() {
+    let fake = FakeWecom::start().await.unwrap();
+    let ch = std::sync::Arc::new(channel(&fake));
+    let mut running = run(ch.clone(), &fake).await;
+    let pushed = fake.push(&Message::text("zhangsan", "take your time"));
+    let m = running.next().await;
+    let to = reply_target(&m);
+    let started = ch.start_stream(to, "work").await.unwrap();
+    fake.advance_clock(wecom::STREAM_WINDOW + Duration::from_secs(1));
+    let refused = ch.finish_stream(to, &started.id, "done").await.unwrap_err();
+    assert!(matches!(refused, ChannelError::NotEditable), "{refused:?}");
+    assert!(matches!(
+        ch.start_stream(to, "again").await,
+        Err(ChannelError::NotEditable)
+    ));
+    // The engine then sends the final on its own.
+    ch.send_text(to, "done").await.unwrap();
+    let sent = fake.wait_sent("zhangsan", DEADLINE).await.unwrap();
+    assert_eq!(sent.text(), Some("done"));
+    let replies: Vec<_> = fake
+        .frames_of("aibot_respond_msg")
+        .iter()
+        .map(|f| (f.body["stream"]["id"].clone(), f.errcode))
+        .collect();
+    let id = json!(started.id.as_str());
+    assert_eq!(
+        replies,
+        [(id.clone(), Some(0)), (id, Some(846_608))],
+        "no new stream on the spent callback"
+    );
+    assert_eq!(fake.streams_of(&pushed.req_id).len(), 1);
+    running.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_users_send_are_decrypted_within_the_bound_and_only_from_file_hosts() {
     let fake = FakeWecom::start().await.unwrap();

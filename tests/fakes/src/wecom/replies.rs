@@ -16,7 +16,11 @@
 //!   字段", documented for the long connection); `feedback.id` at most
 //!   [`MAX_FEEDBACK_ID_BYTES`]. After `finish: true` the stream takes no frame
 //!   ([`code::STREAM_FINISHED`], fake code); past the stream window (documented six minutes
-//!   from the first frame) `846608 stream message update expired` (observed).
+//!   from the first frame) `846608 stream message update expired` (observed). Once one of a
+//!   callback's streams is past its window the callback takes no new stream either: its
+//!   first frame is refused `846608` too (fake code: WeCom's plugin never opens another
+//!   stream after 846608, it sends the text with `aibot_send_msg`, the stream channel of
+//!   that `req_id` being unusable, monitor.ts / message-sender.ts).
 //! - `aibot_respond_welcome_msg` answers an `enter_chat` event within
 //!   [`EVENT_REPLY_WINDOW`] (documented: five seconds), once (the fake's), with `{msgtype:
 //!   text, text: {content}}` or a `template_card`; `aibot_respond_update_msg` answers a
@@ -252,7 +256,16 @@ fn stream(
         finish,
         at: now,
     };
+    let (window, expiry, refuse_shrinking) = (s.stream_window, s.stream_expiry, s.refuse_shrinking);
     let Some(i) = index else {
+        let expired = s
+            .streams
+            .iter()
+            .filter(|st| st.req_id == req_id)
+            .any(|st| st.expired(now, window, expiry));
+        if expired {
+            return Err(code::STREAM_EXPIRED);
+        }
         take_rate(s, conversation)?;
         s.streams.push(Stream {
             req_id: req_id.to_owned(),
@@ -268,17 +281,11 @@ fn stream(
         });
         return Ok(Answer::ok());
     };
-    let (window, expiry, refuse_shrinking) = (s.stream_window, s.stream_expiry, s.refuse_shrinking);
     let st = &s.streams[i];
     if st.finished {
         return refused(s, code::STREAM_FINISHED);
     }
-    let since = match expiry {
-        StreamExpiry::SinceFirst => st.updates.first(),
-        StreamExpiry::SinceLast => st.updates.last(),
-    }
-    .map_or(now, |u| u.at);
-    if now.duration_since(since) > window {
+    if st.expired(now, window, expiry) {
         return refused(s, code::STREAM_EXPIRED);
     }
     let shrinks = !content.starts_with(st.content().as_str());
@@ -290,6 +297,18 @@ fn stream(
     st.finished = finish;
     st.updates.push(update);
     Ok(Answer::ok())
+}
+
+impl Stream {
+    /// Whether the stream is past its `window` at `now`, measured as `expiry` says.
+    fn expired(&self, now: Instant, window: std::time::Duration, expiry: StreamExpiry) -> bool {
+        let since = match expiry {
+            StreamExpiry::SinceFirst => self.updates.first(),
+            StreamExpiry::SinceLast => self.updates.last(),
+        }
+        .map_or(now, |u| u.at);
+        now.duration_since(since) > window
+    }
 }
 
 /// `aibot_respond_welcome_msg` (for `enter_chat`) and `aibot_respond_update_msg` (for

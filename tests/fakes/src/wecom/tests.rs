@@ -272,6 +272,10 @@ async fn replies_keep_to_their_windows() {
     let late = bot.stream(&req, "s1", "first, then", false).await;
     assert_eq!(errcode(&late), code::STREAM_EXPIRED);
     assert_eq!(late["errmsg"], "stream message update expired");
+    // Nor does the callback take a new stream: the answer goes as aibot_send_msg.
+    let again = bot.stream(&req, "s2", "first, then", true).await;
+    assert_eq!(errcode(&again), code::STREAM_EXPIRED);
+    assert_eq!(fake.streams_of(&req).len(), 1);
     // Within 24 h a new message may still answer the callback; after, not.
     let md = json!({"msgtype": "markdown", "markdown": {"content": "**late** answer"}});
     let answer = bot
