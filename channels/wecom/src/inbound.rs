@@ -75,11 +75,22 @@ pub fn parse_handle(handle: &str) -> Option<(&str, &str)> {
     (!url.is_empty()).then_some((key, url))
 }
 
-/// What an event callback's frame asks for.
+/// What an event callback's frame asks for, by its `event.eventtype` alone: a field of
+/// another shape elsewhere in the body (a `create_time` as a string, say) must not hide a
+/// `disconnected_event`, or two connections would keep replacing each other.
 pub fn event(frame: &Frame) -> EventAction {
-    match frame.body_as::<EventMessage>() {
-        Some(e) if e.event.eventtype == DISCONNECTED_EVENT => EventAction::Replaced,
-        Some(e) if e.event.eventtype == ENTER_CHAT => EventAction::EnteredChat,
+    let eventtype = match frame.body_as::<EventMessage>() {
+        Some(message) => Some(message.event.eventtype),
+        None => frame
+            .body
+            .as_ref()
+            .and_then(|body| body.pointer("/event/eventtype"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned),
+    };
+    match eventtype.as_deref() {
+        Some(DISCONNECTED_EVENT) => EventAction::Replaced,
+        Some(ENTER_CHAT) => EventAction::EnteredChat,
         _ => EventAction::Ignored,
     }
 }

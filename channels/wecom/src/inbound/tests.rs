@@ -193,4 +193,13 @@ fn events_are_handled_deliberately() {
         action(fixture!("event_template_card.json")),
         EventAction::Ignored
     );
+    // Another field of an unexpected shape does not hide what the event is.
+    let mut odd: serde_json::Value =
+        serde_json::from_str(fixture!("event_disconnected.json")).unwrap();
+    odd["body"]["create_time"] = serde_json::json!("not a number");
+    odd["body"]["from"] = serde_json::json!(7);
+    assert_eq!(
+        event(&serde_json::from_value(odd).unwrap()),
+        EventAction::Replaced
+    );
 }
