@@ -11,11 +11,11 @@
 //!   deleted question does not lose its answer.
 //! - An edit Telegram reports as "not modified" is a success.
 //! - A group upgraded to a supergroup has a new chat id, and a call to the old one is
-//!   refused with `migrate_to_chat_id`: a text and the typing hint are made once more in
-//!   the new chat ([`migrating`]), logged at info, the text replying to nothing (the
-//!   supergroup numbers its messages anew). An edit is `NotEditable` (the final then goes
-//!   as a new message, to the supergroup); a reaction is not made. (Files are not retried:
-//!   the upload's bytes are gone by then; it fails as refused.)
+//!   refused with `migrate_to_chat_id`: a text, an edit and the typing hint are made once
+//!   more in the new chat ([`migrating`]), logged at info, the text replying to nothing
+//!   (the supergroup numbers its messages anew; an edited message is most likely one a
+//!   retried send put there); a reaction, on the old group's message, is not made. (Files
+//!   are not retried: the upload's bytes are gone by then; it fails as refused.)
 //! - Reactions (`setMessageReaction`) go on the source message: 👀 for one that waits its
 //!   turn, 🤷 for one turned away, both on Telegram's list of reaction emoji.
 //! - Files: images up to 10 MB go through `sendPhoto` (falling back to `sendDocument` when
@@ -71,9 +71,9 @@ pub(crate) fn forum_topic(target: &SendTarget<'_>) -> Option<i64> {
 
 /// `call(chat, false)`, and once more as `call(supergroup, true)` when Telegram answers
 /// that the group became a supergroup (a reply to a message sent before the upgrade). The
-/// supergroup numbers its messages anew, so a call made there names none of the old
-/// group's messages (the retried send replies to nothing); edits and reactions, which
-/// only name such messages, are not made there at all.
+/// supergroup numbers its messages anew, so a retried send replies to nothing there, and a
+/// reaction (always on the user's message, the old group's) is not made there at all; an
+/// edit is (its message is most likely one a retried send put in the supergroup).
 async fn migrating<T, F, Fut>(chat: i64, call: F) -> Result<T, TelegramError>
 where
     F: Fn(i64, bool) -> Fut,
@@ -182,10 +182,17 @@ pub(crate) async fn edit_text(
         text: text.to_owned(),
         parse_mode: Some(PARSE_MODE.to_owned()),
     };
-    match api.edit_message_text(&params).await {
+    // A message edited after the upgrade is most likely one the migrated send put in the
+    // supergroup (a stream started there): the edit goes there too.
+    let edited = migrating(params.chat_id, |chat_id, _| {
+        let params = EditMessageText {
+            chat_id,
+            ..params.clone()
+        };
+        async move { api.edit_message_text(&params).await }
+    });
+    match edited.await {
         Ok(()) | Err(TelegramError::NotModified) => Ok(()),
-        // The message is the old group's: the final goes as a new one, to the supergroup.
-        Err(TelegramError::Migrated { .. }) => Err(ChannelError::NotEditable),
         Err(error) => Err(error.into()),
     }
 }
