@@ -72,7 +72,7 @@ pub enum ChannelError {
     /// new message would show that part twice, so the fallback does not; the final is
     /// delivered again as it was, finishing the same message, which an adapter returning
     /// this makes safe (each cut goes under its own send key, which the platform shows
-    /// once). Transient as the inner error is; never waited out in place.
+    /// once). Transient as the inner error is; a rate limit of it is waited out like any.
     #[error("the stream message was finished, a message cut after it failed: {0}")]
     FinishedThen(Box<ChannelError>),
 }
@@ -110,6 +110,9 @@ impl RetryAfterHint for ChannelError {
     fn retry_after(&self) -> Option<Duration> {
         match self {
             ChannelError::RetryAfter(d) => Some(*d),
+            // A cut refused by a rate limit: the chat pauses, and the final is finished
+            // again in place once the wait is over (its cuts go once, by send key).
+            ChannelError::FinishedThen(inner) => inner.retry_after(),
             _ => None,
         }
     }

@@ -86,13 +86,20 @@ mod tests {
     #[tokio::test]
     async fn a_finish_that_failed_after_the_first_part_is_not_sent_again() {
         let (rec, layer) = layered(100, ChannelExt::finish_or_send);
-        let cut = ChannelError::Transport("timeout".into()).after_finishing();
-        rec.fail(Op::Finish, cut);
-        let error = layer
-            .finish_stream(target(), &MessageId::new("m1"), "final")
-            .await
-            .unwrap_err();
-        assert!(error.is_transient(), "delivered again later: {error}");
-        assert_eq!(rec.attempts(Op::Send), 0, "the first part would show twice");
+        for cause in [
+            ChannelError::Transport("timeout".into()),
+            ChannelError::RetryAfter(Duration::from_secs(1)),
+        ] {
+            rec.fail(Op::Finish, cause.after_finishing());
+            let error = layer
+                .finish_stream(target(), &MessageId::new("m1"), "final")
+                .await
+                .unwrap_err();
+            assert!(error.is_transient(), "delivered again later: {error}");
+            assert_eq!(rec.attempts(Op::Send), 0, "the first part would show twice");
+        }
+        // A rate limit of a cut is one: the chat pauses, the final is finished again.
+        let limited = ChannelError::RetryAfter(Duration::from_secs(2)).after_finishing();
+        assert_eq!(limited.retry_after(), Some(Duration::from_secs(2)));
     }
 }
