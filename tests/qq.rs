@@ -80,6 +80,51 @@ async fn issue_17_a_long_answer_fills_the_reply_budget_exactly_and_ends_with_the
 }
 
 #[tokio::test]
+async fn an_answer_with_a_link_qq_refuses_arrives_with_the_link_defanged() {
+    let qq = Qq::start().await;
+    qq.sim.script_next_run(
+        Script::with_answer("Read [the guide](https://docs.example.org/guide) first.").chunks(2),
+    );
+    let pushed = qq.fake.push(&group("where are the docs?"));
+    let replies = qq
+        .wait_reply(
+            "the defanged answer",
+            "Read the guide (docs[.]example[.]org/guide) first.",
+        )
+        .await;
+    assert_eq!(replies.len(), 1, "{replies:#?}");
+    let refused: Vec<_> = qq
+        .fake
+        .calls_to("group_reply")
+        .into_iter()
+        .filter(|c| c.code == Some(im_bridge_fakes::qq::code::URL_NOT_ALLOWED))
+        .collect();
+    assert_eq!(refused.len(), 1, "QQ refused the link once");
+    assert_ne!(refused[0].body["msg_seq"], replies[0].msg_seq, "a new seq");
+    assert_eq!(replies[0].msg_id, pushed.message_id);
+    qq.stop().await;
+}
+
+#[tokio::test]
+async fn an_answer_with_a_link_on_a_registered_domain_keeps_it() {
+    let qq = Qq::start().await;
+    qq.fake.register_domains(&["example.org"]);
+    qq.sim.script_next_run(
+        Script::with_answer("Read [the guide](https://docs.example.org/guide) first.").chunks(2),
+    );
+    qq.fake.push(&group("where are the docs?"));
+    let replies = qq
+        .wait_reply(
+            "the answer",
+            "Read the guide (https://docs.example.org/guide) first.",
+        )
+        .await;
+    assert_eq!(replies.len(), 1, "{replies:#?}");
+    assert_eq!(qq.fake.calls_to("group_reply").len(), 1, "sent once");
+    qq.stop().await;
+}
+
+#[tokio::test]
 async fn issue_17_a_resume_after_a_dropped_socket_loses_no_event() {
     let qq = Qq::start().await;
     qq.fake.drop_sockets();

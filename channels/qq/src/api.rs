@@ -26,6 +26,7 @@
 //! - `reply`: the reply budget of a source message ([`ReplyContext`]) and a bounded book
 //!   of them ([`ReplyBook`]).
 
+mod links;
 mod reply;
 
 pub use reply::{
@@ -169,20 +170,63 @@ impl Api {
     /// A reply with a `keyed` seq ([`reply::keyed_seq`]) that QQ refuses as a duplicate
     /// (40054005) was sent before under that seq: it landed, and it is answered as sent
     /// (its id then names the source and the seq, since QQ's answer is lost).
+    ///
+    /// A reply QQ refuses for a link ([`ApiError::is_url_refused`]) is sent once more with
+    /// its links defanged ([`links::defang`]), under a seq QQ has not seen: the next
+    /// counted one, or the keyed seq's [`reply::defanged_seq`]. A keyed reply tried again
+    /// after that goes defanged under that seq at once.
     pub async fn reply(
         &self,
         ctx: &mut ReplyContext,
         content: &str,
         keyed: Option<u32>,
     ) -> Result<Sent, ApiError> {
+        // A keyed reply this context already sent defanged is repeated as that one: its
+        // first form was refused, and its seq may be spent.
+        let twin = keyed
+            .map(reply::defanged_seq)
+            .filter(|twin| ctx.holds_keyed(*twin));
+        let first = match (twin, links::defang(content)) {
+            (Some(twin), Some(defanged)) => self.send_reply(ctx, &defanged, Some(twin)).await,
+            _ => self.send_reply(ctx, content, keyed).await,
+        };
+        let result = match first {
+            Err(error) if error.is_url_refused() => match links::defang(content) {
+                Some(defanged) => {
+                    tracing::info!(
+                        code = error.code(),
+                        "QQ refused a link in a reply; it is sent again with its links written as text."
+                    );
+                    self.send_reply(ctx, &defanged, keyed.map(reply::defanged_seq))
+                        .await
+                }
+                None => Err(error),
+            },
+            other => other,
+        };
+        if let Err(ApiError::WindowClosed) = &result {
+            // As QQ counts it: no later reply to this source is tried.
+            ctx.close();
+        }
+        result
+    }
+
+    /// One reply as it is written (with one retry on a refused token), its budget given
+    /// back when it certainly did not reach the chat.
+    async fn send_reply(
+        &self,
+        ctx: &mut ReplyContext,
+        content: &str,
+        keyed: Option<u32>,
+    ) -> Result<Sent, ApiError> {
         let token = self.tokens.get().await?;
-        let seq = ctx.begin(SystemTime::now(), keyed)?;
+        let mut seq = ctx.begin(SystemTime::now(), keyed)?;
         let result = match self.post_reply(ctx, &token, seq, content).await {
             Err(ApiError::TokenRefused { .. }) => {
                 ctx.refund();
                 self.tokens.invalidate(&token).await;
                 let fresh = self.tokens.get().await?;
-                let seq = ctx.begin(SystemTime::now(), keyed)?;
+                seq = ctx.begin(SystemTime::now(), keyed)?;
                 self.post_reply(ctx, &fresh, seq, content).await
             }
             other => other,
@@ -204,10 +248,6 @@ impl Api {
             && !error.may_have_delivered()
         {
             ctx.refund();
-        }
-        if let Err(ApiError::WindowClosed) = &result {
-            // As QQ counts it: no later reply to this source is tried.
-            ctx.close();
         }
         result
     }

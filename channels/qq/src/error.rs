@@ -34,6 +34,11 @@ pub const RATE_LIMIT_CODES: &[i64] = &[22009];
 /// The code of a reply refused because its source was answered with its `msg_seq`
 /// before ("消息被去重").
 pub const DUPLICATE_SEQ: i64 = 40054005;
+/// Codes refusing a message for a URL whose domain the bot has not registered: 40054010
+/// ("消息发送失败，不允许发送url", what C2C and group replies meet) and 304003
+/// (`URL_NOT_ALLOWED`, "url 未报备", bot-docs `openapi/error/error.md`). Nothing was
+/// sent; the reply goes again with its links defanged (`api::links`).
+pub const URL_REFUSED_CODES: &[i64] = &[40054010, 304003];
 /// Codes saying the source message takes no more replies (its passive-reply window is
 /// over, or its replies are used up): 304027 (`MSG_EXPIRE`), 304103 ("消息ID已过期，不能
 /// 回复"), 40034005 ("回复消息msg_id已过期"), 40034031 ("msgid已经过期，不能回复"),
@@ -113,6 +118,19 @@ impl ApiError {
             Self::Http(e) => e.is_transient(),
             Self::Api { status, .. } => *status >= 500,
             _ => false,
+        }
+    }
+
+    /// Whether QQ refused the message for a URL in it ([`URL_REFUSED_CODES`]).
+    pub fn is_url_refused(&self) -> bool {
+        matches!(self, Self::Api { code, status, .. } if *status < 500 && URL_REFUSED_CODES.contains(code))
+    }
+
+    /// QQ's code of a coded refusal ([`ApiError::Api`]).
+    pub fn code(&self) -> Option<i64> {
+        match self {
+            Self::Api { code, .. } => Some(*code),
+            _ => None,
         }
     }
 

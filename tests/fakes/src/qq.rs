@@ -12,7 +12,8 @@
 //!   with increasing `s`, Resume replaying what the client missed, and scripted op 7,
 //!   op 9, close codes and dropped sockets;
 //! - the two reply endpoints, enforcing the passive-reply rules against a clock the test
-//!   advances ([`FakeQq::advance_clock`]), plus scriptable failures (22009);
+//!   advances ([`FakeQq::advance_clock`]), refusing a URL whose domain the bot has not
+//!   registered ([`FakeQq::register_domains`]), plus scriptable failures (22009);
 //! - `GET /files/{name}`: attachments for image events;
 //! - webhook requests as QQ signs them ([`FakeQq::webhook_event`],
 //!   [`validation_request`]), with the current time or a chosen one
@@ -23,13 +24,15 @@
 //!
 //! Children: `events` builds message events; `gateway` is the WebSocket and its sessions;
 //! `rest` the HTTP edge and the reply rules; `records` what the fake records; `time` the
-//! clock and timestamps; `webhook` signed webhook requests.
+//! clock and timestamps; `urls` what counts as a URL in a reply; `webhook` signed webhook
+//! requests.
 
 mod events;
 mod gateway;
 mod records;
 mod rest;
 mod time;
+mod urls;
 mod webhook;
 
 use std::collections::{HashMap, HashSet};
@@ -94,6 +97,10 @@ pub mod code {
     pub const BAD_REQUEST: i64 = 40034001;
     /// REST: the `msg_id` is not a message of that chat ("msg_id invalid or not yours").
     pub const MSG_ID_INVALID: i64 = 40034024;
+    /// REST: a C2C or group message carries a URL whose domain the bot has not
+    /// registered ("消息发送失败，不允许发送url", as bots report it; bot-docs lists
+    /// 304003 `URL_NOT_ALLOWED` for the same). *documented* (observed)
+    pub const URL_NOT_ALLOWED: i64 = 40054010;
     /// REST: the passive-reply window of the source message has closed ("消息ID已过期，
     /// 不能回复", as bots report it; QQ's page names no code).
     pub const REPLY_EXPIRED: i64 = 304103;
@@ -110,6 +117,10 @@ struct UserMessage {
     sent_at: SystemTime,
     /// `msg_seq`s of accepted replies.
     seqs: HashSet<u64>,
+    /// `msg_seq`s of replies refused for a URL: QQ's documents do not say whether such a
+    /// refusal spends the seq, so the fake takes the strict reading and refuses it again
+    /// as a duplicate.
+    spent: HashSet<u64>,
 }
 
 /// The fake QQ's state: what it recorded, its tokens and clock, the gateway.
@@ -124,6 +135,8 @@ pub struct Qq {
     files: HashMap<String, (Vec<u8>, String)>,
     gw: Gateway<Qq>,
     next_id: u64,
+    /// Domains the bot registered: a URL on one of them (or a subdomain) is allowed.
+    domains: Vec<String>,
 }
 
 impl Qq {
@@ -139,6 +152,7 @@ impl Qq {
             files: HashMap::new(),
             gw: Gateway::default(),
             next_id: 0,
+            domains: Vec::new(),
         }
     }
 
@@ -172,6 +186,7 @@ impl Qq {
                 chat_id: event.chat_id(),
                 sent_at,
                 seqs: HashSet::new(),
+                spent: HashSet::new(),
             });
     }
 }
@@ -255,6 +270,15 @@ impl Fake<Qq> {
             qq.files.insert(name.to_owned(), file)
         });
         format!("http://{}/files/{name}", self.addr())
+    }
+
+    /// Registers `domains` for the bot: replies may carry URLs on them and their
+    /// subdomains (any other URL or bare domain is refused with
+    /// [`code::URL_NOT_ALLOWED`]).
+    pub fn register_domains(&self, domains: &[&str]) {
+        self.with_state(|qq| {
+            qq.domains = domains.iter().map(|d| d.to_ascii_lowercase()).collect();
+        });
     }
 
     // ---- gateway ---------------------------------------------------------------------

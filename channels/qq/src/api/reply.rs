@@ -63,11 +63,20 @@ const KEYED_SEQS: u32 = 1 << 30;
 /// The `msg_seq` of a reply the daemon named ([`DeliveryHints::send_key_hash`]): the same
 /// for every attempt at it, after a restart too, so that QQ refuses a second send of a
 /// reply that landed unacknowledged as a duplicate (the adapter takes that refusal as
-/// "landed") instead of showing it twice. In `2³⁰..2³¹`, apart from the counted seqs.
+/// "landed") instead of showing it twice. An even number in `2³⁰..2³¹`, apart from the
+/// counted seqs; the odd one after it is its [`defanged_seq`].
 ///
 /// [`DeliveryHints::send_key_hash`]: im_bridge_channel::DeliveryHints::send_key_hash
 pub fn keyed_seq(hash: u64) -> u32 {
-    KEYED_SEQS | u32::try_from(hash >> 34).unwrap_or(0)
+    KEYED_SEQS | (u32::try_from(hash >> 35).unwrap_or(0) << 1)
+}
+
+/// The `msg_seq` of a keyed reply sent again with its links defanged, after QQ refused it
+/// for a link (`api::links`): the same for every attempt, like the keyed seq itself, and
+/// never one QQ saw, refused or not (no keyed seq is odd). QQ's documents do not say
+/// whether a refused send spends its seq, so the refused one is not reused.
+pub fn defanged_seq(keyed: u32) -> u32 {
+    keyed | 1
 }
 
 /// Where a reply goes: a group or a user, by openid.
@@ -256,6 +265,11 @@ impl ReplyContext {
         self.last = Counted::Reply;
         self.last_seq = self.last_seq.wrapping_add(1).max(1);
         Ok(self.last_seq)
+    }
+
+    /// Whether keyed seq `seq` is counted here (a reply sent, or maybe sent, under it).
+    pub fn holds_keyed(&self, seq: u32) -> bool {
+        self.keyed.contains(&seq)
     }
 
     /// QQ said the source takes no more replies: the window is over now, whatever the
@@ -495,6 +509,14 @@ mod tests {
         // Keyed seqs stand apart from every base's.
         let highest = (SEQ_BASES - 1) * SEQ_SPAN + SEQ_SPAN;
         assert!(highest < keyed_seq(0) && keyed_seq(u64::MAX) <= i32::MAX as u32);
+        // A defanged resend's seq is no keyed reply's, and fits too.
+        for hash in [0, 1 << 35, u64::MAX, 0x0123_4567_89ab_cdef] {
+            let seq = keyed_seq(hash);
+            assert!(seq.is_multiple_of(2), "{seq}");
+            assert_ne!(defanged_seq(seq), seq);
+            assert!(!defanged_seq(seq).is_multiple_of(2));
+            assert!(defanged_seq(seq) <= i32::MAX as u32);
+        }
         let drawn = ReplyBook::new().seq_base;
         assert!(drawn.is_multiple_of(SEQ_SPAN) && drawn / SEQ_SPAN < SEQ_BASES);
     }

@@ -272,3 +272,84 @@ async fn a_keyed_reply_sent_again_is_shown_once_and_answered_as_sent() {
     fake.fail_next("c2c_reply", Failure::Code(fake::code::DUPLICATE_SEQ));
     assert!(api.reply(&mut ctx, "x", None).await.is_err());
 }
+
+#[tokio::test]
+async fn a_reply_refused_for_a_link_goes_again_with_the_link_defanged_under_a_new_seq() {
+    let (fake, api) = start().await;
+    let mut ctx = source(&fake, &Event::c2c("U1", "hi"));
+    let text = "See the docs (https://docs.example.org/a/b.html).";
+    let sent = api.reply(&mut ctx, text, None).await.unwrap();
+    assert_eq!(sent.msg_seq, 2, "the refused seq 1 is not used again");
+    let calls = fake.calls_to("c2c_reply");
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].code, Some(fake::code::URL_NOT_ALLOWED));
+    let replies = fake.replies();
+    assert_eq!(replies.len(), 1);
+    assert_eq!(
+        replies[0].content,
+        "See the docs (docs[.]example[.]org/a/b[.]html)."
+    );
+    assert_eq!(ctx.used(), 1, "the refused attempt is given back");
+    // A group reply alike, and a refusal with nothing to defang stays a refusal.
+    let mut group = source(&fake, &Event::group_at("G1", "M1", "hi"));
+    let sent = api
+        .reply(&mut group, "at www.example.com", None)
+        .await
+        .unwrap();
+    assert_eq!(fake.replies()[1].content, "at www[.]example[.]com");
+    assert_eq!(sent.msg_seq, 2);
+    fake.fail_next("group_reply", Failure::Code(fake::code::URL_NOT_ALLOWED));
+    let refused = api.reply(&mut group, "no link", None).await;
+    assert!(
+        matches!(refused, Err(ApiError::Api { code: 40054010, .. })),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_keyed_reply_refused_for_a_link_lands_once_under_its_defanged_seq() {
+    let (fake, api) = start().await;
+    let mut ctx = source(&fake, &Event::c2c("U1", "hi"));
+    let seq = keyed_seq(0x0123_4567_89ab_cdef);
+    let text = "read https://example.com/x";
+    let sent = api.reply(&mut ctx, text, Some(seq)).await.unwrap();
+    assert_eq!(sent.msg_seq, reply::defanged_seq(seq));
+    // The same reply again (its answer was lost): it goes defanged under the same seq,
+    // which QQ refuses as a duplicate; it is shown once, counted once.
+    let calls = fake.calls_to("c2c_reply").len();
+    let again = api.reply(&mut ctx, text, Some(seq)).await.unwrap();
+    assert_eq!(again.msg_seq, reply::defanged_seq(seq));
+    assert_eq!(fake.calls_to("c2c_reply").len(), calls + 1, "one request");
+    let replies = fake.replies();
+    assert_eq!(replies.len(), 1, "{replies:#?}");
+    assert_eq!(replies[0].content, "read example[.]com/x");
+    assert_eq!(ctx.used(), 1);
+}
+
+#[tokio::test]
+async fn a_keyed_reply_whose_defanged_send_was_lost_is_sent_again_defanged() {
+    let (fake, api) = start().await;
+    let mut ctx = source(&fake, &Event::c2c("U1", "hi"));
+    let seq = keyed_seq(0x0123_4567_89ab_cdef);
+    let text = "read https://example.com/x";
+    // The defanged send is refused with a 5xx: it may have landed, and it did not.
+    fake.fail("c2c_reply", fake::Trigger::Nth(2), Failure::Http(502));
+    assert!(api.reply(&mut ctx, text, Some(seq)).await.is_err());
+    assert!(fake.replies().is_empty());
+    // Tried again, it goes defanged at once (the refused seq may be spent) and lands.
+    let sent = api.reply(&mut ctx, text, Some(seq)).await.unwrap();
+    assert_eq!(sent.msg_seq, reply::defanged_seq(seq));
+    assert_eq!(fake.replies().len(), 1);
+    assert_eq!(ctx.used(), 1);
+}
+
+#[tokio::test]
+async fn a_link_on_a_registered_domain_is_sent_as_written() {
+    let (fake, api) = start().await;
+    fake.register_domains(&["example.com"]);
+    let mut ctx = source(&fake, &Event::c2c("U1", "hi"));
+    let text = "read https://docs.example.com/x.html";
+    api.reply(&mut ctx, text, None).await.unwrap();
+    assert_eq!(fake.calls_to("c2c_reply").len(), 1);
+    assert_eq!(fake.replies()[0].content, text);
+}

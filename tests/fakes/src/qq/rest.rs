@@ -7,7 +7,9 @@
 //! (`msg_type` 0, a non-empty `content`, `msg_seq` ≥ 1); a source `msg_id` (a message
 //! without one is proactive, refused with [`code::PROACTIVE_REFUSED`]); the source message
 //! (known in that chat); its window by the fake's clock (5 min in groups, 60 min in
-//! C2C); the `(msg_id, msg_seq)` pair not used before; fewer than 5 replies so far.
+//! C2C); the `(msg_id, msg_seq)` pair not used before (a seq refused for a URL counts as
+//! used); fewer than 5 replies so far; no URL or bare domain outside the registered
+//! domains (else [`code::URL_NOT_ALLOWED`], see `urls`).
 //! Refusals are HTTP 400 with `{code, message}`.
 
 use std::sync::Arc;
@@ -223,7 +225,7 @@ fn reply(qq: &mut Qq, route: &str, openid: &str, body: &Value) -> Answer {
             "passive reply window expired",
         );
     }
-    if source.seqs.contains(&msg_seq) {
+    if source.seqs.contains(&msg_seq) || source.spent.contains(&msg_seq) {
         return refuse(
             StatusCode::BAD_REQUEST,
             code::DUPLICATE_SEQ,
@@ -235,6 +237,14 @@ fn reply(qq: &mut Qq, route: &str, openid: &str, body: &Value) -> Answer {
             StatusCode::BAD_REQUEST,
             code::REPLY_LIMIT,
             "too many replies to this message",
+        );
+    }
+    if super::urls::unregistered(content, &qq.domains) {
+        source.spent.insert(msg_seq);
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            code::URL_NOT_ALLOWED,
+            "消息发送失败，不允许发送url",
         );
     }
     source.seqs.insert(msg_seq);
