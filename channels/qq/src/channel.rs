@@ -2,7 +2,9 @@
 //!
 //! - **In**: each `GROUP_AT_MESSAGE_CREATE` / `C2C_MESSAGE_CREATE` is normalized and, unless
 //!   this replica saw its event or message id already (QQ pushes duplicates), offered to
-//!   the daemon's queue. A message whose reply window has already closed is dropped with a
+//!   the daemon's queue; its ids are remembered once the daemon took it (admitted, or
+//!   refused with the sender told), so an event turned away as overloaded passes when QQ
+//!   delivers it again. A message whose reply window has already closed is dropped with a
 //!   log line and [`EXPIRED_METRIC`]: no answer could reach the chat.
 //! - **Out**: final-only. Every reply is a passive reply to its source message; the
 //!   delivery engine enforces the window (5 minutes in groups, an hour in C2C) and the 5
@@ -159,14 +161,23 @@ impl Admit for Intake {
                 return Offered::Done;
             }
         };
-        let message_id = msg.thread_ts.as_ref().map_or("", |m| m.as_str());
-        if !lock(&self.seen).first_time(id, message_id, Instant::now()) {
+        let message_id = msg.thread_ts.clone();
+        let message_id = message_id.as_ref().map_or("", |m| m.as_str());
+        // Held across the offer (it does not wait), so a redelivery racing this one is
+        // either admitted by it or skipped after it, never both.
+        let mut seen = lock(&self.seen);
+        let now = Instant::now();
+        if seen.contains(id, message_id, now) {
             tracing::debug!(channel = NAME, "Skipped a QQ event pushed twice.");
             return Offered::Done;
         }
         match sink.offer(msg) {
             // Refused as too busy, the sender is told so: nothing to redeliver either.
-            Ok(()) | Err(AdmitError::QueueFull) => Offered::Done,
+            Ok(()) | Err(AdmitError::QueueFull) => {
+                seen.remember(id, message_id, now);
+                Offered::Done
+            }
+            // Not remembered: QQ delivers it again, and then it must pass.
             Err(error) => {
                 tracing::warn!(channel = NAME, %error, "A QQ event was not admitted; QQ may deliver it again.");
                 Offered::Again
@@ -191,11 +202,10 @@ impl EventHandler for GatewayIntake<'_> {
         self.intake.telemetry.set_connected(true);
     }
 
-    fn event(&mut self, event: Dispatch) {
+    fn event(&mut self, event: Dispatch) -> Offered {
         self.intake.telemetry.received(1);
-        let _ = self
-            .intake
-            .offer(self.sink, &event.kind, event.id.as_deref(), &event.data);
+        self.intake
+            .offer(self.sink, &event.kind, event.id.as_deref(), &event.data)
     }
 
     fn dropped(&mut self, _: Dropped) {
@@ -281,5 +291,51 @@ impl Channel for QqChannel {
     async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
         let download = |url| self.api.download(url, max_bytes);
         fetch_handle(&self.intake.telemetry, file, max_bytes, download).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroUsize;
+
+    use im_bridge_channel::{InboundMessage, REFUSALS_CAPACITY, inbound_queue};
+    use im_bridge_fakes::qq::{Event, rfc3339};
+
+    use super::*;
+
+    fn intake() -> Intake {
+        Intake {
+            app_id: "app".into(),
+            allowed_users: AllowedUsers::default(),
+            commands: CommandVocabulary::default(),
+            telemetry: Telemetry::new("qq-test"),
+            bot_id: Mutex::new(None),
+            seen: Mutex::new(Seen::new(SEEN_CAPACITY, SEEN_TTL)),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_event_turned_away_as_overloaded_is_taken_when_qq_delivers_it_again() {
+        let intake = intake();
+        let (sink, mut queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
+        // The queue is full, and so is the side channel telling senders "too busy".
+        sink.offer(InboundMessage::new(NAME, "c", "u", "filler"))
+            .unwrap();
+        for _ in 0..REFUSALS_CAPACITY {
+            let told = sink.offer(InboundMessage::new(NAME, "c", "u", "told"));
+            assert_eq!(told, Err(AdmitError::QueueFull));
+        }
+        let event = Event::c2c("U1", "hello").with_timestamp(&rfc3339(SystemTime::now()));
+        let payload = event.payload(None);
+        let offer = || intake.offer(&sink, event.kind(), Some(event.event_id()), &payload["d"]);
+        assert_eq!(offer(), Offered::Again, "the webhook answers 503");
+        assert_eq!(queue.recv().await.unwrap().text, "filler");
+        // QQ delivers it again: admitted this time.
+        assert_eq!(offer(), Offered::Done);
+        assert_eq!(queue.len(), 1, "the redelivery was admitted");
+        assert_eq!(queue.recv().await.unwrap().text, "hello");
+        // Once admitted, a duplicate push is skipped.
+        assert_eq!(offer(), Offered::Done);
+        assert_eq!(queue.len(), 0, "the duplicate was skipped");
     }
 }

@@ -231,6 +231,36 @@ impl Seen {
     /// Whether an event is new: neither its event id nor its message id was seen within
     /// the ttl. Both are remembered either way.
     pub fn first_time(&mut self, event_id: Option<&str>, message_id: &str, now: Instant) -> bool {
+        let new = !self.contains(event_id, message_id, now);
+        self.remember(event_id, message_id, now);
+        new
+    }
+
+    /// Whether the event id or the message id was remembered within the ttl; nothing is
+    /// remembered here (an event the daemon could not take must pass when QQ delivers it
+    /// again: [`Seen::remember`] it once it is taken).
+    pub fn contains(&mut self, event_id: Option<&str>, message_id: &str, now: Instant) -> bool {
+        self.forget_old(now);
+        Self::keys(event_id, message_id)
+            .iter()
+            .flatten()
+            .any(|key| self.ids.contains(key))
+    }
+
+    /// Remembers the event id and the message id (those not remembered yet), forgetting
+    /// the oldest first when full.
+    pub fn remember(&mut self, event_id: Option<&str>, message_id: &str, now: Instant) {
+        self.forget_old(now);
+        for key in Self::keys(event_id, message_id).into_iter().flatten() {
+            if !self.ids.contains(&key) {
+                self.ids.insert(key.clone());
+                self.order.push_back((now, key));
+            }
+        }
+    }
+
+    /// Forgets ids past the ttl, and the oldest until two more fit.
+    fn forget_old(&mut self, now: Instant) {
         while let Some((at, id)) = self.order.front() {
             if now.saturating_duration_since(*at) < self.ttl
                 && self.order.len() + 2 <= self.capacity
@@ -240,20 +270,13 @@ impl Seen {
             self.ids.remove(id);
             self.order.pop_front();
         }
-        let keys = [
+    }
+
+    fn keys(event_id: Option<&str>, message_id: &str) -> [Option<String>; 2] {
+        [
             event_id.filter(|e| !e.is_empty()).map(|e| format!("e:{e}")),
             Some(format!("m:{message_id}")),
-        ];
-        let mut new = true;
-        for key in keys.into_iter().flatten() {
-            if self.ids.contains(&key) {
-                new = false;
-            } else {
-                self.ids.insert(key.clone());
-                self.order.push_back((now, key));
-            }
-        }
-        new
+        ]
     }
 
     /// How many ids are remembered.

@@ -251,3 +251,19 @@ fn seen_drops_a_duplicate_by_event_id_or_by_message_id() {
     }
     assert!(seen.len() <= 8, "{}", seen.len());
 }
+
+#[test]
+fn seen_looks_without_remembering_until_told() {
+    let t0 = Instant::now();
+    let mut seen = Seen::new(16, Duration::from_secs(60));
+    assert!(!seen.contains(Some("e1"), "m1", t0));
+    assert!(
+        !seen.contains(Some("e1"), "m1", t0),
+        "looking remembers nothing"
+    );
+    seen.remember(Some("e1"), "m1", t0);
+    assert!(seen.contains(Some("e1"), "m1", t0));
+    assert!(seen.contains(None, "m1", t0), "by the message id");
+    assert!(seen.contains(Some("e1"), "m2", t0), "by the event id");
+    assert!(!seen.contains(Some("e1"), "m1", t0 + Duration::from_secs(61)));
+}

@@ -12,8 +12,10 @@
 //!   session id and the bot's id) or RESUMED starts the heartbeats: op 1 with the last
 //!   `s` at once and then every interval; a beat whose predecessor got no ACK (op 11)
 //!   means the connection is dead, and it is replaced. A server heartbeat request (op 1)
-//!   is answered at once. Each event (op 0) goes to the [`EventHandler`], and its `s`
-//!   becomes the one heartbeats and a Resume echo.
+//!   is answered at once. Each event (op 0) goes to the [`EventHandler`], and once it is
+//!   taken its `s` becomes the one heartbeats and a Resume echo; an event the handler
+//!   could not take (the daemon overloaded or stopping) ends the connection with `s`
+//!   unchanged, and the Resume has QQ send it again.
 //! - **Reconnect**: op 7 reconnects at once and resumes; op 9 reconnects and resumes when
 //!   `d` is `true`, identifies anew otherwise, and either way the token is fetched again
 //!   (the spec's rule); close codes are sorted by `close` (4009 resumes, 4000–4008
@@ -65,6 +67,7 @@ use self::payload::{
     OP_DISPATCH, OP_HEARTBEAT, OP_HEARTBEAT_ACK, OP_HELLO, OP_INVALID_SESSION, OP_RECONNECT,
     Payload,
 };
+use super::Offered;
 use crate::api::Api;
 use crate::error::ApiError;
 
@@ -144,8 +147,10 @@ pub trait EventHandler: Send {
     /// A session was resumed (RESUMED).
     fn resumed(&mut self) {}
 
-    /// An event.
-    fn event(&mut self, event: Dispatch);
+    /// An event: whether it was taken ([`Offered::Done`], also when it was skipped) or
+    /// must come again ([`Offered::Again`]: the connection then ends before its `s` counts,
+    /// and the Resume that follows has QQ send it again).
+    fn event(&mut self, event: Dispatch) -> Offered;
 
     /// A frame was dropped (already logged): for the caller's error counter.
     fn dropped(&mut self, reason: Dropped) {
@@ -212,6 +217,8 @@ enum Lost {
     InvalidSession(bool),
     #[error("READY without a session")]
     BadReady,
+    #[error("the daemon could not take an event now; it is resumed to come again")]
+    NotTaken,
     #[error("no access token: {0}")]
     NoToken(ApiError),
     #[error("sending failed: {0}")]
@@ -442,6 +449,9 @@ impl Conn<'_> {
                             }
                             Live::Unchanged => {}
                             Live::Broken => return lost(Lost::BadReady, Next::Identify),
+                            // Dropped without a close frame: a client's close may end
+                            // the session a Resume needs.
+                            Live::NotTaken => return lost(Lost::NotTaken, Next::Resume),
                         },
                         op => tracing::debug!(op, "Ignored a QQ gateway frame."),
                     }
@@ -496,20 +506,24 @@ impl Conn<'_> {
                 Live::Started
             }
             _ => {
-                // The latest `s` is what heartbeats and a Resume echo (as the official
-                // SDKs do). An event seen twice is still handed on: duplicates are the
-                // inbound layer's to drop (`inbound::Seen`, the redelivery key), so an
-                // unexpected numbering can never make this layer lose one.
-                if let Some(s) = frame.s.filter(|s| *s > 0) {
-                    self.session.seq = Some(s);
-                }
+                // The latest `s` taken is what heartbeats and a Resume echo (as the
+                // official SDKs do). An event seen twice is still handed on: duplicates
+                // are the inbound layer's to drop (`inbound::Seen`, the redelivery key),
+                // so an unexpected numbering can never make this layer lose one. An event
+                // the handler could not take leaves `s` where it was.
                 tracing::debug!(kind = %kind, seq = frame.s, "Received a QQ event.");
-                self.handler.event(Dispatch {
+                let offered = self.handler.event(Dispatch {
                     kind,
                     id: frame.id,
                     seq: frame.s,
                     data: frame.d,
                 });
+                if offered == Offered::Again {
+                    return Live::NotTaken;
+                }
+                if let Some(s) = frame.s.filter(|s| *s > 0) {
+                    self.session.seq = Some(s);
+                }
                 Live::Unchanged
             }
         }
@@ -552,6 +566,8 @@ enum Live {
     Unchanged,
     /// A READY that cannot be used.
     Broken,
+    /// An event the handler could not take: resume, so QQ sends it again.
+    NotTaken,
 }
 
 #[cfg(test)]

@@ -54,6 +54,27 @@ impl Log {
 
 struct Recorder(Arc<Log>);
 
+impl Log {
+    /// The handler turns the next `n` events away (the daemon overloaded).
+    fn refuse(&self, n: usize) {
+        self.lines.lock().unwrap().push(format!("refuse:{n}"));
+    }
+
+    /// Takes one refusal, if any is left.
+    fn take_refusal(&self) -> bool {
+        let mut lines = self.lines.lock().unwrap();
+        let Some(at) = lines.iter().rposition(|l| l.starts_with("refuse:")) else {
+            return false;
+        };
+        let left: usize = lines[at]["refuse:".len()..].parse().unwrap();
+        if left == 0 {
+            return false;
+        }
+        lines[at] = format!("refuse:{}", left - 1);
+        true
+    }
+}
+
 impl EventHandler for Recorder {
     fn ready(&mut self, ready: &Ready) {
         self.0.push(format!("ready:{}", ready.bot_id));
@@ -63,9 +84,14 @@ impl EventHandler for Recorder {
         self.0.push("resumed".into());
     }
 
-    fn event(&mut self, event: Dispatch) {
+    fn event(&mut self, event: Dispatch) -> Offered {
         let id = event.data["id"].as_str().unwrap_or("").to_owned();
+        if self.0.take_refusal() {
+            self.0.push(format!("refused:{}:{id}", event.kind));
+            return Offered::Again;
+        }
         self.0.push(format!("event:{}:{id}", event.kind));
+        Offered::Done
     }
 
     fn dropped(&mut self, reason: Dropped) {
@@ -205,6 +231,49 @@ async fn a_dropped_socket_resumes_and_loses_no_event() {
     assert_eq!(resumes[0].seq, 2, "the last s the handler saw");
     assert_eq!(fake.identifies().len(), 1, "no second Identify");
     client.stop().await;
+}
+
+#[tokio::test]
+async fn an_event_the_daemon_could_not_take_comes_again_by_a_resume() {
+    let fake = FakeQq::start().await.unwrap();
+    let client = spawn(&fake);
+    client.log.wait("READY", |l| ready_count(l) == 1).await;
+    let first = Event::c2c("U1", "one");
+    fake.push(&first);
+    client
+        .log
+        .wait("the first event", |l| client_events(l) == 1)
+        .await;
+    client.log.refuse(1);
+    let turned_away = Event::group_at("G1", "M1", "two");
+    fake.push(&turned_away);
+    client
+        .log
+        .wait("the event again", |l| client_events(l) == 2)
+        .await;
+    let ids: Vec<String> = [&first, &turned_away]
+        .iter()
+        .map(|e| format!("event:{}:{}", e.kind(), e.message_id()))
+        .collect();
+    assert_eq!(client.log.events(), ids);
+    let refused = format!(
+        "refused:{}:{}",
+        turned_away.kind(),
+        turned_away.message_id()
+    );
+    assert!(client.log.lines().contains(&refused));
+    let resumes = fake.resumes();
+    assert_eq!(resumes.len(), 1);
+    assert_eq!(
+        resumes[0].seq, 2,
+        "the last s taken, not the one turned away"
+    );
+    assert_eq!(fake.identifies().len(), 1);
+    client.stop().await;
+}
+
+fn client_events(lines: &[String]) -> usize {
+    lines.iter().filter(|l| l.starts_with("event:")).count()
 }
 
 #[tokio::test]
