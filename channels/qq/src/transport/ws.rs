@@ -18,8 +18,8 @@
 //!   unchanged, and the Resume has QQ send it again.
 //! - **Reconnect**: op 7 reconnects at once and resumes; op 9 reconnects and resumes when
 //!   `d` is `true`, identifies anew otherwise, and either way the token is fetched again
-//!   (the spec's rule); close codes are sorted by `close` (4009 resumes, 4000–4008
-//!   identify anew, 4004 refetches the token, the bot's ban and refused intents end
+//!   (the spec's rule); close codes are sorted by `close` after QQ's table (4008 and
+//!   4009 resume, 4000–4007 and 4900–4913 identify anew, 4004 refetches the token, the bot's ban and refused intents end
 //!   `run`); a dropped socket resumes. Waits between attempts follow the [`Reconnect`]
 //!   `run` is given (the channel's: [`RECONNECT_BACKOFF`], 1 s doubling to 30 s, plus
 //!   jitter), started over after a connection that saw READY or RESUMED (it `served`);

@@ -4,8 +4,9 @@
 //! and RESUMED, heartbeats and their ACKs.
 //!
 //! QQ's own: READY is `s` 1 and RESUMED takes the next `s` without being logged; an unknown
-//! op is only counted as a bad frame; close codes 4000–4008 end the session, 4009 and a
-//! dropped socket keep it resumable.
+//! op is only counted as a bad frame. Close codes end the session as QQ's table says
+//! (bot-docs `gateway/error/error.md`): every code it allows no RESUME (4000–4007, 4010–4014,
+//! 4900–4915) ends it; 4008, 4009 and a dropped socket keep it resumable.
 
 use std::sync::Arc;
 
@@ -38,7 +39,7 @@ impl OpGateway for Qq {
     const RECONNECT: &'static str = r#"{"op":7}"#;
 
     fn ends_session(code: u16) -> bool {
-        (4000..=4008).contains(&code)
+        matches!(code, 4000..=4007 | 4010..=4014 | 4900..=4915)
     }
 
     fn dispatched(connection: u64, payload: &Value, replay: bool) -> Dispatched {

@@ -1,17 +1,20 @@
-//! What a close code from the gateway means for the next connection (QQ's gateway error
-//! codes, and what the official SDKs do with them).
+//! What a close code from the gateway means for the next connection, after QQ's table of
+//! gateway error codes (tencent-connect/bot-docs `gateway/error/error.md`: which codes may
+//! RESUME, which may IDENTIFY).
 //!
-//! - 4009 (the session timed out, typically right after op 7): reconnect and **resume**;
-//! - 4000–4008 (unknown error, bad op code or payload, not or already authenticated,
-//!   session no longer valid, bad seq, too fast): the session is gone, **identify** anew;
-//!   4004 (authentication failed) also means the token was refused, so it is fetched
-//!   again;
+//! - 4008 (payloads sent too fast; reconnect and keep to the rate) and 4009 (the session
+//!   timed out, typically right after op 7): reconnect and **resume**, as the table allows;
+//! - 4000–4007 (unknown error, bad op code or payload, not or already authenticated,
+//!   session no longer valid, bad seq): the session is gone, **identify** anew; 4004
+//!   (authentication failed) also means the token was refused, so it is fetched again;
+//! - 4900–4913 (QQ's internal errors, "请重连"): the table allows no RESUME, so
+//!   **identify** anew;
 //! - 4010–4014 (bad shard, sharding required, bad version, bad or unauthorized intents)
 //!   and 4914 / 4915 (the bot is taken down / banned): the adapter's constant shard and
 //!   intents, or the bot itself, were refused, and retrying cannot help: **fatal** (the
 //!   daemon's supervisor decides when to start the channel again);
-//! - anything else (4900–4913 are QQ's internal errors; 1000/1001/1006, …): **resume**,
-//!   and QQ answers op 9 if the session cannot be resumed.
+//! - anything else (1000/1001/1006, …): **resume**, and QQ answers op 9 if the session
+//!   cannot be resumed.
 
 /// What a fatal close code said was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -56,11 +59,11 @@ pub(super) enum AfterClose {
 /// What close `code` means.
 pub(super) fn after_close(code: u16) -> AfterClose {
     match code {
-        4009 => AfterClose::Resume,
+        4008 | 4009 => AfterClose::Resume,
         4004 => AfterClose::Identify {
             refresh_token: true,
         },
-        4000..=4008 => AfterClose::Identify {
+        4000..=4007 | 4900..=4913 => AfterClose::Identify {
             refresh_token: false,
         },
         4010 => AfterClose::Fatal(Refusal::Shard),
@@ -80,16 +83,16 @@ mod tests {
 
     #[test]
     fn close_codes_are_sorted() {
-        assert_eq!(after_close(4009), AfterClose::Resume);
-        assert_eq!(after_close(1006), AfterClose::Resume);
-        assert_eq!(after_close(4900), AfterClose::Resume);
+        for code in [4008, 4009, 1000, 1006] {
+            assert_eq!(after_close(code), AfterClose::Resume, "{code}");
+        }
         assert_eq!(
             after_close(4004),
             AfterClose::Identify {
                 refresh_token: true
             }
         );
-        for code in [4000, 4001, 4006, 4007, 4008] {
+        for code in [4000, 4001, 4006, 4007, 4900, 4905, 4913] {
             assert_eq!(
                 after_close(code),
                 AfterClose::Identify {

@@ -338,6 +338,23 @@ async fn close_codes_resume_re_identify_or_end_the_gateway() {
         .wait("a third READY", |l| ready_count(l) == 3)
         .await;
     assert_eq!(fake.tokens().len(), 2, "4004 refreshes the token");
+    // QQ's table: 4008 (too fast) may resume; 4900–4913 (internal errors) may not.
+    fake.close_with(4008);
+    client
+        .log
+        .wait("a second RESUMED", |l| {
+            l.iter().filter(|x| *x == "resumed").count() == 2
+        })
+        .await;
+    assert_eq!(fake.identifies().len(), 3, "4008 resumed");
+    for (code, readies) in [(4900, 4), (4913, 5)] {
+        fake.close_with(code);
+        client
+            .log
+            .wait("another READY", |l| ready_count(l) == readies)
+            .await;
+        assert_eq!(fake.resumes().len(), 2, "{code} identified with no Resume");
+    }
     fake.close_with(4915);
     let error = client.finished().await.unwrap_err();
     assert!(
