@@ -121,19 +121,12 @@ impl HttpRequest {
     pub fn signed_at(&self, secret: &str, unix_seconds: u64) -> SignedRequest {
         let timestamp = unix_seconds.to_string();
         let signature = signature(secret, &timestamp, &self.body);
-        let headers = [
-            ("Content-Type", self.content_type),
-            ("User-Agent", "Slackbot 1.0 (+https://api.slack.com/robots)"),
-            (TIMESTAMP_HEADER, &timestamp),
-            (SIGNATURE_HEADER, &signature),
-        ];
-        SignedRequest {
-            headers: headers
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-            body: self.body.clone(),
-        }
+        let mut request = self.unsigned();
+        request.headers.extend([
+            (TIMESTAMP_HEADER.to_owned(), timestamp),
+            (SIGNATURE_HEADER.to_owned(), signature),
+        ]);
+        request
     }
 
     /// Signed correctly under `secret`, but six minutes ago: a replay the app must refuse.
