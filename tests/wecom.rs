@@ -18,7 +18,7 @@ pub(crate) mod harness;
 use std::time::Duration;
 
 use im_bridge::simulator::Script;
-use im_bridge_fakes::wecom::{Closed, MediaUse, Message, URL_LIFETIME};
+use im_bridge_fakes::wecom::{Closed, MediaUse, Message, MixedItem, URL_LIFETIME};
 
 use crate::support::{assert_image_reached_the_agent, catalog_text};
 use harness::{DEADLINE, Wc, shown_in};
@@ -323,6 +323,55 @@ async fn a_picture_is_journaled_before_its_file_is_read_ahead() {
         1,
         "the agent got the picture"
     );
+    wc.stop().await;
+}
+
+/// Shutdown while a message's second picture is still downloading: the first, already on
+/// disk, is named in the journal all the same, so the next start sends the agent that
+/// copy, its URL long expired, and reads only the second from WeCom.
+#[tokio::test]
+async fn pictures_read_ahead_before_a_shutdown_are_not_read_again() {
+    const FIRST: &[u8] = b"\xff\xd8\xff\xe0 the first page";
+    const SECOND: &[u8] = b"\xff\xd8\xff\xe0 the second page";
+    let wc = Wc::start().await;
+    wc.sim
+        .script_next_run(Script::with_answer("I see both pages."));
+    // The first URL is four minutes old when the message comes; the second is new.
+    let first = wc.fake.put_file(FIRST.to_vec(), Some("one.jpg"));
+    wc.fake.advance_clock(Duration::from_secs(4 * 60));
+    let second = wc.fake.put_file(SECOND.to_vec(), Some("two.jpg"));
+    wc.fake.hold_files_after(1);
+    wc.fake.push(&Message::mixed(
+        None,
+        ALICE,
+        &[
+            MixedItem::Text("both pages".into()),
+            MixedItem::Image(first),
+            MixedItem::Image(second),
+        ],
+    ));
+    wc.fake
+        .wait_until("the second picture read ahead", DEADLINE, |fake| {
+            fake.files_waiting() == 1
+        })
+        .await
+        .unwrap();
+    assert_eq!(wc.staged_files().len(), 1, "the first is on disk");
+    let wc = wc.restart().await;
+    wc.fake.advance_clock(Duration::from_secs(90));
+    wc.fake.release_files();
+    wc.fake
+        .wait_until("the answer", DEADLINE, |fake| {
+            shown_in(fake, ALICE)
+                .iter()
+                .any(|t| t.ends_with("I see both pages."))
+        })
+        .await
+        .unwrap();
+    let thread = wc.sim.thread_ids().pop().unwrap();
+    let mut sizes: Vec<u64> = wc.sim.uploads(&thread).iter().map(|u| u.1).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [FIRST.len() as u64, SECOND.len() as u64]);
     wc.stop().await;
 }
 

@@ -150,7 +150,9 @@ impl Manager {
     /// wait behind a long run, or be recovered after a restart. The journal entry was
     /// written first, with the handles, so a crash while the files download loses nothing
     /// (the next start reads them by handle); it names the copies once they are on disk.
-    /// Shutdown stops the reading (what was not staged keeps its handle).
+    /// Shutdown stops the reading: the copies already on disk are named all the same (the
+    /// next start need not read them again, by handles that may have expired by then); what
+    /// was not staged keeps its handle.
     async fn read_files_ahead(
         &self,
         msg: &mut InboundMessage,
@@ -171,7 +173,7 @@ impl Manager {
         let mut staged = msg.clone();
         tokio::select! {
             () = self.inner.staging.stage(&self.inner, &mut staged, within) => {}
-            () = cancel.cancelled() => return,
+            () = cancel.cancelled() => {}
         }
         if let Some(entry) = entry {
             entry.files_staged(&staged.files).await;

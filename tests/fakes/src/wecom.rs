@@ -256,6 +256,8 @@ pub struct Wecom {
     files_held: tokio::sync::watch::Sender<bool>,
     /// Downloads waiting for the hold to end.
     files_waiting: usize,
+    /// Downloads still let through before the hold applies ([`FakeWecom::hold_files_after`]).
+    files_passing: usize,
     next: u64,
 }
 
@@ -291,6 +293,7 @@ impl Wecom {
             hosted: HashMap::new(),
             files_held: tokio::sync::watch::Sender::new(false),
             files_waiting: 0,
+            files_passing: 0,
             next: 0,
         }
     }
@@ -363,7 +366,16 @@ impl Fake<Wecom> {
     /// Holds every file download from now until [`FakeWecom::release_files`]: each waits,
     /// counted by [`FakeWecom::files_waiting`], before it is answered.
     pub fn hold_files(&self) {
-        self.with_state(|s| s.files_held.send_replace(true));
+        self.hold_files_after(0);
+    }
+
+    /// Answers the next `served` file downloads, then holds every one after them as
+    /// [`FakeWecom::hold_files`] does.
+    pub fn hold_files_after(&self, served: usize) {
+        self.with_state(|s| {
+            s.files_passing = served;
+            s.files_held.send_replace(true)
+        });
     }
 
     /// Lets the downloads [`FakeWecom::hold_files`] held go on.

@@ -256,8 +256,12 @@ pub fn decrypt_file(encrypted: &[u8], aeskey: &str) -> Option<Vec<u8>> {
 /// unknown file or a wrong `sign` is 404 / 403.
 /// While the fake holds files, the download waits first (a slow file host).
 pub(super) async fn download(shared: &Arc<Shared>, head: &Head, id: Option<&str>) -> Response {
-    let mut held = shared.lock().files_held.subscribe();
-    if *held.borrow_and_update() {
+    let (mut held, passing) = shared.update(|s| {
+        let passing = s.files_passing > 0;
+        s.files_passing = s.files_passing.saturating_sub(1);
+        (s.files_held.subscribe(), passing)
+    });
+    if *held.borrow_and_update() && !passing {
         shared.update(|s| s.files_waiting += 1);
         tokio::select! {
             _ = held.wait_for(|held| !held) => {}
