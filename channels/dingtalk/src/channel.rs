@@ -165,18 +165,24 @@ fn recipient<'t>(to: &'t SendTarget<'_>) -> Recipient<'t> {
     }
 }
 
-/// A markdown message's title: its first line of text, without markup, cut short.
+/// A markdown message's title: its first line with text once markup is taken out, cut
+/// short. DingTalk refuses an empty title, so a message of markup alone (a line of only
+/// `**` and backticks) is titled by its next line, or `DingTalk`.
 fn title(text: &str) -> String {
     let line = text
         .lines()
-        .map(|l| l.trim_start_matches(['>', '#', '*', ' ', '-']).trim())
-        .find(|l| !l.is_empty())
-        .unwrap_or("DingTalk");
-    let mut title: String = line
-        .chars()
-        .filter(|c| !matches!(c, '*' | '`'))
-        .take(TITLE_CHARS)
-        .collect();
+        .map(|l| {
+            l.trim_start_matches(['>', '#', '*', ' ', '-'])
+                .chars()
+                .filter(|c| !matches!(c, '*' | '`'))
+                .collect::<String>()
+        })
+        .find(|l| !l.trim().is_empty());
+    let Some(line) = line else {
+        return "DingTalk".to_owned();
+    };
+    let line = line.trim();
+    let mut title: String = line.chars().take(TITLE_CHARS).collect();
     if line.chars().count() > TITLE_CHARS {
         title.push('…');
     }
@@ -335,6 +341,9 @@ mod tests {
         assert_eq!(title("**Plan**\n\nship it"), "Plan");
         assert_eq!(title("> **rust**\n> fn main"), "rust");
         assert_eq!(title("\n\n"), "DingTalk");
+        // Inline code holding a backtick, as the renderer writes it, is all markup.
+        assert_eq!(title("**`**\nthe rest"), "the rest");
+        assert_eq!(title("`` ` ``"), "DingTalk");
         let long = "x".repeat(40);
         assert_eq!(title(&long), format!("{}…", "x".repeat(24)));
     }
