@@ -53,8 +53,11 @@ const MAX_THREADS: usize = 10_000;
 const THREAD_ATTEMPTS: u32 = 3;
 /// The longest rate-limit wait for a thread: longer, and the answer goes into the channel.
 const THREAD_WAIT: Duration = Duration::from_secs(5);
-/// The pause before starting a thread again after network or server trouble.
-const THREAD_RETRY: Duration = Duration::from_millis(500);
+/// The pause before a call safe to repeat is made again after network or server trouble.
+const TROUBLE_RETRY: Duration = Duration::from_millis(500);
+/// Calls made in all to show a final in its stream message before the engine sends it as
+/// a new message instead.
+const FINAL_EDIT_ATTEMPTS: u32 = 3;
 
 /// What Discord can show: one message edited in place (about one edit a second), 2000
 /// characters, Discord's Markdown as the agent writes it, files up to 10 MiB. Discord
@@ -329,8 +332,7 @@ impl DiscordChannel {
             };
             let wait = match &error {
                 ApiError::RateLimited { retry_after, .. } => *retry_after,
-                ApiError::Http(http) if http.is_transient() => THREAD_RETRY,
-                ApiError::Api { status, .. } if *status >= 500 => THREAD_RETRY,
+                error if is_trouble(error) => TROUBLE_RETRY,
                 _ => return Err(error),
             };
             if attempt >= THREAD_ATTEMPTS || wait > THREAD_WAIT {
@@ -421,6 +423,23 @@ fn message_id(id: &MessageId) -> ChannelResult<u64> {
     })
 }
 
+/// Message `id` where `to` is answered.
+fn message_ref(to: &SendTarget<'_>, id: &MessageId) -> ChannelResult<MessageRef> {
+    Ok(MessageRef {
+        channel_id: target_channel(to)?,
+        message_id: message_id(id)?,
+    })
+}
+
+/// Network or server trouble: the call may or may not have reached Discord.
+fn is_trouble(error: &ApiError) -> bool {
+    match error {
+        ApiError::Http(http) => http.is_transient(),
+        ApiError::Api { status, .. } => *status >= 500,
+        _ => false,
+    }
+}
+
 #[async_trait]
 impl Channel for DiscordChannel {
     fn identity(&self) -> &ChannelIdentity {
@@ -464,16 +483,30 @@ impl Channel for DiscordChannel {
         self.create(&to, text).await
     }
 
+    /// The stream message shows the final. An edit sets the whole content, so one that met
+    /// network or server trouble (it may have applied: a 502, or a timeout after Discord
+    /// took it) is made again, [`FINAL_EDIT_ATTEMPTS`] calls in all, before the engine sends
+    /// the final as a new message, which would show it twice had the edit applied.
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        self.edit_text(to, id, text).await?;
+        let at = message_ref(&to, id)?;
+        let mut attempt = 1;
+        let edited = loop {
+            match self.api.edit_message(at, text).await {
+                Err(error) if is_trouble(&error) && attempt < FINAL_EDIT_ATTEMPTS => {
+                    tracing::debug!(channel = NAME, %error, attempt, "Showing a final in its Discord message failed; trying again.");
+                    tokio::time::sleep(TROUBLE_RETRY).await;
+                    attempt += 1;
+                }
+                edited => break edited,
+            }
+        };
+        self.telemetry.sending(edited.map_err(ChannelError::from))?;
         self.done(&to).await;
         Ok(())
     }
+
     async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        let at = MessageRef {
-            channel_id: target_channel(&to)?,
-            message_id: message_id(id)?,
-        };
+        let at = message_ref(&to, id)?;
         let edited = self
             .api
             .edit_message(at, text)

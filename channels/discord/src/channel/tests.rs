@@ -348,3 +348,28 @@ async fn a_final_sent_again_under_its_send_key_is_one_message() {
     assert_eq!(again.id, first.id);
     assert_eq!(fake.sent_to("10").len(), 1);
 }
+
+/// Discord took the final edit but the answer was a 502: the edit is made again (it sets
+/// the whole content), and the final is not sent as a second message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_edit_applied_behind_a_server_error_is_made_again_not_sent_anew() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let ch = channel(&fake, json!({}));
+    let chat = ChatId::new("10");
+    let metadata = Map::new();
+    let to = group_target(&chat, &metadata);
+    let stream = ch.start_stream(to, "the ans").await.unwrap();
+    fake.fail_next(
+        "edit_message",
+        discord::Failure::AfterApplying { status: 502 },
+    );
+    ch.finish_stream(to, &stream.id, "the answer")
+        .await
+        .unwrap();
+    let sent = fake.sent_to("10");
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].content, "the answer");
+    let edits = fake.calls_to("edit_message");
+    let statuses: Vec<u16> = edits.iter().map(|c| c.status).collect();
+    assert_eq!(statuses, [502, 200]);
+}

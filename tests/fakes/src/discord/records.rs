@@ -17,6 +17,12 @@ pub enum Failure {
         /// Whether it is the global limit (`X-RateLimit-Global: true`).
         global: bool,
     },
+    /// The call is carried out, then answered with this HTTP status (a gateway's 502 or
+    /// 504 after Discord applied it): the caller cannot tell it landed.
+    AfterApplying {
+        /// HTTP status.
+        status: u16,
+    },
     /// This HTTP status with Discord's JSON error `{code, message}`.
     Error {
         /// HTTP status.

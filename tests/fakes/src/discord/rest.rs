@@ -182,8 +182,23 @@ fn answer(
                 rate_limited(retry_after, global)
             }
             Failure::Error { status, code } => error(status, code, "scripted failure"),
+            Failure::AfterApplying { status } => {
+                apply(inner, route, segs, body, uploads);
+                error(status, 0, "scripted failure after the call applied")
+            }
         };
     }
+    apply(inner, route, segs, body, uploads)
+}
+
+/// Carries out an authorized, unrefused call of `route`.
+fn apply(
+    inner: &mut Discord,
+    route: &'static str,
+    segs: &[&str],
+    body: &Value,
+    uploads: Vec<Upload>,
+) -> Answer {
     let channel = segs.get(3).copied().unwrap_or("").to_owned();
     match route {
         "gateway_bot" => ok(json!({
