@@ -39,7 +39,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use im_bridge_channel::http::{self, HttpError};
 use im_bridge_channel::token::AppCredentials;
-use im_bridge_channel::{FileHosts, MessageId, Secret};
+use im_bridge_channel::{FileHosts, LengthUnit, MessageId, Secret, split};
 
 use crate::config::{FILE_HOSTS, QqSettings};
 use crate::error::{ApiError, DUPLICATE_SEQ};
@@ -174,7 +174,8 @@ impl Api {
     /// A reply QQ refuses for a link ([`ApiError::is_url_refused`]) is sent once more with
     /// its links defanged ([`links::defang`]), under a seq QQ has not seen: the next
     /// counted one, or the keyed seq's [`reply::defanged_seq`]. A keyed reply tried again
-    /// after that goes defanged under that seq at once.
+    /// after that goes defanged under that seq at once. A defanged text over
+    /// [`MAX_REPLY_BYTES`] goes as several replies ([`Self::send_defanged`]).
     pub async fn reply(
         &self,
         ctx: &mut ReplyContext,
@@ -187,7 +188,7 @@ impl Api {
             .map(reply::defanged_seq)
             .filter(|twin| ctx.holds_keyed(*twin));
         let first = match (twin, links::defang(content)) {
-            (Some(twin), Some(defanged)) => self.send_reply(ctx, &defanged, Some(twin)).await,
+            (Some(twin), Some(defanged)) => self.send_defanged(ctx, &defanged, Some(twin)).await,
             _ => self.send_reply(ctx, content, keyed).await,
         };
         let result = match first {
@@ -197,7 +198,7 @@ impl Api {
                         code = error.code(),
                         "QQ refused a link in a reply; it is sent again with its links written as text."
                     );
-                    self.send_reply(ctx, &defanged, keyed.map(reply::defanged_seq))
+                    self.send_defanged(ctx, &defanged, keyed.map(reply::defanged_seq))
                         .await
                 }
                 None => Err(error),
@@ -209,6 +210,31 @@ impl Api {
             ctx.close();
         }
         result
+    }
+
+    /// A defanged reply, within [`MAX_REPLY_BYTES`] a message: a domain's dots grow by two
+    /// bytes each as they are defanged, so a reply the delivery engine cut at the budget can
+    /// outgrow it. It is then split where the engine splits ([`split::split`]), each part
+    /// one reply: the first under `keyed` (the defanged seq, so a retried keyed reply still
+    /// lands once), the rest under counted seqs. The first part's message, or the first
+    /// failure (the parts before it stay sent).
+    async fn send_defanged(
+        &self,
+        ctx: &mut ReplyContext,
+        defanged: &str,
+        keyed: Option<u32>,
+    ) -> Result<Sent, ApiError> {
+        let parts = split::split(defanged, LengthUnit::Bytes, MAX_REPLY_BYTES);
+        let Some((first, rest)) = parts.split_first() else {
+            // Only the empty text has no part, and a defanged text is never empty.
+            return self.send_reply(ctx, defanged, keyed).await;
+        };
+        let sent = self.send_reply(ctx, first, keyed).await?;
+        // A part holding only whitespace shows nothing, and QQ refuses a blank message.
+        for part in rest.iter().filter(|p| !p.trim().is_empty()) {
+            self.send_reply(ctx, part, None).await?;
+        }
+        Ok(sent)
     }
 
     /// One reply as it is written (with one retry on a refused token), its budget given

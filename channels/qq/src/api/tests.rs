@@ -326,6 +326,47 @@ async fn a_keyed_reply_refused_for_a_link_lands_once_under_its_defanged_seq() {
     assert_eq!(ctx.used(), 1);
 }
 
+/// A reply at the budget, every word of it a domain: defanged, it outgrows the budget.
+fn full_of_domains() -> String {
+    let mut text = String::new();
+    while text.len() + "docs.example.org ".len() <= MAX_REPLY_BYTES {
+        text.push_str("docs.example.org ");
+    }
+    text
+}
+
+#[tokio::test]
+async fn a_defanged_reply_over_the_budget_goes_in_parts_within_it() {
+    let (fake, api) = start().await;
+    let text = full_of_domains();
+    let defanged = links::defang(&text).unwrap();
+    assert!(
+        defanged.len() > MAX_REPLY_BYTES,
+        "the case is the one it tests"
+    );
+    let mut ctx = source(&fake, &Event::c2c("U1", "hi"));
+    let sent = api.reply(&mut ctx, &text, None).await.unwrap();
+    assert_eq!(sent.msg_seq, 2, "the first part, after the refused seq 1");
+    let replies = fake.replies();
+    assert_eq!(replies.len(), 2, "{replies:#?}");
+    assert!(replies.iter().all(|r| r.content.len() <= MAX_REPLY_BYTES));
+    let seqs: Vec<u64> = replies.iter().map(|r| r.msg_seq).collect();
+    assert_eq!(seqs, [2, 3]);
+    assert_eq!(sent.id.as_str(), replies[0].id);
+    let joined: String = replies.iter().map(|r| r.content.as_str()).collect();
+    assert_eq!(joined, defanged, "nothing lost, nothing added");
+    assert_eq!(ctx.used(), 2, "each part is a reply");
+    // A keyed reply alike: its first part under the defanged seq, the rest counted.
+    let mut ctx = source(&fake, &Event::group_at("G1", "M1", "hi"));
+    let seq = keyed_seq(0x0123_4567_89ab_cdef);
+    let sent = api.reply(&mut ctx, &text, Some(seq)).await.unwrap();
+    assert_eq!(sent.msg_seq, reply::defanged_seq(seq));
+    let replies = fake.replies_to(ctx.source().as_str());
+    let seqs: Vec<u64> = replies.iter().map(|r| r.msg_seq).collect();
+    assert_eq!(seqs, [u64::from(reply::defanged_seq(seq)), 1]);
+    assert!(replies.iter().all(|r| r.content.len() <= MAX_REPLY_BYTES));
+}
+
 #[tokio::test]
 async fn a_keyed_reply_whose_defanged_send_was_lost_is_sent_again_defanged() {
     let (fake, api) = start().await;
