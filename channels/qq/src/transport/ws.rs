@@ -15,7 +15,10 @@
 //!   is answered at once. Each event (op 0) goes to the [`EventHandler`], and once it is
 //!   taken its `s` becomes the one heartbeats and a Resume echo; an event the handler
 //!   could not take (the daemon overloaded or stopping) ends the connection with `s`
-//!   unchanged, and the Resume has QQ send it again.
+//!   unchanged, and the Resume has QQ send it again: after [`OVERLOAD_BACKOFF`], which
+//!   grows with each such connection in a row (the reconnect policy's own backoff starts
+//!   over after RESUMED), so a daemon that stays overloaded is not resumed into, and
+//!   handed the same event, every second.
 //! - **Reconnect**: op 7 reconnects at once and resumes; op 9 reconnects and resumes when
 //!   `d` is `true`, identifies anew otherwise, and either way the token is fetched again
 //!   (the spec's rule); close codes are sorted by `close` after QQ's table (4008 and
@@ -81,6 +84,14 @@ pub const RECONNECT_BACKOFF: Backoff = Backoff::new(
     Duration::from_secs(30),
     Duration::from_secs(1),
 );
+/// The wait before resuming after a connection that ended on an event the daemon could
+/// not take (it was overloaded): 1 s doubling to 30 s, plus up to 1 s of jitter, for each
+/// such connection in a row, so an overloaded daemon is not met with a Resume (and the
+/// same refused event) every second. Started over after [`OVERLOAD_CALM`].
+pub const OVERLOAD_BACKOFF: Backoff = RECONNECT_BACKOFF;
+/// A connection that ends otherwise, or that was up this long before an event was turned
+/// away, starts [`OVERLOAD_BACKOFF`] over: that overload is a new one.
+pub const OVERLOAD_CALM: Duration = Duration::from_secs(60);
 /// tungstenite's bound on one message; past it the connection fails. Frames between
 /// [`MAX_FRAME_BYTES`] and this are read and dropped.
 const MAX_WS_MESSAGE: usize = 4 * 1024 * 1024;
@@ -95,11 +106,17 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
 pub struct GatewaySettings {
     /// The intents of Identify (default [`INTENTS`]).
     pub intents: u64,
+    /// The waits after connections that ended on an event the daemon could not take
+    /// (default [`OVERLOAD_BACKOFF`]); never shorter than the reconnect policy's.
+    pub overload_backoff: Backoff,
 }
 
 impl Default for GatewaySettings {
     fn default() -> Self {
-        Self { intents: INTENTS }
+        Self {
+            intents: INTENTS,
+            overload_backoff: OVERLOAD_BACKOFF,
+        }
     }
 }
 
@@ -263,6 +280,8 @@ pub(crate) async fn run(
         session: Session::default(),
         handler,
         fatal: None,
+        overload: settings.overload_backoff.clone(),
+        overloaded: false,
     };
     reconnect.drive(&mut gateway, shutdown).await?;
     // A refusal met while serving ended the loop as a shutdown would.
@@ -283,6 +302,12 @@ struct Gateway<'a> {
     /// A refusal met while serving (a fatal close code, a refused token at Identify): the
     /// connection reports a shutdown to end the loop, and [`run`] returns this.
     fatal: Option<GatewayError>,
+    /// The waits after connections the daemon turned an event away on, one after another
+    /// ([`GatewaySettings::overload_backoff`]): the core's policy starts over after every
+    /// connection that saw READY or RESUMED, which such a connection did.
+    overload: Backoff,
+    /// Whether the last connection ended on an event the daemon could not take.
+    overloaded: bool,
 }
 
 impl LongConnection for Gateway<'_> {
@@ -311,6 +336,7 @@ impl LongConnection for Gateway<'_> {
     }
 
     async fn serve(&mut self, ws: Socket, shutdown: &CancellationToken) -> Ended {
+        let started = Instant::now();
         let mut conn = Conn {
             ws,
             api: self.api,
@@ -322,6 +348,16 @@ impl LongConnection for Gateway<'_> {
         };
         let outcome = conn.serve(shutdown).await;
         let served = conn.live;
+        self.overloaded = matches!(
+            outcome,
+            Outcome::Lost {
+                reason: Lost::NotTaken,
+                ..
+            }
+        );
+        if !self.overloaded || started.elapsed() >= OVERLOAD_CALM {
+            self.overload.reset();
+        }
         match outcome {
             Outcome::Shutdown => Ended::Shutdown,
             Outcome::Fatal(error) => {
@@ -346,6 +382,16 @@ impl LongConnection for Gateway<'_> {
                     Ended::Lost { served, reason }
                 }
             }
+        }
+    }
+
+    /// After a connection the daemon turned an event away on, the overload's wait (longer
+    /// for each such connection in a row); otherwise the policy's `backoff`.
+    fn pace(&mut self, _in_a_row: u32, backoff: Duration) -> Result<Duration, GatewayError> {
+        if self.overloaded {
+            Ok(self.overload.next_wait())
+        } else {
+            Ok(backoff)
         }
     }
 }

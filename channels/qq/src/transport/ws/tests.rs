@@ -32,7 +32,16 @@ impl Log {
     }
 
     async fn wait(&self, what: &str, condition: impl Fn(&[String]) -> bool) {
-        let until = Instant::now() + DEADLINE;
+        self.wait_within(what, DEADLINE, condition).await;
+    }
+
+    async fn wait_within(
+        &self,
+        what: &str,
+        deadline: Duration,
+        condition: impl Fn(&[String]) -> bool,
+    ) {
+        let until = Instant::now() + deadline;
         loop {
             let notified = self.changed.notified();
             if condition(&self.lines()) {
@@ -118,7 +127,20 @@ impl Client {
     }
 }
 
+/// No waits between connections.
+fn at_once() -> Backoff {
+    Backoff::new(Duration::ZERO, Duration::ZERO, Duration::ZERO)
+}
+
 fn spawn(fake: &FakeQq) -> Client {
+    let settings = GatewaySettings {
+        intents: INTENTS,
+        overload_backoff: at_once(),
+    };
+    spawn_with(fake, settings, at_once())
+}
+
+fn spawn_with(fake: &FakeQq, settings: GatewaySettings, backoff: Backoff) -> Client {
     let api = Api::new(
         &fake.api_url(),
         &fake.token_url(),
@@ -128,12 +150,7 @@ fn spawn(fake: &FakeQq) -> Client {
     .unwrap();
     let log = Arc::new(Log::default());
     let mut handler = Recorder(log.clone());
-    let settings = GatewaySettings { intents: INTENTS };
-    let reconnect = Telemetry::new("qq-test").reconnect(Backoff::new(
-        Duration::ZERO,
-        Duration::ZERO,
-        Duration::ZERO,
-    ));
+    let reconnect = Telemetry::new("qq-test").reconnect(backoff);
     let task = Spawned::spawn(|shutdown| async move {
         run(&api, &settings, &mut handler, reconnect, &shutdown).await
     });
@@ -269,6 +286,59 @@ async fn an_event_the_daemon_could_not_take_comes_again_by_a_resume() {
         "the last s taken, not the one turned away"
     );
     assert_eq!(fake.identifies().len(), 1);
+    client.stop().await;
+}
+
+/// A daemon that stays overloaded is resumed into less and less often, not every second:
+/// each Resume brings the event turned away, the daemon takes it and turns the next one
+/// away (it has room for one now and then). The channel's own policies, on the paused
+/// clock.
+#[tokio::test(start_paused = true)]
+async fn an_overloaded_daemon_is_resumed_into_less_and_less_often() {
+    let fake = FakeQq::start().await.unwrap();
+    let client = spawn_with(&fake, GatewaySettings::default(), RECONNECT_BACKOFF);
+    client.log.wait("READY", |l| ready_count(l) == 1).await;
+    let window = Duration::from_secs(60);
+    let resumed = |l: &[String]| l.iter().filter(|x| *x == "resumed").count();
+    let mut at = Vec::new();
+    for n in 0..5 {
+        client.log.refuse(1);
+        fake.push(&Event::c2c("U1", "turned away, then taken"));
+        at.push(Instant::now());
+        client
+            .log
+            .wait_within("the Resume that brings it", window, |l| resumed(l) > n)
+            .await;
+    }
+    at.push(Instant::now());
+    let waits: Vec<u64> = at.windows(2).map(|w| (w[1] - w[0]).as_secs()).collect();
+    for (n, wait) in waits.iter().enumerate() {
+        assert!(*wait >= 1 << n, "resumed after {waits:?} s");
+    }
+    assert_eq!(
+        client_events(&client.log.lines()),
+        5,
+        "each taken in the end"
+    );
+    assert_eq!(fake.identifies().len(), 1);
+    // Long after (three beats on this connection, 41 s apart), a new overload is met
+    // with the first wait again.
+    let connection = fake.connections().last().unwrap().id;
+    fake.wait_until("three beats", window * 3, |f| {
+        let beats = f.heartbeats();
+        beats.iter().filter(|b| b.connection == connection).count() >= 3
+    })
+    .await
+    .unwrap();
+    assert!(Instant::now() - at[5] >= OVERLOAD_CALM);
+    client.log.refuse(1);
+    fake.push(&Event::c2c("U1", "after the calm"));
+    let turned_away = Instant::now();
+    client
+        .log
+        .wait("the Resume that brings it", |l| resumed(l) == 6)
+        .await;
+    assert!(Instant::now() - turned_away < Duration::from_secs(2));
     client.stop().await;
 }
 
