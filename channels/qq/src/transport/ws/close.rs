@@ -6,7 +6,12 @@
 //!   timed out, typically right after op 7): reconnect and **resume**, as the table allows;
 //! - 4000–4007 (unknown error, bad op code or payload, not or already authenticated,
 //!   session no longer valid, bad seq): the session is gone, **identify** anew; 4004
-//!   (authentication failed) also means the token was refused, so it is fetched again;
+//!   (authentication failed) also means the token was refused, so it is fetched again.
+//!   For 4001 (invalid opcode) and 4002 (invalid payload) the table allows neither RESUME
+//!   nor IDENTIFY, and the page's own rule for every code but 4009, 4914 and 4915 is
+//!   "identify anew", which is what is done (the next connection is backed off like any
+//!   other). botpy resumes after these, as after every close but its own 9001/9005 (4006
+//!   and 4007 too, which the table forbids), so it is no authority here;
 //! - 4900–4913 (QQ's internal errors, "请重连"): the table allows no RESUME, so
 //!   **identify** anew;
 //! - 4010–4014 (bad shard, sharding required, bad version, bad or unauthorized intents)
@@ -92,7 +97,7 @@ mod tests {
                 refresh_token: true
             }
         );
-        for code in [4000, 4001, 4006, 4007, 4900, 4905, 4913] {
+        for code in [4000, 4001, 4002, 4006, 4007, 4900, 4905, 4913] {
             assert_eq!(
                 after_close(code),
                 AfterClose::Identify {
