@@ -389,7 +389,7 @@ impl LongConnection for Gateway<'_> {
     /// for each such connection in a row); otherwise the policy's `backoff`.
     fn pace(&mut self, _in_a_row: u32, backoff: Duration) -> Result<Duration, GatewayError> {
         if self.overloaded {
-            Ok(self.overload.next_wait())
+            Ok(self.overload.next_wait().max(backoff))
         } else {
             Ok(backoff)
         }
