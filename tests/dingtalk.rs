@@ -123,6 +123,38 @@ async fn issue_16_a_failing_card_creation_falls_back_to_one_markdown_final() {
     falls_back_to_markdown("card_create", Failure::Http(500)).await;
 }
 
+/// DingTalk created the card but its answer was lost (a 504): the answer goes on in that
+/// card, never a second card or message beside one left "working" for good.
+#[tokio::test]
+async fn a_card_created_behind_a_server_error_is_the_one_answered_in() {
+    const ANSWER: &str = "One card, whatever the gateway said.";
+    let dt = Dt::start_with(Setup {
+        cards: true,
+        ..Setup::default()
+    })
+    .await;
+    dt.fake.fail("card_create", 1, Failure::AfterApplying(504));
+    dt.sim.script_next_run(
+        Script::with_answer(ANSWER)
+            .chunks(4)
+            .chunk_delay(Duration::from_millis(300)),
+    );
+    dt.fake
+        .push(&Message::group_text(GROUP, ALICE, "answer me").to_json());
+    dt.fake
+        .wait_until("a finalized card", DEADLINE, |fake| {
+            fake.cards().iter().any(|c| c.finalized())
+        })
+        .await
+        .unwrap();
+    let cards = dt.fake.cards();
+    assert_eq!(cards.len(), 1, "{cards:#?}");
+    assert_eq!(cards[0].content(), ANSWER);
+    assert_eq!(cards[0].finalizations(), 1);
+    assert!(dt.fake.sent().is_empty(), "no markdown besides the card");
+    dt.stop().await;
+}
+
 #[tokio::test]
 async fn issue_16_a_disconnect_frame_reconnects_and_the_next_message_is_served() {
     let dt = Dt::start().await;

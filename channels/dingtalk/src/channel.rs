@@ -13,10 +13,15 @@
 //!   (paced by the delivery engine), and finalized with the final. DingTalk's answer to
 //!   every card call is checked; when the card cannot be created the reply is a markdown
 //!   message, and when the final cannot be written into it the delivery engine sends it as
-//!   one: the user gets the answer exactly once either way.
+//!   one: the user gets the answer exactly once either way. A card whose creation met
+//!   network or server trouble may exist all the same (DingTalk acted, its answer was
+//!   lost): the next stream start, or the final, for that message first tries to write
+//!   into it, so it is not left showing "working" beside a second card or message.
 //! - **Files**: presented files are uploaded (≤ 20 MB) and sent as image or file messages;
 //!   files users send are downloaded through `messageFiles/download`.
 
+use std::collections::VecDeque;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -24,8 +29,8 @@ use bytes::Bytes;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelIdentity, ChannelResult, ChatKind, CommandVocabulary, InboundFile, InboundSink,
-    LengthUnit, MessageId, OutboundFile, RateBudget, SendTarget, SentMessage, Stage, Telemetry,
-    UpdateMode, Writes, fetch_handle, http, transport_ended,
+    LengthUnit, MessageId, OutboundFile, RateBudget, RetryAfterHint, SendTarget, SentMessage,
+    Stage, Telemetry, UpdateMode, Writes, fetch_handle, http, transport_ended,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -55,7 +60,13 @@ pub struct DingTalkChannel {
     allowed_users: AllowedUsers,
     commands: CommandVocabulary,
     telemetry: Telemetry,
+    /// Cards whose creation met network or server trouble (they may exist), by the chat and
+    /// message they answer ([`card_key`]), newest last, at most [`UNCERTAIN_CARDS`].
+    uncertain_cards: Mutex<VecDeque<(String, String)>>,
 }
+
+/// Cards remembered as maybe created (see [`DingTalkChannel::uncertain_cards`]).
+const UNCERTAIN_CARDS: usize = 64;
 
 /// The app as a whole, per API: an enterprise-internal app may call each server API at most
 /// 20 times a second (DingTalk's "调用频率限制", <https://open.dingtalk.com/document/orgapp/invocation-frequency-limit>).
@@ -106,7 +117,52 @@ impl DingTalkChannel {
             allowed_users: ctx.allowed_users.clone(),
             commands: ctx.commands.clone(),
             telemetry,
+            uncertain_cards: Mutex::new(VecDeque::new()),
         })
+    }
+
+    /// Remembers that card `out_track_id`, answering `key`, may exist.
+    fn card_uncertain(&self, key: String, out_track_id: String) {
+        let mut cards = self
+            .uncertain_cards
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        cards.retain(|(k, _)| *k != key);
+        if cards.len() >= UNCERTAIN_CARDS {
+            cards.pop_front();
+        }
+        cards.push_back((key, out_track_id));
+    }
+
+    /// The card that may exist for `key`, forgotten as it is taken.
+    fn take_uncertain_card(&self, key: &str) -> Option<String> {
+        let mut cards = self
+            .uncertain_cards
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let at = cards.iter().position(|(k, _)| k == key)?;
+        cards.remove(at).map(|(_, id)| id)
+    }
+
+    /// Writes `text` into the card that may exist for `to` (see the module docs), finishing
+    /// it with `finalize`: the card's id when it does exist.
+    async fn into_uncertain_card(
+        &self,
+        to: &SendTarget<'_>,
+        text: &str,
+        finalize: bool,
+    ) -> Option<MessageId> {
+        let out_track_id = self.take_uncertain_card(&card_key(to))?;
+        match self.api.stream_card(&out_track_id, text, finalize).await {
+            Ok(()) => {
+                tracing::info!(
+                    channel = NAME,
+                    "A DingTalk card whose creation seemed to fail exists; the answer goes on in it."
+                );
+                Some(MessageId::new(out_track_id))
+            }
+            Err(_) => None,
+        }
     }
 
     /// The robot that received the source message (the app's own by default).
@@ -165,6 +221,12 @@ fn recipient<'t>(to: &'t SendTarget<'_>) -> Recipient<'t> {
     }
 }
 
+/// Which answer a card is: its chat and the message it answers.
+fn card_key(to: &SendTarget<'_>) -> String {
+    let source = to.reply_to.map_or("", |id| id.as_str());
+    format!("{}/{source}", to.chat_id.as_str())
+}
+
 /// A markdown message's title: its first line with text once markup is taken out, cut
 /// short. DingTalk refuses an empty title, so a message of markup alone (a line of only
 /// `**` and backticks) is titled by its next line, or `DingTalk`.
@@ -216,7 +278,14 @@ impl Channel for DingTalkChannel {
         transport_ended(&self.telemetry, result)
     }
 
+    /// A markdown message; a final whose stream could not be started goes into the card
+    /// that start may have created all the same.
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        if to.hints.send_key.is_some()
+            && let Some(id) = self.into_uncertain_card(&to, text, true).await
+        {
+            return Ok(SentMessage { id });
+        }
         self.send_markdown(&to, text).await
     }
 
@@ -227,6 +296,9 @@ impl Channel for DingTalkChannel {
                 "streaming without a card template",
             ));
         };
+        if let Some(id) = self.into_uncertain_card(&to, text, false).await {
+            return Ok(SentMessage { id });
+        }
         let out_track_id = api::new_out_track_id();
         let card = NewCard {
             template_id,
@@ -235,9 +307,18 @@ impl Channel for DingTalkChannel {
             to: recipient(&to),
             content: text,
         };
-        let created = self.api.create_and_deliver_card(&card).await;
-        self.telemetry
-            .sending(created.map_err(ChannelError::from))?;
+        let created = self
+            .api
+            .create_and_deliver_card(&card)
+            .await
+            .map_err(ChannelError::from);
+        if let Err(error) = &created
+            && error.is_transient()
+            && error.retry_after().is_none()
+        {
+            self.card_uncertain(card_key(&to), out_track_id.clone());
+        }
+        self.telemetry.sending(created)?;
         Ok(SentMessage {
             id: MessageId::new(out_track_id),
         })

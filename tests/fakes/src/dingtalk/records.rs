@@ -17,6 +17,9 @@ pub enum Failure {
     /// HTTP 200 with `{success: false, code, message}`: what the card APIs answer when
     /// they did nothing, and what the Python SDK fails to notice.
     SuccessFalse,
+    /// The call is carried out, then answered with this HTTP status (a gateway's 502 or
+    /// 504 after DingTalk acted on it): the caller cannot tell it landed.
+    AfterApplying(u16),
     /// `card_create` only: `success: true`, but the delivery result says `success:
     /// false` (the card exists, nobody sees it).
     NotDelivered,

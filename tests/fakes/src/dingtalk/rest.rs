@@ -134,14 +134,16 @@ fn answer(
         });
     }
     let mut not_delivered = false;
+    let mut after = None;
     if let Some(failure) = inner.failures.take(route, None) {
         match failure {
             Failure::NotDelivered if route == "card_create" => not_delivered = true,
+            Failure::AfterApplying(status) => after = Some(status),
             other => return scripted(other, legacy),
         }
     }
     let fields = &body.json;
-    match route {
+    let applied = match route {
         "open" => json(stream::open(inner, shared.addr, fields)),
         "token" => json(token_answer(inner, fields)),
         "group_send" => json(robot::group_send(inner, fields)),
@@ -152,6 +154,10 @@ fn answer(
         "card_create" => json(card::create(inner, fields, not_delivered)),
         "card_stream" => json(card::stream(inner, fields)),
         _ => json(error(404, "resource.not.found")),
+    };
+    match after {
+        Some(status) => scripted(Failure::AfterApplying(status), legacy),
+        None => applied,
     }
 }
 
@@ -167,6 +173,7 @@ fn scripted(failure: Failure, legacy: bool) -> Answer {
             json(legacy_error(code.parse().unwrap_or(i64::from(status))))
         }
         (Failure::Code(status, code), false) => json(error(status, &code)),
+        (Failure::AfterApplying(status), legacy) => scripted(Failure::Http(status), legacy),
         (Failure::SuccessFalse | Failure::NotDelivered, _) => json((
             200,
             json!({"success": false, "code": code::SCRIPTED, "message": "the fake did nothing"}),
