@@ -17,7 +17,7 @@ pub(crate) mod harness;
 use std::time::Duration;
 
 use im_bridge::simulator::Script;
-use im_bridge_fakes::dingtalk::{Failure, Message};
+use im_bridge_fakes::dingtalk::{Card, Failure, Message};
 
 use harness::{DEADLINE, Dt, Setup};
 
@@ -52,30 +52,9 @@ async fn issue_16_a_group_message_gets_a_markdown_final() {
 #[tokio::test]
 async fn issue_16_a_card_gets_growing_full_texts_and_one_finalize() {
     const ANSWER: &str = "First the plan, then the work, then a long and well deserved rest.";
-    let dt = Dt::start_with(Setup {
-        cards: true,
-        ..Setup::default()
-    })
-    .await;
-    dt.sim.script_next_run(
-        Script::with_answer(ANSWER)
-            .chunks(6)
-            .chunk_delay(Duration::from_millis(400)),
-    );
-    dt.fake
-        .push(&Message::p2p_text(ALICE, "what is the plan?").to_json());
-    dt.fake
-        .wait_until("a finalized card", DEADLINE, |fake| {
-            fake.cards().iter().any(|c| c.finalized())
-        })
-        .await
-        .unwrap();
-    let cards = dt.fake.cards();
-    assert_eq!(cards.len(), 1, "{cards:#?}");
-    let card = &cards[0];
+    let question = Message::p2p_text(ALICE, "what is the plan?");
+    let (dt, card) = answered_in_one_card(ANSWER, question, |_| {}).await;
     assert!(card.open_space_id.ends_with(&format!("IM_ROBOT.{ALICE}")));
-    assert_eq!(card.finalizations(), 1);
-    assert_eq!(card.content(), ANSWER);
     let contents = card.contents();
     assert!(contents.len() >= 2, "the answer streamed: {contents:#?}");
     for pair in contents.windows(2) {
@@ -83,8 +62,53 @@ async fn issue_16_a_card_gets_growing_full_texts_and_one_finalize() {
     }
     assert!(card.updates.iter().all(|u| u.is_full));
     assert!(card.updates.last().unwrap().finalize);
-    assert!(dt.fake.sent().is_empty(), "no markdown besides the card");
     dt.stop().await;
+}
+
+/// DingTalk created the card but its answer was lost (a 504): the answer goes on in that
+/// card, never a second card or message beside one left "working" for good.
+#[tokio::test]
+async fn a_card_created_behind_a_server_error_is_the_one_answered_in() {
+    let question = Message::group_text(GROUP, ALICE, "answer me");
+    let (dt, _) = answered_in_one_card("One card, whatever the gateway said.", question, |dt| {
+        dt.fake.fail("card_create", 1, Failure::AfterApplying(504));
+    })
+    .await;
+    dt.stop().await;
+}
+
+/// With cards on, `question` (after `before`) gets `answer` streamed into one card,
+/// finalized once, and nothing else: that card.
+async fn answered_in_one_card(
+    answer: &str,
+    question: Message,
+    before: impl FnOnce(&Dt),
+) -> (Dt, Card) {
+    let dt = Dt::start_with(Setup {
+        cards: true,
+        ..Setup::default()
+    })
+    .await;
+    before(&dt);
+    dt.sim.script_next_run(
+        Script::with_answer(answer)
+            .chunks(6)
+            .chunk_delay(Duration::from_millis(300)),
+    );
+    dt.fake.push(&question.to_json());
+    dt.fake
+        .wait_until("a finalized card", DEADLINE, |fake| {
+            fake.cards().iter().any(|c| c.finalized())
+        })
+        .await
+        .unwrap();
+    let mut cards = dt.fake.cards();
+    assert_eq!(cards.len(), 1, "{cards:#?}");
+    let card = cards.remove(0);
+    assert_eq!(card.finalizations(), 1);
+    assert_eq!(card.content(), answer);
+    assert!(dt.fake.sent().is_empty(), "no markdown besides the card");
+    (dt, card)
 }
 
 /// The answer arrives once, as markdown, when the card fails at `op`.
@@ -121,38 +145,6 @@ async fn issue_16_a_failing_card_stream_falls_back_to_one_markdown_final() {
 #[tokio::test]
 async fn issue_16_a_failing_card_creation_falls_back_to_one_markdown_final() {
     falls_back_to_markdown("card_create", Failure::Http(500)).await;
-}
-
-/// DingTalk created the card but its answer was lost (a 504): the answer goes on in that
-/// card, never a second card or message beside one left "working" for good.
-#[tokio::test]
-async fn a_card_created_behind_a_server_error_is_the_one_answered_in() {
-    const ANSWER: &str = "One card, whatever the gateway said.";
-    let dt = Dt::start_with(Setup {
-        cards: true,
-        ..Setup::default()
-    })
-    .await;
-    dt.fake.fail("card_create", 1, Failure::AfterApplying(504));
-    dt.sim.script_next_run(
-        Script::with_answer(ANSWER)
-            .chunks(4)
-            .chunk_delay(Duration::from_millis(300)),
-    );
-    dt.fake
-        .push(&Message::group_text(GROUP, ALICE, "answer me").to_json());
-    dt.fake
-        .wait_until("a finalized card", DEADLINE, |fake| {
-            fake.cards().iter().any(|c| c.finalized())
-        })
-        .await
-        .unwrap();
-    let cards = dt.fake.cards();
-    assert_eq!(cards.len(), 1, "{cards:#?}");
-    assert_eq!(cards[0].content(), ANSWER);
-    assert_eq!(cards[0].finalizations(), 1);
-    assert!(dt.fake.sent().is_empty(), "no markdown besides the card");
-    dt.stop().await;
 }
 
 #[tokio::test]
