@@ -8,8 +8,9 @@
 //! ```
 //!
 //! The fake enforces Telegram's flood limits throughout, per chat (a burst of 3, then 1
-//! write/s in a private chat, 20/min in a group) and for the bot as a whole (30 writes at
-//! once, then 30/s: the FAQ's "about 30 messages per second" for bulk notifications), and
+//! write/s in a private chat, 20/min in a group, never more than 20 in any minute) and for
+//! the bot as a whole (30 writes at once, then 30/s, never more than 30 in any second: the
+//! FAQ's "about 30 messages per second" for bulk notifications), and
 //! answers 429 beyond them; the bench fails when any run meets one. The bridge keeps within
 //! both: the chat budget and the channel's bot-wide rate budget (issue 33), so the
 //! throughput phases measure the bot's limit, not the bridge.

@@ -41,13 +41,17 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     min_edit_interval_private: Duration::from_secs(1),
     min_edit_interval_group: Duration::from_secs(3),
     // Telegram's flood limits: a short burst, then about 1 message/s per private chat and
-    // 20 per minute per group.
+    // 20 per minute per group (see [`GROUP_SPACING`]).
     // An answer that is complete within the first partial's hold costs one write, not a
     // stream start and its finish.
     chat_budget: Some(
-        ChatBudget::new(Writes::MESSAGES_EDITS_FILES, 3, Duration::from_secs(1))
-            .in_groups(Duration::from_secs(3))
-            .holding_first_partial(Duration::from_millis(300)),
+        ChatBudget::new(
+            Writes::MESSAGES_EDITS_FILES,
+            CHAT_BURST,
+            Duration::from_secs(1),
+        )
+        .in_groups(GROUP_SPACING)
+        .holding_first_partial(Duration::from_millis(300)),
     ),
     rate_budgets: &[BOT_BUDGET],
     reply_window: None,
@@ -67,14 +71,23 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     finish_closes_stream: false,
 };
 
+/// Writes a quiet chat takes back to back before its spacing applies.
+const CHAT_BURST: u32 = 3;
+
+/// The spacing of writes in a group: "your bot will not be able to send more than 20
+/// messages per minute to the same group" (the Bot API FAQ, "My bot is hitting limits, how
+/// do I avoid this?", <https://core.telegram.org/bots/faq>). A budget lets its burst and
+/// one write per spacing through in any span, so any minute holds at most
+/// [`CHAT_BURST`] + 60 s / spacing writes: 17 a minute after a burst of 3 is 20.
+const GROUP_SPACING: Duration = Duration::from_nanos(60_000_000_000 / 17);
+
 /// The bot as a whole: "If you're sending bulk notifications to multiple users, the API will
-/// not allow more than 30 messages per second or so" (the Bot API FAQ, "My bot is hitting
-/// limits, how do I avoid this?", <https://core.telegram.org/bots/faq>). Every message, edit
-/// and upload counts; the typing hint does not. The sustained rate is Telegram's 30/s; the
-/// burst stays under it (20), so writes counted when sent and delayed on the way still
-/// arrive within Telegram's second.
+/// not allow more than 30 messages per second or so" (the same FAQ). Every message, edit
+/// and upload counts; the typing hint does not. A budget lets its burst and a second's
+/// refill through in any second, so the two together are Telegram's 30: a burst of 5, then
+/// 25 a second.
 pub const BOT_BUDGET: RateBudget =
-    RateBudget::per_second("bot", Writes::MESSAGES_EDITS_FILES, 20, 30);
+    RateBudget::per_second("bot", Writes::MESSAGES_EDITS_FILES, 5, 25);
 
 /// The Telegram channel.
 pub struct TelegramChannel {

@@ -40,8 +40,9 @@
 //! Flood limits (opt-in, off by default so scripted timings stay exact):
 //! [`FakeTelegram::enforce_flood_limits`] with [`FloodLimits::telegram`] makes the fake
 //! throttle as Telegram does, per chat (a burst of 3, then 1 write/s in a private chat and 20
-//! writes/min in a group) and per bot (30 writes/s across chats). A write over budget is
-//! answered 429 with `retry_after`, recorded, and changes nothing;
+//! writes/min in a group, never more than 20 in any minute) and per bot (30 writes/s across
+//! chats, never more than 30 in any second). A write over budget is answered 429 with
+//! `retry_after`, recorded, and changes nothing;
 //! [`FakeTelegram::flood_refusals`] counts those answers.
 //!
 //! Files: [`FakeTelegram::add_file`] (or [`FakeTelegram::with_document`] /
@@ -54,7 +55,7 @@
 //! Children: `incoming` builds the updates a test injects (albums too); `methods` answers the
 //! immediate methods; `html` parses the HTML parse mode into visible text and `entity`s;
 //! `files` holds the files, answers `getFile` and serves downloads;
-//! `flood` is the opt-in token-bucket limiter in front of the writes;
+//! `flood` is the opt-in limiter in front of the writes (token buckets and sliding windows);
 //! `server` is the HTTP edge (routing, parameter parsing, the held `getUpdates`, call
 //! recording).
 
@@ -79,7 +80,7 @@ use crate::skeleton::{Fake, Platform, Recorded};
 pub use crate::wait::WaitTimeout;
 
 pub use entity::Entity;
-pub use flood::{FloodLimits, Rate};
+pub use flood::{FloodLimits, Rate, Window};
 pub use incoming::{Incoming, MAX_ALBUM_ITEMS};
 
 /// The default bot token the fake accepts.

@@ -5,9 +5,13 @@
 //! messages/s per bot overall, and it tolerates a short burst. The fake keeps one bucket per
 //! chat (private when the id is positive, a group otherwise) and one for the bot: a write
 //! goes through only when every bucket it draws on has a token, and then takes one from each.
-//! Over budget it answers 429 with `retry_after` = the whole seconds until a token is back
-//! (at least 1), exactly as the scripted [`Failure::RetryAfter`](super::Failure) does; the
-//! refused call is recorded and changes nothing.
+//! A bucket alone would let its burst *and* a span's refill through in its first span (3 +
+//! 20 writes in a group's first minute), more than the FAQ's figures, so the fake also holds
+//! them as sliding [`Window`]s: at most 20 writes in any 60 s in one group and 30 in any
+//! second for the bot, whatever the buckets say. Over budget it answers 429 with
+//! `retry_after` = the whole seconds until a token is back, or the oldest write leaves its
+//! window (at least 1), exactly as the scripted [`Failure::RetryAfter`](super::Failure)
+//! does; the refused call is recorded and changes nothing.
 //!
 //! What counts: the writes that create or change a message (`sendMessage`,
 //! `editMessageText`, `sendPhoto`, `sendDocument`) and only when they succeed, so a 400
@@ -23,7 +27,7 @@
 //! of GCRA): a write at `now` is admitted when `max(full_at, now) + every - now` stays within
 //! `burst × every`, which is a token bucket of `burst` tokens refilled one per `every`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -83,6 +87,41 @@ impl Rate {
     }
 }
 
+/// At most `limit` writes in any `span` (a sliding window): how Telegram states its
+/// figures ("no more than 20 messages per minute" in a group), which no burst may exceed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// Writes allowed within one span (0 is taken as 1).
+    pub limit: u32,
+    /// The span: a write counts until this long after it.
+    pub span: Duration,
+}
+
+impl Window {
+    /// How long a write at `now` must wait, given the writes admitted so far (`recent`,
+    /// oldest first); zero = it may go. Forgets the writes that left the window, which
+    /// changes no answer.
+    fn wait(&self, recent: &mut VecDeque<Instant>, now: Instant) -> Duration {
+        while recent.front().is_some_and(|at| *at + self.span <= now) {
+            recent.pop_front();
+        }
+        let limit = self.limit.max(1) as usize;
+        match recent.len().checked_sub(limit) {
+            // The write that has to leave for one more to fit.
+            Some(index) => (recent[index] + self.span).saturating_duration_since(now),
+            None => Duration::ZERO,
+        }
+    }
+
+    /// Counts a write at `now`; keeps at most `limit` writes, all an answer needs.
+    fn admit(&self, recent: &mut VecDeque<Instant>, now: Instant) {
+        recent.push_back(now);
+        while recent.len() > self.limit.max(1) as usize {
+            recent.pop_front();
+        }
+    }
+}
+
 /// The limits the fake enforces once switched on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FloodLimits {
@@ -92,16 +131,29 @@ pub struct FloodLimits {
     pub group: Rate,
     /// The bot across all chats.
     pub global: Rate,
+    /// Each group's writes in any span, on top of its bucket.
+    pub group_window: Window,
+    /// The bot's writes in any span, on top of its bucket.
+    pub global_window: Window,
 }
 
 impl FloodLimits {
     /// Telegram's published limits: a burst of 3, then 1 write/s per private chat and 20
-    /// writes/min per group; 30 writes/s per bot across chats.
+    /// writes/min per group, never more than 20 in any minute; 30 writes/s per bot across
+    /// chats, never more than 30 in any second.
     pub fn telegram() -> Self {
         Self {
             private: Rate::per_second(3, 1),
             group: Rate::per_minute(3, 20),
             global: Rate::per_second(30, 30),
+            group_window: Window {
+                limit: 20,
+                span: Duration::from_secs(60),
+            },
+            global_window: Window {
+                limit: 30,
+                span: Duration::from_secs(1),
+            },
         }
     }
 
@@ -126,8 +178,13 @@ pub(crate) struct Flood {
     limits: Option<FloodLimits>,
     /// When each chat's bucket is full again; bounded by [`MAX_CHATS`].
     chats: HashMap<i64, Instant>,
+    /// Each group's writes within its window, oldest first (at most the window's limit
+    /// each); bounded by [`MAX_CHATS`].
+    groups: HashMap<i64, VecDeque<Instant>>,
     /// When the bot's bucket is full again (`None` = full).
     global: Option<Instant>,
+    /// The bot's writes within its window, oldest first (at most the window's limit).
+    recent: VecDeque<Instant>,
     /// 429s answered by the limiter.
     refusals: u64,
 }
@@ -138,10 +195,18 @@ impl Flood {
     fn refuse(&mut self, chat: Option<i64>, now: Instant) -> Option<Duration> {
         let limits = self.limits?;
         let global = limits.global.wait(self.global, now);
-        let chat = chat.map_or(Duration::ZERO, |c| {
+        let global_window = limits.global_window.wait(&mut self.recent, now);
+        let chat_bucket = chat.map_or(Duration::ZERO, |c| {
             limits.for_chat(c).wait(self.chats.get(&c).copied(), now)
         });
-        let wait = global.max(chat);
+        let group_window = chat
+            .and_then(|c| self.groups.get_mut(&c))
+            .map_or(Duration::ZERO, |recent| {
+                limits.group_window.wait(recent, now)
+            });
+        let wait = [global, global_window, chat_bucket, group_window]
+            .into_iter()
+            .fold(Duration::ZERO, Duration::max);
         if wait.is_zero() {
             return None;
         }
@@ -149,12 +214,14 @@ impl Flood {
         Some(wait)
     }
 
-    /// Takes a token from every bucket a write to `chat` at `now` draws on.
+    /// Takes a token from every bucket a write to `chat` at `now` draws on, and counts it
+    /// in every window.
     fn spend(&mut self, chat: Option<i64>, now: Instant) {
         let Some(limits) = self.limits else {
             return;
         };
         self.global = Some(limits.global.after_write(self.global, now));
+        limits.global_window.admit(&mut self.recent, now);
         let Some(chat) = chat else {
             return;
         };
@@ -164,6 +231,17 @@ impl Flood {
         let rate = limits.for_chat(chat);
         let full_at = rate.after_write(self.chats.get(&chat).copied(), now);
         self.chats.insert(chat, full_at);
+        if chat > 0 {
+            return;
+        }
+        let span = limits.group_window.span;
+        if self.groups.len() >= MAX_CHATS {
+            // A group whose newest write left its window holds nothing that counts.
+            self.groups
+                .retain(|_, recent| recent.back().is_some_and(|at| *at + span > now));
+        }
+        let recent = self.groups.entry(chat).or_default();
+        limits.group_window.admit(recent, now);
     }
 }
 
@@ -202,7 +280,9 @@ impl FakeTelegram {
         let mut inner = self.shared.lock();
         inner.flood.limits = Some(limits);
         inner.flood.chats.clear();
+        inner.flood.groups.clear();
         inner.flood.global = None;
+        inner.flood.recent.clear();
     }
 
     /// How many 429s the flood limiter has answered (scripted failures not included).
@@ -278,21 +358,36 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_group_takes_a_burst_of_three_then_twenty_writes_a_minute() {
+    async fn a_group_takes_a_burst_of_three_then_one_write_per_three_seconds() {
         let mut f = flood(FloodLimits::telegram());
         for _ in 0..3 {
             assert_eq!(write(&mut f, GROUP), Ok(()));
         }
         assert_eq!(write(&mut f, GROUP), Err(3), "one write per 3 s in a group");
-        // Trying every second for a minute gets exactly 20 writes through.
-        let mut sent = 0;
-        for _ in 0..60 {
-            advance(Duration::from_secs(1)).await;
-            sent += usize::from(write(&mut f, GROUP).is_ok());
-        }
-        assert_eq!(sent, 20);
         // A private chat at the same pace would have had one a second.
+        advance(Duration::from_secs(1)).await;
         assert_eq!(write(&mut f, PRIVATE), Ok(()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_group_takes_no_more_than_twenty_writes_in_any_minute() {
+        let mut f = flood(FloodLimits::telegram());
+        for _ in 0..3 {
+            write(&mut f, GROUP).unwrap();
+        }
+        // Trying every second: the bucket alone would let 20 more through by 60 s, 23 in
+        // the group's first minute; the window stops the 21st until the burst leaves it.
+        let mut landed = vec![0];
+        for t in 1..=60 {
+            advance(Duration::from_secs(1)).await;
+            match write(&mut f, GROUP) {
+                Ok(()) => landed.push(t),
+                Err(secs) if t >= 54 => assert_eq!(secs, 60 - t, "at {t} s"),
+                Err(_) => {}
+            }
+        }
+        assert_eq!(landed.len(), 1 + 18, "{landed:?}");
+        assert_eq!(landed[landed.len() - 2..], [51, 60], "{landed:?}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -309,16 +404,19 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_bot_wide_bucket_caps_writes_across_chats() {
+    async fn the_bot_wide_limits_cap_writes_across_chats() {
         let mut f = flood(FloodLimits::telegram());
         for chat in 1..=30 {
             assert_eq!(write(&mut f, chat), Ok(()), "chat {chat}");
         }
         // The 31st chat has its own tokens but the bot has none: 33 ms rounds up to 1 s.
         assert_eq!(write(&mut f, 31), Err(1));
+        // A token is back, but 30 writes are still within the last second.
         advance(Duration::from_secs(1) / 30).await;
+        assert_eq!(write(&mut f, 31), Err(1));
+        advance(Duration::from_secs(1) - Duration::from_secs(1) / 30).await;
         assert_eq!(write(&mut f, 31), Ok(()));
-        assert_eq!(write(&mut f, 32), Err(1));
+        assert_eq!(write(&mut f, 32), Ok(()), "the bucket refilled meanwhile");
 
         // Configurable: 5 writes at once, then 1 per 2 s, whichever chat.
         let mut f = flood(FloodLimits {
@@ -329,6 +427,22 @@ mod tests {
             write(&mut f, chat).unwrap();
         }
         assert_eq!(write(&mut f, 6), Err(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_bot_takes_no_more_than_thirty_writes_in_any_second() {
+        let mut f = flood(FloodLimits::telegram());
+        // 20 at once, then one every 33 ms: the bucket would let all 50 through within the
+        // first second; the window only 30.
+        let mut landed = 0;
+        for chat in 1..=20 {
+            landed += usize::from(write(&mut f, chat).is_ok());
+        }
+        for chat in 21..=50 {
+            advance(Duration::from_millis(33)).await;
+            landed += usize::from(write(&mut f, chat).is_ok());
+        }
+        assert_eq!(landed, 30);
     }
 
     #[tokio::test(start_paused = true)]
