@@ -206,6 +206,59 @@ async fn files_upload_as_photos_or_documents() {
     assert_eq!(fake.calls_to("sendDocument").len(), 2);
 }
 
+/// A group upgraded to a supergroup: an upload to the old id is refused with the new one,
+/// and made once more there, a photo and a document alike, replying to nothing (the
+/// supergroup numbers its messages anew).
+#[tokio::test]
+async fn files_for_a_group_that_became_a_supergroup_go_to_the_supergroup() {
+    const OLD_GROUP: i64 = -4_123_456_789;
+    let (fake, channel, _) = setup().await;
+    let dir = tempfile::tempdir().unwrap();
+    let supergroup = fake.migrate_group(OLD_GROUP);
+    let chat = ChatId::new(OLD_GROUP.to_string());
+    let reply = Reply::to("5");
+    let t = SendTarget {
+        chat_id: &chat,
+        chat_kind: ChatKind::Group,
+        ..reply.target()
+    };
+    let files = [
+        attachment(&dir, "chart.png", b"\x89PNG fake", "image/png"),
+        attachment(&dir, "report.pdf", b"%PDF-1.7 fake", "application/pdf"),
+    ];
+    for file in &files {
+        channel.send_file(t, file).await.unwrap();
+    }
+    let uploads: Vec<_> = fake
+        .calls()
+        .into_iter()
+        .filter(|c| c.method == "sendPhoto" || c.method == "sendDocument")
+        .map(|c| (c.method.clone(), c.int("chat_id"), c.status))
+        .collect();
+    let call = |method: &str, chat, status| (method.to_owned(), Some(chat), status);
+    assert_eq!(
+        uploads,
+        [
+            call("sendPhoto", OLD_GROUP, 400),
+            call("sendPhoto", supergroup, 200),
+            call("sendDocument", OLD_GROUP, 400),
+            call("sendDocument", supergroup, 200),
+        ]
+    );
+    assert!(
+        fake.calls()
+            .iter()
+            .filter(|c| c.int("chat_id") == Some(supergroup))
+            .all(|c| c.params.get("reply_parameters").is_none())
+    );
+    let shown: Vec<_> = fake
+        .bot_messages(supergroup)
+        .iter()
+        .map(|m| (m.kind, m.reply_to))
+        .collect();
+    assert_eq!(shown, [("photo", None), ("document", None)]);
+}
+
 #[tokio::test]
 async fn oversized_files_are_refused_before_upload() {
     let (fake, channel, _) = setup().await;

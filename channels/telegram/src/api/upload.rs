@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use im_bridge_channel::http::HttpError;
 
 use super::{Api, answer};
@@ -55,8 +56,8 @@ pub struct Upload {
     pub filename: String,
     /// The MIME type.
     pub mime_type: String,
-    /// The content.
-    pub bytes: Vec<u8>,
+    /// The content (shared: a retried upload sends the same bytes).
+    pub bytes: Bytes,
 }
 
 impl Api {
@@ -69,7 +70,8 @@ impl Api {
         } else {
             OCTET_STREAM
         };
-        let part = reqwest::multipart::Part::bytes(upload.bytes)
+        let length = upload.bytes.len() as u64;
+        let part = reqwest::multipart::Part::stream_with_length(upload.bytes, length)
             .file_name(upload.filename.clone())
             .mime_str(mime)
             .map_err(|_| TelegramError::Upload {

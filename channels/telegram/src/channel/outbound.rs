@@ -11,17 +11,18 @@
 //!   deleted question does not lose its answer.
 //! - An edit Telegram reports as "not modified" is a success.
 //! - A group upgraded to a supergroup has a new chat id, and a call to the old one is
-//!   refused with `migrate_to_chat_id`: a text, an edit and the typing hint are made once
-//!   more in the new chat ([`migrating`]), logged at info, the text replying to nothing
-//!   (the supergroup numbers its messages anew; an edited message is most likely one a
-//!   retried send put there); a reaction, on the old group's message, is not made. (Files
-//!   are not retried: the upload's bytes are gone by then; it fails as refused.)
+//!   refused with `migrate_to_chat_id`: a text, an edit, an upload and the typing hint are
+//!   made once more in the new chat ([`migrating`]), logged at info, a text or file
+//!   replying to nothing (the supergroup numbers its messages anew; an edited message is
+//!   most likely one a retried send put there); a reaction, on the old group's message, is
+//!   not made.
 //! - Reactions (`setMessageReaction`) go on the source message: 👀 for one that waits its
 //!   turn, 🤷 for one turned away, both on Telegram's list of reaction emoji.
 //! - Files: images up to 10 MB go through `sendPhoto` (falling back to `sendDocument` when
 //!   Telegram refuses the picture), anything up to 50 MB through `sendDocument`; larger
 //!   files are refused before any byte is read.
 
+use bytes::Bytes;
 use im_bridge_channel::http::HttpError;
 use im_bridge_channel::{
     ChannelError, ChannelResult, MessageId, OutboundFile, Reaction, SendTarget, SentMessage,
@@ -71,9 +72,10 @@ pub(crate) fn forum_topic(target: &SendTarget<'_>) -> Option<i64> {
 
 /// `call(chat, false)`, and once more as `call(supergroup, true)` when Telegram answers
 /// that the group became a supergroup (a reply to a message sent before the upgrade). The
-/// supergroup numbers its messages anew, so a retried send replies to nothing there, and a
-/// reaction (always on the user's message, the old group's) is not made there at all; an
-/// edit is (its message is most likely one a retried send put in the supergroup).
+/// supergroup numbers its messages anew, so a retried send or upload replies to nothing
+/// there, and a reaction (always on the user's message, the old group's) is not made there
+/// at all; an edit is (its message is most likely one a retried send put in the
+/// supergroup).
 async fn migrating<T, F, Fut>(chat: i64, call: F) -> Result<T, TelegramError>
 where
     F: Fn(i64, bool) -> Fut,
@@ -197,7 +199,8 @@ pub(crate) async fn edit_text(
     }
 }
 
-/// `sendPhoto` or `sendDocument`, answering the source message.
+/// `sendPhoto` or `sendDocument`, answering the source message (in the supergroup a group
+/// became, replying to nothing there).
 pub(crate) async fn send_file(api: &Api, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
     let chat = chat_id(&to)?;
     let too_large = |size: u64| TelegramError::Upload {
@@ -218,29 +221,37 @@ pub(crate) async fn send_file(api: &Api, to: SendTarget<'_>, file: &OutboundFile
         return Err(too_large(bytes.len() as u64).into());
     }
     let as_photo = file.is_image && (bytes.len() as u64) <= MAX_PHOTO_BYTES;
-    let upload = |kind, bytes| Upload {
-        kind,
-        chat_id: chat,
-        reply: reply_to(&to),
-        forum_topic: forum_topic(&to),
-        filename: file.filename.clone(),
-        mime_type: file.mime_type.clone(),
-        bytes,
-    };
-    if as_photo {
-        match api
-            .send_file(upload(UploadKind::Photo, bytes.clone()))
-            .await
-        {
-            Ok(_) => return Ok(()),
-            // Telegram refuses some pictures (dimensions, formats); a document still works.
-            Err(TelegramError::Api { code: 400, .. }) => {
-                tracing::debug!("Telegram refused a picture as a photo; sending it as a document.");
+    // Shared, not copied, by every attempt (a photo refused, a group migrated).
+    let bytes = Bytes::from(bytes);
+    let bytes = &bytes;
+    migrating(chat, |chat_id, migrated| {
+        let upload = move |kind| Upload {
+            kind,
+            chat_id,
+            reply: if migrated { None } else { reply_to(&to) },
+            forum_topic: forum_topic(&to),
+            filename: file.filename.clone(),
+            mime_type: file.mime_type.clone(),
+            bytes: bytes.clone(),
+        };
+        async move {
+            if as_photo {
+                match api.send_file(upload(UploadKind::Photo)).await {
+                    Ok(_) => return Ok(()),
+                    // Telegram refuses some pictures (dimensions, formats); a document
+                    // still works.
+                    Err(TelegramError::Api { code: 400, .. }) => {
+                        tracing::debug!(
+                            "Telegram refused a picture as a photo; sending it as a document."
+                        );
+                    }
+                    Err(error) => return Err(error),
+                }
             }
-            Err(error) => return Err(error.into()),
+            api.send_file(upload(UploadKind::Document)).await.map(drop)
         }
-    }
-    api.send_file(upload(UploadKind::Document, bytes)).await?;
+    })
+    .await?;
     Ok(())
 }
 
