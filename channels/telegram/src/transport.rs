@@ -28,8 +28,6 @@ mod poll;
 mod retry;
 mod webhook;
 
-use self::retry::Refused;
-
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -114,9 +112,7 @@ impl Intake {
         &self,
         shutdown: &CancellationToken,
     ) -> ChannelResult<Option<User>> {
-        let me = retry::until_ok(self, shutdown, "getMe", Refused::Stops, || {
-            self.api.get_me()
-        });
+        let me = retry::until_ok(self, shutdown, "getMe", || self.api.get_me());
         let me = me.await?;
         if let Some(me) = &me {
             self.set_bot_username(me.username.clone());

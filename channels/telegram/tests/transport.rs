@@ -236,12 +236,57 @@ async fn a_refused_token_stops_the_channel() {
     let settings =
         TelegramSettings::new(Secret::new("1:not-the-token")).with_api_url(fake.api_url());
     let channel = TelegramChannel::new(settings, &build_context(AllowedUsers::Anyone)).unwrap();
+    let text = stops_with(&channel).await;
+    assert!(text.contains("401"), "{text}");
+}
+
+/// Runs `channel` until its transport stops on its own, which it must within the
+/// deadline; the error it stops with, displayed and debug-printed.
+async fn stops_with(channel: &TelegramChannel) -> String {
     let (sink, _queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
     let error = tokio::time::timeout(DEADLINE, channel.run(sink, CancellationToken::new()))
         .await
-        .unwrap()
+        .expect("the transport stops instead of retrying")
         .unwrap_err();
-    assert!(error.to_string().contains("401"), "{error}");
+    format!("{error} {error:?}")
+}
+
+/// A poll Telegram refuses (a 404 for a path with no bot behind it, a 400 for a bad
+/// request) cannot pass on a retry: the transport stops with Telegram's reason, for the
+/// supervisor to restart afresh. Another poller's 409 is waited out meanwhile.
+#[tokio::test]
+async fn a_refused_poll_stops_the_channel_and_a_conflict_is_retried() {
+    for refusal in [
+        Failure::Status(404, "Not Found".into()),
+        Failure::Status(400, "Bad Request: wrong offset specified".into()),
+    ] {
+        let fake = FakeTelegram::start().await.unwrap();
+        fake.fail(
+            "getUpdates",
+            Trigger::Nth(1),
+            Failure::Status(
+                409,
+                "Conflict: terminated by other getUpdates request".into(),
+            ),
+        );
+        fake.fail("getUpdates", Trigger::Always, refusal.clone());
+        let channel = TelegramChannel::new(
+            polling(&fake, Duration::from_secs(1)),
+            &build_context(AllowedUsers::Anyone),
+        )
+        .unwrap();
+        let text = stops_with(&channel).await;
+        let Failure::Status(code, description) = refusal else {
+            unreachable!()
+        };
+        assert!(
+            text.contains("getUpdates") && text.contains(&format!("{code} {description}")),
+            "{text}"
+        );
+        assert!(!text.contains(TOKEN), "{text}");
+        assert_eq!(fake.statuses("getUpdates"), [409, code], "asked once more");
+        assert!(!channel.is_connected());
+    }
 }
 
 #[tokio::test]
@@ -266,12 +311,7 @@ async fn a_refused_webhook_stops_the_channel_and_a_failing_one_is_retried() {
     }
     let probe = TelemetryProbe::new();
     let (channel, host) = webhook_channel(settings, listener, AllowedUsers::Anyone, &probe).await;
-    let (sink, _queue) = inbound_queue(NonZeroUsize::new(1).unwrap());
-    let error = tokio::time::timeout(DEADLINE, channel.run(sink, CancellationToken::new()))
-        .await
-        .expect("the transport stops instead of retrying")
-        .unwrap_err();
-    let text = format!("{error} {error:?}");
+    let text = stops_with(&channel).await;
     assert!(
         text.contains("setWebhook") && text.contains("ports 80, 88, 443 or 8443"),
         "{text}"

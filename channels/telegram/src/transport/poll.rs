@@ -18,8 +18,9 @@
 //!
 //! Connection state: connected once `deleteWebhook` succeeded, then after every successful
 //! poll. Failures go through the transports' one retry loop ([`until_ok`]): disconnected,
-//! a jittered doubling delay or Telegram's `retry_after`; a refused token, or a refused
-//! `deleteWebhook`, ends the transport with an error.
+//! a jittered doubling delay or Telegram's `retry_after`; a refusal (a 4xx but 429 and
+//! 409: a wrong token, a bad request) of `deleteWebhook` or of a poll ends the transport
+//! with an error, and the restart polls afresh.
 //!
 //! Child: `backlog` — the updates received and not yet acknowledged.
 
@@ -34,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::backlog::Backlog;
 use super::Intake;
-use super::retry::{Refused, until_ok};
+use super::retry::until_ok;
 
 /// How often the poller asks again while an album gathers.
 const ALBUM_POLL_PACE: Duration = Duration::from_millis(250);
@@ -46,7 +47,7 @@ pub(crate) async fn run(
     shutdown: &CancellationToken,
     timeout: Duration,
 ) -> ChannelResult<ChannelExit> {
-    let deleted = until_ok(intake, shutdown, "deleteWebhook", Refused::Stops, || {
+    let deleted = until_ok(intake, shutdown, "deleteWebhook", || {
         intake.api.delete_webhook()
     });
     if deleted.await?.is_none() {
@@ -78,7 +79,7 @@ pub(crate) async fn run(
             None => timeout,
         };
         let offset = backlog.offset();
-        let polled = until_ok(intake, shutdown, "getUpdates", Refused::Retries, || {
+        let polled = until_ok(intake, shutdown, "getUpdates", || {
             intake.api.get_updates(offset, wait)
         });
         let Some(updates) = polled.await? else {

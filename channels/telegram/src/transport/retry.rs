@@ -3,14 +3,16 @@
 //!
 //! A failure marks the channel disconnected, counts a `receiving` error and waits before
 //! the next attempt: Telegram's `retry_after` when it sent one (a 429), otherwise a
-//! jittered, doubling [`Backoff`]. A refused token (401) is permanent: the loop ends with
-//! an error and the daemon's supervisor decides what happens next (it restarts the
-//! transport after its own, longer backoff). So is any other refusal ([`Refused::Stops`]:
-//! a 4xx but 429 and 409) of a call the transport cannot start without, whose request
-//! never changes (`getMe`, `deleteWebhook`, `setWebhook`: "bad webhook: Webhook can be set
-//! up only on ports 80, 88, 443 or 8443" fails the same way forever). `getUpdates` retries
-//! refusals ([`Refused::Retries`]). A 429, a 5xx and a network failure are always retried.
-//! Every wait `select!`s on shutdown.
+//! jittered, doubling [`Backoff`]. A 429, a 5xx, a 409 (another poller or a webhook, which
+//! may go away) and a network failure are retried. A refusal
+//! ([`TelegramError::is_refusal`]: 401, or another 4xx but 429 and 409) is permanent: the
+//! loop ends with an error naming the method and Telegram's reason, and the daemon's
+//! supervisor decides what happens next (it restarts the transport after its own, longer
+//! backoff). None of these calls changes between attempts in a way a refusal could pass
+//! on: a 401 or 404 on the bot's path is a wrong token; "bad webhook: Webhook can be set up
+//! only on ports 80, 88, 443 or 8443" fails the same way forever; and a `getUpdates` is
+//! built from the configuration and Telegram's own update ids, so a 400 there repeats too,
+//! while the restart polls afresh, without the offset. Every wait `select!`s on shutdown.
 
 use std::future::Future;
 use std::time::Duration;
@@ -21,24 +23,12 @@ use tokio_util::sync::CancellationToken;
 use super::Intake;
 use crate::error::TelegramError;
 
-/// What a refusal of the call (a 4xx but 429 and 409; see [`TelegramError::is_refusal`])
-/// does; a refused token always stops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Refused {
-    /// Stops the transport with an error: the call is the same every time.
-    Stops,
-    /// Is retried like any failure.
-    Retries,
-}
-
 /// Calls `call` until it succeeds. `Ok(None)` = shutdown came first; `Err` = Telegram
-/// refused the bot token, or (`refused` = [`Refused::Stops`]) the call itself. `method`
-/// names the call in logs.
+/// refused the bot token or the call itself. `method` names the call in logs.
 pub(crate) async fn until_ok<T, F, Fut>(
     intake: &Intake,
     shutdown: &CancellationToken,
     method: &'static str,
-    refused: Refused,
     mut call: F,
 ) -> Result<Option<T>, ChannelError>
 where
@@ -61,9 +51,9 @@ where
             tracing::error!(%error, method, "Telegram refused the bot token; the channel stops.");
             return Err(error.into());
         }
-        if refused == Refused::Stops && error.is_refusal() {
+        if error.is_refusal() {
             // Telegram's description names the problem, never the token or the URL.
-            tracing::error!(%error, method, "Telegram refused a call the channel cannot start without; the channel stops until the configuration is fixed.");
+            tracing::error!(%error, method, "Telegram refused a call the channel cannot run without; the channel stops.");
             return Err(error.into());
         }
         let wait = error.retry_after().unwrap_or_else(|| backoff.next_delay());

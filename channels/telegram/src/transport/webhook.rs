@@ -49,7 +49,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::album::Albums;
-use super::retry::{Refused, until_ok};
+use super::retry::until_ok;
 use super::{ALBUM_WINDOW, Intake};
 use crate::config::WebhookSettings;
 use crate::model::Update;
@@ -200,7 +200,7 @@ async fn register(
     hook: &WebhookSettings,
     shutdown: &CancellationToken,
 ) -> ChannelResult<bool> {
-    let registered = until_ok(intake, shutdown, "setWebhook", Refused::Stops, || {
+    let registered = until_ok(intake, shutdown, "setWebhook", || {
         intake.api.set_webhook(&hook.public_url, &hook.secret_token)
     });
     if registered.await?.is_none() {
