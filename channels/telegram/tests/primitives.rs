@@ -4,6 +4,9 @@
 // Helpers outside `#[test]` functions fail the test by panicking, like the tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "primitives/flood.rs"]
+mod flood;
+
 use std::time::Duration;
 
 use bytes::Bytes;

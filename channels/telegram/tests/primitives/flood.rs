@@ -7,9 +7,6 @@
 //! when that sum is over Telegram's figure (it was 3 + 20 in a group's first minute and
 //! 20 + 30 in the bot's first second).
 
-// Helpers outside `#[test]` functions fail the test by panicking, like the tests.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::sync::Arc;
 use std::time::Duration;
 
