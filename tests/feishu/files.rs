@@ -1,6 +1,7 @@
 //! Files on Feishu: the files the agent presents are uploaded (an image as an image,
 //! anything else as a file) and sent as messages replying to the answer; photos sent
-//! together are one question. (An image reaching the agent is the conformance suite's.)
+//! together are one question, acknowledged to Feishu only once that question was admitted.
+//! (An image reaching the agent is the conformance suite's.)
 
 use im_bridge::simulator::Script;
 use im_bridge_fakes::feishu::Event;
@@ -133,5 +134,52 @@ async fn issue_15_photos_sent_together_are_one_question() {
             .await
             .unwrap();
     }
+    fs.stop().await;
+}
+
+/// A bridge that stops while it gathers a burst has acknowledged none of its photos, so
+/// Feishu delivers them again, and the restarted bridge answers them once, as one question.
+#[tokio::test]
+async fn a_burst_cut_short_by_a_stop_is_delivered_again_and_answered_once() {
+    let fs = Fs::start().await;
+    // Feishu re-pushes what it did not see acknowledged (3 s; the test's 2 s).
+    fs.fake
+        .set_repush_after(Some(std::time::Duration::from_secs(2)));
+    let photos = [("om_cut_1", "img_cut_1"), ("om_cut_2", "img_cut_2")];
+    let mut events = Vec::new();
+    for (message, key) in photos {
+        fs.fake
+            .put_resource(message, key, b"\xff\xd8 a photo".to_vec(), "p.jpg");
+        let event = Event::image(CHAT, ALICE, key).p2p().message_id(message);
+        events.push(fs.fake.push_event(&event.to_json()).event_id);
+    }
+    // Both photos arrived (each has its `OK`): the burst is being gathered. Stop now.
+    for (message, _) in photos {
+        fs.fake
+            .wait_until("its OK reaction", DEADLINE, |fake| {
+                fake.reactions(message).contains(&"OK".to_owned())
+            })
+            .await
+            .unwrap();
+    }
+    let (fake, sim) = fs.stop_keeping().await;
+    let acked: Vec<_> = fake
+        .acks()
+        .into_iter()
+        .filter(|a| a.code == Some(200))
+        .collect();
+    assert!(acked.is_empty(), "acked before admission: {acked:#?}");
+    assert!(sim.thread_ids().is_empty(), "nothing ran");
+    sim.script_next_run(Script::with_answer("Two photos, once.").chunks(1));
+    let fs = Fs::restart_on(fake, sim).await;
+    fs.wait_card("the answer", "Two photos, once.").await;
+    for event in &events {
+        fs.fake.wait_acked(event, DEADLINE).await.unwrap();
+    }
+    let threads = fs.sim.thread_ids();
+    assert_eq!(threads.len(), 1);
+    assert_eq!(fs.sim.runs(&threads[0]).len(), 1, "answered once");
+    assert_eq!(fs.sim.uploads(&threads[0]).len(), 2, "both photos");
+    assert_eq!(cards(&fs).len(), 1, "one answer");
     fs.stop().await;
 }

@@ -61,6 +61,31 @@ impl Fs {
             ..ClientConfig::default()
         });
         let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
+        Self::start_on(fake, sim, webhook, locale, allowed_users).await
+    }
+
+    /// A new daemon on the fake and the simulator a stopped one left
+    /// ([`Fs::stop_keeping`]), as a restarted bridge: on the long connection, it connects
+    /// as a new client.
+    pub async fn restart_on(fake: FakeFeishu, sim: RunningSimulator) -> Self {
+        let connected = fake.connections().len();
+        let fs = Self::start_on(fake, sim, false, None, None).await;
+        fs.fake
+            .wait_until("the new connection", DEADLINE, |fake| {
+                fake.connections().len() > connected && fake.open_connections() == 1
+            })
+            .await
+            .unwrap();
+        fs
+    }
+
+    async fn start_on(
+        fake: FakeFeishu,
+        sim: RunningSimulator,
+        webhook: bool,
+        locale: Option<&str>,
+        allowed_users: Option<&[&str]>,
+    ) -> Self {
         let webhooks = WebhookHost::new();
         let (transport, webhook_url) = if webhook {
             // The daemon serves the route on a socket bound here, so its address is known.
@@ -138,5 +163,12 @@ impl Fs {
     /// Stops the daemon as a signal would and checks it stopped cleanly.
     pub async fn stop(self) {
         self.daemon.stop().await;
+    }
+
+    /// Stops the daemon as [`Fs::stop`] does, keeping the fake and the simulator for
+    /// [`Fs::restart_on`].
+    pub async fn stop_keeping(self) -> (FakeFeishu, RunningSimulator) {
+        self.daemon.stop().await;
+        (self.fake, self.sim)
     }
 }

@@ -4,7 +4,8 @@
 //!   and offered to the daemon's queue *before* its ack goes back (Feishu re-pushes what it
 //!   does not see acknowledged within 3 s), and the source message gets the `OK` reaction.
 //!   An event the daemon cannot take now (shutting down, overloaded) is acked 500, so
-//!   Feishu delivers it again, possibly to another replica.
+//!   Feishu delivers it again, possibly to another replica. A file of a burst (child
+//!   `burst`) is acked when its burst is admitted, 0.75 s after the burst's first file.
 //! - **Out**: a reply is an interactive card (`update_multi: true`) replying to the user's
 //!   message; a streamed reply patches that card in place (paced by the channel's budget,
 //!   within Feishu's 5 QPS per message); the final is the last patch, and then the source
@@ -42,7 +43,7 @@ use crate::config::{FeishuSettings, Transport};
 use crate::inbound::{InboundContext, TOPIC_THREAD_KEY, normalize, parse_handle};
 use crate::markup::FeishuCard;
 use crate::model::Envelope;
-use crate::transport::ws::{self, EventHandler, WsSettings};
+use crate::transport::ws::{self, EventHandler, Verdict, WsSettings};
 
 /// The longest text one card carries, in UTF-8 bytes as the renderer counts them (`<` and
 /// `>` as the five-byte entities they become): the card limit is 30 KB of JSON, and JSON
@@ -151,6 +152,9 @@ enum Offered {
     Done,
     /// Not admitted now (shutting down, overloaded): Feishu should deliver it again.
     Again,
+    /// Held with its file burst: `true` once the burst was admitted (as [`Offered::Done`]),
+    /// `false` (or the sender dropped) when it was not (as [`Offered::Again`]).
+    Later(tokio::sync::oneshot::Receiver<bool>),
 }
 
 #[derive(Default)]
@@ -326,7 +330,6 @@ impl Channel for FeishuChannel {
                 self.telemetry().set_connected(true);
                 let reconnect = self.telemetry().reconnect(reconnect::BACKOFF);
                 let result = ws::run(&settings, &self.http, &mut admit, reconnect, &shutdown).await;
-                self.intake.flush_bursts(&sink);
                 transport_ended(self.telemetry(), result)
             }
             Transport::Webhook(settings) => {
@@ -440,17 +443,21 @@ struct Admit<'a> {
 }
 
 impl EventHandler for Admit<'_> {
-    fn handle(&mut self, kind: &str, payload: Bytes) -> bool {
+    fn handle(&mut self, kind: &str, payload: Bytes) -> Verdict {
         if kind != "event" {
             // Card callbacks: nothing to do, and nothing to redeliver.
-            return true;
+            return Verdict::Now(true);
         }
         self.intake.telemetry.received(1);
         match serde_json::from_slice(&payload) {
-            Ok(envelope) => matches!(self.intake.offer(self.sink, &envelope), Offered::Done),
+            Ok(envelope) => match self.intake.offer(self.sink, &envelope) {
+                Offered::Done => Verdict::Now(true),
+                Offered::Again => Verdict::Now(false),
+                Offered::Later(settled) => Verdict::Later(settled),
+            },
             Err(error) => {
                 self.intake.unreadable(&error);
-                true
+                Verdict::Now(true)
             }
         }
     }

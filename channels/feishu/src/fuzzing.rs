@@ -10,7 +10,7 @@ pub use crate::model::Envelope;
 pub use crate::transport::webhook;
 pub use crate::transport::ws::ClientConfig;
 use crate::transport::ws::frame::Reassembler;
-use crate::transport::ws::{EventHandler, receive};
+use crate::transport::ws::{EventHandler, Verdict, receive};
 
 /// What one long connection made of a sequence of binary WebSocket messages.
 #[derive(Debug, Default)]
@@ -52,7 +52,7 @@ struct Normalize<'c, 'a> {
 }
 
 impl EventHandler for Normalize<'_, '_> {
-    fn handle(&mut self, kind: &str, payload: Bytes) -> bool {
+    fn handle(&mut self, kind: &str, payload: Bytes) -> Verdict {
         if kind == "event"
             && let Ok(envelope) = serde_json::from_slice::<Envelope>(&payload)
             && let Ok(msg) = normalize(&envelope, self.ctx)
@@ -61,6 +61,6 @@ impl EventHandler for Normalize<'_, '_> {
             let _ = crate::api::card::quote(&msg.text);
             self.messages.push(msg);
         }
-        true
+        Verdict::Now(true)
     }
 }

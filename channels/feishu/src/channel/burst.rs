@@ -1,30 +1,46 @@
 //! File bursts (spec platforms.md §4.2): Feishu sends each image or file of a multi-select
 //! as a message of its own. A lone `[image]` / `[file]` message outside a thread is held
 //! for [`BURST_WINDOW`]; the next lone file message of the same chat and user within it
-//! joins it, and the burst is offered as one message (the first one's id is what the
+//! joins it, and the burst is offered as one message (the first file's id is what the
 //! answer replies to). Three photos are one question to the agent, not three runs and two
 //! "queued" notices. Each message gets its `OK` reaction when it arrives.
 //!
+//! **Acks follow admission.** A held file is not acknowledged to Feishu (the long
+//! connection's ack frame, the webhook's 200) until its burst was admitted into the
+//! daemon's queue, so a crash or a stop inside the window loses nothing: Feishu delivers
+//! those events again. The window runs from the burst's first file, so every ack goes
+//! back within 0.75 s and a little, well inside Feishu's 3 s. A file whose ack can no
+//! longer be sent when the window ends (its connection or request is gone) is left out of
+//! the burst, since Feishu delivers it again; a burst with no such file left is not
+//! offered at all. That is what a stop does: the held files are left for Feishu.
+//!
 //! Held bursts are bounded ([`MAX_BURSTS`]; past it a lone file goes at once) and never
-//! hold more files than a message may carry ([`MAX_BURST_FILES`]). They are offered when
-//! their window ends, or when the transport stops.
+//! hold more files than a message may carry ([`MAX_BURST_FILES`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use im_bridge_channel::{InboundMessage, InboundSink};
+use tokio::sync::oneshot;
 
 use super::{Intake, Offered, lock};
+use crate::NAME;
 
-/// How long a lone file message waits for the next one.
+/// How long a lone file message waits for the next one, from the first of its burst.
 pub(super) const BURST_WINDOW: Duration = Duration::from_millis(750);
 /// Files one burst carries at most (what the daemon takes with one message).
 pub(super) const MAX_BURST_FILES: usize = 10;
 /// Bursts held at once.
 pub(super) const MAX_BURSTS: usize = 1024;
 
-/// The open bursts, by chat and sender.
-pub(super) type Bursts = std::collections::HashMap<(String, String), InboundMessage>;
+/// One held file message and where its ack goes once its burst is settled.
+pub(super) struct Held {
+    msg: InboundMessage,
+    ack: oneshot::Sender<bool>,
+}
+
+/// The open bursts, by chat and sender, their files in arrival order.
+pub(super) type Bursts = std::collections::HashMap<(String, String), Vec<Held>>;
 
 /// Whether `msg` holds files and nothing else, and starts no thread of its own.
 pub(super) fn is_lone_file(msg: &InboundMessage) -> bool {
@@ -39,45 +55,65 @@ pub(super) fn is_lone_file(msg: &InboundMessage) -> bool {
             .all(|w| w == "[image]" || w == "[file]")
 }
 
+/// The held files whose acks can still be sent, joined into the first one's message, and
+/// those acks. `None` when no file is left.
+fn join(held: Vec<Held>) -> Option<(InboundMessage, Vec<oneshot::Sender<bool>>)> {
+    let total = held.len();
+    let mut live = held.into_iter().filter(|h| !h.ack.is_closed());
+    let first = live.next()?;
+    let (mut msg, mut acks) = (first.msg, vec![first.ack]);
+    for held in live {
+        msg.text.push(' ');
+        msg.text.push_str(&held.msg.text);
+        msg.files.extend(held.msg.files);
+        acks.push(held.ack);
+    }
+    if acks.len() < total {
+        let left = total - acks.len();
+        tracing::debug!(
+            channel = NAME,
+            left,
+            "Left files of a Feishu burst for Feishu to deliver again."
+        );
+    }
+    Some((msg, acks))
+}
+
 impl Intake {
     /// Holds a lone file message: joins the open burst of its chat and sender, or opens
-    /// one that is offered when [`BURST_WINDOW`] ends.
+    /// one that is offered when [`BURST_WINDOW`] ends; acked once that burst is settled.
     pub(super) fn hold(self: &Arc<Self>, sink: &InboundSink, msg: InboundMessage) -> Offered {
         let key = (msg.chat_id.to_string(), msg.user_id.to_string());
         let mut bursts = lock(&self.bursts);
-        if let Some(open) = bursts.get_mut(&key)
-            && open.files.len() + msg.files.len() <= MAX_BURST_FILES
-        {
-            open.text.push(' ');
-            open.text.push_str(&msg.text);
-            open.files.extend(msg.files);
-            return Offered::Done;
+        let (ack, settled) = oneshot::channel();
+        if let Some(open) = bursts.get_mut(&key) {
+            let files: usize = open.iter().map(|h| h.msg.files.len()).sum();
+            if files + msg.files.len() <= MAX_BURST_FILES {
+                open.push(Held { msg, ack });
+                return Offered::Later(settled);
+            }
         }
         if bursts.len() >= MAX_BURSTS || bursts.contains_key(&key) {
             // No room to hold it (or the open burst is full): it goes on its own, now.
             drop(bursts);
             return self.admit(sink, msg);
         }
-        bursts.insert(key.clone(), msg);
+        bursts.insert(key.clone(), vec![Held { msg, ack }]);
         drop(bursts);
         let intake = self.clone();
         let sink = sink.clone();
         self.reactions.spawn(async move {
             tokio::time::sleep(BURST_WINDOW).await;
-            let burst = lock(&intake.bursts).remove(&key);
-            if let Some(msg) = burst {
-                let _ = intake.admit(&sink, msg);
+            let held = lock(&intake.bursts).remove(&key).unwrap_or_default();
+            if let Some((msg, acks)) = join(held) {
+                let admitted = matches!(intake.admit(&sink, msg), Offered::Done);
+                for ack in acks {
+                    // A connection gone since: Feishu delivers the event again.
+                    let _ = ack.send(admitted);
+                }
             }
         });
-        Offered::Done
-    }
-
-    /// Offers every held burst at once (the transport is stopping).
-    pub(super) fn flush_bursts(&self, sink: &InboundSink) {
-        let held: Vec<InboundMessage> = lock(&self.bursts).drain().map(|(_, m)| m).collect();
-        for msg in held {
-            let _ = self.admit(sink, msg);
-        }
+        Offered::Later(settled)
     }
 }
 
@@ -117,5 +153,29 @@ mod tests {
         let mut no_files = file_message("[image]");
         no_files.files.clear();
         assert!(!is_lone_file(&no_files));
+    }
+
+    #[test]
+    fn a_burst_is_the_files_whose_acks_can_still_be_sent() {
+        let held = |text: &str| {
+            let (ack, settled) = oneshot::channel();
+            (
+                Held {
+                    msg: file_message(text),
+                    ack,
+                },
+                settled,
+            )
+        };
+        let (gone, gone_rx) = held("[image]");
+        let (kept, _kept_rx) = held("[file]");
+        let (also, _also_rx) = held("[image]");
+        drop(gone_rx);
+        let (msg, acks) = join(vec![gone, kept, also]).unwrap();
+        assert_eq!(msg.text, "[file] [image]");
+        assert_eq!((msg.files.len(), acks.len()), (2, 2));
+        let (alone, alone_rx) = held("[image]");
+        drop(alone_rx);
+        assert!(join(vec![alone]).is_none(), "nothing left to offer");
     }
 }

@@ -17,8 +17,9 @@
 //!    must have been signed (401 when the signature headers are missing).
 //!
 //! Answers: 200 once the event is admitted, skipped on purpose, or the sender was told the
-//! bridge is busy; 503 when admission is closed or overloaded, so Feishu delivers the event
-//! again later (possibly to another replica). Nothing runs for a refused request.
+//! bridge is busy (a file of a burst: once its burst is, within 0.75 s); 503 when admission
+//! is closed or overloaded, so Feishu delivers the event again later (possibly to another
+//! replica). Nothing runs for a refused request.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -127,9 +128,16 @@ impl WebhookHandler for Hook {
                 return WebhookResponse::status(StatusCode::OK);
             }
         };
-        match self.intake.offer(&self.sink, &envelope) {
-            Offered::Done => WebhookResponse::status(StatusCode::OK),
-            Offered::Again => WebhookResponse::status(StatusCode::SERVICE_UNAVAILABLE),
+        let admitted = match self.intake.offer(&self.sink, &envelope) {
+            Offered::Done => true,
+            Offered::Again => false,
+            // A file of a burst: answered once the burst is admitted (at most 0.75 s).
+            Offered::Later(settled) => settled.await.unwrap_or(false),
+        };
+        if admitted {
+            WebhookResponse::status(StatusCode::OK)
+        } else {
+            WebhookResponse::status(StatusCode::SERVICE_UNAVAILABLE)
         }
     }
 }

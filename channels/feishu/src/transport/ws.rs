@@ -9,9 +9,12 @@
 //!   upgrade explains itself in `Handshake-*` headers.
 //! - **Serve** (here): a ping every `ping_interval` (a pong may carry new timers; a server
 //!   silent for 30 s after a ping, or the ping interval if shorter, counts as lost); every
-//!   complete data frame goes to the [`EventHandler`] and is acked *at once*, because
-//!   Feishu re-pushes an event whose ack takes over 3 s. The handler therefore only admits
-//!   the event to a queue; the work happens elsewhere.
+//!   complete data frame goes to the [`EventHandler`] and is acked once the handler's
+//!   [`Verdict`] is in, because Feishu re-pushes an event whose ack takes over 3 s: at once
+//!   for an event admitted to a queue (the work happens elsewhere), or, for one the
+//!   handler holds a moment (a file burst), when it settles, well within the 3 s. Such
+//!   deferred acks wait beside the connection; when it ends first they are never sent,
+//!   and Feishu delivers those events again.
 //!
 //! **Reconnecting** is the core's driver (`Reconnect::drive`, paced by
 //! [`LongConnection::pace`]) with the [`Reconnect`] policy it is given (the jittered
@@ -38,6 +41,7 @@ pub(crate) mod frame;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::stream::FuturesUnordered;
 use futures_util::{SinkExt, StreamExt};
 use im_bridge_channel::Reconnect;
 use im_bridge_channel::Secret;
@@ -45,6 +49,7 @@ use im_bridge_channel::backoff::jitter;
 use im_bridge_channel::reconnect::{Connect, Ended, LongConnection};
 use im_bridge_channel::socket::{self, Read};
 use prost::Message as _;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
@@ -125,12 +130,30 @@ impl ClientConfig {
     }
 }
 
+/// What becomes of a data frame: its ack now, or once the handler settles it.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Accepted (acked with code 200) or not (500, Feishu re-pushes), acked at once.
+    Now(bool),
+    /// Held by the handler a moment (well under Feishu's 3 s): acked with what it sends,
+    /// with 500 if it drops the sender instead. The ack waits beside the connection and
+    /// is never sent when the connection ends first (Feishu then delivers the event
+    /// again); the handler can tell by [`oneshot::Sender::is_closed`].
+    Later(oneshot::Receiver<bool>),
+}
+
+impl From<bool> for Verdict {
+    fn from(accepted: bool) -> Self {
+        Self::Now(accepted)
+    }
+}
+
 /// Receives each complete data frame.
 pub trait EventHandler: Send {
-    /// `kind` is the frame's `type` header (`event` or `card`), `payload` its JSON. Returns
-    /// whether the event was accepted (acked with code 200) or not (500, Feishu re-pushes).
-    /// Called on the connection's task and acked right after: admit to a queue, do not work.
-    fn handle(&mut self, kind: &str, payload: Bytes) -> bool;
+    /// `kind` is the frame's `type` header (`event` or `card`), `payload` its JSON. Called
+    /// on the connection's task, which acks by the [`Verdict`]: admit to a queue (or hold
+    /// briefly), do not work.
+    fn handle(&mut self, kind: &str, payload: Bytes) -> Verdict;
 
     /// A data frame was dropped (already logged): for the caller's error counter.
     fn dropped(&mut self, _reason: Dropped) {}
@@ -261,6 +284,9 @@ async fn serve(
     let mut answer_due: Option<Instant> = None;
     // Whether the server sent anything on this connection (it proved itself).
     let mut served = false;
+    // Acks the handler has not settled yet, bounded by what it holds (its file bursts);
+    // dropped unsent with the connection.
+    let mut deferred = FuturesUnordered::new();
     let lost = |reason: String, served: bool| Ended::Lost {
         reason: reason.into(),
         served,
@@ -293,6 +319,12 @@ async fn serve(
                 }
                 tracing::trace!("Pinged Feishu.");
             }
+            Some(ack) = deferred.next(), if !deferred.is_empty() => {
+                let ack: Frame = ack;
+                if let Err(error) = ws.send(Message::Binary(ack.encode_to_vec().into())).await {
+                    return lost(format!("sending an ack failed: {error}"), served);
+                }
+            }
             received = ws.next() => {
                 answer_due = None;
                 let read = match socket::read(received) {
@@ -308,8 +340,13 @@ async fn serve(
                     }
                     Read::Alive => continue,
                 };
-                let Some(ack) = receive(&data, config, reassembler, handler) else {
-                    continue;
+                let ack = match receive(&data, config, reassembler, handler) {
+                    None => continue,
+                    Some(Reply::Ack(ack)) => ack,
+                    Some(Reply::Later(later)) => {
+                        deferred.push(later.settle());
+                        continue;
+                    }
                 };
                 if let Err(error) = ws.send(Message::Binary(ack.encode_to_vec().into())).await {
                     return lost(format!("sending an ack failed: {error}"), served);
@@ -319,13 +356,39 @@ async fn serve(
     }
 }
 
+/// The answer to a data frame.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// The ack to send now.
+    Ack(Frame),
+    /// An ack to send once the handler settles it.
+    Later(Deferred),
+}
+
+/// An ack the handler settles later ([`Verdict::Later`]).
+#[derive(Debug)]
+pub(crate) struct Deferred {
+    /// The frame answered, without its payload.
+    frame: Frame,
+    started: Instant,
+    accepted: oneshot::Receiver<bool>,
+}
+
+impl Deferred {
+    /// The ack, once the handler settled it (500 when it dropped the sender).
+    pub(crate) async fn settle(self) -> Frame {
+        let accepted = self.accepted.await.unwrap_or(false);
+        ack(&self.frame, accepted, self.started)
+    }
+}
+
 /// Handles one binary message; returns the ack to send, if any.
 pub(crate) fn receive(
     data: &[u8],
     config: &mut ClientConfig,
     reassembler: &mut Reassembler,
     handler: &mut dyn EventHandler,
-) -> Option<Frame> {
+) -> Option<Reply> {
     if data.len() > MAX_FRAME_BYTES {
         tracing::warn!(len = data.len(), "Dropped an oversized Feishu frame.");
         handler.dropped(Dropped::TooLarge);
@@ -379,12 +442,12 @@ fn control(frame: &Frame, config: &mut ClientConfig) {
     }
 }
 
-/// An event or card: reassembled if split, handed over, acked.
+/// An event or card: reassembled if split, handed over, acked (now or later).
 fn data_frame(
     frame: &Frame,
     reassembler: &mut Reassembler,
     handler: &mut dyn EventHandler,
-) -> Option<Frame> {
+) -> Option<Reply> {
     let kind = match frame.header("type") {
         Some(kind @ ("event" | "card")) => kind,
         other => {
@@ -404,16 +467,31 @@ fn data_frame(
         }
     };
     let started = Instant::now();
-    let accepted = handler.handle(kind, payload);
+    match handler.handle(kind, payload) {
+        Verdict::Now(accepted) => Some(Reply::Ack(ack(frame, accepted, started))),
+        Verdict::Later(accepted) => {
+            let mut frame = frame.clone();
+            frame.payload = None;
+            Some(Reply::Later(Deferred {
+                frame,
+                started,
+                accepted,
+            }))
+        }
+    }
+}
+
+/// The ack of `frame`: 200 when `accepted`, else 500, with the time since `started`.
+fn ack(frame: &Frame, accepted: bool, started: Instant) -> Frame {
     let code = if accepted { 200 } else { 500 };
     tracing::debug!(
-        kind,
+        kind = frame.header("type").unwrap_or(""),
         message_id = frame.header("message_id").unwrap_or(""),
         trace_id = frame.header("trace_id").unwrap_or(""),
         code,
         "Acking a Feishu data frame."
     );
-    Some(frame.ack(code, started.elapsed()))
+    frame.ack(code, started.elapsed())
 }
 
 #[cfg(test)]

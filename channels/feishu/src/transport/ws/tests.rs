@@ -152,10 +152,10 @@ struct Recorder {
 }
 
 impl EventHandler for Recorder {
-    fn handle(&mut self, kind: &str, payload: Bytes) -> bool {
+    fn handle(&mut self, kind: &str, payload: Bytes) -> Verdict {
         let text = String::from_utf8_lossy(&payload).into_owned();
         self.log.lock().unwrap().push(format!("{kind}:{text}"));
-        self.accept
+        self.accept.into()
     }
 
     fn dropped(&mut self, reason: Dropped) {
