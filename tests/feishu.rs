@@ -466,3 +466,47 @@ async fn issue_15_a_plain_answer_to_the_bots_question_continues_its_conversation
     assert!(runs.contains(&2) && runs.contains(&1), "{runs:?}");
     fs.stop().await;
 }
+
+/// An app holding the "read all group messages" permission gets every group message; the
+/// bridge answers only the ones that @-mention the bot (its `open_id`, learnt from
+/// `bot/v3/info`, among the message's `mentions`), and takes the others without a word.
+#[tokio::test]
+async fn a_group_message_that_does_not_mention_the_bot_is_not_answered() {
+    const BOB: &str = "ou_bob000000000000000000000000001";
+    let fs = Fs::start().await;
+    fs.sim
+        .script_next_run(Script::with_answer("Only when asked.").chunks(1));
+    let chatter = Event::text(CHAT, ALICE, "lunch at noon?").group();
+    let chatter = fs.fake.push_event(&chatter.to_json());
+    let to_bob = Event::text(CHAT, ALICE, "what do you think?")
+        .group()
+        .mention(BOB, "Bob");
+    let to_bob = fs.fake.push_event(&to_bob.to_json());
+    let asked = Event::text(CHAT, ALICE, "and you?")
+        .group()
+        .mention(BOB, "Bob")
+        .mention_bot();
+    fs.fake.push_event(&asked.to_json());
+    fs.wait_card("the answer", "Only when asked.").await;
+    let threads = fs.sim.thread_ids();
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    assert_eq!(fs.sim.runs(&threads[0]).len(), 1);
+    let human = fs.sim.messages(&threads[0])[0]["content"].clone();
+    assert_eq!(human, format!("@{BOT_NAME} @Bob and you?"));
+    assert_eq!(cards(&fs).len(), 1);
+    // Taken (acked, so not delivered again), but not marked as being answered.
+    for skipped in [&chatter, &to_bob] {
+        fs.fake
+            .wait_acked(&skipped.event_id, DEADLINE)
+            .await
+            .unwrap();
+        let message = skipped.message_id.as_deref().unwrap();
+        assert!(fs.fake.reactions(message).is_empty());
+    }
+    assert_eq!(
+        fs.fake.calls_to("bot").len(),
+        1,
+        "asked once who the bot is"
+    );
+    fs.stop().await;
+}

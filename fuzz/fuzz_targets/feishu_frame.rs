@@ -23,6 +23,7 @@ fuzz_target!(|data: &[u8]| {
     let ctx = InboundContext {
         allowed_users: anyone(),
         commands: commands(),
+        bot_open_id: Some("ou_fuzzbot"),
     };
     if mode & 1 == 0 {
         let messages: Vec<&[u8]> = pieces(rest).collect();

@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 
 use crate::config::FeishuSettings;
 use crate::error::{ApiError, NOT_EDITABLE_CODES, rate_limit_reset};
-use crate::model::{Answer, FileKey, ImageKey, Sent};
+use crate::model::{Answer, BotAnswer, FileKey, ImageKey, Sent};
 use crate::token::{TOKEN_PATH, TenantToken, TokenCache};
 
 pub(crate) mod card;
@@ -150,6 +150,27 @@ impl Api {
     /// The token cache (shared by clones).
     pub fn tokens(&self) -> &TokenCache {
         &self.tokens
+    }
+
+    /// `GET /open-apis/bot/v3/info`: the bot's `open_id`, what a mention of the bot
+    /// carries. Its answer holds `bot` beside `code`, not under `data`.
+    pub async fn bot_open_id(&self) -> Result<String, ApiError> {
+        let op = "bot info";
+        let url = self.url("/open-apis/bot/v3/info");
+        let whole = self
+            .with_token(|token| {
+                let request = self
+                    .http
+                    .get(&url)
+                    .bearer_auth(token.expose())
+                    .timeout(CALL_TIMEOUT);
+                answer(op, request)
+            })
+            .await?;
+        let open_id = decode::<BotAnswer>(op, whole)?.bot.map(|bot| bot.open_id);
+        open_id
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| HttpError::decode(op, "no open_id").into())
     }
 
     /// `POST /open-apis/im/v1/messages/{message_id}/reply` with a card; the new card's id.
@@ -451,17 +472,26 @@ async fn read_envelope(op: &'static str, response: reqwest::Response) -> Result<
 
 /// Sends a JSON or multipart call and reads its envelope: `data` on code 0.
 async fn envelope(op: &'static str, request: reqwest::RequestBuilder) -> Result<Value, ApiError> {
+    let mut whole = answer(op, request).await?;
+    Ok(whole.get_mut("data").map(Value::take).unwrap_or_default())
+}
+
+/// Sends a call and reads its envelope: the whole answer on code 0.
+async fn answer(op: &'static str, request: reqwest::RequestBuilder) -> Result<Value, ApiError> {
     let answer = http::call(op, request, MAX_RESPONSE_BYTES).await?;
     let (status, reset) = (answer.status, rate_limit_reset(&answer.headers));
-    match serde_json::from_slice::<Answer<Value>>(&answer.body) {
-        Ok(answer) if answer.code == 0 && status.is_success() => {
-            Ok(answer.data.unwrap_or(Value::Null))
-        }
+    let whole = serde_json::from_slice::<Value>(&answer.body).ok();
+    let code = whole
+        .as_ref()
+        .and_then(|w| serde_json::from_value::<Answer<Value>>(w.clone()).ok())
+        .map(|a| a.code);
+    match (whole, code) {
+        (Some(whole), Some(0)) if status.is_success() => Ok(whole),
         // A success status without an envelope: a proxy or a broken fake, not a refusal.
-        Err(_) if status.is_success() => {
+        (_, None) if status.is_success() => {
             Err(HttpError::decode(op, format!("HTTP {status} without a JSON envelope")).into())
         }
-        answer => Err(refusal(op, status, reset, answer.ok().map(|a| a.code))),
+        (_, code) => Err(refusal(op, status, reset, code)),
     }
 }
 

@@ -124,6 +124,9 @@ struct Intake {
     quotes: Mutex<Quotes>,
     /// Lone file messages waiting for the rest of their burst.
     bursts: Mutex<burst::Bursts>,
+    /// The bot's `open_id`, learnt before the channel serves: what a group message
+    /// mentions when it is for the bot.
+    bot_open_id: std::sync::OnceLock<String>,
 }
 
 /// Quotes by source message id, the oldest forgotten first past [`MAX_QUOTES`].
@@ -205,6 +208,7 @@ impl FeishuChannel {
                 reactions: TaskTracker::new(),
                 quotes: Mutex::new(Quotes::default()),
                 bursts: Mutex::new(burst::Bursts::new()),
+                bot_open_id: std::sync::OnceLock::new(),
             }),
             route,
             done: Mutex::new(Done::default()),
@@ -316,6 +320,9 @@ impl Channel for FeishuChannel {
         sink: InboundSink,
         shutdown: CancellationToken,
     ) -> ChannelResult<ChannelExit> {
+        if !self.intake.learn_bot(&shutdown).await {
+            return Ok(ChannelExit::Stopped);
+        }
         match &self.settings.transport {
             Transport::Websocket => {
                 let settings = WsSettings {
@@ -470,6 +477,7 @@ impl Intake {
         let ctx = InboundContext {
             allowed_users: &self.allowed_users,
             commands: &self.commands,
+            bot_open_id: self.bot_open_id.get().map(String::as_str),
         };
         let msg = match normalize(envelope, &ctx) {
             Ok(msg) => msg,
@@ -496,6 +504,33 @@ impl Intake {
             self.react(source, "OK");
         }
         offered
+    }
+
+    /// Asks Feishu for the bot's `open_id` (`GET /open-apis/bot/v3/info`), unless known,
+    /// until it answers, tried again after a failure with the reconnect backoff. Events
+    /// are not taken meanwhile (the webhook host answers 503, so Feishu delivers them
+    /// later). `false` when `shutdown` came first.
+    async fn learn_bot(&self, shutdown: &CancellationToken) -> bool {
+        let mut backoff = reconnect::BACKOFF;
+        while self.bot_open_id.get().is_none() {
+            let error = match self.api.bot_open_id().await {
+                Ok(open_id) => {
+                    tracing::info!(channel = NAME, bot_open_id = %open_id, "Feishu bot identified.");
+                    let _ = self.bot_open_id.set(open_id);
+                    break;
+                }
+                Err(error) => error,
+            };
+            self.telemetry.error(Stage::Receiving);
+            let wait = backoff.next_wait();
+            let failures = backoff.failures();
+            tracing::warn!(channel = NAME, %error, failures, ?wait, "Could not learn the Feishu bot's open_id; trying again.");
+            tokio::select! {
+                () = shutdown.cancelled() => return false,
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+        true
     }
 
     /// Offers a normalized message to the daemon's queue.

@@ -10,6 +10,10 @@
 //! - mention placeholders (`@_user_1`) become the mentioned names in chat text (`@Alice`),
 //!   as a post's `at` elements do, so the agent reads who was meant; a command has its
 //!   leading mentions stripped first (`@Bot /goal x` → `/goal x`);
+//! - in a group, only a message that @-mentions the bot (its `open_id` among the message's
+//!   `mentions`) is for the bot ([`Skip::NotAddressed`] otherwise): Feishu sends every
+//!   group message to an app holding the "read all group messages" permission, and the
+//!   bridge answers in groups only when asked, as without that permission;
 //! - in a group, the conversation (`topic_id`) is the message's `root_id`, else its own id:
 //!   a reply in a thread (to the bot's card too) continues that thread's conversation; the
 //!   replied-to message (`parent_id`) is the reply chain's link;
@@ -40,6 +44,10 @@ pub struct InboundContext<'a> {
     pub allowed_users: &'a AllowedUsers,
     /// The daemon's commands.
     pub commands: &'a CommandVocabulary,
+    /// The bot's `open_id` (`GET /open-apis/bot/v3/info`): a group message is for the bot
+    /// when its `mentions` name it. `None` (not known) takes every group message; the
+    /// channel learns it before it serves.
+    pub bot_open_id: Option<&'a str>,
 }
 
 /// The handle of an attachment: which message's resource, of which kind.
@@ -71,6 +79,9 @@ pub fn normalize(envelope: &Envelope, ctx: &InboundContext<'_>) -> Result<Inboun
         return Err(Skip::NotAllowed);
     }
     let mut message = event.message;
+    if message.chat_type != "p2p" && !mentions_bot(&message.mentions, ctx.bot_open_id) {
+        return Err(Skip::NotAddressed);
+    }
     let content: Value = serde_json::from_str(&message.content).unwrap_or(Value::Null);
     let (text, files) = read_content(
         &message.message_type,
@@ -263,6 +274,16 @@ fn read_post(
     paragraphs.join("\n\n")
 }
 
+/// Whether `mentions` name the bot `bot` (any message does while the bot is not known).
+fn mentions_bot(mentions: &[Mention], bot: Option<&str>) -> bool {
+    let Some(bot) = bot else {
+        return true;
+    };
+    mentions
+        .iter()
+        .any(|m| m.id.as_ref().is_some_and(|id| id.open_id == bot))
+}
+
 /// Whether `word` is a whole mention placeholder, `@_user_<digits>`.
 fn is_placeholder(word: &str) -> bool {
     word.strip_prefix("@_user_")
@@ -344,6 +365,7 @@ mod tests {
             &InboundContext {
                 allowed_users: &allowed,
                 commands: &commands,
+                bot_open_id: None,
             },
         )
     }
@@ -504,8 +526,35 @@ mod tests {
             &InboundContext {
                 allowed_users: &only,
                 commands: &commands,
+                bot_open_id: None,
             },
         );
         assert_eq!(refused.unwrap_err(), Skip::NotAllowed);
+    }
+
+    /// With the bot known, a group message is for it only when it @-mentions it; a
+    /// private one always is.
+    #[test]
+    fn a_group_message_is_for_the_bot_only_when_it_mentions_it() {
+        let commands = CommandVocabulary::new(["goal"]);
+        let allowed = AllowedUsers::Anyone;
+        let ctx = InboundContext {
+            allowed_users: &allowed,
+            commands: &commands,
+            bot_open_id: Some("ou_bot2b87c6b1f6c1a44dff0b8d0f"),
+        };
+        let read = |text: &str| normalize(&serde_json::from_str(text).unwrap(), &ctx);
+        let mentioned = read(im_bridge_channel::fixture!("event_text_group_mention.json"));
+        assert_eq!(mentioned.unwrap().text, "/goal ship the 1.4 release");
+        let mut other: Value =
+            serde_json::from_str(im_bridge_channel::fixture!("event_text_group_mention.json"))
+                .unwrap();
+        other["event"]["message"]["mentions"][0]["id"]["open_id"] = json!("ou_someone_else");
+        let other = normalize(&serde_json::from_value(other).unwrap(), &ctx);
+        assert_eq!(other.unwrap_err(), Skip::NotAddressed);
+        let unmentioned = normalize(&envelope(text_message("group", "hello all")), &ctx);
+        assert_eq!(unmentioned.unwrap_err(), Skip::NotAddressed);
+        let private = normalize(&envelope(text_message("p2p", "hello")), &ctx);
+        assert_eq!(private.unwrap().text, "hello");
     }
 }

@@ -154,6 +154,37 @@ pub struct Answer<T> {
     pub data: Option<T>,
 }
 
+/// The bot info answer (`GET /open-apis/bot/v3/info`): Feishu writes `bot` beside `code`
+/// rather than under `data`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct BotAnswer {
+    /// 0, or why the call was refused.
+    pub code: i64,
+    /// Feishu's words about the code (never kept in an error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg: Option<String>,
+    /// The bot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bot: Option<BotInfo>,
+}
+
+/// The bot, as the bot info answer describes it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct BotInfo {
+    /// The bot's `open_id` in this app: what a mention of the bot carries.
+    #[serde(default)]
+    pub open_id: String,
+    /// The app's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_name: Option<String>,
+    /// 0 not installed yet, 1 stopped, 2 active, 3 installed but not activated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activate_status: Option<i64>,
+    /// Fields the adapter does not read (`avatar_url`, `ip_white_list`).
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, Value>,
+}
+
 /// `data` of a sent or replied message.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Sent {
@@ -282,6 +313,10 @@ mod tests {
 
     #[test]
     fn api_answers_round_trip() {
+        let info: BotAnswer = round_trip(fixture!("answer_bot_info.json"));
+        let bot = info.bot.unwrap();
+        assert_eq!(bot.open_id, "ou_e6e14f667cfe239d7b129b521dce0569");
+        assert_eq!(bot.activate_status, Some(2));
         let sent: Answer<Sent> = round_trip(fixture!("answer_reply.json"));
         assert!(sent.data.unwrap().message_id.starts_with("om_"));
         let image: Answer<ImageKey> = round_trip(fixture!("answer_image_upload.json"));

@@ -11,7 +11,8 @@
 //!   connection can be dropped at once ([`FakeFeishu::drop_connections_for`]);
 //! - the REST API under `/open-apis/…` with the `{code, msg, data}` envelope and a
 //!   `tenant_access_token` (`Authorization: Bearer`), enforcing Feishu's rules where the
-//!   adapter depends on them (shared cards, size limits, the 5 patches/s per message);
+//!   adapter depends on them (shared cards, size limits, the 5 patches/s per message), and
+//!   the bot info (`bot/v3/info`: [`BOT_OPEN_ID`], under `bot` beside `code`);
 //! - [`webhook_request`], what Feishu POSTs to an event webhook (encrypted and signed or
 //!   plain), for the webhook mode; signed now, or at a chosen time
 //!   ([`webhook_request_at`]).

@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::{
-    APP_ID, APP_SECRET, Call, Failure, Feishu, MAX_FILE_BYTES, MAX_IMAGE_BYTES, Shared, Upload,
-    code, ws,
+    APP_ID, APP_SECRET, BOT_NAME, BOT_OPEN_ID, Call, Failure, Feishu, MAX_FILE_BYTES,
+    MAX_IMAGE_BYTES, Shared, Upload, code, ws,
 };
 use crate::skeleton::http::{Answer, BadBody, Body, Encoding, Head, read_body};
 
@@ -107,6 +107,7 @@ fn route_of(method: &Method, s: &[&str]) -> &'static str {
         ["callback", "ws", "endpoint"] if post => "endpoint",
         ["ws"] if get => "ws",
         ["open-apis", "auth", "v3", "tenant_access_token", "internal"] if post => "token",
+        ["open-apis", "bot", "v3", "info"] if get => "bot",
         ["open-apis", "im", "v1", "messages"] if post => "create",
         ["open-apis", "im", "v1", "messages", _] if method == Method::PATCH => "patch",
         ["open-apis", "im", "v1", "messages", _, "reply"] if post => "reply",
@@ -151,6 +152,7 @@ fn answer(
             Answer::json(status, body)
         }
         "token" => token(inner, json),
+        "bot" => bot_info(),
         "create" => create(inner, query, json),
         "reply" => reply(inner, id, json),
         "patch" => patch(inner, id, json),
@@ -159,6 +161,18 @@ fn answer(
         "images" => upload(inner, "image", body),
         _ => upload(inner, "file", body),
     }
+}
+
+/// `GET /open-apis/bot/v3/info`: the bot, under `bot` beside `code` (not `data`), as
+/// Feishu answers it. *documented*
+fn bot_info() -> Answer {
+    Answer::json(
+        200,
+        json!({"code": 0, "msg": "ok", "bot": {
+            "activate_status": 2, "app_name": BOT_NAME, "avatar_url": "", "ip_white_list": [],
+            "open_id": BOT_OPEN_ID,
+        }}),
+    )
 }
 
 // ---- token -------------------------------------------------------------------------
