@@ -11,8 +11,10 @@
 //! [`ApiError::envelope`]. The token lives here ([`Api::set_token`]): the transport puts
 //! the configured, stored or QR-login token in, and takes an ended one out.
 //!
-//! Child `cdn`: the AES-128-ECB of the CDN's files and the keys' encodings.
+//! Children: `cdn`, the AES-128-ECB of the CDN's files and the keys' encodings; `batch`,
+//! a `getupdates` answer under its bound, and the cursor of one over it.
 
+pub mod batch;
 pub mod cdn;
 
 use std::sync::{Arc, PoisonError, RwLock};
@@ -64,6 +66,34 @@ impl Answered for Envelope {
     fn envelope(&self) -> &Envelope {
         self
     }
+}
+
+/// What a `getupdates` answered.
+#[derive(Debug)]
+pub enum Polled {
+    /// A batch of messages (maybe none) and the cursor after it.
+    Batch(Updates),
+    /// A batch over [`MAX_POLL_ANSWER`], unread: its length, and the cursor after it.
+    TooLarge {
+        /// The answer's length in bytes.
+        bytes: u64,
+        /// The cursor after the batch (never logged).
+        cursor: String,
+    },
+}
+
+/// `body` read as `T`, its envelope sorted (an empty body is `{}`).
+fn typed<T: DeserializeOwned + Answered>(op: &'static str, body: &[u8]) -> Result<T, ApiError> {
+    let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        body
+    };
+    let typed: T = serde_json::from_slice(body).map_err(|e| {
+        HttpError::decode(op, format!("not the expected JSON ({:?})", e.classify()))
+    })?;
+    ApiError::envelope(op, typed.envelope())?;
+    Ok(typed)
 }
 
 /// The client (cheap to clone; the token is shared).
@@ -133,6 +163,18 @@ impl Api {
         timeout: Duration,
         max: u64,
     ) -> Result<T, ApiError> {
+        let request = self.bot_request(op, path, body, timeout)?;
+        self.read(op, request, max).await
+    }
+
+    /// The POST of `body` to `/ilink/bot/{path}`, with the token and every header.
+    fn bot_request<B: Serialize>(
+        &self,
+        op: &'static str,
+        path: &str,
+        body: &B,
+        timeout: Duration,
+    ) -> Result<reqwest::RequestBuilder, ApiError> {
         let token = self.token().ok_or(ApiError::NotLoggedIn)?;
         let uin = rand::random::<u32>().to_string();
         let request = self
@@ -147,7 +189,7 @@ impl Api {
                 base64::engine::general_purpose::STANDARD.encode(uin),
             )
             .body(serde_json::to_vec(body).map_err(|_| HttpError::decode(op, "unwritable"))?);
-        self.read(op, self.app_headers(request), max).await
+        Ok(self.app_headers(request))
     }
 
     /// Sends `request` and reads a 2xx answer as `T`, its envelope sorted.
@@ -158,28 +200,26 @@ impl Api {
         max: u64,
     ) -> Result<T, ApiError> {
         let answer = http::call(op, request, max).await?.checked(op)?;
-        let body: &[u8] = if answer.body.iter().all(u8::is_ascii_whitespace) {
-            b"{}"
-        } else {
-            &answer.body
-        };
-        let typed: T = serde_json::from_slice(body).map_err(|e| {
-            HttpError::decode(op, format!("not the expected JSON ({:?})", e.classify()))
-        })?;
-        ApiError::envelope(op, typed.envelope())?;
-        Ok(typed)
+        typed(op, &answer.body)
     }
 
     /// `getupdates` from `cursor`, held up to `hold` by iLink; the client waits that and
-    /// `poll_slack` more (an answer later than that is [`ApiError::is_timeout`]).
-    pub async fn get_updates(&self, cursor: &str, hold: Duration) -> Result<Updates, ApiError> {
+    /// `poll_slack` more (an answer later than that is [`ApiError::is_timeout`]). An answer
+    /// over [`MAX_POLL_ANSWER`] is [`Polled::TooLarge`] when its cursor can be read
+    /// (`batch`), else an error.
+    pub async fn get_updates(&self, cursor: &str, hold: Duration) -> Result<Polled, ApiError> {
+        let op = "getupdates";
         let body = GetUpdates {
             get_updates_buf: cursor.to_owned(),
             base_info: self.base_info(),
         };
         let timeout = hold + self.settings.poll_slack;
-        self.post("getupdates", "getupdates", &body, timeout, MAX_POLL_ANSWER)
-            .await
+        let request = self.bot_request(op, "getupdates", &body, timeout)?;
+        let response = http::checked(op, http::send(op, request).await?)?;
+        Ok(match batch::read(op, response, MAX_POLL_ANSWER).await? {
+            batch::Batch::Whole(body) => Polled::Batch(typed(op, &body)?),
+            batch::Batch::TooLarge { bytes, cursor } => Polled::TooLarge { bytes, cursor },
+        })
     }
 
     /// `sendmessage` of `msg`.

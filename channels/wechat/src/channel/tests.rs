@@ -388,3 +388,33 @@ async fn a_cursor_is_kept_through_refused_polls() {
     );
     running.stop().await.unwrap();
 }
+
+/// A batch over the size bound cannot be read, and iLink answers it again to every poll
+/// from the same cursor: the poll moves past it by the cursor it carries (its messages
+/// lost, a `receiving` error counted), and what comes after is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_over_the_bound_is_skipped_by_its_cursor() {
+    let fake = started().await;
+    // Five messages of a megabyte: one batch of over 5 MiB.
+    let long = "长".repeat(350_000);
+    let mut last = 0;
+    for _ in 0..5 {
+        last = fake.push(&Inbound::text(USER, &long)).seq;
+    }
+    let probe = im_bridge_fakes::telemetry::TelemetryProbe::new();
+    let state: Arc<dyn ChannelState> = Arc::new(MemoryState::new());
+    let ch = Arc::new(probe.build(|| channel(&fake, Some(wechat::BOT_TOKEN), state)));
+    let mut running = RunningChannel::start(ch);
+    let past = fake.cursor_after(last);
+    fake.wait_until("a poll past the batch", DEADLINE, |f| {
+        f.calls_to("getupdates")
+            .iter()
+            .any(|c| c.body["get_updates_buf"] == past.as_str())
+    })
+    .await
+    .unwrap();
+    fake.push(&Inbound::text(USER, "after the flood"));
+    assert_eq!(running.next().await.text, "after the flood");
+    assert_eq!(probe.errors(NAME, Stage::Receiving), 1);
+    running.stop().await.unwrap();
+}

@@ -7,6 +7,11 @@
 //!   for again) nor replays one (a batch admitted is behind the stored cursor; a batch
 //!   admitted in part comes again and the daemon's dedupe drops what it already took, by
 //!   the message id).
+//! - **A batch too large.** An answer over [`MAX_POLL_ANSWER`] cannot be read, and iLink
+//!   would answer the same batch to every poll from the same cursor, so the poll would
+//!   stall for good. Its cursor is read from the rest of it (`api::batch`) and the batch
+//!   skipped: its messages are lost, with an error logged and counted (`receiving`). One
+//!   whose cursor cannot be read fails as any other poll does.
 //! - **Backpressure.** Admission waits for queue space ([`InboundSink::send_waiting`]);
 //!   when admission is closed (the daemon is stopping) the rest of the batch is left and
 //!   the cursor not moved.
@@ -32,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Intake;
 use crate::NAME;
+use crate::api::{MAX_POLL_ANSWER, Polled};
 use crate::error::ApiError;
 
 /// The state key of the cursor (a plain value).
@@ -63,7 +69,19 @@ pub(crate) async fn run(
             r = intake.api.get_updates(&poll.cursor, poll.hold) => r,
         };
         let error = match polled {
-            Ok(updates) => {
+            Ok(Polled::TooLarge { bytes, cursor }) => {
+                poll.answered(intake, None);
+                intake.telemetry.error(Stage::Receiving);
+                tracing::error!(
+                    channel = NAME,
+                    bytes,
+                    limit = MAX_POLL_ANSWER,
+                    "Skipped a WeChat batch over the size bound: its messages are lost."
+                );
+                poll.advance(intake, Some(cursor)).await;
+                continue;
+            }
+            Ok(Polled::Batch(updates)) => {
                 poll.answered(intake, updates.longpolling_timeout_ms);
                 let msgs = updates.msgs.unwrap_or_default();
                 if let Some(exit) = admit(intake, sink, msgs, shutdown).await {
