@@ -6,11 +6,14 @@
 //! [`Delivery`](crate::Delivery) engine composes those over the primitives, driven by
 //! [`Capabilities`]. What the daemon reads of it (name, capabilities, connection,
 //! exclusivity) is one [`ChannelIdentity`] (child `identity`), built with the channel.
+//! An adapter whose platform reads no send key sends a final's messages through
+//! [`SentOnce`] (child `sent_once`), so a final delivered again repeats none that landed.
 //! What the adapters' `run` and `fetch_file` did alike is here once: [`transport_ended`]
 //! (how a long connection's `run` ends) and [`fetch_handle`] (an attachment that arrived
 //! as a handle).
 
 mod identity;
+mod sent_once;
 
 use std::borrow::Cow;
 
@@ -29,6 +32,7 @@ use crate::message::{
 use crate::telemetry::{Stage, Telemetry};
 
 pub use identity::ChannelIdentity;
+pub use sent_once::{SENT_KEYS, SentOnce};
 
 /// Where a primitive send goes: the conversation, the message to reply under, and the
 /// routing hints the adapter left in the inbound metadata.

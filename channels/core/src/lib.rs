@@ -46,8 +46,8 @@ pub use capabilities::{
     Capabilities, ChatBudget, LateReplies, LengthUnit, RateBudget, ReplyWindow, UpdateMode, Writes,
 };
 pub use channel::{
-    Channel, ChannelExit, ChannelIdentity, Reaction, SendTarget, SentMessage, fetch_handle,
-    transport_ended,
+    Channel, ChannelExit, ChannelIdentity, Reaction, SENT_KEYS, SendTarget, SentMessage, SentOnce,
+    fetch_handle, transport_ended,
 };
 pub use commands::{CommandVocabulary, strip_leading_mentions};
 pub use config::{ConfigIssue, Issues, Severity};

@@ -40,8 +40,8 @@ use im_bridge_channel::reconnect;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, InboundFile, InboundMessage,
-    InboundSink, MessageId, OutboundFile, RateBudget, SendTarget, SentMessage, Skip, Stage,
-    Telemetry, UpdateMode, WebhookRoute, Writes, fetch_handle, transport_ended,
+    InboundSink, MessageId, OutboundFile, RateBudget, SendTarget, SentMessage, SentOnce, Skip,
+    Stage, Telemetry, UpdateMode, WebhookRoute, Writes, fetch_handle, transport_ended,
 };
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -129,10 +129,10 @@ struct Intake {
     /// Each user's latest thread conversation by channel and user: where a native slash
     /// command acts (Slack sends none from a thread).
     latest_threads: Mutex<LruCache<(String, String), String>>,
-    /// The messages of finals that landed, by send key (hashed): Slack has no send key of
-    /// its own, so a final delivered again posts only what is still missing
-    /// ([`SlackChannel::post_once`]).
-    posted: Mutex<LruCache<u64, MessageId>>,
+    /// The messages of finals that landed, by send key: Slack has no send key of its own,
+    /// so a final delivered again posts only what is still missing
+    /// ([`SlackChannel::post_once`]; the newest [`im_bridge_channel::SENT_KEYS`]).
+    posted: SentOnce,
 }
 
 impl std::fmt::Debug for SlackChannel {
@@ -180,7 +180,7 @@ impl SlackChannel {
                 working: Mutex::new(Working::default()),
                 responders: respond::Responders::default(),
                 latest_threads: Mutex::new(LruCache::new(LATEST_THREADS)),
-                posted: Mutex::new(LruCache::new(POSTED)),
+                posted: SentOnce::default(),
             }),
             settings,
             route,
@@ -211,19 +211,10 @@ impl SlackChannel {
     /// Posts a final's message once per send key: one that landed before (the final
     /// delivered again after a later message of it failed) is not posted again, its
     /// message answered instead. Slack has no send key of its own, so the keys are
-    /// remembered in memory (the newest [`POSTED`]).
+    /// remembered in memory ([`SentOnce`]).
     async fn post_once(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let key = to.hints.send_key_hash();
-        if let Some(key) = key
-            && let Some(id) = lock(&self.intake.posted).get(&key).cloned()
-        {
-            return Ok(SentMessage { id });
-        }
-        let sent = self.post(to, text, false).await?;
-        if let Some(key) = key {
-            lock(&self.intake.posted).insert(key, sent.id.clone());
-        }
-        Ok(sent)
+        let post = || self.post(to, text, false);
+        self.intake.posted.once(to.hints, post).await
     }
 
     /// Posts `text` where `to` is answered: through the command's `response_url` where the
@@ -614,9 +605,6 @@ const WORKING_CAPACITY: usize = 4096;
 
 /// Users' latest threads remembered (by channel and user), for native slash commands.
 const LATEST_THREADS: usize = 4096;
-
-/// Finals' messages remembered as posted, so a final delivered again repeats none.
-const POSTED: usize = 4096;
 
 /// How long the end of a turn waits for its message's `eyes` to be added.
 const WORKING_WAIT: Duration = Duration::from_secs(10);
