@@ -602,6 +602,17 @@ pub fn catalog_text(tag: &str) -> impl Fn(&str, &[(&str, Arg<'_>)]) -> String {
     move |id: &str, args: &[(&str, Arg<'_>)]| catalogs.text(&locale, id, args)
 }
 
+/// An answer of `n` paragraphs, each a link (`link {n}`) with a long address: it reads
+/// short (the renderer counts the link's text) and writes far longer, so an adapter cuts
+/// its written markup into several messages.
+pub fn links_answer(n: usize) -> String {
+    let path = "a".repeat(110);
+    let links: String = (0..n)
+        .map(|n| format!("[link {n}](https://example.com/{path}/{n})\n\n"))
+        .collect();
+    links.trim_end().to_owned()
+}
+
 /// A run that answers `answer` in one chunk and meets its goal with no follow-up.
 pub fn goal_met_at_once(answer: &str) -> Script {
     Script::with_answer(answer)

@@ -18,9 +18,11 @@ pub(crate) mod harness;
 use std::time::Duration;
 
 use im_bridge::simulator::Script;
-use im_bridge_fakes::wecom::{Closed, MediaUse, Message, MixedItem, URL_LIFETIME};
+use im_bridge_fakes::wecom::{
+    Closed, FakeWecom, MediaUse, Message, MixedItem, Trigger, URL_LIFETIME, code,
+};
 
-use crate::support::{assert_image_reached_the_agent, catalog_text};
+use crate::support::{assert_image_reached_the_agent, catalog_text, links_answer};
 use harness::{DEADLINE, Wc, shown_in};
 
 const GROUP: &str = "wrkGroupChat0001";
@@ -172,6 +174,56 @@ async fn issue_31_an_expired_stream_still_gets_its_final() {
     let sent = wc.fake.wait_sent(ALICE, DEADLINE).await.unwrap();
     assert_eq!(sent.text(), Some(ANSWER));
     assert_eq!(sent.msgtype, "markdown");
+    wc.stop().await;
+}
+
+/// An answer whose links write it past WeCom's 20480 bytes, so the adapter cuts it into
+/// two messages: the stream finished with the first, the second refused once for the rate
+/// (45009). The final is delivered again, and each part shows exactly once: the finished
+/// stream is not finished again nor its part sent anew, and the part that landed is not
+/// repeated (WeCom reads no send key: the adapter remembers what landed).
+#[tokio::test]
+async fn a_cut_refused_once_for_the_rate_is_sent_again_without_repeating_the_first_part() {
+    const LINKS: usize = 200;
+    let wc = Wc::start().await;
+    wc.sim.script_next_run(
+        Script::with_answer(links_answer(LINKS))
+            .chunks(4)
+            .chunk_delay(Duration::from_millis(400)),
+    );
+    // New messages: the stream, then the cut after it.
+    wc.fake
+        .refuse_messages(Trigger::Nth(2), code::FREQ_OUT_OF_LIMIT);
+    let pushed = wc.fake.push(&Message::text(ALICE, "all the links"));
+    // How often each link shows in the chat.
+    let shown = |fake: &FakeWecom| -> Vec<usize> {
+        let shown = shown_in(fake, ALICE);
+        let times = |n| {
+            let link = format!("[link {n}]");
+            shown.iter().map(|t| t.matches(&link).count()).sum()
+        };
+        (0..LINKS).map(times).collect()
+    };
+    wc.fake
+        .wait_until("every link shown", DEADLINE, |fake| {
+            shown(fake).iter().all(|&times| times > 0)
+        })
+        .await
+        .unwrap();
+    assert!(
+        shown(&wc.fake).iter().all(|&times| times == 1),
+        "a part shown twice"
+    );
+    let refused = wc.refused();
+    let rate = format!("aibot_respond_msg Some({})", code::FREQ_OUT_OF_LIMIT);
+    let finished = format!("aibot_respond_msg Some({})", code::STREAM_FINISHED);
+    assert!(refused.contains(&rate), "{refused:?}");
+    assert!(!refused.contains(&finished), "finished twice: {refused:?}");
+    // Two messages, both finished: the stream and the cut after it.
+    let streams = wc.fake.streams_of(&pushed.req_id);
+    assert_eq!(streams.len(), 2, "{streams:#?}");
+    assert!(streams.iter().all(|s| s.finished), "{streams:#?}");
+    assert!(wc.fake.sent().is_empty(), "nothing proactive");
     wc.stop().await;
 }
 

@@ -8,7 +8,9 @@
 //!   stream`) refreshed in place: the delivery engine starts it (with the "working on it"
 //!   notice, or the first text), sends the whole text so far at most once a second, and
 //!   finishes it with the final (`finish: true`). A long answer is several messages of at
-//!   most `max_markdown_bytes`, in [`WeComMarkdown`](crate::WeComMarkdown).
+//!   most `max_markdown_bytes`, in [`WeComMarkdown`](crate::WeComMarkdown). WeCom reads
+//!   no send key, so each message of a final goes once per send key ([`SentOnce`]): a
+//!   final delivered again after one of its messages failed sends only what is missing.
 //! - **The final always lands**: when the stream can no longer be updated (846608, six
 //!   minutes after its first frame) or its callback's connection is gone (846605, or known
 //!   without asking after a reconnect), the engine sends the final as a message of its
@@ -29,8 +31,8 @@ use bytes::Bytes;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, FileLabel, InboundFile,
-    InboundSink, LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage, Skip, Stage,
-    Telemetry, UpdateMode, Writes, fetch_handle, http, split,
+    InboundSink, LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage, SentOnce, Skip,
+    Stage, Telemetry, UpdateMode, Writes, fetch_handle, http, split,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -79,6 +81,10 @@ pub struct WeComChannel {
     /// The `req_id`s of callbacks whose stream expired, newest last (at most
     /// [`EXPIRED_CALLBACKS`]).
     expired: Mutex<VecDeque<String>>,
+    /// The messages of finals that landed, by send key: WeCom reads none, so a final
+    /// delivered again sends only what is still missing ([`WeComChannel::send_once`]; the
+    /// newest [`im_bridge_channel::SENT_KEYS`]).
+    sent: SentOnce,
 }
 
 /// WeCom takes at most 30 messages a minute and 1,000 an hour in one conversation, replies
@@ -129,6 +135,7 @@ impl WeComChannel {
             commands: ctx.commands.clone(),
             telemetry,
             expired: Mutex::new(VecDeque::new()),
+            sent: SentOnce::default(),
         })
     }
 
@@ -191,6 +198,28 @@ impl WeComChannel {
         Ok(SentMessage {
             id: MessageId::new(format!("{SENT_PREFIX}{}", crate::api::req_id("send"))),
         })
+    }
+
+    /// [`WeComChannel::send_message`] once per send key: a message of a final that landed
+    /// before (the final delivered again after a later message of it failed) is not sent
+    /// again.
+    async fn send_once(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.sent
+            .once(to.hints, || self.send_message(to, text))
+            .await
+    }
+
+    /// Sends the messages cut from a final after its first, each under its cut's hints
+    /// ([`WeComChannel::send_once`]).
+    async fn send_cuts(
+        &self,
+        to: &SendTarget<'_>,
+        contents: impl IntoIterator<Item = String>,
+    ) -> ChannelResult {
+        for (hints, text) in to.cuts(contents) {
+            self.send_once(&to.with_hints(&hints), &text).await?;
+        }
+        Ok(())
     }
 
     /// One frame of the stream `id` (started by [`Channel::start_stream`]).
@@ -292,13 +321,13 @@ impl Channel for WeComChannel {
         }
     }
 
+    /// The text as one message, or (grown past WeCom's limit by its markup) several: the
+    /// first is the reply, the rest follow it, each under its cut's hints and sent once.
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         let mut contents = contents(text).into_iter();
         let first = contents.next().unwrap_or_default();
-        let sent = self.send_message(&to, &first).await?;
-        for (hints, text) in to.cuts(contents) {
-            self.send_message(&to.with_hints(&hints), &text).await?;
-        }
+        let sent = self.send_once(&to, &first).await?;
+        self.send_cuts(&to, contents).await?;
         Ok(sent)
     }
 
@@ -321,14 +350,22 @@ impl Channel for WeComChannel {
         self.stream(&to, id, text, false).await
     }
 
+    /// The stream shows the final's first part; what WeCom's limit left follows it as
+    /// messages of their own. The finishing frame goes once per send key too: a finished
+    /// stream takes no frame, so finishing it again would fail and the final would go out
+    /// anew, its first part twice. A failure after the stream was finished is
+    /// `FinishedThen`, so the final is not sent again as a new message either.
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         let mut contents = contents(text).into_iter();
         let first = contents.next().unwrap_or_default();
-        self.stream(&to, id, &first, true).await?;
-        for (hints, text) in to.cuts(contents) {
-            self.send_message(&to.with_hints(&hints), &text).await?;
-        }
-        Ok(())
+        let finish = || async {
+            self.stream(&to, id, &first, true).await?;
+            Ok(SentMessage { id: id.clone() })
+        };
+        self.sent.once(to.hints, finish).await?;
+        self.send_cuts(&to, contents)
+            .await
+            .map_err(ChannelError::after_finishing)
     }
 
     /// Uploads the file over the socket and sends it as a reply (or a message of its own).

@@ -113,6 +113,10 @@ pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(60);
 /// window is not documented). [`FakeWecom::set_subscribe_window`].
 pub const SUBSCRIBE_WINDOW: Duration = Duration::from_secs(10);
 
+/// The route of [`FakeWecom::refuse_messages`] among the scripted failures: what WeCom's
+/// rate counts, a new message, not a command (no command is named so).
+const NEW_MESSAGE: &str = "new message";
+
 /// The `errcode`s the fake answers, each marked by where it comes from: *documented* (the
 /// long-connection page), *observed* (answers seen from the real service, cited in the
 /// README), *global* (WeCom's global error code list, not confirmed for the long
@@ -448,6 +452,16 @@ impl Fake<Wecom> {
     /// malformed frame uses none up.
     pub fn fail(&self, cmd: &str, trigger: Trigger, failure: Failure) {
         self.with_state(|s| s.failures.add(cmd, trigger.into(), failure));
+    }
+
+    /// Scripts a refusal with `errcode` of new messages (what WeCom's rate counts: a
+    /// stream's first frame, any other reply, a welcome, a send; not a stream's later
+    /// frames) when `trigger` says, counted from the fake's start: as WeCom refuses one
+    /// over its rate (`45009`) whatever the fake's own count says. Fires after the
+    /// message's checks, in place of the rate's.
+    pub fn refuse_messages(&self, trigger: Trigger, errcode: i64) {
+        let failure = Failure::Code(errcode, errmsg(errcode).to_owned());
+        self.with_state(|s| s.failures.add(NEW_MESSAGE, trigger.into(), failure));
     }
 
     /// Removes every scripted failure.

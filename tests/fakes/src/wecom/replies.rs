@@ -44,10 +44,10 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::long_connection::Answer;
-use super::records::{MediaUse, Reply, Sent, Stream, StreamExpiry, Update};
+use super::records::{Failure, MediaUse, Reply, Sent, Stream, StreamExpiry, Update};
 use super::{
     MAX_CONTENT_BYTES, MAX_FEEDBACK_ID_BYTES, MEDIA_LIFETIME, MESSAGES_PER_HOUR,
-    MESSAGES_PER_MINUTE, Wecom, code,
+    MESSAGES_PER_MINUTE, NEW_MESSAGE, Wecom, code,
 };
 
 const MINUTE: std::time::Duration = std::time::Duration::from_secs(60);
@@ -119,8 +119,13 @@ pub(super) fn within_rate(
     true
 }
 
-/// Counts a new message to `conversation`, or refuses it for the rate.
+/// Counts a new message to `conversation`, or refuses it for the rate (or as a test
+/// scripted: [`FakeWecom::refuse_messages`](super::FakeWecom::refuse_messages)).
 fn take_rate(s: &mut Wecom, conversation: &str) -> Result<(), i64> {
+    s.failures.count(NEW_MESSAGE);
+    if let Some(Failure::Code(errcode, _)) = s.failures.take(NEW_MESSAGE, None) {
+        return Err(errcode);
+    }
     let now = s.now();
     let times = s.rates.entry(conversation.to_owned()).or_default();
     if !within_rate(times, now, MESSAGES_PER_MINUTE, MESSAGES_PER_HOUR) {
