@@ -359,12 +359,18 @@ impl Channel for SlackChannel {
 
     /// The stream message shows the final's first part; what Slack's cap left is posted
     /// after it. A failure after the stream message was finished is `FinishedThen`, so
-    /// the final is not sent again as a new message repeating its first part.
+    /// the final is not sent again as a new message repeating its first part. An answer
+    /// through a `response_url` has no message to edit: its first part is a post, made
+    /// once per send key like the cuts, so the final delivered again does not repeat it.
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         let mut texts = slack_texts(text).into_iter();
         let first = texts.next().unwrap_or_default();
         match respond::trigger_of(id) {
-            Some(trigger) => self.respond(trigger, &first, false).await.map(drop)?,
+            // A post of its own, made once per send key like any.
+            Some(trigger) => {
+                let respond = || self.respond(trigger, &first, false);
+                self.intake.posted.once(to.hints, respond).await?;
+            }
             None => self.edit_text(to, id, &first).await?,
         }
         self.post_cuts(&to, texts)

@@ -316,7 +316,8 @@ impl Fake<Slack> {
     }
 
     /// Scripts a failure of `method` (a Web API method name, `upload` for the upload URL,
-    /// `file` for the file host) when `trigger` says. Failures fire after the token check,
+    /// `file` for the file host, `response_url` for slash commands' URLs) when `trigger`
+    /// says. Failures fire after the token check,
     /// so a call refused for its token uses none up.
     pub fn fail(&self, method: &str, trigger: Trigger, failure: Failure) {
         self.with_state(|s| s.failures.add(method, trigger.into(), failure));

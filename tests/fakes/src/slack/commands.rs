@@ -9,12 +9,14 @@
 //! [`RESPONSES_PER_URL`] posts within [`RESPONSE_URL_LIFETIME`] of the command
 //! (documented: "up to 5 times within 30 minutes"). A success is HTTP 200 `ok`; a refusal
 //! is HTTP 404 `used_url` / `expired_url` (observed of Slack's hooks: the body is the code)
-//! or 400 `invalid_payload` / `no_text`.
+//! or 400 `invalid_payload` / `no_text`. A failure scripted for the route `response_url`
+//! ([`FakeSlack::fail`](super::FakeSlack::fail)) answers in place of a post and spends one.
 
 use serde_json::Value;
 use tokio::time::{Duration, Instant};
 
 use super::records::{Message, Response};
+use super::rest::scripted;
 use super::{BOT_USER_ID, Slack};
 use crate::skeleton::http::{Answer, Encoding, Head, Payload, read_body};
 
@@ -81,6 +83,11 @@ fn answer(s: &mut Slack, key: &str, body: &Value) -> Answer {
     issued.used += 1;
     let in_channel = body.get("response_type").and_then(Value::as_str) == Some("in_channel");
     let (channel, user) = (issued.channel.clone(), issued.user.clone());
+    // A scripted failure spends the post: whether Slack counts one it failed is not known,
+    // and the stricter reading is the fake's.
+    if let Some(failed) = scripted(s, "response_url") {
+        return failed;
+    }
     if in_channel {
         let mut message = Message::new(&channel, &super::events::next_ts(), BOT_USER_ID, true);
         message.text = text.to_owned();
