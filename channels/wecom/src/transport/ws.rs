@@ -31,8 +31,8 @@
 //!
 //! Bounds: a WebSocket message over [`MAX_WS_MESSAGE`] fails the connection
 //! (tungstenite's bound); a frame that is not one is dropped and counted; a write that
-//! takes over [`SEND_TIMEOUT`] (a stalled, half-open connection) fails the connection, and
-//! a shutdown does not wait for one. Logs name
+//! takes over [`SEND_TIMEOUT`] (a stalled, half-open connection) fails the connection (the
+//! subscribe's fails the attempt, which is retried), and a shutdown does not wait for one. Logs name
 //! commands, codes and the host only: never a frame's body, the Secret or a media URL.
 
 use std::borrow::Cow;
@@ -273,8 +273,14 @@ pub(crate) async fn probe(ws_url: &str, bot_id: &str, secret: &Secret) -> Result
     subscribed
 }
 
-/// Sends `aibot_subscribe` and reads until its answer: `Ok` when accepted.
-async fn subscribe(ws: &mut WebSocket, settings: &WsSettings) -> Result<(), ApiError> {
+/// Sends `aibot_subscribe` (within [`SEND_TIMEOUT`], as every write: a stalled socket
+/// fails the attempt instead of holding it forever) and reads until its answer: `Ok` when
+/// accepted. A shutdown meanwhile is the reconnect driver's, which stops waiting on the
+/// connect.
+async fn subscribe<T: AsyncRead + AsyncWrite + Unpin>(
+    ws: &mut WebSocketStream<T>,
+    settings: &WsSettings,
+) -> Result<(), ApiError> {
     let frame = api::subscribe(&settings.bot_id, &settings.secret);
     let gone = |reason: Cow<'static, str>| ApiError::Connection {
         op: model::SUBSCRIBE,
@@ -282,9 +288,11 @@ async fn subscribe(ws: &mut WebSocket, settings: &WsSettings) -> Result<(), ApiE
     };
     let text =
         serde_json::to_string(&frame).map_err(|_| gone("the frame could not be written".into()))?;
-    ws.send(Message::Text(text.into()))
-        .await
-        .map_err(|_| gone("sending failed".into()))?;
+    match write(ws, text, "the subscribe", &CancellationToken::new()).await {
+        Ok(()) => {}
+        Err(Unwritten::Lost(reason)) => return Err(gone(reason.into())),
+        Err(Unwritten::Shutdown) => return Err(gone("shut down".into())),
+    }
     let deadline = Instant::now() + settings.timers.subscribe;
     loop {
         let received = tokio::time::timeout_at(deadline, ws.next())

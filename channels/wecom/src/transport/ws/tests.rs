@@ -300,6 +300,29 @@ async fn a_stalled_write_ends_the_connection_as_lost() {
     assert!(command.await.unwrap().is_err(), "the command got no answer");
 }
 
+/// The subscribe's write stalls (the peer reads nothing): the attempt fails after
+/// [`SEND_TIMEOUT`], as the connection's other writes do, instead of holding the connect
+/// (and the channel) forever; the driver then tries again.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_subscribe_fails_the_attempt() {
+    let (mut ws, _peer) = stalled().await;
+    let settings = WsSettings {
+        ws_url: "ws://127.0.0.1:9/".to_owned(),
+        bot_id: BOT_ID.to_owned(),
+        secret: Secret::new(SECRET),
+        timers: Timers::default(),
+    };
+    let started = Instant::now();
+    let subscribed = tokio::time::timeout(SEND_TIMEOUT * 3, subscribe(&mut ws, &settings))
+        .await
+        .expect("the stalled subscribe ended");
+    let Err(ApiError::Connection { reason, .. }) = subscribed else {
+        panic!("{subscribed:?}");
+    };
+    assert!(reason.contains("stalled"), "{reason}");
+    assert_eq!(started.elapsed(), SEND_TIMEOUT);
+}
+
 /// A shutdown while a write stalls ends the connection at once.
 #[tokio::test(start_paused = true)]
 async fn a_shutdown_does_not_wait_for_a_stalled_write() {
