@@ -12,7 +12,7 @@
 //!   no send key, so each message of a final goes once per send key ([`SentOnce`]): a
 //!   final delivered again after one of its messages failed sends only what is missing.
 //! - **The final always lands**: when the stream can no longer be updated (846608, six
-//!   minutes after its first frame) or its callback's connection is gone (846605, or known
+//!   minutes after the user's message) or its callback's connection is gone (846605, or known
 //!   without asking after a reconnect), the engine sends the final as a message of its
 //!   own: after 846608 straight as a proactive markdown message (`aibot_send_msg`) to the
 //!   user or the group, as WeCom's plugin does (the callback's stream channel is spent);

@@ -75,8 +75,11 @@ pub const MAX_FEEDBACK_ID_BYTES: usize = 256;
 /// How long after a message callback replies to it are accepted (documented: "收到消息回调后，
 /// 24 小时内可以往该会话回复消息").
 pub const REPLY_WINDOW: Duration = Duration::from_secs(24 * 3600);
-/// How long a stream may be updated (documented: "6分钟超时限制：从首次发送开始计时"; WeCom
-/// answers a late update `846608 stream message update expired`).
+/// How long a callback's streams may be updated, counted from the callback (the user's
+/// message: WeCom waits for the answer's end up to six minutes after it; the stream page
+/// says "6分钟超时限制：从首次发送开始计时", and the callback comes before any frame, so the
+/// fake is never more lenient than either reading). WeCom answers a late update `846608
+/// stream message update expired`.
 pub const STREAM_WINDOW: Duration = Duration::from_secs(6 * 60);
 /// How long after an `enter_chat` (or `template_card_event`) its welcome (or card update)
 /// is accepted (documented: "收到事件回调后需在 5 秒内发送回复").
@@ -276,7 +279,7 @@ impl Wecom {
             replaced_close_delay: Duration::ZERO,
             reply_window: REPLY_WINDOW,
             stream_window: STREAM_WINDOW,
-            stream_expiry: StreamExpiry::SinceFirst,
+            stream_expiry: StreamExpiry::SinceCallback,
             event_reply_window: EVENT_REPLY_WINDOW,
             refuse_shrinking: false,
             failures: Script::default(),
@@ -422,8 +425,8 @@ impl Fake<Wecom> {
         self.with_state(|s| s.reply_window = window);
     }
 
-    /// How long a stream may be updated and from when (default [`STREAM_WINDOW`] since its
-    /// first frame, as documented; [`StreamExpiry::SinceLast`] plays what was observed:
+    /// How long a stream may be updated and from when (default [`STREAM_WINDOW`] since the
+    /// callback it answers; [`StreamExpiry::SinceLast`] plays what was observed:
     /// updates every four minutes kept a stream alive past eight).
     pub fn set_stream_expiry(&self, window: Duration, expiry: StreamExpiry) {
         self.with_state(|s| {

@@ -41,8 +41,9 @@ pub enum Closed {
 /// How the stream window is measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StreamExpiry {
-    /// From the stream's first frame (documented).
-    SinceFirst,
+    /// From the callback the stream answers (the user's message): WeCom's rule, and
+    /// never more lenient than counting from the stream's first frame, which comes after.
+    SinceCallback,
     /// From its last accepted frame (what was observed of the service).
     SinceLast,
 }

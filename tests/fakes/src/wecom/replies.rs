@@ -15,9 +15,9 @@
 //!   update replaces the last, documented); `msg_item` is refused ("目前暂不支持 msg_item
 //!   字段", documented for the long connection); `feedback.id` at most
 //!   [`MAX_FEEDBACK_ID_BYTES`]. After `finish: true` the stream takes no frame
-//!   ([`code::STREAM_FINISHED`], fake code); past the stream window (documented six minutes
-//!   from the first frame) `846608 stream message update expired` (observed). Once one of a
-//!   callback's streams is past its window the callback takes no new stream either: its
+//!   ([`code::STREAM_FINISHED`], fake code); past the stream window (six minutes, counted
+//!   from the callback it answers: the user's message) `846608 stream message update
+//!   expired` (observed). Past the window the callback takes no new stream either: its
 //!   first frame is refused `846608` too (fake code: WeCom's plugin never opens another
 //!   stream after 846608, it sends the text with `aibot_send_msg`, the stream channel of
 //!   that `req_id` being unusable, monitor.ts / message-sender.ts).
@@ -46,7 +46,7 @@ use tokio::time::Instant;
 use super::long_connection::Answer;
 use super::records::{Failure, MediaUse, Reply, Sent, Stream, StreamExpiry, Update};
 use super::{
-    MAX_CONTENT_BYTES, MAX_FEEDBACK_ID_BYTES, MEDIA_LIFETIME, MESSAGES_PER_HOUR,
+    Callback, MAX_CONTENT_BYTES, MAX_FEEDBACK_ID_BYTES, MEDIA_LIFETIME, MESSAGES_PER_HOUR,
     MESSAGES_PER_MINUTE, NEW_MESSAGE, Wecom, code,
 };
 
@@ -180,7 +180,7 @@ fn respond(s: &mut Wecom, id: u64, req_id: &str, body: &Value) -> Result<Answer,
         .ok_or(code::INVALID_REQ_ID)?;
     let msgtype = text(body, "msgtype").ok_or(code::INVALID_PARAMETER)?;
     if msgtype == "stream" || msgtype == "stream_with_template_card" {
-        return stream(s, id, req_id, &cb.msgid, &cb.conversation, body);
+        return stream(s, id, req_id, &cb, body);
     }
     let used = MediaUse::Reply {
         req_id: req_id.to_owned(),
@@ -212,13 +212,12 @@ fn unuse(s: &mut Wecom, used: &MediaUse) {
     }
 }
 
-/// A stream frame answering `req_id`.
+/// A stream frame answering the callback `req_id` (`cb`).
 fn stream(
     s: &mut Wecom,
     id: u64,
     req_id: &str,
-    msgid: &str,
-    conversation: &str,
+    cb: &Callback,
     body: &Value,
 ) -> Result<Answer, i64> {
     let frame = &body["stream"];
@@ -263,20 +262,23 @@ fn stream(
     };
     let (window, expiry, refuse_shrinking) = (s.stream_window, s.stream_expiry, s.refuse_shrinking);
     let Some(i) = index else {
-        let expired = s
-            .streams
-            .iter()
-            .filter(|st| st.req_id == req_id)
-            .any(|st| st.expired(now, window, expiry));
-        if expired {
+        let spent = match expiry {
+            StreamExpiry::SinceCallback => now.duration_since(cb.at) > window,
+            StreamExpiry::SinceLast => s
+                .streams
+                .iter()
+                .filter(|st| st.req_id == req_id)
+                .any(|st| st.expired(now, window, expiry, cb.at)),
+        };
+        if spent {
             return Err(code::STREAM_EXPIRED);
         }
-        take_rate(s, conversation)?;
+        take_rate(s, &cb.conversation)?;
         s.streams.push(Stream {
             req_id: req_id.to_owned(),
-            msgid: msgid.to_owned(),
+            msgid: cb.msgid.clone(),
             stream_id: stream_id.to_owned(),
-            conversation: conversation.to_owned(),
+            conversation: cb.conversation.clone(),
             connection: id,
             updates: vec![update],
             finished: finish,
@@ -290,7 +292,7 @@ fn stream(
     if st.finished {
         return refused(s, code::STREAM_FINISHED);
     }
-    if st.expired(now, window, expiry) {
+    if st.expired(now, window, expiry, cb.at) {
         return refused(s, code::STREAM_EXPIRED);
     }
     let shrinks = !content.starts_with(st.content().as_str());
@@ -305,13 +307,19 @@ fn stream(
 }
 
 impl Stream {
-    /// Whether the stream is past its `window` at `now`, measured as `expiry` says.
-    fn expired(&self, now: Instant, window: std::time::Duration, expiry: StreamExpiry) -> bool {
+    /// Whether the stream is past its `window` at `now`, measured as `expiry` says (from
+    /// `callback`, when the callback it answers went out, or from its last frame).
+    fn expired(
+        &self,
+        now: Instant,
+        window: std::time::Duration,
+        expiry: StreamExpiry,
+        callback: Instant,
+    ) -> bool {
         let since = match expiry {
-            StreamExpiry::SinceFirst => self.updates.first(),
-            StreamExpiry::SinceLast => self.updates.last(),
-        }
-        .map_or(now, |u| u.at);
+            StreamExpiry::SinceCallback => callback,
+            StreamExpiry::SinceLast => self.updates.last().map_or(now, |u| u.at),
+        };
         now.duration_since(since) > window
     }
 }

@@ -288,6 +288,22 @@ async fn replies_keep_to_their_windows() {
     assert_eq!(errcode(&answer), code::INVALID_REQ_ID);
 }
 
+/// The window counts from the callback (the user's message), not from the stream's first
+/// frame: a stream opened five minutes after its message has one minute left.
+#[tokio::test]
+async fn the_stream_window_counts_from_the_callback() {
+    let fake = FakeWecom::start().await.unwrap();
+    let mut bot = Bot::subscribed(&fake).await;
+    let req = fake.push(&Message::text(USER, "hi")).req_id;
+    fake.advance_clock(Duration::from_secs(5 * 60));
+    assert_eq!(bot.stream(&req, "s1", "late", false).await["errcode"], 0);
+    fake.advance_clock(Duration::from_secs(61));
+    let update = bot.stream(&req, "s1", "late, then", false).await;
+    assert_eq!(errcode(&update), code::STREAM_EXPIRED);
+    let another = bot.stream(&req, "s2", "late, then", true).await;
+    assert_eq!(errcode(&another), code::STREAM_EXPIRED);
+}
+
 #[tokio::test]
 async fn the_observed_stream_expiry_counts_from_the_last_update() {
     let fake = FakeWecom::start().await.unwrap();
