@@ -146,7 +146,7 @@ impl DingTalkChannel {
 
     /// Writes `text` into the card that may exist for `to` (see the module docs), finishing
     /// it with `finalize`: the card's id when it does exist.
-    async fn into_uncertain_card(
+    async fn write_uncertain_card(
         &self,
         to: &SendTarget<'_>,
         text: &str,
@@ -282,7 +282,7 @@ impl Channel for DingTalkChannel {
     /// that start may have created all the same.
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         if to.hints.send_key.is_some()
-            && let Some(id) = self.into_uncertain_card(&to, text, true).await
+            && let Some(id) = self.write_uncertain_card(&to, text, true).await
         {
             return Ok(SentMessage { id });
         }
@@ -296,7 +296,7 @@ impl Channel for DingTalkChannel {
                 "streaming without a card template",
             ));
         };
-        if let Some(id) = self.into_uncertain_card(&to, text, false).await {
+        if let Some(id) = self.write_uncertain_card(&to, text, false).await {
             return Ok(SentMessage { id });
         }
         let out_track_id = api::new_out_track_id();
