@@ -444,6 +444,21 @@ async fn marks_after(sl: &Sl, text: &str, answer: &str) -> Vec<String> {
     sl.fake.reactions_on(DM, &root)
 }
 
+/// Slack rate-limits `reactions.add` (Tier 3): a message whose 👀 or ✅ met the 429
+/// still gets it, once the wait Slack named is over.
+#[tokio::test]
+async fn reactions_are_added_through_slacks_rate_limit() {
+    use im_bridge_slack::{DONE_REACTION, WORKING_REACTION};
+    let sl = Sl::start().await;
+    sl.fake.set_reaction_limit(2, Duration::from_secs(1));
+    for (text, answer) in [("one?", "One."), ("two?", "Two."), ("three?", "Three.")] {
+        let marks = marks_after(&sl, text, answer).await;
+        assert_eq!(marks, [WORKING_REACTION, DONE_REACTION]);
+    }
+    assert!(sl.fake.rate_refusals() > 0, "the limit was met");
+    sl.stop().await;
+}
+
 #[tokio::test]
 async fn an_answer_refused_for_good_marks_the_message_x_not_done() {
     use im_bridge_slack::{DONE_REACTION, FAILED_REACTION, WORKING_REACTION};

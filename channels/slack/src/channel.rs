@@ -36,6 +36,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use hashlink::LruCache;
+use im_bridge_channel::http::HttpError;
 use im_bridge_channel::reconnect;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
@@ -53,6 +54,7 @@ mod respond;
 
 use crate::api::SlackApi;
 use crate::config::{Delivery, SlackSettings};
+use crate::error::ApiError;
 use crate::inbound::{InboundContext, normalize_command, normalize_event};
 use crate::markup::slack_texts;
 use crate::model::{EventBody, EventCallback, SlashCommand, envelope_kind};
@@ -380,21 +382,25 @@ impl Channel for SlackChannel {
 
     /// The bridge is done with the message `to` answers: `white_check_mark` on it, or `x`
     /// where its answer was refused for good.
+    /// Added in the background, after the message's `eyes`: a rate limit on reactions is
+    /// waited out there ([`add_reaction`]), holding up none of the chat's replies.
     async fn turn_ended(&self, to: SendTarget<'_>) -> ChannelResult {
         let Some(source) = to.reply_to else {
             return Ok(());
         };
-        self.intake
-            .working_added(to.chat_id.as_str(), source.as_str())
-            .await;
         let reaction = match to.hints.unanswered {
             true => FAILED_REACTION,
             false => DONE_REACTION,
         };
-        self.api()
-            .react(to.chat_id.as_str(), source.as_str(), reaction)
-            .await
-            .map_err(ChannelError::from)
+        let intake = self.intake.clone();
+        let (channel, ts) = (to.chat_id.to_string(), source.as_str().to_owned());
+        self.intake.reactions.spawn(async move {
+            intake.working_added(&channel, &ts).await;
+            if let Err(error) = add_reaction(&intake.api, &channel, &ts, reaction).await {
+                tracing::debug!(channel = NAME, %error, reaction, "Adding a Slack reaction failed.");
+            }
+        });
+        Ok(())
     }
 
     /// The external upload (`files.getUploadURLExternal`, the bytes,
@@ -562,7 +568,7 @@ impl Intake {
         let api = self.api.clone();
         let key = format!("{channel}/{}", ts.as_str());
         let handle = self.reactions.spawn(async move {
-            if let Err(error) = api.react(&channel, ts.as_str(), name).await {
+            if let Err(error) = add_reaction(&api, &channel, ts.as_str(), name).await {
                 tracing::debug!(channel = NAME, %error, name, "Adding a Slack reaction failed.");
             }
         });
@@ -612,8 +618,34 @@ const WORKING_CAPACITY: usize = 4096;
 /// Users' latest threads remembered (by channel and user), for native slash commands.
 const LATEST_THREADS: usize = 4096;
 
-/// How long the end of a turn waits for its message's `eyes` to be added.
-const WORKING_WAIT: Duration = Duration::from_secs(10);
+/// Calls made in all to add one reaction.
+const REACTION_ATTEMPTS: u32 = 3;
+
+/// The longest rate-limit wait before a reaction is tried again (Tier 3's window).
+const REACTION_WAIT: Duration = Duration::from_secs(60);
+
+/// How long the end of a turn waits for its message's `eyes` to be added: its rate-limit
+/// waits included, in the background (`turn_ended`).
+const WORKING_WAIT: Duration = Duration::from_secs(130);
+
+/// Adds reaction `name` to message `ts` of `channel`. `reactions.add` is Tier 3, about 50
+/// a minute per workspace, so a busy workspace meets its 429: the wait Slack names (at
+/// most [`REACTION_WAIT`]) is waited out and the reaction added after it,
+/// [`REACTION_ATTEMPTS`] calls in all.
+async fn add_reaction(api: &SlackApi, channel: &str, ts: &str, name: &str) -> Result<(), ApiError> {
+    let mut attempt = 1;
+    loop {
+        match api.react(channel, ts, name).await {
+            Err(ApiError::Http(HttpError::RetryAfter(wait)))
+                if attempt < REACTION_ATTEMPTS && wait <= REACTION_WAIT =>
+            {
+                tokio::time::sleep(wait).await;
+                attempt += 1;
+            }
+            added => return added,
+        }
+    }
+}
 
 impl Envelopes for Intake {
     fn needs_identity(&self) -> bool {

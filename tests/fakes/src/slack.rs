@@ -103,6 +103,10 @@ pub const MAX_CONNECTIONS: usize = 10;
 /// 3, about 50 a minute, and refuses bursts; one edit a second per message is what the
 /// bridge promises).
 pub const EDIT_PACE: Duration = Duration::from_secs(1);
+/// `reactions.add` is Tier 3: "50+ per minute" per workspace
+/// (<https://api.slack.com/apis/rate-limits>). The fake takes 50 calls in any 60 s and
+/// answers 429 `ratelimited` beyond them, until the oldest leaves the window.
+pub const REACTION_LIMIT: (usize, Duration) = (50, Duration::from_secs(60));
 
 /// The `error` strings the fake answers. Those marked *documented* are in Slack's method
 /// or Socket Mode documentation; the others are Slack's names seen in the field, used
@@ -173,6 +177,10 @@ pub struct Slack {
     edit_pace: Option<Duration>,
     /// (channel, ts) -> when its last edit was accepted.
     last_edit: HashMap<(String, String), Instant>,
+    /// `reactions.add` calls taken in any window of `.1` at most (`None`: no limit).
+    reaction_limit: Option<(usize, Duration)>,
+    /// When each `reactions.add` call within the window came, oldest first.
+    reaction_calls: std::collections::VecDeque<Instant>,
     rate_refusals: usize,
     streaming: bool,
     truncate_long_text: bool,
@@ -201,6 +209,8 @@ impl Slack {
             early_calls: 0,
             edit_pace: Some(EDIT_PACE),
             last_edit: HashMap::new(),
+            reaction_limit: Some(REACTION_LIMIT),
+            reaction_calls: std::collections::VecDeque::new(),
             rate_refusals: 0,
             streaming: true,
             truncate_long_text: false,
@@ -298,6 +308,12 @@ impl Fake<Slack> {
     /// through).
     pub fn set_edit_pace(&self, pace: Option<Duration>) {
         self.with_state(|s| s.edit_pace = pace);
+    }
+
+    /// How many `reactions.add` calls the workspace takes in any window of `window`
+    /// (default [`REACTION_LIMIT`]); more are answered 429 `ratelimited` with `Retry-After`.
+    pub fn set_reaction_limit(&self, calls: usize, window: Duration) {
+        self.with_state(|s| s.reaction_limit = Some((calls, window)));
     }
 
     /// Whether the streaming methods exist (default true). Off, they answer as a method

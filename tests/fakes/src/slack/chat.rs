@@ -199,6 +199,22 @@ pub(super) fn update(s: &mut Slack, p: &Params) -> Answer {
 
 /// `reactions.add {channel, timestamp, name}`.
 pub(super) fn react(s: &mut Slack, p: &Params) -> Answer {
+    if let Some((calls, window)) = s.reaction_limit {
+        let now = Instant::now();
+        while s
+            .reaction_calls
+            .front()
+            .is_some_and(|at| now.duration_since(*at) >= window)
+        {
+            s.reaction_calls.pop_front();
+        }
+        if s.reaction_calls.len() >= calls {
+            s.rate_refusals += 1;
+            let oldest = s.reaction_calls.front().copied().unwrap_or(now);
+            return rate_limited((oldest + window).saturating_duration_since(now));
+        }
+        s.reaction_calls.push_back(now);
+    }
     if p.text("channel").is_none() || p.text("timestamp").is_none() {
         return error(code::NO_ITEM_SPECIFIED);
     }
