@@ -493,3 +493,47 @@ async fn issue_26_from_chat_on_a_gateway_without_the_route_says_so_in_every_loca
         h.stop().await;
     }
 }
+
+/// A `/goal` command's own run answers like a chat message's: the final of its first
+/// segment, refused for now by Telegram (a 502), is retried and lands once, before or
+/// after the continuation the run went on to, which lands once too.
+#[cfg(feature = "telegram")]
+#[tokio::test]
+async fn a_goal_runs_final_that_failed_for_now_is_retried_and_lands_once() {
+    use im_bridge_fakes::telegram::{Failure, Incoming, Trigger};
+
+    use crate::telegram::harness::Tg;
+
+    const USER: i64 = 270_581_443;
+    let tg = Tg::start().await;
+    tg.ready().await;
+    let first = "First answer.";
+    tg.fake.fail(
+        "sendMessage",
+        Trigger::TextEquals(first.into()),
+        Failure::Status(502, "Bad Gateway".into()),
+    );
+    tg.sim.script_next_run(
+        Script::with_answer(first)
+            .chunks(2)
+            .goal_continuations(1)
+            .goal_met(),
+    );
+    tg.fake.inject(Incoming::private(USER, "/goal ship it"));
+    let next = "↻ Still working toward the goal (follow-up 1 of 8)\n\n\
+                Still on it: continuing toward “ship it” (continuation 1 of 8).";
+    tg.wait_text("the continuation", next).await;
+    let calls = tg.wait_text("the first segment, retried", first).await;
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.status == 502 && c.text() == Some(first)),
+        "the scripted failure fired"
+    );
+    let shown = tg.fake.bot_messages(USER);
+    for text in [first, next] {
+        let times = shown.iter().filter(|m| m.text == text).count();
+        assert_eq!(times, 1, "{text:?} in {shown:?}");
+    }
+    tg.stop().await;
+}

@@ -58,6 +58,14 @@ pub(crate) struct Command {
     pub(crate) help: &'static str,
     /// Runs the command.
     pub(crate) handler: Handler,
+    /// Whether the command with these arguments may start an agent run: then it is
+    /// journaled like a chat message ([`starts_a_run`]).
+    pub(crate) starts_run: fn(&str) -> bool,
+}
+
+/// [`Command::starts_run`] of a command that never starts a run.
+fn no_run(_args: &str) -> bool {
+    false
 }
 
 impl Command {
@@ -93,6 +101,17 @@ pub fn vocabulary() -> CommandVocabulary {
 pub(crate) fn acts_on_the_line(msg: &InboundMessage) -> bool {
     msg.msg_type == MsgType::Command
         && lookup(TABLE, &parse(&msg.text).name).is_some_and(|c| c.name == stop::COMMAND.name)
+}
+
+/// Whether `msg` is a command that may start an agent run (`/goal <objective>`,
+/// `/bootstrap`): it is journaled like a chat message (`journal.rs`), so the run's answer
+/// is delivered whatever comes in its way (a platform failing for now, a restart), as a
+/// chat turn's is. A command that only answers itself is not: its reply goes out once.
+pub(crate) fn starts_a_run(msg: &InboundMessage) -> bool {
+    let parsed = parse(&msg.text);
+    msg.msg_type == MsgType::Command
+        && parsed.slash
+        && lookup(TABLE, &parsed.name).is_some_and(|c| (c.starts_run)(parsed.args))
 }
 
 /// The command of `table` called `name` (lower case, without its slash) or aliased so.
@@ -245,6 +264,37 @@ mod tests {
     }
 
     #[test]
+    fn the_commands_that_may_start_a_run_are_journaled() {
+        let command = |text: &str| {
+            let mut msg = InboundMessage::new("console", "c", "u", text);
+            msg.msg_type = MsgType::Command;
+            msg
+        };
+        for text in [
+            "/goal ship it",
+            "/GOAL from-chat",
+            "/bootstrap",
+            "/bootstrap go",
+        ] {
+            assert!(starts_a_run(&command(text)), "{text}");
+        }
+        for text in [
+            "/goal",
+            "/goal clear",
+            "/new",
+            "/stop",
+            " /goal ship it",
+            "/nope",
+        ] {
+            assert!(!starts_a_run(&command(text)), "{text}");
+        }
+        // A chat message is journaled as one; this asks about commands only.
+        assert!(!starts_a_run(&InboundMessage::new(
+            "console", "c", "u", "/goal x"
+        )));
+    }
+
+    #[test]
     fn skill_names() {
         assert_eq!(skill_name("/summarize this"), Some("summarize"));
         assert_eq!(skill_name("/deep-research x"), Some("deep-research"));
@@ -319,6 +369,7 @@ mod tests {
             menu: None,
             help: m::HELP_HELP,
             handler: nothing,
+            starts_run: no_run,
         };
         let table = &[&new::COMMAND, &STOP];
         assert_eq!(lookup(table, "stop").map(|c| c.name), Some("stop"));

@@ -1,7 +1,8 @@
 //! Handling one message, in five stages ([`Manager::handle`] reads as their sequence):
 //!
-//! 1. **admit** — the message is journaled with its dedupe record in one store transaction
-//!    (`journal.rs`); a redelivery ends here, dropped silently. On a channel whose file
+//! 1. **admit** — the message (a chat message, or a command that may start a run) is
+//!    journaled with its dedupe record in one store transaction (`journal.rs`); a
+//!    redelivery ends here, dropped silently. On a channel whose file
 //!    handles expire, a chat message's files are then read and kept on disk until its turn
 //!    (`staging.rs`), and the entry names the copies; they are removed once the message was
 //!    handled. On a channel with a reply window, what waits for the chat's next message
@@ -72,7 +73,8 @@ struct Admitted<'m> {
     msg: &'m InboundMessage,
     /// Its dedupe key, when its channel names redeliveries.
     key: Option<DedupeKey>,
-    /// Its journal entry: a chat message's, unless the store failed at admission.
+    /// Its journal entry: a chat message's, or a command's that may start a run
+    /// (`commands::starts_a_run`), unless the store failed at admission.
     entry: Option<Entry>,
 }
 
@@ -121,7 +123,11 @@ impl Manager {
         slot: Slot,
     ) {
         let key = dedupe::dedupe_key(&msg);
-        let admitted = match self.inner.journal.admit(&msg, key.as_ref()).await {
+        // A chat message is journaled, and so is a command that may start a run: the run's
+        // answer is kept until it landed, whoever asked for it.
+        let journaled = msg.msg_type == MsgType::Chat || commands::starts_a_run(&msg);
+        let journal = &self.inner.journal;
+        let admitted = match journal.admit(&msg, key.as_ref(), journaled).await {
             Admission::New(entry) => entry,
             Admission::Duplicate => {
                 tracing::info!("Dropped a redelivered message.");

@@ -49,7 +49,9 @@
 //! The manager runs a journaled message's turn inside `Entry::scope`, a task-local: every
 //! reply the turn publishes, however deep in the command and run code, is tracked against
 //! the entry by `Replier::publish_keeping` without threading the entry through each call.
-//! Work outside a journaled turn (commands, goal flows) publishes untracked, as before.
+//! A command journaled (one that may start a run: `/goal <objective>`, `/bootstrap`) has
+//! its replies tracked the same way, so a goal run's answer is never lost where a chat
+//! turn's would not be; the other commands' replies publish untracked.
 //!
 //! # Recovery
 //!
@@ -81,7 +83,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use im_bridge_channel::{
-    ChatId, ChatKind, InboundFile, InboundMessage, MessageId, MsgType, OutboundMessage,
+    ChatId, ChatKind, InboundFile, InboundMessage, MessageId, OutboundMessage,
 };
 use tokio::sync::Notify;
 use tokio::task::futures::TaskLocalFuture;
@@ -190,16 +192,18 @@ impl Journal {
         &self.shared.config
     }
 
-    /// Records `msg`'s delivery (`dedupe`) and, for a chat message, its journal entry, in
-    /// one transaction. A store failure admits the message unjournaled (fail open, as the
-    /// dedupe record always did: a hiccup must not lose a message).
+    /// Records `msg`'s delivery (`dedupe`) and, when it is `journaled` (a chat message, or a
+    /// command that may start a run), its journal entry, in one transaction. A store
+    /// failure admits the message unjournaled (fail open, as the dedupe record always did:
+    /// a hiccup must not lose a message).
     pub(crate) async fn admit(
         &self,
         msg: &InboundMessage,
         dedupe: Option<&DedupeKey>,
+        journaled: bool,
     ) -> Admission {
         let store = &self.shared.store;
-        if msg.msg_type != MsgType::Chat {
+        if !journaled {
             return match dedupe {
                 None => Admission::New(None),
                 Some(key) => match store.dedupe_admit(key, super::DEDUPE_TTL).await {

@@ -11,6 +11,7 @@ pub(super) const COMMAND: Command = Command {
     aliases: &[],
     menu: Some(m::MENU_BOOTSTRAP),
     help: m::HELP_BOOTSTRAP,
+    starts_run: |_| true,
     handler: |inner, msg, args| {
         Box::pin(async move {
             // A bare `/bootstrap` asks in the chat's language ("Initialize workspace" in

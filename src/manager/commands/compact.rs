@@ -20,6 +20,7 @@ pub(super) const COMMAND: Command = Command {
     aliases: &[],
     menu: Some(m::MENU_COMPACT),
     help: m::HELP_COMPACT,
+    starts_run: super::no_run,
     handler: |inner, msg, args| Box::pin(handle(inner, msg, args)),
 };
 
@@ -34,6 +35,7 @@ pub(super) const CONTEXT: Command = Command {
     aliases: &[],
     menu: None,
     help: m::HELP_CONTEXT,
+    starts_run: super::no_run,
     handler: |inner, msg, args| Box::pin(context(inner, msg, args)),
 };
 

@@ -86,8 +86,15 @@ pub(super) const COMMAND: Command = Command {
     aliases: &[],
     menu: Some(m::MENU_GOAL),
     help: m::HELP_GOAL,
+    starts_run,
     handler: |inner, msg, args| Box::pin(handle(inner, msg, args)),
 };
+
+/// Whether `/goal <args>` may start an agent run: setting a goal, or composing one from
+/// the chat (the status and a clear answer from the Gateway's goal routes alone).
+fn starts_run(args: &str) -> bool {
+    matches!(parse(args), GoalCommand::Set(_) | GoalCommand::FromChat(_))
+}
 
 /// Handles `/goal <args>`.
 async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition {
@@ -401,6 +408,8 @@ mod tests {
             parse("  ship the report  "),
             GoalCommand::Set("ship the report")
         );
+        assert!(starts_run("ship the report") && starts_run("from-chat"));
+        assert!(!starts_run("") && !starts_run("clear"));
     }
 
     #[test]

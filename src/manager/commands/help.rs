@@ -14,6 +14,7 @@ pub(super) const COMMAND: Command = Command {
     aliases: &[],
     menu: Some(m::MENU_HELP),
     help: m::HELP_HELP,
+    starts_run: super::no_run,
     handler: |inner, msg, _| Box::pin(handle(inner, msg)),
 };
 

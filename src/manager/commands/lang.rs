@@ -20,6 +20,7 @@ pub(super) const COMMAND: Command = Command {
     aliases: &[],
     menu: Some(m::MENU_LANG),
     help: m::HELP_LANG,
+    starts_run: super::no_run,
     handler: |inner, msg, args| Box::pin(handle(inner, msg, args)),
 };
 

@@ -13,6 +13,7 @@ pub(super) const COMMAND: Command = Command {
     aliases: &[],
     menu: Some(m::MENU_MEMORY),
     help: m::HELP_MEMORY,
+    starts_run: super::no_run,
     handler: |inner, msg, _| Box::pin(handle(inner, msg)),
 };
 

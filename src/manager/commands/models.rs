@@ -12,6 +12,7 @@ pub(super) const COMMAND: Command = Command {
     aliases: &[],
     menu: Some(m::MENU_MODELS),
     help: m::HELP_MODELS,
+    starts_run: super::no_run,
     handler: |inner, msg, _| Box::pin(handle(inner, msg)),
 };
 

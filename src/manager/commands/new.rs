@@ -12,6 +12,7 @@ pub(super) const COMMAND: Command = Command {
     aliases: &[],
     menu: Some(m::MENU_NEW),
     help: m::HELP_NEW,
+    starts_run: super::no_run,
     handler: |inner, msg, _| Box::pin(handle(inner, msg)),
 };
 

@@ -21,6 +21,7 @@ pub(super) const COMMAND: Command = Command {
     aliases: &["cancel"],
     menu: Some(m::MENU_STOP),
     help: m::HELP_STOP,
+    starts_run: super::no_run,
     handler: |inner, msg, _| Box::pin(handle(inner, msg)),
 };
 

@@ -97,7 +97,7 @@ impl Rig {
     /// turn; returns the entry's id.
     async fn answer(&self) -> String {
         let msg = InboundMessage::new("flaky", "4242", "u1", "question");
-        let Admission::New(Some(entry)) = self.journal.admit(&msg, None).await else {
+        let Admission::New(Some(entry)) = self.journal.admit(&msg, None, true).await else {
             panic!("a chat message is journaled");
         };
         let mut out = msg.reply("the answer".to_owned(), true);
@@ -232,7 +232,7 @@ async fn issue_33_a_dropped_delivery_is_not_tried_again() {
 async fn another_run_forgets_what_the_lost_one_sent() {
     let rig = rig(Duration::from_secs(60)).await;
     let msg = InboundMessage::new("flaky", "4242", "u1", "question");
-    let Admission::New(Some(entry)) = rig.journal.admit(&msg, None).await else {
+    let Admission::New(Some(entry)) = rig.journal.admit(&msg, None, true).await else {
         panic!("a chat message is journaled");
     };
     entry.run_started("t1", "r1", false).await;
