@@ -24,13 +24,16 @@ use serde_json::Value;
 use crate::config::DiscordSettings;
 use crate::error::ApiError;
 use crate::model::{
-    AllowedMentions, ChannelAnswer, CurrentUser, ErrorBody, GatewayBot, MessageAnswer, MessageBody,
-    StartThread, UploadAttachment, UploadPayload, snowflake,
+    AllowedMentions, ChannelAnswer, CurrentUser, ErrorBody, GatewayBot, Message, MessageAnswer,
+    MessageBody, StartThread, UploadAttachment, UploadPayload, snowflake,
 };
 use im_bridge_channel::http::{DEFAULT_RETRY_AFTER, MAX_RETRY_AFTER};
 
 /// Whole-request timeout of JSON calls (uploads get their own; downloads the core's).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Whole-request timeout of a lookup made while messages wait (a channel, a page of
+/// history): short, so a slow answer delays little.
+pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Whole-request timeout of an upload.
 const FILE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Largest JSON answer read.
@@ -155,6 +158,26 @@ impl DiscordApi {
         Ok(parent
             .filter(|_| channel.is_thread())
             .map(|parent| ThreadOf { parent, owner }))
+    }
+
+    /// `GET /channels/{channel}/messages?after={after}&limit={limit}`: the (at most
+    /// `limit`, 1–100) messages right after message `after`, oldest first (Discord answers
+    /// newest first). A message that does not read as one is left out. REST messages carry
+    /// no `guild_id`: the caller knows the channel's guild.
+    pub async fn messages_after(
+        &self,
+        channel: u64,
+        after: u64,
+        limit: u8,
+    ) -> Result<Vec<Message>, ApiError> {
+        let path = format!("/channels/{channel}/messages?after={after}&limit={limit}");
+        let answer = self
+            .call(
+                "channel_messages",
+                self.request(Method::GET, &path, LOOKUP_TIMEOUT),
+            )
+            .await?;
+        Ok(read_messages(answer))
     }
 
     /// `POST /channels/{channel}/messages` with `content` (at most 2000 characters) and
@@ -311,6 +334,19 @@ pub(crate) fn read_answer(
     }
     tracing::debug!(op, status = status.as_u16(), "discord refused a call");
     Err(refusal(op, status, headers, json))
+}
+
+/// A page of messages, oldest first; what does not read as a message is left out.
+pub(crate) fn read_messages(answer: Value) -> Vec<Message> {
+    let Value::Array(items) = answer else {
+        return Vec::new();
+    };
+    let mut messages: Vec<Message> = items
+        .into_iter()
+        .filter_map(|item| serde_json::from_value(item).ok())
+        .collect();
+    messages.sort_by_key(|m| m.id);
+    messages
 }
 
 pub(crate) fn message_ref(

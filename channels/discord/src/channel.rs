@@ -6,12 +6,16 @@
 //!   [`Route::NewThread`] starts the thread (falling back to the channel when Discord
 //!   refuses) and remembers it as the channel's active thread; then the message is offered
 //!   to the daemon's queue. The thread maps live in memory for now (the store-backed map,
-//!   `discord_threads.json`'s equivalent, is left to the daemon side).
+//!   `discord_threads.json`'s equivalent, is left to the daemon side). A READY that starts
+//!   a new session after an earlier one reads back what the old one missed (`backfill`).
 //! - **Out**: one reply edited in place while the answer streams (at most one edit a
 //!   second per message, paced by the delivery engine from [`CAPABILITIES`]), at most
 //!   2000 characters a message, the agent's Markdown as written (Discord's Markdown), every
 //!   message with `allowed_mentions: {"parse": []}`. A reply goes into the thread named by
 //!   the inbound metadata's `thread`, else into the chat (the parent channel).
+//!
+//! Children: `backfill`, the channels active lately and the read-back after a lost
+//! session; `tests`.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -20,6 +24,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures_util::FutureExt;
+use futures_util::future::Fuse;
 use im_bridge_channel::reconnect;
 use im_bridge_channel::render::Plain;
 use im_bridge_channel::{
@@ -38,6 +44,8 @@ use crate::error::{ApiError, THREAD_EXISTS};
 use crate::inbound::{InboundContext, Route, normalize};
 use crate::model::Message;
 use crate::transport::ws::{self, GatewayEvent};
+
+use self::backfill::{Mark, Recent};
 
 /// Discord's limit on a message's content, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 2000;
@@ -101,6 +109,11 @@ struct State {
     /// Guild channels Discord said are no threads (so they are not asked about again).
     plain: HashSet<u64>,
     plain_order: VecDeque<u64>,
+    /// The channels active lately and the last message seen in each (read back after a
+    /// lost session, `backfill`).
+    recent: Recent,
+    /// READYs seen: each after the first starts a new session, and a read-back.
+    sessions: u64,
 }
 
 impl State {
@@ -293,17 +306,21 @@ impl DiscordChannel {
         }
     }
 
-    /// Normalizes a user's message, performs its side effects, and offers it.
     /// One event from the gateway. serenity hands each dispatch to its raw handler in a
     /// task of its own, so READY and the first MESSAGE_CREATE reach the queue in either
     /// order: a message proves the session as READY does (the bot's id is known from
-    /// [`GatewayEvent::Identity`], sent before the shard starts).
-    async fn on_event(&self, sink: &InboundSink, event: GatewayEvent) {
+    /// [`GatewayEvent::Identity`], sent before the shard starts). A READY after an earlier
+    /// one started a new session, which missed what the old one was not told: the marks
+    /// of the channels to read back (`backfill`).
+    async fn on_event(&self, sink: &InboundSink, event: GatewayEvent) -> Option<Vec<(u64, Mark)>> {
         match event {
             GatewayEvent::Identity { bot_id } => lock(&self.state).bot_id = Some(bot_id),
             GatewayEvent::Ready { bot_id } => {
-                lock(&self.state).bot_id = Some(bot_id);
                 self.telemetry.set_connected(true);
+                let mut state = lock(&self.state);
+                state.bot_id = Some(bot_id);
+                state.sessions += 1;
+                return (state.sessions > 1).then(|| state.recent.marks());
             }
             GatewayEvent::Resumed => {
                 self.telemetry.set_connected(true);
@@ -313,6 +330,7 @@ impl DiscordChannel {
                 self.intake(sink, &message).await;
             }
         }
+        None
     }
 
     /// Starts the thread an answer to `at` goes into. A rate limit is waited out (at most
@@ -344,8 +362,16 @@ impl DiscordChannel {
         }
     }
 
-    async fn intake(&self, sink: &InboundSink, message: &Message) {
+    /// Normalizes a user's message, performs its side effects, and offers it; whether it
+    /// was new and offered.
+    async fn intake(&self, sink: &InboundSink, message: &Message) -> bool {
         self.telemetry.received(1);
+        if self
+            .settings
+            .guild_allowed(message.guild_id.map(|g| g.get()))
+        {
+            lock(&self.state).recent.saw(message);
+        }
         self.learn_channel(message).await;
         let normalized = {
             let state = lock(&self.state);
@@ -364,12 +390,12 @@ impl DiscordChannel {
             Ok(n) => n,
             Err(skip) => {
                 skip.log(NAME);
-                return;
+                return false;
             }
         };
         if !lock(&self.state).first_time(n.message_id) {
             tracing::debug!(channel = NAME, "Skipped a Discord message delivered twice.");
-            return;
+            return false;
         }
         if let Route::NewThread { name } = &n.route {
             let at = MessageRef {
@@ -388,9 +414,11 @@ impl DiscordChannel {
             }
         }
         match sink.offer(n.message) {
-            Ok(()) | Err(AdmitError::QueueFull) => {}
+            Ok(()) => true,
+            Err(AdmitError::QueueFull) => false,
             Err(error) => {
-                tracing::warn!(channel = NAME, %error, "A Discord message was not admitted.")
+                tracing::warn!(channel = NAME, %error, "A Discord message was not admitted.");
+                false
             }
         }
     }
@@ -455,12 +483,20 @@ impl Channel for DiscordChannel {
         let reconnect = self.telemetry.reconnect(reconnect::BACKOFF);
         let gateway = ws::run(&self.settings, &self.api, tx, reconnect, shutdown.clone());
         tokio::pin!(gateway);
+        // At most one read-back runs, beside the intake; a newer session's replaces it.
+        let read_back = Fuse::terminated();
+        tokio::pin!(read_back);
         let mut open = true;
         let result = loop {
             tokio::select! {
                 ended = &mut gateway => break ended,
+                () = &mut read_back => {}
                 event = events.recv(), if open => match event {
-                    Some(event) => self.on_event(&sink, event).await,
+                    Some(event) => {
+                        if let Some(marks) = self.on_event(&sink, event).await {
+                            read_back.set(backfill::read_back(self, &sink, marks).fuse());
+                        }
+                    }
                     None => open = false,
                 },
             }
@@ -549,5 +585,6 @@ impl Channel for DiscordChannel {
     }
 }
 
+mod backfill;
 #[cfg(test)]
 mod tests;

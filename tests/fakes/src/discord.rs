@@ -9,9 +9,12 @@
 //!   HELLO, IDENTIFY (token and [`INTENTS`] checked) → READY (`session_id`,
 //!   `resume_gateway_url` = `ws://127.0.0.1:P/resume`, the bot user) + GUILD_CREATE,
 //!   heartbeats ACKed, RESUME replaying what the client missed then RESUMED, scripted
-//!   op 7, op 9, close codes (4004) and dropped sockets, and for a while every new
-//!   connection dropped at once ([`FakeDiscord::drop_connections_for`]);
-//! - `GET /users/@me`, `GET /channels/{id}`; messages create (JSON or multipart
+//!   op 7, op 9, close codes (4004) and dropped sockets, for a while every new
+//!   connection dropped at once ([`FakeDiscord::drop_connections_for`]), and silent
+//!   connections ([`FakeDiscord::go_silent`]: no ACK, no dispatch, a zombie);
+//! - `GET /users/@me`, `GET /channels/{id}`, `GET /channels/{id}/messages` (the channel's
+//!   history: users' pushed messages and the bot's, `after` / `before` and `limit` 1–100,
+//!   newest first, no `guild_id`, as Discord answers); messages create (JSON or multipart
 //!   `payload_json` + `files[n]`) and edit with the [`MAX_CONTENT`] limit, recording
 //!   `allowed_mentions`; threads from a message; typing; reactions;
 //! - scripted failures per route ([`FakeDiscord::fail_next`]): 429 with `retry_after` and
@@ -101,7 +104,12 @@ pub struct Discord {
     gw: Gateway<Discord>,
     /// Whether IDENTIFY may ask for MESSAGE_CONTENT.
     message_content_enabled: bool,
-    next_id: u64,
+    /// Every message posted, users' (pushed) and the bot's, oldest first, as REST returns
+    /// them (no `guild_id`): what `GET /channels/{id}/messages` reads. Bounded by what a
+    /// test pushes and the bot sends.
+    history: Vec<Value>,
+    /// Connections gone silent ([`FakeDiscord::go_silent`]): nothing reaches them.
+    silent: Vec<u64>,
 }
 
 impl Discord {
@@ -120,13 +128,23 @@ impl Discord {
             files: HashMap::new(),
             gw: Gateway::default(),
             message_content_enabled: true,
-            next_id: 1_350_000_000_000_000_000,
+            history: Vec::new(),
+            silent: Vec::new(),
         }
     }
 
+    /// A new message id: the builders' counter, so ids grow with time as snowflakes do.
     fn next_id(&mut self) -> String {
-        self.next_id += 1;
-        self.next_id.to_string()
+        events::next_id()
+    }
+
+    /// Keeps `message` (a message object) in its channel's history, as REST returns it:
+    /// without the gateway's `guild_id`.
+    fn remember(&mut self, mut message: Value) {
+        if let Some(fields) = message.as_object_mut() {
+            fields.remove("guild_id");
+        }
+        self.history.push(message);
     }
 
     /// A channel object: a known thread (type 11), a DM (type 1), else a guild text
@@ -237,9 +255,21 @@ impl Fake<Discord> {
         self.with_state(|d| d.message_content_enabled = false);
     }
 
-    /// Dispatches a MESSAGE_CREATE for `event` in the current session.
+    /// Posts `event`: kept in its channel's history, and dispatched as a MESSAGE_CREATE in
+    /// the current session.
     pub fn push(&self, event: &Event) -> Pushed {
+        self.with_state(|d| d.remember(event.data()));
         gateway::push(&self.shared, event.payload())
+    }
+
+    /// The open connections go silent, as a TCP connection a NAT or a paused VM dropped
+    /// without a word: heartbeats are no longer ACKed and dispatches no longer reach them
+    /// (they are still logged in the session). Connections opened later are not silent.
+    pub fn go_silent(&self) {
+        self.with_state(|d| {
+            let open = d.gw.sockets.open_ids();
+            d.silent.extend(open);
+        });
     }
 
     /// Dispatches any event: `t` with data `d`.

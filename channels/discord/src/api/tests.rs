@@ -238,3 +238,29 @@ async fn gateway_discovery_and_bounded_downloads() {
         ApiError::Http(HttpError::Decode { .. })
     ));
 }
+
+/// `after` reads the messages right after a message, a page at a time; Discord answers
+/// newest first and without `guild_id`, the client hands them over oldest first.
+#[tokio::test]
+async fn history_after_a_message_comes_oldest_first_a_page_at_a_time() {
+    use im_bridge_fakes::discord::Event;
+    let fake = FakeDiscord::start().await.unwrap();
+    let api = api(&fake, discord::TOKEN);
+    let pushed: Vec<Event> = (0..5)
+        .map(|i| Event::guild("10", "20", &format!("m{i}")))
+        .collect();
+    for event in &pushed {
+        fake.push(event);
+    }
+    fake.push(&Event::guild("11", "20", "elsewhere"));
+    let id = |e: &Event| e.id().parse::<u64>().unwrap();
+    let page = api.messages_after(10, id(&pushed[0]), 2).await.unwrap();
+    let texts: Vec<&str> = page.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(texts, ["m1", "m2"]);
+    assert!(page.iter().all(|m| m.guild_id.is_none()));
+    let rest = api.messages_after(10, page[1].id.get(), 100).await.unwrap();
+    let texts: Vec<&str> = rest.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(texts, ["m3", "m4"]);
+    let refused = api.messages_after(10, 0, 0).await.unwrap_err();
+    assert_eq!(refused.code(), Some(discord::code::INVALID_FORM_BODY));
+}

@@ -373,3 +373,40 @@ async fn a_final_edit_applied_behind_a_server_error_is_made_again_not_sent_anew(
     let statuses: Vec<u16> = edits.iter().map(|c| c.status).collect();
     assert_eq!(statuses, [502, 200]);
 }
+
+/// A zombied connection (heartbeats unACKed, nothing delivered, as after a silent TCP
+/// drop): serenity IDENTIFYs afresh rather than resuming, so Discord never replays what
+/// was sent in the gap. The new session's READY reads the active channels back over
+/// REST, and each missed message, a DM's too, is taken in once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_a_zombied_session_missed_is_read_back_once() {
+    let fake = FakeDiscord::start().await.unwrap();
+    fake.set_heartbeat_interval(200);
+    let ch = std::sync::Arc::new(channel(&fake, json!({})));
+    let mut running = run(ch, &fake).await;
+    fake.push(&Event::guild("10", "20", "before"));
+    assert_eq!(running.next().await.text, "before");
+    fake.push(&Event::dm("11", "21", "a dm before"));
+    assert_eq!(running.next().await.text, "a dm before");
+    fake.go_silent();
+    let lost = fake.push(&Event::guild("10", "20", "in the gap"));
+    fake.push(&Event::dm("11", "21", "a dm in the gap"));
+    fake.wait_ready(2, DEADLINE).await.unwrap();
+    assert!(fake.resumes().is_empty(), "{:?}", fake.resumes());
+    let old = fake.connections()[0].id;
+    assert!(
+        !fake
+            .dispatched()
+            .iter()
+            .any(|d| d.connection == old && Some(d.seq) == lost.seq),
+        "the gateway never delivered it"
+    );
+    let mut texts = [running.next().await.text, running.next().await.text];
+    texts.sort();
+    assert_eq!(texts, ["a dm in the gap", "in the gap"]);
+    // Once: the next message is the next one taken in.
+    fake.push(&Event::guild("10", "20", "after"));
+    assert_eq!(running.next().await.text, "after");
+    assert!(running.queue().is_empty());
+    running.stop().await.unwrap();
+}

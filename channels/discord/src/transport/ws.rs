@@ -23,7 +23,8 @@
 //!   the same `Reconnect` policy (waits, counters, rate-limited logs) to the connections
 //!   serenity opens.
 //! - A missed heartbeat ACK makes serenity restart the shard (a fresh IDENTIFY, not a
-//!   RESUME): events of the zombied session are not replayed.
+//!   RESUME): events of the zombied session are not replayed; the channel reads them
+//!   back over REST after the new READY (`channel/backfill.rs`).
 //! - 4004 (wrong token), 4013 and 4014 (intents) end [`run`] with a clear
 //!   [`GatewayError`]; serenity does not retry them.
 //! - Messages by the bot itself or by any other bot are dropped here.
@@ -154,6 +155,17 @@ pub fn gateway_base(url: &str) -> Result<String, GatewayError> {
     Ok(parsed.as_str().trim_end_matches('/').to_owned())
 }
 
+/// Whether `message` is a user's: neither the bot's (`bot_id`) nor any other bot's, which
+/// are dropped (logged at debug).
+pub fn by_a_user(message: &Message, bot_id: u64) -> bool {
+    let own = message.author.id.get() == bot_id;
+    if message.author.bot || own {
+        tracing::debug!(own, "ignored a bot's message");
+        return false;
+    }
+    true
+}
+
 /// Forwards serenity's dispatches (and tells the gate what proves a connection).
 struct Forward {
     events: mpsc::Sender<GatewayEvent>,
@@ -186,9 +198,7 @@ impl RawEventHandler for Forward {
             }
             Event::MessageCreate(created) => {
                 let message = created.message;
-                let own = message.author.id.get() == self.bot_id.load(Ordering::Acquire);
-                if message.author.bot || own {
-                    tracing::debug!(own, "ignored a bot's message");
+                if !by_a_user(&message, self.bot_id.load(Ordering::Acquire)) {
                     return;
                 }
                 GatewayEvent::Message(Box::new(message))

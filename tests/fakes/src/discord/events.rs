@@ -8,10 +8,11 @@ use serde_json::{Value, json};
 
 use super::{BOT_ID, BOT_USERNAME, GUILD_ID};
 
-/// Message ids handed out by the builders (snowflake-sized, increasing).
+/// Message ids handed out by the builders and the bot's messages (snowflake-sized,
+/// increasing: a later message has a larger id, as with snowflakes).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1_400_000_000_000_000_000);
 
-fn next_id() -> String {
+pub(super) fn next_id() -> String {
     NEXT_ID.fetch_add(1, Ordering::Relaxed).to_string()
 }
 

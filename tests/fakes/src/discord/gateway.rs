@@ -2,7 +2,8 @@
 //! out, `/resume` is READY's `resume_gateway_url`): HELLO, IDENTIFY → READY +
 //! GUILD_CREATE, RESUME → replay and RESUMED, heartbeats and their ACKs, dispatches with
 //! increasing `s`, and scripted server behaviour (op 7, op 9, close codes, dropped
-//! sockets, raw frames, every new connection dropped at once for a while).
+//! sockets, raw frames, every new connection dropped at once for a while, connections
+//! gone silent).
 //!
 //! The sessions, the replay log, the connections and the controls are the skeleton's
 //! ([`crate::skeleton::Gateway`]). Discord's own: READY and GUILD_CREATE are logged as the
@@ -72,7 +73,7 @@ impl OpGateway for Discord {
 /// Dispatches `payload` (an event without `s`).
 pub(super) fn push(shared: &Shared, payload: Value) -> Pushed {
     let message_id = payload["d"]["id"].as_str().unwrap_or("").to_owned();
-    let seq = shared.update(|d| d.gw.dispatch(payload));
+    let seq = shared.update(|d| d.gw.dispatch_except(payload, &d.silent));
     Pushed { message_id, seq }
 }
 
@@ -123,7 +124,7 @@ fn on_frame(discord: &mut Discord, addr: SocketAddr, conn: u64, text: &str) -> V
                 connection: conn,
                 seq: d.as_u64(),
             });
-            gw.ack_heartbeats
+            (gw.ack_heartbeats && !discord.silent.contains(&conn))
                 .then(|| Out::text(json!({"op": 11, "d": null}).to_string()))
                 .into_iter()
                 .collect()

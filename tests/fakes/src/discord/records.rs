@@ -33,7 +33,7 @@ pub enum Failure {
 }
 
 /// One HTTP request the fake received (gateway frames are recorded separately). Its
-/// `route` is `gateway`, `gateway_bot`, `me`, `channel`, `create_message`,
+/// `route` is `gateway`, `gateway_bot`, `me`, `channel`, `channel_messages`, `create_message`,
 /// `edit_message`, `start_thread`, `typing`, `reaction`, `attachment`, `ws` or `unknown`
 /// (what [`super::FakeDiscord::fail_next`] takes); its `body` is the JSON, or
 /// `payload_json` of a multipart body; `code` is the JSON error's. A success is a 2xx or

@@ -6,6 +6,7 @@
 //! early); the body (content of at most [`MAX_CONTENT`] characters, or a file; else 400
 //! with code 50035 or 50006); a known message for edits (404, code 10008).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -49,7 +50,13 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         Err(_) => (Value::Null, Vec::new()),
     };
     let auth = head.header("authorization").unwrap_or("");
-    let answer = answer(&mut shared.lock(), route, &segs, auth, &body, uploads);
+    let request = Asked {
+        route,
+        segs: &segs,
+        query: &head.query,
+        body: &body,
+    };
+    let answer = answer(&mut shared.lock(), &request, auth, uploads);
     record(&shared, route, &head, body, &answer);
     answer.into_response()
 }
@@ -78,6 +85,7 @@ fn route_of(method: &Method, segs: &[&str]) -> &'static str {
         ("GET", ["api", "v10", "gateway", "bot"]) => "gateway_bot",
         ("GET", ["api", "v10", "users", "@me"]) => "me",
         ("GET", ["api", "v10", "channels", _]) => "channel",
+        ("GET", ["api", "v10", "channels", _, "messages"]) => "channel_messages",
         ("POST", ["api", "v10", "channels", _, "messages"]) => "create_message",
         ("PATCH", ["api", "v10", "channels", _, "messages", _]) => "edit_message",
         ("POST", ["api", "v10", "channels", _, "messages", _, "threads"]) => "start_thread",
@@ -140,14 +148,16 @@ fn rate_limited(retry_after: f64, global: bool) -> Answer {
     }
 }
 
-fn answer(
-    inner: &mut Discord,
+/// What a REST call asks: its route, path segments, query and JSON body.
+struct Asked<'a> {
     route: &'static str,
-    segs: &[&str],
-    auth: &str,
-    body: &Value,
-    uploads: Vec<Upload>,
-) -> Answer {
+    segs: &'a [&'a str],
+    query: &'a HashMap<String, String>,
+    body: &'a Value,
+}
+
+fn answer(inner: &mut Discord, asked: &Asked<'_>, auth: &str, uploads: Vec<Upload>) -> Answer {
+    let (route, segs) = (asked.route, asked.segs);
     match route {
         "gateway" => return ok(json!({"url": inner.gateway_url.clone()})),
         "attachment" => {
@@ -183,22 +193,19 @@ fn answer(
             }
             Failure::Error { status, code } => error(status, code, "scripted failure"),
             Failure::AfterApplying { status } => {
-                apply(inner, route, segs, body, uploads);
+                apply(inner, asked, uploads);
                 error(status, 0, "scripted failure after the call applied")
             }
         };
     }
-    apply(inner, route, segs, body, uploads)
+    apply(inner, asked, uploads)
 }
 
-/// Carries out an authorized, unrefused call of `route`.
-fn apply(
-    inner: &mut Discord,
-    route: &'static str,
-    segs: &[&str],
-    body: &Value,
-    uploads: Vec<Upload>,
-) -> Answer {
+/// Carries out an authorized, unrefused call.
+fn apply(inner: &mut Discord, asked: &Asked<'_>, uploads: Vec<Upload>) -> Answer {
+    let Asked {
+        route, segs, body, ..
+    } = *asked;
     let channel = segs.get(3).copied().unwrap_or("").to_owned();
     match route {
         "gateway_bot" => ok(json!({
@@ -208,6 +215,7 @@ fn apply(
         })),
         "me" => ok(user(BOT_ID, BOT_USERNAME, true)),
         "channel" => ok(inner.channel_object(&channel)),
+        "channel_messages" => history(inner, &channel, asked.query),
         "create_message" => {
             let content = body["content"].as_str().unwrap_or("").to_owned();
             if content.chars().count() > MAX_CONTENT {
@@ -256,7 +264,9 @@ fn apply(
                 edits: 0,
                 nonce: nonce.map(|n| (n, std::time::Instant::now())),
             });
-            ok(bot_message(&id, &channel, &content, attachments))
+            let created = bot_message(&id, &channel, &content, attachments);
+            inner.remember(created.clone());
+            ok(created)
         }
         "edit_message" => {
             let id = segs.get(5).copied().unwrap_or("");
@@ -321,6 +331,58 @@ fn apply(
         }
         _ => error(404, code::NOT_FOUND, "404: Not Found"),
     }
+}
+
+/// `GET /channels/{id}/messages`: the channel's messages, newest first. `after` gives the
+/// `limit` messages right after that id, `before` the `limit` right before it, neither the
+/// newest; `limit` is 1–100 (default 50), else 400 with code 50035, as is an id that is
+/// not a number or more than one of `after`, `before` and `around`.
+fn history(inner: &Discord, channel: &str, query: &HashMap<String, String>) -> Answer {
+    let invalid = || error(400, code::INVALID_FORM_BODY, "Invalid Form Body");
+    let limit = match query.get("limit").map(|l| l.parse::<usize>()) {
+        None => 50,
+        Some(Ok(limit)) if (1..=100).contains(&limit) => limit,
+        Some(_) => return invalid(),
+    };
+    let keys = ["after", "before", "around"];
+    if keys.iter().filter(|k| query.contains_key(**k)).count() > 1 {
+        return invalid();
+    }
+    let mut bounds = [None; 3];
+    for (key, bound) in keys.iter().zip(&mut bounds) {
+        match query.get(*key).map(|id| id.parse::<u64>()) {
+            Some(Ok(id)) => *bound = Some(id),
+            Some(Err(_)) => return invalid(),
+            None => {}
+        }
+    }
+    // `around` is not served: the bridge never asks it.
+    let [after, before, _] = bounds;
+    let id = |m: &Value| m["id"].as_str().and_then(|i| i.parse::<u64>().ok());
+    let mut messages: Vec<(u64, &Value)> = inner
+        .history
+        .iter()
+        .filter(|m| m["channel_id"] == json!(channel))
+        .filter_map(|m| Some((id(m)?, m)))
+        .filter(|(i, _)| after.is_none_or(|a| *i > a) && before.is_none_or(|b| *i < b))
+        .collect();
+    messages.sort_by_key(|(i, _)| *i);
+    let page: Vec<Value> = if after.is_some() {
+        messages
+            .iter()
+            .take(limit)
+            .rev()
+            .map(|(_, m)| (*m).clone())
+            .collect()
+    } else {
+        messages
+            .iter()
+            .rev()
+            .take(limit)
+            .map(|(_, m)| (*m).clone())
+            .collect()
+    };
+    ok(Value::Array(page))
 }
 
 /// A message object written by the bot.

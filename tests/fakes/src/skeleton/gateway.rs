@@ -150,6 +150,12 @@ impl<P: OpGateway> Gateway<P> {
     /// queued for its connection when that is open. Returns the `s`, or `None` when it
     /// waits for a READY.
     pub(crate) fn dispatch(&mut self, payload: Value) -> Option<u64> {
+        self.dispatch_except(payload, &[])
+    }
+
+    /// [`Gateway::dispatch`], except that the connections in `muted` (gone silent) are
+    /// sent nothing: the event is only logged.
+    pub(crate) fn dispatch_except(&mut self, payload: Value, muted: &[u64]) -> Option<u64> {
         let Some(id) = self.current.clone() else {
             self.pending.push(payload);
             return None;
@@ -160,7 +166,8 @@ impl<P: OpGateway> Gateway<P> {
             .sockets
             .iter()
             .find(|c| c.is_open() && c.session() == Some(id.as_str()))
-            .map(Linked::id);
+            .map(Linked::id)
+            .filter(|conn| !muted.contains(conn));
         if let Some(conn) = conn {
             self.sockets.send(conn, Out::text(payload.to_string()));
             self.dispatched.push(P::dispatched(conn, &payload, false));

@@ -201,7 +201,8 @@ async fn heartbeats_carry_the_sequence_and_a_missing_ack_reconnects_with_a_new_s
     );
     fake.set_heartbeat_acks(false);
     // serenity 0.12.5 restarts the shard on a missed ACK: a fresh IDENTIFY, not a RESUME
-    // (documented in the crate README; events of the zombied session are not replayed).
+    // (the crate README's finding 4: Discord does not replay the zombied session's
+    // events; the channel reads them back, `channel::tests`).
     fake.wait_ready(2, DEADLINE).await.unwrap();
     fake.set_heartbeat_acks(true);
     assert!(fake.resumes().is_empty(), "{:?}", fake.resumes());
