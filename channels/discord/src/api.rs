@@ -145,11 +145,7 @@ impl DiscordApi {
         let answer = self
             .call(
                 op,
-                self.request(
-                    Method::GET,
-                    &format!("/channels/{channel}"),
-                    REQUEST_TIMEOUT,
-                ),
+                self.request(Method::GET, &format!("/channels/{channel}"), LOOKUP_TIMEOUT),
             )
             .await?;
         let channel: ChannelAnswer = read(answer);

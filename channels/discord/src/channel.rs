@@ -15,11 +15,11 @@
 //!   the inbound metadata's `thread`, else into the chat (the parent channel).
 //!
 //! Children: `backfill`, the channels active lately and the read-back after a lost
-//! session; `tests`.
+//! session; `lanes`, where messages are taken in off the event loop; `state`, the
+//! intake's memory; `tests`.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -35,34 +35,36 @@ use im_bridge_channel::{
     fetch_handle, transport_ended,
 };
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::NAME;
 use crate::api::{DONE_EMOJI, DiscordApi, MessageRef};
 use crate::config::DiscordSettings;
 use crate::error::{ApiError, THREAD_EXISTS};
-use crate::inbound::{InboundContext, Route, normalize};
+use crate::inbound::{InboundContext, Route, admit, normalize};
 use crate::model::Message;
 use crate::transport::ws::{self, GatewayEvent};
 
-use self::backfill::{Mark, Recent};
+use self::backfill::Mark;
+use self::lanes::Lanes;
+use self::state::{State, lock};
 
 /// Discord's limit on a message's content, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 2000;
 /// The largest upload (Discord's default limit for bots, 10 MiB).
 pub const MAX_UPLOAD_BYTES: u64 = 10 * 1024 * 1024;
-/// Message ids remembered against replays.
-const SEEN_CAPACITY: usize = 4096;
 /// Gateway events buffered between serenity and the intake.
 const EVENTS: usize = 256;
-/// Threads remembered (oldest forgotten first).
-const MAX_THREADS: usize = 10_000;
 /// Calls made in all to start a thread before the answer goes into the channel instead.
 const THREAD_ATTEMPTS: u32 = 3;
 /// The longest rate-limit wait for a thread: longer, and the answer goes into the channel.
 const THREAD_WAIT: Duration = Duration::from_secs(5);
 /// The pause before a call safe to repeat is made again after network or server trouble.
 const TROUBLE_RETRY: Duration = Duration::from_millis(500);
+/// How long a channel whose lookup failed is not asked about again (longer when a 429
+/// says so); meanwhile its messages are taken as a plain channel's.
+const LOOKUP_RETRY: Duration = Duration::from_secs(60);
 /// Calls made in all to show a final in its stream message before the engine sends it as
 /// a new message instead.
 const FINAL_EDIT_ATTEMPTS: u32 = 3;
@@ -91,99 +93,6 @@ pub const CAPABILITIES: Capabilities = Capabilities {
 /// Every call the engine makes counts, the typing hint too; 40/s leaves the rest for the
 /// calls the adapter makes on its own (the ✅ reaction, threads, file downloads).
 pub const BOT_BUDGET: RateBudget = RateBudget::per_second("bot", Writes::ALL, 40, 40);
-
-/// The intake's memory: the bot's id, threads, message ids seen.
-#[derive(Default)]
-struct State {
-    bot_id: Option<u64>,
-    /// Threads the bot created → their parent channel.
-    threads: HashMap<u64, u64>,
-    thread_order: VecDeque<u64>,
-    /// A channel's active thread (thread mode's mapping).
-    active: HashMap<u64, u64>,
-    seen: HashSet<u64>,
-    seen_order: VecDeque<u64>,
-    /// Sources whose ✅ was added (a split answer adds it once).
-    done: HashSet<String>,
-    done_order: VecDeque<String>,
-    /// Guild channels Discord said are no threads (so they are not asked about again).
-    plain: HashSet<u64>,
-    plain_order: VecDeque<u64>,
-    /// The channels active lately and the last message seen in each (read back after a
-    /// lost session, `backfill`).
-    recent: Recent,
-    /// READYs seen: each after the first starts a new session, and a read-back.
-    sessions: u64,
-}
-
-impl State {
-    /// Whether `id` is new (and remembers it).
-    fn first_time(&mut self, id: u64) -> bool {
-        if !self.seen.insert(id) {
-            return false;
-        }
-        self.seen_order.push_back(id);
-        while self.seen_order.len() > SEEN_CAPACITY {
-            if let Some(old) = self.seen_order.pop_front() {
-                self.seen.remove(&old);
-            }
-        }
-        true
-    }
-
-    /// Whether `source` gets its ✅ now (the first time only).
-    fn first_done(&mut self, source: &str) -> bool {
-        if !self.done.insert(source.to_owned()) {
-            return false;
-        }
-        self.done_order.push_back(source.to_owned());
-        while self.done_order.len() > SEEN_CAPACITY {
-            if let Some(old) = self.done_order.pop_front() {
-                self.done.remove(&old);
-            }
-        }
-        true
-    }
-
-    /// Whether `channel` needs asking Discord if it is a thread: a guild channel that is
-    /// neither a known thread nor known to be none.
-    fn unknown(&self, channel: u64) -> bool {
-        !self.threads.contains_key(&channel) && !self.plain.contains(&channel)
-    }
-
-    fn add_plain(&mut self, channel: u64) {
-        if self.plain.insert(channel) {
-            self.plain_order.push_back(channel);
-            while self.plain_order.len() > SEEN_CAPACITY {
-                if let Some(old) = self.plain_order.pop_front() {
-                    self.plain.remove(&old);
-                }
-            }
-        }
-    }
-
-    fn add_thread(&mut self, thread: u64, parent: u64) {
-        self.active.insert(parent, thread);
-        self.know_thread(thread, parent);
-    }
-
-    /// Remembers that `thread` lives in `parent` (without making it the channel's active
-    /// thread).
-    fn know_thread(&mut self, thread: u64, parent: u64) {
-        self.threads.insert(thread, parent);
-        self.thread_order.push_back(thread);
-        while self.thread_order.len() > MAX_THREADS {
-            if let Some(old) = self.thread_order.pop_front() {
-                self.threads.remove(&old);
-                self.active.retain(|_, t| *t != old);
-            }
-        }
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// The Discord channel.
 pub struct DiscordChannel {
@@ -284,10 +193,9 @@ impl DiscordChannel {
     async fn learn_channel(&self, message: &Message) {
         let guild = message.guild_id.map(|g| g.get());
         let channel = message.channel_id.get();
-        if guild.is_none()
-            || !self.settings.guild_allowed(guild)
-            || !lock(&self.state).unknown(channel)
-        {
+        let asking =
+            |state: &State| state.unknown(channel) && state.may_ask(channel, Instant::now());
+        if guild.is_none() || !self.settings.guild_allowed(guild) || !asking(&lock(&self.state)) {
             return;
         }
         let thread = self.api.thread_parent(channel).await;
@@ -302,17 +210,26 @@ impl DiscordChannel {
             Ok(_) => lock(&self.state).add_plain(channel),
             Err(error) => {
                 tracing::debug!(channel = NAME, %error, "Could not tell whether a Discord channel is a thread.");
+                let (wait, global) = match error {
+                    ApiError::RateLimited {
+                        retry_after,
+                        global,
+                        ..
+                    } => (retry_after.max(LOOKUP_RETRY), global),
+                    _ => (LOOKUP_RETRY, false),
+                };
+                lock(&self.state).lookup_failed(channel, Instant::now() + wait, global);
             }
         }
     }
 
-    /// One event from the gateway. serenity hands each dispatch to its raw handler in a
-    /// task of its own, so READY and the first MESSAGE_CREATE reach the queue in either
-    /// order: a message proves the session as READY does (the bot's id is known from
-    /// [`GatewayEvent::Identity`], sent before the shard starts). A READY after an earlier
-    /// one started a new session, which missed what the old one was not told: the marks
-    /// of the channels to read back (`backfill`).
-    async fn on_event(&self, sink: &InboundSink, event: GatewayEvent) -> Option<Vec<(u64, Mark)>> {
+    /// One event from the gateway, and what follows from it. serenity hands each
+    /// dispatch to its raw handler in a task of its own, so READY and the first
+    /// MESSAGE_CREATE reach the channel in either order: a message proves the session as
+    /// READY does (the bot's id is known from [`GatewayEvent::Identity`], sent before the
+    /// shard starts). A READY after an earlier one started a new session, which missed
+    /// what the old one was not told: the channels to read back (`backfill`).
+    fn on_event(&self, event: GatewayEvent) -> Next {
         match event {
             GatewayEvent::Identity { bot_id } => lock(&self.state).bot_id = Some(bot_id),
             GatewayEvent::Ready { bot_id } => {
@@ -320,17 +237,19 @@ impl DiscordChannel {
                 let mut state = lock(&self.state);
                 state.bot_id = Some(bot_id);
                 state.sessions += 1;
-                return (state.sessions > 1).then(|| state.recent.marks());
+                if state.sessions > 1 {
+                    return Next::ReadBack(state.recent.marks());
+                }
             }
             GatewayEvent::Resumed => {
                 self.telemetry.set_connected(true);
             }
             GatewayEvent::Message(message) => {
                 self.telemetry.set_connected(true);
-                self.intake(sink, &message).await;
+                return Next::TakeIn(message);
             }
         }
-        None
+        Next::Nothing
     }
 
     /// Starts the thread an answer to `at` goes into. A rate limit is waited out (at most
@@ -362,6 +281,18 @@ impl DiscordChannel {
         }
     }
 
+    /// What normalizing a message in `channel` needs, as `state` knows it.
+    fn context<'a>(&'a self, state: &State, channel: u64) -> InboundContext<'a> {
+        InboundContext {
+            settings: &self.settings,
+            bot_id: state.bot_id,
+            allowed_users: &self.allowed_users,
+            commands: &self.commands,
+            known_thread_parent: state.threads.get(&channel).copied(),
+            active_thread: state.active.get(&channel).copied(),
+        }
+    }
+
     /// Normalizes a user's message, performs its side effects, and offers it; whether it
     /// was new and offered.
     async fn intake(&self, sink: &InboundSink, message: &Message) -> bool {
@@ -372,20 +303,14 @@ impl DiscordChannel {
         {
             lock(&self.state).recent.saw(message);
         }
+        // Who may be answered is known without asking Discord anything.
+        let channel = message.channel_id.get();
+        if let Err(skip) = admit(message, &self.context(&lock(&self.state), channel)) {
+            skip.log(NAME);
+            return false;
+        }
         self.learn_channel(message).await;
-        let normalized = {
-            let state = lock(&self.state);
-            let channel = message.channel_id.get();
-            let ctx = InboundContext {
-                settings: &self.settings,
-                bot_id: state.bot_id,
-                allowed_users: &self.allowed_users,
-                commands: &self.commands,
-                known_thread_parent: state.threads.get(&channel).copied(),
-                active_thread: state.active.get(&channel).copied(),
-            };
-            normalize(message, &ctx)
-        };
+        let normalized = normalize(message, &self.context(&lock(&self.state), channel));
         let mut n = match normalized {
             Ok(n) => n,
             Err(skip) => {
@@ -422,6 +347,16 @@ impl DiscordChannel {
             }
         }
     }
+}
+
+/// What a gateway event asks of the channel's event loop.
+enum Next {
+    /// Nothing more.
+    Nothing,
+    /// Take the message in (in its lane).
+    TakeIn(Box<Message>),
+    /// Read back these channels: a new session missed what the old one was not told.
+    ReadBack(Vec<(u64, Mark)>),
 }
 
 /// The thread a reply goes into: the inbound metadata's `thread`, as text and as the
@@ -482,25 +417,31 @@ impl Channel for DiscordChannel {
         let (tx, mut events) = mpsc::channel(EVENTS);
         let reconnect = self.telemetry.reconnect(reconnect::BACKOFF);
         let gateway = ws::run(&self.settings, &self.api, tx, reconnect, shutdown.clone());
-        tokio::pin!(gateway);
-        // At most one read-back runs, beside the intake; a newer session's replaces it.
-        let read_back = Fuse::terminated();
-        tokio::pin!(read_back);
-        let mut open = true;
-        let result = loop {
-            tokio::select! {
-                ended = &mut gateway => break ended,
-                () = &mut read_back => {}
-                event = events.recv(), if open => match event {
-                    Some(event) => {
-                        if let Some(marks) = self.on_event(&sink, event).await {
+        let (lanes, queues) = Lanes::new();
+        let serve = async {
+            // Dropped when `serve` returns: the lanes then end once empty.
+            let lanes = lanes;
+            tokio::pin!(gateway);
+            // At most one read-back runs, beside the lanes; a newer session's replaces it.
+            let read_back = Fuse::terminated();
+            tokio::pin!(read_back);
+            let mut open = true;
+            loop {
+                tokio::select! {
+                    ended = &mut gateway => break ended,
+                    () = &mut read_back => {}
+                    event = events.recv(), if open => match event.map(|e| self.on_event(e)) {
+                        Some(Next::TakeIn(message)) => lanes.send(message).await,
+                        Some(Next::ReadBack(marks)) => {
                             read_back.set(backfill::read_back(self, &sink, marks).fuse());
                         }
-                    }
-                    None => open = false,
-                },
+                        Some(Next::Nothing) => {}
+                        None => open = false,
+                    },
+                }
             }
         };
+        let (result, ()) = tokio::join!(serve, lanes::take_in(self, &sink, queues, &shutdown));
         if let Err(error) = &result {
             tracing::error!(channel = NAME, %error, "The Discord gateway stopped.");
         }
@@ -586,5 +527,7 @@ impl Channel for DiscordChannel {
 }
 
 mod backfill;
+mod lanes;
+mod state;
 #[cfg(test)]
 mod tests;

@@ -110,9 +110,9 @@ pub struct InboundContext<'a> {
     pub active_thread: Option<u64>,
 }
 
-/// Who may be answered, checked before anything else: the message's guild (`None` in a
-/// DM) and its sender's id, or why it is skipped.
-fn admit(message: &Message, ctx: &InboundContext<'_>) -> Result<(Option<u64>, String), Skip> {
+/// Who may be answered, checked before anything else (and before any lookup): the
+/// message's guild (`None` in a DM) and its sender's id, or why it is skipped.
+pub fn admit(message: &Message, ctx: &InboundContext<'_>) -> Result<(Option<u64>, String), Skip> {
     let guild = message.guild_id.map(|g| g.get());
     if !ctx.settings.guild_allowed(guild) {
         return Err(GUILD_NOT_ALLOWED);

@@ -258,22 +258,24 @@ async fn a_first_message_that_overtakes_ready_proves_the_session() {
     let (sink, mut queue) =
         im_bridge_channel::inbound_queue(std::num::NonZeroUsize::new(4).unwrap());
     let bot_id = discord::BOT_ID.parse().unwrap();
-    ch.on_event(&sink, GatewayEvent::Identity { bot_id }).await;
+    ch.on_event(GatewayEvent::Identity { bot_id });
     assert_ne!(
         probe.connected(NAME),
         Some(true),
         "identified, not connected"
     );
     let first: Message = serde_json::from_value(Event::guild("10", "20", "hi").data()).unwrap();
-    ch.on_event(&sink, GatewayEvent::Message(Box::new(first)))
-        .await;
+    let Next::TakeIn(first) = ch.on_event(GatewayEvent::Message(Box::new(first))) else {
+        panic!("a message is taken in");
+    };
+    ch.intake(&sink, &first).await;
     assert_eq!(probe.connected(NAME), Some(true));
     let m = tokio::time::timeout(DEADLINE, queue.recv())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(m.text, "hi");
-    ch.on_event(&sink, GatewayEvent::Ready { bot_id }).await;
+    ch.on_event(GatewayEvent::Ready { bot_id });
     assert_eq!(probe.connected(NAME), Some(true));
 }
 
@@ -408,5 +410,45 @@ async fn a_message_a_zombied_session_missed_is_read_back_once() {
     fake.push(&Event::guild("10", "20", "after"));
     assert_eq!(running.next().await.text, "after");
     assert!(running.queue().is_empty());
+    running.stop().await.unwrap();
+}
+
+/// A channel lookup that never answers holds up its own channel only: a message in
+/// another channel is taken in at once, the first one when its lookup gives up (a short
+/// timeout), and the failed lookup is not made again for that channel's next message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_channel_lookup_holds_up_no_other_channel() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let mut ch = channel(&fake, json!({}));
+    ch.allowed_users = im_bridge_channel::AllowedUsers::from_entries(Some(vec![Some("20".into())]));
+    let ch = std::sync::Arc::new(ch);
+    let mut running = run(ch, &fake).await;
+    fake.fail_next("channel", discord::Failure::Hang);
+    fake.push(&Event::guild("10", "20", "in the slow channel"));
+    fake.wait_until("the hanging lookup", DEADLINE, |f| {
+        !f.calls_to("channel").is_empty()
+    })
+    .await
+    .unwrap();
+    let asked = std::time::Instant::now();
+    fake.push(&Event::guild("11", "20", "elsewhere"));
+    assert_eq!(running.next().await.text, "elsewhere");
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(running.next().await.text, "in the slow channel");
+    // Someone `allowed_users` does not list causes no lookup (channel 18 shares the lane
+    // of channel 10, whose next message is taken in after it).
+    fake.push(&Event::guild("18", "99", "a stranger"));
+    fake.push(&Event::guild("10", "20", "again"));
+    assert_eq!(running.next().await.text, "again");
+    let asked: Vec<String> = fake
+        .calls_to("channel")
+        .iter()
+        .map(|c| c.path.clone())
+        .collect();
+    assert_eq!(asked, ["/api/v10/channels/10", "/api/v10/channels/11"]);
     running.stop().await.unwrap();
 }

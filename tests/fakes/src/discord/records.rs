@@ -23,6 +23,9 @@ pub enum Failure {
         /// HTTP status.
         status: u16,
     },
+    /// No answer at all: the request is held open until the fake stops (a call lost on
+    /// the way), so only the caller's timeout ends it. Recorded with status 0.
+    Hang,
     /// This HTTP status with Discord's JSON error `{code, message}`.
     Error {
         /// HTTP status.

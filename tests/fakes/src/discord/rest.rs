@@ -3,7 +3,7 @@
 //!
 //! A create or edit passes, in order: the token; a scripted failure of its route (a
 //! scripted 429 also refuses calls arriving before its `retry_after` is over, counted as
-//! early); the body (content of at most [`MAX_CONTENT`] characters, or a file; else 400
+//! early; a scripted hang is never answered); the body (content of at most [`MAX_CONTENT`] characters, or a file; else 400
 //! with code 50035 or 50006); a known message for edits (404, code 10008).
 
 use std::collections::HashMap;
@@ -57,6 +57,10 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         body: &body,
     };
     let answer = answer(&mut shared.lock(), &request, auth, uploads);
+    let Some(answer) = answer else {
+        record(&shared, route, &head, body, &Answer::empty(0));
+        return std::future::pending().await;
+    };
     record(&shared, route, &head, body, &answer);
     answer.into_response()
 }
@@ -156,22 +160,27 @@ struct Asked<'a> {
     body: &'a Value,
 }
 
-fn answer(inner: &mut Discord, asked: &Asked<'_>, auth: &str, uploads: Vec<Upload>) -> Answer {
+fn answer(
+    inner: &mut Discord,
+    asked: &Asked<'_>,
+    auth: &str,
+    uploads: Vec<Upload>,
+) -> Option<Answer> {
     let (route, segs) = (asked.route, asked.segs);
     match route {
-        "gateway" => return ok(json!({"url": inner.gateway_url.clone()})),
+        "gateway" => return Some(ok(json!({"url": inner.gateway_url.clone()}))),
         "attachment" => {
             let name = segs.get(1).copied().unwrap_or("");
-            return match inner.files.get(name) {
+            return Some(match inner.files.get(name) {
                 Some((bytes, _)) => Answer::bytes(bytes.clone(), Some(name.to_owned()), None),
                 None => error(404, code::NOT_FOUND, "404: Not Found"),
-            };
+            });
         }
-        "unknown" => return error(404, code::NOT_FOUND, "404: Not Found"),
+        "unknown" => return Some(error(404, code::NOT_FOUND, "404: Not Found")),
         _ => {}
     }
     if auth != format!("Bot {TOKEN}") {
-        return error(401, code::UNAUTHORIZED, "401: Unauthorized");
+        return Some(error(401, code::UNAUTHORIZED, "401: Unauthorized"));
     }
     let now = Instant::now();
     if let Some(until) = inner.limited_until.get(route).copied()
@@ -179,10 +188,10 @@ fn answer(inner: &mut Discord, asked: &Asked<'_>, auth: &str, uploads: Vec<Uploa
     {
         inner.early_calls += 1;
         let left = until.saturating_duration_since(now).as_secs_f64();
-        return rate_limited(left, false);
+        return Some(rate_limited(left, false));
     }
     if let Some(failure) = inner.failures.take(route, None) {
-        return match failure {
+        return Some(match failure {
             Failure::RateLimited {
                 retry_after,
                 global,
@@ -191,14 +200,15 @@ fn answer(inner: &mut Discord, asked: &Asked<'_>, auth: &str, uploads: Vec<Uploa
                 inner.limited_until.insert(route, now + wait);
                 rate_limited(retry_after, global)
             }
+            Failure::Hang => return None,
             Failure::Error { status, code } => error(status, code, "scripted failure"),
             Failure::AfterApplying { status } => {
                 apply(inner, asked, uploads);
                 error(status, 0, "scripted failure after the call applied")
             }
-        };
+        });
     }
-    apply(inner, asked, uploads)
+    Some(apply(inner, asked, uploads))
 }
 
 /// Carries out an authorized, unrefused call.
