@@ -18,7 +18,7 @@ pub(crate) mod harness;
 use std::time::Duration;
 
 use im_bridge::simulator::Script;
-use im_bridge_fakes::discord::{BOT_ID, Event, Failure, GUILD_ID};
+use im_bridge_fakes::discord::{BOT_ID, Event, Failure, GUILD_ID, code};
 use serde_json::json;
 
 use harness::{DEADLINE, Dc, Setup};
@@ -107,6 +107,13 @@ async fn mention_only_holds_in_a_thread_the_bot_did_not_open() {
     dc.fake
         .push(&Event::in_thread(USERS_THREAD, ALICE, "are you there?").mentioning_bot(true));
     dc.wait_sent("the answer", "You called?").await;
+    // No thread starts inside a thread (Discord answers 50024): the answer goes into the
+    // user's thread itself.
+    assert_eq!(dc.fake.threads().len(), 1, "{:?}", dc.fake.threads());
+    let refused = dc.fake.calls_to("start_thread");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].code, Some(code::WRONG_CHANNEL_TYPE));
+    assert_eq!(dc.fake.sent_to(USERS_THREAD)[0].content, "You called?");
     let threads = dc.sim.thread_ids();
     assert_eq!(threads.len(), 1, "the unmentioned message never ran");
     let asked = dc.sim.messages(&threads[0])[0]["content"].clone();

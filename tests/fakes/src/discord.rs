@@ -16,7 +16,9 @@
 //!   history: users' pushed messages and the bot's, `after` / `before` and `limit` 1–100,
 //!   newest first, no `guild_id`, as Discord answers); messages create (JSON or multipart
 //!   `payload_json` + `files[n]`) and edit with the [`MAX_CONTENT`] limit, recording
-//!   `allowed_mentions`; threads from a message; typing; reactions;
+//!   `allowed_mentions`; threads from a message (a message posted in a guild text channel
+//!   only: 50024 in a DM or a thread, 10008 for a message not there, 10003 for a channel
+//!   the fake does not know); typing; reactions;
 //! - scripted failures per route ([`FakeDiscord::fail_next`]): 429 with `retry_after` and
 //!   the `X-RateLimit-*` headers (calls before the wait is over are refused again and
 //!   counted, [`FakeDiscord::early_calls`]), and JSON errors;
@@ -88,6 +90,17 @@ pub mod code {
     pub const WRONG_CHANNEL_TYPE: i64 = 50024;
 }
 
+/// The kinds of channel the fake tells apart (Discord's channel types 0, 1 and 11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChannelKind {
+    /// GUILD_TEXT (0): threads start here.
+    GuildText,
+    /// DM (1).
+    Dm,
+    /// PUBLIC_THREAD (11).
+    Thread,
+}
+
 /// The fake Discord's state: what it recorded, its scripts, the gateway.
 pub struct Discord {
     gateway_url: String,
@@ -145,6 +158,27 @@ impl Discord {
             fields.remove("guild_id");
         }
         self.history.push(message);
+    }
+
+    /// What channel `id` is: a thread, a DM, a guild text channel (one a message was
+    /// posted in), or `None` when the fake knows no such channel.
+    fn channel_kind(&self, id: &str) -> Option<ChannelKind> {
+        if self.threads.iter().any(|t| t.id == id) {
+            Some(ChannelKind::Thread)
+        } else if self.dm_channels.iter().any(|c| c == id) {
+            Some(ChannelKind::Dm)
+        } else if self.history.iter().any(|m| m["channel_id"] == id) {
+            Some(ChannelKind::GuildText)
+        } else {
+            None
+        }
+    }
+
+    /// Whether message `message` was posted in channel `channel`.
+    fn has_message(&self, channel: &str, message: &str) -> bool {
+        self.history
+            .iter()
+            .any(|m| m["channel_id"] == channel && m["id"] == message)
     }
 
     /// A channel object: a known thread (type 11), a DM (type 1), else a guild text
@@ -258,7 +292,13 @@ impl Fake<Discord> {
     /// Posts `event`: kept in its channel's history, and dispatched as a MESSAGE_CREATE in
     /// the current session.
     pub fn push(&self, event: &Event) -> Pushed {
-        self.with_state(|d| d.remember(event.data()));
+        self.with_state(|d| {
+            let channel = event.channel_id();
+            if event.guild_id().is_none() && !d.dm_channels.iter().any(|c| c == channel) {
+                d.dm_channels.push(channel.to_owned());
+            }
+            d.remember(event.data());
+        });
         gateway::push(&self.shared, event.payload())
     }
 

@@ -81,15 +81,17 @@ async fn messages_always_parse_no_mentions_and_edits_keep_them_off() {
 async fn threads_typing_reactions_and_uploads() {
     let fake = FakeDiscord::start().await.unwrap();
     let api = api(&fake, discord::TOKEN);
+    let posted = fake.push(&discord::Event::guild("5", "20", "start here"));
+    let message_id = posted.message_id.parse().unwrap();
     let at = MessageRef {
         channel_id: 5,
-        message_id: 900,
+        message_id,
     };
     let thread = api.start_thread(at, &"n".repeat(150)).await.unwrap();
     let t = &fake.threads()[0];
     assert_eq!(
         (t.id.clone(), t.parent_id.as_str(), t.message_id.as_str()),
-        (thread.to_string(), "5", "900")
+        (thread.to_string(), "5", posted.message_id.as_str())
     );
     assert_eq!(t.name.chars().count(), MAX_THREAD_NAME);
     api.typing(thread).await.unwrap();

@@ -3,8 +3,11 @@
 //!
 //! A create or edit passes, in order: the token; a scripted failure of its route (a
 //! scripted 429 also refuses calls arriving before its `retry_after` is over, counted as
-//! early; a scripted hang is never answered); the body (content of at most [`MAX_CONTENT`] characters, or a file; else 400
-//! with code 50035 or 50006); a known message for edits (404, code 10008).
+//! early; a scripted hang is never answered); the body (content of at most
+//! [`MAX_CONTENT`] characters, or a file; else 400 with code 50035 or 50006); a known
+//! message for edits (404, code 10008). A thread starts only from a message posted in a
+//! guild text channel: an unknown channel is 404 (10003), a DM or a thread 400 (50024),
+//! a message not in the channel 404 (10008), a second thread for a message 400 (160004).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,8 +21,8 @@ use tokio::time::{Duration, Instant};
 use super::events::user;
 use super::records::Upload;
 use super::{
-    BOT_ID, BOT_USERNAME, Call, Discord, Edit, Failure, GUILD_ID, Reaction, Sent, Shared, TOKEN,
-    Thread, code, gateway,
+    BOT_ID, BOT_USERNAME, Call, ChannelKind, Discord, Edit, Failure, GUILD_ID, Reaction, Sent,
+    Shared, TOKEN, Thread, code, gateway,
 };
 use crate::skeleton::http::{Answer, Body, Encoding, Head, read_body};
 
@@ -305,6 +308,18 @@ fn apply(inner: &mut Discord, asked: &Asked<'_>, uploads: Vec<Upload>) -> Answer
             let name = body["name"].as_str().unwrap_or("").to_owned();
             if name.is_empty() || name.chars().count() > 100 {
                 return error(400, code::INVALID_FORM_BODY, "Invalid Form Body");
+            }
+            // As Discord: the channel, then its type, then the message.
+            match inner.channel_kind(&channel) {
+                None => return error(404, code::UNKNOWN_CHANNEL, "Unknown Channel"),
+                Some(ChannelKind::Dm | ChannelKind::Thread) => {
+                    let message = "Cannot execute action on this channel type";
+                    return error(400, code::WRONG_CHANNEL_TYPE, message);
+                }
+                Some(ChannelKind::GuildText) => {}
+            }
+            if !inner.has_message(&channel, &message_id) {
+                return error(404, code::UNKNOWN_MESSAGE, "Unknown Message");
             }
             if inner.threads.iter().any(|t| t.message_id == message_id) {
                 return error(

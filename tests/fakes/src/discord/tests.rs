@@ -182,14 +182,22 @@ async fn messages_keep_the_limit_record_mentions_and_honour_scripted_429s() {
     assert_eq!(fake.reactions()[0].emoji, "✅");
 }
 
+/// A fake, a client, the bot's `Authorization` and the REST base.
+async fn rest_fake() -> (FakeDiscord, reqwest::Client, String, String) {
+    let fake = FakeDiscord::start().await.unwrap();
+    let base = format!("{}/api/v10", fake.api_url());
+    (fake, reqwest::Client::new(), format!("Bot {TOKEN}"), base)
+}
+
 #[tokio::test]
 async fn threads_channels_uploads_and_events_before_ready() {
-    let fake = FakeDiscord::start().await.unwrap();
-    let http = reqwest::Client::new();
-    let auth = format!("Bot {TOKEN}");
-    let base = format!("{}/api/v10", fake.api_url());
+    let (fake, http, auth, base) = rest_fake().await;
+    let posted = fake.push(&Event::guild("5", "20", "start here"));
     let thread: Value = http
-        .post(format!("{base}/channels/5/messages/77/threads"))
+        .post(format!(
+            "{base}/channels/5/messages/{}/threads",
+            posted.message_id
+        ))
         .header("Authorization", &auth)
         .json(&json!({"name": "deerflow-x-77", "auto_archive_duration": 1440}))
         .send()
@@ -203,7 +211,10 @@ async fn threads_channels_uploads_and_events_before_ready() {
         (Some(11), Some("5"))
     );
     let again = http
-        .post(format!("{base}/channels/5/messages/77/threads"))
+        .post(format!(
+            "{base}/channels/5/messages/{}/threads",
+            posted.message_id
+        ))
         .header("Authorization", &auth)
         .json(&json!({"name": "again"}))
         .send()
@@ -258,6 +269,7 @@ async fn threads_channels_uploads_and_events_before_ready() {
     .await;
     assert_eq!(next_json(&mut ws).await["t"], "READY");
     assert_eq!(next_json(&mut ws).await["t"], "GUILD_CREATE");
+    assert_eq!(next_json(&mut ws).await["d"]["content"], "start here");
     assert_eq!(next_json(&mut ws).await["d"]["content"], "early");
     // Message Content disabled in the portal: 4014.
     fake.disable_message_content();
@@ -289,4 +301,36 @@ async fn a_drop_window_drops_each_new_connection_before_hello_until_it_ends() {
     let mut ws = connect(&fake.gateway_url()).await;
     assert_eq!(next_json(&mut ws).await["op"], 10, "HELLO again");
     assert_eq!(fake.dropped_connections(), 2);
+}
+
+#[tokio::test]
+async fn threads_start_only_from_a_message_in_a_guild_text_channel() {
+    let (fake, http, auth, base) = rest_fake().await;
+    let posted = fake.push(&Event::guild("5", "20", "start here"));
+    let from = |channel: &str, message: &str| {
+        http.post(format!(
+            "{base}/channels/{channel}/messages/{message}/threads"
+        ))
+        .header("Authorization", &auth)
+        .json(&json!({"name": "a thread"}))
+    };
+    // Only from a message there, only in a guild text channel.
+    let refused = |response: reqwest::Response| async move {
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        (status, body["code"].as_i64().unwrap())
+    };
+    let unknown_channel = from("6", &posted.message_id).send().await.unwrap();
+    assert_eq!(refused(unknown_channel).await, (404, code::UNKNOWN_CHANNEL));
+    let unknown_message = from("5", "77").send().await.unwrap();
+    assert_eq!(refused(unknown_message).await, (404, code::UNKNOWN_MESSAGE));
+    let dm = fake.push(&Event::dm("7", "20", "in a dm"));
+    let in_dm = from("7", &dm.message_id).send().await.unwrap();
+    assert_eq!(refused(in_dm).await, (400, code::WRONG_CHANNEL_TYPE));
+    fake.add_thread_of("8", "5", "20");
+    let inside = fake.push(&Event::in_thread("8", "20", "in a thread"));
+    let in_thread = from("8", &inside.message_id).send().await.unwrap();
+    assert_eq!(refused(in_thread).await, (400, code::WRONG_CHANNEL_TYPE));
+    let started = from("5", &posted.message_id).send().await.unwrap();
+    assert_eq!(started.status(), 200);
 }
