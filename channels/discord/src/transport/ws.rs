@@ -9,10 +9,10 @@
 //! - Intents: GUILDS, GUILD_MESSAGES, DIRECT_MESSAGES, MESSAGE_CONTENT (privileged: enable
 //!   it in the Developer Portal, else Discord closes with 4014).
 //! - Heartbeats, RESUME (session id and last sequence) after a dropped socket or op 7, and
-//!   a fresh IDENTIFY after op 9 `false`, are serenity's. serenity 0.12.5 resumes at the
-//!   URL its shards share and never reads READY's `resume_gateway_url`; on every READY
-//!   that URL goes into the shared URL, so resumes go where Discord asks. (A re-IDENTIFY
-//!   after op 9 then also connects there, which Discord accepts.)
+//!   a fresh IDENTIFY after op 9 `false`, are serenity's. serenity 0.12.5 connects at the
+//!   URL its shards share and never reads READY's `resume_gateway_url`; the gate puts
+//!   that URL there for a resume (the shard's runner is alive) and the discovered one for
+//!   a new session (a new shard boots), as Discord asks.
 //! - serenity reconnects at once and for ever; the `gate` (a child module) holds the
 //!   shared URL every connection of serenity's must read first, and lets them through
 //!   one at a time, paced, counted and logged by the adapter's [`Reconnect`]: a server
@@ -45,6 +45,7 @@ use serenity::gateway::{GatewayError as SerenityGatewayError, ShardManager, Shar
 use serenity::http::HttpBuilder;
 use serenity::model::event::Event;
 use serenity::model::gateway::GatewayIntents;
+use serenity::model::id::ShardId;
 use serenity::prelude::TypeMap;
 use tokio::sync::{Mutex, RwLock, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -59,7 +60,7 @@ mod gate;
 #[cfg(test)]
 mod tests;
 
-use self::gate::{Gate, PROOFS, Proof};
+use self::gate::{Gate, PROOFS, Proof, Resuming};
 
 #[cfg(test)]
 mod url_tests {
@@ -251,8 +252,6 @@ pub async fn run(
     );
     let ws_url = Arc::new(Mutex::new(url));
     let (proofs, proven) = mpsc::channel(PROOFS);
-    // Holds the URL before serenity can read it: its first connection goes through the gate.
-    let gate = Gate::new(ws_url.clone(), reconnect, proven).await;
     let forward = Arc::new(Forward {
         events,
         proofs,
@@ -265,11 +264,20 @@ pub async fn run(
         shard_index: 0,
         shard_init: 1,
         shard_total: 1,
-        ws_url,
+        ws_url: ws_url.clone(),
         http,
         intents: intents(),
         presence: None,
     });
+    // The shard's runner is alive while it resumes; a new session boots a new one.
+    let runners = manager.runners.clone();
+    let resuming: Resuming = Box::new(move || {
+        let runners = runners.clone();
+        Box::pin(async move { runners.lock().await.contains_key(&ShardId(0)) })
+    });
+    // Holds the URL before serenity can read it (it reads it first when the shard boots,
+    // in `initialize`): its first connection goes through the gate.
+    let gate = Gate::new(ws_url, reconnect, proven, resuming).await;
     if manager.initialize().is_err() {
         return Err(GatewayError::Boot);
     }

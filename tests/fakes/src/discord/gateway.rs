@@ -11,6 +11,10 @@
 //! the session (a dropped socket and op 7 keep it resumable); an unknown op is closed with
 //! 4001.
 //!
+//! An IDENTIFY on a connection opened at `/resume` is closed with 4000: a new session
+//! belongs at the URL `GET /gateway/bot` gives (gateway.mdx, "Connecting"), the resume URL
+//! only to RESUME.
+//!
 //! The fake's own rule for intents: an IDENTIFY must ask for at least [`INTENTS`], else it
 //! is closed with 4014 (what Discord answers for a privileged intent not enabled in the
 //! portal); with [`super::FakeDiscord::disable_message_content`] asking for
@@ -148,8 +152,10 @@ fn token_ok(token: &str) -> bool {
 fn identify(discord: &mut Discord, addr: SocketAddr, conn: u64, d: &Value) -> Vec<Out> {
     let token = d["token"].as_str().unwrap_or("").to_owned();
     let intents = d["intents"].as_u64().unwrap_or(0);
+    let path = connection_path(discord, conn);
     let mut rec = Identify {
         connection: conn,
+        path: path.clone(),
         token: token.clone(),
         intents,
         accepted: false,
@@ -159,6 +165,10 @@ fn identify(discord: &mut Discord, addr: SocketAddr, conn: u64, d: &Value) -> Ve
         Some(4004)
     } else if intents & INTENTS != INTENTS || content_refused {
         Some(4014)
+    } else if path.starts_with("/resume") {
+        // READY's `resume_gateway_url` is for resuming; a new session connects at the
+        // `GET /gateway/bot` URL (gateway.mdx). The fake holds a client to that: 4000.
+        Some(4000)
     } else {
         None
     };
@@ -186,6 +196,12 @@ fn identify(discord: &mut Discord, addr: SocketAddr, conn: u64, d: &Value) -> Ve
     out
 }
 
+/// The path connection `conn` was opened at.
+fn connection_path(discord: &Discord, conn: u64) -> String {
+    let connection = discord.gw.sockets.iter().find(|c| c.id == conn);
+    connection.map(|c| c.path.clone()).unwrap_or_default()
+}
+
 /// GUILD_CREATE for [`GUILD_ID`], with every field serenity requires.
 fn guild_create() -> Value {
     json!({"op": 0, "t": "GUILD_CREATE", "d": {
@@ -207,13 +223,8 @@ fn resume(discord: &mut Discord, conn: u64, d: &Value) -> Vec<Out> {
     let token = d["token"].as_str().unwrap_or("");
     let session_id = d["session_id"].as_str().unwrap_or("").to_owned();
     let after = d["seq"].as_u64().unwrap_or(0);
+    let path = connection_path(discord, conn);
     let gw = &mut discord.gw;
-    let path = gw
-        .sockets
-        .iter()
-        .find(|c| c.id == conn)
-        .map(|c| c.path.clone())
-        .unwrap_or_default();
     let mut rec = Resume {
         connection: conn,
         path,

@@ -131,6 +131,8 @@ crate::skeleton::socket::linked!(Connection, session);
 pub struct Identify {
     /// The connection it came on.
     pub connection: u64,
+    /// The path that connection was opened at.
+    pub path: String,
     /// `d.token`, as sent.
     pub token: String,
     /// `d.intents`.

@@ -19,9 +19,17 @@
 //!
 //! READY and RESUMED, forwarded by the raw event handler as [`Proof`]s, prove a
 //! connection: the backoff starts over, and the next reconnect counts as `lost` rather
-//! than `connect_failed`. READY's `resume_gateway_url` is written into the URL here, under
-//! the lock the gate holds. The `wait_ms` of a reconnect's log line is the least time the
+//! than `connect_failed`. The `wait_ms` of a reconnect's log line is the least time the
 //! gate kept since the attempt before (it cannot tell when the connection dropped).
+//!
+//! Which URL a connection reads: Discord wants a RESUME at READY's `resume_gateway_url`
+//! and a new session (IDENTIFY) at the URL `GET /gateway/bot` gave (gateway.mdx,
+//! "Connecting" and "Resuming"). serenity 0.12.5 opens a new session only by booting a
+//! new shard (a restart after op 9 `false`, a missed heartbeat ACK or a refused resume
+//! shuts the shard's runner down and removes it from the manager's runners before the new
+//! shard reads the URL), and resumes only from a live runner. So before each look the gate
+//! asks [`Resuming`] whether the shard's runner is there, and leaves the resume URL (the
+//! last READY's) in the shared URL only then, the discovery URL otherwise.
 //!
 //! Two connections serenity queues at once (a shard restart racing a resume) pass as
 //! one attempt; serenity 0.12.5 runs one connection per shard, so that is rare.
@@ -29,6 +37,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use im_bridge_channel::{Cause, Reconnect};
 use tokio::sync::{Mutex, OwnedMutexGuard, mpsc};
 use tokio::time::Instant;
@@ -63,20 +72,27 @@ enum Why {
     NeverUp,
 }
 
+/// Whether serenity's next connection resumes (its shard's runner is alive) rather than
+/// opening a new session.
+pub(super) type Resuming = Box<dyn Fn() -> BoxFuture<'static, bool> + Send>;
+
 /// Holds serenity's gateway URL and lets its connections through, paced.
 pub(super) struct Gate {
     url: Arc<Mutex<String>>,
     held: OwnedMutexGuard<String>,
     reconnect: Reconnect,
     proofs: mpsc::Receiver<Proof>,
+    resuming: Resuming,
 }
 
 impl Gate {
-    /// A gate over `url`, holding it from now on: call this before serenity can lock it.
+    /// A gate over `url` (the discovery URL, for new sessions), holding it from now on:
+    /// call this before serenity can lock it.
     pub(super) async fn new(
         url: Arc<Mutex<String>>,
         reconnect: Reconnect,
         proofs: mpsc::Receiver<Proof>,
+        resuming: Resuming,
     ) -> Self {
         let held = url.clone().lock_owned().await;
         Self {
@@ -84,6 +100,7 @@ impl Gate {
             held,
             reconnect,
             proofs,
+            resuming,
         }
     }
 
@@ -94,7 +111,11 @@ impl Gate {
             mut held,
             mut reconnect,
             mut proofs,
+            resuming,
         } = self;
+        let discovered = held.clone();
+        // The last READY's resume URL.
+        let mut resume_url: Option<String> = None;
         // The first connection goes at once.
         let mut open_at = Instant::now();
         let mut last_attempt: Option<Instant> = None;
@@ -112,7 +133,7 @@ impl Gate {
                         continue;
                     };
                     if let Proof::Ready { resume_url: Some(resume) } = proof {
-                        *held = resume;
+                        resume_url = Some(resume);
                     }
                     reconnect.reset();
                     proven = true;
@@ -121,6 +142,10 @@ impl Gate {
                     open_at = last_attempt.map_or_else(Instant::now, |at| at + gap);
                 }
                 () = tokio::time::sleep_until(open_at) => {
+                    *held = match &resume_url {
+                        Some(resume) if resuming().await => resume.clone(),
+                        _ => discovered.clone(),
+                    };
                     let passed;
                     (held, passed) = let_one_through(&url, held).await;
                     if !passed {
@@ -163,6 +188,8 @@ async fn let_one_through(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
     use super::*;
     use im_bridge_channel::Telemetry;
     use im_bridge_channel::backoff::Backoff;
@@ -174,13 +201,26 @@ mod tests {
         url.lock().await.clone()
     }
 
-    async fn gate(backoff: Backoff) -> (Arc<Mutex<String>>, mpsc::Sender<Proof>) {
+    /// A running gate over `ws://first`, whose [`Resuming`] says what `resuming` holds.
+    async fn gate_resuming(
+        backoff: Backoff,
+        resuming: Arc<AtomicBool>,
+    ) -> (Arc<Mutex<String>>, mpsc::Sender<Proof>) {
         let url = Arc::new(Mutex::new("ws://first".to_owned()));
         let (tx, rx) = mpsc::channel(PROOFS);
         let reconnect = Telemetry::new("discord-test").reconnect(backoff);
-        let gate = Gate::new(url.clone(), reconnect, rx).await;
+        let resuming: Resuming = Box::new(move || {
+            let now = resuming.load(Ordering::Acquire);
+            Box::pin(async move { now })
+        });
+        let gate = Gate::new(url.clone(), reconnect, rx, resuming).await;
         tokio::spawn(gate.run());
         (url, tx)
+    }
+
+    /// A running gate whose connections all resume.
+    async fn gate(backoff: Backoff) -> (Arc<Mutex<String>>, mpsc::Sender<Proof>) {
+        gate_resuming(backoff, Arc::new(AtomicBool::new(true))).await
     }
 
     #[tokio::test(start_paused = true)]
@@ -217,5 +257,23 @@ mod tests {
         let asked = Instant::now();
         connect(&url).await;
         assert!(asked.elapsed() <= POLL, "{:?}", asked.elapsed());
+    }
+
+    /// A new session (serenity boots a new shard) connects at the discovery URL; only a
+    /// resume goes to READY's resume URL.
+    #[tokio::test(start_paused = true)]
+    async fn only_a_resume_reads_the_resume_url() {
+        let resuming = Arc::new(AtomicBool::new(false));
+        let backoff = Backoff::new(SECOND, 60 * SECOND, Duration::ZERO);
+        let (url, proofs) = gate_resuming(backoff, resuming.clone()).await;
+        assert_eq!(connect(&url).await, "ws://first");
+        let ready = Proof::Ready {
+            resume_url: Some("ws://resume".into()),
+        };
+        proofs.send(ready).await.unwrap();
+        resuming.store(true, Ordering::Release);
+        assert_eq!(connect(&url).await, "ws://resume");
+        resuming.store(false, Ordering::Release);
+        assert_eq!(connect(&url).await, "ws://first", "a new session");
     }
 }

@@ -1,6 +1,6 @@
 //! serenity's shard against the fake Discord over loopback: READY, messages, bots
 //! ignored, resume at `resume_gateway_url` after a drop and op 7 with the missed events
-//! replayed, a fresh IDENTIFY after op 9 false, 4004 fatal.
+//! replayed, a fresh IDENTIFY at the discovery URL after op 9 false, 4004 fatal.
 
 use std::time::Duration;
 
@@ -206,6 +206,7 @@ async fn heartbeats_carry_the_sequence_and_a_missing_ack_reconnects_with_a_new_s
     fake.wait_ready(2, DEADLINE).await.unwrap();
     fake.set_heartbeat_acks(true);
     assert!(fake.resumes().is_empty(), "{:?}", fake.resumes());
+    assert!(fake.identifies()[1].path.starts_with("/gateway?"));
     fake.push(&Event::guild("10", "20", "after the restart"));
     assert_eq!(gw.next_message().await.content, "after the restart");
     gw.stop().await;
@@ -222,6 +223,14 @@ async fn op_9_false_identifies_afresh() {
     fake.push(&Event::guild("10", "20", "after op 9"));
     assert_eq!(gw.next_message().await.content, "after op 9");
     assert!(fake.resumes().is_empty(), "{:?}", fake.resumes());
+    // A new session connects at the discovery URL, not READY's resume URL (the fake
+    // closes an IDENTIFY there with 4000).
+    let identified: Vec<String> = fake.identifies().iter().map(|i| i.path.clone()).collect();
+    assert_eq!(identified.len(), 2, "{identified:?}");
+    assert!(
+        identified.iter().all(|p| p.starts_with("/gateway?")),
+        "{identified:?}"
+    );
     gw.stop().await;
 }
 
