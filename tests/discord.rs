@@ -8,7 +8,7 @@
 //! localized replies, an attachment reaching the agent, clean logs) is the conformance
 //! suite's (`tests/adapters.rs`), through `conformance`; this file keeps what is Discord's
 //! own: no pings, reactions, mention-only, thread mode, allowed guilds, the gateway's
-//! resume and identify, 429s, typing.
+//! resume and identify, messages a lost session missed read back, 429s, typing.
 
 #![cfg(feature = "discord")]
 
@@ -198,6 +198,37 @@ async fn issue_18_a_dropped_socket_and_op_7_resume_without_losing_a_message_and_
         })
         .await
         .unwrap();
+    dc.stop().await;
+}
+
+/// A connection that dies without a word (a NAT timeout, a paused VM): heartbeats go
+/// unACKed, serenity starts a new session, and Discord never replays what the old one
+/// missed. The message sent in the gap is read back over REST and answered, once.
+#[tokio::test]
+async fn a_message_sent_while_the_connection_was_silently_dead_is_answered_once() {
+    let dc = Dc::start().await;
+    dc.sim
+        .script_next_run(Script::with_answer("Before.").chunks(1));
+    dc.fake.push(&Event::guild(CHANNEL, ALICE, "first"));
+    dc.wait_sent("the first answer", "Before.").await;
+    // Fast heartbeats from a new session on (serenity keeps a resumed connection's old
+    // interval, so op 9 makes it identify anew).
+    dc.fake.set_heartbeat_interval(200);
+    dc.fake.send_invalid_session(false);
+    dc.fake.wait_ready(2, DEADLINE).await.unwrap();
+    dc.sim
+        .script_next_run(Script::with_answer("Not lost.").chunks(1));
+    dc.fake.go_silent();
+    dc.fake
+        .push(&Event::guild(CHANNEL, ALICE, "sent into the void"));
+    dc.fake.wait_ready(3, DEADLINE).await.unwrap();
+    dc.wait_sent("the read-back answer", "Not lost.").await;
+    dc.sim
+        .script_next_run(Script::with_answer("And after.").chunks(1));
+    dc.fake.push(&Event::guild(CHANNEL, ALICE, "next"));
+    let sent = dc.wait_sent("the next answer", "And after.").await;
+    let answered = sent.iter().filter(|s| s.content == "Not lost.").count();
+    assert_eq!(answered, 1, "{sent:#?}");
     dc.stop().await;
 }
 
