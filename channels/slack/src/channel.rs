@@ -382,25 +382,26 @@ impl Channel for SlackChannel {
 
     /// The bridge is done with the message `to` answers: `white_check_mark` on it, or `x`
     /// where its answer was refused for good.
-    /// Added in the background, after the message's `eyes`: a rate limit on reactions is
-    /// waited out there ([`add_reaction`]), holding up none of the chat's replies.
+    /// Added after the message's `eyes` (waited for, at most [`WORKING_WAIT`]), in the
+    /// chat's delivery lane, so the daemon's shutdown flush covers it (a `x` is the only
+    /// word a user gets of an answer that will not come). A rate limit on reactions is
+    /// waited out if Slack asks for at most [`TURN_MARK_WAIT`], so the chat's next replies
+    /// are held up little.
     async fn turn_ended(&self, to: SendTarget<'_>) -> ChannelResult {
         let Some(source) = to.reply_to else {
             return Ok(());
         };
+        self.intake
+            .working_added(to.chat_id.as_str(), source.as_str())
+            .await;
         let reaction = match to.hints.unanswered {
             true => FAILED_REACTION,
             false => DONE_REACTION,
         };
-        let intake = self.intake.clone();
-        let (channel, ts) = (to.chat_id.to_string(), source.as_str().to_owned());
-        self.intake.reactions.spawn(async move {
-            intake.working_added(&channel, &ts).await;
-            if let Err(error) = add_reaction(&intake.api, &channel, &ts, reaction).await {
-                tracing::debug!(channel = NAME, %error, reaction, "Adding a Slack reaction failed.");
-            }
-        });
-        Ok(())
+        let (chat, ts) = (to.chat_id.as_str(), source.as_str());
+        add_reaction(self.api(), chat, ts, reaction, TURN_MARK_WAIT)
+            .await
+            .map_err(ChannelError::from)
     }
 
     /// The external upload (`files.getUploadURLExternal`, the bytes,
@@ -568,7 +569,8 @@ impl Intake {
         let api = self.api.clone();
         let key = format!("{channel}/{}", ts.as_str());
         let handle = self.reactions.spawn(async move {
-            if let Err(error) = add_reaction(&api, &channel, ts.as_str(), name).await {
+            if let Err(error) = add_reaction(&api, &channel, ts.as_str(), name, REACTION_WAIT).await
+            {
                 tracing::debug!(channel = NAME, %error, name, "Adding a Slack reaction failed.");
             }
         });
@@ -621,23 +623,33 @@ const LATEST_THREADS: usize = 4096;
 /// Calls made in all to add one reaction.
 const REACTION_ATTEMPTS: u32 = 3;
 
-/// The longest rate-limit wait before a reaction is tried again (Tier 3's window).
+/// The longest rate-limit wait before a message's `eyes` is tried again, in the
+/// background (Tier 3's window).
 const REACTION_WAIT: Duration = Duration::from_secs(60);
 
-/// How long the end of a turn waits for its message's `eyes` to be added: its rate-limit
-/// waits included, in the background (`turn_ended`).
-const WORKING_WAIT: Duration = Duration::from_secs(130);
+/// The longest rate-limit wait before a turn's mark is tried again, in the chat's
+/// delivery lane.
+const TURN_MARK_WAIT: Duration = Duration::from_secs(10);
+
+/// How long the end of a turn waits for its message's `eyes` to be added.
+const WORKING_WAIT: Duration = Duration::from_secs(10);
 
 /// Adds reaction `name` to message `ts` of `channel`. `reactions.add` is Tier 3, about 50
-/// a minute per workspace, so a busy workspace meets its 429: the wait Slack names (at
-/// most [`REACTION_WAIT`]) is waited out and the reaction added after it,
-/// [`REACTION_ATTEMPTS`] calls in all.
-async fn add_reaction(api: &SlackApi, channel: &str, ts: &str, name: &str) -> Result<(), ApiError> {
+/// a minute per workspace, so a busy workspace meets its 429: a wait Slack names of at
+/// most `max_wait` is waited out and the reaction added after it, [`REACTION_ATTEMPTS`]
+/// calls in all.
+async fn add_reaction(
+    api: &SlackApi,
+    channel: &str,
+    ts: &str,
+    name: &str,
+    max_wait: Duration,
+) -> Result<(), ApiError> {
     let mut attempt = 1;
     loop {
         match api.react(channel, ts, name).await {
             Err(ApiError::Http(HttpError::RetryAfter(wait)))
-                if attempt < REACTION_ATTEMPTS && wait <= REACTION_WAIT =>
+                if attempt < REACTION_ATTEMPTS && wait <= max_wait =>
             {
                 tokio::time::sleep(wait).await;
                 attempt += 1;
