@@ -77,6 +77,19 @@ async fn a_card_created_behind_a_server_error_is_the_one_answered_in() {
     dt.stop().await;
 }
 
+/// The same, and the first write into that card meets a 502 too: the card is asked
+/// about again, not given up for a second one.
+#[tokio::test]
+async fn a_card_asked_about_through_a_server_error_is_asked_again() {
+    let question = Message::group_text(GROUP, ALICE, "answer me");
+    let (dt, _) = answered_in_one_card("Still one card.", question, |dt| {
+        dt.fake.fail("card_create", 1, Failure::AfterApplying(504));
+        dt.fake.fail("card_stream", 1, Failure::Http(502));
+    })
+    .await;
+    dt.stop().await;
+}
+
 /// With cards on, `question` (after `before`) gets `answer` streamed into one card,
 /// finalized once, and nothing else: that card.
 async fn answered_in_one_card(

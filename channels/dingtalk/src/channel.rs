@@ -145,23 +145,35 @@ impl DingTalkChannel {
     }
 
     /// Writes `text` into the card that may exist for `to` (see the module docs), finishing
-    /// it with `finalize`: the card's id when it does exist.
+    /// it with `finalize`: the card's id when it does exist, `None` when there is none (or
+    /// DingTalk refused the write: no such card). A write that met network or server trouble
+    /// keeps the card in mind and fails for now, so the next try asks again.
     async fn write_uncertain_card(
         &self,
         to: &SendTarget<'_>,
         text: &str,
         finalize: bool,
-    ) -> Option<MessageId> {
-        let out_track_id = self.take_uncertain_card(&card_key(to))?;
+    ) -> ChannelResult<Option<MessageId>> {
+        let key = card_key(to);
+        let Some(out_track_id) = self.take_uncertain_card(&key) else {
+            return Ok(None);
+        };
         match self.api.stream_card(&out_track_id, text, finalize).await {
             Ok(()) => {
                 tracing::info!(
                     channel = NAME,
                     "A DingTalk card whose creation seemed to fail exists; the answer goes on in it."
                 );
-                Some(MessageId::new(out_track_id))
+                Ok(Some(MessageId::new(out_track_id)))
             }
-            Err(_) => None,
+            Err(error) => {
+                let error = ChannelError::from(error);
+                if !error.is_transient() {
+                    return Ok(None);
+                }
+                self.card_uncertain(key, out_track_id);
+                self.telemetry.sending(Err(error))
+            }
         }
     }
 
@@ -282,7 +294,7 @@ impl Channel for DingTalkChannel {
     /// that start may have created all the same.
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         if to.hints.send_key.is_some()
-            && let Some(id) = self.write_uncertain_card(&to, text, true).await
+            && let Some(id) = self.write_uncertain_card(&to, text, true).await?
         {
             return Ok(SentMessage { id });
         }
@@ -296,7 +308,7 @@ impl Channel for DingTalkChannel {
                 "streaming without a card template",
             ));
         };
-        if let Some(id) = self.write_uncertain_card(&to, text, false).await {
+        if let Some(id) = self.write_uncertain_card(&to, text, false).await? {
             return Ok(SentMessage { id });
         }
         let out_track_id = api::new_out_track_id();
