@@ -510,3 +510,43 @@ async fn a_group_message_that_does_not_mention_the_bot_is_not_answered() {
     );
     fs.stop().await;
 }
+
+/// Feishu refusing to say who the bot is (`bot/v3/info`: the app's bot capability off,
+/// say) ends the channel's run with that refusal, for the supervisor and `/health` to
+/// show, instead of a channel that takes nothing in and says nothing.
+#[tokio::test]
+async fn a_refused_bot_info_ends_the_run_with_its_error() {
+    use std::sync::Arc;
+
+    use im_bridge_channel::{Secret, WebhookHost};
+    use im_bridge_fakes::feishu::{APP_ID, APP_SECRET, Failure, FakeFeishu, Trigger};
+    use im_bridge_fakes::running::RunningChannel;
+    use im_bridge_feishu::FeishuChannel;
+    use im_bridge_feishu::config::{FeishuSettings, Transport};
+
+    let fake = FakeFeishu::start().await.unwrap();
+    fake.fail(
+        "bot",
+        Trigger::Always,
+        Failure::Code(99_991_672, "Access denied".into()),
+    );
+    let settings = FeishuSettings {
+        app_id: APP_ID.to_owned(),
+        app_secret: Secret::new(APP_SECRET),
+        domain: fake.domain(),
+        transport: Transport::Websocket,
+    };
+    let ctx = crate::support::build_context(WebhookHost::new(), None);
+    let channel = Arc::new(FeishuChannel::new(settings, &ctx).unwrap());
+    let running = RunningChannel::start(channel);
+    let ended = tokio::time::timeout(DEADLINE, running.ended())
+        .await
+        .expect("the run ends");
+    let error = ended.expect_err("with the refusal");
+    assert!(error.to_string().contains("99991672"), "{error}");
+    assert_eq!(
+        fake.calls_to("bot").len(),
+        1,
+        "a refusal is not asked again"
+    );
+}

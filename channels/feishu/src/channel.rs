@@ -320,7 +320,7 @@ impl Channel for FeishuChannel {
         sink: InboundSink,
         shutdown: CancellationToken,
     ) -> ChannelResult<ChannelExit> {
-        if !self.intake.learn_bot(&shutdown).await {
+        if !self.intake.learn_bot(&shutdown).await? {
             return Ok(ChannelExit::Stopped);
         }
         match &self.settings.transport {
@@ -509,8 +509,10 @@ impl Intake {
     /// Asks Feishu for the bot's `open_id` (`GET /open-apis/bot/v3/info`), unless known,
     /// until it answers, tried again after a failure with the reconnect backoff. Events
     /// are not taken meanwhile (the webhook host answers 503, so Feishu delivers them
-    /// later). `false` when `shutdown` came first.
-    async fn learn_bot(&self, shutdown: &CancellationToken) -> bool {
+    /// later). `false` when `shutdown` came first; a refusal (not network or server
+    /// trouble: the app's bot capability off, say) ends the run with its error, for the
+    /// supervisor and `/health` to show.
+    async fn learn_bot(&self, shutdown: &CancellationToken) -> ChannelResult<bool> {
         let mut backoff = reconnect::BACKOFF;
         while self.bot_open_id.get().is_none() {
             let error = match self.api.bot_open_id().await {
@@ -519,18 +521,22 @@ impl Intake {
                     let _ = self.bot_open_id.set(open_id);
                     break;
                 }
-                Err(error) => error,
+                Err(error) => ChannelError::from(error),
             };
             self.telemetry.error(Stage::Receiving);
+            if !error.is_transient() {
+                tracing::error!(channel = NAME, %error, "Feishu refused to say who the bot is; the channel cannot tell which group messages are for it.");
+                return Err(error);
+            }
             let wait = backoff.next_wait();
             let failures = backoff.failures();
             tracing::warn!(channel = NAME, %error, failures, ?wait, "Could not learn the Feishu bot's open_id; trying again.");
             tokio::select! {
-                () = shutdown.cancelled() => return false,
+                () = shutdown.cancelled() => return Ok(false),
                 () = tokio::time::sleep(wait) => {}
             }
         }
-        true
+        Ok(true)
     }
 
     /// Offers a normalized message to the daemon's queue.

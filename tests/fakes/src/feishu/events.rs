@@ -173,7 +173,11 @@ impl Event {
                     _ => *content = json!([[at]]),
                 }
             }
-            Kind::Image(_) | Kind::File { .. } => {}
+            // Feishu's image and file messages hold no text to mention anyone in, and
+            // their events carry no `mentions`: a test asking for one asks the impossible.
+            Kind::Image(_) | Kind::File { .. } => {
+                panic!("a Feishu image or file message cannot mention anyone")
+            }
         }
         self.mentions
             .push((key, open_id.to_owned(), name.to_owned()));
