@@ -382,11 +382,10 @@ impl Channel for SlackChannel {
 
     /// The bridge is done with the message `to` answers: `white_check_mark` on it, or `x`
     /// where its answer was refused for good.
-    /// Added after the message's `eyes` (waited for, at most [`WORKING_WAIT`]), in the
-    /// chat's delivery lane, so the daemon's shutdown flush covers it (a `x` is the only
-    /// word a user gets of an answer that will not come). A rate limit on reactions is
-    /// waited out if Slack asks for at most [`TURN_MARK_WAIT`], so the chat's next replies
-    /// are held up little.
+    /// Added after the message's `eyes` (waited for, at most 10 s), in the chat's delivery
+    /// lane, so the daemon's shutdown flush covers it (a `x` is the only word a user gets
+    /// of an answer that will not come). A rate limit on reactions is waited out if Slack
+    /// asks for at most 10 s, so the chat's next replies are held up little.
     async fn turn_ended(&self, to: SendTarget<'_>) -> ChannelResult {
         let Some(source) = to.reply_to else {
             return Ok(());
