@@ -215,9 +215,10 @@ impl Api {
     /// A defanged reply, within [`MAX_REPLY_BYTES`] a message: a domain's dots grow by two
     /// bytes each as they are defanged, so a reply the delivery engine cut at the budget can
     /// outgrow it. It is then split where the engine splits ([`split::split`]), each part
-    /// one reply: the first under `keyed` (the defanged seq, so a retried keyed reply still
-    /// lands once), the rest under counted seqs. The first part's message, or the first
-    /// failure (the parts before it stay sent).
+    /// one reply: the first under `keyed` (the defanged seq), the rest under seqs drawn from
+    /// it ([`reply::defanged_part_seq`]), so a retried keyed reply shows each part once; an
+    /// unkeyed reply's later parts go under counted seqs. The first part's message, or the
+    /// first failure (the parts before it stay sent).
     async fn send_defanged(
         &self,
         ctx: &mut ReplyContext,
@@ -231,8 +232,10 @@ impl Api {
         };
         let sent = self.send_reply(ctx, first, keyed).await?;
         // A part holding only whitespace shows nothing, and QQ refuses a blank message.
-        for part in rest.iter().filter(|p| !p.trim().is_empty()) {
-            self.send_reply(ctx, part, None).await?;
+        let parts = rest.iter().enumerate().map(|(i, part)| (i + 1, part));
+        for (n, part) in parts.filter(|(_, p)| !p.trim().is_empty()) {
+            let seq = keyed.map(|defanged| reply::defanged_part_seq(defanged, n));
+            self.send_reply(ctx, part, seq).await?;
         }
         Ok(sent)
     }

@@ -79,6 +79,20 @@ pub fn defanged_seq(keyed: u32) -> u32 {
     keyed | 1
 }
 
+/// The `msg_seq` of part `n` (1 the first after the part the reply's own seq carries) of
+/// the keyed reply whose defanged seq is `defanged`, when the defanged text outgrew one
+/// message: the same for every attempt, like the defanged seq itself, so a retry shows
+/// each part once. Odd (no keyed seq is) and in `2³⁰..2³¹`, drawn from `defanged` and
+/// `n` by a 64-bit mix (SplitMix64's finalizer), so two parts, or two replies' parts,
+/// share one only by a 1-in-2²⁹ chance.
+pub fn defanged_part_seq(defanged: u32, n: usize) -> u32 {
+    let n = u64::try_from(n).unwrap_or(u64::MAX);
+    let mut z = (u64::from(defanged) << 32 ^ n).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    defanged_seq(keyed_seq(z ^ (z >> 31)))
+}
+
 /// Where a reply goes: a group or a user, by openid.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
@@ -516,6 +530,18 @@ mod tests {
             assert_ne!(defanged_seq(seq), seq);
             assert!(!defanged_seq(seq).is_multiple_of(2));
             assert!(defanged_seq(seq) <= i32::MAX as u32);
+            // Its parts' seqs: odd and in the keyed range too, stable, each its own.
+            let defanged = defanged_seq(seq);
+            let parts: Vec<u32> = (1..=4).map(|n| defanged_part_seq(defanged, n)).collect();
+            assert_eq!(parts[0], defanged_part_seq(defanged, 1));
+            for part in &parts {
+                assert!(!part.is_multiple_of(2) && *part > highest, "{part}");
+                assert!(*part <= i32::MAX as u32 && *part != defanged);
+            }
+            let mut distinct = parts.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert_eq!(distinct.len(), parts.len(), "{parts:?}");
         }
         let drawn = ReplyBook::new().seq_base;
         assert!(drawn.is_multiple_of(SEQ_SPAN) && drawn / SEQ_SPAN < SEQ_BASES);

@@ -356,15 +356,45 @@ async fn a_defanged_reply_over_the_budget_goes_in_parts_within_it() {
     let joined: String = replies.iter().map(|r| r.content.as_str()).collect();
     assert_eq!(joined, defanged, "nothing lost, nothing added");
     assert_eq!(ctx.used(), 2, "each part is a reply");
-    // A keyed reply alike: its first part under the defanged seq, the rest counted.
+    // A keyed reply alike: its first part under the defanged seq, the rest under seqs
+    // drawn from it.
     let mut ctx = source(&fake, &Event::group_at("G1", "M1", "hi"));
     let seq = keyed_seq(0x0123_4567_89ab_cdef);
     let sent = api.reply(&mut ctx, &text, Some(seq)).await.unwrap();
-    assert_eq!(sent.msg_seq, reply::defanged_seq(seq));
+    let defanged_seq = reply::defanged_seq(seq);
+    assert_eq!(sent.msg_seq, defanged_seq);
     let replies = fake.replies_to(ctx.source().as_str());
     let seqs: Vec<u64> = replies.iter().map(|r| r.msg_seq).collect();
-    assert_eq!(seqs, [u64::from(reply::defanged_seq(seq)), 1]);
+    let second = reply::defanged_part_seq(defanged_seq, 1);
+    assert_eq!(seqs, [u64::from(defanged_seq), u64::from(second)]);
     assert!(replies.iter().all(|r| r.content.len() <= MAX_REPLY_BYTES));
+}
+
+#[tokio::test]
+async fn a_keyed_defanged_reply_in_parts_tried_again_shows_each_part_once() {
+    let (fake, api) = start().await;
+    let text = full_of_domains();
+    let defanged = links::defang(&text).unwrap();
+    let mut ctx = source(&fake, &Event::c2c("U1", "hi"));
+    let seq = keyed_seq(0x0123_4567_89ab_cdef);
+    // Refused for its links, sent again defanged in two parts: QQ takes the second part
+    // and its answer is lost (a timeout, as far as the bridge can tell).
+    fake.fail("c2c_reply", fake::Trigger::Nth(3), Failure::AnswerLost);
+    {
+        let reply = api.reply(&mut ctx, &text, Some(seq));
+        let taken = fake.wait_replies(2, std::time::Duration::from_secs(10));
+        tokio::select! {
+            taken = taken => { taken.unwrap(); }
+            sent = reply => panic!("the second part's answer was lost: {sent:?}"),
+        }
+    }
+    // The daemon tries the reply again: both parts land once, nothing is shown twice.
+    api.reply(&mut ctx, &text, Some(seq)).await.unwrap();
+    let replies = fake.replies();
+    assert_eq!(replies.len(), 2, "each part shown once");
+    let joined: String = replies.iter().map(|r| r.content.as_str()).collect();
+    assert!(joined == defanged, "nothing lost, nothing added");
+    assert_eq!(ctx.used(), 2, "each part counted once");
 }
 
 #[tokio::test]
