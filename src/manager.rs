@@ -428,9 +428,11 @@ impl Manager {
     }
 
     /// The message's place in its conversation's line, taken in arrival order: chat turns
-    /// keep their order on every channel (commands answer at once, beside them), and every
-    /// message does on channels that serialize conversations, but `/stop`, which acts on
-    /// the run in line before it.
+    /// and the commands that may start a run (`/goal <objective>`, `/bootstrap`, …) keep
+    /// their order on every channel, so a message sent while a goal's run works waits for
+    /// it instead of meeting a busy thread (the other commands answer at once, beside
+    /// them); every message does on channels that serialize conversations, but `/stop`,
+    /// which acts on the run in line before it.
     fn place_in_line(&self, msg: &InboundMessage) -> Place {
         let serialized = self
             .inner
@@ -438,7 +440,8 @@ impl Manager {
             .outbound()
             .capabilities(&msg.channel_name)
             .is_some_and(|c| c.serialize_conversations);
-        if (msg.msg_type != MsgType::Chat && !serialized) || commands::acts_on_the_line(msg) {
+        let runs = msg.msg_type == MsgType::Chat || commands::starts_a_run(msg);
+        if (!runs && !serialized) || commands::acts_on_the_line(msg) {
             return Place::Free;
         }
         let queueing = self

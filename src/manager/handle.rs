@@ -92,6 +92,12 @@ impl Admitted<'_> {
     fn is_chat(&self) -> bool {
         self.msg.msg_type == MsgType::Chat
     }
+
+    /// Whether the message may start an agent run: a chat message, or a command such as
+    /// `/goal <objective>` (`commands::starts_a_run`).
+    fn may_run(&self) -> bool {
+        self.is_chat() || commands::starts_a_run(self.msg)
+    }
 }
 
 /// What taking its place in line came to.
@@ -276,7 +282,7 @@ impl Manager {
         // No "still running" notice when the run before is over and only its answer is on
         // the way: the wait is short, and the notice would follow that answer. Only the
         // first message to wait during a run is told; the others get a reaction.
-        let waits = admitted.is_chat() && !ticket.predecessor_settling();
+        let waits = admitted.may_run() && !ticket.predecessor_settling();
         let noticed = waits && ticket.claim_notice();
         if noticed {
             let notice = self.inner.replier.notice(msg, m::RUN_QUEUED);

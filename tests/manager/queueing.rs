@@ -203,3 +203,46 @@ async fn issue_13_reject_gives_deerflows_busy_reply() {
     assert_eq!(h.streamed_runs(), 1);
     h.stop().await;
 }
+
+/// A goal's run holds its conversation as a chat turn's does: a message sent while it
+/// works waits for it with the queued notice, then runs (it used to start beside the run
+/// and meet a busy thread, then be dropped with the busy reply).
+#[tokio::test]
+async fn a_message_sent_during_a_goals_run_waits_for_it() {
+    let h = Harness::start().await;
+    h.sim.script_next_run(
+        crate::support::goal_met_at_once("Working on the goal.").hold(Hold::UntilFinished),
+    );
+    h.sim
+        .script_next_run(Script::with_answer("The Q3 numbers are in.").chunks(1));
+    h.say("/goal ship the quarterly report").await;
+    h.wait_until_sent(1, "/runs/stream").await;
+    h.say("and add the Q3 numbers").await;
+    h.channel
+        .wait_for("the queued notice", |calls| {
+            calls.iter().any(|c| c.text() == QUEUED)
+        })
+        .await;
+    assert_eq!(
+        h.streamed_runs(),
+        1,
+        "the message must not start beside the goal's run"
+    );
+    h.finish_runs();
+    h.channel
+        .wait_for("the message's answer", |calls| {
+            calls
+                .iter()
+                .any(|c| c.is_final() && c.text() == "The Q3 numbers are in.")
+        })
+        .await;
+    let texts: Vec<String> = h
+        .channel
+        .calls()
+        .iter()
+        .map(|c| c.text().to_owned())
+        .collect();
+    assert!(!texts.iter().any(|t| t == BUSY), "{texts:?}");
+    assert_eq!(h.streamed_runs(), 2);
+    h.stop().await;
+}
