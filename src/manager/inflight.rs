@@ -4,7 +4,11 @@
 //! goes when the turn ends (a guard), so the table holds at most one entry per run in
 //! flight, which `max_concurrency` bounds. `/stop` marks the entry and asks the Gateway to
 //! interrupt the run; the turn then sees the mark and ends its final with the localized
-//! "stopped" line instead of treating the early end as a failure. Every run has an id to
+//! "stopped" line instead of treating the early end as a failure. A `/stop` that finds no
+//! run in its own conversation stops the newest run its sender started in the same chat:
+//! where every group message is a conversation of its own (a Telegram message that
+//! replies to nothing, DingTalk, WeCom, Feishu outside threads), a fresh `/stop` is never
+//! in the run's conversation; another member's run is never stopped that way. Every run has an id to
 //! address: streamed runs from the stream's `Content-Location`, runs on final-only channels
 //! because they are created and then joined (issue 19: runs outlive their connection, so
 //! hanging up no longer stops one).
@@ -13,8 +17,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use im_bridge_channel::{InboundMessage, UserId};
+
 use crate::gateway::ThreadId;
-use crate::store::ConversationKey;
+use crate::store::{ConversationKey, conversation_key};
 
 /// One run in flight.
 #[derive(Clone, Debug)]
@@ -23,6 +29,8 @@ pub(crate) struct Inflight {
     pub(crate) thread: ThreadId,
     /// The Gateway's run id, when the call told it (`/runs/stream` does).
     pub(crate) run_id: Option<String>,
+    /// Who sent the message the run answers.
+    user: UserId,
     /// Set by `/stop`.
     stopped: Arc<AtomicBool>,
     /// Tells this registration from a later one of the same conversation.
@@ -49,13 +57,14 @@ struct Table {
 }
 
 impl Runs {
-    /// Registers the run of `key`'s turn until the returned guard drops.
+    /// Registers the run answering `msg` until the returned guard drops.
     pub(crate) fn register(
         &self,
-        key: ConversationKey,
+        msg: &InboundMessage,
         thread: ThreadId,
         run_id: Option<String>,
     ) -> Running<'_> {
+        let key = conversation_key(msg);
         let stopped = Arc::new(AtomicBool::new(false));
         let mut table = self.lock();
         table.next_seq += 1;
@@ -65,6 +74,7 @@ impl Runs {
             Inflight {
                 thread,
                 run_id,
+                user: msg.user_id.clone(),
                 stopped: stopped.clone(),
                 seq,
             },
@@ -78,8 +88,29 @@ impl Runs {
     }
 
     /// The run in flight in `key`'s conversation, if any.
+    #[cfg(test)]
     pub(crate) fn get(&self, key: &ConversationKey) -> Option<Inflight> {
         self.lock().by_conversation.get(key).cloned()
+    }
+
+    /// The run `/stop` in `msg` stops: its conversation's, else the newest run its sender
+    /// started in the same chat (see the module docs). Linear in the runs in flight, which
+    /// `max_concurrency` bounds.
+    pub(crate) fn to_stop(&self, msg: &InboundMessage) -> Option<Inflight> {
+        let key = conversation_key(msg);
+        let table = self.lock();
+        if let Some(own) = table.by_conversation.get(&key) {
+            return Some(own.clone());
+        }
+        table
+            .by_conversation
+            .iter()
+            .filter(|(k, run)| {
+                k.channel == key.channel && k.chat_id == key.chat_id && run.user == msg.user_id
+            })
+            .map(|(_, run)| run)
+            .max_by_key(|run| run.seq)
+            .cloned()
     }
 
     fn lock(&self) -> MutexGuard<'_, Table> {
@@ -128,10 +159,37 @@ mod tests {
         ConversationKey::new("any", ChatId::new("c"), topic.map(str::to_owned))
     }
 
+    /// A message of `user` in chat `c`, in `topic`.
+    fn msg(topic: Option<&str>, user: &str) -> InboundMessage {
+        let mut msg = InboundMessage::new("any", "c", user, "x");
+        msg.topic_id = topic.map(str::to_owned);
+        msg
+    }
+
+    #[test]
+    fn stop_finds_its_conversations_run_else_its_senders_newest_in_the_chat() {
+        let runs = Runs::default();
+        let t = || ThreadId::new("t");
+        let _a1 = runs.register(&msg(Some("m1"), "alice"), t(), Some("a1".into()));
+        let _b = runs.register(&msg(Some("m2"), "bob"), t(), Some("b".into()));
+        let _a2 = runs.register(&msg(Some("m3"), "alice"), t(), Some("a2".into()));
+        let stop = |topic, user| runs.to_stop(&msg(topic, user)).and_then(|r| r.run_id);
+        // In its own conversation: that run, whoever asks.
+        assert_eq!(stop(Some("m2"), "alice").as_deref(), Some("b"));
+        // A fresh message (a conversation of its own): the sender's newest run.
+        assert_eq!(stop(Some("m9"), "alice").as_deref(), Some("a2"));
+        assert_eq!(stop(None, "bob").as_deref(), Some("b"));
+        // Nobody else's, and nothing in another chat.
+        assert_eq!(stop(Some("m9"), "carol"), None);
+        let mut elsewhere = msg(Some("m9"), "alice");
+        elsewhere.chat_id = ChatId::new("other");
+        assert!(runs.to_stop(&elsewhere).is_none());
+    }
+
     #[test]
     fn entries_live_as_long_as_their_turn() {
         let runs = Runs::default();
-        let running = runs.register(key(None), ThreadId::new("t"), Some("r1".into()));
+        let running = runs.register(&msg(None, "u"), ThreadId::new("t"), Some("r1".into()));
         let found = runs.get(&key(None)).unwrap();
         assert_eq!(found.run_id.as_deref(), Some("r1"));
         assert!(runs.get(&key(Some("x"))).is_none());
@@ -145,8 +203,8 @@ mod tests {
     #[test]
     fn an_older_guard_does_not_remove_a_newer_run() {
         let runs = Runs::default();
-        let old = runs.register(key(None), ThreadId::new("t"), Some("r1".into()));
-        let new = runs.register(key(None), ThreadId::new("t"), Some("r2".into()));
+        let old = runs.register(&msg(None, "u"), ThreadId::new("t"), Some("r1".into()));
+        let new = runs.register(&msg(None, "u"), ThreadId::new("t"), Some("r2".into()));
         drop(old);
         assert_eq!(runs.get(&key(None)).unwrap().run_id.as_deref(), Some("r2"));
         drop(new);
@@ -164,7 +222,7 @@ mod tests {
         first
             .settling()
             .scope(async {
-                let running = runs.register(key(None), ThreadId::new("t"), Some("r1".into()));
+                let running = runs.register(&msg(None, "u"), ThreadId::new("t"), Some("r1".into()));
                 assert!(!second.predecessor_settling(), "the run is still going");
                 drop(running);
             })

@@ -19,7 +19,7 @@ use super::files;
 use super::journal::Entry;
 use super::params::{self, Layers, TurnFlags};
 use super::stream::{Accumulator, Throttle};
-use super::{BindError, Disposition, Inner, conversation_key};
+use super::{BindError, Disposition, Inner};
 use crate::gateway::ThreadId;
 use crate::gateway::{
     GatewayError, OptionalRoute, Owner, RunEvent, RunRequest, RunStream, Support,
@@ -211,11 +211,9 @@ async fn stream_turn(
     };
     // Registered first, so `/stop` finds the run at once; then saved, before the first
     // event: from here on a restart follows this run.
-    let running = inner.runs.register(
-        conversation_key(msg),
-        thread.clone(),
-        stream.run_id().map(str::to_owned),
-    );
+    let running = inner
+        .runs
+        .register(msg, thread.clone(), stream.run_id().map(str::to_owned));
     if let (Some(entry), Some(run_id)) = (Entry::current(), stream.run_id()) {
         entry
             .run_started(thread.as_str(), run_id, runs_findable(inner))

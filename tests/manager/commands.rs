@@ -305,6 +305,36 @@ async fn stop_on_a_serializing_channel_stops_the_run_it_would_wait_behind() {
     h.stop().await;
 }
 
+/// Where every group message is a conversation of its own (a Telegram message replying
+/// to nothing, DingTalk, WeCom), a fresh `/stop` stops the run its sender started in the
+/// chat; another member's fresh `/stop` does not.
+#[tokio::test]
+async fn stop_in_a_group_where_each_message_is_its_own_conversation_stops_the_senders_run() {
+    use crate::support::in_group;
+
+    let h = Harness::start().await;
+    h.sim.script_next_run(
+        Script::with_answer("words that wait")
+            .chunks(1)
+            .hold(im_bridge::simulator::Hold::UntilFinished),
+    );
+    h.send(in_group(h.message("a long task"), Some("m1"))).await;
+    h.wait_until_sent(1, "/runs/stream").await;
+    let mut other = in_group(h.message("/stop"), Some("m2"));
+    other.user_id = "u2".into();
+    h.send(other).await;
+    assert_eq!(
+        h.channel.nth_final(1).await,
+        "Nothing is running in this conversation right now, so there is nothing to stop."
+    );
+    assert!(!h.sim.requests().iter().any(|r| r.path.ends_with("/cancel")));
+    h.send(in_group(h.message("/stop"), Some("m3"))).await;
+    let last = h.channel.nth_final(2).await;
+    assert!(last.ends_with("(Stopped at your request.)"), "{last:?}");
+    assert!(h.sim.requests().iter().any(|r| r.path.ends_with("/cancel")));
+    h.stop().await;
+}
+
 /// Issue 13: `/stop` during a slow stream cancels the run on the Gateway; the text so far
 /// stays and the final says it was stopped; with nothing running, `/stop` says so.
 #[tokio::test]

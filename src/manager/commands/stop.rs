@@ -1,5 +1,7 @@
 //! `/stop` (also `/cancel`): stops the conversation's run in flight through the Gateway
-//! (`POST …/runs/{run_id}/cancel?action=interrupt`), on every channel: runs outlive their
+//! (`POST …/runs/{run_id}/cancel?action=interrupt`), on every channel, or the newest run
+//! its sender started in the chat where a group message is a conversation of its own
+//! (`inflight.rs`): runs outlive their
 //! connection (`on_disconnect: "continue"`), so hanging up stops nothing. What the agent
 //! wrote so far stays; the
 //! run's own final then ends with the localized "stopped" line, so this command replies
@@ -13,7 +15,7 @@ use im_bridge_channel::InboundMessage;
 use super::Command;
 use crate::gateway::GatewayError;
 use crate::i18n::msg as m;
-use crate::manager::{Disposition, Inner, conversation_key};
+use crate::manager::{Disposition, Inner};
 
 /// `/stop`.
 pub(super) const COMMAND: Command = Command {
@@ -26,7 +28,7 @@ pub(super) const COMMAND: Command = Command {
 };
 
 async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
-    let Some(run) = inner.runs.get(&conversation_key(msg)) else {
+    let Some(run) = inner.runs.to_stop(msg) else {
         inner.replier.reply(msg, m::CMD_STOP_NONE, &[]).await;
         return Disposition::Keep;
     };

@@ -20,7 +20,7 @@ use crate::i18n::msg as m;
 use crate::manager::journal::Entry;
 use crate::manager::stream::SoFar;
 use crate::manager::turn::Turn;
-use crate::manager::{Disposition, Inner, conversation_key, join};
+use crate::manager::{Disposition, Inner, join};
 use crate::telemetry::names;
 
 pub(super) async fn wait_turn(
@@ -61,7 +61,7 @@ pub(super) async fn wait_turn(
     };
     let running = inner
         .runs
-        .register(conversation_key(msg), thread.clone(), Some(run_id.clone()));
+        .register(msg, thread.clone(), Some(run_id.clone()));
     if let Some(entry) = Entry::current() {
         entry
             .run_started(thread.as_str(), &run_id, super::runs_findable(inner))
@@ -129,11 +129,9 @@ pub(in crate::manager) async fn follow(
     let owner = inner.owner(msg);
     let owner = Some(&owner);
     let source = Source { thread, owner };
-    let running = inner.runs.register(
-        conversation_key(msg),
-        thread.clone(),
-        Some(run_id.to_owned()),
-    );
+    let running = inner
+        .runs
+        .register(msg, thread.clone(), Some(run_id.to_owned()));
     let status = inner.gateway.get_run(owner, thread, run_id).await;
     if let Some(entry) = Entry::current() {
         match &status {
