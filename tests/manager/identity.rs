@@ -145,3 +145,46 @@ async fn issue_26_a_thread_made_for_another_identity_is_replaced_once() {
     assert_eq!(notices, 1);
     h.stop().await;
 }
+
+/// Issue 26 for `/goal`: on a thread gone for the conversation's identity, `/goal` says
+/// there is no goal and `/goal clear` that none is left (not "failed, try again", which
+/// would fail for ever), and `/goal <objective>` starts over in a thread of its own, saying
+/// so, with the goal set there.
+#[tokio::test]
+async fn issue_26_goal_commands_on_a_thread_made_for_another_identity() {
+    let mut options = Options::final_only();
+    options.manager.owners = Owners::by_user([("telegram", "u1", "legacy-account")]);
+    let h = Harness::with(options).await;
+    h.sim.script_next_run(Script::with_answer("one").chunks(1));
+    assert_eq!(h.ask("first", 1).await, "one");
+    let legacy = h.only_thread();
+    let (sim, dir, mut options) = h.stop().await;
+    options.manager.owners = Owners::PerConversation;
+    let h = Harness::resume(sim, dir, options).await;
+    let text = catalog_text("en-US");
+    assert_eq!(h.ask("/goal", 1).await, text("goal-status-none", &[]));
+    assert_eq!(h.ask("/goal clear", 2).await, text("goal-cleared", &[]));
+    h.sim
+        .script_next_run(crate::support::goal_met_at_once("On it."));
+    h.say("/goal ship the report").await;
+    let finals = h.channel.wait_finals(4).await;
+    assert_eq!(
+        finals[2..],
+        [text("run-thread-replaced", &[]), "On it.".to_owned()]
+    );
+    let threads = h.sim.thread_ids();
+    assert_eq!(threads.len(), 2, "{threads:?}");
+    let fresh = threads.iter().find(|t| **t != legacy).unwrap();
+    assert_eq!(
+        h.sim.thread_owner(fresh).as_deref(),
+        Some("telegram-user-u1")
+    );
+    let put = h
+        .sim
+        .requests_matching(|r| r.method == "PUT" && r.path.ends_with("/goal"));
+    assert!(
+        put.last().unwrap().path.contains(fresh.as_str()),
+        "the goal is set on the new thread"
+    );
+    h.stop().await;
+}

@@ -155,6 +155,9 @@ async fn status(inner: &Inner, msg: &InboundMessage) -> Disposition {
                 None => inner.replier.reply(msg, m::GOAL_STATUS_NONE, &[]).await,
             }
         }
+        // The thread is gone for this conversation's identity: it holds no goal of its
+        // own (the next message starts another thread).
+        Err(GatewayError::NotFound) => inner.replier.reply(msg, m::GOAL_STATUS_NONE, &[]).await,
         Err(error) => {
             tracing::warn!(%error, "Reading the goal failed.");
             inner.replier.reply(msg, m::GOAL_STATUS_FAILED, &[]).await;
@@ -220,7 +223,10 @@ async fn clear(inner: &Inner, msg: &InboundMessage) -> Disposition {
         .delete_goal(Some(&inner.owner(msg)), &thread)
         .await
     {
-        Ok(()) => inner.replier.reply(msg, m::GOAL_CLEARED, &[]).await,
+        // A thread gone for this conversation's identity has no goal left to clear.
+        Ok(()) | Err(GatewayError::NotFound) => {
+            inner.replier.reply(msg, m::GOAL_CLEARED, &[]).await
+        }
         Err(GatewayError::Busy) => inner.replier.reply(msg, m::GOAL_BUSY_UNCHANGED, &[]).await,
         Err(error) => {
             tracing::warn!(%error, "Clearing the goal failed.");
@@ -248,11 +254,38 @@ async fn set(inner: &Inner, msg: &InboundMessage, objective: &str) -> Dispositio
             return Disposition::Release;
         }
     };
-    match inner
+    let saved = inner
         .gateway
         .put_goal(Some(&owner), &thread, objective)
-        .await
-    {
+        .await;
+    let (thread, saved) = match saved {
+        // Issue 26: the bound thread is gone for this conversation's identity (the
+        // Gateway creates a missing one, so a 404 means another identity's): it starts
+        // over in a thread of its own, and says so, as a chat message would.
+        Err(GatewayError::NotFound) => match inner.bindings.rebind_new(msg, Some(&owner)).await {
+            Ok(fresh) => {
+                tracing::warn!(
+                    "The conversation's thread is gone for its identity; binding a new one."
+                );
+                inner
+                    .replier
+                    .preamble(msg, m::RUN_THREAD_REPLACED, &[])
+                    .await;
+                let saved = inner
+                    .gateway
+                    .put_goal(Some(&owner), &fresh, objective)
+                    .await;
+                (fresh, saved)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "Binding a new thread for a goal failed.");
+                inner.replier.reply(msg, m::GOAL_SET_FAILED, &[]).await;
+                return Disposition::Release;
+            }
+        },
+        saved => (thread, saved),
+    };
+    match saved {
         Ok(_) => {}
         Err(GatewayError::Busy) => {
             inner.replier.reply(msg, m::GOAL_BUSY_UNCHANGED, &[]).await;
