@@ -139,6 +139,8 @@ async fn keep_argument_and_its_bad_input() {
         "/compact keep 0",
         "/compact keep lots",
         "/compact everything",
+        "/context",
+        "/context everything",
     ]
     .iter()
     .enumerate()
@@ -214,4 +216,26 @@ async fn compact_during_a_streaming_run_is_busy_and_the_run_still_finishes() {
     let finals = h.channel.wait_finals(4).await;
     assert_eq!(finals[3], "the long answer");
     h.stop().await;
+}
+
+/// The report reads in the singular all through when one message was kept.
+#[test]
+fn one_kept_message_reads_in_the_singular() {
+    let text = catalog_text("en-US");
+    let done = |removed, kept| {
+        text(
+            msg::COMPACT_DONE,
+            &[("removed", Arg::Num(removed)), ("kept", Arg::Num(kept))],
+        )
+    };
+    let one = done(1, 1);
+    assert!(
+        one.contains("one message was summarized and the latest one was kept as it is. "),
+        "{one}"
+    );
+    let more = done(4, 2);
+    assert!(
+        more.contains("4 messages were summarized and the latest 2 were kept as they are. "),
+        "{more}"
+    );
 }

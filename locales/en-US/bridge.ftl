@@ -167,9 +167,9 @@ compact-done =
         [one] one message was
        *[other] { $removed } messages were
     } summarized and { $kept ->
-        [one] the latest one was
-       *[other] the latest { $kept } were
-    } kept as they are. The chat history itself is unchanged.
+        [one] the latest one was kept as it is
+       *[other] the latest { $kept } were kept as they are
+    }. The chat history itself is unchanged.
 compact-not-needed = There isn't enough in this conversation to condense yet.
 compact-disabled = Condensing conversations isn't available on this DeerFlow server (it is turned off, or the server is too old for it).
 compact-busy = A task is still running in this conversation. Please send /compact again once it has finished.

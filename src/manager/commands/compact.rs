@@ -64,19 +64,16 @@ async fn context(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition
     if first.eq_ignore_ascii_case("compact") {
         handle(inner, msg, rest).await
     } else {
-        super::unknown(inner, msg, CONTEXT_NAME).await
+        // `/context` alone, or with another word: it names no command of its own, so the
+        // usage of the one it is a spelling of.
+        usage(inner, msg).await
     }
 }
 
 /// Handles `/compact <args>`.
 async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition {
     let Ok(keep) = parse_keep(args) else {
-        let max = i64::from(MAX_KEEP);
-        inner
-            .replier
-            .reply(msg, m::COMPACT_USAGE, &[("max", Arg::Num(max))])
-            .await;
-        return Disposition::Keep;
+        return usage(inner, msg).await;
     };
     let thread = match inner.bindings.current(msg).await {
         Ok(Some(t)) => t,
@@ -136,6 +133,16 @@ async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition 
             inner.replier.reply(msg, id, &[]).await;
         }
     }
+    Disposition::Keep
+}
+
+/// How `/compact` is written, with the largest `keep`.
+async fn usage(inner: &Inner, msg: &InboundMessage) -> Disposition {
+    let max = i64::from(MAX_KEEP);
+    inner
+        .replier
+        .reply(msg, m::COMPACT_USAGE, &[("max", Arg::Num(max))])
+        .await;
     Disposition::Keep
 }
 
