@@ -100,9 +100,10 @@ async fn issue_26_a_group_acts_as_itself_and_private_chats_are_apart() {
     h.stop().await;
 }
 
-#[tokio::test]
-async fn issue_26_a_thread_made_for_another_identity_is_replaced_once() {
-    // An older bridge bound this chat to a thread it created as another DeerFlow user.
+/// A bridge started again on a chat that an older bridge bound to a thread it created as
+/// another DeerFlow user; today's rule makes the chat act as its sender, whom the Gateway
+/// does not let see that thread. The bridge, and the legacy thread's id.
+async fn on_a_thread_made_for_another_identity() -> (Harness, String) {
     let mut options = Options::final_only();
     options.manager.owners = Owners::by_user([("telegram", "u1", "legacy-account")]);
     let h = Harness::with(options).await;
@@ -113,11 +114,14 @@ async fn issue_26_a_thread_made_for_another_identity_is_replaced_once() {
         h.sim.thread_owner(&legacy).as_deref(),
         Some("legacy-account")
     );
-
-    // Today's rule: the chat acts as its sender, whom the Gateway does not let see it.
     let (sim, dir, mut options) = h.stop().await;
     options.manager.owners = Owners::PerConversation;
-    let h = Harness::resume(sim, dir, options).await;
+    (Harness::resume(sim, dir, options).await, legacy)
+}
+
+#[tokio::test]
+async fn issue_26_a_thread_made_for_another_identity_is_replaced_once() {
+    let (h, legacy) = on_a_thread_made_for_another_identity().await;
     h.sim.script_next_run(Script::with_answer("two").chunks(1));
     h.say("second").await;
     let finals = h.channel.wait_finals(2).await;
@@ -152,15 +156,7 @@ async fn issue_26_a_thread_made_for_another_identity_is_replaced_once() {
 /// so, with the goal set there.
 #[tokio::test]
 async fn issue_26_goal_commands_on_a_thread_made_for_another_identity() {
-    let mut options = Options::final_only();
-    options.manager.owners = Owners::by_user([("telegram", "u1", "legacy-account")]);
-    let h = Harness::with(options).await;
-    h.sim.script_next_run(Script::with_answer("one").chunks(1));
-    assert_eq!(h.ask("first", 1).await, "one");
-    let legacy = h.only_thread();
-    let (sim, dir, mut options) = h.stop().await;
-    options.manager.owners = Owners::PerConversation;
-    let h = Harness::resume(sim, dir, options).await;
+    let (h, legacy) = on_a_thread_made_for_another_identity().await;
     let text = catalog_text("en-US");
     assert_eq!(h.ask("/goal", 1).await, text("goal-status-none", &[]));
     assert_eq!(h.ask("/goal clear", 2).await, text("goal-cleared", &[]));
