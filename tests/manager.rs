@@ -10,6 +10,8 @@
 //! - `identity`: one DeerFlow identity per conversation, and a thread made for another one
 //!   replaced once (issue 26).
 //! - `failures`: busy threads, errors and dropped streams mid-run, a Gateway that is down.
+//! - `outlived`: a streamed run that outlives its stream (a dropped connection, a `gap`) is
+//!   followed to its answer.
 //! - `commands`: command parsing, `/models`, `/memory`, skills as commands, `/bootstrap`.
 //! - `intake`: queueing, a full queue, shutdown with work in flight, the input ending.
 //! - `queueing`: a busy conversation's messages: arrival order, the queued notice, the
@@ -24,5 +26,6 @@ mod failures;
 mod following;
 mod identity;
 mod intake;
+mod outlived;
 mod queueing;
 mod windows;

@@ -5,7 +5,9 @@
 //! `/runs/stream` (its `sse_consumer`), so the answer is the last `values` snapshot of that
 //! stream. Around it:
 //! - a connection lost mid-run is joined again after the last event read
-//!   (`Last-Event-ID`), at most [`MAX_REJOINS`] times in a row without progress;
+//!   (`Last-Event-ID`), at most [`MAX_REJOINS`] times in a row without progress; a run
+//!   whose `/runs/stream` ended without `end` is joined the same way, after the last event
+//!   that stream read;
 //! - a `gap` (the requested event is no longer retained) joins again from the earliest
 //!   retained event, which still ends with the final `values`;
 //! - a run that ended and whose events are gone yields `end` alone: the answer is then the
@@ -43,18 +45,20 @@ enum Leg {
     Gap,
 }
 
-/// Follows run `run_id` of `thread` until it ended; see the module docs. What the run
-/// writes meanwhile (when its events carry text) is fed into `so_far`.
+/// Follows run `run_id` of `thread` until it ended; see the module docs. The first join
+/// reads the events after `after` (`Last-Event-ID`; `None`: from the earliest retained
+/// one). What the run writes meanwhile (when its events carry text) is fed into `so_far`.
 pub async fn join(
     inner: &Inner,
     owner: Option<&Owner>,
     thread: &ThreadId,
     run_id: &str,
+    after: Option<&str>,
     so_far: Option<&SoFar>,
 ) -> Result<Joined, GatewayError> {
     let mut last: Option<Snapshot> = None;
     let mut failed = false;
-    let mut resume: Option<String> = None;
+    let mut resume: Option<String> = after.map(str::to_owned);
     let mut rejoins = 0;
     let mut gaps = 0;
     loop {

@@ -3,7 +3,9 @@
 //!
 //! Channels that can show partial updates get a streamed run (`/runs/stream`): throttled
 //! cumulative texts with a cursor, then exactly one final — on success and on every failure
-//! path. Other channels start the run in the background (`/runs`) and follow it by id to
+//! path. A stream that ends without the run's `end` (its connection lost, idle too long, or
+//! a `gap`) does not end the run, which goes on (`on_disconnect: continue`): the turn
+//! follows it by id to its end (child `followed`). Other channels start the run in the background (`/runs`) and follow it by id to
 //! one final (child `followed`; `join.rs` reads DeerFlow's join, the run's event stream).
 //! A busy thread (409) gets the busy reply and is not retried. The caller learns whether the run started, which
 //! `/goal from-chat` needs to tell "saved but not started" apart.
@@ -33,7 +35,7 @@ mod handoff;
 
 use answer::{Ending, publish_final};
 pub(super) use followed::follow;
-use followed::wait_turn;
+use followed::{follow_streamed, wait_turn};
 
 /// Shown after text that is still being written.
 pub const CURSOR: &str = " ▉";
@@ -220,10 +222,20 @@ async fn stream_turn(
             .await;
     }
     let streamed = show_stream(inner, msg, source, &mut stream, placeholder_at).await;
+    // The stream ended before the run did: the run goes on, and is followed to its end.
+    let broke = streamed.broke.filter(|_| !running.stopped());
+    if let (Some(broke), Some(run_id)) = (broke, stream.run_id()) {
+        let after = match broke {
+            Break::Lost => stream.last_event_id(),
+            Break::Gap => None,
+        };
+        let disposition = follow_streamed(inner, msg, source, run_id, after, streamed, running);
+        return (disposition.await, RunStart::Started);
+    }
     // A run stopped on request may end any way the Gateway ends it: that is not a failure.
     let stopped = running.stopped();
     drop(running);
-    let failed = !stopped && (streamed.failed || streamed.acc.failed());
+    let failed = !stopped && (streamed.broke.is_some() || streamed.acc.failed());
     let turn = streamed.acc.finish();
     let ending = match (stopped, failed) {
         (true, _) => Ending::Stopped,
@@ -253,10 +265,22 @@ fn runs_findable(inner: &Inner) -> bool {
 struct Streamed {
     /// The reply of the segment the run ended in.
     acc: Accumulator,
-    /// The stream itself failed (it ended without the run's end).
-    failed: bool,
+    /// How the stream ended without the run's end, if it did.
+    broke: Option<Break>,
     /// The opening line of a goal continuation's messages, once one started.
     marker: Option<String>,
+    /// When the "working on it" notice falls due, while no text was shown.
+    placeholder_at: Option<Instant>,
+}
+
+/// How a run's stream ended without the run's `end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Break {
+    /// The connection closed or failed, or no event came for the idle timeout: the Gateway
+    /// replays the events after the last one read.
+    Lost,
+    /// `gap`: the stream fell further behind the run than the Gateway keeps its events.
+    Gap,
 }
 
 /// Reads the run's events until it ends, showing the reply as it is written (throttled,
@@ -271,7 +295,7 @@ async fn show_stream(
 ) -> Streamed {
     let mut acc = Accumulator::new();
     let mut throttle = Throttle::default();
-    let mut failed = false;
+    let mut broke = None;
     let mut marker: Option<String> = None;
     loop {
         let Some(event) = awaiting(inner, msg, &mut placeholder_at, pin!(stream.next())).await
@@ -287,10 +311,15 @@ async fn show_stream(
                 false
             }
             Ok(RunEvent::End) => break,
-            Ok(RunEvent::Metadata { .. } | RunEvent::Gap | RunEvent::Other(_)) => false,
+            Ok(RunEvent::Gap) => {
+                tracing::warn!("The run stream fell behind the events the Gateway keeps.");
+                broke = Some(Break::Gap);
+                break;
+            }
+            Ok(RunEvent::Metadata { .. } | RunEvent::Other(_)) => false,
             Err(error) => {
                 tracing::warn!(%error, "The run stream failed.");
-                failed = true;
+                broke = Some(Break::Lost);
                 break;
             }
         };
@@ -318,8 +347,9 @@ async fn show_stream(
     }
     Streamed {
         acc,
-        failed,
+        broke,
         marker,
+        placeholder_at,
     }
 }
 

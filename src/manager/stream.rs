@@ -275,6 +275,19 @@ impl SoFar {
         so_far
     }
 
+    /// What a run shows that was streamed into `acc` until its stream ended without the
+    /// run's end: the join that follows the run goes on from there.
+    pub fn continuing(acc: Accumulator) -> Self {
+        let so_far = Self::default();
+        {
+            let mut progress = so_far.lock();
+            progress.seen = acc.continuations_seen();
+            progress.values_seen = acc.snapshot.is_some();
+            progress.acc = acc;
+        }
+        so_far
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
         self.acc
             .lock()

@@ -10,7 +10,8 @@
 //! reads `end`.
 //!
 //! Frames go into the run's log (`bridge.rs`), whether or not anyone reads it, as the
-//! Gateway's worker publishes to its stream bridge. Cancellation arrives on the run's cancel
+//! Gateway's worker publishes to its stream bridge; a scripted stream loss
+//! (`Script::stream_loss`) ends only the reading of it, and the run plays on. Cancellation arrives on the run's cancel
 //! token (`POST …/cancel`, `…/stream?action=…`, or a consumer going away from a run whose
 //! `on_disconnect` is `cancel`, see `DisconnectGuard`); the run stops at its next frame or
 //! pause and its log still ends with `end`. Stopping the simulator cancels every run; their
@@ -316,6 +317,11 @@ async fn stream_text(
             }
             if script.wait_after.is_some_and(|at| due(at, k)) {
                 out.until_finished().await?;
+            }
+            if let Some((at, loss)) = script.stream_loss
+                && due(at, k)
+            {
+                out.stream.lose_readers(loss);
             }
             if let Some((at, failure)) = &script.failure
                 && due(*at, k)

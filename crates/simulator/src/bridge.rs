@@ -10,6 +10,10 @@
 //! earliest retained event, exactly as the bridge resolves it. A live subscriber that falls
 //! behind the window also gets `gap` and stops.
 //!
+//! A script may make the readers reading at some point lose the events while the run plays
+//! on (`Script::stream_loss`): their connections are cut, or they get `gap`, once they read
+//! the events published before it; readers that subscribe later do not meet it.
+//!
 //! The tail says how the log ends: `end` (the Gateway's `publish_end`), or one of the
 //! simulator's scripted faults (cut the connection, close without `end`), or the simulator
 //! stopping. The run's record forgets the log some time after the run ended (see
@@ -24,6 +28,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::script::StreamLoss;
 use crate::sse;
 use crate::wire;
 
@@ -72,6 +77,21 @@ struct Log {
     tail: Option<Tail>,
     /// Bytes of the retained frames.
     bytes: usize,
+    /// Losses scripted so far; a subscription made after one does not meet it.
+    losses: u64,
+    /// The latest scripted loss.
+    loss: Option<Loss>,
+}
+
+/// A scripted loss of the readers subscribed before it.
+#[derive(Debug, Clone, Copy)]
+struct Loss {
+    how: StreamLoss,
+    /// `Log::losses` once it was scripted: subscriptions made before it meet it.
+    number: u64,
+    /// Absolute offset of the first event published after it: its readers read the events
+    /// before it first.
+    at: u64,
 }
 
 /// One run's log; shared by the executor and the subscribers.
@@ -94,6 +114,8 @@ impl RunStream {
                 capacity: capacity.max(1),
                 tail: None,
                 bytes: 0,
+                losses: 0,
+                loss: None,
             }),
             changed: watch::channel(0).0,
         }
@@ -142,6 +164,21 @@ impl RunStream {
         self.bump();
     }
 
+    /// Makes the readers subscribed now lose the events (`how`) once they read those
+    /// published so far; the run's log goes on.
+    pub(crate) fn lose_readers(&self, how: StreamLoss) {
+        {
+            let mut log = self.log();
+            log.losses += 1;
+            log.loss = Some(Loss {
+                how,
+                number: log.losses,
+                at: log.start_offset + log.events.len() as u64,
+            });
+        }
+        self.bump();
+    }
+
     /// The log's tail, once it has one.
     pub(crate) fn tail(&self) -> Option<Tail> {
         self.log().tail
@@ -176,6 +213,7 @@ impl RunStream {
             Ok(offset) => (offset, false),
             Err(()) => (log.start_offset, true),
         };
+        let losses = log.losses;
         drop(log);
         Subscription {
             stream: Arc::clone(self),
@@ -183,6 +221,7 @@ impl RunStream {
             next,
             cursor: last_event_id.map(str::to_owned),
             pending_gap: gap,
+            losses,
             over: false,
         }
     }
@@ -244,6 +283,8 @@ pub(crate) struct Subscription {
     /// The last id read (or asked for), for a gap frame.
     cursor: Option<String>,
     pending_gap: bool,
+    /// `Log::losses` when it subscribed: it meets only the losses scripted after.
+    losses: u64,
     over: bool,
 }
 
@@ -296,6 +337,15 @@ impl Subscription {
             return Some(Item::Gap(
                 self.stream.gap_frame(&log, self.cursor.as_deref()),
             ));
+        }
+        if let Some(loss) = log.loss
+            && loss.number > self.losses
+            && self.next >= loss.at
+        {
+            return Some(match loss.how {
+                StreamLoss::Drop => Item::Tail(Tail::Abort),
+                StreamLoss::Gap => Item::Gap(self.stream.gap_frame(&log, self.cursor.as_deref())),
+            });
         }
         let index = usize::try_from(self.next - log.start_offset).ok();
         if let Some(entry) = index.and_then(|i| log.events.get(i)) {
@@ -396,6 +446,28 @@ mod tests {
         stop.cancel();
         assert_eq!(sub.next(None, &stop).await, Some(Item::Tail(Tail::Stopped)));
         assert_eq!(sub.next(None, &stop).await, None);
+    }
+
+    #[tokio::test]
+    async fn a_loss_ends_only_the_readers_reading_then_after_the_events_before_it() {
+        for (how, last) in [(StreamLoss::Drop, "Tail(Abort)"), (StreamLoss::Gap, "gap")] {
+            let s = Arc::new(RunStream::new("r", 8));
+            let stop = CancellationToken::new();
+            let mut reading = s.subscribe(None);
+            s.publish(frame("metadata"));
+            s.lose_readers(how);
+            s.publish(frame("values"));
+            s.finish(Tail::End);
+            let first = reading.next(None, &stop).await.unwrap();
+            assert!(text(&first).starts_with("event: metadata\n"), "{how:?}");
+            let lost = reading.next(None, &stop).await.unwrap();
+            assert!(text(&lost).contains(last), "{how:?}: {lost:?}");
+            assert_eq!(reading.next(None, &stop).await, None);
+            // A reader that comes later (a join) reads the whole run.
+            let later = drain(&s, None).await;
+            assert_eq!(later.len(), 3, "{how:?}");
+            assert_eq!(later[2], Item::Tail(Tail::End));
+        }
     }
 
     #[test]

@@ -90,7 +90,9 @@ pub use bridge::STREAM_BUFFER_EVENTS;
 pub use control::{RunInfo, WaitTimeout};
 pub use fault::{Fault, FaultAction, Reply, ReplyBody, Route};
 pub use record::{MAX_RECORDED_REQUESTS, RecordedBody, RecordedRequest};
-pub use script::{Delivery, ExtraFrame, Failure, GoalEnd, GoalPlan, Hold, Script, WaitBody};
+pub use script::{
+    Delivery, ExtraFrame, Failure, GoalEnd, GoalPlan, Hold, Script, StreamLoss, WaitBody,
+};
 pub use state::{
     GoalEvaluation, GoalOutcome, GoalState, MAX_FILE_BYTES, MAX_FILES, MAX_FINISHED_RUNS,
     MAX_RETAINED_STREAM_BYTES, RunStatus,

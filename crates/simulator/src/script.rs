@@ -66,6 +66,19 @@ pub enum Failure {
     CloseWithoutEnd,
 }
 
+/// How the readers of a run's events lose them while the run plays on and ends as it
+/// would: what the Gateway does to a connection a proxy or the network cuts (the run goes
+/// on: the bridge sends `on_disconnect: continue`), and to a live subscriber left more than
+/// its stream buffer behind (`runtime/stream_bridge/memory.py`). Only the readers reading
+/// when it happens lose the events; a reader that comes later (a join) reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamLoss {
+    /// Their connections are cut, with no `end` and no clean end of the chunked body.
+    Drop,
+    /// They get a `gap` frame, and their streams end without `end`.
+    Gap,
+}
+
 /// When a run is over, once its frames are out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Hold {
@@ -178,6 +191,9 @@ pub struct Script {
     /// `(k, f)`: fail after the k-th chunk (past the end = after the last, before the final
     /// `values`).
     pub failure: Option<(usize, Failure)>,
+    /// `(k, l)`: after the k-th chunk (as in `pauses`), the readers of the run's events
+    /// lose them (`l`) while the run plays on.
+    pub stream_loss: Option<(usize, StreamLoss)>,
     /// When the run is over.
     pub hold: Hold,
     /// Goal evaluation after the turn.
@@ -207,6 +223,7 @@ impl Default for Script {
             pauses: Vec::new(),
             wait_after: None,
             failure: None,
+            stream_loss: None,
             hold: Hold::Natural,
             goal: GoalPlan::default(),
             wait_body: WaitBody::Values,
@@ -358,6 +375,13 @@ impl Script {
     /// Fail after chunk `k`.
     pub fn fail_after_chunk(mut self, k: usize, failure: Failure) -> Self {
         self.failure = Some((k, failure));
+        self
+    }
+
+    /// After chunk `k`, the readers of the run's events lose them (`loss`) while the run
+    /// plays on to its end.
+    pub fn lose_stream_after_chunk(mut self, k: usize, loss: StreamLoss) -> Self {
+        self.stream_loss = Some((k, loss));
         self
     }
 

@@ -1,6 +1,7 @@
 //! Turns whose run is followed by id rather than read as it streams (issue 26): final-only
 //! channels start the run in the background (`POST …/runs`) and join it, and a run a
-//! previous process started (recovery, failover) is followed the same way. Either way the
+//! previous process started (recovery, failover) is followed the same way, as is a streamed
+//! run whose stream ended before the run did (its answer finishes the message streamed). Either way the
 //! answer is the run's final snapshot, published as one final per goal-continuation
 //! segment; in a journaled turn on a channel with a reply window, each segment's final goes
 //! out as the segment ends instead, while its source still takes replies (`watching`).
@@ -12,11 +13,12 @@ use im_bridge_channel::InboundMessage;
 
 use super::handoff::{self, Handoff};
 use super::{
-    Ending, Refusal, RunStart, Source, awaiting, continuation_marker, is_unavailable, not_started,
-    placeholder_due, publish_final,
+    Ending, Refusal, RunStart, Source, Streamed, awaiting, continuation_marker, is_unavailable,
+    not_started, placeholder_due, publish_final,
 };
 use crate::gateway::{GatewayError, Owner, RunMode, RunRequest, RunStatus, Snapshot, ThreadId};
 use crate::i18n::msg as m;
+use crate::manager::inflight::Running;
 use crate::manager::journal::Entry;
 use crate::manager::stream::SoFar;
 use crate::manager::turn::Turn;
@@ -80,7 +82,7 @@ pub(super) async fn wait_turn(
             source,
             Handoff::plan(inner, msg),
             &so_far,
-            join::join(inner, owner, thread, &run_id, Some(&so_far)),
+            join::join(inner, owner, thread, &run_id, None, Some(&so_far)),
         ))
         .as_mut(),
     )
@@ -99,7 +101,7 @@ pub(super) async fn wait_turn(
                 true => &empty,
                 false => &joined.snapshot,
             };
-            let disposition = publish_values(inner, msg, source, snapshot, end, current).await;
+            let disposition = publish_values(inner, msg, source, snapshot, end, current, 0).await;
             (disposition, RunStart::Started)
         }
         Err(error) => {
@@ -147,7 +149,7 @@ pub(in crate::manager) async fn follow(
             // From the segment the previous process had come to.
             let sent = Entry::current().map_or(0, |entry| entry.segments_sent());
             let so_far = SoFar::from_segment(sent);
-            let joined = join::join(inner, owner, thread, run_id, Some(&so_far));
+            let joined = join::join(inner, owner, thread, run_id, None, Some(&so_far));
             let handoff = Handoff::plan(inner, msg);
             watching(inner, msg, source, handoff, &so_far, joined).await
         }
@@ -170,7 +172,7 @@ pub(in crate::manager) async fn follow(
             // A recovered run stopped: the thread's state may still be the turn before's.
             let empty = Snapshot::default();
             let snapshot = if stopped { &empty } else { &joined.snapshot };
-            publish_values(inner, msg, source, snapshot, end, None).await
+            publish_values(inner, msg, source, snapshot, end, None, 0).await
         }
         Err(error) => {
             tracing::warn!(%error, "Following a recovered run failed.");
@@ -183,6 +185,87 @@ pub(in crate::manager) async fn follow(
             Disposition::Release
         }
     })
+}
+
+/// Follows a streamed run whose stream ended without the run's end (its connection lost,
+/// idle too long, or a `gap`) while the run goes on: joins it after `after`, the last event
+/// the stream read (`None`: from the earliest event the Gateway keeps), within the join's
+/// bounds, and publishes its answer from the segment the stream was in, finishing the
+/// message the stream was shown in. Only when the join fails too (the Gateway does not know
+/// the run, or went away) does the turn fail with what the stream showed.
+pub(super) async fn follow_streamed(
+    inner: &Inner,
+    msg: &InboundMessage,
+    source: Source<'_>,
+    run_id: &str,
+    after: Option<&str>,
+    streamed: Streamed,
+    running: Running<'_>,
+) -> Disposition {
+    tracing::info!(
+        resumed = after.is_some(),
+        "The run stream ended before the run; following the run."
+    );
+    let Streamed {
+        acc,
+        marker,
+        mut placeholder_at,
+        ..
+    } = streamed;
+    let (from, failed) = (acc.segment(), acc.failed());
+    let so_far = SoFar::continuing(acc);
+    if after.is_none() {
+        // The events are read again from the earliest one kept: text shown comes again.
+        so_far.reset();
+    }
+    let joined = awaiting(
+        inner,
+        msg,
+        &mut placeholder_at,
+        // Boxed, as in `wait_turn`.
+        Box::pin(join::join(
+            inner,
+            source.owner,
+            source.thread,
+            run_id,
+            after,
+            Some(&so_far),
+        ))
+        .as_mut(),
+    )
+    .await;
+    let stopped = running.stopped();
+    drop(running);
+    match joined {
+        Ok(mut joined) => {
+            // An `error` the stream read before it ended counts as one the join read.
+            joined.failed |= failed;
+            let end = ending(&joined, stopped);
+            // Cut short: the checkpoint may lack what was being written.
+            let current = (end != Ending::Complete).then(|| so_far.current());
+            let empty = Snapshot::default();
+            let snapshot = match stopped && !so_far.values_seen() {
+                true => &empty,
+                false => &joined.snapshot,
+            };
+            publish_values(inner, msg, source, snapshot, end, current, from).await
+        }
+        Err(error) => {
+            tracing::warn!(%error, "Following the run after its stream ended failed.");
+            let end = if stopped {
+                Ending::Stopped
+            } else {
+                Ending::Failed
+            };
+            let (_, turn) = so_far.current();
+            publish_final(inner, msg, source, turn, end, marker.as_deref(), false).await;
+            metrics::counter!(names::RUNS, "outcome" => end.outcome()).increment(1);
+            match end {
+                Ending::Stopped => Disposition::Keep,
+                _ => Disposition::Release,
+            }
+        }
+    }
 }
 
 /// `segments` as the checkpoint has them, with segment `n` as it was streamed when `/stop`
@@ -215,9 +298,10 @@ fn ending(joined: &join::Joined, stopped: bool) -> Ending {
 
 /// Publishes the answer in a run's final snapshot: one final per goal-continuation segment
 /// (each continuation in its own message, even where partial updates cannot be shown), the
-/// last one ending as failed when the run failed. The segments whose finals the turn's
-/// entry says went out already (a restart follows the run) are not published again; the
-/// last one always is.
+/// last one ending as failed when the run failed. The segments before `from` (shown by
+/// the stream the run was followed after) and those whose finals the turn's entry says
+/// went out already (a restart follows the run) are not published again; the last one
+/// always is.
 async fn publish_values(
     inner: &Inner,
     msg: &InboundMessage,
@@ -225,13 +309,15 @@ async fn publish_values(
     snapshot: &Snapshot,
     end: Ending,
     current: Option<(usize, Turn)>,
+    from: usize,
 ) -> Disposition {
     let mut segments = crate::manager::turn::segments(snapshot);
     if let Some((n, streamed)) = current {
         with_streamed(&mut segments, n, streamed);
     }
     let last = segments.len().saturating_sub(1);
-    let sent = Entry::current().map_or(0, |entry| entry.segments_sent().min(last));
+    let sent = Entry::current().map_or(0, |entry| entry.segments_sent());
+    let sent = sent.max(from).min(last);
     let max = snapshot
         .goal_progress()
         .map_or(0, |(_, max)| i64::from(max));
