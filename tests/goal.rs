@@ -92,6 +92,19 @@ async fn set_saves_then_starts_exactly_one_run() {
     h.stop().await;
 }
 
+/// Audit finding 6: over DeerFlow's delta checkpoints, the goal verdict's `values` (the
+/// run's last) carries the goal without the history; the answer of the frame before still
+/// goes out.
+#[tokio::test]
+async fn a_goal_verdict_without_the_history_keeps_the_answer() {
+    let h = Harness::final_only().await;
+    h.sim
+        .script_next_run(goal_met_at_once("On it.").delta_checkpoints());
+    h.say("/goal ship the quarterly report").await;
+    assert_eq!(h.channel.wait_finals(1).await, ["On it."]);
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn clear_the_build_cache_is_an_objective() {
     let h = Harness::final_only().await;

@@ -14,6 +14,10 @@
 //!   thread's state;
 //! - a run living on a worker that cannot stream it (409 "not active on this worker") is
 //!   polled by status, with backoff, until it ended; the answer is then the thread's state.
+//!
+//! The run failed on an `error` event, or on status `error` when no `values` carrying the
+//! history came; a `values` without one (goal bookkeeping over delta checkpoints) keeps
+//! the snapshot before.
 
 use std::time::Duration;
 
@@ -33,7 +37,8 @@ pub const MAX_REJOINS: u32 = 3;
 pub struct Joined {
     /// The thread's values at the end of the run.
     pub snapshot: Snapshot,
-    /// The run reported an error (an `error` event, or status `error`).
+    /// The run reported an error: an `error` event, or status `error` when its final
+    /// `values` never came (see `status_failed`).
     pub failed: bool,
 }
 
@@ -104,20 +109,36 @@ pub async fn join(
             Err(error) => return Err(error),
         }
     }
+    let answered = last.as_ref().is_some_and(Snapshot::has_messages);
     let snapshot = match last {
         Some(snapshot) => snapshot,
         // The run ended before its events could be replayed: its state is the answer.
         None => Snapshot::from_value(&inner.gateway.get_thread_state(owner, thread).await?.values),
     };
-    if !failed {
-        // The stream's `error` event is the usual sign; the status read covers a run whose
-        // events were gone. A failed read only loses the flag.
-        failed = matches!(
-            inner.gateway.get_run(owner, thread, run_id).await,
-            Ok(RunStatus::Error)
-        );
+    if !failed && !answered {
+        failed = status_failed(inner, owner, thread, run_id).await;
     }
     Ok(Joined { snapshot, failed })
+}
+
+/// Whether a run whose stream sent no `error` event failed, judged by its status once its
+/// answer did not arrive: the status read covers a run whose events were gone. A run whose
+/// final `values` came is complete whatever its status says: DeerFlow sets `error` with no
+/// `error` event after a run that finished its graph and published its answer
+/// (`runtime/runs/worker.py`, final status: the LLM error fallback answered, or the run
+/// changed files under `/mnt/user-data/outputs` it did not present, "Artifact delivery
+/// incomplete", or their delivery receipt could not be stored); a run that raised
+/// publishes `error`. A failed read only loses the flag.
+async fn status_failed(
+    inner: &Inner,
+    owner: Option<&Owner>,
+    thread: &ThreadId,
+    run_id: &str,
+) -> bool {
+    matches!(
+        inner.gateway.get_run(owner, thread, run_id).await,
+        Ok(RunStatus::Error)
+    )
 }
 
 /// Reads one join connection to its end, keeping the last snapshot and the failure flag.
@@ -130,10 +151,12 @@ async fn read_leg(
     while let Some(event) = stream.next().await {
         match event? {
             RunEvent::Values(snapshot) => {
+                // One without the history keeps the one before's (`Snapshot::merged`).
+                let merged = Snapshot::merged(last.take(), snapshot);
+                let snapshot = last.insert(merged);
                 if let Some(so_far) = so_far {
-                    so_far.on_values(&snapshot);
+                    so_far.on_values(snapshot);
                 }
-                *last = Some(snapshot);
             }
             RunEvent::Error { name } => {
                 tracing::warn!(error_name = %name, "The joined run reported an error.");

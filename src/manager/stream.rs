@@ -157,12 +157,16 @@ impl Accumulator {
         }
     }
 
-    /// Feeds a `values` snapshot. Returns whether the visible text may have changed.
+    /// Feeds a `values` snapshot. Returns whether the visible text may have changed. One
+    /// without a `messages` list keeps the history of the snapshot before
+    /// ([`Snapshot::merged`]).
     pub fn on_values(&mut self, values: Snapshot) -> bool {
+        let carried = values.has_messages();
+        let values = Snapshot::merged(self.snapshot.take(), values);
         let current = turn::current_turn(&values);
         self.snapshot_continuations = turn::continuations(&values);
         self.snapshot = Some(values);
-        if current.pending_clarification && !current.text.is_empty() {
+        if carried && current.pending_clarification && !current.text.is_empty() {
             self.clarification = Some(current.text);
             return true;
         }
@@ -551,6 +555,24 @@ mod tests {
         assert!(acc.on_json_values(json!({"messages": [{"type": "human", "content": "q"}, {"type": "tool", "name": "ask_clarification", "content": "Which one?"}]})));
         assert_eq!(acc.visible_text(), "Which one?");
         assert!(acc.finish().pending_clarification);
+    }
+
+    /// Audit finding 6: goal bookkeeping over DeerFlow's delta checkpoints publishes
+    /// `values` without the history; the answer of the snapshot before stands.
+    #[test]
+    fn a_snapshot_without_the_history_keeps_the_one_before() {
+        let mut acc = Accumulator::new();
+        acc.on_json(&ai("a1", "partial"), &json!({}));
+        acc.on_json_values(json!({"messages": [{"type": "human", "content": "q"}, {"type": "ai", "content": "The full answer."}], "goal": {"continuation_count": 0, "max_continuations": 8}}));
+        assert!(!acc.on_json_values(
+            json!({"goal": {"continuation_count": 0, "max_continuations": 8, "status": "met"}})
+        ));
+        assert!(!acc.on_json_values(
+            json!({"messages": "<sentinel>", "goal": {"continuation_count": 1, "max_continuations": 8}})
+        ));
+        assert_eq!(acc.finish().text, "The full answer.");
+        assert_eq!(acc.goal_progress(), Some((1, 8)));
+        assert!(!acc.continuation_pending());
     }
 
     #[test]

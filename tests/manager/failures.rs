@@ -163,3 +163,36 @@ async fn issue_13_a_stream_broken_mid_way_ends_with_the_interrupted_line_in_ever
         h.stop().await;
     }
 }
+
+/// Audit finding 3: DeerFlow ends a run `error` without an `error` event after the run
+/// published its answer (the LLM error fallback answered, or outputs were left
+/// unpresented: `runtime/runs/worker.py`, final status). On a final-only channel that
+/// answer is complete: no cut-off line, and the message's dedupe key is kept. A run that
+/// sent `error` still fails.
+#[tokio::test]
+async fn a_run_ending_error_without_an_error_event_after_its_answer_is_complete() {
+    let h = Harness::final_only().await;
+    h.sim.script_next_run(
+        Script::with_answer("The whole answer.")
+            .chunks(2)
+            .error_status(),
+    );
+    let msg = h.say("go").await;
+    assert_eq!(h.channel.nth_final(1).await, "The whole answer.");
+    // Kept: a redelivery is a duplicate, not a second run.
+    h.send(msg).await;
+    let status = h.ask("/status", 2).await;
+    assert_ne!(status, "The whole answer.");
+    let runs = h
+        .sim
+        .requests_matching(|r| r.method == "POST" && r.path.ends_with("/runs"));
+    assert_eq!(runs.len(), 1);
+    h.sim.script_next_run(
+        Script::with_answer("Partial answer that is cut")
+            .chunks(4)
+            .error_mid_stream("MARKER-ERR secret model text", "ValueError"),
+    );
+    let failed = h.ask("again", 3).await;
+    assert!(failed.to_lowercase().contains("went wrong"), "{failed:?}");
+    h.stop().await;
+}

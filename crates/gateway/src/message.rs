@@ -8,7 +8,9 @@
 //! - a [`Message`]: its type, id, text, the `additional_kwargs` flags, the tool-call count
 //!   and `present_files` paths, and the same fields of the constructor form's `kwargs`;
 //! - a [`Snapshot`]: the messages of the current turn (after the last human message a user
-//!   could see), how many messages there were, and the goal's continuation counts.
+//!   could see), how many messages there were, and the goal's continuation counts; a later
+//!   snapshot without a `messages` list keeps the history of the one before
+//!   ([`Snapshot::merged`]).
 //!
 //! Decoding is as tolerant as reading a `Value` was: a field of an unexpected JSON type
 //! reads as absent (a numeric `id`, a `content` that is neither a string nor a list) and
@@ -172,6 +174,8 @@ impl ChunkMetadata {
 /// A state snapshot (`values` event, `/runs/wait` body): what the manager reads of it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
+    /// Whether `messages` was a list (a snapshot without one says nothing of the history).
+    has_messages: bool,
     /// Entries of `messages`.
     message_count: usize,
     /// The entries after the last visible human message: the current turn.
@@ -186,6 +190,29 @@ impl Snapshot {
     /// Reads a snapshot from a decoded JSON value (the `/runs/wait` body).
     pub fn from_value(value: &Value) -> Self {
         Self::deserialize(value).unwrap_or_default()
+    }
+
+    /// Whether the snapshot carries the history: its `messages` is a list. With DeerFlow's
+    /// delta checkpoints (`checkpoint_channel_mode: delta`), the goal bookkeeping publishes
+    /// `values` built from the raw checkpoint, whose `messages` is absent or a sentinel
+    /// (`runtime/goal.py` `write_thread_goal`, `runtime/checkpoint_state.py`).
+    pub fn has_messages(&self) -> bool {
+        self.has_messages
+    }
+
+    /// `newer`, a later `values` frame of the same run, taken in over `previous`: it
+    /// replaces the snapshot when it carries the history; one without it (see
+    /// [`has_messages`](Self::has_messages)) updates only the goal counts it carries (an
+    /// absent goal is a cleared one, as DeerFlow drops the key) and keeps the history.
+    pub fn merged(previous: Option<Self>, newer: Self) -> Self {
+        match previous {
+            Some(mut previous) if !newer.has_messages => {
+                previous.goal = newer.goal;
+                previous.outcome = newer.outcome;
+                previous
+            }
+            _ => newer,
+        }
     }
 
     /// How many messages the snapshot's history holds.

@@ -5,7 +5,8 @@
 //! frames → `present_files` call and result (the presented outputs are written to the run
 //! user's area of the thread) → answer chunks → `values` → goal evaluation (continuations,
 //! each a hidden `<goal_continuation>` human message, a `values`, another AI message and a
-//! `values`; then met or stand-down and a `values`) → hold → the run is freed → `end`. The
+//! `values`; then met or stand-down and a `values`) → hold → the run is freed → `end` (the
+//! status `success`, or `error` with no `error` frame as `Script::error_status` says). The
 //! thread is freed before `end` goes out, so a client may start its next run the moment it
 //! reads `end`.
 //!
@@ -137,6 +138,19 @@ impl Out {
         self.send(frame).await
     }
 
+    /// The `values` DeerFlow's goal bookkeeping publishes over delta checkpoints: the raw
+    /// checkpoint's goal fields, without the history (`Script::delta_checkpoints`).
+    async fn goal_values(&mut self) -> Result<(), Cancelled> {
+        if !self.spec.values_mode {
+            return Ok(());
+        }
+        let data = match self.sim.state().threads.get(&self.spec.thread_id) {
+            Some(thread) => json!({"goal": thread.goal, "goal_outcome": thread.goal_outcome}),
+            None => json!({}),
+        };
+        self.frame("values", data).await
+    }
+
     /// Waits `delay`, or fails when the run is cancelled meanwhile.
     async fn pause(&mut self, delay: Duration) -> Result<(), Cancelled> {
         if delay.is_zero() {
@@ -227,6 +241,7 @@ pub(crate) async fn execute(
     let (status, tail) = match play(&mut out, &script).await {
         Err(Cancelled) => (RunStatus::Interrupted, stopped()),
         Ok(Ending::Done) => match hold(&mut out, script.hold).await {
+            Ok(()) if script.error_status => (RunStatus::Error, Tail::End),
             Ok(()) => (RunStatus::Success, Tail::End),
             Err(Cancelled) => (RunStatus::Interrupted, stopped()),
         },
@@ -583,7 +598,10 @@ async fn pursue_goal(out: &mut Out, script: &Script, mut last_ai: String) -> Res
                 });
             }
         }
-        return out.values().await;
+        return match script.delta_checkpoints {
+            true => out.goal_values().await,
+            false => out.values().await,
+        };
     }
 }
 

@@ -196,6 +196,15 @@ pub struct Script {
     pub stream_loss: Option<(usize, StreamLoss)>,
     /// When the run is over.
     pub hold: Hold,
+    /// The run plays to its end (answer, final `values`, goal loop, `end`) but its status
+    /// is `error`, with no `error` frame: DeerFlow's worker ends a run so when the LLM error
+    /// fallback answered or the run changed outputs it did not present
+    /// (`runtime/runs/worker.py`, final status).
+    pub error_status: bool,
+    /// The goal verdict's `values` (the run's last) is built from the raw checkpoint as
+    /// DeerFlow's goal bookkeeping publishes it with `checkpoint_channel_mode: delta`
+    /// (`runtime/goal.py` `write_thread_goal`): the goal fields, no `messages` list.
+    pub delta_checkpoints: bool,
     /// Goal evaluation after the turn.
     pub goal: GoalPlan,
     /// The `/runs/wait` body.
@@ -225,6 +234,8 @@ impl Default for Script {
             failure: None,
             stream_loss: None,
             hold: Hold::Natural,
+            error_status: false,
+            delta_checkpoints: false,
             goal: GoalPlan::default(),
             wait_body: WaitBody::Values,
         }
@@ -412,6 +423,18 @@ impl Script {
     /// `/runs/stream`: delay the response headers while the run already plays.
     pub fn started_response_delay(mut self, delay: Duration) -> Self {
         self.started_response_delay = delay;
+        self
+    }
+
+    /// End the run with status `error` and no `error` frame once it played to its end.
+    pub fn error_status(mut self) -> Self {
+        self.error_status = true;
+        self
+    }
+
+    /// Publish the goal verdict's `values` as over delta checkpoints (no `messages`).
+    pub fn delta_checkpoints(mut self) -> Self {
+        self.delta_checkpoints = true;
         self
     }
 

@@ -11,8 +11,8 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::lenient::{
-    LenientBool, LenientStr, LenientU32, List, Object, Strings, deserialize_with, ignore_others,
-    list, object, read_object, skip,
+    LenientBool, LenientStr, LenientU32, List, Listed, Object, Strings, deserialize_with,
+    ignore_others, list, object, read_object, skip,
 };
 use super::{ChunkMetadata, Fields, Message, Snapshot};
 
@@ -298,7 +298,9 @@ impl Object for Snapshot {
     fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error> {
         match index {
             0 => {
-                let history = map.next_value::<History>()?;
+                let history = map.next_value::<Listed<History>>()?.0;
+                self.has_messages = history.is_some();
+                let history = history.unwrap_or_default();
                 (self.message_count, self.turn) = (history.count, history.turn);
             }
             1 => self.goal = map.next_value::<Progress>()?.counts(),

@@ -142,22 +142,32 @@ pub(super) trait List: Default {
 
 /// Decodes a [`List`].
 pub(super) fn list<'de, T: List, D: Deserializer<'de>>(deserializer: D) -> Result<T, D::Error> {
-    struct V<T>(PhantomData<T>);
-    impl<'de, T: List> Visitor<'de> for V<T> {
-        type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str(T::EXPECTING)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
-            let mut out = T::default();
-            while let Some(item) = seq.next_element::<T::Item>()? {
-                out.push(item);
+    Listed::deserialize(deserializer).map(|listed| listed.0.unwrap_or_default())
+}
+
+/// A [`List`] when the JSON value is an array, `None` for any other value: tells a list
+/// that is absent (or of another type) from an empty one.
+pub(super) struct Listed<T>(pub Option<T>);
+
+impl<'de, T: List> Deserialize<'de> for Listed<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: List> Visitor<'de> for V<T> {
+            type Value = Option<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(T::EXPECTING)
             }
-            Ok(out)
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<T>, A::Error> {
+                let mut out = T::default();
+                while let Some(item) = seq.next_element::<T::Item>()? {
+                    out.push(item);
+                }
+                Ok(Some(out))
+            }
+            ignore_others!(bool num str unit map);
         }
-        ignore_others!(bool num str unit map);
+        deserializer.deserialize_any(V(PhantomData)).map(Listed)
     }
-    deserializer.deserialize_any(V(PhantomData))
 }
 
 /// Reads an object key as its index in a list of known names (`None` = another key).

@@ -188,3 +188,38 @@ fn snapshots_of_other_shapes_are_empty() {
     }
     assert!(serde_json::from_str::<Snapshot>("{broken").is_err());
 }
+
+/// Audit finding 6: with DeerFlow's delta checkpoints, goal bookkeeping publishes `values`
+/// from the raw checkpoint, whose `messages` is absent or a sentinel. Such a frame keeps
+/// the history of the frame before and takes only the goal it carries.
+#[test]
+fn a_snapshot_without_a_message_list_keeps_the_history_before() {
+    let answered = snapshot(json!({
+        "messages": [{"type": "human", "content": "q"}, {"type": "ai", "content": "The answer."}],
+        "goal": {"continuation_count": 0, "max_continuations": 8},
+    }));
+    assert!(answered.has_messages());
+    let goal = json!({"continuation_count": 1, "max_continuations": 8});
+    for value in [
+        json!({"goal": goal}),
+        json!({"messages": "<sentinel>", "goal": goal}),
+        json!({"messages": {"__delta__": true}, "goal": goal}),
+        json!({"messages": null, "goal": goal}),
+    ] {
+        let bookkeeping = snapshot(value.clone());
+        assert!(!bookkeeping.has_messages(), "{value}");
+        let merged = Snapshot::merged(Some(answered.clone()), bookkeeping);
+        assert_eq!(merged.message_count(), 2, "{value}");
+        assert_eq!(merged.turn()[0].text(), "The answer.", "{value}");
+        assert_eq!(merged.goal_progress(), Some((1, 8)), "{value}");
+    }
+    // A cleared goal (the key dropped) clears it; the history stays.
+    let merged = Snapshot::merged(Some(answered.clone()), snapshot(json!({})));
+    assert_eq!((merged.message_count(), merged.goal_progress()), (2, None));
+    // A list replaces the history, an empty one too.
+    let emptied = Snapshot::merged(Some(answered.clone()), snapshot(json!({"messages": []})));
+    assert!(emptied.has_messages() && emptied.turn().is_empty());
+    // With nothing before, the frame stands as it is.
+    let alone = Snapshot::merged(None, snapshot(json!({"goal": goal})));
+    assert!(!alone.has_messages() && alone.turn().is_empty());
+}
