@@ -1,8 +1,16 @@
 //! Inbound attachments (spec manager §7.3, gateway.md §7): before a chat run, each file
 //! the message carries is read through the channel that received it
-//! ([`Channel::fetch_file`](im_bridge_channel::Channel::fetch_file)), all of them are
-//! uploaded to the thread in one call, and the run's human message references them in
+//! ([`Channel::fetch_file`](im_bridge_channel::Channel::fetch_file)), uploaded to the
+//! thread in as few calls as the Gateway's upload limits allow
+//! ([`GatewayClient::upload_limits`](crate::gateway::GatewayClient::upload_limits): the
+//! Gateway refuses a whole call over them), and the run's human message references them in
 //! `additional_kwargs.files` as `{filename, size, path, is_image}`.
+//!
+//! The Gateway replaces an upload of the same name. A file the platform sent without a
+//! name gets `attachment-<n>-<tag>.<ext>`, where the tag is a short hash of the message's
+//! identity, so a later message's file never replaces an earlier one (a redelivered message
+//! writes the same names again). A name the sender gave is kept as it is, and a file sent
+//! again under the same name replaces the earlier one, as on DeerFlow's own uploads.
 //!
 //! A file that cannot be read, is too large, or that the Gateway does not store never
 //! fails the turn: a short localized notice naming it is appended to the text instead, so
@@ -14,6 +22,7 @@
 //! [`BUDGET_WAIT`] is named in the text like any other that did not come through. A file
 //! read ahead (`staging.rs`) is read back from its staged path.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,10 +32,11 @@ use im_bridge_channel::{
     ChannelError, FileKind, FileLabel, FileSource, InboundFile, InboundMessage, safe_file_name,
 };
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use super::Inner;
 use crate::gateway::ThreadId;
-use crate::gateway::{Owner, UploadFile};
+use crate::gateway::{Owner, UploadFile, UploadLimits};
 use crate::i18n::{Arg, msg as m};
 
 /// Files read from one message; more are named in a notice and skipped.
@@ -137,9 +147,10 @@ async fn read_files(inner: &Inner, msg: &InboundMessage, notices: &mut Notices) 
         shares: Vec::new(),
     };
     let mut names: Vec<String> = Vec::new();
+    let tag = message_tag(msg);
     for (i, file) in msg.files.iter().enumerate() {
         if i >= MAX_FILES {
-            let name = unique_name(&mut names, file, i);
+            let name = unique_name(&mut names, file, i, &tag);
             notices.push((m::RUN_ATTACHMENT_UNAVAILABLE, name));
             continue;
         }
@@ -152,7 +163,7 @@ async fn read_files(inner: &Inner, msg: &InboundMessage, notices: &mut Notices) 
             );
             notices.push((
                 m::RUN_ATTACHMENT_UNAVAILABLE,
-                unique_name(&mut names, file, i),
+                unique_name(&mut names, file, i, &tag),
             ));
             continue;
         };
@@ -163,7 +174,7 @@ async fn read_files(inner: &Inner, msg: &InboundMessage, notices: &mut Notices) 
         if let Ok((_, label)) = &read_file {
             file.learn(label.clone());
         }
-        let name = unique_name(&mut names, &file, i);
+        let name = unique_name(&mut names, &file, i, &tag);
         match read_file {
             Ok((bytes, _)) if bytes.len() as u64 > bound => {
                 notices.push((m::RUN_ATTACHMENT_TOO_LARGE, name));
@@ -220,8 +231,8 @@ async fn read_one(
     }
 }
 
-/// Uploads the files read to `thread` in one call: how the run's message describes each
-/// one stored; each one not stored gets a notice.
+/// Uploads the files read to `thread`, in calls within the Gateway's upload limits: how
+/// the run's message describes each one stored; each one not stored gets a notice.
 async fn upload(
     inner: &Inner,
     owner: Option<&Owner>,
@@ -234,6 +245,33 @@ async fn upload(
     if uploads.is_empty() {
         return described;
     }
+    let limits = inner.gateway.upload_limits(owner, thread).await;
+    let files = uploads.into_iter().zip(images).collect();
+    let (batches, oversized) = batches(files, |(f, _)| f.bytes.len() as u64, &limits);
+    for (file, _) in oversized {
+        tracing::info!(
+            bytes = file.bytes.len(),
+            "An attachment is over the Gateway's upload limits."
+        );
+        notices.push((m::RUN_ATTACHMENT_TOO_LARGE, file.filename));
+    }
+    for batch in batches {
+        upload_batch(inner, owner, thread, batch, notices, &mut described).await;
+    }
+    described
+}
+
+/// Uploads `files` (with whether each is an image) in one call, adding how the run's
+/// message describes each one stored to `described`; each one not stored gets a notice.
+async fn upload_batch(
+    inner: &Inner,
+    owner: Option<&Owner>,
+    thread: &ThreadId,
+    files: Vec<(UploadFile, bool)>,
+    notices: &mut Notices,
+    described: &mut Vec<Value>,
+) {
+    let (uploads, images): (Vec<UploadFile>, Vec<bool>) = files.into_iter().unzip();
     let sent: Vec<(String, bool)> = uploads
         .iter()
         .map(|u| u.filename.clone())
@@ -261,7 +299,37 @@ async fn upload(
             );
         }
     }
-    described
+}
+
+/// Splits `files` into upload calls the Gateway takes whole, in order: each at most
+/// `max_files` files whose `size`s add up to at most `max_total_size`. A file over
+/// `max_file_size`, or over `max_total_size` alone, fits no call: it is in the second list.
+fn batches<T>(
+    files: Vec<T>,
+    size: impl Fn(&T) -> u64,
+    limits: &UploadLimits,
+) -> (Vec<Vec<T>>, Vec<T>) {
+    let (mut batches, mut oversized) = (Vec::new(), Vec::new());
+    let (mut batch, mut total): (Vec<T>, u64) = (Vec::new(), 0);
+    for file in files {
+        let bytes = size(&file);
+        if bytes > limits.max_file_size || bytes > limits.max_total_size {
+            oversized.push(file);
+            continue;
+        }
+        let full = batch.len() as u64 >= limits.max_files
+            || total.saturating_add(bytes) > limits.max_total_size;
+        if full && !batch.is_empty() {
+            batches.push(std::mem::take(&mut batch));
+            total = 0;
+        }
+        total += bytes;
+        batch.push(file);
+    }
+    if !batch.is_empty() {
+        batches.push(batch);
+    }
+    (batches, oversized)
 }
 
 /// `text` with a localized line naming each file that did not come through.
@@ -286,13 +354,14 @@ async fn with_notices(
     text
 }
 
-/// A safe, unique name for the `i`th file: its own base name, else one by kind.
-fn unique_name(taken: &mut Vec<String>, file: &InboundFile, i: usize) -> String {
+/// A safe name for the `i`th file, unique within its message: its own base name, else one
+/// by kind carrying the message's `tag` ([`message_tag`]), so it is unique in the thread.
+fn unique_name(taken: &mut Vec<String>, file: &InboundFile, i: usize, tag: &str) -> String {
     let base = file
         .filename
         .as_deref()
         .and_then(|n| safe_file_name(n, MAX_NAME_BYTES))
-        .unwrap_or_else(|| format!("attachment-{}{}", i + 1, default_extension(file)));
+        .unwrap_or_else(|| format!("attachment-{}-{tag}{}", i + 1, default_extension(file)));
     let mut name = base.clone();
     let mut n = 2;
     while taken.contains(&name) {
@@ -304,6 +373,32 @@ fn unique_name(taken: &mut Vec<String>, file: &InboundFile, i: usize) -> String 
     }
     taken.push(name.clone());
     name
+}
+
+/// Eight hex digits of a hash of what identifies `msg`: its channel, chat, sender, platform
+/// message id and redelivery key, and when it was sent. Two messages share a tag by chance
+/// only (one in four billion); a redelivered message gets its tag again.
+fn message_tag(msg: &InboundMessage) -> String {
+    let mut hash = Sha256::new();
+    for part in [
+        msg.channel_name.as_str(),
+        msg.chat_id.as_str(),
+        msg.user_id.as_str(),
+        msg.thread_ts.as_ref().map_or("", |id| id.as_str()),
+        msg.redelivery.as_ref().map_or("", |key| key.scope.as_str()),
+        msg.redelivery.as_ref().map_or("", |key| key.id.as_str()),
+    ] {
+        // Each part with its length, so no two lists of parts hash alike.
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part.as_bytes());
+    }
+    hash.update(msg.created_at.to_bits().to_le_bytes());
+    let digest = hash.finalize();
+    let mut tag = String::with_capacity(8);
+    for byte in &digest[..4] {
+        let _ = write!(tag, "{byte:02x}");
+    }
+    tag
 }
 
 fn is_image(file: &InboundFile) -> bool {
@@ -365,16 +460,69 @@ mod tests {
     #[test]
     fn names_are_safe_and_unique() {
         let mut taken = Vec::new();
+        let tag = "0a1b2c3d";
         let a = file(Some("../../etc/passwd"), FileKind::File);
-        assert_eq!(unique_name(&mut taken, &a, 0), "passwd");
-        assert_eq!(unique_name(&mut taken, &a, 1), "passwd-2");
+        assert_eq!(unique_name(&mut taken, &a, 0, tag), "passwd");
+        assert_eq!(unique_name(&mut taken, &a, 1, tag), "passwd-2");
         let b = file(Some("report.pdf"), FileKind::File);
-        assert_eq!(unique_name(&mut taken, &b, 2), "report.pdf");
-        assert_eq!(unique_name(&mut taken, &b, 3), "report-2.pdf");
+        assert_eq!(unique_name(&mut taken, &b, 2, tag), "report.pdf");
+        assert_eq!(unique_name(&mut taken, &b, 3, tag), "report-2.pdf");
         let hidden = file(Some(" .\u{7}"), FileKind::Image);
-        assert_eq!(unique_name(&mut taken, &hidden, 4), "attachment-5.jpg");
+        assert_eq!(
+            unique_name(&mut taken, &hidden, 4, tag),
+            "attachment-5-0a1b2c3d.jpg"
+        );
         let long = file(Some(&"é".repeat(300)), FileKind::File);
-        assert_eq!(unique_name(&mut taken, &long, 5).len(), MAX_NAME_BYTES);
+        assert_eq!(unique_name(&mut taken, &long, 5, tag).len(), MAX_NAME_BYTES);
+    }
+
+    #[test]
+    fn unnamed_files_of_two_messages_get_two_names() {
+        let msg = |id: &str| {
+            let mut msg = InboundMessage::new("chat", "c1", "u1", "");
+            msg.thread_ts = Some(id.into());
+            msg.created_at = 1.0;
+            msg
+        };
+        let (first, second) = (message_tag(&msg("m1")), message_tag(&msg("m2")));
+        assert_eq!(first.len(), 8);
+        assert!(first.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(first, second);
+        assert_eq!(first, message_tag(&msg("m1")), "a redelivery names alike");
+        let photo = file(None, FileKind::Image);
+        assert_ne!(
+            unique_name(&mut Vec::new(), &photo, 0, &first),
+            unique_name(&mut Vec::new(), &photo, 0, &second)
+        );
+    }
+
+    #[test]
+    fn batches_fit_the_gateway_limits_in_order() {
+        let limits = UploadLimits {
+            max_files: 2,
+            max_file_size: 6,
+            max_total_size: 10,
+        };
+        let size = |b: &u64| *b;
+        // Over the total together, each within it: three calls.
+        assert_eq!(
+            batches(vec![5, 6, 5], size, &limits),
+            (vec![vec![5], vec![6], vec![5]], vec![])
+        );
+        assert_eq!(
+            batches(vec![5, 5, 1, 7, 0], size, &limits),
+            (vec![vec![5, 5], vec![1, 0]], vec![7])
+        );
+        // At most `max_files` a call.
+        assert_eq!(
+            batches(vec![1, 1, 1], size, &limits),
+            (vec![vec![1, 1], vec![1]], vec![])
+        );
+        let tight = UploadLimits {
+            max_total_size: 4,
+            ..limits
+        };
+        assert_eq!(batches(vec![5, 4], size, &tight), (vec![vec![4]], vec![5]));
     }
 
     #[test]

@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use crate::direct::Direct;
 use crate::error::{CallFamily, GatewayError, TransportKind, map_status};
+use crate::limits::LimitsCache;
 use crate::routes::Routes;
 use crate::token::InternalToken;
 
@@ -163,8 +164,10 @@ struct Inner {
     csrf_cookie: HeaderValue,
     /// What is known about the optional routes (`routes.rs`).
     routes: Routes,
+    /// The Gateway's upload limits, when read (`limits.rs`).
+    upload_limits: LimitsCache,
     /// Set when a call could not connect; the next call that gets an answer clears it,
-    /// forgets the routes and wakes [`GatewayClient::reconnected`].
+    /// forgets the routes and the upload limits and wakes [`GatewayClient::reconnected`].
     unreachable: AtomicBool,
     reconnected: Notify,
 }
@@ -238,6 +241,7 @@ impl GatewayClient {
                 csrf,
                 csrf_cookie,
                 routes: Routes::default(),
+                upload_limits: LimitsCache::default(),
                 unreachable: AtomicBool::new(false),
                 reconnected: Notify::new(),
             }),
@@ -259,6 +263,11 @@ impl GatewayClient {
     /// `X-DeerFlow-Internal-Token`, when configured.
     pub(crate) fn token(&self) -> Option<&HeaderValue> {
         self.inner.token.as_ref()
+    }
+
+    /// The upload limits kept (`limits.rs`).
+    pub(crate) fn upload_limits_cache(&self) -> &LimitsCache {
+        &self.inner.upload_limits
     }
 
     pub(crate) fn routes(&self) -> &Routes {
@@ -412,12 +421,13 @@ impl GatewayClient {
         self.inner.unreachable.store(true, Ordering::Relaxed);
     }
 
-    /// Notes that a call got an answer: after an outage, the routes are forgotten and
-    /// [`Self::reconnected`] wakes.
+    /// Notes that a call got an answer: after an outage, the routes and the upload limits
+    /// are forgotten and [`Self::reconnected`] wakes.
     pub(crate) fn answered(&self) {
         if self.inner.unreachable.swap(false, Ordering::Relaxed) {
             tracing::info!("The Gateway answers again.");
             self.inner.routes.forget();
+            self.inner.upload_limits.forget();
             self.inner.reconnected.notify_one();
         }
     }

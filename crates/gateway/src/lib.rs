@@ -15,7 +15,8 @@
 //!   event streams on DeerFlow), `/runs/wait`, `/runs`;
 //! - `goal`: goal routes, `goal/from-chat`, compaction, goal views of state values;
 //! - `info`: models, memory, skills, owner language;
-//! - `uploads`: files for a thread's uploads directory;
+//! - `uploads`: files for a thread's uploads directory, within its upload limits;
+//! - `limits`: the Gateway's upload limits and the one entry kept of them;
 //! - `routes`: the optional routes not every DeerFlow serves, and what is known of them;
 //! - `probe`: asking the Gateway which of them it serves;
 //! - [`event`]: decoding SSE frames into [`RunEvent`]s;
@@ -35,6 +36,7 @@ mod error;
 pub mod event;
 mod goal;
 mod info;
+mod limits;
 mod message;
 mod probe;
 mod routes;
@@ -53,6 +55,7 @@ pub use goal::{
     ThreadState,
 };
 pub use info::SkillInfo;
+pub use limits::{UPLOAD_LIMITS_TTL, UploadLimits};
 pub use message::{ChunkMetadata, Message, Snapshot};
 pub use routes::{OptionalRoute, Support};
 pub use runs::{

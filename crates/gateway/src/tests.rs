@@ -507,3 +507,47 @@ async fn owner_locale_reads_top_level_or_settings() {
     assert_eq!(locale("junk").await, None);
     assert_eq!(locale("none").await, None);
 }
+
+#[tokio::test]
+async fn upload_limits_are_read_once_and_default_without_the_route() {
+    let server = Server::start(|r| match r.header("x-deerflow-owner-user-id") {
+        Some("configured") => Reply::Json(
+            200,
+            json!({"max_files": 2, "max_file_size": 5, "max_total_size": 8}),
+        ),
+        Some("old") => Reply::Json(404, json!({"detail": "Not Found"})),
+        _ => Reply::Json(500, json!({"detail": "boom"})),
+    })
+    .await;
+    let t1 = ThreadId::new("t1");
+    let client = server.client();
+    let configured = Owner::new("configured");
+    let limits = UploadLimits {
+        max_files: 2,
+        max_file_size: 5,
+        max_total_size: 8,
+    };
+    assert_eq!(client.upload_limits(Some(&configured), &t1).await, limits);
+    assert_eq!(server.last().path, "/api/threads/t1/uploads/limits");
+    assert_eq!(server.last().method, "GET");
+    // Kept: the second ask sends nothing.
+    assert_eq!(client.upload_limits(Some(&configured), &t1).await, limits);
+    assert_eq!(server.requests().len(), 1);
+    // A Gateway without the route applies DeerFlow's defaults, and so does the client.
+    let old = server.client();
+    let defaults = UploadLimits::default();
+    assert_eq!(
+        old.upload_limits(Some(&Owner::new("old")), &t1).await,
+        defaults
+    );
+    assert_eq!(
+        old.upload_limits(Some(&Owner::new("old")), &t1).await,
+        defaults
+    );
+    assert_eq!(server.requests().len(), 2, "a missing route is kept too");
+    // A failed read is not kept.
+    let failing = server.client();
+    assert_eq!(failing.upload_limits(None, &t1).await, defaults);
+    assert_eq!(failing.upload_limits(None, &t1).await, defaults);
+    assert_eq!(server.requests().len(), 4);
+}

@@ -1,6 +1,7 @@
 //! Thread uploads (gateway.md §7): `POST {gateway_url}/api/threads/{id}/uploads` with one
 //! multipart part named `files` per file. The answer names where each file landed; the
 //! manager references them in the run's human message as `additional_kwargs.files`.
+//! `GET …/uploads/limits` tells what one such request may carry ([`UploadLimits`]).
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use serde::Deserialize;
 
 use crate::client::{Base, GatewayClient, Owner, read_json};
 use crate::error::{CallFamily, GatewayError};
+use crate::limits::UploadLimits;
 
 use crate::ThreadId;
 
@@ -58,8 +60,45 @@ struct UploadAnswer {
 }
 
 impl GatewayClient {
+    /// What one upload request may carry: `GET {gateway_url}/api/threads/{id}/uploads/limits`,
+    /// kept for [`UPLOAD_LIMITS_TTL`](crate::UPLOAD_LIMITS_TTL). A Gateway without the
+    /// route applies DeerFlow's defaults ([`UploadLimits::default`]), kept the same way; a
+    /// failed read gives the defaults for this call only.
+    pub async fn upload_limits(&self, owner: Option<&Owner>, thread: &ThreadId) -> UploadLimits {
+        if let Some(limits) = self.upload_limits_cache().fresh() {
+            return limits;
+        }
+        let limits = match self.read_upload_limits(owner, thread).await {
+            Ok(limits) => limits.at_least_one(),
+            Err(GatewayError::RouteMissing) => UploadLimits::default(),
+            Err(error) => {
+                tracing::debug!(%error, "Reading the upload limits failed; using the defaults.");
+                return UploadLimits::default();
+            }
+        };
+        self.upload_limits_cache().keep(limits);
+        limits
+    }
+
+    /// `GET …/uploads/limits`, uncached.
+    async fn read_upload_limits(
+        &self,
+        owner: Option<&Owner>,
+        thread: &ThreadId,
+    ) -> Result<UploadLimits, GatewayError> {
+        let url = self.thread_url(Base::Gateway, thread, "/uploads/limits")?;
+        let request = self
+            .request(Method::GET, &url, owner)?
+            .timeout(self.config().request_timeout);
+        let response = self
+            .send("upload_limits", CallFamily::Plain, request)
+            .await?;
+        read_json(response, "upload_limits").await
+    }
+
     /// Uploads `files` to the thread's uploads directory; the answer lists the files the
-    /// Gateway stored (a name it refused is absent). 413 (too many, too large) is
+    /// Gateway stored (a name it refused is absent). A request over the
+    /// [`upload_limits`](Self::upload_limits) stores nothing and is
     /// `Invalid { status: 413 }`.
     pub async fn upload_files(
         &self,

@@ -1,5 +1,7 @@
-//! Thread files per user (`spec/gateway.md` §7): uploads (`POST …/uploads`), the files an
-//! agent writes, and the artifacts route that reads both (`GET …/artifacts/{path}`).
+//! Thread files per user (`spec/gateway.md` §7): uploads (`POST …/uploads`, within the
+//! limits `GET …/uploads/limits` reports), the files an agent writes, and the artifacts
+//! route that reads both (`GET …/artifacts/{path}`). An upload replaces an earlier one of
+//! the same name, as the Gateway's `os.replace` does.
 //!
 //! The Gateway keeps a thread's files under `users/<user>/threads/<thread>/user-data/`, where
 //! `<user>` is the user the call acts for: the owner header made safe
@@ -17,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::call::{ItemCall, ThreadCall};
 use crate::fault::Route;
-use crate::wire;
+use crate::{UploadLimits, wire};
 
 /// The virtual root every thread path lives under.
 const USER_DATA: &str = "mnt/user-data";
@@ -49,20 +51,64 @@ fn claim_unique(name: String, seen: &mut Vec<String>) -> String {
     unique
 }
 
+/// `GET /api/threads/{id}/uploads/limits`: the configured [`UploadLimits`], with the
+/// upload route's owner check.
+pub(crate) async fn limits(call: ThreadCall) -> Result<Response, Response> {
+    call.exists()?;
+    let limits = call.sim.state().config.upload_limits;
+    Ok(wire::json_response(
+        StatusCode::OK,
+        json!({
+            "max_files": limits.max_files,
+            "max_file_size": limits.max_file_size,
+            "max_total_size": limits.max_total_size,
+        }),
+    ))
+}
+
+/// The Gateway's 413 for an upload over `limits` (checked in its order: the number of
+/// parts, then each file's size and the running total), which stores none of the files.
+fn over_limits(
+    limits: &UploadLimits,
+    count: usize,
+    parts: &[(String, axum::body::Bytes)],
+) -> Result<(), Response> {
+    let too_large = |detail: String| wire::detail(StatusCode::PAYLOAD_TOO_LARGE, detail);
+    if count > limits.max_files {
+        return Err(too_large(format!(
+            "Too many files: maximum is {}",
+            limits.max_files
+        )));
+    }
+    let mut total = 0;
+    for (name, bytes) in parts {
+        let size = bytes.len() as u64;
+        total += size;
+        if size > limits.max_file_size {
+            return Err(too_large(format!("File too large: {name}")));
+        }
+        if total > limits.max_total_size {
+            return Err(too_large("Total upload size too large".to_owned()));
+        }
+    }
+    Ok(())
+}
+
 /// `POST /api/threads/{id}/uploads` (§7): multipart field `files`, one part per file, stored
 /// in the caller's area. Like the Gateway (`require_existing=False`), a thread nobody
-/// created yet takes uploads; another owner's thread is a 404.
+/// created yet takes uploads; another owner's thread is a 404. A request over the
+/// [`UploadLimits`] is 413 and stores nothing.
 pub(crate) async fn upload(call: ThreadCall, mut form: Multipart) -> Result<Response, Response> {
     call.exists()?;
     call.fault(Route::Uploads).await?;
     let invalid = || wire::detail(StatusCode::BAD_REQUEST, "Invalid multipart body");
     let (mut parts, mut skipped) = (Vec::new(), Vec::new());
-    let mut any = false;
+    let mut count = 0;
     while let Some(field) = form.next_field().await.map_err(|_| invalid())? {
         if field.name() != Some("files") {
             continue;
         }
-        any = true;
+        count += 1;
         let raw = field.file_name().unwrap_or_default().to_owned();
         let bytes = field.bytes().await.map_err(|_| invalid())?;
         match upload_name(&raw) {
@@ -71,7 +117,7 @@ pub(crate) async fn upload(call: ThreadCall, mut form: Multipart) -> Result<Resp
             None => skipped.push(raw),
         }
     }
-    if !any {
+    if count == 0 {
         return Err(wire::validation(vec![wire::validation_entry(
             "missing",
             json!(["body", "files"]),
@@ -80,6 +126,8 @@ pub(crate) async fn upload(call: ThreadCall, mut form: Multipart) -> Result<Resp
             None,
         )]));
     }
+    let limits = call.sim.state().config.upload_limits;
+    over_limits(&limits, count, &parts)?;
     let (thread_id, user) = (call.thread_id.clone(), call.caller.user_id());
     let mut seen = Vec::new();
     let mut described = Vec::new();
@@ -213,6 +261,29 @@ mod tests {
             .map(|n| claim_unique(n.to_owned(), &mut seen))
             .collect();
         assert_eq!(names, ["a.txt", "a_1.txt", "a_2.txt", "b"]);
+    }
+
+    #[test]
+    fn uploads_over_the_limits_are_refused_whole() {
+        let limits = UploadLimits {
+            max_files: 2,
+            max_file_size: 3,
+            max_total_size: 5,
+        };
+        let part = |n: &str, b: &'static [u8]| (n.to_owned(), axum::body::Bytes::from_static(b));
+        let detail = |count, parts: &[(String, axum::body::Bytes)]| {
+            over_limits(&limits, count, parts)
+                .err()
+                .map(|r| r.status().as_u16())
+        };
+        assert_eq!(detail(2, &[part("a", b"123"), part("b", b"12")]), None);
+        assert_eq!(detail(3, &[part("a", b"1")]), Some(413), "too many parts");
+        assert_eq!(detail(1, &[part("a", b"1234")]), Some(413), "one too large");
+        assert_eq!(
+            detail(2, &[part("a", b"123"), part("b", b"123")]),
+            Some(413),
+            "too large together"
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@
 //! - `consumer`: one HTTP client reading a run's log (`sse_consumer`), with heartbeats.
 //! - `control`: the Rust API tests use: scripting, inspection, request log, waiting.
 //! - `fault`: route faults and canned replies.
-//! - `files`: the uploads and artifacts routes.
+//! - `files`: the uploads (and their limits) and artifacts routes.
 //! - `goal`: the goal resource and from-chat.
 //! - `history`: a thread's messages, each serialized once for `values` snapshots.
 //! - `record`: the bounded request log.
@@ -143,6 +143,31 @@ impl SimSkill {
     }
 }
 
+/// What one upload request may carry (DeerFlow's `uploads.max_files`, `max_file_size`,
+/// `max_total_size`): `GET …/uploads/limits` reports it, and an upload over any of them is
+/// refused whole with 413, as the Gateway does. Request bodies are also capped at 4 MiB
+/// (413 before any route).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UploadLimits {
+    /// Files in one request.
+    pub max_files: usize,
+    /// Bytes of one file.
+    pub max_file_size: u64,
+    /// Bytes of all the request's files together.
+    pub max_total_size: u64,
+}
+
+impl Default for UploadLimits {
+    /// The Gateway's defaults: 10 files, 50 MiB each, 100 MiB in all.
+    fn default() -> Self {
+        Self {
+            max_files: 10,
+            max_file_size: 50 * 1024 * 1024,
+            max_total_size: 100 * 1024 * 1024,
+        }
+    }
+}
+
 /// A route the simulator serves although the DeerFlow snapshot of `docs/gateway-routes.md`
 /// does not (there it answers the route-level `404 {"detail":"Not Found"}`). Kept by default
 /// because the suite tests every outcome of the bridge against them.
@@ -203,6 +228,8 @@ pub struct SimulatorConfig {
     /// The routes served beyond the DeerFlow snapshot's (default: [`ExtraRoute::ALL`]);
     /// a route left out answers `404 {"detail":"Not Found"}` like any unknown path.
     pub extra_routes: Vec<ExtraRoute>,
+    /// The upload limits (`GET …/uploads/limits`, enforced on `POST …/uploads`).
+    pub upload_limits: UploadLimits,
 }
 
 impl Default for SimulatorConfig {
@@ -230,6 +257,7 @@ impl Default for SimulatorConfig {
             stream_buffer: STREAM_BUFFER_EVENTS,
             stream_retention: Duration::from_secs(60),
             extra_routes: ExtraRoute::ALL.to_vec(),
+            upload_limits: UploadLimits::default(),
         }
     }
 }
@@ -267,6 +295,7 @@ impl fmt::Debug for SimulatorConfig {
             .field("stream_buffer", &self.stream_buffer)
             .field("stream_retention", &self.stream_retention)
             .field("extra_routes", &self.extra_routes)
+            .field("upload_limits", &self.upload_limits)
             .finish_non_exhaustive()
     }
 }

@@ -46,6 +46,10 @@ pub(crate) fn router(sim: Simulator) -> Router {
         .route("/api/threads/{thread_id}/compact", post(threads::compact))
         .route("/api/threads/{thread_id}/uploads", post(files::upload))
         .route(
+            "/api/threads/{thread_id}/uploads/limits",
+            get(files::limits),
+        )
+        .route(
             "/api/threads/{thread_id}/artifacts/{*path}",
             get(files::artifact),
         )
