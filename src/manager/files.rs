@@ -417,10 +417,29 @@ fn mime_type(file: &InboundFile) -> String {
     }
 }
 
+/// The extension of a name made for a file that came without one: by its type where that
+/// is a common one (the platform's download said it), else by its kind.
 fn default_extension(file: &InboundFile) -> &'static str {
-    match file.kind {
-        FileKind::Image => ".jpg",
-        _ => ".bin",
+    const BY_TYPE: [(&str, &str); 7] = [
+        ("image/png", ".png"),
+        ("image/jpeg", ".jpg"),
+        ("image/gif", ".gif"),
+        ("image/webp", ".webp"),
+        ("video/mp4", ".mp4"),
+        ("audio/mpeg", ".mp3"),
+        ("application/pdf", ".pdf"),
+    ];
+    let essence = file
+        .mime_type
+        .as_deref()
+        .and_then(|m| m.split(';').next())
+        .map(str::trim);
+    let known = essence.and_then(|m| BY_TYPE.iter().find(|(t, _)| t.eq_ignore_ascii_case(m)));
+    match (known, file.kind) {
+        (Some((_, ext)), _) => ext,
+        (None, FileKind::Image) => ".jpg",
+        (None, FileKind::Video) => ".mp4",
+        (None, _) => ".bin",
     }
 }
 
@@ -437,6 +456,24 @@ mod tests {
             size: None,
             source: FileSource::Handle { id: "h".into() },
         }
+    }
+
+    #[test]
+    fn a_made_name_takes_its_extension_from_the_type_else_the_kind() {
+        let typed = |mime: Option<&str>, kind| {
+            let mut f = file(None, kind);
+            f.mime_type = mime.map(str::to_owned);
+            default_extension(&f)
+        };
+        assert_eq!(typed(Some("image/png"), FileKind::Image), ".png");
+        assert_eq!(typed(Some("Image/JPEG; q=1"), FileKind::Image), ".jpg");
+        assert_eq!(
+            typed(Some("application/octet-stream"), FileKind::Image),
+            ".jpg"
+        );
+        assert_eq!(typed(None, FileKind::Video), ".mp4");
+        assert_eq!(typed(Some("application/pdf"), FileKind::File), ".pdf");
+        assert_eq!(typed(None, FileKind::File), ".bin");
     }
 
     #[tokio::test(start_paused = true)]

@@ -158,7 +158,6 @@ fn read_content(message: &ChatbotMessage, robot_code: &str) -> (String, Vec<Inbo
             .unwrap_or_default(),
         "richText" => {
             let mut words = Vec::new();
-            let mut images = 0;
             let items = content.get("richText").and_then(Value::as_array);
             for item in items.into_iter().flatten() {
                 let word = str_of(item, "text");
@@ -166,19 +165,14 @@ fn read_content(message: &ChatbotMessage, robot_code: &str) -> (String, Vec<Inbo
                     words.push(word.to_owned());
                 }
                 let code = str_of(item, "downloadCode");
-                if !code.is_empty() {
-                    images += 1;
-                    attach(FileKind::Image, code, Some(format!("image_{images}.png")));
-                }
+                // No name of our own: the daemon names each picture apart from every
+                // other message's (a made-up `image_1.png` would replace the last one).
+                attach(FileKind::Image, code, None);
             }
             words.join(" ")
         }
         "picture" => {
-            attach(
-                FileKind::Image,
-                str_of(content, "downloadCode"),
-                Some("image.png".to_owned()),
-            );
+            attach(FileKind::Image, str_of(content, "downloadCode"), None);
             String::new()
         }
         "file" | "audio" | "video" => {
@@ -341,21 +335,21 @@ mod tests {
         let handles: Vec<_> = m
             .files
             .iter()
-            .map(|f| (f.kind, f.filename.clone().unwrap(), f.source.clone()))
+            .map(|f| (f.kind, f.filename.clone(), f.source.clone()))
             .collect();
         assert_eq!(
             handles,
             [
                 (
                     FileKind::Image,
-                    "image_1.png".to_owned(),
+                    None,
                     FileSource::Handle {
                         id: "dingtalk-file:dingrobot:dc-1".into()
                     }
                 ),
                 (
                     FileKind::Image,
-                    "image_2.png".to_owned(),
+                    None,
                     FileSource::Handle {
                         id: "dingtalk-file:dingrobot:dc-2".into()
                     }
@@ -367,7 +361,7 @@ mod tests {
         picture["content"] = json!({"downloadCode": "dc/+=3"});
         let m = run(&picture).unwrap();
         assert_eq!(m.text, "");
-        assert_eq!(m.files[0].filename.as_deref(), Some("image.png"));
+        assert_eq!(m.files[0].filename, None, "the daemon names it");
         let FileSource::Handle { id } = &m.files[0].source else {
             panic!("no handle");
         };

@@ -247,15 +247,11 @@ fn attach(files: &mut Vec<InboundFile>, kind: FileKind, media: Option<&Media>) {
     let Some(id) = media.and_then(file_handle) else {
         return;
     };
-    let n = files.len() + 1;
-    let filename = match kind {
-        FileKind::Image => Some(format!("image_{n}.jpg")),
-        FileKind::Video => Some(format!("video_{n}.mp4")),
-        _ => None,
-    };
+    // No name of our own: the daemon names each file apart from every other message's (a
+    // made-up `image_1.jpg` would replace the last one in the thread).
     files.push(InboundFile {
         kind,
-        filename,
+        filename: None,
         mime_type: None,
         size: None,
         source: FileSource::Handle { id },
