@@ -6,6 +6,10 @@
 //! Each test waits for an observable point before it kills: a request the simulator
 //! recorded, a call the fake recorded, or the journal entry's record in the store (read
 //! with a second connection: WAL readers never block the daemon).
+//!
+//! Child `goal`: a `/goal from-chat` killed after the Gateway composed its goal.
+
+mod goal;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -153,7 +157,12 @@ impl Crashable {
 
     /// Waits until the user's chat shows a bot message whose text is exactly `text`.
     pub(crate) async fn wait_text(&self, text: &str) -> Vec<BotMessage> {
-        let until = Instant::now() + DEADLINE;
+        self.wait_text_within(text, DEADLINE).await
+    }
+
+    /// [`wait_text`](Self::wait_text) for at most `within`.
+    pub(crate) async fn wait_text_within(&self, text: &str, within: Duration) -> Vec<BotMessage> {
+        let until = Instant::now() + within;
         loop {
             let messages = self.fake.bot_messages(USER);
             if messages.iter().any(|m| m.text == text) {

@@ -39,6 +39,8 @@ use im_bridge_channel::{CommandVocabulary, InboundMessage, MsgType};
 use super::{Disposition, Inner};
 use crate::i18n::{Arg, msg as m};
 
+pub(crate) use goal::resume_from_chat;
+
 /// A command's handler: the message and its trimmed argument string (everything after the
 /// command name). One boxed future per handled command, no other allocation.
 pub(crate) type Handler =

@@ -9,7 +9,9 @@
 //!    platform's redelivery after a crash is still refused as a duplicate, and the entry is
 //!    what makes sure the message is answered anyway.
 //! 2. **Starting** (still admitted, with the thread named) just before the run request, the
-//!    run carrying the entry's id in its metadata (child `starting`).
+//!    run carrying the entry's id in its metadata (child `starting`). A `/goal from-chat`
+//!    records before that, saved at once, the objective the Gateway composed and saved,
+//!    with its thread: a restart starts the run on it instead of composing another goal.
 //! 3. **Running** once the Gateway accepted the run: the run id is saved before the first
 //!    event is read. Runs are started with `on_disconnect: "continue"`, so a run outlives
 //!    the bridge and a restarted bridge follows the same run instead of starting another.

@@ -16,6 +16,11 @@
 //!   on) are not: they are sent again first in the turn, which then follows the run for
 //!   the segments after them (`run::follow`; dropped when the Gateway no longer knows the
 //!   run, and the message runs again).
+//!
+//! A `/goal from-chat` whose goal the Gateway had composed and saved records the objective
+//! in its entry: wherever the message would run again, the command is not run again (no
+//! second composition, no second "goal saved" line); its run starts on the recorded
+//! objective and thread, after the same binding re-check.
 
 use std::sync::Arc;
 
@@ -25,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::journal::Entry;
-use super::{Disposition, Manager, Place, Workers, dedupe, run};
+use super::{Disposition, Manager, Place, Workers, commands, dedupe, run};
 use crate::gateway::{GatewayError, ThreadId};
 use crate::store::JournalState;
 use crate::telemetry::names;
@@ -134,6 +139,12 @@ impl Manager {
             if let Some(disposition) = run::follow(&self.inner, msg, &thread, &run_id).await {
                 return disposition;
             }
+        }
+        // `/goal from-chat` whose goal the Gateway had saved: the run starts on it.
+        if let Some((thread, objective)) = entry.composed_goal() {
+            tracing::info!("Starting the run on a goal composed before the restart.");
+            let thread = ThreadId::new(thread);
+            return commands::resume_from_chat(&self.inner, msg, &thread, &objective).await;
         }
         tracing::info!("Running a journaled message that had not started.");
         self.dispatch(msg).await

@@ -82,6 +82,12 @@ pub struct JournalRecord {
     /// the run publishes only the segments after them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub segments_sent: u32,
+    /// The objective the Gateway composed and saved as the goal of `thread_id` for this
+    /// message (`/goal from-chat`), recorded as soon as it answered: a restart starts (or
+    /// follows) the run on it instead of having the Gateway compose another. A record
+    /// written before this field reads as `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal_objective: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -167,6 +173,7 @@ impl JournalRecord {
             handed_off: None,
             carrier: None,
             segments_sent: 0,
+            goal_objective: None,
         }
     }
 
@@ -376,8 +383,12 @@ mod tests {
         // Nothing of either is written while unset.
         let fresh = encode(&JournalRecord::admitted(record.message.clone()));
         assert!(
-            !fresh.contains("segments_sent") && !fresh.contains("part"),
+            !fresh.contains("segments_sent")
+                && !fresh.contains("part")
+                && !fresh.contains("goal_objective"),
             "{fresh}"
         );
+        // A record written before the composed goal was journaled has none.
+        assert_eq!(decode(running).expect("reads").goal_objective, None);
     }
 }

@@ -10,6 +10,10 @@
 //! exactly one run call. When the conversation was rebound while the model composed the
 //! goal (`/new`), the goal stays on the old thread and no run starts; when the run cannot
 //! start, the user hears that the goal *is* saved but the task did not start.
+//!
+//! The composed objective is recorded in the command's journal entry the moment the
+//! Gateway answered (`journal/starting.rs`): a restart goes on from the binding re-check
+//! with it ([`resume_from_chat`], no second composition and no second "saved" line).
 
 use im_bridge_channel::InboundMessage;
 
@@ -17,6 +21,7 @@ use super::Command;
 use crate::gateway::ThreadId;
 use crate::gateway::{GatewayError, GoalState, MAX_HINT_CHARS, OptionalRoute, Support};
 use crate::i18n::{Arg, msg as m};
+use crate::manager::journal::Entry;
 use crate::manager::run::{self, RunStart, TurnOptions};
 use crate::manager::{Disposition, Inner};
 
@@ -352,7 +357,46 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
             return Disposition::Keep;
         }
     };
-    let objective = Arg::Str(&goal.objective);
+    // Recorded before the turn says anything or starts the run: a restart from here on
+    // starts the run on this goal instead of composing another (`journal/starting.rs`).
+    if let Some(entry) = Entry::current() {
+        entry.goal_composed(thread.as_str(), &goal.objective).await;
+    }
+    run_composed(inner, msg, &thread, &goal.objective, SavedLine::Due).await
+}
+
+/// Whether the turn still has to tell the user the goal was saved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SavedLine {
+    /// Publish the "goal saved" line before the run.
+    Due,
+    /// Say nothing of it: the process before this one published it (or lost only it).
+    Published,
+}
+
+/// A recovered `/goal from-chat` whose goal the Gateway had composed and saved on `thread`
+/// before the process that ran it died: the rest of the command on the recorded
+/// `objective`, without composing it again or saying again that it was saved.
+pub(crate) async fn resume_from_chat(
+    inner: &Inner,
+    msg: &InboundMessage,
+    thread: &ThreadId,
+    objective: &str,
+) -> Disposition {
+    run_composed(inner, msg, thread, objective, SavedLine::Published).await
+}
+
+/// The rest of `/goal from-chat` once the Gateway saved `objective` as the goal of
+/// `thread`: the binding re-check, the "saved" line when it is due, then exactly one run
+/// on the objective.
+async fn run_composed(
+    inner: &Inner,
+    msg: &InboundMessage,
+    thread: &ThreadId,
+    objective: &str,
+    saved_line: SavedLine,
+) -> Disposition {
+    let shown = Arg::Str(objective);
     // `/new` may have run while the model was composing: then the goal belongs to the
     // previous conversation and starting its task here would be wrong.
     let after = match inner.bindings.current(msg).await {
@@ -362,34 +406,36 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
             None
         }
     };
-    if after.as_ref() != Some(&thread) {
+    if after.as_ref() != Some(thread) {
         inner
             .replier
             .reply(
                 msg,
                 m::GOAL_FROM_CHAT_BINDING_CHANGED,
-                &[("objective", objective)],
+                &[("objective", shown)],
             )
             .await;
         return Disposition::Keep;
     }
-    inner
-        .replier
-        .preamble(msg, m::GOAL_FROM_CHAT_SAVED, &[("objective", objective)])
-        .await;
+    if saved_line == SavedLine::Due {
+        inner
+            .replier
+            .preamble(msg, m::GOAL_FROM_CHAT_SAVED, &[("objective", shown)])
+            .await;
+    }
     let options = TurnOptions {
         thread: Some(thread.clone()),
         caller_reports_not_started: true,
         ..TurnOptions::default()
     };
-    let (disposition, start) = run::chat_turn(inner, msg, &goal.objective, options).await;
+    let (disposition, start) = run::chat_turn(inner, msg, objective, options).await;
     if start != RunStart::Started {
         inner
             .replier
             .reply(
                 msg,
                 m::GOAL_FROM_CHAT_RUN_NOT_STARTED,
-                &[("objective", objective)],
+                &[("objective", shown)],
             )
             .await;
         // The goal is saved; retrying the command would compose it again.

@@ -4,6 +4,11 @@
 //! run but before the run id was saved leaves an admitted entry with a thread; recovery
 //! lists that thread's runs (`GET …/runs`) and follows the one naming the entry instead of
 //! starting another.
+//!
+//! What the run starts on is recorded too when the Gateway wrote it for the turn: the
+//! objective `/goal from-chat` had it compose and save, saved before the turn says so or
+//! starts the run. A restart then starts the run on that objective (or follows the run, as
+//! above) instead of having the Gateway compose another goal.
 
 use serde_json::{Value, json};
 
@@ -48,6 +53,26 @@ impl Entry {
             record.run_id = None;
         }
         self.save().await;
+    }
+
+    /// Records, saved at once, that the Gateway composed `objective` and saved it as the
+    /// goal of `thread`, the thread the turn's run starts on (see the module docs).
+    pub(crate) async fn goal_composed(&self, thread: &str, objective: &str) {
+        {
+            let mut progress = self.progress();
+            let record = &mut progress.record;
+            record.thread_id = Some(thread.to_owned());
+            record.goal_objective = Some(objective.to_owned());
+        }
+        self.save().await;
+    }
+
+    /// The thread and the objective of a goal the Gateway composed for this entry's turn
+    /// ([`goal_composed`](Self::goal_composed)).
+    pub(crate) fn composed_goal(&self) -> Option<(String, String)> {
+        let progress = self.progress();
+        let record = &progress.record;
+        record.thread_id.clone().zip(record.goal_objective.clone())
     }
 
     /// The thread a run may have been started on without its id being saved: set on an
@@ -188,6 +213,26 @@ mod tests {
         let record = stored(&rig).await;
         assert_eq!(record.state, JournalState::Running);
         assert_eq!(record.run_id.as_deref(), Some("r2"));
+    }
+
+    #[tokio::test]
+    async fn a_composed_goal_is_saved_at_once_with_its_thread() {
+        let rig = super::super::retry::tests::rig(std::time::Duration::from_secs(60)).await;
+        let msg = im_bridge_channel::InboundMessage::new("flaky", "4242", "u1", "/goal from-chat");
+        let super::super::Admission::New(Some(entry)) = rig.journal.admit(&msg, None, true).await
+        else {
+            panic!("a command that may start a run is journaled");
+        };
+        assert_eq!(entry.composed_goal(), None);
+        entry.goal_composed("t1", "ship the report").await;
+        let record = stored(&rig).await;
+        assert_eq!(record.thread_id.as_deref(), Some("t1"));
+        assert_eq!(record.goal_objective.as_deref(), Some("ship the report"));
+        let composed = Some(("t1".to_owned(), "ship the report".to_owned()));
+        assert_eq!(entry.composed_goal(), composed);
+        // The run about to start there needs no write of its own.
+        entry.starting("t1").await;
+        assert_eq!(stored(&rig).await, record);
     }
 
     #[tokio::test]
