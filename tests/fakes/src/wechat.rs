@@ -530,37 +530,15 @@ impl Fake<Wechat> {
     /// Queues `inbound` for `getupdates` (waking a held poll), hosting its media; returns
     /// it as queued, with its `context_token`.
     pub fn push(&self, inbound: &Inbound) -> Pushed {
-        self.shared.update(|s| {
-            s.seq += 1;
-            let seq = s.seq;
-            let message_id = 7_000_000_000_000_000_000 + seq;
-            let n = s.next();
-            let context_token = STANDARD.encode(format!("fake-context-{n}:{}", inbound.from()));
-            let created = s.now();
-            let since_epoch = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            let sent = (since_epoch + s.clock_offset).saturating_sub(inbound.ago());
-            let created_ms = sent.as_millis() as u64;
-            let body = s.message(inbound, seq, message_id, &context_token, created_ms);
-            s.contexts.insert(
-                context_token.clone(),
-                Context {
-                    user: inbound.from().to_owned(),
-                    replies: 0,
-                },
-            );
-            s.last_inbound.insert(inbound.from().to_owned(), created);
-            let pushed = Pushed {
-                seq,
-                message_id,
-                from_user_id: inbound.from().to_owned(),
-                context_token,
-                body,
-            };
-            s.log.push(pushed.clone());
-            pushed
-        })
+        self.shared.update(|s| s.queue(inbound))
+    }
+
+    /// Queues every one of `inbound` at once, in order, so the next `getupdates` answers
+    /// them in one batch (a held poll wakes once they are all queued); returns them as
+    /// queued.
+    pub fn push_all(&self, inbound: &[Inbound]) -> Vec<Pushed> {
+        self.shared
+            .update(|s| inbound.iter().map(|i| s.queue(i)).collect())
     }
 
     /// Delivers the message pushed as `seq` again, unchanged (its `message_id` and

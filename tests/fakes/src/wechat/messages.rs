@@ -1,5 +1,6 @@
 //! Inbound messages as `getupdates` returns them (SDK `types.ts`, `WeixinMessage`): built by
-//! [`Inbound`], queued by [`FakeWechat::push`](super::FakeWechat::push), which hosts their
+//! [`Inbound`], queued by [`FakeWechat::push`](super::FakeWechat::push) (or several at once,
+//! one batch, by [`FakeWechat::push_all`](super::FakeWechat::push_all)), which hosts their
 //! media on the CDN and gives each its `context_token`.
 //!
 //! A message: `{seq, message_id, from_user_id, to_user_id, client_id, create_time_ms,
@@ -20,7 +21,8 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value, json};
 
 use super::cdn::{hex, md5_hex};
-use super::{BOT_ID, Wechat};
+use super::records::Pushed;
+use super::{BOT_ID, Context, Wechat};
 
 /// One item of an inbound message.
 #[derive(Clone, Debug)]
@@ -217,5 +219,39 @@ impl Wechat {
             "item_list": items,
             "context_token": context_token,
         })
+    }
+
+    /// Queues `inbound` for `getupdates`, hosting its media and giving it a
+    /// `context_token`.
+    pub(super) fn queue(&mut self, inbound: &Inbound) -> Pushed {
+        self.seq += 1;
+        let seq = self.seq;
+        let message_id = 7_000_000_000_000_000_000 + seq;
+        let n = self.next();
+        let context_token = STANDARD.encode(format!("fake-context-{n}:{}", inbound.from()));
+        let created = self.now();
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let sent = (since_epoch + self.clock_offset).saturating_sub(inbound.ago());
+        let created_ms = sent.as_millis() as u64;
+        let body = self.message(inbound, seq, message_id, &context_token, created_ms);
+        self.contexts.insert(
+            context_token.clone(),
+            Context {
+                user: inbound.from().to_owned(),
+                replies: 0,
+            },
+        );
+        self.last_inbound.insert(inbound.from().to_owned(), created);
+        let pushed = Pushed {
+            seq,
+            message_id,
+            from_user_id: inbound.from().to_owned(),
+            context_token,
+            body,
+        };
+        self.log.push(pushed.clone());
+        pushed
     }
 }
