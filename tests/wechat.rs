@@ -7,8 +7,9 @@
 //! limit, `/goal from-chat`, localized replies, a picture reaching the agent, clean logs) is
 //! the conformance suite's (`tests/adapters.rs`), through `conformance`; this file keeps
 //! what is WeChat's own: an exact plain-text final with typing, the ten-sends cap told
-//! honestly, files both ways through the encrypted CDN, a restart mid-poll, QR login once
-//! and a restart reusing the stored token, no key and the log saying so, an ended session.
+//! honestly, files both ways through the encrypted CDN, a restart mid-poll, a batch over
+//! the size bound answered but for its huge message, QR login once and a restart reusing
+//! the stored token, no key and the log saying so, an ended session.
 
 #![cfg(feature = "wechat")]
 
@@ -27,6 +28,8 @@ use harness::{DEADLINE, Setup, Wx};
 
 /// The user (iLink's are `…@im.wechat`).
 const USER: &str = "o9cq8fakeuser00000000001@im.wechat";
+/// Another user.
+const OTHER: &str = "o9cq8fakeuser00000000002@im.wechat";
 
 /// Runs the simulator recorded, over all threads.
 fn runs(wx: &Wx) -> usize {
@@ -190,6 +193,56 @@ async fn issue_32_a_restart_mid_poll_neither_loses_nor_replays_a_message() {
         .filter(|c| c.body["get_updates_buf"] == "")
         .count();
     assert_eq!(from_start, 1);
+    wx.stop().await;
+}
+
+/// A batch over the 4 MiB bound, one huge message between two ordinary ones from two
+/// users: both ordinary messages are answered, and the next poll asks from the cursor
+/// after the batch. The huge one is skipped (logged and counted); nothing tells its
+/// sender, as nothing of it is read.
+#[tokio::test]
+async fn a_batch_over_the_size_bound_still_answers_its_ordinary_messages() {
+    let wx = Wx::start().await;
+    for _ in 0..2 {
+        wx.sim
+            .script_next_run(Script::with_answer("Answered.").chunks(1));
+    }
+    let huge = "长".repeat(1_750_000);
+    let pushed = wx.fake.push_all(&[
+        Inbound::text(USER, "the first ordinary message"),
+        Inbound::text(OTHER, &huge),
+        Inbound::text(OTHER, "the second ordinary message"),
+    ]);
+    wx.wait_shown(USER, "Answered.").await;
+    wx.wait_shown(OTHER, "Answered.").await;
+    let mut asked: Vec<String> = wx
+        .sim
+        .thread_ids()
+        .iter()
+        .filter_map(|t| {
+            wx.sim.messages(t).first()?["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    asked.sort();
+    assert_eq!(
+        asked,
+        ["the first ordinary message", "the second ordinary message"],
+        "the huge message never reached the agent"
+    );
+    let past = wx.fake.cursor_after(pushed[2].seq);
+    wx.fake
+        .wait_until("a poll past the batch", DEADLINE, |f| {
+            f.calls_to("getupdates")
+                .iter()
+                .any(|c| c.body["get_updates_buf"] == past.as_str())
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs(&wx), 2);
+    assert_eq!(wx.shown(OTHER), ["Answered."]);
+    assert_eq!(wx.refused(), Vec::<String>::new());
     wx.stop().await;
 }
 

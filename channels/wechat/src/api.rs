@@ -12,7 +12,7 @@
 //! the configured, stored or QR-login token in, and takes an ended one out.
 //!
 //! Children: `cdn`, the AES-128-ECB of the CDN's files and the keys' encodings; `batch`,
-//! a `getupdates` answer under its bound, and the cursor of one over it.
+//! a `getupdates` answer under its bound, and one over it read as a stream.
 
 pub mod batch;
 pub mod cdn;
@@ -68,18 +68,47 @@ impl Answered for Envelope {
     }
 }
 
-/// What a `getupdates` answered.
+/// What a `getupdates` answered: a batch of messages (maybe none) and the cursor after it.
 #[derive(Debug)]
-pub enum Polled {
-    /// A batch of messages (maybe none) and the cursor after it.
-    Batch(Updates),
-    /// A batch over [`MAX_POLL_ANSWER`], unread: its length, and the cursor after it.
-    TooLarge {
-        /// The answer's length in bytes.
-        bytes: u64,
-        /// The cursor after the batch (never logged).
-        cursor: String,
-    },
+pub struct Polled {
+    /// The batch. Of an oversized answer: the messages kept and the cursor, nothing else.
+    pub updates: Updates,
+    /// Set when the answer was over [`MAX_POLL_ANSWER`] and read as a stream.
+    pub oversized: Option<Oversized>,
+}
+
+/// What became of an answer over [`MAX_POLL_ANSWER`]: sizes and counts only (what a log
+/// may carry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Oversized {
+    /// The answer's length in bytes.
+    pub bytes: u64,
+    /// The messages kept.
+    pub kept: usize,
+    /// The messages skipped: over a bound, or unreadable.
+    pub skipped: u64,
+    /// Their raw bytes.
+    pub skipped_bytes: u64,
+}
+
+impl Polled {
+    /// The batch of an oversized answer: its kept messages, before `cursor`.
+    fn streamed(bytes: u64, cursor: String, found: batch::Found) -> Self {
+        let oversized = Oversized {
+            bytes,
+            kept: found.msgs.len(),
+            skipped: found.skipped,
+            skipped_bytes: found.skipped_bytes,
+        };
+        Self {
+            updates: Updates {
+                msgs: Some(found.msgs),
+                get_updates_buf: Some(cursor),
+                ..Updates::default()
+            },
+            oversized: Some(oversized),
+        }
+    }
 }
 
 /// `body` read as `T`, its envelope sorted (an empty body is `{}`).
@@ -205,8 +234,9 @@ impl Api {
 
     /// `getupdates` from `cursor`, held up to `hold` by iLink; the client waits that and
     /// `poll_slack` more (an answer later than that is [`ApiError::is_timeout`]). An answer
-    /// over [`MAX_POLL_ANSWER`] is [`Polled::TooLarge`] when its cursor can be read
-    /// (`batch`), else an error.
+    /// over [`MAX_POLL_ANSWER`] is read as a stream (`batch`): its ordinary messages and
+    /// its cursor, [`Polled::oversized`] saying what was skipped; without a readable cursor
+    /// it is an error.
     pub async fn get_updates(&self, cursor: &str, hold: Duration) -> Result<Polled, ApiError> {
         let op = "getupdates";
         let body = GetUpdates {
@@ -217,8 +247,15 @@ impl Api {
         let request = self.bot_request(op, "getupdates", &body, timeout)?;
         let response = http::checked(op, http::send(op, request).await?)?;
         Ok(match batch::read(op, response, MAX_POLL_ANSWER).await? {
-            batch::Batch::Whole(body) => Polled::Batch(typed(op, &body)?),
-            batch::Batch::TooLarge { bytes, cursor } => Polled::TooLarge { bytes, cursor },
+            batch::Batch::Whole(body) => Polled {
+                updates: typed(op, &body)?,
+                oversized: None,
+            },
+            batch::Batch::Streamed {
+                bytes,
+                cursor,
+                found,
+            } => Polled::streamed(bytes, cursor, found),
         })
     }
 

@@ -389,23 +389,27 @@ async fn a_cursor_is_kept_through_refused_polls() {
     running.stop().await.unwrap();
 }
 
-/// A batch over the size bound cannot be read, and iLink answers it again to every poll
-/// from the same cursor: the poll moves past it by the cursor it carries (its messages
-/// lost, a `receiving` error counted), and what comes after is taken.
+/// A batch over the size bound cannot be kept whole, and iLink answers it again to every
+/// poll from the same cursor: it is read as a stream, its ordinary messages taken in
+/// order, the one over the per-message bound skipped (a `receiving` error), and the poll
+/// moves past it by the cursor it carries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_batch_over_the_bound_is_skipped_by_its_cursor() {
+async fn a_batch_over_the_bound_keeps_its_ordinary_messages_and_moves_past() {
     let fake = started().await;
-    // Five messages of a megabyte: one batch of over 5 MiB.
-    let long = "长".repeat(350_000);
-    let mut last = 0;
-    for _ in 0..5 {
-        last = fake.push(&Inbound::text(USER, &long)).seq;
-    }
+    // One message of 5 MiB between two ordinary ones: one batch of over 5 MiB.
+    let huge = "长".repeat(1_750_000);
+    let pushed = fake.push_all(&[
+        Inbound::text(USER, "before the flood"),
+        Inbound::text(USER, &huge),
+        Inbound::text(USER, "after the flood"),
+    ]);
     let probe = im_bridge_fakes::telemetry::TelemetryProbe::new();
     let state: Arc<dyn ChannelState> = Arc::new(MemoryState::new());
-    let ch = Arc::new(probe.build(|| channel(&fake, Some(wechat::BOT_TOKEN), state)));
+    let ch = Arc::new(probe.build(|| channel(&fake, Some(wechat::BOT_TOKEN), state.clone())));
     let mut running = RunningChannel::start(ch);
-    let past = fake.cursor_after(last);
+    assert_eq!(running.next().await.text, "before the flood");
+    assert_eq!(running.next().await.text, "after the flood");
+    let past = fake.cursor_after(pushed[2].seq);
     fake.wait_until("a poll past the batch", DEADLINE, |f| {
         f.calls_to("getupdates")
             .iter()
@@ -413,8 +417,13 @@ async fn a_batch_over_the_bound_is_skipped_by_its_cursor() {
     })
     .await
     .unwrap();
-    fake.push(&Inbound::text(USER, "after the flood"));
-    assert_eq!(running.next().await.text, "after the flood");
+    assert_eq!(
+        state.get(crate::CURSOR_KEY).await.unwrap().as_deref(),
+        Some(past.as_bytes())
+    );
     assert_eq!(probe.errors(NAME, Stage::Receiving), 1);
+    assert_eq!(probe.received(NAME), 2);
+    fake.push(&Inbound::text(USER, "later"));
+    assert_eq!(running.next().await.text, "later");
     running.stop().await.unwrap();
 }

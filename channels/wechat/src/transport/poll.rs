@@ -7,11 +7,15 @@
 //!   for again) nor replays one (a batch admitted is behind the stored cursor; a batch
 //!   admitted in part comes again and the daemon's dedupe drops what it already took, by
 //!   the message id).
-//! - **A batch too large.** An answer over [`MAX_POLL_ANSWER`] cannot be read, and iLink
-//!   would answer the same batch to every poll from the same cursor, so the poll would
-//!   stall for good. Its cursor is read from the rest of it (`api::batch`) and the batch
-//!   skipped: its messages are lost, with an error logged and counted (`receiving`). One
-//!   whose cursor cannot be read fails as any other poll does.
+//! - **A batch too large.** An answer over [`MAX_POLL_ANSWER`] cannot be kept whole, and
+//!   iLink would answer the same batch to every poll from the same cursor, so refusing it
+//!   would stall the poll for good. It is read as a stream (`api::batch`): its ordinary
+//!   messages are admitted as any batch's, and the cursor after it stored once they are.
+//!   A message over the per-message bound (or past the bound on what one batch keeps, or
+//!   unreadable) is lost, as the cursor cannot stop part-way through a batch: each is
+//!   counted (`receiving`) and the batch logged with counts and sizes only. No reply tells
+//!   its sender: nothing of it is read, not even who sent it. One whose cursor cannot be
+//!   read fails as any other poll does.
 //! - **Backpressure.** Admission waits for queue space ([`InboundSink::send_waiting`]);
 //!   when admission is closed (the daemon is stopping) the rest of the batch is left and
 //!   the cursor not moved.
@@ -37,7 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Intake;
 use crate::NAME;
-use crate::api::{MAX_POLL_ANSWER, Polled};
+use crate::api::{MAX_POLL_ANSWER, Oversized, Polled};
 use crate::error::ApiError;
 
 /// The state key of the cursor (a plain value).
@@ -69,20 +73,11 @@ pub(crate) async fn run(
             r = intake.api.get_updates(&poll.cursor, poll.hold) => r,
         };
         let error = match polled {
-            Ok(Polled::TooLarge { bytes, cursor }) => {
-                poll.answered(intake, None);
-                intake.telemetry.error(Stage::Receiving);
-                tracing::error!(
-                    channel = NAME,
-                    bytes,
-                    limit = MAX_POLL_ANSWER,
-                    "Skipped a WeChat batch over the size bound: its messages are lost."
-                );
-                poll.advance(intake, Some(cursor)).await;
-                continue;
-            }
-            Ok(Polled::Batch(updates)) => {
+            Ok(Polled { updates, oversized }) => {
                 poll.answered(intake, updates.longpolling_timeout_ms);
+                if let Some(oversized) = oversized {
+                    report_oversized(intake, oversized);
+                }
                 let msgs = updates.msgs.unwrap_or_default();
                 if let Some(exit) = admit(intake, sink, msgs, shutdown).await {
                     return Ok(exit);
@@ -153,6 +148,39 @@ async fn admit(
         }
     }
     None
+}
+
+/// Logs a batch over the size bound that was read as a stream (counts and sizes only), and
+/// counts each message skipped in it as a `receiving` error.
+fn report_oversized(intake: &Intake, oversized: Oversized) {
+    let Oversized {
+        bytes,
+        kept,
+        skipped,
+        skipped_bytes,
+    } = oversized;
+    if skipped == 0 {
+        tracing::warn!(
+            channel = NAME,
+            bytes,
+            limit = MAX_POLL_ANSWER,
+            kept,
+            "Read a WeChat batch over the size bound message by message; none was skipped."
+        );
+        return;
+    }
+    for _ in 0..skipped {
+        intake.telemetry.error(Stage::Receiving);
+    }
+    tracing::error!(
+        channel = NAME,
+        bytes,
+        limit = MAX_POLL_ANSWER,
+        kept,
+        skipped,
+        skipped_bytes,
+        "Skipped messages of a WeChat batch over the size bound: they are lost."
+    );
 }
 
 /// Where the poll stands: the cursor, the hold asked for, the wait after failures.
