@@ -1,6 +1,7 @@
 //! Rich replies on Telegram (issue 14): the agent's Markdown arrives as Telegram HTML
 //! (`parse_mode: "HTML"`) that the fake parses as Telegram does; a streamed answer with a
-//! fence still open never meets a 400; a reply whose markup is refused is resent plain.
+//! fence still open never meets a 400; a reply whose markup is refused is resent plain,
+//! its links' addresses written out after their texts.
 
 use std::time::Duration;
 
@@ -128,32 +129,54 @@ async fn issue_14_a_reply_whose_markup_is_refused_is_resent_as_plain_text() {
 
 /// An answer citing many sources: its link addresses carry more entity data than Telegram
 /// takes in one message ("entities too long", long before 4096 visible characters). The
-/// answer still arrives, its words as plain text.
+/// answer still arrives as plain text, each link's address after its text, in as many
+/// messages as that takes, each within 4096 UTF-16 units.
 #[tokio::test]
-async fn an_answer_whose_links_are_too_much_entity_data_arrives_as_plain_text() {
+async fn an_answer_whose_links_are_too_much_entity_data_arrives_as_plain_text_with_its_addresses() {
     let path = "p".repeat(180);
+    let url = |n: usize| format!("https://example.com/{path}/{n}");
     let answer: String = (0..60)
-        .map(|n| format!("See [source {n}](https://example.com/{path}/{n}).\n"))
+        .map(|n| format!("See [source {n}]({}).\n", url(n)))
         .collect();
     let tg = Tg::start().await;
     tg.ready().await;
     tg.sim
         .script_next_run(Script::with_answer(answer.trim_end()).chunks(1));
     tg.fake.inject(Incoming::private(USER, "cite everything"));
+    let shown = || -> String {
+        let messages = tg.fake.bot_messages(USER);
+        messages
+            .iter()
+            .map(|m| m.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     let calls = tg
         .fake
-        .wait_for("the whole answer", DEADLINE, |_| {
-            tg.fake
-                .bot_messages(USER)
-                .iter()
-                .any(|m| m.text.ends_with("See source 59."))
+        .wait_for("every address", DEADLINE, |_| {
+            let shown = shown();
+            (0..60).all(|n| shown.contains(&format!("source {n} ({})", url(n))))
         })
         .await
         .unwrap();
-    let refused = calls.iter().filter(|c| c.status == 400).count();
-    assert!(refused >= 1, "Telegram refused the links first");
-    let shown = tg.fake.bot_messages(USER).pop().unwrap();
-    assert!(shown.entities.is_empty(), "as plain text");
-    assert!(shown.text.starts_with("See source 0."), "{}", shown.text);
+    let refused: Vec<_> = calls.iter().filter(|c| c.status == 400).collect();
+    assert_eq!(
+        refused.len(),
+        1,
+        "Telegram refused the links, then nothing: {refused:#?}"
+    );
+    let messages = tg.fake.bot_messages(USER);
+    assert!(messages.len() > 1, "the addresses took it past one message");
+    for message in &messages {
+        assert!(message.entities.is_empty(), "as plain text");
+        let len = message.text.encode_utf16().count();
+        assert!(len <= 4096, "{len} UTF-16 units");
+    }
+    // The whole answer, in order, each link as its text and address.
+    let expected: String = (0..60)
+        .map(|n| format!("See source {n} ({}).\n", url(n)))
+        .collect();
+    let words = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(words(&shown()), words(&expected));
     tg.stop().await;
 }

@@ -476,6 +476,14 @@ impl DeliveryHints {
         self.suffixed('/', n)
     }
 
+    /// The hints of a message the delivery engine resends as plain text in several (the
+    /// platform refused its markup, and its link addresses written out took it past the
+    /// limit): piece `n` (1 the first after the message itself) has a key apart from every
+    /// part's ([`DeliveryHints::part`]) and every cut's ([`DeliveryHints::cut`]).
+    pub fn piece(&self, n: usize) -> Cow<'_, Self> {
+        self.suffixed('+', n)
+    }
+
     /// These hints with the send key followed by `sep` and `n`, for `n` past 0.
     fn suffixed(&self, sep: char, n: usize) -> Cow<'_, Self> {
         match &self.send_key {
@@ -546,6 +554,13 @@ mod tests {
         // An adapter's own cuts stand apart from the parts; a line of its own has none.
         assert_eq!(hints.cut(1).send_key.as_deref(), Some("e1:2/1"));
         assert_eq!(second.cut(1).send_key.as_deref(), Some("e1:2.1/1"));
+        // So do the pieces of a message resent as plain text, and an adapter's cuts of one.
+        assert_eq!(hints.piece(1).send_key.as_deref(), Some("e1:2+1"));
+        assert_eq!(second.piece(2).send_key.as_deref(), Some("e1:2.1+2"));
+        assert_eq!(
+            second.piece(1).cut(1).send_key.as_deref(),
+            Some("e1:2.1+1/1")
+        );
         assert_eq!(hints.unnamed().send_key, None);
         assert!(hints.unnamed().stays_last);
         // Pinned: a bridge restarted on a newer build names the reply as the older one did.

@@ -110,9 +110,23 @@ pub struct Rendered {
     pub text: String,
     /// What the reader sees: the text with the markup taken out (entities decoded).
     /// Platforms count their length limit on this (an HTML dialect's "1-4096 characters
-    /// after entities parsing"), and it is what a plain-text resend sends. For [`Plain`]
-    /// it equals `text`.
+    /// after entities parsing"). For [`Plain`] it equals `text`.
     pub plain: String,
+    /// What a plain-text resend of the message shows (the platform refused its markup),
+    /// when the markup carries link addresses `plain` does not show: `plain` with each
+    /// link's address in parentheses after its text ("text (url)"), as a dialect that
+    /// [writes links as text](Dialect::links_as_text) shows them. `None` for a message
+    /// without such a link, and for a preview: the resend is `plain`. It may be longer than
+    /// the limit (the length layer splits it).
+    pub plain_linked: Option<String>,
+}
+
+impl Rendered {
+    /// What a plain-text resend of the message shows: [`Rendered::plain_linked`] where it
+    /// has one, else [`Rendered::plain`].
+    pub fn resend_text(&self) -> &str {
+        self.plain_linked.as_deref().unwrap_or(&self.plain)
+    }
 }
 
 /// A final: `markdown` rendered in `dialect`, split into messages whose `plain` is at most
@@ -130,10 +144,20 @@ pub fn render(
     limit: usize,
 ) -> Vec<Rendered> {
     let doc = doc::Doc::parse(markdown, dialect, false);
-    cut::chunks(&doc, Measure::new(unit, dialect), limit)
-        .into_iter()
-        .map(|range| emit::emit(&doc, range, dialect))
-        .collect()
+    let ranges = cut::chunks(&doc, Measure::new(unit, dialect), limit);
+    let mut addresses = doc.addresses.as_slice();
+    let mut messages = Vec::with_capacity(ranges.len());
+    for (n, range) in ranges.iter().enumerate() {
+        // A link's address goes with the message its text ends in (or the whitespace
+        // after it, which the cut leaves out).
+        let next = ranges.get(n + 1).map_or(usize::MAX, |next| next.start);
+        let (own, later) = addresses.split_at(addresses.partition_point(|(at, _)| *at <= next));
+        addresses = later;
+        let mut message = emit::emit(&doc, range.clone(), dialect);
+        message.plain_linked = emit::linked(&doc, range.clone(), own);
+        messages.push(message);
+    }
+    messages
 }
 
 /// A partial of a reply still being written: ONE message, well-formed, cut to `limit`

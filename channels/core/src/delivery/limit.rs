@@ -17,7 +17,10 @@
 //! counted on what the reader sees, previews rendered with whatever is not balanced yet
 //! shown as text. A message the platform still refuses for its markup
 //! ([`ChannelError::BadMarkup`]) is resent once as plain text (counted in
-//! [`MARKUP_FALLBACKS`]), so it is never lost for its formatting.
+//! [`MARKUP_FALLBACKS`]), so it is never lost for its formatting: each link as its text
+//! followed by its address ("text (url)"), split within the limit where the addresses take
+//! it past it, the first piece in place of the message and the others as new messages
+//! (`resend.rs`). A preview, one message whatever it holds, is resent as its visible text.
 //!
 //! On a channel with a [`ReplyWindow`](crate::ReplyWindow), a final never fills more
 //! messages than its source has replies left ([`ReplyQuotas::remaining`], read at delivery
@@ -27,9 +30,9 @@
 //!
 //! Where a source stops taking replies after a final's first messages (its window closed
 //! between them), the layer answers [`ChannelError::ReplyWindowRest`] with the text of the
-//! messages not sent, as the reader would have seen it: a final marked
-//! [`literal`](crate::DeliveryHints::literal) (what a later message carries of it) is split
-//! as it is and each message written in the markup literally.
+//! messages not sent, as a plain-text resend shows it (links with their addresses): a
+//! final marked [`literal`](crate::DeliveryHints::literal) (what a later message carries of
+//! it) is split as it is and each message written in the markup literally.
 //!
 //! The limit, its unit and the markup are read from the inner channel's capabilities on
 //! every call.
@@ -47,6 +50,8 @@ use crate::render::{self, Rendered};
 use super::forward_channel;
 use super::passive::ReplyQuotas;
 use super::split::{split, split_chunks, truncate};
+
+mod resend;
 
 /// Counter: messages resent as plain text after the platform refused their markup, by
 /// `channel`.
@@ -107,6 +112,7 @@ impl<C: Channel> LimitLength<C> {
             vec![Rendered {
                 text: text.to_owned(),
                 plain: text.to_owned(),
+                plain_linked: None,
             }]
         });
         messages.truncate(room);
@@ -123,6 +129,7 @@ impl<C: Channel> LimitLength<C> {
             let plain = format!("{}{note}", cut.trim_end());
             last.text = caps.markup.literal(&plain);
             last.plain = plain;
+            last.plain_linked = None;
         }
         Some(messages)
     }
@@ -140,6 +147,7 @@ impl<C: Channel> LimitLength<C> {
                     .map(|chunk| Rendered {
                         plain: chunk.clone(),
                         text: chunk,
+                        plain_linked: None,
                     })
                     .collect()
             });
@@ -150,6 +158,7 @@ impl<C: Channel> LimitLength<C> {
             vec![Rendered {
                 text: markup.literal(text),
                 plain: text.to_owned(),
+                plain_linked: None,
             }]
         } else {
             rendered
@@ -173,6 +182,7 @@ impl<C: Channel> LimitLength<C> {
                     Rendered {
                         text: markup.literal(&plain),
                         plain,
+                        plain_linked: None,
                     }
                 })
                 .collect();
@@ -184,9 +194,9 @@ impl<C: Channel> LimitLength<C> {
     }
 
     /// What the reader did not get of a final (`literal`, or not) whose `unsent` messages
-    /// were not sent.
+    /// were not sent, as their plain-text resends show it.
     fn rest_of(&self, unsent: &[Rendered], literal: bool) -> String {
-        let plains = unsent.iter().map(|m| m.plain.as_str());
+        let plains = unsent.iter().map(Rendered::resend_text);
         let rest = match literal || !self.inner.capabilities().markup.renders_markdown() {
             // Cut from the text as it is: together, they are the rest of it.
             true => plains.collect(),
@@ -213,28 +223,6 @@ impl<C: Channel> LimitLength<C> {
         }
     }
 
-    /// Makes `call` with `message`'s text, and once more with its plain text when the
-    /// platform could not parse the markup.
-    async fn with_fallback<T, F, Fut>(&self, message: &Rendered, call: F) -> ChannelResult<T>
-    where
-        F: Fn(String) -> Fut,
-        Fut: Future<Output = ChannelResult<T>>,
-    {
-        match call(message.text.clone()).await {
-            Err(ChannelError::BadMarkup) => {
-                let channel = self.inner.name();
-                tracing::warn!(
-                    channel,
-                    "The platform refused a reply's formatting; resending it as plain text."
-                );
-                metrics::counter!(MARKUP_FALLBACKS, "channel" => channel).increment(1);
-                let plain = self.inner.capabilities().markup.literal(&message.plain);
-                call(plain).await
-            }
-            other => other,
-        }
-    }
-
     /// Sends the parts after the first, each under its own send key (parts 1, 2, …). A
     /// source that takes no more replies from one of them on: what was not sent, in
     /// [`ChannelError::ReplyWindowRest`].
@@ -254,7 +242,7 @@ impl<C: Channel> LimitLength<C> {
                 })
                 .await;
             match sent {
-                Ok(_) => {}
+                Ok((_, pieces)) => self.send_pieces(to, &pieces, &rest[n..]).await?,
                 Err(ChannelError::ReplyWindow(reason)) => {
                     let rest = self.rest_of(&rest[n - 1..], to.hints.literal);
                     return Err(ChannelError::ReplyWindowRest { reason, rest });
@@ -277,7 +265,9 @@ impl<C: Channel> LimitLength<C> {
         }
         let rendered =
             render::render_preview(text, caps.markup, caps.length_unit, caps.max_message_len);
-        self.with_fallback(&rendered, call).await
+        // A preview has no pieces: its plain text is within the limit.
+        let (shown, _) = self.with_fallback(&rendered, call).await?;
+        Ok(shown)
     }
 }
 
@@ -289,11 +279,12 @@ impl<C: Channel> Channel for LimitLength<C> {
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         match self.messages(&to, text).as_deref() {
             Some([first, rest @ ..]) => {
-                let sent = self
+                let (sent, pieces) = self
                     .with_fallback(first, |text| async move {
                         self.inner.send_text(to, &text).await
                     })
                     .await?;
+                self.send_pieces(to, &pieces, rest).await?;
                 self.send_rest(to, rest).await?;
                 Ok(sent)
             }
@@ -318,10 +309,12 @@ impl<C: Channel> Channel for LimitLength<C> {
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         match self.messages(&to, text).as_deref() {
             Some([first, rest @ ..]) => {
-                self.with_fallback(first, |text| async move {
-                    self.inner.finish_stream(to, id, &text).await
-                })
-                .await?;
+                let ((), pieces) = self
+                    .with_fallback(first, |text| async move {
+                        self.inner.finish_stream(to, id, &text).await
+                    })
+                    .await?;
+                self.send_pieces(to, &pieces, rest).await?;
                 self.send_rest(to, rest).await
             }
             _ => self.inner.finish_stream(to, id, text).await,
@@ -446,7 +439,8 @@ mod tests {
         }
     }
 
-    fn brackets(len: usize) -> crate::capabilities::Capabilities {
+    /// A channel of `len` chars whose markup is [`Brackets`].
+    pub(super) fn brackets(len: usize) -> crate::capabilities::Capabilities {
         crate::capabilities::Capabilities {
             markup: &Brackets,
             ..crate::delivery::recorder::editable(len)
@@ -518,6 +512,23 @@ mod tests {
         rec.fail(Op::Send, ChannelError::ReplyWindow("used"));
         let refused = layer.send_text(target(), "hello world").await;
         assert!(matches!(refused, Err(ChannelError::ReplyWindow("used"))));
+    }
+
+    #[tokio::test]
+    async fn the_rest_of_a_final_keeps_its_link_addresses() {
+        // Sent later as it is, in the markup literally: a link is its text and address.
+        let (rec, layer) =
+            crate::delivery::recorder::layered_with(brackets(12), ChannelExt::limit_length);
+        rec.pass(Op::Send);
+        rec.fail(Op::Send, ChannelError::ReplyWindow("closed"));
+        let refused = layer
+            .send_text(target(), "aaaa bbbb\n\n[cccc](https://e.x/c) dddd")
+            .await;
+        let Err(ChannelError::ReplyWindowRest { rest, .. }) = refused else {
+            panic!("{refused:?}");
+        };
+        assert_eq!(rest, "cccc (https://e.x/c) dddd");
+        assert_eq!(rec.calls(), [Call::Send("aaaa bbbb".into())]);
     }
 
     #[tokio::test]

@@ -58,7 +58,9 @@ pub(crate) struct Recorder {
     identity: ChannelIdentity,
     epoch: Instant,
     calls: Mutex<Vec<(Duration, Call)>>,
-    failures: Mutex<HashMap<Op, VecDeque<ChannelError>>>,
+    /// The outcome of each next call of an op, in order: a failure, or `None` to let it
+    /// through; past the queue, calls go through.
+    failures: Mutex<HashMap<Op, VecDeque<Option<ChannelError>>>>,
     attempts: Mutex<HashMap<Op, usize>>,
     /// The send key of each new message sent, in order.
     send_keys: Mutex<Vec<Option<String>>>,
@@ -85,7 +87,18 @@ impl Recorder {
             .unwrap()
             .entry(op)
             .or_default()
-            .push_back(error);
+            .push_back(Some(error));
+    }
+
+    /// Lets the next call of `op` through (queued after earlier failures, before later
+    /// ones).
+    pub(crate) fn pass(&self, op: Op) {
+        self.failures
+            .lock()
+            .unwrap()
+            .entry(op)
+            .or_default()
+            .push_back(None);
     }
 
     /// The accepted calls, in order.
@@ -116,6 +129,7 @@ impl Recorder {
             .unwrap()
             .get_mut(&op)
             .and_then(VecDeque::pop_front)
+            .flatten()
         {
             return Err(error);
         }

@@ -7,7 +7,8 @@
 //! dialect and showing exactly its `plain`, as [`Dialect::check`] tells; within the limit
 //! as the cut counts it (what [`Dialect::extra_units`] adds), unless it is a single code
 //! point longer than the limit; never blank; and the messages are the whole text in order,
-//! but for whitespace at the cuts.
+//! but for whitespace at the cuts. [`check_resend`] checks what the messages' plain-text
+//! resends show: every link's address, as a dialect writing links as text shows it.
 
 use super::{Dialect, Measure, Rendered, render, render_preview};
 use crate::capabilities::LengthUnit;
@@ -43,6 +44,33 @@ pub fn check_final(markdown: &str, dialect: &dyn Dialect, unit: LengthUnit, limi
     assert_eq!(
         collapse(&joined.join(" ")).replace(' ', ""),
         collapse(whole).replace(' ', "")
+    );
+}
+
+/// Renders `markdown` as a final and checks what its messages' plain-text resends show
+/// ([`Rendered::resend_text`]): together, whitespace aside, what
+/// [`PlainText`](super::PlainText), a dialect
+/// writing links as text, shows of it; and a message's
+/// [`plain_linked`](Rendered::plain_linked) only where it adds an address to its `plain`.
+///
+/// For the property tests' Markdown; not fuzzed: where an image inside a link, or a link
+/// without text, meets the rules on when an address is shown, the two may differ by that
+/// address.
+#[cfg(any(test, feature = "test-support"))]
+pub fn check_resend(markdown: &str, dialect: &dyn Dialect, unit: LengthUnit, limit: usize) {
+    let chunks = render(markdown, dialect, unit, limit);
+    for chunk in &chunks {
+        if let Some(linked) = &chunk.plain_linked {
+            assert!(linked.len() > chunk.plain.len(), "{chunk:?}");
+        }
+    }
+    let resent: Vec<&str> = chunks.iter().map(Rendered::resend_text).collect();
+    let linked = render(markdown, &super::PlainText, unit, usize::MAX);
+    let linked = linked.first().map(|r| r.plain.as_str()).unwrap_or_default();
+    assert_eq!(
+        collapse(&resent.join(" ")).replace(' ', ""),
+        collapse(linked).replace(' ', ""),
+        "{dialect:?}"
     );
 }
 

@@ -6,7 +6,8 @@
 //! [`run`] checks, on Markdown made of the constructs the renderer knows and on arbitrary
 //! text: every message of a final and every preview well-formed as the dialect's
 //! [`Dialect::check`] tells, within the limit, never blank, nothing lost
-//! ([`check_final`], [`check_preview`]); the cut's quick `fits` agreeing with its
+//! ([`check_final`], [`check_preview`]); a plain-text resend showing every link's
+//! address ([`check_resend`]); the cut's quick `fits` agreeing with its
 //! measure; nothing panicking; blank text giving no message; and deep nesting staying
 //! linear. [`one`] and [`texts`] serve the adapters' own tests of their output.
 //!
@@ -21,7 +22,7 @@ use proptest::test_runner::{Config, TestRunner};
 use super::{Dialect, Measure, Rendered, render, render_preview};
 use crate::capabilities::LengthUnit;
 
-pub use super::check::{check_final, check_preview};
+pub use super::check::{check_final, check_preview, check_resend};
 
 /// `markdown` as one message in `dialect` (no limit to speak of): its text.
 pub fn one(markdown: &str, dialect: &dyn Dialect) -> String {
@@ -114,6 +115,15 @@ pub fn run(dialect: &dyn Dialect) {
         (markdown(), unit(), 8usize..300),
         |(markdown, unit, limit)| {
             check_final(&markdown, dialect, unit, limit);
+            Ok(())
+        },
+    );
+    property(
+        dialect,
+        "a plain-text resend shows every link's address, as links written as text",
+        (markdown(), unit(), 8usize..300),
+        |(markdown, unit, limit)| {
+            check_resend(&markdown, dialect, unit, limit);
             Ok(())
         },
     );

@@ -48,6 +48,12 @@ pub(super) struct Span {
 pub(super) struct Doc {
     pub visible: String,
     pub spans: Vec<Span>,
+    /// For a dialect that does not write links as text: each link's address the visible
+    /// text does not show, and where in it a links-as-text dialect would show it (just
+    /// after the link's text), in order. What a plain-text resend of a message adds
+    /// ([`Rendered::plain_linked`](super::Rendered::plain_linked)). One entry per link of
+    /// the Markdown at most, so bounded by its length; empty for a text without links.
+    pub addresses: Vec<(usize, String)>,
 }
 
 impl Doc {
@@ -358,12 +364,15 @@ impl<'d> Builder<'d> {
             let frame = (!self.dialect.links_as_text() && has_scheme(url, super::HTTP))
                 .then(|| Frame::Link(url.to_owned()));
             self.write(url, frame);
-        } else if self.dialect.links_as_text()
-            && !url.is_empty()
-            && shown != url
-            && url.strip_prefix("mailto:") != Some(shown)
-        {
-            self.write(&format!(" ({url})"), None);
+        } else if !url.is_empty() && shown != url && url.strip_prefix("mailto:") != Some(shown) {
+            if self.dialect.links_as_text() {
+                let mut address = String::with_capacity(url.len() + 3);
+                push_address(&mut address, url);
+                self.write(&address, None);
+            } else {
+                let at = self.doc.visible.len();
+                self.doc.addresses.push((at, link.url));
+            }
         }
     }
 
@@ -442,6 +451,14 @@ impl<'d> Builder<'d> {
             }),
         }
     }
+}
+
+/// Appends what follows a link's text where links are written as text: its address in
+/// parentheses (" (url)").
+pub(super) fn push_address(out: &mut String, url: &str) {
+    out.push_str(" (");
+    out.push_str(url);
+    out.push(')');
 }
 
 /// Whether `url` starts with one of `schemes` (ASCII case-insensitive).

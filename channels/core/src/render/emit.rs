@@ -10,10 +10,11 @@
 
 use std::ops::Range;
 
-use super::doc::{Doc, Frame};
+use super::doc::{Doc, Frame, push_address};
 use super::{Dialect, Rendered, Writer};
 
-/// The message showing `doc.visible[range]` in `dialect`.
+/// The message showing `doc.visible[range]` in `dialect` (without its
+/// [`plain_linked`](Rendered::plain_linked): [`linked`]).
 pub(super) fn emit(doc: &Doc, range: Range<usize>, dialect: &dyn Dialect) -> Rendered {
     let plain = doc
         .visible
@@ -21,7 +22,36 @@ pub(super) fn emit(doc: &Doc, range: Range<usize>, dialect: &dyn Dialect) -> Ren
         .unwrap_or_default()
         .to_owned();
     let text = tagged(doc, range, dialect.writer().as_mut());
-    Rendered { text, plain }
+    Rendered {
+        text,
+        plain,
+        plain_linked: None,
+    }
+}
+
+/// `doc.visible[range]` with `addresses` (the message's share of `doc.addresses`) each
+/// after its link's text, one before the range at its start and one after it at its end;
+/// `None` without addresses.
+pub(super) fn linked(
+    doc: &Doc,
+    range: Range<usize>,
+    addresses: &[(usize, String)],
+) -> Option<String> {
+    if addresses.is_empty() {
+        return None;
+    }
+    let visible = doc.visible.get(range.clone()).unwrap_or_default();
+    let grown: usize = addresses.iter().map(|(_, url)| url.len() + 3).sum();
+    let mut out = String::with_capacity(visible.len() + grown);
+    let mut from = range.start;
+    for (at, url) in addresses {
+        let at = (*at).min(range.end).max(from);
+        out.push_str(doc.visible.get(from..at).unwrap_or_default());
+        push_address(&mut out, url);
+        from = at;
+    }
+    out.push_str(doc.visible.get(from..range.end).unwrap_or_default());
+    Some(out)
 }
 
 fn tagged(doc: &Doc, range: Range<usize>, tags: &mut dyn Writer) -> String {

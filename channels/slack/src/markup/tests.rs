@@ -175,6 +175,7 @@ fn the_check_refuses_what_slack_would_misread() {
         let message = Rendered {
             text: text.into(),
             plain: plain.into(),
+            plain_linked: None,
         };
         SlackMrkdwn.check(&message, LengthUnit::Chars, 100).is_err()
     };

@@ -18,6 +18,7 @@ fn html(markdown: &str) -> String {
     let rendered = chunks.into_iter().next().unwrap_or(Rendered {
         text: String::new(),
         plain: String::new(),
+        plain_linked: None,
     });
     assert_well_formed(&rendered);
     rendered.text
