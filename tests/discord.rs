@@ -232,6 +232,60 @@ async fn a_message_sent_while_the_connection_was_silently_dead_is_answered_once(
     dc.stop().await;
 }
 
+/// Discord took a streamed answer's first message, but the bridge never read its answer
+/// (a 502 after applying): the stream is started again under its own send key, which
+/// Discord's enforced `nonce` answers with that same message, and the final finishes it.
+/// The chat holds one message, the answer, with no abandoned partial above it: whether
+/// the next update starts it again (three chunks) or the answer itself does (one chunk,
+/// no update after the lost start).
+#[tokio::test]
+async fn a_stream_start_that_landed_behind_a_server_error_is_not_a_second_message() {
+    const OTHER: &str = "1300000000000000201";
+    let dc = Dc::start().await;
+    for (n, (channel, chunks)) in [(CHANNEL, 3), (OTHER, 1)].into_iter().enumerate() {
+        let answer = format!("Answer {n}: first words, then the rest of it.");
+        dc.fake
+            .fail_next("create_message", Failure::AfterApplying { status: 502 });
+        dc.sim.script_next_run(
+            Script::with_answer(answer.as_str())
+                .chunks(chunks)
+                .wait_after_chunk(1),
+        );
+        dc.fake
+            .push(&Event::guild(channel, ALICE, "stream it to me"));
+        dc.fake
+            .wait_until("the lost start", DEADLINE, |fake| {
+                let creates = fake.calls_to("create_message");
+                creates.iter().filter(|c| c.status == 502).count() == n + 1
+            })
+            .await
+            .unwrap();
+        for thread in dc.sim.thread_ids() {
+            for run in dc.sim.active_runs(&thread) {
+                dc.sim.finish_run(&run);
+            }
+        }
+        dc.wait_sent("the answer", &answer).await;
+        let sent = dc.fake.sent_to(channel);
+        assert_eq!(sent.len(), 1, "{sent:#?}");
+        assert_eq!(sent[0].content, answer);
+    }
+    // Every create of a stream named it alike, and Discord enforced it.
+    let creates = dc.stop().await.calls_to("create_message");
+    assert_eq!(creates.len(), 4, "{creates:#?}");
+    for stream in creates.chunks(2) {
+        let nonce = &stream[0].body["nonce"];
+        assert!(nonce.is_string(), "{creates:#?}");
+        assert_eq!(&stream[1].body["nonce"], nonce, "{creates:#?}");
+        assert!(
+            stream
+                .iter()
+                .all(|c| c.body["enforce_nonce"] == json!(true))
+        );
+    }
+    assert_ne!(creates[0].body["nonce"], creates[2].body["nonce"]);
+}
+
 #[tokio::test]
 async fn issue_18_a_429_on_create_is_waited_out() {
     let dc = Dc::start().await;

@@ -245,6 +245,11 @@ impl Delivery {
     /// it belongs to; a partial's names the message showing its stream once there is one
     /// (the daemon journals it, so a restarted bridge can finish that same message).
     ///
+    /// A stream's message is started under a send key of the stream's own, the same on
+    /// every attempt, so a start the platform took whose answer was lost is, where the
+    /// platform names a send by its key, the same message when it is started again (by the
+    /// next partial, or by the final), not a second one above the answer.
+    ///
     /// A final whose [`hints`](OutboundMessage::hints) name a message it
     /// [`resumes`](crate::DeliveryHints::resumes) and whose stream is not live
     /// (the process that streamed it stopped) finishes that message instead of sending a new
@@ -255,8 +260,10 @@ impl Delivery {
 
     /// [`Delivery::deliver`], telling a final's `before` which message the final is about
     /// to finish (`None`: it will be sent as a new message) once that is settled and before
-    /// any platform call, and waiting for it: a caller that must survive a crash records
-    /// there which message a re-delivery has to edit (issue 27). A partial ignores it.
+    /// any platform call that writes the final (a stream start lost to network trouble is
+    /// made again first, to find its message), and waiting for it: a caller that must
+    /// survive a crash records there which message a re-delivery has to edit (issue 27). A
+    /// partial ignores it.
     pub async fn deliver_noting(
         &self,
         msg: &OutboundMessage,
@@ -292,7 +299,7 @@ impl Delivery {
     ) -> ChannelResult<MessageId> {
         let (started, overtaken) = match self.streams.remove(&stream_key(msg)) {
             Some(stream) if msg.hints.stays_last && self.overtaken(&stream) => (None, Some(stream)),
-            Some(stream) => (stream.close().await, None),
+            Some(stream) => (self.close_for_final(&stream, msg).await, None),
             None => (resumed(msg), None),
         };
         if let Some(before) = before {
@@ -338,6 +345,28 @@ impl Delivery {
             }
         }
         Ok(shown)
+    }
+
+    /// Ends `stream` (already removed) for its final `msg`: the message to finish, if the
+    /// stream has one. When a start of it met network or server trouble and none landed
+    /// since, the platform may show a message all the same: the stream is started again
+    /// under its send key, which a platform that names a send by its key (Discord's
+    /// `nonce`, Feishu's `uuid`) answers with that message, so the final finishes it
+    /// instead of showing a second one. Elsewhere this is the new message the final would
+    /// have been sent as; if the start fails, the final is sent as a new message.
+    async fn close_for_final(&self, stream: &Stream, msg: &OutboundMessage) -> Option<MessageId> {
+        if let Some(message) = stream.close().await {
+            return Some(message);
+        }
+        let hints = stream.lost_start()?;
+        let target = stream.target().with_hints(&hints);
+        match self.flusher.stack.start_stream(target, &msg.text).await {
+            Ok(sent) => Some(sent.id),
+            Err(error) => {
+                tracing::debug!(channel = self.channel.name(), %error, "Starting a stream again for its final failed.");
+                None
+            }
+        }
     }
 
     /// Whether `stream`'s message is no longer the newest in its chat (or its thread,

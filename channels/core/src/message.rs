@@ -439,7 +439,12 @@ pub struct DeliveryHints {
     /// Discord's `nonce`, Feishu's `uuid`), a final whose send landed while its answer was
     /// lost (a timeout, or the bridge died before it read it) shows once, not twice. Set by
     /// the journal on the finals it writes ahead; each part of a reply split into several
-    /// messages has its own ([`DeliveryHints::part`]). Adapters read it through
+    /// messages has its own ([`DeliveryHints::part`]). A stream's start
+    /// ([`Channel::start_stream`](crate::Channel::start_stream)) goes under a key the
+    /// delivery engine gives that stream (`stream-` and 128 random bits, in memory): the
+    /// same on every attempt to start its message, no final's and no other stream's, so a
+    /// start whose answer was lost shows once when it is made again; the stream's edits
+    /// and finish go under the reply's hints. Adapters read it through
     /// [`DeliveryHints::send_key_hash`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_key: Option<String>,

@@ -158,8 +158,9 @@ impl DiscordChannel {
     async fn create(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         let channel = target_channel(to)?;
 
-        // A final's send key names it for Discord: sent again (a lost answer, a restart),
-        // it is the same message.
+        // A reply's send key names it for Discord (a final's, or a stream's for its
+        // start): sent again (a lost answer, a restart, a stream started again), it is
+        // the same message.
         let nonce = to.hints.send_key_hash().map(|hash| format!("{hash:016x}"));
         let sent = self
             .api

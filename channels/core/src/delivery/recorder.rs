@@ -64,6 +64,8 @@ pub(crate) struct Recorder {
     attempts: Mutex<HashMap<Op, usize>>,
     /// The send key of each new message sent, in order.
     send_keys: Mutex<Vec<Option<String>>>,
+    /// The send key of each stream start tried, failures included, in order.
+    start_keys: Mutex<Vec<Option<String>>>,
     next_id: AtomicU64,
 }
 
@@ -76,6 +78,7 @@ impl Recorder {
             failures: Mutex::new(HashMap::new()),
             attempts: Mutex::new(HashMap::new()),
             send_keys: Mutex::new(Vec::new()),
+            start_keys: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
         })
     }
@@ -114,6 +117,11 @@ impl Recorder {
     /// The send key of each new message accepted, in order.
     pub(crate) fn send_keys(&self) -> Vec<Option<String>> {
         self.send_keys.lock().unwrap().clone()
+    }
+
+    /// The send key of each stream start tried, failures included, in order.
+    pub(crate) fn start_keys(&self) -> Vec<Option<String>> {
+        self.start_keys.lock().unwrap().clone()
     }
 
     /// How many times `op` was called, failures included.
@@ -164,7 +172,11 @@ impl Channel for Recorder {
         Ok(self.sent())
     }
 
-    async fn start_stream(&self, _: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.start_keys
+            .lock()
+            .unwrap()
+            .push(to.hints.send_key.clone());
         self.call(Op::Start, Call::Start(text.into()))?;
         Ok(self.sent())
     }

@@ -14,6 +14,15 @@
 //! The final supersedes everything: [`Stream::close`] drops the pending text, stops the
 //! flusher and waits for a call in flight, then hands the message over to be finished.
 //!
+//! A stream's message is started under a send key of the stream's own
+//! ([`DeliveryHints::send_key`]), the same on every attempt until one lands: a start the
+//! platform took whose answer was lost (a timeout, a 5xx after applying) is, on a
+//! platform that names a send by its key (Discord's `nonce`, Feishu's `uuid`), the same
+//! message when it is started again, not a second one. The key is random, so it names no
+//! final (the journal's keys are bare hex) and no other stream; a stream whose message is
+//! gone starts its next one under a new key. [`Stream::lost_start`] tells the final when
+//! a start met network or server trouble and none landed since.
+//!
 //! A text the bot-wide rate budget had no room for ([`ChannelError::OverBudget`]) was not
 //! sent: it goes back to pending (unless a newer one came meanwhile) and the flusher waits
 //! until the budget expects room, so a stream skips updates while the bot is busy instead
@@ -124,6 +133,7 @@ impl Table {
             target: OwnedTarget::from(msg),
             state: Mutex::new(State {
                 message,
+                start_key: new_start_key(),
                 ..State::default()
             }),
             io: tokio::sync::Mutex::new(()),
@@ -162,6 +172,17 @@ struct State {
     closed: bool,
     /// A rate budget had no room: nothing is shown before this.
     not_before: Option<Instant>,
+    /// The send key the stream's message is started under ([`Stream::start_hints`]): new
+    /// when a message the stream showed is gone.
+    start_key: String,
+    /// A start met network or server trouble and none landed since: the platform may
+    /// show a message the stream has no id for.
+    start_unsure: bool,
+}
+
+/// A new stream's start key: random, 128 bits, hex, after `stream-` (see the module docs).
+fn new_start_key() -> String {
+    format!("stream-{:032x}", rand::random::<u128>())
 }
 
 /// What the publisher of a partial must do after offering it.
@@ -212,6 +233,23 @@ impl Stream {
         lock(&self.state).message.clone()
     }
 
+    /// The hints the stream's message is started under: the reply's, with the stream's
+    /// send key (see the module docs).
+    fn start_hints(&self) -> DeliveryHints {
+        let key = lock(&self.state).start_key.clone();
+        DeliveryHints {
+            send_key: Some(key),
+            ..self.target.hints.clone()
+        }
+    }
+
+    /// The hints to start the stream's message again under, when a start met network or
+    /// server trouble and none landed since: the platform may show a message all the same.
+    pub(super) fn lost_start(&self) -> Option<DeliveryHints> {
+        let unsure = lock(&self.state).start_unsure;
+        unsure.then(|| self.start_hints())
+    }
+
     /// Stops showing anything: drops the pending text and stops the flusher.
     fn abandon(&self) {
         let mut state = lock(&self.state);
@@ -251,18 +289,29 @@ impl Stream {
     fn shown(&self, text: String, result: Result<Option<MessageId>, ChannelError>) -> bool {
         let mut state = lock(&self.state);
         match result {
-            Ok(Some(started)) => state.message = Some(started),
+            Ok(Some(started)) => {
+                state.message = Some(started);
+                state.start_unsure = false;
+            }
             Ok(None) => {}
             Err(ChannelError::OverBudget(wait)) => {
                 state.shown = None;
                 state.pending.get_or_insert(text);
                 state.not_before = Some(Instant::now() + wait);
             }
+            Err(ChannelError::NotEditable) => {
+                state.shown = None;
+                // The message is gone: the next partial starts a new one, under a key of
+                // its own (a platform may answer the old key with the message gone).
+                if state.message.take().is_some() {
+                    state.start_key = new_start_key();
+                }
+            }
             Err(error) => {
                 state.shown = None;
-                if matches!(error, ChannelError::NotEditable) {
-                    // The message is gone: the next partial starts a new one.
-                    state.message = None;
+                // A start that met network or server trouble may have landed.
+                if state.message.is_none() && matches!(error, ChannelError::Transport(_)) {
+                    state.start_unsure = true;
                 }
             }
         }
@@ -370,11 +419,12 @@ impl<S: Channel + ?Sized> Flusher<S> {
         };
         let target = stream.target.as_target();
         let result = match &message {
-            None => self
-                .stack
-                .start_stream(target, &text)
-                .await
-                .map(|sent| Some(sent.id)),
+            None => {
+                let hints = stream.start_hints();
+                let target = target.with_hints(&hints);
+                let started = self.stack.start_stream(target, &text).await;
+                started.map(|sent| Some(sent.id))
+            }
             Some(message) => self
                 .stack
                 .edit_text(target, message, &text)

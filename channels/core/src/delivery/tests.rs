@@ -14,6 +14,8 @@ use crate::capabilities::{Capabilities, LengthUnit};
 use crate::error::ChannelError;
 use crate::message::ChatKind;
 
+mod start_keys;
+
 fn engine(caps: Capabilities) -> (Arc<Recorder>, Delivery) {
     let rec = Recorder::new(caps);
     let delivery = Delivery::new(rec.clone());
