@@ -8,11 +8,15 @@
 //!   bot auth, `shards` and `session_start_limit`), and the gateway WebSocket there:
 //!   HELLO, IDENTIFY (token and [`INTENTS`] checked) → READY (`session_id`,
 //!   `resume_gateway_url` = `ws://127.0.0.1:P/resume`, the bot user) + GUILD_CREATE,
-//!   heartbeats ACKed, RESUME replaying what the client missed then RESUMED, scripted
+//!   heartbeats ACKed, RESUME replaying what the client missed then RESUMED (an event
+//!   posted while no session is current reaches none: a new session gets only what
+//!   happens after its READY, as on Discord; the REST history has it), scripted
 //!   op 7, op 9, close codes (4004) and dropped sockets, for a while every new
 //!   connection dropped at once ([`FakeDiscord::drop_connections_for`]), and silent
 //!   connections ([`FakeDiscord::go_silent`]: no ACK, no dispatch, a zombie);
-//! - `GET /users/@me`, `GET /channels/{id}`, `GET /channels/{id}/messages` (the channel's
+//! - `GET /users/@me`, `GET /channels/{id}` (a thread, a DM, or a guild text channel a
+//!   message was posted in; 404 with code 10003 for a channel the fake does not know),
+//!   `GET /channels/{id}/messages` (the channel's
 //!   history: users' pushed messages and the bot's, `after` / `before` and `limit` 1–100,
 //!   newest first, no `guild_id`, as Discord answers); messages create (JSON or multipart
 //!   `payload_json` + `files[n]`) and edit with the [`MAX_CONTENT`] limit, recording
@@ -182,7 +186,8 @@ impl Discord {
     }
 
     /// A channel object: a known thread (type 11), a DM (type 1), else a guild text
-    /// channel (type 0).
+    /// channel (type 0); `GET /channels/{id}` asks it only of a channel the fake knows
+    /// ([`Discord::channel_kind`]).
     fn channel_object(&self, id: &str) -> Value {
         if let Some(t) = self.threads.iter().find(|t| t.id == id) {
             return json!({"id": t.id, "type": 11, "guild_id": GUILD_ID, "parent_id": t.parent_id,
@@ -278,7 +283,7 @@ impl Fake<Discord> {
         self.with_state(|d| d.threads.push(thread));
     }
 
-    /// Makes `GET /channels/{id}` answer a DM channel for `id`.
+    /// Makes `id` a DM channel the fake knows: `GET /channels/{id}` answers it as one.
     pub fn add_dm_channel(&self, id: &str) {
         self.with_state(|d| d.dm_channels.push(id.to_owned()));
     }
@@ -290,7 +295,9 @@ impl Fake<Discord> {
     }
 
     /// Posts `event`: kept in its channel's history, and dispatched as a MESSAGE_CREATE in
-    /// the current session.
+    /// the current session; while none is current (before the first READY, after a
+    /// session ended) in none, not even a later one (`Pushed::seq` is `None`): only a
+    /// read of the history finds it.
     pub fn push(&self, event: &Event) -> Pushed {
         self.with_state(|d| {
             let channel = event.channel_id();

@@ -413,6 +413,32 @@ async fn a_message_a_zombied_session_missed_is_read_back_once() {
     running.stop().await.unwrap();
 }
 
+/// op 9 ends the session and the next one is slow to open (every new connection dropped
+/// for a while): a message posted meanwhile reaches no session, not even the new one, as
+/// on Discord. The new session's READY reads it back over REST, and it is taken in once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_posted_while_no_session_was_open_is_read_back_once() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let ch = std::sync::Arc::new(channel(&fake, json!({})));
+    let mut running = run(ch, &fake).await;
+    fake.push(&Event::guild("10", "20", "before"));
+    assert_eq!(running.next().await.text, "before");
+    fake.drop_connections_for(Duration::from_secs(1));
+    fake.send_invalid_session(false);
+    let lost = fake.push(&Event::guild("10", "20", "between sessions"));
+    assert_eq!(
+        lost.seq, None,
+        "no session was current: none will ever be sent it"
+    );
+    fake.wait_ready(2, DEADLINE).await.unwrap();
+    assert_eq!(running.next().await.text, "between sessions");
+    // Once: the next message is the next one taken in.
+    fake.push(&Event::guild("10", "20", "after"));
+    assert_eq!(running.next().await.text, "after");
+    assert!(running.queue().is_empty());
+    running.stop().await.unwrap();
+}
+
 /// A channel lookup that never answers holds up its own channel only: a message in
 /// another channel is taken in at once, the first one when its lookup gives up (a short
 /// timeout), and the failed lookup is not made again for that channel's next message.

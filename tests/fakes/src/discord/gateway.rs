@@ -7,9 +7,11 @@
 //!
 //! The sessions, the replay log, the connections and the controls are the skeleton's
 //! ([`crate::skeleton::Gateway`]). Discord's own: READY and GUILD_CREATE are logged as the
-//! session's first events, RESUMED is logged too; close codes 4001–4014 except 4009 end
-//! the session (a dropped socket and op 7 keep it resumable); an unknown op is closed with
-//! 4001.
+//! session's first events, RESUMED is logged too; an event pushed while no session is
+//! current reaches no session (`HOLDS_EVENTS_FOR_READY` is false: Discord gives a new
+//! session only what happens after its READY, and a RESUME only what its own session
+//! missed); close codes 4001–4014 except 4009 end the session (a dropped socket and op 7
+//! keep it resumable); an unknown op is closed with 4001.
 //!
 //! An IDENTIFY on a connection opened at `/resume` is closed with 4000: a new session
 //! belongs at the URL `GET /gateway/bot` gives (gateway.mdx, "Connecting"), the resume URL
@@ -55,6 +57,7 @@ impl OpGateway for Discord {
     type Heartbeat = Heartbeat;
     type Dispatched = Dispatched;
     const RECONNECT: &'static str = r#"{"op":7,"d":null}"#;
+    const HOLDS_EVENTS_FOR_READY: bool = false;
 
     fn ends_session(code: u16) -> bool {
         (4001..=4014).contains(&code) && code != 4009

@@ -8,6 +8,8 @@
 //! message for edits (404, code 10008). A thread starts only from a message posted in a
 //! guild text channel: an unknown channel is 404 (10003), a DM or a thread 400 (50024),
 //! a message not in the channel 404 (10008), a second thread for a message 400 (160004).
+//! `GET /channels/{id}` answers a channel the fake knows (a thread, a DM, one a message
+//! was posted in) and 404 (10003) any other.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -227,7 +229,12 @@ fn apply(inner: &mut Discord, asked: &Asked<'_>, uploads: Vec<Upload>) -> Answer
                                     "max_concurrency": 1},
         })),
         "me" => ok(user(BOT_ID, BOT_USERNAME, true)),
-        "channel" => ok(inner.channel_object(&channel)),
+        // A channel the fake knows (a thread, a DM, one a message was posted in), else
+        // 10003 as Discord answers for a channel that does not exist or is not the bot's.
+        "channel" => match inner.channel_kind(&channel) {
+            Some(_) => ok(inner.channel_object(&channel)),
+            None => error(404, code::UNKNOWN_CHANNEL, "Unknown Channel"),
+        },
         "channel_messages" => history(inner, &channel, asked.query),
         "create_message" => {
             let content = body["content"].as_str().unwrap_or("").to_owned();

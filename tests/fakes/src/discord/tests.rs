@@ -34,19 +34,37 @@ async fn connect(url: &str) -> Ws {
     tokio_tungstenite::connect_async(url).await.unwrap().0
 }
 
+/// A connection at the discovery URL that read HELLO and sent IDENTIFY with `token` and
+/// `intents`.
+async fn identify(fake: &FakeDiscord, token: &str, intents: u64) -> Ws {
+    let mut ws = connect(&fake.gateway_url()).await;
+    next_json(&mut ws).await;
+    let identify = json!({"op": 2, "d": {"token": token, "intents": intents}});
+    send(&mut ws, identify).await;
+    ws
+}
+
+/// A new session: identified at the discovery URL, READY and GUILD_CREATE read.
+async fn identified(fake: &FakeDiscord) -> Ws {
+    let mut ws = identify(fake, TOKEN, INTENTS).await;
+    assert_eq!(next_json(&mut ws).await["t"], "READY");
+    assert_eq!(next_json(&mut ws).await["t"], "GUILD_CREATE");
+    ws
+}
+
+/// The JSON a bot's `GET` of `url` answers.
+async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    let answer = http
+        .get(url)
+        .header("Authorization", format!("Bot {TOKEN}"));
+    answer.send().await.unwrap().json().await.unwrap()
+}
+
 #[tokio::test]
 async fn identify_ready_resume_replays_what_was_missed() {
     let fake = FakeDiscord::start().await.unwrap();
     let http = reqwest::Client::new();
-    let gw: Value = http
-        .get(format!("{}/api/v10/gateway/bot", fake.api_url()))
-        .header("Authorization", format!("Bot {TOKEN}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let gw = get_json(&http, &format!("{}/api/v10/gateway/bot", fake.api_url())).await;
     let url = gw["url"].as_str().unwrap().to_owned();
     assert_eq!(url, fake.gateway_url());
     let mut ws = connect(&format!("{url}?v=10&encoding=json")).await;
@@ -93,26 +111,27 @@ async fn identify_ready_resume_replays_what_was_missed() {
     assert!(r.accepted && r.path.starts_with("/resume"), "{r:?}");
     fake.send_invalid_session(false);
     assert_eq!(next_json(&mut ws).await, json!({"op": 9, "d": false}));
+    // With the session ended and none current, an event reaches no session: a new one
+    // gets only what happens after its READY. The history has it.
+    let gap = fake.push(&Event::dm("11", "20", "in the gap"));
+    assert_eq!(gap.seq, None);
+    let mut ws = identified(&fake).await;
+    fake.push(&Event::dm("11", "20", "after ready"));
+    assert_eq!(next_json(&mut ws).await["d"]["content"], "after ready");
+    let history = get_json(
+        &http,
+        &format!("{}/api/v10/channels/11/messages", fake.api_url()),
+    )
+    .await;
+    assert_eq!(history[1]["content"], "in the gap", "{history}");
 }
 
 #[tokio::test]
 async fn a_wrong_token_or_missing_intents_are_closed() {
     let fake = FakeDiscord::start().await.unwrap();
-    let mut ws = connect(&fake.gateway_url()).await;
-    next_json(&mut ws).await;
-    send(
-        &mut ws,
-        json!({"op": 2, "d": {"token": "nope", "intents": INTENTS}}),
-    )
-    .await;
+    let mut ws = identify(&fake, "nope", INTENTS).await;
     assert_eq!(next_json(&mut ws).await, json!({"close": 4004}));
-    let mut ws = connect(&fake.gateway_url()).await;
-    next_json(&mut ws).await;
-    send(
-        &mut ws,
-        json!({"op": 2, "d": {"token": TOKEN, "intents": 1}}),
-    )
-    .await;
+    let mut ws = identify(&fake, TOKEN, 1).await;
     assert_eq!(next_json(&mut ws).await, json!({"close": 4014}));
 }
 
@@ -222,16 +241,18 @@ async fn threads_channels_uploads_and_events_before_ready() {
         .unwrap();
     assert_eq!(again.status(), 400, "one thread per message");
     let id = thread["id"].as_str().unwrap();
-    let channel: Value = http
-        .get(format!("{base}/channels/{id}"))
+    let channel = get_json(&http, &format!("{base}/channels/{id}")).await;
+    assert_eq!(channel["type"], 11);
+    // A channel the fake does not know is Discord's Unknown Channel.
+    let unknown = http
+        .get(format!("{base}/channels/77"))
         .header("Authorization", &auth)
         .send()
         .await
-        .unwrap()
-        .json()
-        .await
         .unwrap();
-    assert_eq!(channel["type"], 11);
+    assert_eq!(unknown.status(), 404);
+    let unknown: Value = unknown.json().await.unwrap();
+    assert_eq!(unknown["code"], code::UNKNOWN_CHANNEL);
     let form = reqwest::multipart::Form::new()
         .text(
             "payload_json",
@@ -257,29 +278,16 @@ async fn threads_channels_uploads_and_events_before_ready() {
         ),
         ("a.txt", &b"abc"[..])
     );
-    // An event pushed before any session goes out right after READY.
+    // Events posted before any session reach none, not even the first: READY's session
+    // gets only what happens after it.
     let early = fake.push(&Event::guild("5", "9", "early"));
-    assert_eq!(early.seq, None);
-    let mut ws = connect(&fake.gateway_url()).await;
-    next_json(&mut ws).await;
-    send(
-        &mut ws,
-        json!({"op": 2, "d": {"token": TOKEN, "intents": INTENTS}}),
-    )
-    .await;
-    assert_eq!(next_json(&mut ws).await["t"], "READY");
-    assert_eq!(next_json(&mut ws).await["t"], "GUILD_CREATE");
-    assert_eq!(next_json(&mut ws).await["d"]["content"], "start here");
-    assert_eq!(next_json(&mut ws).await["d"]["content"], "early");
+    assert_eq!((posted.seq, early.seq), (None, None));
+    let mut ws = identified(&fake).await;
+    fake.push(&Event::guild("5", "9", "after ready"));
+    assert_eq!(next_json(&mut ws).await["d"]["content"], "after ready");
     // Message Content disabled in the portal: 4014.
     fake.disable_message_content();
-    let mut ws = connect(&fake.gateway_url()).await;
-    next_json(&mut ws).await;
-    send(
-        &mut ws,
-        json!({"op": 2, "d": {"token": TOKEN, "intents": INTENTS}}),
-    )
-    .await;
+    let mut ws = identify(&fake, TOKEN, INTENTS).await;
     assert_eq!(next_json(&mut ws).await, json!({"close": 4014}));
 }
 

@@ -37,6 +37,7 @@ impl OpGateway for Qq {
     type Heartbeat = Heartbeat;
     type Dispatched = Dispatched;
     const RECONNECT: &'static str = r#"{"op":7}"#;
+    const HOLDS_EVENTS_FOR_READY: bool = true;
 
     fn ends_session(code: u16) -> bool {
         matches!(code, 4000..=4007 | 4010..=4014 | 4900..=4915)

@@ -63,6 +63,11 @@ pub trait OpGateway: WithSockets<Connection: InSession> {
     type Dispatched: Clone;
     /// op 7 (reconnect), as the platform writes it.
     const RECONNECT: &'static str;
+    /// Whether events pushed while no session is current wait for the next READY (then
+    /// go to the session it opens); else they reach no session, as on
+    /// Discord, where a new session gets only what happens after it and only a RESUME
+    /// replays what its own session missed.
+    const HOLDS_EVENTS_FOR_READY: bool;
     /// Whether a close with `code` ends the connection's session.
     fn ends_session(code: u16) -> bool;
     /// The record of `payload` dispatched to connection `connection` (`replay`: sent

@@ -9,7 +9,8 @@
 //! after a dropped socket replays everything after the client's `seq`
 //! ([`Gateway::resume`]). Ending a session (op 9 with `false`, a close code that ends it)
 //! makes later RESUMEs of it fail. Events pushed while no session is current wait for the
-//! next READY ([`Gateway::flush_pending`]).
+//! next READY ([`Gateway::flush_pending`]) where the platform holds them
+//! ([`OpGateway::HOLDS_EVENTS_FOR_READY`]); else they reach no session.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -53,7 +54,8 @@ pub struct Gateway<P: OpGateway> {
     sessions: HashMap<String, Session>,
     /// The session new events go to: the latest READY or RESUME, while it is valid.
     current: Option<String>,
-    /// Events pushed while no session was current; dispatched after the next READY.
+    /// Events pushed while no session was current, where the platform holds them
+    /// ([`OpGateway::HOLDS_EVENTS_FOR_READY`]); dispatched after the next READY.
     pending: Vec<Value>,
     next_session: u64,
     pub(crate) identifies: Vec<P::Identify>,
@@ -147,8 +149,9 @@ impl<P: OpGateway> Gateway<P> {
     }
 
     /// Dispatches `payload` (an event without `s`) in the current session: logged, and
-    /// queued for its connection when that is open. Returns the `s`, or `None` when it
-    /// waits for a READY.
+    /// queued for its connection when that is open. Returns the `s`, or `None` when no
+    /// session is current (it waits for a READY, or reaches no session:
+    /// [`OpGateway::HOLDS_EVENTS_FOR_READY`]).
     pub(crate) fn dispatch(&mut self, payload: Value) -> Option<u64> {
         self.dispatch_except(payload, &[])
     }
@@ -157,7 +160,9 @@ impl<P: OpGateway> Gateway<P> {
     /// sent nothing: the event is only logged.
     pub(crate) fn dispatch_except(&mut self, payload: Value, muted: &[u64]) -> Option<u64> {
         let Some(id) = self.current.clone() else {
-            self.pending.push(payload);
+            if P::HOLDS_EVENTS_FOR_READY {
+                self.pending.push(payload);
+            }
             return None;
         };
         let payload = self.log(&id, payload)?;
