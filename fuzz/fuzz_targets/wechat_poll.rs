@@ -15,7 +15,9 @@ use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {
     media(data);
-    let hash = data.iter().fold(0usize, |h, &b| h.wrapping_mul(31) ^ usize::from(b));
+    let hash = data
+        .iter()
+        .fold(0usize, |h, &b| h.wrapping_mul(31) ^ usize::from(b));
     let cut = hash % (data.len() + 1);
     let (cursor, msgs) = scan(data, cut);
     if let Ok(Value::Object(answer)) = serde_json::from_slice::<Value>(data) {
