@@ -1,17 +1,19 @@
 //! The channel manager: from an admitted inbound message to its replies.
 //!
-//! One dispatcher owns the inbound queue. It takes a worker slot (at most
-//! `channels.max_concurrency` messages are handled at once; the rest wait in the bounded
-//! queue), then the next message. A message older than its channel's `max_event_age` (a
-//! backlog delivered after an outage) is consumed without being acted on, its chat told
-//! once (`stale`). Any other is resolved to its conversation (a group reply joins the
-//! conversation of the message it answers, `follow_reply_chain`; an answer to a pending
-//! question, `clarify`), takes its place in that conversation's line in arrival order, and
-//! is handled on a tracked task in five stages (`handle`):
+//! One dispatcher owns the inbound queue and takes each message as it comes, while it
+//! still counts against the queue's bound (its [`Room`](im_bridge_channel::Room)). A
+//! message older than its channel's `max_event_age` (a backlog delivered after an outage)
+//! is consumed without being acted on, its chat told once (`stale`). Any other is resolved
+//! to its conversation (a group reply joins the conversation of the message it answers,
+//! `follow_reply_chain`; an answer to a pending question, `clarify`), takes its place in
+//! that conversation's line in arrival order, and is handled on a tracked task in five
+//! stages (`handle`), holding its room until it holds a worker slot (at most
+//! `channels.max_concurrency` messages are handled at once):
 //!
-//! 1. **admit** — journaled with its dedupe record; a redelivery (same channel, workspace,
-//!    chat and platform message id within the TTL, persisted across restarts) is dropped
-//!    silently;
+//! 1. **admit** — journaled with its dedupe record at once, before it waits for a worker,
+//!    so a message the platform was told is taken survives a crash however long the
+//!    workers are busy; a redelivery (same channel, workspace, chat and platform message
+//!    id within the TTL, persisted across restarts) is dropped silently;
 //! 2. **take its place** — it waits for the conversation's earlier messages, or a full line
 //!    gets the busy reply;
 //! 3. **show presence** — "typing…" for an agent turn;
@@ -59,8 +61,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use im_bridge_channel::{ChatKind, InboundMessage, InboundQueue, MessageId, MsgType};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use im_bridge_channel::{ChatKind, InboundMessage, InboundQueue, MessageId, MsgType, Queued};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -281,9 +283,8 @@ impl Manager {
         tokio::pin!(deadline);
         let mut journal_tick = self.recover_at_start(&workers).await;
         loop {
-            // Closing (or the grace running out) wins over both waits: for a worker slot,
-            // then for a message to give it. A slot taken meanwhile is given back.
-            let (permit, msg) = tokio::select! {
+            // Closing (or the grace running out) wins over the wait for a message.
+            let queued = tokio::select! {
                 biased;
                 () = closing.cancelled(), if !closed => {
                     closed = true;
@@ -301,16 +302,9 @@ impl Manager {
                     self.journal_upkeep(closed, &workers).await;
                     continue;
                 }
-                next = async {
-                    let permit = workers.slots.clone().acquire_owned().await.ok()?;
-                    Some((permit, queue.recv().await))
-                } => match next {
-                    Some(next) => next,
-                    // The semaphore was closed (it never is).
-                    None => break,
-                },
+                queued = queue.recv_held() => queued,
             };
-            let Some(msg) = msg else {
+            let Some(queued) = queued else {
                 // Closed and drained: wait for the running handlers within the grace.
                 workers.tasks.close();
                 tokio::select! {
@@ -322,8 +316,8 @@ impl Manager {
                     () = &mut deadline => break,
                 }
             };
-            metrics::gauge!(names::QUEUE_DEPTH).set(queue.len() as f64);
-            self.start(msg, permit, &workers).await;
+            metrics::gauge!(names::QUEUE_DEPTH).set(queue.waiting() as f64);
+            self.start(queued, &workers).await;
         }
         // The grace period ran out: cancel what still runs, drop what never started.
         report.cancelled = workers.tasks.len();
@@ -360,10 +354,12 @@ impl Manager {
         journal_tick
     }
 
-    /// Starts handling `msg` in `permit`'s worker slot: a message too old to act on is
-    /// only consumed; any other takes its place in its conversation's line now, in arrival
-    /// order, and is handled on a task of its own (`handle.rs`).
-    async fn start(&self, msg: InboundMessage, permit: OwnedSemaphorePermit, workers: &Workers) {
+    /// Starts handling a received message: one too old to act on is only consumed; any
+    /// other takes its place in its conversation's line now, in arrival order, and is
+    /// handled on a task of its own (`handle.rs`), which takes a worker slot once it was
+    /// journaled.
+    async fn start(&self, queued: Queued, workers: &Workers) {
+        let (msg, room) = queued.into_parts();
         let outbound = self.inner.replier.outbound();
         metrics::counter!(names::INBOUND, "channel" => outbound.channel_label(&msg.channel_name))
             .increment(1);
@@ -380,7 +376,7 @@ impl Manager {
                 async move {
                     stale::consume(&manager.inner, &msg, age).await;
                     manager.inner.replier.outbound().turn_ended(&msg).await;
-                    drop(permit);
+                    drop(room);
                 }
                 .instrument(span),
             );
@@ -392,7 +388,7 @@ impl Manager {
         let msg = self.inner.clarifications.join(msg);
         let place = self.place_in_line(&msg);
         let cancel = workers.cancel.clone();
-        let slot = handle::Slot::new(permit, workers.slots.clone());
+        let slot = handle::Slot::queued(room, workers.slots.clone());
         let span = message_span(&msg);
         workers.tasks.spawn(
             async move {

@@ -7,9 +7,11 @@
 //! recorded, a call the fake recorded, or the journal entry's record in the store (read
 //! with a second connection: WAL readers never block the daemon).
 //!
-//! Child `goal`: a `/goal from-chat` killed after the Gateway composed its goal.
+//! Children: `goal`, a `/goal from-chat` killed after the Gateway composed its goal;
+//! `waiting`, a message killed while it waited for a worker.
 
 mod goal;
+mod waiting;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -25,7 +27,7 @@ use tokio::time::Instant;
 use crate::support::{PgSchema, catalog_text};
 
 pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
-const USER: i64 = 4242;
+pub(crate) const USER: i64 = 4242;
 
 /// The fake, the simulator, and where the daemon keeps its state.
 pub(crate) struct Crashable {
@@ -120,7 +122,7 @@ impl Crashable {
         self.fake.inject(Incoming::private(USER, text)).message_id
     }
 
-    async fn wait_request(&self, what: &str, pick: impl Fn(&str, &str) -> bool) {
+    pub(crate) async fn wait_request(&self, what: &str, pick: impl Fn(&str, &str) -> bool) {
         self.sim
             .wait_for_requests(1, DEADLINE, |r| pick(&r.method, &r.path))
             .await

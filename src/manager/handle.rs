@@ -8,9 +8,10 @@
 //!    handled. On a channel with a reply window, what waits for the chat's next message
 //!    goes out first (issue 33).
 //! 2. **take its place** — in its conversation's line (`order.rs`): it waits for the earlier
-//!    messages, giving its worker slot back meanwhile, told so once per run (the queued
-//!    notice; later ones a reaction). A full line, or a channel that rejects while busy,
-//!    gets the busy reply instead, and the message ends there.
+//!    messages, holding no worker slot meanwhile (but still its room in the inbound queue),
+//!    told so once per run (the queued notice; later ones a reaction), then for a worker
+//!    slot. A full line, or a channel that rejects while busy, gets the busy
+//!    reply instead, and the message ends there.
 //! 3. **show presence** — an agent turn shows "typing…" at once and keeps it up until its
 //!    first reply (the "working on it" placeholder is the run's, `run.rs`).
 //! 4. **dispatch** — a command is answered (`commands`), anything else becomes an agent run
@@ -28,7 +29,7 @@
 use std::sync::Arc;
 
 use futures_util::future::Either;
-use im_bridge_channel::{InboundMessage, MsgType, Reaction};
+use im_bridge_channel::{InboundMessage, MsgType, Reaction, Room};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::futures::TaskLocalFuture;
 use tokio_util::sync::CancellationToken;
@@ -42,29 +43,38 @@ use crate::store::DedupeKey;
 use crate::telemetry::names;
 
 /// The worker slot a message holds while it is handled (at most
-/// `channels.max_concurrency` are held at once).
+/// `channels.max_concurrency` are held at once), and before that its room in the inbound
+/// queue: a message received and waiting for a worker still counts against the queue's
+/// bound.
 pub(crate) struct Slot {
     permit: Option<OwnedSemaphorePermit>,
+    room: Option<Room>,
     slots: Arc<Semaphore>,
 }
 
 impl Slot {
-    /// `permit`, taken from `slots`.
-    pub(crate) fn new(permit: OwnedSemaphorePermit, slots: Arc<Semaphore>) -> Self {
+    /// No worker slot yet: the message holds `room` until it takes one from `slots`.
+    pub(crate) fn queued(room: Room, slots: Arc<Semaphore>) -> Self {
         Self {
-            permit: Some(permit),
+            permit: None,
+            room: Some(room),
             slots,
         }
     }
 
-    /// Gives the slot back: a message waiting its turn holds none.
+    /// Gives the worker slot back: a message waiting its turn holds none (it keeps its
+    /// room in the queue).
     fn give_back(&mut self) {
         self.permit = None;
     }
 
-    /// Takes a slot again, once one is free.
-    async fn take_again(&mut self) {
-        self.permit = self.slots.clone().acquire_owned().await.ok();
+    /// Takes a worker slot, once one is free, unless it holds one; its room in the queue
+    /// goes then.
+    async fn take(&mut self) {
+        if self.permit.is_none() {
+            self.permit = self.slots.clone().acquire_owned().await.ok();
+        }
+        self.room = None;
     }
 }
 
@@ -268,7 +278,7 @@ impl Manager {
         cancel: &CancellationToken,
     ) -> Placed {
         let mut ticket = match place {
-            Place::Free => return Placed::Turn(None),
+            Place::Free => return Self::take_slot(slot, None, cancel).await,
             Place::InLine(ticket) => ticket,
             Place::Busy => {
                 self.turn_away(admitted).await;
@@ -276,7 +286,7 @@ impl Manager {
             }
         };
         if !ticket.must_wait() {
-            return Placed::Turn(Some(ticket));
+            return Self::take_slot(slot, Some(ticket), cancel).await;
         }
         let msg = admitted.msg;
         // No "still running" notice when the run before is over and only its answer is on
@@ -298,7 +308,7 @@ impl Manager {
         slot.give_back();
         let turn = async {
             ticket.wait_turn().await;
-            slot.take_again().await;
+            slot.take().await;
         };
         tokio::select! {
             () = turn => {}
@@ -316,14 +326,34 @@ impl Manager {
         Placed::Turn(Some(ticket))
     }
 
+    /// Its turn has come (`ticket`, when it is in a line): it waits for a worker slot.
+    async fn take_slot(
+        slot: &mut Slot,
+        ticket: Option<Ticket>,
+        cancel: &CancellationToken,
+    ) -> Placed {
+        tokio::select! {
+            () = slot.take() => Placed::Turn(ticket),
+            () = cancel.cancelled() => Placed::Cancelled,
+        }
+    }
+
     /// The line is full (or the channel rejects while busy): DeerFlow's busy reply, once
-    /// per run (later ones a reaction).
+    /// per run where later ones can be marked with a reaction; where they cannot, each
+    /// message turned away gets the reply, so none is dropped unseen.
     async fn turn_away(&self, admitted: &Admitted<'_>) {
         let msg = admitted.msg;
-        let noticed = self
+        let reacts = self
+            .inner
+            .replier
+            .outbound()
+            .capabilities(&msg.channel_name)
+            .is_some_and(|c| c.reactions);
+        let first = self
             .inner
             .turnstile
             .claim_busy_reply(&conversation_key(msg).storage_key());
+        let noticed = first || !reacts;
         tracing::info!(noticed, "The conversation is busy and its line is full.");
         metrics::counter!(names::RUNS, "outcome" => "busy").increment(1);
         if noticed {

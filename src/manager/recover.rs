@@ -36,11 +36,20 @@ use crate::store::JournalState;
 use crate::telemetry::names;
 
 impl Manager {
-    /// Starts finishing each claimed entry (oldest first, so each conversation keeps its
-    /// order).
+    /// Starts finishing each claimed entry, oldest message first, so each conversation
+    /// keeps its order: messages are journaled as they come, several at once, so the
+    /// store's order is not always theirs (their platform's timestamps are; a tie keeps
+    /// the store's order).
     pub(super) fn spawn_recovered(&self, entries: Vec<Entry>, workers: &Workers) {
-        for entry in entries {
-            let record = entry.record();
+        let mut entries: Vec<_> = entries
+            .into_iter()
+            .map(|entry| {
+                let record = entry.record();
+                (entry, record)
+            })
+            .collect();
+        entries.sort_by(|(_, a), (_, b)| a.message.created_at.total_cmp(&b.message.created_at));
+        for (entry, record) in entries {
             let state = match record.state {
                 JournalState::Admitted => "admitted",
                 JournalState::Running => "running",

@@ -70,17 +70,26 @@ async fn a_full_queue_tells_the_sender_instead_of_dropping_silently() {
     );
     h.say("first").await;
     h.wait_until_sent(1, "/runs").await;
-    // One worker is busy and the one queue slot fills: the third message is refused.
+    // One worker is busy; the second message waits its turn in the one queue slot (it
+    // holds it until it has a worker, and is told it waits), so the third is refused.
     h.say("second").await;
     h.say("third").await;
-    assert_eq!(
-        h.channel.nth_final(1).await,
-        "I'm handling too many messages right now. Please try again in a minute."
-    );
+    let told = h.channel.wait_finals(2).await;
+    for expected in [
+        "I'm handling too many messages right now. Please try again in a minute.",
+        "Another request in this conversation is still running. I'll start on yours as soon as it's done.",
+    ] {
+        assert!(told.iter().any(|t| t == expected), "{told:?}");
+    }
     let run = h.sim.active_runs(&h.only_thread());
     h.sim.finish_run(&run[0]);
-    let finals = h.channel.wait_finals(3).await;
-    assert_eq!(finals[1], "slow");
+    let finals = h.channel.wait_finals(4).await;
+    assert_eq!(finals[2], "slow", "{finals:?}");
+    assert_eq!(
+        h.sim.runs(&h.only_thread()).len(),
+        2,
+        "the second ran, the third did not"
+    );
     h.stop().await;
 }
 

@@ -185,6 +185,28 @@ async fn issue_33_without_reactions_later_waiting_messages_show_nothing_and_stil
     h.stop().await;
 }
 
+/// Without reactions to mark them, every message turned away is told so: it is dropped,
+/// and its sender must know to send it again.
+#[tokio::test]
+async fn without_reactions_each_message_turned_away_gets_the_busy_reply() {
+    let h = Harness::with(with_policy(BusyPolicy::Reject, 3)).await;
+    run_held(&h, "one").await;
+    for text in ["two", "three"] {
+        h.say(text).await;
+    }
+    let calls = h
+        .channel
+        .wait_for("two busy replies", |calls| {
+            calls.iter().filter(|c| c.text() == BUSY).count() == 2
+        })
+        .await;
+    assert!(!calls.iter().any(|c| matches!(c, Call::React { .. })));
+    h.finish_runs();
+    assert_eq!(h.channel.wait_finals(3).await.len(), 3);
+    assert_eq!(h.streamed_runs(), 1);
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn issue_13_reject_gives_deerflows_busy_reply() {
     let h = Harness::with(with_policy(BusyPolicy::Reject, 3)).await;

@@ -304,7 +304,8 @@ pub struct Capabilities {
     /// The channel can put a reaction on a user's message
     /// ([`Channel::react`](crate::Channel::react)). The manager then shows a busy or queued
     /// notice only once per conversation and run, and marks later messages with a reaction
-    /// instead; without reactions they get nothing visible (they are still handled).
+    /// instead. Without reactions, a later message that waits its turn gets nothing visible
+    /// (it is still handled) and each one turned away gets the busy reply.
     pub reactions: bool,
     /// A streamed message shows that it is still being written until
     /// [`Channel::finish_stream`](crate::Channel::finish_stream) closes it (a DingTalk AI

@@ -10,6 +10,13 @@
 //! [`AdmitError::QueueFull`]; transports that can apply backpressure instead (polling,
 //! the console) use [`InboundSink::reserve_wait`].
 //!
+//! A message is *queued* until its receiver lets it go: with [`InboundQueue::recv`] as it
+//! is received, with [`InboundQueue::recv_held`] only when the [`Queued`] it gets (or the
+//! [`Room`] split off it) is dropped. The daemon receives every message at once and holds
+//! its room until the message is written down and has a worker: a message the platform
+//! was told is taken never waits unrecorded behind busy workers, and the bound still holds
+//! for what waits.
+//!
 //! Child `skip`: [`Skip`], why an adapter turned an event into no message.
 
 mod skip;
@@ -20,7 +27,7 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::message::InboundMessage;
@@ -68,17 +75,47 @@ struct Shared {
     rejected_full: AtomicU64,
     /// Reservations handed out and neither committed nor released yet.
     outstanding: AtomicUsize,
+    /// The capacity: one permit a reserved or queued message.
+    room: Arc<Semaphore>,
+    capacity: usize,
+}
+
+/// A message's room in the queue: while it is held, the message counts against the
+/// capacity. Dropping it gives the room back.
+#[derive(Debug)]
+pub struct Room {
+    _permit: OwnedSemaphorePermit,
+}
+
+/// A received message that still holds its room in the queue ([`InboundQueue::recv_held`]).
+#[derive(Debug)]
+pub struct Queued {
+    /// The message.
+    pub msg: InboundMessage,
+    room: Room,
+}
+
+impl Queued {
+    /// The message, and its room to give back once it no longer waits.
+    pub fn into_parts(self) -> (InboundMessage, Room) {
+        (self.msg, self.room)
+    }
 }
 
 /// Creates the bounded inbound queue: a cloneable sink for transports and the single
 /// receiving end for the daemon.
 pub fn inbound_queue(capacity: NonZeroUsize) -> (InboundSink, InboundQueue) {
+    // The room semaphore is the bound, so that a message can keep counting after it was
+    // received; every message in the channel holds room, so the channel is never full when
+    // a reservation took room.
     let (tx, rx) = mpsc::channel(capacity.get());
     let (refusals_tx, refusals_rx) = mpsc::channel(REFUSALS_CAPACITY);
     let shared = Arc::new(Shared {
         closed: AtomicBool::new(false),
         rejected_full: AtomicU64::new(0),
         outstanding: AtomicUsize::new(0),
+        room: Arc::new(Semaphore::new(capacity.get())),
+        capacity: capacity.get(),
     });
     (
         InboundSink {
@@ -97,7 +134,7 @@ pub fn inbound_queue(capacity: NonZeroUsize) -> (InboundSink, InboundQueue) {
 /// The transports' end of the inbound queue. Cheap to clone.
 #[derive(Clone)]
 pub struct InboundSink {
-    tx: mpsc::Sender<InboundMessage>,
+    tx: mpsc::Sender<Queued>,
     refusals: mpsc::Sender<InboundMessage>,
     shared: Arc<Shared>,
 }
@@ -105,7 +142,7 @@ pub struct InboundSink {
 impl std::fmt::Debug for InboundSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InboundSink")
-            .field("free", &self.tx.capacity())
+            .field("free", &self.shared.room.available_permits())
             .finish()
     }
 }
@@ -116,12 +153,18 @@ impl InboundSink {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(AdmitError::Closed);
         }
-        match self.tx.clone().try_reserve_owned() {
-            Ok(permit) => Ok(Reservation::new(permit, &self.shared)),
-            Err(mpsc::error::TrySendError::Full(_)) => {
+        let room = match self.shared.room.clone().try_acquire_owned() {
+            Ok(room) => room,
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
                 self.shared.rejected_full.fetch_add(1, Ordering::Relaxed);
-                Err(AdmitError::QueueFull)
+                return Err(AdmitError::QueueFull);
             }
+            Err(tokio::sync::TryAcquireError::Closed) => return Err(AdmitError::Closed),
+        };
+        match self.tx.clone().try_reserve_owned() {
+            Ok(slot) => Ok(Reservation::new(room, slot, &self.shared)),
+            // Never full while it holds room (see `inbound_queue`).
+            Err(mpsc::error::TrySendError::Full(_)) => Err(AdmitError::QueueFull),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(AdmitError::Closed),
         }
     }
@@ -132,8 +175,15 @@ impl InboundSink {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(AdmitError::Closed);
         }
+        let room = self
+            .shared
+            .room
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| AdmitError::Closed)?;
         match self.tx.clone().reserve_owned().await {
-            Ok(permit) => Ok(Reservation::new(permit, &self.shared)),
+            Ok(slot) => Ok(Reservation::new(room, slot, &self.shared)),
             Err(_) => Err(AdmitError::Closed),
         }
     }
@@ -231,7 +281,7 @@ impl InboundSink {
 
 /// A reserved slot. Dropping it releases the slot.
 pub struct Reservation {
-    permit: Option<mpsc::OwnedPermit<InboundMessage>>,
+    room: Option<(OwnedSemaphorePermit, mpsc::OwnedPermit<Queued>)>,
     shared: Arc<Shared>,
 }
 
@@ -242,10 +292,14 @@ impl std::fmt::Debug for Reservation {
 }
 
 impl Reservation {
-    fn new(permit: mpsc::OwnedPermit<InboundMessage>, shared: &Arc<Shared>) -> Self {
+    fn new(
+        room: OwnedSemaphorePermit,
+        slot: mpsc::OwnedPermit<Queued>,
+        shared: &Arc<Shared>,
+    ) -> Self {
         shared.outstanding.fetch_add(1, Ordering::AcqRel);
         Self {
-            permit: Some(permit),
+            room: Some((room, slot)),
             shared: shared.clone(),
         }
     }
@@ -256,13 +310,10 @@ impl Reservation {
         if self.shared.closed.load(Ordering::Acquire) {
             return Err(AdmitError::Closed);
         }
-        match self.permit.take() {
-            Some(permit) => {
-                permit.send(msg);
-                Ok(())
-            }
-            None => Err(AdmitError::Closed),
-        }
+        let (room, slot) = self.room.take().ok_or(AdmitError::Closed)?;
+        let room = Room { _permit: room };
+        slot.send(Queued { msg, room });
+        Ok(())
     }
 
     /// Gives the slot back without sending. Same as dropping it.
@@ -278,14 +329,21 @@ impl Drop for Reservation {
 /// The daemon's end of the inbound queue.
 #[derive(Debug)]
 pub struct InboundQueue {
-    rx: mpsc::Receiver<InboundMessage>,
+    rx: mpsc::Receiver<Queued>,
     refusals: Option<mpsc::Receiver<InboundMessage>>,
     shared: Arc<Shared>,
 }
 
 impl InboundQueue {
-    /// The next admitted message; `None` once admission is closed and the queue is empty.
+    /// The next admitted message, its room given back; `None` once admission is closed
+    /// and the queue is empty.
     pub async fn recv(&mut self) -> Option<InboundMessage> {
+        self.rx.recv().await.map(|queued| queued.msg)
+    }
+
+    /// The next admitted message, still holding its room until the [`Queued`] (or its
+    /// [`Room`]) is dropped; `None` once admission is closed and the queue is empty.
+    pub async fn recv_held(&mut self) -> Option<Queued> {
         self.rx.recv().await
     }
 
@@ -295,6 +353,7 @@ impl InboundQueue {
     pub fn close(&mut self) -> usize {
         self.shared.closed.store(true, Ordering::Release);
         self.rx.close();
+        self.shared.room.close();
         self.shared.outstanding.load(Ordering::Acquire)
     }
 
@@ -310,6 +369,14 @@ impl InboundQueue {
     /// Messages queued and not yet received.
     pub fn len(&self) -> usize {
         self.rx.len()
+    }
+
+    /// Messages that hold room in the queue: not yet received, or received with
+    /// [`InboundQueue::recv_held`] and still holding it. Reservations not committed yet
+    /// do not count.
+    pub fn waiting(&self) -> usize {
+        let taken = self.shared.capacity - self.shared.room.available_permits();
+        taken.saturating_sub(self.shared.outstanding.load(Ordering::Acquire))
     }
 
     /// Whether no message is queued.
@@ -437,6 +504,26 @@ mod tests {
         assert!(!closed.await.unwrap());
         assert!(!telemetry.is_connected());
         assert_eq!(queue.recv().await.unwrap().text, "a");
+    }
+
+    #[tokio::test]
+    async fn a_held_message_keeps_its_room_until_let_go() {
+        let (sink, mut queue) = inbound_queue(NonZeroUsize::new(2).unwrap());
+        sink.try_send(msg("a")).unwrap();
+        sink.try_send(msg("b")).unwrap();
+        let (a, room) = queue.recv_held().await.unwrap().into_parts();
+        assert_eq!(a.text, "a");
+        assert_eq!(queue.len(), 1);
+        assert_eq!(queue.waiting(), 2, "received, it still waits");
+        assert_eq!(sink.try_send(msg("c")).unwrap_err(), AdmitError::QueueFull);
+        drop(room);
+        assert_eq!(queue.waiting(), 1);
+        sink.try_send(msg("c")).unwrap();
+        // `recv` gives the room back at once.
+        assert_eq!(queue.recv().await.unwrap().text, "b");
+        assert_eq!(queue.waiting(), 1);
+        sink.try_send(msg("d")).unwrap();
+        assert_eq!(sink.try_send(msg("e")).unwrap_err(), AdmitError::QueueFull);
     }
 
     #[tokio::test]

@@ -61,8 +61,8 @@ pub use error::{ChannelError, ChannelResult, RetryAfterHint};
 pub use file_hosts::{FileHostError, FileHosts, MAX_FILE_HOSTS};
 pub use ids::{ChatId, MessageId, UserId};
 pub use inbound::{
-    AdmitError, InboundQueue, InboundSink, REFUSALS_CAPACITY, REFUSED_METRIC, Reservation, Skip,
-    Waited, inbound_queue,
+    AdmitError, InboundQueue, InboundSink, Queued, REFUSALS_CAPACITY, REFUSED_METRIC, Reservation,
+    Room, Skip, Waited, inbound_queue,
 };
 pub use menu::{CommandMenu, MenuEntry};
 pub use message::{

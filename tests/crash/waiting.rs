@@ -1,0 +1,75 @@
+//! A message the platform was told is taken, still waiting for a worker when the bridge is
+//! killed: it was journaled as it came, so the next start answers it.
+
+use im_bridge::simulator::{Hold, Script};
+use im_bridge_fakes::telegram::Incoming;
+use tokio::time::Instant;
+
+use super::{Crashable, DEADLINE, USER, kill9, late, with_text};
+
+/// A second user, in a private chat of their own: a conversation of its own, waiting only
+/// for a worker.
+const OTHER: i64 = 4343;
+
+#[tokio::test]
+async fn a_message_waiting_for_a_worker_at_a_kill_is_answered_after_the_restart() {
+    let mut c = Crashable::start().await;
+    c.channels_keys = "  max_concurrency: 1\n".into();
+    // The first message's run holds the only worker until the test lets it end.
+    c.sim.script_next_run(
+        Script::with_answer("first answer")
+            .chunks(1)
+            .hold(Hold::UntilFinished),
+    );
+    c.sim
+        .script_next_run(Script::with_answer("second answer").chunks(1));
+    let daemon = c.spawn(0);
+    c.say("hello");
+    c.wait_journal("the first run", |r| r.contains("run_id"))
+        .await;
+    c.fake.inject(Incoming::private(OTHER, "me too"));
+    // Telegram is told the second message was taken (the next poll confirms its update)
+    // while no worker is free for it...
+    let until = Instant::now() + DEADLINE;
+    while !c.fake.pending_updates().is_empty() {
+        assert!(Instant::now() < until, "the update was never confirmed");
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    // ... and it is journaled all the same.
+    c.wait_journal("the waiting message", |r| r.contains("me too"))
+        .await;
+    assert_eq!(c.run_starts(), 1, "{:?}", c.paths());
+    kill9(daemon).await;
+
+    let daemon = c.spawn(1);
+    c.wait_request("the join of the first run", |m, p| {
+        m == "GET" && p.ends_with("/join")
+    })
+    .await;
+    for thread in c.sim.thread_ids() {
+        for run in c.sim.active_runs(&thread) {
+            c.sim.finish_run(&run);
+        }
+    }
+    c.wait_text(&late("first answer")).await;
+    let until = Instant::now() + DEADLINE;
+    let second = loop {
+        let messages = c.fake.bot_messages(OTHER);
+        if messages.iter().any(|m| m.text == late("second answer")) {
+            break messages;
+        }
+        assert!(
+            Instant::now() < until,
+            "the waiting message was never answered: {:?}\n{}",
+            messages.iter().map(|m| &m.text).collect::<Vec<_>>(),
+            c.logs()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    };
+    assert_eq!(with_text(&second, "second answer").len(), 1, "{second:?}");
+    let first = c.fake.bot_messages(USER);
+    assert_eq!(with_text(&first, "first answer").len(), 1, "{first:?}");
+    assert_eq!(c.run_starts(), 2, "{:?}", c.paths());
+    c.wait_journal_empty().await;
+    drop(daemon);
+}
