@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use im_bridge::i18n::Arg;
 use im_bridge::simulator::{
     Fault, GoalEvaluation, GoalState, Hold, RecordedRequest, Reply, Route, Script, SimulatorConfig,
 };
@@ -393,29 +394,84 @@ async fn new_during_a_slow_synthesis_keeps_the_goal_on_the_old_thread_and_starts
     h.stop().await;
 }
 
+/// Why a saved `/goal from-chat` goal's run did not start, and how to make it not start.
+#[derive(Clone, Copy, Debug)]
+enum NotStartedBy {
+    /// Another run holds the thread (409).
+    Busy,
+    /// The Gateway answers 503.
+    Unavailable,
+    /// The Gateway refuses the run for another reason (422).
+    Refused,
+    /// The message names an agent whose name is not valid.
+    InvalidAgent,
+}
+
+/// `/goal from-chat` saved the goal but its run did not start: after the "saved" line, one
+/// reply that says the goal is saved and, truthfully, why the task did not start (wait for
+/// the current task, try again later, ask an admin, or it failed) — never the plain reply
+/// of a chat turn beside it.
 #[tokio::test]
-async fn from_chat_saved_but_the_run_is_busy_says_so_honestly() {
-    let h = Harness::final_only().await;
-    bind(&h, 0).await;
-    h.sim
-        .script_next_run(Script::rejected(Reply::run_busy("x")));
-    h.say("/goal from-chat").await;
-    let finals = h.channel.wait_finals(3).await;
-    assert_eq!(
-        finals[1],
-        "Goal set from our conversation: Please help me write the quarterly report"
-    );
-    assert_eq!(
-        finals[2],
-        "The goal is saved: Please help me write the quarterly report. But I couldn't start working on it yet. Send a message when the current task is done and I'll pick it up."
-    );
-    assert!(
-        !finals
-            .iter()
-            .any(|f| f.starts_with("This conversation is still busy")),
-        "distinct from the plain busy reply"
-    );
-    h.stop().await;
+async fn from_chat_saved_but_not_started_says_why_in_one_reply() {
+    let text = catalog_text("en-US");
+    let objective = "Please help me write the quarterly report";
+    for (cause, id) in [
+        (NotStartedBy::Busy, "goal-from-chat-not-started-busy"),
+        (
+            NotStartedBy::Unavailable,
+            "goal-from-chat-not-started-unavailable",
+        ),
+        (NotStartedBy::Refused, "goal-from-chat-not-started-failed"),
+        (
+            NotStartedBy::InvalidAgent,
+            "goal-from-chat-not-started-invalid-agent",
+        ),
+    ] {
+        let h = Harness::final_only().await;
+        bind(&h, 0).await;
+        let mut command = h.message("/goal from-chat");
+        match cause {
+            NotStartedBy::Busy => h
+                .sim
+                .script_next_run(Script::rejected(Reply::run_busy("x"))),
+            NotStartedBy::Unavailable => h.sim.script_next_run(Script::rejected(Reply::html(503))),
+            NotStartedBy::Refused => h
+                .sim
+                .script_next_run(Script::rejected(Reply::detail(422, "refused"))),
+            NotStartedBy::InvalidAgent => {
+                command
+                    .metadata
+                    .insert("agent_name".into(), serde_json::json!("not a valid name!"));
+            }
+        }
+        h.send(command).await;
+        let finals = h.channel.wait_finals(3).await;
+        assert_eq!(
+            finals[1],
+            text(
+                "goal-from-chat-saved",
+                &[("objective", Arg::Str(objective))]
+            ),
+            "{cause:?}"
+        );
+        assert_eq!(
+            finals[2],
+            text(id, &[("objective", Arg::Str(objective))]),
+            "{cause:?}: {finals:#?}"
+        );
+        // Nothing more about it: the next reply is the next command's.
+        h.say("/goal").await;
+        let finals = h.channel.wait_finals(4).await;
+        assert_eq!(
+            finals[3..],
+            [text(
+                "goal-status-active",
+                &[("objective", Arg::Str(objective))]
+            )],
+            "{cause:?}: the goal is saved, and nothing else came: {finals:#?}"
+        );
+        h.stop().await;
+    }
 }
 
 #[tokio::test]

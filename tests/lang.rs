@@ -313,7 +313,7 @@ async fn every_goal_outcome_in_every_shipped_locale() {
             &[("objective", Arg::Str(objective))],
         ));
         finals.expected.push(text(
-            msg::GOAL_FROM_CHAT_RUN_NOT_STARTED,
+            msg::GOAL_FROM_CHAT_NOT_STARTED_BUSY,
             &[("objective", Arg::Str(objective))],
         ));
         let all = h.channel.wait_finals(finals.expected.len()).await;

@@ -134,7 +134,10 @@ goal-from-chat-timeout = Working out the goal is taking longer than expected. It
 goal-from-chat-failed = I couldn't set a goal from our conversation. Please try again, or set one directly with /goal <condition>.
 goal-from-chat-unsupported = The DeerFlow version this bot talks to can't work out a goal from the chat. Set one directly with /goal <condition>.
 goal-from-chat-binding-changed = I saved this goal in the previous conversation, because this chat moved to a new one while I was working it out: { $objective }. I haven't started on it here.
-goal-from-chat-run-not-started = The goal is saved: { $objective }. But I couldn't start working on it yet. Send a message when the current task is done and I'll pick it up.
+goal-from-chat-not-started-busy = The goal is saved: { $objective }. I haven't started on it yet, because another task is still running in this conversation. Once that's done, send me a message and I'll get to work on the goal.
+goal-from-chat-not-started-unavailable = The goal is saved: { $objective }. But I can't reach the agent right now, so I couldn't start working on it. Please send me a message in a little while and I'll pick it up.
+goal-from-chat-not-started-invalid-agent = The goal is saved: { $objective }. But this chat is set up with an agent name that isn't valid, so I can't start working on it. Please ask an admin to check the bot's configuration.
+goal-from-chat-not-started-failed = The goal is saved: { $objective }. But something went wrong when I tried to start working on it. Please send me a message to try again.
 
 ## /lang
 

@@ -130,7 +130,10 @@ goal-from-chat-timeout = 目標をまとめるのに予想より時間がかか�
 goal-from-chat-failed = 会話から目標を設定できませんでした。もう一度お試しいただくか、/goal <条件> で直接設定してください。
 goal-from-chat-unsupported = このボットが接続している DeerFlow のバージョンでは、チャットから目標をまとめることができません。/goal <条件> で直接設定してください。
 goal-from-chat-binding-changed = 目標をまとめている間にこのチャットが新しい会話に切り替わったため、目標は前の会話に保存しました：{ $objective }。こちらではまだ取りかかっていません。
-goal-from-chat-run-not-started = 目標を保存しました：{ $objective }。ただ、まだ取りかかれていません。今のタスクが終わったらメッセージを送ってください。そこから取りかかります。
+goal-from-chat-not-started-busy = 目標を保存しました：{ $objective }。この会話ではまだ別のタスクが実行中のため、取りかかれていません。それが終わったらメッセージを送ってください。目標に向けて取りかかります。
+goal-from-chat-not-started-unavailable = 目標を保存しました：{ $objective }。ただ、現在エージェントに接続できないため、取りかかれませんでした。しばらくしてからメッセージを送ってください。そこから取りかかります。
+goal-from-chat-not-started-invalid-agent = 目標を保存しました：{ $objective }。ただ、このチャットに設定されているエージェント名が正しくないため、取りかかれません。ボットの設定を確認するよう、管理者にご依頼ください。
+goal-from-chat-not-started-failed = 目標を保存しました：{ $objective }。ただ、取りかかろうとしたところで問題が発生しました。もう一度試すには、メッセージを送ってください。
 
 ## /lang
 

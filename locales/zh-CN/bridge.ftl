@@ -128,7 +128,10 @@ goal-from-chat-timeout = 整理目标花的时间比预想的长，它可能稍�
 goal-from-chat-failed = 没能根据对话设定目标。请再试一次，或者直接用 /goal <条件> 设定。
 goal-from-chat-unsupported = 这个机器人连接的 DeerFlow 版本不支持根据聊天内容生成目标。请直接用 /goal <条件> 设定目标。
 goal-from-chat-binding-changed = 我整理目标期间，这个聊天换到了新的对话，所以目标保存在了之前的对话里：{ $objective }。在这里还没有开始执行。
-goal-from-chat-run-not-started = 目标已保存：{ $objective }。但暂时没能开始执行。等当前任务完成后发条消息，我就接着做。
+goal-from-chat-not-started-busy = 目标已保存：{ $objective }。这个对话里还有别的任务在进行，所以还没开始做。等它结束后给我发条消息，我就开始推进这个目标。
+goal-from-chat-not-started-unavailable = 目标已保存：{ $objective }。但现在连不上智能体，没能开始执行。请过一会儿再给我发条消息，我就接着做。
+goal-from-chat-not-started-invalid-agent = 目标已保存：{ $objective }。但这个聊天配置的智能体名称无效，没法开始执行。请联系管理员检查机器人的配置。
+goal-from-chat-not-started-failed = 目标已保存：{ $objective }。但开始执行时出了问题。请给我发条消息再试一次。
 
 ## /lang
 

@@ -129,7 +129,10 @@ goal-from-chat-timeout = 整理目標花的時間比預期久，稍後可能還�
 goal-from-chat-failed = 無法根據對話設定目標。請再試一次，或直接用 /goal <條件> 設定。
 goal-from-chat-unsupported = 這個機器人連線的 DeerFlow 版本無法從聊天內容整理出目標。請直接用 /goal <條件> 設定目標。
 goal-from-chat-binding-changed = 我整理目標的期間，這個聊天室換到了新的對話，所以目標儲存在先前的對話裡：{ $objective }。這裡還沒有開始進行。
-goal-from-chat-run-not-started = 目標已儲存：{ $objective }。不過目前還沒辦法開始進行。等手上的任務完成後傳個訊息給我，我就會接著做。
+goal-from-chat-not-started-busy = 目標已儲存：{ $objective }。這個對話還有別的任務在執行，所以還沒開始進行。等它結束後傳個訊息給我，我就開始朝這個目標努力。
+goal-from-chat-not-started-unavailable = 目標已儲存：{ $objective }。不過現在連不上 AI 代理程式，沒辦法開始進行。請過一會兒再傳個訊息給我，我就會接著做。
+goal-from-chat-not-started-invalid-agent = 目標已儲存：{ $objective }。不過這個聊天室設定的 AI 代理程式名稱無效，沒辦法開始進行。請聯絡管理員檢查機器人的設定。
+goal-from-chat-not-started-failed = 目標已儲存：{ $objective }。不過開始進行時發生了問題。請再傳個訊息給我試一次。
 
 ## /lang
 

@@ -161,8 +161,18 @@ ids! {
     GOAL_FROM_CHAT_UNSUPPORTED = "goal-from-chat-unsupported";
     /// from-chat saved the goal in the previous conversation. `$objective`
     GOAL_FROM_CHAT_BINDING_CHANGED = "goal-from-chat-binding-changed";
-    /// from-chat saved the goal but the task did not start. `$objective`
-    GOAL_FROM_CHAT_RUN_NOT_STARTED = "goal-from-chat-run-not-started";
+    /// from-chat saved the goal, but its task did not start: the thread is busy with
+    /// another run. `$objective`
+    GOAL_FROM_CHAT_NOT_STARTED_BUSY = "goal-from-chat-not-started-busy";
+    /// from-chat saved the goal, but its task did not start: the Gateway is out of reach.
+    /// `$objective`
+    GOAL_FROM_CHAT_NOT_STARTED_UNAVAILABLE = "goal-from-chat-not-started-unavailable";
+    /// from-chat saved the goal, but its task did not start: the chat's agent name is
+    /// invalid. `$objective`
+    GOAL_FROM_CHAT_NOT_STARTED_INVALID_AGENT = "goal-from-chat-not-started-invalid-agent";
+    /// from-chat saved the goal, but starting its task failed for another reason.
+    /// `$objective`
+    GOAL_FROM_CHAT_NOT_STARTED_FAILED = "goal-from-chat-not-started-failed";
 
     /// `/lang`. `$locale`, `$source` (chat, owner, sender, channel, admin, default)
     LANG_CURRENT = "lang-current";

@@ -7,8 +7,9 @@
 //! a `gap`) does not end the run, which goes on (`on_disconnect: continue`): the turn
 //! follows it by id to its end (child `followed`). Other channels start the run in the background (`/runs`) and follow it by id to
 //! one final (child `followed`; `join.rs` reads DeerFlow's join, the run's event stream).
-//! A busy thread (409) gets the busy reply and is not retried. The caller learns whether the run started, which
-//! `/goal from-chat` needs to tell "saved but not started" apart.
+//! A busy thread (409) gets the busy reply and is not retried. The caller learns whether the run started and, if
+//! not, why ([`NotStarted`], decided here alone), which `/goal from-chat` needs to say
+//! "saved, but not started" truthfully, in one reply.
 
 use im_bridge_channel::InboundMessage;
 use std::pin::{Pin, pin};
@@ -52,8 +53,9 @@ pub struct TurnOptions {
     pub bootstrap: bool,
     /// Use this thread instead of resolving the binding (goal flows already hold one).
     pub thread: Option<ThreadId>,
-    /// Leave the reply to a run that could not start to the caller (`/goal from-chat`
-    /// says "saved, but the task did not start" instead of the plain busy reply).
+    /// Leave the reply to a run that could not start to the caller: nothing is published
+    /// for any [`NotStarted`] reason (`/goal from-chat` says "saved, but not started" and
+    /// why, instead of the plain reply).
     pub caller_reports_not_started: bool,
 }
 
@@ -62,15 +64,53 @@ pub struct TurnOptions {
 pub enum RunStart {
     /// The Gateway accepted the run (its outcome was published).
     Started,
-    /// The thread was busy; the busy reply was published.
-    Busy,
-    /// The run could not be started; an error reply was published.
-    Failed,
+    /// The run did not start, for this reason; the plain reply saying so was published
+    /// unless the caller reports it (`TurnOptions::caller_reports_not_started`).
+    NotStarted(NotStarted),
     /// The conversation's bound thread is unknown to the Gateway for the conversation's
     /// identity (deleted, or created under another identity by an older bridge); nothing
     /// was published. [`chat_turn`] answers it by binding a new thread, so its callers
     /// never see it.
     ThreadGone,
+}
+
+/// Why a run did not start. Decided here alone ([`NotStarted::of`] for what the Gateway
+/// answered), so a caller that reports it in words of its own (`/goal from-chat`) tells
+/// the same reasons apart as the plain replies do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotStarted {
+    /// The thread already has a run in flight: wait for it to end.
+    Busy,
+    /// The Gateway is down or unreachable: try again later.
+    Unavailable,
+    /// The conversation's agent name is not valid: only an admin can fix it.
+    InvalidAgent,
+    /// The Gateway refused the run for another reason.
+    Refused,
+    /// The bridge itself failed (its store, while resolving the thread).
+    Internal,
+}
+
+impl NotStarted {
+    /// The reason the Gateway's `error` to a run request means (a thread gone aside).
+    fn of(error: &GatewayError) -> Self {
+        match error {
+            GatewayError::Busy => Self::Busy,
+            e if is_unavailable(e) => Self::Unavailable,
+            _ => Self::Refused,
+        }
+    }
+
+    /// The plain reply saying so.
+    fn reply(self) -> &'static str {
+        match self {
+            Self::Busy => m::RUN_BUSY,
+            Self::Unavailable => m::ERR_GATEWAY_UNAVAILABLE,
+            Self::InvalidAgent => m::ERR_INVALID_AGENT,
+            Self::Refused => m::RUN_FAILED,
+            Self::Internal => m::ERR_INTERNAL,
+        }
+    }
 }
 
 /// How a turn reports a run the Gateway refused to start.
@@ -94,7 +134,7 @@ pub async fn chat_turn(
         Some(t) => (t, false),
         None => match inner.bindings.get_or_create(msg, Some(&owner)).await {
             Ok(t) => (t, true),
-            Err(error) => return bind_failed(inner, msg, &error).await,
+            Err(error) => return bind_failed(inner, msg, &error, &opts).await,
         },
     };
     let outcome = turn_on(inner, msg, text, &opts, &owner, &thread, rebindable).await;
@@ -107,7 +147,7 @@ pub async fn chat_turn(
     tracing::warn!("The conversation's thread is gone for its identity; binding a new one.");
     let thread = match inner.bindings.rebind_new(msg, Some(&owner)).await {
         Ok(t) => t,
-        Err(error) => return bind_failed(inner, msg, &error).await,
+        Err(error) => return bind_failed(inner, msg, &error, &opts).await,
     };
     inner
         .replier
@@ -116,19 +156,38 @@ pub async fn chat_turn(
     turn_on(inner, msg, text, &opts, &owner, &thread, false).await
 }
 
-/// The thread could not be resolved: the reply saying so.
+/// The thread could not be resolved, so no run started.
 async fn bind_failed(
     inner: &Inner,
     msg: &InboundMessage,
     error: &BindError,
+    opts: &TurnOptions,
 ) -> (Disposition, RunStart) {
     tracing::warn!(%error, "Resolving the conversation's thread failed.");
-    let id = match error {
-        BindError::Gateway(e) if is_unavailable(e) => m::ERR_GATEWAY_UNAVAILABLE,
-        _ => m::ERR_INTERNAL,
+    let reason = match error {
+        BindError::Gateway(e) if is_unavailable(e) => NotStarted::Unavailable,
+        _ => NotStarted::Internal,
     };
-    inner.replier.reply(msg, id, &[]).await;
-    (Disposition::Release, RunStart::Failed)
+    refuse(inner, msg, reason, opts.caller_reports_not_started).await
+}
+
+/// No run started, for `reason`: the plain reply, unless the caller reports it (`quiet`).
+/// An invalid agent name is handled for good (a redelivery would meet it again); the
+/// other reasons leave the message retryable.
+async fn refuse(
+    inner: &Inner,
+    msg: &InboundMessage,
+    reason: NotStarted,
+    quiet: bool,
+) -> (Disposition, RunStart) {
+    if !quiet {
+        inner.replier.reply(msg, reason.reply(), &[]).await;
+    }
+    let disposition = match reason {
+        NotStarted::InvalidAgent => Disposition::Keep,
+        _ => Disposition::Release,
+    };
+    (disposition, RunStart::NotStarted(reason))
 }
 
 /// The turn on a resolved thread: attachments, the request, then the run.
@@ -166,8 +225,9 @@ async fn turn_on(
     ) {
         Ok(r) => r,
         Err(_) => {
-            inner.replier.reply(msg, m::ERR_INVALID_AGENT, &[]).await;
-            return (Disposition::Keep, RunStart::Failed);
+            tracing::warn!("The conversation's agent name is not valid; not starting a run.");
+            let quiet = opts.caller_reports_not_started;
+            return refuse(inner, msg, NotStarted::InvalidAgent, quiet).await;
         }
     };
     request.message.additional_kwargs = ingested.and_then(|i| i.kwargs);
@@ -384,7 +444,8 @@ async fn awaiting<F: Future>(
     work.await
 }
 
-/// The run never started: busy, a thread gone, or refused. Replies unless `quiet`.
+/// The Gateway did not start the run: a thread gone, or [`NotStarted::of`] its `error`.
+/// Replies unless `quiet`.
 async fn not_started(
     inner: &Inner,
     msg: &InboundMessage,
@@ -394,25 +455,15 @@ async fn not_started(
     if rebindable && *error == GatewayError::NotFound {
         return (Disposition::Release, RunStart::ThreadGone);
     }
-    if *error == GatewayError::Busy {
+    let reason = NotStarted::of(error);
+    if reason == NotStarted::Busy {
         tracing::info!("The thread is busy; not starting a run.");
-        if !quiet {
-            inner.replier.reply(msg, m::RUN_BUSY, &[]).await;
-        }
         metrics::counter!(names::RUNS, "outcome" => "busy").increment(1);
-        return (Disposition::Release, RunStart::Busy);
+    } else {
+        tracing::warn!(%error, "The Gateway refused to start a run.");
+        metrics::counter!(names::RUNS, "outcome" => "not_started").increment(1);
     }
-    tracing::warn!(%error, "The Gateway refused to start a run.");
-    if !quiet {
-        let id = if is_unavailable(error) {
-            m::ERR_GATEWAY_UNAVAILABLE
-        } else {
-            m::RUN_FAILED
-        };
-        inner.replier.reply(msg, id, &[]).await;
-    }
-    metrics::counter!(names::RUNS, "outcome" => "not_started").increment(1);
-    (Disposition::Release, RunStart::Failed)
+    refuse(inner, msg, reason, quiet).await
 }
 
 /// Whether an error means the Gateway is down or unreachable rather than refusing us.

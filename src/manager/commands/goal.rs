@@ -9,7 +9,9 @@
 //! `/goal from-chat` ordering (§10.5, §14): POST → binding re-check → objective final →
 //! exactly one run call. When the conversation was rebound while the model composed the
 //! goal (`/new`), the goal stays on the old thread and no run starts; when the run cannot
-//! start, the user hears that the goal *is* saved but the task did not start.
+//! start, the user hears, in one reply, that the goal *is* saved, that the task did not
+//! start, and why (`run::NotStarted`: a busy thread, the Gateway out of reach, an invalid
+//! agent name, another refusal).
 //!
 //! The composed objective is recorded in the command's journal entry the moment the
 //! Gateway answered (`journal/starting.rs`): a restart goes on from the binding re-check
@@ -22,7 +24,7 @@ use crate::gateway::ThreadId;
 use crate::gateway::{GatewayError, GoalState, MAX_HINT_CHARS, OptionalRoute, Support};
 use crate::i18n::{Arg, msg as m};
 use crate::manager::journal::Entry;
-use crate::manager::run::{self, RunStart, TurnOptions};
+use crate::manager::run::{self, NotStarted, RunStart, TurnOptions};
 use crate::manager::{Disposition, Inner};
 
 /// Longest objective accepted (the Gateway's own limit); longer is refused locally.
@@ -429,19 +431,27 @@ async fn run_composed(
         ..TurnOptions::default()
     };
     let (disposition, start) = run::chat_turn(inner, msg, objective, options).await;
-    if start != RunStart::Started {
-        inner
-            .replier
-            .reply(
-                msg,
-                m::GOAL_FROM_CHAT_RUN_NOT_STARTED,
-                &[("objective", shown)],
-            )
-            .await;
-        // The goal is saved; retrying the command would compose it again.
-        return Disposition::Keep;
+    let RunStart::NotStarted(reason) = start else {
+        return disposition;
+    };
+    // The turn said nothing (`caller_reports_not_started`): this is the one reply.
+    inner
+        .replier
+        .reply(msg, saved_not_started(reason), &[("objective", shown)])
+        .await;
+    // The goal is saved; retrying the command would compose it again.
+    Disposition::Keep
+}
+
+/// The reply to a `/goal from-chat` whose goal was saved but whose run did not start:
+/// that the goal is saved, and what to do given why.
+fn saved_not_started(reason: NotStarted) -> &'static str {
+    match reason {
+        NotStarted::Busy => m::GOAL_FROM_CHAT_NOT_STARTED_BUSY,
+        NotStarted::Unavailable => m::GOAL_FROM_CHAT_NOT_STARTED_UNAVAILABLE,
+        NotStarted::InvalidAgent => m::GOAL_FROM_CHAT_NOT_STARTED_INVALID_AGENT,
+        NotStarted::Refused | NotStarted::Internal => m::GOAL_FROM_CHAT_NOT_STARTED_FAILED,
     }
-    disposition
 }
 
 /// The reply to a `/goal from-chat` the Gateway did not save a goal for.
