@@ -17,7 +17,8 @@ pub(crate) mod conformance;
 mod files;
 pub(crate) mod harness;
 
-use im_bridge::simulator::Script;
+use im_bridge::i18n::Arg;
+use im_bridge::simulator::{Hold, Script};
 use im_bridge_fakes::feishu::{BOT_NAME, Event};
 
 use harness::{DEADLINE, Fs};
@@ -202,6 +203,47 @@ async fn issue_15_two_messages_in_one_topic_are_queued_not_rejected() {
     let threads = fs.sim.thread_ids();
     assert_eq!(threads.len(), 1);
     assert_eq!(fs.sim.runs(&threads[0]).len(), 2);
+    fs.stop().await;
+}
+
+/// Only runs wait their turn on Feishu, as in DeerFlow's own bridge: `/status` sent while
+/// the conversation's run works is answered at once, not after the run.
+#[tokio::test]
+async fn status_during_a_long_run_is_answered_before_the_run_ends() {
+    const ANSWER: &str = "Still working on it.";
+    let fs = Fs::start().await;
+    fs.sim.script_next_run(
+        Script::with_answer(ANSWER)
+            .chunks(1)
+            .hold(Hold::UntilFinished),
+    );
+    fs.fake
+        .push_event(&Event::text(CHAT, ALICE, "a long task").to_json());
+    fs.sim
+        .wait_until(DEADLINE, |sim| {
+            sim.thread_ids()
+                .iter()
+                .any(|t| !sim.active_runs(t).is_empty())
+        })
+        .await
+        .unwrap();
+    let thread = fs.sim.thread_ids().pop().unwrap();
+    let status = crate::support::catalog_text("en-US")(
+        "cmd-status-active",
+        &[("thread", Arg::Str(&thread))],
+    );
+    fs.fake
+        .push_event(&Event::text(CHAT, ALICE, "/status").to_json());
+    fs.wait_card("the status card", &status).await;
+    assert_eq!(
+        fs.sim.active_runs(&thread).len(),
+        1,
+        "the run still works: it was held until the test finishes it"
+    );
+    for run in fs.sim.active_runs(&thread) {
+        fs.sim.finish_run(&run);
+    }
+    fs.wait_card("the run's answer", ANSWER).await;
     fs.stop().await;
 }
 

@@ -15,7 +15,7 @@ async fn a_serializing_channel_queues_same_conversation_messages_in_order() {
     caps.serialize_conversations = true;
     let h = Harness::with(Options {
         caps,
-        channel: "feishu",
+        channel: "console",
         ..Options::default()
     })
     .await;

@@ -206,7 +206,8 @@ fn capabilities(tty: bool, one_at_a_time: bool) -> Capabilities {
     } else {
         UpdateMode::FinalOnly
     };
-    // A terminal user types ahead; replies must come back in the order asked.
+    // A terminal user types ahead, and a script reads its replies in order: every reply,
+    // a command's too, must come back in the order asked.
     Capabilities {
         updates,
         length_unit: LengthUnit::Chars,

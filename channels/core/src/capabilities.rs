@@ -270,9 +270,12 @@ pub struct Capabilities {
     pub rate_budgets: &'static [RateBudget],
     /// Passive-reply rules, for platforms that have them.
     pub reply_window: Option<ReplyWindow>,
-    /// Messages of one conversation are handled one after another, in arrival order: a chat
-    /// message that must wait is told it is queued instead of getting the busy reply.
-    /// (Feishu's policy, and the console's, whose scripted input expects ordered replies.)
+    /// Every message of one conversation is handled one after another, in arrival order,
+    /// commands that start no run (`/status`, `/help`, …) too, which then answer only once
+    /// the turn before them ended (`/stop` aside). Chat messages and the commands that
+    /// start a run keep their order on every channel anyway; this is for a channel whose
+    /// reader expects every reply in the order asked (the console, whose scripted input
+    /// reads them so). Off, those commands answer at once, beside a running turn.
     pub serialize_conversations: bool,
     /// Answer every admitted message at once with a localized "working on it" reply that
     /// later updates and the final replace (Telegram's placeholder). On a channel that

@@ -60,8 +60,10 @@ const QUOTE_ROOM: usize = 1024;
 
 /// What Feishu can show: one card patched in place while a reply streams, in the card's
 /// markdown; a short burst of writes per chat, then 5 per second (Feishu's per-chat and
-/// per-message QPS); replies of one conversation handled in order (DeerFlow's Feishu
-/// policy: queue, never busy); the "working on it" placeholder as the first card.
+/// per-message QPS); the "working on it" placeholder as the first card. Not
+/// `serialize_conversations`: a conversation's runs keep their order on every channel
+/// (DeerFlow's Feishu policy, queue rather than busy, is `busy_policy: queue`), and, as in
+/// DeerFlow's own bridge, the commands that start no run answer at once.
 pub const CAPABILITIES: Capabilities = Capabilities {
     updates: UpdateMode::Card,
     length_unit: LengthUnit::Bytes,
@@ -74,7 +76,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     ),
     rate_budgets: &RATE_BUDGETS,
     reply_window: None,
-    serialize_conversations: true,
+    serialize_conversations: false,
     working_placeholder: true,
     typing_refresh: None,
     files_expire_after: None,
