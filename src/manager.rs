@@ -295,6 +295,7 @@ impl Manager {
                 () = &mut deadline, if closed => break,
                 // Another replica may have died holding work, or an operator retried some.
                 _ = journal_tick.tick() => {
+                    metrics::gauge!(names::QUEUE_DEPTH).set(queue.waiting() as f64);
                     self.journal_upkeep(closed, &workers).await;
                     continue;
                 }

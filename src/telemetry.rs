@@ -9,7 +9,9 @@ pub mod names {
     pub const INBOUND: &str = "im_bridge_inbound_messages_total";
     /// Counter: inbound messages refused at admission, by `channel` and `reason`.
     pub const INBOUND_REFUSED: &str = im_bridge_channel::REFUSED_METRIC;
-    /// Gauge: messages waiting in the inbound queue.
+    /// Gauge: messages holding room in the inbound queue: not handled yet, waiting to be
+    /// received, for a worker or for their turn. Set as messages come and on the journal's
+    /// upkeep clock.
     pub const QUEUE_DEPTH: &str = "im_bridge_inbound_queue_depth";
     /// Counter: agent runs, by `outcome`.
     pub const RUNS: &str = "im_bridge_runs_total";
