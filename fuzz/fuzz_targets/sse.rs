@@ -96,10 +96,12 @@ fn read(event: Option<&RunEvent>) {
                 message.id(metadata),
             );
             let _ = (message.is_hidden(), message.is_goal_continuation());
-            let _ = (message.has_tool_calls(), message.presented_files());
+            let _ = (message.has_tool_calls(), message.present_calls());
+            let _ = (message.tool_call_id(), message.status());
         }
         Some(RunEvent::Values(snapshot)) => {
             let _ = (snapshot.message_count(), snapshot.goal_progress());
+            let _ = snapshot.outputs_path();
             for message in snapshot.turn() {
                 let _ = (message.kind(), message.text(), message.is_hidden());
             }

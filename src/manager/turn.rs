@@ -4,8 +4,12 @@
 //! The *current turn* is everything after the last human message a user could see; human
 //! messages marked `additional_kwargs.hide_from_ui` (memory injections, goal continuations)
 //! do not end it. The reply is the turn's last assistant text, or the question of an
-//! `ask_clarification` tool message; artifacts are the `present_files` paths the turn's AI
-//! messages asked to show.
+//! `ask_clarification` tool message; artifacts are the files the turn's `present_files`
+//! calls presented, as DeerFlow's tool recorded them (see `presented`).
+//!
+//! Children: `presented` (which calls succeeded, and the paths they recorded).
+
+mod presented;
 
 use crate::gateway::{Message, Snapshot};
 
@@ -25,23 +29,22 @@ pub struct Turn {
 
 /// Extracts the current turn from a state snapshot.
 pub fn current_turn(values: &Snapshot) -> Turn {
-    turn_of(values.turn())
+    turn_of(values.turn(), values.outputs_path())
 }
 
-/// The reply, artifacts and clarification flag of a run of messages.
-fn turn_of(turn: &[Message]) -> Turn {
-    let mut out = Turn::default();
+/// The reply, artifacts and clarification flag of a run of messages; `outputs_path` is the
+/// thread's outputs directory on the Gateway's host.
+fn turn_of(turn: &[Message], outputs_path: Option<&str>) -> Turn {
+    let mut out = Turn {
+        artifacts: presented::presented(turn, outputs_path),
+        ..Turn::default()
+    };
     for message in turn {
         let Some(kind) = message.kind() else {
             continue;
         };
         if is_assistant_type(kind) {
             let text = message.text();
-            for path in presented_files(message) {
-                if !out.artifacts.iter().any(|a| a == path) {
-                    out.artifacts.push(path.to_owned());
-                }
-            }
             if !text.trim().is_empty() {
                 text.clone_into(&mut out.text);
                 out.pending_clarification = false;
@@ -80,15 +83,16 @@ pub fn goal_progress(values: &Snapshot) -> Option<(u32, u32)> {
 /// run arrives at once.
 pub fn segments(values: &Snapshot) -> Vec<Turn> {
     let messages = values.turn();
+    let outputs_path = values.outputs_path();
     let mut out = Vec::new();
     let mut from = 0;
     for (i, message) in messages.iter().enumerate() {
         if message.is_goal_continuation() {
-            out.push(turn_of(&messages[from..i]));
+            out.push(turn_of(&messages[from..i], outputs_path));
             from = i + 1;
         }
     }
-    out.push(turn_of(&messages[from..]));
+    out.push(turn_of(&messages[from..], outputs_path));
     out
 }
 
@@ -100,16 +104,6 @@ pub fn is_assistant_type(kind: &str) -> bool {
         bytes.len() >= prefix.len() && bytes[..prefix.len()].eq_ignore_ascii_case(prefix)
     };
     starts(b"ai") || starts(b"assistant")
-}
-
-/// The `present_files` paths of a message that may be delivered: under
-/// [`OUTPUTS_PREFIX`], without `/../`.
-fn presented_files(message: &Message) -> impl Iterator<Item = &str> {
-    message
-        .presented_files()
-        .iter()
-        .map(String::as_str)
-        .filter(|p| p.starts_with(OUTPUTS_PREFIX) && !p.contains("/../"))
 }
 
 #[cfg(test)]
@@ -167,14 +161,23 @@ mod tests {
     }
 
     #[test]
-    fn artifacts_come_from_present_files_under_outputs_only() {
+    fn artifacts_are_what_the_answered_present_files_calls_recorded() {
+        let answer = |id: &str, content: &str| json!({"type": "tool", "content": content, "tool_call_id": id, "status": "success"});
         let values = json!({"messages": [human("q"), {"type": "ai", "content": "", "tool_calls": [
-            {"name": "present_files", "args": {"filepaths": ["/mnt/user-data/outputs/a.pdf", "/mnt/user-data/uploads/secret.txt", "/mnt/user-data/outputs/../x", "/mnt/user-data/outputs/a.pdf"]}},
-            {"name": "web_search", "args": {"filepaths": ["/mnt/user-data/outputs/no.txt"]}}
-        ]}]});
+            {"name": "present_files", "id": "c1", "args": {"filepaths": ["/mnt/user-data/outputs/a.pdf", "/h/outputs/b.png", "mnt/user-data/outputs/a.pdf"]}},
+            {"name": "present_files", "id": "c2", "args": {"filepaths": ["/mnt/user-data/outputs/c.pdf", "/mnt/user-data/uploads/secret.txt"]}},
+            {"name": "web_search", "id": "c3", "args": {"filepaths": ["/mnt/user-data/outputs/no.txt"]}}
+        ]}, answer("c1", "Successfully presented files"),
+            answer("c2", "Error: Only files in /mnt/user-data/outputs can be presented: /mnt/user-data/uploads/secret.txt"),
+            answer("c3", "Successfully searched"),
+            {"type": "ai", "content": "Done."}],
+            "thread_data": {"outputs_path": "/h/outputs"}});
         assert_eq!(
             current_turn(&values).artifacts,
-            vec!["/mnt/user-data/outputs/a.pdf"]
+            vec![
+                "/mnt/user-data/outputs/a.pdf",
+                "/mnt/user-data/outputs/b.png"
+            ]
         );
     }
 

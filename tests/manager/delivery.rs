@@ -1,11 +1,12 @@
 //! How an answer reaches a channel: a streamed answer edits one message and ends in one
 //! final, a final-only channel waits for the whole answer, frames a user must not see are
-//! filtered, clarifications and presented files reach the final, and a placeholder channel
+//! filtered, clarifications and presented files reach the final (the files DeerFlow's
+//! `present_files` tool recorded, not the ones it refused), and a placeholder channel
 //! gets an immediate reply that the answer replaces.
 
 use std::time::Duration;
 
-use im_bridge::simulator::{ExtraFrame, Script};
+use im_bridge::simulator::{ExtraFrame, HOST_OUTPUTS, Script};
 use serde_json::json;
 
 use crate::support::{Call, Harness, Options, final_only, streaming};
@@ -158,14 +159,57 @@ async fn clarifications_and_presented_files_reach_the_final() {
         h.channel.wait_finals(1).await,
         ["Which quarter do you mean?"]
     );
-    h.sim
-        .script_next_run(Script::with_answer("Here it is.").present_files([
-            "/mnt/user-data/outputs/report.pdf",
-            "/mnt/user-data/uploads/private.txt",
-        ]));
+    h.sim.script_next_run(
+        Script::with_answer("Here it is.")
+            .present_files(["/mnt/user-data/outputs/report.pdf"])
+            .present_files(["/mnt/user-data/uploads/private.txt"]),
+    );
     assert_eq!(
         h.ask("Q3", 2).await,
         "Here it is.\n\nCreated a file: 📎 report.pdf"
+    );
+    h.stop().await;
+}
+
+/// The files a turn presented are the ones DeerFlow's `present_files` recorded, in the form
+/// it records them: a host path under the thread's outputs directory and a virtual path
+/// written without its leading slash or with `..` are the same outputs its UI shows.
+#[tokio::test]
+async fn presented_paths_are_taken_as_the_tool_normalizes_them() {
+    let h = Harness::start().await;
+    h.sim.script_next_run(
+        Script::with_answer("Here.")
+            .present_files([format!("{HOST_OUTPUTS}/report.pdf")])
+            .present_files([
+                "mnt/user-data/outputs/charts/../chart.png",
+                "//mnt/user-data/workspace/../outputs/./data.csv",
+            ]),
+    );
+    assert_eq!(
+        h.ask("the files", 1).await,
+        "Here.\n\nCreated 3 files: 📎 report.pdf, chart.png, data.csv"
+    );
+    h.stop().await;
+}
+
+/// A `present_files` call the tool refused (`Error: …`, all of its paths) or that raised
+/// (`status: error`) presented nothing: its files are not announced; the call that
+/// succeeded still is.
+#[tokio::test]
+async fn a_failed_present_is_not_announced() {
+    let h = Harness::start().await;
+    h.sim.script_next_run(
+        Script::with_answer("Here.")
+            .present_files([
+                "/mnt/user-data/outputs/draft.pdf",
+                "/mnt/user-data/uploads/private.txt",
+            ])
+            .present_files_raising(["/mnt/user-data/outputs/broken.pdf"])
+            .present_files(["/mnt/user-data/outputs/final.pdf"]),
+    );
+    assert_eq!(
+        h.ask("the files", 1).await,
+        "Here.\n\nCreated a file: 📎 final.pdf"
     );
     h.stop().await;
 }

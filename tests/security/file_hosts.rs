@@ -187,13 +187,13 @@ async fn presented_files_outside_the_outputs_are_fetched_from_nowhere() {
     let dc = crate::discord::harness::Dc::start().await;
     dc.sim.put_output("/mnt/user-data/outputs/ok.txt", "fine");
     let url = format!("http://127.0.0.1:{}/x", other.port);
-    dc.sim
-        .script_next_run(Script::with_answer("Here.").present_files([
-            "/mnt/user-data/outputs/../../etc/passwd".to_owned(),
-            "/mnt/user-data/uploads/x".to_owned(),
-            url.clone(),
-            "/mnt/user-data/outputs/ok.txt".to_owned(),
-        ]));
+    dc.sim.script_next_run(
+        Script::with_answer("Here.")
+            .present_files(["/mnt/user-data/outputs/../../etc/passwd"])
+            .present_files(["/mnt/user-data/uploads/x"])
+            .present_files([url.clone()])
+            .present_files(["/mnt/user-data/outputs/ok.txt"]),
+    );
     dc.fake.push(&Event::guild(
         "1300000000000000200",
         "1300000000000000400",

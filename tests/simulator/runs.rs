@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use im_bridge::simulator::{ExtraFrame, Failure, RunStatus, Script, SimulatorConfig};
+use im_bridge::simulator::{ExtraFrame, Failure, HOST_OUTPUTS, RunStatus, Script, SimulatorConfig};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -228,6 +228,80 @@ async fn clarification_and_present_files_land_in_the_final_values() {
         payloads(&frames)
             .iter()
             .any(|p| p["type"] == "ai" && p["tool_calls"][0]["name"] == "present_files")
+    );
+}
+
+/// `present_files` answers as DeerFlow's tool does: it records the normalized paths of a
+/// call whose paths all lie in the outputs (a host path under `thread_data.outputs_path`,
+/// a virtual one without its slash), refuses a whole call with an `Error:` answer and
+/// records nothing when one does not, and a tool that raised is answered with
+/// `status: error`; each answer names its call's `tool_call_id`.
+#[tokio::test]
+async fn present_files_records_normalized_paths_or_refuses_the_call() {
+    let h = Harness::start().await;
+    let t = h.thread().await;
+    let script = Script::with_answer("Done.")
+        .present_files([
+            format!("{HOST_OUTPUTS}/a.md"),
+            "mnt/user-data/outputs/b/../c.md".to_owned(),
+        ])
+        .present_files(["/mnt/user-data/outputs/d.md", "/mnt/user-data/uploads/e"])
+        .present_files_raising(["/mnt/user-data/outputs/f.md"])
+        .present_files(["/mnt/user-data/outputs/a.md"]);
+    h.sim.script_thread(&t, script);
+    let frames = h.frames(&t, "files").await;
+    let values = last_values(&frames);
+    let outputs = values["thread_data"]["outputs_path"].as_str().unwrap();
+    assert!(
+        outputs.ends_with(&format!("/threads/{t}/user-data/outputs"))
+            && !outputs.starts_with("/mnt/"),
+        "a host path: {outputs}"
+    );
+    let messages = values["messages"].as_array().unwrap();
+    let calls: Vec<&Value> = messages.iter().filter(|m| m["type"] == "ai").collect();
+    assert_eq!(
+        calls[0]["tool_calls"][0]["args"]["filepaths"][0],
+        format!("{outputs}/a.md"),
+        "the host path as the model wrote it"
+    );
+    let answers: Vec<(&str, &str, &str)> = messages
+        .iter()
+        .filter(|m| m["type"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap(),
+                m["status"].as_str().unwrap(),
+                m["content"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(answers.len(), 4, "{answers:?}");
+    for (answer, call) in answers.iter().zip(&calls) {
+        assert_eq!(call["tool_calls"][0]["id"], answer.0);
+    }
+    assert_eq!(
+        (answers[0].1, answers[0].2),
+        ("success", "Successfully presented files")
+    );
+    assert_eq!(
+        (answers[1].1, answers[1].2),
+        (
+            "success",
+            "Error: Only files in /mnt/user-data/outputs can be presented: /mnt/user-data/uploads/e"
+        )
+    );
+    assert_eq!(answers[2].1, "error");
+    assert!(
+        answers[2]
+            .2
+            .starts_with("Error: Tool 'present_files' failed"),
+        "{answers:?}"
+    );
+    assert_eq!(answers[3].2, "Successfully presented files");
+    // Recorded once each, as the `merge_artifacts` reducer deduplicates.
+    assert_eq!(
+        values["artifacts"],
+        json!(["/mnt/user-data/outputs/a.md", "/mnt/user-data/outputs/c.md"])
     );
 }
 

@@ -1,9 +1,10 @@
 //! Files back (issue 14): the files an agent presents are read from the Gateway and sent
 //! after the answer (a PDF with `sendDocument`, a PNG with `sendPhoto`, replying to the
 //! answer); a file over Telegram's 50 MB or missing is named in the answer; a path
-//! outside `/mnt/user-data/outputs/` is never fetched.
+//! outside `/mnt/user-data/outputs/` is never fetched, and a file the `present_files` tool
+//! refused is neither fetched nor named.
 
-use im_bridge::simulator::Script;
+use im_bridge::simulator::{HOST_OUTPUTS, Script};
 use im_bridge_fakes::telegram::{Call, Incoming};
 
 use super::USER;
@@ -32,8 +33,8 @@ async fn issue_14_presented_files_arrive_after_the_answer_and_the_rest_are_named
                 format!("{OUTPUTS}/chart.png"),
                 format!("{OUTPUTS}/huge.bin"),
                 format!("{OUTPUTS}/gone.txt"),
-                "/mnt/user-data/uploads/secret.txt".to_owned(),
-            ]),
+            ])
+            .present_files(["/mnt/user-data/uploads/secret.txt"]),
     );
     let asked = tg.fake.inject(Incoming::private(USER, "make me a report"));
     let calls = tg
@@ -103,6 +104,64 @@ async fn issue_14_presented_files_arrive_after_the_answer_and_the_rest_are_named
         fetched
             .iter()
             .all(|p| p.contains("/artifacts/mnt/user-data/outputs/")),
+        "{fetched:?}"
+    );
+    tg.stop().await;
+}
+
+/// What DeerFlow's `present_files` recorded is what arrives: a file presented by its host
+/// path under the thread's outputs directory is read back by its virtual path and sent,
+/// while a call the tool refused (one path outside the outputs refuses them all) or that
+/// raised is neither fetched nor named.
+#[tokio::test]
+async fn only_files_the_tool_recorded_are_sent() {
+    let tg = Tg::start().await;
+    tg.ready().await;
+    for name in ["report.pdf", "draft.pdf", "broken.pdf"] {
+        tg.sim.put_output(format!("{OUTPUTS}/{name}"), PDF);
+    }
+    tg.sim.script_next_run(
+        Script::with_answer("Here is the report.")
+            .chunks(1)
+            .present_files([format!("{HOST_OUTPUTS}/report.pdf")])
+            .present_files([
+                format!("{OUTPUTS}/draft.pdf"),
+                "/mnt/user-data/uploads/secret.txt".to_owned(),
+            ])
+            .present_files_raising([format!("{OUTPUTS}/broken.pdf")]),
+    );
+    tg.fake.inject(Incoming::private(USER, "the report"));
+    let calls = tg
+        .fake
+        .wait_for("the report", DEADLINE, |calls| {
+            calls.iter().any(|c| c.ok() && c.method == "sendDocument")
+        })
+        .await
+        .unwrap();
+    let answer = calls
+        .iter()
+        .find_map(|c| {
+            c.text()
+                .filter(|t| c.ok() && t.starts_with("Here is the report."))
+        })
+        .expect("the answer");
+    assert!(answer.contains("Created a file: 📎 report.pdf"), "{answer}");
+    assert!(
+        !["draft", "broken", "secret"]
+            .iter()
+            .any(|name| answer.contains(name)),
+        "{answer}"
+    );
+    let documents: Vec<_> = calls
+        .iter()
+        .filter(|c| c.method == "sendDocument")
+        .map(|c| c.params["document"]["file_name"].clone())
+        .collect();
+    assert_eq!(documents, ["report.pdf"]);
+    let fetched = crate::support::artifact_paths(&tg.sim);
+    assert_eq!(fetched.len(), 1, "{fetched:?}");
+    assert!(
+        fetched[0].ends_with("/artifacts/mnt/user-data/outputs/report.pdf"),
         "{fetched:?}"
     );
     tg.stop().await;

@@ -56,7 +56,7 @@ pub use goal::{
 };
 pub use info::SkillInfo;
 pub use limits::{UPLOAD_LIMITS_TTL, UploadLimits};
-pub use message::{ChunkMetadata, Message, Snapshot};
+pub use message::{ChunkMetadata, Message, PresentCall, Snapshot};
 pub use routes::{OptionalRoute, Support};
 pub use runs::{
     HumanMessage, OFFLOAD_FRAME_BYTES, RunMode, RunRequest, RunStatus, RunStream, RunSummary,

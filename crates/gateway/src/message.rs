@@ -6,11 +6,12 @@
 //! a `String` per key and per string) was most of the client's CPU time under load. Here
 //! each frame is read once, keeping only what the manager reads:
 //! - a [`Message`]: its type, id, text, the `additional_kwargs` flags, the tool-call count
-//!   and `present_files` paths, and the same fields of the constructor form's `kwargs`;
+//!   and `present_files` calls (id and `filepaths`), a tool message's `tool_call_id` and
+//!   `status`, and the same fields of the constructor form's `kwargs`;
 //! - a [`Snapshot`]: the messages of the current turn (after the last human message a user
-//!   could see), how many messages there were, and the goal's continuation counts; a later
-//!   snapshot without a `messages` list keeps the history of the one before
-//!   ([`Snapshot::merged`]).
+//!   could see), how many messages there were, the goal's continuation counts and the
+//!   thread's `thread_data.outputs_path`; a later snapshot without a `messages` list keeps
+//!   the history of the one before ([`Snapshot::merged`]).
 //!
 //! Decoding is as tolerant as reading a `Value` was: a field of an unexpected JSON type
 //! reads as absent (a numeric `id`, a `content` that is neither a string nor a list) and
@@ -54,8 +55,12 @@ struct Fields {
     name: Option<String>,
     /// Entries of `tool_calls`, when it is a list.
     tool_calls: usize,
-    /// `args.filepaths` strings of the `present_files` tool calls, in order.
-    presented_files: Vec<String>,
+    /// The `present_files` tool calls, in order.
+    present_calls: Vec<PresentCall>,
+    /// `tool_call_id`, when a string (a tool message: the call it answers).
+    tool_call_id: Option<String>,
+    /// `status`, when a string (a tool message: `success` or `error`).
+    status: Option<String>,
     /// `kwargs`, when an object (the constructor form keeps the fields there).
     kwargs: Option<Box<Fields>>,
 }
@@ -71,9 +76,32 @@ static EMPTY: Fields = Fields {
     goal_continuation: false,
     name: None,
     tool_calls: 0,
-    presented_files: Vec::new(),
+    present_calls: Vec::new(),
+    tool_call_id: None,
+    status: None,
     kwargs: None,
 };
+
+/// One `present_files` tool call of an AI message, as the model asked for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PresentCall {
+    /// The call's `id`, when a string.
+    id: Option<String>,
+    /// The `args.filepaths` strings, unfiltered and unnormalized.
+    filepaths: Vec<String>,
+}
+
+impl PresentCall {
+    /// The call's `id`, which the tool's answer names as its `tool_call_id`.
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+
+    /// The paths the model passed, as written (DeerFlow's tool normalizes them).
+    pub fn filepaths(&self) -> &[String] {
+        &self.filepaths
+    }
+}
 
 impl Message {
     /// Reads a message from a decoded JSON value (for bodies already parsed as `Value`).
@@ -134,9 +162,19 @@ impl Message {
         self.body().tool_calls > 0
     }
 
-    /// The `filepaths` of the message's `present_files` tool calls, unfiltered.
-    pub fn presented_files(&self) -> &[String] {
-        &self.body().presented_files
+    /// The message's `present_files` tool calls, in order.
+    pub fn present_calls(&self) -> &[PresentCall] {
+        &self.body().present_calls
+    }
+
+    /// `tool_call_id`: the tool call a tool message answers.
+    pub fn tool_call_id(&self) -> Option<&str> {
+        self.body().tool_call_id.as_deref()
+    }
+
+    /// `status` of a tool message (`success`, or `error` when the tool raised).
+    pub fn status(&self) -> Option<&str> {
+        self.body().status.as_deref()
     }
 
     /// The chunk's message id: payload `id` / `message_id`, then the metadata's, then
@@ -184,6 +222,9 @@ pub struct Snapshot {
     goal: Option<(u32, u32)>,
     /// The same counts of `goal_outcome`.
     outcome: Option<(u32, u32)>,
+    /// `thread_data.outputs_path`, when a string: the thread's outputs directory on the
+    /// Gateway's host.
+    outputs_path: Option<String>,
 }
 
 impl Snapshot {
@@ -209,6 +250,9 @@ impl Snapshot {
             Some(mut previous) if !newer.has_messages => {
                 previous.goal = newer.goal;
                 previous.outcome = newer.outcome;
+                if newer.outputs_path.is_some() {
+                    previous.outputs_path = newer.outputs_path;
+                }
                 previous
             }
             _ => newer,
@@ -231,6 +275,12 @@ impl Snapshot {
     /// goal, the outcome's counts.
     pub fn goal_progress(&self) -> Option<(u32, u32)> {
         self.goal.or(self.outcome)
+    }
+
+    /// `thread_data.outputs_path`: where the thread's `/mnt/user-data/outputs` lies on the
+    /// Gateway's host (a host path, which `present_files` also accepts).
+    pub fn outputs_path(&self) -> Option<&str> {
+        self.outputs_path.as_deref()
     }
 }
 

@@ -2,13 +2,13 @@
 //! and sending frames for the stream to encode.
 //!
 //! Order of a run (`spec/gateway.md` §3.3, §4.4): `metadata` → the initial `values` → extra
-//! frames → `present_files` call and result (the presented outputs are written to the run
-//! user's area of the thread) → answer chunks → `values` → goal evaluation (continuations,
-//! each a hidden `<goal_continuation>` human message, a `values`, another AI message and a
-//! `values`; then met or stand-down and a `values`) → hold → the run is freed → `end` (the
-//! status `success`, or `error` with no `error` frame as `Script::error_status` says). The
-//! thread is freed before `end` goes out, so a client may start its next run the moment it
-//! reads `end`.
+//! frames → `present_files` calls and the tool's answers (what a call recorded is written
+//! to the run user's area of the thread) → answer chunks → `values` → goal evaluation
+//! (continuations, each a hidden `<goal_continuation>` human message, a `values`, another
+//! AI message and a `values`; then met or stand-down and a `values`) → hold → the run is
+//! freed → `end` (the status `success`, or `error` with no `error` frame as
+//! `Script::error_status` says). The thread is freed before `end` goes out, so a client may
+//! start its next run the moment it reads `end`.
 //!
 //! Frames go into the run's log (`bridge.rs`), whether or not anyone reads it, as the
 //! Gateway's worker publishes to its stream bridge; a scripted stream loss
@@ -17,6 +17,10 @@
 //! `on_disconnect` is `cancel`, see `DisconnectGuard`); the run stops at its next frame or
 //! pause and its log still ends with `end`. Stopping the simulator cancels every run; their
 //! logs end without `end`.
+//!
+//! Children: `present` (DeerFlow's `present_files` tool: what it records, or its refusal).
+
+mod present;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -390,7 +394,7 @@ async fn play(out: &mut Out, script: &Script) -> Result<Ending, Cancelled> {
     }
     extra_frames(out, script).await?;
     if !script.present_files.is_empty() {
-        present_files(out, script).await?;
+        present::present_files(out, script).await?;
     }
     let goal = out
         .sim
@@ -442,35 +446,6 @@ async fn extra_frames(out: &mut Out, script: &Script) -> Result<(), Cancelled> {
             ExtraFrame::Raw { event, data } => out.frame(event, data.clone()).await?,
         }
     }
-    Ok(())
-}
-
-/// The `present_files` tool call and its result, streamed and kept in the history, and the
-/// files written as the run's outputs.
-async fn present_files(out: &mut Out, script: &Script) -> Result<(), Cancelled> {
-    let event = script.messages_event.clone();
-    let (ai_id, tool_id) = (format!("lc_run--{}", wire::new_uuid()), wire::new_uuid());
-    let call_id = format!("call_{}", wire::new_uuid());
-    let args = json!({"filepaths": script.present_files});
-    let ai = wire::ai_message(
-        &ai_id,
-        "",
-        vec![wire::tool_call("present_files", args, &call_id)],
-    );
-    let tool = wire::tool_message(
-        &tool_id,
-        "present_files",
-        "Successfully presented files",
-        &call_id,
-    );
-    out.message(&event, ai.clone()).await?;
-    out.message(&event, tool.clone()).await?;
-    let paths = script.present_files.clone();
-    out.update(|t| {
-        t.messages.extend([ai, tool]);
-        t.artifacts.extend(paths);
-    });
-    out.write_outputs(&script.present_files);
     Ok(())
 }
 

@@ -91,7 +91,8 @@ pub use control::{RunInfo, WaitTimeout};
 pub use fault::{Fault, FaultAction, Reply, ReplyBody, Route};
 pub use record::{MAX_RECORDED_REQUESTS, RecordedBody, RecordedRequest};
 pub use script::{
-    Delivery, ExtraFrame, Failure, GoalEnd, GoalPlan, Hold, Script, StreamLoss, WaitBody,
+    Delivery, ExtraFrame, Failure, GoalEnd, GoalPlan, HOST_OUTPUTS, Hold, PresentCall, Script,
+    StreamLoss, WaitBody,
 };
 pub use state::{
     GoalEvaluation, GoalOutcome, GoalState, MAX_FILE_BYTES, MAX_FILES, MAX_FINISHED_RUNS,

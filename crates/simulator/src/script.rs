@@ -179,8 +179,8 @@ pub struct Script {
     pub title: Option<String>,
     /// Ends the turn with an `ask_clarification` tool message carrying this question.
     pub clarification: Option<String>,
-    /// Paths for a `present_files` tool call made before the answer.
-    pub present_files: Vec<String>,
+    /// The `present_files` tool calls made before the answer, in order.
+    pub present_files: Vec<PresentCall>,
     /// `(k, d)`: pause `d` after the k-th chunk (0 = before the first, past the end = after
     /// the last); heartbeats flow meanwhile.
     pub pauses: Vec<(usize, Duration)>,
@@ -209,6 +209,21 @@ pub struct Script {
     pub goal: GoalPlan,
     /// The `/runs/wait` body.
     pub wait_body: WaitBody,
+}
+
+/// Stands for the thread's outputs directory on the Gateway's host at the start of a
+/// presented path (`thread_data.outputs_path`, e.g.
+/// `/app/backend/.deer-flow/users/default/threads/<id>/user-data/outputs`), which a test
+/// cannot know before the run: `format!("{HOST_OUTPUTS}/report.md")`.
+pub const HOST_OUTPUTS: &str = "{host_outputs}";
+
+/// One scripted `present_files` tool call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PresentCall {
+    /// The `filepaths` the model passes, as written ([`HOST_OUTPUTS`] expanded).
+    pub paths: Vec<String>,
+    /// The tool raises instead of answering.
+    pub raises: bool,
 }
 
 impl Default for Script {
@@ -361,13 +376,38 @@ impl Script {
         self
     }
 
-    /// Present these files (e.g. `/mnt/user-data/outputs/report.md`) before answering.
-    pub fn present_files<I, S>(mut self, paths: I) -> Self
+    /// Call `present_files` with these paths before answering (e.g.
+    /// `/mnt/user-data/outputs/report.md`, or [`HOST_OUTPUTS`]`/report.md`); each call of
+    /// this method adds one tool call. The tool answers as DeerFlow's does: it records the
+    /// normalized paths, or refuses them all with an `Error: …` answer when one lies outside
+    /// the outputs directory.
+    pub fn present_files<I, S>(self, paths: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.present_files = paths.into_iter().map(Into::into).collect();
+        self.present_call(paths, false)
+    }
+
+    /// Call `present_files` with these paths, and the tool raises: DeerFlow's error
+    /// middleware answers with `status: error`, and nothing is recorded.
+    pub fn present_files_raising<I, S>(self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.present_call(paths, true)
+    }
+
+    fn present_call<I, S>(mut self, paths: I, raises: bool) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.present_files.push(PresentCall {
+            paths: paths.into_iter().map(Into::into).collect(),
+            raises,
+        });
         self
     }
 

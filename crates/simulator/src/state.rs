@@ -279,17 +279,29 @@ impl Thread {
         }
     }
 
+    /// The host directory that is the thread's `/mnt/user-data` (its owner's area, the
+    /// owner made safe; a shared thread's is the default user's), as `thread_data` names it
+    /// and `present_files` resolves paths against it.
+    pub(crate) fn user_data_dir(&self) -> String {
+        let user = self
+            .owner
+            .as_deref()
+            .map_or_else(|| wire::DEFAULT_USER.to_owned(), wire::safe_user_id);
+        wire::host_user_data_dir(&user, &self.id)
+    }
+
     /// The channel values, serialized like a `values` event.
     pub(crate) fn values(&self) -> Value {
         let mut values = Map::new();
         if self.values_written {
             values.insert("messages".into(), Value::Array(self.messages.to_vec()));
+            let data = self.user_data_dir();
             values.insert(
                 "thread_data".into(),
                 json!({
-                    "workspace_path": "/mnt/user-data/workspace",
-                    "uploads_path": "/mnt/user-data/uploads",
-                    "outputs_path": "/mnt/user-data/outputs",
+                    "workspace_path": format!("{data}/workspace"),
+                    "uploads_path": format!("{data}/uploads"),
+                    "outputs_path": format!("{data}/outputs"),
                 }),
             );
             values.insert("sandbox".into(), json!({"sandbox_id": "local"}));
@@ -314,9 +326,9 @@ impl Thread {
     pub(crate) fn write_values_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         #[derive(serde::Serialize)]
         struct ThreadData {
-            workspace_path: &'static str,
-            uploads_path: &'static str,
-            outputs_path: &'static str,
+            workspace_path: String,
+            uploads_path: String,
+            outputs_path: String,
         }
         #[derive(serde::Serialize)]
         struct Sandbox {
@@ -339,10 +351,13 @@ impl Thread {
         }
         let written = self.values_written;
         let view = View {
-            thread_data: written.then_some(ThreadData {
-                workspace_path: "/mnt/user-data/workspace",
-                uploads_path: "/mnt/user-data/uploads",
-                outputs_path: "/mnt/user-data/outputs",
+            thread_data: written.then(|| {
+                let data = self.user_data_dir();
+                ThreadData {
+                    workspace_path: format!("{data}/workspace"),
+                    uploads_path: format!("{data}/uploads"),
+                    outputs_path: format!("{data}/outputs"),
+                }
             }),
             sandbox: written.then_some(Sandbox {
                 sandbox_id: "local",

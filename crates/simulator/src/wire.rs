@@ -27,6 +27,15 @@ pub fn valid_thread_id(id: &str) -> bool {
 /// The user a request acts for when it names none (the Gateway's `DEFAULT_USER_ID`).
 pub const DEFAULT_USER: &str = "default";
 
+/// Where the simulated Gateway keeps its data on its host (DeerFlow's `Paths.base_dir`).
+pub const HOST_BASE_DIR: &str = "/app/backend/.deer-flow";
+
+/// The host directory that is a thread's `/mnt/user-data` in the sandbox
+/// (`Paths.sandbox_user_data_dir`, per-user layout); `user` is a safe id.
+pub fn host_user_data_dir(user: &str, thread_id: &str) -> String {
+    format!("{HOST_BASE_DIR}/users/{user}/threads/{thread_id}/user-data")
+}
+
 /// DeerFlow's `make_safe_user_id`: every character outside `[A-Za-z0-9_-]` becomes `-`,
 /// and when that changed anything, `-` and the first 16 hex digits of SHA-256(raw) follow,
 /// so two raw ids never share a storage bucket.

@@ -14,9 +14,9 @@ use super::lenient::{
     LenientBool, LenientStr, LenientU32, List, Listed, Object, Strings, deserialize_with,
     ignore_others, list, object, read_object, skip,
 };
-use super::{ChunkMetadata, Fields, Message, Snapshot};
+use super::{ChunkMetadata, Fields, Message, PresentCall, Snapshot};
 
-deserialize_with!(object: Fields, KwargFlags, ToolCall, Args, ChunkMetadata, Snapshot, Progress);
+deserialize_with!(object: Fields, KwargFlags, ToolCall, Args, ChunkMetadata, Snapshot, Progress, ThreadData);
 deserialize_with!(list: ToolCalls, History);
 
 impl Object for Fields {
@@ -30,6 +30,8 @@ impl Object for Fields {
         "name",
         "tool_calls",
         "kwargs",
+        "tool_call_id",
+        "status",
     ];
 
     fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error> {
@@ -48,9 +50,11 @@ impl Object for Fields {
             5 => self.name = map.next_value::<LenientStr>()?.0,
             6 => {
                 let calls = map.next_value::<ToolCalls>()?;
-                (self.tool_calls, self.presented_files) = (calls.count, calls.presented);
+                (self.tool_calls, self.present_calls) = (calls.count, calls.presented);
             }
             7 => self.kwargs = map.next_value::<Option<Fields>>()?.map(Box::new),
+            8 => self.tool_call_id = map.next_value::<LenientStr>()?.0,
+            9 => self.status = map.next_value::<LenientStr>()?.0,
             _ => skip(map)?,
         }
         Ok(())
@@ -220,11 +224,11 @@ impl Object for KwargFlags {
     }
 }
 
-/// `tool_calls`: how many, and the paths of the `present_files` calls.
+/// `tool_calls`: how many, and the `present_files` calls.
 #[derive(Default)]
 struct ToolCalls {
     count: usize,
-    presented: Vec<String>,
+    presented: Vec<PresentCall>,
 }
 
 impl List for ToolCalls {
@@ -234,26 +238,31 @@ impl List for ToolCalls {
     fn push(&mut self, call: ToolCall) {
         self.count += 1;
         if call.name.as_deref() == Some("present_files") {
-            self.presented.extend(call.filepaths);
+            self.presented.push(PresentCall {
+                id: call.id,
+                filepaths: call.filepaths,
+            });
         }
     }
 }
 
-/// One tool call: its `name` and `args.filepaths`.
+/// One tool call: its `name`, `id` and `args.filepaths`.
 #[derive(Default)]
 struct ToolCall {
     name: Option<String>,
+    id: Option<String>,
     filepaths: Vec<String>,
 }
 
 impl Object for ToolCall {
     const EXPECTING: &'static str = "a tool call";
-    const FIELDS: &'static [&'static str] = &["name", "args"];
+    const FIELDS: &'static [&'static str] = &["name", "args", "id"];
 
     fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error> {
         match index {
             0 => self.name = map.next_value::<LenientStr>()?.0,
             1 => self.filepaths = map.next_value::<Args>()?.0,
+            2 => self.id = map.next_value::<LenientStr>()?.0,
             _ => skip(map)?,
         }
         Ok(())
@@ -293,7 +302,7 @@ impl Object for ChunkMetadata {
 
 impl Object for Snapshot {
     const EXPECTING: &'static str = "state values";
-    const FIELDS: &'static [&'static str] = &["messages", "goal", "goal_outcome"];
+    const FIELDS: &'static [&'static str] = &["messages", "goal", "goal_outcome", "thread_data"];
 
     fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error> {
         match index {
@@ -305,6 +314,7 @@ impl Object for Snapshot {
             }
             1 => self.goal = map.next_value::<Progress>()?.counts(),
             2 => self.outcome = map.next_value::<Progress>()?.counts(),
+            3 => self.outputs_path = map.next_value::<ThreadData>()?.outputs_path,
             _ => skip(map)?,
         }
         Ok(())
@@ -329,6 +339,25 @@ impl List for History {
         } else {
             self.turn.push(message);
         }
+    }
+}
+
+/// `thread_data`: only its `outputs_path` is read.
+#[derive(Default)]
+struct ThreadData {
+    outputs_path: Option<String>,
+}
+
+impl Object for ThreadData {
+    const EXPECTING: &'static str = "thread data";
+    const FIELDS: &'static [&'static str] = &["outputs_path"];
+
+    fn read<'de, A: MapAccess<'de>>(&mut self, index: usize, map: &mut A) -> Result<(), A::Error> {
+        match index {
+            0 => self.outputs_path = map.next_value::<LenientStr>()?.0,
+            _ => skip(map)?,
+        }
+        Ok(())
     }
 }
 

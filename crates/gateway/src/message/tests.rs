@@ -110,11 +110,40 @@ fn flags_and_tool_calls() {
         {"name": "present_files", "args": {"filepaths": "/not-a-list"}},
     ]}));
     assert!(m.has_tool_calls());
-    assert_eq!(m.presented_files(), ["/a", "/b"]);
+    let calls: Vec<(Option<&str>, &[String])> = m
+        .present_calls()
+        .iter()
+        .map(|c| (c.id(), c.filepaths()))
+        .collect();
+    let none: &[String] = &[];
+    assert_eq!(
+        calls,
+        [
+            (Some("c1"), &["/a".to_owned(), "/b".to_owned()][..]),
+            (None, none)
+        ]
+    );
     for calls in [json!([]), json!({"name": "present_files"}), json!(null)] {
         let m = message(json!({"type": "ai", "tool_calls": calls}));
-        assert!(!m.has_tool_calls() && m.presented_files().is_empty());
+        assert!(!m.has_tool_calls() && m.present_calls().is_empty());
     }
+}
+
+#[test]
+fn a_tool_message_names_the_call_it_answers_and_its_status() {
+    let m = message(
+        json!({"type": "tool", "content": "Error: no", "tool_call_id": "c1",
+        "status": "error", "name": null}),
+    );
+    assert_eq!((m.tool_call_id(), m.status()), (Some("c1"), Some("error")));
+    let m = message(json!({"type": "constructor", "id": ["x", "ToolMessage"],
+        "kwargs": {"type": "tool", "tool_call_id": "c2", "status": "success"}}));
+    assert_eq!(
+        (m.tool_call_id(), m.status()),
+        (Some("c2"), Some("success"))
+    );
+    let m = message(json!({"type": "tool", "tool_call_id": 3, "status": ["error"]}));
+    assert_eq!((m.tool_call_id(), m.status()), (None, None));
 }
 
 #[test]
@@ -152,6 +181,12 @@ fn a_snapshot_keeps_the_current_turn_and_the_goal_counts() {
     let texts: Vec<&str> = s.turn().iter().map(Message::text).collect();
     assert_eq!(texts, ["new", "<memory/>", ""]);
     assert_eq!(s.goal_progress(), Some((2, 8)));
+    assert_eq!(s.outputs_path(), None);
+    let s = snapshot(json!({"thread_data": {"outputs_path": "/data/threads/t/user-data/outputs"}}));
+    assert_eq!(s.outputs_path(), Some("/data/threads/t/user-data/outputs"));
+    for data in [json!({"outputs_path": 5}), json!("x"), json!(null)] {
+        assert_eq!(snapshot(json!({"thread_data": data})).outputs_path(), None);
+    }
 }
 
 #[test]
@@ -197,6 +232,7 @@ fn a_snapshot_without_a_message_list_keeps_the_history_before() {
     let answered = snapshot(json!({
         "messages": [{"type": "human", "content": "q"}, {"type": "ai", "content": "The answer."}],
         "goal": {"continuation_count": 0, "max_continuations": 8},
+        "thread_data": {"outputs_path": "/o"},
     }));
     assert!(answered.has_messages());
     let goal = json!({"continuation_count": 1, "max_continuations": 8});
@@ -212,6 +248,7 @@ fn a_snapshot_without_a_message_list_keeps_the_history_before() {
         assert_eq!(merged.message_count(), 2, "{value}");
         assert_eq!(merged.turn()[0].text(), "The answer.", "{value}");
         assert_eq!(merged.goal_progress(), Some((1, 8)), "{value}");
+        assert_eq!(merged.outputs_path(), Some("/o"), "{value}");
     }
     // A cleared goal (the key dropped) clears it; the history stays.
     let merged = Snapshot::merged(Some(answered.clone()), snapshot(json!({})));
