@@ -65,6 +65,7 @@ cmd-new-failed = I couldn't start a new conversation. Please try again.
 cmd-status-active = This chat is in conversation { $thread }.
 cmd-status-none = This chat has no conversation yet. Send me a message to start one.
 cmd-stop-none = Nothing is running in this conversation right now, so there is nothing to stop.
+cmd-stop-elsewhere = I've stopped the task that was running in this conversation.
 cmd-stop-failed = I couldn't stop the current task. It may still finish on its own; try /stop again in a moment.
 cmd-unknown = I don't know the command { $command }. These are the ones I know: { $commands }
 cmd-unknown-empty = That command is empty. These are the ones I know: { $commands }

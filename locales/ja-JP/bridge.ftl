@@ -62,6 +62,7 @@ cmd-new-failed = 新しい会話を始められませんでした。もう一度
 cmd-status-active = このチャットの会話は { $thread } です。
 cmd-status-none = このチャットにはまだ会話がありません。メッセージを送ると始まります。
 cmd-stop-none = この会話で実行中のタスクはないため、停止するものはありません。
+cmd-stop-elsewhere = この会話で実行中だったタスクを停止しました。
 cmd-stop-failed = 現在のタスクを停止できませんでした。そのまま終わる場合もあります。少ししてから、もう一度 /stop を送ってください。
 cmd-unknown = { $command } というコマンドはありません。使えるコマンドは次のとおりです：{ $commands }
 cmd-unknown-empty = コマンドが空です。使えるコマンドは次のとおりです：{ $commands }

@@ -60,6 +60,7 @@ cmd-new-failed = 没能开始新的对话，请再试一次。
 cmd-status-active = 这个聊天当前所在的对话是 { $thread }。
 cmd-status-none = 这个聊天还没有对话。给我发条消息就能开始。
 cmd-stop-none = 这个对话现在没有正在进行的任务，没有什么需要停止。
+cmd-stop-elsewhere = 已经停下这个对话里正在进行的任务。
 cmd-stop-failed = 没能停止当前的任务，它可能会自己结束。稍后可以再发一次 /stop。
 cmd-unknown = 我不认识 { $command } 这个命令。我能处理的命令有：{ $commands }
 cmd-unknown-empty = 这是一个空命令。我能处理的命令有：{ $commands }

@@ -61,6 +61,7 @@ cmd-new-failed = 無法開始新的對話，請再試一次。
 cmd-status-active = 這個聊天室目前的對話是 { $thread }。
 cmd-status-none = 這個聊天室還沒有對話，傳訊息給我就能開始。
 cmd-stop-none = 這個對話目前沒有執行中的任務，不需要停止。
+cmd-stop-elsewhere = 已經停止這個對話中正在進行的任務。
 cmd-stop-failed = 無法停止目前的任務，它可能會自己結束。請稍後再傳一次 /stop。
 cmd-unknown = 我不認得 { $command } 這個指令。我能處理的指令有：{ $commands }
 cmd-unknown-empty = 這是空白的指令。我能處理的指令有：{ $commands }

@@ -90,6 +90,9 @@ ids! {
     /// `/stop` could not stop the run (the Gateway refused or is unreachable; or the run
     /// cannot be addressed on this channel).
     CMD_STOP_FAILED = "cmd-stop-failed";
+    /// `/stop` stopped a run in flight on the conversation's thread that this process was
+    /// not following (another replica's, or another client's).
+    CMD_STOP_ELSEWHERE = "cmd-stop-elsewhere";
     /// An unknown command. `$command`, `$commands`
     CMD_UNKNOWN = "cmd-unknown";
     /// A blank command. `$commands`

@@ -1,7 +1,8 @@
 //! `/stop` (also `/cancel`): stops the conversation's run in flight through the Gateway
 //! (`POST …/runs/{run_id}/cancel?action=interrupt`), on every channel, or the newest run
 //! its sender started in the chat where a group message is a conversation of its own
-//! (`inflight.rs`): runs outlive their
+//! (`inflight.rs`), or, when no turn of this process runs there, the run in flight on the
+//! conversation's thread (another replica's, or another client's): runs outlive their
 //! connection (`on_disconnect: "continue"`), so hanging up stops nothing. What the agent
 //! wrote so far stays; the
 //! run's own final then ends with the localized "stopped" line, so this command replies
@@ -13,7 +14,7 @@
 use im_bridge_channel::InboundMessage;
 
 use super::Command;
-use crate::gateway::GatewayError;
+use crate::gateway::{GatewayError, ThreadId};
 use crate::i18n::msg as m;
 use crate::manager::{Disposition, Inner};
 
@@ -29,7 +30,7 @@ pub(super) const COMMAND: Command = Command {
 
 async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     let Some(run) = inner.runs.to_stop(msg) else {
-        inner.replier.reply(msg, m::CMD_STOP_NONE, &[]).await;
+        stop_on_the_thread(inner, msg).await;
         return Disposition::Keep;
     };
     let Some(run_id) = run.run_id.as_deref() else {
@@ -40,27 +41,76 @@ async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
     };
     // Marked first: the run's stream may end the moment the Gateway accepts.
     run.mark_stopped(true);
-    let owner = inner.owner(msg);
-    match inner
-        .gateway
-        .cancel_run(Some(&owner), &run.thread, run_id)
-        .await
-    {
-        Ok(()) => tracing::info!("Asked the Gateway to stop the run in flight."),
-        // It finished meanwhile: its final is on its way, complete.
-        Err(GatewayError::NotFound) => {
+    match cancel(inner, msg, &run.thread, run_id).await {
+        // The run's own final says it was stopped.
+        Cancelled::Asked => {}
+        Cancelled::Refused(id) => {
             run.mark_stopped(false);
-            inner.replier.reply(msg, m::CMD_STOP_NONE, &[]).await;
+            inner.replier.reply(msg, id, &[]).await;
         }
+    }
+    Disposition::Keep
+}
+
+/// No turn of this process runs in the conversation, but its thread may still have a run
+/// in flight: another replica's (where the platform hands one conversation's messages to
+/// several), or one a client other than the bridge started. It is stopped through the
+/// Gateway all the same, and this reply says so, since no final of this process will.
+async fn stop_on_the_thread(inner: &Inner, msg: &InboundMessage) {
+    let thread = match inner.bindings.current(msg).await {
+        Ok(Some(thread)) => thread,
+        Ok(None) => return inner.replier.reply(msg, m::CMD_STOP_NONE, &[]).await,
+        Err(error) => {
+            tracing::warn!(%error, "Reading the conversation's thread for /stop failed.");
+            return inner.replier.reply(msg, m::CMD_STOP_FAILED, &[]).await;
+        }
+    };
+    let owner = inner.owner(msg);
+    let active = match inner.gateway.list_runs(Some(&owner), &thread).await {
+        Ok(runs) => runs.into_iter().find(|run| run.status.is_active()),
+        // An older Gateway that cannot list a thread's runs, or a thread gone: nothing this
+        // bridge knows of runs.
+        Err(GatewayError::RouteMissing | GatewayError::NotFound) => None,
+        Err(error) => {
+            tracing::warn!(%error, "Listing the thread's runs for /stop failed.");
+            return inner.replier.reply(msg, m::CMD_STOP_FAILED, &[]).await;
+        }
+    };
+    let Some(active) = active else {
+        return inner.replier.reply(msg, m::CMD_STOP_NONE, &[]).await;
+    };
+    let id = match cancel(inner, msg, &thread, &active.run_id).await {
+        Cancelled::Asked => m::CMD_STOP_ELSEWHERE,
+        Cancelled::Refused(id) => id,
+    };
+    inner.replier.reply(msg, id, &[]).await;
+}
+
+/// What asking the Gateway to stop a run came to.
+enum Cancelled {
+    /// The Gateway took the request.
+    Asked,
+    /// It did not: the reply saying why (the run ended meanwhile, or the stop failed).
+    Refused(&'static str),
+}
+
+/// Asks the Gateway to stop `run_id` on `thread`. A 409 is told apart by the run's status:
+/// it ended meanwhile (nothing to stop), or it still runs where this Gateway worker cannot
+/// stop it (the stop failed).
+async fn cancel(inner: &Inner, msg: &InboundMessage, thread: &ThreadId, run_id: &str) -> Cancelled {
+    let owner = inner.owner(msg);
+    match inner.gateway.cancel_run(Some(&owner), thread, run_id).await {
+        Ok(()) => {
+            tracing::info!("Asked the Gateway to stop the run in flight.");
+            Cancelled::Asked
+        }
+        // It finished meanwhile: its final is on its way, complete.
+        Err(GatewayError::NotFound) => Cancelled::Refused(m::CMD_STOP_NONE),
         // Finished meanwhile, or still running where this Gateway worker cannot stop it
         // (another worker holds it): the run's status tells which.
         Err(GatewayError::Conflict) => {
-            run.mark_stopped(false);
-            let status = inner
-                .gateway
-                .get_run(Some(&owner), &run.thread, run_id)
-                .await;
-            let id = match status {
+            let status = inner.gateway.get_run(Some(&owner), thread, run_id).await;
+            Cancelled::Refused(match status {
                 Ok(status) if !status.is_active() => m::CMD_STOP_NONE,
                 Err(GatewayError::NotFound) => m::CMD_STOP_NONE,
                 _ => {
@@ -69,14 +119,11 @@ async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
                     );
                     m::CMD_STOP_FAILED
                 }
-            };
-            inner.replier.reply(msg, id, &[]).await;
+            })
         }
         Err(error) => {
-            run.mark_stopped(false);
             tracing::warn!(%error, "Stopping the run failed.");
-            inner.replier.reply(msg, m::CMD_STOP_FAILED, &[]).await;
+            Cancelled::Refused(m::CMD_STOP_FAILED)
         }
     }
-    Disposition::Keep
 }
