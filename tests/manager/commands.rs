@@ -172,7 +172,6 @@ async fn bootstrap_runs_with_the_flag_and_default_text() {
 /// their connection), and the final says it was stopped.
 #[tokio::test]
 async fn issue_13_stop_on_a_final_only_channel_cancels_the_run_waited_for() {
-    use im_bridge::simulator::RunStatus;
     use std::time::Duration;
 
     let h = Harness::final_only().await;
@@ -193,14 +192,7 @@ async fn issue_13_stop_on_a_final_only_channel_cancels_the_run_waited_for() {
     h.say("/stop").await;
     assert_eq!(h.channel.nth_final(1).await, "(Stopped at your request.)");
     let thread = h.only_thread();
-    h.sim
-        .wait_idle(&thread, Duration::from_secs(10))
-        .await
-        .expect("the Gateway cancelled the run");
-    assert_eq!(
-        h.sim.runs(&thread).last().unwrap().status,
-        RunStatus::Interrupted
-    );
+    assert_interrupted(&h, &thread).await;
     assert_eq!(h.channel.finals().len(), 1, "{:?}", h.channel.finals());
     h.stop().await;
 }
@@ -247,6 +239,18 @@ async fn stop_on_a_final_only_channel_keeps_what_the_run_wrote() {
     assert!(!last.contains("second half"), "{last:?}");
     assert!(last.ends_with("\n\n(Stopped at your request.)"), "{last:?}");
     h.stop().await;
+}
+
+/// Waits until the Gateway ended `thread`'s last run as stopped on request.
+async fn assert_interrupted(h: &Harness, thread: &str) {
+    h.sim
+        .wait_idle(thread, std::time::Duration::from_secs(10))
+        .await
+        .expect("the Gateway cancelled the run");
+    assert_eq!(
+        h.sim.runs(thread).last().unwrap().status,
+        im_bridge::simulator::RunStatus::Interrupted
+    );
 }
 
 /// Starts a run on a streaming channel that goes on until the test finishes it.
@@ -392,7 +396,7 @@ async fn issue_13_stop_cancels_the_run_in_flight_and_the_final_says_so() {
 /// since no final of this process will.
 #[tokio::test]
 async fn stop_stops_a_run_on_the_thread_that_another_process_started() {
-    use im_bridge::simulator::{Hold, RunStatus};
+    use im_bridge::simulator::Hold;
     use std::time::Duration;
 
     let h = Harness::start().await;
@@ -432,14 +436,7 @@ async fn stop_stops_a_run_on_the_thread_that_another_process_started() {
         h.ask("/stop", 2).await,
         "I've stopped the task that was running in this conversation."
     );
-    h.sim
-        .wait_idle(&thread, Duration::from_secs(10))
-        .await
-        .expect("the Gateway cancelled the run");
-    assert_eq!(
-        h.sim.runs(&thread).last().unwrap().status,
-        RunStatus::Interrupted
-    );
+    assert_interrupted(&h, &thread).await;
     // With nothing in flight any more, `/stop` says there is nothing to stop.
     assert_eq!(
         h.ask("/stop", 3).await,
