@@ -431,9 +431,12 @@ async fn from_chat_saved_but_not_started_says_why_in_one_reply() {
         bind(&h, 0).await;
         let mut command = h.message("/goal from-chat");
         match cause {
-            NotStartedBy::Busy => h
-                .sim
-                .script_next_run(Script::rejected(Reply::run_busy("x"))),
+            // Busy past the waits for a run in flight (none is listed).
+            NotStartedBy::Busy => h.sim.push_fault(
+                Fault::on(Route::RunCreate)
+                    .reply(Reply::run_busy("x"))
+                    .sticky(),
+            ),
             NotStartedBy::Unavailable => h.sim.script_next_run(Script::rejected(Reply::html(503))),
             NotStartedBy::Refused => h
                 .sim

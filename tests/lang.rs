@@ -304,8 +304,12 @@ async fn every_goal_outcome_in_every_shipped_locale() {
         // Saved, then the run is refused: the objective, then "saved but not started".
         h.sim.wait_idle(&thread, DEADLINE).await.unwrap();
         h.sim.set_goal(&thread, None);
-        h.sim
-            .script_next_run(Script::rejected(Reply::run_busy("x")));
+        // Busy past the waits for a run in flight (none is listed): not started.
+        h.sim.push_fault(
+            Fault::on(Route::RunCreate)
+                .reply(Reply::run_busy("x"))
+                .sticky(),
+        );
         h.say("/goal from-chat").await;
         let objective = "Please draft the launch plan";
         finals.expected.push(text(
@@ -467,11 +471,16 @@ async fn issue_33_each_run_failure_and_command_reply_in_every_shipped_locale() {
             .check(&h, "hello?", text(msg::ERR_GATEWAY_UNAVAILABLE, &[]))
             .await;
         h.sim.clear_faults();
-        h.sim
-            .script_next_run(Script::rejected(Reply::run_busy("x")));
+        // Busy past the waits for a run in flight (none is listed).
+        h.sim.push_fault(
+            Fault::on(Route::RunStream)
+                .reply(Reply::run_busy("x"))
+                .sticky(),
+        );
         finals
             .check(&h, "are you there?", text(msg::RUN_BUSY, &[]))
             .await;
+        h.sim.clear_faults();
         h.sim.script_next_run(Script::with_answer(""));
         finals
             .check(&h, "say nothing", text(msg::RUN_NO_RESPONSE, &[]))

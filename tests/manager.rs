@@ -9,6 +9,8 @@
 //!   lost its connection, a run on another Gateway worker (issue 26).
 //! - `identity`: one DeerFlow identity per conversation, and a thread made for another one
 //!   replaced once (issue 26).
+//! - `busy_thread`: a run meeting a thread another process's run holds (409) waits for it
+//!   under `busy_policy: queue`, within bounds, or gets the busy reply.
 //! - `failures`: busy threads, errors and dropped streams mid-run, a Gateway that is down.
 //! - `outlived`: a streamed run that outlives its stream (a dropped connection, a `gap`) is
 //!   followed to its answer.
@@ -19,6 +21,7 @@
 //! - `windows`: an answer that outlives its source's reply window on a channel that takes
 //!   messages answering no source (issue 33; QQ's way, the next message, is `qq::handoff`).
 
+mod busy_thread;
 mod commands;
 mod conversations;
 mod delivery;

@@ -195,26 +195,40 @@ async fn settle_elsewhere(
     thread: &ThreadId,
     run_id: &str,
 ) -> Result<Joined, GatewayError> {
+    let status = until_ended(inner, owner, thread, run_id).await?;
+    let state = inner.gateway.get_thread_state(owner, thread).await?;
+    Ok(Joined {
+        snapshot: Snapshot::from_value(&state.values),
+        failed: status == RunStatus::Error,
+    })
+}
+
+/// Polls run `run_id`'s status, with backoff (half a second, doubling up to five), until
+/// it ended: its last status. Bounded by the Gateway client's wait timeout, past which it
+/// is [`GatewayError::Timeout`]. Reading the status, unlike a join, never touches the run:
+/// a dropped join applies the run's `on_disconnect`, which cancels a run another client
+/// started with `cancel` (the busy wait, `run/busy.rs`, waits for such runs).
+pub async fn until_ended(
+    inner: &Inner,
+    owner: Option<&Owner>,
+    thread: &ThreadId,
+    run_id: &str,
+) -> Result<RunStatus, GatewayError> {
     let deadline = Instant::now() + inner.gateway.config().wait_timeout;
     let mut backoff = Backoff::new(
         Duration::from_millis(500),
         Duration::from_secs(5),
         Duration::from_millis(250),
     );
-    let status = loop {
+    loop {
         let status = inner.gateway.get_run(owner, thread, run_id).await?;
         if !status.is_active() {
-            break status;
+            return Ok(status);
         }
         let pause = backoff.next_wait();
         if Instant::now() + pause > deadline {
             return Err(GatewayError::Timeout);
         }
         tokio::time::sleep(pause).await;
-    };
-    let state = inner.gateway.get_thread_state(owner, thread).await?;
-    Ok(Joined {
-        snapshot: Snapshot::from_value(&state.values),
-        failed: status == RunStatus::Error,
-    })
+    }
 }

@@ -7,9 +7,12 @@
 //! a `gap`) does not end the run, which goes on (`on_disconnect: continue`): the turn
 //! follows it by id to its end (child `followed`). Other channels start the run in the background (`/runs`) and follow it by id to
 //! one final (child `followed`; `join.rs` reads DeerFlow's join, the run's event stream).
-//! A busy thread (409) gets the busy reply and is not retried. The caller learns whether the run started and, if
-//! not, why ([`NotStarted`], decided here alone), which `/goal from-chat` needs to say
-//! "saved, but not started" truthfully, in one reply.
+//! A busy thread (409), which another process's run holds (`busy_policy: queue`), is waited
+//! for and the run started again, within bounds (child `busy`); otherwise, or past them, it
+//! gets the busy reply. Whether to start again or give up is decided in one place
+//! ([`refused`]). The caller learns whether the run started and, if not, why
+//! ([`NotStarted`], decided here alone), which `/goal from-chat` needs to say "saved, but
+//! not started" truthfully, in one reply: a wait that ends in a start is a start.
 
 use im_bridge_channel::InboundMessage;
 use std::pin::{Pin, pin};
@@ -31,10 +34,12 @@ use crate::i18n::{Arg, msg as m};
 use crate::telemetry::names;
 
 mod answer;
+mod busy;
 mod followed;
 mod handoff;
 
 use answer::{Ending, publish_final};
+use busy::BusyWaits;
 pub(super) use followed::follow;
 use followed::{follow_streamed, wait_turn};
 
@@ -260,16 +265,31 @@ async fn stream_turn(
     let source = Source { thread, owner };
     // When the placeholder is due, until some text was shown (placeholder channels only).
     let mut placeholder_at = placeholder_due(inner, msg);
-    let opened = awaiting(
-        inner,
-        msg,
-        &mut placeholder_at,
-        pin!(inner.gateway.stream_run(owner, thread, request)),
-    )
-    .await;
-    let mut stream = match opened {
-        Ok(s) => s,
-        Err(error) => return not_started(inner, msg, &error, refusal).await,
+    let mut waits = BusyWaits::new();
+    let mut stream = loop {
+        let opened = awaiting(
+            inner,
+            msg,
+            &mut placeholder_at,
+            pin!(inner.gateway.stream_run(owner, thread, request)),
+        )
+        .await;
+        let error = match opened {
+            Ok(s) => break s,
+            Err(error) => error,
+        };
+        let refused = refused(
+            inner,
+            msg,
+            source,
+            &error,
+            refusal,
+            &mut waits,
+            &mut placeholder_at,
+        );
+        if let Some(outcome) = refused.await {
+            return outcome;
+        }
     };
     // Registered first, so `/stop` finds the run at once; then saved, before the first
     // event: from here on a restart follows this run.
@@ -442,6 +462,27 @@ async fn awaiting<F: Future>(
         inner.replier.notice(msg, m::RUN_THINKING).await;
     }
     work.await
+}
+
+/// The Gateway did not start the run with `error`: `None` when the turn starts it again,
+/// having waited for the busy thread (`busy`), else what the turn came to
+/// ([`not_started`]). The one place that decides between them.
+async fn refused(
+    inner: &Inner,
+    msg: &InboundMessage,
+    source: Source<'_>,
+    error: &GatewayError,
+    refusal: Refusal,
+    waits: &mut BusyWaits,
+    placeholder_at: &mut Option<Instant>,
+) -> Option<(Disposition, RunStart)> {
+    if waits
+        .waited_out(inner, msg, source, error, placeholder_at)
+        .await
+    {
+        return None;
+    }
+    Some(not_started(inner, msg, error, refusal).await)
 }
 
 /// The Gateway did not start the run: a thread gone, or [`NotStarted::of`] its `error`.

@@ -1,15 +1,29 @@
 //! When a run does not go to plan: a busy thread gets the busy reply (in either wording) and
-//! no retry, an error or a dropped stream still ends in exactly one final without leaking
+//! no retry under `busy_policy: reject` (under `queue` it waits first: `busy_thread`), an error or a dropped stream still ends in exactly one final without leaking
 //! server text, and a Gateway that is down gets an honest reply and leaves the message
 //! retryable.
 
+use im_bridge::manager::{BusyPolicy, Queueing};
 use im_bridge::simulator::{Failure, Fault, Reply, Route, Script};
 
-use crate::support::Harness;
+use crate::support::{Harness, Options};
+
+/// `options` with `busy_policy: reject`: a busy thread is not waited for.
+fn rejecting(mut options: Options) -> Options {
+    let queueing = Queueing {
+        policy: BusyPolicy::Reject,
+        max_queued: Queueing::DEFAULT_MAX_QUEUED,
+    };
+    options
+        .manager
+        .channel_queueing
+        .insert(options.channel.to_owned(), queueing);
+    options
+}
 
 #[tokio::test]
-async fn a_busy_thread_gets_the_busy_reply_and_no_retry() {
-    let h = Harness::start().await;
+async fn with_busy_policy_reject_a_busy_thread_gets_the_busy_reply_and_no_retry() {
+    let h = Harness::with(rejecting(Options::default())).await;
     h.sim
         .script_next_run(Script::rejected(Reply::run_busy("x")));
     h.say("are you there?").await;
@@ -30,7 +44,7 @@ async fn a_busy_thread_gets_the_busy_reply_and_no_retry() {
 
 #[tokio::test]
 async fn the_langgraph_busy_wording_is_busy_too() {
-    let h = Harness::final_only().await;
+    let h = Harness::with(rejecting(Options::final_only())).await;
     h.sim
         .script_next_run(Script::rejected(Reply::already_running_task(400)));
     let reply = h.ask("hi", 1).await;

@@ -13,8 +13,8 @@ use im_bridge_channel::InboundMessage;
 
 use super::handoff::{self, Handoff};
 use super::{
-    Ending, Refusal, RunStart, Source, Streamed, awaiting, continuation_marker, is_unavailable,
-    not_started, placeholder_due, publish_final,
+    BusyWaits, Ending, Refusal, RunStart, Source, Streamed, awaiting, continuation_marker,
+    is_unavailable, placeholder_due, publish_final, refused,
 };
 use crate::gateway::{GatewayError, Owner, RunMode, RunRequest, RunStatus, Snapshot, ThreadId};
 use crate::i18n::msg as m;
@@ -50,16 +50,31 @@ pub(super) async fn wait_turn(
     } else {
         RunMode::Create
     };
-    let created = awaiting(
-        inner,
-        msg,
-        &mut placeholder_at,
-        pin!(inner.gateway.create_run_as(owner, thread, request, mode)),
-    )
-    .await;
-    let run_id = match created {
-        Ok(run_id) => run_id,
-        Err(error) => return not_started(inner, msg, &error, refusal).await,
+    let mut waits = BusyWaits::new();
+    let run_id = loop {
+        let created = awaiting(
+            inner,
+            msg,
+            &mut placeholder_at,
+            pin!(inner.gateway.create_run_as(owner, thread, request, mode)),
+        )
+        .await;
+        let error = match created {
+            Ok(run_id) => break run_id,
+            Err(error) => error,
+        };
+        let refused = refused(
+            inner,
+            msg,
+            source,
+            &error,
+            refusal,
+            &mut waits,
+            &mut placeholder_at,
+        );
+        if let Some(outcome) = refused.await {
+            return outcome;
+        }
     };
     let running = inner
         .runs

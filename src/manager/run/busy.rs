@@ -1,0 +1,134 @@
+//! A run that meets a busy thread (409) under `busy_policy: queue`: it waits for the run in
+//! flight there, then starts again, instead of dropping a message the platform was told is
+//! taken.
+//!
+//! The conversation's line (`manager/order.rs`) lives in one process, so it cannot hold back
+//! what holds the thread elsewhere: another replica handling the same conversation (a
+//! platform that hands one chat's messages to several replicas), DeerFlow's own UI, or the
+//! run of a replica that died and goes on (`on_disconnect: continue`). The Gateway starts
+//! runs with `multitask_strategy: reject`, so the start answers 409; the turn then finds the
+//! thread's run in flight (`GET …/runs`, newest first), tells the user once that it waits
+//! (the queued notice, as a message waiting in line is told), and polls that run's status
+//! until it ended (`join::until_ended`: a join would cancel, when dropped, a run another
+//! client started with `on_disconnect: cancel`). A 409 with no run in flight to be found (the
+//! run just ended, a checkpoint write) is tried again after a short pause.
+//!
+//! Bounds: the start is tried again at most [`MAX_STARTS_AGAIN`] times, a wait lasts at
+//! most the Gateway client's wait timeout, and a thread whose runs cannot be listed is not
+//! waited for; past any of them the turn gives the busy reply, as `reject` does at once.
+//! Shutdown drops the waiting turn with the rest of its dispatch (`handle.rs`), leaving a
+//! journaled message to the next start. Several messages waiting on different replicas
+//! race for the thread when it frees: their order is not kept.
+
+use std::time::Duration;
+
+use im_bridge_channel::InboundMessage;
+use im_bridge_channel::backoff::Backoff;
+use tokio::time::Instant;
+
+use super::Source;
+use crate::gateway::GatewayError;
+use crate::i18n::msg as m;
+use crate::manager::{Inner, join};
+use crate::policy::BusyPolicy;
+
+/// How many times a turn starts its run again after a busy thread; the next 409 gets the
+/// busy reply. Each time follows a wait for the run in flight, or a short pause when none
+/// was found.
+pub const MAX_STARTS_AGAIN: u32 = 3;
+
+/// The pause before starting again when the thread answered 409 but listed no run in
+/// flight (it just ended, or a checkpoint write holds the thread): a tenth of a second,
+/// doubling (without jitter: the attempts are few), so the whole bound passes in under a
+/// second.
+const NONE_FOUND_PAUSE: Backoff = Backoff::new(
+    Duration::from_millis(100),
+    Duration::from_millis(400),
+    Duration::ZERO,
+);
+
+/// One turn's waits for a busy thread.
+pub(super) struct BusyWaits {
+    /// Starts made again so far (at most [`MAX_STARTS_AGAIN`]).
+    again: u32,
+    /// The queued notice was shown (once per turn).
+    noticed: bool,
+    /// The pause when no run in flight was found.
+    pause: Backoff,
+}
+
+impl BusyWaits {
+    pub(super) fn new() -> Self {
+        Self {
+            again: 0,
+            noticed: false,
+            pause: NONE_FOUND_PAUSE,
+        }
+    }
+
+    /// After the Gateway refused to start the run with `error`: whether to start it again,
+    /// once the thread's run in flight ended (see the module docs). A notice shown takes
+    /// the place of the placeholder still due (`placeholder_at`).
+    pub(super) async fn waited_out(
+        &mut self,
+        inner: &Inner,
+        msg: &InboundMessage,
+        Source { thread, owner }: Source<'_>,
+        error: &GatewayError,
+        placeholder_at: &mut Option<Instant>,
+    ) -> bool {
+        if *error != GatewayError::Busy || !queues(inner, msg) || self.again >= MAX_STARTS_AGAIN {
+            return false;
+        }
+        self.again += 1;
+        let in_flight = match inner.gateway.list_runs(owner, thread).await {
+            Ok(runs) => runs.into_iter().find(|r| r.status.is_active()),
+            Err(error) => {
+                tracing::info!(%error, "Listing the busy thread's runs failed; not waiting.");
+                return false;
+            }
+        };
+        let Some(run) = in_flight else {
+            tracing::info!("The thread is busy with no run listed; starting again shortly.");
+            tokio::time::sleep(self.pause.next_wait()).await;
+            return true;
+        };
+        tracing::info!(
+            again = self.again,
+            "The thread is busy with another run; waiting for it."
+        );
+        let notice = !self.noticed;
+        if notice {
+            self.noticed = true;
+            *placeholder_at = None;
+            inner.replier.notice(msg, m::RUN_QUEUED).await;
+        }
+        match join::until_ended(inner, owner, thread, &run.run_id).await {
+            // A run the Gateway forgot is over too.
+            Ok(_) | Err(GatewayError::NotFound) => {}
+            Err(error) => {
+                tracing::warn!(%error, "Waiting for the busy thread's run failed.");
+                return false;
+            }
+        }
+        // As after a wait in line (`handle.rs`, taking its place): where the notice is a
+        // partial, the reply now says the agent is on it.
+        if notice && inner.replier.shows_partials(msg) {
+            inner.replier.turn_notice(msg).await;
+        }
+        true
+    }
+}
+
+/// Whether `msg`'s channel queues a message meeting a busy conversation
+/// (`busy_policy: queue`, the default).
+fn queues(inner: &Inner, msg: &InboundMessage) -> bool {
+    inner
+        .config
+        .channel_queueing
+        .get(&msg.channel_name)
+        .copied()
+        .unwrap_or_default()
+        .policy
+        == BusyPolicy::Queue
+}
