@@ -10,7 +10,7 @@
 //! A busy thread (409), which another process's run holds (`busy_policy: queue`), is waited
 //! for and the run started again, within bounds (child `busy`); otherwise, or past them, it
 //! gets the busy reply. Whether to start again or give up is decided in one place
-//! ([`refused`]). The caller learns whether the run started and, if not, why
+//! ([`start`]). The caller learns whether the run started and, if not, why
 //! ([`NotStarted`], decided here alone), which `/goal from-chat` needs to say "saved, but
 //! not started" truthfully, in one reply: a wait that ends in a start is a start.
 
@@ -265,31 +265,11 @@ async fn stream_turn(
     let source = Source { thread, owner };
     // When the placeholder is due, until some text was shown (placeholder channels only).
     let mut placeholder_at = placeholder_due(inner, msg);
-    let mut waits = BusyWaits::new();
-    let mut stream = loop {
-        let opened = awaiting(
-            inner,
-            msg,
-            &mut placeholder_at,
-            pin!(inner.gateway.stream_run(owner, thread, request)),
-        )
-        .await;
-        let error = match opened {
-            Ok(s) => break s,
-            Err(error) => error,
-        };
-        let refused = refused(
-            inner,
-            msg,
-            source,
-            &error,
-            refusal,
-            &mut waits,
-            &mut placeholder_at,
-        );
-        if let Some(outcome) = refused.await {
-            return outcome;
-        }
+    let opening = move || inner.gateway.stream_run(owner, thread, request);
+    let started = start(inner, msg, source, refusal, &mut placeholder_at, opening).await;
+    let mut stream = match started {
+        Ok(stream) => stream,
+        Err(outcome) => return outcome,
     };
     // Registered first, so `/stop` finds the run at once; then saved, before the first
     // event: from here on a restart follows this run.
@@ -464,25 +444,33 @@ async fn awaiting<F: Future>(
     work.await
 }
 
-/// The Gateway did not start the run with `error`: `None` when the turn starts it again,
-/// having waited for the busy thread (`busy`), else what the turn came to
-/// ([`not_started`]). The one place that decides between them.
-async fn refused(
+/// Asks the Gateway to start the run (`request_run`, awaited with the placeholder due at
+/// `placeholder_at`): what it answered, or, when it did not start the run, what the turn
+/// came to ([`not_started`]). A busy thread is waited for and the run asked for again
+/// while child `busy` says so: the one place that decides between starting again and
+/// giving up.
+async fn start<T, F>(
     inner: &Inner,
     msg: &InboundMessage,
     source: Source<'_>,
-    error: &GatewayError,
     refusal: Refusal,
-    waits: &mut BusyWaits,
     placeholder_at: &mut Option<Instant>,
-) -> Option<(Disposition, RunStart)> {
-    if waits
-        .waited_out(inner, msg, source, error, placeholder_at)
-        .await
-    {
-        return None;
+    request_run: impl Fn() -> F,
+) -> Result<T, (Disposition, RunStart)>
+where
+    F: Future<Output = Result<T, GatewayError>>,
+{
+    let mut waits = BusyWaits::new();
+    loop {
+        let error = match awaiting(inner, msg, placeholder_at, pin!(request_run())).await {
+            Ok(started) => return Ok(started),
+            Err(error) => error,
+        };
+        let again = waits.waited_out(inner, msg, source, &error, placeholder_at);
+        if !again.await {
+            return Err(not_started(inner, msg, &error, refusal).await);
+        }
     }
-    Some(not_started(inner, msg, error, refusal).await)
 }
 
 /// The Gateway did not start the run: a thread gone, or [`NotStarted::of`] its `error`.

@@ -4,10 +4,11 @@
 //! answered once; under `reject` it gets the busy reply at once; a 409 with no run in
 //! flight to wait for gets the busy reply after a bounded few attempts.
 
-use im_bridge::manager::{BusyPolicy, Queueing};
+use im_bridge::manager::BusyPolicy;
 use im_bridge::simulator::{Fault, Hold, Reply, Route, Script};
 use serde_json::json;
 
+use super::queueing::with_policy;
 use crate::support::{DEADLINE, Harness, OWNER_HEADER, Options};
 
 const QUEUED: &str = "Another request in this conversation is still running. I'll start on yours as soon as it's done.";
@@ -45,7 +46,7 @@ async fn another_clients_run(h: &Harness) -> (String, String) {
     assert_eq!(response.status(), 200);
     let run: serde_json::Value = response.json().await.unwrap();
     let run_id = run["run_id"].as_str().unwrap().to_owned();
-    assert_eq!(h.sim.active_runs(&thread), [run_id.clone()]);
+    assert_eq!(h.sim.active_runs(&thread), std::slice::from_ref(&run_id));
     (thread, run_id)
 }
 
@@ -125,15 +126,7 @@ async fn on_a_final_only_channel_a_message_meeting_another_clients_run_waits_too
 
 #[tokio::test]
 async fn with_busy_policy_reject_another_clients_run_gets_the_busy_reply() {
-    let mut options = Options::default();
-    options.manager.channel_queueing.insert(
-        options.channel.to_owned(),
-        Queueing {
-            policy: BusyPolicy::Reject,
-            max_queued: 3,
-        },
-    );
-    let h = Harness::with(options).await;
+    let h = Harness::with(with_policy(BusyPolicy::Reject, 3)).await;
     let (_, other) = another_clients_run(&h).await;
     h.say("question").await;
     assert_eq!(h.channel.nth_final(2).await, BUSY);

@@ -3,22 +3,15 @@
 //! server text, and a Gateway that is down gets an honest reply and leaves the message
 //! retryable.
 
-use im_bridge::manager::{BusyPolicy, Queueing};
+use im_bridge::manager::BusyPolicy;
 use im_bridge::simulator::{Failure, Fault, Reply, Route, Script};
 
+use super::queueing::policy_on;
 use crate::support::{Harness, Options};
 
 /// `options` with `busy_policy: reject`: a busy thread is not waited for.
-fn rejecting(mut options: Options) -> Options {
-    let queueing = Queueing {
-        policy: BusyPolicy::Reject,
-        max_queued: Queueing::DEFAULT_MAX_QUEUED,
-    };
-    options
-        .manager
-        .channel_queueing
-        .insert(options.channel.to_owned(), queueing);
-    options
+fn rejecting(options: Options) -> Options {
+    policy_on(options, BusyPolicy::Reject, 3)
 }
 
 #[tokio::test]

@@ -12,8 +12,13 @@ use crate::support::{Call, Harness, Options};
 const QUEUED: &str = "Another request in this conversation is still running. I'll start on yours as soon as it's done.";
 const BUSY: &str = "This conversation is still busy with an earlier request. Please wait until it finishes, then send your message again.";
 
-fn with_policy(policy: BusyPolicy, max_queued: usize) -> Options {
-    let mut options = Options::default();
+/// Default options with `busy_policy: policy` and `max_queued_per_conversation: max_queued`.
+pub(super) fn with_policy(policy: BusyPolicy, max_queued: usize) -> Options {
+    policy_on(Options::default(), policy, max_queued)
+}
+
+/// `options` with `busy_policy: policy` and `max_queued_per_conversation: max_queued`.
+pub(super) fn policy_on(mut options: Options, policy: BusyPolicy, max_queued: usize) -> Options {
     options
         .manager
         .channel_queueing

@@ -7,14 +7,12 @@
 //! out as the segment ends instead, while its source still takes replies (`watching`).
 //! How a join is read is `manager/join.rs`.
 
-use std::pin::pin;
-
 use im_bridge_channel::InboundMessage;
 
 use super::handoff::{self, Handoff};
 use super::{
-    BusyWaits, Ending, Refusal, RunStart, Source, Streamed, awaiting, continuation_marker,
-    is_unavailable, placeholder_due, publish_final, refused,
+    Ending, Refusal, RunStart, Source, Streamed, awaiting, continuation_marker, is_unavailable,
+    placeholder_due, publish_final, start,
 };
 use crate::gateway::{GatewayError, Owner, RunMode, RunRequest, RunStatus, Snapshot, ThreadId};
 use crate::i18n::msg as m;
@@ -50,31 +48,11 @@ pub(super) async fn wait_turn(
     } else {
         RunMode::Create
     };
-    let mut waits = BusyWaits::new();
-    let run_id = loop {
-        let created = awaiting(
-            inner,
-            msg,
-            &mut placeholder_at,
-            pin!(inner.gateway.create_run_as(owner, thread, request, mode)),
-        )
-        .await;
-        let error = match created {
-            Ok(run_id) => break run_id,
-            Err(error) => error,
-        };
-        let refused = refused(
-            inner,
-            msg,
-            source,
-            &error,
-            refusal,
-            &mut waits,
-            &mut placeholder_at,
-        );
-        if let Some(outcome) = refused.await {
-            return outcome;
-        }
+    let creating = move || inner.gateway.create_run_as(owner, thread, request, mode);
+    let started = start(inner, msg, source, refusal, &mut placeholder_at, creating).await;
+    let run_id = match started {
+        Ok(run_id) => run_id,
+        Err(outcome) => return outcome,
     };
     let running = inner
         .runs
