@@ -2,7 +2,8 @@
 //! handling the same conversation, DeerFlow's own UI, a dead replica's run that goes on.
 //! Under `busy_policy: queue` it waits for that run with the queued notice and then runs,
 //! answered once; under `reject` it gets the busy reply at once; a 409 with no run in
-//! flight to wait for gets the busy reply after a bounded few attempts.
+//! flight to wait for gets the busy reply after a bounded few attempts; shutdown stops the
+//! wait, and the next start runs the journaled message.
 
 use im_bridge::manager::BusyPolicy;
 use im_bridge::simulator::{Fault, Hold, Reply, Route, Script};
@@ -50,6 +51,17 @@ async fn another_clients_run(h: &Harness) -> (String, String) {
     (thread, run_id)
 }
 
+/// Waits until the daemon read run `run_id`'s status (it waits for that run).
+async fn polled(h: &Harness, run_id: &str) {
+    let path = format!("/runs/{run_id}");
+    h.sim
+        .wait_for_requests(1, DEADLINE, |r| {
+            r.method == "GET" && r.path.ends_with(&path)
+        })
+        .await
+        .unwrap();
+}
+
 /// How many runs the daemon asked to start (streamed or in the background), the other
 /// client's aside.
 fn starts(h: &Harness) -> usize {
@@ -75,13 +87,7 @@ async fn waits_for_another_clients_run(options: Options) {
         })
         .await;
     // The daemon reads the other run's status while it waits.
-    let polled = format!("/runs/{other}");
-    h.sim
-        .wait_for_requests(1, DEADLINE, |r| {
-            r.method == "GET" && r.path.ends_with(&polled)
-        })
-        .await
-        .unwrap();
+    polled(&h, &other).await;
     let finals = h.channel.finals();
     assert!(
         !finals.iter().any(|f| f == "The answer." || f == BUSY),
@@ -160,5 +166,37 @@ async fn a_409_with_no_run_in_flight_gets_the_busy_reply_after_a_few_attempts() 
         .filter(|r| r.method == "GET" && r.path.ends_with("/runs"))
         .count();
     assert_eq!(lists, 3);
+    h.stop().await;
+}
+
+/// Shutdown does not wait for the other run: the waiting message is stopped with its turn,
+/// stays journaled, and the next start runs it once that run ended.
+#[tokio::test]
+async fn a_message_waiting_at_shutdown_runs_after_the_restart() {
+    let h = Harness::start().await;
+    let (thread, other) = another_clients_run(&h).await;
+    h.say("question").await;
+    h.channel
+        .wait_for("the queued notice", |calls| {
+            calls.iter().any(|c| c.text() == QUEUED)
+        })
+        .await;
+    let h = h.restart().await;
+    h.sim
+        .script_next_run(Script::with_answer("The answer.").chunks(1));
+    // The restarted daemon meets the run again, and waits for it.
+    polled(&h, &other).await;
+    h.sim.finish_run(&other);
+    // Its answer, said to come late.
+    h.channel
+        .wait_for("the answer", |calls| {
+            calls
+                .iter()
+                .any(|c| c.is_final() && c.text().ends_with("\n\nThe answer."))
+        })
+        .await;
+    h.sim.wait_idle(&thread, DEADLINE).await.unwrap();
+    h.channel.assert_never_shown(BUSY);
+    assert_eq!(h.channel.finals().len(), 1, "answered once");
     h.stop().await;
 }
