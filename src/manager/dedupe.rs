@@ -3,27 +3,63 @@
 //! The adapter says what its platform repeats on redelivery
 //! ([`RedeliveryKey`](im_bridge_channel::RedeliveryKey): a scope and an event or message
 //! id); the key is `(channel, scope, chat, id)`. A message without one is never
-//! deduplicated: guessing a scope could collapse two workspaces' messages into one. This
-//! module reads no platform metadata.
+//! deduplicated: guessing a scope could collapse two workspaces' messages into one. A
+//! message the adapter joined from several (a burst of photos) names each part's key too,
+//! and each is recorded with it, so a platform redelivering one part alone finds it
+//! handled. This module reads no platform metadata.
 //!
 //! The TTL also closes replays of signed webhooks (issue 27): the webhook host accepts a
 //! delivery only within [`WEBHOOK_FRESHNESS`] of its signed time, either way, so two
 //! accepted copies of one signed request arrive at most twice that apart, and the first
 //! one's record must still be alive for the second. The assertion below keeps it so.
 
-use im_bridge_channel::{InboundMessage, WEBHOOK_FRESHNESS};
+use im_bridge_channel::{InboundMessage, RedeliveryKey, WEBHOOK_FRESHNESS};
 
-use crate::store::DedupeKey;
+use crate::store::{DedupeKey, Store};
 
 // Issue 27: the dedupe TTL covers the signed-webhook freshness window both ways.
 const _: () = assert!(super::DEDUPE_TTL.as_millis() >= 2 * WEBHOOK_FRESHNESS.as_millis());
 
 /// The dedupe key of `msg`, or `None` when it must not be deduplicated.
 pub fn dedupe_key(msg: &InboundMessage) -> Option<DedupeKey> {
-    let key = msg
-        .redelivery
-        .as_ref()
-        .filter(|k| !k.scope.is_empty() && !k.id.is_empty())?;
+    msg.redelivery.as_ref().and_then(|key| key_of(msg, key))
+}
+
+/// The dedupe keys of the platform messages joined into `msg` besides its own
+/// ([`InboundMessage::redelivery_parts`]): recorded with it, so a redelivery of any one
+/// of them alone is a duplicate.
+pub fn part_keys(msg: &InboundMessage) -> Vec<DedupeKey> {
+    let parts = msg.redelivery_parts.iter();
+    parts.filter_map(|key| key_of(msg, key)).collect()
+}
+
+/// Records the deliveries of `msg`'s parts ([`part_keys`]) for the dedupe TTL: `true`
+/// when one of them was not recorded yet (a part never handled). A store failure is
+/// logged and counts as recorded.
+pub async fn record_parts(store: &dyn Store, msg: &InboundMessage) -> bool {
+    let mut fresh = false;
+    for part in part_keys(msg) {
+        fresh |= match store.dedupe_admit(&part, super::DEDUPE_TTL).await {
+            Ok(new) => new,
+            Err(error) => {
+                tracing::warn!(%error, "Recording a joined message's part failed.");
+                false
+            }
+        };
+    }
+    fresh
+}
+
+/// Every dedupe key of `msg`: its own, then its parts'.
+pub fn dedupe_keys(msg: &InboundMessage) -> Vec<DedupeKey> {
+    dedupe_key(msg).into_iter().chain(part_keys(msg)).collect()
+}
+
+/// The key `(channel, scope, chat, id)` of `key` on `msg`; `None` when a part is empty.
+fn key_of(msg: &InboundMessage, key: &RedeliveryKey) -> Option<DedupeKey> {
+    if key.scope.is_empty() || key.id.is_empty() {
+        return None;
+    }
     Some(DedupeKey {
         channel: msg.channel_name.clone(),
         workspace: key.scope.clone(),
@@ -35,7 +71,6 @@ pub fn dedupe_key(msg: &InboundMessage) -> Option<DedupeKey> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use im_bridge_channel::RedeliveryKey;
     use serde_json::json;
 
     #[test]
@@ -62,5 +97,19 @@ mod tests {
             m.redelivery = Some(RedeliveryKey::new(scope, id));
             assert!(dedupe_key(&m).is_none(), "{scope:?} {id:?}");
         }
+    }
+
+    #[test]
+    fn a_joined_message_has_a_key_for_each_part() {
+        let mut m = InboundMessage::new("any", "chat1", "u", "x");
+        m.redelivery = Some(RedeliveryKey::new("chat1", "1"));
+        m.redelivery_parts = vec![
+            RedeliveryKey::new("chat1", "2"),
+            RedeliveryKey::new("chat1", ""),
+            RedeliveryKey::new("chat1", "3"),
+        ];
+        let ids: Vec<_> = dedupe_keys(&m).into_iter().map(|k| k.message_id).collect();
+        assert_eq!(ids, ["1", "2", "3"], "an empty part is never a key");
+        assert_eq!(part_keys(&m).len(), 2);
     }
 }

@@ -81,8 +81,8 @@ impl Slot {
 /// An admitted message: what its later stages share.
 struct Admitted<'m> {
     msg: &'m InboundMessage,
-    /// Its dedupe key, when its channel names redeliveries.
-    key: Option<DedupeKey>,
+    /// Its dedupe keys (its own and its parts'), when its channel names redeliveries.
+    keys: Vec<DedupeKey>,
     /// Its journal entry: a chat message's, or a command's that may start a run
     /// (`commands::starts_a_run`), unless the store failed at admission.
     entry: Option<Entry>,
@@ -156,7 +156,7 @@ impl Manager {
             .await;
         let admitted = Admitted {
             msg: &msg,
-            key,
+            keys: dedupe::dedupe_keys(&msg),
             entry: admitted,
         };
         if self.handle_stages(admitted, &cancel, place, slot).await {
@@ -445,23 +445,23 @@ impl Manager {
             (Some(disposition), entry) => {
                 // The key first: a platform retry may follow the final at once.
                 if disposition == Disposition::Release {
-                    self.release(admitted.key.as_ref()).await;
+                    self.release(&admitted.keys).await;
                 }
                 if let Some(entry) = entry {
                     entry.turn_ended().await;
                 }
             }
             (None, Some(_)) => {}
-            (None, None) => self.release(admitted.key.as_ref()).await,
+            (None, None) => self.release(&admitted.keys).await,
         }
     }
 
-    /// Forgets `key`, so a redelivery of its message is handled again.
-    pub(crate) async fn release(&self, key: Option<&DedupeKey>) {
-        if let Some(key) = key
-            && let Err(error) = self.inner.store.dedupe_release(key).await
-        {
-            tracing::warn!(%error, "Releasing a dedupe key failed.");
+    /// Forgets `keys`, so a redelivery of their message is handled again.
+    pub(crate) async fn release(&self, keys: &[DedupeKey]) {
+        for key in keys {
+            if let Err(error) = self.inner.store.dedupe_release(key).await {
+                tracing::warn!(%error, "Releasing a dedupe key failed.");
+            }
         }
     }
 }

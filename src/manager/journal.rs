@@ -194,11 +194,30 @@ impl Journal {
         &self.shared.config
     }
 
+    /// [`Journal::admit_one`], then the deliveries of the platform messages joined into
+    /// `msg` ([`record_parts`](super::dedupe::record_parts)), each recorded for the dedupe TTL, so a redelivery of
+    /// one part alone is a duplicate. A message whose own key was seen but which carries a
+    /// part never handled (a photo joined to a redelivered one) is admitted all the same,
+    /// without its own key, which belongs to the earlier message.
+    pub(crate) async fn admit(
+        &self,
+        msg: &InboundMessage,
+        dedupe: Option<&DedupeKey>,
+        journaled: bool,
+    ) -> Admission {
+        let admission = self.admit_one(msg, dedupe, journaled).await;
+        let fresh = super::dedupe::record_parts(self.shared.store.as_ref(), msg).await;
+        match admission {
+            Admission::Duplicate if fresh => self.admit_one(msg, None, journaled).await,
+            admission => admission,
+        }
+    }
+
     /// Records `msg`'s delivery (`dedupe`) and, when it is `journaled` (a chat message, or a
     /// command that may start a run), its journal entry, in one transaction. A store
     /// failure admits the message unjournaled (fail open, as the dedupe record always did:
     /// a hiccup must not lose a message).
-    pub(crate) async fn admit(
+    async fn admit_one(
         &self,
         msg: &InboundMessage,
         dedupe: Option<&DedupeKey>,

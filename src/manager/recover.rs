@@ -118,7 +118,7 @@ impl Manager {
             }
         };
         if disposition == Disposition::Release {
-            self.release(dedupe::dedupe_key(&msg).as_ref()).await;
+            self.release(&dedupe::dedupe_keys(&msg)).await;
         }
         entry.turn_ended().await;
         self.inner.staging.release(&msg).await;

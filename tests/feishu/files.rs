@@ -183,3 +183,46 @@ async fn a_burst_cut_short_by_a_stop_is_delivered_again_and_answered_once() {
     assert_eq!(cards(&fs).len(), 1, "one answer");
     fs.stop().await;
 }
+
+/// Feishu delivering one photo of an answered burst again, alone (its ack was lost: the
+/// long connection re-sends the event), finds it answered with the burst: no second run,
+/// no second answer.
+#[tokio::test]
+async fn a_photo_of_an_answered_burst_delivered_again_is_not_answered_again() {
+    let fs = Fs::start().await;
+    fs.sim
+        .script_next_run(Script::with_answer("Two photos of a cat.").chunks(1));
+    let mut events = Vec::new();
+    for (message, key) in [("om_again_1", "img_again_1"), ("om_again_2", "img_again_2")] {
+        fs.fake
+            .put_resource(message, key, b"\xff\xd8 a cat".to_vec(), "cat.jpg");
+        let event = Event::image(CHAT, ALICE, key).p2p().message_id(message);
+        events.push(event.to_json());
+        fs.fake.push_event(events.last().unwrap());
+    }
+    fs.wait_card("the answer", "Two photos of a cat.").await;
+    // The second photo's event again, as Feishu re-sends it.
+    let again = fs.fake.push_event(&events[1]).event_id;
+    fs.fake
+        .wait_until("the photo acknowledged again", DEADLINE, |fake| {
+            let acks = fake.acks();
+            let acked = acks
+                .iter()
+                .filter(|a| a.event_id.as_deref() == Some(&*again));
+            acked.filter(|a| a.code == Some(200)).count() >= 2
+        })
+        .await
+        .unwrap();
+    // The chat's next message is handled after the photo: once it is answered, the photo
+    // was handled too.
+    fs.sim
+        .script_next_run(Script::with_answer("And a dog.").chunks(1));
+    fs.fake
+        .push_event(&Event::text(CHAT, ALICE, "and this?").p2p().to_json());
+    fs.wait_card("the next answer", "And a dog.").await;
+    let threads = fs.sim.thread_ids();
+    let runs: usize = threads.iter().map(|t| fs.sim.runs(t).len()).sum();
+    assert_eq!(runs, 2, "the burst and the next message, nothing more");
+    assert_eq!(cards(&fs).len(), 2, "two answers");
+    fs.stop().await;
+}

@@ -200,6 +200,12 @@ pub struct InboundMessage {
     /// repeats nothing reliable, and then the message is never deduplicated.
     #[serde(default)]
     pub redelivery: Option<RedeliveryKey>,
+    /// What the platform repeats for each other platform message joined into this one (an
+    /// adapter that offers several as one question: a burst of photos, an album): a
+    /// redelivery of any of them alone is known for handled once this message is. Empty
+    /// for a message that is one platform message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redelivery_parts: Vec<RedeliveryKey>,
     /// External workspace / team / guild / tenant scope.
     #[serde(default)]
     pub workspace_id: Option<String>,
@@ -241,6 +247,7 @@ impl InboundMessage {
             topic_id: None,
             reply_to: None,
             redelivery: None,
+            redelivery_parts: Vec::new(),
             workspace_id: None,
             files: Vec::new(),
             metadata: Map::new(),

@@ -2,7 +2,8 @@
 //! as a message of its own. A lone `[image]` / `[file]` message outside a thread is held
 //! for [`BURST_WINDOW`]; the next lone file message of the same chat and user within it
 //! joins it, and the burst is offered as one message (the first file's id is what the
-//! answer replies to). Three photos are one question to the agent, not three runs and two
+//! answer replies to; every file's redelivery key goes with it, so Feishu delivering any
+//! one of them again, alone, is a duplicate and not a second question). Three photos are one question to the agent, not three runs and two
 //! "queued" notices. Each message gets its `OK` reaction when it arrives.
 //!
 //! **Acks follow admission.** A held file is not acknowledged to Feishu (the long
@@ -66,6 +67,8 @@ fn join(held: Vec<Held>) -> Option<(InboundMessage, Vec<oneshot::Sender<bool>>)>
         msg.text.push(' ');
         msg.text.push_str(&held.msg.text);
         msg.files.extend(held.msg.files);
+        // Its own key, so Feishu delivering this file again is known for answered.
+        msg.redelivery_parts.extend(held.msg.redelivery);
         acks.push(held.ack);
     }
     if acks.len() < total {
@@ -119,13 +122,16 @@ impl Intake {
 
 #[cfg(test)]
 mod tests {
-    use im_bridge_channel::{ChatKind, FileKind, FileSource, InboundFile, MessageId};
+    use im_bridge_channel::{
+        ChatKind, FileKind, FileSource, InboundFile, MessageId, RedeliveryKey,
+    };
 
     use super::*;
 
     fn file_message(text: &str) -> InboundMessage {
         let mut msg = InboundMessage::new("feishu", "oc_1", "ou_1", text);
         msg.thread_ts = Some(MessageId::new("om_1"));
+        msg.redelivery = Some(RedeliveryKey::new("oc_1", text));
         msg.files = vec![InboundFile {
             kind: FileKind::Image,
             filename: None,
@@ -169,11 +175,17 @@ mod tests {
         };
         let (gone, gone_rx) = held("[image]");
         let (kept, _kept_rx) = held("[file]");
-        let (also, _also_rx) = held("[image]");
+        let (also, _also_rx) = held("[image] [image]");
         drop(gone_rx);
         let (msg, acks) = join(vec![gone, kept, also]).unwrap();
-        assert_eq!(msg.text, "[file] [image]");
+        assert_eq!(msg.text, "[file] [image] [image]");
         assert_eq!((msg.files.len(), acks.len()), (2, 2));
+        // The files joined in are known by their own keys; the one left out is not.
+        assert_eq!(msg.redelivery, Some(RedeliveryKey::new("oc_1", "[file]")));
+        assert_eq!(
+            msg.redelivery_parts,
+            [RedeliveryKey::new("oc_1", "[image] [image]")]
+        );
         let (alone, alone_rx) = held("[image]");
         drop(alone_rx);
         assert!(join(vec![alone]).is_none(), "nothing left to offer");
