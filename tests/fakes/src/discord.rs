@@ -15,14 +15,14 @@
 //!   connection dropped at once ([`FakeDiscord::drop_connections_for`]), and silent
 //!   connections ([`FakeDiscord::go_silent`]: no ACK, no dispatch, a zombie);
 //! - `GET /users/@me`, `GET /channels/{id}` (a thread, a DM, or a guild text channel a
-//!   message was posted in; 404 with code 10003 for a channel the fake does not know),
-//!   `GET /channels/{id}/messages` (the channel's
+//!   message was posted in or a test added, [`FakeDiscord::add_text_channel`]; every
+//!   route under `/channels/{id}` answers 404 with code 10003 for a channel the fake does
+//!   not know, as Discord does), `GET /channels/{id}/messages` (the channel's
 //!   history: users' pushed messages and the bot's, `after` / `before` and `limit` 1–100,
 //!   newest first, no `guild_id`, as Discord answers); messages create (JSON or multipart
 //!   `payload_json` + `files[n]`) and edit with the [`MAX_CONTENT`] limit, recording
 //!   `allowed_mentions`; threads from a message (a message posted in a guild text channel
-//!   only: 50024 in a DM or a thread, 10008 for a message not there, 10003 for a channel
-//!   the fake does not know); typing; reactions;
+//!   only: 50024 in a DM or a thread, 10008 for a message not there); typing; reactions;
 //! - scripted failures per route ([`FakeDiscord::fail_next`]): 429 with `retry_after` and
 //!   the `X-RateLimit-*` headers (calls before the wait is over are refused again and
 //!   counted, [`FakeDiscord::early_calls`]), and JSON errors;
@@ -117,6 +117,8 @@ pub struct Discord {
     typing: Vec<String>,
     reactions: Vec<Reaction>,
     dm_channels: Vec<String>,
+    /// Guild text channels a test made known before anything was posted in them.
+    text_channels: Vec<String>,
     files: HashMap<String, (Vec<u8>, String)>,
     gw: Gateway<Discord>,
     /// Whether IDENTIFY may ask for MESSAGE_CONTENT.
@@ -142,6 +144,7 @@ impl Discord {
             typing: Vec::new(),
             reactions: Vec::new(),
             dm_channels: Vec::new(),
+            text_channels: Vec::new(),
             files: HashMap::new(),
             gw: Gateway::default(),
             message_content_enabled: true,
@@ -164,14 +167,16 @@ impl Discord {
         self.history.push(message);
     }
 
-    /// What channel `id` is: a thread, a DM, a guild text channel (one a message was
-    /// posted in), or `None` when the fake knows no such channel.
+    /// What channel `id` is: a thread, a DM, a guild text channel (one a test added or a
+    /// message was posted in), or `None` when the fake knows no such channel.
     fn channel_kind(&self, id: &str) -> Option<ChannelKind> {
         if self.threads.iter().any(|t| t.id == id) {
             Some(ChannelKind::Thread)
         } else if self.dm_channels.iter().any(|c| c == id) {
             Some(ChannelKind::Dm)
-        } else if self.history.iter().any(|m| m["channel_id"] == id) {
+        } else if self.text_channels.iter().any(|c| c == id)
+            || self.history.iter().any(|m| m["channel_id"] == id)
+        {
             Some(ChannelKind::GuildText)
         } else {
             None
@@ -286,6 +291,12 @@ impl Fake<Discord> {
     /// Makes `id` a DM channel the fake knows: `GET /channels/{id}` answers it as one.
     pub fn add_dm_channel(&self, id: &str) {
         self.with_state(|d| d.dm_channels.push(id.to_owned()));
+    }
+
+    /// Makes `id` a guild text channel the bot sees, before anything was posted in it:
+    /// every route of a channel the fake does not know answers 10003, as Discord does.
+    pub fn add_text_channel(&self, id: &str) {
+        self.with_state(|d| d.text_channels.push(id.to_owned()));
     }
 
     /// Refuses IDENTIFYs asking for MESSAGE_CONTENT with 4014, as Discord does when the

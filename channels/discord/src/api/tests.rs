@@ -21,6 +21,8 @@ fn api(fake: &FakeDiscord, token: &str) -> DiscordApi {
 #[tokio::test]
 async fn a_create_sent_again_under_its_nonce_is_the_same_message() {
     let fake = FakeDiscord::start().await.unwrap();
+    fake.add_text_channel("5");
+    fake.add_text_channel("6");
     let api = api(&fake, discord::TOKEN);
     let nonce = || Some("00ab12cd34ef5678".to_owned());
     let first = api.create_message(5, "the answer", nonce()).await.unwrap();
@@ -47,6 +49,7 @@ async fn a_create_sent_again_under_its_nonce_is_the_same_message() {
 #[tokio::test]
 async fn messages_always_parse_no_mentions_and_edits_keep_them_off() {
     let fake = FakeDiscord::start().await.unwrap();
+    fake.add_text_channel("5");
     let api = api(&fake, discord::TOKEN);
     let sent = api.create_message(5, "@everyone done", None).await.unwrap();
     assert_eq!(sent.channel_id, 5);

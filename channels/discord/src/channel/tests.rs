@@ -192,6 +192,7 @@ async fn a_wrong_token_ends_run_with_an_error() {
 #[tokio::test]
 async fn files_go_up_as_attachments_and_come_down_bounded() {
     let fake = FakeDiscord::start().await.unwrap();
+    fake.add_text_channel("5");
     let ch = channel(&fake, json!({}));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.txt");
@@ -282,6 +283,7 @@ async fn a_first_message_that_overtakes_ready_proves_the_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_delivery_engine_splits_at_2000_and_waits_out_a_429_on_create() {
     let fake = FakeDiscord::start().await.unwrap();
+    fake.add_text_channel("5");
     let ch = std::sync::Arc::new(channel(&fake, json!({})));
     let delivery = im_bridge_channel::Delivery::new(ch);
     let text: String = (0..500)
@@ -336,6 +338,7 @@ async fn the_delivery_engine_splits_at_2000_and_waits_out_a_429_on_create() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_final_sent_again_under_its_send_key_is_one_message() {
     let fake = FakeDiscord::start().await.unwrap();
+    fake.add_text_channel("10");
     let ch = channel(&fake, json!({}));
     let chat = ChatId::new("10");
     let mut hints = im_bridge_channel::DeliveryHints::default();
@@ -356,6 +359,7 @@ async fn a_final_sent_again_under_its_send_key_is_one_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_final_edit_applied_behind_a_server_error_is_made_again_not_sent_anew() {
     let fake = FakeDiscord::start().await.unwrap();
+    fake.add_text_channel("10");
     let ch = channel(&fake, json!({}));
     let chat = ChatId::new("10");
     let metadata = Map::new();

@@ -6,10 +6,12 @@
 //! early; a scripted hang is never answered); the body (content of at most
 //! [`MAX_CONTENT`] characters, or a file; else 400 with code 50035 or 50006); a known
 //! message for edits (404, code 10008). A thread starts only from a message posted in a
-//! guild text channel: an unknown channel is 404 (10003), a DM or a thread 400 (50024),
+//! guild text channel: a DM or a thread is 400 (50024),
 //! a message not in the channel 404 (10008), a second thread for a message 400 (160004).
-//! `GET /channels/{id}` answers a channel the fake knows (a thread, a DM, one a message
-//! was posted in) and 404 (10003) any other.
+//! Every route under `/channels/{id}` (the channel, its history, a create, an edit, a
+//! thread, typing, a reaction) answers 404 (10003) for a channel the fake does not know (a
+//! thread, a DM, one a message was posted in, one a test added), as Discord does for a
+//! channel that does not exist or is not the bot's, before anything else of the call.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -157,6 +159,20 @@ fn rate_limited(retry_after: f64, global: bool) -> Answer {
     }
 }
 
+/// Whether `route` is under `/channels/{id}`, so that channel must be one the fake knows.
+fn route_names_a_channel(route: &str) -> bool {
+    matches!(
+        route,
+        "channel"
+            | "channel_messages"
+            | "create_message"
+            | "edit_message"
+            | "start_thread"
+            | "typing"
+            | "reaction"
+    )
+}
+
 /// What a REST call asks: its route, path segments, query and JSON body.
 struct Asked<'a> {
     route: &'static str,
@@ -222,6 +238,11 @@ fn apply(inner: &mut Discord, asked: &Asked<'_>, uploads: Vec<Upload>) -> Answer
         route, segs, body, ..
     } = *asked;
     let channel = segs.get(3).copied().unwrap_or("").to_owned();
+    // Every channel route names its channel first: Discord answers 10003 for one that does
+    // not exist or is not the bot's, whatever the call.
+    if route_names_a_channel(route) && inner.channel_kind(&channel).is_none() {
+        return error(404, code::UNKNOWN_CHANNEL, "Unknown Channel");
+    }
     match route {
         "gateway_bot" => ok(json!({
             "url": inner.gateway_url.clone(), "shards": 1,
@@ -229,12 +250,7 @@ fn apply(inner: &mut Discord, asked: &Asked<'_>, uploads: Vec<Upload>) -> Answer
                                     "max_concurrency": 1},
         })),
         "me" => ok(user(BOT_ID, BOT_USERNAME, true)),
-        // A channel the fake knows (a thread, a DM, one a message was posted in), else
-        // 10003 as Discord answers for a channel that does not exist or is not the bot's.
-        "channel" => match inner.channel_kind(&channel) {
-            Some(_) => ok(inner.channel_object(&channel)),
-            None => error(404, code::UNKNOWN_CHANNEL, "Unknown Channel"),
-        },
+        "channel" => ok(inner.channel_object(&channel)),
         "channel_messages" => history(inner, &channel, asked.query),
         "create_message" => {
             let content = body["content"].as_str().unwrap_or("").to_owned();
@@ -316,14 +332,10 @@ fn apply(inner: &mut Discord, asked: &Asked<'_>, uploads: Vec<Upload>) -> Answer
             if name.is_empty() || name.chars().count() > 100 {
                 return error(400, code::INVALID_FORM_BODY, "Invalid Form Body");
             }
-            // As Discord: the channel, then its type, then the message.
-            match inner.channel_kind(&channel) {
-                None => return error(404, code::UNKNOWN_CHANNEL, "Unknown Channel"),
-                Some(ChannelKind::Dm | ChannelKind::Thread) => {
-                    let message = "Cannot execute action on this channel type";
-                    return error(400, code::WRONG_CHANNEL_TYPE, message);
-                }
-                Some(ChannelKind::GuildText) => {}
+            // As Discord: the channel (above), then its type, then the message.
+            if inner.channel_kind(&channel) != Some(ChannelKind::GuildText) {
+                let message = "Cannot execute action on this channel type";
+                return error(400, code::WRONG_CHANNEL_TYPE, message);
             }
             if !inner.has_message(&channel, &message_id) {
                 return error(404, code::UNKNOWN_MESSAGE, "Unknown Message");

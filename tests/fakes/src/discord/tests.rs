@@ -138,6 +138,8 @@ async fn a_wrong_token_or_missing_intents_are_closed() {
 #[tokio::test]
 async fn messages_keep_the_limit_record_mentions_and_honour_scripted_429s() {
     let fake = FakeDiscord::start().await.unwrap();
+    // Channel 5 exists: a user wrote in it.
+    fake.push(&Event::guild("5", "20", "hello bot"));
     let http = reqwest::Client::new();
     let post = |body: Value| {
         http.post(format!("{}/api/v10/channels/5/messages", fake.api_url()))
@@ -341,4 +343,47 @@ async fn threads_start_only_from_a_message_in_a_guild_text_channel() {
     assert_eq!(refused(in_thread).await, (400, code::WRONG_CHANNEL_TYPE));
     let started = from("5", &posted.message_id).send().await.unwrap();
     assert_eq!(started.status(), 200);
+}
+
+/// No route under `/channels/{id}` serves a channel the fake does not know: each answers
+/// 404 with code 10003, as Discord does, and nothing is created in it.
+#[tokio::test]
+async fn every_channel_route_refuses_a_channel_it_does_not_know() {
+    let (fake, http, auth, base) = rest_fake().await;
+    let posted = fake.push(&Event::guild("5", "20", "a known channel"));
+    let id = &posted.message_id;
+    let unknown = [
+        http.get(format!("{base}/channels/77")),
+        http.get(format!("{base}/channels/77/messages")),
+        http.post(format!("{base}/channels/77/messages"))
+            .json(&json!({"content": "hello"})),
+        http.patch(format!("{base}/channels/77/messages/{id}"))
+            .json(&json!({"content": "edited"})),
+        http.post(format!("{base}/channels/77/messages/{id}/threads"))
+            .json(&json!({"name": "a thread"})),
+        http.post(format!("{base}/channels/77/typing")),
+        http.put(format!(
+            "{base}/channels/77/messages/{id}/reactions/%F0%9F%91%80/@me"
+        )),
+    ];
+    for request in unknown {
+        let response = request.header("Authorization", &auth).send().await.unwrap();
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(
+            (status, body["code"].as_i64()),
+            (404, Some(code::UNKNOWN_CHANNEL))
+        );
+    }
+    assert!(fake.sent_to("77").is_empty(), "nothing created there");
+    assert!(fake.typing().is_empty() && fake.reactions().is_empty());
+    // The known channel still takes them.
+    let known = http
+        .post(format!("{base}/channels/5/messages"))
+        .header("Authorization", &auth)
+        .json(&json!({"content": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(known.status(), 200);
 }
