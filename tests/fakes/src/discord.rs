@@ -129,6 +129,9 @@ pub struct Discord {
     history: Vec<Value>,
     /// Connections gone silent ([`FakeDiscord::go_silent`]): nothing reaches them.
     silent: Vec<u64>,
+    /// When each connection last heartbeat (or got its HELLO), by the wall clock: what
+    /// the heartbeat watch reads. One entry per connection a test opens.
+    last_beat: HashMap<u64, std::time::Instant>,
 }
 
 impl Discord {
@@ -150,6 +153,7 @@ impl Discord {
             message_content_enabled: true,
             history: Vec::new(),
             silent: Vec::new(),
+            last_beat: HashMap::new(),
         }
     }
 

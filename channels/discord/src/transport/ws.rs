@@ -25,6 +25,13 @@
 //! - A missed heartbeat ACK makes serenity restart the shard (a fresh IDENTIFY, not a
 //!   RESUME): events of the zombied session are not replayed; the channel reads them
 //!   back over REST after the new READY (`channel/backfill.rs`).
+//! - On a RESUME serenity 0.12.5 ignores the new connection's HELLO (its `Shard` drops op
+//!   10 while resuming, as upstream's later branches do) and heartbeats at the old
+//!   connection's interval, from RESUMED. Discord gives the same interval on every
+//!   connection in practice; should a new one be shorter, Discord times the connection
+//!   out (4009), serenity opens a new session and reads that HELLO, and the read-back
+//!   above covers the gap. serenity's shard exposes no hook to do better from here (the
+//!   test `after_a_resume_on_a_shorter_heartbeat_the_gateway_heartbeats_at_it`).
 //! - 4004 (wrong token), 4013 and 4014 (intents) end [`run`] with a clear
 //!   [`GatewayError`]; serenity does not retry them.
 //! - Messages by the bot itself or by any other bot are dropped here.

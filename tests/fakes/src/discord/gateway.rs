@@ -13,6 +13,11 @@
 //! missed); close codes 4001–4014 except 4009 end the session (a dropped socket and op 7
 //! keep it resumable); an unknown op is closed with 4001.
 //!
+//! Heartbeats are enforced per connection, at the interval its own HELLO gave
+//! ([`super::FakeDiscord::set_heartbeat_interval`] changes it for later connections): a
+//! connection that sends none for that interval and [`HEARTBEAT_GRACE`] is closed with
+//! 4009 (Session timed out) and its session ended, as Discord does.
+//!
 //! An IDENTIFY on a connection opened at `/resume` is closed with 4000: a new session
 //! belongs at the URL `GET /gateway/bot` gives (gateway.mdx, "Connecting"), the resume URL
 //! only to RESUME.
@@ -24,6 +29,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::Request;
 use axum::response::Response;
@@ -42,6 +48,12 @@ use crate::skeleton::{Gateway, OpGateway, WithSockets, socket};
 pub const INTENTS: u64 = 1 | (1 << 9) | (1 << 12) | MESSAGE_CONTENT;
 /// The privileged MESSAGE_CONTENT intent.
 pub const MESSAGE_CONTENT: u64 = 1 << 15;
+/// How late past its interval a heartbeat may come before the connection is timed out
+/// (4009): the slack Discord leaves for latency. serenity looks whether a heartbeat is due
+/// at least every 0.5 s.
+pub const HEARTBEAT_GRACE: Duration = Duration::from_secs(1);
+/// How often a heartbeat watch looks at its connection at the least.
+const WATCH_TICK: Duration = Duration::from_millis(100);
 
 impl WithSockets for Discord {
     type Connection = Connection;
@@ -96,11 +108,20 @@ pub(super) fn upgrade(shared: &Arc<Shared>, request: Request) -> Response {
         path,
         open: true,
         session: None,
+        heartbeat_interval_ms: 0,
+        timed_out: false,
     };
-    let hello = |d: &mut Discord, id| {
+    let watched = shared.clone();
+    let hello = move |d: &mut Discord, id| {
+        let interval = d.gw.heartbeat_interval_ms;
         let hello = json!({"op": 10, "s": null, "t": null,
-            "d": {"heartbeat_interval": d.gw.heartbeat_interval_ms}});
+            "d": {"heartbeat_interval": interval}});
         d.gw.sockets.send(id, Out::text(hello.to_string()));
+        if let Some(c) = d.gw.sockets.get_mut(id) {
+            c.heartbeat_interval_ms = interval;
+        }
+        d.last_beat.insert(id, Instant::now());
+        watch_heartbeats(watched, id, Duration::from_millis(interval));
     };
     let addr = shared.addr;
     socket::serve(
@@ -118,6 +139,44 @@ pub(super) fn upgrade(shared: &Arc<Shared>, request: Request) -> Response {
     )
 }
 
+/// Watches connection `conn`, whose HELLO asked for a heartbeat every `interval`: once
+/// [`HEARTBEAT_GRACE`] past an interval with no heartbeat, it is closed with 4009 and its
+/// session ends, as Discord times a session out. A thread on the wall clock, as the
+/// client's heartbeats are: a test on tokio's paused clock does not time it out early.
+/// It ends with the connection or the fake.
+fn watch_heartbeats(shared: Arc<Shared>, conn: u64, interval: Duration) {
+    std::thread::spawn(move || {
+        loop {
+            let due = shared.update(|d| {
+                let open = d.gw.sockets.iter().any(|c| c.id == conn && c.open);
+                let last = d.last_beat.get(&conn).copied();
+                match last {
+                    Some(last) if open && !shared.stop.is_cancelled() => {
+                        Some(last + interval + HEARTBEAT_GRACE)
+                    }
+                    _ => None,
+                }
+            });
+            let Some(due) = due else {
+                return;
+            };
+            let now = Instant::now();
+            if now < due {
+                // Looks again at least every tick, to end soon after the connection does.
+                std::thread::sleep((due - now).min(WATCH_TICK));
+                continue;
+            }
+            shared.update(|d| {
+                d.gw.close_ending_session(conn, 4009);
+                if let Some(c) = d.gw.sockets.get_mut(conn) {
+                    c.timed_out = true;
+                }
+            });
+            return;
+        }
+    });
+}
+
 fn on_frame(discord: &mut Discord, addr: SocketAddr, conn: u64, text: &str) -> Vec<Out> {
     let Ok(frame) = serde_json::from_str::<Value>(text) else {
         discord.gw.sockets.bad_frames += 1;
@@ -126,6 +185,7 @@ fn on_frame(discord: &mut Discord, addr: SocketAddr, conn: u64, text: &str) -> V
     let d = &frame["d"];
     match frame["op"].as_u64() {
         Some(1) => {
+            discord.last_beat.insert(conn, Instant::now());
             let gw = &mut discord.gw;
             gw.heartbeats.push(Heartbeat {
                 connection: conn,

@@ -122,6 +122,10 @@ pub struct Connection {
     pub open: bool,
     /// Its session, after READY or RESUMED.
     pub session: Option<String>,
+    /// The `heartbeat_interval` its HELLO gave, in milliseconds.
+    pub heartbeat_interval_ms: u64,
+    /// Whether the fake closed it with 4009 for a heartbeat that did not come in time.
+    pub timed_out: bool,
 }
 
 crate::skeleton::socket::linked!(Connection, session);

@@ -387,3 +387,37 @@ async fn every_channel_route_refuses_a_channel_it_does_not_know() {
         .unwrap();
     assert_eq!(known.status(), 200);
 }
+
+/// Each connection is held to the heartbeat interval of its own HELLO: one that heartbeats
+/// in time stays, one that sends none within its interval and the grace is closed with
+/// 4009 (Session timed out) and its session ended, so a RESUME of it is refused.
+#[tokio::test]
+async fn a_connection_is_timed_out_at_its_own_hellos_interval() {
+    let fake = FakeDiscord::start().await.unwrap();
+    fake.set_heartbeat_interval(100);
+    let mut ws = identified(&fake).await;
+    let session = fake.connections()[0].session.clone().unwrap();
+    let hello = |f: &FakeDiscord, id: usize| f.connections()[id].heartbeat_interval_ms;
+    assert_eq!(hello(&fake, 0), 100);
+    // A later connection's HELLO gives the interval set since.
+    fake.set_heartbeat_interval(60_000);
+    let mut kept = identified(&fake).await;
+    assert_eq!(hello(&fake, 1), 60_000);
+    assert_eq!(next_json(&mut ws).await, json!({"close": 4009}));
+    fake.wait_until("the first closed", DEADLINE, |f| !f.connections()[0].open)
+        .await
+        .unwrap();
+    assert!(fake.connections()[0].timed_out);
+    assert!(!fake.connections()[1].timed_out, "its interval is a minute");
+    send(&mut kept, json!({"op": 1, "d": null})).await;
+    assert_eq!(next_json(&mut kept).await["op"], 11);
+    // The timed-out session cannot be resumed.
+    let mut ws = connect(&format!("{}?v=10", fake.gateway_url())).await;
+    assert_eq!(next_json(&mut ws).await["op"], 10);
+    send(
+        &mut ws,
+        json!({"op": 6, "d": {"token": TOKEN, "session_id": session, "seq": 1}}),
+    )
+    .await;
+    assert_eq!(next_json(&mut ws).await, json!({"op": 9, "d": false}));
+}

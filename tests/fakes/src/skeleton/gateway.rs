@@ -202,10 +202,22 @@ impl<P: OpGateway> Gateway<P> {
 
     /// Ends the sessions of the open connections.
     fn end_live_sessions(&mut self) {
+        self.end_sessions_of(|_| true);
+    }
+
+    /// Closes connection `conn` with `code` and ends its session (a heartbeat that did
+    /// not come in time: Discord's 4009, "Session timed out").
+    pub(crate) fn close_ending_session(&mut self, conn: u64, code: u16) {
+        self.end_sessions_of(|c| c.id() == conn);
+        self.sockets.send(conn, Out::Close(Some(code)));
+    }
+
+    /// Ends the sessions of the open connections `which` picks.
+    fn end_sessions_of(&mut self, which: impl Fn(&P::Connection) -> bool) {
         let live: Vec<String> = self
             .sockets
             .iter()
-            .filter(|c| c.is_open())
+            .filter(|c| c.is_open() && which(c))
             .filter_map(|c| c.session().map(str::to_owned))
             .collect();
         for id in live {

@@ -185,6 +185,57 @@ async fn a_drop_and_op_7_resume_at_the_resume_url_without_losing_a_message() {
     gw.stop().await;
 }
 
+/// Starts a gateway on a HELLO asking for a heartbeat a minute, then resumes it on a
+/// connection whose HELLO asks for one every 300 ms.
+async fn resumed_at_a_shorter_interval(fake: &FakeDiscord) -> Running {
+    fake.set_heartbeat_interval(60_000);
+    let mut gw = start(fake, discord::TOKEN);
+    assert!(matches!(gw.next().await, GatewayEvent::Ready { .. }));
+    fake.set_heartbeat_interval(300);
+    fake.send_reconnect();
+    fake.wait_until("a resume", DEADLINE, |f| f.resumes().len() == 1)
+        .await
+        .unwrap();
+    let resumed = fake.resumes()[0].connection;
+    let hello = fake.connections()[resumed as usize - 1].heartbeat_interval_ms;
+    assert_eq!(hello, 300, "the resumed connection's HELLO");
+    gw
+}
+
+/// serenity 0.12.5 drops the HELLO of a connection it resumes on (its `Shard` ignores op
+/// 10 while resuming, upstream's later branches too) and keeps the old connection's
+/// interval: a shorter new one is missed, Discord times the connection out (4009, the
+/// fake as Discord), and serenity opens a new session, whose HELLO it does read. So the
+/// gateway ends up heartbeating at the interval its connection was given, and messages
+/// keep coming, at the cost of the session (what it missed is read back over REST,
+/// `channel/backfill.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_resume_on_a_shorter_heartbeat_the_gateway_heartbeats_at_it() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let mut gw = resumed_at_a_shorter_interval(&fake).await;
+    fake.wait_until(
+        "an open connection heartbeating every 300 ms",
+        DEADLINE,
+        |f| {
+            let connections = f.connections();
+            let Some(open) = connections.iter().rev().find(|c| c.open) else {
+                return false;
+            };
+            let on_it = f
+                .heartbeats()
+                .iter()
+                .filter(|h| h.connection == open.id)
+                .count();
+            open.heartbeat_interval_ms == 300 && open.session.is_some() && on_it >= 3
+        },
+    )
+    .await
+    .unwrap();
+    fake.push(&Event::guild("10", "20", "heartbeating again"));
+    assert_eq!(gw.next_message().await.content, "heartbeating again");
+    gw.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_carry_the_sequence_and_a_missing_ack_reconnects_with_a_new_session() {
     let fake = FakeDiscord::start().await.unwrap();
