@@ -36,7 +36,9 @@ pub(crate) fn album_key(update: &Update) -> Option<AlbumKey> {
 /// Joins a later part into `album`, the message of the album's first part (whose id,
 /// topic, reply and redelivery key the album keeps): the part's files are appended, its
 /// text (a caption) follows the album's after a blank line, and the album is classified
-/// again, since the caption that makes it a command may come with any part.
+/// again, since the caption that makes it a command may come with any part. The part's
+/// own redelivery key goes with the album, so Telegram delivering that part again alone
+/// (a webhook delivery whose answer was lost) is known for answered.
 pub(crate) fn join(album: &mut InboundMessage, part: InboundMessage, commands: &CommandVocabulary) {
     let text = part.text.trim();
     if !text.is_empty() {
@@ -49,6 +51,7 @@ pub(crate) fn join(album: &mut InboundMessage, part: InboundMessage, commands: &
         album.msg_type = commands.classify(&album.text);
     }
     album.files.extend(part.files);
+    album.redelivery_parts.extend(part.redelivery);
     if album.locale_hint.is_none() {
         album.locale_hint = part.locale_hint;
     }
@@ -115,6 +118,10 @@ mod tests {
             ids,
             ["AgACAgIAAxkBAAIBt_a_large", "AgACAgIAAxkBAAIBt_b_large"]
         );
+        // The second part is known by its own key too.
+        let second = normalized(&parts[1], &commands).redelivery;
+        assert!(second.is_some() && second != one.redelivery);
+        assert_eq!(one.redelivery_parts, second.into_iter().collect::<Vec<_>>());
 
         // The caption may come with a later part; several captions are kept in order.
         let mut first = normalized(&parts[1], &commands);
