@@ -4,7 +4,10 @@
 //! and RESUMED, heartbeats and their ACKs.
 //!
 //! QQ's own: READY is `s` 1 and RESUMED takes the next `s` without being logged; an unknown
-//! op is only counted as a bad frame. Close codes end the session as QQ's table says
+//! op is only counted as a bad frame. An event pushed while no session is current reaches
+//! no session (`HOLDS_EVENTS_FOR_READY` is false): QQ documents replay only for a RESUME
+//! (bot-docs `gateway/reference`, 恢复连接: events missed since its `seq`), so the fake
+//! gives a new session nothing from before its READY, never more than QQ promises. Close codes end the session as QQ's table says
 //! (bot-docs `gateway/error/error.md`): every code it allows no RESUME (4000–4007, 4010–4014,
 //! 4900–4915) ends it; 4008, 4009 and a dropped socket keep it resumable.
 
@@ -37,7 +40,7 @@ impl OpGateway for Qq {
     type Heartbeat = Heartbeat;
     type Dispatched = Dispatched;
     const RECONNECT: &'static str = r#"{"op":7}"#;
-    const HOLDS_EVENTS_FOR_READY: bool = true;
+    const HOLDS_EVENTS_FOR_READY: bool = false;
 
     fn ends_session(code: u16) -> bool {
         matches!(code, 4000..=4007 | 4010..=4014 | 4900..=4915)
