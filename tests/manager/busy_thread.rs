@@ -21,7 +21,7 @@ const OTHER_CLIENT: &str = "from the web UI";
 /// Binds the conversation's thread with a first exchange, then starts a held run on it as
 /// another client would (`POST …/runs`, `on_disconnect: continue`, acting for the
 /// conversation's DeerFlow user): the thread and that run's id.
-async fn another_clients_run(h: &Harness) -> (String, String) {
+pub(crate) async fn another_clients_run(h: &Harness) -> (String, String) {
     h.sim.script_next_run(Script::with_answer("Hi."));
     assert_eq!(h.ask("hello", 1).await, "Hi.");
     let thread = h.only_thread();

@@ -396,42 +396,8 @@ async fn issue_13_stop_cancels_the_run_in_flight_and_the_final_says_so() {
 /// since no final of this process will.
 #[tokio::test]
 async fn stop_stops_a_run_on_the_thread_that_another_process_started() {
-    use im_bridge::simulator::Hold;
-    use std::time::Duration;
-
     let h = Harness::start().await;
-    h.sim
-        .script_next_run(Script::with_answer("bound").chunks(1));
-    assert_eq!(h.ask("hello", 1).await, "bound");
-    let thread = h.only_thread();
-    h.sim.script_thread(
-        &thread,
-        Script::with_answer("elsewhere").hold(Hold::UntilFinished),
-    );
-    let body = serde_json::json!({
-        "assistant_id": "lead_agent",
-        "input": {"messages": [{"role": "human", "content": "from another process"}]},
-        "config": {"configurable": {"thread_id": thread}},
-        "multitask_strategy": "reject",
-    });
-    let owner = h
-        .sim
-        .thread_owner(&thread)
-        .expect("the bridge's thread has an owner");
-    let started = reqwest::Client::new()
-        .post(format!("{}/threads/{thread}/runs", h.sim.langgraph_url()))
-        .header("x-deerflow-owner-user-id", owner)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert!(started.status().is_success(), "{}", started.status());
-    h.sim
-        .wait_until(Duration::from_secs(10), |sim| {
-            !sim.active_runs(&thread).is_empty()
-        })
-        .await
-        .unwrap();
+    let (thread, _) = crate::manager::busy_thread::another_clients_run(&h).await;
     assert_eq!(
         h.ask("/stop", 2).await,
         "I've stopped the task that was running in this conversation."
