@@ -361,6 +361,8 @@ impl Manager {
     /// journaled.
     async fn start(&self, queued: Queued, workers: &Workers) {
         let (msg, room) = queued.into_parts();
+        // Its place in its conversation's line, as journaled: recovery keeps this order.
+        let arrived = crate::store::arrival_stamp();
         let outbound = self.inner.replier.outbound();
         metrics::counter!(names::INBOUND, "channel" => outbound.channel_label(&msg.channel_name))
             .increment(1);
@@ -393,7 +395,7 @@ impl Manager {
         let span = message_span(&msg);
         workers.tasks.spawn(
             async move {
-                manager.handle(msg, cancel, place, slot).await;
+                manager.handle(msg, cancel, place, slot, arrived).await;
             }
             .instrument(span),
         );

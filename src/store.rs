@@ -59,6 +59,7 @@ use crate::gateway::ThreadId;
 pub use error::StoreError;
 pub use journal::{
     GAVE_UP_KEPT, JOURNAL_CAP, JournalRecord, JournalState, Journaled, Listed, PendingFinal, Sweep,
+    arrival_stamp,
 };
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore};

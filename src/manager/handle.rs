@@ -137,13 +137,17 @@ impl Manager {
         cancel: CancellationToken,
         place: Place,
         slot: Slot,
+        arrived: i64,
     ) {
         let key = dedupe::dedupe_key(&msg);
         // A chat message is journaled, and so is a command that may start a run: the run's
         // answer is kept until it landed, whoever asked for it.
         let journaled = msg.msg_type == MsgType::Chat || commands::starts_a_run(&msg);
         let journal = &self.inner.journal;
-        let admitted = match journal.admit(&msg, key.as_ref(), journaled).await {
+        let admitted = match journal
+            .admit_at(&msg, key.as_ref(), journaled, arrived)
+            .await
+        {
             Admission::New(entry) => entry,
             Admission::Duplicate => {
                 tracing::info!("Dropped a redelivered message.");

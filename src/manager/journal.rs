@@ -199,18 +199,31 @@ impl Journal {
     /// one part alone is a duplicate. A message whose own key was seen but which carries a
     /// part never handled (a photo joined to a redelivered one) is admitted all the same,
     /// without its own key, which belongs to the earlier message.
+    pub(crate) async fn admit_at(
+        &self,
+        msg: &InboundMessage,
+        dedupe: Option<&DedupeKey>,
+        journaled: bool,
+        arrived: i64,
+    ) -> Admission {
+        let admission = self.admit_one(msg, dedupe, journaled, arrived).await;
+        let fresh = super::dedupe::record_parts(self.shared.store.as_ref(), msg).await;
+        match admission {
+            Admission::Duplicate if fresh => self.admit_one(msg, None, journaled, arrived).await,
+            admission => admission,
+        }
+    }
+
+    /// [`Journal::admit_at`], taken now.
+    #[cfg(test)]
     pub(crate) async fn admit(
         &self,
         msg: &InboundMessage,
         dedupe: Option<&DedupeKey>,
         journaled: bool,
     ) -> Admission {
-        let admission = self.admit_one(msg, dedupe, journaled).await;
-        let fresh = super::dedupe::record_parts(self.shared.store.as_ref(), msg).await;
-        match admission {
-            Admission::Duplicate if fresh => self.admit_one(msg, None, journaled).await,
-            admission => admission,
-        }
+        let arrived = crate::store::arrival_stamp();
+        self.admit_at(msg, dedupe, journaled, arrived).await
     }
 
     /// Records `msg`'s delivery (`dedupe`) and, when it is `journaled` (a chat message, or a
@@ -222,6 +235,7 @@ impl Journal {
         msg: &InboundMessage,
         dedupe: Option<&DedupeKey>,
         journaled: bool,
+        arrived: i64,
     ) -> Admission {
         let store = &self.shared.store;
         if !journaled {
@@ -239,6 +253,7 @@ impl Journal {
         }
         let id = new_id();
         let mut record = JournalRecord::admitted(msg.clone());
+        record.arrived = arrived;
         // The thread the message will most likely run on, when the store has the binding in
         // memory: a run that starts there needs no store write of its own before its
         // request (`starting.rs`; issue 35).

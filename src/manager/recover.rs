@@ -36,10 +36,12 @@ use crate::store::JournalState;
 use crate::telemetry::names;
 
 impl Manager {
-    /// Starts finishing each claimed entry, oldest message first, so each conversation
-    /// keeps its order: messages are journaled as they come, several at once, so the
-    /// store's order is not always theirs (their platform's timestamps are; a tie keeps
-    /// the store's order).
+    /// Starts finishing each claimed entry in the order the manager took the messages
+    /// ([`JournalRecord::arrived`](crate::store::JournalRecord::arrived)), so each
+    /// conversation keeps its line's order: admission runs on a task per message, so the
+    /// store's order is not always the line's, nor are the platform's timestamps (a burst
+    /// of photos held a moment goes after a text sent just after it). Records from before
+    /// the stamp keep the store's order, first.
     pub(super) fn spawn_recovered(&self, entries: Vec<Entry>, workers: &Workers) {
         let mut entries: Vec<_> = entries
             .into_iter()
@@ -48,7 +50,7 @@ impl Manager {
                 (entry, record)
             })
             .collect();
-        entries.sort_by(|(_, a), (_, b)| a.message.created_at.total_cmp(&b.message.created_at));
+        entries.sort_by_key(|(_, record)| record.arrived);
         for (entry, record) in entries {
             let state = match record.state {
                 JournalState::Admitted => "admitted",

@@ -466,7 +466,7 @@ where
             Ok(started) => return Ok(started),
             Err(error) => error,
         };
-        let again = waits.waited_out(inner, msg, source, &error, placeholder_at);
+        let again = waits.waited_out(inner, msg, source, &error, placeholder_at, refusal.quiet);
         if !again.await {
             return Err(not_started(inner, msg, &error, refusal).await);
         }

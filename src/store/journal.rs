@@ -47,6 +47,12 @@ pub enum JournalState {
 pub struct JournalRecord {
     /// The admitted message, as its adapter delivered it.
     pub message: InboundMessage,
+    /// When the manager took the message, in microseconds since the Unix epoch, strictly
+    /// increasing within a process ([`arrival_stamp`]): its place in its conversation's
+    /// line, which recovery keeps (admission runs on a task per message, so the store's
+    /// order is not always the line's). 0 in records written before it was kept.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub arrived: i64,
     /// Where it stands.
     #[serde(default)]
     pub state: JournalState,
@@ -88,6 +94,29 @@ pub struct JournalRecord {
     /// written before this field reads as `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goal_objective: Option<String>,
+}
+
+fn is_zero_i64(n: &i64) -> bool {
+    *n == 0
+}
+
+/// A stamp for a message the manager takes now: microseconds since the Unix epoch, but
+/// always above the last stamp this process gave, so messages taken within one
+/// microsecond, or across a step back of the clock, keep their order.
+pub fn arrival_stamp() -> i64 {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static LAST: AtomicI64 = AtomicI64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+    let mut last = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = now.max(last.saturating_add(1));
+        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => last = seen,
+        }
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -163,6 +192,7 @@ impl JournalRecord {
     pub fn admitted(message: InboundMessage) -> Self {
         Self {
             message,
+            arrived: 0,
             state: JournalState::Admitted,
             thread_id: None,
             run_id: None,
@@ -333,6 +363,19 @@ pub(crate) fn warn_unreadable(entries: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arrival_stamps_only_go_up_and_an_old_row_has_none() {
+        let stamps: Vec<i64> = (0..1000).map(|_| arrival_stamp()).collect();
+        assert!(stamps.windows(2).all(|w| w[0] < w[1]));
+        let old = r#"{"message":{"channel_name":"qq","chat_id":"c","user_id":"u","text":"t",
+            "created_at":1700000000.0}}"#;
+        let mut record = decode(old).expect("an old row reads");
+        assert_eq!(record.arrived, 0);
+        record.arrived = stamps[0];
+        let again = decode(&serde_json::to_string(&record).unwrap()).unwrap();
+        assert_eq!(again.arrived, stamps[0]);
+    }
 
     #[test]
     fn a_row_written_before_the_typed_hints_keeps_its_notes_and_its_message() {

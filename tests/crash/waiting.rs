@@ -73,3 +73,52 @@ async fn a_message_waiting_for_a_worker_at_a_kill_is_answered_after_the_restart(
     c.wait_journal_empty().await;
     drop(daemon);
 }
+
+/// Recovery keeps a conversation's line in the order the bridge took its messages, not
+/// the platform's timestamps: the message taken second (with an older `date`, as a photo
+/// held a moment or a clock's step gives) waits for the first one's run, which the
+/// restarted bridge follows; each sender's answer is their own.
+#[tokio::test]
+async fn a_restart_keeps_the_order_the_messages_were_taken_in() {
+    let c = Crashable::start().await;
+    c.sim.script_next_run(
+        Script::with_answer("first answer")
+            .chunks(1)
+            .hold(Hold::UntilFinished),
+    );
+    c.sim
+        .script_next_run(Script::with_answer("second answer").chunks(1));
+    let daemon = c.spawn(0);
+    c.say("first");
+    c.wait_journal("the first run", |r| r.contains("run_id"))
+        .await;
+    c.fake
+        .inject(Incoming::private(USER, "second").sent_ago(std::time::Duration::from_secs(60)));
+    c.wait_journal("the second message", |r| r.contains("\"second\""))
+        .await;
+    kill9(daemon).await;
+
+    let daemon = c.spawn(1);
+    c.wait_request("the join of the first run", |m, p| {
+        m == "GET" && p.ends_with("/join")
+    })
+    .await;
+    for thread in c.sim.thread_ids() {
+        for run in c.sim.active_runs(&thread) {
+            c.sim.finish_run(&run);
+        }
+    }
+    let messages = c.wait_text(&late("second answer")).await;
+    let texts: Vec<&str> = messages.iter().map(|m| m.text.as_str()).collect();
+    let first = texts.iter().position(|t| *t == late("first answer"));
+    let second = texts.iter().position(|t| *t == late("second answer"));
+    assert!(
+        matches!((first, second), (Some(f), Some(s)) if f < s),
+        "{texts:?}"
+    );
+    assert_eq!(with_text(&messages, "first answer").len(), 1, "{texts:?}");
+    assert_eq!(with_text(&messages, "second answer").len(), 1, "{texts:?}");
+    assert_eq!(c.run_starts(), 2, "{:?}", c.paths());
+    c.wait_journal_empty().await;
+    drop(daemon);
+}

@@ -68,7 +68,9 @@ impl BusyWaits {
 
     /// After the Gateway refused to start the run with `error`: whether to start it again,
     /// once the thread's run in flight ended (see the module docs). A notice shown takes
-    /// the place of the placeholder still due (`placeholder_at`).
+    /// the place of the placeholder still due (`placeholder_at`); none is shown when the
+    /// caller reports a run that did not start (`quiet`: `/goal from-chat` words the one
+    /// reply itself).
     pub(super) async fn waited_out(
         &mut self,
         inner: &Inner,
@@ -76,6 +78,7 @@ impl BusyWaits {
         Source { thread, owner }: Source<'_>,
         error: &GatewayError,
         placeholder_at: &mut Option<Instant>,
+        quiet: bool,
     ) -> bool {
         if *error != GatewayError::Busy || !queues(inner, msg) || self.again >= MAX_STARTS_AGAIN {
             return false;
@@ -97,7 +100,7 @@ impl BusyWaits {
             again = self.again,
             "The thread is busy with another run; waiting for it."
         );
-        let notice = !self.noticed;
+        let notice = !self.noticed && !quiet;
         if notice {
             self.noticed = true;
             *placeholder_at = None;
