@@ -140,6 +140,16 @@ impl Default for ManagerConfig {
     }
 }
 
+impl ManagerConfig {
+    /// How `channel` treats a message that arrives while its conversation is busy.
+    pub(crate) fn queueing(&self, channel: &str) -> Queueing {
+        self.channel_queueing
+            .get(channel)
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
 /// A message's place in its conversation's line.
 #[derive(Debug)]
 pub(crate) enum Place {
@@ -443,13 +453,7 @@ impl Manager {
         if (!runs && !serialized) || commands::acts_on_the_line(msg) {
             return Place::Free;
         }
-        let queueing = self
-            .inner
-            .config
-            .channel_queueing
-            .get(&msg.channel_name)
-            .copied()
-            .unwrap_or_default();
+        let queueing = self.inner.config.queueing(&msg.channel_name);
         match self
             .inner
             .turnstile

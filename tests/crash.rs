@@ -137,14 +137,15 @@ impl Crashable {
             .collect()
     }
 
-    /// Waits until the restarted bridge joins the held run, then lets every run of the
-    /// (only) thread finish.
+    /// Waits until the restarted bridge joins the held run, then lets every run in flight
+    /// finish, on every thread.
     pub(crate) async fn finish_once_joined(&self) {
         self.wait_request("the join", |m, p| m == "GET" && p.ends_with("/join"))
             .await;
-        let thread = self.sim.thread_ids().pop().unwrap();
-        for run in self.sim.active_runs(&thread) {
-            self.sim.finish_run(&run);
+        for thread in self.sim.thread_ids() {
+            for run in self.sim.active_runs(&thread) {
+                self.sim.finish_run(&run);
+            }
         }
     }
 
@@ -164,9 +165,20 @@ impl Crashable {
 
     /// [`wait_text`](Self::wait_text) for at most `within`.
     pub(crate) async fn wait_text_within(&self, text: &str, within: Duration) -> Vec<BotMessage> {
+        self.wait_text_of(USER, text, within).await
+    }
+
+    /// Waits, at most `within`, until `user`'s private chat shows a bot message whose text
+    /// is exactly `text`; returns that chat's bot messages.
+    pub(crate) async fn wait_text_of(
+        &self,
+        user: i64,
+        text: &str,
+        within: Duration,
+    ) -> Vec<BotMessage> {
         let until = Instant::now() + within;
         loop {
-            let messages = self.fake.bot_messages(USER);
+            let messages = self.fake.bot_messages(user);
             if messages.iter().any(|m| m.text == text) {
                 return messages;
             }

@@ -1,8 +1,9 @@
 //! A message the platform was told is taken, still waiting for a worker when the bridge is
-//! killed: it was journaled as it came, so the next start answers it.
+//! killed: it was journaled as it came, so the next start answers it, in its line's order.
 
 use im_bridge::simulator::{Hold, Script};
 use im_bridge_fakes::telegram::Incoming;
+use tokio::process::Child;
 use tokio::time::Instant;
 
 use super::{Crashable, DEADLINE, USER, kill9, late, with_text};
@@ -11,11 +12,10 @@ use super::{Crashable, DEADLINE, USER, kill9, late, with_text};
 /// for a worker.
 const OTHER: i64 = 4343;
 
-#[tokio::test]
-async fn a_message_waiting_for_a_worker_at_a_kill_is_answered_after_the_restart() {
-    let mut c = Crashable::start().await;
-    c.channels_keys = "  max_concurrency: 1\n".into();
-    // The first message's run holds the only worker until the test lets it end.
+/// Starts the bridge and has the test's user say something whose run goes on until the
+/// test lets it end (its answer "first answer"; the next run's is "second answer").
+/// Returns once the run's id is journaled.
+async fn first_run_held(c: &Crashable) -> Child {
     c.sim.script_next_run(
         Script::with_answer("first answer")
             .chunks(1)
@@ -24,9 +24,18 @@ async fn a_message_waiting_for_a_worker_at_a_kill_is_answered_after_the_restart(
     c.sim
         .script_next_run(Script::with_answer("second answer").chunks(1));
     let daemon = c.spawn(0);
-    c.say("hello");
+    c.say("first");
     c.wait_journal("the first run", |r| r.contains("run_id"))
         .await;
+    daemon
+}
+
+#[tokio::test]
+async fn a_message_waiting_for_a_worker_at_a_kill_is_answered_after_the_restart() {
+    let mut c = Crashable::start().await;
+    // The first message's run holds the only worker until the test lets it end.
+    c.channels_keys = "  max_concurrency: 1\n".into();
+    let daemon = first_run_held(&c).await;
     c.fake.inject(Incoming::private(OTHER, "me too"));
     // Telegram is told the second message was taken (the next poll confirms its update)
     // while no worker is free for it...
@@ -42,30 +51,11 @@ async fn a_message_waiting_for_a_worker_at_a_kill_is_answered_after_the_restart(
     kill9(daemon).await;
 
     let daemon = c.spawn(1);
-    c.wait_request("the join of the first run", |m, p| {
-        m == "GET" && p.ends_with("/join")
-    })
-    .await;
-    for thread in c.sim.thread_ids() {
-        for run in c.sim.active_runs(&thread) {
-            c.sim.finish_run(&run);
-        }
-    }
+    c.finish_once_joined().await;
     c.wait_text(&late("first answer")).await;
-    let until = Instant::now() + DEADLINE;
-    let second = loop {
-        let messages = c.fake.bot_messages(OTHER);
-        if messages.iter().any(|m| m.text == late("second answer")) {
-            break messages;
-        }
-        assert!(
-            Instant::now() < until,
-            "the waiting message was never answered: {:?}\n{}",
-            messages.iter().map(|m| &m.text).collect::<Vec<_>>(),
-            c.logs()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    };
+    let second = c
+        .wait_text_of(OTHER, &late("second answer"), DEADLINE)
+        .await;
     assert_eq!(with_text(&second, "second answer").len(), 1, "{second:?}");
     let first = c.fake.bot_messages(USER);
     assert_eq!(with_text(&first, "first answer").len(), 1, "{first:?}");
@@ -81,17 +71,7 @@ async fn a_message_waiting_for_a_worker_at_a_kill_is_answered_after_the_restart(
 #[tokio::test]
 async fn a_restart_keeps_the_order_the_messages_were_taken_in() {
     let c = Crashable::start().await;
-    c.sim.script_next_run(
-        Script::with_answer("first answer")
-            .chunks(1)
-            .hold(Hold::UntilFinished),
-    );
-    c.sim
-        .script_next_run(Script::with_answer("second answer").chunks(1));
-    let daemon = c.spawn(0);
-    c.say("first");
-    c.wait_journal("the first run", |r| r.contains("run_id"))
-        .await;
+    let daemon = first_run_held(&c).await;
     c.fake
         .inject(Incoming::private(USER, "second").sent_ago(std::time::Duration::from_secs(60)));
     c.wait_journal("the second message", |r| r.contains("\"second\""))
@@ -99,15 +79,7 @@ async fn a_restart_keeps_the_order_the_messages_were_taken_in() {
     kill9(daemon).await;
 
     let daemon = c.spawn(1);
-    c.wait_request("the join of the first run", |m, p| {
-        m == "GET" && p.ends_with("/join")
-    })
-    .await;
-    for thread in c.sim.thread_ids() {
-        for run in c.sim.active_runs(&thread) {
-            c.sim.finish_run(&run);
-        }
-    }
+    c.finish_once_joined().await;
     let messages = c.wait_text(&late("second answer")).await;
     let texts: Vec<&str> = messages.iter().map(|m| m.text.as_str()).collect();
     let first = texts.iter().position(|t| *t == late("first answer"));

@@ -126,12 +126,5 @@ impl BusyWaits {
 /// Whether `msg`'s channel queues a message meeting a busy conversation
 /// (`busy_policy: queue`, the default).
 fn queues(inner: &Inner, msg: &InboundMessage) -> bool {
-    inner
-        .config
-        .channel_queueing
-        .get(&msg.channel_name)
-        .copied()
-        .unwrap_or_default()
-        .policy
-        == BusyPolicy::Queue
+    inner.config.queueing(&msg.channel_name).policy == BusyPolicy::Queue
 }
