@@ -7,9 +7,11 @@
 //! recorded, a call the fake recorded, or the journal entry's record in the store (read
 //! with a second connection: WAL readers never block the daemon).
 //!
-//! Children: `goal`, a `/goal from-chat` killed after the Gateway composed its goal;
+//! Children: `followed`, a run recovered after the thread moved on to another run; `goal`, a
+//! `/goal from-chat` killed after the Gateway composed its goal;
 //! `waiting`, a message killed while it waited for a worker.
 
+mod followed;
 mod goal;
 mod waiting;
 
@@ -127,6 +129,19 @@ impl Crashable {
             .wait_for_requests(1, DEADLINE, |r| pick(&r.method, &r.path))
             .await
             .unwrap_or_else(|_| panic!("{what}: {:?}", self.paths()));
+    }
+
+    /// Waits until the bridge asked the Gateway for a run and journaled the thread it
+    /// starts on (admitted, no run id yet).
+    pub(crate) async fn wait_run_requested(&self) {
+        self.wait_request("the run request", |m, p| {
+            m == "POST" && p.ends_with("/runs/stream")
+        })
+        .await;
+        self.wait_journal("the thread the run starts on", |r| {
+            r.contains("\"admitted\"") && r.contains("thread_id")
+        })
+        .await;
     }
 
     pub(crate) fn paths(&self) -> Vec<String> {
@@ -370,14 +385,7 @@ async fn issue_27_killed_after_the_gateway_accepted_the_run_follows_it_instead_o
     c.sim.script_next_run(accepted_unanswered("only once"));
     let daemon = c.spawn(0);
     c.say("hello");
-    c.wait_request("the run request", |m, p| {
-        m == "POST" && p.ends_with("/runs/stream")
-    })
-    .await;
-    c.wait_journal("the thread the run starts on", |r| {
-        r.contains("\"admitted\"") && r.contains("thread_id")
-    })
-    .await;
+    c.wait_run_requested().await;
     let path = c.dir.path().join("bridge.store");
     assert!(
         journal_records(&path).iter().all(|r| !r.contains("run_id")),
@@ -405,12 +413,7 @@ async fn issue_27_a_gateway_that_cannot_list_runs_runs_the_message_again_and_ans
         .script_next_run(Script::with_answer("the second try").chunks(1));
     let daemon = c.spawn(0);
     c.say("hello");
-    c.wait_request("the run request", |m, p| {
-        m == "POST" && p.ends_with("/runs/stream")
-    })
-    .await;
-    c.wait_journal("the thread the run starts on", |r| r.contains("thread_id"))
-        .await;
+    c.wait_run_requested().await;
     kill9(daemon).await;
     let daemon = c.spawn(1);
     // The restarted bridge asked, was told the route does not exist, and ran it again:

@@ -405,6 +405,8 @@ impl Manager {
             "Handling a message."
         );
         let dispatched = admitted.journaled(self.dispatch(msg));
+        // Told it waits, it is not told so again should its run meet a busy thread.
+        let dispatched = run::told_it_waits(ticket.is_some_and(Ticket::told), dispatched);
         let dispatched = match ticket {
             Some(ticket) => Either::Left(ticket.settling().scope(dispatched)),
             None => Either::Right(dispatched),

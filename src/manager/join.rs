@@ -11,9 +11,11 @@
 //! - a `gap` (the requested event is no longer retained) joins again from the earliest
 //!   retained event, which still ends with the final `values`;
 //! - a run that ended and whose events are gone yields `end` alone: the answer is then the
-//!   thread's state;
+//!   thread's state, the run's own turn in it (`Snapshot::of_run`: the thread may have
+//!   moved on to another run since);
 //! - a run living on a worker that cannot stream it (409 "not active on this worker") is
-//!   polled by status, with backoff, until it ended; the answer is then the thread's state.
+//!   polled by status, with backoff, until it ended; the answer is then the run's turn in
+//!   the thread's state, read the same way.
 //!
 //! The run failed on an `error` event, or on status `error` when no `values` carrying the
 //! history came; a `values` without one (goal bookkeeping over delta checkpoints) keeps
@@ -113,7 +115,10 @@ pub async fn join(
     let snapshot = match last {
         Some(snapshot) => snapshot,
         // The run ended before its events could be replayed: its state is the answer.
-        None => Snapshot::from_value(&inner.gateway.get_thread_state(owner, thread).await?.values),
+        None => Snapshot::of_run(
+            &inner.gateway.get_thread_state(owner, thread).await?.values,
+            run_id,
+        ),
     };
     if !failed && !answered {
         failed = status_failed(inner, owner, thread, run_id).await;
@@ -198,7 +203,7 @@ async fn settle_elsewhere(
     let status = until_ended(inner, owner, thread, run_id).await?;
     let state = inner.gateway.get_thread_state(owner, thread).await?;
     Ok(Joined {
-        snapshot: Snapshot::from_value(&state.values),
+        snapshot: Snapshot::of_run(&state.values, run_id),
         failed: status == RunStatus::Error,
     })
 }

@@ -84,6 +84,8 @@ pub struct Ticket {
     previous: Option<oneshot::Receiver<()>>,
     previous_settling: Option<Settling>,
     settling: Settling,
+    /// This message claimed its run's queued notice ([`Ticket::claim_notice`]).
+    told: bool,
     _done: oneshot::Sender<()>,
     tails: Tails,
 }
@@ -161,6 +163,7 @@ impl Turnstile {
             previous,
             previous_settling,
             settling,
+            told: false,
             _done: done,
             tails: self.tails.clone(),
         })
@@ -200,11 +203,18 @@ impl Ticket {
 
     /// Whether this message, which waits, is the first of the current run to wait: it gets
     /// the queued notice, later ones a reaction. Claims the notice if so.
-    pub fn claim_notice(&self) -> bool {
-        match lock(&self.tails).get_mut(&self.key) {
+    pub fn claim_notice(&mut self) -> bool {
+        let claimed = match lock(&self.tails).get_mut(&self.key) {
             Some(tail) => Tail::claim(&tail.line, &mut tail.queued_noticed),
             None => true,
-        }
+        };
+        self.told |= claimed;
+        claimed
+    }
+
+    /// Whether this message was told it waits (it claimed the queued notice).
+    pub fn told(&self) -> bool {
+        self.told
     }
 
     /// This message's settling mark, for [`Settling::scope`].
@@ -321,16 +331,17 @@ mod tests {
         let turnstile = Turnstile::default();
         let enter = || turnstile.enter("a".into(), 2);
         let running = enter().unwrap();
-        let first = enter().unwrap();
-        let second = enter().unwrap();
+        let mut first = enter().unwrap();
+        let mut second = enter().unwrap();
         assert!(first.claim_notice());
         assert!(!second.claim_notice(), "the run was noticed already");
+        assert!(first.told() && !second.told());
         assert_eq!(enter().unwrap_err(), LineFull);
         assert!(turnstile.claim_busy_reply("a"));
         assert!(!turnstile.claim_busy_reply("a"));
         // The next message's turn is a new run: its first notices are given again.
         drop(running);
-        let third = enter().unwrap();
+        let mut third = enter().unwrap();
         assert!(third.claim_notice());
         assert!(turnstile.claim_busy_reply("a"));
         // Another conversation counts its own; one with nothing in line turns nobody away.

@@ -39,7 +39,8 @@ mod followed;
 mod handoff;
 
 use answer::{Ending, publish_final};
-use busy::BusyWaits;
+pub(super) use busy::told_it_waits;
+use busy::{BusyWaits, Waited};
 pub(super) use followed::follow;
 use followed::{follow_streamed, wait_turn};
 
@@ -466,9 +467,21 @@ where
             Ok(started) => return Ok(started),
             Err(error) => error,
         };
-        let again = waits.waited_out(inner, msg, source, &error, placeholder_at, refusal.quiet);
-        if !again.await {
-            return Err(not_started(inner, msg, &error, refusal).await);
+        let waited = waits.waited_out(inner, msg, source, &error, placeholder_at, refusal.quiet);
+        match waited.await {
+            Waited::Again => {}
+            Waited::GiveUp => return Err(not_started(inner, msg, &error, refusal).await),
+            Waited::Own(run_id) => {
+                if let Some(entry) = Entry::current() {
+                    entry
+                        .run_started(source.thread.as_str(), &run_id, runs_findable(inner))
+                        .await;
+                }
+                // Published by the follow; a run the Gateway no longer knows is started again.
+                if let Some(disposition) = follow(inner, msg, source.thread, &run_id).await {
+                    return Err((disposition, RunStart::Started));
+                }
+            }
         }
     }
 }

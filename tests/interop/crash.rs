@@ -57,6 +57,21 @@ async fn mid_answer(
     messages[0].message_id
 }
 
+/// A bridge on SQLite killed while `user`'s slow `question` streams, once the journal
+/// knows the run and the message it is shown in; that message's id.
+async fn killed_mid_answer(user: i64, question: &str) -> (Bridge, i64) {
+    let mut b = Bridge::start(&[Platform::Telegram]).await;
+    let store = b.store_path();
+    let journaled = async || {
+        journal_records(&store)
+            .iter()
+            .any(|r| r.contains("run_id") && r.contains("stream_message_id"))
+    };
+    let shown = mid_answer(&b, user, question, journaled).await;
+    b.kill9().await;
+    (b, shown)
+}
+
 /// Checks the answer completed once, in the message first shown, and the Gateway ran
 /// the agent once on `thread`. A surviving replica first waits out the dead one's lease.
 async fn completed_once(b: &Bridge, user: i64, question: &str, shown: i64, thread: &str) {
@@ -78,15 +93,7 @@ async fn completed_once(b: &Bridge, user: i64, question: &str, shown: i64, threa
 async fn killed_mid_answer_the_restart_completes_the_shown_message_after_one_run() {
     const USER: i64 = 26_301;
     let question = "SLOW survive a kill";
-    let mut b = Bridge::start(&[Platform::Telegram]).await;
-    let store = b.store_path();
-    let journaled = async || {
-        journal_records(&store)
-            .iter()
-            .any(|r| r.contains("run_id") && r.contains("stream_message_id"))
-    };
-    let shown = mid_answer(&b, USER, question, journaled).await;
-    b.kill9().await;
+    let (mut b, shown) = killed_mid_answer(USER, question).await;
     b.spawn();
     completed_once(&b, USER, question, shown, &b.tg_thread(USER)).await;
 }
@@ -158,4 +165,43 @@ async fn the_real_gateway_lists_a_threads_runs_for_the_probe() {
         client.route_support(OptionalRoute::ListRuns),
         Support::Present
     );
+}
+
+/// A run recovered after it ended while another client ran on its thread (DeerFlow's UI,
+/// or another replica answering the conversation's next message): the restart reads the
+/// run's own turn from the thread's state (the real Gateway stamps each run's input with
+/// its id), not the newest turn, which is the other client's.
+#[tokio::test]
+#[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
+async fn a_run_recovered_after_another_client_ran_on_its_thread_answers_with_its_own_turn() {
+    const USER: i64 = 26_303;
+    let question = "SLOW recovered after the thread moved on";
+    let other = "from the web UI meanwhile";
+    let (mut b, shown) = killed_mid_answer(USER, question).await;
+    let thread = b.tg_thread(USER);
+    let owner = b.gw.owner("telegram", "user", &USER.to_string());
+    // The slow run goes on without the bridge (`on_disconnect: continue`) and ends.
+    let until = Instant::now() + DEADLINE;
+    loop {
+        let runs = b.gw.runs(&owner, &thread).await;
+        if runs.iter().all(|r| r["status"] == "success") {
+            break;
+        }
+        assert!(Instant::now() < until, "the run never ended: {runs:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.gw.run_as_another_client(&owner, &thread, other).await;
+    b.spawn();
+    let messages = b.tg_wait_text(USER, &late(&echo(question))).await;
+    assert!(
+        messages.iter().all(|m| !m.text.contains(&echo(other))),
+        "{messages:#?}"
+    );
+    let completed: Vec<_> = messages
+        .iter()
+        .filter(|m| m.text.contains(&echo(question)))
+        .collect();
+    assert_eq!(completed.len(), 1, "{messages:#?}");
+    assert_eq!(completed[0].message_id, shown);
+    assert_eq!(b.gw.runs(&owner, &thread).await.len(), 2);
 }

@@ -119,6 +119,20 @@ impl Gateway {
         runs.as_array().cloned().unwrap_or_default()
     }
 
+    /// Runs the agent on `thread` as another client would (DeerFlow's UI), as `owner`,
+    /// asking `text` (`POST /api/threads/{id}/runs/wait`); its answer is in the thread.
+    pub async fn run_as_another_client(&self, owner: &str, thread: &str, text: &str) {
+        let path = format!("/api/threads/{thread}/runs/wait");
+        let body = serde_json::json!({
+            "assistant_id": "lead_agent",
+            "input": {"messages": [{"role": "user", "content": text}]},
+        });
+        let request = self
+            .request(reqwest::Method::POST, &path, owner)
+            .json(&body);
+        self.json(request, &path).await;
+    }
+
     /// Whether `thread` exists for `owner` (`GET /api/threads/{id}` answers 200).
     pub async fn has_thread(&self, owner: &str, thread: &str) -> bool {
         let path = format!("/api/threads/{thread}");

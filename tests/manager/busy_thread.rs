@@ -6,7 +6,7 @@
 //! wait, and the next start runs the journaled message.
 
 use im_bridge::manager::BusyPolicy;
-use im_bridge::simulator::{Fault, Hold, Reply, Route, Script};
+use im_bridge::simulator::{Fault, Gate, Hold, Reply, Route, Script};
 use serde_json::json;
 
 use super::queueing::with_policy;
@@ -26,11 +26,18 @@ pub(crate) async fn another_clients_run(h: &Harness) -> (String, String) {
     assert_eq!(h.ask("hello", 1).await, "Hi.");
     let thread = h.only_thread();
     h.sim.wait_idle(&thread, DEADLINE).await.unwrap();
+    let run_id = start_another_clients_run(h, &thread).await;
+    (thread, run_id)
+}
+
+/// Starts a held run on `thread`, idle, as another client would (see
+/// [`another_clients_run`]): its id.
+async fn start_another_clients_run(h: &Harness, thread: &str) -> String {
     h.sim.script_thread(
-        &thread,
+        thread,
         Script::with_answer("The other client's answer.").hold(Hold::UntilFinished),
     );
-    let owner = h.sim.thread_owner(&thread).unwrap();
+    let owner = h.sim.thread_owner(thread).unwrap();
     let body = json!({
         "assistant_id": "lead_agent",
         "input": {"messages": [{"role": "user", "content": OTHER_CLIENT}]},
@@ -47,8 +54,8 @@ pub(crate) async fn another_clients_run(h: &Harness) -> (String, String) {
     assert_eq!(response.status(), 200);
     let run: serde_json::Value = response.json().await.unwrap();
     let run_id = run["run_id"].as_str().unwrap().to_owned();
-    assert_eq!(h.sim.active_runs(&thread), std::slice::from_ref(&run_id));
-    (thread, run_id)
+    assert_eq!(h.sim.active_runs(thread), std::slice::from_ref(&run_id));
+    run_id
 }
 
 /// Waits until the daemon read run `run_id`'s status (it waits for that run).
@@ -198,5 +205,65 @@ async fn a_message_waiting_at_shutdown_runs_after_the_restart() {
     h.sim.wait_idle(&thread, DEADLINE).await.unwrap();
     h.channel.assert_never_shown(BUSY);
     assert_eq!(h.channel.finals().len(), 1, "answered once");
+    h.stop().await;
+}
+
+/// A message told in its conversation's line that it waits, whose turn then meets another
+/// client's run (409), waits for that run too without being told again. On a final-only
+/// channel, where each notice is a message of its own (where the notice is a partial, a
+/// second one is an edit the answer soon replaces).
+#[tokio::test]
+async fn a_message_told_in_line_that_it_waits_is_not_told_again_at_a_busy_thread() {
+    let h = Harness::with(Options::final_only()).await;
+    h.sim.script_next_run(Script::with_answer("Hi."));
+    assert_eq!(h.ask("hello", 1).await, "Hi.");
+    let thread = h.only_thread();
+    h.sim.wait_idle(&thread, DEADLINE).await.unwrap();
+    h.sim.script_next_run(
+        Script::with_answer("The first answer.")
+            .chunks(1)
+            .hold(Hold::UntilFinished),
+    );
+    h.say("first").await;
+    h.sim
+        .wait_until(DEADLINE, |sim| !sim.active_runs(&thread).is_empty())
+        .await
+        .unwrap();
+    let first = h.sim.active_runs(&thread).pop().unwrap();
+    // The second message waits in line, told so; its run request, once its turn comes, is
+    // held until another client's run holds the thread.
+    let gate = Gate::new();
+    h.sim
+        .push_fault(Fault::on(Route::RunCreate).thread(&thread).gate(&gate));
+    h.say("second").await;
+    h.channel
+        .wait_for("the queued notice", |calls| {
+            calls.iter().any(|c| c.text() == QUEUED)
+        })
+        .await;
+    h.sim.finish_run(&first);
+    h.sim
+        .wait_until(DEADLINE, |sim| sim.pending_faults() == 0)
+        .await
+        .unwrap();
+    h.sim.wait_idle(&thread, DEADLINE).await.unwrap();
+    let other = start_another_clients_run(&h, &thread).await;
+    h.sim
+        .script_next_run(Script::with_answer("The second answer.").chunks(1));
+    gate.open();
+    polled(&h, &other).await;
+    h.sim.finish_run(&other);
+    h.channel
+        .wait_for("the second answer", |calls| {
+            calls
+                .iter()
+                .any(|c| c.is_final() && c.text() == "The second answer.")
+        })
+        .await;
+    let calls = h.channel.calls();
+    assert_eq!(calls.iter().filter(|c| c.text() == QUEUED).count(), 1);
+    h.channel.assert_never_shown(BUSY);
+    // The first exchange, the first message, the second's start refused and started again.
+    assert_eq!(starts(&h), 4);
     h.stop().await;
 }

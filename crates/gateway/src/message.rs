@@ -11,7 +11,8 @@
 //! - a [`Snapshot`]: the messages of the current turn (after the last human message a user
 //!   could see), how many messages there were, the goal's continuation counts and the
 //!   thread's `thread_data.outputs_path`; a later snapshot without a `messages` list keeps
-//!   the history of the one before ([`Snapshot::merged`]).
+//!   the history of the one before ([`Snapshot::merged`]); the thread's state read after a
+//!   run ended takes that run's turn as the current one ([`Snapshot::of_run`]).
 //!
 //! Decoding is as tolerant as reading a `Value` was: a field of an unexpected JSON type
 //! reads as absent (a numeric `id`, a `content` that is neither a string nor a list) and
@@ -233,6 +234,51 @@ impl Snapshot {
         Self::deserialize(value).unwrap_or_default()
     }
 
+    /// Reads the thread's state (`GET …/state` values) after run `run_id` ended, with that
+    /// run's turn as the current one: the thread may have moved on since (another client's
+    /// run, a message another replica took while a dead replica's run went on), and its
+    /// newest turn is then another run's answer.
+    ///
+    /// DeerFlow stamps the human message a run starts from with the run's id
+    /// (`ThreadDataMiddleware`: `additional_kwargs.run_id`). The turn is the messages after
+    /// the visible human message naming `run_id`, up to the next visible one. When the
+    /// newest visible human message names no run (a Gateway that does not stamp them), the
+    /// newest turn is taken as before; when it names another run and none names `run_id`,
+    /// the run left no turn in the thread (it ended before its input was stamped, or its
+    /// checkpoint was rolled back) and the turn is empty. The rest (goal counts, outputs
+    /// directory) is the thread's now. Not for the hot path: it decodes the history twice.
+    pub fn of_run(value: &Value, run_id: &str) -> Self {
+        let mut snapshot = Self::from_value(value);
+        let Some(messages) = value.get("messages").and_then(Value::as_array) else {
+            return snapshot;
+        };
+        let decoded: Vec<Message> = messages.iter().map(Message::from_value).collect();
+        // The visible human messages: where each turn starts, with the run it names.
+        let starts: Vec<(usize, Option<&str>)> = decoded
+            .iter()
+            .zip(messages)
+            .enumerate()
+            .filter(|(_, (message, _))| message.starts_turn())
+            .map(|(index, (_, value))| (index, stamped_run(value)))
+            .collect();
+        match starts.last() {
+            None | Some((_, None)) => return snapshot,
+            Some((_, Some(newest))) if *newest == run_id => return snapshot,
+            Some(_) => {}
+        }
+        snapshot.turn = match starts.iter().position(|(_, run)| *run == Some(run_id)) {
+            Some(at) => {
+                let first = starts[at].0 + 1;
+                let end = starts
+                    .get(at + 1)
+                    .map_or(decoded.len(), |(index, _)| *index);
+                decoded[first..end].to_vec()
+            }
+            None => Vec::new(),
+        };
+        snapshot
+    }
+
     /// Whether the snapshot carries the history: its `messages` is a list. With DeerFlow's
     /// delta checkpoints (`checkpoint_channel_mode: delta`), the goal bookkeeping publishes
     /// `values` built from the raw checkpoint, whose `messages` is absent or a sentinel
@@ -282,6 +328,19 @@ impl Snapshot {
     pub fn outputs_path(&self) -> Option<&str> {
         self.outputs_path.as_deref()
     }
+}
+
+/// The run a message dump names in `additional_kwargs.run_id` (the constructor form's in
+/// `kwargs`), when a non-empty string.
+fn stamped_run(message: &Value) -> Option<&str> {
+    let body = match message.get("type").and_then(Value::as_str) {
+        Some("constructor") => message.get("kwargs")?,
+        _ => message,
+    };
+    body.get("additional_kwargs")?
+        .get("run_id")?
+        .as_str()
+        .filter(|run| !run.is_empty())
 }
 
 #[cfg(test)]

@@ -23,8 +23,8 @@ pub(crate) fn unavailable() -> Response {
     )
 }
 
-/// Applies the first queued fault for `route` (and `thread_id`): waits its delay, then
-/// answers for the route or lets it proceed (`None`). During a delay on a goal write or a
+/// Applies the first queued fault for `route` (and `thread_id`): waits its delay and its
+/// gate, then answers for the route or lets it proceed (`None`). During a delay on a goal write or a
 /// compaction the thread holds a checkpoint write, so runs get 409 meanwhile.
 pub(crate) async fn fault(
     sim: &Simulator,
@@ -50,6 +50,12 @@ pub(crate) async fn fault(
     sim.bump();
     if !sim.sleep(fault.delay).await {
         return Some(unavailable());
+    }
+    if let Some(gate) = &fault.gate {
+        tokio::select! {
+            () = gate.passed() => {}
+            () = sim.stopped() => return Some(unavailable()),
+        }
     }
     match fault.action {
         FaultAction::Proceed => None,

@@ -8,10 +8,12 @@
 //! applied after auth, thread-id validation and the owner check, before the route's own
 //! logic (see `call::fault`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::{http::StatusCode, response::Response};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::wire;
 
@@ -165,6 +167,39 @@ pub struct Fault {
     pub action: FaultAction,
     /// Keep applying instead of being consumed by the first match.
     pub sticky: bool,
+    /// After the delay, wait until this gate opens (a test orders a race with it).
+    pub gate: Option<Gate>,
+}
+
+/// A gate a test opens ([`Gate::open`]): a request whose fault holds it at the gate
+/// ([`Fault::gate`]) waits there, past the point it was received and before the route's
+/// own logic, until then (or until the simulator stops). It orders a race: the test acts
+/// while the request is known to be in flight, then lets it go on.
+#[derive(Clone, Debug, Default)]
+pub struct Gate(Arc<CancellationToken>);
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Opens the gate: every request held at it goes on, and later ones pass.
+    pub fn open(&self) {
+        self.0.cancel();
+    }
+
+    /// Waits until the gate is open.
+    pub(crate) async fn passed(&self) {
+        self.0.cancelled().await;
+    }
+}
+
+impl PartialEq for Gate {
+    /// The same gate.
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl Fault {
@@ -176,7 +211,14 @@ impl Fault {
             delay: Duration::ZERO,
             action: FaultAction::Proceed,
             sticky: false,
+            gate: None,
         }
+    }
+
+    /// Hold the request at `gate` (after any delay) until the test opens it.
+    pub fn gate(mut self, gate: &Gate) -> Self {
+        self.gate = Some(gate.clone());
+        self
     }
 
     /// Only for this thread.

@@ -88,7 +88,7 @@ use tokio_util::task::TaskTracker;
 
 pub use bridge::STREAM_BUFFER_EVENTS;
 pub use control::{RunInfo, WaitTimeout};
-pub use fault::{Fault, FaultAction, Reply, ReplyBody, Route};
+pub use fault::{Fault, FaultAction, Gate, Reply, ReplyBody, Route};
 pub use record::{MAX_RECORDED_REQUESTS, RecordedBody, RecordedRequest};
 pub use script::{
     Delivery, ExtraFrame, Failure, GoalEnd, GoalPlan, HOST_OUTPUTS, Hold, PresentCall, Script,
@@ -433,6 +433,11 @@ impl Simulator {
     }
 
     /// Sleeps `delay`; false when the simulator stopped meanwhile.
+    /// Resolves once the simulator stops.
+    pub(crate) async fn stopped(&self) {
+        self.shared.stop.cancelled().await;
+    }
+
     pub(crate) async fn sleep(&self, delay: Duration) -> bool {
         if delay.is_zero() {
             return !self.shared.stop.is_cancelled();

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, RunSpec};
@@ -185,9 +185,11 @@ fn register(call: &ThreadCall, kind: Kind, request: RunRequest) -> Result<Starte
         .find(|m| m["type"] == "human")
         .map(|m| wire::content_text(&m["content"]))
         .unwrap_or_default();
+    let mut input = request.messages;
+    stamp_input(&mut input, &run_id);
     if let Some(thread) = state.threads.get_mut(thread_id) {
         thread.active_runs.insert(run_id.clone());
-        thread.messages.extend(request.messages);
+        thread.messages.extend(input);
         thread.values_written = true;
         thread.touch();
     }
@@ -208,6 +210,20 @@ fn register(call: &ThreadCall, kind: Kind, request: RunRequest) -> Result<Starte
         spec,
         stream,
     })
+}
+
+/// Stamps the run's input as DeerFlow's `ThreadDataMiddleware` does before the agent
+/// starts: the input's last message (the thread's last), when a human one, gets `additional_kwargs.run_id`
+/// (and a `timestamp`), which names the turn a run answered.
+fn stamp_input(messages: &mut [Value], run_id: &str) {
+    let Some(last) = messages.last_mut().filter(|m| m["type"] == "human") else {
+        return;
+    };
+    if !last["additional_kwargs"].is_object() {
+        last["additional_kwargs"] = json!({});
+    }
+    last["additional_kwargs"]["run_id"] = json!(run_id);
+    last["additional_kwargs"]["timestamp"] = json!(wire::now_iso());
 }
 
 /// `POST …/runs/stream`: the run's events as `sse_consumer` serves them, with

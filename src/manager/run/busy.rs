@@ -8,10 +8,15 @@
 //! run of a replica that died and goes on (`on_disconnect: continue`). The Gateway starts
 //! runs with `multitask_strategy: reject`, so the start answers 409; the turn then finds the
 //! thread's run in flight (`GET …/runs`, newest first), tells the user once that it waits
-//! (the queued notice, as a message waiting in line is told), and polls that run's status
+//! (the queued notice, as a message waiting in line is told; one told so in line is not
+//! told again), and polls that run's status
 //! until it ended (`join::until_ended`: a join would cancel, when dropped, a run another
 //! client started with `on_disconnect: cancel`). A 409 with no run in flight to be found (the
 //! run just ended, a checkpoint write) is tried again after a short pause.
+//!
+//! A run in flight whose `metadata` names the message's own journal entry is that
+//! message's run, started before (a restart whose lookup of it failed, or a run start whose
+//! answer never arrived): the turn follows it instead of waiting to run the message twice.
 //!
 //! Bounds: the start is tried again at most [`MAX_STARTS_AGAIN`] times, a wait lasts at
 //! most the Gateway client's wait timeout, and a thread whose runs cannot be listed is not
@@ -24,11 +29,13 @@ use std::time::Duration;
 
 use im_bridge_channel::InboundMessage;
 use im_bridge_channel::backoff::Backoff;
+use tokio::task::futures::TaskLocalFuture;
 use tokio::time::Instant;
 
 use super::Source;
 use crate::gateway::GatewayError;
 use crate::i18n::msg as m;
+use crate::manager::journal::Entry;
 use crate::manager::{Inner, join};
 use crate::policy::BusyPolicy;
 
@@ -51,26 +58,42 @@ const NONE_FOUND_PAUSE: Backoff = Backoff::new(
 pub(super) struct BusyWaits {
     /// Starts made again so far (at most [`MAX_STARTS_AGAIN`]).
     again: u32,
-    /// The queued notice was shown (once per turn).
+    /// The queued notice was shown (once per turn; in the conversation's line counts).
     noticed: bool,
     /// The pause when no run in flight was found.
     pause: Backoff,
+}
+
+tokio::task_local! {
+    /// Set around the dispatch of a message told it waits in its conversation's line
+    /// ([`told_it_waits`]).
+    static TOLD_IT_WAITS: bool;
+}
+
+/// Runs `dispatch`, a message's, noting whether the message was already told it waits
+/// (the queued notice, in its conversation's line): a wait for a busy thread then tells it
+/// nothing more.
+pub(in crate::manager) fn told_it_waits<F: Future>(
+    told: bool,
+    dispatch: F,
+) -> TaskLocalFuture<bool, F> {
+    TOLD_IT_WAITS.scope(told, dispatch)
 }
 
 impl BusyWaits {
     pub(super) fn new() -> Self {
         Self {
             again: 0,
-            noticed: false,
+            noticed: TOLD_IT_WAITS.try_with(|told| *told).unwrap_or(false),
             pause: NONE_FOUND_PAUSE,
         }
     }
 
     /// After the Gateway refused to start the run with `error`: whether to start it again,
-    /// once the thread's run in flight ended (see the module docs). A notice shown takes
-    /// the place of the placeholder still due (`placeholder_at`); none is shown when the
-    /// caller reports a run that did not start (`quiet`: `/goal from-chat` words the one
-    /// reply itself).
+    /// once the thread's run in flight ended (see the module docs), or to follow that run
+    /// when it is this message's own. A notice shown takes the place of the placeholder
+    /// still due (`placeholder_at`); none is shown when the caller reports a run that did
+    /// not start (`quiet`: `/goal from-chat` words the one reply itself).
     pub(super) async fn waited_out(
         &mut self,
         inner: &Inner,
@@ -79,23 +102,27 @@ impl BusyWaits {
         error: &GatewayError,
         placeholder_at: &mut Option<Instant>,
         quiet: bool,
-    ) -> bool {
+    ) -> Waited {
         if *error != GatewayError::Busy || !queues(inner, msg) || self.again >= MAX_STARTS_AGAIN {
-            return false;
+            return Waited::GiveUp;
         }
         self.again += 1;
         let in_flight = match inner.gateway.list_runs(owner, thread).await {
             Ok(runs) => runs.into_iter().find(|r| r.status.is_active()),
             Err(error) => {
                 tracing::info!(%error, "Listing the busy thread's runs failed; not waiting.");
-                return false;
+                return Waited::GiveUp;
             }
         };
         let Some(run) = in_flight else {
             tracing::info!("The thread is busy with no run listed; starting again shortly.");
             tokio::time::sleep(self.pause.next_wait()).await;
-            return true;
+            return Waited::Again;
         };
+        if Entry::current().is_some_and(|entry| entry.marked(&run.metadata)) {
+            tracing::info!("The thread is busy with this message's own run; following it.");
+            return Waited::Own(run.run_id);
+        }
         tracing::info!(
             again = self.again,
             "The thread is busy with another run; waiting for it."
@@ -111,7 +138,7 @@ impl BusyWaits {
             Ok(_) | Err(GatewayError::NotFound) => {}
             Err(error) => {
                 tracing::warn!(%error, "Waiting for the busy thread's run failed.");
-                return false;
+                return Waited::GiveUp;
             }
         }
         // As after a wait in line (`handle.rs`, taking its place): where the notice is a
@@ -119,8 +146,22 @@ impl BusyWaits {
         if notice && inner.replier.shows_partials(msg) {
             inner.replier.turn_notice(msg).await;
         }
-        true
+        Waited::Again
     }
+}
+
+/// What a turn does after a busy thread ([`BusyWaits::waited_out`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Waited {
+    /// Start the run again: the run in flight ended, or none was found.
+    Again,
+    /// Give the busy reply (or the reply `error` calls for): not a busy thread, the policy
+    /// rejects, the bound was reached, or the wait failed.
+    GiveUp,
+    /// The run in flight is this message's own, run `0` (its `metadata` names the
+    /// message's journal entry): a restart that could not look it up, or a run start whose
+    /// answer was lost, started it already. It is followed, not run a second time.
+    Own(String),
 }
 
 /// Whether `msg`'s channel queues a message meeting a busy conversation

@@ -112,7 +112,8 @@ pub(super) async fn wait_turn(
 }
 
 /// Follows run `run_id`, started by a previous process for `msg` (issue 19): joins it while
-/// it runs, or reads the thread when it already ended, and publishes the answer. `None`
+/// it runs, or reads its turn in the thread when it already ended, and publishes the
+/// answer. `None`
 /// when the Gateway does not know the run (it restarted and lost it): the caller runs the
 /// message again.
 pub(in crate::manager) async fn follow(
@@ -151,7 +152,9 @@ pub(in crate::manager) async fn follow(
             .get_thread_state(owner, thread)
             .await
             .map(|state| join::Joined {
-                snapshot: Snapshot::from_value(&state.values),
+                // The run's own turn: the thread may have moved on (another replica took the
+                // conversation's next message while this run went on).
+                snapshot: Snapshot::of_run(&state.values, run_id),
                 failed: status == RunStatus::Error,
             }),
         Err(GatewayError::NotFound) => return None,

@@ -260,3 +260,66 @@ fn a_snapshot_without_a_message_list_keeps_the_history_before() {
     let alone = Snapshot::merged(None, snapshot(json!({"goal": goal})));
     assert!(!alone.has_messages() && alone.turn().is_empty());
 }
+
+/// A visible human message as DeerFlow's `ThreadDataMiddleware` leaves it: stamped with
+/// the run it started (`None`: as an unstamping Gateway leaves it).
+fn asked(text: &str, run: Option<&str>) -> Value {
+    let kwargs = run.map_or_else(|| json!({}), |run| json!({"run_id": run, "timestamp": "t"}));
+    json!({"type": "human", "content": text, "additional_kwargs": kwargs})
+}
+
+fn turn_texts(s: &Snapshot) -> Vec<&str> {
+    s.turn().iter().map(Message::text).collect()
+}
+
+#[test]
+fn a_runs_turn_is_read_where_its_input_names_it() {
+    let hidden = json!({"type": "human", "content": "<goal_continuation/>",
+        "additional_kwargs": {"hide_from_ui": true, "deerflow_goal_continuation": true}});
+    let values = json!({
+        "messages": [
+            asked("first", Some("r1")),
+            {"type": "ai", "content": "one"},
+            hidden,
+            {"type": "ai", "content": "one more"},
+            asked("second", Some("r2")),
+            {"type": "ai", "content": "two"},
+        ],
+        "goal": {"continuation_count": 1, "max_continuations": 4},
+    });
+    let s = Snapshot::of_run(&values, "r1");
+    assert_eq!(turn_texts(&s), ["one", "<goal_continuation/>", "one more"]);
+    // The rest is the thread's as it is now.
+    assert_eq!((s.message_count(), s.goal_progress()), (6, Some((1, 4))));
+    assert_eq!(turn_texts(&Snapshot::of_run(&values, "r2")), ["two"]);
+    // A run the thread has no input of left no turn in it.
+    assert!(Snapshot::of_run(&values, "r0").turn().is_empty());
+    // The constructor form names its run in `kwargs`.
+    let constructor = json!({"type": "constructor", "id": ["langchain", "HumanMessage"],
+        "kwargs": {"type": "human", "content": "third", "additional_kwargs": {"run_id": "r3"}}});
+    let mut later = values.clone();
+    later["messages"]
+        .as_array_mut()
+        .unwrap()
+        .extend([constructor, json!({"type": "ai", "content": "three"})]);
+    assert_eq!(turn_texts(&Snapshot::of_run(&later, "r2")), ["two"]);
+    assert_eq!(turn_texts(&Snapshot::of_run(&later, "r3")), ["three"]);
+}
+
+#[test]
+fn without_stamps_a_runs_turn_is_the_newest() {
+    let values = json!({"messages": [
+        asked("first", Some("r1")),
+        {"type": "ai", "content": "one"},
+        asked("second", None),
+        {"type": "ai", "content": "two"},
+    ]});
+    assert_eq!(
+        Snapshot::of_run(&values, "r1"),
+        Snapshot::from_value(&values)
+    );
+    assert_eq!(turn_texts(&Snapshot::of_run(&values, "r1")), ["two"]);
+    for shape in [json!({}), json!({"messages": "x"}), json!({"messages": []})] {
+        assert_eq!(Snapshot::of_run(&shape, "r1"), Snapshot::from_value(&shape));
+    }
+}

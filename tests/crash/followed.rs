@@ -1,0 +1,79 @@
+//! Runs followed after a restart: one that ended while the thread went on to another run
+//! publishes its own answer, not the thread's newest turn (the thread moves on when another
+//! client, DeerFlow's UI or another replica taking the conversation's next message, runs
+//! on it between the crash and the recovery); one the restart could not look up, met again
+//! as the run holding the thread, is followed rather than waited for and run twice.
+
+use im_bridge::simulator::{Fault, Hold, Reply, Route, Script};
+use serde_json::json;
+
+use super::{Crashable, DEADLINE, accepted_unanswered, kill9, late};
+use crate::support::OWNER_HEADER;
+
+#[tokio::test]
+async fn a_recovered_run_that_ended_answers_with_its_own_turn_after_the_thread_moved_on() {
+    let c = Crashable::start().await;
+    c.sim.script_next_run(
+        Script::with_answer("The recovered run's answer.")
+            .chunks(1)
+            .hold(Hold::UntilFinished),
+    );
+    let daemon = c.spawn(0);
+    c.say("first question");
+    c.wait_journal("the run id", |r| r.contains("run_id")).await;
+    kill9(daemon).await;
+    let thread = c.sim.thread_ids().pop().expect("the conversation's thread");
+    for run in c.sim.active_runs(&thread) {
+        c.sim.finish_run(&run);
+    }
+    c.sim.wait_idle(&thread, DEADLINE).await.unwrap();
+    // Another client's run answers on the thread before the bridge is back.
+    c.sim
+        .script_thread(&thread, Script::with_answer("Another client's answer."));
+    let body = json!({
+        "assistant_id": "lead_agent",
+        "input": {"messages": [{"role": "user", "content": "from the web UI"}]},
+    });
+    let response = reqwest::Client::new()
+        .post(format!("{}/threads/{thread}/runs", c.sim.langgraph_url()))
+        .header(OWNER_HEADER, c.sim.thread_owner(&thread).unwrap())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    c.sim.wait_idle(&thread, DEADLINE).await.unwrap();
+    // The restart follows the recovered run, which ended: its answer is read from the
+    // thread's state, where it is no longer the newest turn.
+    let daemon = c.spawn(1);
+    let messages = c.wait_text(&late("The recovered run's answer.")).await;
+    assert!(
+        messages.iter().all(|m| !m.text.contains("Another client")),
+        "{messages:?}"
+    );
+    c.wait_journal_empty().await;
+    drop(daemon);
+}
+
+#[tokio::test]
+async fn a_message_run_again_that_meets_its_own_run_in_flight_follows_it() {
+    let c = Crashable::start().await;
+    c.sim
+        .script_next_run(accepted_unanswered("Only the one run."));
+    let daemon = c.spawn(0);
+    c.say("hello");
+    c.wait_run_requested().await;
+    // The restart cannot look the run up, so it runs the message again: the Gateway says
+    // the thread is busy, with the run whose metadata names this message's entry.
+    let thread = c.sim.thread_ids().pop().unwrap();
+    c.sim.push_fault(
+        Fault::on(Route::RunList)
+            .thread(&thread)
+            .reply(Reply::detail(500, "Internal Server Error")),
+    );
+    // The first start, and the one refused with 409; the answer is shown once.
+    let daemon = c.restart_and_follow(daemon, "Only the one run.", 2).await;
+    assert_eq!(c.sim.runs(&thread).len(), 1, "{:?}", c.paths());
+    assert!(c.log(1).contains("this message's own run"), "{}", c.log(1));
+    drop(daemon);
+}
