@@ -282,6 +282,11 @@ impl Manager {
         cancel: &CancellationToken,
     ) -> Placed {
         let mut ticket = match place {
+            // `/stop` must reach a run while every worker runs one: it takes no worker
+            // slot (it only asks the Gateway; the inbound queue's bound still holds it).
+            Place::Free if commands::acts_on_the_line(admitted.msg) => {
+                return Placed::Turn(None);
+            }
             Place::Free => return Self::take_slot(slot, None, cancel).await,
             Place::InLine(ticket) => ticket,
             Place::Busy => {

@@ -6,6 +6,7 @@ use im_bridge::simulator::{Fault, Reply, Route, Script, SimModel, SimSkill};
 use im_bridge_channel::{InboundMessage, MsgType};
 
 use crate::support::{Harness, Options};
+use im_bridge::manager::ManagerConfig;
 
 /// A message from `u1` in `c1` that the platform flagged as a command, whatever its text.
 fn flagged_command(h: &Harness, text: &str) -> InboundMessage {
@@ -262,6 +263,27 @@ async fn start_a_long_task(h: &Harness) {
     );
     h.say("a long task").await;
     h.wait_until_sent(1, "/runs/stream").await;
+}
+
+/// `/stop` reaches the run while every worker runs one (here the only one, running the
+/// run it stops): it does not wait for a worker.
+#[tokio::test]
+async fn stop_reaches_a_run_while_every_worker_is_busy() {
+    let defaults = Options::default();
+    let h = Harness::with(Options {
+        concurrency: 1,
+        manager: ManagerConfig {
+            max_concurrency: 1,
+            ..defaults.manager.clone()
+        },
+        ..defaults
+    })
+    .await;
+    start_a_long_task(&h).await;
+    h.say("/stop").await;
+    let last = h.channel.nth_final(1).await;
+    assert!(last.ends_with("(Stopped at your request.)"), "{last:?}");
+    h.stop().await;
 }
 
 /// A Gateway worker that cannot stop the run (another worker holds it) answers 409 while
