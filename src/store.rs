@@ -251,6 +251,22 @@ pub trait Store: Send + Sync + 'static {
     /// first, so a redelivery older than the bound's worth of traffic is admitted again.
     async fn dedupe_admit(&self, key: &DedupeKey, ttl: Duration) -> Result<bool, StoreError>;
 
+    /// Records, atomically, the deliveries of one message joined from several platform
+    /// messages (its own key and its parts', `InboundMessage::redelivery_parts`): the
+    /// message is new when any of `keys` has no live record, and then each such key is
+    /// recorded, live for `ttl`, and the keys that had one are left as they are (an earlier
+    /// admission recorded them and owns them). Returns the positions in `keys` of those
+    /// left (empty when it recorded them all; a key named twice counts once), or `None`,
+    /// with nothing written, when every key had a live record: a redelivery. Two callers
+    /// admitting overlapping keys at once never both record one key, so of two copies of a
+    /// message arriving together one is refused. Keys count as [`Store::dedupe_admit`]'s
+    /// do (expiry, the cap); an empty `keys` is a new message that records nothing.
+    async fn dedupe_admit_joined(
+        &self,
+        keys: &[DedupeKey],
+        ttl: Duration,
+    ) -> Result<Option<Vec<usize>>, StoreError>;
+
     /// Forgets a delivery so a provider retry is processed again. Idempotent.
     async fn dedupe_release(&self, key: &DedupeKey) -> Result<(), StoreError>;
 
@@ -309,17 +325,25 @@ pub trait Store: Send + Sync + 'static {
     async fn prune_conversations(&self, older_than: Duration) -> Result<Pruned, StoreError>;
 
     /// Admits a chat message into the in-flight journal as entry `id`, held by `holder` for
-    /// `lease`, together with its dedupe record when it has a key (`dedupe`), atomically:
-    /// `false` (and nothing written) when a live dedupe record says it is a redelivery.
-    /// At [`JOURNAL_CAP`] entries the oldest go in the same transaction.
+    /// `lease`, together with the dedupe records of its `keys` (its own and its parts',
+    /// none for a message the platform names no redelivery of), each live for `ttl`, in one
+    /// transaction: the keys are admitted as [`Store::dedupe_admit_joined`] admits them,
+    /// `None` (and nothing written) when every key had a live record, a redelivery. When
+    /// some had one, the entry's record is written naming them
+    /// ([`JournalRecord::not_recorded`]), so a release of the entry's turn, after a restart
+    /// too, frees only the keys this admission recorded; their positions in `keys` are
+    /// returned (empty: every key recorded, always so for a message of at most one key,
+    /// which takes one statement as a plain admission does). At [`JOURNAL_CAP`] entries
+    /// the oldest go in the same transaction.
     async fn journal_admit(
         &self,
-        dedupe: Option<(&DedupeKey, Duration)>,
+        keys: &[DedupeKey],
+        ttl: Duration,
         id: &str,
         record: &JournalRecord,
         holder: &str,
         lease: Duration,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<Option<Vec<usize>>, StoreError>;
 
     /// Replaces entry `id`'s record if `holder` still holds it: `false` when the entry is
     /// gone or another holder claimed it (then the caller no longer owns that work).

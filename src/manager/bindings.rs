@@ -264,16 +264,24 @@ mod tests {
         async fn dedupe_release(&self, key: &DedupeKey) -> Result<(), StoreError> {
             self.0.dedupe_release(key).await
         }
+        async fn dedupe_admit_joined(
+            &self,
+            keys: &[DedupeKey],
+            ttl: Duration,
+        ) -> Result<Option<Vec<usize>>, StoreError> {
+            self.0.dedupe_admit_joined(keys, ttl).await
+        }
         async fn journal_admit(
             &self,
-            dedupe: Option<(&DedupeKey, Duration)>,
+            keys: &[DedupeKey],
+            ttl: Duration,
             id: &str,
             record: &JournalRecord,
             holder: &str,
             lease: Duration,
-        ) -> Result<bool, StoreError> {
+        ) -> Result<Option<Vec<usize>>, StoreError> {
             self.0
-                .journal_admit(dedupe, id, record, holder, lease)
+                .journal_admit(keys, ttl, id, record, holder, lease)
                 .await
         }
         async fn journal_save(

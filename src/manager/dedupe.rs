@@ -8,6 +8,16 @@
 //! and each is recorded with it, so a platform redelivering one part alone finds it
 //! handled. This module reads no platform metadata.
 //!
+//! **Joined messages.** A message's keys (its own and its parts') are admitted together,
+//! in one store transaction (with its journal entry when it has one): the message is new
+//! when any of them has no live record, and the admission records exactly those; the
+//! others belong to the earlier admission that recorded them (a photo joined to one
+//! handled before). A release (a turn that failed in a way the platform may retry) frees
+//! only the keys its admission recorded, never another message's. A journaled message's
+//! entry names the keys it did not record, so that holds after a restart too; a failed
+//! admission recorded nothing, and its message (handled anyway: fail open) releases
+//! nothing.
+//!
 //! The TTL also closes replays of signed webhooks (issue 27): the webhook host accepts a
 //! delivery only within [`WEBHOOK_FRESHNESS`] of its signed time, either way, so two
 //! accepted copies of one signed request arrive at most twice that apart, and the first
@@ -15,7 +25,7 @@
 
 use im_bridge_channel::{InboundMessage, RedeliveryKey, WEBHOOK_FRESHNESS};
 
-use crate::store::{DedupeKey, Store};
+use crate::store::{DedupeKey, JournalRecord, Store, StoreError};
 
 // Issue 27: the dedupe TTL covers the signed-webhook freshness window both ways.
 const _: () = assert!(super::DEDUPE_TTL.as_millis() >= 2 * WEBHOOK_FRESHNESS.as_millis());
@@ -33,21 +43,58 @@ pub fn part_keys(msg: &InboundMessage) -> Vec<DedupeKey> {
     parts.filter_map(|key| key_of(msg, key)).collect()
 }
 
-/// Records the deliveries of `msg`'s parts ([`part_keys`]) for the dedupe TTL: `true`
-/// when one of them was not recorded yet (a part never handled). A store failure is
-/// logged and counts as recorded.
-pub async fn record_parts(store: &dyn Store, msg: &InboundMessage) -> bool {
-    let mut fresh = false;
-    for part in part_keys(msg) {
-        fresh |= match store.dedupe_admit(&part, super::DEDUPE_TTL).await {
-            Ok(new) => new,
-            Err(error) => {
-                tracing::warn!(%error, "Recording a joined message's part failed.");
-                false
-            }
-        };
+/// Records `keys` (a message's [`dedupe_keys`]) for the dedupe TTL, for a message handled
+/// without a journal entry (a command that starts no run): `None` for a redelivery (every
+/// key had a live record), else the keys this admission recorded, which are all its
+/// release may free. One key takes one plain admission, as ever; a joined message's keys
+/// are admitted together, atomically ([`Store::dedupe_admit_joined`]), so of two copies
+/// arriving at once one is refused, and a key an earlier admission recorded stays its.
+pub async fn admit(
+    store: &dyn Store,
+    keys: Vec<DedupeKey>,
+) -> Result<Option<Vec<DedupeKey>>, StoreError> {
+    let live = match keys.as_slice() {
+        [] => Some(Vec::new()),
+        [key] => store
+            .dedupe_admit(key, super::DEDUPE_TTL)
+            .await?
+            .then(Vec::new),
+        keys => store.dedupe_admit_joined(keys, super::DEDUPE_TTL).await?,
+    };
+    Ok(live.map(|live| recorded(keys, &live)))
+}
+
+/// [`admit`] for a message nothing will release (a stale one, consumed unhandled):
+/// `false` for a redelivery. A message of one platform message builds no list for it.
+pub async fn admit_once(store: &dyn Store, msg: &InboundMessage) -> Result<bool, StoreError> {
+    if !msg.redelivery_parts.is_empty() {
+        return Ok(admit(store, dedupe_keys(msg)).await?.is_some());
     }
-    fresh
+    match dedupe_key(msg) {
+        Some(key) => store.dedupe_admit(&key, super::DEDUPE_TTL).await,
+        None => Ok(true),
+    }
+}
+
+/// `keys` without those at the positions `live`: the keys an admission recorded.
+pub fn recorded(mut keys: Vec<DedupeKey>, live: &[usize]) -> Vec<DedupeKey> {
+    if !live.is_empty() {
+        let mut at = 0;
+        keys.retain(|_| {
+            at += 1;
+            !live.contains(&(at - 1))
+        });
+    }
+    keys
+}
+
+/// The keys of a journaled message that its entry's admission recorded
+/// ([`JournalRecord::not_recorded`]): all a release of its turn may free, after a restart
+/// too.
+pub fn recorded_keys(record: &JournalRecord) -> Vec<DedupeKey> {
+    let mut keys = dedupe_keys(&record.message);
+    keys.retain(|key| record.recorded(key));
+    keys
 }
 
 /// Every dedupe key of `msg`: its own, then its parts'.

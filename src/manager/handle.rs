@@ -16,7 +16,8 @@
 //!    first reply (the "working on it" placeholder is the run's, `run.rs`).
 //! 4. **dispatch** — a command is answered (`commands`), anything else becomes an agent run
 //!    (`run`), inside the journal entry's scope, so every reply is tracked against it.
-//! 5. **settle** — the dedupe key is released when the provider should be able to retry,
+//! 5. **settle** — the dedupe keys its admission recorded are released when the provider
+//!    should be able to retry (never a key another admission recorded: `dedupe.rs`),
 //!    after the final reply was published, and the entry hears the turn ended; then the
 //!    line moves on (on a channel with a reply window, once the turn's finals came to rest,
 //!    so that the next message carries what they left for it), and the channel hears the
@@ -81,7 +82,8 @@ impl Slot {
 /// An admitted message: what its later stages share.
 struct Admitted<'m> {
     msg: &'m InboundMessage,
-    /// Its dedupe keys (its own and its parts'), when its channel names redeliveries.
+    /// The dedupe keys its admission recorded (of its own and its parts'), when its
+    /// channel names redeliveries: all a release may free (`dedupe.rs`).
     keys: Vec<DedupeKey>,
     /// Its journal entry: a chat message's, or a command's that may start a run
     /// (`commands::starts_a_run`), unless the store failed at admission.
@@ -139,16 +141,13 @@ impl Manager {
         slot: Slot,
         arrived: i64,
     ) {
-        let key = dedupe::dedupe_key(&msg);
         // A chat message is journaled, and so is a command that may start a run: the run's
         // answer is kept until it landed, whoever asked for it.
         let journaled = msg.msg_type == MsgType::Chat || commands::starts_a_run(&msg);
         let journal = &self.inner.journal;
-        let admitted = match journal
-            .admit_at(&msg, key.as_ref(), journaled, arrived)
-            .await
-        {
-            Admission::New(entry) => entry,
+        let keys = dedupe::dedupe_keys(&msg);
+        let (admitted, keys) = match journal.admit_at(&msg, keys, journaled, arrived).await {
+            Admission::New { entry, keys } => (entry, keys),
             Admission::Duplicate => {
                 tracing::info!("Dropped a redelivered message.");
                 place.abandon();
@@ -160,7 +159,7 @@ impl Manager {
             .await;
         let admitted = Admitted {
             msg: &msg,
-            keys: dedupe::dedupe_keys(&msg),
+            keys,
             entry: admitted,
         };
         if self.handle_stages(admitted, &cancel, place, slot).await {

@@ -74,11 +74,14 @@
 //! stay for the next process, their attempts not counted.
 //!
 //! Children: `held` (answers held for a chat's next message), `retry` (the retries of
-//! pending finals), `starting` (a run start journaled before its request, issue 27).
+//! pending finals), `starting` (a run start journaled before its request, issue 27),
+//! `tests` (a joined message's keys).
 
 mod held;
 mod retry;
 mod starting;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -124,10 +127,26 @@ impl Default for JournalConfig {
 
 /// What admitting a message found.
 pub(crate) enum Admission {
-    /// A live dedupe record says this is a redelivery.
+    /// Live dedupe records of all its keys say this is a redelivery.
     Duplicate,
-    /// New: handle it (journaled when it has an entry).
-    New(Option<Entry>),
+    /// New: handle it.
+    New {
+        /// Its journal entry, when it is journaled and the store took it.
+        entry: Option<Entry>,
+        /// The dedupe keys its admission recorded: all a release of its turn may free.
+        keys: Vec<DedupeKey>,
+    },
+}
+
+impl Admission {
+    /// A message the store failed to admit, handled anyway: it recorded nothing, so it
+    /// releases nothing.
+    fn failed() -> Self {
+        Self::New {
+            entry: None,
+            keys: Vec::new(),
+        }
+    }
 }
 
 /// The journal: the store, this process's holder name, and the tasks retrying finals.
@@ -194,61 +213,31 @@ impl Journal {
         &self.shared.config
     }
 
-    /// [`Journal::admit_one`], then the deliveries of the platform messages joined into
-    /// `msg` ([`record_parts`](super::dedupe::record_parts)), each recorded for the dedupe TTL, so a redelivery of
-    /// one part alone is a duplicate. A message whose own key was seen but which carries a
-    /// part never handled (a photo joined to a redelivered one) is admitted all the same,
-    /// without its own key, which belongs to the earlier message.
+    /// Admits `msg` with its dedupe keys `keys` ([`dedupe_keys`](super::dedupe::dedupe_keys):
+    /// its own, then its joined parts'), recorded for the dedupe TTL, and, when it is
+    /// `journaled` (a chat message, or a command that may start a run), its journal entry,
+    /// all in one transaction. The rule (`dedupe.rs`): a message is new when any of its keys
+    /// has no live record, and its admission records exactly those, so a message joined from
+    /// a part handled before and a new one is admitted for the new one and leaves the other
+    /// to the admission that owns it. A store failure admits the message unjournaled (fail
+    /// open, as the dedupe record always did: a hiccup must not lose a message), having
+    /// recorded nothing.
     pub(crate) async fn admit_at(
         &self,
         msg: &InboundMessage,
-        dedupe: Option<&DedupeKey>,
-        journaled: bool,
-        arrived: i64,
-    ) -> Admission {
-        let admission = self.admit_one(msg, dedupe, journaled, arrived).await;
-        let fresh = super::dedupe::record_parts(self.shared.store.as_ref(), msg).await;
-        match admission {
-            Admission::Duplicate if fresh => self.admit_one(msg, None, journaled, arrived).await,
-            admission => admission,
-        }
-    }
-
-    /// [`Journal::admit_at`], taken now.
-    #[cfg(test)]
-    pub(crate) async fn admit(
-        &self,
-        msg: &InboundMessage,
-        dedupe: Option<&DedupeKey>,
-        journaled: bool,
-    ) -> Admission {
-        let arrived = crate::store::arrival_stamp();
-        self.admit_at(msg, dedupe, journaled, arrived).await
-    }
-
-    /// Records `msg`'s delivery (`dedupe`) and, when it is `journaled` (a chat message, or a
-    /// command that may start a run), its journal entry, in one transaction. A store
-    /// failure admits the message unjournaled (fail open, as the dedupe record always did:
-    /// a hiccup must not lose a message).
-    async fn admit_one(
-        &self,
-        msg: &InboundMessage,
-        dedupe: Option<&DedupeKey>,
+        keys: Vec<DedupeKey>,
         journaled: bool,
         arrived: i64,
     ) -> Admission {
         let store = &self.shared.store;
         if !journaled {
-            return match dedupe {
-                None => Admission::New(None),
-                Some(key) => match store.dedupe_admit(key, super::DEDUPE_TTL).await {
-                    Ok(true) => Admission::New(None),
-                    Ok(false) => Admission::Duplicate,
-                    Err(error) => {
-                        tracing::warn!(%error, "Dedupe lookup failed; handling the message anyway.");
-                        Admission::New(None)
-                    }
-                },
+            return match super::dedupe::admit(store.as_ref(), keys).await {
+                Ok(Some(keys)) => Admission::New { entry: None, keys },
+                Ok(None) => Admission::Duplicate,
+                Err(error) => {
+                    tracing::warn!(%error, "Dedupe lookup failed; handling the message anyway.");
+                    Admission::failed()
+                }
             };
         }
         let id = new_id();
@@ -263,7 +252,8 @@ impl Journal {
         let config = &self.shared.config;
         match store
             .journal_admit(
-                dedupe.map(|key| (key, super::DEDUPE_TTL)),
+                &keys,
+                super::DEDUPE_TTL,
                 &id,
                 &record,
                 &self.shared.holder,
@@ -271,17 +261,38 @@ impl Journal {
             )
             .await
         {
-            Ok(true) => {
+            Ok(Some(live)) => {
+                if !live.is_empty() {
+                    // As the store wrote it.
+                    record.note_not_recorded(&keys, &live);
+                }
                 let entry = Entry::new(self.shared.clone(), id, unix_millis(), record, false);
                 entry.go_live();
-                Admission::New(Some(entry))
+                let keys = super::dedupe::recorded(keys, &live);
+                Admission::New {
+                    entry: Some(entry),
+                    keys,
+                }
             }
-            Ok(false) => Admission::Duplicate,
+            Ok(None) => Admission::Duplicate,
             Err(error) => {
                 tracing::warn!(%error, "Journaling a message failed; handling it unjournaled.");
-                Admission::New(None)
+                Admission::failed()
             }
         }
+    }
+
+    /// [`Journal::admit_at`] of `msg` with its own key `dedupe`, if any, taken now.
+    #[cfg(test)]
+    pub(crate) async fn admit(
+        &self,
+        msg: &InboundMessage,
+        dedupe: Option<&DedupeKey>,
+        journaled: bool,
+    ) -> Admission {
+        let arrived = crate::store::arrival_stamp();
+        let keys = dedupe.into_iter().cloned().collect();
+        self.admit_at(msg, keys, journaled, arrived).await
     }
 
     /// Takes over the entries no live process holds (`take_live`: every entry another
@@ -603,6 +614,13 @@ impl Entry {
     /// A copy of the record.
     pub(crate) fn record(&self) -> JournalRecord {
         self.progress().record.clone()
+    }
+
+    /// The dedupe keys this entry's admission recorded
+    /// ([`recorded_keys`](super::dedupe::recorded_keys)): all a release of its turn may
+    /// free, whichever process admitted it.
+    pub(crate) fn recorded_keys(&self) -> Vec<DedupeKey> {
+        super::dedupe::recorded_keys(&self.progress().record)
     }
 
     fn progress(&self) -> MutexGuard<'_, Progress> {

@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::journal::Entry;
-use super::{Disposition, Manager, Place, Workers, commands, dedupe, run};
+use super::{Disposition, Manager, Place, Workers, commands, run};
 use crate::gateway::{GatewayError, ThreadId};
 use crate::store::JournalState;
 use crate::telemetry::names;
@@ -120,7 +120,7 @@ impl Manager {
             }
         };
         if disposition == Disposition::Release {
-            self.release(&dedupe::dedupe_keys(&msg)).await;
+            self.release(&entry.recorded_keys()).await;
         }
         entry.turn_ended().await;
         self.inner.staging.release(&msg).await;

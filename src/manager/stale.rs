@@ -5,8 +5,10 @@
 //! A message older than its channel's `max_event_age` (by `created_at`: the platform's own
 //! timestamp, which adapters read; a message without one is dated by its arrival and so is
 //! never stale) is not handled at all: no Gateway call, no command, no notice, no place in
-//! its conversation's line. It is consumed, as a handled message is: its redelivery key is
-//! recorded for the dedupe TTL, so a redelivery is dropped, never run or retried.
+//! its conversation's line. It is consumed, as a handled message is: its redelivery keys
+//! (its own and, for a message joined from several, its parts') are recorded for the
+//! dedupe TTL as a handled message's are (`dedupe.rs`), so a redelivery, of the message or
+//! of one of its parts alone, is dropped, never run or retried.
 //!
 //! Its chat hears once that it came too late and should be sent again: one reply per chat
 //! per [`LATE_REPLY_WINDOW`], so a burst of stale messages (a backlog delivered at once)
@@ -23,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use im_bridge_channel::InboundMessage;
 
-use super::{DEDUPE_TTL, Inner, dedupe};
+use super::{Inner, dedupe};
 use crate::policy::DEFAULT_MAX_EVENT_AGE;
 use crate::store::DedupeKey;
 use crate::telemetry::names;
@@ -82,16 +84,14 @@ pub(super) fn now_unix() -> f64 {
 /// Consumes stale `msg` (`age` old) without acting on it, and tells its chat once.
 pub(super) async fn consume(inner: &Inner, msg: &InboundMessage, age: Duration) {
     let store = &inner.store;
-    if let Some(key) = dedupe::dedupe_key(msg) {
-        match store.dedupe_admit(&key, DEDUPE_TTL).await {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::info!("Dropped a redelivered message.");
-                return;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "Dedupe lookup failed; dropping the stale message anyway.");
-            }
+    match dedupe::admit_once(store.as_ref(), msg).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!("Dropped a redelivered message.");
+            return;
+        }
+        Err(error) => {
+            tracing::warn!(%error, "Dedupe lookup failed; dropping the stale message anyway.");
         }
     }
     let channel = inner.replier.outbound().channel_label(&msg.channel_name);

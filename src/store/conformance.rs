@@ -10,11 +10,13 @@
 //!
 //! Children: `budgets` (rate budgets' token buckets, issue 33), `held` (what a holder
 //! holds until it runs out: transport leases and journal entries), `deliveries` (the
-//! operator's journal operations, issue 33), `state` (channel state, issue 32).
+//! operator's journal operations, issue 33), `joined` (the admission of a message joined
+//! from several platform messages), `state` (channel state, issue 32).
 
 mod budgets;
 mod deliveries;
 mod held;
+mod joined;
 mod state;
 
 use std::fmt::Display;
@@ -51,6 +53,7 @@ pub async fn conformance(store: Arc<dyn Store>, cap: usize) {
     deliveries::issue_33_deliveries(store.as_ref()).await;
     state::issue_32_channel_state(store.as_ref()).await;
     budgets::issue_33_rate_budgets(store.as_ref()).await;
+    joined::joined_messages(store.as_ref()).await;
 }
 
 /// The bindings of the schema-version-1 fixture [`migrated_from_version_1`] checks, as SQL

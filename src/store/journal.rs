@@ -4,15 +4,19 @@
 //! Each admitted chat message has one entry from admission until its final landed. The
 //! store keeps entries opaque: a serialized [`JournalRecord`] plus who holds the entry and
 //! until when ([`Store::journal_claim`](super::Store::journal_claim)). The manager owns the
-//! record's meaning (`src/manager/journal.rs`).
+//! record's meaning (`src/manager/journal.rs`); the store writes one field itself, which
+//! only the admitting transaction knows: the keys of a joined message it did not record
+//! ([`JournalRecord::not_recorded`]).
 //!
 //! An entry whose finals could not be delivered within `bridge.final_retry_hours` is given
 //! up ([`Store::journal_give_up`](super::Store::journal_give_up)): no process holds or
 //! claims it any more, and it waits for an operator (issue 33: `im-bridge deliveries`) to
 //! retry or drop it, for at most [`GAVE_UP_KEPT`].
 
-use im_bridge_channel::{DeliveryHints, InboundMessage, MessageId};
+use im_bridge_channel::{DeliveryHints, InboundMessage, MessageId, RedeliveryKey};
 use serde::{Deserialize, Serialize};
+
+use super::DedupeKey;
 
 /// Most entries a store keeps. Entries live while their message is queued, running or its
 /// final waits to land, so traffic bounds them far below this; at the bound the oldest
@@ -94,6 +98,16 @@ pub struct JournalRecord {
     /// written before this field reads as `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goal_objective: Option<String>,
+    /// The message's redelivery keys (its own or its parts') that had a live dedupe record
+    /// when it was admitted, so this admission did not record them: another admission did
+    /// and owns them (a message joined from a part handled before and a new one), and a
+    /// release of this entry's turn never frees them. Written by the store in the
+    /// admitting transaction ([`Store::journal_admit`](super::Store::journal_admit)), so a
+    /// restart knows too. Empty when the admission recorded every key, which is always so
+    /// for a message of one platform message, and in records written before it was kept:
+    /// those release every key, as the builds that wrote them did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_recorded: Vec<RedeliveryKey>,
 }
 
 fn is_zero_i64(n: &i64) -> bool {
@@ -204,7 +218,27 @@ impl JournalRecord {
             carrier: None,
             segments_sent: 0,
             goal_objective: None,
+            not_recorded: Vec::new(),
         }
+    }
+
+    /// Notes which of the message's dedupe keys `keys` its admission did not record: those
+    /// at the positions `live` (what [`Store::journal_admit`](super::Store::journal_admit)
+    /// returns), in [`JournalRecord::not_recorded`].
+    pub fn note_not_recorded(&mut self, keys: &[DedupeKey], live: &[usize]) {
+        let live = live.iter().filter_map(|&at| keys.get(at));
+        self.not_recorded = live
+            .map(|key| RedeliveryKey::new(key.workspace.as_str(), key.message_id.as_str()))
+            .collect();
+    }
+
+    /// Whether this entry's admission recorded `key`, one of its message's dedupe keys
+    /// ([`JournalRecord::not_recorded`]): only those are its turn's to release.
+    pub fn recorded(&self, key: &DedupeKey) -> bool {
+        !self
+            .not_recorded
+            .iter()
+            .any(|other| other.scope == key.workspace && other.id == key.message_id)
     }
 
     /// Whether finals wait to be delivered: the run ended (or a crash came after its answer
@@ -322,6 +356,39 @@ pub(crate) fn operable(record: &str, gave_up: bool) -> Option<Operable> {
 /// A record as stored: JSON. Never fails for a record (every field serializes).
 pub(crate) fn encode(record: &JournalRecord) -> String {
     serde_json::to_string(record).unwrap_or_default()
+}
+
+/// A record on its way into [`Store::journal_admit`](super::Store::journal_admit)'s
+/// transaction: encoded at once for a message of at most one dedupe key (which an
+/// admission records or refuses whole, so the record is what it is), kept to be encoded
+/// once the transaction knows which keys it recorded for a message joined from several.
+pub(crate) enum Admitting {
+    /// Encoded: the message has at most one key.
+    Encoded(String),
+    /// The record of a joined message, [`JournalRecord::not_recorded`] still to be noted.
+    Joined(Box<JournalRecord>),
+}
+
+impl Admitting {
+    /// `record`, admitted with `keys`.
+    pub(crate) fn new(record: &JournalRecord, keys: &[DedupeKey]) -> Self {
+        if keys.len() > 1 {
+            Self::Joined(Box::new(record.clone()))
+        } else {
+            Self::Encoded(encode(record))
+        }
+    }
+
+    /// The record to write, once the admission found the keys at `live` of `keys` live.
+    pub(crate) fn encode(self, keys: &[DedupeKey], live: &[usize]) -> String {
+        match self {
+            Self::Encoded(text) => text,
+            Self::Joined(mut record) => {
+                record.note_not_recorded(keys, live);
+                encode(&record)
+            }
+        }
+    }
 }
 
 /// A stored record, or `None` for one this build cannot read (logged by the caller). A

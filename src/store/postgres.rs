@@ -23,7 +23,9 @@
 //!   more than [`PostgresOptions::dedupe_cap`] sequence numbers older than it. A record
 //!   already live consumes no sequence number; only two replicas racing on one key can
 //!   leave a gap, so the cap keeps at most `dedupe_cap` records and, in practice, exactly
-//!   that many.
+//!   that many. A message joined from several platform messages has its keys admitted in
+//!   one statement too, written in sorted order so that two replicas admitting
+//!   overlapping keys never deadlock (`journal`).
 //! - **Reply chains** (issue 13): one statement records a call's messages (each takes a new
 //!   sequence number, a re-touched one too), touches the conversation's binding, and drops
 //!   the records more than [`PostgresOptions::message_cap`] sequence numbers behind the
@@ -461,6 +463,18 @@ impl Store for PostgresStore {
         row.try_get(0).map_err(failed("dedupe_admit"))
     }
 
+    async fn dedupe_admit_joined(
+        &self,
+        keys: &[DedupeKey],
+        ttl: Duration,
+    ) -> Result<Option<Vec<usize>>, StoreError> {
+        match keys {
+            [] => Ok(Some(Vec::new())),
+            [key] => Ok(self.dedupe_admit(key, ttl).await?.then(Vec::new)),
+            keys => self.admit_joined(keys, ttl).await,
+        }
+    }
+
     async fn dedupe_release(&self, key: &DedupeKey) -> Result<(), StoreError> {
         self.execute(
             "dedupe_release",
@@ -537,13 +551,14 @@ impl Store for PostgresStore {
 
     async fn journal_admit(
         &self,
-        dedupe: Option<(&DedupeKey, Duration)>,
+        keys: &[DedupeKey],
+        ttl: Duration,
         id: &str,
         record: &JournalRecord,
         holder: &str,
         lease: Duration,
-    ) -> Result<bool, StoreError> {
-        self.admit_journaled(dedupe, id, record, holder, lease)
+    ) -> Result<Option<Vec<usize>>, StoreError> {
+        self.admit_journaled(keys, ttl, (id, record), holder, lease)
             .await
     }
 

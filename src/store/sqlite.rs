@@ -240,6 +240,29 @@ fn binding_key(key: &ConversationKey) -> db::BindingKey {
     )
 }
 
+/// A message's dedupe keys on their way to the store thread: a message of one key moves
+/// it as a plain admission moves its key, with no list to allocate.
+enum Keys {
+    One(DedupeKey),
+    Many(Vec<DedupeKey>),
+}
+
+impl Keys {
+    fn new(keys: &[DedupeKey]) -> Self {
+        match keys {
+            [key] => Self::One(key.clone()),
+            keys => Self::Many(keys.to_vec()),
+        }
+    }
+
+    fn as_slice(&self) -> &[DedupeKey] {
+        match self {
+            Self::One(key) => std::slice::from_ref(key),
+            Self::Many(keys) => keys,
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl Store for SqliteStore {
     async fn get_binding(&self, key: &ConversationKey) -> Result<Option<Binding>, StoreError> {
@@ -312,6 +335,21 @@ impl Store for SqliteStore {
         self.call(
             "dedupe_admit",
             move |db| db.dedupe_admit(&key, unix_millis(), ttl_ms),
+            |_, _| {},
+        )
+        .await
+    }
+
+    async fn dedupe_admit_joined(
+        &self,
+        keys: &[DedupeKey],
+        ttl: Duration,
+    ) -> Result<Option<Vec<usize>>, StoreError> {
+        let keys = Keys::new(keys);
+        let ttl_ms = ttl_millis(ttl);
+        self.call(
+            "dedupe_admit_joined",
+            move |db| db.dedupe_admit_joined(keys.as_slice(), unix_millis(), ttl_ms),
             |_, _| {},
         )
         .await
@@ -401,20 +439,22 @@ impl Store for SqliteStore {
 
     async fn journal_admit(
         &self,
-        dedupe: Option<(&DedupeKey, Duration)>,
+        keys: &[DedupeKey],
+        ttl: Duration,
         id: &str,
         record: &JournalRecord,
         holder: &str,
         lease: Duration,
-    ) -> Result<bool, StoreError> {
-        let dedupe = dedupe.map(|(key, ttl)| (key.clone(), ttl_millis(ttl)));
-        let (id, record, holder) = (id.to_owned(), journal::encode(record), holder.to_owned());
+    ) -> Result<Option<Vec<usize>>, StoreError> {
+        let ttl_ms = ttl_millis(ttl);
+        let record = journal::Admitting::new(record, keys);
+        let (keys, id, holder) = (Keys::new(keys), id.to_owned(), holder.to_owned());
         let lease_ms = ttl_millis(lease);
         self.call(
             "journal_admit",
             move |db| {
-                let dedupe = dedupe.as_ref().map(|(key, ttl)| (key, *ttl));
-                db.journal_admit(dedupe, &id, &record, &holder, unix_millis(), lease_ms)
+                let dedupe = (keys.as_slice(), ttl_ms);
+                db.journal_admit(dedupe, &id, record, &holder, unix_millis(), lease_ms)
             },
             |_, _| {},
         )

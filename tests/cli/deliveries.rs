@@ -92,17 +92,19 @@ async fn seed(store: &dyn Store) {
     let gone = answered("what was it", "the lost answer", 12);
     assert!(
         store
-            .journal_admit(None, "gone", &gone, "dead", LONG)
+            .journal_admit(&[], LONG, "gone", &gone, "dead", LONG)
             .await
             .unwrap()
+            .is_some()
     );
     assert!(store.journal_give_up("gone", &gone, "dead").await.unwrap());
     let waits = answered("and this", "the waiting answer", 2);
     assert!(
         store
-            .journal_admit(None, "waits", &waits, "dead", LONG)
+            .journal_admit(&[], LONG, "waits", &waits, "dead", LONG)
             .await
             .unwrap()
+            .is_some()
     );
 }
 

@@ -142,3 +142,64 @@ async fn session_layers_reach_the_run() {
     assert_eq!(body["config"]["recursion_limit"], 150);
     h.stop().await;
 }
+
+/// A message joined from a platform message answered before and a new one (a photo joined
+/// to one the bridge handled) is admitted for the new one, and records only that: when its
+/// run fails in a way the platform may retry, only the new part's key is released. The
+/// earlier message delivered again stays answered; the new part delivered again alone
+/// runs.
+#[tokio::test]
+async fn a_failed_joined_message_releases_only_the_keys_it_recorded() {
+    let h = Harness::start().await;
+    let first = h.say("first").await;
+    h.channel.wait_finals(1).await;
+    let part = h.message("second");
+    let mut joined = first.clone();
+    joined.redelivery_parts = vec![part.redelivery.clone().unwrap()];
+    h.sim.script_next_run(
+        Script::with_answer("This will be cut off")
+            .chunks(4)
+            .drop_mid_stream(),
+    );
+    h.send(joined).await;
+    h.channel.wait_finals(2).await;
+    assert_eq!(h.streamed_runs(), 2, "the new part made it a new message");
+
+    // The first message is still the first admission's: delivered again, it is dropped.
+    // A later message of the chat waits in line behind it: answered next, it proves that.
+    h.send(first).await;
+    let next = h.ask("third", 3).await;
+    assert!(
+        next.contains("third"),
+        "the earlier message ran again: {next:?}"
+    );
+    assert_eq!(h.streamed_runs(), 3);
+    // The new part's key was released: delivered again alone, it runs.
+    h.send(part).await;
+    let again = h.channel.nth_final(4).await;
+    assert!(again.contains("second"), "{again:?}");
+    h.stop().await;
+}
+
+/// A stale message joined from several (an album delivered hours late) is consumed with
+/// every part: one of its parts delivered again alone is a redelivery, not a question.
+#[tokio::test]
+async fn a_part_of_a_stale_joined_message_delivered_again_alone_is_not_acted_on() {
+    let h = Harness::final_only().await;
+    let mut part = h.message("second");
+    let mut stale = h.message("first");
+    stale.redelivery_parts = vec![part.redelivery.clone().unwrap()];
+    stale.created_at -= 2.0 * 3600.0;
+    h.send(stale).await;
+    let late = h.channel.nth_final(1).await;
+    assert!(late.contains("too late"), "{late:?}");
+    // The part again, alone and fresh (a platform's retry after a lost ack).
+    part.created_at = h.message("now").created_at;
+    h.send(part).await;
+    // A later message of the chat waits in line behind the part: answered next, it
+    // proves the part was dropped.
+    let next = h.ask("third", 2).await;
+    assert!(next.contains("third"), "the part was acted on: {next:?}");
+    assert_eq!(h.channel.finals().len(), 2);
+    h.stop().await;
+}

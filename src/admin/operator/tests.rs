@@ -42,9 +42,10 @@ async fn seeded(dir: &tempfile::TempDir) -> Arc<dyn Store> {
     for id in ["gone", "waits", "busy"] {
         assert!(
             store
-                .journal_admit(None, id, &asked, "h", LONG)
+                .journal_admit(&[], LONG, id, &asked, "h", LONG)
                 .await
                 .unwrap()
+                .is_some()
         );
     }
     for id in ["gone", "waits"] {

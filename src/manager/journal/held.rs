@@ -384,7 +384,9 @@ mod tests {
         let mut msg = InboundMessage::new("flaky", "4242", "u1", "question");
         msg.metadata.insert("context_token".into(), json!("spent"));
         msg.metadata.insert("first_only".into(), json!("kept"));
-        let super::super::Admission::New(Some(entry)) = rig.journal.admit(&msg, None, true).await
+        let super::super::Admission::New {
+            entry: Some(entry), ..
+        } = rig.journal.admit(&msg, None, true).await
         else {
             panic!("a chat message is journaled");
         };

@@ -134,8 +134,9 @@ mod tests {
     async fn issue_35_the_thread_known_at_admission_spares_the_write_before_the_run() {
         let rig = super::super::retry::tests::rig(std::time::Duration::from_secs(60)).await;
         let unbound = im_bridge_channel::InboundMessage::new("flaky", "7", "u1", "first");
-        let super::super::Admission::New(Some(first)) =
-            rig.journal.admit(&unbound, None, true).await
+        let super::super::Admission::New {
+            entry: Some(first), ..
+        } = rig.journal.admit(&unbound, None, true).await
         else {
             panic!("a chat message is journaled");
         };
@@ -149,7 +150,9 @@ mod tests {
             .set_binding(&key, &crate::gateway::ThreadId::new("t1"), "u1")
             .await
             .unwrap();
-        let super::super::Admission::New(Some(entry)) = rig.journal.admit(&msg, None, true).await
+        let super::super::Admission::New {
+            entry: Some(entry), ..
+        } = rig.journal.admit(&msg, None, true).await
         else {
             panic!("a chat message is journaled");
         };
@@ -181,7 +184,9 @@ mod tests {
     async fn issue_35_a_findable_run_id_goes_with_the_next_save_and_an_unfindable_one_at_once() {
         let rig = super::super::retry::tests::rig(std::time::Duration::from_secs(60)).await;
         let msg = im_bridge_channel::InboundMessage::new("flaky", "4242", "u1", "question");
-        let super::super::Admission::New(Some(entry)) = rig.journal.admit(&msg, None, true).await
+        let super::super::Admission::New {
+            entry: Some(entry), ..
+        } = rig.journal.admit(&msg, None, true).await
         else {
             panic!("a chat message is journaled");
         };
@@ -219,7 +224,9 @@ mod tests {
     async fn a_composed_goal_is_saved_at_once_with_its_thread() {
         let rig = super::super::retry::tests::rig(std::time::Duration::from_secs(60)).await;
         let msg = im_bridge_channel::InboundMessage::new("flaky", "4242", "u1", "/goal from-chat");
-        let super::super::Admission::New(Some(entry)) = rig.journal.admit(&msg, None, true).await
+        let super::super::Admission::New {
+            entry: Some(entry), ..
+        } = rig.journal.admit(&msg, None, true).await
         else {
             panic!("a command that may start a run is journaled");
         };
@@ -239,7 +246,9 @@ mod tests {
     async fn every_final_written_ahead_has_a_send_key_of_its_own_that_is_kept() {
         let rig = super::super::retry::tests::rig(std::time::Duration::from_secs(60)).await;
         let msg = im_bridge_channel::InboundMessage::new("flaky", "4242", "u1", "question");
-        let super::super::Admission::New(Some(entry)) = rig.journal.admit(&msg, None, true).await
+        let super::super::Admission::New {
+            entry: Some(entry), ..
+        } = rig.journal.admit(&msg, None, true).await
         else {
             panic!("a chat message is journaled");
         };
@@ -266,7 +275,9 @@ mod tests {
     async fn a_stream_that_took_the_place_of_one_left_without_a_final_is_where_recovery_goes_on() {
         let rig = super::super::retry::tests::rig(std::time::Duration::from_secs(60)).await;
         let msg = im_bridge_channel::InboundMessage::new("flaky", "4242", "u1", "question");
-        let super::super::Admission::New(Some(entry)) = rig.journal.admit(&msg, None, true).await
+        let super::super::Admission::New {
+            entry: Some(entry), ..
+        } = rig.journal.admit(&msg, None, true).await
         else {
             panic!("a chat message is journaled");
         };

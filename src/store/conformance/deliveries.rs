@@ -27,8 +27,8 @@ pub(super) async fn issue_33_deliveries(store: &dyn Store) {
     let answer = pending("the answer");
     let asked = JournalRecord::admitted(answer.message.clone());
     for (id, record) in [("d1", &asked), ("d2", &asked), ("d3", &asked)] {
-        let admitted = store.journal_admit(None, id, record, "a", LONG).await;
-        assert!(must(admitted, "journal_admit"));
+        let admitted = store.journal_admit(&[], LONG, id, record, "a", LONG).await;
+        assert!(must(admitted, "journal_admit").is_some());
     }
     // d1's answer waits; d2 is still under way; d3's answer waits too.
     assert!(must(
@@ -132,10 +132,15 @@ pub(super) async fn issue_33_deliveries(store: &dyn Store) {
     let mut held = answer.clone();
     held.state = JournalState::Held;
     held.finals[0].held = true;
-    assert!(must(
-        store.journal_admit(None, "d4", &asked, "a", LONG).await,
-        "journal_admit"
-    ));
+    assert!(
+        must(
+            store
+                .journal_admit(&[], LONG, "d4", &asked, "a", LONG)
+                .await,
+            "journal_admit"
+        )
+        .is_some()
+    );
     assert!(must(
         store.journal_save("d4", &held, "a").await,
         "journal_save"

@@ -188,9 +188,10 @@ async fn issue_27_expiries_are_the_database_clock_plus_the_ttl() {
     assert!(store.acquire_lease("transport:t", "a", ttl).await.unwrap());
     assert!(
         store
-            .journal_admit(Some((&key, ttl)), "e1", &record, "a", ttl)
+            .journal_admit(std::slice::from_ref(&key), ttl, "e1", &record, "a", ttl)
             .await
             .unwrap()
+            .is_some()
     );
     // What each expiry is ahead of the database's clock, in milliseconds.
     let (client, connection) = scratch.config().connect(NoTls).await.unwrap();

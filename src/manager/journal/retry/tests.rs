@@ -97,7 +97,10 @@ impl Rig {
     /// turn; returns the entry's id.
     async fn answer(&self) -> String {
         let msg = InboundMessage::new("flaky", "4242", "u1", "question");
-        let Admission::New(Some(entry)) = self.journal.admit(&msg, None, true).await else {
+        let Admission::New {
+            entry: Some(entry), ..
+        } = self.journal.admit(&msg, None, true).await
+        else {
             panic!("a chat message is journaled");
         };
         let mut out = msg.reply("the answer".to_owned(), true);
@@ -232,7 +235,10 @@ async fn issue_33_a_dropped_delivery_is_not_tried_again() {
 async fn another_run_forgets_what_the_lost_one_sent() {
     let rig = rig(Duration::from_secs(60)).await;
     let msg = InboundMessage::new("flaky", "4242", "u1", "question");
-    let Admission::New(Some(entry)) = rig.journal.admit(&msg, None, true).await else {
+    let Admission::New {
+        entry: Some(entry), ..
+    } = rig.journal.admit(&msg, None, true).await
+    else {
         panic!("a chat message is journaled");
     };
     entry.run_started("t1", "r1", false).await;
@@ -290,8 +296,8 @@ async fn a_held_or_carried_answer_past_its_window_waits_for_the_chat_again() {
     let admit = |id: &'static str, record: JournalRecord| {
         let store = rig.store.clone();
         async move {
-            let admitted = store.journal_admit(None, id, &record, "dead", lease);
-            assert!(admitted.await.unwrap());
+            let admitted = store.journal_admit(&[], lease, id, &record, "dead", lease);
+            assert!(admitted.await.unwrap().is_some());
         }
     };
     admit("carried", carried(1)).await;

@@ -1,31 +1,34 @@
-//! The in-flight journal on the store thread (issue 19). Admission writes the dedupe record
-//! and the entry in one savepoint, so a redelivery is either refused with the entry in
-//! place or admitted with it; the other operations are one statement each, or one
-//! savepoint (an operator's retry or drop and the sweep, issue 33).
+//! The in-flight journal on the store thread (issue 19). Admission writes the dedupe records
+//! (a joined message's parts' too) and the entry in one savepoint, so a redelivery is
+//! either refused with the entry in place or admitted with it; the other operations are
+//! one statement each, or one savepoint (an operator's retry or drop and the sweep, issue
+//! 33).
 
 use rusqlite::{OptionalExtension, params};
 
 use super::Db;
-use crate::store::journal::{self, Journaled, Listed, Operable, Sweep};
+use crate::store::journal::{self, Admitting, Journaled, Listed, Operable, Sweep};
 use crate::store::{DedupeKey, JOURNAL_CAP};
 
 impl Db {
-    /// See `Store::journal_admit`.
+    /// See `Store::journal_admit`: the keys, then the entry, in one savepoint. A record
+    /// [`Admitting::Joined`] is encoded once the savepoint knows which keys it recorded.
+    /// `dedupe`: the keys and their TTL in milliseconds.
     pub(in crate::store::sqlite) fn journal_admit(
         &mut self,
-        dedupe: Option<(&DedupeKey, i64)>,
+        dedupe: (&[DedupeKey], i64),
         id: &str,
-        record: &str,
+        record: Admitting,
         holder: &str,
         now_ms: i64,
         lease_ms: i64,
-    ) -> rusqlite::Result<bool> {
+    ) -> rusqlite::Result<Option<Vec<usize>>> {
+        let (keys, ttl_ms) = dedupe;
         self.atomically(|db| {
-            if let Some((key, ttl_ms)) = dedupe
-                && !db.dedupe_admit(key, now_ms, ttl_ms)?
-            {
-                return Ok(false);
-            }
+            let Some(live) = db.admit_keys(keys, now_ms, ttl_ms)? else {
+                return Ok(None);
+            };
+            let record = record.encode(keys, &live);
             db.conn
                 .prepare_cached(
                     "INSERT INTO journal (id, record, holder, lease_until, created_at)
@@ -42,8 +45,43 @@ impl Db {
             db.conn
                 .prepare_cached("DELETE FROM journal WHERE seq <= ?1")?
                 .execute([newest.saturating_sub(JOURNAL_CAP as i64)])?;
-            Ok(true)
+            Ok(Some(live))
         })
+    }
+
+    /// See `Store::dedupe_admit_joined`: one savepoint.
+    pub(in crate::store::sqlite) fn dedupe_admit_joined(
+        &mut self,
+        keys: &[DedupeKey],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> rusqlite::Result<Option<Vec<usize>>> {
+        self.atomically(|db| db.admit_keys(keys, now_ms, ttl_ms))
+    }
+
+    /// Admits each of `keys` in turn (the caller's savepoint makes them one): the
+    /// positions of those that had a live record, or `None` when all had one (then nothing
+    /// was written). A key named again counts as its first mention did.
+    fn admit_keys(
+        &mut self,
+        keys: &[DedupeKey],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> rusqlite::Result<Option<Vec<usize>>> {
+        let mut live = Vec::new();
+        let mut recorded = keys.is_empty();
+        for (at, key) in keys.iter().enumerate() {
+            let new = match keys[..at].iter().position(|k| k == key) {
+                Some(first) => !live.contains(&first),
+                None => self.dedupe_admit(key, now_ms, ttl_ms)?,
+            };
+            if new {
+                recorded = true;
+            } else {
+                live.push(at);
+            }
+        }
+        Ok(recorded.then_some(live))
     }
 
     /// See `Store::journal_save`; `held` is the chat a held record waits for.
