@@ -525,6 +525,11 @@ struct Progress {
 }
 
 impl Entry {
+    /// Whether the entry was claimed from a previous holder (a restart, a dead replica).
+    pub(crate) fn is_recovered(&self) -> bool {
+        self.0.recovered
+    }
+
     fn new(
         shared: Arc<Shared>,
         id: String,

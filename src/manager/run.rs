@@ -478,7 +478,10 @@ where
                         .await;
                 }
                 // Published by the follow; a run the Gateway no longer knows is started again.
-                if let Some(disposition) = follow(inner, msg, source.thread, &run_id).await {
+                // Boxed: the follow holds a join (see `wait_turn`), which every turn's task
+                // would otherwise be sized for.
+                let followed = Box::pin(follow(inner, msg, source.thread, &run_id)).await;
+                if let Some(disposition) = followed {
                     return Err((disposition, RunStart::Started));
                 }
             }

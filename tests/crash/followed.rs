@@ -57,7 +57,19 @@ async fn a_recovered_run_that_ended_answers_with_its_own_turn_after_the_thread_m
 
 #[tokio::test]
 async fn a_message_run_again_that_meets_its_own_run_in_flight_follows_it() {
-    let c = Crashable::start().await;
+    meets_its_own_run(Crashable::start().await).await;
+}
+
+/// `busy_policy: reject` turns away a message meeting another run, never its own.
+#[tokio::test]
+async fn under_busy_policy_reject_a_message_run_again_follows_its_own_run_too() {
+    let mut c = Crashable::start().await;
+    c.telegram_keys = "    busy_policy: reject\n".into();
+    meets_its_own_run(c).await;
+}
+
+/// The restart cannot look the run up, runs the message again, and meets that run.
+async fn meets_its_own_run(c: Crashable) {
     c.sim
         .script_next_run(accepted_unanswered("Only the one run."));
     let daemon = c.spawn(0);

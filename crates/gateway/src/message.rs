@@ -239,14 +239,16 @@ impl Snapshot {
     /// run, a message another replica took while a dead replica's run went on), and its
     /// newest turn is then another run's answer.
     ///
-    /// DeerFlow stamps the human message a run starts from with the run's id
-    /// (`ThreadDataMiddleware`: `additional_kwargs.run_id`). The turn is the messages after
-    /// the visible human message naming `run_id`, up to the next visible one. When the
-    /// newest visible human message names no run (a Gateway that does not stamp them), the
-    /// newest turn is taken as before; when it names another run and none names `run_id`,
-    /// the run left no turn in the thread (it ended before its input was stamped, or its
-    /// checkpoint was rolled back) and the turn is empty. The rest (goal counts, outputs
-    /// directory) is the thread's now. Not for the hot path: it decodes the history twice.
+    /// DeerFlow stamps the thread's last message with the run's id as the agent starts
+    /// (`ThreadDataMiddleware`: `additional_kwargs.run_id`), which for a run started on a
+    /// message is its input. The turn is the messages after the visible human message
+    /// naming `run_id`, up to the next visible one. When no visible human message names any
+    /// run (a Gateway that does not stamp them), the newest turn is taken, as before; when
+    /// others are named but not `run_id`, the run left no turn in the thread (it ended
+    /// before the agent started, or its messages were compacted or rolled back since) and
+    /// the turn is empty. When the turn is not the newest, the goal counts are left out:
+    /// they are the thread's now, not the run's. Not for the hot path: it decodes the
+    /// history twice.
     pub fn of_run(value: &Value, run_id: &str) -> Self {
         let mut snapshot = Self::from_value(value);
         let Some(messages) = value.get("messages").and_then(Value::as_array) else {
@@ -261,21 +263,18 @@ impl Snapshot {
             .filter(|(_, (message, _))| message.starts_turn())
             .map(|(index, (_, value))| (index, stamped_run(value)))
             .collect();
-        match starts.last() {
-            None | Some((_, None)) => return snapshot,
-            Some((_, Some(newest))) if *newest == run_id => return snapshot,
-            Some(_) => {}
-        }
-        snapshot.turn = match starts.iter().position(|(_, run)| *run == Some(run_id)) {
-            Some(at) => {
-                let first = starts[at].0 + 1;
-                let end = starts
-                    .get(at + 1)
-                    .map_or(decoded.len(), |(index, _)| *index);
-                decoded[first..end].to_vec()
+        let Some(at) = starts.iter().rposition(|(_, run)| *run == Some(run_id)) else {
+            if starts.iter().any(|(_, run)| run.is_some()) {
+                snapshot.turn.clear();
+                (snapshot.goal, snapshot.outcome) = (None, None);
             }
-            None => Vec::new(),
+            return snapshot;
         };
+        if at + 1 < starts.len() {
+            let (first, end) = (starts[at].0 + 1, starts[at + 1].0);
+            snapshot.turn = decoded[first..end].to_vec();
+            (snapshot.goal, snapshot.outcome) = (None, None);
+        }
         snapshot
     }
 

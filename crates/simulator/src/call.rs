@@ -24,8 +24,8 @@ pub(crate) fn unavailable() -> Response {
 }
 
 /// Applies the first queued fault for `route` (and `thread_id`): waits its delay and its
-/// gate, then answers for the route or lets it proceed (`None`). During a delay on a goal write or a
-/// compaction the thread holds a checkpoint write, so runs get 409 meanwhile.
+/// gate, then answers for the route or lets it proceed (`None`). During a delay on a goal
+/// write or a compaction the thread holds a checkpoint write, so runs get 409 meanwhile.
 pub(crate) async fn fault(
     sim: &Simulator,
     route: Route,

@@ -432,12 +432,12 @@ impl Simulator {
         (!every.is_zero()).then_some(every)
     }
 
-    /// Sleeps `delay`; false when the simulator stopped meanwhile.
     /// Resolves once the simulator stops.
     pub(crate) async fn stopped(&self) {
         self.shared.stop.cancelled().await;
     }
 
+    /// Sleeps `delay`; false when the simulator stopped meanwhile.
     pub(crate) async fn sleep(&self, delay: Duration) -> bool {
         if delay.is_zero() {
             return !self.shared.stop.is_cancelled();

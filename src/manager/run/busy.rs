@@ -15,8 +15,9 @@
 //! run just ended, a checkpoint write) is tried again after a short pause.
 //!
 //! A run in flight whose `metadata` names the message's own journal entry is that
-//! message's run, started before (a restart whose lookup of it failed, or a run start whose
-//! answer never arrived): the turn follows it instead of waiting to run the message twice.
+//! message's run, which the process before started (a restart whose lookup of it failed
+//! runs the message again): the turn follows it instead of waiting to run the message
+//! twice, under either policy.
 //!
 //! Bounds: the start is tried again at most [`MAX_STARTS_AGAIN`] times, a wait lasts at
 //! most the Gateway client's wait timeout, and a thread whose runs cannot be listed is not
@@ -58,8 +59,10 @@ const NONE_FOUND_PAUSE: Backoff = Backoff::new(
 pub(super) struct BusyWaits {
     /// Starts made again so far (at most [`MAX_STARTS_AGAIN`]).
     again: u32,
-    /// The queued notice was shown (once per turn; in the conversation's line counts).
+    /// The queued notice was shown by this wait (once per turn).
     noticed: bool,
+    /// The message was told it waits in its conversation's line ([`told_it_waits`]).
+    told_in_line: bool,
     /// The pause when no run in flight was found.
     pause: Backoff,
 }
@@ -72,7 +75,8 @@ tokio::task_local! {
 
 /// Runs `dispatch`, a message's, noting whether the message was already told it waits
 /// (the queued notice, in its conversation's line): a wait for a busy thread then tells it
-/// nothing more.
+/// nothing more where that notice is a message of its own (where it is a partial, it was
+/// replaced by "on it" once its turn came, and is shown again).
 pub(in crate::manager) fn told_it_waits<F: Future>(
     told: bool,
     dispatch: F,
@@ -84,7 +88,8 @@ impl BusyWaits {
     pub(super) fn new() -> Self {
         Self {
             again: 0,
-            noticed: TOLD_IT_WAITS.try_with(|told| *told).unwrap_or(false),
+            noticed: false,
+            told_in_line: TOLD_IT_WAITS.try_with(|told| *told).unwrap_or(false),
             pause: NONE_FOUND_PAUSE,
         }
     }
@@ -103,7 +108,14 @@ impl BusyWaits {
         placeholder_at: &mut Option<Instant>,
         quiet: bool,
     ) -> Waited {
-        if *error != GatewayError::Busy || !queues(inner, msg) || self.again >= MAX_STARTS_AGAIN {
+        if *error != GatewayError::Busy || self.again >= MAX_STARTS_AGAIN {
+            return Waited::GiveUp;
+        }
+        let queues = queues(inner, msg);
+        // Only a recovered message's run may be in flight already: its own, started by the
+        // process before. Under `reject`, it is the only run worth a look.
+        let entry = Entry::current().filter(Entry::is_recovered);
+        if !queues && entry.is_none() {
             return Waited::GiveUp;
         }
         self.again += 1;
@@ -114,20 +126,26 @@ impl BusyWaits {
                 return Waited::GiveUp;
             }
         };
+        if let Some(run) = &in_flight
+            && entry.is_some_and(|entry| entry.marked(&run.metadata))
+        {
+            tracing::info!("The thread is busy with this message's own run; following it.");
+            return Waited::Own(run.run_id.clone());
+        }
+        if !queues {
+            return Waited::GiveUp;
+        }
         let Some(run) = in_flight else {
             tracing::info!("The thread is busy with no run listed; starting again shortly.");
             tokio::time::sleep(self.pause.next_wait()).await;
             return Waited::Again;
         };
-        if Entry::current().is_some_and(|entry| entry.marked(&run.metadata)) {
-            tracing::info!("The thread is busy with this message's own run; following it.");
-            return Waited::Own(run.run_id);
-        }
         tracing::info!(
             again = self.again,
             "The thread is busy with another run; waiting for it."
         );
-        let notice = !self.noticed && !quiet;
+        let told = self.told_in_line && !inner.replier.shows_partials(msg);
+        let notice = !self.noticed && !quiet && !told;
         if notice {
             self.noticed = true;
             *placeholder_at = None;
@@ -159,8 +177,8 @@ pub(super) enum Waited {
     /// rejects, the bound was reached, or the wait failed.
     GiveUp,
     /// The run in flight is this message's own, run `0` (its `metadata` names the
-    /// message's journal entry): a restart that could not look it up, or a run start whose
-    /// answer was lost, started it already. It is followed, not run a second time.
+    /// message's journal entry): the process before started it, and the restart could not
+    /// look it up. It is followed, not run a second time.
     Own(String),
 }
 

@@ -289,9 +289,11 @@ fn a_runs_turn_is_read_where_its_input_names_it() {
     });
     let s = Snapshot::of_run(&values, "r1");
     assert_eq!(turn_texts(&s), ["one", "<goal_continuation/>", "one more"]);
-    // The rest is the thread's as it is now.
-    assert_eq!((s.message_count(), s.goal_progress()), (6, Some((1, 4))));
-    assert_eq!(turn_texts(&Snapshot::of_run(&values, "r2")), ["two"]);
+    // The goal counts are the thread's now, not the older run's.
+    assert_eq!((s.message_count(), s.goal_progress()), (6, None));
+    let newest = Snapshot::of_run(&values, "r2");
+    assert_eq!(turn_texts(&newest), ["two"]);
+    assert_eq!(newest.goal_progress(), Some((1, 4)));
     // A run the thread has no input of left no turn in it.
     assert!(Snapshot::of_run(&values, "r0").turn().is_empty());
     // The constructor form names its run in `kwargs`.
@@ -309,7 +311,7 @@ fn a_runs_turn_is_read_where_its_input_names_it() {
 #[test]
 fn without_stamps_a_runs_turn_is_the_newest() {
     let values = json!({"messages": [
-        asked("first", Some("r1")),
+        asked("first", None),
         {"type": "ai", "content": "one"},
         asked("second", None),
         {"type": "ai", "content": "two"},
@@ -322,4 +324,19 @@ fn without_stamps_a_runs_turn_is_the_newest() {
     for shape in [json!({}), json!({"messages": "x"}), json!({"messages": []})] {
         assert_eq!(Snapshot::of_run(&shape, "r1"), Snapshot::from_value(&shape));
     }
+}
+
+#[test]
+fn a_runs_stamped_turn_is_found_behind_an_unstamped_one() {
+    // A run cancelled before its agent started leaves its input unstamped.
+    let values = json!({"messages": [
+        asked("first", Some("r1")),
+        {"type": "ai", "content": "one"},
+        asked("cut short", None),
+    ], "goal": {"continuation_count": 1, "max_continuations": 4}});
+    let s = Snapshot::of_run(&values, "r1");
+    assert_eq!(turn_texts(&s), ["one"]);
+    // Not the newest turn: the thread's goal counts are not the run's.
+    assert_eq!(s.goal_progress(), None);
+    assert!(Snapshot::of_run(&values, "r2").turn().is_empty());
 }
