@@ -38,8 +38,10 @@ pub type AfterShown = Box<dyn FnOnce(Landed) -> BoxFuture<'static, ()> + Send>;
 /// withholds it (the journal's fence: its entry may belong to another replica by now).
 pub type Gate = Box<dyn FnOnce() -> bool + Send>;
 
-/// What a withheld reply ([`Gate`]) failed with, for now: whoever owns it delivers it.
-pub const WITHHELD: &str = "withheld: the entry may no longer be this process's";
+/// What a withheld reply ([`Gate`]) failed with, for now (the journal keeps it as the
+/// entry's last error, which an operator's listing shows): its journal entry may belong
+/// to another replica, which delivers it then.
+pub const WITHHELD: &str = "withheld (fenced)";
 
 /// What a publisher hears of its reply: which message a final is about to finish, before
 /// the platform call (the journal records it, issue 27), and what became of the reply;

@@ -1,7 +1,7 @@
 //! The in-flight journal (issue 19): every admitted chat message is recorded in the store
 //! until its final landed, so a bridge that was killed, or stopped mid-turn, finishes it on
 //! its next start, and on a shared store another replica does once this one's lease on the
-//! entry ran out.
+//! entry ran out a whole lease ago.
 //!
 //! # An entry's life
 //!

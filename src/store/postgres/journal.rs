@@ -161,7 +161,8 @@ impl PostgresStore {
     }
 
     /// `Store::journal_claim`: expired a whole lease ago (the claim's grace), written as
-    /// `lease_until <= now - lease` so that no sum can overflow. Entries whose record this
+    /// `lease_until <= now - lease`: `lease_until + lease` could overflow (both may be
+    /// near half a `BIGINT`), `now - lease` cannot. Entries whose record this
     /// build cannot read are deleted (logged) instead of coming back at every claim.
     pub(super) async fn claim_journaled(
         &self,
@@ -182,7 +183,8 @@ impl PostgresStore {
                          WHERE holder <> $1 AND gave_up_at IS NULL
                            AND ($2 OR lease_until <= ",
                     now_ms!(),
-                    " - $3)
+                    " - $3",
+                    ")
                          ORDER BY seq FOR UPDATE SKIP LOCKED
                      )
                      RETURNING id, record, created_at, seq, coalesce(retried_at, created_at)"
