@@ -37,7 +37,7 @@ use im_bridge_channel::{
 
 use crate::telemetry::names;
 
-pub use lanes::{AfterShown, Hooks, Landed, MAX_PENDING_REPLIES};
+pub use lanes::{AfterShown, Gate, Hooks, Landed, MAX_PENDING_REPLIES, WITHHELD};
 use lanes::{Job, Lanes};
 
 /// Routes outbound messages to channels.

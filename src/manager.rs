@@ -351,6 +351,9 @@ impl Manager {
     /// What a previous process (or a dead replica) left unfinished goes first: claimed and
     /// started before any new message. Returns the clock of the journal's upkeep.
     async fn recover_at_start(&self, workers: &Workers) -> tokio::time::Interval {
+        // Starts the renewal clock finals are published under (`journal/fence.rs`) now,
+        // however long the daemon took to get here, rather than at the first tick.
+        self.inner.journal.renew().await;
         let take_live = !self.inner.store.is_shared();
         let recovered = self.inner.journal.claim(take_live).await;
         let staged = staging::named_by(&recovered);

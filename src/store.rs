@@ -28,6 +28,8 @@
 //! - [`postgres`]: [`PostgresStore`], the shared backend for several replicas.
 //! - `cache`: the bounded read-through cache the SQLite backend keeps in front of the file.
 //! - `conformance` (tests only): the shared contract test body every backend runs.
+//! - `faulty` (tests only): a store that passes calls on but for the faults a test asks
+//!   for (blind reads, failing journal renewals).
 //!
 //! Channel state (issue 32) is an opaque value per `(channel, key)` that adapters keep
 //! across restarts ([`Store::put_channel_state`]); the daemon's `state` module scopes it
@@ -41,6 +43,8 @@ mod cache;
 #[cfg(test)]
 mod conformance;
 pub mod error;
+#[cfg(test)]
+pub(crate) mod faulty;
 pub mod journal;
 pub mod postgres;
 pub mod sqlite;
@@ -354,14 +358,21 @@ pub trait Store: Send + Sync + 'static {
         holder: &str,
     ) -> Result<bool, StoreError>;
 
-    /// Deletes entry `id` (its final landed, or it was given up). Idempotent.
-    async fn journal_remove(&self, id: &str) -> Result<(), StoreError>;
+    /// Deletes entry `id` (its final landed) if `holder` holds it, or nobody does (it gave
+    /// up, or an operator retried it and no process claimed it yet): `true` when it went.
+    /// An entry another holder took over stays, `false`: its work is that holder's now, and
+    /// a late remove by the holder it was taken from must not lose it. Idempotent.
+    async fn journal_remove(&self, id: &str, holder: &str) -> Result<bool, StoreError>;
 
-    /// Takes over, atomically, the entries `holder` does not hold whose lease ran out (and,
-    /// with `take_live`, every such entry: a single-replica store after a restart, where
-    /// the previous holder is known dead), holding them for `lease`; returns them oldest
-    /// first. Two replicas claiming at once never both get an entry. Entries that gave up
-    /// are never claimed ([`Store::journal_give_up`]); a claimed entry is no longer due.
+    /// Takes over, atomically, the entries `holder` does not hold whose lease ran out at
+    /// least `lease` ago (expiry + `lease` <= now, so a holder whose renewal comes a little
+    /// late keeps what it still works on), or, with `take_live`, every such entry (a
+    /// single-replica store after a restart, where the previous holder is known dead),
+    /// holding them for `lease`; returns them oldest first. Entries whose holder released
+    /// them ([`Store::journal_release`]), or that nobody holds (an operator's retry), are
+    /// taken at once. Two replicas claiming at once never both get an entry. Entries that
+    /// gave up are never claimed ([`Store::journal_give_up`]); a claimed entry is no
+    /// longer due.
     async fn journal_claim(
         &self,
         holder: &str,
@@ -371,6 +382,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Extends `holder`'s lease on every entry it holds to `lease` from now.
     async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError>;
+
+    /// Gives `holder`'s leases on its entries up, so that the next claim (any process's)
+    /// takes them at once, without waiting out the claim's grace: for a holder that stopped
+    /// working on them (a clean shutdown whose replies all landed). The entries stay.
+    async fn journal_release(&self, holder: &str) -> Result<(), StoreError>;
 
     /// Takes up, atomically, the entries waiting for a message of `channel` / `chat_id`
     /// (saved [`JournalState::Held`], issue 33), whoever holds them: they stop waiting and

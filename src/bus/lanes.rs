@@ -34,14 +34,27 @@ const MAX_RETRIED_KEYS: usize = 16;
 /// by a newer one before it was delivered drops its hook unrun.
 pub type AfterShown = Box<dyn FnOnce(Landed) -> BoxFuture<'static, ()> + Send>;
 
+/// Asked, when a reply's turn in its lane came, whether it may still go out: `false`
+/// withholds it (the journal's fence: its entry may belong to another replica by now).
+pub type Gate = Box<dyn FnOnce() -> bool + Send>;
+
+/// What a withheld reply ([`Gate`]) failed with, for now (the journal keeps it as the
+/// entry's last error, which an operator's listing shows): its journal entry may belong
+/// to another replica, which delivers it then.
+pub const WITHHELD: &str = "withheld (fenced)";
+
 /// What a publisher hears of its reply: which message a final is about to finish, before
-/// the platform call (the journal records it, issue 27), and what became of the reply.
+/// the platform call (the journal records it, issue 27), and what became of the reply;
+/// and what it asks before the reply goes out.
 #[derive(Default)]
 pub struct Hooks {
     /// Told which message the final is about to finish; delivery waits for it.
     pub before: Option<BeforeFinal>,
     /// Runs once the reply was delivered or failed.
     pub after: Option<AfterShown>,
+    /// Asked just before delivery: a reply it refuses is not delivered, and `after` hears
+    /// it failed for now ([`WITHHELD`]).
+    pub gate: Option<Gate>,
 }
 
 impl Hooks {
@@ -50,6 +63,7 @@ impl Hooks {
         Self {
             before: None,
             after,
+            gate: None,
         }
     }
 }
@@ -354,7 +368,13 @@ async fn perform(
     let source = (key.clone(), msg.thread_ts.clone());
     let unanswered = match job {
         Job::Reply => {
-            let shown = super::deliver(delivery, &msg, hooks.before).await;
+            let shown = match hooks.gate.is_none_or(|gate| gate()) {
+                true => super::deliver(delivery, &msg, hooks.before).await,
+                false => Landed::Failed {
+                    transient: true,
+                    error: WITHHELD.to_owned(),
+                },
+            };
             if msg.is_final && delivery.channel().capabilities().turn_ends {
                 note_fate(shared, source, &msg, &shown);
             }

@@ -216,207 +216,11 @@ pub fn channel_source(msg: &InboundMessage) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use im_bridge_channel::ChatId;
-
     use super::*;
     use crate::gateway::GatewayConfig;
     use crate::simulator::{Simulator, SimulatorConfig};
-    use crate::store::{Binding, DedupeKey, JournalRecord, Journaled, Listed, SqliteStore, Sweep};
-
-    /// A store whose reads never see a binding: as if another replica bound the
-    /// conversation between this replica's read and its write.
-    struct BlindReads(SqliteStore);
-
-    #[async_trait::async_trait]
-    impl Store for BlindReads {
-        async fn get_binding(&self, _: &ConversationKey) -> Result<Option<Binding>, StoreError> {
-            Ok(None)
-        }
-        async fn set_binding(
-            &self,
-            key: &ConversationKey,
-            thread: &ThreadId,
-            user: &str,
-        ) -> Result<Binding, StoreError> {
-            self.0.set_binding(key, thread, user).await
-        }
-        async fn claim_binding(
-            &self,
-            key: &ConversationKey,
-            thread: &ThreadId,
-            user: &str,
-        ) -> Result<Binding, StoreError> {
-            self.0.claim_binding(key, thread, user).await
-        }
-        async fn remove_binding(
-            &self,
-            channel: &str,
-            chat: &ChatId,
-            topic: Option<&str>,
-        ) -> Result<usize, StoreError> {
-            self.0.remove_binding(channel, chat, topic).await
-        }
-        async fn dedupe_admit(&self, key: &DedupeKey, ttl: Duration) -> Result<bool, StoreError> {
-            self.0.dedupe_admit(key, ttl).await
-        }
-        async fn dedupe_release(&self, key: &DedupeKey) -> Result<(), StoreError> {
-            self.0.dedupe_release(key).await
-        }
-        async fn dedupe_admit_joined(
-            &self,
-            keys: &[DedupeKey],
-            ttl: Duration,
-        ) -> Result<Option<Vec<usize>>, StoreError> {
-            self.0.dedupe_admit_joined(keys, ttl).await
-        }
-        async fn journal_admit(
-            &self,
-            keys: &[DedupeKey],
-            ttl: Duration,
-            id: &str,
-            record: &JournalRecord,
-            holder: &str,
-            lease: Duration,
-        ) -> Result<Option<Vec<usize>>, StoreError> {
-            self.0
-                .journal_admit(keys, ttl, id, record, holder, lease)
-                .await
-        }
-        async fn journal_save(
-            &self,
-            id: &str,
-            record: &JournalRecord,
-            holder: &str,
-        ) -> Result<bool, StoreError> {
-            self.0.journal_save(id, record, holder).await
-        }
-        async fn journal_remove(&self, id: &str) -> Result<(), StoreError> {
-            self.0.journal_remove(id).await
-        }
-        async fn journal_claim(
-            &self,
-            holder: &str,
-            lease: Duration,
-            take_live: bool,
-        ) -> Result<Vec<Journaled>, StoreError> {
-            self.0.journal_claim(holder, lease, take_live).await
-        }
-        async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {
-            self.0.journal_renew(holder, lease).await
-        }
-        async fn journal_take_held(
-            &self,
-            channel: &str,
-            chat_id: &ChatId,
-            holder: &str,
-            lease: Duration,
-        ) -> Result<Vec<Journaled>, StoreError> {
-            self.0
-                .journal_take_held(channel, chat_id, holder, lease)
-                .await
-        }
-        async fn journal_give_up(
-            &self,
-            id: &str,
-            record: &JournalRecord,
-            holder: &str,
-        ) -> Result<bool, StoreError> {
-            self.0.journal_give_up(id, record, holder).await
-        }
-        async fn journal_list(&self, after: i64, limit: usize) -> Result<Vec<Listed>, StoreError> {
-            self.0.journal_list(after, limit).await
-        }
-        async fn journal_retry(&self, ids: &[String]) -> Result<usize, StoreError> {
-            self.0.journal_retry(ids).await
-        }
-        async fn journal_drop(&self, ids: &[String]) -> Result<usize, StoreError> {
-            self.0.journal_drop(ids).await
-        }
-        async fn journal_sweep(&self, holder: &str, forget: Duration) -> Result<Sweep, StoreError> {
-            self.0.journal_sweep(holder, forget).await
-        }
-        async fn acquire_lease(
-            &self,
-            name: &str,
-            holder: &str,
-            ttl: Duration,
-        ) -> Result<bool, StoreError> {
-            self.0.acquire_lease(name, holder, ttl).await
-        }
-        async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
-            self.0.release_lease(name, holder).await
-        }
-        async fn remember_messages(
-            &self,
-            key: &ConversationKey,
-            ids: &[&str],
-        ) -> Result<(), StoreError> {
-            self.0.remember_messages(key, ids).await
-        }
-        async fn message_conversation(
-            &self,
-            channel: &str,
-            chat: &ChatId,
-            message: &str,
-        ) -> Result<Option<String>, StoreError> {
-            self.0.message_conversation(channel, chat, message).await
-        }
-        async fn prune_conversations(
-            &self,
-            older_than: Duration,
-        ) -> Result<crate::store::Pruned, StoreError> {
-            self.0.prune_conversations(older_than).await
-        }
-        async fn get_chat_locale(
-            &self,
-            channel: &str,
-            chat: &ChatId,
-        ) -> Result<Option<String>, StoreError> {
-            self.0.get_chat_locale(channel, chat).await
-        }
-        async fn set_chat_locale(
-            &self,
-            channel: &str,
-            chat: &ChatId,
-            locale: Option<&str>,
-        ) -> Result<(), StoreError> {
-            self.0.set_chat_locale(channel, chat, locale).await
-        }
-        async fn get_channel_state(
-            &self,
-            channel: &str,
-            key: &str,
-        ) -> Result<Option<Vec<u8>>, StoreError> {
-            self.0.get_channel_state(channel, key).await
-        }
-        async fn put_channel_state(
-            &self,
-            channel: &str,
-            key: &str,
-            value: &[u8],
-        ) -> Result<(), StoreError> {
-            self.0.put_channel_state(channel, key, value).await
-        }
-        async fn delete_channel_state(&self, channel: &str, key: &str) -> Result<(), StoreError> {
-            self.0.delete_channel_state(channel, key).await
-        }
-        async fn take_tokens(
-            &self,
-            key: &str,
-            budget: &im_bridge_channel::RateBudget,
-            want: u32,
-        ) -> Result<im_bridge_channel::budget::Grant, StoreError> {
-            self.0.take_tokens(key, budget, want).await
-        }
-        async fn close(&self) -> Result<(), StoreError> {
-            self.0.close().await
-        }
-        fn describe(&self) -> String {
-            self.0.describe()
-        }
-    }
+    use crate::store::SqliteStore;
+    use crate::store::faulty::Faulty;
 
     #[tokio::test]
     async fn a_first_message_uses_the_thread_another_replica_bound_first() {
@@ -435,7 +239,10 @@ mod tests {
             .set_binding(&conversation_key(&msg), &ThreadId::new("theirs"), "u0")
             .await
             .unwrap();
-        let bindings = Bindings::new(Arc::new(BlindReads(sqlite)), gateway);
+        let bindings = Bindings::new(
+            Arc::new(Faulty::new(Arc::new(sqlite)).blind_reads()),
+            gateway,
+        );
         let thread = bindings.get_or_create(&msg, None).await.unwrap();
         assert_eq!(thread.as_str(), "theirs");
         // `/new` still overwrites.

@@ -3,7 +3,8 @@
 //! retries of pending finals for a drain, and the journal's upkeep each renewal: renew this
 //! process's leases, sweep (wake the retries an operator asked for, forget old given-up
 //! entries, set their gauge), and take over the entries nobody holds: another replica's
-//! whose lease ran out, or one an operator retried after it gave up.
+//! whose lease ran out a whole lease ago (or that it gave up at its shutdown), or one an
+//! operator retried after it gave up.
 
 use super::{Manager, Workers};
 use crate::operator::Deliveries;

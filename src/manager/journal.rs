@@ -1,7 +1,7 @@
 //! The in-flight journal (issue 19): every admitted chat message is recorded in the store
 //! until its final landed, so a bridge that was killed, or stopped mid-turn, finishes it on
 //! its next start, and on a shared store another replica does once this one's lease on the
-//! entry ran out.
+//! entry ran out a whole lease ago.
 //!
 //! # An entry's life
 //!
@@ -73,10 +73,15 @@
 //! A drain (issue 33) holds the retries of pending finals at once (`Journal::hold`): they
 //! stay for the next process, their attempts not counted.
 //!
-//! Children: `held` (answers held for a chat's next message), `retry` (the retries of
-//! pending finals), `starting` (a run start journaled before its request, issue 27),
-//! `tests` (a joined message's keys).
+//! On a store replicas share, a final goes out only while its entry is provably this
+//! process's (child `fence`): a replica cut off from the store for longer than its lease
+//! withholds its finals, and one that finds its entry taken over stops acting for it.
+//!
+//! Children: `fence` (the renewal clock finals are published under), `held` (answers held
+//! for a chat's next message), `retry` (the retries of pending finals), `starting` (a run
+//! start journaled before its request, issue 27), `tests` (a joined message's keys).
 
+mod fence;
 mod held;
 mod retry;
 mod starting;
@@ -95,6 +100,7 @@ use tokio::task::futures::TaskLocalFuture;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use self::fence::{Fence, Owned};
 use self::retry::give_up;
 use crate::bus::{Hooks, Landed, Outbound};
 use crate::policy::DEFAULT_FINAL_RETRY_HOURS;
@@ -162,6 +168,8 @@ struct Shared {
     /// Where retried finals are published.
     outbound: Arc<Outbound>,
     config: JournalConfig,
+    /// The renewal clock this process's finals are published under (`fence.rs`).
+    fence: Fence,
     /// The entries whose turn runs now, by the reply stream they publish (channel, chat,
     /// source message): how a stream's platform message finds its entry. Bounded by the
     /// turns running.
@@ -182,11 +190,13 @@ impl Journal {
         outbound: Arc<Outbound>,
         config: JournalConfig,
     ) -> Self {
+        let fence = Fence::new(config.lease, store.is_shared());
         let shared = Arc::new(Shared {
             store,
             holder: crate::lease::holder_id(),
             outbound: outbound.clone(),
             config,
+            fence,
             live: Mutex::new(HashMap::new()),
             retries: TaskTracker::new(),
             stop: CancellationToken::new(),
@@ -367,15 +377,18 @@ impl Journal {
         }
     }
 
-    /// Renews this process's lease on every entry it holds.
+    /// Renews this process's lease on every entry it holds; one that went through restarts
+    /// the renewal clock its finals are published under (`fence.rs`) from when it was sent.
     pub(crate) async fn renew(&self) {
         let shared = &self.shared;
-        if let Err(error) = shared
+        let sent = shared.fence.now();
+        match shared
             .store
             .journal_renew(&shared.holder, shared.config.lease)
             .await
         {
-            tracing::warn!(%error, "Renewing the journal lease failed.");
+            Ok(()) => shared.fence.renewed(sent),
+            Err(error) => tracing::warn!(%error, "Renewing the journal lease failed."),
         }
     }
 
@@ -398,11 +411,7 @@ impl Journal {
             );
             return false;
         }
-        if let Err(error) = shared
-            .store
-            .journal_renew(&shared.holder, Duration::ZERO)
-            .await
-        {
+        if let Err(error) = shared.store.journal_release(&shared.holder).await {
             tracing::debug!(%error, "Giving the journal leases up failed.");
         }
         true
@@ -427,9 +436,17 @@ pub(super) fn new_send_key() -> String {
     new_id()
 }
 
-async fn remove(store: &Arc<dyn Store>, id: &str) {
-    if let Err(error) = store.journal_remove(id).await {
-        tracing::warn!(%error, "Removing a journal entry failed; it will be recovered again.");
+/// Removes entry `id` if this process still holds it: one another holder took over is
+/// that holder's work now.
+async fn remove(shared: &Shared, id: &str) {
+    match shared.store.journal_remove(id, &shared.holder).await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::debug!("A journal entry was taken over or dropped before its removal.")
+        }
+        Err(error) => {
+            tracing::warn!(%error, "Removing a journal entry failed; it will be recovered again.");
+        }
     }
 }
 
@@ -493,6 +510,8 @@ struct EntryState {
     hand_off_done: Notify,
     /// Woken when the entry came to rest ([`Entry::at_rest`]).
     rested: Notify,
+    /// Whether it was found no longer this process's (`fence.rs`).
+    owned: Owned,
 }
 
 struct Progress {
@@ -563,6 +582,7 @@ impl Entry {
             saving: tokio::sync::Mutex::new(()),
             hand_off_done: Notify::new(),
             rested: Notify::new(),
+            owned: Owned::default(),
         }))
     }
 
@@ -730,6 +750,7 @@ impl Entry {
     fn hooks(&self, id: u32) -> Hooks {
         let (before, after) = (self.clone(), self.clone());
         Hooks {
+            gate: Some(self.gate(id)),
             before: Some(Box::new(move |target: Option<MessageId>| {
                 Box::pin(async move { before.finishing(id, target).await })
             })),
@@ -903,12 +924,12 @@ impl Entry {
             state
         };
         match state {
-            None => remove(&self.0.shared.store, &self.0.id).await,
+            // Taken over (or dropped): neither removed nor retried from here.
+            _ if self.lost() => self.leave_to_its_owner(),
+            None => remove(&self.0.shared, &self.0.id).await,
             Some(JournalState::Held) => self.wait_for_next_message().await,
-            Some(_) => {
-                self.save().await;
-                self.retry_finals_later();
-            }
+            Some(_) if self.save().await => self.retry_finals_later(),
+            Some(_) => self.leave_to_its_owner(),
         }
         self.progress().at_rest = true;
         self.0.rested.notify_waiters();
@@ -934,7 +955,9 @@ impl Entry {
     }
 
     /// Saves the record: `false` when the entry is no longer this process's (an operator
-    /// dropped it, or another replica took it over); a failed write counts as still ours.
+    /// dropped it, or another replica took it over), which marks it lost: from then on this
+    /// process publishes no final of it and does not remove it (`fence.rs`). A failed write
+    /// counts as still ours: the renewal clock alone then says whether a final may go out.
     async fn save(&self) -> bool {
         let _saving = self.0.saving.lock().await;
         let record = self.record();
@@ -947,6 +970,7 @@ impl Entry {
             Ok(true) => true,
             Ok(false) => {
                 tracing::debug!("A journal entry was removed or taken over before a save.");
+                self.lose();
                 false
             }
             Err(error) => {

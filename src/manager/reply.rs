@@ -325,6 +325,7 @@ impl Replier {
         let hooks = Hooks {
             before: tracked.before,
             after: both(after, tracked.after),
+            gate: tracked.gate,
         };
         self.outbound.publish_hooked(out, hooks).await;
     }

@@ -49,6 +49,7 @@ pub async fn conformance(store: Arc<dyn Store>, cap: usize) {
     issue_13_the_message_cap_drops_the_least_recently_touched(store.as_ref(), cap).await;
     held::leases(store.as_ref()).await;
     held::issue_19_journal(store.as_ref()).await;
+    held::journal_fencing(store.as_ref()).await;
     held::issue_33_held_answers(store.as_ref()).await;
     deliveries::issue_33_deliveries(store.as_ref()).await;
     state::issue_32_channel_state(store.as_ref()).await;

@@ -582,8 +582,8 @@ impl Store for PostgresStore {
             .await
     }
 
-    async fn journal_remove(&self, id: &str) -> Result<(), StoreError> {
-        self.remove_journaled(id).await
+    async fn journal_remove(&self, id: &str, holder: &str) -> Result<bool, StoreError> {
+        self.remove_journaled(id, holder).await
     }
 
     async fn journal_claim(
@@ -597,6 +597,10 @@ impl Store for PostgresStore {
 
     async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {
         self.renew_journaled(holder, lease).await
+    }
+
+    async fn journal_release(&self, holder: &str) -> Result<(), StoreError> {
+        self.release_journaled(holder).await
     }
 
     async fn journal_give_up(

@@ -482,11 +482,11 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn journal_remove(&self, id: &str) -> Result<(), StoreError> {
-        let id = id.to_owned();
+    async fn journal_remove(&self, id: &str, holder: &str) -> Result<bool, StoreError> {
+        let (id, holder) = (id.to_owned(), holder.to_owned());
         self.call(
             "journal_remove",
-            move |db| db.journal_remove(&id),
+            move |db| db.journal_remove(&id, &holder),
             |_, _| {},
         )
         .await
@@ -541,6 +541,16 @@ impl Store for SqliteStore {
         self.call(
             "journal_renew",
             move |db| db.journal_renew(&holder, unix_millis().saturating_add(lease_ms)),
+            |_, _| {},
+        )
+        .await
+    }
+
+    async fn journal_release(&self, holder: &str) -> Result<(), StoreError> {
+        let holder = holder.to_owned();
+        self.call(
+            "journal_release",
+            move |db| db.journal_release(&holder),
             |_, _| {},
         )
         .await

@@ -6,8 +6,9 @@
 //! The Gateway keeps the run going when the bridge's connection drops (the bridge asks for
 //! `on_disconnect: continue`), so the answer is followed (`join`) or, when the run ended
 //! meanwhile, read from the thread's state. A replica takes a dead one's work only once
-//! its lease ran out (15 s), after the 5 s slow answer ended: that test covers the second
-//! path, the restart (which reclaims its own journal at once) the first.
+//! its lease ran out a whole lease ago (15 s, then 15 s of grace), after the 5 s slow
+//! answer ended: that test covers the second path, the restart (which reclaims its own
+//! journal at once) the first.
 
 use std::time::Duration;
 

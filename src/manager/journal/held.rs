@@ -18,7 +18,7 @@
 use im_bridge_channel::{InboundMessage, OutboundMessage};
 
 use super::{Entry, Final, Journal, Note, Progress, remove};
-use crate::bus::{AfterShown, Landed};
+use crate::bus::{AfterShown, Hooks, Landed};
 use crate::store::{JournalState, Journaled, PendingFinal};
 use crate::telemetry::names;
 
@@ -271,7 +271,7 @@ impl Journal {
             }
             let finals = record.finals.clone();
             if finals.is_empty() {
-                remove(&shared.store, &id).await;
+                remove(shared, &id).await;
                 continue;
             }
             let entry = Entry::new(shared.clone(), id, retry_from_ms, record, false);
@@ -294,7 +294,11 @@ impl Journal {
                 let hook: AfterShown = Box::new(move |landed: Landed| {
                     Box::pin(async move { after.final_landed(landed, pending.id).await })
                 });
-                shared.outbound.publish(out, Some(hook)).await;
+                let hooks = Hooks {
+                    gate: Some(entry.gate(pending.id)),
+                    ..Hooks::after(Some(hook))
+                };
+                shared.outbound.publish_hooked(out, hooks).await;
             }
         }
     }

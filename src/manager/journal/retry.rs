@@ -18,7 +18,7 @@ use im_bridge_channel::{ChannelError, MessageId, OutboundMessage};
 use tokio::sync::Notify;
 
 use super::{Entry, Journal, Shared, relock, remove};
-use crate::bus::{AfterShown, Landed};
+use crate::bus::{AfterShown, Hooks, Landed};
 use crate::store::{GAVE_UP_KEPT, JournalRecord, JournalState, PendingFinal, unix_millis};
 use crate::telemetry::names;
 
@@ -136,13 +136,18 @@ impl Entry {
                 self.wait_for_next_message().await;
             }
             Ended::Settled => {
-                remove(&shared.store, &self.0.id).await;
+                remove(shared, &self.0.id).await;
                 self.tell_settled(true).await;
             }
             Ended::GaveUp => {
                 tracing::warn!("Gave up delivering a final after the retry window.");
                 give_up(shared, &self.0.id, &self.record()).await;
                 self.tell_settled(false).await;
+            }
+            Ended::Gone if self.lapsed() => {
+                // Most likely taken over while this process could not renew its lease: the
+                // replica that took it answers, so the channel hears nothing from here.
+                self.leave_to_its_owner();
             }
             Ended::Gone => {
                 tracing::info!(
@@ -166,6 +171,10 @@ impl Entry {
             };
             if finals.is_empty() {
                 return Ended::Settled;
+            }
+            // Not while another replica may hold it (`fence.rs`).
+            if !self.still_ours().await {
+                return Ended::Gone;
             }
             for pending in finals {
                 let (landed, ours) = self.deliver_again(&pending).await;
@@ -242,10 +251,14 @@ impl Entry {
             Box::pin(async move {
                 let changed = entry.progress().settle_final(id, &landed);
                 let ours = !changed || entry.save().await;
-                let _ = tx.send((landed, ours));
+                let _ = tx.send((landed, ours && !entry.lost()));
             })
         });
-        self.0.shared.outbound.publish(out, Some(hook)).await;
+        let hooks = Hooks {
+            gate: Some(self.gate(id)),
+            ..Hooks::after(Some(hook))
+        };
+        self.0.shared.outbound.publish_hooked(out, hooks).await;
         // Never run: the lanes were dropped at shutdown.
         rx.await.unwrap_or_else(|_| {
             let error = ChannelError::Stopped.to_string();

@@ -141,9 +141,9 @@ mod tests {
             panic!("a chat message is journaled");
         };
         assert_eq!(stored(&rig).await.thread_id, None, "no binding, no thread");
-        crate::store::Store::journal_remove(rig.store.as_ref(), &first.0.id)
-            .await
-            .unwrap();
+        let holder = &rig.journal.shared.holder;
+        let removed = rig.store.journal_remove(&first.0.id, holder).await;
+        assert!(removed.unwrap());
         let msg = im_bridge_channel::InboundMessage::new("flaky", "4242", "u1", "question");
         let key = crate::store::conversation_key(&msg);
         rig.store

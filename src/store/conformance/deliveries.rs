@@ -104,10 +104,7 @@ pub(super) async fn issue_33_deliveries(store: &dyn Store) {
     // Marked due while nobody held it, a claimed entry is no longer due.
     let retried = store.journal_retry(&ids(&["d1"])).await;
     assert_eq!(must(retried, "journal_retry"), 1);
-    must(
-        store.journal_renew("c", Duration::ZERO).await,
-        "journal_renew",
-    );
+    must(store.journal_release("c").await, "journal_release");
     let retaken = must(store.journal_claim("d", LONG, false).await, "journal_claim");
     assert_eq!(retaken.len(), 1);
     assert!(
@@ -184,6 +181,9 @@ pub(super) async fn issue_33_deliveries(store: &dyn Store) {
         "journal_sweep",
     );
     assert_eq!((swept.gave_up, swept.forgotten), (0, 1));
-    must(store.journal_remove("d2").await, "journal_remove");
+    assert!(must(
+        store.journal_remove("d2", "b").await,
+        "journal_remove"
+    ));
     assert!(must(store.journal_list(0, 10).await, "journal_list").is_empty());
 }

@@ -131,23 +131,100 @@ pub(super) async fn issue_19_journal(store: &dyn Store) {
         "journal_save"
     ));
 
-    // A lease that ran out is taken by anyone; renewing keeps it.
+    // A lease that ran out a whole lease ago is taken by anyone; renewing keeps it.
     must(
         store.journal_renew("b", Duration::ZERO).await,
         "journal_renew",
     );
-    let expired = must(store.journal_claim("c", LONG, false).await, "journal_claim");
+    let expired = must(
+        store.journal_claim("c", Duration::ZERO, false).await,
+        "journal_claim",
+    );
     assert_eq!(expired.len(), 2, "expired leases are taken over");
     must(store.journal_renew("c", LONG).await, "journal_renew");
     assert!(must(store.journal_claim("d", LONG, false).await, "journal_claim").is_empty());
 
-    must(store.journal_remove("e1").await, "journal_remove");
-    must(
-        store.journal_remove("e1").await,
-        "journal_remove (idempotent)",
+    assert!(must(
+        store.journal_remove("e1", "c").await,
+        "journal_remove"
+    ));
+    assert!(
+        !must(store.journal_remove("e1", "c").await, "journal_remove"),
+        "idempotent"
     );
-    must(store.journal_remove("e2").await, "journal_remove");
+    assert!(must(
+        store.journal_remove("e2", "c").await,
+        "journal_remove"
+    ));
     assert!(must(store.journal_claim("d", LONG, true).await, "journal_claim").is_empty());
+}
+
+/// Fencing: a claim waits a whole lease after an entry's lease ran out (its holder may be
+/// renewing late, or its clock be behind the claimer's), unless the holder released it or
+/// nobody holds it; and only the holder (or anyone, when nobody holds it) removes an
+/// entry, so the holder it was taken from cannot delete the work of the one that took it.
+pub(super) async fn journal_fencing(store: &dyn Store) {
+    let record = JournalRecord::admitted(im_bridge_channel::InboundMessage::new(
+        "fenced", "c1", "u1", "hello",
+    ));
+    for id in ["f1", "f2"] {
+        let admitted = store.journal_admit(&[], LONG, id, &record, "a", LONG).await;
+        assert_eq!(must(admitted, "journal_admit"), Some(Vec::new()));
+    }
+    // Run out just now: not taken while the claim's grace (its lease) lasts.
+    must(
+        store.journal_renew("a", Duration::ZERO).await,
+        "journal_renew",
+    );
+    assert!(
+        must(store.journal_claim("b", LONG, false).await, "journal_claim").is_empty(),
+        "a lease that ran out less than a lease ago stays its holder's"
+    );
+    assert!(must(
+        store.journal_save("f1", &record, "a").await,
+        "journal_save"
+    ));
+    // Without a restart's `take_live`, only the grace's end gives it to another holder.
+    let taken = must(
+        store.journal_claim("b", Duration::ZERO, false).await,
+        "journal_claim",
+    );
+    assert_eq!(taken.len(), 2, "the grace over, they are taken");
+    must(store.journal_renew("b", LONG).await, "journal_renew");
+
+    // The holder they were taken from removes nothing of theirs any more.
+    assert!(
+        !must(store.journal_remove("f1", "a").await, "journal_remove"),
+        "only the holder removes an entry"
+    );
+    let listed = must(store.journal_list(0, 10).await, "journal_list");
+    assert_eq!(listed.len(), 2, "a stale remove leaves the entry");
+    assert!(must(
+        store.journal_remove("f1", "b").await,
+        "journal_remove"
+    ));
+
+    // Released by its holder (a clean shutdown): taken at once, grace or not.
+    must(store.journal_release("b").await, "journal_release");
+    let taken = must(store.journal_claim("c", LONG, false).await, "journal_claim");
+    let ids: Vec<&str> = taken.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["f2"], "a released entry is taken at once");
+    must(store.journal_release("nobody").await, "journal_release");
+    assert!(
+        must(store.journal_save("f2", &record, "c").await, "journal_save"),
+        "releasing another holder's leases changes nothing of c's"
+    );
+
+    // Given up, nobody holds it: anyone removes it (the operator's paths drop instead).
+    assert!(must(
+        store.journal_give_up("f2", &record, "c").await,
+        "journal_give_up"
+    ));
+    assert!(must(
+        store.journal_remove("f2", "z").await,
+        "journal_remove"
+    ));
+    assert!(must(store.journal_list(0, 10).await, "journal_list").is_empty());
 }
 
 /// Issue 33: an entry saved held waits for its chat: a take for that chat (by any holder)
@@ -223,8 +300,11 @@ pub(super) async fn issue_33_held_answers(store: &dyn Store) {
         "journal_take_held",
     );
     assert_eq!(taken.len(), 1, "whoever held it");
-    for id in ["h1", "h2", "h3"] {
-        must(store.journal_remove(id).await, "journal_remove");
+    for (id, holder) in [("h1", "b"), ("h2", "c"), ("h3", "c")] {
+        assert!(must(
+            store.journal_remove(id, holder).await,
+            "journal_remove"
+        ));
     }
     assert!(must(store.journal_claim("d", LONG, true).await, "journal_claim").is_empty());
 }

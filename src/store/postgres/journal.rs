@@ -280,10 +280,26 @@ impl PostgresStore {
         self.taken("journal_take_held", &rows).await
     }
 
-    /// `Store::journal_remove`.
-    pub(super) async fn remove_journaled(&self, id: &str) -> Result<(), StoreError> {
+    /// `Store::journal_remove`: only its holder's, or nobody's (`''`).
+    pub(super) async fn remove_journaled(
+        &self,
+        id: &str,
+        holder: &str,
+    ) -> Result<bool, StoreError> {
+        let removed = self
+            .execute(
+                "journal_remove",
+                "DELETE FROM im_bridge_journal WHERE id = $1 AND holder IN ($2, '')",
+                &[&id, &holder],
+            )
+            .await?;
+        Ok(removed == 1)
+    }
+
+    /// Deletes entry `id` whoever holds it: one whose record this build cannot read.
+    async fn forget_journaled(&self, id: &str) -> Result<(), StoreError> {
         self.execute(
-            "journal_remove",
+            "journal_forget",
             "DELETE FROM im_bridge_journal WHERE id = $1",
             &[&id],
         )
@@ -291,8 +307,10 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// `Store::journal_claim`. Entries whose record this build cannot read are deleted
-    /// (logged) instead of coming back at every claim.
+    /// `Store::journal_claim`: expired a whole lease ago (the claim's grace), written as
+    /// `lease_until <= now - lease`: `lease_until + lease` could overflow (both may be
+    /// near half a `BIGINT`), `now - lease` cannot. Entries whose record this
+    /// build cannot read are deleted (logged) instead of coming back at every claim.
     pub(super) async fn claim_journaled(
         &self,
         holder: &str,
@@ -312,6 +330,7 @@ impl PostgresStore {
                          WHERE holder <> $1 AND gave_up_at IS NULL
                            AND ($2 OR lease_until <= ",
                     now_ms!(),
+                    " - $3",
                     ")
                          ORDER BY seq FOR UPDATE SKIP LOCKED
                      )
@@ -349,10 +368,21 @@ impl PostgresStore {
         }
         journal::warn_unreadable(unreadable.len());
         for id in &unreadable {
-            self.remove_journaled(id).await?;
+            self.forget_journaled(id).await?;
         }
         taken.sort_by_key(|(seq, _)| *seq);
         Ok(taken.into_iter().map(|(_, entry)| entry).collect())
+    }
+
+    /// `Store::journal_release`: expired long ago, so the claim's grace is over.
+    pub(super) async fn release_journaled(&self, holder: &str) -> Result<(), StoreError> {
+        self.execute(
+            "journal_release",
+            "UPDATE im_bridge_journal SET lease_until = 0 WHERE holder = $1",
+            &[&holder],
+        )
+        .await?;
+        Ok(())
     }
 
     /// `Store::journal_renew`.

@@ -57,9 +57,9 @@ impl Channel for Flaky {
 pub(in crate::manager::journal) struct Rig {
     pub(in crate::manager::journal) store: Arc<dyn Store>,
     channel: Arc<Flaky>,
-    outbound: Arc<Outbound>,
+    pub(in crate::manager::journal) outbound: Arc<Outbound>,
     pub(in crate::manager::journal) journal: Journal,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 pub(in crate::manager::journal) async fn rig(final_retry: Duration) -> Rig {
@@ -71,6 +71,22 @@ async fn rig_with(final_retry: Duration, caps: Capabilities) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
+    let config = JournalConfig {
+        lease: Duration::from_secs(15),
+        final_retry,
+    };
+    let mut rig = rig_over(store, config, caps);
+    rig._dir = Some(dir);
+    rig
+}
+
+/// A journal of `config` on `store` (another rig's too: a second replica), publishing to
+/// a [`Flaky`] channel of `caps` of its own.
+pub(in crate::manager::journal) fn rig_over(
+    store: Arc<dyn Store>,
+    config: JournalConfig,
+    caps: Capabilities,
+) -> Rig {
     let channel = Arc::new(Flaky {
         identity: ChannelIdentity::always_connected("flaky", caps),
         failing: AtomicBool::new(true),
@@ -78,21 +94,27 @@ async fn rig_with(final_retry: Duration, caps: Capabilities) -> Rig {
         delivered: AtomicUsize::new(0),
     });
     let outbound = Arc::new(Outbound::new(&[channel.clone() as Arc<dyn Channel>]));
-    let config = JournalConfig {
-        lease: Duration::from_secs(15),
-        final_retry,
-    };
     let journal = Journal::new(store.clone(), outbound.clone(), config);
     Rig {
         store,
         channel,
         outbound,
         journal,
-        _dir: dir,
+        _dir: None,
     }
 }
 
 impl Rig {
+    /// Its channel's sends go through from now on.
+    pub(in crate::manager::journal) fn deliver_all(&self) {
+        self.channel.failing.store(false, Ordering::SeqCst);
+    }
+
+    /// How many sends its channel was asked for (delivered or not).
+    pub(in crate::manager::journal) fn sends(&self) -> usize {
+        self.channel.sends.load(Ordering::SeqCst)
+    }
+
     /// Admits a message and publishes its answer as the turn's one final, then ends the
     /// turn; returns the entry's id.
     async fn answer(&self) -> String {
@@ -111,7 +133,11 @@ impl Rig {
     }
 
     /// Waits until the journal's only entry satisfies `pick`; returns it.
-    async fn wait_entry(&self, what: &str, pick: impl Fn(&Listed) -> bool) -> Listed {
+    pub(in crate::manager::journal) async fn wait_entry(
+        &self,
+        what: &str,
+        pick: impl Fn(&Listed) -> bool,
+    ) -> Listed {
         let until = Instant::now() + DEADLINE;
         loop {
             let listed = self.store.journal_list(0, 10).await.unwrap();
@@ -123,7 +149,7 @@ impl Rig {
         }
     }
 
-    async fn wait_empty(&self) {
+    pub(in crate::manager::journal) async fn wait_empty(&self) {
         let until = Instant::now() + DEADLINE;
         while !self.store.journal_list(0, 10).await.unwrap().is_empty() {
             assert!(Instant::now() < until, "the entry stayed");

@@ -124,14 +124,27 @@ impl Db {
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             let (taken, unreadable) = decode_rows(rows);
             for id in &unreadable {
-                db.journal_remove(id)?;
+                db.journal_forget(id)?;
             }
             Ok((taken, unreadable.len()))
         })
     }
 
-    /// See `Store::journal_remove`.
-    pub(in crate::store::sqlite) fn journal_remove(&self, id: &str) -> rusqlite::Result<()> {
+    /// See `Store::journal_remove`: only its holder's, or nobody's (`''`).
+    pub(in crate::store::sqlite) fn journal_remove(
+        &self,
+        id: &str,
+        holder: &str,
+    ) -> rusqlite::Result<bool> {
+        let removed = self
+            .conn
+            .prepare_cached("DELETE FROM journal WHERE id = ?1 AND holder IN (?2, '')")?
+            .execute(params![id, holder])?;
+        Ok(removed == 1)
+    }
+
+    /// Deletes entry `id` whoever holds it: one whose record this build cannot read.
+    fn journal_forget(&self, id: &str) -> rusqlite::Result<()> {
         self.conn
             .prepare_cached("DELETE FROM journal WHERE id = ?1")?
             .execute([id])?;
@@ -148,7 +161,12 @@ impl Db {
         take_live: bool,
     ) -> rusqlite::Result<(Vec<Journaled>, usize)> {
         self.atomically(|db| {
-            let cutoff = if take_live { i64::MAX } else { now_ms };
+            // Expired a whole lease ago (the claim's grace), or any with `take_live`.
+            let cutoff = if take_live {
+                i64::MAX
+            } else {
+                now_ms.saturating_sub(lease_ms)
+            };
             let rows = db
                 .conn
                 .prepare_cached(
@@ -168,7 +186,7 @@ impl Db {
             }
             drop(take);
             for id in &unreadable {
-                db.journal_remove(id)?;
+                db.journal_forget(id)?;
             }
             Ok((claimed, unreadable.len()))
         })
@@ -183,6 +201,14 @@ impl Db {
         self.conn
             .prepare_cached("UPDATE journal SET lease_until = ?2 WHERE holder = ?1")?
             .execute(params![holder, until_ms])?;
+        Ok(())
+    }
+
+    /// See `Store::journal_release`: expired long ago, so the claim's grace is over.
+    pub(in crate::store::sqlite) fn journal_release(&self, holder: &str) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached("UPDATE journal SET lease_until = 0 WHERE holder = ?1")?
+            .execute([holder])?;
         Ok(())
     }
 
