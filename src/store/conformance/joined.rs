@@ -137,9 +137,11 @@ async fn copies_at_once(store: &dyn Store) {
     );
     let entries = [stored(store, "m1").await, stored(store, "m2").await];
     assert_eq!(entries.iter().flatten().count(), 1, "one entry");
+    let mut removed = 0;
     for id in ["m1", "m2"] {
-        assert!(must(store.journal_remove(id, "a").await, "journal_remove"));
+        removed += usize::from(must(store.journal_remove(id, "a").await, "journal_remove"));
     }
+    assert_eq!(removed, 1, "only the admitted copy's entry exists");
 }
 
 /// The same rule for a message handled without an entry (`Store::dedupe_admit_joined`).
