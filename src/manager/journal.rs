@@ -105,7 +105,7 @@ use self::retry::give_up;
 use crate::bus::{Hooks, Landed, Outbound};
 use crate::policy::DEFAULT_FINAL_RETRY_HOURS;
 use crate::store::{
-    DedupeKey, JournalRecord, JournalState, Journaled, PendingFinal, Store, unix_millis,
+    DedupeKey, JournalRecord, JournalState, Journaled, PendingFinal, Store, StoreError, unix_millis,
 };
 
 tokio::task_local! {
@@ -145,13 +145,17 @@ pub(crate) enum Admission {
 }
 
 impl Admission {
-    /// A message the store failed to admit, handled anyway: it recorded nothing, so it
-    /// releases nothing.
-    fn failed() -> Self {
-        Self::New {
-            entry: None,
-            keys: Vec::new(),
-        }
+    /// A message the store failed to admit with `keys`, handled anyway (fail open): an
+    /// error that says nothing was written recorded nothing, so it releases nothing (the
+    /// keys may be another admission's); a call that got no answer in time may have been
+    /// written all the same, and its keys are kept releasable, so that a failed turn does
+    /// not leave the platform's retry to be dropped as a redelivery.
+    fn failed(error: &StoreError, keys: Vec<DedupeKey>) -> Self {
+        let keys = match error {
+            StoreError::TimedOut { .. } => keys,
+            _ => Vec::new(),
+        };
+        Self::New { entry: None, keys }
     }
 }
 
@@ -241,12 +245,12 @@ impl Journal {
     ) -> Admission {
         let store = &self.shared.store;
         if !journaled {
-            return match super::dedupe::admit(store.as_ref(), keys).await {
+            return match super::dedupe::admit(store.as_ref(), keys.clone()).await {
                 Ok(Some(keys)) => Admission::New { entry: None, keys },
                 Ok(None) => Admission::Duplicate,
                 Err(error) => {
                     tracing::warn!(%error, "Dedupe lookup failed; handling the message anyway.");
-                    Admission::failed()
+                    Admission::failed(&error, keys)
                 }
             };
         }
@@ -287,7 +291,7 @@ impl Journal {
             Ok(None) => Admission::Duplicate,
             Err(error) => {
                 tracing::warn!(%error, "Journaling a message failed; handling it unjournaled.");
-                Admission::failed()
+                Admission::failed(&error, keys)
             }
         }
     }

@@ -1,8 +1,9 @@
 //! A store that passes every call on to another one but for the faults a test asks for
 //! (tests only): reads that never see a binding, as if another replica bound the
 //! conversation between this replica's read and its write; journal renewals that fail, as
-//! for a replica cut off from its store; and a claim to be shared by replicas, so that an
-//! SQLite store in a test stands for a shared one.
+//! for a replica cut off from its store; admissions written but answered too late (a
+//! timeout after the commit); and a claim to be shared by replicas, so that an SQLite
+//! store in a test stands for a shared one.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +25,8 @@ pub(crate) struct Faulty {
     shared: bool,
     /// While set, `journal_renew` fails without reaching `inner`.
     pub(crate) renewals_fail: AtomicBool,
+    /// While set, `journal_admit` reaches `inner` and then times out all the same.
+    pub(crate) admissions_time_out: AtomicBool,
 }
 
 impl Faulty {
@@ -34,6 +37,7 @@ impl Faulty {
             blind_reads: false,
             shared: false,
             renewals_fail: AtomicBool::new(false),
+            admissions_time_out: AtomicBool::new(false),
         }
     }
 
@@ -108,9 +112,16 @@ impl Store for Faulty {
         holder: &str,
         lease: Duration,
     ) -> Result<Option<Vec<usize>>, StoreError> {
-        self.inner
+        let admitted = self
+            .inner
             .journal_admit(keys, ttl, id, record, holder, lease)
-            .await
+            .await;
+        if self.admissions_time_out.load(Ordering::SeqCst) {
+            return Err(StoreError::TimedOut {
+                op: "journal_admit",
+            });
+        }
+        admitted
     }
     async fn journal_save(
         &self,

@@ -25,7 +25,9 @@
 //!   leave a gap, so the cap keeps at most `dedupe_cap` records and, in practice, exactly
 //!   that many. A message joined from several platform messages has its keys admitted in
 //!   one statement too, written in sorted order so that two replicas admitting
-//!   overlapping keys never deadlock (`journal`).
+//!   overlapping keys do not deadlock on those keys (`journal`; the cap's deletion may
+//!   still meet a row another admission holds, rarely: PostgreSQL then aborts one side,
+//!   whose message is handled unjournaled, as after any store failure).
 //! - **Reply chains** (issue 13): one statement records a call's messages (each takes a new
 //!   sequence number, a re-touched one too), touches the conversation's binding, and drops
 //!   the records more than [`PostgresOptions::message_cap`] sequence numbers behind the

@@ -59,3 +59,35 @@ async fn a_joined_entry_releases_only_the_keys_its_admission_recorded_after_a_re
         .admit_at(&joined, keys[1..].to_vec(), false, arrived);
     assert!(matches!(part.await, Admission::Duplicate));
 }
+
+/// A store that wrote the admission but answered too late may have recorded the keys:
+/// they stay releasable (a failed turn frees them, so the platform's retry is not dropped
+/// as a redelivery); an error that wrote nothing leaves nothing to release.
+#[tokio::test]
+async fn an_admission_that_timed_out_keeps_its_keys_releasable() {
+    use std::sync::atomic::Ordering;
+
+    use crate::store::faulty::Faulty;
+
+    let rig = rig(Duration::from_secs(3600)).await;
+    let faulty = Arc::new(Faulty::new(rig.store.clone()));
+    faulty.admissions_time_out.store(true, Ordering::SeqCst);
+    let journal = Journal::new(
+        faulty.clone(),
+        Arc::new(Outbound::new(&[])),
+        JournalConfig::default(),
+    );
+    let mut msg = InboundMessage::new("flaky", "4242", "u1", "hello");
+    msg.redelivery = Some(RedeliveryKey::new("4242", "7"));
+    let keys = dedupe::dedupe_keys(&msg);
+    let arrived = crate::store::arrival_stamp();
+    let Admission::New { entry, keys: kept } =
+        journal.admit_at(&msg, keys.clone(), true, arrived).await
+    else {
+        panic!("a store failure admits the message, unjournaled");
+    };
+    assert!(entry.is_none());
+    assert_eq!(kept, keys, "written all the same, so releasable");
+    // The key was written: the platform's retry is a redelivery until the turn releases it.
+    assert!(!rig.store.dedupe_admit(&keys[0], DEDUPE_TTL).await.unwrap());
+}

@@ -38,7 +38,8 @@ const ADD_ENTRY: &str = concat!(
 /// a live record is recorded, or an expired one replaced, as `dedupe_admission!` does one,
 /// and the records more than the cap behind the newest dropped. Rows are written in the
 /// keys' sorted order, so two statements admitting overlapping keys lock them in one order
-/// and never deadlock; a key named twice is written once. Returns how many keys it
+/// (the cap's deletion may rarely still wait on a row another admission holds: PostgreSQL
+/// then aborts one, which fails open); a key named twice is written once. Returns how many keys it
 /// recorded and the positions (from 0) of those it did not.
 const ADMIT_JOINED: &str = concat!(
     "WITH keys AS (
