@@ -11,8 +11,8 @@
 //! - a `gap` (the requested event is no longer retained) joins again from the earliest
 //!   retained event, which still ends with the final `values`;
 //! - a run that ended and whose events are gone yields `end` alone: the answer is then the
-//!   thread's state, the run's own turn in it (`Snapshot::of_run`: the thread may have
-//!   moved on to another run since);
+//!   thread's state, the run's own turn in it ([`ended_turn`]: the thread may have moved on
+//!   to another run since, and may no longer hold the run's turn at all);
 //! - a run living on a worker that cannot stream it (409 "not active on this worker") is
 //!   polled by status, with backoff, until it ended; the answer is then the run's turn in
 //!   the thread's state, read the same way.
@@ -115,10 +115,7 @@ pub async fn join(
     let snapshot = match last {
         Some(snapshot) => snapshot,
         // The run ended before its events could be replayed: its state is the answer.
-        None => Snapshot::of_run(
-            &inner.gateway.get_thread_state(owner, thread).await?.values,
-            run_id,
-        ),
+        None => ended_turn(inner, owner, thread, run_id).await?,
     };
     if !failed && !answered {
         failed = status_failed(inner, owner, thread, run_id).await;
@@ -201,11 +198,35 @@ async fn settle_elsewhere(
     run_id: &str,
 ) -> Result<Joined, GatewayError> {
     let status = until_ended(inner, owner, thread, run_id).await?;
-    let state = inner.gateway.get_thread_state(owner, thread).await?;
     Ok(Joined {
-        snapshot: Snapshot::of_run(&state.values, run_id),
+        snapshot: ended_turn(inner, owner, thread, run_id).await?,
         failed: status == RunStatus::Error,
     })
+}
+
+/// The thread's state after run `run_id` ended, with that run's turn as the current one
+/// (`Snapshot::of_run`): the thread may have gone on to other runs since. When the thread
+/// no longer holds the run's turn (a later summarization or compaction removed it, or a
+/// rollback), the turn is read from the messages the run wrote (the Gateway's run event
+/// store); a Gateway that cannot tell leaves it empty.
+pub async fn ended_turn(
+    inner: &Inner,
+    owner: Option<&Owner>,
+    thread: &ThreadId,
+    run_id: &str,
+) -> Result<Snapshot, GatewayError> {
+    let state = inner.gateway.get_thread_state(owner, thread).await?;
+    let snapshot = Snapshot::of_run(&state.values, run_id);
+    if !snapshot.turn().is_empty() {
+        return Ok(snapshot);
+    }
+    match inner.gateway.run_messages(owner, thread, run_id).await {
+        Ok(messages) => Ok(snapshot.with_run_messages(&messages)),
+        Err(error) => {
+            tracing::debug!(%error, "Reading a run's own messages failed; its turn stays empty.");
+            Ok(snapshot)
+        }
+    }
 }
 
 /// Polls run `run_id`'s status, with backoff (half a second, doubling up to five), until

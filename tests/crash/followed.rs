@@ -12,6 +12,20 @@ use crate::support::OWNER_HEADER;
 
 #[tokio::test]
 async fn a_recovered_run_that_ended_answers_with_its_own_turn_after_the_thread_moved_on() {
+    recovered_after_the_thread_moved_on(false).await;
+}
+
+/// The thread no longer holds the run's turn at all (a summarization in the later run, a
+/// compaction): the answer is read from the messages the run wrote (the run event store).
+#[tokio::test]
+async fn a_recovered_run_whose_turn_the_thread_no_longer_holds_answers_from_its_own_record() {
+    recovered_after_the_thread_moved_on(true).await;
+}
+
+/// Kills the bridge while its run answers, lets the run end, has another client run on the
+/// thread (then, when `compacted`, keeps only that client's exchange in the thread's
+/// history) and restarts: the recovered message gets its own run's answer.
+async fn recovered_after_the_thread_moved_on(compacted: bool) {
     let c = Crashable::start().await;
     c.sim.script_next_run(
         Script::with_answer("The recovered run's answer.")
@@ -43,6 +57,9 @@ async fn a_recovered_run_that_ended_answers_with_its_own_turn_after_the_thread_m
         .unwrap();
     assert_eq!(response.status(), 200);
     c.sim.wait_idle(&thread, DEADLINE).await.unwrap();
+    if compacted {
+        assert!(c.sim.keep_last_messages(&thread, 2));
+    }
     // The restart follows the recovered run, which ended: its answer is read from the
     // thread's state, where it is no longer the newest turn.
     let daemon = c.spawn(1);

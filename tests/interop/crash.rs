@@ -206,3 +206,41 @@ async fn a_run_recovered_after_another_client_ran_on_its_thread_answers_with_its
     assert_eq!(completed[0].message_id, shown);
     assert_eq!(b.gw.runs(&owner, &thread).await.len(), 2);
 }
+
+/// The real Gateway keeps a run's own messages (`GET …/runs/{id}/messages`, its run event
+/// store), which the bridge reads when the thread no longer holds a recovered run's turn:
+/// read as the bridge reads them, they give the run's answer.
+#[tokio::test]
+#[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
+async fn the_real_gateway_keeps_the_messages_a_run_wrote() {
+    use im_bridge::gateway::{
+        GatewayClient, GatewayConfig, InternalToken, Owner, Snapshot, ThreadId,
+    };
+    const USER: i64 = 26_304;
+    let question = "what the run wrote";
+    let b = Bridge::start(&[Platform::Telegram]).await;
+    b.tg_say(USER, question);
+    b.tg_wait_text(USER, &echo(question)).await;
+    let thread = b.tg_thread(USER);
+    let owner = b.gw.owner("telegram", "user", &USER.to_string());
+    let runs = b.gw.runs(&owner, &thread).await;
+    let run_id = runs[0]["run_id"].as_str().expect("the run's id").to_owned();
+    let client = GatewayClient::new(GatewayConfig {
+        langgraph_url: format!("{}/api", b.gw.url),
+        gateway_url: b.gw.url.clone(),
+        internal_token: b.gw.token.clone().map(InternalToken::new),
+        ..GatewayConfig::default()
+    })
+    .unwrap();
+    let messages = client
+        .run_messages(Some(&Owner::new(owner)), &ThreadId::new(thread), &run_id)
+        .await
+        .unwrap();
+    let turn = Snapshot::default().with_run_messages(&messages);
+    let last = turn.turn().iter().rev().find(|m| m.kind() == Some("ai"));
+    assert_eq!(
+        last.map(|m| m.text()),
+        Some(echo(question).as_str()),
+        "{messages:#?}"
+    );
+}

@@ -278,6 +278,19 @@ impl Snapshot {
         snapshot
     }
 
+    /// This snapshot with the turn read from the messages one run wrote, oldest first (the
+    /// run's own record, `GatewayClient::run_messages`): those after its last visible human
+    /// message (its input), or all of them. For a run whose turn the thread no longer
+    /// holds ([`Snapshot::of_run`] found none).
+    pub fn with_run_messages(mut self, messages: &[Message]) -> Self {
+        let start = messages
+            .iter()
+            .rposition(Message::starts_turn)
+            .map_or(0, |at| at + 1);
+        self.turn = messages[start..].to_vec();
+        self
+    }
+
     /// Whether the snapshot carries the history: its `messages` is a list. With DeerFlow's
     /// delta checkpoints (`checkpoint_channel_mode: delta`), the goal bookkeeping publishes
     /// `values` built from the raw checkpoint, whose `messages` is absent or a sentinel

@@ -1,6 +1,7 @@
 //! Runs (gateway.md §3): the request body, `/runs/stream` and `/runs/{id}/join` as a
 //! [`RunStream`] of [`RunEvent`](crate::RunEvent)s (child `stream`), `/runs/wait`
-//! and `/runs`; child `list`: `GET /runs`, the thread's runs with their metadata.
+//! and `/runs`; child `list`: `GET /runs`, the thread's runs with their metadata; child
+//! `messages`: `GET /runs/{id}/messages`, the messages a run wrote.
 //!
 //! The Gateway's run model forbids unknown keys (422), so each call serializes exactly the
 //! keys the LangGraph SDK puts on the wire for it (§3.2), never `durability` and the like,
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod list;
+mod messages;
 mod stream;
 
 use stream::Source;

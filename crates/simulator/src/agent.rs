@@ -199,11 +199,21 @@ impl Out {
         }
     }
 
-    /// Changes the thread and tells waiters.
+    /// Changes the thread and tells waiters; the messages it adds are the run's too (its
+    /// record in the run event store).
     fn update(&self, f: impl FnOnce(&mut Thread)) {
-        if let Some(thread) = self.sim.state().threads.get_mut(&self.spec.thread_id) {
-            f(thread);
-            thread.touch();
+        {
+            let mut guard = self.sim.state();
+            let state = &mut *guard;
+            if let Some(thread) = state.threads.get_mut(&self.spec.thread_id) {
+                let before = thread.messages.len();
+                f(thread);
+                thread.touch();
+                if let Some(run) = state.runs.get_mut(&self.spec.run_id) {
+                    run.messages
+                        .extend(thread.messages.iter().skip(before).cloned());
+                }
+            }
         }
         self.sim.bump();
     }

@@ -192,6 +192,25 @@ impl Simulator {
         found
     }
 
+    /// Keeps only the last `n` messages of a thread's history, as DeerFlow's summarization
+    /// or a compaction leaves it (runs keep their own record of what they wrote); false if
+    /// the thread is unknown.
+    pub fn keep_last_messages(&self, thread_id: &str, n: usize) -> bool {
+        let found = match self.state().threads.get_mut(thread_id) {
+            Some(thread) => {
+                let from = thread.messages.len().saturating_sub(n);
+                let kept = thread.messages[from..].to_vec();
+                thread.messages = Default::default();
+                thread.messages.extend(kept);
+                thread.touch();
+                true
+            }
+            None => false,
+        };
+        self.bump();
+        found
+    }
+
     /// Appends a human message (hidden from the UI if `hidden`).
     pub fn append_human_message(&self, thread_id: &str, text: &str, hidden: bool) -> bool {
         let kwargs = if hidden {

@@ -68,6 +68,10 @@ pub(crate) fn router(sim: Simulator) -> Router {
             post(run_routes::cancel),
         )
         .route(
+            "/api/threads/{thread_id}/runs/{run_id}/messages",
+            get(run_routes::messages),
+        )
+        .route(
             "/api/threads/{thread_id}/runs/{run_id}/join",
             get(run_routes::join),
         )

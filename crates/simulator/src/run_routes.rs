@@ -152,6 +152,18 @@ pub(crate) async fn get(ItemCall { call, item: run_id }: ItemCall) -> Result<Res
     Ok(wire::json_response(StatusCode::OK, body))
 }
 
+/// `GET …/runs/{run_id}/messages` (DeerFlow's `list_run_messages`): the messages the run
+/// wrote, from its record, `{data, has_more}`; a run the thread has not is an empty page (the
+/// event store simply has no rows for it).
+pub(crate) async fn messages(
+    ItemCall { call, item: run_id }: ItemCall,
+) -> Result<Response, Response> {
+    call.exists()?;
+    let body = run_of(&call.sim, &call.thread_id, &run_id, RunEntry::message_rows)
+        .unwrap_or_else(|_| serde_json::json!({"data": [], "has_more": false}));
+    Ok(wire::json_response(StatusCode::OK, body))
+}
+
 /// Asks a run in flight to stop; 409 when it already ended.
 fn stop_run(sim: &Simulator, thread_id: &str, run_id: &str) -> Result<(), Response> {
     let status = run_of(sim, thread_id, run_id, |run| {

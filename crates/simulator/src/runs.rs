@@ -176,6 +176,7 @@ fn register(call: &ThreadCall, kind: Kind, request: RunRequest) -> Result<Starte
         metadata: request.metadata,
         finish: Default::default(),
         cancel: CancellationToken::new(),
+        messages: Vec::new(),
     };
     state.runs.insert(run_id.clone(), entry);
     let input_text = request
@@ -187,6 +188,9 @@ fn register(call: &ThreadCall, kind: Kind, request: RunRequest) -> Result<Starte
         .unwrap_or_default();
     let mut input = request.messages;
     stamp_input(&mut input, &run_id);
+    if let Some(run) = state.runs.get_mut(&run_id) {
+        run.messages.clone_from(&input);
+    }
     if let Some(thread) = state.threads.get_mut(thread_id) {
         thread.active_runs.insert(run_id.clone());
         thread.messages.extend(input);

@@ -147,14 +147,12 @@ pub(in crate::manager) async fn follow(
             let handoff = Handoff::plan(inner, msg);
             watching(inner, msg, source, handoff, &so_far, joined).await
         }
-        Ok(status) => inner
-            .gateway
-            .get_thread_state(owner, thread)
+        // The run's own turn: the thread may have moved on (another replica took the
+        // conversation's next message while this run went on).
+        Ok(status) => join::ended_turn(inner, owner, thread, run_id)
             .await
-            .map(|state| join::Joined {
-                // The run's own turn: the thread may have moved on (another replica took the
-                // conversation's next message while this run went on).
-                snapshot: Snapshot::of_run(&state.values, run_id),
+            .map(|snapshot| join::Joined {
+                snapshot,
                 failed: status == RunStatus::Error,
             }),
         Err(GatewayError::NotFound) => return None,

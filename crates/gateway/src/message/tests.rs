@@ -340,3 +340,21 @@ fn a_runs_stamped_turn_is_found_behind_an_unstamped_one() {
     assert_eq!(s.goal_progress(), None);
     assert!(Snapshot::of_run(&values, "r2").turn().is_empty());
 }
+
+#[test]
+fn a_runs_own_messages_give_its_turn() {
+    let messages: Vec<Message> = [
+        asked("first", Some("r1")),
+        json!({"type": "ai", "content": "one"}),
+        json!({"type": "tool", "content": "done", "tool_call_id": "c"}),
+        json!({"type": "ai", "content": "two"}),
+    ]
+    .iter()
+    .map(Message::from_value)
+    .collect();
+    let s = Snapshot::default().with_run_messages(&messages);
+    assert_eq!(turn_texts(&s), ["one", "done", "two"]);
+    let s = Snapshot::default().with_run_messages(&messages[1..]);
+    assert_eq!(turn_texts(&s), ["one", "done", "two"]);
+    assert!(Snapshot::default().with_run_messages(&[]).turn().is_empty());
+}

@@ -73,9 +73,35 @@ pub(crate) struct RunEntry {
     /// Cancelled by `POST …/runs/{run_id}/cancel`: the run stops where it is, keeps what it
     /// wrote, and its stream ends.
     pub cancel: CancellationToken,
+    /// The messages the run wrote, its input first: its record in DeerFlow's run event
+    /// store (`GET …/runs/{run_id}/messages`), kept whatever becomes of the thread.
+    pub messages: Vec<Value>,
 }
 
 impl RunEntry {
+    /// `GET …/runs/{run_id}/messages` (DeerFlow's `list_run_messages`): the run's messages
+    /// as event rows, the model's answers as the lead agent's.
+    pub(crate) fn message_rows(&self) -> Value {
+        let rows: Vec<Value> = self
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(n, message)| {
+                let (event_type, metadata) = match message["type"].as_str() {
+                    Some("human") => ("llm.human.input", json!({"caller": "lead_agent"})),
+                    Some("tool") => ("llm.tool.result", json!({})),
+                    _ => ("llm.ai.response", json!({"caller": "lead_agent"})),
+                };
+                json!({
+                    "seq": n + 1, "thread_id": self.thread_id, "run_id": self.run_id,
+                    "event_type": event_type, "category": "message", "content": message,
+                    "metadata": metadata, "created_at": self.created_at,
+                })
+            })
+            .collect();
+        json!({"data": rows, "has_more": false})
+    }
+
     /// A `RunResponse` (`spec/gateway.md` §3.5).
     pub(crate) fn response(&self) -> Value {
         json!({
