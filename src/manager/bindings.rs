@@ -223,7 +223,10 @@ mod tests {
     use super::*;
     use crate::gateway::GatewayConfig;
     use crate::simulator::{Simulator, SimulatorConfig};
-    use crate::store::{Binding, DedupeKey, JournalRecord, Journaled, Listed, SqliteStore, Sweep};
+    use crate::store::{
+        AskedKey, Binding, DedupeKey, JournalRecord, Journaled, Listed, PendingQuestion,
+        SqliteStore, Sweep,
+    };
 
     /// A store whose reads never see a binding: as if another replica bound the
     /// conversation between this replica's read and its write.
@@ -409,6 +412,26 @@ mod tests {
             want: u32,
         ) -> Result<im_bridge_channel::budget::Grant, StoreError> {
             self.0.take_tokens(key, budget, want).await
+        }
+        async fn remember_question(
+            &self,
+            asked: &AskedKey,
+            topic: &str,
+            ttl: Duration,
+        ) -> Result<(), StoreError> {
+            self.0.remember_question(asked, topic, ttl).await
+        }
+        async fn forget_question(&self, asked: &AskedKey, topic: &str) -> Result<bool, StoreError> {
+            self.0.forget_question(asked, topic).await
+        }
+        async fn take_question(&self, asked: &AskedKey) -> Result<Option<String>, StoreError> {
+            self.0.take_question(asked).await
+        }
+        async fn pending_questions(
+            &self,
+            limit: usize,
+        ) -> Result<Vec<PendingQuestion>, StoreError> {
+            self.0.pending_questions(limit).await
         }
         async fn close(&self) -> Result<(), StoreError> {
             self.0.close().await
