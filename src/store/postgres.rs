@@ -39,10 +39,10 @@
 //! - **Time** (issue 27): whatever decides between replicas reads the database's clock,
 //!   never a replica's, so replicas whose clocks disagree still agree on what has expired:
 //!   every lease (a transport's, [`Store::acquire_lease`]; a journal entry's, admitted,
-//!   claimed and renewed) and every dedupe record is written as `now_ms!` plus its TTL,
-//!   and found live or expired against `now_ms!`, all in the statement that decides. A
-//!   replica 30 s ahead therefore neither takes a live lease nor claims live work, and
-//!   neither shortens nor lengthens the dedupe window. Values kept for ordering and record
+//!   claimed and renewed), every dedupe record and every pending question is written as
+//!   `now_ms!` plus its TTL, and found live or expired against `now_ms!`, all in the
+//!   statement that decides. A replica 30 s ahead therefore neither takes a live lease
+//!   nor claims live work, and neither shortens nor lengthens the dedupe window. Values kept for ordering and record
 //!   keeping stay on the writing replica's clock: binding and chat-setting times and
 //!   reply-chain touches (unix seconds; pruning reads them against a horizon of days, where
 //!   seconds of skew do not matter), and a journal entry's `created_at` (milliseconds; the
