@@ -259,6 +259,7 @@ impl Manager {
         let replier = Replier::new(catalogs, store.clone(), gateway.clone(), outbound, &config);
         let bindings = Bindings::new(store.clone(), gateway.clone());
         let staging = staging::Staging::new(config.inbound_files.clone());
+        let clarifications = clarify::Pending::new(store.clone());
         Self {
             inner: Arc::new(Inner {
                 gateway,
@@ -269,7 +270,7 @@ impl Manager {
                 turnstile: order::Turnstile::default(),
                 runs: inflight::Runs::default(),
                 attachments: files::AttachmentBudget::new(files::MEMORY_BUDGET_BYTES),
-                clarifications: clarify::Pending::default(),
+                clarifications,
                 journal,
                 staging,
             }),
@@ -291,6 +292,7 @@ impl Manager {
         let mut closed = false;
         let deadline = tokio::time::sleep(Duration::MAX);
         tokio::pin!(deadline);
+        self.inner.clarifications.load().await;
         let mut journal_tick = self.recover_at_start(&workers).await;
         loop {
             // Closing (or the grace running out) wins over the wait for a message.
@@ -401,7 +403,7 @@ impl Manager {
         // The conversation a group reply belongs to decides its line: resolved here,
         // in arrival order, before it takes a place.
         let msg = self.follow_reply_chain(msg).await;
-        let msg = self.inner.clarifications.join(msg);
+        let msg = self.inner.clarifications.join(msg, &workers.tasks).await;
         let place = self.place_in_line(&msg);
         let cancel = workers.cancel.clone();
         let slot = handle::Slot::queued(room, workers.slots.clone());

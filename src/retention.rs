@@ -1,5 +1,6 @@
 //! Bounded state (issue 13): group-topic bindings and reply-chain records nobody touched
 //! for `bridge.conversation_ttl_days` are pruned; private-chat bindings (no topic) are kept.
+//! The agent's pending questions in groups that expired unanswered go at the same time.
 //!
 //! One task per daemon prunes once at start and then every [`PRUNE_INTERVAL`]. Pruning is
 //! one store call (one statement or transaction per backend); a failed prune is logged and
@@ -28,7 +29,8 @@ pub async fn prune_once(store: &dyn Store, ttl: Duration) -> Option<Pruned> {
                 tracing::info!(
                     bindings = pruned.bindings,
                     messages = pruned.messages,
-                    "Pruned conversations nobody touched for the retention period."
+                    questions = pruned.questions,
+                    "Pruned conversations nobody touched for the retention period, and expired questions."
                 );
             }
             Some(pruned)
@@ -90,7 +92,8 @@ mod tests {
             gone,
             Pruned {
                 bindings: 1,
-                messages: 2
+                messages: 2,
+                questions: 0,
             }
         );
         assert!(store.get_binding(&topic).await.unwrap().is_none());

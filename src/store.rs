@@ -38,6 +38,13 @@
 //! Rate budgets (issue 33) are token buckets several replicas draw on
 //! ([`Store::take_tokens`]): one row per budget (a handful per channel), the bucket's
 //! theoretical arrival time in microseconds on the store's clock (schema version 8).
+//!
+//! Pending questions (schema version 9) are the questions the agent asked someone in a
+//! group, by channel, chat and user, each naming the asking conversation's topic and when
+//! it stops waiting ([`Store::remember_question`]): kept here so an answer finds its
+//! question after a restart, and on whichever replica it arrives. At most
+//! [`QUESTION_CAP`] by default, the oldest remembered going first; expired ones are
+//! pruned with the conversations ([`Store::prune_conversations`]).
 
 mod cache;
 #[cfg(test)]
@@ -187,6 +194,37 @@ pub struct Pruned {
     pub bindings: usize,
     /// Reply-chain message records removed.
     pub messages: usize,
+    /// Pending questions removed because they expired.
+    pub questions: usize,
+}
+
+/// The pending questions a backend keeps by default (`question_cap` of
+/// [`SqliteOptions`] and [`PostgresOptions`]): as many as the manager remembers in memory,
+/// so a restart loads what one process would have kept.
+pub const QUESTION_CAP: usize = 10_000;
+
+/// Who a question the agent asked in a group waits on: the channel, the chat and the user
+/// asked. The user's next plain message in that chat is taken as the answer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AskedKey {
+    /// The channel name.
+    pub channel: String,
+    /// The group chat.
+    pub chat_id: ChatId,
+    /// The platform user who was asked.
+    pub user_id: String,
+}
+
+/// A question waiting for its answer, as [`Store::pending_questions`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingQuestion {
+    /// Who was asked.
+    pub asked: AskedKey,
+    /// The topic of the conversation that asked (the answer joins it).
+    pub topic: String,
+    /// How long it still waits, by the store's clock (so a process can keep it on its own
+    /// clock without the two having to agree).
+    pub expires_in: Duration,
 }
 
 /// How a binding write treats a key that is already bound.
@@ -317,15 +355,16 @@ pub trait Store: Send + Sync + 'static {
         message_id: &str,
     ) -> Result<Option<String>, StoreError>;
 
-    /// Deletes, atomically, the message records untouched for `older_than` and the topic
-    /// bindings (non-empty topic) untouched for `older_than`, and returns how many of each
-    /// went. A binding is touched when written ([`Store::set_binding`], or a
+    /// Deletes, atomically, the message records untouched for `older_than`, the topic
+    /// bindings (non-empty topic) untouched for `older_than` and the pending questions
+    /// that expired (whatever `older_than` says), and returns how many of each went. A
+    /// binding is touched when written ([`Store::set_binding`], or a
     /// [`Store::claim_binding`] that binds) and when a message of its conversation is
     /// remembered; reads touch nothing. Bindings without a topic (private chats, a group's
     /// own binding) are never pruned. `Duration::ZERO` prunes everything touched up to now.
     ///
     /// Meant to run now and then (`bridge.conversation_ttl_days`); one call's work is
-    /// bounded by the message cap plus the number of bindings.
+    /// bounded by the message and question caps plus the number of bindings.
     async fn prune_conversations(&self, older_than: Duration) -> Result<Pruned, StoreError>;
 
     /// Admits a chat message into the in-flight journal as entry `id`, held by `holder` for
@@ -482,6 +521,32 @@ pub trait Store: Send + Sync + 'static {
         budget: &RateBudget,
         want: u32,
     ) -> Result<Grant, StoreError>;
+
+    /// Remembers that the conversation `topic` asked `asked` a question, waiting `ttl` from
+    /// now by the store's clock: inserted, or replacing the question that user had pending
+    /// in that chat (and counting as remembered now). At most the backend's question cap
+    /// (default [`QUESTION_CAP`]) are kept; past it the questions remembered longest ago
+    /// go in the same statement or transaction.
+    async fn remember_question(
+        &self,
+        asked: &AskedKey,
+        topic: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError>;
+
+    /// Forgets the question pending for `asked` if the conversation `topic` asked it (that
+    /// conversation ended a turn without a question); a question another conversation
+    /// asked since stays. Returns whether one went.
+    async fn forget_question(&self, asked: &AskedKey, topic: &str) -> Result<bool, StoreError>;
+
+    /// Takes, atomically, the question pending for `asked`: the asking conversation's topic
+    /// when it is live, and it is gone afterwards, so of two callers (replicas) taking at
+    /// once only one gets it. An expired question is removed and counts as none.
+    async fn take_question(&self, asked: &AskedKey) -> Result<Option<String>, StoreError>;
+
+    /// Up to `limit` live pending questions, the most recently remembered first: what a
+    /// process that alone opens the store loads at start.
+    async fn pending_questions(&self, limit: usize) -> Result<Vec<PendingQuestion>, StoreError>;
 
     /// Flushes and releases the backend (file lock, connections). Later calls fail with
     /// [`StoreError::Closed`]. Idempotent. Dropping the store without closing is safe but

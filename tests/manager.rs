@@ -18,6 +18,8 @@
 //! - `intake`: queueing, a full queue, shutdown with work in flight, the input ending.
 //! - `queueing`: a busy conversation's messages: arrival order, the queued notice, the
 //!   busy reply for a full line and under `busy_policy: reject` (issue 13).
+//! - `questions`: the agent's question in a group, answered after a restart or on another
+//!   replica sharing PostgreSQL.
 //! - `windows`: an answer that outlives its source's reply window on a channel that takes
 //!   messages answering no source (issue 33; QQ's way, the next message, is `qq::handoff`).
 
@@ -30,5 +32,6 @@ mod following;
 mod identity;
 mod intake;
 mod outlived;
+mod questions;
 mod queueing;
 mod windows;

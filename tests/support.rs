@@ -393,15 +393,13 @@ impl Harness {
     }
 
     async fn start_daemon(sim: RunningSimulator, dir: tempfile::TempDir, options: Options) -> Self {
-        let (channel, feed) = TestChannel::new(options.channel, options.caps);
         let store = StoreLocation::Sqlite(dir.path().join("bridge.db"));
-        let config = daemon_config(&sim, store, &options);
-        let shutdown = CancellationToken::new();
-        let daemon = tokio::spawn(daemon::run(
-            config,
-            vec![channel.clone() as Arc<dyn Channel>],
-            shutdown.clone(),
-        ));
+        let Spawned {
+            channel,
+            feed,
+            shutdown,
+            daemon,
+        } = spawn_daemon(&sim, store, &options);
         Self {
             sim,
             channel,
@@ -438,12 +436,8 @@ impl Harness {
 
     /// Stops the daemon (as a signal would) and waits for it.
     pub async fn stop(mut self) -> (RunningSimulator, tempfile::TempDir, Options) {
-        self.shutdown.cancel();
-        let exit = tokio::time::timeout(DEADLINE, self.daemon.take().unwrap())
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(exit.is_ok(), "daemon failed: {exit:?}");
+        let daemon = self.daemon.take().unwrap();
+        stop_cleanly(self.shutdown.clone(), daemon, DEADLINE).await;
         (self.sim, self.dir, self.options)
     }
 
@@ -517,6 +511,48 @@ impl Harness {
             .filter(|r| r.method == "POST" && r.path.ends_with("/runs/stream"))
             .count()
     }
+}
+
+/// A daemon [`spawn_daemon`] started, fed by a test channel of its own.
+pub struct Spawned {
+    /// Its test channel.
+    pub channel: Arc<TestChannel>,
+    /// What feeds the channel.
+    pub feed: mpsc::Sender<InboundMessage>,
+    /// Stops the daemon, as a signal would.
+    pub shutdown: CancellationToken,
+    /// The daemon's task.
+    pub daemon: JoinHandle<Result<DaemonExit, DaemonError>>,
+}
+
+/// Starts the real daemon against `sim` with its state in `store`, on a new test channel
+/// built as `options` say.
+pub fn spawn_daemon(sim: &RunningSimulator, store: StoreLocation, options: &Options) -> Spawned {
+    let (channel, feed) = TestChannel::new(options.channel, options.caps);
+    let config = daemon_config(sim, store, options);
+    let shutdown = CancellationToken::new();
+    let daemon = tokio::spawn(daemon::run(
+        config,
+        vec![channel.clone() as Arc<dyn Channel>],
+        shutdown.clone(),
+    ));
+    Spawned {
+        channel,
+        feed,
+        shutdown,
+        daemon,
+    }
+}
+
+/// Stops a daemon as a signal would and checks it stopped cleanly, within `within`.
+pub async fn stop_cleanly(
+    stop: CancellationToken,
+    daemon: JoinHandle<Result<DaemonExit, DaemonError>>,
+    within: Duration,
+) {
+    stop.cancel();
+    let exit = tokio::time::timeout(within, daemon).await.unwrap().unwrap();
+    assert!(exit.is_ok(), "daemon failed: {exit:?}");
 }
 
 /// The daemon's configuration for `options` against `sim`, its state in `store`, no admin

@@ -11,12 +11,14 @@
 //! Children: `budgets` (rate budgets' token buckets, issue 33), `held` (what a holder
 //! holds until it runs out: transport leases and journal entries), `deliveries` (the
 //! operator's journal operations, issue 33), `joined` (the admission of a message joined
-//! from several platform messages), `state` (channel state, issue 32).
+//! from several platform messages), `questions` (the agent's pending questions in
+//! groups), `state` (channel state, issue 32).
 
 mod budgets;
 mod deliveries;
 mod held;
 mod joined;
+mod questions;
 mod state;
 
 use std::fmt::Display;
@@ -33,8 +35,8 @@ use crate::gateway::ThreadId;
 const LONG: Duration = Duration::from_secs(3600);
 
 /// Runs the whole contract against `store`, which must be fresh (empty) and built with `cap`
-/// as both its dedupe and its message bound (keep it small, e.g. 16: the test admits
-/// `cap + 2` keys and remembers `cap + 1` messages).
+/// as its dedupe, message and question bound (keep it small, e.g. 16: the test admits
+/// `cap + 2` keys, remembers `cap + 1` messages and asks `cap + 1` questions).
 pub async fn conformance(store: Arc<dyn Store>, cap: usize) {
     assert!(!store.describe().is_empty(), "describe names the backend");
     bindings(store.as_ref()).await;
@@ -55,6 +57,7 @@ pub async fn conformance(store: Arc<dyn Store>, cap: usize) {
     state::issue_32_channel_state(store.as_ref()).await;
     budgets::issue_33_rate_budgets(store.as_ref()).await;
     joined::joined_messages(store.as_ref()).await;
+    questions::pending_questions(store.as_ref(), cap).await;
 }
 
 /// The bindings of the schema-version-1 fixture [`migrated_from_version_1`] checks, as SQL
@@ -100,7 +103,8 @@ pub async fn migrated_from_version_1(store: &dyn Store) {
         pruned,
         Pruned {
             bindings: 1,
-            messages: 0
+            messages: 0,
+            questions: 0,
         }
     );
     for (topic, thread) in [
@@ -556,7 +560,8 @@ async fn issue_13_pruning_keeps_bindings_without_a_topic(store: &dyn Store) {
         all,
         Pruned {
             bindings: 2,
-            messages: 3
+            messages: 3,
+            questions: 0,
         }
     );
     assert_eq!(must(store.get_binding(&topic).await, "get_binding"), None);

@@ -12,7 +12,8 @@ use std::time::Duration;
 use im_bridge_channel::ChatId;
 
 use super::{
-    Binding, ConversationKey, DedupeKey, JournalRecord, Journaled, Listed, Store, StoreError, Sweep,
+    AskedKey, Binding, ConversationKey, DedupeKey, JournalRecord, Journaled, Listed,
+    PendingQuestion, Store, StoreError, Sweep,
 };
 use crate::gateway::ThreadId;
 
@@ -258,6 +259,23 @@ impl Store for Faulty {
         want: u32,
     ) -> Result<im_bridge_channel::budget::Grant, StoreError> {
         self.inner.take_tokens(key, budget, want).await
+    }
+    async fn remember_question(
+        &self,
+        asked: &AskedKey,
+        topic: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.inner.remember_question(asked, topic, ttl).await
+    }
+    async fn forget_question(&self, asked: &AskedKey, topic: &str) -> Result<bool, StoreError> {
+        self.inner.forget_question(asked, topic).await
+    }
+    async fn take_question(&self, asked: &AskedKey) -> Result<Option<String>, StoreError> {
+        self.inner.take_question(asked).await
+    }
+    async fn pending_questions(&self, limit: usize) -> Result<Vec<PendingQuestion>, StoreError> {
+        self.inner.pending_questions(limit).await
     }
     async fn close(&self) -> Result<(), StoreError> {
         self.inner.close().await

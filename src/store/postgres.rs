@@ -41,10 +41,10 @@
 //! - **Time** (issue 27): whatever decides between replicas reads the database's clock,
 //!   never a replica's, so replicas whose clocks disagree still agree on what has expired:
 //!   every lease (a transport's, [`Store::acquire_lease`]; a journal entry's, admitted,
-//!   claimed and renewed) and every dedupe record is written as `now_ms!` plus its TTL,
-//!   and found live or expired against `now_ms!`, all in the statement that decides. A
-//!   replica 30 s ahead therefore neither takes a live lease nor claims live work, and
-//!   neither shortens nor lengthens the dedupe window. Values kept for ordering and record
+//!   claimed and renewed), every dedupe record and every pending question is written as
+//!   `now_ms!` plus its TTL, and found live or expired against `now_ms!`, all in the
+//!   statement that decides. A replica 30 s ahead therefore neither takes a live lease
+//!   nor claims live work, and neither shortens nor lengthens the dedupe window. Values kept for ordering and record
 //!   keeping stay on the writing replica's clock: binding and chat-setting times and
 //!   reply-chain touches (unix seconds; pruning reads them against a horizon of days, where
 //!   seconds of skew do not matter), and a journal entry's `created_at` (milliseconds; the
@@ -60,13 +60,16 @@
 //! (the embedded migrations and applying them), `journal` (the in-flight journal, issue 19),
 //! `deliveries` (the operator's journal operations, issue 33),
 //! `conversations`
-//! (reply-chain records and pruning), `state` (channel state, issue 32), `tests`.
+//! (reply-chain records and pruning), `questions` (the agent's pending questions in
+//! groups, taken by whichever replica the answer reaches), `state` (channel state, issue
+//! 32), `tests`.
 
 mod budgets;
 mod clock;
 mod conversations;
 mod deliveries;
 mod journal;
+mod questions;
 mod schema;
 mod state;
 
@@ -82,8 +85,8 @@ use tokio_postgres::{Config, NoTls, Row};
 
 use self::clock::{now_ms, ttl_param};
 use super::{
-    Binding, BindingWrite, ConversationKey, DedupeKey, JournalRecord, Journaled, Listed, Pruned,
-    Store, StoreError, Sweep, unix_seconds,
+    AskedKey, Binding, BindingWrite, ConversationKey, DedupeKey, JournalRecord, Journaled, Listed,
+    PendingQuestion, Pruned, QUESTION_CAP, Store, StoreError, Sweep, unix_seconds,
 };
 use crate::gateway::ThreadId;
 
@@ -110,6 +113,9 @@ pub struct PostgresOptions {
     pub message_cap: usize,
     /// The most one call may take (default [`CALL_TIMEOUT`]).
     pub call_timeout: Duration,
+    /// Most pending questions kept (default [`QUESTION_CAP`]; 0 counts as 1): a
+    /// `remember_question` drops the questions more than this many remembered before it.
+    pub question_cap: usize,
 }
 
 impl Default for PostgresOptions {
@@ -119,6 +125,7 @@ impl Default for PostgresOptions {
             max_connections: 16,
             message_cap: 200_000,
             call_timeout: CALL_TIMEOUT,
+            question_cap: QUESTION_CAP,
         }
     }
 }
@@ -129,6 +136,7 @@ pub struct PostgresStore {
     target: String,
     dedupe_cap: i64,
     message_cap: i64,
+    question_cap: i64,
     call_timeout: Duration,
     closed: AtomicBool,
 }
@@ -200,6 +208,7 @@ impl PostgresStore {
             target,
             dedupe_cap: i64::try_from(options.dedupe_cap.max(1)).unwrap_or(i64::MAX),
             message_cap: i64::try_from(options.message_cap.max(1)).unwrap_or(i64::MAX),
+            question_cap: i64::try_from(options.question_cap.max(1)).unwrap_or(i64::MAX),
             call_timeout: options.call_timeout,
             closed: AtomicBool::new(false),
         };
@@ -694,6 +703,27 @@ impl Store for PostgresStore {
         want: u32,
     ) -> Result<Grant, StoreError> {
         self.take(key, budget, want).await
+    }
+
+    async fn remember_question(
+        &self,
+        asked: &AskedKey,
+        topic: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.question_remember(asked, topic, ttl).await
+    }
+
+    async fn forget_question(&self, asked: &AskedKey, topic: &str) -> Result<bool, StoreError> {
+        self.question_forget(asked, topic).await
+    }
+
+    async fn take_question(&self, asked: &AskedKey) -> Result<Option<String>, StoreError> {
+        self.question_take(asked).await
+    }
+
+    async fn pending_questions(&self, limit: usize) -> Result<Vec<PendingQuestion>, StoreError> {
+        self.questions_pending(limit).await
     }
 
     async fn close(&self) -> Result<(), StoreError> {

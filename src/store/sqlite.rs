@@ -36,7 +36,7 @@
 //!
 //! Children: `checkpoint` (the checkpoint thread), `db` (the file and its statements, the
 //! caches), `deliveries` (the async side of the operator's journal operations, issue 33),
-//! `schema` (embedded migrations), `worker` (the store thread's loop and group commit),
+//! `questions` (the async side of the pending questions), `schema` (embedded migrations), `worker` (the store thread's loop and group commit),
 //! `tests`.
 //!
 //! Measured on the 2-core dev VM (`tests.rs`, `throughput_of_a_message_mix`: per message one
@@ -48,6 +48,7 @@
 mod checkpoint;
 mod db;
 mod deliveries;
+mod questions;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -66,8 +67,9 @@ use self::worker::{Job, Step};
 
 use super::journal::{self, JournalRecord, Journaled, Listed, Sweep};
 use super::{
-    Binding, BindingWrite, ConversationKey, DedupeKey, Pruned, Store, StoreError, check_state,
-    ttl_millis, unix_micros, unix_millis, unix_seconds,
+    AskedKey, Binding, BindingWrite, ConversationKey, DedupeKey, PendingQuestion, Pruned,
+    QUESTION_CAP, Store, StoreError, check_state, ttl_millis, unix_micros, unix_millis,
+    unix_seconds,
 };
 use crate::gateway::ThreadId;
 
@@ -90,6 +92,9 @@ pub struct SqliteOptions {
     /// each). When a `remember_messages` would exceed it, exactly the excess goes in the same
     /// transaction, least recently touched first; a reply to a dropped message starts afresh.
     pub message_cap: usize,
+    /// Most pending questions kept (default [`QUESTION_CAP`]; 0 counts as 1). A
+    /// `remember_question` past it drops the questions remembered longest ago.
+    pub question_cap: usize,
 }
 
 impl Default for SqliteOptions {
@@ -98,6 +103,7 @@ impl Default for SqliteOptions {
             dedupe_cap: 100_000,
             cache_capacity: 10_000,
             message_cap: 200_000,
+            question_cap: QUESTION_CAP,
         }
     }
 }
@@ -429,7 +435,10 @@ impl Store for SqliteStore {
         let (pruned, _) = self
             .call(
                 "prune_conversations",
-                move |db| db.prune_conversations(unix_seconds() - older_than.as_secs_f64()),
+                move |db| {
+                    let cutoff = unix_seconds() - older_than.as_secs_f64();
+                    db.prune_conversations(cutoff, unix_millis())
+                },
                 // A pruned binding must not be served from the cache.
                 |caches, (_, removed)| caches.forget_bindings(removed),
             )
@@ -672,6 +681,27 @@ impl Store for SqliteStore {
             |_, _| {},
         )
         .await
+    }
+
+    async fn remember_question(
+        &self,
+        asked: &AskedKey,
+        topic: &str,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        self.question_remember(asked, topic, ttl).await
+    }
+
+    async fn forget_question(&self, asked: &AskedKey, topic: &str) -> Result<bool, StoreError> {
+        self.question_forget(asked, topic).await
+    }
+
+    async fn take_question(&self, asked: &AskedKey) -> Result<Option<String>, StoreError> {
+        self.question_take(asked).await
+    }
+
+    async fn pending_questions(&self, limit: usize) -> Result<Vec<PendingQuestion>, StoreError> {
+        self.questions_pending(limit).await
     }
 
     async fn close(&self) -> Result<(), StoreError> {

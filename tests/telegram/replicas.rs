@@ -21,12 +21,7 @@ async fn stop_cleanly(
     stop: CancellationToken,
     daemon: JoinHandle<Result<DaemonExit, DaemonError>>,
 ) {
-    stop.cancel();
-    let exit = tokio::time::timeout(DEADLINE, daemon)
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(exit.is_ok(), "daemon failed: {exit:?}");
+    crate::support::stop_cleanly(stop, daemon, DEADLINE).await;
 }
 
 #[tokio::test]

@@ -85,7 +85,8 @@ pub(super) async fn publish_final(
     };
     inner
         .clarifications
-        .turn_ended(msg, turn.pending_clarification);
+        .turn_ended(msg, turn.pending_clarification)
+        .await;
     let mut out = msg.reply(text, true);
     if caps.is_some_and(|c| c.reply_window.is_some()) {
         // Where a source takes only a few replies, the delivery engine may have to cut the

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use im_bridge_channel::ChatId;
 
+use super::clock::now_ms;
 use super::{PostgresStore, failed};
 use crate::store::{ConversationKey, Pruned, StoreError, unix_seconds};
 
@@ -80,22 +81,30 @@ impl PostgresStore {
             .map_err(failed("message_conversation"))
     }
 
-    /// `Store::prune_conversations`: both deletes in one statement. A binding another replica
-    /// touches meanwhile is re-checked against the cutoff and kept (read committed).
+    /// `Store::prune_conversations`: the three deletes in one statement. A binding another
+    /// replica touches meanwhile is re-checked against the cutoff and kept (read
+    /// committed); a question is expired by the database's clock.
     pub(super) async fn prune(&self, older_than: Duration) -> Result<Pruned, StoreError> {
         let cutoff = unix_seconds() - older_than.as_secs_f64();
         let row = self
             .query_one(
                 "prune_conversations",
-                "WITH bindings AS (
-                     DELETE FROM im_bridge_bindings
-                     WHERE topic <> '' AND touched_at <= $1
-                     RETURNING 1
-                 ), messages AS (
-                     DELETE FROM im_bridge_messages WHERE touched_at <= $1
-                     RETURNING 1
-                 )
-                 SELECT (SELECT count(*) FROM bindings), (SELECT count(*) FROM messages)",
+                concat!(
+                    "WITH bindings AS (
+                         DELETE FROM im_bridge_bindings
+                         WHERE topic <> '' AND touched_at <= $1
+                         RETURNING 1
+                     ), messages AS (
+                         DELETE FROM im_bridge_messages WHERE touched_at <= $1
+                         RETURNING 1
+                     ), questions AS (
+                         DELETE FROM im_bridge_questions WHERE expires_at <= ",
+                    now_ms!(),
+                    " RETURNING 1
+                     )
+                     SELECT (SELECT count(*) FROM bindings), (SELECT count(*) FROM messages),
+                         (SELECT count(*) FROM questions)"
+                ),
                 &[&cutoff],
             )
             .await?;
@@ -106,6 +115,7 @@ impl PostgresStore {
         Ok(Pruned {
             bindings: count(0)?,
             messages: count(1)?,
+            questions: count(2)?,
         })
     }
 }

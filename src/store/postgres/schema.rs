@@ -102,6 +102,20 @@ pub(super) const MIGRATIONS: &[&str] = &[
         granted BIGINT NOT NULL,
         wait_us BIGINT NOT NULL
     );",
+    // 9: pending questions: the agent asked `user_id` in a group chat, and the user's next
+    // plain message there, on whichever replica, joins the conversation `topic`. `seq` is
+    // renewed when a question is remembered again; the cap trims the lowest.
+    "CREATE TABLE im_bridge_questions (
+        channel    TEXT NOT NULL,
+        chat_id    TEXT NOT NULL,
+        user_id    TEXT NOT NULL,
+        topic      TEXT NOT NULL,
+        expires_at BIGINT NOT NULL,            -- unix milliseconds on the database's clock
+        seq        BIGSERIAL NOT NULL,
+        PRIMARY KEY (channel, chat_id, user_id)
+    );
+    CREATE INDEX im_bridge_questions_seq ON im_bridge_questions (seq);
+    CREATE INDEX im_bridge_questions_expires_at ON im_bridge_questions (expires_at);",
 ];
 
 impl PostgresStore {

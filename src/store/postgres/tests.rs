@@ -65,6 +65,7 @@ fn small() -> PostgresOptions {
         message_cap: 16,
         max_connections: 4,
         call_timeout: Duration::from_secs(10),
+        question_cap: 16,
     }
 }
 

@@ -12,11 +12,13 @@
 //!
 //! Children: `budgets` (rate budgets' token buckets, issue 33), `conversations`
 //! (reply-chain records and pruning, issue 13), `journal` (the in-flight journal, issue
-//! 19), `state` (channel state, issue 32).
+//! 19), `questions` (the agent's pending questions in groups), `state` (channel state,
+//! issue 32).
 
 mod budgets;
 mod conversations;
 mod journal;
+pub(super) mod questions;
 mod state;
 
 use std::collections::HashSet;
@@ -38,9 +40,9 @@ use crate::store::{Binding, BindingWrite, DedupeKey, StoreError};
 /// inspecting the file) before failing with "database is locked".
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Prepared statements kept per connection; above the ~30 this module and its child use, so
-/// none is ever re-prepared.
-const STATEMENT_CACHE: usize = 48;
+/// Prepared statements kept per connection; above the ~50 this module and its children
+/// use, so none is ever re-prepared.
+const STATEMENT_CACHE: usize = 64;
 
 /// Expired dedupe records are swept on every `SWEEP_EVERY`-th admission, at most
 /// `SWEEP_LIMIT` at a time: up to 8 per admission on average, so a backlog left by an idle
@@ -149,6 +151,8 @@ pub(super) struct Db {
     /// because this thread is the only writer and updates it with each statement; `None`
     /// (recounted on next use) at open and after anything rolled back.
     messages: Option<i64>,
+    /// Most pending questions kept (≥ 1).
+    question_cap: i64,
 }
 
 impl Db {
@@ -231,6 +235,7 @@ impl Db {
             dedupe_cap: i64::try_from(options.dedupe_cap.max(1)).unwrap_or(i64::MAX),
             admissions: 0,
             message_cap: i64::try_from(options.message_cap.max(1)).unwrap_or(i64::MAX),
+            question_cap: i64::try_from(options.question_cap.max(1)).unwrap_or(i64::MAX),
             messages: None,
         })
     }

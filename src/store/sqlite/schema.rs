@@ -132,4 +132,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
         tat_us INTEGER NOT NULL
     ) STRICT, WITHOUT ROWID;
     ",
+    // 9: pending questions: the agent asked `user_id` in a group chat, and the user's next
+    // plain message there joins the conversation `topic`. `seq` is renewed when a question
+    // is remembered again, so the cap trims the lowest; `expires_at` is unix milliseconds.
+    "
+    CREATE TABLE questions (
+        seq        INTEGER PRIMARY KEY,
+        channel    TEXT NOT NULL,
+        chat_id    TEXT NOT NULL,
+        user_id    TEXT NOT NULL,
+        topic      TEXT NOT NULL,
+        expires_at INTEGER NOT NULL,
+        UNIQUE (channel, chat_id, user_id)
+    ) STRICT;
+    CREATE INDEX questions_expires_at ON questions (expires_at);
+    ",
 ];

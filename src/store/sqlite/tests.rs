@@ -39,6 +39,7 @@ async fn sqlite_passes_the_conformance_suite() {
     let options = SqliteOptions {
         dedupe_cap: 16,
         message_cap: 16,
+        question_cap: 16,
         ..SqliteOptions::default()
     };
     let store = SqliteStore::open_with(&store_path(&dir), options)
@@ -56,6 +57,7 @@ async fn sqlite_passes_the_conformance_suite_without_its_cache() {
         dedupe_cap: 16,
         cache_capacity: 0,
         message_cap: 16,
+        question_cap: 16,
     };
     let store = SqliteStore::open_with(&store_path(&dir), options)
         .await

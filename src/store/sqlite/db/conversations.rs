@@ -80,11 +80,13 @@ impl Db {
             .optional()
     }
 
-    /// Deletes the records and topic bindings touched at or before `cutoff` (unix seconds).
-    /// Returns the counts and the removed bindings' keys, for the cache to forget.
+    /// Deletes the records and topic bindings touched at or before `cutoff` (unix seconds)
+    /// and the pending questions expired at `now_ms` (unix milliseconds). Returns the
+    /// counts and the removed bindings' keys, for the cache to forget.
     pub(in crate::store::sqlite) fn prune_conversations(
         &mut self,
         cutoff: f64,
+        now_ms: i64,
     ) -> rusqlite::Result<(Pruned, Vec<BindingKey>)> {
         self.atomically(|db| {
             let bindings = db
@@ -102,9 +104,11 @@ impl Db {
             db.messages = db
                 .messages
                 .map(|count| count - i64::try_from(messages).unwrap_or(i64::MAX));
+            let questions = db.prune_questions(now_ms)?;
             let pruned = Pruned {
                 bindings: bindings.len(),
                 messages,
+                questions,
             };
             Ok((pruned, bindings))
         })

@@ -1,0 +1,93 @@
+//! The agent's question in a group waits for its answer in the store: a restart between the
+//! question and the answer still joins the answer to the asking conversation, and with
+//! replicas sharing PostgreSQL the answer joins it on whichever replica it reaches, once.
+
+use im_bridge::config::StoreLocation;
+use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
+use im_bridge_channel::{ChatKind, InboundMessage, Secret};
+
+use crate::support::{
+    DEADLINE, Harness, Options, PgSchema, Spawned, message_on, spawn_daemon, stop_cleanly,
+};
+
+const QUESTION: &str = "Which quarter?";
+
+/// A plain group message from `u1` in `c1`: no reply, no thread, so its topic is its own
+/// message (a conversation of its own, unless it answers a question).
+fn plain_in_group(text: &str) -> InboundMessage {
+    let mut msg = message_on("telegram", text);
+    msg.chat_kind = ChatKind::Group;
+    msg.topic_id = msg.thread_ts.as_ref().map(|id| id.as_str().to_owned());
+    msg
+}
+
+/// The agent's next run asks [`QUESTION`].
+fn asks(sim: &RunningSimulator) {
+    sim.script_next_run(
+        Script::with_answer("")
+            .chunks(1)
+            .ask_clarification(QUESTION),
+    );
+}
+
+#[tokio::test]
+async fn a_restart_between_the_question_and_the_answer_still_joins_the_answer() {
+    let h = Harness::start().await;
+    asks(&h.sim);
+    h.send(plain_in_group("write the report")).await;
+    assert_eq!(h.channel.nth_final(1).await, QUESTION);
+    let h = h.restart().await;
+    h.sim
+        .script_next_run(Script::with_answer("The Q3 report it is.").chunks(1));
+    h.send(plain_in_group("Q3")).await;
+    assert_eq!(h.channel.nth_final(1).await, "The Q3 report it is.");
+    let thread = h.only_thread();
+    assert_eq!(
+        h.sim.runs(&thread).len(),
+        2,
+        "the answer ran on the asking thread"
+    );
+    h.stop().await;
+}
+
+/// A daemon on the shared store at `url`, fed by a test channel of its own.
+fn replica(sim: &RunningSimulator, url: &str) -> Spawned {
+    let store = StoreLocation::Postgres(Secret::new(url.to_owned()));
+    spawn_daemon(sim, store, &Options::default())
+}
+
+async fn send(replica: &Spawned, msg: InboundMessage) {
+    replica.feed.send(msg).await.unwrap();
+}
+
+async fn stop(replica: Spawned) {
+    stop_cleanly(replica.shutdown, replica.daemon, DEADLINE).await;
+}
+
+#[tokio::test]
+async fn with_replicas_on_postgres_the_answer_joins_the_question_on_the_other_replica_once() {
+    let Some(pg) = PgSchema::create("im_bridge_questions").await else {
+        return;
+    };
+    let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
+    let a = replica(&sim, &pg.url);
+    let b = replica(&sim, &pg.url);
+    asks(&sim);
+    send(&a, plain_in_group("write the report")).await;
+    assert_eq!(a.channel.nth_final(1).await, QUESTION);
+    // The answer reaches the other replica: it continues the asking conversation.
+    sim.script_next_run(Script::with_answer("The Q3 report it is.").chunks(1));
+    send(&b, plain_in_group("Q3")).await;
+    assert_eq!(b.channel.nth_final(1).await, "The Q3 report it is.");
+    let threads = sim.thread_ids();
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    assert_eq!(sim.runs(&threads[0]).len(), 2);
+    // Taken once: the next plain message, on the first replica, starts its own.
+    sim.script_next_run(Script::with_answer("Something else.").chunks(1));
+    send(&a, plain_in_group("and lunch?")).await;
+    assert_eq!(a.channel.nth_final(2).await, "Something else.");
+    assert_eq!(sim.thread_ids().len(), 2);
+    stop(a).await;
+    stop(b).await;
+    pg.drop().await;
+}
