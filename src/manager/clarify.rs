@@ -21,7 +21,9 @@
 //! - **a shared store** (PostgreSQL): nothing is kept in memory, as another replica may
 //!   take a question meanwhile. A fresh plain group message takes its sender's question
 //!   from the store in one statement, atomically, so two replicas never both join one
-//!   answer; the store bounds the questions by its own cap.
+//!   answer; the store bounds the questions by its own cap. The take runs on the
+//!   dispatcher loop, so it is bounded ([`TAKE_TIMEOUT`]) and, after one failed or was
+//!   slow, skipped for a few seconds: the message then starts its own conversation.
 //!
 //! A store failure degrades to what happens without this feature: the message starts its
 //! own conversation (logged with the channel and chat, never the text), and is never
@@ -39,6 +41,11 @@ use crate::store::{AskedKey, QUESTION_CAP, Store};
 
 /// How long a question waits for its answer to join it.
 pub const WINDOW: Duration = Duration::from_secs(30 * 60);
+/// How long the dispatcher waits for a shared store's take: it holds every chat's next
+/// message meanwhile, so a slow store costs an answer its conversation, not the intake.
+pub const TAKE_TIMEOUT: Duration = Duration::from_millis(300);
+/// After a take failed or timed out, how long fresh group messages skip the store.
+const TAKE_PAUSE: Duration = Duration::from_secs(5);
 /// Questions remembered at most in memory (and, by default, in a store): past it the
 /// oldest is forgotten.
 pub const MAX_PENDING: usize = QUESTION_CAP;
@@ -51,6 +58,8 @@ pub(crate) struct Pending {
     shared: bool,
     /// The memory's bound, [`MAX_PENDING`] (smaller in tests).
     cap: usize,
+    /// Until when a shared store's takes are skipped (one failed or timed out).
+    paused_until: Mutex<Option<Instant>>,
     asked: Mutex<HashMap<AskedKey, (String, Instant)>>,
 }
 
@@ -87,6 +96,7 @@ impl Pending {
             shared: store.is_shared(),
             store,
             cap: cap.max(1),
+            paused_until: Mutex::new(None),
             asked: Mutex::new(HashMap::new()),
         }
     }
@@ -111,7 +121,7 @@ impl Pending {
             // Newest first: a key seen twice keeps its newest question.
             asked
                 .entry(question.asked)
-                .or_insert((question.topic, now + question.expires_in));
+                .or_insert((question.topic, now + question.expires_in.min(WINDOW)));
         }
         if !asked.is_empty() {
             tracing::info!(
@@ -145,14 +155,28 @@ impl Pending {
         if !self.shared {
             let mut asked = self.lock();
             // Only a question this conversation asked is forgotten.
-            if asked.get(&key).is_none_or(|(t, _)| t != topic) {
-                return;
+            if asked.get(&key).is_some_and(|(t, _)| t == topic) {
+                asked.remove(&key);
             }
-            asked.remove(&key);
         }
+        // In the store too, whatever memory held (a load that failed, the memory's bound):
+        // a question left there would come back at the next start.
         if let Err(error) = self.store.forget_question(&key, topic).await {
             tracing::warn!(%error, channel = %key.channel, chat = %key.chat_id, "Forgetting the agent's answered question in the store failed.");
         }
+    }
+
+    /// Whether a shared store's takes are paused after a failure (see [`TAKE_PAUSE`]).
+    fn take_paused(&self) -> bool {
+        let paused = self.paused_until.lock().unwrap_or_else(|p| p.into_inner());
+        paused.is_some_and(|until| Instant::now() < until)
+    }
+
+    /// Skips the shared store's takes for [`TAKE_PAUSE`]: a store that failed or was slow
+    /// would hold the intake at every fresh group message.
+    fn pause_takes(&self) {
+        let mut paused = self.paused_until.lock().unwrap_or_else(|p| p.into_inner());
+        *paused = Some(Instant::now() + TAKE_PAUSE);
     }
 
     /// Remembers a question in memory, within the bound.
@@ -187,16 +211,25 @@ impl Pending {
         }
         let key = who(&msg);
         if self.shared {
-            match self.store.take_question(&key).await {
-                Ok(Some(topic)) => {
+            if self.take_paused() {
+                return msg;
+            }
+            let taken = tokio::time::timeout(TAKE_TIMEOUT, self.store.take_question(&key)).await;
+            match taken {
+                Ok(Ok(Some(topic))) => {
                     tracing::debug!(
                         "A group message joined the conversation whose question it answers."
                     );
                     msg.topic_id = Some(topic);
                 }
-                Ok(None) => {}
-                Err(error) => {
+                Ok(Ok(None)) => {}
+                Ok(Err(error)) => {
                     tracing::warn!(%error, channel = %key.channel, chat = %key.chat_id, "Taking the agent's pending question failed; the message starts its own conversation.");
+                    self.pause_takes();
+                }
+                Err(_) => {
+                    tracing::warn!(channel = %key.channel, chat = %key.chat_id, timeout_ms = TAKE_TIMEOUT.as_millis(), "Taking the agent's pending question took too long; the message starts its own conversation.");
+                    self.pause_takes();
                 }
             }
             return msg;
@@ -250,6 +283,39 @@ mod tests {
         tasks.close();
         tasks.wait().await;
         topic
+    }
+
+    /// A shared store that does not answer holds the intake [`TAKE_TIMEOUT`] once: the
+    /// message starts its own conversation, and the next ones skip the store for a while.
+    #[tokio::test]
+    async fn a_shared_store_that_hangs_holds_the_intake_briefly() {
+        use std::sync::atomic::Ordering;
+
+        use crate::store::faulty::Faulty;
+
+        let dir = tempfile::tempdir().unwrap();
+        let faulty = Arc::new(Faulty::new(store(&dir).await).shared());
+        let pending = Pending::new(faulty.clone());
+        pending.turn_ended(&group("alice", "om_q"), true).await;
+        faulty.takes_hang.store(true, Ordering::SeqCst);
+        let answer = joined(&pending, group("alice", "om_a"));
+        let topic = tokio::time::timeout(TAKE_TIMEOUT * 10, answer).await;
+        assert_eq!(topic.expect("the take is bounded").as_deref(), Some("om_a"));
+        // Paused: the next message does not wait for the store at all.
+        faulty.takes_hang.store(false, Ordering::SeqCst);
+        assert_eq!(
+            joined(&pending, group("alice", "om_b")).await.as_deref(),
+            Some("om_b")
+        );
+        // The question is still on file for when the store answers again.
+        assert_eq!(
+            faulty
+                .take_question(&who(&group("alice", "om_c")))
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("om_q")
+        );
     }
 
     #[tokio::test(start_paused = true)]

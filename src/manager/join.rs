@@ -206,9 +206,12 @@ async fn settle_elsewhere(
 
 /// The thread's state after run `run_id` ended, with that run's turn as the current one
 /// (`Snapshot::of_run`): the thread may have gone on to other runs since. When the thread
-/// no longer holds the run's turn (a later summarization or compaction removed it, or a
-/// rollback), the turn is read from the messages the run wrote (the Gateway's run event
-/// store); a Gateway that cannot tell leaves it empty.
+/// no longer holds the turn of a run that succeeded (a later summarization or compaction
+/// removed it), the turn is read from the messages the run wrote (the Gateway's run event
+/// store); a Gateway that cannot tell leaves it empty. That record has limits: it holds
+/// the model's own output (before middleware that rewrites a final message, such as a
+/// fallback text), it lives in the Gateway process (its default store is in memory), and
+/// it does not mark a goal's continuations, so such a run reads as one segment.
 pub async fn ended_turn(
     inner: &Inner,
     owner: Option<&Owner>,
@@ -218,6 +221,14 @@ pub async fn ended_turn(
     let state = inner.gateway.get_thread_state(owner, thread).await?;
     let snapshot = Snapshot::of_run(&state.values, run_id);
     if !snapshot.turn().is_empty() {
+        return Ok(snapshot);
+    }
+    // Only a run that succeeded: one that failed or was stopped may have been rolled back
+    // on purpose (`action=rollback`), and what it wrote is not an answer.
+    if !matches!(
+        inner.gateway.get_run(owner, thread, run_id).await,
+        Ok(RunStatus::Success)
+    ) {
         return Ok(snapshot);
     }
     match inner.gateway.run_messages(owner, thread, run_id).await {

@@ -2,7 +2,7 @@
 //! (tests only): reads that never see a binding, as if another replica bound the
 //! conversation between this replica's read and its write; journal renewals that fail, as
 //! for a replica cut off from its store; admissions written but answered too late (a
-//! timeout after the commit); and a claim to be shared by replicas, so that an SQLite
+//! timeout after the commit); takes of a pending question that never answer; and a claim to be shared by replicas, so that an SQLite
 //! store in a test stands for a shared one.
 
 use std::sync::Arc;
@@ -28,6 +28,8 @@ pub(crate) struct Faulty {
     pub(crate) renewals_fail: AtomicBool,
     /// While set, `journal_admit` reaches `inner` and then times out all the same.
     pub(crate) admissions_time_out: AtomicBool,
+    /// While set, `take_question` never answers (a store that hangs).
+    pub(crate) takes_hang: AtomicBool,
 }
 
 impl Faulty {
@@ -39,6 +41,7 @@ impl Faulty {
             shared: false,
             renewals_fail: AtomicBool::new(false),
             admissions_time_out: AtomicBool::new(false),
+            takes_hang: AtomicBool::new(false),
         }
     }
 
@@ -272,6 +275,9 @@ impl Store for Faulty {
         self.inner.forget_question(asked, topic).await
     }
     async fn take_question(&self, asked: &AskedKey) -> Result<Option<String>, StoreError> {
+        if self.takes_hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
         self.inner.take_question(asked).await
     }
     async fn pending_questions(&self, limit: usize) -> Result<Vec<PendingQuestion>, StoreError> {

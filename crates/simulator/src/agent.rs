@@ -209,9 +209,12 @@ impl Out {
                 let before = thread.messages.len();
                 f(thread);
                 thread.touch();
+                // As DeerFlow's run journal: the model's messages and the tools' results,
+                // not the prompts injected meanwhile (goal continuations, reminders).
                 if let Some(run) = state.runs.get_mut(&self.spec.run_id) {
-                    run.messages
-                        .extend(thread.messages.iter().skip(before).cloned());
+                    let written = thread.messages.iter().skip(before);
+                    let written = written.filter(|m| m["type"] != "human");
+                    run.messages.extend(written.cloned());
                 }
             }
         }

@@ -189,7 +189,12 @@ fn register(call: &ThreadCall, kind: Kind, request: RunRequest) -> Result<Starte
     let mut input = request.messages;
     stamp_input(&mut input, &run_id);
     if let Some(run) = state.runs.get_mut(&run_id) {
-        run.messages.clone_from(&input);
+        // The run journal's `llm.human.input`: the visible human input, once.
+        let visible = input
+            .iter()
+            .rev()
+            .find(|m| m["type"] == "human" && !wire::is_hidden(m));
+        run.messages.extend(visible.cloned());
     }
     if let Some(thread) = state.threads.get_mut(thread_id) {
         thread.active_runs.insert(run_id.clone());
