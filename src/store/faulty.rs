@@ -1,7 +1,7 @@
 //! A store that passes every call on to another one but for the faults a test asks for
 //! (tests only): reads that never see a binding, as if another replica bound the
-//! conversation between this replica's read and its write; journal renewals that fail, as
-//! for a replica cut off from its store; and a claim to be shared by replicas, so that an
+//! conversation between this replica's read and its write; journal renewals and saves that
+//! fail, as for a replica cut off from its store; and a claim to be shared by replicas, so that an
 //! SQLite store in a test stands for a shared one.
 
 use std::sync::Arc;
@@ -24,6 +24,8 @@ pub(crate) struct Faulty {
     shared: bool,
     /// While set, `journal_renew` fails without reaching `inner`.
     pub(crate) renewals_fail: AtomicBool,
+    /// While set, `journal_save` fails without reaching `inner`.
+    pub(crate) saves_fail: AtomicBool,
 }
 
 impl Faulty {
@@ -34,6 +36,7 @@ impl Faulty {
             blind_reads: false,
             shared: false,
             renewals_fail: AtomicBool::new(false),
+            saves_fail: AtomicBool::new(false),
         }
     }
 
@@ -118,6 +121,9 @@ impl Store for Faulty {
         record: &JournalRecord,
         holder: &str,
     ) -> Result<bool, StoreError> {
+        if self.saves_fail.load(Ordering::SeqCst) {
+            return Err(StoreError::TimedOut { op: "journal_save" });
+        }
         self.inner.journal_save(id, record, holder).await
     }
     async fn journal_remove(&self, id: &str, holder: &str) -> Result<bool, StoreError> {
@@ -131,7 +137,11 @@ impl Store for Faulty {
     ) -> Result<Vec<Journaled>, StoreError> {
         self.inner.journal_claim(holder, lease, take_live).await
     }
-    async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {
+    async fn journal_renew(
+        &self,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Vec<String>, StoreError> {
         if self.renewals_fail.load(Ordering::SeqCst) {
             return Err(StoreError::TimedOut {
                 op: "journal_renew",
