@@ -236,6 +236,31 @@ impl Outbound {
         self.tell_end(source, Job::Superseded { key }).await;
     }
 
+    /// The journal no longer retries the finals of `source`'s turn: their entry was
+    /// `taken` over by another replica (which tells the channel the bridge is done with
+    /// `source`, so nothing is told from here, the turn's own end included), or dropped by
+    /// an operator (the end says `source` went unanswered). Returns whether that end came
+    /// already and is owed now ([`Outbound::retries_settled`] tells it). Changes nothing
+    /// when no end waits for those retries.
+    pub fn retries_left(&self, source: &InboundMessage, taken: bool) -> bool {
+        let Some((name, delivery)) = self.deliveries.get_key_value(source.channel_name.as_str())
+        else {
+            return false;
+        };
+        if !delivery.channel().capabilities().turn_ends {
+            return false;
+        }
+        let marker = source.reply(String::new(), true);
+        let key = (*name, marker.chat_id);
+        self.lanes.retries_left(key, marker.thread_ts, taken)
+    }
+
+    /// Sources whose finals' fate is kept for their turn's end (tests: none is left behind).
+    #[cfg(test)]
+    pub(crate) fn fates_kept(&self) -> usize {
+        self.lanes.fates_kept()
+    }
+
     async fn tell_end(&self, source: &InboundMessage, job: Job) {
         let Some((name, delivery)) = self.deliveries.get_key_value(source.channel_name.as_str())
         else {

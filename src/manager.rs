@@ -354,8 +354,10 @@ impl Manager {
     /// started before any new message. Returns the clock of the journal's upkeep.
     async fn recover_at_start(&self, workers: &Workers) -> tokio::time::Interval {
         // Starts the renewal clock finals are published under (`journal/fence.rs`) now,
-        // however long the daemon took to get here, rather than at the first tick.
+        // however long the daemon took to get here, rather than at the first tick; the
+        // renewals then run on their own until the journal's shutdown.
         self.inner.journal.renew().await;
+        self.inner.journal.keep_renewing();
         let take_live = !self.inner.store.is_shared();
         let recovered = self.inner.journal.claim(take_live).await;
         let staged = staging::named_by(&recovered);

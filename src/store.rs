@@ -419,8 +419,12 @@ pub trait Store: Send + Sync + 'static {
         take_live: bool,
     ) -> Result<Vec<Journaled>, StoreError>;
 
-    /// Extends `holder`'s lease on every entry it holds to `lease` from now.
-    async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError>;
+    /// Extends `holder`'s lease on every entry it holds to `lease` from now, and returns
+    /// those entries' ids (in no order): an entry of `holder`'s that is not among them was
+    /// taken over or dropped before the renewal ran, which is how the journal's fence learns
+    /// it no longer holds an entry whose final still waits (`manager/journal/fence.rs`).
+    async fn journal_renew(&self, holder: &str, lease: Duration)
+    -> Result<Vec<String>, StoreError>;
 
     /// Gives `holder`'s leases on its entries up, so that the next claim (any process's)
     /// takes them at once, without waiting out the claim's grace: for a holder that stopped

@@ -152,6 +152,9 @@ struct Fate {
     overflowed: bool,
     /// The turn's end came and was held back for the retry.
     ended: bool,
+    /// The retries were left to another replica, which took the entry over and tells the
+    /// end: nothing is told from here ([`Lanes::retries_left`]).
+    quiet: bool,
 }
 
 impl Fate {
@@ -289,6 +292,36 @@ impl Lanes {
         }
     }
 
+    /// The journal no longer retries the finals of `source` (lane `key`): see
+    /// [`Outbound::retries_left`](super::Outbound::retries_left). Synchronous, so a drainer
+    /// may call it from a reply's hook without waiting for room in its own lane; the
+    /// turn's end, if it comes later, reads what it left.
+    pub(super) fn retries_left(&self, key: Key, source: Option<MessageId>, taken: bool) -> bool {
+        let mut fates = self.shared.fates();
+        let source = (key, source);
+        let Some(fate) = fates.get_mut(&source) else {
+            return false;
+        };
+        fate.retried.clear();
+        fate.overflowed = false;
+        if taken {
+            fate.quiet = true;
+        } else {
+            fate.refused = true;
+        }
+        if !fate.ended {
+            return false;
+        }
+        fates.remove(&source);
+        !taken
+    }
+
+    /// Sources whose finals' fate is kept for their turn's end.
+    #[cfg(test)]
+    pub(super) fn fates_kept(&self) -> usize {
+        self.shared.fates().len()
+    }
+
     /// Waits until every lane ran empty, for at most `bound`: `false` when it ran out.
     pub(super) async fn flush(&self, bound: Duration) -> bool {
         self.tasks.close();
@@ -393,7 +426,11 @@ async fn perform(
                 fate.ended = true;
                 return;
             }
-            fates.remove(&source).is_some_and(|fate| fate.refused)
+            match fates.remove(&source) {
+                // Left to the replica that took the entry over: it tells.
+                Some(fate) if fate.quiet => return,
+                fate => fate.is_some_and(|fate| fate.refused),
+            }
         }
         Job::Settled { answered } => {
             let mut fates = shared.fates();

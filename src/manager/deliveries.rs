@@ -1,10 +1,12 @@
 //! The manager's side of the operator's tools (issue 33): the [`Deliveries`] handle the
 //! admin endpoints act through (its retries wake the journal's upkeep at once), holding the
-//! retries of pending finals for a drain, and the journal's upkeep each renewal: renew this
-//! process's leases, sweep (wake the retries an operator asked for, forget old given-up
-//! entries, set their gauge), and take over the entries nobody holds: another replica's
-//! whose lease ran out a whole lease ago (or that it gave up at its shutdown), or one an
-//! operator retried after it gave up.
+//! retries of pending finals for a drain, and the journal's upkeep every third of the lease:
+//! sweep (wake the retries an operator asked for, forget old given-up entries, set their
+//! gauge), and take over the entries nobody holds: another replica's whose lease ran out a
+//! whole lease ago (or that it gave up at its shutdown), or one an operator retried after
+//! it gave up. The leases are renewed on a task of their own
+//! ([`Journal::keep_renewing`](super::journal::Journal::keep_renewing)), so a slow sweep or
+//! claim never delays a renewal.
 
 use super::{Manager, Workers};
 use crate::operator::Deliveries;
@@ -27,7 +29,6 @@ impl Manager {
     /// The journal's upkeep (module docs); no takeover once admission `closed`.
     pub(super) async fn journal_upkeep(&self, closed: bool, workers: &Workers) {
         let journal = &self.inner.journal;
-        journal.renew().await;
         journal.sweep().await;
         if !closed {
             let orphans = journal.claim(false).await;

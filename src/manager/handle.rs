@@ -453,9 +453,14 @@ impl Manager {
     async fn settle(&self, admitted: &Admitted<'_>, disposition: Option<Disposition>) {
         match (disposition, &admitted.entry) {
             (Some(disposition), entry) => {
-                // The key first: a platform retry may follow the final at once.
+                // The key first: a platform retry may follow the final at once. Not an
+                // entry's that was taken over: the replica that took it answers the message.
                 if disposition == Disposition::Release {
-                    self.release(&admitted.keys).await;
+                    let keys = match entry {
+                        Some(entry) => entry.releasable(&admitted.keys),
+                        None => &admitted.keys,
+                    };
+                    self.release(keys).await;
                 }
                 if let Some(entry) = entry {
                     entry.turn_ended().await;

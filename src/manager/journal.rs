@@ -89,7 +89,7 @@ mod starting;
 mod tests;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use im_bridge_channel::{
@@ -186,6 +186,15 @@ struct Shared {
     wakers: Mutex<HashMap<String, Arc<Notify>>>,
     /// Asks the manager for the journal's upkeep now (an operator retried something).
     upkeep: Arc<Notify>,
+    /// The entries this process works on, by id, for renewals to judge (`fence.rs`):
+    /// admitted, claimed or taken up here, until removed, given up, held for their chat
+    /// or lost; one nothing refers to any more is forgotten at the next renewal. Bounded
+    /// by the entries in memory (at most the journal's cap, [`JOURNAL_CAP`](crate::store::JOURNAL_CAP)).
+    mine: Mutex<HashMap<String, Weak<EntryState>>>,
+    /// The task renewing the leases every third of the lease ([`Journal::keep_renewing`]),
+    /// stopped by `renewing` at shutdown (or when the journal is dropped).
+    renewals: TaskTracker,
+    renewing: CancellationToken,
 }
 
 impl Journal {
@@ -206,6 +215,9 @@ impl Journal {
             stop: CancellationToken::new(),
             wakers: Mutex::new(HashMap::new()),
             upkeep: Arc::new(Notify::new()),
+            mine: Mutex::new(HashMap::new()),
+            renewals: TaskTracker::new(),
+            renewing: CancellationToken::new(),
         });
         // A streamed reply's platform message is saved as soon as the engine started it.
         let weak = Arc::downgrade(&shared);
@@ -381,35 +393,27 @@ impl Journal {
         }
     }
 
-    /// Renews this process's lease on every entry it holds; one that went through restarts
-    /// the renewal clock its finals are published under (`fence.rs`) from when it was sent.
-    pub(crate) async fn renew(&self) {
-        let shared = &self.shared;
-        let sent = shared.fence.now();
-        match shared
-            .store
-            .journal_renew(&shared.holder, shared.config.lease)
-            .await
-        {
-            Ok(()) => shared.fence.renewed(sent),
-            Err(error) => tracing::warn!(%error, "Renewing the journal lease failed."),
-        }
-    }
-
     /// Stops the retries of pending finals and gives this process's leases up, so another
     /// replica (or the next start) takes the entries at once. The entries stay. The leases
     /// go only once the replies already in the delivery lanes landed (waiting for at most
     /// `flush`, the leases renewed first): a replica that took an entry while this process
     /// still delivers its final would deliver it too. Lanes that did not empty in time
     /// keep the leases to their end (a lease outlasts the shutdown grace period); `false`
-    /// then, so the daemon does not wait for them again.
+    /// then, so the daemon does not wait for them again. The renewals
+    /// ([`Journal::keep_renewing`]) go on while the lanes empty, however long the grace,
+    /// and stop, the one under way finished, before the leases go: a renewal after the
+    /// release would take them back.
     pub(crate) async fn shut_down(&self, flush: Duration) -> bool {
         let shared = &self.shared;
         shared.stop.cancel();
         shared.retries.close();
         shared.retries.wait().await;
         self.renew().await;
-        if !shared.outbound.flush(flush).await {
+        let flushed = shared.outbound.flush(flush).await;
+        shared.renewing.cancel();
+        shared.renewals.close();
+        shared.renewals.wait().await;
+        if !flushed {
             tracing::info!(
                 "Replies were still on their way at shutdown; the journal's leases run out on their own."
             );
@@ -419,6 +423,13 @@ impl Journal {
             tracing::debug!(%error, "Giving the journal leases up failed.");
         }
         true
+    }
+}
+
+impl Drop for Journal {
+    /// The renewals stop with the journal, shut down or not.
+    fn drop(&mut self) {
+        self.shared.renewing.cancel();
     }
 }
 
@@ -441,8 +452,9 @@ pub(super) fn new_send_key() -> String {
 }
 
 /// Removes entry `id` if this process still holds it: one another holder took over is
-/// that holder's work now.
+/// that holder's work now. Renewals no longer judge it.
 async fn remove(shared: &Shared, id: &str) {
+    relock(&shared.mine).remove(id);
     match shared.store.journal_remove(id, &shared.holder).await {
         Ok(true) => {}
         Ok(false) => {
@@ -514,7 +526,7 @@ struct EntryState {
     hand_off_done: Notify,
     /// Woken when the entry came to rest ([`Entry::at_rest`]).
     rested: Notify,
-    /// Whether it was found no longer this process's (`fence.rs`).
+    /// Since when it is this process's, and whether it was found no longer so (`fence.rs`).
     owned: Owned,
 }
 
@@ -566,7 +578,8 @@ impl Entry {
         } else {
             None
         };
-        Self(Arc::new(EntryState {
+        let owned = Owned::new(shared.fence.now());
+        let entry = Self(Arc::new(EntryState {
             id,
             retry_from_ms,
             recovered,
@@ -586,8 +599,10 @@ impl Entry {
             saving: tokio::sync::Mutex::new(()),
             hand_off_done: Notify::new(),
             rested: Notify::new(),
-            owned: Owned::default(),
-        }))
+            owned,
+        }));
+        entry.hold();
+        entry
     }
 
     /// The entry of the journaled turn this task runs, if any.
@@ -929,11 +944,11 @@ impl Entry {
         };
         match state {
             // Taken over (or dropped): neither removed nor retried from here.
-            _ if self.lost() => self.leave_to_its_owner(),
+            _ if self.lost() => self.leave_to_its_owner().await,
             None => remove(&self.0.shared, &self.0.id).await,
             Some(JournalState::Held) => self.wait_for_next_message().await,
             Some(_) if self.save().await => self.retry_finals_later(),
-            Some(_) => self.leave_to_its_owner(),
+            Some(_) => self.leave_to_its_owner().await,
         }
         self.progress().at_rest = true;
         self.0.rested.notify_waiters();
@@ -961,17 +976,22 @@ impl Entry {
     /// Saves the record: `false` when the entry is no longer this process's (an operator
     /// dropped it, or another replica took it over), which marks it lost: from then on this
     /// process publishes no final of it and does not remove it (`fence.rs`). A failed write
-    /// counts as still ours: the renewal clock alone then says whether a final may go out.
+    /// counts as still ours: the renewal clock, and the renewals that judge the entry, then
+    /// say whether a final may go out.
     async fn save(&self) -> bool {
         let _saving = self.0.saving.lock().await;
         let record = self.record();
         let shared = &self.0.shared;
+        let sent = shared.fence.now();
         match shared
             .store
             .journal_save(&self.0.id, &record, &shared.holder)
             .await
         {
-            Ok(true) => true,
+            Ok(true) => {
+                self.proven(sent);
+                true
+            }
             Ok(false) => {
                 tracing::debug!("A journal entry was removed or taken over before a save.");
                 self.lose();

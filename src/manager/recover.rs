@@ -120,7 +120,8 @@ impl Manager {
             }
         };
         if disposition == Disposition::Release {
-            self.release(&entry.recorded_keys()).await;
+            // None once the entry was taken over (`journal/fence.rs`).
+            self.release(entry.releasable(&entry.recorded_keys())).await;
         }
         entry.turn_ended().await;
         self.inner.staging.release(&msg).await;

@@ -1,9 +1,10 @@
 //! A store that passes every call on to another one but for the faults a test asks for
 //! (tests only): reads that never see a binding, as if another replica bound the
-//! conversation between this replica's read and its write; journal renewals that fail, as
-//! for a replica cut off from its store; admissions written but answered too late (a
-//! timeout after the commit); takes of a pending question that never answer; and a claim to be shared by replicas, so that an SQLite
-//! store in a test stands for a shared one.
+//! conversation between this replica's read and its write; journal renewals and saves that
+//! fail, as for a replica cut off from its store; admissions written but answered too late
+//! (a timeout after the commit); takes of a pending question that never answer; and a
+//! claim to be shared by replicas, so that an SQLite store in a test stands for a shared
+//! one.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +31,8 @@ pub(crate) struct Faulty {
     pub(crate) admissions_time_out: AtomicBool,
     /// While set, `take_question` never answers (a store that hangs).
     pub(crate) takes_hang: AtomicBool,
+    /// While set, `journal_save` fails without reaching `inner`.
+    pub(crate) saves_fail: AtomicBool,
 }
 
 impl Faulty {
@@ -42,6 +45,7 @@ impl Faulty {
             renewals_fail: AtomicBool::new(false),
             admissions_time_out: AtomicBool::new(false),
             takes_hang: AtomicBool::new(false),
+            saves_fail: AtomicBool::new(false),
         }
     }
 
@@ -133,6 +137,9 @@ impl Store for Faulty {
         record: &JournalRecord,
         holder: &str,
     ) -> Result<bool, StoreError> {
+        if self.saves_fail.load(Ordering::SeqCst) {
+            return Err(StoreError::TimedOut { op: "journal_save" });
+        }
         self.inner.journal_save(id, record, holder).await
     }
     async fn journal_remove(&self, id: &str, holder: &str) -> Result<bool, StoreError> {
@@ -146,7 +153,11 @@ impl Store for Faulty {
     ) -> Result<Vec<Journaled>, StoreError> {
         self.inner.journal_claim(holder, lease, take_live).await
     }
-    async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {
+    async fn journal_renew(
+        &self,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Vec<String>, StoreError> {
         if self.renewals_fail.load(Ordering::SeqCst) {
             return Err(StoreError::TimedOut {
                 op: "journal_renew",

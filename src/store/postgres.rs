@@ -606,7 +606,11 @@ impl Store for PostgresStore {
         self.claim_journaled(holder, lease, take_live).await
     }
 
-    async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {
+    async fn journal_renew(
+        &self,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Vec<String>, StoreError> {
         self.renew_journaled(holder, lease).await
     }
 

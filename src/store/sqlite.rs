@@ -544,7 +544,11 @@ impl Store for SqliteStore {
         Ok(taken)
     }
 
-    async fn journal_renew(&self, holder: &str, lease: Duration) -> Result<(), StoreError> {
+    async fn journal_renew(
+        &self,
+        holder: &str,
+        lease: Duration,
+    ) -> Result<Vec<String>, StoreError> {
         let holder = holder.to_owned();
         let lease_ms = ttl_millis(lease);
         self.call(

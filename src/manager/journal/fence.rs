@@ -10,35 +10,73 @@
 //! clock. The lease runs from when the store wrote it, which is no earlier than when this
 //! process sent the renewal (or the admission, or the claim). So while less than a lease
 //! has passed on this process's monotonic clock since it sent its last renewal that went
-//! through, nobody else can hold the entry: that is the renewal clock [`Fence`] keeps (an
-//! atomic, read without a store round trip), less [`MARGIN_DIVISOR`]'s safety margin for
-//! the time a reply still takes between the check and the platform call.
+//! through, nobody else can take an entry that renewal renewed: that is the renewal clock
+//! [`Fence`] keeps (an atomic, read without a store round trip), less
+//! [`MARGIN_DIVISOR`]'s safety margin for the time a reply still takes between the check
+//! and the platform call.
+//!
+//! The clock proves only the entries the renewal renewed: it extends the leases this
+//! process still holds, not one another replica took over before it ran. So a renewal
+//! returns the ids it renewed ([`Store::journal_renew`](crate::store::Store::journal_renew)),
+//! and every entry of this process (`Shared::mine`) admitted, claimed or taken up before
+//! the renewal was sent (stamped once the store said so) that it did not renew is marked
+//! lost *before* the clock restarts from it. Entries that came later are judged by the
+//! next renewal; the lease their admission or claim wrote runs from when that call was
+//! sent, at most a store call's timeout before the renewal, which the claim's grace (a
+//! whole lease) covers. Entries this process removed, gave up or left held for their chat
+//! are no longer judged. Hence a final that passes the gate belongs to an entry either renewed by the
+//! renewal the clock runs from or newer than it: nobody else can hold it, however long
+//! the final waited in its lane, and without a store call per final. A save that fails
+//! therefore still counts as this process's: the renewal that lets the final go out
+//! judged the entry.
 //!
 //! A final is checked just before its delivery (the lane's [`Gate`]): refused, it fails
-//! for now ([`WITHHELD`](crate::bus::WITHHELD)) and waits in the entry as any final that failed for now does;
-//! its retry waits until a renewal went through again, then saves the entry, which tells
-//! whether it is still this process's (delivered then) or was taken over (left to the
-//! replica that took it, which delivers it from what was written ahead, or follows the
-//! run). A save that finds the entry taken (or dropped by an operator) marks it lost: the
-//! process no longer acts for it at all, no final and no remove.
+//! for now ([`WITHHELD`](crate::bus::WITHHELD)) and waits in the entry as any final that
+//! failed for now does; its retry waits until a renewal went through again (which marks
+//! the entry lost if it was taken), then saves the entry, which tells whether an operator
+//! dropped it meanwhile. A save that finds the entry taken (or dropped by an operator), or
+//! a renewal that did not renew it, marks it lost: the process no longer acts for it at
+//! all, no final, no remove, and no release of its message's dedupe keys (the replica that
+//! took it answers the message; a redelivery admitted again would be answered twice).
+//!
+//! A lost entry's channel hears of its turn's end from whoever has it: when the renewal
+//! clock lapsed since the entry was last proven this process's (by a renewal or a save),
+//! it was most likely taken over, and the replica that took it tells the channel, so the
+//! end held back here for a retry is let go without a word ([`Entry::leave_to_its_owner`]);
+//! otherwise an operator dropped it, and the end says the message went unanswered.
+//!
+//! The renewals run on a task of their own, every third of the lease
+//! ([`Journal::keep_renewing`]), held up neither by the journal's other upkeep (a sweep or
+//! claim that waits out its timeout) nor by the manager's loop; at shutdown they go on
+//! while the lanes empty and stop, the one under way finished, before the leases are given
+//! up ([`Journal::shut_down`]).
 //!
 //! On a store only one process opens (SQLite, whose lock file keeps a second one out)
 //! nobody can take an entry over, so the fence never withholds there.
 //!
-//! What it cannot promise: a final that passed the gate and then spends longer than the
-//! margin plus the claim's grace (another lease) inside the delivery engine (a long
-//! `Retry-After`) may still land after another replica took the entry; and a final whose
-//! delivery landed while the store was out of reach is delivered again by the replica that
-//! takes the entry over (as after a crash: the same edit of the same message where the
-//! platform edits, or a send with the same key).
+//! # What it cannot promise
+//!
+//! - A final that passed the gate and then spends longer than the margin plus the claim's
+//!   grace (another lease) inside the delivery engine (a long `Retry-After`) may still land
+//!   after another replica took the entry: the gate is asked once, before the engine.
+//! - A final whose delivery landed while the store was out of reach is delivered again by
+//!   the replica that takes the entry over (as after a crash: the same edit of the same
+//!   message where the platform edits, or a send with the same key).
+//! - Whether a lost entry was taken over or dropped is judged by the renewal clock: one an
+//!   operator dropped while the clock lapsed is taken for a takeover (the channel hears
+//!   nothing from here); and a turn that released its dedupe keys before the loss was
+//!   learnt does not get them back.
 
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::Entry;
+use super::{Entry, Journal, Shared, relock};
 use crate::bus::Gate;
+use crate::store::DedupeKey;
 
 /// The safety margin is the lease divided by this: with the default 15 s lease, renewed
 /// every 5 s, finals are withheld once no renewal went through for 11.25 s (two renewals
@@ -58,6 +96,11 @@ pub(super) struct Fence {
     /// How long after a renewal was sent the entries are provably this process's: the
     /// lease less the safety margin, in milliseconds.
     holds_for: u64,
+    /// When the last renewal that went through after a lapse (no renewal went through
+    /// for `holds_for` before it) was sent, on the same clock (0: none yet): an entry last
+    /// proven this process's before then may have been taken over meanwhile
+    /// ([`Fence::lapsed_since`]).
+    recovered_at: AtomicU64,
     /// Woken by each renewal that went through: what a withheld final's retry waits for.
     renewed: Notify,
 }
@@ -70,6 +113,7 @@ impl Fence {
             enforced,
             origin: Instant::now(),
             renewed_at: AtomicU64::new(0),
+            recovered_at: AtomicU64::new(0),
             holds_for: u64::try_from(holds_for.as_millis()).unwrap_or(u64::MAX),
             renewed: Notify::new(),
         }
@@ -80,14 +124,27 @@ impl Fence {
         u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// A renewal sent at `sent` (from [`Fence::now`]) went through.
+    /// A renewal sent at `sent` (from [`Fence::now`]) went through, and the entries it
+    /// did not renew were marked lost ([`Journal::renew`](super::Journal::renew)).
     pub(super) fn renewed(&self, sent: u64) {
-        self.renewed_at.fetch_max(sent, Ordering::AcqRel);
+        let before = self.renewed_at.fetch_max(sent, Ordering::AcqRel);
+        if self.enforced && sent.saturating_sub(before) >= self.holds_for {
+            self.recovered_at.fetch_max(sent, Ordering::AcqRel);
+        }
         self.renewed.notify_waiters();
     }
 
-    /// `None` while this process's entries are provably its own; else how long ago the
-    /// last renewal that went through was sent.
+    /// Whether the renewal clock lapsed (now, or at any time) since `proven`, when an entry
+    /// was last proven this process's: if the entry turns out lost, another replica most
+    /// likely took it over (it could only while the clock lapsed), rather than an operator
+    /// dropping it. Never on a store only one process opens.
+    pub(super) fn lapsed_since(&self, proven: u64) -> bool {
+        self.lapsed().is_some() || self.recovered_at.load(Ordering::Acquire) > proven
+    }
+
+    /// `None` while this process's entries are provably its own (those the last renewal
+    /// that went through renewed, and those newer than it; any it did not renew were
+    /// marked lost first); else how long ago that renewal was sent.
     pub(super) fn lapsed(&self) -> Option<Duration> {
         if !self.enforced {
             return None;
@@ -113,35 +170,166 @@ impl Fence {
 }
 
 /// What an entry knows of its ownership beyond the renewal clock.
-#[derive(Default)]
 pub(super) struct Owned {
-    /// A save found the entry taken over by another holder, or dropped by an operator:
-    /// this process no longer acts for it.
+    /// When, on the renewal clock, the entry was admitted, claimed or taken up by this
+    /// process (stamped once the store said so): a renewal sent before then may not have
+    /// seen it, so it is judged only by renewals sent later ([`Journal::renew`]).
+    since: u64,
+    /// When, on the renewal clock, the entry was last proven this process's: its admission
+    /// (or claim), a save that went through, or a renewal that renewed it.
+    proven: AtomicU64,
+    /// A save found the entry taken over by another holder, or dropped by an operator, or
+    /// a renewal that went through did not renew it: this process no longer acts for it.
     lost: AtomicBool,
-    /// A final of it was withheld because the lease lapsed: if it turns out lost, another
-    /// replica most likely took it over and answers, so this one tells the channel nothing.
-    lapsed: AtomicBool,
+}
+
+impl Owned {
+    /// An entry this process holds from `now` on (the renewal clock's).
+    pub(super) fn new(now: u64) -> Self {
+        Self {
+            since: now,
+            proven: AtomicU64::new(now),
+            lost: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Journal {
+    /// Renews this process's lease on every entry it holds. The entries of this process
+    /// (older than the renewal) that it did not renew were taken over or dropped before it
+    /// ran: they are marked lost first, and only then does the renewal restart the clock
+    /// finals are published under, from when it was sent, so a final that waited through
+    /// a takeover never passes the gate on the fresh clock.
+    pub(crate) async fn renew(&self) {
+        renew(&self.shared).await;
+    }
+
+    /// Renews the leases every third of the lease from now on, on a task of its own: not
+    /// held up by anything else the journal's upkeep does (a slow sweep or claim), nor by
+    /// the manager's loop (which stops looking at its clock once a drain's queue ran
+    /// empty), so finals are not withheld while the store answers. Stopped by
+    /// [`Journal::shut_down`] before the leases go, or when the journal is dropped; a
+    /// renewal under way is finished, never cut short.
+    pub(crate) fn keep_renewing(&self) {
+        let shared = self.shared.clone();
+        let every = (shared.config.lease / 3).max(Duration::from_millis(100));
+        self.shared.renewals.spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.reset();
+            loop {
+                tokio::select! {
+                    biased;
+                    () = shared.renewing.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                renew(&shared).await;
+            }
+        });
+    }
+}
+
+/// [`Journal::renew`].
+pub(super) async fn renew(shared: &Shared) {
+    let sent = shared.fence.now();
+    match shared
+        .store
+        .journal_renew(&shared.holder, shared.config.lease)
+        .await
+    {
+        Ok(renewed) => {
+            judge(shared, sent, &renewed);
+            shared.fence.renewed(sent);
+        }
+        Err(error) => tracing::warn!(%error, "Renewing the journal lease failed."),
+    }
+}
+
+/// Marks lost the entries of this process that a renewal sent at `sent` should have
+/// renewed and did not (`renewed`: the ids it did), and notes the others proven then.
+/// Entries admitted, claimed or taken up after `sent` are left for the next renewal.
+/// Forgets entries nothing works on any more.
+fn judge(shared: &Shared, sent: u64, renewed: &[String]) {
+    let renewed: HashSet<&str> = renewed.iter().map(String::as_str).collect();
+    let mut lost = Vec::new();
+    relock(&shared.mine).retain(|id, state| {
+        let Some(state) = state.upgrade() else {
+            return false;
+        };
+        if state.owned.since >= sent {
+            return true;
+        }
+        if renewed.contains(id.as_str()) {
+            state.owned.proven.fetch_max(sent, Ordering::AcqRel);
+            return true;
+        }
+        lost.push(state);
+        false
+    });
+    for state in lost {
+        state.owned.lost.store(true, Ordering::Release);
+        tracing::info!(
+            "A journal entry was not renewed: it was taken over or dropped, so this process no longer acts for it."
+        );
+    }
 }
 
 impl Entry {
+    /// Registers the entry as this process's, for renewals to judge ([`judge`]).
+    pub(super) fn hold(&self) {
+        relock(&self.0.shared.mine).insert(self.0.id.clone(), Arc::downgrade(&self.0));
+    }
+
+    /// This process no longer works on the entry (removed, given up, held for its chat,
+    /// or lost): renewals no longer judge it.
+    pub(super) fn unhold(&self) {
+        let mut mine = relock(&self.0.shared.mine);
+        if mine
+            .get(&self.0.id)
+            .is_some_and(|held| std::ptr::eq(held.as_ptr(), Arc::as_ptr(&self.0)))
+        {
+            mine.remove(&self.0.id);
+        }
+    }
+
+    /// A save that was sent at `sent` (the renewal clock's) found the entry still this
+    /// process's.
+    pub(super) fn proven(&self, sent: u64) {
+        self.0.owned.proven.fetch_max(sent, Ordering::AcqRel);
+    }
+
     /// A save found the entry no longer this process's.
     pub(super) fn lose(&self) {
         self.0.owned.lost.store(true, Ordering::Release);
+        self.unhold();
     }
 
-    /// Whether a save found the entry no longer this process's.
-    pub(super) fn lost(&self) -> bool {
+    /// Whether a save or a renewal found the entry no longer this process's.
+    pub(crate) fn lost(&self) -> bool {
         self.0.owned.lost.load(Ordering::Acquire)
     }
 
-    /// Whether a final of this entry was withheld because the lease lapsed.
+    /// Whether the renewal clock lapsed since the entry was last proven this process's
+    /// ([`Fence::lapsed_since`]): lost now, it was most likely taken over, and the replica
+    /// that took it tells the channel; lost without, an operator dropped it.
     pub(super) fn lapsed(&self) -> bool {
-        self.0.owned.lapsed.load(Ordering::Acquire)
+        let proven = self.0.owned.proven.load(Ordering::Acquire);
+        self.0.shared.fence.lapsed_since(proven)
+    }
+
+    /// The dedupe keys of `keys` (the entry's admission recorded them) a turn that asks
+    /// for their release frees: none once the entry is lost, as the replica that took it
+    /// over answers the message, and a redelivery freed now would be answered twice.
+    pub(crate) fn releasable<'k>(&self, keys: &'k [DedupeKey]) -> &'k [DedupeKey] {
+        if self.lost() { &[] } else { keys }
     }
 
     /// Whether a final of this entry may go out now: the entry was not found lost and the
     /// renewal clock proves it this process's. Logged when not (never the text).
     pub(super) fn may_publish(&self, final_id: u32) -> bool {
+        // The clock first: a renewal marks what it did not renew lost before it restarts
+        // the clock, so a fresh clock read here means those marks are seen below.
+        let lapsed = self.0.shared.fence.lapsed();
         if self.lost() {
             tracing::info!(
                 final_id,
@@ -149,10 +337,9 @@ impl Entry {
             );
             return false;
         }
-        let Some(since) = self.0.shared.fence.lapsed() else {
+        let Some(since) = lapsed else {
             return true;
         };
-        self.0.owned.lapsed.store(true, Ordering::Release);
         let (channel, state) = {
             let progress = self.progress();
             let record = &progress.record;
@@ -170,11 +357,22 @@ impl Entry {
     }
 
     /// The turn came to rest with the entry lost: whoever holds it now (or the operator who
-    /// dropped it) has its finals; this process neither retries nor removes it.
-    pub(super) fn leave_to_its_owner(&self) {
+    /// dropped it) has its finals; this process neither retries nor removes it. A final of
+    /// it that failed for now held the channel's turn end back for a retry that will not
+    /// come from here: taken over, the end is left to the replica that took it (nothing is
+    /// told from here); dropped, the end says the message went unanswered.
+    pub(super) async fn leave_to_its_owner(&self) {
+        let taken = self.lapsed();
         tracing::info!(
+            taken,
             "A journal entry is no longer this process's: its finals are left to the one that holds it."
         );
+        let record = self.record();
+        let answers = record.carrier.as_ref().unwrap_or(&record.message);
+        let outbound = &self.0.shared.outbound;
+        if outbound.retries_left(answers, taken) {
+            outbound.retries_settled(answers, false).await;
+        }
     }
 
     /// The gate that asks [`Entry::may_publish`] just before final `id` goes out.
@@ -183,9 +381,10 @@ impl Entry {
         Box::new(move || entry.may_publish(id))
     }
 
-    /// Waits until the entry is provably this process's again, if it lapsed, and checks
-    /// with a save that nobody took it meanwhile: `false` when it is no longer this
-    /// process's. A save that fails leaves the renewal clock to say so.
+    /// Waits until the entry is provably this process's again, if it lapsed: `false` when
+    /// it is no longer this process's. The renewal that went through says so (it did not
+    /// renew the entry), and a save then too (an operator may have dropped it); a save that
+    /// fails leaves it to that renewal.
     pub(super) async fn still_ours(&self) -> bool {
         if self.lost() {
             return false;
@@ -194,207 +393,12 @@ impl Entry {
         if fence.lapsed().is_none() {
             return true;
         }
-        self.0.owned.lapsed.store(true, Ordering::Release);
         tracing::info!("A pending final waits until this process renews its journal lease.");
         fence.holds_again().await;
-        self.save().await
+        // The renewal that went through marked the entry lost if it no longer held it.
+        !self.lost() && self.save().await
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::Ordering;
-    use std::time::Duration;
-
-    use im_bridge_channel::{Capabilities, InboundMessage};
-    use tokio::time::Instant;
-
-    use super::super::retry::tests::{Rig, rig_over};
-    use super::super::{Admission, Entry, Final, JournalConfig};
-    use crate::bus::WITHHELD;
-    use crate::store::faulty::Faulty;
-    use crate::store::{JournalState, SqliteStore, Store};
-
-    /// The lease of both replicas here: short, so that it runs out (and the claim's grace
-    /// after it) while the test waits.
-    const LEASE: Duration = Duration::from_secs(1);
-    /// How long any wait here may take.
-    const DEADLINE: Duration = Duration::from_secs(10);
-
-    /// Two replicas on one real SQLite store: `a`, told the store is shared, whose
-    /// renewals fail while `cut_off.renewals_fail` is set, and `b`, which never renews
-    /// (its fence, on a store it is not told is shared, never withholds).
-    struct Replicas {
-        cut_off: Arc<Faulty>,
-        a: Rig,
-        b: Rig,
-        _dir: tempfile::TempDir,
-    }
-
-    async fn replicas() -> Replicas {
-        let dir = tempfile::tempdir().unwrap();
-        let sqlite: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
-        let cut_off = Arc::new(Faulty::new(sqlite.clone()).shared());
-        let config = JournalConfig {
-            lease: LEASE,
-            final_retry: Duration::from_secs(3600),
-        };
-        let caps = Capabilities::final_only(1000);
-        let a = rig_over(cut_off.clone(), config.clone(), caps);
-        let b = rig_over(sqlite, config, caps);
-        a.deliver_all();
-        b.deliver_all();
-        Replicas {
-            cut_off,
-            a,
-            b,
-            _dir: dir,
-        }
-    }
-
-    /// Waits, polling, until `done` says so.
-    async fn wait_until(what: &str, done: impl Fn() -> bool) {
-        let until = Instant::now() + DEADLINE;
-        while !done() {
-            assert!(Instant::now() < until, "never: {what}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    /// Admits a message on `rig`'s journal.
-    async fn admit(rig: &Rig) -> (InboundMessage, Entry) {
-        let msg = InboundMessage::new("flaky", "4242", "u1", "question");
-        let Admission::New {
-            entry: Some(entry), ..
-        } = rig.journal.admit(&msg, None, true).await
-        else {
-            panic!("a chat message is journaled");
-        };
-        (msg, entry)
-    }
-
-    /// The turn of `entry` publishes `msg`'s answer as its one final and ends; returns
-    /// once the entry came to rest.
-    async fn answer(rig: &Rig, msg: &InboundMessage, entry: &Entry) {
-        let mut out = msg.reply("the answer".to_owned(), true);
-        let hooks = entry.track(&mut out, "", Final::Answer).await;
-        rig.outbound.publish_hooked(out, hooks).await;
-        entry.turn_ended().await;
-        entry.at_rest(DEADLINE).await;
-    }
-
-    /// Claims on `rig` until the other replica's entries are taken (their lease ran out a
-    /// whole lease ago).
-    async fn take_over(rig: &Rig) -> Vec<Entry> {
-        let until = Instant::now() + DEADLINE;
-        loop {
-            let claimed = rig.journal.claim(false).await;
-            if !claimed.is_empty() {
-                return claimed;
-            }
-            assert!(Instant::now() < until, "never taken over");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    /// A replica whose renewals fail for longer than its lease withholds its final
-    /// (written ahead, so the entry keeps it); the replica that takes the entry over
-    /// delivers it, once; and the first one, renewing again, finds the entry gone and
-    /// sends nothing.
-    #[tokio::test]
-    async fn a_replica_that_cannot_renew_withholds_its_final_for_the_one_that_takes_over() {
-        let Replicas { cut_off, a, b, .. } = replicas().await;
-        let (msg, entry) = admit(&a).await;
-        cut_off.renewals_fail.store(true, Ordering::SeqCst);
-        a.journal.renew().await;
-        let fence = &a.journal.shared.fence;
-        wait_until("a's lease lapsed by its own clock", || {
-            fence.lapsed().is_some()
-        })
-        .await;
-
-        answer(&a, &msg, &entry).await;
-        let pending = a
-            .wait_entry("the withheld final", |e| {
-                e.record.last_error.as_deref() == Some(WITHHELD)
-            })
-            .await;
-        assert_eq!(pending.record.state, JournalState::FinalPending);
-        assert_eq!(pending.record.finals.len(), 1, "written ahead, kept");
-        assert_eq!(a.sends(), 0, "withheld, not sent");
-
-        let claimed = take_over(&b).await;
-        assert_eq!(claimed.len(), 1);
-        for entry in &claimed {
-            entry.retry_finals_later();
-        }
-        b.wait_empty().await;
-        assert_eq!(b.sends(), 1, "delivered once, by the replica that took it");
-
-        // Renewing again, a's retry finds the entry no longer its own and stops.
-        cut_off.renewals_fail.store(false, Ordering::SeqCst);
-        a.journal.renew().await;
-        let id = entry.0.id.clone();
-        wait_until("a's retry gave up the entry", || {
-            !super::super::relock(&a.journal.shared.wakers).contains_key(&id)
-        })
-        .await;
-        assert_eq!(a.sends(), 0, "never sent by the replica cut off");
-        a.journal.shut_down(DEADLINE).await;
-        b.journal.shut_down(DEADLINE).await;
-        assert_eq!(b.sends(), 1);
-    }
-
-    /// A replica that renews again after its entry was taken over (its clock says the
-    /// lease holds) learns from its next save that the entry is no longer its own: it
-    /// neither publishes the final nor removes the entry the other replica now works on.
-    #[tokio::test]
-    async fn a_replica_whose_entry_was_taken_over_neither_answers_nor_removes_it() {
-        let Replicas { cut_off, a, b, .. } = replicas().await;
-        let (msg, entry) = admit(&a).await;
-        cut_off.renewals_fail.store(true, Ordering::SeqCst);
-        let claimed = take_over(&b).await;
-        assert_eq!(claimed.len(), 1);
-        cut_off.renewals_fail.store(false, Ordering::SeqCst);
-        a.journal.renew().await;
-        assert_eq!(
-            a.journal.shared.fence.lapsed(),
-            None,
-            "a's clock says it holds"
-        );
-
-        answer(&a, &msg, &entry).await;
-        assert_eq!(a.sends(), 0, "not sent by the replica it was taken from");
-        let listed = b.store.journal_list(0, 10).await.unwrap();
-        assert_eq!(listed.len(), 1, "still there for the replica that took it");
-        assert_eq!(listed[0].record.state, JournalState::Admitted);
-        assert!(listed[0].record.finals.is_empty(), "nothing of a's written");
-        a.journal.shut_down(DEADLINE).await;
-        b.journal.shut_down(DEADLINE).await;
-    }
-
-    /// On a store only one process opens, nobody can take an entry over: a final goes out
-    /// however long renewals have failed.
-    #[tokio::test]
-    async fn a_store_only_one_process_opens_never_withholds() {
-        let dir = tempfile::tempdir().unwrap();
-        let sqlite: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
-        let failing = Arc::new(Faulty::new(sqlite));
-        failing.renewals_fail.store(true, Ordering::SeqCst);
-        let config = JournalConfig {
-            lease: Duration::ZERO,
-            final_retry: Duration::from_secs(3600),
-        };
-        let rig = rig_over(failing, config, Capabilities::final_only(1000));
-        rig.deliver_all();
-        let (msg, entry) = admit(&rig).await;
-        rig.journal.renew().await;
-        answer(&rig, &msg, &entry).await;
-        rig.wait_empty().await;
-        assert_eq!(rig.sends(), 1);
-        rig.journal.shut_down(DEADLINE).await;
-    }
-}
+mod tests;

@@ -131,6 +131,9 @@ impl Entry {
     /// to find by its chat. The record's state says [`JournalState::Held`] already.
     pub(super) async fn wait_for_next_message(&self) {
         self.leave_live();
+        // Any replica's next message for the chat may take it up: renewals no longer judge
+        // it here.
+        self.unhold();
         self.save().await;
         let (channel, finals) = {
             let progress = self.progress();

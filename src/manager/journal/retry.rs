@@ -92,6 +92,8 @@ impl Journal {
 
 /// Gives entry `id` up with its `record`: counted, and kept for an operator.
 pub(super) async fn give_up(shared: &Shared, id: &str, record: &JournalRecord) {
+    // Nobody holds it from here: renewals no longer judge it.
+    relock(&shared.mine).remove(id);
     metrics::counter!(names::JOURNAL_GIVEN_UP).increment(1);
     match shared
         .store
@@ -146,8 +148,9 @@ impl Entry {
             }
             Ended::Gone if self.lapsed() => {
                 // Most likely taken over while this process could not renew its lease: the
-                // replica that took it answers, so the channel hears nothing from here.
-                self.leave_to_its_owner();
+                // replica that took it answers and tells the channel, so nothing is told
+                // from here, and the end held back for this retry is let go.
+                self.leave_to_its_owner().await;
             }
             Ended::Gone => {
                 tracing::info!(

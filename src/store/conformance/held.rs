@@ -171,10 +171,20 @@ pub(super) async fn journal_fencing(store: &dyn Store) {
         let admitted = store.journal_admit(&[], LONG, id, &record, "a", LONG).await;
         assert_eq!(must(admitted, "journal_admit"), Some(Vec::new()));
     }
-    // Run out just now: not taken while the claim's grace (its lease) lasts.
-    must(
+    // Run out just now: not taken while the claim's grace (its lease) lasts. A renewal
+    // names what it renewed: the holder's entries, and only those.
+    let renewed = must(
         store.journal_renew("a", Duration::ZERO).await,
         "journal_renew",
+    );
+    assert_eq!(
+        sorted(renewed),
+        ["f1", "f2"],
+        "a renewal names what it renewed"
+    );
+    assert!(
+        must(store.journal_renew("b", LONG).await, "journal_renew").is_empty(),
+        "nothing of a holder without entries"
     );
     assert!(
         must(store.journal_claim("b", LONG, false).await, "journal_claim").is_empty(),
@@ -190,7 +200,12 @@ pub(super) async fn journal_fencing(store: &dyn Store) {
         "journal_claim",
     );
     assert_eq!(taken.len(), 2, "the grace over, they are taken");
-    must(store.journal_renew("b", LONG).await, "journal_renew");
+    assert!(
+        must(store.journal_renew("a", LONG).await, "journal_renew").is_empty(),
+        "the holder they were taken from renews none of them"
+    );
+    let renewed = must(store.journal_renew("b", LONG).await, "journal_renew");
+    assert_eq!(sorted(renewed), ["f1", "f2"]);
 
     // The holder they were taken from removes nothing of theirs any more.
     assert!(
@@ -203,6 +218,8 @@ pub(super) async fn journal_fencing(store: &dyn Store) {
         store.journal_remove("f1", "b").await,
         "journal_remove"
     ));
+    let renewed = must(store.journal_renew("b", LONG).await, "journal_renew");
+    assert_eq!(renewed, ["f2"], "a removed entry is renewed no more");
 
     // Released by its holder (a clean shutdown): taken at once, grace or not.
     must(store.journal_release("b").await, "journal_release");
@@ -307,4 +324,10 @@ pub(super) async fn issue_33_held_answers(store: &dyn Store) {
         ));
     }
     assert!(must(store.journal_claim("d", LONG, true).await, "journal_claim").is_empty());
+}
+
+/// `ids` in order, for comparing what a renewal returned (in no order).
+fn sorted(mut ids: Vec<String>) -> Vec<String> {
+    ids.sort();
+    ids
 }

@@ -386,22 +386,25 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// `Store::journal_renew`.
+    /// `Store::journal_renew`: the ids it renewed.
     pub(super) async fn renew_journaled(
         &self,
         holder: &str,
         lease: Duration,
-    ) -> Result<(), StoreError> {
-        self.execute(
-            "journal_renew",
-            concat!(
-                "UPDATE im_bridge_journal SET lease_until = ",
-                now_ms!(),
-                " + $2 WHERE holder = $1"
-            ),
-            &[&holder, &ttl_param(lease)],
-        )
-        .await?;
-        Ok(())
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .query(
+                "journal_renew",
+                concat!(
+                    "UPDATE im_bridge_journal SET lease_until = ",
+                    now_ms!(),
+                    " + $2 WHERE holder = $1 RETURNING id"
+                ),
+                &[&holder, &ttl_param(lease)],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| row.try_get(0).map_err(failed("journal_renew")))
+            .collect()
     }
 }

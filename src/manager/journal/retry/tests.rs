@@ -15,7 +15,7 @@ use im_bridge_channel::{
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::super::{Admission, Final, Journal, JournalConfig};
+use super::super::{Admission, Entry, Final, Journal, JournalConfig};
 use crate::bus::Outbound;
 use crate::store::{JournalState, Listed, SqliteStore, Store};
 
@@ -28,6 +28,9 @@ struct Flaky {
     failing: AtomicBool,
     sends: AtomicUsize,
     delivered: AtomicUsize,
+    /// The turn ends it was told (with capabilities that ask for them): whether each
+    /// said the message went unanswered.
+    turn_ends: std::sync::Mutex<Vec<bool>>,
 }
 
 #[async_trait]
@@ -49,6 +52,10 @@ impl Channel for Flaky {
         Ok(SentMessage {
             id: MessageId::new(format!("m{n}")),
         })
+    }
+    async fn turn_ended(&self, to: SendTarget<'_>) -> ChannelResult {
+        self.turn_ends.lock().unwrap().push(to.hints.unanswered);
+        Ok(())
     }
 }
 
@@ -92,6 +99,7 @@ pub(in crate::manager::journal) fn rig_over(
         failing: AtomicBool::new(true),
         sends: AtomicUsize::new(0),
         delivered: AtomicUsize::new(0),
+        turn_ends: std::sync::Mutex::new(Vec::new()),
     });
     let outbound = Arc::new(Outbound::new(&[channel.clone() as Arc<dyn Channel>]));
     let journal = Journal::new(store.clone(), outbound.clone(), config);
@@ -110,14 +118,23 @@ impl Rig {
         self.channel.failing.store(false, Ordering::SeqCst);
     }
 
+    /// Its channel's sends fail (for now) from now on.
+    pub(in crate::manager::journal) fn fail_all(&self) {
+        self.channel.failing.store(true, Ordering::SeqCst);
+    }
+
+    /// The turn ends its channel was told so far: whether each said unanswered.
+    pub(in crate::manager::journal) fn turn_ends(&self) -> Vec<bool> {
+        self.channel.turn_ends.lock().unwrap().clone()
+    }
+
     /// How many sends its channel was asked for (delivered or not).
     pub(in crate::manager::journal) fn sends(&self) -> usize {
         self.channel.sends.load(Ordering::SeqCst)
     }
 
-    /// Admits a message and publishes its answer as the turn's one final, then ends the
-    /// turn; returns the entry's id.
-    async fn answer(&self) -> String {
+    /// Admits a chat message, journaled; returns it with its entry.
+    pub(in crate::manager::journal) async fn admit_one(&self) -> (InboundMessage, Entry) {
         let msg = InboundMessage::new("flaky", "4242", "u1", "question");
         let Admission::New {
             entry: Some(entry), ..
@@ -125,6 +142,13 @@ impl Rig {
         else {
             panic!("a chat message is journaled");
         };
+        (msg, entry)
+    }
+
+    /// Admits a message and publishes its answer as the turn's one final, then ends the
+    /// turn; returns the entry's id.
+    async fn answer(&self) -> String {
+        let (msg, entry) = self.admit_one().await;
         let mut out = msg.reply("the answer".to_owned(), true);
         let hooks = entry.track(&mut out, "", Final::Answer).await;
         self.outbound.publish_hooked(out, hooks).await;

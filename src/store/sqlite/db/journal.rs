@@ -192,16 +192,16 @@ impl Db {
         })
     }
 
-    /// See `Store::journal_renew`.
+    /// See `Store::journal_renew`: the ids it renewed.
     pub(in crate::store::sqlite) fn journal_renew(
         &self,
         holder: &str,
         until_ms: i64,
-    ) -> rusqlite::Result<()> {
+    ) -> rusqlite::Result<Vec<String>> {
         self.conn
-            .prepare_cached("UPDATE journal SET lease_until = ?2 WHERE holder = ?1")?
-            .execute(params![holder, until_ms])?;
-        Ok(())
+            .prepare_cached("UPDATE journal SET lease_until = ?2 WHERE holder = ?1 RETURNING id")?
+            .query_map(params![holder, until_ms], |row| row.get(0))?
+            .collect()
     }
 
     /// See `Store::journal_release`: expired long ago, so the claim's grace is over.
