@@ -293,6 +293,12 @@ impl Manager {
         let deadline = tokio::time::sleep(Duration::MAX);
         tokio::pin!(deadline);
         self.inner.clarifications.load().await;
+        // Starts the renewal clock finals are published under (`journal/fence.rs`) now,
+        // however long the daemon took to get here, rather than at the first tick; the
+        // renewals then run on their own until the journal's shutdown, or until this run
+        // ends otherwise (the guard).
+        self.inner.journal.renew().await;
+        let _renewing = self.inner.journal.keep_renewing();
         let mut journal_tick = self.recover_at_start(&workers).await;
         loop {
             // Closing (or the grace running out) wins over the wait for a message.
@@ -353,11 +359,6 @@ impl Manager {
     /// What a previous process (or a dead replica) left unfinished goes first: claimed and
     /// started before any new message. Returns the clock of the journal's upkeep.
     async fn recover_at_start(&self, workers: &Workers) -> tokio::time::Interval {
-        // Starts the renewal clock finals are published under (`journal/fence.rs`) now,
-        // however long the daemon took to get here, rather than at the first tick; the
-        // renewals then run on their own until the journal's shutdown.
-        self.inner.journal.renew().await;
-        self.inner.journal.keep_renewing();
         let take_live = !self.inner.store.is_shared();
         let recovered = self.inner.journal.claim(take_live).await;
         let staged = staging::named_by(&recovered);

@@ -5,7 +5,7 @@
 //! Where `deliveries` works: with `--admin URL`, through that daemon's operator endpoints;
 //! otherwise on the configured store. PostgreSQL is shared with running replicas, so the
 //! store is used directly and a running replica takes a retried delivery up at its next
-//! journal renewal (within 5 s). An SQLite store is the daemon's alone while it runs (its
+//! journal upkeep (within 5 s). An SQLite store is the daemon's alone while it runs (its
 //! lock file): then the command goes through the daemon's admin endpoints at
 //! `bridge.admin_listen` (needs `bridge.admin_token`), and otherwise, the daemon stopped,
 //! works on the file and the next start takes a retried delivery up.

@@ -52,7 +52,10 @@
 //! up ([`Journal::shut_down`]).
 //!
 //! On a store only one process opens (SQLite, whose lock file keeps a second one out)
-//! nobody can take an entry over, so the fence never withholds there.
+//! nobody can take an entry over, so the renewal clock never withholds there; a renewal
+//! that does not name an entry (an operator dropped it, or the journal's cap evicted it)
+//! still marks it lost, there too, and its finals are not sent (nobody else answers such
+//! an entry: the operator chose so, or the cap).
 //!
 //! # What it cannot promise
 //!
@@ -210,7 +213,12 @@ impl Journal {
     /// empty), so finals are not withheld while the store answers. Stopped by
     /// [`Journal::shut_down`] before the leases go, or when the journal is dropped; a
     /// renewal under way is finished, never cut short.
-    pub(crate) fn keep_renewing(&self) {
+    pub(crate) fn keep_renewing(&self) -> RenewingGuard<'_> {
+        let guard = RenewingGuard(self);
+        if !self.shared.renewals.is_empty() {
+            // Already renewing: one loop is enough.
+            return guard;
+        }
         let shared = self.shared.clone();
         let every = (shared.config.lease / 3).max(Duration::from_millis(100));
         self.shared.renewals.spawn(async move {
@@ -226,6 +234,20 @@ impl Journal {
                 renew(&shared).await;
             }
         });
+        guard
+    }
+}
+
+/// Stops the renewals when dropped: held by the work that keeps the journal's entries
+/// (the manager's run), so a run that ended without [`Journal::shut_down`] (it panicked,
+/// or was dropped) does not leave a replica renewing leases it does no work for, which
+/// would keep other replicas from taking its entries over.
+#[must_use = "the renewals stop when the guard drops"]
+pub(crate) struct RenewingGuard<'a>(&'a Journal);
+
+impl Drop for RenewingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.shared.renewing.cancel();
     }
 }
 

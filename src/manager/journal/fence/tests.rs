@@ -311,7 +311,7 @@ async fn an_operators_drop_after_a_lapse_that_passed_tells_the_channel_unanswere
     // platform fails for now, and the retry waits.
     cut_off.renewals_fail.store(false, Ordering::SeqCst);
     a.journal.renew().await;
-    a.journal.keep_renewing();
+    let _renewing = a.journal.keep_renewing();
     wait_until("the retry tried the platform", || a.sends() == 1).await;
     let id = entry.0.id.clone();
     assert_eq!(a.store.journal_drop(&[id]).await.unwrap(), 1);
@@ -330,7 +330,7 @@ async fn an_operators_drop_after_a_lapse_that_passed_tells_the_channel_unanswere
 async fn the_leases_are_renewed_by_themselves_until_shutdown() {
     let Replicas { a, b, .. } = replicas().await;
     let (msg, entry) = admit(&a).await;
-    a.journal.keep_renewing();
+    let _renewing = a.journal.keep_renewing();
     let fence = &a.journal.shared.fence;
     let leases = u64::try_from(3 * LEASE.as_millis()).unwrap();
     let later = fence.now() + leases;
