@@ -242,7 +242,7 @@ impl Journal {
 /// (the manager's run), so a run that ended without [`Journal::shut_down`] (it panicked,
 /// or was dropped) does not leave a replica renewing leases it does no work for, which
 /// would keep other replicas from taking its entries over.
-#[must_use = "the renewals stop when the guard drops"]
+#[must_use]
 pub(crate) struct RenewingGuard<'a>(&'a Journal);
 
 impl Drop for RenewingGuard<'_> {
