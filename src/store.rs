@@ -423,6 +423,9 @@ pub trait Store: Send + Sync + 'static {
     /// those entries' ids (in no order): an entry of `holder`'s that is not among them was
     /// taken over or dropped before the renewal ran, which is how the journal's fence learns
     /// it no longer holds an entry whose final still waits (`manager/journal/fence.rs`).
+    /// Released leases ([`Store::journal_release`]) are not renewed: a renewal that reaches
+    /// the store after the release (one the client's timeout cut short) holds none of them
+    /// again, and another replica's claim still takes them at once.
     async fn journal_renew(&self, holder: &str, lease: Duration)
     -> Result<Vec<String>, StoreError>;
 

@@ -451,10 +451,10 @@ pub(super) fn new_send_key() -> String {
     new_id()
 }
 
-/// Removes entry `id` if this process still holds it: one another holder took over is
-/// that holder's work now. Renewals no longer judge it.
+/// Removes entry `id` from the store if this process still holds it: one another holder
+/// took over is that holder's work now. An [`Entry`] this process works on is removed with
+/// [`Entry::remove`], which also stops renewals judging it.
 async fn remove(shared: &Shared, id: &str) {
-    relock(&shared.mine).remove(id);
     match shared.store.journal_remove(id, &shared.holder).await {
         Ok(true) => {}
         Ok(false) => {
@@ -463,6 +463,15 @@ async fn remove(shared: &Shared, id: &str) {
         Err(error) => {
             tracing::warn!(%error, "Removing a journal entry failed; it will be recovered again.");
         }
+    }
+}
+
+impl Entry {
+    /// Removes the entry ([`remove`]): renewals no longer judge it (this entry's
+    /// registration only: a newer one of the same id, taken up again, stays judged).
+    async fn remove(&self) {
+        self.unhold();
+        remove(&self.0.shared, &self.0.id).await;
     }
 }
 
@@ -944,11 +953,11 @@ impl Entry {
         };
         match state {
             // Taken over (or dropped): neither removed nor retried from here.
-            _ if self.lost() => self.leave_to_its_owner().await,
-            None => remove(&self.0.shared, &self.0.id).await,
+            _ if self.lost() => self.leave_to_its_owner(self.lapsed()).await,
+            None => self.remove().await,
             Some(JournalState::Held) => self.wait_for_next_message().await,
             Some(_) if self.save().await => self.retry_finals_later(),
-            Some(_) => self.leave_to_its_owner().await,
+            Some(_) => self.leave_to_its_owner(self.lapsed()).await,
         }
         self.progress().at_rest = true;
         self.0.rested.notify_waiters();

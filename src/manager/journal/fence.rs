@@ -382,9 +382,9 @@ impl Entry {
     /// dropped it) has its finals; this process neither retries nor removes it. A final of
     /// it that failed for now held the channel's turn end back for a retry that will not
     /// come from here: taken over, the end is left to the replica that took it (nothing is
-    /// told from here); dropped, the end says the message went unanswered.
-    pub(super) async fn leave_to_its_owner(&self) {
-        let taken = self.lapsed();
+    /// told from here); dropped, the end says the message went unanswered. `taken` is
+    /// [`Entry::lapsed`], asked once by the caller (which may have chosen by it already).
+    pub(super) async fn leave_to_its_owner(&self, taken: bool) {
         tracing::info!(
             taken,
             "A journal entry is no longer this process's: its finals are left to the one that holds it."
@@ -392,6 +392,12 @@ impl Entry {
         let record = self.record();
         let answers = record.carrier.as_ref().unwrap_or(&record.message);
         let outbound = &self.0.shared.outbound;
+        // This may run inside a lane's drainer (`settle`, from the hook of the turn's last
+        // final), where a push to that lane could wait for room only the drainer frees.
+        // It never pushes there: `retries_left` is true only once the turn's end came
+        // through the lane, and a turn's end is pushed after its finals, so from a final's
+        // hook the end is still behind it in the lane. A retry that ends here runs on a
+        // task of its own.
         if outbound.retries_left(answers, taken) {
             outbound.retries_settled(answers, false).await;
         }

@@ -17,7 +17,7 @@ use im_bridge_channel::backoff::Backoff;
 use im_bridge_channel::{ChannelError, MessageId, OutboundMessage};
 use tokio::sync::Notify;
 
-use super::{Entry, Journal, Shared, relock, remove};
+use super::{Entry, Journal, Shared, relock};
 use crate::bus::{AfterShown, Hooks, Landed};
 use crate::store::{GAVE_UP_KEPT, JournalRecord, JournalState, PendingFinal, unix_millis};
 use crate::telemetry::names;
@@ -29,7 +29,8 @@ const RETRY_FIRST_WAIT: Duration = Duration::from_secs(2);
 const RETRY_MAX_WAIT: Duration = Duration::from_secs(300);
 
 /// How a retry of pending finals ended.
-enum Ended {
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Ended {
     /// Each landed, was refused for good, or waits for the chat's next message (held).
     Settled,
     /// The retry window is over.
@@ -90,10 +91,10 @@ impl Journal {
     }
 }
 
-/// Gives entry `id` up with its `record`: counted, and kept for an operator.
+/// Gives entry `id` up with its `record`: counted, and kept for an operator. An [`Entry`]
+/// this process works on is given up with [`Entry::give_up`], which also stops renewals
+/// judging it.
 pub(super) async fn give_up(shared: &Shared, id: &str, record: &JournalRecord) {
-    // Nobody holds it from here: renewals no longer judge it.
-    relock(&shared.mine).remove(id);
     metrics::counter!(names::JOURNAL_GIVEN_UP).increment(1);
     match shared
         .store
@@ -107,6 +108,13 @@ pub(super) async fn give_up(shared: &Shared, id: &str, record: &JournalRecord) {
 }
 
 impl Entry {
+    /// Gives the entry up ([`give_up`]) with its record: renewals no longer judge it (this
+    /// entry's registration only: a newer one of the same id stays judged).
+    pub(super) async fn give_up(&self) {
+        self.unhold();
+        give_up(&self.0.shared, &self.0.id, &self.record()).await;
+    }
+
     /// Retries this entry's pending finals in the background; see [`Entry::retry_finals`].
     pub(crate) fn retry_finals_later(&self) {
         let entry = self.clone();
@@ -130,28 +138,36 @@ impl Entry {
         let ended = self.retry_until_settled(&wake).await;
         self.forget_waker();
         self.leave_live();
-        let shared = &self.0.shared;
+        self.retry_ended(ended).await;
+    }
+
+    /// Finishes with the entry as its retry `ended`. A renewal runs on a task of its own
+    /// and may mark the entry lost after the retry last looked (between a final's fate and
+    /// here): taken over, it is the other replica's to finish and to tell the channel of,
+    /// however the retry ended here. Dropped by an operator meanwhile, what the retry did
+    /// still stands (the finals it delivered were delivered).
+    pub(super) async fn retry_ended(&self, ended: Ended) {
+        let taken = self.lost() && self.lapsed();
         match ended {
+            Ended::Settled | Ended::GaveUp if taken => self.leave_to_its_owner(true).await,
             Ended::Settled if self.progress().settled_state() == Some(JournalState::Held) => {
                 // Done with for now: what is left comes with the chat's next message.
                 self.tell_settled(true).await;
                 self.wait_for_next_message().await;
             }
             Ended::Settled => {
-                remove(shared, &self.0.id).await;
+                self.remove().await;
                 self.tell_settled(true).await;
             }
             Ended::GaveUp => {
                 tracing::warn!("Gave up delivering a final after the retry window.");
-                give_up(shared, &self.0.id, &self.record()).await;
+                self.give_up().await;
                 self.tell_settled(false).await;
             }
-            Ended::Gone if self.lapsed() => {
-                // Most likely taken over while this process could not renew its lease: the
-                // replica that took it answers and tells the channel, so nothing is told
-                // from here, and the end held back for this retry is let go.
-                self.leave_to_its_owner().await;
-            }
+            // Most likely taken over while this process could not renew its lease: the
+            // replica that took it answers and tells the channel, so nothing is told from
+            // here, and the end held back for this retry is let go.
+            Ended::Gone if self.lapsed() => self.leave_to_its_owner(true).await,
             Ended::Gone => {
                 tracing::info!(
                     "A pending delivery was dropped or taken over; this process no longer retries it."

@@ -223,6 +223,10 @@ pub(super) async fn journal_fencing(store: &dyn Store) {
 
     // Released by its holder (a clean shutdown): taken at once, grace or not.
     must(store.journal_release("b").await, "journal_release");
+    assert!(
+        must(store.journal_renew("b", LONG).await, "journal_renew").is_empty(),
+        "a renewal that reaches the store after the release holds nothing again"
+    );
     let taken = must(store.journal_claim("c", LONG, false).await, "journal_claim");
     let ids: Vec<&str> = taken.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(ids, ["f2"], "a released entry is taken at once");

@@ -386,7 +386,7 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// `Store::journal_renew`: the ids it renewed.
+    /// `Store::journal_renew`: the ids it renewed (a released lease, at 0, is not).
     pub(super) async fn renew_journaled(
         &self,
         holder: &str,
@@ -398,7 +398,7 @@ impl PostgresStore {
                 concat!(
                     "UPDATE im_bridge_journal SET lease_until = ",
                     now_ms!(),
-                    " + $2 WHERE holder = $1 RETURNING id"
+                    " + $2 WHERE holder = $1 AND lease_until > 0 RETURNING id"
                 ),
                 &[&holder, &ttl_param(lease)],
             )

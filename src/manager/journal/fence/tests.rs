@@ -12,6 +12,7 @@ use std::time::Duration;
 use im_bridge_channel::{Capabilities, ChatId, InboundMessage};
 use tokio::time::Instant;
 
+use super::super::retry::Ended;
 use super::super::retry::tests::{Rig, rig_over};
 use super::super::{Admission, Entry, Final, JournalConfig, relock};
 use crate::bus::WITHHELD;
@@ -319,6 +320,68 @@ async fn an_operators_drop_after_a_lapse_that_passed_tells_the_channel_unanswere
     assert!(a.outbound.flush(DEADLINE).await);
     assert_eq!(a.turn_ends(), [true], "told once, unanswered");
     assert_eq!(a.outbound.fates_kept(), 0);
+    a.journal.shut_down(DEADLINE).await;
+    b.journal.shut_down(DEADLINE).await;
+}
+
+/// A renewal runs on its own task, so it may find an entry taken over after a retry of
+/// its finals last looked (between a final's fate and the retry's end): however that retry
+/// ended here, delivered or past its window, the entry is the other replica's to finish.
+/// Nothing is told to the channel from here (neither answered nor unanswered) and nothing
+/// is given up.
+#[tokio::test]
+async fn a_retry_that_ends_after_a_takeover_leaves_the_entry_to_the_replica_that_took_it() {
+    for ended in [Ended::Settled, Ended::GaveUp] {
+        let Replicas { cut_off, a, b, .. } = replicas().await;
+        let (_, entry) = admit(&a).await;
+        let claimed = taken_over_then_renewed(&cut_off, &a, &b).await;
+        assert!(entry.lost(), "the renewal did not renew it");
+
+        entry.retry_ended(ended).await;
+        left_alone(&a).await;
+        let listed = a.store.journal_list(0, 10).await.unwrap();
+        assert_eq!(listed.len(), 1, "{ended:?}: the entry stays");
+        assert!(
+            listed[0].gave_up_ms.is_none(),
+            "{ended:?}: not given up by the replica it was taken from"
+        );
+        drop(claimed);
+        a.journal.shut_down(DEADLINE).await;
+        b.journal.shut_down(DEADLINE).await;
+    }
+}
+
+/// Removing or giving up an entry stops renewals judging that entry only: a newer one of
+/// the same id (this process took the entry up again) stays judged, so a renewal that
+/// does not renew it still marks it lost.
+#[tokio::test]
+async fn an_entry_removed_or_given_up_leaves_a_newer_one_of_its_id_judged() {
+    let Replicas { a, b, .. } = replicas().await;
+    let (_, old) = admit(&a).await;
+    let newer = Entry::new(
+        a.journal.shared.clone(),
+        old.0.id.clone(),
+        0,
+        old.record(),
+        true,
+    );
+    let judged = |entry: &Entry| {
+        relock(&a.journal.shared.mine)
+            .get(&entry.0.id)
+            .is_some_and(|held| std::ptr::eq(held.as_ptr(), Arc::as_ptr(&entry.0)))
+    };
+    old.give_up().await;
+    assert!(
+        judged(&newer),
+        "still judged after the older one was given up"
+    );
+    old.remove().await;
+    assert!(
+        judged(&newer),
+        "still judged after the older one was removed"
+    );
+    newer.remove().await;
+    assert!(!judged(&newer), "its own removal ends it");
     a.journal.shut_down(DEADLINE).await;
     b.journal.shut_down(DEADLINE).await;
 }

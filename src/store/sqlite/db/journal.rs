@@ -192,14 +192,14 @@ impl Db {
         })
     }
 
-    /// See `Store::journal_renew`: the ids it renewed.
+    /// See `Store::journal_renew`: the ids it renewed (a released lease, at 0, is not).
     pub(in crate::store::sqlite) fn journal_renew(
         &self,
         holder: &str,
         until_ms: i64,
     ) -> rusqlite::Result<Vec<String>> {
         self.conn
-            .prepare_cached("UPDATE journal SET lease_until = ?2 WHERE holder = ?1 RETURNING id")?
+            .prepare_cached("UPDATE journal SET lease_until = ?2 WHERE holder = ?1 AND lease_until > 0 RETURNING id")?
             .query_map(params![holder, until_ms], |row| row.get(0))?
             .collect()
     }
