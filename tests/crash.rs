@@ -737,6 +737,15 @@ async fn issue_19_with_postgres_a_second_replica_completes_a_killed_replicas_mes
 /// held open until the test finishes it. Returns the continuation's text and how many
 /// messages were shown before.
 async fn goal_run_with_a_continuation(c: &Crashable, first: Script) -> (&'static str, usize) {
+    let before = goal_run_continuing(c, first, 1).await;
+    let next = "↻ Still working toward the goal (follow-up 1 of 8)\n\n\
+                Still on it: continuing toward “ship it” (continuation 1 of 8).";
+    (next, before)
+}
+
+/// [`goal_run_with_a_continuation`] with `continuations` continuations; returns how many
+/// messages were shown before.
+async fn goal_run_continuing(c: &Crashable, first: Script, continuations: u32) -> usize {
     c.sim.script_next_run(
         Script::with_answer("Goal noted.")
             .chunks(1)
@@ -749,14 +758,12 @@ async fn goal_run_with_a_continuation(c: &Crashable, first: Script) -> (&'static
     c.sim.wait_idle(&thread, DEADLINE).await.unwrap();
     c.sim.script_next_run(
         first
-            .goal_continuations(1)
+            .goal_continuations(continuations)
             .goal_met()
             .hold(Hold::UntilFinished),
     );
     c.say("how is it going");
-    let next = "↻ Still working toward the goal (follow-up 1 of 8)\n\n\
-                Still on it: continuing toward “ship it” (continuation 1 of 8).";
-    (next, before)
+    before
 }
 
 /// Waits for the message Telegram shows a reply's first `words` in; returns its id.

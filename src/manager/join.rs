@@ -210,8 +210,10 @@ async fn settle_elsewhere(
 /// removed it), the turn is read from the messages the run wrote (the Gateway's run event
 /// store); a Gateway that cannot tell leaves it empty. That record has limits: it holds
 /// the model's own output (before middleware that rewrites a final message, such as a
-/// fallback text), it lives in the Gateway process (its default store is in memory), and
-/// it does not mark a goal's continuations, so such a run reads as one segment.
+/// fallback text) and it lives in the Gateway process (its default store is in memory). It
+/// keeps no continuation prompt of a goal run, but where each continuation began (its
+/// `run.start`), so a goal run splits into its segments there, and a restart that sent some
+/// sends only the rest.
 pub async fn ended_turn(
     inner: &Inner,
     owner: Option<&Owner>,

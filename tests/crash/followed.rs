@@ -5,9 +5,14 @@
 //! as the run holding the thread, is followed rather than waited for and run twice.
 
 use im_bridge::simulator::{Fault, Hold, Reply, Route, Script};
-use serde_json::json;
+use std::time::Duration;
 
-use super::{Crashable, DEADLINE, accepted_unanswered, kill9, late};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::{
+    Crashable, DEADLINE, USER, accepted_unanswered, goal_run_continuing, kill9, late, streamed,
+};
 use crate::support::OWNER_HEADER;
 
 #[tokio::test]
@@ -40,26 +45,7 @@ async fn recovered_after_the_thread_moved_on(compacted: bool) {
     for run in c.sim.active_runs(&thread) {
         c.sim.finish_run(&run);
     }
-    c.sim.wait_idle(&thread, DEADLINE).await.unwrap();
-    // Another client's run answers on the thread before the bridge is back.
-    c.sim
-        .script_thread(&thread, Script::with_answer("Another client's answer."));
-    let body = json!({
-        "assistant_id": "lead_agent",
-        "input": {"messages": [{"role": "user", "content": "from the web UI"}]},
-    });
-    let response = reqwest::Client::new()
-        .post(format!("{}/threads/{thread}/runs", c.sim.langgraph_url()))
-        .header(OWNER_HEADER, c.sim.thread_owner(&thread).unwrap())
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    c.sim.wait_idle(&thread, DEADLINE).await.unwrap();
-    if compacted {
-        assert!(c.sim.keep_last_messages(&thread, 2));
-    }
+    another_client_runs(&c, &thread, compacted).await;
     // The restart follows the recovered run, which ended: its answer is read from the
     // thread's state, where it is no longer the newest turn.
     let daemon = c.spawn(1);
@@ -69,6 +55,75 @@ async fn recovered_after_the_thread_moved_on(compacted: bool) {
         "{messages:?}"
     );
     c.wait_journal_empty().await;
+    drop(daemon);
+}
+
+/// Once the bridge's run on `thread` ended, another client's run answers on the thread
+/// before the bridge is back; then, when `compacted`, the thread's history keeps only that
+/// client's exchange (as after a summarization or a compaction).
+async fn another_client_runs(c: &Crashable, thread: &str, compacted: bool) {
+    c.sim.wait_idle(thread, DEADLINE).await.unwrap();
+    c.sim
+        .script_thread(thread, Script::with_answer("Another client's answer."));
+    let body = json!({
+        "assistant_id": "lead_agent",
+        "input": {"messages": [{"role": "user", "content": "from the web UI"}]},
+    });
+    let response = reqwest::Client::new()
+        .post(format!("{}/threads/{thread}/runs", c.sim.langgraph_url()))
+        .header(OWNER_HEADER, c.sim.thread_owner(thread).unwrap())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    c.sim.wait_idle(thread, DEADLINE).await.unwrap();
+    if compacted {
+        assert!(c.sim.keep_last_messages(thread, 2));
+    }
+}
+
+/// A goal run that was streaming its first segment at the crash, and whose two
+/// continuations ran while the bridge was down, when the thread no longer holds its turn:
+/// read from the run's own record, split where each continuation began (its `run.start`),
+/// each segment is shown, the first in the message it streamed into; none is lost.
+#[tokio::test]
+async fn a_recovered_goal_run_read_from_its_record_shows_each_of_its_segments() {
+    let c = Crashable::start().await;
+    let daemon = c.spawn(0);
+    let first = Script::with_answer("First answer.")
+        .chunks(2)
+        .wait_after_chunk(1);
+    let before = goal_run_continuing(&c, first, 2).await;
+    let first = streamed(&c.fake, "the first words", "First").await;
+    let shows_first = format!("\"stream_message_id\":\"{first}\"");
+    c.wait_journal("the first stream", |r| r.contains(&shows_first))
+        .await;
+    kill9(daemon).await;
+    // The run goes on while the bridge is down, through both continuations, and ends.
+    let thread = c.sim.thread_ids().pop().unwrap();
+    let until = Instant::now() + DEADLINE;
+    while !c.sim.active_runs(&thread).is_empty() {
+        assert!(Instant::now() < until, "the run never ended");
+        for run in c.sim.active_runs(&thread) {
+            c.sim.finish_run(&run);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    another_client_runs(&c, &thread, true).await;
+
+    let daemon = c.spawn(1);
+    c.wait_journal_empty().await;
+    let messages = c.fake.bot_messages(USER);
+    let answer = &messages[before..];
+    assert_eq!(answer.len(), 3, "{messages:#?}");
+    assert_eq!(answer[0].message_id, first);
+    assert!(answer[0].text.ends_with("First answer."), "{messages:#?}");
+    for (n, shown) in answer.iter().enumerate().skip(1) {
+        let text = format!("(continuation {n} of 8)");
+        assert!(shown.text.contains(&text), "{n}: {messages:#?}");
+    }
+    assert_eq!(c.run_starts(), 2, "{:?}", c.paths());
     drop(daemon);
 }
 

@@ -14,6 +14,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use im_bridge::gateway::{
+    GatewayClient, GatewayConfig, InternalToken, Message, Owner, Snapshot, ThreadId,
+};
+
 use super::bridge::{Bridge, DEADLINE, Platform, echo};
 use crate::crash::journal_records;
 use crate::support::{PgSchema, catalog_text};
@@ -213,16 +217,67 @@ async fn a_run_recovered_after_another_client_ran_on_its_thread_answers_with_its
 #[tokio::test]
 #[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
 async fn the_real_gateway_keeps_the_messages_a_run_wrote() {
-    use im_bridge::gateway::{
-        GatewayClient, GatewayConfig, InternalToken, Owner, Snapshot, ThreadId,
-    };
     const USER: i64 = 26_304;
     let question = "what the run wrote";
     let b = Bridge::start(&[Platform::Telegram]).await;
     b.tg_say(USER, question);
     b.tg_wait_text(USER, &echo(question)).await;
-    let thread = b.tg_thread(USER);
-    let owner = b.gw.owner("telegram", "user", &USER.to_string());
+    let messages = run_record(&b, USER).await;
+    let turn = Snapshot::default().with_run_messages(&messages);
+    let last = turn.turn().iter().rev().find(|m| m.kind() == Some("ai"));
+    assert_eq!(
+        last.map(|m| m.text()),
+        Some(echo(question).as_str()),
+        "{messages:#?}"
+    );
+}
+
+/// A goal's continuation runs inside the run, and the run's record keeps no prompt of it
+/// but a `run.start` where it began: read through the client, the record splits into the
+/// answer and the follow-up, as the thread's state would.
+#[tokio::test]
+#[ignore = "needs the real DeerFlow Gateway: scripts/interop"]
+async fn the_real_gateway_marks_where_each_goal_continuation_began() {
+    const USER: i64 = 26_305;
+    let objective = format!(
+        "continue once then report interop {:08x}",
+        rand::random::<u32>()
+    );
+    let b = Bridge::start(&[Platform::Telegram]).await;
+    b.tg_say(USER, &format!("/goal {objective}"));
+    b.tg_wait(USER, "the follow-up", |m| {
+        m.iter().any(|m| m.text.ends_with("step two done."))
+    })
+    .await;
+    let expected = [
+        Some(echo(&objective)),
+        Some("Continuing toward the goal: step two done.".to_owned()),
+    ];
+    // The Gateway writes its run record in batches: read until it holds the follow-up.
+    let until = Instant::now() + DEADLINE;
+    loop {
+        let messages = run_record(&b, USER).await;
+        let snapshot = Snapshot::default().with_run_messages(&messages);
+        let segments: Vec<Option<String>> = snapshot
+            .turn()
+            .split(Message::is_goal_continuation)
+            .map(|segment| {
+                let last = segment.iter().rev().find(|m| m.kind() == Some("ai"));
+                last.map(|m| m.text().to_owned())
+            })
+            .collect();
+        if segments == expected {
+            return;
+        }
+        assert!(Instant::now() < until, "{segments:#?}\n{messages:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The record of the newest run on `user`'s Telegram thread, read through the client.
+async fn run_record(b: &Bridge, user: i64) -> Vec<Message> {
+    let thread = b.tg_thread(user);
+    let owner = b.gw.owner("telegram", "user", &user.to_string());
     let runs = b.gw.runs(&owner, &thread).await;
     let run_id = runs[0]["run_id"].as_str().expect("the run's id").to_owned();
     let client = GatewayClient::new(GatewayConfig {
@@ -232,15 +287,8 @@ async fn the_real_gateway_keeps_the_messages_a_run_wrote() {
         ..GatewayConfig::default()
     })
     .unwrap();
-    let messages = client
+    client
         .run_messages(Some(&Owner::new(owner)), &ThreadId::new(thread), &run_id)
         .await
-        .unwrap();
-    let turn = Snapshot::default().with_run_messages(&messages);
-    let last = turn.turn().iter().rev().find(|m| m.kind() == Some("ai"));
-    assert_eq!(
-        last.map(|m| m.text()),
-        Some(echo(question).as_str()),
-        "{messages:#?}"
-    );
+        .unwrap()
 }

@@ -158,6 +158,17 @@ impl Message {
         self.kind() == Some("human") && self.body().goal_continuation
     }
 
+    /// A stand-in for the hidden prompt of a goal continuation, where a record tells only
+    /// that one began (a run's own record keeps no prompt): what
+    /// [`Message::is_goal_continuation`] finds, without text.
+    pub fn goal_continuation() -> Self {
+        Self::from_value(&serde_json::json!({
+            "type": "human",
+            "content": "",
+            "additional_kwargs": {"hide_from_ui": true, "deerflow_goal_continuation": true},
+        }))
+    }
+
     /// Whether `tool_calls` is a non-empty list.
     pub fn has_tool_calls(&self) -> bool {
         self.body().tool_calls > 0

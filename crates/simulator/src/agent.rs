@@ -211,10 +211,16 @@ impl Out {
                 thread.touch();
                 // As DeerFlow's run journal: the model's messages and the tools' results,
                 // not the prompts injected meanwhile (goal continuations, reminders).
+                // A continuation's prompt is not kept, but where it began is (`run.start`).
                 if let Some(run) = state.runs.get_mut(&self.spec.run_id) {
-                    let written = thread.messages.iter().skip(before);
-                    let written = written.filter(|m| m["type"] != "human");
-                    run.messages.extend(written.cloned());
+                    for message in thread.messages.iter().skip(before) {
+                        if message["type"] != "human" {
+                            run.messages.push(message.clone());
+                        } else if message["additional_kwargs"]["deerflow_goal_continuation"] == true
+                        {
+                            run.starts.push(run.messages.len());
+                        }
+                    }
                 }
             }
         }

@@ -72,6 +72,10 @@ pub(crate) fn router(sim: Simulator) -> Router {
             get(run_routes::messages),
         )
         .route(
+            "/api/threads/{thread_id}/runs/{run_id}/events",
+            get(run_routes::events),
+        )
+        .route(
             "/api/threads/{thread_id}/runs/{run_id}/join",
             get(run_routes::join),
         )

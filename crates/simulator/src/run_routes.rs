@@ -1,6 +1,7 @@
 //! The routes of existing runs (DeerFlow's `routers/thread_runs.py`): `GET …/runs` (the
 //! thread's runs, newest first, at most [`LIST_LIMIT`]), `GET …/runs/{id}`,
-//! `GET …/join` and `GET|POST …/runs/{id}/stream` (event streams, replayable by
+//! `GET …/runs/{id}/messages` and `…/events` (the run's record), `GET …/join` and
+//! `GET|POST …/runs/{id}/stream` (event streams, replayable by
 //! `Last-Event-ID`), and `POST …/cancel`.
 //!
 //! Order of the checks, as FastAPI runs them: the path's thread id and the query (422, all
@@ -161,6 +162,53 @@ pub(crate) async fn messages(
     call.exists()?;
     let body = run_of(&call.sim, &call.thread_id, &run_id, RunEntry::message_rows)
         .unwrap_or_else(|_| serde_json::json!({"data": [], "has_more": false}));
+    Ok(wire::json_response(StatusCode::OK, body))
+}
+
+/// `GET …/runs/{run_id}/events` (DeerFlow's `list_run_events`): the run's events, of the
+/// comma-separated `event_types` if given, at most `limit` (1 to 2000, default 500; else the
+/// FastAPI 422); a run the thread has not is an empty list.
+pub(crate) async fn events(
+    ItemCall { call, item: run_id }: ItemCall,
+    Query(query): QueryPairs,
+) -> Result<Response, Response> {
+    let mut types = None;
+    let mut limit = 500;
+    for (name, value) in &query {
+        match name.as_str() {
+            "event_types" => types = Some(value.split(',').collect::<Vec<_>>()),
+            "limit" => {
+                let (kind, msg, ctx) = match value.parse::<i64>() {
+                    Ok(n) if (1..=2000).contains(&n) => {
+                        limit = usize::try_from(n).unwrap_or(500);
+                        continue;
+                    }
+                    Ok(n) if n < 1 => (
+                        "greater_than_equal",
+                        "Input should be greater than or equal to 1",
+                        Some(json!({"ge": 1})),
+                    ),
+                    Ok(_) => (
+                        "less_than_equal",
+                        "Input should be less than or equal to 2000",
+                        Some(json!({"le": 2000})),
+                    ),
+                    Err(_) => (
+                        "int_parsing",
+                        "Input should be a valid integer, unable to parse string as an integer",
+                        None,
+                    ),
+                };
+                let loc = json!(["query", "limit"]);
+                let entry = wire::validation_entry(kind, loc, msg, json!(value), ctx);
+                return Err(wire::validation(vec![entry]));
+            }
+            _ => {}
+        }
+    }
+    call.exists()?;
+    let rows = |run: &RunEntry| run.event_rows(types.as_deref(), limit);
+    let body = run_of(&call.sim, &call.thread_id, &run_id, rows).unwrap_or_else(|_| json!([]));
     Ok(wire::json_response(StatusCode::OK, body))
 }
 

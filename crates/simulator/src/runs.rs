@@ -177,6 +177,7 @@ fn register(call: &ThreadCall, kind: Kind, request: RunRequest) -> Result<Starte
         finish: Default::default(),
         cancel: CancellationToken::new(),
         messages: Vec::new(),
+        starts: vec![0],
     };
     state.runs.insert(run_id.clone(), entry);
     let input_text = request

@@ -76,30 +76,72 @@ pub(crate) struct RunEntry {
     /// The messages the run wrote, its input first: its record in DeerFlow's run event
     /// store (`GET …/runs/{run_id}/messages`), kept whatever becomes of the thread.
     pub messages: Vec<Value>,
+    /// Where in `messages` the agent was invoked: `0`, then where each goal continuation
+    /// began. DeerFlow's run journal writes a `run.start` event at each invocation
+    /// (`GET …/runs/{run_id}/events`) but no continuation prompt.
+    pub starts: Vec<usize>,
 }
 
 impl RunEntry {
-    /// `GET …/runs/{run_id}/messages` (DeerFlow's `list_run_messages`): the run's messages
-    /// as event rows, the model's answers as the lead agent's.
+    /// The run's record as DeerFlow's run event store holds it, in order: a `run.start` at
+    /// each invocation of the agent, and a row per message (the model's answers as the lead
+    /// agent's), numbered by `seq`.
+    fn events(&self) -> Vec<Value> {
+        let mut events = Vec::with_capacity(self.messages.len() + self.starts.len());
+        let row = |events: &mut Vec<Value>, event_type: &str, category: &str, content, metadata| {
+            events.push(json!({
+                "seq": events.len() + 1, "thread_id": self.thread_id, "run_id": self.run_id,
+                "event_type": event_type, "category": category, "content": content,
+                "metadata": metadata, "created_at": self.created_at,
+            }));
+        };
+        for n in 0..=self.messages.len() {
+            for _ in self.starts.iter().filter(|start| **start == n) {
+                let content = json!({"chain": "lead_agent"});
+                row(
+                    &mut events,
+                    "run.start",
+                    "trace",
+                    content,
+                    json!({"caller": "lead_agent"}),
+                );
+            }
+            let Some(message) = self.messages.get(n) else {
+                break;
+            };
+            let (event_type, metadata) = match message["type"].as_str() {
+                Some("human") => ("llm.human.input", json!({"caller": "lead_agent"})),
+                Some("tool") => ("llm.tool.result", json!({})),
+                _ => ("llm.ai.response", json!({"caller": "lead_agent"})),
+            };
+            row(
+                &mut events,
+                event_type,
+                "message",
+                message.clone(),
+                metadata,
+            );
+        }
+        events
+    }
+
+    /// `GET …/runs/{run_id}/messages` (DeerFlow's `list_run_messages`): the run's message
+    /// rows, `{data, has_more}`.
     pub(crate) fn message_rows(&self) -> Value {
-        let rows: Vec<Value> = self
-            .messages
-            .iter()
-            .enumerate()
-            .map(|(n, message)| {
-                let (event_type, metadata) = match message["type"].as_str() {
-                    Some("human") => ("llm.human.input", json!({"caller": "lead_agent"})),
-                    Some("tool") => ("llm.tool.result", json!({})),
-                    _ => ("llm.ai.response", json!({"caller": "lead_agent"})),
-                };
-                json!({
-                    "seq": n + 1, "thread_id": self.thread_id, "run_id": self.run_id,
-                    "event_type": event_type, "category": "message", "content": message,
-                    "metadata": metadata, "created_at": self.created_at,
-                })
-            })
-            .collect();
+        let mut rows = self.events();
+        rows.retain(|event| event["category"] == "message");
         json!({"data": rows, "has_more": false})
+    }
+
+    /// `GET …/runs/{run_id}/events` (DeerFlow's `list_run_events`): the run's events of
+    /// `types` (all without), the first `limit`.
+    pub(crate) fn event_rows(&self, types: Option<&[&str]>, limit: usize) -> Value {
+        let mut events = self.events();
+        if let Some(types) = types {
+            events.retain(|event| types.iter().any(|t| event["event_type"] == *t));
+        }
+        events.truncate(limit);
+        Value::Array(events)
     }
 
     /// A `RunResponse` (`spec/gateway.md` §3.5).
