@@ -144,9 +144,14 @@ impl Entry {
     /// Finishes with the entry as its retry `ended`. A renewal runs on a task of its own
     /// and may mark the entry lost after the retry last looked (between a final's fate and
     /// here): taken over, it is the other replica's to finish and to tell the channel of,
-    /// however the retry ended here. Dropped by an operator meanwhile, what the retry did
-    /// still stands (the finals it delivered were delivered).
+    /// however the retry ended here. While the renewal clock lapsed, nobody can tell yet
+    /// whether it was (the renewals fail), so that is waited for first: the next renewal
+    /// that goes through judges the entry. Dropped by an operator meanwhile, what the retry
+    /// did still stands (the finals it delivered were delivered).
     pub(super) async fn retry_ended(&self, ended: Ended) {
+        if !matches!(ended, Ended::Gone) && !self.lost() {
+            self.0.shared.fence.holds_again().await;
+        }
         let taken = self.lost() && self.lapsed();
         match ended {
             Ended::Settled | Ended::GaveUp if taken => self.leave_to_its_owner(true).await,

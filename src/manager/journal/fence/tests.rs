@@ -351,6 +351,37 @@ async fn a_retry_that_ends_after_a_takeover_leaves_the_entry_to_the_replica_that
     }
 }
 
+/// A retry that ends while this replica cannot renew (its renewal clock lapsed) cannot
+/// tell yet whether the entry was taken over: it waits for a renewal to go through, which
+/// judges the entry, and, taken, leaves it to the replica that took it, telling nothing.
+#[tokio::test]
+async fn a_retry_that_ends_while_the_lease_lapsed_waits_to_learn_whether_it_was_taken() {
+    for ended in [Ended::Settled, Ended::GaveUp] {
+        let Replicas { cut_off, a, b, .. } = replicas().await;
+        let (_, entry) = admit(&a).await;
+        cut_off.renewals_fail.store(true, Ordering::SeqCst);
+        let claimed = take_over(&b).await;
+        assert!(a.journal.shared.fence.lapsed().is_some());
+        assert!(!entry.lost(), "not judged while the renewals fail");
+
+        let ending = tokio::spawn({
+            let entry = entry.clone();
+            async move { entry.retry_ended(ended).await }
+        });
+        cut_off.renewals_fail.store(false, Ordering::SeqCst);
+        a.journal.renew().await;
+        tokio::time::timeout(DEADLINE, ending)
+            .await
+            .expect("the retry's end, once a renewal went through")
+            .unwrap();
+        assert!(entry.lost(), "{ended:?}");
+        left_alone(&a).await;
+        drop(claimed);
+        a.journal.shut_down(DEADLINE).await;
+        b.journal.shut_down(DEADLINE).await;
+    }
+}
+
 /// Removing or giving up an entry stops renewals judging that entry only: a newer one of
 /// the same id (this process took the entry up again) stays judged, so a renewal that
 /// does not renew it still marks it lost.
