@@ -24,8 +24,11 @@ use crate::support::PgSchema;
 
 /// How far ahead the second replica's wall clock runs.
 const SKEW_SECS: u64 = 30;
-/// The lease the daemon takes on its transport and its journal entries (renewed every third).
-const TTL: Duration = im_bridge::lease::DEFAULT_TTL;
+/// The lease the daemons take on their transport and their journal entries (renewed every
+/// third): shortened from the default 15 s so that the renewals watched and the takeover
+/// waited for take seconds, not a minute. The skew stays six leases long: a replica that
+/// judged leases by its own clock would find every lease of A's expired at once.
+const TTL: Duration = crate::crash::SHORT_LEASE;
 /// Long enough for a lease to run out and be taken over, with room to spare.
 const TAKEOVER: Duration = Duration::from_secs(60);
 /// How often the store is read while waiting.
@@ -121,7 +124,7 @@ async fn issue_27_a_replica_whose_clock_runs_30_s_ahead_neither_polls_nor_takes_
     let Some(pg) = PgSchema::create("im_bridge_skew").await else {
         return;
     };
-    let c = Crashable::with_store(tempfile::tempdir().unwrap(), pg.url.clone()).await;
+    let c = Crashable::with_short_leases(tempfile::tempdir().unwrap(), pg.url.clone()).await;
     let conflicts = || {
         c.fake
             .calls_to("getUpdates")

@@ -31,6 +31,13 @@ use crate::support::{PgSchema, catalog_text};
 pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 pub(crate) const USER: i64 = 4242;
 
+/// The store lease of the daemons [`Crashable::with_short_leases`] starts, in place of the
+/// default 15 s (`IM_BRIDGE_TEST_LEASE_TTL_MS`, read by the binary): another replica takes
+/// a killed one's work over once its lease ran out a whole lease ago, within 10 s instead
+/// of 30 s. The live holders renew every third of it (1.7 s), so only a daemon that could
+/// not reach the store for most of 5 s would lose its lease to a live replica.
+pub(crate) const SHORT_LEASE: Duration = Duration::from_secs(5);
+
 /// The fake, the simulator, and where the daemon keeps its state.
 pub(crate) struct Crashable {
     pub(crate) fake: FakeTelegram,
@@ -45,6 +52,8 @@ pub(crate) struct Crashable {
     pub(crate) bridge_keys: String,
     /// `bridge.admin_listen` (default `127.0.0.1:0`).
     pub(crate) admin_listen: String,
+    /// The store lease the daemons take, when not the default ([`SHORT_LEASE`]).
+    lease: Option<Duration>,
 }
 
 impl Crashable {
@@ -64,6 +73,16 @@ impl Crashable {
             telegram_keys: String::new(),
             bridge_keys: String::new(),
             admin_listen: "127.0.0.1:0".into(),
+            lease: None,
+        }
+    }
+
+    /// [`with_store`](Self::with_store) on a shared store whose daemons take leases of
+    /// [`SHORT_LEASE`]: for the tests that wait for a killed replica's leases to run out.
+    pub(crate) async fn with_short_leases(dir: tempfile::TempDir, store: String) -> Self {
+        Self {
+            lease: Some(SHORT_LEASE),
+            ..Self::with_store(dir, store).await
         }
     }
 
@@ -96,7 +115,12 @@ impl Crashable {
 
     /// [`spawn`](Self::spawn) with extra environment variables (e.g. a preloaded library).
     pub(crate) fn spawn_with(&self, n: usize, env: &[(&str, &str)]) -> Child {
-        run_daemon(&self.config(), &self.log_path(n), env)
+        let lease = self.lease.map(|ttl| ttl.as_millis().to_string());
+        let lease = lease
+            .as_deref()
+            .map(|ms| ("IM_BRIDGE_TEST_LEASE_TTL_MS", ms));
+        let env: Vec<(&str, &str)> = env.iter().copied().chain(lease).collect();
+        run_daemon(&self.config(), &self.log_path(n), &env)
     }
 
     /// [`spawn`](Self::spawn) from a copy of the binary of this test's own: its pages of
@@ -685,7 +709,7 @@ async fn issue_19_with_postgres_a_second_replica_completes_a_killed_replicas_mes
     let Some(pg) = PgSchema::create("im_bridge_crash").await else {
         return;
     };
-    let c = Crashable::with_store(tempfile::tempdir().unwrap(), pg.url.clone()).await;
+    let c = Crashable::with_short_leases(tempfile::tempdir().unwrap(), pg.url.clone()).await;
     c.sim.script_next_run(
         Script::with_answer("one replica started, another finished")
             .chunks(2)

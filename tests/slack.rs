@@ -974,7 +974,12 @@ async fn an_answer_retried_after_an_outage_marks_the_message_done_only_once_it_l
 #[tokio::test]
 async fn a_message_stopped_by_shutdown_is_not_marked_done() {
     use im_bridge_slack::WORKING_REACTION;
-    let sl = Sl::start().await;
+    // The run is held to the end: the stop waits out the whole grace.
+    let sl = Sl::start_with(Setup {
+        grace: Some(crate::support::SHORT_GRACE),
+        ..Setup::default()
+    })
+    .await;
     sl.sim
         .script_next_run(Script::with_answer("Not yet.").hold(Hold::UntilFinished));
     let asked = sl

@@ -42,6 +42,12 @@ pub const OWNER_HEADER: &str = "x-deerflow-owner-user-id";
 /// How long any single wait in a test may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
+/// The shutdown grace of tests that stop a daemon while a turn cannot end (its run held
+/// open until the test finishes it, or a file download held by the fake): the whole grace
+/// is waited out whatever its length, so the default's 3 s would only be waited. Tests of
+/// the grace itself keep the default.
+pub const SHORT_GRACE: Duration = Duration::from_millis(500);
+
 /// One primitive call a channel received.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Call {

@@ -23,7 +23,7 @@ use im_bridge_fakes::wecom::{
 };
 
 use crate::support::{assert_image_reached_the_agent, catalog_text, links_answer};
-use harness::{DEADLINE, Wc, shown_in};
+use harness::{DEADLINE, Setup, Wc, shown_in};
 
 const GROUP: &str = "wrkGroupChat0001";
 const ALICE: &str = "zhangsan";
@@ -385,7 +385,8 @@ async fn a_picture_is_journaled_before_its_file_is_read_ahead() {
 async fn pictures_read_ahead_before_a_shutdown_are_not_read_again() {
     const FIRST: &[u8] = b"\xff\xd8\xff\xe0 the first page";
     const SECOND: &[u8] = b"\xff\xd8\xff\xe0 the second page";
-    let wc = Wc::start().await;
+    // The second download is held over the restart: its stop waits out the whole grace.
+    let wc = Wc::start_with(short_grace()).await;
     wc.sim
         .script_next_run(Script::with_answer("I see both pages."));
     // The first URL is four minutes old when the message comes; the second is new.
@@ -443,7 +444,8 @@ enum Meanwhile {
 /// its staged copy is gone after.
 async fn picture_behind_a_long_run(meanwhile: Meanwhile) -> Wc {
     const PHOTO: &[u8] = b"\xff\xd8\xff\xe0 the whiteboard, ten minutes into the run";
-    let wc = Wc::start().await;
+    // The first run is held over any restart: its stop waits out the whole grace.
+    let wc = Wc::start_with(short_grace()).await;
     wc.sim
         .script_next_run(Script::with_answer("First answer.").wait_after_chunk(0));
     wc.sim
@@ -499,6 +501,14 @@ async fn picture_behind_a_long_run(meanwhile: Meanwhile) -> Wc {
         .await
         .unwrap();
     wc
+}
+
+/// A harness whose daemons stop after a [`SHORT_GRACE`](crate::support::SHORT_GRACE).
+fn short_grace() -> Setup {
+    Setup {
+        grace: Some(crate::support::SHORT_GRACE),
+        ..Setup::default()
+    }
 }
 
 /// A newer connection for the bot replaces this one (`disconnected_event`; here `doctor`'s

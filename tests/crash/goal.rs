@@ -89,7 +89,7 @@ async fn with_postgres_a_goal_composed_before_a_crash_is_not_composed_again() {
     let Some(pg) = PgSchema::create("im_bridge_crash_goal").await else {
         return;
     };
-    let c = Crashable::with_store(tempfile::tempdir().unwrap(), pg.url.clone()).await;
+    let c = Crashable::with_short_leases(tempfile::tempdir().unwrap(), pg.url.clone()).await;
     // The restarted bridge takes the entry once the killed one's lease ran out.
     let daemon = composed_before_a_crash(&c, Duration::from_secs(90)).await;
     let until = Instant::now() + DEADLINE;

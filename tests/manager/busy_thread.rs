@@ -10,7 +10,7 @@ use im_bridge::simulator::{Fault, Gate, Hold, Reply, Route, Script};
 use serde_json::json;
 
 use super::queueing::with_policy;
-use crate::support::{DEADLINE, Harness, OWNER_HEADER, Options};
+use crate::support::{DEADLINE, Harness, OWNER_HEADER, Options, SHORT_GRACE};
 
 const QUEUED: &str = "Another request in this conversation is still running. I'll start on yours as soon as it's done.";
 const BUSY: &str = "This conversation is still busy with an earlier request. Please wait until it finishes, then send your message again.";
@@ -180,7 +180,12 @@ async fn a_409_with_no_run_in_flight_gets_the_busy_reply_after_a_few_attempts() 
 /// stays journaled, and the next start runs it once that run ended.
 #[tokio::test]
 async fn a_message_waiting_at_shutdown_runs_after_the_restart() {
-    let h = Harness::start().await;
+    // The other run is held until the test ends it: the stop waits out the whole grace.
+    let h = Harness::with(Options {
+        grace: SHORT_GRACE,
+        ..Options::default()
+    })
+    .await;
     let (thread, other) = another_clients_run(&h).await;
     h.say("question").await;
     h.channel

@@ -1,8 +1,8 @@
 //! Issue 33: an answer that outlives its source's reply window, on a final-only test
 //! channel whose window is a minute and which also takes messages that answer no source
-//! ([`LateReplies::Unsourced`]). The message is stamped as sent 50 s ago, so the handoff
-//! (a tenth of the window, 6 s, before it closes) falls due 4 s after it arrives; the run
-//! writes half its answer, then waits for the test.
+//! ([`LateReplies::Unsourced`]). The message is stamped as sent 52 s ago, so the handoff
+//! (a tenth of the window, 6 s, before it closes) falls due 2 s after it arrives: ample
+//! time for the run, which writes half its answer at once and then waits for the test.
 
 use std::time::Duration;
 
@@ -34,7 +34,7 @@ async fn issue_33_where_the_platform_allows_it_the_rest_follows_as_a_message_of_
     h.sim
         .script_next_run(Script::with_answer(ANSWER).chunks(2).wait_after_chunk(1));
     let mut msg = h.message("a long question");
-    msg.created_at -= 50.0;
+    msg.created_at -= 52.0;
     let source = msg.thread_ts.clone().unwrap();
     h.send(msg).await;
     let text = catalog_text("en-US");

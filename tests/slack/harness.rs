@@ -40,6 +40,8 @@ pub struct Setup {
     pub max_reply_messages: Option<usize>,
     /// How many `auth.test` calls fail (a 503 of Slack's edge) before one passes.
     pub auth_test_failures: usize,
+    /// The daemon's shutdown grace, when not the default.
+    pub grace: Option<std::time::Duration>,
 }
 
 impl Default for Setup {
@@ -53,6 +55,7 @@ impl Default for Setup {
             max_message_chars: im_bridge_slack::DEFAULT_MESSAGE_CHARS,
             max_reply_messages: None,
             auth_test_failures: 0,
+            grace: None,
         }
     }
 }
@@ -118,6 +121,9 @@ impl Sl {
         let mut options = Options::default().channel_locale(im_bridge_slack::NAME, setup.locale);
         if let Some(most) = setup.max_reply_messages {
             options.manager.max_reply_messages = most;
+        }
+        if let Some(grace) = setup.grace {
+            options.grace = grace;
         }
         let daemon = PlatformDaemon::start(&sim, Arc::new(channel), &options, webhooks);
         let sl = Self {

@@ -38,6 +38,7 @@ impl Conformance for WeCom {
         let wc = Wc::start_with(WcSetup {
             locale: setup.locale,
             allowed_users: setup.allowed_users,
+            grace: None,
         })
         .await;
         Self { wc }

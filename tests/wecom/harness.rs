@@ -23,6 +23,8 @@ pub struct Setup {
     pub locale: Option<&'static str>,
     /// `channels.wecom.allowed_users`, when set.
     pub allowed_users: Option<&'static [&'static str]>,
+    /// The daemon's shutdown grace, when not the default.
+    pub grace: Option<Duration>,
 }
 
 /// What the user sees in one conversation: `(when, text)` of every stream (its content
@@ -102,7 +104,10 @@ impl Wc {
     ) -> PlatformDaemon {
         let ctx = crate::support::build_context(WebhookHost::new(), setup.allowed_users);
         let channel = WeComChannel::new(settings.clone(), &ctx).unwrap();
-        let options = Options::default().channel_locale(im_bridge_wecom::NAME, setup.locale);
+        let mut options = Options::default().channel_locale(im_bridge_wecom::NAME, setup.locale);
+        if let Some(grace) = setup.grace {
+            options.grace = grace;
+        }
         let states = im_bridge::state::ChannelStates::default();
         PlatformDaemon::start_in(sim, Arc::new(channel), &options, dir, states)
     }
