@@ -4,7 +4,7 @@
 //! on it between the crash and the recovery); one the restart could not look up, met again
 //! as the run holding the thread, is followed rather than waited for and run twice.
 
-use im_bridge::simulator::{Fault, Hold, Reply, Route, Script};
+use im_bridge::simulator::{Fault, Hold, RecordedRequest, Reply, Route, Script};
 use std::time::Duration;
 
 use serde_json::json;
@@ -89,6 +89,20 @@ async fn another_client_runs(c: &Crashable, thread: &str, compacted: bool) {
 /// each segment is shown, the first in the message it streamed into; none is lost.
 #[tokio::test]
 async fn a_recovered_goal_run_read_from_its_record_shows_each_of_its_segments() {
+    goal_run_read_from_its_record(false).await;
+}
+
+/// The same, read while the Gateway has marked the run succeeded but not yet written the
+/// rest of its record (its last continuation shows no message, no receipt): the record is
+/// read again until it does, rather than taken for a last segment that said nothing.
+#[tokio::test]
+async fn a_goal_runs_record_read_before_the_gateway_wrote_all_of_it_is_read_again() {
+    goal_run_read_from_its_record(true).await;
+}
+
+/// See the two tests above; `held`: the record's tail shows only once the bridge read the
+/// events twice.
+async fn goal_run_read_from_its_record(held: bool) {
     let c = Crashable::start().await;
     let daemon = c.spawn(0);
     let first = Script::with_answer("First answer.")
@@ -99,9 +113,10 @@ async fn a_recovered_goal_run_read_from_its_record_shows_each_of_its_segments() 
     let shows_first = format!("\"stream_message_id\":\"{first}\"");
     c.wait_journal("the first stream", |r| r.contains(&shows_first))
         .await;
+    let thread = c.sim.thread_ids().pop().unwrap();
+    let run_id = c.sim.active_runs(&thread).pop().expect("the goal run");
     kill9(daemon).await;
     // The run goes on while the bridge is down, through both continuations, and ends.
-    let thread = c.sim.thread_ids().pop().unwrap();
     let until = Instant::now() + DEADLINE;
     while !c.sim.active_runs(&thread).is_empty() {
         assert!(Instant::now() < until, "the run never ended");
@@ -112,7 +127,16 @@ async fn a_recovered_goal_run_read_from_its_record_shows_each_of_its_segments() 
     }
     another_client_runs(&c, &thread, true).await;
 
+    assert!(c.sim.hold_run_record(&run_id, held));
     let daemon = c.spawn(1);
+    if held {
+        let events = |r: &RecordedRequest| r.path.ends_with(&format!("{run_id}/events"));
+        c.sim
+            .wait_for_requests(2, DEADLINE, events)
+            .await
+            .unwrap_or_else(|_| panic!("the events read again: {:?}", c.paths()));
+        c.sim.hold_run_record(&run_id, false);
+    }
     c.wait_journal_empty().await;
     let messages = c.fake.bot_messages(USER);
     let answer = &messages[before..];

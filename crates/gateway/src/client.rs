@@ -432,6 +432,21 @@ impl GatewayClient {
         }
     }
 
+    /// `GET url` as `owner`, within the request timeout, its JSON body read as `T`; a
+    /// non-2xx answer is a plain call's error.
+    pub(crate) async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        call: &'static str,
+        url: &str,
+        owner: Option<&Owner>,
+    ) -> Result<T, GatewayError> {
+        let request = self
+            .request(Method::GET, url, owner)?
+            .timeout(self.config().request_timeout);
+        let response = self.send(call, CallFamily::Plain, request).await?;
+        read_json(response, call).await
+    }
+
     /// Sends a request; a non-2xx response becomes the `family`'s error.
     pub(crate) async fn send(
         &self,

@@ -185,13 +185,7 @@ impl GatewayClient {
         thread: &ThreadId,
     ) -> Result<ThreadState, GatewayError> {
         let url = self.thread_url(Base::LangGraph, thread, "/state")?;
-        let request = self
-            .request(Method::GET, &url, owner)?
-            .timeout(self.config().request_timeout);
-        let response = self
-            .send("get_thread_state", CallFamily::Plain, request)
-            .await?;
-        read_json(response, "get_thread_state").await
+        self.get_json("get_thread_state", &url, owner).await
     }
 
     /// `GET {gateway_url}/api/threads/{id}/goal`: the active goal, or `None`.

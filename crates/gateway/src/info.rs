@@ -1,12 +1,11 @@
 //! Read-only lookups on `gateway_url` (gateway.md §4.6, §5): models, memory, skills and the
 //! owner's language preference. Each returns only what a command reply needs.
 
-use reqwest::Method;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::client::{Base, GatewayClient, Owner, read_json};
-use crate::error::{CallFamily, GatewayError};
+use crate::client::{Base, GatewayClient, Owner};
+use crate::error::GatewayError;
 use crate::routes::{OptionalRoute, Support};
 
 /// Longest language tag accepted from the preferences endpoint (BCP 47 tags are short).
@@ -38,7 +37,13 @@ impl GatewayClient {
         struct Named {
             name: String,
         }
-        let models: Models = self.get_json("list_models", "/api/models", owner).await?;
+        let models: Models = self
+            .get_json(
+                "list_models",
+                &self.url(Base::Gateway, "/api/models"),
+                owner,
+            )
+            .await?;
         Ok(models.models.into_iter().map(|m| m.name).collect())
     }
 
@@ -49,7 +54,9 @@ impl GatewayClient {
             #[serde(default)]
             facts: Vec<serde::de::IgnoredAny>,
         }
-        let memory: Memory = self.get_json("get_memory", "/api/memory", owner).await?;
+        let memory: Memory = self
+            .get_json("get_memory", &self.url(Base::Gateway, "/api/memory"), owner)
+            .await?;
         Ok(memory.facts.len())
     }
 
@@ -60,7 +67,13 @@ impl GatewayClient {
             #[serde(default)]
             skills: Vec<SkillInfo>,
         }
-        let skills: Skills = self.get_json("list_skills", "/api/skills", owner).await?;
+        let skills: Skills = self
+            .get_json(
+                "list_skills",
+                &self.url(Base::Gateway, "/api/skills"),
+                owner,
+            )
+            .await?;
         Ok(skills.skills)
     }
 
@@ -76,9 +89,8 @@ impl GatewayClient {
         if self.route_support(OptionalRoute::UserPreferences) == Support::Missing {
             return Ok(None);
         }
-        let fetched = self
-            .get_json::<Value>("owner_locale", "/api/user-preferences", owner)
-            .await;
+        let url = self.url(Base::Gateway, "/api/user-preferences");
+        let fetched = self.get_json::<Value>("owner_locale", &url, owner).await;
         self.note_route(OptionalRoute::UserPreferences, &fetched);
         let prefs = match fetched {
             Ok(prefs) => prefs,
@@ -95,20 +107,6 @@ impl GatewayClient {
         .map(str::trim)
         .find(|tag| is_language_tag(tag));
         Ok(found.map(str::to_owned))
-    }
-
-    async fn get_json<T: serde::de::DeserializeOwned>(
-        &self,
-        call: &'static str,
-        path: &str,
-        owner: Option<&Owner>,
-    ) -> Result<T, GatewayError> {
-        let url = self.url(Base::Gateway, path);
-        let request = self
-            .request(Method::GET, &url, owner)?
-            .timeout(self.config().request_timeout);
-        let response = self.send(call, CallFamily::Plain, request).await?;
-        read_json(response, call).await
     }
 }
 

@@ -192,6 +192,21 @@ impl Simulator {
         found
     }
 
+    /// Holds run `run_id`'s record back after its last `run.start` (`held`), as DeerFlow's
+    /// is between marking the run succeeded and flushing the rest of its journal, or lets
+    /// it all show again; false if the run is unknown.
+    pub fn hold_run_record(&self, run_id: &str, held: bool) -> bool {
+        let found = match self.state().runs.get_mut(run_id) {
+            Some(run) => {
+                run.record_held = held;
+                true
+            }
+            None => false,
+        };
+        self.bump();
+        found
+    }
+
     /// Keeps only the last `n` messages of a thread's history, as DeerFlow's summarization
     /// or a compaction leaves it (runs keep their own record of what they wrote); false if
     /// the thread is unknown.

@@ -154,20 +154,33 @@ pub(crate) async fn get(ItemCall { call, item: run_id }: ItemCall) -> Result<Res
 }
 
 /// `GET …/runs/{run_id}/messages` (DeerFlow's `list_run_messages`): the messages the run
-/// wrote, from its record, `{data, has_more}`; a run the thread has not is an empty page (the
-/// event store simply has no rows for it).
+/// wrote, from its record, `{data, has_more}`: the newest `limit` (1 to 200, default 50)
+/// before `before_seq` (at least 1) if given; else the FastAPI 422. A run the thread has
+/// not is an empty page (the event store simply has no rows for it).
 pub(crate) async fn messages(
     ItemCall { call, item: run_id }: ItemCall,
+    Query(query): QueryPairs,
 ) -> Result<Response, Response> {
+    let mut limit = 50;
+    let mut before_seq = None;
+    for (name, value) in &query {
+        match name.as_str() {
+            "limit" => limit = bounded_int("limit", value, 1, 200)?,
+            "before_seq" => before_seq = Some(bounded_int("before_seq", value, 1, i64::MAX)?),
+            _ => {}
+        }
+    }
     call.exists()?;
-    let body = run_of(&call.sim, &call.thread_id, &run_id, RunEntry::message_rows)
-        .unwrap_or_else(|_| serde_json::json!({"data": [], "has_more": false}));
+    let limit = usize::try_from(limit).unwrap_or(50);
+    let rows = |run: &RunEntry| run.message_rows(limit, before_seq);
+    let body = run_of(&call.sim, &call.thread_id, &run_id, rows)
+        .unwrap_or_else(|_| json!({"data": [], "has_more": false}));
     Ok(wire::json_response(StatusCode::OK, body))
 }
 
 /// `GET …/runs/{run_id}/events` (DeerFlow's `list_run_events`): the run's events, of the
-/// comma-separated `event_types` if given, at most `limit` (1 to 2000, default 500; else the
-/// FastAPI 422); a run the thread has not is an empty list.
+/// comma-separated `event_types` if given, the first `limit` (1 to 2000, default 500; else
+/// the FastAPI 422); a run the thread has not is an empty list.
 pub(crate) async fn events(
     ItemCall { call, item: run_id }: ItemCall,
     Query(query): QueryPairs,
@@ -177,39 +190,39 @@ pub(crate) async fn events(
     for (name, value) in &query {
         match name.as_str() {
             "event_types" => types = Some(value.split(',').collect::<Vec<_>>()),
-            "limit" => {
-                let (kind, msg, ctx) = match value.parse::<i64>() {
-                    Ok(n) if (1..=2000).contains(&n) => {
-                        limit = usize::try_from(n).unwrap_or(500);
-                        continue;
-                    }
-                    Ok(n) if n < 1 => (
-                        "greater_than_equal",
-                        "Input should be greater than or equal to 1",
-                        Some(json!({"ge": 1})),
-                    ),
-                    Ok(_) => (
-                        "less_than_equal",
-                        "Input should be less than or equal to 2000",
-                        Some(json!({"le": 2000})),
-                    ),
-                    Err(_) => (
-                        "int_parsing",
-                        "Input should be a valid integer, unable to parse string as an integer",
-                        None,
-                    ),
-                };
-                let loc = json!(["query", "limit"]);
-                let entry = wire::validation_entry(kind, loc, msg, json!(value), ctx);
-                return Err(wire::validation(vec![entry]));
-            }
+            "limit" => limit = bounded_int("limit", value, 1, 2000)?,
             _ => {}
         }
     }
     call.exists()?;
+    let limit = usize::try_from(limit).unwrap_or(500);
     let rows = |run: &RunEntry| run.event_rows(types.as_deref(), limit);
     let body = run_of(&call.sim, &call.thread_id, &run_id, rows).unwrap_or_else(|_| json!([]));
     Ok(wire::json_response(StatusCode::OK, body))
+}
+
+/// A query integer from `ge` to `le`, or FastAPI's 422 for it.
+fn bounded_int(name: &str, value: &str, ge: i64, le: i64) -> Result<i64, Response> {
+    let (kind, msg, ctx) = match value.parse::<i64>() {
+        Ok(n) if (ge..=le).contains(&n) => return Ok(n),
+        Ok(n) if n < ge => (
+            "greater_than_equal",
+            format!("Input should be greater than or equal to {ge}"),
+            Some(json!({ "ge": ge })),
+        ),
+        Ok(_) => (
+            "less_than_equal",
+            format!("Input should be less than or equal to {le}"),
+            Some(json!({ "le": le })),
+        ),
+        Err(_) => (
+            "int_parsing",
+            "Input should be a valid integer, unable to parse string as an integer".to_owned(),
+            None,
+        ),
+    };
+    let entry = wire::validation_entry(kind, json!(["query", name]), &msg, json!(value), ctx);
+    Err(wire::validation(vec![entry]))
 }
 
 /// Asks a run in flight to stop; 409 when it already ended.

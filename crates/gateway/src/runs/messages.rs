@@ -17,19 +17,38 @@
 //! splits into its segments as the thread's state would split it, and a restart that
 //! published some of them publishes only the rest. When the events cannot be read the run
 //! reads as one segment.
+//!
+//! DeerFlow marks a run succeeded a moment before it flushes the last of the run's record,
+//! then writes a `run.delivery` receipt. So the events are read first, the receipt with
+//! them: with the receipt, every message row is there too; without it, a record whose last
+//! invocation shows no message of the agent yet is read again, a few times within about a
+//! second, before it is taken as it is. A run of many tool calls writes more than one page
+//! of rows: older pages are read (at most [`MAX_PAGES`]) while the run's own start is
+//! older than the oldest row read.
 
-use reqwest::Method;
+use std::time::Duration;
+
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::client::{GatewayClient, Owner, read_json};
-use crate::error::{CallFamily, GatewayError};
+use crate::client::{GatewayClient, Owner};
+use crate::error::GatewayError;
 use crate::{Message, ThreadId};
 
 /// The rows read: the most the Gateway serves in one page.
 pub const PAGE: usize = 200;
-/// The `run.start` events read: one a continuation, far more than a goal's most.
-const STARTS: usize = 100;
+/// The events read: a `run.start` per invocation (a goal has at most 8 continuations) and
+/// the receipt.
+const EVENTS: usize = 100;
+/// Pages of rows read at the most.
+pub const MAX_PAGES: usize = 5;
+/// The waits before a record whose last invocation shows nothing yet is read again.
+const SETTLING: [Duration; 4] = [
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+    Duration::from_millis(250),
+    Duration::from_millis(600),
+];
 
 /// One row of the run's messages.
 #[derive(Deserialize)]
@@ -58,20 +77,49 @@ impl Row {
 #[derive(Deserialize)]
 struct Page {
     data: Vec<Row>,
+    #[serde(default)]
+    has_more: bool,
 }
 
-/// One event of the run's: only its place in the sequence is read.
+/// One event of the run's: its type and place in the sequence are read.
 #[derive(Deserialize)]
 struct Event {
     #[serde(default)]
     seq: Option<i64>,
+    #[serde(default)]
+    event_type: String,
+}
+
+/// What the run's events tell of its record.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Events {
+    /// Where the run and each goal continuation in it started (`run.start`), in order.
+    starts: Vec<i64>,
+    /// Whether the run's receipt (`run.delivery`) is written: the record is whole.
+    delivered: bool,
+}
+
+impl Events {
+    fn of(events: &[Event]) -> Self {
+        let mut starts: Vec<i64> = events
+            .iter()
+            .filter(|event| event.event_type == "run.start")
+            .filter_map(|event| event.seq)
+            .collect();
+        starts.sort_unstable();
+        let delivered = events.iter().any(|e| e.event_type == "run.delivery");
+        Self { starts, delivered }
+    }
 }
 
 /// The agent's messages of `rows` (oldest first), with a continuation's stand-in before
-/// the rows that come after each of `starts` but the first (the run's own start).
-fn read(rows: &[Row], starts: &[i64]) -> Vec<Message> {
+/// the rows that come after each of `starts` but the first (the run's own start); and
+/// whether the last invocation shows a message the agent wrote (not its input).
+fn read(rows: &[Row], starts: &[i64]) -> (Vec<Message>, bool) {
     let mut continuations = starts.iter().skip(1).copied().peekable();
     let mut out = Vec::with_capacity(rows.len() + starts.len());
+    let last_start = starts.last().copied().unwrap_or(i64::MIN);
+    let mut last_shows = false;
     for row in rows {
         if let Some(seq) = row.seq {
             while continuations.next_if(|start| *start < seq).is_some() {
@@ -79,13 +127,17 @@ fn read(rows: &[Row], starts: &[i64]) -> Vec<Message> {
             }
         }
         if row.is_the_agents() {
-            out.push(Message::from_value(&row.content));
+            let message = Message::from_value(&row.content);
+            // The run's input is no sign the agent wrote anything.
+            last_shows |=
+                message.kind() != Some("human") && row.seq.is_none_or(|seq| seq > last_start);
+            out.push(message);
         }
     }
     // A continuation that began after the last row read wrote nothing yet: an empty
     // segment of its own, as in the thread's state.
     out.extend(continuations.map(|_| Message::goal_continuation()));
-    out
+    (out, last_shows)
 }
 
 impl GatewayClient {
@@ -97,42 +149,73 @@ impl GatewayClient {
         thread: &ThreadId,
         run_id: &str,
     ) -> Result<Vec<Message>, GatewayError> {
-        let url = self.run_url(thread, run_id, &format!("/messages?limit={PAGE}"))?;
-        let request = self
-            .request(Method::GET, &url, owner)?
-            .timeout(self.config().request_timeout);
-        let response = self
-            .send("run_messages", CallFamily::Plain, request)
-            .await?;
-        let page: Page = read_json(response, "run_messages").await?;
-        let starts = match self.run_starts(owner, thread, run_id).await {
-            Ok(starts) => starts,
-            Err(error) => {
-                tracing::debug!(%error, "Reading a run's starts failed; its messages read as one segment.");
-                Vec::new()
+        let mut settling = SETTLING.iter();
+        loop {
+            // The events first: once the receipt is written, so is every message row.
+            let events = match self.run_events(owner, thread, run_id).await {
+                Ok(events) => events,
+                Err(error) => {
+                    tracing::warn!(%error, "Reading a run's events failed; its messages read as one segment.");
+                    Events::default()
+                }
+            };
+            let from = events.starts.first().copied();
+            let rows = self.run_rows(owner, thread, run_id, from).await?;
+            let (messages, last_shows) = read(&rows, &events.starts);
+            if events.delivered || last_shows {
+                return Ok(messages);
             }
-        };
-        Ok(read(&page.data, &starts))
+            let Some(wait) = settling.next() else {
+                tracing::debug!(
+                    "A run's record shows nothing of its last invocation; read as it is."
+                );
+                return Ok(messages);
+            };
+            tokio::time::sleep(*wait).await;
+        }
     }
 
-    /// Where in the thread's sequence run `run_id` (and each goal continuation in it)
-    /// started: its `run.start` events, in order.
-    async fn run_starts(
+    /// The rows of run `run_id`'s messages, oldest first: the newest page, and older ones
+    /// while the run's start (`from`, when known) is older than the oldest row read.
+    async fn run_rows(
         &self,
         owner: Option<&Owner>,
         thread: &ThreadId,
         run_id: &str,
-    ) -> Result<Vec<i64>, GatewayError> {
-        let rest = format!("/events?event_types=run.start&limit={STARTS}");
+        from: Option<i64>,
+    ) -> Result<Vec<Row>, GatewayError> {
+        let mut rows: Vec<Row> = Vec::new();
+        let mut before: Option<i64> = None;
+        for _ in 0..MAX_PAGES {
+            let rest = match before {
+                None => format!("/messages?limit={PAGE}"),
+                Some(seq) => format!("/messages?limit={PAGE}&before_seq={seq}"),
+            };
+            let url = self.run_url(thread, run_id, &rest)?;
+            let mut page: Page = self.get_json("run_messages", &url, owner).await?;
+            let oldest = page.data.first().and_then(|row| row.seq);
+            page.data.append(&mut rows);
+            rows = page.data;
+            match (page.has_more, oldest, from) {
+                (true, Some(oldest), Some(from)) if from < oldest => before = Some(oldest),
+                _ => break,
+            }
+        }
+        Ok(rows)
+    }
+
+    /// What run `run_id`'s events tell of its record: its `run.start` events and its
+    /// receipt.
+    async fn run_events(
+        &self,
+        owner: Option<&Owner>,
+        thread: &ThreadId,
+        run_id: &str,
+    ) -> Result<Events, GatewayError> {
+        let rest = format!("/events?event_types=run.start,run.delivery&limit={EVENTS}");
         let url = self.run_url(thread, run_id, &rest)?;
-        let request = self
-            .request(Method::GET, &url, owner)?
-            .timeout(self.config().request_timeout);
-        let response = self.send("run_events", CallFamily::Plain, request).await?;
-        let events: Vec<Event> = read_json(response, "run_events").await?;
-        let mut starts: Vec<i64> = events.iter().filter_map(|event| event.seq).collect();
-        starts.sort_unstable();
-        Ok(starts)
+        let events: Vec<Event> = self.get_json("run_events", &url, owner).await?;
+        Ok(Events::of(&events))
     }
 }
 
@@ -158,6 +241,7 @@ mod tests {
         ], "has_more": false}))
         .unwrap();
         let texts: Vec<String> = read(&page.data, &[])
+            .0
             .iter()
             .map(|message| message.text().to_owned())
             .collect();
@@ -176,8 +260,9 @@ mod tests {
             {"seq": 9, "category": "message", "content": {"type": "ai", "content": "four"}},
         ]))
         .unwrap();
-        let read = read(&rows, &[1, 4, 7, 8, 10]);
-        let shape: Vec<String> = read
+        let (shown, last_shows) = read(&rows, &[1, 4, 7, 8, 10]);
+        assert!(!last_shows, "the last continuation wrote nothing yet");
+        let shape: Vec<String> = shown
             .iter()
             .map(|m| {
                 if m.is_goal_continuation() {
@@ -188,5 +273,24 @@ mod tests {
             })
             .collect();
         assert_eq!(shape, ["hi", "one", "|", "two", "t", "|", "|", "four", "|"]);
+        assert!(read(&rows, &[1, 4, 7, 8]).1, "the last one wrote \"four\"");
+        assert!(
+            !read(&rows[..1], &[1]).1,
+            "the input alone is not an answer"
+        );
+    }
+
+    #[test]
+    fn the_receipt_and_the_starts_are_told_apart() {
+        let events: Vec<Event> = serde_json::from_value(json!([
+            {"seq": 9, "event_type": "run.start", "category": "trace", "content": {}},
+            {"seq": 1, "event_type": "run.start", "category": "trace", "content": {}},
+            {"seq": 12, "event_type": "run.delivery", "category": "outputs", "content": {}},
+        ]))
+        .unwrap();
+        let events = Events::of(&events);
+        assert_eq!(events.starts, [1, 9]);
+        assert!(events.delivered);
+        assert!(!Events::of(&[]).delivered);
     }
 }

@@ -80,57 +80,64 @@ pub(crate) struct RunEntry {
     /// began. DeerFlow's run journal writes a `run.start` event at each invocation
     /// (`GET …/runs/{run_id}/events`) but no continuation prompt.
     pub starts: Vec<usize>,
+    /// The record shows nothing after the last `run.start` (no row, no receipt), as
+    /// DeerFlow's between marking the run succeeded and flushing the rest of its journal
+    /// (`Simulator::hold_run_record`).
+    pub record_held: bool,
 }
 
 impl RunEntry {
     /// The run's record as DeerFlow's run event store holds it, in order: a `run.start` at
-    /// each invocation of the agent, and a row per message (the model's answers as the lead
-    /// agent's), numbered by `seq`.
+    /// each invocation of the agent, a row per message (the model's answers as the lead
+    /// agent's), and once the run ended its `run.delivery` receipt, numbered by `seq`; while
+    /// `record_held`, nothing after the last `run.start`.
     fn events(&self) -> Vec<Value> {
-        let mut events = Vec::with_capacity(self.messages.len() + self.starts.len());
-        let row = |events: &mut Vec<Value>, event_type: &str, category: &str, content, metadata| {
+        let mut events = Vec::with_capacity(self.messages.len() + self.starts.len() + 1);
+        let mut push = |event_type: &str, category: &str, content: Value, metadata: Value| {
             events.push(json!({
                 "seq": events.len() + 1, "thread_id": self.thread_id, "run_id": self.run_id,
                 "event_type": event_type, "category": category, "content": content,
                 "metadata": metadata, "created_at": self.created_at,
             }));
         };
+        let lead = || json!({"caller": "lead_agent"});
+        let last_start = self.starts.iter().copied().max().unwrap_or(0);
         for n in 0..=self.messages.len() {
             for _ in self.starts.iter().filter(|start| **start == n) {
-                let content = json!({"chain": "lead_agent"});
-                row(
-                    &mut events,
-                    "run.start",
-                    "trace",
-                    content,
-                    json!({"caller": "lead_agent"}),
-                );
+                push("run.start", "trace", json!({"chain": "lead_agent"}), lead());
+            }
+            if self.record_held && n >= last_start {
+                return events;
             }
             let Some(message) = self.messages.get(n) else {
                 break;
             };
             let (event_type, metadata) = match message["type"].as_str() {
-                Some("human") => ("llm.human.input", json!({"caller": "lead_agent"})),
+                Some("human") => ("llm.human.input", lead()),
                 Some("tool") => ("llm.tool.result", json!({})),
-                _ => ("llm.ai.response", json!({"caller": "lead_agent"})),
+                _ => ("llm.ai.response", lead()),
             };
-            row(
-                &mut events,
-                event_type,
-                "message",
-                message.clone(),
-                metadata,
-            );
+            push(event_type, "message", message.clone(), metadata);
+        }
+        // The receipt, once the run ended: written after the journal's last flush.
+        if !self.status.is_active() {
+            push("run.delivery", "outputs", json!({}), json!({}));
         }
         events
     }
 
-    /// `GET …/runs/{run_id}/messages` (DeerFlow's `list_run_messages`): the run's message
-    /// rows, `{data, has_more}`.
-    pub(crate) fn message_rows(&self) -> Value {
+    /// `GET …/runs/{run_id}/messages` (DeerFlow's `list_run_messages`): the newest `limit`
+    /// of the run's message rows (before `before_seq`, if given), oldest first, `{data,
+    /// has_more}`.
+    pub(crate) fn message_rows(&self, limit: usize, before_seq: Option<i64>) -> Value {
         let mut rows = self.events();
-        rows.retain(|event| event["category"] == "message");
-        json!({"data": rows, "has_more": false})
+        rows.retain(|event| {
+            event["category"] == "message"
+                && before_seq.is_none_or(|before| event["seq"].as_i64().is_some_and(|s| s < before))
+        });
+        let has_more = rows.len() > limit;
+        let rows = rows.split_off(rows.len().saturating_sub(limit));
+        json!({"data": rows, "has_more": has_more})
     }
 
     /// `GET …/runs/{run_id}/events` (DeerFlow's `list_run_events`): the run's events of
