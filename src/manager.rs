@@ -406,14 +406,17 @@ impl Manager {
         // The conversation a group reply belongs to decides its line: resolved here,
         // in arrival order, before it takes a place.
         let msg = self.follow_reply_chain(msg).await;
-        let msg = self.inner.clarifications.join(msg, &workers.tasks).await;
+        // A question it took travels with it: kept if it runs, else given back.
+        let (msg, taken) = self.inner.clarifications.join(msg, &workers.tasks).await;
         let place = self.place_in_line(&msg);
         let cancel = workers.cancel.clone();
         let slot = handle::Slot::queued(room, workers.slots.clone());
         let span = message_span(&msg);
         workers.tasks.spawn(
             async move {
-                manager.handle(msg, cancel, place, slot, arrived).await;
+                manager
+                    .handle(msg, cancel, place, slot, arrived, taken)
+                    .await;
             }
             .instrument(span),
         );

@@ -215,7 +215,8 @@ pub struct AskedKey {
     pub user_id: String,
 }
 
-/// A question waiting for its answer, as [`Store::pending_questions`] lists it.
+/// A question waiting for its answer, as [`Store::pending_questions`] lists it and
+/// [`Store::take_question`] takes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingQuestion {
     /// Who was asked.
@@ -547,9 +548,17 @@ pub trait Store: Send + Sync + 'static {
     async fn forget_question(&self, asked: &AskedKey, topic: &str) -> Result<bool, StoreError>;
 
     /// Takes, atomically, the question pending for `asked`: the asking conversation's topic
-    /// when it is live, and it is gone afterwards, so of two callers (replicas) taking at
-    /// once only one gets it. An expired question is removed and counts as none.
-    async fn take_question(&self, asked: &AskedKey) -> Result<Option<String>, StoreError>;
+    /// and how long it still waits, when it is live, and it is gone afterwards, so of two
+    /// callers (replicas) taking at once only one gets it. An expired question is removed
+    /// and counts as none.
+    async fn take_question(&self, asked: &AskedKey) -> Result<Option<PendingQuestion>, StoreError>;
+
+    /// Puts back a question [`Store::take_question`] took for a message that was then not
+    /// run (a redelivery): waiting `question.expires_in` from now by the store's clock, so
+    /// it keeps its deadline, unless its user has a live question pending in that chat
+    /// again (asked since: the newer one stays). Counts as remembered now for the cap, as
+    /// [`Store::remember_question`]. Returns whether it was put back.
+    async fn give_back_question(&self, question: &PendingQuestion) -> Result<bool, StoreError>;
 
     /// Up to `limit` live pending questions, the most recently remembered first: what a
     /// process that alone opens the store loads at start.

@@ -17,7 +17,8 @@
 //!   is forgotten) and loaded from the store at start ([`Pending::load`]). A plain group
 //!   message costs no store call; the store hears a question when the turn that asked it
 //!   ends (before its final is published, so the question is on file before the user can
-//!   answer it), and hears a taken one from a task of its own, off the dispatcher loop;
+//!   answer it), and hears a taken one once the message that took it was admitted, on
+//!   that message's task, off the dispatcher loop;
 //! - **a shared store** (PostgreSQL): nothing is kept in memory, as another replica may
 //!   take a question meanwhile. A fresh plain group message takes its sender's question
 //!   from the store in one statement, atomically, so two replicas never both join one
@@ -25,24 +26,45 @@
 //!   dispatcher loop, so it is bounded ([`TAKE_TIMEOUT`]) and, after one failed or was
 //!   slow, skipped for a few seconds: the message then starts its own conversation.
 //!
+//! **Giving back.** A question is taken on the dispatcher loop, before the message is
+//! admitted (`handle.rs`): a platform redelivering a message the bridge already handled
+//! (a reconnect, a webhook retry) would otherwise spend the question, typically the very
+//! one the first copy's answer asked, on a copy that is then dropped. So what a message
+//! took travels with it ([`Taken`]) until it either runs as a turn (it keeps the question)
+//! or is not run: a redelivery, or a message turned away by a full line (or stopped
+//! unjournaled by shutdown before its turn), which gives the question back
+//! ([`Pending::give_back`]) with its original deadline, unless the user was asked another
+//! question meanwhile. With a store only this process opens, memory takes it back, and
+//! the store, which forgets a taken question only once its message was admitted, never
+//! lost it on a redelivery (a message refused after its admission has it remembered there
+//! again, after the forget, on the same task); a shared store has it remembered again,
+//! over no newer question ([`Store::give_back_question`]). A platform often redelivers in
+//! a batch, the old copy just before the user's answer, which may reach the dispatcher
+//! before the copy's admission ends: a fresh message of a user whose question a message
+//! not yet admitted holds waits for that admission, at most [`TAKE_TIMEOUT`] (in this
+//! process; a copy on another replica is not waited for).
+//!
 //! A store failure degrades to what happens without this feature: the message starts its
 //! own conversation (logged with the channel and chat, never the text), and is never
 //! lost; a question that could not be written is still remembered in memory (unshared).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use im_bridge_channel::{ChatKind, InboundMessage, MsgType};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::store::{AskedKey, QUESTION_CAP, Store};
+use crate::store::{AskedKey, PendingQuestion, QUESTION_CAP, Store};
 
 /// How long a question waits for its answer to join it.
 pub const WINDOW: Duration = Duration::from_secs(30 * 60);
-/// How long the dispatcher waits for a shared store's take: it holds every chat's next
-/// message meanwhile, so a slow store costs an answer its conversation, not the intake.
+/// How long the dispatcher waits for a shared store's take, or for the admission of a
+/// message holding the sender's question (see the module docs): it holds every chat's
+/// next message meanwhile, so a slow store costs an answer its conversation, not the
+/// intake.
 pub const TAKE_TIMEOUT: Duration = Duration::from_millis(300);
 /// After a take failed or timed out, how long fresh group messages skip the store.
 const TAKE_PAUSE: Duration = Duration::from_secs(5);
@@ -60,7 +82,84 @@ pub(crate) struct Pending {
     cap: usize,
     /// Until when a shared store's takes are skipped (one failed or timed out).
     paused_until: Mutex<Option<Instant>>,
-    asked: Mutex<HashMap<AskedKey, (String, Instant)>>,
+    memory: Arc<Mutex<Memory>>,
+}
+
+/// What this process keeps of the questions.
+#[derive(Default)]
+struct Memory {
+    /// The questions pending (a store only this process opens), by who was asked: the
+    /// asking topic and when it stops waiting. At most the cap ([`Pending::remember`]).
+    asked: HashMap<AskedKey, (String, Instant)>,
+    /// The questions taken by messages not admitted yet, by who was asked: cancelled (and
+    /// removed) once the message was admitted or gave its question back. At most one per
+    /// message received and not yet admitted, so bounded by the inbound queue.
+    lent: HashMap<AskedKey, CancellationToken>,
+}
+
+/// A question a message took when it joined the asking conversation ([`Pending::join`]).
+/// Its message keeps it by running as a turn, or gives it back ([`Pending::give_back`])
+/// when it is not run; until its admission ([`Pending::admitted`]) the sender's next
+/// fresh message waits for it.
+#[must_use]
+pub(crate) struct Taken {
+    asked: AskedKey,
+    topic: String,
+    /// When it stops waiting, on this process's clock: a question given back keeps it.
+    until: Instant,
+    /// Whether the store no longer holds it: taken from a shared store, or forgotten once
+    /// its message was admitted (a store only this process opens).
+    forgotten: bool,
+    /// Held until the message was admitted or gave the question back.
+    lent: Option<Lent>,
+}
+
+/// Marks a question as lent to a message whose admission is under way: dropped, it
+/// wakes the sender's messages waiting for it and leaves [`Memory::lent`].
+struct Lent {
+    asked: AskedKey,
+    done: CancellationToken,
+    memory: Arc<Mutex<Memory>>,
+}
+
+impl Memory {
+    /// Remembers a question until `until`, within `cap`: past it, the expired ones go, then
+    /// the one nearest its end.
+    fn remember(&mut self, cap: usize, key: AskedKey, topic: String, until: Instant) {
+        let now = Instant::now();
+        let asked = &mut self.asked;
+        if asked.len() >= cap && !asked.contains_key(&key) {
+            asked.retain(|_, (_, until)| *until > now);
+            if asked.len() >= cap
+                && let Some(oldest) = asked
+                    .iter()
+                    .min_by_key(|(_, (_, until))| *until)
+                    .map(|(k, _)| k.clone())
+            {
+                asked.remove(&oldest);
+            }
+        }
+        asked.insert(key, (topic, until));
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        self.done.cancel();
+        let mut memory = relock(&self.memory);
+        // Not a later lender's (a message that took it back after a wait timed out).
+        if memory
+            .lent
+            .get(&self.asked)
+            .is_some_and(CancellationToken::is_cancelled)
+        {
+            memory.lent.remove(&self.asked);
+        }
+    }
+}
+
+fn relock(memory: &Mutex<Memory>) -> MutexGuard<'_, Memory> {
+    memory.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn who(msg: &InboundMessage) -> AskedKey {
@@ -97,7 +196,7 @@ impl Pending {
             store,
             cap: cap.max(1),
             paused_until: Mutex::new(None),
-            asked: Mutex::new(HashMap::new()),
+            memory: Arc::default(),
         }
     }
 
@@ -116,16 +215,17 @@ impl Pending {
             }
         };
         let now = Instant::now();
-        let mut asked = self.lock();
+        let mut memory = self.lock();
         for question in loaded {
             // Newest first: a key seen twice keeps its newest question.
-            asked
+            memory
+                .asked
                 .entry(question.asked)
                 .or_insert((question.topic, now + question.expires_in.min(WINDOW)));
         }
-        if !asked.is_empty() {
+        if !memory.asked.is_empty() {
             tracing::info!(
-                questions = asked.len(),
+                questions = memory.asked.len(),
                 "Loaded the agent's pending questions."
             );
         }
@@ -148,12 +248,12 @@ impl Pending {
                 tracing::warn!(%error, channel = %key.channel, chat = %key.chat_id, "Storing the agent's question failed; an answer after a restart or on another replica starts its own conversation.");
             }
             if !self.shared {
-                self.remember(key, topic);
+                self.remember(key, topic.to_owned(), Instant::now() + WINDOW);
             }
             return;
         }
         if !self.shared {
-            let mut asked = self.lock();
+            let asked = &mut self.lock().asked;
             // Only a question this conversation asked is forgotten.
             if asked.get(&key).is_some_and(|(t, _)| t == topic) {
                 asked.remove(&key);
@@ -179,237 +279,171 @@ impl Pending {
         *paused = Some(Instant::now() + TAKE_PAUSE);
     }
 
-    /// Remembers a question in memory, within the bound.
-    fn remember(&self, key: AskedKey, topic: &str) {
-        let now = Instant::now();
-        let mut asked = self.lock();
-        if asked.len() >= self.cap && !asked.contains_key(&key) {
-            asked.retain(|_, (_, until)| *until > now);
-            if asked.len() >= self.cap
-                && let Some(oldest) = asked
-                    .iter()
-                    .min_by_key(|(_, (_, until))| *until)
-                    .map(|(k, _)| k.clone())
-            {
-                asked.remove(&oldest);
-            }
-        }
-        asked.insert(key, (topic.to_owned(), now + WINDOW));
+    /// Remembers a question in memory until `until`, within the bound.
+    fn remember(&self, key: AskedKey, topic: String, until: Instant) {
+        self.lock().remember(self.cap, key, topic, until);
     }
 
     /// `msg` joins the conversation whose question its sender is answering, if it is a
-    /// fresh group chat message (no reply, no thread of its own) sent within the window.
-    /// Runs on the dispatcher loop, in arrival order: from memory, the store told on a
-    /// task of `tasks`; from a shared store, one statement.
+    /// fresh group chat message (no reply, no thread of its own) sent within the window;
+    /// then it carries the question it took, to keep or give back. Runs on the dispatcher
+    /// loop, in arrival order: from memory (an expired question found there is forgotten
+    /// by the store on a task of `tasks`); from a shared store, one statement.
     pub(crate) async fn join(
         &self,
         mut msg: InboundMessage,
         tasks: &TaskTracker,
-    ) -> InboundMessage {
+    ) -> (InboundMessage, Option<Taken>) {
         if !fresh(&msg) {
-            return msg;
+            return (msg, None);
         }
         let key = who(&msg);
-        if self.shared {
-            if self.take_paused() {
-                return msg;
-            }
-            let taken = tokio::time::timeout(TAKE_TIMEOUT, self.store.take_question(&key)).await;
-            match taken {
-                Ok(Ok(Some(topic))) => {
-                    tracing::debug!(
-                        "A group message joined the conversation whose question it answers."
-                    );
-                    msg.topic_id = Some(topic);
-                }
-                Ok(Ok(None)) => {}
-                Ok(Err(error)) => {
-                    tracing::warn!(%error, channel = %key.channel, chat = %key.chat_id, "Taking the agent's pending question failed; the message starts its own conversation.");
-                    self.pause_takes();
-                }
-                Err(_) => {
-                    tracing::warn!(channel = %key.channel, chat = %key.chat_id, timeout_ms = TAKE_TIMEOUT.as_millis(), "Taking the agent's pending question took too long; the message starts its own conversation.");
-                    self.pause_takes();
-                }
-            }
-            return msg;
-        }
-        let Some((topic, until)) = self.lock().remove(&key) else {
-            return msg;
+        self.wait_for_lender(&key).await;
+        let taken = if self.shared {
+            self.take_shared(key).await
+        } else {
+            self.take_remembered(key, tasks)
         };
-        // Taken (or expired): off the file too, unless another question replaced it since.
-        let store = self.store.clone();
-        let (forget, taken) = (key, topic.clone());
-        tasks.spawn(async move {
-            if let Err(error) = store.forget_question(&forget, &taken).await {
-                tracing::warn!(%error, channel = %forget.channel, chat = %forget.chat_id, "Forgetting the agent's answered question in the store failed.");
-            }
-        });
-        if Instant::now() < until {
+        if let Some(taken) = &taken {
             tracing::debug!("A group message joined the conversation whose question it answers.");
-            msg.topic_id = Some(topic);
+            msg.topic_id = Some(taken.topic.clone());
         }
-        msg
+        (msg, taken)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AskedKey, (String, Instant)>> {
-        self.asked.lock().unwrap_or_else(|p| p.into_inner())
+    /// Waits, at most [`TAKE_TIMEOUT`], for the admission of a message holding `key`'s
+    /// question, if one does: should that message be a redelivery, it gives the question
+    /// back for this one.
+    async fn wait_for_lender(&self, key: &AskedKey) {
+        let Some(done) = self.lock().lent.get(key).cloned() else {
+            return;
+        };
+        if tokio::time::timeout(TAKE_TIMEOUT, done.cancelled())
+            .await
+            .is_err()
+        {
+            tracing::warn!(channel = %key.channel, chat = %key.chat_id, timeout_ms = TAKE_TIMEOUT.as_millis(), "An earlier message holding the sender's question was not admitted in time; the message starts its own conversation.");
+        }
+    }
+
+    /// Takes `key`'s question from memory, if it is live; an expired one goes, from the
+    /// store too (unless another question replaced it since), on a task of `tasks`.
+    fn take_remembered(&self, key: AskedKey, tasks: &TaskTracker) -> Option<Taken> {
+        let (topic, until) = self.lock().asked.remove(&key)?;
+        if Instant::now() < until {
+            // The store forgets it once its message was admitted (`admitted`).
+            return Some(self.lend(key, topic, until, false));
+        }
+        let store = self.store.clone();
+        tasks.spawn(async move {
+            if let Err(error) = store.forget_question(&key, &topic).await {
+                tracing::warn!(%error, channel = %key.channel, chat = %key.chat_id, "Forgetting the agent's expired question in the store failed.");
+            }
+        });
+        None
+    }
+
+    /// Takes `key`'s question from the shared store, in one statement, bounded.
+    async fn take_shared(&self, key: AskedKey) -> Option<Taken> {
+        if self.take_paused() {
+            return None;
+        }
+        let taken = tokio::time::timeout(TAKE_TIMEOUT, self.store.take_question(&key)).await;
+        match taken {
+            Ok(Ok(Some(question))) => {
+                let until = Instant::now() + question.expires_in.min(WINDOW);
+                return Some(self.lend(key, question.topic, until, true));
+            }
+            Ok(Ok(None)) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(%error, channel = %key.channel, chat = %key.chat_id, "Taking the agent's pending question failed; the message starts its own conversation.");
+                self.pause_takes();
+            }
+            Err(_) => {
+                tracing::warn!(channel = %key.channel, chat = %key.chat_id, timeout_ms = TAKE_TIMEOUT.as_millis(), "Taking the agent's pending question took too long; the message starts its own conversation.");
+                self.pause_takes();
+            }
+        }
+        None
+    }
+
+    /// A question just taken, marked as lent until its message's admission.
+    fn lend(&self, asked: AskedKey, topic: String, until: Instant, forgotten: bool) -> Taken {
+        let done = CancellationToken::new();
+        self.lock().lent.insert(asked.clone(), done.clone());
+        Taken {
+            lent: Some(Lent {
+                asked: asked.clone(),
+                done,
+                memory: self.memory.clone(),
+            }),
+            asked,
+            topic,
+            until,
+            forgotten,
+        }
+    }
+
+    /// `taken`'s message was admitted (no redelivery): the sender's next message need not
+    /// wait for it, and a store only this process opens forgets the question now (unless
+    /// another question replaced it since). Should the message not run after all, it
+    /// still gives the question back.
+    pub(crate) async fn admitted(&self, taken: &mut Taken) {
+        taken.lent = None;
+        if taken.forgotten {
+            return;
+        }
+        taken.forgotten = true;
+        if let Err(error) = self.store.forget_question(&taken.asked, &taken.topic).await {
+            tracing::warn!(%error, channel = %taken.asked.channel, chat = %taken.asked.chat_id, "Forgetting the agent's answered question in the store failed.");
+        }
+    }
+
+    /// Gives back the question `taken`'s message took and is not run with: it waits again,
+    /// until its original deadline, unless its user was asked another question meanwhile
+    /// (that one stays). In memory (a store only this process opens) and, when the store
+    /// no longer holds it, in the store. Only then may the sender's next message look.
+    pub(crate) async fn give_back(&self, taken: Taken) {
+        let Taken {
+            asked,
+            topic,
+            until,
+            forgotten,
+            lent,
+        } = taken;
+        let now = Instant::now();
+        if now >= until {
+            return;
+        }
+        if !self.shared {
+            let mut memory = self.lock();
+            let newer = memory.asked.get(&asked).is_some_and(|(_, end)| *end > now);
+            if !newer {
+                memory.remember(self.cap, asked.clone(), topic.clone(), until);
+            }
+            drop(memory);
+            if newer {
+                return; // Asked since: the store holds that one too.
+            }
+        }
+        if forgotten {
+            let question = PendingQuestion {
+                asked,
+                topic,
+                expires_in: until - now,
+            };
+            if let Err(error) = self.store.give_back_question(&question).await {
+                let key = &question.asked;
+                tracing::warn!(%error, channel = %key.channel, chat = %key.chat_id, "Giving the agent's question back to the store failed; an answer after a restart or on another replica starts its own conversation.");
+            }
+        }
+        drop(lent);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Memory> {
+        relock(&self.memory)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use im_bridge_channel::MessageId;
-
-    use super::*;
-    use crate::store::SqliteStore;
-
-    fn group(user: &str, id: &str) -> InboundMessage {
-        let mut msg = InboundMessage::new("feishu", "oc_1", user, "text");
-        msg.chat_kind = ChatKind::Group;
-        msg.thread_ts = Some(MessageId::new(id));
-        msg.topic_id = Some(id.to_owned());
-        msg
-    }
-
-    async fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
-        Arc::new(SqliteStore::open(&dir.path().join("q.db")).await.unwrap())
-    }
-
-    /// The topic `msg` runs in once its answer (if it is one) joined.
-    async fn joined(pending: &Pending, msg: InboundMessage) -> Option<String> {
-        let tasks = TaskTracker::new();
-        let topic = pending.join(msg, &tasks).await.topic_id;
-        tasks.close();
-        tasks.wait().await;
-        topic
-    }
-
-    /// A shared store that does not answer holds the intake [`TAKE_TIMEOUT`] once: the
-    /// message starts its own conversation, and the next ones skip the store for a while.
-    #[tokio::test]
-    async fn a_shared_store_that_hangs_holds_the_intake_briefly() {
-        use std::sync::atomic::Ordering;
-
-        use crate::store::faulty::Faulty;
-
-        let dir = tempfile::tempdir().unwrap();
-        let faulty = Arc::new(Faulty::new(store(&dir).await).shared());
-        let pending = Pending::new(faulty.clone());
-        pending.turn_ended(&group("alice", "om_q"), true).await;
-        faulty.takes_hang.store(true, Ordering::SeqCst);
-        let answer = joined(&pending, group("alice", "om_a"));
-        let topic = tokio::time::timeout(TAKE_TIMEOUT * 10, answer).await;
-        assert_eq!(topic.expect("the take is bounded").as_deref(), Some("om_a"));
-        // Paused: the next message does not wait for the store at all.
-        faulty.takes_hang.store(false, Ordering::SeqCst);
-        assert_eq!(
-            joined(&pending, group("alice", "om_b")).await.as_deref(),
-            Some("om_b")
-        );
-        // The question is still on file for when the store answers again.
-        assert_eq!(
-            faulty
-                .take_question(&who(&group("alice", "om_c")))
-                .await
-                .unwrap()
-                .as_deref(),
-            Some("om_q")
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_answer_joins_the_question_once_within_the_window() {
-        let dir = tempfile::tempdir().unwrap();
-        let pending = Pending::new(store(&dir).await);
-        let question = group("alice", "om_q");
-        pending.turn_ended(&question, true).await;
-        // Someone else's message, and a reply to another message, start their own.
-        assert_eq!(
-            joined(&pending, group("bob", "om_b")).await.as_deref(),
-            Some("om_b")
-        );
-        let mut reply = group("alice", "om_r");
-        reply.reply_to = Some(MessageId::new("om_other"));
-        assert_eq!(joined(&pending, reply).await.as_deref(), Some("om_r"));
-        // Alice's plain answer joins, once.
-        assert_eq!(
-            joined(&pending, group("alice", "om_a")).await.as_deref(),
-            Some("om_q")
-        );
-        assert_eq!(
-            joined(&pending, group("alice", "om_n")).await.as_deref(),
-            Some("om_n")
-        );
-        // Past the window it starts its own conversation.
-        pending.turn_ended(&question, true).await;
-        tokio::time::advance(WINDOW).await;
-        assert_eq!(
-            joined(&pending, group("alice", "om_l")).await.as_deref(),
-            Some("om_l")
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_turn_without_a_question_forgets_it_and_private_chats_are_left_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let pending = Pending::new(store(&dir).await);
-        let question = group("alice", "om_q");
-        pending.turn_ended(&question, true).await;
-        pending.turn_ended(&question, false).await;
-        assert_eq!(
-            joined(&pending, group("alice", "om_a")).await.as_deref(),
-            Some("om_a")
-        );
-        let mut private = group("alice", "om_p");
-        private.chat_kind = ChatKind::Private;
-        pending.turn_ended(&private, true).await;
-        assert!(pending.lock().is_empty());
-        // A command is not an answer.
-        pending.turn_ended(&question, true).await;
-        let mut command = group("alice", "om_c");
-        command.msg_type = MsgType::Command;
-        assert_eq!(joined(&pending, command).await.as_deref(), Some("om_c"));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn memory_is_bounded() {
-        let dir = tempfile::tempdir().unwrap();
-        let pending = Pending::with_cap(store(&dir).await, 4);
-        for n in 0..14 {
-            pending
-                .turn_ended(&group(&format!("u{n}"), &format!("om_{n}")), true)
-                .await;
-        }
-        assert_eq!(pending.lock().len(), 4);
-        assert_eq!(MAX_PENDING, QUESTION_CAP, "the store keeps as many");
-    }
-
-    /// What a restart sees: the store's questions, loaded by the next process; a question
-    /// taken or forgotten before it is gone from the store too.
-    #[tokio::test]
-    async fn a_question_outlives_its_process_until_it_is_answered() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = store(&dir).await;
-        let before = Pending::new(store.clone());
-        before.turn_ended(&group("alice", "om_q"), true).await;
-        before.turn_ended(&group("bob", "om_b"), true).await;
-        before.turn_ended(&group("carol", "om_c"), true).await;
-        before.turn_ended(&group("carol", "om_c"), false).await;
-        assert_eq!(
-            joined(&before, group("bob", "om_x")).await.as_deref(),
-            Some("om_b")
-        );
-        let after = Pending::new(store);
-        after.load().await;
-        assert_eq!(after.lock().len(), 1, "only Alice's is still pending");
-        assert_eq!(
-            joined(&after, group("alice", "om_a")).await.as_deref(),
-            Some("om_q")
-        );
-        assert_eq!(
-            joined(&after, group("carol", "om_y")).await.as_deref(),
-            Some("om_y")
-        );
-    }
-}
+mod tests;

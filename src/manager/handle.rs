@@ -2,7 +2,8 @@
 //!
 //! 1. **admit** — the message (a chat message, or a command that may start a run) is
 //!    journaled with its dedupe record in one store transaction (`journal.rs`); a
-//!    redelivery ends here, dropped silently. On a channel whose file
+//!    redelivery ends here, dropped silently, giving back the agent's question it took on
+//!    joining the asking conversation (`clarify.rs`). On a channel whose file
 //!    handles expire, a chat message's files are then read and kept on disk until its turn
 //!    (`staging.rs`), and the entry names the copies; they are removed once the message was
 //!    handled. On a channel with a reply window, what waits for the chat's next message
@@ -11,7 +12,7 @@
 //!    messages, holding no worker slot meanwhile (but still its room in the inbound queue),
 //!    told so once per run (the queued notice; later ones a reaction), then for a worker
 //!    slot. A full line, or a channel that rejects while busy, gets the busy
-//!    reply instead, and the message ends there.
+//!    reply instead, and the message ends there (giving back a question it took).
 //! 3. **show presence** — an agent turn shows "typing…" at once and keeps it up until its
 //!    first reply (the "working on it" placeholder is the run's, `run.rs`).
 //! 4. **dispatch** — a command is answered (`commands`), anything else becomes an agent run
@@ -35,6 +36,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::futures::TaskLocalFuture;
 use tokio_util::sync::CancellationToken;
 
+use super::clarify::Taken;
 use super::journal::{Admission, Entry};
 use super::order::Ticket;
 use super::typing::TypingGuard;
@@ -133,6 +135,9 @@ impl Manager {
     /// channel hears that the bridge is done with it (if it asks to), unless shutdown
     /// stopped it: then the process that finishes it tells (or nobody, when it is not
     /// journaled and nothing will answer it), never a "done" on a message not answered.
+    ///
+    /// `taken` is the agent's question the message took on joining its conversation
+    /// (`clarify.rs`): kept if it runs as a turn, given back if it does not.
     pub(crate) async fn handle(
         &self,
         mut msg: InboundMessage,
@@ -140,6 +145,7 @@ impl Manager {
         place: Place,
         slot: Slot,
         arrived: i64,
+        mut taken: Option<Taken>,
     ) {
         // A chat message is journaled, and so is a command that may start a run: the run's
         // answer is kept until it landed, whoever asked for it.
@@ -150,11 +156,15 @@ impl Manager {
             Admission::New { entry, keys } => (entry, keys),
             Admission::Duplicate => {
                 tracing::info!("Dropped a redelivered message.");
+                self.give_back(taken).await;
                 place.abandon();
                 self.inner.replier.outbound().turn_ended(&msg).await;
                 return;
             }
         };
+        if let Some(taken) = &mut taken {
+            self.inner.clarifications.admitted(taken).await;
+        }
         self.read_files_ahead(&mut msg, admitted.as_ref(), &place, &cancel)
             .await;
         let admitted = Admitted {
@@ -162,7 +172,10 @@ impl Manager {
             keys,
             entry: admitted,
         };
-        if self.handle_stages(admitted, &cancel, place, slot).await {
+        if self
+            .handle_stages(admitted, &cancel, place, slot, taken)
+            .await
+        {
             // Handled: its files read ahead are no longer needed; a message shutdown
             // stopped keeps them for the next start.
             self.inner.staging.release(&msg).await;
@@ -206,27 +219,37 @@ impl Manager {
         msg.files = staged.files;
     }
 
-    /// The stages after admission, in order; a busy line or shutdown ends them early.
-    /// `false` when shutdown stopped the message.
+    /// The stages after admission, in order; a busy line or shutdown ends them early, and
+    /// the message gives back the question it took (`taken`) unless it will still run (a
+    /// journaled one stopped by shutdown runs at the next start). `false` when shutdown
+    /// stopped the message.
     async fn handle_stages(
         &self,
         admitted: Admitted<'_>,
         cancel: &CancellationToken,
         place: Place,
         mut slot: Slot,
+        taken: Option<Taken>,
     ) -> bool {
         self.carry_held(admitted.msg).await;
         let ticket = match self.take_place(&admitted, place, &mut slot, cancel).await {
             Placed::Turn(ticket) => ticket,
             Placed::TurnedAway => {
+                // Before the key goes: a platform retry may follow at once.
+                self.give_back(taken).await;
                 self.settle(&admitted, Some(Disposition::Release)).await;
                 return true;
             }
             Placed::Cancelled => {
+                if admitted.entry.is_none() {
+                    self.give_back(taken).await;
+                }
                 self.settle(&admitted, None).await;
                 return false;
             }
         };
+        // Its turn: the question is its own now.
+        drop(taken);
         let _presence = self.show_presence(&admitted).await;
         let disposition = self.dispatch_turn(&admitted, ticket.as_ref(), cancel).await;
         let finished = disposition.is_some();
@@ -468,6 +491,14 @@ impl Manager {
             }
             (None, Some(_)) => {}
             (None, None) => self.release(&admitted.keys).await,
+        }
+    }
+
+    /// Gives back the question a message took, if it took one, as it will not run
+    /// (`clarify.rs`).
+    async fn give_back(&self, taken: Option<Taken>) {
+        if let Some(taken) = taken {
+            self.inner.clarifications.give_back(taken).await;
         }
     }
 

@@ -285,11 +285,14 @@ impl Store for Faulty {
     async fn forget_question(&self, asked: &AskedKey, topic: &str) -> Result<bool, StoreError> {
         self.inner.forget_question(asked, topic).await
     }
-    async fn take_question(&self, asked: &AskedKey) -> Result<Option<String>, StoreError> {
+    async fn take_question(&self, asked: &AskedKey) -> Result<Option<PendingQuestion>, StoreError> {
         if self.takes_hang.load(Ordering::SeqCst) {
             std::future::pending::<()>().await;
         }
         self.inner.take_question(asked).await
+    }
+    async fn give_back_question(&self, question: &PendingQuestion) -> Result<bool, StoreError> {
+        self.inner.give_back_question(question).await
     }
     async fn pending_questions(&self, limit: usize) -> Result<Vec<PendingQuestion>, StoreError> {
         self.inner.pending_questions(limit).await

@@ -722,8 +722,12 @@ impl Store for PostgresStore {
         self.question_forget(asked, topic).await
     }
 
-    async fn take_question(&self, asked: &AskedKey) -> Result<Option<String>, StoreError> {
+    async fn take_question(&self, asked: &AskedKey) -> Result<Option<PendingQuestion>, StoreError> {
         self.question_take(asked).await
+    }
+
+    async fn give_back_question(&self, question: &PendingQuestion) -> Result<bool, StoreError> {
+        self.question_give_back(question).await
     }
 
     async fn pending_questions(&self, limit: usize) -> Result<Vec<PendingQuestion>, StoreError> {

@@ -1,6 +1,7 @@
 //! The agent's question in a group waits for its answer in the store: a restart between the
 //! question and the answer still joins the answer to the asking conversation, and with
-//! replicas sharing PostgreSQL the answer joins it on whichever replica it reaches, once.
+//! replicas sharing PostgreSQL the answer joins it on whichever replica it reaches, once. A
+//! redelivery of the asking message, dropped, leaves the question to the answer.
 
 use im_bridge::config::StoreLocation;
 use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
@@ -50,6 +51,30 @@ async fn a_restart_between_the_question_and_the_answer_still_joins_the_answer() 
     h.stop().await;
 }
 
+/// A platform redelivering the asking message (a reconnect, a webhook retry) just before
+/// the user's answer: the copy is dropped as a redelivery, and the answer still joins the
+/// asking conversation.
+#[tokio::test]
+async fn a_redelivered_question_still_waits_for_the_answer() {
+    let h = Harness::start().await;
+    asks(&h.sim);
+    let asking = plain_in_group("write the report");
+    h.send(asking.clone()).await;
+    assert_eq!(h.channel.nth_final(1).await, QUESTION);
+    h.sim
+        .script_next_run(Script::with_answer("The Q3 report it is.").chunks(1));
+    h.send(asking).await;
+    h.send(plain_in_group("Q3")).await;
+    assert_eq!(h.channel.nth_final(2).await, "The Q3 report it is.");
+    let thread = h.only_thread();
+    assert_eq!(
+        h.sim.runs(&thread).len(),
+        2,
+        "the answer ran on the asking thread, the copy not at all"
+    );
+    h.stop().await;
+}
+
 /// A daemon on the shared store at `url`, fed by a test channel of its own.
 fn replica(sim: &RunningSimulator, url: &str) -> Spawned {
     let store = StoreLocation::Postgres(Secret::new(url.to_owned()));
@@ -66,6 +91,19 @@ async fn stop(replica: Spawned) {
 
 #[tokio::test]
 async fn with_replicas_on_postgres_the_answer_joins_the_question_on_the_other_replica_once() {
+    answered_on_the_other_replica_once(false).await;
+}
+
+/// On PostgreSQL too, a redelivered asking message gives the question it took back: the
+/// answer right behind it joins the asking conversation, and no replica joins it twice.
+#[tokio::test]
+async fn with_replicas_on_postgres_a_redelivered_question_still_waits_for_the_answer() {
+    answered_on_the_other_replica_once(true).await;
+}
+
+/// Replica `a` asks; the answer reaches `b` (right behind a redelivery of the asking
+/// message there, when `redelivered`) and continues the asking conversation, once.
+async fn answered_on_the_other_replica_once(redelivered: bool) {
     let Some(pg) = PgSchema::create("im_bridge_questions").await else {
         return;
     };
@@ -73,10 +111,13 @@ async fn with_replicas_on_postgres_the_answer_joins_the_question_on_the_other_re
     let a = replica(&sim, &pg.url);
     let b = replica(&sim, &pg.url);
     asks(&sim);
-    send(&a, plain_in_group("write the report")).await;
+    let asking = plain_in_group("write the report");
+    send(&a, asking.clone()).await;
     assert_eq!(a.channel.nth_final(1).await, QUESTION);
-    // The answer reaches the other replica: it continues the asking conversation.
     sim.script_next_run(Script::with_answer("The Q3 report it is.").chunks(1));
+    if redelivered {
+        send(&b, asking).await;
+    }
     send(&b, plain_in_group("Q3")).await;
     assert_eq!(b.channel.nth_final(1).await, "The Q3 report it is.");
     let threads = sim.thread_ids();

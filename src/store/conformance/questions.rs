@@ -1,15 +1,16 @@
 //! The agent's pending questions in groups in the conformance suite: a question is taken
 //! once, only by the user it was asked of, in its chat; a conversation that ended a turn
-//! without a question forgets only its own; an expired question answers nothing and is
-//! pruned; the cap drops the questions remembered longest ago; a process starting lists
-//! the live ones, newest first.
+//! without a question forgets only its own; one given back keeps its deadline and never
+//! replaces a newer one; an expired question answers nothing and is pruned; the cap drops
+//! the questions remembered longest ago; a process starting lists the live ones, newest
+//! first.
 
 use std::time::Duration;
 
 use im_bridge_channel::ChatId;
 
 use super::{LONG, must};
-use crate::store::{AskedKey, Store};
+use crate::store::{AskedKey, PendingQuestion, Store};
 
 /// Who was asked: `user` in `chat` on Feishu.
 fn asked(chat: &str, user: &str) -> AskedKey {
@@ -28,13 +29,15 @@ async fn remember(store: &dyn Store, who: &AskedKey, topic: &str, ttl: Duration)
 }
 
 async fn take(store: &dyn Store, who: &AskedKey) -> Option<String> {
-    must(store.take_question(who).await, "take_question")
+    let taken = must(store.take_question(who).await, "take_question");
+    taken.map(|question| question.topic)
 }
 
 /// The whole contract of the pending questions; leaves none behind.
 pub(super) async fn pending_questions(store: &dyn Store, cap: usize) {
     taken_once(store).await;
     forgotten_only_by_the_asking_conversation(store).await;
+    given_back(store).await;
     expiry(store).await;
     the_cap_drops_the_oldest(store, cap).await;
     assert!(
@@ -82,6 +85,7 @@ async fn taken_once(store: &dyn Store) {
     let got: Vec<String> = [a, b]
         .into_iter()
         .filter_map(|taken| must(taken, "take_question at once"))
+        .map(|question| question.topic)
         .collect();
     assert_eq!(got, ["om_q"]);
 }
@@ -111,6 +115,46 @@ async fn forgotten_only_by_the_asking_conversation(store: &dyn Store) {
         "forget_question again",
     );
     assert!(!again, "nothing left to forget");
+}
+
+/// A question taken for a message that was then not run is given back with the time it
+/// had left, not a fresh wait; never over a live question asked since, but over an
+/// expired one.
+async fn given_back(store: &dyn Store) {
+    let alice = asked("oc_6", "alice");
+    remember(store, &alice, "om_q", LONG).await;
+    let taken = must(store.take_question(&alice).await, "take_question");
+    let question = taken.expect("a live question is taken");
+    assert_eq!((&question.asked, question.topic.as_str()), (&alice, "om_q"));
+    assert!(
+        question.expires_in > Duration::ZERO && question.expires_in <= LONG,
+        "{:?}",
+        question.expires_in
+    );
+    let short = PendingQuestion {
+        expires_in: Duration::from_secs(60),
+        ..question
+    };
+    let back = must(store.give_back_question(&short).await, "give_back_question");
+    assert!(back);
+    let listed = must(store.pending_questions(10).await, "pending_questions");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(
+        listed[0].expires_in <= short.expires_in,
+        "its deadline kept: {:?}",
+        listed[0].expires_in
+    );
+    assert_eq!(take(store, &alice).await.as_deref(), Some("om_q"));
+
+    remember(store, &alice, "om_newer", LONG).await;
+    let back = must(store.give_back_question(&short).await, "give_back_question");
+    assert!(!back, "a question asked since stays");
+    assert_eq!(take(store, &alice).await.as_deref(), Some("om_newer"));
+
+    remember(store, &alice, "om_expired", Duration::ZERO).await;
+    let back = must(store.give_back_question(&short).await, "give_back_question");
+    assert!(back, "an expired question is no newer one");
+    assert_eq!(take(store, &alice).await.as_deref(), Some("om_q"));
 }
 
 /// An expired question answers nothing, is not listed, and is pruned whatever the

@@ -61,11 +61,35 @@ impl SqliteStore {
     pub(super) async fn question_take(
         &self,
         asked: &AskedKey,
-    ) -> Result<Option<String>, StoreError> {
-        let asked = row(asked);
+    ) -> Result<Option<PendingQuestion>, StoreError> {
+        let key = row(asked);
+        let taken = self
+            .call(
+                "take_question",
+                move |db| db.take_question(&key, unix_millis()),
+                |_, _| {},
+            )
+            .await?;
+        Ok(taken.map(|(topic, left_ms)| PendingQuestion {
+            asked: asked.clone(),
+            topic,
+            expires_in: left(left_ms),
+        }))
+    }
+
+    /// `Store::give_back_question`.
+    pub(super) async fn question_give_back(
+        &self,
+        question: &PendingQuestion,
+    ) -> Result<bool, StoreError> {
+        let (asked, topic) = (row(&question.asked), question.topic.clone());
+        let ttl_ms = ttl_millis(question.expires_in);
         self.call(
-            "take_question",
-            move |db| db.take_question(&asked, unix_millis()),
+            "give_back_question",
+            move |db| {
+                let now = unix_millis();
+                db.give_back_question(&asked, &topic, now, now.saturating_add(ttl_ms))
+            },
             |_, _| {},
         )
         .await
@@ -93,9 +117,14 @@ impl SqliteStore {
                         user_id,
                     },
                     topic,
-                    expires_in: Duration::from_millis(u64::try_from(left_ms).unwrap_or(0)),
+                    expires_in: left(left_ms),
                 },
             )
             .collect())
     }
+}
+
+/// How long a question still waits, from the milliseconds left (none when negative).
+fn left(left_ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(left_ms).unwrap_or(0))
 }
