@@ -156,8 +156,10 @@ impl Manager {
             Admission::New { entry, keys } => (entry, keys),
             Admission::Duplicate => {
                 tracing::info!("Dropped a redelivered message.");
-                self.give_back(taken).await;
+                // Its place first: the give-back wakes the sender's next message, which
+                // may join the same line, and must not find this one still in it.
                 place.abandon();
+                self.give_back(taken).await;
                 self.inner.replier.outbound().turn_ended(&msg).await;
                 return;
             }
