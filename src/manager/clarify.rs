@@ -41,8 +41,13 @@
 //! over no newer question ([`Store::give_back_question`]). A platform often redelivers in
 //! a batch, the old copy just before the user's answer, which may reach the dispatcher
 //! before the copy's admission ends: a fresh message of a user whose question a message
-//! not yet admitted holds waits for that admission, at most [`TAKE_TIMEOUT`] (in this
-//! process; a copy on another replica is not waited for).
+//! not yet admitted holds waits for that admission (in this process; a copy on another
+//! replica is not waited for). The wait holds the intake, every chat's next message, so
+//! it is bounded per question lent, not per message waiting: all of them together wait at
+//! most [`TAKE_TIMEOUT`] after the question was taken, none once that passed, none while
+//! a shared store's takes are paused (the store would not be asked anyway), and what a
+//! message waited comes off its own take's bound, so no message holds the dispatcher
+//! longer than [`TAKE_TIMEOUT`] in all.
 //!
 //! A store failure degrades to what happens without this feature: the message starts its
 //! own conversation (logged with the channel and chat, never the text), and is never
@@ -61,10 +66,11 @@ use crate::store::{AskedKey, PendingQuestion, QUESTION_CAP, Store};
 
 /// How long a question waits for its answer to join it.
 pub const WINDOW: Duration = Duration::from_secs(30 * 60);
-/// How long the dispatcher waits for a shared store's take, or for the admission of a
-/// message holding the sender's question (see the module docs): it holds every chat's
-/// next message meanwhile, so a slow store costs an answer its conversation, not the
-/// intake.
+/// How long the dispatcher waits, at the most, for one message to join: for the admission
+/// of a message holding the sender's question, then for a shared store's take, together
+/// (see the module docs); also how long after a question was lent anyone waits for it. It
+/// holds every chat's next message meanwhile, so a slow store costs an answer its
+/// conversation, not the intake.
 pub const TAKE_TIMEOUT: Duration = Duration::from_millis(300);
 /// After a take failed or timed out, how long fresh group messages skip the store.
 const TAKE_PAUSE: Duration = Duration::from_secs(5);
@@ -94,7 +100,17 @@ struct Memory {
     /// The questions taken by messages not admitted yet, by who was asked: cancelled (and
     /// removed) once the message was admitted or gave its question back. At most one per
     /// message received and not yet admitted, so bounded by the inbound queue.
-    lent: HashMap<AskedKey, CancellationToken>,
+    lent: HashMap<AskedKey, Loan>,
+}
+
+/// A question lent to a message whose admission is under way, as the sender's next
+/// messages see it.
+struct Loan {
+    /// Cancelled once the message was admitted or gave the question back.
+    done: CancellationToken,
+    /// Until when the sender's messages wait for that: [`TAKE_TIMEOUT`] after the take,
+    /// whoever waits, however many of them (past it, none waits).
+    until: Instant,
 }
 
 /// A question a message took when it joined the asking conversation ([`Pending::join`]).
@@ -151,7 +167,7 @@ impl Drop for Lent {
         if memory
             .lent
             .get(&self.asked)
-            .is_some_and(CancellationToken::is_cancelled)
+            .is_some_and(|loan| loan.done.is_cancelled())
         {
             memory.lent.remove(&self.asked);
         }
@@ -298,9 +314,9 @@ impl Pending {
             return (msg, None);
         }
         let key = who(&msg);
-        self.wait_for_lender(&key).await;
+        let left = self.wait_for_lender(&key).await;
         let taken = if self.shared {
-            self.take_shared(key).await
+            self.take_shared(key, left).await
         } else {
             self.take_remembered(key, tasks)
         };
@@ -311,19 +327,34 @@ impl Pending {
         (msg, taken)
     }
 
-    /// Waits, at most [`TAKE_TIMEOUT`], for the admission of a message holding `key`'s
-    /// question, if one does: should that message be a redelivery, it gives the question
-    /// back for this one.
-    async fn wait_for_lender(&self, key: &AskedKey) {
-        let Some(done) = self.lock().lent.get(key).cloned() else {
-            return;
+    /// Waits for the admission of a message holding `key`'s question, if one does and its
+    /// loan's wait has not run out ([`Loan::until`]): should that message be a redelivery,
+    /// it gives the question back for this one. Not while a shared store's takes are
+    /// paused: the question given back would not be looked for. Returns what is left of
+    /// this message's [`TAKE_TIMEOUT`] for the take.
+    async fn wait_for_lender(&self, key: &AskedKey) -> Duration {
+        let start = Instant::now();
+        let loan = self
+            .lock()
+            .lent
+            .get(key)
+            .filter(|loan| start < loan.until)
+            .map(|loan| (loan.done.clone(), loan.until));
+        let Some((done, until)) = loan else {
+            return TAKE_TIMEOUT;
         };
-        if tokio::time::timeout(TAKE_TIMEOUT, done.cancelled())
-            .await
-            .is_err()
-        {
-            tracing::warn!(channel = %key.channel, chat = %key.chat_id, timeout_ms = TAKE_TIMEOUT.as_millis(), "An earlier message holding the sender's question was not admitted in time; the message starts its own conversation.");
+        if self.shared && self.take_paused() {
+            return TAKE_TIMEOUT;
         }
+        tokio::select! {
+            // An admission that ended counts, however late this wait looks again.
+            biased;
+            () = done.cancelled() => {}
+            () = tokio::time::sleep_until(until) => {
+                tracing::warn!(channel = %key.channel, chat = %key.chat_id, timeout_ms = TAKE_TIMEOUT.as_millis(), "An earlier message holding the sender's question was not admitted in time; the message starts its own conversation.");
+            }
+        }
+        TAKE_TIMEOUT.saturating_sub(start.elapsed())
     }
 
     /// Takes `key`'s question from memory, if it is live; an expired one goes, from the
@@ -343,12 +374,14 @@ impl Pending {
         None
     }
 
-    /// Takes `key`'s question from the shared store, in one statement, bounded.
-    async fn take_shared(&self, key: AskedKey) -> Option<Taken> {
-        if self.take_paused() {
+    /// Takes `key`'s question from the shared store, in one statement, bounded by `within`
+    /// (what the wait for a lender left of [`TAKE_TIMEOUT`]; nothing left, no take). A take
+    /// that runs out of it pauses the takes: the dispatcher was held its whole bound.
+    async fn take_shared(&self, key: AskedKey, within: Duration) -> Option<Taken> {
+        if self.take_paused() || within.is_zero() {
             return None;
         }
-        let taken = tokio::time::timeout(TAKE_TIMEOUT, self.store.take_question(&key)).await;
+        let taken = tokio::time::timeout(within, self.store.take_question(&key)).await;
         match taken {
             Ok(Ok(Some(question))) => {
                 let until = Instant::now() + question.expires_in.min(WINDOW);
@@ -360,17 +393,22 @@ impl Pending {
                 self.pause_takes();
             }
             Err(_) => {
-                tracing::warn!(channel = %key.channel, chat = %key.chat_id, timeout_ms = TAKE_TIMEOUT.as_millis(), "Taking the agent's pending question took too long; the message starts its own conversation.");
+                tracing::warn!(channel = %key.channel, chat = %key.chat_id, timeout_ms = within.as_millis(), "Taking the agent's pending question took too long; the message starts its own conversation.");
                 self.pause_takes();
             }
         }
         None
     }
 
-    /// A question just taken, marked as lent until its message's admission.
+    /// A question just taken, marked as lent until its message's admission; the sender's
+    /// next messages wait for that for [`TAKE_TIMEOUT`] from now, at the most.
     fn lend(&self, asked: AskedKey, topic: String, until: Instant, forgotten: bool) -> Taken {
         let done = CancellationToken::new();
-        self.lock().lent.insert(asked.clone(), done.clone());
+        let loan = Loan {
+            done: done.clone(),
+            until: Instant::now() + TAKE_TIMEOUT,
+        };
+        self.lock().lent.insert(asked.clone(), loan);
         Taken {
             lent: Some(Lent {
                 asked: asked.clone(),

@@ -4,6 +4,7 @@
 //! and did not run with is given back (deadline kept, a newer question left alone, an
 //! answer right behind a redelivery waiting for it).
 
+use futures_util::FutureExt;
 use im_bridge_channel::MessageId;
 
 use super::*;
@@ -154,22 +155,117 @@ async fn a_question_given_back_leaves_a_newer_one_alone() {
     }
 }
 
+/// Runs `work` with the paused clock held still, so that no bound under test runs out
+/// while the store works: the store answers on a thread of its own, and the runtime, idle
+/// meanwhile, would move the clock on to the next timer; a blocking task running stops
+/// that (`tokio::time::pause`). Held for [`DEADLINE`] of real time at the most, so that a
+/// wait that never ends fails the test instead of hanging it.
+async fn clock_held<F: Future>(work: F) -> F::Output {
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let hold = tokio::task::spawn_blocking(move || held.recv_timeout(DEADLINE));
+    let output = work.await;
+    drop(release);
+    let _ = hold.await;
+    output
+}
+
+/// How long a test waits in real time for what it holds the clock for.
+const DEADLINE: Duration = Duration::from_secs(10);
+
 /// A platform redelivering in a batch: the user's answer right behind the old copy
-/// waits for the copy's admission, and joins the question the copy gives back.
-#[tokio::test]
+/// waits for the copy's admission, and joins the question the copy gives back. The
+/// answer is seen parked before the copy gives it back, and the clock stands still
+/// meanwhile, so no bound decides the outcome.
+#[tokio::test(start_paused = true)]
 async fn an_answer_right_behind_a_redelivery_waits_for_it() {
     let dir = tempfile::tempdir().unwrap();
     for store in stores(&dir).await {
         let pending = Pending::new(store);
-        pending.turn_ended(&group("alice", "om_q"), true).await;
-        let copy = took(&pending, group("alice", "om_q"), false).await;
-        let (answer, ()) = tokio::join!(joined(&pending, group("alice", "om_a")), async {
-            tokio::task::yield_now().await;
+        clock_held(async {
+            pending.turn_ended(&group("alice", "om_q"), true).await;
+            let copy = took(&pending, group("alice", "om_q"), false).await;
+            let tasks = TaskTracker::new();
+            let answer = pending.join(group("alice", "om_a"), &tasks);
+            tokio::pin!(answer);
+            assert!(
+                (&mut answer).now_or_never().is_none(),
+                "parked behind the copy"
+            );
             pending.give_back(copy).await;
-        });
-        assert_eq!(answer.as_deref(), Some("om_q"));
+            let (answer, taken) = answer.await;
+            assert_eq!(answer.topic_id.as_deref(), Some("om_q"));
+            pending
+                .admitted(&mut taken.expect("it took the question"))
+                .await;
+        })
+        .await;
         assert!(pending.lock().lent.is_empty(), "none lent any more");
     }
+}
+
+/// The wait for a lender holds the intake, every chat's next message: a lender never
+/// admitted holds its user's next messages [`TAKE_TIMEOUT`] after its take, all of them
+/// together, and none once that passed.
+#[tokio::test(start_paused = true)]
+async fn a_lender_not_admitted_holds_the_intake_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let pending = Pending::new(store(&dir).await);
+    pending.turn_ended(&group("alice", "om_q"), true).await;
+    let taken_at = Instant::now();
+    let stuck = took(&pending, group("alice", "om_q"), false).await;
+    tokio::time::advance(TAKE_TIMEOUT / 3).await;
+    for n in 0..3 {
+        let id = format!("om_{n}");
+        let joined = joined(&pending, group("alice", &id)).await;
+        assert_eq!(joined, Some(id), "its own conversation");
+        assert_eq!(
+            taken_at.elapsed(),
+            TAKE_TIMEOUT,
+            "held once, until the loan's end"
+        );
+    }
+    drop(stuck);
+}
+
+/// On a shared store a message holds the intake [`TAKE_TIMEOUT`] at the most, its wait
+/// for a lender and its take together; and while the takes are paused (after that take
+/// ran out), it waits for no lender at all.
+#[tokio::test(start_paused = true)]
+async fn on_a_shared_store_the_wait_and_the_take_share_one_bound() {
+    use std::sync::atomic::Ordering;
+
+    use crate::store::faulty::Faulty;
+
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = Arc::new(Faulty::new(store(&dir).await).shared());
+    faulty.takes_hang.store(true, Ordering::SeqCst);
+    let pending = Pending::new(faulty);
+    let alice = who(&group("alice", "om_q"));
+    let until = Instant::now() + WINDOW;
+    let copy = pending.lend(alice.clone(), "om_q".to_owned(), until, true);
+    let start = Instant::now();
+    // The copy is admitted halfway; the answer's take then hangs.
+    let (answer, ()) = tokio::join!(joined(&pending, group("alice", "om_a")), async {
+        tokio::time::sleep(TAKE_TIMEOUT / 2).await;
+        drop(copy);
+    });
+    assert_eq!(answer.as_deref(), Some("om_a"));
+    assert_eq!(
+        start.elapsed(),
+        TAKE_TIMEOUT,
+        "the wait came off the take's bound"
+    );
+    assert!(pending.take_paused());
+    let start = Instant::now();
+    let stuck = pending.lend(alice, "om_q".to_owned(), until, true);
+    let answer = joined(&pending, group("alice", "om_b")).await;
+    assert_eq!(answer.as_deref(), Some("om_b"));
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "no wait while takes are paused"
+    );
+    drop(stuck);
 }
 
 /// A shared store that does not answer holds the intake [`TAKE_TIMEOUT`] once: the
