@@ -27,27 +27,29 @@
 //!   slow, skipped for a few seconds: the message then starts its own conversation.
 //!
 //! **Giving back.** A question is taken on the dispatcher loop, before the message is
-//! admitted (`handle.rs`): a platform redelivering a message the bridge already handled
-//! (a reconnect, a webhook retry) would otherwise spend the question, typically the very
-//! one the first copy's answer asked, on a copy that is then dropped. So what a message
-//! took travels with it ([`Taken`]) until it either runs as a turn (it keeps the question)
-//! or is not run: a redelivery, or a message turned away by a full line (or stopped
-//! unjournaled by shutdown before its turn), which gives the question back
+//! admitted (`handle.rs`): a platform redelivering a message the bridge already handled (a
+//! reconnect, a webhook retry) would otherwise spend the question, typically the very one
+//! the first copy's answer asked, on a copy that is then dropped. So what a message took
+//! travels with it ([`Taken`]) until either the agent saw it (its turn's run started: it
+//! keeps the question, even if the run then failed) or it was not run: a redelivery, a
+//! message turned away by a full line (or stopped unjournaled by shutdown before its turn),
+//! or one whose run never started (the Gateway down or refusing it, the bridge failing: the
+//! user, told so, likely sends the answer again). That one gives the question back
 //! ([`Pending::give_back`]) with its original deadline, unless the user was asked another
-//! question meanwhile. With a store only this process opens, memory takes it back, and
-//! the store, which forgets a taken question only once its message was admitted, never
-//! lost it on a redelivery (a message refused after its admission has it remembered there
-//! again, after the forget, on the same task); a shared store has it remembered again,
-//! over no newer question ([`Store::give_back_question`]). A platform often redelivers in
-//! a batch, the old copy just before the user's answer, which may reach the dispatcher
-//! before the copy's admission ends: a fresh message of a user whose question a message
-//! not yet admitted holds waits for that admission (in this process; a copy on another
-//! replica is not waited for). The wait holds the intake, every chat's next message, so
-//! it is bounded per question lent, not per message waiting: all of them together wait at
-//! most [`TAKE_TIMEOUT`] after the question was taken, none once that passed, none while
-//! a shared store's takes are paused (the store would not be asked anyway), and what a
-//! message waited comes off its own take's bound, so no message holds the dispatcher
-//! longer than [`TAKE_TIMEOUT`] in all.
+//! question meanwhile. With a store only this process opens, memory takes it back, and the
+//! store, which forgets a taken question only once its message was admitted, never lost it
+//! on a redelivery (a message refused after its admission has it remembered there again,
+//! after the forget, on the same task); a shared store has it remembered again, over no
+//! newer question ([`Store::give_back_question`]). A platform often redelivers in a batch,
+//! the old copy just before the user's answer, which may reach the dispatcher before the
+//! copy's admission ends: a fresh message of a user whose question a message not yet
+//! admitted holds waits for that admission (in this process; a copy on another replica is
+//! not waited for). The wait holds the intake, every chat's next message, so it is bounded
+//! per question lent, not per message waiting: all of them together wait at most
+//! [`TAKE_TIMEOUT`] after the question was taken, none once that passed, none while a
+//! shared store's takes are paused (the store would not be asked anyway), and what a
+//! message waited comes off its own take's bound, so no message holds the dispatcher longer
+//! than [`TAKE_TIMEOUT`] in all.
 //!
 //! A store failure degrades to what happens without this feature: the message starts its
 //! own conversation (logged with the channel and chat, never the text), and is never
@@ -476,6 +478,7 @@ impl Pending {
             }
         }
         drop(lent);
+        tracing::debug!("Gave the agent's question back for the sender's next message.");
     }
 
     fn lock(&self) -> MutexGuard<'_, Memory> {

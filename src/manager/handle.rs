@@ -16,7 +16,8 @@
 //! 3. **show presence** — an agent turn shows "typing…" at once and keeps it up until its
 //!    first reply (the "working on it" placeholder is the run's, `run.rs`).
 //! 4. **dispatch** — a command is answered (`commands`), anything else becomes an agent run
-//!    (`run`), inside the journal entry's scope, so every reply is tracked against it.
+//!    (`run`), inside the journal entry's scope, so every reply is tracked against it. A
+//!    chat message whose run never started gives back a question it took.
 //! 5. **settle** — the dedupe keys its admission recorded are released when the provider
 //!    should be able to retry (never a key another admission recorded: `dedupe.rs`),
 //!    after the final reply was published, and the entry hears the turn ended; then the
@@ -112,6 +113,16 @@ impl Admitted<'_> {
     fn may_run(&self) -> bool {
         self.is_chat() || commands::starts_a_run(self.msg)
     }
+}
+
+/// What dispatching a message came to.
+pub(super) struct Dispatched {
+    /// What becomes of its dedupe key.
+    pub(super) disposition: Disposition,
+    /// Whether the agent saw the chat message: its turn's run started. Not when the bridge
+    /// answered it alone (a skill it does not know, a run the Gateway or the bridge could
+    /// not start), nor for a command, which never answers the agent's question.
+    pub(super) agent_saw_it: bool,
 }
 
 /// What taking its place in line came to.
@@ -223,8 +234,8 @@ impl Manager {
 
     /// The stages after admission, in order; a busy line or shutdown ends them early, and
     /// the message gives back the question it took (`taken`) unless it will still run (a
-    /// journaled one stopped by shutdown runs at the next start). `false` when shutdown
-    /// stopped the message.
+    /// journaled one stopped by shutdown runs at the next start); so does a message whose
+    /// run never started. `false` when shutdown stopped the message.
     async fn handle_stages(
         &self,
         admitted: Admitted<'_>,
@@ -250,10 +261,17 @@ impl Manager {
                 return false;
             }
         };
-        // Its turn: the question is its own now.
-        drop(taken);
         let _presence = self.show_presence(&admitted).await;
-        let disposition = self.dispatch_turn(&admitted, ticket.as_ref(), cancel).await;
+        let dispatched = self.dispatch_turn(&admitted, ticket.as_ref(), cancel).await;
+        // The question is the turn's once the agent saw the answer. A run that never
+        // started (the Gateway down, the bridge failing) leaves it to the user's next
+        // message, likely the answer again; given back before the key goes, as a platform
+        // retry may follow at once.
+        match &dispatched {
+            Some(d) if !d.agent_saw_it => self.give_back(taken).await,
+            _ => drop(taken),
+        }
+        let disposition = dispatched.map(|d| d.disposition);
         let finished = disposition.is_some();
         self.settle(&admitted, disposition).await;
         if let (Some(_), Some(entry)) = (&ticket, &admitted.entry) {
@@ -426,7 +444,7 @@ impl Manager {
         admitted: &Admitted<'_>,
         ticket: Option<&Ticket>,
         cancel: &CancellationToken,
-    ) -> Option<Disposition> {
+    ) -> Option<Dispatched> {
         let msg = admitted.msg;
         tracing::debug!(
             text_len = msg.text.len(),
@@ -457,16 +475,24 @@ impl Manager {
     }
 
     /// A command is answered here, anything else becomes an agent run.
-    pub(super) async fn dispatch(&self, msg: &InboundMessage) -> Disposition {
+    pub(super) async fn dispatch(&self, msg: &InboundMessage) -> Dispatched {
+        let answered = |disposition| Dispatched {
+            disposition,
+            agent_saw_it: false,
+        };
         match msg.msg_type {
-            MsgType::Command => commands::handle(&self.inner, msg).await,
+            MsgType::Command => answered(commands::handle(&self.inner, msg).await),
             MsgType::Chat => {
                 if let Some(disposition) = commands::slash_skill(&self.inner, msg).await {
-                    return disposition;
+                    return answered(disposition);
                 }
-                run::chat_turn(&self.inner, msg, &msg.text, run::TurnOptions::default())
-                    .await
-                    .0
+                let options = run::TurnOptions::default();
+                let (disposition, start) =
+                    run::chat_turn(&self.inner, msg, &msg.text, options).await;
+                Dispatched {
+                    disposition,
+                    agent_saw_it: start == run::RunStart::Started,
+                }
             }
         }
     }

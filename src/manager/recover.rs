@@ -159,7 +159,7 @@ impl Manager {
             return commands::resume_from_chat(&self.inner, msg, &thread, &objective).await;
         }
         tracing::info!("Running a journaled message that had not started.");
-        self.dispatch(msg).await
+        self.dispatch(msg).await.disposition
     }
 
     /// The run a previous process started for `entry` on `thread` before it could save the

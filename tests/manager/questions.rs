@@ -1,17 +1,33 @@
 //! The agent's question in a group waits for its answer in the store: a restart between the
 //! question and the answer still joins the answer to the asking conversation, and with
 //! replicas sharing PostgreSQL the answer joins it on whichever replica it reaches, once. A
-//! redelivery of the asking message, dropped, leaves the question to the answer.
+//! redelivery of the asking message, dropped, leaves the question to the answer, and so
+//! does an answer whose run never started.
 
 use im_bridge::config::StoreLocation;
-use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
+use im_bridge::simulator::{
+    Fault, Reply, Route, RunningSimulator, Script, Simulator, SimulatorConfig,
+};
 use im_bridge_channel::{ChatKind, InboundMessage, Secret};
 
+use crate::security::Capture;
 use crate::support::{
-    DEADLINE, Harness, Options, PgSchema, Spawned, message_on, spawn_daemon, stop_cleanly,
+    DEADLINE, Harness, Options, PgSchema, Spawned, catalog_text, message_on, spawn_daemon,
+    stop_cleanly,
 };
 
 const QUESTION: &str = "Which quarter?";
+
+/// What the daemon logs once a message not run gave the question back.
+const GAVE_BACK: &str = "Gave the agent's question back";
+
+/// Waits until the daemon logged `n` give-backs.
+async fn given_back(capture: &Capture, n: usize) {
+    let what = format!("{n} give-backs");
+    capture
+        .wait_for(&what, |logs| logs.matches(GAVE_BACK).count() >= n)
+        .await;
+}
 
 /// A plain group message from `u1` in `c1`: no reply, no thread, so its topic is its own
 /// message (a conversation of its own, unless it answers a question).
@@ -71,6 +87,35 @@ async fn a_redelivered_question_still_waits_for_the_answer() {
         h.sim.runs(&thread).len(),
         2,
         "the answer ran on the asking thread, the copy not at all"
+    );
+    h.stop().await;
+}
+
+/// The Gateway down when the answer comes: its run never started, so the agent never saw
+/// it. The user, told so, answers again, and that joins the asking conversation.
+#[tokio::test]
+async fn an_answer_whose_run_never_started_leaves_the_question_waiting() {
+    let (capture, _guard) = Capture::start(&[]);
+    let h = Harness::start().await;
+    asks(&h.sim);
+    h.send(plain_in_group("write the report")).await;
+    assert_eq!(h.channel.nth_final(1).await, QUESTION);
+    let thread = h.only_thread();
+    let down = Fault::on(Route::RunStream).thread(thread.as_str());
+    h.sim.push_fault(down.reply(Reply::html(503)));
+    h.send(plain_in_group("Q3")).await;
+    let unavailable = catalog_text("en-US")("err-gateway-unavailable", &[]);
+    assert_eq!(h.channel.nth_final(2).await, unavailable);
+    given_back(&capture, 1).await;
+    h.sim
+        .script_next_run(Script::with_answer("The Q3 report it is.").chunks(1));
+    h.send(plain_in_group("Q3, again")).await;
+    assert_eq!(h.channel.nth_final(3).await, "The Q3 report it is.");
+    assert_eq!(h.only_thread(), thread, "no conversation of its own");
+    assert_eq!(
+        h.sim.runs(&thread).len(),
+        2,
+        "the question's and the answer's"
     );
     h.stop().await;
 }
