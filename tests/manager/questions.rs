@@ -3,6 +3,11 @@
 //! replicas sharing PostgreSQL the answer joins it on whichever replica it reaches, once. A
 //! redelivery of the asking message, dropped, leaves the question to the answer, and so
 //! does an answer whose run never started.
+//!
+//! Where a message gives the question back, the test waits for the daemon's log line saying
+//! so before the next message goes: the dispatcher's bounded wait for such a give-back
+//! (its unit tests, `clarify/tests.rs`) is not what these tests are about, so no wall-clock
+//! bound decides them.
 
 use im_bridge::config::StoreLocation;
 use im_bridge::simulator::{
@@ -67,11 +72,12 @@ async fn a_restart_between_the_question_and_the_answer_still_joins_the_answer() 
     h.stop().await;
 }
 
-/// A platform redelivering the asking message (a reconnect, a webhook retry) just before
-/// the user's answer: the copy is dropped as a redelivery, and the answer still joins the
+/// A platform redelivering the asking message (a reconnect, a webhook retry) before the
+/// user's answer: the copy is dropped as a redelivery, and the answer still joins the
 /// asking conversation.
 #[tokio::test]
 async fn a_redelivered_question_still_waits_for_the_answer() {
+    let (capture, _guard) = Capture::start(&[]);
     let h = Harness::start().await;
     asks(&h.sim);
     let asking = plain_in_group("write the report");
@@ -80,6 +86,7 @@ async fn a_redelivered_question_still_waits_for_the_answer() {
     h.sim
         .script_next_run(Script::with_answer("The Q3 report it is.").chunks(1));
     h.send(asking).await;
+    given_back(&capture, 1).await;
     h.send(plain_in_group("Q3")).await;
     assert_eq!(h.channel.nth_final(2).await, "The Q3 report it is.");
     let thread = h.only_thread();
@@ -140,18 +147,20 @@ async fn with_replicas_on_postgres_the_answer_joins_the_question_on_the_other_re
 }
 
 /// On PostgreSQL too, a redelivered asking message gives the question it took back: the
-/// answer right behind it joins the asking conversation, and no replica joins it twice.
+/// answer after it joins the asking conversation, and no replica joins it twice.
 #[tokio::test]
 async fn with_replicas_on_postgres_a_redelivered_question_still_waits_for_the_answer() {
     answered_on_the_other_replica_once(true).await;
 }
 
-/// Replica `a` asks; the answer reaches `b` (right behind a redelivery of the asking
-/// message there, when `redelivered`) and continues the asking conversation, once.
+/// Replica `a` asks; the answer reaches `b` (after a redelivery of the asking message
+/// there gave the question back, when `redelivered`) and continues the asking
+/// conversation, once.
 async fn answered_on_the_other_replica_once(redelivered: bool) {
     let Some(pg) = PgSchema::create("im_bridge_questions").await else {
         return;
     };
+    let (capture, _guard) = Capture::start(&[]);
     let sim = Simulator::start(SimulatorConfig::default()).await.unwrap();
     let a = replica(&sim, &pg.url);
     let b = replica(&sim, &pg.url);
@@ -162,6 +171,7 @@ async fn answered_on_the_other_replica_once(redelivered: bool) {
     sim.script_next_run(Script::with_answer("The Q3 report it is.").chunks(1));
     if redelivered {
         send(&b, asking).await;
+        given_back(&capture, 1).await;
     }
     send(&b, plain_in_group("Q3")).await;
     assert_eq!(b.channel.nth_final(1).await, "The Q3 report it is.");
