@@ -116,9 +116,9 @@ struct Loan {
 }
 
 /// A question a message took when it joined the asking conversation ([`Pending::join`]).
-/// Its message keeps it by running as a turn, or gives it back ([`Pending::give_back`])
-/// when it is not run; until its admission ([`Pending::admitted`]) the sender's next
-/// fresh message waits for it.
+/// Its message keeps it once its run started (the agent saw the answer), or gives it back
+/// ([`Pending::give_back`]) when it is not run; until its admission
+/// ([`Pending::admitted`]) the sender's next fresh message waits for it.
 #[must_use]
 pub(crate) struct Taken {
     asked: AskedKey,

@@ -148,7 +148,7 @@ impl Manager {
     /// journaled and nothing will answer it), never a "done" on a message not answered.
     ///
     /// `taken` is the agent's question the message took on joining its conversation
-    /// (`clarify.rs`): kept if it runs as a turn, given back if it does not.
+    /// (`clarify.rs`): kept once its run started, given back if it is not run.
     pub(crate) async fn handle(
         &self,
         mut msg: InboundMessage,
