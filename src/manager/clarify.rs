@@ -284,7 +284,8 @@ impl Pending {
         }
     }
 
-    /// Whether a shared store's takes are paused after a failure (see [`TAKE_PAUSE`]).
+    /// Whether a shared store's takes, and the waits for lenders, are paused after a
+    /// failure or a wait that ran out (see [`TAKE_PAUSE`]).
     fn take_paused(&self) -> bool {
         let paused = self.paused_until.lock().unwrap_or_else(|p| p.into_inner());
         paused.is_some_and(|until| Instant::now() < until)
@@ -331,9 +332,11 @@ impl Pending {
 
     /// Waits for the admission of a message holding `key`'s question, if one does and its
     /// loan's wait has not run out ([`Loan::until`]): should that message be a redelivery,
-    /// it gives the question back for this one. Not while a shared store's takes are
-    /// paused: the question given back would not be looked for. Returns what is left of
-    /// this message's [`TAKE_TIMEOUT`] for the take.
+    /// it gives the question back for this one. Not while the store is paused (see
+    /// [`TAKE_PAUSE`]): after a shared store's take failed, the question given back would
+    /// not be looked for; after a wait ran out, admissions are slow (the store is), and
+    /// another wait would hold the intake again, for another user's message. Returns what
+    /// is left of this message's [`TAKE_TIMEOUT`] for the take.
     async fn wait_for_lender(&self, key: &AskedKey) -> Duration {
         let start = Instant::now();
         let loan = self
@@ -345,7 +348,7 @@ impl Pending {
         let Some((done, until)) = loan else {
             return TAKE_TIMEOUT;
         };
-        if self.shared && self.take_paused() {
+        if self.take_paused() {
             return TAKE_TIMEOUT;
         }
         tokio::select! {
@@ -354,6 +357,7 @@ impl Pending {
             () = done.cancelled() => {}
             () = tokio::time::sleep_until(until) => {
                 tracing::warn!(channel = %key.channel, chat = %key.chat_id, timeout_ms = TAKE_TIMEOUT.as_millis(), "An earlier message holding the sender's question was not admitted in time; the message starts its own conversation.");
+                self.pause_takes();
             }
         }
         TAKE_TIMEOUT.saturating_sub(start.elapsed())

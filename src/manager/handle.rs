@@ -269,6 +269,9 @@ impl Manager {
         // retry may follow at once.
         match &dispatched {
             Some(d) if !d.agent_saw_it => self.give_back(taken).await,
+            // Stopped by shutdown with no entry to run it at the next start (the store
+            // failed at its admission): its redelivery is the answer again.
+            None if admitted.entry.is_none() => self.give_back(taken).await,
             _ => drop(taken),
         }
         let disposition = dispatched.map(|d| d.disposition);

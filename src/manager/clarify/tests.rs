@@ -111,7 +111,7 @@ async fn a_redelivery_gives_the_question_back_until_its_deadline() {
 /// A message refused after its admission (a full line) gives its question back to the
 /// store too, which forgot it at the admission, with the time it had left; on a shared
 /// store as well.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_question_given_back_after_admission_keeps_its_deadline() {
     let dir = tempfile::tempdir().unwrap();
     for store in stores(&dir).await {
@@ -121,14 +121,17 @@ async fn a_question_given_back_after_admission_keeps_its_deadline() {
         store.remember_question(&alice, "om_q", left).await.unwrap();
         let pending = Pending::new(store.clone());
         pending.load().await;
-        let refused = took(&pending, group("alice", "om_x"), true).await;
+        // The clock held while the store works: the shared store's take is bounded.
+        let refused = clock_held(took(&pending, group("alice", "om_x"), true)).await;
         assert!(on_file(store.as_ref()).await.is_empty(), "taken");
         pending.give_back(refused).await;
         let (topic, waits) = the_one_on_file(store.as_ref()).await;
         assert_eq!(topic, "om_q");
         assert!(waits <= left, "not a fresh window: {waits:?}");
         assert_eq!(
-            joined(&pending, group("alice", "om_a")).await.as_deref(),
+            clock_held(joined(&pending, group("alice", "om_a")))
+                .await
+                .as_deref(),
             Some("om_q")
         );
     }
@@ -136,19 +139,21 @@ async fn a_question_given_back_after_admission_keeps_its_deadline() {
 
 /// A question asked of the user while a message held their previous one stays: the
 /// give-back does not replace it, in memory or in the store.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_question_given_back_leaves_a_newer_one_alone() {
     let dir = tempfile::tempdir().unwrap();
     for store in stores(&dir).await {
         let pending = Pending::new(store.clone());
         for admitted in [false, true] {
             pending.turn_ended(&group("alice", "om_q"), true).await;
-            let taken = took(&pending, group("alice", "om_x"), admitted).await;
+            let taken = clock_held(took(&pending, group("alice", "om_x"), admitted)).await;
             pending.turn_ended(&group("alice", "om_newer"), true).await;
             pending.give_back(taken).await;
             assert_eq!(the_one_on_file(store.as_ref()).await.0, "om_newer");
             assert_eq!(
-                joined(&pending, group("alice", "om_a")).await.as_deref(),
+                clock_held(joined(&pending, group("alice", "om_a")))
+                    .await
+                    .as_deref(),
                 Some("om_newer")
             );
         }
@@ -225,6 +230,37 @@ async fn a_lender_not_admitted_holds_the_intake_once() {
         );
     }
     drop(stuck);
+}
+
+/// A wait for a lender that ran out says admissions are slow: for [`TAKE_PAUSE`] no other
+/// message waits for one, another user's neither, so a slow store holds the intake once,
+/// not once per user answering a question.
+#[tokio::test(start_paused = true)]
+async fn a_wait_for_a_lender_that_ran_out_is_not_repeated_for_another_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let pending = Pending::new(store(&dir).await);
+    pending.turn_ended(&group("alice", "om_q"), true).await;
+    pending.turn_ended(&group("bob", "om_r"), true).await;
+    let alices = took(&pending, group("alice", "om_q"), false).await;
+    let start = Instant::now();
+    assert_eq!(
+        joined(&pending, group("alice", "om_a")).await.as_deref(),
+        Some("om_a")
+    );
+    assert_eq!(
+        start.elapsed(),
+        TAKE_TIMEOUT,
+        "alice's answer waited it out"
+    );
+    // Bob's question is taken now, by a message whose admission is as slow.
+    let bobs = took(&pending, group("bob", "om_r"), false).await;
+    let start = Instant::now();
+    assert_eq!(
+        joined(&pending, group("bob", "om_b")).await.as_deref(),
+        Some("om_b")
+    );
+    assert_eq!(start.elapsed(), Duration::ZERO, "bob's did not wait");
+    drop((alices, bobs));
 }
 
 /// On a shared store a message holds the intake [`TAKE_TIMEOUT`] at the most, its wait
