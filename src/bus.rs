@@ -222,10 +222,12 @@ impl Outbound {
     }
 
     /// Tells `source`'s channel, as [`Outbound::turn_ended`] does, that the bridge is done
-    /// with it now that the journal's retries of its finals settled: delivered
-    /// (`answered`), or given up.
-    pub async fn retries_settled(&self, source: &InboundMessage, answered: bool) {
-        self.tell_end(source, Job::Settled { answered }).await;
+    /// with it now that the journal's retries of one entry's finals (their send keys
+    /// `keys`) settled: delivered (`answered`), or given up; once no other final of it
+    /// waits for a retry.
+    pub async fn retries_settled(&self, source: &InboundMessage, answered: bool, keys: &[String]) {
+        let keys = keys.to_vec();
+        self.tell_end(source, Job::Settled { answered, keys }).await;
     }
 
     /// Tells `source`'s channel nothing yet, but that a final of its turn that failed
@@ -239,10 +241,12 @@ impl Outbound {
     /// The journal no longer retries the finals of `source`'s turn: their entry was
     /// `taken` over by another replica (which tells the channel the bridge is done with
     /// `source`, so nothing is told from here, the turn's own end included), or dropped by
-    /// an operator (the end says `source` went unanswered). Returns whether that end came
-    /// already and is owed now ([`Outbound::retries_settled`] tells it). Changes nothing
-    /// when no end waits for those retries.
-    pub fn retries_left(&self, source: &InboundMessage, taken: bool) -> bool {
+    /// an operator (the end says `source` went unanswered). `keys` are the send keys of
+    /// that entry's finals: another entry's finals of `source` that wait for their own
+    /// retries (a message that carried held finals) still hold the end back. Returns
+    /// whether that end came already and is owed now ([`Outbound::retries_settled`] tells
+    /// it). Changes nothing when no end waits for those retries.
+    pub fn retries_left(&self, source: &InboundMessage, taken: bool, keys: &[String]) -> bool {
         let Some((name, delivery)) = self.deliveries.get_key_value(source.channel_name.as_str())
         else {
             return false;
@@ -252,7 +256,7 @@ impl Outbound {
         }
         let marker = source.reply(String::new(), true);
         let key = (*name, marker.chat_id);
-        self.lanes.retries_left(key, marker.thread_ts, taken)
+        self.lanes.retries_left(key, marker.thread_ts, taken, keys)
     }
 
     /// Sources whose finals' fate is kept for their turn's end (tests: none is left behind).

@@ -116,11 +116,15 @@ pub(super) enum Job {
     /// unless a final of the turn failed and waits for the journal's retry, which tells
     /// it once that settled ([`Job::Settled`]).
     TurnEnd,
-    /// The retried finals of the message the job's `msg` answers settled: delivered
-    /// (`answered`), or given up. The channel hears that the bridge is done with it.
+    /// The retried finals of one journal entry, answering the message the job's `msg`
+    /// answers, settled: delivered (`answered`), or given up. The channel hears that the
+    /// bridge is done with that message, once no other final of it waits for a retry (a
+    /// message that carried held finals has its own entry's as well).
     Settled {
         /// Every final landed or was refused for good; not when the retries gave up.
         answered: bool,
+        /// The send keys of the entry's finals: only these stop waiting.
+        keys: Vec<String>,
     },
     /// A final of the message the job's `msg` answers that failed and waited for the
     /// journal's retry will not be retried: a later final of the turn carries its text
@@ -161,6 +165,14 @@ impl Fate {
     /// Whether a final of the source waits for the journal's retry.
     fn waits_for_retries(&self) -> bool {
         !self.retried.is_empty() || self.overflowed
+    }
+
+    /// The finals under `keys` (one journal entry's) wait for no retry any more. Past the
+    /// keys told apart ([`MAX_RETRIED_KEYS`]) nobody knows whose the others were: they are
+    /// taken for settled too.
+    fn settled(&mut self, keys: &[String]) {
+        self.retried.retain(|key| !keys.contains(key));
+        self.overflowed = false;
     }
 }
 
@@ -296,20 +308,26 @@ impl Lanes {
     /// [`Outbound::retries_left`](super::Outbound::retries_left). Synchronous, so a drainer
     /// may call it from a reply's hook without waiting for room in its own lane; the
     /// turn's end, if it comes later, reads what it left.
-    pub(super) fn retries_left(&self, key: Key, source: Option<MessageId>, taken: bool) -> bool {
+    pub(super) fn retries_left(
+        &self,
+        key: Key,
+        source: Option<MessageId>,
+        taken: bool,
+        keys: &[String],
+    ) -> bool {
         let mut fates = self.shared.fates();
         let source = (key, source);
         let Some(fate) = fates.get_mut(&source) else {
             return false;
         };
-        fate.retried.clear();
-        fate.overflowed = false;
+        fate.settled(keys);
         if taken {
             fate.quiet = true;
         } else {
             fate.refused = true;
         }
-        if !fate.ended {
+        // The end waits for the turn, or for other finals' retries (another entry's).
+        if !fate.ended || fate.waits_for_retries() {
             return false;
         }
         fates.remove(&source);
@@ -432,18 +450,20 @@ async fn perform(
                 fate => fate.is_some_and(|fate| fate.refused),
             }
         }
-        Job::Settled { answered } => {
+        Job::Settled { answered, keys } => {
             let mut fates = shared.fates();
             match fates.get_mut(&source) {
-                // The turn goes on (a later message that carried held finals runs): its
-                // own end tells.
-                Some(fate) if !fate.ended => {
-                    fate.retried.clear();
-                    fate.overflowed = false;
+                Some(fate) => {
+                    fate.settled(&keys);
                     fate.refused |= !answered;
-                    return;
+                    // The turn goes on (a later message that carried held finals runs),
+                    // or another entry's finals of it still wait for their retries (the
+                    // carrier's own): its own end, or the last retry to settle, tells.
+                    if !fate.ended || fate.waits_for_retries() {
+                        return;
+                    }
+                    fates.remove(&source).is_some_and(|fate| fate.refused)
                 }
-                Some(_) => fates.remove(&source).is_some_and(|fate| fate.refused) || !answered,
                 // Its end was told (or this process never saw the turn: a restart).
                 None => !answered,
             }

@@ -953,11 +953,17 @@ impl Entry {
         };
         match state {
             // Taken over (or dropped): neither removed nor retried from here.
-            _ if self.lost() => self.leave_to_its_owner(self.lapsed()).await,
+            _ if self.lost() => {
+                self.leave_to_its_owner(self.lapsed(), &self.send_keys())
+                    .await
+            }
             None => self.remove().await,
             Some(JournalState::Held) => self.wait_for_next_message().await,
             Some(_) if self.save().await => self.retry_finals_later(),
-            Some(_) => self.leave_to_its_owner(self.lapsed()).await,
+            Some(_) => {
+                self.leave_to_its_owner(self.lapsed(), &self.send_keys())
+                    .await
+            }
         }
         self.progress().at_rest = true;
         self.0.rested.notify_waiters();

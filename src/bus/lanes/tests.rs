@@ -510,17 +510,17 @@ async fn a_turn_whose_answer_waits_for_a_retry_ends_once_the_retry_settled() {
         "s1's end waits"
     );
     // Its retry landed, or gave up.
-    push(marker("s1"), Job::Settled { answered: true }).await;
+    push(marker("s1"), settled(true, &["key-s1"])).await;
     push(retried("s3"), Job::Reply).await;
     push(marker("s3"), Job::TurnEnd).await;
-    push(marker("s3"), Job::Settled { answered: false }).await;
+    push(marker("s3"), settled(false, &["key-s3"])).await;
     assert!(lanes.flush(DEADLINE).await);
     assert_eq!(*channel.ended.lock().unwrap(), [true, false, false, true]);
     assert!(lanes.shared.fates().is_empty(), "told, then forgotten");
     // A retry that settles while the turn goes on (a later message carried the final, and
     // runs): the turn's own end tells, once.
     push(retried("s4"), Job::Reply).await;
-    push(marker("s4"), Job::Settled { answered: true }).await;
+    push(marker("s4"), settled(true, &["key-s4"])).await;
     assert!(lanes.flush(DEADLINE).await);
     assert_eq!(channel.ended.lock().unwrap().len(), 4, "the turn goes on");
     push(marker("s4"), Job::TurnEnd).await;
@@ -585,7 +585,7 @@ async fn a_retried_final_that_gave_way_to_a_later_one_holds_the_end_back_no_more
     push(marker("s4"), Job::TurnEnd).await;
     assert!(lanes.flush(DEADLINE).await);
     assert_eq!(channel.ended.lock().unwrap().len(), 2, "s4's end waits");
-    push(marker("s4"), Job::Settled { answered: true }).await;
+    push(marker("s4"), settled(true, &["key-s4-answer"])).await;
     assert!(lanes.flush(DEADLINE).await);
     assert_eq!(*channel.ended.lock().unwrap(), [false, false, false]);
     assert!(lanes.shared.fates().is_empty());
@@ -613,9 +613,66 @@ async fn past_the_keys_it_tells_apart_an_end_waits_for_the_retries_to_settle() {
         channel.ended.lock().unwrap().is_empty(),
         "one final untracked still waits"
     );
-    push(marker, Job::Settled { answered: true }).await;
+    let last = format!("key-{MAX_RETRIED_KEYS}");
+    push(marker, settled(true, &[last.as_str()])).await;
     assert!(lanes.flush(DEADLINE).await);
     assert_eq!(*channel.ended.lock().unwrap(), [false]);
+}
+
+/// A message that carried finals held for its chat has two journal entries' finals
+/// waiting for retries: its own and the carried ones. Each entry's retries settle on their
+/// own; the end is told once, when the last of them settled, with what became of all.
+#[tokio::test]
+async fn a_carriers_end_waits_for_every_entrys_retries_and_is_told_once() {
+    let (channel, delivery) = Refusing::start(|_| ChannelError::Transport("down".into()));
+    let lanes = Lanes::new(16);
+    let push = |msg, job| lanes.push("refusing", &delivery, msg, Hooks::default(), job);
+    let marker = reply("c1", "s1", "", true);
+    let retried = |key: &str| {
+        let mut msg = reply("c1", "s1", "so far", true);
+        msg.hints.send_key = Some(key.to_owned());
+        msg
+    };
+    push(retried("carried"), Job::Reply).await;
+    push(retried("own"), Job::Reply).await;
+    push(marker.clone(), Job::TurnEnd).await;
+    // The carried entry's retry gave up; the carrier's own final still waits.
+    push(marker.clone(), settled(false, &["carried"])).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert!(
+        channel.ended.lock().unwrap().is_empty(),
+        "its own still waits"
+    );
+    push(marker.clone(), settled(true, &["own"])).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(
+        *channel.ended.lock().unwrap(),
+        [true],
+        "once, unanswered in part"
+    );
+    // Left by an entry taken over, the other's retries still hold the end back here.
+    push(retried("carried-2"), Job::Reply).await;
+    push(retried("own-2"), Job::Reply).await;
+    push(marker.clone(), Job::TurnEnd).await;
+    assert!(lanes.flush(DEADLINE).await);
+    let source = Some(MessageId::new("s1"));
+    let left = lanes.retries_left(
+        ("refusing", ChatId::new("c1")),
+        source,
+        true,
+        &["carried-2".to_owned()],
+    );
+    assert!(!left, "the carrier's own final still waits");
+    push(marker, settled(true, &["own-2"])).await;
+    assert!(lanes.flush(DEADLINE).await);
+    assert_eq!(channel.ended.lock().unwrap().len(), 2, "told once more");
+    assert!(lanes.shared.fates().is_empty());
+}
+
+/// A journal entry's retries settled: `answered`, its finals' send keys `keys`.
+fn settled(answered: bool, keys: &[&str]) -> Job {
+    let keys = keys.iter().map(|k| (*k).to_owned()).collect();
+    Job::Settled { answered, keys }
 }
 
 /// The hand-off `source`'s retried final gave way (its key as `retried` writes it).

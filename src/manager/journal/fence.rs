@@ -383,8 +383,9 @@ impl Entry {
     /// it that failed for now held the channel's turn end back for a retry that will not
     /// come from here: taken over, the end is left to the replica that took it (nothing is
     /// told from here); dropped, the end says the message went unanswered. `taken` is
-    /// [`Entry::lapsed`], asked once by the caller (which may have chosen by it already).
-    pub(super) async fn leave_to_its_owner(&self, taken: bool) {
+    /// [`Entry::lapsed`], asked once by the caller (which may have chosen by it already);
+    /// `keys` the send keys of the finals left.
+    pub(super) async fn leave_to_its_owner(&self, taken: bool, keys: &[String]) {
         tracing::info!(
             taken,
             "A journal entry is no longer this process's: its finals are left to the one that holds it."
@@ -398,8 +399,8 @@ impl Entry {
         // through the lane, and a turn's end is pushed after its finals, so from a final's
         // hook the end is still behind it in the lane. A retry that ends here runs on a
         // task of its own.
-        if outbound.retries_left(answers, taken) {
-            outbound.retries_settled(answers, false).await;
+        if outbound.retries_left(answers, taken, keys) {
+            outbound.retries_settled(answers, false, keys).await;
         }
     }
 

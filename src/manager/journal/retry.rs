@@ -135,10 +135,13 @@ impl Entry {
     async fn retry_finals(&self) {
         let wake = Arc::new(Notify::new());
         relock(&self.0.shared.wakers).insert(self.0.id.clone(), wake.clone());
+        // What the channel's turn end waits for of this entry (its finals are struck off
+        // as they land): their send keys.
+        let keys = self.send_keys();
         let ended = self.retry_until_settled(&wake).await;
         self.forget_waker();
         self.leave_live();
-        self.retry_ended(ended).await;
+        self.retry_ended(ended, &keys).await;
     }
 
     /// Finishes with the entry as its retry `ended`. A renewal runs on a task of its own
@@ -148,37 +151,38 @@ impl Entry {
     /// whether it was (the renewals fail), so that is waited for first: the next renewal
     /// that goes through judges the entry. Dropped by an operator meanwhile, what the retry
     /// did still stands (the finals it delivered were delivered).
-    pub(super) async fn retry_ended(&self, ended: Ended) {
+    /// `keys`: the send keys of the finals the retry settled.
+    pub(super) async fn retry_ended(&self, ended: Ended, keys: &[String]) {
         if !matches!(ended, Ended::Gone) && !self.lost() {
             self.0.shared.fence.holds_again().await;
         }
         let taken = self.lost() && self.lapsed();
         match ended {
-            Ended::Settled | Ended::GaveUp if taken => self.leave_to_its_owner(true).await,
+            Ended::Settled | Ended::GaveUp if taken => self.leave_to_its_owner(true, keys).await,
             Ended::Settled if self.progress().settled_state() == Some(JournalState::Held) => {
                 // Done with for now: what is left comes with the chat's next message.
-                self.tell_settled(true).await;
+                self.tell_settled(true, keys).await;
                 self.wait_for_next_message().await;
             }
             Ended::Settled => {
                 self.remove().await;
-                self.tell_settled(true).await;
+                self.tell_settled(true, keys).await;
             }
             Ended::GaveUp => {
                 tracing::warn!("Gave up delivering a final after the retry window.");
                 self.give_up().await;
-                self.tell_settled(false).await;
+                self.tell_settled(false, keys).await;
             }
             // Most likely taken over while this process could not renew its lease: the
             // replica that took it answers and tells the channel, so nothing is told from
             // here, and the end held back for this retry is let go.
-            Ended::Gone if self.lapsed() => self.leave_to_its_owner(true).await,
+            Ended::Gone if self.lapsed() => self.leave_to_its_owner(true, keys).await,
             Ended::Gone => {
                 tracing::info!(
                     "A pending delivery was dropped or taken over; this process no longer retries it."
                 );
                 // Dropped, it will not come from here.
-                self.tell_settled(false).await;
+                self.tell_settled(false, keys).await;
             }
         }
     }
@@ -250,13 +254,21 @@ impl Entry {
     }
 
     /// Tells the channel that the bridge is done with the message the retried finals
-    /// answer (the entry's own, or the later one that carried them), now that they were
-    /// delivered (`answered`) or not: it held that turn's end back (`Outbound::turn_ended`).
-    async fn tell_settled(&self, answered: bool) {
+    /// (their send keys `keys`) answer (the entry's own, or the later one that carried
+    /// them), now that they were delivered (`answered`) or not: it held that turn's end
+    /// back (`Outbound::turn_ended`).
+    async fn tell_settled(&self, answered: bool, keys: &[String]) {
         let record = self.record();
         let answers = record.carrier.as_ref().unwrap_or(&record.message);
         let outbound = &self.0.shared.outbound;
-        outbound.retries_settled(answers, answered).await;
+        outbound.retries_settled(answers, answered, keys).await;
+    }
+
+    /// The send keys of the entry's finals still on record.
+    pub(super) fn send_keys(&self) -> Vec<String> {
+        let progress = self.progress();
+        let finals = progress.record.finals.iter();
+        finals.filter_map(|f| f.hints.send_key.clone()).collect()
     }
 
     fn forget_waker(&self) {

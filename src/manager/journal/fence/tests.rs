@@ -337,7 +337,7 @@ async fn a_retry_that_ends_after_a_takeover_leaves_the_entry_to_the_replica_that
         let claimed = taken_over_then_renewed(&cut_off, &a, &b).await;
         assert!(entry.lost(), "the renewal did not renew it");
 
-        entry.retry_ended(ended).await;
+        entry.retry_ended(ended, &entry.send_keys()).await;
         left_alone(&a).await;
         let listed = a.store.journal_list(0, 10).await.unwrap();
         assert_eq!(listed.len(), 1, "{ended:?}: the entry stays");
@@ -366,7 +366,7 @@ async fn a_retry_that_ends_while_the_lease_lapsed_waits_to_learn_whether_it_was_
 
         let ending = tokio::spawn({
             let entry = entry.clone();
-            async move { entry.retry_ended(ended).await }
+            async move { entry.retry_ended(ended, &entry.send_keys()).await }
         });
         cut_off.renewals_fail.store(false, Ordering::SeqCst);
         a.journal.renew().await;
