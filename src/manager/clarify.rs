@@ -35,10 +35,10 @@
 //! message turned away by a full line (or stopped unjournaled by shutdown before its turn),
 //! or one whose run never started (the Gateway down or refusing it, the bridge failing: the
 //! user, told so, likely sends the answer again). That one gives the question back
-//! ([`Pending::give_back`]) with its original deadline, unless the user was asked another
-//! question meanwhile. With a store only this process opens, memory takes it back, and the
-//! store, which forgets a taken question only once its message was admitted, never lost it
-//! on a redelivery (a message refused after its admission has it remembered there again,
+//! ([`Pending::give_back`]) with its original deadline, unless a turn changed it meanwhile
+//! (**Overtaken** below). With a store only this process opens, memory takes it back, and
+//! the store, which forgets a taken question only once its message was admitted, never lost
+//! it on a redelivery (a message refused after its admission has it remembered there again,
 //! after the forget, on the same task); a shared store has it remembered again, over no
 //! newer question ([`Store::give_back_question`]). A platform often redelivers in a batch,
 //! the old copy just before the user's answer, which may reach the dispatcher before the
@@ -50,6 +50,23 @@
 //! shared store's takes are paused (the store would not be asked anyway), and what a
 //! message waited comes off its own take's bound, so no message holds the dispatcher longer
 //! than [`TAKE_TIMEOUT`] in all.
+//!
+//! **Overtaken.** While a message holds the question (from its take until its run started
+//! or it gave the question back), a turn may change what the user has: the user was asked
+//! another question, or the asking conversation ended a turn without one (a threaded reply
+//! there), which closes it. That turn finds nothing to forget (the question is out), so it
+//! marks the loan instead ([`Loan::overtaken`]), before the store hears the turn; a message
+//! whose loan was marked neither gives the question back (a closed one would catch the
+//! user's unrelated next message, for up to [`WINDOW`]) nor, at its admission, forgets it
+//! in the store (which may hold a question the same conversation asked since: memory
+//! would keep it, the store lose it at the next start). This is per process: on a shared
+//! store a turn ended on another replica marks no loan here, and a question it closed
+//! while a message here held it comes back with that message's give-back (a message not
+//! run: a redelivery, a full line, a Gateway down), until its original deadline. Closing
+//! that would take a mark in the store's row; a turn asking a question there is seen all
+//! the same (the store gives back over no live question). A turn ending while the
+//! message's own store call is under way may meet it there in either order (the memory
+//! is right; the store may differ until the next start).
 //!
 //! A store failure degrades to what happens without this feature: the message starts its
 //! own conversation (logged with the channel and chat, never the text), and is never
@@ -99,20 +116,33 @@ struct Memory {
     /// The questions pending (a store only this process opens), by who was asked: the
     /// asking topic and when it stops waiting. At most the cap ([`Pending::remember`]).
     asked: HashMap<AskedKey, (String, Instant)>,
-    /// The questions taken by messages not admitted yet, by who was asked: cancelled (and
-    /// removed) once the message was admitted or gave its question back. At most one per
-    /// message received and not yet admitted, so bounded by the inbound queue.
+    /// The questions out on loan, by who was asked: taken by a message that neither kept
+    /// them (its run started, it is dropped after the run) nor gave them back yet. One per
+    /// user asked (a later take, of a question asked since, replaces the record), and at
+    /// most one per message in flight (queued, waiting in its line, or running), so bounded
+    /// by the inbound queue, the lines and the workers.
     lent: HashMap<AskedKey, Loan>,
+    /// The number the next loan gets, so that a message tells its loan from a later one.
+    loans: u64,
 }
 
-/// A question lent to a message whose admission is under way, as the sender's next
-/// messages see it.
+/// A question lent to a message, as the sender's next messages and the asking
+/// conversation's turns see it.
 struct Loan {
+    /// Which take this is ([`Memory::loans`]).
+    id: u64,
+    /// The asking conversation.
+    topic: String,
     /// Cancelled once the message was admitted or gave the question back.
     done: CancellationToken,
     /// Until when the sender's messages wait for that: [`TAKE_TIMEOUT`] after the take,
     /// whoever waits, however many of them (past it, none waits).
     until: Instant,
+    /// Whether the user's question changed since the take ([`Pending::turn_ended`]): they
+    /// were asked again, or the asking conversation ended a turn without a question. The
+    /// store heard that itself, so the question is neither given back nor forgotten there
+    /// by its message.
+    overtaken: bool,
 }
 
 /// A question a message took when it joined the asking conversation ([`Pending::join`]).
@@ -128,14 +158,16 @@ pub(crate) struct Taken {
     /// Whether the store no longer holds it: taken from a shared store, or forgotten once
     /// its message was admitted (a store only this process opens).
     forgotten: bool,
-    /// Held until the message was admitted or gave the question back.
-    lent: Option<Lent>,
+    /// Held until the message kept the question or gave it back.
+    lent: Lent,
 }
 
-/// Marks a question as lent to a message whose admission is under way: dropped, it
-/// wakes the sender's messages waiting for it and leaves [`Memory::lent`].
+/// Marks a question as lent to a message: admitted, it wakes the sender's messages
+/// waiting for it; dropped (kept or given back), also its [`Loan`] leaves
+/// [`Memory::lent`].
 struct Lent {
     asked: AskedKey,
+    id: u64,
     done: CancellationToken,
     memory: Arc<Mutex<Memory>>,
 }
@@ -161,15 +193,26 @@ impl Memory {
     }
 }
 
+impl Lent {
+    /// Whether the loan is still this message's and the user's question unchanged since
+    /// the take (see [`Loan::overtaken`]).
+    fn current(&self, memory: &Memory) -> bool {
+        memory
+            .lent
+            .get(&self.asked)
+            .is_some_and(|loan| loan.id == self.id && !loan.overtaken)
+    }
+}
+
 impl Drop for Lent {
     fn drop(&mut self) {
         self.done.cancel();
         let mut memory = relock(&self.memory);
-        // Not a later lender's (a message that took it back after a wait timed out).
+        // Not a later lender's (a message that took a question asked since).
         if memory
             .lent
             .get(&self.asked)
-            .is_some_and(|loan| loan.done.is_cancelled())
+            .is_some_and(|loan| loan.id == self.id)
         {
             memory.lent.remove(&self.asked);
         }
@@ -261,6 +304,9 @@ impl Pending {
             return;
         };
         let key = who(msg);
+        // Before the store hears it: a message holding the user's question must not give
+        // it back, or forget it in the store, after this turn decided what the user has.
+        self.overtake(&key, topic, asked_question);
         if asked_question {
             if let Err(error) = self.store.remember_question(&key, topic, WINDOW).await {
                 tracing::warn!(%error, channel = %key.channel, chat = %key.chat_id, "Storing the agent's question failed; an answer after a restart or on another replica starts its own conversation.");
@@ -281,6 +327,17 @@ impl Pending {
         // a question left there would come back at the next start.
         if let Err(error) = self.store.forget_question(&key, topic).await {
             tracing::warn!(%error, channel = %key.channel, chat = %key.chat_id, "Forgetting the agent's answered question in the store failed.");
+        }
+    }
+
+    /// Marks the loan of `key`'s question, if one is out, as overtaken by the turn that
+    /// ended in `topic`: a question asked replaces it, whichever conversation asked; a turn
+    /// without one closes it if its conversation asked it.
+    fn overtake(&self, key: &AskedKey, topic: &str, asked_question: bool) {
+        if let Some(loan) = self.lock().lent.get_mut(key)
+            && (asked_question || loan.topic == topic)
+        {
+            loan.overtaken = true;
         }
     }
 
@@ -343,7 +400,7 @@ impl Pending {
             .lock()
             .lent
             .get(key)
-            .filter(|loan| start < loan.until)
+            .filter(|loan| start < loan.until && !loan.done.is_cancelled())
             .map(|loan| (loan.done.clone(), loan.until));
         let Some((done, until)) = loan else {
             return TAKE_TIMEOUT;
@@ -406,21 +463,29 @@ impl Pending {
         None
     }
 
-    /// A question just taken, marked as lent until its message's admission; the sender's
-    /// next messages wait for that for [`TAKE_TIMEOUT`] from now, at the most.
+    /// A question just taken, marked as lent until its message kept it or gave it back; the
+    /// sender's next messages wait for its admission [`TAKE_TIMEOUT`] from now, at the most.
     fn lend(&self, asked: AskedKey, topic: String, until: Instant, forgotten: bool) -> Taken {
         let done = CancellationToken::new();
+        let mut memory = self.lock();
+        memory.loans += 1;
+        let id = memory.loans;
         let loan = Loan {
+            id,
+            topic: topic.clone(),
             done: done.clone(),
             until: Instant::now() + TAKE_TIMEOUT,
+            overtaken: false,
         };
-        self.lock().lent.insert(asked.clone(), loan);
+        memory.lent.insert(asked.clone(), loan);
+        drop(memory);
         Taken {
-            lent: Some(Lent {
+            lent: Lent {
                 asked: asked.clone(),
+                id,
                 done,
                 memory: self.memory.clone(),
-            }),
+            },
             asked,
             topic,
             until,
@@ -429,24 +494,30 @@ impl Pending {
     }
 
     /// `taken`'s message was admitted (no redelivery): the sender's next message need not
-    /// wait for it, and a store only this process opens forgets the question now (unless
-    /// another question replaced it since). Should the message not run after all, it
-    /// still gives the question back.
+    /// wait for it, and a store only this process opens forgets the question now, unless
+    /// a turn changed the user's question since the take (the store heard that turn: it
+    /// may hold a question the same conversation asked since, which must stay). Should the
+    /// message not run after all, it still gives the question back.
     pub(crate) async fn admitted(&self, taken: &mut Taken) {
-        taken.lent = None;
+        taken.lent.done.cancel();
         if taken.forgotten {
             return;
         }
         taken.forgotten = true;
+        if !taken.lent.current(&self.lock()) {
+            return;
+        }
         if let Err(error) = self.store.forget_question(&taken.asked, &taken.topic).await {
             tracing::warn!(%error, channel = %taken.asked.channel, chat = %taken.asked.chat_id, "Forgetting the agent's answered question in the store failed.");
         }
     }
 
     /// Gives back the question `taken`'s message took and is not run with: it waits again,
-    /// until its original deadline, unless its user was asked another question meanwhile
-    /// (that one stays). In memory (a store only this process opens) and, when the store
-    /// no longer holds it, in the store. Only then may the sender's next message look.
+    /// until its original deadline, unless a turn changed it meanwhile: its user was asked
+    /// another question (that one stays), or the asking conversation ended a turn without
+    /// one (the question is closed). In memory (a store only this process opens) and, when
+    /// the store no longer holds it, in the store. Only then may the sender's next message
+    /// look.
     pub(crate) async fn give_back(&self, taken: Taken) {
         let Taken {
             asked,
@@ -459,16 +530,18 @@ impl Pending {
         if now >= until {
             return;
         }
-        if !self.shared {
+        // Checked and given back to memory at once: a turn ending meanwhile finds it
+        // either out on loan, and marks the loan, or back in memory.
+        let current = {
             let mut memory = self.lock();
-            let newer = memory.asked.get(&asked).is_some_and(|(_, end)| *end > now);
-            if !newer {
+            let current = lent.current(&memory);
+            if current && !self.shared {
                 memory.remember(self.cap, asked.clone(), topic.clone(), until);
             }
-            drop(memory);
-            if newer {
-                return; // Asked since: the store holds that one too.
-            }
+            current
+        };
+        if !current {
+            return; // The turn that changed it told the store too.
         }
         if forgotten {
             let question = PendingQuestion {

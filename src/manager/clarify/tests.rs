@@ -1,8 +1,8 @@
 //! The pending questions against a real SQLite store (standing in for a shared one
 //! where it says so): answers join once within the window, turns without a question
 //! forget, memory is bounded, questions outlive their process, and what a message took
-//! and did not run with is given back (deadline kept, a newer question left alone, an
-//! answer right behind a redelivery waiting for it).
+//! and did not run with is given back (deadline kept, a newer question left alone, a
+//! closed one not brought back, an answer right behind a redelivery waiting for it).
 
 use futures_util::FutureExt;
 use im_bridge_channel::MessageId;
@@ -33,6 +33,12 @@ async fn joined(pending: &Pending, msg: InboundMessage) -> Option<String> {
     tasks.close();
     tasks.wait().await;
     msg.topic_id
+}
+
+/// The topic Alice's plain message `om_a` runs in, the clock held while the store works
+/// (a shared store's take is bounded).
+async fn alices_answer(pending: &Pending) -> Option<String> {
+    clock_held(joined(pending, group("alice", "om_a"))).await
 }
 
 /// What `msg`, a copy of a message already handled (or one refused after its admission,
@@ -128,13 +134,25 @@ async fn a_question_given_back_after_admission_keeps_its_deadline() {
         let (topic, waits) = the_one_on_file(store.as_ref()).await;
         assert_eq!(topic, "om_q");
         assert!(waits <= left, "not a fresh window: {waits:?}");
-        assert_eq!(
-            clock_held(joined(&pending, group("alice", "om_a")))
-                .await
-                .as_deref(),
-            Some("om_q")
-        );
+        assert_eq!(alices_answer(&pending).await.as_deref(), Some("om_q"));
     }
+}
+
+/// Alice's question `om_q`, taken by a message (`admitted` or not) while a turn of hers
+/// ended in `topic` (`asked`: with a question), then given back: the topics the store
+/// holds, and the one Alice's next plain message runs in.
+async fn given_back_after_a_turn(
+    pending: &Pending,
+    store: &dyn Store,
+    admitted: bool,
+    (topic, asked): (&str, bool),
+) -> (Vec<String>, Option<String>) {
+    pending.turn_ended(&group("alice", "om_q"), true).await;
+    let taken = clock_held(took(pending, group("alice", "om_x"), admitted)).await;
+    pending.turn_ended(&group("alice", topic), asked).await;
+    pending.give_back(taken).await;
+    let listed = on_file(store).await.into_iter().map(|(t, _)| t).collect();
+    (listed, alices_answer(pending).await)
 }
 
 /// A question asked of the user while a message held their previous one stays: the
@@ -145,19 +163,59 @@ async fn a_question_given_back_leaves_a_newer_one_alone() {
     for store in stores(&dir).await {
         let pending = Pending::new(store.clone());
         for admitted in [false, true] {
-            pending.turn_ended(&group("alice", "om_q"), true).await;
-            let taken = clock_held(took(&pending, group("alice", "om_x"), admitted)).await;
-            pending.turn_ended(&group("alice", "om_newer"), true).await;
-            pending.give_back(taken).await;
-            assert_eq!(the_one_on_file(store.as_ref()).await.0, "om_newer");
-            assert_eq!(
-                clock_held(joined(&pending, group("alice", "om_a")))
-                    .await
-                    .as_deref(),
-                Some("om_newer")
-            );
+            let newer = ("om_newer", true);
+            let (listed, answer) =
+                given_back_after_a_turn(&pending, store.as_ref(), admitted, newer).await;
+            assert_eq!(listed, ["om_newer"]);
+            assert_eq!(answer.as_deref(), Some("om_newer"));
         }
     }
+}
+
+/// A question the asking conversation closed while a message held it (a threaded reply
+/// there ended a turn without a question) stays closed: given back, it does not catch the
+/// user's next message, in memory or in the store; a turn of another conversation closes
+/// nothing. On a shared store as well.
+#[tokio::test(start_paused = true)]
+async fn a_question_closed_while_taken_is_not_given_back() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores(&dir).await {
+        let pending = Pending::new(store.clone());
+        for admitted in [false, true] {
+            let other = ("om_other", false);
+            let (listed, answer) =
+                given_back_after_a_turn(&pending, store.as_ref(), admitted, other).await;
+            assert_eq!(listed, ["om_q"], "another conversation's turn");
+            assert_eq!(answer.as_deref(), Some("om_q"));
+            let closing = ("om_q", false);
+            let (listed, answer) =
+                given_back_after_a_turn(&pending, store.as_ref(), admitted, closing).await;
+            assert!(listed.is_empty(), "closed: {listed:?}");
+            assert_eq!(answer.as_deref(), Some("om_a"));
+        }
+    }
+}
+
+/// The same conversation asking the user again while the message that took their
+/// previous question is being admitted: the admission's forget leaves the new question
+/// in the store, so it outlives a restart.
+#[tokio::test(start_paused = true)]
+async fn a_question_asked_again_before_the_admission_stays_on_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir).await;
+    let pending = Pending::new(store.clone());
+    pending.turn_ended(&group("alice", "om_q"), true).await;
+    let mut taken = took(&pending, group("alice", "om_x"), false).await;
+    pending.turn_ended(&group("alice", "om_q"), true).await;
+    pending.admitted(&mut taken).await;
+    drop(taken); // Kept: its run started.
+    assert_eq!(the_one_on_file(store.as_ref()).await.0, "om_q");
+    let restarted = Pending::new(store);
+    restarted.load().await;
+    assert_eq!(
+        joined(&restarted, group("alice", "om_a")).await.as_deref(),
+        Some("om_q")
+    );
 }
 
 /// Runs `work` with the paused clock held still, so that no bound under test runs out
