@@ -65,8 +65,11 @@
 //! run: a redelivery, a full line, a Gateway down), until its original deadline. Closing
 //! that would take a mark in the store's row; a turn asking a question there is seen all
 //! the same (the store gives back over no live question). A turn ending while the
-//! message's own store call is under way may meet it there in either order (the memory
-//! is right; the store may differ until the next start).
+//! message's own store call is under way may meet it there in either order: the memory is
+//! right, but a question the turn asked may be deleted from the store by the admission's
+//! forget, and then be missing after the next start. A turn whose own store call failed
+//! still marks the loan, so the admission no longer forgets the old question in the store
+//! either: after a restart it may come back once.
 //!
 //! A store failure degrades to what happens without this feature: the message starts its
 //! own conversation (logged with the channel and chat, never the text), and is never
@@ -400,7 +403,8 @@ impl Pending {
             .lock()
             .lent
             .get(key)
-            .filter(|loan| start < loan.until && !loan.done.is_cancelled())
+            // An overtaken loan gives nothing back: nothing to wait for.
+            .filter(|loan| start < loan.until && !loan.done.is_cancelled() && !loan.overtaken)
             .map(|loan| (loan.done.clone(), loan.until));
         let Some((done, until)) = loan else {
             return TAKE_TIMEOUT;
