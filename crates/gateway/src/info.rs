@@ -38,11 +38,7 @@ impl GatewayClient {
             name: String,
         }
         let models: Models = self
-            .get_json(
-                "list_models",
-                &self.url(Base::Gateway, "/api/models"),
-                owner,
-            )
+            .gateway_json("list_models", "/api/models", owner)
             .await?;
         Ok(models.models.into_iter().map(|m| m.name).collect())
     }
@@ -55,7 +51,7 @@ impl GatewayClient {
             facts: Vec<serde::de::IgnoredAny>,
         }
         let memory: Memory = self
-            .get_json("get_memory", &self.url(Base::Gateway, "/api/memory"), owner)
+            .gateway_json("get_memory", "/api/memory", owner)
             .await?;
         Ok(memory.facts.len())
     }
@@ -68,11 +64,7 @@ impl GatewayClient {
             skills: Vec<SkillInfo>,
         }
         let skills: Skills = self
-            .get_json(
-                "list_skills",
-                &self.url(Base::Gateway, "/api/skills"),
-                owner,
-            )
+            .gateway_json("list_skills", "/api/skills", owner)
             .await?;
         Ok(skills.skills)
     }
@@ -89,8 +81,9 @@ impl GatewayClient {
         if self.route_support(OptionalRoute::UserPreferences) == Support::Missing {
             return Ok(None);
         }
-        let url = self.url(Base::Gateway, "/api/user-preferences");
-        let fetched = self.get_json::<Value>("owner_locale", &url, owner).await;
+        let fetched = self
+            .gateway_json::<Value>("owner_locale", "/api/user-preferences", owner)
+            .await;
         self.note_route(OptionalRoute::UserPreferences, &fetched);
         let prefs = match fetched {
             Ok(prefs) => prefs,
@@ -107,6 +100,17 @@ impl GatewayClient {
         .map(str::trim)
         .find(|tag| is_language_tag(tag));
         Ok(found.map(str::to_owned))
+    }
+
+    /// `GET {gateway_url}{path}` as `owner`, its JSON body read as `T`.
+    async fn gateway_json<T: serde::de::DeserializeOwned>(
+        &self,
+        call: &'static str,
+        path: &str,
+        owner: Option<&Owner>,
+    ) -> Result<T, GatewayError> {
+        self.get_json(call, &self.url(Base::Gateway, path), owner)
+            .await
     }
 }
 
