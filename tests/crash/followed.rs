@@ -89,7 +89,7 @@ async fn another_client_runs(c: &Crashable, thread: &str, compacted: bool) {
 /// each segment is shown, the first in the message it streamed into; none is lost.
 #[tokio::test]
 async fn a_recovered_goal_run_read_from_its_record_shows_each_of_its_segments() {
-    goal_run_read_from_its_record(false).await;
+    goal_run_read_from_its_record(Record::Whole).await;
 }
 
 /// The same, read while the Gateway has marked the run succeeded but not yet written the
@@ -97,17 +97,40 @@ async fn a_recovered_goal_run_read_from_its_record_shows_each_of_its_segments() 
 /// read again until it does, rather than taken for a last segment that said nothing.
 #[tokio::test]
 async fn a_goal_runs_record_read_before_the_gateway_wrote_all_of_it_is_read_again() {
-    goal_run_read_from_its_record(true).await;
+    goal_run_read_from_its_record(Record::Held).await;
 }
 
-/// See the two tests above; `held`: the record's tail shows only once the bridge read the
-/// events twice.
-async fn goal_run_read_from_its_record(held: bool) {
+/// The same, when each segment made so many tool calls that the record is longer than the
+/// pages the Gateway serves: older pages are read back to the run's start, and the first
+/// segment, which no longer is on the newest page, still ends in its own answer.
+#[tokio::test]
+async fn a_goal_runs_record_longer_than_a_page_is_read_back_to_the_runs_start() {
+    goal_run_read_from_its_record(Record::Long).await;
+}
+
+/// How the run's record reads in [`goal_run_read_from_its_record`].
+#[derive(Clone, Copy, PartialEq)]
+enum Record {
+    /// Whole when the bridge first reads it.
+    Whole,
+    /// Its tail shows only once the bridge read the events twice.
+    Held,
+    /// Longer than three pages of `…/messages` (the tool calls of every segment).
+    Long,
+}
+
+/// See the three tests above.
+async fn goal_run_read_from_its_record(record: Record) {
     let c = Crashable::start().await;
     let daemon = c.spawn(0);
     let first = Script::with_answer("First answer.")
         .chunks(2)
         .wait_after_chunk(1);
+    // Each segment: 2 × 110 rows and its answer, 664 rows in all with the input.
+    let first = match record {
+        Record::Long => first.tool_steps(110),
+        Record::Whole | Record::Held => first,
+    };
     let before = goal_run_continuing(&c, first, 2).await;
     let first = streamed(&c.fake, "the first words", "First").await;
     let shows_first = format!("\"stream_message_id\":\"{first}\"");
@@ -127,6 +150,7 @@ async fn goal_run_read_from_its_record(held: bool) {
     }
     another_client_runs(&c, &thread, true).await;
 
+    let held = record == Record::Held;
     assert!(c.sim.hold_run_record(&run_id, held));
     let daemon = c.spawn(1);
     if held {
@@ -148,6 +172,10 @@ async fn goal_run_read_from_its_record(held: bool) {
         assert!(shown.text.contains(&text), "{n}: {messages:#?}");
     }
     assert_eq!(c.run_starts(), 2, "{:?}", c.paths());
+    if record == Record::Long {
+        let pages = c.paths().iter().filter(|p| p.contains("/messages")).count();
+        assert!(pages >= 4, "{:?}", c.paths());
+    }
     drop(daemon);
 }
 

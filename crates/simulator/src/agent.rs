@@ -431,6 +431,7 @@ async fn play(out: &mut Out, script: &Script) -> Result<Ending, Cancelled> {
         .message_id
         .clone()
         .unwrap_or_else(|| format!("lc_run--{}", wire::new_uuid()));
+    record_tool_steps(out, script.tool_steps);
     if let Some(failure) = stream_text(out, script, &ai_id, &text, true).await? {
         return Ok(Ending::Failed(failure));
     }
@@ -466,6 +467,35 @@ async fn extra_frames(out: &mut Out, script: &Script) -> Result<(), Cancelled> {
         }
     }
     Ok(())
+}
+
+/// `n` tool calls of the agent's in the thread's history, each with its result.
+fn record_tool_steps(out: &Out, n: usize) {
+    if n == 0 {
+        return;
+    }
+    out.update(|t| {
+        for step in 0..n {
+            let call_id = format!("call_{}", wire::new_uuid());
+            let call = wire::tool_call(
+                "web_search",
+                json!({"query": format!("step {step}")}),
+                &call_id,
+            );
+            t.messages.push(wire::ai_message(
+                &format!("lc_run--{}", wire::new_uuid()),
+                "",
+                vec![call],
+            ));
+            let result = format!("result {step}");
+            t.messages.push(wire::tool_message(
+                &wire::new_uuid(),
+                "web_search",
+                &result,
+                &call_id,
+            ));
+        }
+    });
 }
 
 /// The answer in the thread's history (with the clarification call, when scripted) and
@@ -545,6 +575,7 @@ async fn pursue_goal(out: &mut Out, script: &Script, mut last_ai: String) -> Res
                     )
                 });
                 let id = format!("lc_run--{}", wire::new_uuid());
+                record_tool_steps(out, script.tool_steps);
                 stream_text(out, script, &id, &text, false).await?;
                 let message = wire::ai_message(&id, &text, Vec::new());
                 out.update(|t| t.messages.push(message));

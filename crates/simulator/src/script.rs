@@ -205,6 +205,12 @@ pub struct Script {
     /// DeerFlow's goal bookkeeping publishes it with `checkpoint_channel_mode: delta`
     /// (`runtime/goal.py` `write_thread_goal`): the goal fields, no `messages` list.
     pub delta_checkpoints: bool,
+    /// Tool calls the agent makes before each answer (the run's first and each goal
+    /// continuation's): a call and its result each, in the thread's history and the run's
+    /// record (as DeerFlow's run journal writes `llm.ai.response` and `llm.tool.result`),
+    /// not streamed. Enough of them make a record longer than one page of
+    /// `GET …/runs/{run_id}/messages`.
+    pub tool_steps: usize,
     /// Goal evaluation after the turn.
     pub goal: GoalPlan,
     /// The `/runs/wait` body.
@@ -251,6 +257,7 @@ impl Default for Script {
             hold: Hold::Natural,
             error_status: false,
             delta_checkpoints: false,
+            tool_steps: 0,
             goal: GoalPlan::default(),
             wait_body: WaitBody::Values,
         }
@@ -481,6 +488,12 @@ impl Script {
     /// Decide when the run is over.
     pub fn hold(mut self, hold: Hold) -> Self {
         self.hold = hold;
+        self
+    }
+
+    /// Make `n` tool calls before each answer (see [`Script::tool_steps`]).
+    pub fn tool_steps(mut self, n: usize) -> Self {
+        self.tool_steps = n;
         self
     }
 
