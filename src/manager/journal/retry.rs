@@ -91,17 +91,17 @@ impl Journal {
     }
 }
 
-/// Gives entry `id` up with its `record`: counted, and kept for an operator. An [`Entry`]
-/// this process works on is given up with [`Entry::give_up`], which also stops renewals
-/// judging it.
+/// Gives entry `id` up with its `record`: kept for an operator, and counted once the store
+/// took it (not when the entry was removed or taken over meanwhile, nor when the store
+/// failed). An [`Entry`] this process works on is given up with [`Entry::give_up`], which
+/// also stops renewals judging it.
 pub(super) async fn give_up(shared: &Shared, id: &str, record: &JournalRecord) {
-    metrics::counter!(names::JOURNAL_GIVEN_UP).increment(1);
     match shared
         .store
         .journal_give_up(id, record, &shared.holder)
         .await
     {
-        Ok(true) => {}
+        Ok(true) => metrics::counter!(names::JOURNAL_GIVEN_UP).increment(1),
         Ok(false) => tracing::debug!("A journal entry was removed or taken over before giving up."),
         Err(error) => tracing::warn!(%error, "Giving a journal entry up failed."),
     }

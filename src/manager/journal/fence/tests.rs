@@ -18,6 +18,8 @@ use super::super::{Admission, Entry, Final, JournalConfig, relock};
 use crate::bus::WITHHELD;
 use crate::store::faulty::Faulty;
 use crate::store::{DedupeKey, JournalState, SqliteStore, Store};
+use crate::telemetry::names;
+use im_bridge_fakes::telemetry::TelemetryProbe;
 
 /// The lease of both replicas here: short, so that it runs out (and the claim's grace
 /// after it) while the test waits.
@@ -413,6 +415,30 @@ async fn an_entry_removed_or_given_up_leaves_a_newer_one_of_its_id_judged() {
     );
     newer.remove().await;
     assert!(!judged(&newer), "its own removal ends it");
+    a.journal.shut_down(DEADLINE).await;
+    b.journal.shut_down(DEADLINE).await;
+}
+
+/// A give-up is counted only where the store took it: not by the replica whose entry
+/// another one took over meanwhile (the store refuses it), but by the one that holds it.
+#[tokio::test]
+async fn a_give_up_the_store_refused_is_not_counted() {
+    let probe = TelemetryProbe::new();
+    // A test's runtime runs every task on its own thread: they all count here.
+    let _counted = metrics::set_default_local_recorder(&probe);
+    let given_up = || probe.counter(names::JOURNAL_GIVEN_UP, &[]);
+    let Replicas { cut_off, a, b, .. } = replicas().await;
+    let (_, entry) = admit(&a).await;
+    let taken = taken_over_then_renewed(&cut_off, &a, &b).await;
+    entry.give_up().await;
+    assert_eq!(given_up(), 0, "refused: the entry is b's");
+    taken[0].give_up().await;
+    assert_eq!(given_up(), 1, "b holds it");
+    let listed = b.store.journal_list(0, 10).await.unwrap();
+    assert!(
+        listed.len() == 1 && listed[0].gave_up_ms.is_some(),
+        "kept for an operator"
+    );
     a.journal.shut_down(DEADLINE).await;
     b.journal.shut_down(DEADLINE).await;
 }
