@@ -4,13 +4,23 @@
 //! "Scale-out").
 //!
 //! The lease `transport:<channel>` is taken for [`DaemonConfig::lease_ttl`]
-//! (default [`DEFAULT_TTL`]) and renewed every third of it. A holder that cannot renew
-//! (the lease went to another replica, or the store stopped answering for nearly a whole
-//! TTL) stops its transport before the lease can expire, so two replicas never run the
-//! transport at once; then it stands by again. A holder that stops releases the lease, so
-//! a standby takes over within a third of the TTL. With the single-replica SQLite store no
-//! lease is taken at all ([`Store::is_shared`]): its lock file already keeps a second
-//! daemon out, and a lease left by a crashed run would only delay the restart.
+//! (`bridge.store_lease_seconds`, default [`DEFAULT_TTL`]) and renewed every third of it.
+//! A holder that cannot renew (the lease went to another replica, or the store stopped
+//! answering for nearly a whole TTL) stops its transport before the lease can expire, so
+//! two replicas never run the transport at once; then it stands by again. A holder that
+//! stops releases the lease, so a standby takes over within a third of the TTL. With the
+//! single-replica SQLite store no lease is taken at all ([`Store::is_shared`]): its lock
+//! file already keeps a second daemon out, and a lease left by a crashed run would only
+//! delay the restart.
+//!
+//! Replicas may run with different leases. What keeps a holder's work its own depends only
+//! on its own lease and the expiry it wrote in the store (a transport's `expires_at`, a
+//! journal entry's `lease_until`): it renews every third of its lease, and stops (the
+//! transport here, its finals in the journal's fence) by its own clock before that expiry.
+//! A replica taking over judges by the stored expiry, never by its own setting; its own
+//! lease only adds the journal claim's grace (it claims an entry whose lease ran out one
+//! of *its* leases ago), so a fleet is as safe as one whose every replica runs the
+//! shortest lease among them.
 //!
 //! [`DaemonConfig::lease_ttl`]: crate::daemon::DaemonConfig::lease_ttl
 
@@ -24,8 +34,20 @@ use tokio_util::sync::CancellationToken;
 
 use crate::store::Store;
 
-/// How long a lease lasts unless renewed.
+/// How long a lease lasts unless renewed (`bridge.store_lease_seconds` unset).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
+
+/// The shortest lease `bridge.store_lease_seconds` accepts. A holder renews every third
+/// of its lease and withholds its finals once three quarters of it passed without a
+/// renewal; below 5 s those steps (1.7 s, 3.75 s) leave less room than a PostgreSQL round
+/// trip under load may take, so a live replica would withhold finals or give its
+/// transport up on an ordinary slow call.
+pub const MIN_TTL: Duration = Duration::from_secs(5);
+
+/// The longest lease `bridge.store_lease_seconds` accepts: a dead replica's transport
+/// waits up to a lease for another replica, and its journaled messages two (the claim's
+/// grace), so a longer one means more than ten minutes of silence.
+pub const MAX_TTL: Duration = Duration::from_secs(300);
 
 /// The channels standing by for their lease (another replica runs their transport): healthy,
 /// so `/readyz` counts them ready.

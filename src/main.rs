@@ -62,14 +62,6 @@ const EXIT_INVALID_CONFIG: u8 = 2;
 /// Exit status of `doctor` when a check failed.
 const EXIT_CHECK_FAILED: u8 = 1;
 
-/// The variable that shortens the store's leases (`transport:<channel>` and the journal's),
-/// in milliseconds: a test knob, not a setting. The tests that kill a replica on PostgreSQL
-/// and wait for another to take its work over (`tests/crash.rs`, `tests/clock.rs`) would
-/// otherwise wait out up to two whole default leases (30 s) each time. Unset, as in
-/// production, the lease is [`im_bridge::lease::DEFAULT_TTL`], which the fence margins and
-/// the operator documentation are stated against.
-const LEASE_TTL_ENV: &str = "IM_BRIDGE_TEST_LEASE_TTL_MS";
-
 /// `--version`: the package version and the commit, e.g. `0.1.0 (3f2a9c81d0e4)`.
 const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -419,7 +411,7 @@ async fn serve(command: Command) -> anyhow::Result<ExitCode> {
                 webhooks,
                 states,
                 drain,
-                ..daemon_config(&settings, lease_ttl()?)
+                ..daemon_config(&settings)
             };
             let exit = daemon::run(config, channels, shutdown).await?;
             tracing::info!(?exit, "im-bridge stopped.");
@@ -561,23 +553,8 @@ async fn demo(shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The store's lease: [`LEASE_TTL_ENV`] when set (a test's), else the default.
-fn lease_ttl() -> anyhow::Result<Duration> {
-    let Some(value) = std::env::var_os(LEASE_TTL_ENV) else {
-        return Ok(im_bridge::lease::DEFAULT_TTL);
-    };
-    let millis = value
-        .to_str()
-        .and_then(|v| v.parse::<u64>().ok())
-        .filter(|ms| *ms > 0)
-        .with_context(|| format!("{LEASE_TTL_ENV} must be a positive number of milliseconds"))?;
-    let ttl = Duration::from_millis(millis);
-    tracing::warn!(?ttl, "The store's leases are shortened for a test.");
-    Ok(ttl)
-}
-
-/// The daemon's configuration from `settings`, its store leases lasting `lease`.
-fn daemon_config(settings: &Settings, lease: Duration) -> DaemonConfig {
+/// The daemon's configuration from `settings`.
+fn daemon_config(settings: &Settings) -> DaemonConfig {
     let mut channel_sessions = HashMap::new();
     let mut channel_locales = HashMap::new();
     let mut channel_admins = HashMap::new();
@@ -610,7 +587,7 @@ fn daemon_config(settings: &Settings, lease: Duration) -> DaemonConfig {
             max_event_age,
             max_reply_messages: settings.max_reply_messages.get(),
             journal: JournalConfig {
-                lease,
+                lease: settings.store_lease,
                 final_retry: settings.final_retry,
             },
             owners: if settings.single_user {
@@ -624,7 +601,7 @@ fn daemon_config(settings: &Settings, lease: Duration) -> DaemonConfig {
         store: settings.store.clone(),
         admin_listen: Some(settings.admin_listen),
         locales_dir: settings.locales_dir.clone(),
-        lease_ttl: lease,
+        lease_ttl: settings.store_lease,
         webhooks: im_bridge_channel::WebhookHost::default(),
         conversation_ttl: settings.conversation_ttl,
         supervisor: im_bridge::supervisor::SupervisorConfig::default(),

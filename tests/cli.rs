@@ -90,6 +90,10 @@ const BAD_CONFIGS: &[(&str, &str)] = &[
         "channels.telegram.bot_token: environment variable $IM_BRIDGE_TEST_UNSET_TOKEN is not set",
     ),
     (
+        "channels:\n  console: {enabled: true}\nbridge:\n  store_lease_seconds: 2\n",
+        "bridge.store_lease_seconds: expected a number of seconds from 5 to 300, got 2",
+    ),
+    (
         "channels:\n  console: {enabled: false}\n",
         "channels: no channel is enabled",
     ),

@@ -12,6 +12,9 @@
 //! `faketime`; `IM_BRIDGE_LIBFAKETIME` names the library where it lives elsewhere). The
 //! monotonic clock stays real (`FAKETIME_DONT_FAKE_MONOTONIC`): only the wall clock is off,
 //! as on a machine whose NTP is broken.
+//!
+//! Also here, since it reads the same rows by the same clock: a daemon takes leases as
+//! long as `bridge.store_lease_seconds` says (no libfaketime needed).
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -25,9 +28,10 @@ use crate::support::PgSchema;
 /// How far ahead the second replica's wall clock runs.
 const SKEW_SECS: u64 = 30;
 /// The lease the daemons take on their transport and their journal entries (renewed every
-/// third): shortened from the default 15 s so that the renewals watched and the takeover
-/// waited for take seconds, not a minute. The skew stays six leases long: a replica that
-/// judged leases by its own clock would find every lease of A's expired at once.
+/// third; `bridge.store_lease_seconds`): shortened from the default 15 s so that the
+/// renewals watched and the takeover waited for take seconds, not a minute. The skew
+/// stays six leases long: a replica that judged leases by its own clock would find every
+/// lease of A's expired at once.
 const TTL: Duration = crate::crash::SHORT_LEASE;
 /// Long enough for a lease to run out and be taken over, with room to spare.
 const TAKEOVER: Duration = Duration::from_secs(60);
@@ -89,6 +93,19 @@ async fn journal(pg: &PgSchema) -> Vec<(String, i64, String)> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// How far, in milliseconds, the Telegram lease and the first journal entry's lease run
+/// out after the database's now (`None` where there is no such row).
+async fn leases_ahead(pg: &PgSchema) -> (Option<i64>, Option<i64>) {
+    let now = "(floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT)";
+    let sql = format!(
+        "SELECT (SELECT expires_at FROM {s}.im_bridge_leases WHERE name = 'transport:telegram') - {now},
+                (SELECT lease_until FROM {s}.im_bridge_journal ORDER BY seq LIMIT 1) - {now}",
+        s = pg.name
+    );
+    let row = pg.admin.query_one(&sql, &[]).await.unwrap();
+    (row.get(0), row.get(1))
 }
 
 /// Waits until the journal holds exactly one entry and its run id is saved.
@@ -287,5 +304,36 @@ async fn issue_27_a_replica_whose_clock_runs_30_s_ahead_neither_polls_nor_takes_
     assert_eq!(conflicts(), 0, "one poller at a time\n{}", c.logs());
     assert_eq!(transports_started(), 2);
     drop(b);
+    pg.drop().await;
+}
+
+/// `bridge.store_lease_seconds` is what the daemon's leases last: with a run in flight, its
+/// transport's lease and its journaled message's run out at most that long after the
+/// database's now (renewed every third of it), where the default would put them 10 to
+/// 15 s ahead.
+#[tokio::test]
+async fn the_daemon_takes_leases_as_long_as_bridge_store_lease_seconds() {
+    let Some(pg) = PgSchema::create("im_bridge_lease").await else {
+        return;
+    };
+    let c = Crashable::with_short_leases(tempfile::tempdir().unwrap(), pg.url.clone()).await;
+    c.sim.script_next_run(
+        Script::with_answer("held open")
+            .chunks(2)
+            .hold(Hold::UntilFinished),
+    );
+    let daemon = c.spawn(0);
+    c.say("how long is a lease?");
+    wait_running_entry(&c, &pg).await;
+    let ttl_ms = i64::try_from(TTL.as_millis()).unwrap();
+    let (transport, entry) = leases_ahead(&pg).await;
+    for (what, ahead) in [("transport lease", transport), ("journal lease", entry)] {
+        let ahead = ahead.unwrap_or_else(|| panic!("no {what}\n{}", c.logs()));
+        assert!(
+            (1..=ttl_ms).contains(&ahead),
+            "the {what} runs out {ahead} ms after the database's now, not within {ttl_ms} ms"
+        );
+    }
+    drop(daemon);
     pg.drop().await;
 }

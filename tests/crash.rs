@@ -32,7 +32,7 @@ pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 pub(crate) const USER: i64 = 4242;
 
 /// The store lease of the daemons [`Crashable::with_short_leases`] starts, in place of the
-/// default 15 s (`IM_BRIDGE_TEST_LEASE_TTL_MS`, read by the binary): another replica takes
+/// default 15 s (`bridge.store_lease_seconds` in their file): another replica takes
 /// a killed one's work over once its lease ran out a whole lease ago, within 10 s instead
 /// of 30 s. The live holders renew every third of it (1.7 s), so only a daemon that could
 /// not reach the store for most of 5 s would lose its lease to a live replica.
@@ -92,8 +92,11 @@ impl Crashable {
     }
 
     pub(crate) fn config(&self) -> PathBuf {
+        let lease = self.lease.map_or(String::new(), |lease| {
+            format!("  store_lease_seconds: {}\n", lease.as_secs_f64())
+        });
         let text = format!(
-            "channels:\n  langgraph_url: {}\n  gateway_url: {}\n{}  telegram:\n    enabled: true\n    bot_token: \"{TOKEN}\"\n    api_url: {}\n    poll_timeout_seconds: 1\n{}bridge:\n  store: \"{}\"\n  admin_listen: {}\n{}",
+            "channels:\n  langgraph_url: {}\n  gateway_url: {}\n{}  telegram:\n    enabled: true\n    bot_token: \"{TOKEN}\"\n    api_url: {}\n    poll_timeout_seconds: 1\n{}bridge:\n  store: \"{}\"\n  admin_listen: {}\n{lease}{}",
             self.sim.langgraph_url(),
             self.sim.gateway_url(),
             self.channels_keys,
@@ -115,12 +118,7 @@ impl Crashable {
 
     /// [`spawn`](Self::spawn) with extra environment variables (e.g. a preloaded library).
     pub(crate) fn spawn_with(&self, n: usize, env: &[(&str, &str)]) -> Child {
-        let lease = self.lease.map(|ttl| ttl.as_millis().to_string());
-        let lease = lease
-            .as_deref()
-            .map(|ms| ("IM_BRIDGE_TEST_LEASE_TTL_MS", ms));
-        let env: Vec<(&str, &str)> = env.iter().copied().chain(lease).collect();
-        run_daemon(&self.config(), &self.log_path(n), &env)
+        run_daemon(&self.config(), &self.log_path(n), env)
     }
 
     /// [`spawn`](Self::spawn) from a copy of the binary of this test's own: its pages of

@@ -121,6 +121,10 @@ pub struct RawChannelConnections {
 pub struct RawBridge {
     /// `sqlite://PATH` (default `sqlite://./im-bridge.db`) or `postgres://…`.
     pub store: Option<String>,
+    /// How long a replica's leases in the store last unless renewed (its transport's, its
+    /// journaled messages'), in seconds: 5 to 300, default 15. Shorter: a dead replica's
+    /// work is taken over sooner; longer: a slow store is waited out longer.
+    pub store_lease_seconds: Option<f64>,
     /// Address of `/healthz`, `/readyz`, `/metrics`. Default `127.0.0.1:9464`.
     pub admin_listen: Option<String>,
     /// Token sent as `X-DeerFlow-Internal-Token`; falls back to

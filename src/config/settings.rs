@@ -37,6 +37,10 @@ pub struct Settings {
     pub notification_locale: String,
     /// Where bindings, dedupe keys and chat settings live.
     pub store: StoreLocation,
+    /// How long this replica's leases in the store last unless renewed
+    /// (`bridge.store_lease_seconds`).
+    #[serde(with = "secs")]
+    pub store_lease: Duration,
     /// Address of the admin endpoints.
     pub admin_listen: SocketAddr,
     /// The bearer token of the operator's admin endpoints (issue 33); `None`: they are off.
@@ -205,6 +209,7 @@ pub fn validate(
         connections_enabled,
         notification_locale,
         store: bridge.store,
+        store_lease: bridge.store_lease,
         admin_listen: bridge.admin_listen,
         admin_token: bridge.admin_token,
         locales_dir: bridge.locales_dir,

@@ -422,6 +422,44 @@ fn issue_19_final_retry_hours() {
 }
 
 #[test]
+fn the_store_lease_is_a_setting_from_5_to_300_seconds() {
+    use std::time::Duration;
+    let (s, _) = load_str(&with_console("channels:\n"), &env(&[])).unwrap();
+    assert_eq!(s.store_lease, Duration::from_secs(15));
+    for (value, lease) in [("5", 5.0), ("7.5", 7.5), ("300", 300.0)] {
+        let text = with_console(&format!(
+            "channels:\nbridge:\n  store_lease_seconds: {value}\n"
+        ));
+        let (s, _) = load_str(&text, &env(&[])).unwrap();
+        assert_eq!(s.store_lease, Duration::from_secs_f64(lease));
+    }
+    for bad in ["4.9", "0", "-15", "301", ".inf"] {
+        let text = with_console(&format!(
+            "channels:\nbridge:\n  store_lease_seconds: {bad}\n"
+        ));
+        let got = if bad == ".inf" { "inf" } else { bad };
+        assert_eq!(
+            errors_of(&text, &env(&[])),
+            [format!(
+                "bridge.store_lease_seconds: expected a number of seconds from 5 to 300, got {got}"
+            )]
+        );
+    }
+    // A value of the wrong type is an error at the key, beside the file's other problems.
+    let text = "channels:\n  console: {enabled: true}\nbridge:\n  store_lease_seconds: [15]\n  max_reply_messages: 0\n";
+    let errors = errors_of(text, &env(&[]));
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[0].starts_with("bridge.store_lease_seconds: invalid type: sequence"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].starts_with("bridge.max_reply_messages:"),
+        "{errors:?}"
+    );
+}
+
+#[test]
 fn issue_27_printed_settings_hide_url_passwords() {
     let text = "channels:\n  gateway_url: https://ops:GWPASS@gateway.example:8001\n  langgraph_url: http://lg:LGPASS@gateway.example:8001/api\n  console: {enabled: true}\n";
     let (settings, _) = load_str(text, &env(&[])).unwrap();

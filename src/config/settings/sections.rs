@@ -208,6 +208,8 @@ pub(super) struct Bridge {
     pub(super) internal_token: Option<Secret>,
     /// `bridge.store`.
     pub(super) store: StoreLocation,
+    /// `bridge.store_lease_seconds`.
+    pub(super) store_lease: Duration,
     /// From [`SECRET_KEY_ENV`].
     pub(super) secret_key: Option<SecretKey>,
     /// `bridge.max_reply_messages`.
@@ -242,6 +244,7 @@ pub(super) fn bridge(b: &RawBridge, env: &dyn Env, found: &mut Findings) -> Brid
         b.store.as_deref().unwrap_or(DEFAULT_STORE),
         &mut found.errors,
     );
+    let store_lease = store_lease(b.store_lease_seconds, &mut found.errors);
     // Named by the variable, never echoed (issue 32).
     let secret_key =
         SecretKey::from_var(env.var(SECRET_KEY_ENV).as_deref()).unwrap_or_else(|error| {
@@ -257,6 +260,7 @@ pub(super) fn bridge(b: &RawBridge, env: &dyn Env, found: &mut Findings) -> Brid
         goal_from_chat_timeout,
         internal_token,
         store,
+        store_lease,
         secret_key,
         max_reply_messages,
         conversation_ttl,
@@ -290,6 +294,21 @@ fn internal_token(b: &RawBridge, env: &dyn Env, found: &mut Findings) -> Option<
         found.warnings.push("bridge.internal_token: not set and DEER_FLOW_INTERNAL_AUTH_TOKEN is empty; the Gateway will refuse our calls unless its auth is disabled".into());
     }
     token
+}
+
+/// `bridge.store_lease_seconds`, from [`MIN_TTL`](crate::lease::MIN_TTL) to
+/// [`MAX_TTL`](crate::lease::MAX_TTL) (their docs say why); absent, the default.
+fn store_lease(value: Option<f64>, errors: &mut Vec<ConfigError>) -> Duration {
+    let mut issues = Issues::new("bridge");
+    let lease = config::seconds(
+        &mut issues,
+        "store_lease_seconds",
+        value,
+        crate::lease::DEFAULT_TTL,
+        crate::lease::MIN_TTL.as_secs_f64()..=crate::lease::MAX_TTL.as_secs_f64(),
+    );
+    errors.extend(issues.into_vec());
+    lease
 }
 
 /// The bridge-wide bounds: `max_reply_messages`, `conversation_ttl_days`,

@@ -23,12 +23,16 @@
 //! lost *before* the clock restarts from it. Entries that came later are judged by the
 //! next renewal; the lease their admission or claim wrote runs from when that call was
 //! sent, at most a store call's timeout before the renewal, which the claim's grace (a
-//! whole lease) covers. Entries this process removed, gave up or left held for their chat
-//! are no longer judged. Hence a final that passes the gate belongs to an entry either renewed by the
-//! renewal the clock runs from or newer than it: nobody else can hold it, however long
-//! the final waited in its lane, and without a store call per final. A save that fails
-//! therefore still counts as this process's: the renewal that lets the final go out
-//! judged the entry.
+//! whole lease, the claiming replica's) and the margin below (a quarter of this
+//! process's) cover together when they outlast the call's bound, as they do at the
+//! default lease (18.75 s against 15 s). With shorter leases (`bridge.store_lease_seconds`,
+//! down to 5 s: 6.25 s) an admission or claim whose statement took longer than that sum
+//! to commit (a stalled database) is not covered. Entries this process removed, gave up
+//! or left held for their chat are no longer judged. Hence a final that passes the gate
+//! belongs to an entry either renewed by the renewal the clock runs from or newer than
+//! it: nobody else can hold it, however long the final waited in its lane, and without
+//! a store call per final. A save that fails therefore still counts as this process's:
+//! the renewal that lets the final go out judged the entry.
 //!
 //! A final is checked just before its delivery (the lane's [`Gate`]): refused, it fails
 //! for now ([`WITHHELD`](crate::bus::WITHHELD)) and waits in the entry as any final that
