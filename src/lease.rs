@@ -5,9 +5,13 @@
 //!
 //! The lease `transport:<channel>` is taken for [`DaemonConfig::lease_ttl`]
 //! (`bridge.store_lease_seconds`, default [`DEFAULT_TTL`]) and renewed every third of it.
-//! A holder that cannot renew (the lease went to another replica, or the store stopped
-//! answering for nearly a whole TTL) stops its transport before the lease can expire, so
-//! two replicas never run the transport at once; then it stands by again. A holder that
+//! A holder that cannot renew (the lease went to another replica, or the store failed or
+//! did not answer in time) stops its transport before the lease can expire, so two
+//! replicas never run the transport at once; then it stands by again. The lease is counted
+//! from when the call that took or renewed it was sent (the store wrote its expiry then
+//! or later, never earlier), and the transport is stopped once [`STOP_BY`] of it passed
+//! without a renewal, the rest left for the transport to wind down: a renewal still
+//! unanswered then is abandoned. A holder that
 //! stops releases the lease, so a standby takes over within a third of the TTL. With the
 //! single-replica SQLite store no lease is taken at all ([`Store::is_shared`]): its lock
 //! file already keeps a second daemon out, and a lease left by a crashed run would only
@@ -36,6 +40,11 @@ use crate::store::Store;
 
 /// How long a lease lasts unless renewed (`bridge.store_lease_seconds` unset).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
+
+/// The part of its lease after which a holder that could not renew stops its transport
+/// (three quarters, as the journal's fence withholds finals): 11.25 s of the default, the
+/// last 3.75 s left for the transport to stop.
+pub const STOP_BY: f64 = 0.75;
 
 /// The shortest lease `bridge.store_lease_seconds` accepts. A holder renews every third
 /// of its lease and withholds its finals once three quarters of it passed without a
@@ -101,12 +110,13 @@ pub async fn run_exclusive(
     let channel_name = channel.name();
     let name = format!("transport:{channel_name}");
     let renew_every = lease.ttl / 3;
+    let stop_by = lease.ttl.mul_f64(STOP_BY);
     loop {
         lease.standby.set(channel_name, true);
-        if !acquire(&lease, &name, renew_every, &shutdown).await {
+        let Some(mut granted) = acquire(&lease, &name, renew_every, &shutdown).await else {
             lease.standby.set(channel_name, false);
             return Ok(ChannelExit::Stopped);
-        }
+        };
         lease.standby.set(channel_name, false);
         tracing::info!(
             channel = channel_name,
@@ -115,7 +125,6 @@ pub async fn run_exclusive(
         let held = shutdown.child_token();
         let run = channel.run(sink.clone(), held.clone());
         tokio::pin!(run);
-        let mut renewed = Instant::now();
         loop {
             tokio::select! {
                 exit = &mut run => {
@@ -124,19 +133,26 @@ pub async fn run_exclusive(
                 }
                 () = tokio::time::sleep(renew_every) => {}
             }
-            match lease
-                .store
-                .acquire_lease(&name, &lease.holder, lease.ttl)
-                .await
-            {
-                Ok(true) => renewed = Instant::now(),
-                Ok(false) => break,
-                Err(error) => {
+            // Stop before the lease can run out and another replica start, however long
+            // the renewal takes.
+            let deadline = granted + stop_by;
+            let sent = Instant::now();
+            let renewal = lease.store.acquire_lease(&name, &lease.holder, lease.ttl);
+            match tokio::time::timeout_at(deadline, renewal).await {
+                Ok(Ok(true)) => granted = sent,
+                Ok(Ok(false)) => break,
+                Ok(Err(error)) => {
                     tracing::warn!(channel = channel_name, %error, "Renewing the transport lease failed.");
-                    // Stop before the lease can run out and another replica start.
-                    if renewed.elapsed() + renew_every >= lease.ttl {
+                    if Instant::now() + renew_every >= deadline {
                         break;
                     }
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        channel = channel_name,
+                        "Renewing the transport lease took too long."
+                    );
+                    break;
                 }
             }
         }
@@ -152,21 +168,23 @@ pub async fn run_exclusive(
     }
 }
 
-/// Waits until the lease is this replica's: `false` when `shutdown` came first.
+/// Waits until the lease is this replica's: when the call that took it was sent, or `None`
+/// when `shutdown` came first.
 async fn acquire(
     lease: &Lease,
     name: &str,
     retry_every: Duration,
     shutdown: &CancellationToken,
-) -> bool {
+) -> Option<Instant> {
     let mut waiting_logged = false;
     loop {
+        let sent = Instant::now();
         match lease
             .store
             .acquire_lease(name, &lease.holder, lease.ttl)
             .await
         {
-            Ok(true) => return true,
+            Ok(true) => return Some(sent),
             Ok(false) if !waiting_logged => {
                 tracing::info!(
                     lease = name,
@@ -180,7 +198,7 @@ async fn acquire(
             }
         }
         tokio::select! {
-            () = shutdown.cancelled() => return false,
+            () = shutdown.cancelled() => return None,
             () = tokio::time::sleep(retry_every) => {}
         }
     }
@@ -191,3 +209,6 @@ async fn release(lease: &Lease, name: &str) {
         tracing::warn!(lease = name, %error, "Releasing the transport lease failed.");
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,13 +2,16 @@
 //! (tests only): reads that never see a binding, as if another replica bound the
 //! conversation between this replica's read and its write; journal renewals and saves that
 //! fail, as for a replica cut off from its store; admissions written but answered too late
-//! (a timeout after the commit); takes of a pending question that never answer; and a
-//! claim to be shared by replicas, so that an SQLite store in a test stands for a shared
+//! (a timeout after the commit); takes of a pending question that never answer; lease
+//! calls that answer only once a test lets them; and a claim to be shared by replicas, so that an SQLite store in a test stands for a shared
 //! one.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
 
 use im_bridge_channel::ChatId;
 
@@ -33,6 +36,11 @@ pub(crate) struct Faulty {
     pub(crate) takes_hang: AtomicBool,
     /// While set, `journal_save` fails without reaching `inner`.
     pub(crate) saves_fail: AtomicBool,
+    /// While `true`, `acquire_lease` waits before it reaches `inner` (a store that does
+    /// not answer), and goes on once it is `false`.
+    pub(crate) leases_hang: watch::Sender<bool>,
+    /// When each `acquire_lease` that `inner` granted was called, in order.
+    pub(crate) leases_granted: Mutex<Vec<Instant>>,
 }
 
 impl Faulty {
@@ -46,6 +54,8 @@ impl Faulty {
             admissions_time_out: AtomicBool::new(false),
             takes_hang: AtomicBool::new(false),
             saves_fail: AtomicBool::new(false),
+            leases_hang: watch::Sender::new(false),
+            leases_granted: Mutex::new(Vec::new()),
         }
     }
 
@@ -205,7 +215,16 @@ impl Store for Faulty {
         holder: &str,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        self.inner.acquire_lease(name, holder, ttl).await
+        let called = Instant::now();
+        // Never closed: the sender is this store's own.
+        let _ = self.leases_hang.subscribe().wait_for(|hang| !hang).await;
+        let granted = self.inner.acquire_lease(name, holder, ttl).await?;
+        if granted {
+            (self.leases_granted.lock())
+                .unwrap_or_else(|p| p.into_inner())
+                .push(called);
+        }
+        Ok(granted)
     }
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
         self.inner.release_lease(name, holder).await
