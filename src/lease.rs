@@ -4,14 +4,18 @@
 //! "Scale-out").
 //!
 //! The lease `transport:<channel>` is taken for [`DaemonConfig::lease_ttl`]
-//! (`bridge.store_lease_seconds`, default [`DEFAULT_TTL`]) and renewed every third of it.
-//! A holder that cannot renew (the lease went to another replica, or the store failed or
-//! did not answer in time) stops its transport before the lease can expire, so two
-//! replicas never run the transport at once; then it stands by again. The lease is counted
-//! from when the call that took or renewed it was sent (the store wrote its expiry then
-//! or later, never earlier), and the transport is stopped once [`STOP_BY`] of it passed
-//! without a renewal, the rest left for the transport to wind down: a renewal still
-//! unanswered then is abandoned. A holder that
+//! (`bridge.store_lease_seconds`, default [`DEFAULT_TTL`]) and renewed a third of it after
+//! the last grant. A holder that cannot renew (the lease went to another replica, or the
+//! store failed or did not answer in time) stops its transport before the lease can
+//! expire, so two replicas never run the transport at once; then it stands by again. The
+//! lease is counted from when the call that took or renewed it was sent (the store wrote
+//! its expiry then or later, never earlier), and the transport is stopped once [`STOP_BY`]
+//! of it passed without a renewal, the rest left for the transport to wind down: a renewal
+//! has from a third to three quarters of the lease (6.25 s of the default) to answer, and
+//! one still unanswered then is abandoned, as is a take that answers that late (the
+//! transport is not started on it). A store slower than that makes the transport stop and
+//! start again, logged. This holds while the store's clock and this process's monotonic
+//! clock run alike (a machine suspended meanwhile stops the latter). A holder that
 //! stops releases the lease, so a standby takes over within a third of the TTL. With the
 //! single-replica SQLite store no lease is taken at all ([`Store::is_shared`]): its lock
 //! file already keeps a second daemon out, and a lease left by a crashed run would only
@@ -125,25 +129,30 @@ pub async fn run_exclusive(
         let held = shutdown.child_token();
         let run = channel.run(sink.clone(), held.clone());
         tokio::pin!(run);
+        let mut next = granted + renew_every;
         loop {
             tokio::select! {
                 exit = &mut run => {
                     release(&lease, &name).await;
                     return exit;
                 }
-                () = tokio::time::sleep(renew_every) => {}
+                () = tokio::time::sleep_until(next) => {}
             }
             // Stop before the lease can run out and another replica start, however long
-            // the renewal takes.
+            // the renewal takes: it has from a third to three quarters of the lease.
             let deadline = granted + stop_by;
             let sent = Instant::now();
             let renewal = lease.store.acquire_lease(&name, &lease.holder, lease.ttl);
             match tokio::time::timeout_at(deadline, renewal).await {
-                Ok(Ok(true)) => granted = sent,
+                Ok(Ok(true)) => {
+                    granted = sent;
+                    next = sent + renew_every;
+                }
                 Ok(Ok(false)) => break,
                 Ok(Err(error)) => {
                     tracing::warn!(channel = channel_name, %error, "Renewing the transport lease failed.");
-                    if Instant::now() + renew_every >= deadline {
+                    next = Instant::now() + renew_every;
+                    if next >= deadline {
                         break;
                     }
                 }
@@ -169,7 +178,9 @@ pub async fn run_exclusive(
 }
 
 /// Waits until the lease is this replica's: when the call that took it was sent, or `None`
-/// when `shutdown` came first.
+/// when `shutdown` came first. A call that answers only after [`STOP_BY`] of the lease it
+/// asks for is abandoned (it may have taken the lease, which then runs out too soon to
+/// start the transport on), and another is made.
 async fn acquire(
     lease: &Lease,
     name: &str,
@@ -179,23 +190,21 @@ async fn acquire(
     let mut waiting_logged = false;
     loop {
         let sent = Instant::now();
-        match lease
-            .store
-            .acquire_lease(name, &lease.holder, lease.ttl)
-            .await
-        {
-            Ok(true) => return Some(sent),
-            Ok(false) if !waiting_logged => {
+        let call = lease.store.acquire_lease(name, &lease.holder, lease.ttl);
+        match tokio::time::timeout_at(sent + lease.ttl.mul_f64(STOP_BY), call).await {
+            Ok(Ok(true)) => return Some(sent),
+            Ok(Ok(false)) if !waiting_logged => {
                 tracing::info!(
                     lease = name,
                     "Another replica runs this transport; standing by."
                 );
                 waiting_logged = true;
             }
-            Ok(false) => {}
-            Err(error) => {
+            Ok(Ok(false)) => {}
+            Ok(Err(error)) => {
                 tracing::warn!(lease = name, %error, "Taking the transport lease failed.")
             }
+            Err(_) => tracing::warn!(lease = name, "Taking the transport lease took too long."),
         }
         tokio::select! {
             () = shutdown.cancelled() => return None,

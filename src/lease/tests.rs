@@ -1,30 +1,36 @@
 //! The transport lease on a real SQLite store told it is shared (`store/faulty.rs`), on real
 //! time with a short lease: a holder whose store stops answering stops its transport
-//! before the lease it last took can run out, and takes it up again once the store answers.
+//! before the lease it last took can run out, and takes it up again once the store
+//! answers; a store slow but in time keeps it running; a lease taken by a call that
+//! answered too late is not run on.
 
 use std::num::NonZeroUsize;
+use std::sync::atomic::Ordering;
 
 use async_trait::async_trait;
 use im_bridge_channel::{
     Capabilities, ChannelIdentity, ChannelResult, SendTarget, SentMessage, inbound_queue,
 };
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use super::*;
 use crate::store::SqliteStore;
 use crate::store::faulty::Faulty;
 
-/// The lease here: renewed every 400 ms, the transport stopped 900 ms after a renewal
-/// unless another went through.
-const TTL: Duration = Duration::from_millis(1200);
+/// The lease here: renewed 667 ms after each grant; the transport stopped 1.5 s after a
+/// grant unless another came, 0.5 s before the lease could run out.
+const TTL: Duration = Duration::from_secs(2);
 /// How long any wait here may take.
 const DEADLINE: Duration = Duration::from_secs(10);
 
-/// A transport that serves until told to stop, recording when each run started and
-/// stopped.
+/// When each run of a transport started and, once it did, stopped.
+type Runs = Vec<(Instant, Option<Instant>)>;
+
+/// A transport that serves until told to stop, recording its runs.
 struct Serving {
     identity: ChannelIdentity,
-    runs: watch::Sender<Vec<(Instant, Option<Instant>)>>,
+    runs: watch::Sender<Runs>,
 }
 
 #[async_trait]
@@ -48,63 +54,144 @@ impl Channel for Serving {
     }
 }
 
-/// Waits until `runs` satisfies `done`; returns them.
-async fn wait_runs(
-    runs: &mut watch::Receiver<Vec<(Instant, Option<Instant>)>>,
-    what: &str,
-    done: impl FnMut(&Vec<(Instant, Option<Instant>)>) -> bool,
-) -> Vec<(Instant, Option<Instant>)> {
-    tokio::time::timeout(DEADLINE, runs.wait_for(done))
-        .await
-        .unwrap_or_else(|_| panic!("never: {what}"))
-        .unwrap()
-        .clone()
+/// [`run_exclusive`] over a [`Serving`] transport on a shared [`Faulty`] SQLite store.
+struct Rig {
+    store: Arc<Faulty>,
+    runs: watch::Receiver<Runs>,
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<ChannelExit, ChannelError>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Rig {
+    /// The store, with `faults` set on it before the transport's lease is first asked for.
+    async fn start(faults: impl FnOnce(&Faulty)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
+        let store = Arc::new(Faulty::new(sqlite).shared());
+        faults(&store);
+        let (runs, watched) = watch::channel(Vec::new());
+        let channel = Arc::new(Serving {
+            identity: ChannelIdentity::always_connected("serving", Capabilities::final_only(100)),
+            runs,
+        });
+        let (sink, _queue) = inbound_queue(NonZeroUsize::MIN);
+        let shutdown = CancellationToken::new();
+        let lease = Lease {
+            store: store.clone(),
+            holder: holder_id(),
+            ttl: TTL,
+            standby: Standby::default(),
+        };
+        let task = tokio::spawn(run_exclusive(channel, sink, shutdown.clone(), lease));
+        Self {
+            store,
+            runs: watched,
+            shutdown,
+            task,
+            _dir: dir,
+        }
+    }
+
+    /// Waits until the runs satisfy `done`; returns them.
+    async fn wait_runs(&mut self, what: &str, done: impl FnMut(&Runs) -> bool) -> Runs {
+        tokio::time::timeout(DEADLINE, self.runs.wait_for(done))
+            .await
+            .unwrap_or_else(|_| panic!("never: {what}"))
+            .unwrap()
+            .clone()
+    }
+
+    /// When each granted lease call was made, in order.
+    fn granted(&self) -> Vec<Instant> {
+        self.store.leases_granted.lock().unwrap().clone()
+    }
+
+    /// Waits, polling, until `done` says so.
+    async fn wait_store(&self, what: &str, done: impl Fn(&Self) -> bool) {
+        let until = Instant::now() + DEADLINE;
+        while !done(self) {
+            assert!(Instant::now() < until, "never: {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        let exit = tokio::time::timeout(DEADLINE, self.task).await.unwrap();
+        assert!(matches!(exit, Ok(Ok(ChannelExit::Stopped))), "{exit:?}");
+    }
 }
 
 #[tokio::test]
 async fn a_holder_whose_renewal_does_not_answer_stops_its_transport_before_its_lease_runs_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(&dir.path().join("s.db")).await.unwrap());
-    let store = Arc::new(Faulty::new(sqlite).shared());
-    let (runs, mut watched) = watch::channel(Vec::new());
-    let channel = Arc::new(Serving {
-        identity: ChannelIdentity::always_connected("serving", Capabilities::final_only(100)),
-        runs,
-    });
-    let (sink, _queue) = inbound_queue(NonZeroUsize::MIN);
-    let shutdown = CancellationToken::new();
-    let lease = Lease {
-        store: store.clone(),
-        holder: holder_id(),
-        ttl: TTL,
-        standby: Standby::default(),
-    };
-    let task = tokio::spawn(run_exclusive(channel, sink, shutdown.clone(), lease));
-    wait_runs(&mut watched, "the transport started", |r| !r.is_empty()).await;
-    let granted = || store.leases_granted.lock().unwrap().clone();
+    let mut rig = Rig::start(|_| {}).await;
+    rig.wait_runs("the transport started", |r| !r.is_empty())
+        .await;
     // Renewed twice: then the store stops answering.
-    let until = Instant::now() + DEADLINE;
-    while granted().len() < 3 {
-        assert!(Instant::now() < until, "never renewed");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    store.leases_hang.send_replace(true);
-    let runs = wait_runs(&mut watched, "the transport stopped", |r| r[0].1.is_some()).await;
-    let stopped = runs[0].1.unwrap();
-    let last = *granted().last().unwrap();
+    rig.wait_store("renewed twice", |rig| rig.granted().len() >= 3)
+        .await;
+    rig.store.leases_hang.send_replace(true);
+    let runs = rig
+        .wait_runs("the transport stopped", |r| r[0].1.is_some())
+        .await;
+    let (stopped, last) = (runs[0].1.unwrap(), *rig.granted().last().unwrap());
     assert!(
         stopped < last + TTL,
-        "stopped {:?} after the last lease was taken, which lasts {TTL:?}",
+        "stopped {:?} after the last lease was asked for, which lasts {TTL:?}",
         stopped - last
     );
-    assert_eq!(runs.len(), 1, "not started again while the store is silent");
-    store.leases_hang.send_replace(false);
-    wait_runs(&mut watched, "the transport started again", |r| {
-        r.len() == 2
+    // Standing by: taken up again once the store answers.
+    rig.store.leases_hang.send_replace(false);
+    rig.wait_runs("the transport started again", |r| r.len() == 2)
+        .await;
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_lease_taken_by_a_call_that_answered_too_late_is_not_run_on() {
+    // The store takes the lease at once but answers the first call only after the next
+    // one was made: by then the lease it took has less than a quarter left.
+    let mut rig = Rig::start(|store| {
+        store.leases_late.send_replace(true);
     })
     .await;
-    shutdown.cancel();
-    let exit = tokio::time::timeout(DEADLINE, task).await.unwrap().unwrap();
-    assert!(matches!(exit, Ok(ChannelExit::Stopped)), "{exit:?}");
+    rig.wait_store("a second call", |rig| {
+        rig.store.lease_calls.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    rig.store.leases_late.send_replace(false);
+    let runs = rig
+        .wait_runs("the transport started", |r| !r.is_empty())
+        .await;
+    let granted = rig.granted();
+    let started = runs[0].0;
+    let taken = granted.iter().rev().find(|g| **g <= started).unwrap();
+    assert!(
+        started < *taken + TTL.mul_f64(STOP_BY),
+        "started {:?} after the call that took the lease, which lasts {TTL:?}: {granted:?}",
+        started - *taken
+    );
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_store_slow_but_in_time_keeps_the_transport_running() {
+    // Each call takes 0.3 of a lease: a renewal made a third of a lease after the one
+    // before answered would not make it in time; one made a third after it was granted does.
+    let mut rig = Rig::start(|store| {
+        *store.leases_slow.lock().unwrap() = TTL.mul_f64(0.3);
+    })
+    .await;
+    rig.wait_runs("the transport started", |r| !r.is_empty())
+        .await;
+    rig.wait_store("renewed four times", |rig| rig.granted().len() >= 5)
+        .await;
+    let runs = rig.runs.borrow().clone();
+    assert!(
+        runs.len() == 1 && runs[0].1.is_none(),
+        "never stopped: {runs:?}"
+    );
+    rig.stop().await;
 }

@@ -3,10 +3,10 @@
 //! conversation between this replica's read and its write; journal renewals and saves that
 //! fail, as for a replica cut off from its store; admissions written but answered too late
 //! (a timeout after the commit); takes of a pending question that never answer; lease
-//! calls that answer only once a test lets them; and a claim to be shared by replicas, so that an SQLite store in a test stands for a shared
+//! calls that reach the store or answer only once a test lets them; and a claim to be shared by replicas, so that an SQLite store in a test stands for a shared
 //! one.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,7 +39,14 @@ pub(crate) struct Faulty {
     /// While `true`, `acquire_lease` waits before it reaches `inner` (a store that does
     /// not answer), and goes on once it is `false`.
     pub(crate) leases_hang: watch::Sender<bool>,
-    /// When each `acquire_lease` that `inner` granted was called, in order.
+    /// While `true`, `acquire_lease` waits after `inner` answered (a store that committed
+    /// but answers late), and answers once it is `false`.
+    pub(crate) leases_late: watch::Sender<bool>,
+    /// How long each `acquire_lease` takes before it reaches `inner` (a slow store).
+    pub(crate) leases_slow: Mutex<Duration>,
+    /// How many `acquire_lease` calls were made.
+    pub(crate) lease_calls: AtomicUsize,
+    /// When each `acquire_lease` that `inner` granted was called, in order, once answered.
     pub(crate) leases_granted: Mutex<Vec<Instant>>,
 }
 
@@ -55,6 +62,9 @@ impl Faulty {
             takes_hang: AtomicBool::new(false),
             saves_fail: AtomicBool::new(false),
             leases_hang: watch::Sender::new(false),
+            leases_late: watch::Sender::new(false),
+            leases_slow: Mutex::new(Duration::ZERO),
+            lease_calls: AtomicUsize::new(0),
             leases_granted: Mutex::new(Vec::new()),
         }
     }
@@ -216,9 +226,13 @@ impl Store for Faulty {
         ttl: Duration,
     ) -> Result<bool, StoreError> {
         let called = Instant::now();
-        // Never closed: the sender is this store's own.
+        self.lease_calls.fetch_add(1, Ordering::SeqCst);
+        let slow = *self.leases_slow.lock().unwrap_or_else(|p| p.into_inner());
+        tokio::time::sleep(slow).await;
+        // Never closed: the senders are this store's own.
         let _ = self.leases_hang.subscribe().wait_for(|hang| !hang).await;
         let granted = self.inner.acquire_lease(name, holder, ttl).await?;
+        let _ = self.leases_late.subscribe().wait_for(|late| !late).await;
         if granted {
             (self.leases_granted.lock())
                 .unwrap_or_else(|p| p.into_inner())
