@@ -424,7 +424,7 @@ async fn an_entry_removed_or_given_up_leaves_a_newer_one_of_its_id_judged() {
 #[tokio::test]
 async fn a_give_up_the_store_refused_is_not_counted() {
     let probe = TelemetryProbe::new();
-    // A test's runtime runs every task on its own thread: they all count here.
+    // A test's runtime is single-threaded: every task of the journal counts here.
     let _counted = metrics::set_default_local_recorder(&probe);
     let given_up = || probe.counter(names::JOURNAL_GIVEN_UP, &[]);
     let Replicas { cut_off, a, b, .. } = replicas().await;
