@@ -93,8 +93,9 @@ async fn a_recovered_goal_run_read_from_its_record_shows_each_of_its_segments() 
 }
 
 /// The same, read while the Gateway has marked the run succeeded but not yet written the
-/// rest of its record (its last continuation shows no message, no receipt): the record is
-/// read again until it does, rather than taken for a last segment that said nothing.
+/// rest of its record (its last continuation shows the tool calls it made but not its
+/// answer, and there is no receipt): the record is read again until it does, rather than
+/// taken for a last segment that said nothing.
 #[tokio::test]
 async fn a_goal_runs_record_read_before_the_gateway_wrote_all_of_it_is_read_again() {
     goal_run_read_from_its_record(Record::Held).await;
@@ -113,7 +114,8 @@ async fn a_goal_runs_record_longer_than_a_page_is_read_back_to_the_runs_start() 
 enum Record {
     /// Whole when the bridge first reads it.
     Whole,
-    /// Its tail shows only once the bridge read the events twice.
+    /// Its last row (the last continuation's answer, after its tool calls) shows only once
+    /// the bridge read the events twice.
     Held,
     /// Longer than three pages of `…/messages` (the tool calls of every segment).
     Long,
@@ -126,10 +128,11 @@ async fn goal_run_read_from_its_record(record: Record) {
     let first = Script::with_answer("First answer.")
         .chunks(2)
         .wait_after_chunk(1);
-    // Each segment: 2 × 110 rows and its answer, 664 rows in all with the input.
+    // Long: each segment 2 × 110 rows and its answer, 664 rows in all with the input.
     let first = match record {
+        Record::Whole => first,
+        Record::Held => first.tool_steps(1),
         Record::Long => first.tool_steps(110),
-        Record::Whole | Record::Held => first,
     };
     let before = goal_run_continuing(&c, first, 2).await;
     let first = streamed(&c.fake, "the first words", "First").await;
@@ -151,7 +154,7 @@ async fn goal_run_read_from_its_record(record: Record) {
     another_client_runs(&c, &thread, true).await;
 
     let held = record == Record::Held;
-    assert!(c.sim.hold_run_record(&run_id, held));
+    assert!(c.sim.hold_run_record(&run_id, usize::from(held)));
     let daemon = c.spawn(1);
     if held {
         let events = |r: &RecordedRequest| r.path.ends_with(&format!("{run_id}/events"));
@@ -159,7 +162,7 @@ async fn goal_run_read_from_its_record(record: Record) {
             .wait_for_requests(2, DEADLINE, events)
             .await
             .unwrap_or_else(|_| panic!("the events read again: {:?}", c.paths()));
-        c.sim.hold_run_record(&run_id, false);
+        c.sim.hold_run_record(&run_id, 0);
     }
     c.wait_journal_empty().await;
     let messages = c.fake.bot_messages(USER);

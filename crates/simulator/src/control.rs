@@ -192,13 +192,14 @@ impl Simulator {
         found
     }
 
-    /// Holds run `run_id`'s record back after its last `run.start` (`held`), as DeerFlow's
-    /// is between marking the run succeeded and flushing the rest of its journal, or lets
-    /// it all show again; false if the run is unknown.
-    pub fn hold_run_record(&self, run_id: &str, held: bool) -> bool {
+    /// Holds back the newest `rows` message rows of run `run_id`'s record and its receipt,
+    /// as DeerFlow's are between marking the run succeeded and flushing the rest of its
+    /// journal (it writes in batches, so the tail may end anywhere), or, with `0`, lets it
+    /// all show again; false if the run is unknown.
+    pub fn hold_run_record(&self, run_id: &str, rows: usize) -> bool {
         let found = match self.state().runs.get_mut(run_id) {
             Some(run) => {
-                run.record_held = held;
+                run.record_held = rows;
                 true
             }
             None => false,

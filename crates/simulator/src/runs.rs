@@ -178,7 +178,7 @@ fn register(call: &ThreadCall, kind: Kind, request: RunRequest) -> Result<Starte
         cancel: CancellationToken::new(),
         messages: Vec::new(),
         starts: vec![0],
-        record_held: false,
+        record_held: 0,
     };
     state.runs.insert(run_id.clone(), entry);
     let input_text = request

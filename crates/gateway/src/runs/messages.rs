@@ -21,8 +21,9 @@
 //! DeerFlow marks a run succeeded a moment before it flushes the last of the run's record,
 //! then writes a `run.delivery` receipt. So the events are read first, the receipt with
 //! them: with the receipt, every message row is there too; without it, a record whose last
-//! invocation shows no message of the agent yet is read again, a few times within about a
-//! second, before it is taken as it is. A run of many tool calls writes more than one page
+//! invocation does not show its end yet (the agent's answer or its question; DeerFlow
+//! writes the record in batches, so the tail may stop after a tool call) is read again, a
+//! few times within about a second, before it is taken as it is. A run of many tool calls writes more than one page
 //! of rows: older pages are read (at most [`MAX_PAGES`]) while the run's own start is
 //! older than the oldest row read.
 
@@ -42,7 +43,7 @@ pub const PAGE: usize = 200;
 const EVENTS: usize = 100;
 /// Pages of rows read at the most.
 pub const MAX_PAGES: usize = 5;
-/// The waits before a record whose last invocation shows nothing yet is read again.
+/// The waits before a record whose last invocation does not show its end yet is read again.
 const SETTLING: [Duration; 4] = [
     Duration::from_millis(50),
     Duration::from_millis(100),
@@ -112,14 +113,25 @@ impl Events {
     }
 }
 
+/// Whether `message` ends an invocation of the agent: its answer (an AI message calling no
+/// tool) or the question it asked (`ask_clarification`'s result, which stops the run). A
+/// tool call or another tool's result alone is not the end: more follows it.
+fn ends_an_invocation(message: &Message) -> bool {
+    match message.kind() {
+        Some("ai") => !message.has_tool_calls(),
+        Some("tool") => message.name() == Some("ask_clarification"),
+        _ => false,
+    }
+}
+
 /// The agent's messages of `rows` (oldest first), with a continuation's stand-in before
 /// the rows that come after each of `starts` but the first (the run's own start); and
-/// whether the last invocation shows a message the agent wrote (not its input).
+/// whether the last invocation shows its end ([`ends_an_invocation`]).
 fn read(rows: &[Row], starts: &[i64]) -> (Vec<Message>, bool) {
     let mut continuations = starts.iter().skip(1).copied().peekable();
     let mut out = Vec::with_capacity(rows.len() + starts.len());
     let last_start = starts.last().copied().unwrap_or(i64::MIN);
-    let mut last_shows = false;
+    let mut last_ended = false;
     for row in rows {
         if let Some(seq) = row.seq {
             while continuations.next_if(|start| *start < seq).is_some() {
@@ -128,16 +140,15 @@ fn read(rows: &[Row], starts: &[i64]) -> (Vec<Message>, bool) {
         }
         if row.is_the_agents() {
             let message = Message::from_value(&row.content);
-            // The run's input is no sign the agent wrote anything.
-            last_shows |=
-                message.kind() != Some("human") && row.seq.is_none_or(|seq| seq > last_start);
+            last_ended |=
+                ends_an_invocation(&message) && row.seq.is_none_or(|seq| seq > last_start);
             out.push(message);
         }
     }
     // A continuation that began after the last row read wrote nothing yet: an empty
     // segment of its own, as in the thread's state.
     out.extend(continuations.map(|_| Message::goal_continuation()));
-    (out, last_shows)
+    (out, last_ended)
 }
 
 impl GatewayClient {
@@ -161,13 +172,13 @@ impl GatewayClient {
             };
             let from = events.starts.first().copied();
             let rows = self.run_rows(owner, thread, run_id, from).await?;
-            let (messages, last_shows) = read(&rows, &events.starts);
-            if events.delivered || last_shows {
+            let (messages, last_ended) = read(&rows, &events.starts);
+            if events.delivered || last_ended {
                 return Ok(messages);
             }
             let Some(wait) = settling.next() else {
                 tracing::debug!(
-                    "A run's record shows nothing of its last invocation; read as it is."
+                    "A run's record does not show its last invocation's end; read as it is."
                 );
                 return Ok(messages);
             };
@@ -277,6 +288,32 @@ mod tests {
         assert!(
             !read(&rows[..1], &[1]).1,
             "the input alone is not an answer"
+        );
+    }
+
+    #[test]
+    fn only_an_answer_or_a_question_ends_an_invocation() {
+        // The last invocation (from 3) as DeerFlow's batched journal may have written it so
+        // far: a tool call and its result, then the answer or the question.
+        let mut rows: Vec<Row> = serde_json::from_value(json!([
+            {"seq": 2, "category": "message", "content": {"type": "ai", "content": "one"}},
+            {"seq": 4, "category": "message", "content": {"type": "ai", "content": "",
+             "tool_calls": [{"name": "web_search", "args": {}, "id": "c"}]}},
+            {"seq": 5, "category": "message", "content": {"type": "tool", "name": "web_search",
+             "content": "found", "tool_call_id": "c"}},
+            {"seq": 6, "category": "message", "content": {"type": "ai", "content": "two"}},
+            {"seq": 7, "category": "message", "content": {"type": "tool",
+             "name": "ask_clarification", "content": "Which?", "tool_call_id": "q"}},
+        ]))
+        .unwrap();
+        let starts = [1, 3];
+        assert!(!read(&rows[..2], &starts).1, "a tool call is not the end");
+        assert!(!read(&rows[..3], &starts).1, "nor its result");
+        assert!(read(&rows[..4], &starts).1, "the answer is");
+        assert!(read(&[rows.remove(4)], &[6]).1, "so is the question");
+        assert!(
+            !read(&rows[..1], &starts).1,
+            "an earlier invocation's answer is not"
         );
     }
 

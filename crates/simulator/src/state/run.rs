@@ -80,17 +80,17 @@ pub(crate) struct RunEntry {
     /// began. DeerFlow's run journal writes a `run.start` event at each invocation
     /// (`GET …/runs/{run_id}/events`) but no continuation prompt.
     pub starts: Vec<usize>,
-    /// The record shows nothing after the last `run.start` (no row, no receipt), as
-    /// DeerFlow's between marking the run succeeded and flushing the rest of its journal
-    /// (`Simulator::hold_run_record`).
-    pub record_held: bool,
+    /// The newest message rows the record does not show yet, nor the receipt while any is
+    /// held, as DeerFlow's between marking the run succeeded and flushing the rest of its
+    /// journal (`Simulator::hold_run_record`).
+    pub record_held: usize,
 }
 
 impl RunEntry {
     /// The run's record as DeerFlow's run event store holds it, in order: a `run.start` at
     /// each invocation of the agent, a row per message (the model's answers as the lead
     /// agent's), and once the run ended its `run.delivery` receipt, numbered by `seq`; while
-    /// `record_held`, nothing after the last `run.start`.
+    /// `record_held`, not its newest rows nor the receipt.
     fn events(&self) -> Vec<Value> {
         let mut events = Vec::with_capacity(self.messages.len() + self.starts.len() + 1);
         let mut push = |event_type: &str, category: &str, content: Value, metadata: Value| {
@@ -101,12 +101,12 @@ impl RunEntry {
             }));
         };
         let lead = || json!({"caller": "lead_agent"});
-        let last_start = self.starts.iter().copied().max().unwrap_or(0);
+        let written = self.messages.len().saturating_sub(self.record_held);
         for n in 0..=self.messages.len() {
             for _ in self.starts.iter().filter(|start| **start == n) {
                 push("run.start", "trace", json!({"chain": "lead_agent"}), lead());
             }
-            if self.record_held && n >= last_start {
+            if self.record_held > 0 && n >= written {
                 return events;
             }
             let Some(message) = self.messages.get(n) else {
