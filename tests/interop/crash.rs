@@ -267,19 +267,81 @@ async fn the_real_gateway_marks_where_each_goal_continuation_began() {
             })
             .collect();
         if segments == expected {
-            return;
+            break;
         }
         assert!(Instant::now() < until, "{segments:#?}\n{messages:#?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    the_record_reads_as_the_client_assumes(&b, USER).await;
 }
 
-/// The record of the newest run on `user`'s Telegram thread, read through the client.
-async fn run_record(b: &Bridge, user: i64) -> Vec<Message> {
+/// What `GatewayClient::run_messages` assumes of a run's record, read in DeerFlow's source
+/// (`runtime/runs/worker.py`, `routers/thread_runs.py`), here on the wire: once the run
+/// ended, its `run.delivery` receipt follows every message row in the sequence; and pages
+/// of `…/messages` read back with `before_seq` (each the newest rows before it, oldest
+/// first, `has_more` while older ones are left) give the whole record, nothing twice.
+async fn the_record_reads_as_the_client_assumes(b: &Bridge, user: i64) {
+    let (owner, thread, run_id) = newest_run(b, user).await;
+    let run = format!("/api/threads/{thread}/runs/{run_id}");
+    let seqs = |page: &serde_json::Value| -> Vec<i64> {
+        let rows = page["data"].as_array().expect("a page's rows");
+        rows.iter()
+            .map(|row| row["seq"].as_i64().expect("a row's seq"))
+            .collect()
+    };
+    let until = Instant::now() + DEADLINE;
+    let receipt = loop {
+        let path = format!("{run}/events?event_types=run.start,run.delivery");
+        let events = b.gw.get(&owner, &path).await;
+        let receipt = events.as_array().and_then(|events| {
+            let mut receipts = events.iter().filter(|e| e["event_type"] == "run.delivery");
+            receipts.next().and_then(|e| e["seq"].as_i64())
+        });
+        if let Some(seq) = receipt {
+            break seq;
+        }
+        assert!(Instant::now() < until, "no run.delivery: {events}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Read once the receipt is there: the whole record, on one page.
+    let page = b.gw.get(&owner, &format!("{run}/messages?limit=200")).await;
+    assert_eq!(page["has_more"], false, "{page}");
+    let whole = seqs(&page);
+    assert!(whole.len() >= 3 && whole.is_sorted(), "{whole:?}");
+    assert!(
+        whole.iter().all(|seq| *seq < receipt),
+        "{receipt} {whole:?}"
+    );
+    let mut paged: Vec<i64> = Vec::new();
+    let mut before = String::new();
+    loop {
+        let page =
+            b.gw.get(&owner, &format!("{run}/messages?limit=2{before}"))
+                .await;
+        let mut rows = seqs(&page);
+        assert!(!rows.is_empty() && rows.len() <= 2, "{page}");
+        before = format!("&before_seq={}", rows[0]);
+        rows.append(&mut paged);
+        paged = rows;
+        if page["has_more"] != true {
+            break;
+        }
+    }
+    assert_eq!(paged, whole);
+}
+
+/// The owner, the thread and the newest run of `user`'s Telegram chat.
+async fn newest_run(b: &Bridge, user: i64) -> (String, String, String) {
     let thread = b.tg_thread(user);
     let owner = b.gw.owner("telegram", "user", &user.to_string());
     let runs = b.gw.runs(&owner, &thread).await;
     let run_id = runs[0]["run_id"].as_str().expect("the run's id").to_owned();
+    (owner, thread, run_id)
+}
+
+/// The record of the newest run on `user`'s Telegram thread, read through the client.
+async fn run_record(b: &Bridge, user: i64) -> Vec<Message> {
+    let (owner, thread, run_id) = newest_run(b, user).await;
     let client = GatewayClient::new(GatewayConfig {
         langgraph_url: format!("{}/api", b.gw.url),
         gateway_url: b.gw.url.clone(),

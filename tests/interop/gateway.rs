@@ -110,11 +110,16 @@ impl Gateway {
         serde_json::from_str(&body).unwrap_or_else(|e| panic!("{what}: {e}: {body}"))
     }
 
+    /// `GET {path}` as `owner`: the JSON of a successful answer.
+    pub async fn get(&self, owner: &str, path: &str) -> Value {
+        self.json(self.request(reqwest::Method::GET, path, owner), path)
+            .await
+    }
+
     /// The runs of `thread` (`GET /api/threads/{id}/runs`), as `owner`.
     pub async fn runs(&self, owner: &str, thread: &str) -> Vec<Value> {
-        let path = format!("/api/threads/{thread}/runs");
         let runs = self
-            .json(self.request(reqwest::Method::GET, &path, owner), &path)
+            .get(owner, &format!("/api/threads/{thread}/runs"))
             .await;
         runs.as_array().cloned().unwrap_or_default()
     }
