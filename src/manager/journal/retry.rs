@@ -91,12 +91,12 @@ impl Journal {
     }
 }
 
-/// Gives entry `id` up with its `record`: kept for an operator, and counted, unless the
-/// store refused it (the entry was removed or taken over meanwhile: another replica's to
-/// finish). A give-up the store failed to write is counted all the same: this process
-/// stops trying, and the entry stays pending in the store, held by this process until it
-/// stops, then taken up again by whichever claims it. An [`Entry`] this process works on is given up with [`Entry::give_up`],
-/// which also stops renewals judging it.
+/// Gives entry `id` up with its `record`: kept for an operator, and counted once the store
+/// took it. Not counted when the store refused it (the entry was removed or taken over
+/// meanwhile: another replica's to finish) nor when the write failed: the entry then stays
+/// pending in the store, held by this process until it stops, and whichever process takes
+/// it up next gives it up again, and counts it then, once. An [`Entry`] this process works
+/// on is given up with [`Entry::give_up`], which also stops renewals judging it.
 pub(super) async fn give_up(shared: &Shared, id: &str, record: &JournalRecord) {
     match shared
         .store
@@ -105,10 +105,10 @@ pub(super) async fn give_up(shared: &Shared, id: &str, record: &JournalRecord) {
     {
         Ok(true) => metrics::counter!(names::JOURNAL_GIVEN_UP).increment(1),
         Ok(false) => tracing::debug!("A journal entry was removed or taken over before giving up."),
-        Err(error) => {
-            metrics::counter!(names::JOURNAL_GIVEN_UP).increment(1);
-            tracing::warn!(%error, "Giving a journal entry up failed; it stays pending in the store until this process stops.");
-        }
+        Err(error) => tracing::warn!(
+            %error,
+            "Giving a journal entry up failed; it stays pending in the store, and is given up again when it is next taken up."
+        ),
     }
 }
 
