@@ -10,13 +10,17 @@
 //! expire, so two replicas never run the transport at once; then it stands by again. The
 //! lease is counted from when the call that took or renewed it was sent (the store wrote
 //! its expiry then or later, never earlier), and the transport is stopped once [`STOP_BY`]
-//! of it passed without a renewal, the rest left for the transport to wind down: a renewal
-//! has from a third to three quarters of the lease (6.25 s of the default) to answer, and
-//! one still unanswered then is abandoned, as is a take that answers that late (the
-//! transport is not started on it). A store slower than that makes the transport stop and
-//! start again, logged. This holds while the store's clock and this process's monotonic
-//! clock run alike (a machine suspended meanwhile stops the latter). A holder that
-//! stops releases the lease, so a standby takes over within a third of the TTL. With the
+//! of it passed without a renewal, the rest left for the transport to wind down (a
+//! transport stops within about a second of being told; 1.25 s is the least this leaves). A renewal has until then to answer (a
+//! failed one is tried again every twelfth of the lease meanwhile), and one still
+//! unanswered then is abandoned, the transport serving on while it waits; a take must
+//! answer within a third of the lease, or the transport is not started on it. So a store
+//! that answers within about a third of the lease (5 s of the default) keeps the
+//! transport running; a slower one makes it stop and start again, logged. This holds while
+//! the store's clock and this process's monotonic clock run alike (a machine suspended
+//! meanwhile stops the latter). A holder that stops releases the lease, so a standby
+//! takes over within a third of the TTL (unless a renewal abandoned just before commits
+//! after the release: then within a lease). With the
 //! single-replica SQLite store no lease is taken at all ([`Store::is_shared`]): its lock
 //! file already keeps a second daemon out, and a lease left by a crashed run would only
 //! delay the restart.
@@ -139,11 +143,21 @@ pub async fn run_exclusive(
                 () = tokio::time::sleep_until(next) => {}
             }
             // Stop before the lease can run out and another replica start, however long
-            // the renewal takes: it has from a third to three quarters of the lease.
+            // the renewal takes; the transport serves on meanwhile.
             let deadline = granted + stop_by;
             let sent = Instant::now();
-            let renewal = lease.store.acquire_lease(&name, &lease.holder, lease.ttl);
-            match tokio::time::timeout_at(deadline, renewal).await {
+            let renewal = tokio::time::timeout_at(
+                deadline,
+                lease.store.acquire_lease(&name, &lease.holder, lease.ttl),
+            );
+            let renewed = tokio::select! {
+                exit = &mut run => {
+                    release(&lease, &name).await;
+                    return exit;
+                }
+                renewed = renewal => renewed,
+            };
+            match renewed {
                 Ok(Ok(true)) => {
                     granted = sent;
                     next = sent + renew_every;
@@ -151,7 +165,8 @@ pub async fn run_exclusive(
                 Ok(Ok(false)) => break,
                 Ok(Err(error)) => {
                     tracing::warn!(channel = channel_name, %error, "Renewing the transport lease failed.");
-                    next = Instant::now() + renew_every;
+                    // Tried again soon, while there is time.
+                    next = Instant::now() + renew_every / 4;
                     if next >= deadline {
                         break;
                     }
@@ -172,15 +187,18 @@ pub async fn run_exclusive(
         held.cancel();
         run.await?;
         if shutdown.is_cancelled() {
+            // Given up in case it is still this replica's, so a standby need not wait.
+            release(&lease, &name).await;
             return Ok(ChannelExit::Stopped);
         }
     }
 }
 
 /// Waits until the lease is this replica's: when the call that took it was sent, or `None`
-/// when `shutdown` came first. A call that answers only after [`STOP_BY`] of the lease it
-/// asks for is abandoned (it may have taken the lease, which then runs out too soon to
-/// start the transport on), and another is made.
+/// when `shutdown` came first. A call that answers only after `retry_every` (a third of
+/// the lease it asks for) is abandoned, and another is made a third later: it may have
+/// taken the lease, but too little of it is left to start the transport on, which would
+/// stop again at the first renewal.
 async fn acquire(
     lease: &Lease,
     name: &str,
@@ -191,7 +209,7 @@ async fn acquire(
     loop {
         let sent = Instant::now();
         let call = lease.store.acquire_lease(name, &lease.holder, lease.ttl);
-        match tokio::time::timeout_at(sent + lease.ttl.mul_f64(STOP_BY), call).await {
+        match tokio::time::timeout_at(sent + retry_every, call).await {
             Ok(Ok(true)) => return Some(sent),
             Ok(Ok(false)) if !waiting_logged => {
                 tracing::info!(

@@ -103,6 +103,11 @@ impl Rig {
             .clone()
     }
 
+    /// When each lease call was made, in order.
+    fn calls(&self) -> Vec<Instant> {
+        self.store.lease_calls.lock().unwrap().clone()
+    }
+
     /// When each granted lease call was made, in order.
     fn granted(&self) -> Vec<Instant> {
         self.store.leases_granted.lock().unwrap().clone()
@@ -117,6 +122,24 @@ impl Rig {
         }
     }
 
+    /// [`Rig::start`] without faults, once the transport runs.
+    async fn running() -> Self {
+        let mut rig = Self::start(|_| {}).await;
+        rig.wait_runs("the transport started", |r| !r.is_empty())
+            .await;
+        rig
+    }
+
+    /// Stops it, once sure the transport ran once and never stopped.
+    async fn stop_having_served_throughout(self) {
+        let runs = self.runs.borrow().clone();
+        assert!(
+            runs.len() == 1 && runs[0].1.is_none(),
+            "never stopped: {runs:?}"
+        );
+        self.stop().await;
+    }
+
     async fn stop(self) {
         self.shutdown.cancel();
         let exit = tokio::time::timeout(DEADLINE, self.task).await.unwrap();
@@ -126,9 +149,7 @@ impl Rig {
 
 #[tokio::test]
 async fn a_holder_whose_renewal_does_not_answer_stops_its_transport_before_its_lease_runs_out() {
-    let mut rig = Rig::start(|_| {}).await;
-    rig.wait_runs("the transport started", |r| !r.is_empty())
-        .await;
+    let mut rig = Rig::running().await;
     // Renewed twice: then the store stops answering.
     rig.wait_store("renewed twice", |rig| rig.granted().len() >= 3)
         .await;
@@ -151,47 +172,71 @@ async fn a_holder_whose_renewal_does_not_answer_stops_its_transport_before_its_l
 
 #[tokio::test]
 async fn a_lease_taken_by_a_call_that_answered_too_late_is_not_run_on() {
-    // The store takes the lease at once but answers the first call only after the next
-    // one was made: by then the lease it took has less than a quarter left.
+    // The store takes the lease at once but answers only once the next call was made: the
+    // first call is abandoned a third of a lease after it was sent, and the transport
+    // starts on the second.
     let mut rig = Rig::start(|store| {
         store.leases_late.send_replace(true);
     })
     .await;
-    rig.wait_store("a second call", |rig| {
-        rig.store.lease_calls.load(Ordering::SeqCst) >= 2
-    })
-    .await;
+    rig.wait_store("a second call", |rig| rig.calls().len() >= 2)
+        .await;
     rig.store.leases_late.send_replace(false);
     let runs = rig
         .wait_runs("the transport started", |r| !r.is_empty())
         .await;
-    let granted = rig.granted();
-    let started = runs[0].0;
-    let taken = granted.iter().rev().find(|g| **g <= started).unwrap();
+    let (calls, started) = (rig.calls(), runs[0].0);
     assert!(
-        started < *taken + TTL.mul_f64(STOP_BY),
-        "started {:?} after the call that took the lease, which lasts {TTL:?}: {granted:?}",
-        started - *taken
+        calls[1] - calls[0] < TTL,
+        "the first call abandoned before its lease could run out: {calls:?}"
+    );
+    assert!(
+        calls[1] <= started && started < calls[1] + TTL / 3,
+        "started on the second call's lease, with most of it left: {:?} after it",
+        started - calls[1]
     );
     rig.stop().await;
 }
 
 #[tokio::test]
 async fn a_store_slow_but_in_time_keeps_the_transport_running() {
-    // Each call takes 0.3 of a lease: a renewal made a third of a lease after the one
+    // Each call takes 0.28 of a lease: a renewal made a third of a lease after the one
     // before answered would not make it in time; one made a third after it was granted does.
-    let mut rig = Rig::start(|store| {
-        *store.leases_slow.lock().unwrap() = TTL.mul_f64(0.3);
-    })
-    .await;
-    rig.wait_runs("the transport started", |r| !r.is_empty())
-        .await;
+    let rig = Rig::running().await;
+    *rig.store.leases_slow.lock().unwrap() = TTL.mul_f64(0.28);
     rig.wait_store("renewed four times", |rig| rig.granted().len() >= 5)
         .await;
-    let runs = rig.runs.borrow().clone();
-    assert!(
-        runs.len() == 1 && runs[0].1.is_none(),
-        "never stopped: {runs:?}"
-    );
+    rig.stop_having_served_throughout().await;
+}
+
+#[tokio::test]
+async fn renewals_that_fail_for_a_while_are_tried_again_until_three_quarters_of_the_lease() {
+    let rig = Rig::running().await;
+    // Two renewals in a row fail (a third and five twelfths of a lease after the grant),
+    // then the store is back.
+    let before = rig.calls().len();
+    rig.store.leases_fail.store(true, Ordering::SeqCst);
+    rig.wait_store("two failed renewals", |rig| rig.calls().len() >= before + 2)
+        .await;
+    rig.store.leases_fail.store(false, Ordering::SeqCst);
+    let granted = rig.granted().len();
+    rig.wait_store("renewed twice again", |rig| {
+        rig.granted().len() >= granted + 2
+    })
+    .await;
+    rig.stop_having_served_throughout().await;
+}
+
+#[tokio::test]
+async fn a_shutdown_during_a_renewal_that_does_not_answer_stops_at_once() {
+    let rig = Rig::running().await;
+    let before = rig.calls().len();
+    rig.store.leases_hang.send_replace(true);
+    rig.wait_store("a renewal under way", |rig| rig.calls().len() > before)
+        .await;
+    // The transport serves on while the renewal waits, and stops when told, without
+    // waiting for the renewal's deadline (up to 0.8 s away).
+    let asked = Instant::now();
     rig.stop().await;
+    assert!(asked.elapsed() < TTL / 5, "{:?}", asked.elapsed());
 }

@@ -6,7 +6,7 @@
 //! calls that reach the store or answer only once a test lets them; and a claim to be shared by replicas, so that an SQLite store in a test stands for a shared
 //! one.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -42,11 +42,14 @@ pub(crate) struct Faulty {
     /// While `true`, `acquire_lease` waits after `inner` answered (a store that committed
     /// but answers late), and answers once it is `false`.
     pub(crate) leases_late: watch::Sender<bool>,
+    /// While set, `acquire_lease` fails without reaching `inner`.
+    pub(crate) leases_fail: AtomicBool,
     /// How long each `acquire_lease` takes before it reaches `inner` (a slow store).
     pub(crate) leases_slow: Mutex<Duration>,
-    /// How many `acquire_lease` calls were made.
-    pub(crate) lease_calls: AtomicUsize,
-    /// When each `acquire_lease` that `inner` granted was called, in order, once answered.
+    /// When each `acquire_lease` call was made, in order.
+    pub(crate) lease_calls: Mutex<Vec<Instant>>,
+    /// When each `acquire_lease` that `inner` granted was called, in order, as soon as
+    /// `inner` granted it (answered or not).
     pub(crate) leases_granted: Mutex<Vec<Instant>>,
 }
 
@@ -63,8 +66,9 @@ impl Faulty {
             saves_fail: AtomicBool::new(false),
             leases_hang: watch::Sender::new(false),
             leases_late: watch::Sender::new(false),
+            leases_fail: AtomicBool::new(false),
             leases_slow: Mutex::new(Duration::ZERO),
-            lease_calls: AtomicUsize::new(0),
+            lease_calls: Mutex::new(Vec::new()),
             leases_granted: Mutex::new(Vec::new()),
         }
     }
@@ -226,18 +230,25 @@ impl Store for Faulty {
         ttl: Duration,
     ) -> Result<bool, StoreError> {
         let called = Instant::now();
-        self.lease_calls.fetch_add(1, Ordering::SeqCst);
+        (self.lease_calls.lock())
+            .unwrap_or_else(|p| p.into_inner())
+            .push(called);
         let slow = *self.leases_slow.lock().unwrap_or_else(|p| p.into_inner());
         tokio::time::sleep(slow).await;
+        if self.leases_fail.load(Ordering::SeqCst) {
+            return Err(StoreError::TimedOut {
+                op: "acquire_lease",
+            });
+        }
         // Never closed: the senders are this store's own.
         let _ = self.leases_hang.subscribe().wait_for(|hang| !hang).await;
         let granted = self.inner.acquire_lease(name, holder, ttl).await?;
-        let _ = self.leases_late.subscribe().wait_for(|late| !late).await;
         if granted {
             (self.leases_granted.lock())
                 .unwrap_or_else(|p| p.into_inner())
                 .push(called);
         }
+        let _ = self.leases_late.subscribe().wait_for(|late| !late).await;
         Ok(granted)
     }
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
