@@ -93,9 +93,9 @@ async fn a_recovered_goal_run_read_from_its_record_shows_each_of_its_segments() 
 }
 
 /// The same, read while the Gateway has marked the run succeeded but not yet written the
-/// rest of its record (its last continuation shows the tool calls it made but not its
-/// answer, and there is no receipt): the record is read again until it does, rather than
-/// taken for a last segment that said nothing.
+/// rest of its record (nothing of its last continuation, not even where it began, and no
+/// receipt), though what is written ends in an answer: the record is read again until
+/// its receipt shows, rather than taken for a run of one continuation.
 #[tokio::test]
 async fn a_goal_runs_record_read_before_the_gateway_wrote_all_of_it_is_read_again() {
     goal_run_read_from_its_record(Record::Held).await;
@@ -114,8 +114,8 @@ async fn a_goal_runs_record_longer_than_a_page_is_read_back_to_the_runs_start() 
 enum Record {
     /// Whole when the bridge first reads it.
     Whole,
-    /// Its last row (the last continuation's answer, after its tool calls) shows only once
-    /// the bridge read the events twice.
+    /// Its last continuation (its start, a tool call, the call's result and the answer)
+    /// shows only once the bridge read the events twice.
     Held,
     /// Longer than three pages of `…/messages` (the tool calls of every segment).
     Long,
@@ -154,7 +154,7 @@ async fn goal_run_read_from_its_record(record: Record) {
     another_client_runs(&c, &thread, true).await;
 
     let held = record == Record::Held;
-    assert!(c.sim.hold_run_record(&run_id, usize::from(held)));
+    assert!(c.sim.hold_run_record(&run_id, if held { 4 } else { 0 }));
     let daemon = c.spawn(1);
     if held {
         let events = |r: &RecordedRequest| r.path.ends_with(&format!("{run_id}/events"));

@@ -192,14 +192,15 @@ impl Simulator {
         found
     }
 
-    /// Holds back the newest `rows` message rows of run `run_id`'s record and its receipt,
-    /// as DeerFlow's are between marking the run succeeded and flushing the rest of its
-    /// journal (it writes in batches, so the tail may end anywhere), or, with `0`, lets it
-    /// all show again; false if the run is unknown.
-    pub fn hold_run_record(&self, run_id: &str, rows: usize) -> bool {
+    /// Holds back the newest `events` of run `run_id`'s record (message rows and
+    /// `run.start`s alike) and its receipt, as DeerFlow's are between marking the run
+    /// succeeded and flushing the rest of its journal (it writes in batches, so the tail
+    /// may end anywhere), or, with `0`, lets it all show again; false if the run is
+    /// unknown.
+    pub fn hold_run_record(&self, run_id: &str, events: usize) -> bool {
         let found = match self.state().runs.get_mut(run_id) {
             Some(run) => {
-                run.record_held = rows;
+                run.record_held = events;
                 true
             }
             None => false,

@@ -18,14 +18,18 @@
 //! published some of them publishes only the rest. When the events cannot be read the run
 //! reads as one segment.
 //!
-//! DeerFlow marks a run succeeded a moment before it flushes the last of the run's record,
-//! then writes a `run.delivery` receipt. So the events are read first, the receipt with
-//! them: with the receipt, every message row is there too; without it, a record whose last
-//! invocation does not show its end yet (the agent's answer or its question; DeerFlow
-//! writes the record in batches, so the tail may stop after a tool call) is read again, a
-//! few times within about a second, before it is taken as it is. A run of many tool calls writes more than one page
-//! of rows: older pages are read (at most [`MAX_PAGES`]) while the run's own start is
-//! older than the oldest row read.
+//! DeerFlow marks a run succeeded before it writes the last of the run's record (its
+//! journal writes in batches, the last after the run's end and a scan of its workspace),
+//! then a `run.delivery` receipt. So the events are read first, the receipt with them:
+//! with the receipt, every message row is there too (but for a last write that failed,
+//! which DeerFlow logs and receipts all the same). Without it the record is read again,
+//! for about six seconds, before it is taken as it is: nothing in the rows themselves
+//! tells that an invocation ended (a middleware may send the agent back to its model after
+//! an answer, or after a question it may not ask), and a whole continuation may still be
+//! unwritten, its `run.start` too. A Gateway that writes no receipt (DeerFlow before its
+//! run delivery receipts) pays those seconds on each such read. A run of many tool calls
+//! writes more than one page of rows: older pages are read (at most [`MAX_PAGES`]) while
+//! the run's own start is older than the oldest row read.
 
 use std::time::Duration;
 
@@ -43,12 +47,15 @@ pub const PAGE: usize = 200;
 const EVENTS: usize = 100;
 /// Pages of rows read at the most.
 pub const MAX_PAGES: usize = 5;
-/// The waits before a record whose last invocation does not show its end yet is read again.
-const SETTLING: [Duration; 4] = [
+/// The waits before a record without its receipt is read again: 5.9 s in all.
+const SETTLING: [Duration; 7] = [
     Duration::from_millis(50),
     Duration::from_millis(100),
     Duration::from_millis(250),
-    Duration::from_millis(600),
+    Duration::from_millis(500),
+    Duration::from_millis(1000),
+    Duration::from_millis(1500),
+    Duration::from_millis(2500),
 ];
 
 /// One row of the run's messages.
@@ -113,25 +120,11 @@ impl Events {
     }
 }
 
-/// Whether `message` ends an invocation of the agent: its answer (an AI message calling no
-/// tool) or the question it asked (`ask_clarification`'s result, which stops the run). A
-/// tool call or another tool's result alone is not the end: more follows it.
-fn ends_an_invocation(message: &Message) -> bool {
-    match message.kind() {
-        Some("ai") => !message.has_tool_calls(),
-        Some("tool") => message.name() == Some("ask_clarification"),
-        _ => false,
-    }
-}
-
 /// The agent's messages of `rows` (oldest first), with a continuation's stand-in before
-/// the rows that come after each of `starts` but the first (the run's own start); and
-/// whether the last invocation shows its end ([`ends_an_invocation`]).
-fn read(rows: &[Row], starts: &[i64]) -> (Vec<Message>, bool) {
+/// the rows that come after each of `starts` but the first (the run's own start).
+fn read(rows: &[Row], starts: &[i64]) -> Vec<Message> {
     let mut continuations = starts.iter().skip(1).copied().peekable();
     let mut out = Vec::with_capacity(rows.len() + starts.len());
-    let last_start = starts.last().copied().unwrap_or(i64::MIN);
-    let mut last_ended = false;
     for row in rows {
         if let Some(seq) = row.seq {
             while continuations.next_if(|start| *start < seq).is_some() {
@@ -139,16 +132,13 @@ fn read(rows: &[Row], starts: &[i64]) -> (Vec<Message>, bool) {
             }
         }
         if row.is_the_agents() {
-            let message = Message::from_value(&row.content);
-            last_ended |=
-                ends_an_invocation(&message) && row.seq.is_none_or(|seq| seq > last_start);
-            out.push(message);
+            out.push(Message::from_value(&row.content));
         }
     }
     // A continuation that began after the last row read wrote nothing yet: an empty
     // segment of its own, as in the thread's state.
     out.extend(continuations.map(|_| Message::goal_continuation()));
-    (out, last_ended)
+    out
 }
 
 impl GatewayClient {
@@ -172,15 +162,12 @@ impl GatewayClient {
             };
             let from = events.starts.first().copied();
             let rows = self.run_rows(owner, thread, run_id, from).await?;
-            let (messages, last_ended) = read(&rows, &events.starts);
-            if events.delivered || last_ended {
-                return Ok(messages);
+            if events.delivered {
+                return Ok(read(&rows, &events.starts));
             }
             let Some(wait) = settling.next() else {
-                tracing::debug!(
-                    "A run's record does not show its last invocation's end; read as it is."
-                );
-                return Ok(messages);
+                tracing::info!("A run's record has no receipt yet; read as it is.");
+                return Ok(read(&rows, &events.starts));
             };
             tokio::time::sleep(*wait).await;
         }
@@ -252,7 +239,6 @@ mod tests {
         ], "has_more": false}))
         .unwrap();
         let texts: Vec<String> = read(&page.data, &[])
-            .0
             .iter()
             .map(|message| message.text().to_owned())
             .collect();
@@ -271,8 +257,7 @@ mod tests {
             {"seq": 9, "category": "message", "content": {"type": "ai", "content": "four"}},
         ]))
         .unwrap();
-        let (shown, last_shows) = read(&rows, &[1, 4, 7, 8, 10]);
-        assert!(!last_shows, "the last continuation wrote nothing yet");
+        let shown = read(&rows, &[1, 4, 7, 8, 10]);
         let shape: Vec<String> = shown
             .iter()
             .map(|m| {
@@ -284,37 +269,6 @@ mod tests {
             })
             .collect();
         assert_eq!(shape, ["hi", "one", "|", "two", "t", "|", "|", "four", "|"]);
-        assert!(read(&rows, &[1, 4, 7, 8]).1, "the last one wrote \"four\"");
-        assert!(
-            !read(&rows[..1], &[1]).1,
-            "the input alone is not an answer"
-        );
-    }
-
-    #[test]
-    fn only_an_answer_or_a_question_ends_an_invocation() {
-        // The last invocation (from 3) as DeerFlow's batched journal may have written it so
-        // far: a tool call and its result, then the answer or the question.
-        let mut rows: Vec<Row> = serde_json::from_value(json!([
-            {"seq": 2, "category": "message", "content": {"type": "ai", "content": "one"}},
-            {"seq": 4, "category": "message", "content": {"type": "ai", "content": "",
-             "tool_calls": [{"name": "web_search", "args": {}, "id": "c"}]}},
-            {"seq": 5, "category": "message", "content": {"type": "tool", "name": "web_search",
-             "content": "found", "tool_call_id": "c"}},
-            {"seq": 6, "category": "message", "content": {"type": "ai", "content": "two"}},
-            {"seq": 7, "category": "message", "content": {"type": "tool",
-             "name": "ask_clarification", "content": "Which?", "tool_call_id": "q"}},
-        ]))
-        .unwrap();
-        let starts = [1, 3];
-        assert!(!read(&rows[..2], &starts).1, "a tool call is not the end");
-        assert!(!read(&rows[..3], &starts).1, "nor its result");
-        assert!(read(&rows[..4], &starts).1, "the answer is");
-        assert!(read(&[rows.remove(4)], &[6]).1, "so is the question");
-        assert!(
-            !read(&rows[..1], &starts).1,
-            "an earlier invocation's answer is not"
-        );
     }
 
     #[test]

@@ -80,9 +80,9 @@ pub(crate) struct RunEntry {
     /// began. DeerFlow's run journal writes a `run.start` event at each invocation
     /// (`GET …/runs/{run_id}/events`) but no continuation prompt.
     pub starts: Vec<usize>,
-    /// The newest message rows the record does not show yet, nor the receipt while any is
-    /// held, as DeerFlow's between marking the run succeeded and flushing the rest of its
-    /// journal (`Simulator::hold_run_record`).
+    /// The newest events (message rows and `run.start`s alike) the record does not show
+    /// yet, nor the receipt while any is held, as DeerFlow's between marking the run
+    /// succeeded and flushing the rest of its journal (`Simulator::hold_run_record`).
     pub record_held: usize,
 }
 
@@ -90,7 +90,7 @@ impl RunEntry {
     /// The run's record as DeerFlow's run event store holds it, in order: a `run.start` at
     /// each invocation of the agent, a row per message (the model's answers as the lead
     /// agent's), and once the run ended its `run.delivery` receipt, numbered by `seq`; while
-    /// `record_held`, not its newest rows nor the receipt.
+    /// `record_held`, not its newest events nor the receipt.
     fn events(&self) -> Vec<Value> {
         let mut events = Vec::with_capacity(self.messages.len() + self.starts.len() + 1);
         let mut push = |event_type: &str, category: &str, content: Value, metadata: Value| {
@@ -101,13 +101,9 @@ impl RunEntry {
             }));
         };
         let lead = || json!({"caller": "lead_agent"});
-        let written = self.messages.len().saturating_sub(self.record_held);
         for n in 0..=self.messages.len() {
             for _ in self.starts.iter().filter(|start| **start == n) {
                 push("run.start", "trace", json!({"chain": "lead_agent"}), lead());
-            }
-            if self.record_held > 0 && n >= written {
-                return events;
             }
             let Some(message) = self.messages.get(n) else {
                 break;
@@ -118,6 +114,10 @@ impl RunEntry {
                 _ => ("llm.ai.response", lead()),
             };
             push(event_type, "message", message.clone(), metadata);
+        }
+        if self.record_held > 0 {
+            events.truncate(events.len().saturating_sub(self.record_held));
+            return events;
         }
         // The receipt, once the run ended: written after the journal's last flush.
         if !self.status.is_active() {
