@@ -174,7 +174,9 @@ impl GatewayClient {
     }
 
     /// The rows of run `run_id`'s messages, oldest first: the newest page, and older ones
-    /// while the run's start (`from`, when known) is older than the oldest row read.
+    /// while the run's start (`from`, when known) is older than the oldest row read (at
+    /// most [`MAX_PAGES`] in all; an unknown start reads as one segment, whose answer is
+    /// on the newest page).
     async fn run_rows(
         &self,
         owner: Option<&Owner>,
@@ -184,7 +186,7 @@ impl GatewayClient {
     ) -> Result<Vec<Row>, GatewayError> {
         let mut rows: Vec<Row> = Vec::new();
         let mut before: Option<i64> = None;
-        for _ in 0..MAX_PAGES {
+        for pages in 1..=MAX_PAGES {
             let rest = match before {
                 None => format!("/messages?limit={PAGE}"),
                 Some(seq) => format!("/messages?limit={PAGE}&before_seq={seq}"),
@@ -197,6 +199,12 @@ impl GatewayClient {
             match (page.has_more, oldest, from) {
                 (true, Some(oldest), Some(from)) if from < oldest => before = Some(oldest),
                 _ => break,
+            }
+            if pages == MAX_PAGES {
+                tracing::warn!(
+                    rows = rows.len(),
+                    "A run's record is longer than the bridge reads; its oldest rows are left out."
+                );
             }
         }
         Ok(rows)
