@@ -6,24 +6,26 @@
 //! The lease `transport:<channel>` is taken for [`DaemonConfig::lease_ttl`]
 //! (`bridge.store_lease_seconds`, default [`DEFAULT_TTL`]) and renewed a third of it after
 //! the last grant. A holder that cannot renew (the lease went to another replica, or the
-//! store failed or did not answer in time) stops its transport before the lease can
-//! expire, so two replicas never run the transport at once; then it stands by again. The
-//! lease is counted from when the call that took or renewed it was sent (the store wrote
-//! its expiry then or later, never earlier), and the transport is stopped once [`STOP_BY`]
-//! of it passed without a renewal, the rest left for the transport to wind down (a
-//! transport stops within about a second of being told; 1.25 s is the least this leaves). A renewal has until then to answer (a
-//! failed one is tried again every twelfth of the lease meanwhile), and one still
-//! unanswered then is abandoned, the transport serving on while it waits; a take must
-//! answer within a third of the lease, or the transport is not started on it. So a store
-//! that answers within about a third of the lease (5 s of the default) keeps the
-//! transport running; a slower one makes it stop and start again, logged. This holds while
-//! the store's clock and this process's monotonic clock run alike (a machine suspended
-//! meanwhile stops the latter). A holder that stops releases the lease, so a standby
-//! takes over within a third of the TTL (unless a renewal abandoned just before commits
-//! after the release: then within a lease). With the
-//! single-replica SQLite store no lease is taken at all ([`Store::is_shared`]): its lock
-//! file already keeps a second daemon out, and a lease left by a crashed run would only
-//! delay the restart.
+//! store failed or did not answer in time) stops its transport before the lease can expire,
+//! so two replicas never run the transport at once; then it stands by again. The lease is
+//! counted from when the call that took or renewed it was sent (the store wrote its expiry
+//! then or later, never earlier), and the transport is stopped once [`STOP_BY`] of it
+//! passed without a renewal, the rest left for the transport to wind down (a transport
+//! stops within about a second of being told; 1.25 s is the least this leaves). A renewal
+//! has until then to answer (a failed one is tried again every twelfth of the lease
+//! meanwhile), and one still unanswered then is abandoned, the transport serving on while
+//! it waits; a take must answer within a third of the lease, or the transport is not
+//! started on it, and the replica stands back for a lease (so that the lease such a late
+//! take may have renewed runs out for another replica). So a store that answers within
+//! about a third of the lease (5 s of the default) keeps the transport running; with a
+//! slower one this replica stops it and leaves it to a replica whose store answers in time,
+//! logged. This holds while the store's clock and this process's monotonic clock run alike
+//! (a machine suspended meanwhile stops the latter). A holder that shuts down releases the
+//! lease (waiting at most a second for the store), so a standby takes over within a third
+//! of the TTL (within a lease when the release did not go through, or a renewal abandoned
+//! just before commits after it). With the single-replica SQLite store no lease is taken at
+//! all ([`Store::is_shared`]): its lock file already keeps a second daemon out, and a lease
+//! left by a crashed run would only delay the restart.
 //!
 //! Replicas may run with different leases. What keeps a holder's work its own depends only
 //! on its own lease and the expiry it wrote in the store (a transport's `expires_at`, a
@@ -48,6 +50,9 @@ use crate::store::Store;
 
 /// How long a lease lasts unless renewed (`bridge.store_lease_seconds` unset).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
+
+/// The longest a shutdown waits to give the lease up (a twelfth of a lease when shorter).
+const SHUTDOWN_RELEASE: Duration = Duration::from_secs(1);
 
 /// The part of its lease after which a holder that could not renew stops its transport
 /// (three quarters, as the journal's fence withholds finals): 11.25 s of the default, the
@@ -137,7 +142,7 @@ pub async fn run_exclusive(
         loop {
             tokio::select! {
                 exit = &mut run => {
-                    release(&lease, &name).await;
+                    release(&lease, &name, &shutdown).await;
                     return exit;
                 }
                 () = tokio::time::sleep_until(next) => {}
@@ -152,7 +157,7 @@ pub async fn run_exclusive(
             );
             let renewed = tokio::select! {
                 exit = &mut run => {
-                    release(&lease, &name).await;
+                    release(&lease, &name, &shutdown).await;
                     return exit;
                 }
                 renewed = renewal => renewed,
@@ -188,7 +193,7 @@ pub async fn run_exclusive(
         run.await?;
         if shutdown.is_cancelled() {
             // Given up in case it is still this replica's, so a standby need not wait.
-            release(&lease, &name).await;
+            release(&lease, &name, &shutdown).await;
             return Ok(ChannelExit::Stopped);
         }
     }
@@ -196,9 +201,10 @@ pub async fn run_exclusive(
 
 /// Waits until the lease is this replica's: when the call that took it was sent, or `None`
 /// when `shutdown` came first. A call that answers only after `retry_every` (a third of
-/// the lease it asks for) is abandoned, and another is made a third later: it may have
-/// taken the lease, but too little of it is left to start the transport on, which would
-/// stop again at the first renewal.
+/// the lease it asks for) is abandoned: it may have taken the lease, but too little of it
+/// is left to start the transport on, which would stop again at the first renewal. The next
+/// call waits until such a lease ran out, or a replica whose store answers late would keep
+/// the lease from the others without ever running the transport.
 async fn acquire(
     lease: &Lease,
     name: &str,
@@ -207,6 +213,7 @@ async fn acquire(
 ) -> Option<Instant> {
     let mut waiting_logged = false;
     loop {
+        let mut wait = retry_every;
         let sent = Instant::now();
         let call = lease.store.acquire_lease(name, &lease.holder, lease.ttl);
         match tokio::time::timeout_at(sent + retry_every, call).await {
@@ -222,17 +229,37 @@ async fn acquire(
             Ok(Err(error)) => {
                 tracing::warn!(lease = name, %error, "Taking the transport lease failed.")
             }
-            Err(_) => tracing::warn!(lease = name, "Taking the transport lease took too long."),
+            Err(_) => {
+                // It may still take the lease, for a whole lease: stand back until that ran
+                // out, so that a replica whose store answers in time gets it meanwhile.
+                tracing::warn!(
+                    lease = name,
+                    "Taking the transport lease took too long; standing back for a lease."
+                );
+                wait = lease.ttl + retry_every;
+            }
         }
         tokio::select! {
             () = shutdown.cancelled() => return None,
-            () = tokio::time::sleep(retry_every) => {}
+            () = tokio::time::sleep(wait) => {}
         }
     }
 }
 
-async fn release(lease: &Lease, name: &str) {
-    if let Err(error) = lease.store.release_lease(name, &lease.holder).await {
+/// Gives the lease up. At shutdown the call is bounded by [`SHUTDOWN_RELEASE`] (a store that
+/// does not answer keeps the lease until it runs out): nothing of this process's follows,
+/// so a release that commits later takes nothing from it. Otherwise it waits for the
+/// store: a release abandoned while the transport is restarted could commit after the
+/// restart took the lease again, and take it away from the running transport.
+async fn release(lease: &Lease, name: &str, shutdown: &CancellationToken) {
+    let call = lease.store.release_lease(name, &lease.holder);
+    let released = if shutdown.is_cancelled() {
+        let bound = SHUTDOWN_RELEASE.min(lease.ttl / 12);
+        tokio::time::timeout(bound, call).await.unwrap_or(Ok(()))
+    } else {
+        call.await
+    };
+    if let Err(error) = released {
         tracing::warn!(lease = name, %error, "Releasing the transport lease failed.");
     }
 }

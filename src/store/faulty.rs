@@ -3,7 +3,8 @@
 //! conversation between this replica's read and its write; journal renewals and saves that
 //! fail, as for a replica cut off from its store; admissions written but answered too late
 //! (a timeout after the commit); takes of a pending question that never answer; lease
-//! calls that reach the store or answer only once a test lets them; and a claim to be shared by replicas, so that an SQLite store in a test stands for a shared
+//! calls that fail, take long, or reach the store or answer only once a test lets them,
+//! each recorded; and a claim to be shared by replicas, so that an SQLite store in a test stands for a shared
 //! one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,8 +37,8 @@ pub(crate) struct Faulty {
     pub(crate) takes_hang: AtomicBool,
     /// While set, `journal_save` fails without reaching `inner`.
     pub(crate) saves_fail: AtomicBool,
-    /// While `true`, `acquire_lease` waits before it reaches `inner` (a store that does
-    /// not answer), and goes on once it is `false`.
+    /// While `true`, `acquire_lease` and `release_lease` wait before they reach `inner` (a
+    /// store that does not answer), and go on once it is `false`.
     pub(crate) leases_hang: watch::Sender<bool>,
     /// While `true`, `acquire_lease` waits after `inner` answered (a store that committed
     /// but answers late), and answers once it is `false`.
@@ -252,6 +253,8 @@ impl Store for Faulty {
         Ok(granted)
     }
     async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        // Never closed: the sender is this store's own.
+        let _ = self.leases_hang.subscribe().wait_for(|hang| !hang).await;
         self.inner.release_lease(name, holder).await
     }
     async fn remember_messages(

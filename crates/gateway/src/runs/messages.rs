@@ -166,7 +166,9 @@ impl GatewayClient {
                 return Ok(read(&rows, &events.starts));
             }
             let Some(wait) = settling.next() else {
-                tracing::info!("A run's record has no receipt yet; read as it is.");
+                tracing::warn!(
+                    "A run's record has no receipt yet; read as it is, perhaps cut short."
+                );
                 return Ok(read(&rows, &events.starts));
             };
             tokio::time::sleep(*wait).await;
