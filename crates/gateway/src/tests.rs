@@ -551,3 +551,57 @@ async fn upload_limits_are_read_once_and_default_without_the_route() {
     assert_eq!(failing.upload_limits(None, &t1).await, defaults);
     assert_eq!(server.requests().len(), 4);
 }
+
+/// A run's record: read at once where the Gateway has no events route (it writes no
+/// receipt either, so there is nothing to wait for), and read again until the receipt shows
+/// where it has.
+#[tokio::test]
+async fn a_run_record_is_read_again_only_while_a_receipt_may_come() {
+    let receipts = Arc::new(Mutex::new(0_usize));
+    let seen = receipts.clone();
+    let server = Server::start(move |r| {
+        let row =
+            json!({"seq": 2, "category": "message", "content": {"type": "ai", "content": "Done."}});
+        if r.path.contains("/messages") {
+            return Reply::Json(200, json!({"data": [row], "has_more": false}));
+        }
+        match r.header("x-deerflow-owner-user-id") {
+            Some("old") => Reply::Json(404, json!({"detail": "Not Found"})),
+            _ => {
+                // The receipt shows at the third read of the events.
+                let mut reads = seen.lock().unwrap();
+                *reads += 1;
+                let mut events = vec![json!({"seq": 1, "event_type": "run.start"})];
+                if *reads >= 3 {
+                    events.push(json!({"seq": 3, "event_type": "run.delivery"}));
+                }
+                Reply::Json(200, Value::Array(events))
+            }
+        }
+    })
+    .await;
+    let (client, t1) = (server.client(), ThreadId::new("t1"));
+    let read = |owner: &'static str| {
+        let client = client.clone();
+        let t1 = t1.clone();
+        async move {
+            let messages = client
+                .run_messages(Some(&Owner::new(owner)), &t1, "r1")
+                .await;
+            let messages = messages.unwrap();
+            messages
+                .iter()
+                .map(|m| m.text().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(read("old").await, ["Done."]);
+    let paths: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths.len(), 2, "the events once, the rows once: {paths:?}");
+    assert_eq!(read("new").await, ["Done."]);
+    assert_eq!(
+        *receipts.lock().unwrap(),
+        3,
+        "read until the receipt showed"
+    );
+}

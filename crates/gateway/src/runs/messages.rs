@@ -16,7 +16,7 @@
 //! between the rows a [`Message::goal_continuation`] stands in for its prompt: the answer
 //! splits into its segments as the thread's state would split it, and a restart that
 //! published some of them publishes only the rest. When the events cannot be read the run
-//! reads as one segment.
+//! reads as one segment, at once (there is no receipt to wait for).
 //!
 //! DeerFlow marks a run succeeded before it writes the last of the run's record (its
 //! journal writes in batches, the last after the run's end and a scan of its workspace),
@@ -156,8 +156,10 @@ impl GatewayClient {
             let events = match self.run_events(owner, thread, run_id).await {
                 Ok(events) => events,
                 Err(error) => {
+                    // No receipt to wait for either.
                     tracing::warn!(%error, "Reading a run's events failed; its messages read as one segment.");
-                    Events::default()
+                    let rows = self.run_rows(owner, thread, run_id, None).await?;
+                    return Ok(read(&rows, &[]));
                 }
             };
             let from = events.starts.first().copied();
