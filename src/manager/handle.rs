@@ -559,3 +559,6 @@ impl Manager {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
