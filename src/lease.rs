@@ -140,22 +140,16 @@ pub async fn run_exclusive(
         tokio::pin!(run);
         let mut next = granted + renew_every;
         loop {
-            tokio::select! {
-                exit = &mut run => {
-                    release(&lease, &name, &shutdown).await;
-                    return exit;
-                }
-                () = tokio::time::sleep_until(next) => {}
-            }
             // Stop before the lease can run out and another replica start, however long
             // the renewal takes; the transport serves on meanwhile.
             let deadline = granted + stop_by;
-            let sent = Instant::now();
-            let renewal = tokio::time::timeout_at(
-                deadline,
-                lease.store.acquire_lease(&name, &lease.holder, lease.ttl),
-            );
-            let renewed = tokio::select! {
+            let renewal = async {
+                tokio::time::sleep_until(next).await;
+                let sent = Instant::now();
+                let call = lease.store.acquire_lease(&name, &lease.holder, lease.ttl);
+                (sent, tokio::time::timeout_at(deadline, call).await)
+            };
+            let (sent, renewed) = tokio::select! {
                 exit = &mut run => {
                     release(&lease, &name, &shutdown).await;
                     return exit;

@@ -124,6 +124,16 @@ impl Rig {
         self.store.leases_granted.lock().unwrap().clone()
     }
 
+    /// Sets `fault` on the store, then waits until `n` more lease calls were made.
+    async fn faulted_for_calls(&self, n: usize, fault: impl FnOnce(&Faulty)) {
+        let before = self.calls().len();
+        fault(&self.store);
+        self.wait_store("lease calls under the fault", |rig| {
+            rig.calls().len() >= before + n
+        })
+        .await;
+    }
+
     /// Waits, polling, until `done` says so.
     async fn wait_store(&self, what: &str, done: impl Fn(&Self) -> bool) {
         let until = Instant::now() + DEADLINE;
@@ -227,9 +237,7 @@ async fn renewals_that_fail_for_a_while_are_tried_again_until_three_quarters_of_
     let rig = Rig::running().await;
     // Two renewals in a row fail (a third and five twelfths of a lease after the grant),
     // then the store is back.
-    let before = rig.calls().len();
-    rig.store.leases_fail.store(true, Ordering::SeqCst);
-    rig.wait_store("two failed renewals", |rig| rig.calls().len() >= before + 2)
+    rig.faulted_for_calls(2, |store| store.leases_fail.store(true, Ordering::SeqCst))
         .await;
     rig.store.leases_fail.store(false, Ordering::SeqCst);
     let granted = rig.granted().len();
@@ -243,10 +251,10 @@ async fn renewals_that_fail_for_a_while_are_tried_again_until_three_quarters_of_
 #[tokio::test]
 async fn a_shutdown_during_a_renewal_that_does_not_answer_stops_at_once() {
     let rig = Rig::running().await;
-    let before = rig.calls().len();
-    rig.store.leases_hang.send_replace(true);
-    rig.wait_store("a renewal under way", |rig| rig.calls().len() > before)
-        .await;
+    rig.faulted_for_calls(1, |store| {
+        store.leases_hang.send_replace(true);
+    })
+    .await;
     // The transport serves on while the renewal waits, and stops when told, without
     // waiting for the renewal's deadline (up to 0.83 s away) nor long for the release,
     // which does not answer either.

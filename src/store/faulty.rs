@@ -2,10 +2,10 @@
 //! (tests only): reads that never see a binding, as if another replica bound the
 //! conversation between this replica's read and its write; journal renewals and saves that
 //! fail, as for a replica cut off from its store; admissions written but answered too late
-//! (a timeout after the commit); takes of a pending question that never answer; lease
-//! calls that fail, take long, or reach the store or answer only once a test lets them,
-//! each recorded; and a claim to be shared by replicas, so that an SQLite store in a test stands for a shared
-//! one.
+//! (a timeout after the commit); takes of a pending question that never answer; lease calls
+//! that fail, take long, or reach the store or answer only once a test lets them, each
+//! recorded; and a claim to be shared by replicas, so that an SQLite store in a test stands
+//! for a shared one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
