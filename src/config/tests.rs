@@ -421,6 +421,34 @@ fn issue_19_final_retry_hours() {
     }
 }
 
+/// A lease under 12 s is a warning where replicas share the store (PostgreSQL), and
+/// nothing on SQLite, which one process opens.
+#[test]
+fn a_short_lease_on_a_shared_store_is_warned_about() {
+    let warned = |store: &str, lease: &str| {
+        let text = with_console(&format!(
+            "channels:\nbridge:\n  store: {store}\n  store_lease_seconds: {lease}\n"
+        ));
+        let (_, warnings) = load_str(&text, &env(&[])).unwrap();
+        let lease_warnings: Vec<String> = warnings
+            .into_iter()
+            .filter(|w| w.starts_with("bridge.store_lease_seconds:"))
+            .collect();
+        lease_warnings
+    };
+    let postgres = "postgres://bridge:hunter2@db.internal/bridge";
+    let warnings = warned(postgres, "8");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("bridge.store_lease_seconds: 8 s on a shared store is under 12 s"),
+        "{warnings:?}"
+    );
+    assert!(!warnings[0].contains("hunter2"), "{warnings:?}");
+    assert_eq!(warned(postgres, "11.5").len(), 1);
+    assert!(warned(postgres, "12").is_empty());
+    assert!(warned("sqlite:///var/lib/im-bridge/state.db", "5").is_empty());
+}
+
 #[test]
 fn the_store_lease_is_a_setting_from_5_to_300_seconds() {
     use std::time::Duration;

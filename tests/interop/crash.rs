@@ -279,7 +279,8 @@ async fn the_real_gateway_marks_where_each_goal_continuation_began() {
 /// (`runtime/runs/worker.py`, `routers/thread_runs.py`), here on the wire: once the run
 /// ended, its `run.delivery` receipt follows every message row in the sequence; and pages
 /// of `…/messages` read back with `before_seq` (each the newest rows before it, oldest
-/// first, `has_more` while older ones are left) give the whole record, nothing twice.
+/// first, `has_more` while older ones are left), or on with `after_seq`, give the whole
+/// record, nothing twice.
 async fn the_record_reads_as_the_client_assumes(b: &Bridge, user: i64) {
     let (owner, thread, run_id) = newest_run(b, user).await;
     let run = format!("/api/threads/{thread}/runs/{run_id}");
@@ -328,6 +329,22 @@ async fn the_record_reads_as_the_client_assumes(b: &Bridge, user: i64) {
         }
     }
     assert_eq!(paged, whole);
+    // Read on with `after_seq` (each page the oldest rows after it, `has_more` while newer
+    // ones are left), as a record read again while it settles is: the rest, nothing twice.
+    let mut onward = vec![whole[0]];
+    loop {
+        let after = onward[onward.len() - 1];
+        let path = format!("{run}/messages?limit=2&after_seq={after}");
+        let page = b.gw.get(&owner, &path).await;
+        let rows = seqs(&page);
+        let more = page["has_more"] == true;
+        assert!(rows.len() <= 2 && (!more || rows.len() == 2), "{page}");
+        onward.extend(rows);
+        if !more {
+            break;
+        }
+    }
+    assert_eq!(onward, whole);
 }
 
 /// The owner, the thread and the newest run of `user`'s Telegram chat.

@@ -32,6 +32,8 @@ struct Recorded {
     method: String,
     /// The raw (still percent-encoded) path.
     path: String,
+    /// The raw query, empty without one.
+    query: String,
     headers: HeaderMap,
     body: Vec<u8>,
 }
@@ -110,6 +112,7 @@ async fn record(State((log, handler)): State<(Log, Handler)>, request: Request) 
     let recorded = Recorded {
         method: parts.method.to_string(),
         path: parts.uri.path().to_owned(),
+        query: parts.uri.query().unwrap_or_default().to_owned(),
         headers: parts.headers,
         body: body.to_vec(),
     };
@@ -563,7 +566,7 @@ async fn a_run_record_is_read_again_only_while_a_receipt_may_come() {
         let row =
             json!({"seq": 2, "category": "message", "content": {"type": "ai", "content": "Done."}});
         if r.path.contains("/messages") {
-            return Reply::Json(200, json!({"data": [row], "has_more": false}));
+            return Reply::Json(200, record_page(&[row], &r.query));
         }
         match r.header("x-deerflow-owner-user-id") {
             Some("old") => Reply::Json(404, json!({"detail": "Not Found"})),
@@ -604,4 +607,121 @@ async fn a_run_record_is_read_again_only_while_a_receipt_may_come() {
         3,
         "read until the receipt showed"
     );
+}
+
+/// A page of a run's record as DeerFlow's `list_run_messages` serves it for `query`: the
+/// rows after `after_seq` oldest first, else the newest before `before_seq`, `limit` of
+/// them, and whether there are more (`trim_run_message_page`).
+fn record_page(rows: &[Value], query: &str) -> Value {
+    let param = |name: &str| {
+        query.split('&').find_map(|pair| {
+            let (key, value) = pair.split_once('=')?;
+            (key == name).then(|| value.parse::<i64>().unwrap())
+        })
+    };
+    let limit = usize::try_from(param("limit").unwrap_or(50)).unwrap();
+    let (before, after) = (param("before_seq"), param("after_seq"));
+    let mut kept: Vec<Value> = rows
+        .iter()
+        .filter(|row| {
+            let seq = row["seq"].as_i64().unwrap();
+            before.is_none_or(|b| seq < b) && after.is_none_or(|a| seq > a)
+        })
+        .cloned()
+        .collect();
+    let has_more = kept.len() > limit;
+    let data = if after.is_some() {
+        kept.truncate(limit);
+        kept
+    } else {
+        kept.split_off(kept.len().saturating_sub(limit))
+    };
+    json!({"data": data, "has_more": has_more})
+}
+
+/// `count` answers of the agent's, seq 1 on.
+fn agent_rows(count: i64) -> Vec<Value> {
+    (1..=count)
+        .map(|seq| json!({"seq": seq, "category": "message", "content": {"type": "ai", "content": format!("m{seq}")}}))
+        .collect()
+}
+
+/// The texts of a run's record as the client reads it, and the queries of the pages read.
+async fn read_record(server: &Server) -> (Vec<String>, Vec<String>) {
+    let client = server.client();
+    let messages = client.run_messages(None, &ThreadId::new("t1"), "r1").await;
+    let texts = messages
+        .unwrap()
+        .iter()
+        .map(|m| m.text().to_owned())
+        .collect();
+    let pages = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/messages"))
+        .map(|r| r.query)
+        .collect();
+    (texts, pages)
+}
+
+/// A record longer than a page is read back to its first row even when its events, and so
+/// its start, cannot be read: a file presented early in a long run is not missed.
+#[tokio::test]
+async fn a_long_record_is_read_whole_when_its_start_is_unknown() {
+    let rows = agent_rows(450);
+    let server = Server::start(move |r| {
+        if r.path.ends_with("/messages") {
+            Reply::Json(200, record_page(&rows, &r.query))
+        } else {
+            Reply::Json(500, json!({"detail": "event store down"}))
+        }
+    })
+    .await;
+    let (texts, pages) = read_record(&server).await;
+    let expected: Vec<String> = (1..=450).map(|n| format!("m{n}")).collect();
+    assert_eq!(texts, expected);
+    assert_eq!(
+        pages,
+        [
+            "limit=200",
+            "limit=200&before_seq=251",
+            "limit=200&before_seq=51"
+        ]
+    );
+}
+
+/// A record read again while it settles is read on from the newest row read, not from its
+/// start again, and every row comes once.
+#[tokio::test]
+async fn a_record_read_again_is_read_on_from_its_newest_row() {
+    let events_read = Arc::new(Mutex::new(0_i64));
+    let seen = events_read.clone();
+    let server = Server::start(move |r| {
+        let mut reads = seen.lock().unwrap();
+        if r.path.ends_with("/messages") {
+            // Ten more rows are written before each read of the events after the first.
+            let rows = agent_rows(250 + 10 * (*reads - 1));
+            return Reply::Json(200, record_page(&rows, &r.query));
+        }
+        *reads += 1;
+        let mut events = vec![json!({"seq": 1, "event_type": "run.start"})];
+        if *reads == 3 {
+            events.push(json!({"seq": 300, "event_type": "run.delivery"}));
+        }
+        Reply::Json(200, Value::Array(events))
+    })
+    .await;
+    let (texts, pages) = read_record(&server).await;
+    let expected: Vec<String> = (1..=270).map(|n| format!("m{n}")).collect();
+    assert_eq!(texts, expected);
+    assert_eq!(
+        pages,
+        [
+            "limit=200",
+            "limit=200&before_seq=51",
+            "limit=200&after_seq=250",
+            "limit=200&after_seq=260"
+        ]
+    );
+    assert_eq!(*events_read.lock().unwrap(), 3);
 }

@@ -155,24 +155,27 @@ pub(crate) async fn get(ItemCall { call, item: run_id }: ItemCall) -> Result<Res
 
 /// `GET …/runs/{run_id}/messages` (DeerFlow's `list_run_messages`): the messages the run
 /// wrote, from its record, `{data, has_more}`: the newest `limit` (1 to 200, default 50)
-/// before `before_seq` (at least 1) if given; else the FastAPI 422. A run the thread has
-/// not is an empty page (the event store simply has no rows for it).
+/// before `before_seq` (at least 1) if given, or the oldest `limit` after `after_seq` (at
+/// least 1), else the FastAPI 422. A run the thread has not is an empty page (the event
+/// store simply has no rows for it).
 pub(crate) async fn messages(
     ItemCall { call, item: run_id }: ItemCall,
     Query(query): QueryPairs,
 ) -> Result<Response, Response> {
     let mut limit = 50;
     let mut before_seq = None;
+    let mut after_seq = None;
     for (name, value) in &query {
         match name.as_str() {
             "limit" => limit = bounded_int("limit", value, 1, 200)?,
             "before_seq" => before_seq = Some(bounded_int("before_seq", value, 1, i64::MAX)?),
+            "after_seq" => after_seq = Some(bounded_int("after_seq", value, 1, i64::MAX)?),
             _ => {}
         }
     }
     call.exists()?;
     let limit = usize::try_from(limit).unwrap_or(50);
-    let rows = |run: &RunEntry| run.message_rows(limit, before_seq);
+    let rows = |run: &RunEntry| run.message_rows(limit, before_seq, after_seq);
     let body = run_of(&call.sim, &call.thread_id, &run_id, rows)
         .unwrap_or_else(|_| json!({"data": [], "has_more": false}));
     Ok(wire::json_response(StatusCode::OK, body))

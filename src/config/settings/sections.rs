@@ -245,6 +245,14 @@ pub(super) fn bridge(b: &RawBridge, env: &dyn Env, found: &mut Findings) -> Brid
         &mut found.errors,
     );
     let store_lease = store_lease(b.store_lease_seconds, &mut found.errors);
+    if matches!(store, StoreLocation::Postgres(_)) && store_lease < crate::lease::SHARED_SAFE_TTL {
+        found.warnings.push(format!(
+            "bridge.store_lease_seconds: {} s on a shared store is under {} s: a database call stalled for its whole timeout could let two replicas answer one message; keep {} s or more unless the database is near",
+            store_lease.as_secs_f64(),
+            crate::lease::SHARED_SAFE_TTL.as_secs(),
+            crate::lease::SHARED_SAFE_TTL.as_secs(),
+        ));
+    }
     // Named by the variable, never echoed (issue 32).
     let secret_key =
         SecretKey::from_var(env.var(SECRET_KEY_ENV).as_deref()).unwrap_or_else(|error| {

@@ -5,8 +5,7 @@
 //! The bridge reads it only when a run that ended left no turn in the thread's state
 //! (`Snapshot::of_run`). Each row's `content` is a message dump; rows of model calls made
 //! by middleware or subagents (`metadata.caller` `middleware:…` / `subagent:…`, such as a
-//! title or a summary) are not the run's answer and are left out. One page of the newest
-//! [`PAGE`] rows is read: an answer is at its end.
+//! title or a summary) are not the run's answer and are left out.
 //!
 //! The record keeps no prompt of a goal's continuations (DeerFlow's run journal writes
 //! only the run's first human message), but each continuation is a new invocation of the
@@ -15,8 +14,9 @@
 //! (`GET …/runs/{run_id}/events?event_types=run.start`), and where a later one falls
 //! between the rows a [`Message::goal_continuation`] stands in for its prompt: the answer
 //! splits into its segments as the thread's state would split it, and a restart that
-//! published some of them publishes only the rest. When the events cannot be read the run
-//! reads as one segment, at once (there is no receipt to wait for).
+//! published some of them publishes only the rest. When the events cannot be read the
+//! rows are taken at once (there is no receipt to wait for), as one segment unless an
+//! earlier read of the events told where the segments start.
 //!
 //! DeerFlow marks a run succeeded before it writes the last of the run's record (its
 //! journal writes in batches, the last after the run's end and a scan of its workspace),
@@ -28,8 +28,12 @@
 //! an answer, or after a question it may not ask), and a whole continuation may still be
 //! unwritten, its `run.start` too. A Gateway that writes no receipt (DeerFlow before its
 //! run delivery receipts) pays those seconds on each such read. A run of many tool calls
-//! writes more than one page of rows: older pages are read (at most [`MAX_PAGES`]) while
-//! the run's own start is older than the oldest row read.
+//! writes more than one page of rows: older pages are read while there are more (at most
+//! [`MAX_PAGES`], the newest kept: an answer is at the end), whether or not the run's start
+//! is known, so a file the agent presented early in a long run is not missed. A record read
+//! again while it settles is read on from its newest row (`after_seq`), not from the start:
+//! DeerFlow numbers a thread's rows under a lock held until they are committed
+//! (`events/store/db.py`), so no row older than one read can show up later.
 
 use std::time::Duration;
 
@@ -141,6 +145,14 @@ fn read(rows: &[Row], starts: &[i64]) -> Vec<Message> {
     out
 }
 
+/// Says that a run's record is longer than read (never a row's text).
+fn warn_cut(rows: usize) {
+    tracing::warn!(
+        rows,
+        "A run's record is longer than the bridge reads; its oldest rows are left out."
+    );
+}
+
 impl GatewayClient {
     /// The messages run `run_id` of `thread` wrote, oldest first (see the module docs). A
     /// Gateway without the route is [`GatewayError::NotFound`] (as any unknown route).
@@ -151,42 +163,46 @@ impl GatewayClient {
         run_id: &str,
     ) -> Result<Vec<Message>, GatewayError> {
         let mut settling = SETTLING.iter();
+        let mut rows: Option<Vec<Row>> = None;
+        let mut starts = Vec::new();
         loop {
             // The events first: once the receipt is written, so is every message row.
-            let events = match self.run_events(owner, thread, run_id).await {
+            let events = self.run_events(owner, thread, run_id).await;
+            let read_so_far = rows.take();
+            let record = match read_so_far {
+                None => self.run_rows(owner, thread, run_id).await?,
+                Some(read_so_far) => self.newer_rows(owner, thread, run_id, read_so_far).await?,
+            };
+            let events = match events {
                 Ok(events) => events,
                 Err(error) => {
-                    // No receipt to wait for either.
-                    tracing::warn!(%error, "Reading a run's events failed; its messages read as one segment.");
-                    let rows = self.run_rows(owner, thread, run_id, None).await?;
-                    return Ok(read(&rows, &[]));
+                    // No receipt to wait for either; the starts read before, if any, stand.
+                    tracing::warn!(%error, "Reading a run's events failed; its messages read as they are.");
+                    return Ok(read(&record, &starts));
                 }
             };
-            let from = events.starts.first().copied();
-            let rows = self.run_rows(owner, thread, run_id, from).await?;
+            starts = events.starts;
             if events.delivered {
-                return Ok(read(&rows, &events.starts));
+                return Ok(read(&record, &starts));
             }
             let Some(wait) = settling.next() else {
                 tracing::warn!(
                     "A run's record has no receipt yet; read as it is, perhaps cut short."
                 );
-                return Ok(read(&rows, &events.starts));
+                return Ok(read(&record, &starts));
             };
+            rows = Some(record);
             tokio::time::sleep(*wait).await;
         }
     }
 
     /// The rows of run `run_id`'s messages, oldest first: the newest page, and older ones
-    /// while the run's start (`from`, when known) is older than the oldest row read (at
-    /// most [`MAX_PAGES`] in all; an unknown start reads as one segment, whose answer is
-    /// on the newest page).
+    /// while there are more (at most [`MAX_PAGES`] in all).
     async fn run_rows(
         &self,
         owner: Option<&Owner>,
         thread: &ThreadId,
         run_id: &str,
-        from: Option<i64>,
     ) -> Result<Vec<Row>, GatewayError> {
         let mut rows: Vec<Row> = Vec::new();
         let mut before: Option<i64> = None;
@@ -200,18 +216,52 @@ impl GatewayClient {
             let oldest = page.data.first().and_then(|row| row.seq);
             page.data.append(&mut rows);
             rows = page.data;
-            match (page.has_more, oldest, from) {
-                (true, Some(oldest), Some(from)) if from < oldest => before = Some(oldest),
+            match (page.has_more, oldest) {
+                // `before_seq` is at least 1.
+                (true, Some(oldest)) if oldest > 1 => before = Some(oldest),
                 _ => break,
             }
             if pages == MAX_PAGES {
-                tracing::warn!(
-                    rows = rows.len(),
-                    "A run's record is longer than the bridge reads; its oldest rows are left out."
-                );
+                warn_cut(rows.len());
             }
         }
         Ok(rows)
+    }
+
+    /// `rows` read before and those written after them, oldest first, the newest
+    /// [`MAX_PAGES`] pages' worth at the most. Read on from the newest row read; from the
+    /// newest page back (as [`Self::run_rows`]) when nothing with a place was read yet, or
+    /// more than [`MAX_PAGES`] pages came since.
+    async fn newer_rows(
+        &self,
+        owner: Option<&Owner>,
+        thread: &ThreadId,
+        run_id: &str,
+        mut rows: Vec<Row>,
+    ) -> Result<Vec<Row>, GatewayError> {
+        let Some(mut after) = rows.last().and_then(|row| row.seq).filter(|seq| *seq >= 1) else {
+            return self.run_rows(owner, thread, run_id).await;
+        };
+        for _ in 0..MAX_PAGES {
+            let rest = format!("/messages?limit={PAGE}&after_seq={after}");
+            let url = self.run_url(thread, run_id, &rest)?;
+            let page: Page = self.get_json("run_messages", &url, owner).await?;
+            let newest = page.data.last().and_then(|row| row.seq);
+            rows.extend(page.data);
+            match newest {
+                Some(newest) if page.has_more && newest > after => after = newest,
+                _ => {
+                    let cut = rows.len().saturating_sub(MAX_PAGES * PAGE);
+                    if cut > 0 {
+                        rows.drain(..cut);
+                        warn_cut(rows.len());
+                    }
+                    return Ok(rows);
+                }
+            }
+        }
+        // Written faster than read on: its newest pages, as on a first read.
+        self.run_rows(owner, thread, run_id).await
     }
 
     /// What run `run_id`'s events tell of its record: its `run.start` events and its

@@ -126,17 +126,30 @@ impl RunEntry {
         events
     }
 
-    /// `GET …/runs/{run_id}/messages` (DeerFlow's `list_run_messages`): the newest `limit`
-    /// of the run's message rows (before `before_seq`, if given), oldest first, `{data,
-    /// has_more}`.
-    pub(crate) fn message_rows(&self, limit: usize, before_seq: Option<i64>) -> Value {
+    /// `GET …/runs/{run_id}/messages` (DeerFlow's `list_run_messages`): the run's message
+    /// rows between `after_seq` and `before_seq` (each if given), oldest first, `{data,
+    /// has_more}`: the oldest `limit` of them with `after_seq`, else the newest (DeerFlow's
+    /// `trim_run_message_page`).
+    pub(crate) fn message_rows(
+        &self,
+        limit: usize,
+        before_seq: Option<i64>,
+        after_seq: Option<i64>,
+    ) -> Value {
         let mut rows = self.events();
         rows.retain(|event| {
+            let seq = event["seq"].as_i64();
             event["category"] == "message"
-                && before_seq.is_none_or(|before| event["seq"].as_i64().is_some_and(|s| s < before))
+                && before_seq.is_none_or(|before| seq.is_some_and(|s| s < before))
+                && after_seq.is_none_or(|after| seq.is_some_and(|s| s > after))
         });
         let has_more = rows.len() > limit;
-        let rows = rows.split_off(rows.len().saturating_sub(limit));
+        let rows = if after_seq.is_some() {
+            rows.truncate(limit);
+            rows
+        } else {
+            rows.split_off(rows.len().saturating_sub(limit))
+        };
         json!({"data": rows, "has_more": has_more})
     }
 
