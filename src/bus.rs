@@ -290,9 +290,10 @@ async fn deliver(
     delivery: &Delivery,
     msg: &OutboundMessage,
     before: Option<im_bridge_channel::BeforeFinal>,
+    gate: Option<Gate>,
 ) -> Landed {
     let channel = delivery.channel().name();
-    match delivery.deliver_noting(msg, before).await {
+    match delivery.deliver_noting(msg, before, gate).await {
         Ok(shown) => {
             let kind = if msg.is_final { "final" } else { "partial" };
             metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => kind).increment(1);
@@ -302,6 +303,11 @@ async fn deliver(
         Err(ChannelError::ReplyWindowRest { reason, rest }) => {
             window_closed(channel, msg, reason, Some(rest))
         }
+        // The gate said why (the journal's fence logs it).
+        Err(ChannelError::Withheld) => Landed::Failed {
+            transient: true,
+            error: WITHHELD.to_owned(),
+        },
         Err(error) => {
             tracing::warn!(channel, %error, is_final = msg.is_final, "Delivering a reply failed.");
             metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "error")

@@ -69,9 +69,15 @@ pub const MIN_TTL: Duration = Duration::from_secs(5);
 /// The shortest lease whose margins cover a whole store call on a store replicas share:
 /// a write stalled for the store's 15 s timeout, with the holder's renewals held up too,
 /// has the holder's last quarter of its lease plus the whole lease of the replica taking
-/// over before a second replica may answer the same message. `check-config` warns below
-/// it when the store is PostgreSQL (`docs/configuration.md`).
+/// over before a second replica may answer the same message. `check-config`, and the
+/// daemon as it starts, warn below it when the store is PostgreSQL
+/// (`docs/configuration.md`).
 pub const SHARED_SAFE_TTL: Duration = Duration::from_secs(12);
+
+// The holder's last quarter and the claimer's whole lease cover a whole store call.
+const _: () = assert!(
+    SHARED_SAFE_TTL.as_millis() * 5 / 4 >= crate::store::postgres::CALL_TIMEOUT.as_millis()
+);
 
 /// The longest lease `bridge.store_lease_seconds` accepts: a dead replica's transport
 /// waits up to a lease for another replica, and its journaled messages two (the claim's

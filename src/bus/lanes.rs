@@ -34,9 +34,11 @@ const MAX_RETRIED_KEYS: usize = 16;
 /// by a newer one before it was delivered drops its hook unrun.
 pub type AfterShown = Box<dyn FnOnce(Landed) -> BoxFuture<'static, ()> + Send>;
 
-/// Asked, when a reply's turn in its lane came, whether it may still go out: `false`
-/// withholds it (the journal's fence: its entry may belong to another replica by now).
-pub type Gate = Box<dyn FnOnce() -> bool + Send>;
+/// Asked, when a reply's turn in its lane came and again just before each platform call
+/// that writes it (after any wait in the delivery engine: a `Retry-After`, a rate budget,
+/// the earlier parts of a split answer), whether it may still go out: `false` withholds it
+/// (the journal's fence: its entry may belong to another replica by now).
+pub type Gate = im_bridge_channel::WriteGate;
 
 /// What a withheld reply ([`Gate`]) failed with, for now (the journal keeps it as the
 /// entry's last error, which an operator's listing shows): its journal entry may belong
@@ -419,8 +421,8 @@ async fn perform(
     let source = (key.clone(), msg.thread_ts.clone());
     let unanswered = match job {
         Job::Reply => {
-            let shown = match hooks.gate.is_none_or(|gate| gate()) {
-                true => super::deliver(delivery, &msg, hooks.before).await,
+            let shown = match hooks.gate.as_ref().is_none_or(|gate| gate()) {
+                true => super::deliver(delivery, &msg, hooks.before, hooks.gate).await,
                 false => Landed::Failed {
                     transient: true,
                     error: WITHHELD.to_owned(),

@@ -24,6 +24,7 @@
 //!   Throttle      min edit interval per message; Retry-After pauses the chat (throttle.rs)
 //!   Budgets       the bot-wide rate budgets: finals wait, partials skip (budgets.rs)
 //!   Newest        notes each chat's newest message, for replies that stay last (newest.rs)
+//!   Fenced        each write of a final asks the final's gate first, if it has one (fence.rs)
 //!   the adapter   primitive calls only
 //! ```
 //!
@@ -47,6 +48,7 @@
 
 mod budgets;
 mod fallback;
+mod fence;
 mod forward;
 mod limit;
 mod newest;
@@ -70,6 +72,7 @@ use crate::message::OutboundMessage;
 
 pub use budgets::{BUDGET_FALLBACKS, BUDGET_SKIPS, BUDGET_WAITS, BudgetPlan, Budgets};
 pub use fallback::FinishOrSend;
+pub use fence::{Fenced, WriteGate};
 pub use limit::LimitLength;
 pub use newest::{MAX_NEWEST_CHATS, Newest, NewestMessages};
 pub use passive::{MAX_SOURCES, PassiveReplies, REPLY_WINDOW_REFUSED, ReplyQuotas};
@@ -83,7 +86,7 @@ use streams::{Flusher, Offer, Stream, Streams, stream_key};
 
 /// The layers [`Delivery`] puts over a channel, top first.
 type Stack = LimitLength<
-    FinishOrSend<PassiveReplies<RetryFinals<Throttle<Budgets<Newest<Arc<dyn Channel>>>>>>>,
+    FinishOrSend<PassiveReplies<RetryFinals<Throttle<Budgets<Newest<Fenced<Arc<dyn Channel>>>>>>>>,
 >;
 
 /// Composes the delivery layers over a channel (see the module docs for their order).
@@ -121,6 +124,11 @@ pub trait ChannelExt: Channel + Sized {
     /// Notes into `newest` what each chat was sent last (see `newest.rs`).
     fn newest(self, newest: Arc<NewestMessages>) -> Newest<Self> {
         Newest::new(self, newest)
+    }
+
+    /// Asks the delivery's gate before each write of a final (see `fence.rs`).
+    fn fenced(self) -> Fenced<Self> {
+        Fenced::new(self)
     }
 }
 
@@ -175,6 +183,7 @@ impl Delivery {
         let newest = Arc::new(NewestMessages::default());
         let throttle = channel
             .clone()
+            .fenced()
             .newest(newest.clone())
             .budgets(plan)
             .throttle();
@@ -255,22 +264,27 @@ impl Delivery {
     /// (the process that streamed it stopped) finishes that message instead of sending a new
     /// one; if it can no longer be edited, the final is sent as a new message.
     pub async fn deliver(&self, msg: &OutboundMessage) -> ChannelResult<Option<MessageId>> {
-        self.deliver_noting(msg, None).await
+        self.deliver_noting(msg, None, None).await
     }
 
     /// [`Delivery::deliver`], telling a final's `before` which message the final is about
     /// to finish (`None`: it will be sent as a new message) once that is settled and before
     /// any platform call that writes the final (a stream start lost to network trouble is
     /// made again first, to find its message), and waiting for it: a caller that must
-    /// survive a crash records there which message a re-delivery has to edit (issue 27). A
-    /// partial ignores it.
+    /// survive a crash records there which message a re-delivery has to edit (issue 27).
+    /// `gate` is asked just before each call that writes a final, and one it refuses fails
+    /// with [`ChannelError::Withheld`](crate::ChannelError::Withheld) (see `fence.rs`). A
+    /// partial ignores both.
     pub async fn deliver_noting(
         &self,
         msg: &OutboundMessage,
         before: Option<BeforeFinal>,
+        gate: Option<WriteGate>,
     ) -> ChannelResult<Option<MessageId>> {
         if msg.is_final {
-            self.deliver_final(msg, before).await.map(Some)
+            fence::gated(gate, self.deliver_final(msg, before))
+                .await
+                .map(Some)
         } else {
             Ok(self.deliver_partial(msg).await)
         }

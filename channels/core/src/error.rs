@@ -75,6 +75,11 @@ pub enum ChannelError {
     /// once). Transient as the inner error is; a rate limit of it is waited out like any.
     #[error("the stream message was finished, a message cut after it failed: {0}")]
     FinishedThen(Box<ChannelError>),
+    /// The final's delivery gate ([`WriteGate`](crate::WriteGate)) withheld the
+    /// write: nothing was sent. The daemon's journal fence does so while the final's
+    /// message may belong to another replica; it is delivered later by whichever holds it.
+    #[error("withheld (fenced)")]
+    Withheld,
 }
 
 impl ChannelError {
@@ -85,7 +90,11 @@ impl ChannelError {
             Self::FinishedThen(error) => error.is_transient(),
             _ => matches!(
                 self,
-                Self::RetryAfter(_) | Self::Transport(_) | Self::Stopped | Self::OverBudget(_)
+                Self::RetryAfter(_)
+                    | Self::Transport(_)
+                    | Self::Stopped
+                    | Self::OverBudget(_)
+                    | Self::Withheld
             ),
         }
     }

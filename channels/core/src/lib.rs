@@ -53,9 +53,9 @@ pub use commands::{CommandVocabulary, strip_leading_mentions};
 pub use config::{ConfigIssue, Issues, Severity};
 pub use delivery::{
     BUDGET_FALLBACKS, BUDGET_SKIPS, BUDGET_WAITS, BeforeFinal, BudgetPlan, Budgets, ChannelExt,
-    Delivery, EditClock, FinishOrSend, LimitLength, MAX_NEWEST_CHATS, MAX_PAUSE_WAIT, MAX_SOURCES,
-    MAX_STREAMS, Newest, NewestMessages, PassiveReplies, REPLY_WINDOW_REFUSED, ReplyQuotas,
-    RetryFinals, RetryPolicy, StreamStarted, Throttle, split,
+    Delivery, EditClock, Fenced, FinishOrSend, LimitLength, MAX_NEWEST_CHATS, MAX_PAUSE_WAIT,
+    MAX_SOURCES, MAX_STREAMS, Newest, NewestMessages, PassiveReplies, REPLY_WINDOW_REFUSED,
+    ReplyQuotas, RetryFinals, RetryPolicy, StreamStarted, Throttle, WriteGate, split,
 };
 pub use error::{ChannelError, ChannelResult, RetryAfterHint};
 pub use file_hosts::{FileHostError, FileHosts, MAX_FILE_HOSTS};

@@ -566,7 +566,7 @@ async fn a_run_record_is_read_again_only_while_a_receipt_may_come() {
         let row =
             json!({"seq": 2, "category": "message", "content": {"type": "ai", "content": "Done."}});
         if r.path.contains("/messages") {
-            return Reply::Json(200, record_page(&[row], &r.query));
+            return record_page(&[row], &r.query);
         }
         match r.header("x-deerflow-owner-user-id") {
             Some("old") => Reply::Json(404, json!({"detail": "Not Found"})),
@@ -611,16 +611,22 @@ async fn a_run_record_is_read_again_only_while_a_receipt_may_come() {
 
 /// A page of a run's record as DeerFlow's `list_run_messages` serves it for `query`: the
 /// rows after `after_seq` oldest first, else the newest before `before_seq`, `limit` of
-/// them, and whether there are more (`trim_run_message_page`).
-fn record_page(rows: &[Value], query: &str) -> Value {
+/// them, and whether there are more (`trim_run_message_page`); a `limit` outside 1 to 200
+/// or a cursor under 1 is FastAPI's 422.
+fn record_page(rows: &[Value], query: &str) -> Reply {
     let param = |name: &str| {
         query.split('&').find_map(|pair| {
             let (key, value) = pair.split_once('=')?;
             (key == name).then(|| value.parse::<i64>().unwrap())
         })
     };
-    let limit = usize::try_from(param("limit").unwrap_or(50)).unwrap();
+    let limit = param("limit").unwrap_or(50);
     let (before, after) = (param("before_seq"), param("after_seq"));
+    if !(1..=200).contains(&limit) || before.is_some_and(|b| b < 1) || after.is_some_and(|a| a < 1)
+    {
+        return Reply::Json(422, json!({"detail": [{"type": "greater_than_equal"}]}));
+    }
+    let limit = usize::try_from(limit).unwrap();
     let mut kept: Vec<Value> = rows
         .iter()
         .filter(|row| {
@@ -636,7 +642,7 @@ fn record_page(rows: &[Value], query: &str) -> Value {
     } else {
         kept.split_off(kept.len().saturating_sub(limit))
     };
-    json!({"data": data, "has_more": has_more})
+    Reply::Json(200, json!({"data": data, "has_more": has_more}))
 }
 
 /// `count` answers of the agent's, seq 1 on.
@@ -671,7 +677,7 @@ async fn a_long_record_is_read_whole_when_its_start_is_unknown() {
     let rows = agent_rows(450);
     let server = Server::start(move |r| {
         if r.path.ends_with("/messages") {
-            Reply::Json(200, record_page(&rows, &r.query))
+            record_page(&rows, &r.query)
         } else {
             Reply::Json(500, json!({"detail": "event store down"}))
         }
@@ -701,7 +707,7 @@ async fn a_record_read_again_is_read_on_from_its_newest_row() {
         if r.path.ends_with("/messages") {
             // Ten more rows are written before each read of the events after the first.
             let rows = agent_rows(250 + 10 * (*reads - 1));
-            return Reply::Json(200, record_page(&rows, &r.query));
+            return record_page(&rows, &r.query);
         }
         *reads += 1;
         let mut events = vec![json!({"seq": 1, "event_type": "run.start"})];
@@ -724,4 +730,58 @@ async fn a_record_read_again_is_read_on_from_its_newest_row() {
         ]
     );
     assert_eq!(*events_read.lock().unwrap(), 3);
+}
+
+/// A later read of the events that fails is no end: the route was read before, so the
+/// receipt is awaited as before, and the rows written meanwhile are read.
+#[tokio::test]
+async fn a_failed_later_read_of_the_events_still_waits_for_the_receipt() {
+    let events_read = Arc::new(Mutex::new(0_i64));
+    let seen = events_read.clone();
+    let server = Server::start(move |r| {
+        let mut reads = seen.lock().unwrap();
+        if r.path.ends_with("/messages") {
+            return record_page(&agent_rows(2 + *reads), &r.query);
+        }
+        *reads += 1;
+        match *reads {
+            2 => Reply::Json(500, json!({"detail": "event store down"})),
+            3 => Reply::Json(200, json!([{"seq": 1, "event_type": "run.start"}, {"seq": 9, "event_type": "run.delivery"}])),
+            _ => Reply::Json(200, json!([{"seq": 1, "event_type": "run.start"}])),
+        }
+    })
+    .await;
+    let (texts, _) = read_record(&server).await;
+    assert_eq!(texts, ["m1", "m2", "m3", "m4", "m5"]);
+    assert_eq!(*events_read.lock().unwrap(), 3);
+}
+
+/// A Gateway (or a proxy) that drops the `after_seq` cursor answers rows already read: the
+/// record is read from the newest page back instead, and no row comes twice.
+#[tokio::test]
+async fn a_gateway_that_drops_the_cursor_shows_no_row_twice() {
+    let events_read = Arc::new(Mutex::new(0_i64));
+    let seen = events_read.clone();
+    let server = Server::start(move |r| {
+        let mut reads = seen.lock().unwrap();
+        if r.path.ends_with("/messages") {
+            let query = r
+                .query
+                .split('&')
+                .filter(|p| !p.starts_with("after_seq="))
+                .collect::<Vec<_>>()
+                .join("&");
+            return record_page(&agent_rows(3), &query);
+        }
+        *reads += 1;
+        let mut events = vec![json!({"seq": 1, "event_type": "run.start"})];
+        if *reads == 2 {
+            events.push(json!({"seq": 9, "event_type": "run.delivery"}));
+        }
+        Reply::Json(200, Value::Array(events))
+    })
+    .await;
+    let (texts, pages) = read_record(&server).await;
+    assert_eq!(texts, ["m1", "m2", "m3"]);
+    assert_eq!(pages.len(), 3, "{pages:?}");
 }

@@ -247,9 +247,10 @@ pub(super) fn bridge(b: &RawBridge, env: &dyn Env, found: &mut Findings) -> Brid
     let store_lease = store_lease(b.store_lease_seconds, &mut found.errors);
     if matches!(store, StoreLocation::Postgres(_)) && store_lease < crate::lease::SHARED_SAFE_TTL {
         found.warnings.push(format!(
-            "bridge.store_lease_seconds: {} s on a shared store is under {} s: a database call stalled for its whole timeout could let two replicas answer one message; keep {} s or more unless the database is near",
+            "bridge.store_lease_seconds: {} s on a shared store is under {} s: a database call stalled for its whole {} s timeout could let two replicas answer one message; keep {} s or more unless the database is near",
             store_lease.as_secs_f64(),
             crate::lease::SHARED_SAFE_TTL.as_secs(),
+            crate::store::postgres::CALL_TIMEOUT.as_secs(),
             crate::lease::SHARED_SAFE_TTL.as_secs(),
         ));
     }

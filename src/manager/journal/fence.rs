@@ -34,7 +34,8 @@
 //! a store call per final. A save that fails therefore still counts as this process's:
 //! the renewal that lets the final go out judged the entry.
 //!
-//! A final is checked just before its delivery (the lane's [`Gate`]): refused, it fails
+//! A final is checked just before its delivery (the lane's [`Gate`]) and before each
+//! platform call that writes it: refused, it fails
 //! for now ([`WITHHELD`](crate::bus::WITHHELD)) and waits in the entry as any final that
 //! failed for now does; its retry waits until a renewal went through again (which marks
 //! the entry lost if it was taken), then saves the entry, which tells whether an operator
@@ -63,9 +64,12 @@
 //!
 //! # What it cannot promise
 //!
-//! - A final that passed the gate and then spends longer than the margin plus the claim's
-//!   grace (another lease) inside the delivery engine (a long `Retry-After`) may still land
-//!   after another replica took the entry: the gate is asked once, before the engine.
+//! - The gate is asked when the final's turn in its lane comes and again just before each
+//!   platform call that writes it (the delivery engine's lowest layer, `Fenced`), so a
+//!   final that waits out a long `Retry-After`, a rate budget or its earlier parts is
+//!   judged again after the wait. A single platform call that itself takes longer than the
+//!   margin plus the claim's grace (another lease) may still land after another replica
+//!   took the entry.
 //! - A final whose delivery landed while the store was out of reach is delivered again by
 //!   the replica that takes the entry over (as after a crash: the same edit of the same
 //!   message where the platform edits, or a send with the same key).
@@ -411,7 +415,7 @@ impl Entry {
     /// The gate that asks [`Entry::may_publish`] just before final `id` goes out.
     pub(super) fn gate(&self, id: u32) -> Gate {
         let entry = self.clone();
-        Box::new(move || entry.may_publish(id))
+        Arc::new(move || entry.may_publish(id))
     }
 
     /// Waits until the entry is provably this process's again, if it lapsed: `false` when

@@ -6,7 +6,9 @@
 //! `RetryAfter` that reaches this layer was already waited out below as far as the retry
 //! policy allows; sending instead would meet the same limit, so it is returned as is. So
 //! is a failure after the stream message was finished (`FinishedThen`): the reader has
-//! the final's first part there, and a new message would show it twice.
+//! the final's first part there, and a new message would show it twice. And so is a
+//! finish its gate withheld (`Withheld`, `fence.rs`): nothing was tried, and the stream
+//! message is finished when the final is delivered again, by whichever replica holds it.
 //! Every other call passes through.
 
 use async_trait::async_trait;
@@ -44,7 +46,10 @@ impl<C: Channel> Channel for FinishOrSend<C> {
         match self.inner.finish_stream(to, id, text).await {
             Err(error)
                 if error.retry_after().is_none()
-                    && !matches!(error, ChannelError::FinishedThen(_)) =>
+                    && !matches!(
+                        error,
+                        ChannelError::FinishedThen(_) | ChannelError::Withheld
+                    ) =>
             {
                 tracing::warn!(
                     channel = self.inner.name(),

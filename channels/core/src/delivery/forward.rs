@@ -208,6 +208,7 @@ mod tests {
         let rec = Recorder::new(unpaced());
         let shared: Arc<dyn Channel> = Arc::new(Offline(rec.clone()));
         let stack = shared
+            .fenced()
             .newest(Arc::default())
             .budgets(BudgetPlan::default())
             .throttle()

@@ -96,7 +96,7 @@ async fn issue_27_a_final_names_the_message_it_finishes_before_any_platform_call
     let (rec, d) = engine(unpaced());
     d.deliver(&out("a ▉", false)).await.unwrap();
     let (hook, seen) = noting(&rec);
-    d.deliver_noting(&out("abc", true), Some(hook))
+    d.deliver_noting(&out("abc", true), Some(hook), None)
         .await
         .unwrap();
     // Told m1 while only the stream's start had been made; the finish came after.
@@ -107,14 +107,14 @@ async fn issue_27_a_final_names_the_message_it_finishes_before_any_platform_call
     );
     // With no stream, the final is a new message, and the hook hears so first.
     let (hook, seen) = noting(&rec);
-    d.deliver_noting(&out("next", true), Some(hook))
+    d.deliver_noting(&out("next", true), Some(hook), None)
         .await
         .unwrap();
     assert_eq!(*seen.lock().unwrap(), [(None, 2)]);
     assert_eq!(rec.calls().last(), Some(&Call::Send("next".into())));
     // A partial never calls it.
     let (hook, seen) = noting(&rec);
-    d.deliver_noting(&out("x ▉", false), Some(hook))
+    d.deliver_noting(&out("x ▉", false), Some(hook), None)
         .await
         .unwrap();
     assert!(seen.lock().unwrap().is_empty());
@@ -701,7 +701,7 @@ async fn a_final_that_stays_last_is_a_new_message_below_an_upload_that_overtook_
     // The journal hears before any call that the final is a new message.
     let (hook, seen) = noting(&rec);
     let shown = d
-        .deliver_noting(&reply("s2", "second answer", true, true), Some(hook))
+        .deliver_noting(&reply("s2", "second answer", true, true), Some(hook), None)
         .await
         .unwrap();
     assert_eq!(*seen.lock().unwrap(), [(None, 3)]);

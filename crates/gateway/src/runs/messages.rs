@@ -15,8 +15,9 @@
 //! between the rows a [`Message::goal_continuation`] stands in for its prompt: the answer
 //! splits into its segments as the thread's state would split it, and a restart that
 //! published some of them publishes only the rest. When the events cannot be read the
-//! rows are taken at once (there is no receipt to wait for), as one segment unless an
-//! earlier read of the events told where the segments start.
+//! rows are taken at once, as one segment (there is no receipt to wait for); when they
+//! were read before, the failure is taken for a passing one and the receipt awaited as
+//! before, the segments as the last read told them.
 //!
 //! DeerFlow marks a run succeeded before it writes the last of the run's record (its
 //! journal writes in batches, the last after the run's end and a scan of its workspace),
@@ -32,8 +33,12 @@
 //! [`MAX_PAGES`], the newest kept: an answer is at the end), whether or not the run's start
 //! is known, so a file the agent presented early in a long run is not missed. A record read
 //! again while it settles is read on from its newest row (`after_seq`), not from the start:
-//! DeerFlow numbers a thread's rows under a lock held until they are committed
-//! (`events/store/db.py`), so no row older than one read can show up later.
+//! no row older than one read can show up later in DeerFlow's event stores (`db.py`
+//! numbers a thread's rows under a lock held until they are committed, `memory.py` writes
+//! without yielding, `jsonl.py` appends under its write lock; a batch written again after
+//! a failure is numbered anew). A record whose newest row has no `seq`, that grew by more
+//! than [`MAX_PAGES`] pages since, or a page with rows not after the cursor, is read from
+//! the newest page back again.
 
 use std::time::Duration;
 
@@ -164,7 +169,8 @@ impl GatewayClient {
     ) -> Result<Vec<Message>, GatewayError> {
         let mut settling = SETTLING.iter();
         let mut rows: Option<Vec<Row>> = None;
-        let mut starts = Vec::new();
+        // The run's starts, once its events were read.
+        let mut starts: Option<Vec<i64>> = None;
         loop {
             // The events first: once the receipt is written, so is every message row.
             let events = self.run_events(owner, thread, run_id).await;
@@ -173,23 +179,29 @@ impl GatewayClient {
                 None => self.run_rows(owner, thread, run_id).await?,
                 Some(read_so_far) => self.newer_rows(owner, thread, run_id, read_so_far).await?,
             };
-            let events = match events {
-                Ok(events) => events,
-                Err(error) => {
-                    // No receipt to wait for either; the starts read before, if any, stand.
-                    tracing::warn!(%error, "Reading a run's events failed; its messages read as they are.");
-                    return Ok(read(&record, &starts));
+            match (events, &starts) {
+                (Ok(events), _) => {
+                    if events.delivered {
+                        return Ok(read(&record, &events.starts));
+                    }
+                    starts = Some(events.starts);
                 }
-            };
-            starts = events.starts;
-            if events.delivered {
-                return Ok(read(&record, &starts));
+                (Err(error), None) => {
+                    // No receipt to wait for either.
+                    tracing::warn!(%error, "Reading a run's events failed; its messages read as one segment.");
+                    return Ok(read(&record, &[]));
+                }
+                // Read before, so the route is there: no receipt yet, for now.
+                (Err(error), Some(_)) => {
+                    tracing::warn!(%error, "Reading a run's events again failed; waiting for its receipt as before.");
+                }
             }
+            let starts = starts.as_deref().unwrap_or_default();
             let Some(wait) = settling.next() else {
                 tracing::warn!(
                     "A run's record has no receipt yet; read as it is, perhaps cut short."
                 );
-                return Ok(read(&record, &starts));
+                return Ok(read(&record, starts));
             };
             rows = Some(record);
             tokio::time::sleep(*wait).await;
@@ -230,8 +242,8 @@ impl GatewayClient {
 
     /// `rows` read before and those written after them, oldest first, the newest
     /// [`MAX_PAGES`] pages' worth at the most. Read on from the newest row read; from the
-    /// newest page back (as [`Self::run_rows`]) when nothing with a place was read yet, or
-    /// more than [`MAX_PAGES`] pages came since.
+    /// newest page back (as [`Self::run_rows`]) when nothing with a place was read yet, more
+    /// than [`MAX_PAGES`] pages came since, or a page answered rows not after the cursor.
     async fn newer_rows(
         &self,
         owner: Option<&Owner>,
@@ -246,6 +258,14 @@ impl GatewayClient {
             let rest = format!("/messages?limit={PAGE}&after_seq={after}");
             let url = self.run_url(thread, run_id, &rest)?;
             let page: Page = self.get_json("run_messages", &url, owner).await?;
+            if page
+                .data
+                .iter()
+                .any(|row| row.seq.is_none_or(|seq| seq <= after))
+            {
+                // Not read on from `after` (a Gateway or proxy that drops the cursor).
+                return self.run_rows(owner, thread, run_id).await;
+            }
             let newest = page.data.last().and_then(|row| row.seq);
             rows.extend(page.data);
             match newest {

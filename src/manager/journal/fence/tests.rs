@@ -247,6 +247,14 @@ async fn retry_ended(rig: &Rig, entry: &Entry) {
     .await;
 }
 
+/// `b` delivers the one entry it `claimed`, once.
+async fn delivered_once_by(b: &Rig, claimed: &[Entry]) {
+    assert_eq!(claimed.len(), 1);
+    claimed[0].retry_finals_later();
+    b.wait_empty().await;
+    assert_eq!(b.sends(), 1, "delivered once, by the replica that took it");
+}
+
 /// A final written ahead while its replica held the entry, whose turn in the lane comes
 /// only after another replica took the entry over and the first renewed again (it waited
 /// behind a long `Retry-After` while the replica was cut off), is not sent: the renewal
@@ -267,10 +275,36 @@ async fn a_final_that_waited_through_a_takeover_is_not_sent_once_renewals_go_thr
     entry.at_rest(DEADLINE).await;
     left_alone(&a).await;
 
-    assert_eq!(claimed.len(), 1);
-    claimed[0].retry_finals_later();
-    b.wait_empty().await;
-    assert_eq!(b.sends(), 1, "delivered once, by the replica that took it");
+    delivered_once_by(&b, &claimed).await;
+    a.journal.shut_down(DEADLINE).await;
+    b.journal.shut_down(DEADLINE).await;
+}
+
+/// A final that passed the gate but met a `Retry-After`, during which its replica was cut
+/// off and the entry taken over, is not sent again once the wait is over: the gate is
+/// asked before every write, not only when the final's turn in its lane came. The replica
+/// that took the entry over delivers it, once.
+#[tokio::test]
+async fn a_final_waiting_out_a_retry_after_through_a_takeover_is_not_sent_again() {
+    let Replicas { cut_off, a, b, .. } = replicas().await;
+    let (msg, entry) = admit(&a).await;
+    // Longer than the takeover below takes (a lease and the claim's grace after it).
+    a.retry_after_next_send(Duration::from_secs(4));
+    let mut out = msg.reply("the answer".to_owned(), true);
+    let hooks = entry.track(&mut out, "", Final::Answer).await;
+    a.outbound.publish_hooked(out, hooks).await;
+    wait_until("the first attempt met the rate limit", || a.sends() == 1).await;
+
+    let claimed = taken_over_then_renewed(&cut_off, &a, &b).await;
+    entry.turn_ended().await;
+    a.outbound.turn_ended(&msg).await;
+    entry.at_rest(DEADLINE).await;
+    assert!(a.outbound.flush(DEADLINE).await);
+    assert_eq!(a.sends(), 1, "not sent again after the wait");
+    assert_eq!(a.delivered(), 0);
+    assert!(a.turn_ends().is_empty(), "the end is the other replica's");
+
+    delivered_once_by(&b, &claimed).await;
     a.journal.shut_down(DEADLINE).await;
     b.journal.shut_down(DEADLINE).await;
 }

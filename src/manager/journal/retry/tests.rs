@@ -26,6 +26,8 @@ const DEADLINE: Duration = Duration::from_secs(10);
 struct Flaky {
     identity: ChannelIdentity,
     failing: AtomicBool,
+    /// The next send answers this `Retry-After` instead, once.
+    retry_after: std::sync::Mutex<Option<Duration>>,
     sends: AtomicUsize,
     delivered: AtomicUsize,
     /// The turn ends it was told (with capabilities that ask for them): whether each
@@ -43,6 +45,9 @@ impl Channel for Flaky {
     }
     async fn send_text(&self, _: SendTarget<'_>, _: &str) -> ChannelResult<SentMessage> {
         let n = self.sends.fetch_add(1, Ordering::SeqCst);
+        if let Some(wait) = self.retry_after.lock().unwrap().take() {
+            return Err(ChannelError::RetryAfter(wait));
+        }
         if self.failing.load(Ordering::SeqCst) {
             return Err(ChannelError::Transport(
                 "calling sendMessage failed: 502".into(),
@@ -97,6 +102,7 @@ pub(in crate::manager::journal) fn rig_over(
     let channel = Arc::new(Flaky {
         identity: ChannelIdentity::always_connected("flaky", caps),
         failing: AtomicBool::new(true),
+        retry_after: std::sync::Mutex::new(None),
         sends: AtomicUsize::new(0),
         delivered: AtomicUsize::new(0),
         turn_ends: std::sync::Mutex::new(Vec::new()),
@@ -116,6 +122,16 @@ impl Rig {
     /// Its channel's sends go through from now on.
     pub(in crate::manager::journal) fn deliver_all(&self) {
         self.channel.failing.store(false, Ordering::SeqCst);
+    }
+
+    /// Its channel's next send answers `Retry-After: wait` (once).
+    pub(in crate::manager::journal) fn retry_after_next_send(&self, wait: Duration) {
+        *self.channel.retry_after.lock().unwrap() = Some(wait);
+    }
+
+    /// How many sends its channel delivered.
+    pub(in crate::manager::journal) fn delivered(&self) -> usize {
+        self.channel.delivered.load(Ordering::SeqCst)
     }
 
     /// Its channel's sends fail (for now) from now on.

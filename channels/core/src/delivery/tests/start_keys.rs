@@ -62,7 +62,7 @@ async fn a_final_after_a_lost_start_starts_its_stream_again_and_finishes_it() {
     let mut answer = out("abc", true);
     answer.hints.send_key = Some("e1".into());
     let (hook, seen) = noting(&rec);
-    let shown = d.deliver_noting(&answer, Some(hook)).await.unwrap();
+    let shown = d.deliver_noting(&answer, Some(hook), None).await.unwrap();
     // Started again under the stream's key (a platform naming sends by it answers with
     // the message the lost start made), then finished: never a second message.
     assert_eq!(shown, Some(MessageId::new("m1")));
