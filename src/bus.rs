@@ -304,10 +304,7 @@ async fn deliver(
             window_closed(channel, msg, reason, Some(rest))
         }
         // The gate said why (the journal's fence logs it).
-        Err(ChannelError::Withheld) => Landed::Failed {
-            transient: true,
-            error: WITHHELD.to_owned(),
-        },
+        Err(ChannelError::Withheld) => withheld(channel),
         Err(error) => {
             tracing::warn!(channel, %error, is_final = msg.is_final, "Delivering a reply failed.");
             metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "error")
@@ -317,6 +314,16 @@ async fn deliver(
                 error: error.to_string(),
             }
         }
+    }
+}
+
+/// What became of a final the journal's fence withheld ([`Gate`]): it failed for now,
+/// counted as `withheld`.
+fn withheld(channel: &'static str) -> Landed {
+    metrics::counter!(names::OUTBOUND, "channel" => channel, "result" => "withheld").increment(1);
+    Landed::Failed {
+        transient: true,
+        error: WITHHELD.to_owned(),
     }
 }
 

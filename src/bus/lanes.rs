@@ -35,9 +35,9 @@ const MAX_RETRIED_KEYS: usize = 16;
 pub type AfterShown = Box<dyn FnOnce(Landed) -> BoxFuture<'static, ()> + Send>;
 
 /// Asked, when a reply's turn in its lane came and again just before each platform call
-/// that writes it (after any wait in the delivery engine: a `Retry-After`, a rate budget,
-/// the earlier parts of a split answer), whether it may still go out: `false` withholds it
-/// (the journal's fence: its entry may belong to another replica by now).
+/// that writes it until one landed (after any wait in the delivery engine: a
+/// `Retry-After`, a rate budget), whether it may still go out: `false` withholds it (the
+/// journal's fence: its entry may belong to another replica by now).
 pub type Gate = im_bridge_channel::WriteGate;
 
 /// What a withheld reply ([`Gate`]) failed with, for now (the journal keeps it as the
@@ -54,8 +54,9 @@ pub struct Hooks {
     pub before: Option<BeforeFinal>,
     /// Runs once the reply was delivered or failed.
     pub after: Option<AfterShown>,
-    /// Asked just before delivery: a reply it refuses is not delivered, and `after` hears
-    /// it failed for now ([`WITHHELD`]).
+    /// Asked when the reply's turn in its lane came, and again before each platform call
+    /// that writes it until one landed: a reply it refuses is not delivered (what of it
+    /// landed stays), and `after` hears it failed for now ([`WITHHELD`]).
     pub gate: Option<Gate>,
 }
 
@@ -423,10 +424,7 @@ async fn perform(
         Job::Reply => {
             let shown = match hooks.gate.as_ref().is_none_or(|gate| gate()) {
                 true => super::deliver(delivery, &msg, hooks.before, hooks.gate).await,
-                false => Landed::Failed {
-                    transient: true,
-                    error: WITHHELD.to_owned(),
-                },
+                false => super::withheld(delivery.channel().name()),
             };
             if msg.is_final && delivery.channel().capabilities().turn_ends {
                 note_fate(shared, source, &msg, &shown);

@@ -31,8 +31,10 @@
 //! The order matters: splitting happens above the fallback, so a failed finish falls back
 //! to sending the *first chunk* only; both sit above the retries, so each chunk is retried
 //! on its own and a retry never resends a chunk that landed; the throttle and the budgets
-//! are lowest, so every call, retries included, is paced, and a bot-wide token is taken
-//! just before the call that spends it (not before a wait for the chat's own budget).
+//! are low, so every call, retries included, is paced, and a bot-wide token is taken
+//! just before the call that spends it (not before a wait for the chat's own budget);
+//! below them only what waits for nothing: noting each chat's newest message, and the
+//! final's gate, asked after every wait above it.
 //!
 //! What is not a per-call layer lives here and in `streams.rs`: which partials to show at
 //! all. That needs state across calls (the stream's message, the one pending text, a
@@ -80,6 +82,7 @@ pub use retry::{RetryFinals, RetryPolicy};
 pub use streams::MAX_STREAMS;
 pub use throttle::{EditClock, MAX_PAUSE_WAIT, Throttle};
 
+use fence::FinalFence;
 use forward::forward_channel;
 pub use streams::StreamStarted;
 use streams::{Flusher, Offer, Stream, Streams, stream_key};
@@ -282,7 +285,7 @@ impl Delivery {
         gate: Option<WriteGate>,
     ) -> ChannelResult<Option<MessageId>> {
         if msg.is_final {
-            fence::gated(gate, self.deliver_final(msg, before))
+            self.deliver_final(msg, before, FinalFence::new(gate))
                 .await
                 .map(Some)
         } else {
@@ -306,22 +309,35 @@ impl Delivery {
         stream.message()
     }
 
+    /// Delivers final `msg`, its writes under `fence`.
     async fn deliver_final(
         &self,
         msg: &OutboundMessage,
         before: Option<BeforeFinal>,
+        fence: FinalFence,
     ) -> ChannelResult<MessageId> {
         let (started, overtaken) = match self.streams.remove(&stream_key(msg)) {
             Some(stream) if msg.hints.stays_last && self.overtaken(&stream) => (None, Some(stream)),
-            Some(stream) => (self.close_for_final(&stream, msg).await, None),
+            Some(stream) => (fence.scope(self.close_for_final(&stream, msg)).await, None),
             None => (resumed(msg), None),
         };
         if let Some(before) = before {
             before(started.clone()).await;
         }
         if let Some(stream) = overtaken {
+            // Not a write of the final: the stream it leaves behind is finished ungated.
             self.leave_behind(&stream).await;
         }
+        fence.scope(self.write_final(msg, started)).await
+    }
+
+    /// Writes final `msg`: finishes the stream message `started`, or sends it as a new
+    /// one; then its files.
+    async fn write_final(
+        &self,
+        msg: &OutboundMessage,
+        started: Option<MessageId>,
+    ) -> ChannelResult<MessageId> {
         let stack = &self.flusher.stack;
         let target = SendTarget::from(msg);
         let shown = match started {

@@ -681,3 +681,13 @@ fn superseded(source: &str) -> Job {
         key: Some(format!("key-{source}")),
     }
 }
+
+/// A final withheld before the engine and one withheld inside it read the same in the
+/// journal (its last error, which an operator's listing shows).
+#[test]
+fn withheld_reads_the_same_before_and_inside_the_engine() {
+    assert_eq!(
+        im_bridge_channel::ChannelError::Withheld.to_string(),
+        super::WITHHELD
+    );
+}

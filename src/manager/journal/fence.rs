@@ -35,7 +35,7 @@
 //! the renewal that lets the final go out judged the entry.
 //!
 //! A final is checked just before its delivery (the lane's [`Gate`]) and before each
-//! platform call that writes it: refused, it fails
+//! platform call that writes it until one landed: refused, it fails
 //! for now ([`WITHHELD`](crate::bus::WITHHELD)) and waits in the entry as any final that
 //! failed for now does; its retry waits until a renewal went through again (which marks
 //! the entry lost if it was taken), then saves the entry, which tells whether an operator
@@ -65,11 +65,12 @@
 //! # What it cannot promise
 //!
 //! - The gate is asked when the final's turn in its lane comes and again just before each
-//!   platform call that writes it (the delivery engine's lowest layer, `Fenced`), so a
-//!   final that waits out a long `Retry-After`, a rate budget or its earlier parts is
-//!   judged again after the wait. A single platform call that itself takes longer than the
-//!   margin plus the claim's grace (another lease) may still land after another replica
-//!   took the entry.
+//!   platform call that writes it until one landed (the delivery engine's lowest layer,
+//!   `Fenced`), so a final that waits out a long `Retry-After` or a rate budget is judged
+//!   again after the wait. But a final of which a part landed is finished (its later
+//!   messages, its files) whatever the gate says by then, and a single platform call that
+//!   itself takes longer than the margin plus the claim's grace (another lease) may land:
+//!   either may land after another replica took the entry, which sends the final again.
 //! - A final whose delivery landed while the store was out of reach is delivered again by
 //!   the replica that takes the entry over (as after a crash: the same edit of the same
 //!   message where the platform edits, or a send with the same key).

@@ -1,7 +1,8 @@
 //! `Budgets`: keeps a channel's writes within its [`RateBudget`]s (issue 33).
 //!
-//! The lowest layer, right above the adapter, so a token is taken just before the call
-//! that spends it, for every write the engine makes (retries and split chunks included).
+//! The lowest layer that waits (below it only `Newest` and `Fenced`, which do not), so a
+//! token is taken just before the call that spends it, for every write the engine makes
+//! (retries and split chunks included).
 //! Each call draws on every budget whose [`Writes`] include it:
 //!
 //! - **A final** (`send_text`, `finish_stream`, `send_file`) waits for its token, for at

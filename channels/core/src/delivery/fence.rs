@@ -1,17 +1,25 @@
 //! `Fenced`: the lowest layer. A final may be delivered under a [`WriteGate`] (the daemon's
 //! journal fence: on a store replicas share, the final's message may have been taken over
-//! by another replica while this one was cut off from the store). The gate is asked just
-//! before each call that writes the final (`send_text`, `finish_stream`, `send_file`), not
-//! only once before the engine: a final can wait a long time in the layers above it (a
-//! `Retry-After` waited out, a rate budget, the parts of a split answer sent one by one),
-//! and a write the gate refuses fails with [`ChannelError::Withheld`], nothing sent.
+//! by another replica while this one was cut off from the store). Until a write of the
+//! final lands, the gate is asked just before each call that would write it (`send_text`,
+//! `finish_stream`, `send_file`, and `start_stream` where the final starts its stream again
+//! to find its message), not only once before the engine: a final can wait a long time in
+//! the layers above (a `Retry-After` waited out, a rate budget), and a write the gate
+//! refuses fails with [`ChannelError::Withheld`], nothing sent.
 //!
-//! The gate travels with the final's delivery as a task-local ([`gated`]), so no layer
-//! above passes it on: partials, which flusher tasks write outside that scope, are never
-//! gated (a newer update or the final supersedes them), nor are calls that write no reply
-//! (typing, reactions, a turn's end).
+//! Once one write of the final landed, the rest of it (the later messages of a split
+//! answer, its files) goes out ungated: a final shown in part is finished, as it was begun.
+//! Refused midway, its first messages would be sent again by whichever process delivers it
+//! again (most platforms take no send key to drop a repeat), and a file refused after its
+//! text landed would be lost without a word, since the final counts as delivered.
+//!
+//! The gate travels with the final's delivery as a task-local ([`FinalFence::scope`]), so
+//! no layer above passes it on. What is not a write of the final is never gated: partials
+//! (`Delivery::deliver_partial` runs outside any scope), finishing a stream the final
+//! leaves behind, typing, reactions, a turn's end.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 
@@ -22,28 +30,59 @@ use crate::message::OutboundFile;
 
 use super::forward_channel;
 
-/// Asked just before each write of a final: `false` withholds the write.
+/// Asked just before each write of a final until one landed: `false` withholds the write.
 pub type WriteGate = Arc<dyn Fn() -> bool + Send + Sync>;
 
-tokio::task_local! {
-    /// The gate of the final being delivered on this task.
-    static GATE: WriteGate;
+/// A final's gate, and whether a write of the final landed.
+struct Fence {
+    gate: WriteGate,
+    landed: AtomicBool,
 }
 
-/// Runs `delivery` with `gate` (if any) asked before each of its writes.
-pub(super) async fn gated<F: Future>(gate: Option<WriteGate>, delivery: F) -> F::Output {
-    match gate {
-        Some(gate) => GATE.scope(gate, delivery).await,
-        None => delivery.await,
+tokio::task_local! {
+    /// The fence of the final being delivered on this task.
+    static FENCE: Arc<Fence>;
+}
+
+/// The fence of one final's delivery: the parts of it that write the final run in
+/// [`FinalFence::scope`], all under one record of whether a write landed.
+pub(super) struct FinalFence(Option<Arc<Fence>>);
+
+impl FinalFence {
+    /// The fence of a final delivered under `gate` (none: nothing is gated).
+    pub(super) fn new(gate: Option<WriteGate>) -> Self {
+        Self(gate.map(|gate| {
+            Arc::new(Fence {
+                gate,
+                landed: AtomicBool::new(false),
+            })
+        }))
+    }
+
+    /// Runs `writes` with the final's gate asked before each of them.
+    pub(super) async fn scope<F: Future>(&self, writes: F) -> F::Output {
+        match &self.0 {
+            Some(fence) => FENCE.scope(fence.clone(), writes).await,
+            None => writes.await,
+        }
     }
 }
 
 /// Whether a write of the final delivered on this task may go out now.
 fn may_write() -> ChannelResult {
-    match GATE.try_with(|gate| gate()) {
-        Ok(false) => Err(ChannelError::Withheld),
-        // No gate here, or it lets the write go.
+    let refused = FENCE.try_with(|fence| !fence.landed.load(Ordering::Acquire) && !(fence.gate)());
+    match refused {
+        Ok(true) => Err(ChannelError::Withheld),
+        // No fence here, a write landed already, or the gate lets it go.
         _ => Ok(()),
+    }
+}
+
+/// Notes that a write of the final landed, if `result` says so (a stream message finished
+/// before a cut after it failed did).
+fn note<T>(result: &ChannelResult<T>) {
+    if matches!(result, Ok(_) | Err(ChannelError::FinishedThen(_))) {
+        let _ = FENCE.try_with(|fence| fence.landed.store(true, Ordering::Release));
     }
 }
 
@@ -66,12 +105,21 @@ impl<C: Channel> Fenced<C> {
 
 #[async_trait]
 impl<C: Channel> Channel for Fenced<C> {
-    forward_channel!(inner() => identity, name, capabilities, is_connected, exclusive_transport, run, start_stream,
-        edit_text, show_typing, turn_ended, react, thread_of, fetch_file);
+    forward_channel!(inner() => identity, name, capabilities, is_connected, exclusive_transport, run, edit_text,
+        show_typing, turn_ended, react, thread_of, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         may_write()?;
-        self.inner.send_text(to, text).await
+        let sent = self.inner.send_text(to, text).await;
+        note(&sent);
+        sent
+    }
+
+    async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        may_write()?;
+        let sent = self.inner.start_stream(to, text).await;
+        note(&sent);
+        sent
     }
 
     async fn finish_stream(
@@ -81,12 +129,16 @@ impl<C: Channel> Channel for Fenced<C> {
         text: &str,
     ) -> ChannelResult {
         may_write()?;
-        self.inner.finish_stream(to, message, text).await
+        let finished = self.inner.finish_stream(to, message, text).await;
+        note(&finished);
+        finished
     }
 
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
         may_write()?;
-        self.inner.send_file(to, file).await
+        let sent = self.inner.send_file(to, file).await;
+        note(&sent);
+        sent
     }
 }
 

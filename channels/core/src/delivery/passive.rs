@@ -8,8 +8,9 @@
 //!   `created_at`, which such an adapter sets to the platform's timestamp). A write past it
 //!   is refused with [`ChannelError::ReplyWindow`]`("closed")`, nothing sent.
 //! - Each write (a message, a file) takes one of the source's replies, whether it lands or
-//!   fails (a timed-out request may still have been delivered); past the last one the write
-//!   is refused with [`ChannelError::ReplyWindow`]`("used")`. Every reply to one source
+//!   fails (a timed-out request may still have been delivered), but for one the final's
+//!   gate withheld below ([`ChannelError::Withheld`], nothing sent); past the last one the
+//!   write is refused with [`ChannelError::ReplyWindow`]`("used")`. Every reply to one source
 //!   shares the count: a command's answer, a notice, the final's messages.
 //! - [`ReplyQuotas::remaining`] tells the length layer, at delivery time, how many messages a
 //!   final may still fill, so it can end the last one with the reply's truncation note
@@ -101,6 +102,16 @@ impl ReplyQuotas {
         *taken += 1;
         Ok(())
     }
+
+    /// Gives back the reply a write to `to` took, when it certainly sent nothing.
+    fn give_back(&self, to: &SendTarget<'_>) {
+        let Some(source) = to.reply_to else {
+            return;
+        };
+        if let Some((taken, _)) = self.lock().get_mut(&(to.chat_id.clone(), source.clone())) {
+            *taken = taken.saturating_sub(1);
+        }
+    }
 }
 
 /// When the window of `to`'s source closes (Unix seconds). A reply that does not say when
@@ -145,6 +156,13 @@ impl<C: Channel> PassiveReplies<C> {
             ChannelError::ReplyWindow(reason)
         })
     }
+
+    /// A write the final's gate withheld below sent nothing: its reply is given back.
+    fn settle<T>(&self, to: &SendTarget<'_>, result: &ChannelResult<T>) {
+        if matches!(result, Err(ChannelError::Withheld)) {
+            self.quotas.give_back(to);
+        }
+    }
 }
 
 #[async_trait]
@@ -154,12 +172,16 @@ impl<C: Channel> Channel for PassiveReplies<C> {
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         self.admit(&to)?;
-        self.inner.send_text(to, text).await
+        let sent = self.inner.send_text(to, text).await;
+        self.settle(&to, &sent);
+        sent
     }
 
     async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         self.admit(&to)?;
-        self.inner.start_stream(to, text).await
+        let sent = self.inner.start_stream(to, text).await;
+        self.settle(&to, &sent);
+        sent
     }
 
     /// Finishing edits a message that already took its reply.
@@ -169,7 +191,9 @@ impl<C: Channel> Channel for PassiveReplies<C> {
 
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
         self.admit(&to)?;
-        self.inner.send_file(to, file).await
+        let sent = self.inner.send_file(to, file).await;
+        self.settle(&to, &sent);
+        sent
     }
 }
 
