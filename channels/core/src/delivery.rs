@@ -24,7 +24,7 @@
 //!   Throttle      min edit interval per message; Retry-After pauses the chat (throttle.rs)
 //!   Budgets       the bot-wide rate budgets: finals wait, partials skip (budgets.rs)
 //!   Newest        notes each chat's newest message, for replies that stay last (newest.rs)
-//!   Fenced        each write of a final asks the final's gate first, if it has one (fence.rs)
+//!   Fenced        a final's writes ask its gate, if any, until one landed (fence.rs)
 //!   the adapter   primitive calls only
 //! ```
 //!
@@ -275,7 +275,8 @@ impl Delivery {
     /// any platform call that writes the final (a stream start lost to network trouble is
     /// made again first, to find its message), and waiting for it: a caller that must
     /// survive a crash records there which message a re-delivery has to edit (issue 27).
-    /// `gate` is asked just before each call that writes a final, and one it refuses fails
+    /// `gate` is asked just before each call that writes a final until one of them landed
+    /// (not for a stream the final leaves behind), and one it refuses fails
     /// with [`ChannelError::Withheld`](crate::ChannelError::Withheld) (see `fence.rs`). A
     /// partial ignores both.
     pub async fn deliver_noting(
@@ -316,9 +317,18 @@ impl Delivery {
         before: Option<BeforeFinal>,
         fence: FinalFence,
     ) -> ChannelResult<MessageId> {
-        let (started, overtaken) = match self.streams.remove(&stream_key(msg)) {
+        let key = stream_key(msg);
+        let (started, overtaken) = match self.streams.remove(&key) {
             Some(stream) if msg.hints.stays_last && self.overtaken(&stream) => (None, Some(stream)),
-            Some(stream) => (fence.scope(self.close_for_final(&stream, msg)).await, None),
+            Some(stream) => match fence.scope(self.close_for_final(&stream, msg)).await {
+                Ok(started) => (started, None),
+                Err(withheld) => {
+                    // Kept for the final's next delivery here, which starts the stream again
+                    // under the same send key (and so finds a start that did land).
+                    self.streams.put_back(key, stream);
+                    return Err(withheld);
+                }
+            },
             None => (resumed(msg), None),
         };
         if let Some(before) = before {
@@ -383,18 +393,27 @@ impl Delivery {
     /// under its send key, which a platform that names a send by its key (Discord's
     /// `nonce`, Feishu's `uuid`) answers with that message, so the final finishes it
     /// instead of showing a second one. Elsewhere this is the new message the final would
-    /// have been sent as; if the start fails, the final is sent as a new message.
-    async fn close_for_final(&self, stream: &Stream, msg: &OutboundMessage) -> Option<MessageId> {
+    /// have been sent as; if the start fails, the final is sent as a new message. A start
+    /// the final's gate withheld is [`ChannelError::Withheld`](crate::ChannelError::Withheld):
+    /// the final waits, its stream kept.
+    async fn close_for_final(
+        &self,
+        stream: &Stream,
+        msg: &OutboundMessage,
+    ) -> ChannelResult<Option<MessageId>> {
         if let Some(message) = stream.close().await {
-            return Some(message);
+            return Ok(Some(message));
         }
-        let hints = stream.lost_start()?;
+        let Some(hints) = stream.lost_start() else {
+            return Ok(None);
+        };
         let target = stream.target().with_hints(&hints);
         match self.flusher.stack.start_stream(target, &msg.text).await {
-            Ok(sent) => Some(sent.id),
+            Ok(sent) => Ok(Some(sent.id)),
+            Err(crate::ChannelError::Withheld) => Err(crate::ChannelError::Withheld),
             Err(error) => {
                 tracing::debug!(channel = self.channel.name(), %error, "Starting a stream again for its final failed.");
-                None
+                Ok(None)
             }
         }
     }

@@ -682,12 +682,54 @@ fn superseded(source: &str) -> Job {
     }
 }
 
-/// A final withheld before the engine and one withheld inside it read the same in the
-/// journal (its last error, which an operator's listing shows).
-#[test]
-fn withheld_reads_the_same_before_and_inside_the_engine() {
+/// A final the lane's gate lets into the engine but the engine's withholds (its lease
+/// lapsed between the two asks) writes nothing, fails for now with the journal's
+/// [`WITHHELD`], and is counted as `withheld`.
+#[tokio::test]
+async fn a_final_withheld_inside_the_engine_fails_for_now_and_is_counted() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let probe = im_bridge_fakes::telemetry::TelemetryProbe::new();
+    // A test's runtime is single-threaded: the lane's drainer counts here.
+    let _counted = metrics::set_default_local_recorder(&probe);
+    let (channel, delivery, lanes) = setup(16);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    let gate: Gate = Arc::new(move || counter.fetch_add(1, Ordering::SeqCst) == 0);
+    let (told, landed) = oneshot::channel();
+    let after: AfterShown = Box::new(move |landed| {
+        let _ = told.send(landed);
+        Box::pin(async {})
+    });
+    let hooks = Hooks {
+        before: None,
+        after: Some(after),
+        gate: Some(gate),
+    };
+    let answer = reply("fast", "f1", "the answer", true);
+    lanes
+        .push("gated", &delivery, answer, hooks, Job::Reply)
+        .await;
+    let landed = tokio::time::timeout(DEADLINE, landed)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
-        im_bridge_channel::ChannelError::Withheld.to_string(),
-        super::WITHHELD
+        landed,
+        Landed::Failed {
+            transient: true,
+            error: WITHHELD.to_owned()
+        }
+    );
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        2,
+        "in the lane, then in the engine"
+    );
+    assert!(channel.writes_to("fast").is_empty());
+    let withheld = [("channel", "gated"), ("result", "withheld")];
+    assert_eq!(
+        probe.counter(crate::telemetry::names::OUTBOUND, &withheld),
+        1
     );
 }

@@ -7,8 +7,11 @@
 //! the layers above (a `Retry-After` waited out, a rate budget), and a write the gate
 //! refuses fails with [`ChannelError::Withheld`], nothing sent.
 //!
-//! Once one write of the final landed, the rest of it (the later messages of a split
-//! answer, its files) goes out ungated: a final shown in part is finished, as it was begun.
+//! Once one write of the final landed (a message of it sent, its stream message finished,
+//! also when a message cut after that failed: `FinishedThen`), the rest of it (the later
+//! messages of a split answer, its files) goes out ungated: a final shown in part is
+//! finished, as it was begun. Starting its stream again is no landing: it only finds the
+//! message the final finishes.
 //! Refused midway, its first messages would be sent again by whichever process delivers it
 //! again (most platforms take no send key to drop a repeat), and a file refused after its
 //! text landed would be lost without a word, since the final counts as delivered.
@@ -115,11 +118,12 @@ impl<C: Channel> Channel for Fenced<C> {
         sent
     }
 
+    /// Only the final's restart of its stream runs in a scope: it finds (or shows) the
+    /// message to finish, and is not the final landing, so the finish after it is gated
+    /// too (the journal records that message between the two, which may take a while).
     async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
         may_write()?;
-        let sent = self.inner.start_stream(to, text).await;
-        note(&sent);
-        sent
+        self.inner.start_stream(to, text).await
     }
 
     async fn finish_stream(

@@ -132,6 +132,50 @@ async fn starting_the_stream_again_for_a_final_is_gated() {
     );
     assert_eq!(rec.attempts(Op::Start), 1, "not started again");
     assert!(rec.calls().is_empty(), "{:?}", rec.calls());
+    // The stream is kept for the final's next delivery, which starts it again under the
+    // same send key (a start that did land is found there) and finishes it.
+    d.deliver(&answer).await.unwrap();
+    assert_eq!(
+        rec.calls(),
+        [
+            Call::Start("the whole answer".into()),
+            Call::Finish("m1".into(), "the whole answer".into()),
+        ]
+    );
+    let keys = rec.start_keys();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert_eq!(keys[0], keys[1]);
+}
+
+/// A stream started again for the final is no landing of it: the journal records its
+/// message (`before`), which may take a store call's while, and the finish after that asks
+/// the gate again.
+#[tokio::test(start_paused = true)]
+async fn the_finish_after_a_stream_started_again_asks_the_gate_again() {
+    let rec = Recorder::new(unpaced());
+    let d = Delivery::new(rec.clone());
+    rec.fail(Op::Start, ChannelError::Transport("timed out".into()));
+    d.deliver(&out("a ▉", false)).await.unwrap();
+    let gate = Gate::new(true);
+    let open = gate.open.clone();
+    // The gate shuts while the journal records the message (a slow store).
+    let before: crate::delivery::BeforeFinal = Box::new(move |message| {
+        assert_eq!(message, Some(crate::ids::MessageId::new("m1")));
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_secs(15)).await;
+            open.store(false, Ordering::SeqCst);
+        })
+    });
+    let answer = out("the whole answer", true);
+    let delivered = d
+        .deliver_noting(&answer, Some(before), gate.write_gate())
+        .await;
+    assert!(
+        matches!(delivered, Err(ChannelError::Withheld)),
+        "{delivered:?}"
+    );
+    assert_eq!(rec.calls(), [Call::Start("the whole answer".into())]);
+    assert_eq!(gate.asked(), 2);
 }
 
 /// Partials are never gated, even handed over with a gate, and the final finishing their
