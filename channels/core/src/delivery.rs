@@ -317,18 +317,9 @@ impl Delivery {
         before: Option<BeforeFinal>,
         fence: FinalFence,
     ) -> ChannelResult<MessageId> {
-        let key = stream_key(msg);
-        let (started, overtaken) = match self.streams.remove(&key) {
+        let (started, overtaken) = match self.streams.remove(&stream_key(msg)) {
             Some(stream) if msg.hints.stays_last && self.overtaken(&stream) => (None, Some(stream)),
-            Some(stream) => match fence.scope(self.close_for_final(&stream, msg)).await {
-                Ok(started) => (started, None),
-                Err(withheld) => {
-                    // Kept for the final's next delivery here, which starts the stream again
-                    // under the same send key (and so finds a start that did land).
-                    self.streams.put_back(key, stream);
-                    return Err(withheld);
-                }
-            },
+            Some(stream) => (fence.scope(self.close_for_final(&stream, msg)).await?, None),
             None => (resumed(msg), None),
         };
         if let Some(before) = before {
@@ -395,7 +386,10 @@ impl Delivery {
     /// instead of showing a second one. Elsewhere this is the new message the final would
     /// have been sent as; if the start fails, the final is sent as a new message. A start
     /// the final's gate withheld is [`ChannelError::Withheld`](crate::ChannelError::Withheld):
-    /// the final waits, its stream kept.
+    /// the final waits, to be sent as a new message by whichever process delivers it again
+    /// (a lost start that landed after all stays as it shows). The stream is not kept for
+    /// that: its key is the source message's, which the turn's next reply (a goal's next
+    /// segment) streams under meanwhile.
     async fn close_for_final(
         &self,
         stream: &Stream,

@@ -99,16 +99,6 @@ impl Streams {
         lock(&self.table).map.remove(key)
     }
 
-    /// Puts `stream`, removed for a final that did not go out, back under `key` for the
-    /// final's next delivery, unless another stream took the key meanwhile or the table is
-    /// at [`MAX_STREAMS`]. It stays closed: no partial shows in it.
-    pub(super) fn put_back(&self, key: StreamKey, stream: Arc<Stream>) {
-        let mut table = lock(&self.table);
-        if table.map.len() < MAX_STREAMS && !table.map.contains_key(&key) {
-            table.map.insert(key, stream);
-        }
-    }
-
     /// How many streams are live.
     pub(super) fn len(&self) -> usize {
         lock(&self.table).map.len()

@@ -132,19 +132,13 @@ async fn starting_the_stream_again_for_a_final_is_gated() {
     );
     assert_eq!(rec.attempts(Op::Start), 1, "not started again");
     assert!(rec.calls().is_empty(), "{:?}", rec.calls());
-    // The stream is kept for the final's next delivery, which starts it again under the
-    // same send key (a start that did land is found there) and finishes it.
+    // The final's next delivery sends it as a new message, and the turn's next reply to
+    // the same source streams in a stream of its own.
     d.deliver(&answer).await.unwrap();
-    assert_eq!(
-        rec.calls(),
-        [
-            Call::Start("the whole answer".into()),
-            Call::Finish("m1".into(), "the whole answer".into()),
-        ]
-    );
-    let keys = rec.start_keys();
-    assert_eq!(keys.len(), 2, "{keys:?}");
-    assert_eq!(keys[0], keys[1]);
+    assert_eq!(rec.calls(), [Call::Send("the whole answer".into())]);
+    d.deliver(&out("next ▉", false)).await.unwrap();
+    assert_eq!(rec.calls().len(), 2, "{:?}", rec.calls());
+    assert_eq!(rec.calls()[1], Call::Start("next ▉".into()));
 }
 
 /// A stream started again for the final is no landing of it: the journal records its
