@@ -10,11 +10,11 @@
 //! Once one write of the final landed (a message of it sent, its stream message finished,
 //! also when a message cut after that failed: `FinishedThen`), the rest of it (the later
 //! messages of a split answer, its files) goes out ungated: a final shown in part is
-//! finished, as it was begun. Starting its stream again is no landing: it only finds the
-//! message the final finishes.
-//! Refused midway, its first messages would be sent again by whichever process delivers it
-//! again (most platforms take no send key to drop a repeat), and a file refused after its
-//! text landed would be lost without a word, since the final counts as delivered.
+//! finished, as it was begun. Refused midway, its first messages would be sent again by
+//! whichever process delivers it again (most platforms take no send key to drop a repeat),
+//! and a file refused after its text landed would be lost without a word, since the final
+//! counts as delivered. Starting its stream again is no landing: it only finds the message
+//! the final finishes, and the finish is asked for again.
 //!
 //! The gate travels with the final's delivery as a task-local ([`FinalFence::scope`]), so
 //! no layer above passes it on. What is not a write of the final is never gated: partials
