@@ -55,8 +55,8 @@ pub struct Hooks {
     /// Runs once the reply was delivered or failed.
     pub after: Option<AfterShown>,
     /// Asked when the reply's turn in its lane came, and again before each platform call
-    /// that writes it until one landed: a reply it refuses is not delivered (what of it
-    /// landed stays), and `after` hears it failed for now ([`WITHHELD`]).
+    /// that writes it until one landed: a reply it refuses is not delivered, and `after`
+    /// hears it failed for now ([`WITHHELD`]).
     pub gate: Option<Gate>,
 }
 
