@@ -645,6 +645,31 @@ fn record_page(rows: &[Value], query: &str) -> Reply {
     Reply::Json(200, json!({"data": data, "has_more": has_more}))
 }
 
+/// A Gateway whose run record holds `rows(reads)` answers once its events were read
+/// `reads` times, its receipt written from the `receipt_at`-th read on; and how often
+/// the events were read.
+async fn growing_record(
+    rows: impl Fn(i64) -> i64 + Send + Sync + 'static,
+    receipt_at: i64,
+) -> (Server, Arc<Mutex<i64>>) {
+    let events_read = Arc::new(Mutex::new(0_i64));
+    let seen = events_read.clone();
+    let server = Server::start(move |r| {
+        let mut reads = seen.lock().unwrap();
+        if r.path.ends_with("/messages") {
+            return record_page(&agent_rows(rows(*reads)), &r.query);
+        }
+        *reads += 1;
+        let mut events = vec![json!({"seq": 1, "event_type": "run.start"})];
+        if *reads >= receipt_at {
+            events.push(json!({"seq": 100_000, "event_type": "run.delivery"}));
+        }
+        Reply::Json(200, Value::Array(events))
+    })
+    .await;
+    (server, events_read)
+}
+
 /// `count` answers of the agent's, seq 1 on.
 fn agent_rows(count: i64) -> Vec<Value> {
     (1..=count)
@@ -700,23 +725,8 @@ async fn a_long_record_is_read_whole_when_its_start_is_unknown() {
 /// start again, and every row comes once.
 #[tokio::test]
 async fn a_record_read_again_is_read_on_from_its_newest_row() {
-    let events_read = Arc::new(Mutex::new(0_i64));
-    let seen = events_read.clone();
-    let server = Server::start(move |r| {
-        let mut reads = seen.lock().unwrap();
-        if r.path.ends_with("/messages") {
-            // Ten more rows are written before each read of the events after the first.
-            let rows = agent_rows(250 + 10 * (*reads - 1));
-            return record_page(&rows, &r.query);
-        }
-        *reads += 1;
-        let mut events = vec![json!({"seq": 1, "event_type": "run.start"})];
-        if *reads == 3 {
-            events.push(json!({"seq": 300, "event_type": "run.delivery"}));
-        }
-        Reply::Json(200, Value::Array(events))
-    })
-    .await;
+    // Ten more rows are written before each read of the events after the first.
+    let (server, events_read) = growing_record(|reads| 250 + 10 * (reads - 1), 3).await;
     let (texts, pages) = read_record(&server).await;
     let expected: Vec<String> = (1..=270).map(|n| format!("m{n}")).collect();
     assert_eq!(texts, expected);
@@ -784,4 +794,20 @@ async fn a_gateway_that_drops_the_cursor_shows_no_row_twice() {
     let (texts, pages) = read_record(&server).await;
     assert_eq!(texts, ["m1", "m2", "m3"]);
     assert_eq!(pages.len(), 3, "{pages:?}");
+}
+
+/// A record that grew past what the client reads between two reads keeps its newest rows
+/// (an answer is at its end): read on when it grew by five pages at most, the oldest rows
+/// let go; from the newest page back when it grew by more.
+#[tokio::test]
+async fn a_record_that_grew_past_what_is_read_keeps_its_newest_rows() {
+    for (grown, pages_read) in [(1_000, 1 + 5), (1_300, 1 + 5 + 5)] {
+        let rows = move |reads| if reads == 1 { 100 } else { 100 + grown };
+        let (server, _) = growing_record(rows, 2).await;
+        let (texts, pages) = read_record(&server).await;
+        let newest = 100 + grown;
+        let expected: Vec<String> = (newest - 999..=newest).map(|n| format!("m{n}")).collect();
+        assert_eq!(texts, expected, "grown by {grown}");
+        assert_eq!(pages.len(), pages_read, "grown by {grown}: {pages:?}");
+    }
 }

@@ -254,6 +254,7 @@ impl GatewayClient {
         let Some(mut after) = rows.last().and_then(|row| row.seq).filter(|seq| *seq >= 1) else {
             return self.run_rows(owner, thread, run_id).await;
         };
+        let mut cut_any = false;
         for _ in 0..MAX_PAGES {
             let rest = format!("/messages?limit={PAGE}&after_seq={after}");
             let url = self.run_url(thread, run_id, &rest)?;
@@ -268,12 +269,16 @@ impl GatewayClient {
             }
             let newest = page.data.last().and_then(|row| row.seq);
             rows.extend(page.data);
+            // The newest pages' worth kept as it comes, not once read on to the end.
+            let cut = rows.len().saturating_sub(MAX_PAGES * PAGE);
+            if cut > 0 {
+                rows.drain(..cut);
+                cut_any = true;
+            }
             match newest {
                 Some(newest) if page.has_more && newest > after => after = newest,
                 _ => {
-                    let cut = rows.len().saturating_sub(MAX_PAGES * PAGE);
-                    if cut > 0 {
-                        rows.drain(..cut);
+                    if cut_any {
                         warn_cut(rows.len());
                     }
                     return Ok(rows);
