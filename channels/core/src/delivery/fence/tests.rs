@@ -46,6 +46,14 @@ impl Gate {
     }
 }
 
+/// `delivered` is a final its gate withheld.
+fn assert_withheld<T: std::fmt::Debug>(delivered: &crate::error::ChannelResult<T>) {
+    assert!(
+        matches!(delivered, Err(ChannelError::Withheld)),
+        "{delivered:?}"
+    );
+}
+
 /// A final that met a `Retry-After` before anything of it landed asks the gate again
 /// before it is sent again: shut meanwhile (the final's message was taken over while it
 /// waited), nothing more is sent.
@@ -60,10 +68,7 @@ async fn a_final_waiting_out_a_retry_after_asks_the_gate_again_before_it_is_sent
         d.deliver_noting(&done, None, gate.write_gate()),
         gate.shut_after(2)
     );
-    assert!(
-        matches!(delivered, Err(ChannelError::Withheld)),
-        "{delivered:?}"
-    );
+    assert_withheld(&delivered);
     assert_eq!(rec.attempts(Op::Send), 1, "not sent again");
     assert!(rec.calls().is_empty());
     assert_eq!(gate.asked(), 2);
@@ -126,10 +131,7 @@ async fn starting_the_stream_again_for_a_final_is_gated() {
     let gate = Gate::new(false);
     let answer = out("the whole answer", true);
     let delivered = d.deliver_noting(&answer, None, gate.write_gate()).await;
-    assert!(
-        matches!(delivered, Err(ChannelError::Withheld)),
-        "{delivered:?}"
-    );
+    assert_withheld(&delivered);
     assert_eq!(rec.attempts(Op::Start), 1, "not started again");
     assert!(rec.calls().is_empty(), "{:?}", rec.calls());
     // The final's next delivery sends it as a new message, and the turn's next reply to
@@ -164,10 +166,7 @@ async fn the_finish_after_a_stream_started_again_asks_the_gate_again() {
     let delivered = d
         .deliver_noting(&answer, Some(before), gate.write_gate())
         .await;
-    assert!(
-        matches!(delivered, Err(ChannelError::Withheld)),
-        "{delivered:?}"
-    );
+    assert_withheld(&delivered);
     assert_eq!(rec.calls(), [Call::Start("the whole answer".into())]);
     assert_eq!(gate.asked(), 2);
 }
@@ -185,10 +184,7 @@ async fn partials_pass_and_the_final_finishing_them_is_gated() {
         .unwrap();
     let answer = out("ab", true);
     let delivered = d.deliver_noting(&answer, None, gate.write_gate()).await;
-    assert!(
-        matches!(delivered, Err(ChannelError::Withheld)),
-        "{delivered:?}"
-    );
+    assert_withheld(&delivered);
     assert_eq!(rec.calls(), [Call::Start("a ▉".into())]);
     assert_eq!(gate.asked(), 1);
     let shown = d.deliver(&answer).await.unwrap();
@@ -220,10 +216,7 @@ async fn a_stream_the_final_leaves_behind_is_finished_ungated() {
     let gate = Gate::new(false);
     let second = reply("s2", "second answer", true, true);
     let delivered = d.deliver_noting(&second, None, gate.write_gate()).await;
-    assert!(
-        matches!(delivered, Err(ChannelError::Withheld)),
-        "{delivered:?}"
-    );
+    assert_withheld(&delivered);
     assert_eq!(
         rec.calls(),
         [
@@ -253,10 +246,7 @@ async fn a_withheld_write_takes_no_reply() {
     assert_eq!(before, Some(5));
     let gate = Gate::new(false);
     let delivered = d.deliver_noting(&answer, None, gate.write_gate()).await;
-    assert!(
-        matches!(delivered, Err(ChannelError::Withheld)),
-        "{delivered:?}"
-    );
+    assert_withheld(&delivered);
     assert_eq!(d.replies_left(&answer), before);
     d.deliver(&answer).await.unwrap();
     assert_eq!(d.replies_left(&answer), Some(4));
