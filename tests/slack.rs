@@ -497,9 +497,16 @@ async fn issue_30_a_45000_character_answer_arrives_split() {
         text
     };
     sl.sim.script_next_run(script);
+    asks_for_a_long_answer(&sl, "write a book", &expected, 13).await;
+    sl.stop().await;
+}
+
+/// Asks in a DM and waits for `expected` to be shown whole, in at least `least` messages,
+/// each within the default split, nothing refused on the way.
+async fn asks_for_a_long_answer(sl: &Sl, question: &str, expected: &str, least: usize) {
     let asked = sl
         .fake
-        .push_event(&Event::dm(DM, ALICE, "write a book").to_json());
+        .push_event(&Event::dm(DM, ALICE, question).to_json());
     let root = asked.ts.unwrap();
     let squeezed = |t: &str| t.split_whitespace().collect::<String>();
     sl.fake
@@ -507,28 +514,47 @@ async fn issue_30_a_45000_character_answer_arrives_split() {
             let all: String = f
                 .thread_replies(DM, &root)
                 .iter()
+                .filter(|m| m.settled())
                 .map(|m| m.text.clone())
                 .collect();
-            squeezed(&all) == squeezed(&expected)
+            squeezed(&all) == squeezed(expected)
         })
         .await
         .unwrap();
-    let parts = replies(&sl, DM, &root);
-    assert!(parts.len() >= 13, "{} parts", parts.len());
+    let parts = replies(sl, DM, &root);
+    assert!(parts.len() >= least, "{} parts", parts.len());
     for part in &parts {
-        assert!(part.chars().count() <= im_bridge_slack::DEFAULT_MESSAGE_CHARS);
+        let bytes = part.len();
+        assert!(
+            bytes <= im_bridge_slack::DEFAULT_MESSAGE_BYTES,
+            "{bytes} bytes"
+        );
     }
-    let refused = sl.fake.calls().iter().filter(|c| !c.ok()).count();
-    assert_eq!(refused, 0, "nothing refused");
+    let refused: Vec<_> = sl.fake.calls().into_iter().filter(|c| !c.ok()).collect();
+    assert!(refused.is_empty(), "refused: {refused:?}");
+}
+
+/// Slack refuses an edit over 4,000 bytes, and a streamed answer is finished by an edit:
+/// an answer in Chinese (three bytes a character) is split by bytes, so each message is
+/// streamed and finished within the cap, nothing refused, nothing shown twice.
+#[tokio::test]
+async fn a_chinese_answer_is_split_within_the_bytes_an_edit_may_hold() {
+    let sentence = "网关把回答分成几条消息，每条都在斯拉克的限制之内。";
+    let answer = sentence.repeat(150);
+    assert!(answer.chars().count() < 4_000 && answer.len() > 2 * 4_000);
+    let sl = Sl::start().await;
+    sl.sim
+        .script_next_run(Script::with_answer(answer.clone()).chunks(6));
+    asks_for_a_long_answer(&sl, "用中文回答", &answer, 3).await;
     sl.stop().await;
 }
 
-/// An answer near 40,000 visible characters whose markup (styles on short words, links
-/// with long addresses, quotes, code) writes it well past Slack's 40,000, ending in a code
-/// block: one message to the renderer at `max_message_chars: 40000`.
+/// An answer near 4,000 visible bytes whose markup (styles on short words, links with
+/// long addresses, quotes, code) writes it well past Slack's 4,000, ending in a code
+/// block: one message to the renderer at `max_message_bytes: 4000`.
 fn marked_up_answer() -> String {
     let mut md = String::new();
-    for n in 0..520 {
+    for n in 0..52 {
         md.push_str(&format!(
             "**b{n}** _i_ ~~s~~ `c&d` [x](https://example.com/a/long/path/{n}?q=1&r=2) a<b\n\n\
              > quoted **line** {n}\n> and *more* & more\n\n"
@@ -542,22 +568,19 @@ fn marked_up_answer() -> String {
 async fn an_answer_whose_markup_passes_slacks_cap_is_posted_whole_in_more_messages() {
     use im_bridge_channel::LengthUnit;
     use im_bridge_channel::render::render;
-    const CAP: usize = im_bridge_slack::MAX_MESSAGE_CHARS;
+    const CAP: usize = im_bridge_slack::MAX_MESSAGE_BYTES;
     let answer = marked_up_answer();
     let written = render(
         &answer,
         &im_bridge_slack::SlackMrkdwn,
-        LengthUnit::Chars,
+        LengthUnit::Bytes,
         CAP,
     );
     assert_eq!(written.len(), 1, "one message to the renderer");
     let written = &written[0].text;
-    assert!(
-        written.chars().count() > CAP + 5_000,
-        "the markup passes the cap"
-    );
+    assert!(written.len() > CAP + 500, "the markup passes the cap");
     let sl = Sl::start_with(Setup {
-        max_message_chars: CAP,
+        max_message_bytes: CAP,
         ..Setup::default()
     })
     .await;
@@ -593,11 +616,7 @@ async fn an_answer_whose_markup_passes_slacks_cap_is_posted_whole_in_more_messag
         let parts = replies(&sl, DM, &root);
         assert!(parts.len() >= 2, "cut into {} messages", parts.len());
         for part in &parts {
-            assert!(
-                part.chars().count() <= CAP,
-                "{} characters",
-                part.chars().count()
-            );
+            assert!(part.len() <= CAP, "{} bytes", part.len());
             assert_eq!(part.matches("```").count() % 2, 0, "a code block left open");
         }
         assert!(parts.last().unwrap().ends_with("fn the_last_line() {}```"));
@@ -611,13 +630,13 @@ async fn an_answer_whose_markup_passes_slacks_cap_is_posted_whole_in_more_messag
 /// landed), so no part shows twice.
 #[tokio::test]
 async fn a_cut_that_failed_is_posted_again_without_the_cuts_that_landed() {
-    const CAP: usize = im_bridge_slack::MAX_MESSAGE_CHARS;
+    const CAP: usize = im_bridge_slack::MAX_MESSAGE_BYTES;
     let path = "a".repeat(110);
-    let answer: String = (0..700)
+    let answer: String = (0..70)
         .map(|n| format!("[link {n}](https://example.com/{path}/{n})\n\n"))
         .collect();
     let sl = Sl::start_with(Setup {
-        max_message_chars: CAP,
+        max_message_bytes: CAP,
         ..Setup::default()
     })
     .await;
@@ -640,13 +659,13 @@ async fn a_cut_that_failed_is_posted_again_without_the_cuts_that_landed() {
     };
     sl.fake
         .wait_until("every link shown", Duration::from_secs(60), |f| {
-            links(f) >= 700
+            links(f) >= 70
         })
         .await
         .unwrap();
     let failed = sl.fake.calls_to("chat.postMessage");
     assert!(failed.iter().any(|c| !c.ok()), "a cut failed once");
-    assert_eq!(links(&sl.fake), 700, "each part shown once");
+    assert_eq!(links(&sl.fake), 70, "each part shown once");
     assert_eq!(replies(&sl, DM, &root).len(), 3);
     sl.stop().await;
 }

@@ -91,7 +91,7 @@ impl Slack {
 impl Conformance for Slack {
     const NAME: &'static str = im_bridge_slack::NAME;
     const USER: &'static str = ALICE;
-    const LIMIT: (LengthUnit, usize) = (LengthUnit::Chars, im_bridge_slack::DEFAULT_MESSAGE_CHARS);
+    const LIMIT: (LengthUnit, usize) = (LengthUnit::Bytes, im_bridge_slack::DEFAULT_MESSAGE_BYTES);
 
     fn can(_ability: Ability) -> Result<(), &'static str> {
         Ok(())

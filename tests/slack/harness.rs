@@ -34,8 +34,8 @@ pub struct Setup {
     pub mention_only: bool,
     /// `thread_replies`.
     pub thread_replies: bool,
-    /// `max_message_chars`.
-    pub max_message_chars: usize,
+    /// `max_message_bytes`.
+    pub max_message_bytes: usize,
     /// `bridge.max_reply_messages`, when not the default.
     pub max_reply_messages: Option<usize>,
     /// How many `auth.test` calls fail (a 503 of Slack's edge) before one passes.
@@ -52,7 +52,7 @@ impl Default for Setup {
             allowed_users: None,
             mention_only: true,
             thread_replies: true,
-            max_message_chars: im_bridge_slack::DEFAULT_MESSAGE_CHARS,
+            max_message_bytes: im_bridge_slack::DEFAULT_MESSAGE_BYTES,
             max_reply_messages: None,
             auth_test_failures: 0,
             grace: None,
@@ -112,7 +112,7 @@ impl Sl {
             api_url: fake.api_url(),
             mention_only: setup.mention_only,
             thread_replies: setup.thread_replies,
-            max_message_chars: setup.max_message_chars,
+            max_message_bytes: setup.max_message_bytes,
             // The fake serves users' files on loopback.
             file_hosts: FileHosts::new([fake.addr().to_string()]).unwrap(),
         };

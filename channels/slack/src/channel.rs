@@ -12,9 +12,9 @@
 //!   metadata's `thread_ts`; with `thread_replies: false`, a top-level message is answered
 //!   in the channel) with `chat.postMessage` and, while it streams, edited in place with
 //!   `chat.update` (at most one edit a second per message, paced by the delivery engine
-//!   from the capabilities), in `mrkdwn` ([`SlackMrkdwn`]), cut at `max_message_chars`;
-//!   a message its markup writes past Slack's 40,000 characters is cut again into
-//!   follow-up messages ([`SendTarget::cuts`]), since Slack would post it truncated.
+//!   from the capabilities), in `mrkdwn` ([`SlackMrkdwn`]), cut at `max_message_bytes`
+//!   of visible text; a message its markup writes past 4,000 bytes is cut again into
+//!   follow-up messages ([`SendTarget::cuts`]), since Slack refuses a longer edit.
 //!   When the bridge is done with a message ([`Channel::turn_ended`], after its last
 //!   reply), the user's message gets `white_check_mark` (spec §8.3), or `x` when an answer
 //!   of it was refused for good (or its retries after an outage gave up: the daemon tells
@@ -41,8 +41,9 @@ use im_bridge_channel::reconnect;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, InboundFile, InboundMessage,
-    InboundSink, MessageId, OutboundFile, RateBudget, SendTarget, SentMessage, SentOnce, Skip,
-    Stage, Telemetry, UpdateMode, WebhookRoute, Writes, fetch_handle, transport_ended,
+    InboundSink, LengthUnit, MessageId, OutboundFile, RateBudget, SendTarget, SentMessage,
+    SentOnce, Skip, Stage, Telemetry, UpdateMode, WebhookRoute, Writes, fetch_handle,
+    transport_ended,
 };
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -72,10 +73,11 @@ pub const DONE_REACTION: &str = "white_check_mark";
 /// §1.7, DeerFlow's failure mark).
 pub const FAILED_REACTION: &str = "x";
 
-/// What Slack can show, `max_message_chars` aside: one message edited in place while an
+/// What Slack can show, `max_message_bytes` aside: one message edited in place while an
 /// answer streams (one edit a second per message, `chat.update`'s Tier 3 pace), about one
 /// new message a second per conversation after a short burst (`chat.postMessage`), the
 /// agent's Markdown as `mrkdwn`, files, and the turn's end (for `white_check_mark`).
+/// Lengths are bytes of UTF-8, as Slack counts a message's `text`.
 pub const CAPABILITIES: Capabilities = Capabilities {
     updates: UpdateMode::EditInPlace,
     min_edit_interval_private: Duration::from_secs(1),
@@ -88,7 +90,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     markup: &SlackMrkdwn,
     max_upload_bytes: MAX_UPLOAD_BYTES,
     turn_ends: true,
-    ..Capabilities::final_only(crate::DEFAULT_MESSAGE_CHARS)
+    length_unit: LengthUnit::Bytes,
+    ..Capabilities::final_only(crate::DEFAULT_MESSAGE_BYTES)
 };
 
 /// The workspace as a whole: `chat.update` is a Tier 3 method, "50+ per minute" per method
@@ -165,7 +168,7 @@ impl SlackChannel {
             Delivery::Socket { .. } => None,
         };
         let capabilities = Capabilities {
-            max_message_len: settings.max_message_chars,
+            max_message_len: settings.max_message_bytes,
             ..CAPABILITIES
         };
         Ok(Self {

@@ -22,8 +22,10 @@
 //!   thread of the message they answer (a top-level message starts one), as DeerFlow
 //!   does. `false`: a top-level message belongs to the channel's one conversation and is
 //!   answered in the channel; a message inside a thread still continues that thread;
-//! - `max_message_chars: 3500`: Slack takes up to 40,000 characters but recommends
-//!   keeping messages under 4,000 for readability; longer answers are split.
+//! - `max_message_bytes: 3500`: where answers are split, in bytes of UTF-8 as the reader
+//!   sees them; Slack refuses an edit over 4,000 bytes, so that is the most accepted. The
+//!   key was `max_message_chars` (then in characters, up to 40,000); that name is still
+//!   read, with a warning, its value taken as bytes and kept within the range.
 //!
 //! Validation is pure (no socket) and never echoes a secret; a token with the wrong
 //! prefix is refused naming the key and the prefix expected. Unknown keys are warnings,
@@ -35,7 +37,7 @@ use im_bridge_channel::{FileHosts, Secret};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::markup::{DEFAULT_MESSAGE_CHARS, MAX_MESSAGE_CHARS};
+use crate::markup::{DEFAULT_MESSAGE_BYTES, MAX_MESSAGE_BYTES};
 
 /// The Web API base of the real Slack (methods under `/api/`).
 pub const API_URL: &str = "https://slack.com";
@@ -49,8 +51,8 @@ pub const DEFAULT_WEBHOOK_PATH: &str = "/slack/events";
 pub const BOT_TOKEN_PREFIX: &str = "xoxb-";
 /// How an app-level token starts (Socket Mode, scope `connections:write`).
 pub const APP_TOKEN_PREFIX: &str = "xapp-";
-/// The smallest `max_message_chars` accepted.
-const MIN_MESSAGE_CHARS: i64 = 100;
+/// The smallest `max_message_bytes` accepted.
+const MIN_MESSAGE_BYTES: i64 = 100;
 /// Longest `bot_user_id` accepted (Slack's ids are about eleven characters).
 const MAX_ID_LEN: usize = 32;
 
@@ -76,8 +78,10 @@ pub struct RawSlackConfig {
     /// Answer in the thread of the message answered; a thread is one conversation.
     /// Default true.
     pub thread_replies: Option<bool>,
-    /// Longest message sent, in characters (100 to 40,000); longer answers are split.
-    /// Default 3,500.
+    /// Where answers are split, in bytes of visible text (100 to 4,000). Default 3,500.
+    pub max_message_bytes: Option<i64>,
+    /// The former name of `max_message_bytes` (in characters, up to 40,000): read with a
+    /// warning, as bytes, kept within `max_message_bytes`'s range.
     pub max_message_chars: Option<i64>,
     /// `event_delivery: http`: where the Events API (and slash command) requests are
     /// served.
@@ -103,8 +107,8 @@ pub struct SlackSettings {
     pub mention_only: bool,
     /// Answers go into the thread of the message answered.
     pub thread_replies: bool,
-    /// Longest message sent, in characters.
-    pub max_message_chars: usize,
+    /// Where answers are split, in bytes of visible text.
+    pub max_message_bytes: usize,
     /// The hosts user files are fetched from; a URL elsewhere is refused unfetched.
     pub file_hosts: FileHosts,
 }
@@ -168,13 +172,7 @@ impl RawSlackConfig {
             API_URL,
             "methods are under /api/",
         );
-        let max_message_chars = config::integer(
-            issues,
-            "max_message_chars",
-            self.max_message_chars,
-            DEFAULT_MESSAGE_CHARS as i64,
-            MIN_MESSAGE_CHARS..=MAX_MESSAGE_CHARS as i64,
-        );
+        let max_message_bytes = self.max_message_bytes(issues);
         let file_hosts =
             config::file_hosts(issues, "file_hosts", self.file_hosts.as_ref(), FILE_HOSTS);
         if issues.error_count() > errors_before {
@@ -187,9 +185,40 @@ impl RawSlackConfig {
             api_url,
             mention_only: self.mention_only.unwrap_or(true),
             thread_replies: self.thread_replies.unwrap_or(true),
-            max_message_chars: usize::try_from(max_message_chars).ok()?,
+            max_message_bytes: usize::try_from(max_message_bytes).ok()?,
             file_hosts,
         })
+    }
+
+    /// `max_message_bytes`, or the former `max_message_chars` (warned about) kept within
+    /// the range: a configuration written for the old key still starts.
+    fn max_message_bytes(&self, issues: &mut Issues) -> i64 {
+        let range = MIN_MESSAGE_BYTES..=MAX_MESSAGE_BYTES as i64;
+        let default = DEFAULT_MESSAGE_BYTES as i64;
+        match (self.max_message_bytes, self.max_message_chars) {
+            (Some(_), Some(_)) => {
+                issues.warn("max_message_chars", "ignored: max_message_bytes is set");
+            }
+            (None, Some(chars)) => {
+                let bytes = chars.clamp(*range.start(), *range.end());
+                issues.warn(
+                    "max_message_chars",
+                    format!(
+                        "renamed max_message_bytes (Slack refuses an edit over 4,000 bytes); \
+                         read as max_message_bytes: {bytes}"
+                    ),
+                );
+                return bytes;
+            }
+            _ => {}
+        }
+        config::integer(
+            issues,
+            "max_message_bytes",
+            self.max_message_bytes,
+            default,
+            range,
+        )
     }
 
     /// Socket Mode: the app-level token is required; a `webhook` block would be ignored.
@@ -320,7 +349,7 @@ mod tests {
             "https://slack.com/api/chat.postMessage"
         );
         assert!(s.mention_only && s.thread_replies);
-        assert_eq!(s.max_message_chars, DEFAULT_MESSAGE_CHARS);
+        assert_eq!(s.max_message_bytes, DEFAULT_MESSAGE_BYTES);
         assert_eq!(s.bot_user_id, None);
         assert_eq!(s.file_hosts.patterns().collect::<Vec<_>>(), FILE_HOSTS);
         // DeerFlow's other keys: `event_delivery: socket` and `bot_user_id`.
@@ -337,7 +366,7 @@ mod tests {
         let (s, found) = check(json!({
             "bot_token": "xoxb-1", "event_delivery": "http", "signing_secret": "8f742231b10e",
             "webhook": {"listen": "127.0.0.1:3000"}, "api_url": "http://127.0.0.1:9/",
-            "mention_only": false, "thread_replies": false, "max_message_chars": 40000,
+            "mention_only": false, "thread_replies": false, "max_message_bytes": 4000,
         }));
         assert!(found.is_empty(), "{found:?}");
         let s = s.unwrap();
@@ -351,7 +380,7 @@ mod tests {
             "http://127.0.0.1:9/api/auth.test"
         );
         assert!(!s.mention_only && !s.thread_replies);
-        assert_eq!(s.max_message_chars, MAX_MESSAGE_CHARS);
+        assert_eq!(s.max_message_bytes, MAX_MESSAGE_BYTES);
         let (s, found) = check(json!({"bot_token": "xoxb-1", "event_delivery": "http"}));
         assert!(s.is_none());
         assert_eq!(
@@ -405,7 +434,7 @@ mod tests {
     fn every_other_problem_is_reported_at_its_key() {
         let (s, found) = check(json!({
             "bot_token": "xoxb-1", "app_token": "xapp-1", "event_delivery": "rtm",
-            "api_url": "https://slack.com/api", "max_message_chars": 50_000,
+            "api_url": "https://slack.com/api", "max_message_bytes": 4_001,
             "bot_user_id": "<@U1>", "file_hosts": [""], "surprise": 1,
         }));
         assert!(s.is_none());
@@ -416,10 +445,33 @@ mod tests {
                 "E channels.slack.event_delivery",
                 "E channels.slack.bot_user_id",
                 "E channels.slack.api_url",
-                "E channels.slack.max_message_chars",
+                "E channels.slack.max_message_bytes",
                 "E channels.slack.file_hosts",
             ]
         );
+    }
+
+    #[test]
+    fn the_former_max_message_chars_is_read_as_bytes_within_the_range_with_a_warning() {
+        let keys = |extra: Value| {
+            let mut block = json!({"bot_token": "xoxb-1", "app_token": "xapp-1"});
+            block
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            block
+        };
+        for (chars, bytes) in [(40_000, MAX_MESSAGE_BYTES), (2_000, 2_000), (5, 100)] {
+            let (s, found) = check(keys(json!({"max_message_chars": chars})));
+            assert_eq!(s.unwrap().max_message_bytes, bytes);
+            assert_eq!(found, ["W channels.slack.max_message_chars"]);
+        }
+        let said = messages(keys(json!({"max_message_chars": 40_000})));
+        assert!(said[0].contains("max_message_bytes: 4000"), "{said:?}");
+        let both = json!({"max_message_chars": 9, "max_message_bytes": 1_000});
+        let (s, found) = check(keys(both));
+        assert_eq!(s.unwrap().max_message_bytes, 1_000);
+        assert_eq!(found, ["W channels.slack.max_message_chars"]);
     }
 
     #[test]

@@ -29,7 +29,7 @@ use std::time::Duration;
 use im_bridge_channel::ChannelError;
 use im_bridge_channel::http::{self, HttpError};
 
-use crate::markup::MAX_MESSAGE_CHARS;
+use crate::markup::MAX_MESSAGE_BYTES;
 
 /// Codes saying the token was refused for good.
 pub const CREDENTIAL_CODES: &[&str] = &[
@@ -52,8 +52,9 @@ pub const UNAVAILABLE_CODES: &[&str] = &[
     "service_unavailable",
     "request_timeout",
 ];
-/// Slack's rate-limit code.
-pub const RATE_LIMITED: &str = "ratelimited";
+/// Slack's rate-limit codes: `ratelimited` (what a 429 carries), and `rate_limited`,
+/// which `chat.postMessage`'s reference lists for an app that posted too much.
+pub const RATE_LIMITED_CODES: &[&str] = &["ratelimited", "rate_limited"];
 /// The longest code kept in an error.
 pub const MAX_CODE_CHARS: usize = 64;
 
@@ -119,7 +120,7 @@ impl ApiError {
     ) -> Self {
         let code = code.map(clean_code).unwrap_or_default();
         let is = |codes: &[&str]| codes.contains(&code.as_str());
-        if status == 429 || code == RATE_LIMITED {
+        if status == 429 || is(RATE_LIMITED_CODES) {
             Self::Http(HttpError::rate_limited(retry_after))
         } else if is(CREDENTIAL_CODES) || status == 401 {
             let code = if code.is_empty() {
@@ -184,7 +185,7 @@ fn clean_code(code: &str) -> String {
 
 im_bridge_channel::channel_error!(
     ApiError,
-    ApiError::TooLong { .. } => ChannelError::TooLarge { limit: MAX_MESSAGE_CHARS as u64 },
+    ApiError::TooLong { .. } => ChannelError::TooLarge { limit: MAX_MESSAGE_BYTES as u64 },
     ApiError::NotEditable { .. } => ChannelError::NotEditable,
     ApiError::Unavailable { method, status, code } => ChannelError::Transport(
         ApiError::Unavailable { method, status, code }.to_string()
@@ -209,10 +210,12 @@ mod tests {
         assert!(
             matches!(ChannelError::from(limited), ChannelError::RetryAfter(d) if d == secs(30))
         );
-        assert!(matches!(
-            sorted(200, Some("ratelimited")),
-            ApiError::Http(HttpError::RetryAfter(d)) if d == DEFAULT_RETRY_AFTER
-        ));
+        for code in RATE_LIMITED_CODES {
+            assert!(matches!(
+                sorted(200, Some(code)),
+                ApiError::Http(HttpError::RetryAfter(d)) if d == DEFAULT_RETRY_AFTER
+            ));
+        }
         let huge = ApiError::refusal("chat.update", 429, None, Some(Duration::MAX));
         assert!(matches!(huge, ApiError::Http(HttpError::RetryAfter(d)) if d == MAX_RETRY_AFTER));
     }
@@ -238,7 +241,7 @@ mod tests {
         }
         assert!(matches!(
             ChannelError::from(sorted(200, Some("msg_too_long"))),
-            ChannelError::TooLarge { limit: 40_000 }
+            ChannelError::TooLarge { limit: 4_000 }
         ));
         for (status, code) in [(200, Some("internal_error")), (503, None), (500, Some("x"))] {
             let e = sorted(status, code);

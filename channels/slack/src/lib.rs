@@ -47,7 +47,7 @@ pub const NAME: &str = "slack";
 pub use channel::{
     CAPABILITIES, DONE_REACTION, FAILED_REACTION, MAX_UPLOAD_BYTES, SlackChannel, WORKING_REACTION,
 };
-pub use markup::{DEFAULT_MESSAGE_CHARS, MAX_MESSAGE_CHARS, SlackMrkdwn};
+pub use markup::{DEFAULT_MESSAGE_BYTES, MAX_MESSAGE_BYTES, SlackMrkdwn};
 
 use std::sync::Arc;
 

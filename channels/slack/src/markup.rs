@@ -20,12 +20,17 @@
 //!   written without its markers; a code block's ```` ``` ```` is broken by a zero-width
 //!   space.
 //!
-//! Slack cuts a message's `text` at 40,000 characters ([`MAX_MESSAGE_CHARS`]) and
-//! recommends staying under 4,000; answers are split at [`DEFAULT_MESSAGE_CHARS`] unless
-//! `max_message_chars` says otherwise. Each escaped character counts its entity's
-//! length, so a cut message stays within the cap as written, but for its markers and
-//! link addresses: what those grow past the cap is cut again into follow-up messages
-//! ([`slack_texts`], child `fit`).
+//! Slack refuses a `chat.update` whose `text` is over 4,000 bytes of UTF-8 (`msg_too_long`;
+//! its reference says "cannot exceed 4,000 characters", live calls count bytes), and a
+//! streamed message is finished by such an update, so every message the adapter writes is
+//! at most [`MAX_MESSAGE_BYTES`], posts too (Slack has recommended 4,000 for a post since
+//! long before it began to refuse longer edits). Answers are split at
+//! [`DEFAULT_MESSAGE_BYTES`] of visible text unless `max_message_bytes` says otherwise,
+//! counted in bytes like the cap, so an answer in Chinese is split as soon as one in
+//! English would fill a message. Each escaped character counts its entity's length, so a
+//! cut message stays within the cap as written but for its markers and link addresses:
+//! what those grow past the cap is cut again into follow-up messages ([`slack_texts`],
+//! child `fit`).
 //!
 //! Children:
 //! - `check.rs`: what Slack would show of a message ([`Dialect::check`]).
@@ -39,15 +44,17 @@ mod fit;
 use im_bridge_channel::LengthUnit;
 use im_bridge_channel::render::{Dialect, Frame, Rendered, Writer, push_link_url};
 
-/// The longest `text` Slack keeps, in characters.
-pub const MAX_MESSAGE_CHARS: usize = 40_000;
-/// Where answers are split by default, in characters: under Slack's recommended 4,000.
-pub const DEFAULT_MESSAGE_CHARS: usize = 3_500;
+/// The longest `text` the adapter writes in one message, in bytes of UTF-8: the most
+/// `chat.update` takes.
+pub const MAX_MESSAGE_BYTES: usize = 4_000;
+/// Where answers are split by default, in bytes of visible text: under
+/// [`MAX_MESSAGE_BYTES`], with room for markers and link addresses.
+pub const DEFAULT_MESSAGE_BYTES: usize = 3_500;
 
-/// `text` (written `mrkdwn`) as the messages Slack keeps whole: itself when it is at most
-/// [`MAX_MESSAGE_CHARS`], else cut into several of at most that (child `fit`).
+/// `text` (written `mrkdwn`) as the messages Slack takes: itself when it is at most
+/// [`MAX_MESSAGE_BYTES`], else cut into several of at most that (child `fit`).
 pub(crate) fn slack_texts(text: &str) -> Vec<String> {
-    fit::within_limit(text, MAX_MESSAGE_CHARS)
+    fit::within_limit(text, MAX_MESSAGE_BYTES)
 }
 
 /// Separates a marker from a letter next to it, so Slack still reads it as a marker.

@@ -89,6 +89,11 @@ pub const BOT_NAME: &str = "deerflow";
 /// The most characters of a message's `text` (documented: Slack truncates beyond it; the
 /// fake refuses with `msg_too_long` unless [`FakeSlack::set_truncate_long_text`]).
 pub const MAX_TEXT_CHARS: usize = 40_000;
+/// The most bytes (UTF-8) of the `text` `chat.update` takes: over it the edit is refused
+/// with `msg_too_long`, never truncated. Slack's reference says "cannot exceed 4,000
+/// characters"; calls to the live API refuse at 4,001 bytes of multi-byte text
+/// (openclaw/openclaw#115027), so the fake counts bytes, the stricter reading.
+pub const MAX_UPDATE_BYTES: usize = 4_000;
 /// The most characters of a stream's `markdown_text` per call (documented).
 pub const MAX_MARKDOWN_CHARS: usize = 12_000;
 /// How long Slack waits for an envelope's ack before it delivers it again (documented:

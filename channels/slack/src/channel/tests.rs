@@ -21,7 +21,7 @@ fn answers_go_into_the_conversations_thread() {
 }
 
 const _: () = assert!(CAPABILITIES.turn_ends);
-const _: () = assert!(CAPABILITIES.max_message_len == crate::DEFAULT_MESSAGE_CHARS);
+const _: () = assert!(CAPABILITIES.max_message_len == crate::DEFAULT_MESSAGE_BYTES);
 
 /// An answer through a command's `response_url` (the bot is not in the conversation, so
 /// there is no message to edit) cut in two, the second post failing once: the final
@@ -40,7 +40,7 @@ async fn a_final_through_a_response_url_delivered_again_repeats_no_post() {
     responders.remember(trigger, &command.response_url, &ch.settings.api_url);
     // The final's first message is the URL's first post, the cut after it the second.
     fake.fail("response_url", Trigger::Nth(2), Failure::Http(500));
-    let parts = ["a".repeat(30_000), "b".repeat(30_000)];
+    let parts = ["a".repeat(3_000), "b".repeat(3_000)];
     let text = parts.join("\n\n");
     let chat = im_bridge_channel::ChatId::new(command.channel_id.as_str());
     let mut metadata = serde_json::Map::new();

@@ -1,41 +1,39 @@
-//! Written `mrkdwn` cut to what Slack keeps ([`within_limit`]): the core's renderer cuts
+//! Written `mrkdwn` cut to what Slack takes ([`within_limit`]): the core's renderer cuts
 //! an answer by what the reader sees, counting escapes, but not the style markers, the
 //! zero-width boundaries, a quote's `> ` or a link's address, so a part cut near
-//! [`MAX_MESSAGE_CHARS`](super::MAX_MESSAGE_CHARS) can be longer as written. Slack posts
-//! such a `text` cut at 40,000 characters and answers `ok` with a `message_truncated`
-//! warning (<https://api.slack.com/changelog/2018-04-truncating-really-long-messages>:
-//! "Split intentionally long messages into multiple postings of no more than 40,000
-//! characters each"), so the tail of the answer (its closing code fence, say) would be
-//! lost. The adapter sends what does not fit as follow-up messages.
+//! [`MAX_MESSAGE_BYTES`](super::MAX_MESSAGE_BYTES) can be longer as written. Slack refuses
+//! such a `text` in `chat.update` (`msg_too_long`), which finishes a streamed answer, so
+//! the adapter sends what does not fit as follow-up messages.
 //!
 //! The written text is cut between its atoms (an entity `&amp;`, a link `<url|text>`, a
 //! code fence ```` ``` ````), preferring a line before a blank one (a paragraph break,
 //! where no inline style is open), then any line break, then a space, each if it keeps the
-//! message at least half full; only a link longer than a whole message is cut inside. A
-//! code block open at the cut is closed at the end of the message and opened again at the
-//! start of the next, and a quoted line cut in its middle goes on quoted. An inline style
-//! open at a cut other than a paragraph break shows its markers as typed (Slack has no
-//! escape to close it with): the text is all there either way.
+//! message at least half full; only a link longer than a whole message is cut inside
+//! (between characters). A code block open at the cut is closed at the end of the message
+//! and opened again at the start of the next, and a quoted line cut in its middle goes on
+//! quoted. An inline style open at a cut other than a paragraph break shows its markers as
+//! typed (Slack has no escape to close it with): the text is all there either way.
+//! Lengths are bytes of UTF-8, as Slack counts them.
 
 use super::BOUNDARY;
 
-/// What a message may grow by past its cut: a [`BOUNDARY`] and a closing fence.
-const CLOSING: usize = 4;
-/// The most the next message may start with past the cut: a quote's `> `, a fence and a
-/// [`BOUNDARY`]. A cut keeps more than this before it (more than `> ` outside code), so
-/// the text left is always shorter.
-const OPENING: usize = 6;
+/// What a message may grow by past its cut, in bytes: a [`BOUNDARY`] and a closing fence.
+const CLOSING: usize = 6;
+/// The most the next message may start with past the cut, in bytes: a quote's `> `, a
+/// fence and a [`BOUNDARY`]. A cut keeps more than this before it (more than `> ` outside
+/// code), so the text left is always shorter.
+const OPENING: usize = 8;
 
-/// `text` (written `mrkdwn`) as messages of at most `max` characters each: itself when it
-/// fits (the empty text too), else cut as the module docs say. `max` must leave room for
-/// a few characters of markup (the adapter's is 40,000).
+/// `text` (written `mrkdwn`) as messages of at most `max` bytes each: itself when it fits
+/// (the empty text too), else cut as the module docs say. `max` must leave room for a few
+/// bytes of markup (the adapter's is 4,000).
 pub(crate) fn within_limit(text: &str, max: usize) -> Vec<String> {
-    if text.chars().count() <= max {
+    if text.len() <= max {
         return vec![text.to_owned()];
     }
     let mut texts = Vec::new();
     let mut rest = text.to_owned();
-    while rest.chars().count() > max {
+    while rest.len() > max {
         let (head, tail) = cut_once(&rest, max);
         if !head.trim().is_empty() {
             texts.push(head);
@@ -74,7 +72,7 @@ struct Cuts {
 fn cut_once(text: &str, max: usize) -> (String, String) {
     let room = max.saturating_sub(CLOSING).max(OPENING + 1);
     let mut cuts = Cuts::default();
-    let mut chars = 0;
+    let mut bytes = 0;
     let mut in_pre = false;
     let mut quoted = text.starts_with("> ");
     let mut at = 0;
@@ -82,7 +80,6 @@ fn cut_once(text: &str, max: usize) -> (String, String) {
         let rest = &text[at..];
         let len = atom_len(rest);
         let atom = &rest[..len];
-        let counted = atom.chars().count();
         let cut = |next| Cut {
             end: at,
             next,
@@ -95,7 +92,7 @@ fn cut_once(text: &str, max: usize) -> (String, String) {
         } else {
             2 * usize::from(quoted)
         };
-        if chars > opening {
+        if bytes > opening {
             cuts.atom = Some(cut(at));
             if atom == "\n" {
                 let line_end = Cut {
@@ -112,7 +109,7 @@ fn cut_once(text: &str, max: usize) -> (String, String) {
                 cuts.space = Some(cut(if in_pre { at } else { at + 1 }));
             }
         }
-        if chars + counted > room {
+        if bytes + len > room {
             break;
         }
         if atom == "```" {
@@ -121,10 +118,10 @@ fn cut_once(text: &str, max: usize) -> (String, String) {
         if atom == "\n" {
             quoted = text[at + 1..].starts_with("> ");
         }
-        chars += counted;
+        bytes += len;
         at += len;
     }
-    let half = |c: &Option<Cut>| c.filter(|c| text[..c.end].chars().count() * 2 >= room);
+    let half = |c: &Option<Cut>| c.filter(|c| c.end * 2 >= room);
     let chosen = half(&cuts.paragraph)
         .or_else(|| half(&cuts.line))
         .or_else(|| half(&cuts.space))
@@ -133,9 +130,9 @@ fn cut_once(text: &str, max: usize) -> (String, String) {
         .or(cuts.atom);
     match chosen {
         Some(cut) => split_at(text, cut),
-        // Only a link longer than a message: cut inside it.
+        // Only a link longer than a message: cut inside it, between characters.
         None => {
-            let end = text.char_indices().nth(room).map_or(text.len(), |(i, _)| i);
+            let end = text.floor_char_boundary(room);
             (text[..end].to_owned(), text[end..].to_owned())
         }
     }
@@ -220,7 +217,7 @@ mod tests {
     use im_bridge_channel::render::render;
 
     use super::super::check::shown;
-    use super::super::{MAX_MESSAGE_CHARS, SlackMrkdwn};
+    use super::super::{MAX_MESSAGE_BYTES, SlackMrkdwn};
     use super::*;
 
     /// What the messages show together, every style marker, boundary and space aside.
@@ -238,11 +235,7 @@ mod tests {
     /// message that opens it.
     fn assert_fit(texts: &[String], max: usize) {
         for text in texts {
-            assert!(
-                text.chars().count() <= max,
-                "{} over {max}",
-                text.chars().count()
-            );
+            assert!(text.len() <= max, "{} bytes over {max}", text.len());
             assert!(!text.trim().is_empty());
             assert_eq!(
                 text.matches("```").count() % 2,
@@ -275,15 +268,15 @@ mod tests {
     #[test]
     fn a_part_at_the_cap_full_of_markup_is_cut_within_it_losing_nothing() {
         let md = marked_up(400);
-        let parts = render(&md, &SlackMrkdwn, LengthUnit::Chars, MAX_MESSAGE_CHARS);
-        let longest = parts.iter().map(|p| p.text.chars().count()).max().unwrap();
+        let parts = render(&md, &SlackMrkdwn, LengthUnit::Bytes, MAX_MESSAGE_BYTES);
+        let longest = parts.iter().map(|p| p.text.len()).max().unwrap();
         assert!(
-            longest > MAX_MESSAGE_CHARS,
+            longest > MAX_MESSAGE_BYTES,
             "the renderer alone wrote {longest}"
         );
         for part in &parts {
-            let texts = within_limit(&part.text, MAX_MESSAGE_CHARS);
-            assert_fit(&texts, MAX_MESSAGE_CHARS);
+            let texts = within_limit(&part.text, MAX_MESSAGE_BYTES);
+            assert_fit(&texts, MAX_MESSAGE_BYTES);
             assert_eq!(
                 shown_all(&texts),
                 shown_all(std::slice::from_ref(&part.text))
@@ -340,7 +333,8 @@ mod tests {
             "&lt;".repeat(30),
             "p".repeat(20)
         );
-        for max in 40..80 {
+        // The link is 36 bytes: it fits from 42 on, room left for a closing fence.
+        for max in 42..80 {
             let texts = within_limit(&text, max);
             assert_fit(&texts, max);
             assert_eq!(
@@ -353,5 +347,27 @@ mod tests {
         let texts = within_limit(&long, 40);
         assert_fit(&texts, 40);
         assert_eq!(texts.concat(), long);
+    }
+
+    #[test]
+    fn lengths_are_bytes_so_chinese_is_cut_three_times_as_often_and_between_characters() {
+        let prose = "中文回答，每个字三个字节。".repeat(250);
+        assert!(prose.chars().count() < MAX_MESSAGE_BYTES && prose.len() > 2 * MAX_MESSAGE_BYTES);
+        let texts = within_limit(&prose, MAX_MESSAGE_BYTES);
+        assert_eq!(
+            texts.len(),
+            3,
+            "{:?}",
+            texts.iter().map(String::len).collect::<Vec<_>>()
+        );
+        assert_fit(&texts, MAX_MESSAGE_BYTES);
+        assert_eq!(texts.concat(), prose);
+        // A link longer than a message is cut inside, never inside a character.
+        let long = format!("<https://e.x/{}>", "路".repeat(30));
+        for max in 20..40 {
+            let texts = within_limit(&long, max);
+            assert_fit(&texts, max);
+            assert_eq!(texts.concat(), long, "at {max}");
+        }
     }
 }

@@ -6,7 +6,7 @@ use im_bridge_channel::LengthUnit;
 use im_bridge_channel::render::conformance;
 use im_bridge_channel::render::{Dialect, render};
 
-use super::{BOUNDARY, DEFAULT_MESSAGE_CHARS, MAX_MESSAGE_CHARS, SlackMrkdwn};
+use super::{BOUNDARY, DEFAULT_MESSAGE_BYTES, MAX_MESSAGE_BYTES, SlackMrkdwn, slack_texts};
 
 /// `markdown` as one `mrkdwn` message, checked to show exactly its `plain`.
 fn mrkdwn(markdown: &str) -> String {
@@ -104,30 +104,32 @@ fn a_45000_character_answer_is_split_under_the_cap_with_nothing_lost() {
     let chunks = render(
         &answer,
         &SlackMrkdwn,
-        LengthUnit::Chars,
-        DEFAULT_MESSAGE_CHARS,
+        LengthUnit::Bytes,
+        DEFAULT_MESSAGE_BYTES,
     );
     // What the reader sees is shorter than the Markdown (markers, addresses).
-    let shown: usize = chunks.iter().map(|c| c.plain.chars().count()).sum();
+    let shown: usize = chunks.iter().map(|c| c.plain.len()).sum();
     assert!(
-        shown > 30_000 && chunks.len() > shown / DEFAULT_MESSAGE_CHARS,
+        shown > 30_000 && chunks.len() > shown / DEFAULT_MESSAGE_BYTES,
         "{shown}"
     );
     for chunk in &chunks {
-        assert!(chunk.plain.chars().count() <= DEFAULT_MESSAGE_CHARS);
-        assert!(chunk.text.chars().count() < MAX_MESSAGE_CHARS);
+        assert!(chunk.plain.len() <= DEFAULT_MESSAGE_BYTES);
+        for text in slack_texts(&chunk.text) {
+            assert!(text.len() <= MAX_MESSAGE_BYTES, "{}", text.len());
+        }
         assert_eq!(chunk.text.matches("```").count() % 2, 0, "{:?}", chunk.text);
         SlackMrkdwn
-            .check(chunk, LengthUnit::Chars, DEFAULT_MESSAGE_CHARS)
+            .check(chunk, LengthUnit::Bytes, DEFAULT_MESSAGE_BYTES)
             .unwrap();
     }
     conformance::check_final(
         &answer,
         &SlackMrkdwn,
-        LengthUnit::Chars,
-        DEFAULT_MESSAGE_CHARS,
+        LengthUnit::Bytes,
+        DEFAULT_MESSAGE_BYTES,
     );
-    let whole = render(&answer, &SlackMrkdwn, LengthUnit::Chars, usize::MAX);
+    let whole = render(&answer, &SlackMrkdwn, LengthUnit::Bytes, usize::MAX);
     let words = |t: &str| t.split_whitespace().collect::<String>();
     let joined: String = chunks.iter().map(|c| words(&c.plain)).collect();
     assert_eq!(joined, words(&whole[0].plain));
@@ -140,14 +142,14 @@ fn plain_text_of_45000_characters_is_thirteen_messages() {
     let chunks = render(
         &answer,
         &SlackMrkdwn,
-        LengthUnit::Chars,
-        DEFAULT_MESSAGE_CHARS,
+        LengthUnit::Bytes,
+        DEFAULT_MESSAGE_BYTES,
     );
     assert_eq!(chunks.len(), 13);
     assert!(
         chunks
             .iter()
-            .all(|c| c.plain.chars().count() <= DEFAULT_MESSAGE_CHARS)
+            .all(|c| c.plain.len() <= DEFAULT_MESSAGE_BYTES)
     );
     let joined: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
     assert_eq!(joined.join(" "), answer.trim_end());

@@ -12,8 +12,9 @@
 //!   the channel (`thread_not_found`). Slack says to avoid a reply's `ts` ("use its
 //!   parent's"); the fake refuses it, stricter than Slack.
 //! - `chat.update`: a known message (`message_not_found`) the bot wrote
-//!   (`cant_update_message`), edited at most once per [`EDIT_PACE`] (429 `ratelimited`
-//!   with `Retry-After`; the pace is the fake's, see [`FakeSlack::set_edit_pace`]).
+//!   (`cant_update_message`), a `text` of at most [`MAX_UPDATE_BYTES`] (`msg_too_long`,
+//!   truncation or not), edited at most once per [`EDIT_PACE`] (429 `ratelimited` with
+//!   `Retry-After`; the pace is the fake's, see [`FakeSlack::set_edit_pace`]).
 //! - `reactions.add`: `channel` and `timestamp` (`no_item_specified`) of a known message
 //!   (`message_not_found`), a name without colons or spaces (`invalid_name`), once per
 //!   name (`already_reacted`).
@@ -31,8 +32,8 @@ use tokio::time::Instant;
 use super::events::next_ts;
 use super::rest::{Params, error, ok, rate_limited};
 use super::{
-    APP_ID, BOT_ID, BOT_NAME, BOT_USER_ID, Edit, MAX_MARKDOWN_CHARS, MAX_TEXT_CHARS, Message,
-    Reaction, Slack, Stream, TEAM_ID, code,
+    APP_ID, BOT_ID, BOT_NAME, BOT_USER_ID, Edit, MAX_MARKDOWN_CHARS, MAX_TEXT_CHARS,
+    MAX_UPDATE_BYTES, Message, Reaction, Slack, Stream, TEAM_ID, code,
 };
 use crate::skeleton::http::Answer;
 
@@ -163,6 +164,9 @@ pub(super) fn update(s: &mut Slack, p: &Params) -> Answer {
     };
     if !s.messages[index].bot {
         return error(code::CANT_UPDATE_MESSAGE);
+    }
+    if p.str("text").is_some_and(|t| t.len() > MAX_UPDATE_BYTES) {
+        return error(code::MSG_TOO_LONG);
     }
     let (text, blocks, truncated) = match content(s, p) {
         Ok(content) => content,

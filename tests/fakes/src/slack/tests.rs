@@ -196,6 +196,14 @@ async fn a_message_takes_one_edit_a_second() {
     assert_eq!(slack.rate_refusals, 1);
     let message = slack.message(DM, &ts).unwrap();
     assert_eq!((message.text.as_str(), message.edits.len()), ("c", 2));
+    // An edit over 4,000 bytes is refused whole, even when posts are truncated.
+    slack.truncate_long_text = true;
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let long = chat::update(&mut slack, &Params(&edit(&"路".repeat(1_334))));
+    assert_eq!(long.json_body().unwrap()["error"], code::MSG_TOO_LONG);
+    let fits = chat::update(&mut slack, &Params(&edit(&"路".repeat(1_333))));
+    assert_eq!(fits.status, 200);
+    assert_eq!(slack.message(DM, &ts).unwrap().edits.len(), 3);
     // A user's message, and one that does not exist.
     slack
         .messages
