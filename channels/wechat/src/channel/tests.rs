@@ -317,9 +317,6 @@ async fn files_go_both_ways_through_the_encrypted_cdn_and_typing_shows() {
     running.stop().await.unwrap();
 }
 
-/// iLink refusing polls (a server incident, throttling) more often in a row than the old
-/// rule of three allowed: the stored cursor is sent on every poll and kept, so what came
-/// after it arrives and nothing before it comes again.
 /// A picture iLink sends without a key (the plugin downloads such a one unencrypted): its
 /// bytes reach the agent as they are, under the same bound, with or without `full_url`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -347,6 +344,30 @@ async fn a_picture_without_a_key_is_fetched_as_it_is() {
     running.stop().await.unwrap();
 }
 
+/// A file whose name is longer than the adapter keeps (70 Chinese characters are 210
+/// bytes) keeps its extension: it is what `allowed_file_extensions` and the agent read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_with_a_long_name_keeps_its_extension_and_is_fetched() {
+    let fake = started().await;
+    let ch = Arc::new(channel(
+        &fake,
+        Some(wechat::BOT_TOKEN),
+        Arc::new(MemoryState::new()),
+    ));
+    let mut running = RunningChannel::start(ch.clone());
+    let name = format!("{}.pdf", "报".repeat(70));
+    fake.push(&Inbound::file(USER, &name, b"%PDF-1.4 long name"));
+    let m = running.next().await;
+    let kept = m.files[0].filename.as_deref().unwrap();
+    assert!(kept.ends_with("报.pdf") && kept.len() <= 200, "{kept}");
+    let bytes = ch.fetch_file(&m.files[0], 1000).await.unwrap();
+    assert_eq!(bytes, &b"%PDF-1.4 long name"[..]);
+    running.stop().await.unwrap();
+}
+
+/// iLink refusing polls (a server incident, throttling) more often in a row than the old
+/// rule of three allowed: the stored cursor is sent on every poll and kept, so what came
+/// after it arrives and nothing before it comes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cursor_is_kept_through_refused_polls() {
     let fake = started().await;
