@@ -38,6 +38,18 @@ async fn started() -> FakeWechat {
     fake
 }
 
+/// A started fake and a channel running on it with the configured token.
+async fn running() -> (FakeWechat, Arc<WechatChannel>, RunningChannel) {
+    let fake = started().await;
+    let ch = Arc::new(channel(
+        &fake,
+        Some(wechat::BOT_TOKEN),
+        Arc::new(MemoryState::new()),
+    ));
+    let running = RunningChannel::start(ch.clone());
+    (fake, ch, running)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn telemetry_follows_the_adapter_contract() {
     let fake = started().await;
@@ -174,10 +186,7 @@ async fn a_configured_token_is_tried_again_after_its_session_ended() {
 /// (every 5 s of a long run), but after a pause.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typing_without_a_ticket_is_not_asked_for_at_every_refresh() {
-    let fake = started().await;
-    let state = Arc::new(MemoryState::new());
-    let ch = Arc::new(channel(&fake, Some(wechat::BOT_TOKEN), state));
-    let mut running = RunningChannel::start(ch.clone());
+    let (fake, ch, mut running) = running().await;
     fake.wait_polling(DEADLINE).await.unwrap();
     fake.push(&Inbound::text(USER, "hi"));
     let m = running.next().await;
@@ -221,13 +230,7 @@ async fn the_cursor_is_kept_after_each_batch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_go_both_ways_through_the_encrypted_cdn_and_typing_shows() {
-    let fake = started().await;
-    let ch = Arc::new(channel(
-        &fake,
-        Some(wechat::BOT_TOKEN),
-        Arc::new(MemoryState::new()),
-    ));
-    let mut running = RunningChannel::start(ch.clone());
+    let (fake, ch, mut running) = running().await;
     fake.wait_polling(DEADLINE).await.unwrap();
     let photo = b"\xff\xd8\xff\xe0 a photo".to_vec();
     fake.push(&Inbound::image(USER, &photo).and_text("what is it?"));
@@ -321,13 +324,7 @@ async fn files_go_both_ways_through_the_encrypted_cdn_and_typing_shows() {
 /// bytes reach the agent as they are, under the same bound, with or without `full_url`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_picture_without_a_key_is_fetched_as_it_is() {
-    let fake = started().await;
-    let ch = Arc::new(channel(
-        &fake,
-        Some(wechat::BOT_TOKEN),
-        Arc::new(MemoryState::new()),
-    ));
-    let mut running = RunningChannel::start(ch.clone());
+    let (fake, ch, mut running) = running().await;
     let photo = b"\x89PNG\r\n\x1a\n an unencrypted picture".to_vec();
     fake.push(&Inbound::plain_image(USER, &photo).and_text("and this?"));
     let m = running.next().await;
@@ -348,13 +345,7 @@ async fn a_picture_without_a_key_is_fetched_as_it_is() {
 /// bytes) keeps its extension: it is what `allowed_file_extensions` and the agent read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_with_a_long_name_keeps_its_extension_and_is_fetched() {
-    let fake = started().await;
-    let ch = Arc::new(channel(
-        &fake,
-        Some(wechat::BOT_TOKEN),
-        Arc::new(MemoryState::new()),
-    ));
-    let mut running = RunningChannel::start(ch.clone());
+    let (fake, ch, mut running) = running().await;
     let name = format!("{}.pdf", "报".repeat(70));
     fake.push(&Inbound::file(USER, &name, b"%PDF-1.4 long name"));
     let m = running.next().await;
