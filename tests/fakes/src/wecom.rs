@@ -116,6 +116,10 @@ pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(60);
 /// window is not documented). [`FakeWecom::set_subscribe_window`].
 pub const SUBSCRIBE_WINDOW: Duration = Duration::from_secs(10);
 
+/// The route of [`FakeWecom::fail_finishing`] among the scripted failures: the frames that
+/// finish a stream, counted apart from the other replies.
+const FINISHING: &str = "finishing stream frame";
+
 /// The route of [`FakeWecom::refuse_messages`] among the scripted failures: what WeCom's
 /// rate counts, a new message, not a command (no command is named so).
 const NEW_MESSAGE: &str = "new message";
@@ -149,9 +153,13 @@ pub mod code {
     /// Answered `{"errcode": 40058, "errmsg": "invalid Request Parameter"}` with no
     /// `headers`, naming no request: *observed* (a public probe's record).
     pub const INVALID_PARAMETER: i64 = 40_058;
-    /// A command before a successful `aibot_subscribe` (the connection is then closed).
-    /// *fake*
-    pub const NOT_SUBSCRIBED: i64 = 846_699;
+    /// A command on a connection that is not subscribed ("aibot websocket not
+    /// subscribed"): before a successful `aibot_subscribe` (the fake then closes the
+    /// connection, its own rule), or after WeCom dropped the subscription while the socket
+    /// stayed open ([`FakeWecom::drop_subscription`]). *observed* (NousResearch/hermes-agent
+    /// issues 29667 and 47564: every reply answered so for 57 to 79 s until WeCom closed
+    /// the socket).
+    pub const NOT_SUBSCRIBED: i64 = 846_609;
     /// An update of a stream already finished ("消息将不再可更新" is documented; the code is
     /// *fake*).
     pub const STREAM_FINISHED: i64 = 846_698;
@@ -182,7 +190,7 @@ pub(crate) fn errmsg(errcode: i64) -> &'static str {
         code::STREAM_EXPIRED => "stream message update expired",
         code::FREQ_OUT_OF_LIMIT => "api freq out of limit",
         code::INVALID_PARAMETER => "invalid Request Parameter",
-        code::NOT_SUBSCRIBED => "not subscribed",
+        code::NOT_SUBSCRIBED => "aibot websocket not subscribed",
         code::STREAM_FINISHED => "stream message already finished",
         code::ALREADY_REPLIED => "already replied",
         code::CHAT_NOT_ALLOWED => "chat not allowed: no message from it",
@@ -455,6 +463,14 @@ impl Fake<Wecom> {
     /// malformed frame uses none up.
     pub fn fail(&self, cmd: &str, trigger: Trigger, failure: Failure) {
         self.with_state(|s| s.failures.add(cmd, trigger.into(), failure));
+    }
+
+    /// Scripts a failure of the frames that finish a stream (`aibot_respond_msg` with
+    /// `stream.finish: true`) when `trigger` says, counted among those frames only: a test
+    /// fails the final's finish however many updates came before it. A failure scripted
+    /// for `aibot_respond_msg` itself goes first.
+    pub fn fail_finishing(&self, trigger: Trigger, failure: Failure) {
+        self.with_state(|s| s.failures.add(FINISHING, trigger.into(), failure));
     }
 
     /// Scripts a refusal with `errcode` of new messages (what WeCom's rate counts: a

@@ -25,6 +25,12 @@
 //!   when a connection subscribes, the bot's previous one gets an `aibot_event_callback`
 //!   with `event.eventtype: disconnected_event` (documented) and is then closed (at once by
 //!   default; the service was seen to take 2.2 s to 313 s). Pushes go to the newest.
+//! - WeCom can drop a connection's subscription while the socket stays open (observed:
+//!   every reply answered [`code::NOT_SUBSCRIBED`], 846609, for 57 to 79 s until WeCom
+//!   closed the socket): [`FakeWecom::drop_subscription`]. Every command on it, pings
+//!   included, is then answered 846609 and does nothing (a ping so answered does not reset
+//!   the heartbeat, so the heartbeat timeout closes it); the client has to subscribe on a
+//!   new connection.
 //! - `ping` resets the heartbeat; a subscribed connection without one for the heartbeat
 //!   timeout (the fake's, default [`HEARTBEAT_TIMEOUT`](super::HEARTBEAT_TIMEOUT)) is
 //!   closed (documented: "若长时间未收到心跳，服务端会主动断开连接"). Other frames do not count.
@@ -44,7 +50,9 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use super::events::{Event, Message, conversation};
 use super::records::{Closed, Connection, Failure, Frame, Pushed};
-use super::{BOT_ID, Callback, FakeWecom, SECRET, Shared, Wecom, code, errmsg, media, replies};
+use super::{
+    BOT_ID, Callback, FINISHING, FakeWecom, SECRET, Shared, Wecom, code, errmsg, media, replies,
+};
 use crate::skeleton::socket::{self, Out};
 
 /// How much of a bad frame [`FakeWecom::protocol_errors`] keeps, in characters.
@@ -122,6 +130,7 @@ pub(super) fn upgrade(shared: &Arc<Shared>, request: Request) -> Response {
             open: true,
             subscribed: false,
             replaced: false,
+            unsubscribed: false,
             pings: 0,
             closed_by: None,
             opened_at: now,
@@ -236,6 +245,14 @@ fn on_text(shared: &Arc<Shared>, s: &mut Wecom, id: u64, text: &str) -> Vec<Out>
     if !COMMANDS.contains(&cmd.as_str()) {
         return refuse(s, record, code::INVALID_PARAMETER, "unknown cmd");
     }
+    let dropped = s.sockets.get_mut(id).is_some_and(|c| c.unsubscribed);
+    if dropped {
+        // The socket stays open; nothing the command asks happens.
+        record.errcode = Some(code::NOT_SUBSCRIBED);
+        s.frames.push(record);
+        let errmsg = errmsg(code::NOT_SUBSCRIBED);
+        return vec![answer_frame(&req_id, code::NOT_SUBSCRIBED, errmsg, None)];
+    }
     let subscribed = s.sockets.get_mut(id).is_some_and(|c| c.subscribed);
     if !subscribed && cmd != "aibot_subscribe" {
         record.errcode = Some(code::NOT_SUBSCRIBED);
@@ -252,7 +269,11 @@ fn on_text(shared: &Arc<Shared>, s: &mut Wecom, id: u64, text: &str) -> Vec<Out>
         return vec![out, Out::Close(None)];
     }
     s.failures.count(&cmd);
-    let failure = s.failures.take(&cmd, None);
+    let mut failure = s.failures.take(&cmd, None);
+    if cmd == "aibot_respond_msg" && body["stream"]["finish"] == true {
+        s.failures.count(FINISHING);
+        failure = failure.or_else(|| s.failures.take(FINISHING, None));
+    }
     if let Some(Failure::Code(errcode, message)) = &failure {
         record.errcode = Some(*errcode);
         s.frames.push(record);
@@ -472,6 +493,20 @@ impl FakeWecom {
     /// Closes connection `id` from the server side (a close frame after what is queued).
     pub fn close_connection(&self, id: u64) {
         self.shared.update(|s| close(s, id, Closed::Server));
+    }
+
+    /// WeCom drops connection `id`'s subscription and keeps its socket open: from now on
+    /// every command on it is answered `846609` (see the module docs) until it closes.
+    /// Pushes no longer go to it.
+    pub fn drop_subscription(&self, id: u64) {
+        self.shared.update(|s| {
+            if let Some(c) = s.sockets.get_mut(id).filter(|c| c.open) {
+                c.unsubscribed = true;
+            }
+            if s.current == Some(id) {
+                s.current = None;
+            }
+        });
     }
 
     /// The id of the connection pushes go to now, if any.

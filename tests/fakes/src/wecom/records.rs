@@ -59,6 +59,11 @@ pub struct Connection {
     pub subscribed: bool,
     /// Whether it was replaced by a newer connection (it got `disconnected_event`).
     pub replaced: bool,
+    /// Whether WeCom dropped its subscription while the socket stayed open
+    /// ([`FakeWecom::drop_subscription`](super::FakeWecom::drop_subscription)): every
+    /// command on it, pings included, is answered `846609` and nothing else happens, until
+    /// it closes (its heartbeat lapses, since such a ping does not count).
+    pub unsubscribed: bool,
     /// `ping`s received on it.
     pub pings: usize,
     /// Why the fake closed it (`None`: open, or the client closed it).

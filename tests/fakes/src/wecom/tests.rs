@@ -133,6 +133,41 @@ async fn a_command_before_subscribing_closes_the_connection() {
     assert_eq!(closed.closed_by, Some(Closed::NotSubscribed));
 }
 
+/// WeCom dropped the subscription, the socket stays open: every command, a ping too, is
+/// answered 846609 and does nothing, until a new connection subscribes.
+#[tokio::test]
+async fn a_dropped_subscription_answers_every_command_846609_on_an_open_socket() {
+    let fake = FakeWecom::start().await.unwrap();
+    let mut bot = Bot::subscribed(&fake).await;
+    let pushed = fake.push(&Message::text(USER, "hello"));
+    assert_eq!(
+        bot.push().await["headers"]["req_id"],
+        pushed.req_id.as_str()
+    );
+    fake.drop_subscription(1);
+    for _ in 0..2 {
+        let answer = bot.stream(&pushed.req_id, "s1", "hi", false).await;
+        assert_eq!(errcode(&answer), code::NOT_SUBSCRIBED);
+        assert_eq!(answer["errmsg"], "aibot websocket not subscribed");
+    }
+    assert_eq!(errcode(&bot.call("ping", None).await), code::NOT_SUBSCRIBED);
+    assert!(
+        fake.streams_of(&pushed.req_id).is_empty(),
+        "nothing applied"
+    );
+    assert_eq!(fake.connections()[0].pings, 0, "the heartbeat lapses");
+    assert_eq!(fake.open_connections(), 1, "the socket stays open");
+    // Pushes wait for a connection that is subscribed.
+    let held = fake.push(&Message::text(USER, "again"));
+    let mut second = Bot::subscribed(&fake).await;
+    assert_eq!(
+        second.push().await["headers"]["req_id"],
+        held.req_id.as_str()
+    );
+    let answer = second.call("ping", None).await;
+    assert_eq!(errcode(&answer), code::OK);
+}
+
 #[tokio::test]
 async fn a_silent_connection_is_closed_after_the_subscribe_window() {
     let fake = FakeWecom::start().await.unwrap();
