@@ -8,12 +8,14 @@
 //! reaching the agent, clean logs) is the conformance suite's (`tests/adapters.rs`), through
 //! `conformance`; this file keeps what is WeCom's own: answers as one stream with an exact
 //! final, a group mention, a connection dropped mid-answer, files both ways, a replaced
-//! connection not taken back, refused credentials.
+//! connection not taken back, refused credentials; and in `unconfirmed`, replies WeCom
+//! refused on a dropped subscription (846609) or applied without an answer.
 
 #![cfg(feature = "wecom")]
 
 pub(crate) mod conformance;
 pub(crate) mod harness;
+mod unconfirmed;
 
 use std::time::Duration;
 

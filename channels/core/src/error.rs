@@ -75,6 +75,15 @@ pub enum ChannelError {
     /// once). Transient as the inner error is; a rate limit of it is waited out like any.
     #[error("the stream message was finished, a message cut after it failed: {0}")]
     FinishedThen(Box<ChannelError>),
+    /// A write went out but the platform's answer never came (no answer in time, or the
+    /// connection closed first): it may have landed. Sending the final as a new message
+    /// could show it twice, so the fallback does not; the final is delivered again as it
+    /// was, finishing the same message, which an adapter returning this makes safe (the
+    /// same finish again changes nothing, or is refused as done, which the adapter takes
+    /// as landed). Transient. The text is log-safe (what happened, never the platform's
+    /// words).
+    #[error("the platform did not confirm the write: {0}")]
+    Unconfirmed(String),
     /// The final's delivery gate ([`WriteGate`](crate::WriteGate)) withheld the
     /// write: nothing was sent. The daemon's journal fence does so while the final's
     /// message may belong to another replica; it is delivered later by whichever holds it.
@@ -92,6 +101,7 @@ impl ChannelError {
                 self,
                 Self::RetryAfter(_)
                     | Self::Transport(_)
+                    | Self::Unconfirmed(_)
                     | Self::Stopped
                     | Self::OverBudget(_)
                     | Self::Withheld

@@ -18,6 +18,10 @@
 //!   `req_id` is waiting for its answer waits its turn, within its timeout.
 //! - **Bounded.** At most [`MAX_PENDING`] commands wait for answers; more are refused as
 //!   [`ApiError::Connection`]. When a connection ends its waiting commands end too.
+//! - **Unanswered is not unsent.** A command that could not be queued on a connection is
+//!   [`ApiError::Connection`]: WeCom never saw it. One queued whose answer did not come (in
+//!   [`ANSWER_TIMEOUT`], or before the connection closed) is [`ApiError::Unanswered`]: it
+//!   may have been written and applied, so the caller must not take it as lost.
 //!
 //! Logs name commands and codes only: never a body, a `req_id`'s callback content, or the
 //! Secret.
@@ -286,20 +290,27 @@ impl Link {
             }
         };
         let deadline = tokio::time::Instant::now() + timeout;
-        let exchange = async {
-            outbox.send(text).await.ok()?;
-            answer.await.ok()
+        let queued = tokio::time::timeout_at(deadline, outbox.send(text)).await;
+        if !matches!(queued, Ok(Ok(()))) {
+            self.forget(req_id, conn);
+            return Err(gone(
+                "the connection closed or stalled before the command went",
+            ));
+        }
+        // Queued: from here the writer may have put it on the wire, and WeCom applied it.
+        let unanswered = |reason: &'static str| ApiError::Unanswered {
+            op: cmd,
+            reason: Cow::Borrowed(reason),
         };
-        let answered = tokio::time::timeout_at(deadline, exchange).await;
-        let frame = match answered {
-            Ok(Some(frame)) => frame,
-            Ok(None) => {
+        let frame = match tokio::time::timeout_at(deadline, answer).await {
+            Ok(Ok(frame)) => frame,
+            Ok(Err(_)) => {
                 self.forget(req_id, conn);
-                return Err(gone("the connection closed before the answer"));
+                return Err(unanswered("the connection closed before the answer"));
             }
             Err(_) => {
                 self.forget(req_id, conn);
-                return Err(gone("no answer in time"));
+                return Err(unanswered("no answer in time"));
             }
         };
         ApiError::answer(cmd, frame.errcode)?;

@@ -11,19 +11,25 @@
 //!   most `max_markdown_bytes`, in [`WeComMarkdown`](crate::WeComMarkdown). WeCom reads
 //!   no send key, so each message of a final goes once per send key ([`SentOnce`]): a
 //!   final delivered again after one of its messages failed sends only what is missing.
-//! - **The final always lands**: when the stream can no longer be updated (846608, six
+//! - **The final always lands**, once: when the stream can no longer be updated (846608, six
 //!   minutes after the user's message) or its callback's connection is gone (846605, or known
 //!   without asking after a reconnect), the engine sends the final as a message of its
 //!   own: after 846608 straight as a proactive markdown message (`aibot_send_msg`) to the
 //!   user or the group, as WeCom's plugin does (the callback's stream channel is spent);
 //!   otherwise a new finished stream on the callback when it still takes one, else the
-//!   proactive message.
+//!   proactive message. A final refused because the connection is no longer subscribed
+//!   (846609) or not sent for want of a connection is delivered again (the transport
+//!   subscribes anew meanwhile). A finishing frame whose answer never came (5 s, or the
+//!   connection closed first) may have landed: it fails as `ChannelError::Unconfirmed`, so
+//!   the final is not sent as a second message, and is delivered again by the same
+//!   finishing frame; WeCom's refusal of that one (it takes no frame on a finished stream)
+//!   means the first landed.
 //! - **Files**: presented files are uploaded over the socket in chunks and sent as a file
 //!   or image reply (or message); files users send are downloaded from WeCom's file host
 //!   (`file_hosts` only, bounded) and decrypted with the callback's `aeskey`.
 
-use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
+mod recent;
+
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -46,6 +52,7 @@ use crate::inbound::{InboundContext, normalize_frame, parse_handle};
 use crate::markup::WeComMarkdown;
 use crate::model::Frame;
 use crate::transport::ws::{self, Dropped, EventHandler, Exit, Timers, WsSettings};
+use recent::Recent;
 
 /// The metadata key of the connection a message came on.
 const CONNECTION: &str = "connection";
@@ -67,6 +74,11 @@ const SENT_PREFIX: &str = "sent:";
 /// straight as a message of the bot's own. At the bound the oldest is forgotten: a
 /// forgotten one costs one more refused stream frame before that message.
 const EXPIRED_CALLBACKS: usize = 256;
+/// How many streams whose finishing frame went unanswered are remembered, so a refusal of
+/// the same frame sent again is read as the first having landed. At the bound the oldest
+/// is forgotten: its final, if refused when finished again, goes as a message of its own
+/// and may show twice.
+const UNCONFIRMED_FINISHES: usize = 256;
 
 /// The WeCom channel. `Debug` shows no secret (the settings' Secret is a `Secret`).
 #[derive(Debug)]
@@ -78,9 +90,11 @@ pub struct WeComChannel {
     allowed_users: AllowedUsers,
     commands: CommandVocabulary,
     telemetry: Telemetry,
-    /// The `req_id`s of callbacks whose stream expired, newest last (at most
-    /// [`EXPIRED_CALLBACKS`]).
-    expired: Mutex<VecDeque<String>>,
+    /// The `req_id`s of callbacks whose stream expired (at most [`EXPIRED_CALLBACKS`]).
+    expired: Recent,
+    /// The ids of streams whose finishing frame went unanswered (at most
+    /// [`UNCONFIRMED_FINISHES`]).
+    unconfirmed: Recent,
     /// The messages of finals that landed, by send key: WeCom reads none, so a final
     /// delivered again sends only what is still missing ([`WeComChannel::send_once`]; the
     /// newest [`im_bridge_channel::SENT_KEYS`]).
@@ -134,18 +148,15 @@ impl WeComChannel {
             allowed_users: ctx.allowed_users.clone(),
             commands: ctx.commands.clone(),
             telemetry,
-            expired: Mutex::new(VecDeque::new()),
+            expired: Recent::new(EXPIRED_CALLBACKS),
+            unconfirmed: Recent::new(UNCONFIRMED_FINISHES),
             sent: SentOnce::default(),
         })
     }
 
-    fn expired(&self) -> std::sync::MutexGuard<'_, VecDeque<String>> {
-        self.expired.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Whether the callback `req_id`'s stream expired: it takes no new stream.
     fn stream_expired(&self, req_id: &str) -> bool {
-        self.expired().iter().any(|r| r == req_id)
+        self.expired.contains(req_id)
     }
 
     /// Remembers that the callback `req_id`'s stream expired, when `result` says so.
@@ -155,13 +166,7 @@ impl WeComChannel {
             ..
         }) = result
         {
-            let mut expired = self.expired();
-            if !expired.iter().any(|r| r == req_id) {
-                if expired.len() >= EXPIRED_CALLBACKS {
-                    expired.pop_front();
-                }
-                expired.push_back(req_id.to_owned());
-            }
+            self.expired.insert(req_id);
         }
     }
 
@@ -222,14 +227,15 @@ impl WeComChannel {
         Ok(())
     }
 
-    /// One frame of the stream `id` (started by [`Channel::start_stream`]).
+    /// One frame of the stream `id` (started by [`Channel::start_stream`]), as WeCom
+    /// answered it.
     async fn stream(
         &self,
         to: &SendTarget<'_>,
         id: &MessageId,
         text: &str,
         finish: bool,
-    ) -> ChannelResult {
+    ) -> ChannelResult<Result<(), ApiError>> {
         let Some((req_id, conn)) = reply_of(to) else {
             return Err(ChannelError::NotEditable);
         };
@@ -241,7 +247,38 @@ impl WeComChannel {
             .stream(req_id, conn, id.as_str(), text, finish)
             .await;
         self.note_expiry(req_id, &streamed);
-        self.sent(streamed)
+        Ok(streamed)
+    }
+
+    /// The frame finishing stream `id` with `text`. When its answer does not come (in
+    /// time, or before the connection closed), WeCom may have applied it, and a new
+    /// message would show the final twice: the failure is `Unconfirmed` (the engine does
+    /// not send the final anew, it delivers it again as it was) and the stream is
+    /// remembered. When the same frame, sent again, is refused for good (WeCom takes no
+    /// frame on a finished stream), the first one landed. A stream gone (846605, 846608)
+    /// is `NotEditable` as ever: the final then goes as a message of its own.
+    async fn finish(&self, to: &SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        let stream = id.as_str();
+        let finished = match self.stream(to, id, text, true).await? {
+            Err(error @ ApiError::Unanswered { .. }) => {
+                self.unconfirmed.insert(stream);
+                Err(ChannelError::Unconfirmed(error.to_string()))
+            }
+            Err(ApiError::Api {
+                status, errcode, ..
+            }) if status < 500 && self.unconfirmed.contains(stream) => {
+                tracing::info!(
+                    errcode,
+                    "WeCom refused finishing a stream again whose first finish went unanswered; the first landed."
+                );
+                Ok(())
+            }
+            other => other.map_err(ChannelError::from),
+        };
+        if finished.is_ok() {
+            self.unconfirmed.remove(stream);
+        }
+        self.telemetry.sending(finished)
     }
 }
 
@@ -347,19 +384,21 @@ impl Channel for WeComChannel {
     }
 
     async fn edit_text(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        self.stream(&to, id, text, false).await
+        let streamed = self.stream(&to, id, text, false).await?;
+        self.sent(streamed)
     }
 
     /// The stream shows the final's first part; what WeCom's limit left follows it as
     /// messages of their own. The finishing frame goes once per send key too: a finished
     /// stream takes no frame, so finishing it again would fail and the final would go out
     /// anew, its first part twice. A failure after the stream was finished is
-    /// `FinishedThen`, so the final is not sent again as a new message either.
+    /// `FinishedThen`, so the final is not sent again as a new message either; nor is a
+    /// finish that went unanswered (`Unconfirmed`, see [`WeComChannel::finish`]).
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         let mut contents = contents(text).into_iter();
         let first = contents.next().unwrap_or_default();
         let finish = || async {
-            self.stream(&to, id, &first, true).await?;
+            self.finish(&to, id, &first).await?;
             Ok(SentMessage { id: id.clone() })
         };
         self.sent.once(to.hints, finish).await?;

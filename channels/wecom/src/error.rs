@@ -12,13 +12,23 @@
 //!   `ChannelError::NotEditable`: the delivery engine then sends the final as a message of
 //!   its own (`aibot_send_msg`);
 //! - content over the limit (45002) is [`ApiError::TooLong`], `ChannelError::TooLarge`;
-//! - no connection, a dropped one or a late answer is [`ApiError::Connection`],
-//!   `ChannelError::Transport` (`doctor`: unreachable);
+//! - "aibot websocket not subscribed" (846609: WeCom dropped the connection's
+//!   subscription while the socket stays open, and refuses every command on it until it
+//!   closes it, up to 79 s later) is [`ApiError::NotSubscribed`], `ChannelError::Transport`:
+//!   nothing was applied, the same command passes once a new connection subscribed, which
+//!   the transport makes at once (it ends the connection that answered so);
+//! - no connection, or a command that could not be queued on it, is
+//!   [`ApiError::Connection`], `ChannelError::Transport` (`doctor`: unreachable); a command
+//!   queued whose answer did not come (in time, or before the connection closed) is
+//!   [`ApiError::Unanswered`], `ChannelError::Transport` too, but WeCom may have applied it:
+//!   the channel sends a finishing stream frame so answered again as it was, never as a
+//!   new message (`ChannelError::Unconfirmed`);
 //! - WeCom's "system busy" (-1) and everything else are [`ApiError::Api`], by a status
 //!   class (503 for busy, so the engine may retry; 400 otherwise).
 //!
 //! 846605 and 846608 were observed on the long connection (WeCom's own OpenClaw plugin
-//! handles both); the others are WeCom's platform-wide codes (全局错误码). No variant holds
+//! handles both), 846609 in production (NousResearch/hermes-agent issues 29667, 47564); the
+//! others are WeCom's platform-wide codes (全局错误码). No variant holds
 //! `errmsg`, a body or a credential: a code is a number, safe in logs.
 
 use im_bridge_channel::ChannelError;
@@ -38,6 +48,8 @@ pub const RATE_LIMIT_CODES: &[i64] = &[45009, 45011, 45033];
 pub const INVALID_REQ_ID: i64 = 846605;
 /// The stream can no longer be updated ("stream message update expired").
 pub const STREAM_EXPIRED: i64 = 846608;
+/// The connection is no longer subscribed ("aibot websocket not subscribed").
+pub const NOT_SUBSCRIBED: i64 = 846609;
 /// The content is over WeCom's limit.
 pub const CONTENT_TOO_LONG: i64 = 45002;
 
@@ -77,6 +89,24 @@ pub enum ApiError {
         /// What happened.
         reason: std::borrow::Cow<'static, str>,
     },
+    /// The command was queued on the connection but its answer did not come, in time or
+    /// before the connection closed: WeCom may have applied it. The reason is log-safe.
+    #[error("{op} got no answer on the WeCom long connection: {reason}")]
+    Unanswered {
+        /// The command.
+        op: &'static str,
+        /// What happened.
+        reason: std::borrow::Cow<'static, str>,
+    },
+    /// WeCom no longer holds the connection's subscription ([`NOT_SUBSCRIBED`]): nothing
+    /// was applied, and the connection is replaced.
+    #[error(
+        "WeCom refused {op}: the long connection is no longer subscribed (errcode {NOT_SUBSCRIBED})"
+    )]
+    NotSubscribed {
+        /// The command.
+        op: &'static str,
+    },
     /// Any other refusal.
     #[error("WeCom refused {op}: errcode {errcode}")]
     Api {
@@ -102,6 +132,8 @@ impl ApiError {
             Self::Http(HttpError::rate_limited(None))
         } else if matches!(errcode, INVALID_REQ_ID | STREAM_EXPIRED) {
             Self::ReplyGone { op, errcode }
+        } else if errcode == NOT_SUBSCRIBED {
+            Self::NotSubscribed { op }
         } else if errcode == CONTENT_TOO_LONG {
             Self::TooLong { op }
         } else {
@@ -130,9 +162,11 @@ im_bridge_channel::channel_error!(
     ApiError,
     ApiError::ReplyGone { .. } => ChannelError::NotEditable,
     ApiError::TooLong { .. } => ChannelError::TooLarge { limit: MAX_STREAM_BYTES as u64 },
-    e @ ApiError::Connection { .. } => ChannelError::Transport(e.to_string());
+    e @ (ApiError::Connection { .. }
+        | ApiError::Unanswered { .. }
+        | ApiError::NotSubscribed { .. }) => ChannelError::Transport(e.to_string());
     ApiError::AuthFailed { .. } => Refused,
-    ApiError::Connection { .. } => Unreachable,
+    ApiError::Connection { .. } | ApiError::Unanswered { .. } => Unreachable,
 );
 
 #[cfg(test)]
@@ -156,6 +190,12 @@ mod tests {
             ChannelError::TooLarge { limit: 20_480 }
         ));
         assert!(sorted(-1).is_transient());
+        // Not subscribed any more: nothing applied, it passes on a new connection.
+        let not_subscribed = sorted(846609);
+        assert!(
+            matches!(&not_subscribed, ChannelError::Transport(reason) if reason.contains("846609")),
+            "{not_subscribed:?}"
+        );
         let ChannelError::Rejected { reason } = sorted(93000) else {
             panic!("not rejected");
         };

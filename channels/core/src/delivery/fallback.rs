@@ -6,8 +6,9 @@
 //! `RetryAfter` that reaches this layer was already waited out below as far as the retry
 //! policy allows; sending instead would meet the same limit, so it is returned as is. So
 //! is a failure after the stream message was finished (`FinishedThen`): the reader has
-//! the final's first part there, and a new message would show it twice. And so is a
-//! finish its gate withheld (`Withheld`, `fence.rs`): nothing was tried, and the stream
+//! the final's first part there, and a new message would show it twice. So is a finish
+//! whose answer never came (`Unconfirmed`): it may have landed, and the final is delivered
+//! again by finishing the same message. And so is a finish its gate withheld (`Withheld`, `fence.rs`): nothing was tried, and the stream
 //! message is finished when the final is delivered again, by whichever replica holds it.
 //! Every other call passes through.
 
@@ -48,7 +49,9 @@ impl<C: Channel> Channel for FinishOrSend<C> {
                 if error.retry_after().is_none()
                     && !matches!(
                         error,
-                        ChannelError::FinishedThen(_) | ChannelError::Withheld
+                        ChannelError::FinishedThen(_)
+                            | ChannelError::Unconfirmed(_)
+                            | ChannelError::Withheld
                     ) =>
             {
                 tracing::warn!(
@@ -106,5 +109,17 @@ mod tests {
         // A rate limit of a cut is one: the chat pauses, the final is finished again.
         let limited = ChannelError::RetryAfter(Duration::from_secs(2)).after_finishing();
         assert_eq!(limited.retry_after(), Some(Duration::from_secs(2)));
+    }
+
+    #[tokio::test]
+    async fn a_finish_that_may_have_landed_is_not_sent_again() {
+        let (rec, layer) = layered(100, ChannelExt::finish_or_send);
+        rec.fail(Op::Finish, ChannelError::Unconfirmed("no answer".into()));
+        let error = layer
+            .finish_stream(target(), &MessageId::new("m1"), "final")
+            .await
+            .unwrap_err();
+        assert!(error.is_transient(), "delivered again later: {error}");
+        assert_eq!(rec.attempts(Op::Send), 0, "it may show already");
     }
 }

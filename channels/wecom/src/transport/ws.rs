@@ -9,11 +9,18 @@
 //! - **Serve**: the connection is [`attach`](Link::attach)ed to the [`Link`] the channel
 //!   sends its commands through, and the loop writes what it queues, reads what WeCom
 //!   sends, and pings: `ping` every [`Timers::ping`] (30 s, WeCom's advice); when two
-//!   pings in a row got no answer the connection counts as dead and is replaced. Answers
+//!   pings in a row got no answer the connection counts as dead and is replaced. A ping
+//!   answered with a non-zero `errcode` is no answer (the official SDK's rule, `ws.ts`:
+//!   such an ack does not reset its missed-pong count). Answers
 //!   (frames without `cmd`) go to the command waiting for their `req_id`; a refusal
 //!   without one (WeCom's answer to an invalid request has no `headers`) fails the only
 //!   command waiting (pings included) and is logged by its code when several wait; message
 //!   callbacks to the [`EventHandler`]; events are sorted by `inbound::event`.
+//! - **Not subscribed**: WeCom can drop the subscription while the socket stays open, and
+//!   then answers every command `846609` until it closes the socket (57 to 79 s were
+//!   reported). The first such answer (to a command or a ping) fails its command
+//!   (`ApiError::NotSubscribed`, transient) and ends the connection as lost, so the driver
+//!   subscribes on a new one instead of every reply being refused meanwhile.
 //! - **Replaced**: when another connection subscribes for the same bot, WeCom sends this
 //!   one `disconnected_event` and closes it. That is not a failure, and reconnecting would
 //!   take the bot back from the newer connection, which would take it back in turn (an
@@ -51,7 +58,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, ConnId, Link};
-use crate::error::ApiError;
+use crate::error::{ApiError, NOT_SUBSCRIBED};
 use crate::inbound::{self, EventAction};
 use crate::model::{self, Frame, Kind};
 
@@ -412,23 +419,10 @@ async fn serve<T: AsyncRead + AsyncWrite + Unpin>(
                     continue;
                 };
                 served = true;
+                let not_subscribed =
+                    frame.kind() == Kind::Answer && frame.errcode == Some(NOT_SUBSCRIBED);
                 match frame.kind() {
-                    Kind::Answer if frame.is_unnamed_refusal() => {
-                        let errcode = frame.errcode.unwrap_or_default();
-                        if !pings.is_empty() || !link.refuse_only_waiting(id, frame) {
-                            tracing::warn!(
-                                errcode,
-                                "WeCom refused a request without naming it, and not exactly one command waits: it goes unplaced."
-                            );
-                        }
-                    }
-                    Kind::Answer => {
-                        if let Some(at) = pings.iter().position(|p| *p == frame.headers.req_id) {
-                            pings.drain(..=at);
-                        } else if !link.answer(id, frame) {
-                            tracing::debug!("A WeCom answer came for no waiting command.");
-                        }
-                    }
+                    Kind::Answer => place_answer(frame, id, &mut pings, link),
                     Kind::Message => handler.message(&frame, id),
                     Kind::Event => match inbound::event(&frame) {
                         EventAction::Replaced => {
@@ -442,8 +436,41 @@ async fn serve<T: AsyncRead + AsyncWrite + Unpin>(
                         tracing::debug!(%cmd, "Skipped a WeCom frame of an unknown cmd.");
                     }
                 }
+                if not_subscribed {
+                    // Every command on it would be refused until WeCom closes it: a new
+                    // connection subscribes now. Its waiting commands end with it.
+                    socket::close(&mut ws).await;
+                    return lost(format!("WeCom says the connection is no longer subscribed (errcode {NOT_SUBSCRIBED})"), served);
+                }
             }
         }
+    }
+}
+
+/// Hands WeCom's answer `frame` on connection `id` to what waits for it: a ping (one
+/// answered with a non-zero `errcode` is no sign of life, as in the official SDK, and
+/// stays unanswered), or the command with its `req_id`. A refusal naming no request goes
+/// to the only command waiting, if exactly one does and no ping.
+fn place_answer(frame: Frame, id: ConnId, pings: &mut VecDeque<String>, link: &Link) {
+    if frame.is_unnamed_refusal() {
+        let errcode = frame.errcode.unwrap_or_default();
+        if !pings.is_empty() || !link.refuse_only_waiting(id, frame) {
+            tracing::warn!(
+                errcode,
+                "WeCom refused a request without naming it, and not exactly one command waits: it goes unplaced."
+            );
+        }
+    } else if let Some(at) = pings.iter().position(|p| *p == frame.headers.req_id) {
+        match frame.errcode {
+            None | Some(0) => drop(pings.drain(..=at)),
+            // Still unanswered: it counts towards the missed pings.
+            Some(errcode) => tracing::warn!(
+                errcode,
+                "WeCom answered a ping with an error; it is no sign of life."
+            ),
+        }
+    } else if !link.answer(id, frame) {
+        tracing::debug!("A WeCom answer came for no waiting command.");
     }
 }
 

@@ -118,6 +118,64 @@ async fn two_unanswered_pings_replace_the_connection() {
     assert_eq!(running.stop().await.unwrap(), Exit::Shutdown);
 }
 
+/// A ping answered with a non-zero `errcode` is no sign of life (the official SDK's rule:
+/// it does not reset its missed-pong count on such an answer).
+#[tokio::test]
+async fn pings_answered_with_an_error_count_as_unanswered() {
+    let fake = FakeWecom::start().await.unwrap();
+    fake.fail(
+        "ping",
+        Trigger::Always,
+        Failure::Code(-1, "system busy".into()),
+    );
+    let timers = Timers {
+        ping: Duration::from_millis(50),
+        ..Timers::default()
+    };
+    let running = start(&fake, SECRET, timers);
+    fake.wait_subscribed(2, DEADLINE).await.unwrap();
+    let pings = fake.frames_of("ping");
+    assert!(
+        pings.iter().filter(|f| f.connection == 1).count() >= 2,
+        "{pings:#?}"
+    );
+    assert!(pings.iter().all(|f| f.errcode == Some(-1)), "{pings:#?}");
+    assert_eq!(running.stop().await.unwrap(), Exit::Shutdown);
+}
+
+/// WeCom dropped the subscription and keeps the socket open: the first 846609 fails its
+/// command as transient (nothing was applied) and ends the connection, so a new one
+/// subscribes instead of every reply being refused until WeCom closes the socket.
+#[tokio::test]
+async fn a_command_answered_not_subscribed_ends_the_connection() {
+    let fake = FakeWecom::start().await.unwrap();
+    let running = start(&fake, SECRET, Timers::default());
+    fake.wait_subscribed(1, DEADLINE).await.unwrap();
+    let pushed = fake.push(&Message::text("zhangsan", "hello"));
+    running.wait_messages(1).await;
+    fake.drop_subscription(1);
+    let refused = running
+        .link
+        .stream(&pushed.req_id, 1, "s1", "hi", false)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, ApiError::NotSubscribed { .. }),
+        "{refused:?}"
+    );
+    assert!(im_bridge_channel::ChannelError::from(refused).is_transient());
+    let closed = fake.wait_closed(1, DEADLINE).await.unwrap();
+    assert_eq!(closed.closed_by, None, "closed by the adapter");
+    fake.wait_subscribed(2, DEADLINE).await.unwrap();
+    running
+        .link
+        .send_markdown("zhangsan", "hi there")
+        .await
+        .unwrap();
+    assert_eq!(fake.frames_of("aibot_send_msg")[0].connection, 2);
+    assert_eq!(running.stop().await.unwrap(), Exit::Shutdown);
+}
+
 #[tokio::test]
 async fn callbacks_are_handed_over_with_their_connection_and_replies_stay_bound_to_it() {
     let fake = FakeWecom::start().await.unwrap();
