@@ -8,8 +8,9 @@
 //! is a failure after the stream message was finished (`FinishedThen`): the reader has
 //! the final's first part there, and a new message would show it twice. So is a finish
 //! whose answer never came (`Unconfirmed`): it may have landed, and the final is delivered
-//! again by finishing the same message. And so is a finish its gate withheld (`Withheld`, `fence.rs`): nothing was tried, and the stream
-//! message is finished when the final is delivered again, by whichever replica holds it.
+//! again by finishing the same message. And so is a finish its gate withheld (`Withheld`,
+//! `fence.rs`): nothing was tried, and the stream message is finished when the final is
+//! delivered again, by whichever replica holds it.
 //! Every other call passes through.
 
 use async_trait::async_trait;
