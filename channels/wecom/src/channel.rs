@@ -393,7 +393,7 @@ impl Channel for WeComChannel {
     /// stream takes no frame, so finishing it again would fail and the final would go out
     /// anew, its first part twice. A failure after the stream was finished is
     /// `FinishedThen`, so the final is not sent again as a new message either; nor is a
-    /// finish that went unanswered (`Unconfirmed`, see [`WeComChannel::finish`]).
+    /// finish that went unanswered (`Unconfirmed`, see `WeComChannel::finish`).
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         let mut contents = contents(text).into_iter();
         let first = contents.next().unwrap_or_default();

@@ -156,9 +156,9 @@ pub mod code {
     /// A command on a connection that is not subscribed ("aibot websocket not
     /// subscribed"): before a successful `aibot_subscribe` (the fake then closes the
     /// connection, its own rule), or after WeCom dropped the subscription while the socket
-    /// stayed open ([`FakeWecom::drop_subscription`]). *observed* (NousResearch/hermes-agent
-    /// issues 29667 and 47564: every reply answered so for 57 to 79 s until WeCom closed
-    /// the socket).
+    /// stayed open ([`FakeWecom::drop_subscription`](super::FakeWecom::drop_subscription)).
+    /// *observed* (NousResearch/hermes-agent issues 29667 and 47564: every reply answered
+    /// so for 57 to 79 s until WeCom closed the socket).
     pub const NOT_SUBSCRIBED: i64 = 846_609;
     /// An update of a stream already finished ("消息将不再可更新" is documented; the code is
     /// *fake*).
