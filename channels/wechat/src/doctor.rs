@@ -1,7 +1,9 @@
 //! `im-bridge doctor` for WeChat: where the login stands, and whether iLink takes the token.
 //!
 //! The token checked is the configured `bot_token`, else the one a QR login stored in the
-//! channel's state (read with `IM_BRIDGE_SECRET_KEY`). Checking it is one `getconfig` (a
+//! channel's state (read with `IM_BRIDGE_SECRET_KEY`); the stored one also when the
+//! configured one is the token iLink ended in an earlier run, which the channel no longer
+//! uses (`token::configured_token_ended`). Checking it is one `getconfig` (a
 //! read, nothing sent to anyone): any answer but `-14` passed iLink's token check; `-14`
 //! says the session ended. Without a token the check says what the next start does (a QR
 //! code in its log) and where the last run stood (`waiting_for_scan`, `session_expired`,
@@ -16,7 +18,7 @@ use crate::NAME;
 use crate::api::Api;
 use crate::config::WechatSettings;
 use crate::error::ApiError;
-use crate::token::{STATUS_KEY, Status, TOKEN_KEY};
+use crate::token::{STATUS_KEY, Status, TOKEN_KEY, configured_token_ended};
 
 const KEYS: Keys = Keys {
     url: "channels.wechat.api_url",
@@ -32,7 +34,9 @@ const STORED_KEYS: Keys = Keys {
 /// The checks, their texts scrubbed of the token.
 pub fn checks<'a>(settings: &'a WechatSettings, ctx: &'a Context) -> BoxFuture<'a, Vec<Check>> {
     Box::pin(async move {
-        if let Some(token) = settings.bot_token.clone() {
+        if let Some(token) = settings.bot_token.clone()
+            && !configured_token_ended(settings, ctx.state.as_ref()).await
+        {
             return vec![accepted(settings, &token, KEYS, "the configured bot token").await];
         }
         let last = match ctx.state.get(STATUS_KEY).await {
@@ -113,6 +117,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::token::ENDED_CONFIG_KEY;
 
     fn settings(fake: &FakeWechat, token: Option<&str>) -> WechatSettings {
         let mut block = json!({"qrcode_login_enabled": true, "base_url": fake.base_url()});
@@ -170,6 +175,32 @@ mod tests {
         assert!(
             keyless.contains("IM_BRIDGE_SECRET_KEY is not set"),
             "{keyless}"
+        );
+    }
+
+    /// A configured token iLink ended in an earlier run is not what the channel uses: the
+    /// check is of the QR login's stored token, as the channel's.
+    #[tokio::test]
+    async fn a_configured_token_that_ended_is_passed_over_for_the_stored_one() {
+        let fake = FakeWechat::start().await.unwrap();
+        let state: Arc<dyn ChannelState> = Arc::new(MemoryState::new());
+        let ended = Secret::new("an-ended-configured-token");
+        state.put_secret(ENDED_CONFIG_KEY, &ended).await.unwrap();
+        state
+            .put_secret(TOKEN_KEY, &Secret::new(BOT_TOKEN))
+            .await
+            .unwrap();
+        let configured = settings(&fake, Some(ended.expose()));
+        let said = line(&configured, state.clone()).await;
+        assert!(
+            said.starts_with("ok   wechat: logged in by QR code"),
+            "{said}"
+        );
+        // A new token in the configuration is checked itself.
+        let said = line(&settings(&fake, Some(BOT_TOKEN)), state).await;
+        assert!(
+            said.contains("the configured bot token is accepted"),
+            "{said}"
         );
     }
 }

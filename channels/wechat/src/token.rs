@@ -15,7 +15,11 @@
 //!
 //! **An ended session** (`-14`, [`Login::expired`]): counted in
 //! [`SESSION_EXPIRED_METRIC`], logged at ERROR, and the token dropped; a stored one is
-//! deleted. With QR login the channel logs in again; without, it cannot go on.
+//! deleted. With QR login the channel logs in again; without, it cannot go on. A
+//! configured token iLink ended is remembered (a secret under [`ENDED_CONFIG_KEY`]): while
+//! it is still what `bot_token` says, a restart goes straight to the QR login's token
+//! instead of trying it again, which would end that login's session in the adapter's eyes
+//! and throw its cursor away (the cursor goes with the session it was read in).
 //!
 //! [`LOGGED_IN_METRIC`] is 1 while the channel holds a token iLink has not refused. Logs
 //! never carry the token; the bot's id is not secret.
@@ -37,6 +41,29 @@ use crate::error::ApiError;
 pub const TOKEN_KEY: &str = "bot_token";
 /// The state key of where the login last stood (a plain value, [`Status`]), for `doctor`.
 pub const STATUS_KEY: &str = "login";
+/// The state key of the configured token iLink ended (a secret), while QR login replaces
+/// it.
+pub const ENDED_CONFIG_KEY: &str = "ended_bot_token";
+
+/// Whether `settings`' configured token is one iLink ended in an earlier run, with QR
+/// login to replace it: the token of a QR login (stored, or a new one) is used instead.
+/// A new `bot_token` in the configuration is tried as ever.
+pub async fn configured_token_ended(
+    settings: &crate::config::WechatSettings,
+    state: &dyn ChannelState,
+) -> bool {
+    let Some(configured) = settings
+        .bot_token
+        .as_ref()
+        .filter(|_| settings.qrcode_login)
+    else {
+        return false;
+    };
+    match state.get_secret(ENDED_CONFIG_KEY).await {
+        Ok(Some(ended)) => ended.expose() == configured.expose(),
+        _ => false,
+    }
+}
 
 /// Where the login stands, as stored under [`STATUS_KEY`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +118,8 @@ pub struct Login {
     api: Api,
     state: Arc<dyn ChannelState>,
     source: std::sync::Mutex<Source>,
+    /// Whether the configured token was checked against the one an earlier run saw end.
+    config_checked: AtomicBool,
     /// The "not persisted" warning was logged.
     warned_no_key: AtomicBool,
     logged_in: metrics::Gauge,
@@ -106,6 +135,7 @@ impl Login {
             api,
             state,
             source: std::sync::Mutex::new(Source::Config),
+            config_checked: AtomicBool::new(false),
             warned_no_key: AtomicBool::new(false),
             logged_in,
             expired: metrics::counter!(SESSION_EXPIRED_METRIC, "channel" => NAME),
@@ -129,7 +159,7 @@ impl Login {
     /// Makes sure a token is in use: the configured one, a stored one, or a QR login's.
     /// `Ok(false)` when shutdown came first; `Err` when there is none and no QR login.
     pub async fn ensure(&self, shutdown: &CancellationToken) -> Result<bool, ApiError> {
-        if self.api.token().is_some() {
+        if self.api.token().is_some() && !self.configured_ended().await {
             self.logged_in.set(1.0);
             return Ok(true);
         }
@@ -146,6 +176,24 @@ impl Login {
             return Err(ApiError::NotLoggedIn);
         }
         self.qr_login(shutdown).await
+    }
+
+    /// At the first call of a run, with the configured token in use: whether an earlier run
+    /// saw iLink end it (then it is dropped, and the QR login takes over as before).
+    async fn configured_ended(&self) -> bool {
+        if self.source() != Source::Config || self.config_checked.swap(true, Ordering::Relaxed) {
+            return false;
+        }
+        let ended = configured_token_ended(self.api.settings(), self.state.as_ref()).await;
+        if ended {
+            tracing::info!(
+                channel = NAME,
+                "iLink ended the configured WeChat bot token's session in an earlier run: using the QR login instead (a new channels.wechat.bot_token is tried again)."
+            );
+            self.api.set_token(None);
+            self.set_source(Source::QrLogin);
+        }
+        ended
     }
 
     fn use_token(&self, token: Secret, source: Source) {
@@ -234,8 +282,14 @@ impl Login {
             );
         }
         if source == Source::Config && qr {
-            // The configured token is dead: from now on only a QR login's counts.
+            // The configured token is dead: from now on only a QR login's counts, after a
+            // restart too.
             self.set_source(Source::QrLogin);
+            if let Some(configured) = &self.api.settings().bot_token
+                && let Err(error) = self.state.put_secret(ENDED_CONFIG_KEY, configured).await
+            {
+                tracing::debug!(channel = NAME, %error, "Remembering the ended configured WeChat bot token failed.");
+            }
         }
         qr
     }

@@ -341,6 +341,43 @@ async fn a_picture_without_a_key_is_fetched_as_it_is() {
     running.stop().await.unwrap();
 }
 
+/// The configured token's session ends and a QR login takes over. After a restart (the
+/// configuration unchanged) the channel goes on with the QR login's stored token and the
+/// cursor read in its session: no poll with the ended token (iLink would answer -14, and
+/// the cursor would be thrown away with it), nothing received twice, no new QR code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_a_configured_token_that_ended_is_not_tried_again() {
+    let fake = started().await;
+    let state: Arc<dyn ChannelState> = Arc::new(MemoryState::new());
+    let ch = Arc::new(channel(&fake, Some(wechat::BOT_TOKEN), state.clone()));
+    let mut running = RunningChannel::start(ch);
+    fake.wait_polling(DEADLINE).await.unwrap();
+    fake.expire_session();
+    fake.wait_qrcode(1, DEADLINE).await.unwrap();
+    assert!(fake.scan());
+    fake.confirm().unwrap();
+    let pushed = fake.push(&Inbound::text(USER, "one"));
+    assert_eq!(running.next().await.text, "one");
+    let cursor = fake.cursor_after(pushed.seq).into_bytes();
+    while state.get(crate::CURSOR_KEY).await.unwrap().as_ref() != Some(&cursor) {
+        fake.wait_polling(DEADLINE).await.unwrap();
+    }
+    running.stop().await.unwrap();
+    let ended = |fake: &FakeWechat| {
+        let calls = fake.calls_to("getupdates");
+        calls.iter().filter(|c| c.code == Some(-14)).count()
+    };
+    let ended_before = ended(&fake);
+    let again = Arc::new(channel(&fake, Some(wechat::BOT_TOKEN), state.clone()));
+    let mut running = RunningChannel::start(again);
+    fake.push(&Inbound::text(USER, "two"));
+    assert_eq!(running.next().await.text, "two", "\"one\" came again");
+    assert_eq!(ended(&fake), ended_before, "polled with the ended token");
+    assert_eq!(fake.qrcodes().len(), 1);
+    assert!(state.get(crate::CURSOR_KEY).await.unwrap().is_some());
+    running.stop().await.unwrap();
+}
+
 /// A file whose name is longer than the adapter keeps (70 Chinese characters are 210
 /// bytes) keeps its extension: it is what `allowed_file_extensions` and the agent read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
