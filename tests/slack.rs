@@ -704,6 +704,37 @@ async fn issue_30_an_image_reaches_the_agent_and_a_presented_pdf_arrives_in_the_
     sl.stop().await;
 }
 
+/// A file shared over Slack Connect comes as its id alone (`file_access:
+/// check_file_info`): its name, type and URL are read with `files.info`, and it reaches
+/// the agent under its name, though the message has no text.
+#[tokio::test]
+async fn a_file_shared_over_slack_connect_is_read_through_files_info() {
+    const PDF: &[u8] = b"%PDF-1.7\n% shared by another organization\n%%EOF\n";
+    let sl = Sl::start().await;
+    sl.sim
+        .script_next_run(Script::with_answer("I read the plan.").chunks(1));
+    let pdf = sl
+        .fake
+        .put_file("plan.pdf", "application/pdf", PDF.to_vec());
+    let shared = Event::dm(DM, ALICE, "").with_files(vec![pdf.over_connect()]);
+    let asked = sl.fake.push_event(&shared.to_json());
+    let root = asked.ts.unwrap();
+    sl.fake
+        .wait_until("the answer", DEADLINE, |f| {
+            let replies = f.thread_replies(DM, &root);
+            replies
+                .iter()
+                .any(|m| m.settled() && m.text == "I read the plan.")
+        })
+        .await
+        .unwrap();
+    let thread = sl.sim.thread_ids().pop().unwrap();
+    let uploaded = sl.sim.uploads(&thread);
+    assert_eq!(uploaded, [("plan.pdf".to_owned(), PDF.len() as u64)]);
+    assert_eq!(sl.fake.calls_to("files.info").len(), 1);
+    sl.stop().await;
+}
+
 #[tokio::test]
 async fn issue_30_without_thread_replies_a_channel_is_one_conversation_answered_in_place() {
     let sl = Sl::start_with(Setup {

@@ -287,6 +287,30 @@ where
     fetched
 }
 
+/// [`fetch_handle`] for [`Channel::fetch_labeled`]: `read` gives the bytes behind a
+/// handle with what reading them told of the file (a name, a media type the message did
+/// not carry); inline bytes come with no label.
+pub async fn fetch_handle_labeled<'f, R, E>(
+    telemetry: &Telemetry,
+    file: &'f InboundFile,
+    max_bytes: u64,
+    read: impl FnOnce(&'f str) -> R,
+) -> ChannelResult<(Bytes, FileLabel)>
+where
+    R: Future<Output = Result<(Bytes, FileLabel), E>>,
+    ChannelError: From<E>,
+{
+    let mut label = FileLabel::default();
+    let told = &mut label;
+    let download = move |handle| async move {
+        let (bytes, label) = read(handle).await?;
+        *told = label;
+        Ok::<_, E>(bytes)
+    };
+    let bytes = fetch_handle(telemetry, file, max_bytes, download).await?;
+    Ok((bytes, label))
+}
+
 #[cfg(test)]
 mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};

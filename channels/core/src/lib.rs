@@ -47,7 +47,7 @@ pub use capabilities::{
 };
 pub use channel::{
     Channel, ChannelExit, ChannelIdentity, Reaction, SENT_KEYS, SendTarget, SentMessage, SentOnce,
-    fetch_handle, transport_ended,
+    fetch_handle, fetch_handle_labeled, transport_ended,
 };
 pub use commands::{CommandVocabulary, strip_leading_mentions};
 pub use config::{ConfigIssue, Issues, Severity};

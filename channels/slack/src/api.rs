@@ -36,8 +36,8 @@ use serde::de::DeserializeOwned;
 use crate::config::SlackSettings;
 use crate::error::ApiError;
 use crate::model::{
-    AddReaction, AuthTest, CommandResponse, CompleteUpload, ConnectionsOpen, PostMessage, Posted,
-    Status, UpdateMessage, UploadUrl, UploadedFile,
+    AddReaction, AuthTest, CommandResponse, CompleteUpload, ConnectionsOpen, File, FilesInfo,
+    PostMessage, Posted, Status, UpdateMessage, UploadUrl, UploadedFile,
 };
 
 /// Whole-request timeout of a Web API call.
@@ -127,6 +127,13 @@ impl SlackApi {
     pub async fn auth_test(&self) -> Result<AuthTest, ApiError> {
         let empty = serde_json::Map::new();
         self.call("auth.test", &self.bot_token, &empty).await
+    }
+
+    /// `files.info` of file `id`: its name, type and URLs (`files:read`), which a file
+    /// shared over Slack Connect does not carry in its event.
+    pub async fn file_info(&self, id: &str) -> Result<File, ApiError> {
+        let info: FilesInfo = self.call_form("files.info", &[("file", id)]).await?;
+        Ok(info.file)
     }
 
     /// `apps.connections.open` with the app-level token: a single-use Socket Mode URL.

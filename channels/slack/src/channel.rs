@@ -40,10 +40,10 @@ use im_bridge_channel::http::HttpError;
 use im_bridge_channel::reconnect;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
-    ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, InboundFile, InboundMessage,
-    InboundSink, LengthUnit, MessageId, OutboundFile, RateBudget, SendTarget, SentMessage,
-    SentOnce, Skip, Stage, Telemetry, UpdateMode, WebhookRoute, Writes, fetch_handle,
-    transport_ended,
+    ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, FileLabel, InboundFile,
+    InboundMessage, InboundSink, LengthUnit, MessageId, OutboundFile, RateBudget, SendTarget,
+    SentMessage, SentOnce, Skip, Stage, Telemetry, UpdateMode, WebhookRoute, Writes,
+    fetch_handle_labeled, transport_ended,
 };
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -56,7 +56,7 @@ mod respond;
 use crate::api::SlackApi;
 use crate::config::{Delivery, SlackSettings};
 use crate::error::ApiError;
-use crate::inbound::{InboundContext, normalize_command, normalize_event};
+use crate::inbound::{FILE_INFO_HANDLE, InboundContext, normalize_command, normalize_event};
 use crate::markup::slack_texts;
 use crate::model::{EventBody, EventCallback, SlashCommand, envelope_kind};
 use crate::transport::ws::{self, Envelopes, Verdict};
@@ -431,8 +431,47 @@ impl Channel for SlackChannel {
     /// Downloads a file a user shared (`url_private_download`) with the bot token, from
     /// `file_hosts` only, bounded.
     async fn fetch_file(&self, file: &InboundFile, max_bytes: u64) -> ChannelResult<Bytes> {
-        let download = |url| self.api().download(url, max_bytes);
-        fetch_handle(self.telemetry(), file, max_bytes, download).await
+        Ok(self.fetch_labeled(file, max_bytes).await?.0)
+    }
+
+    /// A file's bytes from its URL (`file_hosts` only, with the bot token); a Slack
+    /// Connect file's URL, name and type from `files.info` first.
+    async fn fetch_labeled(
+        &self,
+        file: &InboundFile,
+        max_bytes: u64,
+    ) -> ChannelResult<(Bytes, FileLabel)> {
+        let read = |handle| self.fetch(handle, max_bytes);
+        fetch_handle_labeled(self.telemetry(), file, max_bytes, read).await
+    }
+}
+
+impl SlackChannel {
+    /// The bytes behind a file's handle: its URL, or (a Slack Connect file) what
+    /// `files.info` names, with the name and type it tells.
+    async fn fetch(&self, handle: &str, max_bytes: u64) -> Result<(Bytes, FileLabel), ApiError> {
+        let Some(id) = handle.strip_prefix(FILE_INFO_HANDLE) else {
+            let bytes = self.api().download(handle, max_bytes).await?;
+            return Ok((bytes, FileLabel::default()));
+        };
+        let info = self.api().file_info(id).await?;
+        let url = info.url_private_download.or(info.url_private);
+        let Some(url) = url.filter(|u| !u.is_empty()) else {
+            // A file Slack lists but offers no bytes of (deleted, over a plan's limit).
+            let code = "no_file_url".to_owned();
+            let (method, status) = ("files.info", 200);
+            return Err(ApiError::Api {
+                method,
+                status,
+                code,
+            });
+        };
+        let bytes = self.api().download(&url, max_bytes).await?;
+        let label = FileLabel {
+            filename: info.name.or(info.title),
+            mime_type: info.mimetype,
+        };
+        Ok((bytes, label))
     }
 }
 

@@ -1,6 +1,6 @@
 //! The `channels.slack` block (the adapter's keys: DeerFlow's `bot_token`, `app_token`,
 //! `bot_user_id`, `event_delivery`, and ours, `signing_secret`, `api_url`, `mention_only`,
-//! `thread_replies`, `max_message_chars`, `webhook`, `file_hosts`; the shared `enabled`,
+//! `thread_replies`, `max_message_bytes`, `webhook`, `file_hosts`; the shared `enabled`,
 //! `allowed_users`, `busy_policy` and `locale` are the daemon's): raw keys as an operator
 //! writes them, and the resolved settings the adapter runs with.
 //!

@@ -1,16 +1,17 @@
 //! What can go wrong talking to Slack's Web API, and how it maps onto [`ChannelError`].
 //!
 //! Slack answers most refusals with HTTP 200 and `{"ok": false, "error": code}`; a rate
-//! limit is HTTP 429 with `Retry-After` (and `error: ratelimited`), per method tier.
+//! limit is HTTP 429 with `Retry-After` (and `error: ratelimited`), per method tier;
+//! `chat.postMessage`'s reference also lists `rate_limited` for an app that posted too much.
 //! [`ApiError::refusal`] sorts them once:
 //!
-//! - HTTP 429 or `ratelimited` becomes the core's [`HttpError::RetryAfter`] (read by the
+//! - HTTP 429, `ratelimited` or `rate_limited` becomes the core's [`HttpError::RetryAfter`] (read by the
 //!   delivery engine through `ChannelError::RetryAfter`), from `Retry-After` when there
 //!   is one: the adapter never sleeps on a limit itself;
 //! - the credential codes ([`CREDENTIAL_CODES`]: `invalid_auth`, `not_authed`,
 //!   `account_inactive`, `token_revoked`, `token_expired`) and HTTP 401 are
 //!   [`ApiError::CredentialRefused`]: retrying will not help, the transport ends;
-//! - `msg_too_long` is [`ApiError::TooLong`] (`ChannelError::TooLarge` at Slack's 40,000);
+//! - `msg_too_long` is [`ApiError::TooLong`] (`ChannelError::TooLarge` at 4,000 bytes);
 //! - `message_not_found`, `cant_update_message`, `edit_window_closed` are
 //!   [`ApiError::NotEditable`], which ends a streamed message's edits;
 //! - Slack's own trouble ([`UNAVAILABLE_CODES`], or HTTP 5xx) is [`ApiError::Unavailable`]:

@@ -279,10 +279,27 @@ pub fn readable(text: &str) -> String {
         .replace("&amp;", "&")
 }
 
+/// The handle of a file only `files.info` tells the URL of (a Slack Connect stub): this
+/// prefix and its id.
+pub(crate) const FILE_INFO_HANDLE: &str = "files.info:";
+
 fn files(files: &[File]) -> Vec<InboundFile> {
     files
         .iter()
         .filter_map(|f| {
+            if f.needs_file_info() && !f.id.is_empty() {
+                // Its name, type and URL come with its bytes (`files.info`, then the
+                // download): the agent gets them then.
+                return Some(InboundFile {
+                    kind: FileKind::File,
+                    filename: None,
+                    mime_type: None,
+                    size: None,
+                    source: FileSource::Handle {
+                        id: format!("{FILE_INFO_HANDLE}{}", f.id),
+                    },
+                });
+            }
             let url = nonempty(&f.url_private_download).or(nonempty(&f.url_private))?;
             let mime = f.mimetype.as_deref().map(|t| t.trim().to_ascii_lowercase());
             let kind = FileKind::from_mime(mime.as_deref());

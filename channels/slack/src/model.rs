@@ -315,9 +315,43 @@ pub struct File {
     /// Where it is downloaded with the bot token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url_private_download: Option<String>,
-    /// `hosted`, `external`, `tombstone` (deleted), `hidden_by_limit`, …
+    /// `hosted`, `external`, `tombstone` (deleted), `hidden_by_limit`, `file_access`, …
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// `visible`, or `check_file_info`: a file shared over Slack Connect comes as its id
+    /// alone, its name and URLs only from `files.info`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_access: Option<String>,
+    /// When it was uploaded (Unix seconds; 0 in a Slack Connect stub).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<i64>,
+    /// The same, Slack's older name for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<i64>,
+    /// Who uploaded it (empty in a Slack Connect stub).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+}
+
+impl File {
+    /// Whether it came as a Slack Connect stub: its id alone, the rest from `files.info`.
+    pub fn needs_file_info(&self) -> bool {
+        self.file_access.as_deref() == Some(CHECK_FILE_INFO)
+    }
+}
+
+/// The `file_access` of a file shared over Slack Connect, whose properties only
+/// `files.info` tells.
+pub const CHECK_FILE_INFO: &str = "check_file_info";
+
+/// `files.info` answer: the file, its URLs included.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilesInfo {
+    /// `ok` and the rest.
+    #[serde(flatten)]
+    pub status: Status,
+    /// The file.
+    pub file: File,
 }
 
 /// A slash command, as Slack posts it (every value a string).

@@ -38,7 +38,7 @@ use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, FileLabel, InboundFile,
     InboundSink, LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage, SentOnce, Skip,
-    Stage, Telemetry, UpdateMode, Writes, fetch_handle, http, split,
+    Stage, Telemetry, UpdateMode, Writes, fetch_handle_labeled, http, split,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -447,15 +447,8 @@ impl Channel for WeComChannel {
         file: &InboundFile,
         max_bytes: u64,
     ) -> ChannelResult<(Bytes, FileLabel)> {
-        let mut label = FileLabel::default();
-        let told = &mut label;
-        let download = move |handle| async move {
-            let (bytes, label) = self.fetch(handle, max_bytes).await?;
-            *told = label;
-            Ok::<_, ChannelError>(bytes)
-        };
-        let bytes = fetch_handle(&self.telemetry, file, max_bytes, download).await?;
-        Ok((bytes, label))
+        let read = |handle| self.fetch(handle, max_bytes);
+        fetch_handle_labeled(&self.telemetry, file, max_bytes, read).await
     }
 }
 

@@ -78,6 +78,16 @@ fn events_api_bodies_round_trip() {
     };
     assert_eq!(message.files[0].size, Some(48213));
     assert_eq!(message.files[0].mimetype.as_deref(), Some("image/png"));
+    assert!(!message.files[0].needs_file_info());
+    // Over Slack Connect a file comes as its id alone; files.info tells the rest.
+    let connect: EventCallback = round_trip(fixture!("event_message_file_share_connect.json"));
+    let Event::Message(message) = &connect.event else {
+        panic!("{:?}", connect.event);
+    };
+    assert!(message.files[0].needs_file_info() && message.files[0].url_private.is_none());
+    let info: FilesInfo = round_trip(fixture!("response_files_info.json"));
+    assert_eq!(info.file.id, message.files[0].id);
+    assert!(info.file.url_private_download.is_some() && !info.file.needs_file_info());
     let bot: EventCallback = round_trip(fixture!("event_message_bot.json"));
     assert!(matches!(&bot.event, Event::Message(m) if m.bot_id.is_some()));
     let edit: EventCallback = round_trip(fixture!("event_message_changed.json"));

@@ -84,6 +84,9 @@ pub struct File {
     pub url_private: String,
     /// `url_private_download`: the same bytes, as an attachment.
     pub url_private_download: String,
+    /// Shared over Slack Connect: an event carries its id alone (`file_access:
+    /// check_file_info`), and only `files.info` tells the rest ([`File::over_connect`]).
+    pub over_connect: bool,
 }
 
 impl File {
@@ -96,11 +99,33 @@ impl File {
             size,
             url_private: format!("{base}/{name}"),
             url_private_download: format!("{base}/download/{name}"),
+            over_connect: false,
         }
     }
 
-    /// The file object as a message event carries it.
+    /// The file as shared from another organization over Slack Connect: an event shows
+    /// only `{"id", "mode": "file_access", "file_access": "check_file_info", ...}`
+    /// (docs.slack.dev, "Slack Connect: working with files"); `files.info` the rest.
+    #[must_use]
+    pub fn over_connect(mut self) -> Self {
+        self.over_connect = true;
+        self
+    }
+
+    /// The file object as a message event carries it: a stub when shared over Slack
+    /// Connect.
     pub fn to_json(&self, user: &str) -> Value {
+        if self.over_connect {
+            return json!({
+                "id": self.id, "mode": "file_access", "file_access": "check_file_info",
+                "created": 0, "timestamp": 0, "user": "",
+            });
+        }
+        self.info(user)
+    }
+
+    /// The whole file object, as `files.info` answers it.
+    pub fn info(&self, user: &str) -> Value {
         let filetype = self.name.rsplit_once('.').map_or("binary", |(_, e)| e);
         let permalink = format!(
             "https://{TEAM_DOMAIN}.slack.com/files/{user}/{}/{}",

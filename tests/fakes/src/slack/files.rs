@@ -14,6 +14,9 @@
 //!   completed before (`file_not_found`, the fake's choice); `channel_id` (or `channels`)
 //!   must be known; `thread_ts` needs a channel and a root message there, as for
 //!   `chat.postMessage`. Shared to a channel, the file is a bot message there.
+//! - `files.info {file}` answers a file users shared whole (its URLs too): how a file shared
+//!   over Slack Connect, whose event carries its id alone, is read (`file_not_found`
+//!   otherwise).
 //! - The file host serves a file only with `Authorization: Bearer <bot token>`; without it
 //!   Slack answers its sign-in page (HTTP 200, `text/html`), and so does the fake, so a
 //!   client that does not check what it got stores a web page.
@@ -36,6 +39,21 @@ pub(super) struct Pending {
     filename: String,
     length: usize,
     bytes: Option<Vec<u8>>,
+}
+
+/// `files.info {file}` → `{file}`: a file users shared (`file_not_found` for any other id,
+/// `invalid_arguments` without one).
+pub(super) fn info(s: &mut Slack, addr: std::net::SocketAddr, p: &Params) -> Answer {
+    let Some(id) = p.text("file").filter(|id| !id.is_empty()) else {
+        return error(code::INVALID_ARGUMENTS);
+    };
+    match s.hosted.get(id) {
+        Some(f) => {
+            let file = super::File::new(id, &f.name, &f.mimetype, f.bytes.len(), addr);
+            ok(json!({"file": file.info("")}))
+        }
+        None => error(code::FILE_NOT_FOUND),
+    }
 }
 
 /// `files.getUploadURLExternal {filename, length}` → `{upload_url, file_id}`.
