@@ -18,10 +18,11 @@
 //!   `req_id` is waiting for its answer waits its turn, within its timeout.
 //! - **Bounded.** At most [`MAX_PENDING`] commands wait for answers; more are refused as
 //!   [`ApiError::Connection`]. When a connection ends its waiting commands end too.
-//! - **Unanswered is not unsent.** A command that could not be queued on a connection is
-//!   [`ApiError::Connection`]: WeCom never saw it. One queued whose answer did not come (in
-//!   [`ANSWER_TIMEOUT`], or before the connection closed) is [`ApiError::Unanswered`]: it
-//!   may have been written and applied, so the caller must not take it as lost.
+//! - **Unanswered is not unsent.** A command that could not be queued on a connection, or
+//!   whose connection closed before its answer, is [`ApiError::Connection`]: WeCom never
+//!   saw it, or nothing can follow it up on that connection. One queued whose answer did
+//!   not come in [`ANSWER_TIMEOUT`], its connection still up, is [`ApiError::Unanswered`]:
+//!   it may have been written and applied, and the same command may be sent again.
 //!
 //! Logs name commands and codes only: never a body, a `req_id`'s callback content, or the
 //! Secret.
@@ -179,12 +180,19 @@ impl Link {
         frames
     }
 
-    /// Connection `id` ended: commands waiting on it end, and none goes to it any more.
-    pub fn detach(&self, id: ConnId) {
+    /// Connection `id` takes no new command (it is ending); those waiting for its answers
+    /// still get them until [`Link::detach`].
+    pub fn retire(&self, id: ConnId) {
         let mut state = self.state();
         if state.current.as_ref().is_some_and(|c| c.id == id) {
             state.current = None;
         }
+    }
+
+    /// Connection `id` ended: commands waiting on it end, and none goes to it any more.
+    pub fn detach(&self, id: ConnId) {
+        self.retire(id);
+        let mut state = self.state();
         state.pending.retain(|_, p| p.conn != id);
         drop(state);
         self.inner.freed.notify_waiters();
@@ -304,9 +312,11 @@ impl Link {
         };
         let frame = match tokio::time::timeout_at(deadline, answer).await {
             Ok(Ok(frame)) => frame,
+            // Whatever it did, a command of a connection gone cannot be followed up on it
+            // (a reply goes on its callback's connection): as good as unsent.
             Ok(Err(_)) => {
                 self.forget(req_id, conn);
-                return Err(unanswered("the connection closed before the answer"));
+                return Err(gone("the connection closed before the answer"));
             }
             Err(_) => {
                 self.forget(req_id, conn);

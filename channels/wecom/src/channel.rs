@@ -11,19 +11,18 @@
 //!   most `max_markdown_bytes`, in [`WeComMarkdown`](crate::WeComMarkdown). WeCom reads
 //!   no send key, so each message of a final goes once per send key ([`SentOnce`]): a
 //!   final delivered again after one of its messages failed sends only what is missing.
-//! - **The final always lands**, once: when the stream can no longer be updated (846608, six
+//! - **The final always lands**: when the stream can no longer be updated (846608, six
 //!   minutes after the user's message) or its callback's connection is gone (846605, or known
 //!   without asking after a reconnect), the engine sends the final as a message of its
 //!   own: after 846608 straight as a proactive markdown message (`aibot_send_msg`) to the
 //!   user or the group, as WeCom's plugin does (the callback's stream channel is spent);
 //!   otherwise a new finished stream on the callback when it still takes one, else the
 //!   proactive message. A final refused because the connection is no longer subscribed
-//!   (846609) or not sent for want of a connection is delivered again (the transport
-//!   subscribes anew meanwhile). A finishing frame whose answer never came (5 s, or the
-//!   connection closed first) may have landed: it fails as `ChannelError::Unconfirmed`, so
-//!   the final is not sent as a second message, and is delivered again by the same
-//!   finishing frame; WeCom's refusal of that one (it takes no frame on a finished stream)
-//!   means the first landed.
+//!   (846609) or not sent for want of a connection goes the same way, on the connection
+//!   the transport subscribes anew meanwhile, or is delivered again later. A finishing
+//!   frame whose answer never came in 5 s, its connection still up, may or may not have
+//!   landed: it fails as `ChannelError::Unconfirmed` (see `WeComChannel::finish`), so the
+//!   final is delivered again by the same frame, not sent as a second message at once.
 //! - **Files**: presented files are uploaded over the socket in chunks and sent as a file
 //!   or image reply (or message); files users send are downloaded from WeCom's file host
 //!   (`file_hosts` only, bounded) and decrypted with the callback's `aeskey`.
@@ -74,11 +73,6 @@ const SENT_PREFIX: &str = "sent:";
 /// straight as a message of the bot's own. At the bound the oldest is forgotten: a
 /// forgotten one costs one more refused stream frame before that message.
 const EXPIRED_CALLBACKS: usize = 256;
-/// How many streams whose finishing frame went unanswered are remembered, so a refusal of
-/// the same frame sent again is read as the first having landed. At the bound the oldest
-/// is forgotten: its final, if refused when finished again, goes as a message of its own
-/// and may show twice.
-const UNCONFIRMED_FINISHES: usize = 256;
 
 /// The WeCom channel. `Debug` shows no secret (the settings' Secret is a `Secret`).
 #[derive(Debug)]
@@ -92,9 +86,6 @@ pub struct WeComChannel {
     telemetry: Telemetry,
     /// The `req_id`s of callbacks whose stream expired (at most [`EXPIRED_CALLBACKS`]).
     expired: Recent,
-    /// The ids of streams whose finishing frame went unanswered (at most
-    /// [`UNCONFIRMED_FINISHES`]).
-    unconfirmed: Recent,
     /// The messages of finals that landed, by send key: WeCom reads none, so a final
     /// delivered again sends only what is still missing ([`WeComChannel::send_once`]; the
     /// newest [`im_bridge_channel::SENT_KEYS`]).
@@ -149,7 +140,6 @@ impl WeComChannel {
             commands: ctx.commands.clone(),
             telemetry,
             expired: Recent::new(EXPIRED_CALLBACKS),
-            unconfirmed: Recent::new(UNCONFIRMED_FINISHES),
             sent: SentOnce::default(),
         })
     }
@@ -250,34 +240,22 @@ impl WeComChannel {
         Ok(streamed)
     }
 
-    /// The frame finishing stream `id` with `text`. When its answer does not come (in
-    /// time, or before the connection closed), WeCom may have applied it, and a new
-    /// message would show the final twice: the failure is `Unconfirmed` (the engine does
-    /// not send the final anew, it delivers it again as it was) and the stream is
-    /// remembered. When the same frame, sent again, is refused for good (WeCom takes no
-    /// frame on a finished stream), the first one landed. A stream gone (846605, 846608)
-    /// is `NotEditable` as ever: the final then goes as a message of its own.
+    /// The frame finishing stream `id` with `text`. When its answer does not come in
+    /// time on a connection still up, WeCom may have applied it or not: the failure is
+    /// `Unconfirmed`, so the engine does not send the final anew as a second message but
+    /// delivers it again as it was, by the same finishing frame, which lands if the first
+    /// did not. If the first did land, WeCom refuses the second (a finished stream takes
+    /// no frame) and the final goes as a message of its own, shown twice: WeCom's answer
+    /// to a frame on a finished stream is not known, so a refusal cannot be read as "it
+    /// landed" without risking a final that never did. A stream gone (846605, 846608) is
+    /// `NotEditable` as ever: the final then goes as a message of its own.
     async fn finish(&self, to: &SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        let stream = id.as_str();
         let finished = match self.stream(to, id, text, true).await? {
             Err(error @ ApiError::Unanswered { .. }) => {
-                self.unconfirmed.insert(stream);
                 Err(ChannelError::Unconfirmed(error.to_string()))
-            }
-            Err(ApiError::Api {
-                status, errcode, ..
-            }) if status < 500 && self.unconfirmed.contains(stream) => {
-                tracing::info!(
-                    errcode,
-                    "WeCom refused finishing a stream again whose first finish went unanswered; the first landed."
-                );
-                Ok(())
             }
             other => other.map_err(ChannelError::from),
         };
-        if finished.is_ok() {
-            self.unconfirmed.remove(stream);
-        }
         self.telemetry.sending(finished)
     }
 }

@@ -7,8 +7,10 @@
 //! policy allows; sending instead would meet the same limit, so it is returned as is. So
 //! is a failure after the stream message was finished (`FinishedThen`): the reader has
 //! the final's first part there, and a new message would show it twice. So is a finish
-//! whose answer never came (`Unconfirmed`): it may have landed, and the final is delivered
-//! again by finishing the same message. And so is a finish its gate withheld (`Withheld`,
+//! whose answer never came (`Unconfirmed`) of a final with a send key: it may have landed,
+//! and the daemon delivers such a final again, finishing the same message (one without a
+//! key, which nothing delivers again, is sent as a new message, as for any failure).
+//! And so is a finish its gate withheld (`Withheld`,
 //! `fence.rs`): nothing was tried, and the stream message is finished when the final is
 //! delivered again, by whichever replica holds it.
 //! Every other call passes through.
@@ -45,15 +47,16 @@ impl<C: Channel> Channel for FinishOrSend<C> {
         edit_text, send_file, show_typing, turn_ended, react, thread_of, fetch_file);
 
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
+        // Only a final the daemon tracks (it has a send key) is delivered again later.
+        let again = to.hints.send_key.is_some();
         match self.inner.finish_stream(to, id, text).await {
             Err(error)
                 if error.retry_after().is_none()
                     && !matches!(
                         error,
-                        ChannelError::FinishedThen(_)
-                            | ChannelError::Unconfirmed(_)
-                            | ChannelError::Withheld
-                    ) =>
+                        ChannelError::FinishedThen(_) | ChannelError::Withheld
+                    )
+                    && !(again && matches!(error, ChannelError::Unconfirmed(_))) =>
             {
                 tracing::warn!(
                     channel = self.inner.name(),
@@ -74,6 +77,7 @@ mod tests {
     use super::*;
     use crate::delivery::ChannelExt;
     use crate::delivery::recorder::{Call, Op, layered, target};
+    use crate::message::DeliveryHints;
 
     #[tokio::test]
     async fn a_refused_finish_becomes_a_send_but_retry_after_does_not() {
@@ -113,14 +117,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_finish_that_may_have_landed_is_not_sent_again() {
+    async fn a_finish_that_may_have_landed_is_not_sent_again_when_it_is_delivered_again() {
         let (rec, layer) = layered(100, ChannelExt::finish_or_send);
+        let m = MessageId::new("m1");
+        let hints = DeliveryHints {
+            send_key: Some("e1:1".into()),
+            ..DeliveryHints::default()
+        };
+        let keyed = SendTarget {
+            hints: &hints,
+            ..target()
+        };
         rec.fail(Op::Finish, ChannelError::Unconfirmed("no answer".into()));
-        let error = layer
-            .finish_stream(target(), &MessageId::new("m1"), "final")
-            .await
-            .unwrap_err();
+        let error = layer.finish_stream(keyed, &m, "final").await.unwrap_err();
         assert!(error.is_transient(), "delivered again later: {error}");
         assert_eq!(rec.attempts(Op::Send), 0, "it may show already");
+        // Without a key nothing delivers it again: a new message, as for any failure.
+        rec.fail(Op::Finish, ChannelError::Unconfirmed("no answer".into()));
+        layer.finish_stream(target(), &m, "final").await.unwrap();
+        assert_eq!(rec.calls().last(), Some(&Call::Send("final".into())));
     }
 }

@@ -2,10 +2,9 @@
 //! forgotten first at the bound.
 //!
 //! What the channel learns about a reply from WeCom's answers (a callback whose stream
-//! expired, a stream whose finishing frame went unanswered) decides how the next write for
-//! it goes; it is kept only in memory and only for the newest ones, since replies are
-//! written within minutes of the user's message. What forgetting one costs is said where
-//! each set is declared.
+//! expired) decides how the next write for it goes; it is kept only in memory and only for
+//! the newest ones, since replies are written within minutes of the user's message. What
+//! forgetting one costs is said where the set is declared.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -46,14 +45,6 @@ impl Recent {
         }
         ids.push_back(id.to_owned());
     }
-
-    /// Forgets `id`; whether it was remembered.
-    pub(super) fn remove(&self, id: &str) -> bool {
-        let mut ids = self.ids();
-        let before = ids.len();
-        ids.retain(|i| i != id);
-        ids.len() != before
-    }
 }
 
 #[cfg(test)]
@@ -67,8 +58,5 @@ mod tests {
             recent.insert(id);
         }
         assert!(!recent.contains("a") && recent.contains("b") && recent.contains("c"));
-        assert!(recent.remove("b"));
-        assert!(!recent.remove("b"));
-        assert!(!recent.contains("b"));
     }
 }

@@ -418,9 +418,17 @@ async fn serve<T: AsyncRead + AsyncWrite + Unpin>(
                     handler.dropped(Dropped::Unreadable);
                     continue;
                 };
-                served = true;
                 let not_subscribed =
                     frame.kind() == Kind::Answer && frame.errcode == Some(NOT_SUBSCRIBED);
+                if not_subscribed {
+                    // No new command goes to it from before the refusal is handed on:
+                    // what its command does next (a message of its own instead) waits for
+                    // the next connection rather than this one's outbox, never written.
+                    link.retire(id);
+                } else {
+                    // A connection refused at once proves nothing: the backoff goes on.
+                    served = true;
+                }
                 match frame.kind() {
                     Kind::Answer => place_answer(frame, id, &mut pings, link),
                     Kind::Message => handler.message(&frame, id),
@@ -438,9 +446,10 @@ async fn serve<T: AsyncRead + AsyncWrite + Unpin>(
                 }
                 if not_subscribed {
                     // Every command on it would be refused until WeCom closes it: a new
-                    // connection subscribes now. Its waiting commands end with it.
+                    // connection subscribes now.
                     socket::close(&mut ws).await;
-                    return lost(format!("WeCom says the connection is no longer subscribed (errcode {NOT_SUBSCRIBED})"), served);
+                    let why = format!("WeCom says the connection is no longer subscribed (errcode {NOT_SUBSCRIBED})");
+                    return lost(why, served);
                 }
             }
         }

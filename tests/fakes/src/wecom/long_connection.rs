@@ -279,6 +279,10 @@ fn on_text(shared: &Arc<Shared>, s: &mut Wecom, id: u64, text: &str) -> Vec<Out>
         s.frames.push(record);
         return vec![answer_frame(&req_id, *errcode, message, None)];
     }
+    if failure == Some(Failure::Lost) {
+        s.frames.push(record);
+        return Vec::new();
+    }
     if failure == Some(Failure::Drop) {
         s.frames.push(record);
         if let Some(c) = s.sockets.get_mut(id) {

@@ -20,6 +20,9 @@ pub enum Failure {
     Delay(Duration),
     /// Do what the command asks and never answer.
     Silence,
+    /// Neither do what the command asks nor answer: the frame lost on its way (recorded
+    /// as sent, never read).
+    Lost,
 }
 
 /// Why the fake closed a connection.
