@@ -75,13 +75,14 @@ pub enum ChannelError {
     /// once). Transient as the inner error is; a rate limit of it is waited out like any.
     #[error("the stream message was finished, a message cut after it failed: {0}")]
     FinishedThen(Box<ChannelError>),
-    /// A write went out but the platform's answer never came (no answer in time, or the
-    /// connection closed first): it may have landed. Sending the final as a new message
-    /// could show it twice, so the fallback does not; the final is delivered again as it
-    /// was, finishing the same message, which an adapter returning this makes safe (the
-    /// same finish again changes nothing, or is refused as done, which the adapter takes
-    /// as landed). Transient. The text is log-safe (what happened, never the platform's
-    /// words).
+    /// A write went out but the platform's answer never came in time, on a connection
+    /// still up: it may or may not have landed. For a final the daemon delivers again
+    /// (one with a send key) the fallback does not send it as a new message at once; the
+    /// final is delivered again as it was, finishing the same message, which lands if the
+    /// first did not. An adapter returns this only where that repeat is harmless or
+    /// refused; a refusal is an ordinary one (never read as "it landed": that could
+    /// record a final that never showed as delivered). Transient. The text is log-safe
+    /// (what happened, never the platform's words).
     #[error("the platform did not confirm the write: {0}")]
     Unconfirmed(String),
     /// The final's delivery gate ([`WriteGate`](crate::WriteGate)) withheld the

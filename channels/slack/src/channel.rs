@@ -20,7 +20,8 @@
 //!   of it was refused for good (or its retries after an outage gave up: the daemon tells
 //!   the end once they settled). Files go up with the
 //!   external upload into the answer's thread; files users share are fetched with the bot
-//!   token from `file_hosts` only. A slash command typed where the bot is not a member is
+//!   token from `file_hosts` only, a Slack Connect file's URL asked of `files.info` first
+//!   (child `files`). A slash command typed where the bot is not a member is
 //!   answered through its `response_url` (child `respond`).
 //! - **Or in by webhook** (`event_delivery: http`, child `hook`): the same admission behind
 //!   the Events API's signature and freshness checks.
@@ -50,13 +51,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod files;
 mod hook;
 mod respond;
 
 use crate::api::SlackApi;
 use crate::config::{Delivery, SlackSettings};
 use crate::error::ApiError;
-use crate::inbound::{FILE_INFO_HANDLE, InboundContext, normalize_command, normalize_event};
+use crate::inbound::{InboundContext, normalize_command, normalize_event};
 use crate::markup::slack_texts;
 use crate::model::{EventBody, EventCallback, SlashCommand, envelope_kind};
 use crate::transport::ws::{self, Envelopes, Verdict};
@@ -443,35 +445,6 @@ impl Channel for SlackChannel {
     ) -> ChannelResult<(Bytes, FileLabel)> {
         let read = |handle| self.fetch(handle, max_bytes);
         fetch_handle_labeled(self.telemetry(), file, max_bytes, read).await
-    }
-}
-
-impl SlackChannel {
-    /// The bytes behind a file's handle: its URL, or (a Slack Connect file) what
-    /// `files.info` names, with the name and type it tells.
-    async fn fetch(&self, handle: &str, max_bytes: u64) -> Result<(Bytes, FileLabel), ApiError> {
-        let Some(id) = handle.strip_prefix(FILE_INFO_HANDLE) else {
-            let bytes = self.api().download(handle, max_bytes).await?;
-            return Ok((bytes, FileLabel::default()));
-        };
-        let info = self.api().file_info(id).await?;
-        let url = info.url_private_download.or(info.url_private);
-        let Some(url) = url.filter(|u| !u.is_empty()) else {
-            // A file Slack lists but offers no bytes of (deleted, over a plan's limit).
-            let code = "no_file_url".to_owned();
-            let (method, status) = ("files.info", 200);
-            return Err(ApiError::Api {
-                method,
-                status,
-                code,
-            });
-        };
-        let bytes = self.api().download(&url, max_bytes).await?;
-        let label = FileLabel {
-            filename: info.name.or(info.title),
-            mime_type: info.mimetype,
-        };
-        Ok((bytes, label))
     }
 }
 

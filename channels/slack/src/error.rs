@@ -98,6 +98,13 @@ pub enum ApiError {
         /// Slack's code, empty without one.
         code: String,
     },
+    /// `files.info` named no URL for a file (deleted, or over a plan's limit): there are
+    /// no bytes to read.
+    #[error("files.info named no URL for file {id}")]
+    NoFileUrl {
+        /// The file's id (`F…`; not secret).
+        id: String,
+    },
     /// Any other refusal.
     #[error("Slack refused {method}: {code} (HTTP {status})")]
     Api {
@@ -157,7 +164,7 @@ impl ApiError {
             | Self::Unavailable { code, .. }
             | Self::Api { code, .. } => Some(code),
             Self::TooLong { .. } => Some("msg_too_long"),
-            Self::Http(_) => None,
+            Self::Http(_) | Self::NoFileUrl { .. } => None,
         }
     }
 

@@ -43,16 +43,14 @@ pub fn checks<'a>(settings: &'a WechatSettings, ctx: &'a Context) -> BoxFuture<'
             Ok(Some(value)) => Status::parse(&value),
             _ => None,
         };
+        let what = match settings.bot_token {
+            Some(_) => {
+                "logged in by QR code: the stored bot token (the configured bot_token ended in an earlier run; set a new one to use it again)"
+            }
+            None => "logged in by QR code: the stored bot token",
+        };
         match ctx.state.get_secret(TOKEN_KEY).await {
-            Ok(Some(token)) => vec![
-                accepted(
-                    settings,
-                    &token,
-                    STORED_KEYS,
-                    "logged in by QR code: the stored bot token",
-                )
-                .await,
-            ],
+            Ok(Some(token)) => vec![accepted(settings, &token, STORED_KEYS, what).await],
             Ok(None) => vec![Check::skip(NAME, not_logged_in(last))],
             Err(StateError::NoKey) => vec![Check::skip(
                 NAME,
@@ -196,6 +194,12 @@ mod tests {
             said.starts_with("ok   wechat: logged in by QR code"),
             "{said}"
         );
+        assert!(said.contains("the configured bot_token ended"), "{said}");
+        // Without a QR login kept, the configured token is checked again (and refused).
+        let bare: Arc<dyn ChannelState> = Arc::new(MemoryState::new());
+        bare.put_secret(ENDED_CONFIG_KEY, &ended).await.unwrap();
+        let said = line(&configured, bare).await;
+        assert!(said.contains("credentials were refused"), "{said}");
         // A new token in the configuration is checked itself.
         let said = line(&settings(&fake, Some(BOT_TOKEN)), state).await;
         assert!(

@@ -45,9 +45,11 @@ pub const STATUS_KEY: &str = "login";
 /// it.
 pub const ENDED_CONFIG_KEY: &str = "ended_bot_token";
 
-/// Whether `settings`' configured token is one iLink ended in an earlier run, with QR
-/// login to replace it: the token of a QR login (stored, or a new one) is used instead.
-/// A new `bot_token` in the configuration is tried as ever.
+/// Whether `settings`' configured token is one iLink ended in an earlier run and a QR
+/// login replaced it, its token (and the cursor read in its session) kept: that token is
+/// used instead. Without a stored QR login the configured token is tried again (it costs
+/// nothing, and a -14 that came from refused headers, say, may not repeat); a new
+/// `bot_token` in the configuration is tried as ever. Reads only.
 pub async fn configured_token_ended(
     settings: &crate::config::WechatSettings,
     state: &dyn ChannelState,
@@ -59,10 +61,12 @@ pub async fn configured_token_ended(
     else {
         return false;
     };
-    match state.get_secret(ENDED_CONFIG_KEY).await {
+    let ended = match state.get_secret(ENDED_CONFIG_KEY).await {
         Ok(Some(ended)) => ended.expose() == configured.expose(),
         _ => false,
-    }
+    };
+    let kept = |token: &Secret| !token.expose().trim().is_empty();
+    ended && matches!(state.get_secret(TOKEN_KEY).await, Ok(Some(t)) if kept(&t))
 }
 
 /// Where the login stands, as stored under [`STATUS_KEY`].

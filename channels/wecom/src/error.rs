@@ -17,12 +17,13 @@
 //!   closes it, up to 79 s later) is [`ApiError::NotSubscribed`], `ChannelError::Transport`:
 //!   nothing was applied, the same command passes once a new connection subscribed, which
 //!   the transport makes at once (it ends the connection that answered so);
-//! - no connection, or a command that could not be queued on it, is
-//!   [`ApiError::Connection`], `ChannelError::Transport` (`doctor`: unreachable); a command
-//!   queued whose answer did not come (in time, or before the connection closed) is
-//!   [`ApiError::Unanswered`], `ChannelError::Transport` too, but WeCom may have applied it:
-//!   the channel sends a finishing stream frame so answered again as it was, never as a
-//!   new message (`ChannelError::Unconfirmed`);
+//! - no connection, a command that could not be queued on it, or one whose connection
+//!   closed before its answer, is [`ApiError::Connection`], `ChannelError::Transport`
+//!   (`doctor`: unreachable); a command queued whose answer did not come in time, its
+//!   connection still up, is [`ApiError::Unanswered`], `ChannelError::Transport` too, but
+//!   WeCom may have applied it: for a finishing stream frame the channel makes it
+//!   `ChannelError::Unconfirmed`, so the frame is sent again as it was rather than the
+//!   final as a new message;
 //! - WeCom's "system busy" (-1) and everything else are [`ApiError::Api`], by a status
 //!   class (503 for busy, so the engine may retry; 400 otherwise).
 //!
@@ -80,8 +81,9 @@ pub enum ApiError {
         /// The command.
         op: &'static str,
     },
-    /// The long connection is not there for it: none is up, it dropped before the answer
-    /// came, or WeCom did not answer in time. The reason is log-safe (no frame, no URL).
+    /// The long connection is not there for it: none is up, the command could not be
+    /// queued, or the connection dropped before the answer came. The reason is log-safe
+    /// (no frame, no URL).
     #[error("{op} got no answer on the WeCom long connection: {reason}")]
     Connection {
         /// The command.
@@ -89,8 +91,8 @@ pub enum ApiError {
         /// What happened.
         reason: std::borrow::Cow<'static, str>,
     },
-    /// The command was queued on the connection but its answer did not come, in time or
-    /// before the connection closed: WeCom may have applied it. The reason is log-safe.
+    /// The command was queued on the connection but its answer did not come in time, the
+    /// connection still up: WeCom may have applied it. The reason is log-safe.
     #[error("{op} got no answer on the WeCom long connection: {reason}")]
     Unanswered {
         /// The command.

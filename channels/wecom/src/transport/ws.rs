@@ -32,7 +32,7 @@
 //!
 //! Reconnects wait the [`Reconnect`]'s backoff ([`RECONNECT_BACKOFF`], the SDKs' 1 s
 //! doubling to 30 s, plus jitter), started over after a connection that proved itself (an
-//! answer or a callback after the subscribe). A callback's `req_id` is bound to its
+//! answer or a callback after the subscribe; an 846609 refusal proves nothing). A callback's `req_id` is bound to its
 //! connection, so a reconnect makes replies to earlier callbacks impossible: the channel
 //! sends those as messages of their own.
 //!
