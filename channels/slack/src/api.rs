@@ -29,7 +29,7 @@ use bytes::Bytes;
 use im_bridge_channel::http::{self, HttpError};
 use im_bridge_channel::{FileHosts, Secret, header_seconds};
 use reqwest::RequestBuilder;
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, LOCATION};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -276,26 +276,39 @@ impl SlackApi {
 
     /// Downloads a user's file (`url_private_download`) with the bot token, at most `max`
     /// bytes. A URL that is not plain `http(s)`, or on a host `file_hosts` does not list,
-    /// is refused before any request (the token never leaves for another host); a redirect
-    /// is not followed; Slack's sign-in page (`text/html`: the token was refused) is an
-    /// error, not the file.
+    /// is refused before any request (the token never leaves for another host); so is a
+    /// redirect's target, which is followed (at most `MAX_FILE_REDIRECTS` hops, the token
+    /// sent again) only to a listed host; Slack's sign-in page (`text/html`: the token was
+    /// refused) is an error, not the file.
     pub async fn download(&self, url: &str, max: u64) -> Result<Bytes, ApiError> {
         let op = "file download";
-        let url = http::file_url(url).ok_or(HttpError::BadUrl)?;
-        if !self.file_hosts.allows(&url) {
-            tracing::warn!(
-                channel = crate::NAME,
-                host = url.host_str().unwrap_or_default(),
-                "Refused a Slack file on a host not in file_hosts."
-            );
-            return Err(HttpError::HostNotAllowed.into());
-        }
-        let request = self
-            .http
-            .get(url)
-            .header(AUTHORIZATION, format!("Bearer {}", self.bot_token.expose()))
-            .timeout(http::DOWNLOAD_TIMEOUT);
-        let response = http::checked(op, http::send(op, request).await?)?;
+        let mut url = self.file_host_url(url)?;
+        let mut hops = 0;
+        let response = loop {
+            let request = self
+                .http
+                .get(url.clone())
+                .header(AUTHORIZATION, format!("Bearer {}", self.bot_token.expose()))
+                .timeout(http::DOWNLOAD_TIMEOUT);
+            let response = http::send(op, request).await?;
+            let next = response
+                .status()
+                .is_redirection()
+                .then(|| response.headers().get(LOCATION)?.to_str().ok())
+                .flatten()
+                .and_then(|location| url.join(location).ok());
+            match next {
+                // Slack moves some files to another of its hosts (Enterprise Grid answers
+                // `files.slack.com` with a 302 to `files-origin.slack.com`), where the
+                // bearer is needed again: reqwest would drop it crossing hosts, so the
+                // adapter follows by hand, a few hops, to listed hosts only.
+                Some(next) if hops < http::MAX_FILE_REDIRECTS => {
+                    url = self.file_host_url(next.as_str())?;
+                    hops += 1;
+                }
+                _ => break http::checked(op, response)?,
+            }
+        };
         let html = response
             .headers()
             .get(CONTENT_TYPE)
@@ -310,6 +323,20 @@ impl SlackApi {
             ));
         }
         Ok(http::read_file(op, response, max).await?)
+    }
+
+    /// `url` as a file URL on a host `file_hosts` lists: only there does the bot token go.
+    fn file_host_url(&self, url: &str) -> Result<reqwest::Url, ApiError> {
+        let url = http::file_url(url).ok_or(HttpError::BadUrl)?;
+        if !self.file_hosts.allows(&url) {
+            tracing::warn!(
+                channel = crate::NAME,
+                host = url.host_str().unwrap_or_default(),
+                "Refused a Slack file on a host not in file_hosts."
+            );
+            return Err(HttpError::HostNotAllowed.into());
+        }
+        Ok(url)
     }
 }
 

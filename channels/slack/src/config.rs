@@ -42,9 +42,10 @@ use crate::markup::{DEFAULT_MESSAGE_BYTES, MAX_MESSAGE_BYTES};
 /// The Web API base of the real Slack (methods under `/api/`).
 pub const API_URL: &str = "https://slack.com";
 /// Where Slack serves the files users share: `url_private` and `url_private_download`
-/// are on `files.slack.com` (Slack's "File object" reference). Downloading one needs the
-/// bot token, so the list is Slack's own file host only; a file elsewhere is not fetched.
-pub const FILE_HOSTS: &[&str] = &["files.slack.com"];
+/// are on `files.slack.com` (Slack's "File object" reference), which on Enterprise Grid
+/// redirects to `files-origin.slack.com` (hermes-agent#114483). Downloading one needs the
+/// bot token, so the list is Slack's own file hosts only; a file elsewhere is not fetched.
+pub const FILE_HOSTS: &[&str] = &["files.slack.com", "files-origin.slack.com"];
 /// The default path of the Events API route (slash commands are posted to it too).
 pub const DEFAULT_WEBHOOK_PATH: &str = "/slack/events";
 /// How a bot token starts (a Bot User OAuth Token).

@@ -189,6 +189,8 @@ pub struct Slack {
     rate_refusals: usize,
     streaming: bool,
     truncate_long_text: bool,
+    /// Where the file host moves files ([`FakeSlack::move_files_to`]).
+    files_moved_to: Option<String>,
     /// Channel id -> its type (`im`, `channel`, `group`, `mpim`).
     channels: HashMap<String, String>,
     /// Every message the fake knows, users' and the bot's, oldest first.
@@ -219,6 +221,7 @@ impl Slack {
             rate_refusals: 0,
             streaming: true,
             truncate_long_text: false,
+            files_moved_to: None,
             channels: HashMap::new(),
             messages: Vec::new(),
             reactions: Vec::new(),
@@ -334,6 +337,17 @@ impl Fake<Slack> {
     /// `msg_too_long`, so a bridge that relies on the cut is noticed).
     pub fn set_truncate_long_text(&self, truncate: bool) {
         self.with_state(|s| s.truncate_long_text = truncate);
+    }
+
+    /// Plays Enterprise Grid's file host: every file asked of the fake under another host
+    /// name than `origin`'s is answered with a 302 to the same path at `origin` (another
+    /// name of the fake, e.g. `http://localhost:<port>`), which serves it only with the bot
+    /// token, as the first host does (hermes-agent#114483: `files.slack.com` redirects to
+    /// `files-origin.slack.com`, and the second hop without the token gets the sign-in
+    /// page).
+    pub fn move_files_to(&self, origin: &str) {
+        let origin = origin.trim_end_matches('/').to_owned();
+        self.with_state(|s| s.files_moved_to = Some(origin));
     }
 
     /// Scripts a failure of `method` (a Web API method name, `upload` for the upload URL,

@@ -156,6 +156,36 @@ async fn files_go_up_into_the_thread_and_come_down_only_from_file_hosts() {
     assert_eq!(fake.calls().len(), calls);
 }
 
+/// Enterprise Grid moves a file to another of Slack's hosts with a 302: followed, the
+/// token sent again, to a listed host only.
+#[tokio::test]
+async fn a_file_moved_to_another_listed_host_is_followed_with_the_token() {
+    let fake = FakeSlack::start().await.unwrap();
+    let file = fake.put_file("plan.pdf", "application/pdf", b"%PDF moved".to_vec());
+    let port = fake.addr().port();
+    let origin = format!("localhost:{port}");
+    fake.move_files_to(&format!("http://{origin}"));
+    let both = SlackApi::new(&settings(&fake, &[host(&fake), origin])).unwrap();
+    let bytes = both
+        .download(&file.url_private_download, 1024)
+        .await
+        .unwrap();
+    assert_eq!(bytes, &b"%PDF moved"[..]);
+    let hops: Vec<_> = fake.calls_to("file").iter().map(|c| c.status).collect();
+    assert_eq!(hops, [302, 200]);
+    // The second host not listed: refused before the token goes there.
+    let first_only = SlackApi::new(&settings(&fake, &[host(&fake)])).unwrap();
+    let refused = first_only
+        .download(&file.url_private_download, 1024)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, ApiError::Http(HttpError::HostNotAllowed)),
+        "{refused:?}"
+    );
+    assert_eq!(fake.calls_to("file").len(), 3);
+}
+
 #[tokio::test]
 async fn a_sign_in_page_is_never_taken_for_the_file() {
     let fake = FakeSlack::start().await.unwrap();

@@ -17,6 +17,9 @@
 //! - `files.info {file}` answers a file users shared whole (its URLs too): how a file shared
 //!   over Slack Connect, whose event carries its id alone, is read (`file_not_found`
 //!   otherwise).
+//! - With [`FakeSlack::move_files_to`](super::FakeSlack::move_files_to) the file host
+//!   plays Enterprise Grid's: a 302 to the same path on another host, which wants the
+//!   token again.
 //! - The file host serves a file only with `Authorization: Bearer <bot token>`; without it
 //!   Slack answers its sign-in page (HTTP 200, `text/html`), and so does the fake, so a
 //!   client that does not check what it got stores a web page.
@@ -221,6 +224,17 @@ pub(super) fn serve(s: &mut Slack, head: &Head, key: &str, rest: &[&str]) -> Ans
     }
     if let Some(answer) = scripted(s, "file") {
         return answer;
+    }
+    if let Some(origin) = &s.files_moved_to {
+        let asked = head.header(header::HOST).unwrap_or_default();
+        if !origin.ends_with(&format!("//{asked}")) {
+            let location = format!("{origin}/files-pri/{key}/{}", rest.join("/"));
+            return Answer {
+                status: 302,
+                body: Payload::Empty,
+                headers: vec![("location", location)],
+            };
+        }
     }
     let file = key
         .strip_prefix(&format!("{TEAM_ID}-"))
