@@ -19,8 +19,8 @@
 //!   the `upload_url` Slack gave (no token: the URL is signed), `files.completeUploadExternal`
 //!   into the channel and thread;
 //! - a file in ([`SlackApi::download`]): `url_private_download` with the bot token, but only
-//!   from a host `file_hosts` lists (checked before anything is sent), never following a
-//!   redirect, bounded; Slack answers a refused token with its sign-in page (HTTP 200,
+//!   from a host `file_hosts` lists (checked before anything is sent), following a
+//!   redirect only to such a host (a few hops, never from `https` to `http`), bounded; Slack answers a refused token with its sign-in page (HTTP 200,
 //!   `text/html`), which is told apart by its content type and never taken for the file.
 
 use std::time::Duration;
@@ -303,6 +303,9 @@ impl SlackApi {
                 // bearer is needed again: reqwest would drop it crossing hosts, so the
                 // adapter follows by hand, a few hops, to listed hosts only.
                 Some(next) if hops < http::MAX_FILE_REDIRECTS => {
+                    if downgrades(&url, &next) {
+                        return Err(HttpError::HostNotAllowed.into());
+                    }
                     url = self.file_host_url(next.as_str())?;
                     hops += 1;
                 }
@@ -407,6 +410,12 @@ fn log_warnings(method: &'static str, status: &Status) {
 
 /// Whether `text` reads as one of Slack's codes (short, lowercase and `_`), which a log
 /// may show; anything else could quote a request.
+/// Whether a redirect from `from` to `to` would take the bot token from `https` to
+/// `http`, in the clear.
+fn downgrades(from: &reqwest::Url, to: &reqwest::Url) -> bool {
+    from.scheme() == "https" && to.scheme() != "https"
+}
+
 fn is_code(text: &str) -> bool {
     !text.is_empty()
         && text.len() <= 40

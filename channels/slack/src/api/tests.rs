@@ -186,6 +186,19 @@ async fn a_file_moved_to_another_listed_host_is_followed_with_the_token() {
     assert_eq!(fake.calls_to("file").len(), 3);
 }
 
+/// A redirect from `https` to `http` would send the token in the clear: refused, whatever
+/// the host. (The fake serves `http` only, so this is the client's own check.)
+#[test]
+fn a_redirect_never_takes_the_token_from_https_to_http() {
+    let secure = reqwest::Url::parse("https://files.slack.com/files-pri/T-F/a.pdf").unwrap();
+    let plain = secure
+        .join("http://files-origin.slack.com/files-pri/T-F/a.pdf")
+        .unwrap();
+    assert!(downgrades(&secure, &plain));
+    assert!(!downgrades(&secure, &secure.join("/elsewhere").unwrap()));
+    assert!(!downgrades(&plain, &plain));
+}
+
 #[tokio::test]
 async fn a_sign_in_page_is_never_taken_for_the_file() {
     let fake = FakeSlack::start().await.unwrap();
