@@ -123,6 +123,8 @@ pub struct Discord {
     gw: Gateway<Discord>,
     /// Whether IDENTIFY may ask for MESSAGE_CONTENT.
     message_content_enabled: bool,
+    /// The bot token was reset ([`FakeDiscord::revoke_token`]): refused everywhere.
+    token_revoked: bool,
     /// Every message posted, users' (pushed) and the bot's, oldest first, as REST returns
     /// them (no `guild_id`): what `GET /channels/{id}/messages` reads. Bounded by what a
     /// test pushes and the bot sends.
@@ -151,6 +153,7 @@ impl Discord {
             files: HashMap::new(),
             gw: Gateway::default(),
             message_content_enabled: true,
+            token_revoked: false,
             history: Vec::new(),
             silent: Vec::new(),
             last_beat: HashMap::new(),
@@ -301,6 +304,18 @@ impl Fake<Discord> {
     /// every route of a channel the fake does not know answers 10003, as Discord does.
     pub fn add_text_channel(&self, id: &str) {
         self.with_state(|d| d.text_channels.push(id.to_owned()));
+    }
+
+    /// The bot token is reset (in the Developer Portal) from now on, as Discord does it:
+    /// every open connection is closed with 4004, and every later IDENTIFY or RESUME is
+    /// closed so, every REST call answered 401. (`close_with(4004)` closes only the
+    /// connections open now; a client that reconnected instead of stopping would then go
+    /// on with a token Discord would refuse.)
+    pub fn revoke_token(&self) {
+        self.with_state(|d| {
+            d.token_revoked = true;
+            d.gw.close(4004);
+        });
     }
 
     /// Refuses IDENTIFYs asking for MESSAGE_CONTENT with 4014, as Discord does when the

@@ -209,9 +209,10 @@ fn on_frame(discord: &mut Discord, addr: SocketAddr, conn: u64, text: &str) -> V
     }
 }
 
-/// The token of a gateway frame, with or without serenity's `Bot ` prefix.
-fn token_ok(token: &str) -> bool {
-    token.strip_prefix("Bot ").unwrap_or(token) == TOKEN
+/// The token of a gateway frame, with or without serenity's `Bot ` prefix, unless the
+/// token was revoked.
+fn token_ok(discord: &Discord, token: &str) -> bool {
+    !discord.token_revoked && token.strip_prefix("Bot ").unwrap_or(token) == TOKEN
 }
 
 fn identify(discord: &mut Discord, addr: SocketAddr, conn: u64, d: &Value) -> Vec<Out> {
@@ -226,7 +227,7 @@ fn identify(discord: &mut Discord, addr: SocketAddr, conn: u64, d: &Value) -> Ve
         accepted: false,
     };
     let content_refused = !discord.message_content_enabled && intents & MESSAGE_CONTENT != 0;
-    let refusal = if !token_ok(&token) {
+    let refusal = if !token_ok(discord, &token) {
         Some(4004)
     } else if intents & INTENTS != INTENTS || content_refused {
         Some(4014)
@@ -289,6 +290,7 @@ fn resume(discord: &mut Discord, conn: u64, d: &Value) -> Vec<Out> {
     let session_id = d["session_id"].as_str().unwrap_or("").to_owned();
     let after = d["seq"].as_u64().unwrap_or(0);
     let path = connection_path(discord, conn);
+    let token_ok = token_ok(discord, token);
     let gw = &mut discord.gw;
     let mut rec = Resume {
         connection: conn,
@@ -297,7 +299,7 @@ fn resume(discord: &mut Discord, conn: u64, d: &Value) -> Vec<Out> {
         seq: after,
         accepted: false,
     };
-    if !token_ok(token) {
+    if !token_ok {
         gw.resumes.push(rec);
         return vec![Out::Close(Some(4004))];
     }

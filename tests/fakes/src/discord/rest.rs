@@ -200,7 +200,7 @@ fn answer(
         "unknown" => return Some(error(404, code::NOT_FOUND, "404: Not Found")),
         _ => {}
     }
-    if auth != format!("Bot {TOKEN}") {
+    if inner.token_revoked || auth != format!("Bot {TOKEN}") {
         return Some(error(401, code::UNAUTHORIZED, "401: Unauthorized"));
     }
     let now = Instant::now();

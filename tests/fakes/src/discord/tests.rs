@@ -136,6 +136,23 @@ async fn a_wrong_token_or_missing_intents_are_closed() {
 }
 
 #[tokio::test]
+async fn a_revoked_token_is_refused_on_every_connection_and_call() {
+    let fake = FakeDiscord::start().await.unwrap();
+    let mut open = identified(&fake).await;
+    fake.revoke_token();
+    assert_eq!(next_json(&mut open).await, json!({"close": 4004}));
+    let mut again = identify(&fake, TOKEN, INTENTS).await;
+    assert_eq!(next_json(&mut again).await, json!({"close": 4004}));
+    let answer = reqwest::Client::new()
+        .get(format!("{}/api/v10/gateway/bot", fake.api_url()))
+        .header("Authorization", format!("Bot {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 401);
+}
+
+#[tokio::test]
 async fn messages_keep_the_limit_record_mentions_and_honour_scripted_429s() {
     let fake = FakeDiscord::start().await.unwrap();
     // Channel 5 exists: a user wrote in it.

@@ -291,7 +291,7 @@ async fn a_wrong_token_is_fatal_and_clear() {
     // A session whose token Discord stops accepting: the gateway closes with 4004.
     let gw = start(&fake, discord::TOKEN);
     fake.wait_ready(1, DEADLINE).await.unwrap();
-    fake.close_with(4004);
+    fake.revoke_token();
     let result = gw.task.finished().await;
     let error = result.unwrap_err();
     assert!(matches!(error, GatewayError::InvalidToken), "{error:?}");
@@ -321,9 +321,12 @@ async fn serenity_and_the_adapter_log_no_token_at_trace_level() {
     fake.wait_until("a resume", DEADLINE, |f| f.resumes().len() == 1)
         .await
         .unwrap();
-    fake.close_with(4004);
+    fake.revoke_token();
     let result = gw.task.finished().await;
-    assert!(matches!(result, Err(GatewayError::InvalidToken)));
+    assert!(
+        matches!(result, Err(GatewayError::InvalidToken)),
+        "{result:?}"
+    );
     let text = logs.text();
     assert!(text.contains("serenity"), "serenity's lines are captured");
     assert!(
