@@ -7,12 +7,15 @@
 //! [`Capabilities`]. What the daemon reads of it (name, capabilities, connection,
 //! exclusivity) is one [`ChannelIdentity`] (child `identity`), built with the channel.
 //! An adapter whose platform reads no send key sends a final's messages through
-//! [`SentOnce`] (child `sent_once`), so a final delivered again repeats none that landed.
+//! [`SentOnce`] (child `sent_once`), so a final delivered again repeats none that landed;
+//! one that cuts a text again past its limit sends the messages through [`SendParts`]
+//! (child `parts`).
 //! What the adapters' `run` and `fetch_file` did alike is here once: [`transport_ended`]
 //! (how a long connection's `run` ends) and [`fetch_handle`] (an attachment that arrived
 //! as a handle).
 
 mod identity;
+mod parts;
 mod sent_once;
 
 use std::borrow::Cow;
@@ -32,6 +35,7 @@ use crate::message::{
 use crate::telemetry::{Stage, Telemetry};
 
 pub use identity::ChannelIdentity;
+pub use parts::SendParts;
 pub use sent_once::{SENT_KEYS, SentOnce};
 
 /// Where a primitive send goes: the conversation, the message to reply under, and the

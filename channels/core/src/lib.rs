@@ -46,8 +46,8 @@ pub use capabilities::{
     Capabilities, ChatBudget, LateReplies, LengthUnit, RateBudget, ReplyWindow, UpdateMode, Writes,
 };
 pub use channel::{
-    Channel, ChannelExit, ChannelIdentity, Reaction, SENT_KEYS, SendTarget, SentMessage, SentOnce,
-    fetch_handle, fetch_handle_labeled, transport_ended,
+    Channel, ChannelExit, ChannelIdentity, Reaction, SENT_KEYS, SendParts, SendTarget, SentMessage,
+    SentOnce, fetch_handle, fetch_handle_labeled, transport_ended,
 };
 pub use commands::{CommandVocabulary, strip_leading_mentions};
 pub use config::{ConfigIssue, Issues, Severity};

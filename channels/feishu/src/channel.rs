@@ -24,9 +24,9 @@ use bytes::Bytes;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelIdentity, ChannelResult, ChatBudget, ChatKind, CommandVocabulary, InboundFile,
-    InboundMessage, InboundSink, LengthUnit, MessageId, OutboundFile, RateBudget, SendTarget,
-    SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute, Writes, fetch_handle,
-    transport_ended,
+    InboundMessage, InboundSink, LengthUnit, MessageId, OutboundFile, RateBudget, SendParts,
+    SendTarget, SentMessage, Stage, Telemetry, UpdateMode, WebhookLimits, WebhookRoute, Writes,
+    fetch_handle, transport_ended,
 };
 use im_bridge_channel::{http, reconnect};
 use tokio_util::sync::CancellationToken;
@@ -248,37 +248,6 @@ impl FeishuChannel {
         }
     }
 
-    /// Cards with `text` (already card markdown), replying to the source message (or sent
-    /// to the chat): one, unless what the renderer cannot see (link addresses, JSON
-    /// escaping) grew it past the card limit; then it is cut again into follow-up cards.
-    /// The first card is the reply.
-    /// Each card goes under its own `uuid` when the reply has a send key, so a card sent
-    /// again (a lost answer, a restart) is not shown twice.
-    async fn send_card(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let mut texts = card_texts(text).into_iter();
-        let first = texts.next().unwrap_or_default();
-        let sent = self.send_one(to, &first).await?;
-        for (hints, text) in to.cuts(texts) {
-            self.send_one(to.with_hints(&hints), &text).await?;
-        }
-        Ok(sent)
-    }
-
-    async fn send_one(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let card = card::quoting(self.intake.quote(&to).as_deref(), text);
-        let uuid = to
-            .hints
-            .send_key_hash()
-            .map(|hash| format!("imb-{hash:016x}"));
-        let uuid = uuid.as_deref();
-        let sent = match to.reply_to {
-            Some(source) => self.api().reply_card(source, &card, uuid).await,
-            None => self.api().send_card(to.chat_id, &card, uuid).await,
-        };
-        let id = self.telemetry().sending(sent.map_err(ChannelError::from))?;
-        Ok(SentMessage { id })
-    }
-
     /// Patches card `id` to show `text`; what does not fit the card limit is returned.
     async fn patch(
         &self,
@@ -308,6 +277,28 @@ fn card_texts(text: &str) -> Vec<String> {
         vec![text.to_owned()]
     } else {
         card::split_for_cards(text, max)
+    }
+}
+
+/// Cards with a text (already card markdown), replying to the source message (or sent to
+/// the chat): one, unless what the renderer cannot see (link addresses, JSON escaping) grew
+/// it past the card limit (`card_texts` cuts it again into follow-up cards; the first is
+/// the reply). Each card goes under its own `uuid` when the reply has a send key, so a
+/// card sent again (a lost answer, a restart) is not shown twice.
+impl SendParts for FeishuChannel {
+    async fn send_part(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let card = card::quoting(self.intake.quote(to).as_deref(), text);
+        let uuid = to
+            .hints
+            .send_key_hash()
+            .map(|hash| format!("imb-{hash:016x}"));
+        let uuid = uuid.as_deref();
+        let sent = match to.reply_to {
+            Some(source) => self.api().reply_card(source, &card, uuid).await,
+            None => self.api().send_card(to.chat_id, &card, uuid).await,
+        };
+        let id = self.telemetry().sending(sent.map_err(ChannelError::from))?;
+        Ok(SentMessage { id })
     }
 }
 
@@ -355,13 +346,13 @@ impl Channel for FeishuChannel {
     }
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let sent = self.send_card(to, text).await?;
+        let sent = self.send_parts(&to, card_texts(text)).await?;
         self.done(&to);
         Ok(sent)
     }
 
     async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        self.send_card(to, text).await
+        self.send_parts(&to, card_texts(text)).await
     }
 
     /// A preview: what does not fit one card waits for the final.
@@ -375,11 +366,9 @@ impl Channel for FeishuChannel {
     /// their `uuid`), never as a new card repeating the first part.
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         let rest = self.patch(&to, id, text).await?;
-        for (hints, text) in to.cuts(rest) {
-            self.send_one(to.with_hints(&hints), &text)
-                .await
-                .map_err(ChannelError::after_finishing)?;
-        }
+        self.send_cuts(&to, rest)
+            .await
+            .map_err(ChannelError::after_finishing)?;
         self.done(&to);
         Ok(())
     }

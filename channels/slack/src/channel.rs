@@ -42,8 +42,8 @@ use im_bridge_channel::reconnect;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, FileLabel, InboundFile,
-    InboundMessage, InboundSink, LengthUnit, MessageId, OutboundFile, RateBudget, SendTarget,
-    SentMessage, SentOnce, Skip, Stage, Telemetry, UpdateMode, WebhookRoute, Writes,
+    InboundMessage, InboundSink, LengthUnit, MessageId, OutboundFile, RateBudget, SendParts,
+    SendTarget, SentMessage, SentOnce, Skip, Stage, Telemetry, UpdateMode, WebhookRoute, Writes,
     fetch_handle_labeled, transport_ended,
 };
 use serde_json::Value;
@@ -138,7 +138,7 @@ struct Intake {
     latest_threads: Mutex<LruCache<(String, String), String>>,
     /// The messages of finals that landed, by send key: Slack has no send key of its own,
     /// so a final delivered again posts only what is still missing
-    /// ([`SlackChannel::post_once`]; the newest [`im_bridge_channel::SENT_KEYS`]).
+    /// ([`SendParts::send_part`]; the newest [`im_bridge_channel::SENT_KEYS`]).
     posted: SentOnce,
 }
 
@@ -200,28 +200,6 @@ impl SlackChannel {
 
     fn telemetry(&self) -> &Telemetry {
         &self.intake.telemetry
-    }
-
-    /// Posts the follow-up messages cut from a final after its first, each under its cut's
-    /// hints ([`SlackChannel::post_once`]).
-    async fn post_cuts(
-        &self,
-        to: &SendTarget<'_>,
-        texts: impl IntoIterator<Item = String>,
-    ) -> ChannelResult {
-        for (hints, text) in to.cuts(texts) {
-            self.post_once(&to.with_hints(&hints), &text).await?;
-        }
-        Ok(())
-    }
-
-    /// Posts a final's message once per send key: one that landed before (the final
-    /// delivered again after a later message of it failed) is not posted again, its
-    /// message answered instead. Slack has no send key of its own, so the keys are
-    /// remembered in memory ([`SentOnce`]).
-    async fn post_once(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let post = || self.post(to, text, false);
-        self.intake.posted.once(to.hints, post).await
     }
 
     /// Posts `text` where `to` is answered: through the command's `response_url` where the
@@ -293,6 +271,17 @@ fn answer_thread<'a>(to: &SendTarget<'a>) -> Option<&'a str> {
         .filter(|t| !t.is_empty())
 }
 
+/// A final's message is posted once per send key: one that landed before (the final
+/// delivered again after a later message of it failed) is not posted again, its message
+/// answered instead. Slack has no send key of its own, so the keys are remembered in
+/// memory ([`SentOnce`]).
+impl SendParts for SlackChannel {
+    async fn send_part(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        let post = || self.post(to, text, false);
+        self.intake.posted.once(to.hints, post).await
+    }
+}
+
 #[async_trait]
 impl Channel for SlackChannel {
     fn identity(&self) -> &ChannelIdentity {
@@ -338,11 +327,7 @@ impl Channel for SlackChannel {
     /// The text as one message, or (grown past Slack's cap by its markup) several: the
     /// first is the reply, the rest follow it, each under its cut's hints.
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let mut texts = slack_texts(text).into_iter();
-        let first = texts.next().unwrap_or_default();
-        let sent = self.post_once(&to, &first).await?;
-        self.post_cuts(&to, texts).await?;
-        Ok(sent)
+        self.send_parts(&to, slack_texts(text)).await
     }
 
     /// A preview: what does not fit Slack's cap waits for the final.
@@ -380,7 +365,7 @@ impl Channel for SlackChannel {
             }
             None => self.edit_text(to, id, &first).await?,
         }
-        self.post_cuts(&to, texts)
+        self.send_cuts(&to, texts)
             .await
             .map_err(ChannelError::after_finishing)
     }

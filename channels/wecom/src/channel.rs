@@ -36,8 +36,8 @@ use bytes::Bytes;
 use im_bridge_channel::{
     AdmitError, AllowedUsers, BuildContext, Capabilities, Channel, ChannelError, ChannelExit,
     ChannelIdentity, ChannelResult, ChatBudget, CommandVocabulary, FileLabel, InboundFile,
-    InboundSink, LengthUnit, MessageId, OutboundFile, SendTarget, SentMessage, SentOnce, Skip,
-    Stage, Telemetry, UpdateMode, Writes, fetch_handle_labeled, http, split,
+    InboundSink, LengthUnit, MessageId, OutboundFile, SendParts, SendTarget, SentMessage, SentOnce,
+    Skip, Stage, Telemetry, UpdateMode, Writes, fetch_handle_labeled, http, split,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -87,7 +87,7 @@ pub struct WeComChannel {
     /// The `req_id`s of callbacks whose stream expired (at most [`EXPIRED_CALLBACKS`]).
     expired: Recent,
     /// The messages of finals that landed, by send key: WeCom reads none, so a final
-    /// delivered again sends only what is still missing ([`WeComChannel::send_once`]; the
+    /// delivered again sends only what is still missing ([`SendParts::send_part`]; the
     /// newest [`im_bridge_channel::SENT_KEYS`]).
     sent: SentOnce,
 }
@@ -195,28 +195,6 @@ impl WeComChannel {
         })
     }
 
-    /// [`WeComChannel::send_message`] once per send key: a message of a final that landed
-    /// before (the final delivered again after a later message of it failed) is not sent
-    /// again.
-    async fn send_once(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        self.sent
-            .once(to.hints, || self.send_message(to, text))
-            .await
-    }
-
-    /// Sends the messages cut from a final after its first, each under its cut's hints
-    /// ([`WeComChannel::send_once`]).
-    async fn send_cuts(
-        &self,
-        to: &SendTarget<'_>,
-        contents: impl IntoIterator<Item = String>,
-    ) -> ChannelResult {
-        for (hints, text) in to.cuts(contents) {
-            self.send_once(&to.with_hints(&hints), &text).await?;
-        }
-        Ok(())
-    }
-
     /// One frame of the stream `id` (started by [`Channel::start_stream`]), as WeCom
     /// answered it.
     async fn stream(
@@ -284,6 +262,17 @@ fn stream_id() -> String {
     format!("stream{:016x}", rand::random::<u64>())
 }
 
+/// A message of a final is sent once per send key (`WeComChannel::send_message`): one
+/// that landed before (the final delivered again after a later message of it failed) is
+/// not sent again.
+impl SendParts for WeComChannel {
+    async fn send_part(&self, to: &SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        self.sent
+            .once(to.hints, || self.send_message(to, text))
+            .await
+    }
+}
+
 #[async_trait]
 impl Channel for WeComChannel {
     fn identity(&self) -> &ChannelIdentity {
@@ -339,11 +328,7 @@ impl Channel for WeComChannel {
     /// The text as one message, or (grown past WeCom's limit by its markup) several: the
     /// first is the reply, the rest follow it, each under its cut's hints and sent once.
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let mut contents = contents(text).into_iter();
-        let first = contents.next().unwrap_or_default();
-        let sent = self.send_once(&to, &first).await?;
-        self.send_cuts(&to, contents).await?;
-        Ok(sent)
+        self.send_parts(&to, contents(text)).await
     }
 
     /// Starts a stream answering the source message's callback, unless its stream expired
