@@ -233,7 +233,9 @@ impl Api {
     }
 
     /// `getupdates` from `cursor`, held up to `hold` by iLink; the client waits that and
-    /// `poll_slack` more (an answer later than that is [`ApiError::is_timeout`]). An answer
+    /// `poll_slack` more for the answer to begin (one later than that is
+    /// [`ApiError::Held`]), then `poll_body_wait` more for all of it (past that, a transport
+    /// failure like any: the batch is asked for again after a backoff). An answer
     /// over [`MAX_POLL_ANSWER`] is read as a stream (`batch`): its ordinary messages and
     /// its cursor, [`Polled::oversized`] saying what was skipped; without a readable cursor
     /// it is an error.
@@ -243,9 +245,13 @@ impl Api {
             get_updates_buf: cursor.to_owned(),
             base_info: self.base_info(),
         };
-        let timeout = hold + self.settings.poll_slack;
-        let request = self.bot_request(op, "getupdates", &body, timeout)?;
-        let response = http::checked(op, http::send(op, request).await?)?;
+        let wait = hold + self.settings.poll_slack;
+        let whole = wait + self.settings.poll_body_wait;
+        let request = self.bot_request(op, "getupdates", &body, whole)?;
+        let Ok(sent) = tokio::time::timeout(wait, http::send(op, request)).await else {
+            return Err(ApiError::Held { op });
+        };
+        let response = http::checked(op, sent?)?;
         Ok(match batch::read(op, response, MAX_POLL_ANSWER).await? {
             batch::Batch::Whole(body) => Polled {
                 updates: typed(op, &body)?,

@@ -21,6 +21,11 @@ use serde_json::Value;
 /// How much longer than its hold a long poll may take to answer before the client stops
 /// waiting (DeerFlow waits 5 s more, at least 10 s in all).
 pub const POLL_SLACK: Duration = Duration::from_secs(10);
+/// How long a poll's answer may take to arrive whole once it began in time (within its
+/// hold and [`POLL_SLACK`]): a large batch over a slow link. Past it the poll fails, is
+/// counted and retried after a backoff, rather than passing for an empty batch, which
+/// would ask for the same batch at once, again and again, without a word.
+pub const POLL_BODY_WAIT: Duration = Duration::from_secs(120);
 
 /// iLink's bot API (DeerFlow's and Tencent's plugin's default).
 pub const API_URL: &str = "https://ilinkai.weixin.qq.com";
@@ -156,6 +161,9 @@ pub struct WechatSettings {
     /// (not a key of `channels.wechat`; a test shortens it to play a poll that outlasts
     /// the client's wait).
     pub poll_slack: Duration,
+    /// How long a poll's answer may take to arrive whole once it began: [`POLL_BODY_WAIT`]
+    /// (not a key; a test shortens it to play an answer over a slow link).
+    pub poll_body_wait: Duration,
 }
 
 impl WechatSettings {
@@ -236,6 +244,7 @@ impl RawWechatConfig {
             cdn_url,
             file_hosts,
             poll_slack: POLL_SLACK,
+            poll_body_wait: POLL_BODY_WAIT,
         })
     }
 

@@ -41,6 +41,13 @@ pub enum ApiError {
     /// No token: none configured, none stored, and no QR login done yet.
     #[error("the WeChat channel is not logged in")]
     NotLoggedIn,
+    /// A long poll iLink held past the client's wait (its hold and the slack) without
+    /// starting its answer: an empty batch, as the plugin takes its own timeout.
+    #[error("iLink held {op} past the client's wait")]
+    Held {
+        /// The endpoint.
+        op: &'static str,
+    },
     /// Any other refusal.
     #[error("iLink refused {op}: ret {ret}")]
     Api {
@@ -87,10 +94,11 @@ impl ApiError {
         }
     }
 
-    /// Whether the client's own timeout ran out after the request left: iLink held the
-    /// call longer than the client waits (a failed connect is not one).
-    pub fn is_timeout(&self) -> bool {
-        matches!(self, Self::Http(HttpError::Transport { sent: true, source, .. }) if source.is_timeout())
+    /// Whether iLink held a long poll past the client's wait without answering
+    /// ([`ApiError::Held`]). An answer that began in time but whose body did not arrive
+    /// whole is not one: that is a failure of its own.
+    pub fn is_held(&self) -> bool {
+        matches!(self, Self::Held { .. })
     }
 
     /// Whether only a new login can help.
@@ -101,10 +109,11 @@ impl ApiError {
 
 im_bridge_channel::channel_error!(
     ApiError,
-    e @ (ApiError::SessionExpired { .. } | ApiError::NotLoggedIn) => ChannelError::Transport(e.to_string()),
+    e @ (ApiError::SessionExpired { .. } | ApiError::NotLoggedIn | ApiError::Held { .. }) => ChannelError::Transport(e.to_string()),
     ApiError::SendsSpent => ChannelError::ReplyWindow("used");
     ApiError::SessionExpired { .. } => Refused,
     ApiError::NotLoggedIn => Refused,
+    ApiError::Held { .. } => Unreachable,
 );
 
 #[cfg(test)]

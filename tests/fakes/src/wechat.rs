@@ -43,6 +43,7 @@ use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -264,7 +265,7 @@ fn route_of(head: &Head) -> &'static str {
     }
 }
 
-/// The answer of a scripted failure (`None` for a delay: the call goes on).
+/// The answer of a scripted failure (`None` for a delay or a slow body: the call goes on).
 fn failure_answer(state: &mut Wechat, failure: &Failure) -> Option<Answer> {
     Some(match failure {
         Failure::RateLimited => api::refused(code::REJECTED, "rate limited"),
@@ -274,7 +275,7 @@ fn failure_answer(state: &mut Wechat, failure: &Failure) -> Option<Answer> {
             api::session_timeout()
         }
         Failure::Http(status) => Answer::empty(*status),
-        Failure::Delay(_) => return None,
+        Failure::Delay(_) | Failure::SlowBody(_) => return None,
     })
 }
 
@@ -285,7 +286,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     let Ok(bytes) = axum::body::to_bytes(request.into_body(), MAX_BODY).await else {
         return Answer::empty(413).into_response();
     };
-    let (answer, recorded_body) = answer(&shared, &head, route, &bytes).await;
+    let (answer, recorded_body, slow) = answer(&shared, &head, route, &bytes).await;
     let code = answer.json_body().and_then(|b| {
         [b.get("errcode"), b.get("ret")]
             .into_iter()
@@ -302,19 +303,48 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         |status, code| status == 200 && code.is_none(),
     );
     shared.record(call);
-    answer.into_response()
+    match slow {
+        Some(wait) => slow_body(&shared, answer.into_response(), wait).await,
+        None => answer.into_response(),
+    }
 }
 
-/// The answer to a request, and the body to record.
+/// `response` with its body held after the first byte for `wait` (or until the fake
+/// stops): [`Failure::SlowBody`].
+async fn slow_body(shared: &Arc<Shared>, response: Response, wait: Duration) -> Response {
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return Answer::empty(500).into_response();
+    };
+    let (first, rest) = bytes.split_at(bytes.len().min(1));
+    let (first, rest) = (bytes.slice_ref(first), bytes.slice_ref(rest));
+    let stop = shared.stop.clone();
+    let chunks = futures_util::stream::iter([Some(first), None, Some(rest)]).then(move |chunk| {
+        let stop = stop.clone();
+        async move {
+            if chunk.is_none() {
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = tokio::time::sleep(wait) => {}
+                }
+            }
+            Ok::<_, std::convert::Infallible>(chunk.unwrap_or_default())
+        }
+    });
+    Response::from_parts(parts, axum::body::Body::from_stream(chunks))
+}
+
+/// The answer to a request, the body to record, and how long its body is held
+/// ([`Failure::SlowBody`]).
 async fn answer(
     shared: &Shared,
     head: &Head,
     route: &'static str,
     bytes: &[u8],
-) -> (Answer, Value) {
+) -> (Answer, Value, Option<Duration>) {
     use axum::http::Method;
     if route == "unknown" {
-        return (Answer::empty(404), Value::Null);
+        return (Answer::empty(404), Value::Null, None);
     }
     if route.starts_with("cdn_") {
         let recorded = json!({"size": bytes.len()});
@@ -323,24 +353,25 @@ async fn answer(
             state.failures.count(route);
             state.failures.take(route, None)
         };
-        let delay = match failure {
-            Some(Failure::Delay(d)) => Some(d),
+        let (delay, slow) = match failure {
+            Some(Failure::Delay(d)) => (Some(d), None),
+            Some(Failure::SlowBody(d)) => (None, Some(d)),
             Some(f) => {
                 let answer = failure_answer(&mut shared.lock(), &f);
-                return (answer.unwrap_or_else(|| Answer::empty(500)), recorded);
+                return (answer.unwrap_or_else(|| Answer::empty(500)), recorded, None);
             }
-            None => None,
+            None => (None, None),
         };
         let answer = cdn::handle(shared, head, route, bytes);
         delayed(shared, delay).await;
-        return (answer, recorded);
+        return (answer, recorded, slow);
     }
     let body: Value = if bytes.iter().all(u8::is_ascii_whitespace) {
         Value::Null
     } else {
         match serde_json::from_slice(bytes) {
             Ok(v) => v,
-            Err(_) => return (Answer::empty(400), Value::Null),
+            Err(_) => return (Answer::empty(400), Value::Null, None),
         }
     };
     let is_qr = matches!(route, "get_bot_qrcode" | "get_qrcode_status");
@@ -355,23 +386,24 @@ async fn answer(
         } else {
             405
         };
-        return (Answer::empty(status), body);
+        return (Answer::empty(status), body, None);
     }
     let failure = {
         let mut state = shared.lock();
         if !is_qr && !api::authorized(&mut state, head) {
-            return (api::session_timeout(), body);
+            return (api::session_timeout(), body, None);
         }
         state.failures.count(route);
         state.failures.take(route, None)
     };
-    let delay = match failure {
-        Some(Failure::Delay(d)) => Some(d),
+    let (delay, slow) = match failure {
+        Some(Failure::Delay(d)) => (Some(d), None),
+        Some(Failure::SlowBody(d)) => (None, Some(d)),
         Some(f) => {
             let answer = shared.update(|s| failure_answer(s, &f));
-            return (answer.unwrap_or_else(|| Answer::empty(500)), body);
+            return (answer.unwrap_or_else(|| Answer::empty(500)), body, None);
         }
-        None => None,
+        None => (None, None),
     };
     let answer = match route {
         "getupdates" => api::get_updates(shared, head, &body).await,
@@ -386,7 +418,7 @@ async fn answer(
         }),
     };
     delayed(shared, delay).await;
-    (answer, body)
+    (answer, body, slow)
 }
 
 /// Waits a scripted delay (or until the fake stops).

@@ -85,25 +85,27 @@ async fn telemetry_follows_the_adapter_contract() {
     assert_eq!(probe.connected(NAME), Some(false));
 }
 
-/// iLink holding polls past the client's own wait (its hold plus the slack): each is an
-/// empty batch (the plugin's rule), not a failure: no `receiving` error, still connected,
-/// and the message those polls carried comes with the next one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poll_that_outlasts_the_clients_wait_is_an_empty_batch() {
+/// Polls with short waits (a 300 ms hold, then 200 ms for the answer to begin and 200 ms
+/// more for all of it), `failure` scripted for the polls numbered `nths`, while "first"
+/// and then "second" are pushed: both must come; the probe tells what was counted, and
+/// whether the channel showed connected once "second" came.
+async fn first_and_second_through(
+    nths: &[usize],
+    failure: wechat::Failure,
+) -> (
+    FakeWechat,
+    im_bridge_fakes::telemetry::TelemetryProbe,
+    Option<bool>,
+) {
     let fake = started().await;
-    // The first poll answers at once (and sets the 300 ms hold); the next two answer
-    // only after the client stopped waiting (300 ms + 200 ms).
-    for nth in [2, 3] {
-        fake.fail(
-            "getupdates",
-            wechat::Trigger::Nth(nth),
-            wechat::Failure::Delay(Duration::from_secs(30)),
-        );
+    for &nth in nths {
+        fake.fail("getupdates", wechat::Trigger::Nth(nth), failure.clone());
     }
     fake.push(&Inbound::text(USER, "first"));
     let probe = im_bridge_fakes::telemetry::TelemetryProbe::new();
     let mut s = settings(&fake, Some(wechat::BOT_TOKEN));
     s.poll_slack = Duration::from_millis(200);
+    s.poll_body_wait = Duration::from_millis(200);
     let ctx = im_bridge_fakes::build_context(AllowedUsers::Anyone)
         .with_state(Arc::new(MemoryState::new()));
     let ch = Arc::new(probe.build(|| WechatChannel::new(s, &ctx).unwrap()));
@@ -111,9 +113,35 @@ async fn a_poll_that_outlasts_the_clients_wait_is_an_empty_batch() {
     assert_eq!(running.next().await.text, "first");
     fake.push(&Inbound::text(USER, "second"));
     assert_eq!(running.next().await.text, "second");
-    assert_eq!(probe.errors(NAME, Stage::Receiving), 0);
-    assert_eq!(probe.connected(NAME), Some(true));
+    let connected = probe.connected(NAME);
     running.stop().await.unwrap();
+    (fake, probe, connected)
+}
+
+/// iLink holding polls past the client's own wait (its hold plus the slack): each is an
+/// empty batch (the plugin's rule), not a failure: no `receiving` error, still connected,
+/// and the message those polls carried comes with the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_that_outlasts_the_clients_wait_is_an_empty_batch() {
+    // The first poll answers at once (and sets the 300 ms hold); the next two answer
+    // only after the client stopped waiting.
+    let delay = wechat::Failure::Delay(Duration::from_secs(30));
+    let (_, probe, connected) = first_and_second_through(&[2, 3], delay).await;
+    assert_eq!(probe.errors(NAME, Stage::Receiving), 0);
+    assert_eq!(connected, Some(true));
+}
+
+/// An answer that began within the client's wait but whose body stalls (a large batch
+/// over a slow link) is no empty batch: passed for one, the same batch would be asked for
+/// again at once, for ever, without a word. It fails (a `receiving` error, retried after
+/// the backoff), and the message it carried comes with a later poll from the same cursor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_answer_whose_body_stalls_is_a_failure_not_an_empty_batch() {
+    let slow = wechat::Failure::SlowBody(Duration::from_secs(30));
+    let (fake, probe, _) = first_and_second_through(&[2], slow).await;
+    assert_eq!(probe.errors(NAME, Stage::Receiving), 1);
+    let polls = fake.calls_to("getupdates").len();
+    assert!(polls >= 3, "asked again after the stall: {polls} polls");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,7 +23,11 @@
 //!   `longpolling_timeout_ms` says (`respect_server_longpoll_timeout`); the client waits
 //!   that and [`POLL_SLACK`](crate::config::POLL_SLACK) more. A poll still unanswered then
 //!   is an empty batch, as the plugin takes its own timeout: no failure, no backoff, the
-//!   cursor unmoved, and the next poll asks again at once.
+//!   cursor unmoved, and the next poll asks again at once. An answer that began in time
+//!   but did not arrive whole within [`POLL_BODY_WAIT`](crate::config::POLL_BODY_WAIT)
+//!   more (a large batch over a slow link) is a failure, counted and retried after a
+//!   backoff: the same batch comes to every poll from the same cursor, so passing it for
+//!   an empty one would stall the channel without a word.
 //! - **Failures.** A failed poll marks the channel disconnected, counts a `receiving`
 //!   error and waits `polling_retry_delay`, doubled after each failure in a row up to
 //!   [`MAX_RETRY_DELAY`], with jitter (the kit's `Backoff`). The cursor is kept through
@@ -85,7 +89,7 @@ pub(crate) async fn run(
                 poll.advance(intake, updates.get_updates_buf).await;
                 continue;
             }
-            Err(error) if error.is_timeout() => {
+            Err(error) if error.is_held() => {
                 tracing::debug!(
                     channel = NAME,
                     hold_ms = u64::try_from(poll.hold.as_millis()).unwrap_or(u64::MAX),

@@ -39,6 +39,9 @@ pub enum Failure {
     Http(u16),
     /// Does what the call asks, but answers only after this long (a client timeout).
     Delay(Duration),
+    /// Does what the call asks and answers at once, but the answer's body stops after its
+    /// first byte and the rest comes only after this long: an answer over a slow link.
+    SlowBody(Duration),
 }
 
 /// A QR code's login state, as `get_qrcode_status` reports it.

@@ -439,6 +439,21 @@ async fn scripted_failures_fire_after_the_token_check() {
     })
     .await
     .unwrap();
+    // A slow body does the send and answers at once, but its body stalls after a byte.
+    fake.fail(
+        "sendmessage",
+        Trigger::Next,
+        Failure::SlowBody(Duration::from_secs(30)),
+    );
+    let answer = request(&fake, "sendmessage", BOT_TOKEN, true)
+        .body(text_msg(USER, &pushed.context_token, "g").to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(fake.sent().len(), 3, "done before it answered");
+    let body = tokio::time::timeout(Duration::from_millis(200), answer.bytes()).await;
+    assert!(body.is_err(), "the body stalled");
 }
 
 #[tokio::test]
