@@ -463,8 +463,9 @@ impl Channel for DiscordChannel {
 
     /// The stream message shows the final. An edit sets the whole content, so one that met
     /// network or server trouble (it may have applied: a 502, or a timeout after Discord
-    /// took it) is made again, three calls in all, before the engine sends
-    /// the final as a new message, which would show it twice had the edit applied.
+    /// took it) is made again, three calls in all, before the error goes to the engine,
+    /// which finishes a final with a send key again later (never as a new message, which
+    /// would show it twice had the edit applied) and sends one without as a new message.
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
         let at = message_ref(&to, id)?;
         let mut attempt = 1;

@@ -6,13 +6,15 @@
 //! `RetryAfter` that reaches this layer was already waited out below as far as the retry
 //! policy allows; sending instead would meet the same limit, so it is returned as is. So
 //! is a failure after the stream message was finished (`FinishedThen`): the reader has
-//! the final's first part there, and a new message would show it twice. So is a finish
-//! whose answer never came (`Unconfirmed`) of a final with a send key: it may have landed,
-//! and the daemon delivers such a final again, finishing the same message (one without a
-//! key, which nothing delivers again, is sent as a new message, as for any failure).
-//! And so is a finish its gate withheld (`Withheld`,
-//! `fence.rs`): nothing was tried, and the stream message is finished when the final is
-//! delivered again, by whichever replica holds it.
+//! the final's first part there, and a new message would show it twice. So is any failure
+//! that may pass (transient) of a final with a send key: the daemon delivers such a final
+//! again, finishing the same message, and a new message now could show it twice, as the
+//! finish may have landed (a timeout after the request left, an answer that never came:
+//! `Unconfirmed`) or was only put off (a rate budget spent: `OverBudget`); an edit sets
+//! the whole text, so finishing again is harmless. A final without a key, which nothing
+//! delivers again, is sent as a new message on any failure but a rate limit. And so is a
+//! finish its gate withheld (`Withheld`, `fence.rs`): nothing was tried, and the stream
+//! message is finished when the final is delivered again, by whichever replica holds it.
 //! Every other call passes through.
 
 use async_trait::async_trait;
@@ -56,7 +58,7 @@ impl<C: Channel> Channel for FinishOrSend<C> {
                         error,
                         ChannelError::FinishedThen(_) | ChannelError::Withheld
                     )
-                    && !(again && matches!(error, ChannelError::Unconfirmed(_))) =>
+                    && !(again && error.is_transient()) =>
             {
                 tracing::warn!(
                     channel = self.inner.name(),
@@ -136,5 +138,44 @@ mod tests {
         rec.fail(Op::Finish, ChannelError::Unconfirmed("no answer".into()));
         layer.finish_stream(target(), &m, "final").await.unwrap();
         assert_eq!(rec.calls().last(), Some(&Call::Send("final".into())));
+    }
+
+    /// A keyed final whose finish failed for now (a timeout after the edit left, a 5xx,
+    /// the edits' budget spent) is finished again later, never sent at once as a new
+    /// message beside a stream message that may show it already; a refusal still is.
+    #[tokio::test]
+    async fn a_keyed_final_whose_finish_failed_for_now_is_finished_again_not_sent() {
+        let (rec, layer) = layered(100, ChannelExt::finish_or_send);
+        let m = MessageId::new("m1");
+        let hints = DeliveryHints {
+            send_key: Some("e1:1".into()),
+            ..DeliveryHints::default()
+        };
+        let keyed = SendTarget {
+            hints: &hints,
+            ..target()
+        };
+        for cause in [
+            ChannelError::Transport("calling edit failed: timed out".into()),
+            ChannelError::OverBudget(Duration::from_secs(3)),
+            ChannelError::Stopped,
+        ] {
+            rec.fail(Op::Finish, cause);
+            let error = layer.finish_stream(keyed, &m, "final").await.unwrap_err();
+            assert!(error.is_transient(), "delivered again later: {error}");
+            assert_eq!(rec.attempts(Op::Send), 0, "{error}: it may show already");
+        }
+        rec.fail(
+            Op::Finish,
+            ChannelError::Rejected {
+                reason: "message gone".into(),
+            },
+        );
+        layer.finish_stream(keyed, &m, "final").await.unwrap();
+        assert_eq!(rec.calls().last(), Some(&Call::Send("final".into())));
+        // Without a key, trouble too sends the final as a new message.
+        rec.fail(Op::Finish, ChannelError::Transport("timed out".into()));
+        layer.finish_stream(target(), &m, "final").await.unwrap();
+        assert_eq!(rec.attempts(Op::Send), 2);
     }
 }
