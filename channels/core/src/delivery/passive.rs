@@ -11,11 +11,16 @@
 //!   fails (a timed-out request may still have been delivered), but for one the final's
 //!   gate withheld below ([`ChannelError::Withheld`], nothing sent); past the last one the
 //!   write is refused with [`ChannelError::ReplyWindow`]`("used")`. Every reply to one source
-//!   shares the count: a command's answer, a notice, the final's messages.
+//!   shares the count: a command's answer, a notice, the final's messages. A write made
+//!   again under a send key that already took a reply takes none: the platform (QQ, by
+//!   the `msg_seq` the key gives) shows it once, and counts it once.
 //! - [`ReplyQuotas::remaining`] tells the length layer, at delivery time, how many messages a
 //!   final may still fill, so it can end the last one with the reply's truncation note
 //!   ([`DeliveryHints::truncated_note`](crate::DeliveryHints::truncated_note)) instead of
-//!   losing its tail.
+//!   losing its tail. The replies the final's own messages took in an earlier attempt
+//!   (its send key's parts, cuts and pieces) count as left for it: a final delivered again
+//!   is split as it was the first time, each message under the key it had, so what landed
+//!   is not shown again and what did not is not cut off.
 //!
 //! Refusals are counted in [`REPLY_WINDOW_REFUSED`] and logged (never the text). The count
 //! is per replica and bounded ([`MAX_SOURCES`], the oldest forgotten first); a source whose
@@ -48,16 +53,41 @@ pub const MAX_SOURCES: usize = 4096;
 /// How many replies each source message has taken, shared by the layers of one channel.
 #[derive(Debug, Default)]
 pub struct ReplyQuotas {
-    /// `(chat, source)` → replies taken and when the window closes (Unix seconds).
-    used: Mutex<HashMap<(ChatId, MessageId), (u32, f64)>>,
+    /// `(chat, source)` → what answered it.
+    used: Mutex<HashMap<(ChatId, MessageId), Taken>>,
+}
+
+/// The replies one source took.
+#[derive(Debug)]
+struct Taken {
+    /// How many.
+    count: u32,
+    /// When the source's window closes (Unix seconds).
+    closes: f64,
+    /// The send keys of those that had one (at most `count` of them).
+    keys: Vec<String>,
+}
+
+impl Taken {
+    /// How many of the replies were taken by the messages of the final whose send key is
+    /// `key`: under it, or one of its parts', cuts' or pieces' keys.
+    fn of_final(&self, key: &str) -> u32 {
+        let of = |taken: &&String| {
+            taken
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '/', '+']))
+        };
+        u32::try_from(self.keys.iter().filter(of).count()).unwrap_or(u32::MAX)
+    }
 }
 
 impl ReplyQuotas {
-    fn lock(&self) -> MutexGuard<'_, HashMap<(ChatId, MessageId), (u32, f64)>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(ChatId, MessageId), Taken>> {
         self.used.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// How many more messages may answer `to`'s source under `window`: `None` when there is
+    /// How many more messages may answer `to`'s source under `window`, the replies its own
+    /// final's messages took before included (see the module docs): `None` when there is
     /// no bound (no window, or no source), `Some(0)` when its window has closed or its
     /// replies are spent.
     pub fn remaining(&self, window: Option<ReplyWindow>, to: &SendTarget<'_>) -> Option<u32> {
@@ -68,14 +98,22 @@ impl ReplyQuotas {
         let used = self
             .lock()
             .get(&(to.chat_id.clone(), source.clone()))
-            .map_or(0, |(used, _)| *used);
+            .map_or(0, |taken| {
+                let own = to
+                    .hints
+                    .send_key
+                    .as_deref()
+                    .map_or(0, |k| taken.of_final(k));
+                taken.count.saturating_sub(own)
+            });
         Some(window.max_replies_per_source.saturating_sub(used))
     }
 
-    /// Takes one reply for `to`, or says why none is left.
-    fn take(&self, window: ReplyWindow, to: &SendTarget<'_>) -> Result<(), &'static str> {
+    /// Takes one reply for `to` (`true`), or none for a write made again under a send key
+    /// that took one already (`false`), or says why none is left.
+    fn take(&self, window: ReplyWindow, to: &SendTarget<'_>) -> Result<bool, &'static str> {
         let Some(source) = to.reply_to else {
-            return Ok(());
+            return Ok(false);
         };
         let now = now_unix();
         let closes = closes_at(window, to);
@@ -85,22 +123,33 @@ impl ReplyQuotas {
         let mut used = self.lock();
         let key = (to.chat_id.clone(), source.clone());
         if used.len() >= MAX_SOURCES && !used.contains_key(&key) {
-            used.retain(|_, (_, closes)| *closes > now);
+            used.retain(|_, taken| taken.closes > now);
             if used.len() >= MAX_SOURCES
                 && let Some(first) = used
                     .iter()
-                    .min_by(|a, b| a.1.1.total_cmp(&b.1.1))
+                    .min_by(|a, b| a.1.closes.total_cmp(&b.1.closes))
                     .map(|(k, _)| k.clone())
             {
                 used.remove(&first);
             }
         }
-        let (taken, _) = used.entry(key).or_insert((0, closes));
-        if *taken >= window.max_replies_per_source {
+        let taken = used.entry(key).or_insert(Taken {
+            count: 0,
+            closes,
+            keys: Vec::new(),
+        });
+        let send_key = to.hints.send_key.as_deref();
+        if let Some(send_key) = send_key
+            && taken.keys.iter().any(|k| k == send_key)
+        {
+            return Ok(false);
+        }
+        if taken.count >= window.max_replies_per_source {
             return Err("used");
         }
-        *taken += 1;
-        Ok(())
+        taken.count += 1;
+        taken.keys.extend(send_key.map(str::to_owned));
+        Ok(true)
     }
 
     /// Gives back the reply a write to `to` took, when it certainly sent nothing.
@@ -108,8 +157,11 @@ impl ReplyQuotas {
         let Some(source) = to.reply_to else {
             return;
         };
-        if let Some((taken, _)) = self.lock().get_mut(&(to.chat_id.clone(), source.clone())) {
-            *taken = taken.saturating_sub(1);
+        if let Some(taken) = self.lock().get_mut(&(to.chat_id.clone(), source.clone())) {
+            taken.count = taken.count.saturating_sub(1);
+            if let Some(send_key) = to.hints.send_key.as_deref() {
+                taken.keys.retain(|k| k != send_key);
+            }
         }
     }
 }
@@ -139,10 +191,10 @@ impl<C: Channel> PassiveReplies<C> {
         &self.inner
     }
 
-    /// Takes a reply for a write to `to`, or refuses it.
-    fn admit(&self, to: &SendTarget<'_>) -> ChannelResult {
+    /// Takes a reply for a write to `to` (`true` if it took one), or refuses it.
+    fn admit(&self, to: &SendTarget<'_>) -> ChannelResult<bool> {
         let Some(window) = self.inner.capabilities().reply_window else {
-            return Ok(());
+            return Ok(false);
         };
         self.quotas.take(window, to).map_err(|reason| {
             let channel = self.inner.name();
@@ -157,9 +209,10 @@ impl<C: Channel> PassiveReplies<C> {
         })
     }
 
-    /// A write the final's gate withheld below sent nothing: its reply is given back.
-    fn settle<T>(&self, to: &SendTarget<'_>, result: &ChannelResult<T>) {
-        if matches!(result, Err(ChannelError::Withheld)) {
+    /// A write the final's gate withheld below sent nothing: the reply it `took` is given
+    /// back.
+    fn settle<T>(&self, to: &SendTarget<'_>, took: bool, result: &ChannelResult<T>) {
+        if took && matches!(result, Err(ChannelError::Withheld)) {
             self.quotas.give_back(to);
         }
     }
@@ -171,16 +224,16 @@ impl<C: Channel> Channel for PassiveReplies<C> {
         show_typing, turn_ended, react, thread_of, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        self.admit(&to)?;
+        let took = self.admit(&to)?;
         let sent = self.inner.send_text(to, text).await;
-        self.settle(&to, &sent);
+        self.settle(&to, took, &sent);
         sent
     }
 
     async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        self.admit(&to)?;
+        let took = self.admit(&to)?;
         let sent = self.inner.start_stream(to, text).await;
-        self.settle(&to, &sent);
+        self.settle(&to, took, &sent);
         sent
     }
 
@@ -190,9 +243,9 @@ impl<C: Channel> Channel for PassiveReplies<C> {
     }
 
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
-        self.admit(&to)?;
+        let took = self.admit(&to)?;
         let sent = self.inner.send_file(to, file).await;
-        self.settle(&to, &sent);
+        self.settle(&to, took, &sent);
         sent
     }
 }
@@ -204,7 +257,7 @@ mod tests {
 
     use crate::capabilities::{Capabilities, LateReplies};
     use crate::delivery::Delivery;
-    use crate::delivery::recorder::{Call, Recorder, attachment, out_to};
+    use crate::delivery::recorder::{Call, Op, Recorder, attachment, out_to};
     use crate::message::ChatKind;
     use crate::message::OutboundMessage;
 
@@ -236,6 +289,37 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// A keyed final of three messages whose third failed for now is delivered again (the
+    /// journal's retry, in the same process): the replies its first attempt took are its
+    /// own, so it is split as before, each message under its key, and the third lands;
+    /// cut short to the two replies "left", its end would be lost for good, the first two
+    /// dropped by the platform as repeats.
+    #[tokio::test]
+    async fn a_final_delivered_again_is_split_as_before_and_loses_nothing() {
+        let rec = Recorder::new(windowed());
+        let delivery = Delivery::new(rec.clone());
+        let mut long = answer("s1", ChatKind::Group, &"word ".repeat(5), 10.0);
+        long.hints.send_key = Some("e1:1".into());
+        rec.pass(Op::Send);
+        rec.pass(Op::Send);
+        rec.fail(Op::Send, ChannelError::Transport("timed out".into()));
+        assert!(delivery.deliver(&long).await.unwrap_err().is_transient());
+        let first = sent(&rec);
+        assert_eq!(first.len(), 2, "{first:?}");
+        delivery.deliver(&long).await.unwrap();
+        let texts = sent(&rec);
+        assert_eq!(texts[2..4], first[..], "the same messages again");
+        assert_eq!(texts.len(), 5, "{texts:?}");
+        assert!(!texts[4].contains("[cut]"), "{texts:?}");
+        let keys = rec.send_keys();
+        assert_eq!(keys[..2], keys[2..4], "under the same keys");
+        // Three replies taken in all: a repeat under a counted key takes none.
+        assert_eq!(
+            delivery.replies_left(&answer("s1", ChatKind::Group, "x", 10.0)),
+            Some(2)
+        );
     }
 
     #[tokio::test]
