@@ -15,7 +15,7 @@ use std::time::Duration;
 use im_bridge::i18n::Arg;
 use im_bridge::simulator::{RunningSimulator, Script, Simulator, SimulatorConfig};
 use im_bridge_fakes::qq::{
-    APP_ID, BOT_ID, CLIENT_SECRET, Event, Failure, FakeQq, Pushed, Reply, code,
+    APP_ID, BOT_ID, CLIENT_SECRET, Event, Failure, FakeQq, Pushed, Reply, Trigger, code,
 };
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -686,5 +686,41 @@ async fn a_goal_segment_goes_out_as_it_ends_before_a_later_hand_off() {
     let all = text("run-rest", &[("more", Arg::Str("no"))]);
     assert_eq!(texts, [all.as_str(), "Yes."]);
     b.wait_journal("nothing left", <[String]>::is_empty).await;
+    drop(daemon);
+}
+
+/// A long answer of three QQ messages whose third landed as the bridge died (its answer
+/// lost on the way back): the restarted bridge delivers the final again and says why it
+/// comes late. The answer is split as it was, so QQ takes each of its messages as a repeat
+/// of its `msg_seq` and the user reads it once; the late line, which does not fit before a
+/// full message, comes in a message of its own. Written into the text, it would shift
+/// every cut and push the end of the answer into a fourth message under a new `msg_seq`:
+/// that end shown twice.
+#[tokio::test]
+async fn a_split_answer_delivered_again_after_a_restart_is_read_once() {
+    // Three messages of at most 4,000 bytes: 800, 800 and 795 words, the last nearly full.
+    const WORDS: usize = 2395;
+    let b = Bridge::start().await;
+    let daemon = b.spawn(0).await;
+    let answer = vec!["word"; WORDS].join(" ");
+    b.sim
+        .script_next_run(Script::with_answer(&answer).chunks(1));
+    b.fake
+        .fail("c2c_reply", Trigger::Nth(3), Failure::AnswerLost);
+    let question = b.fake.push(&Event::c2c(ALICE, "write it all"));
+    let three = |fake: &FakeQq| fake.replies_to(&question.message_id).len() == 3;
+    b.fake
+        .wait_until("the third message", DEADLINE, three)
+        .await
+        .unwrap();
+    kill9(daemon).await;
+    let daemon = b.spawn(1).await;
+    b.wait_journal("nothing left", <[String]>::is_empty).await;
+    let replies = b.fake.replies_to(&question.message_id);
+    let texts: Vec<&str> = replies.iter().map(|r| r.content.as_str()).collect();
+    let words: usize = texts.iter().map(|t| t.matches("word").count()).sum();
+    assert_eq!(words, WORDS, "every word once: {:?}", texts.len());
+    assert_eq!(texts.len(), 4, "three messages and the late line");
+    assert_eq!(texts[3], text("run-recovered", &[]));
     drop(daemon);
 }

@@ -313,21 +313,25 @@ impl Entry {
 
     /// `pending` as it is delivered again: a final that replaces a message unchanged (the
     /// same edit), another one under the line saying why it comes late when this process
-    /// did not write it.
+    /// did not write it. That line is a lead note, not part of the text
+    /// ([`DeliveryHints::lead_note`](im_bridge_channel::DeliveryHints::lead_note)): the
+    /// final is split as in the attempt before the restart, so a message of it that landed
+    /// then is dropped by the platform as a repeat of its key, not shown again shifted.
     pub(super) fn again(&self, pending: &PendingFinal) -> OutboundMessage {
-        let text = match (&pending.late, &pending.finishes) {
+        let late = match (&pending.late, &pending.finishes) {
             // A final that replaces a message goes out unchanged: the same edit again, a
             // no-op if the first one landed unacknowledged.
-            (_, Some(_)) => pending.text.clone(),
+            (_, Some(_)) => None,
             // Delivered by a later process than the one that wrote it: say why it is late.
             (Some(late), None)
                 if !pending.text.starts_with(late.as_str()) && self.late_line_for(pending.id) =>
             {
-                format!("{late}\n\n{}", pending.text)
+                Some(late.clone())
             }
-            _ => pending.text.clone(),
+            _ => None,
         };
-        let mut out = self.reply(pending, text);
+        let mut out = self.reply(pending, pending.text.clone());
+        out.hints.lead_note = late;
         if let Some(message) = &pending.finishes {
             out.hints.resumes = Some(MessageId::new(message.as_str()));
         }

@@ -45,6 +45,7 @@ use async_trait::async_trait;
 use crate::channel::{Channel, SendTarget, SentMessage};
 use crate::error::{ChannelError, ChannelResult};
 use crate::ids::MessageId;
+use crate::message::DeliveryHints;
 use crate::render::{self, Rendered};
 
 use super::forward_channel;
@@ -212,6 +213,109 @@ impl<C: Channel> LimitLength<C> {
         }
     }
 
+    /// A final's messages, each under its part's key: the first answered.
+    async fn send_messages(
+        &self,
+        to: SendTarget<'_>,
+        messages: &[Rendered],
+    ) -> ChannelResult<SentMessage> {
+        let Some((first, rest)) = messages.split_first() else {
+            return self.inner.send_text(to, "").await;
+        };
+        let (sent, pieces) = self
+            .with_fallback(first, |text| async move {
+                self.inner.send_text(to, &text).await
+            })
+            .await?;
+        self.send_pieces(to, &pieces, rest).await?;
+        self.send_rest(to, rest).await?;
+        Ok(sent)
+    }
+
+    /// A final's messages, the first finishing stream message `id`, the rest new, each
+    /// under its part's key.
+    async fn finish_messages(
+        &self,
+        to: SendTarget<'_>,
+        id: &MessageId,
+        messages: &[Rendered],
+    ) -> ChannelResult {
+        let Some((first, rest)) = messages.split_first() else {
+            return self.inner.finish_stream(to, id, "").await;
+        };
+        let ((), pieces) = self
+            .with_fallback(first, |text| async move {
+                self.inner.finish_stream(to, id, &text).await
+            })
+            .await?;
+        self.send_pieces(to, &pieces, rest).await?;
+        self.send_rest(to, rest).await
+    }
+
+    /// A final's messages, one as it is where it fits (a plain channel's), for a lead
+    /// note to go before.
+    fn messages_led(&self, to: &SendTarget<'_>, text: &str) -> Vec<Rendered> {
+        self.messages(to, text).unwrap_or_else(|| {
+            vec![Rendered {
+                text: text.to_owned(),
+                plain: text.to_owned(),
+                plain_linked: None,
+            }]
+        })
+    }
+
+    /// Puts `note` before the first of `messages` when it still fits the limit there;
+    /// whether it did.
+    fn lead(&self, note: &str, messages: &mut [Rendered]) -> bool {
+        let caps = self.inner.capabilities();
+        let led = |first: &str| format!("{note}\n\n{first}");
+        match messages.first_mut() {
+            Some(first) if caps.length_unit.measure(&led(&first.plain)) <= caps.max_message_len => {
+                first.text = format!("{}\n\n{}", caps.markup.literal(note), first.text);
+                first.plain = led(&first.plain);
+                first.plain_linked = first.plain_linked.as_deref().map(led);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A final that opens with `note` its text does not hold
+    /// ([`DeliveryHints::lead_note`]): split as `text` alone is, so each message has the key
+    /// it had in an earlier attempt (one that landed is dropped by the platform as a
+    /// repeat, not shown again shifted); `note` goes before the first message where it
+    /// fits, else in a message of its own before it, when the source has a reply left for
+    /// it beside the final's.
+    async fn send_led(
+        &self,
+        to: SendTarget<'_>,
+        note: &str,
+        text: &str,
+    ) -> ChannelResult<SentMessage> {
+        let caps = self.inner.capabilities();
+        let mut messages = self.messages_led(&to, text);
+        let room = || {
+            let quotas = self.quotas.as_ref()?;
+            quotas.remaining(caps.reply_window, &to)
+        };
+        let count = u32::try_from(messages.len()).unwrap_or(u32::MAX);
+        if !self.lead(note, &mut messages) && room().is_none_or(|room| room > count) {
+            let hints = to.hints.lead();
+            let lead = SendTarget {
+                hints: &hints,
+                ..to
+            };
+            let line = caps
+                .markup
+                .literal(&truncate(note, caps.length_unit, caps.max_message_len));
+            // A courtesy: the final goes on whatever became of it.
+            if let Err(error) = self.inner.send_text(lead, &line).await {
+                tracing::debug!(channel = self.inner.name(), %error, "The line before a final was not sent.");
+            }
+        }
+        self.send_messages(to, &messages).await
+    }
+
     /// A partial text as one message, the preview of a text still growing.
     fn preview<'t>(&self, text: &'t str) -> Cow<'t, str> {
         let caps = self.inner.capabilities();
@@ -277,18 +381,14 @@ impl<C: Channel> Channel for LimitLength<C> {
         show_typing, turn_ended, react, thread_of, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
+        if let Some(note) = to.hints.lead_note.as_deref() {
+            let bare = without_lead(to.hints);
+            let to = SendTarget { hints: &bare, ..to };
+            return self.send_led(to, note, text).await;
+        }
         match self.messages(&to, text).as_deref() {
-            Some([first, rest @ ..]) => {
-                let (sent, pieces) = self
-                    .with_fallback(first, |text| async move {
-                        self.inner.send_text(to, &text).await
-                    })
-                    .await?;
-                self.send_pieces(to, &pieces, rest).await?;
-                self.send_rest(to, rest).await?;
-                Ok(sent)
-            }
-            _ => self.inner.send_text(to, text).await,
+            Some(messages) => self.send_messages(to, messages).await,
+            None => self.inner.send_text(to, text).await,
         }
     }
 
@@ -307,18 +407,27 @@ impl<C: Channel> Channel for LimitLength<C> {
     }
 
     async fn finish_stream(&self, to: SendTarget<'_>, id: &MessageId, text: &str) -> ChannelResult {
-        match self.messages(&to, text).as_deref() {
-            Some([first, rest @ ..]) => {
-                let ((), pieces) = self
-                    .with_fallback(first, |text| async move {
-                        self.inner.finish_stream(to, id, &text).await
-                    })
-                    .await?;
-                self.send_pieces(to, &pieces, rest).await?;
-                self.send_rest(to, rest).await
-            }
-            _ => self.inner.finish_stream(to, id, text).await,
+        if let Some(note) = to.hints.lead_note.as_deref() {
+            let bare = without_lead(to.hints);
+            let to = SendTarget { hints: &bare, ..to };
+            // The stream message shows the first part: the note goes before it where it
+            // fits, and is left out where it does not (nothing can go above the message).
+            let mut messages = self.messages_led(&to, text);
+            self.lead(note, &mut messages);
+            return self.finish_messages(to, id, &messages).await;
         }
+        match self.messages(&to, text).as_deref() {
+            Some(messages) => self.finish_messages(to, id, messages).await,
+            None => self.inner.finish_stream(to, id, text).await,
+        }
+    }
+}
+
+/// `hints` without their lead note, once the length layer placed it.
+fn without_lead(hints: &DeliveryHints) -> DeliveryHints {
+    DeliveryHints {
+        lead_note: None,
+        ..hints.clone()
     }
 }
 
@@ -360,11 +469,17 @@ mod tests {
         );
     }
 
+    /// A final answering `s1` under send key `e:1`.
+    fn keyed_final() -> crate::OutboundMessage {
+        let mut keyed = crate::delivery::recorder::out_to("s1", crate::ChatKind::Private, "", true);
+        keyed.hints.send_key = Some("e:1".into());
+        keyed
+    }
+
     #[tokio::test]
     async fn each_part_of_a_split_final_is_sent_under_its_own_key() {
         let (rec, layer) = layered(5, ChannelExt::limit_length);
-        let mut keyed = crate::delivery::recorder::out_to("s1", crate::ChatKind::Private, "", true);
-        keyed.hints.send_key = Some("e:1".into());
+        let keyed = keyed_final();
         layer
             .send_text((&keyed).into(), "abc def ghi")
             .await
@@ -389,6 +504,68 @@ mod tests {
                 None,
             ]
         );
+    }
+
+    /// A final with a lead note (why it comes late): where the note fits before the first
+    /// message it goes there; where it does not, it is a message of its own under a key
+    /// of its own, and the final is split and keyed exactly as without it, so a message
+    /// that landed in an attempt before is a repeat of its key, not a shifted text.
+    #[tokio::test]
+    async fn a_lead_note_never_changes_how_a_final_is_split() {
+        let (rec, layer) = layered(5, ChannelExt::limit_length);
+        let mut keyed = keyed_final();
+        let plain: SendTarget<'_> = (&keyed).into();
+        layer.send_text(plain, "abc def ghi").await.unwrap();
+        let (without, keys) = (rec.calls(), rec.send_keys());
+        keyed.hints.lead_note = Some("late".into());
+        layer
+            .send_text((&keyed).into(), "abc def ghi")
+            .await
+            .unwrap();
+        let calls = rec.calls();
+        assert_eq!(calls[3], Call::Send("late".into()));
+        assert_eq!(calls[4..], without[..], "split as without the note");
+        let with_keys = rec.send_keys();
+        assert_eq!(with_keys[3].as_deref(), Some("e:1~"));
+        assert_eq!(
+            with_keys[4..],
+            keys[..],
+            "each message under the key it had"
+        );
+        // A stream message takes it where it fits, and shows the first part alone where
+        // it does not, the parts after it as without the note.
+        let m = layer.start_stream((&keyed).into(), "ab").await.unwrap().id;
+        let before = rec.calls().len();
+        layer
+            .finish_stream((&keyed).into(), &m, "hello world")
+            .await
+            .unwrap();
+        assert_eq!(
+            rec.calls()[before..],
+            [
+                Call::Finish(m.as_str().into(), "hello".into()),
+                Call::Send(" worl".into()),
+                Call::Send("d".into()),
+            ]
+        );
+        // Where it fits before the first message, it goes there: one message, the
+        // final's key.
+        let (rec, layer) = layered(20, ChannelExt::limit_length);
+        layer.send_text((&keyed).into(), "abc def").await.unwrap();
+        let m = layer.start_stream((&keyed).into(), "ab").await.unwrap().id;
+        layer
+            .finish_stream((&keyed).into(), &m, "xyz")
+            .await
+            .unwrap();
+        assert_eq!(
+            rec.calls(),
+            [
+                Call::Send("late\n\nabc def".into()),
+                Call::Start("ab".into()),
+                Call::Finish(m.as_str().into(), "late\n\nxyz".into()),
+            ]
+        );
+        assert_eq!(rec.send_keys()[0].as_deref(), Some("e:1"));
     }
 
     /// An example markup for these tests: styles as `[name]…[/name]`, a link as

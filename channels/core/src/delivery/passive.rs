@@ -70,12 +70,12 @@ struct Taken {
 
 impl Taken {
     /// How many of the replies were taken by the messages of the final whose send key is
-    /// `key`: under it, or one of its parts', cuts' or pieces' keys.
+    /// `key`: under it, or one of its parts', cuts', pieces' or lead line's keys.
     fn of_final(&self, key: &str) -> u32 {
         let of = |taken: &&String| {
             taken
                 .strip_prefix(key)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '/', '+']))
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '/', '+', '~']))
         };
         u32::try_from(self.keys.iter().filter(of).count()).unwrap_or(u32::MAX)
     }
