@@ -221,6 +221,10 @@ const ROUTE_NOT_FOUND: &str = "Not Found";
 const LANGGRAPH_BUSY: &str = "already running a task";
 /// The compaction-disabled 409 `detail`, told apart from the busy 409 only by its text.
 const COMPACTION_DISABLED: &str = "compaction is disabled";
+/// What the Gateway's 409 says when a thread's checkpoints do not match its configured
+/// checkpoint mode ("Thread <id>: Thread requires delta mode; materialize and convert its
+/// checkpoints before using full mode."): an operator's matter, which no retry fixes.
+const CHECKPOINT_MODE: &str = "checkpoints";
 
 /// Maps a non-2xx response to its variant. `body` is at most a bounded prefix of the
 /// response body; it may be empty, HTML or anything else.
@@ -250,6 +254,9 @@ pub(crate) fn map_status(family: CallFamily, status: u16, body: &[u8]) -> Gatewa
             }
             (409, Detail::Code(code)) if code == "compaction_disabled" || code == "disabled" => {
                 GatewayError::Disabled
+            }
+            (409, Detail::Text(text)) if contains_ignore_case(text.as_bytes(), CHECKPOINT_MODE) => {
+                GatewayError::Conflict
             }
             (409, _) => GatewayError::Busy,
             _ => by_class(status),
@@ -476,6 +483,14 @@ mod tests {
                 (409, Code("compaction_disabled"), Disabled),
                 (409, busy, Busy),
                 (409, EMPTY, Busy),
+                // The thread's checkpoints and the Gateway's mode disagree: no retry helps.
+                (
+                    409,
+                    Text(
+                        "Thread t: Thread requires delta mode; materialize and convert its checkpoints before using full mode.",
+                    ),
+                    GatewayError::Conflict,
+                ),
                 (500, Text("Failed to compact thread context."), server(500)),
                 (404, Text("Thread t not found"), NotFound),
                 (401, EMPTY, Unauthorized),
