@@ -38,6 +38,7 @@ mod artifacts;
 mod bindings;
 mod clarify;
 pub mod commands;
+mod compacting;
 mod dedupe;
 mod deliveries;
 mod files;
@@ -232,6 +233,8 @@ pub(crate) struct Inner {
     pub(crate) attachments: files::AttachmentBudget,
     /// Questions asked in groups, so a plain answer joins the asking conversation.
     pub(crate) clarifications: clarify::Pending,
+    /// The threads a `/compact` is compacting: a run start on one waits for it.
+    pub(crate) compacting: compacting::Compacting,
     /// Admitted chat messages until their final landed (issue 19).
     pub(crate) journal: journal::Journal,
     /// Inbound files read ahead, on channels whose file handles expire.
@@ -271,6 +274,7 @@ impl Manager {
                 runs: inflight::Runs::default(),
                 attachments: files::AttachmentBudget::new(files::MEMORY_BUDGET_BYTES),
                 clarifications,
+                compacting: compacting::Compacting::default(),
                 journal,
                 staging,
             }),

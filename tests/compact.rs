@@ -218,6 +218,35 @@ async fn compact_during_a_streaming_run_is_busy_and_the_run_still_finishes() {
     h.stop().await;
 }
 
+/// A message sent right after `/compact`, while DeerFlow still compacts the thread (which
+/// holds its checkpoint writes meanwhile): its run starts once the compaction returned, so
+/// it is answered, not refused as busy (or, on a single-process Gateway, left waiting on
+/// the thread past the bridge's timeout and then run with no one to take its answer).
+#[tokio::test]
+async fn a_message_sent_during_a_compaction_is_answered_after_it() {
+    let h = Harness::with(Options {
+        from_chat_timeout: Duration::from_secs(5),
+        ..Options::final_only()
+    })
+    .await;
+    chat(&h, 2, 0).await;
+    h.sim
+        .push_fault(Fault::on(Route::Compact).delay(Duration::from_millis(1500)));
+    h.say("/compact").await;
+    h.wait_until_sent(1, "/compact").await;
+    h.sim
+        .script_next_run(Script::with_answer("after the compaction").chunks(1));
+    h.say("next question").await;
+    let finals = h.channel.wait_finals(4).await;
+    let text = catalog_text("en-US");
+    let done = text(
+        msg::COMPACT_DONE,
+        &[("removed", Arg::Num(2)), ("kept", Arg::Num(2))],
+    );
+    assert_eq!(finals[2..], [done.as_str(), "after the compaction"]);
+    h.stop().await;
+}
+
 /// The report reads in the singular all through when one message was kept.
 #[test]
 fn one_kept_message_reads_in_the_singular() {

@@ -463,7 +463,12 @@ where
 {
     let mut waits = BusyWaits::new();
     loop {
-        let error = match awaiting(inner, msg, placeholder_at, pin!(request_run())).await {
+        // Not while a `/compact` holds the thread (`compacting.rs`).
+        let requested = async {
+            inner.compacting.wait(source.thread).await;
+            request_run().await
+        };
+        let error = match awaiting(inner, msg, placeholder_at, pin!(requested)).await {
             Ok(started) => return Ok(started),
             Err(error) => error,
         };

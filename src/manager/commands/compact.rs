@@ -101,11 +101,14 @@ async fn handle(inner: &Inner, msg: &InboundMessage, args: &str) -> Disposition 
         agent_name,
         model_name: params::model_for(msg, layers),
     };
-    match inner
+    // A run about to start on the thread waits until this returns (`compacting.rs`).
+    let compaction = inner.compacting.start(&thread);
+    let compacted = inner
         .gateway
         .compact_thread(Some(&owner), &thread, &request)
-        .await
-    {
+        .await;
+    drop(compaction);
+    match compacted {
         Ok(outcome) if outcome.compacted => {
             let removed = i64::try_from(outcome.removed_message_count).unwrap_or(i64::MAX);
             let kept = i64::try_from(outcome.preserved_message_count).unwrap_or(i64::MAX);
