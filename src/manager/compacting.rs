@@ -35,7 +35,7 @@ struct Flight {
 }
 
 /// A compaction in flight; dropped when its request returned.
-#[must_use = "the compaction counts as in flight while this is held"]
+#[must_use]
 pub(crate) struct Compaction<'a> {
     compacting: &'a Compacting,
     thread: ThreadId,
