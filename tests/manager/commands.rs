@@ -212,6 +212,7 @@ async fn stop_on_a_final_only_channel_keeps_what_the_run_wrote() {
         private: Duration::from_secs(3600),
         max_replies_per_source: 5,
         late: LateReplies::NextMessage,
+        repeats_shown_once: true,
     };
     let h = Harness::with(Options {
         caps: Capabilities {

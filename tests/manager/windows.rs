@@ -22,6 +22,7 @@ async fn issue_33_where_the_platform_allows_it_the_rest_follows_as_a_message_of_
         private: Duration::from_secs(60),
         max_replies_per_source: 5,
         late: LateReplies::Unsourced,
+        repeats_shown_once: true,
     };
     let h = Harness::with(Options {
         caps: im_bridge_channel::Capabilities {

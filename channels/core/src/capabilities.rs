@@ -63,6 +63,12 @@ pub struct ReplyWindow {
     pub max_replies_per_source: u32,
     /// How the rest of an answer reaches the chat once its source takes no more replies.
     pub late: LateReplies,
+    /// A message made again under a send key that already took a reply is shown once and
+    /// counted once by the platform (QQ, by the `msg_seq` the key gives): the engine then
+    /// takes no reply for such a repeat, and a final delivered again counts the replies its
+    /// own messages took as left for it, so it is split as before. `false` (WeChat, which
+    /// reads no key): every write takes one.
+    pub repeats_shown_once: bool,
 }
 
 impl ReplyWindow {

@@ -416,8 +416,9 @@ pub struct DeliveryHints {
     /// The localized line a final opens with that its text does not hold (why it comes
     /// late, when a later process delivers it): the length layer splits the text as it
     /// would without it, so each message keeps the key it had in an earlier attempt, and
-    /// puts the line before the first message where it fits, else sends it as a message
-    /// of its own before it ([`DeliveryHints::lead`]).
+    /// puts the line before the first message where it fits there, else after the last
+    /// one; where it fits neither, it is left out (never a message of its own, which would
+    /// be shown again on every attempt where the platform reads no key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lead_note: Option<String>,
     /// The text is what the reader sees, not the agent's Markdown: the length layer
@@ -492,17 +493,6 @@ impl DeliveryHints {
     /// part's ([`DeliveryHints::part`]) and every cut's ([`DeliveryHints::cut`]).
     pub fn piece(&self, n: usize) -> Cow<'_, Self> {
         self.suffixed('+', n)
-    }
-
-    /// The hints of the message a final's [`lead_note`](DeliveryHints::lead_note) goes in
-    /// when it does not fit before the first: a key apart from every part's, cut's and
-    /// piece's (the reply's followed by `~`), and no lead note.
-    pub fn lead(&self) -> Self {
-        Self {
-            send_key: self.send_key.as_ref().map(|key| format!("{key}~")),
-            lead_note: None,
-            ..self.clone()
-        }
     }
 
     /// These hints with the send key followed by `sep` and `n`, for `n` past 0.

@@ -64,6 +64,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
         // No proactive messages since 2025-04-21 (api::reply): an answer that outlives its
         // source's window is finished as the first reply to the chat's next message.
         late: LateReplies::NextMessage,
+        // QQ drops a second reply under one `msg_seq`, and counts it once.
+        repeats_shown_once: true,
     }),
     markup: &PlainText,
     ..Capabilities::final_only(MAX_REPLY_BYTES)

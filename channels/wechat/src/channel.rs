@@ -107,6 +107,8 @@ pub fn capabilities(settings: &WechatSettings) -> Capabilities {
             // A reply needs a context token, and only the user's next message brings a
             // fresh one: iLink has no proactive message.
             late: LateReplies::NextMessage,
+            // iLink reads no send key: every send counts.
+            repeats_shown_once: false,
         }),
         typing_refresh: Some(TYPING_REFRESH),
         turn_ends: true,

@@ -215,6 +215,7 @@ mod tests {
         private: Duration::from_secs(3600),
         max_replies_per_source: 5,
         late: LateReplies::NextMessage,
+        repeats_shown_once: true,
     };
 
     #[test]

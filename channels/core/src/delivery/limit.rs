@@ -264,54 +264,50 @@ impl<C: Channel> LimitLength<C> {
         })
     }
 
-    /// Puts `note` before the first of `messages` when it still fits the limit there;
-    /// whether it did.
+    /// Puts `note` before the first of `messages` where it still fits the limit there, else
+    /// after the last one; whether it found room.
     fn lead(&self, note: &str, messages: &mut [Rendered]) -> bool {
         let caps = self.inner.capabilities();
-        let led = |first: &str| format!("{note}\n\n{first}");
-        match messages.first_mut() {
-            Some(first) if caps.length_unit.measure(&led(&first.plain)) <= caps.max_message_len => {
-                first.text = format!("{}\n\n{}", caps.markup.literal(note), first.text);
-                first.plain = led(&first.plain);
-                first.plain_linked = first.plain_linked.as_deref().map(led);
-                true
-            }
-            _ => false,
+        let line = caps.markup.literal(note);
+        let fits = |plain: &str| caps.length_unit.measure(plain) <= caps.max_message_len;
+        let before = |text: &str| format!("{note}\n\n{text}");
+        if let Some(first) = messages.first_mut()
+            && fits(&before(&first.plain))
+        {
+            first.text = format!("{line}\n\n{}", first.text);
+            first.plain = before(&first.plain);
+            first.plain_linked = first.plain_linked.as_deref().map(before);
+            return true;
         }
+        let after = |text: &str| format!("{text}\n\n{note}");
+        if let Some(last) = messages.last_mut()
+            && fits(&after(&last.plain))
+        {
+            last.text = format!("{}\n\n{line}", last.text);
+            last.plain = after(&last.plain);
+            last.plain_linked = last.plain_linked.as_deref().map(after);
+            return true;
+        }
+        false
     }
 
     /// A final that opens with `note` its text does not hold
     /// ([`DeliveryHints::lead_note`]): split as `text` alone is, so each message has the key
     /// it had in an earlier attempt (one that landed is dropped by the platform as a
-    /// repeat, not shown again shifted); `note` goes before the first message where it
-    /// fits, else in a message of its own before it, when the source has a reply left for
-    /// it beside the final's.
+    /// repeat, not shown again shifted); `note` goes before the first message or after the
+    /// last, where it fits, else is left out.
     async fn send_led(
         &self,
         to: SendTarget<'_>,
         note: &str,
         text: &str,
     ) -> ChannelResult<SentMessage> {
-        let caps = self.inner.capabilities();
         let mut messages = self.messages_led(&to, text);
-        let room = || {
-            let quotas = self.quotas.as_ref()?;
-            quotas.remaining(caps.reply_window, &to)
-        };
-        let count = u32::try_from(messages.len()).unwrap_or(u32::MAX);
-        if !self.lead(note, &mut messages) && room().is_none_or(|room| room > count) {
-            let hints = to.hints.lead();
-            let lead = SendTarget {
-                hints: &hints,
-                ..to
-            };
-            let line = caps
-                .markup
-                .literal(&truncate(note, caps.length_unit, caps.max_message_len));
-            // A courtesy: the final goes on whatever became of it.
-            if let Err(error) = self.inner.send_text(lead, &line).await {
-                tracing::debug!(channel = self.inner.name(), %error, "The line before a final was not sent.");
-            }
+        if !self.lead(note, &mut messages) {
+            tracing::debug!(
+                channel = self.inner.name(),
+                "The line saying why a final comes late fits before or after none of its messages; left out."
+            );
         }
         self.send_messages(to, &messages).await
     }
@@ -410,8 +406,8 @@ impl<C: Channel> Channel for LimitLength<C> {
         if let Some(note) = to.hints.lead_note.as_deref() {
             let bare = without_lead(to.hints);
             let to = SendTarget { hints: &bare, ..to };
-            // The stream message shows the first part: the note goes before it where it
-            // fits, and is left out where it does not (nothing can go above the message).
+            // The stream message shows the first part: the note goes before it, or after the
+            // last part, where it fits.
             let mut messages = self.messages_led(&to, text);
             self.lead(note, &mut messages);
             return self.finish_messages(to, id, &messages).await;
@@ -506,66 +502,57 @@ mod tests {
         );
     }
 
-    /// A final with a lead note (why it comes late): where the note fits before the first
-    /// message it goes there; where it does not, it is a message of its own under a key
-    /// of its own, and the final is split and keyed exactly as without it, so a message
-    /// that landed in an attempt before is a repeat of its key, not a shifted text.
+    /// A final with a lead note (why it comes late) is split and keyed exactly as without
+    /// it, so a message that landed in an attempt before is a repeat of its key, not a
+    /// shifted text: the note goes before the first message where it fits there, else after
+    /// the last, else nowhere; never in a message of its own.
     #[tokio::test]
     async fn a_lead_note_never_changes_how_a_final_is_split() {
-        let (rec, layer) = layered(5, ChannelExt::limit_length);
-        let mut keyed = keyed_final();
-        let plain: SendTarget<'_> = (&keyed).into();
-        layer.send_text(plain, "abc def ghi").await.unwrap();
-        let (without, keys) = (rec.calls(), rec.send_keys());
-        keyed.hints.lead_note = Some("late".into());
-        layer
-            .send_text((&keyed).into(), "abc def ghi")
-            .await
-            .unwrap();
-        let calls = rec.calls();
-        assert_eq!(calls[3], Call::Send("late".into()));
-        assert_eq!(calls[4..], without[..], "split as without the note");
-        let with_keys = rec.send_keys();
-        assert_eq!(with_keys[3].as_deref(), Some("e:1~"));
-        assert_eq!(
-            with_keys[4..],
-            keys[..],
-            "each message under the key it had"
-        );
-        // A stream message takes it where it fits, and shows the first part alone where
-        // it does not, the parts after it as without the note.
-        let m = layer.start_stream((&keyed).into(), "ab").await.unwrap().id;
-        let before = rec.calls().len();
-        layer
-            .finish_stream((&keyed).into(), &m, "hello world")
-            .await
-            .unwrap();
-        assert_eq!(
-            rec.calls()[before..],
-            [
-                Call::Finish(m.as_str().into(), "hello".into()),
-                Call::Send(" worl".into()),
-                Call::Send("d".into()),
-            ]
-        );
-        // Where it fits before the first message, it goes there: one message, the
-        // final's key.
+        let with_and_without = |len: usize, text: &'static str| async move {
+            let (rec, layer) = layered(len, ChannelExt::limit_length);
+            let mut keyed = keyed_final();
+            let plain: SendTarget<'_> = (&keyed).into();
+            layer.send_text(plain, text).await.unwrap();
+            let without = (rec.calls(), rec.send_keys());
+            keyed.hints.lead_note = Some("late".into());
+            layer.send_text((&keyed).into(), text).await.unwrap();
+            let (calls, keys) = (rec.calls(), rec.send_keys());
+            let n = without.0.len();
+            assert_eq!(
+                keys[n..],
+                without.1[..],
+                "each message under the key it had"
+            );
+            (without.0, calls[n..].to_vec())
+        };
+        // Room nowhere: left out.
+        let (without, with) = with_and_without(5, "abc def ghi").await;
+        assert_eq!(with, without);
+        // No room before the first, room after the last.
+        let (without, with) = with_and_without(12, "abc def ghi jkl").await;
+        assert!(without.len() > 1, "{without:?}");
+        let last = without.len() - 1;
+        assert_eq!(with[..last], without[..last]);
+        let Call::Send(end) = &without[last] else {
+            panic!("{without:?}")
+        };
+        assert_eq!(with[last], Call::Send(format!("{end}\n\nlate")));
+        // Room before the first: one message.
+        let (_, with) = with_and_without(20, "abc def").await;
+        assert_eq!(with, [Call::Send("late\n\nabc def".into())]);
+        // A stream message takes it the same way: before what it shows, where it fits.
         let (rec, layer) = layered(20, ChannelExt::limit_length);
-        layer.send_text((&keyed).into(), "abc def").await.unwrap();
+        let mut keyed = keyed_final();
+        keyed.hints.lead_note = Some("late".into());
         let m = layer.start_stream((&keyed).into(), "ab").await.unwrap().id;
         layer
             .finish_stream((&keyed).into(), &m, "xyz")
             .await
             .unwrap();
         assert_eq!(
-            rec.calls(),
-            [
-                Call::Send("late\n\nabc def".into()),
-                Call::Start("ab".into()),
-                Call::Finish(m.as_str().into(), "late\n\nxyz".into()),
-            ]
+            rec.calls()[1..],
+            [Call::Finish(m.as_str().into(), "late\n\nxyz".into())]
         );
-        assert_eq!(rec.send_keys()[0].as_deref(), Some("e:1"));
     }
 
     /// An example markup for these tests: styles as `[name]…[/name]`, a link as

@@ -11,16 +11,18 @@
 //!   fails (a timed-out request may still have been delivered), but for one the final's
 //!   gate withheld below ([`ChannelError::Withheld`], nothing sent); past the last one the
 //!   write is refused with [`ChannelError::ReplyWindow`]`("used")`. Every reply to one source
-//!   shares the count: a command's answer, a notice, the final's messages. A write made
-//!   again under a send key that already took a reply takes none: the platform (QQ, by
-//!   the `msg_seq` the key gives) shows it once, and counts it once.
+//!   shares the count: a command's answer, a notice, the final's messages. Where the
+//!   platform shows a repeat under one send key once and counts it once
+//!   ([`ReplyWindow::repeats_shown_once`]: QQ, by the `msg_seq` the key gives), a message
+//!   made again under a key that already took a reply takes none (a file always takes one:
+//!   it goes under its final's key, but is a write of its own).
 //! - [`ReplyQuotas::remaining`] tells the length layer, at delivery time, how many messages a
 //!   final may still fill, so it can end the last one with the reply's truncation note
 //!   ([`DeliveryHints::truncated_note`](crate::DeliveryHints::truncated_note)) instead of
-//!   losing its tail. The replies the final's own messages took in an earlier attempt
-//!   (its send key's parts, cuts and pieces) count as left for it: a final delivered again
-//!   is split as it was the first time, each message under the key it had, so what landed
-//!   is not shown again and what did not is not cut off.
+//!   losing its tail. On such a platform the replies the final's own messages took in an
+//!   earlier attempt (its send key's parts, cuts and pieces) count as left for it: a final
+//!   delivered again is split as it was the first time, each message under the key it
+//!   had, so what landed is not shown again and what did not is not cut off.
 //!
 //! Refusals are counted in [`REPLY_WINDOW_REFUSED`] and logged (never the text). The count
 //! is per replica and bounded ([`MAX_SOURCES`], the oldest forgotten first); a source whose
@@ -70,12 +72,12 @@ struct Taken {
 
 impl Taken {
     /// How many of the replies were taken by the messages of the final whose send key is
-    /// `key`: under it, or one of its parts', cuts', pieces' or lead line's keys.
+    /// `key`: under it, or one of its parts', cuts' or pieces' keys.
     fn of_final(&self, key: &str) -> u32 {
         let of = |taken: &&String| {
             taken
                 .strip_prefix(key)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '/', '+', '~']))
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '/', '+']))
         };
         u32::try_from(self.keys.iter().filter(of).count()).unwrap_or(u32::MAX)
     }
@@ -99,19 +101,21 @@ impl ReplyQuotas {
             .lock()
             .get(&(to.chat_id.clone(), source.clone()))
             .map_or(0, |taken| {
-                let own = to
-                    .hints
-                    .send_key
-                    .as_deref()
-                    .map_or(0, |k| taken.of_final(k));
+                let own = counted_key(window, to, true).map_or(0, |k| taken.of_final(k));
                 taken.count.saturating_sub(own)
             });
         Some(window.max_replies_per_source.saturating_sub(used))
     }
 
-    /// Takes one reply for `to` (`true`), or none for a write made again under a send key
-    /// that took one already (`false`), or says why none is left.
-    fn take(&self, window: ReplyWindow, to: &SendTarget<'_>) -> Result<bool, &'static str> {
+    /// Takes one reply for a write to `to` (`true`), or none for a message made again under
+    /// a send key that took one already (`false`, [`counted_key`]), or says why none is
+    /// left. `message`: a message, not a file.
+    fn take(
+        &self,
+        window: ReplyWindow,
+        to: &SendTarget<'_>,
+        message: bool,
+    ) -> Result<bool, &'static str> {
         let Some(source) = to.reply_to else {
             return Ok(false);
         };
@@ -138,7 +142,7 @@ impl ReplyQuotas {
             closes,
             keys: Vec::new(),
         });
-        let send_key = to.hints.send_key.as_deref();
+        let send_key = counted_key(window, to, message);
         if let Some(send_key) = send_key
             && taken.keys.iter().any(|k| k == send_key)
         {
@@ -153,17 +157,25 @@ impl ReplyQuotas {
     }
 
     /// Gives back the reply a write to `to` took, when it certainly sent nothing.
-    fn give_back(&self, to: &SendTarget<'_>) {
+    fn give_back(&self, window: ReplyWindow, to: &SendTarget<'_>, message: bool) {
         let Some(source) = to.reply_to else {
             return;
         };
         if let Some(taken) = self.lock().get_mut(&(to.chat_id.clone(), source.clone())) {
             taken.count = taken.count.saturating_sub(1);
-            if let Some(send_key) = to.hints.send_key.as_deref() {
+            if let Some(send_key) = counted_key(window, to, message) {
                 taken.keys.retain(|k| k != send_key);
             }
         }
     }
+}
+
+/// The send key a reply's count remembers a write to `to` by: a message's, where the
+/// platform shows a repeat under one key once ([`ReplyWindow::repeats_shown_once`]);
+/// `None` for a file, or on a platform that reads no key (every write counts).
+fn counted_key<'t>(window: ReplyWindow, to: &'t SendTarget<'_>, message: bool) -> Option<&'t str> {
+    let keyed = window.repeats_shown_once && message;
+    to.hints.send_key.as_deref().filter(|_| keyed)
 }
 
 /// When the window of `to`'s source closes (Unix seconds). A reply that does not say when
@@ -192,11 +204,12 @@ impl<C: Channel> PassiveReplies<C> {
     }
 
     /// Takes a reply for a write to `to` (`true` if it took one), or refuses it.
-    fn admit(&self, to: &SendTarget<'_>) -> ChannelResult<bool> {
+    /// `message`: a message, not a file.
+    fn admit(&self, to: &SendTarget<'_>, message: bool) -> ChannelResult<bool> {
         let Some(window) = self.inner.capabilities().reply_window else {
             return Ok(false);
         };
-        self.quotas.take(window, to).map_err(|reason| {
+        self.quotas.take(window, to, message).map_err(|reason| {
             let channel = self.inner.name();
             metrics::counter!(REPLY_WINDOW_REFUSED, "channel" => channel, "reason" => reason)
                 .increment(1);
@@ -211,9 +224,12 @@ impl<C: Channel> PassiveReplies<C> {
 
     /// A write the final's gate withheld below sent nothing: the reply it `took` is given
     /// back.
-    fn settle<T>(&self, to: &SendTarget<'_>, took: bool, result: &ChannelResult<T>) {
-        if took && matches!(result, Err(ChannelError::Withheld)) {
-            self.quotas.give_back(to);
+    fn settle<T>(&self, to: &SendTarget<'_>, took: bool, message: bool, result: &ChannelResult<T>) {
+        if let Some(window) = self.inner.capabilities().reply_window
+            && took
+            && matches!(result, Err(ChannelError::Withheld))
+        {
+            self.quotas.give_back(window, to, message);
         }
     }
 }
@@ -224,16 +240,16 @@ impl<C: Channel> Channel for PassiveReplies<C> {
         show_typing, turn_ended, react, thread_of, fetch_file);
 
     async fn send_text(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let took = self.admit(&to)?;
+        let took = self.admit(&to, true)?;
         let sent = self.inner.send_text(to, text).await;
-        self.settle(&to, took, &sent);
+        self.settle(&to, took, true, &sent);
         sent
     }
 
     async fn start_stream(&self, to: SendTarget<'_>, text: &str) -> ChannelResult<SentMessage> {
-        let took = self.admit(&to)?;
+        let took = self.admit(&to, true)?;
         let sent = self.inner.start_stream(to, text).await;
-        self.settle(&to, took, &sent);
+        self.settle(&to, took, true, &sent);
         sent
     }
 
@@ -243,9 +259,9 @@ impl<C: Channel> Channel for PassiveReplies<C> {
     }
 
     async fn send_file(&self, to: SendTarget<'_>, file: &OutboundFile) -> ChannelResult {
-        let took = self.admit(&to)?;
+        let took = self.admit(&to, false)?;
         let sent = self.inner.send_file(to, file).await;
-        self.settle(&to, took, &sent);
+        self.settle(&to, took, false, &sent);
         sent
     }
 }
@@ -269,6 +285,7 @@ mod tests {
                 private: Duration::from_secs(3600),
                 max_replies_per_source: 5,
                 late: LateReplies::NextMessage,
+                repeats_shown_once: true,
             }),
             ..Capabilities::final_only(10)
         }
@@ -387,13 +404,45 @@ mod tests {
         assert_eq!(delivery.replies_left(&msg), None);
     }
 
+    /// A repeat under a counted key takes no reply only for a message on a platform that
+    /// shows such a repeat once: a final's files (under its key, but writes of their own)
+    /// always take one, and where the platform reads no key (WeChat) so does every repeat.
+    #[tokio::test]
+    async fn files_and_repeats_a_platform_does_not_drop_take_replies() {
+        let other = answer("s1", ChatKind::Private, "x", 1.0);
+        let mut keyed = answer("s1", ChatKind::Private, "files", 1.0);
+        keyed.hints.send_key = Some("e1:1".into());
+        keyed.attachments = vec![attachment("a.txt"), attachment("b.txt")];
+        let delivery = Delivery::new(Recorder::new(windowed()));
+        delivery.deliver(&keyed).await.unwrap();
+        assert_eq!(
+            delivery.replies_left(&other),
+            Some(2),
+            "a text and two files"
+        );
+        let mut unkeyed_platform = windowed();
+        if let Some(window) = unkeyed_platform.reply_window.as_mut() {
+            window.repeats_shown_once = false;
+        }
+        let delivery = Delivery::new(Recorder::new(unkeyed_platform));
+        keyed.attachments.clear();
+        delivery.deliver(&keyed).await.unwrap();
+        delivery.deliver(&keyed).await.unwrap();
+        assert_eq!(delivery.replies_left(&other), Some(3), "each send counts");
+        assert_eq!(
+            delivery.replies_left(&keyed),
+            Some(3),
+            "none counted as its own"
+        );
+    }
+
     #[test]
     fn the_count_is_bounded() {
         let quotas = ReplyQuotas::default();
         let window = windowed().reply_window.unwrap();
         for n in 0..MAX_SOURCES + 5 {
             let msg = answer(&format!("s{n}"), ChatKind::Group, "x", 0.0);
-            quotas.take(window, &SendTarget::from(&msg)).unwrap();
+            quotas.take(window, &SendTarget::from(&msg), true).unwrap();
         }
         assert_eq!(quotas.lock().len(), MAX_SOURCES);
     }

@@ -340,6 +340,7 @@ async fn a_held_or_carried_answer_past_its_window_waits_for_the_chat_again() {
         private: Duration::from_secs(3600),
         max_replies_per_source: 5,
         late: LateReplies::NextMessage,
+        repeats_shown_once: true,
     };
     let caps = Capabilities {
         reply_window: Some(window),

@@ -237,6 +237,7 @@ async fn a_withheld_write_takes_no_reply() {
             private: Duration::from_secs(3600),
             max_replies_per_source: 5,
             late: LateReplies::NextMessage,
+            repeats_shown_once: true,
         }),
         ..Capabilities::final_only(100)
     });
