@@ -394,6 +394,32 @@ async fn new_during_a_slow_synthesis_keeps_the_goal_on_the_old_thread_and_starts
     h.stop().await;
 }
 
+/// A `/stop` sent while the model composes a `/goal from-chat` goal keeps its task from
+/// starting: the goal is saved (the Gateway saved it), no run starts, and the command's
+/// one reply says so; never "nothing to stop", then the run the user asked to stop.
+#[tokio::test]
+async fn stop_while_from_chat_composes_saves_the_goal_and_starts_nothing() {
+    let h = Harness::final_only().await;
+    let thread = bind(&h, 0).await;
+    h.sim
+        .push_fault(Fault::on(Route::GoalFromChat).delay(Duration::from_millis(400)));
+    h.say("/goal from-chat").await;
+    h.wait_until_sent(1, "/goal/from-chat").await;
+    h.say("/stop").await;
+    let finals = h.channel.wait_finals(2).await;
+    let objective = Arg::Str("Please help me write the quarterly report");
+    let stopped = catalog_text("en-US")(
+        "goal-from-chat-not-started-stopped",
+        &[("objective", objective)],
+    );
+    assert_eq!(finals[1], stopped);
+    assert!(h.sim.goal(&thread).is_some(), "the goal is saved");
+    // Stopped with everything admitted handled: no run was asked for the goal.
+    let (sim, _dir, _) = h.stop().await;
+    let runs = sim.requests().iter().filter(|r| is_run_start(r)).count();
+    assert_eq!(runs, 1, "only the first message's run");
+}
+
 /// Why a saved `/goal from-chat` goal's run did not start, and how to make it not start.
 #[derive(Clone, Copy, Debug)]
 enum NotStartedBy {

@@ -139,6 +139,7 @@ goal-from-chat-not-started-busy = The goal is saved: { $objective }. I haven't s
 goal-from-chat-not-started-unavailable = The goal is saved: { $objective }. But I can't reach the agent right now, so I couldn't start working on it. Please send me a message in a little while and I'll pick it up.
 goal-from-chat-not-started-invalid-agent = The goal is saved: { $objective }. But this chat is set up with an agent name that isn't valid, so I can't start working on it. Please ask an admin to check the bot's configuration.
 goal-from-chat-not-started-failed = The goal is saved: { $objective }. But something went wrong when I tried to start working on it. Please send me a message to try again.
+goal-from-chat-not-started-stopped = The goal is saved: { $objective }. As you asked, I haven't started working on it. Send me a message whenever you'd like me to begin.
 
 ## /lang
 

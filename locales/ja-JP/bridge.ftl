@@ -135,6 +135,7 @@ goal-from-chat-not-started-busy = 目標を保存しました：{ $objective }�
 goal-from-chat-not-started-unavailable = 目標を保存しました：{ $objective }。ただ、現在エージェントに接続できないため、取りかかれませんでした。しばらくしてからメッセージを送ってください。そこから取りかかります。
 goal-from-chat-not-started-invalid-agent = 目標を保存しました：{ $objective }。ただ、このチャットに設定されているエージェント名が正しくないため、取りかかれません。ボットの設定を確認するよう、管理者にご依頼ください。
 goal-from-chat-not-started-failed = 目標を保存しました：{ $objective }。ただ、取りかかろうとしたところで問題が発生しました。もう一度試すには、メッセージを送ってください。
+goal-from-chat-not-started-stopped = 目標を保存しました：{ $objective }。ご指示どおり、まだ取りかかっていません。始めてほしいときに、メッセージを送ってください。
 
 ## /lang
 

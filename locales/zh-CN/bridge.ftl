@@ -133,6 +133,7 @@ goal-from-chat-not-started-busy = 目标已保存：{ $objective }。这个对�
 goal-from-chat-not-started-unavailable = 目标已保存：{ $objective }。但现在连不上智能体，没能开始执行。请过一会儿再给我发条消息，我就接着做。
 goal-from-chat-not-started-invalid-agent = 目标已保存：{ $objective }。但这个聊天配置的智能体名称无效，没法开始执行。请联系管理员检查机器人的配置。
 goal-from-chat-not-started-failed = 目标已保存：{ $objective }。但开始执行时出了问题。请给我发条消息再试一次。
+goal-from-chat-not-started-stopped = 目标已保存：{ $objective }。按你的要求，我还没有开始执行。想开始的时候，给我发条消息就行。
 
 ## /lang
 

@@ -134,6 +134,7 @@ goal-from-chat-not-started-busy = 目標已儲存：{ $objective }。這個對�
 goal-from-chat-not-started-unavailable = 目標已儲存：{ $objective }。不過現在連不上 AI 代理程式，沒辦法開始進行。請過一會兒再傳個訊息給我，我就會接著做。
 goal-from-chat-not-started-invalid-agent = 目標已儲存：{ $objective }。不過這個聊天室設定的 AI 代理程式名稱無效，沒辦法開始進行。請聯絡管理員檢查機器人的設定。
 goal-from-chat-not-started-failed = 目標已儲存：{ $objective }。不過開始進行時發生了問題。請再傳個訊息給我試一次。
+goal-from-chat-not-started-stopped = 目標已儲存：{ $objective }。依你的要求，我還沒有開始進行。想開始的時候，再傳個訊息給我就好。
 
 ## /lang
 

@@ -176,6 +176,9 @@ ids! {
     /// from-chat saved the goal, but starting its task failed for another reason.
     /// `$objective`
     GOAL_FROM_CHAT_NOT_STARTED_FAILED = "goal-from-chat-not-started-failed";
+    /// from-chat saved the goal, but a `/stop` sent while it was being composed asked that
+    /// its task not start. `$objective`
+    GOAL_FROM_CHAT_NOT_STARTED_STOPPED = "goal-from-chat-not-started-stopped";
 
     /// `/lang`. `$locale`, `$source` (chat, owner, sender, channel, admin, default)
     LANG_CURRENT = "lang-current";

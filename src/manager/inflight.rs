@@ -11,7 +11,9 @@
 //! in the run's conversation; another member's run is never stopped that way. Every run has an id to
 //! address: streamed runs from the stream's `Content-Location`, runs on final-only channels
 //! because they are created and then joined (issue 19: runs outlive their connection, so
-//! hanging up no longer stops one).
+//! hanging up no longer stops one). A `/goal from-chat` is registered while the Gateway
+//! composes its goal, before there is a run: `/stop` then marks it, and the command saves
+//! the goal without starting its run.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +35,9 @@ pub(crate) struct Inflight {
     user: UserId,
     /// Set by `/stop`.
     stopped: Arc<AtomicBool>,
+    /// No run yet: a `/goal from-chat` composing its goal, whose run `/stop` keeps from
+    /// starting.
+    pub(crate) composing: bool,
     /// Tells this registration from a later one of the same conversation.
     seq: u64,
 }
@@ -64,6 +69,22 @@ impl Runs {
         thread: ThreadId,
         run_id: Option<String>,
     ) -> Running<'_> {
+        self.insert(msg, thread, run_id, false)
+    }
+
+    /// Registers `msg`'s `/goal from-chat` while the Gateway composes its goal on
+    /// `thread`: a `/stop` meanwhile marks it, and the command then starts no run.
+    pub(crate) fn register_composing(&self, msg: &InboundMessage, thread: ThreadId) -> Running<'_> {
+        self.insert(msg, thread, None, true)
+    }
+
+    fn insert(
+        &self,
+        msg: &InboundMessage,
+        thread: ThreadId,
+        run_id: Option<String>,
+        composing: bool,
+    ) -> Running<'_> {
         let key = conversation_key(msg);
         let stopped = Arc::new(AtomicBool::new(false));
         let mut table = self.lock();
@@ -76,6 +97,7 @@ impl Runs {
                 run_id,
                 user: msg.user_id.clone(),
                 stopped: stopped.clone(),
+                composing,
                 seq,
             },
         );

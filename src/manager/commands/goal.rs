@@ -347,6 +347,8 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
     }
     let owner = inner.owner(msg);
     let hint = (!hint.is_empty()).then_some(hint);
+    // Until its run starts, a `/stop` finds this command and keeps the run from starting.
+    let composing = inner.runs.register_composing(msg, thread.clone());
     let goal = match inner
         .gateway
         .goal_from_chat(Some(&owner), &thread, hint)
@@ -364,7 +366,10 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
     if let Some(entry) = Entry::current() {
         entry.goal_composed(thread.as_str(), &goal.objective).await;
     }
-    run_composed(inner, msg, &thread, &goal.objective, SavedLine::Due).await
+    let stopped = composing.stopped();
+    drop(composing);
+    let saved_line = SavedLine::Due;
+    run_composed(inner, msg, &thread, &goal.objective, saved_line, stopped).await
 }
 
 /// Whether the turn still has to tell the user the goal was saved.
@@ -385,18 +390,19 @@ pub(crate) async fn resume_from_chat(
     thread: &ThreadId,
     objective: &str,
 ) -> Disposition {
-    run_composed(inner, msg, thread, objective, SavedLine::Published).await
+    run_composed(inner, msg, thread, objective, SavedLine::Published, false).await
 }
 
 /// The rest of `/goal from-chat` once the Gateway saved `objective` as the goal of
 /// `thread`: the binding re-check, the "saved" line when it is due, then exactly one run
-/// on the objective.
+/// on the objective, unless a `/stop` came while the goal was composed (`stopped`).
 async fn run_composed(
     inner: &Inner,
     msg: &InboundMessage,
     thread: &ThreadId,
     objective: &str,
     saved_line: SavedLine,
+    stopped: bool,
 ) -> Disposition {
     let shown = Arg::Str(objective);
     // `/new` may have run while the model was composing: then the goal belongs to the
@@ -414,6 +420,17 @@ async fn run_composed(
             .reply(
                 msg,
                 m::GOAL_FROM_CHAT_BINDING_CHANGED,
+                &[("objective", shown)],
+            )
+            .await;
+        return Disposition::Keep;
+    }
+    if stopped {
+        inner
+            .replier
+            .reply(
+                msg,
+                m::GOAL_FROM_CHAT_NOT_STARTED_STOPPED,
                 &[("objective", shown)],
             )
             .await;

@@ -33,6 +33,12 @@ async fn handle(inner: &Inner, msg: &InboundMessage) -> Disposition {
         stop_on_the_thread(inner, msg).await;
         return Disposition::Keep;
     };
+    if run.composing {
+        // No run yet: the goal being composed is saved, its run not started, and the
+        // command's own reply says so.
+        run.mark_stopped(true);
+        return Disposition::Keep;
+    }
     let Some(run_id) = run.run_id.as_deref() else {
         // A Gateway that named no run (no `Content-Location`): there is nothing to address.
         tracing::warn!("The run in flight has no id; it cannot be stopped.");
