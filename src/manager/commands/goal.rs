@@ -406,12 +406,22 @@ async fn run_composed(
 ) -> Disposition {
     let shown = Arg::Str(objective);
     // `/new` may have run while the model was composing: then the goal belongs to the
-    // previous conversation and starting its task here would be wrong.
+    // previous conversation and starting its task here would be wrong. A binding that
+    // cannot be read says nothing of that: the goal is saved, its task not started, and
+    // the reply says so (never that the chat moved to a new conversation).
     let after = match inner.bindings.current(msg).await {
         Ok(t) => t,
         Err(error) => {
-            tracing::warn!(%error, "Re-reading the binding after from-chat failed.");
-            None
+            tracing::warn!(%error, "Re-reading the binding after from-chat failed; the goal's task is not started.");
+            inner
+                .replier
+                .reply(
+                    msg,
+                    m::GOAL_FROM_CHAT_NOT_STARTED_FAILED,
+                    &[("objective", shown)],
+                )
+                .await;
+            return Disposition::Keep;
         }
     };
     if after.as_ref() != Some(thread) {
