@@ -227,7 +227,8 @@ struct Opened {
 impl GatewayClient {
     /// `POST {langgraph_url}/threads/{id}/runs/stream`. Resolves once the response headers
     /// arrive (bounded by the idle timeout); busy and other refusals are errors here.
-    /// Dropping the returned stream closes the connection, which cancels the run.
+    /// Dropping the returned stream closes the connection; the run goes on (every run is
+    /// started with `on_disconnect: "continue"`): stop one with `cancel_run`.
     pub async fn stream_run(
         &self,
         owner: Option<&Owner>,

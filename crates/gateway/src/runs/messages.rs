@@ -160,7 +160,7 @@ fn warn_cut(rows: usize) {
 
 impl GatewayClient {
     /// The messages run `run_id` of `thread` wrote, oldest first (see the module docs). A
-    /// Gateway without the route is [`GatewayError::NotFound`] (as any unknown route).
+    /// Gateway without the route is [`GatewayError::RouteMissing`] (FastAPI's bare 404).
     pub async fn run_messages(
         &self,
         owner: Option<&Owner>,
