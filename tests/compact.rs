@@ -6,7 +6,7 @@ use std::time::Duration;
 use im_bridge::i18n::{Arg, msg};
 use im_bridge::simulator::{Fault, Hold, Reply, Route, Script};
 
-use crate::support::{Harness, Options, catalog_text, shipped_locales};
+use crate::support::{Harness, Options, catalog_text, goal_met_at_once, shipped_locales};
 
 /// A final-only channel in locale `tag`, with a Gateway timeout (`from_chat_timeout`, which
 /// also bounds `/compact`) short enough that a delayed reply times out quickly.
@@ -218,12 +218,9 @@ async fn compact_during_a_streaming_run_is_busy_and_the_run_still_finishes() {
     h.stop().await;
 }
 
-/// A message sent right after `/compact`, while DeerFlow still compacts the thread (which
-/// holds its checkpoint writes meanwhile): its run starts once the compaction returned, so
-/// it is answered, not refused as busy (or, on a single-process Gateway, left waiting on
-/// the thread past the bridge's timeout and then run with no one to take its answer).
-#[tokio::test]
-async fn a_message_sent_during_a_compaction_is_answered_after_it() {
+/// Two turns on a final-only channel, then a `/compact` that DeerFlow takes 1.5 s over,
+/// its request sent.
+async fn compacting() -> Harness {
     let h = Harness::with(Options {
         from_chat_timeout: Duration::from_secs(5),
         ..Options::final_only()
@@ -234,6 +231,16 @@ async fn a_message_sent_during_a_compaction_is_answered_after_it() {
         .push_fault(Fault::on(Route::Compact).delay(Duration::from_millis(1500)));
     h.say("/compact").await;
     h.wait_until_sent(1, "/compact").await;
+    h
+}
+
+/// A message sent right after `/compact`, while DeerFlow still compacts the thread (which
+/// holds its checkpoint writes meanwhile): its run starts once the compaction returned, so
+/// it is answered, not refused as busy (or, on a single-process Gateway, left waiting on
+/// the thread past the bridge's timeout and then run with no one to take its answer).
+#[tokio::test]
+async fn a_message_sent_during_a_compaction_is_answered_after_it() {
+    let h = compacting().await;
     h.sim
         .script_next_run(Script::with_answer("after the compaction").chunks(1));
     h.say("next question").await;
@@ -244,6 +251,20 @@ async fn a_message_sent_during_a_compaction_is_answered_after_it() {
         &[("removed", Arg::Num(2)), ("kept", Arg::Num(2))],
     );
     assert_eq!(finals[2..], [done.as_str(), "after the compaction"]);
+    h.stop().await;
+}
+
+/// A `/goal` sent right after `/compact`, while DeerFlow still compacts the thread: the
+/// goal is written once the compaction returned, not refused as busy, and its run answers.
+#[tokio::test]
+async fn a_goal_set_during_a_compaction_is_saved_after_it() {
+    let h = compacting().await;
+    h.sim.script_next_run(goal_met_at_once("the goal's answer"));
+    h.say("/goal finish the quarterly report").await;
+    let answered = |_: &[_]| h.channel.finals().iter().any(|f| f == "the goal's answer");
+    h.channel.wait_for("the goal's answer", answered).await;
+    let busy = catalog_text("en-US")(msg::GOAL_BUSY_UNCHANGED, &[]);
+    h.channel.assert_never_shown(&busy);
     h.stop().await;
 }
 

@@ -420,6 +420,32 @@ async fn stop_while_from_chat_composes_saves_the_goal_and_starts_nothing() {
     assert_eq!(runs, 1, "only the first message's run");
 }
 
+/// A message sent while the run of a `/goal from-chat` goal works waits for it and is told
+/// so, as behind any run (the command's registration while it composed is not its run:
+/// its end does not count as the turn settling).
+#[tokio::test]
+async fn a_message_during_a_from_chat_goals_run_is_told_it_waits() {
+    let h = Harness::final_only().await;
+    bind(&h, 0).await;
+    h.sim
+        .script_next_run(goal_met_at_once("the goal's answer").hold(Hold::UntilFinished));
+    h.say("/goal from-chat").await;
+    h.wait_until_sent(2, "/runs").await;
+    h.sim
+        .script_next_run(Script::with_answer("the next answer").chunks(1));
+    h.say("and one more thing").await;
+    let queued = catalog_text("en-US")("run-queued", &[]);
+    h.channel
+        .wait_for("the queued notice", |_| {
+            h.channel.finals().contains(&queued)
+        })
+        .await;
+    h.finish_runs();
+    let finals = h.channel.wait_finals(5).await;
+    assert_eq!(finals[3..], ["the goal's answer", "the next answer"]);
+    h.stop().await;
+}
+
 /// Why a saved `/goal from-chat` goal's run did not start, and how to make it not start.
 #[derive(Clone, Copy, Debug)]
 enum NotStartedBy {

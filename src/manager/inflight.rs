@@ -106,6 +106,7 @@ impl Runs {
             key,
             seq,
             stopped,
+            composing,
         }
     }
 
@@ -131,7 +132,8 @@ impl Runs {
                 k.channel == key.channel && k.chat_id == key.chat_id && run.user == msg.user_id
             })
             .map(|(_, run)| run)
-            .max_by_key(|run| run.seq)
+            // A run the sender sees working before a goal still being composed.
+            .max_by_key(|run| (!run.composing, run.seq))
             .cloned()
     }
 
@@ -147,6 +149,8 @@ pub(crate) struct Running<'a> {
     key: ConversationKey,
     seq: u64,
     stopped: Arc<AtomicBool>,
+    /// A `/goal from-chat` composing its goal, not a run: its end says nothing of the turn.
+    composing: bool,
 }
 
 impl Running<'_> {
@@ -160,7 +164,9 @@ impl Drop for Running<'_> {
     /// The run is over: a message in line behind this turn's is told nothing more than that
     /// it waits (its predecessor is only delivering the answer).
     fn drop(&mut self) {
-        super::order::Settling::mark_current();
+        if !self.composing {
+            super::order::Settling::mark_current();
+        }
         let mut table = self.runs.lock();
         if table
             .by_conversation
@@ -206,6 +212,24 @@ mod tests {
         let mut elsewhere = msg(Some("m9"), "alice");
         elsewhere.chat_id = ChatId::new("other");
         assert!(runs.to_stop(&elsewhere).is_none());
+    }
+
+    /// A fresh `/stop` stops the run its sender sees working, not a `/goal from-chat` of
+    /// theirs still composing in another conversation (newer though it is).
+    #[test]
+    fn stop_prefers_a_run_to_a_goal_being_composed() {
+        let runs = Runs::default();
+        let _run = runs.register(
+            &msg(Some("m1"), "alice"),
+            ThreadId::new("t1"),
+            Some("a".into()),
+        );
+        let _composing = runs.register_composing(&msg(Some("m3"), "alice"), ThreadId::new("t3"));
+        let found = runs.to_stop(&msg(Some("m9"), "alice")).unwrap();
+        assert_eq!(found.run_id.as_deref(), Some("a"));
+        // In its own conversation, the composing command is what `/stop` finds.
+        let own = runs.to_stop(&msg(Some("m3"), "alice")).unwrap();
+        assert!(own.composing);
     }
 
     #[test]

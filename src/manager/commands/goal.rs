@@ -23,6 +23,7 @@ use super::Command;
 use crate::gateway::ThreadId;
 use crate::gateway::{GatewayError, GoalState, MAX_HINT_CHARS, OptionalRoute, Support};
 use crate::i18n::{Arg, msg as m};
+use crate::manager::inflight::Running;
 use crate::manager::journal::Entry;
 use crate::manager::run::{self, NotStarted, RunStart, TurnOptions};
 use crate::manager::{Disposition, Inner};
@@ -225,6 +226,8 @@ async fn clear(inner: &Inner, msg: &InboundMessage) -> Disposition {
         inner.replier.reply(msg, m::GOAL_CLEARED, &[]).await;
         return Disposition::Keep;
     };
+    // A goal write waits on the thread like a run while a `/compact` holds it.
+    inner.compacting.wait(&thread).await;
     match inner
         .gateway
         .delete_goal(Some(&inner.owner(msg)), &thread)
@@ -261,6 +264,8 @@ async fn set(inner: &Inner, msg: &InboundMessage, objective: &str) -> Dispositio
             return Disposition::Release;
         }
     };
+    // A goal write waits on the thread like a run while a `/compact` holds it.
+    inner.compacting.wait(&thread).await;
     let saved = inner
         .gateway
         .put_goal(Some(&owner), &thread, objective)
@@ -349,6 +354,8 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
     let hint = (!hint.is_empty()).then_some(hint);
     // Until its run starts, a `/stop` finds this command and keeps the run from starting.
     let composing = inner.runs.register_composing(msg, thread.clone());
+    // Composing writes the thread's goal: not while a `/compact` holds it.
+    inner.compacting.wait(&thread).await;
     let goal = match inner
         .gateway
         .goal_from_chat(Some(&owner), &thread, hint)
@@ -366,10 +373,16 @@ async fn from_chat(inner: &Inner, msg: &InboundMessage, hint: &str) -> Dispositi
     if let Some(entry) = Entry::current() {
         entry.goal_composed(thread.as_str(), &goal.objective).await;
     }
-    let stopped = composing.stopped();
-    drop(composing);
-    let saved_line = SavedLine::Due;
-    run_composed(inner, msg, &thread, &goal.objective, saved_line, stopped).await
+    let objective = &goal.objective;
+    run_composed(
+        inner,
+        msg,
+        &thread,
+        objective,
+        SavedLine::Due,
+        Some(composing),
+    )
+    .await
 }
 
 /// Whether the turn still has to tell the user the goal was saved.
@@ -390,20 +403,22 @@ pub(crate) async fn resume_from_chat(
     thread: &ThreadId,
     objective: &str,
 ) -> Disposition {
-    run_composed(inner, msg, thread, objective, SavedLine::Published, false).await
+    run_composed(inner, msg, thread, objective, SavedLine::Published, None).await
 }
 
 /// The rest of `/goal from-chat` once the Gateway saved `objective` as the goal of
 /// `thread`: the binding re-check, the "saved" line when it is due, then exactly one run
-/// on the objective, unless a `/stop` came while the goal was composed (`stopped`).
+/// on the objective, unless a `/stop` found the command (`composing`, its registration
+/// while the goal was composed) before the run was asked for.
 async fn run_composed(
     inner: &Inner,
     msg: &InboundMessage,
     thread: &ThreadId,
     objective: &str,
     saved_line: SavedLine,
-    stopped: bool,
+    composing: Option<Running<'_>>,
 ) -> Disposition {
+    let stopped = || composing.as_ref().is_some_and(Running::stopped);
     let shown = Arg::Str(objective);
     // `/new` may have run while the model was composing: then the goal belongs to the
     // previous conversation and starting its task here would be wrong. A binding that
@@ -435,7 +450,14 @@ async fn run_composed(
             .await;
         return Disposition::Keep;
     }
-    if stopped {
+    if saved_line == SavedLine::Due && !stopped() {
+        inner
+            .replier
+            .preamble(msg, m::GOAL_FROM_CHAT_SAVED, &[("objective", shown)])
+            .await;
+    }
+    // Asked again after the "saved" line, which a `/stop` may answer.
+    if stopped() {
         inner
             .replier
             .reply(
@@ -446,12 +468,9 @@ async fn run_composed(
             .await;
         return Disposition::Keep;
     }
-    if saved_line == SavedLine::Due {
-        inner
-            .replier
-            .preamble(msg, m::GOAL_FROM_CHAT_SAVED, &[("objective", shown)])
-            .await;
-    }
+    // From here the run's own registration answers a `/stop` (or, until it is made, the
+    // Gateway's list of the thread's runs).
+    drop(composing);
     let options = TurnOptions {
         thread: Some(thread.clone()),
         caller_reports_not_started: true,

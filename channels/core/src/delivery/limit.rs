@@ -269,7 +269,9 @@ impl<C: Channel> LimitLength<C> {
     fn lead(&self, note: &str, messages: &mut [Rendered]) -> bool {
         let caps = self.inner.capabilities();
         let line = caps.markup.literal(note);
-        let fits = |plain: &str| caps.length_unit.measure(plain) <= caps.max_message_len;
+        // Counted as the cut counts (what the markup's entities add included).
+        let measure = render::Measure::new(caps.length_unit, caps.markup);
+        let fits = |plain: &str| measure.fits(plain, caps.max_message_len);
         let before = |text: &str| format!("{note}\n\n{text}");
         if let Some(first) = messages.first_mut()
             && fits(&before(&first.plain))
