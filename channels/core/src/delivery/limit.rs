@@ -605,6 +605,46 @@ mod tests {
         }
     }
 
+    /// [`Brackets`] on a platform that counts `&` as the five characters of its entity.
+    struct Entities;
+
+    impl Dialect for Entities {
+        fn name(&self) -> &'static str {
+            "entities"
+        }
+
+        fn writer(&self) -> Box<dyn Writer> {
+            Box::new(Brackets)
+        }
+
+        fn extra_units(&self, c: char) -> usize {
+            if c == '&' { 4 } else { 0 }
+        }
+
+        fn check(&self, _: &Rendered, _: LengthUnit, _: usize) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    /// The late line's room is counted as the cut counts: a line whose `&` the platform
+    /// reads as five characters does not fit where its characters alone would.
+    #[tokio::test]
+    async fn a_lead_note_is_measured_as_the_platform_counts() {
+        let caps = crate::capabilities::Capabilities {
+            markup: &Entities,
+            ..crate::delivery::recorder::editable(16)
+        };
+        let (rec, layer) = crate::delivery::recorder::layered_with(caps, ChannelExt::limit_length);
+        let mut keyed = keyed_final();
+        keyed.hints.lead_note = Some("a&b".into());
+        // 15 characters with the line before it, 19 as the platform counts them.
+        layer
+            .send_text((&keyed).into(), "0123456789")
+            .await
+            .unwrap();
+        assert_eq!(rec.calls(), [Call::Send("0123456789".into())]);
+    }
+
     /// A channel of `len` chars whose markup is [`Brackets`].
     pub(super) fn brackets(len: usize) -> crate::capabilities::Capabilities {
         crate::capabilities::Capabilities {
