@@ -118,30 +118,8 @@ mod tests {
         assert_eq!(limited.retry_after(), Some(Duration::from_secs(2)));
     }
 
-    #[tokio::test]
-    async fn a_finish_that_may_have_landed_is_not_sent_again_when_it_is_delivered_again() {
-        let (rec, layer) = layered(100, ChannelExt::finish_or_send);
-        let m = MessageId::new("m1");
-        let hints = DeliveryHints {
-            send_key: Some("e1:1".into()),
-            ..DeliveryHints::default()
-        };
-        let keyed = SendTarget {
-            hints: &hints,
-            ..target()
-        };
-        rec.fail(Op::Finish, ChannelError::Unconfirmed("no answer".into()));
-        let error = layer.finish_stream(keyed, &m, "final").await.unwrap_err();
-        assert!(error.is_transient(), "delivered again later: {error}");
-        assert_eq!(rec.attempts(Op::Send), 0, "it may show already");
-        // Without a key nothing delivers it again: a new message, as for any failure.
-        rec.fail(Op::Finish, ChannelError::Unconfirmed("no answer".into()));
-        layer.finish_stream(target(), &m, "final").await.unwrap();
-        assert_eq!(rec.calls().last(), Some(&Call::Send("final".into())));
-    }
-
-    /// A keyed final whose finish failed for now (a timeout after the edit left, a 5xx,
-    /// the edits' budget spent) is finished again later, never sent at once as a new
+    /// A keyed final whose finish failed for now (an answer that never came, a timeout
+    /// after the edit left, a 5xx, the edits' budget spent) is finished again later, never sent at once as a new
     /// message beside a stream message that may show it already; a refusal still is.
     #[tokio::test]
     async fn a_keyed_final_whose_finish_failed_for_now_is_finished_again_not_sent() {
@@ -156,6 +134,7 @@ mod tests {
             ..target()
         };
         for cause in [
+            ChannelError::Unconfirmed("no answer".into()),
             ChannelError::Transport("calling edit failed: timed out".into()),
             ChannelError::OverBudget(Duration::from_secs(3)),
             ChannelError::Stopped,

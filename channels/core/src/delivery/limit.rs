@@ -271,24 +271,23 @@ impl<C: Channel> LimitLength<C> {
         let line = caps.markup.literal(note);
         // Counted as the cut counts (what the markup's entities add included).
         let measure = render::Measure::new(caps.length_unit, caps.markup);
-        let fits = |plain: &str| measure.fits(plain, caps.max_message_len);
-        let before = |text: &str| format!("{note}\n\n{text}");
-        if let Some(first) = messages.first_mut()
-            && fits(&before(&first.plain))
-        {
-            first.text = format!("{line}\n\n{}", first.text);
-            first.plain = before(&first.plain);
-            first.plain_linked = first.plain_linked.as_deref().map(before);
-            return true;
-        }
-        let after = |text: &str| format!("{text}\n\n{note}");
-        if let Some(last) = messages.last_mut()
-            && fits(&after(&last.plain))
-        {
-            last.text = format!("{}\n\n{line}", last.text);
-            last.plain = after(&last.plain);
-            last.plain_linked = last.plain_linked.as_deref().map(after);
-            return true;
+        let last = messages.len().saturating_sub(1);
+        // Before the first message, else after the last.
+        for (at, before) in [(0, true), (last, false)] {
+            let Some(message) = messages.get_mut(at) else {
+                return false;
+            };
+            let with = |text: &str, added: &str| match before {
+                true => format!("{added}\n\n{text}"),
+                false => format!("{text}\n\n{added}"),
+            };
+            let plain = with(&message.plain, note);
+            if measure.fits(&plain, caps.max_message_len) {
+                message.text = with(&message.text, &line);
+                message.plain = plain;
+                message.plain_linked = message.plain_linked.as_deref().map(|p| with(p, note));
+                return true;
+            }
         }
         false
     }
